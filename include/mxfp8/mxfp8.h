@@ -1,0 +1,293 @@
+/*
+ * mxfp8 — hand MXFP8 weights from a trainer to whoever consumes them next.
+ *
+ * Copyright 2026 the mxfp8 authors. SPDX-License-Identifier: Apache-2.0
+ *
+ * An MXFP8 tensor of logical shape (*lead, K) is FP8 values plus one E8M0 scale (a biased power-of-two
+ * exponent) per block of 32 values. Producers such as Transformer Engine store the scales padded, and
+ * sometimes swizzled into the cuBLAS "128x4" GEMM layout. Consumers (vLLM, SGLang, JAX) want the values
+ * plus compact row-major uint8 scales of shape (*lead, ceil(K/32)). This library turns the first into
+ * the second with no dequantize and no requantize: a view where the bytes already sit right, otherwise a
+ * copy made by one pass of an unswizzle loop (CPU) or kernel (CUDA).
+ *
+ * Conventions that hold for every function below:
+ *   - Every function returns an mxfp8_status, except the few that cannot fail (they say so).
+ *   - On failure nothing is allocated, nothing passed in is taken or modified, every output pointer is
+ *     left as it was, and mxfp8_last_error() describes what was wrong.
+ *   - No C++ exception and no signal ever leaves the library for bad input.
+ *   - Structs that may grow open with `struct_size`; fill them with their *_INIT macro and then set the
+ *     fields you need. A struct from a newer caller is accepted when the fields this library does not know
+ *     are zero. Enum values and status values never change once published.
+ *   - All memory is described with DLPack (https://dmlc.github.io/dlpack/), header >= 1.1.
+ *   - CUDA work runs on the stream you pass (NULL is the legacy default stream); the library never
+ *     synchronizes the device behind your back. Errors from kernels that run asynchronously show up at a
+ *     later CUDA call of yours or ours, as they do everywhere in CUDA.
+ */
+#ifndef MXFP8_MXFP8_H_
+#define MXFP8_MXFP8_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <dlpack/dlpack.h>
+
+#if !defined(DLPACK_MAJOR_VERSION) || DLPACK_MAJOR_VERSION < 1 || \
+    (DLPACK_MAJOR_VERSION == 1 && DLPACK_MINOR_VERSION < 1)
+#error "mxfp8.h needs dlpack.h 1.1 or newer (it defines the float8 type codes)"
+#endif
+
+#if defined(_WIN32)
+#define MXFP8_API_EXPORT __declspec(dllexport)
+#define MXFP8_API_IMPORT __declspec(dllimport)
+#else
+#define MXFP8_API_EXPORT __attribute__((visibility("default")))
+#define MXFP8_API_IMPORT
+#endif
+/* MXFP8_BUILDING_LIBRARY is defined only while the library itself is compiled. */
+#if defined(MXFP8_BUILDING_LIBRARY)
+#define MXFP8_API MXFP8_API_EXPORT
+#else
+#define MXFP8_API MXFP8_API_IMPORT
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ====================================================================================================
+ * Version
+ * ==================================================================================================== */
+
+#define MXFP8_VERSION_MAJOR 0
+#define MXFP8_VERSION_MINOR 1
+#define MXFP8_VERSION_PATCH 0
+/* MAJOR * 10000 + MINOR * 100 + PATCH, the same encoding mxfp8_version() returns. */
+#define MXFP8_VERSION (MXFP8_VERSION_MAJOR * 10000 + MXFP8_VERSION_MINOR * 100 + MXFP8_VERSION_PATCH)
+
+/* The version of the library actually loaded, encoded as MXFP8_VERSION. Compare it with the macro to
+ * detect a header/library mismatch. Cannot fail. */
+MXFP8_API uint32_t mxfp8_version(void);
+
+/* ====================================================================================================
+ * Status and errors
+ * ==================================================================================================== */
+
+/* The values are pinned: a published value never changes meaning. New values may be added. */
+typedef enum mxfp8_status {
+  MXFP8_OK = 0,
+  /* A pointer, enum, struct size, shape, dtype, stride or buffer size is wrong. Fix the call. */
+  MXFP8_ERROR_INVALID_ARGUMENT = 1,
+  /* The tensor has no data for the requested direction (e.g. rowwise export of a columnwise-only
+   * tensor). */
+  MXFP8_ERROR_MISSING_DATA = 2,
+  /* Valid, but not something this build can do (a device type it does not know, a CUDA copy from a
+   * build without CUDA). */
+  MXFP8_ERROR_UNSUPPORTED = 3,
+  /* Host or device memory could not be allocated (also: the caller's allocator failed). */
+  MXFP8_ERROR_OUT_OF_MEMORY = 4,
+  /* A CUDA runtime call or kernel launch failed; the message carries CUDA's error text. */
+  MXFP8_ERROR_CUDA = 5,
+  /* A bug in this library. Please report it with the message. */
+  MXFP8_ERROR_INTERNAL = 6,
+  /* Not a status: one past the largest value this header knows. */
+  MXFP8_NUM_STATUS = 7
+} mxfp8_status;
+
+/* A short, static, English name for a status ("invalid argument"). Never NULL; unknown values give
+ * "unknown status". Cannot fail. */
+MXFP8_API const char *mxfp8_status_string(mxfp8_status status);
+
+/* The detailed message of the last failed call made by *this thread* (for example
+ * "rowwise_scale_inv: GEMM-swizzled scales for shape (100, 48) need 128 x 4 = 512 bytes, got 200").
+ * Never NULL (empty when nothing failed yet). Only meaningful right after a call returned something
+ * other than MXFP8_OK; successful calls do not clear it. The pointer stays valid until this thread's
+ * next call into the library. Cannot fail. */
+MXFP8_API const char *mxfp8_last_error(void);
+
+/* ====================================================================================================
+ * Describing an MXFP8 tensor
+ * ==================================================================================================== */
+
+/* The FP8 encoding of the values. */
+typedef enum mxfp8_format {
+  MXFP8_FORMAT_E4M3 = 1, /* float8_e4m3fn, DLPack code kDLFloat8_e4m3fn (10) */
+  MXFP8_FORMAT_E5M2 = 2  /* float8_e5m2,   DLPack code kDLFloat8_e5m2 (12) */
+} mxfp8_format;
+
+/* How a scale buffer is laid out in memory. Either layout may be padded; padding is never read.
+ *
+ * Rowwise scales S (one per 32 consecutive values along K) form an R x C matrix with R = M = prod(lead)
+ * and C = ceil(K/32). Columnwise scales (one per 32 consecutive rows) form an R x C matrix with
+ * R = ceil(M/32) and C = K. A partial last block keeps its own scale, hence the ceil. */
+typedef enum mxfp8_scale_layout {
+  /* Row-major (R', C') with R' >= R and C' >= C; the buffer's own shape gives R' and C' (leading dims
+   * are flattened into rows). TE allocates R' = roundup(R, 128), C' = roundup(C, 4) for rowwise and
+   * R' = roundup(R, 4), C' = roundup(C, 128) for columnwise. A compact (R, C) buffer is fine too. */
+  MXFP8_SCALE_LAYOUT_ROW_MAJOR = 0,
+  /* The cuBLAS / CUTLASS block-scaling layout ("128x4" tiles). For rowwise scales, S padded to
+   * Rp = roundup(R, 128), Cp = roundup(C, 4) and stored tile by tile:
+   *
+   *   offset(r, c) = ((r / 128) * (Cp / 4) + c / 4) * 512 + (r % 32) * 16 + ((r % 128) / 32) * 4 + c % 4
+   *
+   * Columnwise scales are swizzled as their transpose: the matrix swizzled is S^T (C x R), so Rp and Cp
+   * are roundup(K, 128) and roundup(ceil(M/32), 4). The buffer must be contiguous and hold exactly
+   * Rp * Cp bytes: any other size means the caller's idea of the layout is wrong, and guessing would
+   * decode to noise. */
+  MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED = 1
+} mxfp8_scale_layout;
+
+/* Which copy of the data an export reads. */
+typedef enum mxfp8_direction {
+  MXFP8_DIRECTION_ROWWISE = 0,   /* values scaled along K: scales (*lead, ceil(K/32)) */
+  MXFP8_DIRECTION_COLUMNWISE = 1 /* values scaled along rows: scales (ceil(M/32), K) */
+} mxfp8_direction;
+
+/* Everything that says what an MXFP8 tensor is and where its bytes are. Start from
+ * MXFP8_TENSOR_DESC_INIT.
+ *
+ * Data tensors: the tensor's shape (not transposed, also for columnwise data, as TE stores it), dtype
+ * uint8 or the float8 code matching `format`, row-major contiguous (strides NULL or compact).
+ * Scale tensors: dtype uint8 or kDLFloat8_e8m0fnu (14), laid out as `scale_layout` says; the last
+ * dimension must have stride 1 and the leading dimensions must flatten into rows.
+ * All four live on the same device: kDLCPU, kDLCUDA, kDLCUDAHost or kDLCUDAManaged.
+ * At least one direction needs both its data and its scales; a direction with only one of the two is an
+ * error.
+ *
+ * Ownership: on success, mxfp8_tensor_create takes every non-NULL DLManagedTensorVersioned given here
+ * and calls its deleter exactly once, when the tensor and every view exported from it are released. A
+ * NULL deleter marks borrowed memory: you keep it alive for as long as the tensor or any view of it
+ * lives. On failure nothing is taken. Passing the same managed tensor in two fields is an error. */
+typedef struct mxfp8_tensor_desc {
+  uint32_t struct_size; /* sizeof(mxfp8_tensor_desc) */
+  int32_t format;       /* mxfp8_format */
+  int32_t scale_layout; /* mxfp8_scale_layout, for both directions (TE's with_gemm_swizzled_scales) */
+  int32_t ndim;         /* length of `shape`; 0 takes the logical shape from the data tensor */
+  const int64_t *shape; /* the logical shape (*lead, K), copied; needed only to check the data's */
+  DLManagedTensorVersioned *rowwise_data;
+  DLManagedTensorVersioned *rowwise_scale_inv;
+  DLManagedTensorVersioned *columnwise_data;
+  DLManagedTensorVersioned *columnwise_scale_inv;
+} mxfp8_tensor_desc;
+
+#define MXFP8_TENSOR_DESC_INIT                                                                  \
+  {                                                                                              \
+    (uint32_t) sizeof(mxfp8_tensor_desc), MXFP8_FORMAT_E4M3, MXFP8_SCALE_LAYOUT_ROW_MAJOR, 0, NULL, \
+        NULL, NULL, NULL, NULL                                                                   \
+  }
+
+/* An immutable, reference-counted handle on a validated MXFP8 tensor. Thread-safe: any number of
+ * threads may export from one handle at once. */
+typedef struct mxfp8_tensor mxfp8_tensor;
+
+/* Validates `desc` completely (shapes, dtypes, devices, buffer sizes, strides) and wraps it in a handle.
+ * Every later export can only fail for reasons outside the description (memory, CUDA).
+ * `*out` is written only on success. Touches no tensor memory, launches nothing. */
+MXFP8_API mxfp8_status mxfp8_tensor_create(const mxfp8_tensor_desc *desc, mxfp8_tensor **out);
+
+/* Drops the caller's reference. Views exported from the tensor hold their own references, so they stay
+ * valid; the input deleters run when the last reference goes. NULL is fine. Cannot fail. */
+MXFP8_API void mxfp8_tensor_release(mxfp8_tensor *tensor);
+
+/* ====================================================================================================
+ * Exporting values and compact scales
+ * ==================================================================================================== */
+
+/* The dtype of the exported values. */
+typedef enum mxfp8_values_dtype {
+  MXFP8_VALUES_FP8 = 0,  /* kDLFloat8_e4m3fn or kDLFloat8_e5m2, by the tensor's format */
+  MXFP8_VALUES_UINT8 = 1 /* the same bytes as uint8, for consumers without float8 (CuPy, NumPy) */
+} mxfp8_values_dtype;
+
+/* The dtype of the exported scales. Both are the E8M0 biased exponent byte: scale = 2^(byte - 127),
+ * byte 255 is NaN. */
+typedef enum mxfp8_scales_dtype {
+  MXFP8_SCALES_UINT8 = 0, /* uint8: the wire format vLLM and SGLang load */
+  MXFP8_SCALES_E8M0 = 1   /* kDLFloat8_e8m0fnu (14) */
+} mxfp8_scales_dtype;
+
+/* What to do with row-major scales that carry padding columns (C' > C). */
+typedef enum mxfp8_padded_scales {
+  MXFP8_PADDED_SCALES_COPY = 0,       /* a contiguous copy (what most consumers expect) */
+  MXFP8_PADDED_SCALES_STRIDED_VIEW = 1 /* a zero-copy view whose row stride is C' */
+} mxfp8_padded_scales;
+
+/* Options of mxfp8_export_components. Start from MXFP8_EXPORT_OPTIONS_INIT; NULL options mean the
+ * defaults it sets. */
+typedef struct mxfp8_export_options {
+  uint32_t struct_size; /* sizeof(mxfp8_export_options) */
+  int32_t direction;    /* mxfp8_direction, default rowwise */
+  int32_t values_dtype; /* mxfp8_values_dtype, default fp8 */
+  int32_t scales_dtype; /* mxfp8_scales_dtype, default uint8 */
+  int32_t padded_scales;/* mxfp8_padded_scales, default copy */
+  uint32_t reserved;    /* must be 0 */
+  /* cudaStream_t the copy (if any) runs on; NULL is the legacy default stream. Ignored for host data.
+   * The export returns once the work is queued: order your reads of the scales after it on this stream
+   * (or synchronize it). */
+  void *stream;
+  /* Optional: allocates the memory of copies. It has the signature of DLPack's
+   * DLPackManagedTensorAllocator (so the one from a framework's DLPackExchangeAPI, e.g. PyTorch's caching
+   * allocator, can be assigned directly): it receives a prototype DLTensor (dtype, ndim, shape, device),
+   * returns 0 and a managed tensor on success, and calls SetError and returns non-zero on failure. The
+   * returned tensor must be contiguous with the prototype's shape, dtype and device. Its deleter frees it;
+   * it is handed back to you as the output (with DLPACK_FLAG_BITMASK_IS_COPIED added). NULL: the library
+   * allocates: malloc on the host; for CUDA memory cudaMallocAsync on `stream`, and the output's deleter
+   * frees it with cudaFreeAsync on that same stream. Then, as with PyTorch's record_stream, `stream` must
+   * still exist when you call the deleter, and work on other streams that reads the copy must be ordered
+   * before the deleter's free on `stream` (make `stream` wait for it, or synchronize first). */
+  int (*allocator)(DLTensor *prototype, DLManagedTensorVersioned **out, void *error_ctx,
+                   void (*set_error)(void *error_ctx, const char *kind, const char *message));
+} mxfp8_export_options;
+
+#define MXFP8_EXPORT_OPTIONS_INIT                                                        \
+  {                                                                                       \
+    (uint32_t) sizeof(mxfp8_export_options), MXFP8_DIRECTION_ROWWISE, MXFP8_VALUES_FP8,   \
+        MXFP8_SCALES_UINT8, MXFP8_PADDED_SCALES_COPY, 0u, NULL, NULL                      \
+  }
+
+/* Exports one direction of `tensor` as two DLPack tensors:
+ *
+ *   values: the data, shape = the tensor's logical shape, ALWAYS a zero-copy view. It shares memory with
+ *           the source, so in-place updates of the source (an optimizer step) show through; clone it to
+ *           keep a snapshot. Read-only if the source data was flagged read-only.
+ *   scales: the E8M0 scales, compact: (*lead, ceil(K/32)) rowwise, (ceil(M/32), K) columnwise.
+ *           A view when the bytes already lie that way (row-major, no padding columns, or padding
+ *           columns with MXFP8_PADDED_SCALES_STRIDED_VIEW); otherwise a new contiguous buffer on the
+ *           source's device, made by the unswizzle / crop copy, with DLPACK_FLAG_BITMASK_IS_COPIED set.
+ *
+ * Every output carries strides (never NULL when ndim > 0) and the DLPack version of the header the
+ * library was built with. Views keep `tensor` alive; release each output by calling its deleter (once).
+ * Either output pointer may be NULL to skip that output, but not both. Both outputs are written only on
+ * success. Thread-safe. Fails with MXFP8_ERROR_MISSING_DATA when the tensor has no data for `direction`.
+ */
+MXFP8_API mxfp8_status mxfp8_export_components(const mxfp8_tensor *tensor,
+                                               const mxfp8_export_options *options,
+                                               DLManagedTensorVersioned **values,
+                                               DLManagedTensorVersioned **scales);
+
+/* ====================================================================================================
+ * Low level: one scale matrix between caller-owned buffers
+ * ==================================================================================================== */
+
+/* Undoes the GEMM swizzle of one scale matrix.
+ *
+ *   swizzled: contiguous, uint8 or e8m0, exactly roundup(R, 128) * roundup(C, 4) bytes (any shape).
+ *   compact:  the R x C destination, uint8 or e8m0, same device; its shape gives R and C (leading dims
+ *             flattened into rows). Any non-negative strides: strides (1, R) on a (C, R)-shaped view of
+ *             a (R, C) buffer write the transpose, which is how columnwise scales come out.
+ *
+ * CUDA buffers: the kernel is queued on `stream` (NULL: legacy default); the call does not wait.
+ * Host buffers: done when the call returns. `swizzled` is never written. */
+MXFP8_API mxfp8_status mxfp8_unswizzle_scales(const DLTensor *swizzled, DLTensor *compact,
+                                              void *stream);
+
+/* The inverse, for the import side (a consumer that feeds cuBLAS): reads the R x C matrix `compact`
+ * (same stride rules) and writes all roundup(R, 128) * roundup(C, 4) bytes of `swizzled`, padding
+ * included, which is set to zero as cuBLAS expects. Same stream rules. `compact` is never written. */
+MXFP8_API mxfp8_status mxfp8_swizzle_scales(const DLTensor *compact, DLTensor *swizzled,
+                                            void *stream);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* MXFP8_MXFP8_H_ */

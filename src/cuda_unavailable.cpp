@@ -1,0 +1,24 @@
+// Stand-ins for the CUDA operations in a build made without a CUDA compiler, so that CUDA tensors still
+// export as views and every copy of CUDA memory fails with a clear status.
+#include "error.hpp"
+#include "scale_copy.hpp"
+
+namespace mxfp8::cuda {
+namespace {
+[[noreturn]] void no_cuda() {
+  fail(MXFP8_ERROR_UNSUPPORTED,
+       "this copy of libmxfp8 was built without CUDA, so it cannot copy scales in CUDA memory "
+       "(views still work); rebuild with a CUDA compiler on the PATH");
+}
+}  // namespace
+
+bool compiled_in() { return false; }
+DeviceScope::DeviceScope(int) {}
+DeviceScope::~DeviceScope() = default;
+void unswizzle(const uint8_t *, ByteMatrix, void *) { no_cuda(); }
+void swizzle(ByteMatrix, uint8_t *, void *) { no_cuda(); }
+void copy_matrix(ByteMatrix, ByteMatrix, void *) { no_cuda(); }
+void *allocate(int64_t, void *) { no_cuda(); }
+void free_async(void *, void *) noexcept {}
+
+}  // namespace mxfp8::cuda

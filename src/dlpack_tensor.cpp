@@ -1,0 +1,132 @@
+#include "dlpack_tensor.hpp"
+
+#include <cstdlib>
+#include <string>
+#include <utility>
+
+#include "dltensor_checks.hpp"
+#include "error.hpp"
+#include "scale_copy.hpp"
+#include "shape.hpp"
+#include "tensor.hpp"
+
+namespace mxfp8 {
+namespace {
+
+// manager_ctx of every tensor the library makes. `managed` is the first member, so the deleter finds
+// the whole block from the pointer it is given.
+struct LibraryTensor {
+  DLManagedTensorVersioned managed{};
+  std::vector<int64_t> shape;
+  std::vector<int64_t> strides;
+  const mxfp8_tensor *keep_alive = nullptr;  // views: the source
+  void *host_buffer = nullptr;               // host copies
+  void *device_buffer = nullptr;             // CUDA copies, freed on `stream`
+  void *stream = nullptr;
+};
+
+void delete_library_tensor(DLManagedTensorVersioned *self) {
+  auto *t = static_cast<LibraryTensor *>(self->manager_ctx);
+  if (t->keep_alive) release(t->keep_alive);
+  std::free(t->host_buffer);
+  if (t->device_buffer) cuda::free_async(t->device_buffer, t->stream);
+  delete t;
+}
+
+std::unique_ptr<LibraryTensor> new_library_tensor(DLDevice device, DLDataType dtype, std::vector<int64_t> shape,
+                                                  std::vector<int64_t> strides, uint64_t flags) {
+  auto t = std::make_unique<LibraryTensor>();
+  t->shape = std::move(shape);
+  t->strides = std::move(strides);
+  DLManagedTensorVersioned &m = t->managed;
+  m.version = DLPackVersion{DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
+  m.manager_ctx = t.get();
+  m.deleter = delete_library_tensor;
+  m.flags = flags;
+  m.dl_tensor.device = device;
+  m.dl_tensor.dtype = dtype;
+  m.dl_tensor.ndim = static_cast<int32_t>(t->shape.size());
+  m.dl_tensor.shape = t->shape.empty() ? nullptr : t->shape.data();
+  m.dl_tensor.strides = t->strides.empty() ? nullptr : t->strides.data();
+  return t;
+}
+
+void record_allocator_error(void *ctx, const char *kind, const char *message) {
+  auto *text = static_cast<std::string *>(ctx);
+  try {
+    *text = cat(kind ? kind : "error", ": ", message ? message : "(no message)");
+  } catch (...) {
+  }
+}
+
+ManagedPtr from_caller_allocator(DLDevice device, DLDataType dtype, const std::vector<int64_t> &shape,
+                                 const mxfp8_export_options &options) {
+  std::vector<int64_t> prototype_shape = shape;
+  DLTensor prototype{};
+  prototype.device = device;
+  prototype.dtype = dtype;
+  prototype.ndim = static_cast<int32_t>(shape.size());
+  prototype.shape = prototype_shape.empty() ? nullptr : prototype_shape.data();
+  DLManagedTensorVersioned *raw = nullptr;
+  std::string error;
+  const int rc = options.allocator(&prototype, &raw, &error, record_allocator_error);
+  ManagedPtr result(raw);
+  if (rc != 0 || !raw)
+    fail(MXFP8_ERROR_OUT_OF_MEMORY, "the caller's allocator failed for shape ", format_shape(shape), " on ",
+         format_device(device), error.empty() ? std::string() : ": " + error);
+  const DLTensor &t = raw->dl_tensor;
+  const bool fits = t.ndim == prototype.ndim && std::vector<int64_t>(t.shape, t.shape + t.ndim) == shape &&
+                    t.dtype.bits == 8 && t.dtype.lanes == 1 && same_device(t.device, device) && is_compact(t) &&
+                    (t.data || checked_numel(t, "allocated tensor") == 0);
+  if (!fits)
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, "the caller's allocator returned a tensor of shape ",
+         format_shape(t.shape, t.ndim), ", dtype ", format_dtype(t.dtype), " on ", format_device(t.device),
+         " for a request of a contiguous ", format_shape(shape), " ", format_dtype(dtype), " on ",
+         format_device(device));
+  raw->flags |= DLPACK_FLAG_BITMASK_IS_COPIED;
+  raw->dl_tensor.dtype = dtype;  // e8m0 vs uint8 is ours to say; the bytes are the same
+  return result;
+}
+
+}  // namespace
+
+std::vector<int64_t> compact_strides(const std::vector<int64_t> &shape) {
+  std::vector<int64_t> strides(shape.size());
+  int64_t s = 1;
+  for (size_t i = shape.size(); i-- > 0;) {
+    strides[i] = s;
+    s *= shape[i];
+  }
+  return strides;
+}
+
+ManagedPtr make_view(const mxfp8_tensor *owner, const DLTensor &base, DLDataType dtype,
+                     std::vector<int64_t> shape, std::vector<int64_t> strides, uint64_t flags) {
+  auto t = new_library_tensor(base.device, dtype, std::move(shape), std::move(strides), flags);
+  t->managed.dl_tensor.data = base.data;
+  t->managed.dl_tensor.byte_offset = base.byte_offset;
+  retain(owner);
+  t->keep_alive = owner;
+  return ManagedPtr(&t.release()->managed);
+}
+
+ManagedPtr allocate_copy(DLDevice device, DLDataType dtype, const std::vector<int64_t> &shape,
+                         const mxfp8_export_options &options) {
+  const int64_t bytes = product(shape, 0, shape.size(), "the copy's size");
+  if (options.allocator && bytes > 0) return from_caller_allocator(device, dtype, shape, options);
+  auto t = new_library_tensor(device, dtype, shape, compact_strides(shape), DLPACK_FLAG_BITMASK_IS_COPIED);
+  if (bytes > 0) {
+    if (memory_of(device, "copy") == Memory::Host) {
+      t->host_buffer = std::malloc(static_cast<size_t>(bytes));
+      if (!t->host_buffer) fail(MXFP8_ERROR_OUT_OF_MEMORY, "cannot allocate ", bytes, " bytes of host memory");
+      t->managed.dl_tensor.data = t->host_buffer;
+    } else {
+      t->device_buffer = cuda::allocate(bytes, options.stream);
+      t->stream = options.stream;
+      t->managed.dl_tensor.data = t->device_buffer;
+    }
+  }
+  return ManagedPtr(&t.release()->managed);
+}
+
+}  // namespace mxfp8

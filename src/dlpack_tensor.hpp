@@ -1,0 +1,38 @@
+// Making and freeing the DLManagedTensorVersioned outputs: views that keep their source tensor alive,
+// and contiguous buffers for copies (from the caller's allocator or the library's own).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include <dlpack/dlpack.h>
+
+#include "mxfp8/mxfp8.h"
+
+namespace mxfp8 {
+
+// Owns one managed tensor until released; calls its deleter otherwise (so a failed export frees what
+// it had made so far).
+struct ManagedDeleter {
+  void operator()(DLManagedTensorVersioned *m) const noexcept {
+    if (m && m->deleter) m->deleter(m);
+  }
+};
+using ManagedPtr = std::unique_ptr<DLManagedTensorVersioned, ManagedDeleter>;
+
+// Row-major strides of `shape`.
+std::vector<int64_t> compact_strides(const std::vector<int64_t> &shape);
+
+// A view of `base`'s memory (same data pointer and byte_offset) with another dtype, shape or strides.
+// Holds a reference on `owner` until its deleter runs.
+ManagedPtr make_view(const mxfp8_tensor *owner, const DLTensor &base, DLDataType dtype,
+                     std::vector<int64_t> shape, std::vector<int64_t> strides, uint64_t flags);
+
+// A new contiguous tensor on `device`, flagged DLPACK_FLAG_BITMASK_IS_COPIED, from options.allocator
+// when it is set, else from malloc (host memory) or stream-ordered cudaMallocAsync on options.stream.
+// Zero-element tensors get a NULL data pointer and no allocation.
+ManagedPtr allocate_copy(DLDevice device, DLDataType dtype, const std::vector<int64_t> &shape,
+                         const mxfp8_export_options &options);
+
+}  // namespace mxfp8

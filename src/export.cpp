@@ -1,0 +1,130 @@
+// mxfp8_export_components: check the options, decide view or copy for each output, build the outputs.
+#include <cstddef>
+#include <vector>
+
+#include "dlpack_tensor.hpp"
+#include "dltensor_checks.hpp"
+#include "error.hpp"
+#include "scale_copy.hpp"
+#include "shape.hpp"
+#include "sized_struct.hpp"
+#include "tensor.hpp"
+
+namespace mxfp8 {
+namespace {
+
+constexpr size_t kOptionsV1Size = offsetof(mxfp8_export_options, allocator) + sizeof(void *);
+
+mxfp8_export_options read_options(const mxfp8_export_options *given) {
+  const mxfp8_export_options defaults = MXFP8_EXPORT_OPTIONS_INIT;
+  const mxfp8_export_options o = read_sized_struct(given, defaults, kOptionsV1Size, "mxfp8_export_options",
+                                                   "MXFP8_EXPORT_OPTIONS_INIT");
+  if (o.direction != MXFP8_DIRECTION_ROWWISE && o.direction != MXFP8_DIRECTION_COLUMNWISE)
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, "options.direction is ", o.direction,
+         ", expected MXFP8_DIRECTION_ROWWISE (0) or MXFP8_DIRECTION_COLUMNWISE (1)");
+  if (o.values_dtype != MXFP8_VALUES_FP8 && o.values_dtype != MXFP8_VALUES_UINT8)
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, "options.values_dtype is ", o.values_dtype,
+         ", expected MXFP8_VALUES_FP8 (0) or MXFP8_VALUES_UINT8 (1)");
+  if (o.scales_dtype != MXFP8_SCALES_UINT8 && o.scales_dtype != MXFP8_SCALES_E8M0)
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, "options.scales_dtype is ", o.scales_dtype,
+         ", expected MXFP8_SCALES_UINT8 (0) or MXFP8_SCALES_E8M0 (1)");
+  if (o.padded_scales != MXFP8_PADDED_SCALES_COPY && o.padded_scales != MXFP8_PADDED_SCALES_STRIDED_VIEW)
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, "options.padded_scales is ", o.padded_scales,
+         ", expected MXFP8_PADDED_SCALES_COPY (0) or MXFP8_PADDED_SCALES_STRIDED_VIEW (1)");
+  if (o.reserved != 0) fail(MXFP8_ERROR_INVALID_ARGUMENT, "options.reserved is ", o.reserved, ", must be 0");
+  return o;
+}
+
+ManagedPtr export_values(const mxfp8_tensor &t, const Direction &dir, const mxfp8_export_options &o) {
+  const DLManagedTensorVersioned &src = *dir.data;
+  const uint8_t fp8_code = t.format == MXFP8_FORMAT_E4M3 ? kDLFloat8_e4m3fn : kDLFloat8_e5m2;
+  const DLDataType dtype{o.values_dtype == MXFP8_VALUES_UINT8 ? uint8_t{kDLUInt} : fp8_code, 8, 1};
+  return make_view(&t, src.dl_tensor, dtype, t.shape, compact_strides(t.shape),
+                   src.flags & DLPACK_FLAG_BITMASK_READ_ONLY);
+}
+
+// Rowwise scales take the tensor's leading dimensions, (*lead, C); columnwise ones are (ceil(M/32), K).
+std::vector<int64_t> scales_shape(const mxfp8_tensor &t, mxfp8_direction direction, const Direction &dir) {
+  if (direction == MXFP8_DIRECTION_COLUMNWISE) return {dir.scale_rows, dir.scale_cols};
+  std::vector<int64_t> shape(t.shape.begin(), t.shape.end() - 1);
+  shape.push_back(dir.scale_cols);
+  return shape;
+}
+
+// Strides of a (*lead, C) view over rows that are `row_stride` bytes apart.
+std::vector<int64_t> strided_rows(const std::vector<int64_t> &shape, int64_t row_stride) {
+  std::vector<int64_t> strides(shape.size());
+  strides.back() = 1;
+  int64_t s = row_stride;
+  for (size_t i = shape.size() - 1; i-- > 0;) {
+    strides[i] = s;
+    s *= shape[i];
+  }
+  return strides;
+}
+
+ManagedPtr export_scales(const mxfp8_tensor &t, mxfp8_direction direction, const mxfp8_export_options &o) {
+  const Direction &dir = t.directions[direction];
+  const DLManagedTensorVersioned &src = *dir.scales;
+  const DLDataType dtype{o.scales_dtype == MXFP8_SCALES_E8M0 ? uint8_t{kDLFloat8_e8m0fnu} : uint8_t{kDLUInt}, 8, 1};
+  std::vector<int64_t> shape = scales_shape(t, direction, dir);
+  const bool swizzled = t.scale_layout == MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED;
+  const ByteMatrix &in = dir.row_major;
+
+  if (!swizzled && (in.row_stride == dir.scale_cols || dir.scale_rows <= 1 ||
+                    o.padded_scales == MXFP8_PADDED_SCALES_STRIDED_VIEW)) {
+    std::vector<int64_t> strides = strided_rows(shape, dir.scale_rows <= 1 ? dir.scale_cols : in.row_stride);
+    DLTensor base = src.dl_tensor;
+    base.byte_offset = static_cast<uint64_t>(in.data - static_cast<uint8_t *>(base.data));
+    return make_view(&t, base, dtype, std::move(shape), std::move(strides),
+                     src.flags & DLPACK_FLAG_BITMASK_READ_ONLY);
+  }
+
+  const Memory memory = memory_of(t.device, "scales");
+  std::unique_ptr<cuda::DeviceScope> device_scope;
+  if (memory == Memory::Cuda) device_scope = std::make_unique<cuda::DeviceScope>(t.device.device_id);
+  ManagedPtr out = allocate_copy(t.device, dtype, shape, o);
+  if (dir.scale_rows == 0 || dir.scale_cols == 0) return out;
+  ByteMatrix dst{byte_pointer(out->dl_tensor), dir.scale_rows, dir.scale_cols, dir.scale_cols, 1};
+  if (swizzled) {
+    // Columnwise scales are swizzled as S^T: unswizzle S^T into a transposed view of the output.
+    if (direction == MXFP8_DIRECTION_COLUMNWISE) dst = ByteMatrix{dst.data, dst.cols, dst.rows, 1, dst.cols};
+    const uint8_t *swizzled_bytes = byte_pointer(src.dl_tensor);
+    if (memory == Memory::Host) unswizzle_host(swizzled_bytes, dst);
+    else cuda::unswizzle(swizzled_bytes, dst, o.stream);
+  } else {
+    if (memory == Memory::Host) copy_matrix_host(in, dst);
+    else cuda::copy_matrix(in, dst, o.stream);
+  }
+  return out;
+}
+
+}  // namespace
+}  // namespace mxfp8
+
+using namespace mxfp8;
+
+extern "C" MXFP8_API mxfp8_status mxfp8_export_components(const mxfp8_tensor *tensor,
+                                                          const mxfp8_export_options *options,
+                                                          DLManagedTensorVersioned **values,
+                                                          DLManagedTensorVersioned **scales) {
+  return guarded([&] {
+    if (!tensor) fail(MXFP8_ERROR_INVALID_ARGUMENT, "tensor is NULL");
+    if (!values && !scales) fail(MXFP8_ERROR_INVALID_ARGUMENT, "values and scales are both NULL: nothing to export");
+    const mxfp8_export_options o = read_options(options);
+    const auto direction = static_cast<mxfp8_direction>(o.direction);
+    const Direction &dir = tensor->directions[direction];
+    if (!dir.present()) {
+      const bool row = direction == MXFP8_DIRECTION_ROWWISE;
+      fail(MXFP8_ERROR_MISSING_DATA, "the tensor has no ", row ? "rowwise" : "columnwise",
+           " data (it was created with only ", row ? "columnwise" : "rowwise",
+           " data and scales); export with direction ", row ? "columnwise" : "rowwise",
+           " or describe the tensor with its ", row ? "rowwise" : "columnwise", " buffers");
+    }
+    // Scales first: they are the part that can fail (memory, CUDA); values are only a view.
+    ManagedPtr scales_out = scales ? export_scales(*tensor, direction, o) : nullptr;
+    ManagedPtr values_out = values ? export_values(*tensor, dir, o) : nullptr;
+    if (scales) *scales = scales_out.release();
+    if (values) *values = values_out.release();
+  });
+}

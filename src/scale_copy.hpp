@@ -1,0 +1,52 @@
+// The byte-moving operations on one scale matrix, with one implementation per place the bytes live.
+// The layout math is shared (swizzle_index.hpp); the host and CUDA versions differ only in how they
+// move bytes.
+#pragma once
+
+#include <cstdint>
+
+namespace mxfp8 {
+
+// A 2-D byte matrix with element strides (in bytes, since every scale is one byte).
+struct ByteMatrix {
+  uint8_t *data;
+  int64_t rows;
+  int64_t cols;
+  int64_t row_stride;
+  int64_t col_stride;
+};
+
+// The swizzled buffer of an R x C matrix: roundup(R, 128) * roundup(C, 4) contiguous bytes.
+// `dst` has R rows and C columns, any strides.
+void unswizzle_host(const uint8_t *swizzled, ByteMatrix dst);
+// Writes every byte of the swizzled buffer of `src`, padding as zeros.
+void swizzle_host(ByteMatrix src, uint8_t *swizzled);
+// dst = src, same rows and cols.
+void copy_matrix_host(ByteMatrix src, ByteMatrix dst);
+
+namespace cuda {
+// False when the library was built without a CUDA compiler; the functions below then fail with
+// MXFP8_ERROR_UNSUPPORTED.
+bool compiled_in();
+// Same contracts as the host versions, queued on `stream` (a cudaStream_t), device pointers.
+void unswizzle(const uint8_t *swizzled, ByteMatrix dst, void *stream);
+void swizzle(ByteMatrix src, uint8_t *swizzled, void *stream);
+void copy_matrix(ByteMatrix src, ByteMatrix dst, void *stream);
+// Makes `device` current for its lifetime, then restores the caller's current device. Does nothing
+// when the device is already current (or the build has no CUDA).
+class DeviceScope {
+ public:
+  explicit DeviceScope(int device);
+  ~DeviceScope();
+  DeviceScope(const DeviceScope &) = delete;
+  DeviceScope &operator=(const DeviceScope &) = delete;
+
+ private:
+  int previous_ = -1;
+};
+// Stream-ordered device memory for copies the library owns.
+void *allocate(int64_t bytes, void *stream);
+void free_async(void *ptr, void *stream) noexcept;
+}  // namespace cuda
+
+}  // namespace mxfp8

@@ -1,0 +1,41 @@
+// Overflow-checked arithmetic on the dimensions that come from callers, block and tile counts, and
+// how shapes are written in messages.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "error.hpp"
+#include "swizzle_index.hpp"
+
+namespace mxfp8 {
+
+inline int64_t checked_mul(int64_t a, int64_t b, const char *what) {
+  int64_t r;
+  if (__builtin_mul_overflow(a, b, &r)) fail(MXFP8_ERROR_INVALID_ARGUMENT, what, " overflows int64");
+  return r;
+}
+
+inline int64_t checked_add(int64_t a, int64_t b, const char *what) {
+  int64_t r;
+  if (__builtin_add_overflow(a, b, &r)) fail(MXFP8_ERROR_INVALID_ARGUMENT, what, " overflows int64");
+  return r;
+}
+
+// For non-negative n and positive d.
+constexpr int64_t ceil_div(int64_t n, int64_t d) { return n / d + (n % d != 0); }
+constexpr int64_t round_up(int64_t n, int64_t d) { return ceil_div(n, d) * d; }
+
+inline int64_t product(const std::vector<int64_t> &dims, size_t begin, size_t end, const char *what) {
+  int64_t p = 1;
+  for (size_t i = begin; i < end; ++i) p = checked_mul(p, dims[i], what);
+  return p;
+}
+
+// "(3, 5, 48)"
+std::string format_shape(const int64_t *dims, int64_t ndim);
+inline std::string format_shape(const std::vector<int64_t> &dims) {
+  return format_shape(dims.data(), static_cast<int64_t>(dims.size()));
+}
+
+}  // namespace mxfp8

@@ -1,0 +1,66 @@
+// mxfp8_unswizzle_scales and mxfp8_swizzle_scales: one scale matrix between caller-owned buffers.
+#include <memory>
+
+#include "dltensor_checks.hpp"
+#include "error.hpp"
+#include "scale_copy.hpp"
+#include "shape.hpp"
+
+namespace mxfp8 {
+namespace {
+
+struct Operands {
+  ByteMatrix compact;
+  uint8_t *swizzled;
+  Memory memory;
+};
+
+// Checks the pair and returns the compact matrix and the swizzled bytes.
+Operands check_pair(const DLTensor *compact, const DLTensor *swizzled, const char *compact_name,
+                    const char *swizzled_name) {
+  if (!compact) fail(MXFP8_ERROR_INVALID_ARGUMENT, compact_name, " is NULL");
+  if (!swizzled) fail(MXFP8_ERROR_INVALID_ARGUMENT, swizzled_name, " is NULL");
+  check_scale_dtype(*compact, compact_name);
+  check_scale_dtype(*swizzled, swizzled_name);
+  const Memory memory = memory_of(compact->device, compact_name);
+  if (!same_device(compact->device, swizzled->device))
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, compact_name, " is on ", format_device(compact->device), " but ",
+         swizzled_name, " is on ", format_device(swizzled->device));
+  const ByteMatrix m = as_byte_matrix(*compact, compact_name, /*any_strides=*/true);
+  const int64_t padded_rows = round_up(m.rows, kTileRows), padded_cols = round_up(m.cols, kTileCols);
+  const int64_t needed = checked_mul(padded_rows, padded_cols, "swizzled scale size");
+  const int64_t numel = checked_numel(*swizzled, swizzled_name);
+  if (numel != needed)
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, swizzled_name, ": the swizzled layout of a ", m.rows, " x ", m.cols,
+         " scale matrix is ", padded_rows, " x ", padded_cols, " = ", needed, " bytes, got ", numel,
+         " (shape ", format_shape(swizzled->shape, swizzled->ndim), ")");
+  if (!is_compact(*swizzled))
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, swizzled_name, ": must be contiguous, strides are ",
+         format_shape(swizzled->strides, swizzled->ndim));
+  if (numel > 0 && !swizzled->data) fail(MXFP8_ERROR_INVALID_ARGUMENT, swizzled_name, ": data is NULL");
+  return Operands{m, byte_pointer(*swizzled), memory};
+}
+
+}  // namespace
+}  // namespace mxfp8
+
+using namespace mxfp8;
+
+extern "C" MXFP8_API mxfp8_status mxfp8_unswizzle_scales(const DLTensor *swizzled, DLTensor *compact, void *stream) {
+  return guarded([&] {
+    const Operands op = check_pair(compact, swizzled, "compact", "swizzled");
+    if (op.compact.rows == 0 || op.compact.cols == 0) return;
+    if (op.memory == Memory::Host) return unswizzle_host(op.swizzled, op.compact);
+    cuda::DeviceScope scope(compact->device.device_id);
+    cuda::unswizzle(op.swizzled, op.compact, stream);
+  });
+}
+
+extern "C" MXFP8_API mxfp8_status mxfp8_swizzle_scales(const DLTensor *compact, DLTensor *swizzled, void *stream) {
+  return guarded([&] {
+    const Operands op = check_pair(compact, swizzled, "compact", "swizzled");
+    if (op.memory == Memory::Host) return swizzle_host(op.compact, op.swizzled);
+    cuda::DeviceScope scope(compact->device.device_id);
+    cuda::swizzle(op.compact, op.swizzled, stream);
+  });
+}

@@ -1,0 +1,178 @@
+// mxfp8_tensor_create and mxfp8_tensor_release: everything about a tensor is checked once, here, so
+// that an export can only fail for reasons outside the description (memory, CUDA).
+#include "tensor.hpp"
+
+#include <cstddef>
+#include <memory>
+
+#include "dltensor_checks.hpp"
+#include "error.hpp"
+#include "shape.hpp"
+#include "sized_struct.hpp"
+
+namespace mxfp8 {
+namespace {
+
+constexpr size_t kDescV1Size = offsetof(mxfp8_tensor_desc, columnwise_scale_inv) + sizeof(void *);
+constexpr int64_t kMaxDims = 64;
+
+const char *const kDataNames[2] = {"rowwise_data", "columnwise_data"};
+const char *const kScaleNames[2] = {"rowwise_scale_inv", "columnwise_scale_inv"};
+
+std::vector<int64_t> logical_shape(const mxfp8_tensor_desc &desc, const DLTensor &data,
+                                   const char *data_name) {
+  if (desc.ndim < 0 || desc.ndim > kMaxDims)
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, "desc.ndim is ", desc.ndim, ", expected 0 to ", kMaxDims);
+  if (desc.ndim == 0) {
+    checked_numel(data, data_name);
+    if (data.ndim < 1)
+      fail(MXFP8_ERROR_INVALID_ARGUMENT, data_name, " is 0-dimensional: an MXFP8 tensor needs a last "
+           "dimension K to block");
+    return std::vector<int64_t>(data.shape, data.shape + data.ndim);
+  }
+  if (!desc.shape) fail(MXFP8_ERROR_INVALID_ARGUMENT, "desc.shape is NULL with desc.ndim ", desc.ndim);
+  std::vector<int64_t> shape(desc.shape, desc.shape + desc.ndim);
+  for (int64_t d : shape)
+    if (d < 0) fail(MXFP8_ERROR_INVALID_ARGUMENT, "desc.shape ", format_shape(shape), " has a negative dimension");
+  return shape;
+}
+
+void check_data(const DLTensor &t, const char *name, const std::vector<int64_t> &shape, mxfp8_format format) {
+  const int64_t numel = checked_numel(t, name);
+  const uint8_t fp8_code = format == MXFP8_FORMAT_E4M3 ? kDLFloat8_e4m3fn : kDLFloat8_e5m2;
+  if (!is_dtype(t.dtype, kDLUInt, 8) && !is_dtype(t.dtype, fp8_code, 8))
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, name, ": dtype ", format_dtype(t.dtype), " does not hold ",
+         format == MXFP8_FORMAT_E4M3 ? "E4M3" : "E5M2", " values (expected uint8 or ",
+         format_dtype(DLDataType{fp8_code, 8, 1}), ")");
+  if (std::vector<int64_t>(t.shape, t.shape + t.ndim) != shape)
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, name, ": shape ", format_shape(t.shape, t.ndim),
+         " does not match the tensor's shape ", format_shape(shape));
+  if (!is_compact(t))
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, name, ": strides ", format_shape(t.strides, t.ndim),
+         " are not row-major contiguous for shape ", format_shape(shape), " (values are exported as views)");
+  if (numel > 0 && !t.data) fail(MXFP8_ERROR_INVALID_ARGUMENT, name, ": data is NULL");
+}
+
+// Checks the scale buffer of one direction against the compact matrix R x C it must hold.
+void check_scales(const DLTensor &t, const char *name, mxfp8_scale_layout layout, Direction &dir,
+                  bool transposed_swizzle) {
+  check_scale_dtype(t, name);
+  const int64_t r = dir.scale_rows, c = dir.scale_cols;
+  if (layout == MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED) {
+    // Columnwise scales are swizzled as their transpose.
+    const int64_t sr = transposed_swizzle ? c : r, sc = transposed_swizzle ? r : c;
+    const int64_t padded_rows = round_up(sr, kTileRows), padded_cols = round_up(sc, kTileCols);
+    const int64_t needed = checked_mul(padded_rows, padded_cols, "swizzled scale size");
+    const int64_t numel = checked_numel(t, name);
+    if (numel != needed)
+      fail(MXFP8_ERROR_INVALID_ARGUMENT, name, ": GEMM-swizzled scales of a ", r, " x ", c,
+           " scale matrix need ", padded_rows, " x ", padded_cols, " = ", needed, " bytes, got ", numel,
+           " (shape ", format_shape(t.shape, t.ndim),
+           "); are these scales really swizzled, and for this tensor?");
+    if (!is_compact(t))
+      fail(MXFP8_ERROR_INVALID_ARGUMENT, name, ": GEMM-swizzled scales must be contiguous, strides are ",
+           format_shape(t.strides, t.ndim));
+    if (numel > 0 && !t.data) fail(MXFP8_ERROR_INVALID_ARGUMENT, name, ": data is NULL");
+    return;
+  }
+  dir.row_major = as_byte_matrix(t, name, /*any_strides=*/false);
+  if (dir.row_major.rows < r || dir.row_major.cols < c)
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, name, ": a ", dir.row_major.rows, " x ", dir.row_major.cols,
+         " buffer (shape ", format_shape(t.shape, t.ndim), ") cannot hold the ", r, " x ", c,
+         " scale matrix");
+  if (r > 1 && dir.row_major.row_stride < c)
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, name, ": row stride ", dir.row_major.row_stride,
+         " is shorter than a row of ", c, " scales");
+  dir.row_major.rows = r;
+  dir.row_major.cols = c;
+}
+
+}  // namespace
+
+void retain(const mxfp8_tensor *tensor) noexcept {
+  tensor->references.fetch_add(1, std::memory_order_relaxed);
+}
+
+void release(const mxfp8_tensor *tensor) noexcept {
+  if (tensor->references.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  for (const Direction &dir : tensor->directions)
+    for (DLManagedTensorVersioned *m : {dir.data, dir.scales})
+      if (m && m->deleter) m->deleter(m);
+  delete tensor;
+}
+
+}  // namespace mxfp8
+
+using namespace mxfp8;
+
+extern "C" MXFP8_API mxfp8_status mxfp8_tensor_create(const mxfp8_tensor_desc *desc_in, mxfp8_tensor **out) {
+  return guarded([&] {
+    if (!desc_in) fail(MXFP8_ERROR_INVALID_ARGUMENT, "desc is NULL");
+    if (!out) fail(MXFP8_ERROR_INVALID_ARGUMENT, "out is NULL");
+    const mxfp8_tensor_desc defaults = MXFP8_TENSOR_DESC_INIT;
+    const mxfp8_tensor_desc desc =
+        read_sized_struct(desc_in, defaults, kDescV1Size, "mxfp8_tensor_desc", "MXFP8_TENSOR_DESC_INIT");
+    if (desc.format != MXFP8_FORMAT_E4M3 && desc.format != MXFP8_FORMAT_E5M2)
+      fail(MXFP8_ERROR_INVALID_ARGUMENT, "desc.format is ", desc.format,
+           ", expected MXFP8_FORMAT_E4M3 (1) or MXFP8_FORMAT_E5M2 (2)");
+    if (desc.scale_layout != MXFP8_SCALE_LAYOUT_ROW_MAJOR && desc.scale_layout != MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED)
+      fail(MXFP8_ERROR_INVALID_ARGUMENT, "desc.scale_layout is ", desc.scale_layout,
+           ", expected MXFP8_SCALE_LAYOUT_ROW_MAJOR (0) or MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED (1)");
+
+    DLManagedTensorVersioned *const given[2][2] = {{desc.rowwise_data, desc.rowwise_scale_inv},
+                                                   {desc.columnwise_data, desc.columnwise_scale_inv}};
+    const DLTensor *first_data = nullptr;
+    const char *first_name = nullptr;
+    for (int d = 0; d < 2; ++d) {
+      if (!given[d][0] != !given[d][1])
+        fail(MXFP8_ERROR_INVALID_ARGUMENT, given[d][0] ? kDataNames[d] : kScaleNames[d], " is given without ",
+             given[d][0] ? kScaleNames[d] : kDataNames[d], ": a direction needs both its data and its scales");
+      if (given[d][0] && !first_data) {
+        first_data = &given[d][0]->dl_tensor;
+        first_name = kDataNames[d];
+      }
+    }
+    if (!first_data)
+      fail(MXFP8_ERROR_MISSING_DATA, "desc has neither rowwise nor columnwise data: nothing to describe");
+    const DLManagedTensorVersioned *all[4] = {given[0][0], given[0][1], given[1][0], given[1][1]};
+    for (int i = 0; i < 4; ++i)
+      for (int j = i + 1; j < 4; ++j)
+        if (all[i] && all[i] == all[j])
+          fail(MXFP8_ERROR_INVALID_ARGUMENT, "the same DLManagedTensorVersioned is passed twice: each field "
+               "needs its own, since each one's deleter runs once");
+
+    auto tensor = std::make_unique<mxfp8_tensor>();
+    tensor->format = static_cast<mxfp8_format>(desc.format);
+    tensor->scale_layout = static_cast<mxfp8_scale_layout>(desc.scale_layout);
+    tensor->shape = logical_shape(desc, *first_data, first_name);
+    if (tensor->shape.empty())
+      fail(MXFP8_ERROR_INVALID_ARGUMENT, "the logical shape is 0-dimensional: an MXFP8 tensor needs a last dimension K");
+    tensor->cols = tensor->shape.back();
+    tensor->rows = product(tensor->shape, 0, tensor->shape.size() - 1, "the number of rows");
+    checked_mul(tensor->rows, tensor->cols, "the number of elements");
+    tensor->device = first_data->device;
+    memory_of(tensor->device, first_name);
+
+    for (int d = 0; d < 2; ++d) {
+      if (!given[d][0]) continue;
+      Direction &dir = tensor->directions[d];
+      const DLTensor &data = given[d][0]->dl_tensor, &scales = given[d][1]->dl_tensor;
+      for (const auto &[t, name] : {std::pair{&data, kDataNames[d]}, std::pair{&scales, kScaleNames[d]}})
+        if (!same_device(t->device, tensor->device))
+          fail(MXFP8_ERROR_INVALID_ARGUMENT, name, " is on ", format_device(t->device), " but ", first_name,
+               " is on ", format_device(tensor->device), ": all buffers must share one device");
+      check_data(data, kDataNames[d], tensor->shape, tensor->format);
+      const bool columnwise = d == MXFP8_DIRECTION_COLUMNWISE;
+      dir.scale_rows = columnwise ? ceil_div(tensor->rows, kBlockSize) : tensor->rows;
+      dir.scale_cols = columnwise ? tensor->cols : ceil_div(tensor->cols, kBlockSize);
+      check_scales(scales, kScaleNames[d], tensor->scale_layout, dir, columnwise);
+      dir.data = given[d][0];
+      dir.scales = given[d][1];
+    }
+    *out = tensor.release();
+  });
+}
+
+extern "C" MXFP8_API void mxfp8_tensor_release(mxfp8_tensor *tensor) {
+  if (tensor) mxfp8::release(tensor);
+}

@@ -1,0 +1,43 @@
+// The validated, immutable, reference-counted MXFP8 tensor behind the opaque mxfp8_tensor handle.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <vector>
+
+#include <dlpack/dlpack.h>
+
+#include "mxfp8/mxfp8.h"
+#include "scale_copy.hpp"
+
+namespace mxfp8 {
+
+// One direction's data and scales, with the geometry validated at creation.
+struct Direction {
+  DLManagedTensorVersioned *data = nullptr;
+  DLManagedTensorVersioned *scales = nullptr;
+  // The compact scale matrix S: R x C (rowwise: M x ceil(K/32); columnwise: ceil(M/32) x K).
+  int64_t scale_rows = 0;
+  int64_t scale_cols = 0;
+  // For MXFP8_SCALE_LAYOUT_ROW_MAJOR: where S sits inside the (possibly padded) buffer.
+  ByteMatrix row_major{};
+  bool present() const { return data != nullptr; }
+};
+
+}  // namespace mxfp8
+
+struct mxfp8_tensor {
+  mutable std::atomic<int64_t> references{1};
+  mxfp8_format format = MXFP8_FORMAT_E4M3;
+  mxfp8_scale_layout scale_layout = MXFP8_SCALE_LAYOUT_ROW_MAJOR;
+  std::vector<int64_t> shape;  // (*lead, K)
+  int64_t rows = 0;            // M = prod(lead)
+  int64_t cols = 0;            // K
+  DLDevice device{};
+  mxfp8::Direction directions[2];  // indexed by mxfp8_direction
+};
+
+namespace mxfp8 {
+void retain(const mxfp8_tensor *tensor) noexcept;
+void release(const mxfp8_tensor *tensor) noexcept;
+}  // namespace mxfp8

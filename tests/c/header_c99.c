@@ -1,0 +1,1 @@
+#include <mxfp8/mxfp8.h>

@@ -1,0 +1,136 @@
+#include "test_support.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+uint64_t rng_next(uint64_t *state) {
+  /* splitmix64 */
+  uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+void fill_random(uint8_t *p, size_t n, uint64_t *state) {
+  for (size_t i = 0; i < n; ++i) p[i] = (uint8_t)rng_next(state);
+}
+
+void fill_random_scales(uint8_t *p, size_t n, uint64_t *state) {
+  for (size_t i = 0; i < n; ++i) p[i] = (uint8_t)(1 + rng_next(state) % 254); /* 1..254 */
+}
+
+void test_tensor_count_deleter(DLManagedTensorVersioned *self) {
+  test_tensor *t = (test_tensor *)self->manager_ctx;
+  t->deleter_calls++;
+}
+
+test_tensor *test_tensor_new(int32_t ndim, const int64_t *shape, uint8_t code, int with_deleter) {
+  test_tensor *t = (test_tensor *)calloc(1, sizeof(test_tensor));
+  size_t n = 1;
+  for (int32_t i = 0; i < ndim; ++i) {
+    t->shape[i] = shape[i];
+    n *= (size_t)shape[i];
+  }
+  int64_t s = 1;
+  for (int32_t i = ndim - 1; i >= 0; --i) {
+    t->strides[i] = s;
+    s *= shape[i];
+  }
+  t->bytes = n;
+  t->buffer = (uint8_t *)malloc(n ? n : 1);
+  memset(t->buffer, POISON, n);
+  t->managed.version.major = DLPACK_MAJOR_VERSION;
+  t->managed.version.minor = DLPACK_MINOR_VERSION;
+  t->managed.manager_ctx = t;
+  t->managed.deleter = with_deleter ? test_tensor_count_deleter : NULL;
+  t->managed.dl_tensor.data = t->buffer;
+  t->managed.dl_tensor.device.device_type = kDLCPU;
+  t->managed.dl_tensor.ndim = ndim;
+  t->managed.dl_tensor.dtype.code = code;
+  t->managed.dl_tensor.dtype.bits = 8;
+  t->managed.dl_tensor.dtype.lanes = 1;
+  t->managed.dl_tensor.shape = t->shape;
+  t->managed.dl_tensor.strides = t->strides;
+  return t;
+}
+
+void test_tensor_free(test_tensor *t) {
+  if (!t) return;
+  free(t->buffer);
+  free(t);
+}
+
+int64_t ref_round_up(int64_t n, int64_t d) { return (n + d - 1) / d * d; }
+int64_t ref_ceil_div(int64_t n, int64_t d) { return (n + d - 1) / d; }
+
+size_t ref_swizzled_index(int64_t r, int64_t c, int64_t padded_cols) {
+  /* padded (r, c) = reshaped (a, b, cc, d, e) with dims (Rp/128, 4, 32, Cp/4, 4);
+   * the permuted array has dims (Rp/128, Cp/4, 32, 4, 4) and index (a, d, cc, b, e). */
+  const int64_t a = r / 128, b = (r % 128) / 32, cc = r % 32, d = c / 4, e = c % 4;
+  const int64_t tiles_per_row = padded_cols / 4;
+  return (size_t)((((a * tiles_per_row + d) * 32 + cc) * 4 + b) * 4 + e);
+}
+
+static double decode_minifloat(uint8_t v, int exp_bits, int man_bits, int bias, int e4m3fn) {
+  const int sign = v >> 7;
+  const int e = (v >> man_bits) & ((1 << exp_bits) - 1);
+  const int m = v & ((1 << man_bits) - 1);
+  double x;
+  if (e4m3fn) {
+    if (e == 15 && m == 7) return NAN; /* E4M3FN: only S.1111.111 is NaN, no infinities */
+  } else if (e == (1 << exp_bits) - 1) {
+    x = m ? NAN : INFINITY;
+    return sign ? -x : x;
+  }
+  if (e == 0) x = ldexp((double)m, 1 - bias - man_bits);
+  else x = ldexp((double)((1 << man_bits) | m), e - bias - man_bits);
+  return sign ? -x : x;
+}
+
+double ref_decode_e4m3(uint8_t v) { return decode_minifloat(v, 4, 3, 7, 1); }
+double ref_decode_e5m2(uint8_t v) { return decode_minifloat(v, 5, 2, 15, 0); }
+double ref_decode_e8m0(uint8_t s) { return s == 255 ? NAN : ldexp(1.0, (int)s - 127); }
+
+uint8_t read_through_strides(const DLTensor *t, int64_t index) {
+  int64_t offset = 0;
+  for (int32_t i = t->ndim - 1; i >= 0; --i) {
+    const int64_t coord = index % t->shape[i];
+    index /= t->shape[i];
+    offset += coord * t->strides[i];
+  }
+  return ((const uint8_t *)t->data)[t->byte_offset + (uint64_t)offset];
+}
+
+void assert_last_error_contains(const char *needle) {
+  const char *message = mxfp8_last_error();
+  assert_non_null(message);
+  if (!strstr(message, needle)) {
+    print_error("expected the last error to contain \"%s\", got \"%s\"\n", needle, message);
+    fail();
+  }
+}
+
+void release_managed(DLManagedTensorVersioned *m) {
+  if (m && m->deleter) m->deleter(m);
+}
+
+int poisoned_allocator_calls = 0;
+
+static void free_test_tensor_deleter(DLManagedTensorVersioned *self) {
+  test_tensor_free((test_tensor *)self->manager_ctx);
+}
+
+int poisoned_allocator(DLTensor *prototype, DLManagedTensorVersioned **out, void *error_ctx,
+                       void (*set_error)(void *error_ctx, const char *kind, const char *message)) {
+  if (prototype->device.device_type != kDLCPU) {
+    set_error(error_ctx, "ValueError", "poisoned_allocator only makes host tensors");
+    return -1;
+  }
+  poisoned_allocator_calls++;
+  test_tensor *t = test_tensor_new(prototype->ndim, prototype->shape, prototype->dtype.code, 1);
+  t->managed.deleter = free_test_tensor_deleter;
+  *out = &t->managed;
+  return 0;
+}

@@ -1,0 +1,82 @@
+/* Shared helpers for the C tests. Everything here is built from the layout's definition, independently
+ * of the library: the swizzle from the permute form of the layout, FP8 decoding from the bit formats. */
+#ifndef MXFP8_TEST_SUPPORT_H_
+#define MXFP8_TEST_SUPPORT_H_
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <mxfp8/mxfp8.h>
+
+/* A scale byte that never appears in test data: every padding byte is set to it, so reading padding
+ * shows up as a wrong value (it is also NaN in E8M0). Test scales are drawn from 1..254. */
+#define POISON 0xFFu
+
+uint64_t rng_next(uint64_t *state);
+/* n random bytes; scales avoid POISON and 0. */
+void fill_random(uint8_t *p, size_t n, uint64_t *state);
+void fill_random_scales(uint8_t *p, size_t n, uint64_t *state);
+
+/* A host tensor the test owns, wrapped as a DLManagedTensorVersioned whose deleter counts its calls
+ * instead of freeing (the test frees with test_tensor_free). */
+typedef struct {
+  DLManagedTensorVersioned managed;
+  int64_t shape[8];
+  int64_t strides[8];
+  uint8_t *buffer;
+  size_t bytes;
+  int deleter_calls;
+} test_tensor;
+
+/* ndim dims, dtype (code, bits 8), row-major strides, buffer of prod(shape) bytes filled with POISON.
+ * with_deleter = 0 leaves the deleter NULL (borrowed memory). */
+test_tensor *test_tensor_new(int32_t ndim, const int64_t *shape, uint8_t code, int with_deleter);
+void test_tensor_free(test_tensor *t);
+/* The deleter installed by test_tensor_new: counts, frees nothing. */
+void test_tensor_count_deleter(DLManagedTensorVersioned *self);
+
+/* Byte offset of scale (r, c) in the swizzled buffer of an R x C matrix, from the layout's permute form:
+ * swizzled = padded.reshape(Rp/128, 4, 32, Cp/4, 4).permute(0, 3, 2, 1, 4). */
+size_t ref_swizzled_index(int64_t r, int64_t c, int64_t padded_cols);
+int64_t ref_round_up(int64_t n, int64_t d);
+int64_t ref_ceil_div(int64_t n, int64_t d);
+
+/* FP8 and E8M0 decoding, from the bit formats. */
+double ref_decode_e4m3(uint8_t v);
+double ref_decode_e5m2(uint8_t v);
+double ref_decode_e8m0(uint8_t s);
+
+/* Reads element `index` (row-major over shape) of an output through its own strides. */
+uint8_t read_through_strides(const DLTensor *t, int64_t index);
+
+/* Fails the test, printing the library's message, unless mxfp8_last_error() contains `needle`. */
+void assert_last_error_contains(const char *needle);
+
+/* Releases an exported tensor (calls its deleter once); NULL is fine. */
+void release_managed(DLManagedTensorVersioned *m);
+
+/* 1 when a CUDA device is usable from this process (always 0 in a build without CUDA). */
+int cuda_device_available(void);
+
+
+
+/* A DLPack allocator (the mxfp8_export_options.allocator signature) that returns host buffers filled
+ * with POISON, so that an output byte the library forgets to write shows up. Counts its calls. */
+extern int poisoned_allocator_calls;
+int poisoned_allocator(DLTensor *prototype, DLManagedTensorVersioned **out, void *error_ctx,
+                       void (*set_error)(void *error_ctx, const char *kind, const char *message));
+
+/* Fails the test with a printed context unless cond holds. */
+#define EXPECT(cond, ...)                                          \
+  do {                                                             \
+    if (!(cond)) {                                                 \
+      print_error("%s:%d: expected %s: ", __FILE__, __LINE__, #cond); \
+      print_error(__VA_ARGS__);                                    \
+      print_error("\n");                                           \
+      fail();                                                      \
+    }                                                              \
+  } while (0)
+#endif
