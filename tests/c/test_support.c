@@ -134,3 +134,13 @@ int poisoned_allocator(DLTensor *prototype, DLManagedTensorVersioned **out, void
   *out = &t->managed;
   return 0;
 }
+
+#ifdef MXFP8_TEST_WITH_CUDA
+#include <cuda_runtime_api.h>
+int cuda_device_available(void) {
+  int count = 0;
+  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
+}
+#else
+int cuda_device_available(void) { return 0; }
+#endif
