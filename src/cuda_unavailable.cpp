@@ -15,6 +15,7 @@ namespace {
 bool compiled_in() { return false; }
 DeviceScope::DeviceScope(int) {}
 DeviceScope::~DeviceScope() = default;
+void run_jobs(const ScaleJob *, size_t, void *) { no_cuda(); }
 void unswizzle(const uint8_t *, ByteMatrix, void *) { no_cuda(); }
 void swizzle(ByteMatrix, uint8_t *, void *) { no_cuda(); }
 void copy_matrix(ByteMatrix, ByteMatrix, void *) { no_cuda(); }

@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "dlpack_tensor.hpp"
+#include "export_internal.hpp"
 #include "dltensor_checks.hpp"
 #include "error.hpp"
 #include "scale_copy.hpp"
@@ -11,7 +12,6 @@
 #include "tensor.hpp"
 
 namespace mxfp8 {
-namespace {
 
 constexpr size_t kOptionsV1Size = offsetof(mxfp8_export_options, allocator) + sizeof(void *);
 
@@ -34,6 +34,36 @@ mxfp8_export_options read_options(const mxfp8_export_options *given) {
   if (o.reserved != 0) fail(MXFP8_ERROR_INVALID_ARGUMENT, "options.reserved is ", o.reserved, ", must be 0");
   return o;
 }
+
+const Direction &require_direction(const mxfp8_tensor &t, mxfp8_direction direction) {
+  const Direction &dir = t.directions[direction];
+  if (!dir.present()) {
+    const bool row = direction == MXFP8_DIRECTION_ROWWISE;
+    fail(MXFP8_ERROR_MISSING_DATA, "the tensor has no ", row ? "rowwise" : "columnwise",
+         " data (it was created with only ", row ? "columnwise" : "rowwise",
+         " data and scales); export with direction ", row ? "columnwise" : "rowwise",
+         " or describe the tensor with its ", row ? "rowwise" : "columnwise", " buffers");
+  }
+  return dir;
+}
+
+ScaleJob compact_scales_job(const mxfp8_tensor &t, mxfp8_direction direction, uint8_t *dst_data) {
+  const Direction &dir = t.directions[direction];
+  ByteMatrix dst{dst_data, dir.scale_rows, dir.scale_cols, dir.scale_cols, 1};
+  if (t.scale_layout == MXFP8_SCALE_LAYOUT_ROW_MAJOR) return ScaleJob{nullptr, dir.row_major, dst};
+  // Columnwise scales are swizzled as S^T: unswizzle S^T into a transposed view of the output.
+  if (direction == MXFP8_DIRECTION_COLUMNWISE) dst = ByteMatrix{dst.data, dst.cols, dst.rows, 1, dst.cols};
+  return ScaleJob{byte_pointer(dir.scales->dl_tensor), ByteMatrix{}, dst};
+}
+
+void run_jobs_host(const ScaleJob *jobs, size_t count) {
+  for (size_t i = 0; i < count; ++i) {
+    if (jobs[i].swizzled) unswizzle_host(jobs[i].swizzled, jobs[i].dst);
+    else copy_matrix_host(jobs[i].src, jobs[i].dst);
+  }
+}
+
+namespace {
 
 ManagedPtr export_values(const mxfp8_tensor &t, const Direction &dir, const mxfp8_export_options &o) {
   const DLManagedTensorVersioned &src = *dir.data;
@@ -85,17 +115,9 @@ ManagedPtr export_scales(const mxfp8_tensor &t, mxfp8_direction direction, const
   if (memory == Memory::Cuda) device_scope = std::make_unique<cuda::DeviceScope>(t.device.device_id);
   ManagedPtr out = allocate_copy(t.device, dtype, shape, o);
   if (dir.scale_rows == 0 || dir.scale_cols == 0) return out;
-  ByteMatrix dst{byte_pointer(out->dl_tensor), dir.scale_rows, dir.scale_cols, dir.scale_cols, 1};
-  if (swizzled) {
-    // Columnwise scales are swizzled as S^T: unswizzle S^T into a transposed view of the output.
-    if (direction == MXFP8_DIRECTION_COLUMNWISE) dst = ByteMatrix{dst.data, dst.cols, dst.rows, 1, dst.cols};
-    const uint8_t *swizzled_bytes = byte_pointer(src.dl_tensor);
-    if (memory == Memory::Host) unswizzle_host(swizzled_bytes, dst);
-    else cuda::unswizzle(swizzled_bytes, dst, o.stream);
-  } else {
-    if (memory == Memory::Host) copy_matrix_host(in, dst);
-    else cuda::copy_matrix(in, dst, o.stream);
-  }
+  const ScaleJob job = compact_scales_job(t, direction, byte_pointer(out->dl_tensor));
+  if (memory == Memory::Host) run_jobs_host(&job, 1);
+  else cuda::run_jobs(&job, 1, o.stream);
   return out;
 }
 
@@ -113,14 +135,7 @@ extern "C" MXFP8_API mxfp8_status mxfp8_export_components(const mxfp8_tensor *te
     if (!values && !scales) fail(MXFP8_ERROR_INVALID_ARGUMENT, "values and scales are both NULL: nothing to export");
     const mxfp8_export_options o = read_options(options);
     const auto direction = static_cast<mxfp8_direction>(o.direction);
-    const Direction &dir = tensor->directions[direction];
-    if (!dir.present()) {
-      const bool row = direction == MXFP8_DIRECTION_ROWWISE;
-      fail(MXFP8_ERROR_MISSING_DATA, "the tensor has no ", row ? "rowwise" : "columnwise",
-           " data (it was created with only ", row ? "columnwise" : "rowwise",
-           " data and scales); export with direction ", row ? "columnwise" : "rowwise",
-           " or describe the tensor with its ", row ? "rowwise" : "columnwise", " buffers");
-    }
+    const Direction &dir = require_direction(*tensor, direction);
     // Scales first: they are the part that can fail (memory, CUDA); values are only a view.
     ManagedPtr scales_out = scales ? export_scales(*tensor, direction, o) : nullptr;
     ManagedPtr values_out = values ? export_values(*tensor, dir, o) : nullptr;

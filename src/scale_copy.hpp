@@ -16,6 +16,14 @@ struct ByteMatrix {
   int64_t col_stride;
 };
 
+// One compact scale matrix to produce: `dst` from the swizzled buffer `swizzled` when it is set,
+// else from the row-major matrix `src` (same rows and cols as `dst`, col_stride 1).
+struct ScaleJob {
+  const uint8_t *swizzled;
+  ByteMatrix src;
+  ByteMatrix dst;
+};
+
 // The swizzled buffer of an R x C matrix: roundup(R, 128) * roundup(C, 4) contiguous bytes.
 // `dst` has R rows and C columns, any strides.
 void unswizzle_host(const uint8_t *swizzled, ByteMatrix dst);
@@ -29,6 +37,8 @@ namespace cuda {
 // MXFP8_ERROR_UNSUPPORTED.
 bool compiled_in();
 // Same contracts as the host versions, queued on `stream` (a cudaStream_t), device pointers.
+// All jobs of a batch run in one kernel launch (a few launches past several hundred jobs).
+void run_jobs(const ScaleJob *jobs, size_t count, void *stream);
 void unswizzle(const uint8_t *swizzled, ByteMatrix dst, void *stream);
 void swizzle(ByteMatrix src, uint8_t *swizzled, void *stream);
 void copy_matrix(ByteMatrix src, ByteMatrix dst, void *stream);

@@ -265,6 +265,28 @@ MXFP8_API mxfp8_status mxfp8_export_components(const mxfp8_tensor *tensor,
                                                DLManagedTensorVersioned **scales);
 
 /* ====================================================================================================
+ * Batched export: many tensors' scales into caller-owned memory, in one launch
+ * ==================================================================================================== */
+
+/* Writes the compact scales of `count` tensors (direction `options->direction`) into caller-owned
+ * buffers: destinations[i] receives the scales of tensors[i], row-major, as mxfp8_export_components
+ * would return them. This is the weight-sync path: a whole model's scales in one kernel launch (one per
+ * ~384 tensors) instead of one launch and one allocation per tensor.
+ *
+ *   destinations[i]: uint8 or e8m0, contiguous, exactly R_i * C_i elements (any shape, so slices of one
+ *                    flat buffer work), on the device of the tensors. Must not overlap a source.
+ *   All tensors live on one device. Every tensor and destination is checked before any work is queued,
+ *   so a bad entry leaves every destination untouched.
+ *   options: `direction` and `stream` are used; the dtype, padding and allocator fields do not apply
+ *            (NULL options: rowwise, legacy default stream).
+ *
+ * CUDA: queued on `stream`, the call does not wait. Host: done when the call returns. count == 0 is a
+ * no-op. */
+MXFP8_API mxfp8_status mxfp8_export_scales_batched(const mxfp8_tensor *const *tensors,
+                                                   DLTensor *const *destinations, size_t count,
+                                                   const mxfp8_export_options *options);
+
+/* ====================================================================================================
  * Low level: one scale matrix between caller-owned buffers
  * ==================================================================================================== */
 

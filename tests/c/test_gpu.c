@@ -1,1 +1,396 @@
-int main(void){return 0;}
+/* The CUDA path, bit for bit against the host path and the layout's definition: every storage layout
+ * and direction on random shapes, poisoned destinations, unaligned buffers, stream ordering, batched
+ * versus one-by-one, and the swizzle pair. Every case skips when no CUDA device is usable. */
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#include <time.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "test_support.h"
+
+#ifdef MXFP8_TEST_WITH_CUDA
+#include <cuda_runtime_api.h>
+
+#define CUDA_OK(call)                                                                   \
+  do {                                                                                  \
+    cudaError_t e_ = (call);                                                            \
+    if (e_ != cudaSuccess) {                                                            \
+      print_error("%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
+      fail();                                                                           \
+    }                                                                                   \
+  } while (0)
+
+#define REQUIRE_GPU()                                         \
+  do {                                                        \
+    if (!cuda_device_available()) {                           \
+      print_message("no CUDA device: skipping GPU case\n");  \
+      skip();                                                 \
+    }                                                         \
+  } while (0)
+
+/* A host tensor's bytes copied to the device; the DLManagedTensorVersioned is the test's own. */
+typedef struct {
+  DLManagedTensorVersioned managed;
+  int64_t shape[3];
+  uint8_t *device_alloc;
+  int deleter_calls;
+} gpu_tensor;
+
+static void gpu_count_deleter(DLManagedTensorVersioned *self) { ((gpu_tensor *)self->manager_ctx)->deleter_calls++; }
+
+/* Uploads `host`, placing it `offset` bytes into the allocation (to test unaligned buffers). */
+static gpu_tensor *upload(const test_tensor *host, uint64_t offset) {
+  gpu_tensor *g = calloc(1, sizeof *g);
+  g->managed = host->managed;
+  memcpy(g->shape, host->shape, sizeof g->shape);
+  g->managed.dl_tensor.shape = g->shape;
+  g->managed.dl_tensor.strides = NULL;
+  g->managed.manager_ctx = g;
+  g->managed.deleter = gpu_count_deleter;
+  CUDA_OK(cudaMalloc((void **)&g->device_alloc, host->bytes + offset + 1));
+  CUDA_OK(cudaMemcpy(g->device_alloc + offset, host->buffer, host->bytes, cudaMemcpyHostToDevice));
+  g->managed.dl_tensor.data = g->device_alloc;
+  g->managed.dl_tensor.byte_offset = offset;
+  g->managed.dl_tensor.device.device_type = kDLCUDA;
+  g->managed.dl_tensor.device.device_id = 0;
+  return g;
+}
+
+static void gpu_tensor_free(gpu_tensor *g) {
+  cudaFree(g->device_alloc);
+  free(g);
+}
+
+/* Device allocator that hands out buffers filled with POISON. */
+static void free_poisoned_device(DLManagedTensorVersioned *self) {
+  cudaFree(self->dl_tensor.data);
+  free(self->dl_tensor.shape);
+  free(self);
+}
+
+static int poisoned_device_allocator(DLTensor *prototype, DLManagedTensorVersioned **out, void *error_ctx,
+                                     void (*set_error)(void *, const char *, const char *)) {
+  size_t n = 1;
+  for (int32_t i = 0; i < prototype->ndim; ++i) n *= (size_t)prototype->shape[i];
+  DLManagedTensorVersioned *m = calloc(1, sizeof *m);
+  int64_t *shape = calloc((size_t)prototype->ndim + 1, sizeof(int64_t));
+  memcpy(shape, prototype->shape, sizeof(int64_t) * (size_t)prototype->ndim);
+  m->dl_tensor = *prototype;
+  m->dl_tensor.shape = shape;
+  m->dl_tensor.strides = NULL;
+  if (cudaMalloc(&m->dl_tensor.data, n) != cudaSuccess || cudaMemset(m->dl_tensor.data, POISON, n) != cudaSuccess) {
+    set_error(error_ctx, "RuntimeError", "cudaMalloc failed");
+    free(shape);
+    free(m);
+    return -1;
+  }
+  m->deleter = free_poisoned_device;
+  *out = m;
+  return 0;
+}
+
+/* Downloads a compact (contiguous) exported tensor. */
+static uint8_t *download(const DLTensor *t, size_t n) {
+  uint8_t *h = malloc(n + 1);
+  if (n) CUDA_OK(cudaMemcpy(h, (const uint8_t *)t->data + t->byte_offset, n, cudaMemcpyDeviceToHost));
+  return h;
+}
+
+/* Builds a random (rows, k) tensor with scales S in the given storage (0 compact, 1 TE-padded,
+ * 2 swizzled) for one direction, on the host. Returns S (R x C). */
+static uint8_t *make_host_tensor(int64_t rows, int64_t k, int storage, int columnwise, uint64_t *rng,
+                                 test_tensor **data, test_tensor **scales, int64_t *r_out, int64_t *c_out) {
+  const int64_t shape[2] = {rows, k};
+  const int64_t r = columnwise ? ref_ceil_div(rows, 32) : rows, c = columnwise ? k : ref_ceil_div(k, 32);
+  int64_t bshape[2] = {r, c};
+  if (storage > 0) {
+    bshape[0] = columnwise ? ref_round_up(r, 4) : ref_round_up(r, 128);
+    bshape[1] = columnwise ? ref_round_up(c, 128) : ref_round_up(c, 4);
+  }
+  *data = test_tensor_new(2, shape, kDLUInt, 1);
+  *scales = test_tensor_new(2, bshape, kDLUInt, 1);
+  fill_random((*data)->buffer, (*data)->bytes, rng);
+  uint8_t *s = malloc((size_t)(r * c) + 1);
+  fill_random_scales(s, (size_t)(r * c), rng);
+  for (int64_t y = 0; y < r; ++y)
+    for (int64_t x = 0; x < c; ++x) {
+      size_t at = (size_t)(y * bshape[1] + x);
+      if (storage == 2) at = columnwise ? ref_swizzled_index(x, y, ref_round_up(r, 4)) : ref_swizzled_index(y, x, ref_round_up(c, 4));
+      (*scales)->buffer[at] = s[y * c + x];
+    }
+  *r_out = r;
+  *c_out = c;
+  return s;
+}
+
+static mxfp8_tensor *create_on(DLManagedTensorVersioned *data, DLManagedTensorVersioned *scales, int storage,
+                               int columnwise) {
+  mxfp8_tensor_desc desc = MXFP8_TENSOR_DESC_INIT;
+  desc.scale_layout = storage == 2 ? MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED : MXFP8_SCALE_LAYOUT_ROW_MAJOR;
+  if (columnwise) {
+    desc.columnwise_data = data;
+    desc.columnwise_scale_inv = scales;
+  } else {
+    desc.rowwise_data = data;
+    desc.rowwise_scale_inv = scales;
+  }
+  mxfp8_tensor *t = NULL;
+  const mxfp8_status st = mxfp8_tensor_create(&desc, &t);
+  EXPECT(st == MXFP8_OK, "create: %s", mxfp8_last_error());
+  return t;
+}
+
+static void test_gpu_export_equals_host_export_and_reference(void **state) {
+  (void)state;
+  REQUIRE_GPU();
+  uint64_t rng = 2024;
+  static const int64_t fixed[][2] = {{100, 48}, {128, 4096}, {15, 48}, {1, 16}, {257, 33}, {64, 16}, {1000, 8192}};
+  /* MXFP8_TEST_QUICK (set under compute-sanitizer, which is slow) keeps the fixed shapes and a few
+   * random ones. */
+  const int shapes = getenv("MXFP8_TEST_QUICK") ? 10 : 40;
+  for (int n = 0; n < shapes; ++n) {
+    int64_t rows, k;
+    if (n < 7) {
+      rows = fixed[n][0];
+      k = fixed[n][1];
+    } else {
+      rows = 1 + (int64_t)(rng_next(&rng) % 700);
+      k = 1 + (int64_t)(rng_next(&rng) % 3000);
+    }
+    for (int storage = 0; storage < 3; ++storage)
+      for (int columnwise = 0; columnwise < 2; ++columnwise)
+        for (uint64_t offset = 0; offset < 2; ++offset) {
+          test_tensor *hd, *hs;
+          int64_t r, c;
+          uint8_t *s = make_host_tensor(rows, k, storage, columnwise, &rng, &hd, &hs, &r, &c);
+          gpu_tensor *gd = upload(hd, 0), *gs = upload(hs, offset * 3); /* offset 3: unaligned scales */
+          mxfp8_tensor *gt = create_on(&gd->managed, &gs->managed, storage, columnwise);
+          mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
+          o.direction = columnwise;
+          o.allocator = offset ? poisoned_device_allocator : NULL;
+          DLManagedTensorVersioned *values = NULL, *scales = NULL;
+          const mxfp8_status st = mxfp8_export_components(gt, &o, &values, &scales);
+          EXPECT(st == MXFP8_OK, "export (%lld, %lld) storage %d col %d: %s", (long long)rows, (long long)k, storage,
+                 columnwise, mxfp8_last_error());
+          EXPECT(values->dl_tensor.data == gd->device_alloc, "values not a view");
+          EXPECT(scales->dl_tensor.device.device_type == kDLCUDA, "scales not on the GPU");
+          CUDA_OK(cudaDeviceSynchronize());
+          const int copied = !!(scales->flags & DLPACK_FLAG_BITMASK_IS_COPIED);
+          uint8_t *got;
+          if (copied) {
+            got = download(&scales->dl_tensor, (size_t)(r * c));
+          } else { /* a view: read the rows through its stride */
+            got = malloc((size_t)(r * c) + 1);
+            for (int64_t y = 0; y < r; ++y)
+              CUDA_OK(cudaMemcpy(got + y * c,
+                                 (uint8_t *)scales->dl_tensor.data + scales->dl_tensor.byte_offset + y * scales->dl_tensor.strides[0],
+                                 (size_t)c, cudaMemcpyDeviceToHost));
+          }
+          EXPECT(memcmp(got, s, (size_t)(r * c)) == 0, "(%lld, %lld) storage %d columnwise %d offset %d: scales differ",
+                 (long long)rows, (long long)k, storage, columnwise, (int)offset);
+          /* and the host path gives the same bytes */
+          mxfp8_tensor *ht = create_on(&hd->managed, &hs->managed, storage, columnwise);
+          DLManagedTensorVersioned *host_scales = NULL;
+          mxfp8_export_options ho = MXFP8_EXPORT_OPTIONS_INIT;
+          ho.direction = columnwise;
+          assert_int_equal(mxfp8_export_components(ht, &ho, NULL, &host_scales), MXFP8_OK);
+          for (int64_t i = 0; i < r * c; ++i)
+            EXPECT(read_through_strides(&host_scales->dl_tensor, i) == got[i], "host and GPU differ at %lld", (long long)i);
+          release_managed(host_scales);
+          mxfp8_tensor_release(ht);
+          release_managed(values);
+          release_managed(scales);
+          mxfp8_tensor_release(gt);
+          EXPECT(gd->deleter_calls == 1 && gs->deleter_calls == 1, "GPU input deleters");
+          CUDA_OK(cudaDeviceSynchronize());
+          free(got);
+          free(s);
+          gpu_tensor_free(gd);
+          gpu_tensor_free(gs);
+          test_tensor_free(hd);
+          test_tensor_free(hs);
+        }
+  }
+}
+
+static void CUDART_CB sleep_a_while(void *arg) {
+  (void)arg;
+  struct timespec ts = {0, 50 * 1000 * 1000};
+  nanosleep(&ts, NULL);
+}
+
+static void test_export_runs_on_the_given_stream_after_an_event_wait(void **state) {
+  (void)state;
+  REQUIRE_GPU();
+  /* The writer stream overwrites the swizzled scales after a 50 ms host delay; the export stream waits
+   * on the writer's event. A kernel on any other stream would read the old scales. */
+  uint64_t rng = 77;
+  test_tensor *hd, *hs;
+  int64_t r, c;
+  uint8_t *s = make_host_tensor(4096, 4096, 2, 0, &rng, &hd, &hs, &r, &c);
+  gpu_tensor *gd = upload(hd, 0), *gs = upload(hs, 0);
+  CUDA_OK(cudaMemset(gs->device_alloc, 0x11, hs->bytes)); /* stale contents */
+  uint8_t *pinned;
+  CUDA_OK(cudaMallocHost((void **)&pinned, hs->bytes));
+  memcpy(pinned, hs->buffer, hs->bytes);
+  cudaStream_t writer, exporter;
+  cudaEvent_t written;
+  CUDA_OK(cudaStreamCreateWithFlags(&writer, cudaStreamNonBlocking));
+  CUDA_OK(cudaStreamCreateWithFlags(&exporter, cudaStreamNonBlocking));
+  CUDA_OK(cudaEventCreateWithFlags(&written, cudaEventDisableTiming));
+  mxfp8_tensor *gt = create_on(&gd->managed, &gs->managed, 2, 0);
+  CUDA_OK(cudaLaunchHostFunc(writer, sleep_a_while, NULL));
+  CUDA_OK(cudaMemcpyAsync(gs->device_alloc, pinned, hs->bytes, cudaMemcpyHostToDevice, writer));
+  CUDA_OK(cudaEventRecord(written, writer));
+  CUDA_OK(cudaStreamWaitEvent(exporter, written, 0));
+  mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
+  o.stream = exporter;
+  DLManagedTensorVersioned *scales = NULL;
+  assert_int_equal(mxfp8_export_components(gt, &o, NULL, &scales), MXFP8_OK);
+  CUDA_OK(cudaStreamSynchronize(exporter));
+  uint8_t *got = download(&scales->dl_tensor, (size_t)(r * c));
+  assert_memory_equal(got, s, (size_t)(r * c));
+  release_managed(scales); /* freed on `exporter`, which is still alive */
+  CUDA_OK(cudaStreamSynchronize(exporter));
+  mxfp8_tensor_release(gt);
+  cudaStreamDestroy(writer);
+  cudaStreamDestroy(exporter);
+  cudaEventDestroy(written);
+  cudaFreeHost(pinned);
+  free(got);
+  free(s);
+  gpu_tensor_free(gd);
+  gpu_tensor_free(gs);
+  test_tensor_free(hd);
+  test_tensor_free(hs);
+}
+
+static void test_batched_export_equals_one_by_one(void **state) {
+  (void)state;
+  REQUIRE_GPU();
+  enum { N = 600 }; /* more than one launch's worth of jobs */
+  uint64_t rng = 31337;
+  test_tensor *hd[N], *hs[N];
+  gpu_tensor *gd[N], *gs[N];
+  mxfp8_tensor *t[N];
+  uint8_t *s[N];
+  int64_t offsets[N + 1];
+  int direction_of[N];
+  offsets[0] = 0;
+  for (int i = 0; i < N; ++i) {
+    int64_t r, c;
+    const int64_t rows = 1 + (int64_t)(rng_next(&rng) % 300), k = 1 + (int64_t)(rng_next(&rng) % 600);
+    const int storage = (int)(rng_next(&rng) % 3), columnwise = (int)(rng_next(&rng) % 2);
+    s[i] = make_host_tensor(rows, k, storage, columnwise, &rng, &hd[i], &hs[i], &r, &c);
+    gd[i] = upload(hd[i], 0);
+    gs[i] = upload(hs[i], 0);
+    t[i] = create_on(&gd[i]->managed, &gs[i]->managed, storage, columnwise);
+    offsets[i + 1] = offsets[i] + r * c;
+    direction_of[i] = columnwise;
+  }
+  /* Columnwise and rowwise tensors go in two batches (the direction is per batch). */
+  uint8_t *bucket;
+  CUDA_OK(cudaMalloc((void **)&bucket, (size_t)offsets[N]));
+  CUDA_OK(cudaMemset(bucket, POISON, (size_t)offsets[N]));
+  for (int columnwise = 0; columnwise < 2; ++columnwise) {
+    const mxfp8_tensor *batch_tensors[N];
+    DLTensor dst_tensors[N];
+    DLTensor *dst[N];
+    int64_t dst_shapes[N];
+    size_t n = 0;
+    for (int i = 0; i < N; ++i) {
+      if (direction_of[i] != columnwise) continue;
+      dst_shapes[n] = offsets[i + 1] - offsets[i];
+      memset(&dst_tensors[n], 0, sizeof dst_tensors[n]);
+      dst_tensors[n].data = bucket;
+      dst_tensors[n].byte_offset = (uint64_t)offsets[i];
+      dst_tensors[n].device.device_type = kDLCUDA;
+      dst_tensors[n].ndim = 1;
+      dst_tensors[n].shape = &dst_shapes[n];
+      dst_tensors[n].dtype.code = kDLUInt;
+      dst_tensors[n].dtype.bits = 8;
+      dst_tensors[n].dtype.lanes = 1;
+      dst[n] = &dst_tensors[n];
+      batch_tensors[n] = t[i];
+      ++n;
+    }
+    mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
+    o.direction = columnwise;
+    EXPECT(mxfp8_export_scales_batched(batch_tensors, dst, n, &o) == MXFP8_OK, "batched: %s", mxfp8_last_error());
+  }
+  CUDA_OK(cudaDeviceSynchronize());
+  uint8_t *all = malloc((size_t)offsets[N]);
+  CUDA_OK(cudaMemcpy(all, bucket, (size_t)offsets[N], cudaMemcpyDeviceToHost));
+  for (int i = 0; i < N; ++i)
+    EXPECT(memcmp(all + offsets[i], s[i], (size_t)(offsets[i + 1] - offsets[i])) == 0, "tensor %d differs", i);
+  free(all);
+  cudaFree(bucket);
+  for (int i = 0; i < N; ++i) {
+    mxfp8_tensor_release(t[i]);
+    gpu_tensor_free(gd[i]);
+    gpu_tensor_free(gs[i]);
+    test_tensor_free(hd[i]);
+    test_tensor_free(hs[i]);
+    free(s[i]);
+  }
+}
+
+static void test_gpu_swizzle_pair_matches_formula(void **state) {
+  (void)state;
+  REQUIRE_GPU();
+  uint64_t rng = 5150;
+  static const int64_t sizes[][2] = {{1, 1}, {100, 2}, {257, 33}, {300, 7}, {4096, 256}, {31, 129}};
+  for (size_t n = 0; n < sizeof sizes / sizeof sizes[0]; ++n) {
+    const int64_t r = sizes[n][0], c = sizes[n][1], rp = ref_round_up(r, 128), cp = ref_round_up(c, 4);
+    uint8_t *s = malloc((size_t)(r * c)), *expected = calloc((size_t)(rp * cp), 1), *got = malloc((size_t)(rp * cp));
+    fill_random_scales(s, (size_t)(r * c), &rng);
+    for (int64_t y = 0; y < r; ++y)
+      for (int64_t x = 0; x < c; ++x) expected[ref_swizzled_index(y, x, cp)] = s[y * c + x];
+    uint8_t *d_compact, *d_swz, *d_back;
+    CUDA_OK(cudaMalloc((void **)&d_compact, (size_t)(r * c)));
+    CUDA_OK(cudaMalloc((void **)&d_swz, (size_t)(rp * cp)));
+    CUDA_OK(cudaMalloc((void **)&d_back, (size_t)(r * c)));
+    CUDA_OK(cudaMemcpy(d_compact, s, (size_t)(r * c), cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemset(d_swz, POISON, (size_t)(rp * cp)));
+    CUDA_OK(cudaMemset(d_back, POISON, (size_t)(r * c)));
+    int64_t cshape[2] = {r, c}, sshape[1] = {rp * cp};
+    DLTensor compact = {d_compact, {kDLCUDA, 0}, 2, {kDLUInt, 8, 1}, cshape, NULL, 0};
+    DLTensor swizzled = {d_swz, {kDLCUDA, 0}, 1, {kDLUInt, 8, 1}, sshape, NULL, 0};
+    DLTensor back = {d_back, {kDLCUDA, 0}, 2, {kDLUInt, 8, 1}, cshape, NULL, 0};
+    assert_int_equal(mxfp8_swizzle_scales(&compact, &swizzled, NULL), MXFP8_OK);
+    assert_int_equal(mxfp8_unswizzle_scales(&swizzled, &back, NULL), MXFP8_OK);
+    CUDA_OK(cudaMemcpy(got, d_swz, (size_t)(rp * cp), cudaMemcpyDeviceToHost));
+    EXPECT(memcmp(got, expected, (size_t)(rp * cp)) == 0, "%lld x %lld: swizzled bytes (padding must be 0)", (long long)r, (long long)c);
+    CUDA_OK(cudaMemcpy(got, d_back, (size_t)(r * c), cudaMemcpyDeviceToHost));
+    EXPECT(memcmp(got, s, (size_t)(r * c)) == 0, "%lld x %lld: round trip", (long long)r, (long long)c);
+    cudaFree(d_compact);
+    cudaFree(d_swz);
+    cudaFree(d_back);
+    free(s);
+    free(expected);
+    free(got);
+  }
+}
+
+#else /* built without CUDA */
+#define REQUIRE_GPU()                                                     \
+  do {                                                                    \
+    print_message("libmxfp8 built without CUDA: skipping GPU case\n");   \
+    skip();                                                               \
+  } while (0)
+static void test_gpu_export_equals_host_export_and_reference(void **state) { (void)state; REQUIRE_GPU(); }
+static void test_export_runs_on_the_given_stream_after_an_event_wait(void **state) { (void)state; REQUIRE_GPU(); }
+static void test_batched_export_equals_one_by_one(void **state) { (void)state; REQUIRE_GPU(); }
+static void test_gpu_swizzle_pair_matches_formula(void **state) { (void)state; REQUIRE_GPU(); }
+#endif
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_gpu_export_equals_host_export_and_reference),
+      cmocka_unit_test(test_export_runs_on_the_given_stream_after_an_event_wait),
+      cmocka_unit_test(test_batched_export_equals_one_by_one),
+      cmocka_unit_test(test_gpu_swizzle_pair_matches_formula),
+  };
+  return cmocka_run_group_tests_name("CUDA path", tests, NULL, NULL);
+}

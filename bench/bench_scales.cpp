@@ -1,0 +1,240 @@
+// Times libmxfp8's scale unswizzle on the GPU against a device-to-device copy of the same number of
+// bytes, timed the same way in the same run. Prints one JSON object on stdout (bench/run_bench.py merges
+// it with the PyTorch baseline).
+//
+// Method: every timed loop rotates over enough distinct input/output buffers that they do not fit in the
+// 60 MB L2 (cold caches), enqueues its iterations back to back between two CUDA events (launch gaps stay
+// hidden behind the GPU queue), and the reported time is the median over repetitions of the per-iteration
+// mean. Bandwidth counts bytes read plus bytes written.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include <mxfp8/mxfp8.h>
+
+namespace {
+
+void cuda_check(cudaError_t e, const char *what) {
+  if (e != cudaSuccess) {
+    std::fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(e));
+    std::exit(1);
+  }
+}
+
+void mxfp8_check(mxfp8_status s, const char *what) {
+  if (s != MXFP8_OK) {
+    std::fprintf(stderr, "%s: %s: %s\n", what, mxfp8_status_string(s), mxfp8_last_error());
+    std::exit(1);
+  }
+}
+
+constexpr size_t kColdBytes = 256ull << 20;  // rotate over at least this much memory
+constexpr int kRepetitions = 15;
+
+int64_t round_up(int64_t n, int64_t d) { return (n + d - 1) / d * d; }
+
+template <class Body>
+double median_ms_per_iteration(int iterations, Body body) {
+  cudaEvent_t start, stop;
+  cuda_check(cudaEventCreate(&start), "event");
+  cuda_check(cudaEventCreate(&stop), "event");
+  for (int i = 0; i < iterations; ++i) body(i);  // warm-up
+  cuda_check(cudaDeviceSynchronize(), "warm-up");
+  std::vector<double> samples;
+  for (int rep = 0; rep < kRepetitions; ++rep) {
+    cuda_check(cudaEventRecord(start), "record");
+    for (int i = 0; i < iterations; ++i) body(i);
+    cuda_check(cudaEventRecord(stop), "record");
+    cuda_check(cudaEventSynchronize(stop), "sync");
+    float ms = 0;
+    cuda_check(cudaEventElapsedTime(&ms, start, stop), "elapsed");
+    samples.push_back(static_cast<double>(ms) / iterations);
+  }
+  cuda_check(cudaGetLastError(), "timed loop");
+  std::sort(samples.begin(), samples.end());
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  return samples[samples.size() / 2];
+}
+
+DLTensor bytes_tensor(void *data, int64_t *shape, int ndim) {
+  DLTensor t{};
+  t.data = data;
+  t.device = DLDevice{kDLCUDA, 0};
+  t.ndim = ndim;
+  t.dtype = DLDataType{kDLUInt, 8, 1};
+  t.shape = shape;
+  return t;
+}
+
+// Device-to-device copy of `bytes_moved / 2` bytes (so it moves `bytes_moved` counting read + write).
+double copy_ms(int64_t bytes_moved) {
+  const size_t half = static_cast<size_t>(bytes_moved / 2);
+  const int copies = static_cast<int>(std::max<size_t>(2, kColdBytes / std::max<size_t>(1, 2 * half)));
+  std::vector<void *> src(copies), dst(copies);
+  for (int i = 0; i < copies; ++i) {
+    cuda_check(cudaMalloc(&src[i], half), "malloc");
+    cuda_check(cudaMalloc(&dst[i], half), "malloc");
+    cuda_check(cudaMemset(src[i], i, half), "memset");
+  }
+  const double ms = median_ms_per_iteration(copies, [&](int i) {
+    cuda_check(cudaMemcpyAsync(dst[i], src[i], half, cudaMemcpyDeviceToDevice, nullptr), "copy");
+  });
+  for (int i = 0; i < copies; ++i) {
+    cudaFree(src[i]);
+    cudaFree(dst[i]);
+  }
+  return ms;
+}
+
+// One weight's swizzled scales, unswizzled into a compact buffer.
+struct ShapeResult {
+  int64_t rows, k, bytes;
+  double ms, copy_ms;
+};
+
+ShapeResult bench_shape(int64_t rows, int64_t k) {
+  const int64_t c = (k + 31) / 32, rp = round_up(rows, 128), cp = round_up(c, 4);
+  const int64_t bytes = rp * cp + rows * c;
+  const int copies = static_cast<int>(std::max<int64_t>(2, kColdBytes / bytes));
+  std::vector<uint8_t *> swz(copies), out(copies);
+  std::vector<uint8_t> host(static_cast<size_t>(rp * cp));
+  for (size_t i = 0; i < host.size(); ++i) host[i] = static_cast<uint8_t>(100 + i % 50);
+  for (int i = 0; i < copies; ++i) {
+    cuda_check(cudaMalloc(&swz[i], rp * cp), "malloc");
+    cuda_check(cudaMalloc(&out[i], rows * c), "malloc");
+    cuda_check(cudaMemcpy(swz[i], host.data(), host.size(), cudaMemcpyHostToDevice), "upload");
+  }
+  int64_t sshape[1] = {rp * cp}, cshape[2] = {rows, c};
+  const double ms = median_ms_per_iteration(copies, [&](int i) {
+    DLTensor s = bytes_tensor(swz[i], sshape, 1), o = bytes_tensor(out[i], cshape, 2);
+    mxfp8_check(mxfp8_unswizzle_scales(&s, &o, nullptr), "unswizzle");
+  });
+  for (int i = 0; i < copies; ++i) {
+    cudaFree(swz[i]);
+    cudaFree(out[i]);
+  }
+  return ShapeResult{rows, k, bytes, ms, copy_ms(bytes)};
+}
+
+// A whole 80-layer model: 320 swizzled weights, exported in one batched call into one buffer.
+struct ModelResult {
+  int tensors;
+  int64_t bytes;
+  double ms, copy_ms;
+};
+
+ModelResult bench_model(const std::vector<std::pair<int64_t, int64_t>> &layer, int layers) {
+  std::vector<mxfp8_tensor *> tensors;
+  std::vector<uint8_t *> buffers;
+  std::vector<DLTensor> dst;
+  std::vector<std::vector<int64_t>> shapes;
+  int64_t total_in = 0, total_out = 0;
+  for (int l = 0; l < layers; ++l)
+    for (auto [rows, k] : layer) total_out += rows * ((k + 31) / 32);
+  uint8_t *bucket;
+  cuda_check(cudaMalloc(&bucket, total_out), "malloc bucket");
+  int64_t offset = 0;
+  shapes.reserve(layers * layer.size() * 3);
+  for (int l = 0; l < layers; ++l)
+    for (auto [rows, k] : layer) {
+      const int64_t c = (k + 31) / 32, rp = round_up(rows, 128), cp = round_up(c, 4);
+      uint8_t *swz;
+      cuda_check(cudaMalloc(&swz, rp * cp), "malloc");
+      cuda_check(cudaMemset(swz, 120, rp * cp), "memset");
+      buffers.push_back(swz);
+      total_in += rp * cp;
+      shapes.push_back({rows, k});
+      shapes.push_back({rp, cp});
+      shapes.push_back({rows * c});
+      auto *data = new DLManagedTensorVersioned{};
+      auto *scales = new DLManagedTensorVersioned{};
+      // The values are never read by a scales export: point them at the scales' memory.
+      data->dl_tensor = bytes_tensor(swz, shapes[shapes.size() - 3].data(), 2);
+      scales->dl_tensor = bytes_tensor(swz, shapes[shapes.size() - 2].data(), 2);
+      data->deleter = scales->deleter = [](DLManagedTensorVersioned *self) { delete self; };
+      mxfp8_tensor_desc desc = MXFP8_TENSOR_DESC_INIT;
+      desc.scale_layout = MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED;
+      desc.rowwise_data = data;
+      desc.rowwise_scale_inv = scales;
+      mxfp8_tensor *t = nullptr;
+      mxfp8_check(mxfp8_tensor_create(&desc, &t), "create");
+      tensors.push_back(t);
+      dst.push_back(bytes_tensor(bucket, shapes.back().data(), 1));
+      dst.back().byte_offset = static_cast<uint64_t>(offset);
+      offset += rows * c;
+    }
+  std::vector<DLTensor *> dst_ptrs;
+  for (auto &d : dst) dst_ptrs.push_back(&d);
+  const double ms = median_ms_per_iteration(3, [&](int) {
+    mxfp8_check(mxfp8_export_scales_batched(tensors.data(), dst_ptrs.data(), tensors.size(), nullptr), "batched");
+  });
+  for (auto *t : tensors) mxfp8_tensor_release(t);
+  for (auto *b : buffers) cudaFree(b);
+  cudaFree(bucket);
+  const int64_t bytes = total_in + total_out;
+  return ModelResult{static_cast<int>(tensors.size()), bytes, ms, copy_ms(bytes)};
+}
+
+// Host wall-clock of one complete export of a tiny swizzled tensor (allocation, kernel, wait).
+double bench_tiny_us() {
+  const int64_t rows = 128, k = 128;
+  uint8_t *values, *swz;
+  cuda_check(cudaMalloc(&values, rows * k), "malloc");
+  cuda_check(cudaMalloc(&swz, 512), "malloc");
+  cuda_check(cudaMemset(swz, 127, 512), "memset");
+  int64_t vshape[2] = {rows, k}, sshape[2] = {128, 4};
+  DLManagedTensorVersioned data{}, scales{};
+  data.dl_tensor = bytes_tensor(values, vshape, 2);
+  scales.dl_tensor = bytes_tensor(swz, sshape, 2);
+  mxfp8_tensor_desc desc = MXFP8_TENSOR_DESC_INIT;
+  desc.scale_layout = MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED;
+  desc.rowwise_data = &data;
+  desc.rowwise_scale_inv = &scales;
+  mxfp8_tensor *t = nullptr;
+  mxfp8_check(mxfp8_tensor_create(&desc, &t), "create");
+  std::vector<double> samples;
+  for (int i = 0; i < 2200; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    DLManagedTensorVersioned *v = nullptr, *s = nullptr;
+    mxfp8_check(mxfp8_export_components(t, nullptr, &v, &s), "export");
+    cuda_check(cudaStreamSynchronize(nullptr), "sync");
+    const auto stop = std::chrono::steady_clock::now();
+    v->deleter(v);
+    s->deleter(s);
+    if (i >= 200) samples.push_back(std::chrono::duration<double, std::micro>(stop - start).count());
+  }
+  mxfp8_tensor_release(t);
+  cudaFree(values);
+  cudaFree(swz);
+  std::sort(samples.begin(), samples.end());
+  return samples[samples.size() / 2];
+}
+
+}  // namespace
+
+int main() {
+  cudaDeviceProp prop{};
+  cuda_check(cudaGetDeviceProperties(&prop, 0), "properties");
+  const double peak_ms = copy_ms(2ll << 30);  // a 1 GiB copy: 2 GiB moved
+  const std::vector<std::pair<int64_t, int64_t>> layer = {{10240, 8192}, {8192, 8192}, {57344, 8192}, {8192, 28672}};
+  std::printf("{\"gpu\": \"%s\", \"copy_peak_gbps\": %.1f, \"shapes\": {", prop.name, (2ll << 30) / peak_ms / 1e6);
+  for (size_t i = 0; i < layer.size(); ++i) {
+    const ShapeResult r = bench_shape(layer[i].first, layer[i].second);
+    std::printf("%s\"%lldx%lld\": {\"bytes\": %lld, \"unswizzle_ms\": %.5f, \"copy_ms\": %.5f, \"unswizzle_gbps\": %.1f, "
+                "\"copy_gbps\": %.1f}",
+                i ? ", " : "", (long long)r.rows, (long long)r.k, (long long)r.bytes, r.ms, r.copy_ms,
+                r.bytes / r.ms / 1e6, r.bytes / r.copy_ms / 1e6);
+    std::fflush(stdout);
+  }
+  const ModelResult m = bench_model(layer, 80);
+  std::printf("}, \"whole_model\": {\"tensors\": %d, \"bytes\": %lld, \"ms\": %.4f, \"copy_ms\": %.4f}", m.tensors,
+              (long long)m.bytes, m.ms, m.copy_ms);
+  std::printf(", \"tiny\": {\"us\": %.2f}}\n", bench_tiny_us());
+  return 0;
+}

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Everything this repository runs on a GPU, in one call: build with CUDA, run the whole C test suite
+# (the GPU cases included), run the GPU cases under compute-sanitizer, then the benchmark.
+# Writes its logs and results to $OUT (default bench/results/run), including
+# results.json and results.md for bench/results/.
+#
+# The device machine has no network: dlpack.h and cmocka travel in .carry/ (see bench/README.md).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-bench/results/run}
+mkdir -p "$OUT"
+status=0
+step() { echo; echo "=== $* ($(date +%T))"; }
+
+step "configure and build"
+cmake_args=(-S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release)
+[ -d .carry/dlpack ] && cmake_args+=(-DDLPACK_INCLUDE_DIR="$PWD/.carry/dlpack")
+if [ -d .carry/cmocka ]; then
+  lib=$(ls "$PWD"/.carry/cmocka/usr/lib/*/libcmocka.so.0 | head -1)
+  cmake_args+=(-DCMOCKA_INCLUDE_DIR="$PWD/.carry/cmocka/usr/include" -DCMOCKA_LIBRARY="$lib")
+  export LD_LIBRARY_PATH="$(dirname "$lib")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fi
+cmake "${cmake_args[@]}" 2>&1 | grep -E "mxfp8|Error" || { echo "configure failed"; exit 1; }
+cmake --build build-gpu -j "$(nproc)" 2>&1 | tail -3 || exit 1
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$OUT/gpu.txt"
+
+step "C test suite (ctest)"
+(cd build-gpu && ctest --output-on-failure 2>&1) | tee "$OUT/ctest.log" || status=1
+build-gpu/tests/c/test_gpu 2>&1 | tee "$OUT/test_gpu.log" | tail -8
+grep -q "SKIPPED" "$OUT/test_gpu.log" && { echo "GPU cases were skipped on a GPU machine"; status=1; }
+
+step "compute-sanitizer"
+for tool in memcheck racecheck initcheck synccheck; do
+  MXFP8_TEST_QUICK=1 timeout 300 compute-sanitizer --tool "$tool" --error-exitcode 9 build-gpu/tests/c/test_gpu \
+    >"$OUT/sanitizer-$tool.log" 2>&1
+  rc=$?
+  echo "$tool: exit $rc; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitizer-$tool.log" | tail -1)"
+  [ $rc -eq 0 ] || status=1
+done 2>&1 | tee "$OUT/sanitizer-summary.txt"
+
+step "benchmark"
+PYTHONUNBUFFERED=1 python3 bench/run_bench.py --bench-binary build-gpu/bench/bench_scales --out "$OUT" || status=1
+
+step "done: status $status"
+exit $status

@@ -1,0 +1,53 @@
+// mxfp8_export_scales_batched: many tensors' compact scales into caller-owned buffers, all checked
+// first, then produced in one launch.
+#include <vector>
+
+#include "dltensor_checks.hpp"
+#include "error.hpp"
+#include "export_internal.hpp"
+#include "shape.hpp"
+
+using namespace mxfp8;
+
+extern "C" MXFP8_API mxfp8_status mxfp8_export_scales_batched(const mxfp8_tensor *const *tensors,
+                                                              DLTensor *const *destinations, size_t count,
+                                                              const mxfp8_export_options *options) {
+  return guarded([&] {
+    const mxfp8_export_options o = read_options(options);
+    if (count == 0) return;
+    if (!tensors) fail(MXFP8_ERROR_INVALID_ARGUMENT, "tensors is NULL");
+    if (!destinations) fail(MXFP8_ERROR_INVALID_ARGUMENT, "destinations is NULL");
+    const auto direction = static_cast<mxfp8_direction>(o.direction);
+    std::vector<ScaleJob> jobs;
+    jobs.reserve(count);
+    DLDevice device{};
+    for (size_t i = 0; i < count; ++i) {
+      const mxfp8_tensor *t = tensors[i];
+      DLTensor *dst = destinations[i];
+      if (!t) fail(MXFP8_ERROR_INVALID_ARGUMENT, "tensors[", i, "] is NULL");
+      if (!dst) fail(MXFP8_ERROR_INVALID_ARGUMENT, "destinations[", i, "] is NULL");
+      const std::string name = cat("destinations[", i, "]");
+      if (i == 0) device = t->device;
+      if (!same_device(t->device, device))
+        fail(MXFP8_ERROR_INVALID_ARGUMENT, "tensors[", i, "] is on ", format_device(t->device), " but tensors[0] is on ",
+             format_device(device), ": one batch runs on one device");
+      if (!same_device(dst->device, device))
+        fail(MXFP8_ERROR_INVALID_ARGUMENT, name, " is on ", format_device(dst->device), " but the tensors are on ",
+             format_device(device));
+      const Direction &dir = require_direction(*t, direction);
+      check_scale_dtype(*dst, name.c_str());
+      const int64_t numel = checked_numel(*dst, name.c_str());
+      const int64_t needed = dir.scale_rows * dir.scale_cols;
+      if (numel != needed)
+        fail(MXFP8_ERROR_INVALID_ARGUMENT, name, ": holds ", numel, " scales (shape ",
+             format_shape(dst->shape, dst->ndim), "), tensors[", i, "] has ", dir.scale_rows, " x ", dir.scale_cols,
+             " = ", needed);
+      if (!is_compact(*dst)) fail(MXFP8_ERROR_INVALID_ARGUMENT, name, ": must be contiguous");
+      if (needed > 0 && !dst->data) fail(MXFP8_ERROR_INVALID_ARGUMENT, name, ": data is NULL");
+      jobs.push_back(compact_scales_job(*t, direction, byte_pointer(*dst)));
+    }
+    if (memory_of(device, "tensors") == Memory::Host) return run_jobs_host(jobs.data(), jobs.size());
+    cuda::DeviceScope scope(device.device_id);
+    cuda::run_jobs(jobs.data(), jobs.size(), o.stream);
+  });
+}

@@ -1,0 +1,276 @@
+// CUDA kernels for the scale matrix operations.
+//
+// Both directions work on "chunks": kTilesPerBlock consecutive 128x4 tiles of one tile row. In the
+// swizzled buffer a chunk is one contiguous run of kTilesPerBlock * 512 bytes; in the compact matrix it
+// is 128 rows x (4 * kTilesPerBlock) columns. A thread block moves one chunk through shared memory, so
+// that both its global reads and its global writes are coalesced: 16-byte vectors on the swizzled side,
+// runs of 4 * kTilesPerBlock bytes along each compact row on the other.
+#include <cuda_runtime.h>
+
+#include <memory>
+
+#include "error.hpp"
+#include "scale_copy.hpp"
+#include "shape.hpp"
+#include "swizzle_index.hpp"
+
+namespace mxfp8::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kTilesPerBlock = 16;                          // 8 KiB of scales per block
+constexpr int kWordsPerTile = static_cast<int>(kTileBytes / 4);  // 128: one 32-bit word per tile row
+constexpr int kWordsPerLine = static_cast<int>(kLineBytes / 4);  // 4
+// One padding word per tile in shared memory: the store phase reads word (j, r) for 16 tiles j at
+// once, which would otherwise all fall in one bank.
+constexpr int kSmemTileStride = kWordsPerTile + 1;
+constexpr int kMaxJobsPerLaunch = 384;                      // keeps the kernel parameter under 32 KiB
+
+void check(cudaError_t e, const char *what) {
+  if (e == cudaSuccess) return;
+  if (e == cudaErrorMemoryAllocation)
+    fail(MXFP8_ERROR_OUT_OF_MEMORY, what, ": ", cudaGetErrorString(e));
+  fail(MXFP8_ERROR_CUDA, what, ": ", cudaGetErrorName(e), ": ", cudaGetErrorString(e));
+}
+
+// One matrix of a launch, as the kernel sees it.
+struct DeviceJob {
+  const uint8_t *swizzled;  // NULL: copy from src instead
+  const uint8_t *src;
+  uint8_t *dst;
+  int64_t src_row_stride;
+  int64_t dst_row_stride;
+  int64_t dst_col_stride;
+  int32_t rows;
+  int32_t cols;
+  int32_t tile_cols;        // roundup(cols, 4) / 4
+  int32_t chunks_per_row;   // ceil(tile_cols / kTilesPerBlock)
+  int32_t first_block;
+  int32_t word_stores;      // dst rows are 4-byte aligned with col_stride 1
+};
+
+template <int kCapacity>
+struct JobBatch {
+  int32_t count;
+  DeviceJob jobs[kCapacity];
+};
+
+// The job a block belongs to: the last one whose first_block is not after it.
+template <int kCapacity>
+__device__ const DeviceJob &find_job(const JobBatch<kCapacity> &batch) {
+  int lo = 0, hi = batch.count - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (batch.jobs[mid].first_block <= static_cast<int32_t>(blockIdx.x)) lo = mid;
+    else hi = mid - 1;
+  }
+  return batch.jobs[lo];
+}
+
+__device__ uint32_t load_word_bytes(const uint8_t *p, int valid) {
+  uint32_t w = 0;
+  for (int b = 0; b < 4; ++b)
+    if (b < valid) w |= static_cast<uint32_t>(p[b]) << (8 * b);
+  return w;
+}
+
+// One block produces one chunk of one job's compact matrix: 128 rows x 4 * kTilesPerBlock columns.
+// Swizzled jobs first stage the chunk's contiguous tiles in shared memory with 16-byte loads; then
+// consecutive threads write consecutive words of a compact row.
+template <int kCapacity>
+__global__ void __launch_bounds__(kThreads) produce_compact_kernel(const __grid_constant__ JobBatch<kCapacity> batch) {
+  __shared__ uint32_t tiles[kTilesPerBlock * kSmemTileStride];
+  const DeviceJob &job = find_job(batch);
+  const int local = static_cast<int>(blockIdx.x) - job.first_block;
+  const int tile_row = local / job.chunks_per_row;
+  const int first_tile = (local % job.chunks_per_row) * kTilesPerBlock;
+  const int tiles_here = min(kTilesPerBlock, job.tile_cols - first_tile);
+
+  if (job.swizzled) {
+    const uint8_t *chunk = job.swizzled + (static_cast<int64_t>(tile_row) * job.tile_cols + first_tile) * kTileBytes;
+    const int vectors = tiles_here * static_cast<int>(kTileBytes / 16);
+    if ((reinterpret_cast<uintptr_t>(chunk) & 15) == 0) {
+      for (int i = threadIdx.x; i < vectors; i += kThreads) {
+        const uint4 v = __ldg(reinterpret_cast<const uint4 *>(chunk) + i);
+        uint32_t *dst = tiles + (i / 32) * kSmemTileStride + (i % 32) * 4;
+        dst[0] = v.x;
+        dst[1] = v.y;
+        dst[2] = v.z;
+        dst[3] = v.w;
+      }
+    } else {  // a caller's byte_offset left the buffer unaligned: correct, slower
+      for (int i = threadIdx.x; i < tiles_here * kWordsPerTile; i += kThreads)
+        tiles[(i / kWordsPerTile) * kSmemTileStride + i % kWordsPerTile] = load_word_bytes(chunk + 4 * i, 4);
+    }
+    __syncthreads();
+  }
+
+  for (int i = threadIdx.x; i < kTileRows * kTilesPerBlock; i += kThreads) {
+    const int j = i % kTilesPerBlock;  // consecutive threads: consecutive words of one row
+    const int r_in_tile = i / kTilesPerBlock;
+    const int64_t r = static_cast<int64_t>(tile_row) * kTileRows + r_in_tile;
+    const int64_t c = static_cast<int64_t>(first_tile + j) * kTileCols;
+    if (j >= tiles_here || r >= job.rows) continue;
+    const int valid = static_cast<int>(c + kTileCols <= job.cols ? kTileCols : job.cols - c);
+    uint32_t w;
+    if (job.swizzled) {
+      w = tiles[j * kSmemTileStride + (r_in_tile % kSubtileRows) * kWordsPerLine + r_in_tile / kSubtileRows];
+    } else {
+      const uint8_t *p = job.src + r * job.src_row_stride + c;
+      w = (valid == 4 && (reinterpret_cast<uintptr_t>(p) & 3) == 0) ? __ldg(reinterpret_cast<const uint32_t *>(p))
+                                                                    : load_word_bytes(p, valid);
+    }
+    uint8_t *out = job.dst + r * job.dst_row_stride + c * job.dst_col_stride;
+    if (job.word_stores && valid == 4) {
+      *reinterpret_cast<uint32_t *>(out) = w;
+    } else {
+      for (int b = 0; b < valid; ++b) out[b * job.dst_col_stride] = static_cast<uint8_t>(w >> (8 * b));
+    }
+  }
+}
+
+// The inverse: one block writes one chunk of the swizzled buffer (padding as zeros) from 128 rows x
+// 4 * kTilesPerBlock columns of the compact matrix, gathered through shared memory.
+__global__ void __launch_bounds__(kThreads) swizzle_kernel(ByteMatrix src, uint8_t *swizzled, int32_t tile_cols,
+                                                           int32_t chunks_per_row) {
+  __shared__ uint32_t tiles[kTilesPerBlock * kSmemTileStride];
+  const int tile_row = static_cast<int>(blockIdx.x) / chunks_per_row;
+  const int first_tile = (static_cast<int>(blockIdx.x) % chunks_per_row) * kTilesPerBlock;
+  const int tiles_here = min(kTilesPerBlock, tile_cols - first_tile);
+  const bool word_loads = src.col_stride == 1 && (reinterpret_cast<uintptr_t>(src.data) & 3) == 0 && (src.row_stride & 3) == 0;
+  for (int i = threadIdx.x; i < kTileRows * kTilesPerBlock; i += kThreads) {
+    const int j = i % kTilesPerBlock;
+    const int r_in_tile = i / kTilesPerBlock;
+    const int64_t r = static_cast<int64_t>(tile_row) * kTileRows + r_in_tile;
+    const int64_t c = static_cast<int64_t>(first_tile + j) * kTileCols;
+    if (j >= tiles_here) continue;
+    uint32_t w = 0;
+    if (r < src.rows) {
+      const int valid = static_cast<int>(c + kTileCols <= src.cols ? kTileCols : (c < src.cols ? src.cols - c : 0));
+      const uint8_t *p = src.data + r * src.row_stride + c * src.col_stride;
+      if (word_loads && valid == 4) {
+        w = __ldg(reinterpret_cast<const uint32_t *>(p));
+      } else {
+        for (int b = 0; b < valid; ++b) w |= static_cast<uint32_t>(p[b * src.col_stride]) << (8 * b);
+      }
+    }
+    tiles[j * kSmemTileStride + (r_in_tile % kSubtileRows) * kWordsPerLine + r_in_tile / kSubtileRows] = w;
+  }
+  __syncthreads();
+  uint8_t *chunk = swizzled + (static_cast<int64_t>(tile_row) * tile_cols + first_tile) * kTileBytes;
+  const int vectors = tiles_here * static_cast<int>(kTileBytes / 16);
+  const bool aligned = (reinterpret_cast<uintptr_t>(chunk) & 15) == 0;
+  for (int i = threadIdx.x; i < vectors; i += kThreads) {
+    const uint32_t *s = tiles + (i / 32) * kSmemTileStride + (i % 32) * 4;
+    if (aligned) {
+      reinterpret_cast<uint4 *>(chunk)[i] = make_uint4(s[0], s[1], s[2], s[3]);
+    } else {
+      for (int b = 0; b < 16; ++b) chunk[16 * i + b] = static_cast<uint8_t>(s[b / 4] >> (8 * (b % 4)));
+    }
+  }
+}
+
+int32_t checked_int32(int64_t v, const char *what) {
+  if (v > INT32_MAX) fail(MXFP8_ERROR_UNSUPPORTED, what, " ", v, " is beyond what one kernel launch covers (2^31 - 1)");
+  return static_cast<int32_t>(v);
+}
+
+template <int kCapacity>
+void launch_batch(const JobBatch<kCapacity> &batch, int64_t blocks, cudaStream_t stream) {
+  if (blocks == 0) return;
+  produce_compact_kernel<kCapacity><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(batch);
+  check(cudaGetLastError(), "launching the scale unswizzle kernel");
+}
+
+// Fills `batch` from jobs[begin..] until it is full; returns the number of blocks it needs.
+template <int kCapacity>
+int64_t fill_batch(JobBatch<kCapacity> &batch, const ScaleJob *jobs, size_t count, size_t &next) {
+  batch.count = 0;
+  int64_t blocks = 0;
+  while (next < count && batch.count < kCapacity) {
+    const ScaleJob &in = jobs[next++];
+    if (in.dst.rows == 0 || in.dst.cols == 0) continue;
+    DeviceJob &j = batch.jobs[batch.count];
+    j.swizzled = in.swizzled;
+    j.src = in.src.data;
+    j.dst = in.dst.data;
+    j.src_row_stride = in.src.row_stride;
+    j.dst_row_stride = in.dst.row_stride;
+    j.dst_col_stride = in.dst.col_stride;
+    j.rows = checked_int32(in.dst.rows, "scale rows");
+    j.cols = checked_int32(in.dst.cols, "scale columns");
+    j.tile_cols = static_cast<int32_t>(ceil_div(j.cols, kTileCols));
+    j.chunks_per_row = static_cast<int32_t>(ceil_div(j.tile_cols, kTilesPerBlock));
+    j.first_block = checked_int32(blocks, "blocks in one launch");
+    j.word_stores = in.dst.col_stride == 1 && (reinterpret_cast<uintptr_t>(in.dst.data) & 3) == 0 &&
+                    (in.dst.row_stride & 3) == 0;
+    blocks += ceil_div(j.rows, kTileRows) * j.chunks_per_row;
+    checked_int32(blocks, "blocks in one launch");
+    ++batch.count;
+  }
+  return blocks;
+}
+
+}  // namespace
+
+bool compiled_in() { return true; }
+
+DeviceScope::DeviceScope(int device) {
+  int current = 0;
+  check(cudaGetDevice(&current), "cudaGetDevice");
+  if (current != device) {
+    check(cudaSetDevice(device), "cudaSetDevice");
+    previous_ = current;
+  }
+}
+
+DeviceScope::~DeviceScope() {
+  if (previous_ >= 0) cudaSetDevice(previous_);
+}
+
+void run_jobs(const ScaleJob *jobs, size_t count, void *stream) {
+  auto s = static_cast<cudaStream_t>(stream);
+  size_t next = 0;
+  if (count == 1) {  // a small parameter block keeps a single export's launch cheap
+    JobBatch<1> one;
+    launch_batch(one, fill_batch(one, jobs, count, next), s);
+    return;
+  }
+  // Heap, not stack: the batch is ~30 KiB.
+  auto batch = std::make_unique<JobBatch<kMaxJobsPerLaunch>>();
+  while (next < count) launch_batch(*batch, fill_batch(*batch, jobs, count, next), s);
+}
+
+void unswizzle(const uint8_t *swizzled, ByteMatrix dst, void *stream) {
+  const ScaleJob job{swizzled, ByteMatrix{}, dst};
+  run_jobs(&job, 1, stream);
+}
+
+void copy_matrix(ByteMatrix src, ByteMatrix dst, void *stream) {
+  if (src.col_stride != 1) fail(MXFP8_ERROR_INTERNAL, "copy_matrix needs a source with col_stride 1");
+  const ScaleJob job{nullptr, src, dst};
+  run_jobs(&job, 1, stream);
+}
+
+void swizzle(ByteMatrix src, uint8_t *swizzled, void *stream) {
+  const int64_t tile_rows = ceil_div(src.rows, kTileRows);
+  const int32_t tile_cols = checked_int32(ceil_div(src.cols, kTileCols), "scale tile columns");
+  const int32_t chunks = static_cast<int32_t>(ceil_div(tile_cols, kTilesPerBlock));
+  const int64_t blocks = tile_rows * chunks;
+  if (blocks == 0) return;
+  checked_int32(blocks, "blocks in one launch");
+  swizzle_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+      src, swizzled, tile_cols, chunks);
+  check(cudaGetLastError(), "launching the scale swizzle kernel");
+}
+
+void *allocate(int64_t bytes, void *stream) {
+  void *p = nullptr;
+  check(cudaMallocAsync(&p, static_cast<size_t>(bytes), static_cast<cudaStream_t>(stream)),
+        "cudaMallocAsync for the scales copy");
+  return p;
+}
+
+void free_async(void *ptr, void *stream) noexcept { cudaFreeAsync(ptr, static_cast<cudaStream_t>(stream)); }
+
+}  // namespace mxfp8::cuda
