@@ -7,6 +7,8 @@
 // runs of 4 * kTilesPerBlock bytes along each compact row on the other.
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <atomic>
 #include <memory>
 
 #include "error.hpp"
@@ -18,9 +20,11 @@ namespace mxfp8::cuda {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int kTilesPerBlock = 16;                          // 8 KiB of scales per block
+constexpr int kTilesPerBlock = 32;                          // a chunk: 16 KiB of scales
 constexpr int kWordsPerTile = static_cast<int>(kTileBytes / 4);  // 128: one 32-bit word per tile row
 constexpr int kWordsPerLine = static_cast<int>(kLineBytes / 4);  // 4
+constexpr int kVectorsPerTile = static_cast<int>(kTileBytes / 16);  // 32 16-byte loads per tile
+constexpr int kVectorsPerThread = kTilesPerBlock * kVectorsPerTile / kThreads;  // 4
 // One padding word per tile in shared memory: the store phase reads word (j, r) for 16 tiles j at
 // once, which would otherwise all fall in one bank.
 constexpr int kSmemTileStride = kWordsPerTile + 1;
@@ -55,18 +59,6 @@ struct JobBatch {
   DeviceJob jobs[kCapacity];
 };
 
-// The job a block belongs to: the last one whose first_block is not after it.
-template <int kCapacity>
-__device__ const DeviceJob &find_job(const JobBatch<kCapacity> &batch) {
-  int lo = 0, hi = batch.count - 1;
-  while (lo < hi) {
-    const int mid = (lo + hi + 1) / 2;
-    if (batch.jobs[mid].first_block <= static_cast<int32_t>(blockIdx.x)) lo = mid;
-    else hi = mid - 1;
-  }
-  return batch.jobs[lo];
-}
-
 __device__ uint32_t load_word_bytes(const uint8_t *p, int valid) {
   uint32_t w = 0;
   for (int b = 0; b < 4; ++b)
@@ -74,58 +66,124 @@ __device__ uint32_t load_word_bytes(const uint8_t *p, int valid) {
   return w;
 }
 
-// One block produces one chunk of one job's compact matrix: 128 rows x 4 * kTilesPerBlock columns.
-// Swizzled jobs first stage the chunk's contiguous tiles in shared memory with 16-byte loads; then
-// consecutive threads write consecutive words of a compact row.
+// Where one chunk of a batch lies: its job, tile row, first tile column and width in tiles.
+struct Chunk {
+  const DeviceJob *job;
+  int tile_row;
+  int first_tile;
+  int tiles;
+};
+
+// Chunks are visited in increasing order, so the job index only ever moves forward.
 template <int kCapacity>
-__global__ void __launch_bounds__(kThreads) produce_compact_kernel(const __grid_constant__ JobBatch<kCapacity> batch) {
-  __shared__ uint32_t tiles[kTilesPerBlock * kSmemTileStride];
-  const DeviceJob &job = find_job(batch);
-  const int local = static_cast<int>(blockIdx.x) - job.first_block;
-  const int tile_row = local / job.chunks_per_row;
+__device__ Chunk locate(const JobBatch<kCapacity> &batch, int32_t chunk, int &job_index) {
+  while (job_index + 1 < batch.count && batch.jobs[job_index + 1].first_block <= chunk) ++job_index;
+  const DeviceJob &job = batch.jobs[job_index];
+  const int local = chunk - job.first_block;
   const int first_tile = (local % job.chunks_per_row) * kTilesPerBlock;
-  const int tiles_here = min(kTilesPerBlock, job.tile_cols - first_tile);
+  return Chunk{&job, local / job.chunks_per_row, first_tile, min(kTilesPerBlock, job.tile_cols - first_tile)};
+}
 
-  if (job.swizzled) {
-    const uint8_t *chunk = job.swizzled + (static_cast<int64_t>(tile_row) * job.tile_cols + first_tile) * kTileBytes;
-    const int vectors = tiles_here * static_cast<int>(kTileBytes / 16);
-    if ((reinterpret_cast<uintptr_t>(chunk) & 15) == 0) {
-      for (int i = threadIdx.x; i < vectors; i += kThreads) {
-        const uint4 v = __ldg(reinterpret_cast<const uint4 *>(chunk) + i);
-        uint32_t *dst = tiles + (i / 32) * kSmemTileStride + (i % 32) * 4;
-        dst[0] = v.x;
-        dst[1] = v.y;
-        dst[2] = v.z;
-        dst[3] = v.w;
-      }
-    } else {  // a caller's byte_offset left the buffer unaligned: correct, slower
-      for (int i = threadIdx.x; i < tiles_here * kWordsPerTile; i += kThreads)
-        tiles[(i / kWordsPerTile) * kSmemTileStride + i % kWordsPerTile] = load_word_bytes(chunk + 4 * i, 4);
-    }
-    __syncthreads();
+__device__ const uint8_t *swizzled_chunk(const Chunk &c) {
+  return c.job->swizzled + (static_cast<int64_t>(c.tile_row) * c.job->tile_cols + c.first_tile) * kTileBytes;
+}
+
+__device__ bool vector_loads(const Chunk &c) {
+  return c.job->swizzled && (reinterpret_cast<uintptr_t>(swizzled_chunk(c)) & 15) == 0;
+}
+
+// Issues the 16-byte loads of a swizzled chunk into registers (they complete while the previous chunk
+// is being stored).
+__device__ void load_chunk(const Chunk &c, uint4 (&regs)[kVectorsPerThread]) {
+  if (!vector_loads(c)) return;
+  const uint4 *src = reinterpret_cast<const uint4 *>(swizzled_chunk(c));
+  const int vectors = c.tiles * kVectorsPerTile;
+#pragma unroll
+  for (int v = 0; v < kVectorsPerThread; ++v) {
+    const int i = threadIdx.x + v * kThreads;
+    if (i < vectors) regs[v] = __ldg(src + i);
   }
+}
 
+// Puts a swizzled chunk into shared memory: from the registers, or byte by byte when a caller's
+// byte_offset left the buffer unaligned (correct, slower).
+__device__ void stage_chunk(const Chunk &c, const uint4 (&regs)[kVectorsPerThread], uint32_t *tiles) {
+  if (!c.job->swizzled) return;
+  if (vector_loads(c)) {
+    const int vectors = c.tiles * kVectorsPerTile;
+#pragma unroll
+    for (int v = 0; v < kVectorsPerThread; ++v) {
+      const int i = threadIdx.x + v * kThreads;
+      if (i >= vectors) continue;
+      uint32_t *dst = tiles + (i / kVectorsPerTile) * kSmemTileStride + (i % kVectorsPerTile) * 4;
+      dst[0] = regs[v].x;
+      dst[1] = regs[v].y;
+      dst[2] = regs[v].z;
+      dst[3] = regs[v].w;
+    }
+  } else {
+    const uint8_t *src = swizzled_chunk(c);
+    for (int i = threadIdx.x; i < c.tiles * kWordsPerTile; i += kThreads)
+      tiles[(i / kWordsPerTile) * kSmemTileStride + i % kWordsPerTile] = load_word_bytes(src + 4 * i, 4);
+  }
+}
+
+// Writes the chunk's 128 rows x 4 * tiles columns of the compact matrix; consecutive threads write
+// consecutive words of one row, so a warp writes one 128-byte run.
+__device__ void store_chunk(const Chunk &c, const uint32_t *tiles) {
+  const DeviceJob &job = *c.job;
   for (int i = threadIdx.x; i < kTileRows * kTilesPerBlock; i += kThreads) {
-    const int j = i % kTilesPerBlock;  // consecutive threads: consecutive words of one row
+    const int j = i % kTilesPerBlock;
     const int r_in_tile = i / kTilesPerBlock;
-    const int64_t r = static_cast<int64_t>(tile_row) * kTileRows + r_in_tile;
-    const int64_t c = static_cast<int64_t>(first_tile + j) * kTileCols;
-    if (j >= tiles_here || r >= job.rows) continue;
-    const int valid = static_cast<int>(c + kTileCols <= job.cols ? kTileCols : job.cols - c);
+    const int64_t r = static_cast<int64_t>(c.tile_row) * kTileRows + r_in_tile;
+    const int64_t col = static_cast<int64_t>(c.first_tile + j) * kTileCols;
+    if (j >= c.tiles || r >= job.rows) continue;
+    const int valid = static_cast<int>(col + kTileCols <= job.cols ? kTileCols : job.cols - col);
     uint32_t w;
     if (job.swizzled) {
       w = tiles[j * kSmemTileStride + (r_in_tile % kSubtileRows) * kWordsPerLine + r_in_tile / kSubtileRows];
     } else {
-      const uint8_t *p = job.src + r * job.src_row_stride + c;
+      const uint8_t *p = job.src + r * job.src_row_stride + col;
       w = (valid == 4 && (reinterpret_cast<uintptr_t>(p) & 3) == 0) ? __ldg(reinterpret_cast<const uint32_t *>(p))
                                                                     : load_word_bytes(p, valid);
     }
-    uint8_t *out = job.dst + r * job.dst_row_stride + c * job.dst_col_stride;
+    uint8_t *out = job.dst + r * job.dst_row_stride + col * job.dst_col_stride;
     if (job.word_stores && valid == 4) {
       *reinterpret_cast<uint32_t *>(out) = w;
     } else {
       for (int b = 0; b < valid; ++b) out[b * job.dst_col_stride] = static_cast<uint8_t>(w >> (8 * b));
     }
+  }
+}
+
+// A persistent grid: block b produces chunks b, b + gridDim.x, ... of the whole batch. The loads of
+// the next chunk are issued before the current one is stored, so every block keeps reads in flight
+// while it writes.
+template <int kCapacity>
+__global__ void __launch_bounds__(kThreads) produce_compact_kernel(const __grid_constant__ JobBatch<kCapacity> batch,
+                                                                   int32_t total_chunks) {
+  __shared__ uint32_t tiles[kTilesPerBlock * kSmemTileStride];
+  int32_t chunk = static_cast<int32_t>(blockIdx.x);
+  if (chunk >= total_chunks) return;
+  int job_index = 0;
+  uint4 regs[kVectorsPerThread];
+  Chunk current = locate(batch, chunk, job_index);
+  load_chunk(current, regs);
+  while (true) {
+    stage_chunk(current, regs, tiles);
+    __syncthreads();
+    const int32_t next = chunk + static_cast<int32_t>(gridDim.x);
+    const bool has_next = next < total_chunks;
+    Chunk upcoming{};
+    if (has_next) {
+      upcoming = locate(batch, next, job_index);
+      load_chunk(upcoming, regs);
+    }
+    store_chunk(current, tiles);
+    __syncthreads();
+    if (!has_next) break;
+    chunk = next;
+    current = upcoming;
   }
 }
 
@@ -175,10 +233,31 @@ int32_t checked_int32(int64_t v, const char *what) {
   return static_cast<int32_t>(v);
 }
 
+// Resident blocks of produce_compact_kernel on the current device, looked up once per device.
 template <int kCapacity>
-void launch_batch(const JobBatch<kCapacity> &batch, int64_t blocks, cudaStream_t stream) {
-  if (blocks == 0) return;
-  produce_compact_kernel<kCapacity><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(batch);
+int resident_blocks() {
+  constexpr int kMaxDevices = 64;
+  static std::atomic<int> cached[kMaxDevices] = {};
+  int device = 0;
+  check(cudaGetDevice(&device), "cudaGetDevice");
+  const int slot = device < kMaxDevices ? device : 0;
+  int blocks = device < kMaxDevices ? cached[slot].load(std::memory_order_relaxed) : 0;
+  if (blocks > 0) return blocks;
+  int sms = 0, per_sm = 0;
+  check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute");
+  check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, produce_compact_kernel<kCapacity>, kThreads, 0),
+        "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
+  blocks = std::max(1, sms * per_sm);
+  if (device < kMaxDevices) cached[slot].store(blocks, std::memory_order_relaxed);
+  return blocks;
+}
+
+template <int kCapacity>
+void launch_batch(const JobBatch<kCapacity> &batch, int64_t chunks, cudaStream_t stream) {
+  if (chunks == 0) return;
+  const int64_t grid = std::min<int64_t>(chunks, resident_blocks<kCapacity>());
+  produce_compact_kernel<kCapacity><<<static_cast<unsigned>(grid), kThreads, 0, stream>>>(batch,
+                                                                                          static_cast<int32_t>(chunks));
   check(cudaGetLastError(), "launching the scale unswizzle kernel");
 }
 
@@ -263,14 +342,5 @@ void swizzle(ByteMatrix src, uint8_t *swizzled, void *stream) {
       src, swizzled, tile_cols, chunks);
   check(cudaGetLastError(), "launching the scale swizzle kernel");
 }
-
-void *allocate(int64_t bytes, void *stream) {
-  void *p = nullptr;
-  check(cudaMallocAsync(&p, static_cast<size_t>(bytes), static_cast<cudaStream_t>(stream)),
-        "cudaMallocAsync for the scales copy");
-  return p;
-}
-
-void free_async(void *ptr, void *stream) noexcept { cudaFreeAsync(ptr, static_cast<cudaStream_t>(stream)); }
 
 }  // namespace mxfp8::cuda

@@ -230,8 +230,9 @@ typedef struct mxfp8_export_options {
    * returns 0 and a managed tensor on success, and calls SetError and returns non-zero on failure. The
    * returned tensor must be contiguous with the prototype's shape, dtype and device. Its deleter frees it;
    * it is handed back to you as the output (with DLPACK_FLAG_BITMASK_IS_COPIED added). NULL: the library
-   * allocates: malloc on the host; for CUDA memory cudaMallocAsync on `stream`, and the output's deleter
-   * frees it with cudaFreeAsync on that same stream. Then, as with PyTorch's record_stream, `stream` must
+   * allocates: malloc on the host; for CUDA memory a stream-ordered allocation on `stream` from the
+   * library's own pool (one per device, keeping up to 64 MiB of freed memory for reuse), and the output's
+   * deleter frees it with cudaFreeAsync on that same stream. Then, as with PyTorch's record_stream, `stream` must
    * still exist when you call the deleter, and work on other streams that reads the copy must be ordered
    * before the deleter's free on `stream` (make `stream` wait for it, or synchronize first). */
   int (*allocator)(DLTensor *prototype, DLManagedTensorVersioned **out, void *error_ctx,

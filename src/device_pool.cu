@@ -1,0 +1,57 @@
+// Device memory for the copies the library allocates itself: a stream-ordered pool per device that
+// keeps up to kRetainedBytes of freed memory for reuse. The device's default pool gives memory back to
+// the driver at every synchronization, and mapping it again costs more than a small export itself.
+#include <cuda_runtime.h>
+
+#include <mutex>
+
+#include "error.hpp"
+#include "scale_copy.hpp"
+
+namespace mxfp8::cuda {
+namespace {
+
+constexpr uint64_t kRetainedBytes = 64ull << 20;
+constexpr int kMaxDevices = 64;
+
+void check(cudaError_t e, const char *what) {
+  if (e == cudaSuccess) return;
+  if (e == cudaErrorMemoryAllocation) fail(MXFP8_ERROR_OUT_OF_MEMORY, what, ": ", cudaGetErrorString(e));
+  fail(MXFP8_ERROR_CUDA, what, ": ", cudaGetErrorName(e), ": ", cudaGetErrorString(e));
+}
+
+// Created on first use and kept for the life of the process (destroying a pool during static
+// destruction could race with the CUDA runtime's own teardown).
+cudaMemPool_t pool_for(int device) {
+  static std::mutex mutex;
+  static cudaMemPool_t pools[kMaxDevices] = {};
+  if (device < 0 || device >= kMaxDevices) fail(MXFP8_ERROR_UNSUPPORTED, "CUDA device ", device, " is out of range");
+  std::lock_guard<std::mutex> lock(mutex);
+  if (!pools[device]) {
+    cudaMemPoolProps props{};
+    props.allocType = cudaMemAllocationTypePinned;
+    props.location.type = cudaMemLocationTypeDevice;
+    props.location.id = device;
+    cudaMemPool_t pool = nullptr;
+    check(cudaMemPoolCreate(&pool, &props), "cudaMemPoolCreate");
+    uint64_t threshold = kRetainedBytes;
+    check(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold), "cudaMemPoolSetAttribute");
+    pools[device] = pool;
+  }
+  return pools[device];
+}
+
+}  // namespace
+
+void *allocate(int64_t bytes, void *stream) {
+  int device = 0;
+  check(cudaGetDevice(&device), "cudaGetDevice");
+  void *p = nullptr;
+  check(cudaMallocFromPoolAsync(&p, static_cast<size_t>(bytes), pool_for(device), static_cast<cudaStream_t>(stream)),
+        "allocating device memory for the scales copy");
+  return p;
+}
+
+void free_async(void *ptr, void *stream) noexcept { cudaFreeAsync(ptr, static_cast<cudaStream_t>(stream)); }
+
+}  // namespace mxfp8::cuda
