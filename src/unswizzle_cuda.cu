@@ -128,30 +128,50 @@ __device__ void stage_chunk(const Chunk &c, const uint4 (&regs)[kVectorsPerThrea
   }
 }
 
-// Writes the chunk's 128 rows x 4 * tiles columns of the compact matrix; consecutive threads write
-// consecutive words of one row, so a warp writes one 128-byte run.
+__device__ uint32_t swizzled_word(const uint32_t *tiles, int tile, int r_in_tile) {
+  return tiles[tile * kSmemTileStride + (r_in_tile % kSubtileRows) * kWordsPerLine + r_in_tile / kSubtileRows];
+}
+
+// Writes the chunk's 128 rows x 4 * tiles columns of the compact matrix. A thread writes 4 consecutive
+// words (16 bytes) of one row, 8 threads one 128-byte row segment. Partial, unaligned or strided
+// segments fall back to words or bytes.
 __device__ void store_chunk(const Chunk &c, const uint32_t *tiles) {
-  const DeviceJob &job = *c.job;
-  for (int i = threadIdx.x; i < kTileRows * kTilesPerBlock; i += kThreads) {
-    const int j = i % kTilesPerBlock;
-    const int r_in_tile = i / kTilesPerBlock;
+  // A register copy: through the pointer, every global store below could alias the job's fields.
+  const DeviceJob job = *c.job;
+  constexpr int kQuads = kTilesPerBlock / 4;
+  const bool vector_rows = job.word_stores && job.swizzled && (reinterpret_cast<uintptr_t>(job.dst) & 15) == 0 &&
+                           (job.dst_row_stride & 15) == 0;
+  for (int i = threadIdx.x; i < kTileRows * kQuads; i += kThreads) {
+    const int q = i % kQuads;
+    const int r_in_tile = i / kQuads;
     const int64_t r = static_cast<int64_t>(c.tile_row) * kTileRows + r_in_tile;
-    const int64_t col = static_cast<int64_t>(c.first_tile + j) * kTileCols;
-    if (j >= c.tiles || r >= job.rows) continue;
-    const int valid = static_cast<int>(col + kTileCols <= job.cols ? kTileCols : job.cols - col);
-    uint32_t w;
-    if (job.swizzled) {
-      w = tiles[j * kSmemTileStride + (r_in_tile % kSubtileRows) * kWordsPerLine + r_in_tile / kSubtileRows];
-    } else {
-      const uint8_t *p = job.src + r * job.src_row_stride + col;
-      w = (valid == 4 && (reinterpret_cast<uintptr_t>(p) & 3) == 0) ? __ldg(reinterpret_cast<const uint32_t *>(p))
-                                                                    : load_word_bytes(p, valid);
-    }
+    const int first = 4 * q;  // first tile of this quad, relative to the chunk
+    if (first >= c.tiles || r >= job.rows) continue;
+    const int64_t col = static_cast<int64_t>(c.first_tile + first) * kTileCols;
     uint8_t *out = job.dst + r * job.dst_row_stride + col * job.dst_col_stride;
-    if (job.word_stores && valid == 4) {
-      *reinterpret_cast<uint32_t *>(out) = w;
-    } else {
-      for (int b = 0; b < valid; ++b) out[b * job.dst_col_stride] = static_cast<uint8_t>(w >> (8 * b));
+    if (vector_rows && first + 4 <= c.tiles && col + 4 * kTileCols <= job.cols) {
+      *reinterpret_cast<uint4 *>(out) = make_uint4(swizzled_word(tiles, first, r_in_tile), swizzled_word(tiles, first + 1, r_in_tile),
+                                                   swizzled_word(tiles, first + 2, r_in_tile), swizzled_word(tiles, first + 3, r_in_tile));
+      continue;
+    }
+    for (int j = first; j < first + 4 && j < c.tiles; ++j) {
+      const int64_t cj = static_cast<int64_t>(c.first_tile + j) * kTileCols;
+      if (cj >= job.cols) break;
+      const int valid = static_cast<int>(cj + kTileCols <= job.cols ? kTileCols : job.cols - cj);
+      uint32_t w;
+      if (job.swizzled) {
+        w = swizzled_word(tiles, j, r_in_tile);
+      } else {
+        const uint8_t *p = job.src + r * job.src_row_stride + cj;
+        w = (valid == 4 && (reinterpret_cast<uintptr_t>(p) & 3) == 0) ? __ldg(reinterpret_cast<const uint32_t *>(p))
+                                                                      : load_word_bytes(p, valid);
+      }
+      uint8_t *o = job.dst + r * job.dst_row_stride + cj * job.dst_col_stride;
+      if (job.word_stores && valid == 4) {
+        *reinterpret_cast<uint32_t *>(o) = w;
+      } else {
+        for (int b = 0; b < valid; ++b) o[b * job.dst_col_stride] = static_cast<uint8_t>(w >> (8 * b));
+      }
     }
   }
 }
