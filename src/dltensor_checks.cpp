@@ -90,6 +90,8 @@ int64_t checked_numel(const DLTensor &t, const char *name) {
 
 bool is_compact(const DLTensor &t) {
   if (!t.strides) return true;
+  for (int32_t i = 0; i < t.ndim; ++i)
+    if (t.shape[i] == 0) return true;  // no elements: any strides describe the same (empty) memory
   int64_t expected = 1;
   for (int32_t i = t.ndim - 1; i >= 0; --i) {
     if (t.shape[i] != 1 && t.strides[i] != expected) return false;
@@ -107,7 +109,7 @@ ByteMatrix as_byte_matrix(const DLTensor &t, const char *name, bool any_strides)
   const int32_t last = t.ndim - 1;
   ByteMatrix m{byte_pointer(t), 1, t.shape[last], t.shape[last], 1};
   for (int32_t i = 0; i < last; ++i) m.rows *= t.shape[i];  // cannot overflow: numel did not
-  if (!t.strides) return m;
+  if (!t.strides || numel == 0) return m;  // no elements: strides say nothing
   for (int32_t i = 0; i < t.ndim; ++i)
     if (t.strides[i] < 0)
       fail(MXFP8_ERROR_INVALID_ARGUMENT, name, ": negative strides ", format_shape(t.strides, t.ndim),

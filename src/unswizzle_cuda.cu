@@ -5,6 +5,11 @@
 // is 128 rows x (4 * kTilesPerBlock) columns. A thread block moves one chunk through shared memory, so
 // that both its global reads and its global writes are coalesced: 16-byte vectors on the swizzled side,
 // runs of 4 * kTilesPerBlock bytes along each compact row on the other.
+//
+// Shared memory holds a chunk in its compact form, one 32-bit word (4 scales) per row and tile:
+// word (r, j) at r * (kTilesPerBlock + 1) + j. The padding word makes both access patterns free of bank
+// conflicts: a warp staging one tile writes rows l, l+32, l+64, l+96 of lane l (banks l + j), and a warp
+// gathering row segments reads 4 rows x 8 quads (banks r + 4q + k, all distinct).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -25,9 +30,8 @@ constexpr int kWordsPerTile = static_cast<int>(kTileBytes / 4);  // 128: one 32-
 constexpr int kWordsPerLine = static_cast<int>(kLineBytes / 4);  // 4
 constexpr int kVectorsPerTile = static_cast<int>(kTileBytes / 16);  // 32 16-byte loads per tile
 constexpr int kVectorsPerThread = kTilesPerBlock * kVectorsPerTile / kThreads;  // 4
-// One padding word per tile in shared memory: the store phase reads word (j, r) for 16 tiles j at
-// once, which would otherwise all fall in one bank.
-constexpr int kSmemTileStride = kWordsPerTile + 1;
+constexpr int kSmemRowStride = kTilesPerBlock + 1;  // words per chunk row in shared memory
+constexpr int kSmemWords = kTileRows * kSmemRowStride;
 constexpr int kMaxJobsPerLaunch = 384;                      // keeps the kernel parameter under 32 KiB
 
 void check(cudaError_t e, const char *what) {
@@ -115,21 +119,25 @@ __device__ void stage_chunk(const Chunk &c, const uint4 (&regs)[kVectorsPerThrea
     for (int v = 0; v < kVectorsPerThread; ++v) {
       const int i = threadIdx.x + v * kThreads;
       if (i >= vectors) continue;
-      uint32_t *dst = tiles + (i / kVectorsPerTile) * kSmemTileStride + (i % kVectorsPerTile) * 4;
-      dst[0] = regs[v].x;
-      dst[1] = regs[v].y;
-      dst[2] = regs[v].z;
-      dst[3] = regs[v].w;
+      // A 16-byte vector is line l of tile j: the words of rows l, l + 32, l + 64 and l + 96.
+      uint32_t *dst = tiles + (i % kVectorsPerTile) * kSmemRowStride + i / kVectorsPerTile;
+      dst[0 * kSubtileRows * kSmemRowStride] = regs[v].x;
+      dst[1 * kSubtileRows * kSmemRowStride] = regs[v].y;
+      dst[2 * kSubtileRows * kSmemRowStride] = regs[v].z;
+      dst[3 * kSubtileRows * kSmemRowStride] = regs[v].w;
     }
   } else {
     const uint8_t *src = swizzled_chunk(c);
-    for (int i = threadIdx.x; i < c.tiles * kWordsPerTile; i += kThreads)
-      tiles[(i / kWordsPerTile) * kSmemTileStride + i % kWordsPerTile] = load_word_bytes(src + 4 * i, 4);
+    for (int i = threadIdx.x; i < c.tiles * kWordsPerTile; i += kThreads) {
+      const int w = i % kWordsPerTile;  // word w of a tile: line w / 4, sub-tile w % 4
+      const int r_in_tile = (w % kWordsPerLine) * kSubtileRows + w / kWordsPerLine;
+      tiles[r_in_tile * kSmemRowStride + i / kWordsPerTile] = load_word_bytes(src + 4 * i, 4);
+    }
   }
 }
 
 __device__ uint32_t swizzled_word(const uint32_t *tiles, int tile, int r_in_tile) {
-  return tiles[tile * kSmemTileStride + (r_in_tile % kSubtileRows) * kWordsPerLine + r_in_tile / kSubtileRows];
+  return tiles[r_in_tile * kSmemRowStride + tile];
 }
 
 // Writes the chunk's 128 rows x 4 * tiles columns of the compact matrix. A thread writes 4 consecutive
@@ -182,7 +190,7 @@ __device__ void store_chunk(const Chunk &c, const uint32_t *tiles) {
 template <int kCapacity>
 __global__ void __launch_bounds__(kThreads) produce_compact_kernel(const __grid_constant__ JobBatch<kCapacity> batch,
                                                                    int32_t total_chunks) {
-  __shared__ uint32_t tiles[kTilesPerBlock * kSmemTileStride];
+  __shared__ uint32_t tiles[kSmemWords];
   int32_t chunk = static_cast<int32_t>(blockIdx.x);
   if (chunk >= total_chunks) return;
   int job_index = 0;
@@ -211,7 +219,7 @@ __global__ void __launch_bounds__(kThreads) produce_compact_kernel(const __grid_
 // 4 * kTilesPerBlock columns of the compact matrix, gathered through shared memory.
 __global__ void __launch_bounds__(kThreads) swizzle_kernel(ByteMatrix src, uint8_t *swizzled, int32_t tile_cols,
                                                            int32_t chunks_per_row) {
-  __shared__ uint32_t tiles[kTilesPerBlock * kSmemTileStride];
+  __shared__ uint32_t tiles[kSmemWords];
   const int tile_row = static_cast<int>(blockIdx.x) / chunks_per_row;
   const int first_tile = (static_cast<int>(blockIdx.x) % chunks_per_row) * kTilesPerBlock;
   const int tiles_here = min(kTilesPerBlock, tile_cols - first_tile);
@@ -232,18 +240,20 @@ __global__ void __launch_bounds__(kThreads) swizzle_kernel(ByteMatrix src, uint8
         for (int b = 0; b < valid; ++b) w |= static_cast<uint32_t>(p[b * src.col_stride]) << (8 * b);
       }
     }
-    tiles[j * kSmemTileStride + (r_in_tile % kSubtileRows) * kWordsPerLine + r_in_tile / kSubtileRows] = w;
+    tiles[r_in_tile * kSmemRowStride + j] = w;
   }
   __syncthreads();
   uint8_t *chunk = swizzled + (static_cast<int64_t>(tile_row) * tile_cols + first_tile) * kTileBytes;
-  const int vectors = tiles_here * static_cast<int>(kTileBytes / 16);
+  const int vectors = tiles_here * kVectorsPerTile;
   const bool aligned = (reinterpret_cast<uintptr_t>(chunk) & 15) == 0;
   for (int i = threadIdx.x; i < vectors; i += kThreads) {
-    const uint32_t *s = tiles + (i / 32) * kSmemTileStride + (i % 32) * 4;
+    const uint32_t *s = tiles + (i % kVectorsPerTile) * kSmemRowStride + i / kVectorsPerTile;
+    const uint32_t w[4] = {s[0], s[kSubtileRows * kSmemRowStride], s[2 * kSubtileRows * kSmemRowStride],
+                           s[3 * kSubtileRows * kSmemRowStride]};
     if (aligned) {
-      reinterpret_cast<uint4 *>(chunk)[i] = make_uint4(s[0], s[1], s[2], s[3]);
+      reinterpret_cast<uint4 *>(chunk)[i] = make_uint4(w[0], w[1], w[2], w[3]);
     } else {
-      for (int b = 0; b < 16; ++b) chunk[16 * i + b] = static_cast<uint8_t>(s[b / 4] >> (8 * (b % 4)));
+      for (int b = 0; b < 16; ++b) chunk[16 * i + b] = static_cast<uint8_t>(w[b / 4] >> (8 * (b % 4)));
     }
   }
 }

@@ -1,0 +1,13 @@
+"""mxfp8: hand MXFP8 weights from a trainer to whoever consumes them next.
+
+    values, scales = mxfp8.export_components(data, scale_inv, swizzled=True)
+
+``values`` is a zero-copy view of the FP8 data; ``scales`` holds the compact E8M0 scales
+``(*shape[:-1], ceil(K/32))`` as uint8, unpadded and unswizzled. Inputs are any DLPack producers (torch,
+JAX, CuPy, NumPy); with torch inputs the results are torch tensors.
+"""
+from ._api import Components, export_components, export_te
+from ._mxfp8 import Array
+
+__version__ = "0.1.0"
+__all__ = ["Array", "Components", "export_components", "export_te", "__version__"]

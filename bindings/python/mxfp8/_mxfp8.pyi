@@ -1,0 +1,36 @@
+from typing import Any, Callable, Optional, Sequence
+
+version: int
+header_version: int
+with_cuda: bool
+
+class Array:
+    """A DLPack-exportable output of an export (values or scales)."""
+    def __dlpack__(
+        self, *, stream: Optional[int] = None, max_version: Optional[tuple[int, int]] = None,
+        dl_device: Optional[tuple[int, int]] = None, copy: Optional[bool] = None,
+    ) -> Any: ...
+    def __dlpack_device__(self) -> tuple[int, int]: ...
+    @property
+    def shape(self) -> list[int]: ...
+    @property
+    def strides(self) -> list[int]: ...
+    @property
+    def dtype(self) -> str: ...
+    @property
+    def is_copy(self) -> bool: ...
+    @property
+    def read_only(self) -> bool: ...
+    @property
+    def data_ptr(self) -> int: ...
+
+class Tensor:
+    def __init__(
+        self, *, rowwise_data: Any = None, rowwise_scale_inv: Any = None, columnwise_data: Any = None,
+        columnwise_scale_inv: Any = None, shape: Optional[Sequence[int]] = None, format: int = 1,
+        swizzled: bool = False, stream: Optional[int] = None,
+    ) -> None: ...
+    def export_components(
+        self, *, direction: int = 0, values_dtype: int = 0, scales_dtype: int = 0, contiguous: bool = True,
+        stream: int = 0, allocator: Optional[Callable[[list[int], tuple[int, int]], Any]] = None,
+    ) -> tuple[Array, Array]: ...

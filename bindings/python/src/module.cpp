@@ -1,0 +1,336 @@
+// The _mxfp8 extension: a translation layer between Python's DLPack protocol and the C API. It decides
+// nothing about layouts; every check and every byte moved is the C library's.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <dlpack/dlpack.h>
+#include <mxfp8/mxfp8.h>
+
+#ifdef MXFP8_PYTHON_WITH_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+namespace py = pybind11;
+
+namespace {
+
+// Python exceptions for the library's statuses: bad or missing input is a ValueError, something this
+// build cannot do a TypeError, memory a MemoryError, CUDA and internal failures a RuntimeError.
+void raise_status(mxfp8_status status) {
+  const std::string message = mxfp8_last_error();
+  switch (status) {
+    case MXFP8_ERROR_INVALID_ARGUMENT:
+    case MXFP8_ERROR_MISSING_DATA: throw py::value_error(message);
+    case MXFP8_ERROR_UNSUPPORTED: throw py::type_error(message);
+    case MXFP8_ERROR_OUT_OF_MEMORY:
+      PyErr_SetString(PyExc_MemoryError, message.c_str());
+      throw py::error_already_set();
+    default: throw std::runtime_error(std::string(mxfp8_status_string(status)) + ": " + message);
+  }
+}
+
+void check(mxfp8_status status) {
+  if (status != MXFP8_OK) raise_status(status);
+}
+
+// A legacy (unversioned) DLManagedTensor dressed as a versioned one for the C API.
+struct LegacyWrapper {
+  DLManagedTensorVersioned versioned{};
+  DLManagedTensor *legacy = nullptr;
+  static void deleter(DLManagedTensorVersioned *self) {
+    auto *w = static_cast<LegacyWrapper *>(self->manager_ctx);
+    if (w->legacy->deleter) w->legacy->deleter(w->legacy);
+    delete w;
+  }
+};
+
+// Owns one managed tensor taken from a producer until it is handed to the C library.
+struct TakenTensor {
+  DLManagedTensorVersioned *managed = nullptr;
+  ~TakenTensor() {
+    if (managed && managed->deleter) managed->deleter(managed);
+  }
+  DLManagedTensorVersioned *release() {
+    auto *m = managed;
+    managed = nullptr;
+    return m;
+  }
+};
+
+// Consumes obj.__dlpack__(...): asks for a versioned capsule, accepts a legacy one.
+std::unique_ptr<TakenTensor> take_dlpack(py::handle obj, const char *name, py::object stream) {
+  if (!py::hasattr(obj, "__dlpack__"))
+    throw py::type_error(std::string(name) + ": expected an object with __dlpack__ (torch, JAX, CuPy, NumPy), got " +
+                         py::str(py::type::of(obj)).cast<std::string>());
+  py::object capsule;
+  try {
+    capsule = obj.attr("__dlpack__")(py::arg("stream") = stream,
+                                     py::arg("max_version") = py::make_tuple(DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION));
+  } catch (py::error_already_set &e) {
+    if (!e.matches(PyExc_TypeError)) throw;
+    capsule = obj.attr("__dlpack__")(py::arg("stream") = stream);  // a producer older than DLPack 1.0
+  }
+  auto taken = std::make_unique<TakenTensor>();
+  PyObject *cap = capsule.ptr();
+  if (PyCapsule_IsValid(cap, "dltensor_versioned")) {
+    taken->managed = static_cast<DLManagedTensorVersioned *>(PyCapsule_GetPointer(cap, "dltensor_versioned"));
+    PyCapsule_SetName(cap, "used_dltensor_versioned");
+  } else if (PyCapsule_IsValid(cap, "dltensor")) {
+    auto *legacy = static_cast<DLManagedTensor *>(PyCapsule_GetPointer(cap, "dltensor"));
+    PyCapsule_SetName(cap, "used_dltensor");
+    auto *w = new LegacyWrapper;
+    w->legacy = legacy;
+    w->versioned.version = DLPackVersion{0, 8};
+    w->versioned.manager_ctx = w;
+    w->versioned.deleter = LegacyWrapper::deleter;
+    w->versioned.dl_tensor = legacy->dl_tensor;
+    taken->managed = &w->versioned;
+  } else {
+    throw py::type_error(std::string(name) + ".__dlpack__() did not return a DLPack capsule");
+  }
+  return taken;
+}
+
+// An output of the library, shared by every DLPack export made from it.
+struct Owned {
+  DLManagedTensorVersioned *managed;
+  explicit Owned(DLManagedTensorVersioned *m) : managed(m) {}
+  ~Owned() {
+    if (managed && managed->deleter) managed->deleter(managed);
+  }
+};
+
+// What a capsule carries: a copy of the DLTensor (pointing into the shared owner's shape and strides)
+// plus a reference on the owner, so each __dlpack__ call can be consumed independently.
+template <class Managed>
+struct Export {
+  Managed managed{};
+  std::shared_ptr<Owned> owner;
+  static void deleter(Managed *self) { delete static_cast<Export *>(self->manager_ctx); }
+};
+
+template <class Managed>
+void capsule_destructor(PyObject *capsule, const char *name) {
+  // Only an unconsumed capsule still owns its tensor.
+  if (PyCapsule_IsValid(capsule, name)) {
+    auto *m = static_cast<Managed *>(PyCapsule_GetPointer(capsule, name));
+    if (m && m->deleter) m->deleter(m);
+  }
+}
+void versioned_capsule_destructor(PyObject *c) { capsule_destructor<DLManagedTensorVersioned>(c, "dltensor_versioned"); }
+void legacy_capsule_destructor(PyObject *c) { capsule_destructor<DLManagedTensor>(c, "dltensor"); }
+
+// A DLPack-exportable result (values or scales).
+class Array {
+ public:
+  Array(DLManagedTensorVersioned *m, intptr_t producer_stream)
+      : owner_(std::make_shared<Owned>(m)), producer_stream_(producer_stream) {}
+
+  const DLTensor &tensor() const { return owner_->managed->dl_tensor; }
+
+  py::tuple dlpack_device() const {
+    return py::make_tuple(static_cast<int>(tensor().device.device_type), tensor().device.device_id);
+  }
+
+  py::object dlpack(py::object stream, py::object max_version, py::object dl_device, py::object copy) {
+    if (!copy.is_none() && copy.cast<bool>())
+      throw py::buffer_error("mxfp8 outputs are exported without copying; copy=True is not supported");
+    if (!dl_device.is_none()) {
+      auto d = dl_device.cast<std::pair<int, int>>();
+      if (d.first != tensor().device.device_type || d.second != tensor().device.device_id)
+        throw py::buffer_error("mxfp8 outputs cannot be moved to another device by __dlpack__");
+    }
+    synchronize_consumer(stream);
+    const bool versioned = !max_version.is_none() && max_version.cast<std::pair<int, int>>().first >= 1;
+    if (versioned) {
+      auto *e = new Export<DLManagedTensorVersioned>;
+      e->owner = owner_;
+      e->managed.version = DLPackVersion{DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
+      e->managed.manager_ctx = e;
+      e->managed.deleter = Export<DLManagedTensorVersioned>::deleter;
+      e->managed.flags = owner_->managed->flags;
+      e->managed.dl_tensor = tensor();
+      return py::reinterpret_steal<py::object>(
+          PyCapsule_New(&e->managed, "dltensor_versioned", versioned_capsule_destructor));
+    }
+    if (owner_->managed->flags & DLPACK_FLAG_BITMASK_READ_ONLY)
+      throw py::buffer_error("a read-only tensor needs a consumer that speaks DLPack >= 1.0 (max_version)");
+    auto *e = new Export<DLManagedTensor>;
+    e->owner = owner_;
+    e->managed.manager_ctx = e;
+    e->managed.deleter = Export<DLManagedTensor>::deleter;
+    e->managed.dl_tensor = tensor();
+    return py::reinterpret_steal<py::object>(PyCapsule_New(&e->managed, "dltensor", legacy_capsule_destructor));
+  }
+
+  std::vector<int64_t> shape() const { return {tensor().shape, tensor().shape + tensor().ndim}; }
+  std::vector<int64_t> strides() const { return {tensor().strides, tensor().strides + tensor().ndim}; }
+  std::string dtype() const {
+    switch (tensor().dtype.code) {
+      case kDLUInt: return "uint8";
+      case kDLFloat8_e4m3fn: return "float8_e4m3fn";
+      case kDLFloat8_e5m2: return "float8_e5m2";
+      case kDLFloat8_e8m0fnu: return "float8_e8m0fnu";
+      default: return "code " + std::to_string(tensor().dtype.code);
+    }
+  }
+  bool is_copy() const { return owner_->managed->flags & DLPACK_FLAG_BITMASK_IS_COPIED; }
+  bool read_only() const { return owner_->managed->flags & DLPACK_FLAG_BITMASK_READ_ONLY; }
+  uintptr_t data_ptr() const {
+    return reinterpret_cast<uintptr_t>(tensor().data) + static_cast<uintptr_t>(tensor().byte_offset);
+  }
+
+ private:
+  // DLPack's stream rule: the consumer's `stream` must not run ahead of the work that produced this
+  // array (queued on producer_stream_). -1 means the consumer takes care of it.
+  void synchronize_consumer(py::object stream) const {
+    const DLDeviceType type = tensor().device.device_type;
+    if (type != kDLCUDA && type != kDLCUDAManaged) {
+      if (!stream.is_none() && stream.cast<intptr_t>() != -1)
+        throw py::buffer_error("stream must be None for an array in host memory");
+      return;
+    }
+    if (stream.is_none() || !is_copy()) return;  // views: no work of ours to wait for
+    const intptr_t consumer = stream.cast<intptr_t>();
+    if (consumer == -1) return;
+#ifdef MXFP8_PYTHON_WITH_CUDA
+    // 1 is the legacy default stream, 2 the per-thread one, others are cudaStream_t values.
+    auto as_stream = [](intptr_t s) {
+      return s == 1 ? cudaStreamLegacy : s == 2 ? cudaStreamPerThread : reinterpret_cast<cudaStream_t>(s);
+    };
+    cudaStream_t producer = producer_stream_ == 0 ? cudaStreamLegacy : reinterpret_cast<cudaStream_t>(producer_stream_);
+    if (as_stream(consumer) == producer) return;
+    cudaEvent_t event;
+    if (cudaEventCreateWithFlags(&event, cudaEventDisableTiming) != cudaSuccess ||
+        cudaEventRecord(event, producer) != cudaSuccess || cudaStreamWaitEvent(as_stream(consumer), event, 0) != cudaSuccess)
+      throw std::runtime_error(std::string("ordering the consumer stream after the export: ") +
+                               cudaGetErrorString(cudaGetLastError()));
+    cudaEventDestroy(event);
+#else
+    throw py::buffer_error("this build of mxfp8 has no CUDA support");
+#endif
+  }
+
+  std::shared_ptr<Owned> owner_;
+  intptr_t producer_stream_;
+};
+
+// The allocator the C library calls for copies when the caller passes a Python callable
+// alloc(shape, dl_device) -> object with __dlpack__ (e.g. torch.empty on the right device). The export
+// runs with the GIL held, on this thread, so a thread-local hands the callable over.
+thread_local py::object *current_allocator = nullptr;
+
+int call_python_allocator(DLTensor *prototype, DLManagedTensorVersioned **out, void *error_ctx,
+                          void (*set_error)(void *, const char *, const char *)) {
+  try {
+    std::vector<int64_t> shape(prototype->shape, prototype->shape + prototype->ndim);
+    py::object result = (*current_allocator)(
+        shape, py::make_tuple(static_cast<int>(prototype->device.device_type), prototype->device.device_id));
+    auto taken = take_dlpack(result, "allocator result", py::none());
+    *out = taken->release();
+    return 0;
+  } catch (py::error_already_set &e) {
+    set_error(error_ctx, "PythonError", e.what());
+  } catch (std::exception &e) {
+    set_error(error_ctx, "PythonError", e.what());
+  }
+  return -1;
+}
+
+// The Python handle on an mxfp8_tensor.
+class Tensor {
+ public:
+  Tensor(py::object rowwise_data, py::object rowwise_scale_inv, py::object columnwise_data,
+         py::object columnwise_scale_inv, std::optional<std::vector<int64_t>> shape, int format, bool swizzled,
+         py::object stream) {
+    mxfp8_tensor_desc desc = MXFP8_TENSOR_DESC_INIT;
+    desc.format = format;
+    desc.scale_layout = swizzled ? MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED : MXFP8_SCALE_LAYOUT_ROW_MAJOR;
+    if (shape) {
+      desc.ndim = static_cast<int32_t>(shape->size());
+      desc.shape = shape->data();
+    }
+    std::unique_ptr<TakenTensor> taken[4];
+    py::object inputs[4] = {rowwise_data, rowwise_scale_inv, columnwise_data, columnwise_scale_inv};
+    const char *names[4] = {"rowwise_data", "rowwise_scale_inv", "columnwise_data", "columnwise_scale_inv"};
+    DLManagedTensorVersioned **fields[4] = {&desc.rowwise_data, &desc.rowwise_scale_inv, &desc.columnwise_data,
+                                            &desc.columnwise_scale_inv};
+    for (int i = 0; i < 4; ++i) {
+      if (inputs[i].is_none()) continue;
+      taken[i] = take_dlpack(inputs[i], names[i], stream);
+      *fields[i] = taken[i]->managed;
+    }
+    check(mxfp8_tensor_create(&desc, &handle_));
+    for (auto &t : taken)
+      if (t) t->release();  // the handle owns them now
+  }
+  ~Tensor() { mxfp8_tensor_release(handle_); }
+  Tensor(const Tensor &) = delete;
+  Tensor &operator=(const Tensor &) = delete;
+
+  py::tuple export_components(int direction, int values_dtype, int scales_dtype, bool contiguous, intptr_t stream,
+                              py::object allocator) {
+    mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
+    o.direction = direction;
+    o.values_dtype = values_dtype;
+    o.scales_dtype = scales_dtype;
+    o.padded_scales = contiguous ? MXFP8_PADDED_SCALES_COPY : MXFP8_PADDED_SCALES_STRIDED_VIEW;
+    o.stream = reinterpret_cast<void *>(stream);
+    if (!allocator.is_none()) o.allocator = call_python_allocator;
+    DLManagedTensorVersioned *values = nullptr, *scales = nullptr;
+    py::object *previous = current_allocator;
+    current_allocator = &allocator;
+    const mxfp8_status status = mxfp8_export_components(handle_, &o, &values, &scales);
+    current_allocator = previous;
+    check(status);
+    return py::make_tuple(Array(values, stream), Array(scales, stream));
+  }
+
+ private:
+  mxfp8_tensor *handle_ = nullptr;
+};
+
+}  // namespace
+
+PYBIND11_MODULE(_mxfp8, m) {
+  m.doc() = "Low-level binding of libmxfp8; use the mxfp8 package instead.";
+  m.attr("version") = mxfp8_version();
+  m.attr("header_version") = MXFP8_VERSION;
+#ifdef MXFP8_PYTHON_WITH_CUDA
+  m.attr("with_cuda") = true;
+#else
+  m.attr("with_cuda") = false;
+#endif
+
+  py::class_<Array>(m, "Array", "A DLPack-exportable output of an export (values or scales).")
+      .def("__dlpack__", &Array::dlpack, py::kw_only(), py::arg("stream") = py::none(),
+           py::arg("max_version") = py::none(), py::arg("dl_device") = py::none(), py::arg("copy") = py::none())
+      .def("__dlpack_device__", &Array::dlpack_device)
+      .def_property_readonly("shape", &Array::shape)
+      .def_property_readonly("strides", &Array::strides)
+      .def_property_readonly("dtype", &Array::dtype)
+      .def_property_readonly("is_copy", &Array::is_copy)
+      .def_property_readonly("read_only", &Array::read_only)
+      .def_property_readonly("data_ptr", &Array::data_ptr)
+      .def("__repr__", [](const Array &a) {
+        return "mxfp8.Array(shape=" + py::repr(py::cast(a.shape())).cast<std::string>() + ", dtype=" + a.dtype() +
+               (a.is_copy() ? ", copy" : ", view") + ")";
+      });
+
+  py::class_<Tensor>(m, "Tensor", "An mxfp8_tensor handle over DLPack inputs.")
+      .def(py::init<py::object, py::object, py::object, py::object, std::optional<std::vector<int64_t>>, int, bool,
+                    py::object>(),
+           py::kw_only(), py::arg("rowwise_data") = py::none(), py::arg("rowwise_scale_inv") = py::none(),
+           py::arg("columnwise_data") = py::none(), py::arg("columnwise_scale_inv") = py::none(),
+           py::arg("shape") = py::none(), py::arg("format") = 1, py::arg("swizzled") = false,
+           py::arg("stream") = py::none())
+      .def("export_components", &Tensor::export_components, py::kw_only(), py::arg("direction") = 0,
+           py::arg("values_dtype") = 0, py::arg("scales_dtype") = 0, py::arg("contiguous") = true,
+           py::arg("stream") = 0, py::arg("allocator") = py::none());
+}

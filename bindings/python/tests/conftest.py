@@ -1,0 +1,60 @@
+"""Test inputs built from the layout's definition, independently of the library."""
+import numpy as np
+import pytest
+
+ml_dtypes = pytest.importorskip("ml_dtypes")
+
+POISON = 0xFF  # never a test scale (scales are drawn from 1..254); NaN in E8M0
+
+
+def round_up(n, d):
+    return (n + d - 1) // d * d
+
+
+def swizzle_reference(s):
+    """The cuBLAS 128x4 layout of a scale matrix, from its permute form (padding zero)."""
+    r, c = s.shape
+    rp, cp = round_up(r, 128), round_up(c, 4)
+    padded = np.zeros((rp, cp), np.uint8)
+    padded[:r, :c] = s
+    return padded.reshape(rp // 128, 4, 32, cp // 4, 4).transpose(0, 3, 2, 1, 4).reshape(-1).copy()
+
+
+def make_mxfp8(shape, storage, direction="rowwise", seed=0):
+    """Random values plus scales S, stored as `storage`: "compact", "padded" (TE's allocation, padding
+    poisoned) or "swizzled" (TE's optimize_for_gemm, padding poisoned). Returns (data, buffer, S)."""
+    rng = np.random.default_rng(seed)
+    m = int(np.prod(shape[:-1]))
+    k = shape[-1]
+    r, c = (m, -(-k // 32)) if direction == "rowwise" else (-(-m // 32), k)
+    data = rng.integers(0, 256, size=shape, dtype=np.uint8)
+    s = rng.integers(1, 255, size=(r, c), dtype=np.uint8)
+    if storage == "compact":
+        buf = s.reshape(*shape[:-1], c) if direction == "rowwise" else s.copy()
+    elif storage == "padded":
+        rp, cp = (round_up(r, 128), round_up(c, 4)) if direction == "rowwise" else (round_up(r, 4), round_up(c, 128))
+        buf = np.full((rp, cp), POISON, np.uint8)
+        buf[:r, :c] = s
+    else:
+        mat = s if direction == "rowwise" else s.T  # columnwise scales are swizzled as their transpose
+        swz = swizzle_reference(mat)
+        # poison the padding: every byte the reference left zero that is not a real scale
+        real = np.zeros(swz.shape, bool)
+        real[swizzle_reference(np.ones_like(mat)) == 1] = True
+        swz[~real] = POISON
+        rp, cp = (round_up(r, 128), round_up(c, 4)) if direction == "rowwise" else (round_up(r, 4), round_up(c, 128))
+        buf = swz.reshape(rp, cp)
+    return data, np.ascontiguousarray(buf), s
+
+
+def decode(values_u8, scales, fp8_dtype, direction="rowwise"):
+    """float64 of values * 2^(scale - 127), block by block."""
+    v = values_u8.view(ml_dtypes.float8_e4m3fn if fp8_dtype == "e4m3" else ml_dtypes.float8_e5m2).astype(np.float64)
+    v = v.reshape(-1, v.shape[-1])
+    s = np.ldexp(1.0, scales.astype(np.int32) - 127)
+    s[scales == 255] = np.nan
+    if direction == "rowwise":
+        s = np.repeat(s.reshape(v.shape[0], -1), 32, axis=1)[:, : v.shape[1]]
+    else:
+        s = np.repeat(s, 32, axis=0)[: v.shape[0]]
+    return v * s
