@@ -38,6 +38,13 @@ for tool in memcheck racecheck initcheck synccheck; do
   [ $rc -eq 0 ] || status=1
 done 2>&1 | tee "$OUT/sanitizer-summary.txt"
 
+step "Python tests (torch, CuPy, JAX on the GPU)"
+pip_args=(--no-build-isolation --no-deps -q)
+[ -d .carry/dlpack ] && pip_args+=(-C "cmake.define.DLPACK_INCLUDE_DIR=$PWD/.carry/dlpack")
+python3 -m pip install "${pip_args[@]}" . 2>&1 | tail -3
+(cd /tmp && python3 -m pytest -q -p no:cacheprovider "$OLDPWD/bindings/python/tests" 2>&1) | tee "$OUT/pytest.log" | tail -15
+grep -qE "[0-9]+ passed" "$OUT/pytest.log" && ! grep -qE "[0-9]+ failed|error" "$OUT/pytest.log" || status=1
+
 step "benchmark"
 PYTHONUNBUFFERED=1 python3 bench/run_bench.py --bench-binary build-gpu/bench/bench_scales --out "$OUT" || status=1
 

@@ -1,0 +1,100 @@
+"""The Python API on CUDA tensors: torch in and out, zero copy, streams, Transformer Engine storages,
+in-place updates, CuPy and JAX consumers. Skips without a CUDA device."""
+import types
+
+import numpy as np
+import pytest
+
+import mxfp8
+from conftest import make_mxfp8
+
+torch = pytest.importorskip("torch")
+if not torch.cuda.is_available() or not mxfp8._mxfp8.with_cuda:
+    pytest.skip("needs a CUDA device and a CUDA build of mxfp8", allow_module_level=True)
+
+
+def cuda(a):
+    return torch.from_numpy(np.ascontiguousarray(a)).cuda()
+
+
+@pytest.mark.parametrize("storage", ["compact", "padded", "swizzled"])
+@pytest.mark.parametrize("direction", ["rowwise", "columnwise"])
+def test_torch_zero_copy_values_and_exact_scales(storage, direction):
+    data, buf, s = make_mxfp8((1000, 8192 + 48), storage, direction, seed=11)
+    d, b = cuda(data), cuda(buf)
+    values, scales = mxfp8.export_components(d, b, swizzled=storage == "swizzled", direction=direction)
+    assert isinstance(values, torch.Tensor) and values.dtype == torch.float8_e4m3fn
+    assert values.data_ptr() == d.data_ptr()  # zero copy
+    assert scales.dtype == torch.uint8 and scales.is_cuda
+    torch.testing.assert_close(scales.cpu().reshape(s.shape), torch.from_numpy(s), rtol=0, atol=0)
+
+
+def test_copies_come_from_torchs_allocator_and_run_on_the_current_stream():
+    data, buf, s = make_mxfp8((4096, 4096), "swizzled", seed=12)
+    d, b = cuda(data), cuda(buf)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    before = torch.cuda.memory_allocated()
+    with torch.cuda.stream(side):
+        _, scales = mxfp8.export_components(d, b, swizzled=True)
+        assert torch.cuda.memory_allocated() - before >= s.size  # PyTorch's caching allocator
+        result = scales.cpu()  # ordered on `side` after the export
+    assert torch.equal(result, torch.from_numpy(s))
+
+
+def test_export_on_an_explicit_stream_object():
+    data, buf, s = make_mxfp8((300, 640), "swizzled", seed=13)
+    d, b = cuda(data), cuda(buf)
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    _, scales = mxfp8.export_components(d, b, swizzled=True, stream=stream)
+    torch.cuda.current_stream().wait_stream(stream)
+    assert torch.equal(scales.cpu(), torch.from_numpy(s))
+
+
+@pytest.mark.parametrize("direction", ["rowwise", "columnwise"])
+@pytest.mark.parametrize("swizzled", [False, True])
+def test_fake_transformer_engine_storage(direction, swizzled):
+    data, buf, s = make_mxfp8((257, 96), "swizzled" if swizzled else "padded", direction, seed=14)
+    storage = types.SimpleNamespace(
+        _rowwise_data=None, _rowwise_scale_inv=None, _columnwise_data=None, _columnwise_scale_inv=None,
+        _fp8_dtype="DType.kFloat8E4M3", _with_gemm_swizzled_scales=swizzled,
+    )
+    setattr(storage, f"_{direction}_data", cuda(data))
+    setattr(storage, f"_{direction}_scale_inv", cuda(buf))
+    values, scales = mxfp8.export_te(storage, direction=direction)
+    assert values.shape == (257, 96)
+    assert torch.equal(scales.cpu().reshape(s.shape), torch.from_numpy(s))
+    other = "columnwise" if direction == "rowwise" else "rowwise"
+    with pytest.raises(ValueError, match=f"no {other} data"):
+        mxfp8.export_te(storage, direction=other)
+
+
+def test_views_exported_before_an_optimizer_step_see_it():
+    data, buf, s = make_mxfp8((512, 1024), "compact", seed=15)
+    d, b = cuda(data), cuda(buf)
+    values, scales = mxfp8.export_components(d, b)
+    assert scales.data_ptr() == b.data_ptr()
+    # an Adam-like step requantizes the weight in place
+    master = torch.randn(512, 1024, device="cuda")
+    master -= 1e-3 * torch.sign(master)
+    new_values = master.to(torch.float8_e4m3fn).view(torch.uint8)
+    d.copy_(new_values)
+    b.add_(1)
+    assert torch.equal(values.view(torch.uint8), new_values)
+    assert torch.equal(scales.cpu(), torch.from_numpy(s) + 1)
+
+
+def test_cupy_and_jax_consumers():
+    data, buf, s = make_mxfp8((200, 80), "swizzled", seed=16)
+    d, b = cuda(data), cuda(buf)
+    tensor = mxfp8._mxfp8.Tensor(rowwise_data=d, rowwise_scale_inv=b, swizzled=True, stream=1)
+    values, scales = tensor.export_components(values_dtype=1)
+    torch.cuda.synchronize()
+    cupy = pytest.importorskip("cupy")
+    assert np.array_equal(cupy.asnumpy(cupy.from_dlpack(scales)), s)
+    assert np.array_equal(cupy.asnumpy(cupy.from_dlpack(values)), data)
+    jax = pytest.importorskip("jax")
+    if not any(dev.platform == "gpu" for dev in jax.devices()):
+        pytest.skip("JAX has no GPU here")
+    assert np.array_equal(np.asarray(jax.dlpack.from_dlpack(scales)), s)
