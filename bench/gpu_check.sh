@@ -4,6 +4,7 @@
 # Writes its logs and results to $OUT (default bench/results/run), including
 # results.json and results.md for bench/results/.
 #
+# BENCH_ONLY=1 skips compute-sanitizer and the Python tests (for tuning runs; not for recorded results).
 # The device machine has no network: dlpack.h and cmocka travel in .carry/ (see bench/README.md).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -29,6 +30,7 @@ step "C test suite (ctest)"
 build-gpu/tests/c/test_gpu 2>&1 | tee "$OUT/test_gpu.log" | tail -8
 grep -q "SKIPPED" "$OUT/test_gpu.log" && { echo "GPU cases were skipped on a GPU machine"; status=1; }
 
+if [ "${BENCH_ONLY:-0}" != 1 ]; then
 step "compute-sanitizer"
 for tool in memcheck racecheck initcheck synccheck; do
   MXFP8_TEST_QUICK=1 timeout 300 compute-sanitizer --tool "$tool" --error-exitcode 9 build-gpu/tests/c/test_gpu \
@@ -44,6 +46,8 @@ pip_args=(--no-build-isolation --no-deps -q)
 python3 -m pip install "${pip_args[@]}" . 2>&1 | tail -3
 (cd /tmp && python3 -m pytest -q -p no:cacheprovider "$OLDPWD/bindings/python/tests" 2>&1) | tee "$OUT/pytest.log" | tail -15
 grep -qE "[0-9]+ passed" "$OUT/pytest.log" && ! grep -qE "[0-9]+ failed|error" "$OUT/pytest.log" || status=1
+
+fi
 
 step "benchmark"
 PYTHONUNBUFFERED=1 python3 bench/run_bench.py --bench-binary build-gpu/bench/bench_scales --out "$OUT" || status=1

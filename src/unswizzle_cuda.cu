@@ -1,15 +1,16 @@
 // CUDA kernels for the scale matrix operations.
 //
-// Both directions work on "chunks": kTilesPerBlock consecutive 128x4 tiles of one tile row. In the
-// swizzled buffer a chunk is one contiguous run of kTilesPerBlock * 512 bytes; in the compact matrix it
-// is 128 rows x (4 * kTilesPerBlock) columns. A thread block moves one chunk through shared memory, so
+// Both directions work on "chunks": W::kTilesPerChunk consecutive 128x4 tiles of one tile row. In the
+// swizzled buffer a chunk is one contiguous run of W::kTilesPerChunk * 512 bytes; in the compact matrix it
+// is 128 rows x (4 * W::kTilesPerChunk) columns. A thread block moves one chunk through shared memory, so
 // that both its global reads and its global writes are coalesced: 16-byte vectors on the swizzled side,
-// runs of 4 * kTilesPerBlock bytes along each compact row on the other.
+// runs of 4 * W::kTilesPerChunk bytes along each compact row on the other.
 //
 // Shared memory holds a chunk in its compact form, one 32-bit word (4 scales) per row and tile:
-// word (r, j) at r * (kTilesPerBlock + 1) + j. The padding word makes both access patterns free of bank
-// conflicts: a warp staging one tile writes rows l, l+32, l+64, l+96 of lane l (banks l + j), and a warp
-// gathering row segments reads 4 rows x 8 quads (banks r + 4q + k, all distinct).
+// word (r, j) at r * (tiles per chunk + 1) + j. The padding word keeps both access patterns nearly free
+// of bank conflicts: a warp staging one tile writes rows l, l+32, l+64, l+96 of lane l (banks l + j);
+// a warp gathering 16-byte row segments reads 4 rows x 8 quads (banks r + 4q + k, all distinct) for
+// narrow chunks, 2 rows x 16 quads (2-way) for wide ones.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -24,15 +25,26 @@
 namespace mxfp8::cuda {
 namespace {
 
-constexpr int kThreads = 256;
-constexpr int kTilesPerBlock = 32;                          // a chunk: 16 KiB of scales
 constexpr int kWordsPerTile = static_cast<int>(kTileBytes / 4);  // 128: one 32-bit word per tile row
 constexpr int kWordsPerLine = static_cast<int>(kLineBytes / 4);  // 4
 constexpr int kVectorsPerTile = static_cast<int>(kTileBytes / 16);  // 32 16-byte loads per tile
-constexpr int kVectorsPerThread = kTilesPerBlock * kVectorsPerTile / kThreads;  // 4
-constexpr int kSmemRowStride = kTilesPerBlock + 1;  // words per chunk row in shared memory
-constexpr int kSmemWords = kTileRows * kSmemRowStride;
-constexpr int kMaxJobsPerLaunch = 384;                      // keeps the kernel parameter under 32 KiB
+constexpr int kMaxJobsPerLaunch = 384;  // keeps the kernel parameter under 32 KiB
+
+// A chunk width: kTiles tiles of one tile row, moved by kTiles * 8 threads holding 4 vectors each.
+template <int kTiles>
+struct Width {
+  static constexpr int kTilesPerChunk = kTiles;
+  static constexpr int kThreads = kTiles * 8;
+  static constexpr int kVectorsPerThread = kTiles * kVectorsPerTile / kThreads;  // 4
+  static constexpr int kSmemRowStride = kTiles + 1;  // words per chunk row in shared memory
+  static constexpr int kSmemWords = kTileRows * kSmemRowStride;
+};
+// Narrow chunks (16 KiB) keep more blocks busy on one matrix; wide chunks (32 KiB, a whole tile row when
+// K <= 8192) write longer contiguous runs, which wins once a batch has many chunks per resident block.
+// Measured on the H200: bench/results/2026-12-02-h200-v4-*.json (narrow) and -v5-*.json (wide).
+using Narrow = Width<32>;
+using Wide = Width<64>;
+constexpr int kWideChunksPerBlock = 8;
 
 void check(cudaError_t e, const char *what) {
   if (e == cudaSuccess) return;
@@ -52,7 +64,7 @@ struct DeviceJob {
   int32_t rows;
   int32_t cols;
   int32_t tile_cols;        // roundup(cols, 4) / 4
-  int32_t chunks_per_row;   // ceil(tile_cols / kTilesPerBlock)
+  int32_t chunks_per_row;   // ceil(tile_cols / W::kTilesPerChunk)
   int32_t first_block;
   int32_t word_stores;      // dst rows are 4-byte aligned with col_stride 1
 };
@@ -79,13 +91,13 @@ struct Chunk {
 };
 
 // Chunks are visited in increasing order, so the job index only ever moves forward.
-template <int kCapacity>
+template <class W, int kCapacity>
 __device__ Chunk locate(const JobBatch<kCapacity> &batch, int32_t chunk, int &job_index) {
   while (job_index + 1 < batch.count && batch.jobs[job_index + 1].first_block <= chunk) ++job_index;
   const DeviceJob &job = batch.jobs[job_index];
   const int local = chunk - job.first_block;
-  const int first_tile = (local % job.chunks_per_row) * kTilesPerBlock;
-  return Chunk{&job, local / job.chunks_per_row, first_tile, min(kTilesPerBlock, job.tile_cols - first_tile)};
+  const int first_tile = (local % job.chunks_per_row) * W::kTilesPerChunk;
+  return Chunk{&job, local / job.chunks_per_row, first_tile, min(W::kTilesPerChunk, job.tile_cols - first_tile)};
 }
 
 __device__ const uint8_t *swizzled_chunk(const Chunk &c) {
@@ -98,58 +110,62 @@ __device__ bool vector_loads(const Chunk &c) {
 
 // Issues the 16-byte loads of a swizzled chunk into registers (they complete while the previous chunk
 // is being stored).
-__device__ void load_chunk(const Chunk &c, uint4 (&regs)[kVectorsPerThread]) {
+template <class W>
+__device__ void load_chunk(const Chunk &c, uint4 (&regs)[W::kVectorsPerThread]) {
   if (!vector_loads(c)) return;
   const uint4 *src = reinterpret_cast<const uint4 *>(swizzled_chunk(c));
   const int vectors = c.tiles * kVectorsPerTile;
 #pragma unroll
-  for (int v = 0; v < kVectorsPerThread; ++v) {
-    const int i = threadIdx.x + v * kThreads;
+  for (int v = 0; v < W::kVectorsPerThread; ++v) {
+    const int i = threadIdx.x + v * W::kThreads;
     if (i < vectors) regs[v] = __ldg(src + i);
   }
 }
 
 // Puts a swizzled chunk into shared memory: from the registers, or byte by byte when a caller's
 // byte_offset left the buffer unaligned (correct, slower).
-__device__ void stage_chunk(const Chunk &c, const uint4 (&regs)[kVectorsPerThread], uint32_t *tiles) {
+template <class W>
+__device__ void stage_chunk(const Chunk &c, const uint4 (&regs)[W::kVectorsPerThread], uint32_t *tiles) {
   if (!c.job->swizzled) return;
   if (vector_loads(c)) {
     const int vectors = c.tiles * kVectorsPerTile;
 #pragma unroll
-    for (int v = 0; v < kVectorsPerThread; ++v) {
-      const int i = threadIdx.x + v * kThreads;
+    for (int v = 0; v < W::kVectorsPerThread; ++v) {
+      const int i = threadIdx.x + v * W::kThreads;
       if (i >= vectors) continue;
       // A 16-byte vector is line l of tile j: the words of rows l, l + 32, l + 64 and l + 96.
-      uint32_t *dst = tiles + (i % kVectorsPerTile) * kSmemRowStride + i / kVectorsPerTile;
-      dst[0 * kSubtileRows * kSmemRowStride] = regs[v].x;
-      dst[1 * kSubtileRows * kSmemRowStride] = regs[v].y;
-      dst[2 * kSubtileRows * kSmemRowStride] = regs[v].z;
-      dst[3 * kSubtileRows * kSmemRowStride] = regs[v].w;
+      uint32_t *dst = tiles + (i % kVectorsPerTile) * W::kSmemRowStride + i / kVectorsPerTile;
+      dst[0 * kSubtileRows * W::kSmemRowStride] = regs[v].x;
+      dst[1 * kSubtileRows * W::kSmemRowStride] = regs[v].y;
+      dst[2 * kSubtileRows * W::kSmemRowStride] = regs[v].z;
+      dst[3 * kSubtileRows * W::kSmemRowStride] = regs[v].w;
     }
   } else {
     const uint8_t *src = swizzled_chunk(c);
-    for (int i = threadIdx.x; i < c.tiles * kWordsPerTile; i += kThreads) {
+    for (int i = threadIdx.x; i < c.tiles * kWordsPerTile; i += W::kThreads) {
       const int w = i % kWordsPerTile;  // word w of a tile: line w / 4, sub-tile w % 4
       const int r_in_tile = (w % kWordsPerLine) * kSubtileRows + w / kWordsPerLine;
-      tiles[r_in_tile * kSmemRowStride + i / kWordsPerTile] = load_word_bytes(src + 4 * i, 4);
+      tiles[r_in_tile * W::kSmemRowStride + i / kWordsPerTile] = load_word_bytes(src + 4 * i, 4);
     }
   }
 }
 
+template <class W>
 __device__ uint32_t swizzled_word(const uint32_t *tiles, int tile, int r_in_tile) {
-  return tiles[r_in_tile * kSmemRowStride + tile];
+  return tiles[r_in_tile * W::kSmemRowStride + tile];
 }
 
 // Writes the chunk's 128 rows x 4 * tiles columns of the compact matrix. A thread writes 4 consecutive
 // words (16 bytes) of one row, 8 threads one 128-byte row segment. Partial, unaligned or strided
 // segments fall back to words or bytes.
+template <class W>
 __device__ void store_chunk(const Chunk &c, const uint32_t *tiles) {
   // A register copy: through the pointer, every global store below could alias the job's fields.
   const DeviceJob job = *c.job;
-  constexpr int kQuads = kTilesPerBlock / 4;
+  constexpr int kQuads = W::kTilesPerChunk / 4;
   const bool vector_rows = job.word_stores && job.swizzled && (reinterpret_cast<uintptr_t>(job.dst) & 15) == 0 &&
                            (job.dst_row_stride & 15) == 0;
-  for (int i = threadIdx.x; i < kTileRows * kQuads; i += kThreads) {
+  for (int i = threadIdx.x; i < kTileRows * kQuads; i += W::kThreads) {
     const int q = i % kQuads;
     const int r_in_tile = i / kQuads;
     const int64_t r = static_cast<int64_t>(c.tile_row) * kTileRows + r_in_tile;
@@ -158,8 +174,8 @@ __device__ void store_chunk(const Chunk &c, const uint32_t *tiles) {
     const int64_t col = static_cast<int64_t>(c.first_tile + first) * kTileCols;
     uint8_t *out = job.dst + r * job.dst_row_stride + col * job.dst_col_stride;
     if (vector_rows && first + 4 <= c.tiles && col + 4 * kTileCols <= job.cols) {
-      *reinterpret_cast<uint4 *>(out) = make_uint4(swizzled_word(tiles, first, r_in_tile), swizzled_word(tiles, first + 1, r_in_tile),
-                                                   swizzled_word(tiles, first + 2, r_in_tile), swizzled_word(tiles, first + 3, r_in_tile));
+      *reinterpret_cast<uint4 *>(out) = make_uint4(swizzled_word<W>(tiles, first, r_in_tile), swizzled_word<W>(tiles, first + 1, r_in_tile),
+                                                   swizzled_word<W>(tiles, first + 2, r_in_tile), swizzled_word<W>(tiles, first + 3, r_in_tile));
       continue;
     }
     for (int j = first; j < first + 4 && j < c.tiles; ++j) {
@@ -168,7 +184,7 @@ __device__ void store_chunk(const Chunk &c, const uint32_t *tiles) {
       const int valid = static_cast<int>(cj + kTileCols <= job.cols ? kTileCols : job.cols - cj);
       uint32_t w;
       if (job.swizzled) {
-        w = swizzled_word(tiles, j, r_in_tile);
+        w = swizzled_word<W>(tiles, j, r_in_tile);
       } else {
         const uint8_t *p = job.src + r * job.src_row_stride + cj;
         w = (valid == 4 && (reinterpret_cast<uintptr_t>(p) & 3) == 0) ? __ldg(reinterpret_cast<const uint32_t *>(p))
@@ -187,27 +203,27 @@ __device__ void store_chunk(const Chunk &c, const uint32_t *tiles) {
 // A persistent grid: block b produces chunks b, b + gridDim.x, ... of the whole batch. The loads of
 // the next chunk are issued before the current one is stored, so every block keeps reads in flight
 // while it writes.
-template <int kCapacity>
-__global__ void __launch_bounds__(kThreads) produce_compact_kernel(const __grid_constant__ JobBatch<kCapacity> batch,
+template <class W, int kCapacity>
+__global__ void __launch_bounds__(W::kThreads) produce_compact_kernel(const __grid_constant__ JobBatch<kCapacity> batch,
                                                                    int32_t total_chunks) {
-  __shared__ uint32_t tiles[kSmemWords];
+  __shared__ uint32_t tiles[W::kSmemWords];
   int32_t chunk = static_cast<int32_t>(blockIdx.x);
   if (chunk >= total_chunks) return;
   int job_index = 0;
-  uint4 regs[kVectorsPerThread];
-  Chunk current = locate(batch, chunk, job_index);
-  load_chunk(current, regs);
+  uint4 regs[W::kVectorsPerThread];
+  Chunk current = locate<W>(batch, chunk, job_index);
+  load_chunk<W>(current, regs);
   while (true) {
-    stage_chunk(current, regs, tiles);
+    stage_chunk<W>(current, regs, tiles);
     __syncthreads();
     const int32_t next = chunk + static_cast<int32_t>(gridDim.x);
     const bool has_next = next < total_chunks;
     Chunk upcoming{};
     if (has_next) {
-      upcoming = locate(batch, next, job_index);
-      load_chunk(upcoming, regs);
+      upcoming = locate<W>(batch, next, job_index);
+      load_chunk<W>(upcoming, regs);
     }
-    store_chunk(current, tiles);
+    store_chunk<W>(current, tiles);
     __syncthreads();
     if (!has_next) break;
     chunk = next;
@@ -216,17 +232,18 @@ __global__ void __launch_bounds__(kThreads) produce_compact_kernel(const __grid_
 }
 
 // The inverse: one block writes one chunk of the swizzled buffer (padding as zeros) from 128 rows x
-// 4 * kTilesPerBlock columns of the compact matrix, gathered through shared memory.
-__global__ void __launch_bounds__(kThreads) swizzle_kernel(ByteMatrix src, uint8_t *swizzled, int32_t tile_cols,
+// 4 * W::kTilesPerChunk columns of the compact matrix, gathered through shared memory.
+template <class W>
+__global__ void __launch_bounds__(W::kThreads) swizzle_kernel(ByteMatrix src, uint8_t *swizzled, int32_t tile_cols,
                                                            int32_t chunks_per_row) {
-  __shared__ uint32_t tiles[kSmemWords];
+  __shared__ uint32_t tiles[W::kSmemWords];
   const int tile_row = static_cast<int>(blockIdx.x) / chunks_per_row;
-  const int first_tile = (static_cast<int>(blockIdx.x) % chunks_per_row) * kTilesPerBlock;
-  const int tiles_here = min(kTilesPerBlock, tile_cols - first_tile);
+  const int first_tile = (static_cast<int>(blockIdx.x) % chunks_per_row) * W::kTilesPerChunk;
+  const int tiles_here = min(W::kTilesPerChunk, tile_cols - first_tile);
   const bool word_loads = src.col_stride == 1 && (reinterpret_cast<uintptr_t>(src.data) & 3) == 0 && (src.row_stride & 3) == 0;
-  for (int i = threadIdx.x; i < kTileRows * kTilesPerBlock; i += kThreads) {
-    const int j = i % kTilesPerBlock;
-    const int r_in_tile = i / kTilesPerBlock;
+  for (int i = threadIdx.x; i < kTileRows * W::kTilesPerChunk; i += W::kThreads) {
+    const int j = i % W::kTilesPerChunk;
+    const int r_in_tile = i / W::kTilesPerChunk;
     const int64_t r = static_cast<int64_t>(tile_row) * kTileRows + r_in_tile;
     const int64_t c = static_cast<int64_t>(first_tile + j) * kTileCols;
     if (j >= tiles_here) continue;
@@ -240,16 +257,16 @@ __global__ void __launch_bounds__(kThreads) swizzle_kernel(ByteMatrix src, uint8
         for (int b = 0; b < valid; ++b) w |= static_cast<uint32_t>(p[b * src.col_stride]) << (8 * b);
       }
     }
-    tiles[r_in_tile * kSmemRowStride + j] = w;
+    tiles[r_in_tile * W::kSmemRowStride + j] = w;
   }
   __syncthreads();
   uint8_t *chunk = swizzled + (static_cast<int64_t>(tile_row) * tile_cols + first_tile) * kTileBytes;
   const int vectors = tiles_here * kVectorsPerTile;
   const bool aligned = (reinterpret_cast<uintptr_t>(chunk) & 15) == 0;
-  for (int i = threadIdx.x; i < vectors; i += kThreads) {
-    const uint32_t *s = tiles + (i % kVectorsPerTile) * kSmemRowStride + i / kVectorsPerTile;
-    const uint32_t w[4] = {s[0], s[kSubtileRows * kSmemRowStride], s[2 * kSubtileRows * kSmemRowStride],
-                           s[3 * kSubtileRows * kSmemRowStride]};
+  for (int i = threadIdx.x; i < vectors; i += W::kThreads) {
+    const uint32_t *s = tiles + (i % kVectorsPerTile) * W::kSmemRowStride + i / kVectorsPerTile;
+    const uint32_t w[4] = {s[0], s[kSubtileRows * W::kSmemRowStride], s[2 * kSubtileRows * W::kSmemRowStride],
+                           s[3 * kSubtileRows * W::kSmemRowStride]};
     if (aligned) {
       reinterpret_cast<uint4 *>(chunk)[i] = make_uint4(w[0], w[1], w[2], w[3]);
     } else {
@@ -264,7 +281,7 @@ int32_t checked_int32(int64_t v, const char *what) {
 }
 
 // Resident blocks of produce_compact_kernel on the current device, looked up once per device.
-template <int kCapacity>
+template <class W, int kCapacity>
 int resident_blocks() {
   constexpr int kMaxDevices = 64;
   static std::atomic<int> cached[kMaxDevices] = {};
@@ -275,24 +292,24 @@ int resident_blocks() {
   if (blocks > 0) return blocks;
   int sms = 0, per_sm = 0;
   check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute");
-  check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, produce_compact_kernel<kCapacity>, kThreads, 0),
+  check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, produce_compact_kernel<W, kCapacity>, W::kThreads, 0),
         "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
   blocks = std::max(1, sms * per_sm);
   if (device < kMaxDevices) cached[slot].store(blocks, std::memory_order_relaxed);
   return blocks;
 }
 
-template <int kCapacity>
+template <class W, int kCapacity>
 void launch_batch(const JobBatch<kCapacity> &batch, int64_t chunks, cudaStream_t stream) {
   if (chunks == 0) return;
-  const int64_t grid = std::min<int64_t>(chunks, resident_blocks<kCapacity>());
-  produce_compact_kernel<kCapacity><<<static_cast<unsigned>(grid), kThreads, 0, stream>>>(batch,
+  const int64_t grid = std::min<int64_t>(chunks, resident_blocks<W, kCapacity>());
+  produce_compact_kernel<W, kCapacity><<<static_cast<unsigned>(grid), W::kThreads, 0, stream>>>(batch,
                                                                                           static_cast<int32_t>(chunks));
   check(cudaGetLastError(), "launching the scale unswizzle kernel");
 }
 
 // Fills `batch` from jobs[begin..] until it is full; returns the number of blocks it needs.
-template <int kCapacity>
+template <class W, int kCapacity>
 int64_t fill_batch(JobBatch<kCapacity> &batch, const ScaleJob *jobs, size_t count, size_t &next) {
   batch.count = 0;
   int64_t blocks = 0;
@@ -309,7 +326,7 @@ int64_t fill_batch(JobBatch<kCapacity> &batch, const ScaleJob *jobs, size_t coun
     j.rows = checked_int32(in.dst.rows, "scale rows");
     j.cols = checked_int32(in.dst.cols, "scale columns");
     j.tile_cols = static_cast<int32_t>(ceil_div(j.cols, kTileCols));
-    j.chunks_per_row = static_cast<int32_t>(ceil_div(j.tile_cols, kTilesPerBlock));
+    j.chunks_per_row = static_cast<int32_t>(ceil_div(j.tile_cols, W::kTilesPerChunk));
     j.first_block = checked_int32(blocks, "blocks in one launch");
     j.word_stores = in.dst.col_stride == 1 && (reinterpret_cast<uintptr_t>(in.dst.data) & 3) == 0 &&
                     (in.dst.row_stride & 3) == 0;
@@ -318,6 +335,27 @@ int64_t fill_batch(JobBatch<kCapacity> &batch, const ScaleJob *jobs, size_t coun
     ++batch.count;
   }
   return blocks;
+}
+
+template <class W>
+void run_jobs_with(const ScaleJob *jobs, size_t count, cudaStream_t stream) {
+  size_t next = 0;
+  if (count == 1) {  // a small parameter block keeps a single export's launch cheap
+    JobBatch<1> one;
+    launch_batch<W>(one, fill_batch<W>(one, jobs, count, next), stream);
+    return;
+  }
+  // Heap, not stack: the batch is ~30 KiB.
+  auto batch = std::make_unique<JobBatch<kMaxJobsPerLaunch>>();
+  while (next < count) launch_batch<W>(*batch, fill_batch<W>(*batch, jobs, count, next), stream);
+}
+
+// Wide chunks once the batch holds at least kWideChunksPerBlock of them per resident block.
+bool wide_chunks_pay(const ScaleJob *jobs, size_t count) {
+  int64_t chunks = 0;
+  for (size_t i = 0; i < count; ++i)
+    chunks += ceil_div(jobs[i].dst.rows, kTileRows) * ceil_div(ceil_div(jobs[i].dst.cols, kTileCols), Wide::kTilesPerChunk);
+  return chunks >= int64_t{kWideChunksPerBlock} * resident_blocks<Wide, kMaxJobsPerLaunch>();
 }
 
 }  // namespace
@@ -339,15 +377,8 @@ DeviceScope::~DeviceScope() {
 
 void run_jobs(const ScaleJob *jobs, size_t count, void *stream) {
   auto s = static_cast<cudaStream_t>(stream);
-  size_t next = 0;
-  if (count == 1) {  // a small parameter block keeps a single export's launch cheap
-    JobBatch<1> one;
-    launch_batch(one, fill_batch(one, jobs, count, next), s);
-    return;
-  }
-  // Heap, not stack: the batch is ~30 KiB.
-  auto batch = std::make_unique<JobBatch<kMaxJobsPerLaunch>>();
-  while (next < count) launch_batch(*batch, fill_batch(*batch, jobs, count, next), s);
+  if (wide_chunks_pay(jobs, count)) run_jobs_with<Wide>(jobs, count, s);
+  else run_jobs_with<Narrow>(jobs, count, s);
 }
 
 void unswizzle(const uint8_t *swizzled, ByteMatrix dst, void *stream) {
@@ -364,11 +395,11 @@ void copy_matrix(ByteMatrix src, ByteMatrix dst, void *stream) {
 void swizzle(ByteMatrix src, uint8_t *swizzled, void *stream) {
   const int64_t tile_rows = ceil_div(src.rows, kTileRows);
   const int32_t tile_cols = checked_int32(ceil_div(src.cols, kTileCols), "scale tile columns");
-  const int32_t chunks = static_cast<int32_t>(ceil_div(tile_cols, kTilesPerBlock));
+  const int32_t chunks = static_cast<int32_t>(ceil_div(tile_cols, Narrow::kTilesPerChunk));
   const int64_t blocks = tile_rows * chunks;
   if (blocks == 0) return;
   checked_int32(blocks, "blocks in one launch");
-  swizzle_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+  swizzle_kernel<Narrow><<<static_cast<unsigned>(blocks), Narrow::kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
       src, swizzled, tile_cols, chunks);
   check(cudaGetLastError(), "launching the scale swizzle kernel");
 }

@@ -336,6 +336,58 @@ static void test_batched_export_equals_one_by_one(void **state) {
   }
 }
 
+static void test_large_batch_takes_the_wide_chunk_path_correctly(void **state) {
+  (void)state;
+  REQUIRE_GPU();
+  /* 40 weights of (8192, 8352): 5120 wide chunks, enough for the kernel's wide-chunk variant (the
+   * whole-model case). Their values share one device buffer: a scales export never reads values. */
+  enum { N = 40 };
+  const int64_t rows = 8192, k = 8352, c = ref_ceil_div(k, 32), cp = ref_round_up(c, 4);
+  uint64_t rng = 4242;
+  uint8_t *d_values, *bucket, *swz_host = malloc((size_t)(rows * cp)), *s_host[N];
+  uint8_t *d_swz[N];
+  CUDA_OK(cudaMalloc((void **)&d_values, (size_t)(rows * k)));
+  CUDA_OK(cudaMalloc((void **)&bucket, (size_t)(N * rows * c)));
+  CUDA_OK(cudaMemset(bucket, POISON, (size_t)(N * rows * c)));
+  int64_t vshape[2] = {rows, k}, sshape[2] = {rows, cp}, dshape[1] = {rows * c};
+  DLManagedTensorVersioned data[N], scales[N];
+  DLTensor dst[N];
+  DLTensor *dst_ptrs[N];
+  const mxfp8_tensor *tensors[N];
+  for (int i = 0; i < N; ++i) {
+    s_host[i] = malloc((size_t)(rows * c));
+    fill_random_scales(s_host[i], (size_t)(rows * c), &rng);
+    memset(swz_host, POISON, (size_t)(rows * cp));
+    for (int64_t y = 0; y < rows; ++y)
+      for (int64_t x = 0; x < c; ++x) swz_host[ref_swizzled_index(y, x, cp)] = s_host[i][y * c + x];
+    CUDA_OK(cudaMalloc((void **)&d_swz[i], (size_t)(rows * cp)));
+    CUDA_OK(cudaMemcpy(d_swz[i], swz_host, (size_t)(rows * cp), cudaMemcpyHostToDevice));
+    memset(&data[i], 0, sizeof data[i]);
+    data[i].dl_tensor = (DLTensor){d_values, {kDLCUDA, 0}, 2, {kDLUInt, 8, 1}, vshape, NULL, 0};
+    scales[i] = data[i];
+    scales[i].dl_tensor.data = d_swz[i];
+    scales[i].dl_tensor.shape = sshape;
+    tensors[i] = create_on(&data[i], &scales[i], 2, 0);
+    dst[i] = (DLTensor){bucket, {kDLCUDA, 0}, 1, {kDLUInt, 8, 1}, dshape, NULL, (uint64_t)(i * rows * c)};
+    dst_ptrs[i] = &dst[i];
+  }
+  EXPECT(mxfp8_export_scales_batched(tensors, dst_ptrs, N, NULL) == MXFP8_OK, "batched: %s", mxfp8_last_error());
+  uint8_t *got = malloc((size_t)(rows * c));
+  for (int i = 0; i < N; ++i) {
+    CUDA_OK(cudaMemcpy(got, bucket + i * rows * c, (size_t)(rows * c), cudaMemcpyDeviceToHost));
+    EXPECT(memcmp(got, s_host[i], (size_t)(rows * c)) == 0, "weight %d differs", i);
+  }
+  for (int i = 0; i < N; ++i) {
+    mxfp8_tensor_release((mxfp8_tensor *)tensors[i]);
+    cudaFree(d_swz[i]);
+    free(s_host[i]);
+  }
+  cudaFree(d_values);
+  cudaFree(bucket);
+  free(got);
+  free(swz_host);
+}
+
 static void test_gpu_swizzle_pair_matches_formula(void **state) {
   (void)state;
   REQUIRE_GPU();
@@ -382,6 +434,7 @@ static void test_gpu_swizzle_pair_matches_formula(void **state) {
 static void test_gpu_export_equals_host_export_and_reference(void **state) { (void)state; REQUIRE_GPU(); }
 static void test_export_runs_on_the_given_stream_after_an_event_wait(void **state) { (void)state; REQUIRE_GPU(); }
 static void test_batched_export_equals_one_by_one(void **state) { (void)state; REQUIRE_GPU(); }
+static void test_large_batch_takes_the_wide_chunk_path_correctly(void **state) { (void)state; REQUIRE_GPU(); }
 static void test_gpu_swizzle_pair_matches_formula(void **state) { (void)state; REQUIRE_GPU(); }
 #endif
 
@@ -390,6 +443,7 @@ int main(void) {
       cmocka_unit_test(test_gpu_export_equals_host_export_and_reference),
       cmocka_unit_test(test_export_runs_on_the_given_stream_after_an_event_wait),
       cmocka_unit_test(test_batched_export_equals_one_by_one),
+      cmocka_unit_test(test_large_batch_takes_the_wide_chunk_path_correctly),
       cmocka_unit_test(test_gpu_swizzle_pair_matches_formula),
   };
   return cmocka_run_group_tests_name("CUDA path", tests, NULL, NULL);
