@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs what building and testing mxfp8 needs, from Debian packages and PyPI, skipping what is there.
+# Usage: scripts/install_deps.sh [build|test]   (build: compiler, CMake, the dlpack header; test: also
+# cmocka, the Python test packages and cargo)
+set -euo pipefail
+what=${1:-test}
+sudo=; [ "$(id -u)" = 0 ] || sudo=sudo
+
+apt_needed=()
+command -v c++ >/dev/null || apt_needed+=(g++)
+command -v cmake >/dev/null || apt_needed+=(cmake)
+command -v python3 >/dev/null || apt_needed+=(python3 python3-pip)
+if [ "$what" = test ]; then
+  dpkg -s libcmocka-dev >/dev/null 2>&1 || apt_needed+=(libcmocka-dev)
+  command -v pkg-config >/dev/null || apt_needed+=(pkg-config)
+  command -v cargo >/dev/null || apt_needed+=(cargo)
+fi
+if [ ${#apt_needed[@]} -gt 0 ]; then
+  echo "installing Debian packages: ${apt_needed[*]}"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${apt_needed[@]}" >/dev/null
+fi
+
+# The dlpack header comes from its package (apache-tvm-ffi ships dlpack.h); never from this repository.
+py_needed=(apache-tvm-ffi)
+[ "$what" = test ] && py_needed+=(numpy ml_dtypes pytest "pybind11>=3" "scikit-build-core>=0.10" "jax[cpu]")
+python3 -m pip install -q --disable-pip-version-check "${py_needed[@]}" 2>&1 | grep -v "Running pip as the 'root' user" || true
+python3 -m tvm_ffi.config --dlpack-includedir >/dev/null
