@@ -30,7 +30,10 @@ python3 -m pytest -q -p no:cacheprovider bindings/python/tests
 
 if [ -d bindings/rust ]; then
   step "Rust crates and tests"
-  (cd bindings/rust && MXFP8_LIB_DIR="$PWD/../../build" MXFP8_INCLUDE_DIR="$PWD/../../include" \
-    LD_LIBRARY_PATH="$PWD/../../build${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" cargo test --offline)
+  build="$PWD/build"
+  (cd bindings/rust &&
+    export MXFP8_LIB_DIR="$build" MXFP8_INCLUDE_DIR="$build/../include" \
+      MXFP8_LAYOUT_PROBE="$build/tests/c/print_struct_layout" LD_LIBRARY_PATH="$build${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" &&
+    cargo test --offline && cargo run --offline --quiet --example export_swizzled)
 fi
 step "all tests passed"

@@ -1,0 +1,49 @@
+/* Prints the size and field offsets of every struct shared with the Rust mirror (mxfp8-sys), one
+ * "name value" per line; bindings/rust/mxfp8/tests/layout.rs compares them with Rust's view. */
+#include <stddef.h>
+#include <stdio.h>
+
+#include <mxfp8/mxfp8.h>
+
+#define SIZE(T) printf("%s %zu\n", #T, sizeof(T))
+#define FIELD(T, f) printf("%s.%s %zu\n", #T, #f, offsetof(T, f))
+
+int main(void) {
+  SIZE(DLDevice);
+  FIELD(DLDevice, device_id);
+  SIZE(DLDataType);
+  FIELD(DLDataType, bits);
+  FIELD(DLDataType, lanes);
+  SIZE(DLTensor);
+  FIELD(DLTensor, device);
+  FIELD(DLTensor, ndim);
+  FIELD(DLTensor, dtype);
+  FIELD(DLTensor, shape);
+  FIELD(DLTensor, strides);
+  FIELD(DLTensor, byte_offset);
+  SIZE(DLManagedTensorVersioned);
+  FIELD(DLManagedTensorVersioned, manager_ctx);
+  FIELD(DLManagedTensorVersioned, deleter);
+  FIELD(DLManagedTensorVersioned, flags);
+  FIELD(DLManagedTensorVersioned, dl_tensor);
+  SIZE(mxfp8_tensor_desc);
+  FIELD(mxfp8_tensor_desc, format);
+  FIELD(mxfp8_tensor_desc, scale_layout);
+  FIELD(mxfp8_tensor_desc, ndim);
+  FIELD(mxfp8_tensor_desc, shape);
+  FIELD(mxfp8_tensor_desc, rowwise_data);
+  FIELD(mxfp8_tensor_desc, rowwise_scale_inv);
+  FIELD(mxfp8_tensor_desc, columnwise_data);
+  FIELD(mxfp8_tensor_desc, columnwise_scale_inv);
+  SIZE(mxfp8_export_options);
+  FIELD(mxfp8_export_options, direction);
+  FIELD(mxfp8_export_options, values_dtype);
+  FIELD(mxfp8_export_options, scales_dtype);
+  FIELD(mxfp8_export_options, padded_scales);
+  FIELD(mxfp8_export_options, reserved);
+  FIELD(mxfp8_export_options, stream);
+  FIELD(mxfp8_export_options, allocator);
+  printf("mxfp8_status %zu\n", sizeof(mxfp8_status));
+  printf("MXFP8_VERSION %d\n", MXFP8_VERSION);
+  return 0;
+}
