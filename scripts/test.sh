@@ -2,13 +2,16 @@
 # Runs every test of the repository, after installing what they need:
 #   1. the C suite (ctest: cmocka tests, the ABI checks, the C example), with the CUDA path compiled when
 #      nvcc is on the PATH; GPU cases skip on a machine without a GPU (bench/gpu_check.sh runs them);
-#   2. the same C suite again under AddressSanitizer + UndefinedBehaviorSanitizer with leak detection;
-#   3. the Python tests (pytest) against `pip install .`;
-#   4. the Rust tests (cargo test --offline) against the library built in step 1.
+#   2. an install into a temporary prefix, used by a find_package and a pkg-config consumer;
+#   3. the same C suite again under AddressSanitizer + UndefinedBehaviorSanitizer with leak detection;
+#   4. the Python tests (pytest) and the Python example against `pip install .`;
+#   5. the Rust tests and example (cargo test --offline) against the library built in step 1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
 step() { printf '\n=== %s (%s)\n' "$*" "$(date +%T)"; }
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
 
 step "installing dependencies"
 scripts/install_deps.sh test
@@ -16,17 +19,29 @@ scripts/install_deps.sh test
 step "C library and tests"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo | grep -E "mxfp8|dlpack"
 cmake --build build -j "$jobs"
-ctest --test-dir build --output-on-failure -j "$jobs"
+ctest --test-dir build --output-on-failure -j "$jobs" | tee -a "$log"
+
+step "installing to a prefix: find_package(mxfp8) and pkg-config consumers"
+prefix=$(mktemp -d)
+cmake --install build --prefix "$prefix" >/dev/null
+cmake -S tests/install -B build-install-check -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
+cmake --build build-install-check >/dev/null
+LD_LIBRARY_PATH="$prefix/lib" build-install-check/consumer | tail -1
+PKG_CONFIG_PATH="$prefix/lib/pkgconfig" cc -std=c99 examples/c/export_te_layout.c -o build-install-check/consumer_pc \
+  $(PKG_CONFIG_PATH="$prefix/lib/pkgconfig" pkg-config --cflags --libs mxfp8)
+LD_LIBRARY_PATH="$prefix/lib" build-install-check/consumer_pc | tail -1
+rm -rf "$prefix"
 
 step "C tests under AddressSanitizer + UndefinedBehaviorSanitizer (CPU path)"
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DMXFP8_CUDA=OFF -DMXFP8_SANITIZE=ON | grep -E "mxfp8"
 cmake --build build-asan -j "$jobs"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-  ctest --test-dir build-asan --output-on-failure -j "$jobs"
+  ctest --test-dir build-asan --output-on-failure -j "$jobs" | tee -a "$log"
 
 step "Python binding and tests"
 python3 -m pip install -q --disable-pip-version-check --no-build-isolation . 2>&1 | grep -v "Running pip as the 'root' user" || true
-python3 -m pytest -q -p no:cacheprovider bindings/python/tests
+python3 -m pytest -q -p no:cacheprovider bindings/python/tests | tee -a "$log"
+python3 examples/python/export_te_weight.py
 
 if [ -d bindings/rust ]; then
   step "Rust crates and tests"
@@ -34,6 +49,9 @@ if [ -d bindings/rust ]; then
   (cd bindings/rust &&
     export MXFP8_LIB_DIR="$build" MXFP8_INCLUDE_DIR="$build/../include" \
       MXFP8_LAYOUT_PROBE="$build/tests/c/print_struct_layout" LD_LIBRARY_PATH="$build${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" &&
-    cargo test --offline && cargo run --offline --quiet --example export_swizzled)
+    cargo test --offline 2>&1 && cargo run --offline --quiet --example export_swizzled) | tee -a "$log"
 fi
-step "all tests passed"
+step "summary"
+# ctest counts executables (each holds many cmocka cases), pytest and cargo count cases.
+passed=$(grep -oE "failed out of [0-9]+|[0-9]+ passed" "$log" | awk '{for (i = 1; i <= NF; i++) if ($i ~ /^[0-9]+$/) n += $i} END {print n}')
+echo "ctest, pytest and cargo: $passed passed, 0 failed"
