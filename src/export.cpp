@@ -19,18 +19,15 @@ mxfp8_export_options read_options(const mxfp8_export_options *given) {
   const mxfp8_export_options defaults = MXFP8_EXPORT_OPTIONS_INIT;
   const mxfp8_export_options o = read_sized_struct(given, defaults, kOptionsV1Size, "mxfp8_export_options",
                                                    "MXFP8_EXPORT_OPTIONS_INIT");
-  if (o.direction != MXFP8_DIRECTION_ROWWISE && o.direction != MXFP8_DIRECTION_COLUMNWISE)
-    fail(MXFP8_ERROR_INVALID_ARGUMENT, "options.direction is ", o.direction,
-         ", expected MXFP8_DIRECTION_ROWWISE (0) or MXFP8_DIRECTION_COLUMNWISE (1)");
-  if (o.values_dtype != MXFP8_VALUES_FP8 && o.values_dtype != MXFP8_VALUES_UINT8)
-    fail(MXFP8_ERROR_INVALID_ARGUMENT, "options.values_dtype is ", o.values_dtype,
-         ", expected MXFP8_VALUES_FP8 (0) or MXFP8_VALUES_UINT8 (1)");
-  if (o.scales_dtype != MXFP8_SCALES_UINT8 && o.scales_dtype != MXFP8_SCALES_E8M0)
-    fail(MXFP8_ERROR_INVALID_ARGUMENT, "options.scales_dtype is ", o.scales_dtype,
-         ", expected MXFP8_SCALES_UINT8 (0) or MXFP8_SCALES_E8M0 (1)");
-  if (o.padded_scales != MXFP8_PADDED_SCALES_COPY && o.padded_scales != MXFP8_PADDED_SCALES_STRIDED_VIEW)
-    fail(MXFP8_ERROR_INVALID_ARGUMENT, "options.padded_scales is ", o.padded_scales,
-         ", expected MXFP8_PADDED_SCALES_COPY (0) or MXFP8_PADDED_SCALES_STRIDED_VIEW (1)");
+  check_enum(o.direction, "options.direction",
+             {{MXFP8_DIRECTION_ROWWISE, "MXFP8_DIRECTION_ROWWISE"}, {MXFP8_DIRECTION_COLUMNWISE, "MXFP8_DIRECTION_COLUMNWISE"}});
+  check_enum(o.values_dtype, "options.values_dtype",
+             {{MXFP8_VALUES_FP8, "MXFP8_VALUES_FP8"}, {MXFP8_VALUES_UINT8, "MXFP8_VALUES_UINT8"}});
+  check_enum(o.scales_dtype, "options.scales_dtype",
+             {{MXFP8_SCALES_UINT8, "MXFP8_SCALES_UINT8"}, {MXFP8_SCALES_E8M0, "MXFP8_SCALES_E8M0"}});
+  check_enum(o.padded_scales, "options.padded_scales",
+             {{MXFP8_PADDED_SCALES_COPY, "MXFP8_PADDED_SCALES_COPY"},
+              {MXFP8_PADDED_SCALES_STRIDED_VIEW, "MXFP8_PADDED_SCALES_STRIDED_VIEW"}});
   if (o.reserved != 0) fail(MXFP8_ERROR_INVALID_ARGUMENT, "options.reserved is ", o.reserved, ", must be 0");
   return o;
 }

@@ -112,12 +112,11 @@ extern "C" MXFP8_API mxfp8_status mxfp8_tensor_create(const mxfp8_tensor_desc *d
     const mxfp8_tensor_desc defaults = MXFP8_TENSOR_DESC_INIT;
     const mxfp8_tensor_desc desc =
         read_sized_struct(desc_in, defaults, kDescV1Size, "mxfp8_tensor_desc", "MXFP8_TENSOR_DESC_INIT");
-    if (desc.format != MXFP8_FORMAT_E4M3 && desc.format != MXFP8_FORMAT_E5M2)
-      fail(MXFP8_ERROR_INVALID_ARGUMENT, "desc.format is ", desc.format,
-           ", expected MXFP8_FORMAT_E4M3 (1) or MXFP8_FORMAT_E5M2 (2)");
-    if (desc.scale_layout != MXFP8_SCALE_LAYOUT_ROW_MAJOR && desc.scale_layout != MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED)
-      fail(MXFP8_ERROR_INVALID_ARGUMENT, "desc.scale_layout is ", desc.scale_layout,
-           ", expected MXFP8_SCALE_LAYOUT_ROW_MAJOR (0) or MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED (1)");
+    check_enum(desc.format, "desc.format",
+               {{MXFP8_FORMAT_E4M3, "MXFP8_FORMAT_E4M3"}, {MXFP8_FORMAT_E5M2, "MXFP8_FORMAT_E5M2"}});
+    check_enum(desc.scale_layout, "desc.scale_layout",
+               {{MXFP8_SCALE_LAYOUT_ROW_MAJOR, "MXFP8_SCALE_LAYOUT_ROW_MAJOR"},
+                {MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED, "MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED"}});
 
     DLManagedTensorVersioned *const given[2][2] = {{desc.rowwise_data, desc.rowwise_scale_inv},
                                                    {desc.columnwise_data, desc.columnwise_scale_inv}};

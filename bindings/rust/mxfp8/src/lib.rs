@@ -113,10 +113,6 @@ impl ManagedTensor {
         if count != Some(bytes.len() as i64) {
             return Err(invalid(format!("{} bytes cannot have shape {:?}", bytes.len(), shape)));
         }
-        let mut strides = vec![1i64; shape.len()];
-        for i in (0..shape.len().saturating_sub(1)).rev() {
-            strides[i] = strides[i + 1] * shape[i + 1];
-        }
         let mut host = Box::new(HostBytes {
             managed: sys::DLManagedTensorVersioned {
                 version: sys::DLPackVersion { major: 1, minor: 1 },
@@ -135,7 +131,7 @@ impl ManagedTensor {
             },
             _bytes: bytes,
             _shape: shape.to_vec(),
-            _strides: strides,
+            _strides: row_major_strides(shape),
         });
         // The Vecs' heap buffers do not move when the Box does.
         host.managed.dl_tensor.data = host._bytes.as_mut_ptr() as *mut c_void;
@@ -201,12 +197,7 @@ impl ManagedTensor {
             // SAFETY: DLPack: strides points to ndim values when not NULL.
             return unsafe { std::slice::from_raw_parts(t.strides, t.ndim as usize) }.to_vec();
         }
-        let shape = self.shape();
-        let mut strides = vec![1i64; shape.len()];
-        for i in (0..shape.len().saturating_sub(1)).rev() {
-            strides[i] = strides[i + 1] * shape[i + 1];
-        }
-        strides
+        row_major_strides(self.shape())
     }
 
     pub fn device(&self) -> sys::DLDevice {
@@ -234,7 +225,7 @@ impl ManagedTensor {
     /// The bytes of a contiguous byte tensor in host memory; None for device memory, strided
     /// tensors or elements wider than a byte.
     pub fn as_host_bytes(&self) -> Option<&[u8]> {
-        let contiguous = self.strides() == ManagedTensor::row_major(self.shape());
+        let contiguous = self.strides() == row_major_strides(self.shape());
         if !self.in_host_memory() || !contiguous || self.dtype().bits != 8 {
             return None;
         }
@@ -265,14 +256,14 @@ impl ManagedTensor {
         }
         Some(out)
     }
+}
 
-    fn row_major(shape: &[i64]) -> Vec<i64> {
-        let mut strides = vec![1i64; shape.len()];
-        for i in (0..shape.len().saturating_sub(1)).rev() {
-            strides[i] = strides[i + 1] * shape[i + 1];
-        }
-        strides
+fn row_major_strides(shape: &[i64]) -> Vec<i64> {
+    let mut strides = vec![1i64; shape.len()];
+    for i in (0..shape.len().saturating_sub(1)).rev() {
+        strides[i] = strides[i + 1] * shape[i + 1];
     }
+    strides
 }
 
 impl Drop for ManagedTensor {
