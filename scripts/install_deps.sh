@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what building and testing mxfp8 needs, from Debian packages and PyPI, skipping what is there.
 # Usage: scripts/install_deps.sh [build|test]   (build: compiler, CMake, the dlpack header; test: also
-# cmocka, the Python test packages and cargo)
+# cmocka, clang with libFuzzer, the Python test packages and cargo)
 set -euo pipefail
 what=${1:-test}
 sudo=; [ "$(id -u)" = 0 ] || sudo=sudo
@@ -14,6 +14,8 @@ if [ "$what" = test ]; then
   dpkg -s libcmocka-dev >/dev/null 2>&1 || apt_needed+=(libcmocka-dev)
   command -v pkg-config >/dev/null || apt_needed+=(pkg-config)
   command -v cargo >/dev/null || apt_needed+=(cargo)
+  command -v clang >/dev/null || apt_needed+=(clang)
+  dpkg -s libclang-rt-dev >/dev/null 2>&1 || apt_needed+=(libclang-rt-dev)  # libFuzzer
 fi
 if [ ${#apt_needed[@]} -gt 0 ]; then
   echo "installing Debian packages: ${apt_needed[*]}"
