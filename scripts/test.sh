@@ -34,7 +34,7 @@ LD_LIBRARY_PATH="$prefix/lib" build-install-check/consumer_pc | tail -1
 rm -rf "$prefix"
 
 step "C tests under AddressSanitizer + UndefinedBehaviorSanitizer (CPU path)"
-cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DMXFP8_CUDA=OFF -DMXFP8_SANITIZE=ON | grep -E "mxfp8"
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DMXFP8_CUDA=OFF -DMXFP8_SANITIZE=address,undefined | grep -E "mxfp8"
 cmake --build build-asan -j "$jobs"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --test-dir build-asan --output-on-failure -j "$jobs" | tee -a "$log"
