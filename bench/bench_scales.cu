@@ -183,6 +183,89 @@ ModelResult bench_model(const std::vector<std::pair<int64_t, int64_t>> &layer, i
   return ModelResult{static_cast<int>(tensors.size()), bytes, ms, copy_ms(bytes)};
 }
 
+// A 128-expert MoE layer: 128 experts of (1536, 4096) and 128 of (4096, 768), each group one flat
+// values buffer and one flat scale buffer of TE-padded swizzled scales, all 256 experts exported in one
+// batched call (one launch). Rotates over 4 copies of the layer for cold caches.
+struct MoeResult {
+  int experts;
+  int64_t bytes;
+  double ms, copy_ms;
+};
+
+MoeResult bench_moe() {
+  constexpr int kExperts = 128, kSets = 4;
+  const std::pair<int64_t, int64_t> groups[2] = {{1536, 4096}, {4096, 768}};
+  uint8_t *values;  // never read by a scales export: one allocation serves every group's description
+  cuda_check(cudaMalloc(&values, static_cast<size_t>(kExperts) * 1536 * 4096), "malloc values");
+  std::vector<std::vector<mxfp8_tensor *>> experts(kSets);
+  std::vector<std::vector<DLTensor>> dst(kSets);
+  std::vector<std::vector<int64_t>> sizes(kSets);
+  std::vector<void *> buffers;
+  std::vector<mxfp8_grouped_tensor *> handles;
+  int64_t bytes = 0;
+  for (int set = 0; set < kSets; ++set) {
+    int64_t out_bytes = 0;
+    for (auto [rows, k] : groups) out_bytes += kExperts * rows * ((k + 31) / 32);
+    uint8_t *bucket;
+    cuda_check(cudaMalloc(&bucket, out_bytes), "malloc bucket");
+    buffers.push_back(bucket);
+    int64_t at = 0;
+    sizes[set].reserve(2 * kExperts);
+    dst[set].reserve(2 * kExperts);
+    bytes = out_bytes;
+    for (auto [rows, k] : groups) {
+      const int64_t c = (k + 31) / 32, per_expert = round_up(rows, 128) * round_up(c, 4);
+      uint8_t *flat;
+      cuda_check(cudaMalloc(&flat, kExperts * per_expert), "malloc scales");
+      cuda_check(cudaMemset(flat, 121, kExperts * per_expert), "memset");
+      buffers.push_back(flat);
+      bytes += kExperts * per_expert;
+      static int64_t value_shapes[2][2], flat_shapes[2][1];
+      const int g = rows == 1536 ? 0 : 1;
+      value_shapes[g][0] = kExperts * rows;
+      value_shapes[g][1] = k;
+      flat_shapes[g][0] = kExperts * per_expert;
+      auto *data = new DLManagedTensorVersioned{};
+      auto *scales = new DLManagedTensorVersioned{};
+      data->dl_tensor = bytes_tensor(values, value_shapes[g], 2);
+      scales->dl_tensor = bytes_tensor(flat, flat_shapes[g], 1);
+      data->deleter = scales->deleter = [](DLManagedTensorVersioned *self) { delete self; };
+      mxfp8_grouped_desc desc = MXFP8_GROUPED_DESC_INIT;
+      desc.scale_layout = MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED;
+      desc.num_experts = kExperts;
+      desc.cols = k;
+      desc.uniform_rows = rows;
+      desc.data = data;
+      desc.scale_inv = scales;
+      mxfp8_grouped_tensor *grouped = nullptr;
+      mxfp8_check(mxfp8_grouped_tensor_create(&desc, &grouped), "grouped");
+      handles.push_back(grouped);
+      for (int e = 0; e < kExperts; ++e) {
+        mxfp8_tensor *t = nullptr;
+        mxfp8_check(mxfp8_grouped_expert(grouped, e, &t), "expert");
+        experts[set].push_back(t);
+        sizes[set].push_back(rows * c);
+        dst[set].push_back(bytes_tensor(bucket, &sizes[set].back(), 1));
+        dst[set].back().byte_offset = static_cast<uint64_t>(at);
+        at += rows * c;
+      }
+    }
+  }
+  std::vector<std::vector<DLTensor *>> dst_ptrs(kSets);
+  for (int set = 0; set < kSets; ++set)
+    for (auto &d : dst[set]) dst_ptrs[set].push_back(&d);
+  const double ms = median_ms_per_iteration(kSets, [&](int set) {
+    mxfp8_check(mxfp8_export_scales_batched(experts[set].data(), dst_ptrs[set].data(), experts[set].size(), nullptr),
+                "batched experts");
+  });
+  for (auto &set : experts)
+    for (auto *t : set) mxfp8_tensor_release(t);
+  for (auto *g : handles) mxfp8_grouped_tensor_release(g);
+  for (void *b : buffers) cudaFree(b);
+  cudaFree(values);
+  return MoeResult{2 * kExperts, bytes, ms, copy_ms(bytes)};
+}
+
 // Host wall-clock of one complete export of a tiny swizzled tensor (allocation, kernel, wait).
 double bench_tiny_us(double &unswizzle_us, double &floor_us) {
   const int64_t rows = 128, k = 128;
@@ -265,6 +348,9 @@ int main() {
   const ModelResult m = bench_model(layer, 80);
   std::printf("}, \"whole_model\": {\"tensors\": %d, \"bytes\": %lld, \"ms\": %.4f, \"copy_ms\": %.4f}", m.tensors,
               (long long)m.bytes, m.ms, m.copy_ms);
+  const MoeResult moe = bench_moe();
+  std::printf(", \"moe\": {\"experts\": %d, \"bytes\": %lld, \"ms\": %.4f, \"copy_ms\": %.4f}", moe.experts,
+              (long long)moe.bytes, moe.ms, moe.copy_ms);
   double unswizzle_us = 0, floor_us = 0;
   const double export_us = bench_tiny_us(unswizzle_us, floor_us);
   std::printf(", \"tiny\": {\"us\": %.2f, \"unswizzle_into_buffer_us\": %.2f, \"empty_kernel_and_sync_us\": %.2f}}\n",

@@ -2,6 +2,7 @@
 // export as views and every copy of CUDA memory fails with a clear status.
 #include "error.hpp"
 #include "scale_copy.hpp"
+#include "scale_source.hpp"
 
 namespace mxfp8::cuda {
 namespace {
@@ -18,6 +19,7 @@ DeviceScope::~DeviceScope() = default;
 void run_jobs(const ScaleJob *, size_t, void *) { no_cuda(); }
 void unswizzle(const uint8_t *, ByteMatrix, void *) { no_cuda(); }
 void swizzle(ByteMatrix, uint8_t *, void *) { no_cuda(); }
+BlockMismatch block_scales(const ScaleSource &, int, ByteMatrix, void *) { no_cuda(); }
 void copy_matrix(ByteMatrix, ByteMatrix, void *) { no_cuda(); }
 void *allocate(int64_t, void *) { no_cuda(); }
 void free_async(void *, void *) noexcept {}

@@ -8,6 +8,7 @@
 #include "error.hpp"
 #include "scale_copy.hpp"
 #include "shape.hpp"
+#include "grouped.hpp"
 #include "tensor.hpp"
 
 namespace mxfp8 {
@@ -19,7 +20,7 @@ struct LibraryTensor {
   DLManagedTensorVersioned managed{};
   std::vector<int64_t> shape;
   std::vector<int64_t> strides;
-  const mxfp8_tensor *keep_alive = nullptr;  // views: the source
+  KeepAlive owner{};                         // views: the source
   void *host_buffer = nullptr;               // host copies
   void *device_buffer = nullptr;             // CUDA copies, freed on `stream`
   void *stream = nullptr;
@@ -27,7 +28,7 @@ struct LibraryTensor {
 
 void delete_library_tensor(DLManagedTensorVersioned *self) {
   auto *t = static_cast<LibraryTensor *>(self->manager_ctx);
-  if (t->keep_alive) release(t->keep_alive);
+  if (t->owner.release) t->owner.release(t->owner.object);
   std::free(t->host_buffer);
   if (t->device_buffer) cuda::free_async(t->device_buffer, t->stream);
   delete t;
@@ -100,13 +101,28 @@ std::vector<int64_t> compact_strides(const std::vector<int64_t> &shape) {
   return strides;
 }
 
-ManagedPtr make_view(const mxfp8_tensor *owner, const DLTensor &base, DLDataType dtype,
-                     std::vector<int64_t> shape, std::vector<int64_t> strides, uint64_t flags) {
-  auto t = new_library_tensor(base.device, dtype, std::move(shape), std::move(strides), flags);
+KeepAlive keep_alive(const mxfp8_tensor *tensor) {
+  retain(tensor);
+  return KeepAlive{[](const void *o) noexcept { release(static_cast<const mxfp8_tensor *>(o)); }, tensor};
+}
+
+KeepAlive keep_alive(const mxfp8_grouped_tensor *grouped) {
+  retain(grouped);
+  return KeepAlive{[](const void *o) noexcept { release(static_cast<const mxfp8_grouped_tensor *>(o)); }, grouped};
+}
+
+ManagedPtr make_view(KeepAlive owner, const DLTensor &base, DLDataType dtype, std::vector<int64_t> shape,
+                     std::vector<int64_t> strides, uint64_t flags) {
+  std::unique_ptr<LibraryTensor> t;
+  try {
+    t = new_library_tensor(base.device, dtype, std::move(shape), std::move(strides), flags);
+  } catch (...) {
+    owner.release(owner.object);
+    throw;
+  }
   t->managed.dl_tensor.data = base.data;
   t->managed.dl_tensor.byte_offset = base.byte_offset;
-  retain(owner);
-  t->keep_alive = owner;
+  t->owner = owner;
   return ManagedPtr(&t.release()->managed);
 }
 

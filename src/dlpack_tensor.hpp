@@ -24,10 +24,18 @@ using ManagedPtr = std::unique_ptr<DLManagedTensorVersioned, ManagedDeleter>;
 // Row-major strides of `shape`.
 std::vector<int64_t> compact_strides(const std::vector<int64_t> &shape);
 
-// A view of `base`'s memory (same data pointer and byte_offset) with another dtype, shape or strides.
-// Holds a reference on `owner` until its deleter runs.
-ManagedPtr make_view(const mxfp8_tensor *owner, const DLTensor &base, DLDataType dtype,
-                     std::vector<int64_t> shape, std::vector<int64_t> strides, uint64_t flags);
+// What a view keeps alive: `release(object)` runs once, from the view's deleter.
+struct KeepAlive {
+  void (*release)(const void *object) noexcept;
+  const void *object;
+};
+KeepAlive keep_alive(const mxfp8_tensor *tensor);          // takes a reference on the tensor
+KeepAlive keep_alive(const mxfp8_grouped_tensor *grouped);  // takes a reference on the group
+
+// A view of `base`'s memory (same data pointer and byte_offset) with another dtype, shape or strides,
+// holding `owner` until its deleter runs.
+ManagedPtr make_view(KeepAlive owner, const DLTensor &base, DLDataType dtype, std::vector<int64_t> shape,
+                     std::vector<int64_t> strides, uint64_t flags);
 
 // A new contiguous tensor on `device`, flagged DLPACK_FLAG_BITMASK_IS_COPIED, from options.allocator
 // when it is set, else from malloc (host memory) or stream-ordered cudaMallocAsync on options.stream.

@@ -4,6 +4,7 @@
 
 #include "dlpack_tensor.hpp"
 #include "export_internal.hpp"
+#include "scale_source.hpp"
 #include "dltensor_checks.hpp"
 #include "error.hpp"
 #include "scale_copy.hpp"
@@ -25,6 +26,9 @@ mxfp8_export_options read_options(const mxfp8_export_options *given) {
              {{MXFP8_VALUES_FP8, "MXFP8_VALUES_FP8"}, {MXFP8_VALUES_UINT8, "MXFP8_VALUES_UINT8"}});
   check_enum(o.scales_dtype, "options.scales_dtype",
              {{MXFP8_SCALES_UINT8, "MXFP8_SCALES_UINT8"}, {MXFP8_SCALES_E8M0, "MXFP8_SCALES_E8M0"}});
+  check_enum(o.scales_granularity, "options.scales_granularity",
+             {{MXFP8_SCALES_PER_32, "MXFP8_SCALES_PER_32"}, {MXFP8_SCALES_PER_32X32, "MXFP8_SCALES_PER_32X32"}});
+  if (o.reserved2 != 0) fail(MXFP8_ERROR_INVALID_ARGUMENT, "options.reserved2 is ", o.reserved2, ", must be 0");
   check_enum(o.padded_scales, "options.padded_scales",
              {{MXFP8_PADDED_SCALES_COPY, "MXFP8_PADDED_SCALES_COPY"},
               {MXFP8_PADDED_SCALES_STRIDED_VIEW, "MXFP8_PADDED_SCALES_STRIDED_VIEW"}});
@@ -42,6 +46,13 @@ const Direction &require_direction(const mxfp8_tensor &t, mxfp8_direction direct
          " or describe the tensor with its ", row ? "rowwise" : "columnwise", " buffers");
   }
   return dir;
+}
+
+ScaleSource scale_source(const mxfp8_tensor &t, mxfp8_direction direction) {
+  const Direction &dir = t.directions[direction];
+  const bool swizzled = t.scale_layout == MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED;
+  return ScaleSource{swizzled ? byte_pointer(dir.scales->dl_tensor) : nullptr, direction == MXFP8_DIRECTION_COLUMNWISE,
+                     dir.row_major, dir.scale_rows, dir.scale_cols};
 }
 
 ScaleJob compact_scales_job(const mxfp8_tensor &t, mxfp8_direction direction, uint8_t *dst_data) {
@@ -66,7 +77,7 @@ ManagedPtr export_values(const mxfp8_tensor &t, const Direction &dir, const mxfp
   const DLManagedTensorVersioned &src = *dir.data;
   const uint8_t fp8_code = t.format == MXFP8_FORMAT_E4M3 ? kDLFloat8_e4m3fn : kDLFloat8_e5m2;
   const DLDataType dtype{o.values_dtype == MXFP8_VALUES_UINT8 ? uint8_t{kDLUInt} : fp8_code, 8, 1};
-  return make_view(&t, src.dl_tensor, dtype, t.shape, compact_strides(t.shape),
+  return make_view(keep_alive(&t), src.dl_tensor, dtype, t.shape, compact_strides(t.shape),
                    src.flags & DLPACK_FLAG_BITMASK_READ_ONLY);
 }
 
@@ -90,7 +101,35 @@ std::vector<int64_t> strided_rows(const std::vector<int64_t> &shape, int64_t row
   return strides;
 }
 
+// One scale per 32x32 block, (ceil(M/32), ceil(K/32)), checked against every stored scale of the block.
+ManagedPtr export_block_scales(const mxfp8_tensor &t, mxfp8_direction direction, const mxfp8_export_options &o) {
+  if (t.block != MXFP8_BLOCK_32X32)
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, "options.scales_granularity is MXFP8_SCALES_PER_32X32 but the tensor was "
+         "described with 1x32 blocks: set desc.block = MXFP8_BLOCK_32X32 for 2-D quantized weights");
+  const DLDataType dtype{o.scales_dtype == MXFP8_SCALES_E8M0 ? uint8_t{kDLFloat8_e8m0fnu} : uint8_t{kDLUInt}, 8, 1};
+  const std::vector<int64_t> shape{ceil_div(t.rows, kBlockSize), ceil_div(t.cols, kBlockSize)};
+  const Memory memory = memory_of(t.device, "scales");
+  std::unique_ptr<cuda::DeviceScope> device_scope;
+  if (memory == Memory::Cuda) device_scope = std::make_unique<cuda::DeviceScope>(t.device.device_id);
+  ManagedPtr out = allocate_copy(t.device, dtype, shape, o);
+  if (shape[0] == 0 || shape[1] == 0) return out;
+  const ByteMatrix dst{byte_pointer(out->dl_tensor), shape[0], shape[1], shape[1], 1};
+  const ScaleSource src = scale_source(t, direction);
+  const int axis = direction == MXFP8_DIRECTION_ROWWISE ? 0 : 1;
+  const BlockMismatch m = memory == Memory::Host ? block_scales_host(src, axis, dst)
+                                                 : cuda::block_scales(src, axis, dst, o.stream);
+  if (m.row >= 0) {
+    const int64_t r0 = axis == 0 ? m.row / kBlockSize * kBlockSize : m.row;
+    const int64_t c0 = axis == 0 ? m.col : m.col / kBlockSize * kBlockSize;
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, "the 32x32 block scales disagree: ", direction == MXFP8_DIRECTION_ROWWISE ? "rowwise" : "columnwise",
+         " scale (", m.row, ", ", m.col, ") differs from scale (", r0, ", ", c0, "), the first of its 32-",
+         axis == 0 ? "row" : "column", " block; is this tensor really 2-D quantized?");
+  }
+  return out;
+}
+
 ManagedPtr export_scales(const mxfp8_tensor &t, mxfp8_direction direction, const mxfp8_export_options &o) {
+  if (o.scales_granularity == MXFP8_SCALES_PER_32X32) return export_block_scales(t, direction, o);
   const Direction &dir = t.directions[direction];
   const DLManagedTensorVersioned &src = *dir.scales;
   const DLDataType dtype{o.scales_dtype == MXFP8_SCALES_E8M0 ? uint8_t{kDLFloat8_e8m0fnu} : uint8_t{kDLUInt}, 8, 1};
@@ -103,7 +142,7 @@ ManagedPtr export_scales(const mxfp8_tensor &t, mxfp8_direction direction, const
     std::vector<int64_t> strides = strided_rows(shape, dir.scale_rows <= 1 ? dir.scale_cols : in.row_stride);
     DLTensor base = src.dl_tensor;
     base.byte_offset = static_cast<uint64_t>(in.data - static_cast<uint8_t *>(base.data));
-    return make_view(&t, base, dtype, std::move(shape), std::move(strides),
+    return make_view(keep_alive(&t), base, dtype, std::move(shape), std::move(strides),
                      src.flags & DLPACK_FLAG_BITMASK_READ_ONLY);
   }
 

@@ -14,6 +14,9 @@ extern "C" MXFP8_API mxfp8_status mxfp8_export_scales_batched(const mxfp8_tensor
                                                               const mxfp8_export_options *options) {
   return guarded([&] {
     const mxfp8_export_options o = read_options(options);
+    if (o.scales_granularity != MXFP8_SCALES_PER_32)
+      fail(MXFP8_ERROR_INVALID_ARGUMENT, "mxfp8_export_scales_batched exports the stored per-32 scales: "
+           "options.scales_granularity must be MXFP8_SCALES_PER_32");
     if (count == 0) return;
     if (!tensors) fail(MXFP8_ERROR_INVALID_ARGUMENT, "tensors is NULL");
     if (!destinations) fail(MXFP8_ERROR_INVALID_ARGUMENT, "destinations is NULL");

@@ -4,6 +4,7 @@
 
 #include "mxfp8/mxfp8.h"
 #include "scale_copy.hpp"
+#include "scale_source.hpp"
 #include "tensor.hpp"
 
 namespace mxfp8 {
@@ -11,6 +12,8 @@ namespace mxfp8 {
 mxfp8_export_options read_options(const mxfp8_export_options *given);
 // Fails with MXFP8_ERROR_MISSING_DATA when the tensor has no data for `direction`.
 const Direction &require_direction(const mxfp8_tensor &t, mxfp8_direction direction);
+// Where the stored scales of `direction` are.
+ScaleSource scale_source(const mxfp8_tensor &t, mxfp8_direction direction);
 // The job writing the compact R x C scales of `direction` to dst_data (row-major, row stride C).
 ScaleJob compact_scales_job(const mxfp8_tensor &t, mxfp8_direction direction, uint8_t *dst_data);
 void run_jobs_host(const ScaleJob *jobs, size_t count);

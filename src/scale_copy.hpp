@@ -3,6 +3,7 @@
 // move bytes.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 namespace mxfp8 {

@@ -101,74 +101,80 @@ void release(const mxfp8_tensor *tensor) noexcept {
   delete tensor;
 }
 
+std::unique_ptr<mxfp8_tensor> create_tensor(const mxfp8_tensor_desc &desc_in) {
+  const mxfp8_tensor_desc defaults = MXFP8_TENSOR_DESC_INIT;
+  const mxfp8_tensor_desc desc =
+      read_sized_struct(&desc_in, defaults, kDescV1Size, "mxfp8_tensor_desc", "MXFP8_TENSOR_DESC_INIT");
+  check_enum(desc.format, "desc.format",
+             {{MXFP8_FORMAT_E4M3, "MXFP8_FORMAT_E4M3"}, {MXFP8_FORMAT_E5M2, "MXFP8_FORMAT_E5M2"}});
+  check_enum(desc.scale_layout, "desc.scale_layout",
+             {{MXFP8_SCALE_LAYOUT_ROW_MAJOR, "MXFP8_SCALE_LAYOUT_ROW_MAJOR"},
+              {MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED, "MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED"}});
+  check_enum(desc.block, "desc.block", {{MXFP8_BLOCK_1X32, "MXFP8_BLOCK_1X32"}, {MXFP8_BLOCK_32X32, "MXFP8_BLOCK_32X32"}});
+  if (desc.reserved != 0) fail(MXFP8_ERROR_INVALID_ARGUMENT, "desc.reserved is ", desc.reserved, ", must be 0");
+
+  DLManagedTensorVersioned *const given[2][2] = {{desc.rowwise_data, desc.rowwise_scale_inv},
+                                                 {desc.columnwise_data, desc.columnwise_scale_inv}};
+  const DLTensor *first_data = nullptr;
+  const char *first_name = nullptr;
+  for (int d = 0; d < 2; ++d) {
+    if (!given[d][0] != !given[d][1])
+      fail(MXFP8_ERROR_INVALID_ARGUMENT, given[d][0] ? kDataNames[d] : kScaleNames[d], " is given without ",
+           given[d][0] ? kScaleNames[d] : kDataNames[d], ": a direction needs both its data and its scales");
+    if (given[d][0] && !first_data) {
+      first_data = &given[d][0]->dl_tensor;
+      first_name = kDataNames[d];
+    }
+  }
+  if (!first_data) fail(MXFP8_ERROR_MISSING_DATA, "desc has neither rowwise nor columnwise data: nothing to describe");
+  const DLManagedTensorVersioned *all[4] = {given[0][0], given[0][1], given[1][0], given[1][1]};
+  for (int i = 0; i < 4; ++i)
+    for (int j = i + 1; j < 4; ++j)
+      if (all[i] && all[i] == all[j])
+        fail(MXFP8_ERROR_INVALID_ARGUMENT, "the same DLManagedTensorVersioned is passed twice: each field "
+             "needs its own, since each one's deleter runs once");
+
+  auto tensor = std::make_unique<mxfp8_tensor>();
+  tensor->format = static_cast<mxfp8_format>(desc.format);
+  tensor->scale_layout = static_cast<mxfp8_scale_layout>(desc.scale_layout);
+  tensor->block = static_cast<mxfp8_block>(desc.block);
+  tensor->shape = logical_shape(desc, *first_data, first_name);
+  if (tensor->shape.empty())
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, "the logical shape is 0-dimensional: an MXFP8 tensor needs a last dimension K");
+  tensor->cols = tensor->shape.back();
+  tensor->rows = product(tensor->shape, 0, tensor->shape.size() - 1, "the number of rows");
+  checked_mul(tensor->rows, tensor->cols, "the number of elements");
+  tensor->device = first_data->device;
+  memory_of(tensor->device, first_name);
+
+  for (int d = 0; d < 2; ++d) {
+    if (!given[d][0]) continue;
+    Direction &dir = tensor->directions[d];
+    const DLTensor &data = given[d][0]->dl_tensor, &scales = given[d][1]->dl_tensor;
+    for (const auto &[t, name] : {std::pair{&data, kDataNames[d]}, std::pair{&scales, kScaleNames[d]}})
+      if (!same_device(t->device, tensor->device))
+        fail(MXFP8_ERROR_INVALID_ARGUMENT, name, " is on ", format_device(t->device), " but ", first_name, " is on ",
+             format_device(tensor->device), ": all buffers must share one device");
+    check_data(data, kDataNames[d], tensor->shape, tensor->format);
+    const bool columnwise = d == MXFP8_DIRECTION_COLUMNWISE;
+    dir.scale_rows = columnwise ? ceil_div(tensor->rows, kBlockSize) : tensor->rows;
+    dir.scale_cols = columnwise ? tensor->cols : ceil_div(tensor->cols, kBlockSize);
+    check_scales(scales, kScaleNames[d], tensor->scale_layout, dir, columnwise);
+    dir.data = given[d][0];
+    dir.scales = given[d][1];
+  }
+  return tensor;
+}
+
 }  // namespace mxfp8
 
 using namespace mxfp8;
 
-extern "C" MXFP8_API mxfp8_status mxfp8_tensor_create(const mxfp8_tensor_desc *desc_in, mxfp8_tensor **out) {
+extern "C" MXFP8_API mxfp8_status mxfp8_tensor_create(const mxfp8_tensor_desc *desc, mxfp8_tensor **out) {
   return guarded([&] {
-    if (!desc_in) fail(MXFP8_ERROR_INVALID_ARGUMENT, "desc is NULL");
+    if (!desc) fail(MXFP8_ERROR_INVALID_ARGUMENT, "desc is NULL");
     if (!out) fail(MXFP8_ERROR_INVALID_ARGUMENT, "out is NULL");
-    const mxfp8_tensor_desc defaults = MXFP8_TENSOR_DESC_INIT;
-    const mxfp8_tensor_desc desc =
-        read_sized_struct(desc_in, defaults, kDescV1Size, "mxfp8_tensor_desc", "MXFP8_TENSOR_DESC_INIT");
-    check_enum(desc.format, "desc.format",
-               {{MXFP8_FORMAT_E4M3, "MXFP8_FORMAT_E4M3"}, {MXFP8_FORMAT_E5M2, "MXFP8_FORMAT_E5M2"}});
-    check_enum(desc.scale_layout, "desc.scale_layout",
-               {{MXFP8_SCALE_LAYOUT_ROW_MAJOR, "MXFP8_SCALE_LAYOUT_ROW_MAJOR"},
-                {MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED, "MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED"}});
-
-    DLManagedTensorVersioned *const given[2][2] = {{desc.rowwise_data, desc.rowwise_scale_inv},
-                                                   {desc.columnwise_data, desc.columnwise_scale_inv}};
-    const DLTensor *first_data = nullptr;
-    const char *first_name = nullptr;
-    for (int d = 0; d < 2; ++d) {
-      if (!given[d][0] != !given[d][1])
-        fail(MXFP8_ERROR_INVALID_ARGUMENT, given[d][0] ? kDataNames[d] : kScaleNames[d], " is given without ",
-             given[d][0] ? kScaleNames[d] : kDataNames[d], ": a direction needs both its data and its scales");
-      if (given[d][0] && !first_data) {
-        first_data = &given[d][0]->dl_tensor;
-        first_name = kDataNames[d];
-      }
-    }
-    if (!first_data)
-      fail(MXFP8_ERROR_MISSING_DATA, "desc has neither rowwise nor columnwise data: nothing to describe");
-    const DLManagedTensorVersioned *all[4] = {given[0][0], given[0][1], given[1][0], given[1][1]};
-    for (int i = 0; i < 4; ++i)
-      for (int j = i + 1; j < 4; ++j)
-        if (all[i] && all[i] == all[j])
-          fail(MXFP8_ERROR_INVALID_ARGUMENT, "the same DLManagedTensorVersioned is passed twice: each field "
-               "needs its own, since each one's deleter runs once");
-
-    auto tensor = std::make_unique<mxfp8_tensor>();
-    tensor->format = static_cast<mxfp8_format>(desc.format);
-    tensor->scale_layout = static_cast<mxfp8_scale_layout>(desc.scale_layout);
-    tensor->shape = logical_shape(desc, *first_data, first_name);
-    if (tensor->shape.empty())
-      fail(MXFP8_ERROR_INVALID_ARGUMENT, "the logical shape is 0-dimensional: an MXFP8 tensor needs a last dimension K");
-    tensor->cols = tensor->shape.back();
-    tensor->rows = product(tensor->shape, 0, tensor->shape.size() - 1, "the number of rows");
-    checked_mul(tensor->rows, tensor->cols, "the number of elements");
-    tensor->device = first_data->device;
-    memory_of(tensor->device, first_name);
-
-    for (int d = 0; d < 2; ++d) {
-      if (!given[d][0]) continue;
-      Direction &dir = tensor->directions[d];
-      const DLTensor &data = given[d][0]->dl_tensor, &scales = given[d][1]->dl_tensor;
-      for (const auto &[t, name] : {std::pair{&data, kDataNames[d]}, std::pair{&scales, kScaleNames[d]}})
-        if (!same_device(t->device, tensor->device))
-          fail(MXFP8_ERROR_INVALID_ARGUMENT, name, " is on ", format_device(t->device), " but ", first_name,
-               " is on ", format_device(tensor->device), ": all buffers must share one device");
-      check_data(data, kDataNames[d], tensor->shape, tensor->format);
-      const bool columnwise = d == MXFP8_DIRECTION_COLUMNWISE;
-      dir.scale_rows = columnwise ? ceil_div(tensor->rows, kBlockSize) : tensor->rows;
-      dir.scale_cols = columnwise ? tensor->cols : ceil_div(tensor->cols, kBlockSize);
-      check_scales(scales, kScaleNames[d], tensor->scale_layout, dir, columnwise);
-      dir.data = given[d][0];
-      dir.scales = given[d][1];
-    }
-    *out = tensor.release();
+    *out = create_tensor(*desc).release();
   });
 }
 

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <atomic>
+#include <memory>
 #include <cstdint>
 #include <vector>
 
@@ -30,6 +31,7 @@ struct mxfp8_tensor {
   mutable std::atomic<int64_t> references{1};
   mxfp8_format format = MXFP8_FORMAT_E4M3;
   mxfp8_scale_layout scale_layout = MXFP8_SCALE_LAYOUT_ROW_MAJOR;
+  mxfp8_block block = MXFP8_BLOCK_1X32;
   std::vector<int64_t> shape;  // (*lead, K)
   int64_t rows = 0;            // M = prod(lead)
   int64_t cols = 0;            // K
@@ -40,4 +42,6 @@ struct mxfp8_tensor {
 namespace mxfp8 {
 void retain(const mxfp8_tensor *tensor) noexcept;
 void release(const mxfp8_tensor *tensor) noexcept;
+// Validates a description into a tensor (what mxfp8_tensor_create does); takes nothing on failure.
+std::unique_ptr<mxfp8_tensor> create_tensor(const mxfp8_tensor_desc &desc);
 }  // namespace mxfp8

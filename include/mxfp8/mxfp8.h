@@ -142,6 +142,14 @@ typedef enum mxfp8_direction {
   MXFP8_DIRECTION_COLUMNWISE = 1 /* values scaled along rows: scales (ceil(M/32), K) */
 } mxfp8_direction;
 
+/* How many values share one scale. */
+typedef enum mxfp8_block {
+  MXFP8_BLOCK_1X32 = 0, /* one scale per 32 consecutive values (along K rowwise, along rows columnwise) */
+  /* Transformer Engine's 2-D weight quantization: one scale per 32 x 32 block, stored as 1x32 scales in
+   * which every row (rowwise) or column (columnwise) of a 32-wide block repeats the block's scale. */
+  MXFP8_BLOCK_32X32 = 1
+} mxfp8_block;
+
 /* Everything that says what an MXFP8 tensor is and where its bytes are. Start from
  * MXFP8_TENSOR_DESC_INIT.
  *
@@ -167,12 +175,15 @@ typedef struct mxfp8_tensor_desc {
   DLManagedTensorVersioned *rowwise_scale_inv;
   DLManagedTensorVersioned *columnwise_data;
   DLManagedTensorVersioned *columnwise_scale_inv;
+  /* Added in 0.1 after the fields above (older callers' smaller struct_size means 1x32). */
+  int32_t block;        /* mxfp8_block */
+  uint32_t reserved;    /* must be 0 */
 } mxfp8_tensor_desc;
 
 #define MXFP8_TENSOR_DESC_INIT                                                                  \
   {                                                                                              \
     (uint32_t) sizeof(mxfp8_tensor_desc), MXFP8_FORMAT_E4M3, MXFP8_SCALE_LAYOUT_ROW_MAJOR, 0, NULL, \
-        NULL, NULL, NULL, NULL                                                                   \
+        NULL, NULL, NULL, NULL, MXFP8_BLOCK_1X32, 0u                                             \
   }
 
 /* An immutable, reference-counted handle on a validated MXFP8 tensor. Thread-safe: any number of
@@ -211,6 +222,16 @@ typedef enum mxfp8_padded_scales {
   MXFP8_PADDED_SCALES_STRIDED_VIEW = 1 /* a zero-copy view whose row stride is C' */
 } mxfp8_padded_scales;
 
+/* Which scales an export returns. */
+typedef enum mxfp8_scales_granularity {
+  MXFP8_SCALES_PER_32 = 0, /* the stored 1x32 scales: (*lead, ceil(K/32)) rowwise, (ceil(M/32), K) columnwise */
+  /* One scale per 32 x 32 block, (ceil(M/32), ceil(K/32)), for a tensor described as MXFP8_BLOCK_32X32.
+   * Always a copy. The export checks that each block's rows (rowwise) or columns (columnwise) agree and
+   * fails with MXFP8_ERROR_INVALID_ARGUMENT, naming the first disagreement, when they do not. For CUDA
+   * memory this check makes the call wait for `stream` (cudaStreamSynchronize). */
+  MXFP8_SCALES_PER_32X32 = 1
+} mxfp8_scales_granularity;
+
 /* Options of mxfp8_export_components. Start from MXFP8_EXPORT_OPTIONS_INIT; NULL options mean the
  * defaults it sets. */
 typedef struct mxfp8_export_options {
@@ -237,12 +258,15 @@ typedef struct mxfp8_export_options {
    * before the deleter's free on `stream` (make `stream` wait for it, or synchronize first). */
   int (*allocator)(DLTensor *prototype, DLManagedTensorVersioned **out, void *error_ctx,
                    void (*set_error)(void *error_ctx, const char *kind, const char *message));
+  /* Added in 0.1 after the fields above (older callers' smaller struct_size means per 32). */
+  int32_t scales_granularity; /* mxfp8_scales_granularity */
+  uint32_t reserved2;         /* must be 0 */
 } mxfp8_export_options;
 
 #define MXFP8_EXPORT_OPTIONS_INIT                                                        \
   {                                                                                       \
     (uint32_t) sizeof(mxfp8_export_options), MXFP8_DIRECTION_ROWWISE, MXFP8_VALUES_FP8,   \
-        MXFP8_SCALES_UINT8, MXFP8_PADDED_SCALES_COPY, 0u, NULL, NULL                      \
+        MXFP8_SCALES_UINT8, MXFP8_PADDED_SCALES_COPY, 0u, NULL, NULL, MXFP8_SCALES_PER_32, 0u \
   }
 
 /* Exports one direction of `tensor` as two DLPack tensors:
@@ -286,6 +310,71 @@ MXFP8_API mxfp8_status mxfp8_export_components(const mxfp8_tensor *tensor,
 MXFP8_API mxfp8_status mxfp8_export_scales_batched(const mxfp8_tensor *const *tensors,
                                                    DLTensor *const *destinations, size_t count,
                                                    const mxfp8_export_options *options);
+
+/* ====================================================================================================
+ * Grouped MoE experts: E experts in one flat values buffer and one flat scale buffer
+ * ==================================================================================================== */
+
+/* How the experts' scales sit in the flat scale buffer. */
+typedef enum mxfp8_grouped_scales {
+  /* Each expert's scale matrix takes Transformer Engine's per-tensor allocation,
+   * roundup(rows_e, 128) x roundup(ceil(K/32), 4), row-major or GEMM-swizzled as `scale_layout` says. */
+  MXFP8_GROUPED_SCALES_PADDED = 0,
+  /* Each expert's rows_e x ceil(K/32) scales, row-major with no padding (row-major layout only). */
+  MXFP8_GROUPED_SCALES_COMPACT = 1
+} mxfp8_grouped_scales;
+
+/* E experts (rowwise data) of shapes (rows_e, K), stored back to back: expert e's values start at row
+ * sum(rows_0..rows_{e-1}) of `data`. Start from MXFP8_GROUPED_DESC_INIT. */
+typedef struct mxfp8_grouped_desc {
+  uint32_t struct_size;        /* sizeof(mxfp8_grouped_desc) */
+  int32_t format;              /* mxfp8_format */
+  int32_t scale_layout;        /* mxfp8_scale_layout of every expert's scales */
+  int32_t scales;              /* mxfp8_grouped_scales */
+  int32_t num_experts;         /* E >= 1 */
+  uint32_t reserved;           /* must be 0 */
+  int64_t cols;                /* K, shared by all experts */
+  int64_t uniform_rows;        /* rows of every expert, when expert_rows is NULL */
+  const int64_t *expert_rows;  /* E row counts (may differ, may be 0), copied; or NULL */
+  /* E offsets, in bytes, of each expert's scales inside scale_inv (copied); NULL: back to back in
+   * expert order, each taking the size `scales` says. */
+  const int64_t *scale_offsets;
+  /* Values: uint8 or the float8 of `format`, contiguous, sum(rows_e) * K elements (any shape, e.g.
+   * (sum rows, K) or (E, N, K)). Scales: uint8 or e8m0, contiguous, large enough for every expert.
+   * Same ownership rules as mxfp8_tensor_desc: taken on success, deleters run once at the end. */
+  DLManagedTensorVersioned *data;
+  DLManagedTensorVersioned *scale_inv;
+} mxfp8_grouped_desc;
+
+#define MXFP8_GROUPED_DESC_INIT                                                                 \
+  {                                                                                              \
+    (uint32_t) sizeof(mxfp8_grouped_desc), MXFP8_FORMAT_E4M3, MXFP8_SCALE_LAYOUT_ROW_MAJOR,     \
+        MXFP8_GROUPED_SCALES_PADDED, 0, 0u, 0, 0, NULL, NULL, NULL, NULL                        \
+  }
+
+/* An immutable, reference-counted handle on validated grouped experts. Thread-safe like mxfp8_tensor. */
+typedef struct mxfp8_grouped_tensor mxfp8_grouped_tensor;
+
+/* Validates `desc` (every expert's region inside both buffers) and wraps it in a handle. */
+MXFP8_API mxfp8_status mxfp8_grouped_tensor_create(const mxfp8_grouped_desc *desc, mxfp8_grouped_tensor **out);
+
+/* Drops the caller's reference; expert handles and views hold their own. NULL is fine. Cannot fail. */
+MXFP8_API void mxfp8_grouped_tensor_release(mxfp8_grouped_tensor *grouped);
+
+/* A new mxfp8_tensor for expert `expert` (0 <= expert < E), viewing the flat buffers: export it with
+ * mxfp8_export_components, or many at once into one buffer with mxfp8_export_scales_batched (one launch
+ * for all experts). Release it with mxfp8_tensor_release. */
+MXFP8_API mxfp8_status mxfp8_grouped_expert(const mxfp8_grouped_tensor *grouped, int32_t expert,
+                                            mxfp8_tensor **out);
+
+/* The experts stacked, the shape vLLM's MoE layers load: values [E, N, K] (a view) and scales
+ * [E, N, ceil(K/32)] (a view when the scales are compact and back to back, else one copy made by one
+ * launch for all experts). Needs experts of one row count N. Options as mxfp8_export_components
+ * (rowwise; per-32 granularity). */
+MXFP8_API mxfp8_status mxfp8_grouped_export_stacked(const mxfp8_grouped_tensor *grouped,
+                                                    const mxfp8_export_options *options,
+                                                    DLManagedTensorVersioned **values,
+                                                    DLManagedTensorVersioned **scales);
 
 /* ====================================================================================================
  * Low level: one scale matrix between caller-owned buffers

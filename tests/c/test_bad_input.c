@@ -112,6 +112,8 @@ static void swizzled_not_contiguous(create_fixture *f) {
 }
 static void device_mismatch(create_fixture *f) { S(f)->device.device_type = kDLCUDA; }
 static void device_id_mismatch(create_fixture *f) { S(f)->device.device_id = 1; }
+static void block_unknown(create_fixture *f) { f->desc.block = 2; }
+static void desc_reserved(create_fixture *f) { f->desc.reserved = 5; }
 static void device_unsupported(create_fixture *f) {
   D(f)->device.device_type = kDLVulkan; S(f)->device.device_type = kDLVulkan;
 }
@@ -157,6 +159,8 @@ static const create_case kCreateCases[] = {
     {"scales on another device type", device_mismatch, MXFP8_ERROR_INVALID_ARGUMENT, "is on cuda:0 but rowwise_data is on cpu:0"},
     {"scales on another device id", device_id_mismatch, MXFP8_ERROR_INVALID_ARGUMENT, "is on cpu:1"},
     {"unsupported device type", device_unsupported, MXFP8_ERROR_UNSUPPORTED, "device type 7:0 is not supported"},
+    {"block shape unknown", block_unknown, MXFP8_ERROR_INVALID_ARGUMENT, "desc.block is 2"},
+    {"reserved field set", desc_reserved, MXFP8_ERROR_INVALID_ARGUMENT, "desc.reserved is 5"},
 };
 
 static void setup_create(create_fixture *f) {
@@ -211,8 +215,9 @@ typedef struct {
   const char *message;
 } export_case;
 
-#define OPTS(size, dir, vd, sd, pad, res) \
-  { (uint32_t)(size), dir, vd, sd, pad, res, NULL, NULL }
+#define OPTS_ALL(size, dir, vd, sd, pad, res, granularity, res2) \
+  { (uint32_t)(size), dir, vd, sd, pad, res, NULL, NULL, granularity, res2 }
+#define OPTS(size, dir, vd, sd, pad, res) OPTS_ALL(size, dir, vd, sd, pad, res, MXFP8_SCALES_PER_32, 0u)
 #define GOOD_SIZE sizeof(mxfp8_export_options)
 static const export_case kExportCases[] = {
     {"tensor is NULL", 1, 0, 0, OPTS(GOOD_SIZE, 0, 0, 0, 0, 0), 0, MXFP8_ERROR_INVALID_ARGUMENT, "tensor is NULL"},
@@ -224,6 +229,9 @@ static const export_case kExportCases[] = {
     {"padded_scales unknown", 0, 0, 0, OPTS(GOOD_SIZE, 0, 0, 0, 3, 0), 1, MXFP8_ERROR_INVALID_ARGUMENT, "options.padded_scales is 3"},
     {"reserved not zero", 0, 0, 0, OPTS(GOOD_SIZE, 0, 0, 0, 0, 1), 1, MXFP8_ERROR_INVALID_ARGUMENT, "options.reserved is 1"},
     {"direction without data", 0, 0, 0, OPTS(GOOD_SIZE, 1, 0, 0, 0, 0), 1, MXFP8_ERROR_MISSING_DATA, "no columnwise data"},
+    {"scales_granularity unknown", 0, 0, 0, OPTS_ALL(GOOD_SIZE, 0, 0, 0, 0, 0, 2, 0), 1, MXFP8_ERROR_INVALID_ARGUMENT, "options.scales_granularity is 2"},
+    {"reserved2 not zero", 0, 0, 0, OPTS_ALL(GOOD_SIZE, 0, 0, 0, 0, 0, 0, 3), 1, MXFP8_ERROR_INVALID_ARGUMENT, "options.reserved2 is 3"},
+    {"32x32 scales of a tensor described as 1x32", 0, 0, 0, OPTS_ALL(GOOD_SIZE, 0, 0, 0, 0, 0, 1, 0), 1, MXFP8_ERROR_INVALID_ARGUMENT, "described with 1x32 blocks"},
 };
 
 static void test_bad_export_input(void **state) {

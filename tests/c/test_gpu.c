@@ -388,6 +388,124 @@ static void test_large_batch_takes_the_wide_chunk_path_correctly(void **state) {
   free(swz_host);
 }
 
+/* Host tensor -> same tensor in device memory (its deleters count on the GPU copies). */
+static mxfp8_tensor *to_gpu(const test_tensor *data, const test_tensor *scales, const mxfp8_tensor_desc *host_desc,
+                            int columnwise, gpu_tensor **gd, gpu_tensor **gs) {
+  *gd = upload(data, 0);
+  *gs = upload(scales, 0);
+  mxfp8_tensor_desc desc = *host_desc;
+  desc.rowwise_data = desc.rowwise_scale_inv = desc.columnwise_data = desc.columnwise_scale_inv = NULL;
+  if (columnwise) {
+    desc.columnwise_data = &(*gd)->managed;
+    desc.columnwise_scale_inv = &(*gs)->managed;
+  } else {
+    desc.rowwise_data = &(*gd)->managed;
+    desc.rowwise_scale_inv = &(*gs)->managed;
+  }
+  mxfp8_tensor *t = NULL;
+  EXPECT(mxfp8_tensor_create(&desc, &t) == MXFP8_OK, "create: %s", mxfp8_last_error());
+  return t;
+}
+
+static void test_gpu_block_scales_equal_host_and_report_the_same_disagreement(void **state) {
+  (void)state;
+  REQUIRE_GPU();
+  uint64_t rng = 77;
+  for (int columnwise = 0; columnwise < 2; ++columnwise)
+    for (int swizzled = 0; swizzled < 2; ++swizzled) {
+      const int64_t rows = 257, k = 300, mb = ref_ceil_div(rows, 32), cb = ref_ceil_div(k, 32);
+      const int64_t r = columnwise ? mb : rows, c = columnwise ? k : cb;
+      const int64_t shape[2] = {rows, k};
+      const int64_t bshape[2] = {columnwise ? ref_round_up(r, 4) : ref_round_up(r, 128),
+                                 columnwise ? ref_round_up(c, 128) : ref_round_up(c, 4)};
+      test_tensor *data = test_tensor_new(2, shape, kDLUInt, 1), *buf = test_tensor_new(2, bshape, kDLUInt, 1);
+      uint8_t b[9 * 10];
+      fill_random_scales(b, sizeof b, &rng);
+      for (int64_t y = 0; y < r; ++y)
+        for (int64_t x = 0; x < c; ++x) {
+          size_t at = (size_t)(y * bshape[1] + x);
+          if (swizzled) at = columnwise ? ref_swizzled_index(x, y, ref_round_up(r, 4)) : ref_swizzled_index(y, x, ref_round_up(c, 4));
+          buf->buffer[at] = columnwise ? b[y * cb + x / 32] : b[(y / 32) * cb + x];
+        }
+      mxfp8_tensor_desc desc = MXFP8_TENSOR_DESC_INIT;
+      desc.block = MXFP8_BLOCK_32X32;
+      desc.scale_layout = swizzled ? MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED : MXFP8_SCALE_LAYOUT_ROW_MAJOR;
+      gpu_tensor *gd, *gs;
+      mxfp8_tensor *t = to_gpu(data, buf, &desc, columnwise, &gd, &gs);
+      mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
+      o.direction = columnwise;
+      o.scales_granularity = MXFP8_SCALES_PER_32X32;
+      o.allocator = poisoned_device_allocator;
+      DLManagedTensorVersioned *scales = NULL;
+      EXPECT(mxfp8_export_components(t, &o, NULL, &scales) == MXFP8_OK, "col %d swz %d: %s", columnwise, swizzled,
+             mxfp8_last_error());
+      uint8_t *got = download(&scales->dl_tensor, (size_t)(mb * cb));
+      EXPECT(memcmp(got, b, (size_t)(mb * cb)) == 0, "col %d swz %d: block scales differ", columnwise, swizzled);
+      release_managed(scales);
+      free(got);
+      mxfp8_tensor_release(t);
+      gpu_tensor_free(gd);
+      gpu_tensor_free(gs);
+      /* one stored scale breaks its block: the GPU names the same scale as the host */
+      const int64_t y = columnwise ? 3 : 70, x = columnwise ? 101 : 5;
+      size_t at = (size_t)(y * bshape[1] + x);
+      if (swizzled) at = columnwise ? ref_swizzled_index(x, y, ref_round_up(r, 4)) : ref_swizzled_index(y, x, ref_round_up(c, 4));
+      buf->buffer[at] ^= 1;
+      t = to_gpu(data, buf, &desc, columnwise, &gd, &gs);
+      EXPECT(mxfp8_export_components(t, &o, NULL, &scales) == MXFP8_ERROR_INVALID_ARGUMENT, "disagreement accepted");
+      char wanted[64];
+      snprintf(wanted, sizeof wanted, "scale (%lld, %lld) differs", (long long)y, (long long)x);
+      assert_last_error_contains(wanted);
+      mxfp8_tensor_release(t);
+      gpu_tensor_free(gd);
+      gpu_tensor_free(gs);
+      test_tensor_free(data);
+      test_tensor_free(buf);
+    }
+}
+
+static void test_gpu_grouped_stacked_equals_reference(void **state) {
+  (void)state;
+  REQUIRE_GPU();
+  enum { E = 16 };
+  const int64_t n = 300, k = 200, c = 7, rp = 384, cp = 8;
+  uint64_t rng = 78;
+  const int64_t vshape[2] = {E * n, k}, sshape[1] = {E * rp * cp};
+  test_tensor *data = test_tensor_new(2, vshape, kDLUInt, 1), *flat = test_tensor_new(1, sshape, kDLUInt, 1);
+  uint8_t *s = malloc((size_t)(E * n * c));
+  fill_random_scales(s, (size_t)(E * n * c), &rng);
+  for (int e = 0; e < E; ++e)
+    for (int64_t y = 0; y < n; ++y)
+      for (int64_t x = 0; x < c; ++x) flat->buffer[e * rp * cp + (int64_t)ref_swizzled_index(y, x, cp)] = s[(e * n + y) * c + x];
+  gpu_tensor *gd = upload(data, 0), *gs = upload(flat, 0);
+  mxfp8_grouped_desc desc = MXFP8_GROUPED_DESC_INIT;
+  desc.scale_layout = MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED;
+  desc.num_experts = E;
+  desc.cols = k;
+  desc.uniform_rows = n;
+  desc.data = &gd->managed;
+  desc.scale_inv = &gs->managed;
+  mxfp8_grouped_tensor *g = NULL;
+  EXPECT(mxfp8_grouped_tensor_create(&desc, &g) == MXFP8_OK, "grouped: %s", mxfp8_last_error());
+  mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
+  o.allocator = poisoned_device_allocator;
+  DLManagedTensorVersioned *values = NULL, *scales = NULL;
+  EXPECT(mxfp8_grouped_export_stacked(g, &o, &values, &scales) == MXFP8_OK, "stacked: %s", mxfp8_last_error());
+  EXPECT(values->dl_tensor.data == gd->device_alloc && values->dl_tensor.shape[0] == E, "values [E, N, K] view");
+  uint8_t *got = download(&scales->dl_tensor, (size_t)(E * n * c));
+  EXPECT(memcmp(got, s, (size_t)(E * n * c)) == 0, "stacked scales differ");
+  release_managed(values);
+  release_managed(scales);
+  mxfp8_grouped_tensor_release(g);
+  EXPECT(gd->deleter_calls == 1 && gs->deleter_calls == 1, "grouped deleters");
+  free(got);
+  free(s);
+  gpu_tensor_free(gd);
+  gpu_tensor_free(gs);
+  test_tensor_free(data);
+  test_tensor_free(flat);
+}
+
 static void test_gpu_swizzle_pair_matches_formula(void **state) {
   (void)state;
   REQUIRE_GPU();
@@ -435,6 +553,8 @@ static void test_gpu_export_equals_host_export_and_reference(void **state) { (vo
 static void test_export_runs_on_the_given_stream_after_an_event_wait(void **state) { (void)state; REQUIRE_GPU(); }
 static void test_batched_export_equals_one_by_one(void **state) { (void)state; REQUIRE_GPU(); }
 static void test_large_batch_takes_the_wide_chunk_path_correctly(void **state) { (void)state; REQUIRE_GPU(); }
+static void test_gpu_block_scales_equal_host_and_report_the_same_disagreement(void **state) { (void)state; REQUIRE_GPU(); }
+static void test_gpu_grouped_stacked_equals_reference(void **state) { (void)state; REQUIRE_GPU(); }
 static void test_gpu_swizzle_pair_matches_formula(void **state) { (void)state; REQUIRE_GPU(); }
 #endif
 
@@ -444,6 +564,8 @@ int main(void) {
       cmocka_unit_test(test_export_runs_on_the_given_stream_after_an_event_wait),
       cmocka_unit_test(test_batched_export_equals_one_by_one),
       cmocka_unit_test(test_large_batch_takes_the_wide_chunk_path_correctly),
+      cmocka_unit_test(test_gpu_block_scales_equal_host_and_report_the_same_disagreement),
+      cmocka_unit_test(test_gpu_grouped_stacked_equals_reference),
       cmocka_unit_test(test_gpu_swizzle_pair_matches_formula),
   };
   return cmocka_run_group_tests_name("CUDA path", tests, NULL, NULL);

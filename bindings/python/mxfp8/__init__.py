@@ -6,8 +6,8 @@
 ``(*shape[:-1], ceil(K/32))`` as uint8, unpadded and unswizzled. Inputs are any DLPack producers (torch,
 JAX, CuPy, NumPy); with torch inputs the results are torch tensors.
 """
-from ._api import Components, export_components, export_te
+from ._api import Components, export_components, export_grouped, export_te
 from ._mxfp8 import Array
 
 __version__ = "0.1.0"
-__all__ = ["Array", "Components", "export_components", "export_te", "__version__"]
+__all__ = ["Array", "Components", "export_components", "export_grouped", "export_te", "__version__"]

@@ -9,6 +9,8 @@ _FORMATS = {"e4m3": 1, "e5m2": 2}
 _DIRECTIONS = {"rowwise": 0, "columnwise": 1}
 _VALUES_DTYPES = {"fp8": 0, "uint8": 1}
 _SCALES_DTYPES = {"uint8": 0, "e8m0": 1}
+_BLOCKS = {"1x32": 0, "32x32": 1}
+_GROUPED_SCALES = {"padded": 0, "compact": 1}
 _CUDA_DEVICES = (2, 13)  # kDLCUDA, kDLCUDAManaged
 
 
@@ -66,6 +68,7 @@ def export_components(
     values_dtype: str = "fp8",
     scales_dtype: str = "uint8",
     contiguous: bool = True,
+    block: str = "1x32",
     stream: Any = None,
 ) -> Components:
     """Export the values and compact scales of one direction of an MXFP8 tensor.
@@ -81,6 +84,9 @@ def export_components(
         values_dtype: "fp8" (float8_e4m3fn / float8_e5m2) or "uint8" for consumers without float8.
         scales_dtype: "uint8" (what vLLM and SGLang load) or "e8m0" (float8_e8m0fnu).
         contiguous: padded row-major scales come back as a contiguous copy (True) or a strided view.
+        block: "1x32", or "32x32" for Transformer Engine's 2-D quantized weights: the scales then come
+            back one per 32 x 32 block, (ceil(M/32), ceil(K/32)), after checking that each block's stored
+            scales agree (ValueError naming the first that does not).
         stream: CUDA stream for the copy (torch/CuPy stream or int); default: torch's current stream
             for torch tensors, else the legacy default stream.
 
@@ -93,40 +99,124 @@ def export_components(
         ValueError: bad input, or no data for `direction`; TypeError: an unsupported device or object;
         RuntimeError: a CUDA failure. Messages come from the C library.
     """
-    for name, obj in (("data", data), ("scale_inv", scale_inv)):
-        if not hasattr(obj, "__dlpack__") or not hasattr(obj, "__dlpack_device__"):
-            raise TypeError(f"{name}: expected an object with __dlpack__ (torch, JAX, CuPy, NumPy), got {type(obj).__name__}")
-    torch = _torch_module(data)
-    device_type, _ = data.__dlpack_device__()
-    cuda = device_type in _CUDA_DEVICES
-    stream_ptr = _stream_pointer(stream, torch, data, cuda)
+    torch, cuda, stream_ptr = _inputs(data, scale_inv, stream)
+    block_scales = _choice("block", block, _BLOCKS) == 1
     prefix = "rowwise" if _choice("direction", direction, _DIRECTIONS) == 0 else "columnwise"
     tensor = _mxfp8.Tensor(
         **{f"{prefix}_data": data, f"{prefix}_scale_inv": scale_inv},
         shape=None if shape is None else [int(d) for d in shape],
         format=_choice("fp8_dtype", fp8_dtype, _FORMATS),
         swizzled=bool(swizzled),
-        # DLPack: 1 names the legacy default stream; None is for host memory.
-        stream=(stream_ptr or 1) if cuda else None,
+        block=int(block_scales),
+        stream=_dlpack_stream(stream_ptr, cuda),
     )
-    allocator = None
-    if torch is not None:
-        device = data.device
-
-        def allocator(shape, _dl_device):  # copies come from PyTorch's caching allocator
-            return torch.empty(shape, dtype=torch.uint8, device=device)
-
     values, scales = tensor.export_components(
         direction=_DIRECTIONS[direction],
         values_dtype=_choice("values_dtype", values_dtype, _VALUES_DTYPES),
         scales_dtype=_choice("scales_dtype", scales_dtype, _SCALES_DTYPES),
         contiguous=bool(contiguous),
+        block_scales=block_scales,
         stream=stream_ptr,
-        allocator=allocator,
+        allocator=_torch_allocator(torch, data),
     )
+    return _components(torch, values, scales)
+
+
+def _inputs(data: Any, scale_inv: Any, stream: Any):
+    """Checks the inputs are DLPack producers; returns (torch module or None, on CUDA, stream pointer)."""
+    for name, obj in (("data", data), ("scale_inv", scale_inv)):
+        if not hasattr(obj, "__dlpack__") or not hasattr(obj, "__dlpack_device__"):
+            raise TypeError(f"{name}: expected an object with __dlpack__ (torch, JAX, CuPy, NumPy), got {type(obj).__name__}")
+    torch = _torch_module(data)
+    device_type, _ = data.__dlpack_device__()
+    cuda = device_type in _CUDA_DEVICES
+    return torch, cuda, _stream_pointer(stream, torch, data, cuda)
+
+
+def _dlpack_stream(stream_ptr: int, cuda: bool):
+    """The stream argument for a producer's __dlpack__: 1 names the legacy default stream; None is for
+    host memory."""
+    return (stream_ptr or 1) if cuda else None
+
+
+def _torch_allocator(torch, data):
+    """With torch inputs, copies come from PyTorch's caching allocator on the data's device."""
+    if torch is None:
+        return None
+    device = data.device
+    return lambda shape, _dl_device: torch.empty(shape, dtype=torch.uint8, device=device)
+
+
+def _components(torch, values, scales) -> Components:
     if torch is not None:
         return Components(torch.from_dlpack(values), torch.from_dlpack(scales))
     return Components(values, scales)
+
+
+def export_grouped(
+    data: Any,
+    scale_inv: Any,
+    *,
+    num_experts: int,
+    expert_rows: Optional[Sequence[int]] = None,
+    scale_offsets: Optional[Sequence[int]] = None,
+    scales: str = "padded",
+    fp8_dtype: str = "e4m3",
+    swizzled: bool = False,
+    stacked: bool = True,
+    values_dtype: str = "fp8",
+    scales_dtype: str = "uint8",
+    stream: Any = None,
+):
+    """Export E MoE experts held in one flat values buffer and one flat scale buffer (rowwise).
+
+    Args:
+        data: all experts' values back to back, sum(rows_e) x K (any shape; K is its last dimension).
+        scale_inv: all experts' scales, flat.
+        num_experts: E.
+        expert_rows: each expert's row count; None: E experts of equal size.
+        scale_offsets: byte offset of each expert's scales in scale_inv; None: back to back.
+        scales: "padded" (each expert's scales take TE's roundup(rows,128) x roundup(ceil(K/32),4)) or
+            "compact" (rows x ceil(K/32), row-major only).
+        swizzled: each expert's scales are in the cuBLAS 128x4 layout (needs "padded").
+        stacked: return one Components with values [E, N, K] and scales [E, N, ceil(K/32)] (the shape
+            vLLM's MoE layers load; one launch for all experts); else a list of per-expert Components.
+        Other arguments as export_components.
+    """
+    torch, cuda, stream_ptr = _inputs(data, scale_inv, stream)
+    k = int(data.shape[-1])
+    uniform_rows = 0
+    if expert_rows is None:
+        total = 1
+        for d in data.shape[:-1]:
+            total *= int(d)
+        if total % num_experts:
+            raise ValueError(f"{total} rows do not split into {num_experts} equal experts: pass expert_rows")
+        uniform_rows = total // num_experts
+    grouped = _mxfp8.Grouped(
+        data=data,
+        scale_inv=scale_inv,
+        num_experts=int(num_experts),
+        cols=k,
+        expert_rows=None if expert_rows is None else [int(r) for r in expert_rows],
+        uniform_rows=uniform_rows,
+        scale_offsets=None if scale_offsets is None else [int(o) for o in scale_offsets],
+        format=_choice("fp8_dtype", fp8_dtype, _FORMATS),
+        swizzled=bool(swizzled),
+        packing=_choice("scales", scales, _GROUPED_SCALES),
+        stream=_dlpack_stream(stream_ptr, cuda),
+    )
+    vd = _choice("values_dtype", values_dtype, _VALUES_DTYPES)
+    sd = _choice("scales_dtype", scales_dtype, _SCALES_DTYPES)
+    allocator = _torch_allocator(torch, data)
+    if stacked:
+        return _components(torch, *grouped.export_stacked(values_dtype=vd, scales_dtype=sd, stream=stream_ptr,
+                                                          allocator=allocator))
+    parts = []
+    for e in range(num_experts):
+        parts.append(_components(torch, *grouped.expert(e).export_components(
+            values_dtype=vd, scales_dtype=sd, stream=stream_ptr, allocator=allocator)))
+    return parts
 
 
 def export_te(t: Any, direction: str = "rowwise") -> Components:

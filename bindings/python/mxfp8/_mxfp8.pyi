@@ -28,9 +28,22 @@ class Tensor:
     def __init__(
         self, *, rowwise_data: Any = None, rowwise_scale_inv: Any = None, columnwise_data: Any = None,
         columnwise_scale_inv: Any = None, shape: Optional[Sequence[int]] = None, format: int = 1,
-        swizzled: bool = False, stream: Optional[int] = None,
+        swizzled: bool = False, block: int = 0, stream: Optional[int] = None,
     ) -> None: ...
     def export_components(
         self, *, direction: int = 0, values_dtype: int = 0, scales_dtype: int = 0, contiguous: bool = True,
-        stream: int = 0, allocator: Optional[Callable[[list[int], tuple[int, int]], Any]] = None,
+        block_scales: bool = False, stream: int = 0,
+        allocator: Optional[Callable[[list[int], tuple[int, int]], Any]] = None,
+    ) -> tuple[Array, Array]: ...
+
+class Grouped:
+    def __init__(
+        self, *, data: Any, scale_inv: Any, num_experts: int, cols: int, expert_rows: Optional[Sequence[int]] = None,
+        uniform_rows: int = 0, scale_offsets: Optional[Sequence[int]] = None, format: int = 1, swizzled: bool = False,
+        packing: int = 0, stream: Optional[int] = None,
+    ) -> None: ...
+    def expert(self, expert: int) -> Tensor: ...
+    def export_stacked(
+        self, *, values_dtype: int = 0, scales_dtype: int = 0, stream: int = 0,
+        allocator: Optional[Callable[[list[int], tuple[int, int]], Any]] = None,
     ) -> tuple[Array, Array]: ...

@@ -243,15 +243,33 @@ int call_python_allocator(DLTensor *prototype, DLManagedTensorVersioned **out, v
   return -1;
 }
 
+// Runs one export call with `allocator` (a Python callable or None) in place, into two Arrays.
+template <class Call>
+py::tuple export_with(mxfp8_export_options &o, py::object allocator, Call call) {
+  if (!allocator.is_none()) o.allocator = call_python_allocator;
+  DLManagedTensorVersioned *values = nullptr, *scales = nullptr;
+  py::object *previous = current_allocator;
+  current_allocator = &allocator;
+  const mxfp8_status status = call(&values, &scales);
+  current_allocator = previous;
+  check(status);
+  const auto stream = reinterpret_cast<intptr_t>(o.stream);
+  return py::make_tuple(Array(values, stream), Array(scales, stream));
+}
+
 // The Python handle on an mxfp8_tensor.
 class Tensor {
  public:
+  // Takes over a handle the library made (a grouped expert).
+  explicit Tensor(mxfp8_tensor *handle) : handle_(handle) {}
+
   Tensor(py::object rowwise_data, py::object rowwise_scale_inv, py::object columnwise_data,
          py::object columnwise_scale_inv, std::optional<std::vector<int64_t>> shape, int format, bool swizzled,
-         py::object stream) {
+         int block, py::object stream) {
     mxfp8_tensor_desc desc = MXFP8_TENSOR_DESC_INIT;
     desc.format = format;
     desc.scale_layout = swizzled ? MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED : MXFP8_SCALE_LAYOUT_ROW_MAJOR;
+    desc.block = block;
     if (shape) {
       desc.ndim = static_cast<int32_t>(shape->size());
       desc.shape = shape->data();
@@ -274,26 +292,79 @@ class Tensor {
   Tensor(const Tensor &) = delete;
   Tensor &operator=(const Tensor &) = delete;
 
-  py::tuple export_components(int direction, int values_dtype, int scales_dtype, bool contiguous, intptr_t stream,
-                              py::object allocator) {
+  py::tuple export_components(int direction, int values_dtype, int scales_dtype, bool contiguous, bool block_scales,
+                              intptr_t stream, py::object allocator) {
     mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
     o.direction = direction;
     o.values_dtype = values_dtype;
     o.scales_dtype = scales_dtype;
     o.padded_scales = contiguous ? MXFP8_PADDED_SCALES_COPY : MXFP8_PADDED_SCALES_STRIDED_VIEW;
+    o.scales_granularity = block_scales ? MXFP8_SCALES_PER_32X32 : MXFP8_SCALES_PER_32;
     o.stream = reinterpret_cast<void *>(stream);
-    if (!allocator.is_none()) o.allocator = call_python_allocator;
-    DLManagedTensorVersioned *values = nullptr, *scales = nullptr;
-    py::object *previous = current_allocator;
-    current_allocator = &allocator;
-    const mxfp8_status status = mxfp8_export_components(handle_, &o, &values, &scales);
-    current_allocator = previous;
-    check(status);
-    return py::make_tuple(Array(values, stream), Array(scales, stream));
+    return export_with(o, allocator, [&](DLManagedTensorVersioned **v, DLManagedTensorVersioned **s) {
+      return mxfp8_export_components(handle_, &o, v, s);
+    });
   }
 
  private:
   mxfp8_tensor *handle_ = nullptr;
+};
+
+// The Python handle on grouped MoE experts (rowwise).
+class Grouped {
+ public:
+  Grouped(py::object data, py::object scale_inv, int32_t num_experts, int64_t cols,
+          std::optional<std::vector<int64_t>> expert_rows, int64_t uniform_rows,
+          std::optional<std::vector<int64_t>> scale_offsets, int format, bool swizzled, int packing, py::object stream) {
+    mxfp8_grouped_desc desc = MXFP8_GROUPED_DESC_INIT;
+    desc.format = format;
+    desc.scale_layout = swizzled ? MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED : MXFP8_SCALE_LAYOUT_ROW_MAJOR;
+    desc.scales = packing;
+    desc.num_experts = num_experts;
+    desc.cols = cols;
+    desc.uniform_rows = uniform_rows;
+    if (expert_rows) {
+      if (static_cast<int64_t>(expert_rows->size()) != num_experts)
+        throw py::value_error("expert_rows has " + std::to_string(expert_rows->size()) + " entries for " +
+                              std::to_string(num_experts) + " experts");
+      desc.expert_rows = expert_rows->data();
+    }
+    if (scale_offsets) {
+      if (static_cast<int64_t>(scale_offsets->size()) != num_experts)
+        throw py::value_error("scale_offsets has " + std::to_string(scale_offsets->size()) + " entries for " +
+                              std::to_string(num_experts) + " experts");
+      desc.scale_offsets = scale_offsets->data();
+    }
+    auto taken_data = take_dlpack(data, "data", stream);
+    auto taken_scales = take_dlpack(scale_inv, "scale_inv", stream);
+    desc.data = taken_data->managed;
+    desc.scale_inv = taken_scales->managed;
+    check(mxfp8_grouped_tensor_create(&desc, &handle_));
+    taken_data->release();
+    taken_scales->release();
+  }
+  ~Grouped() { mxfp8_grouped_tensor_release(handle_); }
+  Grouped(const Grouped &) = delete;
+  Grouped &operator=(const Grouped &) = delete;
+
+  std::unique_ptr<Tensor> expert(int32_t e) {
+    mxfp8_tensor *t = nullptr;
+    check(mxfp8_grouped_expert(handle_, e, &t));
+    return std::make_unique<Tensor>(t);
+  }
+
+  py::tuple export_stacked(int values_dtype, int scales_dtype, intptr_t stream, py::object allocator) {
+    mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
+    o.values_dtype = values_dtype;
+    o.scales_dtype = scales_dtype;
+    o.stream = reinterpret_cast<void *>(stream);
+    return export_with(o, allocator, [&](DLManagedTensorVersioned **v, DLManagedTensorVersioned **s) {
+      return mxfp8_grouped_export_stacked(handle_, &o, v, s);
+    });
+  }
+
+ private:
+  mxfp8_grouped_tensor *handle_ = nullptr;
 };
 
 }  // namespace
@@ -325,12 +396,22 @@ PYBIND11_MODULE(_mxfp8, m) {
 
   py::class_<Tensor>(m, "Tensor", "An mxfp8_tensor handle over DLPack inputs.")
       .def(py::init<py::object, py::object, py::object, py::object, std::optional<std::vector<int64_t>>, int, bool,
-                    py::object>(),
+                    int, py::object>(),
            py::kw_only(), py::arg("rowwise_data") = py::none(), py::arg("rowwise_scale_inv") = py::none(),
            py::arg("columnwise_data") = py::none(), py::arg("columnwise_scale_inv") = py::none(),
-           py::arg("shape") = py::none(), py::arg("format") = 1, py::arg("swizzled") = false,
+           py::arg("shape") = py::none(), py::arg("format") = 1, py::arg("swizzled") = false, py::arg("block") = 0,
            py::arg("stream") = py::none())
       .def("export_components", &Tensor::export_components, py::kw_only(), py::arg("direction") = 0,
            py::arg("values_dtype") = 0, py::arg("scales_dtype") = 0, py::arg("contiguous") = true,
-           py::arg("stream") = 0, py::arg("allocator") = py::none());
+           py::arg("block_scales") = false, py::arg("stream") = 0, py::arg("allocator") = py::none());
+
+  py::class_<Grouped>(m, "Grouped", "An mxfp8_grouped_tensor handle over flat DLPack inputs.")
+      .def(py::init<py::object, py::object, int32_t, int64_t, std::optional<std::vector<int64_t>>, int64_t,
+                    std::optional<std::vector<int64_t>>, int, bool, int, py::object>(),
+           py::kw_only(), py::arg("data"), py::arg("scale_inv"), py::arg("num_experts"), py::arg("cols"),
+           py::arg("expert_rows") = py::none(), py::arg("uniform_rows") = 0, py::arg("scale_offsets") = py::none(),
+           py::arg("format") = 1, py::arg("swizzled") = false, py::arg("packing") = 0, py::arg("stream") = py::none())
+      .def("expert", &Grouped::expert, py::arg("expert"))
+      .def("export_stacked", &Grouped::export_stacked, py::kw_only(), py::arg("values_dtype") = 0,
+           py::arg("scales_dtype") = 0, py::arg("stream") = 0, py::arg("allocator") = py::none());
 }

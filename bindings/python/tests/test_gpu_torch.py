@@ -98,3 +98,15 @@ def test_cupy_and_jax_consumers():
     if not any(dev.platform == "gpu" for dev in jax.devices()):
         pytest.skip("JAX has no GPU here")
     assert np.array_equal(np.asarray(jax.dlpack.from_dlpack(scales)), s)
+
+
+def test_grouped_experts_and_block_scales_on_the_gpu():
+    from test_blocks_and_experts import block_weight, expert_group
+
+    data, flat, expected = expert_group([256] * 8, 4096, True, "padded", seed=17)
+    values, scales = mxfp8.export_grouped(cuda(data), cuda(flat), num_experts=8, swizzled=True)
+    assert values.shape == (8, 256, 4096) and values.dtype == torch.float8_e4m3fn
+    assert torch.equal(scales.cpu(), torch.from_numpy(np.stack(expected)))
+    data, buf, blocks = block_weight(257, 300, "columnwise", True, seed=18)
+    _, scales = mxfp8.export_components(cuda(data), cuda(buf), swizzled=True, direction="columnwise", block="32x32")
+    assert torch.equal(scales.cpu(), torch.from_numpy(blocks))

@@ -121,6 +121,12 @@ pub const MXFP8_SCALES_UINT8: i32 = 0;
 pub const MXFP8_SCALES_E8M0: i32 = 1;
 pub const MXFP8_PADDED_SCALES_COPY: i32 = 0;
 pub const MXFP8_PADDED_SCALES_STRIDED_VIEW: i32 = 1;
+pub const MXFP8_BLOCK_1X32: i32 = 0;
+pub const MXFP8_BLOCK_32X32: i32 = 1;
+pub const MXFP8_SCALES_PER_32: i32 = 0;
+pub const MXFP8_SCALES_PER_32X32: i32 = 1;
+pub const MXFP8_GROUPED_SCALES_PADDED: i32 = 0;
+pub const MXFP8_GROUPED_SCALES_COMPACT: i32 = 1;
 
 /// Opaque handle.
 #[repr(C)]
@@ -140,6 +146,8 @@ pub struct mxfp8_tensor_desc {
     pub rowwise_scale_inv: *mut DLManagedTensorVersioned,
     pub columnwise_data: *mut DLManagedTensorVersioned,
     pub columnwise_scale_inv: *mut DLManagedTensorVersioned,
+    pub block: i32,
+    pub reserved: u32,
 }
 
 impl Default for mxfp8_tensor_desc {
@@ -155,6 +163,8 @@ impl Default for mxfp8_tensor_desc {
             rowwise_scale_inv: core::ptr::null_mut(),
             columnwise_data: core::ptr::null_mut(),
             columnwise_scale_inv: core::ptr::null_mut(),
+            block: MXFP8_BLOCK_1X32,
+            reserved: 0,
         }
     }
 }
@@ -178,6 +188,8 @@ pub struct mxfp8_export_options {
     pub reserved: u32,
     pub stream: *mut c_void,
     pub allocator: Option<mxfp8_allocator>,
+    pub scales_granularity: i32,
+    pub reserved2: u32,
 }
 
 impl Default for mxfp8_export_options {
@@ -192,6 +204,51 @@ impl Default for mxfp8_export_options {
             reserved: 0,
             stream: core::ptr::null_mut(),
             allocator: None,
+            scales_granularity: MXFP8_SCALES_PER_32,
+            reserved2: 0,
+        }
+    }
+}
+
+/// Opaque handle on grouped MoE experts.
+#[repr(C)]
+pub struct mxfp8_grouped_tensor {
+    _private: [u8; 0],
+}
+
+#[repr(C)]
+#[derive(Copy, Clone, Debug)]
+pub struct mxfp8_grouped_desc {
+    pub struct_size: u32,
+    pub format: i32,
+    pub scale_layout: i32,
+    pub scales: i32,
+    pub num_experts: i32,
+    pub reserved: u32,
+    pub cols: i64,
+    pub uniform_rows: i64,
+    pub expert_rows: *const i64,
+    pub scale_offsets: *const i64,
+    pub data: *mut DLManagedTensorVersioned,
+    pub scale_inv: *mut DLManagedTensorVersioned,
+}
+
+impl Default for mxfp8_grouped_desc {
+    /// `MXFP8_GROUPED_DESC_INIT`.
+    fn default() -> Self {
+        Self {
+            struct_size: core::mem::size_of::<Self>() as u32,
+            format: MXFP8_FORMAT_E4M3,
+            scale_layout: MXFP8_SCALE_LAYOUT_ROW_MAJOR,
+            scales: MXFP8_GROUPED_SCALES_PADDED,
+            num_experts: 0,
+            reserved: 0,
+            cols: 0,
+            uniform_rows: 0,
+            expert_rows: core::ptr::null(),
+            scale_offsets: core::ptr::null(),
+            data: core::ptr::null_mut(),
+            scale_inv: core::ptr::null_mut(),
         }
     }
 }
@@ -213,6 +270,15 @@ extern "C" {
         destinations: *const *mut DLTensor,
         count: usize,
         options: *const mxfp8_export_options,
+    ) -> mxfp8_status;
+    pub fn mxfp8_grouped_tensor_create(desc: *const mxfp8_grouped_desc, out: *mut *mut mxfp8_grouped_tensor) -> mxfp8_status;
+    pub fn mxfp8_grouped_tensor_release(grouped: *mut mxfp8_grouped_tensor);
+    pub fn mxfp8_grouped_expert(grouped: *const mxfp8_grouped_tensor, expert: i32, out: *mut *mut mxfp8_tensor) -> mxfp8_status;
+    pub fn mxfp8_grouped_export_stacked(
+        grouped: *const mxfp8_grouped_tensor,
+        options: *const mxfp8_export_options,
+        values: *mut *mut DLManagedTensorVersioned,
+        scales: *mut *mut DLManagedTensorVersioned,
     ) -> mxfp8_status;
     pub fn mxfp8_unswizzle_scales(swizzled: *const DLTensor, compact: *mut DLTensor, stream: *mut c_void) -> mxfp8_status;
     pub fn mxfp8_swizzle_scales(compact: *const DLTensor, swizzled: *mut DLTensor, stream: *mut c_void) -> mxfp8_status;

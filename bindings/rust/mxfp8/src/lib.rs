@@ -76,6 +76,15 @@ pub enum ScaleLayout {
     GemmSwizzled,
 }
 
+/// How many values share one scale.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Block {
+    /// One scale per 32 consecutive values.
+    B1x32,
+    /// Transformer Engine's 2-D weights: one scale per 32 x 32 block (stored repeated as 1x32 scales).
+    B32x32,
+}
+
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum Direction {
     Rowwise,
@@ -293,6 +302,7 @@ impl fmt::Debug for ManagedTensor {
 pub struct TensorBuilder {
     format: Format,
     layout: ScaleLayout,
+    block: Block,
     shape: Option<Vec<i64>>,
     rowwise: Option<(ManagedTensor, ManagedTensor)>,
     columnwise: Option<(ManagedTensor, ManagedTensor)>,
@@ -306,7 +316,14 @@ impl Default for TensorBuilder {
 
 impl TensorBuilder {
     pub fn new() -> Self {
-        Self { format: Format::E4M3, layout: ScaleLayout::RowMajor, shape: None, rowwise: None, columnwise: None }
+        Self {
+            format: Format::E4M3,
+            layout: ScaleLayout::RowMajor,
+            block: Block::B1x32,
+            shape: None,
+            rowwise: None,
+            columnwise: None,
+        }
     }
     pub fn format(mut self, format: Format) -> Self {
         self.format = format;
@@ -314,6 +331,10 @@ impl TensorBuilder {
     }
     pub fn scale_layout(mut self, layout: ScaleLayout) -> Self {
         self.layout = layout;
+        self
+    }
+    pub fn block(mut self, block: Block) -> Self {
+        self.block = block;
         self
     }
     /// The logical shape, checked against the data (default: the data's shape).
@@ -354,6 +375,10 @@ impl TensorBuilder {
             rowwise_scale_inv,
             columnwise_data,
             columnwise_scale_inv,
+            block: match self.block {
+                Block::B1x32 => sys::MXFP8_BLOCK_1X32,
+                Block::B32x32 => sys::MXFP8_BLOCK_32X32,
+            },
             ..Default::default()
         };
         let mut out = ptr::null_mut();
@@ -401,6 +426,8 @@ pub struct ExportOptions {
     pub scales_as_e8m0: bool,
     /// Padded row-major scales as a strided view instead of a contiguous copy.
     pub strided_padded_scales: bool,
+    /// One scale per 32 x 32 block, (ceil(M/32), ceil(K/32)), for tensors built with [`Block::B32x32`].
+    pub block_scales: bool,
     /// The cudaStream_t copies of CUDA memory run on (NULL: legacy default stream).
     pub stream: *mut c_void,
 }
@@ -412,6 +439,7 @@ impl Default for ExportOptions {
             values_as_uint8: false,
             scales_as_e8m0: false,
             strided_padded_scales: false,
+            block_scales: false,
             stream: ptr::null_mut(),
         }
     }
@@ -440,6 +468,7 @@ impl Tensor {
                 sys::MXFP8_PADDED_SCALES_COPY
             },
             stream: options.stream,
+            scales_granularity: if options.block_scales { sys::MXFP8_SCALES_PER_32X32 } else { sys::MXFP8_SCALES_PER_32 },
             ..Default::default()
         };
         let (mut values, mut scales) = (ptr::null_mut(), ptr::null_mut());

@@ -2,7 +2,7 @@
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use mxfp8::{sys, Direction, ExportOptions, Format, ManagedTensor, ScaleLayout, TensorBuilder};
+use mxfp8::{sys, Block, Direction, ExportOptions, Format, ManagedTensor, ScaleLayout, TensorBuilder};
 
 /// The cuBLAS layout offset, written here from the layout's permute form (independent of the library).
 fn swizzled_index(r: usize, c: usize, padded_cols: usize) -> usize {
@@ -241,4 +241,26 @@ fn tensors_are_shared_across_threads() {
     for h in handles {
         assert_eq!(h.join().unwrap(), scales);
     }
+}
+
+#[test]
+fn block_scales_of_a_2d_quantized_weight() {
+    // (64, 64): 2 x 2 blocks; rowwise scales repeat each block's scale down its 32 rows.
+    let blocks = [101u8, 102, 103, 104];
+    let mut padded = vec![POISON; 128 * 4];
+    for r in 0..64 {
+        padded[r * 4] = blocks[(r / 32) * 2];
+        padded[r * 4 + 1] = blocks[(r / 32) * 2 + 1];
+    }
+    let tensor = TensorBuilder::new()
+        .block(Block::B32x32)
+        .rowwise(
+            ManagedTensor::from_host_bytes(vec![0x38; 64 * 64], &[64, 64]).unwrap(),
+            ManagedTensor::from_host_bytes(padded, &[128, 4]).unwrap(),
+        )
+        .build()
+        .unwrap();
+    let parts = tensor.export(&ExportOptions { block_scales: true, ..Default::default() }).unwrap();
+    assert_eq!(parts.scales.shape(), &[2, 2]);
+    assert_eq!(parts.scales.as_host_bytes().unwrap(), &blocks);
 }

@@ -1,0 +1,59 @@
+// One scale per 32x32 block from the stored 1x32 scales, on the device. One thread per block scale:
+// it reads the 32 stored scales of its block (a column of them for rowwise scales, a row for
+// columnwise), writes the first, and records the earliest disagreement with an atomic minimum.
+#include <cuda_runtime.h>
+
+#include "error.hpp"
+#include "scale_source.hpp"
+
+namespace mxfp8::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr unsigned long long kNone = ~0ull;
+
+void check(cudaError_t e, const char *what) {
+  if (e != cudaSuccess) fail(MXFP8_ERROR_CUDA, what, ": ", cudaGetErrorName(e), ": ", cudaGetErrorString(e));
+}
+
+__global__ void block_scales_kernel(ScaleSource s, int axis, ByteMatrix out, unsigned long long *first_mismatch) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
+  if (i >= out.rows * out.cols) return;
+  const int64_t br = i / out.cols, bc = i % out.cols;
+  const int64_t r0 = axis == 0 ? br * kBlockSize : br, c0 = axis == 0 ? bc : bc * kBlockSize;
+  const uint8_t value = *scale_address(s, r0, c0);
+  out.data[br * out.row_stride + bc * out.col_stride] = value;
+  for (int64_t k = 1; k < kBlockSize; ++k) {
+    const int64_t r = axis == 0 ? r0 + k : r0, c = axis == 0 ? c0 : c0 + k;
+    if (r >= s.rows || c >= s.cols) break;
+    if (*scale_address(s, r, c) != value) {
+      atomicMin(first_mismatch, static_cast<unsigned long long>(r * s.cols + c));
+      break;
+    }
+  }
+}
+
+}  // namespace
+
+BlockMismatch block_scales(const ScaleSource &s, int axis, ByteMatrix out, void *stream) {
+  auto st = static_cast<cudaStream_t>(stream);
+  const int64_t n = out.rows * out.cols;
+  if (n == 0) return {};
+  unsigned long long *flag = nullptr;
+  check(cudaMallocAsync(&flag, sizeof *flag, st), "cudaMallocAsync");
+  unsigned long long first = kNone;
+  cudaError_t e = cudaMemcpyAsync(flag, &first, sizeof first, cudaMemcpyHostToDevice, st);
+  if (e == cudaSuccess) {
+    block_scales_kernel<<<static_cast<unsigned>((n + kThreads - 1) / kThreads), kThreads, 0, st>>>(s, axis, out, flag);
+    e = cudaGetLastError();
+  }
+  if (e == cudaSuccess) e = cudaMemcpyAsync(&first, flag, sizeof first, cudaMemcpyDeviceToHost, st);
+  cudaFreeAsync(flag, st);
+  if (e == cudaSuccess) e = cudaStreamSynchronize(st);
+  check(e, "checking the 32x32 block scales");
+  if (first == kNone) return {};
+  const auto index = static_cast<int64_t>(first);
+  return BlockMismatch{index / s.cols, index % s.cols};
+}
+
+}  // namespace mxfp8::cuda

@@ -1,0 +1,232 @@
+// Grouped MoE experts: one flat values buffer and one flat scale buffer, checked once, exported per
+// expert (as ordinary mxfp8_tensor handles viewing the flat buffers) or stacked [E, N, ...].
+#include "grouped.hpp"
+
+#include <algorithm>
+#include <cstddef>
+#include <memory>
+
+#include "dlpack_tensor.hpp"
+#include "dltensor_checks.hpp"
+#include "error.hpp"
+#include "export_internal.hpp"
+#include "shape.hpp"
+#include "sized_struct.hpp"
+#include "tensor.hpp"
+
+namespace mxfp8 {
+namespace {
+
+constexpr size_t kGroupedDescV1Size = sizeof(mxfp8_grouped_desc);
+constexpr int32_t kMaxExperts = 1 << 20;
+
+// Bytes of one expert's scales in the flat buffer, and the shape they are viewed with.
+std::vector<int64_t> expert_scale_shape(const mxfp8_grouped_tensor &g, int64_t rows) {
+  if (g.scale_packing == MXFP8_GROUPED_SCALES_COMPACT) return {rows, g.scale_cols};
+  return {round_up(rows, kTileRows), round_up(g.scale_cols, kTileCols)};
+}
+
+int64_t expert_scale_bytes(const mxfp8_grouped_tensor &g, int64_t rows) {
+  const std::vector<int64_t> shape = expert_scale_shape(g, rows);
+  return checked_mul(shape[0], shape[1], "an expert's scale size");
+}
+
+std::unique_ptr<mxfp8_grouped_tensor> create_grouped(const mxfp8_grouped_desc &given) {
+  const mxfp8_grouped_desc defaults = MXFP8_GROUPED_DESC_INIT;
+  const mxfp8_grouped_desc d =
+      read_sized_struct(&given, defaults, kGroupedDescV1Size, "mxfp8_grouped_desc", "MXFP8_GROUPED_DESC_INIT");
+  check_enum(d.format, "desc.format", {{MXFP8_FORMAT_E4M3, "MXFP8_FORMAT_E4M3"}, {MXFP8_FORMAT_E5M2, "MXFP8_FORMAT_E5M2"}});
+  check_enum(d.scale_layout, "desc.scale_layout",
+             {{MXFP8_SCALE_LAYOUT_ROW_MAJOR, "MXFP8_SCALE_LAYOUT_ROW_MAJOR"},
+              {MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED, "MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED"}});
+  check_enum(d.scales, "desc.scales",
+             {{MXFP8_GROUPED_SCALES_PADDED, "MXFP8_GROUPED_SCALES_PADDED"},
+              {MXFP8_GROUPED_SCALES_COMPACT, "MXFP8_GROUPED_SCALES_COMPACT"}});
+  if (d.reserved != 0) fail(MXFP8_ERROR_INVALID_ARGUMENT, "desc.reserved is ", d.reserved, ", must be 0");
+  if (d.scale_layout == MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED && d.scales == MXFP8_GROUPED_SCALES_COMPACT)
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, "GEMM-swizzled scales come in 128x4 tiles, so they cannot be "
+         "MXFP8_GROUPED_SCALES_COMPACT: use MXFP8_GROUPED_SCALES_PADDED");
+  if (d.num_experts < 1 || d.num_experts > kMaxExperts)
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, "desc.num_experts is ", d.num_experts, ", expected 1 to ", kMaxExperts);
+  if (d.cols < 0) fail(MXFP8_ERROR_INVALID_ARGUMENT, "desc.cols is ", d.cols, ", must be >= 0");
+  if (!d.data) fail(MXFP8_ERROR_MISSING_DATA, "desc.data is NULL: the experts have no values");
+  if (!d.scale_inv) fail(MXFP8_ERROR_INVALID_ARGUMENT, "desc.scale_inv is NULL: the experts have no scales");
+  if (d.data == d.scale_inv)
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, "desc.data and desc.scale_inv are the same DLManagedTensorVersioned");
+
+  auto g = std::make_unique<mxfp8_grouped_tensor>();
+  g->format = static_cast<mxfp8_format>(d.format);
+  g->scale_layout = static_cast<mxfp8_scale_layout>(d.scale_layout);
+  g->scale_packing = static_cast<mxfp8_grouped_scales>(d.scales);
+  g->cols = d.cols;
+  g->scale_cols = ceil_div(d.cols, kBlockSize);
+  int64_t total_rows = 0, scale_end = 0;
+  for (int32_t e = 0; e < d.num_experts; ++e) {
+    const int64_t rows = d.expert_rows ? d.expert_rows[e] : d.uniform_rows;
+    if (rows < 0)
+      fail(MXFP8_ERROR_INVALID_ARGUMENT, d.expert_rows ? "desc.expert_rows[" : "desc.uniform_rows", d.expert_rows ? cat(e, "]") : "",
+           " is ", rows, ", must be >= 0");
+    g->rows.push_back(rows);
+    g->first_row.push_back(total_rows);
+    total_rows = checked_add(total_rows, rows, "the experts' total rows");
+    const int64_t bytes = expert_scale_bytes(*g, rows);
+    const int64_t offset = d.scale_offsets ? d.scale_offsets[e] : scale_end;
+    if (offset < 0) fail(MXFP8_ERROR_INVALID_ARGUMENT, "desc.scale_offsets[", e, "] is ", offset, ", must be >= 0");
+    g->scale_offset.push_back(offset);
+    scale_end = std::max(scale_end, checked_add(offset, bytes, "an expert's scale end"));
+  }
+
+  const DLTensor &data = d.data->dl_tensor, &scales = d.scale_inv->dl_tensor;
+  g->device = data.device;
+  memory_of(data.device, "desc.data");
+  if (!same_device(scales.device, data.device))
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, "desc.scale_inv is on ", format_device(scales.device), " but desc.data is on ",
+         format_device(data.device));
+  const uint8_t fp8_code = g->format == MXFP8_FORMAT_E4M3 ? kDLFloat8_e4m3fn : kDLFloat8_e5m2;
+  if (!is_dtype(data.dtype, kDLUInt, 8) && !is_dtype(data.dtype, fp8_code, 8))
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, "desc.data: dtype ", format_dtype(data.dtype), " does not hold ",
+         g->format == MXFP8_FORMAT_E4M3 ? "E4M3" : "E5M2", " values");
+  const int64_t values = checked_numel(data, "desc.data");
+  const int64_t expected = checked_mul(total_rows, d.cols, "the experts' total values");
+  if (values != expected)
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, "desc.data: holds ", values, " values (shape ", format_shape(data.shape, data.ndim),
+         "), the experts need ", total_rows, " rows x ", d.cols, " = ", expected);
+  if (!is_compact(data)) fail(MXFP8_ERROR_INVALID_ARGUMENT, "desc.data: must be contiguous");
+  if (values > 0 && !data.data) fail(MXFP8_ERROR_INVALID_ARGUMENT, "desc.data: data is NULL");
+  check_scale_dtype(scales, "desc.scale_inv");
+  const int64_t scale_bytes = checked_numel(scales, "desc.scale_inv");
+  if (scale_bytes < scale_end)
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, "desc.scale_inv: holds ", scale_bytes, " bytes, the experts' scales reach byte ",
+         scale_end, " (", g->scale_packing == MXFP8_GROUPED_SCALES_PADDED ? "each padded to 128 x 4" : "compact",
+         d.scale_offsets ? ", at desc.scale_offsets" : ", back to back", ")");
+  if (!is_compact(scales)) fail(MXFP8_ERROR_INVALID_ARGUMENT, "desc.scale_inv: must be contiguous");
+  if (scale_bytes > 0 && !scales.data) fail(MXFP8_ERROR_INVALID_ARGUMENT, "desc.scale_inv: data is NULL");
+  g->data = d.data;
+  g->scales = d.scale_inv;
+  return g;
+}
+
+DLTensor offset_by(const DLTensor &t, int64_t bytes) {
+  DLTensor moved = t;
+  moved.byte_offset += static_cast<uint64_t>(bytes);
+  return moved;
+}
+
+bool uniform_rows(const mxfp8_grouped_tensor &g) {
+  for (int64_t r : g.rows)
+    if (r != g.rows.front()) return false;
+  return true;
+}
+
+}  // namespace
+
+void retain(const mxfp8_grouped_tensor *grouped) noexcept {
+  grouped->references.fetch_add(1, std::memory_order_relaxed);
+}
+
+void release(const mxfp8_grouped_tensor *grouped) noexcept {
+  if (grouped->references.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  for (DLManagedTensorVersioned *m : {grouped->data, grouped->scales})
+    if (m->deleter) m->deleter(m);
+  delete grouped;
+}
+
+}  // namespace mxfp8
+
+using namespace mxfp8;
+
+extern "C" MXFP8_API mxfp8_status mxfp8_grouped_tensor_create(const mxfp8_grouped_desc *desc, mxfp8_grouped_tensor **out) {
+  return guarded([&] {
+    if (!desc) fail(MXFP8_ERROR_INVALID_ARGUMENT, "desc is NULL");
+    if (!out) fail(MXFP8_ERROR_INVALID_ARGUMENT, "out is NULL");
+    *out = create_grouped(*desc).release();
+  });
+}
+
+extern "C" MXFP8_API void mxfp8_grouped_tensor_release(mxfp8_grouped_tensor *grouped) {
+  if (grouped) mxfp8::release(grouped);
+}
+
+extern "C" MXFP8_API mxfp8_status mxfp8_grouped_expert(const mxfp8_grouped_tensor *g, int32_t expert, mxfp8_tensor **out) {
+  return guarded([&] {
+    if (!g) fail(MXFP8_ERROR_INVALID_ARGUMENT, "grouped is NULL");
+    if (!out) fail(MXFP8_ERROR_INVALID_ARGUMENT, "out is NULL");
+    const auto experts = static_cast<int32_t>(g->rows.size());
+    if (expert < 0 || expert >= experts)
+      fail(MXFP8_ERROR_INVALID_ARGUMENT, "expert ", expert, " is out of range: the group has ", experts, " experts");
+    const int64_t rows = g->rows[expert];
+    const std::vector<int64_t> shape{rows, g->cols}, scale_shape = expert_scale_shape(*g, rows);
+    // Views of the flat buffers: each holds a reference on the group, released by its deleter.
+    ManagedPtr data = make_view(keep_alive(g), offset_by(g->data->dl_tensor, g->first_row[expert] * g->cols),
+                                g->data->dl_tensor.dtype, shape, compact_strides(shape), g->data->flags);
+    ManagedPtr scales = make_view(keep_alive(g), offset_by(g->scales->dl_tensor, g->scale_offset[expert]),
+                                  g->scales->dl_tensor.dtype, scale_shape, compact_strides(scale_shape), g->scales->flags);
+    mxfp8_tensor_desc desc = MXFP8_TENSOR_DESC_INIT;
+    desc.format = g->format;
+    desc.scale_layout = g->scale_layout;
+    desc.rowwise_data = data.get();
+    desc.rowwise_scale_inv = scales.get();
+    *out = create_tensor(desc).release();
+    data.release();  // the expert's tensor owns both views now
+    scales.release();
+  });
+}
+
+extern "C" MXFP8_API mxfp8_status mxfp8_grouped_export_stacked(const mxfp8_grouped_tensor *g,
+                                                               const mxfp8_export_options *options,
+                                                               DLManagedTensorVersioned **values,
+                                                               DLManagedTensorVersioned **scales) {
+  return guarded([&] {
+    if (!g) fail(MXFP8_ERROR_INVALID_ARGUMENT, "grouped is NULL");
+    if (!values && !scales) fail(MXFP8_ERROR_INVALID_ARGUMENT, "values and scales are both NULL: nothing to export");
+    const mxfp8_export_options o = read_options(options);
+    if (o.direction != MXFP8_DIRECTION_ROWWISE)
+      fail(MXFP8_ERROR_MISSING_DATA, "grouped experts carry rowwise data only: export them with direction rowwise");
+    if (o.scales_granularity != MXFP8_SCALES_PER_32)
+      fail(MXFP8_ERROR_INVALID_ARGUMENT, "grouped experts export their stored per-32 scales: "
+           "options.scales_granularity must be MXFP8_SCALES_PER_32");
+    if (!uniform_rows(*g))
+      fail(MXFP8_ERROR_INVALID_ARGUMENT, "stacking needs experts of one row count; these have ", g->rows.front(),
+           " and ", *std::find_if(g->rows.begin(), g->rows.end(), [&](int64_t r) { return r != g->rows.front(); }),
+           " rows: export them per expert (mxfp8_grouped_expert)");
+    const auto experts = static_cast<int64_t>(g->rows.size());
+    const int64_t n = g->rows.front(), c = g->scale_cols;
+    const std::vector<int64_t> values_shape{experts, n, g->cols}, scales_shape{experts, n, c};
+    const DLDataType scale_dtype{o.scales_dtype == MXFP8_SCALES_E8M0 ? uint8_t{kDLFloat8_e8m0fnu} : uint8_t{kDLUInt}, 8, 1};
+
+    ManagedPtr scales_out;
+    if (scales) {
+      bool back_to_back = g->scale_packing == MXFP8_GROUPED_SCALES_COMPACT;
+      for (int64_t e = 0; e < experts && back_to_back; ++e) back_to_back = g->scale_offset[e] == e * n * c;
+      if (back_to_back) {
+        scales_out = make_view(keep_alive(g), g->scales->dl_tensor, scale_dtype, scales_shape,
+                               compact_strides(scales_shape), g->scales->flags & DLPACK_FLAG_BITMASK_READ_ONLY);
+      } else {
+        const Memory memory = memory_of(g->device, "scales");
+        std::unique_ptr<cuda::DeviceScope> device_scope;
+        if (memory == Memory::Cuda) device_scope = std::make_unique<cuda::DeviceScope>(g->device.device_id);
+        scales_out = allocate_copy(g->device, scale_dtype, scales_shape, o);
+        std::vector<ScaleJob> jobs;
+        uint8_t *base = byte_pointer(g->scales->dl_tensor), *dst = byte_pointer(scales_out->dl_tensor);
+        for (int64_t e = 0; e < experts && n * c > 0; ++e) {
+          const ByteMatrix out{dst + e * n * c, n, c, c, 1};
+          const uint8_t *src = base + g->scale_offset[e];
+          const bool swizzled = g->scale_layout == MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED;
+          const int64_t row_stride = g->scale_packing == MXFP8_GROUPED_SCALES_PADDED ? round_up(c, kTileCols) : c;
+          jobs.push_back(ScaleJob{swizzled ? src : nullptr, ByteMatrix{const_cast<uint8_t *>(src), n, c, row_stride, 1}, out});
+        }
+        if (memory == Memory::Host) run_jobs_host(jobs.data(), jobs.size());
+        else if (!jobs.empty()) cuda::run_jobs(jobs.data(), jobs.size(), o.stream);
+      }
+    }
+    ManagedPtr values_out;
+    if (values) {
+      const uint8_t fp8_code = g->format == MXFP8_FORMAT_E4M3 ? kDLFloat8_e4m3fn : kDLFloat8_e5m2;
+      const DLDataType dtype{o.values_dtype == MXFP8_VALUES_UINT8 ? uint8_t{kDLUInt} : fp8_code, 8, 1};
+      values_out = make_view(keep_alive(g), g->data->dl_tensor, dtype, values_shape, compact_strides(values_shape),
+                             g->data->flags & DLPACK_FLAG_BITMASK_READ_ONLY);
+    }
+    if (scales) *scales = scales_out.release();
+    if (values) *values = values_out.release();
+  });
+}

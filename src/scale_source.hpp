@@ -1,0 +1,43 @@
+// Where one direction's compact scale matrix S (rows x cols) lives as stored, readable element by
+// element on host and device: a swizzled buffer (of S, or of S^T for columnwise scales) or a row-major
+// matrix inside a possibly padded buffer.
+#pragma once
+
+#include <cstdint>
+
+#include "scale_copy.hpp"
+#include "swizzle_index.hpp"
+
+namespace mxfp8 {
+
+struct ScaleSource {
+  const uint8_t *swizzled;  // NULL: row_major
+  bool transposed;          // the swizzled matrix is S^T
+  ByteMatrix row_major;
+  int64_t rows;
+  int64_t cols;
+};
+
+MXFP8_HOST_DEVICE inline const uint8_t *scale_address(const ScaleSource &s, int64_t r, int64_t c) {
+  if (!s.swizzled) return s.row_major.data + r * s.row_major.row_stride + c * s.row_major.col_stride;
+  const int64_t padded = s.transposed ? (s.rows + kTileCols - 1) / kTileCols * kTileCols
+                                      : (s.cols + kTileCols - 1) / kTileCols * kTileCols;
+  return s.swizzled + (s.transposed ? swizzled_offset(c, r, padded) : swizzled_offset(r, c, padded));
+}
+
+// The first scale that differs from the first scale of its 32-wide block, if any.
+struct BlockMismatch {
+  int64_t row = -1;  // -1: every block agrees
+  int64_t col = -1;
+};
+
+// One scale per 32 along `axis` of S (0: rows, as rowwise 2-D weights repeat a block's scale down 32
+// rows; 1: columns, as columnwise ones repeat it across 32 columns) into `out`
+// (ceil(rows/32) x cols or rows x ceil(cols/32)).
+BlockMismatch block_scales_host(const ScaleSource &s, int axis, ByteMatrix out);
+namespace cuda {
+// The same on the device, queued on `stream`; waits for `stream` to learn whether the blocks agreed.
+BlockMismatch block_scales(const ScaleSource &s, int axis, ByteMatrix out, void *stream);
+}  // namespace cuda
+
+}  // namespace mxfp8

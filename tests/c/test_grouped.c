@@ -1,0 +1,219 @@
+/* Grouped MoE experts in one flat values buffer and one flat scale buffer: per expert, all experts in
+ * one batched call, and stacked [E, N, ...]; uneven experts, partial blocks, explicit offsets, every
+ * scale layout; lifetime; bad descriptions. Inputs are built from the layout's permute form. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "test_support.h"
+
+enum { MAX_EXPERTS = 8 };
+
+typedef struct {
+  int experts;
+  int64_t rows[MAX_EXPERTS];
+  int64_t k;
+  mxfp8_scale_layout layout;
+  mxfp8_grouped_scales packing;
+  int gaps; /* explicit scale_offsets with poisoned gaps between experts */
+} group_case;
+
+typedef struct {
+  test_tensor *data, *scales;
+  uint8_t *s[MAX_EXPERTS]; /* each expert's compact scales */
+  int64_t offsets[MAX_EXPERTS];
+  mxfp8_grouped_tensor *g;
+} group;
+
+static group make_group(const group_case *c, uint64_t *rng) {
+  group g;
+  memset(&g, 0, sizeof g);
+  const int64_t cols = ref_ceil_div(c->k, 32);
+  int64_t total_rows = 0, scale_bytes = 0;
+  for (int e = 0; e < c->experts; ++e) {
+    total_rows += c->rows[e];
+    g.offsets[e] = scale_bytes + (c->gaps ? 16 : 0);
+    const int64_t bytes = c->packing == MXFP8_GROUPED_SCALES_PADDED ? ref_round_up(c->rows[e], 128) * ref_round_up(cols, 4)
+                                                                    : c->rows[e] * cols;
+    scale_bytes = g.offsets[e] + bytes;
+  }
+  const int64_t vshape[2] = {total_rows, c->k}, sshape[1] = {scale_bytes + 1};
+  g.data = test_tensor_new(2, vshape, kDLUInt, 1);
+  g.scales = test_tensor_new(1, sshape, kDLUInt, 1);
+  fill_random(g.data->buffer, g.data->bytes, rng);
+  for (int e = 0; e < c->experts; ++e) {
+    g.s[e] = malloc((size_t)(c->rows[e] * cols) + 1);
+    fill_random_scales(g.s[e], (size_t)(c->rows[e] * cols), rng);
+    const int64_t row_stride = c->packing == MXFP8_GROUPED_SCALES_PADDED ? ref_round_up(cols, 4) : cols;
+    for (int64_t r = 0; r < c->rows[e]; ++r)
+      for (int64_t x = 0; x < cols; ++x) {
+        const size_t at = c->layout == MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED ? ref_swizzled_index(r, x, ref_round_up(cols, 4))
+                                                                      : (size_t)(r * row_stride + x);
+        g.scales->buffer[g.offsets[e] + (int64_t)at] = g.s[e][r * cols + x];
+      }
+  }
+  mxfp8_grouped_desc desc = MXFP8_GROUPED_DESC_INIT;
+  desc.scale_layout = c->layout;
+  desc.scales = c->packing;
+  desc.num_experts = c->experts;
+  desc.cols = c->k;
+  desc.expert_rows = c->rows;
+  desc.scale_offsets = c->gaps ? g.offsets : NULL;
+  desc.data = &g.data->managed;
+  desc.scale_inv = &g.scales->managed;
+  const mxfp8_status st = mxfp8_grouped_tensor_create(&desc, &g.g);
+  EXPECT(st == MXFP8_OK, "grouped create: %s", mxfp8_last_error());
+  return g;
+}
+
+static void free_group(group *g, int experts) {
+  for (int e = 0; e < experts; ++e) free(g->s[e]);
+  test_tensor_free(g->data);
+  test_tensor_free(g->scales);
+}
+
+static const group_case kCases[] = {
+    {5, {0, 1, 100, 257, 128}, 48, MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED, MXFP8_GROUPED_SCALES_PADDED, 0},
+    {5, {0, 1, 100, 257, 128}, 48, MXFP8_SCALE_LAYOUT_ROW_MAJOR, MXFP8_GROUPED_SCALES_PADDED, 0},
+    {4, {64, 3, 200, 31}, 200, MXFP8_SCALE_LAYOUT_ROW_MAJOR, MXFP8_GROUPED_SCALES_COMPACT, 0},
+    {4, {64, 3, 200, 31}, 200, MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED, MXFP8_GROUPED_SCALES_PADDED, 1},
+    {3, {96, 96, 96}, 16, MXFP8_SCALE_LAYOUT_ROW_MAJOR, MXFP8_GROUPED_SCALES_COMPACT, 1},
+};
+
+static void test_each_expert_exports_its_own_scales(void **state) {
+  (void)state;
+  uint64_t rng = 600;
+  for (size_t i = 0; i < sizeof kCases / sizeof kCases[0]; ++i) {
+    const group_case *c = &kCases[i];
+    group g = make_group(c, &rng);
+    const int64_t cols = ref_ceil_div(c->k, 32);
+    int64_t first_row = 0, total = 0;
+    for (int e = 0; e < c->experts; ++e) total += c->rows[e] * cols;
+    uint8_t *bucket = malloc((size_t)total + 1);
+    memset(bucket, POISON, (size_t)total + 1);
+    mxfp8_tensor *experts[MAX_EXPERTS];
+    DLTensor dst[MAX_EXPERTS];
+    DLTensor *dsts[MAX_EXPERTS];
+    int64_t sizes[MAX_EXPERTS], at = 0;
+    for (int e = 0; e < c->experts; ++e) {
+      EXPECT(mxfp8_grouped_expert(g.g, e, &experts[e]) == MXFP8_OK, "case %zu expert %d: %s", i, e, mxfp8_last_error());
+      DLManagedTensorVersioned *values = NULL, *scales = NULL;
+      EXPECT(mxfp8_export_components(experts[e], NULL, &values, &scales) == MXFP8_OK, "export: %s", mxfp8_last_error());
+      EXPECT(values->dl_tensor.shape[0] == c->rows[e] && values->dl_tensor.shape[1] == c->k, "case %zu expert %d shape", i, e);
+      EXPECT((uint8_t *)values->dl_tensor.data + values->dl_tensor.byte_offset == g.data->buffer + first_row * c->k,
+             "case %zu expert %d: values are not a view at its first row", i, e);
+      for (int64_t j = 0; j < c->rows[e] * cols; ++j)
+        EXPECT(read_through_strides(&scales->dl_tensor, j) == g.s[e][j], "case %zu expert %d scale %lld", i, e, (long long)j);
+      release_managed(values);
+      release_managed(scales);
+      first_row += c->rows[e];
+      sizes[e] = c->rows[e] * cols;
+      dst[e] = (DLTensor){bucket, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, &sizes[e], NULL, (uint64_t)at};
+      dsts[e] = &dst[e];
+      at += sizes[e];
+    }
+    /* all experts in one batched call */
+    EXPECT(mxfp8_export_scales_batched((const mxfp8_tensor *const *)experts, dsts, (size_t)c->experts, NULL) == MXFP8_OK,
+           "batched: %s", mxfp8_last_error());
+    at = 0;
+    for (int e = 0; e < c->experts; ++e) {
+      EXPECT(memcmp(bucket + at, g.s[e], (size_t)sizes[e]) == 0, "case %zu: batched expert %d", i, e);
+      at += sizes[e];
+    }
+    /* the group goes first; the experts keep the flat buffers alive */
+    mxfp8_grouped_tensor_release(g.g);
+    EXPECT(g.data->deleter_calls == 0, "freed while experts live");
+    for (int e = 0; e < c->experts; ++e) mxfp8_tensor_release(experts[e]);
+    EXPECT(g.data->deleter_calls == 1 && g.scales->deleter_calls == 1, "case %zu: deleters %d, %d", i,
+           g.data->deleter_calls, g.scales->deleter_calls);
+    free(bucket);
+    free_group(&g, c->experts);
+  }
+}
+
+static void test_stacked_export_for_uniform_experts(void **state) {
+  (void)state;
+  uint64_t rng = 601;
+  const group_case uniform[] = {
+      {4, {96, 96, 96, 96}, 200, MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED, MXFP8_GROUPED_SCALES_PADDED, 0},
+      {4, {96, 96, 96, 96}, 200, MXFP8_SCALE_LAYOUT_ROW_MAJOR, MXFP8_GROUPED_SCALES_PADDED, 0},
+      {4, {96, 96, 96, 96}, 200, MXFP8_SCALE_LAYOUT_ROW_MAJOR, MXFP8_GROUPED_SCALES_COMPACT, 0},
+  };
+  for (int i = 0; i < 3; ++i) {
+    group g = make_group(&uniform[i], &rng);
+    DLManagedTensorVersioned *values = NULL, *scales = NULL;
+    EXPECT(mxfp8_grouped_export_stacked(g.g, NULL, &values, &scales) == MXFP8_OK, "stacked: %s", mxfp8_last_error());
+    EXPECT(values->dl_tensor.ndim == 3 && values->dl_tensor.shape[0] == 4 && values->dl_tensor.shape[1] == 96 &&
+               values->dl_tensor.shape[2] == 200 && values->dl_tensor.data == g.data->buffer,
+           "values [E, N, K] view");
+    EXPECT(scales->dl_tensor.ndim == 3 && scales->dl_tensor.shape[2] == 7, "scales [E, N, C]");
+    const int view = uniform[i].packing == MXFP8_GROUPED_SCALES_COMPACT;
+    EXPECT(!!(scales->flags & DLPACK_FLAG_BITMASK_IS_COPIED) == !view, "case %d: view or copy", i);
+    for (int e = 0; e < 4; ++e)
+      for (int64_t j = 0; j < 96 * 7; ++j)
+        EXPECT(read_through_strides(&scales->dl_tensor, e * 96 * 7 + j) == g.s[e][j], "case %d expert %d scale %lld", i, e,
+               (long long)j);
+    mxfp8_grouped_tensor_release(g.g);
+    release_managed(values);
+    /* a scales view still holds the flat buffers; a scales copy does not */
+    EXPECT(g.data->deleter_calls == (view ? 0 : 1), "case %d: data deleter ran %d times", i, g.data->deleter_calls);
+    release_managed(scales);
+    EXPECT(g.data->deleter_calls == 1 && g.scales->deleter_calls == 1, "deleters after the last view");
+    free_group(&g, 4);
+  }
+}
+
+static void test_bad_grouped_descriptions(void **state) {
+  (void)state;
+  const int64_t vshape[2] = {200, 64}, sshape[1] = {384 * 4};
+  test_tensor *data = test_tensor_new(2, vshape, kDLUInt, 1), *scales = test_tensor_new(1, sshape, kDLUInt, 1);
+  const int64_t rows[2] = {100, 100}, uneven[2] = {150, 50}, far[2] = {0, 1100};
+  mxfp8_grouped_desc base = MXFP8_GROUPED_DESC_INIT;
+  base.num_experts = 2;
+  base.cols = 64;
+  base.expert_rows = rows;
+  base.data = &data->managed;
+  base.scale_inv = &scales->managed;
+  mxfp8_grouped_tensor *g = (mxfp8_grouped_tensor *)(uintptr_t)0x1;
+  mxfp8_grouped_desc d = base;
+  d.scale_layout = MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED;
+  d.scales = MXFP8_GROUPED_SCALES_COMPACT;
+  assert_int_equal(mxfp8_grouped_tensor_create(&d, &g), MXFP8_ERROR_INVALID_ARGUMENT);
+  assert_last_error_contains("cannot be MXFP8_GROUPED_SCALES_COMPACT");
+  d = base;
+  d.cols = 65;
+  assert_int_equal(mxfp8_grouped_tensor_create(&d, &g), MXFP8_ERROR_INVALID_ARGUMENT);
+  assert_last_error_contains("the experts need 200 rows x 65 = 13000");
+  d = base;
+  d.scale_offsets = far;
+  assert_int_equal(mxfp8_grouped_tensor_create(&d, &g), MXFP8_ERROR_INVALID_ARGUMENT);
+  assert_last_error_contains("holds 1536 bytes, the experts' scales reach byte 1612");
+  d = base;
+  d.num_experts = 0;
+  assert_int_equal(mxfp8_grouped_tensor_create(&d, &g), MXFP8_ERROR_INVALID_ARGUMENT);
+  assert_last_error_contains("desc.num_experts is 0");
+  assert_ptr_equal(g, (mxfp8_grouped_tensor *)(uintptr_t)0x1);
+  assert_int_equal(data->deleter_calls + scales->deleter_calls, 0);
+  /* valid, uneven: stacking is refused, and experts are range-checked */
+  d = base;
+  d.expert_rows = uneven;
+  assert_int_equal(mxfp8_grouped_tensor_create(&d, &g), MXFP8_OK);
+  DLManagedTensorVersioned *v = NULL;
+  assert_int_equal(mxfp8_grouped_export_stacked(g, NULL, &v, NULL), MXFP8_ERROR_INVALID_ARGUMENT);
+  assert_last_error_contains("these have 150 and 50 rows");
+  mxfp8_tensor *t = NULL;
+  assert_int_equal(mxfp8_grouped_expert(g, 2, &t), MXFP8_ERROR_INVALID_ARGUMENT);
+  assert_last_error_contains("expert 2 is out of range: the group has 2 experts");
+  mxfp8_grouped_tensor_release(g);
+  assert_int_equal(data->deleter_calls, 1);
+  test_tensor_free(data);
+  test_tensor_free(scales);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_each_expert_exports_its_own_scales),
+      cmocka_unit_test(test_stacked_export_for_uniform_experts),
+      cmocka_unit_test(test_bad_grouped_descriptions),
+  };
+  return cmocka_run_group_tests_name("grouped MoE experts", tests, NULL, NULL);
+}
