@@ -1,5 +1,6 @@
 // mxfp8_export_scales_batched: many tensors' compact scales into caller-owned buffers, all checked
 // first, then produced in one launch.
+#include <cstdio>
 #include <vector>
 
 #include "dltensor_checks.hpp"
@@ -29,7 +30,8 @@ extern "C" MXFP8_API mxfp8_status mxfp8_export_scales_batched(const mxfp8_tensor
       DLTensor *dst = destinations[i];
       if (!t) fail(MXFP8_ERROR_INVALID_ARGUMENT, "tensors[", i, "] is NULL");
       if (!dst) fail(MXFP8_ERROR_INVALID_ARGUMENT, "destinations[", i, "] is NULL");
-      const std::string name = cat("destinations[", i, "]");
+      char name[40];  // formatted without allocating: this loop runs once per tensor of a whole model
+      std::snprintf(name, sizeof name, "destinations[%zu]", i);
       if (i == 0) device = t->device;
       if (!same_device(t->device, device))
         fail(MXFP8_ERROR_INVALID_ARGUMENT, "tensors[", i, "] is on ", format_device(t->device), " but tensors[0] is on ",
@@ -38,8 +40,8 @@ extern "C" MXFP8_API mxfp8_status mxfp8_export_scales_batched(const mxfp8_tensor
         fail(MXFP8_ERROR_INVALID_ARGUMENT, name, " is on ", format_device(dst->device), " but the tensors are on ",
              format_device(device));
       const Direction &dir = require_direction(*t, direction);
-      check_scale_dtype(*dst, name.c_str());
-      const int64_t numel = checked_numel(*dst, name.c_str());
+      check_scale_dtype(*dst, name);
+      const int64_t numel = checked_numel(*dst, name);
       const int64_t needed = dir.scale_rows * dir.scale_cols;
       if (numel != needed)
         fail(MXFP8_ERROR_INVALID_ARGUMENT, name, ": holds ", numel, " scales (shape ",
