@@ -38,6 +38,8 @@ struct Width {
   static constexpr int kVectorsPerThread = kTiles * kVectorsPerTile / kThreads;  // 4
   static constexpr int kSmemRowStride = kTiles + 1;  // words per chunk row in shared memory
   static constexpr int kSmemWords = kTileRows * kSmemRowStride;
+  // Half the SM's 2048 threads resident: caps registers at 64, which the measured versions used.
+  static constexpr int kMinBlocksPerSm = 1024 / kThreads;
 };
 // Narrow chunks (16 KiB) keep more blocks busy on one matrix; wide chunks (32 KiB, a whole tile row when
 // K <= 8192) write longer contiguous runs, which wins once a batch has many chunks per resident block.
@@ -67,6 +69,8 @@ struct DeviceJob {
   int32_t chunks_per_row;   // ceil(tile_cols / W::kTilesPerChunk)
   int32_t first_block;
   int32_t word_stores;      // dst rows are 4-byte aligned with col_stride 1
+  int32_t direct;           // narrow matrix: chunks are runs of whole tiles, scattered without a gather
+  int32_t tile_rows;        // ceil(rows / 128)
 };
 
 template <int kCapacity>
@@ -83,8 +87,11 @@ __device__ uint32_t load_word_bytes(const uint8_t *p, int valid) {
 }
 
 // Where one chunk of a batch lies: its job, tile row, first tile column and width in tiles.
+// A direct job's chunk is `tiles` consecutive tiles in storage order, starting at linear_tile; other
+// chunks stay inside one tile row.
 struct Chunk {
   const DeviceJob *job;
+  int64_t linear_tile;  // the chunk's first tile in the swizzled buffer
   int tile_row;
   int first_tile;
   int tiles;
@@ -96,13 +103,18 @@ __device__ Chunk locate(const JobBatch<kCapacity> &batch, int32_t chunk, int &jo
   while (job_index + 1 < batch.count && batch.jobs[job_index + 1].first_block <= chunk) ++job_index;
   const DeviceJob &job = batch.jobs[job_index];
   const int local = chunk - job.first_block;
+  if (job.direct) {
+    const int64_t first = static_cast<int64_t>(local) * W::kTilesPerChunk;
+    const int64_t total = static_cast<int64_t>(job.tile_rows) * job.tile_cols;
+    return Chunk{&job, first, 0, 0, static_cast<int>(total - first < W::kTilesPerChunk ? total - first : W::kTilesPerChunk)};
+  }
+  const int tile_row = local / job.chunks_per_row;
   const int first_tile = (local % job.chunks_per_row) * W::kTilesPerChunk;
-  return Chunk{&job, local / job.chunks_per_row, first_tile, min(W::kTilesPerChunk, job.tile_cols - first_tile)};
+  return Chunk{&job, static_cast<int64_t>(tile_row) * job.tile_cols + first_tile, tile_row, first_tile,
+               min(W::kTilesPerChunk, job.tile_cols - first_tile)};
 }
 
-__device__ const uint8_t *swizzled_chunk(const Chunk &c) {
-  return c.job->swizzled + (static_cast<int64_t>(c.tile_row) * c.job->tile_cols + c.first_tile) * kTileBytes;
-}
+__device__ const uint8_t *swizzled_chunk(const Chunk &c) { return c.job->swizzled + c.linear_tile * kTileBytes; }
 
 __device__ bool vector_loads(const Chunk &c) {
   return c.job->swizzled && (reinterpret_cast<uintptr_t>(swizzled_chunk(c)) & 15) == 0;
@@ -127,6 +139,20 @@ __device__ void load_chunk(const Chunk &c, uint4 (&regs)[W::kVectorsPerThread]) 
 template <class W>
 __device__ void stage_chunk(const Chunk &c, const uint4 (&regs)[W::kVectorsPerThread], uint32_t *tiles) {
   if (!c.job->swizzled) return;
+  if (c.job->direct) {  // flat: each thread later scatters exactly the vectors it staged
+    const int vectors = c.tiles * kVectorsPerTile;
+    if (vector_loads(c)) {
+#pragma unroll
+      for (int v = 0; v < W::kVectorsPerThread; ++v) {
+        const int i = threadIdx.x + v * W::kThreads;
+        if (i < vectors) reinterpret_cast<uint4 *>(tiles)[i] = regs[v];
+      }
+    } else {
+      const uint8_t *src = swizzled_chunk(c);
+      for (int i = threadIdx.x; i < vectors * 4; i += W::kThreads) tiles[i] = load_word_bytes(src + 4 * i, 4);
+    }
+    return;
+  }
   if (vector_loads(c)) {
     const int vectors = c.tiles * kVectorsPerTile;
 #pragma unroll
@@ -158,8 +184,40 @@ __device__ uint32_t swizzled_word(const uint32_t *tiles, int tile, int r_in_tile
 // Writes the chunk's 128 rows x 4 * tiles columns of the compact matrix. A thread writes 4 consecutive
 // words (16 bytes) of one row, 8 threads one 128-byte row segment. Partial, unaligned or strided
 // segments fall back to words or bytes.
+// Direct chunks: vector i of the chunk is line i % 32 of tile linear_tile + i / 32, the words of 4 rows,
+// written where they belong. Only the fields it needs are loaded (register pressure).
+template <class W>
+__device__ void store_direct_chunk(const Chunk &c, const uint32_t *tiles) {
+  // 32-bit indices (rows and cols fit, checked on the host) keep this path within the register cap.
+  uint8_t *const dst = c.job->dst;
+  const int64_t row_stride = c.job->dst_row_stride, col_stride = c.job->dst_col_stride;
+  const int rows = c.job->rows, cols = c.job->cols, tile_cols = c.job->tile_cols;
+  const bool word_stores = c.job->word_stores;
+  const int tile_row0 = static_cast<int>(c.linear_tile / tile_cols), tile_col0 = static_cast<int>(c.linear_tile % tile_cols);
+  for (int i = threadIdx.x; i < c.tiles * kVectorsPerTile; i += W::kThreads) {
+    const int t = tile_col0 + i / kVectorsPerTile;  // tiles past the chunk's first, from its row's start
+    const int first_row = (tile_row0 + t / tile_cols) * static_cast<int>(kTileRows) + i % kVectorsPerTile;
+    const int col = (t % tile_cols) * static_cast<int>(kTileCols);
+    const int valid = col + static_cast<int>(kTileCols) <= cols ? static_cast<int>(kTileCols) : cols - col;
+    const uint4 v = reinterpret_cast<const uint4 *>(tiles)[i];
+    const uint32_t words[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int s = 0; s < 4; ++s) {
+      const int r = first_row + s * static_cast<int>(kSubtileRows);
+      if (r >= rows) break;
+      uint8_t *out = dst + r * row_stride + col * col_stride;
+      if (word_stores && valid == 4) {
+        *reinterpret_cast<uint32_t *>(out) = words[s];
+      } else {
+        for (int b = 0; b < valid; ++b) out[b * col_stride] = static_cast<uint8_t>(words[s] >> (8 * b));
+      }
+    }
+  }
+}
+
 template <class W>
 __device__ void store_chunk(const Chunk &c, const uint32_t *tiles) {
+  if (c.job->direct) return store_direct_chunk<W>(c, tiles);
   // A register copy: through the pointer, every global store below could alias the job's fields.
   const DeviceJob job = *c.job;
   constexpr int kQuads = W::kTilesPerChunk / 4;
@@ -204,9 +262,9 @@ __device__ void store_chunk(const Chunk &c, const uint32_t *tiles) {
 // the next chunk are issued before the current one is stored, so every block keeps reads in flight
 // while it writes.
 template <class W, int kCapacity>
-__global__ void __launch_bounds__(W::kThreads) produce_compact_kernel(const __grid_constant__ JobBatch<kCapacity> batch,
+__global__ void __launch_bounds__(W::kThreads, W::kMinBlocksPerSm) produce_compact_kernel(const __grid_constant__ JobBatch<kCapacity> batch,
                                                                    int32_t total_chunks) {
-  __shared__ uint32_t tiles[W::kSmemWords];
+  __shared__ __align__(16) uint32_t tiles[W::kSmemWords];
   int32_t chunk = static_cast<int32_t>(blockIdx.x);
   if (chunk >= total_chunks) return;
   int job_index = 0;
@@ -218,16 +276,12 @@ __global__ void __launch_bounds__(W::kThreads) produce_compact_kernel(const __gr
     __syncthreads();
     const int32_t next = chunk + static_cast<int32_t>(gridDim.x);
     const bool has_next = next < total_chunks;
-    Chunk upcoming{};
-    if (has_next) {
-      upcoming = locate<W>(batch, next, job_index);
-      load_chunk<W>(upcoming, regs);
-    }
+    if (has_next) load_chunk<W>(locate<W>(batch, next, job_index), regs);
     store_chunk<W>(current, tiles);
     __syncthreads();
     if (!has_next) break;
     chunk = next;
-    current = upcoming;
+    current = locate<W>(batch, chunk, job_index);  // recomputed rather than kept live across the store
   }
 }
 
@@ -308,6 +362,18 @@ void launch_batch(const JobBatch<kCapacity> &batch, int64_t chunks, cudaStream_t
   check(cudaGetLastError(), "launching the scale unswizzle kernel");
 }
 
+// Narrow swizzled matrices (rows shorter than half a chunk) take direct chunks: whole tiles in storage
+// order, so a chunk stays full however few scales a row holds (an MoE down projection has 24).
+bool is_direct(const ScaleJob &job, int tiles_per_chunk) {
+  return job.swizzled && 2 * ceil_div(job.dst.cols, kTileCols) <= tiles_per_chunk;
+}
+
+int64_t chunks_of(const ScaleJob &job, int tiles_per_chunk) {
+  const int64_t tile_rows = ceil_div(job.dst.rows, kTileRows), tile_cols = ceil_div(job.dst.cols, kTileCols);
+  if (is_direct(job, tiles_per_chunk)) return ceil_div(tile_rows * tile_cols, tiles_per_chunk);
+  return tile_rows * ceil_div(tile_cols, tiles_per_chunk);
+}
+
 // Fills `batch` from jobs[begin..] until it is full; returns the number of blocks it needs.
 template <class W, int kCapacity>
 int64_t fill_batch(JobBatch<kCapacity> &batch, const ScaleJob *jobs, size_t count, size_t &next) {
@@ -330,7 +396,9 @@ int64_t fill_batch(JobBatch<kCapacity> &batch, const ScaleJob *jobs, size_t coun
     j.first_block = checked_int32(blocks, "blocks in one launch");
     j.word_stores = in.dst.col_stride == 1 && (reinterpret_cast<uintptr_t>(in.dst.data) & 3) == 0 &&
                     (in.dst.row_stride & 3) == 0;
-    blocks += ceil_div(j.rows, kTileRows) * j.chunks_per_row;
+    j.direct = is_direct(in, W::kTilesPerChunk);
+    j.tile_rows = static_cast<int32_t>(ceil_div(j.rows, kTileRows));
+    blocks += chunks_of(in, W::kTilesPerChunk);
     checked_int32(blocks, "blocks in one launch");
     ++batch.count;
   }
@@ -354,7 +422,7 @@ void run_jobs_with(const ScaleJob *jobs, size_t count, cudaStream_t stream) {
 bool wide_chunks_pay(const ScaleJob *jobs, size_t count) {
   int64_t chunks = 0;
   for (size_t i = 0; i < count; ++i)
-    chunks += ceil_div(jobs[i].dst.rows, kTileRows) * ceil_div(ceil_div(jobs[i].dst.cols, kTileCols), Wide::kTilesPerChunk);
+    if (jobs[i].dst.rows > 0 && jobs[i].dst.cols > 0) chunks += chunks_of(jobs[i], Wide::kTilesPerChunk);
   return chunks >= int64_t{kWideChunksPerBlock} * resident_blocks<Wide, kMaxJobsPerLaunch>();
 }
 
