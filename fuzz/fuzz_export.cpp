@@ -111,7 +111,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   int64_t m = 1;
   for (int i = 0; i + 1 < ndim; ++i) m *= shape[i];
   const int64_t k = shape.back();
-  const int64_t rows = columnwise ? (m + 31) / 32 : m, cols = columnwise ? k : (k + 31) / 32;
+  int64_t rows = columnwise ? (m + 31) / 32 : m, cols = columnwise ? k : (k + 31) / 32;
 
   // The data: usually the logical shape, sometimes another one.
   std::vector<int64_t> data_shape = shape;
@@ -159,6 +159,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (tensor != nullptr || deleter_calls != 0) abort();  // nothing taken, nothing written
   } else {
     if (values.has_negative_stride() || scales.has_negative_stride()) abort();  // must have been refused
+    if (desc.ndim == 0) {
+      // The logical shape came from the data, which may differ from `shape`: the reference follows it.
+      int64_t data_m = 1;
+      for (int i = 0; i + 1 < ndim; ++i) data_m *= data_shape[i];
+      rows = columnwise ? (data_m + 31) / 32 : data_m;
+      cols = columnwise ? data_shape.back() : (data_shape.back() + 31) / 32;
+    }
     struct {
       mxfp8_export_options known;
       uint8_t tail[256];
