@@ -221,8 +221,9 @@ __device__ void store_chunk(const Chunk &c, const uint32_t *tiles) {
   // A register copy: through the pointer, every global store below could alias the job's fields.
   const DeviceJob job = *c.job;
   constexpr int kQuads = W::kTilesPerChunk / 4;
-  const bool vector_rows = job.word_stores && job.swizzled && (reinterpret_cast<uintptr_t>(job.dst) & 15) == 0 &&
-                           (job.dst_row_stride & 15) == 0;
+  const bool vector_rows = job.word_stores && (reinterpret_cast<uintptr_t>(job.dst) & 15) == 0 &&
+                           (job.dst_row_stride & 15) == 0 &&
+                           (job.swizzled || ((reinterpret_cast<uintptr_t>(job.src) & 15) == 0 && (job.src_row_stride & 15) == 0));
   for (int i = threadIdx.x; i < kTileRows * kQuads; i += W::kThreads) {
     const int q = i % kQuads;
     const int r_in_tile = i / kQuads;
@@ -232,8 +233,10 @@ __device__ void store_chunk(const Chunk &c, const uint32_t *tiles) {
     const int64_t col = static_cast<int64_t>(c.first_tile + first) * kTileCols;
     uint8_t *out = job.dst + r * job.dst_row_stride + col * job.dst_col_stride;
     if (vector_rows && first + 4 <= c.tiles && col + 4 * kTileCols <= job.cols) {
-      *reinterpret_cast<uint4 *>(out) = make_uint4(swizzled_word<W>(tiles, first, r_in_tile), swizzled_word<W>(tiles, first + 1, r_in_tile),
-                                                   swizzled_word<W>(tiles, first + 2, r_in_tile), swizzled_word<W>(tiles, first + 3, r_in_tile));
+      *reinterpret_cast<uint4 *>(out) =
+          job.swizzled ? make_uint4(swizzled_word<W>(tiles, first, r_in_tile), swizzled_word<W>(tiles, first + 1, r_in_tile),
+                                    swizzled_word<W>(tiles, first + 2, r_in_tile), swizzled_word<W>(tiles, first + 3, r_in_tile))
+                       : __ldg(reinterpret_cast<const uint4 *>(job.src + r * job.src_row_stride + col));
       continue;
     }
     for (int j = first; j < first + 4 && j < c.tiles; ++j) {

@@ -312,6 +312,36 @@ MXFP8_API mxfp8_status mxfp8_export_scales_batched(const mxfp8_tensor *const *te
                                                    const mxfp8_export_options *options);
 
 /* ====================================================================================================
+ * Buckets: many tensors' values and scales packed into one caller buffer, for one IPC handle or one
+ * NCCL broadcast
+ * ==================================================================================================== */
+
+/* Where one tensor's parts sit in a bucket, in bytes from the bucket's first byte. */
+typedef struct mxfp8_bucket_entry {
+  uint64_t values_offset;
+  uint64_t values_bytes;  /* prod(shape): the values, row-major */
+  uint64_t scales_offset;
+  uint64_t scales_bytes;  /* the compact scales, row-major, as mxfp8_export_components returns them */
+} mxfp8_bucket_entry;
+
+/* Plans a bucket: tensor i's values at entries[i].values_offset and its compact scales (direction
+ * `options->direction`) right after, every part starting at a multiple of `alignment` (a power of two,
+ * at least 1; 256 suits every consumer's vector loads), in tensor order. `*total_bytes` is the bucket
+ * size needed. Touches no tensor memory. */
+MXFP8_API mxfp8_status mxfp8_bucket_plan(const mxfp8_tensor *const *tensors, size_t count,
+                                         const mxfp8_export_options *options, uint64_t alignment,
+                                         mxfp8_bucket_entry *entries, uint64_t *total_bytes);
+
+/* Fills `bucket` (contiguous uint8, at least the planned size, on the tensors' device) as `entries`
+ * say: the values copied, the scales unswizzled or cropped straight into place; bytes between parts are
+ * left as they were. CUDA: one kernel launch for the whole bucket (a few past several hundred parts),
+ * queued on `options->stream`. `entries` must come from mxfp8_bucket_plan for the same tensors and
+ * options (they are checked to lie inside the bucket and not to overlap). */
+MXFP8_API mxfp8_status mxfp8_export_bucket(const mxfp8_tensor *const *tensors, size_t count,
+                                           const mxfp8_export_options *options,
+                                           const mxfp8_bucket_entry *entries, DLTensor *bucket);
+
+/* ====================================================================================================
  * Grouped MoE experts: E experts in one flat values buffer and one flat scale buffer
  * ==================================================================================================== */
 

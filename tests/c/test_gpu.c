@@ -506,6 +506,58 @@ static void test_gpu_grouped_stacked_equals_reference(void **state) {
   test_tensor_free(flat);
 }
 
+static void test_gpu_bucket_equals_host_bucket(void **state) {
+  (void)state;
+  REQUIRE_GPU();
+  /* 40 tensors of random shapes and layouts, values and scales into one poisoned device bucket */
+  enum { T = 40 };
+  uint64_t rng = 3030;
+  test_tensor *hd[T], *hs[T];
+  gpu_tensor *gd[T], *gs[T];
+  mxfp8_tensor *ht[T], *gt[T];
+  uint8_t *s[T];
+  for (int i = 0; i < T; ++i) {
+    int64_t r, c;
+    const int64_t rows = 1 + (int64_t)(rng_next(&rng) % 600), k = 1 + (int64_t)(rng_next(&rng) % 5000);
+    const int storage = (int)(rng_next(&rng) % 3);
+    s[i] = make_host_tensor(rows, k, storage, 0, &rng, &hd[i], &hs[i], &r, &c);
+    ht[i] = create_on(&hd[i]->managed, &hs[i]->managed, storage, 0);
+    gd[i] = upload(hd[i], 0);
+    gs[i] = upload(hs[i], 0);
+    gt[i] = create_on(&gd[i]->managed, &gs[i]->managed, storage, 0);
+  }
+  mxfp8_bucket_entry entries[T], host_entries[T];
+  uint64_t total = 0, host_total = 0;
+  assert_int_equal(mxfp8_bucket_plan((const mxfp8_tensor *const *)gt, T, NULL, 256, entries, &total), MXFP8_OK);
+  assert_int_equal(mxfp8_bucket_plan((const mxfp8_tensor *const *)ht, T, NULL, 256, host_entries, &host_total), MXFP8_OK);
+  assert_int_equal(total, host_total);
+  uint8_t *d_bucket, *host_bucket = malloc(total), *got = malloc(total);
+  CUDA_OK(cudaMalloc((void **)&d_bucket, total));
+  CUDA_OK(cudaMemset(d_bucket, POISON, total));
+  memset(host_bucket, POISON, total);
+  int64_t bshape[1] = {(int64_t)total};
+  DLTensor db = {d_bucket, {kDLCUDA, 0}, 1, {kDLUInt, 8, 1}, bshape, NULL, 0};
+  DLTensor hb = {host_bucket, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, bshape, NULL, 0};
+  EXPECT(mxfp8_export_bucket((const mxfp8_tensor *const *)gt, T, NULL, entries, &db) == MXFP8_OK, "gpu: %s", mxfp8_last_error());
+  EXPECT(mxfp8_export_bucket((const mxfp8_tensor *const *)ht, T, NULL, host_entries, &hb) == MXFP8_OK, "host: %s", mxfp8_last_error());
+  CUDA_OK(cudaMemcpy(got, d_bucket, total, cudaMemcpyDeviceToHost));
+  EXPECT(memcmp(got, host_bucket, total) == 0, "the GPU bucket differs from the host bucket");
+  for (int i = 0; i < T; ++i) {
+    EXPECT(memcmp(got + entries[i].values_offset, hd[i]->buffer, hd[i]->bytes) == 0, "values %d", i);
+    EXPECT(memcmp(got + entries[i].scales_offset, s[i], entries[i].scales_bytes) == 0, "scales %d", i);
+    mxfp8_tensor_release(ht[i]);
+    mxfp8_tensor_release(gt[i]);
+    gpu_tensor_free(gd[i]);
+    gpu_tensor_free(gs[i]);
+    test_tensor_free(hd[i]);
+    test_tensor_free(hs[i]);
+    free(s[i]);
+  }
+  cudaFree(d_bucket);
+  free(host_bucket);
+  free(got);
+}
+
 static void test_gpu_swizzle_pair_matches_formula(void **state) {
   (void)state;
   REQUIRE_GPU();
@@ -555,6 +607,7 @@ static void test_batched_export_equals_one_by_one(void **state) { (void)state; R
 static void test_large_batch_takes_the_wide_chunk_path_correctly(void **state) { (void)state; REQUIRE_GPU(); }
 static void test_gpu_block_scales_equal_host_and_report_the_same_disagreement(void **state) { (void)state; REQUIRE_GPU(); }
 static void test_gpu_grouped_stacked_equals_reference(void **state) { (void)state; REQUIRE_GPU(); }
+static void test_gpu_bucket_equals_host_bucket(void **state) { (void)state; REQUIRE_GPU(); }
 static void test_gpu_swizzle_pair_matches_formula(void **state) { (void)state; REQUIRE_GPU(); }
 #endif
 
@@ -566,6 +619,7 @@ int main(void) {
       cmocka_unit_test(test_large_batch_takes_the_wide_chunk_path_correctly),
       cmocka_unit_test(test_gpu_block_scales_equal_host_and_report_the_same_disagreement),
       cmocka_unit_test(test_gpu_grouped_stacked_equals_reference),
+      cmocka_unit_test(test_gpu_bucket_equals_host_bucket),
       cmocka_unit_test(test_gpu_swizzle_pair_matches_formula),
   };
   return cmocka_run_group_tests_name("CUDA path", tests, NULL, NULL);

@@ -1,0 +1,153 @@
+// Buckets: many tensors' values (copied) and compact scales (unswizzled or cropped in place) packed into
+// one caller buffer, planned on the host and filled in one launch.
+#include <algorithm>
+#include <cstdio>
+#include <vector>
+
+#include "dltensor_checks.hpp"
+#include "error.hpp"
+#include "export_internal.hpp"
+#include "shape.hpp"
+
+namespace mxfp8 {
+namespace {
+
+// A flat copy of `bytes` becomes rows of kCopyRowBytes plus a one-row tail, so that the scale kernel's
+// row-segment jobs move it (16 bytes at a time when aligned).
+constexpr int64_t kCopyRowBytes = 4096;
+
+struct Part {
+  uint64_t offset, bytes;
+  size_t tensor;
+};
+
+void check_tensors(const mxfp8_tensor *const *tensors, size_t count, mxfp8_direction direction) {
+  if (count > 0 && !tensors) fail(MXFP8_ERROR_INVALID_ARGUMENT, "tensors is NULL");
+  for (size_t i = 0; i < count; ++i) {
+    if (!tensors[i]) fail(MXFP8_ERROR_INVALID_ARGUMENT, "tensors[", i, "] is NULL");
+    require_direction(*tensors[i], direction);
+    if (!same_device(tensors[i]->device, tensors[0]->device))
+      fail(MXFP8_ERROR_INVALID_ARGUMENT, "tensors[", i, "] is on ", format_device(tensors[i]->device),
+           " but tensors[0] is on ", format_device(tensors[0]->device), ": one bucket lives on one device");
+  }
+}
+
+uint64_t values_bytes(const mxfp8_tensor &t) { return static_cast<uint64_t>(t.rows * t.cols); }
+
+uint64_t scales_bytes(const mxfp8_tensor &t, mxfp8_direction direction) {
+  const Direction &d = t.directions[direction];
+  return static_cast<uint64_t>(d.scale_rows * d.scale_cols);
+}
+
+mxfp8_export_options bucket_options(const mxfp8_export_options *given) {
+  const mxfp8_export_options o = read_options(given);
+  if (o.scales_granularity != MXFP8_SCALES_PER_32)
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, "buckets carry the stored per-32 scales: options.scales_granularity must be "
+         "MXFP8_SCALES_PER_32");
+  return o;
+}
+
+// The jobs that copy `bytes` contiguous bytes from src to dst.
+void add_copy_jobs(std::vector<ScaleJob> &jobs, const uint8_t *src, uint8_t *dst, int64_t bytes) {
+  const int64_t rows = bytes / kCopyRowBytes, tail = bytes % kCopyRowBytes;
+  auto *s = const_cast<uint8_t *>(src);
+  if (rows > 0)
+    jobs.push_back(ScaleJob{nullptr, ByteMatrix{s, rows, kCopyRowBytes, kCopyRowBytes, 1},
+                            ByteMatrix{dst, rows, kCopyRowBytes, kCopyRowBytes, 1}});
+  if (tail > 0) {
+    const int64_t done = rows * kCopyRowBytes;
+    jobs.push_back(ScaleJob{nullptr, ByteMatrix{s + done, 1, tail, tail, 1}, ByteMatrix{dst + done, 1, tail, tail, 1}});
+  }
+}
+
+}  // namespace
+}  // namespace mxfp8
+
+using namespace mxfp8;
+
+extern "C" MXFP8_API mxfp8_status mxfp8_bucket_plan(const mxfp8_tensor *const *tensors, size_t count,
+                                                    const mxfp8_export_options *options, uint64_t alignment,
+                                                    mxfp8_bucket_entry *entries, uint64_t *total_bytes) {
+  return guarded([&] {
+    const mxfp8_export_options o = bucket_options(options);
+    const auto direction = static_cast<mxfp8_direction>(o.direction);
+    if (alignment == 0 || (alignment & (alignment - 1)) != 0)
+      fail(MXFP8_ERROR_INVALID_ARGUMENT, "alignment is ", alignment, ", expected a power of two");
+    if (count > 0 && !entries) fail(MXFP8_ERROR_INVALID_ARGUMENT, "entries is NULL");
+    if (!total_bytes) fail(MXFP8_ERROR_INVALID_ARGUMENT, "total_bytes is NULL");
+    check_tensors(tensors, count, direction);
+    std::vector<mxfp8_bucket_entry> planned(count);
+    uint64_t at = 0;
+    auto place = [&](uint64_t bytes) {
+      at = (at + alignment - 1) & ~(alignment - 1);
+      const uint64_t offset = at;
+      if (__builtin_add_overflow(at, bytes, &at)) fail(MXFP8_ERROR_INVALID_ARGUMENT, "the bucket size overflows");
+      return offset;
+    };
+    for (size_t i = 0; i < count; ++i) {
+      planned[i].values_bytes = values_bytes(*tensors[i]);
+      planned[i].values_offset = place(planned[i].values_bytes);
+      planned[i].scales_bytes = scales_bytes(*tensors[i], direction);
+      planned[i].scales_offset = place(planned[i].scales_bytes);
+    }
+    std::copy(planned.begin(), planned.end(), entries);
+    *total_bytes = at;
+  });
+}
+
+extern "C" MXFP8_API mxfp8_status mxfp8_export_bucket(const mxfp8_tensor *const *tensors, size_t count,
+                                                      const mxfp8_export_options *options,
+                                                      const mxfp8_bucket_entry *entries, DLTensor *bucket) {
+  return guarded([&] {
+    const mxfp8_export_options o = bucket_options(options);
+    const auto direction = static_cast<mxfp8_direction>(o.direction);
+    if (count > 0 && !entries) fail(MXFP8_ERROR_INVALID_ARGUMENT, "entries is NULL");
+    if (!bucket) fail(MXFP8_ERROR_INVALID_ARGUMENT, "bucket is NULL");
+    check_tensors(tensors, count, direction);
+    if (count == 0) return;
+    if (bucket->dtype.bits != 8 || bucket->dtype.lanes != 1)
+      fail(MXFP8_ERROR_INVALID_ARGUMENT, "bucket: dtype ", format_dtype(bucket->dtype), " is not a byte type");
+    const int64_t size = checked_numel(*bucket, "bucket");
+    if (!is_compact(*bucket)) fail(MXFP8_ERROR_INVALID_ARGUMENT, "bucket: must be contiguous");
+    if (size > 0 && !bucket->data) fail(MXFP8_ERROR_INVALID_ARGUMENT, "bucket: data is NULL");
+    if (!same_device(bucket->device, tensors[0]->device))
+      fail(MXFP8_ERROR_INVALID_ARGUMENT, "bucket is on ", format_device(bucket->device), " but the tensors are on ",
+           format_device(tensors[0]->device));
+
+    // Every part where the plan put it: the right size, inside the bucket, overlapping no other part.
+    std::vector<Part> parts;
+    parts.reserve(2 * count);
+    for (size_t i = 0; i < count; ++i) {
+      const mxfp8_bucket_entry &e = entries[i];
+      if (e.values_bytes != values_bytes(*tensors[i]) || e.scales_bytes != scales_bytes(*tensors[i], direction))
+        fail(MXFP8_ERROR_INVALID_ARGUMENT, "entries[", i, "] gives ", e.values_bytes, " value and ", e.scales_bytes,
+             " scale bytes, tensors[", i, "] has ", values_bytes(*tensors[i]), " and ", scales_bytes(*tensors[i], direction),
+             ": plan the bucket with mxfp8_bucket_plan for these tensors and options");
+      for (const Part p : {Part{e.values_offset, e.values_bytes, i}, Part{e.scales_offset, e.scales_bytes, i}}) {
+        if (p.offset > static_cast<uint64_t>(size) || p.bytes > static_cast<uint64_t>(size) - p.offset)
+          fail(MXFP8_ERROR_INVALID_ARGUMENT, "entries[", i, "] reaches byte ", p.offset + p.bytes,
+               " of a bucket of ", size, " bytes");
+        if (p.bytes > 0) parts.push_back(p);
+      }
+    }
+    std::sort(parts.begin(), parts.end(), [](const Part &a, const Part &b) { return a.offset < b.offset; });
+    for (size_t k = 1; k < parts.size(); ++k)
+      if (parts[k].offset < parts[k - 1].offset + parts[k - 1].bytes)
+        fail(MXFP8_ERROR_INVALID_ARGUMENT, "entries[", parts[k].tensor, "] and entries[", parts[k - 1].tensor,
+             "] overlap in the bucket");
+
+    uint8_t *base = byte_pointer(*bucket);
+    std::vector<ScaleJob> jobs;
+    jobs.reserve(3 * count);
+    for (size_t i = 0; i < count; ++i) {
+      const mxfp8_tensor &t = *tensors[i];
+      add_copy_jobs(jobs, byte_pointer(t.directions[direction].data->dl_tensor), base + entries[i].values_offset,
+                    static_cast<int64_t>(entries[i].values_bytes));
+      if (entries[i].scales_bytes > 0)
+        jobs.push_back(compact_scales_job(t, direction, base + entries[i].scales_offset));
+    }
+    if (memory_of(bucket->device, "bucket") == Memory::Host) return run_jobs_host(jobs.data(), jobs.size());
+    cuda::DeviceScope scope(bucket->device.device_id);
+    cuda::run_jobs(jobs.data(), jobs.size(), o.stream);
+  });
+}
