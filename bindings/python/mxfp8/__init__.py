@@ -7,7 +7,19 @@
 JAX, CuPy, NumPy); with torch inputs the results are torch tensors.
 """
 from ._api import Components, export_components, export_grouped, export_te
+from ._bucket import export_bucket, swizzle_scales, unpack_bucket, unswizzle_scales
 from ._mxfp8 import Array
 
 __version__ = "0.1.0"
-__all__ = ["Array", "Components", "export_components", "export_grouped", "export_te", "__version__"]
+__all__ = [
+    "Array",
+    "Components",
+    "export_bucket",
+    "export_components",
+    "export_grouped",
+    "export_te",
+    "swizzle_scales",
+    "unpack_bucket",
+    "unswizzle_scales",
+    "__version__",
+]

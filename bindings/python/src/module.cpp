@@ -3,6 +3,8 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <tuple>
+
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -292,6 +294,8 @@ class Tensor {
   Tensor(const Tensor &) = delete;
   Tensor &operator=(const Tensor &) = delete;
 
+  const mxfp8_tensor *handle() const { return handle_; }
+
   py::tuple export_components(int direction, int values_dtype, int scales_dtype, bool contiguous, bool block_scales,
                               intptr_t stream, py::object allocator) {
     mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
@@ -367,6 +371,54 @@ class Grouped {
   mxfp8_grouped_tensor *handle_ = nullptr;
 };
 
+std::vector<const mxfp8_tensor *> handles(const std::vector<Tensor *> &tensors) {
+  std::vector<const mxfp8_tensor *> out;
+  for (const Tensor *t : tensors) out.push_back(t->handle());
+  return out;
+}
+
+// Plans a bucket: [(values_offset, values_bytes, scales_offset, scales_bytes)], total bytes.
+py::tuple bucket_plan(const std::vector<Tensor *> &tensors, int direction, uint64_t alignment) {
+  mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
+  o.direction = direction;
+  std::vector<mxfp8_bucket_entry> entries(tensors.size());
+  uint64_t total = 0;
+  const auto h = handles(tensors);
+  check(mxfp8_bucket_plan(h.data(), h.size(), &o, alignment, entries.data(), &total));
+  py::list rows;
+  for (const auto &e : entries) rows.append(py::make_tuple(e.values_offset, e.values_bytes, e.scales_offset, e.scales_bytes));
+  return py::make_tuple(rows, total);
+}
+
+// Borrows a DLPack object's tensor for the length of one call.
+template <class Call>
+void with_borrowed(py::handle obj, const char *name, py::object stream, Call call) {
+  auto taken = take_dlpack(obj, name, stream);
+  call(&taken->managed->dl_tensor);
+}
+
+void export_bucket(const std::vector<Tensor *> &tensors, const std::vector<std::tuple<uint64_t, uint64_t, uint64_t, uint64_t>> &plan,
+                   py::object bucket, int direction, intptr_t stream, py::object dlpack_stream) {
+  mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
+  o.direction = direction;
+  o.stream = reinterpret_cast<void *>(stream);
+  std::vector<mxfp8_bucket_entry> entries;
+  for (const auto &[vo, vb, so, sb] : plan) entries.push_back(mxfp8_bucket_entry{vo, vb, so, sb});
+  const auto h = handles(tensors);
+  with_borrowed(bucket, "bucket", dlpack_stream, [&](DLTensor *b) {
+    check(mxfp8_export_bucket(h.data(), h.size(), &o, entries.data(), b));
+  });
+}
+
+void swizzle_pair(py::object source, py::object destination, bool swizzle, intptr_t stream, py::object dlpack_stream) {
+  with_borrowed(source, swizzle ? "compact" : "swizzled", dlpack_stream, [&](DLTensor *src) {
+    with_borrowed(destination, swizzle ? "swizzled" : "compact", dlpack_stream, [&](DLTensor *dst) {
+      check(swizzle ? mxfp8_swizzle_scales(src, dst, reinterpret_cast<void *>(stream))
+                    : mxfp8_unswizzle_scales(src, dst, reinterpret_cast<void *>(stream)));
+    });
+  });
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_mxfp8, m) {
@@ -404,6 +456,12 @@ PYBIND11_MODULE(_mxfp8, m) {
       .def("export_components", &Tensor::export_components, py::kw_only(), py::arg("direction") = 0,
            py::arg("values_dtype") = 0, py::arg("scales_dtype") = 0, py::arg("contiguous") = true,
            py::arg("block_scales") = false, py::arg("stream") = 0, py::arg("allocator") = py::none());
+
+  m.def("bucket_plan", &bucket_plan, py::arg("tensors"), py::arg("direction") = 0, py::arg("alignment") = 256);
+  m.def("export_bucket", &export_bucket, py::arg("tensors"), py::arg("plan"), py::arg("bucket"),
+        py::arg("direction") = 0, py::arg("stream") = 0, py::arg("dlpack_stream") = py::none());
+  m.def("swizzle_pair", &swizzle_pair, py::arg("source"), py::arg("destination"), py::arg("swizzle"),
+        py::arg("stream") = 0, py::arg("dlpack_stream") = py::none());
 
   py::class_<Grouped>(m, "Grouped", "An mxfp8_grouped_tensor handle over flat DLPack inputs.")
       .def(py::init<py::object, py::object, int32_t, int64_t, std::optional<std::vector<int64_t>>, int64_t,

@@ -110,3 +110,20 @@ def test_grouped_experts_and_block_scales_on_the_gpu():
     data, buf, blocks = block_weight(257, 300, "columnwise", True, seed=18)
     _, scales = mxfp8.export_components(cuda(data), cuda(buf), swizzled=True, direction="columnwise", block="32x32")
     assert torch.equal(scales.cpu(), torch.from_numpy(blocks))
+
+
+def test_bucket_on_the_gpu_and_reswizzle_for_the_consumer():
+    specs, expected = {}, {}
+    for i, (shape, storage) in enumerate([((1000, 4096), "swizzled"), ((4096, 768), "swizzled"), ((300, 200), "padded")]):
+        data, buf, s = make_mxfp8(shape, storage, seed=30 + i)
+        specs[f"w{i}"] = {"data": cuda(data), "scale_inv": cuda(buf), "swizzled": storage == "swizzled"}
+        expected[f"w{i}"] = (data, s, buf if storage == "swizzled" else None)
+    bucket, manifest = mxfp8.export_bucket(specs)
+    assert bucket.is_cuda and bucket.dtype == torch.uint8
+    for name, (values, scales) in mxfp8.unpack_bucket(bucket, manifest).items():
+        data, s, swizzled = expected[name]
+        assert values.dtype == torch.float8_e4m3fn
+        assert torch.equal(values.view(torch.uint8).cpu(), torch.from_numpy(data))
+        assert torch.equal(scales.cpu(), torch.from_numpy(s))
+        if swizzled is not None:  # the consumer re-swizzles for its GEMM: the trainer's bytes come back
+            assert torch.equal(mxfp8.swizzle_scales(scales).cpu(), torch.from_numpy(swizzled.reshape(-1)))

@@ -1,0 +1,134 @@
+"""Buckets for weight sync: many tensors' values and compact scales in one buffer, one launch, plus the
+manifest a receiver needs to rebuild them; and the scale swizzle both ways for the import side."""
+from __future__ import annotations
+
+from typing import Any, Dict, List, Mapping, Optional, Tuple
+
+from . import _mxfp8
+from ._api import _CUDA_DEVICES, _DIRECTIONS, _FORMATS, Components, _choice, _dlpack_stream, _inputs
+
+_FP8_CODES = {"e4m3": 10, "e5m2": 12}  # DLPack kDLFloat8_e4m3fn, kDLFloat8_e5m2
+
+
+def _numel(shape) -> int:
+    n = 1
+    for d in shape:
+        n *= int(d)
+    return n
+
+
+def export_bucket(
+    tensors: Mapping[str, Mapping[str, Any]],
+    *,
+    direction: str = "rowwise",
+    alignment: int = 256,
+    bucket: Any = None,
+    stream: Any = None,
+) -> Tuple[Any, List[Dict[str, Any]]]:
+    """Pack the values and compact scales of many MXFP8 tensors into one buffer, in one launch.
+
+    Args:
+        tensors: name -> {"data": ..., "scale_inv": ..., and optionally "fp8_dtype" ("e4m3"), "swizzled"
+            (False), "shape"}: the arguments export_components takes, one direction's buffers.
+        direction: "rowwise" or "columnwise", for every tensor.
+        alignment: every part starts at a multiple of this many bytes.
+        bucket: a contiguous byte buffer to fill (torch, CuPy, NumPy...). None: a new one, torch.empty on
+            the tensors' device for torch inputs, numpy.empty for host memory.
+        stream: as for export_components.
+
+    Returns:
+        (bucket, manifest): manifest[i] = {"name", "shape", "fp8_dtype", "values_offset", "values_bytes",
+        "scales_offset", "scales_bytes", "scales_shape"} in bucket order; the bucket can go through one
+        CUDA IPC handle or one NCCL broadcast, and unpack_bucket rebuilds the parts on the other side.
+    """
+    if not tensors:
+        raise ValueError("tensors is empty: nothing to pack")
+    dir_code = _choice("direction", direction, _DIRECTIONS)
+    handles, manifest = [], []
+    first = None
+    for name, spec in tensors.items():
+        data, scale_inv = spec["data"], spec["scale_inv"]
+        torch, cuda, stream_ptr = _inputs(data, scale_inv, stream)
+        first = first or (torch, cuda, stream_ptr, data)
+        fp8 = spec.get("fp8_dtype", "e4m3")
+        shape = tuple(int(d) for d in (spec.get("shape") or data.shape))
+        prefix = "rowwise" if dir_code == 0 else "columnwise"
+        handles.append(_mxfp8.Tensor(
+            **{f"{prefix}_data": data, f"{prefix}_scale_inv": scale_inv},
+            shape=list(shape), format=_choice("fp8_dtype", fp8, _FORMATS), swizzled=bool(spec.get("swizzled", False)),
+            stream=_dlpack_stream(stream_ptr, cuda)))
+        m = _numel(shape[:-1])
+        scales_shape = (*shape[:-1], -(-shape[-1] // 32)) if dir_code == 0 else (-(-m // 32), shape[-1])
+        manifest.append({"name": name, "shape": shape, "fp8_dtype": fp8, "scales_shape": scales_shape})
+    plan, total = _mxfp8.bucket_plan(handles, direction=dir_code, alignment=int(alignment))
+    for entry, (vo, vb, so, sb) in zip(manifest, plan):
+        entry.update(values_offset=vo, values_bytes=vb, scales_offset=so, scales_bytes=sb)
+    torch, cuda, stream_ptr, data = first
+    if bucket is None:
+        if torch is not None:
+            bucket = torch.empty(total, dtype=torch.uint8, device=data.device)
+        elif not cuda:
+            import numpy
+
+            bucket = numpy.empty(total, dtype=numpy.uint8)
+        else:
+            raise ValueError("pass bucket=: a CUDA buffer of at least %d bytes (no torch to allocate one)" % total)
+    _mxfp8.export_bucket(handles, plan, bucket, direction=dir_code, stream=stream_ptr,
+                         dlpack_stream=_dlpack_stream(stream_ptr, cuda))
+    return bucket, manifest
+
+
+def unpack_bucket(bucket: Any, manifest: List[Dict[str, Any]]) -> Dict[str, Components]:
+    """Views of each tensor's values (float8 for torch, uint8 for NumPy) and compact uint8 scales inside
+    a bucket made by export_bucket. Nothing is copied: the views share the bucket's memory."""
+    module = type(bucket).__module__
+    parts = {}
+    for e in manifest:
+        values = bucket[e["values_offset"]:e["values_offset"] + e["values_bytes"]]
+        scales = bucket[e["scales_offset"]:e["scales_offset"] + e["scales_bytes"]]
+        if module.startswith("torch"):
+            import torch
+
+            fp8 = torch.float8_e4m3fn if e["fp8_dtype"] == "e4m3" else torch.float8_e5m2
+            values = values.view(fp8).view(e["shape"])
+            scales = scales.view(e["scales_shape"])
+        else:
+            values = values.reshape(e["shape"])
+            scales = scales.reshape(e["scales_shape"])
+        parts[e["name"]] = Components(values, scales)
+    return parts
+
+
+def _round_up(n: int, d: int) -> int:
+    return (n + d - 1) // d * d
+
+
+def swizzle_scales(compact: Any, out: Any = None, *, stream: Any = None) -> Any:
+    """The cuBLAS 128x4 layout of a (R, C) compact scale matrix, padding zero: what a consumer that feeds
+    cuBLAS needs. `out`: roundup(R,128) * roundup(C,4) bytes; None: a new 1-D buffer like `compact`."""
+    torch, cuda, stream_ptr = _inputs(compact, compact, stream)
+    rows, cols = _numel(compact.shape[:-1]), int(compact.shape[-1])
+    n = _round_up(rows, 128) * _round_up(cols, 4)
+    if out is None:
+        if torch is not None:
+            out = torch.empty(n, dtype=torch.uint8, device=compact.device)
+        else:
+            import numpy
+
+            out = numpy.empty(n, dtype=numpy.uint8)
+    _mxfp8.swizzle_pair(compact, out, True, stream=stream_ptr, dlpack_stream=_dlpack_stream(stream_ptr, cuda))
+    return out
+
+
+def unswizzle_scales(swizzled: Any, rows: int, cols: int, out: Any = None, *, stream: Any = None) -> Any:
+    """The (rows, cols) compact scale matrix held in a swizzled buffer."""
+    torch, cuda, stream_ptr = _inputs(swizzled, swizzled, stream)
+    if out is None:
+        if torch is not None:
+            out = torch.empty((rows, cols), dtype=torch.uint8, device=swizzled.device)
+        else:
+            import numpy
+
+            out = numpy.empty((rows, cols), dtype=numpy.uint8)
+    _mxfp8.swizzle_pair(swizzled, out, False, stream=stream_ptr, dlpack_stream=_dlpack_stream(stream_ptr, cuda))
+    return out
