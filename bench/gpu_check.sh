@@ -27,26 +27,32 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | t
 
 step "C test suite (ctest)"
 (cd build-gpu && ctest --output-on-failure 2>&1) | tee "$OUT/ctest.log" || status=1
-build-gpu/tests/c/test_gpu 2>&1 | tee "$OUT/test_gpu.log" | tail -8
-grep -q "SKIPPED" "$OUT/test_gpu.log" && { echo "GPU cases were skipped on a GPU machine"; status=1; }
+build-gpu/tests/c/test_gpu 2>&1 | tee -a "$OUT/ctest.log" | tail -4
+grep -q "SKIPPED" "$OUT/ctest.log" && { echo "GPU cases were skipped on a GPU machine"; status=1; }
 
 if [ "${BENCH_ONLY:-0}" != 1 ]; then
 step "compute-sanitizer"
 for tool in memcheck racecheck initcheck synccheck; do
   MXFP8_TEST_QUICK=1 timeout 300 compute-sanitizer --tool "$tool" --error-exitcode 9 build-gpu/tests/c/test_gpu \
-    >"$OUT/sanitizer-$tool.log" 2>&1
+    >"$OUT/sanitizer-$tool.tmp" 2>&1
   rc=$?
-  echo "$tool: exit $rc; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitizer-$tool.log" | tail -1)"
+  echo "$tool: exit $rc; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitizer-$tool.tmp" | tail -1)"
+  { echo "=== $tool"; cat "$OUT/sanitizer-$tool.tmp"; } >>"$OUT/sanitizer.log" && rm -f "$OUT/sanitizer-$tool.tmp"
   [ $rc -eq 0 ] || status=1
 done 2>&1 | tee "$OUT/sanitizer-summary.txt"
 
-step "Python tests (torch, CuPy, JAX on the GPU)"
+fi
+
+step "Python package${BENCH_ONLY:+ (tests skipped)}"
 pip_args=(--no-build-isolation --no-deps -q)
 [ -d .carry/dlpack ] && pip_args+=(-C "cmake.define.DLPACK_INCLUDE_DIR=$PWD/.carry/dlpack")
 python3 -m pip install "${pip_args[@]}" . 2>&1 | tail -3
-(cd /tmp && python3 -m pytest -q -p no:cacheprovider "$OLDPWD/bindings/python/tests" 2>&1) | tee "$OUT/pytest.log" | tail -15
-grep -qE "[0-9]+ passed" "$OUT/pytest.log" && ! grep -qE "[0-9]+ failed|error" "$OUT/pytest.log" || status=1
-
+if [ "${BENCH_ONLY:-0}" != 1 ]; then
+  (cd /tmp && python3 -m pytest -q -p no:cacheprovider "$OLDPWD/bindings/python/tests" 2>&1) | tee "$OUT/pytest.log" | tail -15
+  grep -qE "[0-9]+ passed" "$OUT/pytest.log" && ! grep -qE "[0-9]+ failed|error" "$OUT/pytest.log" || status=1
+  step "weight sync example over CUDA IPC"
+  python3 examples/weight_sync/weight_sync.py --transport ipc --steps 3 --layers 8 --hidden 2048 --bucket-mb 64 \
+    2>&1 | tee "$OUT/weight_sync.log" || status=1
 fi
 
 step "benchmark"

@@ -58,6 +58,7 @@ step "Python binding and tests"
 python3 -m pip install -q --disable-pip-version-check --no-build-isolation . 2>&1 | grep -v "Running pip as the 'root' user" || true
 python3 -m pytest -q -p no:cacheprovider bindings/python/tests | tee -a "$log"
 python3 examples/python/export_te_weight.py
+python3 examples/weight_sync/weight_sync.py --transport shm --steps 2
 
 if [ -d bindings/rust ]; then
   step "Rust crates and tests"

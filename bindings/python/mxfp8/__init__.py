@@ -7,7 +7,7 @@
 JAX, CuPy, NumPy); with torch inputs the results are torch tensors.
 """
 from ._api import Components, export_components, export_grouped, export_te
-from ._bucket import export_bucket, swizzle_scales, unpack_bucket, unswizzle_scales
+from ._bucket import export_bucket, iter_buckets, swizzle_scales, unpack_bucket, unswizzle_scales
 from ._mxfp8 import Array
 
 __version__ = "0.1.0"
@@ -18,6 +18,7 @@ __all__ = [
     "export_components",
     "export_grouped",
     "export_te",
+    "iter_buckets",
     "swizzle_scales",
     "unpack_bucket",
     "unswizzle_scales",

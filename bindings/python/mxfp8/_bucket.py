@@ -132,3 +132,54 @@ def unswizzle_scales(swizzled: Any, rows: int, cols: int, out: Any = None, *, st
             out = numpy.empty((rows, cols), dtype=numpy.uint8)
     _mxfp8.swizzle_pair(swizzled, out, False, stream=stream_ptr, dlpack_stream=_dlpack_stream(stream_ptr, cuda))
     return out
+
+
+def iter_buckets(
+    tensors: Mapping[str, Mapping[str, Any]],
+    *,
+    bucket_bytes: int,
+    direction: str = "rowwise",
+    alignment: int = 256,
+    buffer: Any = None,
+    stream: Any = None,
+):
+    """Yield (bucket, manifest) for consecutive groups of `tensors` whose packed size fits
+    `bucket_bytes` (a tensor larger than that travels alone), refilling ONE buffer: send or copy each
+    bucket before asking for the next. Peak extra memory is one bucket, whatever the model size.
+
+    buffer: the 1-D byte buffer to fill (shared memory, an IPC-registered allocation...); None: one is
+    allocated as export_bucket does, and grown when a group needs more."""
+    dir_code = _choice("direction", direction, _DIRECTIONS)
+    group, size = {}, 0
+    caller_buffer = buffer is not None
+
+    def packed(spec) -> int:
+        shape = tuple(int(d) for d in (spec.get("shape") or spec["data"].shape))
+        m = _numel(shape[:-1])
+        scales = m * -(-shape[-1] // 32) if dir_code == 0 else -(-m // 32) * shape[-1]
+        return _round_up(_numel(shape), alignment) + _round_up(scales, alignment)
+
+    def flush():
+        nonlocal buffer
+        total = sum(packed(s) for s in group.values())
+        if buffer is None or _numel(buffer.shape) < total:
+            if caller_buffer:
+                raise ValueError(f"buffer holds {_numel(buffer.shape)} bytes, a bucket needs {total}: "
+                                 "make it at least bucket_bytes and as large as the largest tensor")
+            # let export_bucket allocate one of the right size, then keep it
+            bucket, manifest = export_bucket(group, direction=direction, alignment=alignment, stream=stream)
+            buffer = bucket
+        else:
+            bucket, manifest = export_bucket(group, direction=direction, alignment=alignment, bucket=buffer[:total],
+                                             stream=stream)
+        return bucket, manifest
+
+    for name, spec in tensors.items():
+        n = packed(spec)
+        if group and size + n > bucket_bytes:
+            yield flush()
+            group, size = {}, 0
+        group[name] = spec
+        size += n
+    if group:
+        yield flush()
