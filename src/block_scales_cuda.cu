@@ -20,17 +20,10 @@ __global__ void block_scales_kernel(ScaleSource s, int axis, ByteMatrix out, uns
   const int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
   if (i >= out.rows * out.cols) return;
   const int64_t br = i / out.cols, bc = i % out.cols;
-  const int64_t r0 = axis == 0 ? br * kBlockSize : br, c0 = axis == 0 ? bc : bc * kBlockSize;
-  const uint8_t value = *scale_address(s, r0, c0);
+  uint8_t value;
+  const int64_t mismatch = read_block(s, axis, br, bc, &value);
   out.data[br * out.row_stride + bc * out.col_stride] = value;
-  for (int64_t k = 1; k < kBlockSize; ++k) {
-    const int64_t r = axis == 0 ? r0 + k : r0, c = axis == 0 ? c0 : c0 + k;
-    if (r >= s.rows || c >= s.cols) break;
-    if (*scale_address(s, r, c) != value) {
-      atomicMin(first_mismatch, static_cast<unsigned long long>(r * s.cols + c));
-      break;
-    }
-  }
+  if (mismatch >= 0) atomicMin(first_mismatch, static_cast<unsigned long long>(mismatch));
 }
 
 }  // namespace

@@ -25,6 +25,19 @@ MXFP8_HOST_DEVICE inline const uint8_t *scale_address(const ScaleSource &s, int6
   return s.swizzled + (s.transposed ? swizzled_offset(c, r, padded) : swizzled_offset(r, c, padded));
 }
 
+// Block (br, bc) of the 32-wide blocks along `axis`: its first stored scale in *value, and the row-major
+// index in S of the first stored scale of the block that differs from it, or -1.
+MXFP8_HOST_DEVICE inline int64_t read_block(const ScaleSource &s, int axis, int64_t br, int64_t bc, uint8_t *value) {
+  const int64_t r0 = axis == 0 ? br * kBlockSize : br, c0 = axis == 0 ? bc : bc * kBlockSize;
+  *value = *scale_address(s, r0, c0);
+  for (int64_t i = 1; i < kBlockSize; ++i) {
+    const int64_t r = axis == 0 ? r0 + i : r0, c = axis == 0 ? c0 : c0 + i;
+    if (r >= s.rows || c >= s.cols) break;
+    if (*scale_address(s, r, c) != *value) return r * s.cols + c;
+  }
+  return -1;
+}
+
 // The first scale that differs from the first scale of its 32-wide block, if any.
 struct BlockMismatch {
   int64_t row = -1;  // -1: every block agrees
