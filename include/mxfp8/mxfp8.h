@@ -278,6 +278,7 @@ typedef struct mxfp8_export_options {
  *           A view when the bytes already lie that way (row-major, no padding columns, or padding
  *           columns with MXFP8_PADDED_SCALES_STRIDED_VIEW); otherwise a new contiguous buffer on the
  *           source's device, made by the unswizzle / crop copy, with DLPACK_FLAG_BITMASK_IS_COPIED set.
+ *           With MXFP8_SCALES_PER_32X32: one per 32 x 32 block, (ceil(M/32), ceil(K/32)), always a copy.
  *
  * Every output carries strides (never NULL when ndim > 0) and the DLPack version of the header the
  * library was built with. Views keep `tensor` alive; release each output by calling its deleter (once).
