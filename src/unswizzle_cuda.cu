@@ -11,6 +11,11 @@
 // of bank conflicts: a warp staging one tile writes rows l, l+32, l+64, l+96 of lane l (banks l + j);
 // a warp gathering 16-byte row segments reads 4 rows x 8 quads (banks r + 4q + k, all distinct) for
 // narrow chunks, 2 rows x 16 quads (2-way) for wide ones.
+//
+// Narrow matrices (rows shorter than half a chunk, e.g. 24 scales) take "direct" chunks instead: a run
+// of whole tiles in storage order, across tile rows, staged flat, each thread writing the 4 row-words
+// of the vectors it loaded. Row-major sources (padded crops, bucket copies) skip shared memory: each
+// thread copies 16-byte (or smaller) row segments.
 #include <cuda_runtime.h>
 
 #include <algorithm>
