@@ -146,8 +146,6 @@ extern "C" MXFP8_API mxfp8_status mxfp8_export_bucket(const mxfp8_tensor *const 
       if (entries[i].scales_bytes > 0)
         jobs.push_back(compact_scales_job(t, direction, base + entries[i].scales_offset));
     }
-    if (memory_of(bucket->device, "bucket") == Memory::Host) return run_jobs_host(jobs.data(), jobs.size());
-    cuda::DeviceScope scope(bucket->device.device_id);
-    cuda::run_jobs(jobs.data(), jobs.size(), o.stream);
+    run_jobs_on(bucket->device, jobs.data(), jobs.size(), o.stream);
   });
 }

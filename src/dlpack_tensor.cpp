@@ -137,6 +137,7 @@ ManagedPtr allocate_copy(DLDevice device, DLDataType dtype, const std::vector<in
       if (!t->host_buffer) fail(MXFP8_ERROR_OUT_OF_MEMORY, "cannot allocate ", bytes, " bytes of host memory");
       t->managed.dl_tensor.data = t->host_buffer;
     } else {
+      cuda::DeviceScope scope(device.device_id);
       t->device_buffer = cuda::allocate(bytes, options.stream);
       t->stream = options.stream;
       t->managed.dl_tensor.data = t->device_buffer;

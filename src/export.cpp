@@ -64,11 +64,18 @@ ScaleJob compact_scales_job(const mxfp8_tensor &t, mxfp8_direction direction, ui
   return ScaleJob{byte_pointer(dir.scales->dl_tensor), ByteMatrix{}, dst};
 }
 
-void run_jobs_host(const ScaleJob *jobs, size_t count) {
+static void run_jobs_host(const ScaleJob *jobs, size_t count) {
   for (size_t i = 0; i < count; ++i) {
     if (jobs[i].swizzled) unswizzle_host(jobs[i].swizzled, jobs[i].dst);
     else copy_matrix_host(jobs[i].src, jobs[i].dst);
   }
+}
+
+void run_jobs_on(DLDevice device, const ScaleJob *jobs, size_t count, void *stream) {
+  if (count == 0) return;
+  if (memory_of(device, "scales") == Memory::Host) return run_jobs_host(jobs, count);
+  cuda::DeviceScope scope(device.device_id);
+  cuda::run_jobs(jobs, count, stream);
 }
 
 namespace {
@@ -108,16 +115,18 @@ ManagedPtr export_block_scales(const mxfp8_tensor &t, mxfp8_direction direction,
          "described with 1x32 blocks: set desc.block = MXFP8_BLOCK_32X32 for 2-D quantized weights");
   const DLDataType dtype{o.scales_dtype == MXFP8_SCALES_E8M0 ? uint8_t{kDLFloat8_e8m0fnu} : uint8_t{kDLUInt}, 8, 1};
   const std::vector<int64_t> shape{ceil_div(t.rows, kBlockSize), ceil_div(t.cols, kBlockSize)};
-  const Memory memory = memory_of(t.device, "scales");
-  std::unique_ptr<cuda::DeviceScope> device_scope;
-  if (memory == Memory::Cuda) device_scope = std::make_unique<cuda::DeviceScope>(t.device.device_id);
   ManagedPtr out = allocate_copy(t.device, dtype, shape, o);
   if (shape[0] == 0 || shape[1] == 0) return out;
   const ByteMatrix dst{byte_pointer(out->dl_tensor), shape[0], shape[1], shape[1], 1};
   const ScaleSource src = scale_source(t, direction);
   const int axis = direction == MXFP8_DIRECTION_ROWWISE ? 0 : 1;
-  const BlockMismatch m = memory == Memory::Host ? block_scales_host(src, axis, dst)
-                                                 : cuda::block_scales(src, axis, dst, o.stream);
+  BlockMismatch m;
+  if (memory_of(t.device, "scales") == Memory::Host) {
+    m = block_scales_host(src, axis, dst);
+  } else {
+    cuda::DeviceScope scope(t.device.device_id);
+    m = cuda::block_scales(src, axis, dst, o.stream);
+  }
   if (m.row >= 0) {
     const int64_t r0 = axis == 0 ? m.row / kBlockSize * kBlockSize : m.row;
     const int64_t c0 = axis == 0 ? m.col : m.col / kBlockSize * kBlockSize;
@@ -146,14 +155,10 @@ ManagedPtr export_scales(const mxfp8_tensor &t, mxfp8_direction direction, const
                      src.flags & DLPACK_FLAG_BITMASK_READ_ONLY);
   }
 
-  const Memory memory = memory_of(t.device, "scales");
-  std::unique_ptr<cuda::DeviceScope> device_scope;
-  if (memory == Memory::Cuda) device_scope = std::make_unique<cuda::DeviceScope>(t.device.device_id);
   ManagedPtr out = allocate_copy(t.device, dtype, shape, o);
   if (dir.scale_rows == 0 || dir.scale_cols == 0) return out;
   const ScaleJob job = compact_scales_job(t, direction, byte_pointer(out->dl_tensor));
-  if (memory == Memory::Host) run_jobs_host(&job, 1);
-  else cuda::run_jobs(&job, 1, o.stream);
+  run_jobs_on(t.device, &job, 1, o.stream);
   return out;
 }
 

@@ -51,8 +51,6 @@ extern "C" MXFP8_API mxfp8_status mxfp8_export_scales_batched(const mxfp8_tensor
       if (needed > 0 && !dst->data) fail(MXFP8_ERROR_INVALID_ARGUMENT, name, ": data is NULL");
       jobs.push_back(compact_scales_job(*t, direction, byte_pointer(*dst)));
     }
-    if (memory_of(device, "tensors") == Memory::Host) return run_jobs_host(jobs.data(), jobs.size());
-    cuda::DeviceScope scope(device.device_id);
-    cuda::run_jobs(jobs.data(), jobs.size(), o.stream);
+    run_jobs_on(device, jobs.data(), jobs.size(), o.stream);
   });
 }

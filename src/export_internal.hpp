@@ -16,6 +16,8 @@ const Direction &require_direction(const mxfp8_tensor &t, mxfp8_direction direct
 ScaleSource scale_source(const mxfp8_tensor &t, mxfp8_direction direction);
 // The job writing the compact R x C scales of `direction` to dst_data (row-major, row stride C).
 ScaleJob compact_scales_job(const mxfp8_tensor &t, mxfp8_direction direction, uint8_t *dst_data);
-void run_jobs_host(const ScaleJob *jobs, size_t count);
+// Runs the jobs where `device`'s memory lives: host loops, or one launch on `stream` (a cudaStream_t)
+// with `device` current.
+void run_jobs_on(DLDevice device, const ScaleJob *jobs, size_t count, void *stream);
 
 }  // namespace mxfp8

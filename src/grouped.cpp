@@ -202,9 +202,6 @@ extern "C" MXFP8_API mxfp8_status mxfp8_grouped_export_stacked(const mxfp8_group
         scales_out = make_view(keep_alive(g), g->scales->dl_tensor, scale_dtype, scales_shape,
                                compact_strides(scales_shape), g->scales->flags & DLPACK_FLAG_BITMASK_READ_ONLY);
       } else {
-        const Memory memory = memory_of(g->device, "scales");
-        std::unique_ptr<cuda::DeviceScope> device_scope;
-        if (memory == Memory::Cuda) device_scope = std::make_unique<cuda::DeviceScope>(g->device.device_id);
         scales_out = allocate_copy(g->device, scale_dtype, scales_shape, o);
         std::vector<ScaleJob> jobs;
         uint8_t *base = byte_pointer(g->scales->dl_tensor), *dst = byte_pointer(scales_out->dl_tensor);
@@ -215,8 +212,7 @@ extern "C" MXFP8_API mxfp8_status mxfp8_grouped_export_stacked(const mxfp8_group
           const int64_t row_stride = g->scale_packing == MXFP8_GROUPED_SCALES_PADDED ? round_up(c, kTileCols) : c;
           jobs.push_back(ScaleJob{swizzled ? src : nullptr, ByteMatrix{const_cast<uint8_t *>(src), n, c, row_stride, 1}, out});
         }
-        if (memory == Memory::Host) run_jobs_host(jobs.data(), jobs.size());
-        else if (!jobs.empty()) cuda::run_jobs(jobs.data(), jobs.size(), o.stream);
+        run_jobs_on(g->device, jobs.data(), jobs.size(), o.stream);
       }
     }
     ManagedPtr values_out;
