@@ -1,6 +1,7 @@
 // Stand-ins for the CUDA operations in a build made without a CUDA compiler, so that CUDA tensors still
 // export as views and every copy of CUDA memory fails with a clear status.
 #include "error.hpp"
+#include "quantize.hpp"
 #include "scale_copy.hpp"
 #include "scale_source.hpp"
 
@@ -8,8 +9,8 @@ namespace mxfp8::cuda {
 namespace {
 [[noreturn]] void no_cuda() {
   fail(MXFP8_ERROR_UNSUPPORTED,
-       "this copy of libmxfp8 was built without CUDA, so it cannot copy scales in CUDA memory "
-       "(views still work); rebuild with a CUDA compiler on the PATH");
+       "this copy of libmxfp8 was built without CUDA, so it cannot run kernels on CUDA memory "
+       "(scale copies, quantize, dequantize; views still work): rebuild with a CUDA compiler on the PATH");
 }
 }  // namespace
 
@@ -21,6 +22,8 @@ void unswizzle(const uint8_t *, ByteMatrix, void *) { no_cuda(); }
 void swizzle(ByteMatrix, uint8_t *, void *) { no_cuda(); }
 BlockMismatch block_scales(const ScaleSource &, int, ByteMatrix, void *) { no_cuda(); }
 void copy_matrix(ByteMatrix, ByteMatrix, void *) { no_cuda(); }
+void quantize(const QuantizeJob &, void *) { no_cuda(); }
+void dequantize(const DequantizeJob &, void *) { no_cuda(); }
 void *allocate(int64_t, void *) { no_cuda(); }
 void free_async(void *, void *) noexcept {}
 

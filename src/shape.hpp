@@ -23,8 +23,8 @@ inline int64_t checked_add(int64_t a, int64_t b, const char *what) {
 }
 
 // For non-negative n and positive d.
-constexpr int64_t ceil_div(int64_t n, int64_t d) { return n / d + (n % d != 0); }
-constexpr int64_t round_up(int64_t n, int64_t d) { return ceil_div(n, d) * d; }
+MXFP8_HOST_DEVICE constexpr int64_t ceil_div(int64_t n, int64_t d) { return n / d + (n % d != 0); }
+MXFP8_HOST_DEVICE constexpr int64_t round_up(int64_t n, int64_t d) { return ceil_div(n, d) * d; }
 
 inline int64_t product(const std::vector<int64_t> &dims, size_t begin, size_t end, const char *what) {
   int64_t p = 1;

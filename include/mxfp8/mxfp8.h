@@ -429,6 +429,117 @@ MXFP8_API mxfp8_status mxfp8_unswizzle_scales(const DLTensor *swizzled, DLTensor
 MXFP8_API mxfp8_status mxfp8_swizzle_scales(const DLTensor *compact, DLTensor *swizzled,
                                             void *stream);
 
+/* ====================================================================================================
+ * Quantizing BF16 / FP16 / FP32 to MXFP8, bit-exact with Transformer Engine
+ * ==================================================================================================== */
+
+/* How a block's E8M0 scale is chosen from its amax (the largest |x| of the block; NaN elements are
+ * skipped, as fmaxf skips them). max_norm is 448 (E4M3) or 57344 (E5M2); emax is 8 (E4M3) or 15 (E5M2).
+ *
+ * Then every element becomes fp8(x * r(e)): the float product, rounded to nearest-even into the FP8
+ * format and saturated to +-max_norm (Inf too); NaN becomes 0x7F. Values of zero keep their sign.
+ * Partial blocks (K or M not a multiple of 32) use only their real elements; nothing is padded in. */
+typedef enum mxfp8_scale_rounding {
+  /* Transformer Engine's rule (its float_to_e8m0 and exp2f_rcp), which NVIDIA hardware also implements:
+   *   e = the E8M0 exponent of (amax * float(1 / max_norm)) rounded up (an exact power of two is kept);
+   *       e = 0 for an all-zero block and for amax * (1/max_norm) <= 2^-127; e = 254 for Inf.
+   *   r(e) = 2^(127 - e) as a float bit pattern, except r(0) = 1 and r(254) = 0.
+   * So a block holding an Inf comes out as zeros (and NaN where the Inf was) with scale 2^127, exactly
+   * as TE writes it. The default. */
+  MXFP8_SCALE_ROUNDING_RCEIL = 0,
+  /* The OCP MX v1.0 rule: e = clamp(floor(log2(amax)) - emax + 127, 0, 254) (254 for Inf), and
+   * r(e) = 2^(127 - e) exactly (2^-127 is a subnormal float). The largest elements may exceed max_norm
+   * and saturate; that is the rule's known cost. */
+  MXFP8_SCALE_ROUNDING_FLOOR = 1
+} mxfp8_scale_rounding;
+
+/* The layout a quantize writes the scales in. Padding bytes are written as zero. */
+typedef enum mxfp8_quantized_scales {
+  /* Compact row-major: rowwise (*lead, ceil(K/32)), columnwise (ceil(M/32), K); with 32x32 blocks, one
+   * scale per block, (ceil(M/32), ceil(K/32)), for either direction. What mxfp8_export_components
+   * returns, so the outputs can be handed to a consumer as they are. */
+  MXFP8_QUANTIZED_SCALES_COMPACT = 0,
+  /* Transformer Engine's padded row-major buffer: rowwise (roundup(M, 128), roundup(ceil(K/32), 4)),
+   * columnwise (roundup(ceil(M/32), 4), roundup(K, 128)). With 32x32 blocks the 1x32 scales are stored,
+   * each block's scale repeated over its 32 rows (rowwise) or columns (columnwise), as TE stores them. */
+  MXFP8_QUANTIZED_SCALES_PADDED = 1,
+  /* The same buffer in the cuBLAS 128x4 GEMM layout (MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED). */
+  MXFP8_QUANTIZED_SCALES_SWIZZLED = 2
+} mxfp8_quantized_scales;
+
+/* Options of mxfp8_quantize and mxfp8_quantize_into. Start from MXFP8_QUANTIZE_OPTIONS_INIT; NULL
+ * options mean its defaults. */
+typedef struct mxfp8_quantize_options {
+  uint32_t struct_size;   /* sizeof(mxfp8_quantize_options) */
+  int32_t format;         /* mxfp8_format, default E4M3 */
+  int32_t block;          /* mxfp8_block, default 1x32 */
+  int32_t scale_rounding; /* mxfp8_scale_rounding, default RCEIL */
+  int32_t scales_layout;  /* mxfp8_quantized_scales, default compact */
+  int32_t values_dtype;   /* mxfp8_values_dtype of the values mxfp8_quantize allocates, default fp8 */
+  int32_t scales_dtype;   /* mxfp8_scales_dtype of the scales mxfp8_quantize allocates, default uint8 */
+  uint32_t reserved;      /* must be 0 */
+  /* cudaStream_t the kernel runs on (NULL: the legacy default stream); ignored for host memory. The
+   * call returns once the work is queued. */
+  void *stream;
+  /* Allocates mxfp8_quantize's outputs; the same contract as mxfp8_export_options.allocator. NULL: the
+   * library allocates, as it does for export copies (and the same stream rules apply to the deleters). */
+  int (*allocator)(DLTensor *prototype, DLManagedTensorVersioned **out, void *error_ctx,
+                   void (*set_error)(void *error_ctx, const char *kind, const char *message));
+} mxfp8_quantize_options;
+
+#define MXFP8_QUANTIZE_OPTIONS_INIT                                                            \
+  {                                                                                             \
+    (uint32_t) sizeof(mxfp8_quantize_options), MXFP8_FORMAT_E4M3, MXFP8_BLOCK_1X32,             \
+        MXFP8_SCALE_ROUNDING_RCEIL, MXFP8_QUANTIZED_SCALES_COMPACT, MXFP8_VALUES_FP8,            \
+        MXFP8_SCALES_UINT8, 0u, NULL, NULL                                                       \
+  }
+
+/* Quantizes `input` (bfloat16, float16 or float32; row-major contiguous; ndim >= 1, logical shape
+ * (*lead, K) read as M = prod(lead) rows of K) into new buffers on the input's device:
+ *
+ *   *rowwise_data / *columnwise_data:         the FP8 values, the input's shape (columnwise data is not
+ *                                             transposed, as TE stores it);
+ *   *rowwise_scale_inv / *columnwise_scale_inv: the E8M0 scales in options->scales_layout.
+ *
+ * Pass the pointers of the directions you want (a direction's two pointers together, at least one
+ * direction); NULL pointers skip a direction. With 32x32 blocks both directions share every block's
+ * scale, so their values are identical. The outputs are written only on success; each is released by
+ * calling its deleter. They have the field names of mxfp8_tensor_desc on purpose: put them there (with
+ * scale_layout GEMM-swizzled for MXFP8_QUANTIZED_SCALES_SWIZZLED, and block) to get an mxfp8_tensor.
+ * Host memory: done when the call returns. CUDA: one kernel (plus a memset of padded scale buffers)
+ * queued on options->stream. */
+MXFP8_API mxfp8_status mxfp8_quantize(const DLTensor *input, const mxfp8_quantize_options *options,
+                                      DLManagedTensorVersioned **rowwise_data,
+                                      DLManagedTensorVersioned **rowwise_scale_inv,
+                                      DLManagedTensorVersioned **columnwise_data,
+                                      DLManagedTensorVersioned **columnwise_scale_inv);
+
+/* The same into caller-owned buffers on the input's device. Values: uint8 or the float8 of `format`,
+ * contiguous, prod(shape) elements (any shape). Scales: uint8 or float8_e8m0fnu, contiguous, exactly the
+ * element count of options->scales_layout's shape (any shape). None may overlap the input or another.
+ * values_dtype, scales_dtype and allocator are not used. Everything is checked before anything is
+ * written. */
+MXFP8_API mxfp8_status mxfp8_quantize_into(const DLTensor *input, const mxfp8_quantize_options *options,
+                                           DLTensor *rowwise_data, DLTensor *rowwise_scale_inv,
+                                           DLTensor *columnwise_data, DLTensor *columnwise_scale_inv);
+
+/* Options of mxfp8_dequantize. Start from MXFP8_DEQUANTIZE_OPTIONS_INIT; NULL means its defaults. */
+typedef struct mxfp8_dequantize_options {
+  uint32_t struct_size; /* sizeof(mxfp8_dequantize_options) */
+  int32_t direction;    /* mxfp8_direction, default rowwise */
+  void *stream;         /* cudaStream_t, as for the other calls */
+} mxfp8_dequantize_options;
+
+#define MXFP8_DEQUANTIZE_OPTIONS_INIT \
+  { (uint32_t) sizeof(mxfp8_dequantize_options), MXFP8_DIRECTION_ROWWISE, NULL }
+
+/* Decodes one direction of `tensor` (any scale layout the descriptor allows) into `output`: float32 or
+ * bfloat16, contiguous, prod(shape) elements, on the tensor's device. Each element is
+ * fp8_value * 2^(e - 127) computed in float (e = 255 gives NaN), then rounded to nearest-even for
+ * bfloat16 (NaN as 0x7FFF). For verification, and for consumers that cannot take MXFP8. */
+MXFP8_API mxfp8_status mxfp8_dequantize(const mxfp8_tensor *tensor, const mxfp8_dequantize_options *options,
+                                        DLTensor *output);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

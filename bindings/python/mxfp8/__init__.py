@@ -5,20 +5,28 @@
 ``values`` is a zero-copy view of the FP8 data; ``scales`` holds the compact E8M0 scales
 ``(*shape[:-1], ceil(K/32))`` as uint8, unpadded and unswizzled. Inputs are any DLPack producers (torch,
 JAX, CuPy, NumPy); with torch inputs the results are torch tensors.
+
+    q = mxfp8.quantize(weight_bf16, scales="swizzled")   # TE-exact, in TE's layout
+
+``python -m mxfp8 demo`` runs the whole path on a built-in weight set and checks it bit for bit.
 """
 from ._api import Components, export_components, export_grouped, export_te
 from ._bucket import export_bucket, iter_buckets, swizzle_scales, unpack_bucket, unswizzle_scales
 from ._mxfp8 import Array
+from ._quantize import Quantized, dequantize, quantize
 
 __version__ = "0.1.0"
 __all__ = [
     "Array",
     "Components",
+    "Quantized",
+    "dequantize",
     "export_bucket",
     "export_components",
     "export_grouped",
     "export_te",
     "iter_buckets",
+    "quantize",
     "swizzle_scales",
     "unpack_bucket",
     "unswizzle_scales",

@@ -122,9 +122,9 @@ def export_components(
     return _components(torch, values, scales)
 
 
-def _inputs(data: Any, scale_inv: Any, stream: Any):
+def _inputs(data: Any, scale_inv: Any, stream: Any, names: Sequence[str] = ("data", "scale_inv")):
     """Checks the inputs are DLPack producers; returns (torch module or None, on CUDA, stream pointer)."""
-    for name, obj in (("data", data), ("scale_inv", scale_inv)):
+    for name, obj in zip(names, (data, scale_inv)):
         if not hasattr(obj, "__dlpack__") or not hasattr(obj, "__dlpack_device__"):
             raise TypeError(f"{name}: expected an object with __dlpack__ (torch, JAX, CuPy, NumPy), got {type(obj).__name__}")
     torch = _torch_module(data)

@@ -54,3 +54,13 @@ def export_bucket(
     dlpack_stream: Optional[int] = None,
 ) -> None: ...
 def swizzle_pair(source: Any, destination: Any, swizzle: bool, stream: int = 0, dlpack_stream: Optional[int] = None) -> None: ...
+def quantize(
+    input: Any, *, format: int = 1, block: int = 0, rounding: int = 0, layout: int = 0, rowwise: bool = True,
+    columnwise: bool = False, values_dtype: int = 0, scales_dtype: int = 0, stream: int = 0,
+    allocator: Optional[Callable[[list[int], tuple[int, int]], Any]] = None, dlpack_stream: Optional[int] = None,
+    bfloat16_bits: bool = False,
+) -> tuple[Optional[Array], Optional[Array], Optional[Array], Optional[Array]]: ...
+def dequantize(
+    tensor: Tensor, direction: int, output: Any, stream: int = 0, dlpack_stream: Optional[int] = None,
+    bfloat16_bits: bool = False,
+) -> None: ...

@@ -245,16 +245,22 @@ int call_python_allocator(DLTensor *prototype, DLManagedTensorVersioned **out, v
   return -1;
 }
 
+// Runs `call` with `allocator` (a Python callable or None) as the one call_python_allocator uses.
+template <class Call>
+mxfp8_status with_allocator(py::object &allocator, Call call) {
+  py::object *previous = current_allocator;
+  current_allocator = &allocator;
+  const mxfp8_status status = call();
+  current_allocator = previous;
+  return status;
+}
+
 // Runs one export call with `allocator` (a Python callable or None) in place, into two Arrays.
 template <class Call>
 py::tuple export_with(mxfp8_export_options &o, py::object allocator, Call call) {
   if (!allocator.is_none()) o.allocator = call_python_allocator;
   DLManagedTensorVersioned *values = nullptr, *scales = nullptr;
-  py::object *previous = current_allocator;
-  current_allocator = &allocator;
-  const mxfp8_status status = call(&values, &scales);
-  current_allocator = previous;
-  check(status);
+  check(with_allocator(allocator, [&] { return call(&values, &scales); }));
   const auto stream = reinterpret_cast<intptr_t>(o.stream);
   return py::make_tuple(Array(values, stream), Array(scales, stream));
 }
@@ -419,6 +425,54 @@ void swizzle_pair(py::object source, py::object destination, bool swizzle, intpt
   });
 }
 
+// mxfp8_quantize of a DLPack input: (rowwise_data, rowwise_scale_inv, columnwise_data,
+// columnwise_scale_inv), None for a direction not asked for.
+// NumPy cannot export bfloat16 (ml_dtypes) through DLPack: such arrays come as their uint16 bits, with
+// `bfloat16_bits` set, and are relabelled here.
+void relabel_bfloat16(DLTensor *t, bool bfloat16_bits) {
+  if (!bfloat16_bits) return;
+  if (t->dtype.code != kDLUInt || t->dtype.bits != 16 || t->dtype.lanes != 1)
+    throw py::value_error("bfloat16_bits needs a uint16 array");
+  t->dtype = DLDataType{kDLBfloat, 16, 1};
+}
+
+py::tuple quantize(py::object input, int format, int block, int rounding, int layout, bool rowwise, bool columnwise,
+                   int values_dtype, int scales_dtype, intptr_t stream, py::object allocator, py::object dlpack_stream,
+                   bool bfloat16_bits) {
+  mxfp8_quantize_options o = MXFP8_QUANTIZE_OPTIONS_INIT;
+  o.format = format;
+  o.block = block;
+  o.scale_rounding = rounding;
+  o.scales_layout = layout;
+  o.values_dtype = values_dtype;
+  o.scales_dtype = scales_dtype;
+  o.stream = reinterpret_cast<void *>(stream);
+  if (!allocator.is_none()) o.allocator = call_python_allocator;
+  DLManagedTensorVersioned *out[4] = {};
+  with_borrowed(input, "input", dlpack_stream, [&](DLTensor *x) {
+    relabel_bfloat16(x, bfloat16_bits);
+    check(with_allocator(allocator, [&] {
+      return mxfp8_quantize(x, &o, rowwise ? &out[0] : nullptr, rowwise ? &out[1] : nullptr,
+                            columnwise ? &out[2] : nullptr, columnwise ? &out[3] : nullptr);
+    }));
+  });
+  py::object result[4];
+  for (int i = 0; i < 4; ++i) result[i] = out[i] ? py::cast(Array(out[i], stream)) : py::none();
+  return py::make_tuple(result[0], result[1], result[2], result[3]);
+}
+
+// mxfp8_dequantize of one direction of `tensor` into the DLPack object `output` (float32 or bfloat16).
+void dequantize(const Tensor &tensor, int direction, py::object output, intptr_t stream, py::object dlpack_stream,
+                bool bfloat16_bits) {
+  mxfp8_dequantize_options o = MXFP8_DEQUANTIZE_OPTIONS_INIT;
+  o.direction = direction;
+  o.stream = reinterpret_cast<void *>(stream);
+  with_borrowed(output, "output", dlpack_stream, [&](DLTensor *out) {
+    relabel_bfloat16(out, bfloat16_bits);
+    check(mxfp8_dequantize(tensor.handle(), &o, out));
+  });
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_mxfp8, m) {
@@ -462,6 +516,13 @@ PYBIND11_MODULE(_mxfp8, m) {
         py::arg("direction") = 0, py::arg("stream") = 0, py::arg("dlpack_stream") = py::none());
   m.def("swizzle_pair", &swizzle_pair, py::arg("source"), py::arg("destination"), py::arg("swizzle"),
         py::arg("stream") = 0, py::arg("dlpack_stream") = py::none());
+
+  m.def("quantize", &quantize, py::arg("input"), py::kw_only(), py::arg("format") = 1, py::arg("block") = 0,
+        py::arg("rounding") = 0, py::arg("layout") = 0, py::arg("rowwise") = true, py::arg("columnwise") = false,
+        py::arg("values_dtype") = 0, py::arg("scales_dtype") = 0, py::arg("stream") = 0,
+        py::arg("allocator") = py::none(), py::arg("dlpack_stream") = py::none(), py::arg("bfloat16_bits") = false);
+  m.def("dequantize", &dequantize, py::arg("tensor"), py::arg("direction"), py::arg("output"), py::arg("stream") = 0,
+        py::arg("dlpack_stream") = py::none(), py::arg("bfloat16_bits") = false);
 
   py::class_<Grouped>(m, "Grouped", "An mxfp8_grouped_tensor handle over flat DLPack inputs.")
       .def(py::init<py::object, py::object, int32_t, int64_t, std::optional<std::vector<int64_t>>, int64_t,

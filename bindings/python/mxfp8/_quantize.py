@@ -1,0 +1,172 @@
+"""Quantizing BF16/FP16/FP32 to MXFP8 (bit-exact with Transformer Engine) and decoding it back."""
+from __future__ import annotations
+
+from typing import Any, NamedTuple, Optional, Sequence
+
+from . import _mxfp8
+from ._api import (
+    _BLOCKS,
+    _DIRECTIONS,
+    _FORMATS,
+    _SCALES_DTYPES,
+    _VALUES_DTYPES,
+    _choice,
+    _dlpack_stream,
+    _inputs,
+    _torch_allocator,
+)
+
+_ROUNDINGS = {"rceil": 0, "floor": 1}
+_SCALE_LAYOUTS = {"compact": 0, "padded": 1, "swizzled": 2}
+_OUTPUT_DTYPES = ("float32", "bfloat16")
+
+
+class Quantized(NamedTuple):
+    """What quantize returns: each direction's FP8 values and E8M0 scales (None when not asked for).
+
+    The field names are Transformer Engine's MXFP8 storage fields, so the parts can be stored, sent, or
+    handed to export_components(data, scale_inv, swizzled=...) as they are.
+    """
+
+    rowwise_data: Any
+    rowwise_scale_inv: Any
+    columnwise_data: Any
+    columnwise_scale_inv: Any
+
+
+def quantize(
+    x: Any,
+    *,
+    fp8_dtype: str = "e4m3",
+    block: str = "1x32",
+    rounding: str = "rceil",
+    scales: str = "compact",
+    rowwise: bool = True,
+    columnwise: bool = False,
+    values_dtype: str = "fp8",
+    scales_dtype: str = "uint8",
+    stream: Any = None,
+) -> Quantized:
+    """Quantize a bfloat16/float16/float32 tensor (row-major contiguous, shape (*lead, K)) to MXFP8.
+
+    The numerics are Transformer Engine's, bit for bit (see mxfp8_scale_rounding in mxfp8.h): one E8M0
+    scale per 32 values along K (rowwise) or along the rows (columnwise), or per 32x32 block; elements are
+    multiplied by the scale's reciprocal and rounded to nearest-even, saturating; NaN stays NaN.
+
+    Args:
+        x: any DLPack producer (torch, JAX, CuPy, NumPy with ml_dtypes for bfloat16), host or CUDA.
+        fp8_dtype: "e4m3" or "e5m2".
+        block: "1x32" or "32x32" (TE's 2-D weight quantization: both directions then share each block's
+            scale).
+        rounding: "rceil" (TE and NVIDIA hardware; the default) or "floor" (OCP MX v1.0).
+        scales: "compact" ((*lead, ceil(K/32)) rowwise, (ceil(M/32), K) columnwise, (ceil(M/32),
+            ceil(K/32)) for 32x32), "padded" (TE's allocation, padding zeroed) or "swizzled" (the same in
+            the cuBLAS 128x4 layout, as TE's optimize_for_gemm stores it).
+        rowwise, columnwise: which directions to produce (at least one).
+        values_dtype: "fp8" or "uint8"; scales_dtype: "uint8" or "e8m0".
+        stream: CUDA stream (torch/CuPy stream or int); default: torch's current stream for torch
+            tensors, else the legacy default stream.
+
+    Returns:
+        Quantized(rowwise_data, rowwise_scale_inv, columnwise_data, columnwise_scale_inv): torch tensors
+        for a torch input (allocated by PyTorch), else mxfp8.Array objects.
+    """
+    torch, cuda, stream_ptr = _inputs(x, x, stream, names=("x",))
+    x, bfloat16_bits = _numpy_bfloat16_as_bits(x)
+    parts = _mxfp8.quantize(
+        x,
+        format=_choice("fp8_dtype", fp8_dtype, _FORMATS),
+        block=_choice("block", block, _BLOCKS),
+        rounding=_choice("rounding", rounding, _ROUNDINGS),
+        layout=_choice("scales", scales, _SCALE_LAYOUTS),
+        rowwise=bool(rowwise),
+        columnwise=bool(columnwise),
+        values_dtype=_choice("values_dtype", values_dtype, _VALUES_DTYPES),
+        scales_dtype=_choice("scales_dtype", scales_dtype, _SCALES_DTYPES),
+        stream=stream_ptr,
+        allocator=_torch_allocator(torch, x),
+        dlpack_stream=_dlpack_stream(stream_ptr, cuda),
+        bfloat16_bits=bfloat16_bits,
+    )
+    if torch is not None:
+        parts = tuple(None if p is None else torch.from_dlpack(p) for p in parts)
+    return Quantized(*parts)
+
+
+def dequantize(
+    data: Any,
+    scale_inv: Any,
+    *,
+    shape: Optional[Sequence[int]] = None,
+    fp8_dtype: str = "e4m3",
+    swizzled: bool = False,
+    direction: str = "rowwise",
+    block: str = "1x32",
+    dtype: str = "float32",
+    out: Any = None,
+    stream: Any = None,
+) -> Any:
+    """Decode one direction of an MXFP8 tensor: fp8_value * 2^(scale - 127), in float32 or bfloat16.
+
+    data and scale_inv are taken as export_components takes them (compact, TE-padded or swizzled scales).
+    block="32x32" only changes which scale layouts are accepted: the decode uses the stored 1x32 scales.
+
+    Args:
+        dtype: "float32" or "bfloat16" (rounded to nearest-even), when `out` is None.
+        out: where to write (float32 or bfloat16, contiguous, prod(shape) elements, on data's device).
+            None: a new torch tensor for torch inputs, a NumPy array for host inputs (bfloat16 needs
+            ml_dtypes), a CuPy array for other CUDA inputs (float32 only).
+
+    Returns:
+        out, or the new array.
+    """
+    torch, cuda, stream_ptr = _inputs(data, scale_inv, stream)
+    if dtype not in _OUTPUT_DTYPES:
+        raise ValueError(f"dtype must be one of {list(_OUTPUT_DTYPES)}, got {dtype!r}")
+    prefix = "rowwise" if _choice("direction", direction, _DIRECTIONS) == 0 else "columnwise"
+    tensor = _mxfp8.Tensor(
+        **{f"{prefix}_data": data, f"{prefix}_scale_inv": scale_inv},
+        shape=None if shape is None else [int(d) for d in shape],
+        format=_choice("fp8_dtype", fp8_dtype, _FORMATS),
+        swizzled=bool(swizzled),
+        block=_choice("block", block, _BLOCKS),
+        stream=_dlpack_stream(stream_ptr, cuda),
+    )
+    if out is None:
+        out = _empty(torch, cuda, data, tuple(int(d) for d in (shape if shape is not None else data.shape)), dtype)
+    target, bfloat16_bits = _numpy_bfloat16_as_bits(out)
+    _mxfp8.dequantize(tensor, _DIRECTIONS[direction], target, stream=stream_ptr,
+                      dlpack_stream=_dlpack_stream(stream_ptr, cuda), bfloat16_bits=bfloat16_bits)
+    return out
+
+
+def _numpy_bfloat16_as_bits(a: Any):
+    """NumPy cannot export ml_dtypes' bfloat16 through DLPack: pass its bits, and say so."""
+    dtype = getattr(a, "dtype", None)
+    if type(a).__module__ == "numpy" and getattr(dtype, "name", "") == "bfloat16":
+        import numpy
+
+        return a.view(numpy.uint16), True
+    return a, False
+
+
+def _empty(torch, cuda: bool, like: Any, shape: tuple, dtype: str) -> Any:
+    if torch is not None:
+        return torch.empty(shape, dtype=getattr(torch, dtype), device=like.device)
+    if not cuda:
+        import numpy
+
+        if dtype == "float32":
+            return numpy.empty(shape, dtype=numpy.float32)
+        try:
+            import ml_dtypes
+        except ImportError:
+            raise ValueError("dtype='bfloat16' on the host needs ml_dtypes (pip install ml_dtypes), or pass out=") from None
+        return numpy.empty(shape, dtype=ml_dtypes.bfloat16)
+    try:
+        import cupy
+    except ImportError:
+        raise TypeError("pass out= for CUDA inputs that are not torch tensors (or install CuPy)") from None
+    if dtype != "float32":
+        raise ValueError("CuPy has no bfloat16: use dtype='float32' or pass out=")
+    return cupy.empty(shape, dtype=cupy.float32)

@@ -1,0 +1,79 @@
+// mxfp8_dequantize: the compact scales of one direction (through the export's own jobs, so every stored
+// layout works), then one pass that decodes and multiplies.
+#include <cstddef>
+#include <vector>
+
+#include "dltensor_checks.hpp"
+#include "error.hpp"
+#include "export_internal.hpp"
+#include "quantize.hpp"
+#include "shape.hpp"
+#include "sized_struct.hpp"
+
+namespace mxfp8 {
+namespace {
+
+mxfp8_dequantize_options read_dequantize_options(const mxfp8_dequantize_options *given) {
+  const mxfp8_dequantize_options defaults = MXFP8_DEQUANTIZE_OPTIONS_INIT;
+  const mxfp8_dequantize_options o = read_sized_struct(given, defaults, sizeof(mxfp8_dequantize_options),
+                                                       "mxfp8_dequantize_options", "MXFP8_DEQUANTIZE_OPTIONS_INIT");
+  check_enum(o.direction, "options.direction",
+             {{MXFP8_DIRECTION_ROWWISE, "MXFP8_DIRECTION_ROWWISE"}, {MXFP8_DIRECTION_COLUMNWISE, "MXFP8_DIRECTION_COLUMNWISE"}});
+  return o;
+}
+
+// Stream-ordered device scratch, freed (on the same stream) when it goes out of scope.
+struct DeviceScratch {
+  void *ptr;
+  void *stream;
+  ~DeviceScratch() { cuda::free_async(ptr, stream); }
+};
+
+}  // namespace
+}  // namespace mxfp8
+
+using namespace mxfp8;
+
+extern "C" MXFP8_API mxfp8_status mxfp8_dequantize(const mxfp8_tensor *tensor, const mxfp8_dequantize_options *options,
+                                                   DLTensor *output) {
+  return guarded([&] {
+    if (!tensor) fail(MXFP8_ERROR_INVALID_ARGUMENT, "tensor is NULL");
+    if (!output) fail(MXFP8_ERROR_INVALID_ARGUMENT, "output is NULL");
+    const mxfp8_dequantize_options o = read_dequantize_options(options);
+    const auto direction = static_cast<mxfp8_direction>(o.direction);
+    const Direction &dir = require_direction(*tensor, direction);
+    const DLTensor &out = *output;
+    const int64_t n = checked_numel(out, "output");
+    const bool bf16 = is_dtype(out.dtype, kDLBfloat, 16);
+    if (!bf16 && !is_dtype(out.dtype, kDLFloat, 32))
+      fail(MXFP8_ERROR_INVALID_ARGUMENT, "output: dtype ", format_dtype(out.dtype), " is not float32 or bfloat16");
+    if (!same_device(out.device, tensor->device))
+      fail(MXFP8_ERROR_INVALID_ARGUMENT, "output: on ", format_device(out.device), " but the tensor is on ",
+           format_device(tensor->device));
+    if (n != tensor->rows * tensor->cols)
+      fail(MXFP8_ERROR_INVALID_ARGUMENT, "output: holds ", n, " elements (shape ", format_shape(out.shape, out.ndim),
+           "), the tensor ", format_shape(tensor->shape), " has ", tensor->rows * tensor->cols);
+    if (!is_compact(out))
+      fail(MXFP8_ERROR_INVALID_ARGUMENT, "output: strides ", format_shape(out.strides, out.ndim), " are not contiguous");
+    if (n > 0 && !out.data) fail(MXFP8_ERROR_INVALID_ARGUMENT, "output: data is NULL");
+    if (n == 0) return;
+
+    DequantizeJob job{byte_pointer(dir.data->dl_tensor), nullptr, tensor->rows, tensor->cols, dir.scale_cols,
+                      tensor->format == MXFP8_FORMAT_E5M2, direction == MXFP8_DIRECTION_COLUMNWISE, bf16,
+                      byte_pointer(out)};
+    const int64_t scale_bytes = dir.scale_rows * dir.scale_cols;
+    if (memory_of(tensor->device, "tensor") == Memory::Host) {
+      std::vector<uint8_t> scales(static_cast<size_t>(scale_bytes));
+      const ScaleJob s = compact_scales_job(*tensor, direction, scales.data());
+      run_jobs_on(tensor->device, &s, 1, nullptr);
+      job.scales = scales.data();
+      return dequantize_host(job);
+    }
+    cuda::DeviceScope scope(tensor->device.device_id);
+    DeviceScratch scales{cuda::allocate(scale_bytes, o.stream), o.stream};
+    const ScaleJob s = compact_scales_job(*tensor, direction, static_cast<uint8_t *>(scales.ptr));
+    run_jobs_on(tensor->device, &s, 1, o.stream);
+    job.scales = static_cast<const uint8_t *>(scales.ptr);
+    cuda::dequantize(job, o.stream);
+  });
+}

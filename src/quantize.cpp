@@ -1,0 +1,262 @@
+// mxfp8_quantize and mxfp8_quantize_into: check the input, the options and (for caller buffers) every
+// output, work out each direction's scale geometry, then run the host loop or the CUDA kernel.
+#include "quantize.hpp"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "dlpack_tensor.hpp"
+#include "dltensor_checks.hpp"
+#include "error.hpp"
+#include "scale_copy.hpp"
+#include "shape.hpp"
+#include "sized_struct.hpp"
+
+namespace mxfp8 {
+namespace {
+
+const char *const kValueNames[2] = {"rowwise_data", "columnwise_data"};
+const char *const kScaleNames[2] = {"rowwise_scale_inv", "columnwise_scale_inv"};
+
+mxfp8_quantize_options read_quantize_options(const mxfp8_quantize_options *given) {
+  const mxfp8_quantize_options defaults = MXFP8_QUANTIZE_OPTIONS_INIT;
+  const mxfp8_quantize_options o = read_sized_struct(given, defaults, sizeof(mxfp8_quantize_options),
+                                                     "mxfp8_quantize_options", "MXFP8_QUANTIZE_OPTIONS_INIT");
+  check_enum(o.format, "options.format", {{MXFP8_FORMAT_E4M3, "MXFP8_FORMAT_E4M3"}, {MXFP8_FORMAT_E5M2, "MXFP8_FORMAT_E5M2"}});
+  check_enum(o.block, "options.block", {{MXFP8_BLOCK_1X32, "MXFP8_BLOCK_1X32"}, {MXFP8_BLOCK_32X32, "MXFP8_BLOCK_32X32"}});
+  check_enum(o.scale_rounding, "options.scale_rounding",
+             {{MXFP8_SCALE_ROUNDING_RCEIL, "MXFP8_SCALE_ROUNDING_RCEIL"}, {MXFP8_SCALE_ROUNDING_FLOOR, "MXFP8_SCALE_ROUNDING_FLOOR"}});
+  check_enum(o.scales_layout, "options.scales_layout",
+             {{MXFP8_QUANTIZED_SCALES_COMPACT, "MXFP8_QUANTIZED_SCALES_COMPACT"},
+              {MXFP8_QUANTIZED_SCALES_PADDED, "MXFP8_QUANTIZED_SCALES_PADDED"},
+              {MXFP8_QUANTIZED_SCALES_SWIZZLED, "MXFP8_QUANTIZED_SCALES_SWIZZLED"}});
+  check_enum(o.values_dtype, "options.values_dtype", {{MXFP8_VALUES_FP8, "MXFP8_VALUES_FP8"}, {MXFP8_VALUES_UINT8, "MXFP8_VALUES_UINT8"}});
+  check_enum(o.scales_dtype, "options.scales_dtype", {{MXFP8_SCALES_UINT8, "MXFP8_SCALES_UINT8"}, {MXFP8_SCALES_E8M0, "MXFP8_SCALES_E8M0"}});
+  if (o.reserved != 0) fail(MXFP8_ERROR_INVALID_ARGUMENT, "options.reserved is ", o.reserved, ", must be 0");
+  return o;
+}
+
+struct Input {
+  const DLTensor *tensor;
+  InputType type;
+  std::vector<int64_t> shape;
+  int64_t rows;
+  int64_t cols;
+  int64_t bytes;
+};
+
+Input read_input(const DLTensor *input) {
+  if (!input) fail(MXFP8_ERROR_INVALID_ARGUMENT, "input is NULL");
+  const DLTensor &t = *input;
+  const int64_t numel = checked_numel(t, "input");
+  if (t.ndim < 1)
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, "input is 0-dimensional: quantizing needs a last dimension K to block");
+  Input in{input, InputType::Float32, std::vector<int64_t>(t.shape, t.shape + t.ndim), 0, 0, 0};
+  int64_t element = 4;
+  if (is_dtype(t.dtype, kDLBfloat, 16)) in.type = InputType::BFloat16, element = 2;
+  else if (is_dtype(t.dtype, kDLFloat, 16)) in.type = InputType::Float16, element = 2;
+  else if (!is_dtype(t.dtype, kDLFloat, 32))
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, "input: dtype ", format_dtype(t.dtype), " cannot be quantized (bfloat16, "
+         "float16 and float32 can)");
+  if (!is_compact(t))
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, "input: strides ", format_shape(t.strides, t.ndim), " are not row-major "
+         "contiguous for shape ", format_shape(in.shape), " (make it contiguous first)");
+  if (numel > 0 && !t.data) fail(MXFP8_ERROR_INVALID_ARGUMENT, "input: data is NULL");
+  memory_of(t.device, "input");
+  in.cols = in.shape.back();
+  in.rows = product(in.shape, 0, in.shape.size() - 1, "the input's row count");
+  in.bytes = numel * element;
+  return in;
+}
+
+// The scale output of one direction: its shape (for allocation and checks) and where each scale goes.
+struct ScaleGeometry {
+  std::vector<int64_t> shape;
+  ScaleOut out;
+};
+
+ScaleGeometry scale_geometry(const Input &in, int direction, const mxfp8_quantize_options &o) {
+  const bool columnwise = direction == MXFP8_DIRECTION_COLUMNWISE;
+  const int64_t M = in.rows, K = in.cols;
+  const int64_t R = columnwise ? ceil_div(M, kBlockSize) : M;
+  const int64_t C = columnwise ? K : ceil_div(K, kBlockSize);
+  ScaleGeometry g{{}, ScaleOut{nullptr, 0, C, 0, 0, 1, 1, 0}};
+  if (o.scales_layout == MXFP8_QUANTIZED_SCALES_COMPACT) {
+    if (o.block == MXFP8_BLOCK_32X32) {
+      g.shape = {ceil_div(M, kBlockSize), ceil_div(K, kBlockSize)};
+      g.out.ld = g.shape[1];
+      (columnwise ? g.out.col_div : g.out.row_div) = static_cast<int32_t>(kBlockSize);
+    } else if (columnwise) {
+      g.shape = {R, C};
+    } else {
+      g.shape.assign(in.shape.begin(), in.shape.end() - 1);
+      g.shape.push_back(C);
+    }
+  } else {
+    // Transformer Engine's allocation; the swizzled form swizzles S (rowwise) or S^T (columnwise).
+    const int64_t Rp = round_up(R, columnwise ? kTileCols : kTileRows);
+    const int64_t Cp = round_up(C, columnwise ? kTileRows : kTileCols);
+    g.shape = {Rp, Cp};
+    g.out.padded = 1;
+    g.out.ld = Cp;
+    if (o.scales_layout == MXFP8_QUANTIZED_SCALES_SWIZZLED) {
+      g.out.swizzled = 1;
+      g.out.transposed = columnwise;
+      g.out.ld = columnwise ? Rp : Cp;
+    }
+  }
+  g.out.bytes = product(g.shape, 0, g.shape.size(), "the scale buffer's size");
+  return g;
+}
+
+DLDataType values_dtype(const mxfp8_quantize_options &o) {
+  if (o.values_dtype == MXFP8_VALUES_UINT8) return DLDataType{kDLUInt, 8, 1};
+  return DLDataType{static_cast<uint8_t>(o.format == MXFP8_FORMAT_E4M3 ? kDLFloat8_e4m3fn : kDLFloat8_e5m2), 8, 1};
+}
+
+DLDataType scales_dtype(const mxfp8_quantize_options &o) {
+  return DLDataType{static_cast<uint8_t>(o.scales_dtype == MXFP8_SCALES_E8M0 ? kDLFloat8_e8m0fnu : kDLUInt), 8, 1};
+}
+
+QuantizeJob make_job(const Input &in, const mxfp8_quantize_options &o) {
+  QuantizeJob j{};
+  j.input = in.tensor->data ? byte_pointer(*in.tensor) : nullptr;
+  j.input_type = in.type;
+  j.e5m2 = o.format == MXFP8_FORMAT_E5M2;
+  j.floor_rounding = o.scale_rounding == MXFP8_SCALE_ROUNDING_FLOOR;
+  j.block_32x32 = o.block == MXFP8_BLOCK_32X32;
+  j.rows = in.rows;
+  j.cols = in.cols;
+  return j;
+}
+
+void set_direction(QuantizeJob &j, int direction, uint8_t *values, ScaleOut scales) {
+  if (direction == MXFP8_DIRECTION_ROWWISE) j.row_values = values, j.row_scales = scales;
+  else j.col_values = values, j.col_scales = scales;
+}
+
+void run(const Input &in, const QuantizeJob &j, void *stream) {
+  if (j.rows == 0 || j.cols == 0) return;
+  if (memory_of(in.tensor->device, "input") == Memory::Host) return quantize_host(j);
+  cuda::DeviceScope scope(in.tensor->device.device_id);
+  cuda::quantize(j, stream);
+}
+
+// Which directions the caller asked for: both pointers of a pair, or neither.
+template <class T>
+std::vector<int> wanted_directions(T *const values[2], T *const scales[2]) {
+  std::vector<int> wanted;
+  for (int d = 0; d < 2; ++d) {
+    if (!values[d] != !scales[d])
+      fail(MXFP8_ERROR_INVALID_ARGUMENT, values[d] ? kScaleNames[d] : kValueNames[d], " is NULL but ",
+           values[d] ? kValueNames[d] : kScaleNames[d], " is not: pass both outputs of a direction, or neither");
+    if (values[d]) wanted.push_back(d);
+  }
+  if (wanted.empty())
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, "every output is NULL: pass rowwise_data and rowwise_scale_inv, "
+         "columnwise_data and columnwise_scale_inv, or all four");
+  return wanted;
+}
+
+// A caller's output buffer: same device as the input, a byte dtype, contiguous, exactly `numel` elements.
+uint8_t *check_output(const DLTensor &t, const char *name, const Input &in, int64_t numel, bool scales,
+                      mxfp8_format format) {
+  const int64_t n = checked_numel(t, name);
+  if (scales) {
+    check_scale_dtype(t, name);
+  } else {
+    const uint8_t fp8_code = format == MXFP8_FORMAT_E4M3 ? kDLFloat8_e4m3fn : kDLFloat8_e5m2;
+    if (!is_dtype(t.dtype, kDLUInt, 8) && !is_dtype(t.dtype, fp8_code, 8))
+      fail(MXFP8_ERROR_INVALID_ARGUMENT, name, ": dtype ", format_dtype(t.dtype), " cannot hold ",
+           format == MXFP8_FORMAT_E4M3 ? "E4M3" : "E5M2", " values (uint8 or ",
+           format_dtype(DLDataType{fp8_code, 8, 1}), " can)");
+  }
+  if (!same_device(t.device, in.tensor->device))
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, name, ": on ", format_device(t.device), " but the input is on ",
+         format_device(in.tensor->device));
+  if (n != numel)
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, name, ": holds ", n, " elements (shape ", format_shape(t.shape, t.ndim),
+         "), needs exactly ", numel);
+  if (!is_compact(t))
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, name, ": strides ", format_shape(t.strides, t.ndim), " are not contiguous");
+  if (n > 0 && !t.data) fail(MXFP8_ERROR_INVALID_ARGUMENT, name, ": data is NULL");
+  return n > 0 ? byte_pointer(t) : nullptr;
+}
+
+struct Span {
+  const char *name;
+  const uint8_t *begin;
+  int64_t bytes;
+};
+
+void check_disjoint(const std::vector<Span> &spans) {
+  for (size_t a = 0; a < spans.size(); ++a)
+    for (size_t b = a + 1; b < spans.size(); ++b) {
+      const Span &x = spans[a], &y = spans[b];
+      if (x.bytes > 0 && y.bytes > 0 && x.begin < y.begin + y.bytes && y.begin < x.begin + x.bytes)
+        fail(MXFP8_ERROR_INVALID_ARGUMENT, x.name, " and ", y.name, " overlap");
+    }
+}
+
+}  // namespace
+}  // namespace mxfp8
+
+using namespace mxfp8;
+
+extern "C" MXFP8_API mxfp8_status mxfp8_quantize(const DLTensor *input, const mxfp8_quantize_options *options,
+                                                 DLManagedTensorVersioned **rowwise_data,
+                                                 DLManagedTensorVersioned **rowwise_scale_inv,
+                                                 DLManagedTensorVersioned **columnwise_data,
+                                                 DLManagedTensorVersioned **columnwise_scale_inv) {
+  return guarded([&] {
+    const Input in = read_input(input);
+    const mxfp8_quantize_options o = read_quantize_options(options);
+    DLManagedTensorVersioned **const values[2] = {rowwise_data, columnwise_data};
+    DLManagedTensorVersioned **const scales[2] = {rowwise_scale_inv, columnwise_scale_inv};
+    const std::vector<int> wanted = wanted_directions(values, scales);
+    mxfp8_export_options allocation = MXFP8_EXPORT_OPTIONS_INIT;
+    allocation.stream = o.stream;
+    allocation.allocator = o.allocator;
+    QuantizeJob job = make_job(in, o);
+    ManagedPtr made[2][2];
+    for (int d : wanted) {
+      ScaleGeometry g = scale_geometry(in, d, o);
+      made[d][0] = allocate_copy(in.tensor->device, values_dtype(o), in.shape, allocation);
+      made[d][1] = allocate_copy(in.tensor->device, scales_dtype(o), g.shape, allocation);
+      g.out.data = static_cast<uint8_t *>(made[d][1]->dl_tensor.data);
+      set_direction(job, d, static_cast<uint8_t *>(made[d][0]->dl_tensor.data), g.out);
+    }
+    run(in, job, o.stream);
+    for (int d : wanted) {
+      *values[d] = made[d][0].release();
+      *scales[d] = made[d][1].release();
+    }
+  });
+}
+
+extern "C" MXFP8_API mxfp8_status mxfp8_quantize_into(const DLTensor *input, const mxfp8_quantize_options *options,
+                                                      DLTensor *rowwise_data, DLTensor *rowwise_scale_inv,
+                                                      DLTensor *columnwise_data, DLTensor *columnwise_scale_inv) {
+  return guarded([&] {
+    const Input in = read_input(input);
+    const mxfp8_quantize_options o = read_quantize_options(options);
+    DLTensor *const values[2] = {rowwise_data, columnwise_data};
+    DLTensor *const scales[2] = {rowwise_scale_inv, columnwise_scale_inv};
+    const std::vector<int> wanted = wanted_directions(values, scales);
+    const auto format = static_cast<mxfp8_format>(o.format);
+    QuantizeJob job = make_job(in, o);
+    std::vector<Span> spans{{"input", static_cast<const uint8_t *>(job.input), in.bytes}};
+    for (int d : wanted) {
+      ScaleGeometry g = scale_geometry(in, d, o);
+      uint8_t *v = check_output(*values[d], kValueNames[d], in, in.rows * in.cols, false, format);
+      g.out.data = check_output(*scales[d], kScaleNames[d], in, g.out.bytes, true, format);
+      spans.push_back({kValueNames[d], v, in.rows * in.cols});
+      spans.push_back({kScaleNames[d], g.out.data, g.out.bytes});
+      set_direction(job, d, v, g.out);
+    }
+    check_disjoint(spans);
+    run(in, job, o.stream);
+  });
+}
