@@ -7,27 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "test_support.h"
+#include "test_gpu_support.h"
 
 #ifdef MXFP8_TEST_WITH_CUDA
-#include <cuda_runtime_api.h>
-
-#define CUDA_OK(call)                                                                   \
-  do {                                                                                  \
-    cudaError_t e_ = (call);                                                            \
-    if (e_ != cudaSuccess) {                                                            \
-      print_error("%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
-      fail();                                                                           \
-    }                                                                                   \
-  } while (0)
-
-#define REQUIRE_GPU()                                         \
-  do {                                                        \
-    if (!cuda_device_available()) {                           \
-      print_message("no CUDA device: skipping GPU case\n");  \
-      skip();                                                 \
-    }                                                         \
-  } while (0)
 
 /* A host tensor's bytes copied to the device; the DLManagedTensorVersioned is the test's own. */
 typedef struct {
@@ -596,11 +578,6 @@ static void test_gpu_swizzle_pair_matches_formula(void **state) {
 }
 
 #else /* built without CUDA */
-#define REQUIRE_GPU()                                                     \
-  do {                                                                    \
-    print_message("libmxfp8 built without CUDA: skipping GPU case\n");   \
-    skip();                                                               \
-  } while (0)
 static void test_gpu_export_equals_host_export_and_reference(void **state) { (void)state; REQUIRE_GPU(); }
 static void test_export_runs_on_the_given_stream_after_an_event_wait(void **state) { (void)state; REQUIRE_GPU(); }
 static void test_batched_export_equals_one_by_one(void **state) { (void)state; REQUIRE_GPU(); }

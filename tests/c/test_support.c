@@ -21,6 +21,31 @@ void fill_random_scales(uint8_t *p, size_t n, uint64_t *state) {
   for (size_t i = 0; i < n; ++i) p[i] = (uint8_t)(1 + rng_next(state) % 254); /* 1..254 */
 }
 
+void fill_quantize_input(void *buf, int type, size_t n, uint64_t *state) {
+  /* exponent field width, bias-relative range of ordinary values, mantissa width */
+  const int exp_bits = type == 2 ? 8 : type == 1 ? 5 : 8, man_bits = type == 2 ? 23 : type == 1 ? 10 : 7;
+  const int bias = (1 << (exp_bits - 1)) - 1;
+  uint32_t block_exp = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const uint64_t r = rng_next(state);
+    if (i % 32 == 0) block_exp = (uint32_t)(bias - 6 + (int)(rng_next(state) % 12)); /* a few binades */
+    uint32_t bits;
+    if (r % 64 == 0) {
+      bits = (uint32_t)(r >> 8); /* any pattern: NaN, Inf, subnormal, huge */
+    } else if ((i / 32) % 11 == 5) {
+      bits = 0; /* an all-zero block */
+    } else {
+      const uint32_t e = block_exp - (uint32_t)((r >> 8) % 4);
+      uint32_t m = (uint32_t)(r >> 16) & ((1u << man_bits) - 1);
+      if ((r >> 40) % 2) m &= ~((1u << (man_bits - 5)) - 1); /* 5 mantissa bits: exact ties after scaling */
+      bits = (e << man_bits) | m;
+      bits |= (uint32_t)((r >> 48) & 1) << (exp_bits + man_bits); /* sign */
+    }
+    if (type == 2) ((uint32_t *)buf)[i] = bits;
+    else ((uint16_t *)buf)[i] = (uint16_t)bits;
+  }
+}
+
 void test_tensor_count_deleter(DLManagedTensorVersioned *self) {
   test_tensor *t = (test_tensor *)self->manager_ctx;
   t->deleter_calls++;

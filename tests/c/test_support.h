@@ -20,6 +20,11 @@ uint64_t rng_next(uint64_t *state);
 void fill_random(uint8_t *p, size_t n, uint64_t *state);
 void fill_random_scales(uint8_t *p, size_t n, uint64_t *state);
 
+/* n quantizer inputs of `type` (0 bfloat16, 1 float16, 2 float32), written as their bits: ordinary values
+ * spanning a few binades per 32-value block (half with 5-bit mantissas, which scale to exact rounding
+ * ties), all-zero blocks, random signs, and 1 in 64 random bit patterns (NaN, Inf, subnormals, huge). */
+void fill_quantize_input(void *buf, int type, size_t n, uint64_t *state);
+
 /* A host tensor the test owns, wrapped as a DLManagedTensorVersioned whose deleter counts its calls
  * instead of freeing (the test frees with test_tensor_free). */
 typedef struct {

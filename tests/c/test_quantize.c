@@ -1,0 +1,238 @@
+/* mxfp8_quantize, mxfp8_quantize_into and mxfp8_dequantize on the host: answers worked out by hand from
+ * the rules, the TE layouts against the permute form of the swizzle, the outputs handed straight to a
+ * tensor description and exported back, and every output byte written. (Bit-exactness on random data
+ * with every special value is checked against an independent NumPy reference in
+ * bindings/python/tests/test_quantize.py, and GPU against host in test_gpu_quantize.c.) */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "test_support.h"
+
+static DLTensor host_tensor(void *data, int32_t ndim, int64_t *shape, uint8_t code, uint8_t bits) {
+  DLTensor t = {data, {kDLCPU, 0}, ndim, {code, bits, 1}, shape, NULL, 0};
+  return t;
+}
+
+static float bits_to_float(uint32_t u) {
+  float f;
+  memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+/* One 32-value block per row, first elements as given, the rest zero. */
+static void quantize_rows(const float *first_two, int rows, const mxfp8_quantize_options *o, uint8_t *values,
+                          uint8_t *scales) {
+  float *x = calloc((size_t)rows * 32, sizeof *x);
+  for (int r = 0; r < rows; ++r) x[r * 32] = first_two[2 * r], x[r * 32 + 1] = first_two[2 * r + 1];
+  int64_t xs[2] = {rows, 32}, ss[2] = {rows, 1};
+  DLTensor in = host_tensor(x, 2, xs, kDLFloat, 32);
+  DLTensor v = host_tensor(values, 2, xs, kDLUInt, 8), s = host_tensor(scales, 2, ss, kDLUInt, 8);
+  assert_int_equal(mxfp8_quantize_into(&in, o, &v, &s, NULL, NULL), MXFP8_OK);
+  free(x);
+}
+
+static void test_known_answers_e4m3_rceil_and_floor(void **state) {
+  (void)state;
+  const float inf = bits_to_float(0x7F800000u), nan = bits_to_float(0x7FC00000u);
+  const float rows[] = {
+      1.0f, 0.0f,    /* 1 * float(1/448) -> 2^-8 rounded up: e 119; 1 * 2^8 = 256 = 0x78 */
+      448.0f, 12.5f, /* 448 * float(1/448) is exactly 1: e 127; 448 = 0x7E; 12.5 ties to even: 12 = 0x54 */
+      0.0f, -0.0f,   /* all zero: e 0, r(0) = 1; -0 keeps its sign: 0x80 */
+      inf, 3.0f,     /* Inf: e 254, r(254) = 0; 3 * 0 = 0; Inf * 0 = NaN = 0x7F */
+      nan, 2.0f,     /* NaN skipped by the amax: e from 2 = 120; NaN stays 0x7F; 2 * 2^7 = 256 */
+      500.0f, -1e-30f, /* e 128 (500/448 > 1), 500/2 = 250 -> 256 (RNE); a tiny value rounds to -0 (0x80) */
+      1e-38f, -1e-38f  /* amax * (1/448) <= 2^-127: e 0 and r(0) = 1 (not 2^127), so both round to +-0 */
+  };
+  uint8_t v[7 * 32], s[7];
+  mxfp8_quantize_options o = MXFP8_QUANTIZE_OPTIONS_INIT;
+  quantize_rows(rows, 7, &o, v, s);
+  const uint8_t scales[7] = {119, 127, 0, 254, 120, 128, 0};
+  const uint8_t first[7] = {0x78, 0x7E, 0x00, 0x7F, 0x7F, 0x78, 0x00};
+  const uint8_t second[7] = {0x00, 0x54, 0x80, 0x00, 0x78, 0x80, 0x80};
+  for (int r = 0; r < 7; ++r) {
+    EXPECT(s[r] == scales[r], "row %d: scale %u, expected %u", r, s[r], scales[r]);
+    EXPECT(v[r * 32] == first[r] && v[r * 32 + 1] == second[r], "row %d: values 0x%02x 0x%02x", r, v[r * 32], v[r * 32 + 1]);
+  }
+  /* FLOOR (OCP): e = floor(log2 amax) - 8 + 127. 1 -> 119 (same); 448 -> 127 - 8 + 8 = 127; 500 -> 127, and
+   * 500 saturates to 448 (0x7E); Inf -> 254 and r = 2^-127 exactly: 3 * 2^-127 -> 0, Inf stays Inf -> 448. */
+  o.scale_rounding = MXFP8_SCALE_ROUNDING_FLOOR;
+  quantize_rows(rows, 7, &o, v, s);
+  EXPECT(s[0] == 119 && s[1] == 127 && s[2] == 0 && s[3] == 254 && s[5] == 127, "floor scales %u %u %u %u %u", s[0], s[1], s[2], s[3], s[5]);
+  EXPECT(v[3 * 32] == 0x7E && v[3 * 32 + 1] == 0x00 && v[5 * 32] == 0x7E, "floor values 0x%02x 0x%02x 0x%02x", v[96], v[97], v[160]);
+}
+
+static void test_known_answers_e5m2_and_16_bit_inputs(void **state) {
+  (void)state;
+  /* 1.0 as bfloat16 (0x3F80) and float16 (0x3C00), E5M2: 1 * float(1/57344) lies in (2^-16, 2^-15): e 112;
+   * 1 * 2^15 = 32768 = 0x78 in E5M2. -57344 * 2^-? : a second row with amax 57344: e 127, code 0xFB. */
+  uint16_t bf16[64] = {0x3F80}, f16[64] = {0x3C00};
+  bf16[32] = 0xC760; /* -57344 */
+  f16[32] = 0xFB00;  /* -57344 */
+  int64_t xs[2] = {2, 32}, ss[2] = {2, 1};
+  uint8_t v[64], s[2];
+  mxfp8_quantize_options o = MXFP8_QUANTIZE_OPTIONS_INIT;
+  o.format = MXFP8_FORMAT_E5M2;
+  for (int type = 0; type < 2; ++type) {
+    DLTensor in = host_tensor(type ? (void *)f16 : (void *)bf16, 2, xs, type ? kDLFloat : kDLBfloat, 16);
+    DLTensor vt = host_tensor(v, 2, xs, kDLFloat8_e5m2, 8), st = host_tensor(s, 2, ss, kDLFloat8_e8m0fnu, 8);
+    memset(v, POISON, sizeof v);
+    assert_int_equal(mxfp8_quantize_into(&in, &o, &vt, &st, NULL, NULL), MXFP8_OK);
+    EXPECT(s[0] == 112 && v[0] == 0x78 && v[1] == 0x00, "type %d: scale %u value 0x%02x", type, s[0], v[0]);
+    EXPECT(s[1] == 127 && v[32] == 0xFB, "type %d: scale %u value 0x%02x", type, s[1], v[32]);
+  }
+}
+
+/* (100, 200) bfloat16, both directions, swizzled: the buffers hold the compact scales where the permute form
+ * puts them and zeros elsewhere; a tensor described with them exports the compact scales back. */
+static void test_swizzled_outputs_are_te_buffers_and_export_back(void **state) {
+  (void)state;
+  enum { M = 100, K = 200, RC = 7, CR = 4 }; /* ceil(K/32) = 7, ceil(M/32) = 4 */
+  uint16_t *x = malloc(sizeof(uint16_t) * M * K);
+  uint64_t rng = 5;
+  fill_quantize_input(x, 0, (size_t)M * K, &rng);
+  int64_t xs[2] = {M, K};
+  DLTensor in = host_tensor(x, 2, xs, kDLBfloat, 16);
+
+  mxfp8_quantize_options o = MXFP8_QUANTIZE_OPTIONS_INIT;
+  DLManagedTensorVersioned *cv = NULL, *cs = NULL, *ccv = NULL, *ccs = NULL;
+  poisoned_allocator_calls = 0;
+  o.allocator = poisoned_allocator;
+  assert_int_equal(mxfp8_quantize(&in, &o, &cv, &cs, &ccv, &ccs), MXFP8_OK);
+  EXPECT(poisoned_allocator_calls == 4, "allocator called %d times", poisoned_allocator_calls);
+  EXPECT(cs->dl_tensor.ndim == 2 && cs->dl_tensor.shape[0] == M && cs->dl_tensor.shape[1] == RC, "rowwise scales shape");
+  EXPECT(ccs->dl_tensor.shape[0] == CR && ccs->dl_tensor.shape[1] == K, "columnwise scales shape");
+  const uint8_t *compact[2] = {cs->dl_tensor.data, ccs->dl_tensor.data};
+  for (int d = 0; d < 2; ++d) {
+    const uint8_t *values = (d ? ccv : cv)->dl_tensor.data;
+    for (int i = 0; i < M * K; ++i) EXPECT(values[i] != POISON, "direction %d: value %d not written", d, i);
+  }
+
+  o.scales_layout = MXFP8_QUANTIZED_SCALES_SWIZZLED;
+  DLManagedTensorVersioned *sv = NULL, *ss = NULL, *scv = NULL, *scs = NULL;
+  assert_int_equal(mxfp8_quantize(&in, &o, &sv, &ss, &scv, &scs), MXFP8_OK);
+  /* rowwise S is M x 7 -> padded 128 x 8; columnwise S is 4 x K, swizzled as S^T (K x 4) -> 256 x 4. */
+  const int64_t rows[2] = {M, K}, cols[2] = {RC, CR}, padded_cols[2] = {8, 4}, bytes[2] = {128 * 8, 256 * 4};
+  const uint8_t *swizzled[2] = {ss->dl_tensor.data, scs->dl_tensor.data};
+  EXPECT(ss->dl_tensor.shape[0] == 128 && ss->dl_tensor.shape[1] == 8, "rowwise swizzled shape");
+  EXPECT(scs->dl_tensor.shape[0] == 4 && scs->dl_tensor.shape[1] == 256, "columnwise swizzled shape (TE's padded shape)");
+  for (int d = 0; d < 2; ++d) {
+    uint8_t *expected = calloc((size_t)bytes[d], 1);
+    for (int64_t r = 0; r < rows[d]; ++r)
+      for (int64_t c = 0; c < cols[d]; ++c) /* columnwise: element (r, c) of S^T is S[c][r] */
+        expected[ref_swizzled_index(r, c, padded_cols[d])] = d ? compact[1][c * K + r] : compact[0][r * RC + c];
+    EXPECT(memcmp(expected, swizzled[d], (size_t)bytes[d]) == 0, "direction %d: swizzled buffer differs", d);
+    free(expected);
+  }
+
+  /* The outputs go straight into a description; export returns the compact scales, dequantize agrees. */
+  mxfp8_tensor_desc desc = MXFP8_TENSOR_DESC_INIT;
+  desc.scale_layout = MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED;
+  desc.rowwise_data = sv, desc.rowwise_scale_inv = ss, desc.columnwise_data = scv, desc.columnwise_scale_inv = scs;
+  mxfp8_tensor *t = NULL;
+  assert_int_equal(mxfp8_tensor_create(&desc, &t), MXFP8_OK);
+  for (int d = 0; d < 2; ++d) {
+    mxfp8_export_options eo = MXFP8_EXPORT_OPTIONS_INIT;
+    eo.direction = d;
+    DLManagedTensorVersioned *values = NULL, *scales = NULL;
+    assert_int_equal(mxfp8_export_components(t, &eo, &values, &scales), MXFP8_OK);
+    EXPECT(memcmp(scales->dl_tensor.data, compact[d], (size_t)(d ? CR * K : M * RC)) == 0, "direction %d: export differs", d);
+    EXPECT(memcmp(values->dl_tensor.data, (d ? ccv : cv)->dl_tensor.data, M * K) == 0, "direction %d: values differ", d);
+    release_managed(values);
+    release_managed(scales);
+  }
+  float *y = malloc(sizeof(float) * M * K);
+  mxfp8_dequantize_options dq = MXFP8_DEQUANTIZE_OPTIONS_INIT;
+  DLTensor out = host_tensor(y, 2, xs, kDLFloat, 32);
+  assert_int_equal(mxfp8_dequantize(t, &dq, &out), MXFP8_OK);
+  const uint8_t *v0 = cv->dl_tensor.data;
+  for (int r = 0; r < M; ++r)
+    for (int c = 0; c < K; ++c) {
+      const double want = ref_decode_e4m3(v0[r * K + c]) * ref_decode_e8m0(compact[0][r * RC + c / 32]);
+      const float got = y[r * K + c];
+      EXPECT((isnan(want) && isnan(got)) || (double)got == (float)want, "(%d, %d): %g, expected %g", r, c, got, want);
+    }
+  free(y);
+  mxfp8_tensor_release(t);
+  release_managed(cv), release_managed(cs), release_managed(ccv), release_managed(ccs);
+  free(x);
+}
+
+/* Padded layouts zero their padding; 32x32 blocks give both directions the same values and one scale per
+ * block; padded 32x32 scales repeat each block's scale as TE stores them. */
+static void test_padded_and_block_outputs(void **state) {
+  (void)state;
+  enum { M = 70, K = 100 };
+  float *x = malloc(sizeof(float) * M * K);
+  uint64_t rng = 9;
+  fill_quantize_input(x, 2, (size_t)M * K, &rng);
+  int64_t xs[2] = {M, K}, cs[2] = {3, 4}, ps[2] = {128, 4}, pcs[2] = {4, 128};
+  DLTensor in = host_tensor(x, 2, xs, kDLFloat, 32);
+  uint8_t rv[M * K], cv[M * K], rs[3 * 4], ccs[3 * 4], prs[128 * 4], pcs_buf[4 * 128];
+  memset(rv, POISON, sizeof rv), memset(cv, POISON, sizeof cv), memset(rs, POISON, sizeof rs), memset(ccs, POISON, sizeof ccs);
+  DLTensor v1 = host_tensor(rv, 2, xs, kDLUInt, 8), v2 = host_tensor(cv, 2, xs, kDLUInt, 8);
+  DLTensor s1 = host_tensor(rs, 2, cs, kDLUInt, 8), s2 = host_tensor(ccs, 2, cs, kDLUInt, 8);
+  mxfp8_quantize_options o = MXFP8_QUANTIZE_OPTIONS_INIT;
+  o.block = MXFP8_BLOCK_32X32;
+  assert_int_equal(mxfp8_quantize_into(&in, &o, &v1, &s1, &v2, &s2), MXFP8_OK);
+  EXPECT(memcmp(rv, cv, sizeof rv) == 0 && memcmp(rs, ccs, sizeof rs) == 0, "32x32: directions differ");
+  for (size_t i = 0; i < sizeof rs; ++i) EXPECT(rs[i] != POISON, "block scale %zu not written", i);
+
+  o.scales_layout = MXFP8_QUANTIZED_SCALES_PADDED;
+  memset(prs, POISON, sizeof prs), memset(pcs_buf, POISON, sizeof pcs_buf);
+  DLTensor p1 = host_tensor(prs, 2, ps, kDLUInt, 8), p2 = host_tensor(pcs_buf, 2, pcs, kDLUInt, 8);
+  assert_int_equal(mxfp8_quantize_into(&in, &o, &v1, &p1, &v2, &p2), MXFP8_OK);
+  for (int r = 0; r < 128; ++r)
+    for (int c = 0; c < 4; ++c) {
+      const uint8_t want = r < M ? rs[(r / 32) * 4 + c] : 0;
+      EXPECT(prs[r * 4 + c] == want, "rowwise padded (%d, %d): %u, expected %u", r, c, prs[r * 4 + c], want);
+    }
+  for (int r = 0; r < 4; ++r)
+    for (int c = 0; c < 128; ++c) {
+      const uint8_t want = r < 3 && c < K ? rs[r * 4 + c / 32] : 0;
+      EXPECT(pcs_buf[r * 128 + c] == want, "columnwise padded (%d, %d): %u, expected %u", r, c, pcs_buf[r * 128 + c], want);
+    }
+  free(x);
+}
+
+static void test_dequantize_known_answers(void **state) {
+  (void)state;
+  /* Compact rowwise (2, 32) E5M2 tensor: row 0 scale 119, row 1 scale 255 (NaN). */
+  uint8_t values[64] = {0}, scales[2] = {119, 255};
+  values[0] = 0x3C; /* E5M2 1.0 */
+  values[1] = 0x7C; /* +Inf */
+  values[2] = 0x01; /* smallest subnormal, 2^-16 */
+  values[3] = 0xFB; /* -57344 */
+  int64_t vs[2] = {2, 32}, ss[2] = {2, 1};
+  test_tensor *v = test_tensor_new(2, vs, kDLUInt, 0), *s = test_tensor_new(2, ss, kDLUInt, 0);
+  memcpy(v->buffer, values, sizeof values);
+  memcpy(s->buffer, scales, sizeof scales);
+  mxfp8_tensor_desc desc = MXFP8_TENSOR_DESC_INIT;
+  desc.format = MXFP8_FORMAT_E5M2;
+  desc.rowwise_data = &v->managed, desc.rowwise_scale_inv = &s->managed;
+  mxfp8_tensor *t = NULL;
+  assert_int_equal(mxfp8_tensor_create(&desc, &t), MXFP8_OK);
+  float y[64];
+  uint16_t b[64];
+  DLTensor out = host_tensor(y, 2, vs, kDLFloat, 32), out16 = host_tensor(b, 2, vs, kDLBfloat, 16);
+  assert_int_equal(mxfp8_dequantize(t, NULL, &out), MXFP8_OK);
+  assert_int_equal(mxfp8_dequantize(t, NULL, &out16), MXFP8_OK);
+  EXPECT(y[0] == ldexpf(1.0f, -8) && isinf(y[1]) && y[2] == ldexpf(1.0f, -24) && y[3] == -57344.0f * ldexpf(1.0f, -8),
+         "row 0: %g %g %g %g", y[0], y[1], y[2], y[3]);
+  EXPECT(isnan(y[32]) && isnan(y[33]), "a NaN scale decodes to NaN");
+  EXPECT(b[0] == 0x3B80 && b[1] == 0x7F80 && b[32] == 0x7FFF, "bfloat16: 0x%04x 0x%04x 0x%04x", b[0], b[1], b[32]);
+  mxfp8_tensor_release(t);
+  test_tensor_free(v);
+  test_tensor_free(s);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_known_answers_e4m3_rceil_and_floor),
+      cmocka_unit_test(test_known_answers_e5m2_and_16_bit_inputs),
+      cmocka_unit_test(test_swizzled_outputs_are_te_buffers_and_export_back),
+      cmocka_unit_test(test_padded_and_block_outputs),
+      cmocka_unit_test(test_dequantize_known_answers),
+  };
+  return cmocka_run_group_tests_name("quantize and dequantize (host)", tests, NULL, NULL);
+}
