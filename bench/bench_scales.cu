@@ -1,5 +1,5 @@
-// Times libmxfp8's scale unswizzle on the GPU against a device-to-device copy of the same number of
-// bytes, timed the same way in the same run. Prints one JSON object on stdout (bench/run_bench.py merges
+// Times libmxfp8's scale unswizzle and its quantizer on the GPU against a device-to-device copy of the
+// same number of bytes, timed the same way in the same run. Prints one JSON object on stdout (bench/run_bench.py merges
 // it with the PyTorch baseline).
 //
 // Method: every timed loop rotates over enough distinct input/output buffers that they do not fit in the
@@ -267,6 +267,59 @@ MoeResult bench_moe() {
 }
 
 // Host wall-clock of one complete export of a tiny swizzled tensor (allocation, kernel, wait).
+// Quantizing a (rows, k) BF16 weight: rowwise compact (the target: against a copy of the bytes it must
+// move, 2 B read + 1 B + 1/32 B written per element), and rowwise + columnwise into TE's swizzled layout.
+struct QuantizeResult {
+  int64_t rows, k, bytes;
+  double ms, copy_ms, both_swizzled_ms;
+};
+
+QuantizeResult bench_quantize(int64_t rows, int64_t k) {
+  const int64_t n = rows * k, c = k / 32;
+  const int64_t scale_bytes = rows * c, padded = round_up(rows, 128) * round_up(c, 4);
+  const int64_t col_padded = round_up((rows + 31) / 32, 4) * round_up(k, 128);
+  QuantizeResult r{rows, k, 2 * n + n + scale_bytes, 0, 0, 0};
+  const int copies = 2;  // 2 x 470 MB of input for the largest weight: beyond L2 either way
+  std::vector<void *> in(copies), values(copies), cvalues(copies), scales(copies), cscales(copies);
+  constexpr int64_t kPatternRows = 64;  // bfloat16 values of many binades, both signs, repeated
+  std::vector<uint16_t> host(static_cast<size_t>(kPatternRows * k));
+  for (size_t i = 0; i < host.size(); ++i) host[i] = static_cast<uint16_t>(0x3800 + (i * 2654435761u) % 0x0C00) | ((i & 1) << 15);
+  for (int i = 0; i < copies; ++i) {
+    cuda_check(cudaMalloc(&in[i], 2 * n), "malloc");
+    for (int64_t row = 0; row < rows; row += kPatternRows)
+      cuda_check(cudaMemcpy(static_cast<uint16_t *>(in[i]) + row * k, host.data(),
+                            static_cast<size_t>(2 * k * std::min(kPatternRows, rows - row)), cudaMemcpyHostToDevice),
+                 "upload");
+    cuda_check(cudaMalloc(&values[i], n), "malloc");
+    cuda_check(cudaMalloc(&cvalues[i], n), "malloc");
+    cuda_check(cudaMalloc(&scales[i], padded), "malloc");
+    cuda_check(cudaMalloc(&cscales[i], col_padded), "malloc");
+  }
+  int64_t xshape[2] = {rows, k}, vshape[1] = {n}, sshape[1] = {scale_bytes}, pshape[1] = {padded}, cpshape[1] = {col_padded};
+  auto input = [&](int i) {
+    DLTensor t = bytes_tensor(in[i], xshape, 2);
+    t.dtype = DLDataType{kDLBfloat, 16, 1};
+    return t;
+  };
+  mxfp8_quantize_options o = MXFP8_QUANTIZE_OPTIONS_INIT;
+  r.ms = median_ms_per_iteration(copies, [&](int i) {
+    DLTensor x = input(i), v = bytes_tensor(values[i], vshape, 1), s = bytes_tensor(scales[i], sshape, 1);
+    mxfp8_check(mxfp8_quantize_into(&x, &o, &v, &s, nullptr, nullptr), "quantize");
+  });
+  r.copy_ms = copy_ms(r.bytes);
+  mxfp8_quantize_options te = MXFP8_QUANTIZE_OPTIONS_INIT;
+  te.scales_layout = MXFP8_QUANTIZED_SCALES_SWIZZLED;
+  r.both_swizzled_ms = median_ms_per_iteration(copies, [&](int i) {
+    DLTensor x = input(i), v = bytes_tensor(values[i], vshape, 1), s = bytes_tensor(scales[i], pshape, 1);
+    DLTensor cv = bytes_tensor(cvalues[i], vshape, 1), cs = bytes_tensor(cscales[i], cpshape, 1);
+    mxfp8_check(mxfp8_quantize_into(&x, &te, &v, &s, &cv, &cs), "quantize both");
+  });
+  for (int i = 0; i < copies; ++i) {
+    cudaFree(in[i]), cudaFree(values[i]), cudaFree(cvalues[i]), cudaFree(scales[i]), cudaFree(cscales[i]);
+  }
+  return r;
+}
+
 double bench_tiny_us(double &unswizzle_us, double &floor_us) {
   const int64_t rows = 128, k = 128;
   uint8_t *values, *swz;
@@ -353,7 +406,11 @@ int main() {
               (long long)moe.bytes, moe.ms, moe.copy_ms);
   double unswizzle_us = 0, floor_us = 0;
   const double export_us = bench_tiny_us(unswizzle_us, floor_us);
-  std::printf(", \"tiny\": {\"us\": %.2f, \"unswizzle_into_buffer_us\": %.2f, \"empty_kernel_and_sync_us\": %.2f}}\n",
+  std::printf(", \"tiny\": {\"us\": %.2f, \"unswizzle_into_buffer_us\": %.2f, \"empty_kernel_and_sync_us\": %.2f}",
               export_us, unswizzle_us, floor_us);
+  const QuantizeResult q = bench_quantize(8192, 28672);
+  std::printf(", \"quantize\": {\"shape\": [%lld, %lld], \"bytes\": %lld, \"ms\": %.4f, \"copy_ms\": %.4f, "
+              "\"both_directions_swizzled_ms\": %.4f}}\n",
+              (long long)q.rows, (long long)q.k, (long long)q.bytes, q.ms, q.copy_ms, q.both_swizzled_ms);
   return 0;
 }

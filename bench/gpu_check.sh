@@ -27,18 +27,20 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | t
 
 step "C test suite (ctest)"
 (cd build-gpu && ctest --output-on-failure 2>&1) | tee "$OUT/ctest.log" || status=1
-build-gpu/tests/c/test_gpu 2>&1 | tee -a "$OUT/ctest.log" | tail -4
+for t in test_gpu test_gpu_quantize; do build-gpu/tests/c/$t 2>&1 | tee -a "$OUT/ctest.log" | tail -4; done
 grep -q "SKIPPED" "$OUT/ctest.log" && { echo "GPU cases were skipped on a GPU machine"; status=1; }
 
 if [ "${BENCH_ONLY:-0}" != 1 ]; then
 step "compute-sanitizer"
+for t in test_gpu test_gpu_quantize; do
 for tool in memcheck racecheck initcheck synccheck; do
-  MXFP8_TEST_QUICK=1 timeout 300 compute-sanitizer --tool "$tool" --error-exitcode 9 build-gpu/tests/c/test_gpu \
+  MXFP8_TEST_QUICK=1 timeout 200 compute-sanitizer --tool "$tool" --error-exitcode 9 build-gpu/tests/c/$t \
     >"$OUT/sanitizer-$tool.tmp" 2>&1
   rc=$?
-  echo "$tool: exit $rc; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitizer-$tool.tmp" | tail -1)"
-  { echo "=== $tool"; cat "$OUT/sanitizer-$tool.tmp"; } >>"$OUT/sanitizer.log" && rm -f "$OUT/sanitizer-$tool.tmp"
+  echo "$t $tool: exit $rc; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitizer-$tool.tmp" | tail -1)"
+  { echo "=== $t $tool"; cat "$OUT/sanitizer-$tool.tmp"; } >>"$OUT/sanitizer.log" && rm -f "$OUT/sanitizer-$tool.tmp"
   [ $rc -eq 0 ] || status=1
+done
 done 2>&1 | tee "$OUT/sanitizer-summary.txt"
 
 fi
@@ -50,9 +52,11 @@ python3 -m pip install "${pip_args[@]}" . 2>&1 | tail -3
 if [ "${BENCH_ONLY:-0}" != 1 ]; then
   (cd /tmp && python3 -m pytest -q -p no:cacheprovider "$OLDPWD/bindings/python/tests" 2>&1) | tee "$OUT/pytest.log" | tail -15
   grep -qE "[0-9]+ passed" "$OUT/pytest.log" && ! grep -qE "[0-9]+ failed|error" "$OUT/pytest.log" || status=1
+  step "the demo on the GPU (python -m mxfp8 demo)"
+  python3 -m mxfp8 demo 2>&1 | tee "$OUT/examples.log" || status=1
   step "weight sync example over CUDA IPC"
   python3 examples/weight_sync/weight_sync.py --transport ipc --steps 3 --layers 8 --hidden 2048 --bucket-mb 64 \
-    2>&1 | tee "$OUT/weight_sync.log" || status=1
+    2>&1 | tee -a "$OUT/examples.log" || status=1
 fi
 
 step "benchmark"

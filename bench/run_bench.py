@@ -11,11 +11,16 @@ Writes OUT/results.json (the schema of bench/results/latest-h200.json) and OUT/r
 import argparse
 import datetime
 import json
+import os
 import statistics
 import subprocess
+import sys
 import time
 
 import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "bindings", "python", "tests"))
+from mx_reference_torch import quantize_rowwise  # noqa: E402  (the PyTorch quantize baseline)
 
 COLD_BYTES = 256 << 20
 REPETITIONS = 15
@@ -152,6 +157,24 @@ def torch_tiny_us():
     return statistics.median(samples)
 
 
+def torch_quantize(rows, k):
+    """The PyTorch reference quantizer (same rules, bit-exact with libmxfp8) on the benchmark's shape, and
+    whether libmxfp8 gives the same bytes on that input."""
+    x = (torch.randn(rows, k, device="cuda") * torch.exp(torch.randn(rows, 1, device="cuda") * 4)).to(torch.bfloat16)
+    ms = median_ms_per_iteration(2, lambda i: quantize_rowwise(x))
+    try:
+        import mxfp8
+        ours = mxfp8.quantize(x)
+        values, scales = quantize_rowwise(x)
+        same = bool(torch.equal(ours.rowwise_data.view(torch.uint8), values) and
+                    torch.equal(ours.rowwise_scale_inv, scales))
+    except ImportError:
+        same = None
+    del x
+    torch.cuda.empty_cache()
+    return ms, same
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--bench-binary", required=True)
@@ -170,6 +193,9 @@ def main():
     ours["moe"]["torch_ms"] = round(torch_moe(), 4)
     ours["tiny"]["torch_us"] = round(torch_tiny_us(), 2)
     ours["weight_sync"] = weight_sync()
+    q = ours["quantize"]
+    q["torch_ms"], q["bit_exact_with_torch_reference"] = torch_quantize(*q["shape"])
+    q["torch_ms"] = round(q["torch_ms"], 4)
     ours["date"] = datetime.date.today().isoformat()
     ours["torch"] = torch.__version__
 
@@ -187,6 +213,10 @@ def main():
         "moe_ge_10x_torch": ours["moe"]["torch_ms"] / ours["moe"]["ms"] >= 10,
         "moe_fraction_of_copy": round(ours["moe"]["copy_ms"] / ours["moe"]["ms"], 3),
         "moe_ge_80pct_of_copy": ours["moe"]["copy_ms"] / ours["moe"]["ms"] >= 0.8,
+        "quantize_fraction_of_copy": round(q["copy_ms"] / q["ms"], 3),
+        "quantize_ge_80pct_of_copy": q["copy_ms"] / q["ms"] >= 0.8,
+        "quantize_speedup_vs_torch": round(q["torch_ms"] / q["ms"], 1),
+        "quantize_faster_than_torch": q["torch_ms"] > q["ms"],
     }
     with open(f"{args.out}/results.json", "w") as f:
         json.dump(ours, f, indent=2)
@@ -225,6 +255,13 @@ def main():
         f"{ours['tiny']['us']} µs ({ours['tiny']['unswizzle_into_buffer_us']} µs into a buffer allocated once; "
         f"launching an empty kernel plus the same wait takes {ours['tiny']['empty_kernel_and_sync_us']} µs), "
         f"PyTorch permute from Python {ours['tiny']['torch_us']} µs.",
+        "",
+        f"Quantize a ({q['shape'][0]}, {q['shape'][1]}) BF16 weight to MXFP8 E4M3 (rowwise, RCEIL, compact scales; "
+        f"{q['bytes'] / 1e6:.0f} MB moved): libmxfp8 {q['ms'] * 1e3:.1f} µs "
+        f"({q['bytes'] / q['ms'] / 1e6:.0f} GB/s, {100 * q['copy_ms'] / q['ms']:.0f}% of a copy of the same bytes, "
+        f"{q['copy_ms'] * 1e3:.1f} µs), PyTorch reference {q['torch_ms'] * 1e3:.1f} µs "
+        f"({q['torch_ms'] / q['ms']:.1f}x; bit-exact with libmxfp8: {q['bit_exact_with_torch_reference']}). "
+        f"Both directions into TE's swizzled layout: {q['both_directions_swizzled_ms'] * 1e3:.1f} µs.",
         "",
         "Targets: " + json.dumps(ours["targets"]),
     ]

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# The main job on its built-in sample: build libmxfp8 and export a weight stored the way Transformer
-# Engine stores it (padded, GEMM-swizzled scales) into FP8 values plus compact uint8 scales.
+# The main job on a built-in synthetic weight set (on the GPU when PyTorch sees one, else on the CPU):
+# quantize BF16 weights into Transformer Engine's layout (padded, GEMM-swizzled scales), export them as
+# FP8 values plus compact E8M0 scales, decode them, and check every byte. Arguments go to the demo
+# (python -m mxfp8 demo --help).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/install_deps.sh build
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DMXFP8_BUILD_TESTS=OFF >/dev/null
-cmake --build build --target export_te_layout -j "$(nproc)" >/dev/null
-build/examples/c/export_te_layout
+scripts/install_deps.sh demo
+echo "building and installing the mxfp8 Python package (pip install .) ..."
+python3 -m pip install -q --disable-pip-version-check --no-build-isolation . 2>&1 | grep -v "Running pip as the 'root' user" || true
+python3 -m mxfp8 demo "$@"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what building and testing mxfp8 needs, from Debian packages and PyPI, skipping what is there.
-# Usage: scripts/install_deps.sh [build|test]   (build: compiler, CMake, the dlpack header; test: also
-# cmocka, clang with libFuzzer, the Python test packages and cargo)
+# Usage: scripts/install_deps.sh [build|demo|test]   (build: compiler, CMake, the dlpack header; demo: also
+# what `pip install .` and the Python demo need; test: also cmocka, clang with libFuzzer, the Python test
+# packages and cargo)
 set -euo pipefail
 what=${1:-test}
 sudo=; [ "$(id -u)" = 0 ] || sudo=sudo
@@ -25,6 +26,7 @@ fi
 
 # The dlpack header comes from its package (apache-tvm-ffi ships dlpack.h); never from this repository.
 py_needed=(apache-tvm-ffi)
-[ "$what" = test ] && py_needed+=(numpy ml_dtypes pytest "pybind11>=3" "scikit-build-core>=0.10" "jax[cpu]")
+[ "$what" = build ] || py_needed+=(numpy ml_dtypes "pybind11>=3" "scikit-build-core>=0.10")
+[ "$what" = test ] && py_needed+=(pytest "jax[cpu]")
 python3 -m pip install -q --disable-pip-version-check "${py_needed[@]}" 2>&1 | grep -v "Running pip as the 'root' user" || true
 python3 -m tvm_ffi.config --dlpack-includedir >/dev/null

@@ -127,3 +127,46 @@ def test_bucket_on_the_gpu_and_reswizzle_for_the_consumer():
         assert torch.equal(scales.cpu(), torch.from_numpy(s))
         if swizzled:  # the consumer re-swizzles for its GEMM (padding zero, as cuBLAS expects)
             assert torch.equal(mxfp8.swizzle_scales(scales).cpu(), torch.from_numpy(swizzle_reference(s)))
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16", "float32"])
+@pytest.mark.parametrize("fp8_dtype", ["e4m3", "e5m2"])
+def test_quantize_on_the_gpu_matches_both_references(dtype, fp8_dtype):
+    import ml_dtypes
+    import mx_reference as ref
+    from mx_reference_torch import quantize_rowwise
+
+    numpy_type = {"bfloat16": ml_dtypes.bfloat16, "float16": np.float16, "float32": np.float32}[dtype]
+    x_host = ref.special_input((512, 4096 + 64), numpy_type, seed=5)
+    x = torch.from_numpy(x_host.astype(np.float32)).cuda().to(getattr(torch, dtype))  # exact
+    q = mxfp8.quantize(x, fp8_dtype=fp8_dtype, rowwise=True, columnwise=True, scales="swizzled")
+    assert q.rowwise_data.dtype == getattr(torch, f"float8_{fp8_dtype}{'fn' if fp8_dtype == 'e4m3' else ''}")
+    assert q.rowwise_data.is_cuda and q.rowwise_scale_inv.shape == (512, 132)
+    for direction in ("rowwise", "columnwise"):
+        v_ref, s_ref = ref.quantize(x_host, fp8_dtype, "rceil", direction)
+        values = getattr(q, f"{direction}_data").view(torch.uint8).cpu().numpy()
+        np.testing.assert_array_equal(values, v_ref)
+        exported = mxfp8.export_components(getattr(q, f"{direction}_data"), getattr(q, f"{direction}_scale_inv"),
+                                           swizzled=True, direction=direction, fp8_dtype=fp8_dtype)
+        np.testing.assert_array_equal(exported.scales.cpu().numpy(), s_ref)
+        # quantize -> export -> decode equals dequantize
+        decoded = ref.dequantize(values, s_ref, fp8_dtype, direction)
+        y = mxfp8.dequantize(exported.values, exported.scales, fp8_dtype=fp8_dtype, direction=direction)
+        np.testing.assert_array_equal(y.cpu().numpy(), decoded)
+    v_torch, s_torch = quantize_rowwise(x, fp8_dtype)
+    torch.testing.assert_close(q.rowwise_data.view(torch.uint8), v_torch, rtol=0, atol=0)
+    torch.testing.assert_close(mxfp8.export_components(q.rowwise_data, q.rowwise_scale_inv, swizzled=True,
+                                                       fp8_dtype=fp8_dtype).scales, s_torch, rtol=0, atol=0)
+
+
+def test_quantize_runs_on_the_current_stream_with_torchs_allocator():
+    x = torch.randn(2048, 8192, device="cuda", dtype=torch.bfloat16)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        before = torch.cuda.memory_allocated()
+        q = mxfp8.quantize(x)
+        assert torch.cuda.memory_allocated() - before >= x.numel()
+        expected = mxfp8.quantize(x.cpu())
+    side.synchronize()
+    assert torch.equal(q.rowwise_data.view(torch.uint8).cpu(), expected.rowwise_data.view(torch.uint8))
