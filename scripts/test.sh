@@ -5,7 +5,8 @@
 #   2. an install into a temporary prefix, used by a find_package and a pkg-config consumer;
 #   3. the same C suite again under AddressSanitizer + UndefinedBehaviorSanitizer with leak detection,
 #      the threading and lifetime tests under ThreadSanitizer, and a bounded libFuzzer run (60 s);
-#   4. the Python tests (pytest) and the Python example against `pip install .`;
+#   4. the Python tests (pytest), the demo (python -m mxfp8 demo) and the Python examples against
+#      `pip install .`;
 #   5. the Rust tests and example (cargo test --offline) against the library built in step 1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -57,6 +58,7 @@ rm -rf "$corpus"
 step "Python binding and tests"
 python3 -m pip install -q --disable-pip-version-check --no-build-isolation . 2>&1 | grep -v "Running pip as the 'root' user" || true
 python3 -m pytest -q -p no:cacheprovider bindings/python/tests | tee -a "$log"
+python3 -m mxfp8 demo --size small
 python3 examples/python/export_te_weight.py
 python3 examples/weight_sync/weight_sync.py --transport shm --steps 2
 
