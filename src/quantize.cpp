@@ -64,6 +64,9 @@ Input read_input(const DLTensor *input) {
     fail(MXFP8_ERROR_INVALID_ARGUMENT, "input: strides ", format_shape(t.strides, t.ndim), " are not row-major "
          "contiguous for shape ", format_shape(in.shape), " (make it contiguous first)");
   if (numel > 0 && !t.data) fail(MXFP8_ERROR_INVALID_ARGUMENT, "input: data is NULL");
+  if (numel > 0 && reinterpret_cast<uintptr_t>(byte_pointer(t)) % static_cast<uintptr_t>(element) != 0)
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, "input: the data (data + byte_offset) is not aligned to its ", element,
+         "-byte elements");
   memory_of(t.device, "input");
   in.cols = in.shape.back();
   in.rows = product(in.shape, 0, in.shape.size() - 1, "the input's row count");

@@ -1,5 +1,6 @@
-// The host loop of mxfp8_quantize. Per block: the amax (NaN skipped, as fmaxf skips it), the E8M0
-// exponent, then every element multiplied by the block's reciprocal and encoded; see mx_numerics.hpp.
+// The host loop of mxfp8_quantize. Per block: the amax (every NaN skipped, as the GPU's max.f32 skips it),
+// the E8M0 exponent, then every element multiplied by the block's reciprocal and encoded; see
+// mx_numerics.hpp.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -19,6 +20,13 @@ float load(const void *input, InputType type, int64_t i) {
     case InputType::Float32: break;
   }
   return static_cast<const float *>(input)[i];
+}
+
+// max(amax, |x|) skipping NaN. Not std::fmax: glibc's returns NaN for a signaling NaN, which would make
+// the host disagree with the GPU (and with Transformer Engine) on such inputs.
+float amax_with(float amax, float x) {
+  const float magnitude = std::fabs(x);
+  return magnitude > amax ? magnitude : amax;
 }
 
 struct BlockScaler {
@@ -47,7 +55,7 @@ void quantize_host(const QuantizeJob &j) {
     for (int64_t r = 0; r < M; ++r)
       for (int64_t c = 0; c < K; ++c) {
         float &a = amax[static_cast<size_t>((r / kBlockSize) * col_blocks + c / kBlockSize)];
-        a = std::fmax(a, std::fabs(x(r, c)));
+        a = amax_with(a, x(r, c));
       }
     for (int64_t r = 0; r < M; ++r)
       for (int64_t c = 0; c < K; ++c) {
@@ -69,7 +77,7 @@ void quantize_host(const QuantizeJob &j) {
       for (int64_t b = 0; b < col_blocks; ++b) {
         const int64_t c0 = b * kBlockSize, c1 = std::min(c0 + kBlockSize, K);
         float amax = 0.0f;
-        for (int64_t c = c0; c < c1; ++c) amax = std::fmax(amax, std::fabs(x(r, c)));
+        for (int64_t c = c0; c < c1; ++c) amax = amax_with(amax, x(r, c));
         const uint8_t e = scaler.exponent(amax);
         const float reciprocal = scaler.reciprocal(e);
         j.row_scales.data[scale_offset(j.row_scales, r, b)] = e;
@@ -82,7 +90,7 @@ void quantize_host(const QuantizeJob &j) {
       const int64_t r0 = rb * kBlockSize, r1 = std::min(r0 + kBlockSize, M);
       std::fill(amax.begin(), amax.end(), 0.0f);
       for (int64_t r = r0; r < r1; ++r)
-        for (int64_t c = 0; c < K; ++c) amax[c] = std::fmax(amax[c], std::fabs(x(r, c)));
+        for (int64_t c = 0; c < K; ++c) amax[c] = amax_with(amax[c], x(r, c));
       for (int64_t c = 0; c < K; ++c) {
         const uint8_t e = scaler.exponent(amax[c]);
         j.col_scales.data[scale_offset(j.col_scales, rb, c)] = e;

@@ -335,6 +335,7 @@ static void q_input_strided(quantize_fixture *f) {
 }
 static void q_input_data_null(quantize_fixture *f) { f->in.data = NULL; }
 static void q_input_device(quantize_fixture *f) { f->in.device.device_type = kDLVulkan; }
+static void q_input_misaligned(quantize_fixture *f) { f->in.byte_offset = 2; f->in_shape[0] = 69; }
 static void q_struct_size(quantize_fixture *f) { f->o.struct_size = 0; }
 static void q_format(quantize_fixture *f) { f->o.format = 0; }
 static void q_block(quantize_fixture *f) { f->o.block = 2; }
@@ -363,6 +364,7 @@ static const quantize_case kQuantizeCases[] = {
     {"input 0-dimensional", q_input_0d, MXFP8_ERROR_INVALID_ARGUMENT, "input is 0-dimensional"},
     {"input not contiguous", q_input_strided, MXFP8_ERROR_INVALID_ARGUMENT, "input: strides (1, 70) are not row-major"},
     {"input pointer NULL", q_input_data_null, MXFP8_ERROR_INVALID_ARGUMENT, "input: data is NULL"},
+    {"input not aligned to its elements", q_input_misaligned, MXFP8_ERROR_INVALID_ARGUMENT, "input: the data (data + byte_offset) is not aligned to its 4-byte elements"},
     {"input on an unsupported device", q_input_device, MXFP8_ERROR_UNSUPPORTED, "input: device type 7:0 is not supported"},
     {"options struct_size 0", q_struct_size, MXFP8_ERROR_INVALID_ARGUMENT, "MXFP8_QUANTIZE_OPTIONS_INIT"},
     {"format 0 (unset)", q_format, MXFP8_ERROR_INVALID_ARGUMENT, "options.format is 0"},

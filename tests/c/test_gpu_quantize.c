@@ -120,10 +120,11 @@ static void test_gpu_quantize_unaligned_input_takes_the_tile_kernel(void **state
   REQUIRE_GPU();
   mxfp8_quantize_options o = MXFP8_QUANTIZE_OPTIONS_INIT;
   int failures = 0;
-  for (int type = 0; type < 3; ++type) {
-    failures += compare_quantize(type, 128, 1024, &o, 1, 0, 2, 17); /* 2 bytes in: no 16-byte loads */
+  for (int type = 0; type < 3; ++type) { /* one and three elements in: no 16-byte loads */
+    o.scales_layout = MXFP8_QUANTIZED_SCALES_COMPACT;
+    failures += compare_quantize(type, 128, 1024, &o, 1, 0, (uint64_t)kElementBytes[type], 17);
     o.scales_layout = MXFP8_QUANTIZED_SCALES_SWIZZLED;
-    failures += compare_quantize(type, 128, 1024, &o, 1, 0, 4, 18);
+    failures += compare_quantize(type, 128, 1024, &o, 1, 0, 3 * (uint64_t)kElementBytes[type], 18);
   }
   EXPECT(failures == 0, "%d configurations differ", failures);
 }

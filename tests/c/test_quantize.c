@@ -34,13 +34,13 @@ static void quantize_rows(const float *first_two, int rows, const mxfp8_quantize
 
 static void test_known_answers_e4m3_rceil_and_floor(void **state) {
   (void)state;
-  const float inf = bits_to_float(0x7F800000u), nan = bits_to_float(0x7FC00000u);
+  const float inf = bits_to_float(0x7F800000u), snan = bits_to_float(0xFF800001u); /* -sNaN */
   const float rows[] = {
       1.0f, 0.0f,    /* 1 * float(1/448) -> 2^-8 rounded up: e 119; 1 * 2^8 = 256 = 0x78 */
       448.0f, 12.5f, /* 448 * float(1/448) is exactly 1: e 127; 448 = 0x7E; 12.5 ties to even: 12 = 0x54 */
       0.0f, -0.0f,   /* all zero: e 0, r(0) = 1; -0 keeps its sign: 0x80 */
       inf, 3.0f,     /* Inf: e 254, r(254) = 0; 3 * 0 = 0; Inf * 0 = NaN = 0x7F */
-      nan, 2.0f,     /* NaN skipped by the amax: e from 2 = 120; NaN stays 0x7F; 2 * 2^7 = 256 */
+      2.0f, snan,    /* a signaling NaN is skipped by the amax too: e from 2 = 120; 2 * 2^7 = 256; NaN is 0x7F */
       500.0f, -1e-30f, /* e 128 (500/448 > 1), 500/2 = 250 -> 256 (RNE); a tiny value rounds to -0 (0x80) */
       1e-38f, -1e-38f  /* amax * (1/448) <= 2^-127: e 0 and r(0) = 1 (not 2^127), so both round to +-0 */
   };
@@ -48,8 +48,8 @@ static void test_known_answers_e4m3_rceil_and_floor(void **state) {
   mxfp8_quantize_options o = MXFP8_QUANTIZE_OPTIONS_INIT;
   quantize_rows(rows, 7, &o, v, s);
   const uint8_t scales[7] = {119, 127, 0, 254, 120, 128, 0};
-  const uint8_t first[7] = {0x78, 0x7E, 0x00, 0x7F, 0x7F, 0x78, 0x00};
-  const uint8_t second[7] = {0x00, 0x54, 0x80, 0x00, 0x78, 0x80, 0x80};
+  const uint8_t first[7] = {0x78, 0x7E, 0x00, 0x7F, 0x78, 0x78, 0x00};
+  const uint8_t second[7] = {0x00, 0x54, 0x80, 0x00, 0x7F, 0x80, 0x80};
   for (int r = 0; r < 7; ++r) {
     EXPECT(s[r] == scales[r], "row %d: scale %u, expected %u", r, s[r], scales[r]);
     EXPECT(v[r * 32] == first[r] && v[r * 32 + 1] == second[r], "row %d: values 0x%02x 0x%02x", r, v[r * 32], v[r * 32 + 1]);
