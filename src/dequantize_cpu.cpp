@@ -10,7 +10,7 @@ void dequantize_host(const DequantizeJob &j) {
     for (int64_t k = 0; k < j.cols; ++k) {
       const uint8_t e = j.columnwise ? j.scales[(r / kBlockSize) * j.scale_cols + k]
                                      : j.scales[r * j.scale_cols + k / kBlockSize];
-      const float v = fp8_decode(j.values[r * j.cols + k], j.e5m2) * e8m0_value(e);
+      const float v = dequantize_element(j.values[r * j.cols + k], e, j.e5m2);
       if (j.bf16_output) static_cast<uint16_t *>(j.output)[r * j.cols + k] = float_to_bf16(v);
       else static_cast<float *>(j.output)[r * j.cols + k] = v;
     }

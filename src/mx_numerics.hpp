@@ -140,6 +140,13 @@ MXFP8_HOST_DEVICE inline float fp8_decode(uint8_t c, bool e5m2) {
   return bits_float(sign | (biased << 23) | (mantissa << (23 - f.mantissa_bits)));
 }
 
+// One dequantized element: the FP8 value times its scale, in float, with every NaN written as CUDA's
+// canonical 0x7FFFFFFF (a host multiply would keep the NaN operand's payload and sign instead).
+MXFP8_HOST_DEVICE inline float dequantize_element(uint8_t value, uint8_t scale, bool e5m2) {
+  const float v = fp8_decode(value, e5m2) * e8m0_value(scale);
+  return v != v ? bits_float(0x7FFFFFFFu) : v;
+}
+
 MXFP8_HOST_DEVICE inline float bf16_to_float(uint16_t b) { return bits_float(static_cast<uint32_t>(b) << 16); }
 
 MXFP8_HOST_DEVICE inline float fp16_to_float(uint16_t h) {

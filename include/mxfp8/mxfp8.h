@@ -536,7 +536,8 @@ typedef struct mxfp8_dequantize_options {
 /* Decodes one direction of `tensor` (any scale layout the descriptor allows) into `output`: float32 or
  * bfloat16, contiguous, prod(shape) elements, on the tensor's device. Each element is
  * fp8_value * 2^(e - 127) computed in float (e = 255 gives NaN), then rounded to nearest-even for
- * bfloat16 (NaN as 0x7FFF). For verification, and for consumers that cannot take MXFP8. */
+ * bfloat16. Every NaN is written as 0x7FFFFFFF (float32) or 0x7FFF (bfloat16), on the host as on the GPU.
+ * For verification, and for consumers that cannot take MXFP8. */
 MXFP8_API mxfp8_status mxfp8_dequantize(const mxfp8_tensor *tensor, const mxfp8_dequantize_options *options,
                                         DLTensor *output);
 
