@@ -34,6 +34,7 @@ impl DLDataTypeCode {
     pub const INT: Self = Self(0);
     pub const UINT: Self = Self(1);
     pub const FLOAT: Self = Self(2);
+    pub const BFLOAT: Self = Self(4);
     pub const FLOAT8_E4M3FN: Self = Self(10);
     pub const FLOAT8_E5M2: Self = Self(12);
     pub const FLOAT8_E8M0FNU: Self = Self(14);
@@ -125,6 +126,11 @@ pub const MXFP8_BLOCK_1X32: i32 = 0;
 pub const MXFP8_BLOCK_32X32: i32 = 1;
 pub const MXFP8_SCALES_PER_32: i32 = 0;
 pub const MXFP8_SCALES_PER_32X32: i32 = 1;
+pub const MXFP8_SCALE_ROUNDING_RCEIL: i32 = 0;
+pub const MXFP8_SCALE_ROUNDING_FLOOR: i32 = 1;
+pub const MXFP8_QUANTIZED_SCALES_COMPACT: i32 = 0;
+pub const MXFP8_QUANTIZED_SCALES_PADDED: i32 = 1;
+pub const MXFP8_QUANTIZED_SCALES_SWIZZLED: i32 = 2;
 pub const MXFP8_GROUPED_SCALES_PADDED: i32 = 0;
 pub const MXFP8_GROUPED_SCALES_COMPACT: i32 = 1;
 
@@ -253,6 +259,58 @@ impl Default for mxfp8_grouped_desc {
     }
 }
 
+#[repr(C)]
+#[derive(Copy, Clone, Debug)]
+pub struct mxfp8_quantize_options {
+    pub struct_size: u32,
+    pub format: i32,
+    pub block: i32,
+    pub scale_rounding: i32,
+    pub scales_layout: i32,
+    pub values_dtype: i32,
+    pub scales_dtype: i32,
+    pub reserved: u32,
+    pub stream: *mut c_void,
+    pub allocator: Option<mxfp8_allocator>,
+}
+
+impl Default for mxfp8_quantize_options {
+    /// `MXFP8_QUANTIZE_OPTIONS_INIT`.
+    fn default() -> Self {
+        Self {
+            struct_size: core::mem::size_of::<Self>() as u32,
+            format: MXFP8_FORMAT_E4M3,
+            block: MXFP8_BLOCK_1X32,
+            scale_rounding: MXFP8_SCALE_ROUNDING_RCEIL,
+            scales_layout: MXFP8_QUANTIZED_SCALES_COMPACT,
+            values_dtype: MXFP8_VALUES_FP8,
+            scales_dtype: MXFP8_SCALES_UINT8,
+            reserved: 0,
+            stream: core::ptr::null_mut(),
+            allocator: None,
+        }
+    }
+}
+
+#[repr(C)]
+#[derive(Copy, Clone, Debug)]
+pub struct mxfp8_dequantize_options {
+    pub struct_size: u32,
+    pub direction: i32,
+    pub stream: *mut c_void,
+}
+
+impl Default for mxfp8_dequantize_options {
+    /// `MXFP8_DEQUANTIZE_OPTIONS_INIT`.
+    fn default() -> Self {
+        Self {
+            struct_size: core::mem::size_of::<Self>() as u32,
+            direction: MXFP8_DIRECTION_ROWWISE,
+            stream: core::ptr::null_mut(),
+        }
+    }
+}
+
 extern "C" {
     pub fn mxfp8_version() -> u32;
     pub fn mxfp8_status_string(status: mxfp8_status) -> *const c_char;
@@ -282,4 +340,25 @@ extern "C" {
     ) -> mxfp8_status;
     pub fn mxfp8_unswizzle_scales(swizzled: *const DLTensor, compact: *mut DLTensor, stream: *mut c_void) -> mxfp8_status;
     pub fn mxfp8_swizzle_scales(compact: *const DLTensor, swizzled: *mut DLTensor, stream: *mut c_void) -> mxfp8_status;
+    pub fn mxfp8_quantize(
+        input: *const DLTensor,
+        options: *const mxfp8_quantize_options,
+        rowwise_data: *mut *mut DLManagedTensorVersioned,
+        rowwise_scale_inv: *mut *mut DLManagedTensorVersioned,
+        columnwise_data: *mut *mut DLManagedTensorVersioned,
+        columnwise_scale_inv: *mut *mut DLManagedTensorVersioned,
+    ) -> mxfp8_status;
+    pub fn mxfp8_quantize_into(
+        input: *const DLTensor,
+        options: *const mxfp8_quantize_options,
+        rowwise_data: *mut DLTensor,
+        rowwise_scale_inv: *mut DLTensor,
+        columnwise_data: *mut DLTensor,
+        columnwise_scale_inv: *mut DLTensor,
+    ) -> mxfp8_status;
+    pub fn mxfp8_dequantize(
+        tensor: *const mxfp8_tensor,
+        options: *const mxfp8_dequantize_options,
+        output: *mut DLTensor,
+    ) -> mxfp8_status;
 }

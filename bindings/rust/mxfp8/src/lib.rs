@@ -26,6 +26,9 @@ use std::ptr::{self, NonNull};
 pub use mxfp8_sys as sys;
 use sys::{DLDataTypeCode, DLDeviceType};
 
+mod quantize;
+pub use quantize::{quantize_host, quantize_raw, HostInput, QuantizeOptions, Quantized, QuantizedScales, ScaleRounding};
+
 /// The version of the loaded library, `MAJOR * 10000 + MINOR * 100 + PATCH`.
 pub fn version() -> u32 {
     // SAFETY: no arguments, cannot fail.
@@ -89,6 +92,27 @@ pub enum Block {
 pub enum Direction {
     Rowwise,
     Columnwise,
+}
+
+fn format_to_sys(format: Format) -> i32 {
+    match format {
+        Format::E4M3 => sys::MXFP8_FORMAT_E4M3,
+        Format::E5M2 => sys::MXFP8_FORMAT_E5M2,
+    }
+}
+
+fn block_to_sys(block: Block) -> i32 {
+    match block {
+        Block::B1x32 => sys::MXFP8_BLOCK_1X32,
+        Block::B32x32 => sys::MXFP8_BLOCK_32X32,
+    }
+}
+
+fn direction_to_sys(direction: Direction) -> i32 {
+    match direction {
+        Direction::Rowwise => sys::MXFP8_DIRECTION_ROWWISE,
+        Direction::Columnwise => sys::MXFP8_DIRECTION_COLUMNWISE,
+    }
 }
 
 /// An owned DLPack tensor. Dropping it calls its deleter exactly once.
@@ -361,10 +385,7 @@ impl TensorBuilder {
         let (rowwise_data, rowwise_scale_inv) = raw_of(&self.rowwise);
         let (columnwise_data, columnwise_scale_inv) = raw_of(&self.columnwise);
         let desc = sys::mxfp8_tensor_desc {
-            format: match self.format {
-                Format::E4M3 => sys::MXFP8_FORMAT_E4M3,
-                Format::E5M2 => sys::MXFP8_FORMAT_E5M2,
-            },
+            format: format_to_sys(self.format),
             scale_layout: match self.layout {
                 ScaleLayout::RowMajor => sys::MXFP8_SCALE_LAYOUT_ROW_MAJOR,
                 ScaleLayout::GemmSwizzled => sys::MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED,
@@ -375,10 +396,7 @@ impl TensorBuilder {
             rowwise_scale_inv,
             columnwise_data,
             columnwise_scale_inv,
-            block: match self.block {
-                Block::B1x32 => sys::MXFP8_BLOCK_1X32,
-                Block::B32x32 => sys::MXFP8_BLOCK_32X32,
-            },
+            block: block_to_sys(self.block),
             ..Default::default()
         };
         let mut out = ptr::null_mut();
@@ -456,10 +474,7 @@ impl Tensor {
     /// Exports the values and compact scales of `options.direction`.
     pub fn export(&self, options: &ExportOptions) -> Result<Components, Error> {
         let o = sys::mxfp8_export_options {
-            direction: match options.direction {
-                Direction::Rowwise => sys::MXFP8_DIRECTION_ROWWISE,
-                Direction::Columnwise => sys::MXFP8_DIRECTION_COLUMNWISE,
-            },
+            direction: direction_to_sys(options.direction),
             values_dtype: if options.values_as_uint8 { sys::MXFP8_VALUES_UINT8 } else { sys::MXFP8_VALUES_FP8 },
             scales_dtype: if options.scales_as_e8m0 { sys::MXFP8_SCALES_E8M0 } else { sys::MXFP8_SCALES_UINT8 },
             padded_scales: if options.strided_padded_scales {
