@@ -101,15 +101,7 @@ def export_components(
     """
     torch, cuda, stream_ptr = _inputs(data, scale_inv, stream)
     block_scales = _choice("block", block, _BLOCKS) == 1
-    prefix = "rowwise" if _choice("direction", direction, _DIRECTIONS) == 0 else "columnwise"
-    tensor = _mxfp8.Tensor(
-        **{f"{prefix}_data": data, f"{prefix}_scale_inv": scale_inv},
-        shape=None if shape is None else [int(d) for d in shape],
-        format=_choice("fp8_dtype", fp8_dtype, _FORMATS),
-        swizzled=bool(swizzled),
-        block=int(block_scales),
-        stream=_dlpack_stream(stream_ptr, cuda),
-    )
+    tensor = _tensor(data, scale_inv, shape, fp8_dtype, swizzled, direction, block, _dlpack_stream(stream_ptr, cuda))
     values, scales = tensor.export_components(
         direction=_DIRECTIONS[direction],
         values_dtype=_choice("values_dtype", values_dtype, _VALUES_DTYPES),
@@ -120,6 +112,19 @@ def export_components(
         allocator=_torch_allocator(torch, data),
     )
     return _components(torch, values, scales)
+
+
+def _tensor(data, scale_inv, shape, fp8_dtype, swizzled, direction, block, dlpack_stream) -> _mxfp8.Tensor:
+    """The library's handle on one direction's data and scale_inv (which it checks)."""
+    prefix = "rowwise" if _choice("direction", direction, _DIRECTIONS) == 0 else "columnwise"
+    return _mxfp8.Tensor(
+        **{f"{prefix}_data": data, f"{prefix}_scale_inv": scale_inv},
+        shape=None if shape is None else [int(d) for d in shape],
+        format=_choice("fp8_dtype", fp8_dtype, _FORMATS),
+        swizzled=bool(swizzled),
+        block=_choice("block", block, _BLOCKS),
+        stream=dlpack_stream,
+    )
 
 
 def _inputs(data: Any, scale_inv: Any, stream: Any, names: Sequence[str] = ("data", "scale_inv")):

@@ -13,6 +13,7 @@ from ._api import (
     _choice,
     _dlpack_stream,
     _inputs,
+    _tensor,
     _torch_allocator,
 )
 
@@ -123,15 +124,7 @@ def dequantize(
     torch, cuda, stream_ptr = _inputs(data, scale_inv, stream)
     if dtype not in _OUTPUT_DTYPES:
         raise ValueError(f"dtype must be one of {list(_OUTPUT_DTYPES)}, got {dtype!r}")
-    prefix = "rowwise" if _choice("direction", direction, _DIRECTIONS) == 0 else "columnwise"
-    tensor = _mxfp8.Tensor(
-        **{f"{prefix}_data": data, f"{prefix}_scale_inv": scale_inv},
-        shape=None if shape is None else [int(d) for d in shape],
-        format=_choice("fp8_dtype", fp8_dtype, _FORMATS),
-        swizzled=bool(swizzled),
-        block=_choice("block", block, _BLOCKS),
-        stream=_dlpack_stream(stream_ptr, cuda),
-    )
+    tensor = _tensor(data, scale_inv, shape, fp8_dtype, swizzled, direction, block, _dlpack_stream(stream_ptr, cuda))
     if out is None:
         out = _empty(torch, cuda, data, tuple(int(d) for d in (shape if shape is not None else data.shape)), dtype)
     target, bfloat16_bits = _numpy_bfloat16_as_bits(out)

@@ -8,13 +8,11 @@ saturated to +-max_norm; NaN is written as 0x7F.
 import numpy as np
 import ml_dtypes
 
+from conftest import round_up, swizzle_reference as swizzle  # noqa: F401  (the layout, written once)
+
 MAX_NORM = {"e4m3": 448.0, "e5m2": 57344.0}
 EMAX = {"e4m3": 8, "e5m2": 15}
 FP8 = {"e4m3": ml_dtypes.float8_e4m3fn, "e5m2": ml_dtypes.float8_e5m2}
-
-
-def round_up(n, d):
-    return (n + d - 1) // d * d
 
 
 def exponent(amax, fp8_dtype, rounding):
@@ -86,15 +84,6 @@ def dequantize(values_u8, scales, fp8_dtype, direction="rowwise"):
     s = np.repeat(s, 32, axis=1)[:, : v.shape[1]] if direction == "rowwise" else np.repeat(s, 32, axis=0)[: v.shape[0]]
     with np.errstate(invalid="ignore", over="ignore"):
         return (v * s.reshape(v.shape)).reshape(values_u8.shape)
-
-
-def swizzle(s):
-    """The cuBLAS 128x4 layout of a scale matrix, from its permute form (padding zero), flat."""
-    r, c = s.shape
-    rp, cp = round_up(r, 128), round_up(c, 4)
-    padded = np.zeros((rp, cp), np.uint8)
-    padded[:r, :c] = s
-    return padded.reshape(rp // 128, 4, 32, cp // 4, 4).transpose(0, 3, 2, 1, 4).reshape(-1).copy()
 
 
 def special_input(shape, dtype, seed):
