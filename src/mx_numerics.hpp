@@ -36,8 +36,10 @@ MXFP8_HOST_DEVICE constexpr float max_norm_reciprocal(bool e5m2) {
   return e5m2 ? static_cast<float>(1.0 / 57344.0) : static_cast<float>(1.0 / 448.0);
 }
 
-// RCEIL: TE's float_to_e8m0(amax * max_norm_rcp) on the software path (Hopper); Blackwell's
-// cvt.rp.satfinite.ue8m0x2.f32 gives the same for the non-negative inputs an amax can be.
+// RCEIL: TE's float_to_e8m0(amax * max_norm_rcp), its software path (Hopper and older). On Blackwell TE
+// uses cvt.rp.satfinite.ue8m0x2.f32 instead, which by PTX's rounding rules gives the same byte for every
+// non-negative input (zero and subnormals up to 2^-127 to 0, Inf to 254); not run here (the H200 is a
+// Hopper chip). This library computes it this way on every architecture.
 MXFP8_HOST_DEVICE inline uint8_t e8m0_rceil(float amax, bool e5m2) {
   const float v = amax * max_norm_reciprocal(e5m2);
   const uint32_t u = float_bits(v);
