@@ -6,7 +6,11 @@
 // shuffles, and each thread stores its 8 or 4 FP8 bytes, so a warp reads 512 and writes 256 (or 128)
 // contiguous bytes per step. Each thread has kLoadsInFlight loads in flight before any math.
 //
-// Everything else (columnwise, both directions, 32x32 blocks, any K or alignment) takes the tile
+// Columnwise 1x32 quantization with K a multiple of 8 (4 for FP32) takes the column kernel: a thread per
+// 16-byte column strip of a 32-row block (see quantize_columns_kernel). Both directions together are one
+// launch of each.
+//
+// Everything else (32x32 blocks, K or alignment the vector kernels cannot take) takes the tile
 // kernel: a warp owns a 32x32 tile, each lane one column of it in registers. Column amaxes are lane
 // local; row amaxes (rowwise) and tile amaxes (32x32) are butterfly reductions across the warp. It is
 // capped at 80 registers (3 blocks of 256 threads per SM; uncapped it took 109 and 2 blocks).
@@ -67,9 +71,23 @@ __device__ inline uint8_t encode(float x, float reciprocal, const QuantizeJob &j
 }
 
 // Two values scaled and encoded into one 16-bit word, the first in the low byte.
-__device__ inline uint32_t encode_pair(float a, float b, float reciprocal, const QuantizeJob &j) {
-  const float2 scaled = make_float2(__fmul_rn(a, reciprocal), __fmul_rn(b, reciprocal));
+__device__ inline uint32_t encode_pair(float a, float b, float ra, float rb, const QuantizeJob &j) {
+  const float2 scaled = make_float2(__fmul_rn(a, ra), __fmul_rn(b, rb));
   return static_cast<uint32_t>(__nv_cvt_float2_to_fp8x2(scaled, __NV_SATFINITE, interpretation(j)));
+}
+
+// 4 or 8 encoded values (one 16-byte load's worth) packed for one 4- or 8-byte store.
+template <int kPerVector>
+__device__ inline void store_encoded(uint8_t *dst, const float *x, const float *reciprocal, const QuantizeJob &j) {
+  const uint32_t low = encode_pair(x[0], x[1], reciprocal[0], reciprocal[1], j) |
+                       encode_pair(x[2], x[3], reciprocal[2], reciprocal[3], j) << 16;
+  if constexpr (kPerVector == 8) {
+    const uint32_t high = encode_pair(x[4], x[5], reciprocal[4], reciprocal[5], j) |
+                          encode_pair(x[6], x[7], reciprocal[6], reciprocal[7], j) << 16;
+    *reinterpret_cast<uint2 *>(dst) = make_uint2(low, high);
+  } else {
+    *reinterpret_cast<uint32_t *>(dst) = low;
+  }
 }
 
 __device__ inline float warp_max(float v, int width) {
@@ -121,13 +139,10 @@ __global__ void __launch_bounds__(kThreads) quantize_rows_kernel(QuantizeJob j, 
       const uint8_t e = block_exponent(amax, j);
       const float r = block_reciprocal(e, j);
       if (v >= vectors) continue;
-      if constexpr (kPerVector == 8) {
-        const uint2 packed{encode_pair(x[0], x[1], r, j) | encode_pair(x[2], x[3], r, j) << 16,
-                           encode_pair(x[4], x[5], r, j) | encode_pair(x[6], x[7], r, j) << 16};
-        reinterpret_cast<uint2 *>(j.row_values)[v] = packed;
-      } else {
-        reinterpret_cast<uint32_t *>(j.row_values)[v] = encode_pair(x[0], x[1], r, j) | encode_pair(x[2], x[3], r, j) << 16;
-      }
+      float reciprocals[kPerVector];
+#pragma unroll
+      for (int i = 0; i < kPerVector; ++i) reciprocals[i] = r;
+      store_encoded<kPerVector>(j.row_values + v * kPerVector, x, reciprocals, j);
       if (lane % kLanesPerBlock == 0) {
         const int64_t block = v / kLanesPerBlock;  // row * col_blocks + block within the row
         int64_t offset = block;
@@ -137,6 +152,47 @@ __global__ void __launch_bounds__(kThreads) quantize_rows_kernel(QuantizeJob j, 
         }
         j.row_scales.data[offset] = e;
       }
+    }
+  }
+}
+
+// Columnwise 1x32 with K a multiple of the vector width: each thread owns a 16-byte column strip of one
+// 32-row block and holds all 32 of its loads in registers (issued together, so a resident block keeps
+// 128 KiB in flight), then derives the strip's 4 or 8 column scales and stores 4 or 8 FP8 bytes per row.
+template <class In>
+__global__ void __launch_bounds__(kThreads, 1) quantize_columns_kernel(QuantizeJob j) {
+  constexpr int kPerVector = 16 / static_cast<int>(sizeof(typename In::Raw));
+  const int64_t strips = j.cols / kPerVector;  // 16-byte column strips per row
+  const int64_t items = ceil_div(j.rows, kBlockSize) * strips;
+  const auto *in = static_cast<const uint4 *>(j.input);
+  for (int64_t item = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x; item < items;
+       item += static_cast<int64_t>(gridDim.x) * kThreads) {
+    const int64_t row_block = item / strips, strip = item - row_block * strips, r0 = row_block * kBlockSize;
+    const int rows_inside = static_cast<int>(min(kBlockSize, j.rows - r0));
+    uint4 raw[32];
+#pragma unroll
+    for (int i = 0; i < 32; ++i) raw[i] = i < rows_inside ? __ldcs(in + (r0 + i) * strips + strip) : make_uint4(0, 0, 0, 0);
+    float amax[kPerVector] = {};
+#pragma unroll
+    for (int i = 0; i < 32; ++i) {
+      float x[kPerVector];
+      unpack<In>(raw[i], x);
+#pragma unroll
+      for (int k = 0; k < kPerVector; ++k) amax[k] = fmaxf(amax[k], fabsf(x[k]));
+    }
+    float reciprocal[kPerVector];
+#pragma unroll
+    for (int k = 0; k < kPerVector; ++k) {
+      const uint8_t e = block_exponent(amax[k], j);
+      reciprocal[k] = block_reciprocal(e, j);
+      j.col_scales.data[scale_offset(j.col_scales, row_block, strip * kPerVector + k)] = e;
+    }
+#pragma unroll
+    for (int i = 0; i < 32; ++i) {
+      if (i >= rows_inside) break;
+      float x[kPerVector];
+      unpack<In>(raw[i], x);
+      store_encoded<kPerVector>(j.col_values + (r0 + i) * j.cols + strip * kPerVector, x, reciprocal, j);
     }
   }
 }
@@ -194,21 +250,38 @@ int resident_blocks() {
   return sms * (2048 / kThreads);
 }
 
+// Rowwise and columnwise 1x32 work on aligned weights goes to the two vector kernels (one launch each,
+// so both directions read the input once each); anything else, including 32x32 blocks, which need both
+// directions' amaxes at once, goes to the tile kernel in one launch.
 template <class In>
 void launch(const QuantizeJob &j, cudaStream_t stream) {
   constexpr int kPerVector = 16 / static_cast<int>(sizeof(typename In::Raw));
-  const bool streaming = j.row_values && !j.col_values && !j.block_32x32 && j.cols % kBlockSize == 0 &&
-                         aligned(j.input, 16) && aligned(j.row_values, kPerVector);
+  const bool vectors_fit = !j.block_32x32 && aligned(j.input, 16);
+  const bool rows_fit = !j.row_values || (vectors_fit && j.cols % kBlockSize == 0 && aligned(j.row_values, kPerVector));
+  const bool columns_fit = !j.col_values || (vectors_fit && j.cols % kPerVector == 0 && aligned(j.col_values, kPerVector));
   const int64_t most = resident_blocks();
-  if (streaming) {
-    const int64_t vectors = j.rows * j.cols / kPerVector;
-    const int64_t blocks = std::min(most, ceil_div(vectors, int64_t{kThreads} * kLoadsInFlight));
-    quantize_rows_kernel<In><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(j, vectors);
-  } else {
-    const int64_t tiles = ceil_div(j.rows, kBlockSize) * ceil_div(j.cols, kBlockSize);
-    const int64_t blocks = std::min(most, ceil_div(tiles, int64_t{kWarpsPerBlock}));
-    quantize_tiles_kernel<In><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(j);
+  if (rows_fit && columns_fit) {
+    if (j.row_values) {
+      QuantizeJob rows = j;
+      rows.col_values = nullptr;
+      const int64_t vectors = j.rows * j.cols / kPerVector;
+      const int64_t blocks = std::min(most, ceil_div(vectors, int64_t{kThreads} * kLoadsInFlight));
+      quantize_rows_kernel<In><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(rows, vectors);
+      check(cudaGetLastError(), "launching the rowwise quantize kernel");
+    }
+    if (j.col_values) {
+      QuantizeJob columns = j;
+      columns.row_values = nullptr;
+      const int64_t items = ceil_div(j.rows, kBlockSize) * (j.cols / kPerVector);
+      const int64_t blocks = std::min(most / (2048 / kThreads), ceil_div(items, int64_t{kThreads}));
+      quantize_columns_kernel<In><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(columns);
+      check(cudaGetLastError(), "launching the columnwise quantize kernel");
+    }
+    return;
   }
+  const int64_t tiles = ceil_div(j.rows, kBlockSize) * ceil_div(j.cols, kBlockSize);
+  const int64_t blocks = std::min(most, ceil_div(tiles, int64_t{kWarpsPerBlock}));
+  quantize_tiles_kernel<In><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(j);
   check(cudaGetLastError(), "launching the quantize kernel");
 }
 
