@@ -433,14 +433,15 @@ MXFP8_API mxfp8_status mxfp8_swizzle_scales(const DLTensor *compact, DLTensor *s
  * Quantizing BF16 / FP16 / FP32 to MXFP8, bit-exact with Transformer Engine
  * ==================================================================================================== */
 
-/* How a block's E8M0 scale is chosen from its amax (the largest |x| of the block; NaN elements are
- * skipped, as fmaxf skips them). max_norm is 448 (E4M3) or 57344 (E5M2); emax is 8 (E4M3) or 15 (E5M2).
+/* How a block's E8M0 scale is chosen from its amax (the largest |x| of the block; every NaN element,
+ * signaling ones too, is skipped, as the GPU's max.f32 skips them). max_norm is 448 (E4M3) or 57344 (E5M2); emax is 8 (E4M3) or 15 (E5M2).
  *
  * Then every element becomes fp8(x * r(e)): the float product, rounded to nearest-even into the FP8
  * format and saturated to +-max_norm (Inf too); NaN becomes 0x7F. Values of zero keep their sign.
  * Partial blocks (K or M not a multiple of 32) use only their real elements; nothing is padded in. */
 typedef enum mxfp8_scale_rounding {
-  /* Transformer Engine's rule (its float_to_e8m0 and exp2f_rcp), which NVIDIA hardware also implements:
+  /* Transformer Engine's rule (its float_to_e8m0 and exp2f_rcp; Blackwell's ue8m0 conversion rounds the
+   * same way):
    *   e = the E8M0 exponent of (amax * float(1 / max_norm)) rounded up (an exact power of two is kept);
    *       e = 0 for an all-zero block and for amax * (1/max_norm) <= 2^-127; e = 254 for Inf.
    *   r(e) = 2^(127 - e) as a float bit pattern, except r(0) = 1 and r(254) = 0.
@@ -494,8 +495,9 @@ typedef struct mxfp8_quantize_options {
         MXFP8_SCALES_UINT8, 0u, NULL, NULL                                                       \
   }
 
-/* Quantizes `input` (bfloat16, float16 or float32; row-major contiguous; ndim >= 1, logical shape
- * (*lead, K) read as M = prod(lead) rows of K) into new buffers on the input's device:
+/* Quantizes `input` (bfloat16, float16 or float32; row-major contiguous; data + byte_offset aligned to
+ * the element size; ndim >= 1, logical shape (*lead, K) read as M = prod(lead) rows of K) into new
+ * buffers on the input's device:
  *
  *   *rowwise_data / *columnwise_data:         the FP8 values, the input's shape (columnwise data is not
  *                                             transposed, as TE stores it);
@@ -506,8 +508,9 @@ typedef struct mxfp8_quantize_options {
  * scale, so their values are identical. The outputs are written only on success; each is released by
  * calling its deleter. They have the field names of mxfp8_tensor_desc on purpose: put them there (with
  * scale_layout GEMM-swizzled for MXFP8_QUANTIZED_SCALES_SWIZZLED, and block) to get an mxfp8_tensor.
- * Host memory: done when the call returns. CUDA: one kernel (plus a memset of padded scale buffers)
- * queued on options->stream. */
+ * Host memory: done when the call returns. CUDA: queued on options->stream (a memset of padded scale
+ * buffers, then one kernel, or one per direction for 1x32 blocks of aligned weights); the call does not
+ * wait. The input must stay unchanged until that work has run. */
 MXFP8_API mxfp8_status mxfp8_quantize(const DLTensor *input, const mxfp8_quantize_options *options,
                                       DLManagedTensorVersioned **rowwise_data,
                                       DLManagedTensorVersioned **rowwise_scale_inv,
@@ -537,7 +540,9 @@ typedef struct mxfp8_dequantize_options {
  * bfloat16, contiguous, prod(shape) elements, on the tensor's device. Each element is
  * fp8_value * 2^(e - 127) computed in float (e = 255 gives NaN), then rounded to nearest-even for
  * bfloat16. Every NaN is written as 0x7FFFFFFF (float32) or 0x7FFF (bfloat16), on the host as on the GPU.
- * For verification, and for consumers that cannot take MXFP8. */
+ * For verification, and for consumers that cannot take MXFP8. Host: done on return. CUDA: queued on
+ * options->stream, with a stream-ordered scratch copy of the compact scales from the library's pool;
+ * the call does not wait. */
 MXFP8_API mxfp8_status mxfp8_dequantize(const mxfp8_tensor *tensor, const mxfp8_dequantize_options *options,
                                         DLTensor *output);
 
