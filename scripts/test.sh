@@ -4,7 +4,8 @@
 #      nvcc is on the PATH; GPU cases skip on a machine without a GPU (bench/gpu_check.sh runs them);
 #   2. an install into a temporary prefix, used by a find_package and a pkg-config consumer;
 #   3. the same C suite again under AddressSanitizer + UndefinedBehaviorSanitizer with leak detection,
-#      the threading and lifetime tests under ThreadSanitizer, and a bounded libFuzzer run (60 s);
+#      the threading and lifetime tests under ThreadSanitizer, and bounded libFuzzer runs (60 s each for
+#      the export and the quantize harness);
 #   4. the Python tests (pytest), the demo (python -m mxfp8 demo) and the Python examples against
 #      `pip install .`;
 #   5. the Rust tests and example (cargo test --offline) against the library built in step 1.
@@ -45,15 +46,19 @@ cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DMXFP8_CUDA=OFF -DMXFP8_SANIT
 cmake --build build-tsan -j "$jobs"
 TSAN_OPTIONS=halt_on_error=1 ctest --test-dir build-tsan --output-on-failure -R "concurrency|lifetime|export_semantics" | tee -a "$log"
 
-step "fuzzing the host path for ${MXFP8_FUZZ_SECONDS:=60} s (libFuzzer + ASan + UBSan)"
+step "fuzzing the host path for ${MXFP8_FUZZ_SECONDS:=60} s per harness (libFuzzer + ASan + UBSan)"
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -DMXFP8_CUDA=OFF -DMXFP8_BUILD_FUZZERS=ON -DMXFP8_BUILD_TESTS=OFF \
   -DMXFP8_BUILD_EXAMPLES=OFF | grep -E "mxfp8"
-cmake --build build-fuzz --target fuzz_export -j "$jobs"
-corpus=$(mktemp -d)
-cp fuzz/corpus/* "$corpus"/
-build-fuzz/fuzz/fuzz_export "$corpus" -max_total_time="$MXFP8_FUZZ_SECONDS" -print_final_stats=1 \
-  -artifact_prefix=build-fuzz/ 2>&1 | grep -E "^(stat::number_of_executed_units|stat::new_units_added)|ERROR|SUMMARY|Done"
-rm -rf "$corpus"
+cmake --build build-fuzz --target fuzz_export fuzz_quantize -j "$jobs"
+for harness in export quantize; do
+  seeds=fuzz/corpus; [ "$harness" = quantize ] && seeds=fuzz/corpus_quantize
+  corpus=$(mktemp -d)
+  cp "$seeds"/* "$corpus"/
+  echo "fuzz_$harness:"
+  build-fuzz/fuzz/fuzz_$harness "$corpus" -max_total_time="$MXFP8_FUZZ_SECONDS" -print_final_stats=1 \
+    -artifact_prefix=build-fuzz/ 2>&1 | grep -E "^(stat::number_of_executed_units|stat::new_units_added)|ERROR|SUMMARY|Done|fuzz_"
+  rm -rf "$corpus"
+done
 
 step "Python binding and tests"
 python3 -m pip install -q --disable-pip-version-check --no-build-isolation . 2>&1 | grep -v "Running pip as the 'root' user" || true
