@@ -70,7 +70,7 @@ Input read_input(const DLTensor *input) {
   memory_of(t.device, "input");
   in.cols = in.shape.back();
   in.rows = product(in.shape, 0, in.shape.size() - 1, "the input's row count");
-  in.bytes = numel * element;
+  in.bytes = checked_mul(numel, element, "the input's size in bytes");
   return in;
 }
 
