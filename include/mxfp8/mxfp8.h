@@ -8,7 +8,8 @@
  * sometimes swizzled into the cuBLAS "128x4" GEMM layout. Consumers (vLLM, SGLang, JAX) want the values
  * plus compact row-major uint8 scales of shape (*lead, ceil(K/32)). This library turns the first into
  * the second with no dequantize and no requantize: a view where the bytes already sit right, otherwise a
- * copy made by one pass of an unswizzle loop (CPU) or kernel (CUDA).
+ * copy made by one pass of an unswizzle loop (CPU) or kernel (CUDA). For trainers that keep BF16 weights
+ * it also quantizes, bit-exact with Transformer Engine, straight into either layout (mxfp8_quantize).
  *
  * Conventions that hold for every function below:
  *   - Every function returns an mxfp8_status, except the few that cannot fail (they say so).
