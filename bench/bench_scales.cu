@@ -271,14 +271,14 @@ MoeResult bench_moe() {
 // move, 2 B read + 1 B + 1/32 B written per element), and rowwise + columnwise into TE's swizzled layout.
 struct QuantizeResult {
   int64_t rows, k, bytes;
-  double ms, copy_ms, both_swizzled_ms;
+  double ms, copy_ms, both_swizzled_ms, block_32x32_both_swizzled_ms;
 };
 
 QuantizeResult bench_quantize(int64_t rows, int64_t k) {
   const int64_t n = rows * k, c = k / 32;
   const int64_t scale_bytes = rows * c, padded = round_up(rows, 128) * round_up(c, 4);
   const int64_t col_padded = round_up((rows + 31) / 32, 4) * round_up(k, 128);
-  QuantizeResult r{rows, k, 2 * n + n + scale_bytes, 0, 0, 0};
+  QuantizeResult r{rows, k, 2 * n + n + scale_bytes, 0, 0, 0, 0};
   const int copies = 2;  // 2 x 470 MB of input for the largest weight: beyond L2 either way
   std::vector<void *> in(copies), values(copies), cvalues(copies), scales(copies), cscales(copies);
   constexpr int64_t kPatternRows = 64;  // bfloat16 values of many binades, both signs, repeated
@@ -309,11 +309,14 @@ QuantizeResult bench_quantize(int64_t rows, int64_t k) {
   r.copy_ms = copy_ms(r.bytes);
   mxfp8_quantize_options te = MXFP8_QUANTIZE_OPTIONS_INIT;
   te.scales_layout = MXFP8_QUANTIZED_SCALES_SWIZZLED;
-  r.both_swizzled_ms = median_ms_per_iteration(copies, [&](int i) {
+  auto both = [&](int i) {
     DLTensor x = input(i), v = bytes_tensor(values[i], vshape, 1), s = bytes_tensor(scales[i], pshape, 1);
     DLTensor cv = bytes_tensor(cvalues[i], vshape, 1), cs = bytes_tensor(cscales[i], cpshape, 1);
     mxfp8_check(mxfp8_quantize_into(&x, &te, &v, &s, &cv, &cs), "quantize both");
-  });
+  };
+  r.both_swizzled_ms = median_ms_per_iteration(copies, both);
+  te.block = MXFP8_BLOCK_32X32;
+  r.block_32x32_both_swizzled_ms = median_ms_per_iteration(copies, both);
   for (int i = 0; i < copies; ++i) {
     cudaFree(in[i]), cudaFree(values[i]), cudaFree(cvalues[i]), cudaFree(scales[i]), cudaFree(cscales[i]);
   }
@@ -410,7 +413,8 @@ int main() {
               export_us, unswizzle_us, floor_us);
   const QuantizeResult q = bench_quantize(8192, 28672);
   std::printf(", \"quantize\": {\"shape\": [%lld, %lld], \"bytes\": %lld, \"ms\": %.4f, \"copy_ms\": %.4f, "
-              "\"both_directions_swizzled_ms\": %.4f}}\n",
-              (long long)q.rows, (long long)q.k, (long long)q.bytes, q.ms, q.copy_ms, q.both_swizzled_ms);
+              "\"both_directions_swizzled_ms\": %.4f, \"block_32x32_both_directions_swizzled_ms\": %.4f}}\n",
+              (long long)q.rows, (long long)q.k, (long long)q.bytes, q.ms, q.copy_ms, q.both_swizzled_ms,
+              q.block_32x32_both_swizzled_ms);
   return 0;
 }

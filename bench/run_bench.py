@@ -261,7 +261,8 @@ def main():
         f"({q['bytes'] / q['ms'] / 1e6:.0f} GB/s, {100 * q['copy_ms'] / q['ms']:.0f}% of a copy of the same bytes, "
         f"{q['copy_ms'] * 1e3:.1f} µs), PyTorch reference {q['torch_ms'] * 1e3:.1f} µs "
         f"({q['torch_ms'] / q['ms']:.1f}x; bit-exact with libmxfp8: {q['bit_exact_with_torch_reference']}). "
-        f"Both directions into TE's swizzled layout: {q['both_directions_swizzled_ms'] * 1e3:.1f} µs.",
+        f"Both directions into TE's swizzled layout: {q['both_directions_swizzled_ms'] * 1e3:.1f} µs; with 32x32 "
+        f"blocks: {q['block_32x32_both_directions_swizzled_ms'] * 1e3:.1f} µs.",
         "",
         "Targets: " + json.dumps(ours["targets"]),
     ]

@@ -6,12 +6,11 @@
 // shuffles, and each thread stores its 8 or 4 FP8 bytes, so a warp reads 512 and writes 256 (or 128)
 // contiguous bytes per step. Each thread has kLoadsInFlight loads in flight before any math.
 //
-// Columnwise 1x32 quantization with K a multiple of 8 (4 for FP32) takes the column kernel: a thread per
-// 16-byte column strip of a 32-row block (see quantize_columns_kernel). Both directions together are one
-// launch of each.
+// Columnwise 1x32 quantization with K a multiple of 8 (4 for FP32), and 32x32 blocks with K a multiple of
+// 32, take the column kernel: a thread per 16-byte column strip of a 32-row block (see
+// quantize_columns_kernel). Both 1x32 directions together are one launch of each vector kernel.
 //
-// Everything else (32x32 blocks, K or alignment the vector kernels cannot take) takes the tile
-// kernel: a warp owns a 32x32 tile, each lane one column of it in registers. Column amaxes are lane
+// Everything else (K or alignment the vector kernels cannot take) takes the tile kernel: a warp owns a 32x32 tile, each lane one column of it in registers. Column amaxes are lane
 // local; row amaxes (rowwise) and tile amaxes (32x32) are butterfly reductions across the warp. It is
 // capped at 80 registers (3 blocks of 256 threads per SM; uncapped it took 109 and 2 blocks).
 //
@@ -76,18 +75,22 @@ __device__ inline uint32_t encode_pair(float a, float b, float ra, float rb, con
   return static_cast<uint32_t>(__nv_cvt_float2_to_fp8x2(scaled, __NV_SATFINITE, interpretation(j)));
 }
 
-// 4 or 8 encoded values (one 16-byte load's worth) packed for one 4- or 8-byte store.
+// 4 or 8 encoded values (one 16-byte load's worth), packed for one 4- or 8-byte store.
 template <int kPerVector>
-__device__ inline void store_encoded(uint8_t *dst, const float *x, const float *reciprocal, const QuantizeJob &j) {
-  const uint32_t low = encode_pair(x[0], x[1], reciprocal[0], reciprocal[1], j) |
-                       encode_pair(x[2], x[3], reciprocal[2], reciprocal[3], j) << 16;
-  if constexpr (kPerVector == 8) {
-    const uint32_t high = encode_pair(x[4], x[5], reciprocal[4], reciprocal[5], j) |
-                          encode_pair(x[6], x[7], reciprocal[6], reciprocal[7], j) << 16;
-    *reinterpret_cast<uint2 *>(dst) = make_uint2(low, high);
-  } else {
-    *reinterpret_cast<uint32_t *>(dst) = low;
-  }
+__device__ inline uint2 encode_vector(const float *x, const float *reciprocal, const QuantizeJob &j) {
+  uint2 packed{encode_pair(x[0], x[1], reciprocal[0], reciprocal[1], j) |
+                   encode_pair(x[2], x[3], reciprocal[2], reciprocal[3], j) << 16,
+               0};
+  if constexpr (kPerVector == 8)
+    packed.y = encode_pair(x[4], x[5], reciprocal[4], reciprocal[5], j) |
+               encode_pair(x[6], x[7], reciprocal[6], reciprocal[7], j) << 16;
+  return packed;
+}
+
+template <int kPerVector>
+__device__ inline void store_vector(uint8_t *dst, uint2 packed) {
+  if constexpr (kPerVector == 8) *reinterpret_cast<uint2 *>(dst) = packed;
+  else *reinterpret_cast<uint32_t *>(dst) = packed.x;
 }
 
 __device__ inline float warp_max(float v, int width) {
@@ -142,7 +145,7 @@ __global__ void __launch_bounds__(kThreads) quantize_rows_kernel(QuantizeJob j, 
       float reciprocals[kPerVector];
 #pragma unroll
       for (int i = 0; i < kPerVector; ++i) reciprocals[i] = r;
-      store_encoded<kPerVector>(j.row_values + v * kPerVector, x, reciprocals, j);
+      store_vector<kPerVector>(j.row_values + v * kPerVector, encode_vector<kPerVector>(x, reciprocals, j));
       if (lane % kLanesPerBlock == 0) {
         const int64_t block = v / kLanesPerBlock;  // row * col_blocks + block within the row
         int64_t offset = block;
@@ -156,19 +159,25 @@ __global__ void __launch_bounds__(kThreads) quantize_rows_kernel(QuantizeJob j, 
   }
 }
 
-// Columnwise 1x32 with K a multiple of the vector width: each thread owns a 16-byte column strip of one
-// 32-row block and holds all 32 of its loads in registers (issued together, so a resident block keeps
-// 128 KiB in flight), then derives the strip's 4 or 8 column scales and stores 4 or 8 FP8 bytes per row.
+// Columnwise 1x32 with K a multiple of the vector width, and 32x32 blocks with K a multiple of 32: each
+// thread owns a 16-byte column strip of one 32-row block and holds all 32 of its loads in registers
+// (issued together, so a resident block keeps 128 KiB in flight). Column amaxes are thread-local; for
+// 32x32 blocks the 4 or 8 lanes holding one block's 32 columns agree on its amax with 2 or 3 shuffles,
+// and the block's values are encoded once and stored to each direction asked for.
 template <class In>
 __global__ void __launch_bounds__(kThreads, 1) quantize_columns_kernel(QuantizeJob j) {
   constexpr int kPerVector = 16 / static_cast<int>(sizeof(typename In::Raw));
+  constexpr int kLanesPerBlock = 32 / kPerVector;
+  const int lane = threadIdx.x & 31;
   const int64_t strips = j.cols / kPerVector;  // 16-byte column strips per row
   const int64_t items = ceil_div(j.rows, kBlockSize) * strips;
   const auto *in = static_cast<const uint4 *>(j.input);
-  for (int64_t item = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x; item < items;
-       item += static_cast<int64_t>(gridDim.x) * kThreads) {
+  // The loop bound is per warp, so that every lane takes part in the shuffles.
+  for (int64_t base = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x - lane; base < items;
+       base += static_cast<int64_t>(gridDim.x) * kThreads) {
+    const int64_t item = base + lane;
     const int64_t row_block = item / strips, strip = item - row_block * strips, r0 = row_block * kBlockSize;
-    const int rows_inside = static_cast<int>(min(kBlockSize, j.rows - r0));
+    const int rows_inside = item < items ? static_cast<int>(min(kBlockSize, j.rows - r0)) : 0;
     uint4 raw[32];
 #pragma unroll
     for (int i = 0; i < 32; ++i) raw[i] = i < rows_inside ? __ldcs(in + (r0 + i) * strips + strip) : make_uint4(0, 0, 0, 0);
@@ -180,19 +189,36 @@ __global__ void __launch_bounds__(kThreads, 1) quantize_columns_kernel(QuantizeJ
 #pragma unroll
       for (int k = 0; k < kPerVector; ++k) amax[k] = fmaxf(amax[k], fabsf(x[k]));
     }
+    if (j.block_32x32) {
+      float block_amax = 0.0f;
+#pragma unroll
+      for (int k = 0; k < kPerVector; ++k) block_amax = fmaxf(block_amax, amax[k]);
+      block_amax = warp_max(block_amax, kLanesPerBlock);
+#pragma unroll
+      for (int k = 0; k < kPerVector; ++k) amax[k] = block_amax;
+    }
+    if (rows_inside == 0) continue;
+    uint8_t e[kPerVector];
     float reciprocal[kPerVector];
 #pragma unroll
     for (int k = 0; k < kPerVector; ++k) {
-      const uint8_t e = block_exponent(amax[k], j);
-      reciprocal[k] = block_reciprocal(e, j);
-      j.col_scales.data[scale_offset(j.col_scales, row_block, strip * kPerVector + k)] = e;
+      e[k] = block_exponent(amax[k], j);
+      reciprocal[k] = block_reciprocal(e[k], j);
     }
+    const int64_t c0 = strip * kPerVector;
+    if (j.col_values)
+#pragma unroll
+      for (int k = 0; k < kPerVector; ++k) j.col_scales.data[scale_offset(j.col_scales, row_block, c0 + k)] = e[k];
+    if (j.row_values && lane % kLanesPerBlock == 0)  // 32x32 only: the block's scale on each of its rows
+      for (int i = 0; i < rows_inside; ++i) j.row_scales.data[scale_offset(j.row_scales, r0 + i, c0 / kBlockSize)] = e[0];
 #pragma unroll
     for (int i = 0; i < 32; ++i) {
       if (i >= rows_inside) break;
       float x[kPerVector];
       unpack<In>(raw[i], x);
-      store_encoded<kPerVector>(j.col_values + (r0 + i) * j.cols + strip * kPerVector, x, reciprocal, j);
+      const uint2 packed = encode_vector<kPerVector>(x, reciprocal, j);
+      if (j.col_values) store_vector<kPerVector>(j.col_values + (r0 + i) * j.cols + c0, packed);
+      if (j.row_values) store_vector<kPerVector>(j.row_values + (r0 + i) * j.cols + c0, packed);
     }
   }
 }
@@ -251,17 +277,18 @@ int resident_blocks() {
 }
 
 // Rowwise and columnwise 1x32 work on aligned weights goes to the two vector kernels (one launch each,
-// so both directions read the input once each); anything else, including 32x32 blocks, which need both
-// directions' amaxes at once, goes to the tile kernel in one launch.
+// so each direction reads the input once), 32x32 blocks on aligned weights with K a multiple of 32 to
+// the column kernel alone (one read for both directions); anything else to the tile kernel.
 template <class In>
 void launch(const QuantizeJob &j, cudaStream_t stream) {
   constexpr int kPerVector = 16 / static_cast<int>(sizeof(typename In::Raw));
-  const bool vectors_fit = !j.block_32x32 && aligned(j.input, 16);
-  const bool rows_fit = !j.row_values || (vectors_fit && j.cols % kBlockSize == 0 && aligned(j.row_values, kPerVector));
-  const bool columns_fit = !j.col_values || (vectors_fit && j.cols % kPerVector == 0 && aligned(j.col_values, kPerVector));
+  const bool vectors_fit = aligned(j.input, 16) && (!j.row_values || aligned(j.row_values, kPerVector)) &&
+                           (!j.col_values || aligned(j.col_values, kPerVector));
+  const bool rows_fit = !j.row_values || (!j.block_32x32 && j.cols % kBlockSize == 0);
+  const bool columns_fit = j.block_32x32 ? j.cols % kBlockSize == 0 : !j.col_values || j.cols % kPerVector == 0;
   const int64_t most = resident_blocks();
-  if (rows_fit && columns_fit) {
-    if (j.row_values) {
+  if (vectors_fit && rows_fit && columns_fit) {
+    if (j.row_values && !j.block_32x32) {
       QuantizeJob rows = j;
       rows.col_values = nullptr;
       const int64_t vectors = j.rows * j.cols / kPerVector;
@@ -269,13 +296,13 @@ void launch(const QuantizeJob &j, cudaStream_t stream) {
       quantize_rows_kernel<In><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(rows, vectors);
       check(cudaGetLastError(), "launching the rowwise quantize kernel");
     }
-    if (j.col_values) {
+    if (j.col_values || j.block_32x32) {
       QuantizeJob columns = j;
-      columns.row_values = nullptr;
+      if (!j.block_32x32) columns.row_values = nullptr;
       const int64_t items = ceil_div(j.rows, kBlockSize) * (j.cols / kPerVector);
       const int64_t blocks = std::min(most / (2048 / kThreads), ceil_div(items, int64_t{kThreads}));
       quantize_columns_kernel<In><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(columns);
-      check(cudaGetLastError(), "launching the columnwise quantize kernel");
+      check(cudaGetLastError(), "launching the column quantize kernel");
     }
     return;
   }

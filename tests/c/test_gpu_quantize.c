@@ -1,6 +1,6 @@
 /* mxfp8_quantize and mxfp8_dequantize on the GPU, byte for byte against the host path (which
  * test_quantize.c and the NumPy reference pin down): every input type, format, rounding, scale layout and
- * direction, on shapes that take the streaming kernel and shapes that take the tile kernel, inputs with
+ * direction, on shapes that take the vector kernels and shapes that take the tile kernel, inputs with
  * NaN, Inf, subnormals and rounding ties, poisoned outputs, an unaligned input, library allocation on a
  * stream. Every case skips when no CUDA device is usable. */
 #define _POSIX_C_SOURCE 200809L
@@ -97,13 +97,14 @@ static void test_gpu_quantize_equals_host_for_every_option(void **state) {
   /* MXFP8_TEST_QUICK (compute-sanitizer runs): two shapes, one per kernel; bfloat16 and float32; E4M3. */
   const int nshapes = quick ? 2 : 6, type_step = quick ? 2 : 1, last_format = quick ? 1 : 2;
   static const int64_t quick_shapes[][2] = {{64, 256}, {70, 100}};
-  static const int modes[][3] = {{1, 0, 0}, {0, 1, 0}, {1, 1, 0}, {1, 1, 1}}; /* rowwise, columnwise, 32x32 */
+  /* rowwise, columnwise, 32x32 */
+  static const int modes[][3] = {{1, 0, 0}, {0, 1, 0}, {1, 1, 0}, {1, 0, 1}, {0, 1, 1}, {1, 1, 1}};
   int failures = 0, runs = 0;
   for (int type = 0; type < 3; type += type_step)
     for (int format = 1; format <= last_format; ++format)
       for (int rounding = 0; rounding < 2; ++rounding)
         for (int layout = 0; layout < 3; ++layout)
-          for (int mode = 0; mode < 4; ++mode)
+          for (int mode = 0; mode < 6; ++mode)
             for (int s = 0; s < nshapes; ++s) {
               mxfp8_quantize_options o = MXFP8_QUANTIZE_OPTIONS_INIT;
               o.format = format, o.scale_rounding = rounding, o.scales_layout = layout, o.block = modes[mode][2];
