@@ -85,12 +85,13 @@ ScaleGeometry scale_geometry(const Input &in, int direction, const mxfp8_quantiz
   const int64_t M = in.rows, K = in.cols;
   const int64_t R = columnwise ? ceil_div(M, kBlockSize) : M;
   const int64_t C = columnwise ? K : ceil_div(K, kBlockSize);
-  ScaleGeometry g{{}, ScaleOut{nullptr, 0, C, 0, 0, 1, 1, 0}};
+  ScaleGeometry g{{}, ScaleOut{nullptr, 0, C, 0, 0, 0, 0, 0}};
   if (o.scales_layout == MXFP8_QUANTIZED_SCALES_COMPACT) {
     if (o.block == MXFP8_BLOCK_32X32) {
       g.shape = {ceil_div(M, kBlockSize), ceil_div(K, kBlockSize)};
       g.out.ld = g.shape[1];
-      (columnwise ? g.out.col_div : g.out.row_div) = static_cast<int32_t>(kBlockSize);
+      static_assert(kBlockSize == int64_t{1} << 5, "the shift is log2(kBlockSize)");
+      (columnwise ? g.out.col_shift : g.out.row_shift) = 5;
     } else if (columnwise) {
       g.shape = {R, C};
     } else {

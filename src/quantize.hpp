@@ -11,22 +11,23 @@ namespace mxfp8 {
 enum class InputType : int32_t { BFloat16, Float16, Float32 };
 
 // Where the scales of one direction are written. Scale (i, j) of the stored matrix (rowwise: row r,
-// block b; columnwise: row block rb, column c) lands at scale_offset(). `row_div`/`col_div` are 32 for the
-// one-per-32x32-block compact outputs (the stored matrix is then (ceil(M/32), ceil(K/32))), else 1.
+// block b; columnwise: row block rb, column c) lands at scale_offset(). `row_shift`/`col_shift` are 5 (a
+// division by 32, as a shift: kernels call this per scale) for the one-per-32x32-block compact outputs,
+// whose matrix is (ceil(M/32), ceil(K/32)), else 0.
 struct ScaleOut {
   uint8_t *data;
   int64_t bytes;       // the whole buffer, padding included
   int64_t ld;          // row-major: row length; swizzled: the padded column count of the swizzled matrix
   int32_t swizzled;    // GEMM layout
   int32_t transposed;  // columnwise GEMM layout: the matrix swizzled is S^T
-  int32_t row_div;
-  int32_t col_div;
+  int32_t row_shift;
+  int32_t col_shift;
   int32_t padded;      // the buffer holds padding: it is zeroed before the scales are written
 };
 
 MXFP8_HOST_DEVICE inline int64_t scale_offset(const ScaleOut &s, int64_t i, int64_t j) {
-  i /= s.row_div;
-  j /= s.col_div;
+  i >>= s.row_shift;
+  j >>= s.col_shift;
   if (!s.swizzled) return i * s.ld + j;
   return s.transposed ? swizzled_offset(j, i, s.ld) : swizzled_offset(i, j, s.ld);
 }
