@@ -284,7 +284,7 @@ void launch(const QuantizeJob &j, cudaStream_t stream) {
   constexpr int kPerVector = 16 / static_cast<int>(sizeof(typename In::Raw));
   const bool vectors_fit = aligned(j.input, 16) && (!j.row_values || aligned(j.row_values, kPerVector)) &&
                            (!j.col_values || aligned(j.col_values, kPerVector));
-  const bool rows_fit = !j.row_values || (!j.block_32x32 && j.cols % kBlockSize == 0);
+  const bool rows_fit = !j.row_values || j.block_32x32 || j.cols % kBlockSize == 0;  // 32x32: the column kernel
   const bool columns_fit = j.block_32x32 ? j.cols % kBlockSize == 0 : !j.col_values || j.cols % kPerVector == 0;
   const int64_t most = resident_blocks();
   if (vectors_fit && rows_fit && columns_fit) {
