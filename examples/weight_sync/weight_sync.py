@@ -1,16 +1,17 @@
 """RL weight sync, the way the frameworks do it, with libmxfp8 doing the export.
 
 A trainer process holds an MXFP8 model in Transformer Engine's layout (FP8 values plus E8M0 scales padded
-to 128x4 tiles and swizzled for cuBLAS). After every simulated optimizer step it requantizes in place,
-packs the weights into buckets of a chosen size (mxfp8.iter_buckets: values copied, scales unswizzled
-straight into place, one launch per bucket) and hands each bucket to an inference process. The inference
+to 128x4 tiles and swizzled for cuBLAS). After every simulated optimizer step it requantizes its float32
+master weights into that layout with mxfp8.quantize (bit-exact with TE), packs the weights into buckets
+of a chosen size (mxfp8.iter_buckets: values copied, scales unswizzled straight into place, one launch
+per bucket) and hands each bucket to an inference process. The inference
 process rebuilds vLLM-style parameters (FP8 weight + uint8 [N, ceil(K/32)] scales) by copying out of the
 bucket, re-swizzles the scales for its own GEMM (mxfp8.swizzle_scales), and checks every tensor bit for
-bit against the trainer's quantizer output.
+bit against a direct compact quantize of the same master weights.
 
 Transports:
   ipc  one GPU, two processes, CUDA IPC through torch.multiprocessing (what verl and SGLang do)
-  shm  CPU only: the bucket lives in multiprocessing shared memory; needs NumPy and ml_dtypes, not torch
+  shm  CPU only: the bucket lives in multiprocessing shared memory; needs NumPy, not torch
 
   python examples/weight_sync/weight_sync.py                  # ipc when torch sees a GPU, else shm
   python examples/weight_sync/weight_sync.py --transport shm --steps 2
@@ -23,7 +24,7 @@ import numpy as np
 
 import mxfp8
 
-BLOCK = 32
+BLOCK = 32  # values per scale
 
 
 def model_shapes(layers, hidden):
@@ -53,9 +54,6 @@ class NumpyModel:
     """Master weights in float32; MXFP8 storage (values + swizzled scales) kept in place across steps."""
 
     def __init__(self, shapes, seed=0):
-        import ml_dtypes
-
-        self.fp8 = ml_dtypes.float8_e4m3fn
         self.rng = np.random.default_rng(seed)
         self.master = {n: self.rng.standard_normal(s).astype(np.float32) * 0.02 for n, s in shapes.items()}
         self.values = {n: np.empty(s, np.uint8) for n, s in shapes.items()}
@@ -67,18 +65,14 @@ class NumpyModel:
             w -= 1e-3 * np.sign(self.rng.standard_normal(w.shape).astype(np.float32)) * np.abs(w).mean()
 
     def quantize(self):
+        """Into TE's layout (swizzled scales), bit-exact with TE, the values written in place. The compact
+        quantize of the same weights is what the receiver must rebuild."""
         for name, w in self.master.items():
-            n, k = w.shape
-            c = -(-k // BLOCK)
-            blocks = np.zeros((n, c * BLOCK), np.float32)
-            blocks[:, :k] = w
-            amax = np.abs(blocks.reshape(n, c, BLOCK)).max(axis=2)
-            exponent = np.ceil(np.log2(np.maximum(amax, 2.0**-120) / 448.0)).astype(np.int32)
-            s = np.clip(exponent + 127, 1, 254).astype(np.uint8)
-            scaled = blocks.reshape(n, c, BLOCK) / np.ldexp(np.float32(1), s.astype(np.int32) - 127)[..., None]
-            self.values[name][...] = scaled.reshape(n, -1)[:, :k].astype(self.fp8).view(np.uint8)
-            self.scale_inv[name] = np.ascontiguousarray(swizzle_reference(s, np))
-            self.reference[name] = (self.values[name].copy(), s)
+            te = mxfp8.quantize(w, scales="swizzled", values_dtype="uint8")
+            self.values[name][...] = np.from_dlpack(te.rowwise_data)
+            self.scale_inv[name] = np.from_dlpack(te.rowwise_scale_inv)
+            compact = mxfp8.quantize(w, values_dtype="uint8")
+            self.reference[name] = (np.from_dlpack(compact.rowwise_data), np.from_dlpack(compact.rowwise_scale_inv))
 
 
 class TorchModel:
@@ -100,19 +94,13 @@ class TorchModel:
             w -= 1e-3 * torch.sign(torch.randn(w.shape, device="cuda", generator=self.gen)) * w.abs().mean()
 
     def quantize(self):
-        torch = self.torch
+        uint8 = self.torch.uint8
         for name, w in self.master.items():
-            n, k = w.shape
-            c = -(-k // BLOCK)
-            blocks = torch.zeros((n, c * BLOCK), device="cuda")
-            blocks[:, :k] = w
-            amax = blocks.view(n, c, BLOCK).abs().amax(dim=2)
-            exponent = torch.ceil(torch.log2(torch.clamp(amax, min=2.0**-120) / 448.0)).to(torch.int32)
-            s = torch.clamp(exponent + 127, 1, 254).to(torch.uint8)
-            scaled = blocks.view(n, c, BLOCK) / torch.exp2(s.float() - 127)[..., None]
-            self.values[name].copy_(scaled.view(n, -1)[:, :k].to(torch.float8_e4m3fn).view(torch.uint8))
-            self.scale_inv[name] = swizzle_reference(s, torch).contiguous()
-            self.reference[name] = (self.values[name].clone(), s)
+            te = mxfp8.quantize(w, scales="swizzled")
+            self.values[name].copy_(te.rowwise_data.view(uint8))
+            self.scale_inv[name] = te.rowwise_scale_inv
+            compact = mxfp8.quantize(w)
+            self.reference[name] = (compact.rowwise_data.view(uint8), compact.rowwise_scale_inv)
 
 
 def specs(model):
