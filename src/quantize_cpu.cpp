@@ -85,7 +85,8 @@ void quantize_host(const QuantizeJob &j) {
       }
   }
   if (j.col_values) {
-    std::vector<float> amax(static_cast<size_t>(K));
+    // One 32-row block at a time, row by row, so the input is read in storage order.
+    std::vector<float> amax(static_cast<size_t>(K)), reciprocal(static_cast<size_t>(K));
     for (int64_t rb = 0; rb < row_blocks; ++rb) {
       const int64_t r0 = rb * kBlockSize, r1 = std::min(r0 + kBlockSize, M);
       std::fill(amax.begin(), amax.end(), 0.0f);
@@ -94,10 +95,10 @@ void quantize_host(const QuantizeJob &j) {
       for (int64_t c = 0; c < K; ++c) {
         const uint8_t e = scaler.exponent(amax[c]);
         j.col_scales.data[scale_offset(j.col_scales, rb, c)] = e;
-        amax[c] = scaler.reciprocal(e);  // reused as the column's reciprocal
+        reciprocal[c] = scaler.reciprocal(e);
       }
       for (int64_t r = r0; r < r1; ++r)
-        for (int64_t c = 0; c < K; ++c) j.col_values[r * K + c] = fp8_encode(x(r, c) * amax[c], j.e5m2);
+        for (int64_t c = 0; c < K; ++c) j.col_values[r * K + c] = fp8_encode(x(r, c) * reciprocal[c], j.e5m2);
     }
   }
 }
