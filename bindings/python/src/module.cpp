@@ -425,8 +425,6 @@ void swizzle_pair(py::object source, py::object destination, bool swizzle, intpt
   });
 }
 
-// mxfp8_quantize of a DLPack input: (rowwise_data, rowwise_scale_inv, columnwise_data,
-// columnwise_scale_inv), None for a direction not asked for.
 // NumPy cannot export bfloat16 (ml_dtypes) through DLPack: such arrays come as their uint16 bits, with
 // `bfloat16_bits` set, and are relabelled here.
 void relabel_bfloat16(DLTensor *t, bool bfloat16_bits) {
@@ -436,6 +434,8 @@ void relabel_bfloat16(DLTensor *t, bool bfloat16_bits) {
   t->dtype = DLDataType{kDLBfloat, 16, 1};
 }
 
+// mxfp8_quantize of a DLPack input: (rowwise_data, rowwise_scale_inv, columnwise_data,
+// columnwise_scale_inv), None for a direction not asked for.
 py::tuple quantize(py::object input, int format, int block, int rounding, int layout, bool rowwise, bool columnwise,
                    int values_dtype, int scales_dtype, intptr_t stream, py::object allocator, py::object dlpack_stream,
                    bool bfloat16_bits) {
