@@ -439,6 +439,7 @@ MXFP8_API mxfp8_status mxfp8_swizzle_scales(const DLTensor *compact, DLTensor *s
  *
  * Then every element becomes fp8(x * r(e)): the float product, rounded to nearest-even into the FP8
  * format and saturated to +-max_norm (Inf too); NaN becomes 0x7F. Values of zero keep their sign.
+ * Subnormal inputs count like any other value (nothing is flushed to zero, on the host or the GPU).
  * Partial blocks (K or M not a multiple of 32) use only their real elements; nothing is padded in. */
 typedef enum mxfp8_scale_rounding {
   /* Transformer Engine's rule (its float_to_e8m0 and exp2f_rcp; Blackwell's ue8m0 conversion rounds the
