@@ -1,5 +1,5 @@
-// mxfp8_dequantize: the compact scales of one direction (through the export's own jobs, so every stored
-// layout works), then one pass that decodes and multiplies.
+// mxfp8_dequantize: one pass that decodes and multiplies, reading row-major scales (compact or padded)
+// where they are; swizzled scales are first unswizzled into scratch by the export's own job.
 #include <cstddef>
 #include <vector>
 
@@ -58,11 +58,19 @@ extern "C" MXFP8_API mxfp8_status mxfp8_dequantize(const mxfp8_tensor *tensor, c
     if (n > 0 && !out.data) fail(MXFP8_ERROR_INVALID_ARGUMENT, "output: data is NULL");
     if (n == 0) return;
 
-    DequantizeJob job{byte_pointer(dir.data->dl_tensor), nullptr, tensor->rows, tensor->cols, dir.scale_cols,
-                      tensor->format == MXFP8_FORMAT_E5M2, direction == MXFP8_DIRECTION_COLUMNWISE, bf16,
-                      byte_pointer(out)};
+    DequantizeJob job{byte_pointer(dir.data->dl_tensor), dir.row_major.data, tensor->rows, tensor->cols,
+                      dir.row_major.row_stride, tensor->format == MXFP8_FORMAT_E5M2,
+                      direction == MXFP8_DIRECTION_COLUMNWISE, bf16, byte_pointer(out)};
+    const bool host = memory_of(tensor->device, "tensor") == Memory::Host;
+    if (tensor->scale_layout == MXFP8_SCALE_LAYOUT_ROW_MAJOR) {  // compact or padded: read in place
+      if (host) return dequantize_host(job);
+      cuda::DeviceScope scope(tensor->device.device_id);
+      return cuda::dequantize(job, o.stream);
+    }
+    // Swizzled: unswizzle into compact scratch first, with the export's own job.
     const int64_t scale_bytes = dir.scale_rows * dir.scale_cols;
-    if (memory_of(tensor->device, "tensor") == Memory::Host) {
+    job.scale_row_stride = dir.scale_cols;
+    if (host) {
       std::vector<uint8_t> scales(static_cast<size_t>(scale_bytes));
       const ScaleJob s = compact_scales_job(*tensor, direction, scales.data());
       run_jobs_on(tensor->device, &s, 1, nullptr);

@@ -19,7 +19,7 @@ __global__ void dequantize_kernel(DequantizeJob j) {
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * kThreads) {
     const int64_t r = i / j.cols, k = i - r * j.cols;
-    const uint8_t e = j.columnwise ? j.scales[(r / kBlockSize) * j.scale_cols + k] : j.scales[r * j.scale_cols + k / kBlockSize];
+    const uint8_t e = j.columnwise ? j.scales[(r / kBlockSize) * j.scale_row_stride + k] : j.scales[r * j.scale_row_stride + k / kBlockSize];
     const float v = dequantize_element(j.values[i], e, j.e5m2);
     if (j.bf16_output) static_cast<uint16_t *>(j.output)[i] = float_to_bf16(v);
     else static_cast<float *>(j.output)[i] = v;

@@ -50,13 +50,14 @@ struct QuantizeJob {
 void quantize_host(const QuantizeJob &job);
 
 // What mxfp8_dequantize computes: out[r, k] = fp8(values[r, k]) * 2^(scales[r', k'] - 127), the scales
-// compact row-major (rowwise: r' = r, k' = k / 32; columnwise: r' = r / 32, k' = k).
+// row-major (rowwise: r' = r, k' = k / 32; columnwise: r' = r / 32, k' = k), rows scale_row_stride apart
+// (padded buffers are read in place).
 struct DequantizeJob {
   const uint8_t *values;
-  const uint8_t *scales;  // compact, row length scale_cols
+  const uint8_t *scales;
   int64_t rows;
   int64_t cols;
-  int64_t scale_cols;
+  int64_t scale_row_stride;
   int32_t e5m2;
   int32_t columnwise;
   int32_t bf16_output;

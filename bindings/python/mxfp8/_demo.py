@@ -97,7 +97,8 @@ class Backend:
         if self.torch:
             self.torch.cuda.synchronize()
 
-    def numpy(self, a, dtype=np.uint8):
+    def numpy(self, a):
+        """A result as a host NumPy array (FP8 values as their uint8 bytes)."""
         if self.torch:
             return a.view(self.torch.uint8).cpu().numpy() if a.dtype != self.torch.float32 else a.cpu().numpy()
         return np.from_dlpack(a) if not isinstance(a, np.ndarray) else a

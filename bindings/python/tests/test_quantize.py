@@ -103,14 +103,16 @@ def test_padded_and_swizzled_layouts_are_te_buffers(direction, block, shape):
 @pytest.mark.parametrize("fp8_dtype", ["e4m3", "e5m2"])
 @pytest.mark.parametrize("direction", ["rowwise", "columnwise"])
 @pytest.mark.parametrize("out_dtype", ["float32", "bfloat16"])
-def test_dequantize_matches_the_reference(fp8_dtype, direction, out_dtype):
-    x = ref.special_input((70, 100), np.float32, seed=3)
-    q = quantize(x, scales="swizzled", fp8_dtype=fp8_dtype, rowwise=direction == "rowwise",
+@pytest.mark.parametrize("layout", ["swizzled", "padded", "compact"])
+def test_dequantize_matches_the_reference(fp8_dtype, direction, out_dtype, layout):
+    x = ref.special_input((70, 200), np.float32, seed=3)  # padded scales: 7 of 8 columns, 7 of 8 rows of 32
+    q = quantize(x, scales=layout, fp8_dtype=fp8_dtype, rowwise=direction == "rowwise",
                  columnwise=direction == "columnwise")
-    v, s_swz = u8(getattr(q, f"{direction}_data")), u8(getattr(q, f"{direction}_scale_inv"))
+    v, stored = u8(getattr(q, f"{direction}_data")), u8(getattr(q, f"{direction}_scale_inv"))
     compact = u8(quantize(x, fp8_dtype=fp8_dtype, rowwise=direction == "rowwise",
                           columnwise=direction == "columnwise")[1 if direction == "rowwise" else 3])
-    got = mxfp8.dequantize(v, s_swz, swizzled=True, fp8_dtype=fp8_dtype, direction=direction, dtype=out_dtype)
+    got = mxfp8.dequantize(v, stored, swizzled=layout == "swizzled", fp8_dtype=fp8_dtype, direction=direction,
+                           dtype=out_dtype)
     want = ref.dequantize(v, compact.reshape(-1, compact.shape[-1]), fp8_dtype, direction)
     if out_dtype == "bfloat16":
         want = want.astype(ml_dtypes.bfloat16)
