@@ -13,15 +13,6 @@
 namespace mxfp8 {
 namespace {
 
-float load(const void *input, InputType type, int64_t i) {
-  switch (type) {
-    case InputType::BFloat16: return bf16_to_float(static_cast<const uint16_t *>(input)[i]);
-    case InputType::Float16: return fp16_to_float(static_cast<const uint16_t *>(input)[i]);
-    case InputType::Float32: break;
-  }
-  return static_cast<const float *>(input)[i];
-}
-
 // max(amax, |x|) skipping NaN. Not std::fmax: glibc's returns NaN for a signaling NaN, which would make
 // the host disagree with the GPU (and with Transformer Engine) on such inputs.
 float amax_with(float amax, float x) {
@@ -40,36 +31,37 @@ void zero_padding(const ScaleOut &s) {
   if (s.data && s.padded) std::memset(s.data, 0, static_cast<size_t>(s.bytes));
 }
 
-}  // namespace
-
-void quantize_host(const QuantizeJob &j) {
+// The whole loop for one input type; `x(r, c)` reads element (r, c) as float.
+template <class Read>
+void quantize_elements(const QuantizeJob &j, Read x) {
   const int64_t M = j.rows, K = j.cols;
   const int64_t row_blocks = ceil_div(M, kBlockSize), col_blocks = ceil_div(K, kBlockSize);
   const BlockScaler scaler{j.e5m2 != 0, j.floor_rounding != 0};
-  auto x = [&](int64_t r, int64_t c) { return load(j.input, j.input_type, r * K + c); };
   zero_padding(j.row_scales);
   zero_padding(j.col_scales);
   if (j.block_32x32) {
-    // One amax per 32x32 block, shared by both directions.
-    std::vector<float> amax(static_cast<size_t>(row_blocks * col_blocks), 0.0f);
+    // One amax per 32x32 block, shared by both directions; then each block's exponent and reciprocal once.
+    const size_t blocks = static_cast<size_t>(row_blocks * col_blocks);
+    std::vector<float> amax(blocks, 0.0f), reciprocal(blocks);
+    std::vector<uint8_t> exponent(blocks);
+    auto block_of = [&](int64_t r, int64_t c) { return static_cast<size_t>((r / kBlockSize) * col_blocks + c / kBlockSize); };
     for (int64_t r = 0; r < M; ++r)
+      for (int64_t c = 0; c < K; ++c) amax[block_of(r, c)] = amax_with(amax[block_of(r, c)], x(r, c));
+    for (size_t b = 0; b < blocks; ++b) {
+      exponent[b] = scaler.exponent(amax[b]);
+      reciprocal[b] = scaler.reciprocal(exponent[b]);
+    }
+    for (int64_t r = 0; r < M; ++r) {
       for (int64_t c = 0; c < K; ++c) {
-        float &a = amax[static_cast<size_t>((r / kBlockSize) * col_blocks + c / kBlockSize)];
-        a = amax_with(a, x(r, c));
+        const uint8_t q = fp8_encode(x(r, c) * reciprocal[block_of(r, c)], j.e5m2);
+        if (j.row_values) j.row_values[r * K + c] = q;
+        if (j.col_values) j.col_values[r * K + c] = q;
       }
-    for (int64_t r = 0; r < M; ++r)
-      for (int64_t c = 0; c < K; ++c) {
-        const uint8_t e = scaler.exponent(amax[static_cast<size_t>((r / kBlockSize) * col_blocks + c / kBlockSize)]);
-        const uint8_t q = fp8_encode(x(r, c) * scaler.reciprocal(e), j.e5m2);
-        if (j.row_values) {
-          j.row_values[r * K + c] = q;
-          j.row_scales.data[scale_offset(j.row_scales, r, c / kBlockSize)] = e;
-        }
-        if (j.col_values) {
-          j.col_values[r * K + c] = q;
-          j.col_scales.data[scale_offset(j.col_scales, r / kBlockSize, c)] = e;
-        }
-      }
+      for (int64_t b = 0; b < col_blocks && j.row_values; ++b)  // the block's scale on each of its rows
+        j.row_scales.data[scale_offset(j.row_scales, r, b)] = exponent[block_of(r, b * kBlockSize)];
+    }
+    for (int64_t rb = 0; rb < row_blocks && j.col_values; ++rb)  // and on each of its columns
+      for (int64_t c = 0; c < K; ++c) j.col_scales.data[scale_offset(j.col_scales, rb, c)] = exponent[block_of(rb * kBlockSize, c)];
     return;
   }
   if (j.row_values) {
@@ -99,6 +91,26 @@ void quantize_host(const QuantizeJob &j) {
       }
       for (int64_t r = r0; r < r1; ++r)
         for (int64_t c = 0; c < K; ++c) j.col_values[r * K + c] = fp8_encode(x(r, c) * reciprocal[c], j.e5m2);
+    }
+  }
+}
+
+}  // namespace
+
+void quantize_host(const QuantizeJob &j) {
+  const int64_t K = j.cols;
+  switch (j.input_type) {
+    case InputType::BFloat16: {
+      const auto *in = static_cast<const uint16_t *>(j.input);
+      return quantize_elements(j, [=](int64_t r, int64_t c) { return bf16_to_float(in[r * K + c]); });
+    }
+    case InputType::Float16: {
+      const auto *in = static_cast<const uint16_t *>(j.input);
+      return quantize_elements(j, [=](int64_t r, int64_t c) { return fp16_to_float(in[r * K + c]); });
+    }
+    case InputType::Float32: {
+      const auto *in = static_cast<const float *>(j.input);
+      return quantize_elements(j, [=](int64_t r, int64_t c) { return in[r * K + c]; });
     }
   }
 }
