@@ -99,7 +99,7 @@ def export_components(
         ValueError: bad input, or no data for `direction`; TypeError: an unsupported device or object;
         RuntimeError: a CUDA failure. Messages come from the C library.
     """
-    torch, cuda, stream_ptr = _inputs(data, scale_inv, stream)
+    torch, cuda, stream_ptr = _inputs(stream, data=data, scale_inv=scale_inv)
     block_scales = _choice("block", block, _BLOCKS) == 1
     tensor = _tensor(data, scale_inv, shape, fp8_dtype, swizzled, direction, block, _dlpack_stream(stream_ptr, cuda))
     values, scales = tensor.export_components(
@@ -127,15 +127,17 @@ def _tensor(data, scale_inv, shape, fp8_dtype, swizzled, direction, block, dlpac
     )
 
 
-def _inputs(data: Any, scale_inv: Any, stream: Any, names: Sequence[str] = ("data", "scale_inv")):
-    """Checks the inputs are DLPack producers; returns (torch module or None, on CUDA, stream pointer)."""
-    for name, obj in zip(names, (data, scale_inv)):
+def _inputs(stream: Any, **objects: Any):
+    """Checks the named inputs are DLPack producers; returns (torch module or None, on CUDA, stream
+    pointer), decided by the first."""
+    for name, obj in objects.items():
         if not hasattr(obj, "__dlpack__") or not hasattr(obj, "__dlpack_device__"):
             raise TypeError(f"{name}: expected an object with __dlpack__ (torch, JAX, CuPy, NumPy), got {type(obj).__name__}")
-    torch = _torch_module(data)
-    device_type, _ = data.__dlpack_device__()
+    first = next(iter(objects.values()))
+    torch = _torch_module(first)
+    device_type, _ = first.__dlpack_device__()
     cuda = device_type in _CUDA_DEVICES
-    return torch, cuda, _stream_pointer(stream, torch, data, cuda)
+    return torch, cuda, _stream_pointer(stream, torch, first, cuda)
 
 
 def _dlpack_stream(stream_ptr: int, cuda: bool):
@@ -188,7 +190,7 @@ def export_grouped(
             vLLM's MoE layers load; one launch for all experts); else a list of per-expert Components.
         Other arguments as export_components.
     """
-    torch, cuda, stream_ptr = _inputs(data, scale_inv, stream)
+    torch, cuda, stream_ptr = _inputs(stream, data=data, scale_inv=scale_inv)
     k = int(data.shape[-1])
     uniform_rows = 0
     if expert_rows is None:

@@ -48,7 +48,7 @@ def export_bucket(
     first = None
     for name, spec in tensors.items():
         data, scale_inv = spec["data"], spec["scale_inv"]
-        torch, cuda, stream_ptr = _inputs(data, scale_inv, stream)
+        torch, cuda, stream_ptr = _inputs(stream, data=data, scale_inv=scale_inv)
         first = first or (torch, cuda, stream_ptr, data)
         fp8 = spec.get("fp8_dtype", "e4m3")
         shape = tuple(int(d) for d in (spec.get("shape") or data.shape))
@@ -106,7 +106,7 @@ def _round_up(n: int, d: int) -> int:
 def swizzle_scales(compact: Any, out: Any = None, *, stream: Any = None) -> Any:
     """The cuBLAS 128x4 layout of a (R, C) compact scale matrix, padding zero: what a consumer that feeds
     cuBLAS needs. `out`: roundup(R,128) * roundup(C,4) bytes; None: a new 1-D buffer like `compact`."""
-    torch, cuda, stream_ptr = _inputs(compact, compact, stream)
+    torch, cuda, stream_ptr = _inputs(stream, compact=compact)
     rows, cols = _numel(compact.shape[:-1]), int(compact.shape[-1])
     n = _round_up(rows, 128) * _round_up(cols, 4)
     if out is None:
@@ -122,7 +122,7 @@ def swizzle_scales(compact: Any, out: Any = None, *, stream: Any = None) -> Any:
 
 def unswizzle_scales(swizzled: Any, rows: int, cols: int, out: Any = None, *, stream: Any = None) -> Any:
     """The (rows, cols) compact scale matrix held in a swizzled buffer."""
-    torch, cuda, stream_ptr = _inputs(swizzled, swizzled, stream)
+    torch, cuda, stream_ptr = _inputs(stream, swizzled=swizzled)
     if out is None:
         if torch is not None:
             out = torch.empty((rows, cols), dtype=torch.uint8, device=swizzled.device)

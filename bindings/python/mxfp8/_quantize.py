@@ -72,7 +72,7 @@ def quantize(
         Quantized(rowwise_data, rowwise_scale_inv, columnwise_data, columnwise_scale_inv): torch tensors
         for a torch input (allocated by PyTorch), else mxfp8.Array objects.
     """
-    torch, cuda, stream_ptr = _inputs(x, x, stream, names=("x",))
+    torch, cuda, stream_ptr = _inputs(stream, x=x)
     x, bfloat16_bits = _numpy_bfloat16_as_bits(x)
     parts = _mxfp8.quantize(
         x,
@@ -121,7 +121,7 @@ def dequantize(
     Returns:
         out, or the new array.
     """
-    torch, cuda, stream_ptr = _inputs(data, scale_inv, stream)
+    torch, cuda, stream_ptr = _inputs(stream, data=data, scale_inv=scale_inv)
     if dtype not in _OUTPUT_DTYPES:
         raise ValueError(f"dtype must be one of {list(_OUTPUT_DTYPES)}, got {dtype!r}")
     tensor = _tensor(data, scale_inv, shape, fp8_dtype, swizzled, direction, block, _dlpack_stream(stream_ptr, cuda))
