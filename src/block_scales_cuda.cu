@@ -3,7 +3,9 @@
 // columnwise), writes the first, and records the earliest disagreement with an atomic minimum.
 #include <cuda_runtime.h>
 
+#include "cuda_check.cuh"
 #include "error.hpp"
+#include "scale_copy.hpp"
 #include "scale_source.hpp"
 
 namespace mxfp8::cuda {
@@ -12,9 +14,6 @@ namespace {
 constexpr int kThreads = 256;
 constexpr unsigned long long kNone = ~0ull;
 
-void check(cudaError_t e, const char *what) {
-  if (e != cudaSuccess) fail(MXFP8_ERROR_CUDA, what, ": ", cudaGetErrorName(e), ": ", cudaGetErrorString(e));
-}
 
 __global__ void block_scales_kernel(ScaleSource s, int axis, ByteMatrix out, unsigned long long *first_mismatch) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
@@ -32,8 +31,9 @@ BlockMismatch block_scales(const ScaleSource &s, int axis, ByteMatrix out, void 
   auto st = static_cast<cudaStream_t>(stream);
   const int64_t n = out.rows * out.cols;
   if (n == 0) return {};
-  unsigned long long *flag = nullptr;
-  check(cudaMallocAsync(&flag, sizeof *flag, st), "cudaMallocAsync");
+  // From the library's pool, like every other device allocation (the default pool would give it back to
+  // the driver at the synchronize below).
+  auto *flag = static_cast<unsigned long long *>(allocate(sizeof(unsigned long long), stream));
   unsigned long long first = kNone;
   cudaError_t e = cudaMemcpyAsync(flag, &first, sizeof first, cudaMemcpyHostToDevice, st);
   if (e == cudaSuccess) {
@@ -41,7 +41,7 @@ BlockMismatch block_scales(const ScaleSource &s, int axis, ByteMatrix out, void 
     e = cudaGetLastError();
   }
   if (e == cudaSuccess) e = cudaMemcpyAsync(&first, flag, sizeof first, cudaMemcpyDeviceToHost, st);
-  cudaFreeAsync(flag, st);
+  free_async(flag, stream);
   if (e == cudaSuccess) e = cudaStreamSynchronize(st);
   check(e, "checking the 32x32 block scales");
   if (first == kNone) return {};

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "cuda_check.cuh"
 #include "error.hpp"
 #include "mx_numerics.hpp"
 #include "quantize.hpp"
@@ -31,8 +32,7 @@ __global__ void dequantize_kernel(DequantizeJob j) {
 void dequantize(const DequantizeJob &j, void *stream) {
   const int64_t blocks = std::min<int64_t>(ceil_div(j.rows * j.cols, kThreads), 4096);
   dequantize_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(j);
-  const cudaError_t e = cudaGetLastError();
-  if (e != cudaSuccess) fail(MXFP8_ERROR_CUDA, "launching the dequantize kernel: ", cudaGetErrorName(e), ": ", cudaGetErrorString(e));
+  check(cudaGetLastError(), "launching the dequantize kernel");
 }
 
 }  // namespace mxfp8::cuda

@@ -5,6 +5,7 @@
 
 #include <mutex>
 
+#include "cuda_check.cuh"
 #include "error.hpp"
 #include "scale_copy.hpp"
 
@@ -14,11 +15,6 @@ namespace {
 constexpr uint64_t kRetainedBytes = 64ull << 20;
 constexpr int kMaxDevices = 64;
 
-void check(cudaError_t e, const char *what) {
-  if (e == cudaSuccess) return;
-  if (e == cudaErrorMemoryAllocation) fail(MXFP8_ERROR_OUT_OF_MEMORY, what, ": ", cudaGetErrorString(e));
-  fail(MXFP8_ERROR_CUDA, what, ": ", cudaGetErrorName(e), ": ", cudaGetErrorString(e));
-}
 
 // Created on first use and kept for the life of the process (destroying a pool during static
 // destruction could race with the CUDA runtime's own teardown).

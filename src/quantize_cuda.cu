@@ -25,6 +25,7 @@
 
 #include <algorithm>
 
+#include "cuda_check.cuh"
 #include "error.hpp"
 #include "mx_numerics.hpp"
 #include "quantize.hpp"
@@ -38,9 +39,6 @@ constexpr int kWarpsPerBlock = kThreads / 32;
 constexpr int kLoadsInFlight = 4;
 constexpr unsigned kFullMask = 0xFFFFFFFFu;
 
-void check(cudaError_t e, const char *what) {
-  if (e != cudaSuccess) fail(MXFP8_ERROR_CUDA, what, ": ", cudaGetErrorName(e), ": ", cudaGetErrorString(e));
-}
 
 struct BFloat16 {
   using Raw = uint16_t;

@@ -22,6 +22,7 @@
 #include <atomic>
 #include <memory>
 
+#include "cuda_check.cuh"
 #include "error.hpp"
 #include "scale_copy.hpp"
 #include "shape.hpp"
@@ -53,12 +54,6 @@ using Narrow = Width<32>;
 using Wide = Width<64>;
 constexpr int kWideChunksPerBlock = 8;
 
-void check(cudaError_t e, const char *what) {
-  if (e == cudaSuccess) return;
-  if (e == cudaErrorMemoryAllocation)
-    fail(MXFP8_ERROR_OUT_OF_MEMORY, what, ": ", cudaGetErrorString(e));
-  fail(MXFP8_ERROR_CUDA, what, ": ", cudaGetErrorName(e), ": ", cudaGetErrorString(e));
-}
 
 // One matrix of a launch, as the kernel sees it.
 struct DeviceJob {
@@ -439,6 +434,12 @@ bool wide_chunks_pay(const ScaleJob *jobs, size_t count) {
 bool compiled_in() { return true; }
 
 DeviceScope::DeviceScope(int device) {
+  // A forged or stale device id is the caller's mistake, not a CUDA failure: say which devices exist.
+  int count = 0;
+  check(cudaGetDeviceCount(&count), "cudaGetDeviceCount");
+  if (device < 0 || device >= count)
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, "CUDA device ", device, " does not exist: this process sees ", count,
+         " CUDA device", count == 1 ? "" : "s");
   int current = 0;
   check(cudaGetDevice(&current), "cudaGetDevice");
   if (current != device) {
