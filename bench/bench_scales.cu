@@ -37,6 +37,8 @@ void mxfp8_check(mxfp8_status s, const char *what) {
 
 constexpr size_t kColdBytes = 256ull << 20;  // rotate over at least this much memory
 constexpr int kRepetitions = 15;
+// Every managed tensor this benchmark makes speaks the DLPack of the header it is built with.
+constexpr DLPackVersion kCurrentDlpack{DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
 
 int64_t round_up(int64_t n, int64_t d) { return (n + d - 1) / d * d; }
 
@@ -154,8 +156,8 @@ ModelResult bench_model(const std::vector<std::pair<int64_t, int64_t>> &layer, i
       shapes.push_back({rows, k});
       shapes.push_back({rp, cp});
       shapes.push_back({rows * c});
-      auto *data = new DLManagedTensorVersioned{};
-      auto *scales = new DLManagedTensorVersioned{};
+      auto *data = new DLManagedTensorVersioned{kCurrentDlpack};
+      auto *scales = new DLManagedTensorVersioned{kCurrentDlpack};
       // The values are never read by a scales export: point them at the scales' memory.
       data->dl_tensor = bytes_tensor(swz, shapes[shapes.size() - 3].data(), 2);
       scales->dl_tensor = bytes_tensor(swz, shapes[shapes.size() - 2].data(), 2);
@@ -225,8 +227,8 @@ MoeResult bench_moe() {
       value_shapes[g][0] = kExperts * rows;
       value_shapes[g][1] = k;
       flat_shapes[g][0] = kExperts * per_expert;
-      auto *data = new DLManagedTensorVersioned{};
-      auto *scales = new DLManagedTensorVersioned{};
+      auto *data = new DLManagedTensorVersioned{kCurrentDlpack};
+      auto *scales = new DLManagedTensorVersioned{kCurrentDlpack};
       data->dl_tensor = bytes_tensor(values, value_shapes[g], 2);
       scales->dl_tensor = bytes_tensor(flat, flat_shapes[g], 1);
       data->deleter = scales->deleter = [](DLManagedTensorVersioned *self) { delete self; };
@@ -330,7 +332,7 @@ double bench_tiny_us(double &unswizzle_us, double &floor_us) {
   cuda_check(cudaMalloc(&swz, 512), "malloc");
   cuda_check(cudaMemset(swz, 127, 512), "memset");
   int64_t vshape[2] = {rows, k}, sshape[2] = {128, 4};
-  DLManagedTensorVersioned data{}, scales{};
+  DLManagedTensorVersioned data{kCurrentDlpack}, scales{kCurrentDlpack};
   data.dl_tensor = bytes_tensor(values, vshape, 2);
   scales.dl_tensor = bytes_tensor(swz, sshape, 2);
   mxfp8_tensor_desc desc = MXFP8_TENSOR_DESC_INIT;

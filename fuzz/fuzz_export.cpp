@@ -43,6 +43,9 @@ struct HostTensor {
     bytes.resize(static_cast<size_t>(empty ? 1 : extent) + 1);
     for (auto &b : bytes) b = static_cast<uint8_t>(1 + in.byte() % 254);
     managed.deleter = in.byte() % 2 ? count_deleter : nullptr;
+    // Now and then another DLPack major version, which must be refused before any other field is read.
+    managed.version = DLPackVersion{in.byte() % 32 == 0 ? static_cast<uint32_t>(in.byte() % 4) : DLPACK_MAJOR_VERSION,
+                                    static_cast<uint32_t>(in.byte() % 4)};
     DLTensor &t = managed.dl_tensor;
     t.data = bytes.data();
     t.device = DLDevice{kDLCPU, 0};
@@ -147,6 +150,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (tensor != nullptr || deleter_calls != 0) abort();  // nothing taken, nothing written
   } else {
     if (values.has_negative_stride() || scales.has_negative_stride()) abort();  // must have been refused
+    if (values.managed.version.major != DLPACK_MAJOR_VERSION || scales.managed.version.major != DLPACK_MAJOR_VERSION)
+      abort();  // another major version must have been refused
     if (desc.ndim == 0) {
       // The logical shape came from the data, which may differ from `shape`: the reference follows it.
       int64_t data_m = 1;

@@ -140,6 +140,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (!(wanted & 1) || m == 0 || k == 0) return 0;
   Outputs &z = out[2][0];
   DLManagedTensorVersioned values{}, scales{};
+  values.version = scales.version = DLPackVersion{DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
   values.dl_tensor = z.v;
   values.dl_tensor.shape = shape.data();
   values.dl_tensor.ndim = ndim;

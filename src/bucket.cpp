@@ -7,6 +7,7 @@
 #include "dltensor_checks.hpp"
 #include "error.hpp"
 #include "export_internal.hpp"
+#include "memory_span.hpp"
 #include "shape.hpp"
 
 namespace mxfp8 {
@@ -18,11 +19,12 @@ constexpr int64_t kCopyRowBytes = 4096;
 
 struct Part {
   uint64_t offset, bytes;
-  size_t tensor;
+  const char *what;  // "values" or "scales"
 };
 
 void check_tensors(const mxfp8_tensor *const *tensors, size_t count, mxfp8_direction direction) {
   if (count > 0 && !tensors) fail(MXFP8_ERROR_INVALID_ARGUMENT, "tensors is NULL");
+  check_count(count);
   for (size_t i = 0; i < count; ++i) {
     if (!tensors[i]) fail(MXFP8_ERROR_INVALID_ARGUMENT, "tensors[", i, "] is NULL");
     require_direction(*tensors[i], direction);
@@ -79,9 +81,13 @@ extern "C" MXFP8_API mxfp8_status mxfp8_bucket_plan(const mxfp8_tensor *const *t
     std::vector<mxfp8_bucket_entry> planned(count);
     uint64_t at = 0;
     auto place = [&](uint64_t bytes) {
-      at = (at + alignment - 1) & ~(alignment - 1);
+      // Rounding up to `alignment` can wrap as surely as the sum can (alignment 2^63).
+      if (__builtin_add_overflow(at, alignment - 1, &at))
+        fail(MXFP8_ERROR_INVALID_ARGUMENT, "the bucket size overflows uint64 with alignment ", alignment);
+      at &= ~(alignment - 1);
       const uint64_t offset = at;
-      if (__builtin_add_overflow(at, bytes, &at)) fail(MXFP8_ERROR_INVALID_ARGUMENT, "the bucket size overflows");
+      if (__builtin_add_overflow(at, bytes, &at))
+        fail(MXFP8_ERROR_INVALID_ARGUMENT, "the bucket size overflows uint64 with alignment ", alignment);
       return offset;
     };
     for (size_t i = 0; i < count; ++i) {
@@ -101,10 +107,11 @@ extern "C" MXFP8_API mxfp8_status mxfp8_export_bucket(const mxfp8_tensor *const 
   return guarded([&] {
     const mxfp8_export_options o = bucket_options(options);
     const auto direction = static_cast<mxfp8_direction>(o.direction);
-    if (count > 0 && !entries) fail(MXFP8_ERROR_INVALID_ARGUMENT, "entries is NULL");
+    // count == 0 is a no-op that needs nothing else, as for mxfp8_export_scales_batched.
+    if (count == 0) return;
+    if (!entries) fail(MXFP8_ERROR_INVALID_ARGUMENT, "entries is NULL");
     if (!bucket) fail(MXFP8_ERROR_INVALID_ARGUMENT, "bucket is NULL");
     check_tensors(tensors, count, direction);
-    if (count == 0) return;
     if (bucket->dtype.bits != 8 || bucket->dtype.lanes != 1)
       fail(MXFP8_ERROR_INVALID_ARGUMENT, "bucket: dtype ", format_dtype(bucket->dtype), " is not a byte type");
     const int64_t size = checked_numel(*bucket, "bucket");
@@ -115,7 +122,7 @@ extern "C" MXFP8_API mxfp8_status mxfp8_export_bucket(const mxfp8_tensor *const 
            format_device(tensors[0]->device));
 
     // Every part where the plan put it: the right size, inside the bucket, overlapping no other part.
-    std::vector<Part> parts;
+    std::vector<Span> parts;
     parts.reserve(2 * count);
     for (size_t i = 0; i < count; ++i) {
       const mxfp8_bucket_entry &e = entries[i];
@@ -123,18 +130,24 @@ extern "C" MXFP8_API mxfp8_status mxfp8_export_bucket(const mxfp8_tensor *const 
         fail(MXFP8_ERROR_INVALID_ARGUMENT, "entries[", i, "] gives ", e.values_bytes, " value and ", e.scales_bytes,
              " scale bytes, tensors[", i, "] has ", values_bytes(*tensors[i]), " and ", scales_bytes(*tensors[i], direction),
              ": plan the bucket with mxfp8_bucket_plan for these tensors and options");
-      for (const Part p : {Part{e.values_offset, e.values_bytes, i}, Part{e.scales_offset, e.scales_bytes, i}}) {
-        if (p.offset > static_cast<uint64_t>(size) || p.bytes > static_cast<uint64_t>(size) - p.offset)
-          fail(MXFP8_ERROR_INVALID_ARGUMENT, "entries[", i, "] reaches byte ", p.offset + p.bytes,
-               " of a bucket of ", size, " bytes");
-        if (p.bytes > 0) parts.push_back(p);
+      for (const Part p : {Part{e.values_offset, e.values_bytes, "values"},
+                           Part{e.scales_offset, e.scales_bytes, "scales"}}) {
+        if (p.offset > static_cast<uint64_t>(size))
+          fail(MXFP8_ERROR_INVALID_ARGUMENT, "entries[", i, "]: its ", p.what, " start at byte ", p.offset,
+               ", past the end of a bucket of ", size, " bytes");
+        if (p.bytes > static_cast<uint64_t>(size) - p.offset)
+          fail(MXFP8_ERROR_INVALID_ARGUMENT, "entries[", i, "]: its ", p.bytes, " bytes of ", p.what, " at byte ",
+               p.offset, " run past the end of a bucket of ", size, " bytes");
+        // Offsets as addresses: the parts are the outputs, each must have bytes of its own.
+        parts.push_back(Span{static_cast<uintptr_t>(p.offset), p.bytes, "entries", i, true, p.what});
       }
     }
-    std::sort(parts.begin(), parts.end(), [](const Part &a, const Part &b) { return a.offset < b.offset; });
-    for (size_t k = 1; k < parts.size(); ++k)
-      if (parts[k].offset < parts[k - 1].offset + parts[k - 1].bytes)
-        fail(MXFP8_ERROR_INVALID_ARGUMENT, "entries[", parts[k].tensor, "] and entries[", parts[k - 1].tensor,
-             "] overlap in the bucket");
+    check_no_overlap(parts);
+
+    // The bucket is written, so it must not hold any byte of a tensor it is filled from.
+    std::vector<Span> spans{span_of(size > 0 ? byte_pointer(*bucket) : nullptr, size, "bucket", kNoIndex, true)};
+    for (size_t i = 0; i < count; ++i) add_read_spans(*tensors[i], i, "tensors", spans);
+    check_no_overlap(spans);
 
     uint8_t *base = byte_pointer(*bucket);
     std::vector<ScaleJob> jobs;

@@ -6,6 +6,7 @@
 #include "dltensor_checks.hpp"
 #include "error.hpp"
 #include "export_internal.hpp"
+#include "memory_span.hpp"
 #include "quantize.hpp"
 #include "shape.hpp"
 #include "sized_struct.hpp"
@@ -57,6 +58,14 @@ extern "C" MXFP8_API mxfp8_status mxfp8_dequantize(const mxfp8_tensor *tensor, c
       fail(MXFP8_ERROR_INVALID_ARGUMENT, "output: strides ", format_shape(out.strides, out.ndim), " are not contiguous");
     if (n > 0 && !out.data) fail(MXFP8_ERROR_INVALID_ARGUMENT, "output: data is NULL");
     if (n == 0) return;
+    const int64_t element = bf16 ? 2 : 4;
+    if (reinterpret_cast<uintptr_t>(byte_pointer(out)) % static_cast<uintptr_t>(element) != 0)
+      fail(MXFP8_ERROR_INVALID_ARGUMENT, "output: the data (data + byte_offset) is not aligned to its ", element,
+           "-byte elements");
+    std::vector<Span> spans{span_of(byte_pointer(out), checked_mul(n, element, "the output's size in bytes"), "output",
+                                    kNoIndex, true)};
+    add_read_spans(*tensor, kNoIndex, "the tensor's", spans);
+    check_no_overlap(spans);
 
     DequantizeJob job{byte_pointer(dir.data->dl_tensor), dir.row_major.data, tensor->rows, tensor->cols,
                       dir.row_major.row_stride, tensor->format == MXFP8_FORMAT_E5M2,

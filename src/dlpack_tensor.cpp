@@ -60,8 +60,34 @@ void record_allocator_error(void *ctx, const char *kind, const char *message) {
   }
 }
 
+// Everything a caller's allocator returned, checked field by field before any is trusted: a field is read
+// only once the fields it depends on are known good (DLPack: nothing but the deleter of another major
+// version; the shape only for the requested ndim).
+void check_allocated(const DLManagedTensorVersioned &m, const DLTensor &prototype) {
+  const auto bad = [&](const auto &...what) {
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, "the caller's allocator, asked for a contiguous ",
+         format_shape(prototype.shape, prototype.ndim), " ", format_dtype(prototype.dtype), " on ",
+         format_device(prototype.device), ", returned ", what...);
+  };
+  if (m.version.major != DLPACK_MAJOR_VERSION)
+    bad("a DLPack ", m.version.major, ".", m.version.minor, " tensor (this library reads ", DLPACK_MAJOR_VERSION, ".x)");
+  const DLTensor &t = m.dl_tensor;
+  if (t.ndim != prototype.ndim) bad("a tensor of ndim ", t.ndim);
+  if (t.ndim > 0 && !t.shape) bad("a NULL shape");
+  for (int32_t i = 0; i < t.ndim; ++i)
+    if (t.shape[i] != prototype.shape[i]) bad("shape ", format_shape(t.shape, t.ndim));
+  if (t.dtype.bits != 8 || t.dtype.lanes != 1 || (t.dtype.code != kDLUInt && t.dtype.code != prototype.dtype.code))
+    bad("dtype ", format_dtype(t.dtype));
+  if (!same_device(t.device, prototype.device)) bad("memory on ", format_device(t.device));
+  if (!is_compact(t)) bad("strides ", format_shape(t.strides, t.ndim));
+  if (!t.data) bad("a NULL data pointer");
+  if (t.byte_offset > UINTPTR_MAX - reinterpret_cast<uintptr_t>(t.data))
+    bad("byte_offset ", t.byte_offset, ", past the end of the address space");
+  if (m.flags & DLPACK_FLAG_BITMASK_READ_ONLY) bad("a tensor flagged read-only");
+}
+
 ManagedPtr from_caller_allocator(DLDevice device, DLDataType dtype, const std::vector<int64_t> &shape,
-                                 const mxfp8_export_options &options) {
+                                 Allocator allocator) {
   std::vector<int64_t> prototype_shape = shape;
   DLTensor prototype{};
   prototype.device = device;
@@ -70,20 +96,13 @@ ManagedPtr from_caller_allocator(DLDevice device, DLDataType dtype, const std::v
   prototype.shape = prototype_shape.empty() ? nullptr : prototype_shape.data();
   DLManagedTensorVersioned *raw = nullptr;
   std::string error;
-  const int rc = options.allocator(&prototype, &raw, &error, record_allocator_error);
-  ManagedPtr result(raw);
+  const int rc = allocator(&prototype, &raw, &error, record_allocator_error);
+  // On failure `*out` is not the allocator's to have set: never touch it.
   if (rc != 0 || !raw)
     fail(MXFP8_ERROR_OUT_OF_MEMORY, "the caller's allocator failed for shape ", format_shape(shape), " on ",
          format_device(device), error.empty() ? std::string() : ": " + error);
-  const DLTensor &t = raw->dl_tensor;
-  const bool fits = t.ndim == prototype.ndim && std::vector<int64_t>(t.shape, t.shape + t.ndim) == shape &&
-                    t.dtype.bits == 8 && t.dtype.lanes == 1 && same_device(t.device, device) && is_compact(t) &&
-                    (t.data || checked_numel(t, "allocated tensor") == 0);
-  if (!fits)
-    fail(MXFP8_ERROR_INVALID_ARGUMENT, "the caller's allocator returned a tensor of shape ",
-         format_shape(t.shape, t.ndim), ", dtype ", format_dtype(t.dtype), " on ", format_device(t.device),
-         " for a request of a contiguous ", format_shape(shape), " ", format_dtype(dtype), " on ",
-         format_device(device));
+  ManagedPtr result(raw);  // deleted if any check below fails
+  check_allocated(*raw, prototype);
   raw->flags |= DLPACK_FLAG_BITMASK_IS_COPIED;
   raw->dl_tensor.dtype = dtype;  // e8m0 vs uint8 is ours to say; the bytes are the same
   return result;
@@ -127,19 +146,22 @@ ManagedPtr make_view(KeepAlive owner, const DLTensor &base, DLDataType dtype, st
 }
 
 ManagedPtr allocate_copy(DLDevice device, DLDataType dtype, const std::vector<int64_t> &shape,
-                         const mxfp8_export_options &options) {
+                         const Allocation &allocation) {
   const int64_t bytes = product(shape, 0, shape.size(), "the copy's size");
-  if (options.allocator && bytes > 0) return from_caller_allocator(device, dtype, shape, options);
-  auto t = new_library_tensor(device, dtype, shape, compact_strides(shape), DLPACK_FLAG_BITMASK_IS_COPIED);
+  if (allocation.allocator && bytes > 0) return from_caller_allocator(device, dtype, shape, allocation.allocator);
+  const bool host = memory_of(device, "copy") == Memory::Host;
+  // malloc memory is plain host memory: a copy of a kDLCUDAHost (pinned) source is not pinned, and says so.
+  const DLDevice placed = host ? DLDevice{kDLCPU, 0} : device;
+  auto t = new_library_tensor(placed, dtype, shape, compact_strides(shape), DLPACK_FLAG_BITMASK_IS_COPIED);
   if (bytes > 0) {
-    if (memory_of(device, "copy") == Memory::Host) {
+    if (host) {
       t->host_buffer = std::malloc(static_cast<size_t>(bytes));
       if (!t->host_buffer) fail(MXFP8_ERROR_OUT_OF_MEMORY, "cannot allocate ", bytes, " bytes of host memory");
       t->managed.dl_tensor.data = t->host_buffer;
     } else {
       cuda::DeviceScope scope(device.device_id);
-      t->device_buffer = cuda::allocate(bytes, options.stream);
-      t->stream = options.stream;
+      t->device_buffer = cuda::allocate(bytes, allocation.stream);
+      t->stream = allocation.stream;
       t->managed.dl_tensor.data = t->device_buffer;
     }
   }

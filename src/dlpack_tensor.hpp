@@ -37,10 +37,21 @@ KeepAlive keep_alive(const mxfp8_grouped_tensor *grouped);  // takes a reference
 ManagedPtr make_view(KeepAlive owner, const DLTensor &base, DLDataType dtype, std::vector<int64_t> shape,
                      std::vector<int64_t> strides, uint64_t flags);
 
-// A new contiguous tensor on `device`, flagged DLPACK_FLAG_BITMASK_IS_COPIED, from options.allocator
-// when it is set, else from malloc (host memory) or stream-ordered cudaMallocAsync on options.stream.
-// Zero-element tensors get a NULL data pointer and no allocation.
+// Where the buffers a call returns come from: the caller's allocator (DLPack's
+// DLPackManagedTensorAllocator signature), or the library's own on `stream`.
+using Allocator = int (*)(DLTensor *prototype, DLManagedTensorVersioned **out, void *error_ctx,
+                          void (*set_error)(void *error_ctx, const char *kind, const char *message));
+struct Allocation {
+  Allocator allocator;  // NULL: the library allocates
+  void *stream;
+};
+
+// A new contiguous tensor on `device`, flagged DLPACK_FLAG_BITMASK_IS_COPIED, from the caller's
+// allocator when there is one (everything it returns is checked; a bad result is deleted and reported),
+// else from malloc (host memory: labelled kDLCPU, also for kDLCUDAHost sources, since malloc memory is
+// not pinned) or the library's stream-ordered device pool. Write through byte_pointer(): an allocator
+// may return a byte_offset. Zero-element tensors get a NULL data pointer and no allocation.
 ManagedPtr allocate_copy(DLDevice device, DLDataType dtype, const std::vector<int64_t> &shape,
-                         const mxfp8_export_options &options);
+                         const Allocation &allocation);
 
 }  // namespace mxfp8

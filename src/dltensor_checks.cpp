@@ -6,11 +6,13 @@
 namespace mxfp8 {
 
 std::string format_shape(const int64_t *dims, int64_t ndim) {
+  if (!dims && ndim > 0) return "(NULL)";
   std::string s = "(";
-  for (int64_t i = 0; i < ndim; ++i) {
+  for (int64_t i = 0; i < ndim && i < kMaxDims; ++i) {
     if (i) s += ", ";
     s += std::to_string(dims[i]);
   }
+  if (ndim > kMaxDims) s += cat(", ... ", ndim, " dimensions in all");
   if (ndim == 1) s += ",";
   return s + ")";
 }
@@ -52,10 +54,28 @@ std::string format_dtype(DLDataType dtype) {
     case kDLFloat: name = "float"; break;
     case kDLBfloat: name = "bfloat"; break;
     case kDLBool: name = "bool"; break;
-    case kDLFloat8_e4m3fn: return "float8_e4m3fn";
-    case kDLFloat8_e5m2: return "float8_e5m2";
-    case kDLFloat8_e8m0fnu: return "float8_e8m0fnu";
+    case kDLComplex: name = "complex"; break;
+    case kDLOpaqueHandle: name = "opaque_handle"; break;
+    case kDLFloat8_e3m4: name = "float8_e3m4"; break;
+    case kDLFloat8_e4m3: name = "float8_e4m3"; break;
+    case kDLFloat8_e4m3b11fnuz: name = "float8_e4m3b11fnuz"; break;
+    case kDLFloat8_e4m3fn: name = "float8_e4m3fn"; break;
+    case kDLFloat8_e4m3fnuz: name = "float8_e4m3fnuz"; break;
+    case kDLFloat8_e5m2: name = "float8_e5m2"; break;
+    case kDLFloat8_e5m2fnuz: name = "float8_e5m2fnuz"; break;
+    case kDLFloat8_e8m0fnu: name = "float8_e8m0fnu"; break;
+    case kDLFloat6_e2m3fn: name = "float6_e2m3fn"; break;
+    case kDLFloat6_e3m2fn: name = "float6_e3m2fn"; break;
+    case kDLFloat4_e2m1fn: name = "float4_e2m1fn"; break;
     default: break;
+  }
+  // The narrow float codes name their width; the bit count is only worth saying when it disagrees.
+  const bool named_width = dtype.code >= kDLFloat8_e3m4 && dtype.code <= kDLFloat4_e2m1fn;
+  if (named_width) {
+    const int width = dtype.code == kDLFloat4_e2m1fn ? 4 : dtype.code >= kDLFloat6_e2m3fn ? 6 : 8;
+    std::string s = dtype.bits == width ? std::string(name) : cat(name, " bits ", static_cast<int>(dtype.bits));
+    if (dtype.lanes != 1) s += cat("x", dtype.lanes);
+    return s;
   }
   std::string s = name ? cat(name, static_cast<int>(dtype.bits))
                        : cat("code ", static_cast<int>(dtype.code), " bits ", static_cast<int>(dtype.bits));
@@ -75,6 +95,8 @@ void check_scale_dtype(const DLTensor &t, const char *name) {
 
 int64_t checked_numel(const DLTensor &t, const char *name) {
   if (t.ndim < 0) fail(MXFP8_ERROR_INVALID_ARGUMENT, name, ": ndim ", t.ndim, " is negative");
+  if (t.ndim > kMaxDims)
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, name, ": ndim ", t.ndim, " is more than the ", kMaxDims, " dimensions supported");
   if (t.ndim > 0 && !t.shape) fail(MXFP8_ERROR_INVALID_ARGUMENT, name, ": shape is NULL with ndim ", t.ndim);
   int64_t n = 1;
   for (int32_t i = 0; i < t.ndim; ++i) {
@@ -89,15 +111,24 @@ int64_t checked_numel(const DLTensor &t, const char *name) {
 }
 
 bool is_compact(const DLTensor &t) {
-  if (!t.strides) return true;
+  if (!t.strides || t.ndim <= 0) return true;
+  if (!t.shape) return false;
   for (int32_t i = 0; i < t.ndim; ++i)
     if (t.shape[i] == 0) return true;  // no elements: any strides describe the same (empty) memory
   int64_t expected = 1;
   for (int32_t i = t.ndim - 1; i >= 0; --i) {
     if (t.shape[i] != 1 && t.strides[i] != expected) return false;
-    expected *= t.shape[i];
+    if (__builtin_mul_overflow(expected, t.shape[i], &expected)) return false;
   }
   return true;
+}
+
+void check_version(const DLManagedTensorVersioned &m, const char *name) {
+  // DLPack: a consumer must not read any other field of a tensor whose major version differs from its own.
+  if (m.version.major == DLPACK_MAJOR_VERSION) return;
+  fail(m.version.major > DLPACK_MAJOR_VERSION ? MXFP8_ERROR_UNSUPPORTED : MXFP8_ERROR_INVALID_ARGUMENT, name,
+       ": DLPack version ", m.version.major, ".", m.version.minor, ", but this library reads DLPack ",
+       DLPACK_MAJOR_VERSION, ".x tensors (a DLManagedTensorVersioned of another major version must not be read)");
 }
 
 uint8_t *byte_pointer(const DLTensor &t) { return static_cast<uint8_t *>(t.data) + t.byte_offset; }
@@ -115,6 +146,15 @@ ByteMatrix as_byte_matrix(const DLTensor &t, const char *name, bool any_strides)
       fail(MXFP8_ERROR_INVALID_ARGUMENT, name, ": negative strides ", format_shape(t.strides, t.ndim),
            " are not supported");
   if (m.cols > 1) m.col_stride = t.strides[last];
+  const auto too_far = [&] {
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, name, ": strides ", format_shape(t.strides, t.ndim), " for shape ",
+         format_shape(t.shape, t.ndim), " address more bytes than int64 can count");
+  };
+  const auto checked = [&](int64_t a, int64_t b) {
+    int64_t r;
+    if (__builtin_mul_overflow(a, b, &r)) too_far();
+    return r;
+  };
   if (!any_strides && m.col_stride != 1)
     fail(MXFP8_ERROR_INVALID_ARGUMENT, name, ": the last dimension must have stride 1, strides are ",
          format_shape(t.strides, t.ndim));
@@ -127,13 +167,16 @@ ByteMatrix as_byte_matrix(const DLTensor &t, const char *name, bool any_strides)
     } else {
       int64_t inner = 1;
       for (int32_t j = i + 1; j < last; ++j) inner *= t.shape[j];
-      if (t.strides[i] != row_stride * inner)
+      if (t.strides[i] != checked(row_stride, inner))
         fail(MXFP8_ERROR_INVALID_ARGUMENT, name, ": strides ", format_shape(t.strides, t.ndim),
              " do not flatten into rows of one stride for shape ", format_shape(t.shape, t.ndim));
     }
   }
   if (row_stride >= 0) m.row_stride = row_stride;
-  else m.row_stride = m.cols * m.col_stride;
+  else m.row_stride = checked(m.cols, m.col_stride);
+  // Every byte the matrix addresses, and every stride a view of it can carry, must be countable.
+  int64_t extent;
+  if (__builtin_add_overflow(checked(m.rows, m.row_stride), checked(m.cols, m.col_stride), &extent)) too_far();
   return m;
 }
 

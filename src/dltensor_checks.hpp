@@ -25,7 +25,10 @@ bool is_dtype(DLDataType dtype, uint8_t code, uint8_t bits);
 // uint8 or float8_e8m0fnu, the two dtypes an E8M0 scale byte may carry.
 void check_scale_dtype(const DLTensor &t, const char *name);
 
-// Product of the shape; fails on a NULL shape, negative or overflowing dimensions.
+// Fails unless the tensor's major DLPack version is this header's (DLPack forbids reading the rest).
+void check_version(const DLManagedTensorVersioned &m, const char *name);
+
+// Product of the shape; fails on a NULL shape, more than kMaxDims, negative or overflowing dimensions.
 int64_t checked_numel(const DLTensor &t, const char *name);
 // Row-major with no gaps (NULL strides count as compact; dimensions of size 1 are ignored).
 bool is_compact(const DLTensor &t);

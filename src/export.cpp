@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "dlpack_tensor.hpp"
+#include "memory_span.hpp"
 #include "export_internal.hpp"
 #include "scale_source.hpp"
 #include "dltensor_checks.hpp"
@@ -34,6 +35,14 @@ mxfp8_export_options read_options(const mxfp8_export_options *given) {
               {MXFP8_PADDED_SCALES_STRIDED_VIEW, "MXFP8_PADDED_SCALES_STRIDED_VIEW"}});
   if (o.reserved != 0) fail(MXFP8_ERROR_INVALID_ARGUMENT, "options.reserved is ", o.reserved, ", must be 0");
   return o;
+}
+
+void check_count(size_t count) {
+  // Each tensor costs the caller at least one pointer, and us a job and a few spans.
+  constexpr size_t kMostTensors = (size_t{1} << 40);
+  if (count > kMostTensors)
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, "count is ", count, ": more tensors than any array of them can hold (at most ",
+         kMostTensors, ")");
 }
 
 const Direction &require_direction(const mxfp8_tensor &t, mxfp8_direction direction) {
@@ -108,6 +117,15 @@ std::vector<int64_t> strided_rows(const std::vector<int64_t> &shape, int64_t row
   return strides;
 }
 
+// A copy from the caller's allocator must not land on the tensor it is made from.
+void check_copy_lands_apart(const mxfp8_tensor &t, const DLManagedTensorVersioned &copy) {
+  std::vector<Span> spans;
+  add_read_spans(t, kNoIndex, "the tensor's", spans);
+  spans.push_back(span_of(byte_pointer(copy.dl_tensor), checked_numel(copy.dl_tensor, "scales"),
+                          "the scales copy from options.allocator", kNoIndex, true));
+  check_no_overlap(spans);
+}
+
 // One scale per 32x32 block, (ceil(M/32), ceil(K/32)), checked against every stored scale of the block.
 ManagedPtr export_block_scales(const mxfp8_tensor &t, mxfp8_direction direction, const mxfp8_export_options &o) {
   if (t.block != MXFP8_BLOCK_32X32)
@@ -115,8 +133,9 @@ ManagedPtr export_block_scales(const mxfp8_tensor &t, mxfp8_direction direction,
          "described with 1x32 blocks: set desc.block = MXFP8_BLOCK_32X32 for 2-D quantized weights");
   const DLDataType dtype{o.scales_dtype == MXFP8_SCALES_E8M0 ? uint8_t{kDLFloat8_e8m0fnu} : uint8_t{kDLUInt}, 8, 1};
   const std::vector<int64_t> shape{ceil_div(t.rows, kBlockSize), ceil_div(t.cols, kBlockSize)};
-  ManagedPtr out = allocate_copy(t.device, dtype, shape, o);
+  ManagedPtr out = allocate_copy(t.device, dtype, shape, Allocation{o.allocator, o.stream});
   if (shape[0] == 0 || shape[1] == 0) return out;
+  check_copy_lands_apart(t, *out);
   const ByteMatrix dst{byte_pointer(out->dl_tensor), shape[0], shape[1], shape[1], 1};
   const ScaleSource src = scale_source(t, direction);
   const int axis = direction == MXFP8_DIRECTION_ROWWISE ? 0 : 1;
@@ -155,8 +174,9 @@ ManagedPtr export_scales(const mxfp8_tensor &t, mxfp8_direction direction, const
                      src.flags & DLPACK_FLAG_BITMASK_READ_ONLY);
   }
 
-  ManagedPtr out = allocate_copy(t.device, dtype, shape, o);
+  ManagedPtr out = allocate_copy(t.device, dtype, shape, Allocation{o.allocator, o.stream});
   if (dir.scale_rows == 0 || dir.scale_cols == 0) return out;
+  check_copy_lands_apart(t, *out);
   const ScaleJob job = compact_scales_job(t, direction, byte_pointer(out->dl_tensor));
   run_jobs_on(t.device, &job, 1, o.stream);
   return out;
@@ -174,6 +194,8 @@ extern "C" MXFP8_API mxfp8_status mxfp8_export_components(const mxfp8_tensor *te
   return guarded([&] {
     if (!tensor) fail(MXFP8_ERROR_INVALID_ARGUMENT, "tensor is NULL");
     if (!values && !scales) fail(MXFP8_ERROR_INVALID_ARGUMENT, "values and scales are both NULL: nothing to export");
+    if (values == scales)
+      fail(MXFP8_ERROR_INVALID_ARGUMENT, "values and scales point to the same place: each output needs its own pointer");
     const mxfp8_export_options o = read_options(options);
     const auto direction = static_cast<mxfp8_direction>(o.direction);
     const Direction &dir = require_direction(*tensor, direction);

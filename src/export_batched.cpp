@@ -6,6 +6,7 @@
 #include "dltensor_checks.hpp"
 #include "error.hpp"
 #include "export_internal.hpp"
+#include "memory_span.hpp"
 #include "shape.hpp"
 
 using namespace mxfp8;
@@ -21,9 +22,12 @@ extern "C" MXFP8_API mxfp8_status mxfp8_export_scales_batched(const mxfp8_tensor
     if (count == 0) return;
     if (!tensors) fail(MXFP8_ERROR_INVALID_ARGUMENT, "tensors is NULL");
     if (!destinations) fail(MXFP8_ERROR_INVALID_ARGUMENT, "destinations is NULL");
+    check_count(count);
     const auto direction = static_cast<mxfp8_direction>(o.direction);
     std::vector<ScaleJob> jobs;
     jobs.reserve(count);
+    std::vector<Span> spans;  // every destination and every buffer of every tensor
+    spans.reserve(5 * count);
     DLDevice device{};
     for (size_t i = 0; i < count; ++i) {
       const mxfp8_tensor *t = tensors[i];
@@ -49,8 +53,12 @@ extern "C" MXFP8_API mxfp8_status mxfp8_export_scales_batched(const mxfp8_tensor
              " = ", needed);
       if (!is_compact(*dst)) fail(MXFP8_ERROR_INVALID_ARGUMENT, name, ": must be contiguous");
       if (needed > 0 && !dst->data) fail(MXFP8_ERROR_INVALID_ARGUMENT, name, ": data is NULL");
-      jobs.push_back(compact_scales_job(*t, direction, byte_pointer(*dst)));
+      add_read_spans(*t, i, "tensors", spans);
+      spans.push_back(span_of(dst->data ? byte_pointer(*dst) : nullptr, needed, "destinations", i, true));
+      // An empty matrix moves nothing, however many rows it has: no job, so no loop over its rows.
+      if (needed > 0) jobs.push_back(compact_scales_job(*t, direction, byte_pointer(*dst)));
     }
+    check_no_overlap(spans);
     run_jobs_on(device, jobs.data(), jobs.size(), o.stream);
   });
 }

@@ -10,6 +10,8 @@
 namespace mxfp8 {
 
 mxfp8_export_options read_options(const mxfp8_export_options *given);
+// Fails for a tensor count no caller's array can hold (e.g. SIZE_MAX), before anything is reserved.
+void check_count(size_t count);
 // Fails with MXFP8_ERROR_MISSING_DATA when the tensor has no data for `direction`.
 const Direction &require_direction(const mxfp8_tensor &t, mxfp8_direction direction);
 // Where the stored scales of `direction` are.

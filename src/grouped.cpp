@@ -9,6 +9,7 @@
 #include "dlpack_tensor.hpp"
 #include "dltensor_checks.hpp"
 #include "error.hpp"
+#include "memory_span.hpp"
 #include "export_internal.hpp"
 #include "shape.hpp"
 #include "sized_struct.hpp"
@@ -23,7 +24,8 @@ constexpr int32_t kMaxExperts = 1 << 20;
 // Bytes of one expert's scales in the flat buffer, and the shape they are viewed with.
 std::vector<int64_t> expert_scale_shape(const mxfp8_grouped_tensor &g, int64_t rows) {
   if (g.scale_packing == MXFP8_GROUPED_SCALES_COMPACT) return {rows, g.scale_cols};
-  return {round_up(rows, kTileRows), round_up(g.scale_cols, kTileCols)};
+  return {checked_round_up(rows, kTileRows, "an expert's padded scale row count"),
+          checked_round_up(g.scale_cols, kTileCols, "an expert's padded scale column count")};
 }
 
 int64_t expert_scale_bytes(const mxfp8_grouped_tensor &g, int64_t rows) {
@@ -53,6 +55,8 @@ std::unique_ptr<mxfp8_grouped_tensor> create_grouped(const mxfp8_grouped_desc &g
   if (!d.scale_inv) fail(MXFP8_ERROR_INVALID_ARGUMENT, "desc.scale_inv is NULL: the experts have no scales");
   if (d.data == d.scale_inv)
     fail(MXFP8_ERROR_INVALID_ARGUMENT, "desc.data and desc.scale_inv are the same DLManagedTensorVersioned");
+  check_version(*d.data, "desc.data");
+  check_version(*d.scale_inv, "desc.scale_inv");
 
   auto g = std::make_unique<mxfp8_grouped_tensor>();
   g->format = static_cast<mxfp8_format>(d.format);
@@ -179,6 +183,8 @@ extern "C" MXFP8_API mxfp8_status mxfp8_grouped_export_stacked(const mxfp8_group
   return guarded([&] {
     if (!g) fail(MXFP8_ERROR_INVALID_ARGUMENT, "grouped is NULL");
     if (!values && !scales) fail(MXFP8_ERROR_INVALID_ARGUMENT, "values and scales are both NULL: nothing to export");
+    if (values == scales)
+      fail(MXFP8_ERROR_INVALID_ARGUMENT, "values and scales point to the same place: each output needs its own pointer");
     const mxfp8_export_options o = read_options(options);
     if (o.direction != MXFP8_DIRECTION_ROWWISE)
       fail(MXFP8_ERROR_MISSING_DATA, "grouped experts carry rowwise data only: export them with direction rowwise");
@@ -202,7 +208,15 @@ extern "C" MXFP8_API mxfp8_status mxfp8_grouped_export_stacked(const mxfp8_group
         scales_out = make_view(keep_alive(g), g->scales->dl_tensor, scale_dtype, scales_shape,
                                compact_strides(scales_shape), g->scales->flags & DLPACK_FLAG_BITMASK_READ_ONLY);
       } else {
-        scales_out = allocate_copy(g->device, scale_dtype, scales_shape, o);
+        scales_out = allocate_copy(g->device, scale_dtype, scales_shape, Allocation{o.allocator, o.stream});
+        const int64_t copy_bytes = checked_numel(scales_out->dl_tensor, "scales");
+        std::vector<Span> spans{
+            span_of(byte_pointer(g->data->dl_tensor), checked_numel(g->data->dl_tensor, "data"), "desc.data", kNoIndex, false),
+            span_of(byte_pointer(g->scales->dl_tensor), checked_numel(g->scales->dl_tensor, "scale_inv"), "desc.scale_inv",
+                    kNoIndex, false),
+            span_of(copy_bytes > 0 ? byte_pointer(scales_out->dl_tensor) : nullptr, copy_bytes,
+                    "the scales copy from options.allocator", kNoIndex, true)};
+        check_no_overlap(spans);
         std::vector<ScaleJob> jobs;
         uint8_t *base = byte_pointer(g->scales->dl_tensor), *dst = byte_pointer(scales_out->dl_tensor);
         for (int64_t e = 0; e < experts && n * c > 0; ++e) {

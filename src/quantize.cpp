@@ -10,6 +10,7 @@
 #include "dlpack_tensor.hpp"
 #include "dltensor_checks.hpp"
 #include "error.hpp"
+#include "memory_span.hpp"
 #include "scale_copy.hpp"
 #include "shape.hpp"
 #include "sized_struct.hpp"
@@ -100,8 +101,8 @@ ScaleGeometry scale_geometry(const Input &in, int direction, const mxfp8_quantiz
     }
   } else {
     // Transformer Engine's allocation; the swizzled form swizzles S (rowwise) or S^T (columnwise).
-    const int64_t Rp = round_up(R, columnwise ? kTileCols : kTileRows);
-    const int64_t Cp = round_up(C, columnwise ? kTileRows : kTileCols);
+    const int64_t Rp = checked_round_up(R, columnwise ? kTileCols : kTileRows, "the padded scale row count");
+    const int64_t Cp = checked_round_up(C, columnwise ? kTileRows : kTileCols, "the padded scale column count");
     g.shape = {Rp, Cp};
     g.out.padded = 1;
     g.out.ld = Cp;
@@ -189,19 +190,15 @@ uint8_t *check_output(const DLTensor &t, const char *name, const Input &in, int6
   return n > 0 ? byte_pointer(t) : nullptr;
 }
 
-struct Span {
-  const char *name;
-  const uint8_t *begin;
-  int64_t bytes;
-};
-
-void check_disjoint(const std::vector<Span> &spans) {
-  for (size_t a = 0; a < spans.size(); ++a)
-    for (size_t b = a + 1; b < spans.size(); ++b) {
-      const Span &x = spans[a], &y = spans[b];
-      if (x.bytes > 0 && y.bytes > 0 && x.begin < y.begin + y.bytes && y.begin < x.begin + x.bytes)
-        fail(MXFP8_ERROR_INVALID_ARGUMENT, x.name, " and ", y.name, " overlap");
-    }
+// Two output pointers of one call that are the same place would leak the first output written there.
+template <class T>
+void check_distinct(T *const values[2], T *const scales[2]) {
+  T *const all[4] = {values[0], scales[0], values[1], scales[1]};
+  const char *const names[4] = {kValueNames[0], kScaleNames[0], kValueNames[1], kScaleNames[1]};
+  for (int a = 0; a < 4; ++a)
+    for (int b = a + 1; b < 4; ++b)
+      if (all[a] && all[a] == all[b])
+        fail(MXFP8_ERROR_INVALID_ARGUMENT, names[a], " and ", names[b], " are the same pointer: each output needs its own");
 }
 
 }  // namespace
@@ -220,18 +217,23 @@ extern "C" MXFP8_API mxfp8_status mxfp8_quantize(const DLTensor *input, const mx
     DLManagedTensorVersioned **const values[2] = {rowwise_data, columnwise_data};
     DLManagedTensorVersioned **const scales[2] = {rowwise_scale_inv, columnwise_scale_inv};
     const std::vector<int> wanted = wanted_directions(values, scales);
-    mxfp8_export_options allocation = MXFP8_EXPORT_OPTIONS_INIT;
-    allocation.stream = o.stream;
-    allocation.allocator = o.allocator;
+    check_distinct(values, scales);
+    const Allocation allocation{o.allocator, o.stream};
     QuantizeJob job = make_job(in, o);
     ManagedPtr made[2][2];
+    std::vector<Span> spans{span_of(job.input, in.bytes, "input", kNoIndex, false)};
     for (int d : wanted) {
       ScaleGeometry g = scale_geometry(in, d, o);
       made[d][0] = allocate_copy(in.tensor->device, values_dtype(o), in.shape, allocation);
       made[d][1] = allocate_copy(in.tensor->device, scales_dtype(o), g.shape, allocation);
-      g.out.data = static_cast<uint8_t *>(made[d][1]->dl_tensor.data);
-      set_direction(job, d, static_cast<uint8_t *>(made[d][0]->dl_tensor.data), g.out);
+      // An allocator may place its tensor at a byte_offset: write where data + byte_offset points.
+      uint8_t *v = in.rows * in.cols > 0 ? byte_pointer(made[d][0]->dl_tensor) : nullptr;
+      g.out.data = g.out.bytes > 0 ? byte_pointer(made[d][1]->dl_tensor) : nullptr;
+      spans.push_back(span_of(v, in.rows * in.cols, kValueNames[d], kNoIndex, true));
+      spans.push_back(span_of(g.out.data, g.out.bytes, kScaleNames[d], kNoIndex, true));
+      set_direction(job, d, v, g.out);
     }
+    check_no_overlap(spans);  // a caller's allocator may hand back memory of the input or of another output
     run(in, job, o.stream);
     for (int d : wanted) {
       *values[d] = made[d][0].release();
@@ -249,18 +251,19 @@ extern "C" MXFP8_API mxfp8_status mxfp8_quantize_into(const DLTensor *input, con
     DLTensor *const values[2] = {rowwise_data, columnwise_data};
     DLTensor *const scales[2] = {rowwise_scale_inv, columnwise_scale_inv};
     const std::vector<int> wanted = wanted_directions(values, scales);
+    check_distinct(values, scales);
     const auto format = static_cast<mxfp8_format>(o.format);
     QuantizeJob job = make_job(in, o);
-    std::vector<Span> spans{{"input", static_cast<const uint8_t *>(job.input), in.bytes}};
+    std::vector<Span> spans{span_of(job.input, in.bytes, "input", kNoIndex, false)};
     for (int d : wanted) {
       ScaleGeometry g = scale_geometry(in, d, o);
       uint8_t *v = check_output(*values[d], kValueNames[d], in, in.rows * in.cols, false, format);
       g.out.data = check_output(*scales[d], kScaleNames[d], in, g.out.bytes, true, format);
-      spans.push_back({kValueNames[d], v, in.rows * in.cols});
-      spans.push_back({kScaleNames[d], g.out.data, g.out.bytes});
+      spans.push_back(span_of(v, in.rows * in.cols, kValueNames[d], kNoIndex, true));
+      spans.push_back(span_of(g.out.data, g.out.bytes, kScaleNames[d], kNoIndex, true));
       set_direction(job, d, v, g.out);
     }
-    check_disjoint(spans);
+    check_no_overlap(spans);
     run(in, job, o.stream);
   });
 }

@@ -1,8 +1,10 @@
 // mxfp8_unswizzle_scales and mxfp8_swizzle_scales: one scale matrix between caller-owned buffers.
 #include <memory>
+#include <vector>
 
 #include "dltensor_checks.hpp"
 #include "error.hpp"
+#include "memory_span.hpp"
 #include "scale_copy.hpp"
 #include "shape.hpp"
 
@@ -17,7 +19,7 @@ struct Operands {
 
 // Checks the pair and returns the compact matrix and the swizzled bytes.
 Operands check_pair(const DLTensor *compact, const DLTensor *swizzled, const char *compact_name,
-                    const char *swizzled_name) {
+                    const char *swizzled_name, bool compact_written) {
   if (!compact) fail(MXFP8_ERROR_INVALID_ARGUMENT, compact_name, " is NULL");
   if (!swizzled) fail(MXFP8_ERROR_INVALID_ARGUMENT, swizzled_name, " is NULL");
   check_scale_dtype(*compact, compact_name);
@@ -27,7 +29,8 @@ Operands check_pair(const DLTensor *compact, const DLTensor *swizzled, const cha
     fail(MXFP8_ERROR_INVALID_ARGUMENT, compact_name, " is on ", format_device(compact->device), " but ",
          swizzled_name, " is on ", format_device(swizzled->device));
   const ByteMatrix m = as_byte_matrix(*compact, compact_name, /*any_strides=*/true);
-  const int64_t padded_rows = round_up(m.rows, kTileRows), padded_cols = round_up(m.cols, kTileCols);
+  const int64_t padded_rows = checked_round_up(m.rows, kTileRows, "the swizzled scales' padded row count");
+  const int64_t padded_cols = checked_round_up(m.cols, kTileCols, "the swizzled scales' padded column count");
   const int64_t needed = checked_mul(padded_rows, padded_cols, "swizzled scale size");
   const int64_t numel = checked_numel(*swizzled, swizzled_name);
   if (numel != needed)
@@ -38,6 +41,10 @@ Operands check_pair(const DLTensor *compact, const DLTensor *swizzled, const cha
     fail(MXFP8_ERROR_INVALID_ARGUMENT, swizzled_name, ": must be contiguous, strides are ",
          format_shape(swizzled->strides, swizzled->ndim));
   if (numel > 0 && !swizzled->data) fail(MXFP8_ERROR_INVALID_ARGUMENT, swizzled_name, ": data is NULL");
+  // One of the two is written: in place is not a thing a permutation between two layouts can do.
+  std::vector<Span> spans{span_of(m, compact_name, kNoIndex, compact_written),
+                          span_of(byte_pointer(*swizzled), numel, swizzled_name, kNoIndex, !compact_written)};
+  check_no_overlap(spans);
   return Operands{m, byte_pointer(*swizzled), memory};
 }
 
@@ -48,7 +55,7 @@ using namespace mxfp8;
 
 extern "C" MXFP8_API mxfp8_status mxfp8_unswizzle_scales(const DLTensor *swizzled, DLTensor *compact, void *stream) {
   return guarded([&] {
-    const Operands op = check_pair(compact, swizzled, "compact", "swizzled");
+    const Operands op = check_pair(compact, swizzled, "compact", "swizzled", /*compact_written=*/true);
     if (op.compact.rows == 0 || op.compact.cols == 0) return;
     if (op.memory == Memory::Host) return unswizzle_host(op.swizzled, op.compact);
     cuda::DeviceScope scope(compact->device.device_id);
@@ -58,7 +65,10 @@ extern "C" MXFP8_API mxfp8_status mxfp8_unswizzle_scales(const DLTensor *swizzle
 
 extern "C" MXFP8_API mxfp8_status mxfp8_swizzle_scales(const DLTensor *compact, DLTensor *swizzled, void *stream) {
   return guarded([&] {
-    const Operands op = check_pair(compact, swizzled, "compact", "swizzled");
+    const Operands op = check_pair(compact, swizzled, "compact", "swizzled", /*compact_written=*/false);
+    // An empty matrix has an empty swizzled buffer (roundup(0, n) = 0): nothing to write, however many
+    // rows or columns the other side has.
+    if (op.compact.rows == 0 || op.compact.cols == 0) return;
     if (op.memory == Memory::Host) return swizzle_host(op.compact, op.swizzled);
     cuda::DeviceScope scope(compact->device.device_id);
     cuda::swizzle(op.compact, op.swizzled, stream);

@@ -14,7 +14,6 @@ namespace mxfp8 {
 namespace {
 
 constexpr size_t kDescV1Size = offsetof(mxfp8_tensor_desc, columnwise_scale_inv) + sizeof(void *);
-constexpr int64_t kMaxDims = 64;
 
 const char *const kDataNames[2] = {"rowwise_data", "columnwise_data"};
 const char *const kScaleNames[2] = {"rowwise_scale_inv", "columnwise_scale_inv"};
@@ -61,7 +60,8 @@ void check_scales(const DLTensor &t, const char *name, mxfp8_scale_layout layout
   if (layout == MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED) {
     // Columnwise scales are swizzled as their transpose.
     const int64_t sr = transposed_swizzle ? c : r, sc = transposed_swizzle ? r : c;
-    const int64_t padded_rows = round_up(sr, kTileRows), padded_cols = round_up(sc, kTileCols);
+    const int64_t padded_rows = checked_round_up(sr, kTileRows, "the swizzled scales' padded row count");
+    const int64_t padded_cols = checked_round_up(sc, kTileCols, "the swizzled scales' padded column count");
     const int64_t needed = checked_mul(padded_rows, padded_cols, "swizzled scale size");
     const int64_t numel = checked_numel(t, name);
     if (numel != needed)
@@ -73,9 +73,14 @@ void check_scales(const DLTensor &t, const char *name, mxfp8_scale_layout layout
       fail(MXFP8_ERROR_INVALID_ARGUMENT, name, ": GEMM-swizzled scales must be contiguous, strides are ",
            format_shape(t.strides, t.ndim));
     if (numel > 0 && !t.data) fail(MXFP8_ERROR_INVALID_ARGUMENT, name, ": data is NULL");
+    dir.scales_begin = byte_pointer(t);
+    dir.scales_bytes = numel;
     return;
   }
   dir.row_major = as_byte_matrix(t, name, /*any_strides=*/false);
+  const Span whole = span_of(dir.row_major, name, kNoIndex, false);
+  dir.scales_begin = dir.row_major.data;
+  dir.scales_bytes = static_cast<int64_t>(whole.bytes);
   if (dir.row_major.rows < r || dir.row_major.cols < c)
     fail(MXFP8_ERROR_INVALID_ARGUMENT, name, ": a ", dir.row_major.rows, " x ", dir.row_major.cols,
          " buffer (shape ", format_shape(t.shape, t.ndim), ") cannot hold the ", r, " x ", c,
@@ -127,6 +132,9 @@ std::unique_ptr<mxfp8_tensor> create_tensor(const mxfp8_tensor_desc &desc_in) {
     }
   }
   if (!first_data) fail(MXFP8_ERROR_MISSING_DATA, "desc has neither rowwise nor columnwise data: nothing to describe");
+  for (int d = 0; d < 2; ++d)
+    for (int part = 0; part < 2; ++part)
+      if (given[d][part]) check_version(*given[d][part], part == 0 ? kDataNames[d] : kScaleNames[d]);
   const DLManagedTensorVersioned *all[4] = {given[0][0], given[0][1], given[1][0], given[1][1]};
   for (int i = 0; i < 4; ++i)
     for (int j = i + 1; j < 4; ++j)
@@ -162,8 +170,21 @@ std::unique_ptr<mxfp8_tensor> create_tensor(const mxfp8_tensor_desc &desc_in) {
     check_scales(scales, kScaleNames[d], tensor->scale_layout, dir, columnwise);
     dir.data = given[d][0];
     dir.scales = given[d][1];
+    dir.data_begin = byte_pointer(data);
+    dir.data_bytes = tensor->rows * tensor->cols;
   }
   return tensor;
+}
+
+void add_read_spans(const mxfp8_tensor &tensor, size_t index, const char *kind, std::vector<Span> &spans) {
+  for (int d = 0; d < 2; ++d) {
+    const Direction &dir = tensor.directions[d];
+    if (!dir.present()) continue;
+    spans.push_back(Span{reinterpret_cast<uintptr_t>(dir.data_begin), static_cast<uint64_t>(dir.data_bytes), kind,
+                         index, false, kDataNames[d]});
+    spans.push_back(Span{reinterpret_cast<uintptr_t>(dir.scales_begin), static_cast<uint64_t>(dir.scales_bytes), kind,
+                         index, false, kScaleNames[d]});
+  }
 }
 
 }  // namespace mxfp8

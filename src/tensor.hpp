@@ -8,6 +8,7 @@
 
 #include <dlpack/dlpack.h>
 
+#include "memory_span.hpp"
 #include "mxfp8/mxfp8.h"
 #include "scale_copy.hpp"
 
@@ -22,6 +23,12 @@ struct Direction {
   int64_t scale_cols = 0;
   // For MXFP8_SCALE_LAYOUT_ROW_MAJOR: where S sits inside the (possibly padded) buffer.
   ByteMatrix row_major{};
+  // Every byte the data and the scale buffer cover (padding included), for the overlap checks of calls
+  // that write somewhere.
+  const uint8_t *data_begin = nullptr;
+  int64_t data_bytes = 0;
+  const uint8_t *scales_begin = nullptr;
+  int64_t scales_bytes = 0;
   bool present() const { return data != nullptr; }
 };
 
@@ -44,4 +51,6 @@ void retain(const mxfp8_tensor *tensor) noexcept;
 void release(const mxfp8_tensor *tensor) noexcept;
 // Validates a description into a tensor (what mxfp8_tensor_create does); takes nothing on failure.
 std::unique_ptr<mxfp8_tensor> create_tensor(const mxfp8_tensor_desc &desc);
+// Appends the spans of every buffer of `tensor` (read by the call), named tensors[index].
+void add_read_spans(const mxfp8_tensor &tensor, size_t index, const char *kind, std::vector<Span> &spans);
 }  // namespace mxfp8

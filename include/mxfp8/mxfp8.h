@@ -19,7 +19,17 @@
  *   - Structs that may grow open with `struct_size`; fill them with their *_INIT macro and then set the
  *     fields you need. A struct from a newer caller is accepted when the fields this library does not know
  *     are zero. Enum values and status values never change once published.
- *   - All memory is described with DLPack (https://dmlc.github.io/dlpack/), header >= 1.1.
+ *   - All memory is described with DLPack (https://dmlc.github.io/dlpack/), header >= 1.1. A
+ *     DLManagedTensorVersioned whose version.major is not this header's DLPACK_MAJOR_VERSION is refused
+ *     before any other field of it is read (DLPack forbids reading them). Tensors have at most 64
+ *     dimensions. Every size, offset and stride is checked arithmetic: one that does not fit in int64 is
+ *     MXFP8_ERROR_INVALID_ARGUMENT, never a wrapped number.
+ *   - What a call writes must not share a byte with what it reads or with another of its outputs
+ *     (in-place swizzles, a destination over a source's buffers, two overlapping destinations): such a
+ *     call fails with MXFP8_ERROR_INVALID_ARGUMENT before anything is written. Inputs may share bytes.
+ *     Two output pointers of one call must differ.
+ *   - Work is proportional to the bytes moved: an empty tensor costs nothing, however large its other
+ *     dimensions. Empty buffers may have a NULL data pointer.
  *   - CUDA work runs on the stream you pass (NULL is the legacy default stream); the library never
  *     synchronizes the device behind your back. Errors from kernels that run asynchronously show up at a
  *     later CUDA call of yours or ours, as they do everywhere in CUDA.
@@ -249,10 +259,15 @@ typedef struct mxfp8_export_options {
   /* Optional: allocates the memory of copies. It has the signature of DLPack's
    * DLPackManagedTensorAllocator (so the one from a framework's DLPackExchangeAPI, e.g. PyTorch's caching
    * allocator, can be assigned directly): it receives a prototype DLTensor (dtype, ndim, shape, device),
-   * returns 0 and a managed tensor on success, and calls SetError and returns non-zero on failure. The
-   * returned tensor must be contiguous with the prototype's shape, dtype and device. Its deleter frees it;
-   * it is handed back to you as the output (with DLPACK_FLAG_BITMASK_IS_COPIED added). NULL: the library
-   * allocates: malloc on the host; for CUDA memory a stream-ordered allocation on `stream` from the
+   * returns 0 and a managed tensor on success, and calls SetError and returns non-zero on failure (then
+   * `*out` is never read). The returned tensor must be of this header's DLPack major version, contiguous,
+   * with the prototype's ndim, shape and device, dtype uint8 or the prototype's, a non-NULL data
+   * pointer, not flagged read-only, and must not overlap the source; it may start at a byte_offset (the
+   * output is written at data + byte_offset). Every field is checked before it is used; a result that
+   * fails a check is released through its deleter and the call fails with MXFP8_ERROR_INVALID_ARGUMENT.
+   * A good result is handed back to you as the output (with DLPACK_FLAG_BITMASK_IS_COPIED added). NULL:
+   * the library allocates: malloc on the host (labelled kDLCPU, also for a kDLCUDAHost source: malloc
+   * memory is not pinned); for CUDA memory a stream-ordered allocation on `stream` from the
    * library's own pool (one per device, keeping up to 64 MiB of freed memory for reuse), and the output's
    * deleter frees it with cudaFreeAsync on that same stream. Then, as with PyTorch's record_stream, `stream` must
    * still exist when you call the deleter, and work on other streams that reads the copy must be ordered
@@ -329,7 +344,8 @@ typedef struct mxfp8_bucket_entry {
 /* Plans a bucket: tensor i's values at entries[i].values_offset and its compact scales (direction
  * `options->direction`) right after, every part starting at a multiple of `alignment` (a power of two,
  * at least 1; 256 suits every consumer's vector loads), in tensor order. `*total_bytes` is the bucket
- * size needed. Touches no tensor memory. */
+ * size needed; a plan whose size or alignment padding does not fit in uint64 fails. Touches no tensor
+ * memory. */
 MXFP8_API mxfp8_status mxfp8_bucket_plan(const mxfp8_tensor *const *tensors, size_t count,
                                          const mxfp8_export_options *options, uint64_t alignment,
                                          mxfp8_bucket_entry *entries, uint64_t *total_bytes);
@@ -338,7 +354,8 @@ MXFP8_API mxfp8_status mxfp8_bucket_plan(const mxfp8_tensor *const *tensors, siz
  * say: the values copied, the scales unswizzled or cropped straight into place; bytes between parts are
  * left as they were. CUDA: one kernel launch for the whole bucket (a few past several hundred parts),
  * queued on `options->stream`. `entries` must come from mxfp8_bucket_plan for the same tensors and
- * options (they are checked to lie inside the bucket and not to overlap). */
+ * options (they are checked to lie inside the bucket and not to overlap); the bucket must not overlap any
+ * buffer of the tensors. count == 0 is a no-op (every pointer may then be NULL). */
 MXFP8_API mxfp8_status mxfp8_export_bucket(const mxfp8_tensor *const *tensors, size_t count,
                                            const mxfp8_export_options *options,
                                            const mxfp8_bucket_entry *entries, DLTensor *bucket);
@@ -499,7 +516,8 @@ typedef struct mxfp8_quantize_options {
 
 /* Quantizes `input` (bfloat16, float16 or float32; row-major contiguous; data + byte_offset aligned to
  * the element size; ndim >= 1, logical shape (*lead, K) read as M = prod(lead) rows of K) into new
- * buffers on the input's device:
+ * buffers on the input's device (host buffers the library allocates itself are malloc memory, labelled
+ * kDLCPU even for a kDLCUDAHost input):
  *
  *   *rowwise_data / *columnwise_data:         the FP8 values, the input's shape (columnwise data is not
  *                                             transposed, as TE stores it);
@@ -539,7 +557,8 @@ typedef struct mxfp8_dequantize_options {
   { (uint32_t) sizeof(mxfp8_dequantize_options), MXFP8_DIRECTION_ROWWISE, NULL }
 
 /* Decodes one direction of `tensor` (any scale layout the descriptor allows) into `output`: float32 or
- * bfloat16, contiguous, prod(shape) elements, on the tensor's device. Each element is
+ * bfloat16, contiguous, prod(shape) elements, data + byte_offset aligned to the element size, on the
+ * tensor's device, sharing no byte with the tensor's buffers. Each element is
  * fp8_value * 2^(e - 127) computed in float (e = 255 gives NaN), then rounded to nearest-even for
  * bfloat16. Every NaN is written as 0x7FFFFFFF (float32) or 0x7FFF (bfloat16), on the host as on the GPU.
  * For verification, and for consumers that cannot take MXFP8. Host: done on return. CUDA: queued on

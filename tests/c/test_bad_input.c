@@ -32,11 +32,11 @@ typedef struct {
 } create_case;
 
 /* The rows of docs/errors.md, in the order the cases run. */
-static char doc_rows[160][640];
+static char doc_rows[256][640];
 static int doc_count = 0;
 
 static void record_for_doc(const char *call, const char *input, mxfp8_status status) {
-  if (doc_count < 160)
+  if (doc_count < 256)
     snprintf(doc_rows[doc_count++], sizeof doc_rows[0], "| `%s` | %s | `%s` (%d) | %s |", call, input,
              mxfp8_status_string(status), (int)status, mxfp8_last_error());
 }
@@ -382,8 +382,8 @@ static const quantize_case kQuantizeCases[] = {
     {"values not contiguous", q_values_strided, MXFP8_ERROR_INVALID_ARGUMENT, "rowwise_data: strides (1, 70) are not contiguous"},
     {"compact scales for the padded layout", q_scales_padded_expected, MXFP8_ERROR_INVALID_ARGUMENT, "rowwise_scale_inv: holds 280 elements (shape (70, 4)), needs exactly 512"},
     {"scales dtype int8", q_scales_dtype, MXFP8_ERROR_INVALID_ARGUMENT, "dtype int8 is not an E8M0 scale byte"},
-    {"values overlapping the input", q_values_overlap_input, MXFP8_ERROR_INVALID_ARGUMENT, "input and rowwise_data overlap"},
-    {"scales overlapping the values", q_values_overlap_scales, MXFP8_ERROR_INVALID_ARGUMENT, "rowwise_data and rowwise_scale_inv overlap"},
+    {"values overlapping the input", q_values_overlap_input, MXFP8_ERROR_INVALID_ARGUMENT, "rowwise_data and input overlap in memory"},
+    {"scales overlapping the values", q_values_overlap_scales, MXFP8_ERROR_INVALID_ARGUMENT, "rowwise_scale_inv and rowwise_data overlap in memory"},
 };
 
 static quantize_fixture *setup_quantize(void) {
@@ -462,15 +462,557 @@ static void test_bad_dequantize_input(void **state) {
   test_tensor_free(f.col_data);
 }
 
+/* ===================================================================================================
+ * Hostile input: what an adversarial caller can hand the library (allocators that lie, overlapping and
+ * aliased outputs, sizes at the edge of int64, other DLPack versions). Each case builds its own input,
+ * makes one call, and reports the status and whether everything it owns kept its bytes.
+ * =================================================================================================== */
+
+/* An export_components allocator whose result is broken in one way, chosen by `hostile_mode`. It counts
+ * the tensors it made and the deleter calls, so every case can check that a rejected result is deleted
+ * exactly once. */
+enum {
+  H_NULL_SHAPE, H_NDIM_PLUS_ONE_NULL_SHAPE, H_HUGE_NDIM, H_VERSION_0, H_VERSION_2, H_DTYPE_FLOAT32, H_OTHER_DEVICE,
+  H_STRIDED, H_NULL_DATA, H_READ_ONLY, H_WRONG_SHAPE, H_FAILS_WITH_GARBAGE, H_OVER_SOURCE, H_OFFSET_PAST_END
+};
+static int hostile_mode, hostile_made, hostile_deleted;
+static void *hostile_target; /* H_OVER_SOURCE: the bytes the result points at */
+
+typedef struct {
+  DLManagedTensorVersioned managed;
+  int64_t shape[8], strides[8];
+  uint8_t buffer[4096];
+} hostile_tensor;
+
+static void hostile_deleter(DLManagedTensorVersioned *self) {
+  hostile_deleted++;
+  free(self->manager_ctx);
+}
+
+static int hostile_allocator(DLTensor *prototype, DLManagedTensorVersioned **out, void *error_ctx,
+                             void (*set_error)(void *, const char *, const char *)) {
+  if (hostile_mode == H_FAILS_WITH_GARBAGE) {
+    *out = (DLManagedTensorVersioned *)(uintptr_t)0xBAD; /* a failing allocator's *out is not to be touched */
+    set_error(error_ctx, "MemoryError", "no memory today");
+    return -1;
+  }
+  hostile_tensor *t = calloc(1, sizeof *t);
+  memset(t->buffer, POISON, sizeof t->buffer);
+  t->managed.version.major = DLPACK_MAJOR_VERSION;
+  t->managed.version.minor = DLPACK_MINOR_VERSION;
+  t->managed.manager_ctx = t;
+  t->managed.deleter = hostile_deleter;
+  DLTensor *d = &t->managed.dl_tensor;
+  *d = *prototype;
+  d->data = t->buffer;
+  for (int i = 0; i < prototype->ndim; ++i) t->shape[i] = prototype->shape[i];
+  d->shape = t->shape;
+  d->strides = NULL;
+  switch (hostile_mode) {
+    case H_NULL_SHAPE: d->shape = NULL; break;
+    case H_NDIM_PLUS_ONE_NULL_SHAPE: d->ndim += 1; d->shape = NULL; break;
+    case H_HUGE_NDIM: d->ndim = 100000; break;
+    case H_VERSION_0: t->managed.version.major = 0; break;
+    case H_VERSION_2: t->managed.version.major = 2; break;
+    case H_DTYPE_FLOAT32: d->dtype.code = kDLFloat; d->dtype.bits = 32; break;
+    case H_OTHER_DEVICE: d->device.device_type = kDLCUDA; break;
+    case H_STRIDED:
+      t->strides[0] = 1; t->strides[1] = t->shape[0]; d->strides = t->strides; break;
+    case H_NULL_DATA: d->data = NULL; break;
+    case H_READ_ONLY: t->managed.flags = DLPACK_FLAG_BITMASK_READ_ONLY; break;
+    case H_WRONG_SHAPE: t->shape[0] += 1; break;
+    case H_OVER_SOURCE: d->data = hostile_target; break;
+    case H_OFFSET_PAST_END: d->byte_offset = UINT64_MAX - 8; break;
+    default: break;
+  }
+  hostile_made++;
+  *out = &t->managed;
+  return 0;
+}
+
+/* The (100, 48) tensor of setup_create, padded scales, so that the export copies through the allocator. */
+static mxfp8_status hostile_export_through_allocator(int mode, int *untouched) {
+  create_fixture f;
+  setup_create(&f);
+  mxfp8_tensor *tensor = NULL;
+  assert_int_equal(mxfp8_tensor_create(&f.desc, &tensor), MXFP8_OK);
+  uint8_t before[512];
+  memcpy(before, f.scales->buffer, sizeof before);
+  hostile_mode = mode;
+  hostile_made = hostile_deleted = 0;
+  hostile_target = f.scales->buffer;
+  mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
+  o.allocator = hostile_allocator;
+  DLManagedTensorVersioned *sentinel = (DLManagedTensorVersioned *)(uintptr_t)0xBAD, *values = sentinel, *scales = sentinel;
+  const mxfp8_status st = mxfp8_export_components(tensor, &o, &values, &scales);
+  *untouched = values == sentinel && scales == sentinel && hostile_deleted == hostile_made &&
+               memcmp(before, f.scales->buffer, sizeof before) == 0;
+  mxfp8_tensor_release(tensor);
+  test_tensor_free(f.data);
+  test_tensor_free(f.scales);
+  test_tensor_free(f.col_data);
+  return st;
+}
+#define ALLOCATOR_CASE(fn, mode) \
+  static mxfp8_status fn(int *untouched) { return hostile_export_through_allocator(mode, untouched); }
+ALLOCATOR_CASE(h_alloc_null_shape, H_NULL_SHAPE)
+ALLOCATOR_CASE(h_alloc_ndim_plus_one, H_NDIM_PLUS_ONE_NULL_SHAPE)
+ALLOCATOR_CASE(h_alloc_huge_ndim, H_HUGE_NDIM)
+ALLOCATOR_CASE(h_alloc_version_0, H_VERSION_0)
+ALLOCATOR_CASE(h_alloc_version_2, H_VERSION_2)
+ALLOCATOR_CASE(h_alloc_float32, H_DTYPE_FLOAT32)
+ALLOCATOR_CASE(h_alloc_other_device, H_OTHER_DEVICE)
+ALLOCATOR_CASE(h_alloc_strided, H_STRIDED)
+ALLOCATOR_CASE(h_alloc_null_data, H_NULL_DATA)
+ALLOCATOR_CASE(h_alloc_read_only, H_READ_ONLY)
+ALLOCATOR_CASE(h_alloc_wrong_shape, H_WRONG_SHAPE)
+ALLOCATOR_CASE(h_alloc_fails_garbage, H_FAILS_WITH_GARBAGE)
+ALLOCATOR_CASE(h_alloc_over_source, H_OVER_SOURCE)
+ALLOCATOR_CASE(h_alloc_offset_past_end, H_OFFSET_PAST_END)
+
+/* mxfp8_quantize of a float32 (64, 64) input through a hostile allocator. */
+static mxfp8_status hostile_quantize_through_allocator(int mode, int *untouched) {
+  static float input[64 * 64];
+  for (int i = 0; i < 64 * 64; ++i) input[i] = (float)(i % 251) - 125.0f;
+  float before[64 * 64];
+  memcpy(before, input, sizeof before);
+  int64_t shape[2] = {64, 64};
+  DLTensor in = {input, {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, shape, NULL, 0};
+  hostile_mode = mode;
+  hostile_made = hostile_deleted = 0;
+  hostile_target = (uint8_t *)input + sizeof input - 4096 / 2; /* the input's tail */
+  mxfp8_quantize_options o = MXFP8_QUANTIZE_OPTIONS_INIT;
+  o.allocator = hostile_allocator;
+  DLManagedTensorVersioned *sentinel = (DLManagedTensorVersioned *)(uintptr_t)0xBAD, *v = sentinel, *s = sentinel;
+  const mxfp8_status st = mxfp8_quantize(&in, &o, &v, &s, NULL, NULL);
+  *untouched = v == sentinel && s == sentinel && hostile_deleted == hostile_made && memcmp(before, input, sizeof before) == 0;
+  return st;
+}
+static mxfp8_status h_quantize_alloc_null_shape(int *u) { return hostile_quantize_through_allocator(H_NULL_SHAPE, u); }
+static mxfp8_status h_quantize_alloc_over_input(int *u) { return hostile_quantize_through_allocator(H_OVER_SOURCE, u); }
+
+/* A valid tensor of setup_create, its handle, and a helper to free both. */
+typedef struct {
+  create_fixture f;
+  mxfp8_tensor *tensor;
+} made_tensor;
+static void make_tensor(made_tensor *m) {
+  setup_create(&m->f);
+  m->tensor = NULL;
+  assert_int_equal(mxfp8_tensor_create(&m->f.desc, &m->tensor), MXFP8_OK);
+}
+static void free_tensor(made_tensor *m) {
+  mxfp8_tensor_release(m->tensor);
+  test_tensor_free(m->f.data);
+  test_tensor_free(m->f.scales);
+  test_tensor_free(m->f.col_data);
+}
+
+/* mxfp8_tensor_create of a desc whose one managed tensor carries DLPack major version `major`. */
+static mxfp8_status create_with_version(uint32_t major, int *untouched) {
+  create_fixture f;
+  setup_create(&f);
+  f.scales->managed.version.major = major;
+  mxfp8_tensor *out = (mxfp8_tensor *)(uintptr_t)0xBAD;
+  const mxfp8_status st = mxfp8_tensor_create(&f.desc, &out);
+  *untouched = out == (mxfp8_tensor *)(uintptr_t)0xBAD && f.data->deleter_calls == 0 && f.scales->deleter_calls == 0;
+  test_tensor_free(f.data);
+  test_tensor_free(f.scales);
+  test_tensor_free(f.col_data);
+  return st;
+}
+static mxfp8_status h_version_0(int *u) { return create_with_version(0, u); }
+static mxfp8_status h_version_2(int *u) { return create_with_version(2, u); }
+static mxfp8_status h_version_255(int *u) { return create_with_version(255, u); }
+
+static mxfp8_status h_grouped_version_2(int *untouched) {
+  const int64_t vshape[2] = {256, 64}, sshape[1] = {2 * 128 * 4};
+  test_tensor *data = test_tensor_new(2, vshape, kDLUInt, 1), *scales = test_tensor_new(1, sshape, kDLUInt, 1);
+  data->managed.version.major = 2;
+  mxfp8_grouped_desc desc = MXFP8_GROUPED_DESC_INIT;
+  desc.num_experts = 2;
+  desc.cols = 64;
+  desc.uniform_rows = 128;
+  desc.data = &data->managed;
+  desc.scale_inv = &scales->managed;
+  mxfp8_grouped_tensor *out = (mxfp8_grouped_tensor *)(uintptr_t)0xBAD;
+  const mxfp8_status st = mxfp8_grouped_tensor_create(&desc, &out);
+  *untouched = out == (mxfp8_grouped_tensor *)(uintptr_t)0xBAD && data->deleter_calls == 0 && scales->deleter_calls == 0;
+  test_tensor_free(data);
+  test_tensor_free(scales);
+  return st;
+}
+
+/* Sizes at the edge of int64: every one must be refused, never wrapped (UBSan aborts on a wrap). */
+static mxfp8_status create_data_and_swizzled(int64_t m, int64_t k, int columnwise, int *untouched) {
+  uint8_t bytes[512];
+  memset(bytes, 7, sizeof bytes);
+  int64_t shape[2] = {m, k}, sshape[1] = {512};
+  DLManagedTensorVersioned data, scales;
+  memset(&data, 0, sizeof data);
+  data.version.major = DLPACK_MAJOR_VERSION;
+  data.version.minor = DLPACK_MINOR_VERSION;
+  scales = data;
+  data.dl_tensor = (DLTensor){bytes, {kDLCPU, 0}, 2, {kDLUInt, 8, 1}, shape, NULL, 0};
+  scales.dl_tensor = (DLTensor){bytes, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, sshape, NULL, 0};
+  mxfp8_tensor_desc desc = MXFP8_TENSOR_DESC_INIT;
+  desc.scale_layout = MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED;
+  *(columnwise ? &desc.columnwise_data : &desc.rowwise_data) = &data;
+  *(columnwise ? &desc.columnwise_scale_inv : &desc.rowwise_scale_inv) = &scales;
+  mxfp8_tensor *out = (mxfp8_tensor *)(uintptr_t)0xBAD;
+  const mxfp8_status st = mxfp8_tensor_create(&desc, &out);
+  *untouched = out == (mxfp8_tensor *)(uintptr_t)0xBAD;
+  return st;
+}
+static mxfp8_status h_rows_int64_max(int *u) { return create_data_and_swizzled(INT64_MAX, 1, 0, u); }
+static mxfp8_status h_cols_int64_max(int *u) { return create_data_and_swizzled(1, INT64_MAX, 1, u); }
+
+static mxfp8_status grouped_with_rows(const int64_t *expert_rows, int64_t uniform_rows, int *untouched) {
+  uint8_t bytes[64];
+  int64_t vshape[1] = {0}, sshape[1] = {64};
+  DLManagedTensorVersioned data, scales;
+  memset(&data, 0, sizeof data);
+  data.version.major = DLPACK_MAJOR_VERSION;
+  data.version.minor = DLPACK_MINOR_VERSION;
+  scales = data;
+  data.dl_tensor = (DLTensor){bytes, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, vshape, NULL, 0};
+  scales.dl_tensor = (DLTensor){bytes, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, sshape, NULL, 0};
+  mxfp8_grouped_desc desc = MXFP8_GROUPED_DESC_INIT;
+  desc.num_experts = 2;
+  desc.cols = 64;
+  desc.uniform_rows = uniform_rows;
+  desc.expert_rows = expert_rows;
+  desc.data = &data;
+  desc.scale_inv = &scales;
+  mxfp8_grouped_tensor *out = (mxfp8_grouped_tensor *)(uintptr_t)0xBAD;
+  const mxfp8_status st = mxfp8_grouped_tensor_create(&desc, &out);
+  *untouched = out == (mxfp8_grouped_tensor *)(uintptr_t)0xBAD;
+  return st;
+}
+static mxfp8_status h_grouped_uniform_max(int *u) { return grouped_with_rows(NULL, INT64_MAX, u); }
+static mxfp8_status h_grouped_rows_sum_overflow(int *u) {
+  static const int64_t rows[2] = {4, INT64_MAX - 10};
+  return grouped_with_rows(rows, 0, u);
+}
+
+static mxfp8_status h_swizzle_rows_int64_max(int *untouched) {
+  uint8_t out[4] = {POISON, POISON, POISON, POISON};
+  int64_t cshape[2] = {INT64_MAX, 0}, sshape[1] = {0};
+  DLTensor compact = {NULL, {kDLCPU, 0}, 2, {kDLUInt, 8, 1}, cshape, NULL, 0};
+  DLTensor swizzled = {out, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, sshape, NULL, 0};
+  const mxfp8_status st = mxfp8_swizzle_scales(&compact, &swizzled, NULL);
+  *untouched = out[0] == POISON && out[3] == POISON;
+  return st;
+}
+
+/* Scale buffers whose strides address more bytes than int64 can count. */
+static mxfp8_status create_with_scale_strides(int32_t ndim, const int64_t *sshape, const int64_t *sstrides, int *untouched) {
+  create_fixture f;
+  setup_create(&f);
+  DLTensor *s = &f.scales->managed.dl_tensor;
+  s->ndim = ndim;
+  for (int i = 0; i < ndim; ++i) f.scales->shape[i] = sshape[i], f.scales->strides[i] = sstrides[i];
+  mxfp8_tensor *out = (mxfp8_tensor *)(uintptr_t)0xBAD;
+  const mxfp8_status st = mxfp8_tensor_create(&f.desc, &out);
+  *untouched = out == (mxfp8_tensor *)(uintptr_t)0xBAD && f.data->deleter_calls == 0 && f.scales->deleter_calls == 0;
+  if (st == MXFP8_OK) mxfp8_tensor_release(out);
+  test_tensor_free(f.data);
+  test_tensor_free(f.scales);
+  test_tensor_free(f.col_data);
+  return st;
+}
+static mxfp8_status h_strides_product_overflow(int *u) {
+  /* 100 rows as (25, 4) leading dims: the leading stride must be 4 x the row stride, which wraps */
+  const int64_t shape[3] = {25, 4, 4}, strides[3] = {1, (int64_t)1 << 62, 1};
+  return create_with_scale_strides(3, shape, strides, u);
+}
+static mxfp8_status h_row_stride_past_int64(int *u) {
+  const int64_t shape[2] = {128, 4}, strides[2] = {(int64_t)1 << 61, 1};
+  return create_with_scale_strides(2, shape, strides, u);
+}
+
+/* Overlapping outputs: each would silently overwrite a source or another output. */
+static mxfp8_status h_batched_onto_own_scales(int *untouched) {
+  made_tensor m;
+  make_tensor(&m);
+  uint8_t before[512];
+  memcpy(before, m.f.scales->buffer, sizeof before);
+  int64_t shape[1] = {200};
+  DLTensor dst = {m.f.scales->buffer + 1, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, shape, NULL, 0};
+  DLTensor *dsts[1] = {&dst};
+  const mxfp8_tensor *ts[1] = {m.tensor};
+  const mxfp8_status st = mxfp8_export_scales_batched(ts, dsts, 1, NULL);
+  *untouched = memcmp(before, m.f.scales->buffer, sizeof before) == 0;
+  free_tensor(&m);
+  return st;
+}
+
+static mxfp8_status h_batched_destinations_overlap(int *untouched) {
+  made_tensor m;
+  make_tensor(&m);
+  uint8_t buffer[400];
+  memset(buffer, POISON, sizeof buffer);
+  int64_t shape[1] = {200};
+  DLTensor d0 = {buffer, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, shape, NULL, 0};
+  DLTensor d1 = {buffer + 100, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, shape, NULL, 0};
+  DLTensor *dsts[2] = {&d0, &d1};
+  const mxfp8_tensor *ts[2] = {m.tensor, m.tensor};
+  const mxfp8_status st = mxfp8_export_scales_batched(ts, dsts, 2, NULL);
+  *untouched = 1;
+  for (size_t i = 0; i < sizeof buffer; ++i) *untouched &= buffer[i] == POISON;
+  free_tensor(&m);
+  return st;
+}
+
+static mxfp8_status h_bucket_over_values(int *untouched) {
+  made_tensor m;
+  make_tensor(&m);
+  const mxfp8_tensor *ts[1] = {m.tensor};
+  mxfp8_bucket_entry e;
+  uint64_t total = 0;
+  assert_int_equal(mxfp8_bucket_plan(ts, 1, NULL, 1, &e, &total), MXFP8_OK);
+  uint8_t *big = malloc(total + 4800);
+  memcpy(big, m.f.data->buffer, 4800);
+  uint8_t before[4800];
+  memcpy(before, big, sizeof before);
+  /* The source's values live at the start of the bucket. */
+  m.f.data->managed.dl_tensor.data = big;
+  mxfp8_tensor *over = NULL;
+  assert_int_equal(mxfp8_tensor_create(&m.f.desc, &over), MXFP8_OK);
+  const mxfp8_tensor *ts2[1] = {over};
+  int64_t bshape[1] = {(int64_t)total};
+  DLTensor bucket = {big, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, bshape, NULL, 0};
+  const mxfp8_status st = mxfp8_export_bucket(ts2, 1, NULL, &e, &bucket);
+  *untouched = memcmp(before, big, sizeof before) == 0;
+  mxfp8_tensor_release(over);
+  free(big);
+  free_tensor(&m);
+  return st;
+}
+
+static mxfp8_status swizzle_in_place(int unswizzle, int *untouched) {
+  uint8_t buffer[512];
+  uint64_t rng = 5;
+  fill_random_scales(buffer, sizeof buffer, &rng);
+  uint8_t before[512];
+  memcpy(before, buffer, sizeof before);
+  int64_t cshape[2] = {128, 4}, sshape[1] = {512};
+  DLTensor compact = {buffer, {kDLCPU, 0}, 2, {kDLUInt, 8, 1}, cshape, NULL, 0};
+  DLTensor swizzled = {buffer, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, sshape, NULL, 0};
+  const mxfp8_status st =
+      unswizzle ? mxfp8_unswizzle_scales(&swizzled, &compact, NULL) : mxfp8_swizzle_scales(&compact, &swizzled, NULL);
+  *untouched = memcmp(before, buffer, sizeof before) == 0;
+  return st;
+}
+static mxfp8_status h_swizzle_in_place(int *u) { return swizzle_in_place(0, u); }
+static mxfp8_status h_unswizzle_in_place(int *u) { return swizzle_in_place(1, u); }
+
+static mxfp8_status h_dequantize_onto_values(int *untouched) {
+  made_tensor m;
+  make_tensor(&m);
+  uint8_t before[4800];
+  memcpy(before, m.f.data->buffer, sizeof before);
+  int64_t shape[1] = {4800};
+  DLTensor out = {m.f.data->buffer, {kDLCPU, 0}, 1, {kDLBfloat, 16, 1}, shape, NULL, 0};
+  /* 4800 bfloat16 outputs starting on the 4800 value bytes: refused before a byte is written (so the
+   * output running past the buffer never matters; ASan would say if it did). */
+  const mxfp8_status st = mxfp8_dequantize(m.tensor, NULL, &out);
+  *untouched = memcmp(before, m.f.data->buffer, sizeof before) == 0;
+  free_tensor(&m);
+  return st;
+}
+
+static mxfp8_status h_dequantize_misaligned(int *untouched) {
+  made_tensor m;
+  make_tensor(&m);
+  float *out = malloc(4801 * sizeof(float));
+  memset(out, POISON, 4801 * sizeof(float));
+  int64_t shape[1] = {4800};
+  DLTensor o = {out, {kDLCPU, 0}, 1, {kDLFloat, 32, 1}, shape, NULL, 1};
+  const mxfp8_status st = mxfp8_dequantize(m.tensor, NULL, &o);
+  *untouched = 1;
+  for (size_t i = 0; i < 4801 * sizeof(float); ++i) *untouched &= ((uint8_t *)out)[i] == POISON;
+  free(out);
+  free_tensor(&m);
+  return st;
+}
+
+/* The same out-pointer for two outputs would leak the first output written there. */
+static mxfp8_status h_export_same_out_pointer(int *untouched) {
+  made_tensor m;
+  make_tensor(&m);
+  DLManagedTensorVersioned *p = (DLManagedTensorVersioned *)(uintptr_t)0xBAD;
+  const mxfp8_status st = mxfp8_export_components(m.tensor, NULL, &p, &p);
+  *untouched = p == (DLManagedTensorVersioned *)(uintptr_t)0xBAD;
+  free_tensor(&m);
+  return st;
+}
+
+static mxfp8_status h_quantize_same_out_pointer(int *untouched) {
+  float input[64] = {1.0f, 2.0f, 3.0f};
+  int64_t shape[1] = {64};
+  DLTensor in = {input, {kDLCPU, 0}, 1, {kDLFloat, 32, 1}, shape, NULL, 0};
+  DLManagedTensorVersioned *p = (DLManagedTensorVersioned *)(uintptr_t)0xBAD;
+  const mxfp8_status st = mxfp8_quantize(&in, NULL, &p, &p, NULL, NULL);
+  *untouched = p == (DLManagedTensorVersioned *)(uintptr_t)0xBAD;
+  return st;
+}
+
+static mxfp8_status h_bucket_alignment_2_63(int *untouched) {
+  made_tensor m;
+  make_tensor(&m);
+  const mxfp8_tensor *ts[2] = {m.tensor, m.tensor};
+  mxfp8_bucket_entry e[2];
+  memset(e, POISON, sizeof e);
+  uint64_t total = 12345;
+  const mxfp8_status st = mxfp8_bucket_plan(ts, 2, NULL, (uint64_t)1 << 63, e, &total);
+  *untouched = total == 12345 && e[0].values_offset == 0xFFFFFFFFFFFFFFFFull;
+  free_tensor(&m);
+  return st;
+}
+
+static mxfp8_status h_batched_count_size_max(int *untouched) {
+  made_tensor m;
+  make_tensor(&m);
+  uint8_t dst_bytes[200];
+  memset(dst_bytes, POISON, sizeof dst_bytes);
+  int64_t shape[1] = {200};
+  DLTensor dst = {dst_bytes, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, shape, NULL, 0};
+  DLTensor *dsts[1] = {&dst};
+  const mxfp8_tensor *ts[1] = {m.tensor};
+  const mxfp8_status st = mxfp8_export_scales_batched(ts, dsts, SIZE_MAX, NULL);
+  *untouched = dst_bytes[0] == POISON && dst_bytes[199] == POISON;
+  free_tensor(&m);
+  return st;
+}
+
+static mxfp8_status h_bucket_offset_wraps(int *untouched) {
+  made_tensor m;
+  make_tensor(&m);
+  const mxfp8_tensor *ts[1] = {m.tensor};
+  mxfp8_bucket_entry e;
+  uint64_t total = 0;
+  assert_int_equal(mxfp8_bucket_plan(ts, 1, NULL, 256, &e, &total), MXFP8_OK);
+  e.values_offset = UINT64_MAX - 100;
+  uint8_t *bucket_bytes = malloc(total);
+  memset(bucket_bytes, POISON, total);
+  int64_t shape[1] = {(int64_t)total};
+  DLTensor bucket = {bucket_bytes, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, shape, NULL, 0};
+  const mxfp8_status st = mxfp8_export_bucket(ts, 1, NULL, &e, &bucket);
+  *untouched = 1;
+  for (uint64_t i = 0; i < total; ++i) *untouched &= bucket_bytes[i] == POISON;
+  free(bucket_bytes);
+  free_tensor(&m);
+  return st;
+}
+
+static mxfp8_status h_data_1000_dims(int *untouched) {
+  create_fixture f;
+  setup_create(&f);
+  int64_t *dims = malloc(1000 * sizeof(int64_t));
+  for (int i = 0; i < 1000; ++i) dims[i] = 1;
+  dims[998] = 100;
+  dims[999] = 48;
+  f.data->managed.dl_tensor.ndim = 1000;
+  f.data->managed.dl_tensor.shape = dims;
+  f.data->managed.dl_tensor.strides = NULL;
+  mxfp8_tensor *out = (mxfp8_tensor *)(uintptr_t)0xBAD;
+  const mxfp8_status st = mxfp8_tensor_create(&f.desc, &out);
+  *untouched = out == (mxfp8_tensor *)(uintptr_t)0xBAD;
+  if (st == MXFP8_OK) mxfp8_tensor_release(out);
+  free(dims);
+  test_tensor_free(f.data);
+  test_tensor_free(f.scales);
+  test_tensor_free(f.col_data);
+  return st;
+}
+
+static mxfp8_status h_scales_complex64(int *untouched) {
+  create_fixture f;
+  setup_create(&f);
+  f.scales->managed.dl_tensor.dtype.code = kDLComplex;
+  f.scales->managed.dl_tensor.dtype.bits = 64;
+  mxfp8_tensor *out = (mxfp8_tensor *)(uintptr_t)0xBAD;
+  const mxfp8_status st = mxfp8_tensor_create(&f.desc, &out);
+  *untouched = out == (mxfp8_tensor *)(uintptr_t)0xBAD;
+  test_tensor_free(f.data);
+  test_tensor_free(f.scales);
+  test_tensor_free(f.col_data);
+  return st;
+}
+
+typedef struct {
+  const char *call;
+  const char *name;
+  mxfp8_status (*run)(int *untouched);
+  mxfp8_status status;
+  const char *message;
+} hostile_case;
+
+static const hostile_case kHostileCases[] = {
+    {"mxfp8_export_components", "allocator returns a NULL shape", h_alloc_null_shape, MXFP8_ERROR_INVALID_ARGUMENT, "returned a NULL shape"},
+    {"mxfp8_export_components", "allocator returns ndim + 1 and a NULL shape", h_alloc_ndim_plus_one, MXFP8_ERROR_INVALID_ARGUMENT, "returned a tensor of ndim 3"},
+    {"mxfp8_export_components", "allocator returns ndim 100000", h_alloc_huge_ndim, MXFP8_ERROR_INVALID_ARGUMENT, "returned a tensor of ndim 100000"},
+    {"mxfp8_export_components", "allocator returns DLPack 0.x", h_alloc_version_0, MXFP8_ERROR_INVALID_ARGUMENT, "returned a DLPack 0."},
+    {"mxfp8_export_components", "allocator returns DLPack 2.x", h_alloc_version_2, MXFP8_ERROR_INVALID_ARGUMENT, "returned a DLPack 2."},
+    {"mxfp8_export_components", "allocator returns float32", h_alloc_float32, MXFP8_ERROR_INVALID_ARGUMENT, "returned dtype float32"},
+    {"mxfp8_export_components", "allocator returns memory on another device", h_alloc_other_device, MXFP8_ERROR_INVALID_ARGUMENT, "returned memory on cuda:0"},
+    {"mxfp8_export_components", "allocator returns a strided tensor", h_alloc_strided, MXFP8_ERROR_INVALID_ARGUMENT, "returned strides (1, 100)"},
+    {"mxfp8_export_components", "allocator returns a NULL data pointer", h_alloc_null_data, MXFP8_ERROR_INVALID_ARGUMENT, "returned a NULL data pointer"},
+    {"mxfp8_export_components", "allocator returns a read-only tensor", h_alloc_read_only, MXFP8_ERROR_INVALID_ARGUMENT, "returned a tensor flagged read-only"},
+    {"mxfp8_export_components", "allocator returns another shape", h_alloc_wrong_shape, MXFP8_ERROR_INVALID_ARGUMENT, "returned shape (101, 2)"},
+    {"mxfp8_export_components", "allocator fails and leaves garbage in *out", h_alloc_fails_garbage, MXFP8_ERROR_OUT_OF_MEMORY, "MemoryError: no memory today"},
+    {"mxfp8_export_components", "allocator returns the source's scale buffer", h_alloc_over_source, MXFP8_ERROR_INVALID_ARGUMENT, "overlap in memory"},
+    {"mxfp8_export_components", "allocator returns a byte_offset past the address space", h_alloc_offset_past_end, MXFP8_ERROR_INVALID_ARGUMENT, "past the end of the address space"},
+    {"mxfp8_quantize", "allocator returns a NULL shape", h_quantize_alloc_null_shape, MXFP8_ERROR_INVALID_ARGUMENT, "returned a NULL shape"},
+    {"mxfp8_quantize", "allocator returns the input's tail", h_quantize_alloc_over_input, MXFP8_ERROR_INVALID_ARGUMENT, "overlap in memory"},
+    {"mxfp8_tensor_create", "a tensor of DLPack 0.x", h_version_0, MXFP8_ERROR_INVALID_ARGUMENT, "rowwise_scale_inv: DLPack version 0."},
+    {"mxfp8_tensor_create", "a tensor of DLPack 2.x", h_version_2, MXFP8_ERROR_UNSUPPORTED, "rowwise_scale_inv: DLPack version 2."},
+    {"mxfp8_tensor_create", "a tensor of DLPack 255.x", h_version_255, MXFP8_ERROR_UNSUPPORTED, "DLPack version 255."},
+    {"mxfp8_grouped_tensor_create", "a tensor of DLPack 2.x", h_grouped_version_2, MXFP8_ERROR_UNSUPPORTED, "desc.data: DLPack version 2."},
+    {"mxfp8_tensor_create", "INT64_MAX rows, swizzled scales", h_rows_int64_max, MXFP8_ERROR_INVALID_ARGUMENT, "overflows int64"},
+    {"mxfp8_tensor_create", "INT64_MAX columns, columnwise swizzled scales", h_cols_int64_max, MXFP8_ERROR_INVALID_ARGUMENT, "overflows int64"},
+    {"mxfp8_grouped_tensor_create", "uniform_rows INT64_MAX", h_grouped_uniform_max, MXFP8_ERROR_INVALID_ARGUMENT, "overflows int64"},
+    {"mxfp8_grouped_tensor_create", "expert rows summing past INT64_MAX", h_grouped_rows_sum_overflow, MXFP8_ERROR_INVALID_ARGUMENT, "overflows int64"},
+    {"mxfp8_swizzle_scales", "a compact (INT64_MAX, 0) matrix", h_swizzle_rows_int64_max, MXFP8_ERROR_INVALID_ARGUMENT, "the swizzled scales' padded row count overflows int64"},
+    {"mxfp8_tensor_create", "scale strides whose products wrap", h_strides_product_overflow, MXFP8_ERROR_INVALID_ARGUMENT, "address more bytes than int64 can count"},
+    {"mxfp8_tensor_create", "a scale row stride of 2^61 over 128 rows", h_row_stride_past_int64, MXFP8_ERROR_INVALID_ARGUMENT, "address more bytes than int64 can count"},
+    {"mxfp8_export_scales_batched", "a destination over the tensor's own scales", h_batched_onto_own_scales, MXFP8_ERROR_INVALID_ARGUMENT, "destinations[0] and tensors[0] rowwise_scale_inv overlap in memory"},
+    {"mxfp8_export_scales_batched", "two destinations sharing 100 bytes", h_batched_destinations_overlap, MXFP8_ERROR_INVALID_ARGUMENT, "destinations[1] and destinations[0] overlap in memory"},
+    {"mxfp8_export_bucket", "a bucket over a source's values", h_bucket_over_values, MXFP8_ERROR_INVALID_ARGUMENT, "tensors[0] rowwise_data and bucket overlap in memory"},
+    {"mxfp8_swizzle_scales", "in place (compact and swizzled share bytes)", h_swizzle_in_place, MXFP8_ERROR_INVALID_ARGUMENT, "overlap in memory"},
+    {"mxfp8_unswizzle_scales", "in place (compact and swizzled share bytes)", h_unswizzle_in_place, MXFP8_ERROR_INVALID_ARGUMENT, "overlap in memory"},
+    {"mxfp8_dequantize", "output over the tensor's own values", h_dequantize_onto_values, MXFP8_ERROR_INVALID_ARGUMENT, "overlap in memory"},
+    {"mxfp8_dequantize", "output not aligned to its elements", h_dequantize_misaligned, MXFP8_ERROR_INVALID_ARGUMENT, "output: the data (data + byte_offset) is not aligned to its 4-byte elements"},
+    {"mxfp8_export_components", "values and scales the same out-pointer", h_export_same_out_pointer, MXFP8_ERROR_INVALID_ARGUMENT, "values and scales point to the same place"},
+    {"mxfp8_quantize", "rowwise_data and rowwise_scale_inv the same out-pointer", h_quantize_same_out_pointer, MXFP8_ERROR_INVALID_ARGUMENT, "rowwise_data and rowwise_scale_inv are the same pointer"},
+    {"mxfp8_bucket_plan", "alignment 2^63", h_bucket_alignment_2_63, MXFP8_ERROR_INVALID_ARGUMENT, "overflows uint64 with alignment 9223372036854775808"},
+    {"mxfp8_export_scales_batched", "count SIZE_MAX", h_batched_count_size_max, MXFP8_ERROR_INVALID_ARGUMENT, "count is 18446744073709551615"},
+    {"mxfp8_export_bucket", "a values_offset near 2^64", h_bucket_offset_wraps, MXFP8_ERROR_INVALID_ARGUMENT, "entries[0]: its values start at byte 18446744073709551515, past the end"},
+    {"mxfp8_tensor_create", "data of 1000 dimensions (desc.ndim 0)", h_data_1000_dims, MXFP8_ERROR_INVALID_ARGUMENT, "rowwise_data: ndim 1000 is more than the 64 dimensions supported"},
+    {"mxfp8_tensor_create", "scales of dtype complex64", h_scales_complex64, MXFP8_ERROR_INVALID_ARGUMENT, "dtype complex64 is not an E8M0 scale byte"},
+};
+
+static void test_hostile_input(void **state) {
+  const hostile_case *c = (const hostile_case *)*state;
+  int untouched = 0;
+  const mxfp8_status st = c->run(&untouched);
+  record_for_doc(c->call, c->name, st);
+  EXPECT(st == c->status, "%s: status %d (%s), expected %d", c->name, st, mxfp8_last_error(), c->status);
+  assert_last_error_contains(c->message);
+  EXPECT(untouched, "%s: an output, an input or a deleter count changed", c->name);
+}
+
 int main(void) {
   enum {
     NC = sizeof(kCreateCases) / sizeof(kCreateCases[0]),
     NE = sizeof(kExportCases) / sizeof(kExportCases[0]),
     NB = sizeof(kBatchedCases) / sizeof(kBatchedCases[0]),
     NQ = sizeof(kQuantizeCases) / sizeof(kQuantizeCases[0]),
-    ND = sizeof(kDequantizeCases) / sizeof(kDequantizeCases[0])
+    ND = sizeof(kDequantizeCases) / sizeof(kDequantizeCases[0]),
+    NH = sizeof(kHostileCases) / sizeof(kHostileCases[0])
   };
-  struct CMUnitTest tests[NC + NE + NB + NQ + ND];
+  struct CMUnitTest tests[NC + NE + NB + NQ + ND + NH];
   for (int i = 0; i < NC; ++i) {
     struct CMUnitTest t = cmocka_unit_test_prestate(test_bad_create_input, (void *)&kCreateCases[i]);
     t.name = kCreateCases[i].name;
@@ -495,6 +1037,11 @@ int main(void) {
     struct CMUnitTest t = cmocka_unit_test_prestate(test_bad_dequantize_input, (void *)&kDequantizeCases[i]);
     t.name = kDequantizeCases[i].name;
     tests[NC + NE + NB + NQ + i] = t;
+  }
+  for (int i = 0; i < NH; ++i) {
+    struct CMUnitTest t = cmocka_unit_test_prestate(test_hostile_input, (void *)&kHostileCases[i]);
+    t.name = kHostileCases[i].name;
+    tests[NC + NE + NB + NQ + ND + i] = t;
   }
   const int failed = cmocka_run_group_tests_name("bad input (status, message, nothing taken or changed)", tests, NULL, NULL);
   const char *doc = getenv("MXFP8_ERRORS_MD");

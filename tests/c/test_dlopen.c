@@ -53,6 +53,9 @@ int main(int argc, char **argv) {
   data.dl_tensor.dtype.code = kDLUInt;
   data.dl_tensor.dtype.bits = 8;
   data.dl_tensor.dtype.lanes = 1;
+  data.version.major = DLPACK_MAJOR_VERSION;
+  data.version.minor = DLPACK_MINOR_VERSION;
+  scales.version = data.version;
   scales.dl_tensor = data.dl_tensor;
   scales.dl_tensor.data = swizzled;
   scales.dl_tensor.shape = swizzled_shape;

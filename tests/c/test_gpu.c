@@ -345,6 +345,8 @@ static void test_large_batch_takes_the_wide_chunk_path_correctly(void **state) {
     CUDA_OK(cudaMalloc((void **)&d_swz[i], (size_t)(rows * cp)));
     CUDA_OK(cudaMemcpy(d_swz[i], swz_host, (size_t)(rows * cp), cudaMemcpyHostToDevice));
     memset(&data[i], 0, sizeof data[i]);
+    data[i].version.major = DLPACK_MAJOR_VERSION;
+    data[i].version.minor = DLPACK_MINOR_VERSION;
     data[i].dl_tensor = (DLTensor){d_values, {kDLCUDA, 0}, 2, {kDLUInt, 8, 1}, vshape, NULL, 0};
     scales[i] = data[i];
     scales[i].dl_tensor.data = d_swz[i];
