@@ -27,7 +27,7 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | t
 
 step "C test suite (ctest)"
 (cd build-gpu && ctest --output-on-failure 2>&1) | tee "$OUT/ctest.log" || status=1
-for t in test_gpu test_gpu_quantize; do build-gpu/tests/c/$t 2>&1 | tee -a "$OUT/ctest.log" | tail -4; done
+for t in test_gpu test_gpu_quantize test_gpu_failures; do build-gpu/tests/c/$t 2>&1 | tee -a "$OUT/ctest.log" | tail -4; done
 grep -q "SKIPPED" "$OUT/ctest.log" && { echo "GPU cases were skipped on a GPU machine"; status=1; }
 
 if [ "${BENCH_ONLY:-0}" != 1 ]; then

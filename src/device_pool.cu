@@ -3,6 +3,8 @@
 // the driver at every synchronization, and mapping it again costs more than a small export itself.
 #include <cuda_runtime.h>
 
+#include <cerrno>
+#include <cstdlib>
 #include <mutex>
 
 #include "cuda_check.cuh"
@@ -16,6 +18,20 @@ constexpr uint64_t kRetainedBytes = 64ull << 20;
 constexpr int kMaxDevices = 64;
 
 
+// MXFP8_DEVICE_POOL_LIMIT_BYTES caps each pool (CUDA rounds it up to its allocation granularity): a
+// process that shares the GPU can bound what the library holds, and tests can make allocations fail.
+// Unset or 0: no cap beyond the device's memory.
+size_t pool_limit() {
+  const char *text = std::getenv("MXFP8_DEVICE_POOL_LIMIT_BYTES");
+  if (!text || !*text) return 0;
+  char *end = nullptr;
+  errno = 0;
+  const unsigned long long limit = std::strtoull(text, &end, 10);
+  if (errno != 0 || *end != '\0' || *text == '-')
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, "MXFP8_DEVICE_POOL_LIMIT_BYTES is \"", text, "\", expected a byte count");
+  return static_cast<size_t>(limit);
+}
+
 // Created on first use and kept for the life of the process (destroying a pool during static
 // destruction could race with the CUDA runtime's own teardown).
 cudaMemPool_t pool_for(int device) {
@@ -28,6 +44,7 @@ cudaMemPool_t pool_for(int device) {
     props.allocType = cudaMemAllocationTypePinned;
     props.location.type = cudaMemLocationTypeDevice;
     props.location.id = device;
+    props.maxSize = pool_limit();
     cudaMemPool_t pool = nullptr;
     check(cudaMemPoolCreate(&pool, &props), "cudaMemPoolCreate");
     uint64_t threshold = kRetainedBytes;

@@ -268,7 +268,9 @@ typedef struct mxfp8_export_options {
    * A good result is handed back to you as the output (with DLPACK_FLAG_BITMASK_IS_COPIED added). NULL:
    * the library allocates: malloc on the host (labelled kDLCPU, also for a kDLCUDAHost source: malloc
    * memory is not pinned); for CUDA memory a stream-ordered allocation on `stream` from the
-   * library's own pool (one per device, keeping up to 64 MiB of freed memory for reuse), and the output's
+   * library's own pool (one per device, keeping up to 64 MiB of freed memory for reuse; the environment
+   * variable MXFP8_DEVICE_POOL_LIMIT_BYTES, read when a device's pool is first used, caps its size, and an
+   * allocation past the cap fails with MXFP8_ERROR_OUT_OF_MEMORY like any other), and the output's
    * deleter frees it with cudaFreeAsync on that same stream. Then, as with PyTorch's record_stream, `stream` must
    * still exist when you call the deleter, and work on other streams that reads the copy must be ordered
    * before the deleter's free on `stream` (make `stream` wait for it, or synchronize first). */
