@@ -5,6 +5,7 @@
 # results.json and results.md for bench/results/.
 #
 # BENCH_ONLY=1 skips compute-sanitizer and the Python tests (for tuning runs; not for recorded results).
+# C_ONLY=1 stops after the C suite and the GPU test executables (a quick check of the CUDA path).
 # The device machine has no network: dlpack.h and cmocka travel in .carry/ (see bench/README.md).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -29,6 +30,7 @@ step "C test suite (ctest)"
 (cd build-gpu && ctest --output-on-failure 2>&1) | tee "$OUT/ctest.log" || status=1
 for t in test_gpu test_gpu_quantize test_gpu_failures; do build-gpu/tests/c/$t 2>&1 | tee -a "$OUT/ctest.log" | tail -4; done
 grep -q "SKIPPED" "$OUT/ctest.log" && { echo "GPU cases were skipped on a GPU machine"; status=1; }
+[ "${C_ONLY:-0}" = 1 ] && { step "done (C only): status $status"; exit $status; }
 
 if [ "${BENCH_ONLY:-0}" != 1 ]; then
 step "compute-sanitizer"
