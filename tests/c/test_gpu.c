@@ -56,6 +56,8 @@ static int poisoned_device_allocator(DLTensor *prototype, DLManagedTensorVersion
   size_t n = 1;
   for (int32_t i = 0; i < prototype->ndim; ++i) n *= (size_t)prototype->shape[i];
   DLManagedTensorVersioned *m = calloc(1, sizeof *m);
+  m->version.major = DLPACK_MAJOR_VERSION;
+  m->version.minor = DLPACK_MINOR_VERSION;
   int64_t *shape = calloc((size_t)prototype->ndim + 1, sizeof(int64_t));
   memcpy(shape, prototype->shape, sizeof(int64_t) * (size_t)prototype->ndim);
   m->dl_tensor = *prototype;
