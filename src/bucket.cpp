@@ -112,14 +112,8 @@ extern "C" MXFP8_API mxfp8_status mxfp8_export_bucket(const mxfp8_tensor *const 
     if (!entries) fail(MXFP8_ERROR_INVALID_ARGUMENT, "entries is NULL");
     if (!bucket) fail(MXFP8_ERROR_INVALID_ARGUMENT, "bucket is NULL");
     check_tensors(tensors, count, direction);
-    if (bucket->dtype.bits != 8 || bucket->dtype.lanes != 1)
-      fail(MXFP8_ERROR_INVALID_ARGUMENT, "bucket: dtype ", format_dtype(bucket->dtype), " is not a byte type");
+    uint8_t *base = expect_buffer(*bucket, {"bucket", Holds::Bytes, 0, &tensors[0]->device, "the tensors are", -1});
     const int64_t size = checked_numel(*bucket, "bucket");
-    if (!is_compact(*bucket)) fail(MXFP8_ERROR_INVALID_ARGUMENT, "bucket: must be contiguous");
-    if (size > 0 && !bucket->data) fail(MXFP8_ERROR_INVALID_ARGUMENT, "bucket: data is NULL");
-    if (!same_device(bucket->device, tensors[0]->device))
-      fail(MXFP8_ERROR_INVALID_ARGUMENT, "bucket is on ", format_device(bucket->device), " but the tensors are on ",
-           format_device(tensors[0]->device));
 
     // Every part where the plan put it: the right size, inside the bucket, overlapping no other part.
     std::vector<Span> parts;
@@ -145,11 +139,10 @@ extern "C" MXFP8_API mxfp8_status mxfp8_export_bucket(const mxfp8_tensor *const 
     check_no_overlap(parts);
 
     // The bucket is written, so it must not hold any byte of a tensor it is filled from.
-    std::vector<Span> spans{span_of(size > 0 ? byte_pointer(*bucket) : nullptr, size, "bucket", kNoIndex, true)};
+    std::vector<Span> spans{span_of(base, size, "bucket", kNoIndex, true)};
     for (size_t i = 0; i < count; ++i) add_read_spans(*tensors[i], i, "tensors", spans);
     check_no_overlap(spans);
 
-    uint8_t *base = byte_pointer(*bucket);
     std::vector<ScaleJob> jobs;
     jobs.reserve(3 * count);
     for (size_t i = 0; i < count; ++i) {

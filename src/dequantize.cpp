@@ -44,20 +44,11 @@ extern "C" MXFP8_API mxfp8_status mxfp8_dequantize(const mxfp8_tensor *tensor, c
     const auto direction = static_cast<mxfp8_direction>(o.direction);
     const Direction &dir = require_direction(*tensor, direction);
     const DLTensor &out = *output;
-    const int64_t n = checked_numel(out, "output");
     const bool bf16 = is_dtype(out.dtype, kDLBfloat, 16);
     if (!bf16 && !is_dtype(out.dtype, kDLFloat, 32))
       fail(MXFP8_ERROR_INVALID_ARGUMENT, "output: dtype ", format_dtype(out.dtype), " is not float32 or bfloat16");
-    if (!same_device(out.device, tensor->device))
-      fail(MXFP8_ERROR_INVALID_ARGUMENT, "output: on ", format_device(out.device), " but the tensor is on ",
-           format_device(tensor->device));
-    if (n != tensor->rows * tensor->cols)
-      fail(MXFP8_ERROR_INVALID_ARGUMENT, "output: holds ", n, " elements (shape ", format_shape(out.shape, out.ndim),
-           "), the tensor ", format_shape(tensor->shape), " has ", tensor->rows * tensor->cols);
-    if (!is_compact(out))
-      fail(MXFP8_ERROR_INVALID_ARGUMENT, "output: strides ", format_shape(out.strides, out.ndim), " are not contiguous");
-    if (n > 0 && !out.data) fail(MXFP8_ERROR_INVALID_ARGUMENT, "output: data is NULL");
-    if (n == 0) return;
+    const int64_t n = tensor->rows * tensor->cols;
+    if (!expect_buffer(out, {"output", Holds::CheckedByCaller, 0, &tensor->device, "the tensor is", n})) return;
     const int64_t element = bf16 ? 2 : 4;
     if (reinterpret_cast<uintptr_t>(byte_pointer(out)) % static_cast<uintptr_t>(element) != 0)
       fail(MXFP8_ERROR_INVALID_ARGUMENT, "output: the data (data + byte_offset) is not aligned to its ", element,

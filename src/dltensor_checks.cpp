@@ -87,6 +87,49 @@ bool is_dtype(DLDataType dtype, uint8_t code, uint8_t bits) {
   return dtype.code == code && dtype.bits == bits && dtype.lanes == 1;
 }
 
+DLDataType fp8_dtype(int32_t format) {
+  return DLDataType{static_cast<uint8_t>(format == MXFP8_FORMAT_E5M2 ? kDLFloat8_e5m2 : kDLFloat8_e4m3fn), 8, 1};
+}
+
+DLDataType values_dtype(int32_t format, int32_t values_dtype) {
+  return values_dtype == MXFP8_VALUES_UINT8 ? DLDataType{kDLUInt, 8, 1} : fp8_dtype(format);
+}
+
+DLDataType scales_dtype(int32_t scales_dtype) {
+  return DLDataType{static_cast<uint8_t>(scales_dtype == MXFP8_SCALES_E8M0 ? kDLFloat8_e8m0fnu : kDLUInt), 8, 1};
+}
+
+uint8_t *expect_buffer(const DLTensor &t, const BufferCheck &c) {
+  const int64_t numel = checked_numel(t, c.name);
+  switch (c.holds) {
+    case Holds::ScaleBytes: check_scale_dtype(t, c.name); break;
+    case Holds::Fp8Values: {
+      const DLDataType fp8 = fp8_dtype(c.format);
+      if (!is_dtype(t.dtype, kDLUInt, 8) && !is_dtype(t.dtype, fp8.code, 8))
+        fail(MXFP8_ERROR_INVALID_ARGUMENT, c.name, ": dtype ", format_dtype(t.dtype), " does not hold ",
+             c.format == MXFP8_FORMAT_E5M2 ? "E5M2" : "E4M3", " values (expected uint8 or ", format_dtype(fp8), ")");
+      break;
+    }
+    case Holds::Bytes:
+      if (t.dtype.bits != 8 || t.dtype.lanes != 1)
+        fail(MXFP8_ERROR_INVALID_ARGUMENT, c.name, ": dtype ", format_dtype(t.dtype), " is not a byte type");
+      break;
+    case Holds::CheckedByCaller: break;
+  }
+  if (c.device && !same_device(t.device, *c.device))
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, c.name, " is on ", format_device(t.device), " but ", c.device_of, " on ",
+         format_device(*c.device));
+  if (c.numel >= 0 && numel != c.numel)
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, c.name, ": holds ", numel, " elements (shape ", format_shape(t.shape, t.ndim),
+         "), needs exactly ", c.numel);
+  if (!is_compact(t))
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, c.name, ": strides ", format_shape(t.strides, t.ndim),
+         " are not row-major contiguous for shape ", format_shape(t.shape, t.ndim));
+  if (numel == 0) return nullptr;
+  if (!t.data) fail(MXFP8_ERROR_INVALID_ARGUMENT, c.name, ": data is NULL");
+  return byte_pointer(t);
+}
+
 void check_scale_dtype(const DLTensor &t, const char *name) {
   if (!is_dtype(t.dtype, kDLUInt, 8) && !is_dtype(t.dtype, kDLFloat8_e8m0fnu, 8))
     fail(MXFP8_ERROR_INVALID_ARGUMENT, name, ": dtype ", format_dtype(t.dtype),

@@ -91,9 +91,7 @@ namespace {
 
 ManagedPtr export_values(const mxfp8_tensor &t, const Direction &dir, const mxfp8_export_options &o) {
   const DLManagedTensorVersioned &src = *dir.data;
-  const uint8_t fp8_code = t.format == MXFP8_FORMAT_E4M3 ? kDLFloat8_e4m3fn : kDLFloat8_e5m2;
-  const DLDataType dtype{o.values_dtype == MXFP8_VALUES_UINT8 ? uint8_t{kDLUInt} : fp8_code, 8, 1};
-  return make_view(keep_alive(&t), src.dl_tensor, dtype, t.shape, compact_strides(t.shape),
+  return make_view(keep_alive(&t), src.dl_tensor, values_dtype(t.format, o.values_dtype), t.shape, compact_strides(t.shape),
                    src.flags & DLPACK_FLAG_BITMASK_READ_ONLY);
 }
 
@@ -131,7 +129,7 @@ ManagedPtr export_block_scales(const mxfp8_tensor &t, mxfp8_direction direction,
   if (t.block != MXFP8_BLOCK_32X32)
     fail(MXFP8_ERROR_INVALID_ARGUMENT, "options.scales_granularity is MXFP8_SCALES_PER_32X32 but the tensor was "
          "described with 1x32 blocks: set desc.block = MXFP8_BLOCK_32X32 for 2-D quantized weights");
-  const DLDataType dtype{o.scales_dtype == MXFP8_SCALES_E8M0 ? uint8_t{kDLFloat8_e8m0fnu} : uint8_t{kDLUInt}, 8, 1};
+  const DLDataType dtype = scales_dtype(o.scales_dtype);
   const std::vector<int64_t> shape{ceil_div(t.rows, kBlockSize), ceil_div(t.cols, kBlockSize)};
   ManagedPtr out = allocate_copy(t.device, dtype, shape, Allocation{o.allocator, o.stream});
   if (shape[0] == 0 || shape[1] == 0) return out;
@@ -160,7 +158,7 @@ ManagedPtr export_scales(const mxfp8_tensor &t, mxfp8_direction direction, const
   if (o.scales_granularity == MXFP8_SCALES_PER_32X32) return export_block_scales(t, direction, o);
   const Direction &dir = t.directions[direction];
   const DLManagedTensorVersioned &src = *dir.scales;
-  const DLDataType dtype{o.scales_dtype == MXFP8_SCALES_E8M0 ? uint8_t{kDLFloat8_e8m0fnu} : uint8_t{kDLUInt}, 8, 1};
+  const DLDataType dtype = scales_dtype(o.scales_dtype);
   std::vector<int64_t> shape = scales_shape(t, direction, dir);
   const bool swizzled = t.scale_layout == MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED;
   const ByteMatrix &in = dir.row_major;

@@ -40,23 +40,13 @@ extern "C" MXFP8_API mxfp8_status mxfp8_export_scales_batched(const mxfp8_tensor
       if (!same_device(t->device, device))
         fail(MXFP8_ERROR_INVALID_ARGUMENT, "tensors[", i, "] is on ", format_device(t->device), " but tensors[0] is on ",
              format_device(device), ": one batch runs on one device");
-      if (!same_device(dst->device, device))
-        fail(MXFP8_ERROR_INVALID_ARGUMENT, name, " is on ", format_device(dst->device), " but the tensors are on ",
-             format_device(device));
       const Direction &dir = require_direction(*t, direction);
-      check_scale_dtype(*dst, name);
-      const int64_t numel = checked_numel(*dst, name);
       const int64_t needed = dir.scale_rows * dir.scale_cols;
-      if (numel != needed)
-        fail(MXFP8_ERROR_INVALID_ARGUMENT, name, ": holds ", numel, " scales (shape ",
-             format_shape(dst->shape, dst->ndim), "), tensors[", i, "] has ", dir.scale_rows, " x ", dir.scale_cols,
-             " = ", needed);
-      if (!is_compact(*dst)) fail(MXFP8_ERROR_INVALID_ARGUMENT, name, ": must be contiguous");
-      if (needed > 0 && !dst->data) fail(MXFP8_ERROR_INVALID_ARGUMENT, name, ": data is NULL");
+      uint8_t *out = expect_buffer(*dst, {name, Holds::ScaleBytes, 0, &device, "the tensors are", needed});
       add_read_spans(*t, i, "tensors", spans);
-      spans.push_back(span_of(dst->data ? byte_pointer(*dst) : nullptr, needed, "destinations", i, true));
+      spans.push_back(span_of(out, needed, "destinations", i, true));
       // An empty matrix moves nothing, however many rows it has: no job, so no loop over its rows.
-      if (needed > 0) jobs.push_back(compact_scales_job(*t, direction, byte_pointer(*dst)));
+      if (needed > 0) jobs.push_back(compact_scales_job(*t, direction, out));
     }
     check_no_overlap(spans);
     run_jobs_on(device, jobs.data(), jobs.size(), o.stream);

@@ -83,28 +83,18 @@ std::unique_ptr<mxfp8_grouped_tensor> create_grouped(const mxfp8_grouped_desc &g
   const DLTensor &data = d.data->dl_tensor, &scales = d.scale_inv->dl_tensor;
   g->device = data.device;
   memory_of(data.device, "desc.data");
-  if (!same_device(scales.device, data.device))
-    fail(MXFP8_ERROR_INVALID_ARGUMENT, "desc.scale_inv is on ", format_device(scales.device), " but desc.data is on ",
-         format_device(data.device));
-  const uint8_t fp8_code = g->format == MXFP8_FORMAT_E4M3 ? kDLFloat8_e4m3fn : kDLFloat8_e5m2;
-  if (!is_dtype(data.dtype, kDLUInt, 8) && !is_dtype(data.dtype, fp8_code, 8))
-    fail(MXFP8_ERROR_INVALID_ARGUMENT, "desc.data: dtype ", format_dtype(data.dtype), " does not hold ",
-         g->format == MXFP8_FORMAT_E4M3 ? "E4M3" : "E5M2", " values");
+  expect_buffer(data, {"desc.data", Holds::Fp8Values, g->format, nullptr, nullptr, -1});
   const int64_t values = checked_numel(data, "desc.data");
   const int64_t expected = checked_mul(total_rows, d.cols, "the experts' total values");
   if (values != expected)
     fail(MXFP8_ERROR_INVALID_ARGUMENT, "desc.data: holds ", values, " values (shape ", format_shape(data.shape, data.ndim),
          "), the experts need ", total_rows, " rows x ", d.cols, " = ", expected);
-  if (!is_compact(data)) fail(MXFP8_ERROR_INVALID_ARGUMENT, "desc.data: must be contiguous");
-  if (values > 0 && !data.data) fail(MXFP8_ERROR_INVALID_ARGUMENT, "desc.data: data is NULL");
-  check_scale_dtype(scales, "desc.scale_inv");
+  expect_buffer(scales, {"desc.scale_inv", Holds::ScaleBytes, 0, &data.device, "desc.data is", -1});
   const int64_t scale_bytes = checked_numel(scales, "desc.scale_inv");
   if (scale_bytes < scale_end)
     fail(MXFP8_ERROR_INVALID_ARGUMENT, "desc.scale_inv: holds ", scale_bytes, " bytes, the experts' scales reach byte ",
          scale_end, " (", g->scale_packing == MXFP8_GROUPED_SCALES_PADDED ? "each padded to 128 x 4" : "compact",
          d.scale_offsets ? ", at desc.scale_offsets" : ", back to back", ")");
-  if (!is_compact(scales)) fail(MXFP8_ERROR_INVALID_ARGUMENT, "desc.scale_inv: must be contiguous");
-  if (scale_bytes > 0 && !scales.data) fail(MXFP8_ERROR_INVALID_ARGUMENT, "desc.scale_inv: data is NULL");
   g->data = d.data;
   g->scales = d.scale_inv;
   return g;
@@ -198,7 +188,7 @@ extern "C" MXFP8_API mxfp8_status mxfp8_grouped_export_stacked(const mxfp8_group
     const auto experts = static_cast<int64_t>(g->rows.size());
     const int64_t n = g->rows.front(), c = g->scale_cols;
     const std::vector<int64_t> values_shape{experts, n, g->cols}, scales_shape{experts, n, c};
-    const DLDataType scale_dtype{o.scales_dtype == MXFP8_SCALES_E8M0 ? uint8_t{kDLFloat8_e8m0fnu} : uint8_t{kDLUInt}, 8, 1};
+    const DLDataType scale_dtype = scales_dtype(o.scales_dtype);
 
     ManagedPtr scales_out;
     if (scales) {
@@ -231,9 +221,8 @@ extern "C" MXFP8_API mxfp8_status mxfp8_grouped_export_stacked(const mxfp8_group
     }
     ManagedPtr values_out;
     if (values) {
-      const uint8_t fp8_code = g->format == MXFP8_FORMAT_E4M3 ? kDLFloat8_e4m3fn : kDLFloat8_e5m2;
-      const DLDataType dtype{o.values_dtype == MXFP8_VALUES_UINT8 ? uint8_t{kDLUInt} : fp8_code, 8, 1};
-      values_out = make_view(keep_alive(g), g->data->dl_tensor, dtype, values_shape, compact_strides(values_shape),
+      values_out = make_view(keep_alive(g), g->data->dl_tensor, values_dtype(g->format, o.values_dtype), values_shape,
+                             compact_strides(values_shape),
                              g->data->flags & DLPACK_FLAG_BITMASK_READ_ONLY);
     }
     if (scales) *scales = scales_out.release();

@@ -116,15 +116,6 @@ ScaleGeometry scale_geometry(const Input &in, int direction, const mxfp8_quantiz
   return g;
 }
 
-DLDataType values_dtype(const mxfp8_quantize_options &o) {
-  if (o.values_dtype == MXFP8_VALUES_UINT8) return DLDataType{kDLUInt, 8, 1};
-  return DLDataType{static_cast<uint8_t>(o.format == MXFP8_FORMAT_E4M3 ? kDLFloat8_e4m3fn : kDLFloat8_e5m2), 8, 1};
-}
-
-DLDataType scales_dtype(const mxfp8_quantize_options &o) {
-  return DLDataType{static_cast<uint8_t>(o.scales_dtype == MXFP8_SCALES_E8M0 ? kDLFloat8_e8m0fnu : kDLUInt), 8, 1};
-}
-
 QuantizeJob make_job(const Input &in, const mxfp8_quantize_options &o) {
   QuantizeJob j{};
   j.input = in.tensor->data ? byte_pointer(*in.tensor) : nullptr;
@@ -165,31 +156,6 @@ std::vector<int> wanted_directions(T *const values[2], T *const scales[2]) {
   return wanted;
 }
 
-// A caller's output buffer: same device as the input, a byte dtype, contiguous, exactly `numel` elements.
-uint8_t *check_output(const DLTensor &t, const char *name, const Input &in, int64_t numel, bool scales,
-                      mxfp8_format format) {
-  const int64_t n = checked_numel(t, name);
-  if (scales) {
-    check_scale_dtype(t, name);
-  } else {
-    const uint8_t fp8_code = format == MXFP8_FORMAT_E4M3 ? kDLFloat8_e4m3fn : kDLFloat8_e5m2;
-    if (!is_dtype(t.dtype, kDLUInt, 8) && !is_dtype(t.dtype, fp8_code, 8))
-      fail(MXFP8_ERROR_INVALID_ARGUMENT, name, ": dtype ", format_dtype(t.dtype), " cannot hold ",
-           format == MXFP8_FORMAT_E4M3 ? "E4M3" : "E5M2", " values (uint8 or ",
-           format_dtype(DLDataType{fp8_code, 8, 1}), " can)");
-  }
-  if (!same_device(t.device, in.tensor->device))
-    fail(MXFP8_ERROR_INVALID_ARGUMENT, name, ": on ", format_device(t.device), " but the input is on ",
-         format_device(in.tensor->device));
-  if (n != numel)
-    fail(MXFP8_ERROR_INVALID_ARGUMENT, name, ": holds ", n, " elements (shape ", format_shape(t.shape, t.ndim),
-         "), needs exactly ", numel);
-  if (!is_compact(t))
-    fail(MXFP8_ERROR_INVALID_ARGUMENT, name, ": strides ", format_shape(t.strides, t.ndim), " are not contiguous");
-  if (n > 0 && !t.data) fail(MXFP8_ERROR_INVALID_ARGUMENT, name, ": data is NULL");
-  return n > 0 ? byte_pointer(t) : nullptr;
-}
-
 // Two output pointers of one call that are the same place would leak the first output written there.
 template <class T>
 void check_distinct(T *const values[2], T *const scales[2]) {
@@ -224,8 +190,8 @@ extern "C" MXFP8_API mxfp8_status mxfp8_quantize(const DLTensor *input, const mx
     std::vector<Span> spans{span_of(job.input, in.bytes, "input", kNoIndex, false)};
     for (int d : wanted) {
       ScaleGeometry g = scale_geometry(in, d, o);
-      made[d][0] = allocate_copy(in.tensor->device, values_dtype(o), in.shape, allocation);
-      made[d][1] = allocate_copy(in.tensor->device, scales_dtype(o), g.shape, allocation);
+      made[d][0] = allocate_copy(in.tensor->device, values_dtype(o.format, o.values_dtype), in.shape, allocation);
+      made[d][1] = allocate_copy(in.tensor->device, scales_dtype(o.scales_dtype), g.shape, allocation);
       // An allocator may place its tensor at a byte_offset: write where data + byte_offset points.
       uint8_t *v = in.rows * in.cols > 0 ? byte_pointer(made[d][0]->dl_tensor) : nullptr;
       g.out.data = g.out.bytes > 0 ? byte_pointer(made[d][1]->dl_tensor) : nullptr;
@@ -257,8 +223,9 @@ extern "C" MXFP8_API mxfp8_status mxfp8_quantize_into(const DLTensor *input, con
     std::vector<Span> spans{span_of(job.input, in.bytes, "input", kNoIndex, false)};
     for (int d : wanted) {
       ScaleGeometry g = scale_geometry(in, d, o);
-      uint8_t *v = check_output(*values[d], kValueNames[d], in, in.rows * in.cols, false, format);
-      g.out.data = check_output(*scales[d], kScaleNames[d], in, g.out.bytes, true, format);
+      const DLDevice &device = in.tensor->device;
+      uint8_t *v = expect_buffer(*values[d], {kValueNames[d], Holds::Fp8Values, format, &device, "the input is", in.rows * in.cols});
+      g.out.data = expect_buffer(*scales[d], {kScaleNames[d], Holds::ScaleBytes, 0, &device, "the input is", g.out.bytes});
       spans.push_back(span_of(v, in.rows * in.cols, kValueNames[d], kNoIndex, true));
       spans.push_back(span_of(g.out.data, g.out.bytes, kScaleNames[d], kNoIndex, true));
       set_direction(job, d, v, g.out);

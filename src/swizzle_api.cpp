@@ -23,11 +23,7 @@ Operands check_pair(const DLTensor *compact, const DLTensor *swizzled, const cha
   if (!compact) fail(MXFP8_ERROR_INVALID_ARGUMENT, compact_name, " is NULL");
   if (!swizzled) fail(MXFP8_ERROR_INVALID_ARGUMENT, swizzled_name, " is NULL");
   check_scale_dtype(*compact, compact_name);
-  check_scale_dtype(*swizzled, swizzled_name);
   const Memory memory = memory_of(compact->device, compact_name);
-  if (!same_device(compact->device, swizzled->device))
-    fail(MXFP8_ERROR_INVALID_ARGUMENT, compact_name, " is on ", format_device(compact->device), " but ",
-         swizzled_name, " is on ", format_device(swizzled->device));
   const ByteMatrix m = as_byte_matrix(*compact, compact_name, /*any_strides=*/true);
   const int64_t padded_rows = checked_round_up(m.rows, kTileRows, "the swizzled scales' padded row count");
   const int64_t padded_cols = checked_round_up(m.cols, kTileCols, "the swizzled scales' padded column count");
@@ -37,10 +33,7 @@ Operands check_pair(const DLTensor *compact, const DLTensor *swizzled, const cha
     fail(MXFP8_ERROR_INVALID_ARGUMENT, swizzled_name, ": the swizzled layout of a ", m.rows, " x ", m.cols,
          " scale matrix is ", padded_rows, " x ", padded_cols, " = ", needed, " bytes, got ", numel,
          " (shape ", format_shape(swizzled->shape, swizzled->ndim), ")");
-  if (!is_compact(*swizzled))
-    fail(MXFP8_ERROR_INVALID_ARGUMENT, swizzled_name, ": must be contiguous, strides are ",
-         format_shape(swizzled->strides, swizzled->ndim));
-  if (numel > 0 && !swizzled->data) fail(MXFP8_ERROR_INVALID_ARGUMENT, swizzled_name, ": data is NULL");
+  expect_buffer(*swizzled, {swizzled_name, Holds::ScaleBytes, 0, &compact->device, "compact is", needed});
   // One of the two is written: in place is not a thing a permutation between two layouts can do.
   std::vector<Span> spans{span_of(m, compact_name, kNoIndex, compact_written),
                           span_of(byte_pointer(*swizzled), numel, swizzled_name, kNoIndex, !compact_written)};

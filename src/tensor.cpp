@@ -36,26 +36,17 @@ std::vector<int64_t> logical_shape(const mxfp8_tensor_desc &desc, const DLTensor
   return shape;
 }
 
+// Values are exported as views of this buffer, so it must be exactly the logical shape, row-major.
 void check_data(const DLTensor &t, const char *name, const std::vector<int64_t> &shape, mxfp8_format format) {
-  const int64_t numel = checked_numel(t, name);
-  const uint8_t fp8_code = format == MXFP8_FORMAT_E4M3 ? kDLFloat8_e4m3fn : kDLFloat8_e5m2;
-  if (!is_dtype(t.dtype, kDLUInt, 8) && !is_dtype(t.dtype, fp8_code, 8))
-    fail(MXFP8_ERROR_INVALID_ARGUMENT, name, ": dtype ", format_dtype(t.dtype), " does not hold ",
-         format == MXFP8_FORMAT_E4M3 ? "E4M3" : "E5M2", " values (expected uint8 or ",
-         format_dtype(DLDataType{fp8_code, 8, 1}), ")");
+  expect_buffer(t, {name, Holds::Fp8Values, format, nullptr, nullptr, -1});
   if (std::vector<int64_t>(t.shape, t.shape + t.ndim) != shape)
     fail(MXFP8_ERROR_INVALID_ARGUMENT, name, ": shape ", format_shape(t.shape, t.ndim),
          " does not match the tensor's shape ", format_shape(shape));
-  if (!is_compact(t))
-    fail(MXFP8_ERROR_INVALID_ARGUMENT, name, ": strides ", format_shape(t.strides, t.ndim),
-         " are not row-major contiguous for shape ", format_shape(shape), " (values are exported as views)");
-  if (numel > 0 && !t.data) fail(MXFP8_ERROR_INVALID_ARGUMENT, name, ": data is NULL");
 }
 
 // Checks the scale buffer of one direction against the compact matrix R x C it must hold.
 void check_scales(const DLTensor &t, const char *name, mxfp8_scale_layout layout, Direction &dir,
                   bool transposed_swizzle) {
-  check_scale_dtype(t, name);
   const int64_t r = dir.scale_rows, c = dir.scale_cols;
   if (layout == MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED) {
     // Columnwise scales are swizzled as their transpose.
@@ -63,20 +54,17 @@ void check_scales(const DLTensor &t, const char *name, mxfp8_scale_layout layout
     const int64_t padded_rows = checked_round_up(sr, kTileRows, "the swizzled scales' padded row count");
     const int64_t padded_cols = checked_round_up(sc, kTileCols, "the swizzled scales' padded column count");
     const int64_t needed = checked_mul(padded_rows, padded_cols, "swizzled scale size");
+    dir.scales_begin = expect_buffer(t, {name, Holds::ScaleBytes, 0, nullptr, nullptr, -1});
     const int64_t numel = checked_numel(t, name);
     if (numel != needed)
       fail(MXFP8_ERROR_INVALID_ARGUMENT, name, ": GEMM-swizzled scales of a ", r, " x ", c,
            " scale matrix need ", padded_rows, " x ", padded_cols, " = ", needed, " bytes, got ", numel,
            " (shape ", format_shape(t.shape, t.ndim),
            "); are these scales really swizzled, and for this tensor?");
-    if (!is_compact(t))
-      fail(MXFP8_ERROR_INVALID_ARGUMENT, name, ": GEMM-swizzled scales must be contiguous, strides are ",
-           format_shape(t.strides, t.ndim));
-    if (numel > 0 && !t.data) fail(MXFP8_ERROR_INVALID_ARGUMENT, name, ": data is NULL");
-    dir.scales_begin = byte_pointer(t);
     dir.scales_bytes = numel;
     return;
   }
+  check_scale_dtype(t, name);
   dir.row_major = as_byte_matrix(t, name, /*any_strides=*/false);
   const Span whole = span_of(dir.row_major, name, kNoIndex, false);
   dir.scales_begin = dir.row_major.data;

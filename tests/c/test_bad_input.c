@@ -156,7 +156,7 @@ static const create_case kCreateCases[] = {
     {"scales with negative strides", scales_negative_stride, MXFP8_ERROR_INVALID_ARGUMENT, "negative strides"},
     {"scales pointer NULL", scales_null_pointer, MXFP8_ERROR_INVALID_ARGUMENT, "rowwise_scale_inv: data is NULL"},
     {"swizzled layout on a compact buffer", swizzled_but_compact_size, MXFP8_ERROR_INVALID_ARGUMENT, "need 128 x 4 = 512 bytes, got 200"},
-    {"swizzled buffer not contiguous", swizzled_not_contiguous, MXFP8_ERROR_INVALID_ARGUMENT, "must be contiguous"},
+    {"swizzled buffer not contiguous", swizzled_not_contiguous, MXFP8_ERROR_INVALID_ARGUMENT, "are not row-major contiguous"},
     {"scales on another device type", device_mismatch, MXFP8_ERROR_INVALID_ARGUMENT, "is on cuda:0 but rowwise_data is on cpu:0"},
     {"scales on another device id", device_id_mismatch, MXFP8_ERROR_INVALID_ARGUMENT, "is on cpu:1"},
     {"unsupported device type", device_unsupported, MXFP8_ERROR_UNSUPPORTED, "device type 7:0 is not supported"},
@@ -270,7 +270,7 @@ typedef struct {
 } batched_case;
 
 static const batched_case kBatchedCases[] = {
-    {"destination with the wrong number of scales", 199, kDLUInt, kDLCPU, 0, 0, 0, MXFP8_ERROR_INVALID_ARGUMENT, "destinations[1]: holds 199 scales"},
+    {"destination with the wrong number of scales", 199, kDLUInt, kDLCPU, 0, 0, 0, MXFP8_ERROR_INVALID_ARGUMENT, "destinations[1]: holds 199 elements (shape (199,)), needs exactly 200"},
     {"destination of another dtype", 200, kDLFloat, kDLCPU, 0, 0, 0, MXFP8_ERROR_INVALID_ARGUMENT, "destinations[1]: dtype float8 is not an E8M0 scale byte"},
     {"destination on another device", 200, kDLUInt, kDLCUDA, 0, 0, 0, MXFP8_ERROR_INVALID_ARGUMENT, "destinations[1] is on cuda:0 but the tensors are on cpu:0"},
     {"a NULL tensor", 200, kDLUInt, kDLCPU, 1, 0, 0, MXFP8_ERROR_INVALID_ARGUMENT, "tensors[1] is NULL"},
@@ -376,10 +376,10 @@ static const quantize_case kQuantizeCases[] = {
     {"values without scales", q_values_without_scales, MXFP8_ERROR_INVALID_ARGUMENT, "rowwise_scale_inv is NULL but rowwise_data is not"},
     {"columnwise values without scales", q_columnwise_half, MXFP8_ERROR_INVALID_ARGUMENT, "columnwise_scale_inv is NULL"},
     {"values with the wrong element count", q_values_count, MXFP8_ERROR_INVALID_ARGUMENT, "rowwise_data: holds 6930 elements"},
-    {"values dtype float32", q_values_float32, MXFP8_ERROR_INVALID_ARGUMENT, "rowwise_data: dtype float32 cannot hold E4M3"},
-    {"values of the other fp8 format", q_values_other_fp8, MXFP8_ERROR_INVALID_ARGUMENT, "dtype float8_e5m2 cannot hold E4M3"},
-    {"values on another device", q_values_device, MXFP8_ERROR_INVALID_ARGUMENT, "rowwise_data: on cuda:0 but the input is on cpu:0"},
-    {"values not contiguous", q_values_strided, MXFP8_ERROR_INVALID_ARGUMENT, "rowwise_data: strides (1, 70) are not contiguous"},
+    {"values dtype float32", q_values_float32, MXFP8_ERROR_INVALID_ARGUMENT, "rowwise_data: dtype float32 does not hold E4M3"},
+    {"values of the other fp8 format", q_values_other_fp8, MXFP8_ERROR_INVALID_ARGUMENT, "dtype float8_e5m2 does not hold E4M3"},
+    {"values on another device", q_values_device, MXFP8_ERROR_INVALID_ARGUMENT, "rowwise_data is on cuda:0 but the input is on cpu:0"},
+    {"values not contiguous", q_values_strided, MXFP8_ERROR_INVALID_ARGUMENT, "rowwise_data: strides (1, 70) are not row-major contiguous"},
     {"compact scales for the padded layout", q_scales_padded_expected, MXFP8_ERROR_INVALID_ARGUMENT, "rowwise_scale_inv: holds 280 elements (shape (70, 4)), needs exactly 512"},
     {"scales dtype int8", q_scales_dtype, MXFP8_ERROR_INVALID_ARGUMENT, "dtype int8 is not an E8M0 scale byte"},
     {"values overlapping the input", q_values_overlap_input, MXFP8_ERROR_INVALID_ARGUMENT, "rowwise_data and input overlap in memory"},
@@ -433,7 +433,7 @@ typedef struct {
 static const dequantize_case kDequantizeCases[] = {
     {"output dtype float16", kDLFloat, 16, 4800, kDLCPU, 0, MXFP8_ERROR_INVALID_ARGUMENT, "output: dtype float16 is not float32 or bfloat16"},
     {"output with the wrong element count", kDLFloat, 32, 4801, kDLCPU, 0, MXFP8_ERROR_INVALID_ARGUMENT, "output: holds 4801 elements"},
-    {"output on another device", kDLFloat, 32, 4800, kDLCUDA, 0, MXFP8_ERROR_INVALID_ARGUMENT, "output: on cuda:0 but the tensor is on cpu:0"},
+    {"output on another device", kDLFloat, 32, 4800, kDLCUDA, 0, MXFP8_ERROR_INVALID_ARGUMENT, "output is on cuda:0 but the tensor is on cpu:0"},
     {"a direction the tensor lacks", kDLFloat, 32, 4800, kDLCPU, 1, MXFP8_ERROR_MISSING_DATA, "no columnwise data"},
     {"direction unknown", kDLFloat, 32, 4800, kDLCPU, 7, MXFP8_ERROR_INVALID_ARGUMENT, "options.direction is 7"},
 };
