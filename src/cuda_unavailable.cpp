@@ -2,6 +2,7 @@
 // export as views and every copy of CUDA memory fails with a clear status.
 #include "error.hpp"
 #include "quantize.hpp"
+#include "cuda_runtime.hpp"
 #include "scale_copy.hpp"
 #include "scale_source.hpp"
 
@@ -15,7 +16,7 @@ namespace {
 }  // namespace
 
 bool compiled_in() { return false; }
-DeviceScope::DeviceScope(int) {}
+DeviceScope::DeviceScope(int) {}  // nothing to select; the operation that follows fails
 DeviceScope::~DeviceScope() = default;
 void run_jobs(const ScaleJob *, size_t, void *) { no_cuda(); }
 void unswizzle(const uint8_t *, ByteMatrix, void *) { no_cuda(); }

@@ -3,6 +3,7 @@
 #include <cstddef>
 #include <vector>
 
+#include "cuda_runtime.hpp"
 #include "dltensor_checks.hpp"
 #include "error.hpp"
 #include "export_internal.hpp"
@@ -61,27 +62,27 @@ extern "C" MXFP8_API mxfp8_status mxfp8_dequantize(const mxfp8_tensor *tensor, c
     DequantizeJob job{byte_pointer(dir.data->dl_tensor), dir.row_major.data, tensor->rows, tensor->cols,
                       dir.row_major.row_stride, tensor->format == MXFP8_FORMAT_E5M2,
                       direction == MXFP8_DIRECTION_COLUMNWISE, bf16, byte_pointer(out)};
-    const bool host = memory_of(tensor->device, "tensor") == Memory::Host;
-    if (tensor->scale_layout == MXFP8_SCALE_LAYOUT_ROW_MAJOR) {  // compact or padded: read in place
-      if (host) return dequantize_host(job);
-      cuda::DeviceScope scope(tensor->device.device_id);
-      return cuda::dequantize(job, o.stream);
-    }
+    if (tensor->scale_layout == MXFP8_SCALE_LAYOUT_ROW_MAJOR)  // compact or padded: read in place
+      return where_memory_lives(
+          tensor->device, "tensor", [&] { dequantize_host(job); }, [&] { cuda::dequantize(job, o.stream); });
     // Swizzled: unswizzle into compact scratch first, with the export's own job.
     const int64_t scale_bytes = dir.scale_rows * dir.scale_cols;
     job.scale_row_stride = dir.scale_cols;
-    if (host) {
-      std::vector<uint8_t> scales(static_cast<size_t>(scale_bytes));
-      const ScaleJob s = compact_scales_job(*tensor, direction, scales.data());
-      run_jobs_on(tensor->device, &s, 1, nullptr);
-      job.scales = scales.data();
-      return dequantize_host(job);
-    }
-    cuda::DeviceScope scope(tensor->device.device_id);
-    DeviceScratch scales{cuda::allocate(scale_bytes, o.stream), o.stream};
-    const ScaleJob s = compact_scales_job(*tensor, direction, static_cast<uint8_t *>(scales.ptr));
-    run_jobs_on(tensor->device, &s, 1, o.stream);
-    job.scales = static_cast<const uint8_t *>(scales.ptr);
-    cuda::dequantize(job, o.stream);
+    where_memory_lives(
+        tensor->device, "tensor",
+        [&] {
+          std::vector<uint8_t> scales(static_cast<size_t>(scale_bytes));
+          const ScaleJob s = compact_scales_job(*tensor, direction, scales.data());
+          run_jobs_on(tensor->device, &s, 1, nullptr);
+          job.scales = scales.data();
+          dequantize_host(job);
+        },
+        [&] {
+          DeviceScratch scales{cuda::allocate(scale_bytes, o.stream), o.stream};
+          const ScaleJob s = compact_scales_job(*tensor, direction, static_cast<uint8_t *>(scales.ptr));
+          run_jobs_on(tensor->device, &s, 1, o.stream);
+          job.scales = static_cast<const uint8_t *>(scales.ptr);
+          cuda::dequantize(job, o.stream);
+        });
   });
 }

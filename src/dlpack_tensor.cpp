@@ -4,6 +4,7 @@
 #include <string>
 #include <utility>
 
+#include "cuda_runtime.hpp"
 #include "dltensor_checks.hpp"
 #include "error.hpp"
 #include "scale_copy.hpp"
@@ -153,18 +154,19 @@ ManagedPtr allocate_copy(DLDevice device, DLDataType dtype, const std::vector<in
   // malloc memory is plain host memory: a copy of a kDLCUDAHost (pinned) source is not pinned, and says so.
   const DLDevice placed = host ? DLDevice{kDLCPU, 0} : device;
   auto t = new_library_tensor(placed, dtype, shape, compact_strides(shape), DLPACK_FLAG_BITMASK_IS_COPIED);
-  if (bytes > 0) {
-    if (host) {
-      t->host_buffer = std::malloc(static_cast<size_t>(bytes));
-      if (!t->host_buffer) fail(MXFP8_ERROR_OUT_OF_MEMORY, "cannot allocate ", bytes, " bytes of host memory");
-      t->managed.dl_tensor.data = t->host_buffer;
-    } else {
-      cuda::DeviceScope scope(device.device_id);
-      t->device_buffer = cuda::allocate(bytes, allocation.stream);
-      t->stream = allocation.stream;
-      t->managed.dl_tensor.data = t->device_buffer;
-    }
-  }
+  if (bytes > 0)
+    where_memory_lives(
+        device, "copy",
+        [&] {
+          t->host_buffer = std::malloc(static_cast<size_t>(bytes));
+          if (!t->host_buffer) fail(MXFP8_ERROR_OUT_OF_MEMORY, "cannot allocate ", bytes, " bytes of host memory");
+          t->managed.dl_tensor.data = t->host_buffer;
+        },
+        [&] {
+          t->device_buffer = cuda::allocate(bytes, allocation.stream);
+          t->stream = allocation.stream;
+          t->managed.dl_tensor.data = t->device_buffer;
+        });
   return ManagedPtr(&t.release()->managed);
 }
 

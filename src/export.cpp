@@ -6,6 +6,7 @@
 #include "memory_span.hpp"
 #include "export_internal.hpp"
 #include "scale_source.hpp"
+#include "cuda_runtime.hpp"
 #include "dltensor_checks.hpp"
 #include "error.hpp"
 #include "scale_copy.hpp"
@@ -82,9 +83,7 @@ static void run_jobs_host(const ScaleJob *jobs, size_t count) {
 
 void run_jobs_on(DLDevice device, const ScaleJob *jobs, size_t count, void *stream) {
   if (count == 0) return;
-  if (memory_of(device, "scales") == Memory::Host) return run_jobs_host(jobs, count);
-  cuda::DeviceScope scope(device.device_id);
-  cuda::run_jobs(jobs, count, stream);
+  where_memory_lives(device, "scales", [&] { run_jobs_host(jobs, count); }, [&] { cuda::run_jobs(jobs, count, stream); });
 }
 
 namespace {
@@ -137,13 +136,9 @@ ManagedPtr export_block_scales(const mxfp8_tensor &t, mxfp8_direction direction,
   const ByteMatrix dst{byte_pointer(out->dl_tensor), shape[0], shape[1], shape[1], 1};
   const ScaleSource src = scale_source(t, direction);
   const int axis = direction == MXFP8_DIRECTION_ROWWISE ? 0 : 1;
-  BlockMismatch m;
-  if (memory_of(t.device, "scales") == Memory::Host) {
-    m = block_scales_host(src, axis, dst);
-  } else {
-    cuda::DeviceScope scope(t.device.device_id);
-    m = cuda::block_scales(src, axis, dst, o.stream);
-  }
+  const BlockMismatch m = where_memory_lives(
+      t.device, "scales", [&] { return block_scales_host(src, axis, dst); },
+      [&] { return cuda::block_scales(src, axis, dst, o.stream); });
   if (m.row >= 0) {
     const int64_t r0 = axis == 0 ? m.row / kBlockSize * kBlockSize : m.row;
     const int64_t c0 = axis == 0 ? m.col : m.col / kBlockSize * kBlockSize;

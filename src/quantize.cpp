@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "dlpack_tensor.hpp"
+#include "cuda_runtime.hpp"
 #include "dltensor_checks.hpp"
 #include "error.hpp"
 #include "memory_span.hpp"
@@ -135,9 +136,7 @@ void set_direction(QuantizeJob &j, int direction, uint8_t *values, ScaleOut scal
 
 void run(const Input &in, const QuantizeJob &j, void *stream) {
   if (j.rows == 0 || j.cols == 0) return;
-  if (memory_of(in.tensor->device, "input") == Memory::Host) return quantize_host(j);
-  cuda::DeviceScope scope(in.tensor->device.device_id);
-  cuda::quantize(j, stream);
+  where_memory_lives(in.tensor->device, "input", [&] { quantize_host(j); }, [&] { cuda::quantize(j, stream); });
 }
 
 // Which directions the caller asked for: both pointers of a pair, or neither.

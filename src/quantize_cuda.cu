@@ -270,12 +270,9 @@ __global__ void __launch_bounds__(kThreads, 3) quantize_tiles_kernel(QuantizeJob
 
 bool aligned(const void *p, uintptr_t alignment) { return reinterpret_cast<uintptr_t>(p) % alignment == 0; }
 
-int resident_blocks() {
-  int device = 0, sms = 0;
-  check(cudaGetDevice(&device), "cudaGetDevice");
-  check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute");
-  return sms * (2048 / kThreads);
-}
+// Grids are sized for a full SM of kThreads-thread blocks (2048 threads), whatever each kernel's
+// occupancy: the kernels stride over their work, so this only bounds the grid.
+int resident_blocks() { return sm_count(current_device()) * (2048 / kThreads); }
 
 // Rowwise and columnwise 1x32 work on aligned weights goes to the two vector kernels (one launch each,
 // so each direction reads the input once), 32x32 blocks on aligned weights with K a multiple of 32 to

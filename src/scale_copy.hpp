@@ -34,30 +34,12 @@ void swizzle_host(ByteMatrix src, uint8_t *swizzled);
 void copy_matrix_host(ByteMatrix src, ByteMatrix dst);
 
 namespace cuda {
-// False when the library was built without a CUDA compiler; the functions below then fail with
-// MXFP8_ERROR_UNSUPPORTED.
-bool compiled_in();
 // Same contracts as the host versions, queued on `stream` (a cudaStream_t), device pointers.
 // All jobs of a batch run in one kernel launch (a few launches past several hundred jobs).
 void run_jobs(const ScaleJob *jobs, size_t count, void *stream);
 void unswizzle(const uint8_t *swizzled, ByteMatrix dst, void *stream);
 void swizzle(ByteMatrix src, uint8_t *swizzled, void *stream);
 void copy_matrix(ByteMatrix src, ByteMatrix dst, void *stream);
-// Makes `device` current for its lifetime, then restores the caller's current device. Does nothing
-// when the device is already current (or the build has no CUDA).
-class DeviceScope {
- public:
-  explicit DeviceScope(int device);
-  ~DeviceScope();
-  DeviceScope(const DeviceScope &) = delete;
-  DeviceScope &operator=(const DeviceScope &) = delete;
-
- private:
-  int previous_ = -1;
-};
-// Stream-ordered device memory for copies the library owns.
-void *allocate(int64_t bytes, void *stream);
-void free_async(void *ptr, void *stream) noexcept;
 }  // namespace cuda
 
 }  // namespace mxfp8

@@ -2,6 +2,7 @@
 #include <memory>
 #include <vector>
 
+#include "cuda_runtime.hpp"
 #include "dltensor_checks.hpp"
 #include "error.hpp"
 #include "memory_span.hpp"
@@ -14,7 +15,6 @@ namespace {
 struct Operands {
   ByteMatrix compact;
   uint8_t *swizzled;
-  Memory memory;
 };
 
 // Checks the pair and returns the compact matrix and the swizzled bytes.
@@ -23,7 +23,7 @@ Operands check_pair(const DLTensor *compact, const DLTensor *swizzled, const cha
   if (!compact) fail(MXFP8_ERROR_INVALID_ARGUMENT, compact_name, " is NULL");
   if (!swizzled) fail(MXFP8_ERROR_INVALID_ARGUMENT, swizzled_name, " is NULL");
   check_scale_dtype(*compact, compact_name);
-  const Memory memory = memory_of(compact->device, compact_name);
+  memory_of(compact->device, compact_name);  // a device type the library cannot touch fails here
   const ByteMatrix m = as_byte_matrix(*compact, compact_name, /*any_strides=*/true);
   const int64_t padded_rows = checked_round_up(m.rows, kTileRows, "the swizzled scales' padded row count");
   const int64_t padded_cols = checked_round_up(m.cols, kTileCols, "the swizzled scales' padded column count");
@@ -38,7 +38,7 @@ Operands check_pair(const DLTensor *compact, const DLTensor *swizzled, const cha
   std::vector<Span> spans{span_of(m, compact_name, kNoIndex, compact_written),
                           span_of(byte_pointer(*swizzled), numel, swizzled_name, kNoIndex, !compact_written)};
   check_no_overlap(spans);
-  return Operands{m, byte_pointer(*swizzled), memory};
+  return Operands{m, byte_pointer(*swizzled)};
 }
 
 }  // namespace
@@ -50,9 +50,9 @@ extern "C" MXFP8_API mxfp8_status mxfp8_unswizzle_scales(const DLTensor *swizzle
   return guarded([&] {
     const Operands op = check_pair(compact, swizzled, "compact", "swizzled", /*compact_written=*/true);
     if (op.compact.rows == 0 || op.compact.cols == 0) return;
-    if (op.memory == Memory::Host) return unswizzle_host(op.swizzled, op.compact);
-    cuda::DeviceScope scope(compact->device.device_id);
-    cuda::unswizzle(op.swizzled, op.compact, stream);
+    where_memory_lives(
+        compact->device, "compact", [&] { unswizzle_host(op.swizzled, op.compact); },
+        [&] { cuda::unswizzle(op.swizzled, op.compact, stream); });
   });
 }
 
@@ -62,8 +62,8 @@ extern "C" MXFP8_API mxfp8_status mxfp8_swizzle_scales(const DLTensor *compact, 
     // An empty matrix has an empty swizzled buffer (roundup(0, n) = 0): nothing to write, however many
     // rows or columns the other side has.
     if (op.compact.rows == 0 || op.compact.cols == 0) return;
-    if (op.memory == Memory::Host) return swizzle_host(op.compact, op.swizzled);
-    cuda::DeviceScope scope(compact->device.device_id);
-    cuda::swizzle(op.compact, op.swizzled, stream);
+    where_memory_lives(
+        compact->device, "compact", [&] { swizzle_host(op.compact, op.swizzled); },
+        [&] { cuda::swizzle(op.compact, op.swizzled, stream); });
   });
 }

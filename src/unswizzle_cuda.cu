@@ -337,29 +337,10 @@ int32_t checked_int32(int64_t v, const char *what) {
   return static_cast<int32_t>(v);
 }
 
-// Resident blocks of produce_compact_kernel on the current device, looked up once per device.
-template <class W, int kCapacity>
-int resident_blocks() {
-  constexpr int kMaxDevices = 64;
-  static std::atomic<int> cached[kMaxDevices] = {};
-  int device = 0;
-  check(cudaGetDevice(&device), "cudaGetDevice");
-  const int slot = device < kMaxDevices ? device : 0;
-  int blocks = device < kMaxDevices ? cached[slot].load(std::memory_order_relaxed) : 0;
-  if (blocks > 0) return blocks;
-  int sms = 0, per_sm = 0;
-  check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute");
-  check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, produce_compact_kernel<W, kCapacity>, W::kThreads, 0),
-        "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
-  blocks = std::max(1, sms * per_sm);
-  if (device < kMaxDevices) cached[slot].store(blocks, std::memory_order_relaxed);
-  return blocks;
-}
-
 template <class W, int kCapacity>
 void launch_batch(const JobBatch<kCapacity> &batch, int64_t chunks, cudaStream_t stream) {
   if (chunks == 0) return;
-  const int64_t grid = std::min<int64_t>(chunks, resident_blocks<W, kCapacity>());
+  const int64_t grid = std::min<int64_t>(chunks, resident_blocks<produce_compact_kernel<W, kCapacity>>(W::kThreads));
   produce_compact_kernel<W, kCapacity><<<static_cast<unsigned>(grid), W::kThreads, 0, stream>>>(batch,
                                                                                           static_cast<int32_t>(chunks));
   check(cudaGetLastError(), "launching the scale unswizzle kernel");
@@ -426,31 +407,10 @@ bool wide_chunks_pay(const ScaleJob *jobs, size_t count) {
   int64_t chunks = 0;
   for (size_t i = 0; i < count; ++i)
     if (jobs[i].dst.rows > 0 && jobs[i].dst.cols > 0) chunks += chunks_of(jobs[i], Wide::kTilesPerChunk);
-  return chunks >= int64_t{kWideChunksPerBlock} * resident_blocks<Wide, kMaxJobsPerLaunch>();
+  return chunks >= int64_t{kWideChunksPerBlock} * resident_blocks<produce_compact_kernel<Wide, kMaxJobsPerLaunch>>(Wide::kThreads);
 }
 
 }  // namespace
-
-bool compiled_in() { return true; }
-
-DeviceScope::DeviceScope(int device) {
-  // A forged or stale device id is the caller's mistake, not a CUDA failure: say which devices exist.
-  int count = 0;
-  check(cudaGetDeviceCount(&count), "cudaGetDeviceCount");
-  if (device < 0 || device >= count)
-    fail(MXFP8_ERROR_INVALID_ARGUMENT, "CUDA device ", device, " does not exist: this process sees ", count,
-         " CUDA device", count == 1 ? "" : "s");
-  int current = 0;
-  check(cudaGetDevice(&current), "cudaGetDevice");
-  if (current != device) {
-    check(cudaSetDevice(device), "cudaSetDevice");
-    previous_ = current;
-  }
-}
-
-DeviceScope::~DeviceScope() {
-  if (previous_ >= 0) cudaSetDevice(previous_);
-}
 
 void run_jobs(const ScaleJob *jobs, size_t count, void *stream) {
   auto s = static_cast<cudaStream_t>(stream);

@@ -30,6 +30,11 @@
  *     Two output pointers of one call must differ.
  *   - Work is proportional to the bytes moved: an empty tensor costs nothing, however large its other
  *     dimensions. Empty buffers may have a NULL data pointer.
+ *   - Stability. Every section below is marked. STABLE: frozen in 0.x; a release may add functions,
+ *     enum values and fields appended to size-prefixed structs, never change or remove one (the ABI gate
+ *     in abi/ fails a build that does). EXPERIMENTAL (buckets, grouped experts, and what lands next:
+ *     import targets, plans, NVFP4): young, used and tested, but may still change in a minor release;
+ *     every such change is called out in CHANGELOG.md. Status values are stable whatever their section.
  *   - CUDA work runs on the stream you pass (NULL is the legacy default stream); the library never
  *     synchronizes the device behind your back. Errors from kernels that run asynchronously show up at a
  *     later CUDA call of yours or ours, as they do everywhere in CUDA.
@@ -66,7 +71,7 @@ extern "C" {
 #endif
 
 /* ====================================================================================================
- * Version
+ * Version                                                                              [STABLE]
  * ==================================================================================================== */
 
 #define MXFP8_VERSION_MAJOR 0
@@ -80,7 +85,7 @@ extern "C" {
 MXFP8_API uint32_t mxfp8_version(void);
 
 /* ====================================================================================================
- * Status and errors
+ * Status and errors                                                                    [STABLE]
  * ==================================================================================================== */
 
 /* The values are pinned: a published value never changes meaning. New values may be added. */
@@ -116,7 +121,7 @@ MXFP8_API const char *mxfp8_status_string(mxfp8_status status);
 MXFP8_API const char *mxfp8_last_error(void);
 
 /* ====================================================================================================
- * Describing an MXFP8 tensor
+ * Describing an MXFP8 tensor                                                           [STABLE]
  * ==================================================================================================== */
 
 /* The FP8 encoding of the values. */
@@ -191,10 +196,19 @@ typedef struct mxfp8_tensor_desc {
   uint32_t reserved;    /* must be 0 */
 } mxfp8_tensor_desc;
 
-#define MXFP8_TENSOR_DESC_INIT                                                                  \
-  {                                                                                              \
-    (uint32_t) sizeof(mxfp8_tensor_desc), MXFP8_FORMAT_E4M3, MXFP8_SCALE_LAYOUT_ROW_MAJOR, 0, NULL, \
-        NULL, NULL, NULL, NULL, MXFP8_BLOCK_1X32, 0u                                             \
+#define MXFP8_TENSOR_DESC_INIT                                                       \
+  {                                                                                  \
+    (uint32_t) sizeof(mxfp8_tensor_desc),  /* struct_size */                         \
+    MXFP8_FORMAT_E4M3,                     /* format */                              \
+    MXFP8_SCALE_LAYOUT_ROW_MAJOR,          /* scale_layout */                        \
+    0,                                     /* ndim: the shape comes from the data */ \
+    NULL,                                  /* shape */                               \
+    NULL,                                  /* rowwise_data */                        \
+    NULL,                                  /* rowwise_scale_inv */                   \
+    NULL,                                  /* columnwise_data */                     \
+    NULL,                                  /* columnwise_scale_inv */                \
+    MXFP8_BLOCK_1X32,                      /* block */                               \
+    0u                                     /* reserved */                            \
   }
 
 /* An immutable, reference-counted handle on a validated MXFP8 tensor. Thread-safe: any number of
@@ -211,7 +225,7 @@ MXFP8_API mxfp8_status mxfp8_tensor_create(const mxfp8_tensor_desc *desc, mxfp8_
 MXFP8_API void mxfp8_tensor_release(mxfp8_tensor *tensor);
 
 /* ====================================================================================================
- * Exporting values and compact scales
+ * Exporting values and compact scales                                                  [STABLE]
  * ==================================================================================================== */
 
 /* The dtype of the exported values. */
@@ -281,10 +295,18 @@ typedef struct mxfp8_export_options {
   uint32_t reserved2;         /* must be 0 */
 } mxfp8_export_options;
 
-#define MXFP8_EXPORT_OPTIONS_INIT                                                        \
-  {                                                                                       \
-    (uint32_t) sizeof(mxfp8_export_options), MXFP8_DIRECTION_ROWWISE, MXFP8_VALUES_FP8,   \
-        MXFP8_SCALES_UINT8, MXFP8_PADDED_SCALES_COPY, 0u, NULL, NULL, MXFP8_SCALES_PER_32, 0u \
+#define MXFP8_EXPORT_OPTIONS_INIT                                                     \
+  {                                                                                   \
+    (uint32_t) sizeof(mxfp8_export_options),  /* struct_size */                       \
+    MXFP8_DIRECTION_ROWWISE,                  /* direction */                         \
+    MXFP8_VALUES_FP8,                         /* values_dtype */                      \
+    MXFP8_SCALES_UINT8,                       /* scales_dtype */                      \
+    MXFP8_PADDED_SCALES_COPY,                 /* padded_scales */                     \
+    0u,                                       /* reserved */                          \
+    NULL,                                     /* stream: the legacy default stream */ \
+    NULL,                                     /* allocator: the library allocates */  \
+    MXFP8_SCALES_PER_32,                      /* scales_granularity */                \
+    0u                                        /* reserved2 */                         \
   }
 
 /* Exports one direction of `tensor` as two DLPack tensors:
@@ -309,7 +331,7 @@ MXFP8_API mxfp8_status mxfp8_export_components(const mxfp8_tensor *tensor,
                                                DLManagedTensorVersioned **scales);
 
 /* ====================================================================================================
- * Batched export: many tensors' scales into caller-owned memory, in one launch
+ * Batched export: many tensors' scales into caller-owned memory, in one launch          [STABLE]
  * ==================================================================================================== */
 
 /* Writes the compact scales of `count` tensors (direction `options->direction`) into caller-owned
@@ -332,7 +354,7 @@ MXFP8_API mxfp8_status mxfp8_export_scales_batched(const mxfp8_tensor *const *te
 
 /* ====================================================================================================
  * Buckets: many tensors' values and scales packed into one caller buffer, for one IPC handle or one
- * NCCL broadcast
+ * NCCL broadcast                                                                        [EXPERIMENTAL]
  * ==================================================================================================== */
 
 /* Where one tensor's parts sit in a bucket, in bytes from the bucket's first byte. */
@@ -363,7 +385,7 @@ MXFP8_API mxfp8_status mxfp8_export_bucket(const mxfp8_tensor *const *tensors, s
                                            const mxfp8_bucket_entry *entries, DLTensor *bucket);
 
 /* ====================================================================================================
- * Grouped MoE experts: E experts in one flat values buffer and one flat scale buffer
+ * Grouped MoE experts: E experts in one flat values buffer and one flat scale buffer   [EXPERIMENTAL]
  * ==================================================================================================== */
 
 /* How the experts' scales sit in the flat scale buffer. */
@@ -397,10 +419,20 @@ typedef struct mxfp8_grouped_desc {
   DLManagedTensorVersioned *scale_inv;
 } mxfp8_grouped_desc;
 
-#define MXFP8_GROUPED_DESC_INIT                                                                 \
-  {                                                                                              \
-    (uint32_t) sizeof(mxfp8_grouped_desc), MXFP8_FORMAT_E4M3, MXFP8_SCALE_LAYOUT_ROW_MAJOR,     \
-        MXFP8_GROUPED_SCALES_PADDED, 0, 0u, 0, 0, NULL, NULL, NULL, NULL                        \
+#define MXFP8_GROUPED_DESC_INIT                                               \
+  {                                                                           \
+    (uint32_t) sizeof(mxfp8_grouped_desc),  /* struct_size */                 \
+    MXFP8_FORMAT_E4M3,                      /* format */                      \
+    MXFP8_SCALE_LAYOUT_ROW_MAJOR,           /* scale_layout */                \
+    MXFP8_GROUPED_SCALES_PADDED,            /* scales */                      \
+    0,                                      /* num_experts: must be set */    \
+    0u,                                     /* reserved */                    \
+    0,                                      /* cols */                        \
+    0,                                      /* uniform_rows */                \
+    NULL,                                   /* expert_rows */                 \
+    NULL,                                   /* scale_offsets: back to back */ \
+    NULL,                                   /* data */                        \
+    NULL                                    /* scale_inv */                   \
   }
 
 /* An immutable, reference-counted handle on validated grouped experts. Thread-safe like mxfp8_tensor. */
@@ -428,7 +460,7 @@ MXFP8_API mxfp8_status mxfp8_grouped_export_stacked(const mxfp8_grouped_tensor *
                                                     DLManagedTensorVersioned **scales);
 
 /* ====================================================================================================
- * Low level: one scale matrix between caller-owned buffers
+ * Low level: one scale matrix between caller-owned buffers                             [STABLE]
  * ==================================================================================================== */
 
 /* Undoes the GEMM swizzle of one scale matrix.
@@ -450,7 +482,7 @@ MXFP8_API mxfp8_status mxfp8_swizzle_scales(const DLTensor *compact, DLTensor *s
                                             void *stream);
 
 /* ====================================================================================================
- * Quantizing BF16 / FP16 / FP32 to MXFP8, bit-exact with Transformer Engine
+ * Quantizing BF16 / FP16 / FP32 to MXFP8, bit-exact with Transformer Engine            [STABLE]
  * ==================================================================================================== */
 
 /* How a block's E8M0 scale is chosen from its amax (the largest |x| of the block; every NaN element,
@@ -509,11 +541,18 @@ typedef struct mxfp8_quantize_options {
                    void (*set_error)(void *error_ctx, const char *kind, const char *message));
 } mxfp8_quantize_options;
 
-#define MXFP8_QUANTIZE_OPTIONS_INIT                                                            \
-  {                                                                                             \
-    (uint32_t) sizeof(mxfp8_quantize_options), MXFP8_FORMAT_E4M3, MXFP8_BLOCK_1X32,             \
-        MXFP8_SCALE_ROUNDING_RCEIL, MXFP8_QUANTIZED_SCALES_COMPACT, MXFP8_VALUES_FP8,            \
-        MXFP8_SCALES_UINT8, 0u, NULL, NULL                                                       \
+#define MXFP8_QUANTIZE_OPTIONS_INIT                                                     \
+  {                                                                                     \
+    (uint32_t) sizeof(mxfp8_quantize_options),  /* struct_size */                       \
+    MXFP8_FORMAT_E4M3,                          /* format */                            \
+    MXFP8_BLOCK_1X32,                           /* block */                             \
+    MXFP8_SCALE_ROUNDING_RCEIL,                 /* scale_rounding */                    \
+    MXFP8_QUANTIZED_SCALES_COMPACT,             /* scales_layout */                     \
+    MXFP8_VALUES_FP8,                           /* values_dtype */                      \
+    MXFP8_SCALES_UINT8,                         /* scales_dtype */                      \
+    0u,                                         /* reserved */                          \
+    NULL,                                       /* stream: the legacy default stream */ \
+    NULL                                        /* allocator: the library allocates */  \
   }
 
 /* Quantizes `input` (bfloat16, float16 or float32; row-major contiguous; data + byte_offset aligned to
@@ -555,8 +594,12 @@ typedef struct mxfp8_dequantize_options {
   void *stream;         /* cudaStream_t, as for the other calls */
 } mxfp8_dequantize_options;
 
-#define MXFP8_DEQUANTIZE_OPTIONS_INIT \
-  { (uint32_t) sizeof(mxfp8_dequantize_options), MXFP8_DIRECTION_ROWWISE, NULL }
+#define MXFP8_DEQUANTIZE_OPTIONS_INIT                                                     \
+  {                                                                                       \
+    (uint32_t) sizeof(mxfp8_dequantize_options),  /* struct_size */                       \
+    MXFP8_DIRECTION_ROWWISE,                      /* direction */                         \
+    NULL                                          /* stream: the legacy default stream */ \
+  }
 
 /* Decodes one direction of `tensor` (any scale layout the descriptor allows) into `output`: float32 or
  * bfloat16, contiguous, prod(shape) elements, data + byte_offset aligned to the element size, on the

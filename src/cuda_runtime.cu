@@ -1,15 +1,17 @@
-// Device memory for the copies the library allocates itself: a stream-ordered pool per device that
+// The CUDA runtime seam (cuda_runtime.hpp): the device scope, the SM count kernels size their grids by,
+// and device memory for the copies the library allocates itself: a stream-ordered pool per device that
 // keeps up to kRetainedBytes of freed memory for reuse. The device's default pool gives memory back to
 // the driver at every synchronization, and mapping it again costs more than a small export itself.
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <mutex>
 
 #include "cuda_check.cuh"
 #include "error.hpp"
-#include "scale_copy.hpp"
+#include "cuda_runtime.hpp"
 
 namespace mxfp8::cuda {
 namespace {
@@ -55,6 +57,45 @@ cudaMemPool_t pool_for(int device) {
 }
 
 }  // namespace
+
+bool compiled_in() { return true; }
+
+DeviceScope::DeviceScope(int device) {
+  // A forged or stale device id is the caller's mistake, not a CUDA failure: say which devices exist.
+  int count = 0;
+  check(cudaGetDeviceCount(&count), "cudaGetDeviceCount");
+  if (device < 0 || device >= count)
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, "CUDA device ", device, " does not exist: this process sees ", count,
+         " CUDA device", count == 1 ? "" : "s");
+  int current = 0;
+  check(cudaGetDevice(&current), "cudaGetDevice");
+  if (current != device) {
+    check(cudaSetDevice(device), "cudaSetDevice");
+    previous_ = current;
+  }
+}
+
+DeviceScope::~DeviceScope() {
+  if (previous_ >= 0) cudaSetDevice(previous_);
+}
+
+int sm_count(int device) {
+  static std::atomic<int> cached[kMaxDevices] = {};
+  if (device >= 0 && device < kMaxDevices) {
+    const int known = cached[device].load(std::memory_order_relaxed);
+    if (known > 0) return known;
+  }
+  int sms = 0;
+  check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute");
+  if (device >= 0 && device < kMaxDevices) cached[device].store(sms, std::memory_order_relaxed);
+  return sms;
+}
+
+int current_device() {
+  int device = 0;
+  check(cudaGetDevice(&device), "cudaGetDevice");
+  return device;
+}
 
 void *allocate(int64_t bytes, void *stream) {
   int device = 0;
