@@ -71,8 +71,8 @@ if [ -d bindings/rust ]; then
   step "Rust crates and tests"
   build="$PWD/build"
   (cd bindings/rust &&
-    export MXFP8_LIB_DIR="$build" MXFP8_INCLUDE_DIR="$build/../include" \
-      MXFP8_LAYOUT_PROBE="$build/tests/c/print_struct_layout" LD_LIBRARY_PATH="$build${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" &&
+    export MXFP8_LIB_DIR="$build" MXFP8_INCLUDE_DIR="$build/../include" MXFP8_REQUIRE_ABI_PROBE=1 \
+      LD_LIBRARY_PATH="$build${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" &&
     cargo test --offline 2>&1 && cargo run --offline --quiet --example export_swizzled) | tee -a "$log"
 fi
 step "summary"
