@@ -18,7 +18,7 @@ fn known_answers() {
     let v = q.data.as_host_bytes().unwrap();
     assert_eq!((v[0], v[32], v[65]), (0x78, 0x78, 0x80));
     // FLOOR: 500 keeps scale 127 and saturates to 448 (0x7E). bfloat16 1.0 is 0x3F80.
-    let floor = QuantizeOptions { rounding: ScaleRounding::Floor, ..Default::default() };
+    let floor = QuantizeOptions::new().rounding(ScaleRounding::Floor);
     let q = quantize_host(HostInput::F32(&x), &[3, 32], Direction::Rowwise, &floor).unwrap();
     assert_eq!(q.scale_inv.as_host_bytes().unwrap()[1], 127);
     assert_eq!(q.data.as_host_bytes().unwrap()[32], 0x7E);
@@ -35,7 +35,7 @@ fn swizzled_outputs_build_a_tensor_that_exports_the_compact_scales() {
     let x: Vec<f32> = (0..rows * k).map(|i| ((i * 7919) % 1000) as f32 * 0.37 - 185.0).collect();
     let shape = [rows as i64, k as i64];
     let compact = quantize_host(HostInput::F32(&x), &shape, Direction::Rowwise, &QuantizeOptions::default()).unwrap();
-    let te = QuantizeOptions { scales: QuantizedScales::Swizzled, ..Default::default() };
+    let te = QuantizeOptions::new().scales(QuantizedScales::Swizzled);
     let swizzled = quantize_host(HostInput::F32(&x), &shape, Direction::Rowwise, &te).unwrap();
     assert_eq!(swizzled.scale_inv.shape(), &[128, 8]);
     let tensor = TensorBuilder::new()
