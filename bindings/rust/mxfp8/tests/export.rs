@@ -264,3 +264,25 @@ fn block_scales_of_a_2d_quantized_weight() {
     assert_eq!(parts.scales.shape(), &[2, 2]);
     assert_eq!(parts.scales.as_host_bytes().unwrap(), &blocks);
 }
+
+#[test]
+fn host_swizzle_into_caller_slices() {
+    let (rows, cols) = (129, 6);
+    let s = random_bytes(rows * cols, 19, 1, 254);
+    let mut swz = vec![POISON; 256 * 8];
+    mxfp8::swizzle_scales_into(&s, rows, cols, &mut swz).unwrap();
+    for (i, &b) in swz.iter().enumerate() {
+        let (tile, within) = (i / 512, i % 512);
+        let (r, c) = ((tile / 2) * 128 + ((within % 16) / 4) * 32 + within / 16, (tile % 2) * 4 + within % 4);
+        let expected = if r < rows && c < cols { s[r * cols + c] } else { 0 }; // padding written as zero
+        assert_eq!(b, expected, "byte {i}");
+    }
+    let mut back = vec![POISON; rows * cols];
+    mxfp8::unswizzle_scales_into(&swz, rows, cols, &mut back).unwrap();
+    assert_eq!(back, s);
+    let err = mxfp8::swizzle_scales_into(&s, rows, cols, &mut swz[1..]).unwrap_err();
+    assert_eq!(err.status, mxfp8::Status::InvalidArgument);
+    assert!(err.message.contains("2047"), "{err}");
+    let err = mxfp8::unswizzle_scales_into(&swz, rows, cols, &mut back[1..]).unwrap_err();
+    assert!(err.message.contains("cannot be a 129 x 6 matrix"), "{err}");
+}
