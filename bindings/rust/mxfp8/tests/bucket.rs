@@ -84,7 +84,7 @@ fn batched_export_rejects_bad_entries_before_writing_anything() {
     assert!(err.message.contains("destinations[1]: holds 39 scales"), "{err}");
     assert!(first.iter().chain(&second).all(|&b| b == POISON));
 
-    let mut second = vec![POISON; 40];
+    let mut second = [POISON; 40];
     let err = export_scales_batched(&tensors, &mut [&mut first[..], &mut second[..]], &ExportOptions::new().direction(Direction::Columnwise))
         .unwrap_err();
     assert_eq!(err.status, Status::MissingData);

@@ -122,7 +122,7 @@ pub fn reciprocal(e: u8) -> f32 {
     match e {
         0 => 1.0,
         254 => 0.0,
-        e => f32::from_bits(((254 - e as u32) as u32) << 23),
+        e => f32::from_bits((254 - e as u32) << 23),
     }
 }
 
@@ -146,7 +146,7 @@ pub fn quantize_rowwise_reference(x: &[f32], m: usize, k: usize) -> (Vec<u8>, Ve
 
 /// Columnwise E4M3 quantize of a (m, k) matrix: values (m, k) and compact (ceil(m/32), k) scales.
 pub fn quantize_columnwise_reference(x: &[f32], m: usize, k: usize) -> (Vec<u8>, Vec<u8>) {
-    let (xt, ) = (transpose_f32(x, m, k),);
+    let xt = transpose_f32(x, m, k);
     let (vt, st) = quantize_rowwise_reference(&xt, k, m);
     (transpose(&vt, k, m), transpose(&st, k, m.div_ceil(32)))
 }
