@@ -8,6 +8,19 @@ use crate::sys::{self, DLDataTypeCode, DLDeviceType};
 ///
 /// Rust cannot check device memory, so the constructor is `unsafe` and the promise made there is what
 /// makes the calls that take a `DeviceBytes` safe.
+///
+/// ```no_run
+/// # use std::ffi::c_void;
+/// # use mxfp8::{BucketPlan, DeviceBytes, ExportOptions, Stream, Tensor};
+/// # fn send(weights: &[&Tensor], bucket_ptr: *mut c_void, stream_ptr: *mut c_void) -> Result<(), mxfp8::Error> {
+/// // `bucket_ptr`: a cudaMalloc'ed buffer on GPU 0 (e.g. one registered for CUDA IPC), `stream_ptr`
+/// // the cudaStream_t the framework runs on.
+/// let stream = unsafe { Stream::from_raw(stream_ptr) };
+/// let plan = BucketPlan::new(weights, &ExportOptions::new().stream(stream), 256)?;
+/// let bucket = unsafe { DeviceBytes::cuda(bucket_ptr, plan.total_bytes() as usize, 0) };
+/// plan.fill_device(bucket)?; // one launch, queued on `stream`
+/// # Ok(()) }
+/// ```
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct DeviceBytes {
     ptr: *mut c_void,
