@@ -11,7 +11,7 @@
 //! compiles a C probe against the header and checks each field of each default, and every struct's size
 //! and field offsets, against what the C compiler says.
 #![allow(non_camel_case_types)]
-#![warn(missing_docs)]
+#![deny(missing_docs)]
 #![no_std]
 
 use core::ffi::{c_char, c_int, c_void};

@@ -43,7 +43,7 @@
 //! [`TensorBuilder::build`] succeeds (and drops them, running their deleters, when it fails); the
 //! [`Components`] of an export keep what they view alive on their own, so they may outlive the
 //! [`Tensor`]. Bucket views borrow the bucket: the compiler rejects one that outlives it.
-#![warn(missing_docs)]
+#![deny(missing_docs)]
 
 pub use mxfp8_sys as sys;
 
