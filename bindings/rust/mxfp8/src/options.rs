@@ -254,6 +254,22 @@ impl ExportOptions {
     pub fn get_direction(&self) -> Direction {
         self.direction
     }
+    /// The values dtype set.
+    pub fn get_values_dtype(&self) -> ValuesDtype {
+        self.values_dtype
+    }
+    /// The scales dtype set.
+    pub fn get_scales_dtype(&self) -> ScalesDtype {
+        self.scales_dtype
+    }
+    /// The padded-scales choice set.
+    pub fn get_padded_scales(&self) -> PaddedScales {
+        self.padded_scales
+    }
+    /// The granularity set.
+    pub fn get_granularity(&self) -> ScalesGranularity {
+        self.granularity
+    }
     /// The stream set.
     pub fn get_stream(&self) -> Stream {
         self.stream

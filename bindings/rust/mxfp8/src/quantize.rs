@@ -99,6 +99,18 @@ impl QuantizeOptions {
     pub fn get_scales(&self) -> QuantizedScales {
         self.scales
     }
+    /// The values dtype set.
+    pub fn get_values_dtype(&self) -> ValuesDtype {
+        self.values_dtype
+    }
+    /// The scales dtype set.
+    pub fn get_scales_dtype(&self) -> ScalesDtype {
+        self.scales_dtype
+    }
+    /// The stream set.
+    pub fn get_stream(&self) -> Stream {
+        self.stream
+    }
     /// The C struct (no allocator: the library allocates).
     pub fn to_sys(&self) -> sys::mxfp8_quantize_options {
         sys::mxfp8_quantize_options {
@@ -337,6 +349,10 @@ impl DequantizeOptions {
     /// The direction set.
     pub fn get_direction(&self) -> Direction {
         self.direction
+    }
+    /// The stream set.
+    pub fn get_stream(&self) -> Stream {
+        self.stream
     }
     /// The C struct.
     pub fn to_sys(&self) -> sys::mxfp8_dequantize_options {

@@ -167,7 +167,7 @@ impl Tensor {
         self.format
     }
 
-    /// The block the tensor was described with.
+    /// The block the tensor was described with ([`Block::B1x32`] for a grouped expert).
     pub fn block(&self) -> Block {
         self.block
     }
