@@ -150,7 +150,7 @@ fn bucket_errors_carry_the_librarys_message() {
     let mut short = vec![POISON; plan.total_bytes() as usize - 1];
     let err = plan.fill(&mut short).unwrap_err();
     assert_eq!(err.status, Status::InvalidArgument);
-    assert!(err.message.contains(&format!("reaches byte {} of a bucket of {} bytes", plan.total_bytes(), short.len())), "{err}");
+    assert!(err.message.contains("entries[1]") && err.message.contains(&format!("a bucket of {} bytes", short.len())), "{err}");
     assert!(short.iter().all(|&b| b == POISON));
 
     let err = BucketPlan::new(&tensors, &ExportOptions::new().direction(Direction::Columnwise), 256).unwrap_err();
