@@ -30,7 +30,7 @@
 //! | `mxfp8_bucket_plan` / `mxfp8_export_bucket` | [`BucketPlan::new`], [`BucketPlan::fill`] / [`fill_device`](BucketPlan::fill_device), [`BucketPlan::manifest`] -> [`Manifest::unpack`] |
 //! | `mxfp8_grouped_*` | [`GroupedBuilder`] -> [`GroupedTensor::expert`], [`GroupedTensor::export_stacked`] |
 //! | `mxfp8_swizzle_scales` / `mxfp8_unswizzle_scales` | [`swizzle_scales_host`], [`swizzle_scales_into`], [`swizzle_scales_device`] (and `unswizzle_*`) |
-//! | `mxfp8_quantize` | [`quantize_host`], [`quantize_raw`] |
+//! | `mxfp8_quantize` | [`quantize_host`], [`quantize_host_both`], [`quantize_raw`] |
 //! | `mxfp8_quantize_into` | [`quantize_into`] (host slices), [`quantize_into_device`] |
 //! | `mxfp8_dequantize` | [`Tensor::dequantize_host`], [`Tensor::dequantize_into`], [`Tensor::dequantize_into_device`] |
 //! | `mxfp8_version`, `mxfp8_status_string`, `mxfp8_last_error` | [`version`], [`Status`], [`Error`] |
@@ -67,7 +67,7 @@ pub use options::{
     ScalesDtype, ScalesGranularity, Stream, ValuesDtype,
 };
 pub use quantize::{
-    quantize_host, quantize_into, quantize_into_device, quantize_raw, DequantizeOptions, DequantizeOutput, HostInput,
+    quantize_host, quantize_host_both, quantize_into, quantize_into_device, quantize_raw, DequantizeOptions, DequantizeOutput, HostInput,
     InputDtype, OutputDtype, QuantizeOptions, QuantizeOutput, Quantized,
 };
 pub use swizzle::{

@@ -211,6 +211,24 @@ pub fn quantize_host(input: HostInput<'_>, shape: &[i64], direction: Direction, 
     unsafe { quantize_raw(&t, direction, options) }
 }
 
+/// Quantizes a row-major host tensor of `shape` in both directions in one call (one pass over the
+/// input): `(rowwise, columnwise)`. With 32x32 blocks both share every block's scale.
+pub fn quantize_host_both(input: HostInput<'_>, shape: &[i64], options: &QuantizeOptions) -> Result<(Quantized, Quantized), Error> {
+    let (data, len, dtype) = input.parts();
+    check_numel(shape, len, "input values")?;
+    let mut shape = shape.to_vec();
+    let t = dl_tensor(data, HOST, dtype.dl(), &mut shape);
+    let o = options.to_sys();
+    let mut out = [ptr::null_mut(); 4];
+    let [rd, rs, cd, cs] = &mut out;
+    // SAFETY: `t` describes the borrowed slice, which outlives this synchronous host call; the four
+    // outputs are written only on success.
+    check(unsafe { sys::mxfp8_quantize(&t, &o, rd, rs, cd, cs) })?;
+    // SAFETY: fresh managed tensors that we now own.
+    let take = |p| unsafe { ManagedTensor::from_raw(p) }.expect("quantize returned OK and no output");
+    Ok((Quantized { data: take(out[0]), scale_inv: take(out[1]) }, Quantized { data: take(out[2]), scale_inv: take(out[3]) }))
+}
+
 /// Quantizes any DLPack tensor the library takes (host or CUDA memory) in `direction` into new buffers.
 ///
 /// # Safety

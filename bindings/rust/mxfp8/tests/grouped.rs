@@ -140,3 +140,19 @@ fn grouped_errors_carry_the_librarys_message() {
     assert!(err.message.contains("scale_inv"), "{err}");
     assert!(GroupedBuilder::new().experts(&[1, 2], 32).scale_offsets(&[0]).build().is_err());
 }
+
+#[test]
+fn experts_are_exported_from_many_threads() {
+    let (rows, k) = ([40usize, 90, 7, 128], 200usize);
+    let (e, _) = experts(&rows, k, ScaleLayout::GemmSwizzled, GroupedScales::Padded, 0, 70);
+    let g = std::sync::Arc::new(build(&e, &rows, k, ScaleLayout::GemmSwizzled, GroupedScales::Padded, None));
+    let handles: Vec<_> = (0..4)
+        .map(|i| {
+            let g = g.clone();
+            std::thread::spawn(move || g.expert(i).unwrap().export(&ExportOptions::default()).unwrap().scales.to_host_vec().unwrap())
+        })
+        .collect();
+    for (i, h) in handles.into_iter().enumerate() {
+        assert_eq!(h.join().unwrap(), e.scales[i]);
+    }
+}

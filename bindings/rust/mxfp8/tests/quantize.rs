@@ -164,3 +164,14 @@ fn dequantize_into_matches_the_decode_formula() {
     assert_eq!(err.status, Status::InvalidArgument);
     assert!(err.message.contains("output"), "{err}");
 }
+
+#[test]
+fn both_directions_in_one_call() {
+    let (m, k) = (45usize, 70usize);
+    let x = random_floats(m * k, 14);
+    let (r, c) = mxfp8::quantize_host_both(HostInput::F32(&x), &[m as i64, k as i64], &QuantizeOptions::new()).unwrap();
+    let ((rv, rs), (cv, cs)) = (quantize_rowwise_reference(&x, m, k), quantize_columnwise_reference(&x, m, k));
+    assert_eq!((r.data.to_host_vec().unwrap(), r.scale_inv.to_host_vec().unwrap()), (rv, rs));
+    assert_eq!((c.data.to_host_vec().unwrap(), c.scale_inv.to_host_vec().unwrap()), (cv, cs));
+    assert_eq!(c.scale_inv.shape(), &[2, 70]);
+}
