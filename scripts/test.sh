@@ -8,7 +8,9 @@
 #      the export and the quantize harness);
 #   4. the Python tests (pytest), the demo (python -m mxfp8 demo) and the Python examples against
 #      `pip install .`;
-#   5. the Rust tests and example (cargo test --offline) against the library built in step 1.
+#   5. the Rust tests (cargo test --offline, the ABI probe required), the Rust docs without warnings, the
+#      export example, and the Python weight-sync trainer sending buckets over shared memory to the Rust
+#      receiver example, against the library built in step 1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
@@ -71,9 +73,12 @@ if [ -d bindings/rust ]; then
   step "Rust crates and tests"
   build="$PWD/build"
   (cd bindings/rust &&
-    export MXFP8_LIB_DIR="$build" MXFP8_INCLUDE_DIR="$build/../include" \
-      MXFP8_LAYOUT_PROBE="$build/tests/c/print_struct_layout" LD_LIBRARY_PATH="$build${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" &&
-    cargo test --offline 2>&1 && cargo run --offline --quiet --example export_swizzled) | tee -a "$log"
+    export MXFP8_LIB_DIR="$build" MXFP8_INCLUDE_DIR="$build/../include" MXFP8_REQUIRE_ABI_PROBE=1 \
+      LD_LIBRARY_PATH="$build${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" &&
+    cargo test --offline 2>&1 && RUSTDOCFLAGS="-D warnings" cargo doc --offline --no-deps 2>&1 &&
+    cargo run --offline --quiet --example export_swizzled &&
+    cargo build --offline --quiet --example receive_bucket &&
+    python3 ../../examples/rust/send_bucket.py target/debug/examples/receive_bucket) | tee -a "$log"
 fi
 step "summary"
 # ctest counts executables (each holds many cmocka cases), pytest and cargo count cases.

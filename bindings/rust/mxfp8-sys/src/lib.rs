@@ -6,7 +6,12 @@
 //! C enums that travel inside structs or come back from C are newtype integers, so that a value this
 //! crate does not know (a newer library, a newer DLPack) is just an unknown value, never undefined
 //! behaviour.
+//!
+//! Every `Default` impl below is the header's `*_INIT` macro restated; `bindings/rust/mxfp8/tests/abi.rs`
+//! compiles a C probe against the header and checks each field of each default, and every struct's size
+//! and field offsets, against what the C compiler says.
 #![allow(non_camel_case_types)]
+#![deny(missing_docs)]
 #![no_std]
 
 use core::ffi::{c_char, c_int, c_void};
@@ -20,9 +25,13 @@ use core::ffi::{c_char, c_int, c_void};
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub struct DLDeviceType(pub c_int);
 impl DLDeviceType {
+    /// `kDLCPU`: host memory.
     pub const CPU: Self = Self(1);
+    /// `kDLCUDA`: CUDA device memory.
     pub const CUDA: Self = Self(2);
+    /// `kDLCUDAHost`: pinned host memory (cudaMallocHost).
     pub const CUDA_HOST: Self = Self(3);
+    /// `kDLCUDAManaged`: CUDA unified memory.
     pub const CUDA_MANAGED: Self = Self(13);
 }
 
@@ -31,59 +40,92 @@ impl DLDeviceType {
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub struct DLDataTypeCode(pub u8);
 impl DLDataTypeCode {
+    /// `kDLInt`.
     pub const INT: Self = Self(0);
+    /// `kDLUInt`.
     pub const UINT: Self = Self(1);
+    /// `kDLFloat` (16, 32 or 64 bits).
     pub const FLOAT: Self = Self(2);
+    /// `kDLBfloat` (bfloat16).
     pub const BFLOAT: Self = Self(4);
+    /// `kDLFloat8_e4m3fn`.
     pub const FLOAT8_E4M3FN: Self = Self(10);
+    /// `kDLFloat8_e5m2`.
     pub const FLOAT8_E5M2: Self = Self(12);
+    /// `kDLFloat8_e8m0fnu` (the E8M0 scale byte).
     pub const FLOAT8_E8M0FNU: Self = Self(14);
 }
 
+/// `DLDevice`: where a tensor's memory lives.
 #[repr(C)]
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct DLDevice {
+    /// The kind of memory.
     pub device_type: DLDeviceType,
+    /// The device ordinal (0 for host memory).
     pub device_id: i32,
 }
 
+/// `DLDataType`: an element type.
 #[repr(C)]
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct DLDataType {
+    /// The type family.
     pub code: DLDataTypeCode,
+    /// Bits per element.
     pub bits: u8,
+    /// Vector lanes (1 for every tensor this library reads or writes).
     pub lanes: u16,
 }
 
+/// `DLTensor`: a borrowed description of strided memory.
 #[repr(C)]
 #[derive(Copy, Clone, Debug)]
 pub struct DLTensor {
+    /// The base address (device memory for CUDA tensors).
     pub data: *mut c_void,
+    /// Where the memory lives.
     pub device: DLDevice,
+    /// The number of dimensions.
     pub ndim: i32,
+    /// The element type.
     pub dtype: DLDataType,
+    /// `ndim` sizes.
     pub shape: *mut i64,
+    /// `ndim` strides in elements, or NULL for a compact row-major tensor.
     pub strides: *mut i64,
+    /// Bytes from `data` to the first element.
     pub byte_offset: u64,
 }
 
+/// `DLPackVersion`: the DLPack ABI version a managed tensor follows.
 #[repr(C)]
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct DLPackVersion {
+    /// Major version (1).
     pub major: u32,
+    /// Minor version.
     pub minor: u32,
 }
 
+/// The tensor's memory must not be written.
 pub const DLPACK_FLAG_BITMASK_READ_ONLY: u64 = 1 << 0;
+/// The tensor is a copy made by the producer, not a view of its source.
 pub const DLPACK_FLAG_BITMASK_IS_COPIED: u64 = 1 << 1;
 
+/// `DLManagedTensorVersioned`: a tensor with an owner; whoever holds it calls `deleter` once.
 #[repr(C)]
 #[derive(Debug)]
 pub struct DLManagedTensorVersioned {
+    /// The DLPack version the producer followed.
     pub version: DLPackVersion,
+    /// The producer's context (the deleter's business).
     pub manager_ctx: *mut c_void,
+    /// Frees the tensor; NULL when there is nothing to free.
     pub deleter: Option<unsafe extern "C" fn(*mut DLManagedTensorVersioned)>,
+    /// `DLPACK_FLAG_BITMASK_*` bits.
     pub flags: u64,
+    /// The tensor itself.
     pub dl_tensor: DLTensor,
 }
 
@@ -91,9 +133,13 @@ pub struct DLManagedTensorVersioned {
 // mxfp8.h
 // ------------------------------------------------------------------------------------------------
 
+/// The major version of the header this crate mirrors.
 pub const MXFP8_VERSION_MAJOR: u32 = 0;
+/// The minor version of the header this crate mirrors.
 pub const MXFP8_VERSION_MINOR: u32 = 1;
+/// The patch version of the header this crate mirrors.
 pub const MXFP8_VERSION_PATCH: u32 = 0;
+/// `MAJOR * 10000 + MINOR * 100 + PATCH`, the encoding `mxfp8_version()` returns.
 pub const MXFP8_VERSION: u32 = MXFP8_VERSION_MAJOR * 10000 + MXFP8_VERSION_MINOR * 100 + MXFP8_VERSION_PATCH;
 
 /// `mxfp8_status`: pinned values.
@@ -101,58 +147,101 @@ pub const MXFP8_VERSION: u32 = MXFP8_VERSION_MAJOR * 10000 + MXFP8_VERSION_MINOR
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub struct mxfp8_status(pub c_int);
 impl mxfp8_status {
+    /// `MXFP8_OK`.
     pub const OK: Self = Self(0);
+    /// `MXFP8_ERROR_INVALID_ARGUMENT`.
     pub const ERROR_INVALID_ARGUMENT: Self = Self(1);
+    /// `MXFP8_ERROR_MISSING_DATA`.
     pub const ERROR_MISSING_DATA: Self = Self(2);
+    /// `MXFP8_ERROR_UNSUPPORTED`.
     pub const ERROR_UNSUPPORTED: Self = Self(3);
+    /// `MXFP8_ERROR_OUT_OF_MEMORY`.
     pub const ERROR_OUT_OF_MEMORY: Self = Self(4);
+    /// `MXFP8_ERROR_CUDA`.
     pub const ERROR_CUDA: Self = Self(5);
+    /// `MXFP8_ERROR_INTERNAL`.
     pub const ERROR_INTERNAL: Self = Self(6);
+    /// `MXFP8_NUM_STATUS`: not a status, one past the largest value the header knows.
+    pub const NUM_STATUS: Self = Self(7);
 }
 
+/// `mxfp8_format`: float8_e4m3fn values.
 pub const MXFP8_FORMAT_E4M3: i32 = 1;
+/// `mxfp8_format`: float8_e5m2 values.
 pub const MXFP8_FORMAT_E5M2: i32 = 2;
+/// `mxfp8_scale_layout`: row-major, possibly padded.
 pub const MXFP8_SCALE_LAYOUT_ROW_MAJOR: i32 = 0;
+/// `mxfp8_scale_layout`: the cuBLAS 128x4 block-scaling layout.
 pub const MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED: i32 = 1;
+/// `mxfp8_direction`: values scaled along K.
 pub const MXFP8_DIRECTION_ROWWISE: i32 = 0;
+/// `mxfp8_direction`: values scaled along rows.
 pub const MXFP8_DIRECTION_COLUMNWISE: i32 = 1;
+/// `mxfp8_values_dtype`: the float8 dtype of the format.
 pub const MXFP8_VALUES_FP8: i32 = 0;
+/// `mxfp8_values_dtype`: the same bytes as uint8.
 pub const MXFP8_VALUES_UINT8: i32 = 1;
+/// `mxfp8_scales_dtype`: uint8.
 pub const MXFP8_SCALES_UINT8: i32 = 0;
+/// `mxfp8_scales_dtype`: float8_e8m0fnu.
 pub const MXFP8_SCALES_E8M0: i32 = 1;
+/// `mxfp8_padded_scales`: a contiguous copy.
 pub const MXFP8_PADDED_SCALES_COPY: i32 = 0;
+/// `mxfp8_padded_scales`: a zero-copy view with the padded row stride.
 pub const MXFP8_PADDED_SCALES_STRIDED_VIEW: i32 = 1;
+/// `mxfp8_block`: one scale per 32 consecutive values.
 pub const MXFP8_BLOCK_1X32: i32 = 0;
+/// `mxfp8_block`: one scale per 32 x 32 block (stored repeated as 1x32 scales).
 pub const MXFP8_BLOCK_32X32: i32 = 1;
+/// `mxfp8_scales_granularity`: the stored 1x32 scales.
 pub const MXFP8_SCALES_PER_32: i32 = 0;
+/// `mxfp8_scales_granularity`: one scale per 32 x 32 block.
 pub const MXFP8_SCALES_PER_32X32: i32 = 1;
+/// `mxfp8_scale_rounding`: Transformer Engine's rule (the default).
 pub const MXFP8_SCALE_ROUNDING_RCEIL: i32 = 0;
+/// `mxfp8_scale_rounding`: the OCP MX v1.0 rule.
 pub const MXFP8_SCALE_ROUNDING_FLOOR: i32 = 1;
+/// `mxfp8_quantized_scales`: compact row-major.
 pub const MXFP8_QUANTIZED_SCALES_COMPACT: i32 = 0;
+/// `mxfp8_quantized_scales`: Transformer Engine's padded row-major buffer.
 pub const MXFP8_QUANTIZED_SCALES_PADDED: i32 = 1;
+/// `mxfp8_quantized_scales`: the padded buffer in the cuBLAS 128x4 layout.
 pub const MXFP8_QUANTIZED_SCALES_SWIZZLED: i32 = 2;
+/// `mxfp8_grouped_scales`: each expert takes TE's padded per-tensor allocation.
 pub const MXFP8_GROUPED_SCALES_PADDED: i32 = 0;
+/// `mxfp8_grouped_scales`: each expert's compact scales, no padding.
 pub const MXFP8_GROUPED_SCALES_COMPACT: i32 = 1;
-
-/// Opaque handle.
+/// `mxfp8_tensor`: an opaque, reference-counted, thread-safe handle on a validated tensor.
 #[repr(C)]
 pub struct mxfp8_tensor {
     _private: [u8; 0],
 }
 
+/// `mxfp8_tensor_desc`: what an MXFP8 tensor is and where its bytes are (see the header for the rules).
 #[repr(C)]
 #[derive(Copy, Clone, Debug)]
 pub struct mxfp8_tensor_desc {
+    /// `sizeof(mxfp8_tensor_desc)`.
     pub struct_size: u32,
+    /// `MXFP8_FORMAT_*`.
     pub format: i32,
+    /// `MXFP8_SCALE_LAYOUT_*`, for both directions.
     pub scale_layout: i32,
+    /// Length of `shape`; 0 takes the logical shape from the data tensor.
     pub ndim: i32,
+    /// The logical shape `(*lead, K)`, copied; NULL when `ndim` is 0.
     pub shape: *const i64,
+    /// Rowwise FP8 values (taken on success).
     pub rowwise_data: *mut DLManagedTensorVersioned,
+    /// Rowwise E8M0 scales (taken on success).
     pub rowwise_scale_inv: *mut DLManagedTensorVersioned,
+    /// Columnwise FP8 values, in the tensor's shape (taken on success).
     pub columnwise_data: *mut DLManagedTensorVersioned,
+    /// Columnwise E8M0 scales (taken on success).
     pub columnwise_scale_inv: *mut DLManagedTensorVersioned,
+    /// `MXFP8_BLOCK_*`.
     pub block: i32,
+    /// Must be 0.
     pub reserved: u32,
 }
 
@@ -175,7 +264,7 @@ impl Default for mxfp8_tensor_desc {
     }
 }
 
-/// The signature of DLPack's `DLPackManagedTensorAllocator`.
+/// The signature of DLPack's `DLPackManagedTensorAllocator`, which the option structs' `allocator` takes.
 pub type mxfp8_allocator = unsafe extern "C" fn(
     prototype: *mut DLTensor,
     out: *mut *mut DLManagedTensorVersioned,
@@ -183,18 +272,29 @@ pub type mxfp8_allocator = unsafe extern "C" fn(
     set_error: Option<unsafe extern "C" fn(*mut c_void, *const c_char, *const c_char)>,
 ) -> c_int;
 
+/// `mxfp8_export_options`: options of the exports, the batched export and buckets.
 #[repr(C)]
 #[derive(Copy, Clone, Debug)]
 pub struct mxfp8_export_options {
+    /// `sizeof(mxfp8_export_options)`.
     pub struct_size: u32,
+    /// `MXFP8_DIRECTION_*`.
     pub direction: i32,
+    /// `MXFP8_VALUES_*`.
     pub values_dtype: i32,
+    /// `MXFP8_SCALES_UINT8` or `MXFP8_SCALES_E8M0`.
     pub scales_dtype: i32,
+    /// `MXFP8_PADDED_SCALES_*`.
     pub padded_scales: i32,
+    /// Must be 0.
     pub reserved: u32,
+    /// The `cudaStream_t` copies run on (NULL: the legacy default stream).
     pub stream: *mut c_void,
+    /// Allocates copies; None: the library allocates.
     pub allocator: Option<mxfp8_allocator>,
+    /// `MXFP8_SCALES_PER_32` or `MXFP8_SCALES_PER_32X32`.
     pub scales_granularity: i32,
+    /// Must be 0.
     pub reserved2: u32,
 }
 
@@ -216,26 +316,53 @@ impl Default for mxfp8_export_options {
     }
 }
 
-/// Opaque handle on grouped MoE experts.
+/// `mxfp8_bucket_entry`: where one tensor's parts sit in a bucket, in bytes from its first byte.
+#[repr(C)]
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct mxfp8_bucket_entry {
+    /// Offset of the values.
+    pub values_offset: u64,
+    /// `prod(shape)`: the values, row-major.
+    pub values_bytes: u64,
+    /// Offset of the compact scales.
+    pub scales_offset: u64,
+    /// The compact scales, row-major.
+    pub scales_bytes: u64,
+}
+
+/// `mxfp8_grouped_tensor`: an opaque, thread-safe handle on validated grouped MoE experts.
 #[repr(C)]
 pub struct mxfp8_grouped_tensor {
     _private: [u8; 0],
 }
 
+/// `mxfp8_grouped_desc`: E experts of shapes `(rows_e, K)` stored back to back in two flat buffers.
 #[repr(C)]
 #[derive(Copy, Clone, Debug)]
 pub struct mxfp8_grouped_desc {
+    /// `sizeof(mxfp8_grouped_desc)`.
     pub struct_size: u32,
+    /// `MXFP8_FORMAT_*`.
     pub format: i32,
+    /// `MXFP8_SCALE_LAYOUT_*` of every expert's scales.
     pub scale_layout: i32,
+    /// `MXFP8_GROUPED_SCALES_*`.
     pub scales: i32,
+    /// E >= 1.
     pub num_experts: i32,
+    /// Must be 0.
     pub reserved: u32,
+    /// K, shared by all experts.
     pub cols: i64,
+    /// Rows of every expert when `expert_rows` is NULL.
     pub uniform_rows: i64,
+    /// E row counts (copied), or NULL.
     pub expert_rows: *const i64,
+    /// E byte offsets of each expert's scales in `scale_inv` (copied), or NULL: back to back.
     pub scale_offsets: *const i64,
+    /// The flat values (taken on success).
     pub data: *mut DLManagedTensorVersioned,
+    /// The flat scales (taken on success).
     pub scale_inv: *mut DLManagedTensorVersioned,
 }
 
@@ -259,18 +386,29 @@ impl Default for mxfp8_grouped_desc {
     }
 }
 
+/// `mxfp8_quantize_options`: options of `mxfp8_quantize` and `mxfp8_quantize_into`.
 #[repr(C)]
 #[derive(Copy, Clone, Debug)]
 pub struct mxfp8_quantize_options {
+    /// `sizeof(mxfp8_quantize_options)`.
     pub struct_size: u32,
+    /// `MXFP8_FORMAT_*`.
     pub format: i32,
+    /// `MXFP8_BLOCK_*`.
     pub block: i32,
+    /// `MXFP8_SCALE_ROUNDING_*`.
     pub scale_rounding: i32,
+    /// `MXFP8_QUANTIZED_SCALES_*`.
     pub scales_layout: i32,
+    /// `MXFP8_VALUES_*` of the values `mxfp8_quantize` allocates.
     pub values_dtype: i32,
+    /// `MXFP8_SCALES_UINT8` or `MXFP8_SCALES_E8M0` of the scales `mxfp8_quantize` allocates.
     pub scales_dtype: i32,
+    /// Must be 0.
     pub reserved: u32,
+    /// The `cudaStream_t` the kernel runs on (NULL: the legacy default stream).
     pub stream: *mut c_void,
+    /// Allocates `mxfp8_quantize`'s outputs; None: the library allocates.
     pub allocator: Option<mxfp8_allocator>,
 }
 
@@ -292,11 +430,15 @@ impl Default for mxfp8_quantize_options {
     }
 }
 
+/// `mxfp8_dequantize_options`: options of `mxfp8_dequantize`.
 #[repr(C)]
 #[derive(Copy, Clone, Debug)]
 pub struct mxfp8_dequantize_options {
+    /// `sizeof(mxfp8_dequantize_options)`.
     pub struct_size: u32,
+    /// `MXFP8_DIRECTION_*`.
     pub direction: i32,
+    /// The `cudaStream_t` the kernel runs on.
     pub stream: *mut c_void,
 }
 
@@ -311,35 +453,67 @@ impl Default for mxfp8_dequantize_options {
     }
 }
 
+// One declaration per function of mxfp8.h, in the header's order; the header documents each.
 extern "C" {
+    /// The loaded library's version, encoded as [`MXFP8_VERSION`]. Cannot fail.
     pub fn mxfp8_version() -> u32;
+    /// A static English name for a status. Never NULL. Cannot fail.
     pub fn mxfp8_status_string(status: mxfp8_status) -> *const c_char;
+    /// The message of this thread's last failed call; valid until its next call. Never NULL.
     pub fn mxfp8_last_error() -> *const c_char;
+    /// Validates `desc` and wraps it in a handle, taking its managed tensors on success.
     pub fn mxfp8_tensor_create(desc: *const mxfp8_tensor_desc, out: *mut *mut mxfp8_tensor) -> mxfp8_status;
+    /// Drops the caller's reference (NULL is fine).
     pub fn mxfp8_tensor_release(tensor: *mut mxfp8_tensor);
+    /// Exports one direction as values (a view) and compact scales (a view or a copy).
     pub fn mxfp8_export_components(
         tensor: *const mxfp8_tensor,
         options: *const mxfp8_export_options,
         values: *mut *mut DLManagedTensorVersioned,
         scales: *mut *mut DLManagedTensorVersioned,
     ) -> mxfp8_status;
+    /// Writes the compact scales of `count` tensors into caller-owned buffers, in one launch.
     pub fn mxfp8_export_scales_batched(
         tensors: *const *const mxfp8_tensor,
         destinations: *const *mut DLTensor,
         count: usize,
         options: *const mxfp8_export_options,
     ) -> mxfp8_status;
+    /// Plans a bucket: where each tensor's values and compact scales go, and the size needed.
+    pub fn mxfp8_bucket_plan(
+        tensors: *const *const mxfp8_tensor,
+        count: usize,
+        options: *const mxfp8_export_options,
+        alignment: u64,
+        entries: *mut mxfp8_bucket_entry,
+        total_bytes: *mut u64,
+    ) -> mxfp8_status;
+    /// Fills a bucket as a plan of the same tensors and options says.
+    pub fn mxfp8_export_bucket(
+        tensors: *const *const mxfp8_tensor,
+        count: usize,
+        options: *const mxfp8_export_options,
+        entries: *const mxfp8_bucket_entry,
+        bucket: *mut DLTensor,
+    ) -> mxfp8_status;
+    /// Validates grouped experts and wraps them in a handle, taking the buffers on success.
     pub fn mxfp8_grouped_tensor_create(desc: *const mxfp8_grouped_desc, out: *mut *mut mxfp8_grouped_tensor) -> mxfp8_status;
+    /// Drops the caller's reference (NULL is fine).
     pub fn mxfp8_grouped_tensor_release(grouped: *mut mxfp8_grouped_tensor);
+    /// A new tensor handle viewing one expert.
     pub fn mxfp8_grouped_expert(grouped: *const mxfp8_grouped_tensor, expert: i32, out: *mut *mut mxfp8_tensor) -> mxfp8_status;
+    /// The experts stacked: values `[E, N, K]` and scales `[E, N, ceil(K/32)]`.
     pub fn mxfp8_grouped_export_stacked(
         grouped: *const mxfp8_grouped_tensor,
         options: *const mxfp8_export_options,
         values: *mut *mut DLManagedTensorVersioned,
         scales: *mut *mut DLManagedTensorVersioned,
     ) -> mxfp8_status;
+    /// Undoes the GEMM swizzle of one scale matrix into `compact`.
     pub fn mxfp8_unswizzle_scales(swizzled: *const DLTensor, compact: *mut DLTensor, stream: *mut c_void) -> mxfp8_status;
+    /// Swizzles one compact scale matrix into the cuBLAS layout, padding zero.
     pub fn mxfp8_swizzle_scales(compact: *const DLTensor, swizzled: *mut DLTensor, stream: *mut c_void) -> mxfp8_status;
+    /// Quantizes into new buffers (the directions whose pointers are not NULL).
     pub fn mxfp8_quantize(
         input: *const DLTensor,
         options: *const mxfp8_quantize_options,
@@ -348,6 +522,7 @@ extern "C" {
         columnwise_data: *mut *mut DLManagedTensorVersioned,
         columnwise_scale_inv: *mut *mut DLManagedTensorVersioned,
     ) -> mxfp8_status;
+    /// Quantizes into caller-owned buffers (the directions whose pointers are not NULL).
     pub fn mxfp8_quantize_into(
         input: *const DLTensor,
         options: *const mxfp8_quantize_options,
@@ -356,6 +531,7 @@ extern "C" {
         columnwise_data: *mut DLTensor,
         columnwise_scale_inv: *mut DLTensor,
     ) -> mxfp8_status;
+    /// Decodes one direction into a float32 or bfloat16 buffer.
     pub fn mxfp8_dequantize(
         tensor: *const mxfp8_tensor,
         options: *const mxfp8_dequantize_options,

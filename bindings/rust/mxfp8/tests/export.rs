@@ -2,7 +2,7 @@
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use mxfp8::{sys, Block, Direction, ExportOptions, Format, ManagedTensor, ScaleLayout, TensorBuilder};
+use mxfp8::{sys, Block, Direction, ExportOptions, Format, ManagedTensor, PaddedScales, ScaleLayout, ScalesGranularity, Status, TensorBuilder};
 
 /// The cuBLAS layout offset, written here from the layout's permute form (independent of the library).
 fn swizzled_index(r: usize, c: usize, padded_cols: usize) -> usize {
@@ -98,7 +98,7 @@ fn padded_scales_copy_or_strided_view() {
     let copy = tensor.export(&ExportOptions::default()).unwrap();
     assert!(copy.scales.is_copy());
     assert_eq!(copy.scales.as_host_bytes().unwrap(), &scales[..]);
-    let view = tensor.export(&ExportOptions { strided_padded_scales: true, ..Default::default() }).unwrap();
+    let view = tensor.export(&ExportOptions::new().padded_scales(PaddedScales::StridedView)).unwrap();
     assert!(!view.scales.is_copy());
     assert_eq!(view.scales.strides(), vec![4, 1]);
     assert!(view.scales.as_host_bytes().is_none()); // not contiguous
@@ -115,7 +115,7 @@ fn errors_carry_status_and_message() {
         )
         .build()
         .unwrap_err();
-    assert_eq!(err.status, sys::mxfp8_status::ERROR_INVALID_ARGUMENT);
+    assert_eq!(err.status, Status::InvalidArgument);
     assert!(err.message.contains("need 128 x 4 = 512 bytes, got 200"), "{}", err.message);
     assert!(err.to_string().starts_with("invalid argument: "));
 
@@ -126,8 +126,8 @@ fn errors_carry_status_and_message() {
         )
         .build()
         .unwrap();
-    let err = tensor.export(&ExportOptions { direction: Direction::Columnwise, ..Default::default() }).unwrap_err();
-    assert_eq!(err.status, sys::mxfp8_status::ERROR_MISSING_DATA);
+    let err = tensor.export(&ExportOptions::new().direction(Direction::Columnwise)).unwrap_err();
+    assert_eq!(err.status, Status::MissingData);
     assert!(err.message.contains("no columnwise data"));
     assert!(ManagedTensor::from_host_bytes(vec![0; 10], &[3, 3]).is_err());
 }
@@ -260,7 +260,29 @@ fn block_scales_of_a_2d_quantized_weight() {
         )
         .build()
         .unwrap();
-    let parts = tensor.export(&ExportOptions { block_scales: true, ..Default::default() }).unwrap();
+    let parts = tensor.export(&ExportOptions::new().granularity(ScalesGranularity::Per32x32)).unwrap();
     assert_eq!(parts.scales.shape(), &[2, 2]);
     assert_eq!(parts.scales.as_host_bytes().unwrap(), &blocks);
+}
+
+#[test]
+fn host_swizzle_into_caller_slices() {
+    let (rows, cols) = (129, 6);
+    let s = random_bytes(rows * cols, 19, 1, 254);
+    let mut swz = vec![POISON; 256 * 8];
+    mxfp8::swizzle_scales_into(&s, rows, cols, &mut swz).unwrap();
+    for (i, &b) in swz.iter().enumerate() {
+        let (tile, within) = (i / 512, i % 512);
+        let (r, c) = ((tile / 2) * 128 + ((within % 16) / 4) * 32 + within / 16, (tile % 2) * 4 + within % 4);
+        let expected = if r < rows && c < cols { s[r * cols + c] } else { 0 }; // padding written as zero
+        assert_eq!(b, expected, "byte {i}");
+    }
+    let mut back = vec![POISON; rows * cols];
+    mxfp8::unswizzle_scales_into(&swz, rows, cols, &mut back).unwrap();
+    assert_eq!(back, s);
+    let err = mxfp8::swizzle_scales_into(&s, rows, cols, &mut swz[1..]).unwrap_err();
+    assert_eq!(err.status, mxfp8::Status::InvalidArgument);
+    assert!(err.message.contains("2047"), "{err}");
+    let err = mxfp8::unswizzle_scales_into(&swz, rows, cols, &mut back[1..]).unwrap_err();
+    assert!(err.message.contains("cannot be a 129 x 6 matrix"), "{err}");
 }

@@ -18,7 +18,7 @@ fn known_answers() {
     let v = q.data.as_host_bytes().unwrap();
     assert_eq!((v[0], v[32], v[65]), (0x78, 0x78, 0x80));
     // FLOOR: 500 keeps scale 127 and saturates to 448 (0x7E). bfloat16 1.0 is 0x3F80.
-    let floor = QuantizeOptions { rounding: ScaleRounding::Floor, ..Default::default() };
+    let floor = QuantizeOptions::new().rounding(ScaleRounding::Floor);
     let q = quantize_host(HostInput::F32(&x), &[3, 32], Direction::Rowwise, &floor).unwrap();
     assert_eq!(q.scale_inv.as_host_bytes().unwrap()[1], 127);
     assert_eq!(q.data.as_host_bytes().unwrap()[32], 0x7E);
@@ -35,7 +35,7 @@ fn swizzled_outputs_build_a_tensor_that_exports_the_compact_scales() {
     let x: Vec<f32> = (0..rows * k).map(|i| ((i * 7919) % 1000) as f32 * 0.37 - 185.0).collect();
     let shape = [rows as i64, k as i64];
     let compact = quantize_host(HostInput::F32(&x), &shape, Direction::Rowwise, &QuantizeOptions::default()).unwrap();
-    let te = QuantizeOptions { scales: QuantizedScales::Swizzled, ..Default::default() };
+    let te = QuantizeOptions::new().scales(QuantizedScales::Swizzled);
     let swizzled = quantize_host(HostInput::F32(&x), &shape, Direction::Rowwise, &te).unwrap();
     assert_eq!(swizzled.scale_inv.shape(), &[128, 8]);
     let tensor = TensorBuilder::new()
@@ -53,4 +53,125 @@ fn swizzled_outputs_build_a_tensor_that_exports_the_compact_scales() {
     for (a, b) in x.iter().zip(&y) {
         assert!((a - b).abs() <= a.abs() / 16.0 + 4.0, "{a} decoded as {b}");
     }
+}
+
+mod common;
+use common::*;
+use mxfp8::{
+    quantize_into, Block, DequantizeOptions, DequantizeOutput, QuantizeOutput, Status,
+};
+
+/// Every scale layout and both directions of quantize_into over caller slices, against the reference
+/// quantizer and layouts of tests/common (a shape that is a multiple of nothing: 70 x 100).
+#[test]
+fn quantize_into_matches_the_reference_in_every_layout() {
+    let (m, k) = (70usize, 100usize);
+    let x = random_floats(m * k, 5);
+    let shape = [m as i64, k as i64];
+    let (rv, rs) = quantize_rowwise_reference(&x, m, k);
+    let (cv, cs) = quantize_columnwise_reference(&x, m, k);
+    let (rc, cr) = (k.div_ceil(32), m.div_ceil(32));
+    for layout in [QuantizedScales::Compact, QuantizedScales::Padded, QuantizedScales::Swizzled] {
+        let options = QuantizeOptions::new().scales(layout);
+        let (row_scales, col_scales) = match layout {
+            QuantizedScales::Compact => (rs.clone(), cs.clone()),
+            QuantizedScales::Padded => (pad_reference(&rs, m, rc, 128, 4, 0), pad_reference(&cs, cr, k, 4, 128, 0)),
+            QuantizedScales::Swizzled => (swizzle_reference(&rs, m, rc, 0), swizzle_reference(&transpose(&cs, cr, k), k, cr, 0)),
+        };
+        let rshape = options.scales_shape(&shape, Direction::Rowwise);
+        let cshape = options.scales_shape(&shape, Direction::Columnwise);
+        assert_eq!(rshape.iter().product::<i64>() as usize, row_scales.len(), "{layout:?}");
+        assert_eq!(cshape.iter().product::<i64>() as usize, col_scales.len(), "{layout:?}");
+        let (mut v1, mut s1) = (vec![POISON; m * k], vec![POISON; row_scales.len()]);
+        let (mut v2, mut s2) = (vec![POISON; m * k], vec![POISON; col_scales.len()]);
+        quantize_into(
+            HostInput::F32(&x),
+            &shape,
+            &options,
+            Some(QuantizeOutput { values: &mut v1, scales: &mut s1 }),
+            Some(QuantizeOutput { values: &mut v2, scales: &mut s2 }),
+        )
+        .unwrap();
+        assert!(v1 == rv && s1 == row_scales, "rowwise {layout:?}");
+        assert!(v2 == cv && s2 == col_scales, "columnwise {layout:?}");
+        // The allocating quantize agrees, and its scale shape is the one scales_shape predicts.
+        let q = quantize_host(HostInput::F32(&x), &shape, Direction::Columnwise, &options).unwrap();
+        assert_eq!(q.scale_inv.shape(), &cshape[..], "{layout:?}");
+        assert_eq!(q.scale_inv.to_host_vec().unwrap(), col_scales);
+    }
+    // 32x32 blocks: compact scales are one per block.
+    assert_eq!(QuantizeOptions::new().block(Block::B32x32).scales_shape(&shape, Direction::Rowwise), vec![3, 4]);
+}
+
+#[test]
+fn quantize_into_reads_bfloat16_and_checks_its_buffers() {
+    let (m, k) = (33usize, 64usize);
+    let bits: Vec<u16> = random_floats(m * k, 8).into_iter().map(f32_to_bf16).collect();
+    let x: Vec<f32> = bits.iter().map(|&b| bf16_to_f32(b)).collect();
+    let (rv, rs) = quantize_rowwise_reference(&x, m, k);
+    let (mut v, mut s) = (vec![POISON; m * k], vec![POISON; m * 2]);
+    let shape = [m as i64, k as i64];
+    let options = QuantizeOptions::new();
+    quantize_into(HostInput::Bf16Bits(&bits), &shape, &options, Some(QuantizeOutput { values: &mut v, scales: &mut s }), None).unwrap();
+    assert_eq!((v, s), (rv, rs));
+
+    // A scale buffer of the wrong size: the library's error, and nothing written.
+    let (mut v, mut s) = (vec![POISON; m * k], vec![POISON; m * 2 - 1]);
+    let err = quantize_into(HostInput::Bf16Bits(&bits), &shape, &options, Some(QuantizeOutput { values: &mut v, scales: &mut s }), None)
+        .unwrap_err();
+    assert_eq!(err.status, Status::InvalidArgument);
+    assert!(err.message.contains("rowwise_scale_inv"), "{err}");
+    assert!(v.iter().chain(&s).all(|&b| b == POISON));
+    // No direction at all.
+    let err = quantize_into(HostInput::Bf16Bits(&bits), &shape, &options, None, None).unwrap_err();
+    assert_eq!(err.status, Status::InvalidArgument);
+    assert!(!err.message.is_empty());
+}
+
+/// Dequantize into caller buffers (float32 and bfloat16) against value * 2^(scale - 127) computed here.
+#[test]
+fn dequantize_into_matches_the_decode_formula() {
+    let (m, k) = (40usize, 72usize);
+    let (c, cr) = (k.div_ceil(32), m.div_ceil(32));
+    let values = random_bytes(m * k, 11, 0, 0x7E); // no NaN codes
+    let values: Vec<u8> = values.iter().enumerate().map(|(i, &v)| if i % 3 == 0 { v | 0x80 } else { v }).collect();
+    let rs = random_bytes(m * c, 12, 100, 150);
+    let cs = random_bytes(cr * k, 13, 100, 150);
+    let tensor = TensorBuilder::new()
+        .rowwise(ManagedTensor::from_host_bytes(values.clone(), &[m as i64, k as i64]).unwrap(),
+                 ManagedTensor::from_host_bytes(rs.clone(), &[m as i64, c as i64]).unwrap())
+        .columnwise(ManagedTensor::from_host_bytes(values.clone(), &[m as i64, k as i64]).unwrap(),
+                    ManagedTensor::from_host_bytes(cs.clone(), &[cr as i64, k as i64]).unwrap())
+        .build()
+        .unwrap();
+    for direction in [Direction::Rowwise, Direction::Columnwise] {
+        let expected: Vec<f32> = (0..m * k)
+            .map(|i| {
+                let (r, j) = (i / k, i % k);
+                let e = if direction == Direction::Rowwise { rs[r * c + j / 32] } else { cs[(r / 32) * k + j] };
+                (decode_e4m3(values[i]) * 2f64.powi(e as i32 - 127)) as f32
+            })
+            .collect();
+        let mut out = vec![f32::NAN; m * k];
+        tensor.dequantize_into(DequantizeOutput::F32(&mut out), &DequantizeOptions::new().direction(direction)).unwrap();
+        assert!(out.iter().zip(&expected).all(|(a, b)| a.to_bits() == b.to_bits()), "{direction:?}");
+        let mut bf = vec![0xFFFFu16; m * k];
+        tensor.dequantize_into(DequantizeOutput::Bf16Bits(&mut bf), &DequantizeOptions::new().direction(direction)).unwrap();
+        assert!(bf.iter().zip(&expected).all(|(&a, &b)| a == f32_to_bf16(b)), "{direction:?} bf16");
+    }
+    let mut short = vec![0f32; m * k - 1];
+    let err = tensor.dequantize_into(DequantizeOutput::F32(&mut short), &DequantizeOptions::new()).unwrap_err();
+    assert_eq!(err.status, Status::InvalidArgument);
+    assert!(err.message.contains("output"), "{err}");
+}
+
+#[test]
+fn both_directions_in_one_call() {
+    let (m, k) = (45usize, 70usize);
+    let x = random_floats(m * k, 14);
+    let (r, c) = mxfp8::quantize_host_both(HostInput::F32(&x), &[m as i64, k as i64], &QuantizeOptions::new()).unwrap();
+    let ((rv, rs), (cv, cs)) = (quantize_rowwise_reference(&x, m, k), quantize_columnwise_reference(&x, m, k));
+    assert_eq!((r.data.to_host_vec().unwrap(), r.scale_inv.to_host_vec().unwrap()), (rv, rs));
+    assert_eq!((c.data.to_host_vec().unwrap(), c.scale_inv.to_host_vec().unwrap()), (cv, cs));
+    assert_eq!(c.scale_inv.shape(), &[2, 70]);
 }

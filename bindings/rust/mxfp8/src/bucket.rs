@@ -1,0 +1,267 @@
+//! Buckets for weight sync: many tensors' values and compact scales packed into one buffer (one IPC
+//! handle, one NCCL broadcast, one shared-memory segment), and the manifest a receiver unpacks it with.
+use std::ffi::c_void;
+
+use crate::error::{check, invalid, Error};
+use crate::memory::{dl_tensor, numel, DeviceBytes, HOST, UINT8};
+use crate::options::{Direction, ExportOptions, Format};
+use crate::sys;
+use crate::tensor::Tensor;
+
+/// Where one tensor's parts sit in a bucket, in bytes from its first byte (`mxfp8_bucket_entry`).
+pub type BucketEntry = sys::mxfp8_bucket_entry;
+
+/// The layout of a bucket for some tensors (`mxfp8_bucket_plan`): tensor i's values at
+/// `entries()[i].values_offset`, its compact scales right after, every part aligned, in tensor order.
+/// The plan borrows the tensors, so [`fill`](Self::fill) writes exactly the tensors it was made for.
+///
+/// ```
+/// # use mxfp8::{BucketPlan, ExportOptions, ManagedTensor, TensorBuilder};
+/// # fn main() -> Result<(), mxfp8::Error> {
+/// let weight = TensorBuilder::new()
+///     .rowwise(ManagedTensor::from_host_bytes(vec![0x38; 4 * 64], &[4, 64])?,
+///              ManagedTensor::from_host_bytes(vec![127; 4 * 2], &[4, 2])?)
+///     .build()?;
+/// let plan = BucketPlan::new(&[&weight], &ExportOptions::default(), 256)?;
+/// let mut bucket = vec![0u8; plan.total_bytes() as usize];
+/// plan.fill(&mut bucket)?;
+/// let manifest = plan.manifest(["layer0.weight"])?;
+/// let views = manifest.unpack(&bucket)?;
+/// assert_eq!(views[0].scales, &[127; 8]);
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct BucketPlan<'t> {
+    tensors: Vec<&'t Tensor>,
+    options: ExportOptions,
+    entries: Vec<BucketEntry>,
+    total_bytes: u64,
+}
+
+impl<'t> BucketPlan<'t> {
+    /// Plans a bucket for `tensors` in `options`' direction (the stream is kept for
+    /// [`fill_device`](Self::fill_device)), every part starting at a multiple of `alignment` (a power
+    /// of two; 256 suits every consumer's vector loads). Touches no tensor memory.
+    pub fn new(tensors: &[&'t Tensor], options: &ExportOptions, alignment: u64) -> Result<Self, Error> {
+        let handles: Vec<*const sys::mxfp8_tensor> = tensors.iter().map(|t| t.as_raw()).collect();
+        let mut entries = vec![BucketEntry::default(); tensors.len()];
+        let mut total_bytes = 0u64;
+        let o = options.to_sys();
+        // SAFETY: `handles` and `entries` hold tensors.len() elements each.
+        check(unsafe {
+            sys::mxfp8_bucket_plan(handles.as_ptr(), handles.len(), &o, alignment, entries.as_mut_ptr(), &mut total_bytes)
+        })?;
+        Ok(Self { tensors: tensors.to_vec(), options: *options, entries, total_bytes })
+    }
+
+    /// One entry per tensor, in tensor order.
+    pub fn entries(&self) -> &[BucketEntry] {
+        &self.entries
+    }
+
+    /// The bucket size needed.
+    pub fn total_bytes(&self) -> u64 {
+        self.total_bytes
+    }
+
+    /// The direction the bucket carries.
+    pub fn direction(&self) -> Direction {
+        self.options.get_direction()
+    }
+
+    /// Fills a host bucket (at least [`total_bytes`](Self::total_bytes) long): values copied, scales
+    /// unswizzled or cropped straight into place. Bytes between parts are left as they were.
+    pub fn fill(&self, bucket: &mut [u8]) -> Result<(), Error> {
+        let mut shape = [bucket.len() as i64];
+        let mut t = dl_tensor(bucket.as_mut_ptr() as *const c_void, HOST, UINT8, &mut shape);
+        // SAFETY: `t` describes the exclusively borrowed slice; host work is done when the call returns.
+        unsafe { self.fill_raw(&mut t) }
+    }
+
+    /// Fills a device bucket: one kernel launch, queued on the plan's stream; the call does not wait.
+    pub fn fill_device(&self, bucket: DeviceBytes) -> Result<(), Error> {
+        let mut shape = [bucket.len() as i64];
+        let mut t = dl_tensor(bucket.as_ptr(), bucket.device(), UINT8, &mut shape);
+        // SAFETY: DeviceBytes' constructor promised the memory for the queued work.
+        unsafe { self.fill_raw(&mut t) }
+    }
+
+    unsafe fn fill_raw(&self, bucket: &mut sys::DLTensor) -> Result<(), Error> {
+        let handles: Vec<*const sys::mxfp8_tensor> = self.tensors.iter().map(|t| t.as_raw()).collect();
+        let o = self.options.to_sys();
+        check(sys::mxfp8_export_bucket(handles.as_ptr(), handles.len(), &o, self.entries.as_ptr(), bucket))
+    }
+
+    /// The manifest a receiver needs, naming the tensors in order (one name per tensor).
+    pub fn manifest<S: Into<String>>(&self, names: impl IntoIterator<Item = S>) -> Result<Manifest, Error> {
+        let names: Vec<String> = names.into_iter().map(Into::into).collect();
+        if names.len() != self.tensors.len() {
+            return Err(invalid(format!("{} names for {} tensors", names.len(), self.tensors.len())));
+        }
+        let entries = names
+            .into_iter()
+            .zip(&self.tensors)
+            .zip(&self.entries)
+            .map(|((name, t), e)| ManifestEntry {
+                name,
+                shape: t.shape().to_vec(),
+                format: t.format(),
+                values_offset: e.values_offset,
+                values_bytes: e.values_bytes,
+                scales_offset: e.scales_offset,
+                scales_bytes: e.scales_bytes,
+                scales_shape: t.scales_shape(self.direction()),
+            })
+            .collect();
+        Ok(Manifest { entries })
+    }
+}
+
+/// One tensor of a bucket: what the receiver needs to find and shape its parts (the same fields as a
+/// Python `mxfp8.export_bucket` manifest entry).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ManifestEntry {
+    /// The tensor's name.
+    pub name: String,
+    /// The logical shape of the values.
+    pub shape: Vec<i64>,
+    /// The FP8 encoding of the values.
+    pub format: Format,
+    /// Offset of the values in the bucket.
+    pub values_offset: u64,
+    /// `prod(shape)`.
+    pub values_bytes: u64,
+    /// Offset of the compact scales in the bucket.
+    pub scales_offset: u64,
+    /// `prod(scales_shape)`.
+    pub scales_bytes: u64,
+    /// The shape of the compact scales.
+    pub scales_shape: Vec<i64>,
+}
+
+/// What a bucket holds, tensor by tensor. Made by [`BucketPlan::manifest`] on the sending side, or
+/// rebuilt by the receiver from whatever the sender transmitted (its fields are public).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Manifest {
+    /// The tensors, in bucket order.
+    pub entries: Vec<ManifestEntry>,
+}
+
+/// One tensor inside a host bucket: views that borrow the bucket (and the manifest), never copies.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct BucketView<'b> {
+    /// The tensor's name.
+    pub name: &'b str,
+    /// The logical shape of the values.
+    pub shape: &'b [i64],
+    /// The FP8 encoding of the values.
+    pub format: Format,
+    /// The FP8 values, row-major.
+    pub values: &'b [u8],
+    /// The compact E8M0 scales, row-major.
+    pub scales: &'b [u8],
+    /// The shape of the scales.
+    pub scales_shape: &'b [i64],
+}
+
+/// One tensor inside a device bucket: sub-ranges of the bucket's memory.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct DeviceBucketView<'m> {
+    /// The tensor's name.
+    pub name: &'m str,
+    /// The logical shape of the values.
+    pub shape: &'m [i64],
+    /// The FP8 encoding of the values.
+    pub format: Format,
+    /// The FP8 values, row-major.
+    pub values: DeviceBytes,
+    /// The compact E8M0 scales, row-major.
+    pub scales: DeviceBytes,
+    /// The shape of the scales.
+    pub scales_shape: &'m [i64],
+}
+
+impl Manifest {
+    /// A manifest of `entries`.
+    pub fn new(entries: Vec<ManifestEntry>) -> Self {
+        Self { entries }
+    }
+
+    /// The bucket size the entries need (the end of the last part).
+    pub fn bucket_bytes(&self) -> u64 {
+        self.entries.iter().map(|e| (e.values_offset + e.values_bytes).max(e.scales_offset + e.scales_bytes)).max().unwrap_or(0)
+    }
+
+    /// Checks entry `i` against a bucket of `len` bytes: sizes that match the shapes, parts inside.
+    fn check_entry(&self, i: usize, len: u64) -> Result<&ManifestEntry, Error> {
+        let e = &self.entries[i];
+        let part = |what: &str, shape: &[i64], offset: u64, bytes: u64| {
+            if numel(shape).map(|n| n as u64) != Some(bytes) {
+                return Err(invalid(format!(
+                    "manifest entry {i} ({}): {what} shape {shape:?} does not hold {what}_bytes = {bytes}",
+                    e.name
+                )));
+            }
+            match offset.checked_add(bytes) {
+                Some(end) if end <= len => Ok(()),
+                _ => Err(invalid(format!(
+                    "manifest entry {i} ({}): {what} at bytes {offset}..{offset}+{bytes} lie outside a bucket of {len} bytes",
+                    e.name
+                ))),
+            }
+        };
+        part("values", &e.shape, e.values_offset, e.values_bytes)?;
+        part("scales", &e.scales_shape, e.scales_offset, e.scales_bytes)?;
+        Ok(e)
+    }
+
+    /// Every tensor of a host bucket as views into it, after checking each entry against the bucket
+    /// (sizes match shapes, every part inside). The views borrow the bucket, so they cannot outlive it:
+    ///
+    /// ```compile_fail,E0597
+    /// # let manifest = mxfp8::Manifest::default();
+    /// let views = {
+    ///     let bucket = vec![0u8; 1024];
+    ///     manifest.unpack(&bucket).unwrap()
+    /// }; // error: `bucket` does not live long enough
+    /// println!("{}", views.len());
+    /// ```
+    pub fn unpack<'b>(&'b self, bucket: &'b [u8]) -> Result<Vec<BucketView<'b>>, Error> {
+        (0..self.entries.len())
+            .map(|i| {
+                let e = self.check_entry(i, bucket.len() as u64)?;
+                let (vo, so) = (e.values_offset as usize, e.scales_offset as usize);
+                Ok(BucketView {
+                    name: &e.name,
+                    shape: &e.shape,
+                    format: e.format,
+                    values: &bucket[vo..vo + e.values_bytes as usize],
+                    scales: &bucket[so..so + e.scales_bytes as usize],
+                    scales_shape: &e.scales_shape,
+                })
+            })
+            .collect()
+    }
+
+    /// Every tensor of a device bucket as sub-ranges of its memory, checked as [`unpack`](Self::unpack)
+    /// checks them.
+    pub fn unpack_device(&self, bucket: DeviceBytes) -> Result<Vec<DeviceBucketView<'_>>, Error> {
+        let sub = |offset: u64, bytes: u64| {
+            // SAFETY: a checked sub-range of memory the bucket's constructor made promises about.
+            unsafe { DeviceBytes::new((bucket.as_ptr() as *mut u8).wrapping_add(offset as usize) as *mut c_void, bytes as usize, bucket.device()) }
+        };
+        (0..self.entries.len())
+            .map(|i| {
+                let e = self.check_entry(i, bucket.len() as u64)?;
+                Ok(DeviceBucketView {
+                    name: &e.name,
+                    shape: &e.shape,
+                    format: e.format,
+                    values: sub(e.values_offset, e.values_bytes),
+                    scales: sub(e.scales_offset, e.scales_bytes),
+                    scales_shape: &e.scales_shape,
+                })
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,212 @@
+//! Grouped MoE experts: E experts stored back to back in one values buffer and one scale buffer.
+use std::fmt;
+use std::ptr::{self, NonNull};
+
+use crate::error::{check, invalid, Error};
+use crate::managed::ManagedTensor;
+use crate::options::{known, ExportOptions, Format, GroupedScales, ScaleLayout};
+use crate::sys;
+use crate::tensor::{Components, Tensor};
+
+/// Describes grouped experts (`mxfp8_grouped_desc`): expert e has shape `(rows_e, K)` and its values
+/// start at row `rows_0 + ... + rows_{e-1}` of the values buffer. Defaults are
+/// `MXFP8_GROUPED_DESC_INIT`'s, read from mxfp8-sys.
+///
+/// ```
+/// # use mxfp8::{GroupedBuilder, ManagedTensor, GroupedScales};
+/// # fn main() -> Result<(), mxfp8::Error> {
+/// // 4 experts of (64, 96): compact scales, 64 x 3 per expert, back to back.
+/// let experts = GroupedBuilder::new()
+///     .uniform_experts(4, 64, 96)
+///     .scales(GroupedScales::Compact)
+///     .buffers(ManagedTensor::from_host_bytes(vec![0x38; 4 * 64 * 96], &[4, 64, 96])?,
+///              ManagedTensor::from_host_bytes(vec![127; 4 * 64 * 3], &[4 * 64 * 3])?)
+///     .build()?;
+/// assert_eq!(experts.expert(3)?.shape(), &[64, 96]);
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct GroupedBuilder {
+    format: Format,
+    layout: ScaleLayout,
+    scales: GroupedScales,
+    cols: i64,
+    rows: Vec<i64>,
+    uniform: Option<(i32, i64)>,
+    scale_offsets: Option<Vec<i64>>,
+    buffers: Option<(ManagedTensor, ManagedTensor)>,
+}
+
+impl Default for GroupedBuilder {
+    fn default() -> Self {
+        let c = sys::mxfp8_grouped_desc::default();
+        Self {
+            format: known(Format::from_raw(c.format), "format"),
+            layout: known(ScaleLayout::from_raw(c.scale_layout), "scale_layout"),
+            scales: known(GroupedScales::from_raw(c.scales), "scales"),
+            cols: c.cols,
+            rows: Vec::new(),
+            uniform: Some((c.num_experts, c.uniform_rows)),
+            scale_offsets: None,
+            buffers: None,
+        }
+    }
+}
+
+impl GroupedBuilder {
+    /// The defaults: E4M3, row-major scales, each expert's scales padded as TE allocates them.
+    pub fn new() -> Self {
+        Self::default()
+    }
+    /// The FP8 encoding of every expert.
+    pub fn format(mut self, format: Format) -> Self {
+        self.format = format;
+        self
+    }
+    /// The layout of every expert's scales.
+    pub fn scale_layout(mut self, layout: ScaleLayout) -> Self {
+        self.layout = layout;
+        self
+    }
+    /// How the experts' scales sit in the scale buffer.
+    pub fn scales(mut self, scales: GroupedScales) -> Self {
+        self.scales = scales;
+        self
+    }
+    /// `num_experts` experts of `rows` x `cols` each.
+    pub fn uniform_experts(mut self, num_experts: i32, rows: i64, cols: i64) -> Self {
+        self.uniform = Some((num_experts, rows));
+        self.rows.clear();
+        self.cols = cols;
+        self
+    }
+    /// One expert per entry of `rows` (row counts may differ and may be 0), each `cols` wide.
+    pub fn experts(mut self, rows: &[i64], cols: i64) -> Self {
+        self.uniform = None;
+        self.rows = rows.to_vec();
+        self.cols = cols;
+        self
+    }
+    /// The byte offset of each expert's scales in the scale buffer (default: back to back).
+    pub fn scale_offsets(mut self, offsets: &[i64]) -> Self {
+        self.scale_offsets = Some(offsets.to_vec());
+        self
+    }
+    /// The flat values (`sum(rows_e) * K` elements, any shape) and scales.
+    pub fn buffers(mut self, data: ManagedTensor, scale_inv: ManagedTensor) -> Self {
+        self.buffers = Some((data, scale_inv));
+        self
+    }
+
+    /// Validates every expert's region in both buffers. On success the handle owns the buffers; on
+    /// failure they are dropped with the builder.
+    pub fn build(self) -> Result<GroupedTensor, Error> {
+        let (data, scale_inv) = self.buffers.as_ref().map_or((ptr::null_mut(), ptr::null_mut()), |(d, s)| (d.as_raw(), s.as_raw()));
+        let (num_experts, uniform_rows, expert_rows) = match self.uniform {
+            Some((e, rows)) => (e, rows, ptr::null()),
+            None => (i32::try_from(self.rows.len()).map_err(|_| invalid("too many experts"))?, 0, self.rows.as_ptr()),
+        };
+        if let Some(offsets) = &self.scale_offsets {
+            if offsets.len() != num_experts.max(0) as usize {
+                return Err(invalid(format!("{} scale offsets for {num_experts} experts", offsets.len())));
+            }
+        }
+        let desc = sys::mxfp8_grouped_desc {
+            format: self.format.to_raw(),
+            scale_layout: self.layout.to_raw(),
+            scales: self.scales.to_raw(),
+            num_experts,
+            cols: self.cols,
+            uniform_rows,
+            expert_rows,
+            scale_offsets: self.scale_offsets.as_ref().map_or(ptr::null(), |o| o.as_ptr()),
+            data,
+            scale_inv,
+            ..Default::default()
+        };
+        let mut out = ptr::null_mut();
+        // SAFETY: desc and its arrays are valid for the call; on success the library took the buffers.
+        check(unsafe { sys::mxfp8_grouped_tensor_create(&desc, &mut out) })?;
+        if let Some((d, s)) = self.buffers {
+            d.into_raw();
+            s.into_raw();
+        }
+        let rows = match self.uniform {
+            Some((e, rows)) => vec![rows; e as usize],
+            None => self.rows,
+        };
+        let raw = NonNull::new(out).expect("mxfp8_grouped_tensor_create returned OK and NULL");
+        Ok(GroupedTensor { raw, rows, cols: self.cols, format: self.format })
+    }
+}
+
+/// Validated grouped experts (the C `mxfp8_grouped_tensor` handle).
+pub struct GroupedTensor {
+    raw: NonNull<sys::mxfp8_grouped_tensor>,
+    rows: Vec<i64>,
+    cols: i64,
+    format: Format,
+}
+
+// SAFETY: mxfp8.h: "An immutable, reference-counted handle on validated grouped experts. Thread-safe like
+// mxfp8_tensor" (any number of threads may export from it at once; the reference count is atomic).
+unsafe impl Send for GroupedTensor {}
+unsafe impl Sync for GroupedTensor {}
+
+impl fmt::Debug for GroupedTensor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GroupedTensor").field("rows", &self.rows).field("cols", &self.cols).field("format", &self.format).finish()
+    }
+}
+
+impl Drop for GroupedTensor {
+    fn drop(&mut self) {
+        // SAFETY: we own one reference; experts and views hold their own.
+        unsafe { sys::mxfp8_grouped_tensor_release(self.raw.as_ptr()) }
+    }
+}
+
+impl GroupedTensor {
+    /// E.
+    pub fn num_experts(&self) -> usize {
+        self.rows.len()
+    }
+
+    /// Each expert's row count.
+    pub fn expert_rows(&self) -> &[i64] {
+        &self.rows
+    }
+
+    /// K.
+    pub fn cols(&self) -> i64 {
+        self.cols
+    }
+
+    /// A tensor viewing expert `expert` (it keeps the buffers alive): export it, or put many experts in
+    /// one batched export or bucket.
+    pub fn expert(&self, expert: usize) -> Result<Tensor, Error> {
+        let index = i32::try_from(expert).map_err(|_| invalid(format!("expert {expert} is out of range")))?;
+        let mut out = ptr::null_mut();
+        // SAFETY: valid handle; the library checks the index.
+        check(unsafe { sys::mxfp8_grouped_expert(self.raw.as_ptr(), index, &mut out) })?;
+        let raw = NonNull::new(out).expect("mxfp8_grouped_expert returned OK and NULL");
+        Ok(Tensor::from_handle(raw, vec![self.rows[expert], self.cols], self.format))
+    }
+
+    /// The experts stacked, as vLLM's MoE layers load them: values `[E, N, K]` (a view) and scales
+    /// `[E, N, ceil(K/32)]` (a view when compact and back to back, else one copy). Needs experts of one
+    /// row count N; rowwise, per-32 scales.
+    pub fn export_stacked(&self, options: &ExportOptions) -> Result<Components, Error> {
+        let o = options.to_sys();
+        let (mut values, mut scales) = (ptr::null_mut(), ptr::null_mut());
+        // SAFETY: valid handle and options; both outputs are written only on success.
+        check(unsafe { sys::mxfp8_grouped_export_stacked(self.raw.as_ptr(), &o, &mut values, &mut scales) })?;
+        // SAFETY: fresh managed tensors that we now own.
+        unsafe {
+            Ok(Components {
+                values: ManagedTensor::from_raw(values).expect("values"),
+                scales: ManagedTensor::from_raw(scales).expect("scales"),
+            })
+        }
+    }
+}

@@ -1,0 +1,196 @@
+//! Batched export and buckets on the host path, against references built here: tensors made from known
+//! compact scales (stored padded, swizzled by the layout formula, or columnwise), bucket offsets from the
+//! plan's documented rule (each part aligned, values then scales, in tensor order).
+mod common;
+use common::*;
+
+use mxfp8::{
+    export_scales_batched, BucketPlan, Direction, ExportOptions, ManagedTensor, Manifest, ScaleLayout, Status, Tensor,
+    TensorBuilder,
+};
+
+/// A tensor of shape (m, k) with random values and compact scales, stored as `how` says; returns the
+/// tensor, its values and its compact scales of `direction`.
+struct Made {
+    tensor: Tensor,
+    values: Vec<u8>,
+    scales: Vec<u8>,
+}
+
+fn make(m: usize, k: usize, seed: u64, swizzled: bool, direction: Direction) -> Made {
+    let values = random_bytes(m * k, seed, 0, 255);
+    let shape = [m as i64, k as i64];
+    match direction {
+        Direction::Rowwise => {
+            let c = k.div_ceil(32);
+            let scales = random_bytes(m * c, seed + 1, 1, 254);
+            let (rp, cp) = (m.div_ceil(128) * 128, c.div_ceil(4) * 4);
+            let stored = if swizzled { swizzle_reference(&scales, m, c, POISON) } else { pad_reference(&scales, m, c, rp, cp, POISON) };
+            let tensor = TensorBuilder::new()
+                .scale_layout(if swizzled { ScaleLayout::GemmSwizzled } else { ScaleLayout::RowMajor })
+                .rowwise(
+                    ManagedTensor::from_host_bytes(values.clone(), &shape).unwrap(),
+                    ManagedTensor::from_host_bytes(stored, &[rp as i64, cp as i64]).unwrap(),
+                )
+                .build()
+                .unwrap();
+            Made { tensor, values, scales }
+        }
+        Direction::Columnwise => {
+            let r = m.div_ceil(32);
+            let scales = random_bytes(r * k, seed + 1, 1, 254);
+            let (rp, cp) = (r.div_ceil(4) * 4, k.div_ceil(128) * 128);
+            let stored = pad_reference(&scales, r, k, rp, cp, POISON);
+            let tensor = TensorBuilder::new()
+                .columnwise(
+                    ManagedTensor::from_host_bytes(values.clone(), &shape).unwrap(),
+                    ManagedTensor::from_host_bytes(stored, &[rp as i64, cp as i64]).unwrap(),
+                )
+                .build()
+                .unwrap();
+            Made { tensor, values, scales }
+        }
+    }
+}
+
+#[test]
+fn batched_export_writes_every_tensors_compact_scales() {
+    let made = [make(100, 48, 1, true, Direction::Rowwise), make(7, 300, 2, false, Direction::Rowwise), make(257, 33, 3, true, Direction::Rowwise)];
+    let tensors: Vec<&Tensor> = made.iter().map(|m| &m.tensor).collect();
+    let mut buffers: Vec<Vec<u8>> = made.iter().map(|m| vec![POISON; m.scales.len()]).collect();
+    let mut slices: Vec<&mut [u8]> = buffers.iter_mut().map(|b| b.as_mut_slice()).collect();
+    export_scales_batched(&tensors, &mut slices, &ExportOptions::default()).unwrap();
+    for (b, m) in buffers.iter().zip(&made) {
+        assert_eq!(b, &m.scales);
+    }
+
+    let col = [make(70, 40, 4, false, Direction::Columnwise), make(33, 129, 5, false, Direction::Columnwise)];
+    let tensors: Vec<&Tensor> = col.iter().map(|m| &m.tensor).collect();
+    let mut buffers: Vec<Vec<u8>> = col.iter().map(|m| vec![POISON; m.scales.len()]).collect();
+    let mut slices: Vec<&mut [u8]> = buffers.iter_mut().map(|b| b.as_mut_slice()).collect();
+    export_scales_batched(&tensors, &mut slices, &ExportOptions::new().direction(Direction::Columnwise)).unwrap();
+    assert_eq!(buffers[0], col[0].scales);
+    assert_eq!(buffers[1], col[1].scales);
+    assert_eq!(col[1].tensor.scales_shape(Direction::Columnwise), vec![2, 129]);
+}
+
+#[test]
+fn batched_export_rejects_bad_entries_before_writing_anything() {
+    let made = [make(100, 48, 1, true, Direction::Rowwise), make(20, 64, 2, false, Direction::Rowwise)];
+    let tensors: Vec<&Tensor> = made.iter().map(|m| &m.tensor).collect();
+    let (mut first, mut second) = (vec![POISON; 200], vec![POISON; 39]);
+    let err = export_scales_batched(&tensors, &mut [&mut first[..], &mut second[..]], &ExportOptions::default()).unwrap_err();
+    assert_eq!(err.status, Status::InvalidArgument);
+    assert!(err.message.contains("destinations[1]: holds 39 scales"), "{err}");
+    assert!(first.iter().chain(&second).all(|&b| b == POISON));
+
+    let mut second = [POISON; 40];
+    let err = export_scales_batched(&tensors, &mut [&mut first[..], &mut second[..]], &ExportOptions::new().direction(Direction::Columnwise))
+        .unwrap_err();
+    assert_eq!(err.status, Status::MissingData);
+    assert!(err.message.contains("no columnwise data"), "{err}");
+
+    let err = export_scales_batched(&tensors, &mut [&mut first[..]], &ExportOptions::default()).unwrap_err();
+    assert_eq!(err.status, Status::InvalidArgument);
+    assert!(err.message.contains("2 tensors but 1 destinations"), "{err}");
+}
+
+fn round_up(n: u64, a: u64) -> u64 {
+    n.div_ceil(a) * a
+}
+
+#[test]
+fn bucket_follows_its_plan_and_unpacks_into_views() {
+    let made = [make(100, 48, 11, true, Direction::Rowwise), make(3, 70, 12, false, Direction::Rowwise), make(130, 256, 13, true, Direction::Rowwise)];
+    let tensors: Vec<&Tensor> = made.iter().map(|m| &m.tensor).collect();
+    for alignment in [1u64, 64, 256] {
+        let plan = BucketPlan::new(&tensors, &ExportOptions::default(), alignment).unwrap();
+        // The plan, from its documented rule.
+        let mut at = 0u64;
+        for (e, m) in plan.entries().iter().zip(&made) {
+            let vo = round_up(at, alignment);
+            let so = round_up(vo + m.values.len() as u64, alignment);
+            assert_eq!((e.values_offset, e.values_bytes, e.scales_offset, e.scales_bytes), (vo, m.values.len() as u64, so, m.scales.len() as u64));
+            at = so + m.scales.len() as u64;
+        }
+        assert_eq!(plan.total_bytes(), at);
+
+        // Filled: every part in place, every byte between parts untouched.
+        let mut bucket = vec![POISON; plan.total_bytes() as usize + 5];
+        plan.fill(&mut bucket).unwrap();
+        let mut expected = vec![POISON; bucket.len()];
+        for (e, m) in plan.entries().iter().zip(&made) {
+            expected[e.values_offset as usize..][..m.values.len()].copy_from_slice(&m.values);
+            expected[e.scales_offset as usize..][..m.scales.len()].copy_from_slice(&m.scales);
+        }
+        assert!(bucket == expected, "alignment {alignment}");
+
+        let manifest = plan.manifest(["a", "b", "c"]).unwrap();
+        assert_eq!(manifest.bucket_bytes(), plan.total_bytes());
+        let views = manifest.unpack(&bucket).unwrap();
+        for (v, (m, name)) in views.iter().zip(made.iter().zip(["a", "b", "c"])) {
+            assert_eq!((v.name, v.values, v.scales, v.format), (name, &m.values[..], &m.scales[..], m.tensor.format()));
+            assert_eq!(v.shape, m.tensor.shape());
+            assert_eq!(v.scales_shape, &m.tensor.scales_shape(Direction::Rowwise)[..]);
+            // Views, not copies: they point into the bucket.
+            assert!(bucket.as_ptr_range().contains(&v.values.as_ptr()));
+        }
+    }
+}
+
+#[test]
+fn bucket_errors_carry_the_librarys_message() {
+    let made = [make(100, 48, 21, true, Direction::Rowwise), make(3, 70, 22, false, Direction::Rowwise)];
+    let tensors: Vec<&Tensor> = made.iter().map(|m| &m.tensor).collect();
+    let err = BucketPlan::new(&tensors, &ExportOptions::default(), 3).unwrap_err();
+    assert_eq!(err.status, Status::InvalidArgument);
+    assert!(err.message.contains("alignment is 3, expected a power of two"), "{err}");
+
+    let plan = BucketPlan::new(&tensors, &ExportOptions::default(), 256).unwrap();
+    let mut short = vec![POISON; plan.total_bytes() as usize - 1];
+    let err = plan.fill(&mut short).unwrap_err();
+    assert_eq!(err.status, Status::InvalidArgument);
+    assert!(err.message.contains("entries[1]") && err.message.contains(&format!("a bucket of {} bytes", short.len())), "{err}");
+    assert!(short.iter().all(|&b| b == POISON));
+
+    let err = BucketPlan::new(&tensors, &ExportOptions::new().direction(Direction::Columnwise), 256).unwrap_err();
+    assert_eq!(err.status, Status::MissingData);
+    assert!(plan.manifest(["only one name"]).is_err());
+}
+
+#[test]
+fn unpack_checks_every_entry_against_the_bucket() {
+    let made = [make(100, 48, 31, false, Direction::Rowwise)];
+    let plan = BucketPlan::new(&[&made[0].tensor], &ExportOptions::default(), 256).unwrap();
+    let mut bucket = vec![0u8; plan.total_bytes() as usize];
+    plan.fill(&mut bucket).unwrap();
+    let good = plan.manifest(["w"]).unwrap();
+
+    let err = good.unpack(&bucket[..bucket.len() - 1]).unwrap_err();
+    assert_eq!(err.status, Status::InvalidArgument);
+    assert!(err.message.contains("manifest entry 0 (w): scales at bytes"), "{err}");
+
+    let mut bad = good.clone();
+    bad.entries[0].shape = vec![100, 47];
+    let err = bad.unpack(&bucket).unwrap_err();
+    assert!(err.message.contains("values shape [100, 47] does not hold values_bytes = 4800"), "{err}");
+
+    let mut bad = good.clone();
+    bad.entries[0].values_offset = u64::MAX - 10;
+    assert_eq!(bad.unpack(&bucket).unwrap_err().status, Status::InvalidArgument);
+    assert!(Manifest::default().unpack(&[]).unwrap().is_empty());
+}
+
+#[test]
+fn handles_are_send_and_sync_where_the_header_says_so() {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<mxfp8::Tensor>();
+    send_sync::<mxfp8::GroupedTensor>();
+    send_sync::<mxfp8::ManagedTensor>();
+    send_sync::<mxfp8::DeviceBytes>();
+    send_sync::<mxfp8::Stream>();
+    send_sync::<mxfp8::Manifest>();
+    send_sync::<mxfp8::BucketView<'static>>();
+    send_sync::<mxfp8::BucketPlan<'static>>();
+    send_sync::<mxfp8::Error>();
+}

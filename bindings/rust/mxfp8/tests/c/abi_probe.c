@@ -1,0 +1,162 @@
+/* What the C compiler makes of mxfp8.h, one "name value" per line, for tests/abi.rs to compare with
+ * mxfp8-sys: the size and every field offset of each struct the header shares with Rust, and every
+ * field of every *_INIT macro (pointers as 1 when not NULL). Needs the header only, not the library. */
+#include <stddef.h>
+#include <stdio.h>
+
+#include <mxfp8/mxfp8.h>
+
+#define SIZE(T) printf("%s %zu\n", #T, sizeof(T))
+#define FIELD(T, f) printf("%s.%s %zu\n", #T, #f, offsetof(T, f))
+#define INIT_INT(T, v, f) printf("init.%s.%s %lld\n", #T, #f, (long long)(v).f)
+#define INIT_PTR(T, v, f) printf("init.%s.%s %d\n", #T, #f, (v).f != NULL)
+
+int main(void) {
+  SIZE(DLDevice);
+  FIELD(DLDevice, device_type);
+  FIELD(DLDevice, device_id);
+  SIZE(DLDataType);
+  FIELD(DLDataType, code);
+  FIELD(DLDataType, bits);
+  FIELD(DLDataType, lanes);
+  SIZE(DLTensor);
+  FIELD(DLTensor, data);
+  FIELD(DLTensor, device);
+  FIELD(DLTensor, ndim);
+  FIELD(DLTensor, dtype);
+  FIELD(DLTensor, shape);
+  FIELD(DLTensor, strides);
+  FIELD(DLTensor, byte_offset);
+  SIZE(DLPackVersion);
+  FIELD(DLPackVersion, major);
+  FIELD(DLPackVersion, minor);
+  SIZE(DLManagedTensorVersioned);
+  FIELD(DLManagedTensorVersioned, version);
+  FIELD(DLManagedTensorVersioned, manager_ctx);
+  FIELD(DLManagedTensorVersioned, deleter);
+  FIELD(DLManagedTensorVersioned, flags);
+  FIELD(DLManagedTensorVersioned, dl_tensor);
+
+  SIZE(mxfp8_tensor_desc);
+  FIELD(mxfp8_tensor_desc, struct_size);
+  FIELD(mxfp8_tensor_desc, format);
+  FIELD(mxfp8_tensor_desc, scale_layout);
+  FIELD(mxfp8_tensor_desc, ndim);
+  FIELD(mxfp8_tensor_desc, shape);
+  FIELD(mxfp8_tensor_desc, rowwise_data);
+  FIELD(mxfp8_tensor_desc, rowwise_scale_inv);
+  FIELD(mxfp8_tensor_desc, columnwise_data);
+  FIELD(mxfp8_tensor_desc, columnwise_scale_inv);
+  FIELD(mxfp8_tensor_desc, block);
+  FIELD(mxfp8_tensor_desc, reserved);
+  SIZE(mxfp8_export_options);
+  FIELD(mxfp8_export_options, struct_size);
+  FIELD(mxfp8_export_options, direction);
+  FIELD(mxfp8_export_options, values_dtype);
+  FIELD(mxfp8_export_options, scales_dtype);
+  FIELD(mxfp8_export_options, padded_scales);
+  FIELD(mxfp8_export_options, reserved);
+  FIELD(mxfp8_export_options, stream);
+  FIELD(mxfp8_export_options, allocator);
+  FIELD(mxfp8_export_options, scales_granularity);
+  FIELD(mxfp8_export_options, reserved2);
+  SIZE(mxfp8_bucket_entry);
+  FIELD(mxfp8_bucket_entry, values_offset);
+  FIELD(mxfp8_bucket_entry, values_bytes);
+  FIELD(mxfp8_bucket_entry, scales_offset);
+  FIELD(mxfp8_bucket_entry, scales_bytes);
+  SIZE(mxfp8_grouped_desc);
+  FIELD(mxfp8_grouped_desc, struct_size);
+  FIELD(mxfp8_grouped_desc, format);
+  FIELD(mxfp8_grouped_desc, scale_layout);
+  FIELD(mxfp8_grouped_desc, scales);
+  FIELD(mxfp8_grouped_desc, num_experts);
+  FIELD(mxfp8_grouped_desc, reserved);
+  FIELD(mxfp8_grouped_desc, cols);
+  FIELD(mxfp8_grouped_desc, uniform_rows);
+  FIELD(mxfp8_grouped_desc, expert_rows);
+  FIELD(mxfp8_grouped_desc, scale_offsets);
+  FIELD(mxfp8_grouped_desc, data);
+  FIELD(mxfp8_grouped_desc, scale_inv);
+  SIZE(mxfp8_quantize_options);
+  FIELD(mxfp8_quantize_options, struct_size);
+  FIELD(mxfp8_quantize_options, format);
+  FIELD(mxfp8_quantize_options, block);
+  FIELD(mxfp8_quantize_options, scale_rounding);
+  FIELD(mxfp8_quantize_options, scales_layout);
+  FIELD(mxfp8_quantize_options, values_dtype);
+  FIELD(mxfp8_quantize_options, scales_dtype);
+  FIELD(mxfp8_quantize_options, reserved);
+  FIELD(mxfp8_quantize_options, stream);
+  FIELD(mxfp8_quantize_options, allocator);
+  SIZE(mxfp8_dequantize_options);
+  FIELD(mxfp8_dequantize_options, struct_size);
+  FIELD(mxfp8_dequantize_options, direction);
+  FIELD(mxfp8_dequantize_options, stream);
+  SIZE(mxfp8_status);
+  printf("MXFP8_VERSION %d\n", MXFP8_VERSION);
+  printf("MXFP8_NUM_STATUS %d\n", (int)MXFP8_NUM_STATUS);
+
+  {
+    mxfp8_tensor_desc v = MXFP8_TENSOR_DESC_INIT;
+    INIT_INT(mxfp8_tensor_desc, v, struct_size);
+    INIT_INT(mxfp8_tensor_desc, v, format);
+    INIT_INT(mxfp8_tensor_desc, v, scale_layout);
+    INIT_INT(mxfp8_tensor_desc, v, ndim);
+    INIT_PTR(mxfp8_tensor_desc, v, shape);
+    INIT_PTR(mxfp8_tensor_desc, v, rowwise_data);
+    INIT_PTR(mxfp8_tensor_desc, v, rowwise_scale_inv);
+    INIT_PTR(mxfp8_tensor_desc, v, columnwise_data);
+    INIT_PTR(mxfp8_tensor_desc, v, columnwise_scale_inv);
+    INIT_INT(mxfp8_tensor_desc, v, block);
+    INIT_INT(mxfp8_tensor_desc, v, reserved);
+  }
+  {
+    mxfp8_export_options v = MXFP8_EXPORT_OPTIONS_INIT;
+    INIT_INT(mxfp8_export_options, v, struct_size);
+    INIT_INT(mxfp8_export_options, v, direction);
+    INIT_INT(mxfp8_export_options, v, values_dtype);
+    INIT_INT(mxfp8_export_options, v, scales_dtype);
+    INIT_INT(mxfp8_export_options, v, padded_scales);
+    INIT_INT(mxfp8_export_options, v, reserved);
+    INIT_PTR(mxfp8_export_options, v, stream);
+    INIT_PTR(mxfp8_export_options, v, allocator);
+    INIT_INT(mxfp8_export_options, v, scales_granularity);
+    INIT_INT(mxfp8_export_options, v, reserved2);
+  }
+  {
+    mxfp8_grouped_desc v = MXFP8_GROUPED_DESC_INIT;
+    INIT_INT(mxfp8_grouped_desc, v, struct_size);
+    INIT_INT(mxfp8_grouped_desc, v, format);
+    INIT_INT(mxfp8_grouped_desc, v, scale_layout);
+    INIT_INT(mxfp8_grouped_desc, v, scales);
+    INIT_INT(mxfp8_grouped_desc, v, num_experts);
+    INIT_INT(mxfp8_grouped_desc, v, reserved);
+    INIT_INT(mxfp8_grouped_desc, v, cols);
+    INIT_INT(mxfp8_grouped_desc, v, uniform_rows);
+    INIT_PTR(mxfp8_grouped_desc, v, expert_rows);
+    INIT_PTR(mxfp8_grouped_desc, v, scale_offsets);
+    INIT_PTR(mxfp8_grouped_desc, v, data);
+    INIT_PTR(mxfp8_grouped_desc, v, scale_inv);
+  }
+  {
+    mxfp8_quantize_options v = MXFP8_QUANTIZE_OPTIONS_INIT;
+    INIT_INT(mxfp8_quantize_options, v, struct_size);
+    INIT_INT(mxfp8_quantize_options, v, format);
+    INIT_INT(mxfp8_quantize_options, v, block);
+    INIT_INT(mxfp8_quantize_options, v, scale_rounding);
+    INIT_INT(mxfp8_quantize_options, v, scales_layout);
+    INIT_INT(mxfp8_quantize_options, v, values_dtype);
+    INIT_INT(mxfp8_quantize_options, v, scales_dtype);
+    INIT_INT(mxfp8_quantize_options, v, reserved);
+    INIT_PTR(mxfp8_quantize_options, v, stream);
+    INIT_PTR(mxfp8_quantize_options, v, allocator);
+  }
+  {
+    mxfp8_dequantize_options v = MXFP8_DEQUANTIZE_OPTIONS_INIT;
+    INIT_INT(mxfp8_dequantize_options, v, struct_size);
+    INIT_INT(mxfp8_dequantize_options, v, direction);
+    INIT_PTR(mxfp8_dequantize_options, v, stream);
+  }
+  return 0;
+}

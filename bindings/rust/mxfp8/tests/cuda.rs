@@ -1,0 +1,242 @@
+//! The `_device` wrappers on real CUDA memory, against the host path and the references of tests/common.
+//! Built only with `--features cuda-tests` (it links libcudart for cudaMalloc/cudaMemcpy); skips with a
+//! printed reason when no GPU is visible, unless MXFP8_REQUIRE_GPU=1. bench/gpu_check.sh runs it:
+//!
+//!   LIBRARY_PATH=/usr/local/cuda/lib64 MXFP8_LIB_DIR=<CUDA build> MXFP8_REQUIRE_GPU=1 \
+//!     cargo test --offline --features cuda-tests --test cuda
+#![cfg(feature = "cuda-tests")]
+mod common;
+use common::*;
+
+use std::ffi::c_void;
+
+use mxfp8::{
+    export_scales_batched, export_scales_batched_device, quantize_into, quantize_into_device, swizzle_scales_device, sys,
+    unswizzle_scales_device, BucketPlan, DequantizeOptions, DequantizeOutput, DeviceBytes, Direction, ExportOptions, GroupedBuilder,
+    GroupedScales, HostInput, InputDtype, ManagedTensor, OutputDtype, QuantizeOptions, QuantizeOutput, QuantizedScales, ScaleLayout,
+    Stream, Tensor, TensorBuilder,
+};
+
+#[link(name = "cudart")]
+extern "C" {
+    fn cudaGetDeviceCount(count: *mut i32) -> i32;
+    fn cudaMalloc(ptr: *mut *mut c_void, size: usize) -> i32;
+    fn cudaFree(ptr: *mut c_void) -> i32;
+    fn cudaMemcpy(dst: *mut c_void, src: *const c_void, count: usize, kind: i32) -> i32;
+    fn cudaMemset(ptr: *mut c_void, value: i32, count: usize) -> i32;
+    fn cudaDeviceSynchronize() -> i32;
+}
+const HOST_TO_DEVICE: i32 = 1;
+const DEVICE_TO_HOST: i32 = 2;
+
+fn ok(status: i32, what: &str) {
+    assert_eq!(status, 0, "{what} failed with cudaError {status}");
+}
+
+/// A cudaMalloc'ed buffer on GPU 0, freed on drop.
+struct DeviceBuf {
+    ptr: *mut c_void,
+    len: usize,
+}
+
+impl DeviceBuf {
+    fn new(len: usize, fill: u8) -> Self {
+        let mut ptr = std::ptr::null_mut();
+        // SAFETY: plain CUDA runtime calls on a fresh allocation.
+        unsafe {
+            ok(cudaMalloc(&mut ptr, len.max(1)), "cudaMalloc");
+            ok(cudaMemset(ptr, fill as i32, len), "cudaMemset");
+        }
+        Self { ptr, len }
+    }
+    fn from_host<T: Copy>(data: &[T]) -> Self {
+        let b = Self::new(std::mem::size_of_val(data), 0);
+        // SAFETY: copies size_of_val(data) bytes into an allocation of that size.
+        unsafe { ok(cudaMemcpy(b.ptr, data.as_ptr() as *const c_void, b.len, HOST_TO_DEVICE), "cudaMemcpy") };
+        b
+    }
+    fn to_host(&self) -> Vec<u8> {
+        read_back(self.ptr, self.len)
+    }
+    fn bytes(&self) -> DeviceBytes {
+        // SAFETY: memory of GPU 0 that this test keeps alive, and synchronizes on, past every use.
+        unsafe { DeviceBytes::cuda(self.ptr, self.len, 0) }
+    }
+}
+
+impl Drop for DeviceBuf {
+    fn drop(&mut self) {
+        // SAFETY: our allocation; the device is synchronized before buffers go.
+        unsafe {
+            cudaDeviceSynchronize();
+            cudaFree(self.ptr);
+        }
+    }
+}
+
+fn read_back(ptr: *const c_void, len: usize) -> Vec<u8> {
+    let mut out = vec![0u8; len];
+    // SAFETY: waits for all queued work, then copies `len` bytes of device memory the caller owns.
+    unsafe {
+        ok(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+        ok(cudaMemcpy(out.as_mut_ptr() as *mut c_void, ptr, len, DEVICE_TO_HOST), "cudaMemcpy");
+    }
+    out
+}
+
+/// A uint8 CUDA tensor of `shape` holding `bytes`, owned by the returned ManagedTensor.
+fn device_tensor(bytes: &[u8], shape: &[i64]) -> ManagedTensor {
+    struct Owned {
+        managed: sys::DLManagedTensorVersioned,
+        _buf: DeviceBuf,
+        shape: Vec<i64>,
+    }
+    unsafe extern "C" fn free(m: *mut sys::DLManagedTensorVersioned) {
+        drop(Box::from_raw((*m).manager_ctx as *mut Owned));
+    }
+    let buf = DeviceBuf::from_host(bytes);
+    let mut owned = Box::new(Owned {
+        managed: sys::DLManagedTensorVersioned {
+            version: sys::DLPackVersion { major: 1, minor: 1 },
+            manager_ctx: std::ptr::null_mut(),
+            deleter: Some(free),
+            flags: 0,
+            dl_tensor: sys::DLTensor {
+                data: buf.ptr,
+                device: sys::DLDevice { device_type: sys::DLDeviceType::CUDA, device_id: 0 },
+                ndim: shape.len() as i32,
+                dtype: sys::DLDataType { code: sys::DLDataTypeCode::UINT, bits: 8, lanes: 1 },
+                shape: std::ptr::null_mut(),
+                strides: std::ptr::null_mut(),
+                byte_offset: 0,
+            },
+        },
+        _buf: buf,
+        shape: shape.to_vec(),
+    });
+    owned.managed.dl_tensor.shape = owned.shape.as_mut_ptr();
+    let raw = Box::into_raw(owned);
+    // SAFETY: a valid managed tensor nobody else releases; its deleter frees it once, from any thread.
+    unsafe {
+        (*raw).managed.manager_ctx = raw as *mut c_void;
+        ManagedTensor::from_raw(std::ptr::addr_of_mut!((*raw).managed)).unwrap()
+    }
+}
+
+fn gpu_present() -> bool {
+    let mut n = 0;
+    // SAFETY: writes one int.
+    let status = unsafe { cudaGetDeviceCount(&mut n) };
+    if status != 0 || n == 0 {
+        if std::env::var("MXFP8_REQUIRE_GPU").as_deref() == Ok("1") {
+            panic!("no GPU (cudaGetDeviceCount: error {status}, {n} devices) and MXFP8_REQUIRE_GPU=1");
+        }
+        eprintln!("skipped: no GPU (cudaGetDeviceCount: error {status}, {n} devices)");
+        return false;
+    }
+    true
+}
+
+/// A TE-layout weight (values + swizzled scales) on the host and the same bytes on the device.
+fn weight(m: usize, k: usize, seed: u64) -> (Tensor, Tensor, Vec<u8>, Vec<u8>) {
+    let c = k.div_ceil(32);
+    let values = random_bytes(m * k, seed, 0, 0x7E);
+    let scales = random_bytes(m * c, seed + 1, 100, 150);
+    let swz = swizzle_reference(&scales, m, c, POISON);
+    let shape = [m as i64, k as i64];
+    let sshape = [swz.len() as i64];
+    let build = |d: ManagedTensor, s: ManagedTensor| TensorBuilder::new().scale_layout(ScaleLayout::GemmSwizzled).rowwise(d, s).build().unwrap();
+    let host = build(ManagedTensor::from_host_bytes(values.clone(), &shape).unwrap(), ManagedTensor::from_host_bytes(swz.clone(), &sshape).unwrap());
+    let device = build(device_tensor(&values, &shape), device_tensor(&swz, &sshape));
+    (host, device, values, scales)
+}
+
+#[test]
+fn device_wrappers_on_cuda_memory() {
+    if !gpu_present() {
+        return;
+    }
+    let (host_a, dev_a, values_a, scales_a) = weight(257, 80, 1);
+    let (host_b, dev_b, values_b, scales_b) = weight(64, 4096, 3);
+
+    // export: the scales copy is made on the device.
+    let parts = dev_a.export(&ExportOptions::default()).unwrap();
+    assert_eq!(parts.scales.device().device_type, sys::DLDeviceType::CUDA);
+    assert_eq!(read_back(parts.scales.data_ptr(), scales_a.len()), scales_a);
+    assert_eq!(read_back(parts.values.data_ptr(), values_a.len()), values_a);
+
+    // batched
+    let (da, db) = (DeviceBuf::new(scales_a.len(), POISON), DeviceBuf::new(scales_b.len(), POISON));
+    export_scales_batched_device(&[&dev_a, &dev_b], &[da.bytes(), db.bytes()], &ExportOptions::default()).unwrap();
+    assert_eq!((da.to_host(), db.to_host()), (scales_a.clone(), scales_b.clone()));
+
+    // bucket: the device fill equals the host fill of the same bytes, gaps untouched.
+    let host_plan = BucketPlan::new(&[&host_a, &host_b], &ExportOptions::default(), 256).unwrap();
+    let plan = BucketPlan::new(&[&dev_a, &dev_b], &ExportOptions::default(), 256).unwrap();
+    assert_eq!(plan.entries(), host_plan.entries());
+    let mut expected = vec![POISON; plan.total_bytes() as usize];
+    host_plan.fill(&mut expected).unwrap();
+    let bucket = DeviceBuf::new(plan.total_bytes() as usize, POISON);
+    plan.fill_device(bucket.bytes()).unwrap();
+    assert!(bucket.to_host() == expected);
+    let manifest = plan.manifest(["a", "b"]).unwrap();
+    let views = manifest.unpack_device(bucket.bytes()).unwrap();
+    assert_eq!(read_back(views[1].scales.as_ptr(), views[1].scales.len()), scales_b);
+    assert_eq!(read_back(views[1].values.as_ptr(), views[1].values.len()), values_b);
+
+    // swizzle both ways
+    let (rows, cols) = (257usize, 3usize);
+    let compact = DeviceBuf::from_host(&scales_a);
+    let swz = DeviceBuf::new(mxfp8::swizzled_len(rows, cols), POISON);
+    swizzle_scales_device(compact.bytes(), rows, cols, swz.bytes(), Stream::default()).unwrap();
+    assert_eq!(swz.to_host(), swizzle_reference(&scales_a, rows, cols, 0));
+    let back = DeviceBuf::new(rows * cols, POISON);
+    unswizzle_scales_device(swz.bytes(), rows, cols, back.bytes(), Stream::default()).unwrap();
+    assert_eq!(back.to_host(), scales_a);
+
+    // quantize_into: the device result equals the host one (bit-exact on both) and the reference.
+    let (m, k) = (70usize, 100usize);
+    let x = random_floats(m * k, 9);
+    let options = QuantizeOptions::new().scales(QuantizedScales::Swizzled);
+    let slen = options.scales_shape(&[m as i64, k as i64], Direction::Rowwise).iter().product::<i64>() as usize;
+    let (mut hv, mut hs) = (vec![POISON; m * k], vec![POISON; slen]);
+    quantize_into(HostInput::F32(&x), &[m as i64, k as i64], &options, Some(QuantizeOutput { values: &mut hv, scales: &mut hs }), None).unwrap();
+    let input = DeviceBuf::from_host(&x);
+    let (dv, ds) = (DeviceBuf::new(m * k, POISON), DeviceBuf::new(slen, POISON));
+    quantize_into_device(input.bytes(), InputDtype::F32, &[m as i64, k as i64], &options, Some((dv.bytes(), ds.bytes())), None).unwrap();
+    assert_eq!((dv.to_host(), ds.to_host()), (hv.clone(), hs));
+    assert_eq!(hv, quantize_rowwise_reference(&x, m, k).0);
+
+    // dequantize
+    let mut expected = vec![0f32; 257 * 80];
+    host_a.dequantize_into(DequantizeOutput::F32(&mut expected), &DequantizeOptions::new()).unwrap();
+    let out = DeviceBuf::new(expected.len() * 4, 0xFF);
+    dev_a.dequantize_into_device(out.bytes(), OutputDtype::F32, &DequantizeOptions::new()).unwrap();
+    let got: Vec<f32> = out.to_host().chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
+    assert!(got.iter().zip(&expected).all(|(a, b)| a.to_bits() == b.to_bits()));
+
+    // grouped experts on the device: per expert and stacked (one copy for padded swizzled scales).
+    let (e, n, k) = (3usize, 96usize, 160usize);
+    let c = k.div_ceil(32);
+    let vals = random_bytes(e * n * k, 20, 0, 255);
+    let per: Vec<Vec<u8>> = (0..e).map(|i| random_bytes(n * c, 21 + i as u64, 1, 254)).collect();
+    let flat: Vec<u8> = per.iter().flat_map(|s| swizzle_reference(s, n, c, POISON)).collect();
+    let g = GroupedBuilder::new()
+        .scale_layout(ScaleLayout::GemmSwizzled)
+        .scales(GroupedScales::Padded)
+        .uniform_experts(e as i32, n as i64, k as i64)
+        .buffers(device_tensor(&vals, &[(e * n) as i64, k as i64]), device_tensor(&flat, &[flat.len() as i64]))
+        .build()
+        .unwrap();
+    let stacked = g.export_stacked(&ExportOptions::default()).unwrap();
+    assert_eq!(read_back(stacked.scales.data_ptr(), e * n * c), per.concat());
+    let experts: Vec<Tensor> = (0..e).map(|i| g.expert(i).unwrap()).collect();
+    let dst = DeviceBuf::new(n * c, POISON);
+    export_scales_batched_device(&[&experts[2]], &[dst.bytes()], &ExportOptions::default()).unwrap();
+    assert_eq!(dst.to_host(), per[2]);
+
+    // Host slices cannot receive a device tensor's scales: the library says why.
+    let mut host_dst = vec![0u8; scales_a.len()];
+    let err = export_scales_batched(&[&dev_a], &mut [&mut host_dst[..]], &ExportOptions::default()).unwrap_err();
+    assert!(err.message.contains("cuda:0"), "{err}");
+}

@@ -1,0 +1,64 @@
+//! The safe option types start from mxfp8-sys's `Default` impls, which tests/abi.rs compares field by
+//! field with the C `*_INIT` macros: so the safe defaults are the C defaults. This test closes the chain
+//! (safe default -> C struct == mxfp8-sys default), and checks the status enum and error type.
+use mxfp8::{
+    sys, Block, DequantizeOptions, Error, ExportOptions, Format, GroupedBuilder, GroupedScales, ManagedTensor, QuantizeOptions, Status,
+    TensorBuilder,
+};
+
+#[test]
+fn safe_defaults_are_the_c_initializers() {
+    let (a, b) = (ExportOptions::default().to_sys(), sys::mxfp8_export_options::default());
+    assert_eq!(
+        (a.struct_size, a.direction, a.values_dtype, a.scales_dtype, a.padded_scales, a.reserved, a.stream, a.allocator.is_none(), a.scales_granularity, a.reserved2),
+        (b.struct_size, b.direction, b.values_dtype, b.scales_dtype, b.padded_scales, b.reserved, b.stream, b.allocator.is_none(), b.scales_granularity, b.reserved2)
+    );
+    let (a, b) = (QuantizeOptions::default().to_sys(), sys::mxfp8_quantize_options::default());
+    assert_eq!(
+        (a.struct_size, a.format, a.block, a.scale_rounding, a.scales_layout, a.values_dtype, a.scales_dtype, a.reserved, a.stream, a.allocator.is_none()),
+        (b.struct_size, b.format, b.block, b.scale_rounding, b.scales_layout, b.values_dtype, b.scales_dtype, b.reserved, b.stream, b.allocator.is_none())
+    );
+    let (a, b) = (DequantizeOptions::default().to_sys(), sys::mxfp8_dequantize_options::default());
+    assert_eq!((a.struct_size, a.direction, a.stream), (b.struct_size, b.direction, b.stream));
+
+    // The builders' defaults show in what they build.
+    let d = sys::mxfp8_tensor_desc::default();
+    let t = TensorBuilder::new()
+        .rowwise(ManagedTensor::from_host_bytes(vec![0; 64], &[2, 32]).unwrap(), ManagedTensor::from_host_bytes(vec![1; 2], &[2, 1]).unwrap())
+        .build()
+        .unwrap();
+    assert_eq!((t.format().to_raw(), t.block().to_raw()), (d.format, d.block));
+    assert_eq!((t.format(), t.block()), (Format::E4M3, Block::B1x32));
+    let g = sys::mxfp8_grouped_desc::default();
+    assert_eq!(GroupedScales::from_raw(g.scales), Some(GroupedScales::Padded));
+    let e = GroupedBuilder::new()
+        .uniform_experts(1, 2, 32)
+        .buffers(ManagedTensor::from_host_bytes(vec![0; 64], &[2, 32]).unwrap(), ManagedTensor::from_host_bytes(vec![1; 512], &[128, 4]).unwrap())
+        .build()
+        .unwrap();
+    assert_eq!(e.expert(0).unwrap().format().to_raw(), g.format);
+}
+
+#[test]
+fn statuses_and_errors() {
+    for (raw, status, name) in [
+        (1, Status::InvalidArgument, "invalid argument"),
+        (2, Status::MissingData, "missing data"),
+        (3, Status::Unsupported, "unsupported"),
+        (4, Status::OutOfMemory, "out of memory"),
+        (5, Status::Cuda, "CUDA error"),
+        (6, Status::Internal, "internal error"),
+    ] {
+        assert_eq!(Status::from_raw(sys::mxfp8_status(raw)), Some(status));
+        assert_eq!(status.to_raw(), sys::mxfp8_status(raw));
+        assert_eq!(status.name(), name);
+    }
+    assert_eq!(Status::from_raw(sys::mxfp8_status::OK), None);
+    assert_eq!(Status::from_raw(sys::mxfp8_status(99)), Some(Status::Unknown(99)));
+    assert_eq!(Status::Unknown(99).name(), "unknown status");
+    let err = ManagedTensor::from_host_bytes(vec![0; 10], &[3, 3]).unwrap_err();
+    let boxed: Box<dyn std::error::Error + Send + Sync> = Box::new(err.clone());
+    assert_eq!(boxed.to_string(), "invalid argument: 10 bytes cannot have shape [3, 3]");
+    assert_eq!(err, Error { status: Status::InvalidArgument, message: "10 bytes cannot have shape [3, 3]".into() });
+    assert_eq!(mxfp8::version(), sys::MXFP8_VERSION);
+}
