@@ -4,8 +4,8 @@
 #include <cuda_runtime.h>
 
 #include "cuda_check.cuh"
+#include "cuda_runtime.hpp"
 #include "error.hpp"
-#include "scale_copy.hpp"
 #include "scale_source.hpp"
 
 namespace mxfp8::cuda {

@@ -63,6 +63,61 @@ void add_copy_jobs(std::vector<ScaleJob> &jobs, const uint8_t *src, uint8_t *dst
 }
 
 }  // namespace
+
+ExportJobs bucket_jobs(const mxfp8_tensor *const *tensors, size_t count, const mxfp8_export_options &options,
+                       const mxfp8_bucket_entry *entries, DLTensor *bucket) {
+  const mxfp8_export_options o = bucket_options(&options);
+  const auto direction = static_cast<mxfp8_direction>(o.direction);
+  ExportJobs result;
+  // count == 0 needs nothing else, as for mxfp8_export_scales_batched.
+  if (count == 0) return result;
+  if (!entries) fail(MXFP8_ERROR_INVALID_ARGUMENT, "entries is NULL");
+  if (!bucket) fail(MXFP8_ERROR_INVALID_ARGUMENT, "bucket is NULL");
+  check_tensors(tensors, count, direction);
+  uint8_t *base = expect_buffer(*bucket, {"bucket", Holds::Bytes, 0, &tensors[0]->device, "the tensors are", -1});
+  const int64_t size = checked_numel(*bucket, "bucket");
+
+  // Every part where the plan put it: the right size, inside the bucket, overlapping no other part.
+  std::vector<Span> parts;
+  parts.reserve(2 * count);
+  for (size_t i = 0; i < count; ++i) {
+    const mxfp8_bucket_entry &e = entries[i];
+    if (e.values_bytes != values_bytes(*tensors[i]) || e.scales_bytes != scales_bytes(*tensors[i], direction))
+      fail(MXFP8_ERROR_INVALID_ARGUMENT, "entries[", i, "] gives ", e.values_bytes, " value and ", e.scales_bytes,
+           " scale bytes, tensors[", i, "] has ", values_bytes(*tensors[i]), " and ", scales_bytes(*tensors[i], direction),
+           ": plan the bucket with mxfp8_bucket_plan for these tensors and options");
+    for (const Part p : {Part{e.values_offset, e.values_bytes, "values"},
+                         Part{e.scales_offset, e.scales_bytes, "scales"}}) {
+      if (p.offset > static_cast<uint64_t>(size))
+        fail(MXFP8_ERROR_INVALID_ARGUMENT, "entries[", i, "]: its ", p.what, " start at byte ", p.offset,
+             ", past the end of a bucket of ", size, " bytes");
+      if (p.bytes > static_cast<uint64_t>(size) - p.offset)
+        fail(MXFP8_ERROR_INVALID_ARGUMENT, "entries[", i, "]: its ", p.bytes, " bytes of ", p.what, " at byte ",
+             p.offset, " run past the end of a bucket of ", size, " bytes");
+      // Offsets as addresses: the parts are the outputs, each must have bytes of its own.
+      parts.push_back(Span{static_cast<uintptr_t>(p.offset), p.bytes, "entries", i, true, p.what});
+    }
+  }
+  check_no_overlap(parts);
+
+  // The bucket is written, so it must not hold any byte of a tensor it is filled from.
+  std::vector<Span> spans{span_of(base, size, "bucket", kNoIndex, true)};
+  for (size_t i = 0; i < count; ++i) add_read_spans(*tensors[i], i, "tensors", spans);
+  check_no_overlap(spans);
+
+  result.device = bucket->device;
+  std::vector<ScaleJob> &jobs = result.jobs;
+  jobs.reserve(3 * count);
+  for (size_t i = 0; i < count; ++i) {
+    const mxfp8_tensor &t = *tensors[i];
+    add_copy_jobs(jobs, byte_pointer(t.directions[direction].data->dl_tensor), base + entries[i].values_offset,
+                  static_cast<int64_t>(entries[i].values_bytes));
+    if (entries[i].scales_bytes > 0)
+      jobs.push_back(compact_job(t.directions[direction].source, base + entries[i].scales_offset));
+  }
+  return result;
+}
+
 }  // namespace mxfp8
 
 using namespace mxfp8;
@@ -105,53 +160,8 @@ extern "C" MXFP8_API mxfp8_status mxfp8_export_bucket(const mxfp8_tensor *const 
                                                       const mxfp8_export_options *options,
                                                       const mxfp8_bucket_entry *entries, DLTensor *bucket) {
   return guarded([&] {
-    const mxfp8_export_options o = bucket_options(options);
-    const auto direction = static_cast<mxfp8_direction>(o.direction);
-    // count == 0 is a no-op that needs nothing else, as for mxfp8_export_scales_batched.
-    if (count == 0) return;
-    if (!entries) fail(MXFP8_ERROR_INVALID_ARGUMENT, "entries is NULL");
-    if (!bucket) fail(MXFP8_ERROR_INVALID_ARGUMENT, "bucket is NULL");
-    check_tensors(tensors, count, direction);
-    uint8_t *base = expect_buffer(*bucket, {"bucket", Holds::Bytes, 0, &tensors[0]->device, "the tensors are", -1});
-    const int64_t size = checked_numel(*bucket, "bucket");
-
-    // Every part where the plan put it: the right size, inside the bucket, overlapping no other part.
-    std::vector<Span> parts;
-    parts.reserve(2 * count);
-    for (size_t i = 0; i < count; ++i) {
-      const mxfp8_bucket_entry &e = entries[i];
-      if (e.values_bytes != values_bytes(*tensors[i]) || e.scales_bytes != scales_bytes(*tensors[i], direction))
-        fail(MXFP8_ERROR_INVALID_ARGUMENT, "entries[", i, "] gives ", e.values_bytes, " value and ", e.scales_bytes,
-             " scale bytes, tensors[", i, "] has ", values_bytes(*tensors[i]), " and ", scales_bytes(*tensors[i], direction),
-             ": plan the bucket with mxfp8_bucket_plan for these tensors and options");
-      for (const Part p : {Part{e.values_offset, e.values_bytes, "values"},
-                           Part{e.scales_offset, e.scales_bytes, "scales"}}) {
-        if (p.offset > static_cast<uint64_t>(size))
-          fail(MXFP8_ERROR_INVALID_ARGUMENT, "entries[", i, "]: its ", p.what, " start at byte ", p.offset,
-               ", past the end of a bucket of ", size, " bytes");
-        if (p.bytes > static_cast<uint64_t>(size) - p.offset)
-          fail(MXFP8_ERROR_INVALID_ARGUMENT, "entries[", i, "]: its ", p.bytes, " bytes of ", p.what, " at byte ",
-               p.offset, " run past the end of a bucket of ", size, " bytes");
-        // Offsets as addresses: the parts are the outputs, each must have bytes of its own.
-        parts.push_back(Span{static_cast<uintptr_t>(p.offset), p.bytes, "entries", i, true, p.what});
-      }
-    }
-    check_no_overlap(parts);
-
-    // The bucket is written, so it must not hold any byte of a tensor it is filled from.
-    std::vector<Span> spans{span_of(base, size, "bucket", kNoIndex, true)};
-    for (size_t i = 0; i < count; ++i) add_read_spans(*tensors[i], i, "tensors", spans);
-    check_no_overlap(spans);
-
-    std::vector<ScaleJob> jobs;
-    jobs.reserve(3 * count);
-    for (size_t i = 0; i < count; ++i) {
-      const mxfp8_tensor &t = *tensors[i];
-      add_copy_jobs(jobs, byte_pointer(t.directions[direction].data->dl_tensor), base + entries[i].values_offset,
-                    static_cast<int64_t>(entries[i].values_bytes));
-      if (entries[i].scales_bytes > 0)
-        jobs.push_back(compact_scales_job(t, direction, base + entries[i].scales_offset));
-    }
-    run_jobs_on(bucket->device, jobs.data(), jobs.size(), o.stream);
+    const mxfp8_export_options o = read_options(options);
+    const ExportJobs work = bucket_jobs(tensors, count, o, entries, bucket);
+    run_jobs_on(work.device, work.jobs.data(), work.jobs.size(), o.stream);
   });
 }

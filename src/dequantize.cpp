@@ -72,14 +72,14 @@ extern "C" MXFP8_API mxfp8_status mxfp8_dequantize(const mxfp8_tensor *tensor, c
         tensor->device, "tensor",
         [&] {
           std::vector<uint8_t> scales(static_cast<size_t>(scale_bytes));
-          const ScaleJob s = compact_scales_job(*tensor, direction, scales.data());
+          const ScaleJob s = compact_job(dir.source, scales.data());
           run_jobs_on(tensor->device, &s, 1, nullptr);
           job.scales = scales.data();
           dequantize_host(job);
         },
         [&] {
           DeviceScratch scales{cuda::allocate(scale_bytes, o.stream), o.stream};
-          const ScaleJob s = compact_scales_job(*tensor, direction, static_cast<uint8_t *>(scales.ptr));
+          const ScaleJob s = compact_job(dir.source, static_cast<uint8_t *>(scales.ptr));
           run_jobs_on(tensor->device, &s, 1, o.stream);
           job.scales = static_cast<const uint8_t *>(scales.ptr);
           cuda::dequantize(job, o.stream);

@@ -58,22 +58,6 @@ const Direction &require_direction(const mxfp8_tensor &t, mxfp8_direction direct
   return dir;
 }
 
-ScaleSource scale_source(const mxfp8_tensor &t, mxfp8_direction direction) {
-  const Direction &dir = t.directions[direction];
-  const bool swizzled = t.scale_layout == MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED;
-  return ScaleSource{swizzled ? byte_pointer(dir.scales->dl_tensor) : nullptr, direction == MXFP8_DIRECTION_COLUMNWISE,
-                     dir.row_major, dir.scale_rows, dir.scale_cols};
-}
-
-ScaleJob compact_scales_job(const mxfp8_tensor &t, mxfp8_direction direction, uint8_t *dst_data) {
-  const Direction &dir = t.directions[direction];
-  ByteMatrix dst{dst_data, dir.scale_rows, dir.scale_cols, dir.scale_cols, 1};
-  if (t.scale_layout == MXFP8_SCALE_LAYOUT_ROW_MAJOR) return ScaleJob{nullptr, dir.row_major, dst};
-  // Columnwise scales are swizzled as S^T: unswizzle S^T into a transposed view of the output.
-  if (direction == MXFP8_DIRECTION_COLUMNWISE) dst = ByteMatrix{dst.data, dst.cols, dst.rows, 1, dst.cols};
-  return ScaleJob{byte_pointer(dir.scales->dl_tensor), ByteMatrix{}, dst};
-}
-
 static void run_jobs_host(const ScaleJob *jobs, size_t count) {
   for (size_t i = 0; i < count; ++i) {
     if (jobs[i].swizzled) unswizzle_host(jobs[i].swizzled, jobs[i].dst);
@@ -134,7 +118,7 @@ ManagedPtr export_block_scales(const mxfp8_tensor &t, mxfp8_direction direction,
   if (shape[0] == 0 || shape[1] == 0) return out;
   check_copy_lands_apart(t, *out);
   const ByteMatrix dst{byte_pointer(out->dl_tensor), shape[0], shape[1], shape[1], 1};
-  const ScaleSource src = scale_source(t, direction);
+  const ScaleSource &src = t.directions[direction].source;
   const int axis = direction == MXFP8_DIRECTION_ROWWISE ? 0 : 1;
   const BlockMismatch m = where_memory_lives(
       t.device, "scales", [&] { return block_scales_host(src, axis, dst); },
@@ -170,7 +154,7 @@ ManagedPtr export_scales(const mxfp8_tensor &t, mxfp8_direction direction, const
   ManagedPtr out = allocate_copy(t.device, dtype, shape, Allocation{o.allocator, o.stream});
   if (dir.scale_rows == 0 || dir.scale_cols == 0) return out;
   check_copy_lands_apart(t, *out);
-  const ScaleJob job = compact_scales_job(t, direction, byte_pointer(out->dl_tensor));
+  const ScaleJob job = compact_job(dir.source, byte_pointer(out->dl_tensor));
   run_jobs_on(t.device, &job, 1, o.stream);
   return out;
 }

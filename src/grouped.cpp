@@ -97,6 +97,14 @@ std::unique_ptr<mxfp8_grouped_tensor> create_grouped(const mxfp8_grouped_desc &g
          d.scale_offsets ? ", at desc.scale_offsets" : ", back to back", ")");
   g->data = d.data;
   g->scales = d.scale_inv;
+  const bool swizzled = g->scale_layout == MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED;
+  const int64_t row_stride =
+      g->scale_packing == MXFP8_GROUPED_SCALES_PADDED ? round_up(g->scale_cols, kTileCols) : g->scale_cols;
+  for (size_t e = 0; e < g->rows.size(); ++e) {
+    uint8_t *at = byte_pointer(scales) + g->scale_offset[e];
+    g->sources.push_back(ScaleSource{swizzled ? at : nullptr, false, ByteMatrix{at, g->rows[e], g->scale_cols, row_stride, 1},
+                                     g->rows[e], g->scale_cols});
+  }
   return g;
 }
 
@@ -208,14 +216,8 @@ extern "C" MXFP8_API mxfp8_status mxfp8_grouped_export_stacked(const mxfp8_group
                     "the scales copy from options.allocator", kNoIndex, true)};
         check_no_overlap(spans);
         std::vector<ScaleJob> jobs;
-        uint8_t *base = byte_pointer(g->scales->dl_tensor), *dst = byte_pointer(scales_out->dl_tensor);
-        for (int64_t e = 0; e < experts && n * c > 0; ++e) {
-          const ByteMatrix out{dst + e * n * c, n, c, c, 1};
-          const uint8_t *src = base + g->scale_offset[e];
-          const bool swizzled = g->scale_layout == MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED;
-          const int64_t row_stride = g->scale_packing == MXFP8_GROUPED_SCALES_PADDED ? round_up(c, kTileCols) : c;
-          jobs.push_back(ScaleJob{swizzled ? src : nullptr, ByteMatrix{const_cast<uint8_t *>(src), n, c, row_stride, 1}, out});
-        }
+        uint8_t *dst = byte_pointer(scales_out->dl_tensor);
+        for (int64_t e = 0; e < experts && n * c > 0; ++e) jobs.push_back(compact_job(g->sources[e], dst + e * n * c));
         run_jobs_on(g->device, jobs.data(), jobs.size(), o.stream);
       }
     }

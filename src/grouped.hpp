@@ -8,6 +8,7 @@
 #include <dlpack/dlpack.h>
 
 #include "mxfp8/mxfp8.h"
+#include "scale_source.hpp"
 
 struct mxfp8_grouped_tensor {
   mutable std::atomic<int64_t> references{1};
@@ -21,6 +22,7 @@ struct mxfp8_grouped_tensor {
   std::vector<int64_t> rows;          // per expert
   std::vector<int64_t> first_row;     // per expert, in the flat values
   std::vector<int64_t> scale_offset;  // per expert, bytes into the flat scales
+  std::vector<mxfp8::ScaleSource> sources;  // per expert: where its rows x scale_cols scales are read from
   DLDevice device{};
 };
 

@@ -25,6 +25,14 @@ MXFP8_HOST_DEVICE inline const uint8_t *scale_address(const ScaleSource &s, int6
   return s.swizzled + (s.transposed ? swizzled_offset(c, r, padded) : swizzled_offset(r, c, padded));
 }
 
+// The job writing S compact (rows x cols, row-major, row stride cols) at `dst`. Swizzled columnwise scales
+// are S^T swizzled: the job unswizzles S^T into a transposed view of the output.
+inline ScaleJob compact_job(const ScaleSource &s, uint8_t *dst) {
+  if (!s.swizzled) return ScaleJob{nullptr, s.row_major, ByteMatrix{dst, s.rows, s.cols, s.cols, 1}};
+  if (s.transposed) return ScaleJob{s.swizzled, ByteMatrix{}, ByteMatrix{dst, s.cols, s.rows, 1, s.cols}};
+  return ScaleJob{s.swizzled, ByteMatrix{}, ByteMatrix{dst, s.rows, s.cols, s.cols, 1}};
+}
+
 // Block (br, bc) of the 32-wide blocks along `axis`: its first stored scale in *value, and the row-major
 // index in S of the first stored scale of the block that differs from it, or -1.
 MXFP8_HOST_DEVICE inline int64_t read_block(const ScaleSource &s, int axis, int64_t br, int64_t bc, uint8_t *value) {

@@ -160,6 +160,9 @@ std::unique_ptr<mxfp8_tensor> create_tensor(const mxfp8_tensor_desc &desc_in) {
     dir.scales = given[d][1];
     dir.data_begin = byte_pointer(data);
     dir.data_bytes = tensor->rows * tensor->cols;
+    const bool swizzled = tensor->scale_layout == MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED;
+    dir.source = ScaleSource{swizzled ? byte_pointer(scales) : nullptr, columnwise, dir.row_major, dir.scale_rows,
+                             dir.scale_cols};
   }
   return tensor;
 }

@@ -11,6 +11,7 @@
 #include "memory_span.hpp"
 #include "mxfp8/mxfp8.h"
 #include "scale_copy.hpp"
+#include "scale_source.hpp"
 
 namespace mxfp8 {
 
@@ -23,6 +24,8 @@ struct Direction {
   int64_t scale_cols = 0;
   // For MXFP8_SCALE_LAYOUT_ROW_MAJOR: where S sits inside the (possibly padded) buffer.
   ByteMatrix row_major{};
+  // Where S is read from, whatever the layout: what every copy, bucket and check of S starts from.
+  ScaleSource source{};
   // Every byte the data and the scale buffer cover (padding included), for the overlap checks of calls
   // that write somewhere.
   const uint8_t *data_begin = nullptr;

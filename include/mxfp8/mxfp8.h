@@ -385,6 +385,46 @@ MXFP8_API mxfp8_status mxfp8_export_bucket(const mxfp8_tensor *const *tensors, s
                                            const mxfp8_bucket_entry *entries, DLTensor *bucket);
 
 /* ====================================================================================================
+ * Prepared exports: a batched or bucket export checked once, run every step                [EXPERIMENTAL]
+ * ==================================================================================================== */
+
+/* A trainer exports the same weights from the same buffers at every refit (Megatron keeps MXFP8 storage
+ * at fixed addresses so its CUDA graphs stay valid). A prepared export does every check of
+ * mxfp8_export_scales_batched or mxfp8_export_bucket once, at preparation, and keeps the work; each run
+ * is then only the launch: no check, no allocation, no synchronization, so a run can be captured in a
+ * CUDA graph. Immutable and thread-safe: any number of threads may run one at once.
+ *
+ * What it holds: a reference on every tensor (their deleters, and with them the owners of the source
+ * buffers, wait for mxfp8_prepared_export_release), and the addresses of the destinations or the bucket,
+ * which stay yours: keep them allocated and in place for as long as you run the plan. A producer that
+ * reallocates a source (a new storage for a parameter) must describe it again and prepare again: the
+ * plan keeps the old storage alive and would export it, never freed memory but stale values. */
+typedef struct mxfp8_prepared_export mxfp8_prepared_export;
+
+/* Prepares mxfp8_export_scales_batched(tensors, destinations, count, options); the same checks and the
+ * same errors. options->stream is not used (each run names its stream). *out on success only. */
+MXFP8_API mxfp8_status mxfp8_prepare_scales_batched(const mxfp8_tensor *const *tensors,
+                                                    DLTensor *const *destinations, size_t count,
+                                                    const mxfp8_export_options *options,
+                                                    mxfp8_prepared_export **out);
+
+/* Prepares mxfp8_export_bucket(tensors, count, options, entries, bucket); the same checks and errors.
+ * options->stream is not used. *out on success only. */
+MXFP8_API mxfp8_status mxfp8_prepare_bucket(const mxfp8_tensor *const *tensors, size_t count,
+                                            const mxfp8_export_options *options,
+                                            const mxfp8_bucket_entry *entries, DLTensor *bucket,
+                                            mxfp8_prepared_export **out);
+
+/* Runs the prepared export on `stream` (a cudaStream_t; NULL: the legacy default stream; ignored for
+ * host memory, where the run is done when the call returns). CUDA: queued, the call does not wait.
+ * Fails only for CUDA reasons. */
+MXFP8_API mxfp8_status mxfp8_prepared_export_run(const mxfp8_prepared_export *prepared, void *stream);
+
+/* Drops the plan and its tensor references. NULL is fine. Cannot fail. Work already queued by a run
+ * keeps running: release after it is ordered (the sources stay alive only as long as the plan). */
+MXFP8_API void mxfp8_prepared_export_release(mxfp8_prepared_export *prepared);
+
+/* ====================================================================================================
  * Grouped MoE experts: E experts in one flat values buffer and one flat scale buffer   [EXPERIMENTAL]
  * ==================================================================================================== */
 

@@ -581,6 +581,82 @@ static void test_gpu_swizzle_pair_matches_formula(void **state) {
   }
 }
 
+/* A prepared batched export captured in a CUDA graph: every replay writes the sources' scales as they
+ * are at that replay (new scales copied in between show), and a run calls nothing that a global-mode
+ * capture refuses (no allocation, no synchronization). */
+static void test_prepared_export_replays_in_a_cuda_graph(void **state) {
+  (void)state;
+  REQUIRE_GPU();
+  enum { N = 40 };
+  uint64_t rng = 4242;
+  test_tensor *hd[N], *hs[N];
+  gpu_tensor *gd[N], *gs[N];
+  mxfp8_tensor *t[N];
+  uint8_t *s[N];
+  int64_t offsets[N + 1], dst_shapes[N], rs[N], cs[N];
+  DLTensor dst_tensors[N];
+  DLTensor *dst[N];
+  offsets[0] = 0;
+  for (int i = 0; i < N; ++i) {
+    const int64_t rows = 1 + (int64_t)(rng_next(&rng) % 300), k = 1 + (int64_t)(rng_next(&rng) % 600);
+    s[i] = make_host_tensor(rows, k, /*storage=*/2, /*columnwise=*/0, &rng, &hd[i], &hs[i], &rs[i], &cs[i]);
+    gd[i] = upload(hd[i], 0);
+    gs[i] = upload(hs[i], 0);
+    t[i] = create_on(&gd[i]->managed, &gs[i]->managed, 2, 0);
+    offsets[i + 1] = offsets[i] + rs[i] * cs[i];
+  }
+  uint8_t *out;
+  CUDA_OK(cudaMalloc((void **)&out, (size_t)offsets[N]));
+  for (int i = 0; i < N; ++i) {
+    dst_shapes[i] = offsets[i + 1] - offsets[i];
+    dst_tensors[i] = (DLTensor){out, {kDLCUDA, 0}, 1, {kDLUInt, 8, 1}, &dst_shapes[i], NULL, (uint64_t)offsets[i]};
+    dst[i] = &dst_tensors[i];
+  }
+  mxfp8_prepared_export *plan = NULL;
+  EXPECT(mxfp8_prepare_scales_batched((const mxfp8_tensor *const *)t, dst, N, NULL, &plan) == MXFP8_OK, "prepare: %s",
+         mxfp8_last_error());
+  cudaStream_t stream;
+  CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+  const mxfp8_status st = mxfp8_prepared_export_run(plan, stream);
+  CUDA_OK(cudaStreamEndCapture(stream, &graph));
+  EXPECT(st == MXFP8_OK, "run under capture: %s", mxfp8_last_error());
+  CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+  uint8_t *all = malloc((size_t)offsets[N]);
+  for (int replay = 0; replay < 2; ++replay) {
+    CUDA_OK(cudaMemset(out, POISON, (size_t)offsets[N]));
+    CUDA_OK(cudaGraphLaunch(exec, stream));
+    CUDA_OK(cudaStreamSynchronize(stream));
+    CUDA_OK(cudaMemcpy(all, out, (size_t)offsets[N], cudaMemcpyDeviceToHost));
+    for (int i = 0; i < N; ++i)
+      EXPECT(memcmp(all + offsets[i], s[i], (size_t)(offsets[i + 1] - offsets[i])) == 0, "replay %d tensor %d", replay, i);
+    /* The next step's scales, swizzled by the layout's formula into the same device buffers. */
+    for (int i = 0; i < N; ++i) {
+      const int64_t cp = ref_round_up(cs[i], 4);
+      fill_random_scales(s[i], (size_t)(rs[i] * cs[i]), &rng);
+      for (int64_t y = 0; y < rs[i]; ++y)
+        for (int64_t x = 0; x < cs[i]; ++x) hs[i]->buffer[ref_swizzled_index(y, x, cp)] = s[i][y * cs[i] + x];
+      CUDA_OK(cudaMemcpy(gs[i]->device_alloc, hs[i]->buffer, hs[i]->bytes, cudaMemcpyHostToDevice));
+    }
+  }
+  free(all);
+  CUDA_OK(cudaGraphExecDestroy(exec));
+  CUDA_OK(cudaGraphDestroy(graph));
+  CUDA_OK(cudaStreamDestroy(stream));
+  mxfp8_prepared_export_release(plan);
+  cudaFree(out);
+  for (int i = 0; i < N; ++i) {
+    mxfp8_tensor_release(t[i]);
+    gpu_tensor_free(gd[i]);
+    gpu_tensor_free(gs[i]);
+    test_tensor_free(hd[i]);
+    test_tensor_free(hs[i]);
+    free(s[i]);
+  }
+}
+
 #else /* built without CUDA */
 static void test_gpu_export_equals_host_export_and_reference(void **state) { (void)state; REQUIRE_GPU(); }
 static void test_export_runs_on_the_given_stream_after_an_event_wait(void **state) { (void)state; REQUIRE_GPU(); }
@@ -590,6 +666,7 @@ static void test_gpu_block_scales_equal_host_and_report_the_same_disagreement(vo
 static void test_gpu_grouped_stacked_equals_reference(void **state) { (void)state; REQUIRE_GPU(); }
 static void test_gpu_bucket_equals_host_bucket(void **state) { (void)state; REQUIRE_GPU(); }
 static void test_gpu_swizzle_pair_matches_formula(void **state) { (void)state; REQUIRE_GPU(); }
+static void test_prepared_export_replays_in_a_cuda_graph(void **state) { (void)state; REQUIRE_GPU(); }
 #endif
 
 int main(void) {
@@ -602,6 +679,7 @@ int main(void) {
       cmocka_unit_test(test_gpu_grouped_stacked_equals_reference),
       cmocka_unit_test(test_gpu_bucket_equals_host_bucket),
       cmocka_unit_test(test_gpu_swizzle_pair_matches_formula),
+      cmocka_unit_test(test_prepared_export_replays_in_a_cuda_graph),
   };
   return cmocka_run_group_tests_name("CUDA path", tests, NULL, NULL);
 }

@@ -1,0 +1,176 @@
+/* Prepared exports: checked once, run many times. A run writes what the immediate call writes, reads
+ * the sources as they are at the run (an optimizer step between runs shows), holds its tensors alive,
+ * and preparation refuses what the immediate call refuses. The reference is the layout's permute form
+ * (ref_swizzled_index), not the library. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "test_support.h"
+
+enum { kTensors = 3 };
+static const int64_t kRows[kTensors] = {100, 257, 31}, kCols[kTensors] = {48, 200, 1000};
+
+typedef struct {
+  test_tensor *data[kTensors], *scales[kTensors];
+  mxfp8_tensor *handles[kTensors];
+  uint8_t *compact[kTensors]; /* the reference: S row-major */
+  int64_t r[kTensors], c[kTensors];
+} fixture;
+
+/* Swizzled sources built from random compact scales through the permute form, padding poisoned. */
+static void make(fixture *f, uint64_t seed) {
+  uint64_t rng = seed;
+  for (int i = 0; i < kTensors; ++i) {
+    const int64_t r = kRows[i], c = ref_ceil_div(kCols[i], 32), cp = ref_round_up(c, 4), rp = ref_round_up(r, 128);
+    const int64_t shape[2] = {r, kCols[i]}, sshape[1] = {rp * cp};
+    f->r[i] = r;
+    f->c[i] = c;
+    f->data[i] = test_tensor_new(2, shape, kDLUInt, 1);
+    fill_random(f->data[i]->buffer, f->data[i]->bytes, &rng);
+    f->scales[i] = test_tensor_new(1, sshape, kDLUInt, 1);
+    f->compact[i] = malloc((size_t)(r * c));
+    fill_random_scales(f->compact[i], (size_t)(r * c), &rng);
+    for (int64_t y = 0; y < r; ++y)
+      for (int64_t x = 0; x < c; ++x) f->scales[i]->buffer[ref_swizzled_index(y, x, cp)] = f->compact[i][y * c + x];
+    mxfp8_tensor_desc desc = MXFP8_TENSOR_DESC_INIT;
+    desc.scale_layout = MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED;
+    desc.rowwise_data = &f->data[i]->managed;
+    desc.rowwise_scale_inv = &f->scales[i]->managed;
+    assert_int_equal(mxfp8_tensor_create(&desc, &f->handles[i]), MXFP8_OK);
+  }
+}
+
+static void destroy(fixture *f) {
+  for (int i = 0; i < kTensors; ++i) {
+    mxfp8_tensor_release(f->handles[i]);
+    test_tensor_free(f->data[i]);
+    test_tensor_free(f->scales[i]);
+    free(f->compact[i]);
+  }
+}
+
+static void test_prepared_batched_writes_what_the_immediate_call_writes(void **state) {
+  (void)state;
+  fixture f;
+  make(&f, 1);
+  uint8_t *out[kTensors];
+  int64_t shapes[kTensors][1];
+  DLTensor dsts[kTensors];
+  DLTensor *dst_ptrs[kTensors];
+  for (int i = 0; i < kTensors; ++i) {
+    out[i] = malloc((size_t)(f.r[i] * f.c[i]));
+    memset(out[i], POISON, (size_t)(f.r[i] * f.c[i]));
+    shapes[i][0] = f.r[i] * f.c[i];
+    dsts[i] = (DLTensor){out[i], {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, shapes[i], NULL, 0};
+    dst_ptrs[i] = &dsts[i];
+  }
+  mxfp8_prepared_export *plan = NULL;
+  assert_int_equal(mxfp8_prepare_scales_batched((const mxfp8_tensor *const *)f.handles, dst_ptrs, kTensors, NULL, &plan),
+                   MXFP8_OK);
+  for (int i = 0; i < kTensors; ++i) EXPECT(out[i][0] == POISON, "preparing wrote destination %d", i);
+  for (int step = 0; step < 3; ++step) {
+    assert_int_equal(mxfp8_prepared_export_run(plan, NULL), MXFP8_OK);
+    for (int i = 0; i < kTensors; ++i)
+      EXPECT(memcmp(out[i], f.compact[i], (size_t)(f.r[i] * f.c[i])) == 0, "step %d tensor %d", step, i);
+    /* An optimizer step in place: new scales at the same addresses show in the next run. */
+    uint64_t rng = 100 + (uint64_t)step;
+    for (int i = 0; i < kTensors; ++i) {
+      const int64_t cp = ref_round_up(f.c[i], 4);
+      fill_random_scales(f.compact[i], (size_t)(f.r[i] * f.c[i]), &rng);
+      for (int64_t y = 0; y < f.r[i]; ++y)
+        for (int64_t x = 0; x < f.c[i]; ++x)
+          f.scales[i]->buffer[ref_swizzled_index(y, x, cp)] = f.compact[i][y * f.c[i] + x];
+    }
+  }
+  mxfp8_prepared_export_release(plan);
+  for (int i = 0; i < kTensors; ++i) free(out[i]);
+  destroy(&f);
+}
+
+static void test_prepared_bucket_equals_export_bucket(void **state) {
+  (void)state;
+  fixture f;
+  make(&f, 2);
+  mxfp8_bucket_entry entries[kTensors];
+  uint64_t total = 0;
+  const mxfp8_tensor *const *ts = (const mxfp8_tensor *const *)f.handles;
+  assert_int_equal(mxfp8_bucket_plan(ts, kTensors, NULL, 256, entries, &total), MXFP8_OK);
+  uint8_t *a = malloc(total), *b = malloc(total);
+  memset(a, POISON, total);
+  memset(b, POISON, total);
+  int64_t shape[1] = {(int64_t)total};
+  DLTensor ba = {a, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, shape, NULL, 0}, bb = ba;
+  bb.data = b;
+  assert_int_equal(mxfp8_export_bucket(ts, kTensors, NULL, entries, &ba), MXFP8_OK);
+  mxfp8_prepared_export *plan = NULL;
+  assert_int_equal(mxfp8_prepare_bucket(ts, kTensors, NULL, entries, &bb, &plan), MXFP8_OK);
+  assert_int_equal(mxfp8_prepared_export_run(plan, NULL), MXFP8_OK);
+  EXPECT(memcmp(a, b, total) == 0, "the prepared bucket differs from the immediate one");
+  for (int i = 0; i < kTensors; ++i) {
+    EXPECT(memcmp(b + entries[i].values_offset, f.data[i]->buffer, (size_t)entries[i].values_bytes) == 0, "values %d", i);
+    EXPECT(memcmp(b + entries[i].scales_offset, f.compact[i], (size_t)entries[i].scales_bytes) == 0, "scales %d", i);
+  }
+  mxfp8_prepared_export_release(plan);
+  free(a);
+  free(b);
+  destroy(&f);
+}
+
+/* The plan outlives the caller's handles: the sources' deleters wait for the plan's release. */
+static void test_prepared_export_keeps_its_sources_alive(void **state) {
+  (void)state;
+  fixture f;
+  make(&f, 3);
+  uint8_t out[100 * 2];
+  int64_t shape[1] = {200};
+  DLTensor dst = {out, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, shape, NULL, 0};
+  DLTensor *dsts[1] = {&dst};
+  mxfp8_prepared_export *plan = NULL;
+  assert_int_equal(mxfp8_prepare_scales_batched((const mxfp8_tensor *const *)f.handles, dsts, 1, NULL, &plan), MXFP8_OK);
+  mxfp8_tensor_release(f.handles[0]);
+  f.handles[0] = NULL;
+  EXPECT(f.data[0]->deleter_calls == 0 && f.scales[0]->deleter_calls == 0, "a source was released under the plan");
+  assert_int_equal(mxfp8_prepared_export_run(plan, NULL), MXFP8_OK);
+  EXPECT(memcmp(out, f.compact[0], sizeof out) == 0, "the run after the handle's release");
+  mxfp8_prepared_export_release(plan);
+  EXPECT(f.data[0]->deleter_calls == 1 && f.scales[0]->deleter_calls == 1, "the sources' deleters after the plan");
+  mxfp8_prepared_export_release(NULL);
+  destroy(&f);
+}
+
+/* Preparing refuses what the immediate call refuses, with the same message, and writes no plan. */
+static void test_preparing_refuses_what_the_call_refuses(void **state) {
+  (void)state;
+  fixture f;
+  make(&f, 4);
+  uint8_t buffer[400];
+  int64_t shape[1] = {200};
+  DLTensor d0 = {buffer, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, shape, NULL, 0}, d1 = d0;
+  d1.data = buffer + 100;
+  DLTensor *dsts[2] = {&d0, &d1};
+  const mxfp8_tensor *ts[2] = {f.handles[0], f.handles[0]};
+  mxfp8_prepared_export *plan = (mxfp8_prepared_export *)(uintptr_t)0xBAD;
+  assert_int_equal(mxfp8_prepare_scales_batched(ts, dsts, 2, NULL, &plan), MXFP8_ERROR_INVALID_ARGUMENT);
+  assert_last_error_contains("destinations[1] and destinations[0] overlap in memory");
+  EXPECT(plan == (mxfp8_prepared_export *)(uintptr_t)0xBAD, "a refused preparation wrote *out");
+  assert_int_equal(mxfp8_prepare_scales_batched(ts, dsts, 2, NULL, NULL), MXFP8_ERROR_INVALID_ARGUMENT);
+  assert_last_error_contains("out is NULL");
+  assert_int_equal(mxfp8_prepared_export_run(NULL, NULL), MXFP8_ERROR_INVALID_ARGUMENT);
+  assert_last_error_contains("prepared is NULL");
+  /* count 0: an empty plan that runs */
+  assert_int_equal(mxfp8_prepare_scales_batched(NULL, NULL, 0, NULL, &plan), MXFP8_OK);
+  assert_int_equal(mxfp8_prepared_export_run(plan, NULL), MXFP8_OK);
+  mxfp8_prepared_export_release(plan);
+  destroy(&f);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_prepared_batched_writes_what_the_immediate_call_writes),
+      cmocka_unit_test(test_prepared_bucket_equals_export_bucket),
+      cmocka_unit_test(test_prepared_export_keeps_its_sources_alive),
+      cmocka_unit_test(test_preparing_refuses_what_the_call_refuses),
+  };
+  return cmocka_run_group_tests_name("prepared exports", tests, NULL, NULL);
+}
