@@ -217,6 +217,12 @@ pub struct mxfp8_tensor {
     _private: [u8; 0],
 }
 
+/// `mxfp8_prepared_export`: an opaque, immutable, thread-safe batched or bucket export, checked once.
+#[repr(C)]
+pub struct mxfp8_prepared_export {
+    _private: [u8; 0],
+}
+
 /// `mxfp8_tensor_desc`: what an MXFP8 tensor is and where its bytes are (see the header for the rules).
 #[repr(C)]
 #[derive(Copy, Clone, Debug)]
@@ -496,6 +502,27 @@ extern "C" {
         entries: *const mxfp8_bucket_entry,
         bucket: *mut DLTensor,
     ) -> mxfp8_status;
+    /// Checks a batched export once and keeps its jobs for `mxfp8_prepared_export_run`.
+    pub fn mxfp8_prepare_scales_batched(
+        tensors: *const *const mxfp8_tensor,
+        destinations: *const *mut DLTensor,
+        count: usize,
+        options: *const mxfp8_export_options,
+        out: *mut *mut mxfp8_prepared_export,
+    ) -> mxfp8_status;
+    /// Checks a bucket export once and keeps its jobs for `mxfp8_prepared_export_run`.
+    pub fn mxfp8_prepare_bucket(
+        tensors: *const *const mxfp8_tensor,
+        count: usize,
+        options: *const mxfp8_export_options,
+        entries: *const mxfp8_bucket_entry,
+        bucket: *mut DLTensor,
+        out: *mut *mut mxfp8_prepared_export,
+    ) -> mxfp8_status;
+    /// Runs a prepared export on `stream`: one launch, no check, no allocation, no synchronization.
+    pub fn mxfp8_prepared_export_run(prepared: *const mxfp8_prepared_export, stream: *mut c_void) -> mxfp8_status;
+    /// Drops a prepared export and its tensor references (NULL is fine).
+    pub fn mxfp8_prepared_export_release(prepared: *mut mxfp8_prepared_export);
     /// Validates grouped experts and wraps them in a handle, taking the buffers on success.
     pub fn mxfp8_grouped_tensor_create(desc: *const mxfp8_grouped_desc, out: *mut *mut mxfp8_grouped_tensor) -> mxfp8_status;
     /// Drops the caller's reference (NULL is fine).

@@ -53,6 +53,7 @@ mod grouped;
 mod managed;
 mod memory;
 mod options;
+mod prepared;
 mod quantize;
 mod swizzle;
 mod tensor;
@@ -62,6 +63,7 @@ pub use error::{Error, Status};
 pub use grouped::{GroupedBuilder, GroupedTensor};
 pub use managed::ManagedTensor;
 pub use memory::DeviceBytes;
+pub use prepared::PreparedExport;
 pub use options::{
     Block, Direction, ExportOptions, Format, GroupedScales, PaddedScales, QuantizedScales, ScaleLayout, ScaleRounding,
     ScalesDtype, ScalesGranularity, Stream, ValuesDtype,

@@ -81,7 +81,7 @@ fn batched_export_rejects_bad_entries_before_writing_anything() {
     let (mut first, mut second) = (vec![POISON; 200], vec![POISON; 39]);
     let err = export_scales_batched(&tensors, &mut [&mut first[..], &mut second[..]], &ExportOptions::default()).unwrap_err();
     assert_eq!(err.status, Status::InvalidArgument);
-    assert!(err.message.contains("destinations[1]: holds 39 scales"), "{err}");
+    assert!(err.message.contains("destinations[1]: holds 39 elements"), "{err}");
     assert!(first.iter().chain(&second).all(|&b| b == POISON));
 
     let mut second = [POISON; 40];

@@ -1,0 +1,77 @@
+//! Prepared exports: a batched export checked once and run at every step with one launch.
+
+use core::marker::PhantomData;
+use core::ptr::NonNull;
+
+use crate::error::{check, invalid, Error};
+use crate::memory::{dl_tensor, DeviceBytes, HOST, UINT8};
+use crate::options::{ExportOptions, Stream};
+use crate::sys;
+use crate::tensor::Tensor;
+
+/// `mxfp8_prepared_export`: the checks of a batched export done once, its work kept. Each
+/// [`run`](PreparedExport::run) is one launch with no check, no allocation and no synchronization, so it
+/// can be captured in a CUDA graph. The plan holds a reference on every tensor; the destinations stay
+/// borrowed (host slices) or promised (device memory) for the plan's lifetime `'a`.
+pub struct PreparedExport<'a> {
+    raw: NonNull<sys::mxfp8_prepared_export>,
+    _destinations: PhantomData<&'a mut [u8]>,
+}
+
+// SAFETY: the header says a prepared export is immutable and thread-safe ("any number of threads may run
+// one at once"), and it owns its tensor references; the borrowed destinations are tied to 'a.
+unsafe impl Send for PreparedExport<'_> {}
+unsafe impl Sync for PreparedExport<'_> {}
+
+impl<'a> PreparedExport<'a> {
+    /// Prepares [`export_scales_batched`](crate::export_scales_batched) into host slices, which stay
+    /// borrowed until the plan is dropped: every run writes them again.
+    pub fn scales_batched(tensors: &[&Tensor], destinations: &'a mut [&'a mut [u8]], options: &ExportOptions) -> Result<Self, Error> {
+        let dls: Vec<(*const core::ffi::c_void, usize)> =
+            destinations.iter_mut().map(|d| (d.as_mut_ptr() as *const core::ffi::c_void, d.len())).collect();
+        // SAFETY: the slices are exclusively borrowed for 'a, as long as the plan can run.
+        unsafe { Self::prepare(tensors, &dls, HOST, options) }
+    }
+
+    /// Prepares [`export_scales_batched_device`](crate::export_scales_batched_device). Each
+    /// [`DeviceBytes`] promise extends to every run of the plan.
+    pub fn scales_batched_device(tensors: &[&Tensor], destinations: &[DeviceBytes], options: &ExportOptions) -> Result<Self, Error> {
+        let device = destinations.first().map(|d| d.device()).unwrap_or(HOST);
+        let dls: Vec<(*const core::ffi::c_void, usize)> = destinations.iter().map(|d| (d.as_ptr() as *const core::ffi::c_void, d.len())).collect();
+        // SAFETY: DeviceBytes' constructor promised the memory for the work queued on it.
+        unsafe { Self::prepare(tensors, &dls, device, options) }
+    }
+
+    unsafe fn prepare(
+        tensors: &[&Tensor],
+        buffers: &[(*const core::ffi::c_void, usize)],
+        device: sys::DLDevice,
+        options: &ExportOptions,
+    ) -> Result<Self, Error> {
+        if tensors.len() != buffers.len() {
+            return Err(invalid(format!("{} tensors but {} destinations", tensors.len(), buffers.len())));
+        }
+        let mut shapes: Vec<[i64; 1]> = buffers.iter().map(|(_, len)| [*len as i64]).collect();
+        let mut dls: Vec<sys::DLTensor> = buffers.iter().zip(&mut shapes).map(|((p, _), s)| dl_tensor(*p, device, UINT8, s)).collect();
+        let ptrs: Vec<*mut sys::DLTensor> = dls.iter_mut().map(|d| d as *mut _).collect();
+        let handles: Vec<*const sys::mxfp8_tensor> = tensors.iter().map(|t| t.as_raw()).collect();
+        let o = options.to_sys();
+        let mut raw = core::ptr::null_mut();
+        // The library copies what it keeps (the jobs hold addresses, not the DLTensors).
+        check(sys::mxfp8_prepare_scales_batched(handles.as_ptr(), ptrs.as_ptr(), handles.len(), &o, &mut raw))?;
+        Ok(Self { raw: NonNull::new(raw).expect("mxfp8_prepare_scales_batched returned OK and NULL"), _destinations: PhantomData })
+    }
+
+    /// Runs the export on `stream` (ignored for host memory, where the run is done on return).
+    pub fn run(&self, stream: Stream) -> Result<(), Error> {
+        // SAFETY: the plan is live; the stream's validity is Stream::from_raw's promise.
+        check(unsafe { sys::mxfp8_prepared_export_run(self.raw.as_ptr(), stream.as_raw()) })
+    }
+}
+
+impl Drop for PreparedExport<'_> {
+    fn drop(&mut self) {
+        // SAFETY: the plan is live and dropped once.
+        unsafe { sys::mxfp8_prepared_export_release(self.raw.as_ptr()) }
+    }
+}

@@ -1,0 +1,77 @@
+//! Prepared exports on host memory: the same bytes as the immediate batched export, written again at
+//! every run from the sources as they are then, and the same refusals.
+use mxfp8::{ExportOptions, ManagedTensor, PreparedExport, ScaleLayout, Status, Stream, TensorBuilder};
+
+/// The cuBLAS layout offset, from the layout's permute form (independent of the library).
+fn swizzled_index(r: usize, c: usize, padded_cols: usize) -> usize {
+    let (a, b, cc, d, e) = (r / 128, (r % 128) / 32, r % 32, c / 4, c % 4);
+    (((a * (padded_cols / 4) + d) * 32 + cc) * 4 + b) * 4 + e
+}
+
+fn scales(n: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9E3779B97F4A7C15) | 1;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            1 + (x % 254) as u8
+        })
+        .collect()
+}
+
+#[test]
+fn prepared_batched_export_writes_the_compact_scales_at_every_run() {
+    let shapes = [(100usize, 48usize), (257, 200), (31, 1000)];
+    let mut expected = Vec::new();
+    let mut tensors = Vec::new();
+    for (i, &(rows, k)) in shapes.iter().enumerate() {
+        let c = k.div_ceil(32);
+        let (rp, cp) = (rows.div_ceil(128) * 128, c.div_ceil(4) * 4);
+        let s = scales(rows * c, 10 + i as u64);
+        let mut swz = vec![0xFFu8; rp * cp];
+        for r in 0..rows {
+            for j in 0..c {
+                swz[swizzled_index(r, j, cp)] = s[r * c + j];
+            }
+        }
+        tensors.push(
+            TensorBuilder::new()
+                .scale_layout(ScaleLayout::GemmSwizzled)
+                .rowwise(
+                    ManagedTensor::from_host_bytes(vec![0x38; rows * k], &[rows as i64, k as i64]).unwrap(),
+                    ManagedTensor::from_host_bytes(swz, &[(rp * cp) as i64]).unwrap(),
+                )
+                .build()
+                .unwrap(),
+        );
+        expected.push(s);
+    }
+    let refs: Vec<_> = tensors.iter().collect();
+    let mut outs: Vec<Vec<u8>> = expected.iter().map(|s| vec![0xEE; s.len()]).collect();
+    {
+        let mut slices: Vec<&mut [u8]> = outs.iter_mut().map(|v| v.as_mut_slice()).collect();
+        let plan = PreparedExport::scales_batched(&refs, &mut slices, &ExportOptions::default()).unwrap();
+        drop(tensors); // the plan holds its own references
+        for _ in 0..2 {
+            plan.run(Stream::LEGACY_DEFAULT).unwrap();
+        }
+    }
+    assert_eq!(outs, expected);
+}
+
+#[test]
+fn preparing_refuses_what_the_immediate_call_refuses() {
+    let tensor = TensorBuilder::new()
+        .rowwise(
+            ManagedTensor::from_host_bytes(vec![0; 100 * 48], &[100, 48]).unwrap(),
+            ManagedTensor::from_host_bytes(scales(200, 3), &[100, 2]).unwrap(),
+        )
+        .build()
+        .unwrap();
+    let mut wrong = vec![0u8; 199];
+    let mut slices: Vec<&mut [u8]> = vec![wrong.as_mut_slice()];
+    let err = PreparedExport::scales_batched(&[&tensor], &mut slices, &ExportOptions::default()).err().unwrap();
+    assert_eq!(err.status, Status::InvalidArgument);
+    assert!(err.message.contains("destinations[0]: holds 199 elements"), "{}", err.message);
+}
