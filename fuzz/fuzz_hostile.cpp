@@ -263,7 +263,8 @@ int hostile_allocator(DLTensor *proto, DLManagedTensorVersioned **out, void *ctx
       case 3:
         if (!a->shape.empty()) {
           const int64_t deltas[] = {1, -1, -a->shape[0] - 1, INT64_MAX / 2};
-          a->shape[in.byte() % a->shape.size()] += deltas[in.byte() % 4];
+          int64_t &dim = a->shape[in.byte() % a->shape.size()];
+          dim = static_cast<int64_t>(static_cast<uint64_t>(dim) + static_cast<uint64_t>(deltas[in.byte() % 4]));
         }
         break;
       case 4:
@@ -565,12 +566,235 @@ void section_allocator(Reader &in) {
       });
 }
 
+// ---------------------------------------------------------------------------------------------------
+// Section 1: outputs placed anywhere in one arena, over a source, over each other or apart.
+// ---------------------------------------------------------------------------------------------------
+constexpr int64_t kArena = 24576;
+
+struct Arena {
+  std::vector<uint8_t> bytes, before;
+  explicit Arena(Reader &in) : bytes(static_cast<size_t>(kArena)) {
+    uint64_t seed = 0x2545F4914F6CDD1Dull ^ in.byte();
+    for (auto &b : bytes) {
+      seed ^= seed << 13, seed ^= seed >> 7, seed ^= seed << 17;
+      b = static_cast<uint8_t>(seed % 255);
+    }
+  }
+  // An offset where `size` bytes fit, aligned to `align`; 0 when nothing fits.
+  int64_t place(Reader &in, int64_t size, int64_t align = 1) {
+    if (size >= kArena) return 0;
+    return in.below(kArena - size + 1) / align * align;
+  }
+  uint8_t *at(int64_t offset) { return bytes.data() + offset; }
+  void snapshot() { before = bytes; }
+  // Every byte outside `written` is as it was.
+  void unchanged_outside(const std::vector<Range> &written, const char *what) const {
+    std::vector<uint8_t> inside(static_cast<size_t>(kArena), 0);
+    const auto base = reinterpret_cast<uintptr_t>(bytes.data());
+    for (const Range &r : written)
+      for (uintptr_t p = std::max(r.begin, base); p < std::min(r.end, base + kArena); ++p) inside[p - base] = 1;
+    for (size_t i = 0; i < bytes.size(); ++i)
+      if (!inside[i] && bytes[i] != before[i]) wrong(what);
+  }
+};
+
+// The call was refused exactly when it had to be, and a refusal wrote nothing.
+bool judge(mxfp8_status st, bool overlapping, const Arena &arena) {
+  if (overlapping) {
+    if (st != MXFP8_ERROR_INVALID_ARGUMENT) {
+      std::fprintf(stderr, "fuzz_hostile: status %d for overlapping buffers\n", st);
+      wrong("overlapping outputs were not refused");
+    }
+    if (arena.bytes != arena.before) wrong("a refused call wrote something");
+    return false;
+  }
+  if (st != MXFP8_OK) wrong("a call with disjoint buffers failed");
+  return true;
+}
+
+// A source tensor inside the arena (values and scales may share bytes: inputs may overlap).
+void place_source(Reader &in, Arena &arena, Source &t, int64_t max_m, int64_t max_k) {
+  plan_source(in, t, max_m, max_k);
+  fill_scales(in, t);
+  t.values = arena.at(arena.place(in, t.values_bytes));
+  t.scales = arena.at(arena.place(in, t.scale_bytes));
+  store(t);
+}
+
+void section_overlap(Reader &in) {
+  Arena arena(in);
+  const int call = in.byte() % 6;
+  if (call == 0) {  // mxfp8_export_scales_batched: two destinations of one tensor
+    Source t;
+    place_source(in, arena, t, 96, 160);
+    Described d(t);
+    const int64_t n = t.rows * t.cols;
+    int64_t shape[2] = {n, n};
+    uint8_t *dst[2] = {arena.at(arena.place(in, n)), arena.at(arena.place(in, n))};
+    DLTensor d0 = flat_tensor(dst[0], &shape[0]), d1 = flat_tensor(dst[1], &shape[1]);
+    DLTensor *dsts[2] = {&d0, &d1};
+    const mxfp8_tensor *ts[2] = {d.tensor, d.tensor};
+    const Range r0 = range_of(dst[0], n), r1 = range_of(dst[1], n);
+    bool overlapping = overlap(r0, r1);
+    for (Range r : {r0, r1}) overlapping |= overlap(r, d.values_range(t)) || overlap(r, d.scales_range(t));
+    mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
+    o.direction = t.columnwise;
+    arena.snapshot();
+    if (!judge(mxfp8_export_scales_batched(ts, dsts, 2, &o), overlapping, arena)) return;
+    for (uint8_t *p : dst)
+      if (std::memcmp(p, t.s.data(), static_cast<size_t>(n)) != 0) wrong("a batched destination differs from S");
+    arena.unchanged_outside({r0, r1}, "a batched export wrote outside its destinations");
+    return;
+  }
+  if (call == 1) {  // mxfp8_export_bucket: one or two tensors, the bucket anywhere
+    Source t;
+    place_source(in, arena, t, 64, 128);
+    Described d(t);
+    const size_t count = 1 + in.byte() % 2;
+    const mxfp8_tensor *ts[2] = {d.tensor, d.tensor};
+    mxfp8_bucket_entry e[2];
+    uint64_t total = 0;
+    mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
+    o.direction = t.columnwise;
+    const uint64_t alignment = (uint64_t[]){1, 2, 64, 256}[in.byte() % 4];
+    if (mxfp8_bucket_plan(ts, count, &o, alignment, e, &total) != MXFP8_OK) wrong("a bucket plan failed");
+    bool overlapping = false;
+    if (count == 2 && in.byte() % 8 == 0) {  // a lying plan: the second tensor's parts over the first's
+      e[1] = e[0];
+      overlapping = true;
+    }
+    int64_t size = static_cast<int64_t>(total) + in.below(16);
+    uint8_t *base = arena.at(arena.place(in, size));
+    if (size > kArena) return;
+    const Range bucket_range = range_of(base, size);
+    overlapping |= overlap(bucket_range, d.values_range(t)) || overlap(bucket_range, d.scales_range(t));
+    DLTensor bucket = flat_tensor(base, &size);
+    arena.snapshot();
+    if (!judge(mxfp8_export_bucket(ts, count, &o, e, &bucket), overlapping, arena)) return;
+    std::vector<Range> parts;
+    for (size_t i = 0; i < count; ++i) {
+      if (std::memcmp(base + e[i].values_offset, arena.before.data() + (t.values - arena.bytes.data()),
+                      static_cast<size_t>(t.values_bytes)) != 0)
+        wrong("a bucket's values differ from the source");
+      if (std::memcmp(base + e[i].scales_offset, t.s.data(), t.s.size()) != 0) wrong("a bucket's scales differ from S");
+      parts.push_back(range_of(base + e[i].values_offset, static_cast<int64_t>(e[i].values_bytes)));
+      parts.push_back(range_of(base + e[i].scales_offset, static_cast<int64_t>(e[i].scales_bytes)));
+    }
+    arena.unchanged_outside(parts, "a bucket export wrote outside its parts");
+    return;
+  }
+  if (call == 2 || call == 3) {  // the swizzle pair between a (strided) compact matrix and its swizzled form
+    const int64_t r = 1 + in.below(260), c = 1 + in.below(12), rs = c + in.below(4);
+    const int64_t pr = round_up(r, 128), pc = round_up(c, 4), sw_bytes = pr * pc;
+    const int64_t compact_span = (r - 1) * rs + c;
+    uint8_t *compact = arena.at(arena.place(in, compact_span)), *swizzled = arena.at(arena.place(in, sw_bytes));
+    int64_t cshape[2] = {r, c}, cstrides[2] = {rs, 1}, sshape[1] = {sw_bytes};
+    DLTensor ct{compact, kCpu, 2, kU8, cshape, cstrides, 0}, st = flat_tensor(swizzled, &sshape[0]);
+    const Range cr = range_of(compact, compact_span), sr = range_of(swizzled, sw_bytes);
+    const bool overlapping = overlap(cr, sr);
+    arena.snapshot();
+    const auto before_at = [&](const uint8_t *p) { return arena.before[static_cast<size_t>(p - arena.bytes.data())]; };
+    if (call == 2) {
+      if (!judge(mxfp8_swizzle_scales(&ct, &st, nullptr), overlapping, arena)) return;
+      for (int64_t i = 0; i < r; ++i)
+        for (int64_t j = 0; j < c; ++j)
+          if (swizzled[ref_swizzled_index(i, j, pc)] != before_at(compact + i * rs + j)) wrong("swizzled bytes differ");
+      std::vector<uint8_t> is_scale(static_cast<size_t>(sw_bytes), 0);
+      for (int64_t i = 0; i < r; ++i)
+        for (int64_t j = 0; j < c; ++j) is_scale[ref_swizzled_index(i, j, pc)] = 1;
+      for (int64_t i = 0; i < sw_bytes; ++i)
+        if (!is_scale[static_cast<size_t>(i)] && swizzled[i] != 0) wrong("swizzle padding is not zero");
+      arena.unchanged_outside({sr}, "a swizzle wrote outside its output");
+    } else {
+      if (!judge(mxfp8_unswizzle_scales(&st, &ct, nullptr), overlapping, arena)) return;
+      std::vector<Range> written;
+      for (int64_t i = 0; i < r; ++i) {
+        for (int64_t j = 0; j < c; ++j)
+          if (compact[i * rs + j] != before_at(swizzled + ref_swizzled_index(i, j, pc))) wrong("unswizzled bytes differ");
+        written.push_back(range_of(compact + i * rs, c));
+      }
+      arena.unchanged_outside(written, "an unswizzle wrote outside its rows (or into a stride gap)");
+    }
+    return;
+  }
+  if (call == 4) {  // mxfp8_dequantize onto the arena
+    Source t;
+    place_source(in, arena, t, 64, 128);
+    Described d(t);
+    const bool bf16 = in.byte() % 2;
+    const int64_t element = bf16 ? 2 : 4, bytes = t.values_bytes * element;
+    std::vector<uint8_t> ref(static_cast<size_t>(bytes));
+    int64_t n = t.values_bytes;
+    const DLDataType type = bf16 ? DLDataType{kDLBfloat, 16, 1} : DLDataType{kDLFloat, 32, 1};
+    DLTensor ref_out = flat_tensor(ref.data(), &n, type);
+    mxfp8_dequantize_options o = MXFP8_DEQUANTIZE_OPTIONS_INIT;
+    o.direction = t.columnwise;
+    if (mxfp8_dequantize(d.tensor, &o, &ref_out) != MXFP8_OK) wrong("a valid dequantize failed");
+    if (bytes > kArena) return;
+    uint8_t *out = arena.at(arena.place(in, bytes, element));
+    DLTensor out_t = flat_tensor(out, &n, type);
+    const Range r = range_of(out, bytes);
+    const bool overlapping = overlap(r, d.values_range(t)) || overlap(r, d.scales_range(t));
+    arena.snapshot();
+    if (!judge(mxfp8_dequantize(d.tensor, &o, &out_t), overlapping, arena)) return;
+    if (std::memcmp(out, ref.data(), ref.size()) != 0) wrong("a dequantize into the arena differs");
+    arena.unchanged_outside({r}, "a dequantize wrote outside its output");
+    return;
+  }
+  // mxfp8_quantize_into: the input and up to four outputs in the arena.
+  const int64_t m = 1 + in.below(80), k = 1 + in.below(80);
+  const bool bf16 = in.byte() % 2;
+  const int64_t element = bf16 ? 2 : 4;
+  int64_t shape[2] = {m, k};
+  const DLDataType type = bf16 ? DLDataType{kDLBfloat, 16, 1} : DLDataType{kDLFloat, 32, 1};
+  uint8_t *x = arena.at(arena.place(in, m * k * element, element));
+  DLTensor input{x, kCpu, 2, type, shape, nullptr, 0};
+  mxfp8_quantize_options o = MXFP8_QUANTIZE_OPTIONS_INIT;
+  o.block = in.byte() % 3 == 0;
+  o.scales_layout = in.byte() % 3;
+  const int wanted = 1 + in.byte() % 3;
+  // The reference, and the output sizes, from the same quantize into the library's own buffers.
+  DLManagedTensorVersioned *ref[4] = {};
+  if (mxfp8_quantize(&input, &o, wanted & 1 ? &ref[0] : nullptr, wanted & 1 ? &ref[1] : nullptr,
+                     wanted & 2 ? &ref[2] : nullptr, wanted & 2 ? &ref[3] : nullptr) != MXFP8_OK)
+    wrong("a valid quantize failed");
+  int64_t sizes[4] = {};
+  uint8_t *outs[4] = {};
+  DLTensor ts[4];
+  std::vector<Range> written;
+  bool overlapping = false;
+  for (int i = 0; i < 4; ++i) {
+    if (!ref[i]) continue;
+    sizes[i] = 1;
+    for (int j = 0; j < ref[i]->dl_tensor.ndim; ++j) sizes[i] *= ref[i]->dl_tensor.shape[j];
+    outs[i] = arena.at(arena.place(in, sizes[i]));
+    ts[i] = flat_tensor(outs[i], &sizes[i]);
+    const Range r = range_of(outs[i], sizes[i]);
+    overlapping |= overlap(r, range_of(x, m * k * element));
+    for (const Range &w : written) overlapping |= overlap(r, w);
+    written.push_back(r);
+  }
+  arena.snapshot();
+  const mxfp8_status st = mxfp8_quantize_into(&input, &o, outs[0] ? &ts[0] : nullptr, outs[1] ? &ts[1] : nullptr,
+                                              outs[2] ? &ts[2] : nullptr, outs[3] ? &ts[3] : nullptr);
+  if (judge(st, overlapping, arena)) {
+    for (int i = 0; i < 4; ++i)
+      if (ref[i] && std::memcmp(outs[i], static_cast<uint8_t *>(ref[i]->dl_tensor.data) + ref[i]->dl_tensor.byte_offset,
+                                static_cast<size_t>(sizes[i])) != 0)
+        wrong("a quantize_into output in the arena differs from the reference");
+    arena.unchanged_outside(written, "a quantize_into wrote outside its outputs");
+  }
+  for (DLManagedTensorVersioned *r : ref)
+    if (r) r->deleter(r);
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   Reader in{data, size};
   switch (in.byte() % 5) {
     case 0: section_allocator(in); break;
+    case 1: section_overlap(in); break;
     default: section_allocator(in); break;
   }
   return 0;
