@@ -116,7 +116,8 @@ std::vector<int64_t> compact_strides(const std::vector<int64_t> &shape) {
   int64_t s = 1;
   for (size_t i = shape.size(); i-- > 0;) {
     strides[i] = s;
-    s *= shape[i];
+    // Only an empty shape (a 0 further out) can overflow here, and any stride describes an empty tensor.
+    if (__builtin_mul_overflow(s, shape[i], &s)) s = 0;
   }
   return strides;
 }

@@ -93,7 +93,8 @@ std::vector<int64_t> strided_rows(const std::vector<int64_t> &shape, int64_t row
   int64_t s = row_stride;
   for (size_t i = shape.size() - 1; i-- > 0;) {
     strides[i] = s;
-    s *= shape[i];
+    // Only an empty shape (a 0 further out) can overflow here, and any stride describes an empty tensor.
+    if (__builtin_mul_overflow(s, shape[i], &s)) s = 0;
   }
   return strides;
 }

@@ -182,6 +182,52 @@ static void test_empty_tensors_with_huge_dimensions_cost_nothing(void **state) {
   mxfp8_grouped_tensor_release(grouped);
 }
 
+/* Every stride an output carries is an int64 that fits, also for an empty tensor whose non-zero
+ * dimensions multiply past INT64_MAX: (0, 2^62, 3) has no elements, but the row-major stride of its first
+ * dimension, 2^62 * 3, does not fit. Found by fuzz/fuzz_hostile.cpp: the library computed it with a
+ * wrapping multiplication (UBSan: signed integer overflow in compact_strides and strided_rows; the
+ * production build handed out a stride of -2^62). Any non-negative strides describe an empty tensor. */
+static void check_strides_fit(const DLManagedTensorVersioned *m) {
+  const DLTensor *t = &m->dl_tensor;
+  assert_non_null(t->strides);
+  for (int i = 0; i < t->ndim; ++i) EXPECT(t->strides[i] >= 0, "stride %d of an empty output is %lld", i, (long long)t->strides[i]);
+}
+
+static void test_empty_tensors_whose_strides_would_overflow(void **state) {
+  (void)state;
+  const int64_t big = (int64_t)1 << 62;
+  /* mxfp8_quantize allocates (0, 2^62, 3) values and (0, 2^62, 1) compact scales. */
+  int64_t shape[3] = {0, big, 3};
+  DLTensor in = {NULL, {kDLCPU, 0}, 3, {kDLFloat, 32, 1}, shape, NULL, 0};
+  DLManagedTensorVersioned *v = NULL, *s = NULL;
+  assert_int_equal(mxfp8_quantize(&in, NULL, &v, &s, NULL, NULL), MXFP8_OK);
+  check_strides_fit(v);
+  check_strides_fit(s);
+  release_managed(v);
+  release_managed(s);
+
+  /* mxfp8_export_components views (0, 2^62, 33) values and its scales, (0, 2^62, 2) rows of stride 2. */
+  int64_t data_shape[3] = {0, big, 33}, scale_shape[2] = {0, 2};
+  DLManagedTensorVersioned data, scales;
+  memset(&data, 0, sizeof data);
+  data.version.major = DLPACK_MAJOR_VERSION;
+  data.version.minor = DLPACK_MINOR_VERSION;
+  scales = data;
+  data.dl_tensor = (DLTensor){NULL, {kDLCPU, 0}, 3, {kDLUInt, 8, 1}, data_shape, NULL, 0};
+  scales.dl_tensor = (DLTensor){NULL, {kDLCPU, 0}, 2, {kDLUInt, 8, 1}, scale_shape, NULL, 0};
+  mxfp8_tensor_desc desc = MXFP8_TENSOR_DESC_INIT;
+  desc.rowwise_data = &data;
+  desc.rowwise_scale_inv = &scales;
+  mxfp8_tensor *t = NULL;
+  assert_int_equal(mxfp8_tensor_create(&desc, &t), MXFP8_OK);
+  assert_int_equal(mxfp8_export_components(t, NULL, &v, &s), MXFP8_OK);
+  check_strides_fit(v);
+  check_strides_fit(s);
+  release_managed(v);
+  release_managed(s);
+  mxfp8_tensor_release(t);
+}
+
 /* Empty buffers may carry a NULL data pointer (valid DLPack); nothing is written through it. */
 static void test_empty_buffers_with_null_data(void **state) {
   (void)state;
@@ -269,6 +315,7 @@ int main(void) {
       cmocka_unit_test(test_quantize_honours_allocator_byte_offset),
       cmocka_unit_test(test_export_honours_allocator_byte_offset),
       cmocka_unit_test(test_empty_tensors_with_huge_dimensions_cost_nothing),
+      cmocka_unit_test(test_empty_tensors_whose_strides_would_overflow),
       cmocka_unit_test(test_empty_buffers_with_null_data),
       cmocka_unit_test(test_copies_of_pinned_sources_are_labelled_cpu),
       cmocka_unit_test(test_inputs_may_share_bytes),

@@ -1,0 +1,801 @@
+// libFuzzer harness for what a hostile caller can hand the library beyond descriptions: the results of a
+// caller's allocator, option structs, outputs that overlap sources or each other, empty tensors with huge
+// dimensions, and sizes and strides at the edge of int64. The first input byte picks a section; the rest
+// choose everything else. Every oracle follows the header, and the references are built here from the
+// layouts' formulas (ref_swizzled_index), except where a section tests only where bytes land (then the
+// same call into separate buffers is the reference):
+//   - allocator results: the call succeeds exactly when every tensor the allocator returned keeps the
+//     header's contract; then the output is the allocator's tensor, correct at data + byte_offset, and
+//     nothing outside it was written; otherwise no output pointer is written, the sources and every
+//     allocation are untouched, and every tensor the allocator returned is deleted exactly once;
+//   - option structs: the call succeeds exactly when the struct is valid (struct_size, tail, every field);
+//   - overlaps: outputs sharing a byte with a source or with each other are refused with nothing written;
+//     otherwise the result is correct and no byte outside the outputs changed;
+//   - empty tensors with dimensions up to 2^40 succeed (libFuzzer's -timeout flags a slow one), larger
+//     ones succeed or are refused cleanly;
+//   - sizes and strides near INT64_MAX: a clean refusal or a description whose views carry sane strides
+//     (UBSan aborts on any wrapped product).
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include <mxfp8/mxfp8.h>
+
+#include "fuzz_support.hpp"
+
+namespace {
+
+using fuzz::Reader;
+using fuzz::ref_swizzled_index;
+using fuzz::round_up;
+
+[[noreturn]] void wrong(const char *what) {
+  std::fprintf(stderr, "fuzz_hostile: %s (last error: %s)\n", what, mxfp8_last_error());
+  std::abort();
+}
+
+int64_t ceil32(int64_t v) { return (v + 31) / 32; }
+constexpr DLDevice kCpu{kDLCPU, 0};
+constexpr DLDataType kU8{kDLUInt, 8, 1};
+const auto kSentinel = reinterpret_cast<DLManagedTensorVersioned *>(uintptr_t{0xBAD0});
+
+// A caller-owned managed tensor that counts its deleter calls.
+struct Managed {
+  DLManagedTensorVersioned m{};
+  std::vector<int64_t> shape, strides;
+  int deleted = 0;
+  static void count(DLManagedTensorVersioned *self) { ++static_cast<Managed *>(self->manager_ctx)->deleted; }
+  Managed(void *data, std::vector<int64_t> dims, DLDataType dtype = kU8) : shape(std::move(dims)) {
+    m.version = DLPackVersion{DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
+    m.manager_ctx = this;
+    m.deleter = count;
+    m.dl_tensor = DLTensor{data, kCpu, static_cast<int32_t>(shape.size()), dtype, shape.data(), nullptr, 0};
+  }
+  Managed(const Managed &) = delete;
+};
+
+DLTensor flat_tensor(void *data, int64_t *n, DLDataType dtype = kU8) {
+  return DLTensor{data, kCpu, 1, dtype, n, nullptr, 0};
+}
+
+// [begin, end) of bytes; empty spans overlap nothing.
+struct Range {
+  uintptr_t begin = 0, end = 0;
+};
+Range range_of(const void *p, int64_t bytes) {
+  const auto b = reinterpret_cast<uintptr_t>(p);
+  return Range{b, bytes > 0 ? b + static_cast<uintptr_t>(bytes) : b};
+}
+bool overlap(Range a, Range b) { return a.begin < a.end && b.begin < b.end && a.begin < b.end && b.begin < a.end; }
+
+// ---------------------------------------------------------------------------------------------------
+// A source MXFP8 tensor whose compact scale matrix S is known, stored in one of the layouts.
+// ---------------------------------------------------------------------------------------------------
+struct Source {
+  int64_t m = 0, k = 0, rows = 0, cols = 0;  // logical M x K, S is rows x cols
+  bool columnwise = false, swizzled = false, block32 = false;
+  std::vector<uint8_t> s;             // S, row-major
+  uint8_t *values = nullptr, *scales = nullptr;
+  int64_t values_bytes = 0, scale_bytes = 0;
+  int64_t scale_buffer_rows = 0, scale_buffer_cols = 0;  // row-major buffers: R' x C'
+};
+
+// Fills S (block-consistent for 32x32 blocks) from the fuzzer's bytes.
+void fill_scales(Reader &in, Source &t) {
+  t.s.resize(static_cast<size_t>(t.rows * t.cols));
+  uint64_t seed = 0x9E3779B97F4A7C15ull ^ in.byte() ^ (uint64_t{in.byte()} << 8);
+  auto next = [&] {
+    seed ^= seed << 13, seed ^= seed >> 7, seed ^= seed << 17;
+    return static_cast<uint8_t>(seed % 255);  // 0..254 (255 is NaN: fine to move, kept out for dequantize)
+  };
+  for (int64_t r = 0; r < t.rows; ++r)
+    for (int64_t c = 0; c < t.cols; ++c) {
+      uint8_t v = next();
+      if (t.block32) {  // rowwise: rows of a 32-block agree; columnwise: columns of a 32-block agree
+        if (!t.columnwise && r % 32) v = t.s[static_cast<size_t>((r - r % 32) * t.cols + c)];
+        if (t.columnwise && c % 32) v = t.s[static_cast<size_t>(r * t.cols + c - c % 32)];
+      }
+      t.s[static_cast<size_t>(r * t.cols + c)] = v;
+    }
+}
+
+// Where S's (r, c) lies in the stored scale buffer.
+size_t stored_index(const Source &t, int64_t r, int64_t c) {
+  if (t.swizzled)
+    return t.columnwise ? ref_swizzled_index(c, r, round_up(t.rows, 4)) : ref_swizzled_index(r, c, round_up(t.cols, 4));
+  return static_cast<size_t>(r * t.scale_buffer_cols + c);
+}
+
+// Chooses the geometry; the caller provides the memory (values_bytes, scale_bytes) and calls store().
+void plan_source(Reader &in, Source &t, int64_t max_m, int64_t max_k) {
+  t.m = 1 + in.below(max_m);
+  t.k = 1 + in.below(max_k);
+  t.columnwise = in.byte() % 3 == 0;
+  t.rows = t.columnwise ? ceil32(t.m) : t.m;
+  t.cols = t.columnwise ? t.k : ceil32(t.k);
+  const int layout = in.byte() % 3;  // 0 swizzled, 1 TE-padded row-major, 2 compact row-major
+  t.swizzled = layout == 0;
+  t.values_bytes = t.m * t.k;
+  if (t.swizzled) {
+    t.scale_bytes = t.columnwise ? round_up(t.cols, 128) * round_up(t.rows, 4) : round_up(t.rows, 128) * round_up(t.cols, 4);
+  } else {
+    t.scale_buffer_rows = layout == 1 ? round_up(t.rows, t.columnwise ? 4 : 128) : t.rows;
+    t.scale_buffer_cols = layout == 1 ? round_up(t.cols, t.columnwise ? 128 : 4) : t.cols;
+    t.scale_bytes = t.scale_buffer_rows * t.scale_buffer_cols;
+  }
+}
+
+// Writes S into the stored layout (padding keeps whatever bytes were there).
+void store(const Source &t) {
+  for (int64_t r = 0; r < t.rows; ++r)
+    for (int64_t c = 0; c < t.cols; ++c) t.scales[stored_index(t, r, c)] = t.s[static_cast<size_t>(r * t.cols + c)];
+}
+
+// The tensor handle over a Source; the managed tensors are borrowed (they outlive the handle).
+struct Described {
+  std::unique_ptr<Managed> data, scales;
+  mxfp8_tensor *tensor = nullptr;
+  Described(const Source &t) {
+    data = std::make_unique<Managed>(t.values, std::vector<int64_t>{t.m, t.k});
+    data->m.deleter = nullptr;
+    scales = std::make_unique<Managed>(t.scales, t.swizzled ? std::vector<int64_t>{t.scale_bytes}
+                                                           : std::vector<int64_t>{t.scale_buffer_rows, t.scale_buffer_cols});
+    scales->m.deleter = nullptr;
+    mxfp8_tensor_desc desc = MXFP8_TENSOR_DESC_INIT;
+    desc.scale_layout = t.swizzled;
+    desc.block = t.block32;
+    (t.columnwise ? desc.columnwise_data : desc.rowwise_data) = &data->m;
+    (t.columnwise ? desc.columnwise_scale_inv : desc.rowwise_scale_inv) = &scales->m;
+    if (mxfp8_tensor_create(&desc, &tensor) != MXFP8_OK) wrong("a valid source was refused");
+  }
+  ~Described() { mxfp8_tensor_release(tensor); }
+  Range values_range(const Source &t) const { return range_of(t.values, t.values_bytes); }
+  Range scales_range(const Source &t) const { return range_of(t.scales, t.scale_bytes); }
+};
+
+// ---------------------------------------------------------------------------------------------------
+// Section 0: a hostile allocator behind mxfp8_export_components, mxfp8_grouped_export_stacked and
+// mxfp8_quantize.
+// ---------------------------------------------------------------------------------------------------
+constexpr uint8_t kPoison = 0xA5;
+constexpr size_t kMargin = 64;
+
+struct Allocated {
+  std::vector<uint8_t> block;    // kMargin poison, the output, kMargin poison (when it is ours)
+  std::vector<int64_t> shape, strides;
+  DLManagedTensorVersioned m{};
+  int deleted = 0;
+  bool returned = false;    // rc == 0 and *out == &m: the library owns it now
+  bool acceptable = false;  // every field keeps the header's contract (overlap judged later)
+  int64_t bytes = 0;        // prod(prototype shape)
+  uint8_t *out_begin = nullptr;  // data + byte_offset
+  static void count(DLManagedTensorVersioned *self) { ++static_cast<Allocated *>(self->manager_ctx)->deleted; }
+};
+
+struct AllocatorState {
+  Reader *in = nullptr;
+  std::vector<std::unique_ptr<Allocated>> made;
+  std::vector<int> events;     // per allocator call: the index in `made`, or -1 for a failed call
+  std::vector<Range> sources;  // bytes an allocation may be pointed into
+  Allocated decoy;             // a real tensor a failing allocator leaves in *out: never to be deleted
+} g_alloc;
+
+// The header's contract of an allocator result, judged here independently of the library's checks.
+bool keeps_contract(const DLManagedTensorVersioned &m, const DLTensor &proto) {
+  if (m.version.major != DLPACK_MAJOR_VERSION) return false;
+  const DLTensor &t = m.dl_tensor;
+  if (t.ndim != proto.ndim || (t.ndim > 0 && !t.shape)) return false;
+  for (int i = 0; i < t.ndim; ++i)
+    if (t.shape[i] != proto.shape[i]) return false;
+  if (t.dtype.bits != 8 || t.dtype.lanes != 1 || (t.dtype.code != kDLUInt && t.dtype.code != proto.dtype.code))
+    return false;
+  if (t.device.device_type != proto.device.device_type || t.device.device_id != proto.device.device_id) return false;
+  if (t.strides) {  // contiguous: dimensions of size 1 may carry any stride
+    int64_t expected = 1;
+    for (int i = t.ndim - 1; i >= 0; --i) {
+      if (t.shape[i] != 1 && t.strides[i] != expected) return false;
+      expected *= t.shape[i];
+    }
+  }
+  if (!t.data) return false;
+  if (t.byte_offset > UINTPTR_MAX - reinterpret_cast<uintptr_t>(t.data)) return false;
+  if (m.flags & DLPACK_FLAG_BITMASK_READ_ONLY) return false;
+  return true;
+}
+
+int hostile_allocator(DLTensor *proto, DLManagedTensorVersioned **out, void *ctx,
+                      void (*set_error)(void *, const char *, const char *)) {
+  Reader &in = *g_alloc.in;
+  const uint8_t how = in.byte();
+  if (how % 23 == 0) {  // failure: an error and garbage in *out, which must be neither read nor deleted
+    if (in.byte() % 2) set_error(ctx, in.byte() % 4 ? "MemoryError" : nullptr, in.byte() % 4 ? "no memory today" : nullptr);
+    *out = in.byte() % 2 ? kSentinel : &g_alloc.decoy.m;
+    g_alloc.events.push_back(-1);
+    return in.byte() % 2 ? -1 : 1;
+  }
+  if (how % 23 == 1) {  // "success" with nothing
+    *out = nullptr;
+    g_alloc.events.push_back(-1);
+    return 0;
+  }
+  auto a = std::make_unique<Allocated>();
+  a->bytes = 1;
+  for (int i = 0; i < proto->ndim; ++i) a->bytes *= proto->shape[i];
+  a->block.assign(static_cast<size_t>(a->bytes) + 2 * kMargin, kPoison);
+  a->shape.assign(proto->shape, proto->shape + proto->ndim);
+  DLManagedTensorVersioned &m = a->m;
+  m.version = DLPackVersion{DLPACK_MAJOR_VERSION, static_cast<uint32_t>(in.byte() % 4)};
+  m.manager_ctx = a.get();
+  m.deleter = Allocated::count;
+  m.dl_tensor = *proto;
+  m.dl_tensor.shape = a->shape.data();
+  m.dl_tensor.strides = nullptr;
+  // Where the output starts: data + byte_offset = block + kMargin, split in several ways.
+  const uint64_t offset = (uint64_t[]){0, 1, 3, 8, 64}[in.byte() % 5];
+  m.dl_tensor.data = a->block.data() + kMargin - offset;
+  m.dl_tensor.byte_offset = offset;
+  if (in.byte() % 4 == 0) m.dl_tensor.dtype = kU8;
+  if (in.byte() % 4 == 0) m.flags = DLPACK_FLAG_BITMASK_IS_COPIED;
+  if (in.byte() % 4 == 0) {  // explicit strides, compact, with odd strides on dimensions of size 1
+    a->strides.resize(a->shape.size());
+    int64_t s = 1;
+    for (size_t i = a->shape.size(); i-- > 0;) {
+      a->strides[i] = a->shape[i] == 1 && in.byte() % 2 ? 1 + in.below(1000) : s;
+      s *= a->shape[i];
+    }
+    m.dl_tensor.strides = a->strides.empty() ? nullptr : a->strides.data();
+  }
+  // Then 0 to 3 hostile fields.
+  for (int n = in.byte() % 4; n > 0 && in.n; --n) {
+    switch (in.byte() % 16) {
+      case 0: m.version.major = (uint32_t[]){0, 2, 255, 0xFFFFFFFFu}[in.byte() % 4]; break;
+      case 1: {
+        const int32_t ndims[] = {proto->ndim + 1, proto->ndim - 1, 100000, -1, 65, INT32_MAX};
+        m.dl_tensor.ndim = ndims[in.byte() % 6];
+        if (in.byte() % 2) m.dl_tensor.shape = nullptr;
+        break;
+      }
+      case 2: m.dl_tensor.shape = nullptr; break;
+      case 3:
+        if (!a->shape.empty()) {
+          const int64_t deltas[] = {1, -1, -a->shape[0] - 1, INT64_MAX / 2};
+          int64_t &dim = a->shape[in.byte() % a->shape.size()];
+          dim = static_cast<int64_t>(static_cast<uint64_t>(dim) + static_cast<uint64_t>(deltas[in.byte() % 4]));
+        }
+        break;
+      case 4:
+        a->strides.assign(a->shape.size(), 0);
+        for (auto &s : a->strides) s = (int64_t[]){1, 0, -1, 2, 4096, INT64_MAX, INT64_MIN}[in.byte() % 7];
+        m.dl_tensor.strides = a->strides.empty() ? nullptr : a->strides.data();
+        break;
+      case 5: m.dl_tensor.dtype = DLDataType{in.byte(), static_cast<uint8_t>((uint8_t[]){8, 16, 32, 0}[in.byte() % 4]),
+                                             static_cast<uint16_t>(in.byte() % 4 ? 1 : 4)}; break;
+      case 6: m.dl_tensor.device = DLDevice{(DLDeviceType[]){kDLCUDA, kDLCUDAHost, kDLCPU, kDLVulkan}[in.byte() % 4],
+                                            static_cast<int32_t>(in.byte() % 3)}; break;
+      case 7: m.dl_tensor.data = nullptr; break;
+      case 8: m.flags |= DLPACK_FLAG_BITMASK_READ_ONLY; break;
+      case 9: m.dl_tensor.byte_offset = UINT64_MAX - in.byte(); break;
+      case 10:
+      case 11: {  // over a source, or over an earlier allocation
+        std::vector<Range> targets = g_alloc.sources;
+        for (const auto &b : g_alloc.made)
+          if (b->out_begin) targets.push_back(range_of(b->out_begin, b->bytes));
+        if (targets.empty()) break;
+        const Range r = targets[in.byte() % targets.size()];
+        // Anywhere from the output's last byte on the target's first to its first byte on the target's last.
+        const int64_t span = static_cast<int64_t>(r.end - r.begin);
+        const int64_t shift = in.below(span + a->bytes - 1) - (a->bytes - 1);
+        m.dl_tensor.data = reinterpret_cast<uint8_t *>(r.begin) + shift;
+        m.dl_tensor.byte_offset = 0;
+        break;
+      }
+      case 12: m.flags = in.byte() % 2 ? ~uint64_t{0} : DLPACK_FLAG_BITMASK_READ_ONLY | DLPACK_FLAG_BITMASK_IS_COPIED; break;
+      case 13: m.deleter = nullptr; break;
+      default: break;  // left as it was
+    }
+  }
+  a->acceptable = keeps_contract(m, *proto);
+  a->out_begin = a->acceptable ? static_cast<uint8_t *>(m.dl_tensor.data) + m.dl_tensor.byte_offset : nullptr;
+  a->returned = true;
+  *out = &m;
+  g_alloc.events.push_back(static_cast<int>(g_alloc.made.size()));
+  g_alloc.made.push_back(std::move(a));
+  return 0;
+}
+
+// The reference bytes one allocation must hold on success.
+void check_output_block(const Allocated &a, const uint8_t *expected, int64_t n) {
+  if (a.bytes != n) wrong("an allocation of an unexpected size was handed back");
+  const uint8_t *base = a.block.data();
+  // The output lies at block + kMargin unless a hostile case moved it (then the call must have failed).
+  if (a.out_begin != base + kMargin) wrong("a moved allocation was accepted");
+  for (size_t i = 0; i < kMargin; ++i)
+    if (base[i] != kPoison || base[kMargin + n + i] != kPoison) wrong("a byte outside the allocator's tensor was written");
+  if (n > 0 && std::memcmp(a.out_begin, expected, static_cast<size_t>(n)) != 0)
+    wrong("the output at data + byte_offset differs from the reference");
+}
+
+bool untouched_blocks() {
+  for (const auto &a : g_alloc.made)
+    for (uint8_t b : a->block)
+      if (b != kPoison) return false;
+  return true;
+}
+
+// One call through the hostile allocator. `run` makes the call; `reads` are the call's sources;
+// `expected` maps the allocations, in order, to their reference bytes (it is called only on success).
+void release(DLManagedTensorVersioned *t) {
+  if (t->deleter) t->deleter(t);
+}
+
+template <class Run, class Expected>
+void through_allocator(Reader &in, const std::vector<Range> &reads, std::vector<uint8_t *> source_bytes_begin,
+                       const std::vector<int64_t> &source_sizes, size_t outputs, Run run, Expected expected) {
+  g_alloc.in = &in;
+  g_alloc.made.clear();
+  g_alloc.events.clear();
+  g_alloc.sources = reads;
+  g_alloc.decoy.deleted = 0;
+  g_alloc.decoy.m.manager_ctx = &g_alloc.decoy;
+  g_alloc.decoy.m.deleter = Allocated::count;
+  std::vector<std::vector<uint8_t>> before;  // snapshots of the sources
+  for (size_t i = 0; i < source_bytes_begin.size(); ++i)
+    before.emplace_back(source_bytes_begin[i], source_bytes_begin[i] + source_sizes[i]);
+  std::vector<DLManagedTensorVersioned *> outs(outputs, kSentinel);
+  const mxfp8_status st = run(outs);
+
+  // What the library had to conclude. It stops at the first failed allocator call (out of memory) or
+  // the first tensor that breaks the contract (invalid argument); when every call gave a good tensor,
+  // the outputs must also stay clear of the sources and of each other.
+  mxfp8_status want = MXFP8_OK;
+  size_t first_bad = g_alloc.events.size();
+  for (size_t i = 0; i < g_alloc.events.size() && want == MXFP8_OK; ++i) {
+    const int e = g_alloc.events[i];
+    if (e < 0) want = MXFP8_ERROR_OUT_OF_MEMORY, first_bad = i;
+    else if (!g_alloc.made[static_cast<size_t>(e)]->acceptable) want = MXFP8_ERROR_INVALID_ARGUMENT, first_bad = i;
+  }
+  if (first_bad + 1 < g_alloc.events.size()) wrong("the allocator was called again after a bad result");
+  if (want == MXFP8_OK && g_alloc.events.size() != outputs) {
+    std::fprintf(stderr, "fuzz_hostile: status %d, %zu allocator calls for %zu outputs\n", st, g_alloc.events.size(), outputs);
+    wrong("one allocator call per output was expected");
+  }
+  if (want == MXFP8_OK) {
+    for (size_t i = 0; i < g_alloc.made.size(); ++i) {
+      const Range r = range_of(g_alloc.made[i]->out_begin, g_alloc.made[i]->bytes);
+      for (const Range &s : reads)
+        if (overlap(r, s)) want = MXFP8_ERROR_INVALID_ARGUMENT;
+      for (size_t j = 0; j < i; ++j)
+        if (overlap(r, range_of(g_alloc.made[j]->out_begin, g_alloc.made[j]->bytes))) want = MXFP8_ERROR_INVALID_ARGUMENT;
+    }
+  }
+  for (size_t i = 0; i < source_bytes_begin.size(); ++i)
+    if (std::memcmp(before[i].data(), source_bytes_begin[i], before[i].size()) != 0) wrong("a source was modified");
+  if (g_alloc.decoy.deleted) wrong("the tensor a failing allocator left in *out was deleted");
+  if (st != want) {
+    std::fprintf(stderr, "fuzz_hostile: status %d, expected %d\n", st, want);
+    wrong(st == MXFP8_OK ? "a call through a hostile allocator succeeded" : "a call through an allocator failed wrongly");
+  }
+  if (st == MXFP8_OK) {
+    for (const auto &a : g_alloc.made)
+      if (a->deleted) wrong("an output was deleted before it was handed back");
+    expected(outs);  // compares the outputs, then releases them
+    for (const auto &a : g_alloc.made)
+      if (a->deleted != (a->m.deleter ? 1 : 0)) wrong("an output's deleter did not run exactly once");
+  } else {
+    for (DLManagedTensorVersioned *o : outs)
+      if (o != kSentinel) wrong("a failed call wrote an output pointer");
+    for (const auto &a : g_alloc.made)
+      if (a->deleted != (a->m.deleter ? 1 : 0)) wrong("a tensor of a failed call was not deleted exactly once");
+    if (!untouched_blocks()) wrong("a failed call wrote into an allocation");
+  }
+  g_alloc.made.clear();
+}
+
+void section_allocator(Reader &in) {
+  const int call = in.byte() % 3;
+  if (call == 0) {  // mxfp8_export_components of a tensor whose scales are copied
+    Source t;
+    plan_source(in, t, 300, 160);
+    const bool granular = in.byte() % 4 == 0;
+    t.block32 = granular;
+    // Only a copy calls the allocator: padding columns over more than one row, or swizzled scales.
+    if (!t.swizzled && !granular && t.rows == 1) {
+      t.swizzled = true;
+      t.scale_bytes = t.columnwise ? round_up(t.cols, 128) * round_up(t.rows, 4) : round_up(t.rows, 128) * round_up(t.cols, 4);
+    } else if (!t.swizzled && !granular && t.scale_buffer_cols == t.cols) {
+      t.scale_buffer_cols += 4;
+      t.scale_bytes = t.scale_buffer_rows * t.scale_buffer_cols;
+    }
+    fill_scales(in, t);
+    std::vector<uint8_t> values(static_cast<size_t>(t.values_bytes), 7), scales(static_cast<size_t>(t.scale_bytes), 9);
+    t.values = values.data();
+    t.scales = scales.data();
+    store(t);
+    Described d(t);
+    // The reference: S, or one scale per 32 x 32 block.
+    std::vector<uint8_t> ref;
+    if (!granular) {
+      ref = t.s;
+    } else {
+      const int64_t br = ceil32(t.m), bc = ceil32(t.k);
+      for (int64_t r = 0; r < br; ++r)
+        for (int64_t c = 0; c < bc; ++c)
+          ref.push_back(t.columnwise ? t.s[static_cast<size_t>(r * t.cols + c * 32)] : t.s[static_cast<size_t>(r * 32 * t.cols + c)]);
+    }
+    const bool want_values = in.byte() % 2;
+    mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
+    o.direction = t.columnwise;
+    o.scales_dtype = in.byte() % 2;
+    o.scales_granularity = granular;
+    o.allocator = hostile_allocator;
+    through_allocator(
+        in, {d.values_range(t), d.scales_range(t)}, {values.data(), scales.data()}, {t.values_bytes, t.scale_bytes}, 1,
+        [&](std::vector<DLManagedTensorVersioned *> &outs) {
+          DLManagedTensorVersioned *v = kSentinel;
+          const mxfp8_status st = mxfp8_export_components(d.tensor, &o, want_values ? &v : nullptr, &outs[0]);
+          if (st != MXFP8_OK && v != kSentinel) wrong("a failed export wrote the values pointer");
+          if (st == MXFP8_OK && want_values) {
+            if (v->dl_tensor.data != t.values) wrong("the values are not a view");
+            v->deleter(v);
+          }
+          return st;
+        },
+        [&](std::vector<DLManagedTensorVersioned *> &outs) {
+          const Allocated &a = *g_alloc.made[0];
+          if (outs[0] != &a.m) wrong("the scales are not the allocator's tensor");
+          if (!(a.m.flags & DLPACK_FLAG_BITMASK_IS_COPIED)) wrong("a copy is not flagged as copied");
+          if (a.m.dl_tensor.dtype.code != (o.scales_dtype ? kDLFloat8_e8m0fnu : kDLUInt)) wrong("the scales' dtype");
+          check_output_block(a, ref.data(), static_cast<int64_t>(ref.size()));
+          release(outs[0]);
+        });
+    return;
+  }
+  if (call == 1) {  // mxfp8_grouped_export_stacked of padded experts: one copy
+    const int32_t experts = 1 + in.byte() % 4;
+    const int64_t n = 1 + in.below(160), k = 1 + in.below(130), c = ceil32(k);
+    const bool swizzled = in.byte() % 2;
+    const int64_t pr = round_up(n, 128), pc = round_up(c, 4), per = pr * pc;
+    std::vector<uint8_t> values(static_cast<size_t>(experts * n * k), 3), scales(static_cast<size_t>(experts * per), 0);
+    std::vector<uint8_t> ref(static_cast<size_t>(experts * n * c));
+    uint64_t seed = in.byte() + 1;
+    for (int32_t e = 0; e < experts; ++e)
+      for (int64_t r = 0; r < n; ++r)
+        for (int64_t q = 0; q < c; ++q) {
+          seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+          const auto v = static_cast<uint8_t>(seed >> 56);
+          ref[static_cast<size_t>((e * n + r) * c + q)] = v;
+          scales[static_cast<size_t>(e * per) + (swizzled ? ref_swizzled_index(r, q, pc) : static_cast<size_t>(r * pc + q))] = v;
+        }
+    Managed data(values.data(), {experts * n, k}), scale(scales.data(), {experts * per});
+    mxfp8_grouped_desc desc = MXFP8_GROUPED_DESC_INIT;
+    desc.scale_layout = swizzled;
+    desc.num_experts = experts;
+    desc.cols = k;
+    desc.uniform_rows = n;
+    desc.data = &data.m;
+    desc.scale_inv = &scale.m;
+    mxfp8_grouped_tensor *g = nullptr;
+    if (mxfp8_grouped_tensor_create(&desc, &g) != MXFP8_OK) wrong("valid experts were refused");
+    mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
+    o.allocator = hostile_allocator;
+    through_allocator(
+        in, {range_of(values.data(), static_cast<int64_t>(values.size())), range_of(scales.data(), static_cast<int64_t>(scales.size()))},
+        {values.data(), scales.data()}, {static_cast<int64_t>(values.size()), static_cast<int64_t>(scales.size())}, 1,
+        [&](std::vector<DLManagedTensorVersioned *> &outs) {
+          return mxfp8_grouped_export_stacked(g, &o, nullptr, &outs[0]);
+        },
+        [&](std::vector<DLManagedTensorVersioned *> &outs) {
+          const Allocated &a = *g_alloc.made[0];
+          if (outs[0] != &a.m) wrong("the stacked scales are not the allocator's tensor");
+          check_output_block(a, ref.data(), static_cast<int64_t>(ref.size()));
+          release(outs[0]);
+        });
+    mxfp8_grouped_tensor_release(g);
+    if (data.deleted != 1 || scale.deleted != 1) wrong("a grouped input was not deleted exactly once");
+    return;
+  }
+  // mxfp8_quantize: up to four allocations.
+  const int64_t m = 1 + in.below(96), k = 1 + in.below(96);
+  const bool bf16 = in.byte() % 2;
+  const int64_t element = bf16 ? 2 : 4;
+  std::vector<uint8_t> x(static_cast<size_t>(m * k * element));
+  uint64_t seed = in.byte() + 7;
+  for (auto &b : x) {
+    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+    b = static_cast<uint8_t>(seed >> 59);  // small exponents: finite values
+  }
+  if (!bf16)
+    for (size_t i = 3; i < x.size(); i += 4) x[i] = static_cast<uint8_t>(0x3C + (x[i] & 1));
+  else
+    for (size_t i = 1; i < x.size(); i += 2) x[i] = static_cast<uint8_t>(0x3E + (x[i] & 1));
+  int64_t shape[2] = {m, k};
+  DLTensor input{x.data(), kCpu, 2, bf16 ? DLDataType{kDLBfloat, 16, 1} : DLDataType{kDLFloat, 32, 1}, shape, nullptr, 0};
+  mxfp8_quantize_options o = MXFP8_QUANTIZE_OPTIONS_INIT;
+  o.format = 1 + in.byte() % 2;
+  o.block = in.byte() % 3 == 0;
+  o.scales_layout = in.byte() % 3;
+  o.values_dtype = in.byte() % 2;
+  o.scales_dtype = in.byte() % 2;
+  const int wanted = 1 + in.byte() % 3;
+  // The reference: the same quantize into caller buffers (what lands where is tested here, not the math).
+  std::vector<uint8_t> ref[2][2];
+  DLManagedTensorVersioned *outs_probe[4] = {};
+  {
+    mxfp8_quantize_options plain = o;
+    plain.allocator = nullptr;
+    if (mxfp8_quantize(&input, &plain, wanted & 1 ? &outs_probe[0] : nullptr, wanted & 1 ? &outs_probe[1] : nullptr,
+                       wanted & 2 ? &outs_probe[2] : nullptr, wanted & 2 ? &outs_probe[3] : nullptr) != MXFP8_OK)
+      wrong("a valid quantize failed");
+    for (int i = 0; i < 4; ++i) {
+      if (!outs_probe[i]) continue;
+      const DLTensor &t = outs_probe[i]->dl_tensor;
+      int64_t nb = 1;
+      for (int j = 0; j < t.ndim; ++j) nb *= t.shape[j];
+      const auto *p = static_cast<const uint8_t *>(t.data) + t.byte_offset;
+      ref[i / 2][i % 2].assign(p, p + nb);
+      outs_probe[i]->deleter(outs_probe[i]);
+    }
+  }
+  o.allocator = hostile_allocator;
+  const size_t outputs = wanted == 3 ? 4 : 2;
+  through_allocator(
+      in, {range_of(x.data(), static_cast<int64_t>(x.size()))}, {x.data()}, {static_cast<int64_t>(x.size())}, outputs,
+      [&](std::vector<DLManagedTensorVersioned *> &outs) {
+        DLManagedTensorVersioned **p[4] = {nullptr, nullptr, nullptr, nullptr};
+        size_t next = 0;
+        for (int d = 0; d < 2; ++d)
+          if (wanted >> d & 1) p[2 * d] = &outs[next++], p[2 * d + 1] = &outs[next++];
+        return mxfp8_quantize(&input, &o, p[0], p[1], p[2], p[3]);
+      },
+      [&](std::vector<DLManagedTensorVersioned *> &outs) {
+        size_t next = 0;
+        for (int d = 0; d < 2; ++d) {
+          if (!(wanted >> d & 1)) continue;
+          for (int part = 0; part < 2; ++part, ++next) {
+            // The library allocates values then scales, direction by direction.
+            const Allocated &a = *g_alloc.made[next];
+            if (outs[next] != &a.m) wrong("a quantize output is not the allocator's tensor");
+            check_output_block(a, ref[d][part].data(), static_cast<int64_t>(ref[d][part].size()));
+          }
+        }
+        for (DLManagedTensorVersioned *t : outs) release(t);
+      });
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Section 1: outputs placed anywhere in one arena, over a source, over each other or apart.
+// ---------------------------------------------------------------------------------------------------
+constexpr int64_t kArena = 24576;
+
+struct Arena {
+  std::vector<uint8_t> bytes, before;
+  explicit Arena(Reader &in) : bytes(static_cast<size_t>(kArena)) {
+    uint64_t seed = 0x2545F4914F6CDD1Dull ^ in.byte();
+    for (auto &b : bytes) {
+      seed ^= seed << 13, seed ^= seed >> 7, seed ^= seed << 17;
+      b = static_cast<uint8_t>(seed % 255);
+    }
+  }
+  // An offset where `size` bytes fit, aligned to `align`; 0 when nothing fits.
+  int64_t place(Reader &in, int64_t size, int64_t align = 1) {
+    if (size >= kArena) return 0;
+    return in.below(kArena - size + 1) / align * align;
+  }
+  uint8_t *at(int64_t offset) { return bytes.data() + offset; }
+  void snapshot() { before = bytes; }
+  // Every byte outside `written` is as it was.
+  void unchanged_outside(const std::vector<Range> &written, const char *what) const {
+    std::vector<uint8_t> inside(static_cast<size_t>(kArena), 0);
+    const auto base = reinterpret_cast<uintptr_t>(bytes.data());
+    for (const Range &r : written)
+      for (uintptr_t p = std::max(r.begin, base); p < std::min(r.end, base + kArena); ++p) inside[p - base] = 1;
+    for (size_t i = 0; i < bytes.size(); ++i)
+      if (!inside[i] && bytes[i] != before[i]) wrong(what);
+  }
+};
+
+// The call was refused exactly when it had to be, and a refusal wrote nothing.
+bool judge(mxfp8_status st, bool overlapping, const Arena &arena) {
+  if (overlapping) {
+    if (st != MXFP8_ERROR_INVALID_ARGUMENT) {
+      std::fprintf(stderr, "fuzz_hostile: status %d for overlapping buffers\n", st);
+      wrong("overlapping outputs were not refused");
+    }
+    if (arena.bytes != arena.before) wrong("a refused call wrote something");
+    return false;
+  }
+  if (st != MXFP8_OK) wrong("a call with disjoint buffers failed");
+  return true;
+}
+
+// A source tensor inside the arena (values and scales may share bytes: inputs may overlap).
+void place_source(Reader &in, Arena &arena, Source &t, int64_t max_m, int64_t max_k) {
+  plan_source(in, t, max_m, max_k);
+  fill_scales(in, t);
+  t.values = arena.at(arena.place(in, t.values_bytes));
+  t.scales = arena.at(arena.place(in, t.scale_bytes));
+  store(t);
+}
+
+void section_overlap(Reader &in) {
+  Arena arena(in);
+  const int call = in.byte() % 6;
+  if (call == 0) {  // mxfp8_export_scales_batched: two destinations of one tensor
+    Source t;
+    place_source(in, arena, t, 96, 160);
+    Described d(t);
+    const int64_t n = t.rows * t.cols;
+    int64_t shape[2] = {n, n};
+    uint8_t *dst[2] = {arena.at(arena.place(in, n)), arena.at(arena.place(in, n))};
+    DLTensor d0 = flat_tensor(dst[0], &shape[0]), d1 = flat_tensor(dst[1], &shape[1]);
+    DLTensor *dsts[2] = {&d0, &d1};
+    const mxfp8_tensor *ts[2] = {d.tensor, d.tensor};
+    const Range r0 = range_of(dst[0], n), r1 = range_of(dst[1], n);
+    bool overlapping = overlap(r0, r1);
+    for (Range r : {r0, r1}) overlapping |= overlap(r, d.values_range(t)) || overlap(r, d.scales_range(t));
+    mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
+    o.direction = t.columnwise;
+    arena.snapshot();
+    if (!judge(mxfp8_export_scales_batched(ts, dsts, 2, &o), overlapping, arena)) return;
+    for (uint8_t *p : dst)
+      if (std::memcmp(p, t.s.data(), static_cast<size_t>(n)) != 0) wrong("a batched destination differs from S");
+    arena.unchanged_outside({r0, r1}, "a batched export wrote outside its destinations");
+    return;
+  }
+  if (call == 1) {  // mxfp8_export_bucket: one or two tensors, the bucket anywhere
+    Source t;
+    place_source(in, arena, t, 64, 128);
+    Described d(t);
+    const size_t count = 1 + in.byte() % 2;
+    const mxfp8_tensor *ts[2] = {d.tensor, d.tensor};
+    mxfp8_bucket_entry e[2];
+    uint64_t total = 0;
+    mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
+    o.direction = t.columnwise;
+    const uint64_t alignment = (uint64_t[]){1, 2, 64, 256}[in.byte() % 4];
+    if (mxfp8_bucket_plan(ts, count, &o, alignment, e, &total) != MXFP8_OK) wrong("a bucket plan failed");
+    bool overlapping = false;
+    if (count == 2 && in.byte() % 8 == 0) {  // a lying plan: the second tensor's parts over the first's
+      e[1] = e[0];
+      overlapping = true;
+    }
+    int64_t size = static_cast<int64_t>(total) + in.below(16);
+    uint8_t *base = arena.at(arena.place(in, size));
+    if (size > kArena) return;
+    const Range bucket_range = range_of(base, size);
+    overlapping |= overlap(bucket_range, d.values_range(t)) || overlap(bucket_range, d.scales_range(t));
+    DLTensor bucket = flat_tensor(base, &size);
+    arena.snapshot();
+    if (!judge(mxfp8_export_bucket(ts, count, &o, e, &bucket), overlapping, arena)) return;
+    std::vector<Range> parts;
+    for (size_t i = 0; i < count; ++i) {
+      if (std::memcmp(base + e[i].values_offset, arena.before.data() + (t.values - arena.bytes.data()),
+                      static_cast<size_t>(t.values_bytes)) != 0)
+        wrong("a bucket's values differ from the source");
+      if (std::memcmp(base + e[i].scales_offset, t.s.data(), t.s.size()) != 0) wrong("a bucket's scales differ from S");
+      parts.push_back(range_of(base + e[i].values_offset, static_cast<int64_t>(e[i].values_bytes)));
+      parts.push_back(range_of(base + e[i].scales_offset, static_cast<int64_t>(e[i].scales_bytes)));
+    }
+    arena.unchanged_outside(parts, "a bucket export wrote outside its parts");
+    return;
+  }
+  if (call == 2 || call == 3) {  // the swizzle pair between a (strided) compact matrix and its swizzled form
+    const int64_t r = 1 + in.below(260), c = 1 + in.below(12), rs = c + in.below(4);
+    const int64_t pr = round_up(r, 128), pc = round_up(c, 4), sw_bytes = pr * pc;
+    const int64_t compact_span = (r - 1) * rs + c;
+    uint8_t *compact = arena.at(arena.place(in, compact_span)), *swizzled = arena.at(arena.place(in, sw_bytes));
+    int64_t cshape[2] = {r, c}, cstrides[2] = {rs, 1}, sshape[1] = {sw_bytes};
+    DLTensor ct{compact, kCpu, 2, kU8, cshape, cstrides, 0}, st = flat_tensor(swizzled, &sshape[0]);
+    const Range cr = range_of(compact, compact_span), sr = range_of(swizzled, sw_bytes);
+    const bool overlapping = overlap(cr, sr);
+    arena.snapshot();
+    const auto before_at = [&](const uint8_t *p) { return arena.before[static_cast<size_t>(p - arena.bytes.data())]; };
+    if (call == 2) {
+      if (!judge(mxfp8_swizzle_scales(&ct, &st, nullptr), overlapping, arena)) return;
+      for (int64_t i = 0; i < r; ++i)
+        for (int64_t j = 0; j < c; ++j)
+          if (swizzled[ref_swizzled_index(i, j, pc)] != before_at(compact + i * rs + j)) wrong("swizzled bytes differ");
+      std::vector<uint8_t> is_scale(static_cast<size_t>(sw_bytes), 0);
+      for (int64_t i = 0; i < r; ++i)
+        for (int64_t j = 0; j < c; ++j) is_scale[ref_swizzled_index(i, j, pc)] = 1;
+      for (int64_t i = 0; i < sw_bytes; ++i)
+        if (!is_scale[static_cast<size_t>(i)] && swizzled[i] != 0) wrong("swizzle padding is not zero");
+      arena.unchanged_outside({sr}, "a swizzle wrote outside its output");
+    } else {
+      if (!judge(mxfp8_unswizzle_scales(&st, &ct, nullptr), overlapping, arena)) return;
+      std::vector<Range> written;
+      for (int64_t i = 0; i < r; ++i) {
+        for (int64_t j = 0; j < c; ++j)
+          if (compact[i * rs + j] != before_at(swizzled + ref_swizzled_index(i, j, pc))) wrong("unswizzled bytes differ");
+        written.push_back(range_of(compact + i * rs, c));
+      }
+      arena.unchanged_outside(written, "an unswizzle wrote outside its rows (or into a stride gap)");
+    }
+    return;
+  }
+  if (call == 4) {  // mxfp8_dequantize onto the arena
+    Source t;
+    place_source(in, arena, t, 64, 128);
+    Described d(t);
+    const bool bf16 = in.byte() % 2;
+    const int64_t element = bf16 ? 2 : 4, bytes = t.values_bytes * element;
+    std::vector<uint8_t> ref(static_cast<size_t>(bytes));
+    int64_t n = t.values_bytes;
+    const DLDataType type = bf16 ? DLDataType{kDLBfloat, 16, 1} : DLDataType{kDLFloat, 32, 1};
+    DLTensor ref_out = flat_tensor(ref.data(), &n, type);
+    mxfp8_dequantize_options o = MXFP8_DEQUANTIZE_OPTIONS_INIT;
+    o.direction = t.columnwise;
+    if (mxfp8_dequantize(d.tensor, &o, &ref_out) != MXFP8_OK) wrong("a valid dequantize failed");
+    if (bytes > kArena) return;
+    uint8_t *out = arena.at(arena.place(in, bytes, element));
+    DLTensor out_t = flat_tensor(out, &n, type);
+    const Range r = range_of(out, bytes);
+    const bool overlapping = overlap(r, d.values_range(t)) || overlap(r, d.scales_range(t));
+    arena.snapshot();
+    if (!judge(mxfp8_dequantize(d.tensor, &o, &out_t), overlapping, arena)) return;
+    if (std::memcmp(out, ref.data(), ref.size()) != 0) wrong("a dequantize into the arena differs");
+    arena.unchanged_outside({r}, "a dequantize wrote outside its output");
+    return;
+  }
+  // mxfp8_quantize_into: the input and up to four outputs in the arena.
+  const int64_t m = 1 + in.below(80), k = 1 + in.below(80);
+  const bool bf16 = in.byte() % 2;
+  const int64_t element = bf16 ? 2 : 4;
+  int64_t shape[2] = {m, k};
+  const DLDataType type = bf16 ? DLDataType{kDLBfloat, 16, 1} : DLDataType{kDLFloat, 32, 1};
+  uint8_t *x = arena.at(arena.place(in, m * k * element, element));
+  DLTensor input{x, kCpu, 2, type, shape, nullptr, 0};
+  mxfp8_quantize_options o = MXFP8_QUANTIZE_OPTIONS_INIT;
+  o.block = in.byte() % 3 == 0;
+  o.scales_layout = in.byte() % 3;
+  const int wanted = 1 + in.byte() % 3;
+  // The reference, and the output sizes, from the same quantize into the library's own buffers.
+  DLManagedTensorVersioned *ref[4] = {};
+  if (mxfp8_quantize(&input, &o, wanted & 1 ? &ref[0] : nullptr, wanted & 1 ? &ref[1] : nullptr,
+                     wanted & 2 ? &ref[2] : nullptr, wanted & 2 ? &ref[3] : nullptr) != MXFP8_OK)
+    wrong("a valid quantize failed");
+  int64_t sizes[4] = {};
+  uint8_t *outs[4] = {};
+  DLTensor ts[4];
+  std::vector<Range> written;
+  bool overlapping = false;
+  for (int i = 0; i < 4; ++i) {
+    if (!ref[i]) continue;
+    sizes[i] = 1;
+    for (int j = 0; j < ref[i]->dl_tensor.ndim; ++j) sizes[i] *= ref[i]->dl_tensor.shape[j];
+    outs[i] = arena.at(arena.place(in, sizes[i]));
+    ts[i] = flat_tensor(outs[i], &sizes[i]);
+    const Range r = range_of(outs[i], sizes[i]);
+    overlapping |= overlap(r, range_of(x, m * k * element));
+    for (const Range &w : written) overlapping |= overlap(r, w);
+    written.push_back(r);
+  }
+  arena.snapshot();
+  const mxfp8_status st = mxfp8_quantize_into(&input, &o, outs[0] ? &ts[0] : nullptr, outs[1] ? &ts[1] : nullptr,
+                                              outs[2] ? &ts[2] : nullptr, outs[3] ? &ts[3] : nullptr);
+  if (judge(st, overlapping, arena)) {
+    for (int i = 0; i < 4; ++i)
+      if (ref[i] && std::memcmp(outs[i], static_cast<uint8_t *>(ref[i]->dl_tensor.data) + ref[i]->dl_tensor.byte_offset,
+                                static_cast<size_t>(sizes[i])) != 0)
+        wrong("a quantize_into output in the arena differs from the reference");
+    arena.unchanged_outside(written, "a quantize_into wrote outside its outputs");
+  }
+  for (DLManagedTensorVersioned *r : ref)
+    if (r) r->deleter(r);
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  Reader in{data, size};
+  switch (in.byte() % 5) {
+    case 0: section_allocator(in); break;
+    case 1: section_overlap(in); break;
+    default: section_allocator(in); break;
+  }
+  return 0;
+}
