@@ -1,0 +1,186 @@
+// mxfp8_export_components: check the options, decide view or copy for each output, build the outputs.
+#include <cstddef>
+#include <vector>
+
+#include "core/dlpack_tensor.hpp"
+#include "core/memory_span.hpp"
+#include "api/export_internal.hpp"
+#include "core/scale_source.hpp"
+#include "cuda/cuda_runtime.hpp"
+#include "core/dltensor_checks.hpp"
+#include "core/error.hpp"
+#include "core/scale_copy.hpp"
+#include "core/shape.hpp"
+#include "core/sized_struct.hpp"
+#include "api/tensor.hpp"
+
+namespace mxfp8 {
+
+constexpr size_t kOptionsV1Size = offsetof(mxfp8_export_options, allocator) + sizeof(void *);
+
+mxfp8_export_options read_options(const mxfp8_export_options *given) {
+  const mxfp8_export_options defaults = MXFP8_EXPORT_OPTIONS_INIT;
+  const mxfp8_export_options o = read_sized_struct(given, defaults, kOptionsV1Size, "mxfp8_export_options",
+                                                   "MXFP8_EXPORT_OPTIONS_INIT");
+  check_enum(o.direction, "options.direction",
+             {{MXFP8_DIRECTION_ROWWISE, "MXFP8_DIRECTION_ROWWISE"}, {MXFP8_DIRECTION_COLUMNWISE, "MXFP8_DIRECTION_COLUMNWISE"}});
+  check_enum(o.values_dtype, "options.values_dtype",
+             {{MXFP8_VALUES_FP8, "MXFP8_VALUES_FP8"}, {MXFP8_VALUES_UINT8, "MXFP8_VALUES_UINT8"}});
+  check_enum(o.scales_dtype, "options.scales_dtype",
+             {{MXFP8_SCALES_UINT8, "MXFP8_SCALES_UINT8"}, {MXFP8_SCALES_E8M0, "MXFP8_SCALES_E8M0"}});
+  check_enum(o.scales_granularity, "options.scales_granularity",
+             {{MXFP8_SCALES_PER_32, "MXFP8_SCALES_PER_32"}, {MXFP8_SCALES_PER_32X32, "MXFP8_SCALES_PER_32X32"}});
+  if (o.reserved2 != 0) fail(MXFP8_ERROR_INVALID_ARGUMENT, "options.reserved2 is ", o.reserved2, ", must be 0");
+  check_enum(o.padded_scales, "options.padded_scales",
+             {{MXFP8_PADDED_SCALES_COPY, "MXFP8_PADDED_SCALES_COPY"},
+              {MXFP8_PADDED_SCALES_STRIDED_VIEW, "MXFP8_PADDED_SCALES_STRIDED_VIEW"}});
+  if (o.reserved != 0) fail(MXFP8_ERROR_INVALID_ARGUMENT, "options.reserved is ", o.reserved, ", must be 0");
+  return o;
+}
+
+void check_count(size_t count) {
+  // Each tensor costs the caller at least one pointer, and us a job and a few spans.
+  constexpr size_t kMostTensors = (size_t{1} << 40);
+  if (count > kMostTensors)
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, "count is ", count, ": more tensors than any array of them can hold (at most ",
+         kMostTensors, ")");
+}
+
+const Direction &require_direction(const mxfp8_tensor &t, mxfp8_direction direction) {
+  const Direction &dir = t.directions[direction];
+  if (!dir.present()) {
+    const bool row = direction == MXFP8_DIRECTION_ROWWISE;
+    fail(MXFP8_ERROR_MISSING_DATA, "the tensor has no ", row ? "rowwise" : "columnwise",
+         " data (it was created with only ", row ? "columnwise" : "rowwise",
+         " data and scales); export with direction ", row ? "columnwise" : "rowwise",
+         " or describe the tensor with its ", row ? "rowwise" : "columnwise", " buffers");
+  }
+  return dir;
+}
+
+static void run_jobs_host(const ScaleJob *jobs, size_t count) {
+  for (size_t i = 0; i < count; ++i) {
+    if (jobs[i].swizzled) unswizzle_host(jobs[i].swizzled, jobs[i].dst);
+    else copy_matrix_host(jobs[i].src, jobs[i].dst);
+  }
+}
+
+void run_jobs_on(DLDevice device, const ScaleJob *jobs, size_t count, void *stream) {
+  if (count == 0) return;
+  where_memory_lives(device, "scales", [&] { run_jobs_host(jobs, count); }, [&] { cuda::run_jobs(jobs, count, stream); });
+}
+
+namespace {
+
+ManagedPtr export_values(const mxfp8_tensor &t, const Direction &dir, const mxfp8_export_options &o) {
+  const DLManagedTensorVersioned &src = *dir.data;
+  return make_view(keep_alive(&t), src.dl_tensor, values_dtype(t.format, o.values_dtype), t.shape, compact_strides(t.shape),
+                   src.flags & DLPACK_FLAG_BITMASK_READ_ONLY);
+}
+
+// Rowwise scales take the tensor's leading dimensions, (*lead, C); columnwise ones are (ceil(M/32), K).
+std::vector<int64_t> scales_shape(const mxfp8_tensor &t, mxfp8_direction direction, const Direction &dir) {
+  if (direction == MXFP8_DIRECTION_COLUMNWISE) return {dir.scale_rows, dir.scale_cols};
+  std::vector<int64_t> shape(t.shape.begin(), t.shape.end() - 1);
+  shape.push_back(dir.scale_cols);
+  return shape;
+}
+
+// Strides of a (*lead, C) view over rows that are `row_stride` bytes apart.
+std::vector<int64_t> strided_rows(const std::vector<int64_t> &shape, int64_t row_stride) {
+  std::vector<int64_t> strides(shape.size());
+  strides.back() = 1;
+  int64_t s = row_stride;
+  for (size_t i = shape.size() - 1; i-- > 0;) {
+    strides[i] = s;
+    // Only an empty shape (a 0 further out) can overflow here, and any stride describes an empty tensor.
+    if (__builtin_mul_overflow(s, shape[i], &s)) s = 0;
+  }
+  return strides;
+}
+
+// A copy from the caller's allocator must not land on the tensor it is made from.
+void check_copy_lands_apart(const mxfp8_tensor &t, const DLManagedTensorVersioned &copy) {
+  std::vector<Span> spans;
+  add_read_spans(t, kNoIndex, "the tensor's", spans);
+  spans.push_back(span_of(byte_pointer(copy.dl_tensor), checked_numel(copy.dl_tensor, "scales"),
+                          "the scales copy from options.allocator", kNoIndex, true));
+  check_no_overlap(spans);
+}
+
+// One scale per 32x32 block, (ceil(M/32), ceil(K/32)), checked against every stored scale of the block.
+ManagedPtr export_block_scales(const mxfp8_tensor &t, mxfp8_direction direction, const mxfp8_export_options &o) {
+  if (t.block != MXFP8_BLOCK_32X32)
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, "options.scales_granularity is MXFP8_SCALES_PER_32X32 but the tensor was "
+         "described with 1x32 blocks: set desc.block = MXFP8_BLOCK_32X32 for 2-D quantized weights");
+  const DLDataType dtype = scales_dtype(o.scales_dtype);
+  const std::vector<int64_t> shape{ceil_div(t.rows, kBlockSize), ceil_div(t.cols, kBlockSize)};
+  ManagedPtr out = allocate_copy(t.device, dtype, shape, Allocation{o.allocator, o.stream});
+  if (shape[0] == 0 || shape[1] == 0) return out;
+  check_copy_lands_apart(t, *out);
+  const ByteMatrix dst{byte_pointer(out->dl_tensor), shape[0], shape[1], shape[1], 1};
+  const ScaleSource &src = t.directions[direction].source;
+  const int axis = direction == MXFP8_DIRECTION_ROWWISE ? 0 : 1;
+  const BlockMismatch m = where_memory_lives(
+      t.device, "scales", [&] { return block_scales_host(src, axis, dst); },
+      [&] { return cuda::block_scales(src, axis, dst, o.stream); });
+  if (m.row >= 0) {
+    const int64_t r0 = axis == 0 ? m.row / kBlockSize * kBlockSize : m.row;
+    const int64_t c0 = axis == 0 ? m.col : m.col / kBlockSize * kBlockSize;
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, "the 32x32 block scales disagree: ", direction == MXFP8_DIRECTION_ROWWISE ? "rowwise" : "columnwise",
+         " scale (", m.row, ", ", m.col, ") differs from scale (", r0, ", ", c0, "), the first of its 32-",
+         axis == 0 ? "row" : "column", " block; is this tensor really 2-D quantized?");
+  }
+  return out;
+}
+
+ManagedPtr export_scales(const mxfp8_tensor &t, mxfp8_direction direction, const mxfp8_export_options &o) {
+  if (o.scales_granularity == MXFP8_SCALES_PER_32X32) return export_block_scales(t, direction, o);
+  const Direction &dir = t.directions[direction];
+  const DLManagedTensorVersioned &src = *dir.scales;
+  const DLDataType dtype = scales_dtype(o.scales_dtype);
+  std::vector<int64_t> shape = scales_shape(t, direction, dir);
+  const bool swizzled = t.scale_layout == MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED;
+  const ByteMatrix &in = dir.row_major;
+
+  if (!swizzled && (in.row_stride == dir.scale_cols || dir.scale_rows <= 1 ||
+                    o.padded_scales == MXFP8_PADDED_SCALES_STRIDED_VIEW)) {
+    std::vector<int64_t> strides = strided_rows(shape, dir.scale_rows <= 1 ? dir.scale_cols : in.row_stride);
+    DLTensor base = src.dl_tensor;
+    base.byte_offset = static_cast<uint64_t>(in.data - static_cast<uint8_t *>(base.data));
+    return make_view(keep_alive(&t), base, dtype, std::move(shape), std::move(strides),
+                     src.flags & DLPACK_FLAG_BITMASK_READ_ONLY);
+  }
+
+  ManagedPtr out = allocate_copy(t.device, dtype, shape, Allocation{o.allocator, o.stream});
+  if (dir.scale_rows == 0 || dir.scale_cols == 0) return out;
+  check_copy_lands_apart(t, *out);
+  const ScaleJob job = compact_job(dir.source, byte_pointer(out->dl_tensor));
+  run_jobs_on(t.device, &job, 1, o.stream);
+  return out;
+}
+
+}  // namespace
+}  // namespace mxfp8
+
+using namespace mxfp8;
+
+extern "C" MXFP8_API mxfp8_status mxfp8_export_components(const mxfp8_tensor *tensor,
+                                                          const mxfp8_export_options *options,
+                                                          DLManagedTensorVersioned **values,
+                                                          DLManagedTensorVersioned **scales) {
+  return guarded([&] {
+    if (!tensor) fail(MXFP8_ERROR_INVALID_ARGUMENT, "tensor is NULL");
+    if (!values && !scales) fail(MXFP8_ERROR_INVALID_ARGUMENT, "values and scales are both NULL: nothing to export");
+    if (values == scales)
+      fail(MXFP8_ERROR_INVALID_ARGUMENT, "values and scales point to the same place: each output needs its own pointer");
+    const mxfp8_export_options o = read_options(options);
+    const auto direction = static_cast<mxfp8_direction>(o.direction);
+    const Direction &dir = require_direction(*tensor, direction);
+    // Scales first: they are the part that can fail (memory, CUDA); values are only a view.
+    ManagedPtr scales_out = scales ? export_scales(*tensor, direction, o) : nullptr;
+    ManagedPtr values_out = values ? export_values(*tensor, dir, o) : nullptr;
+    if (scales) *scales = scales_out.release();
+    if (values) *values = values_out.release();
+  });
+}

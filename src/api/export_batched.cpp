@@ -1,0 +1,65 @@
+// mxfp8_export_scales_batched: many tensors' compact scales into caller-owned buffers, all checked
+// first, then produced in one launch.
+#include <cstdio>
+#include <vector>
+
+#include "core/dltensor_checks.hpp"
+#include "core/error.hpp"
+#include "api/export_internal.hpp"
+#include "core/memory_span.hpp"
+#include "core/shape.hpp"
+
+namespace mxfp8 {
+
+ExportJobs batched_jobs(const mxfp8_tensor *const *tensors, DLTensor *const *destinations, size_t count,
+                        const mxfp8_export_options &o) {
+  if (o.scales_granularity != MXFP8_SCALES_PER_32)
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, "mxfp8_export_scales_batched exports the stored per-32 scales: "
+         "options.scales_granularity must be MXFP8_SCALES_PER_32");
+  ExportJobs result;
+  if (count == 0) return result;
+  if (!tensors) fail(MXFP8_ERROR_INVALID_ARGUMENT, "tensors is NULL");
+  if (!destinations) fail(MXFP8_ERROR_INVALID_ARGUMENT, "destinations is NULL");
+  check_count(count);
+  const auto direction = static_cast<mxfp8_direction>(o.direction);
+  std::vector<ScaleJob> &jobs = result.jobs;
+  jobs.reserve(count);
+  std::vector<Span> spans;  // every destination and every buffer of every tensor
+  spans.reserve(5 * count);
+  DLDevice &device = result.device;
+  for (size_t i = 0; i < count; ++i) {
+    const mxfp8_tensor *t = tensors[i];
+    DLTensor *dst = destinations[i];
+    if (!t) fail(MXFP8_ERROR_INVALID_ARGUMENT, "tensors[", i, "] is NULL");
+    if (!dst) fail(MXFP8_ERROR_INVALID_ARGUMENT, "destinations[", i, "] is NULL");
+    char name[40];  // formatted without allocating: this loop runs once per tensor of a whole model
+    std::snprintf(name, sizeof name, "destinations[%zu]", i);
+    if (i == 0) device = t->device;
+    if (!same_device(t->device, device))
+      fail(MXFP8_ERROR_INVALID_ARGUMENT, "tensors[", i, "] is on ", format_device(t->device), " but tensors[0] is on ",
+           format_device(device), ": one batch runs on one device");
+    const Direction &dir = require_direction(*t, direction);
+    const int64_t needed = dir.scale_rows * dir.scale_cols;
+    uint8_t *out = expect_buffer(*dst, {name, Holds::ScaleBytes, 0, &device, "the tensors are", needed});
+    add_read_spans(*t, i, "tensors", spans);
+    spans.push_back(span_of(out, needed, "destinations", i, true));
+    // An empty matrix moves nothing, however many rows it has: no job, so no loop over its rows.
+    if (needed > 0) jobs.push_back(compact_job(dir.source, out));
+  }
+  check_no_overlap(spans);
+  return result;
+}
+
+}  // namespace mxfp8
+
+using namespace mxfp8;
+
+extern "C" MXFP8_API mxfp8_status mxfp8_export_scales_batched(const mxfp8_tensor *const *tensors,
+                                                              DLTensor *const *destinations, size_t count,
+                                                              const mxfp8_export_options *options) {
+  return guarded([&] {
+    const mxfp8_export_options o = read_options(options);
+    const ExportJobs work = batched_jobs(tensors, destinations, count, o);
+    run_jobs_on(work.device, work.jobs.data(), work.jobs.size(), o.stream);
+  });
+}

@@ -1,0 +1,36 @@
+// What the single and the batched export share: option checks, the direction lookup, and the job that
+// produces one tensor's compact scales.
+#pragma once
+
+#include <vector>
+
+#include "mxfp8/mxfp8.h"
+#include "core/scale_copy.hpp"
+#include "core/scale_source.hpp"
+#include "api/tensor.hpp"
+
+namespace mxfp8 {
+
+mxfp8_export_options read_options(const mxfp8_export_options *given);
+// Fails for a tensor count no caller's array can hold (e.g. SIZE_MAX), before anything is reserved.
+void check_count(size_t count);
+// Fails with MXFP8_ERROR_MISSING_DATA when the tensor has no data for `direction`.
+const Direction &require_direction(const mxfp8_tensor &t, mxfp8_direction direction);
+// Everything one batched or bucket export moves, checked: the jobs and the device they run on. What
+// the immediate calls run at once and what mxfp8_prepared_export keeps for later runs.
+struct ExportJobs {
+  DLDevice device{kDLCPU, 0};
+  std::vector<ScaleJob> jobs;
+};
+// The checks and jobs of mxfp8_export_scales_batched (export_batched.cpp) and mxfp8_export_bucket
+// (bucket.cpp); count == 0 gives no jobs.
+ExportJobs batched_jobs(const mxfp8_tensor *const *tensors, DLTensor *const *destinations, size_t count,
+                        const mxfp8_export_options &options);
+ExportJobs bucket_jobs(const mxfp8_tensor *const *tensors, size_t count, const mxfp8_export_options &options,
+                       const mxfp8_bucket_entry *entries, DLTensor *bucket);
+
+// Runs the jobs where `device`'s memory lives: host loops, or one launch on `stream` (a cudaStream_t)
+// with `device` current.
+void run_jobs_on(DLDevice device, const ScaleJob *jobs, size_t count, void *stream);
+
+}  // namespace mxfp8

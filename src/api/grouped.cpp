@@ -1,0 +1,233 @@
+// Grouped MoE experts: one flat values buffer and one flat scale buffer, checked once, exported per
+// expert (as ordinary mxfp8_tensor handles viewing the flat buffers) or stacked [E, N, ...].
+#include "api/grouped.hpp"
+
+#include <algorithm>
+#include <cstddef>
+#include <memory>
+
+#include "core/dlpack_tensor.hpp"
+#include "core/dltensor_checks.hpp"
+#include "core/error.hpp"
+#include "core/memory_span.hpp"
+#include "api/export_internal.hpp"
+#include "core/shape.hpp"
+#include "core/sized_struct.hpp"
+#include "api/tensor.hpp"
+
+namespace mxfp8 {
+namespace {
+
+constexpr size_t kGroupedDescV1Size = sizeof(mxfp8_grouped_desc);
+constexpr int32_t kMaxExperts = 1 << 20;
+
+// Bytes of one expert's scales in the flat buffer, and the shape they are viewed with.
+std::vector<int64_t> expert_scale_shape(const mxfp8_grouped_tensor &g, int64_t rows) {
+  if (g.scale_packing == MXFP8_GROUPED_SCALES_COMPACT) return {rows, g.scale_cols};
+  return {checked_round_up(rows, kTileRows, "an expert's padded scale row count"),
+          checked_round_up(g.scale_cols, kTileCols, "an expert's padded scale column count")};
+}
+
+int64_t expert_scale_bytes(const mxfp8_grouped_tensor &g, int64_t rows) {
+  const std::vector<int64_t> shape = expert_scale_shape(g, rows);
+  return checked_mul(shape[0], shape[1], "an expert's scale size");
+}
+
+std::unique_ptr<mxfp8_grouped_tensor> create_grouped(const mxfp8_grouped_desc &given) {
+  const mxfp8_grouped_desc defaults = MXFP8_GROUPED_DESC_INIT;
+  const mxfp8_grouped_desc d =
+      read_sized_struct(&given, defaults, kGroupedDescV1Size, "mxfp8_grouped_desc", "MXFP8_GROUPED_DESC_INIT");
+  check_enum(d.format, "desc.format", {{MXFP8_FORMAT_E4M3, "MXFP8_FORMAT_E4M3"}, {MXFP8_FORMAT_E5M2, "MXFP8_FORMAT_E5M2"}});
+  check_enum(d.scale_layout, "desc.scale_layout",
+             {{MXFP8_SCALE_LAYOUT_ROW_MAJOR, "MXFP8_SCALE_LAYOUT_ROW_MAJOR"},
+              {MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED, "MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED"}});
+  check_enum(d.scales, "desc.scales",
+             {{MXFP8_GROUPED_SCALES_PADDED, "MXFP8_GROUPED_SCALES_PADDED"},
+              {MXFP8_GROUPED_SCALES_COMPACT, "MXFP8_GROUPED_SCALES_COMPACT"}});
+  if (d.reserved != 0) fail(MXFP8_ERROR_INVALID_ARGUMENT, "desc.reserved is ", d.reserved, ", must be 0");
+  if (d.scale_layout == MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED && d.scales == MXFP8_GROUPED_SCALES_COMPACT)
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, "GEMM-swizzled scales come in 128x4 tiles, so they cannot be "
+         "MXFP8_GROUPED_SCALES_COMPACT: use MXFP8_GROUPED_SCALES_PADDED");
+  if (d.num_experts < 1 || d.num_experts > kMaxExperts)
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, "desc.num_experts is ", d.num_experts, ", expected 1 to ", kMaxExperts);
+  if (d.cols < 0) fail(MXFP8_ERROR_INVALID_ARGUMENT, "desc.cols is ", d.cols, ", must be >= 0");
+  if (!d.data) fail(MXFP8_ERROR_MISSING_DATA, "desc.data is NULL: the experts have no values");
+  if (!d.scale_inv) fail(MXFP8_ERROR_INVALID_ARGUMENT, "desc.scale_inv is NULL: the experts have no scales");
+  if (d.data == d.scale_inv)
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, "desc.data and desc.scale_inv are the same DLManagedTensorVersioned");
+  check_version(*d.data, "desc.data");
+  check_version(*d.scale_inv, "desc.scale_inv");
+
+  auto g = std::make_unique<mxfp8_grouped_tensor>();
+  g->format = static_cast<mxfp8_format>(d.format);
+  g->scale_layout = static_cast<mxfp8_scale_layout>(d.scale_layout);
+  g->scale_packing = static_cast<mxfp8_grouped_scales>(d.scales);
+  g->cols = d.cols;
+  g->scale_cols = ceil_div(d.cols, kBlockSize);
+  int64_t total_rows = 0, scale_end = 0;
+  for (int32_t e = 0; e < d.num_experts; ++e) {
+    const int64_t rows = d.expert_rows ? d.expert_rows[e] : d.uniform_rows;
+    if (rows < 0)
+      fail(MXFP8_ERROR_INVALID_ARGUMENT, d.expert_rows ? "desc.expert_rows[" : "desc.uniform_rows", d.expert_rows ? cat(e, "]") : "",
+           " is ", rows, ", must be >= 0");
+    g->rows.push_back(rows);
+    g->first_row.push_back(total_rows);
+    total_rows = checked_add(total_rows, rows, "the experts' total rows");
+    const int64_t bytes = expert_scale_bytes(*g, rows);
+    const int64_t offset = d.scale_offsets ? d.scale_offsets[e] : scale_end;
+    if (offset < 0) fail(MXFP8_ERROR_INVALID_ARGUMENT, "desc.scale_offsets[", e, "] is ", offset, ", must be >= 0");
+    g->scale_offset.push_back(offset);
+    scale_end = std::max(scale_end, checked_add(offset, bytes, "an expert's scale end"));
+  }
+
+  const DLTensor &data = d.data->dl_tensor, &scales = d.scale_inv->dl_tensor;
+  g->device = data.device;
+  memory_of(data.device, "desc.data");
+  expect_buffer(data, {"desc.data", Holds::Fp8Values, g->format, nullptr, nullptr, -1});
+  const int64_t values = checked_numel(data, "desc.data");
+  const int64_t expected = checked_mul(total_rows, d.cols, "the experts' total values");
+  if (values != expected)
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, "desc.data: holds ", values, " values (shape ", format_shape(data.shape, data.ndim),
+         "), the experts need ", total_rows, " rows x ", d.cols, " = ", expected);
+  expect_buffer(scales, {"desc.scale_inv", Holds::ScaleBytes, 0, &data.device, "desc.data is", -1});
+  const int64_t scale_bytes = checked_numel(scales, "desc.scale_inv");
+  if (scale_bytes < scale_end)
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, "desc.scale_inv: holds ", scale_bytes, " bytes, the experts' scales reach byte ",
+         scale_end, " (", g->scale_packing == MXFP8_GROUPED_SCALES_PADDED ? "each padded to 128 x 4" : "compact",
+         d.scale_offsets ? ", at desc.scale_offsets" : ", back to back", ")");
+  g->data = d.data;
+  g->scales = d.scale_inv;
+  const bool swizzled = g->scale_layout == MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED;
+  const int64_t row_stride =
+      g->scale_packing == MXFP8_GROUPED_SCALES_PADDED ? round_up(g->scale_cols, kTileCols) : g->scale_cols;
+  for (size_t e = 0; e < g->rows.size(); ++e) {
+    uint8_t *at = byte_pointer(scales) + g->scale_offset[e];
+    g->sources.push_back(ScaleSource{swizzled ? at : nullptr, false, ByteMatrix{at, g->rows[e], g->scale_cols, row_stride, 1},
+                                     g->rows[e], g->scale_cols});
+  }
+  return g;
+}
+
+DLTensor offset_by(const DLTensor &t, int64_t bytes) {
+  DLTensor moved = t;
+  moved.byte_offset += static_cast<uint64_t>(bytes);
+  return moved;
+}
+
+bool uniform_rows(const mxfp8_grouped_tensor &g) {
+  for (int64_t r : g.rows)
+    if (r != g.rows.front()) return false;
+  return true;
+}
+
+}  // namespace
+
+void retain(const mxfp8_grouped_tensor *grouped) noexcept {
+  grouped->references.fetch_add(1, std::memory_order_relaxed);
+}
+
+void release(const mxfp8_grouped_tensor *grouped) noexcept {
+  if (grouped->references.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  for (DLManagedTensorVersioned *m : {grouped->data, grouped->scales})
+    if (m->deleter) m->deleter(m);
+  delete grouped;
+}
+
+}  // namespace mxfp8
+
+using namespace mxfp8;
+
+extern "C" MXFP8_API mxfp8_status mxfp8_grouped_tensor_create(const mxfp8_grouped_desc *desc, mxfp8_grouped_tensor **out) {
+  return guarded([&] {
+    if (!desc) fail(MXFP8_ERROR_INVALID_ARGUMENT, "desc is NULL");
+    if (!out) fail(MXFP8_ERROR_INVALID_ARGUMENT, "out is NULL");
+    *out = create_grouped(*desc).release();
+  });
+}
+
+extern "C" MXFP8_API void mxfp8_grouped_tensor_release(mxfp8_grouped_tensor *grouped) {
+  if (grouped) mxfp8::release(grouped);
+}
+
+extern "C" MXFP8_API mxfp8_status mxfp8_grouped_expert(const mxfp8_grouped_tensor *g, int32_t expert, mxfp8_tensor **out) {
+  return guarded([&] {
+    if (!g) fail(MXFP8_ERROR_INVALID_ARGUMENT, "grouped is NULL");
+    if (!out) fail(MXFP8_ERROR_INVALID_ARGUMENT, "out is NULL");
+    const auto experts = static_cast<int32_t>(g->rows.size());
+    if (expert < 0 || expert >= experts)
+      fail(MXFP8_ERROR_INVALID_ARGUMENT, "expert ", expert, " is out of range: the group has ", experts, " experts");
+    const int64_t rows = g->rows[expert];
+    const std::vector<int64_t> shape{rows, g->cols}, scale_shape = expert_scale_shape(*g, rows);
+    // Views of the flat buffers: each holds a reference on the group, released by its deleter.
+    ManagedPtr data = make_view(keep_alive(g), offset_by(g->data->dl_tensor, g->first_row[expert] * g->cols),
+                                g->data->dl_tensor.dtype, shape, compact_strides(shape), g->data->flags);
+    ManagedPtr scales = make_view(keep_alive(g), offset_by(g->scales->dl_tensor, g->scale_offset[expert]),
+                                  g->scales->dl_tensor.dtype, scale_shape, compact_strides(scale_shape), g->scales->flags);
+    mxfp8_tensor_desc desc = MXFP8_TENSOR_DESC_INIT;
+    desc.format = g->format;
+    desc.scale_layout = g->scale_layout;
+    desc.rowwise_data = data.get();
+    desc.rowwise_scale_inv = scales.get();
+    *out = create_tensor(desc).release();
+    data.release();  // the expert's tensor owns both views now
+    scales.release();
+  });
+}
+
+extern "C" MXFP8_API mxfp8_status mxfp8_grouped_export_stacked(const mxfp8_grouped_tensor *g,
+                                                               const mxfp8_export_options *options,
+                                                               DLManagedTensorVersioned **values,
+                                                               DLManagedTensorVersioned **scales) {
+  return guarded([&] {
+    if (!g) fail(MXFP8_ERROR_INVALID_ARGUMENT, "grouped is NULL");
+    if (!values && !scales) fail(MXFP8_ERROR_INVALID_ARGUMENT, "values and scales are both NULL: nothing to export");
+    if (values == scales)
+      fail(MXFP8_ERROR_INVALID_ARGUMENT, "values and scales point to the same place: each output needs its own pointer");
+    const mxfp8_export_options o = read_options(options);
+    if (o.direction != MXFP8_DIRECTION_ROWWISE)
+      fail(MXFP8_ERROR_MISSING_DATA, "grouped experts carry rowwise data only: export them with direction rowwise");
+    if (o.scales_granularity != MXFP8_SCALES_PER_32)
+      fail(MXFP8_ERROR_INVALID_ARGUMENT, "grouped experts export their stored per-32 scales: "
+           "options.scales_granularity must be MXFP8_SCALES_PER_32");
+    if (!uniform_rows(*g))
+      fail(MXFP8_ERROR_INVALID_ARGUMENT, "stacking needs experts of one row count; these have ", g->rows.front(),
+           " and ", *std::find_if(g->rows.begin(), g->rows.end(), [&](int64_t r) { return r != g->rows.front(); }),
+           " rows: export them per expert (mxfp8_grouped_expert)");
+    const auto experts = static_cast<int64_t>(g->rows.size());
+    const int64_t n = g->rows.front(), c = g->scale_cols;
+    const std::vector<int64_t> values_shape{experts, n, g->cols}, scales_shape{experts, n, c};
+    const DLDataType scale_dtype = scales_dtype(o.scales_dtype);
+
+    ManagedPtr scales_out;
+    if (scales) {
+      bool back_to_back = g->scale_packing == MXFP8_GROUPED_SCALES_COMPACT;
+      for (int64_t e = 0; e < experts && back_to_back; ++e) back_to_back = g->scale_offset[e] == e * n * c;
+      if (back_to_back) {
+        scales_out = make_view(keep_alive(g), g->scales->dl_tensor, scale_dtype, scales_shape,
+                               compact_strides(scales_shape), g->scales->flags & DLPACK_FLAG_BITMASK_READ_ONLY);
+      } else {
+        scales_out = allocate_copy(g->device, scale_dtype, scales_shape, Allocation{o.allocator, o.stream});
+        const int64_t copy_bytes = checked_numel(scales_out->dl_tensor, "scales");
+        std::vector<Span> spans{
+            span_of(byte_pointer(g->data->dl_tensor), checked_numel(g->data->dl_tensor, "data"), "desc.data", kNoIndex, false),
+            span_of(byte_pointer(g->scales->dl_tensor), checked_numel(g->scales->dl_tensor, "scale_inv"), "desc.scale_inv",
+                    kNoIndex, false),
+            span_of(copy_bytes > 0 ? byte_pointer(scales_out->dl_tensor) : nullptr, copy_bytes,
+                    "the scales copy from options.allocator", kNoIndex, true)};
+        check_no_overlap(spans);
+        std::vector<ScaleJob> jobs;
+        uint8_t *dst = byte_pointer(scales_out->dl_tensor);
+        for (int64_t e = 0; e < experts && n * c > 0; ++e) jobs.push_back(compact_job(g->sources[e], dst + e * n * c));
+        run_jobs_on(g->device, jobs.data(), jobs.size(), o.stream);
+      }
+    }
+    ManagedPtr values_out;
+    if (values) {
+      values_out = make_view(keep_alive(g), g->data->dl_tensor, values_dtype(g->format, o.values_dtype), values_shape,
+                             compact_strides(values_shape),
+                             g->data->flags & DLPACK_FLAG_BITMASK_READ_ONLY);
+    }
+    if (scales) *scales = scales_out.release();
+    if (values) *values = values_out.release();
+  });
+}

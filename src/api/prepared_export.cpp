@@ -1,0 +1,71 @@
+// mxfp8_prepared_export: a batched or bucket export checked once and kept as its jobs, so that the
+// export a trainer repeats every step is one launch with no checks, no allocation and no
+// synchronization (capturable in a CUDA graph).
+#include <memory>
+#include <vector>
+
+#include "core/error.hpp"
+#include "api/export_internal.hpp"
+#include "api/tensor.hpp"
+
+struct mxfp8_prepared_export {
+  mxfp8::ExportJobs work;
+  // One reference each, so every source buffer's owner outlives the plan (its deleter runs only after
+  // the plan's release).
+  std::vector<const mxfp8_tensor *> tensors;
+  ~mxfp8_prepared_export() {
+    for (const mxfp8_tensor *t : tensors) mxfp8::release(t);
+  }
+};
+
+namespace mxfp8 {
+namespace {
+
+void keep(mxfp8_prepared_export &prepared, const mxfp8_tensor *const *tensors, size_t count) {
+  prepared.tensors.reserve(count);
+  for (size_t i = 0; i < count; ++i) {
+    retain(tensors[i]);
+    prepared.tensors.push_back(tensors[i]);
+  }
+}
+
+}  // namespace
+}  // namespace mxfp8
+
+using namespace mxfp8;
+
+extern "C" MXFP8_API mxfp8_status mxfp8_prepare_scales_batched(const mxfp8_tensor *const *tensors,
+                                                               DLTensor *const *destinations, size_t count,
+                                                               const mxfp8_export_options *options,
+                                                               mxfp8_prepared_export **out) {
+  return guarded([&] {
+    if (!out) fail(MXFP8_ERROR_INVALID_ARGUMENT, "out is NULL");
+    auto prepared = std::make_unique<mxfp8_prepared_export>();
+    prepared->work = batched_jobs(tensors, destinations, count, read_options(options));
+    keep(*prepared, tensors, count);
+    *out = prepared.release();
+  });
+}
+
+extern "C" MXFP8_API mxfp8_status mxfp8_prepare_bucket(const mxfp8_tensor *const *tensors, size_t count,
+                                                       const mxfp8_export_options *options,
+                                                       const mxfp8_bucket_entry *entries, DLTensor *bucket,
+                                                       mxfp8_prepared_export **out) {
+  return guarded([&] {
+    if (!out) fail(MXFP8_ERROR_INVALID_ARGUMENT, "out is NULL");
+    auto prepared = std::make_unique<mxfp8_prepared_export>();
+    prepared->work = bucket_jobs(tensors, count, read_options(options), entries, bucket);
+    keep(*prepared, tensors, count);
+    *out = prepared.release();
+  });
+}
+
+extern "C" MXFP8_API mxfp8_status mxfp8_prepared_export_run(const mxfp8_prepared_export *prepared, void *stream) {
+  return guarded([&] {
+    if (!prepared) fail(MXFP8_ERROR_INVALID_ARGUMENT, "prepared is NULL");
+    const ExportJobs &w = prepared->work;
+    run_jobs_on(w.device, w.jobs.data(), w.jobs.size(), stream);
+  });
+}
+
+extern "C" MXFP8_API void mxfp8_prepared_export_release(mxfp8_prepared_export *prepared) { delete prepared; }

@@ -1,0 +1,59 @@
+// The validated, immutable, reference-counted MXFP8 tensor behind the opaque mxfp8_tensor handle.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <cstdint>
+#include <vector>
+
+#include <dlpack/dlpack.h>
+
+#include "core/memory_span.hpp"
+#include "mxfp8/mxfp8.h"
+#include "core/scale_copy.hpp"
+#include "core/scale_source.hpp"
+
+namespace mxfp8 {
+
+// One direction's data and scales, with the geometry validated at creation.
+struct Direction {
+  DLManagedTensorVersioned *data = nullptr;
+  DLManagedTensorVersioned *scales = nullptr;
+  // The compact scale matrix S: R x C (rowwise: M x ceil(K/32); columnwise: ceil(M/32) x K).
+  int64_t scale_rows = 0;
+  int64_t scale_cols = 0;
+  // For MXFP8_SCALE_LAYOUT_ROW_MAJOR: where S sits inside the (possibly padded) buffer.
+  ByteMatrix row_major{};
+  // Where S is read from, whatever the layout: what every copy, bucket and check of S starts from.
+  ScaleSource source{};
+  // Every byte the data and the scale buffer cover (padding included), for the overlap checks of calls
+  // that write somewhere.
+  const uint8_t *data_begin = nullptr;
+  int64_t data_bytes = 0;
+  const uint8_t *scales_begin = nullptr;
+  int64_t scales_bytes = 0;
+  bool present() const { return data != nullptr; }
+};
+
+}  // namespace mxfp8
+
+struct mxfp8_tensor {
+  mutable std::atomic<int64_t> references{1};
+  mxfp8_format format = MXFP8_FORMAT_E4M3;
+  mxfp8_scale_layout scale_layout = MXFP8_SCALE_LAYOUT_ROW_MAJOR;
+  mxfp8_block block = MXFP8_BLOCK_1X32;
+  std::vector<int64_t> shape;  // (*lead, K)
+  int64_t rows = 0;            // M = prod(lead)
+  int64_t cols = 0;            // K
+  DLDevice device{};
+  mxfp8::Direction directions[2];  // indexed by mxfp8_direction
+};
+
+namespace mxfp8 {
+void retain(const mxfp8_tensor *tensor) noexcept;
+void release(const mxfp8_tensor *tensor) noexcept;
+// Validates a description into a tensor (what mxfp8_tensor_create does); takes nothing on failure.
+std::unique_ptr<mxfp8_tensor> create_tensor(const mxfp8_tensor_desc &desc);
+// Appends the spans of every buffer of `tensor` (read by the call), named tensors[index].
+void add_read_spans(const mxfp8_tensor &tensor, size_t index, const char *kind, std::vector<Span> &spans);
+}  // namespace mxfp8

@@ -1,0 +1,174 @@
+#include "core/dlpack_tensor.hpp"
+
+#include <cstdlib>
+#include <string>
+#include <utility>
+
+#include "cuda/cuda_runtime.hpp"
+#include "core/dltensor_checks.hpp"
+#include "core/error.hpp"
+#include "core/scale_copy.hpp"
+#include "core/shape.hpp"
+#include "api/grouped.hpp"
+#include "api/tensor.hpp"
+
+namespace mxfp8 {
+namespace {
+
+// manager_ctx of every tensor the library makes. `managed` is the first member, so the deleter finds
+// the whole block from the pointer it is given.
+struct LibraryTensor {
+  DLManagedTensorVersioned managed{};
+  std::vector<int64_t> shape;
+  std::vector<int64_t> strides;
+  KeepAlive owner{};                         // views: the source
+  void *host_buffer = nullptr;               // host copies
+  void *device_buffer = nullptr;             // CUDA copies, freed on `stream`
+  void *stream = nullptr;
+};
+
+void delete_library_tensor(DLManagedTensorVersioned *self) {
+  auto *t = static_cast<LibraryTensor *>(self->manager_ctx);
+  if (t->owner.release) t->owner.release(t->owner.object);
+  std::free(t->host_buffer);
+  if (t->device_buffer) cuda::free_async(t->device_buffer, t->stream);
+  delete t;
+}
+
+std::unique_ptr<LibraryTensor> new_library_tensor(DLDevice device, DLDataType dtype, std::vector<int64_t> shape,
+                                                  std::vector<int64_t> strides, uint64_t flags) {
+  auto t = std::make_unique<LibraryTensor>();
+  t->shape = std::move(shape);
+  t->strides = std::move(strides);
+  DLManagedTensorVersioned &m = t->managed;
+  m.version = DLPackVersion{DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
+  m.manager_ctx = t.get();
+  m.deleter = delete_library_tensor;
+  m.flags = flags;
+  m.dl_tensor.device = device;
+  m.dl_tensor.dtype = dtype;
+  m.dl_tensor.ndim = static_cast<int32_t>(t->shape.size());
+  m.dl_tensor.shape = t->shape.empty() ? nullptr : t->shape.data();
+  m.dl_tensor.strides = t->strides.empty() ? nullptr : t->strides.data();
+  return t;
+}
+
+void record_allocator_error(void *ctx, const char *kind, const char *message) {
+  auto *text = static_cast<std::string *>(ctx);
+  try {
+    *text = cat(kind ? kind : "error", ": ", message ? message : "(no message)");
+  } catch (...) {
+  }
+}
+
+// Everything a caller's allocator returned, checked field by field before any is trusted: a field is read
+// only once the fields it depends on are known good (DLPack: nothing but the deleter of another major
+// version; the shape only for the requested ndim).
+void check_allocated(const DLManagedTensorVersioned &m, const DLTensor &prototype) {
+  const auto bad = [&](const auto &...what) {
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, "the caller's allocator, asked for a contiguous ",
+         format_shape(prototype.shape, prototype.ndim), " ", format_dtype(prototype.dtype), " on ",
+         format_device(prototype.device), ", returned ", what...);
+  };
+  if (m.version.major != DLPACK_MAJOR_VERSION)
+    bad("a DLPack ", m.version.major, ".", m.version.minor, " tensor (this library reads ", DLPACK_MAJOR_VERSION, ".x)");
+  const DLTensor &t = m.dl_tensor;
+  if (t.ndim != prototype.ndim) bad("a tensor of ndim ", t.ndim);
+  if (t.ndim > 0 && !t.shape) bad("a NULL shape");
+  for (int32_t i = 0; i < t.ndim; ++i)
+    if (t.shape[i] != prototype.shape[i]) bad("shape ", format_shape(t.shape, t.ndim));
+  if (t.dtype.bits != 8 || t.dtype.lanes != 1 || (t.dtype.code != kDLUInt && t.dtype.code != prototype.dtype.code))
+    bad("dtype ", format_dtype(t.dtype));
+  if (!same_device(t.device, prototype.device)) bad("memory on ", format_device(t.device));
+  if (!is_compact(t)) bad("strides ", format_shape(t.strides, t.ndim));
+  if (!t.data) bad("a NULL data pointer");
+  if (t.byte_offset > UINTPTR_MAX - reinterpret_cast<uintptr_t>(t.data))
+    bad("byte_offset ", t.byte_offset, ", past the end of the address space");
+  if (m.flags & DLPACK_FLAG_BITMASK_READ_ONLY) bad("a tensor flagged read-only");
+}
+
+ManagedPtr from_caller_allocator(DLDevice device, DLDataType dtype, const std::vector<int64_t> &shape,
+                                 Allocator allocator) {
+  std::vector<int64_t> prototype_shape = shape;
+  DLTensor prototype{};
+  prototype.device = device;
+  prototype.dtype = dtype;
+  prototype.ndim = static_cast<int32_t>(shape.size());
+  prototype.shape = prototype_shape.empty() ? nullptr : prototype_shape.data();
+  DLManagedTensorVersioned *raw = nullptr;
+  std::string error;
+  const int rc = allocator(&prototype, &raw, &error, record_allocator_error);
+  // On failure `*out` is not the allocator's to have set: never touch it.
+  if (rc != 0 || !raw)
+    fail(MXFP8_ERROR_OUT_OF_MEMORY, "the caller's allocator failed for shape ", format_shape(shape), " on ",
+         format_device(device), error.empty() ? std::string() : ": " + error);
+  ManagedPtr result(raw);  // deleted if any check below fails
+  check_allocated(*raw, prototype);
+  raw->flags |= DLPACK_FLAG_BITMASK_IS_COPIED;
+  raw->dl_tensor.dtype = dtype;  // e8m0 vs uint8 is ours to say; the bytes are the same
+  return result;
+}
+
+}  // namespace
+
+std::vector<int64_t> compact_strides(const std::vector<int64_t> &shape) {
+  std::vector<int64_t> strides(shape.size());
+  int64_t s = 1;
+  for (size_t i = shape.size(); i-- > 0;) {
+    strides[i] = s;
+    // Only an empty shape (a 0 further out) can overflow here, and any stride describes an empty tensor.
+    if (__builtin_mul_overflow(s, shape[i], &s)) s = 0;
+  }
+  return strides;
+}
+
+KeepAlive keep_alive(const mxfp8_tensor *tensor) {
+  retain(tensor);
+  return KeepAlive{[](const void *o) noexcept { release(static_cast<const mxfp8_tensor *>(o)); }, tensor};
+}
+
+KeepAlive keep_alive(const mxfp8_grouped_tensor *grouped) {
+  retain(grouped);
+  return KeepAlive{[](const void *o) noexcept { release(static_cast<const mxfp8_grouped_tensor *>(o)); }, grouped};
+}
+
+ManagedPtr make_view(KeepAlive owner, const DLTensor &base, DLDataType dtype, std::vector<int64_t> shape,
+                     std::vector<int64_t> strides, uint64_t flags) {
+  std::unique_ptr<LibraryTensor> t;
+  try {
+    t = new_library_tensor(base.device, dtype, std::move(shape), std::move(strides), flags);
+  } catch (...) {
+    owner.release(owner.object);
+    throw;
+  }
+  t->managed.dl_tensor.data = base.data;
+  t->managed.dl_tensor.byte_offset = base.byte_offset;
+  t->owner = owner;
+  return ManagedPtr(&t.release()->managed);
+}
+
+ManagedPtr allocate_copy(DLDevice device, DLDataType dtype, const std::vector<int64_t> &shape,
+                         const Allocation &allocation) {
+  const int64_t bytes = product(shape, 0, shape.size(), "the copy's size");
+  if (allocation.allocator && bytes > 0) return from_caller_allocator(device, dtype, shape, allocation.allocator);
+  const bool host = memory_of(device, "copy") == Memory::Host;
+  // malloc memory is plain host memory: a copy of a kDLCUDAHost (pinned) source is not pinned, and says so.
+  const DLDevice placed = host ? DLDevice{kDLCPU, 0} : device;
+  auto t = new_library_tensor(placed, dtype, shape, compact_strides(shape), DLPACK_FLAG_BITMASK_IS_COPIED);
+  if (bytes > 0)
+    where_memory_lives(
+        device, "copy",
+        [&] {
+          t->host_buffer = std::malloc(static_cast<size_t>(bytes));
+          if (!t->host_buffer) fail(MXFP8_ERROR_OUT_OF_MEMORY, "cannot allocate ", bytes, " bytes of host memory");
+          t->managed.dl_tensor.data = t->host_buffer;
+        },
+        [&] {
+          t->device_buffer = cuda::allocate(bytes, allocation.stream);
+          t->stream = allocation.stream;
+          t->managed.dl_tensor.data = t->device_buffer;
+        });
+  return ManagedPtr(&t.release()->managed);
+}
+
+}  // namespace mxfp8

@@ -1,0 +1,67 @@
+// Reading caller-supplied DLTensors: dtypes, devices, element counts, strides, and the view of a
+// scale buffer as a 2-D byte matrix. Every function names the offending field in its error.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <dlpack/dlpack.h>
+
+#include "mxfp8/mxfp8.h"
+#include "core/scale_copy.hpp"
+
+namespace mxfp8 {
+
+// Where the bytes can be touched from: host loops or CUDA kernels.
+enum class Memory { Host, Cuda };
+
+// kDLCPU and kDLCUDAHost are host memory; kDLCUDA and kDLCUDAManaged are moved by kernels. Any other
+// device type fails with MXFP8_ERROR_UNSUPPORTED.
+Memory memory_of(DLDevice device, const char *name);
+bool same_device(DLDevice a, DLDevice b);
+std::string format_device(DLDevice device);
+
+std::string format_dtype(DLDataType dtype);
+bool is_dtype(DLDataType dtype, uint8_t code, uint8_t bits);
+
+// The dtypes the library labels its outputs with: float8_e4m3fn / float8_e5m2 for `format`, or uint8 as
+// mxfp8_values_dtype says; uint8 or float8_e8m0fnu as mxfp8_scales_dtype says.
+DLDataType fp8_dtype(int32_t format);
+DLDataType values_dtype(int32_t format, int32_t values_dtype);
+DLDataType scales_dtype(int32_t scales_dtype);
+
+// What a caller's buffer may hold: E8M0 scale bytes (uint8 or float8_e8m0fnu), FP8 values of one format
+// (uint8 or that float8), any one-byte dtype, or what the caller checked itself (e.g. float outputs).
+enum class Holds { ScaleBytes, Fp8Values, Bytes, CheckedByCaller };
+
+// One caller buffer as a call sees it, checked in this order: a countable shape, its dtype, its device
+// (when `device` is set: it must be that one, whose owner `device_of` names in the message with its verb,
+// e.g. "the input is" or "the tensors are"),
+// exactly `numel` elements (when >= 0), row-major contiguous, and a data pointer unless it is empty.
+struct BufferCheck {
+  const char *name;
+  Holds holds;
+  int32_t format;            // Holds::Fp8Values: an mxfp8_format
+  const DLDevice *device;
+  const char *device_of;
+  int64_t numel;
+};
+// Returns data + byte_offset, or NULL for an empty buffer.
+uint8_t *expect_buffer(const DLTensor &t, const BufferCheck &check);
+// uint8 or float8_e8m0fnu, the two dtypes an E8M0 scale byte may carry.
+void check_scale_dtype(const DLTensor &t, const char *name);
+
+// Fails unless the tensor's major DLPack version is this header's (DLPack forbids reading the rest).
+void check_version(const DLManagedTensorVersioned &m, const char *name);
+
+// Product of the shape; fails on a NULL shape, more than kMaxDims, negative or overflowing dimensions.
+int64_t checked_numel(const DLTensor &t, const char *name);
+// Row-major with no gaps (NULL strides count as compact; dimensions of size 1 are ignored).
+bool is_compact(const DLTensor &t);
+uint8_t *byte_pointer(const DLTensor &t);
+
+// A scale buffer as rows x cols bytes: leading dimensions are flattened into rows, the last one must
+// have stride 1 (unless `any_strides`, used for low-level destinations that may write a transpose).
+ByteMatrix as_byte_matrix(const DLTensor &t, const char *name, bool any_strides);
+
+}  // namespace mxfp8

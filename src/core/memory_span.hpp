@@ -1,0 +1,37 @@
+// The bytes a buffer covers, and the one check that no write lands on another buffer of the same call:
+// outputs must not overlap inputs (the header forbids it for every call) or each other.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <dlpack/dlpack.h>
+
+#include "core/scale_copy.hpp"
+
+namespace mxfp8 {
+
+// [begin, begin + bytes) of one buffer, named for messages as `kind`, `kind[index]` or `kind[index] part`
+// (no string is built unless a check fails: the batched calls make spans for every tensor of a model).
+struct Span {
+  uintptr_t begin;
+  uint64_t bytes;
+  const char *kind;
+  size_t index;
+  bool written;
+  const char *part = nullptr;
+};
+constexpr size_t kNoIndex = static_cast<size_t>(-1);
+
+// The bytes from the first to the last element of a validated matrix (none when it is empty).
+Span span_of(const ByteMatrix &m, const char *kind, size_t index, bool written);
+// `bytes` contiguous bytes from `begin`.
+Span span_of(const void *begin, int64_t bytes, const char *kind, size_t index, bool written);
+
+// Fails with MXFP8_ERROR_INVALID_ARGUMENT naming both buffers when a written span overlaps any other
+// span; read spans may overlap each other. O(n log n); reorders `spans`.
+void check_no_overlap(std::vector<Span> &spans);
+
+}  // namespace mxfp8

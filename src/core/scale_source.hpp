@@ -1,0 +1,64 @@
+// Where one direction's compact scale matrix S (rows x cols) lives as stored, readable element by
+// element on host and device: a swizzled buffer (of S, or of S^T for columnwise scales) or a row-major
+// matrix inside a possibly padded buffer.
+#pragma once
+
+#include <cstdint>
+
+#include "core/scale_copy.hpp"
+#include "core/swizzle_index.hpp"
+
+namespace mxfp8 {
+
+struct ScaleSource {
+  const uint8_t *swizzled;  // NULL: row_major
+  bool transposed;          // the swizzled matrix is S^T
+  ByteMatrix row_major;
+  int64_t rows;
+  int64_t cols;
+};
+
+MXFP8_HOST_DEVICE inline const uint8_t *scale_address(const ScaleSource &s, int64_t r, int64_t c) {
+  if (!s.swizzled) return s.row_major.data + r * s.row_major.row_stride + c * s.row_major.col_stride;
+  const int64_t padded = s.transposed ? (s.rows + kTileCols - 1) / kTileCols * kTileCols
+                                      : (s.cols + kTileCols - 1) / kTileCols * kTileCols;
+  return s.swizzled + (s.transposed ? swizzled_offset(c, r, padded) : swizzled_offset(r, c, padded));
+}
+
+// The job writing S compact (rows x cols, row-major, row stride cols) at `dst`. Swizzled columnwise scales
+// are S^T swizzled: the job unswizzles S^T into a transposed view of the output.
+inline ScaleJob compact_job(const ScaleSource &s, uint8_t *dst) {
+  if (!s.swizzled) return ScaleJob{nullptr, s.row_major, ByteMatrix{dst, s.rows, s.cols, s.cols, 1}};
+  if (s.transposed) return ScaleJob{s.swizzled, ByteMatrix{}, ByteMatrix{dst, s.cols, s.rows, 1, s.cols}};
+  return ScaleJob{s.swizzled, ByteMatrix{}, ByteMatrix{dst, s.rows, s.cols, s.cols, 1}};
+}
+
+// Block (br, bc) of the 32-wide blocks along `axis`: its first stored scale in *value, and the row-major
+// index in S of the first stored scale of the block that differs from it, or -1.
+MXFP8_HOST_DEVICE inline int64_t read_block(const ScaleSource &s, int axis, int64_t br, int64_t bc, uint8_t *value) {
+  const int64_t r0 = axis == 0 ? br * kBlockSize : br, c0 = axis == 0 ? bc : bc * kBlockSize;
+  *value = *scale_address(s, r0, c0);
+  for (int64_t i = 1; i < kBlockSize; ++i) {
+    const int64_t r = axis == 0 ? r0 + i : r0, c = axis == 0 ? c0 : c0 + i;
+    if (r >= s.rows || c >= s.cols) break;
+    if (*scale_address(s, r, c) != *value) return r * s.cols + c;
+  }
+  return -1;
+}
+
+// The first scale that differs from the first scale of its 32-wide block, if any.
+struct BlockMismatch {
+  int64_t row = -1;  // -1: every block agrees
+  int64_t col = -1;
+};
+
+// One scale per 32 along `axis` of S (0: rows, as rowwise 2-D weights repeat a block's scale down 32
+// rows; 1: columns, as columnwise ones repeat it across 32 columns) into `out`
+// (ceil(rows/32) x cols or rows x ceil(cols/32)).
+BlockMismatch block_scales_host(const ScaleSource &s, int axis, ByteMatrix out);
+namespace cuda {
+// The same on the device, queued on `stream`; waits for `stream` to learn whether the blocks agreed.
+BlockMismatch block_scales(const ScaleSource &s, int axis, ByteMatrix out, void *stream);
+}  // namespace cuda
+
+}  // namespace mxfp8

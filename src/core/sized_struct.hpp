@@ -1,0 +1,51 @@
+// Reading a caller's option structs: the size prefix (older callers, smaller struct_size, get defaults
+// for the fields they do not know; newer callers are accepted when every field this build does not know
+// is 0) and the enum fields inside them.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <initializer_list>
+#include <string>
+
+#include "core/error.hpp"
+
+namespace mxfp8 {
+
+template <class T>
+T read_sized_struct(const T *caller, const T &defaults, size_t smallest_size, const char *name,
+                    const char *init_macro) {
+  if (!caller) return defaults;
+  const uint32_t size = caller->struct_size;
+  if (size < smallest_size)
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, name, ".struct_size is ", size, ", smaller than any version of ",
+         name, " (", smallest_size, " bytes): initialize it with ", init_macro);
+  T result = defaults;
+  std::memcpy(&result, caller, std::min<size_t>(size, sizeof(T)));
+  const auto *bytes = reinterpret_cast<const unsigned char *>(caller);
+  for (size_t i = sizeof(T); i < size; ++i)
+    if (bytes[i] != 0)
+      fail(MXFP8_ERROR_UNSUPPORTED, name, " sets fields this build does not know (struct_size ", size,
+           ", this build knows ", sizeof(T), " bytes): link against a newer libmxfp8");
+  result.struct_size = static_cast<uint32_t>(sizeof(T));
+  return result;
+}
+
+struct EnumValue {
+  int32_t value;
+  const char *name;
+};
+
+// Fails with "options.direction is 2, expected MXFP8_DIRECTION_ROWWISE (0) or ..." unless `value` is
+// one of `allowed`.
+inline void check_enum(int32_t value, const char *field, std::initializer_list<EnumValue> allowed) {
+  std::string expected;
+  for (const EnumValue &e : allowed) {
+    if (e.value == value) return;
+    expected += cat(expected.empty() ? "" : " or ", e.name, " (", e.value, ")");
+  }
+  fail(MXFP8_ERROR_INVALID_ARGUMENT, field, " is ", value, ", expected ", expected);
+}
+
+}  // namespace mxfp8

@@ -1,0 +1,444 @@
+// CUDA kernels for the scale matrix operations.
+//
+// Both directions work on "chunks": W::kTilesPerChunk consecutive 128x4 tiles of one tile row. In the
+// swizzled buffer a chunk is one contiguous run of W::kTilesPerChunk * 512 bytes; in the compact matrix it
+// is 128 rows x (4 * W::kTilesPerChunk) columns. A thread block moves one chunk through shared memory, so
+// that both its global reads and its global writes are coalesced: 16-byte vectors on the swizzled side,
+// runs of 4 * W::kTilesPerChunk bytes along each compact row on the other.
+//
+// Shared memory holds a chunk in its compact form, one 32-bit word (4 scales) per row and tile:
+// word (r, j) at r * (tiles per chunk + 1) + j. The padding word keeps both access patterns nearly free
+// of bank conflicts: a warp staging one tile writes rows l, l+32, l+64, l+96 of lane l (banks l + j);
+// a warp gathering 16-byte row segments reads 4 rows x 8 quads (banks r + 4q + k, all distinct) for
+// narrow chunks, 2 rows x 16 quads (2-way) for wide ones.
+//
+// Narrow matrices (rows shorter than half a chunk, e.g. 24 scales) take "direct" chunks instead: a run
+// of whole tiles in storage order, across tile rows, staged flat, each thread writing the 4 row-words
+// of the vectors it loaded. Row-major sources (padded crops, bucket copies) skip shared memory: each
+// thread copies 16-byte (or smaller) row segments.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <atomic>
+#include <memory>
+
+#include "cuda/cuda_check.cuh"
+#include "core/error.hpp"
+#include "core/scale_copy.hpp"
+#include "core/shape.hpp"
+#include "core/swizzle_index.hpp"
+
+namespace mxfp8::cuda {
+namespace {
+
+constexpr int kWordsPerTile = static_cast<int>(kTileBytes / 4);  // 128: one 32-bit word per tile row
+constexpr int kWordsPerLine = static_cast<int>(kLineBytes / 4);  // 4
+constexpr int kVectorsPerTile = static_cast<int>(kTileBytes / 16);  // 32 16-byte loads per tile
+constexpr int kMaxJobsPerLaunch = 384;  // keeps the kernel parameter under 32 KiB
+
+// A chunk width: kTiles tiles of one tile row, moved by kTiles * 8 threads holding 4 vectors each.
+template <int kTiles>
+struct Width {
+  static constexpr int kTilesPerChunk = kTiles;
+  static constexpr int kThreads = kTiles * 8;
+  static constexpr int kVectorsPerThread = kTiles * kVectorsPerTile / kThreads;  // 4
+  static constexpr int kSmemRowStride = kTiles + 1;  // words per chunk row in shared memory
+  static constexpr int kSmemWords = kTileRows * kSmemRowStride;
+  // Half the SM's 2048 threads resident: caps registers at 64, which the measured versions used.
+  static constexpr int kMinBlocksPerSm = 1024 / kThreads;
+};
+// Narrow chunks (16 KiB) keep more blocks busy on one matrix; wide chunks (32 KiB, a whole tile row when
+// K <= 8192) write longer contiguous runs, which wins once a batch has many chunks per resident block.
+// Measured on the H200: bench/results/2026-12-02-h200-v4-*.json (narrow) and -v5-*.json (wide).
+using Narrow = Width<32>;
+using Wide = Width<64>;
+constexpr int kWideChunksPerBlock = 8;
+
+
+// One matrix of a launch, as the kernel sees it.
+struct DeviceJob {
+  const uint8_t *swizzled;  // NULL: copy from src instead
+  const uint8_t *src;
+  uint8_t *dst;
+  int64_t src_row_stride;
+  int64_t dst_row_stride;
+  int64_t dst_col_stride;
+  int32_t rows;
+  int32_t cols;
+  int32_t tile_cols;        // roundup(cols, 4) / 4
+  int32_t chunks_per_row;   // ceil(tile_cols / W::kTilesPerChunk)
+  int32_t first_block;
+  int32_t word_stores;      // dst rows are 4-byte aligned with col_stride 1
+  int32_t direct;           // narrow matrix: chunks are runs of whole tiles, scattered without a gather
+  int32_t tile_rows;        // ceil(rows / 128)
+};
+
+template <int kCapacity>
+struct JobBatch {
+  int32_t count;
+  DeviceJob jobs[kCapacity];
+};
+
+__device__ uint32_t load_word_bytes(const uint8_t *p, int valid) {
+  uint32_t w = 0;
+  for (int b = 0; b < 4; ++b)
+    if (b < valid) w |= static_cast<uint32_t>(p[b]) << (8 * b);
+  return w;
+}
+
+// Where one chunk of a batch lies: its job, tile row, first tile column and width in tiles.
+// A direct job's chunk is `tiles` consecutive tiles in storage order, starting at linear_tile; other
+// chunks stay inside one tile row.
+struct Chunk {
+  const DeviceJob *job;
+  int64_t linear_tile;  // the chunk's first tile in the swizzled buffer
+  int tile_row;
+  int first_tile;
+  int tiles;
+};
+
+// Chunks are visited in increasing order, so the job index only ever moves forward.
+template <class W, int kCapacity>
+__device__ Chunk locate(const JobBatch<kCapacity> &batch, int32_t chunk, int &job_index) {
+  while (job_index + 1 < batch.count && batch.jobs[job_index + 1].first_block <= chunk) ++job_index;
+  const DeviceJob &job = batch.jobs[job_index];
+  const int local = chunk - job.first_block;
+  if (job.direct) {
+    const int64_t first = static_cast<int64_t>(local) * W::kTilesPerChunk;
+    const int64_t total = static_cast<int64_t>(job.tile_rows) * job.tile_cols;
+    return Chunk{&job, first, 0, 0, static_cast<int>(total - first < W::kTilesPerChunk ? total - first : W::kTilesPerChunk)};
+  }
+  const int tile_row = local / job.chunks_per_row;
+  const int first_tile = (local % job.chunks_per_row) * W::kTilesPerChunk;
+  return Chunk{&job, static_cast<int64_t>(tile_row) * job.tile_cols + first_tile, tile_row, first_tile,
+               min(W::kTilesPerChunk, job.tile_cols - first_tile)};
+}
+
+__device__ const uint8_t *swizzled_chunk(const Chunk &c) { return c.job->swizzled + c.linear_tile * kTileBytes; }
+
+__device__ bool vector_loads(const Chunk &c) {
+  return c.job->swizzled && (reinterpret_cast<uintptr_t>(swizzled_chunk(c)) & 15) == 0;
+}
+
+// Issues the 16-byte loads of a swizzled chunk into registers (they complete while the previous chunk
+// is being stored).
+template <class W>
+__device__ void load_chunk(const Chunk &c, uint4 (&regs)[W::kVectorsPerThread]) {
+  if (!vector_loads(c)) return;
+  const uint4 *src = reinterpret_cast<const uint4 *>(swizzled_chunk(c));
+  const int vectors = c.tiles * kVectorsPerTile;
+#pragma unroll
+  for (int v = 0; v < W::kVectorsPerThread; ++v) {
+    const int i = threadIdx.x + v * W::kThreads;
+    if (i < vectors) regs[v] = __ldg(src + i);
+  }
+}
+
+// Puts a swizzled chunk into shared memory: from the registers, or byte by byte when a caller's
+// byte_offset left the buffer unaligned (correct, slower).
+template <class W>
+__device__ void stage_chunk(const Chunk &c, const uint4 (&regs)[W::kVectorsPerThread], uint32_t *tiles) {
+  if (!c.job->swizzled) return;
+  if (c.job->direct) {  // flat: each thread later scatters exactly the vectors it staged
+    const int vectors = c.tiles * kVectorsPerTile;
+    if (vector_loads(c)) {
+#pragma unroll
+      for (int v = 0; v < W::kVectorsPerThread; ++v) {
+        const int i = threadIdx.x + v * W::kThreads;
+        if (i < vectors) reinterpret_cast<uint4 *>(tiles)[i] = regs[v];
+      }
+    } else {
+      const uint8_t *src = swizzled_chunk(c);
+      for (int i = threadIdx.x; i < vectors * 4; i += W::kThreads) tiles[i] = load_word_bytes(src + 4 * i, 4);
+    }
+    return;
+  }
+  if (vector_loads(c)) {
+    const int vectors = c.tiles * kVectorsPerTile;
+#pragma unroll
+    for (int v = 0; v < W::kVectorsPerThread; ++v) {
+      const int i = threadIdx.x + v * W::kThreads;
+      if (i >= vectors) continue;
+      // A 16-byte vector is line l of tile j: the words of rows l, l + 32, l + 64 and l + 96.
+      uint32_t *dst = tiles + (i % kVectorsPerTile) * W::kSmemRowStride + i / kVectorsPerTile;
+      dst[0 * kSubtileRows * W::kSmemRowStride] = regs[v].x;
+      dst[1 * kSubtileRows * W::kSmemRowStride] = regs[v].y;
+      dst[2 * kSubtileRows * W::kSmemRowStride] = regs[v].z;
+      dst[3 * kSubtileRows * W::kSmemRowStride] = regs[v].w;
+    }
+  } else {
+    const uint8_t *src = swizzled_chunk(c);
+    for (int i = threadIdx.x; i < c.tiles * kWordsPerTile; i += W::kThreads) {
+      const int w = i % kWordsPerTile;  // word w of a tile: line w / 4, sub-tile w % 4
+      const int r_in_tile = (w % kWordsPerLine) * kSubtileRows + w / kWordsPerLine;
+      tiles[r_in_tile * W::kSmemRowStride + i / kWordsPerTile] = load_word_bytes(src + 4 * i, 4);
+    }
+  }
+}
+
+template <class W>
+__device__ uint32_t swizzled_word(const uint32_t *tiles, int tile, int r_in_tile) {
+  return tiles[r_in_tile * W::kSmemRowStride + tile];
+}
+
+// Writes the chunk's 128 rows x 4 * tiles columns of the compact matrix. A thread writes 4 consecutive
+// words (16 bytes) of one row, 8 threads one 128-byte row segment. Partial, unaligned or strided
+// segments fall back to words or bytes.
+// Direct chunks: vector i of the chunk is line i % 32 of tile linear_tile + i / 32, the words of 4 rows,
+// written where they belong. Only the fields it needs are loaded (register pressure).
+template <class W>
+__device__ void store_direct_chunk(const Chunk &c, const uint32_t *tiles) {
+  // 32-bit indices (rows and cols fit, checked on the host) keep this path within the register cap.
+  uint8_t *const dst = c.job->dst;
+  const int64_t row_stride = c.job->dst_row_stride, col_stride = c.job->dst_col_stride;
+  const int rows = c.job->rows, cols = c.job->cols, tile_cols = c.job->tile_cols;
+  const bool word_stores = c.job->word_stores;
+  const int tile_row0 = static_cast<int>(c.linear_tile / tile_cols), tile_col0 = static_cast<int>(c.linear_tile % tile_cols);
+  for (int i = threadIdx.x; i < c.tiles * kVectorsPerTile; i += W::kThreads) {
+    const int t = tile_col0 + i / kVectorsPerTile;  // tiles past the chunk's first, from its row's start
+    const int first_row = (tile_row0 + t / tile_cols) * static_cast<int>(kTileRows) + i % kVectorsPerTile;
+    const int col = (t % tile_cols) * static_cast<int>(kTileCols);
+    const int valid = col + static_cast<int>(kTileCols) <= cols ? static_cast<int>(kTileCols) : cols - col;
+    const uint4 v = reinterpret_cast<const uint4 *>(tiles)[i];
+    const uint32_t words[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int s = 0; s < 4; ++s) {
+      const int r = first_row + s * static_cast<int>(kSubtileRows);
+      if (r >= rows) break;
+      uint8_t *out = dst + r * row_stride + col * col_stride;
+      if (word_stores && valid == 4) {
+        *reinterpret_cast<uint32_t *>(out) = words[s];
+      } else {
+        for (int b = 0; b < valid; ++b) out[b * col_stride] = static_cast<uint8_t>(words[s] >> (8 * b));
+      }
+    }
+  }
+}
+
+template <class W>
+__device__ void store_chunk(const Chunk &c, const uint32_t *tiles) {
+  if (c.job->direct) return store_direct_chunk<W>(c, tiles);
+  // A register copy: through the pointer, every global store below could alias the job's fields.
+  const DeviceJob job = *c.job;
+  constexpr int kQuads = W::kTilesPerChunk / 4;
+  const bool vector_rows = job.word_stores && (reinterpret_cast<uintptr_t>(job.dst) & 15) == 0 &&
+                           (job.dst_row_stride & 15) == 0 &&
+                           (job.swizzled || ((reinterpret_cast<uintptr_t>(job.src) & 15) == 0 && (job.src_row_stride & 15) == 0));
+  for (int i = threadIdx.x; i < kTileRows * kQuads; i += W::kThreads) {
+    const int q = i % kQuads;
+    const int r_in_tile = i / kQuads;
+    const int64_t r = static_cast<int64_t>(c.tile_row) * kTileRows + r_in_tile;
+    const int first = 4 * q;  // first tile of this quad, relative to the chunk
+    if (first >= c.tiles || r >= job.rows) continue;
+    const int64_t col = static_cast<int64_t>(c.first_tile + first) * kTileCols;
+    uint8_t *out = job.dst + r * job.dst_row_stride + col * job.dst_col_stride;
+    if (vector_rows && first + 4 <= c.tiles && col + 4 * kTileCols <= job.cols) {
+      *reinterpret_cast<uint4 *>(out) =
+          job.swizzled ? make_uint4(swizzled_word<W>(tiles, first, r_in_tile), swizzled_word<W>(tiles, first + 1, r_in_tile),
+                                    swizzled_word<W>(tiles, first + 2, r_in_tile), swizzled_word<W>(tiles, first + 3, r_in_tile))
+                       : __ldg(reinterpret_cast<const uint4 *>(job.src + r * job.src_row_stride + col));
+      continue;
+    }
+    for (int j = first; j < first + 4 && j < c.tiles; ++j) {
+      const int64_t cj = static_cast<int64_t>(c.first_tile + j) * kTileCols;
+      if (cj >= job.cols) break;
+      const int valid = static_cast<int>(cj + kTileCols <= job.cols ? kTileCols : job.cols - cj);
+      uint32_t w;
+      if (job.swizzled) {
+        w = swizzled_word<W>(tiles, j, r_in_tile);
+      } else {
+        const uint8_t *p = job.src + r * job.src_row_stride + cj;
+        w = (valid == 4 && (reinterpret_cast<uintptr_t>(p) & 3) == 0) ? __ldg(reinterpret_cast<const uint32_t *>(p))
+                                                                      : load_word_bytes(p, valid);
+      }
+      uint8_t *o = job.dst + r * job.dst_row_stride + cj * job.dst_col_stride;
+      if (job.word_stores && valid == 4) {
+        *reinterpret_cast<uint32_t *>(o) = w;
+      } else {
+        for (int b = 0; b < valid; ++b) o[b * job.dst_col_stride] = static_cast<uint8_t>(w >> (8 * b));
+      }
+    }
+  }
+}
+
+// A persistent grid: block b produces chunks b, b + gridDim.x, ... of the whole batch. The loads of
+// the next chunk are issued before the current one is stored, so every block keeps reads in flight
+// while it writes.
+template <class W, int kCapacity>
+__global__ void __launch_bounds__(W::kThreads, W::kMinBlocksPerSm) produce_compact_kernel(const __grid_constant__ JobBatch<kCapacity> batch,
+                                                                   int32_t total_chunks) {
+  __shared__ __align__(16) uint32_t tiles[W::kSmemWords];
+  int32_t chunk = static_cast<int32_t>(blockIdx.x);
+  if (chunk >= total_chunks) return;
+  int job_index = 0;
+  uint4 regs[W::kVectorsPerThread];
+  Chunk current = locate<W>(batch, chunk, job_index);
+  load_chunk<W>(current, regs);
+  while (true) {
+    stage_chunk<W>(current, regs, tiles);
+    __syncthreads();
+    const int32_t next = chunk + static_cast<int32_t>(gridDim.x);
+    const bool has_next = next < total_chunks;
+    if (has_next) load_chunk<W>(locate<W>(batch, next, job_index), regs);
+    store_chunk<W>(current, tiles);
+    __syncthreads();
+    if (!has_next) break;
+    chunk = next;
+    current = locate<W>(batch, chunk, job_index);  // recomputed rather than kept live across the store
+  }
+}
+
+// The inverse: one block writes one chunk of the swizzled buffer (padding as zeros) from 128 rows x
+// 4 * W::kTilesPerChunk columns of the compact matrix, gathered through shared memory.
+template <class W>
+__global__ void __launch_bounds__(W::kThreads) swizzle_kernel(ByteMatrix src, uint8_t *swizzled, int32_t tile_cols,
+                                                           int32_t chunks_per_row) {
+  __shared__ uint32_t tiles[W::kSmemWords];
+  const int tile_row = static_cast<int>(blockIdx.x) / chunks_per_row;
+  const int first_tile = (static_cast<int>(blockIdx.x) % chunks_per_row) * W::kTilesPerChunk;
+  const int tiles_here = min(W::kTilesPerChunk, tile_cols - first_tile);
+  const bool word_loads = src.col_stride == 1 && (reinterpret_cast<uintptr_t>(src.data) & 3) == 0 && (src.row_stride & 3) == 0;
+  for (int i = threadIdx.x; i < kTileRows * W::kTilesPerChunk; i += W::kThreads) {
+    const int j = i % W::kTilesPerChunk;
+    const int r_in_tile = i / W::kTilesPerChunk;
+    const int64_t r = static_cast<int64_t>(tile_row) * kTileRows + r_in_tile;
+    const int64_t c = static_cast<int64_t>(first_tile + j) * kTileCols;
+    if (j >= tiles_here) continue;
+    uint32_t w = 0;
+    if (r < src.rows) {
+      const int valid = static_cast<int>(c + kTileCols <= src.cols ? kTileCols : (c < src.cols ? src.cols - c : 0));
+      const uint8_t *p = src.data + r * src.row_stride + c * src.col_stride;
+      if (word_loads && valid == 4) {
+        w = __ldg(reinterpret_cast<const uint32_t *>(p));
+      } else {
+        for (int b = 0; b < valid; ++b) w |= static_cast<uint32_t>(p[b * src.col_stride]) << (8 * b);
+      }
+    }
+    tiles[r_in_tile * W::kSmemRowStride + j] = w;
+  }
+  __syncthreads();
+  uint8_t *chunk = swizzled + (static_cast<int64_t>(tile_row) * tile_cols + first_tile) * kTileBytes;
+  const int vectors = tiles_here * kVectorsPerTile;
+  const bool aligned = (reinterpret_cast<uintptr_t>(chunk) & 15) == 0;
+  for (int i = threadIdx.x; i < vectors; i += W::kThreads) {
+    const uint32_t *s = tiles + (i % kVectorsPerTile) * W::kSmemRowStride + i / kVectorsPerTile;
+    const uint32_t w[4] = {s[0], s[kSubtileRows * W::kSmemRowStride], s[2 * kSubtileRows * W::kSmemRowStride],
+                           s[3 * kSubtileRows * W::kSmemRowStride]};
+    if (aligned) {
+      reinterpret_cast<uint4 *>(chunk)[i] = make_uint4(w[0], w[1], w[2], w[3]);
+    } else {
+      for (int b = 0; b < 16; ++b) chunk[16 * i + b] = static_cast<uint8_t>(w[b / 4] >> (8 * (b % 4)));
+    }
+  }
+}
+
+int32_t checked_int32(int64_t v, const char *what) {
+  if (v > INT32_MAX) fail(MXFP8_ERROR_UNSUPPORTED, what, " ", v, " is beyond what one kernel launch covers (2^31 - 1)");
+  return static_cast<int32_t>(v);
+}
+
+template <class W, int kCapacity>
+void launch_batch(const JobBatch<kCapacity> &batch, int64_t chunks, cudaStream_t stream) {
+  if (chunks == 0) return;
+  const int64_t grid = std::min<int64_t>(chunks, resident_blocks<produce_compact_kernel<W, kCapacity>>(W::kThreads));
+  produce_compact_kernel<W, kCapacity><<<static_cast<unsigned>(grid), W::kThreads, 0, stream>>>(batch,
+                                                                                          static_cast<int32_t>(chunks));
+  check(cudaGetLastError(), "launching the scale unswizzle kernel");
+}
+
+// Narrow swizzled matrices (rows shorter than half a chunk) take direct chunks: whole tiles in storage
+// order, so a chunk stays full however few scales a row holds (an MoE down projection has 24).
+bool is_direct(const ScaleJob &job, int tiles_per_chunk) {
+  return job.swizzled && 2 * ceil_div(job.dst.cols, kTileCols) <= tiles_per_chunk;
+}
+
+int64_t chunks_of(const ScaleJob &job, int tiles_per_chunk) {
+  const int64_t tile_rows = ceil_div(job.dst.rows, kTileRows), tile_cols = ceil_div(job.dst.cols, kTileCols);
+  if (is_direct(job, tiles_per_chunk)) return ceil_div(tile_rows * tile_cols, tiles_per_chunk);
+  return tile_rows * ceil_div(tile_cols, tiles_per_chunk);
+}
+
+// Fills `batch` from jobs[begin..] until it is full; returns the number of blocks it needs.
+template <class W, int kCapacity>
+int64_t fill_batch(JobBatch<kCapacity> &batch, const ScaleJob *jobs, size_t count, size_t &next) {
+  batch.count = 0;
+  int64_t blocks = 0;
+  while (next < count && batch.count < kCapacity) {
+    const ScaleJob &in = jobs[next++];
+    if (in.dst.rows == 0 || in.dst.cols == 0) continue;
+    DeviceJob &j = batch.jobs[batch.count];
+    j.swizzled = in.swizzled;
+    j.src = in.src.data;
+    j.dst = in.dst.data;
+    j.src_row_stride = in.src.row_stride;
+    j.dst_row_stride = in.dst.row_stride;
+    j.dst_col_stride = in.dst.col_stride;
+    j.rows = checked_int32(in.dst.rows, "scale rows");
+    j.cols = checked_int32(in.dst.cols, "scale columns");
+    j.tile_cols = static_cast<int32_t>(ceil_div(j.cols, kTileCols));
+    j.chunks_per_row = static_cast<int32_t>(ceil_div(j.tile_cols, W::kTilesPerChunk));
+    j.first_block = checked_int32(blocks, "blocks in one launch");
+    j.word_stores = in.dst.col_stride == 1 && (reinterpret_cast<uintptr_t>(in.dst.data) & 3) == 0 &&
+                    (in.dst.row_stride & 3) == 0;
+    j.direct = is_direct(in, W::kTilesPerChunk);
+    j.tile_rows = static_cast<int32_t>(ceil_div(j.rows, kTileRows));
+    blocks += chunks_of(in, W::kTilesPerChunk);
+    checked_int32(blocks, "blocks in one launch");
+    ++batch.count;
+  }
+  return blocks;
+}
+
+template <class W>
+void run_jobs_with(const ScaleJob *jobs, size_t count, cudaStream_t stream) {
+  size_t next = 0;
+  if (count == 1) {  // a small parameter block keeps a single export's launch cheap
+    JobBatch<1> one;
+    launch_batch<W>(one, fill_batch<W>(one, jobs, count, next), stream);
+    return;
+  }
+  // Heap, not stack: the batch is ~30 KiB.
+  auto batch = std::make_unique<JobBatch<kMaxJobsPerLaunch>>();
+  while (next < count) launch_batch<W>(*batch, fill_batch<W>(*batch, jobs, count, next), stream);
+}
+
+// Wide chunks once the batch holds at least kWideChunksPerBlock of them per resident block.
+bool wide_chunks_pay(const ScaleJob *jobs, size_t count) {
+  int64_t chunks = 0;
+  for (size_t i = 0; i < count; ++i)
+    if (jobs[i].dst.rows > 0 && jobs[i].dst.cols > 0) chunks += chunks_of(jobs[i], Wide::kTilesPerChunk);
+  return chunks >= int64_t{kWideChunksPerBlock} * resident_blocks<produce_compact_kernel<Wide, kMaxJobsPerLaunch>>(Wide::kThreads);
+}
+
+}  // namespace
+
+void run_jobs(const ScaleJob *jobs, size_t count, void *stream) {
+  auto s = static_cast<cudaStream_t>(stream);
+  if (wide_chunks_pay(jobs, count)) run_jobs_with<Wide>(jobs, count, s);
+  else run_jobs_with<Narrow>(jobs, count, s);
+}
+
+void unswizzle(const uint8_t *swizzled, ByteMatrix dst, void *stream) {
+  const ScaleJob job{swizzled, ByteMatrix{}, dst};
+  run_jobs(&job, 1, stream);
+}
+
+void copy_matrix(ByteMatrix src, ByteMatrix dst, void *stream) {
+  if (src.col_stride != 1) fail(MXFP8_ERROR_INTERNAL, "copy_matrix needs a source with col_stride 1");
+  const ScaleJob job{nullptr, src, dst};
+  run_jobs(&job, 1, stream);
+}
+
+void swizzle(ByteMatrix src, uint8_t *swizzled, void *stream) {
+  const int64_t tile_rows = ceil_div(src.rows, kTileRows);
+  const int32_t tile_cols = checked_int32(ceil_div(src.cols, kTileCols), "scale tile columns");
+  const int32_t chunks = static_cast<int32_t>(ceil_div(tile_cols, Narrow::kTilesPerChunk));
+  const int64_t blocks = tile_rows * chunks;
+  if (blocks == 0) return;
+  checked_int32(blocks, "blocks in one launch");
+  swizzle_kernel<Narrow><<<static_cast<unsigned>(blocks), Narrow::kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+      src, swizzled, tile_cols, chunks);
+  check(cudaGetLastError(), "launching the scale swizzle kernel");
+}
+
+}  // namespace mxfp8::cuda
