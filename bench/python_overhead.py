@@ -23,19 +23,9 @@ import time
 import torch
 
 import mxfp8
+from run_bench import LAYER, round_up, torch_unswizzle  # the model and the seed's permute, as benchmarked there
 
-LAYER = [(10240, 8192), (8192, 8192), (57344, 8192), (8192, 28672)]  # as bench/run_bench.py
 SIZES = [(128, 128), (8192, 8192), (57344, 8192)]
-
-
-def round_up(n, d):
-    return (n + d - 1) // d * d
-
-
-def torch_unswizzle(swizzled, rows, cols):
-    rp, cp = round_up(rows, 128), round_up(cols, 4)
-    tiles = swizzled.view(rp // 128, cp // 4, 32, 4, 4).permute(0, 3, 2, 1, 4)
-    return tiles.reshape(rp, cp)[:rows, :cols].contiguous()
 
 
 def torch_swizzle(compact):
@@ -211,8 +201,7 @@ def main():
         _rowwise_data, _rowwise_scale_inv, _fp8_dtype, _with_gemm_swizzled_scales = data, swz, "float8_e4m3fn", True
         _columnwise_data = _columnwise_scale_inv = None
 
-    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "bindings", "python", "tests"))
-    from mx_reference_torch import quantize_rowwise  # the PyTorch quantize baseline
+    from mx_reference_torch import quantize_rowwise  # the PyTorch quantize baseline (run_bench put it on the path)
 
     calls = {
         "unswizzle_scales": (lambda: mxfp8.unswizzle_scales(swz, 128, cols, out_compact),

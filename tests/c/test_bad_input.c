@@ -648,13 +648,8 @@ static mxfp8_status create_data_and_swizzled(int64_t m, int64_t k, int columnwis
   uint8_t bytes[512];
   memset(bytes, 7, sizeof bytes);
   int64_t shape[2] = {m, k}, sshape[1] = {512};
-  DLManagedTensorVersioned data, scales;
-  memset(&data, 0, sizeof data);
-  data.version.major = DLPACK_MAJOR_VERSION;
-  data.version.minor = DLPACK_MINOR_VERSION;
-  scales = data;
-  data.dl_tensor = (DLTensor){bytes, {kDLCPU, 0}, 2, {kDLUInt, 8, 1}, shape, NULL, 0};
-  scales.dl_tensor = (DLTensor){bytes, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, sshape, NULL, 0};
+  DLManagedTensorVersioned data = borrowed_bytes(bytes, kDLCPU, 2, shape);
+  DLManagedTensorVersioned scales = borrowed_bytes(bytes, kDLCPU, 1, sshape);
   mxfp8_tensor_desc desc = MXFP8_TENSOR_DESC_INIT;
   desc.scale_layout = MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED;
   *(columnwise ? &desc.columnwise_data : &desc.rowwise_data) = &data;
@@ -670,13 +665,8 @@ static mxfp8_status h_cols_int64_max(int *u) { return create_data_and_swizzled(1
 static mxfp8_status grouped_with_rows(const int64_t *expert_rows, int64_t uniform_rows, int *untouched) {
   uint8_t bytes[64];
   int64_t vshape[1] = {0}, sshape[1] = {64};
-  DLManagedTensorVersioned data, scales;
-  memset(&data, 0, sizeof data);
-  data.version.major = DLPACK_MAJOR_VERSION;
-  data.version.minor = DLPACK_MINOR_VERSION;
-  scales = data;
-  data.dl_tensor = (DLTensor){bytes, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, vshape, NULL, 0};
-  scales.dl_tensor = (DLTensor){bytes, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, sshape, NULL, 0};
+  DLManagedTensorVersioned data = borrowed_bytes(bytes, kDLCPU, 1, vshape);
+  DLManagedTensorVersioned scales = borrowed_bytes(bytes, kDLCPU, 1, sshape);
   mxfp8_grouped_desc desc = MXFP8_GROUPED_DESC_INIT;
   desc.num_experts = 2;
   desc.cols = 64;
