@@ -41,7 +41,11 @@ void check(mxfp8_status status) {
   if (status != MXFP8_OK) raise_status(status);
 }
 
-// A legacy (unversioned) DLManagedTensor dressed as a versioned one for the C API.
+// A legacy (unversioned) DLManagedTensor dressed as a versioned one for the C API. The wrapper IS a
+// DLManagedTensorVersioned laid out by the dlpack.h this binding was compiled with, so it carries that
+// header's version: the C library reads no field of a tensor whose major version is not its own, and the
+// producer's legacy DLTensor is copied into the fields of this layout. No flags: a legacy capsule cannot
+// say read-only (NumPy refuses to export a non-writeable array that way).
 struct LegacyWrapper {
   DLManagedTensorVersioned versioned{};
   DLManagedTensor *legacy = nullptr;
@@ -65,8 +69,14 @@ struct TakenTensor {
   }
 };
 
-// Consumes obj.__dlpack__(...): asks for a versioned capsule, accepts a legacy one.
-std::unique_ptr<TakenTensor> take_dlpack(py::handle obj, const char *name, py::object stream) {
+// What the library will do with a tensor taken from a producer: only read it, or write into it.
+enum class Access { Read, Write };
+
+// Consumes obj.__dlpack__(...): asks for a versioned capsule, accepts a legacy one. A versioned tensor of
+// another major version is deleted unread (DLPack: its other fields may not be laid out as we think);
+// a tensor the library would write into must not be flagged read-only.
+std::unique_ptr<TakenTensor> take_dlpack(py::handle obj, const char *name, py::object stream,
+                                         Access access = Access::Read) {
   if (!py::hasattr(obj, "__dlpack__"))
     throw py::type_error(std::string(name) + ": expected an object with __dlpack__ (torch, JAX, CuPy, NumPy), got " +
                          py::str(py::type::of(obj)).cast<std::string>());
@@ -82,13 +92,21 @@ std::unique_ptr<TakenTensor> take_dlpack(py::handle obj, const char *name, py::o
   PyObject *cap = capsule.ptr();
   if (PyCapsule_IsValid(cap, "dltensor_versioned")) {
     taken->managed = static_cast<DLManagedTensorVersioned *>(PyCapsule_GetPointer(cap, "dltensor_versioned"));
-    PyCapsule_SetName(cap, "used_dltensor_versioned");
+    PyCapsule_SetName(cap, "used_dltensor_versioned");  // ours now: `taken` calls the deleter
+    const DLPackVersion version = taken->managed->version;
+    if (version.major != DLPACK_MAJOR_VERSION)
+      throw py::value_error(std::string(name) + ": DLPack version " + std::to_string(version.major) + "." +
+                            std::to_string(version.minor) + " is not supported (this build of mxfp8 reads DLPack " +
+                            std::to_string(DLPACK_MAJOR_VERSION) + ".x)");
+    if (access == Access::Write && (taken->managed->flags & DLPACK_FLAG_BITMASK_READ_ONLY))
+      throw py::value_error(std::string(name) + " is read-only (its producer flagged it DLPACK_FLAG_BITMASK_READ_ONLY, " +
+                            "e.g. a NumPy array with flags.writeable False): mxfp8 writes its result there");
   } else if (PyCapsule_IsValid(cap, "dltensor")) {
     auto *legacy = static_cast<DLManagedTensor *>(PyCapsule_GetPointer(cap, "dltensor"));
     PyCapsule_SetName(cap, "used_dltensor");
     auto *w = new LegacyWrapper;
     w->legacy = legacy;
-    w->versioned.version = DLPackVersion{0, 8};
+    w->versioned.version = DLPackVersion{DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
     w->versioned.manager_ctx = w;
     w->versioned.deleter = LegacyWrapper::deleter;
     w->versioned.dl_tensor = legacy->dl_tensor;
@@ -128,6 +146,62 @@ void capsule_destructor(PyObject *capsule, const char *name) {
 void versioned_capsule_destructor(PyObject *c) { capsule_destructor<DLManagedTensorVersioned>(c, "dltensor_versioned"); }
 void legacy_capsule_destructor(PyObject *c) { capsule_destructor<DLManagedTensor>(c, "dltensor"); }
 
+std::string type_name(py::handle obj) { return py::str(py::type::of(obj).attr("__name__")).cast<std::string>(); }
+
+// A Python int (not a bool) that fits in int64_t, or nothing.
+std::optional<int64_t> as_int64(py::handle obj) {
+  if (!PyLong_Check(obj.ptr()) || PyBool_Check(obj.ptr())) return std::nullopt;
+  int overflow = 0;
+  const long long v = PyLong_AsLongLongAndOverflow(obj.ptr(), &overflow);
+  if (overflow || (v == -1 && PyErr_Occurred())) {
+    PyErr_Clear();
+    return std::nullopt;
+  }
+  return static_cast<int64_t>(v);
+}
+
+// A DLPack protocol argument made of two ints: (major, minor), (device_type, device_id).
+std::pair<int64_t, int64_t> int_pair(py::handle obj, const char *name, const char *what) {
+  if (PyTuple_Check(obj.ptr()) || PyList_Check(obj.ptr())) {
+    py::sequence seq = py::reinterpret_borrow<py::sequence>(obj);
+    if (seq.size() == 2) {
+      const auto a = as_int64(seq[0]), b = as_int64(seq[1]);
+      if (a && b) return {*a, *b};
+    }
+  }
+  throw py::type_error(std::string("__dlpack__: ") + name + " must be a " + what + " tuple of ints, got " +
+                       py::repr(obj).cast<std::string>());
+}
+
+// numpy's names for DLPack dtypes; "x<lanes>" for vector types.
+std::string dtype_name(DLDataType dtype) {
+  const std::string bits = std::to_string(dtype.bits);
+  std::string name;
+  switch (dtype.code) {
+    case kDLInt: name = "int" + bits; break;
+    case kDLUInt: name = "uint" + bits; break;
+    case kDLFloat: name = "float" + bits; break;
+    case kDLBfloat: name = "bfloat" + bits; break;
+    case kDLComplex: name = "complex" + bits; break;
+    case kDLBool: name = "bool"; break;
+    case kDLOpaqueHandle: name = "opaque_handle"; break;
+    case kDLFloat8_e3m4: name = "float8_e3m4"; break;
+    case kDLFloat8_e4m3: name = "float8_e4m3"; break;
+    case kDLFloat8_e4m3b11fnuz: name = "float8_e4m3b11fnuz"; break;
+    case kDLFloat8_e4m3fn: name = "float8_e4m3fn"; break;
+    case kDLFloat8_e4m3fnuz: name = "float8_e4m3fnuz"; break;
+    case kDLFloat8_e5m2: name = "float8_e5m2"; break;
+    case kDLFloat8_e5m2fnuz: name = "float8_e5m2fnuz"; break;
+    case kDLFloat8_e8m0fnu: name = "float8_e8m0fnu"; break;
+    case kDLFloat6_e2m3fn: name = "float6_e2m3fn"; break;
+    case kDLFloat6_e3m2fn: name = "float6_e3m2fn"; break;
+    case kDLFloat4_e2m1fn: name = "float4_e2m1fn"; break;
+    default: name = "DLPack type code " + std::to_string(dtype.code) + " of " + bits + " bits"; break;
+  }
+  if (dtype.lanes != 1) name += "x" + std::to_string(dtype.lanes);
+  return name;
+}
+
 // A DLPack-exportable result (values or scales).
 class Array {
  public:
@@ -141,15 +215,21 @@ class Array {
   }
 
   py::object dlpack(py::object stream, py::object max_version, py::object dl_device, py::object copy) {
+    if (!copy.is_none() && !PyBool_Check(copy.ptr()))
+      throw py::type_error("__dlpack__: copy must be None, True or False, got " + type_name(copy));
     if (!copy.is_none() && copy.cast<bool>())
       throw py::buffer_error("mxfp8 outputs are exported without copying; copy=True is not supported");
     if (!dl_device.is_none()) {
-      auto d = dl_device.cast<std::pair<int, int>>();
+      const auto d = int_pair(dl_device, "dl_device", "(device_type, device_id)");
       if (d.first != tensor().device.device_type || d.second != tensor().device.device_id)
         throw py::buffer_error("mxfp8 outputs cannot be moved to another device by __dlpack__");
     }
+    const bool versioned =
+        !max_version.is_none() && int_pair(max_version, "max_version", "(major, minor)").first >= 1;
+    if (!stream.is_none() && !as_int64(stream))
+      throw py::type_error("__dlpack__: stream must be None or an int (a CUDA stream handle; -1: do not synchronize), got " +
+                           type_name(stream));
     synchronize_consumer(stream);
-    const bool versioned = !max_version.is_none() && max_version.cast<std::pair<int, int>>().first >= 1;
     if (versioned) {
       auto *e = new Export<DLManagedTensorVersioned>;
       e->owner = owner_;
@@ -173,15 +253,7 @@ class Array {
 
   std::vector<int64_t> shape() const { return {tensor().shape, tensor().shape + tensor().ndim}; }
   std::vector<int64_t> strides() const { return {tensor().strides, tensor().strides + tensor().ndim}; }
-  std::string dtype() const {
-    switch (tensor().dtype.code) {
-      case kDLUInt: return "uint8";
-      case kDLFloat8_e4m3fn: return "float8_e4m3fn";
-      case kDLFloat8_e5m2: return "float8_e5m2";
-      case kDLFloat8_e8m0fnu: return "float8_e8m0fnu";
-      default: return "code " + std::to_string(tensor().dtype.code);
-    }
-  }
+  std::string dtype() const { return dtype_name(tensor().dtype); }
   bool is_copy() const { return owner_->managed->flags & DLPACK_FLAG_BITMASK_IS_COPIED; }
   bool read_only() const { return owner_->managed->flags & DLPACK_FLAG_BITMASK_READ_ONLY; }
   uintptr_t data_ptr() const {
@@ -225,8 +297,11 @@ class Array {
 
 // The allocator the C library calls for copies when the caller passes a Python callable
 // alloc(shape, dl_device) -> object with __dlpack__ (e.g. torch.empty on the right device). The export
-// runs with the GIL held, on this thread, so a thread-local hands the callable over.
+// runs with the GIL held, on this thread, so a thread-local hands the callable over. A result this binding
+// refuses (read-only, another DLPack major version) is reported as the ValueError it is, not as the
+// allocator failure (MemoryError) the C library turns every allocator error into.
 thread_local py::object *current_allocator = nullptr;
+thread_local std::string *allocator_refusal = nullptr;
 
 int call_python_allocator(DLTensor *prototype, DLManagedTensorVersioned **out, void *error_ctx,
                           void (*set_error)(void *, const char *, const char *)) {
@@ -234,24 +309,33 @@ int call_python_allocator(DLTensor *prototype, DLManagedTensorVersioned **out, v
     std::vector<int64_t> shape(prototype->shape, prototype->shape + prototype->ndim);
     py::object result = (*current_allocator)(
         shape, py::make_tuple(static_cast<int>(prototype->device.device_type), prototype->device.device_id));
-    auto taken = take_dlpack(result, "allocator result", py::none());
+    auto taken = take_dlpack(result, "allocator result", py::none(), Access::Write);
     *out = taken->release();
     return 0;
   } catch (py::error_already_set &e) {
     set_error(error_ctx, "PythonError", e.what());
+  } catch (py::value_error &e) {
+    if (allocator_refusal) *allocator_refusal = e.what();
+    set_error(error_ctx, "ValueError", e.what());
   } catch (std::exception &e) {
     set_error(error_ctx, "PythonError", e.what());
   }
   return -1;
 }
 
-// Runs `call` with `allocator` (a Python callable or None) as the one call_python_allocator uses.
+// Runs `call` with `allocator` (a Python callable or None) as the one call_python_allocator uses; raises
+// what the binding refused of the allocator's results.
 template <class Call>
 mxfp8_status with_allocator(py::object &allocator, Call call) {
   py::object *previous = current_allocator;
+  std::string *previous_refusal = allocator_refusal;
+  std::string refusal;
   current_allocator = &allocator;
+  allocator_refusal = &refusal;
   const mxfp8_status status = call();
   current_allocator = previous;
+  allocator_refusal = previous_refusal;
+  if (status != MXFP8_OK && !refusal.empty()) throw py::value_error(refusal);
   return status;
 }
 
@@ -273,7 +357,7 @@ class Tensor {
 
   Tensor(py::object rowwise_data, py::object rowwise_scale_inv, py::object columnwise_data,
          py::object columnwise_scale_inv, std::optional<std::vector<int64_t>> shape, int format, bool swizzled,
-         int block, py::object stream) {
+         int block, py::object stream, std::optional<std::string> data_name, std::optional<std::string> scale_inv_name) {
     mxfp8_tensor_desc desc = MXFP8_TENSOR_DESC_INIT;
     desc.format = format;
     desc.scale_layout = swizzled ? MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED : MXFP8_SCALE_LAYOUT_ROW_MAJOR;
@@ -284,7 +368,12 @@ class Tensor {
     }
     std::unique_ptr<TakenTensor> taken[4];
     py::object inputs[4] = {rowwise_data, rowwise_scale_inv, columnwise_data, columnwise_scale_inv};
+    // How errors name the inputs: the caller's argument names when given (one direction's data and scales).
     const char *names[4] = {"rowwise_data", "rowwise_scale_inv", "columnwise_data", "columnwise_scale_inv"};
+    for (int d = 0; d < 2; ++d) {
+      if (data_name && !inputs[2 * d].is_none()) names[2 * d] = data_name->c_str();
+      if (scale_inv_name && !inputs[2 * d + 1].is_none()) names[2 * d + 1] = scale_inv_name->c_str();
+    }
     DLManagedTensorVersioned **fields[4] = {&desc.rowwise_data, &desc.rowwise_scale_inv, &desc.columnwise_data,
                                             &desc.columnwise_scale_inv};
     for (int i = 0; i < 4; ++i) {
@@ -398,8 +487,8 @@ py::tuple bucket_plan(const std::vector<Tensor *> &tensors, int direction, uint6
 
 // Borrows a DLPack object's tensor for the length of one call.
 template <class Call>
-void with_borrowed(py::handle obj, const char *name, py::object stream, Call call) {
-  auto taken = take_dlpack(obj, name, stream);
+void with_borrowed(py::handle obj, const char *name, py::object stream, Access access, Call call) {
+  auto taken = take_dlpack(obj, name, stream, access);
   call(&taken->managed->dl_tensor);
 }
 
@@ -411,14 +500,14 @@ void export_bucket(const std::vector<Tensor *> &tensors, const std::vector<std::
   std::vector<mxfp8_bucket_entry> entries;
   for (const auto &[vo, vb, so, sb] : plan) entries.push_back(mxfp8_bucket_entry{vo, vb, so, sb});
   const auto h = handles(tensors);
-  with_borrowed(bucket, "bucket", dlpack_stream, [&](DLTensor *b) {
+  with_borrowed(bucket, "bucket", dlpack_stream, Access::Write, [&](DLTensor *b) {
     check(mxfp8_export_bucket(h.data(), h.size(), &o, entries.data(), b));
   });
 }
 
 void swizzle_pair(py::object source, py::object destination, bool swizzle, intptr_t stream, py::object dlpack_stream) {
-  with_borrowed(source, swizzle ? "compact" : "swizzled", dlpack_stream, [&](DLTensor *src) {
-    with_borrowed(destination, swizzle ? "swizzled" : "compact", dlpack_stream, [&](DLTensor *dst) {
+  with_borrowed(source, swizzle ? "compact" : "swizzled", dlpack_stream, Access::Read, [&](DLTensor *src) {
+    with_borrowed(destination, "out", dlpack_stream, Access::Write, [&](DLTensor *dst) {
       check(swizzle ? mxfp8_swizzle_scales(src, dst, reinterpret_cast<void *>(stream))
                     : mxfp8_unswizzle_scales(src, dst, reinterpret_cast<void *>(stream)));
     });
@@ -449,7 +538,7 @@ py::tuple quantize(py::object input, int format, int block, int rounding, int la
   o.stream = reinterpret_cast<void *>(stream);
   if (!allocator.is_none()) o.allocator = call_python_allocator;
   DLManagedTensorVersioned *out[4] = {};
-  with_borrowed(input, "input", dlpack_stream, [&](DLTensor *x) {
+  with_borrowed(input, "x", dlpack_stream, Access::Read, [&](DLTensor *x) {
     relabel_bfloat16(x, bfloat16_bits);
     check(with_allocator(allocator, [&] {
       return mxfp8_quantize(x, &o, rowwise ? &out[0] : nullptr, rowwise ? &out[1] : nullptr,
@@ -467,7 +556,7 @@ void dequantize(const Tensor &tensor, int direction, py::object output, intptr_t
   mxfp8_dequantize_options o = MXFP8_DEQUANTIZE_OPTIONS_INIT;
   o.direction = direction;
   o.stream = reinterpret_cast<void *>(stream);
-  with_borrowed(output, "output", dlpack_stream, [&](DLTensor *out) {
+  with_borrowed(output, "out", dlpack_stream, Access::Write, [&](DLTensor *out) {
     relabel_bfloat16(out, bfloat16_bits);
     check(mxfp8_dequantize(tensor.handle(), &o, out));
   });
@@ -502,11 +591,11 @@ PYBIND11_MODULE(_mxfp8, m) {
 
   py::class_<Tensor>(m, "Tensor", "An mxfp8_tensor handle over DLPack inputs.")
       .def(py::init<py::object, py::object, py::object, py::object, std::optional<std::vector<int64_t>>, int, bool,
-                    int, py::object>(),
+                    int, py::object, std::optional<std::string>, std::optional<std::string>>(),
            py::kw_only(), py::arg("rowwise_data") = py::none(), py::arg("rowwise_scale_inv") = py::none(),
            py::arg("columnwise_data") = py::none(), py::arg("columnwise_scale_inv") = py::none(),
            py::arg("shape") = py::none(), py::arg("format") = 1, py::arg("swizzled") = false, py::arg("block") = 0,
-           py::arg("stream") = py::none())
+           py::arg("stream") = py::none(), py::arg("data_name") = py::none(), py::arg("scale_inv_name") = py::none())
       .def("export_components", &Tensor::export_components, py::kw_only(), py::arg("direction") = 0,
            py::arg("values_dtype") = 0, py::arg("scales_dtype") = 0, py::arg("contiguous") = true,
            py::arg("block_scales") = false, py::arg("stream") = 0, py::arg("allocator") = py::none());
