@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple, Optional, Sequence
 
-from . import _mxfp8
+from . import _args, _mxfp8
 from ._api import (
     _BLOCKS,
     _DIRECTIONS,
@@ -11,7 +11,7 @@ from ._api import (
     _SCALES_DTYPES,
     _VALUES_DTYPES,
     _choice,
-    _dlpack_stream,
+    _flag,
     _inputs,
     _tensor,
     _torch_allocator,
@@ -72,22 +72,29 @@ def quantize(
         Quantized(rowwise_data, rowwise_scale_inv, columnwise_data, columnwise_scale_inv): torch tensors
         for a torch input (allocated by PyTorch), else mxfp8.Array objects.
     """
-    torch, cuda, stream_ptr = _inputs(stream, x=x)
-    x, bfloat16_bits = _numpy_bfloat16_as_bits(x)
-    parts = _mxfp8.quantize(
-        x,
+    inputs = _inputs(stream, x=x)
+    rowwise, columnwise = _flag("rowwise", rowwise), _flag("columnwise", columnwise)
+    if not rowwise and not columnwise:
+        raise ValueError("rowwise and columnwise are both False: ask for at least one direction")
+    options = dict(
         format=_choice("fp8_dtype", fp8_dtype, _FORMATS),
         block=_choice("block", block, _BLOCKS),
         rounding=_choice("rounding", rounding, _ROUNDINGS),
         layout=_choice("scales", scales, _SCALE_LAYOUTS),
-        rowwise=bool(rowwise),
-        columnwise=bool(columnwise),
         values_dtype=_choice("values_dtype", values_dtype, _VALUES_DTYPES),
         scales_dtype=_choice("scales_dtype", scales_dtype, _SCALES_DTYPES),
-        stream=stream_ptr,
+    )
+    x, bfloat16_bits = _numpy_bfloat16_as_bits(x)
+    torch = inputs.torch
+    parts = _mxfp8.quantize(
+        x,
+        rowwise=rowwise,
+        columnwise=columnwise,
+        stream=inputs.stream,
         allocator=_torch_allocator(torch, x),
-        dlpack_stream=_dlpack_stream(stream_ptr, cuda),
+        dlpack_stream=inputs.dlpack_stream,
         bfloat16_bits=bfloat16_bits,
+        **options,
     )
     if torch is not None:
         parts = tuple(None if p is None else torch.from_dlpack(p) for p in parts)
@@ -121,15 +128,18 @@ def dequantize(
     Returns:
         out, or the new array.
     """
-    torch, cuda, stream_ptr = _inputs(stream, data=data, scale_inv=scale_inv)
+    inputs = _inputs(stream, data=data, scale_inv=scale_inv)
+    if out is not None:
+        inputs.check_output("out", out)  # before any __dlpack__ call
     if dtype not in _OUTPUT_DTYPES:
         raise ValueError(f"dtype must be one of {list(_OUTPUT_DTYPES)}, got {dtype!r}")
-    tensor = _tensor(data, scale_inv, shape, fp8_dtype, swizzled, direction, block, _dlpack_stream(stream_ptr, cuda))
+    tensor = _tensor(data, scale_inv, shape, fp8_dtype, swizzled, direction, block, inputs.dlpack_stream)
     if out is None:
-        out = _empty(torch, cuda, data, tuple(int(d) for d in (shape if shape is not None else data.shape)), dtype)
+        shape = _args.shape("shape", shape) if shape is not None else tuple(data.shape)
+        out = _empty(inputs.torch, inputs.cuda, data, tuple(int(d) for d in shape), dtype)
     target, bfloat16_bits = _numpy_bfloat16_as_bits(out)
-    _mxfp8.dequantize(tensor, _DIRECTIONS[direction], target, stream=stream_ptr,
-                      dlpack_stream=_dlpack_stream(stream_ptr, cuda), bfloat16_bits=bfloat16_bits)
+    _mxfp8.dequantize(tensor, _DIRECTIONS[direction], target, stream=inputs.stream,
+                      dlpack_stream=inputs.dlpack_stream, bfloat16_bits=bfloat16_bits)
     return out
 
 
