@@ -198,12 +198,14 @@ def _check_manifest(manifest: Any, size: int) -> List[dict]:
                 raise ValueError(f"{where}: {part}_offset {start} + {part}_bytes {n} runs past the end of the "
                                  f"bucket ({size} bytes)")
             if n:
-                parts.append((start, start + n, f"{where} {part}"))
+                parts.append((start, start + n, i, f"{where} {part}"))
         checked.append(dict(e, shape=shape, scales_shape=scales_shape, **fields))
-    parts.sort()
-    for (a_start, a_end, a), (b_start, b_end, b) in zip(parts, parts[1:]):
-        if b_start < a_end:
-            raise ValueError(f"{b} (bytes {b_start} to {b_end}) overlaps {a} (bytes {a_start} to {a_end})")
+    parts.sort()  # by start: if any two parts overlap, two neighbours do
+    for a, b in zip(parts, parts[1:]):
+        if b[0] < a[1]:
+            earlier, later = sorted((a, b), key=lambda p: p[2])  # name the later entry as the one that lies
+            raise ValueError(f"{later[3]} (bytes {later[0]} to {later[1]}) overlaps {earlier[3]} "
+                             f"(bytes {earlier[0]} to {earlier[1]})")
     return checked
 
 
