@@ -28,7 +28,8 @@ class Tensor:
     def __init__(
         self, *, rowwise_data: Any = None, rowwise_scale_inv: Any = None, columnwise_data: Any = None,
         columnwise_scale_inv: Any = None, shape: Optional[Sequence[int]] = None, format: int = 1,
-        swizzled: bool = False, block: int = 0, stream: Optional[int] = None,
+        swizzled: bool = False, block: int = 0, stream: Optional[int] = None, data_name: Optional[str] = None,
+        scale_inv_name: Optional[str] = None,
     ) -> None: ...
     def export_components(
         self, *, direction: int = 0, values_dtype: int = 0, scales_dtype: int = 0, contiguous: bool = True,
