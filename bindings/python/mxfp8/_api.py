@@ -4,7 +4,6 @@ from __future__ import annotations
 from typing import Any, NamedTuple, Optional, Sequence
 
 from . import _args, _mxfp8
-from ._args import CUDA_DEVICES as _CUDA_DEVICES  # noqa: F401  (used by the other modules)
 from ._args import choice as _choice
 from ._args import flag as _flag
 from ._args import inputs as _inputs
@@ -106,11 +105,13 @@ def _tensor(data, scale_inv, shape, fp8_dtype, swizzled, direction, block, dlpac
 
 
 def _torch_allocator(torch, data):
-    """With torch inputs, copies come from PyTorch's caching allocator on the data's device."""
+    """With torch inputs, copies come from PyTorch's caching allocator on the data's device; pinned
+    when the library asks for kDLCUDAHost memory (the device of a pinned input, where torch says so)."""
     if torch is None:
         return None
     device = data.device
-    return lambda shape, _dl_device: torch.empty(shape, dtype=torch.uint8, device=device)
+    return lambda shape, dl_device: torch.empty(shape, dtype=torch.uint8, device=device,
+                                                pin_memory=dl_device[0] == _args.KDL_CUDA_HOST)
 
 
 def _components(torch, values, scales) -> Components:

@@ -12,8 +12,9 @@ INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
 UINT64_MAX = 2**64 - 1
 
+KDL_CUDA_HOST = 3
 CUDA_DEVICES = (2, 13)  # kDLCUDA, kDLCUDAManaged
-HOST_DEVICES = (1, 3)  # kDLCPU, kDLCUDAHost
+HOST_DEVICES = (1, KDL_CUDA_HOST)  # kDLCPU, kDLCUDAHost (pinned)
 _DEVICE_NAMES = {1: "cpu", 2: "cuda", 3: "cuda_host", 13: "cuda_managed"}  # as the C library writes them
 
 

@@ -75,6 +75,7 @@ class ForgedTensor:
     def __init__(self, data_ptr, shape, *, dtype=(KDL_UINT, 8, 1), device=(KDL_CPU, 0), strides=None,
                  byte_offset=0, version=(1, 3), flags=0, ndim=None, keep=None):
         self.keep = keep  # the object owning the memory, alive as long as this tensor
+        self.shape = None if shape is None else tuple(shape)
         self.deleted = 0
         self.version = version
         self._shape = None if shape is None else (ctypes.c_int64 * max(len(shape), 1))(*shape)
@@ -114,8 +115,7 @@ class Producer:
         self.calls = []
         self.legacy_only = legacy_only
         self.capsule_name = capsule_name
-        if shape is not None:
-            self.shape = shape
+        self.shape = shape if shape is not None else tensor.shape  # what the Python API reads (K, rows)
 
     def __dlpack_device__(self):
         return self.device
