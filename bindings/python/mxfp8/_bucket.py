@@ -99,6 +99,12 @@ def export_bucket(
         ValueError: bad input (messages name the tensor, e.g. tensors['w']['scale_inv']), tensors or the
         bucket on different devices, a read-only bucket; TypeError: an argument of the wrong type.
     """
+    return _export_bucket(tensors, direction, alignment, bucket, stream, "bucket")
+
+
+def _export_bucket(tensors, direction, alignment, bucket, stream, bucket_name: str):
+    """export_bucket, with errors about the bucket naming the caller's argument (`buffer` for
+    iter_buckets)."""
     specs = _specs(tensors)
     if not specs:
         raise ValueError("tensors is empty: nothing to pack")
@@ -111,14 +117,19 @@ def export_bucket(
         objects[f"{spec.where}['scale_inv']"] = spec.scale_inv
     inputs = _inputs(stream, **objects)
     if bucket is not None:
-        inputs.check_output("bucket", bucket)
+        inputs.check_output(bucket_name, bucket)
     prefix = "rowwise" if dir_code == 0 else "columnwise"
     handles, manifest = [], []
     for spec in specs:
-        handles.append(_mxfp8.Tensor(
-            **{f"{prefix}_data": spec.data, f"{prefix}_scale_inv": spec.scale_inv},
-            shape=list(spec.shape), format=spec.format, swizzled=spec.swizzled, stream=inputs.dlpack_stream,
-            data_name=f"{spec.where}['data']", scale_inv_name=f"{spec.where}['scale_inv']"))
+        try:
+            handles.append(_mxfp8.Tensor(
+                **{f"{prefix}_data": spec.data, f"{prefix}_scale_inv": spec.scale_inv},
+                shape=list(spec.shape), format=spec.format, swizzled=spec.swizzled, stream=inputs.dlpack_stream,
+                data_name=f"{spec.where}['data']", scale_inv_name=f"{spec.where}['scale_inv']"))
+        except (ValueError, TypeError) as e:  # the library's message, said of which tensor
+            if str(e).startswith(spec.where):
+                raise
+            raise type(e)(f"{spec.where}: {e}") from None
         manifest.append({"name": spec.name, "shape": spec.shape, "fp8_dtype": spec.fp8_dtype,
                          "scales_shape": _compact_scales_shapes(spec.shape)[dir_code]})
     plan, total = _mxfp8.bucket_plan(handles, direction=dir_code, alignment=alignment)
@@ -134,7 +145,7 @@ def export_bucket(
         else:
             raise ValueError("pass bucket=: a CUDA buffer of at least %d bytes (no torch to allocate one)" % total)
     _mxfp8.export_bucket(handles, plan, bucket, direction=dir_code, stream=inputs.stream,
-                         dlpack_stream=inputs.dlpack_stream)
+                         dlpack_stream=inputs.dlpack_stream, bucket_name=bucket_name)
     return bucket, manifest
 
 
@@ -309,12 +320,11 @@ def iter_buckets(
                 raise ValueError(f"buffer holds {_numel(buffer.shape)} bytes, a bucket needs {total}: "
                                  "make it at least bucket_bytes and as large as the largest tensor")
             # let export_bucket allocate one of the right size, then keep it
-            bucket, manifest = export_bucket(tensors_of(group), direction=direction, alignment=alignment,
-                                             stream=stream)
+            bucket, manifest = _export_bucket(tensors_of(group), direction, alignment, None, stream, "buffer")
             buffer = bucket
         else:
-            bucket, manifest = export_bucket(tensors_of(group), direction=direction, alignment=alignment,
-                                             bucket=buffer[:total], stream=stream)
+            bucket, manifest = _export_bucket(tensors_of(group), direction, alignment, buffer[:total], stream,
+                                              "buffer")
         return bucket, manifest
 
     def tensors_of(group):

@@ -493,14 +493,15 @@ void with_borrowed(py::handle obj, const char *name, py::object stream, Access a
 }
 
 void export_bucket(const std::vector<Tensor *> &tensors, const std::vector<std::tuple<uint64_t, uint64_t, uint64_t, uint64_t>> &plan,
-                   py::object bucket, int direction, intptr_t stream, py::object dlpack_stream) {
+                   py::object bucket, int direction, intptr_t stream, py::object dlpack_stream,
+                   const std::string &bucket_name) {
   mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
   o.direction = direction;
   o.stream = reinterpret_cast<void *>(stream);
   std::vector<mxfp8_bucket_entry> entries;
   for (const auto &[vo, vb, so, sb] : plan) entries.push_back(mxfp8_bucket_entry{vo, vb, so, sb});
   const auto h = handles(tensors);
-  with_borrowed(bucket, "bucket", dlpack_stream, Access::Write, [&](DLTensor *b) {
+  with_borrowed(bucket, bucket_name.c_str(), dlpack_stream, Access::Write, [&](DLTensor *b) {
     check(mxfp8_export_bucket(h.data(), h.size(), &o, entries.data(), b));
   });
 }
@@ -602,7 +603,8 @@ PYBIND11_MODULE(_mxfp8, m) {
 
   m.def("bucket_plan", &bucket_plan, py::arg("tensors"), py::arg("direction") = 0, py::arg("alignment") = 256);
   m.def("export_bucket", &export_bucket, py::arg("tensors"), py::arg("plan"), py::arg("bucket"),
-        py::arg("direction") = 0, py::arg("stream") = 0, py::arg("dlpack_stream") = py::none());
+        py::arg("direction") = 0, py::arg("stream") = 0, py::arg("dlpack_stream") = py::none(),
+        py::arg("bucket_name") = "bucket");
   m.def("swizzle_pair", &swizzle_pair, py::arg("source"), py::arg("destination"), py::arg("swizzle"),
         py::arg("stream") = 0, py::arg("dlpack_stream") = py::none());
 

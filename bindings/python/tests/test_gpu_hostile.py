@@ -68,7 +68,7 @@ def test_outputs_on_the_host_for_cuda_inputs_are_refused_and_untouched():
     with pytest.raises(ValueError, match=r"bucket is on cpu:0 but tensors\['w'\]\['data'\] is on cuda:0"):
         mxfp8.export_bucket({"w": {"data": d, "scale_inv": b, "swizzled": True}}, bucket=bucket)
     assert (bucket == POISON).all()
-    with pytest.raises(ValueError, match=r"bucket is on cpu:0 but tensors\['w'\]\['data'\] is on cuda:0"):
+    with pytest.raises(ValueError, match=r"buffer is on cpu:0 but tensors\['w'\]\['data'\] is on cuda:0"):
         list(mxfp8.iter_buckets({"w": {"data": d, "scale_inv": b, "swizzled": True}}, bucket_bytes=1 << 20,
                                 buffer=bucket))
     assert (bucket == POISON).all()

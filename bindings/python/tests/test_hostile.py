@@ -65,7 +65,7 @@ def test_export_bucket_into_a_read_only_bucket_is_refused():
 def test_iter_buckets_into_a_read_only_buffer_is_refused():
     data, buf, _ = one_tensor()
     ro = read_only(np.full(1 << 16, POISON, np.uint8))
-    with pytest.raises(ValueError, match="bucket is read-only"):
+    with pytest.raises(ValueError, match="buffer is read-only"):
         list(mxfp8.iter_buckets({"w": {"data": data, "scale_inv": buf}}, bucket_bytes=1 << 16, buffer=ro))
     assert (ro == POISON).all()
 
@@ -451,6 +451,9 @@ def test_bucket_arguments(call, error, message):
 
 def test_bucket_errors_from_the_library_name_the_tensor():
     data, buf, _ = one_tensor()
+    with pytest.raises(ValueError, match=r"tensors\['w'\]: .*need 128 x 4 = 512 bytes, got 200"):
+        mxfp8.export_bucket({"v": {"data": data, "scale_inv": buf},
+                             "w": {"data": data, "scale_inv": np.zeros((100, 2), np.uint8), "swizzled": True}})
     with pytest.raises(ValueError, match=r"tensors\['w'\]\['scale_inv'\]: DLPack version 2\.0"):
         mxfp8.export_bucket({"w": {"data": data, "scale_inv": Producer(ForgedTensor(0, None, ndim=3, version=(2, 0)),
                                                                          device=(KDL_CPU, 0))}})
