@@ -1,4 +1,5 @@
-"""The Python API: argument names in, C library calls out. Every check is the C library's."""
+"""The Python API: argument names in, C library calls out. Layouts, shapes, dtypes and sizes are the C
+library's to check; Python types and devices (before any __dlpack__ call) are checked in _args."""
 from __future__ import annotations
 
 from typing import Any, NamedTuple, Optional, Sequence
@@ -67,8 +68,11 @@ def export_components(
         numpy.from_dlpack).
 
     Raises:
-        ValueError: bad input, or no data for `direction`; TypeError: an unsupported device or object;
-        RuntimeError: a CUDA failure. Messages come from the C library.
+        ValueError: bad input, or no data for `direction`, or data and scale_inv on different devices
+        (checked before either is asked for its DLPack capsule), or a DLPack tensor of another major
+        version; TypeError: an unsupported device or object, or an argument of the wrong Python type
+        (swizzled and contiguous must be bools, shape a sequence of ints); RuntimeError: a CUDA failure.
+        Messages come from the C library, or name the Python argument for what only Python sees.
     """
     inputs = _inputs(stream, data=data, scale_inv=scale_inv)
     block_scales = _choice("block", block, _BLOCKS) == 1

@@ -63,7 +63,7 @@ def quantize(
         scales: "compact" ((*lead, ceil(K/32)) rowwise, (ceil(M/32), K) columnwise, (ceil(M/32),
             ceil(K/32)) for 32x32), "padded" (TE's allocation, padding zeroed) or "swizzled" (the same in
             the cuBLAS 128x4 layout, as TE's optimize_for_gemm stores it).
-        rowwise, columnwise: which directions to produce (at least one).
+        rowwise, columnwise: which directions to produce (bools; at least one).
         values_dtype: "fp8" or "uint8"; scales_dtype: "uint8" or "e8m0".
         stream: CUDA stream (torch/CuPy stream or int); default: torch's current stream for torch
             tensors, else the legacy default stream.
@@ -127,6 +127,10 @@ def dequantize(
 
     Returns:
         out, or the new array.
+
+    Raises:
+        ValueError: as export_components, and `out` on another device than data (checked before any
+        DLPack call) or flagged read-only (a NumPy array with flags.writeable False).
     """
     inputs = _inputs(stream, data=data, scale_inv=scale_inv)
     if out is not None:
