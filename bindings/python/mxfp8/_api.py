@@ -79,7 +79,7 @@ def export_components(
     vd = _choice("values_dtype", values_dtype, _VALUES_DTYPES)
     sd = _choice("scales_dtype", scales_dtype, _SCALES_DTYPES)
     contiguous = _flag("contiguous", contiguous)
-    tensor = _tensor(data, scale_inv, shape, fp8_dtype, swizzled, direction, block, inputs.dlpack_stream)
+    tensor = _tensor(data, scale_inv, shape, fp8_dtype, swizzled, direction, block, inputs)
     values, scales = tensor.export_components(
         direction=_DIRECTIONS[direction],
         values_dtype=vd,
@@ -92,7 +92,7 @@ def export_components(
     return _components(inputs.torch, values, scales)
 
 
-def _tensor(data, scale_inv, shape, fp8_dtype, swizzled, direction, block, dlpack_stream,
+def _tensor(data, scale_inv, shape, fp8_dtype, swizzled, direction, block, inputs,
             names=("data", "scale_inv")) -> _mxfp8.Tensor:
     """The library's handle on one direction's data and scale_inv (which it checks)."""
     prefix = "rowwise" if _choice("direction", direction, _DIRECTIONS) == 0 else "columnwise"
@@ -102,9 +102,10 @@ def _tensor(data, scale_inv, shape, fp8_dtype, swizzled, direction, block, dlpac
         format=_choice("fp8_dtype", fp8_dtype, _FORMATS),
         swizzled=_flag("swizzled", swizzled),
         block=_choice("block", block, _BLOCKS),
-        stream=dlpack_stream,
+        stream=inputs.dlpack_stream,
         data_name=names[0],
         scale_inv_name=names[1],
+        exchange=inputs.exchange,
     )
 
 
@@ -119,9 +120,14 @@ def _torch_allocator(torch, data):
 
 
 def _components(torch, values, scales) -> Components:
-    if torch is not None:
-        return Components(torch.from_dlpack(values), torch.from_dlpack(scales))
-    return Components(values, scales)
+    """Torch tensors for torch inputs (already so when they came through the exchange API)."""
+    return Components(_as_torch(torch, values), _as_torch(torch, scales))
+
+
+def _as_torch(torch, result):
+    if torch is not None and isinstance(result, _mxfp8.Array):
+        return torch.from_dlpack(result)
+    return result
 
 
 def export_grouped(
@@ -185,6 +191,7 @@ def export_grouped(
         swizzled=swizzled,
         packing=packing,
         stream=inputs.dlpack_stream,
+        exchange=inputs.exchange,
     )
     allocator = _torch_allocator(inputs.torch, data)
     if stacked:

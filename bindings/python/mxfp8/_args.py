@@ -8,6 +8,8 @@ import operator
 import sys
 from typing import Any, NamedTuple, Optional, Sequence, Tuple
 
+from . import _mxfp8
+
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
 UINT64_MAX = 2**64 - 1
@@ -93,14 +95,17 @@ def same_memory(a: Tuple[int, int], b: Tuple[int, int]) -> bool:
 
 class Inputs(NamedTuple):
     """What the inputs decide: torch (the module, for torch inputs: outputs are then torch tensors from
-    PyTorch's allocator), whether they live on CUDA, the stream as a cudaStream_t value, and the first
-    input's name and device (what outputs are checked against)."""
+    PyTorch's allocator), whether they live on CUDA, the stream as a cudaStream_t value, the first
+    input's name and device (what outputs are checked against), and whether the call goes through the
+    framework's DLPack C exchange API (stream is then None: the extension asks the framework for its
+    current stream)."""
 
     torch: Any
     cuda: bool
-    stream: int
+    stream: Optional[int]
     name: str
     device: Tuple[int, int]
+    exchange: bool = False
 
     @property
     def dlpack_stream(self) -> Optional[int]:
@@ -128,7 +133,20 @@ def inputs(stream: Any, **objects: Any) -> Inputs:
                              f"{format_device(first_device)}: all buffers must share one device")
     torch = torch_module(first)
     cuda = first_device[0] in CUDA_DEVICES
+    if stream is None and has_exchange_api(first):
+        return Inputs(torch, cuda, None, first_name, first_device, True)
     return Inputs(torch, cuda, stream_pointer(stream, torch, first, cuda), first_name, first_device)
+
+
+_EXCHANGE_API: dict = {}  # type -> whether it publishes a DLPack C exchange API the extension uses
+
+
+def has_exchange_api(obj: Any) -> bool:
+    kind = type(obj)
+    known = _EXCHANGE_API.get(kind)
+    if known is None:
+        known = _EXCHANGE_API[kind] = _mxfp8.has_exchange_api(obj)
+    return known
 
 
 def torch_module(obj: Any):

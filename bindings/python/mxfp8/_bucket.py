@@ -125,7 +125,8 @@ def _export_bucket(tensors, direction, alignment, bucket, stream, bucket_name: s
             handles.append(_mxfp8.Tensor(
                 **{f"{prefix}_data": spec.data, f"{prefix}_scale_inv": spec.scale_inv},
                 shape=list(spec.shape), format=spec.format, swizzled=spec.swizzled, stream=inputs.dlpack_stream,
-                data_name=f"{spec.where}['data']", scale_inv_name=f"{spec.where}['scale_inv']"))
+                data_name=f"{spec.where}['data']", scale_inv_name=f"{spec.where}['scale_inv']",
+                exchange=inputs.exchange))
         except (ValueError, TypeError) as e:  # the library's message, said of which tensor
             if str(e).startswith(spec.where):
                 raise

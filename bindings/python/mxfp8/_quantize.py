@@ -10,6 +10,7 @@ from ._api import (
     _FORMATS,
     _SCALES_DTYPES,
     _VALUES_DTYPES,
+    _as_torch,
     _choice,
     _flag,
     _inputs,
@@ -96,9 +97,7 @@ def quantize(
         bfloat16_bits=bfloat16_bits,
         **options,
     )
-    if torch is not None:
-        parts = tuple(None if p is None else torch.from_dlpack(p) for p in parts)
-    return Quantized(*parts)
+    return Quantized(*(None if p is None else _as_torch(torch, p) for p in parts))
 
 
 def dequantize(
@@ -137,7 +136,7 @@ def dequantize(
         inputs.check_output("out", out)  # before any __dlpack__ call
     if dtype not in _OUTPUT_DTYPES:
         raise ValueError(f"dtype must be one of {list(_OUTPUT_DTYPES)}, got {dtype!r}")
-    tensor = _tensor(data, scale_inv, shape, fp8_dtype, swizzled, direction, block, inputs.dlpack_stream)
+    tensor = _tensor(data, scale_inv, shape, fp8_dtype, swizzled, direction, block, inputs)
     if out is None:
         shape = _args.shape("shape", shape) if shape is not None else tuple(data.shape)
         out = _empty(inputs.torch, inputs.cuda, data, tuple(int(d) for d in shape), dtype)

@@ -7,6 +7,7 @@
 
 #include <memory>
 #include <optional>
+#include <unordered_map>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -72,9 +73,23 @@ struct TakenTensor {
 // What the library will do with a tensor taken from a producer: only read it, or write into it.
 enum class Access { Read, Write };
 
-// Consumes obj.__dlpack__(...): asks for a versioned capsule, accepts a legacy one. A versioned tensor of
-// another major version is deleted unread (DLPack: its other fields may not be laid out as we think);
-// a tensor the library would write into must not be flagged read-only.
+// A versioned tensor of another major version is deleted unread (DLPack: its other fields may not be laid
+// out as we think); a tensor the library would write into must not be flagged read-only.
+void check_taken(const DLManagedTensorVersioned &managed, const char *name, Access access) {
+  const DLPackVersion version = managed.version;
+  if (version.major != DLPACK_MAJOR_VERSION)
+    throw py::value_error(std::string(name) + ": DLPack version " + std::to_string(version.major) + "." +
+                          std::to_string(version.minor) + " is not supported (this build of mxfp8 reads DLPack " +
+                          std::to_string(DLPACK_MAJOR_VERSION) + ".x)");
+  if (access == Access::Write && (managed.flags & DLPACK_FLAG_BITMASK_READ_ONLY))
+    throw py::value_error(std::string(name) + " is read-only (its producer flagged it DLPACK_FLAG_BITMASK_READ_ONLY, " +
+                          "e.g. a NumPy array with flags.writeable False): mxfp8 writes its result there");
+}
+
+// How many objects each path took (tests read them to prove which path a framework took).
+size_t taken_by_exchange_api = 0, taken_by_dunder_dlpack = 0;
+
+// Consumes obj.__dlpack__(...): asks for a versioned capsule, accepts a legacy one.
 std::unique_ptr<TakenTensor> take_dlpack(py::handle obj, const char *name, py::object stream,
                                          Access access = Access::Read) {
   if (!py::hasattr(obj, "__dlpack__"))
@@ -88,19 +103,13 @@ std::unique_ptr<TakenTensor> take_dlpack(py::handle obj, const char *name, py::o
     if (!e.matches(PyExc_TypeError)) throw;
     capsule = obj.attr("__dlpack__")(py::arg("stream") = stream);  // a producer older than DLPack 1.0
   }
+  ++taken_by_dunder_dlpack;
   auto taken = std::make_unique<TakenTensor>();
   PyObject *cap = capsule.ptr();
   if (PyCapsule_IsValid(cap, "dltensor_versioned")) {
     taken->managed = static_cast<DLManagedTensorVersioned *>(PyCapsule_GetPointer(cap, "dltensor_versioned"));
     PyCapsule_SetName(cap, "used_dltensor_versioned");  // ours now: `taken` calls the deleter
-    const DLPackVersion version = taken->managed->version;
-    if (version.major != DLPACK_MAJOR_VERSION)
-      throw py::value_error(std::string(name) + ": DLPack version " + std::to_string(version.major) + "." +
-                            std::to_string(version.minor) + " is not supported (this build of mxfp8 reads DLPack " +
-                            std::to_string(DLPACK_MAJOR_VERSION) + ".x)");
-    if (access == Access::Write && (taken->managed->flags & DLPACK_FLAG_BITMASK_READ_ONLY))
-      throw py::value_error(std::string(name) + " is read-only (its producer flagged it DLPACK_FLAG_BITMASK_READ_ONLY, " +
-                            "e.g. a NumPy array with flags.writeable False): mxfp8 writes its result there");
+    check_taken(*taken->managed, name, access);
   } else if (PyCapsule_IsValid(cap, "dltensor")) {
     auto *legacy = static_cast<DLManagedTensor *>(PyCapsule_GetPointer(cap, "dltensor"));
     PyCapsule_SetName(cap, "used_dltensor");
@@ -115,6 +124,102 @@ std::unique_ptr<TakenTensor> take_dlpack(py::handle obj, const char *name, py::o
     throw py::type_error(std::string(name) + ".__dlpack__() did not return a DLPack capsule");
   }
   return taken;
+}
+
+
+// ---- The DLPack C exchange API (DLPack 1.2+) ---------------------------------------------------------
+// A framework may publish C functions for its own tensors as the capsule type(x).__dlpack_c_exchange_api__
+// (PyTorch does): taking a tensor, making one from a managed tensor, allocating, and its current stream,
+// with no Python call and no stream synchronization. The binding uses them when the caller left the
+// stream to the inputs' framework: the work then runs on the framework's current stream, so nothing
+// needs ordering. Any other object, or an explicit stream, goes through __dlpack__ as before.
+
+// The exchange API of obj's type, or nullptr; looked up once per type (the type is kept alive so the
+// cache never sees a reused address). One whose major version is not ours is walked back through
+// prev_api; one without the four functions used here is not used.
+const DLPackExchangeAPI *exchange_api_of(py::handle obj) {
+  static std::unordered_map<PyObject *, const DLPackExchangeAPI *> cache;  // the GIL guards it
+  PyObject *type = reinterpret_cast<PyObject *>(Py_TYPE(obj.ptr()));
+  if (auto it = cache.find(type); it != cache.end()) return it->second;
+  const DLPackExchangeAPI *api = nullptr;
+  if (PyObject *capsule = PyObject_GetAttrString(type, "__dlpack_c_exchange_api__")) {
+    if (PyCapsule_IsValid(capsule, "dlpack_exchange_api")) {
+      auto *header = static_cast<const DLPackExchangeAPIHeader *>(PyCapsule_GetPointer(capsule, "dlpack_exchange_api"));
+      while (header && header->version.major != DLPACK_MAJOR_VERSION) header = header->prev_api;
+      auto *candidate = reinterpret_cast<const DLPackExchangeAPI *>(header);
+      if (candidate && candidate->managed_tensor_allocator && candidate->managed_tensor_from_py_object_no_sync &&
+          candidate->managed_tensor_to_py_object_no_sync && candidate->current_work_stream)
+        api = candidate;
+    }
+    Py_DECREF(capsule);
+  } else {
+    PyErr_Clear();
+  }
+  Py_INCREF(type);
+  cache.emplace(type, api);
+  return api;
+}
+
+// A failed exchange API call: its Python exception, or one naming what failed.
+[[noreturn]] void raise_exchange_failure(const std::string &what) {
+  if (PyErr_Occurred()) throw py::error_already_set();
+  throw py::type_error(what + ": the framework's DLPack exchange API failed without saying why");
+}
+
+bool is_cuda(DLDevice device) { return device.device_type == kDLCUDA || device.device_type == kDLCUDAManaged; }
+
+// How one call takes its objects and hands its results back.
+struct Exchange {
+  const DLPackExchangeAPI *api = nullptr;  // the inputs' framework's, in exchange mode
+  intptr_t stream = 0;                     // the cudaStream_t the library queues its work on
+  py::object dlpack_stream = py::none();   // __dlpack__'s stream argument for every other object
+  DLDevice device{kDLCPU, 0};              // the inputs' device, once known
+  bool resolved = false;                   // stream, dlpack_stream and device known
+
+  // The caller's explicit stream (and __dlpack__ stream): the __dlpack__ path.
+  static Exchange explicit_stream(intptr_t stream, py::object dlpack_stream) {
+    Exchange e;
+    e.stream = stream;
+    e.dlpack_stream = std::move(dlpack_stream);
+    e.resolved = true;
+    return e;
+  }
+
+  // Exchange mode on `device`: the framework's current stream there.
+  static Exchange current(const DLPackExchangeAPI *api, DLDevice device) {
+    Exchange e;
+    e.api = api;
+    e.resolve(device);
+    return e;
+  }
+
+  void resolve(DLDevice d) {
+    device = d;
+    resolved = true;
+    if (!is_cuda(d)) return;  // host memory: no stream (DLPack: the consumer need not ask)
+    void *s = nullptr;
+    if (api->current_work_stream(d.device_type, d.device_id, &s) != 0) raise_exchange_failure("current_work_stream");
+    stream = reinterpret_cast<intptr_t>(s);
+    dlpack_stream = py::int_(stream == 0 ? 1 : stream);  // DLPack's __dlpack__ spells the legacy stream 1
+  }
+};
+
+// Takes obj for one call: through the exchange API when it is the call's framework's, else __dlpack__.
+// In exchange mode the first object taken is the framework's, and its device fixes the stream.
+std::unique_ptr<TakenTensor> take(py::handle obj, const char *name, Exchange &ex, Access access = Access::Read) {
+  if (ex.api && exchange_api_of(obj) == ex.api) {
+    auto taken = std::make_unique<TakenTensor>();
+    if (ex.api->managed_tensor_from_py_object_no_sync(obj.ptr(), &taken->managed) != 0 || !taken->managed) {
+      taken->managed = nullptr;
+      raise_exchange_failure(name);
+    }
+    ++taken_by_exchange_api;
+    check_taken(*taken->managed, name, access);
+    if (!ex.resolved) ex.resolve(taken->managed->dl_tensor.device);
+    return taken;
+  }
+  if (!ex.resolved) throw std::logic_error(std::string(name) + ": exchange mode needs the framework's object first");
+  return take_dlpack(obj, name, ex.dlpack_stream, access);
 }
 
 // An output of the library, shared by every DLPack export made from it.
@@ -295,6 +400,16 @@ class Array {
   intptr_t producer_stream_;
 };
 
+// A result of the library for Python: the framework's own tensor in exchange mode (ownership passes to it),
+// else an Array any DLPack consumer takes.
+py::object hand_back(const Exchange &ex, DLManagedTensorVersioned *managed) {
+  if (!ex.api) return py::cast(Array(managed, ex.stream));
+  void *out = nullptr;
+  if (ex.api->managed_tensor_to_py_object_no_sync(managed, &out) != 0 || !out)
+    raise_exchange_failure("managed_tensor_to_py_object_no_sync");
+  return py::reinterpret_steal<py::object>(static_cast<PyObject *>(out));
+}
+
 // The allocator the C library calls for copies when the caller passes a Python callable
 // alloc(shape, dl_device) -> object with __dlpack__ (e.g. torch.empty on the right device). The export
 // runs with the GIL held, on this thread, so a thread-local hands the callable over. A result this binding
@@ -339,25 +454,48 @@ mxfp8_status with_allocator(py::object &allocator, Call call) {
   return status;
 }
 
-// Runs one export call with `allocator` (a Python callable or None) in place, into two Arrays.
+// Who allocates the library's copies: the framework's C allocator in exchange mode (but for pinned host
+// memory, which it may not make), else the Python callable `allocator` when given, else the library.
+template <class Options>
+void choose_allocator(Options &o, const Exchange &ex, const py::object &allocator) {
+  if (ex.api && ex.device.device_type != kDLCUDAHost)
+    o.allocator = ex.api->managed_tensor_allocator;  // the same signature as ours (DLPack's allocator)
+  else if (!allocator.is_none())
+    o.allocator = call_python_allocator;
+}
+
+// Runs one export call on `ex`'s stream with its allocator, into two results.
 template <class Call>
-py::tuple export_with(mxfp8_export_options &o, py::object allocator, Call call) {
-  if (!allocator.is_none()) o.allocator = call_python_allocator;
+py::tuple export_with(mxfp8_export_options &o, const Exchange &ex, py::object allocator, Call call) {
+  o.stream = reinterpret_cast<void *>(ex.stream);
+  choose_allocator(o, ex, allocator);
   DLManagedTensorVersioned *values = nullptr, *scales = nullptr;
   check(with_allocator(allocator, [&] { return call(&values, &scales); }));
-  const auto stream = reinterpret_cast<intptr_t>(o.stream);
-  return py::make_tuple(Array(values, stream), Array(scales, stream));
+  py::object v = hand_back(ex, values);
+  return py::make_tuple(v, hand_back(ex, scales));
+}
+
+// The Exchange of a call on a handle made in exchange mode (`api`, on `device`): the framework's current
+// stream when the caller gave none, else the caller's (0: the legacy default stream).
+Exchange exchange_for(const DLPackExchangeAPI *api, DLDevice device, const py::object &stream,
+                      py::object dlpack_stream = py::none()) {
+  if (api && stream.is_none()) return Exchange::current(api, device);
+  return Exchange::explicit_stream(stream.is_none() ? 0 : stream.cast<intptr_t>(), std::move(dlpack_stream));
 }
 
 // The Python handle on an mxfp8_tensor.
 class Tensor {
  public:
   // Takes over a handle the library made (a grouped expert).
-  explicit Tensor(mxfp8_tensor *handle) : handle_(handle) {}
+  Tensor(mxfp8_tensor *handle, const DLPackExchangeAPI *api, DLDevice device)
+      : handle_(handle), api_(api), device_(device) {}
 
+  // exchange: take the inputs through their framework's DLPack exchange API (the first input's type
+  // has one); `stream` is then not used.
   Tensor(py::object rowwise_data, py::object rowwise_scale_inv, py::object columnwise_data,
          py::object columnwise_scale_inv, std::optional<std::vector<int64_t>> shape, int format, bool swizzled,
-         int block, py::object stream, std::optional<std::string> data_name, std::optional<std::string> scale_inv_name) {
+         int block, py::object stream, std::optional<std::string> data_name, std::optional<std::string> scale_inv_name,
+         bool exchange) {
     mxfp8_tensor_desc desc = MXFP8_TENSOR_DESC_INIT;
     desc.format = format;
     desc.scale_layout = swizzled ? MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED : MXFP8_SCALE_LAYOUT_ROW_MAJOR;
@@ -376,11 +514,20 @@ class Tensor {
     }
     DLManagedTensorVersioned **fields[4] = {&desc.rowwise_data, &desc.rowwise_scale_inv, &desc.columnwise_data,
                                             &desc.columnwise_scale_inv};
+    Exchange ex = Exchange::explicit_stream(0, stream);
+    for (int i = 0; exchange && i < 4; ++i)
+      if (!inputs[i].is_none()) {
+        ex = Exchange{exchange_api_of(inputs[i])};
+        if (!ex.api) throw py::type_error(std::string(names[i]) + ": its type has no usable DLPack exchange API");
+        break;
+      }
     for (int i = 0; i < 4; ++i) {
       if (inputs[i].is_none()) continue;
-      taken[i] = take_dlpack(inputs[i], names[i], stream);
+      taken[i] = take(inputs[i], names[i], ex);
       *fields[i] = taken[i]->managed;
+      if (!device_set_) device_ = taken[i]->managed->dl_tensor.device, device_set_ = true;
     }
+    api_ = ex.api;
     check(mxfp8_tensor_create(&desc, &handle_));
     for (auto &t : taken)
       if (t) t->release();  // the handle owns them now
@@ -390,23 +537,30 @@ class Tensor {
   Tensor &operator=(const Tensor &) = delete;
 
   const mxfp8_tensor *handle() const { return handle_; }
+  const DLPackExchangeAPI *api() const { return api_; }
+  DLDevice device() const { return device_; }
 
+  // stream None: the framework's current stream for a handle made in exchange mode, else the legacy
+  // default stream.
   py::tuple export_components(int direction, int values_dtype, int scales_dtype, bool contiguous, bool block_scales,
-                              intptr_t stream, py::object allocator) {
+                              py::object stream, py::object allocator) {
     mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
     o.direction = direction;
     o.values_dtype = values_dtype;
     o.scales_dtype = scales_dtype;
     o.padded_scales = contiguous ? MXFP8_PADDED_SCALES_COPY : MXFP8_PADDED_SCALES_STRIDED_VIEW;
     o.scales_granularity = block_scales ? MXFP8_SCALES_PER_32X32 : MXFP8_SCALES_PER_32;
-    o.stream = reinterpret_cast<void *>(stream);
-    return export_with(o, allocator, [&](DLManagedTensorVersioned **v, DLManagedTensorVersioned **s) {
-      return mxfp8_export_components(handle_, &o, v, s);
-    });
+    return export_with(o, exchange_for(api_, device_, stream), allocator,
+                       [&](DLManagedTensorVersioned **v, DLManagedTensorVersioned **s) {
+                         return mxfp8_export_components(handle_, &o, v, s);
+                       });
   }
 
  private:
   mxfp8_tensor *handle_ = nullptr;
+  const DLPackExchangeAPI *api_ = nullptr;  // set when made in exchange mode
+  DLDevice device_{kDLCPU, 0};
+  bool device_set_ = false;
 };
 
 // The Python handle on grouped MoE experts (rowwise).
@@ -414,7 +568,8 @@ class Grouped {
  public:
   Grouped(py::object data, py::object scale_inv, int32_t num_experts, int64_t cols,
           std::optional<std::vector<int64_t>> expert_rows, int64_t uniform_rows,
-          std::optional<std::vector<int64_t>> scale_offsets, int format, bool swizzled, int packing, py::object stream) {
+          std::optional<std::vector<int64_t>> scale_offsets, int format, bool swizzled, int packing, py::object stream,
+          bool exchange) {
     mxfp8_grouped_desc desc = MXFP8_GROUPED_DESC_INIT;
     desc.format = format;
     desc.scale_layout = swizzled ? MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED : MXFP8_SCALE_LAYOUT_ROW_MAJOR;
@@ -434,8 +589,12 @@ class Grouped {
                               std::to_string(num_experts) + " experts");
       desc.scale_offsets = scale_offsets->data();
     }
-    auto taken_data = take_dlpack(data, "data", stream);
-    auto taken_scales = take_dlpack(scale_inv, "scale_inv", stream);
+    Exchange ex = exchange ? Exchange{exchange_api_of(data)} : Exchange::explicit_stream(0, stream);
+    if (exchange && !ex.api) throw py::type_error("data: its type has no usable DLPack exchange API");
+    auto taken_data = take(data, "data", ex);
+    auto taken_scales = take(scale_inv, "scale_inv", ex);
+    api_ = ex.api;
+    device_ = taken_data->managed->dl_tensor.device;
     desc.data = taken_data->managed;
     desc.scale_inv = taken_scales->managed;
     check(mxfp8_grouped_tensor_create(&desc, &handle_));
@@ -449,21 +608,23 @@ class Grouped {
   std::unique_ptr<Tensor> expert(int32_t e) {
     mxfp8_tensor *t = nullptr;
     check(mxfp8_grouped_expert(handle_, e, &t));
-    return std::make_unique<Tensor>(t);
+    return std::make_unique<Tensor>(t, api_, device_);
   }
 
-  py::tuple export_stacked(int values_dtype, int scales_dtype, intptr_t stream, py::object allocator) {
+  py::tuple export_stacked(int values_dtype, int scales_dtype, py::object stream, py::object allocator) {
     mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
     o.values_dtype = values_dtype;
     o.scales_dtype = scales_dtype;
-    o.stream = reinterpret_cast<void *>(stream);
-    return export_with(o, allocator, [&](DLManagedTensorVersioned **v, DLManagedTensorVersioned **s) {
-      return mxfp8_grouped_export_stacked(handle_, &o, v, s);
-    });
+    return export_with(o, exchange_for(api_, device_, stream), allocator,
+                       [&](DLManagedTensorVersioned **v, DLManagedTensorVersioned **s) {
+                         return mxfp8_grouped_export_stacked(handle_, &o, v, s);
+                       });
   }
 
  private:
   mxfp8_grouped_tensor *handle_ = nullptr;
+  const DLPackExchangeAPI *api_ = nullptr;  // set when made in exchange mode
+  DLDevice device_{kDLCPU, 0};
 };
 
 std::vector<const mxfp8_tensor *> handles(const std::vector<Tensor *> &tensors) {
@@ -487,30 +648,44 @@ py::tuple bucket_plan(const std::vector<Tensor *> &tensors, int direction, uint6
 
 // Borrows a DLPack object's tensor for the length of one call.
 template <class Call>
-void with_borrowed(py::handle obj, const char *name, py::object stream, Access access, Call call) {
-  auto taken = take_dlpack(obj, name, stream, access);
+void with_borrowed(py::handle obj, const char *name, Exchange &ex, Access access, Call call) {
+  auto taken = take(obj, name, ex, access);
   call(&taken->managed->dl_tensor);
 }
 
+// The Exchange of a call on Python objects: exchange mode (stream None) through `first`'s framework,
+// resolved when `first` is taken; else the caller's stream.
+Exchange exchange_for_objects(py::handle first, const py::object &stream, py::object dlpack_stream) {
+  if (!stream.is_none()) return Exchange::explicit_stream(stream.cast<intptr_t>(), std::move(dlpack_stream));
+  Exchange ex{exchange_api_of(first)};
+  if (!ex.api) return Exchange::explicit_stream(0, std::move(dlpack_stream));
+  return ex;
+}
+
+// stream None: the framework's current stream when the tensors were made in exchange mode.
 void export_bucket(const std::vector<Tensor *> &tensors, const std::vector<std::tuple<uint64_t, uint64_t, uint64_t, uint64_t>> &plan,
-                   py::object bucket, int direction, intptr_t stream, py::object dlpack_stream,
+                   py::object bucket, int direction, py::object stream, py::object dlpack_stream,
                    const std::string &bucket_name) {
   mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
   o.direction = direction;
-  o.stream = reinterpret_cast<void *>(stream);
+  Exchange ex = tensors.empty() ? exchange_for(nullptr, DLDevice{kDLCPU, 0}, stream, dlpack_stream)
+                                : exchange_for(tensors[0]->api(), tensors[0]->device(), stream, dlpack_stream);
+  o.stream = reinterpret_cast<void *>(ex.stream);
   std::vector<mxfp8_bucket_entry> entries;
   for (const auto &[vo, vb, so, sb] : plan) entries.push_back(mxfp8_bucket_entry{vo, vb, so, sb});
   const auto h = handles(tensors);
-  with_borrowed(bucket, bucket_name.c_str(), dlpack_stream, Access::Write, [&](DLTensor *b) {
+  with_borrowed(bucket, bucket_name.c_str(), ex, Access::Write, [&](DLTensor *b) {
     check(mxfp8_export_bucket(h.data(), h.size(), &o, entries.data(), b));
   });
 }
 
-void swizzle_pair(py::object source, py::object destination, bool swizzle, intptr_t stream, py::object dlpack_stream) {
-  with_borrowed(source, swizzle ? "compact" : "swizzled", dlpack_stream, Access::Read, [&](DLTensor *src) {
-    with_borrowed(destination, "out", dlpack_stream, Access::Write, [&](DLTensor *dst) {
-      check(swizzle ? mxfp8_swizzle_scales(src, dst, reinterpret_cast<void *>(stream))
-                    : mxfp8_unswizzle_scales(src, dst, reinterpret_cast<void *>(stream)));
+// stream None: exchange mode through the source's framework (or the legacy stream without one).
+void swizzle_pair(py::object source, py::object destination, bool swizzle, py::object stream, py::object dlpack_stream) {
+  Exchange ex = exchange_for_objects(source, stream, dlpack_stream);
+  with_borrowed(source, swizzle ? "compact" : "swizzled", ex, Access::Read, [&](DLTensor *src) {
+    with_borrowed(destination, "out", ex, Access::Write, [&](DLTensor *dst) {
+      void *s = reinterpret_cast<void *>(ex.stream);
+      check(swizzle ? mxfp8_swizzle_scales(src, dst, s) : mxfp8_unswizzle_scales(src, dst, s));
     });
   });
 }
@@ -527,7 +702,7 @@ void relabel_bfloat16(DLTensor *t, bool bfloat16_bits) {
 // mxfp8_quantize of a DLPack input: (rowwise_data, rowwise_scale_inv, columnwise_data,
 // columnwise_scale_inv), None for a direction not asked for.
 py::tuple quantize(py::object input, int format, int block, int rounding, int layout, bool rowwise, bool columnwise,
-                   int values_dtype, int scales_dtype, intptr_t stream, py::object allocator, py::object dlpack_stream,
+                   int values_dtype, int scales_dtype, py::object stream, py::object allocator, py::object dlpack_stream,
                    bool bfloat16_bits) {
   mxfp8_quantize_options o = MXFP8_QUANTIZE_OPTIONS_INIT;
   o.format = format;
@@ -536,28 +711,45 @@ py::tuple quantize(py::object input, int format, int block, int rounding, int la
   o.scales_layout = layout;
   o.values_dtype = values_dtype;
   o.scales_dtype = scales_dtype;
-  o.stream = reinterpret_cast<void *>(stream);
-  if (!allocator.is_none()) o.allocator = call_python_allocator;
+  Exchange ex = exchange_for_objects(input, stream, dlpack_stream);
   DLManagedTensorVersioned *out[4] = {};
-  with_borrowed(input, "x", dlpack_stream, Access::Read, [&](DLTensor *x) {
+  with_borrowed(input, "x", ex, Access::Read, [&](DLTensor *x) {
     relabel_bfloat16(x, bfloat16_bits);
+    o.stream = reinterpret_cast<void *>(ex.stream);
+    choose_allocator(o, ex, allocator);
     check(with_allocator(allocator, [&] {
       return mxfp8_quantize(x, &o, rowwise ? &out[0] : nullptr, rowwise ? &out[1] : nullptr,
                             columnwise ? &out[2] : nullptr, columnwise ? &out[3] : nullptr);
     }));
   });
   py::object result[4];
-  for (int i = 0; i < 4; ++i) result[i] = out[i] ? py::cast(Array(out[i], stream)) : py::none();
+  for (int i = 0; i < 4; ++i) {
+    if (!out[i]) {
+      result[i] = py::none();
+      continue;
+    }
+    DLManagedTensorVersioned *managed = out[i];
+    out[i] = nullptr;
+    try {
+      result[i] = hand_back(ex, managed);
+    } catch (...) {  // the rest would leak
+      for (int j = i + 1; j < 4; ++j)
+        if (out[j] && out[j]->deleter) out[j]->deleter(out[j]);
+      throw;
+    }
+  }
   return py::make_tuple(result[0], result[1], result[2], result[3]);
 }
 
 // mxfp8_dequantize of one direction of `tensor` into the DLPack object `output` (float32 or bfloat16).
-void dequantize(const Tensor &tensor, int direction, py::object output, intptr_t stream, py::object dlpack_stream,
+// stream None: the framework's current stream when `tensor` was made in exchange mode.
+void dequantize(const Tensor &tensor, int direction, py::object output, py::object stream, py::object dlpack_stream,
                 bool bfloat16_bits) {
   mxfp8_dequantize_options o = MXFP8_DEQUANTIZE_OPTIONS_INIT;
   o.direction = direction;
-  o.stream = reinterpret_cast<void *>(stream);
-  with_borrowed(output, "out", dlpack_stream, Access::Write, [&](DLTensor *out) {
+  Exchange ex = exchange_for(tensor.api(), tensor.device(), stream, dlpack_stream);
+  o.stream = reinterpret_cast<void *>(ex.stream);
+  with_borrowed(output, "out", ex, Access::Write, [&](DLTensor *out) {
     relabel_bfloat16(out, bfloat16_bits);
     check(mxfp8_dequantize(tensor.handle(), &o, out));
   });
@@ -592,36 +784,44 @@ PYBIND11_MODULE(_mxfp8, m) {
 
   py::class_<Tensor>(m, "Tensor", "An mxfp8_tensor handle over DLPack inputs.")
       .def(py::init<py::object, py::object, py::object, py::object, std::optional<std::vector<int64_t>>, int, bool,
-                    int, py::object, std::optional<std::string>, std::optional<std::string>>(),
+                    int, py::object, std::optional<std::string>, std::optional<std::string>, bool>(),
            py::kw_only(), py::arg("rowwise_data") = py::none(), py::arg("rowwise_scale_inv") = py::none(),
            py::arg("columnwise_data") = py::none(), py::arg("columnwise_scale_inv") = py::none(),
            py::arg("shape") = py::none(), py::arg("format") = 1, py::arg("swizzled") = false, py::arg("block") = 0,
-           py::arg("stream") = py::none(), py::arg("data_name") = py::none(), py::arg("scale_inv_name") = py::none())
+           py::arg("stream") = py::none(), py::arg("data_name") = py::none(), py::arg("scale_inv_name") = py::none(),
+           py::arg("exchange") = false)
       .def("export_components", &Tensor::export_components, py::kw_only(), py::arg("direction") = 0,
            py::arg("values_dtype") = 0, py::arg("scales_dtype") = 0, py::arg("contiguous") = true,
-           py::arg("block_scales") = false, py::arg("stream") = 0, py::arg("allocator") = py::none());
+           py::arg("block_scales") = false, py::arg("stream") = py::none(), py::arg("allocator") = py::none());
 
   m.def("bucket_plan", &bucket_plan, py::arg("tensors"), py::arg("direction") = 0, py::arg("alignment") = 256);
   m.def("export_bucket", &export_bucket, py::arg("tensors"), py::arg("plan"), py::arg("bucket"),
-        py::arg("direction") = 0, py::arg("stream") = 0, py::arg("dlpack_stream") = py::none(),
+        py::arg("direction") = 0, py::arg("stream") = py::none(), py::arg("dlpack_stream") = py::none(),
         py::arg("bucket_name") = "bucket");
   m.def("swizzle_pair", &swizzle_pair, py::arg("source"), py::arg("destination"), py::arg("swizzle"),
-        py::arg("stream") = 0, py::arg("dlpack_stream") = py::none());
+        py::arg("stream") = py::none(), py::arg("dlpack_stream") = py::none());
 
   m.def("quantize", &quantize, py::arg("input"), py::kw_only(), py::arg("format") = 1, py::arg("block") = 0,
         py::arg("rounding") = 0, py::arg("layout") = 0, py::arg("rowwise") = true, py::arg("columnwise") = false,
-        py::arg("values_dtype") = 0, py::arg("scales_dtype") = 0, py::arg("stream") = 0,
+        py::arg("values_dtype") = 0, py::arg("scales_dtype") = 0, py::arg("stream") = py::none(),
         py::arg("allocator") = py::none(), py::arg("dlpack_stream") = py::none(), py::arg("bfloat16_bits") = false);
-  m.def("dequantize", &dequantize, py::arg("tensor"), py::arg("direction"), py::arg("output"), py::arg("stream") = 0,
+  m.def("dequantize", &dequantize, py::arg("tensor"), py::arg("direction"), py::arg("output"), py::arg("stream") = py::none(),
         py::arg("dlpack_stream") = py::none(), py::arg("bfloat16_bits") = false);
 
   py::class_<Grouped>(m, "Grouped", "An mxfp8_grouped_tensor handle over flat DLPack inputs.")
       .def(py::init<py::object, py::object, int32_t, int64_t, std::optional<std::vector<int64_t>>, int64_t,
-                    std::optional<std::vector<int64_t>>, int, bool, int, py::object>(),
+                    std::optional<std::vector<int64_t>>, int, bool, int, py::object, bool>(),
            py::kw_only(), py::arg("data"), py::arg("scale_inv"), py::arg("num_experts"), py::arg("cols"),
            py::arg("expert_rows") = py::none(), py::arg("uniform_rows") = 0, py::arg("scale_offsets") = py::none(),
-           py::arg("format") = 1, py::arg("swizzled") = false, py::arg("packing") = 0, py::arg("stream") = py::none())
+           py::arg("format") = 1, py::arg("swizzled") = false, py::arg("packing") = 0, py::arg("stream") = py::none(),
+           py::arg("exchange") = false)
       .def("expert", &Grouped::expert, py::arg("expert"))
       .def("export_stacked", &Grouped::export_stacked, py::kw_only(), py::arg("values_dtype") = 0,
-           py::arg("scales_dtype") = 0, py::arg("stream") = 0, py::arg("allocator") = py::none());
+           py::arg("scales_dtype") = 0, py::arg("stream") = py::none(), py::arg("allocator") = py::none());
+
+  m.def("has_exchange_api", [](py::handle obj) { return exchange_api_of(obj) != nullptr; }, py::arg("obj"),
+        "Whether obj's type publishes a DLPack C exchange API this build uses.");
+  m.def("taken_counts", [] {
+    return py::dict(py::arg("exchange_api") = taken_by_exchange_api, py::arg("dlpack") = taken_by_dunder_dlpack);
+  }, "How many objects were taken through each path (for tests).");
 }

@@ -101,7 +101,7 @@ class ForgedTensor:
     def capsule(self, name=None):
         """A capsule without a destructor (these tests consume every capsule they make, or count it)."""
         name = name or (b"dltensor" if self.version is None else b"dltensor_versioned")
-        return _capsule_new(ctypes.addressof(self.managed), _NAMES[name].value, None)
+        return _capsule_new(ctypes.addressof(self.managed), _NAMES[name], None)
 
 
 class Producer:
@@ -160,3 +160,150 @@ class Relabelled:
 def numpy_tensor(array, **kwargs):
     """A ForgedTensor over a NumPy array's memory (uint8 unless dtype= says otherwise)."""
     return ForgedTensor(array.ctypes.data, array.shape, keep=array, **kwargs)
+
+
+# ---------------------------------------------------------------------------- the DLPack exchange API ---
+class DLPackExchangeAPIHeader(ctypes.Structure):
+    pass
+
+
+DLPackExchangeAPIHeader._fields_ = [("version", DLPackVersion), ("prev_api", ctypes.POINTER(DLPackExchangeAPIHeader))]
+SET_ERROR = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p)
+ALLOCATOR = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(DLTensor), ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p,
+                             SET_ERROR)
+FROM_PY = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p))
+TO_PY = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p))
+DLTENSOR_FROM_PY = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(DLTensor))
+CURRENT_STREAM = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int32, ctypes.c_int32, ctypes.POINTER(ctypes.c_void_p))
+
+
+class DLPackExchangeAPI(ctypes.Structure):
+    _fields_ = [
+        ("header", DLPackExchangeAPIHeader),
+        ("managed_tensor_allocator", ALLOCATOR),
+        ("managed_tensor_from_py_object_no_sync", FROM_PY),
+        ("managed_tensor_to_py_object_no_sync", TO_PY),
+        ("dltensor_from_py_object_no_sync", DLTENSOR_FROM_PY),
+        ("current_work_stream", CURRENT_STREAM),
+    ]
+
+
+_DL_DTYPES = {"uint8": (KDL_UINT, 8, 1), "uint16": (KDL_UINT, 16, 1), "float32": (KDL_FLOAT, 32, 1),
+              "float16": (KDL_FLOAT, 16, 1), "bfloat16": (KDL_BFLOAT, 16, 1)}
+_py_incref = ctypes.pythonapi.Py_IncRef
+_py_incref.argtypes = [ctypes.py_object]
+_py_incref.restype = None
+
+
+class ExchangeFramework:
+    """A tiny array framework over NumPy host memory that publishes the DLPack C exchange API (as PyTorch
+    does), every function written in Python through ctypes, and counts each call, __dlpack__ included: a
+    test sees which path the binding took.
+
+    version: the API's (major, minor); older: the (major, minor) of an API reachable through prev_api.
+    fail: names of functions that fail (allocator: through SetError; the others: -1 without a Python error).
+    Results it makes hold FP8 bytes as uint8 (NumPy has no float8)."""
+
+    def __init__(self, version=(1, 3), older=None, fail=()):
+        import collections
+
+        import numpy as np
+
+        self.calls = collections.Counter()
+        self.fail = set(fail)
+        self.live = []  # every tensor handed out, kept until the test ends (their deleters only count)
+        framework = self
+
+        class Array:
+            def __init__(self, array, read_only=False):
+                self.array, self.read_only, self.shape = array, read_only, array.shape
+
+            def __dlpack_device__(self):
+                return (KDL_CPU, 0)
+
+            def __dlpack__(self, **kwargs):
+                framework.calls["__dlpack__"] += 1
+                return self.array.__dlpack__(**kwargs)
+
+        def guarded(name, body):
+            def call(*args):
+                framework.calls[name] += 1
+                if name in framework.fail and name != "allocator":
+                    return -1
+                try:
+                    return body(*args)
+                except Exception as e:  # noqa: BLE001 (ctypes would print it and return garbage)
+                    framework.calls["exceptions"] += 1
+                    framework.last_exception = e
+                    return -1
+            return call
+
+        def tensor_over(array, flags=0):
+            t = ForgedTensor(array.ctypes.data, array.shape, dtype=_DL_DTYPES[array.dtype.name], flags=flags, keep=array)
+            self.live.append(t)
+            return ctypes.addressof(t.managed)
+
+        def from_py(obj_address, out):
+            obj = ctypes.cast(obj_address, ctypes.py_object).value
+            out[0] = tensor_over(obj.array, FLAG_READ_ONLY if obj.read_only else 0)
+            return 0
+
+        def to_py(managed_address, out):
+            m = DLManagedTensorVersioned.from_address(managed_address)
+            if m.dl_tensor.dtype.bits == 8:  # float8 and E8M0 as their bytes
+                m.dl_tensor.dtype = DLDataType(KDL_UINT, 8, 1)
+            # NumPy takes the managed tensor over (and calls its deleter when done with it)
+            array = np.from_dlpack(_Capsuled(_capsule_new(managed_address, _NAMES[b"dltensor_versioned"], None)))
+            result = Array(array)
+            _py_incref(result)  # the new reference the caller steals
+            out[0] = id(result)
+            return 0
+
+        def allocate(prototype, out, error_ctx, set_error):
+            if "allocator" in framework.fail:
+                set_error(error_ctx, b"MemoryError", b"the exchange framework is out of memory")
+                return -1
+            p = prototype.contents
+            shape = [p.shape[i] for i in range(p.ndim)]
+            out[0] = tensor_over(np.zeros(shape, np.uint8))
+            return 0
+
+        def current_stream(device_type, device_id, out):
+            out[0] = None
+            return 0
+
+        self._functions = (
+            ALLOCATOR(guarded("allocator", allocate)),
+            FROM_PY(guarded("from_py_object", from_py)),
+            TO_PY(guarded("to_py_object", to_py)),
+            CURRENT_STREAM(guarded("current_work_stream", current_stream)),
+        )
+        self.api = DLPackExchangeAPI()
+        self.api.header.version = DLPackVersion(*version)
+        self.api.managed_tensor_allocator, self.api.managed_tensor_from_py_object_no_sync, \
+            self.api.managed_tensor_to_py_object_no_sync, self.api.current_work_stream = self._functions
+        if older is not None:
+            self.older = DLPackExchangeAPI()
+            self.older.header.version = DLPackVersion(*older)
+            self.older.managed_tensor_allocator, self.older.managed_tensor_from_py_object_no_sync, \
+                self.older.managed_tensor_to_py_object_no_sync, self.older.current_work_stream = self._functions
+            self.api.header.prev_api = ctypes.cast(ctypes.pointer(self.older.header),
+                                                   ctypes.POINTER(DLPackExchangeAPIHeader))
+        Array.__dlpack_c_exchange_api__ = _capsule_new(ctypes.addressof(self.api), _EXCHANGE_NAME, None)
+        self.Array = Array
+
+
+_EXCHANGE_NAME = ctypes.c_char_p(b"dlpack_exchange_api")
+
+
+class _Capsuled:
+    """Hands one capsule to a consumer's from_dlpack."""
+
+    def __init__(self, capsule):
+        self.capsule = capsule
+
+    def __dlpack__(self, **kwargs):
+        return self.capsule
+
+    def __dlpack_device__(self):
+        return (KDL_CPU, 0)
