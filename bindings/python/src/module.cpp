@@ -471,8 +471,9 @@ py::tuple export_with(mxfp8_export_options &o, const Exchange &ex, py::object al
   choose_allocator(o, ex, allocator);
   DLManagedTensorVersioned *values = nullptr, *scales = nullptr;
   check(with_allocator(allocator, [&] { return call(&values, &scales); }));
+  TakenTensor scales_owner{scales};  // freed if handing the values back fails
   py::object v = hand_back(ex, values);
-  return py::make_tuple(v, hand_back(ex, scales));
+  return py::make_tuple(v, hand_back(ex, scales_owner.release()));
 }
 
 // The Exchange of a call on a handle made in exchange mode (`api`, on `device`): the framework's current
