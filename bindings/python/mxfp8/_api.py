@@ -74,6 +74,11 @@ def export_components(
         (swizzled and contiguous must be bools, shape a sequence of ints); RuntimeError: a CUDA failure.
         Messages come from the C library, or name the Python argument for what only Python sees.
     """
+    # The common case (torch tensors, no explicit stream, plain arguments) runs in the extension alone.
+    done = _mxfp8.export_components_fast(data, scale_inv, shape, fp8_dtype, swizzled, direction, values_dtype,
+                                         scales_dtype, contiguous, block, stream)
+    if done is not NotImplemented:
+        return Components(*done)
     inputs = _inputs(stream, data=data, scale_inv=scale_inv)
     block_scales = _choice("block", block, _BLOCKS) == 1
     vd = _choice("values_dtype", values_dtype, _VALUES_DTYPES)

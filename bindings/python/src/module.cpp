@@ -5,6 +5,7 @@
 
 #include <tuple>
 
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <unordered_map>
@@ -87,7 +88,7 @@ void check_taken(const DLManagedTensorVersioned &managed, const char *name, Acce
 }
 
 // How many objects each path took (tests read them to prove which path a framework took).
-size_t taken_by_exchange_api = 0, taken_by_dunder_dlpack = 0;
+size_t taken_by_exchange_api = 0, taken_by_dunder_dlpack = 0, fast_exports = 0;
 
 // Consumes obj.__dlpack__(...): asks for a versioned capsule, accepts a legacy one.
 std::unique_ptr<TakenTensor> take_dlpack(py::handle obj, const char *name, py::object stream,
@@ -756,6 +757,90 @@ void dequantize(const Tensor &tensor, int direction, py::object output, py::obje
   });
 }
 
+// ---- export_components in one call (issue 15: no Python work per call that C++ can do) ---------------
+// The common case, done here end to end: the caller left the stream to the inputs' framework, both
+// inputs are that framework's tensors (with the DLPack C exchange API) on one device, and every argument
+// is a plain valid value. Anything else returns NotImplemented and the Python layer runs its own checks
+// and the __dlpack__ path, so every error message stays the one the Python layer words.
+
+// A str argument's code in `table`, or nothing (the Python layer then says what is wrong).
+template <size_t N>
+std::optional<int> plain_choice(py::handle value, const std::pair<const char *, int> (&table)[N]) {
+  if (!PyUnicode_CheckExact(value.ptr())) return std::nullopt;
+  const char *s = PyUnicode_AsUTF8(value.ptr());
+  if (!s) {
+    PyErr_Clear();
+    return std::nullopt;
+  }
+  for (const auto &[key, code] : table)
+    if (std::strcmp(key, s) == 0) return code;
+  return std::nullopt;
+}
+
+constexpr std::pair<const char *, int> kFormats[] = {{"e4m3", MXFP8_FORMAT_E4M3}, {"e5m2", MXFP8_FORMAT_E5M2}};
+constexpr std::pair<const char *, int> kDirections[] = {{"rowwise", MXFP8_DIRECTION_ROWWISE},
+                                                        {"columnwise", MXFP8_DIRECTION_COLUMNWISE}};
+constexpr std::pair<const char *, int> kValuesDtypes[] = {{"fp8", 0}, {"uint8", 1}};
+constexpr std::pair<const char *, int> kScalesDtypes[] = {{"uint8", 0}, {"e8m0", 1}};
+constexpr std::pair<const char *, int> kBlocks[] = {{"1x32", 0}, {"32x32", 1}};
+
+// Host memory (plain or pinned) is one kind here, as in the Python layer's device check.
+bool same_memory(DLDevice a, DLDevice b) {
+  auto host = [](DLDevice d) { return d.device_type == kDLCPU || d.device_type == kDLCUDAHost; };
+  return (a.device_type == b.device_type && a.device_id == b.device_id) || (host(a) && host(b));
+}
+
+py::object export_components_fast(py::handle data, py::handle scale_inv, py::handle shape, py::handle fp8_dtype,
+                                  py::handle swizzled, py::handle direction, py::handle values_dtype,
+                                  py::handle scales_dtype, py::handle contiguous, py::handle block,
+                                  py::handle stream) {
+  const py::object not_here = py::reinterpret_borrow<py::object>(Py_NotImplemented);
+  if (!stream.is_none() || !PyBool_Check(swizzled.ptr()) || !PyBool_Check(contiguous.ptr())) return not_here;
+  const auto format = plain_choice(fp8_dtype, kFormats), dir = plain_choice(direction, kDirections);
+  const auto vd = plain_choice(values_dtype, kValuesDtypes), sd = plain_choice(scales_dtype, kScalesDtypes);
+  const auto blk = plain_choice(block, kBlocks);
+  if (!format || !dir || !vd || !sd || !blk) return not_here;
+  std::vector<int64_t> dims;
+  if (!shape.is_none()) {
+    if (!PyTuple_Check(shape.ptr()) && !PyList_Check(shape.ptr())) return not_here;
+    for (py::handle d : py::reinterpret_borrow<py::sequence>(shape)) {
+      const auto v = as_int64(d);
+      if (!v) return not_here;
+      dims.push_back(*v);
+    }
+  }
+  const DLPackExchangeAPI *api = exchange_api_of(data);
+  if (!api || exchange_api_of(scale_inv) != api) return not_here;
+
+  Exchange ex{api};
+  auto taken_data = take(data, "data", ex);
+  auto taken_scales = take(scale_inv, "scale_inv", ex);
+  const DLDevice device = taken_data->managed->dl_tensor.device;
+  if (!same_memory(taken_scales->managed->dl_tensor.device, device) || device.device_type == kDLCUDAHost)
+    return not_here;  // the Python layer names both devices (pinned copies need its allocator)
+
+  mxfp8_tensor_desc desc = MXFP8_TENSOR_DESC_INIT;
+  desc.format = *format;
+  desc.scale_layout = swizzled.ptr() == Py_True ? MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED : MXFP8_SCALE_LAYOUT_ROW_MAJOR;
+  desc.block = *blk;
+  if (!shape.is_none()) {
+    desc.ndim = static_cast<int32_t>(dims.size());
+    desc.shape = dims.data();
+  }
+  const bool rowwise = *dir == MXFP8_DIRECTION_ROWWISE;
+  (rowwise ? desc.rowwise_data : desc.columnwise_data) = taken_data->managed;
+  (rowwise ? desc.rowwise_scale_inv : desc.columnwise_scale_inv) = taken_scales->managed;
+  mxfp8_tensor *handle = nullptr;
+  check(mxfp8_tensor_create(&desc, &handle));
+  taken_data->release();  // the handle owns them now
+  taken_scales->release();
+  Tensor tensor(handle, api, device);
+  py::tuple result =
+      tensor.export_components(*dir, *vd, *sd, contiguous.ptr() == Py_True, *blk == 1, py::none(), py::none());
+  ++fast_exports;
+  return std::move(result);
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_mxfp8, m) {
@@ -820,9 +905,14 @@ PYBIND11_MODULE(_mxfp8, m) {
       .def("export_stacked", &Grouped::export_stacked, py::kw_only(), py::arg("values_dtype") = 0,
            py::arg("scales_dtype") = 0, py::arg("stream") = py::none(), py::arg("allocator") = py::none());
 
+  m.def("export_components_fast", &export_components_fast, py::arg("data"), py::arg("scale_inv"), py::arg("shape"),
+        py::arg("fp8_dtype"), py::arg("swizzled"), py::arg("direction"), py::arg("values_dtype"),
+        py::arg("scales_dtype"), py::arg("contiguous"), py::arg("block"), py::arg("stream"),
+        "export_components end to end for a framework with the DLPack exchange API; NotImplemented otherwise.");
   m.def("has_exchange_api", [](py::handle obj) { return exchange_api_of(obj) != nullptr; }, py::arg("obj"),
         "Whether obj's type publishes a DLPack C exchange API this build uses.");
   m.def("taken_counts", [] {
     return py::dict(py::arg("exchange_api") = taken_by_exchange_api, py::arg("dlpack") = taken_by_dunder_dlpack);
   }, "How many objects were taken through each path (for tests).");
+  m.def("fast_exports", [] { return fast_exports; }, "How many export_components calls the extension did alone (for tests).");
 }

@@ -207,3 +207,53 @@ def test_torch_takes_the_exchange_api_and_other_frameworks_dlpack():
     assert delta(before) == {"exchange_api": 0, "dlpack": 2}
     torch.cuda.synchronize()
     assert np.array_equal(cupy.asnumpy(cupy.from_dlpack(scales)), s)
+
+
+# -------------------------------------------------------------- export_components done by the extension ---
+def test_export_components_runs_in_the_extension_alone(fw):
+    data, buf, s = make_mxfp8((257, 96), "swizzled", seed=30)
+    before = mxfp8._mxfp8.fast_exports()
+    values, scales = mxfp8.export_components(fw.Array(data), fw.Array(buf), swizzled=True, shape=(257, 96))
+    _, col_scales = mxfp8.export_components(*map(fw.Array, make_mxfp8((64, 96), "padded", "columnwise", seed=31)[:2]),
+                                            direction="columnwise", values_dtype="uint8", scales_dtype="e8m0")
+    assert mxfp8._mxfp8.fast_exports() - before == 2
+    assert isinstance(values, fw.Array) and np.array_equal(scales.array, s)
+    assert fw.calls["__dlpack__"] == 0
+    # NumPy, an explicit stream, or anything unusual: the Python layer's path
+    before = mxfp8._mxfp8.fast_exports()
+    mxfp8.export_components(data, buf, swizzled=True)
+    mxfp8.export_components(fw.Array(data), buf, swizzled=True)
+    mxfp8.export_components(fw.Array(data), fw.Array(buf), swizzled=True, shape=np.array([257, 96]))
+    assert mxfp8._mxfp8.fast_exports() == before
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, message",
+    [
+        ({"swizzled": "False"}, TypeError, r"swizzled must be True or False, got 'False' \(str\)"),
+        ({"contiguous": 1}, TypeError, "contiguous must be True or False"),
+        ({"fp8_dtype": "e3m4"}, ValueError, r"fp8_dtype must be one of \['e4m3', 'e5m2'\], got 'e3m4'"),
+        ({"direction": "diagonal"}, ValueError, "direction must be one of"),
+        ({"values_dtype": b"fp8"}, ValueError, "values_dtype must be one of"),
+        ({"block": "16x16"}, ValueError, "block must be one of"),
+        ({"shape": (2**63, 48)}, ValueError, r"shape\[0\] is 9223372036854775808"),
+        ({"shape": (100, 64)}, ValueError, r"does not match the tensor's shape \(100, 64\)"),
+        ({"stream": 5}, ValueError, "stream is only meaningful for CUDA"),
+    ],
+)
+def test_the_extension_leaves_every_bad_argument_to_the_python_layer(fw, kwargs, error, message):
+    data, buf, _ = make_mxfp8((100, 48), "padded", seed=32)
+    before = mxfp8._mxfp8.fast_exports()
+    with pytest.raises(error, match=message):
+        mxfp8.export_components(fw.Array(data), fw.Array(buf), **kwargs)
+    assert mxfp8._mxfp8.fast_exports() == before
+
+
+def test_mixed_devices_leave_the_extension_before_any_dlpack_call(fw):
+    from dlpack_forge import DeviceOnly
+
+    data, _, _ = make_mxfp8((128, 64), "padded", seed=33)
+    scales = DeviceOnly((2, 0))
+    with pytest.raises(ValueError, match="scale_inv is on cuda:0 but data is on cpu:0"):
+        mxfp8.export_components(fw.Array(data), scales)
+    assert scales.dlpack_calls == 0
