@@ -255,6 +255,9 @@ def swizzle_scales(compact: Any, out: Any = None, *, stream: Any = None) -> Any:
     """The cuBLAS 128x4 layout of a (R, C) compact scale matrix, padding zero: what a consumer that feeds
     cuBLAS needs. `out`: roundup(R,128) * roundup(C,4) writeable bytes on compact's device; None: a new
     1-D buffer like `compact`."""
+    done = _mxfp8.swizzle_fast(compact, out, True, None, None, stream)  # the common case, in the extension
+    if done is not NotImplemented:
+        return done
     inputs = _inputs(stream, compact=compact)
     cols = _args.last_dimension("compact", compact)
     rows = _numel(tuple(compact.shape)[:-1])
@@ -275,6 +278,9 @@ def swizzle_scales(compact: Any, out: Any = None, *, stream: Any = None) -> Any:
 def unswizzle_scales(swizzled: Any, rows: int, cols: int, out: Any = None, *, stream: Any = None) -> Any:
     """The (rows, cols) compact scale matrix held in a swizzled buffer (into `out`, writeable, on
     swizzled's device, when given)."""
+    done = _mxfp8.swizzle_fast(swizzled, out, False, rows, cols, stream)  # the common case, in the extension
+    if done is not NotImplemented:
+        return done
     inputs = _inputs(stream, swizzled=swizzled)
     rows = _args.integer("rows", rows, 0)
     cols = _args.integer("cols", cols, 0)

@@ -75,3 +75,6 @@ def export_components_fast(
     data: Any, scale_inv: Any, shape: Any, fp8_dtype: Any, swizzled: Any, direction: Any, values_dtype: Any,
     scales_dtype: Any, contiguous: Any, block: Any, stream: Any,
 ) -> Any: ...  # (values, scales), or NotImplemented: the Python layer takes over
+def dequantize_fast(*args: Any) -> Any: ...  # the result, or NotImplemented: the Python layer takes over
+def quantize_fast(*args: Any) -> Any: ...
+def swizzle_fast(*args: Any) -> Any: ...

@@ -88,7 +88,7 @@ void check_taken(const DLManagedTensorVersioned &managed, const char *name, Acce
 }
 
 // How many objects each path took (tests read them to prove which path a framework took).
-size_t taken_by_exchange_api = 0, taken_by_dunder_dlpack = 0, fast_exports = 0;
+size_t taken_by_exchange_api = 0, taken_by_dunder_dlpack = 0, fast_exports = 0;  // fast: calls done by the extension alone
 
 // Consumes obj.__dlpack__(...): asks for a versioned capsule, accepts a legacy one.
 std::unique_ptr<TakenTensor> take_dlpack(py::handle obj, const char *name, py::object stream,
@@ -701,6 +701,27 @@ void relabel_bfloat16(DLTensor *t, bool bfloat16_bits) {
   t->dtype = DLDataType{kDLBfloat, 16, 1};
 }
 
+// quantize's four results for Python (None where not asked for); none leaks if one fails.
+py::tuple hand_back_all(const Exchange &ex, DLManagedTensorVersioned *(&out)[4]) {
+  py::object result[4];
+  for (int i = 0; i < 4; ++i) {
+    if (!out[i]) {
+      result[i] = py::none();
+      continue;
+    }
+    DLManagedTensorVersioned *managed = out[i];
+    out[i] = nullptr;
+    try {
+      result[i] = hand_back(ex, managed);
+    } catch (...) {
+      for (int j = i + 1; j < 4; ++j)
+        if (out[j] && out[j]->deleter) out[j]->deleter(out[j]);
+      throw;
+    }
+  }
+  return py::make_tuple(result[0], result[1], result[2], result[3]);
+}
+
 // mxfp8_quantize of a DLPack input: (rowwise_data, rowwise_scale_inv, columnwise_data,
 // columnwise_scale_inv), None for a direction not asked for.
 py::tuple quantize(py::object input, int format, int block, int rounding, int layout, bool rowwise, bool columnwise,
@@ -724,23 +745,7 @@ py::tuple quantize(py::object input, int format, int block, int rounding, int la
                             columnwise ? &out[2] : nullptr, columnwise ? &out[3] : nullptr);
     }));
   });
-  py::object result[4];
-  for (int i = 0; i < 4; ++i) {
-    if (!out[i]) {
-      result[i] = py::none();
-      continue;
-    }
-    DLManagedTensorVersioned *managed = out[i];
-    out[i] = nullptr;
-    try {
-      result[i] = hand_back(ex, managed);
-    } catch (...) {  // the rest would leak
-      for (int j = i + 1; j < 4; ++j)
-        if (out[j] && out[j]->deleter) out[j]->deleter(out[j]);
-      throw;
-    }
-  }
-  return py::make_tuple(result[0], result[1], result[2], result[3]);
+  return hand_back_all(ex, out);
 }
 
 // mxfp8_dequantize of one direction of `tensor` into the DLPack object `output` (float32 or bfloat16).
@@ -790,35 +795,37 @@ bool same_memory(DLDevice a, DLDevice b) {
   return (a.device_type == b.device_type && a.device_id == b.device_id) || (host(a) && host(b));
 }
 
-py::object export_components_fast(py::handle data, py::handle scale_inv, py::handle shape, py::handle fp8_dtype,
-                                  py::handle swizzled, py::handle direction, py::handle values_dtype,
-                                  py::handle scales_dtype, py::handle contiguous, py::handle block,
-                                  py::handle stream) {
-  const py::object not_here = py::reinterpret_borrow<py::object>(Py_NotImplemented);
-  if (!stream.is_none() || !PyBool_Check(swizzled.ptr()) || !PyBool_Check(contiguous.ptr())) return not_here;
+// The inputs of a fast call, taken through one framework's exchange API on one device, as a handle.
+struct FastTensor {
+  std::unique_ptr<Tensor> tensor;
+  Exchange ex;
+  int direction = 0, block = 0;
+};
+
+// data and scale_inv as export_components takes them, or nothing when the Python layer must decide.
+std::optional<FastTensor> fast_tensor(py::handle data, py::handle scale_inv, py::handle shape, py::handle fp8_dtype,
+                                      py::handle swizzled, py::handle direction, py::handle block) {
+  if (!PyBool_Check(swizzled.ptr())) return std::nullopt;
   const auto format = plain_choice(fp8_dtype, kFormats), dir = plain_choice(direction, kDirections);
-  const auto vd = plain_choice(values_dtype, kValuesDtypes), sd = plain_choice(scales_dtype, kScalesDtypes);
   const auto blk = plain_choice(block, kBlocks);
-  if (!format || !dir || !vd || !sd || !blk) return not_here;
+  if (!format || !dir || !blk) return std::nullopt;
   std::vector<int64_t> dims;
   if (!shape.is_none()) {
-    if (!PyTuple_Check(shape.ptr()) && !PyList_Check(shape.ptr())) return not_here;
+    if (!PyTuple_Check(shape.ptr()) && !PyList_Check(shape.ptr())) return std::nullopt;
     for (py::handle d : py::reinterpret_borrow<py::sequence>(shape)) {
       const auto v = as_int64(d);
-      if (!v) return not_here;
+      if (!v) return std::nullopt;
       dims.push_back(*v);
     }
   }
   const DLPackExchangeAPI *api = exchange_api_of(data);
-  if (!api || exchange_api_of(scale_inv) != api) return not_here;
-
+  if (!api || exchange_api_of(scale_inv) != api) return std::nullopt;
   Exchange ex{api};
   auto taken_data = take(data, "data", ex);
   auto taken_scales = take(scale_inv, "scale_inv", ex);
   const DLDevice device = taken_data->managed->dl_tensor.device;
   if (!same_memory(taken_scales->managed->dl_tensor.device, device) || device.device_type == kDLCUDAHost)
-    return not_here;  // the Python layer names both devices (pinned copies need its allocator)
-
+    return std::nullopt;  // the Python layer names both devices (pinned copies need its allocator)
   mxfp8_tensor_desc desc = MXFP8_TENSOR_DESC_INIT;
   desc.format = *format;
   desc.scale_layout = swizzled.ptr() == Py_True ? MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED : MXFP8_SCALE_LAYOUT_ROW_MAJOR;
@@ -834,13 +841,152 @@ py::object export_components_fast(py::handle data, py::handle scale_inv, py::han
   check(mxfp8_tensor_create(&desc, &handle));
   taken_data->release();  // the handle owns them now
   taken_scales->release();
-  Tensor tensor(handle, api, device);
-  py::tuple result =
-      tensor.export_components(*dir, *vd, *sd, contiguous.ptr() == Py_True, *blk == 1, py::none(), py::none());
+  return FastTensor{std::make_unique<Tensor>(handle, api, device), std::move(ex), *dir, *blk};
+}
+
+// A new tensor from the framework's allocator, owned here until handed back.
+std::unique_ptr<TakenTensor> allocate(const Exchange &ex, DLDataType dtype, std::vector<int64_t> shape, const char *name) {
+  DLTensor prototype{};
+  prototype.device = ex.device;
+  prototype.dtype = dtype;
+  prototype.ndim = static_cast<int32_t>(shape.size());
+  prototype.shape = shape.data();
+  std::string error;
+  auto t = std::make_unique<TakenTensor>();
+  auto record = [](void *ctx, const char *kind, const char *message) {
+    *static_cast<std::string *>(ctx) = std::string(kind ? kind : "error") + ": " + (message ? message : "");
+  };
+  if (ex.api->managed_tensor_allocator(&prototype, &t->managed, &error, record) != 0 || !t->managed) {
+    t->managed = nullptr;
+    PyErr_SetString(PyExc_MemoryError, (std::string(name) + ": the framework could not allocate it: " + error).c_str());
+    throw py::error_already_set();
+  }
+  return t;
+}
+
+py::object not_implemented() { return py::reinterpret_borrow<py::object>(Py_NotImplemented); }
+
+py::object export_components_fast(py::handle data, py::handle scale_inv, py::handle shape, py::handle fp8_dtype,
+                                  py::handle swizzled, py::handle direction, py::handle values_dtype,
+                                  py::handle scales_dtype, py::handle contiguous, py::handle block,
+                                  py::handle stream) {
+  if (!stream.is_none() || !PyBool_Check(contiguous.ptr())) return not_implemented();
+  const auto vd = plain_choice(values_dtype, kValuesDtypes), sd = plain_choice(scales_dtype, kScalesDtypes);
+  if (!vd || !sd) return not_implemented();
+  auto fast = fast_tensor(data, scale_inv, shape, fp8_dtype, swizzled, direction, block);
+  if (!fast) return not_implemented();
+  py::tuple result = fast->tensor->export_components(fast->direction, *vd, *sd, contiguous.ptr() == Py_True,
+                                                     fast->block == 1, py::none(), py::none());
   ++fast_exports;
   return std::move(result);
 }
 
+// dequantize, as the Python layer does it, for one framework's tensors (out None: one from its allocator).
+py::object dequantize_fast(py::handle data, py::handle scale_inv, py::handle shape, py::handle fp8_dtype,
+                           py::handle swizzled, py::handle direction, py::handle block, py::handle dtype,
+                           py::handle out, py::handle stream) {
+  constexpr std::pair<const char *, int> kOutputs[] = {{"float32", 0}, {"bfloat16", 1}};
+  const auto output = plain_choice(dtype, kOutputs);
+  if (!stream.is_none() || !output) return not_implemented();
+  const DLPackExchangeAPI *api = exchange_api_of(data);
+  if (!api || (!out.is_none() && exchange_api_of(out) != api)) return not_implemented();
+  auto fast = fast_tensor(data, scale_inv, shape, fp8_dtype, swizzled, direction, block);
+  if (!fast) return not_implemented();
+  Exchange &ex = fast->ex;
+  std::unique_ptr<TakenTensor> target;
+  if (out.is_none()) {
+    std::vector<int64_t> dims;
+    py::object logical = shape.is_none() ? py::reinterpret_borrow<py::object>(data).attr("shape")
+                                         : py::reinterpret_borrow<py::object>(shape);
+    for (py::handle v : logical) dims.push_back(v.cast<int64_t>());
+    target = allocate(ex, *output == 0 ? DLDataType{kDLFloat, 32, 1} : DLDataType{kDLBfloat, 16, 1}, dims, "out");
+  } else {
+    target = take(out, "out", ex, Access::Write);
+    if (!same_memory(target->managed->dl_tensor.device, ex.device)) return not_implemented();
+  }
+  mxfp8_dequantize_options o = MXFP8_DEQUANTIZE_OPTIONS_INIT;
+  o.direction = fast->direction;
+  o.stream = reinterpret_cast<void *>(ex.stream);
+  check(mxfp8_dequantize(fast->tensor->handle(), &o, &target->managed->dl_tensor));
+  ++fast_exports;
+  if (!out.is_none()) return py::reinterpret_borrow<py::object>(out);
+  return hand_back(ex, target->release());
+}
+
+// quantize, as the Python layer does it, for one framework's tensor.
+py::object quantize_fast(py::handle x, py::handle fp8_dtype, py::handle block, py::handle rounding, py::handle scales,
+                         py::handle rowwise, py::handle columnwise, py::handle values_dtype, py::handle scales_dtype,
+                         py::handle stream) {
+  constexpr std::pair<const char *, int> kRoundings[] = {{"rceil", 0}, {"floor", 1}};
+  constexpr std::pair<const char *, int> kLayouts[] = {{"compact", 0}, {"padded", 1}, {"swizzled", 2}};
+  if (!stream.is_none() || !PyBool_Check(rowwise.ptr()) || !PyBool_Check(columnwise.ptr())) return not_implemented();
+  const bool row = rowwise.ptr() == Py_True, col = columnwise.ptr() == Py_True;
+  const auto format = plain_choice(fp8_dtype, kFormats), blk = plain_choice(block, kBlocks);
+  const auto rnd = plain_choice(rounding, kRoundings), layout = plain_choice(scales, kLayouts);
+  const auto vd = plain_choice(values_dtype, kValuesDtypes), sd = plain_choice(scales_dtype, kScalesDtypes);
+  if (!(row || col) || !format || !blk || !rnd || !layout || !vd || !sd) return not_implemented();
+  const DLPackExchangeAPI *api = exchange_api_of(x);
+  if (!api) return not_implemented();
+  Exchange ex{api};
+  auto input = take(x, "x", ex);
+  if (ex.device.device_type == kDLCUDAHost) return not_implemented();
+  mxfp8_quantize_options o = MXFP8_QUANTIZE_OPTIONS_INIT;
+  o.format = *format;
+  o.block = *blk;
+  o.scale_rounding = *rnd;
+  o.scales_layout = *layout;
+  o.values_dtype = *vd;
+  o.scales_dtype = *sd;
+  o.stream = reinterpret_cast<void *>(ex.stream);
+  o.allocator = api->managed_tensor_allocator;
+  DLManagedTensorVersioned *out[4] = {};
+  check(mxfp8_quantize(&input->managed->dl_tensor, &o, row ? &out[0] : nullptr, row ? &out[1] : nullptr,
+                       col ? &out[2] : nullptr, col ? &out[3] : nullptr));
+  ++fast_exports;
+  return hand_back_all(ex, out);
+}
+
+// swizzle_scales / unswizzle_scales, as the Python layer does them, for one framework's tensors.
+py::object swizzle_fast(py::handle source, py::handle out, bool swizzle, py::handle rows, py::handle cols,
+                        py::handle stream) {
+  if (!stream.is_none()) return not_implemented();
+  const DLPackExchangeAPI *api = exchange_api_of(source);
+  if (!api || (!out.is_none() && exchange_api_of(out) != api)) return not_implemented();
+  std::vector<int64_t> shape;
+  if (!swizzle) {
+    const auto r = as_int64(rows), c = as_int64(cols);
+    if (!r || !c || *r < 0 || *c < 0) return not_implemented();
+    shape = {*r, *c};
+  }
+  Exchange ex{api};
+  auto src = take(source, swizzle ? "compact" : "swizzled", ex);
+  if (ex.device.device_type == kDLCUDAHost) return not_implemented();
+  const DLTensor &s = src->managed->dl_tensor;
+  std::unique_ptr<TakenTensor> dst;
+  if (out.is_none()) {
+    if (swizzle) {  // roundup(R, 128) x roundup(C, 4) bytes for the (R, C) matrix of `source`
+      if (s.ndim < 1 || !s.shape) return not_implemented();
+      int64_t r = 1, n = 0;
+      for (int32_t i = 0; i + 1 < s.ndim; ++i)
+        if (s.shape[i] < 0 || __builtin_mul_overflow(r, s.shape[i], &r)) return not_implemented();
+      const int64_t c = s.shape[s.ndim - 1];
+      if (c < 0 || r > INT64_MAX - 127 || c > INT64_MAX - 3 ||
+          __builtin_mul_overflow((r + 127) / 128 * 128, (c + 3) / 4 * 4, &n))
+        return not_implemented();
+      shape = {n};
+    }
+    dst = allocate(ex, DLDataType{kDLUInt, 8, 1}, shape, "out");
+  } else {
+    dst = take(out, "out", ex, Access::Write);
+    if (!same_memory(dst->managed->dl_tensor.device, ex.device)) return not_implemented();
+  }
+  void *st = reinterpret_cast<void *>(ex.stream);
+  check(swizzle ? mxfp8_swizzle_scales(&s, &dst->managed->dl_tensor, st)
+                : mxfp8_unswizzle_scales(&s, &dst->managed->dl_tensor, st));
+  ++fast_exports;
+  if (!out.is_none()) return py::reinterpret_borrow<py::object>(out);
+  return hand_back(ex, dst->release());
+}
 }  // namespace
 
 PYBIND11_MODULE(_mxfp8, m) {
@@ -909,10 +1055,16 @@ PYBIND11_MODULE(_mxfp8, m) {
         py::arg("fp8_dtype"), py::arg("swizzled"), py::arg("direction"), py::arg("values_dtype"),
         py::arg("scales_dtype"), py::arg("contiguous"), py::arg("block"), py::arg("stream"),
         "export_components end to end for a framework with the DLPack exchange API; NotImplemented otherwise.");
+  m.def("dequantize_fast", &dequantize_fast, "dequantize end to end for a framework with the DLPack exchange API; "
+        "NotImplemented otherwise.");
+  m.def("quantize_fast", &quantize_fast, "quantize end to end for a framework with the DLPack exchange API; "
+        "NotImplemented otherwise.");
+  m.def("swizzle_fast", &swizzle_fast, "swizzle_scales / unswizzle_scales end to end for a framework with the DLPack "
+        "exchange API; NotImplemented otherwise.");
   m.def("has_exchange_api", [](py::handle obj) { return exchange_api_of(obj) != nullptr; }, py::arg("obj"),
         "Whether obj's type publishes a DLPack C exchange API this build uses.");
   m.def("taken_counts", [] {
     return py::dict(py::arg("exchange_api") = taken_by_exchange_api, py::arg("dlpack") = taken_by_dunder_dlpack);
   }, "How many objects were taken through each path (for tests).");
-  m.def("fast_exports", [] { return fast_exports; }, "How many export_components calls the extension did alone (for tests).");
+  m.def("fast_exports", [] { return fast_exports; }, "How many calls the extension did alone, without the Python layer's path (for tests).");
 }

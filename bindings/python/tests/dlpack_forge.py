@@ -252,6 +252,8 @@ class ExchangeFramework:
             m = DLManagedTensorVersioned.from_address(managed_address)
             if m.dl_tensor.dtype.bits == 8:  # float8 and E8M0 as their bytes
                 m.dl_tensor.dtype = DLDataType(KDL_UINT, 8, 1)
+            elif m.dl_tensor.dtype.code == KDL_BFLOAT:  # bfloat16 as its bits
+                m.dl_tensor.dtype = DLDataType(KDL_UINT, 16, 1)
             # NumPy takes the managed tensor over (and calls its deleter when done with it)
             array = np.from_dlpack(_Capsuled(_capsule_new(managed_address, _NAMES[b"dltensor_versioned"], None)))
             result = Array(array)
@@ -265,7 +267,11 @@ class ExchangeFramework:
                 return -1
             p = prototype.contents
             shape = [p.shape[i] for i in range(p.ndim)]
-            out[0] = tensor_over(np.zeros(shape, np.uint8))
+            dtype = (p.dtype.code, p.dtype.bits, p.dtype.lanes)
+            array = np.zeros(shape, {8: np.uint8, 16: np.uint16, 32: np.float32}[p.dtype.bits])
+            t = ForgedTensor(array.ctypes.data, array.shape, dtype=dtype, keep=array)
+            self.live.append(t)
+            out[0] = ctypes.addressof(t.managed)
             return 0
 
         def current_stream(device_type, device_id, out):

@@ -94,7 +94,11 @@ def test_buckets_swizzles_and_experts_through_the_exchange_api(fw):
     parts = mxfp8.unpack_bucket(bucket, manifest)  # no torch: a NumPy bucket, taken through __dlpack__
     assert np.array_equal(parts["w"].values, data) and np.array_equal(parts["w"].scales, s)
     before = taken()
-    swz = mxfp8.swizzle_scales(fw.Array(s))
+    swz = mxfp8.swizzle_scales(fw.Array(s))  # its output from the framework's allocator
+    assert delta(before) == {"exchange_api": 1, "dlpack": 0}
+    assert isinstance(swz, fw.Array) and np.array_equal(swz.array, swizzle_reference(s))
+    before = taken()
+    swz = mxfp8.swizzle_scales(fw.Array(s), np.full(384 * 4, POISON, np.uint8))  # a NumPy out: __dlpack__
     assert delta(before) == {"exchange_api": 1, "dlpack": 1}
     assert np.array_equal(swz, swizzle_reference(s))
     out = fw.Array(np.full((300, 2), POISON, np.uint8))
@@ -194,7 +198,7 @@ def test_torch_takes_the_exchange_api_and_other_frameworks_dlpack():
     y = mxfp8.dequantize(q.rowwise_data, q.rowwise_scale_inv, swizzled=True)
     bucket, manifest = mxfp8.export_bucket({"w": {"data": d, "scale_inv": b, "swizzled": True}})
     swz = mxfp8.swizzle_scales(scales)
-    assert delta(before) == {"exchange_api": 1 + 3 + 3 + 2, "dlpack": 0}  # x; data, scales, out; 2 + bucket; 2
+    assert delta(before) == {"exchange_api": 1 + 2 + 3 + 1, "dlpack": 0}  # x; data, scales; 2 + bucket; scales
     reference = mxfp8.quantize(x.cpu(), scales="swizzled")
     assert torch.equal(q.rowwise_data.view(torch.uint8).cpu(), reference.rowwise_data.view(torch.uint8))
     assert torch.equal(y.cpu(), mxfp8.dequantize(reference.rowwise_data, reference.rowwise_scale_inv, swizzled=True))
@@ -257,3 +261,52 @@ def test_mixed_devices_leave_the_extension_before_any_dlpack_call(fw):
     with pytest.raises(ValueError, match="scale_inv is on cuda:0 but data is on cpu:0"):
         mxfp8.export_components(fw.Array(data), scales)
     assert scales.dlpack_calls == 0
+
+
+def test_quantize_dequantize_and_swizzles_run_in_the_extension_alone(fw):
+    x = np.random.default_rng(40).standard_normal((96, 64)).astype(np.float32)
+    before = mxfp8._mxfp8.fast_exports()
+    q = mxfp8.quantize(fw.Array(x), scales="swizzled", values_dtype="uint8")
+    y = mxfp8.dequantize(q.rowwise_data, q.rowwise_scale_inv, swizzled=True)
+    compact = mxfp8.unswizzle_scales(q.rowwise_scale_inv, 96, 2)
+    again = mxfp8.swizzle_scales(compact)
+    assert mxfp8._mxfp8.fast_exports() - before == 4
+    assert all(isinstance(r, fw.Array) for r in (q.rowwise_data, q.rowwise_scale_inv, y, compact, again))
+    assert q.columnwise_data is None and q.columnwise_scale_inv is None
+    reference = mxfp8.quantize(x, scales="swizzled", values_dtype="uint8")
+    assert np.array_equal(q.rowwise_data.array, np.from_dlpack(reference.rowwise_data))
+    np.testing.assert_array_equal(y.array, mxfp8.dequantize(np.from_dlpack(reference.rowwise_data),
+                                                            np.from_dlpack(reference.rowwise_scale_inv), swizzled=True))
+    # the swizzle's padding is zero, the reference's too: both equal the layout of the compact scales
+    assert np.array_equal(again.array.reshape(-1), swizzle_reference(compact.array))
+    out = fw.Array(np.full((96, 64), np.nan, np.float32))
+    assert mxfp8.dequantize(q.rowwise_data, q.rowwise_scale_inv, swizzled=True, out=out) is out
+    np.testing.assert_array_equal(out.array, y.array)
+
+
+@pytest.mark.parametrize(
+    "call, error, message",
+    [
+        (lambda a: mxfp8.quantize(a.x, rowwise=False, columnwise=False), ValueError,
+         "rowwise and columnwise are both False"),
+        (lambda a: mxfp8.quantize(a.x, rowwise="yes"), TypeError, "rowwise must be True or False"),
+        (lambda a: mxfp8.quantize(a.x, rounding="nearest"), ValueError, "rounding must be one of"),
+        (lambda a: mxfp8.quantize(a.x, scales="tiled"), ValueError, "scales must be one of"),
+        (lambda a: mxfp8.dequantize(a.data, a.buf, dtype="float16"), ValueError, "dtype must be one of"),
+        (lambda a: mxfp8.dequantize(a.data, a.buf, swizzled="no"), TypeError, "swizzled must be True or False"),
+        (lambda a: mxfp8.dequantize(a.data, a.buf, shape=(2**64,)), ValueError, r"shape\[0\] is 18446744073709551616"),
+        (lambda a: mxfp8.unswizzle_scales(a.swizzled, -1, 4), ValueError, "rows is -1, expected 0 to"),
+        (lambda a: mxfp8.unswizzle_scales(a.swizzled, 128, True), TypeError, "cols must be an int"),
+        (lambda a: mxfp8.swizzle_scales(a.zero_d), ValueError, "compact is 0-dimensional"),
+    ],
+)
+def test_the_extension_leaves_bad_arguments_to_the_python_layer_everywhere(fw, call, error, message):
+    import types
+
+    data, buf, _ = make_mxfp8((128, 64), "compact", seed=41)
+    args = types.SimpleNamespace(x=fw.Array(np.ones((4, 64), np.float32)), data=fw.Array(data), buf=fw.Array(buf),
+                                 swizzled=fw.Array(np.zeros(512, np.uint8)), zero_d=fw.Array(np.zeros((), np.uint8)))
+    before = mxfp8._mxfp8.fast_exports()
+    with pytest.raises(error, match=message):
+        call(args)
+    assert mxfp8._mxfp8.fast_exports() == before
