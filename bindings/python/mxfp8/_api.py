@@ -7,6 +7,7 @@ from typing import Any, NamedTuple, Optional, Sequence
 from . import _args, _mxfp8
 from ._args import choice as _choice
 from ._args import flag as _flag
+from ._args import has_exchange_api as _has_exchange_api
 from ._args import inputs as _inputs
 
 _FORMATS = {"e4m3": 1, "e5m2": 2}
@@ -75,10 +76,11 @@ def export_components(
         Messages come from the C library, or name the Python argument for what only Python sees.
     """
     # The common case (torch tensors, no explicit stream, plain arguments) runs in the extension alone.
-    done = _mxfp8.export_components_fast(data, scale_inv, shape, fp8_dtype, swizzled, direction, values_dtype,
-                                         scales_dtype, contiguous, block, stream)
-    if done is not NotImplemented:
-        return Components(*done)
+    if stream is None and _has_exchange_api(data):
+        done = _mxfp8.export_components_fast(data, scale_inv, shape, fp8_dtype, swizzled, direction, values_dtype,
+                                             scales_dtype, contiguous, block, stream)
+        if done is not NotImplemented:
+            return Components(*done)
     inputs = _inputs(stream, data=data, scale_inv=scale_inv)
     block_scales = _choice("block", block, _BLOCKS) == 1
     vd = _choice("values_dtype", values_dtype, _VALUES_DTYPES)

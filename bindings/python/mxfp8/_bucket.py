@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Mapping, Tuple
 
 from . import _args, _mxfp8
-from ._api import _DIRECTIONS, _FORMATS, Components, _choice, _flag, _inputs
+from ._api import _DIRECTIONS, _FORMATS, Components, _choice, _flag, _has_exchange_api, _inputs
 
 _SPEC_KEYS = ("data", "scale_inv", "fp8_dtype", "swizzled", "shape")
 _MANIFEST_KEYS = ("name", "shape", "fp8_dtype", "values_offset", "values_bytes", "scales_offset", "scales_bytes",
@@ -255,9 +255,10 @@ def swizzle_scales(compact: Any, out: Any = None, *, stream: Any = None) -> Any:
     """The cuBLAS 128x4 layout of a (R, C) compact scale matrix, padding zero: what a consumer that feeds
     cuBLAS needs. `out`: roundup(R,128) * roundup(C,4) writeable bytes on compact's device; None: a new
     1-D buffer like `compact`."""
-    done = _mxfp8.swizzle_fast(compact, out, True, None, None, stream)  # the common case, in the extension
-    if done is not NotImplemented:
-        return done
+    if stream is None and _has_exchange_api(compact):  # the common case, in the extension alone
+        done = _mxfp8.swizzle_fast(compact, out, True, None, None, stream)
+        if done is not NotImplemented:
+            return done
     inputs = _inputs(stream, compact=compact)
     cols = _args.last_dimension("compact", compact)
     rows = _numel(tuple(compact.shape)[:-1])
@@ -278,9 +279,10 @@ def swizzle_scales(compact: Any, out: Any = None, *, stream: Any = None) -> Any:
 def unswizzle_scales(swizzled: Any, rows: int, cols: int, out: Any = None, *, stream: Any = None) -> Any:
     """The (rows, cols) compact scale matrix held in a swizzled buffer (into `out`, writeable, on
     swizzled's device, when given)."""
-    done = _mxfp8.swizzle_fast(swizzled, out, False, rows, cols, stream)  # the common case, in the extension
-    if done is not NotImplemented:
-        return done
+    if stream is None and _has_exchange_api(swizzled):  # the common case, in the extension alone
+        done = _mxfp8.swizzle_fast(swizzled, out, False, rows, cols, stream)
+        if done is not NotImplemented:
+            return done
     inputs = _inputs(stream, swizzled=swizzled)
     rows = _args.integer("rows", rows, 0)
     cols = _args.integer("cols", cols, 0)

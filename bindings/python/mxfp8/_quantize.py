@@ -13,6 +13,7 @@ from ._api import (
     _as_torch,
     _choice,
     _flag,
+    _has_exchange_api,
     _inputs,
     _tensor,
     _torch_allocator,
@@ -73,10 +74,11 @@ def quantize(
         Quantized(rowwise_data, rowwise_scale_inv, columnwise_data, columnwise_scale_inv): torch tensors
         for a torch input (allocated by PyTorch), else mxfp8.Array objects.
     """
-    done = _mxfp8.quantize_fast(x, fp8_dtype, block, rounding, scales, rowwise, columnwise, values_dtype,
-                                scales_dtype, stream)  # the common case, in the extension alone
-    if done is not NotImplemented:
-        return Quantized(*done)
+    if stream is None and _has_exchange_api(x):  # the common case, in the extension alone
+        done = _mxfp8.quantize_fast(x, fp8_dtype, block, rounding, scales, rowwise, columnwise, values_dtype,
+                                    scales_dtype, stream)
+        if done is not NotImplemented:
+            return Quantized(*done)
     inputs = _inputs(stream, x=x)
     rowwise, columnwise = _flag("rowwise", rowwise), _flag("columnwise", columnwise)
     if not rowwise and not columnwise:
@@ -135,10 +137,11 @@ def dequantize(
         ValueError: as export_components, and `out` on another device than data (checked before any
         DLPack call) or flagged read-only (a NumPy array with flags.writeable False).
     """
-    done = _mxfp8.dequantize_fast(data, scale_inv, shape, fp8_dtype, swizzled, direction, block, dtype, out,
-                                  stream)  # the common case, in the extension alone
-    if done is not NotImplemented:
-        return done
+    if stream is None and _has_exchange_api(data):  # the common case, in the extension alone
+        done = _mxfp8.dequantize_fast(data, scale_inv, shape, fp8_dtype, swizzled, direction, block, dtype, out,
+                                      stream)
+        if done is not NotImplemented:
+            return done
     inputs = _inputs(stream, data=data, scale_inv=scale_inv)
     if out is not None:
         inputs.check_output("out", out)  # before any __dlpack__ call
