@@ -800,11 +800,13 @@ struct FastTensor {
   std::unique_ptr<Tensor> tensor;
   Exchange ex;
   int direction = 0, block = 0;
+  std::unique_ptr<TakenTensor> out;  // `out` when given, taken (and its device checked) before the handle is made
 };
 
 // data and scale_inv as export_components takes them, or nothing when the Python layer must decide.
 std::optional<FastTensor> fast_tensor(py::handle data, py::handle scale_inv, py::handle shape, py::handle fp8_dtype,
-                                      py::handle swizzled, py::handle direction, py::handle block) {
+                                      py::handle swizzled, py::handle direction, py::handle block,
+                                      py::handle out = py::none()) {
   if (!PyBool_Check(swizzled.ptr())) return std::nullopt;
   const auto format = plain_choice(fp8_dtype, kFormats), dir = plain_choice(direction, kDirections);
   const auto blk = plain_choice(block, kBlocks);
@@ -826,6 +828,12 @@ std::optional<FastTensor> fast_tensor(py::handle data, py::handle scale_inv, py:
   const DLDevice device = taken_data->managed->dl_tensor.device;
   if (!same_memory(taken_scales->managed->dl_tensor.device, device) || device.device_type == kDLCUDAHost)
     return std::nullopt;  // the Python layer names both devices (pinned copies need its allocator)
+  std::unique_ptr<TakenTensor> taken_out;
+  if (!out.is_none()) {
+    if (exchange_api_of(out) != api) return std::nullopt;
+    taken_out = take(out, "out", ex, Access::Write);
+    if (!same_memory(taken_out->managed->dl_tensor.device, device)) return std::nullopt;
+  }
   mxfp8_tensor_desc desc = MXFP8_TENSOR_DESC_INIT;
   desc.format = *format;
   desc.scale_layout = swizzled.ptr() == Py_True ? MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED : MXFP8_SCALE_LAYOUT_ROW_MAJOR;
@@ -841,7 +849,7 @@ std::optional<FastTensor> fast_tensor(py::handle data, py::handle scale_inv, py:
   check(mxfp8_tensor_create(&desc, &handle));
   taken_data->release();  // the handle owns them now
   taken_scales->release();
-  return FastTensor{std::make_unique<Tensor>(handle, api, device), std::move(ex), *dir, *blk};
+  return FastTensor{std::make_unique<Tensor>(handle, api, device), std::move(ex), *dir, *blk, std::move(taken_out)};
 }
 
 // A new tensor from the framework's allocator, owned here until handed back.
@@ -888,21 +896,16 @@ py::object dequantize_fast(py::handle data, py::handle scale_inv, py::handle sha
   constexpr std::pair<const char *, int> kOutputs[] = {{"float32", 0}, {"bfloat16", 1}};
   const auto output = plain_choice(dtype, kOutputs);
   if (!stream.is_none() || !output) return not_implemented();
-  const DLPackExchangeAPI *api = exchange_api_of(data);
-  if (!api || (!out.is_none() && exchange_api_of(out) != api)) return not_implemented();
-  auto fast = fast_tensor(data, scale_inv, shape, fp8_dtype, swizzled, direction, block);
+  auto fast = fast_tensor(data, scale_inv, shape, fp8_dtype, swizzled, direction, block, out);
   if (!fast) return not_implemented();
   Exchange &ex = fast->ex;
-  std::unique_ptr<TakenTensor> target;
+  std::unique_ptr<TakenTensor> target = std::move(fast->out);
   if (out.is_none()) {
     std::vector<int64_t> dims;
     py::object logical = shape.is_none() ? py::reinterpret_borrow<py::object>(data).attr("shape")
                                          : py::reinterpret_borrow<py::object>(shape);
     for (py::handle v : logical) dims.push_back(v.cast<int64_t>());
     target = allocate(ex, *output == 0 ? DLDataType{kDLFloat, 32, 1} : DLDataType{kDLBfloat, 16, 1}, dims, "out");
-  } else {
-    target = take(out, "out", ex, Access::Write);
-    if (!same_memory(target->managed->dl_tensor.device, ex.device)) return not_implemented();
   }
   mxfp8_dequantize_options o = MXFP8_DEQUANTIZE_OPTIONS_INIT;
   o.direction = fast->direction;
