@@ -6,6 +6,8 @@
 #
 # BENCH_ONLY=1 skips compute-sanitizer and the Python tests (for tuning runs; not for recorded results).
 # C_ONLY=1 stops after the C suite and the GPU test executables (a quick check of the CUDA path).
+# TESTS_ONLY=1 runs every test (C, Python, examples) but neither compute-sanitizer nor the benchmarks, so
+# that a full check and the recorded benchmark can go in two calls of the device tool (10 minutes each).
 # The device machine has no network: dlpack.h and cmocka travel in .carry/ (see bench/README.md).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -32,7 +34,7 @@ for t in test_gpu test_gpu_quantize test_gpu_failures; do build-gpu/tests/c/$t 2
 grep -q "SKIPPED" "$OUT/ctest.log" && { echo "GPU cases were skipped on a GPU machine"; status=1; }
 [ "${C_ONLY:-0}" = 1 ] && { step "done (C only): status $status"; exit $status; }
 
-if [ "${BENCH_ONLY:-0}" != 1 ]; then
+if [ "${BENCH_ONLY:-0}" != 1 ] && [ "${TESTS_ONLY:-0}" != 1 ]; then
 step "compute-sanitizer"
 for t in test_gpu test_gpu_quantize; do
 for tool in memcheck racecheck initcheck synccheck; do
@@ -63,8 +65,11 @@ if [ "${BENCH_ONLY:-0}" != 1 ]; then
     2>&1 | tee -a "$OUT/examples.log" || status=1
 fi
 
+[ "${TESTS_ONLY:-0}" = 1 ] && { step "done (tests only): status $status"; exit $status; }
 step "benchmark"
 PYTHONUNBUFFERED=1 python3 bench/run_bench.py --bench-binary build-gpu/bench/bench_scales --out "$OUT" || status=1
+step "the cost of a call from Python (bench/python_overhead.py)"
+PYTHONUNBUFFERED=1 python3 bench/python_overhead.py --out "$OUT" || status=1
 
 step "done: status $status"
 exit $status
