@@ -13,12 +13,14 @@ JAX, CuPy, NumPy); with torch inputs the results are torch tensors.
 from ._api import Components, export_components, export_grouped, export_te
 from ._bucket import export_bucket, iter_buckets, swizzle_scales, unpack_bucket, unswizzle_scales
 from ._mxfp8 import Array
+from ._plan import ExportPlan
 from ._quantize import Quantized, dequantize, quantize
 
 __version__ = "0.1.0"
 __all__ = [
     "Array",
     "Components",
+    "ExportPlan",
     "Quantized",
     "dequantize",
     "export_bucket",

@@ -681,6 +681,48 @@ void export_bucket(const std::vector<Tensor *> &tensors, const std::vector<std::
   });
 }
 
+// A prepared batched export (mxfp8_prepared_export): the compact scales of `tensors` into `destinations`,
+// checked once. It keeps each destination taken (so the framework's storage stays alive) for its whole
+// life; the tensors are held by the library's plan. Each run is one launch on the framework's current
+// stream (exchange mode) or the given stream.
+class PreparedExport {
+ public:
+  PreparedExport(const std::vector<Tensor *> &tensors, const std::vector<py::object> &destinations, int direction,
+                 py::object dlpack_stream) {
+    if (tensors.empty()) throw py::value_error("tensors is empty: nothing to prepare");
+    if (tensors.size() != destinations.size())
+      throw py::value_error(std::to_string(tensors.size()) + " tensors but " + std::to_string(destinations.size()) +
+                            " destinations");
+    api_ = tensors[0]->api();
+    device_ = tensors[0]->device();
+    Exchange ex = exchange_for(api_, device_, py::none(), std::move(dlpack_stream));
+    std::vector<DLTensor *> dls;
+    for (size_t i = 0; i < destinations.size(); ++i) {
+      const std::string name = "destinations[" + std::to_string(i) + "]";
+      taken_.push_back(take(destinations[i], name.c_str(), ex, Access::Write));
+      dls.push_back(&taken_.back()->managed->dl_tensor);
+    }
+    mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
+    o.direction = direction;
+    const auto h = handles(tensors);
+    check(mxfp8_prepare_scales_batched(h.data(), dls.data(), h.size(), &o, &plan_));
+  }
+  ~PreparedExport() { mxfp8_prepared_export_release(plan_); }
+  PreparedExport(const PreparedExport &) = delete;
+  PreparedExport &operator=(const PreparedExport &) = delete;
+
+  void run(py::object stream) {
+    const Exchange ex = exchange_for(api_, device_, stream);
+    check(mxfp8_prepared_export_run(plan_, reinterpret_cast<void *>(ex.stream)));
+  }
+
+ private:
+  mxfp8_prepared_export *plan_ = nullptr;
+  std::vector<std::unique_ptr<TakenTensor>> taken_;
+  const DLPackExchangeAPI *api_ = nullptr;
+  DLDevice device_{kDLCPU, 0};
+};
+
 // stream None: exchange mode through the source's framework (or the legacy stream without one).
 void swizzle_pair(py::object source, py::object destination, bool swizzle, py::object stream, py::object dlpack_stream) {
   Exchange ex = exchange_for_objects(source, stream, dlpack_stream);
@@ -1033,6 +1075,10 @@ PYBIND11_MODULE(_mxfp8, m) {
   m.def("export_bucket", &export_bucket, py::arg("tensors"), py::arg("plan"), py::arg("bucket"),
         py::arg("direction") = 0, py::arg("stream") = py::none(), py::arg("dlpack_stream") = py::none(),
         py::arg("bucket_name") = "bucket");
+  py::class_<PreparedExport>(m, "PreparedExport", "A batched export of compact scales, checked once (mxfp8_prepared_export).")
+      .def(py::init<const std::vector<Tensor *> &, const std::vector<py::object> &, int, py::object>(), py::arg("tensors"),
+           py::arg("destinations"), py::arg("direction") = 0, py::arg("dlpack_stream") = py::none())
+      .def("run", &PreparedExport::run, py::arg("stream") = py::none());
   m.def("swizzle_pair", &swizzle_pair, py::arg("source"), py::arg("destination"), py::arg("swizzle"),
         py::arg("stream") = py::none(), py::arg("dlpack_stream") = py::none());
 
