@@ -1199,7 +1199,43 @@ void section_options(Reader &in) {
   t.values = values.data();
   t.scales = scales.data();
   store(t);
-  const int call = in.byte() % 4;
+  const int call = in.byte() % 5;
+  if (call == 4) {  // mxfp8_grouped_desc: experts of the source's shape, scales sized for padded packing
+    const int32_t experts = 1 + in.byte() % 3;
+    const int64_t n = t.m, k = t.k, per = round_up(n, 128) * round_up(ceil32(k), 4);
+    std::vector<uint8_t> gv(static_cast<size_t>(experts * n * k)), gs(static_cast<size_t>(experts * per));
+    Managed data(gv.data(), {experts * n, k}), sc(gs.data(), {experts * per});
+    Newer<mxfp8_grouped_desc> d{};
+    d.known = MXFP8_GROUPED_DESC_INIT;
+    const mxfp8_status sized = size_struct(in, d, {sizeof(mxfp8_grouped_desc)});
+    mxfp8_grouped_desc &desc = d.known;
+    desc.format = in.byte() % 4 ? 1 + in.byte() % 2 : field(in, 3);
+    desc.scale_layout = field(in, 2);
+    desc.scales = field(in, 2);
+    desc.num_experts = in.byte() % 8 ? experts : (int32_t[]){0, -1, experts + 1, 1 << 21}[in.byte() % 4];
+    desc.reserved = reserved(in);
+    desc.cols = in.byte() % 8 ? k : (int64_t[]){-1, k + 1, 0}[in.byte() % 3];
+    desc.uniform_rows = in.byte() % 8 ? n : (int64_t[]){-1, n + 1, INT64_MAX}[in.byte() % 3];
+    desc.data = &data.m;
+    desc.scale_inv = &sc.m;
+    const bool valid = sized == MXFP8_OK && (desc.format == 1 || desc.format == 2) &&
+                       (desc.scale_layout == 0 || desc.scale_layout == 1) && (desc.scales == 0 || desc.scales == 1) &&
+                       !(desc.scale_layout == 1 && desc.scales == 1) && desc.num_experts == experts && desc.reserved == 0 &&
+                       desc.cols == k && desc.uniform_rows == n;
+    mxfp8_grouped_tensor *g = nullptr;
+    const mxfp8_status st = mxfp8_grouped_tensor_create(&desc, &g);
+    if ((st == MXFP8_OK) != valid || (sized != MXFP8_OK && st != sized)) {
+      std::fprintf(stderr, "fuzz_hostile: status %d, struct_size %u\n", st, desc.struct_size);
+      wrong("mxfp8_grouped_desc: the status does not follow the struct");
+    }
+    if (st != MXFP8_OK) {
+      if (g || data.deleted || sc.deleted) wrong("a refused grouped desc took something");
+      return;
+    }
+    mxfp8_grouped_tensor_release(g);
+    if (data.deleted != 1 || sc.deleted != 1) wrong("the grouped deleters did not run once");
+    return;
+  }
   if (call == 0) {  // mxfp8_tensor_desc
     Managed data(t.values, {t.m, t.k}), sc(t.scales, t.swizzled ? std::vector<int64_t>{t.scale_bytes}
                                                                : std::vector<int64_t>{t.scale_buffer_rows, t.scale_buffer_cols});
