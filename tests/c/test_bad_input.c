@@ -807,6 +807,25 @@ static mxfp8_status swizzle_in_place(int unswizzle, int *untouched) {
 static mxfp8_status h_swizzle_in_place(int *u) { return swizzle_in_place(0, u); }
 static mxfp8_status h_unswizzle_in_place(int *u) { return swizzle_in_place(1, u); }
 
+/* A destination whose own elements share bytes: with row stride 0 (or strides (1, 1)) the rows of the
+ * unswizzled matrix land on each other, the last write wins on the host and a race decides on the GPU.
+ * Found by fuzz/fuzz_hostile.cpp's reasoning about strided outputs; the library accepted it. */
+static mxfp8_status unswizzle_into_strides(int64_t row_stride, int64_t col_stride, int *untouched) {
+  uint8_t swizzled[512], compact[16];
+  uint64_t rng = 11;
+  fill_random_scales(swizzled, sizeof swizzled, &rng);
+  memset(compact, POISON, sizeof compact);
+  int64_t cshape[2] = {2, 4}, cstrides[2] = {row_stride, col_stride}, sshape[1] = {512};
+  DLTensor c = {compact, {kDLCPU, 0}, 2, {kDLUInt, 8, 1}, cshape, cstrides, 0};
+  DLTensor s = {swizzled, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, sshape, NULL, 0};
+  const mxfp8_status st = mxfp8_unswizzle_scales(&s, &c, NULL);
+  *untouched = 1;
+  for (size_t i = 0; i < sizeof compact; ++i) *untouched &= compact[i] == POISON;
+  return st;
+}
+static mxfp8_status h_unswizzle_rows_share_bytes(int *u) { return unswizzle_into_strides(0, 1, u); }
+static mxfp8_status h_unswizzle_elements_share_bytes(int *u) { return unswizzle_into_strides(1, 1, u); }
+
 static mxfp8_status h_dequantize_onto_values(int *untouched) {
   made_tensor m;
   make_tensor(&m);
@@ -982,6 +1001,8 @@ static const hostile_case kHostileCases[] = {
     {"mxfp8_export_bucket", "a bucket over a source's values", h_bucket_over_values, MXFP8_ERROR_INVALID_ARGUMENT, "tensors[0] rowwise_data and bucket overlap in memory"},
     {"mxfp8_swizzle_scales", "in place (compact and swizzled share bytes)", h_swizzle_in_place, MXFP8_ERROR_INVALID_ARGUMENT, "overlap in memory"},
     {"mxfp8_unswizzle_scales", "in place (compact and swizzled share bytes)", h_unswizzle_in_place, MXFP8_ERROR_INVALID_ARGUMENT, "overlap in memory"},
+    {"mxfp8_unswizzle_scales", "a compact destination whose rows share bytes (strides (0, 1))", h_unswizzle_rows_share_bytes, MXFP8_ERROR_INVALID_ARGUMENT, "compact: strides (0, 1)"},
+    {"mxfp8_unswizzle_scales", "a compact destination whose elements share bytes (strides (1, 1))", h_unswizzle_elements_share_bytes, MXFP8_ERROR_INVALID_ARGUMENT, "compact: strides (1, 1)"},
     {"mxfp8_dequantize", "output over the tensor's own values", h_dequantize_onto_values, MXFP8_ERROR_INVALID_ARGUMENT, "overlap in memory"},
     {"mxfp8_dequantize", "output not aligned to its elements", h_dequantize_misaligned, MXFP8_ERROR_INVALID_ARGUMENT, "output: the data (data + byte_offset) is not aligned to its 4-byte elements"},
     {"mxfp8_export_components", "values and scales the same out-pointer", h_export_same_out_pointer, MXFP8_ERROR_INVALID_ARGUMENT, "values and scales point to the same place"},
