@@ -473,7 +473,8 @@ static void test_bad_dequantize_input(void **state) {
  * exactly once. */
 enum {
   H_NULL_SHAPE, H_NDIM_PLUS_ONE_NULL_SHAPE, H_HUGE_NDIM, H_VERSION_0, H_VERSION_2, H_DTYPE_FLOAT32, H_OTHER_DEVICE,
-  H_STRIDED, H_NULL_DATA, H_READ_ONLY, H_WRONG_SHAPE, H_FAILS_WITH_GARBAGE, H_OVER_SOURCE, H_OFFSET_PAST_END
+  H_STRIDED, H_NULL_DATA, H_READ_ONLY, H_WRONG_SHAPE, H_FAILS_WITH_GARBAGE, H_OVER_SOURCE, H_OFFSET_PAST_END,
+  H_BORROWED_SHAPE
 };
 static int hostile_mode, hostile_made, hostile_deleted;
 static void *hostile_target; /* H_OVER_SOURCE: the bytes the result points at */
@@ -523,6 +524,10 @@ static int hostile_allocator(DLTensor *prototype, DLManagedTensorVersioned **out
     case H_WRONG_SHAPE: t->shape[0] += 1; break;
     case H_OVER_SOURCE: d->data = hostile_target; break;
     case H_OFFSET_PAST_END: d->byte_offset = UINT64_MAX - 8; break;
+    /* A naive allocator copies the prototype, shape pointer included: the library's array, which is
+     * freed when the call returns, so the output's shape would dangle (ASan: heap-use-after-free on the
+     * caller's first read of it). Found while writing fuzz/fuzz_hostile.cpp; the library accepted it. */
+    case H_BORROWED_SHAPE: d->shape = prototype->shape; break;
     default: break;
   }
   hostile_made++;
@@ -569,6 +574,7 @@ ALLOCATOR_CASE(h_alloc_wrong_shape, H_WRONG_SHAPE)
 ALLOCATOR_CASE(h_alloc_fails_garbage, H_FAILS_WITH_GARBAGE)
 ALLOCATOR_CASE(h_alloc_over_source, H_OVER_SOURCE)
 ALLOCATOR_CASE(h_alloc_offset_past_end, H_OFFSET_PAST_END)
+ALLOCATOR_CASE(h_alloc_borrowed_shape, H_BORROWED_SHAPE)
 
 /* mxfp8_quantize of a float32 (64, 64) input through a hostile allocator. */
 static mxfp8_status hostile_quantize_through_allocator(int mode, int *untouched) {
@@ -983,6 +989,7 @@ static const hostile_case kHostileCases[] = {
     {"mxfp8_export_components", "allocator fails and leaves garbage in *out", h_alloc_fails_garbage, MXFP8_ERROR_OUT_OF_MEMORY, "MemoryError: no memory today"},
     {"mxfp8_export_components", "allocator returns the source's scale buffer", h_alloc_over_source, MXFP8_ERROR_INVALID_ARGUMENT, "overlap in memory"},
     {"mxfp8_export_components", "allocator returns a byte_offset past the address space", h_alloc_offset_past_end, MXFP8_ERROR_INVALID_ARGUMENT, "past the end of the address space"},
+    {"mxfp8_export_components", "allocator returns the prototype's own shape array", h_alloc_borrowed_shape, MXFP8_ERROR_INVALID_ARGUMENT, "the prototype's shape"},
     {"mxfp8_quantize", "allocator returns a NULL shape", h_quantize_alloc_null_shape, MXFP8_ERROR_INVALID_ARGUMENT, "returned a NULL shape"},
     {"mxfp8_quantize", "allocator returns the input's tail", h_quantize_alloc_over_input, MXFP8_ERROR_INVALID_ARGUMENT, "overlap in memory"},
     {"mxfp8_tensor_create", "a tensor of DLPack 0.x", h_version_0, MXFP8_ERROR_INVALID_ARGUMENT, "rowwise_scale_inv: DLPack version 0."},
