@@ -54,7 +54,8 @@ header_probe() {
     sed -nE 's/^typedef (enum|struct) (mxfp8_[a-z0-9_]+) \{.*/\2/p' "$header" |
       while read -r type; do echo "void abi_probe_$type($type *p) { (void)p; }"; done
   } >"$work/probe.c"
-  cc -std=c99 -g -O0 -fPIC -shared -I"$root/include" -I"$dlpack" "$work/probe.c" -o "$work/libmxfp8_header_probe.so"
+  # Compiled from inside its folder, so the corpus names it probe.c and not a temporary path.
+  (cd "$work" && cc -std=c99 -g -O0 -fPIC -shared -I"$root/include" -I"$dlpack" probe.c -o libmxfp8_header_probe.so)
   abidw_public "$work/libmxfp8_header_probe.so" "$out" "$dlpack"
   rm -rf "$work"
 }
