@@ -39,6 +39,8 @@ abidw_public() {
   abidw --headers-dir "$root/include/mxfp8" --header-file "$dlpack/dlpack/dlpack.h" \
     --drop-private-types --exported-interfaces-only --no-show-locs --no-corpus-path --no-comp-dir-path \
     --no-elf-needed --type-id-style hash --out-file "$out" "$binary"
+  # Translation units by their path in the repository, so the file does not depend on the checkout's place.
+  sed -i "s|path='$root/|path='|" "$out"
 }
 
 # The option fields hold enums as int32_t, so no library function reaches most enum types and the

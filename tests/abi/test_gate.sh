@@ -26,7 +26,7 @@ edit() {
 copy_sources() {
   rm -rf "$scratch/src"
   mkdir -p "$scratch/src"
-  cp -r "$root/CMakeLists.txt" "$root/cmake" "$root/include" "$root/src" "$root/scripts" "$root/abi" "$scratch/src/"
+  cp -r "$root"/{CMakeLists.txt,LICENSE,README.md,CHANGELOG.md,cmake,include,src,scripts,abi} "$scratch/src/"
 }
 
 # CPU-only, -g, only the library; the switch and initializer warnings an added enum value or field raise in
