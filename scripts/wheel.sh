@@ -41,6 +41,35 @@ step() { printf -- '--- %s (%s)\n' "$*" "$(date +%T)"; }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
+# The CUDA images embedded in a shared object, one line each: "ELF sm_90", "PTX sm_100". cuobjdump when the
+# toolkit has it; else the fatbin headers read directly (magic 0xBA55ED50, then per image: kind 1 = PTX,
+# 2 = ELF, at byte 0; header size at 4; payload size at 8; SM version at 28).
+cuda_images() {
+  if command -v cuobjdump >/dev/null; then
+    cuobjdump --list-elf "$1" | grep -oE 'sm_[0-9]+[a-z]?' | sed 's/^/ELF /'
+    cuobjdump --list-ptx "$1" | grep -oE 'sm_[0-9]+[a-z]?' | sed 's/^/PTX /'
+  else
+    objcopy -O binary --only-section=.nv_fatbin "$1" "$work/fatbin"
+    python3 - "$work/fatbin" <<'PY'
+import struct, sys
+data = open(sys.argv[1], "rb").read()
+offset = 0
+while offset + 16 <= len(data):
+    magic, _, header, size = struct.unpack_from("<IHHQ", data, offset)
+    if magic != 0xBA55ED50:
+        offset += 8
+        continue
+    image, end = offset + header, offset + header + size
+    while image < end:
+        kind, _, image_header, payload = struct.unpack_from("<HHIQ", data, image)
+        (sm,) = struct.unpack_from("<I", data, image + 28)
+        print({1: "PTX", 2: "ELF"}.get(kind, f"kind{kind}"), f"sm_{sm}")
+        image += image_header + payload
+    offset = end
+PY
+  fi
+}
+
 # 3: what the wheel's shared objects need, and their CUDA code.
 check_contents() {
   local wheel=$1 unpacked=$work/unpacked so needed lib
@@ -55,11 +84,11 @@ check_contents() {
   done
   if readelf -S "$unpacked/mxfp8/libmxfp8.so.0" | grep -q '\.nv_fatbin'; then
     [ "$mode" != cpu ] || fail "the cpu wheel holds CUDA code"
-    echo "CUDA code in libmxfp8.so.0: $(cuobjdump --list-elf "$unpacked/mxfp8/libmxfp8.so.0" |
-      grep -oE 'sm_[0-9]+[a-z]?' | sort | uniq -c | paste -sd ' ') (cubins); $(cuobjdump --list-ptx \
-      "$unpacked/mxfp8/libmxfp8.so.0" | grep -oE 'sm_[0-9]+[a-z]?' | sort | uniq -c | paste -sd ' ') (PTX)"
-    for arch in sm_90 sm_100; do
-      cuobjdump --list-elf "$unpacked/mxfp8/libmxfp8.so.0" | grep -q "\.$arch\." || fail "no $arch code in the wheel"
+    cuda_images "$unpacked/mxfp8/libmxfp8.so.0" >"$work/images"
+    echo "CUDA code in libmxfp8.so.0 ($(command -v cuobjdump >/dev/null && echo cuobjdump || echo "fatbin headers")):" \
+      "$(sort "$work/images" | uniq -c | sed 's/^ *//' | paste -sd ',' | sed 's/,/, /g')"
+    for image in "ELF sm_90" "ELF sm_100" "PTX sm_100"; do
+      grep -qx "$image" "$work/images" || fail "no $image in the wheel's libmxfp8.so.0"
     done
   else
     [ "$mode" != cuda ] || fail "the cuda wheel holds no CUDA code"
@@ -120,6 +149,9 @@ python3 -m build --outdir "$work/built" -C cmake.define.MXFP8_CUDA=$cuda "$root"
 grep -E "mxfp8: CUDA path" "$work/build.log" | sed 's/^ *//'
 sdist=$(ls "$work"/built/mxfp8-*.tar.gz)
 wheel=$(ls "$work"/built/mxfp8-*.whl)
+version=$(sed -nE 's/^#define MXFP8_VERSION_(MAJOR|MINOR|PATCH) ([0-9]+)$/\2/p' "$root/include/mxfp8/mxfp8.h" | paste -sd .)
+[[ $(basename "$sdist") == "mxfp8-$version.tar.gz" && $(basename "$wheel") == mxfp8-"$version"-* ]] ||
+  fail "$(basename "$sdist") and $(basename "$wheel") do not carry the header's version $version"
 cp "$sdist" "$out/$mode/"
 
 step "auditwheel repair"
