@@ -32,7 +32,8 @@ header="$root/include/mxfp8/mxfp8.h"
 # compilation folder or DT_NEEDED entry is written, so internal edits and build folders leave the file alone.
 abidw_public() {
   local binary=$1 out=$2 dlpack=$3
-  if ! readelf -S "$binary" | grep -q '\.debug_info'; then
+  # (grep without -q reads all of readelf's output: with pipefail, -q's early exit could fail the pipe)
+  if ! readelf -S "$binary" | grep '\.debug_info' >/dev/null; then
     echo "abi.sh: $binary has no debug information (build with -g: RelWithDebInfo or Debug); not checked" >&2
     exit 77
   fi

@@ -82,7 +82,7 @@ check_contents() {
         fail "$(basename "$so") needs $lib, which is outside what a manylinux wheel may assume"
     done
   done
-  if readelf -S "$unpacked/mxfp8/libmxfp8.so.0" | grep -q '\.nv_fatbin'; then
+  if readelf -S "$unpacked/mxfp8/libmxfp8.so.0" | grep '\.nv_fatbin' >/dev/null; then  # no -q: see abi.sh
     [ "$mode" != cpu ] || fail "the cpu wheel holds CUDA code"
     cuda_images "$unpacked/mxfp8/libmxfp8.so.0" >"$work/images"
     echo "CUDA code in libmxfp8.so.0 ($(command -v cuobjdump >/dev/null && echo cuobjdump || echo "fatbin headers")):" \
