@@ -13,7 +13,9 @@
 //   - a failure is raised as a tvm-ffi error (ValueError, TypeError, MemoryError or RuntimeError, as the
 //     pybind11 binding raises it) whose message is the library's status name and message.
 // Only the `__tvm_ffi_*` symbols are exported (see CMakeLists.txt); each is a thin call into libmxfp8,
-// which does every check and moves every byte.
+// which does every check and moves every byte. What each function does is its doc string, at the end of
+// this file (exported: `mod.get_function_doc(name)` in Python), next to its type signature (exported
+// as metadata: `mod.get_function_metadata(name)`).
 #include <tvm/ffi/container/array.h>
 #include <tvm/ffi/container/tensor.h>
 #include <tvm/ffi/function.h>
@@ -35,15 +37,12 @@ using tvm::ffi::String;
 using tvm::ffi::Tensor;
 using tvm::ffi::TensorView;
 
-// mxfp8_version() of the libmxfp8 this adapter loaded: MAJOR * 10000 + MINOR * 100 + PATCH.
 int64_t version() { return mxfp8_version(); }
 
-// The (R, C) compact scale matrix `compact` from the 128x4-swizzled `swizzled` (mxfp8_unswizzle_scales).
 void unswizzle_scales(TensorView swizzled, TensorView compact) {
   check(mxfp8_unswizzle_scales(&dl_tensor(swizzled), mutable_dl_tensor(compact), stream_for(compact.device())));
 }
 
-// The 128x4 GEMM layout of `compact` into `swizzled`, padding zeroed (mxfp8_swizzle_scales).
 void swizzle_scales(TensorView compact, TensorView swizzled) {
   check(mxfp8_swizzle_scales(&dl_tensor(compact), mutable_dl_tensor(swizzled), stream_for(swizzled.device())));
 }
@@ -66,12 +65,6 @@ Tensor view_of(const Tensor &source, const DLTensor &layout) {
   return Tensor(ObjectUnsafe::ObjectPtrFromOwned<tvm::ffi::TensorObj>(static_cast<TVMFFIObject *>(out)));
 }
 
-// One direction of an MXFP8 tensor exported as mxfp8_export_components defines it, into caller memory:
-// writes the compact scales ((*lead, ceil(K/32)) rowwise, (ceil(M/32), K) columnwise, row-major) into
-// `scales` (uint8 or float8_e8m0fnu, contiguous, exactly that many elements, any shape) and returns the
-// values: a view of `data` with the float8 dtype of `fp8_dtype` and the tensor's shape.
-//   data: uint8 or the float8 of fp8_dtype ("e4m3" | "e5m2"); scale_inv: TE's buffer for `direction`
-//   ("rowwise" | "columnwise"), row-major padded or not, or, with `swizzled`, in the 128x4 GEMM layout.
 Tensor export_scales(Tensor data, TensorView scale_inv, TensorView scales, String fp8_dtype, bool swizzled,
                      String direction_name) {
   const int32_t dir = direction(direction_name);
@@ -92,10 +85,6 @@ Tensor export_scales(Tensor data, TensorView scale_inv, TensorView scales, Strin
   return view;
 }
 
-// Quantizes `input` (bfloat16, float16 or float32, row-major contiguous, (*lead, K)) into the caller's
-// buffers (mxfp8_quantize_into): pass a direction's data and scale_inv together, None to skip it.
-//   fp8_dtype "e4m3" | "e5m2"; block "1x32" | "32x32"; rounding "rceil" (Transformer Engine) | "floor"
-//   (OCP MX); scales "compact" | "padded" | "swizzled" (the layout the scale buffers receive).
 void quantize(TensorView input, Optional<TensorView> rowwise_data, Optional<TensorView> rowwise_scale_inv,
               Optional<TensorView> columnwise_data, Optional<TensorView> columnwise_scale_inv, String fp8_dtype,
               String block, String rounding, String scales) {
@@ -123,8 +112,6 @@ void quantize(TensorView input, Optional<TensorView> rowwise_data, Optional<Tens
   check(mxfp8_quantize_into(&dl_tensor(input), &options, outputs[0], outputs[1], outputs[2], outputs[3]));
 }
 
-// Decodes one direction of an MXFP8 tensor into `output` (float32 or bfloat16, contiguous, the tensor's
-// element count), as mxfp8_dequantize does. Arguments as export_scales.
 void dequantize(TensorView data, TensorView scale_inv, TensorView output, String fp8_dtype, bool swizzled,
                 String direction_name) {
   const int32_t dir = direction(direction_name);
@@ -175,8 +162,6 @@ Array<int64_t> manifest(const BucketTensors &b) {
   return Array<int64_t>(out.begin(), out.end());
 }
 
-// Where each tensor's values and compact scales go in a bucket, and its size: the manifest above.
-// Touches no tensor memory. Allocate a uint8 bucket of manifest[0] bytes and call export_bucket.
 Array<int64_t> bucket_plan(Array<Tensor> data, Array<Tensor> scale_inv, String fp8_dtype, bool swizzled,
                            String direction_name, int64_t alignment) {
   BucketTensors b;
@@ -184,8 +169,6 @@ Array<int64_t> bucket_plan(Array<Tensor> data, Array<Tensor> scale_inv, String f
   return manifest(b);
 }
 
-// Packs every tensor's values and compact scales into `bucket` (contiguous uint8, at least manifest[0]
-// bytes, on the tensors' device) in one launch (mxfp8_export_bucket) and returns the manifest.
 Array<int64_t> export_bucket(Array<Tensor> data, Array<Tensor> scale_inv, TensorView bucket, String fp8_dtype,
                              bool swizzled, String direction_name, int64_t alignment) {
   BucketTensors b;
@@ -200,10 +183,61 @@ Array<int64_t> export_bucket(Array<Tensor> data, Array<Tensor> scale_inv, Tensor
 }  // namespace mxfp8_tvm_ffi
 
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(version, mxfp8_tvm_ffi::version);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC_DOC(version, R"(mxfp8_version() of the libmxfp8 loaded: MAJOR * 10000 + MINOR * 100 + PATCH.)");
+
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(unswizzle_scales, mxfp8_tvm_ffi::unswizzle_scales);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC_DOC(unswizzle_scales, R"(unswizzle_scales(swizzled, compact)
+
+Writes the (R, C) scale matrix held in the cuBLAS 128x4 layout `swizzled` (contiguous uint8 or
+float8_e8m0fnu, exactly roundup(R, 128) * roundup(C, 4) bytes, any shape) into `compact` (uint8 or
+float8_e8m0fnu, same device; its shape gives R and C, leading dims flattened into rows; any strides, so a
+transposed view writes the transpose). mxfp8_unswizzle_scales.)");
+
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(swizzle_scales, mxfp8_tvm_ffi::swizzle_scales);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC_DOC(swizzle_scales, R"(swizzle_scales(compact, swizzled)
+
+The inverse of unswizzle_scales: writes every byte of `swizzled`, padding zeroed as cuBLAS expects.
+mxfp8_swizzle_scales.)");
+
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(export_scales, mxfp8_tvm_ffi::export_scales);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC_DOC(export_scales, R"(export_scales(data, scale_inv, scales, fp8_dtype, swizzled, direction) -> values
+
+One direction of an MXFP8 tensor, as mxfp8_export_components defines it. Writes the compact scales
+((*lead, ceil(K/32)) rowwise, (ceil(M/32), K) columnwise, row-major) into `scales` (uint8 or
+float8_e8m0fnu, contiguous, exactly that many elements, any shape) and returns the values: a view of
+`data` with the float8 dtype of `fp8_dtype` and the tensor's shape, which keeps `data` alive.
+  data: (*lead, K), uint8 or the float8 of fp8_dtype ("e4m3" | "e5m2").
+  scale_inv: the scales of `direction` ("rowwise" | "columnwise") as stored: row-major, padded or not,
+    or, with swizzled=True, in the cuBLAS 128x4 layout.)");
+
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(quantize, mxfp8_tvm_ffi::quantize);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC_DOC(quantize, R"(quantize(x, rowwise_data, rowwise_scale_inv, columnwise_data, columnwise_scale_inv, fp8_dtype, block, rounding, scales)
+
+Quantizes x (bfloat16, float16 or float32, row-major contiguous, (*lead, K)) into your buffers,
+bit-exact with Transformer Engine under "rceil" (mxfp8_quantize_into). Pass a direction's data and
+scale_inv together, None for both to skip it. Values: uint8 or the float8 of fp8_dtype, prod(shape)
+elements. Scales: uint8 or float8_e8m0fnu, exactly the element count of the layout.
+  fp8_dtype "e4m3" | "e5m2"; block "1x32" | "32x32"; rounding "rceil" | "floor" (OCP MX);
+  scales "compact" | "padded" (Transformer Engine's allocation) | "swizzled" (its cuBLAS 128x4 layout).)");
+
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(dequantize, mxfp8_tvm_ffi::dequantize);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC_DOC(dequantize, R"(dequantize(data, scale_inv, out, fp8_dtype, swizzled, direction)
+
+Decodes one direction of an MXFP8 tensor into `out` (float32 or bfloat16, contiguous, the tensor's
+element count): value * 2^(scale - 127), NaN for scale 255 (mxfp8_dequantize). Arguments as
+export_scales.)");
+
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(bucket_plan, mxfp8_tvm_ffi::bucket_plan);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC_DOC(bucket_plan, R"(bucket_plan(data_list, scale_inv_list, fp8_dtype, swizzled, direction, alignment) -> manifest
+
+Where each tensor's values and compact scales go in a bucket (mxfp8_bucket_plan), as integers:
+[total_bytes, then values_offset, values_bytes, scales_offset, scales_bytes for each tensor], in bytes
+from the bucket's first byte, every part at a multiple of `alignment` (a power of two). Touches no
+tensor memory. Every tensor shares fp8_dtype, swizzled and direction (see export_scales).)");
+
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(export_bucket, mxfp8_tvm_ffi::export_bucket);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC_DOC(export_bucket, R"(export_bucket(data_list, scale_inv_list, bucket, fp8_dtype, swizzled, direction, alignment) -> manifest
+
+Packs every tensor's values and compact scales into `bucket` (contiguous uint8, at least total_bytes,
+on the tensors' device) in one launch (mxfp8_export_bucket); bytes between parts are left as they were.
+Returns the manifest of bucket_plan.)");

@@ -36,6 +36,16 @@ def poisoned(shape, dtype=np.uint8):
     return np.full(shape, POISON, dtype)
 
 
+FUNCTIONS = ["version", "unswizzle_scales", "swizzle_scales", "export_scales", "quantize", "dequantize",
+             "bucket_plan", "export_bucket"]
+
+
+@pytest.mark.parametrize("name", FUNCTIONS)
+def test_every_function_exports_its_signature_and_doc_string(name):
+    assert "type_schema" in mod.get_function_metadata(name)
+    assert "mxfp8_" in mod.get_function_doc(name)  # names the C call it wraps
+
+
 def test_version_is_the_loaded_librarys():
     major, minor, patch = (int(p) for p in mxfp8.__version__.split("."))
     assert mod.version() == major * 10000 + minor * 100 + patch
@@ -255,7 +265,7 @@ def test_gpu_work_runs_on_torchs_current_stream():
 def test_gpu_torch_tensors_in_export_quantize_dequantize():
     torch = _torch_cuda()
     data, buf, s = make_mxfp8((257, 160), "swizzled", "rowwise", seed=13)
-    d = torch.from_numpy(data).cuda().view(torch.float8_e4m3fn)
+    d = torch.from_numpy(data).cuda()
     b = torch.from_numpy(buf).cuda()
     dst = torch.full((257, 5), POISON, dtype=torch.uint8, device="cuda")
     values = mod.export_scales(d, b, dst, "e4m3", True, "rowwise")
@@ -274,3 +284,13 @@ def test_gpu_torch_tensors_in_export_quantize_dequantize():
     mod.quantize(torch.from_numpy(x).cuda(), q_values, q_scales, None, None, "e4m3", "1x32", "rceil", "compact")
     np.testing.assert_array_equal(q_values.cpu().numpy(), ref_values)
     np.testing.assert_array_equal(q_scales.cpu().numpy(), ref_scales)
+
+
+def test_gpu_float8_torch_data_comes_back_as_a_float8_view():
+    torch = _torch_cuda()
+    data, buf, s = make_mxfp8((300, 64), "padded", "columnwise", seed=15)
+    d = torch.from_numpy(data).cuda().view(torch.float8_e5m2)
+    dst = torch.full(s.shape, POISON, dtype=torch.uint8, device="cuda")
+    values = mod.export_scales(d, torch.from_numpy(buf).cuda(), dst, "e5m2", False, "columnwise")
+    assert values.dtype == torch.float8_e5m2 and values.data_ptr() == d.data_ptr() and values.shape == d.shape
+    np.testing.assert_array_equal(dst.cpu().numpy(), s)
