@@ -23,6 +23,7 @@
 #include <tvm/ffi/string.h>
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "call_support.hpp"
@@ -98,7 +99,8 @@ void quantize(TensorView input, Optional<TensorView> rowwise_data, Optional<Tens
                                   {"padded", MXFP8_QUANTIZED_SCALES_PADDED},
                                   {"swizzled", MXFP8_QUANTIZED_SCALES_SWIZZLED}});
   options.stream = stream_for(input.device());
-  // Optional::value() returns a copy: keep the copies here so the pointers stay valid for the call.
+  // Optional::value() returns a copy: keep the copies here so the pointers stay valid for the call
+  // (reserved up front, so no push_back moves them).
   Optional<TensorView> given[4] = {rowwise_data, rowwise_scale_inv, columnwise_data, columnwise_scale_inv};
   std::vector<TensorView> held;
   held.reserve(4);
@@ -135,10 +137,10 @@ struct BucketTensors {
 void plan_bucket(const Array<Tensor> &data, const Array<Tensor> &scale_inv, const String &fp8_dtype, bool swizzled,
                  const String &direction_name, int64_t alignment, BucketTensors &b) {
   if (data.size() != scale_inv.size())
-    TVM_FFI_THROW(ValueError) << "invalid argument: scale_inv: " << scale_inv.size() << " scale tensors for "
-                              << data.size() << " data tensors";
-  if (alignment < 1)
-    TVM_FFI_THROW(ValueError) << "invalid argument: alignment: expected a power of two >= 1, got " << alignment;
+    raise("ValueError", "invalid argument: scale_inv: " + std::to_string(scale_inv.size()) + " scale tensors for " +
+                            std::to_string(data.size()) + " data tensors");
+  if (alignment < 1)  // the C call takes a uint64: a negative one must not wrap into a power of two
+    raise("ValueError", "invalid argument: alignment: expected a power of two >= 1, got " + std::to_string(alignment));
   const int32_t format = fp8_format(fp8_dtype);
   b.options.direction = direction(direction_name);
   for (size_t i = 0; i < data.size(); ++i) {

@@ -189,8 +189,8 @@ def test_a_mismatched_bucket_raises_before_anything_is_written():
     assert (bucket == POISON).all()
     with pytest.raises(ValueError, match="1 scale tensors for 2 data tensors"):
         mod.bucket_plan([data, data], [buf], "e4m3", False, "rowwise", 256)
-    with pytest.raises(ValueError, match="alignment"):
-        mod.bucket_plan([data], [buf], "e4m3", False, "rowwise", 0)
+    with pytest.raises(ValueError, match="alignment: expected a power of two >= 1"):
+        mod.bucket_plan([data], [buf], "e4m3", False, "rowwise", -(2**63))  # as a uint64: 2^63, a power of two
 
 
 def test_a_missing_output_raises():
