@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs every test of the repository, after installing what they need:
-#   1. the C suite (ctest: cmocka tests, the ABI checks, the C example, the tvm-ffi adapter's), with the CUDA path compiled when
+#   1. the C suite (ctest: cmocka tests, the ABI checks, the examples), with the CUDA path compiled when
 #      nvcc is on the PATH; GPU cases skip on a machine without a GPU (bench/gpu_check.sh runs them);
 #   2. an install into a temporary prefix, used by a find_package and a pkg-config consumer;
 #   3. the same C suite again under AddressSanitizer + UndefinedBehaviorSanitizer with leak detection,
