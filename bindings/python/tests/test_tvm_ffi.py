@@ -294,3 +294,23 @@ def test_gpu_float8_torch_data_comes_back_as_a_float8_view():
     values = mod.export_scales(d, torch.from_numpy(buf).cuda(), dst, "e5m2", False, "columnwise")
     assert values.dtype == torch.float8_e5m2 and values.data_ptr() == d.data_ptr() and values.shape == d.shape
     np.testing.assert_array_equal(dst.cpu().numpy(), s)
+
+
+def test_gpu_unswizzle_into_a_caller_buffer_is_captured_in_a_cuda_graph():
+    """Caller-allocated outputs and the environment's stream are what make a call capturable: the call,
+    captured once in a torch CUDA graph, is replayed after the swizzled scales change in place."""
+    torch = _torch_cuda()
+    rng = np.random.default_rng(16)
+    first, second = (rng.integers(1, 255, (300, 40), dtype=np.uint8) for _ in range(2))
+    swizzled = torch.from_numpy(swizzle_reference(first)).cuda()
+    compact = torch.full(first.shape, POISON, dtype=torch.uint8, device="cuda")
+    mod.unswizzle_scales(swizzled, compact)  # warm up outside the capture
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        mod.unswizzle_scales(swizzled, compact)
+    swizzled.copy_(torch.from_numpy(swizzle_reference(second)))
+    compact.fill_(POISON)
+    graph.replay()
+    torch.cuda.synchronize()
+    np.testing.assert_array_equal(compact.cpu().numpy(), second)
