@@ -253,8 +253,9 @@ def test_gpu_work_runs_on_torchs_current_stream():
         mod.unswizzle_scales(swizzled, compact)
         done.record()
     torch.cuda.default_stream().synchronize()
+    early = torch.empty(s.shape, dtype=torch.uint8, pin_memory=True)
     with torch.cuda.stream(probe):
-        early = compact.to("cpu")  # copied on `probe`, which waits for nothing
+        early.copy_(compact, non_blocking=True)  # an async copy on `probe`, which waits for nothing
     probe.synchronize()
     assert not done.query(), "the side stream finished early: the sleep is too short to prove anything"
     assert (early.numpy() == POISON).all(), "the unswizzle ran before the side stream reached it"
