@@ -26,7 +26,8 @@ namespace mxfp8_tvm_ffi {
 // Raises the failure of a C call as a tvm-ffi error: the kind is the Python exception the pybind11
 // binding raises for the same status (so `except ValueError` works with either door), and the message
 // is the status name and the library's own message, e.g.
-//   "invalid argument: compact: expected 1280 elements ((40, 32) scales), got 1276".
+//   "invalid argument: swizzled: the swizzled layout of a 200 x 7 scale matrix is 256 x 8 = 2048 bytes,
+//    got 2047 (shape (2047,))".
 inline void check(mxfp8_status status) {
   if (status == MXFP8_OK) return;
   const std::string message = std::string(mxfp8_status_string(status)) + ": " + mxfp8_last_error();
