@@ -17,6 +17,16 @@ mkdir -p "$OUT"
 status=0
 step() { echo; echo "=== $* ($(date +%T))"; }
 
+step "apache-tvm-ffi, for the tvm-ffi adapter (installed from .carry/wheels when missing)"
+if ! python3 -c "import tvm_ffi" 2>/dev/null && ls .carry/wheels/apache_tvm_ffi-*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --find-links .carry/wheels apache-tvm-ffi 2>&1 | tail -2
+fi
+if python3 -c "import tvm_ffi; print('apache-tvm-ffi', tvm_ffi.__version__)" 2>/dev/null; then
+  export MXFP8_REQUIRE_TVM_FFI=1  # the adapter is built: its tests (in the Python tests below) must run
+else
+  echo "apache-tvm-ffi is not importable: the tvm-ffi adapter is not built, its tests skip, its benchmark is skipped"
+fi
+
 step "configure and build"
 cmake_args=(-S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release)
 [ -d .carry/dlpack ] && cmake_args+=(-DDLPACK_INCLUDE_DIR="$PWD/.carry/dlpack")
@@ -71,6 +81,11 @@ step "benchmark"
 PYTHONUNBUFFERED=1 python3 bench/run_bench.py --bench-binary build-gpu/bench/bench_scales --out "$OUT" || status=1
 step "the cost of a call from Python (bench/python_overhead.py)"
 PYTHONUNBUFFERED=1 python3 bench/python_overhead.py --out "$OUT" || status=1
+
+if python3 -c "import tvm_ffi, mxfp8; mxfp8.tvm_ffi_library_path()" 2>/dev/null; then
+  step "the cost of a call through the tvm-ffi module (bench/tvm_ffi_overhead.py)"
+  python3 bench/tvm_ffi_overhead.py --device cuda --out "$OUT/tvm_ffi.json" || status=1
+fi
 
 # ----------------------------------------------------------------------------------------------------
 # Optional, MXFP8_WHEEL_CHECK=1: the CUDA wheel as a user installs it (about 2-4 minutes more). Build it on

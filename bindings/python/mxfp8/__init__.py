@@ -15,6 +15,7 @@ from ._bucket import export_bucket, iter_buckets, swizzle_scales, unpack_bucket,
 from ._mxfp8 import Array
 from ._plan import ExportPlan
 from ._quantize import Quantized, dequantize, quantize
+from ._tvm_ffi import tvm_ffi_library_path
 
 __version__ = "0.1.0"
 __all__ = [
@@ -30,6 +31,7 @@ __all__ = [
     "iter_buckets",
     "quantize",
     "swizzle_scales",
+    "tvm_ffi_library_path",
     "unpack_bucket",
     "unswizzle_scales",
     "__version__",
