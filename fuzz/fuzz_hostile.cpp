@@ -753,6 +753,7 @@ void section_overlap(Reader &in) {
   const int64_t element = bf16 ? 2 : 4;
   int64_t shape[2] = {m, k};
   const DLDataType type = bf16 ? DLDataType{kDLBfloat, 16, 1} : DLDataType{kDLFloat, 32, 1};
+  if (m * k * element > kArena) return;
   uint8_t *x = arena.at(arena.place(in, m * k * element, element));
   DLTensor input{x, kCpu, 2, type, shape, nullptr, 0};
   mxfp8_quantize_options o = MXFP8_QUANTIZE_OPTIONS_INIT;
@@ -1082,11 +1083,11 @@ void section_edges(Reader &in) {
                            !__builtin_mul_overflow(cshape[0] / 128 + (cshape[0] % 128 != 0), 128, &padded_r) &&
                            !__builtin_mul_overflow(cshape[1] / 4 + (cshape[1] % 4 != 0), 4, &padded_c) &&
                            !__builtin_mul_overflow(padded_r, padded_c, &needed);
-    const bool extent_fits =
-        !strided ? !__builtin_mul_overflow(cshape[0], cshape[1], &extent)
+    const bool extent_fits = cshape[0] >= 1 && cshape[1] >= 1 &&
+        (!strided ? !__builtin_mul_overflow(cshape[0], cshape[1], &extent)
                  : cstrides[0] >= 0 && cstrides[1] >= 0 && !__builtin_mul_overflow(cshape[0] - 1, cstrides[0], &reach_r) &&
                        !__builtin_mul_overflow(cshape[1] - 1, cstrides[1], &reach_c) &&
-                       !__builtin_add_overflow(reach_r, reach_c, &extent);
+                       !__builtin_add_overflow(reach_r, reach_c, &extent));
     if (!empty && sizes_fit && needed == sshape[0] && extent_fits) return;
     const mxfp8_status swizzled = mxfp8_swizzle_scales(&compact, &swz, nullptr);
     const mxfp8_status unswizzled = mxfp8_unswizzle_scales(&swz, &compact, nullptr);
