@@ -74,6 +74,8 @@ void check_allocated(const DLManagedTensorVersioned &m, const DLTensor &prototyp
   const DLTensor &t = m.dl_tensor;
   if (t.ndim != prototype.ndim) bad("a tensor of ndim ", t.ndim);
   if (t.ndim > 0 && !t.shape) bad("a NULL shape");
+  if (t.ndim > 0 && t.shape == prototype.shape)
+    bad("the prototype's shape array as its own (that array is the library's and is freed when the call returns)");
   for (int32_t i = 0; i < t.ndim; ++i)
     if (t.shape[i] != prototype.shape[i]) bad("shape ", format_shape(t.shape, t.ndim));
   if (t.dtype.bits != 8 || t.dtype.lanes != 1 || (t.dtype.code != kDLUInt && t.dtype.code != prototype.dtype.code))
