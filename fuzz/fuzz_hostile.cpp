@@ -189,6 +189,8 @@ bool keeps_contract(const DLManagedTensorVersioned &m, const DLTensor &proto) {
   if (m.version.major != DLPACK_MAJOR_VERSION) return false;
   const DLTensor &t = m.dl_tensor;
   if (t.ndim != proto.ndim || (t.ndim > 0 && !t.shape)) return false;
+  // The prototype lives only during the call: a tensor that borrows its shape array would dangle.
+  if (t.ndim > 0 && t.shape == proto.shape) return false;
   for (int i = 0; i < t.ndim; ++i)
     if (t.shape[i] != proto.shape[i]) return false;
   if (t.dtype.bits != 8 || t.dtype.lanes != 1 || (t.dtype.code != kDLUInt && t.dtype.code != proto.dtype.code))
@@ -295,6 +297,7 @@ int hostile_allocator(DLTensor *proto, DLManagedTensorVersioned **out, void *ctx
       }
       case 12: m.flags = in.byte() % 2 ? ~uint64_t{0} : DLPACK_FLAG_BITMASK_READ_ONLY | DLPACK_FLAG_BITMASK_IS_COPIED; break;
       case 13: m.deleter = nullptr; break;
+      case 14: m.dl_tensor.shape = proto->shape; break;  // the library's array, freed when the call returns
       default: break;  // left as it was
     }
   }
@@ -684,14 +687,17 @@ void section_overlap(Reader &in) {
     return;
   }
   if (call == 2 || call == 3) {  // the swizzle pair between a (strided) compact matrix and its swizzled form
-    const int64_t r = 1 + in.below(260), c = 1 + in.below(12), rs = c + in.below(4);
+    // Now and then a row stride shorter than a row: the compact matrix's own elements share bytes,
+    // which an input may do and an output may not.
+    const int64_t r = 1 + in.below(260), c = 1 + in.below(12), rs = in.byte() % 8 ? c + in.below(4) : in.below(c);
     const int64_t pr = round_up(r, 128), pc = round_up(c, 4), sw_bytes = pr * pc;
     const int64_t compact_span = (r - 1) * rs + c;
     uint8_t *compact = arena.at(arena.place(in, compact_span)), *swizzled = arena.at(arena.place(in, sw_bytes));
     int64_t cshape[2] = {r, c}, cstrides[2] = {rs, 1}, sshape[1] = {sw_bytes};
     DLTensor ct{compact, kCpu, 2, kU8, cshape, cstrides, 0}, st = flat_tensor(swizzled, &sshape[0]);
     const Range cr = range_of(compact, compact_span), sr = range_of(swizzled, sw_bytes);
-    const bool overlapping = overlap(cr, sr);
+    const bool self_overlapping = r > 1 && rs < c;
+    const bool overlapping = overlap(cr, sr) || (call == 3 && self_overlapping);
     arena.snapshot();
     const auto before_at = [&](const uint8_t *p) { return arena.before[static_cast<size_t>(p - arena.bytes.data())]; };
     if (call == 2) {
@@ -747,6 +753,7 @@ void section_overlap(Reader &in) {
   const int64_t element = bf16 ? 2 : 4;
   int64_t shape[2] = {m, k};
   const DLDataType type = bf16 ? DLDataType{kDLBfloat, 16, 1} : DLDataType{kDLFloat, 32, 1};
+  if (m * k * element > kArena) return;
   uint8_t *x = arena.at(arena.place(in, m * k * element, element));
   DLTensor input{x, kCpu, 2, type, shape, nullptr, 0};
   mxfp8_quantize_options o = MXFP8_QUANTIZE_OPTIONS_INIT;
@@ -1076,11 +1083,11 @@ void section_edges(Reader &in) {
                            !__builtin_mul_overflow(cshape[0] / 128 + (cshape[0] % 128 != 0), 128, &padded_r) &&
                            !__builtin_mul_overflow(cshape[1] / 4 + (cshape[1] % 4 != 0), 4, &padded_c) &&
                            !__builtin_mul_overflow(padded_r, padded_c, &needed);
-    const bool extent_fits =
-        !strided ? !__builtin_mul_overflow(cshape[0], cshape[1], &extent)
+    const bool extent_fits = cshape[0] >= 1 && cshape[1] >= 1 &&
+        (!strided ? !__builtin_mul_overflow(cshape[0], cshape[1], &extent)
                  : cstrides[0] >= 0 && cstrides[1] >= 0 && !__builtin_mul_overflow(cshape[0] - 1, cstrides[0], &reach_r) &&
                        !__builtin_mul_overflow(cshape[1] - 1, cstrides[1], &reach_c) &&
-                       !__builtin_add_overflow(reach_r, reach_c, &extent);
+                       !__builtin_add_overflow(reach_r, reach_c, &extent));
     if (!empty && sizes_fit && needed == sshape[0] && extent_fits) return;
     const mxfp8_status swizzled = mxfp8_swizzle_scales(&compact, &swz, nullptr);
     const mxfp8_status unswizzled = mxfp8_unswizzle_scales(&swz, &compact, nullptr);
