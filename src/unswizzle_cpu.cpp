@@ -1,28 +1,40 @@
 // Host loops for the scale matrix operations.
 #include <cstring>
 
+#include "host_threads.hpp"
 #include "scale_copy.hpp"
 #include "shape.hpp"
 #include "swizzle_index.hpp"
 
 namespace mxfp8 {
 
-void unswizzle_host(const uint8_t *swizzled, ByteMatrix dst) {
+namespace {
+
+// Rows [r0, r1) of unswizzle_host.
+void unswizzle_rows(const uint8_t *swizzled, ByteMatrix dst, int64_t r0, int64_t r1) {
   const int64_t padded_cols = round_up(dst.cols, kTileCols);
   if (dst.col_stride == 1) {
-    // The 4 scales of one row inside a tile are one aligned word: move words, not bytes.
-    for (int64_t r = 0; r < dst.rows; ++r) {
+    // The 4 scales of one row inside a tile are one aligned word, and the row's next word is one tile
+    // (512 bytes) further: move words, not bytes.
+    for (int64_t r = r0; r < r1; ++r) {
       uint8_t *row = dst.data + r * dst.row_stride;
-      int64_t c = 0;
-      for (; c + kTileCols <= dst.cols; c += kTileCols)
-        std::memcpy(row + c, swizzled + swizzled_offset(r, c, padded_cols), kTileCols);
+      int64_t c = 0, word = swizzled_offset(r, 0, padded_cols);
+      for (; c + kTileCols <= dst.cols; c += kTileCols, word += kTileBytes) std::memcpy(row + c, swizzled + word, kTileCols);
       for (; c < dst.cols; ++c) row[c] = swizzled[swizzled_offset(r, c, padded_cols)];
     }
     return;
   }
-  for (int64_t r = 0; r < dst.rows; ++r)
+  for (int64_t r = r0; r < r1; ++r)
     for (int64_t c = 0; c < dst.cols; ++c)
       dst.data[r * dst.row_stride + c * dst.col_stride] = swizzled[swizzled_offset(r, c, padded_cols)];
+}
+
+}  // namespace
+
+// Rows split across threads (host_threads.hpp); each row moves 2 * cols bytes.
+void unswizzle_host(const uint8_t *swizzled, ByteMatrix dst) {
+  parallel_for(dst.rows, 2 * dst.rows * dst.cols,
+               [&](int64_t r0, int64_t r1) { unswizzle_rows(swizzled, dst, r0, r1); });
 }
 
 void swizzle_host(ByteMatrix src, uint8_t *swizzled) {
