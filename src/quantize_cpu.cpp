@@ -125,7 +125,7 @@ struct Padded {
   typename In::Element in[kLanes * kLanes] = {};
   uint8_t out[kLanes * kLanes];
   Tile<In> tile;
-  const Tile<In> &real;
+  const Tile<In> real;  // a copy: callers pass temporaries
   int64_t cols;
   Padded(const Tile<In> &t, int64_t c) : tile{in, kLanes, out, kLanes, t.rows}, real(t), cols(c) {
     for (int64_t r = 0; r < t.rows; ++r)
