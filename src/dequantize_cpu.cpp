@@ -12,38 +12,30 @@
 namespace mxfp8 {
 namespace {
 
-constexpr int kLanes = static_cast<int>(kBlockSize);  // two vectors of kLaneCount
+constexpr int kLanes = static_cast<int>(kBlockSize);  // kLanes / N vectors of N lanes
 
-template <bool Bf16Output>
-MXFP8_ALWAYS_INLINE void store_lanes(void *output, int64_t index, const VecU32 &bits) {
-  if (Bf16Output) store_u16_lanes(static_cast<uint16_t *>(output) + index, bf16_lanes(bits).v);
-  else store_u32_lanes(static_cast<float *>(output) + index, bits);
-}
-
-// 16 consecutive values of a row and their scales' values (float bits).
-template <bool E5M2, bool Bf16Output>
-MXFP8_ALWAYS_INLINE void dequantize_16(const uint8_t *values, const VecU32 &scale_bits, void *output, int64_t index) {
-  store_lanes<Bf16Output>(output, index, dequantize_lanes(fp8_decode_lanes<E5M2>(load_u8_lanes(values).v).v, scale_bits).v);
+template <bool Bf16Output, int N>
+MXFP8_ALWAYS_INLINE void store_lanes(void *output, int64_t index, const typename Lanes<N>::U32 &bits) {
+  if (Bf16Output) store_u16_lanes<N>(static_cast<uint16_t *>(output) + index, bf16_lanes<N>(bits).v);
+  else store_u32_lanes<N>(static_cast<float *>(output) + index, bits);
 }
 
 // 32 consecutive values of a row: one block sharing scales[0] (rowwise), or each with its own scale from
 // scales[0..31] (columnwise).
-template <bool E5M2, bool Bf16Output>
+template <bool E5M2, bool Bf16Output, int N>
 MXFP8_ALWAYS_INLINE void dequantize_32(const uint8_t *values, const uint8_t *scales, bool columnwise, void *output,
                                        int64_t index) {
-  if (columnwise) {
-    dequantize_16<E5M2, Bf16Output>(values, e8m0_value_lanes(load_u8_lanes(scales).v).v, output, index);
-    dequantize_16<E5M2, Bf16Output>(values + kLaneCount, e8m0_value_lanes(load_u8_lanes(scales + kLaneCount).v).v,
-                                    output, index + kLaneCount);
-  } else {
-    const VecU32 scale = e8m0_value_lanes(VecU32{} + scales[0]).v;
-    dequantize_16<E5M2, Bf16Output>(values, scale, output, index);
-    dequantize_16<E5M2, Bf16Output>(values + kLaneCount, scale, output, index + kLaneCount);
+  const typename Lanes<N>::U32 shared = e8m0_value_lanes<N>(splat<N>(scales[0]).v).v;
+  for (int k = 0; k < kLanes / N; ++k) {
+    const typename Lanes<N>::U32 scale = columnwise ? e8m0_value_lanes<N>(load_u8_lanes<N>(scales + k * N).v).v : shared;
+    const typename Lanes<N>::U32 value = fp8_decode_lanes<E5M2, N>(load_u8_lanes<N>(values + k * N).v).v;
+    store_lanes<Bf16Output, N>(output, index + k * N, dequantize_lanes<N>(value, scale).v);
   }
 }
 
 template <bool E5M2, bool Bf16Output>
 struct DequantizeRows {
+  template <int N>
   MXFP8_ALWAYS_INLINE static void run(const DequantizeJob &j, const int64_t &r0, const int64_t &r1) {
     const int64_t K = j.cols, full_blocks = K / kBlockSize, tail = K - full_blocks * kBlockSize;
     const bool columnwise = j.columnwise != 0;
@@ -52,7 +44,7 @@ struct DequantizeRows {
       const uint8_t *values = j.values + r * K;
       const uint8_t *scales = columnwise ? j.scales + (r / kBlockSize) * j.scale_row_stride : j.scales + r * j.scale_row_stride;
       for (int64_t b = 0; b < full_blocks; ++b)
-        dequantize_32<E5M2, Bf16Output>(values + b * kBlockSize, columnwise ? scales + b * kBlockSize : scales + b,
+        dequantize_32<E5M2, Bf16Output, N>(values + b * kBlockSize, columnwise ? scales + b * kBlockSize : scales + b,
                                         columnwise, j.output, r * K + b * kBlockSize);
       if (tail) {  // the row's last, partial block through zero-padded copies
         uint8_t padded_values[kLanes] = {}, padded_scales[kLanes] = {};
@@ -61,7 +53,7 @@ struct DequantizeRows {
         std::memcpy(padded_values, values + c0, static_cast<size_t>(tail));
         std::memcpy(padded_scales, columnwise ? scales + c0 : scales + full_blocks,
                     static_cast<size_t>(columnwise ? tail : 1));
-        dequantize_32<E5M2, Bf16Output>(padded_values, padded_scales, columnwise, out, 0);
+        dequantize_32<E5M2, Bf16Output, N>(padded_values, padded_scales, columnwise, out, 0);
         std::memcpy(static_cast<uint8_t *>(j.output) + (r * K + c0) * kOutputBytes, out,
                     static_cast<size_t>(tail * kOutputBytes));
       }

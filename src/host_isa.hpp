@@ -23,20 +23,24 @@ enum class HostIsa { Baseline = 0, Avx2 = 1, Avx512 = 2 };
 // "avx2"; for tests and comparisons, read at every call).
 HostIsa host_isa();
 
-// Kernel::run(args...) compiled for host_isa(). Kernel::run must be MXFP8_ALWAYS_INLINE, as must what its
-// inner loops call, so that each wrapper below holds its own copy compiled for its target.
+// The lanes of one vector register of each: 32-bit lanes per 512-, 256- and 128-bit register.
+constexpr int kLanesAvx512 = 16, kLanesAvx2 = 8, kLanesBaseline = 4;
+
+// Kernel::run<N>(args...) compiled for host_isa(), with N its lanes per register. Kernel::run must be
+// MXFP8_ALWAYS_INLINE, as must what its inner loops call, so that each wrapper below holds its own copy
+// compiled for its target.
 template <class Kernel, class... Args>
 void run_baseline(const Args &...args) {
-  Kernel::run(args...);
+  Kernel::template run<kLanesBaseline>(args...);
 }
 #if MXFP8_HOST_ISA_X86
 template <class Kernel, class... Args>
 MXFP8_TARGET_AVX2 void run_avx2(const Args &...args) {
-  Kernel::run(args...);
+  Kernel::template run<kLanesAvx2>(args...);
 }
 template <class Kernel, class... Args>
 MXFP8_TARGET_AVX512 void run_avx512(const Args &...args) {
-  Kernel::run(args...);
+  Kernel::template run<kLanesAvx512>(args...);
 }
 #endif
 

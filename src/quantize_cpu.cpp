@@ -17,21 +17,23 @@
 namespace mxfp8 {
 namespace {
 
-constexpr int kLanes = static_cast<int>(kBlockSize);  // one block: two vectors of kLaneCount
-static_assert(kLanes == 2 * kLaneCount, "a block is two vectors");
+constexpr int kLanes = static_cast<int>(kBlockSize);  // one block: kLanes / N vectors of N lanes
 
-// How each input type is read: 16 elements at a time as float bits.
+// How each input type is read: N elements at a time as float bits.
 struct Bf16Input {
   using Element = uint16_t;
-  MXFP8_ALWAYS_INLINE static Lanes load(const uint16_t *p) { return load_bf16_lanes(p); }
+  template <int N>
+  MXFP8_ALWAYS_INLINE static Lanes<N> load(const uint16_t *p) { return load_bf16_lanes<N>(p); }
 };
 struct Fp16Input {
   using Element = uint16_t;
-  MXFP8_ALWAYS_INLINE static Lanes load(const uint16_t *p) { return load_fp16_lanes(p); }
+  template <int N>
+  MXFP8_ALWAYS_INLINE static Lanes<N> load(const uint16_t *p) { return load_fp16_lanes<N>(p); }
 };
 struct Fp32Input {
   using Element = float;
-  MXFP8_ALWAYS_INLINE static Lanes load(const float *p) { return load_u32_lanes(p); }
+  template <int N>
+  MXFP8_ALWAYS_INLINE static Lanes<N> load(const float *p) { return load_u32_lanes<N>(p); }
 };
 
 struct BlockScaler {
@@ -55,67 +57,94 @@ struct Tile {
   int64_t rows;
 };
 
+// 32 values of one row (or the amaxes or reciprocals of 32 columns), as kLanes / N vectors.
+template <int N>
+struct Row32 {
+  static constexpr int kVectors = kLanes / N;
+  typename Lanes<N>::U32 v[kVectors];
+};
+
+template <class In, int N>
+MXFP8_ALWAYS_INLINE void load_row(const typename In::Element *p, Row32<N> &x) {
+  for (int k = 0; k < Row32<N>::kVectors; ++k) x.v[k] = In::template load<N>(p + k * N).v;
+}
+
+template <int N>
+MXFP8_ALWAYS_INLINE void max_row(Row32<N> &acc, const Row32<N> &x) {
+  for (int k = 0; k < Row32<N>::kVectors; ++k) acc.v[k] = max_lanes<N>(acc.v[k], magnitude_key_lanes<N>(x.v[k]).v).v;
+}
+
+template <int N>
+MXFP8_ALWAYS_INLINE uint32_t row_max(const Row32<N> &acc) {
+  typename Lanes<N>::U32 m = acc.v[0];
+  for (int k = 1; k < Row32<N>::kVectors; ++k) m = max_lanes<N>(m, acc.v[k]).v;
+  return horizontal_max<N>(m);
+}
+
+// Element i times reciprocal[i] (kLanes of them, as vectors), encoded, to `out`.
+template <bool E5M2, int N>
+MXFP8_ALWAYS_INLINE void encode_row(const Row32<N> &x, const typename Lanes<N>::F32 *reciprocal, uint8_t *out) {
+  for (int k = 0; k < Row32<N>::kVectors; ++k)
+    store_u8_lanes<N>(out + k * N, fp8_encode_lanes<E5M2, N>(multiply_lanes<N>(x.v[k], reciprocal[k]).v).v);
+}
+
 // One rowwise block (row r of the tile is 32 consecutive elements of one input row): returns its scale.
-template <class In, bool E5M2>
-MXFP8_ALWAYS_INLINE uint8_t quantize_row_block(const Tile<In> &t, int64_t r, const BlockScaler &scaler) {
-  const Lanes lo = In::load(t.in + r * t.in_stride), hi = In::load(t.in + r * t.in_stride + kLaneCount);
-  const uint32_t amax =
-      horizontal_max(max_lanes(magnitude_key_lanes(lo.v).v, magnitude_key_lanes(hi.v).v).v);
-  const uint8_t e = scaler.exponent(amax);
-  const float reciprocal = scaler.reciprocal(e);
-  store_u8_lanes(t.out + r * t.out_stride, fp8_encode_lanes<E5M2>(multiply_lanes(lo.v, reciprocal).v).v);
-  store_u8_lanes(t.out + r * t.out_stride + kLaneCount, fp8_encode_lanes<E5M2>(multiply_lanes(hi.v, reciprocal).v).v);
+template <class In, bool E5M2, int N>
+MXFP8_ALWAYS_INLINE uint8_t quantize_row_block(const Tile<In> &t, const BlockScaler &scaler) {
+  Row32<N> x, amax{};
+  load_row<In, N>(t.in, x);
+  max_row<N>(amax, x);
+  const uint8_t e = scaler.exponent(row_max<N>(amax));
+  typename Lanes<N>::F32 reciprocal[Row32<N>::kVectors];
+  for (auto &r : reciprocal) r = typename Lanes<N>::F32{} + scaler.reciprocal(e);
+  encode_row<E5M2, N>(x, reciprocal, t.out);
   return e;
 }
 
-// The amax of each of the tile's 32 columns, as two vectors.
-template <class In>
-MXFP8_ALWAYS_INLINE void column_amax(const Tile<In> &t, Lanes &lo, Lanes &hi) {
-  lo = hi = Lanes{VecU32{}};
+// The amax of each of the tile's 32 columns.
+template <class In, int N>
+MXFP8_ALWAYS_INLINE Row32<N> column_amax(const Tile<In> &t) {
+  Row32<N> amax{}, x;
   for (int64_t r = 0; r < t.rows; ++r) {
-    lo = max_lanes(lo.v, magnitude_key_lanes(In::load(t.in + r * t.in_stride).v).v);
-    hi = max_lanes(hi.v, magnitude_key_lanes(In::load(t.in + r * t.in_stride + kLaneCount).v).v);
+    load_row<In, N>(t.in + r * t.in_stride, x);
+    max_row<N>(amax, x);
   }
+  return amax;
 }
 
-// Every element of the tile times its column's reciprocal (two vectors of them), encoded.
-template <class In, bool E5M2, class Reciprocal>
-MXFP8_ALWAYS_INLINE void encode_tile(const Tile<In> &t, const Reciprocal &lo, const Reciprocal &hi) {
+// Every element of the tile times its column's reciprocal, encoded.
+template <class In, bool E5M2, int N>
+MXFP8_ALWAYS_INLINE void encode_tile(const Tile<In> &t, const typename Lanes<N>::F32 *reciprocal) {
+  Row32<N> x;
   for (int64_t r = 0; r < t.rows; ++r) {
-    const typename In::Element *in = t.in + r * t.in_stride;
-    uint8_t *out = t.out + r * t.out_stride;
-    store_u8_lanes(out, fp8_encode_lanes<E5M2>(multiply_lanes(In::load(in).v, lo).v).v);
-    store_u8_lanes(out + kLaneCount, fp8_encode_lanes<E5M2>(multiply_lanes(In::load(in + kLaneCount).v, hi).v).v);
+    load_row<In, N>(t.in + r * t.in_stride, x);
+    encode_row<E5M2, N>(x, reciprocal, t.out + r * t.out_stride);
   }
 }
 
 // Columnwise 1x32: each column of the tile is one block; its 32 scales go to `scales`.
-template <class In, bool E5M2>
+template <class In, bool E5M2, int N>
 MXFP8_ALWAYS_INLINE void quantize_column_tile(const Tile<In> &t, const BlockScaler &scaler, uint8_t *scales) {
-  Lanes lo, hi;
-  column_amax<In>(t, lo, hi);
-  uint32_t amax[kLanes];
-  std::memcpy(amax, &lo.v, sizeof lo.v);
-  std::memcpy(amax + kLaneCount, &hi.v, sizeof hi.v);
+  const Row32<N> amax = column_amax<In, N>(t);
+  uint32_t column_amax_bits[kLanes];
+  std::memcpy(column_amax_bits, amax.v, sizeof column_amax_bits);
   float reciprocal[kLanes];
   for (int i = 0; i < kLanes; ++i) {
-    scales[i] = scaler.exponent(amax[i]);
+    scales[i] = scaler.exponent(column_amax_bits[i]);
     reciprocal[i] = scaler.reciprocal(scales[i]);
   }
-  VecF32 r_lo, r_hi;
-  std::memcpy(&r_lo, reciprocal, sizeof r_lo);
-  std::memcpy(&r_hi, reciprocal + kLaneCount, sizeof r_hi);
-  encode_tile<In, E5M2>(t, r_lo, r_hi);
+  typename Lanes<N>::F32 r[Row32<N>::kVectors];
+  std::memcpy(r, reciprocal, sizeof r);
+  encode_tile<In, E5M2, N>(t, r);
 }
 
 // A 32x32 block: one scale for the whole tile, returned.
-template <class In, bool E5M2>
+template <class In, bool E5M2, int N>
 MXFP8_ALWAYS_INLINE uint8_t quantize_square_tile(const Tile<In> &t, const BlockScaler &scaler) {
-  Lanes lo, hi;
-  column_amax<In>(t, lo, hi);
-  const uint8_t e = scaler.exponent(horizontal_max(max_lanes(lo.v, hi.v).v));
-  const float reciprocal = scaler.reciprocal(e);
-  encode_tile<In, E5M2>(t, reciprocal, reciprocal);
+  const uint8_t e = scaler.exponent(row_max<N>(column_amax<In, N>(t)));
+  typename Lanes<N>::F32 reciprocal[Row32<N>::kVectors];
+  for (auto &r : reciprocal) r = typename Lanes<N>::F32{} + scaler.reciprocal(e);
+  encode_tile<In, E5M2, N>(t, reciprocal);
   return e;
 }
 
@@ -140,6 +169,7 @@ struct Padded {
 // Rows [r0, r1) of the job; r0 is a multiple of 32 unless the job is rowwise-only 1x32.
 template <class In, bool E5M2>
 struct QuantizeRows {
+  template <int N>
   MXFP8_ALWAYS_INLINE static void run(const QuantizeJob &j, const int64_t &r0, const int64_t &r1) {
     const int64_t K = j.cols, full_blocks = K / kBlockSize, tail = K - full_blocks * kBlockSize;
     const auto *input = static_cast<const typename In::Element *>(j.input);
@@ -149,11 +179,11 @@ struct QuantizeRows {
         const Tile<In> row{input + r * K, 0, j.row_values + r * K, 0, 1};
         for (int64_t b = 0; b < full_blocks; ++b) {
           const Tile<In> t{row.in + b * kBlockSize, 0, row.out + b * kBlockSize, 0, 1};
-          j.row_scales.data[scale_offset(j.row_scales, r, b)] = quantize_row_block<In, E5M2>(t, 0, scaler);
+          j.row_scales.data[scale_offset(j.row_scales, r, b)] = quantize_row_block<In, E5M2, N>(t, scaler);
         }
         if (tail) {
           Padded<In> p(Tile<In>{row.in + full_blocks * kBlockSize, 0, row.out + full_blocks * kBlockSize, 0, 1}, tail);
-          j.row_scales.data[scale_offset(j.row_scales, r, full_blocks)] = quantize_row_block<In, E5M2>(p.tile, 0, scaler);
+          j.row_scales.data[scale_offset(j.row_scales, r, full_blocks)] = quantize_row_block<In, E5M2, N>(p.tile, scaler);
           p.write_back();
         }
       }
@@ -169,10 +199,10 @@ struct QuantizeRows {
         if (j.block_32x32) {
           uint8_t e;
           if (cols == kBlockSize) {
-            e = quantize_square_tile<In, E5M2>(t, scaler);
+            e = quantize_square_tile<In, E5M2, N>(t, scaler);
           } else {
             Padded<In> p(t, cols);
-            e = quantize_square_tile<In, E5M2>(p.tile, scaler);
+            e = quantize_square_tile<In, E5M2, N>(p.tile, scaler);
             p.write_back();
           }
           if (j.row_values && j.col_values)  // both directions hold the same values
@@ -185,10 +215,10 @@ struct QuantizeRows {
         } else {
           uint8_t scales[kLanes];
           if (cols == kBlockSize) {
-            quantize_column_tile<In, E5M2>(t, scaler, scales);
+            quantize_column_tile<In, E5M2, N>(t, scaler, scales);
           } else {
             Padded<In> p(t, cols);
-            quantize_column_tile<In, E5M2>(p.tile, scaler, scales);
+            quantize_column_tile<In, E5M2, N>(p.tile, scaler, scales);
             p.write_back();
           }
           for (int64_t i = 0; i < cols; ++i) j.col_scales.data[scale_offset(j.col_scales, rb, c0 + i)] = scales[i];

@@ -5,7 +5,7 @@
 // can tell apart (0, 1, a tie, just above and below a tie, all ones). Compiled for each instruction set
 // the host loops are (baseline, AVX2, AVX-512) and run on those this CPU has.
 //
-// MXFP8_NUMERICS_EXHAUSTIVE=1 checks the encoder on all 2^32 float patterns instead (about a minute).
+// MXFP8_NUMERICS_EXHAUSTIVE=1 checks the encoder on all 2^32 float patterns instead (a few minutes).
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -28,57 +28,63 @@ void expect_equal(uint32_t got, uint32_t want, const char *isa, const char *what
     std::fprintf(stderr, "FAIL [%s] %s(0x%08x): lanes give 0x%08x, the reference 0x%08x\n", isa, what, input, got, want);
 }
 
-// 16 inputs at a time through one lane function and its reference.
-template <class Lane, class Reference>
-MXFP8_ALWAYS_INLINE void compare16(const uint32_t *inputs, const char *isa, const char *what, Lane lane, Reference reference) {
-  VecU32 in;
-  std::memcpy(&in, inputs, sizeof in);
-  const Lanes out = lane(in);
-  uint32_t got[kLaneCount];
-  std::memcpy(got, &out.v, sizeof got);
-  for (int i = 0; i < kLaneCount; ++i) expect_equal(got[i], reference(inputs[i]), isa, what, inputs[i]);
+constexpr int kBatch = 16;  // inputs per check: one AVX-512 vector, two AVX2 or four baseline ones
+
+// kBatch inputs through one lane function (N lanes at a time) and its reference.
+template <int N, class Lane, class Reference>
+MXFP8_ALWAYS_INLINE void compare(const uint32_t *inputs, const char *isa, const char *what, Lane lane, Reference reference) {
+  for (int k = 0; k < kBatch / N; ++k) {
+    typename Lanes<N>::U32 in;
+    std::memcpy(&in, inputs + k * N, sizeof in);
+    const Lanes<N> out = lane(in);
+    uint32_t got[N];
+    std::memcpy(got, &out.v, sizeof got);
+    for (int i = 0; i < N; ++i) expect_equal(got[i], reference(inputs[k * N + i]), isa, what, inputs[k * N + i]);
+  }
 }
 
 // Every float pattern the encoder can distinguish: the top 16 bits exhaustively, the low 16 bits from
 // patterns around each possible rounding point (the cut is at bit 20 or 21 for normals and higher for
 // subnormals, so below bit 16 only "zero or not" matters; a few others for good measure).
-constexpr uint32_t kLowPatterns[16] = {0x0000, 0x0001, 0x0002, 0x00FF, 0x7FFF, 0x8000, 0x8001, 0xFFFF,
-                                       0x4000, 0xC000, 0x1234, 0xFFFE, 0x0100, 0x7FFE, 0x3FFF, 0x5555};
+constexpr uint32_t kLowPatterns[kBatch] = {0x0000, 0x0001, 0x0002, 0x00FF, 0x7FFF, 0x8000, 0x8001, 0xFFFF,
+                                           0x4000, 0xC000, 0x1234, 0xFFFE, 0x0100, 0x7FFE, 0x3FFF, 0x5555};
 
-template <bool E5M2>
+template <bool E5M2, int N>
 MXFP8_ALWAYS_INLINE void check_encode(const char *isa, bool exhaustive) {
-  uint32_t in[kLaneCount];
-  auto lane = [](const VecU32 &v) MXFP8_LAMBDA_INLINE { return fp8_encode_lanes<E5M2>(v); };
+  using U32 = typename Lanes<N>::U32;
+  uint32_t in[kBatch];
+  auto lane = [](const U32 &v) MXFP8_LAMBDA_INLINE { return fp8_encode_lanes<E5M2, N>(v); };
   auto reference = [](uint32_t u) { return static_cast<uint32_t>(fp8_encode(bits_float(u), E5M2)); };
   const char *name = E5M2 ? "fp8_encode E5M2" : "fp8_encode E4M3";
   if (exhaustive) {
-    for (uint64_t base = 0; base < (uint64_t{1} << 32); base += kLaneCount) {
-      for (int i = 0; i < kLaneCount; ++i) in[i] = static_cast<uint32_t>(base) + static_cast<uint32_t>(i);
-      compare16(in, isa, name, lane, reference);
+    for (uint64_t base = 0; base < (uint64_t{1} << 32); base += kBatch) {
+      for (int i = 0; i < kBatch; ++i) in[i] = static_cast<uint32_t>(base) + static_cast<uint32_t>(i);
+      compare<N>(in, isa, name, lane, reference);
     }
     return;
   }
   for (uint32_t high = 0; high < 0x10000u; ++high) {
-    for (int i = 0; i < kLaneCount; ++i) in[i] = (high << 16) | kLowPatterns[i];
-    compare16(in, isa, name, lane, reference);
+    for (int i = 0; i < kBatch; ++i) in[i] = (high << 16) | kLowPatterns[i];
+    compare<N>(in, isa, name, lane, reference);
   }
 }
 
-template <bool E5M2>
+template <bool E5M2, int N>
 MXFP8_ALWAYS_INLINE void check_decode_and_dequantize(const char *isa) {
-  uint32_t in[kLaneCount];
-  for (uint32_t c = 0; c < 256; c += kLaneCount) {
-    for (int i = 0; i < kLaneCount; ++i) in[i] = c + static_cast<uint32_t>(i);
-    compare16(in, isa, "fp8_decode", [](const VecU32 &v) MXFP8_LAMBDA_INLINE { return fp8_decode_lanes<E5M2>(v); },
-              [](uint32_t x) { return float_bits(fp8_decode(static_cast<uint8_t>(x), E5M2)); });
+  using U32 = typename Lanes<N>::U32;
+  uint32_t in[kBatch];
+  for (uint32_t c = 0; c < 256; c += kBatch) {
+    for (int i = 0; i < kBatch; ++i) in[i] = c + static_cast<uint32_t>(i);
+    compare<N>(in, isa, "fp8_decode", [](const U32 &v) MXFP8_LAMBDA_INLINE { return fp8_decode_lanes<E5M2, N>(v); },
+               [](uint32_t x) { return float_bits(fp8_decode(static_cast<uint8_t>(x), E5M2)); });
   }
   // Every (value, scale) pair: the 16 bits are value << 8 | scale.
-  for (uint32_t pair = 0; pair < 0x10000u; pair += kLaneCount) {
-    for (int i = 0; i < kLaneCount; ++i) in[i] = pair + static_cast<uint32_t>(i);
-    compare16(
+  for (uint32_t pair = 0; pair < 0x10000u; pair += kBatch) {
+    for (int i = 0; i < kBatch; ++i) in[i] = pair + static_cast<uint32_t>(i);
+    compare<N>(
         in, isa, "dequantize_element",
-        [](const VecU32 &v) MXFP8_LAMBDA_INLINE {
-          return dequantize_lanes(fp8_decode_lanes<E5M2>(v >> 8).v, e8m0_value_lanes(v & 0xFFu).v);
+        [](const U32 &v) MXFP8_LAMBDA_INLINE {
+          return dequantize_lanes<N>(fp8_decode_lanes<E5M2, N>(v >> 8).v, e8m0_value_lanes<N>(v & 0xFFu).v);
         },
         [](uint32_t x) {
           return float_bits(dequantize_element(static_cast<uint8_t>(x >> 8), static_cast<uint8_t>(x & 0xFF), E5M2));
@@ -87,39 +93,41 @@ MXFP8_ALWAYS_INLINE void check_decode_and_dequantize(const char *isa) {
 }
 
 struct CheckAll {
+  template <int N>
   MXFP8_ALWAYS_INLINE static void run(const char *const &isa, const bool &exhaustive) {
-    check_encode<false>(isa, exhaustive);
-    check_encode<true>(isa, exhaustive);
-    check_decode_and_dequantize<false>(isa);
-    check_decode_and_dequantize<true>(isa);
-    uint32_t in[kLaneCount];
-    for (uint32_t e = 0; e < 256; e += kLaneCount) {
-      for (int i = 0; i < kLaneCount; ++i) in[i] = e + static_cast<uint32_t>(i);
-      compare16(in, isa, "e8m0_value", [](const VecU32 &v) MXFP8_LAMBDA_INLINE { return e8m0_value_lanes(v); },
-                [](uint32_t x) { return float_bits(e8m0_value(static_cast<uint8_t>(x))); });
+    using U32 = typename Lanes<N>::U32;
+    check_encode<false, N>(isa, exhaustive);
+    check_encode<true, N>(isa, exhaustive);
+    check_decode_and_dequantize<false, N>(isa);
+    check_decode_and_dequantize<true, N>(isa);
+    uint32_t in[kBatch];
+    for (uint32_t e = 0; e < 256; e += kBatch) {
+      for (int i = 0; i < kBatch; ++i) in[i] = e + static_cast<uint32_t>(i);
+      compare<N>(in, isa, "e8m0_value", [](const U32 &v) MXFP8_LAMBDA_INLINE { return e8m0_value_lanes<N>(v); },
+                 [](uint32_t x) { return float_bits(e8m0_value(static_cast<uint8_t>(x))); });
     }
-    for (uint32_t h = 0; h < 0x10000u; h += kLaneCount) {
-      uint16_t halves[kLaneCount];
-      for (int i = 0; i < kLaneCount; ++i) in[i] = h + static_cast<uint32_t>(i), halves[i] = static_cast<uint16_t>(in[i]);
-      const Lanes got = load_fp16_lanes(halves), got_bf16 = load_bf16_lanes(halves);
-      uint32_t out[kLaneCount], out_bf16[kLaneCount];
+    for (uint32_t h = 0; h < 0x10000u; h += N) {
+      uint16_t halves[N];
+      for (int i = 0; i < N; ++i) halves[i] = static_cast<uint16_t>(h + static_cast<uint32_t>(i));
+      const Lanes<N> got = load_fp16_lanes<N>(halves), got_bf16 = load_bf16_lanes<N>(halves);
+      uint32_t out[N], out_bf16[N];
       std::memcpy(out, &got.v, sizeof out);
       std::memcpy(out_bf16, &got_bf16.v, sizeof out_bf16);
-      for (int i = 0; i < kLaneCount; ++i) {
-        expect_equal(out[i], float_bits(fp16_to_float(halves[i])), isa, "fp16_to_float", in[i]);
-        expect_equal(out_bf16[i], float_bits(bf16_to_float(halves[i])), isa, "bf16_to_float", in[i]);
+      for (int i = 0; i < N; ++i) {
+        expect_equal(out[i], float_bits(fp16_to_float(halves[i])), isa, "fp16_to_float", halves[i]);
+        expect_equal(out_bf16[i], float_bits(bf16_to_float(halves[i])), isa, "bf16_to_float", halves[i]);
       }
     }
     for (uint32_t high = 0; high < 0x10000u; ++high) {
-      for (int i = 0; i < kLaneCount; ++i) in[i] = (high << 16) | kLowPatterns[i];
-      compare16(in, isa, "float_to_bf16", [](const VecU32 &v) MXFP8_LAMBDA_INLINE { return bf16_lanes(v); },
-                [](uint32_t u) { return static_cast<uint32_t>(float_to_bf16(bits_float(u))); });
+      for (int i = 0; i < kBatch; ++i) in[i] = (high << 16) | kLowPatterns[i];
+      compare<N>(in, isa, "float_to_bf16", [](const U32 &v) MXFP8_LAMBDA_INLINE { return bf16_lanes<N>(v); },
+                 [](uint32_t u) { return static_cast<uint32_t>(float_to_bf16(bits_float(u))); });
       // The amax key: |x| with NaN as 0, ordered like the values.
-      compare16(in, isa, "magnitude_key", [](const VecU32 &v) MXFP8_LAMBDA_INLINE { return magnitude_key_lanes(v); },
-                [](uint32_t u) {
-                  const float x = bits_float(u);
-                  return x != x ? 0u : float_bits(x < 0 ? -x : x == 0 ? 0.0f : x);  // -0 counts as 0
-                });
+      compare<N>(in, isa, "magnitude_key", [](const U32 &v) MXFP8_LAMBDA_INLINE { return magnitude_key_lanes<N>(v); },
+                 [](uint32_t u) {
+                   const float x = bits_float(u);
+                   return x != x ? 0u : float_bits(x < 0 ? -x : x == 0 ? 0.0f : x);  // -0 counts as 0
+                 });
     }
   }
 };
