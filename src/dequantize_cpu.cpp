@@ -26,7 +26,7 @@ template <bool E5M2, bool Bf16Output, int N>
 MXFP8_ALWAYS_INLINE void dequantize_32(const uint8_t *values, const uint8_t *scales, bool columnwise, void *output,
                                        int64_t index) {
   const typename Lanes<N>::U32 shared = e8m0_value_lanes<N>(splat<N>(scales[0]).v).v;
-  for (int k = 0; k < kLanes / N; ++k) {
+  _Pragma("GCC unroll 8") for (int k = 0; k < kLanes / N; ++k) {  // unrolled: registers, not memory
     const typename Lanes<N>::U32 scale = columnwise ? e8m0_value_lanes<N>(load_u8_lanes<N>(scales + k * N).v).v : shared;
     const typename Lanes<N>::U32 value = fp8_decode_lanes<E5M2, N>(load_u8_lanes<N>(values + k * N).v).v;
     store_lanes<Bf16Output, N>(output, index + k * N, dequantize_lanes<N>(value, scale).v);

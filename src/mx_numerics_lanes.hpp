@@ -33,34 +33,37 @@ struct Lanes {
   U32 v;
 };
 
-// Select masks (all ones or all zeros per lane) from comparisons, and the select. Signed comparisons:
-// both sides are below 2^31.
+// Comparisons as select masks, and the select. Signed comparisons: both sides are below 2^31. The select
+// is the vector `?:`, which compiles to masked moves or blends when it directly follows its comparison.
 template <int N>
-MXFP8_ALWAYS_INLINE Lanes<N> greater(const typename Lanes<N>::U32 &a, uint32_t b) {
-  using L = Lanes<N>;
-  return L{reinterpret_cast<typename L::U32>(reinterpret_cast<typename L::I32>(a) > static_cast<int32_t>(b))};
+struct Mask {
+  typename Lanes<N>::I32 v;
+};
+template <int N>
+MXFP8_ALWAYS_INLINE Mask<N> greater(const typename Lanes<N>::U32 &a, uint32_t b) {
+  return Mask<N>{reinterpret_cast<typename Lanes<N>::I32>(a) > static_cast<int32_t>(b)};
 }
 template <int N>
-MXFP8_ALWAYS_INLINE Lanes<N> greater(const typename Lanes<N>::U32 &a, const typename Lanes<N>::U32 &b) {
-  using L = Lanes<N>;
-  return L{reinterpret_cast<typename L::U32>(reinterpret_cast<typename L::I32>(a) > reinterpret_cast<typename L::I32>(b))};
+MXFP8_ALWAYS_INLINE Mask<N> greater(const typename Lanes<N>::U32 &a, const typename Lanes<N>::U32 &b) {
+  using I32 = typename Lanes<N>::I32;
+  return Mask<N>{reinterpret_cast<I32>(a) > reinterpret_cast<I32>(b)};
 }
 template <int N>
-MXFP8_ALWAYS_INLINE Lanes<N> equal(const typename Lanes<N>::U32 &a, uint32_t b) {
-  return Lanes<N>{reinterpret_cast<typename Lanes<N>::U32>(a == b)};
+MXFP8_ALWAYS_INLINE Mask<N> equal(const typename Lanes<N>::U32 &a, uint32_t b) {
+  return Mask<N>{a == b};
 }
-// mask ? a : b, per lane (either of a and b may be one value for every lane).
+// mask ? a : b, per lane (a may be one value for every lane).
 template <int N>
-MXFP8_ALWAYS_INLINE Lanes<N> select(const Lanes<N> &mask, const typename Lanes<N>::U32 &a, const typename Lanes<N>::U32 &b) {
-  return Lanes<N>{(a & mask.v) | (b & ~mask.v)};
-}
-template <int N>
-MXFP8_ALWAYS_INLINE Lanes<N> select(const Lanes<N> &mask, uint32_t a, const typename Lanes<N>::U32 &b) {
-  return Lanes<N>{(mask.v & a) | (b & ~mask.v)};
+MXFP8_ALWAYS_INLINE Lanes<N> select(const Mask<N> &mask, const typename Lanes<N>::U32 &a, const typename Lanes<N>::U32 &b) {
+  return Lanes<N>{mask.v ? a : b};
 }
 template <int N>
-MXFP8_ALWAYS_INLINE Lanes<N> select(const Lanes<N> &mask, uint32_t a, uint32_t b) {
-  return Lanes<N>{(mask.v & a) | (~mask.v & b)};
+MXFP8_ALWAYS_INLINE Lanes<N> select(const Mask<N> &mask, uint32_t a, const typename Lanes<N>::U32 &b) {
+  return Lanes<N>{mask.v ? typename Lanes<N>::U32{} + a : b};
+}
+template <int N>
+MXFP8_ALWAYS_INLINE Lanes<N> select(const Mask<N> &mask, uint32_t a, uint32_t b) {
+  return Lanes<N>{mask.v ? typename Lanes<N>::U32{} + a : typename Lanes<N>::U32{} + b};
 }
 template <int N>
 MXFP8_ALWAYS_INLINE Lanes<N> splat(uint32_t x) {
@@ -102,6 +105,11 @@ MXFP8_ALWAYS_INLINE void store_u32_lanes(void *p, const typename Lanes<N>::U32 &
 }
 
 // x * r in float, as bits (r one float, or one per lane).
+template <int N>
+MXFP8_ALWAYS_INLINE Lanes<N> multiply_lanes(const typename Lanes<N>::U32 &x, float r) {
+  using L = Lanes<N>;
+  return L{reinterpret_cast<typename L::U32>(reinterpret_cast<typename L::F32>(x) * r)};
+}
 template <int N>
 MXFP8_ALWAYS_INLINE Lanes<N> multiply_lanes(const typename Lanes<N>::U32 &x, const typename Lanes<N>::F32 &r) {
   using L = Lanes<N>;
@@ -148,7 +156,7 @@ MXFP8_ALWAYS_INLINE uint32_t horizontal_max(const typename Lanes<N>::U32 &a) {
   uint32_t lanes[N];
   std::memcpy(lanes, &a, sizeof lanes);
   uint32_t m = 0;
-  for (uint32_t x : lanes) m = x > m ? x : m;
+  _Pragma("GCC unroll 16") for (uint32_t x : lanes) m = x > m ? x : m;
   return m;
 }
 
@@ -191,7 +199,7 @@ MXFP8_ALWAYS_INLINE Lanes<N> fp8_decode_lanes(const typename Lanes<N>::U32 &c) {
   const U32 normal = (magnitude << (23u - m)) + (static_cast<uint32_t>(127 - f.bias) << 23);
   const U32 finite = select<N>(equal<N>(exponent, 0), scaled_integer<N>(magnitude, subnormal_unit).v, normal).v;
   const U32 special = select<N>(greater<N>(magnitude, E5M2 ? 0x7Cu : 0x7Eu), 0x7FC00000u, 0x7F800000u).v;
-  const Lanes<N> is_special = E5M2 ? equal<N>(exponent, 0x1F) : equal<N>(magnitude, 0x7F);
+  const Mask<N> is_special = E5M2 ? equal<N>(exponent, 0x1F) : equal<N>(magnitude, 0x7F);
   return Lanes<N>{sign | select<N>(is_special, special, finite).v};
 }
 

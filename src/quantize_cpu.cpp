@@ -64,27 +64,43 @@ struct Row32 {
   typename Lanes<N>::U32 v[kVectors];
 };
 
+// The loops over a row's vectors are unrolled so that the vectors stay in registers.
+#define MXFP8_UNROLL _Pragma("GCC unroll 8")
+
 template <class In, int N>
 MXFP8_ALWAYS_INLINE void load_row(const typename In::Element *p, Row32<N> &x) {
-  for (int k = 0; k < Row32<N>::kVectors; ++k) x.v[k] = In::template load<N>(p + k * N).v;
+  MXFP8_UNROLL for (int k = 0; k < Row32<N>::kVectors; ++k) x.v[k] = In::template load<N>(p + k * N).v;
 }
 
 template <int N>
 MXFP8_ALWAYS_INLINE void max_row(Row32<N> &acc, const Row32<N> &x) {
-  for (int k = 0; k < Row32<N>::kVectors; ++k) acc.v[k] = max_lanes<N>(acc.v[k], magnitude_key_lanes<N>(x.v[k]).v).v;
+  MXFP8_UNROLL for (int k = 0; k < Row32<N>::kVectors; ++k) acc.v[k] = max_lanes<N>(acc.v[k], magnitude_key_lanes<N>(x.v[k]).v).v;
 }
 
 template <int N>
 MXFP8_ALWAYS_INLINE uint32_t row_max(const Row32<N> &acc) {
   typename Lanes<N>::U32 m = acc.v[0];
-  for (int k = 1; k < Row32<N>::kVectors; ++k) m = max_lanes<N>(m, acc.v[k]).v;
+  MXFP8_UNROLL for (int k = 1; k < Row32<N>::kVectors; ++k) m = max_lanes<N>(m, acc.v[k]).v;
   return horizontal_max<N>(m);
 }
 
-// Element i times reciprocal[i] (kLanes of them, as vectors), encoded, to `out`.
-template <bool E5M2, int N>
-MXFP8_ALWAYS_INLINE void encode_row(const Row32<N> &x, const typename Lanes<N>::F32 *reciprocal, uint8_t *out) {
-  for (int k = 0; k < Row32<N>::kVectors; ++k)
+// The reciprocals a row's elements are multiplied by: one for all (a rowwise or 32x32 block), or one per
+// column (columnwise 1x32).
+template <int N>
+struct SharedReciprocal {
+  float r;
+  MXFP8_ALWAYS_INLINE float operator[](int) const { return r; }
+};
+template <int N>
+struct ColumnReciprocals {
+  typename Lanes<N>::F32 r[kLanes / N];
+  MXFP8_ALWAYS_INLINE const typename Lanes<N>::F32 &operator[](int k) const { return r[k]; }
+};
+
+// Element i times its reciprocal, encoded, to `out`.
+template <bool E5M2, int N, class Reciprocal>
+MXFP8_ALWAYS_INLINE void encode_row(const Row32<N> &x, const Reciprocal &reciprocal, uint8_t *out) {
+  MXFP8_UNROLL for (int k = 0; k < Row32<N>::kVectors; ++k)
     store_u8_lanes<N>(out + k * N, fp8_encode_lanes<E5M2, N>(multiply_lanes<N>(x.v[k], reciprocal[k]).v).v);
 }
 
@@ -95,9 +111,7 @@ MXFP8_ALWAYS_INLINE uint8_t quantize_row_block(const Tile<In> &t, const BlockSca
   load_row<In, N>(t.in, x);
   max_row<N>(amax, x);
   const uint8_t e = scaler.exponent(row_max<N>(amax));
-  typename Lanes<N>::F32 reciprocal[Row32<N>::kVectors];
-  for (auto &r : reciprocal) r = typename Lanes<N>::F32{} + scaler.reciprocal(e);
-  encode_row<E5M2, N>(x, reciprocal, t.out);
+  encode_row<E5M2, N>(x, SharedReciprocal<N>{scaler.reciprocal(e)}, t.out);
   return e;
 }
 
@@ -113,8 +127,8 @@ MXFP8_ALWAYS_INLINE Row32<N> column_amax(const Tile<In> &t) {
 }
 
 // Every element of the tile times its column's reciprocal, encoded.
-template <class In, bool E5M2, int N>
-MXFP8_ALWAYS_INLINE void encode_tile(const Tile<In> &t, const typename Lanes<N>::F32 *reciprocal) {
+template <class In, bool E5M2, int N, class Reciprocal>
+MXFP8_ALWAYS_INLINE void encode_tile(const Tile<In> &t, const Reciprocal &reciprocal) {
   Row32<N> x;
   for (int64_t r = 0; r < t.rows; ++r) {
     load_row<In, N>(t.in + r * t.in_stride, x);
@@ -133,8 +147,8 @@ MXFP8_ALWAYS_INLINE void quantize_column_tile(const Tile<In> &t, const BlockScal
     scales[i] = scaler.exponent(column_amax_bits[i]);
     reciprocal[i] = scaler.reciprocal(scales[i]);
   }
-  typename Lanes<N>::F32 r[Row32<N>::kVectors];
-  std::memcpy(r, reciprocal, sizeof r);
+  ColumnReciprocals<N> r;
+  std::memcpy(r.r, reciprocal, sizeof r.r);
   encode_tile<In, E5M2, N>(t, r);
 }
 
@@ -142,9 +156,7 @@ MXFP8_ALWAYS_INLINE void quantize_column_tile(const Tile<In> &t, const BlockScal
 template <class In, bool E5M2, int N>
 MXFP8_ALWAYS_INLINE uint8_t quantize_square_tile(const Tile<In> &t, const BlockScaler &scaler) {
   const uint8_t e = scaler.exponent(row_max<N>(column_amax<In, N>(t)));
-  typename Lanes<N>::F32 reciprocal[Row32<N>::kVectors];
-  for (auto &r : reciprocal) r = typename Lanes<N>::F32{} + scaler.reciprocal(e);
-  encode_tile<In, E5M2, N>(t, reciprocal);
+  encode_tile<In, E5M2, N>(t, SharedReciprocal<N>{scaler.reciprocal(e)});
   return e;
 }
 
