@@ -7,7 +7,8 @@
  *
  * Each once with MXFP8_HOST_THREADS=1 and once with the variable unset (every core the process may run
  * on). The copy moves the same number of bytes counting read + write, as bench_scales.cu does: a memcpy
- * of (bytes read + bytes written) / 2. Every figure is the median of --reps timed runs after one warm-up.
+ * of (bytes read + bytes written) / 2. Every figure is the median (and the minimum) of --reps timed runs
+ * after one warm-up.
  * The weight (64 MiB of input) is larger than this machine's last-level cache, so the runs are mostly
  * cold; nothing else is done to flush caches.
  *
@@ -24,11 +25,12 @@
 
 enum { kRows = 4096, kCols = 8192, kScaleCols = kCols / 32, kMaxReps = 99 };
 
-static double now_ms(void) {
+static double clock_ms(clockid_t clock) {
   struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
+  clock_gettime(clock, &t);
   return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
 }
+static double now_ms(void) { return clock_ms(CLOCK_MONOTONIC); }
 
 static int compare_doubles(const void *a, const void *b) {
   const double x = *(const double *)a, y = *(const double *)b;
@@ -53,16 +55,22 @@ static void *allocate(size_t bytes) {
 
 typedef void (*operation)(void *ctx);
 
-static double median_ms(operation op, void *ctx, int reps) {
-  double ms[kMaxReps];
+typedef struct {
+  double median, min, cpu_median;
+} timing;
+
+static timing time_ms(operation op, void *ctx, int reps) {
+  double ms[kMaxReps], cpu[kMaxReps];
   op(ctx); /* warm-up */
   for (int i = 0; i < reps; ++i) {
-    const double t0 = now_ms();
+    const double t0 = now_ms(), c0 = clock_ms(CLOCK_PROCESS_CPUTIME_ID);
     op(ctx);
     ms[i] = now_ms() - t0;
+    cpu[i] = clock_ms(CLOCK_PROCESS_CPUTIME_ID) - c0;
   }
   qsort(ms, (size_t)reps, sizeof ms[0], compare_doubles);
-  return ms[reps / 2];
+  qsort(cpu, (size_t)reps, sizeof cpu[0], compare_doubles);
+  return (timing){ms[reps / 2], ms[0], cpu[reps / 2]};
 }
 
 /* The buffers of all three operations, built once. */
@@ -93,19 +101,23 @@ static void run_copy(void *ctx) {
   memcpy(b->copy_dst, b->copy_src, b->copy_bytes);
 }
 
-/* One operation's line of the JSON: 1 thread, all threads, and the copy of its bytes. */
+/* One operation's line of the JSON: 1 thread, all threads, and the copy of its bytes (medians; the
+ * minimums too, and the CPU time of the 1-thread runs: on a shared machine those are the better estimate
+ * of what the code itself costs). */
 static void time_operation(FILE *out, const char *name, operation op, bench *b, size_t bytes_moved, int reps,
                            int last) {
   setenv("MXFP8_HOST_THREADS", "1", 1);
-  const double one = median_ms(op, b, reps);
+  const timing one = time_ms(op, b, reps);
   unsetenv("MXFP8_HOST_THREADS");
-  const double all = median_ms(op, b, reps);
+  const timing all = time_ms(op, b, reps);
   b->copy_bytes = bytes_moved / 2;
-  const double copy = median_ms(run_copy, b, reps);
+  const timing copy = time_ms(run_copy, b, reps);
   fprintf(out,
           "  \"%s\": {\"ms_1t\": %.3f, \"ms_all\": %.3f, \"copy_ms\": %.3f, \"bytes_moved\": %zu, "
-          "\"all_vs_copy\": %.3f, \"1t_vs_copy\": %.3f}%s\n",
-          name, one, all, copy, bytes_moved, copy / all, copy / one, last ? "" : ",");
+          "\"all_vs_copy\": %.3f, \"1t_vs_copy\": %.3f, \"min_ms_1t\": %.3f, \"min_ms_all\": %.3f, \"min_copy_ms\": %.3f, \"cpu_ms_1t\": %.3f, "
+          "\"copy_cpu_ms\": %.3f}%s\n",
+          name, one.median, all.median, copy.median, bytes_moved, copy.median / all.median, copy.median / one.median,
+          one.min, all.min, copy.min, one.cpu_median, copy.cpu_median, last ? "" : ",");
 }
 
 static void cpu_model(char *buf, size_t n) {

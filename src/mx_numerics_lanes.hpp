@@ -87,11 +87,13 @@ template <int N>
 MXFP8_ALWAYS_INLINE Lanes<N> load_u8_lanes(const uint8_t *p) {
   typename Lanes<N>::U8 b;
   std::memcpy(&b, p, sizeof b);
-  return Lanes<N>{__builtin_convertvector(b, typename Lanes<N>::U32)};
+  // Widened in two steps: GCC does a direct 8-to-32-bit conversion one lane at a time.
+  return Lanes<N>{__builtin_convertvector(__builtin_convertvector(b, typename Lanes<N>::U16), typename Lanes<N>::U32)};
 }
 template <int N>
 MXFP8_ALWAYS_INLINE void store_u8_lanes(uint8_t *p, const typename Lanes<N>::U32 &x) {
-  const typename Lanes<N>::U8 b = __builtin_convertvector(x, typename Lanes<N>::U8);
+  // Narrowed in two steps, for the same reason as load_u8_lanes widens in two.
+  const typename Lanes<N>::U8 b = __builtin_convertvector(__builtin_convertvector(x, typename Lanes<N>::U16), typename Lanes<N>::U8);
   std::memcpy(p, &b, sizeof b);
 }
 template <int N>
