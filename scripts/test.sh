@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test of the repository, after installing what they need:
 #   1. the C suite (ctest: cmocka tests, the ABI checks, the C example), with the CUDA path compiled when
-#      nvcc is on the PATH; GPU cases skip on a machine without a GPU (bench/gpu_check.sh runs them);
+#      nvcc is on the PATH; GPU cases skip on a machine without a GPU (bench/gpu_check.sh runs them); then
+#      the host benchmark (bench/host_bench, a few seconds; its JSON lands in build/latest-host.json);
 #   2. an install into a temporary prefix, used by a find_package and a pkg-config consumer;
 #   3. the same C suite again under AddressSanitizer + UndefinedBehaviorSanitizer with leak detection,
 #      the threading and lifetime tests under ThreadSanitizer, and bounded libFuzzer runs (60 s each for
@@ -23,6 +24,9 @@ step "C library and tests"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo | grep -E "mxfp8|dlpack"
 cmake --build build -j "$jobs"
 ctest --test-dir build --output-on-failure -j "$jobs" | tee -a "$log"
+
+step "host benchmark (numbers only, no threshold; bench/README.md)"
+build/bench/host_bench --reps 3 --out build/latest-host.json --note "scripts/test.sh on $(hostname)" | grep -E '"(cpu|cores|quantize|dequantize|unswizzle)"'
 
 step "installing to a prefix: find_package(mxfp8) and pkg-config consumers"
 prefix=$(mktemp -d)
