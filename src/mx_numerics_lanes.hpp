@@ -65,6 +65,19 @@ template <int N>
 MXFP8_ALWAYS_INLINE Lanes<N> select(const Mask<N> &mask, uint32_t a, uint32_t b) {
   return Lanes<N>{mask.v ? typename Lanes<N>::U32{} + a : typename Lanes<N>::U32{} + b};
 }
+// min(a, b) and max(a, b) for lanes below 2^31 (one instruction each).
+template <int N>
+MXFP8_ALWAYS_INLINE Lanes<N> minimum(const typename Lanes<N>::U32 &a, uint32_t b) {
+  using I32 = typename Lanes<N>::I32;
+  const I32 x = reinterpret_cast<I32>(a), y = I32{} + static_cast<int32_t>(b);
+  return Lanes<N>{reinterpret_cast<typename Lanes<N>::U32>(x < y ? x : y)};
+}
+template <int N>
+MXFP8_ALWAYS_INLINE Lanes<N> maximum(const typename Lanes<N>::I32 &a, int32_t b) {
+  using I32 = typename Lanes<N>::I32;
+  const I32 y = I32{} + b;
+  return Lanes<N>{reinterpret_cast<typename Lanes<N>::U32>(a > y ? a : y)};
+}
 template <int N>
 MXFP8_ALWAYS_INLINE Lanes<N> splat(uint32_t x) {
   return Lanes<N>{typename Lanes<N>::U32{} + x};
@@ -180,13 +193,12 @@ MXFP8_ALWAYS_INLINE Lanes<N> fp8_encode_lanes(const typename Lanes<N>::U32 &u) {
   const U32 sign = (u >> 24) & 0x80u;
   const U32 magnitude = u & 0x7FFFFFFFu;
   const U32 biased = magnitude >> 23;
-  const U32 below = select<N>(greater<N>(biased, min_biased - 1), 0u, min_biased - biased).v;
-  const U32 wide_shift = (23u - m) + below;
-  const U32 shift = select<N>(greater<N>(wide_shift, 31u), 31u, wide_shift).v;
+  const U32 below = maximum<N>(reinterpret_cast<typename Lanes<N>::I32>(min_biased - biased), 0).v;
+  const U32 shift = minimum<N>((23u - m) + below, 31u).v;
   const U32 significand = (magnitude & 0x7FFFFFu) | 0x800000u;
   const U32 n = (significand + ((1u << (shift - 1u)) - 1u) + ((significand >> shift) & 1u)) >> shift;
   const U32 code = ((biased - min_biased + below) << m) + n;  // biased + below is at least min_biased
-  const U32 saturated = select<N>(greater<N>(code, f.max_code), f.max_code, code).v;
+  const U32 saturated = minimum<N>(code, f.max_code).v;
   return select<N>(greater<N>(magnitude, 0x7F800000u), 0x7Fu, sign | saturated);
 }
 
