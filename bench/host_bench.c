@@ -102,8 +102,9 @@ static void run_copy(void *ctx) {
 }
 
 /* One operation's line of the JSON: 1 thread, all threads, and the copy of its bytes (medians; the
- * minimums too, and the CPU time of the 1-thread runs: on a shared machine those are the better estimate
- * of what the code itself costs). */
+ * minimums too, and the process CPU time: on a shared machine that of the 1-thread runs is the better
+ * estimate of what the code itself costs, and that of the all-thread runs, summed over the threads, shows
+ * what splitting adds). */
 static void time_operation(FILE *out, const char *name, operation op, bench *b, size_t bytes_moved, int reps,
                            int last) {
   setenv("MXFP8_HOST_THREADS", "1", 1);
@@ -115,9 +116,9 @@ static void time_operation(FILE *out, const char *name, operation op, bench *b, 
   fprintf(out,
           "  \"%s\": {\"ms_1t\": %.3f, \"ms_all\": %.3f, \"copy_ms\": %.3f, \"bytes_moved\": %zu, "
           "\"all_vs_copy\": %.3f, \"1t_vs_copy\": %.3f, \"min_ms_1t\": %.3f, \"min_ms_all\": %.3f, \"min_copy_ms\": %.3f, \"cpu_ms_1t\": %.3f, "
-          "\"copy_cpu_ms\": %.3f}%s\n",
+          "\"cpu_ms_all\": %.3f, \"copy_cpu_ms\": %.3f}%s\n",
           name, one.median, all.median, copy.median, bytes_moved, copy.median / all.median, copy.median / one.median,
-          one.min, all.min, copy.min, one.cpu_median, copy.cpu_median, last ? "" : ",");
+          one.min, all.min, copy.min, one.cpu_median, all.cpu_median, copy.cpu_median, last ? "" : ",");
 }
 
 static void cpu_model(char *buf, size_t n) {

@@ -3,11 +3,12 @@
 //
 //   - MXFP8_HOST_THREADS=N, a positive integer, allows at most N threads per call; 1 runs everything on
 //     the caller's thread (for callers that run their own pool). Unset, empty or anything else: no limit
-//     beyond the next rule. Read at every call that is large enough to split.
+//     beyond the next rule. Read (one getenv) by every call that would split.
 //   - Never more threads than the cores the calling thread may run on (sched_getaffinity), and never more
 //     than one per kMinBytesPerThread (2 MiB) of memory the call moves, so small calls stay on the
 //     caller's thread. MXFP8_HOST_MIN_BYTES_PER_THREAD=B (a non-negative integer) replaces the 2 MiB; 0
-//     splits every call of two or more units (the tests use it to run small odd shapes threaded).
+//     splits every call of two or more units (the tests use it to run small odd shapes threaded). Read
+//     by every call of two or more units.
 //   - The caller's thread does one share of the work; the others run on std::threads started for the call
 //     and joined before it returns. The work is split statically into contiguous ranges of units (rows,
 //     or 32-row blocks where a block's scale spans rows), as equal as the unit count allows.

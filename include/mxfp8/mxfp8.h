@@ -28,8 +28,8 @@
  *     writes) is split by rows over one thread per 2 MiB, at most one per core the calling thread may run
  *     on (sched_getaffinity); the calling thread takes one share, the others run on threads started for
  *     the call and joined before it returns. The bytes written never depend on the split. Environment
- *     variables, read at every call large enough to split (do not change them while another thread may be
- *     inside the library):
+ *     variables, read by every such call of two or more rows (do not change them while another thread may
+ *     be inside the library):
  *       MXFP8_HOST_THREADS=N              at most N threads; 1 keeps everything on the calling thread
  *                                         (for callers that run their own pool);
  *       MXFP8_HOST_MIN_BYTES_PER_THREAD=B B bytes per thread instead of 2 MiB (0: split every call);
