@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test of the repository, after installing what they need:
 #   1. the C suite (ctest: cmocka tests, the ABI checks, the examples), with the CUDA path compiled when
-#      nvcc is on the PATH; GPU cases skip on a machine without a GPU (bench/gpu_check.sh runs them);
+#      nvcc is on the PATH; GPU cases skip on a machine without a GPU (bench/gpu_check.sh runs them); then
+#      the host benchmark (bench/host_bench, a few seconds; its JSON lands in build/latest-host.json);
 #   2. an install into a temporary prefix, used by a find_package and a pkg-config consumer; the ABI gate
 #      (scripts/abi.sh, tests/abi/test_gate.sh); the cpack tarball and .deb, and a consumer of the tarball;
 #   3. the same C suite again under AddressSanitizer + UndefinedBehaviorSanitizer with leak detection,
@@ -26,6 +27,9 @@ step "C library and tests"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMXFP8_TVM_FFI=ON | grep -E "mxfp8|dlpack"
 cmake --build build -j "$jobs"
 ctest --test-dir build --output-on-failure -j "$jobs" | tee -a "$log"
+
+step "host benchmark (numbers only, no threshold; bench/README.md)"
+build/bench/host_bench --reps 3 --out build/latest-host.json --note "scripts/test.sh on $(hostname)" | grep -E '"(cpu|cores|quantize|dequantize|unswizzle)"'
 
 step "ABI gate: this build against abi/, and a scratch build that must fail it"
 scripts/abi.sh check build/libmxfp8.so.0
@@ -54,7 +58,7 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:ha
 step "concurrency and lifetime tests under ThreadSanitizer (CPU path)"
 cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DMXFP8_CUDA=OFF -DMXFP8_SANITIZE=thread | grep -E "mxfp8"
 cmake --build build-tsan -j "$jobs"
-TSAN_OPTIONS=halt_on_error=1 ctest --test-dir build-tsan --output-on-failure -R "concurrency|lifetime|export_semantics" | tee -a "$log"
+TSAN_OPTIONS=halt_on_error=1 ctest --test-dir build-tsan --output-on-failure -R "concurrency|lifetime|export_semantics|host_threads" | tee -a "$log"
 
 step "fuzzing the host path for ${MXFP8_FUZZ_SECONDS:=60} s per harness (libFuzzer + ASan + UBSan)"
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -DMXFP8_CUDA=OFF -DMXFP8_BUILD_FUZZERS=ON -DMXFP8_BUILD_TESTS=OFF \

@@ -38,6 +38,19 @@
  *   - CUDA work runs on the stream you pass (NULL is the legacy default stream); the library never
  *     synchronizes the device behind your back. Errors from kernels that run asynchronously show up at a
  *     later CUDA call of yours or ours, as they do everywhere in CUDA.
+ *   - Host work (quantize, dequantize, and the unswizzle of host scales by an export or
+ *     mxfp8_unswizzle_scales) runs on the calling thread. A call that moves at least 4 MiB (reads plus
+ *     writes) is split by rows over one thread per 2 MiB, at most one per core the calling thread may run
+ *     on (sched_getaffinity); the calling thread takes one share, the others run on threads started for
+ *     the call and joined before it returns. The bytes written never depend on the split. Environment
+ *     variables, read by every such call of two or more rows (do not change them while another thread may
+ *     be inside the library):
+ *       MXFP8_HOST_THREADS=N              at most N threads; 1 keeps everything on the calling thread
+ *                                         (for callers that run their own pool);
+ *       MXFP8_HOST_MIN_BYTES_PER_THREAD=B B bytes per thread instead of 2 MiB (0: split every call);
+ *       MXFP8_HOST_ISA=avx2|baseline      use no wider vector instructions than these (x86-64; by
+ *                                         default the widest the CPU has: AVX-512, AVX2 or SSE2).
+ *     Anything else in these variables (or nothing) means the defaults.
  */
 #ifndef MXFP8_MXFP8_H_
 #define MXFP8_MXFP8_H_
@@ -611,9 +624,10 @@ typedef struct mxfp8_quantize_options {
  * scale, so their values are identical. The outputs are written only on success; each is released by
  * calling its deleter. They have the field names of mxfp8_tensor_desc on purpose: put them there (with
  * scale_layout GEMM-swizzled for MXFP8_QUANTIZED_SCALES_SWIZZLED, and block) to get an mxfp8_tensor.
- * Host memory: done when the call returns. CUDA: queued on options->stream (a memset of padded scale
- * buffers, then one kernel, or one per direction for 1x32 blocks of aligned weights); the call does not
- * wait. The input must stay unchanged until that work has run. */
+ * Host memory: done when the call returns (large inputs on several threads; see the conventions at the
+ * top). CUDA: queued on options->stream (a memset of padded scale buffers, then one kernel, or one per
+ * direction for 1x32 blocks of aligned weights); the call does not wait. The input must stay unchanged
+ * until that work has run. */
 MXFP8_API mxfp8_status mxfp8_quantize(const DLTensor *input, const mxfp8_quantize_options *options,
                                       DLManagedTensorVersioned **rowwise_data,
                                       DLManagedTensorVersioned **rowwise_scale_inv,

@@ -1,31 +1,43 @@
 // Host loops for the scale matrix operations.
 #include <cstring>
 
+#include "host/host_threads.hpp"
 #include "core/scale_copy.hpp"
 #include "core/shape.hpp"
 #include "core/swizzle_index.hpp"
 
 namespace mxfp8 {
 
-// Every loop below is over rows x cols: an empty matrix returns first, so the work is proportional to
-// bytes, never to a dimension of an empty matrix (2^40 rows of 0 columns).
-void unswizzle_host(const uint8_t *swizzled, ByteMatrix dst) {
-  if (dst.rows == 0 || dst.cols == 0) return;
+namespace {
+
+// Rows [r0, r1) of unswizzle_host.
+void unswizzle_rows(const uint8_t *swizzled, ByteMatrix dst, int64_t r0, int64_t r1) {
   const int64_t padded_cols = round_up(dst.cols, kTileCols);
   if (dst.col_stride == 1) {
-    // The 4 scales of one row inside a tile are one aligned word: move words, not bytes.
-    for (int64_t r = 0; r < dst.rows; ++r) {
+    // The 4 scales of one row inside a tile are one aligned word, and the row's next word is one tile
+    // (512 bytes) further: move words, not bytes.
+    for (int64_t r = r0; r < r1; ++r) {
       uint8_t *row = dst.data + r * dst.row_stride;
-      int64_t c = 0;
-      for (; c + kTileCols <= dst.cols; c += kTileCols)
-        std::memcpy(row + c, swizzled + swizzled_offset(r, c, padded_cols), kTileCols);
+      int64_t c = 0, word = swizzled_offset(r, 0, padded_cols);
+      for (; c + kTileCols <= dst.cols; c += kTileCols, word += kTileBytes) std::memcpy(row + c, swizzled + word, kTileCols);
       for (; c < dst.cols; ++c) row[c] = swizzled[swizzled_offset(r, c, padded_cols)];
     }
     return;
   }
-  for (int64_t r = 0; r < dst.rows; ++r)
+  for (int64_t r = r0; r < r1; ++r)
     for (int64_t c = 0; c < dst.cols; ++c)
       dst.data[r * dst.row_stride + c * dst.col_stride] = swizzled[swizzled_offset(r, c, padded_cols)];
+}
+
+}  // namespace
+
+// Rows split across threads (host_threads.hpp); each row moves 2 * cols bytes. Every function here
+// returns first for an empty matrix, so the work follows the bytes, never a dimension of an empty matrix
+// (2^40 rows of 0 columns would otherwise be visited one by one).
+void unswizzle_host(const uint8_t *swizzled, ByteMatrix dst) {
+  if (dst.rows == 0 || dst.cols == 0) return;
+  parallel_for(dst.rows, 2 * dst.rows * dst.cols,
+               [&](int64_t r0, int64_t r1) { unswizzle_rows(swizzled, dst, r0, r1); });
 }
 
 void swizzle_host(ByteMatrix src, uint8_t *swizzled) {

@@ -1,0 +1,234 @@
+/* Times the host (CPU) path on a (4096, 8192) weight, through the public API, against a memcpy of the
+ * same bytes timed in the same run:
+ *
+ *   quantize:   BF16 -> MXFP8 E4M3 rowwise, compact scales (mxfp8_quantize_into, caller buffers);
+ *   dequantize: those values and scales -> BF16 (mxfp8_dequantize);
+ *   unswizzle:  its (4096, 256) scales, swizzled -> compact (mxfp8_unswizzle_scales).
+ *
+ * Each once with MXFP8_HOST_THREADS=1 and once with the variable unset (every core the process may run
+ * on). The copy moves the same number of bytes counting read + write, as bench_scales.cu does: a memcpy
+ * of (bytes read + bytes written) / 2. Every figure is the median (and the minimum) of --reps timed runs
+ * after one warm-up.
+ * The weight (64 MiB of input) is larger than this machine's last-level cache, so the runs are mostly
+ * cold; nothing else is done to flush caches.
+ *
+ *   host_bench [--reps N] [--out FILE] [--note TEXT]    (JSON on stdout, and in FILE when given) */
+#define _GNU_SOURCE
+#include <sched.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <mxfp8/mxfp8.h>
+
+enum { kRows = 4096, kCols = 8192, kScaleCols = kCols / 32, kMaxReps = 99 };
+
+static double clock_ms(clockid_t clock) {
+  struct timespec t;
+  clock_gettime(clock, &t);
+  return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+static double now_ms(void) { return clock_ms(CLOCK_MONOTONIC); }
+
+static int compare_doubles(const void *a, const void *b) {
+  const double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static void check(mxfp8_status s, const char *what) {
+  if (s == MXFP8_OK) return;
+  fprintf(stderr, "host_bench: %s failed: %s\n", what, mxfp8_last_error());
+  exit(1);
+}
+
+static void *allocate(size_t bytes) {
+  void *p = malloc(bytes);
+  if (!p) {
+    fprintf(stderr, "host_bench: out of memory (%zu bytes)\n", bytes);
+    exit(1);
+  }
+  memset(p, 0x5A, bytes); /* touch every page before timing */
+  return p;
+}
+
+typedef void (*operation)(void *ctx);
+
+typedef struct {
+  double median, min, cpu_median;
+} timing;
+
+static timing time_ms(operation op, void *ctx, int reps) {
+  double ms[kMaxReps], cpu[kMaxReps];
+  op(ctx); /* warm-up */
+  for (int i = 0; i < reps; ++i) {
+    const double t0 = now_ms(), c0 = clock_ms(CLOCK_PROCESS_CPUTIME_ID);
+    op(ctx);
+    ms[i] = now_ms() - t0;
+    cpu[i] = clock_ms(CLOCK_PROCESS_CPUTIME_ID) - c0;
+  }
+  qsort(ms, (size_t)reps, sizeof ms[0], compare_doubles);
+  qsort(cpu, (size_t)reps, sizeof cpu[0], compare_doubles);
+  return (timing){ms[reps / 2], ms[0], cpu[reps / 2]};
+}
+
+/* The buffers of all three operations, built once. */
+typedef struct {
+  DLTensor input, values, scales, swizzled, compact, output;
+  mxfp8_tensor *tensor;
+  void *copy_src, *copy_dst;
+  size_t copy_bytes;
+} bench;
+
+static void run_quantize(void *ctx) {
+  bench *b = (bench *)ctx;
+  check(mxfp8_quantize_into(&b->input, NULL, &b->values, &b->scales, NULL, NULL), "mxfp8_quantize_into");
+}
+
+static void run_dequantize(void *ctx) {
+  bench *b = (bench *)ctx;
+  check(mxfp8_dequantize(b->tensor, NULL, &b->output), "mxfp8_dequantize");
+}
+
+static void run_unswizzle(void *ctx) {
+  bench *b = (bench *)ctx;
+  check(mxfp8_unswizzle_scales(&b->swizzled, &b->compact, NULL), "mxfp8_unswizzle_scales");
+}
+
+static void run_copy(void *ctx) {
+  bench *b = (bench *)ctx;
+  memcpy(b->copy_dst, b->copy_src, b->copy_bytes);
+}
+
+/* One operation's line of the JSON: 1 thread, all threads, and the copy of its bytes (medians; the
+ * minimums too, and the process CPU time: on a shared machine that of the 1-thread runs is the better
+ * estimate of what the code itself costs, and that of the all-thread runs, summed over the threads, shows
+ * what splitting adds). */
+static void time_operation(FILE *out, const char *name, operation op, bench *b, size_t bytes_moved, int reps,
+                           int last) {
+  setenv("MXFP8_HOST_THREADS", "1", 1);
+  const timing one = time_ms(op, b, reps);
+  unsetenv("MXFP8_HOST_THREADS");
+  const timing all = time_ms(op, b, reps);
+  b->copy_bytes = bytes_moved / 2;
+  const timing copy = time_ms(run_copy, b, reps);
+  fprintf(out,
+          "  \"%s\": {\"ms_1t\": %.3f, \"ms_all\": %.3f, \"copy_ms\": %.3f, \"bytes_moved\": %zu, "
+          "\"all_vs_copy\": %.3f, \"1t_vs_copy\": %.3f, \"min_ms_1t\": %.3f, \"min_ms_all\": %.3f, \"min_copy_ms\": %.3f, \"cpu_ms_1t\": %.3f, "
+          "\"cpu_ms_all\": %.3f, \"copy_cpu_ms\": %.3f}%s\n",
+          name, one.median, all.median, copy.median, bytes_moved, copy.median / all.median, copy.median / one.median,
+          one.min, all.min, copy.min, one.cpu_median, all.cpu_median, copy.cpu_median, last ? "" : ",");
+}
+
+static void cpu_model(char *buf, size_t n) {
+  snprintf(buf, n, "unknown");
+  FILE *f = fopen("/proc/cpuinfo", "r");
+  if (!f) return;
+  char line[512];
+  while (fgets(line, sizeof line, f)) {
+    if (strncmp(line, "model name", 10) != 0) continue;
+    const char *v = strchr(line, ':');
+    if (!v) break;
+    for (++v; *v == ' '; ++v) {
+    }
+    snprintf(buf, n, "%.*s", (int)strcspn(v, "\n\""), v);
+    break;
+  }
+  fclose(f);
+}
+
+static void load_average(char *buf, size_t n) {
+  snprintf(buf, n, "unknown");
+  FILE *f = fopen("/proc/loadavg", "r");
+  if (!f) return;
+  if (fgets(buf, (int)n, f)) buf[strcspn(buf, " ")] = '\0'; /* the 1-minute figure */
+  fclose(f);
+}
+
+int main(int argc, char **argv) {
+  int reps = 5;
+  const char *out_path = NULL, *note = "";
+  for (int i = 1; i < argc; ++i) {
+    if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--out") && i + 1 < argc) out_path = argv[++i];
+    else if (!strcmp(argv[i], "--note") && i + 1 < argc) note = argv[++i];
+    else {
+      fprintf(stderr, "usage: %s [--reps N] [--out FILE] [--note TEXT]\n", argv[0]);
+      return 2;
+    }
+  }
+  if (reps < 1 || reps > kMaxReps) {
+    fprintf(stderr, "host_bench: --reps must be 1..%d\n", kMaxReps);
+    return 2;
+  }
+
+  bench b;
+  memset(&b, 0, sizeof b);
+  const size_t n = (size_t)kRows * kCols, scale_bytes = (size_t)kRows * kScaleCols;
+  const size_t swizzled_bytes = scale_bytes; /* 4096 and 256 are multiples of 128 and 4 */
+  static int64_t shape[2] = {kRows, kCols}, scale_shape[2] = {kRows, kScaleCols};
+  uint16_t *input = (uint16_t *)allocate(n * 2);
+  uint64_t state = 0x9E3779B97F4A7C15ull;
+  for (size_t i = 0; i < n; ++i) { /* BF16 weights in [2^-11, 2^-7), random signs */
+    state ^= state << 13, state ^= state >> 7, state ^= state << 17;
+    input[i] = (uint16_t)(((state >> 16) & 0x807F) | (uint16_t)((0x3C00 - 0x0200) + ((state >> 24) % 4) * 0x80));
+  }
+  const DLTensor input_t = {input, {kDLCPU, 0}, 2, {kDLBfloat, 16, 1}, shape, NULL, 0};
+  const DLTensor values_t = {allocate(n), {kDLCPU, 0}, 2, {kDLUInt, 8, 1}, shape, NULL, 0};
+  const DLTensor scales_t = {allocate(scale_bytes), {kDLCPU, 0}, 2, {kDLUInt, 8, 1}, scale_shape, NULL, 0};
+  const DLTensor swizzled_t = {allocate(swizzled_bytes), {kDLCPU, 0}, 2, {kDLUInt, 8, 1}, scale_shape, NULL, 0};
+  const DLTensor compact_t = {allocate(scale_bytes), {kDLCPU, 0}, 2, {kDLUInt, 8, 1}, scale_shape, NULL, 0};
+  const DLTensor output_t = {allocate(n * 2), {kDLCPU, 0}, 2, {kDLBfloat, 16, 1}, shape, NULL, 0};
+  b.input = input_t, b.values = values_t, b.scales = scales_t, b.swizzled = swizzled_t, b.compact = compact_t;
+  b.output = output_t;
+  run_quantize(&b);
+  check(mxfp8_swizzle_scales(&b.scales, &b.swizzled, NULL), "mxfp8_swizzle_scales");
+
+  /* Borrowed (NULL deleter) views of the quantized buffers for the dequantize. */
+  DLManagedTensorVersioned values_m, scales_m;
+  memset(&values_m, 0, sizeof values_m);
+  memset(&scales_m, 0, sizeof scales_m);
+  values_m.version.major = DLPACK_MAJOR_VERSION, values_m.version.minor = DLPACK_MINOR_VERSION;
+  scales_m.version = values_m.version;
+  values_m.dl_tensor = b.values, scales_m.dl_tensor = b.scales;
+  mxfp8_tensor_desc desc = MXFP8_TENSOR_DESC_INIT;
+  desc.rowwise_data = &values_m, desc.rowwise_scale_inv = &scales_m;
+  check(mxfp8_tensor_create(&desc, &b.tensor), "mxfp8_tensor_create");
+
+  const size_t copy_max = n * 2 + n + scale_bytes; /* the largest operation's bytes moved */
+  b.copy_src = allocate(copy_max), b.copy_dst = allocate(copy_max);
+
+  cpu_set_t set;
+  const int cores = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
+  char model[256], load[64], date[32];
+  cpu_model(model, sizeof model);
+  load_average(load, sizeof load);
+  const time_t t = time(NULL);
+  strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", gmtime(&t));
+
+  char *text = NULL;
+  size_t text_size = 0;
+  FILE *out = open_memstream(&text, &text_size);
+  fprintf(out, "{\n  \"date\": \"%s\",\n  \"cpu\": \"%s\",\n  \"cores\": %d,\n  \"load_average_1min_at_start\": %s,\n",
+          date, model, cores, load);
+  fprintf(out, "  \"shape\": [%d, %d],\n  \"reps\": %d,\n  \"note\": \"%s\",\n", kRows, kCols, reps, note);
+  time_operation(out, "quantize", run_quantize, &b, n * 2 + n + scale_bytes, reps, 0);
+  time_operation(out, "dequantize", run_dequantize, &b, n + scale_bytes + n * 2, reps, 0);
+  time_operation(out, "unswizzle", run_unswizzle, &b, swizzled_bytes + scale_bytes, reps, 1);
+  fprintf(out, "}\n");
+  fclose(out);
+  fputs(text, stdout);
+  if (out_path) {
+    FILE *f = fopen(out_path, "w");
+    if (!f || fputs(text, f) < 0 || fclose(f) != 0) {
+      fprintf(stderr, "host_bench: cannot write %s\n", out_path);
+      return 1;
+    }
+  }
+  free(text);
+  mxfp8_tensor_release(b.tensor);
+  free(input), free(b.values.data), free(b.scales.data), free(b.swizzled.data), free(b.compact.data);
+  free(b.output.data), free(b.copy_src), free(b.copy_dst);
+  return 0;
+}
