@@ -12,6 +12,8 @@ JAX, CuPy, NumPy); with torch inputs the results are torch tensors.
 """
 from ._api import Components, export_components, export_grouped, export_te
 from ._bucket import export_bucket, iter_buckets, swizzle_scales, unpack_bucket, unswizzle_scales
+from ._import import (ImportPlan, import_bucket, import_tensors, prepare_import_bucket, prepare_import_tensors,
+                      scales_shape)
 from ._mxfp8 import Array
 from ._quantize import Quantized, dequantize, quantize
 
@@ -19,14 +21,20 @@ __version__ = "0.1.0"
 __all__ = [
     "Array",
     "Components",
+    "ImportPlan",
     "Quantized",
     "dequantize",
     "export_bucket",
     "export_components",
     "export_grouped",
     "export_te",
+    "import_bucket",
+    "import_tensors",
     "iter_buckets",
+    "prepare_import_bucket",
+    "prepare_import_tensors",
     "quantize",
+    "scales_shape",
     "swizzle_scales",
     "unpack_bucket",
     "unswizzle_scales",

@@ -37,8 +37,9 @@ def export_bucket(
         stream: as for export_components.
 
     Returns:
-        (bucket, manifest): manifest[i] = {"name", "shape", "fp8_dtype", "values_offset", "values_bytes",
-        "scales_offset", "scales_bytes", "scales_shape"} in bucket order; the bucket can go through one
+        (bucket, manifest): manifest[i] = {"name", "shape", "fp8_dtype", "direction", "scales_layout"
+        ("compact"), "values_offset", "values_bytes", "scales_offset", "scales_bytes", "scales_shape"} in
+        bucket order (mxfp8.import_bucket writes it into engine parameters); the bucket can go through one
         CUDA IPC handle or one NCCL broadcast, and unpack_bucket rebuilds the parts on the other side.
     """
     if not tensors:
@@ -59,7 +60,9 @@ def export_bucket(
             stream=_dlpack_stream(stream_ptr, cuda)))
         m = _numel(shape[:-1])
         scales_shape = (*shape[:-1], -(-shape[-1] // 32)) if dir_code == 0 else (-(-m // 32), shape[-1])
-        manifest.append({"name": name, "shape": shape, "fp8_dtype": fp8, "scales_shape": scales_shape})
+        # direction and scales_layout: what mxfp8.import_bucket needs to know about the parts.
+        manifest.append({"name": name, "shape": shape, "fp8_dtype": fp8, "scales_shape": scales_shape,
+                         "direction": direction, "scales_layout": "compact"})
     plan, total = _mxfp8.bucket_plan(handles, direction=dir_code, alignment=int(alignment))
     for entry, (vo, vb, so, sb) in zip(manifest, plan):
         entry.update(values_offset=vo, values_bytes=vb, scales_offset=so, scales_bytes=sb)
