@@ -57,8 +57,12 @@ if [ "${BENCH_ONLY:-0}" != 1 ]; then
   step "the demo on the GPU (python -m mxfp8 demo)"
   python3 -m mxfp8 demo 2>&1 | tee "$OUT/examples.log" || status=1
   step "weight sync example over CUDA IPC"
-  python3 examples/weight_sync/weight_sync.py --transport ipc --steps 3 --layers 8 --hidden 2048 --bucket-mb 64 \
+  python3 examples/weight_sync/weight_sync.py --transport ipc --path direct --steps 3 --layers 8 --hidden 2048 \
     2>&1 | tee -a "$OUT/examples.log" || status=1
+  python3 examples/weight_sync/weight_sync.py --transport ipc --path direct --layout compact --steps 2 --layers 2 \
+    2>&1 | tee -a "$OUT/examples.log" || status=1
+  python3 examples/weight_sync/weight_sync.py --transport ipc --path bucketed --steps 3 --layers 8 --hidden 2048 \
+    --bucket-mb 64 2>&1 | tee -a "$OUT/examples.log" || status=1
 fi
 
 step "benchmark"
