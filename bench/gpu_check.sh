@@ -28,13 +28,13 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | t
 
 step "C test suite (ctest)"
 (cd build-gpu && ctest --output-on-failure 2>&1) | tee "$OUT/ctest.log" || status=1
-for t in test_gpu test_gpu_quantize test_gpu_failures; do build-gpu/tests/c/$t 2>&1 | tee -a "$OUT/ctest.log" | tail -4; done
+for t in test_gpu test_gpu_quantize test_gpu_failures test_gpu_import; do build-gpu/tests/c/$t 2>&1 | tee -a "$OUT/ctest.log" | tail -4; done
 grep -q "SKIPPED" "$OUT/ctest.log" && { echo "GPU cases were skipped on a GPU machine"; status=1; }
 [ "${C_ONLY:-0}" = 1 ] && { step "done (C only): status $status"; exit $status; }
 
 if [ "${BENCH_ONLY:-0}" != 1 ]; then
 step "compute-sanitizer"
-for t in test_gpu test_gpu_quantize; do
+for t in test_gpu test_gpu_quantize test_gpu_import; do
 for tool in memcheck racecheck initcheck synccheck; do
   MXFP8_TEST_QUICK=1 timeout 200 compute-sanitizer --tool "$tool" --error-exitcode 9 build-gpu/tests/c/$t \
     >"$OUT/sanitizer-$tool.tmp" 2>&1
@@ -67,6 +67,13 @@ fi
 
 step "benchmark"
 PYTHONUNBUFFERED=1 python3 bench/run_bench.py --bench-binary build-gpu/bench/bench_scales --out "$OUT" || status=1
+
+step "end-to-end weight sync benchmark (bench/weight_sync_e2e.py: direct, bucketed, by hand, copy)"
+PYTHONUNBUFFERED=1 timeout 300 python3 bench/weight_sync_e2e.py --smoke >"$OUT/weight_sync_e2e_smoke.log" 2>&1 \
+  && echo "smoke run OK" || { echo "smoke run FAILED"; tail -20 "$OUT/weight_sync_e2e_smoke.log"; status=1; }
+PYTHONUNBUFFERED=1 timeout 300 python3 bench/weight_sync_e2e.py --out "$OUT/weight_sync_e2e.json" 2>&1 \
+  | tee "$OUT/weight_sync_e2e.log" | tail -45
+[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 
 step "done: status $status"
 exit $status
