@@ -74,6 +74,10 @@ PYTHONUNBUFFERED=1 timeout 300 python3 bench/weight_sync_e2e.py --smoke >"$OUT/w
 PYTHONUNBUFFERED=1 timeout 300 python3 bench/weight_sync_e2e.py --out "$OUT/weight_sync_e2e.json" 2>&1 \
   | tee "$OUT/weight_sync_e2e.log" | tail -45
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+# The same with every value byte in the kernel (no copy engine), to see which wins.
+MXFP8_COPY_ENGINE_MIN_BYTES=0 PYTHONUNBUFFERED=1 timeout 300 python3 bench/weight_sync_e2e.py \
+  --out "$OUT/weight_sync_e2e_kernel_only.json" >"$OUT/weight_sync_e2e_kernel_only.log" 2>&1 || status=1
+grep -E '"(direct|bucketed|by_hand|copy|bucket_fill)_ms"' "$OUT/weight_sync_e2e_kernel_only.json" | head -5
 
 step "done: status $status"
 exit $status

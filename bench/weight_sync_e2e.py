@@ -27,6 +27,7 @@ Needs a CUDA GPU and a CUDA build of mxfp8: without one it fails (it never skips
 """
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -275,6 +276,8 @@ def main():
         "direct_run_peak_extra_mb": round(memory[2], 1),
         "bit_exact_every_step": not failures,
         "gpu": torch.cuda.get_device_name(),
+        # Values of at least this many bytes go through cudaMemcpyAsync (the library's default: 4 MiB).
+        "copy_engine_min_bytes": os.environ.get("MXFP8_COPY_ENGINE_MIN_BYTES", "default"),
         "smoke": args.smoke,
     }
     out["targets"] = {

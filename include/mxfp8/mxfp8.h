@@ -377,7 +377,9 @@ MXFP8_API mxfp8_status mxfp8_bucket_plan(const mxfp8_tensor *const *tensors, siz
 /* Fills `bucket` (contiguous uint8, at least the planned size, on the tensors' device) as `entries`
  * say: the values copied, the scales unswizzled or cropped straight into place; bytes between parts are
  * left as they were. CUDA: one kernel launch for the whole bucket (a few past several hundred parts),
- * queued on `options->stream`. `entries` must come from mxfp8_bucket_plan for the same tensors and
+ * queued on `options->stream`, plus one cudaMemcpyAsync on that stream per part of values of at least
+ * 4 MiB, which the copy engine moves at copy speed (the environment variable MXFP8_COPY_ENGINE_MIN_BYTES,
+ * read once, sets that size; 0 keeps every byte in the kernel). `entries` must come from mxfp8_bucket_plan for the same tensors and
  * options (they are checked to lie inside the bucket and not to overlap); the bucket must not overlap any
  * buffer of the tensors. count == 0 is a no-op (every pointer may then be NULL). */
 MXFP8_API mxfp8_status mxfp8_export_bucket(const mxfp8_tensor *const *tensors, size_t count,
@@ -496,7 +498,8 @@ typedef struct mxfp8_import_destination {
  * zeroed; otherwise an unswizzle or a swizzle, in the same pass). Everything (manifest, every part inside
  * the bucket and of the size its shape and layout give, every destination's dtype, size, device and
  * overlap) is checked before anything is written. CUDA: one kernel launch for the whole bucket (a few
- * past several hundred parts) queued on `stream`; the call does not wait. Host: done when the call
+ * past several hundred parts) queued on `stream`, values of 4 MiB or more through cudaMemcpyAsync on the
+ * same stream as for mxfp8_export_bucket; the call does not wait. Host: done when the call
  * returns. count == 0 is a no-op. The bucket is only read. */
 MXFP8_API mxfp8_status mxfp8_import_bucket(const DLTensor *bucket, const mxfp8_bucket_manifest *manifest,
                                            const mxfp8_import_destination *destinations, void *stream);
