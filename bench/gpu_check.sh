@@ -29,6 +29,11 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | t
 step "C test suite (ctest)"
 (cd build-gpu && ctest --output-on-failure 2>&1) | tee "$OUT/ctest.log" || status=1
 for t in test_gpu test_gpu_quantize test_gpu_failures test_gpu_import; do build-gpu/tests/c/$t 2>&1 | tee -a "$OUT/ctest.log" | tail -4; done
+# Every value byte through the kernel (no cudaMemcpyAsync for large parts): the wide-chunk copy path.
+for t in test_gpu test_gpu_import; do
+  MXFP8_COPY_ENGINE_MIN_BYTES=0 build-gpu/tests/c/$t >"$OUT/$t-kernel-copies.log" 2>&1 || status=1
+  echo "$t with MXFP8_COPY_ENGINE_MIN_BYTES=0: $(tail -1 "$OUT/$t-kernel-copies.log")"
+done
 grep -q "SKIPPED" "$OUT/ctest.log" && { echo "GPU cases were skipped on a GPU machine"; status=1; }
 [ "${C_ONLY:-0}" = 1 ] && { step "done (C only): status $status"; exit $status; }
 
