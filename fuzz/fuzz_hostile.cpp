@@ -788,6 +788,611 @@ void section_overlap(Reader &in) {
     if (r) r->deleter(r);
 }
 
+// ---------------------------------------------------------------------------------------------------
+// Section 2: empty tensors with huge dimensions, through every call. Work must follow bytes: up to 2^40
+// every call succeeds at once (libFuzzer's -timeout flags a slow one); beyond, a clean refusal is fine.
+// ---------------------------------------------------------------------------------------------------
+int64_t ceil_div32(int64_t v) { return v / 32 + (v % 32 != 0); }  // no overflow at INT64_MAX
+
+int g_unexpected_allocations = 0;
+int counting_allocator(DLTensor *, DLManagedTensorVersioned **, void *, void (*)(void *, const char *, const char *)) {
+  ++g_unexpected_allocations;  // an empty output needs no memory: never asked for
+  return -1;
+}
+
+void expect_ok(mxfp8_status st, bool must, const char *what) {
+  if (st == MXFP8_OK) return;
+  if (must || st != MXFP8_ERROR_INVALID_ARGUMENT) {
+    std::fprintf(stderr, "fuzz_hostile: status %d\n", st);
+    wrong(what);
+  }
+}
+
+int64_t numel_of(const DLTensor &t) {
+  int64_t n = 1;
+  for (int i = 0; i < t.ndim; ++i) n = t.shape[i] == 0 ? 0 : n;
+  return n == 0 ? 0 : 1;
+}
+
+void section_empty(Reader &in) {
+  const int64_t dims[] = {int64_t{1} << 40, int64_t{1} << 31, 33, 4096, int64_t{1} << 62, INT64_MAX, INT64_MAX - 31};
+  const int64_t a = dims[in.byte() % 7], b = dims[in.byte() % 4];
+  const bool small = a <= (int64_t{1} << 40);
+  g_unexpected_allocations = 0;
+  const int call = in.byte() % 4;
+  if (call == 0) {  // a tensor, its exports, batched, bucket, dequantize
+    const int form = in.byte() % 3;  // (a, 0), (0, a), (a, 0, b)
+    std::vector<int64_t> shape = form == 0 ? std::vector<int64_t>{a, 0}
+                                 : form == 1 ? std::vector<int64_t>{0, a}
+                                             : std::vector<int64_t>{a, 0, b};
+    const bool columnwise = in.byte() % 2, swizzled = in.byte() % 2, block32 = in.byte() % 4 == 0;
+    const int64_t m = form == 0 ? a : 0, k = shape.back();  // M = prod(lead): a for (a, 0), else 0
+    const int64_t rows = columnwise ? ceil_div32(m) : m, cols = columnwise ? k : ceil_div32(k);
+    Managed data(nullptr, shape);
+    data.m.deleter = nullptr;
+    std::unique_ptr<Managed> scales;
+    if (swizzled) scales = std::make_unique<Managed>(nullptr, std::vector<int64_t>{0});
+    else if (in.byte() % 2) scales = std::make_unique<Managed>(nullptr, std::vector<int64_t>{rows, cols});
+    else scales = std::make_unique<Managed>(nullptr, std::vector<int64_t>{rows, 0});  // no columns at all
+    scales->m.deleter = nullptr;
+    mxfp8_tensor_desc desc = MXFP8_TENSOR_DESC_INIT;
+    desc.scale_layout = swizzled;
+    desc.block = block32;
+    (columnwise ? desc.columnwise_data : desc.rowwise_data) = &data.m;
+    (columnwise ? desc.columnwise_scale_inv : desc.rowwise_scale_inv) = &scales->m;
+    mxfp8_tensor *t = nullptr;
+    const mxfp8_status created = mxfp8_tensor_create(&desc, &t);
+    // Row-major (R', C') needs R' >= R and C' >= C (the header), also for a matrix with no rows.
+    const bool fits = swizzled || scales->shape[1] == cols;
+    if (created != MXFP8_OK) {
+      if (fits) expect_ok(created, small, "an empty tensor was refused");
+      return;
+    }
+    mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
+    o.direction = columnwise;
+    o.padded_scales = in.byte() % 2;
+    o.scales_granularity = block32 && in.byte() % 2;
+    o.allocator = in.byte() % 2 ? counting_allocator : nullptr;
+    DLManagedTensorVersioned *v = nullptr, *sc = nullptr;
+    const mxfp8_status exported = mxfp8_export_components(t, &o, &v, &sc);
+    expect_ok(exported, small, "exporting an empty tensor failed");
+    if (exported == MXFP8_OK) {
+      if (numel_of(sc->dl_tensor) != 0 || numel_of(v->dl_tensor) != 0) wrong("an empty tensor exported elements");
+      if (sc->dl_tensor.ndim > 0 && !sc->dl_tensor.strides) wrong("exported scales without strides");
+      v->deleter(v);
+      sc->deleter(sc);
+    }
+    int64_t zero = 0;
+    DLTensor dst = flat_tensor(nullptr, &zero);
+    DLTensor *dsts[1] = {&dst};
+    const mxfp8_tensor *ts[2] = {t, t};
+    o.scales_granularity = MXFP8_SCALES_PER_32;  // batched exports and buckets move the stored scales
+    expect_ok(mxfp8_export_scales_batched(ts, dsts, 1, &o), small, "a batched export of an empty tensor failed");
+    mxfp8_bucket_entry e[2];
+    uint64_t total = 0;
+    const mxfp8_status planned = mxfp8_bucket_plan(ts, 2, &o, 256, e, &total);
+    expect_ok(planned, small, "planning a bucket of empty tensors failed");
+    if (planned == MXFP8_OK) {
+      std::vector<uint8_t> bucket_bytes(static_cast<size_t>(total) + 1);
+      int64_t size = static_cast<int64_t>(total);
+      DLTensor bucket = flat_tensor(bucket_bytes.data(), &size);
+      expect_ok(mxfp8_export_bucket(ts, 2, &o, e, &bucket), small, "a bucket of empty tensors failed");
+    }
+    mxfp8_dequantize_options dq = MXFP8_DEQUANTIZE_OPTIONS_INIT;
+    dq.direction = columnwise;
+    DLTensor out = flat_tensor(nullptr, &zero, DLDataType{kDLFloat, 32, 1});
+    expect_ok(mxfp8_dequantize(t, &dq, &out), small, "dequantizing an empty tensor failed");
+    mxfp8_tensor_release(t);
+  } else if (call == 1) {  // the swizzle pair of an empty matrix
+    int64_t cshape[2] = {a, 0}, sshape[1] = {0};
+    if (in.byte() % 2) std::swap(cshape[0], cshape[1]);
+    int64_t cstrides[2] = {in.byte() % 2 ? INT64_MAX : 1, in.byte() % 2 ? INT64_MAX : 1};
+    DLTensor compact{nullptr, kCpu, 2, kU8, cshape, in.byte() % 2 ? cstrides : nullptr, 0};
+    DLTensor swz = flat_tensor(nullptr, &sshape[0]);
+    // (a, 0) pads to roundup(a, 128) x 0: fine up to INT64_MAX - 127; (0, a) to 0 x roundup(a, 4).
+    expect_ok(mxfp8_swizzle_scales(&compact, &swz, nullptr), small, "swizzling an empty matrix failed");
+    expect_ok(mxfp8_unswizzle_scales(&swz, &compact, nullptr), small, "unswizzling into an empty matrix failed");
+  } else if (call == 2) {  // quantize and quantize_into of an empty input
+    int64_t shape[3] = {a, 0, b};
+    int32_t ndim = 2;
+    if (in.byte() % 2) std::swap(shape[0], shape[1]);
+    if (in.byte() % 4 == 0) ndim = 3;
+    DLTensor input{nullptr, kCpu, ndim, in.byte() % 2 ? DLDataType{kDLBfloat, 16, 1} : DLDataType{kDLFloat, 32, 1}, shape,
+                   nullptr, 0};
+    mxfp8_quantize_options o = MXFP8_QUANTIZE_OPTIONS_INIT;
+    o.scales_layout = in.byte() % 3;
+    o.block = in.byte() % 3 == 0;
+    o.allocator = in.byte() % 2 ? counting_allocator : nullptr;
+    DLManagedTensorVersioned *q[4] = {};
+    const mxfp8_status st = mxfp8_quantize(&input, &o, &q[0], &q[1], &q[2], &q[3]);
+    expect_ok(st, small, "quantizing an empty input failed");
+    if (st == MXFP8_OK) {
+      int64_t sizes[4];
+      DLTensor outs[4];
+      for (int i = 0; i < 4; ++i) {
+        if (numel_of(q[i]->dl_tensor) != 0) wrong("an empty input quantized to elements");
+        sizes[i] = 0;
+        outs[i] = flat_tensor(nullptr, &sizes[i]);
+        q[i]->deleter(q[i]);
+      }
+      o.allocator = nullptr;
+      expect_ok(mxfp8_quantize_into(&input, &o, &outs[0], &outs[1], &outs[2], &outs[3]), small,
+                "quantize_into of an empty input failed");
+    }
+  } else {  // grouped experts with no values: K = 0 and huge rows, or rows 0 and a huge K
+    const bool no_cols = in.byte() % 2;
+    const int32_t experts = 1 + in.byte() % 4;
+    int64_t zero = 0;
+    Managed data(nullptr, {zero}), scales(nullptr, {zero});
+    data.m.deleter = scales.m.deleter = nullptr;
+    mxfp8_grouped_desc desc = MXFP8_GROUPED_DESC_INIT;
+    desc.scale_layout = in.byte() % 2;
+    desc.scales = desc.scale_layout ? MXFP8_GROUPED_SCALES_PADDED : in.byte() % 2;
+    desc.num_experts = experts;
+    desc.cols = no_cols ? 0 : a;
+    desc.uniform_rows = no_cols ? a : 0;
+    desc.data = &data.m;
+    desc.scale_inv = &scales.m;
+    mxfp8_grouped_tensor *g = nullptr;
+    // E experts of `a` rows: fine while E * a fits in int64.
+    const bool fits = !no_cols || a <= INT64_MAX / 4;
+    const mxfp8_status st = mxfp8_grouped_tensor_create(&desc, &g);
+    expect_ok(st, small && fits, "empty experts were refused");
+    if (st != MXFP8_OK) return;
+    for (int32_t e = 0; e < experts; ++e) {
+      mxfp8_tensor *t = nullptr;
+      const mxfp8_status got = mxfp8_grouped_expert(g, e, &t);
+      expect_ok(got, small, "an empty expert was refused");
+      if (got != MXFP8_OK) continue;
+      int64_t z = 0;
+      DLTensor dst = flat_tensor(nullptr, &z);
+      DLTensor *dsts[1] = {&dst};
+      const mxfp8_tensor *ts[1] = {t};
+      expect_ok(mxfp8_export_scales_batched(ts, dsts, 1, nullptr), small, "a batched export of an empty expert failed");
+      mxfp8_tensor_release(t);
+    }
+    mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
+    o.allocator = in.byte() % 2 ? counting_allocator : nullptr;
+    DLManagedTensorVersioned *v = nullptr, *sc = nullptr;
+    const mxfp8_status stacked = mxfp8_grouped_export_stacked(g, &o, &v, &sc);
+    expect_ok(stacked, small, "stacking empty experts failed");
+    if (stacked == MXFP8_OK) {
+      v->deleter(v);
+      sc->deleter(sc);
+    }
+    mxfp8_grouped_tensor_release(g);
+  }
+  if (g_unexpected_allocations) wrong("the allocator was asked for an empty output");
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Section 3: sizes, strides and dimension counts at the edge. Only calls that touch no tensor memory
+// (create, plans, views) or that must refuse run, so the buffers can be a few bytes whatever their
+// descriptions say. UBSan aborts on a wrapped product; INTERNAL is never the answer.
+// ---------------------------------------------------------------------------------------------------
+const int64_t kEdge[] = {0, 1, 2, 3, 4, 31, 32, 33, 127, 128, 129, int64_t{1} << 31, int64_t{1} << 32,
+                         int64_t{1} << 40, int64_t{1} << 61, int64_t{1} << 62, INT64_MAX / 2, INT64_MAX - 127,
+                         INT64_MAX - 1, INT64_MAX, -1, INT64_MIN};
+int64_t edge(Reader &in) { return in.byte() % 4 ? kEdge[in.byte() % 10] : kEdge[in.byte() % (sizeof kEdge / sizeof *kEdge)]; }
+
+void clean(mxfp8_status st, const char *what) {
+  if (st == MXFP8_OK || st == MXFP8_ERROR_INVALID_ARGUMENT || st == MXFP8_ERROR_UNSUPPORTED) return;
+  std::fprintf(stderr, "fuzz_hostile: status %d\n", st);
+  wrong(what);
+}
+
+// A view's strides address only what int64 can count, and none is negative.
+void sane_view(const DLManagedTensorVersioned *m) {
+  const DLTensor &t = m->dl_tensor;
+  if (t.ndim > 0 && !t.strides) wrong("a view without strides");
+  int64_t extent = 0;
+  bool empty = false;
+  for (int i = 0; i < t.ndim; ++i) empty |= t.shape[i] == 0;
+  for (int i = 0; i < t.ndim && !empty; ++i) {
+    if (t.shape[i] < 0 || t.strides[i] < 0) wrong("a view with a negative shape or stride");
+    int64_t reach;
+    if (__builtin_mul_overflow(t.shape[i] - 1, t.strides[i], &reach) || __builtin_add_overflow(extent, reach, &extent))
+      wrong("a view whose strides address more than int64 can count");
+  }
+}
+
+void section_edges(Reader &in) {
+  uint8_t bytes[64] = {};
+  const int call = in.byte() % 5;
+  if (call == 0 || call == 1) {  // a tensor of edge sizes and scale strides; views and plans only
+    const int lead = call == 1 ? 1 + in.byte() % 70 : 1 + in.byte() % 2;  // call 1: many dimensions
+    std::vector<int64_t> shape(static_cast<size_t>(lead), 1);
+    shape.push_back(edge(in));
+    for (int i = 0; i < lead && i < 3; ++i) shape[static_cast<size_t>(lead - 1 - i)] = in.byte() % 2 ? edge(in) : 1 + in.byte() % 8;
+    const bool columnwise = in.byte() % 3 == 0, swizzled = in.byte() % 3 == 0;
+    Managed data(bytes, shape);
+    data.m.deleter = nullptr;
+    const int sdim = in.byte() % 8 == 0 ? 66 : 1 + in.byte() % 3;
+    std::vector<int64_t> sshape(static_cast<size_t>(sdim)), sstrides(static_cast<size_t>(sdim));
+    for (auto &d : sshape) d = in.byte() % 3 ? edge(in) : 1;
+    for (auto &d : sstrides) d = in.byte() % 2 ? edge(in) : 1;
+    sstrides.back() = in.byte() % 4 ? 1 : edge(in);
+    Managed scales(bytes, sshape);
+    scales.m.deleter = nullptr;
+    if (in.byte() % 2) {
+      scales.strides = sstrides;
+      scales.m.dl_tensor.strides = scales.strides.data();
+    }
+    mxfp8_tensor_desc desc = MXFP8_TENSOR_DESC_INIT;
+    desc.scale_layout = swizzled;
+    std::vector<int64_t> logical = shape;
+    if (in.byte() % 4 == 0) {
+      desc.ndim = in.byte() % 8 == 0 ? 65 + in.byte() % 4 : static_cast<int32_t>(logical.size());
+      logical.resize(static_cast<size_t>(std::max<int32_t>(desc.ndim, 1)), 1);
+      desc.shape = logical.data();
+    }
+    (columnwise ? desc.columnwise_data : desc.rowwise_data) = &data.m;
+    (columnwise ? desc.columnwise_scale_inv : desc.rowwise_scale_inv) = &scales.m;
+    mxfp8_tensor *t = nullptr;
+    const mxfp8_status st = mxfp8_tensor_create(&desc, &t);
+    clean(st, "an edge-sized description gave an unclean status");
+    if (st != MXFP8_OK) return;
+    mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
+    o.direction = columnwise;
+    o.padded_scales = MXFP8_PADDED_SCALES_STRIDED_VIEW;
+    DLManagedTensorVersioned *v = nullptr, *sc = nullptr;
+    // Values are always a view; row-major scales with STRIDED_VIEW are a view too.
+    const mxfp8_status exported = mxfp8_export_components(t, &o, &v, swizzled ? nullptr : &sc);
+    if (exported != MXFP8_OK) wrong("a view export of a created tensor failed");
+    sane_view(v);
+    v->deleter(v);
+    if (sc) {
+      sane_view(sc);
+      sc->deleter(sc);
+    }
+    const mxfp8_tensor *ts[3] = {t, t, t};
+    mxfp8_bucket_entry e[3];
+    uint64_t total = 0;
+    const uint64_t alignment = in.byte() % 2 ? uint64_t{1} << (in.byte() % 64) : static_cast<uint64_t>(edge(in));
+    const mxfp8_status planned = mxfp8_bucket_plan(ts, 3, &o, alignment, e, &total);
+    clean(planned, "an edge-sized bucket plan gave an unclean status");
+    if (planned == MXFP8_OK) {  // parts in order, aligned, apart, inside the total
+      uint64_t end = 0;
+      for (const auto &x : e)
+        for (const uint64_t off : {x.values_offset, x.scales_offset}) {
+          const uint64_t len = off == x.values_offset ? x.values_bytes : x.scales_bytes;
+          if (off % alignment || off < end || len > total - off) wrong("a bucket plan with parts out of place");
+          end = off + len;
+        }
+    }
+    mxfp8_tensor_release(t);
+  } else if (call == 2) {  // the swizzle pair with edge shapes and strides: refused unless empty
+    int64_t cshape[2] = {edge(in), edge(in)}, cstrides[2] = {edge(in), in.byte() % 2 ? 1 : edge(in)};
+    int64_t sshape[1] = {edge(in)};
+    DLTensor compact{bytes, kCpu, 2, kU8, cshape, in.byte() % 2 ? cstrides : nullptr, 0};
+    DLTensor swz = flat_tensor(bytes + 32, &sshape[0]);
+    // Only bytes[0..64) exist, so a pair the library may accept and run is skipped: non-empty, sizes
+    // that agree, strides that are not negative and address a countable extent. Every other non-empty
+    // pair must be refused.
+    const bool empty = cshape[0] == 0 || cshape[1] == 0;
+    const bool strided = compact.strides != nullptr;
+    int64_t padded_r = 0, padded_c = 0, needed = 0, reach_r = 0, reach_c = 0, extent = 0;
+    const bool sizes_fit = cshape[0] >= 0 && cshape[1] >= 0 &&
+                           !__builtin_mul_overflow(cshape[0] / 128 + (cshape[0] % 128 != 0), 128, &padded_r) &&
+                           !__builtin_mul_overflow(cshape[1] / 4 + (cshape[1] % 4 != 0), 4, &padded_c) &&
+                           !__builtin_mul_overflow(padded_r, padded_c, &needed);
+    const bool extent_fits =
+        !strided ? !__builtin_mul_overflow(cshape[0], cshape[1], &extent)
+                 : cstrides[0] >= 0 && cstrides[1] >= 0 && !__builtin_mul_overflow(cshape[0] - 1, cstrides[0], &reach_r) &&
+                       !__builtin_mul_overflow(cshape[1] - 1, cstrides[1], &reach_c) &&
+                       !__builtin_add_overflow(reach_r, reach_c, &extent);
+    if (!empty && sizes_fit && needed == sshape[0] && extent_fits) return;
+    const mxfp8_status swizzled = mxfp8_swizzle_scales(&compact, &swz, nullptr);
+    const mxfp8_status unswizzled = mxfp8_unswizzle_scales(&swz, &compact, nullptr);
+    clean(swizzled, "an edge swizzle gave an unclean status");
+    clean(unswizzled, "an edge unswizzle gave an unclean status");
+    if (!empty && (swizzled == MXFP8_OK || unswizzled == MXFP8_OK)) wrong("an impossible non-empty swizzle pair was accepted");
+  } else if (call == 3) {  // grouped experts of edge sizes; views only
+    // Counts around the limit of 2^20 experts (2^20 itself validates a million experts: 10 s under ASan).
+    const int32_t experts = in.byte() % 8 == 0 ? (int32_t[]){0, -1, 1 << 12, (1 << 20) + 1, INT32_MAX}[in.byte() % 5]
+                                               : 1 + in.byte() % 4;
+    std::vector<int64_t> rows(4), offsets(4);
+    for (auto &r : rows) r = edge(in);
+    for (auto &o : offsets) o = in.byte() % 2 ? edge(in) : 0;
+    int64_t vshape[1] = {edge(in)}, sshape[1] = {edge(in)};
+    Managed data(bytes, {vshape[0]}), scales(bytes, {sshape[0]});
+    data.m.deleter = scales.m.deleter = nullptr;
+    mxfp8_grouped_desc desc = MXFP8_GROUPED_DESC_INIT;
+    desc.scale_layout = in.byte() % 2;
+    desc.scales = desc.scale_layout ? 0 : in.byte() % 2;
+    desc.num_experts = experts;
+    desc.cols = edge(in);
+    desc.uniform_rows = edge(in);
+    if (experts >= 1 && experts <= 4 && in.byte() % 2) desc.expert_rows = rows.data();
+    if (experts >= 1 && experts <= 4 && in.byte() % 2) desc.scale_offsets = offsets.data();
+    desc.data = &data.m;
+    desc.scale_inv = &scales.m;
+    mxfp8_grouped_tensor *g = nullptr;
+    const mxfp8_status st = mxfp8_grouped_tensor_create(&desc, &g);
+    clean(st, "edge-sized experts gave an unclean status");
+    if (st != MXFP8_OK) return;
+    for (int32_t e = 0; e < std::min(experts, 4); ++e) {
+      mxfp8_tensor *t = nullptr;
+      if (mxfp8_grouped_expert(g, e, &t) != MXFP8_OK) wrong("an expert of created experts was refused");
+      DLManagedTensorVersioned *v = nullptr;
+      if (mxfp8_export_components(t, nullptr, &v, nullptr) != MXFP8_OK) wrong("an expert's values view failed");
+      sane_view(v);
+      v->deleter(v);
+      mxfp8_tensor_release(t);
+    }
+    DLManagedTensorVersioned *v = nullptr;
+    const mxfp8_status stacked = mxfp8_grouped_export_stacked(g, nullptr, &v, nullptr);
+    clean(stacked, "stacking edge-sized experts gave an unclean status");
+    if (stacked == MXFP8_OK) {
+      sane_view(v);
+      v->deleter(v);
+    }
+    mxfp8_grouped_tensor_release(g);
+  } else {  // quantize of an input whose element count or byte size cannot be counted, or is 0
+    int64_t shape[3] = {edge(in), edge(in), edge(in)};
+    const int32_t ndim = in.byte() % 8 == 0 ? 65 : 1 + in.byte() % 3;
+    std::vector<int64_t> dims(static_cast<size_t>(ndim), 1);
+    for (int i = 0; i < std::min(ndim, 3); ++i) dims[static_cast<size_t>(i)] = shape[i];
+    DLTensor input{bytes, kCpu, ndim, DLDataType{kDLFloat, 32, 1}, dims.data(), nullptr, 0};
+    bool countable = true, empty = false;
+    int64_t n = 4;
+    for (int64_t d : dims) {
+      countable &= d >= 0 && !__builtin_mul_overflow(n, d, &n);
+      empty |= d == 0;
+    }
+    if (countable && !empty && ndim <= 64) return;  // a real input: it would run (covered elsewhere)
+    DLManagedTensorVersioned *q[2] = {};
+    const mxfp8_status st = mxfp8_quantize(&input, nullptr, &q[0], &q[1], nullptr, nullptr);
+    clean(st, "an edge-sized quantize gave an unclean status");
+    if (st == MXFP8_OK) {
+      if (!empty || ndim > 64) wrong("an uncountable input or one of more than 64 dimensions was quantized");
+      q[0]->deleter(q[0]);
+      q[1]->deleter(q[1]);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Section 4: option structs and descriptors with every field chosen, struct_size around the known
+// versions, and tails. A valid struct must work and give the documented result; an invalid one must be
+// refused with nothing written.
+// ---------------------------------------------------------------------------------------------------
+template <class T>
+struct Newer {
+  T known;
+  uint8_t tail[64];
+};
+
+int32_t field(Reader &in, int32_t valid_count) {
+  const uint8_t pick = in.byte();
+  if (pick % 4) return pick % 8 < 6 ? static_cast<int32_t>(pick / 8) % valid_count : valid_count;
+  return (int32_t[]){-1, INT32_MIN, INT32_MAX, 2, 3, 255}[in.byte() % 6];
+}
+uint32_t reserved(Reader &in) { return in.byte() % 8 == 0 ? (uint32_t[]){1, 0x80000000u, 0xFFFFFFFFu}[in.byte() % 3] : 0; }
+
+// Picks struct_size: below the oldest version, each version, the current size, and larger with a tail
+// that is zero or not. Returns what the call must answer: OK (then the fields decide), or a refusal.
+template <class T>
+mxfp8_status size_struct(Reader &in, Newer<T> &s, std::initializer_list<size_t> versions) {
+  std::memset(s.tail, 0, sizeof s.tail);
+  const size_t oldest = *versions.begin();
+  const uint8_t pick = in.byte() % 8;
+  size_t size = sizeof(T);
+  if (pick == 0) size = in.below(static_cast<int64_t>(oldest));
+  else if (pick == 1) size = versions.begin()[in.byte() % versions.size()];
+  else if (pick == 2) size = sizeof(T) + 1 + in.below(sizeof s.tail);
+  s.known.struct_size = static_cast<uint32_t>(size);
+  if (size < oldest) return MXFP8_ERROR_INVALID_ARGUMENT;
+  if (size > sizeof(T) && in.byte() % 2) {
+    s.tail[in.below(static_cast<int64_t>(size - sizeof(T)))] = static_cast<uint8_t>(1 + in.byte() % 255);
+    return MXFP8_ERROR_UNSUPPORTED;
+  }
+  return MXFP8_OK;
+}
+
+void section_options(Reader &in) {
+  Source t;
+  plan_source(in, t, 70, 100);
+  t.block32 = in.byte() % 3 == 0;
+  fill_scales(in, t);
+  std::vector<uint8_t> values(static_cast<size_t>(t.values_bytes), 0x38), scales(static_cast<size_t>(t.scale_bytes), 0);
+  t.values = values.data();
+  t.scales = scales.data();
+  store(t);
+  const int call = in.byte() % 5;
+  if (call == 4) {  // mxfp8_grouped_desc: experts of the source's shape, scales sized for padded packing
+    const int32_t experts = 1 + in.byte() % 3;
+    const int64_t n = t.m, k = t.k, per = round_up(n, 128) * round_up(ceil32(k), 4);
+    std::vector<uint8_t> gv(static_cast<size_t>(experts * n * k)), gs(static_cast<size_t>(experts * per));
+    Managed data(gv.data(), {experts * n, k}), sc(gs.data(), {experts * per});
+    Newer<mxfp8_grouped_desc> d{};
+    d.known = MXFP8_GROUPED_DESC_INIT;
+    const mxfp8_status sized = size_struct(in, d, {sizeof(mxfp8_grouped_desc)});
+    mxfp8_grouped_desc &desc = d.known;
+    desc.format = in.byte() % 4 ? 1 + in.byte() % 2 : field(in, 3);
+    desc.scale_layout = field(in, 2);
+    desc.scales = field(in, 2);
+    desc.num_experts = in.byte() % 8 ? experts : (int32_t[]){0, -1, experts + 1, 1 << 21}[in.byte() % 4];
+    desc.reserved = reserved(in);
+    desc.cols = in.byte() % 8 ? k : (int64_t[]){-1, k + 1, 0}[in.byte() % 3];
+    desc.uniform_rows = in.byte() % 8 ? n : (int64_t[]){-1, n + 1, INT64_MAX}[in.byte() % 3];
+    desc.data = &data.m;
+    desc.scale_inv = &sc.m;
+    const bool valid = sized == MXFP8_OK && (desc.format == 1 || desc.format == 2) &&
+                       (desc.scale_layout == 0 || desc.scale_layout == 1) && (desc.scales == 0 || desc.scales == 1) &&
+                       !(desc.scale_layout == 1 && desc.scales == 1) && desc.num_experts == experts && desc.reserved == 0 &&
+                       desc.cols == k && desc.uniform_rows == n;
+    mxfp8_grouped_tensor *g = nullptr;
+    const mxfp8_status st = mxfp8_grouped_tensor_create(&desc, &g);
+    if ((st == MXFP8_OK) != valid || (sized != MXFP8_OK && st != sized)) {
+      std::fprintf(stderr, "fuzz_hostile: status %d, struct_size %u\n", st, desc.struct_size);
+      wrong("mxfp8_grouped_desc: the status does not follow the struct");
+    }
+    if (st != MXFP8_OK) {
+      if (g || data.deleted || sc.deleted) wrong("a refused grouped desc took something");
+      return;
+    }
+    mxfp8_grouped_tensor_release(g);
+    if (data.deleted != 1 || sc.deleted != 1) wrong("the grouped deleters did not run once");
+    return;
+  }
+  if (call == 0) {  // mxfp8_tensor_desc
+    Managed data(t.values, {t.m, t.k}), sc(t.scales, t.swizzled ? std::vector<int64_t>{t.scale_bytes}
+                                                               : std::vector<int64_t>{t.scale_buffer_rows, t.scale_buffer_cols});
+    Newer<mxfp8_tensor_desc> d{};
+    d.known = MXFP8_TENSOR_DESC_INIT;
+    const size_t v1 = offsetof(mxfp8_tensor_desc, columnwise_scale_inv) + sizeof(void *);
+    const mxfp8_status sized = size_struct(in, d, {v1, offsetof(mxfp8_tensor_desc, reserved), sizeof(mxfp8_tensor_desc)});
+    mxfp8_tensor_desc &desc = d.known;
+    desc.format = field(in, 3);  // 0 is not a format: E4M3 = 1, E5M2 = 2
+    desc.scale_layout = t.swizzled;
+    desc.block = t.block32;
+    desc.reserved = reserved(in);
+    (t.columnwise ? desc.columnwise_data : desc.rowwise_data) = &data.m;
+    (t.columnwise ? desc.columnwise_scale_inv : desc.rowwise_scale_inv) = &sc.m;
+    const size_t size = desc.struct_size;
+    // Fields past struct_size are not read: an older caller's struct means their defaults.
+    const bool has_block = size >= offsetof(mxfp8_tensor_desc, block) + sizeof(int32_t);
+    const bool has_reserved = size >= offsetof(mxfp8_tensor_desc, reserved) + sizeof(uint32_t);
+    const bool valid = sized == MXFP8_OK && desc.format >= 1 && desc.format <= 2 && (!has_reserved || desc.reserved == 0);
+    // 32x32 scales described as 1x32 are still valid 1x32 scales: the block only matters for exports.
+    (void)has_block;
+    mxfp8_tensor *out = nullptr;
+    const mxfp8_status st = mxfp8_tensor_create(&desc, &out);
+    if ((st == MXFP8_OK) != valid || (sized != MXFP8_OK && st != sized)) {
+      std::fprintf(stderr, "fuzz_hostile: status %d, struct_size %zu\n", st, size);
+      wrong("mxfp8_tensor_desc: the status does not follow the struct");
+    }
+    if (st != MXFP8_OK) {
+      if (out || data.deleted || sc.deleted) wrong("a refused desc took something");
+      return;
+    }
+    mxfp8_tensor_release(out);
+    if (data.deleted != 1 || sc.deleted != 1) wrong("the deleters did not run once");
+    return;
+  }
+  Described d(t);
+  if (call == 1) {  // mxfp8_export_options through export_components
+    Newer<mxfp8_export_options> n{};
+    n.known = MXFP8_EXPORT_OPTIONS_INIT;
+    const size_t v1 = offsetof(mxfp8_export_options, allocator) + sizeof(void *);
+    const mxfp8_status sized = size_struct(in, n, {v1, offsetof(mxfp8_export_options, reserved2), sizeof(mxfp8_export_options)});
+    mxfp8_export_options &o = n.known;
+    o.direction = in.byte() % 4 ? t.columnwise : field(in, 2);
+    o.values_dtype = field(in, 2);
+    o.scales_dtype = field(in, 2);
+    o.padded_scales = field(in, 2);
+    o.reserved = reserved(in);
+    o.stream = reinterpret_cast<void *>(uintptr_t{0xDEAD} * (in.byte() % 2));  // host data: never used
+    o.scales_granularity = in.byte() % 4 ? t.block32 : field(in, 2);
+    o.reserved2 = reserved(in);
+    const size_t size = o.struct_size;
+    const bool has_granularity = size >= offsetof(mxfp8_export_options, scales_granularity) + sizeof(int32_t);
+    const bool has_reserved2 = size >= offsetof(mxfp8_export_options, reserved2) + sizeof(uint32_t);
+    const int32_t granularity = has_granularity ? o.scales_granularity : 0;
+    const auto in01 = [](int32_t v) { return v == 0 || v == 1; };
+    bool valid = sized == MXFP8_OK && in01(o.direction) && in01(o.values_dtype) && in01(o.scales_dtype) &&
+                 in01(o.padded_scales) && o.reserved == 0 && in01(granularity) && (!has_reserved2 || o.reserved2 == 0);
+    mxfp8_status want = valid ? MXFP8_OK : sized != MXFP8_OK ? sized : MXFP8_ERROR_INVALID_ARGUMENT;
+    if (valid && o.direction != t.columnwise) want = MXFP8_ERROR_MISSING_DATA;
+    if (valid && want == MXFP8_OK && granularity == 1 && !t.block32) want = MXFP8_ERROR_INVALID_ARGUMENT;
+    DLManagedTensorVersioned *v = kSentinel, *s = kSentinel;
+    const mxfp8_status st = mxfp8_export_components(d.tensor, &o, &v, &s);
+    if (st != want) {
+      std::fprintf(stderr, "fuzz_hostile: status %d, expected %d, struct_size %zu\n", st, want, size);
+      wrong("mxfp8_export_options: the status does not follow the struct");
+    }
+    if (st != MXFP8_OK) {
+      if (v != kSentinel || s != kSentinel) wrong("a refused export wrote an output");
+      return;
+    }
+    const uint8_t fp8 = kDLFloat8_e4m3fn;
+    if (v->dl_tensor.dtype.code != (o.values_dtype ? kDLUInt : fp8)) wrong("the values' dtype ignores the options");
+    if (s->dl_tensor.dtype.code != (o.scales_dtype ? kDLFloat8_e8m0fnu : kDLUInt)) wrong("the scales' dtype ignores the options");
+    const DLTensor &sc = s->dl_tensor;
+    const int64_t rows = granularity ? ceil32(t.m) : t.rows, cols = granularity ? ceil32(t.k) : t.cols;
+    if (sc.ndim != 2 || sc.shape[0] != rows || sc.shape[1] != cols) wrong("the scales' shape");
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) {
+        const uint8_t got = static_cast<const uint8_t *>(sc.data)[sc.byte_offset + static_cast<uint64_t>(r * sc.strides[0] + c * sc.strides[1])];
+        const int64_t sr = granularity && !t.columnwise ? r * 32 : r, scol = granularity && t.columnwise ? c * 32 : c;
+        if (got != t.s[static_cast<size_t>(sr * t.cols + scol)]) wrong("exported scales differ from S");
+      }
+    v->deleter(v);
+    s->deleter(s);
+    return;
+  }
+  if (call == 2) {  // mxfp8_dequantize_options
+    Newer<mxfp8_dequantize_options> n{};
+    n.known = MXFP8_DEQUANTIZE_OPTIONS_INIT;
+    const mxfp8_status sized = size_struct(in, n, {sizeof(mxfp8_dequantize_options)});
+    n.known.direction = in.byte() % 4 ? t.columnwise : field(in, 2);
+    n.known.stream = reinterpret_cast<void *>(uintptr_t{0xDEAD} * (in.byte() % 2));
+    const bool valid = sized == MXFP8_OK && (n.known.direction == 0 || n.known.direction == 1);
+    mxfp8_status want = valid ? MXFP8_OK : sized != MXFP8_OK ? sized : MXFP8_ERROR_INVALID_ARGUMENT;
+    if (valid && n.known.direction != t.columnwise) want = MXFP8_ERROR_MISSING_DATA;
+    std::vector<float> out(static_cast<size_t>(t.values_bytes), -7.0f);
+    int64_t count = t.values_bytes;
+    DLTensor o = flat_tensor(out.data(), &count, DLDataType{kDLFloat, 32, 1});
+    const mxfp8_status st = mxfp8_dequantize(d.tensor, &n.known, &o);
+    if (st != want) {
+      std::fprintf(stderr, "fuzz_hostile: status %d, expected %d\n", st, want);
+      wrong("mxfp8_dequantize_options: the status does not follow the struct");
+    }
+    if (st != MXFP8_OK)
+      for (float f : out)
+        if (f != -7.0f) wrong("a refused dequantize wrote its output");
+    return;
+  }
+  // mxfp8_quantize_options through quantize_into; the reference is the same call with INIT + the fields.
+  const int64_t m = t.m, k = t.k;
+  std::vector<float> x(static_cast<size_t>(m * k));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(static_cast<int>(i % 97) - 48) * 0.37f;
+  int64_t shape[2] = {m, k};
+  DLTensor input{x.data(), kCpu, 2, DLDataType{kDLFloat, 32, 1}, shape, nullptr, 0};
+  Newer<mxfp8_quantize_options> n{};
+  n.known = MXFP8_QUANTIZE_OPTIONS_INIT;
+  const mxfp8_status sized = size_struct(in, n, {sizeof(mxfp8_quantize_options)});
+  mxfp8_quantize_options &o = n.known;
+  o.format = in.byte() % 4 ? 1 + in.byte() % 2 : field(in, 3);
+  o.block = field(in, 2);
+  o.scale_rounding = field(in, 2);
+  o.scales_layout = field(in, 3);
+  o.values_dtype = field(in, 2);  // not used by quantize_into, still checked
+  o.scales_dtype = field(in, 2);
+  o.reserved = reserved(in);
+  o.stream = reinterpret_cast<void *>(uintptr_t{0xDEAD} * (in.byte() % 2));
+  const auto in_range = [](int32_t v, int32_t lo, int32_t hi) { return v >= lo && v <= hi; };
+  const bool fields_ok = in_range(o.format, 1, 2) && in_range(o.block, 0, 1) && in_range(o.scale_rounding, 0, 1) &&
+                         in_range(o.scales_layout, 0, 2) && in_range(o.values_dtype, 0, 1) &&
+                         in_range(o.scales_dtype, 0, 1) && o.reserved == 0;
+  // The outputs sized for the layout the fields ask for (the compact one when they are out of range).
+  const int64_t layout = in_range(o.scales_layout, 0, 2) ? o.scales_layout : 0;
+  const bool block = o.block == 1;
+  int64_t scale_n = layout == 0 ? (block ? ceil32(m) * ceil32(k) : m * ceil32(k)) : round_up(m, 128) * round_up(ceil32(k), 4);
+  std::vector<uint8_t> qv(static_cast<size_t>(m * k), 0xEE), qs(static_cast<size_t>(scale_n), 0xEE);
+  int64_t vn = m * k;
+  DLTensor tv = flat_tensor(qv.data(), &vn), ts = flat_tensor(qs.data(), &scale_n);
+  const mxfp8_status st = mxfp8_quantize_into(&input, &o, &tv, &ts, nullptr, nullptr);
+  const mxfp8_status want = sized != MXFP8_OK ? sized : fields_ok ? MXFP8_OK : MXFP8_ERROR_INVALID_ARGUMENT;
+  if (st != want) {
+    std::fprintf(stderr, "fuzz_hostile: status %d, expected %d\n", st, want);
+    wrong("mxfp8_quantize_options: the status does not follow the struct");
+  }
+  if (st != MXFP8_OK) {
+    for (uint8_t b : qv) if (b != 0xEE) wrong("a refused quantize wrote values");
+    for (uint8_t b : qs) if (b != 0xEE) wrong("a refused quantize wrote scales");
+    return;
+  }
+  // The same fields through a struct of exactly this build's size give the same bytes.
+  mxfp8_quantize_options plain = o;
+  plain.struct_size = sizeof plain;
+  std::vector<uint8_t> rv(qv.size()), rs(qs.size());
+  DLTensor rtv = flat_tensor(rv.data(), &vn), rts = flat_tensor(rs.data(), &scale_n);
+  if (mxfp8_quantize_into(&input, &plain, &rtv, &rts, nullptr, nullptr) != MXFP8_OK) wrong("the plain struct failed");
+  if (rv != qv || rs != qs) wrong("a newer struct with a zero tail quantized differently");
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -795,7 +1400,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   switch (in.byte() % 5) {
     case 0: section_allocator(in); break;
     case 1: section_overlap(in); break;
-    default: section_allocator(in); break;
+    case 2: section_empty(in); break;
+    case 3: section_edges(in); break;
+    default: section_options(in); break;
   }
   return 0;
 }

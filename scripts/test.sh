@@ -5,7 +5,7 @@
 #   2. an install into a temporary prefix, used by a find_package and a pkg-config consumer;
 #   3. the same C suite again under AddressSanitizer + UndefinedBehaviorSanitizer with leak detection,
 #      the threading and lifetime tests under ThreadSanitizer, and bounded libFuzzer runs (60 s each for
-#      the export and the quantize harness);
+#      the export, the quantize and the hostile-caller harness; a unit slower than 10 s fails);
 #   4. the Python tests (pytest), the demo (python -m mxfp8 demo) and the Python examples against
 #      `pip install .`;
 #   5. the Rust tests (cargo test --offline, the ABI probe required), the Rust docs without warnings, the
@@ -51,13 +51,14 @@ TSAN_OPTIONS=halt_on_error=1 ctest --test-dir build-tsan --output-on-failure -R 
 step "fuzzing the host path for ${MXFP8_FUZZ_SECONDS:=60} s per harness (libFuzzer + ASan + UBSan)"
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -DMXFP8_CUDA=OFF -DMXFP8_BUILD_FUZZERS=ON -DMXFP8_BUILD_TESTS=OFF \
   -DMXFP8_BUILD_EXAMPLES=OFF | grep -E "mxfp8"
-cmake --build build-fuzz --target fuzz_export fuzz_quantize -j "$jobs"
-for harness in export quantize; do
+cmake --build build-fuzz --target fuzz_export fuzz_quantize fuzz_hostile -j "$jobs"
+for harness in export quantize hostile; do
   seeds=fuzz/corpus; [ "$harness" = quantize ] && seeds=fuzz/corpus_quantize
+  [ "$harness" = hostile ] && seeds=fuzz/corpus_hostile
   corpus=$(mktemp -d)
   cp "$seeds"/* "$corpus"/
   echo "fuzz_$harness:"
-  build-fuzz/fuzz/fuzz_$harness "$corpus" -max_total_time="$MXFP8_FUZZ_SECONDS" -print_final_stats=1 \
+  build-fuzz/fuzz/fuzz_$harness "$corpus" -max_total_time="$MXFP8_FUZZ_SECONDS" -timeout=10 -print_final_stats=1 \
     -artifact_prefix=build-fuzz/ 2>&1 | grep -E "^(stat::number_of_executed_units|stat::new_units_added)|ERROR|SUMMARY|Done|fuzz_"
   rm -rf "$corpus"
 done

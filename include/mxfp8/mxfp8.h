@@ -612,8 +612,10 @@ MXFP8_API mxfp8_status mxfp8_grouped_export_stacked(const mxfp8_grouped_tensor *
  *
  *   swizzled: contiguous, uint8 or e8m0, exactly roundup(R, 128) * roundup(C, 4) bytes (any shape).
  *   compact:  the R x C destination, uint8 or e8m0, same device; its shape gives R and C (leading dims
- *             flattened into rows). Any non-negative strides: strides (1, R) on a (C, R)-shaped view of
- *             a (R, C) buffer write the transpose, which is how columnwise scales come out.
+ *             flattened into rows). Any non-negative strides that give every element a byte of its
+ *             own: strides (1, R) on this (R, C) shape write the transpose into a (C, R) row-major
+ *             buffer, which is how columnwise scales come out. Strides under which two elements
+ *             would share a byte (e.g. (0, 1)) are refused.
  *
  * CUDA buffers: the kernel is queued on `stream` (NULL: legacy default); the call does not wait.
  * Host buffers: done when the call returns. `swizzled` is never written. */

@@ -25,6 +25,9 @@ Operands check_pair(const DLTensor *compact, const DLTensor *swizzled, const cha
   check_scale_dtype(*compact, compact_name);
   memory_of(compact->device, compact_name);  // a device type the library cannot touch fails here
   const ByteMatrix m = as_byte_matrix(*compact, compact_name, /*any_strides=*/true);
+  if (compact_written && !elements_distinct(m))
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, compact_name, ": strides ", format_shape(compact->strides, compact->ndim),
+         " give some of its ", m.rows, " x ", m.cols, " elements the same byte: an output needs a byte per element");
   const int64_t padded_rows = checked_round_up(m.rows, kTileRows, "the swizzled scales' padded row count");
   const int64_t padded_cols = checked_round_up(m.cols, kTileCols, "the swizzled scales' padded column count");
   const int64_t needed = checked_mul(padded_rows, padded_cols, "swizzled scale size");

@@ -75,6 +75,9 @@ void check_allocated(const DLManagedTensorVersioned &m, const DLTensor &prototyp
   const DLTensor &t = m.dl_tensor;
   if (t.ndim != prototype.ndim) bad("a tensor of ndim ", t.ndim);
   if (t.ndim > 0 && !t.shape) bad("a NULL shape");
+  // The prototype's arrays are ours and live only for this call: an output pointing at them would dangle.
+  if (t.ndim > 0 && t.shape == prototype.shape) bad("the prototype's shape array as its own (it must own its shape)");
+  if (t.ndim > 0 && t.strides && t.strides == prototype.strides) bad("the prototype's strides as its own");
   for (int32_t i = 0; i < t.ndim; ++i)
     if (t.shape[i] != prototype.shape[i]) bad("shape ", format_shape(t.shape, t.ndim));
   if (t.dtype.bits != 8 || t.dtype.lanes != 1 || (t.dtype.code != kDLUInt && t.dtype.code != prototype.dtype.code))

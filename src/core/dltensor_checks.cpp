@@ -1,5 +1,7 @@
 #include "core/dltensor_checks.hpp"
 
+#include <utility>
+
 #include "core/error.hpp"
 #include "core/shape.hpp"
 
@@ -175,6 +177,18 @@ void check_version(const DLManagedTensorVersioned &m, const char *name) {
 }
 
 uint8_t *byte_pointer(const DLTensor &t) { return static_cast<uint8_t *>(t.data) + t.byte_offset; }
+
+bool elements_distinct(const ByteMatrix &m) {
+  struct Axis {
+    int64_t size, stride;
+  };
+  if (m.rows == 0 || m.cols == 0) return true;  // no elements, nothing to share
+  Axis a{m.rows, m.row_stride}, b{m.cols, m.col_stride};
+  if (a.size <= 1) return b.size <= 1 || b.stride >= 1;
+  if (b.size <= 1) return a.stride >= 1;
+  if (a.stride > b.stride) std::swap(a, b);
+  return a.stride >= 1 && b.stride / a.size >= a.stride;  // b.stride >= a.stride * a.size, without overflow
+}
 
 ByteMatrix as_byte_matrix(const DLTensor &t, const char *name, bool any_strides) {
   const int64_t numel = checked_numel(t, name);

@@ -60,6 +60,11 @@ int64_t checked_numel(const DLTensor &t, const char *name);
 bool is_compact(const DLTensor &t);
 uint8_t *byte_pointer(const DLTensor &t);
 
+// Whether every element of `m` has a byte of its own. For a destination with arbitrary strides (a
+// transposed write): the smaller stride must be at least 1 and the larger must step over a whole run of
+// the smaller one (interleaved strides that happen to be distinct are refused too: simpler to say).
+bool elements_distinct(const ByteMatrix &m);
+
 // A scale buffer as rows x cols bytes: leading dimensions are flattened into rows, the last one must
 // have stride 1 (unless `any_strides`, used for low-level destinations that may write a transpose).
 ByteMatrix as_byte_matrix(const DLTensor &t, const char *name, bool any_strides);

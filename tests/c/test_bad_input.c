@@ -473,7 +473,8 @@ static void test_bad_dequantize_input(void **state) {
  * exactly once. */
 enum {
   H_NULL_SHAPE, H_NDIM_PLUS_ONE_NULL_SHAPE, H_HUGE_NDIM, H_VERSION_0, H_VERSION_2, H_DTYPE_FLOAT32, H_OTHER_DEVICE,
-  H_STRIDED, H_NULL_DATA, H_READ_ONLY, H_WRONG_SHAPE, H_FAILS_WITH_GARBAGE, H_OVER_SOURCE, H_OFFSET_PAST_END
+  H_STRIDED, H_NULL_DATA, H_READ_ONLY, H_WRONG_SHAPE, H_FAILS_WITH_GARBAGE, H_OVER_SOURCE, H_OFFSET_PAST_END,
+  H_BORROWED_SHAPE
 };
 static int hostile_mode, hostile_made, hostile_deleted;
 static void *hostile_target; /* H_OVER_SOURCE: the bytes the result points at */
@@ -523,6 +524,10 @@ static int hostile_allocator(DLTensor *prototype, DLManagedTensorVersioned **out
     case H_WRONG_SHAPE: t->shape[0] += 1; break;
     case H_OVER_SOURCE: d->data = hostile_target; break;
     case H_OFFSET_PAST_END: d->byte_offset = UINT64_MAX - 8; break;
+    /* A naive allocator copies the prototype, shape pointer included: the library's array, which is
+     * freed when the call returns, so the output's shape would dangle (ASan: heap-use-after-free on the
+     * caller's first read of it). Found while writing fuzz/fuzz_hostile.cpp; the library accepted it. */
+    case H_BORROWED_SHAPE: d->shape = prototype->shape; break;
     default: break;
   }
   hostile_made++;
@@ -569,6 +574,7 @@ ALLOCATOR_CASE(h_alloc_wrong_shape, H_WRONG_SHAPE)
 ALLOCATOR_CASE(h_alloc_fails_garbage, H_FAILS_WITH_GARBAGE)
 ALLOCATOR_CASE(h_alloc_over_source, H_OVER_SOURCE)
 ALLOCATOR_CASE(h_alloc_offset_past_end, H_OFFSET_PAST_END)
+ALLOCATOR_CASE(h_alloc_borrowed_shape, H_BORROWED_SHAPE)
 
 /* mxfp8_quantize of a float32 (64, 64) input through a hostile allocator. */
 static mxfp8_status hostile_quantize_through_allocator(int mode, int *untouched) {
@@ -648,13 +654,8 @@ static mxfp8_status create_data_and_swizzled(int64_t m, int64_t k, int columnwis
   uint8_t bytes[512];
   memset(bytes, 7, sizeof bytes);
   int64_t shape[2] = {m, k}, sshape[1] = {512};
-  DLManagedTensorVersioned data, scales;
-  memset(&data, 0, sizeof data);
-  data.version.major = DLPACK_MAJOR_VERSION;
-  data.version.minor = DLPACK_MINOR_VERSION;
-  scales = data;
-  data.dl_tensor = (DLTensor){bytes, {kDLCPU, 0}, 2, {kDLUInt, 8, 1}, shape, NULL, 0};
-  scales.dl_tensor = (DLTensor){bytes, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, sshape, NULL, 0};
+  DLManagedTensorVersioned data = borrowed_bytes(bytes, kDLCPU, 2, shape);
+  DLManagedTensorVersioned scales = borrowed_bytes(bytes, kDLCPU, 1, sshape);
   mxfp8_tensor_desc desc = MXFP8_TENSOR_DESC_INIT;
   desc.scale_layout = MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED;
   *(columnwise ? &desc.columnwise_data : &desc.rowwise_data) = &data;
@@ -670,13 +671,8 @@ static mxfp8_status h_cols_int64_max(int *u) { return create_data_and_swizzled(1
 static mxfp8_status grouped_with_rows(const int64_t *expert_rows, int64_t uniform_rows, int *untouched) {
   uint8_t bytes[64];
   int64_t vshape[1] = {0}, sshape[1] = {64};
-  DLManagedTensorVersioned data, scales;
-  memset(&data, 0, sizeof data);
-  data.version.major = DLPACK_MAJOR_VERSION;
-  data.version.minor = DLPACK_MINOR_VERSION;
-  scales = data;
-  data.dl_tensor = (DLTensor){bytes, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, vshape, NULL, 0};
-  scales.dl_tensor = (DLTensor){bytes, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, sshape, NULL, 0};
+  DLManagedTensorVersioned data = borrowed_bytes(bytes, kDLCPU, 1, vshape);
+  DLManagedTensorVersioned scales = borrowed_bytes(bytes, kDLCPU, 1, sshape);
   mxfp8_grouped_desc desc = MXFP8_GROUPED_DESC_INIT;
   desc.num_experts = 2;
   desc.cols = 64;
@@ -806,6 +802,25 @@ static mxfp8_status swizzle_in_place(int unswizzle, int *untouched) {
 }
 static mxfp8_status h_swizzle_in_place(int *u) { return swizzle_in_place(0, u); }
 static mxfp8_status h_unswizzle_in_place(int *u) { return swizzle_in_place(1, u); }
+
+/* A destination whose own elements share bytes: with row stride 0 (or strides (1, 1)) the rows of the
+ * unswizzled matrix land on each other, the last write wins on the host and a race decides on the GPU.
+ * Found by fuzz/fuzz_hostile.cpp's reasoning about strided outputs; the library accepted it. */
+static mxfp8_status unswizzle_into_strides(int64_t row_stride, int64_t col_stride, int *untouched) {
+  uint8_t swizzled[512], compact[16];
+  uint64_t rng = 11;
+  fill_random_scales(swizzled, sizeof swizzled, &rng);
+  memset(compact, POISON, sizeof compact);
+  int64_t cshape[2] = {2, 4}, cstrides[2] = {row_stride, col_stride}, sshape[1] = {512};
+  DLTensor c = {compact, {kDLCPU, 0}, 2, {kDLUInt, 8, 1}, cshape, cstrides, 0};
+  DLTensor s = {swizzled, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, sshape, NULL, 0};
+  const mxfp8_status st = mxfp8_unswizzle_scales(&s, &c, NULL);
+  *untouched = 1;
+  for (size_t i = 0; i < sizeof compact; ++i) *untouched &= compact[i] == POISON;
+  return st;
+}
+static mxfp8_status h_unswizzle_rows_share_bytes(int *u) { return unswizzle_into_strides(0, 1, u); }
+static mxfp8_status h_unswizzle_elements_share_bytes(int *u) { return unswizzle_into_strides(1, 1, u); }
 
 static mxfp8_status h_dequantize_onto_values(int *untouched) {
   made_tensor m;
@@ -1162,6 +1177,7 @@ static const hostile_case kHostileCases[] = {
     {"mxfp8_export_components", "allocator fails and leaves garbage in *out", h_alloc_fails_garbage, MXFP8_ERROR_OUT_OF_MEMORY, "MemoryError: no memory today"},
     {"mxfp8_export_components", "allocator returns the source's scale buffer", h_alloc_over_source, MXFP8_ERROR_INVALID_ARGUMENT, "overlap in memory"},
     {"mxfp8_export_components", "allocator returns a byte_offset past the address space", h_alloc_offset_past_end, MXFP8_ERROR_INVALID_ARGUMENT, "past the end of the address space"},
+    {"mxfp8_export_components", "allocator returns the prototype's own shape array", h_alloc_borrowed_shape, MXFP8_ERROR_INVALID_ARGUMENT, "the prototype's shape"},
     {"mxfp8_quantize", "allocator returns a NULL shape", h_quantize_alloc_null_shape, MXFP8_ERROR_INVALID_ARGUMENT, "returned a NULL shape"},
     {"mxfp8_quantize", "allocator returns the input's tail", h_quantize_alloc_over_input, MXFP8_ERROR_INVALID_ARGUMENT, "overlap in memory"},
     {"mxfp8_tensor_create", "a tensor of DLPack 0.x", h_version_0, MXFP8_ERROR_INVALID_ARGUMENT, "rowwise_scale_inv: DLPack version 0."},
@@ -1180,6 +1196,8 @@ static const hostile_case kHostileCases[] = {
     {"mxfp8_export_bucket", "a bucket over a source's values", h_bucket_over_values, MXFP8_ERROR_INVALID_ARGUMENT, "tensors[0] rowwise_data and bucket overlap in memory"},
     {"mxfp8_swizzle_scales", "in place (compact and swizzled share bytes)", h_swizzle_in_place, MXFP8_ERROR_INVALID_ARGUMENT, "overlap in memory"},
     {"mxfp8_unswizzle_scales", "in place (compact and swizzled share bytes)", h_unswizzle_in_place, MXFP8_ERROR_INVALID_ARGUMENT, "overlap in memory"},
+    {"mxfp8_unswizzle_scales", "a compact destination whose rows share bytes (strides (0, 1))", h_unswizzle_rows_share_bytes, MXFP8_ERROR_INVALID_ARGUMENT, "compact: strides (0, 1)"},
+    {"mxfp8_unswizzle_scales", "a compact destination whose elements share bytes (strides (1, 1))", h_unswizzle_elements_share_bytes, MXFP8_ERROR_INVALID_ARGUMENT, "compact: strides (1, 1)"},
     {"mxfp8_dequantize", "output over the tensor's own values", h_dequantize_onto_values, MXFP8_ERROR_INVALID_ARGUMENT, "overlap in memory"},
     {"mxfp8_dequantize", "output not aligned to its elements", h_dequantize_misaligned, MXFP8_ERROR_INVALID_ARGUMENT, "output: the data (data + byte_offset) is not aligned to its 4-byte elements"},
     {"mxfp8_export_components", "values and scales the same out-pointer", h_export_same_out_pointer, MXFP8_ERROR_INVALID_ARGUMENT, "values and scales point to the same place"},

@@ -1,7 +1,8 @@
 /* CUDA failures reported as the header promises: device memory the library cannot allocate is
  * MXFP8_ERROR_OUT_OF_MEMORY on every path that allocates (export copies, grouped copies, quantize
  * outputs, dequantize scratch, the 32x32 check's flag), a device id the process does not have is
- * MXFP8_ERROR_INVALID_ARGUMENT, nothing is written on failure, and the library works again afterwards.
+ * MXFP8_ERROR_INVALID_ARGUMENT, any other CUDA failure is MXFP8_ERROR_CUDA with CUDA's text, nothing is
+ * written on failure, and the library works again afterwards.
  * The failures are real: this process caps the library's device pool with MXFP8_DEVICE_POOL_LIMIT_BYTES
  * (set before the first call), and every request below is larger than the cap. Skips without a GPU. */
 #include <stdlib.h>
@@ -32,10 +33,8 @@ static mxfp8_tensor *make_swizzled(device_tensor *t) {
   t->shape[0] = kRows;
   t->shape[1] = 32 * kCols;
   t->scale_shape[0] = (int64_t)scales;
-  t->data.version.major = t->scales.version.major = DLPACK_MAJOR_VERSION;
-  t->data.version.minor = t->scales.version.minor = DLPACK_MINOR_VERSION;
-  t->data.dl_tensor = (DLTensor){t->d_values, {kDLCUDA, 0}, 2, {kDLUInt, 8, 1}, t->shape, NULL, 0};
-  t->scales.dl_tensor = (DLTensor){t->d_swizzled, {kDLCUDA, 0}, 1, {kDLUInt, 8, 1}, t->scale_shape, NULL, 0};
+  t->data = borrowed_bytes(t->d_values, kDLCUDA, 2, t->shape);
+  t->scales = borrowed_bytes(t->d_swizzled, kDLCUDA, 1, t->scale_shape);
   mxfp8_tensor_desc desc = MXFP8_TENSOR_DESC_INIT;
   desc.scale_layout = MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED;
   desc.rowwise_data = &t->data;
@@ -116,13 +115,8 @@ static void test_block_scale_check_reports_out_of_memory_when_the_pool_is_full(v
   CUDA_OK(cudaMalloc((void **)&d_scales, (size_t)kSmall * kSmall));
   CUDA_OK(cudaMemset(d_scales, 120, (size_t)kSmall * kSmall));
   int64_t shape[2] = {kSmall, 32 * kSmall}, sshape[1] = {(int64_t)kSmall * kSmall};
-  DLManagedTensorVersioned data, scales;
-  memset(&data, 0, sizeof data);
-  data.version.major = DLPACK_MAJOR_VERSION;
-  data.version.minor = DLPACK_MINOR_VERSION;
-  scales = data;
-  data.dl_tensor = (DLTensor){d_values, {kDLCUDA, 0}, 2, {kDLUInt, 8, 1}, shape, NULL, 0};
-  scales.dl_tensor = (DLTensor){d_scales, {kDLCUDA, 0}, 1, {kDLUInt, 8, 1}, sshape, NULL, 0};
+  DLManagedTensorVersioned data = borrowed_bytes(d_values, kDLCUDA, 2, shape);
+  DLManagedTensorVersioned scales = borrowed_bytes(d_scales, kDLCUDA, 1, sshape);
   mxfp8_tensor_desc desc = MXFP8_TENSOR_DESC_INIT;
   desc.scale_layout = MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED;
   desc.block = MXFP8_BLOCK_32X32;
@@ -177,6 +171,53 @@ static void test_a_device_that_does_not_exist_is_invalid_input(void **state) {
   CUDA_OK(cudaFree(d));
 }
 
+/* A CUDA failure the caller can really cause: the 32x32 block-scale check waits for its stream, which a
+ * stream being captured into a graph refuses. The call reports MXFP8_ERROR_CUDA with CUDA's own text,
+ * writes no output, and once the capture is ended the context works as before. */
+static void test_a_cuda_failure_is_reported_with_cudas_text_and_leaves_the_context_usable(void **state) {
+  (void)state;
+  REQUIRE_GPU();
+  enum { kSmall = 64 };
+  uint8_t *d_values = NULL, *d_scales = NULL;
+  CUDA_OK(cudaMalloc((void **)&d_values, (size_t)kSmall * 32 * kSmall));
+  CUDA_OK(cudaMalloc((void **)&d_scales, (size_t)ref_round_up(kSmall, 128) * kSmall));
+  CUDA_OK(cudaMemset(d_scales, 120, (size_t)ref_round_up(kSmall, 128) * kSmall));
+  int64_t shape[2] = {kSmall, 32 * kSmall}, sshape[1] = {ref_round_up(kSmall, 128) * kSmall};
+  DLManagedTensorVersioned data = borrowed_bytes(d_values, kDLCUDA, 2, shape);
+  DLManagedTensorVersioned scales = borrowed_bytes(d_scales, kDLCUDA, 1, sshape);
+  mxfp8_tensor_desc desc = MXFP8_TENSOR_DESC_INIT;
+  desc.scale_layout = MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED;
+  desc.block = MXFP8_BLOCK_32X32;
+  desc.rowwise_data = &data;
+  desc.rowwise_scale_inv = &scales;
+  mxfp8_tensor *t = NULL;
+  assert_int_equal(mxfp8_tensor_create(&desc, &t), MXFP8_OK);
+  cudaStream_t stream;
+  CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
+  o.scales_granularity = MXFP8_SCALES_PER_32X32;
+  o.stream = stream;
+  DLManagedTensorVersioned *b = (DLManagedTensorVersioned *)(uintptr_t)0xBAD;
+  CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  const mxfp8_status st = mxfp8_export_components(t, &o, NULL, &b);
+  cudaGraph_t graph = NULL;
+  const cudaError_t ended = cudaStreamEndCapture(stream, &graph); /* invalidated by the refused wait */
+  EXPECT(st == MXFP8_ERROR_CUDA, "status %d (%s)", st, mxfp8_last_error());
+  assert_last_error_contains("checking the 32x32 block scales: cuda");  /* our context, then CUDA's name */
+  EXPECT(b == (DLManagedTensorVersioned *)(uintptr_t)0xBAD, "output written on failure");
+  if (ended == cudaSuccess && graph) cudaGraphDestroy(graph);
+  (void)cudaGetLastError();
+  /* The same call outside a capture works. */
+  assert_int_equal(mxfp8_export_components(t, &o, NULL, &b), MXFP8_OK);
+  CUDA_OK(cudaStreamSynchronize(stream));
+  release_managed(b);
+  CUDA_OK(cudaStreamSynchronize(stream));
+  CUDA_OK(cudaStreamDestroy(stream));
+  mxfp8_tensor_release(t);
+  CUDA_OK(cudaFree(d_values));
+  CUDA_OK(cudaFree(d_scales));
+}
+
 #else
 static void test_every_allocating_path_reports_out_of_memory(void **state) { (void)state; REQUIRE_GPU(); }
 static void test_block_scale_check_reports_out_of_memory_when_the_pool_is_full(void **state) {
@@ -184,6 +225,10 @@ static void test_block_scale_check_reports_out_of_memory_when_the_pool_is_full(v
   REQUIRE_GPU();
 }
 static void test_a_device_that_does_not_exist_is_invalid_input(void **state) { (void)state; REQUIRE_GPU(); }
+static void test_a_cuda_failure_is_reported_with_cudas_text_and_leaves_the_context_usable(void **state) {
+  (void)state;
+  REQUIRE_GPU();
+}
 #endif
 
 int main(void) {
@@ -193,6 +238,7 @@ int main(void) {
       cmocka_unit_test(test_every_allocating_path_reports_out_of_memory),
       cmocka_unit_test(test_block_scale_check_reports_out_of_memory_when_the_pool_is_full),
       cmocka_unit_test(test_a_device_that_does_not_exist_is_invalid_input),
+      cmocka_unit_test(test_a_cuda_failure_is_reported_with_cudas_text_and_leaves_the_context_usable),
   };
   return cmocka_run_group_tests_name("CUDA failures", tests, NULL, NULL);
 }

@@ -121,12 +121,7 @@ static void test_empty_tensors_with_huge_dimensions_cost_nothing(void **state) {
   (void)state;
   const int64_t rows = (int64_t)1 << 40;
   int64_t shape[2] = {rows, 0}, swizzled_shape[1] = {0};
-  DLManagedTensorVersioned data, scales;
-  memset(&data, 0, sizeof data);
-  data.version.major = DLPACK_MAJOR_VERSION;
-  data.version.minor = DLPACK_MINOR_VERSION;
-  data.dl_tensor = (DLTensor){NULL, {kDLCPU, 0}, 2, {kDLUInt, 8, 1}, shape, NULL, 0};
-  scales = data;
+  DLManagedTensorVersioned data = borrowed_bytes(NULL, kDLCPU, 2, shape), scales = data;
   for (int layout = 0; layout < 2; ++layout) {
     scales.dl_tensor.shape = layout ? swizzled_shape : shape;
     scales.dl_tensor.ndim = layout ? 1 : 2;
@@ -208,13 +203,8 @@ static void test_empty_tensors_whose_strides_would_overflow(void **state) {
 
   /* mxfp8_export_components views (0, 2^62, 33) values and its scales, (0, 2^62, 2) rows of stride 2. */
   int64_t data_shape[3] = {0, big, 33}, scale_shape[2] = {0, 2};
-  DLManagedTensorVersioned data, scales;
-  memset(&data, 0, sizeof data);
-  data.version.major = DLPACK_MAJOR_VERSION;
-  data.version.minor = DLPACK_MINOR_VERSION;
-  scales = data;
-  data.dl_tensor = (DLTensor){NULL, {kDLCPU, 0}, 3, {kDLUInt, 8, 1}, data_shape, NULL, 0};
-  scales.dl_tensor = (DLTensor){NULL, {kDLCPU, 0}, 2, {kDLUInt, 8, 1}, scale_shape, NULL, 0};
+  DLManagedTensorVersioned data = borrowed_bytes(NULL, kDLCPU, 3, data_shape);
+  DLManagedTensorVersioned scales = borrowed_bytes(NULL, kDLCPU, 2, scale_shape);
   mxfp8_tensor_desc desc = MXFP8_TENSOR_DESC_INIT;
   desc.rowwise_data = &data;
   desc.rowwise_scale_inv = &scales;

@@ -46,6 +46,21 @@ void fill_quantize_input(void *buf, int type, size_t n, uint64_t *state) {
   }
 }
 
+DLManagedTensorVersioned borrowed_bytes(void *data, DLDeviceType device_type, int32_t ndim, int64_t *shape) {
+  DLManagedTensorVersioned m;
+  memset(&m, 0, sizeof m);
+  m.version.major = DLPACK_MAJOR_VERSION;
+  m.version.minor = DLPACK_MINOR_VERSION;
+  m.dl_tensor.data = data;
+  m.dl_tensor.device.device_type = device_type;
+  m.dl_tensor.ndim = ndim;
+  m.dl_tensor.dtype.code = kDLUInt;
+  m.dl_tensor.dtype.bits = 8;
+  m.dl_tensor.dtype.lanes = 1;
+  m.dl_tensor.shape = shape;
+  return m;
+}
+
 void test_tensor_count_deleter(DLManagedTensorVersioned *self) {
   test_tensor *t = (test_tensor *)self->manager_ctx;
   t->deleter_calls++;

@@ -60,6 +60,10 @@ uint8_t read_through_strides(const DLTensor *t, int64_t index);
 /* Fails the test, printing the library's message, unless mxfp8_last_error() contains `needle`. */
 void assert_last_error_contains(const char *needle);
 
+/* A borrowed (NULL deleter) uint8 tensor of this header's DLPack version: `data` on device 0 of
+ * `device_type`, with `ndim` dimensions from `shape` (kept by the caller), row-major. */
+DLManagedTensorVersioned borrowed_bytes(void *data, DLDeviceType device_type, int32_t ndim, int64_t *shape);
+
 /* Releases an exported tensor (calls its deleter once); NULL is fine. */
 void release_managed(DLManagedTensorVersioned *m);
 

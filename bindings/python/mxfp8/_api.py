@@ -1,9 +1,14 @@
-"""The Python API: argument names in, C library calls out. Every check is the C library's."""
+"""The Python API: argument names in, C library calls out. Layouts, shapes, dtypes and sizes are the C
+library's to check; Python types and devices (before any __dlpack__ call) are checked in _args."""
 from __future__ import annotations
 
 from typing import Any, NamedTuple, Optional, Sequence
 
-from . import _mxfp8
+from . import _args, _mxfp8
+from ._args import choice as _choice
+from ._args import flag as _flag
+from ._args import has_exchange_api as _has_exchange_api
+from ._args import inputs as _inputs
 
 _FORMATS = {"e4m3": 1, "e5m2": 2}
 _DIRECTIONS = {"rowwise": 0, "columnwise": 1}
@@ -11,7 +16,6 @@ _VALUES_DTYPES = {"fp8": 0, "uint8": 1}
 _SCALES_DTYPES = {"uint8": 0, "e8m0": 1}
 _BLOCKS = {"1x32": 0, "32x32": 1}
 _GROUPED_SCALES = {"padded": 0, "compact": 1}
-_CUDA_DEVICES = (2, 13)  # kDLCUDA, kDLCUDAManaged
 
 
 class Components(NamedTuple):
@@ -24,37 +28,6 @@ class Components(NamedTuple):
 
     values: Any
     scales: Any
-
-
-def _choice(name: str, value: str, table: dict) -> int:
-    try:
-        return table[value]
-    except (KeyError, TypeError):
-        raise ValueError(f"{name} must be one of {sorted(table)}, got {value!r}") from None
-
-
-def _torch_module(obj: Any):
-    module = type(obj).__module__
-    if module.startswith("torch"):
-        import torch
-
-        if isinstance(obj, torch.Tensor):
-            return torch
-    return None
-
-
-def _stream_pointer(stream: Any, torch, data: Any, cuda: bool) -> int:
-    """A cudaStream_t as an int: from torch/CuPy stream objects, ints, or torch's current stream."""
-    if not cuda:
-        if stream is not None:
-            raise ValueError("stream is only meaningful for CUDA tensors")
-        return 0
-    if stream is None:
-        return torch.cuda.current_stream(data.device).cuda_stream if torch is not None else 0
-    for attribute in ("cuda_stream", "ptr"):  # torch.cuda.Stream, cupy.cuda.Stream
-        if hasattr(stream, attribute):
-            return int(getattr(stream, attribute))
-    return int(stream)
 
 
 def export_components(
@@ -96,68 +69,72 @@ def export_components(
         numpy.from_dlpack).
 
     Raises:
-        ValueError: bad input, or no data for `direction`; TypeError: an unsupported device or object;
-        RuntimeError: a CUDA failure. Messages come from the C library.
+        ValueError: bad input, or no data for `direction`, or data and scale_inv on different devices
+        (checked before either is asked for its DLPack capsule), or a DLPack tensor of another major
+        version; TypeError: an unsupported device or object, or an argument of the wrong Python type
+        (swizzled and contiguous must be bools, shape a sequence of ints); RuntimeError: a CUDA failure.
+        Messages come from the C library, or name the Python argument for what only Python sees.
     """
-    torch, cuda, stream_ptr = _inputs(stream, data=data, scale_inv=scale_inv)
+    # The common case (torch tensors, no explicit stream, plain arguments) runs in the extension alone.
+    if stream is None and _has_exchange_api(data):
+        done = _mxfp8.export_components_fast(data, scale_inv, shape, fp8_dtype, swizzled, direction, values_dtype,
+                                             scales_dtype, contiguous, block, stream)
+        if done is not NotImplemented:
+            return Components(*done)
+    inputs = _inputs(stream, data=data, scale_inv=scale_inv)
     block_scales = _choice("block", block, _BLOCKS) == 1
-    tensor = _tensor(data, scale_inv, shape, fp8_dtype, swizzled, direction, block, _dlpack_stream(stream_ptr, cuda))
+    vd = _choice("values_dtype", values_dtype, _VALUES_DTYPES)
+    sd = _choice("scales_dtype", scales_dtype, _SCALES_DTYPES)
+    contiguous = _flag("contiguous", contiguous)
+    tensor = _tensor(data, scale_inv, shape, fp8_dtype, swizzled, direction, block, inputs)
     values, scales = tensor.export_components(
         direction=_DIRECTIONS[direction],
-        values_dtype=_choice("values_dtype", values_dtype, _VALUES_DTYPES),
-        scales_dtype=_choice("scales_dtype", scales_dtype, _SCALES_DTYPES),
-        contiguous=bool(contiguous),
+        values_dtype=vd,
+        scales_dtype=sd,
+        contiguous=contiguous,
         block_scales=block_scales,
-        stream=stream_ptr,
-        allocator=_torch_allocator(torch, data),
+        stream=inputs.stream,
+        allocator=_torch_allocator(inputs.torch, data),
     )
-    return _components(torch, values, scales)
+    return _components(inputs.torch, values, scales)
 
 
-def _tensor(data, scale_inv, shape, fp8_dtype, swizzled, direction, block, dlpack_stream) -> _mxfp8.Tensor:
+def _tensor(data, scale_inv, shape, fp8_dtype, swizzled, direction, block, inputs,
+            names=("data", "scale_inv")) -> _mxfp8.Tensor:
     """The library's handle on one direction's data and scale_inv (which it checks)."""
     prefix = "rowwise" if _choice("direction", direction, _DIRECTIONS) == 0 else "columnwise"
     return _mxfp8.Tensor(
         **{f"{prefix}_data": data, f"{prefix}_scale_inv": scale_inv},
-        shape=None if shape is None else [int(d) for d in shape],
+        shape=None if shape is None else _args.shape("shape", shape),
         format=_choice("fp8_dtype", fp8_dtype, _FORMATS),
-        swizzled=bool(swizzled),
+        swizzled=_flag("swizzled", swizzled),
         block=_choice("block", block, _BLOCKS),
-        stream=dlpack_stream,
+        stream=inputs.dlpack_stream,
+        data_name=names[0],
+        scale_inv_name=names[1],
+        exchange=inputs.exchange,
     )
 
 
-def _inputs(stream: Any, **objects: Any):
-    """Checks the named inputs are DLPack producers; returns (torch module or None, on CUDA, stream
-    pointer), decided by the first."""
-    for name, obj in objects.items():
-        if not hasattr(obj, "__dlpack__") or not hasattr(obj, "__dlpack_device__"):
-            raise TypeError(f"{name}: expected an object with __dlpack__ (torch, JAX, CuPy, NumPy), got {type(obj).__name__}")
-    first = next(iter(objects.values()))
-    torch = _torch_module(first)
-    device_type, _ = first.__dlpack_device__()
-    cuda = device_type in _CUDA_DEVICES
-    return torch, cuda, _stream_pointer(stream, torch, first, cuda)
-
-
-def _dlpack_stream(stream_ptr: int, cuda: bool):
-    """The stream argument for a producer's __dlpack__: 1 names the legacy default stream; None is for
-    host memory."""
-    return (stream_ptr or 1) if cuda else None
-
-
 def _torch_allocator(torch, data):
-    """With torch inputs, copies come from PyTorch's caching allocator on the data's device."""
+    """With torch inputs, copies come from PyTorch's caching allocator on the data's device; pinned
+    when the library asks for kDLCUDAHost memory (the device of a pinned input, where torch says so)."""
     if torch is None:
         return None
     device = data.device
-    return lambda shape, _dl_device: torch.empty(shape, dtype=torch.uint8, device=device)
+    return lambda shape, dl_device: torch.empty(shape, dtype=torch.uint8, device=device,
+                                                pin_memory=dl_device[0] == _args.KDL_CUDA_HOST)
 
 
 def _components(torch, values, scales) -> Components:
-    if torch is not None:
-        return Components(torch.from_dlpack(values), torch.from_dlpack(scales))
-    return Components(values, scales)
+    """Torch tensors for torch inputs (already so when they came through the exchange API)."""
+    return Components(_as_torch(torch, values), _as_torch(torch, scales))
+
+
+def _as_torch(torch, result):
+    if torch is not None and isinstance(result, _mxfp8.Array):
+        return torch.from_dlpack(result)
+    return result
 
 
 def export_grouped(
@@ -190,12 +167,21 @@ def export_grouped(
             vLLM's MoE layers load; one launch for all experts); else a list of per-expert Components.
         Other arguments as export_components.
     """
-    torch, cuda, stream_ptr = _inputs(stream, data=data, scale_inv=scale_inv)
-    k = int(data.shape[-1])
+    inputs = _inputs(stream, data=data, scale_inv=scale_inv)
+    num_experts = _args.integer("num_experts", num_experts, 1, _args.INT32_MAX)
+    k = _args.last_dimension("data", data)
+    expert_rows = _args.sequence_of_ints("expert_rows", expert_rows)
+    scale_offsets = _args.sequence_of_ints("scale_offsets", scale_offsets)
+    format_code = _choice("fp8_dtype", fp8_dtype, _FORMATS)
+    swizzled = _flag("swizzled", swizzled)
+    packing = _choice("scales", scales, _GROUPED_SCALES)
+    stacked = _flag("stacked", stacked)
+    vd = _choice("values_dtype", values_dtype, _VALUES_DTYPES)
+    sd = _choice("scales_dtype", scales_dtype, _SCALES_DTYPES)
     uniform_rows = 0
     if expert_rows is None:
         total = 1
-        for d in data.shape[:-1]:
+        for d in tuple(data.shape)[:-1]:
             total *= int(d)
         if total % num_experts:
             raise ValueError(f"{total} rows do not split into {num_experts} equal experts: pass expert_rows")
@@ -203,26 +189,25 @@ def export_grouped(
     grouped = _mxfp8.Grouped(
         data=data,
         scale_inv=scale_inv,
-        num_experts=int(num_experts),
+        num_experts=num_experts,
         cols=k,
-        expert_rows=None if expert_rows is None else [int(r) for r in expert_rows],
+        expert_rows=expert_rows,
         uniform_rows=uniform_rows,
-        scale_offsets=None if scale_offsets is None else [int(o) for o in scale_offsets],
-        format=_choice("fp8_dtype", fp8_dtype, _FORMATS),
-        swizzled=bool(swizzled),
-        packing=_choice("scales", scales, _GROUPED_SCALES),
-        stream=_dlpack_stream(stream_ptr, cuda),
+        scale_offsets=scale_offsets,
+        format=format_code,
+        swizzled=swizzled,
+        packing=packing,
+        stream=inputs.dlpack_stream,
+        exchange=inputs.exchange,
     )
-    vd = _choice("values_dtype", values_dtype, _VALUES_DTYPES)
-    sd = _choice("scales_dtype", scales_dtype, _SCALES_DTYPES)
-    allocator = _torch_allocator(torch, data)
+    allocator = _torch_allocator(inputs.torch, data)
     if stacked:
-        return _components(torch, *grouped.export_stacked(values_dtype=vd, scales_dtype=sd, stream=stream_ptr,
-                                                          allocator=allocator))
+        return _components(inputs.torch, *grouped.export_stacked(values_dtype=vd, scales_dtype=sd,
+                                                                 stream=inputs.stream, allocator=allocator))
     parts = []
     for e in range(num_experts):
-        parts.append(_components(torch, *grouped.expert(e).export_components(
-            values_dtype=vd, scales_dtype=sd, stream=stream_ptr, allocator=allocator)))
+        parts.append(_components(inputs.torch, *grouped.expert(e).export_components(
+            values_dtype=vd, scales_dtype=sd, stream=inputs.stream, allocator=allocator)))
     return parts
 
 
@@ -253,6 +238,6 @@ def export_te(t: Any, direction: str = "rowwise") -> Components:
         scale_inv,
         shape=tuple(data.shape),
         fp8_dtype=fp8_dtype,
-        swizzled=bool(getattr(t, "_with_gemm_swizzled_scales", False)),
+        swizzled=bool(getattr(t, "_with_gemm_swizzled_scales", False)),  # TE's own bool (or None)
         direction=prefix,
     )

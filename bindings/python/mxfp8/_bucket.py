@@ -2,12 +2,14 @@
 manifest a receiver needs to rebuild them; and the scale swizzle both ways for the import side."""
 from __future__ import annotations
 
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Tuple
 
-from . import _mxfp8
-from ._api import _CUDA_DEVICES, _DIRECTIONS, _FORMATS, Components, _choice, _dlpack_stream, _inputs
+from . import _args, _mxfp8
+from ._api import _DIRECTIONS, _FORMATS, Components, _choice, _flag, _has_exchange_api, _inputs
 
-_FP8_CODES = {"e4m3": 10, "e5m2": 12}  # DLPack kDLFloat8_e4m3fn, kDLFloat8_e5m2
+_SPEC_KEYS = ("data", "scale_inv", "fp8_dtype", "swizzled", "shape")
+_MANIFEST_KEYS = ("name", "shape", "fp8_dtype", "values_offset", "values_bytes", "scales_offset", "scales_bytes",
+                  "scales_shape")
 
 
 def _numel(shape) -> int:
@@ -15,6 +17,56 @@ def _numel(shape) -> int:
     for d in shape:
         n *= int(d)
     return n
+
+
+def _ceil_div(n: int, d: int) -> int:
+    return -(-n // d)
+
+
+def _compact_scales_shapes(shape) -> Tuple[tuple, tuple]:
+    """The compact scale shapes of a tensor of `shape`: rowwise (*lead, ceil(K/32)), columnwise
+    (ceil(M/32), K)."""
+    m = _numel(shape[:-1])
+    return (*shape[:-1], _ceil_div(shape[-1], 32)), (_ceil_div(m, 32), shape[-1])
+
+
+class _Spec:
+    """One entry of export_bucket's `tensors`, its keys checked."""
+
+    def __init__(self, name: Any, spec: Any):
+        where = f"tensors[{name!r}]"
+        if not isinstance(spec, Mapping):
+            raise TypeError(f"{where} must be a dict with 'data' and 'scale_inv', got {type(spec).__name__}")
+        unknown = [k for k in spec if k not in _SPEC_KEYS]
+        if unknown:
+            raise ValueError(f"{where} has an unknown key {unknown[0]!r} (known: {', '.join(_SPEC_KEYS)})")
+        for key in ("data", "scale_inv"):
+            if spec.get(key) is None:
+                raise ValueError(f"{where} has no {key!r}")
+        self.name, self.where = name, where
+        self.data, self.scale_inv = spec["data"], spec["scale_inv"]
+        self.fp8_dtype = spec.get("fp8_dtype", "e4m3")
+        self.format = _choice(f"{where}['fp8_dtype']", self.fp8_dtype, _FORMATS)
+        self.swizzled = _flag(f"{where}['swizzled']", spec.get("swizzled", False))
+        given = spec.get("shape")
+        if given is not None:
+            self.shape = tuple(_args.shape(f"{where}['shape']", given))
+            if not self.shape:
+                raise ValueError(f"{where}['shape'] is empty: an MXFP8 tensor needs a last dimension K")
+        else:
+            self.shape = tuple(int(d) for d in self.data.shape)
+            if not self.shape:
+                raise ValueError(f"{where}['data'] is 0-dimensional: an MXFP8 tensor needs a last dimension K")
+
+    def packed_bytes(self, direction: int, alignment: int) -> int:
+        scales = _numel(_compact_scales_shapes(self.shape)[direction])
+        return _round_up(_numel(self.shape), alignment) + _round_up(scales, alignment)
+
+
+def _specs(tensors: Any) -> List[_Spec]:
+    if not isinstance(tensors, Mapping):
+        raise TypeError(f"tensors must be a dict name -> {{'data', 'scale_inv', ...}}, got {type(tensors).__name__}")
+    return [_Spec(name, spec) for name, spec in tensors.items()]
 
 
 def export_bucket(
@@ -29,11 +81,13 @@ def export_bucket(
 
     Args:
         tensors: name -> {"data": ..., "scale_inv": ..., and optionally "fp8_dtype" ("e4m3"), "swizzled"
-            (False), "shape"}: the arguments export_components takes, one direction's buffers.
+            (False), "shape"}: the arguments export_components takes, one direction's buffers. Other keys
+            are an error.
         direction: "rowwise" or "columnwise", for every tensor.
-        alignment: every part starts at a multiple of this many bytes.
-        bucket: a contiguous byte buffer to fill (torch, CuPy, NumPy...). None: a new one, torch.empty on
-            the tensors' device for torch inputs, numpy.empty for host memory.
+        alignment: every part starts at a multiple of this many bytes (a power of two).
+        bucket: a contiguous, writeable byte buffer to fill (torch, CuPy, NumPy...) on the tensors'
+            device. None: a new one, torch.empty on the tensors' device for torch inputs, numpy.empty
+            for host memory.
         stream: as for export_components.
 
     Returns:
@@ -41,52 +95,146 @@ def export_bucket(
         ("compact"), "values_offset", "values_bytes", "scales_offset", "scales_bytes", "scales_shape"} in
         bucket order (mxfp8.import_bucket writes it into engine parameters); the bucket can go through one
         CUDA IPC handle or one NCCL broadcast, and unpack_bucket rebuilds the parts on the other side.
+
+    Raises:
+        ValueError: bad input (messages name the tensor, e.g. tensors['w']['scale_inv']), tensors or the
+        bucket on different devices, a read-only bucket; TypeError: an argument of the wrong type.
     """
-    if not tensors:
+    return _export_bucket(tensors, direction, alignment, bucket, stream, "bucket")
+
+
+def _export_bucket(tensors, direction, alignment, bucket, stream, bucket_name: str):
+    """export_bucket, with errors about the bucket naming the caller's argument (`buffer` for
+    iter_buckets)."""
+    specs = _specs(tensors)
+    if not specs:
         raise ValueError("tensors is empty: nothing to pack")
     dir_code = _choice("direction", direction, _DIRECTIONS)
+    alignment = _args.power_of_two("alignment", alignment)
+    # Every device before any __dlpack__ call: the first tensor's data decides the device and the stream.
+    objects = {}
+    for spec in specs:
+        objects[f"{spec.where}['data']"] = spec.data
+        objects[f"{spec.where}['scale_inv']"] = spec.scale_inv
+    inputs = _inputs(stream, **objects)
+    if bucket is not None:
+        inputs.check_output(bucket_name, bucket)
+    prefix = "rowwise" if dir_code == 0 else "columnwise"
     handles, manifest = [], []
-    first = None
-    for name, spec in tensors.items():
-        data, scale_inv = spec["data"], spec["scale_inv"]
-        torch, cuda, stream_ptr = _inputs(stream, data=data, scale_inv=scale_inv)
-        first = first or (torch, cuda, stream_ptr, data)
-        fp8 = spec.get("fp8_dtype", "e4m3")
-        shape = tuple(int(d) for d in (spec.get("shape") or data.shape))
-        prefix = "rowwise" if dir_code == 0 else "columnwise"
-        handles.append(_mxfp8.Tensor(
-            **{f"{prefix}_data": data, f"{prefix}_scale_inv": scale_inv},
-            shape=list(shape), format=_choice("fp8_dtype", fp8, _FORMATS), swizzled=bool(spec.get("swizzled", False)),
-            stream=_dlpack_stream(stream_ptr, cuda)))
-        m = _numel(shape[:-1])
-        scales_shape = (*shape[:-1], -(-shape[-1] // 32)) if dir_code == 0 else (-(-m // 32), shape[-1])
+    for spec in specs:
+        try:
+            handles.append(_mxfp8.Tensor(
+                **{f"{prefix}_data": spec.data, f"{prefix}_scale_inv": spec.scale_inv},
+                shape=list(spec.shape), format=spec.format, swizzled=spec.swizzled, stream=inputs.dlpack_stream,
+                data_name=f"{spec.where}['data']", scale_inv_name=f"{spec.where}['scale_inv']",
+                exchange=inputs.exchange))
+        except (ValueError, TypeError) as e:  # the library's message, said of which tensor
+            if str(e).startswith(spec.where):
+                raise
+            raise type(e)(f"{spec.where}: {e}") from None
         # direction and scales_layout: what mxfp8.import_bucket needs to know about the parts.
-        manifest.append({"name": name, "shape": shape, "fp8_dtype": fp8, "scales_shape": scales_shape,
+        manifest.append({"name": spec.name, "shape": spec.shape, "fp8_dtype": spec.fp8_dtype,
+                         "scales_shape": _compact_scales_shapes(spec.shape)[dir_code],
                          "direction": direction, "scales_layout": "compact"})
-    plan, total = _mxfp8.bucket_plan(handles, direction=dir_code, alignment=int(alignment))
+    plan, total = _mxfp8.bucket_plan(handles, direction=dir_code, alignment=alignment)
     for entry, (vo, vb, so, sb) in zip(manifest, plan):
         entry.update(values_offset=vo, values_bytes=vb, scales_offset=so, scales_bytes=sb)
-    torch, cuda, stream_ptr, data = first
     if bucket is None:
-        if torch is not None:
-            bucket = torch.empty(total, dtype=torch.uint8, device=data.device)
-        elif not cuda:
+        if inputs.torch is not None:
+            bucket = inputs.torch.empty(total, dtype=inputs.torch.uint8, device=specs[0].data.device)
+        elif not inputs.cuda:
             import numpy
 
             bucket = numpy.empty(total, dtype=numpy.uint8)
         else:
             raise ValueError("pass bucket=: a CUDA buffer of at least %d bytes (no torch to allocate one)" % total)
-    _mxfp8.export_bucket(handles, plan, bucket, direction=dir_code, stream=stream_ptr,
-                         dlpack_stream=_dlpack_stream(stream_ptr, cuda))
+    _mxfp8.export_bucket(handles, plan, bucket, direction=dir_code, stream=inputs.stream,
+                         dlpack_stream=inputs.dlpack_stream, bucket_name=bucket_name)
     return bucket, manifest
+
+
+def _bucket_bytes(bucket: Any) -> int:
+    """The size of a 1-D contiguous byte buffer (NumPy, torch, CuPy)."""
+    dims = tuple(getattr(bucket, "shape", None) or ()) if hasattr(bucket, "shape") else None
+    if dims is None or len(dims) != 1:
+        raise ValueError(f"bucket must be a 1-D byte buffer, got shape {dims}")
+    dtype = getattr(bucket, "dtype", None)
+    itemsize = getattr(dtype, "itemsize", None)
+    if itemsize != 1:
+        raise ValueError(f"bucket must hold bytes (uint8), got dtype {dtype}")
+    stride = bucket.stride(0) if callable(getattr(bucket, "stride", None)) else getattr(bucket, "strides", (1,))[0]
+    if dims[0] > 1 and stride != 1:
+        raise ValueError(f"bucket must be contiguous, its stride is {stride}")
+    return int(dims[0])
+
+
+def _check_manifest(manifest: Any, size: int) -> List[dict]:
+    """Each entry against the bucket's `size` and the other entries: whole, typed, consistent with its
+    shape, inside the bucket, overlapping nothing. Returns the entries with Python ints and tuples."""
+    if isinstance(manifest, (str, bytes, Mapping)) or not hasattr(manifest, "__iter__"):
+        raise TypeError(f"manifest must be the list export_bucket returned, got {type(manifest).__name__}")
+    checked, parts, names = [], [], set()
+    for i, e in enumerate(manifest):
+        where = f"manifest[{i}]"
+        if not isinstance(e, Mapping):
+            raise TypeError(f"{where} must be a dict, got {type(e).__name__}")
+        for key in _MANIFEST_KEYS:
+            if key not in e:
+                raise ValueError(f"{where} has no {key!r}")
+        name = e["name"]
+        where = f"manifest[{i}] ({name!r})"
+        try:
+            duplicate = name in names
+        except TypeError:
+            raise TypeError(f"{where}: name must be hashable, got {type(name).__name__}") from None
+        if duplicate:
+            raise ValueError(f"{where}: the name appears twice")
+        names.add(name)
+        _choice(f"{where}: fp8_dtype", e["fp8_dtype"], _FORMATS)
+        shape = tuple(_args.shape(f"{where}: shape", e["shape"]))
+        scales_shape = tuple(_args.shape(f"{where}: scales_shape", e["scales_shape"]))
+        if not shape or any(d < 0 for d in shape):
+            raise ValueError(f"{where}: shape {shape} is not the shape of an MXFP8 tensor")
+        fields = {k: _args.integer(f"{where}: {k}", e[k], 0, _args.INT64_MAX)
+                  for k in ("values_offset", "values_bytes", "scales_offset", "scales_bytes")}
+        if fields["values_bytes"] != _numel(shape):
+            raise ValueError(f"{where}: values_bytes is {fields['values_bytes']} but shape {shape} holds "
+                             f"{_numel(shape)} values")
+        rowwise, columnwise = _compact_scales_shapes(shape)
+        if scales_shape not in (rowwise, columnwise):
+            raise ValueError(f"{where}: scales_shape {scales_shape} is not the compact scale shape of {shape} "
+                             f"({rowwise} rowwise, {columnwise} columnwise)")
+        if fields["scales_bytes"] != _numel(scales_shape):
+            raise ValueError(f"{where}: scales_bytes is {fields['scales_bytes']} but scales_shape {scales_shape} "
+                             f"holds {_numel(scales_shape)} scales")
+        for part in ("values", "scales"):
+            start, n = fields[f"{part}_offset"], fields[f"{part}_bytes"]
+            if start + n > size:
+                raise ValueError(f"{where}: {part}_offset {start} + {part}_bytes {n} runs past the end of the "
+                                 f"bucket ({size} bytes)")
+            if n:
+                parts.append((start, start + n, i, f"{where} {part}"))
+        checked.append(dict(e, shape=shape, scales_shape=scales_shape, **fields))
+    parts.sort()  # by start: if any two parts overlap, two neighbours do
+    for a, b in zip(parts, parts[1:]):
+        if b[0] < a[1]:
+            earlier, later = sorted((a, b), key=lambda p: p[2])  # name the later entry as the one that lies
+            raise ValueError(f"{later[3]} (bytes {later[0]} to {later[1]}) overlaps {earlier[3]} "
+                             f"(bytes {earlier[0]} to {earlier[1]})")
+    return checked
 
 
 def unpack_bucket(bucket: Any, manifest: List[Dict[str, Any]]) -> Dict[str, Components]:
     """Views of each tensor's values (float8 for torch, uint8 for NumPy) and compact uint8 scales inside
-    a bucket made by export_bucket. Nothing is copied: the views share the bucket's memory."""
+    a bucket made by export_bucket. Nothing is copied: the views share the bucket's memory.
+
+    The manifest is checked first (it may come from another process): every entry complete, its sizes
+    those of its shape and compact scale shape, its parts inside the bucket and overlapping no other part;
+    a ValueError names the entry and the field that is wrong, a TypeError a field of the wrong type."""
+    size = _bucket_bytes(bucket)
     module = type(bucket).__module__
     parts = {}
-    for e in manifest:
+    for e in _check_manifest(manifest, size):
         values = bucket[e["values_offset"]:e["values_offset"] + e["values_bytes"]]
         scales = bucket[e["scales_offset"]:e["scales_offset"] + e["scales_bytes"]]
         if module.startswith("torch"):
@@ -108,32 +256,49 @@ def _round_up(n: int, d: int) -> int:
 
 def swizzle_scales(compact: Any, out: Any = None, *, stream: Any = None) -> Any:
     """The cuBLAS 128x4 layout of a (R, C) compact scale matrix, padding zero: what a consumer that feeds
-    cuBLAS needs. `out`: roundup(R,128) * roundup(C,4) bytes; None: a new 1-D buffer like `compact`."""
-    torch, cuda, stream_ptr = _inputs(stream, compact=compact)
-    rows, cols = _numel(compact.shape[:-1]), int(compact.shape[-1])
-    n = _round_up(rows, 128) * _round_up(cols, 4)
+    cuBLAS needs. `out`: roundup(R,128) * roundup(C,4) writeable bytes on compact's device; None: a new
+    1-D buffer like `compact`."""
+    if stream is None and _has_exchange_api(compact):  # the common case, in the extension alone
+        done = _mxfp8.swizzle_fast(compact, out, True, None, None, stream)
+        if done is not NotImplemented:
+            return done
+    inputs = _inputs(stream, compact=compact)
+    cols = _args.last_dimension("compact", compact)
+    rows = _numel(tuple(compact.shape)[:-1])
     if out is None:
-        if torch is not None:
-            out = torch.empty(n, dtype=torch.uint8, device=compact.device)
+        n = _round_up(rows, 128) * _round_up(cols, 4)
+        if inputs.torch is not None:
+            out = inputs.torch.empty(n, dtype=inputs.torch.uint8, device=compact.device)
         else:
             import numpy
 
             out = numpy.empty(n, dtype=numpy.uint8)
-    _mxfp8.swizzle_pair(compact, out, True, stream=stream_ptr, dlpack_stream=_dlpack_stream(stream_ptr, cuda))
+    else:
+        inputs.check_output("out", out)
+    _mxfp8.swizzle_pair(compact, out, True, stream=inputs.stream, dlpack_stream=inputs.dlpack_stream)
     return out
 
 
 def unswizzle_scales(swizzled: Any, rows: int, cols: int, out: Any = None, *, stream: Any = None) -> Any:
-    """The (rows, cols) compact scale matrix held in a swizzled buffer."""
-    torch, cuda, stream_ptr = _inputs(stream, swizzled=swizzled)
+    """The (rows, cols) compact scale matrix held in a swizzled buffer (into `out`, writeable, on
+    swizzled's device, when given)."""
+    if stream is None and _has_exchange_api(swizzled):  # the common case, in the extension alone
+        done = _mxfp8.swizzle_fast(swizzled, out, False, rows, cols, stream)
+        if done is not NotImplemented:
+            return done
+    inputs = _inputs(stream, swizzled=swizzled)
+    rows = _args.integer("rows", rows, 0)
+    cols = _args.integer("cols", cols, 0)
     if out is None:
-        if torch is not None:
-            out = torch.empty((rows, cols), dtype=torch.uint8, device=swizzled.device)
+        if inputs.torch is not None:
+            out = inputs.torch.empty((rows, cols), dtype=inputs.torch.uint8, device=swizzled.device)
         else:
             import numpy
 
             out = numpy.empty((rows, cols), dtype=numpy.uint8)
-    _mxfp8.swizzle_pair(swizzled, out, False, stream=stream_ptr, dlpack_stream=_dlpack_stream(stream_ptr, cuda))
+    else:
+        inputs.check_output("out", out)
+    _mxfp8.swizzle_pair(swizzled, out, False, stream=inputs.stream, dlpack_stream=inputs.dlpack_stream)
     return out
 
 
@@ -153,36 +318,36 @@ def iter_buckets(
     buffer: the 1-D byte buffer to fill (shared memory, an IPC-registered allocation...); None: one is
     allocated as export_bucket does, and grown when a group needs more."""
     dir_code = _choice("direction", direction, _DIRECTIONS)
+    alignment = _args.power_of_two("alignment", alignment)
+    bucket_bytes = _args.integer("bucket_bytes", bucket_bytes, 1)
+    specs = _specs(tensors)  # every spec checked before the first bucket is filled
     group, size = {}, 0
     caller_buffer = buffer is not None
 
-    def packed(spec) -> int:
-        shape = tuple(int(d) for d in (spec.get("shape") or spec["data"].shape))
-        m = _numel(shape[:-1])
-        scales = m * -(-shape[-1] // 32) if dir_code == 0 else -(-m // 32) * shape[-1]
-        return _round_up(_numel(shape), alignment) + _round_up(scales, alignment)
-
     def flush():
         nonlocal buffer
-        total = sum(packed(s) for s in group.values())
+        total = sum(s.packed_bytes(dir_code, alignment) for s in group.values())
         if buffer is None or _numel(buffer.shape) < total:
             if caller_buffer:
                 raise ValueError(f"buffer holds {_numel(buffer.shape)} bytes, a bucket needs {total}: "
                                  "make it at least bucket_bytes and as large as the largest tensor")
             # let export_bucket allocate one of the right size, then keep it
-            bucket, manifest = export_bucket(group, direction=direction, alignment=alignment, stream=stream)
+            bucket, manifest = _export_bucket(tensors_of(group), direction, alignment, None, stream, "buffer")
             buffer = bucket
         else:
-            bucket, manifest = export_bucket(group, direction=direction, alignment=alignment, bucket=buffer[:total],
-                                             stream=stream)
+            bucket, manifest = _export_bucket(tensors_of(group), direction, alignment, buffer[:total], stream,
+                                              "buffer")
         return bucket, manifest
 
-    for name, spec in tensors.items():
-        n = packed(spec)
+    def tensors_of(group):
+        return {name: tensors[name] for name in group}
+
+    for spec in specs:
+        n = spec.packed_bytes(dir_code, alignment)
         if group and size + n > bucket_bytes:
             yield flush()
             group, size = {}, 0
-        group[name] = spec
+        group[spec.name] = spec
         size += n
     if group:
         yield flush()

@@ -28,39 +28,53 @@ class Tensor:
     def __init__(
         self, *, rowwise_data: Any = None, rowwise_scale_inv: Any = None, columnwise_data: Any = None,
         columnwise_scale_inv: Any = None, shape: Optional[Sequence[int]] = None, format: int = 1,
-        swizzled: bool = False, block: int = 0, stream: Optional[int] = None,
+        swizzled: bool = False, block: int = 0, stream: Optional[int] = None, data_name: Optional[str] = None,
+        scale_inv_name: Optional[str] = None, exchange: bool = False,
     ) -> None: ...
     def export_components(
         self, *, direction: int = 0, values_dtype: int = 0, scales_dtype: int = 0, contiguous: bool = True,
-        block_scales: bool = False, stream: int = 0,
+        block_scales: bool = False, stream: Optional[int] = None,
         allocator: Optional[Callable[[list[int], tuple[int, int]], Any]] = None,
-    ) -> tuple[Array, Array]: ...
+    ) -> tuple[Any, Any]: ...  # Arrays, or the framework's tensors (exchange mode)
 
 class Grouped:
     def __init__(
         self, *, data: Any, scale_inv: Any, num_experts: int, cols: int, expert_rows: Optional[Sequence[int]] = None,
         uniform_rows: int = 0, scale_offsets: Optional[Sequence[int]] = None, format: int = 1, swizzled: bool = False,
-        packing: int = 0, stream: Optional[int] = None,
+        packing: int = 0, stream: Optional[int] = None, exchange: bool = False,
     ) -> None: ...
     def expert(self, expert: int) -> Tensor: ...
     def export_stacked(
-        self, *, values_dtype: int = 0, scales_dtype: int = 0, stream: int = 0,
+        self, *, values_dtype: int = 0, scales_dtype: int = 0, stream: Optional[int] = None,
         allocator: Optional[Callable[[list[int], tuple[int, int]], Any]] = None,
-    ) -> tuple[Array, Array]: ...
+    ) -> tuple[Any, Any]: ...  # Arrays, or the framework's tensors (exchange mode)
 
 def bucket_plan(tensors: list[Tensor], direction: int = 0, alignment: int = 256) -> tuple[list[tuple[int, int, int, int]], int]: ...
 def export_bucket(
-    tensors: list[Tensor], plan: list[tuple[int, int, int, int]], bucket: Any, direction: int = 0, stream: int = 0,
-    dlpack_stream: Optional[int] = None,
+    tensors: list[Tensor], plan: list[tuple[int, int, int, int]], bucket: Any, direction: int = 0,
+    stream: Optional[int] = None,
+    dlpack_stream: Optional[int] = None, bucket_name: str = "bucket",
 ) -> None: ...
-def swizzle_pair(source: Any, destination: Any, swizzle: bool, stream: int = 0, dlpack_stream: Optional[int] = None) -> None: ...
+def swizzle_pair(
+    source: Any, destination: Any, swizzle: bool, stream: Optional[int] = None, dlpack_stream: Optional[int] = None,
+) -> None: ...
 def quantize(
     input: Any, *, format: int = 1, block: int = 0, rounding: int = 0, layout: int = 0, rowwise: bool = True,
-    columnwise: bool = False, values_dtype: int = 0, scales_dtype: int = 0, stream: int = 0,
+    columnwise: bool = False, values_dtype: int = 0, scales_dtype: int = 0, stream: Optional[int] = None,
     allocator: Optional[Callable[[list[int], tuple[int, int]], Any]] = None, dlpack_stream: Optional[int] = None,
     bfloat16_bits: bool = False,
-) -> tuple[Optional[Array], Optional[Array], Optional[Array], Optional[Array]]: ...
+) -> tuple[Any, Any, Any, Any]: ...  # Arrays, or the framework's tensors through its exchange API
 def dequantize(
-    tensor: Tensor, direction: int, output: Any, stream: int = 0, dlpack_stream: Optional[int] = None,
+    tensor: Tensor, direction: int, output: Any, stream: Optional[int] = None, dlpack_stream: Optional[int] = None,
     bfloat16_bits: bool = False,
 ) -> None: ...
+def has_exchange_api(obj: Any) -> bool: ...
+def taken_counts() -> dict[str, int]: ...
+def fast_exports() -> int: ...
+def export_components_fast(
+    data: Any, scale_inv: Any, shape: Any, fp8_dtype: Any, swizzled: Any, direction: Any, values_dtype: Any,
+    scales_dtype: Any, contiguous: Any, block: Any, stream: Any,
+) -> Any: ...  # (values, scales), or NotImplemented: the Python layer takes over
+def dequantize_fast(*args: Any) -> Any: ...  # the result, or NotImplemented: the Python layer takes over
+def quantize_fast(*args: Any) -> Any: ...
+def swizzle_fast(*args: Any) -> Any: ...

@@ -3,15 +3,17 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple, Optional, Sequence
 
-from . import _mxfp8
+from . import _args, _mxfp8
 from ._api import (
     _BLOCKS,
     _DIRECTIONS,
     _FORMATS,
     _SCALES_DTYPES,
     _VALUES_DTYPES,
+    _as_torch,
     _choice,
-    _dlpack_stream,
+    _flag,
+    _has_exchange_api,
     _inputs,
     _tensor,
     _torch_allocator,
@@ -63,7 +65,7 @@ def quantize(
         scales: "compact" ((*lead, ceil(K/32)) rowwise, (ceil(M/32), K) columnwise, (ceil(M/32),
             ceil(K/32)) for 32x32), "padded" (TE's allocation, padding zeroed) or "swizzled" (the same in
             the cuBLAS 128x4 layout, as TE's optimize_for_gemm stores it).
-        rowwise, columnwise: which directions to produce (at least one).
+        rowwise, columnwise: which directions to produce (bools; at least one).
         values_dtype: "fp8" or "uint8"; scales_dtype: "uint8" or "e8m0".
         stream: CUDA stream (torch/CuPy stream or int); default: torch's current stream for torch
             tensors, else the legacy default stream.
@@ -72,26 +74,36 @@ def quantize(
         Quantized(rowwise_data, rowwise_scale_inv, columnwise_data, columnwise_scale_inv): torch tensors
         for a torch input (allocated by PyTorch), else mxfp8.Array objects.
     """
-    torch, cuda, stream_ptr = _inputs(stream, x=x)
-    x, bfloat16_bits = _numpy_bfloat16_as_bits(x)
-    parts = _mxfp8.quantize(
-        x,
+    if stream is None and _has_exchange_api(x):  # the common case, in the extension alone
+        done = _mxfp8.quantize_fast(x, fp8_dtype, block, rounding, scales, rowwise, columnwise, values_dtype,
+                                    scales_dtype, stream)
+        if done is not NotImplemented:
+            return Quantized(*done)
+    inputs = _inputs(stream, x=x)
+    rowwise, columnwise = _flag("rowwise", rowwise), _flag("columnwise", columnwise)
+    if not rowwise and not columnwise:
+        raise ValueError("rowwise and columnwise are both False: ask for at least one direction")
+    options = dict(
         format=_choice("fp8_dtype", fp8_dtype, _FORMATS),
         block=_choice("block", block, _BLOCKS),
         rounding=_choice("rounding", rounding, _ROUNDINGS),
         layout=_choice("scales", scales, _SCALE_LAYOUTS),
-        rowwise=bool(rowwise),
-        columnwise=bool(columnwise),
         values_dtype=_choice("values_dtype", values_dtype, _VALUES_DTYPES),
         scales_dtype=_choice("scales_dtype", scales_dtype, _SCALES_DTYPES),
-        stream=stream_ptr,
-        allocator=_torch_allocator(torch, x),
-        dlpack_stream=_dlpack_stream(stream_ptr, cuda),
-        bfloat16_bits=bfloat16_bits,
     )
-    if torch is not None:
-        parts = tuple(None if p is None else torch.from_dlpack(p) for p in parts)
-    return Quantized(*parts)
+    x, bfloat16_bits = _numpy_bfloat16_as_bits(x)
+    torch = inputs.torch
+    parts = _mxfp8.quantize(
+        x,
+        rowwise=rowwise,
+        columnwise=columnwise,
+        stream=inputs.stream,
+        allocator=_torch_allocator(torch, x),
+        dlpack_stream=inputs.dlpack_stream,
+        bfloat16_bits=bfloat16_bits,
+        **options,
+    )
+    return Quantized(*(None if p is None else _as_torch(torch, p) for p in parts))
 
 
 def dequantize(
@@ -120,16 +132,28 @@ def dequantize(
 
     Returns:
         out, or the new array.
+
+    Raises:
+        ValueError: as export_components, and `out` on another device than data (checked before any
+        DLPack call) or flagged read-only (a NumPy array with flags.writeable False).
     """
-    torch, cuda, stream_ptr = _inputs(stream, data=data, scale_inv=scale_inv)
+    if stream is None and _has_exchange_api(data):  # the common case, in the extension alone
+        done = _mxfp8.dequantize_fast(data, scale_inv, shape, fp8_dtype, swizzled, direction, block, dtype, out,
+                                      stream)
+        if done is not NotImplemented:
+            return done
+    inputs = _inputs(stream, data=data, scale_inv=scale_inv)
+    if out is not None:
+        inputs.check_output("out", out)  # before any __dlpack__ call
     if dtype not in _OUTPUT_DTYPES:
         raise ValueError(f"dtype must be one of {list(_OUTPUT_DTYPES)}, got {dtype!r}")
-    tensor = _tensor(data, scale_inv, shape, fp8_dtype, swizzled, direction, block, _dlpack_stream(stream_ptr, cuda))
+    tensor = _tensor(data, scale_inv, shape, fp8_dtype, swizzled, direction, block, inputs)
     if out is None:
-        out = _empty(torch, cuda, data, tuple(int(d) for d in (shape if shape is not None else data.shape)), dtype)
+        shape = _args.shape("shape", shape) if shape is not None else tuple(data.shape)
+        out = _empty(inputs.torch, inputs.cuda, data, tuple(int(d) for d in shape), dtype)
     target, bfloat16_bits = _numpy_bfloat16_as_bits(out)
-    _mxfp8.dequantize(tensor, _DIRECTIONS[direction], target, stream=stream_ptr,
-                      dlpack_stream=_dlpack_stream(stream_ptr, cuda), bfloat16_bits=bfloat16_bits)
+    _mxfp8.dequantize(tensor, _DIRECTIONS[direction], target, stream=inputs.stream,
+                      dlpack_stream=inputs.dlpack_stream, bfloat16_bits=bfloat16_bits)
     return out
 
 

@@ -5,8 +5,10 @@
 
 #include <tuple>
 
+#include <cstring>
 #include <memory>
 #include <optional>
+#include <unordered_map>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -41,7 +43,11 @@ void check(mxfp8_status status) {
   if (status != MXFP8_OK) raise_status(status);
 }
 
-// A legacy (unversioned) DLManagedTensor dressed as a versioned one for the C API.
+// A legacy (unversioned) DLManagedTensor dressed as a versioned one for the C API. The wrapper IS a
+// DLManagedTensorVersioned laid out by the dlpack.h this binding was compiled with, so it carries that
+// header's version: the C library reads no field of a tensor whose major version is not its own, and the
+// producer's legacy DLTensor is copied into the fields of this layout. No flags: a legacy capsule cannot
+// say read-only (NumPy refuses to export a non-writeable array that way).
 struct LegacyWrapper {
   DLManagedTensorVersioned versioned{};
   DLManagedTensor *legacy = nullptr;
@@ -65,8 +71,28 @@ struct TakenTensor {
   }
 };
 
+// What the library will do with a tensor taken from a producer: only read it, or write into it.
+enum class Access { Read, Write };
+
+// A versioned tensor of another major version is deleted unread (DLPack: its other fields may not be laid
+// out as we think); a tensor the library would write into must not be flagged read-only.
+void check_taken(const DLManagedTensorVersioned &managed, const char *name, Access access) {
+  const DLPackVersion version = managed.version;
+  if (version.major != DLPACK_MAJOR_VERSION)
+    throw py::value_error(std::string(name) + ": DLPack version " + std::to_string(version.major) + "." +
+                          std::to_string(version.minor) + " is not supported (this build of mxfp8 reads DLPack " +
+                          std::to_string(DLPACK_MAJOR_VERSION) + ".x)");
+  if (access == Access::Write && (managed.flags & DLPACK_FLAG_BITMASK_READ_ONLY))
+    throw py::value_error(std::string(name) + " is read-only (its producer flagged it DLPACK_FLAG_BITMASK_READ_ONLY, " +
+                          "e.g. a NumPy array with flags.writeable False): mxfp8 writes its result there");
+}
+
+// How many objects each path took (tests read them to prove which path a framework took).
+size_t taken_by_exchange_api = 0, taken_by_dunder_dlpack = 0, fast_exports = 0;  // fast: calls done by the extension alone
+
 // Consumes obj.__dlpack__(...): asks for a versioned capsule, accepts a legacy one.
-std::unique_ptr<TakenTensor> take_dlpack(py::handle obj, const char *name, py::object stream) {
+std::unique_ptr<TakenTensor> take_dlpack(py::handle obj, const char *name, py::object stream,
+                                         Access access = Access::Read) {
   if (!py::hasattr(obj, "__dlpack__"))
     throw py::type_error(std::string(name) + ": expected an object with __dlpack__ (torch, JAX, CuPy, NumPy), got " +
                          py::str(py::type::of(obj)).cast<std::string>());
@@ -78,17 +104,19 @@ std::unique_ptr<TakenTensor> take_dlpack(py::handle obj, const char *name, py::o
     if (!e.matches(PyExc_TypeError)) throw;
     capsule = obj.attr("__dlpack__")(py::arg("stream") = stream);  // a producer older than DLPack 1.0
   }
+  ++taken_by_dunder_dlpack;
   auto taken = std::make_unique<TakenTensor>();
   PyObject *cap = capsule.ptr();
   if (PyCapsule_IsValid(cap, "dltensor_versioned")) {
     taken->managed = static_cast<DLManagedTensorVersioned *>(PyCapsule_GetPointer(cap, "dltensor_versioned"));
-    PyCapsule_SetName(cap, "used_dltensor_versioned");
+    PyCapsule_SetName(cap, "used_dltensor_versioned");  // ours now: `taken` calls the deleter
+    check_taken(*taken->managed, name, access);
   } else if (PyCapsule_IsValid(cap, "dltensor")) {
     auto *legacy = static_cast<DLManagedTensor *>(PyCapsule_GetPointer(cap, "dltensor"));
     PyCapsule_SetName(cap, "used_dltensor");
     auto *w = new LegacyWrapper;
     w->legacy = legacy;
-    w->versioned.version = DLPackVersion{0, 8};
+    w->versioned.version = DLPackVersion{DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
     w->versioned.manager_ctx = w;
     w->versioned.deleter = LegacyWrapper::deleter;
     w->versioned.dl_tensor = legacy->dl_tensor;
@@ -97,6 +125,102 @@ std::unique_ptr<TakenTensor> take_dlpack(py::handle obj, const char *name, py::o
     throw py::type_error(std::string(name) + ".__dlpack__() did not return a DLPack capsule");
   }
   return taken;
+}
+
+
+// ---- The DLPack C exchange API (DLPack 1.2+) ---------------------------------------------------------
+// A framework may publish C functions for its own tensors as the capsule type(x).__dlpack_c_exchange_api__
+// (PyTorch does): taking a tensor, making one from a managed tensor, allocating, and its current stream,
+// with no Python call and no stream synchronization. The binding uses them when the caller left the
+// stream to the inputs' framework: the work then runs on the framework's current stream, so nothing
+// needs ordering. Any other object, or an explicit stream, goes through __dlpack__ as before.
+
+// The exchange API of obj's type, or nullptr; looked up once per type (the type is kept alive so the
+// cache never sees a reused address). One whose major version is not ours is walked back through
+// prev_api; one without the four functions used here is not used.
+const DLPackExchangeAPI *exchange_api_of(py::handle obj) {
+  static std::unordered_map<PyObject *, const DLPackExchangeAPI *> cache;  // the GIL guards it
+  PyObject *type = reinterpret_cast<PyObject *>(Py_TYPE(obj.ptr()));
+  if (auto it = cache.find(type); it != cache.end()) return it->second;
+  const DLPackExchangeAPI *api = nullptr;
+  if (PyObject *capsule = PyObject_GetAttrString(type, "__dlpack_c_exchange_api__")) {
+    if (PyCapsule_IsValid(capsule, "dlpack_exchange_api")) {
+      auto *header = static_cast<const DLPackExchangeAPIHeader *>(PyCapsule_GetPointer(capsule, "dlpack_exchange_api"));
+      while (header && header->version.major != DLPACK_MAJOR_VERSION) header = header->prev_api;
+      auto *candidate = reinterpret_cast<const DLPackExchangeAPI *>(header);
+      if (candidate && candidate->managed_tensor_allocator && candidate->managed_tensor_from_py_object_no_sync &&
+          candidate->managed_tensor_to_py_object_no_sync && candidate->current_work_stream)
+        api = candidate;
+    }
+    Py_DECREF(capsule);
+  } else {
+    PyErr_Clear();
+  }
+  Py_INCREF(type);
+  cache.emplace(type, api);
+  return api;
+}
+
+// A failed exchange API call: its Python exception, or one naming what failed.
+[[noreturn]] void raise_exchange_failure(const std::string &what) {
+  if (PyErr_Occurred()) throw py::error_already_set();
+  throw py::type_error(what + ": the framework's DLPack exchange API failed without saying why");
+}
+
+bool is_cuda(DLDevice device) { return device.device_type == kDLCUDA || device.device_type == kDLCUDAManaged; }
+
+// How one call takes its objects and hands its results back.
+struct Exchange {
+  const DLPackExchangeAPI *api = nullptr;  // the inputs' framework's, in exchange mode
+  intptr_t stream = 0;                     // the cudaStream_t the library queues its work on
+  py::object dlpack_stream = py::none();   // __dlpack__'s stream argument for every other object
+  DLDevice device{kDLCPU, 0};              // the inputs' device, once known
+  bool resolved = false;                   // stream, dlpack_stream and device known
+
+  // The caller's explicit stream (and __dlpack__ stream): the __dlpack__ path.
+  static Exchange explicit_stream(intptr_t stream, py::object dlpack_stream) {
+    Exchange e;
+    e.stream = stream;
+    e.dlpack_stream = std::move(dlpack_stream);
+    e.resolved = true;
+    return e;
+  }
+
+  // Exchange mode on `device`: the framework's current stream there.
+  static Exchange current(const DLPackExchangeAPI *api, DLDevice device) {
+    Exchange e;
+    e.api = api;
+    e.resolve(device);
+    return e;
+  }
+
+  void resolve(DLDevice d) {
+    device = d;
+    resolved = true;
+    if (!is_cuda(d)) return;  // host memory: no stream (DLPack: the consumer need not ask)
+    void *s = nullptr;
+    if (api->current_work_stream(d.device_type, d.device_id, &s) != 0) raise_exchange_failure("current_work_stream");
+    stream = reinterpret_cast<intptr_t>(s);
+    dlpack_stream = py::int_(stream == 0 ? 1 : stream);  // DLPack's __dlpack__ spells the legacy stream 1
+  }
+};
+
+// Takes obj for one call: through the exchange API when it is the call's framework's, else __dlpack__.
+// In exchange mode the first object taken is the framework's, and its device fixes the stream.
+std::unique_ptr<TakenTensor> take(py::handle obj, const char *name, Exchange &ex, Access access = Access::Read) {
+  if (ex.api && exchange_api_of(obj) == ex.api) {
+    auto taken = std::make_unique<TakenTensor>();
+    if (ex.api->managed_tensor_from_py_object_no_sync(obj.ptr(), &taken->managed) != 0 || !taken->managed) {
+      taken->managed = nullptr;
+      raise_exchange_failure(name);
+    }
+    ++taken_by_exchange_api;
+    check_taken(*taken->managed, name, access);
+    if (!ex.resolved) ex.resolve(taken->managed->dl_tensor.device);
+    return taken;
+  }
+  if (!ex.resolved) throw std::logic_error(std::string(name) + ": exchange mode needs the framework's object first");
+  return take_dlpack(obj, name, ex.dlpack_stream, access);
 }
 
 // An output of the library, shared by every DLPack export made from it.
@@ -128,6 +252,62 @@ void capsule_destructor(PyObject *capsule, const char *name) {
 void versioned_capsule_destructor(PyObject *c) { capsule_destructor<DLManagedTensorVersioned>(c, "dltensor_versioned"); }
 void legacy_capsule_destructor(PyObject *c) { capsule_destructor<DLManagedTensor>(c, "dltensor"); }
 
+std::string type_name(py::handle obj) { return py::str(py::type::of(obj).attr("__name__")).cast<std::string>(); }
+
+// A Python int (not a bool) that fits in int64_t, or nothing.
+std::optional<int64_t> as_int64(py::handle obj) {
+  if (!PyLong_Check(obj.ptr()) || PyBool_Check(obj.ptr())) return std::nullopt;
+  int overflow = 0;
+  const long long v = PyLong_AsLongLongAndOverflow(obj.ptr(), &overflow);
+  if (overflow || (v == -1 && PyErr_Occurred())) {
+    PyErr_Clear();
+    return std::nullopt;
+  }
+  return static_cast<int64_t>(v);
+}
+
+// A DLPack protocol argument made of two ints: (major, minor), (device_type, device_id).
+std::pair<int64_t, int64_t> int_pair(py::handle obj, const char *name, const char *what) {
+  if (PyTuple_Check(obj.ptr()) || PyList_Check(obj.ptr())) {
+    py::sequence seq = py::reinterpret_borrow<py::sequence>(obj);
+    if (seq.size() == 2) {
+      const auto a = as_int64(seq[0]), b = as_int64(seq[1]);
+      if (a && b) return {*a, *b};
+    }
+  }
+  throw py::type_error(std::string("__dlpack__: ") + name + " must be a " + what + " tuple of ints, got " +
+                       py::repr(obj).cast<std::string>());
+}
+
+// numpy's names for DLPack dtypes; "x<lanes>" for vector types.
+std::string dtype_name(DLDataType dtype) {
+  const std::string bits = std::to_string(dtype.bits);
+  std::string name;
+  switch (dtype.code) {
+    case kDLInt: name = "int" + bits; break;
+    case kDLUInt: name = "uint" + bits; break;
+    case kDLFloat: name = "float" + bits; break;
+    case kDLBfloat: name = "bfloat" + bits; break;
+    case kDLComplex: name = "complex" + bits; break;
+    case kDLBool: name = "bool"; break;
+    case kDLOpaqueHandle: name = "opaque_handle"; break;
+    case kDLFloat8_e3m4: name = "float8_e3m4"; break;
+    case kDLFloat8_e4m3: name = "float8_e4m3"; break;
+    case kDLFloat8_e4m3b11fnuz: name = "float8_e4m3b11fnuz"; break;
+    case kDLFloat8_e4m3fn: name = "float8_e4m3fn"; break;
+    case kDLFloat8_e4m3fnuz: name = "float8_e4m3fnuz"; break;
+    case kDLFloat8_e5m2: name = "float8_e5m2"; break;
+    case kDLFloat8_e5m2fnuz: name = "float8_e5m2fnuz"; break;
+    case kDLFloat8_e8m0fnu: name = "float8_e8m0fnu"; break;
+    case kDLFloat6_e2m3fn: name = "float6_e2m3fn"; break;
+    case kDLFloat6_e3m2fn: name = "float6_e3m2fn"; break;
+    case kDLFloat4_e2m1fn: name = "float4_e2m1fn"; break;
+    default: name = "DLPack type code " + std::to_string(dtype.code) + " of " + bits + " bits"; break;
+  }
+  if (dtype.lanes != 1) name += "x" + std::to_string(dtype.lanes);
+  return name;
+}
+
 // A DLPack-exportable result (values or scales).
 class Array {
  public:
@@ -141,15 +321,21 @@ class Array {
   }
 
   py::object dlpack(py::object stream, py::object max_version, py::object dl_device, py::object copy) {
+    if (!copy.is_none() && !PyBool_Check(copy.ptr()))
+      throw py::type_error("__dlpack__: copy must be None, True or False, got " + type_name(copy));
     if (!copy.is_none() && copy.cast<bool>())
       throw py::buffer_error("mxfp8 outputs are exported without copying; copy=True is not supported");
     if (!dl_device.is_none()) {
-      auto d = dl_device.cast<std::pair<int, int>>();
+      const auto d = int_pair(dl_device, "dl_device", "(device_type, device_id)");
       if (d.first != tensor().device.device_type || d.second != tensor().device.device_id)
         throw py::buffer_error("mxfp8 outputs cannot be moved to another device by __dlpack__");
     }
+    const bool versioned =
+        !max_version.is_none() && int_pair(max_version, "max_version", "(major, minor)").first >= 1;
+    if (!stream.is_none() && !as_int64(stream))
+      throw py::type_error("__dlpack__: stream must be None or an int (a CUDA stream handle; -1: do not synchronize), got " +
+                           type_name(stream));
     synchronize_consumer(stream);
-    const bool versioned = !max_version.is_none() && max_version.cast<std::pair<int, int>>().first >= 1;
     if (versioned) {
       auto *e = new Export<DLManagedTensorVersioned>;
       e->owner = owner_;
@@ -173,15 +359,7 @@ class Array {
 
   std::vector<int64_t> shape() const { return {tensor().shape, tensor().shape + tensor().ndim}; }
   std::vector<int64_t> strides() const { return {tensor().strides, tensor().strides + tensor().ndim}; }
-  std::string dtype() const {
-    switch (tensor().dtype.code) {
-      case kDLUInt: return "uint8";
-      case kDLFloat8_e4m3fn: return "float8_e4m3fn";
-      case kDLFloat8_e5m2: return "float8_e5m2";
-      case kDLFloat8_e8m0fnu: return "float8_e8m0fnu";
-      default: return "code " + std::to_string(tensor().dtype.code);
-    }
-  }
+  std::string dtype() const { return dtype_name(tensor().dtype); }
   bool is_copy() const { return owner_->managed->flags & DLPACK_FLAG_BITMASK_IS_COPIED; }
   bool read_only() const { return owner_->managed->flags & DLPACK_FLAG_BITMASK_READ_ONLY; }
   uintptr_t data_ptr() const {
@@ -223,10 +401,23 @@ class Array {
   intptr_t producer_stream_;
 };
 
+// A result of the library for Python: the framework's own tensor in exchange mode (ownership passes to it),
+// else an Array any DLPack consumer takes.
+py::object hand_back(const Exchange &ex, DLManagedTensorVersioned *managed) {
+  if (!ex.api) return py::cast(Array(managed, ex.stream));
+  void *out = nullptr;
+  if (ex.api->managed_tensor_to_py_object_no_sync(managed, &out) != 0 || !out)
+    raise_exchange_failure("managed_tensor_to_py_object_no_sync");
+  return py::reinterpret_steal<py::object>(static_cast<PyObject *>(out));
+}
+
 // The allocator the C library calls for copies when the caller passes a Python callable
 // alloc(shape, dl_device) -> object with __dlpack__ (e.g. torch.empty on the right device). The export
-// runs with the GIL held, on this thread, so a thread-local hands the callable over.
+// runs with the GIL held, on this thread, so a thread-local hands the callable over. A result this binding
+// refuses (read-only, another DLPack major version) is reported as the ValueError it is, not as the
+// allocator failure (MemoryError) the C library turns every allocator error into.
 thread_local py::object *current_allocator = nullptr;
+thread_local std::string *allocator_refusal = nullptr;
 
 int call_python_allocator(DLTensor *prototype, DLManagedTensorVersioned **out, void *error_ctx,
                           void (*set_error)(void *, const char *, const char *)) {
@@ -234,46 +425,79 @@ int call_python_allocator(DLTensor *prototype, DLManagedTensorVersioned **out, v
     std::vector<int64_t> shape(prototype->shape, prototype->shape + prototype->ndim);
     py::object result = (*current_allocator)(
         shape, py::make_tuple(static_cast<int>(prototype->device.device_type), prototype->device.device_id));
-    auto taken = take_dlpack(result, "allocator result", py::none());
+    auto taken = take_dlpack(result, "allocator result", py::none(), Access::Write);
     *out = taken->release();
     return 0;
   } catch (py::error_already_set &e) {
     set_error(error_ctx, "PythonError", e.what());
+  } catch (py::value_error &e) {
+    if (allocator_refusal) *allocator_refusal = e.what();
+    set_error(error_ctx, "ValueError", e.what());
   } catch (std::exception &e) {
     set_error(error_ctx, "PythonError", e.what());
   }
   return -1;
 }
 
-// Runs `call` with `allocator` (a Python callable or None) as the one call_python_allocator uses.
+// Runs `call` with `allocator` (a Python callable or None) as the one call_python_allocator uses; raises
+// what the binding refused of the allocator's results.
 template <class Call>
 mxfp8_status with_allocator(py::object &allocator, Call call) {
   py::object *previous = current_allocator;
+  std::string *previous_refusal = allocator_refusal;
+  std::string refusal;
   current_allocator = &allocator;
+  allocator_refusal = &refusal;
   const mxfp8_status status = call();
   current_allocator = previous;
+  allocator_refusal = previous_refusal;
+  if (status != MXFP8_OK && !refusal.empty()) throw py::value_error(refusal);
   return status;
 }
 
-// Runs one export call with `allocator` (a Python callable or None) in place, into two Arrays.
+// Who allocates the library's copies: the framework's C allocator in exchange mode (but for pinned host
+// memory, which it may not make), else the Python callable `allocator` when given, else the library.
+template <class Options>
+void choose_allocator(Options &o, const Exchange &ex, const py::object &allocator) {
+  if (ex.api && ex.device.device_type != kDLCUDAHost)
+    o.allocator = ex.api->managed_tensor_allocator;  // the same signature as ours (DLPack's allocator)
+  else if (!allocator.is_none())
+    o.allocator = call_python_allocator;
+}
+
+// Runs one export call on `ex`'s stream with its allocator, into two results.
 template <class Call>
-py::tuple export_with(mxfp8_export_options &o, py::object allocator, Call call) {
-  if (!allocator.is_none()) o.allocator = call_python_allocator;
+py::tuple export_with(mxfp8_export_options &o, const Exchange &ex, py::object allocator, Call call) {
+  o.stream = reinterpret_cast<void *>(ex.stream);
+  choose_allocator(o, ex, allocator);
   DLManagedTensorVersioned *values = nullptr, *scales = nullptr;
   check(with_allocator(allocator, [&] { return call(&values, &scales); }));
-  const auto stream = reinterpret_cast<intptr_t>(o.stream);
-  return py::make_tuple(Array(values, stream), Array(scales, stream));
+  TakenTensor scales_owner{scales};  // freed if handing the values back fails
+  py::object v = hand_back(ex, values);
+  return py::make_tuple(v, hand_back(ex, scales_owner.release()));
+}
+
+// The Exchange of a call on a handle made in exchange mode (`api`, on `device`): the framework's current
+// stream when the caller gave none, else the caller's (0: the legacy default stream).
+Exchange exchange_for(const DLPackExchangeAPI *api, DLDevice device, const py::object &stream,
+                      py::object dlpack_stream = py::none()) {
+  if (api && stream.is_none()) return Exchange::current(api, device);
+  return Exchange::explicit_stream(stream.is_none() ? 0 : stream.cast<intptr_t>(), std::move(dlpack_stream));
 }
 
 // The Python handle on an mxfp8_tensor.
 class Tensor {
  public:
   // Takes over a handle the library made (a grouped expert).
-  explicit Tensor(mxfp8_tensor *handle) : handle_(handle) {}
+  Tensor(mxfp8_tensor *handle, const DLPackExchangeAPI *api, DLDevice device)
+      : handle_(handle), api_(api), device_(device) {}
 
+  // exchange: take the inputs through their framework's DLPack exchange API (the first input's type
+  // has one); `stream` is then not used.
   Tensor(py::object rowwise_data, py::object rowwise_scale_inv, py::object columnwise_data,
          py::object columnwise_scale_inv, std::optional<std::vector<int64_t>> shape, int format, bool swizzled,
-         int block, py::object stream) {
+         int block, py::object stream, std::optional<std::string> data_name, std::optional<std::string> scale_inv_name,
+         bool exchange) {
     mxfp8_tensor_desc desc = MXFP8_TENSOR_DESC_INIT;
     desc.format = format;
     desc.scale_layout = swizzled ? MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED : MXFP8_SCALE_LAYOUT_ROW_MAJOR;
@@ -284,14 +508,28 @@ class Tensor {
     }
     std::unique_ptr<TakenTensor> taken[4];
     py::object inputs[4] = {rowwise_data, rowwise_scale_inv, columnwise_data, columnwise_scale_inv};
+    // How errors name the inputs: the caller's argument names when given (one direction's data and scales).
     const char *names[4] = {"rowwise_data", "rowwise_scale_inv", "columnwise_data", "columnwise_scale_inv"};
+    for (int d = 0; d < 2; ++d) {
+      if (data_name && !inputs[2 * d].is_none()) names[2 * d] = data_name->c_str();
+      if (scale_inv_name && !inputs[2 * d + 1].is_none()) names[2 * d + 1] = scale_inv_name->c_str();
+    }
     DLManagedTensorVersioned **fields[4] = {&desc.rowwise_data, &desc.rowwise_scale_inv, &desc.columnwise_data,
                                             &desc.columnwise_scale_inv};
+    Exchange ex = Exchange::explicit_stream(0, stream);
+    for (int i = 0; exchange && i < 4; ++i)
+      if (!inputs[i].is_none()) {
+        ex = Exchange{exchange_api_of(inputs[i])};
+        if (!ex.api) throw py::type_error(std::string(names[i]) + ": its type has no usable DLPack exchange API");
+        break;
+      }
     for (int i = 0; i < 4; ++i) {
       if (inputs[i].is_none()) continue;
-      taken[i] = take_dlpack(inputs[i], names[i], stream);
+      taken[i] = take(inputs[i], names[i], ex);
       *fields[i] = taken[i]->managed;
+      if (!device_set_) device_ = taken[i]->managed->dl_tensor.device, device_set_ = true;
     }
+    api_ = ex.api;
     check(mxfp8_tensor_create(&desc, &handle_));
     for (auto &t : taken)
       if (t) t->release();  // the handle owns them now
@@ -301,23 +539,30 @@ class Tensor {
   Tensor &operator=(const Tensor &) = delete;
 
   const mxfp8_tensor *handle() const { return handle_; }
+  const DLPackExchangeAPI *api() const { return api_; }
+  DLDevice device() const { return device_; }
 
+  // stream None: the framework's current stream for a handle made in exchange mode, else the legacy
+  // default stream.
   py::tuple export_components(int direction, int values_dtype, int scales_dtype, bool contiguous, bool block_scales,
-                              intptr_t stream, py::object allocator) {
+                              py::object stream, py::object allocator) {
     mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
     o.direction = direction;
     o.values_dtype = values_dtype;
     o.scales_dtype = scales_dtype;
     o.padded_scales = contiguous ? MXFP8_PADDED_SCALES_COPY : MXFP8_PADDED_SCALES_STRIDED_VIEW;
     o.scales_granularity = block_scales ? MXFP8_SCALES_PER_32X32 : MXFP8_SCALES_PER_32;
-    o.stream = reinterpret_cast<void *>(stream);
-    return export_with(o, allocator, [&](DLManagedTensorVersioned **v, DLManagedTensorVersioned **s) {
-      return mxfp8_export_components(handle_, &o, v, s);
-    });
+    return export_with(o, exchange_for(api_, device_, stream), allocator,
+                       [&](DLManagedTensorVersioned **v, DLManagedTensorVersioned **s) {
+                         return mxfp8_export_components(handle_, &o, v, s);
+                       });
   }
 
  private:
   mxfp8_tensor *handle_ = nullptr;
+  const DLPackExchangeAPI *api_ = nullptr;  // set when made in exchange mode
+  DLDevice device_{kDLCPU, 0};
+  bool device_set_ = false;
 };
 
 // The Python handle on grouped MoE experts (rowwise).
@@ -325,7 +570,8 @@ class Grouped {
  public:
   Grouped(py::object data, py::object scale_inv, int32_t num_experts, int64_t cols,
           std::optional<std::vector<int64_t>> expert_rows, int64_t uniform_rows,
-          std::optional<std::vector<int64_t>> scale_offsets, int format, bool swizzled, int packing, py::object stream) {
+          std::optional<std::vector<int64_t>> scale_offsets, int format, bool swizzled, int packing, py::object stream,
+          bool exchange) {
     mxfp8_grouped_desc desc = MXFP8_GROUPED_DESC_INIT;
     desc.format = format;
     desc.scale_layout = swizzled ? MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED : MXFP8_SCALE_LAYOUT_ROW_MAJOR;
@@ -345,8 +591,12 @@ class Grouped {
                               std::to_string(num_experts) + " experts");
       desc.scale_offsets = scale_offsets->data();
     }
-    auto taken_data = take_dlpack(data, "data", stream);
-    auto taken_scales = take_dlpack(scale_inv, "scale_inv", stream);
+    Exchange ex = exchange ? Exchange{exchange_api_of(data)} : Exchange::explicit_stream(0, stream);
+    if (exchange && !ex.api) throw py::type_error("data: its type has no usable DLPack exchange API");
+    auto taken_data = take(data, "data", ex);
+    auto taken_scales = take(scale_inv, "scale_inv", ex);
+    api_ = ex.api;
+    device_ = taken_data->managed->dl_tensor.device;
     desc.data = taken_data->managed;
     desc.scale_inv = taken_scales->managed;
     check(mxfp8_grouped_tensor_create(&desc, &handle_));
@@ -360,21 +610,23 @@ class Grouped {
   std::unique_ptr<Tensor> expert(int32_t e) {
     mxfp8_tensor *t = nullptr;
     check(mxfp8_grouped_expert(handle_, e, &t));
-    return std::make_unique<Tensor>(t);
+    return std::make_unique<Tensor>(t, api_, device_);
   }
 
-  py::tuple export_stacked(int values_dtype, int scales_dtype, intptr_t stream, py::object allocator) {
+  py::tuple export_stacked(int values_dtype, int scales_dtype, py::object stream, py::object allocator) {
     mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
     o.values_dtype = values_dtype;
     o.scales_dtype = scales_dtype;
-    o.stream = reinterpret_cast<void *>(stream);
-    return export_with(o, allocator, [&](DLManagedTensorVersioned **v, DLManagedTensorVersioned **s) {
-      return mxfp8_grouped_export_stacked(handle_, &o, v, s);
-    });
+    return export_with(o, exchange_for(api_, device_, stream), allocator,
+                       [&](DLManagedTensorVersioned **v, DLManagedTensorVersioned **s) {
+                         return mxfp8_grouped_export_stacked(handle_, &o, v, s);
+                       });
   }
 
  private:
   mxfp8_grouped_tensor *handle_ = nullptr;
+  const DLPackExchangeAPI *api_ = nullptr;  // set when made in exchange mode
+  DLDevice device_{kDLCPU, 0};
 };
 
 std::vector<const mxfp8_tensor *> handles(const std::vector<Tensor *> &tensors) {
@@ -398,29 +650,86 @@ py::tuple bucket_plan(const std::vector<Tensor *> &tensors, int direction, uint6
 
 // Borrows a DLPack object's tensor for the length of one call.
 template <class Call>
-void with_borrowed(py::handle obj, const char *name, py::object stream, Call call) {
-  auto taken = take_dlpack(obj, name, stream);
+void with_borrowed(py::handle obj, const char *name, Exchange &ex, Access access, Call call) {
+  auto taken = take(obj, name, ex, access);
   call(&taken->managed->dl_tensor);
 }
 
+// The Exchange of a call on Python objects: exchange mode (stream None) through `first`'s framework,
+// resolved when `first` is taken; else the caller's stream.
+Exchange exchange_for_objects(py::handle first, const py::object &stream, py::object dlpack_stream) {
+  if (!stream.is_none()) return Exchange::explicit_stream(stream.cast<intptr_t>(), std::move(dlpack_stream));
+  Exchange ex{exchange_api_of(first)};
+  if (!ex.api) return Exchange::explicit_stream(0, std::move(dlpack_stream));
+  return ex;
+}
+
+// stream None: the framework's current stream when the tensors were made in exchange mode.
 void export_bucket(const std::vector<Tensor *> &tensors, const std::vector<std::tuple<uint64_t, uint64_t, uint64_t, uint64_t>> &plan,
-                   py::object bucket, int direction, intptr_t stream, py::object dlpack_stream) {
+                   py::object bucket, int direction, py::object stream, py::object dlpack_stream,
+                   const std::string &bucket_name) {
   mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
   o.direction = direction;
-  o.stream = reinterpret_cast<void *>(stream);
+  Exchange ex = tensors.empty() ? exchange_for(nullptr, DLDevice{kDLCPU, 0}, stream, dlpack_stream)
+                                : exchange_for(tensors[0]->api(), tensors[0]->device(), stream, dlpack_stream);
+  o.stream = reinterpret_cast<void *>(ex.stream);
   std::vector<mxfp8_bucket_entry> entries;
   for (const auto &[vo, vb, so, sb] : plan) entries.push_back(mxfp8_bucket_entry{vo, vb, so, sb});
   const auto h = handles(tensors);
-  with_borrowed(bucket, "bucket", dlpack_stream, [&](DLTensor *b) {
+  with_borrowed(bucket, bucket_name.c_str(), ex, Access::Write, [&](DLTensor *b) {
     check(mxfp8_export_bucket(h.data(), h.size(), &o, entries.data(), b));
   });
 }
 
-void swizzle_pair(py::object source, py::object destination, bool swizzle, intptr_t stream, py::object dlpack_stream) {
-  with_borrowed(source, swizzle ? "compact" : "swizzled", dlpack_stream, [&](DLTensor *src) {
-    with_borrowed(destination, swizzle ? "swizzled" : "compact", dlpack_stream, [&](DLTensor *dst) {
-      check(swizzle ? mxfp8_swizzle_scales(src, dst, reinterpret_cast<void *>(stream))
-                    : mxfp8_unswizzle_scales(src, dst, reinterpret_cast<void *>(stream)));
+// A prepared batched export (mxfp8_prepared_export): the compact scales of `tensors` into `destinations`,
+// checked once. It keeps each destination taken (so the framework's storage stays alive) for its whole
+// life; the tensors are held by the library's plan. Each run is one launch on the framework's current
+// stream (exchange mode) or the given stream.
+class PreparedExport {
+ public:
+  PreparedExport(const std::vector<Tensor *> &tensors, const std::vector<py::object> &destinations, int direction,
+                 py::object dlpack_stream) {
+    if (tensors.empty()) throw py::value_error("tensors is empty: nothing to prepare");
+    if (tensors.size() != destinations.size())
+      throw py::value_error(std::to_string(tensors.size()) + " tensors but " + std::to_string(destinations.size()) +
+                            " destinations");
+    api_ = tensors[0]->api();
+    device_ = tensors[0]->device();
+    Exchange ex = exchange_for(api_, device_, py::none(), std::move(dlpack_stream));
+    std::vector<DLTensor *> dls;
+    for (size_t i = 0; i < destinations.size(); ++i) {
+      const std::string name = "destinations[" + std::to_string(i) + "]";
+      taken_.push_back(take(destinations[i], name.c_str(), ex, Access::Write));
+      dls.push_back(&taken_.back()->managed->dl_tensor);
+    }
+    mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
+    o.direction = direction;
+    const auto h = handles(tensors);
+    check(mxfp8_prepare_scales_batched(h.data(), dls.data(), h.size(), &o, &plan_));
+  }
+  ~PreparedExport() { mxfp8_prepared_export_release(plan_); }
+  PreparedExport(const PreparedExport &) = delete;
+  PreparedExport &operator=(const PreparedExport &) = delete;
+
+  void run(py::object stream) {
+    const Exchange ex = exchange_for(api_, device_, stream);
+    check(mxfp8_prepared_export_run(plan_, reinterpret_cast<void *>(ex.stream)));
+  }
+
+ private:
+  mxfp8_prepared_export *plan_ = nullptr;
+  std::vector<std::unique_ptr<TakenTensor>> taken_;
+  const DLPackExchangeAPI *api_ = nullptr;
+  DLDevice device_{kDLCPU, 0};
+};
+
+// stream None: exchange mode through the source's framework (or the legacy stream without one).
+void swizzle_pair(py::object source, py::object destination, bool swizzle, py::object stream, py::object dlpack_stream) {
+  Exchange ex = exchange_for_objects(source, stream, dlpack_stream);
+  with_borrowed(source, swizzle ? "compact" : "swizzled", ex, Access::Read, [&](DLTensor *src) {
+    with_borrowed(destination, "out", ex, Access::Write, [&](DLTensor *dst) {
+      void *s = reinterpret_cast<void *>(ex.stream);
+      check(swizzle ? mxfp8_swizzle_scales(src, dst, s) : mxfp8_unswizzle_scales(src, dst, s));
     });
   });
 }
@@ -434,10 +743,31 @@ void relabel_bfloat16(DLTensor *t, bool bfloat16_bits) {
   t->dtype = DLDataType{kDLBfloat, 16, 1};
 }
 
+// quantize's four results for Python (None where not asked for); none leaks if one fails.
+py::tuple hand_back_all(const Exchange &ex, DLManagedTensorVersioned *(&out)[4]) {
+  py::object result[4];
+  for (int i = 0; i < 4; ++i) {
+    if (!out[i]) {
+      result[i] = py::none();
+      continue;
+    }
+    DLManagedTensorVersioned *managed = out[i];
+    out[i] = nullptr;
+    try {
+      result[i] = hand_back(ex, managed);
+    } catch (...) {
+      for (int j = i + 1; j < 4; ++j)
+        if (out[j] && out[j]->deleter) out[j]->deleter(out[j]);
+      throw;
+    }
+  }
+  return py::make_tuple(result[0], result[1], result[2], result[3]);
+}
+
 // mxfp8_quantize of a DLPack input: (rowwise_data, rowwise_scale_inv, columnwise_data,
 // columnwise_scale_inv), None for a direction not asked for.
 py::tuple quantize(py::object input, int format, int block, int rounding, int layout, bool rowwise, bool columnwise,
-                   int values_dtype, int scales_dtype, intptr_t stream, py::object allocator, py::object dlpack_stream,
+                   int values_dtype, int scales_dtype, py::object stream, py::object allocator, py::object dlpack_stream,
                    bool bfloat16_bits) {
   mxfp8_quantize_options o = MXFP8_QUANTIZE_OPTIONS_INIT;
   o.format = format;
@@ -446,33 +776,262 @@ py::tuple quantize(py::object input, int format, int block, int rounding, int la
   o.scales_layout = layout;
   o.values_dtype = values_dtype;
   o.scales_dtype = scales_dtype;
-  o.stream = reinterpret_cast<void *>(stream);
-  if (!allocator.is_none()) o.allocator = call_python_allocator;
+  Exchange ex = exchange_for_objects(input, stream, dlpack_stream);
   DLManagedTensorVersioned *out[4] = {};
-  with_borrowed(input, "input", dlpack_stream, [&](DLTensor *x) {
+  with_borrowed(input, "x", ex, Access::Read, [&](DLTensor *x) {
     relabel_bfloat16(x, bfloat16_bits);
+    o.stream = reinterpret_cast<void *>(ex.stream);
+    choose_allocator(o, ex, allocator);
     check(with_allocator(allocator, [&] {
       return mxfp8_quantize(x, &o, rowwise ? &out[0] : nullptr, rowwise ? &out[1] : nullptr,
                             columnwise ? &out[2] : nullptr, columnwise ? &out[3] : nullptr);
     }));
   });
-  py::object result[4];
-  for (int i = 0; i < 4; ++i) result[i] = out[i] ? py::cast(Array(out[i], stream)) : py::none();
-  return py::make_tuple(result[0], result[1], result[2], result[3]);
+  return hand_back_all(ex, out);
 }
 
 // mxfp8_dequantize of one direction of `tensor` into the DLPack object `output` (float32 or bfloat16).
-void dequantize(const Tensor &tensor, int direction, py::object output, intptr_t stream, py::object dlpack_stream,
+// stream None: the framework's current stream when `tensor` was made in exchange mode.
+void dequantize(const Tensor &tensor, int direction, py::object output, py::object stream, py::object dlpack_stream,
                 bool bfloat16_bits) {
   mxfp8_dequantize_options o = MXFP8_DEQUANTIZE_OPTIONS_INIT;
   o.direction = direction;
-  o.stream = reinterpret_cast<void *>(stream);
-  with_borrowed(output, "output", dlpack_stream, [&](DLTensor *out) {
+  Exchange ex = exchange_for(tensor.api(), tensor.device(), stream, dlpack_stream);
+  o.stream = reinterpret_cast<void *>(ex.stream);
+  with_borrowed(output, "out", ex, Access::Write, [&](DLTensor *out) {
     relabel_bfloat16(out, bfloat16_bits);
     check(mxfp8_dequantize(tensor.handle(), &o, out));
   });
 }
 
+// ---- export_components in one call (issue 15: no Python work per call that C++ can do) ---------------
+// The common case, done here end to end: the caller left the stream to the inputs' framework, both
+// inputs are that framework's tensors (with the DLPack C exchange API) on one device, and every argument
+// is a plain valid value. Anything else returns NotImplemented and the Python layer runs its own checks
+// and the __dlpack__ path, so every error message stays the one the Python layer words.
+
+// A str argument's code in `table`, or nothing (the Python layer then says what is wrong).
+template <size_t N>
+std::optional<int> plain_choice(py::handle value, const std::pair<const char *, int> (&table)[N]) {
+  if (!PyUnicode_CheckExact(value.ptr())) return std::nullopt;
+  const char *s = PyUnicode_AsUTF8(value.ptr());
+  if (!s) {
+    PyErr_Clear();
+    return std::nullopt;
+  }
+  for (const auto &[key, code] : table)
+    if (std::strcmp(key, s) == 0) return code;
+  return std::nullopt;
+}
+
+constexpr std::pair<const char *, int> kFormats[] = {{"e4m3", MXFP8_FORMAT_E4M3}, {"e5m2", MXFP8_FORMAT_E5M2}};
+constexpr std::pair<const char *, int> kDirections[] = {{"rowwise", MXFP8_DIRECTION_ROWWISE},
+                                                        {"columnwise", MXFP8_DIRECTION_COLUMNWISE}};
+constexpr std::pair<const char *, int> kValuesDtypes[] = {{"fp8", 0}, {"uint8", 1}};
+constexpr std::pair<const char *, int> kScalesDtypes[] = {{"uint8", 0}, {"e8m0", 1}};
+constexpr std::pair<const char *, int> kBlocks[] = {{"1x32", 0}, {"32x32", 1}};
+
+// Host memory (plain or pinned) is one kind here, as in the Python layer's device check.
+bool same_memory(DLDevice a, DLDevice b) {
+  auto host = [](DLDevice d) { return d.device_type == kDLCPU || d.device_type == kDLCUDAHost; };
+  return (a.device_type == b.device_type && a.device_id == b.device_id) || (host(a) && host(b));
+}
+
+// The inputs of a fast call, taken through one framework's exchange API on one device, as a handle.
+struct FastTensor {
+  std::unique_ptr<Tensor> tensor;
+  Exchange ex;
+  int direction = 0, block = 0;
+  std::unique_ptr<TakenTensor> out;  // `out` when given, taken (and its device checked) before the handle is made
+};
+
+// data and scale_inv as export_components takes them, or nothing when the Python layer must decide.
+std::optional<FastTensor> fast_tensor(py::handle data, py::handle scale_inv, py::handle shape, py::handle fp8_dtype,
+                                      py::handle swizzled, py::handle direction, py::handle block,
+                                      py::handle out = py::none()) {
+  if (!PyBool_Check(swizzled.ptr())) return std::nullopt;
+  const auto format = plain_choice(fp8_dtype, kFormats), dir = plain_choice(direction, kDirections);
+  const auto blk = plain_choice(block, kBlocks);
+  if (!format || !dir || !blk) return std::nullopt;
+  std::vector<int64_t> dims;
+  if (!shape.is_none()) {
+    if (!PyTuple_Check(shape.ptr()) && !PyList_Check(shape.ptr())) return std::nullopt;
+    for (py::handle d : py::reinterpret_borrow<py::sequence>(shape)) {
+      const auto v = as_int64(d);
+      if (!v) return std::nullopt;
+      dims.push_back(*v);
+    }
+  }
+  const DLPackExchangeAPI *api = exchange_api_of(data);
+  if (!api || exchange_api_of(scale_inv) != api) return std::nullopt;
+  Exchange ex{api};
+  auto taken_data = take(data, "data", ex);
+  auto taken_scales = take(scale_inv, "scale_inv", ex);
+  const DLDevice device = taken_data->managed->dl_tensor.device;
+  if (!same_memory(taken_scales->managed->dl_tensor.device, device) || device.device_type == kDLCUDAHost)
+    return std::nullopt;  // the Python layer names both devices (pinned copies need its allocator)
+  std::unique_ptr<TakenTensor> taken_out;
+  if (!out.is_none()) {
+    if (exchange_api_of(out) != api) return std::nullopt;
+    taken_out = take(out, "out", ex, Access::Write);
+    if (!same_memory(taken_out->managed->dl_tensor.device, device)) return std::nullopt;
+  }
+  mxfp8_tensor_desc desc = MXFP8_TENSOR_DESC_INIT;
+  desc.format = *format;
+  desc.scale_layout = swizzled.ptr() == Py_True ? MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED : MXFP8_SCALE_LAYOUT_ROW_MAJOR;
+  desc.block = *blk;
+  if (!shape.is_none()) {
+    desc.ndim = static_cast<int32_t>(dims.size());
+    desc.shape = dims.data();
+  }
+  const bool rowwise = *dir == MXFP8_DIRECTION_ROWWISE;
+  (rowwise ? desc.rowwise_data : desc.columnwise_data) = taken_data->managed;
+  (rowwise ? desc.rowwise_scale_inv : desc.columnwise_scale_inv) = taken_scales->managed;
+  mxfp8_tensor *handle = nullptr;
+  check(mxfp8_tensor_create(&desc, &handle));
+  taken_data->release();  // the handle owns them now
+  taken_scales->release();
+  return FastTensor{std::make_unique<Tensor>(handle, api, device), std::move(ex), *dir, *blk, std::move(taken_out)};
+}
+
+// A new tensor from the framework's allocator, owned here until handed back.
+std::unique_ptr<TakenTensor> allocate(const Exchange &ex, DLDataType dtype, std::vector<int64_t> shape, const char *name) {
+  DLTensor prototype{};
+  prototype.device = ex.device;
+  prototype.dtype = dtype;
+  prototype.ndim = static_cast<int32_t>(shape.size());
+  prototype.shape = shape.data();
+  std::string error;
+  auto t = std::make_unique<TakenTensor>();
+  auto record = [](void *ctx, const char *kind, const char *message) {
+    *static_cast<std::string *>(ctx) = std::string(kind ? kind : "error") + ": " + (message ? message : "");
+  };
+  if (ex.api->managed_tensor_allocator(&prototype, &t->managed, &error, record) != 0 || !t->managed) {
+    t->managed = nullptr;
+    PyErr_SetString(PyExc_MemoryError, (std::string(name) + ": the framework could not allocate it: " + error).c_str());
+    throw py::error_already_set();
+  }
+  return t;
+}
+
+py::object not_implemented() { return py::reinterpret_borrow<py::object>(Py_NotImplemented); }
+
+py::object export_components_fast(py::handle data, py::handle scale_inv, py::handle shape, py::handle fp8_dtype,
+                                  py::handle swizzled, py::handle direction, py::handle values_dtype,
+                                  py::handle scales_dtype, py::handle contiguous, py::handle block,
+                                  py::handle stream) {
+  if (!stream.is_none() || !PyBool_Check(contiguous.ptr())) return not_implemented();
+  const auto vd = plain_choice(values_dtype, kValuesDtypes), sd = plain_choice(scales_dtype, kScalesDtypes);
+  if (!vd || !sd) return not_implemented();
+  auto fast = fast_tensor(data, scale_inv, shape, fp8_dtype, swizzled, direction, block);
+  if (!fast) return not_implemented();
+  py::tuple result = fast->tensor->export_components(fast->direction, *vd, *sd, contiguous.ptr() == Py_True,
+                                                     fast->block == 1, py::none(), py::none());
+  ++fast_exports;
+  return std::move(result);
+}
+
+// dequantize, as the Python layer does it, for one framework's tensors (out None: one from its allocator).
+py::object dequantize_fast(py::handle data, py::handle scale_inv, py::handle shape, py::handle fp8_dtype,
+                           py::handle swizzled, py::handle direction, py::handle block, py::handle dtype,
+                           py::handle out, py::handle stream) {
+  constexpr std::pair<const char *, int> kOutputs[] = {{"float32", 0}, {"bfloat16", 1}};
+  const auto output = plain_choice(dtype, kOutputs);
+  if (!stream.is_none() || !output) return not_implemented();
+  auto fast = fast_tensor(data, scale_inv, shape, fp8_dtype, swizzled, direction, block, out);
+  if (!fast) return not_implemented();
+  Exchange &ex = fast->ex;
+  std::unique_ptr<TakenTensor> target = std::move(fast->out);
+  if (out.is_none()) {
+    std::vector<int64_t> dims;
+    py::object logical = shape.is_none() ? py::reinterpret_borrow<py::object>(data).attr("shape")
+                                         : py::reinterpret_borrow<py::object>(shape);
+    for (py::handle v : logical) dims.push_back(v.cast<int64_t>());
+    target = allocate(ex, *output == 0 ? DLDataType{kDLFloat, 32, 1} : DLDataType{kDLBfloat, 16, 1}, dims, "out");
+  }
+  mxfp8_dequantize_options o = MXFP8_DEQUANTIZE_OPTIONS_INIT;
+  o.direction = fast->direction;
+  o.stream = reinterpret_cast<void *>(ex.stream);
+  check(mxfp8_dequantize(fast->tensor->handle(), &o, &target->managed->dl_tensor));
+  ++fast_exports;
+  if (!out.is_none()) return py::reinterpret_borrow<py::object>(out);
+  return hand_back(ex, target->release());
+}
+
+// quantize, as the Python layer does it, for one framework's tensor.
+py::object quantize_fast(py::handle x, py::handle fp8_dtype, py::handle block, py::handle rounding, py::handle scales,
+                         py::handle rowwise, py::handle columnwise, py::handle values_dtype, py::handle scales_dtype,
+                         py::handle stream) {
+  constexpr std::pair<const char *, int> kRoundings[] = {{"rceil", 0}, {"floor", 1}};
+  constexpr std::pair<const char *, int> kLayouts[] = {{"compact", 0}, {"padded", 1}, {"swizzled", 2}};
+  if (!stream.is_none() || !PyBool_Check(rowwise.ptr()) || !PyBool_Check(columnwise.ptr())) return not_implemented();
+  const bool row = rowwise.ptr() == Py_True, col = columnwise.ptr() == Py_True;
+  const auto format = plain_choice(fp8_dtype, kFormats), blk = plain_choice(block, kBlocks);
+  const auto rnd = plain_choice(rounding, kRoundings), layout = plain_choice(scales, kLayouts);
+  const auto vd = plain_choice(values_dtype, kValuesDtypes), sd = plain_choice(scales_dtype, kScalesDtypes);
+  if (!(row || col) || !format || !blk || !rnd || !layout || !vd || !sd) return not_implemented();
+  const DLPackExchangeAPI *api = exchange_api_of(x);
+  if (!api) return not_implemented();
+  Exchange ex{api};
+  auto input = take(x, "x", ex);
+  if (ex.device.device_type == kDLCUDAHost) return not_implemented();
+  mxfp8_quantize_options o = MXFP8_QUANTIZE_OPTIONS_INIT;
+  o.format = *format;
+  o.block = *blk;
+  o.scale_rounding = *rnd;
+  o.scales_layout = *layout;
+  o.values_dtype = *vd;
+  o.scales_dtype = *sd;
+  o.stream = reinterpret_cast<void *>(ex.stream);
+  o.allocator = api->managed_tensor_allocator;
+  DLManagedTensorVersioned *out[4] = {};
+  check(mxfp8_quantize(&input->managed->dl_tensor, &o, row ? &out[0] : nullptr, row ? &out[1] : nullptr,
+                       col ? &out[2] : nullptr, col ? &out[3] : nullptr));
+  ++fast_exports;
+  return hand_back_all(ex, out);
+}
+
+// swizzle_scales / unswizzle_scales, as the Python layer does them, for one framework's tensors.
+py::object swizzle_fast(py::handle source, py::handle out, bool swizzle, py::handle rows, py::handle cols,
+                        py::handle stream) {
+  if (!stream.is_none()) return not_implemented();
+  const DLPackExchangeAPI *api = exchange_api_of(source);
+  if (!api || (!out.is_none() && exchange_api_of(out) != api)) return not_implemented();
+  std::vector<int64_t> shape;
+  if (!swizzle) {
+    const auto r = as_int64(rows), c = as_int64(cols);
+    if (!r || !c || *r < 0 || *c < 0) return not_implemented();
+    shape = {*r, *c};
+  }
+  Exchange ex{api};
+  auto src = take(source, swizzle ? "compact" : "swizzled", ex);
+  if (ex.device.device_type == kDLCUDAHost) return not_implemented();
+  const DLTensor &s = src->managed->dl_tensor;
+  std::unique_ptr<TakenTensor> dst;
+  if (out.is_none()) {
+    if (swizzle) {  // roundup(R, 128) x roundup(C, 4) bytes for the (R, C) matrix of `source`
+      if (s.ndim < 1 || !s.shape) return not_implemented();
+      int64_t r = 1, n = 0;
+      for (int32_t i = 0; i + 1 < s.ndim; ++i)
+        if (s.shape[i] < 0 || __builtin_mul_overflow(r, s.shape[i], &r)) return not_implemented();
+      const int64_t c = s.shape[s.ndim - 1];
+      if (c < 0 || r > INT64_MAX - 127 || c > INT64_MAX - 3 ||
+          __builtin_mul_overflow((r + 127) / 128 * 128, (c + 3) / 4 * 4, &n))
+        return not_implemented();
+      shape = {n};
+    }
+    dst = allocate(ex, DLDataType{kDLUInt, 8, 1}, shape, "out");
+  } else {
+    dst = take(out, "out", ex, Access::Write);
+    if (!same_memory(dst->managed->dl_tensor.device, ex.device)) return not_implemented();
+  }
+  void *st = reinterpret_cast<void *>(ex.stream);
+  check(swizzle ? mxfp8_swizzle_scales(&s, &dst->managed->dl_tensor, st)
+                : mxfp8_unswizzle_scales(&s, &dst->managed->dl_tensor, st));
+  ++fast_exports;
+  if (!out.is_none()) return py::reinterpret_borrow<py::object>(out);
+  return hand_back(ex, dst->release());
+}
 }  // namespace
 
 PYBIND11_MODULE(_mxfp8, m) {
@@ -502,35 +1061,59 @@ PYBIND11_MODULE(_mxfp8, m) {
 
   py::class_<Tensor>(m, "Tensor", "An mxfp8_tensor handle over DLPack inputs.")
       .def(py::init<py::object, py::object, py::object, py::object, std::optional<std::vector<int64_t>>, int, bool,
-                    int, py::object>(),
+                    int, py::object, std::optional<std::string>, std::optional<std::string>, bool>(),
            py::kw_only(), py::arg("rowwise_data") = py::none(), py::arg("rowwise_scale_inv") = py::none(),
            py::arg("columnwise_data") = py::none(), py::arg("columnwise_scale_inv") = py::none(),
            py::arg("shape") = py::none(), py::arg("format") = 1, py::arg("swizzled") = false, py::arg("block") = 0,
-           py::arg("stream") = py::none())
+           py::arg("stream") = py::none(), py::arg("data_name") = py::none(), py::arg("scale_inv_name") = py::none(),
+           py::arg("exchange") = false)
       .def("export_components", &Tensor::export_components, py::kw_only(), py::arg("direction") = 0,
            py::arg("values_dtype") = 0, py::arg("scales_dtype") = 0, py::arg("contiguous") = true,
-           py::arg("block_scales") = false, py::arg("stream") = 0, py::arg("allocator") = py::none());
+           py::arg("block_scales") = false, py::arg("stream") = py::none(), py::arg("allocator") = py::none());
 
   m.def("bucket_plan", &bucket_plan, py::arg("tensors"), py::arg("direction") = 0, py::arg("alignment") = 256);
   m.def("export_bucket", &export_bucket, py::arg("tensors"), py::arg("plan"), py::arg("bucket"),
-        py::arg("direction") = 0, py::arg("stream") = 0, py::arg("dlpack_stream") = py::none());
+        py::arg("direction") = 0, py::arg("stream") = py::none(), py::arg("dlpack_stream") = py::none(),
+        py::arg("bucket_name") = "bucket");
+  py::class_<PreparedExport>(m, "PreparedExport", "A batched export of compact scales, checked once (mxfp8_prepared_export).")
+      .def(py::init<const std::vector<Tensor *> &, const std::vector<py::object> &, int, py::object>(), py::arg("tensors"),
+           py::arg("destinations"), py::arg("direction") = 0, py::arg("dlpack_stream") = py::none())
+      .def("run", &PreparedExport::run, py::arg("stream") = py::none());
   m.def("swizzle_pair", &swizzle_pair, py::arg("source"), py::arg("destination"), py::arg("swizzle"),
-        py::arg("stream") = 0, py::arg("dlpack_stream") = py::none());
+        py::arg("stream") = py::none(), py::arg("dlpack_stream") = py::none());
 
   m.def("quantize", &quantize, py::arg("input"), py::kw_only(), py::arg("format") = 1, py::arg("block") = 0,
         py::arg("rounding") = 0, py::arg("layout") = 0, py::arg("rowwise") = true, py::arg("columnwise") = false,
-        py::arg("values_dtype") = 0, py::arg("scales_dtype") = 0, py::arg("stream") = 0,
+        py::arg("values_dtype") = 0, py::arg("scales_dtype") = 0, py::arg("stream") = py::none(),
         py::arg("allocator") = py::none(), py::arg("dlpack_stream") = py::none(), py::arg("bfloat16_bits") = false);
-  m.def("dequantize", &dequantize, py::arg("tensor"), py::arg("direction"), py::arg("output"), py::arg("stream") = 0,
+  m.def("dequantize", &dequantize, py::arg("tensor"), py::arg("direction"), py::arg("output"), py::arg("stream") = py::none(),
         py::arg("dlpack_stream") = py::none(), py::arg("bfloat16_bits") = false);
 
   py::class_<Grouped>(m, "Grouped", "An mxfp8_grouped_tensor handle over flat DLPack inputs.")
       .def(py::init<py::object, py::object, int32_t, int64_t, std::optional<std::vector<int64_t>>, int64_t,
-                    std::optional<std::vector<int64_t>>, int, bool, int, py::object>(),
+                    std::optional<std::vector<int64_t>>, int, bool, int, py::object, bool>(),
            py::kw_only(), py::arg("data"), py::arg("scale_inv"), py::arg("num_experts"), py::arg("cols"),
            py::arg("expert_rows") = py::none(), py::arg("uniform_rows") = 0, py::arg("scale_offsets") = py::none(),
-           py::arg("format") = 1, py::arg("swizzled") = false, py::arg("packing") = 0, py::arg("stream") = py::none())
+           py::arg("format") = 1, py::arg("swizzled") = false, py::arg("packing") = 0, py::arg("stream") = py::none(),
+           py::arg("exchange") = false)
       .def("expert", &Grouped::expert, py::arg("expert"))
       .def("export_stacked", &Grouped::export_stacked, py::kw_only(), py::arg("values_dtype") = 0,
-           py::arg("scales_dtype") = 0, py::arg("stream") = 0, py::arg("allocator") = py::none());
+           py::arg("scales_dtype") = 0, py::arg("stream") = py::none(), py::arg("allocator") = py::none());
+
+  m.def("export_components_fast", &export_components_fast, py::arg("data"), py::arg("scale_inv"), py::arg("shape"),
+        py::arg("fp8_dtype"), py::arg("swizzled"), py::arg("direction"), py::arg("values_dtype"),
+        py::arg("scales_dtype"), py::arg("contiguous"), py::arg("block"), py::arg("stream"),
+        "export_components end to end for a framework with the DLPack exchange API; NotImplemented otherwise.");
+  m.def("dequantize_fast", &dequantize_fast, "dequantize end to end for a framework with the DLPack exchange API; "
+        "NotImplemented otherwise.");
+  m.def("quantize_fast", &quantize_fast, "quantize end to end for a framework with the DLPack exchange API; "
+        "NotImplemented otherwise.");
+  m.def("swizzle_fast", &swizzle_fast, "swizzle_scales / unswizzle_scales end to end for a framework with the DLPack "
+        "exchange API; NotImplemented otherwise.");
+  m.def("has_exchange_api", [](py::handle obj) { return exchange_api_of(obj) != nullptr; }, py::arg("obj"),
+        "Whether obj's type publishes a DLPack C exchange API this build uses.");
+  m.def("taken_counts", [] {
+    return py::dict(py::arg("exchange_api") = taken_by_exchange_api, py::arg("dlpack") = taken_by_dunder_dlpack);
+  }, "How many objects were taken through each path (for tests).");
+  m.def("fast_exports", [] { return fast_exports; }, "How many calls the extension did alone, without the Python layer's path (for tests).");
 }

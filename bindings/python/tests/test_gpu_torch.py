@@ -170,3 +170,37 @@ def test_quantize_runs_on_the_current_stream_with_torchs_allocator():
         expected = mxfp8.quantize(x.cpu())
     side.synchronize()
     assert torch.equal(q.rowwise_data.view(torch.uint8).cpu(), expected.rowwise_data.view(torch.uint8))
+
+
+def test_export_plan_on_cuda_replays_in_a_torch_cuda_graph():
+    """ExportPlan.export() allocates and synchronizes nothing: torch captures it in a CUDA graph, and each
+    replay writes the scales the sources hold at that replay."""
+    shapes = [(100, 48), (257, 200), (1000, 8192 + 48)]
+    tensors, expected = {}, {}
+    for i, shape in enumerate(shapes):
+        data, buf, s = make_mxfp8(shape, "swizzled", seed=40 + i)
+        tensors[f"w{i}"] = {"data": cuda(data), "scale_inv": cuda(buf), "swizzled": True}
+        expected[f"w{i}"] = s
+    plan = mxfp8.ExportPlan(tensors)
+    views = plan.views()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # torch's rule: run once on a side stream before capturing
+        plan.export()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        plan.export()
+    for step in range(2):
+        plan.out.fill_(0xEE)
+        graph.replay()
+        torch.cuda.synchronize()
+        for name, s in expected.items():
+            torch.testing.assert_close(views[name].cpu().reshape(s.shape), torch.from_numpy(s), rtol=0, atol=0)
+        for i, (name, spec) in enumerate(tensors.items()):  # the next step's scales, in place
+            s = np.random.default_rng(200 + 10 * step + i).integers(1, 255, size=expected[name].shape, dtype=np.uint8)
+            swz = swizzle_reference(s)
+            real = torch.from_numpy(swizzle_reference(np.ones_like(s)) == 1).cuda()
+            flat = spec["scale_inv"].reshape(-1)
+            flat[real] = torch.from_numpy(swz).cuda()[real]
+            expected[name] = s

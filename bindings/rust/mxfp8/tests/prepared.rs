@@ -1,23 +1,12 @@
-//! Prepared exports on host memory: the same bytes as the immediate batched export, written again at
-//! every run from the sources as they are then, and the same refusals.
+//! Prepared exports on host memory: the compact scales (checked against the layout's formula) at every
+//! run, from a plan that outlives the tensor handles it was made from; and the immediate call's refusals.
+mod common;
+
+use common::{random_bytes, swizzled_index};
 use mxfp8::{ExportOptions, ManagedTensor, PreparedExport, ScaleLayout, Status, Stream, TensorBuilder};
 
-/// The cuBLAS layout offset, from the layout's permute form (independent of the library).
-fn swizzled_index(r: usize, c: usize, padded_cols: usize) -> usize {
-    let (a, b, cc, d, e) = (r / 128, (r % 128) / 32, r % 32, c / 4, c % 4);
-    (((a * (padded_cols / 4) + d) * 32 + cc) * 4 + b) * 4 + e
-}
-
 fn scales(n: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9E3779B97F4A7C15) | 1;
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            1 + (x % 254) as u8
-        })
-        .collect()
+    random_bytes(n, seed, 1, 254)
 }
 
 #[test]

@@ -1,0 +1,245 @@
+#!/usr/bin/env python3
+"""What a call of mxfp8 costs from Python, next to the same work from C and in PyTorch (issue 15).
+
+Every figure is host wall clock per call (the median of many), as a user's refit loop sees it: `_sync_`
+figures include a synchronize of the stream the work ran on. The C figures call libmxfp8 through ctypes on
+the same buffers (one ctypes call costs well under a microsecond; the handle is made once, as a C caller
+would). The PyTorch figures are the seed's code: a view/permute/reshape, crop and `.contiguous()`.
+
+Needs a CUDA device and torch. Writes OUT/python_overhead.json:
+  {"python": {"views_us", "tiny_sync_us", "tiny_c_sync_us", "sizes": {"RxK": {"ours_us", "torch_us"}},
+              "calls": {name: {"us", "sync_us", "torch_sync_us"}}, "model_loop_ms", "model_plan_ms",
+              "model_batched_c_ms", "model_torch_ms", "path": "exchange-api" | "dlpack"}}
+"""
+import argparse
+import ctypes
+import datetime
+import json
+import os
+import statistics
+import sys
+import time
+
+import torch
+
+import mxfp8
+from run_bench import LAYER, round_up, torch_unswizzle  # the model and the seed's permute, as benchmarked there
+
+SIZES = [(128, 128), (8192, 8192), (57344, 8192)]
+
+
+def torch_swizzle(compact):
+    rows, cols = compact.shape
+    rp, cp = round_up(rows, 128), round_up(cols, 4)
+    padded = torch.zeros(rp, cp, dtype=torch.uint8, device=compact.device)
+    padded[:rows, :cols] = compact
+    return padded.view(rp // 128, 4, 32, cp // 4, 4).permute(0, 3, 2, 1, 4).contiguous().view(-1)
+
+
+def host_us(body, calls=300, warmup=30, sync=False):
+    """Median host wall clock of one call, in µs; with `sync`, the current stream's synchronize included."""
+    stream = torch.cuda.current_stream()
+    for _ in range(warmup):
+        body()
+    torch.cuda.synchronize()
+    samples = []
+    for _ in range(calls):
+        start = time.perf_counter()
+        body()
+        if sync:
+            stream.synchronize()
+        samples.append(time.perf_counter() - start)
+    torch.cuda.synchronize()
+    return round(statistics.median(samples) * 1e6, 2)
+
+
+def swizzled_weight(rows, k):
+    cols = (k + 31) // 32
+    data = torch.randint(0, 255, (rows, k), dtype=torch.uint8, device="cuda")
+    swz = torch.randint(1, 255, (round_up(rows, 128) * round_up(cols, 4),), dtype=torch.uint8, device="cuda")
+    return data, swz, cols
+
+
+# ---- the C side, through ctypes over the library the package loads -----------------------------------
+class DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+
+class DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class DLTensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("device", DLDevice), ("ndim", ctypes.c_int32), ("dtype", DLDataType),
+                ("shape", ctypes.POINTER(ctypes.c_int64)), ("strides", ctypes.POINTER(ctypes.c_int64)),
+                ("byte_offset", ctypes.c_uint64)]
+
+
+class DLManagedTensorVersioned(ctypes.Structure):
+    _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32), ("manager_ctx", ctypes.c_void_p),
+                ("deleter", ctypes.c_void_p), ("flags", ctypes.c_uint64), ("dl_tensor", DLTensor)]
+
+
+class TensorDesc(ctypes.Structure):  # mxfp8_tensor_desc, field for field
+    _fields_ = [("struct_size", ctypes.c_uint32), ("format", ctypes.c_int32), ("scale_layout", ctypes.c_int32),
+                ("ndim", ctypes.c_int32), ("shape", ctypes.c_void_p), ("rowwise_data", ctypes.c_void_p),
+                ("rowwise_scale_inv", ctypes.c_void_p), ("columnwise_data", ctypes.c_void_p),
+                ("columnwise_scale_inv", ctypes.c_void_p), ("block", ctypes.c_int32), ("reserved", ctypes.c_uint32)]
+
+
+def load_library():
+    folder = os.path.dirname(mxfp8.__file__)
+    for name in sorted(os.listdir(folder)):
+        if name.startswith("libmxfp8.so"):
+            lib = ctypes.CDLL(os.path.join(folder, name))
+            break
+    else:
+        lib = ctypes.CDLL("libmxfp8.so.0")
+    lib.mxfp8_last_error.restype = ctypes.c_char_p
+    return lib
+
+
+class CTensor:
+    """An mxfp8_tensor over torch CUDA buffers, made once, as a C caller would."""
+
+    def __init__(self, lib, data, swz):
+        self.lib, self.keep = lib, (data, swz)
+        self.shapes = [(ctypes.c_int64 * 2)(*data.shape), (ctypes.c_int64 * 1)(swz.numel())]
+        u8 = DLDataType(1, 8, 1)
+        self.managed = [DLManagedTensorVersioned(1, 0, None, None, 0, DLTensor(t.data_ptr(), DLDevice(2, t.device.index or 0),
+                                                                               t.dim(), u8, s, None, 0))
+                        for t, s in ((data, self.shapes[0]), (swz, self.shapes[1]))]
+        desc = TensorDesc(ctypes.sizeof(TensorDesc), 1, 1, 0, None, ctypes.addressof(self.managed[0]),
+                          ctypes.addressof(self.managed[1]), None, None, 0, 0)
+        self.handle = ctypes.c_void_p()
+        if lib.mxfp8_tensor_create(ctypes.byref(desc), ctypes.byref(self.handle)) != 0:
+            raise RuntimeError(lib.mxfp8_last_error().decode())
+
+    def export_and_release(self):
+        v, s = ctypes.c_void_p(), ctypes.c_void_p()
+        if self.lib.mxfp8_export_components(self.handle, None, ctypes.byref(v), ctypes.byref(s)) != 0:
+            raise RuntimeError(self.lib.mxfp8_last_error().decode())
+        return v, s
+
+    def __del__(self):
+        self.lib.mxfp8_tensor_release(self.handle)
+
+
+def call_deleter(managed_ptr):
+    m = ctypes.cast(managed_ptr, ctypes.POINTER(DLManagedTensorVersioned)).contents
+    ctypes.CFUNCTYPE(None, ctypes.c_void_p)(m.deleter)(managed_ptr)
+
+
+def c_tiny_sync_us(lib, data, swz):
+    t = CTensor(lib, data, swz)
+
+    def body():
+        v, s = t.export_and_release()
+        torch.cuda.current_stream().synchronize()
+        call_deleter(v)
+        call_deleter(s)
+    # The stream the C call runs on is the legacy default (NULL options): time with that stream's sync.
+    with torch.cuda.stream(torch.cuda.default_stream()):
+        return host_us(body)
+
+
+def c_batched_ms(lib, weights):
+    """mxfp8_export_scales_batched of every weight into one buffer, handles made once; ms with the sync."""
+    handles = [CTensor(lib, d, s) for d, s, _ in weights]
+    sizes = [d.shape[0] * c for d, _, c in weights]
+    out = torch.empty(sum(sizes), dtype=torch.uint8, device="cuda")
+    shapes = [(ctypes.c_int64 * 1)(n) for n in sizes]
+    dls, at = [], 0
+    for n, shape in zip(sizes, shapes):
+        dls.append(DLTensor(out.data_ptr(), DLDevice(2, out.device.index or 0), 1, DLDataType(1, 8, 1), shape, None, at))
+        at += n
+    tensors = (ctypes.c_void_p * len(handles))(*[h.handle.value for h in handles])
+    dsts = (ctypes.c_void_p * len(dls))(*[ctypes.addressof(d) for d in dls])
+
+    def body():
+        if lib.mxfp8_export_scales_batched(tensors, dsts, len(handles), None) != 0:
+            raise RuntimeError(lib.mxfp8_last_error().decode())
+    with torch.cuda.stream(torch.cuda.default_stream()):
+        return round(host_us(body, calls=30, warmup=3, sync=True) / 1000, 3), (handles, dls, out)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", default="bench/results/run")
+    parser.add_argument("--layers", type=int, default=80)
+    args = parser.parse_args()
+    if not torch.cuda.is_available():
+        sys.exit("python_overhead.py needs a CUDA device")
+    torch.manual_seed(0)
+    lib = load_library()
+    r = {"path": "exchange-api" if hasattr(torch.Tensor, "__dlpack_c_exchange_api__") else "dlpack"}
+
+    data, swz, cols = swizzled_weight(128, 128)
+    compact = torch.randint(1, 255, (128, cols), dtype=torch.uint8, device="cuda")
+    r["views_us"] = host_us(lambda: mxfp8.export_components(data, compact))
+    r["tiny_sync_us"] = host_us(lambda: mxfp8.export_components(data, swz, swizzled=True), sync=True)
+    r["tiny_c_sync_us"] = c_tiny_sync_us(lib, data, swz)
+    print(f"views {r['views_us']} µs; tiny swizzled + sync {r['tiny_sync_us']} µs from Python, "
+          f"{r['tiny_c_sync_us']} µs from C ({r['path']} path)", flush=True)
+
+    r["sizes"] = {}
+    for rows, k in SIZES:
+        d, s, c = swizzled_weight(rows, k)
+        ours = host_us(lambda: mxfp8.export_components(d, s, swizzled=True), calls=100, sync=True)
+        theirs = host_us(lambda: torch_unswizzle(s, rows, c), calls=100, sync=True)
+        r["sizes"][f"{rows}x{k}"] = {"ours_us": ours, "torch_us": theirs}
+        print(f"{rows}x{k}: ours {ours} µs, torch permute {theirs} µs", flush=True)
+
+    # The other calls, tiny, host time with and without the sync, and torch's equivalent where one exists.
+    out_compact = torch.empty(128, cols, dtype=torch.uint8, device="cuda")
+    out_swz = torch.empty_like(swz)
+    x = torch.randn(128, 128, dtype=torch.bfloat16, device="cuda")
+    q = mxfp8.quantize(x, scales="swizzled")
+    out_f32 = torch.empty(128, 128, dtype=torch.float32, device="cuda")
+
+    class TEStorage:  # the private fields export_te reads, as Transformer Engine stores them
+        _rowwise_data, _rowwise_scale_inv, _fp8_dtype, _with_gemm_swizzled_scales = data, swz, "float8_e4m3fn", True
+        _columnwise_data = _columnwise_scale_inv = None
+
+    from mx_reference_torch import quantize_rowwise  # the PyTorch quantize baseline (run_bench put it on the path)
+
+    calls = {
+        "unswizzle_scales": (lambda: mxfp8.unswizzle_scales(swz, 128, cols, out_compact),
+                             lambda: torch_unswizzle(swz, 128, cols)),
+        "swizzle_scales": (lambda: mxfp8.swizzle_scales(compact, out_swz), lambda: torch_swizzle(compact)),
+        "quantize": (lambda: mxfp8.quantize(x), lambda: quantize_rowwise(x)),
+        "dequantize": (lambda: mxfp8.dequantize(q.rowwise_data, q.rowwise_scale_inv, swizzled=True, out=out_f32), None),
+        "export_te": (lambda: mxfp8.export_te(TEStorage()), lambda: torch_unswizzle(swz, 128, cols)),
+    }
+    r["calls"] = {}
+    for name, (ours, theirs) in calls.items():
+        entry = {"us": host_us(ours), "sync_us": host_us(ours, sync=True)}
+        if theirs is not None:
+            entry["torch_sync_us"] = host_us(theirs, sync=True)
+        r["calls"][name] = entry
+        print(f"{name}: {entry}", flush=True)
+
+    # The whole model: 320 swizzled weights, three ways from Python and the batched call from C.
+    weights = [swizzled_weight(rows, k) for _ in range(args.layers) for rows, k in LAYER]
+    r["model_loop_ms"] = round(host_us(lambda: [mxfp8.export_components(d, s, swizzled=True) for d, s, _ in weights],
+                                       calls=20, warmup=2, sync=True) / 1000, 3)
+    r["model_torch_ms"] = round(host_us(lambda: [torch_unswizzle(s, d.shape[0], c) for d, s, c in weights],
+                                        calls=20, warmup=2, sync=True) / 1000, 3)
+    r["model_batched_c_ms"], _keep = c_batched_ms(lib, weights)
+    if hasattr(mxfp8, "ExportPlan"):
+        plan = mxfp8.ExportPlan([(d, s) for d, s, _ in weights], swizzled=True)
+        r["model_plan_ms"] = round(host_us(plan.export, calls=30, warmup=3, sync=True) / 1000, 3)
+    else:
+        r["model_plan_ms"] = None
+    print(f"model ({len(weights)} weights): loop {r['model_loop_ms']} ms, plan {r['model_plan_ms']} ms, "
+          f"batched from C {r['model_batched_c_ms']} ms, torch loop {r['model_torch_ms']} ms", flush=True)
+
+    os.makedirs(args.out, exist_ok=True)
+    result = {"date": datetime.date.today().isoformat(), "gpu": torch.cuda.get_device_name(), "python": r}
+    with open(os.path.join(args.out, "python_overhead.json"), "w") as f:
+        json.dump(result, f, indent=1)
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()

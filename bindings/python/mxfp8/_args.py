@@ -1,0 +1,186 @@
+"""The Python arguments the C library cannot see, checked before anything is called: Python types (real
+bools, ints that fit the C field), the devices of every object before any ``__dlpack__`` call (a CUDA
+stream handed to a host tensor's ``__dlpack__`` fails in the producer's own terms), and the stream.
+Every message names the Python argument; layouts, shapes and dtypes stay the C library's to check."""
+from __future__ import annotations
+
+import operator
+import sys
+from typing import Any, NamedTuple, Optional, Sequence, Tuple
+
+from . import _mxfp8
+
+INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
+UINT64_MAX = 2**64 - 1
+
+KDL_CUDA_HOST = 3
+CUDA_DEVICES = (2, 13)  # kDLCUDA, kDLCUDAManaged
+HOST_DEVICES = (1, KDL_CUDA_HOST)  # kDLCPU, kDLCUDAHost (pinned)
+_DEVICE_NAMES = {1: "cpu", 2: "cuda", 3: "cuda_host", 13: "cuda_managed"}  # as the C library writes them
+
+
+def choice(name: str, value: Any, table: dict) -> int:
+    try:
+        return table[value]
+    except (KeyError, TypeError):
+        raise ValueError(f"{name} must be one of {sorted(table)}, got {value!r}") from None
+
+
+def flag(name: str, value: Any) -> bool:
+    """A real bool (or NumPy's): "False" and 0 are not taken for booleans."""
+    if isinstance(value, bool):
+        return value
+    numpy = sys.modules.get("numpy")
+    if numpy is not None and isinstance(value, numpy.bool_):
+        return bool(value)
+    raise TypeError(f"{name} must be True or False, got {value!r} ({type(value).__name__})")
+
+
+def integer(name: str, value: Any, low: int = -INT64_MAX - 1, high: int = INT64_MAX) -> int:
+    """An int (anything with __index__ but a bool) in [low, high]."""
+    if isinstance(value, bool) or not hasattr(type(value), "__index__"):
+        raise TypeError(f"{name} must be an int, got {value!r} ({type(value).__name__})")
+    v = operator.index(value)
+    if not low <= v <= high:
+        raise ValueError(f"{name} is {v}, expected {low} to {high}")
+    return v
+
+
+def shape(name: str, value: Any) -> list:
+    """A sequence of ints that fit int64 (the C library checks what they mean)."""
+    if isinstance(value, (str, bytes)) or not hasattr(value, "__len__") or not hasattr(value, "__getitem__"):
+        raise TypeError(f"{name} must be a sequence of ints, got {value!r} ({type(value).__name__})")
+    return [integer(f"{name}[{i}]", d) for i, d in enumerate(value)]
+
+
+def power_of_two(name: str, value: Any) -> int:
+    v = integer(name, value, 0, UINT64_MAX)
+    if v == 0 or v & (v - 1):
+        raise ValueError(f"{name} is {v}, expected a power of two")
+    return v
+
+
+def last_dimension(name: str, obj: Any) -> int:
+    """K of an input that needs one (a 0-d array has no last dimension)."""
+    dims = tuple(obj.shape)
+    if not dims:
+        raise ValueError(f"{name} is 0-dimensional: expected its last dimension to be K")
+    return int(dims[-1])
+
+
+def dlpack_producer(name: str, obj: Any) -> Tuple[int, int]:
+    """obj's (device_type, device_id), asked with __dlpack_device__ (which moves nothing)."""
+    if not hasattr(obj, "__dlpack__") or not hasattr(obj, "__dlpack_device__"):
+        raise TypeError(f"{name}: expected an object with __dlpack__ (torch, JAX, CuPy, NumPy), got {type(obj).__name__}")
+    device = obj.__dlpack_device__()
+    try:
+        device_type, device_id = device
+        return int(operator.index(device_type)), int(operator.index(device_id))
+    except (TypeError, ValueError):
+        raise TypeError(f"{name}.__dlpack_device__() returned {device!r}, not a (device_type, device_id) pair") from None
+
+
+def format_device(device: Tuple[int, int]) -> str:
+    name = _DEVICE_NAMES.get(device[0])
+    return f"{name}:{device[1]}" if name else f"type {device[0]}:{device[1]}"
+
+
+def same_memory(a: Tuple[int, int], b: Tuple[int, int]) -> bool:
+    """Whether two objects may be handed over with the same __dlpack__ stream. Host memory (plain or
+    pinned) is one class here: torch says kDLCUDAHost for a pinned tensor in __dlpack_device__ and may say
+    kDLCPU in its capsule; the C library compares the capsules' devices exactly."""
+    return a == b or (a[0] in HOST_DEVICES and b[0] in HOST_DEVICES)
+
+
+class Inputs(NamedTuple):
+    """What the inputs decide: torch (the module, for torch inputs: outputs are then torch tensors from
+    PyTorch's allocator), whether they live on CUDA, the stream as a cudaStream_t value, the first
+    input's name and device (what outputs are checked against), and whether the call goes through the
+    framework's DLPack C exchange API (stream is then None: the extension asks the framework for its
+    current stream)."""
+
+    torch: Any
+    cuda: bool
+    stream: Optional[int]
+    name: str
+    device: Tuple[int, int]
+    exchange: bool = False
+
+    @property
+    def dlpack_stream(self) -> Optional[int]:
+        """The stream argument for a producer's __dlpack__: 1 names the legacy default stream; None is
+        for host memory."""
+        return (self.stream or 1) if self.cuda else None
+
+    def check_output(self, name: str, obj: Any) -> None:
+        """An object the library writes into lives where the inputs do."""
+        device = dlpack_producer(name, obj)
+        if not same_memory(device, self.device):
+            raise ValueError(f"{name} is on {format_device(device)} but {self.name} is on "
+                             f"{format_device(self.device)}: the output must be on the inputs' device")
+
+
+def inputs(stream: Any, **objects: Any) -> Inputs:
+    """Checks the named inputs are DLPack producers on one device (before any __dlpack__ call); the
+    first decides the framework and the stream."""
+    devices = {name: dlpack_producer(name, obj) for name, obj in objects.items()}
+    first_name, first = next(iter(objects.items()))
+    first_device = devices[first_name]
+    for name, device in devices.items():
+        if not same_memory(device, first_device):
+            raise ValueError(f"{name} is on {format_device(device)} but {first_name} is on "
+                             f"{format_device(first_device)}: all buffers must share one device")
+    torch = torch_module(first)
+    cuda = first_device[0] in CUDA_DEVICES
+    if stream is None and has_exchange_api(first):
+        return Inputs(torch, cuda, None, first_name, first_device, True)
+    return Inputs(torch, cuda, stream_pointer(stream, torch, first, cuda), first_name, first_device)
+
+
+_EXCHANGE_API: dict = {}  # type -> whether it publishes a DLPack C exchange API the extension uses
+
+
+def has_exchange_api(obj: Any) -> bool:
+    kind = type(obj)
+    known = _EXCHANGE_API.get(kind)
+    if known is None:
+        known = _EXCHANGE_API[kind] = _mxfp8.has_exchange_api(obj)
+    return known
+
+
+def torch_module(obj: Any):
+    module = type(obj).__module__
+    if module.startswith("torch"):
+        import torch
+
+        if isinstance(obj, torch.Tensor):
+            return torch
+    return None
+
+
+def stream_pointer(stream: Any, torch, data: Any, cuda: bool) -> int:
+    """A cudaStream_t as an int: from torch/CuPy stream objects, ints, or torch's current stream."""
+    if not cuda:
+        if stream is not None:
+            raise ValueError("stream is only meaningful for CUDA tensors")
+        return 0
+    if stream is None:
+        return torch.cuda.current_stream(data.device).cuda_stream if torch is not None else 0
+    value = stream
+    for attribute in ("cuda_stream", "ptr"):  # torch.cuda.Stream, cupy.cuda.Stream
+        if hasattr(stream, attribute):
+            value = getattr(stream, attribute)
+            break
+    if isinstance(value, bool) or not hasattr(type(value), "__index__"):
+        raise TypeError("stream must be a torch.cuda.Stream, a cupy.cuda.Stream, an int (a cudaStream_t) or None, "
+                        f"got {stream!r} ({type(stream).__name__})")
+    return integer("stream", value, 0, INT64_MAX)
+
+
+def sequence_of_ints(name: str, value: Optional[Sequence[Any]], low: int = -INT64_MAX - 1) -> Optional[list]:
+    if value is None:
+        return None
+    if isinstance(value, (str, bytes)) or not hasattr(value, "__len__"):
+        raise TypeError(f"{name} must be a sequence of ints, got {value!r} ({type(value).__name__})")
+    return [integer(f"{name}[{i}]", v, low) for i, v in enumerate(value)]

@@ -1,0 +1,521 @@
+"""Hostile input through the Python API (host memory; runs in CI): forged DLPack capsules, read-only
+outputs, manifests that lie, arguments of the wrong type or range, objects on different devices. Every
+case checks the exception, that its message names the Python argument, and that nothing the caller owns
+was written."""
+import gc
+
+import numpy as np
+import pytest
+
+import mxfp8
+from conftest import POISON, make_mxfp8, swizzle_reference
+from dlpack_forge import (
+    FLAG_READ_ONLY,
+    KDL_CPU,
+    KDL_CUDA,
+    KDL_CUDA_HOST,
+    DeviceOnly,
+    ForgedTensor,
+    Producer,
+    Relabelled,
+    capsule_is,
+    numpy_tensor,
+)
+
+
+def read_only(a):
+    a = np.array(a, copy=True)
+    a.flags.writeable = False
+    return a
+
+
+def poisoned(shape, dtype=np.uint8):
+    a = np.empty(shape, dtype)
+    a.view(np.uint8)[...] = POISON
+    return a
+
+
+def one_tensor(shape=(100, 48), storage="padded", seed=0):
+    data, buf, s = make_mxfp8(shape, storage, seed=seed)
+    return data, buf, s
+
+
+# ------------------------------------------------------------------------------------ read-only outputs ---
+def test_dequantize_into_a_read_only_array_is_refused():
+    data, buf, _ = one_tensor()
+    out = read_only(poisoned((100, 48), np.float32))
+    with pytest.raises(ValueError, match="out is read-only"):
+        mxfp8.dequantize(data, buf, out=out)
+    assert (out.view(np.uint8) == POISON).all()
+    # the same array made writeable is accepted: the refusal is the flag's, not the array's
+    writable = poisoned((100, 48), np.float32)
+    mxfp8.dequantize(data, buf, out=writable)
+    assert not (writable.view(np.uint8) == POISON).all()
+
+
+def test_export_bucket_into_a_read_only_bucket_is_refused():
+    data, buf, _ = one_tensor()
+    bucket, manifest = mxfp8.export_bucket({"w": {"data": data, "scale_inv": buf}})
+    ro = read_only(np.full(bucket.shape, POISON, np.uint8))
+    with pytest.raises(ValueError, match="bucket is read-only"):
+        mxfp8.export_bucket({"w": {"data": data, "scale_inv": buf}}, bucket=ro)
+    assert (ro == POISON).all()
+
+
+def test_iter_buckets_into_a_read_only_buffer_is_refused():
+    data, buf, _ = one_tensor()
+    ro = read_only(np.full(1 << 16, POISON, np.uint8))
+    with pytest.raises(ValueError, match="buffer is read-only"):
+        list(mxfp8.iter_buckets({"w": {"data": data, "scale_inv": buf}}, bucket_bytes=1 << 16, buffer=ro))
+    assert (ro == POISON).all()
+
+
+def test_swizzle_and_unswizzle_into_read_only_arrays_are_refused():
+    s = np.random.default_rng(3).integers(1, 255, (130, 6), dtype=np.uint8)
+    ro = read_only(np.full(256 * 8, POISON, np.uint8))
+    with pytest.raises(ValueError, match="out is read-only"):
+        mxfp8.swizzle_scales(s, ro)
+    assert (ro == POISON).all()
+    swz = swizzle_reference(s)
+    ro_compact = read_only(np.full((130, 6), POISON, np.uint8))
+    with pytest.raises(ValueError, match="out is read-only"):
+        mxfp8.unswizzle_scales(swz, 130, 6, ro_compact)
+    assert (ro_compact == POISON).all()
+
+
+def test_read_only_inputs_are_fine():
+    data, buf, s = one_tensor(storage="swizzled")
+    values, scales = mxfp8.export_components(read_only(data), read_only(buf), swizzled=True, values_dtype="uint8")
+    assert np.array_equal(np.from_dlpack(scales), s)
+    assert np.array_equal(np.from_dlpack(values), data)
+    swz = mxfp8.swizzle_scales(read_only(s))
+    assert np.array_equal(swz, swizzle_reference(s))
+
+
+def test_a_forged_read_only_flag_on_an_output_is_refused_and_deleted_once():
+    data, buf, _ = one_tensor()
+    target = poisoned((100, 48), np.float32)
+    forged = numpy_tensor(target, dtype=(2, 32, 1), flags=FLAG_READ_ONLY)
+    with pytest.raises(ValueError, match="out is read-only"):
+        mxfp8.dequantize(data, buf, out=Producer(forged))
+    assert forged.deleted == 1
+    assert (target.view(np.uint8) == POISON).all()
+
+
+@pytest.mark.parametrize("scales", ["swizzled", "padded"])
+def test_a_read_only_allocator_result_is_refused(scales):
+    """The library copies swizzled (and padded) scales into what the allocator returns."""
+    data, buf, _ = make_mxfp8((100, 48), scales)
+    handed_out = []
+
+    def allocator(shape, device):
+        a = read_only(np.full(shape, POISON, np.uint8))
+        handed_out.append(a)
+        return a
+
+    tensor = mxfp8._mxfp8.Tensor(rowwise_data=data, rowwise_scale_inv=buf, swizzled=scales == "swizzled")
+    with pytest.raises(ValueError, match="allocator result is read-only"):
+        tensor.export_components(allocator=allocator)
+    assert handed_out and all((a == POISON).all() for a in handed_out)
+
+
+def test_a_read_only_allocator_result_is_refused_by_quantize():
+    x = np.random.default_rng(4).standard_normal((64, 64)).astype(np.float32)
+    handed_out = []
+
+    def allocator(shape, device):
+        a = read_only(np.full(shape, POISON, np.uint8))
+        handed_out.append(a)
+        return a
+
+    with pytest.raises(ValueError, match="allocator result is read-only"):
+        mxfp8._mxfp8.quantize(x, allocator=allocator)
+    assert handed_out and all((a == POISON).all() for a in handed_out)
+
+
+# --------------------------------------------------------------------------------------- forged capsules ---
+@pytest.mark.parametrize("major", [0, 2, 255])
+def test_a_capsule_of_another_major_version_is_deleted_unread(major):
+    # Every field after the version is hostile: a consumer that read any of them would crash or lie.
+    forged = ForgedTensor(0xDEAD0000, None, ndim=100000, version=(major, 0), flags=0xFFFF)
+    _, buf, _ = one_tensor()
+    with pytest.raises(ValueError, match=rf"data: DLPack version {major}\.0 is not supported"):
+        mxfp8.export_components(Producer(forged, device=(KDL_CPU, 0)), buf)
+    assert forged.deleted == 1
+    scales = ForgedTensor(0xDEAD0000, None, ndim=100000, version=(major, 7))
+    data, _, _ = one_tensor()
+    with pytest.raises(ValueError, match=rf"scale_inv: DLPack version {major}\.7 is not supported"):
+        mxfp8.export_components(data, Producer(scales, device=(KDL_CPU, 0)))
+    assert scales.deleted == 1
+
+
+@pytest.mark.parametrize("where", ["out", "bucket", "swizzle out", "quantize input", "allocator"])
+def test_another_major_version_is_refused_everywhere(where):
+    data, buf, s = one_tensor(storage="swizzled")
+    forged = ForgedTensor(0xDEAD0000, None, ndim=7, version=(2, 0))
+    producer = Producer(forged, device=(KDL_CPU, 0))
+    with pytest.raises(ValueError, match=r"DLPack version 2\.0 is not supported"):
+        if where == "out":
+            mxfp8.dequantize(data, buf, swizzled=True, out=producer)
+        elif where == "bucket":
+            mxfp8.export_bucket({"w": {"data": data, "scale_inv": buf, "swizzled": True}}, bucket=producer)
+        elif where == "swizzle out":
+            mxfp8.swizzle_scales(s, producer)
+        elif where == "quantize input":
+            mxfp8.quantize(producer)
+        else:
+            tensor = mxfp8._mxfp8.Tensor(rowwise_data=data, rowwise_scale_inv=buf, swizzled=True)
+            tensor.export_components(allocator=lambda shape, device: producer)
+    assert forged.deleted == 1
+
+
+def test_a_legacy_only_producer_is_read_through_the_wrapper():
+    """A producer older than DLPack 1.0 (no max_version): its tensor is wrapped with the version of the
+    header the binding was built with, and exported like any other; its deleter runs once, when the last
+    export made from it is gone."""
+    data, buf, s = one_tensor(storage="compact")
+    legacy_data = ForgedTensor(data.ctypes.data, data.shape, version=None, keep=data)
+    legacy_scales = ForgedTensor(buf.ctypes.data, buf.shape, version=None, keep=buf)
+    pd, ps = Producer(legacy_data, legacy_only=True), Producer(legacy_scales, legacy_only=True)
+    values, scales = mxfp8.export_components(pd, ps, values_dtype="uint8")
+    assert pd.calls == [{"stream": None}] and ps.calls == [{"stream": None}]
+    assert np.array_equal(np.from_dlpack(values), data) and np.array_equal(np.from_dlpack(scales), s)
+    assert legacy_data.deleted == 0 and legacy_scales.deleted == 0  # the views hold them
+    del values, scales
+    gc.collect()
+    assert legacy_data.deleted == 1 and legacy_scales.deleted == 1
+
+
+def test_a_forged_versioned_tensor_of_our_major_is_read():
+    data, buf, s = one_tensor(storage="padded")
+    d, b = numpy_tensor(data, version=(1, 0)), numpy_tensor(buf, version=(1, 99))
+    values, scales = mxfp8.export_components(Producer(d), Producer(b), values_dtype="uint8")
+    assert np.array_equal(np.from_dlpack(scales), s)
+    del values, scales
+    gc.collect()
+    assert d.deleted == 1 and b.deleted == 1
+
+
+def test_a_capsule_with_another_name_is_a_type_error():
+    data, buf, _ = one_tensor()
+    forged = numpy_tensor(data)
+    with pytest.raises(TypeError, match=r"data.__dlpack__\(\) did not return a DLPack capsule"):
+        mxfp8.export_components(Producer(forged, capsule_name=b"something_else"), buf)
+    assert forged.deleted == 0  # not ours to delete: we never took it
+
+
+def test_dlpack_returning_something_else_is_a_type_error():
+    class NotACapsule:
+        def __dlpack_device__(self):
+            return (KDL_CPU, 0)
+
+        def __dlpack__(self, **kwargs):
+            return 42
+
+    _, buf, _ = one_tensor()
+    with pytest.raises(TypeError, match=r"data.__dlpack__\(\) did not return a DLPack capsule"):
+        mxfp8.export_components(NotACapsule(), buf)
+
+
+@pytest.mark.parametrize("device", [(1,), "cpu", (1, "0"), None, (1.0, 0)])
+def test_a_lying_dlpack_device_is_a_type_error(device):
+    class Liar:
+        def __dlpack_device__(self):
+            return device
+
+        def __dlpack__(self, **kwargs):
+            raise AssertionError("__dlpack__ called after __dlpack_device__ lied")
+
+    _, buf, _ = one_tensor()
+    with pytest.raises(TypeError, match=r"data.__dlpack_device__\(\) returned"):
+        mxfp8.export_components(Liar(), buf)
+
+
+def test_array_dlpack_checks_its_arguments():
+    data, buf, _ = one_tensor(storage="swizzled")
+    _, scales = mxfp8.export_components(data, buf, swizzled=True)
+    for kwargs, message in [
+        ({"max_version": (1,)}, r"max_version must be a \(major, minor\) tuple of ints, got \(1,\)"),
+        ({"max_version": "1.0"}, "max_version must be a"),
+        ({"max_version": (1, 2**80)}, "max_version must be a"),
+        ({"dl_device": "cpu"}, r"dl_device must be a \(device_type, device_id\) tuple of ints, got 'cpu'"),
+        ({"stream": "x"}, "stream must be None or an int"),
+        ({"stream": 2**70}, "stream must be None or an int"),
+        ({"copy": "no"}, "copy must be None, True or False"),
+    ]:
+        with pytest.raises(TypeError, match=message):
+            scales.__dlpack__(**kwargs)
+    # the well-formed calls still work
+    assert capsule_is(scales.__dlpack__(max_version=(1, 0), dl_device=(1, 0), copy=False), b"dltensor_versioned")
+    assert capsule_is(scales.__dlpack__(stream=-1), b"dltensor")
+
+
+def test_array_dtype_names():
+    data, buf, _ = one_tensor(storage="swizzled")
+    values, scales = mxfp8.export_components(data, buf, swizzled=True, fp8_dtype="e5m2", scales_dtype="e8m0")
+    assert (values.dtype, scales.dtype) == ("float8_e5m2", "float8_e8m0fnu")
+    values, scales = mxfp8.export_components(data, buf, swizzled=True, values_dtype="uint8")
+    assert (values.dtype, scales.dtype) == ("uint8", "uint8")
+
+
+def test_a_complex_input_is_named_complex64():
+    """The C library names dtypes (format_dtype); complex64 was "code 5 bits 64"."""
+    data, buf, _ = one_tensor()
+    with pytest.raises(ValueError, match="complex64"):
+        mxfp8.export_components(data.astype(np.complex64), buf)
+
+
+# ---------------------------------------------------------------------------------- manifests that lie ---
+def bucket_of_three():
+    specs, truth = {}, {}
+    for i, shape in enumerate([(100, 48), (64, 64), (3, 5, 40)]):
+        data, buf, s = make_mxfp8(shape, "padded", seed=20 + i)
+        specs[f"t{i}"] = {"data": data, "scale_inv": buf}
+        truth[f"t{i}"] = (data, s)
+    bucket, manifest = mxfp8.export_bucket(specs, alignment=64)
+    return bucket, manifest, truth
+
+
+def test_an_honest_manifest_unpacks_exactly():
+    bucket, manifest, truth = bucket_of_three()
+    parts = mxfp8.unpack_bucket(bucket, manifest)
+    for name, (data, s) in truth.items():
+        assert np.array_equal(parts[name].values, data)
+        assert np.array_equal(parts[name].scales.reshape(s.shape), s)
+        assert np.shares_memory(parts[name].values, bucket)
+    # a manifest that went through JSON (lists, not tuples) is the same manifest
+    import json
+
+    parts = mxfp8.unpack_bucket(bucket, json.loads(json.dumps(manifest)))
+    assert np.array_equal(parts["t2"].values, truth["t2"][0])
+
+
+def lie(manifest, i, **changes):
+    forged = [dict(e) for e in manifest]
+    forged[i].update(changes)
+    return forged
+
+
+@pytest.mark.parametrize(
+    "make_lie, error, message",
+    [
+        (lambda m: lie(m, 1, values_offset=-1), ValueError, r"manifest\[1\] \('t1'\): values_offset is -1"),
+        (lambda m: lie(m, 1, scales_offset=-64), ValueError, r"manifest\[1\] \('t1'\): scales_offset is -64"),
+        (lambda m: lie(m, 1, values_offset=m[0]["values_offset"]), ValueError,
+         r"manifest\[1\] \('t1'\) values .* overlaps manifest\[0\] \('t0'\) values"),
+        (lambda m: lie(m, 0, scales_offset=m[0]["values_offset"] + 1), ValueError,
+         r"manifest\[0\] \('t0'\) (values|scales) .* overlaps manifest\[0\] \('t0'\) (values|scales)"),
+        (lambda m: lie(m, 0, shape=(48, 100)), ValueError,
+         r"manifest\[0\] \('t0'\): scales_shape \(100, 2\) is not the compact scale shape of \(48, 100\)"),
+        (lambda m: lie(m, 0, shape=(100, 49)), ValueError,
+         r"manifest\[0\] \('t0'\): values_bytes is 4800 but shape \(100, 49\) holds 4900 values"),
+        (lambda m: lie(m, 0, scales_shape=(100, 3)), ValueError, r"manifest\[0\] \('t0'\): scales_shape \(100, 3\)"),
+        (lambda m: lie(m, 0, scales_bytes=201), ValueError, r"manifest\[0\] \('t0'\): scales_bytes is 201"),
+        (lambda m: lie(m, 2, values_offset=2**64 - 101), ValueError, r"manifest\[2\] \('t2'\): values_offset is"),
+        (lambda m: lie(m, 2, scales_offset=m[2]["scales_offset"] + 4096), ValueError,
+         r"manifest\[2\] \('t2'\): scales_offset \d+ \+ scales_bytes \d+ runs past the end of the bucket"),
+        (lambda m: lie(m, 0, values_offset=True), TypeError, r"manifest\[0\] \('t0'\): values_offset must be an int"),
+        (lambda m: lie(m, 0, values_bytes=4800.0), TypeError, r"manifest\[0\] \('t0'\): values_bytes must be an int"),
+        (lambda m: lie(m, 0, shape="100x48"), TypeError, r"manifest\[0\] \('t0'\): shape must be a sequence of ints"),
+        (lambda m: lie(m, 0, shape=(100, True)), TypeError, r"manifest\[0\] \('t0'\): shape\[1\] must be an int"),
+        (lambda m: lie(m, 1, fp8_dtype="e3m4"), ValueError, r"manifest\[1\] \('t1'\): fp8_dtype must be one of"),
+        (lambda m: lie(m, 1, name="t0"), ValueError, r"manifest\[1\] \('t0'\): the name appears twice"),
+        (lambda m: [{k: v for k, v in e.items() if k != "scales_bytes"} for e in m], ValueError,
+         r"manifest\[0\] has no 'scales_bytes'"),
+        (lambda m: m[0], TypeError, "manifest must be the list export_bucket returned"),
+        (lambda m: [m[0], "t1"], TypeError, r"manifest\[1\] must be a dict"),
+    ],
+)
+def test_a_lying_manifest_is_refused(make_lie, error, message):
+    bucket, manifest, _ = bucket_of_three()
+    before = bucket.copy()
+    with pytest.raises(error, match=message):
+        mxfp8.unpack_bucket(bucket, make_lie(manifest))
+    assert np.array_equal(bucket, before)
+
+
+def test_unpack_needs_a_byte_bucket():
+    bucket, manifest, _ = bucket_of_three()
+    with pytest.raises(ValueError, match="bucket must hold bytes"):
+        mxfp8.unpack_bucket(bucket.view(np.uint16), manifest)
+    with pytest.raises(ValueError, match="bucket must be a 1-D byte buffer"):
+        mxfp8.unpack_bucket(np.stack([bucket, bucket]), manifest)
+    with pytest.raises(ValueError, match="bucket must be contiguous"):
+        mxfp8.unpack_bucket(np.repeat(bucket, 2)[::2], manifest)
+    with pytest.raises(ValueError, match="runs past the end of the bucket"):
+        mxfp8.unpack_bucket(bucket[:-1], manifest)
+
+
+# ------------------------------------------------------------------------------------ wrong arguments ---
+def export(**kwargs):
+    data, buf, _ = one_tensor()
+    return mxfp8.export_components(data, buf, **kwargs)
+
+
+@pytest.mark.parametrize(
+    "call, error, message",
+    [
+        (lambda: export(swizzled="False"), TypeError, r"swizzled must be True or False, got 'False' \(str\)"),
+        (lambda: export(swizzled=1), TypeError, "swizzled must be True or False, got 1"),
+        (lambda: export(contiguous=None), TypeError, "contiguous must be True or False"),
+        (lambda: export(shape=(2**63, 1)), ValueError, r"shape\[0\] is 9223372036854775808, expected"),
+        (lambda: export(shape="100,48"), TypeError, "shape must be a sequence of ints"),
+        (lambda: export(shape=(100.0, 48)), TypeError, r"shape\[0\] must be an int"),
+        (lambda: export(fp8_dtype=["e4m3"]), ValueError, "fp8_dtype must be one of"),
+        (lambda: export(stream="x"), ValueError, "stream is only meaningful for CUDA"),
+        (lambda: mxfp8.quantize(np.ones((4, 64), np.float32), rowwise=False, columnwise=False), ValueError,
+         "rowwise and columnwise are both False: ask for at least one direction"),
+        (lambda: mxfp8.quantize(np.ones((4, 64), np.float32), columnwise="yes"), TypeError,
+         "columnwise must be True or False"),
+        (lambda: mxfp8.quantize(np.ones((4, 64), np.float32), rowwise=np.bool_(False), columnwise=np.bool_(False)),
+         ValueError, "rowwise and columnwise are both False"),
+        (lambda: mxfp8.dequantize(*one_tensor()[:2], dtype="float16"), ValueError, "dtype must be one of"),
+        (lambda: mxfp8.dequantize(*one_tensor()[:2], shape=(2**64,)), ValueError, r"shape\[0\] is 18446744073709551616"),
+        (lambda: mxfp8.swizzle_scales(np.zeros((), np.uint8)), ValueError, "compact is 0-dimensional"),
+        (lambda: mxfp8.unswizzle_scales(np.zeros(512, np.uint8), -1, 4), ValueError, "rows is -1, expected 0 to"),
+        (lambda: mxfp8.unswizzle_scales(np.zeros(512, np.uint8), 128, "4"), TypeError, "cols must be an int"),
+        (lambda: mxfp8.swizzle_scales([1, 2]), TypeError, "compact: expected an object with __dlpack__"),
+    ],
+)
+def test_wrong_arguments_get_a_message_naming_them(call, error, message):
+    with pytest.raises(error, match=message):
+        call()
+
+
+def grouped(**kwargs):
+    data = np.zeros((4 * 64, 64), np.uint8)
+    scales = np.zeros(4 * 128 * 4, np.uint8)
+    return mxfp8.export_grouped(data, scales, **kwargs)
+
+
+@pytest.mark.parametrize(
+    "call, error, message",
+    [
+        (lambda: grouped(num_experts=0), ValueError, "num_experts is 0, expected 1 to"),
+        (lambda: grouped(num_experts=-3), ValueError, "num_experts is -3, expected 1 to"),
+        (lambda: grouped(num_experts=2**31), ValueError, "num_experts is 2147483648, expected 1 to 2147483647"),
+        (lambda: grouped(num_experts=4.0), TypeError, "num_experts must be an int"),
+        (lambda: grouped(num_experts=True), TypeError, "num_experts must be an int"),
+        (lambda: grouped(num_experts=4, swizzled="True"), TypeError, "swizzled must be True or False"),
+        (lambda: grouped(num_experts=4, stacked="no"), TypeError, "stacked must be True or False"),
+        (lambda: grouped(num_experts=2, expert_rows=[2**63, 1]), ValueError, r"expert_rows\[0\] is 9223372036854775808"),
+        (lambda: grouped(num_experts=2, expert_rows=[128, "128"]), TypeError, r"expert_rows\[1\] must be an int"),
+        (lambda: grouped(num_experts=4, scale_offsets=[0, 1, 2, 2**64]), ValueError, r"scale_offsets\[3\] is"),
+        (lambda: mxfp8.export_grouped(np.zeros((), np.uint8), np.zeros(4, np.uint8), num_experts=1), ValueError,
+         "data is 0-dimensional"),
+    ],
+)
+def test_export_grouped_arguments(call, error, message):
+    with pytest.raises(error, match=message):
+        call()
+
+
+def bucket_spec():
+    data, buf, _ = one_tensor()
+    return {"data": data, "scale_inv": buf}
+
+
+@pytest.mark.parametrize(
+    "call, error, message",
+    [
+        (lambda: list(mxfp8.iter_buckets({"w": bucket_spec()}, bucket_bytes=1 << 20, alignment=0)), ValueError,
+         "alignment is 0, expected a power of two"),
+        (lambda: list(mxfp8.iter_buckets({"w": bucket_spec()}, bucket_bytes=1 << 20, alignment=48)), ValueError,
+         "alignment is 48, expected a power of two"),
+        (lambda: mxfp8.export_bucket({"w": bucket_spec()}, alignment=2**63 + 2**62), ValueError,
+         "expected a power of two"),
+        (lambda: mxfp8.export_bucket({"w": bucket_spec()}, alignment=2**64), ValueError, "alignment is 18446744073709551616"),
+        (lambda: list(mxfp8.iter_buckets({"w": bucket_spec()}, bucket_bytes=0)), ValueError, "bucket_bytes is 0"),
+        (lambda: list(mxfp8.iter_buckets({"w": bucket_spec()}, bucket_bytes="1M")), TypeError,
+         "bucket_bytes must be an int"),
+        (lambda: mxfp8.export_bucket({"w": dict(bucket_spec(), swizzle=True)}), ValueError,
+         r"tensors\['w'\] has an unknown key 'swizzle'"),
+        (lambda: mxfp8.export_bucket({"w": dict(bucket_spec(), swizzled="False")}), TypeError,
+         r"tensors\['w'\]\['swizzled'\] must be True or False"),
+        (lambda: mxfp8.export_bucket({"w": {"data": bucket_spec()["data"]}}), ValueError,
+         r"tensors\['w'\] has no 'scale_inv'"),
+        (lambda: mxfp8.export_bucket({"w": dict(bucket_spec(), shape=(100, 2**63))}), ValueError,
+         r"tensors\['w'\]\['shape'\]\[1\] is 9223372036854775808"),
+        (lambda: mxfp8.export_bucket({"w": dict(bucket_spec(), data=np.zeros((), np.uint8))}), ValueError,
+         r"tensors\['w'\]\['data'\] is 0-dimensional"),
+        (lambda: mxfp8.export_bucket([bucket_spec()]), TypeError, "tensors must be a dict"),
+        (lambda: mxfp8.export_bucket({"w": [1]}), TypeError, r"tensors\['w'\] must be a dict"),
+        (lambda: list(mxfp8.iter_buckets({"w": {"data": bucket_spec()["data"]}}, bucket_bytes=1 << 20)),
+         ValueError, r"tensors\['w'\] has no 'scale_inv'"),
+    ],
+)
+def test_bucket_arguments(call, error, message):
+    with pytest.raises(error, match=message):
+        call()
+
+
+def test_bucket_errors_from_the_library_name_the_tensor():
+    data, buf, _ = one_tensor()
+    with pytest.raises(ValueError, match=r"tensors\['w'\]: .*need 128 x 4 = 512 bytes, got 200"):
+        mxfp8.export_bucket({"v": {"data": data, "scale_inv": buf},
+                             "w": {"data": data, "scale_inv": np.zeros((100, 2), np.uint8), "swizzled": True}})
+    with pytest.raises(ValueError, match=r"tensors\['w'\]\['scale_inv'\]: DLPack version 2\.0"):
+        mxfp8.export_bucket({"w": {"data": data, "scale_inv": Producer(ForgedTensor(0, None, ndim=3, version=(2, 0)),
+                                                                         device=(KDL_CPU, 0))}})
+
+
+# -------------------------------------------------------------------------------------- mixed devices ---
+# A "CUDA" object here only says it is on CUDA (__dlpack_device__) and fails the test if asked for its
+# capsule: the device check must come before any __dlpack__ call, so no GPU is needed to test it.
+def cuda_only(shape=(128, 64), device=0):
+    return DeviceOnly((KDL_CUDA, device), shape)
+
+
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda d, s, h: mxfp8.export_components(d, h, swizzled=True), r"scale_inv is on cpu:0 but data is on cuda:0"),
+        (lambda d, s, h: mxfp8.export_components(h, s), r"scale_inv is on cuda:0 but data is on cpu:0"),
+        (lambda d, s, h: mxfp8.export_components(d, cuda_only(device=1)), r"scale_inv is on cuda:1 but data is on cuda:0"),
+        (lambda d, s, h: mxfp8.dequantize(d, s, out=np.zeros((128, 64), np.float32)),
+         r"out is on cpu:0 but data is on cuda:0"),
+        (lambda d, s, h: mxfp8.dequantize(d, h), r"scale_inv is on cpu:0 but data is on cuda:0"),
+        (lambda d, s, h: mxfp8.export_grouped(d, h, num_experts=1), r"scale_inv is on cpu:0 but data is on cuda:0"),
+        (lambda d, s, h: mxfp8.export_bucket({"w": {"data": d, "scale_inv": s}}, bucket=np.zeros(1 << 16, np.uint8)),
+         r"bucket is on cpu:0 but tensors\['w'\]\['data'\] is on cuda:0"),
+        (lambda d, s, h: mxfp8.export_bucket({"a": {"data": d, "scale_inv": s}, "b": {"data": h, "scale_inv": h}}),
+         r"tensors\['b'\]\['data'\] is on cpu:0 but tensors\['a'\]\['data'\] is on cuda:0"),
+        (lambda d, s, h: mxfp8.swizzle_scales(s, np.zeros(512, np.uint8)), r"out is on cpu:0 but compact is on cuda:0"),
+        (lambda d, s, h: mxfp8.unswizzle_scales(s, 128, 4, np.zeros((128, 4), np.uint8)),
+         r"out is on cpu:0 but swizzled is on cuda:0"),
+        (lambda d, s, h: mxfp8.swizzle_scales(h, d), r"out is on cuda:0 but compact is on cpu:0"),
+    ],
+)
+def test_mixed_devices_are_refused_before_any_dlpack_call(call, message):
+    data, scales = cuda_only(), cuda_only((512,))
+    host = np.zeros((128, 64), np.uint8)
+    host_before = host.copy()
+    with pytest.raises(ValueError, match=message):
+        call(data, scales, host)
+    assert data.dlpack_calls == 0 and scales.dlpack_calls == 0
+    assert np.array_equal(host, host_before)
+
+
+def test_mixed_device_outputs_are_left_untouched():
+    data, scales = cuda_only(), cuda_only((512,))
+    out = poisoned((128, 64), np.float32)
+    with pytest.raises(ValueError, match="out is on cpu:0 but data is on cuda:0"):
+        mxfp8.dequantize(data, scales, out=out)
+    assert (out.view(np.uint8) == POISON).all()
+
+
+def test_pinned_and_plain_host_memory_mix():
+    """torch reports pinned tensors as kDLCUDAHost in __dlpack_device__ (and kDLCPU in the capsule): the
+    Python check takes host memory as one; the C library compares the capsules' devices."""
+    data, buf, s = one_tensor(storage="swizzled")
+    values, scales = mxfp8.export_components(Relabelled(data, (KDL_CUDA_HOST, 0)), buf, swizzled=True,
+                                             values_dtype="uint8")
+    assert np.array_equal(np.from_dlpack(scales), s)
+    out = mxfp8.dequantize(data, Relabelled(buf, (KDL_CUDA_HOST, 0)), swizzled=True)
+    assert out.shape == (100, 48)
+
+
+def test_a_device_the_library_does_not_know_is_a_type_error():
+    data, buf, _ = one_tensor()
+    with pytest.raises(ValueError, match=r"scale_inv is on cpu:0 but data is on type 7:0"):
+        mxfp8.export_components(DeviceOnly((7, 0)), buf)
