@@ -8,6 +8,7 @@
 # C_ONLY=1 stops after the C suite and the GPU test executables (a quick check of the CUDA path).
 # TESTS_ONLY=1 runs every test (C, Python, examples) but neither compute-sanitizer nor the benchmarks, so
 # that a full check and the recorded benchmark can go in two calls of the device tool (10 minutes each).
+# MXFP8_WHEEL_CHECK=1 adds the CUDA wheel's test at the end (see there).
 # The device machine has no network: dlpack.h and cmocka travel in .carry/ (see bench/README.md).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -15,6 +16,16 @@ OUT=${OUT:-bench/results/run}
 mkdir -p "$OUT"
 status=0
 step() { echo; echo "=== $* ($(date +%T))"; }
+
+step "apache-tvm-ffi, for the tvm-ffi adapter (installed from .carry/wheels when missing)"
+if ! python3 -c "import tvm_ffi" 2>/dev/null && ls .carry/wheels/apache_tvm_ffi-*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --find-links .carry/wheels apache-tvm-ffi 2>&1 | tail -2
+fi
+if python3 -c "import tvm_ffi; print('apache-tvm-ffi', tvm_ffi.__version__)" 2>/dev/null; then
+  export MXFP8_REQUIRE_TVM_FFI=1  # the adapter is built: its tests (in the Python tests below) must run
+else
+  echo "apache-tvm-ffi is not importable: the tvm-ffi adapter is not built, its tests skip, its benchmark is skipped"
+fi
 
 step "configure and build"
 cmake_args=(-S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release)
@@ -90,6 +101,33 @@ PYTHONUNBUFFERED=1 timeout 300 python3 bench/weight_sync_e2e.py --out "$OUT/weig
 MXFP8_COPY_ENGINE_MIN_BYTES=0 PYTHONUNBUFFERED=1 timeout 300 python3 bench/weight_sync_e2e.py \
   --out "$OUT/weight_sync_e2e_kernel_only.json" >"$OUT/weight_sync_e2e_kernel_only.log" 2>&1 || status=1
 grep -E '"(direct|bucketed|by_hand|copy|bucket_fill)_ms"' "$OUT/weight_sync_e2e_kernel_only.json" | head -5
+
+if python3 -c "import tvm_ffi, mxfp8; mxfp8.tvm_ffi_library_path()" 2>/dev/null; then
+  step "the cost of a call through the tvm-ffi module (bench/tvm_ffi_overhead.py)"
+  python3 bench/tvm_ffi_overhead.py --device cuda --out "$OUT/tvm_ffi.json" || status=1
+fi
+
+# ----------------------------------------------------------------------------------------------------
+# Optional, MXFP8_WHEEL_CHECK=1: the CUDA wheel as a user installs it (about 2-4 minutes more). Build it on
+# the CPU machine first, which has the network that `python -m build` and auditwheel need:
+#   scripts/wheel.sh cuda .carry/wheels        (then carry .carry)
+# Here it is checked (sm_90 and sm_100 code; nothing needed but glibc, libstdc++, libgcc) and installed into
+# a fresh venv with no compiler on the PATH, where the Python tests run with the GPU ones required, and
+# the demo runs on the GPU. When no carried wheel matches this machine's Python, one is built here with
+# `pip wheel` (the same build, not auditwheel-repaired) and tested the same way; the log says which.
+if [ "${MXFP8_WHEEL_CHECK:-0}" = 1 ]; then
+  step "optional: the CUDA wheel in a fresh venv (MXFP8_WHEEL_CHECK=1)"
+  tag=$(python3 -c 'import sys; print("cp%d%d" % sys.version_info[:2])')
+  wheel=$(ls .carry/wheels/cuda/mxfp8-*-"$tag"-"$tag"-manylinux*.whl 2>/dev/null | head -1)
+  if [ -z "$wheel" ]; then
+    wheel_dir=$(mktemp -d)
+    echo "no carried CUDA wheel for $tag: building one here with pip wheel (not auditwheel-repaired)"
+    python3 -m pip wheel "${pip_args[@]}" -w "$wheel_dir" -C cmake.define.MXFP8_CUDA=ON . 2>&1 | tail -3
+    wheel=$(ls "$wheel_dir"/mxfp8-*.whl)
+  fi
+  echo "testing $wheel"
+  MXFP8_WHEEL_GPU=1 bash scripts/wheel.sh test "$wheel" 2>&1 | tee -a "$OUT/examples.log" || status=1
+fi
 
 step "done: status $status"
 exit $status

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Runs every test of the repository, after installing what they need:
-#   1. the C suite (ctest: cmocka tests, the ABI checks, the C example), with the CUDA path compiled when
+#   1. the C suite (ctest: cmocka tests, the ABI checks, the examples), with the CUDA path compiled when
 #      nvcc is on the PATH; GPU cases skip on a machine without a GPU (bench/gpu_check.sh runs them);
-#   2. an install into a temporary prefix, used by a find_package and a pkg-config consumer;
+#   2. an install into a temporary prefix, used by a find_package and a pkg-config consumer; the ABI gate
+#      (scripts/abi.sh, tests/abi/test_gate.sh); the cpack tarball and .deb, and a consumer of the tarball;
 #   3. the same C suite again under AddressSanitizer + UndefinedBehaviorSanitizer with leak detection,
 #      the threading and lifetime tests under ThreadSanitizer, and bounded libFuzzer runs (60 s each for
 #      the export, the quantize and the hostile-caller harness; a unit slower than 10 s fails);
 #   4. the Python tests (pytest), the demo (python -m mxfp8 demo) and the Python examples against
-#      `pip install .`;
+#      `pip install .`; then the sdist and a CPU-only wheel (scripts/wheel.sh), tested in a fresh venv;
 #   5. the Rust tests (cargo test --offline, the ABI probe required), the Rust docs without warnings, the
 #      export example, and the Python weight-sync trainer sending buckets over shared memory to the Rust
 #      receiver example, against the library built in step 1.
@@ -22,9 +23,13 @@ step "installing dependencies"
 scripts/install_deps.sh test
 
 step "C library and tests"
-cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo | grep -E "mxfp8|dlpack"
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMXFP8_TVM_FFI=ON | grep -E "mxfp8|dlpack"
 cmake --build build -j "$jobs"
 ctest --test-dir build --output-on-failure -j "$jobs" | tee -a "$log"
+
+step "ABI gate: this build against abi/, and a scratch build that must fail it"
+scripts/abi.sh check build/libmxfp8.so.0
+tests/abi/test_gate.sh
 
 step "installing to a prefix: find_package(mxfp8) and pkg-config consumers"
 prefix=$(mktemp -d)
@@ -36,6 +41,9 @@ PKG_CONFIG_PATH="$prefix/lib/pkgconfig" cc -std=c99 examples/c/export_te_layout.
   $(PKG_CONFIG_PATH="$prefix/lib/pkgconfig" pkg-config --cflags --libs mxfp8)
 LD_LIBRARY_PATH="$prefix/lib" build-install-check/consumer_pc | tail -1
 rm -rf "$prefix"
+
+step "release packages (cpack tarball and .deb): a consumer builds against the unpacked tarball"
+tests/install/test_package.sh build
 
 step "C tests under AddressSanitizer + UndefinedBehaviorSanitizer (CPU path)"
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DMXFP8_CUDA=OFF -DMXFP8_SANITIZE=address,undefined | grep -E "mxfp8"
@@ -65,10 +73,16 @@ done
 
 step "Python binding and tests"
 python3 -m pip install -q --disable-pip-version-check --no-build-isolation . 2>&1 | grep -v "Running pip as the 'root' user" || true
+# apache-tvm-ffi is installed (install_deps.sh), so the package holds the tvm-ffi adapter: its tests must run.
+export MXFP8_REQUIRE_TVM_FFI=1
 python3 -m pytest -q -p no:cacheprovider bindings/python/tests | tee -a "$log"
 python3 -m mxfp8 demo --size small
 python3 examples/python/export_te_weight.py
 python3 examples/weight_sync/weight_sync.py --transport shm --steps 2
+python3 bench/tvm_ffi_overhead.py --device cpu --samples 300 --burst 20 | tr -d '\n ' && echo  # the benchmark still runs
+
+step "Python release: sdist and CPU-only manylinux wheel, tested in a fresh venv with no compiler"
+scripts/wheel.sh cpu
 
 if [ -d bindings/rust ]; then
   step "Rust crates and tests"

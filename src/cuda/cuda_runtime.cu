@@ -65,8 +65,8 @@ DeviceScope::DeviceScope(int device) {
   int count = 0;
   check(cudaGetDeviceCount(&count), "cudaGetDeviceCount");
   if (device < 0 || device >= count)
-    fail(MXFP8_ERROR_INVALID_ARGUMENT, "CUDA device ", device, " does not exist: this process sees ", count,
-         " CUDA device", count == 1 ? "" : "s");
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, "cuda:", device, " does not exist: this process sees ", count, " CUDA device",
+         count == 1 ? "" : "s");
   int current = 0;
   check(cudaGetDevice(&current), "cudaGetDevice");
   if (current != device) {
@@ -106,6 +106,11 @@ void *allocate(int64_t bytes, void *stream) {
   return p;
 }
 
-void free_async(void *ptr, void *stream) noexcept { cudaFreeAsync(ptr, static_cast<cudaStream_t>(stream)); }
+// Cannot fail from the caller's point of view (a deleter has no way to report it); a failure (a stream
+// in an invalidated graph capture, say) is consumed here so that it does not surface as the error of the
+// next, unrelated call that checks cudaGetLastError.
+void free_async(void *ptr, void *stream) noexcept {
+  if (cudaFreeAsync(ptr, static_cast<cudaStream_t>(stream)) != cudaSuccess) cudaGetLastError();
+}
 
 }  // namespace mxfp8::cuda

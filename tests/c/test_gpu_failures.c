@@ -165,6 +165,7 @@ static void test_a_device_that_does_not_exist_is_invalid_input(void **state) {
   const mxfp8_status st = mxfp8_swizzle_scales(&compact, &swizzled, NULL);
   EXPECT(st == MXFP8_ERROR_INVALID_ARGUMENT, "status %d (%s)", st, mxfp8_last_error());
   assert_last_error_contains("does not exist");
+  assert_last_error_contains("cuda:");
   compact.device.device_id = swizzled.device.device_id = 0;
   assert_int_equal(mxfp8_swizzle_scales(&compact, &swizzled, NULL), MXFP8_OK);
   CUDA_OK(cudaDeviceSynchronize());
@@ -207,11 +208,19 @@ static void test_a_cuda_failure_is_reported_with_cudas_text_and_leaves_the_conte
   EXPECT(b == (DLManagedTensorVersioned *)(uintptr_t)0xBAD, "output written on failure");
   if (ended == cudaSuccess && graph) cudaGraphDestroy(graph);
   (void)cudaGetLastError();
-  /* The same call outside a capture works. */
-  assert_int_equal(mxfp8_export_components(t, &o, NULL, &b), MXFP8_OK);
-  CUDA_OK(cudaStreamSynchronize(stream));
-  release_managed(b);
-  CUDA_OK(cudaStreamSynchronize(stream));
+  /* The context works: the same call on a new stream, then on the stream whose capture failed. */
+  cudaStream_t fresh;
+  CUDA_OK(cudaStreamCreateWithFlags(&fresh, cudaStreamNonBlocking));
+  for (int i = 0; i < 2; ++i) {
+    o.stream = i == 0 ? fresh : stream;
+    const mxfp8_status again = mxfp8_export_components(t, &o, NULL, &b);
+    EXPECT(again == MXFP8_OK, "the call after the failed capture, on the %s stream: status %d (%s)",
+           i == 0 ? "new" : "same", again, mxfp8_last_error());
+    CUDA_OK(cudaStreamSynchronize(i == 0 ? fresh : stream));
+    release_managed(b);
+    CUDA_OK(cudaStreamSynchronize(i == 0 ? fresh : stream));
+  }
+  CUDA_OK(cudaStreamDestroy(fresh));
   CUDA_OK(cudaStreamDestroy(stream));
   mxfp8_tensor_release(t);
   CUDA_OK(cudaFree(d_values));

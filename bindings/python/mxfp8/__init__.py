@@ -17,6 +17,7 @@ from ._import import (ImportPlan, import_bucket, import_tensors, prepare_import_
 from ._mxfp8 import Array
 from ._plan import ExportPlan
 from ._quantize import Quantized, dequantize, quantize
+from ._tvm_ffi import tvm_ffi_library_path
 
 __version__ = "0.1.0"
 __all__ = [
@@ -38,6 +39,7 @@ __all__ = [
     "quantize",
     "scales_shape",
     "swizzle_scales",
+    "tvm_ffi_library_path",
     "unpack_bucket",
     "unswizzle_scales",
     "__version__",

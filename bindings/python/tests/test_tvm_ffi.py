@@ -1,0 +1,317 @@
+"""libmxfp8_tvm_ffi loaded as an Apache TVM FFI module: every function with NumPy on the CPU (inputs built
+from the layout's formula and the reference quantizer, outputs poisoned first), the errors, and, with a
+CUDA device, torch tensors on torch's current stream.
+
+Skips when apache-tvm-ffi is not installed or the package was built without the adapter, unless
+MXFP8_REQUIRE_TVM_FFI=1 (scripts/test.sh and bench/gpu_check.sh set it), which turns the skip into a failure.
+"""
+import ctypes
+import gc
+import os
+import weakref
+
+import numpy as np
+import pytest
+
+import mx_reference
+import mxfp8
+from conftest import POISON, make_mxfp8, round_up, swizzle_reference
+
+
+def _load():
+    try:
+        import tvm_ffi
+
+        return tvm_ffi.load_module(mxfp8.tvm_ffi_library_path())
+    except (ImportError, FileNotFoundError) as e:
+        if os.environ.get("MXFP8_REQUIRE_TVM_FFI") == "1":
+            raise
+        pytest.skip(f"the tvm-ffi adapter is not available: {e}", allow_module_level=True)
+
+
+mod = _load()
+
+
+def poisoned(shape, dtype=np.uint8):
+    return np.full(shape, POISON, dtype)
+
+
+FUNCTIONS = ["version", "unswizzle_scales", "swizzle_scales", "export_scales", "quantize", "dequantize",
+             "bucket_plan", "export_bucket"]
+
+
+@pytest.mark.parametrize("name", FUNCTIONS)
+def test_every_function_exports_its_signature_and_doc_string(name):
+    assert "type_schema" in mod.get_function_metadata(name)
+    assert "mxfp8_" in mod.get_function_doc(name)  # names the C call it wraps
+
+
+def test_version_is_the_loaded_librarys():
+    major, minor, patch = (int(p) for p in mxfp8.__version__.split("."))
+    assert mod.version() == major * 10000 + minor * 100 + patch
+
+
+@pytest.mark.parametrize("rows, cols", [(1, 1), (200, 7), (128, 4), (129, 5), (0, 3), (300, 33)])
+def test_unswizzle_scales_into_a_caller_buffer(rows, cols):
+    s = np.random.default_rng(rows * 100 + cols).integers(1, 255, (rows, cols), dtype=np.uint8)
+    compact = poisoned((rows, cols))
+    mod.unswizzle_scales(swizzle_reference(s), compact)
+    np.testing.assert_array_equal(compact, s)
+
+
+def test_unswizzle_scales_writes_the_transpose_through_strides():
+    s = np.random.default_rng(1).integers(1, 255, (70, 6), dtype=np.uint8)
+    buffer = poisoned((6, 70))
+    mod.unswizzle_scales(swizzle_reference(s), buffer.T)  # a (70, 6) view with strides (1, 70)
+    np.testing.assert_array_equal(buffer, s.T)
+
+
+@pytest.mark.parametrize("rows, cols", [(1, 1), (200, 7), (129, 5), (256, 8)])
+def test_swizzle_scales_matches_the_formula_padding_zeroed(rows, cols):
+    s = np.random.default_rng(rows + cols).integers(1, 255, (rows, cols), dtype=np.uint8)
+    swizzled = poisoned(round_up(rows, 128) * round_up(cols, 4))
+    mod.swizzle_scales(s, swizzled)
+    np.testing.assert_array_equal(swizzled, swizzle_reference(s))
+
+
+@pytest.mark.parametrize("storage", ["compact", "padded", "swizzled"])
+@pytest.mark.parametrize("direction", ["rowwise", "columnwise"])
+@pytest.mark.parametrize("shape", [(257, 96 + 17), (3, 40, 64), (1, 1)])
+def test_export_scales_writes_compact_scales_and_returns_a_values_view(storage, direction, shape):
+    data, buf, s = make_mxfp8(shape, storage, direction, seed=len(shape) + shape[-1])
+    dst = poisoned(s.size)  # any shape with the right element count
+    values = mod.export_scales(data, buf, dst, "e5m2", storage == "swizzled", direction)
+    np.testing.assert_array_equal(dst.reshape(s.shape), s)
+    assert str(values.dtype) == "float8_e5m2"
+    assert tuple(values.shape) == shape
+    assert values.data_ptr() == data.ctypes.data  # a view of the caller's data, no copy
+
+
+def test_export_scales_view_keeps_the_callers_data_alive_and_no_longer():
+    data, buf, s = make_mxfp8((64, 64), "compact", seed=3)
+    values = mod.export_scales(data, buf, poisoned(s.size), "e4m3", False, "rowwise")
+    expected, alive = data.copy(), weakref.ref(data)
+    del data
+    gc.collect()
+    assert alive() is not None  # held by the view (through tvm-ffi, not through this library)
+    n = expected.size
+    np.testing.assert_array_equal(np.ctypeslib.as_array((ctypes.c_uint8 * n).from_address(values.data_ptr())),
+                                  expected.reshape(-1))
+    del values
+    gc.collect()
+    assert alive() is None
+
+
+@pytest.mark.parametrize("scales", ["compact", "padded", "swizzled"])
+@pytest.mark.parametrize("block", ["1x32", "32x32"])
+def test_quantize_into_caller_buffers_matches_the_reference(scales, block):
+    x = mx_reference.special_input((100, 72), np.float32, seed=5)
+    m, k = x.shape
+    rw_values, rw_scales = mx_reference.quantize(x, "e4m3", "rceil", "rowwise", block)
+    cw_values, cw_scales = mx_reference.quantize(x, "e4m3", "rceil", "columnwise", block)
+    if block == "32x32" and scales != "compact":  # stored as 1x32 scales, each block's repeated
+        rw_scales = np.repeat(rw_scales, 32, axis=0)[:m]
+        cw_scales = np.repeat(cw_scales, 32, axis=1)[:, :k]
+    if scales == "compact":
+        rw_expect, cw_expect = rw_scales, cw_scales
+    else:
+        rw_pad = np.zeros((round_up(m, 128), round_up(rw_scales.shape[1], 4)), np.uint8)
+        rw_pad[: rw_scales.shape[0], : rw_scales.shape[1]] = rw_scales
+        cw_pad = np.zeros((round_up(cw_scales.shape[0], 4), round_up(k, 128)), np.uint8)
+        cw_pad[: cw_scales.shape[0], : cw_scales.shape[1]] = cw_scales
+        if scales == "padded":
+            rw_expect, cw_expect = rw_pad, cw_pad
+        else:
+            rw_expect = swizzle_reference(rw_scales)
+            cw_expect = swizzle_reference(cw_scales.T)  # columnwise scales are swizzled as their transpose
+    outs = [poisoned(x.shape), poisoned(rw_expect.size), poisoned(x.shape), poisoned(cw_expect.size)]
+    mod.quantize(x, *outs, "e4m3", block, "rceil", scales)
+    np.testing.assert_array_equal(outs[0], rw_values)
+    np.testing.assert_array_equal(outs[1], rw_expect.reshape(-1))
+    np.testing.assert_array_equal(outs[2], cw_values)
+    np.testing.assert_array_equal(outs[3], cw_expect.reshape(-1))
+
+
+def test_quantize_one_direction_with_floor_rounding():
+    x = mx_reference.special_input((33, 65), np.float32, seed=6)
+    values, scales = mx_reference.quantize(x, "e5m2", "floor", "columnwise")
+    out_values, out_scales = poisoned(x.shape), poisoned(scales.shape)
+    mod.quantize(x, None, None, out_values, out_scales, "e5m2", "1x32", "floor", "compact")
+    np.testing.assert_array_equal(out_values, values)
+    np.testing.assert_array_equal(out_scales, scales)
+
+
+@pytest.mark.parametrize("storage", ["padded", "swizzled"])
+@pytest.mark.parametrize("direction", ["rowwise", "columnwise"])
+def test_dequantize_matches_the_reference(storage, direction):
+    data, buf, s = make_mxfp8((130, 80), storage, direction, seed=7)
+    out = np.full(data.shape, 12345.0, np.float32)
+    mod.dequantize(data, buf, out, "e4m3", storage == "swizzled", direction)
+    np.testing.assert_array_equal(out, mx_reference.dequantize(data, s, "e4m3", direction))
+
+
+def test_bucket_plan_and_export_bucket_pack_values_and_compact_scales():
+    shapes = [(200, 96), (1, 33), (130, 64 + 5)]
+    tensors = [make_mxfp8(shape, "swizzled", seed=i) for i, shape in enumerate(shapes)]
+    data = [t[0] for t in tensors]
+    bufs = [t[1] for t in tensors]
+    plan = list(mod.bucket_plan(data, bufs, "e4m3", True, "rowwise", 256))
+    total, entries = plan[0], np.array(plan[1:]).reshape(-1, 4)
+    bucket = poisoned(total)
+    manifest = list(mod.export_bucket(data, bufs, bucket, "e4m3", True, "rowwise", 256))
+    assert manifest == plan
+    end = 0
+    for (d, _, s), (v_off, v_bytes, s_off, s_bytes) in zip(tensors, entries):
+        assert v_off % 256 == 0 and s_off % 256 == 0 and v_off >= end and s_off >= v_off + v_bytes
+        np.testing.assert_array_equal(bucket[v_off : v_off + v_bytes], d.reshape(-1))
+        np.testing.assert_array_equal(bucket[s_off : s_off + s_bytes], s.reshape(-1))
+        end = s_off + s_bytes
+    assert total >= end
+
+
+# ---- errors: the library's status name and message, as the Python exception the pybind11 binding raises
+
+
+def test_bad_input_raises_value_error_with_the_librarys_message_and_writes_nothing():
+    s = np.random.default_rng(8).integers(1, 255, (200, 7), dtype=np.uint8)
+    compact = poisoned((200, 7))
+    with pytest.raises(ValueError, match=r"^invalid argument: swizzled: the swizzled layout of a 200 x 7 scale "
+                                         r"matrix is 256 x 8 = 2048 bytes, got 2047"):
+        mod.unswizzle_scales(swizzle_reference(s)[:-1], compact)
+    assert (compact == POISON).all()
+
+
+def test_a_mismatched_bucket_raises_before_anything_is_written():
+    data, buf, _ = make_mxfp8((64, 64), "compact", seed=9)
+    bucket = poisoned(100)  # too small for the plan
+    with pytest.raises(ValueError, match="^invalid argument: "):
+        mod.export_bucket([data], [buf], bucket, "e4m3", False, "rowwise", 256)
+    assert (bucket == POISON).all()
+    with pytest.raises(ValueError, match="1 scale tensors for 2 data tensors"):
+        mod.bucket_plan([data, data], [buf], "e4m3", False, "rowwise", 256)
+    with pytest.raises(ValueError, match="alignment: expected a power of two >= 1"):
+        mod.bucket_plan([data], [buf], "e4m3", False, "rowwise", -(2**63))  # as a uint64: 2^63, a power of two
+
+
+def test_a_missing_output_raises():
+    x = np.ones((32, 32), np.float32)
+    with pytest.raises(TypeError, match="argument #1"):  # tvm-ffi's own check: a tensor is required
+        mod.unswizzle_scales(np.zeros(512, np.uint8), None)
+    values = poisoned(x.shape)
+    with pytest.raises(ValueError, match="^invalid argument: rowwise_scale_inv is NULL but rowwise_data is not"):
+        mod.quantize(x, values, None, None, None, "e4m3", "1x32", "rceil", "compact")
+    assert (values == POISON).all()
+    with pytest.raises(ValueError, match="^invalid argument: every output is NULL"):
+        mod.quantize(x, None, None, None, None, "e4m3", "1x32", "rceil", "compact")
+
+
+def test_a_wrong_dtype_raises_naming_the_argument():
+    with pytest.raises(ValueError, match="^invalid argument: compact: dtype float32 is not an E8M0 scale byte"):
+        mod.unswizzle_scales(np.zeros(512, np.uint8), np.zeros((2, 4), np.float32))
+    data, buf, _ = make_mxfp8((64, 64), "padded", seed=10)
+    with pytest.raises(ValueError, match="^invalid argument: output: dtype int8 is not float32 or bfloat16"):
+        mod.dequantize(data, buf, np.zeros(data.shape, np.int8), "e4m3", False, "rowwise")
+    with pytest.raises(ValueError, match="^invalid argument: input: "):
+        mod.quantize(np.zeros((32, 32), np.int32), poisoned((32, 32)), poisoned((32, 1)), None, None,
+                     "e4m3", "1x32", "rceil", "compact")
+
+
+def test_a_bad_option_string_raises_naming_the_choices():
+    data, buf, s = make_mxfp8((64, 64), "compact", seed=11)
+    with pytest.raises(ValueError, match=r'^invalid argument: fp8_dtype: expected one of "e4m3", "e5m2", got "e4m4"'):
+        mod.export_scales(data, buf, poisoned(s.size), "e4m4", False, "rowwise")
+    with pytest.raises(ValueError, match='direction: expected one of "rowwise", "columnwise", got "rows"'):
+        mod.dequantize(data, buf, np.zeros(data.shape, np.float32), "e4m3", False, "rows")
+    with pytest.raises(ValueError, match='scales: expected one of "compact", "padded", "swizzled"'):
+        mod.quantize(np.ones((32, 32), np.float32), None, None, poisoned((32, 32)), poisoned((1, 32)),
+                     "e4m3", "1x32", "rceil", "tiled")
+
+
+# ---- torch on a CUDA device
+
+
+def _torch_cuda():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available() or not mxfp8._mxfp8.with_cuda:
+        pytest.skip("needs a CUDA device and a CUDA build of mxfp8")
+    return torch
+
+
+def test_gpu_work_runs_on_torchs_current_stream():
+    """The unswizzle is queued behind a 0.5 s sleep on a side stream made current with torch.cuda.stream:
+    while the sleep runs the destination is untouched and the side stream's event is pending; after the
+    event it holds the scales. A launch on any other stream would have run at once."""
+    torch = _torch_cuda()
+    s = np.random.default_rng(12).integers(1, 255, (1000, 130), dtype=np.uint8)
+    swizzled = torch.from_numpy(swizzle_reference(s)).cuda()
+    compact = torch.full(s.shape, POISON, dtype=torch.uint8, device="cuda")
+    torch.cuda.synchronize()
+    side, probe = torch.cuda.Stream(), torch.cuda.Stream()
+    done = torch.cuda.Event()
+    with torch.cuda.stream(side):
+        torch.cuda._sleep(10**9)  # about 0.5 s of clock cycles on an H200
+        mod.unswizzle_scales(swizzled, compact)
+        done.record()
+    torch.cuda.default_stream().synchronize()
+    early = torch.empty(s.shape, dtype=torch.uint8, pin_memory=True)
+    with torch.cuda.stream(probe):
+        early.copy_(compact, non_blocking=True)  # an async copy on `probe`, which waits for nothing
+    probe.synchronize()
+    assert not done.query(), "the side stream finished early: the sleep is too short to prove anything"
+    assert (early.numpy() == POISON).all(), "the unswizzle ran before the side stream reached it"
+    done.synchronize()
+    np.testing.assert_array_equal(compact.cpu().numpy(), s)
+
+
+def test_gpu_torch_tensors_in_export_quantize_dequantize():
+    torch = _torch_cuda()
+    data, buf, s = make_mxfp8((257, 160), "swizzled", "rowwise", seed=13)
+    d = torch.from_numpy(data).cuda()
+    b = torch.from_numpy(buf).cuda()
+    dst = torch.full((257, 5), POISON, dtype=torch.uint8, device="cuda")
+    values = mod.export_scales(d, b, dst, "e4m3", True, "rowwise")
+    assert isinstance(values, torch.Tensor) and values.dtype == torch.float8_e4m3fn
+    assert values.data_ptr() == d.data_ptr()
+    np.testing.assert_array_equal(dst.cpu().numpy(), s)
+
+    out = torch.empty((257, 160), dtype=torch.float32, device="cuda")
+    mod.dequantize(d, b, out, "e4m3", True, "rowwise")
+    np.testing.assert_array_equal(out.cpu().numpy(), mx_reference.dequantize(data, s, "e4m3"))
+
+    x = mx_reference.special_input((96, 200), np.float32, seed=14)
+    ref_values, ref_scales = mx_reference.quantize(x, "e4m3", "rceil", "rowwise")
+    q_values = torch.full(x.shape, POISON, dtype=torch.uint8, device="cuda")
+    q_scales = torch.full(ref_scales.shape, POISON, dtype=torch.uint8, device="cuda")
+    mod.quantize(torch.from_numpy(x).cuda(), q_values, q_scales, None, None, "e4m3", "1x32", "rceil", "compact")
+    np.testing.assert_array_equal(q_values.cpu().numpy(), ref_values)
+    np.testing.assert_array_equal(q_scales.cpu().numpy(), ref_scales)
+
+
+def test_gpu_float8_torch_data_comes_back_as_a_float8_view():
+    torch = _torch_cuda()
+    data, buf, s = make_mxfp8((300, 64), "padded", "columnwise", seed=15)
+    d = torch.from_numpy(data).cuda().view(torch.float8_e5m2)
+    dst = torch.full(s.shape, POISON, dtype=torch.uint8, device="cuda")
+    values = mod.export_scales(d, torch.from_numpy(buf).cuda(), dst, "e5m2", False, "columnwise")
+    assert values.dtype == torch.float8_e5m2 and values.data_ptr() == d.data_ptr() and values.shape == d.shape
+    np.testing.assert_array_equal(dst.cpu().numpy(), s)
+
+
+def test_gpu_unswizzle_into_a_caller_buffer_is_captured_in_a_cuda_graph():
+    """Caller-allocated outputs and the environment's stream are what make a call capturable: the call,
+    captured once in a torch CUDA graph, is replayed after the swizzled scales change in place."""
+    torch = _torch_cuda()
+    rng = np.random.default_rng(16)
+    first, second = (rng.integers(1, 255, (300, 40), dtype=np.uint8) for _ in range(2))
+    swizzled = torch.from_numpy(swizzle_reference(first)).cuda()
+    compact = torch.full(first.shape, POISON, dtype=torch.uint8, device="cuda")
+    mod.unswizzle_scales(swizzled, compact)  # warm up outside the capture
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        mod.unswizzle_scales(swizzled, compact)
+    swizzled.copy_(torch.from_numpy(swizzle_reference(second)))
+    compact.fill_(POISON)
+    graph.replay()
+    torch.cuda.synchronize()
+    np.testing.assert_array_equal(compact.cpu().numpy(), second)

@@ -1,0 +1,245 @@
+// libmxfp8_tvm_ffi: the mxfp8 C API as an Apache TVM FFI kernel library, loaded the way serving stacks
+// load FlashInfer (tvm_ffi.load_module(mxfp8.tvm_ffi_library_path()) from Python, or dlopen and the
+// `__tvm_ffi_<name>` symbols from C/C++).
+//
+// The conventions of a tvm-ffi kernel library, as its kernel library guide gives them:
+//   - arguments are tensor views (any DLPack producer: torch, NumPy, JAX, CuPy, a C DLTensor*);
+//   - outputs are allocated by the caller (CUDA graphs, the framework's allocator) and written in place;
+//     the one tensor handed back, export_scales' values, is a view that tvm-ffi itself makes of the
+//     caller's data (its deleter lives in libtvm_ffi and keeps the caller's tensor alive, not this
+//     library);
+//   - CUDA work runs on the stream tvm-ffi's environment holds for the tensors' device (for torch
+//     tensors called from Python: torch's current stream), never synchronized here;
+//   - a failure is raised as a tvm-ffi error (ValueError, TypeError, MemoryError or RuntimeError, as the
+//     pybind11 binding raises it) whose message is the library's status name and message.
+// Only the `__tvm_ffi_*` symbols are exported (see CMakeLists.txt); each is a thin call into libmxfp8,
+// which does every check and moves every byte. What each function does is its doc string, at the end of
+// this file (exported: `mod.get_function_doc(name)` in Python), next to its type signature (exported
+// as metadata: `mod.get_function_metadata(name)`).
+#include <tvm/ffi/container/array.h>
+#include <tvm/ffi/container/tensor.h>
+#include <tvm/ffi/function.h>
+#include <tvm/ffi/optional.h>
+#include <tvm/ffi/string.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "call_support.hpp"
+#include "described_tensor.hpp"
+
+namespace mxfp8_tvm_ffi {
+namespace {
+
+using tvm::ffi::Array;
+using tvm::ffi::Optional;
+using tvm::ffi::String;
+using tvm::ffi::Tensor;
+using tvm::ffi::TensorView;
+
+int64_t version() { return mxfp8_version(); }
+
+void unswizzle_scales(TensorView swizzled, TensorView compact) {
+  check(mxfp8_unswizzle_scales(&dl_tensor(swizzled), mutable_dl_tensor(compact), stream_for(compact.device())));
+}
+
+void swizzle_scales(TensorView compact, TensorView swizzled) {
+  check(mxfp8_swizzle_scales(&dl_tensor(compact), mutable_dl_tensor(swizzled), stream_for(swizzled.device())));
+}
+
+// Releases a DLPack tensor the C API returned.
+struct ManagedDeleter {
+  void operator()(DLManagedTensorVersioned *m) const {
+    if (m != nullptr && m->deleter != nullptr) m->deleter(m);
+  }
+};
+using ManagedPtr = std::unique_ptr<DLManagedTensorVersioned, ManagedDeleter>;
+
+// A tvm-ffi tensor over `source`'s memory laid out as `layout` says (same data pointer, any dtype,
+// shape and strides), made by libtvm_ffi: it keeps `source` alive and frees nothing itself.
+Tensor view_of(const Tensor &source, const DLTensor &layout) {
+  using tvm::ffi::detail::ObjectUnsafe;  // the handle plumbing Tensor::as_strided uses, which keeps the dtype
+  TVMFFIObjectHandle out = nullptr;
+  TVM_FFI_CHECK_SAFE_CALL(
+      TVMFFITensorCreateUnsafeView(ObjectUnsafe::RawObjectPtrFromObjectRef(source), &layout, &out));
+  return Tensor(ObjectUnsafe::ObjectPtrFromOwned<tvm::ffi::TensorObj>(static_cast<TVMFFIObject *>(out)));
+}
+
+Tensor export_scales(Tensor data, TensorView scale_inv, TensorView scales, String fp8_dtype, bool swizzled,
+                     String direction_name) {
+  const int32_t dir = direction(direction_name);
+  DescribedTensor tensor(*data.GetDLTensorPtr(), dl_tensor(scale_inv), fp8_format(fp8_dtype), swizzled, dir);
+  mxfp8_export_options options = MXFP8_EXPORT_OPTIONS_INIT;
+  options.direction = dir;
+  options.stream = stream_for(scales.device());
+
+  // The values view first: it queues nothing, so a failure of the scales below leaves nothing behind.
+  DLManagedTensorVersioned *values_out = nullptr;
+  check(mxfp8_export_components(tensor.get(), &options, &values_out, nullptr));
+  ManagedPtr values(values_out);
+  Tensor view = view_of(data, values->dl_tensor);
+
+  const mxfp8_tensor *tensors[1] = {tensor.get()};
+  DLTensor *destinations[1] = {mutable_dl_tensor(scales)};
+  check(mxfp8_export_scales_batched(tensors, destinations, 1, &options));
+  return view;
+}
+
+void quantize(TensorView input, Optional<TensorView> rowwise_data, Optional<TensorView> rowwise_scale_inv,
+              Optional<TensorView> columnwise_data, Optional<TensorView> columnwise_scale_inv, String fp8_dtype,
+              String block, String rounding, String scales) {
+  mxfp8_quantize_options options = MXFP8_QUANTIZE_OPTIONS_INIT;
+  options.format = fp8_format(fp8_dtype);
+  options.block = choose("block", block, {{"1x32", MXFP8_BLOCK_1X32}, {"32x32", MXFP8_BLOCK_32X32}});
+  options.scale_rounding =
+      choose("rounding", rounding, {{"rceil", MXFP8_SCALE_ROUNDING_RCEIL}, {"floor", MXFP8_SCALE_ROUNDING_FLOOR}});
+  options.scales_layout = choose("scales", scales,
+                                 {{"compact", MXFP8_QUANTIZED_SCALES_COMPACT},
+                                  {"padded", MXFP8_QUANTIZED_SCALES_PADDED},
+                                  {"swizzled", MXFP8_QUANTIZED_SCALES_SWIZZLED}});
+  options.stream = stream_for(input.device());
+  // Optional::value() returns a copy: keep the copies here so the pointers stay valid for the call
+  // (reserved up front, so no push_back moves them).
+  Optional<TensorView> given[4] = {rowwise_data, rowwise_scale_inv, columnwise_data, columnwise_scale_inv};
+  std::vector<TensorView> held;
+  held.reserve(4);
+  DLTensor *outputs[4] = {};
+  for (int i = 0; i < 4; ++i) {
+    if (given[i].has_value()) {
+      held.push_back(given[i].value());
+      outputs[i] = mutable_dl_tensor(held.back());
+    }
+  }
+  check(mxfp8_quantize_into(&dl_tensor(input), &options, outputs[0], outputs[1], outputs[2], outputs[3]));
+}
+
+void dequantize(TensorView data, TensorView scale_inv, TensorView output, String fp8_dtype, bool swizzled,
+                String direction_name) {
+  const int32_t dir = direction(direction_name);
+  DescribedTensor tensor(dl_tensor(data), dl_tensor(scale_inv), fp8_format(fp8_dtype), swizzled, dir);
+  mxfp8_dequantize_options options = MXFP8_DEQUANTIZE_OPTIONS_INIT;
+  options.direction = dir;
+  options.stream = stream_for(output.device());
+  check(mxfp8_dequantize(tensor.get(), &options, mutable_dl_tensor(output)));
+}
+
+// The tensors of a bucket, described for one call.
+struct BucketTensors {
+  std::vector<std::unique_ptr<DescribedTensor>> described;
+  std::vector<const mxfp8_tensor *> handles;
+  mxfp8_export_options options = MXFP8_EXPORT_OPTIONS_INIT;
+  std::vector<mxfp8_bucket_entry> entries;
+  uint64_t total_bytes = 0;
+};
+
+// Describes data[i] + scale_inv[i] and plans their bucket (mxfp8_bucket_plan).
+void plan_bucket(const Array<Tensor> &data, const Array<Tensor> &scale_inv, const String &fp8_dtype, bool swizzled,
+                 const String &direction_name, int64_t alignment, BucketTensors &b) {
+  if (data.size() != scale_inv.size())
+    raise("ValueError", "invalid argument: scale_inv: " + std::to_string(scale_inv.size()) + " scale tensors for " +
+                            std::to_string(data.size()) + " data tensors");
+  if (alignment < 1)  // the C call takes a uint64: a negative one must not wrap into a power of two
+    raise("ValueError", "invalid argument: alignment: expected a power of two >= 1, got " + std::to_string(alignment));
+  const int32_t format = fp8_format(fp8_dtype);
+  b.options.direction = direction(direction_name);
+  for (size_t i = 0; i < data.size(); ++i) {
+    b.described.push_back(std::make_unique<DescribedTensor>(*data[i].GetDLTensorPtr(), *scale_inv[i].GetDLTensorPtr(),
+                                                            format, swizzled, b.options.direction));
+    b.handles.push_back(b.described.back()->get());
+  }
+  b.entries.resize(data.size());
+  check(mxfp8_bucket_plan(b.handles.data(), b.handles.size(), &b.options, static_cast<uint64_t>(alignment),
+                          b.entries.data(), &b.total_bytes));
+}
+
+// The plan as integers: [total_bytes, then per tensor values_offset, values_bytes, scales_offset,
+// scales_bytes], all in bytes from the bucket's first byte.
+Array<int64_t> manifest(const BucketTensors &b) {
+  std::vector<int64_t> out{static_cast<int64_t>(b.total_bytes)};
+  for (const mxfp8_bucket_entry &e : b.entries) {
+    for (uint64_t v : {e.values_offset, e.values_bytes, e.scales_offset, e.scales_bytes})
+      out.push_back(static_cast<int64_t>(v));
+  }
+  return Array<int64_t>(out.begin(), out.end());
+}
+
+Array<int64_t> bucket_plan(Array<Tensor> data, Array<Tensor> scale_inv, String fp8_dtype, bool swizzled,
+                           String direction_name, int64_t alignment) {
+  BucketTensors b;
+  plan_bucket(data, scale_inv, fp8_dtype, swizzled, direction_name, alignment, b);
+  return manifest(b);
+}
+
+Array<int64_t> export_bucket(Array<Tensor> data, Array<Tensor> scale_inv, TensorView bucket, String fp8_dtype,
+                             bool swizzled, String direction_name, int64_t alignment) {
+  BucketTensors b;
+  plan_bucket(data, scale_inv, fp8_dtype, swizzled, direction_name, alignment, b);
+  b.options.stream = stream_for(bucket.device());
+  check(mxfp8_export_bucket(b.handles.data(), b.handles.size(), &b.options, b.entries.data(),
+                            mutable_dl_tensor(bucket)));
+  return manifest(b);
+}
+
+}  // namespace
+}  // namespace mxfp8_tvm_ffi
+
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(version, mxfp8_tvm_ffi::version);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC_DOC(version, R"(mxfp8_version() of the libmxfp8 loaded: MAJOR * 10000 + MINOR * 100 + PATCH.)");
+
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(unswizzle_scales, mxfp8_tvm_ffi::unswizzle_scales);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC_DOC(unswizzle_scales, R"(unswizzle_scales(swizzled, compact)
+
+Writes the (R, C) scale matrix held in the cuBLAS 128x4 layout `swizzled` (contiguous uint8 or
+float8_e8m0fnu, exactly roundup(R, 128) * roundup(C, 4) bytes, any shape) into `compact` (uint8 or
+float8_e8m0fnu, same device; its shape gives R and C, leading dims flattened into rows; any strides, so a
+transposed view writes the transpose). mxfp8_unswizzle_scales.)");
+
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(swizzle_scales, mxfp8_tvm_ffi::swizzle_scales);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC_DOC(swizzle_scales, R"(swizzle_scales(compact, swizzled)
+
+The inverse of unswizzle_scales: writes every byte of `swizzled`, padding zeroed as cuBLAS expects.
+mxfp8_swizzle_scales.)");
+
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(export_scales, mxfp8_tvm_ffi::export_scales);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC_DOC(export_scales, R"(export_scales(data, scale_inv, scales, fp8_dtype, swizzled, direction) -> values
+
+One direction of an MXFP8 tensor, as mxfp8_export_components defines it. Writes the compact scales
+((*lead, ceil(K/32)) rowwise, (ceil(M/32), K) columnwise, row-major) into `scales` (uint8 or
+float8_e8m0fnu, contiguous, exactly that many elements, any shape) and returns the values: a view of
+`data` with the float8 dtype of `fp8_dtype` and the tensor's shape, which keeps `data` alive.
+  data: (*lead, K), uint8 or the float8 of fp8_dtype ("e4m3" | "e5m2").
+  scale_inv: the scales of `direction` ("rowwise" | "columnwise") as stored: row-major, padded or not,
+    or, with swizzled=True, in the cuBLAS 128x4 layout.)");
+
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(quantize, mxfp8_tvm_ffi::quantize);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC_DOC(quantize, R"(quantize(x, rowwise_data, rowwise_scale_inv, columnwise_data, columnwise_scale_inv, fp8_dtype, block, rounding, scales)
+
+Quantizes x (bfloat16, float16 or float32, row-major contiguous, (*lead, K)) into your buffers,
+bit-exact with Transformer Engine under "rceil" (mxfp8_quantize_into). Pass a direction's data and
+scale_inv together, None for both to skip it. Values: uint8 or the float8 of fp8_dtype, prod(shape)
+elements. Scales: uint8 or float8_e8m0fnu, exactly the element count of the layout.
+  fp8_dtype "e4m3" | "e5m2"; block "1x32" | "32x32"; rounding "rceil" | "floor" (OCP MX);
+  scales "compact" | "padded" (Transformer Engine's allocation) | "swizzled" (its cuBLAS 128x4 layout).)");
+
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(dequantize, mxfp8_tvm_ffi::dequantize);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC_DOC(dequantize, R"(dequantize(data, scale_inv, out, fp8_dtype, swizzled, direction)
+
+Decodes one direction of an MXFP8 tensor into `out` (float32 or bfloat16, contiguous, the tensor's
+element count): value * 2^(scale - 127), NaN for scale 255 (mxfp8_dequantize). Arguments as
+export_scales.)");
+
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(bucket_plan, mxfp8_tvm_ffi::bucket_plan);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC_DOC(bucket_plan, R"(bucket_plan(data_list, scale_inv_list, fp8_dtype, swizzled, direction, alignment) -> manifest
+
+Where each tensor's values and compact scales go in a bucket (mxfp8_bucket_plan), as integers:
+[total_bytes, then values_offset, values_bytes, scales_offset, scales_bytes for each tensor], in bytes
+from the bucket's first byte, every part at a multiple of `alignment` (a power of two). Touches no
+tensor memory. Every tensor shares fp8_dtype, swizzled and direction (see export_scales).)");
+
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(export_bucket, mxfp8_tvm_ffi::export_bucket);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC_DOC(export_bucket, R"(export_bucket(data_list, scale_inv_list, bucket, fp8_dtype, swizzled, direction, alignment) -> manifest
+
+Packs every tensor's values and compact scales into `bucket` (contiguous uint8, at least total_bytes,
+on the tensors' device) in one launch (mxfp8_export_bucket); bytes between parts are left as they were.
+Returns the manifest of bucket_plan.)");
