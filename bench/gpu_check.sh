@@ -41,13 +41,18 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | t
 
 step "C test suite (ctest)"
 (cd build-gpu && ctest --output-on-failure 2>&1) | tee "$OUT/ctest.log" || status=1
-for t in test_gpu test_gpu_quantize test_gpu_failures; do build-gpu/tests/c/$t 2>&1 | tee -a "$OUT/ctest.log" | tail -4; done
+for t in test_gpu test_gpu_quantize test_gpu_failures test_gpu_import; do build-gpu/tests/c/$t 2>&1 | tee -a "$OUT/ctest.log" | tail -4; done
+# Every value byte through the kernel (no cudaMemcpyAsync for large parts): the wide-chunk copy path.
+for t in test_gpu test_gpu_import; do
+  MXFP8_COPY_ENGINE_MIN_BYTES=0 build-gpu/tests/c/$t >"$OUT/$t-kernel-copies.log" 2>&1 || status=1
+  echo "$t with MXFP8_COPY_ENGINE_MIN_BYTES=0: $(tail -1 "$OUT/$t-kernel-copies.log")"
+done
 grep -q "SKIPPED" "$OUT/ctest.log" && { echo "GPU cases were skipped on a GPU machine"; status=1; }
 [ "${C_ONLY:-0}" = 1 ] && { step "done (C only): status $status"; exit $status; }
 
 if [ "${BENCH_ONLY:-0}" != 1 ] && [ "${TESTS_ONLY:-0}" != 1 ]; then
 step "compute-sanitizer"
-for t in test_gpu test_gpu_quantize; do
+for t in test_gpu test_gpu_quantize test_gpu_import; do
 for tool in memcheck racecheck initcheck synccheck; do
   MXFP8_TEST_QUICK=1 timeout 200 compute-sanitizer --tool "$tool" --error-exitcode 9 build-gpu/tests/c/$t \
     >"$OUT/sanitizer-$tool.tmp" 2>&1
@@ -72,8 +77,12 @@ if [ "${BENCH_ONLY:-0}" != 1 ]; then
   step "the demo on the GPU (python -m mxfp8 demo)"
   python3 -m mxfp8 demo 2>&1 | tee "$OUT/examples.log" || status=1
   step "weight sync example over CUDA IPC"
-  python3 examples/weight_sync/weight_sync.py --transport ipc --steps 3 --layers 8 --hidden 2048 --bucket-mb 64 \
+  python3 examples/weight_sync/weight_sync.py --transport ipc --path direct --steps 3 --layers 8 --hidden 2048 \
     2>&1 | tee -a "$OUT/examples.log" || status=1
+  python3 examples/weight_sync/weight_sync.py --transport ipc --path direct --layout compact --steps 2 --layers 2 \
+    2>&1 | tee -a "$OUT/examples.log" || status=1
+  python3 examples/weight_sync/weight_sync.py --transport ipc --path bucketed --steps 3 --layers 8 --hidden 2048 \
+    --bucket-mb 64 2>&1 | tee -a "$OUT/examples.log" || status=1
 fi
 
 [ "${TESTS_ONLY:-0}" = 1 ] && { step "done (tests only): status $status"; exit $status; }
@@ -81,6 +90,17 @@ step "benchmark"
 PYTHONUNBUFFERED=1 python3 bench/run_bench.py --bench-binary build-gpu/bench/bench_scales --out "$OUT" || status=1
 step "the cost of a call from Python (bench/python_overhead.py)"
 PYTHONUNBUFFERED=1 python3 bench/python_overhead.py --out "$OUT" || status=1
+
+step "end-to-end weight sync benchmark (bench/weight_sync_e2e.py: direct, bucketed, by hand, copy)"
+PYTHONUNBUFFERED=1 timeout 300 python3 bench/weight_sync_e2e.py --smoke >"$OUT/weight_sync_e2e_smoke.log" 2>&1 \
+  && echo "smoke run OK" || { echo "smoke run FAILED"; tail -20 "$OUT/weight_sync_e2e_smoke.log"; status=1; }
+PYTHONUNBUFFERED=1 timeout 300 python3 bench/weight_sync_e2e.py --out "$OUT/weight_sync_e2e.json" 2>&1 \
+  | tee "$OUT/weight_sync_e2e.log" | tail -45
+[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+# The same with every value byte in the kernel (no copy engine), to see which wins.
+MXFP8_COPY_ENGINE_MIN_BYTES=0 PYTHONUNBUFFERED=1 timeout 300 python3 bench/weight_sync_e2e.py \
+  --out "$OUT/weight_sync_e2e_kernel_only.json" >"$OUT/weight_sync_e2e_kernel_only.log" 2>&1 || status=1
+grep -E '"(direct|bucketed|by_hand|copy|bucket_fill)_ms"' "$OUT/weight_sync_e2e_kernel_only.json" | head -5
 
 if python3 -c "import tvm_ffi, mxfp8; mxfp8.tvm_ffi_library_path()" 2>/dev/null; then
   step "the cost of a call through the tvm-ffi module (bench/tvm_ffi_overhead.py)"

@@ -390,7 +390,9 @@ MXFP8_API mxfp8_status mxfp8_bucket_plan(const mxfp8_tensor *const *tensors, siz
 /* Fills `bucket` (contiguous uint8, at least the planned size, on the tensors' device) as `entries`
  * say: the values copied, the scales unswizzled or cropped straight into place; bytes between parts are
  * left as they were. CUDA: one kernel launch for the whole bucket (a few past several hundred parts),
- * queued on `options->stream`. `entries` must come from mxfp8_bucket_plan for the same tensors and
+ * queued on `options->stream`, plus one cudaMemcpyAsync on that stream per part of values of at least
+ * 4 MiB, which the copy engine moves at copy speed (the environment variable MXFP8_COPY_ENGINE_MIN_BYTES,
+ * read once, sets that size; 0 keeps every byte in the kernel). `entries` must come from mxfp8_bucket_plan for the same tensors and
  * options (they are checked to lie inside the bucket and not to overlap); the bucket must not overlap any
  * buffer of the tensors. count == 0 is a no-op (every pointer may then be NULL). */
 MXFP8_API mxfp8_status mxfp8_export_bucket(const mxfp8_tensor *const *tensors, size_t count,
@@ -436,6 +438,109 @@ MXFP8_API mxfp8_status mxfp8_prepared_export_run(const mxfp8_prepared_export *pr
 /* Drops the plan and its tensor references. NULL is fine. Cannot fail. Work already queued by a run
  * keeps running: release after it is ordered (the sources stay alive only as long as the plan). */
 MXFP8_API void mxfp8_prepared_export_release(mxfp8_prepared_export *prepared);
+
+/* ====================================================================================================
+ * Import: a bucket, or a trainer's tensors, written into the engine's own parameters   [EXPERIMENTAL]
+ * ==================================================================================================== */
+
+/* The layout of one tensor's parts, as a bucket carries them or as an engine's parameters want them.
+ * Values are row-major in every layout so far. Scales of a rowwise tensor form S (R x C) =
+ * (M, ceil(K/32)); of a columnwise tensor S (R x C) = (ceil(M/32), K). Future engine-native layouts
+ * (TRT-LLM shuffled MoE weights, DeepGEMM packed UE8M0) will take the next values. */
+typedef enum mxfp8_layout {
+  /* Scales compact row-major, exactly R * C bytes: what mxfp8_export_bucket writes and vLLM / SGLang load. */
+  MXFP8_LAYOUT_COMPACT = 0,
+  /* Scales in the cuBLAS / CUTLASS 128x4 layout (MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED), flat, exactly
+   * roundup(R, 128) * roundup(C, 4) bytes (columnwise: S^T swizzled, roundup(C, 128) * roundup(R, 4)),
+   * padding bytes zero: what a cuBLAS or CUTLASS MXFP8 GEMM (vLLM's FlashInfer-CUTLASS linear, SGLang's
+   * weight_scale_inv_swizzled) loads. */
+  MXFP8_LAYOUT_CUTLASS_128X4 = 1
+} mxfp8_layout;
+
+/* What a bucket holds, as the sender describes it to the receiver (who has only the bytes). The arrays
+ * have `count` entries, tensor i's at index i; they are read during the call (and the preparation) only.
+ * Start from MXFP8_BUCKET_MANIFEST_INIT: fields added later are appended, with 0 / NULL meaning what a
+ * manifest without them meant. */
+typedef struct mxfp8_bucket_manifest {
+  uint32_t struct_size;                /* sizeof(mxfp8_bucket_manifest) */
+  uint32_t reserved;                   /* must be 0 */
+  size_t count;                        /* tensors in the bucket */
+  const mxfp8_bucket_entry *entries;   /* where each tensor's values and scales lie (mxfp8_bucket_plan) */
+  const int32_t *ndims;                /* each tensor's logical rank, 1..64 */
+  const int64_t *const *shapes;        /* each tensor's logical shape (*lead, K) */
+  const int32_t *formats;              /* mxfp8_format of each tensor's values; NULL: all E4M3 */
+  const int32_t *directions;           /* mxfp8_direction of each tensor's scales; NULL: all rowwise */
+  /* mxfp8_layout each tensor's scales have in the bucket; NULL: all MXFP8_LAYOUT_COMPACT, which is what
+   * mxfp8_export_bucket writes. A part whose size does not match its layout is an error, so a receiver
+   * never decodes scales in a layout they are not in (nor transforms them twice). */
+  const int32_t *scales_layouts;
+} mxfp8_bucket_manifest;
+
+#define MXFP8_BUCKET_MANIFEST_INIT                                          \
+  {                                                                         \
+    (uint32_t) sizeof(mxfp8_bucket_manifest),  /* struct_size */            \
+    0u,                                        /* reserved */               \
+    0,                                         /* count */                  \
+    NULL,                                      /* entries */                \
+    NULL,                                      /* ndims */                  \
+    NULL,                                      /* shapes */                 \
+    NULL,                                      /* formats: all E4M3 */      \
+    NULL,                                      /* directions: all rowwise */ \
+    NULL                                       /* scales_layouts: compact */ \
+  }
+
+/* One tensor's destination: the engine's own parameter buffers, which the import writes in place (their
+ * addresses stay the engine's, so its CUDA graphs stay valid).
+ *
+ *   values: uint8 or the float8 of the tensor's format, contiguous, exactly prod(shape) elements (any
+ *           shape), row-major bytes of the tensor.
+ *   scales: uint8 or float8_e8m0fnu, contiguous, exactly the byte count `scales_layout` gives (any
+ *           shape: (R, C), flat, ...). Every byte is written, padding included.
+ * All destinations of a call live on the source's device and share no byte with the source or with each
+ * other. */
+typedef struct mxfp8_import_destination {
+  DLTensor *values;
+  DLTensor *scales;
+  int32_t scales_layout; /* mxfp8_layout the engine wants */
+  uint32_t reserved;     /* must be 0 */
+} mxfp8_import_destination;
+
+/* Writes every tensor of `bucket` (contiguous uint8, host or CUDA memory) into destinations[i],
+ * i < manifest->count: the values copied, the scales moved from the layout the manifest records into the
+ * layout the destination asks for (a copy when they are the same, with the padding of a 128x4 buffer
+ * zeroed; otherwise an unswizzle or a swizzle, in the same pass). Everything (manifest, every part inside
+ * the bucket and of the size its shape and layout give, every destination's dtype, size, device and
+ * overlap) is checked before anything is written. CUDA: one kernel launch for the whole bucket (a few
+ * past several hundred parts) queued on `stream`, values of 4 MiB or more through cudaMemcpyAsync on the
+ * same stream as for mxfp8_export_bucket; the call does not wait. Host: done when the call
+ * returns. count == 0 is a no-op. The bucket is only read. */
+MXFP8_API mxfp8_status mxfp8_import_bucket(const DLTensor *bucket, const mxfp8_bucket_manifest *manifest,
+                                           const mxfp8_import_destination *destinations, void *stream);
+
+/* The direct path, with no bucket: writes direction `options->direction` of tensors[i] (e.g. a trainer's
+ * Transformer Engine storage that the receiver mapped over CUDA IPC and described with
+ * mxfp8_tensor_create) into destinations[i], values copied and scales moved from the tensor's layout
+ * (padded row-major or swizzled) into the destination's, all in one pass: one launch on
+ * `options->stream` for CUDA memory. The other option fields do not apply (NULL options: rowwise, legacy
+ * default stream). Same checks as mxfp8_import_bucket, and destinations must not overlap any buffer of
+ * the tensors. count == 0 is a no-op. */
+MXFP8_API mxfp8_status mxfp8_import_tensors(const mxfp8_tensor *const *tensors, size_t count,
+                                            const mxfp8_export_options *options,
+                                            const mxfp8_import_destination *destinations);
+
+/* Prepared forms (see "Prepared exports"): every check done once, the work kept; run each step with
+ * mxfp8_prepared_export_run(prepared, stream) (one launch, no check, allocation or synchronization, so
+ * capturable in a CUDA graph), release with mxfp8_prepared_export_release. The bucket's and every
+ * destination's addresses stay yours: keep them allocated and in place while you run the plan. The
+ * manifest is not kept. A tensor-import plan holds a reference on every tensor. options->stream is not
+ * used. *out on success only. */
+MXFP8_API mxfp8_status mxfp8_prepare_import_bucket(const DLTensor *bucket, const mxfp8_bucket_manifest *manifest,
+                                                   const mxfp8_import_destination *destinations,
+                                                   mxfp8_prepared_export **out);
+MXFP8_API mxfp8_status mxfp8_prepare_import_tensors(const mxfp8_tensor *const *tensors, size_t count,
+                                                    const mxfp8_export_options *options,
+                                                    const mxfp8_import_destination *destinations,
+                                                    mxfp8_prepared_export **out);
 
 /* ====================================================================================================
  * Grouped MoE experts: E experts in one flat values buffer and one flat scale buffer   [EXPERIMENTAL]

@@ -13,10 +13,6 @@
 namespace mxfp8 {
 namespace {
 
-// A flat copy of `bytes` becomes rows of kCopyRowBytes plus a one-row tail, so that the scale kernel's
-// row-segment jobs move it (16 bytes at a time when aligned).
-constexpr int64_t kCopyRowBytes = 4096;
-
 struct Part {
   uint64_t offset, bytes;
   const char *what;  // "values" or "scales"
@@ -47,19 +43,6 @@ mxfp8_export_options bucket_options(const mxfp8_export_options *given) {
     fail(MXFP8_ERROR_INVALID_ARGUMENT, "buckets carry the stored per-32 scales: options.scales_granularity must be "
          "MXFP8_SCALES_PER_32");
   return o;
-}
-
-// The jobs that copy `bytes` contiguous bytes from src to dst.
-void add_copy_jobs(std::vector<ScaleJob> &jobs, const uint8_t *src, uint8_t *dst, int64_t bytes) {
-  const int64_t rows = bytes / kCopyRowBytes, tail = bytes % kCopyRowBytes;
-  auto *s = const_cast<uint8_t *>(src);
-  if (rows > 0)
-    jobs.push_back(ScaleJob{nullptr, ByteMatrix{s, rows, kCopyRowBytes, kCopyRowBytes, 1},
-                            ByteMatrix{dst, rows, kCopyRowBytes, kCopyRowBytes, 1}});
-  if (tail > 0) {
-    const int64_t done = rows * kCopyRowBytes;
-    jobs.push_back(ScaleJob{nullptr, ByteMatrix{s + done, 1, tail, tail, 1}, ByteMatrix{dst + done, 1, tail, tail, 1}});
-  }
 }
 
 }  // namespace

@@ -59,10 +59,7 @@ const Direction &require_direction(const mxfp8_tensor &t, mxfp8_direction direct
 }
 
 static void run_jobs_host(const ScaleJob *jobs, size_t count) {
-  for (size_t i = 0; i < count; ++i) {
-    if (jobs[i].swizzled) unswizzle_host(jobs[i].swizzled, jobs[i].dst);
-    else copy_matrix_host(jobs[i].src, jobs[i].dst);
-  }
+  for (size_t i = 0; i < count; ++i) run_job_host(jobs[i]);
 }
 
 void run_jobs_on(DLDevice device, const ScaleJob *jobs, size_t count, void *stream) {

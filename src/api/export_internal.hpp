@@ -29,6 +29,19 @@ ExportJobs batched_jobs(const mxfp8_tensor *const *tensors, DLTensor *const *des
 ExportJobs bucket_jobs(const mxfp8_tensor *const *tensors, size_t count, const mxfp8_export_options &options,
                        const mxfp8_bucket_entry *entries, DLTensor *bucket);
 
+// The receiver's import (import.cpp): from a bucket and its manifest, or from tensors (the direct
+// path); checks and jobs of mxfp8_import_bucket / mxfp8_import_tensors and their prepared forms.
+ExportJobs import_bucket_jobs(const DLTensor *bucket, const mxfp8_bucket_manifest *manifest,
+                              const mxfp8_import_destination *destinations);
+ExportJobs import_tensor_jobs(const mxfp8_tensor *const *tensors, size_t count, const mxfp8_export_options &options,
+                              const mxfp8_import_destination *destinations);
+
+// A flat copy of `bytes` becomes rows of kCopyRowBytes plus a one-row tail, so that the scale kernel's
+// row-segment jobs move it (16 bytes at a time when aligned) in the same launch as the scales.
+constexpr int64_t kCopyRowBytes = 4096;
+// Appends the jobs that copy `bytes` contiguous bytes from src to dst.
+void add_copy_jobs(std::vector<ScaleJob> &jobs, const uint8_t *src, uint8_t *dst, int64_t bytes);
+
 // Runs the jobs where `device`'s memory lives: host loops, or one launch on `stream` (a cudaStream_t)
 // with `device` current.
 void run_jobs_on(DLDevice device, const ScaleJob *jobs, size_t count, void *stream);

@@ -1,4 +1,4 @@
-// mxfp8_prepared_export: a batched or bucket export checked once and kept as its jobs, so that the
+// mxfp8_prepared_export: a batched, bucket or import (bucket or tensors) transfer checked once and kept as its jobs, so that the
 // export a trainer repeats every step is one launch with no checks, no allocation and no
 // synchronization (capturable in a CUDA graph).
 #include <memory>
@@ -55,6 +55,31 @@ extern "C" MXFP8_API mxfp8_status mxfp8_prepare_bucket(const mxfp8_tensor *const
     if (!out) fail(MXFP8_ERROR_INVALID_ARGUMENT, "out is NULL");
     auto prepared = std::make_unique<mxfp8_prepared_export>();
     prepared->work = bucket_jobs(tensors, count, read_options(options), entries, bucket);
+    keep(*prepared, tensors, count);
+    *out = prepared.release();
+  });
+}
+
+extern "C" MXFP8_API mxfp8_status mxfp8_prepare_import_bucket(const DLTensor *bucket,
+                                                              const mxfp8_bucket_manifest *manifest,
+                                                              const mxfp8_import_destination *destinations,
+                                                              mxfp8_prepared_export **out) {
+  return guarded([&] {
+    if (!out) fail(MXFP8_ERROR_INVALID_ARGUMENT, "out is NULL");
+    auto prepared = std::make_unique<mxfp8_prepared_export>();
+    prepared->work = import_bucket_jobs(bucket, manifest, destinations);
+    *out = prepared.release();
+  });
+}
+
+extern "C" MXFP8_API mxfp8_status mxfp8_prepare_import_tensors(const mxfp8_tensor *const *tensors, size_t count,
+                                                               const mxfp8_export_options *options,
+                                                               const mxfp8_import_destination *destinations,
+                                                               mxfp8_prepared_export **out) {
+  return guarded([&] {
+    if (!out) fail(MXFP8_ERROR_INVALID_ARGUMENT, "out is NULL");
+    auto prepared = std::make_unique<mxfp8_prepared_export>();
+    prepared->work = import_tensor_jobs(tensors, count, read_options(options), destinations);
     keep(*prepared, tensors, count);
     *out = prepared.release();
   });

@@ -17,12 +17,18 @@ struct ByteMatrix {
   int64_t col_stride;
 };
 
-// One compact scale matrix to produce: `dst` from the swizzled buffer `swizzled` when it is set,
-// else from the row-major matrix `src` (same rows and cols as `dst`, col_stride 1).
+// One scale matrix to produce, of two kinds:
+//  - compact (to_swizzled false): `dst` from the swizzled buffer `swizzled` when it is set, else from the
+//    row-major matrix `src` (same rows and cols as `dst`, col_stride 1);
+//  - swizzled (to_swizzled true): every byte of the 128x4 swizzled buffer at dst.data of a dst.rows x
+//    dst.cols matrix (dst's strides unused), padding as zeros, from `src` (any strides, e.g. a transposed
+//    view for columnwise scales) or, when `swizzled` is set, from a swizzled buffer of the same matrix:
+//    then it is a copy whose padding is zeroed, since a producer's padding is never trusted.
 struct ScaleJob {
   const uint8_t *swizzled;
   ByteMatrix src;
   ByteMatrix dst;
+  bool to_swizzled = false;
 };
 
 // The swizzled buffer of an R x C matrix: roundup(R, 128) * roundup(C, 4) contiguous bytes.
@@ -32,10 +38,14 @@ void unswizzle_host(const uint8_t *swizzled, ByteMatrix dst);
 void swizzle_host(ByteMatrix src, uint8_t *swizzled);
 // dst = src, same rows and cols.
 void copy_matrix_host(ByteMatrix src, ByteMatrix dst);
+// The swizzled buffer of a rows x cols matrix copied from `src` (the same layout), padding as zeros.
+void copy_swizzled_host(const uint8_t *src, uint8_t *dst, int64_t rows, int64_t cols);
+// Any job, on host memory.
+void run_job_host(const ScaleJob &job);
 
 namespace cuda {
 // Same contracts as the host versions, queued on `stream` (a cudaStream_t), device pointers.
-// All jobs of a batch run in one kernel launch (a few launches past several hundred jobs).
+// All jobs of a batch, of both kinds, run in one kernel launch (a few launches past several hundred jobs).
 void run_jobs(const ScaleJob *jobs, size_t count, void *stream);
 void unswizzle(const uint8_t *swizzled, ByteMatrix dst, void *stream);
 void swizzle(ByteMatrix src, uint8_t *swizzled, void *stream);

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "core/error.hpp"
 #include "core/scale_copy.hpp"
 #include "core/swizzle_index.hpp"
 
@@ -31,6 +32,21 @@ inline ScaleJob compact_job(const ScaleSource &s, uint8_t *dst) {
   if (!s.swizzled) return ScaleJob{nullptr, s.row_major, ByteMatrix{dst, s.rows, s.cols, s.cols, 1}};
   if (s.transposed) return ScaleJob{s.swizzled, ByteMatrix{}, ByteMatrix{dst, s.cols, s.rows, 1, s.cols}};
   return ScaleJob{s.swizzled, ByteMatrix{}, ByteMatrix{dst, s.rows, s.cols, s.cols, 1}};
+}
+
+// The job writing S in the 128x4 swizzled layout at `dst`, padding as zeros; the matrix swizzled is S^T
+// when `transposed` (columnwise scales, as TE and cuBLAS lay them out). A source swizzled the same way is
+// copied (its padding zeroed, never trusted); a row-major one is swizzled.
+inline ScaleJob swizzled_job(const ScaleSource &s, bool transposed, uint8_t *dst) {
+  const int64_t rows = transposed ? s.cols : s.rows, cols = transposed ? s.rows : s.cols;
+  const ByteMatrix out{dst, rows, cols, 0, 0};
+  if (s.swizzled) {
+    if (s.transposed != transposed) fail(MXFP8_ERROR_INTERNAL, "a swizzled source of the other orientation");
+    return ScaleJob{s.swizzled, ByteMatrix{}, out, true};
+  }
+  const ByteMatrix &m = s.row_major;
+  const ByteMatrix src = transposed ? ByteMatrix{m.data, m.cols, m.rows, m.col_stride, m.row_stride} : m;
+  return ScaleJob{nullptr, src, out, true};
 }
 
 // Block (br, bc) of the 32-wide blocks along `axis`: its first stored scale in *value, and the row-major

@@ -16,11 +16,21 @@
 // of whole tiles in storage order, across tile rows, staged flat, each thread writing the 4 row-words
 // of the vectors it loaded. Row-major sources (padded crops, bucket copies) skip shared memory: each
 // thread copies 16-byte (or smaller) row segments.
+//
+// Jobs that produce a swizzled buffer (the import side: engine parameters in the cuBLAS layout) share the
+// launch. Their chunks are the same runs of tiles of the destination, written without shared memory:
+// a thread assembles one 16-byte line (the words of 4 rows) from the row-major source, or loads the same
+// line of a swizzled source, zeroes the padding in it and stores it, so the writes are contiguous 16-byte
+// vectors across the warp. Row-major reads are 4 bytes from each of 32 rows per warp: scales are a few
+// percent of a bucket's bytes, so this path is kept simple.
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
+#include <cstdlib>
 #include <memory>
+#include <vector>
 
 #include "cuda/cuda_check.cuh"
 #include "core/error.hpp"
@@ -34,7 +44,7 @@ namespace {
 constexpr int kWordsPerTile = static_cast<int>(kTileBytes / 4);  // 128: one 32-bit word per tile row
 constexpr int kWordsPerLine = static_cast<int>(kLineBytes / 4);  // 4
 constexpr int kVectorsPerTile = static_cast<int>(kTileBytes / 16);  // 32 16-byte loads per tile
-constexpr int kMaxJobsPerLaunch = 384;  // keeps the kernel parameter under 32 KiB
+constexpr int kMaxJobsPerLaunch = 320;  // keeps the kernel parameter under 32 KiB (96-byte jobs)
 
 // A chunk width: kTiles tiles of one tile row, moved by kTiles * 8 threads holding 4 vectors each.
 template <int kTiles>
@@ -63,6 +73,7 @@ struct DeviceJob {
   int64_t src_row_stride;
   int64_t dst_row_stride;
   int64_t dst_col_stride;
+  int64_t src_col_stride;   // row-major sources of swizzle jobs (a transposed view for columnwise scales)
   int32_t rows;
   int32_t cols;
   int32_t tile_cols;        // roundup(cols, 4) / 4
@@ -71,6 +82,7 @@ struct DeviceJob {
   int32_t word_stores;      // dst rows are 4-byte aligned with col_stride 1
   int32_t direct;           // narrow matrix: chunks are runs of whole tiles, scattered without a gather
   int32_t tile_rows;        // ceil(rows / 128)
+  int32_t to_swizzled;      // writes the swizzled buffer at dst (see ScaleJob)
 };
 
 template <int kCapacity>
@@ -117,7 +129,7 @@ __device__ Chunk locate(const JobBatch<kCapacity> &batch, int32_t chunk, int &jo
 __device__ const uint8_t *swizzled_chunk(const Chunk &c) { return c.job->swizzled + c.linear_tile * kTileBytes; }
 
 __device__ bool vector_loads(const Chunk &c) {
-  return c.job->swizzled && (reinterpret_cast<uintptr_t>(swizzled_chunk(c)) & 15) == 0;
+  return c.job->swizzled && !c.job->to_swizzled && (reinterpret_cast<uintptr_t>(swizzled_chunk(c)) & 15) == 0;
 }
 
 // Issues the 16-byte loads of a swizzled chunk into registers (they complete while the previous chunk
@@ -138,7 +150,7 @@ __device__ void load_chunk(const Chunk &c, uint4 (&regs)[W::kVectorsPerThread]) 
 // byte_offset left the buffer unaligned (correct, slower).
 template <class W>
 __device__ void stage_chunk(const Chunk &c, const uint4 (&regs)[W::kVectorsPerThread], uint32_t *tiles) {
-  if (!c.job->swizzled) return;
+  if (!c.job->swizzled || c.job->to_swizzled) return;
   if (c.job->direct) {  // flat: each thread later scatters exactly the vectors it staged
     const int vectors = c.tiles * kVectorsPerTile;
     if (vector_loads(c)) {
@@ -215,8 +227,51 @@ __device__ void store_direct_chunk(const Chunk &c, const uint32_t *tiles) {
   }
 }
 
+// A swizzle job's chunk: thread i writes line i % 32 of tile i / 32, the words of rows l, l + 32, l + 64
+// and l + 96 of that tile, each masked to the matrix (padding rows and columns are zeros).
+template <class W>
+__device__ void store_swizzled_chunk(const Chunk &c) {
+  const DeviceJob job = *c.job;
+  uint8_t *const out = job.dst + c.linear_tile * kTileBytes;
+  const uint8_t *const same_layout = job.swizzled ? job.swizzled + c.linear_tile * kTileBytes : nullptr;
+  const bool aligned = (reinterpret_cast<uintptr_t>(out) & 15) == 0 &&
+                       (!same_layout || (reinterpret_cast<uintptr_t>(same_layout) & 15) == 0);
+  for (int i = threadIdx.x; i < c.tiles * kVectorsPerTile; i += W::kThreads) {
+    const int line = i % kVectorsPerTile;
+    const int64_t col = static_cast<int64_t>(c.first_tile + i / kVectorsPerTile) * kTileCols;
+    const int valid = col + kTileCols <= job.cols ? static_cast<int>(kTileCols) : static_cast<int>(job.cols - col);
+    const uint32_t mask = valid >= 4 ? 0xFFFFFFFFu : ((1u << (8 * valid)) - 1u);
+    uint32_t words[4];
+    if (same_layout && aligned) {
+      const uint4 v = __ldg(reinterpret_cast<const uint4 *>(same_layout) + i);
+      words[0] = v.x, words[1] = v.y, words[2] = v.z, words[3] = v.w;
+    }
+#pragma unroll
+    for (int s = 0; s < 4; ++s) {
+      const int64_t r = static_cast<int64_t>(c.tile_row) * kTileRows + s * kSubtileRows + line;
+      if (r >= job.rows) {
+        words[s] = 0;
+      } else if (same_layout) {
+        if (!aligned) words[s] = load_word_bytes(same_layout + 16 * i + 4 * s, 4);
+        words[s] &= mask;
+      } else {
+        const uint8_t *p = job.src + r * job.src_row_stride + col * job.src_col_stride;
+        uint32_t w = 0;
+        for (int b = 0; b < valid; ++b) w |= static_cast<uint32_t>(p[b * job.src_col_stride]) << (8 * b);
+        words[s] = w;
+      }
+    }
+    if (aligned) {
+      reinterpret_cast<uint4 *>(out)[i] = make_uint4(words[0], words[1], words[2], words[3]);
+    } else {
+      for (int b = 0; b < 16; ++b) out[16 * i + b] = static_cast<uint8_t>(words[b / 4] >> (8 * (b % 4)));
+    }
+  }
+}
+
 template <class W>
 __device__ void store_chunk(const Chunk &c, const uint32_t *tiles) {
+  if (c.job->to_swizzled) return store_swizzled_chunk<W>(c);
   if (c.job->direct) return store_direct_chunk<W>(c, tiles);
   // A register copy: through the pointer, every global store below could alias the job's fields.
   const DeviceJob job = *c.job;
@@ -349,7 +404,7 @@ void launch_batch(const JobBatch<kCapacity> &batch, int64_t chunks, cudaStream_t
 // Narrow swizzled matrices (rows shorter than half a chunk) take direct chunks: whole tiles in storage
 // order, so a chunk stays full however few scales a row holds (an MoE down projection has 24).
 bool is_direct(const ScaleJob &job, int tiles_per_chunk) {
-  return job.swizzled && 2 * ceil_div(job.dst.cols, kTileCols) <= tiles_per_chunk;
+  return job.swizzled && !job.to_swizzled && 2 * ceil_div(job.dst.cols, kTileCols) <= tiles_per_chunk;
 }
 
 int64_t chunks_of(const ScaleJob &job, int tiles_per_chunk) {
@@ -373,6 +428,8 @@ int64_t fill_batch(JobBatch<kCapacity> &batch, const ScaleJob *jobs, size_t coun
     j.src_row_stride = in.src.row_stride;
     j.dst_row_stride = in.dst.row_stride;
     j.dst_col_stride = in.dst.col_stride;
+    j.src_col_stride = in.src.col_stride;
+    j.to_swizzled = in.to_swizzled;
     j.rows = checked_int32(in.dst.rows, "scale rows");
     j.cols = checked_int32(in.dst.cols, "scale columns");
     j.tile_cols = static_cast<int32_t>(ceil_div(j.cols, kTileCols));
@@ -410,10 +467,59 @@ bool wide_chunks_pay(const ScaleJob *jobs, size_t count) {
   return chunks >= int64_t{kWideChunksPerBlock} * resident_blocks<produce_compact_kernel<Wide, kMaxJobsPerLaunch>>(Wide::kThreads);
 }
 
+// Large contiguous copies (the values of a bucket or an import) go through cudaMemcpyAsync, which moves
+// bytes at the device's copy speed; the kernel's row segments reach ~85% of it (H200, 2026-12-02).
+// MXFP8_COPY_ENGINE_MIN_BYTES, read once: the smallest part copied that way (default 4 MiB; 0: never,
+// every byte in the one kernel launch).
+constexpr int64_t kDefaultCopyEngineMinBytes = int64_t{4} << 20;
+
+int64_t copy_engine_min_bytes() {
+  static const int64_t value = [] {
+    const char *text = std::getenv("MXFP8_COPY_ENGINE_MIN_BYTES");
+    if (!text || !*text) return kDefaultCopyEngineMinBytes;
+    char *end = nullptr;
+    errno = 0;
+    const long long v = std::strtoll(text, &end, 10);
+    if (errno != 0 || *end != '\0' || v < 0)
+      fail(MXFP8_ERROR_INVALID_ARGUMENT, "MXFP8_COPY_ENGINE_MIN_BYTES is \"", text, "\", expected a byte count");
+    return static_cast<int64_t>(v);
+  }();
+  return value;
+}
+
+// A job that copies one contiguous run of bytes (rows of a flat copy, both sides dense).
+bool is_flat_copy(const ScaleJob &j) {
+  return !j.swizzled && !j.to_swizzled && j.src.col_stride == 1 && j.dst.col_stride == 1 &&
+         j.src.row_stride == j.src.cols && j.dst.row_stride == j.dst.cols;
+}
+
 }  // namespace
 
 void run_jobs(const ScaleJob *jobs, size_t count, void *stream) {
   auto s = static_cast<cudaStream_t>(stream);
+  const int64_t min_bytes = copy_engine_min_bytes();
+  std::vector<ScaleJob> rest;
+  if (min_bytes > 0) {
+    size_t large = 0;
+    for (size_t i = 0; i < count; ++i)
+      large += is_flat_copy(jobs[i]) && jobs[i].dst.rows * jobs[i].dst.cols >= min_bytes;
+    if (large > 0) {
+      rest.reserve(count - large);
+      for (size_t i = 0; i < count; ++i) {
+        const ScaleJob &j = jobs[i];
+        const int64_t bytes = j.dst.rows * j.dst.cols;
+        if (is_flat_copy(j) && bytes >= min_bytes) {
+          check(cudaMemcpyAsync(j.dst.data, j.src.data, static_cast<size_t>(bytes), cudaMemcpyDefault, s),
+                "queueing a copy of values");
+        } else {
+          rest.push_back(j);
+        }
+      }
+      jobs = rest.data();
+      count = rest.size();
+    }
+  }
+  if (count == 0) return;
   if (wide_chunks_pay(jobs, count)) run_jobs_with<Wide>(jobs, count, s);
   else run_jobs_with<Narrow>(jobs, count, s);
 }

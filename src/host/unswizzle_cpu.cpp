@@ -63,4 +63,31 @@ void copy_matrix_host(ByteMatrix src, ByteMatrix dst) {
       dst.data[r * dst.row_stride + c * dst.col_stride] = src.data[r * src.row_stride + c * src.col_stride];
 }
 
+void copy_swizzled_host(const uint8_t *src, uint8_t *dst, int64_t rows, int64_t cols) {
+  if (rows == 0 || cols == 0) return;
+  const int64_t padded_rows = round_up(rows, kTileRows), padded_cols = round_up(cols, kTileCols);
+  const size_t bytes = static_cast<size_t>(padded_rows * padded_cols);
+  if (padded_rows == rows && padded_cols == cols) {  // no padding: the copy it is
+    std::memcpy(dst, src, bytes);
+    return;
+  }
+  std::memset(dst, 0, bytes);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; c += kTileCols) {
+      const int64_t at = swizzled_offset(r, c, padded_cols);  // the row's word in this tile
+      std::memcpy(dst + at, src + at, static_cast<size_t>(cols - c < kTileCols ? cols - c : kTileCols));
+    }
+}
+
+void run_job_host(const ScaleJob &job) {
+  if (job.to_swizzled) {
+    if (job.swizzled) copy_swizzled_host(job.swizzled, job.dst.data, job.dst.rows, job.dst.cols);
+    else swizzle_host(job.src, job.dst.data);
+  } else if (job.swizzled) {
+    unswizzle_host(job.swizzled, job.dst);
+  } else {
+    copy_matrix_host(job.src, job.dst);
+  }
+}
+
 }  // namespace mxfp8

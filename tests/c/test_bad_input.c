@@ -956,6 +956,204 @@ static mxfp8_status h_scales_complex64(int *untouched) {
   return st;
 }
 
+/* The import: a host bucket of two rowwise tensors, (100, 48) with compact scales going to compact
+ * parameters and (40, 64) with compact scales going to 128x4 swizzled parameters. Each case breaks one
+ * thing; nothing may be written (destinations stay poisoned, the bucket unchanged). */
+enum { kImportBucketBytes = 4800 + 200 + 2560 + 80 + 64 };
+typedef struct {
+  uint8_t bucket[kImportBucketBytes];
+  uint8_t before[kImportBucketBytes];
+  int64_t bucket_shape[1];
+  DLTensor bucket_tensor;
+  const DLTensor *bucket_arg;
+  int64_t shape0[2], shape1[2];
+  const int64_t *shapes[2];
+  int32_t ndims[2], formats[2], directions[2], layouts[2];
+  mxfp8_bucket_entry entries[2];
+  mxfp8_bucket_manifest manifest;
+  const mxfp8_bucket_manifest *manifest_arg;
+  uint8_t values0[4800], scales0[200], values1[2560], scales1[512];
+  int64_t v0_shape[2], s0_shape[2], v1_shape[1], s1_shape[1];
+  DLTensor v0, s0, v1, s1;
+  mxfp8_import_destination dst[2];
+  const mxfp8_import_destination *dst_arg;
+  mxfp8_prepared_export **out_arg;
+  int call; /* 0 mxfp8_import_bucket, 1 mxfp8_prepare_import_bucket */
+} import_fixture;
+
+static void setup_import(import_fixture *f) {
+  uint64_t rng = 77;
+  fill_random(f->bucket, sizeof f->bucket, &rng);
+  f->bucket_shape[0] = kImportBucketBytes;
+  f->bucket_tensor = (DLTensor){f->bucket, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, f->bucket_shape, NULL, 0};
+  f->bucket_arg = &f->bucket_tensor;
+  f->shape0[0] = 100, f->shape0[1] = 48, f->shape1[0] = 40, f->shape1[1] = 64;
+  f->shapes[0] = f->shape0, f->shapes[1] = f->shape1;
+  f->ndims[0] = f->ndims[1] = 2;
+  f->formats[0] = f->formats[1] = MXFP8_FORMAT_E4M3;
+  f->directions[0] = f->directions[1] = MXFP8_DIRECTION_ROWWISE;
+  f->layouts[0] = f->layouts[1] = MXFP8_LAYOUT_COMPACT;
+  f->entries[0] = (mxfp8_bucket_entry){0, 4800, 4800, 200};
+  f->entries[1] = (mxfp8_bucket_entry){5000, 2560, 7560, 80};
+  mxfp8_bucket_manifest m = MXFP8_BUCKET_MANIFEST_INIT;
+  m.count = 2;
+  m.entries = f->entries;
+  m.ndims = f->ndims;
+  m.shapes = f->shapes;
+  m.formats = f->formats;
+  m.directions = f->directions;
+  m.scales_layouts = f->layouts;
+  f->manifest = m;
+  f->manifest_arg = &f->manifest;
+  memset(f->values0, POISON, sizeof f->values0);
+  memset(f->scales0, POISON, sizeof f->scales0);
+  memset(f->values1, POISON, sizeof f->values1);
+  memset(f->scales1, POISON, sizeof f->scales1);
+  f->v0_shape[0] = 100, f->v0_shape[1] = 48, f->s0_shape[0] = 100, f->s0_shape[1] = 2;
+  f->v1_shape[0] = 2560, f->s1_shape[0] = 512;
+  f->v0 = (DLTensor){f->values0, {kDLCPU, 0}, 2, {kDLFloat8_e4m3fn, 8, 1}, f->v0_shape, NULL, 0};
+  f->s0 = (DLTensor){f->scales0, {kDLCPU, 0}, 2, {kDLUInt, 8, 1}, f->s0_shape, NULL, 0};
+  f->v1 = (DLTensor){f->values1, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, f->v1_shape, NULL, 0};
+  f->s1 = (DLTensor){f->scales1, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, f->s1_shape, NULL, 0};
+  f->dst[0] = (mxfp8_import_destination){&f->v0, &f->s0, MXFP8_LAYOUT_COMPACT, 0};
+  f->dst[1] = (mxfp8_import_destination){&f->v1, &f->s1, MXFP8_LAYOUT_CUTLASS_128X4, 0};
+  f->dst_arg = f->dst;
+  f->out_arg = NULL;
+  f->call = 0;
+  memcpy(f->before, f->bucket, sizeof f->bucket);
+}
+
+typedef void (*import_mutator)(import_fixture *f);
+typedef struct {
+  const char *call;
+  const char *name;
+  import_mutator mutate;
+  mxfp8_status status;
+  const char *message;
+} import_case;
+
+static void i_manifest_null(import_fixture *f) { f->manifest_arg = NULL; }
+static void i_manifest_size_0(import_fixture *f) { f->manifest.struct_size = 0; }
+static void i_manifest_reserved(import_fixture *f) { f->manifest.reserved = 1; }
+static void i_entries_null(import_fixture *f) { f->manifest.entries = NULL; }
+static void i_ndims_null(import_fixture *f) { f->manifest.ndims = NULL; }
+static void i_shapes_null(import_fixture *f) { f->manifest.shapes = NULL; }
+static void i_ndim_0(import_fixture *f) { f->ndims[1] = 0; }
+static void i_ndim_65(import_fixture *f) { f->ndims[1] = 65; }
+static void i_shape_null(import_fixture *f) { f->shapes[1] = NULL; }
+static void i_shape_negative(import_fixture *f) { f->shape1[0] = -40; }
+static void i_format_unknown(import_fixture *f) { f->formats[1] = 3; }
+static void i_direction_unknown(import_fixture *f) { f->directions[1] = 2; }
+static void i_layout_unknown(import_fixture *f) { f->layouts[1] = 2; }
+static void i_values_bytes_wrong(import_fixture *f) { f->entries[1].values_bytes = 2559; }
+static void i_compact_part_called_swizzled(import_fixture *f) { f->layouts[1] = MXFP8_LAYOUT_CUTLASS_128X4; }
+static void i_part_past_end(import_fixture *f) { f->entries[1].scales_offset = kImportBucketBytes - 79; }
+static void i_offset_near_2_64(import_fixture *f) { f->entries[1].values_offset = UINT64_MAX - 100; }
+static void i_bucket_null(import_fixture *f) { f->bucket_arg = NULL; }
+static void i_bucket_float32(import_fixture *f) { f->bucket_tensor.dtype = (DLDataType){kDLFloat, 32, 1}; }
+static void i_destinations_null(import_fixture *f) { f->dst_arg = NULL; }
+static void i_values_null(import_fixture *f) { f->dst[1].values = NULL; }
+static void i_scales_null(import_fixture *f) { f->dst[1].scales = NULL; }
+static void i_target_unknown(import_fixture *f) { f->dst[1].scales_layout = 2; }
+static void i_destination_reserved(import_fixture *f) { f->dst[1].reserved = 9; }
+static void i_values_float32(import_fixture *f) { f->v1.dtype = (DLDataType){kDLFloat, 32, 1}; f->v1_shape[0] = 640; }
+static void i_values_wrong_fp8(import_fixture *f) { f->v0.dtype.code = kDLFloat8_e5m2; }
+static void i_values_one_short(import_fixture *f) { f->v1_shape[0] = 2559; }
+static void i_swizzled_target_compact_size(import_fixture *f) { f->s1_shape[0] = 80; }
+static void i_compact_target_padded(import_fixture *f) { f->s0_shape[0] = 128; f->s0_shape[1] = 4; }
+static void i_scales_int8(import_fixture *f) { f->s1.dtype.code = kDLInt; }
+static void i_values_strided(import_fixture *f) {
+  static int64_t strides[2] = {1, 100};
+  f->v0.strides = strides;
+}
+static void i_destination_on_cuda(import_fixture *f) { f->s1.device = (DLDevice){kDLCUDA, 0}; }
+static void i_destination_over_bucket(import_fixture *f) { f->v1.data = f->bucket + 100; }
+static void i_destinations_overlap(import_fixture *f) { f->s1.data = f->values0 + 4700; }
+static void i_prepare_out_null(import_fixture *f) { f->call = 1; }
+
+static const import_case kImportCases[] = {
+    {"mxfp8_import_bucket", "manifest NULL", i_manifest_null, MXFP8_ERROR_INVALID_ARGUMENT, "manifest is NULL"},
+    {"mxfp8_import_bucket", "manifest struct_size 0", i_manifest_size_0, MXFP8_ERROR_INVALID_ARGUMENT, "initialize it with MXFP8_BUCKET_MANIFEST_INIT"},
+    {"mxfp8_import_bucket", "manifest reserved set", i_manifest_reserved, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.reserved is 1, must be 0"},
+    {"mxfp8_import_bucket", "manifest entries NULL", i_entries_null, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.entries is NULL"},
+    {"mxfp8_import_bucket", "manifest ndims NULL", i_ndims_null, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.ndims is NULL"},
+    {"mxfp8_import_bucket", "manifest shapes NULL", i_shapes_null, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.shapes is NULL"},
+    {"mxfp8_import_bucket", "a tensor of rank 0", i_ndim_0, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.ndims[1] is 0, expected 1..64"},
+    {"mxfp8_import_bucket", "a tensor of rank 65", i_ndim_65, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.ndims[1] is 65, expected 1..64"},
+    {"mxfp8_import_bucket", "a NULL shape", i_shape_null, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.shapes[1] is NULL"},
+    {"mxfp8_import_bucket", "a negative dimension", i_shape_negative, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.shapes[1] (-40, 64) has a negative dimension"},
+    {"mxfp8_import_bucket", "an unknown format", i_format_unknown, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.formats[1] is 3, expected MXFP8_FORMAT_E4M3 (1) or MXFP8_FORMAT_E5M2 (2)"},
+    {"mxfp8_import_bucket", "an unknown direction", i_direction_unknown, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.directions[1] is 2"},
+    {"mxfp8_import_bucket", "an unknown scales layout", i_layout_unknown, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.scales_layouts[1] is 2, expected MXFP8_LAYOUT_COMPACT (0) or MXFP8_LAYOUT_CUTLASS_128X4 (1)"},
+    {"mxfp8_import_bucket", "values bytes that do not match the shape", i_values_bytes_wrong, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.entries[1] gives 2559 bytes of values, its shape and row-major layout give 2560"},
+    {"mxfp8_import_bucket", "compact scales recorded as 128x4 (a double transform)", i_compact_part_called_swizzled, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.entries[1] gives 80 bytes of scales, its shape and 128x4 swizzled layout give 512"},
+    {"mxfp8_import_bucket", "a part past the end of the bucket", i_part_past_end, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.entries[1]: its 80 bytes of scales at byte 7625 run past the end of a bucket of 7704 bytes"},
+    {"mxfp8_import_bucket", "a values_offset near 2^64", i_offset_near_2_64, MXFP8_ERROR_INVALID_ARGUMENT, "its 2560 bytes of values at byte 18446744073709551515 run past the end"},
+    {"mxfp8_import_bucket", "bucket NULL", i_bucket_null, MXFP8_ERROR_INVALID_ARGUMENT, "bucket is NULL"},
+    {"mxfp8_import_bucket", "a float32 bucket", i_bucket_float32, MXFP8_ERROR_INVALID_ARGUMENT, "bucket: dtype float32 is not a byte type"},
+    {"mxfp8_import_bucket", "destinations NULL", i_destinations_null, MXFP8_ERROR_INVALID_ARGUMENT, "destinations is NULL"},
+    {"mxfp8_import_bucket", "a destination without values", i_values_null, MXFP8_ERROR_INVALID_ARGUMENT, "destinations[1].values is NULL"},
+    {"mxfp8_import_bucket", "a destination without scales", i_scales_null, MXFP8_ERROR_INVALID_ARGUMENT, "destinations[1].scales is NULL"},
+    {"mxfp8_import_bucket", "an unknown target layout", i_target_unknown, MXFP8_ERROR_INVALID_ARGUMENT, "destinations[1].scales_layout is 2"},
+    {"mxfp8_import_bucket", "a destination's reserved set", i_destination_reserved, MXFP8_ERROR_INVALID_ARGUMENT, "destinations[1].reserved is 9, must be 0"},
+    {"mxfp8_import_bucket", "float32 values", i_values_float32, MXFP8_ERROR_INVALID_ARGUMENT, "destinations[1].values: dtype float32 does not hold E4M3 values"},
+    {"mxfp8_import_bucket", "E5M2 values for an E4M3 tensor", i_values_wrong_fp8, MXFP8_ERROR_INVALID_ARGUMENT, "destinations[0].values: dtype float8_e5m2 does not hold E4M3 values"},
+    {"mxfp8_import_bucket", "values one byte short", i_values_one_short, MXFP8_ERROR_INVALID_ARGUMENT, "destinations[1].values"},
+    {"mxfp8_import_bucket", "compact-sized scales for a 128x4 target", i_swizzled_target_compact_size, MXFP8_ERROR_INVALID_ARGUMENT, "destinations[1].scales: 128x4 swizzled scales of a 40 x 2 matrix are 512 bytes, got 80"},
+    {"mxfp8_import_bucket", "TE-padded scales for a compact target", i_compact_target_padded, MXFP8_ERROR_INVALID_ARGUMENT, "destinations[0].scales: compact scales of a 100 x 2 matrix are 200 bytes, got 512"},
+    {"mxfp8_import_bucket", "int8 scales", i_scales_int8, MXFP8_ERROR_INVALID_ARGUMENT, "destinations[1].scales: dtype int8"},
+    {"mxfp8_import_bucket", "strided values", i_values_strided, MXFP8_ERROR_INVALID_ARGUMENT, "destinations[0].values"},
+    {"mxfp8_import_bucket", "a destination on another device", i_destination_on_cuda, MXFP8_ERROR_INVALID_ARGUMENT, "destinations[1].scales"},
+    {"mxfp8_import_bucket", "a destination over the bucket", i_destination_over_bucket, MXFP8_ERROR_INVALID_ARGUMENT, "overlap in memory"},
+    {"mxfp8_import_bucket", "two destinations sharing bytes", i_destinations_overlap, MXFP8_ERROR_INVALID_ARGUMENT, "destinations[1] scales and destinations[0] values overlap in memory"},
+    {"mxfp8_prepare_import_bucket", "out NULL", i_prepare_out_null, MXFP8_ERROR_INVALID_ARGUMENT, "out is NULL"},
+};
+
+static void test_bad_import_input(void **state) {
+  const import_case *c = (const import_case *)*state;
+  import_fixture *f = malloc(sizeof *f);
+  setup_import(f);
+  c->mutate(f);
+  const mxfp8_status st = f->call == 0 ? mxfp8_import_bucket(f->bucket_arg, f->manifest_arg, f->dst_arg, NULL)
+                                       : mxfp8_prepare_import_bucket(f->bucket_arg, f->manifest_arg, f->dst_arg, f->out_arg);
+  record_for_doc(c->call, c->name, st);
+  EXPECT(st == c->status, "%s: status %d (%s), expected %d", c->name, st, mxfp8_last_error(), c->status);
+  assert_last_error_contains(c->message);
+  int untouched = memcmp(f->before, f->bucket, sizeof f->bucket) == 0;
+  for (size_t i = 0; i < sizeof f->values0; ++i) untouched &= f->values0[i] == POISON;
+  for (size_t i = 0; i < sizeof f->scales0; ++i) untouched &= f->scales0[i] == POISON;
+  for (size_t i = 0; i < sizeof f->values1; ++i) untouched &= f->values1[i] == POISON;
+  for (size_t i = 0; i < sizeof f->scales1; ++i) untouched &= f->scales1[i] == POISON;
+  EXPECT(untouched, "%s: a destination or the bucket was written", c->name);
+  free(f);
+}
+
+/* mxfp8_import_tensors: a destination over the tensor's own scales, and a missing direction. */
+static mxfp8_status import_tensors_onto(int onto_scales, int direction, int *untouched) {
+  made_tensor m;
+  make_tensor(&m);
+  uint8_t before[512];
+  memcpy(before, m.f.scales->buffer, sizeof before);
+  uint8_t values[4800], scales[200];
+  memset(values, POISON, sizeof values);
+  memset(scales, POISON, sizeof scales);
+  int64_t vshape[1] = {4800}, sshape[1] = {200};
+  DLTensor v = {values, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, vshape, NULL, 0};
+  DLTensor s = {onto_scales ? m.f.scales->buffer + 8 : scales, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, sshape, NULL, 0};
+  mxfp8_import_destination d = {&v, &s, MXFP8_LAYOUT_COMPACT, 0};
+  mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
+  o.direction = direction;
+  const mxfp8_tensor *ts[1] = {m.tensor};
+  const mxfp8_status st = mxfp8_import_tensors(ts, 1, &o, &d);
+  *untouched = memcmp(before, m.f.scales->buffer, sizeof before) == 0;
+  for (size_t i = 0; i < sizeof values; ++i) *untouched &= values[i] == POISON;
+  for (size_t i = 0; i < sizeof scales; ++i) *untouched &= scales[i] == POISON;
+  free_tensor(&m);
+  return st;
+}
+static mxfp8_status h_import_onto_own_scales(int *untouched) { return import_tensors_onto(1, 0, untouched); }
+static mxfp8_status h_import_missing_direction(int *untouched) { return import_tensors_onto(0, 1, untouched); }
+
 typedef struct {
   const char *call;
   const char *name;
@@ -1008,6 +1206,8 @@ static const hostile_case kHostileCases[] = {
     {"mxfp8_export_scales_batched", "count SIZE_MAX", h_batched_count_size_max, MXFP8_ERROR_INVALID_ARGUMENT, "count is 18446744073709551615"},
     {"mxfp8_export_bucket", "a values_offset near 2^64", h_bucket_offset_wraps, MXFP8_ERROR_INVALID_ARGUMENT, "entries[0]: its values start at byte 18446744073709551515, past the end"},
     {"mxfp8_tensor_create", "data of 1000 dimensions (desc.ndim 0)", h_data_1000_dims, MXFP8_ERROR_INVALID_ARGUMENT, "rowwise_data: ndim 1000 is more than the 64 dimensions supported"},
+    {"mxfp8_import_tensors", "a destination over the tensor's own scales", h_import_onto_own_scales, MXFP8_ERROR_INVALID_ARGUMENT, "destinations[0] scales and tensors[0] rowwise_scale_inv overlap in memory"},
+    {"mxfp8_import_tensors", "a direction the tensor does not have", h_import_missing_direction, MXFP8_ERROR_MISSING_DATA, "the tensor has no columnwise data"},
     {"mxfp8_tensor_create", "scales of dtype complex64", h_scales_complex64, MXFP8_ERROR_INVALID_ARGUMENT, "dtype complex64 is not an E8M0 scale byte"},
 };
 
@@ -1028,9 +1228,10 @@ int main(void) {
     NB = sizeof(kBatchedCases) / sizeof(kBatchedCases[0]),
     NQ = sizeof(kQuantizeCases) / sizeof(kQuantizeCases[0]),
     ND = sizeof(kDequantizeCases) / sizeof(kDequantizeCases[0]),
-    NH = sizeof(kHostileCases) / sizeof(kHostileCases[0])
+    NH = sizeof(kHostileCases) / sizeof(kHostileCases[0]),
+    NI = sizeof(kImportCases) / sizeof(kImportCases[0])
   };
-  struct CMUnitTest tests[NC + NE + NB + NQ + ND + NH];
+  struct CMUnitTest tests[NC + NE + NB + NQ + ND + NH + NI];
   for (int i = 0; i < NC; ++i) {
     struct CMUnitTest t = cmocka_unit_test_prestate(test_bad_create_input, (void *)&kCreateCases[i]);
     t.name = kCreateCases[i].name;
@@ -1060,6 +1261,11 @@ int main(void) {
     struct CMUnitTest t = cmocka_unit_test_prestate(test_hostile_input, (void *)&kHostileCases[i]);
     t.name = kHostileCases[i].name;
     tests[NC + NE + NB + NQ + ND + i] = t;
+  }
+  for (int i = 0; i < NI; ++i) {
+    struct CMUnitTest t = cmocka_unit_test_prestate(test_bad_import_input, (void *)&kImportCases[i]);
+    t.name = kImportCases[i].name;
+    tests[NC + NE + NB + NQ + ND + NH + i] = t;
   }
   const int failed = cmocka_run_group_tests_name("bad input (status, message, nothing taken or changed)", tests, NULL, NULL);
   const char *doc = getenv("MXFP8_ERRORS_MD");

@@ -12,6 +12,8 @@ JAX, CuPy, NumPy); with torch inputs the results are torch tensors.
 """
 from ._api import Components, export_components, export_grouped, export_te
 from ._bucket import export_bucket, iter_buckets, swizzle_scales, unpack_bucket, unswizzle_scales
+from ._import import (ImportPlan, import_bucket, import_tensors, prepare_import_bucket, prepare_import_tensors,
+                      scales_shape)
 from ._mxfp8 import Array
 from ._plan import ExportPlan
 from ._quantize import Quantized, dequantize, quantize
@@ -22,14 +24,20 @@ __all__ = [
     "Array",
     "Components",
     "ExportPlan",
+    "ImportPlan",
     "Quantized",
     "dequantize",
     "export_bucket",
     "export_components",
     "export_grouped",
     "export_te",
+    "import_bucket",
+    "import_tensors",
     "iter_buckets",
+    "prepare_import_bucket",
+    "prepare_import_tensors",
     "quantize",
+    "scales_shape",
     "swizzle_scales",
     "tvm_ffi_library_path",
     "unpack_bucket",

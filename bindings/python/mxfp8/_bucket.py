@@ -91,8 +91,9 @@ def export_bucket(
         stream: as for export_components.
 
     Returns:
-        (bucket, manifest): manifest[i] = {"name", "shape", "fp8_dtype", "values_offset", "values_bytes",
-        "scales_offset", "scales_bytes", "scales_shape"} in bucket order; the bucket can go through one
+        (bucket, manifest): manifest[i] = {"name", "shape", "fp8_dtype", "direction", "scales_layout"
+        ("compact"), "values_offset", "values_bytes", "scales_offset", "scales_bytes", "scales_shape"} in
+        bucket order (mxfp8.import_bucket writes it into engine parameters); the bucket can go through one
         CUDA IPC handle or one NCCL broadcast, and unpack_bucket rebuilds the parts on the other side.
 
     Raises:
@@ -131,8 +132,10 @@ def _export_bucket(tensors, direction, alignment, bucket, stream, bucket_name: s
             if str(e).startswith(spec.where):
                 raise
             raise type(e)(f"{spec.where}: {e}") from None
+        # direction and scales_layout: what mxfp8.import_bucket needs to know about the parts.
         manifest.append({"name": spec.name, "shape": spec.shape, "fp8_dtype": spec.fp8_dtype,
-                         "scales_shape": _compact_scales_shapes(spec.shape)[dir_code]})
+                         "scales_shape": _compact_scales_shapes(spec.shape)[dir_code],
+                         "direction": direction, "scales_layout": "compact"})
     plan, total = _mxfp8.bucket_plan(handles, direction=dir_code, alignment=alignment)
     for entry, (vo, vb, so, sb) in zip(manifest, plan):
         entry.update(values_offset=vo, values_bytes=vb, scales_offset=so, scales_bytes=sb)

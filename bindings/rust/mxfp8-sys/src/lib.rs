@@ -336,6 +336,67 @@ pub struct mxfp8_bucket_entry {
     pub scales_bytes: u64,
 }
 
+/// `mxfp8_layout`: scales compact row-major, exactly `R * C` bytes.
+pub const MXFP8_LAYOUT_COMPACT: i32 = 0;
+/// `mxfp8_layout`: scales in the cuBLAS / CUTLASS 128x4 layout, flat, padding zero.
+pub const MXFP8_LAYOUT_CUTLASS_128X4: i32 = 1;
+
+/// `mxfp8_bucket_manifest`: what a bucket holds, as the sender describes it to the receiver (parallel
+/// arrays of `count` entries). Start from `Default` (`MXFP8_BUCKET_MANIFEST_INIT`).
+#[repr(C)]
+#[derive(Copy, Clone, Debug)]
+pub struct mxfp8_bucket_manifest {
+    /// `size_of::<mxfp8_bucket_manifest>()`.
+    pub struct_size: u32,
+    /// Must be 0.
+    pub reserved: u32,
+    /// Tensors in the bucket.
+    pub count: usize,
+    /// Where each tensor's values and scales lie.
+    pub entries: *const mxfp8_bucket_entry,
+    /// Each tensor's logical rank, 1..64.
+    pub ndims: *const i32,
+    /// Each tensor's logical shape.
+    pub shapes: *const *const i64,
+    /// `mxfp8_format` of each tensor's values; NULL: all E4M3.
+    pub formats: *const i32,
+    /// `mxfp8_direction` of each tensor's scales; NULL: all rowwise.
+    pub directions: *const i32,
+    /// `mxfp8_layout` of each tensor's scales in the bucket; NULL: all compact.
+    pub scales_layouts: *const i32,
+}
+
+impl Default for mxfp8_bucket_manifest {
+    /// `MXFP8_BUCKET_MANIFEST_INIT`.
+    fn default() -> Self {
+        Self {
+            struct_size: core::mem::size_of::<Self>() as u32,
+            reserved: 0,
+            count: 0,
+            entries: core::ptr::null(),
+            ndims: core::ptr::null(),
+            shapes: core::ptr::null(),
+            formats: core::ptr::null(),
+            directions: core::ptr::null(),
+            scales_layouts: core::ptr::null(),
+        }
+    }
+}
+
+/// `mxfp8_import_destination`: one tensor's destination, the engine's own parameter buffers.
+#[repr(C)]
+#[derive(Copy, Clone, Debug)]
+pub struct mxfp8_import_destination {
+    /// The values: uint8 or the float8 of the format, contiguous, `prod(shape)` elements.
+    pub values: *mut DLTensor,
+    /// The scales: uint8 or e8m0, contiguous, exactly the bytes `scales_layout` gives.
+    pub scales: *mut DLTensor,
+    /// `mxfp8_layout` the engine wants.
+    pub scales_layout: i32,
+    /// Must be 0.
+    pub reserved: u32,
+}
+
 /// `mxfp8_grouped_tensor`: an opaque, thread-safe handle on validated grouped MoE experts.
 #[repr(C)]
 pub struct mxfp8_grouped_tensor {
@@ -517,6 +578,35 @@ extern "C" {
         options: *const mxfp8_export_options,
         entries: *const mxfp8_bucket_entry,
         bucket: *mut DLTensor,
+        out: *mut *mut mxfp8_prepared_export,
+    ) -> mxfp8_status;
+    /// Writes every tensor of a bucket into the engine's parameters, scales in the layout each asks for.
+    pub fn mxfp8_import_bucket(
+        bucket: *const DLTensor,
+        manifest: *const mxfp8_bucket_manifest,
+        destinations: *const mxfp8_import_destination,
+        stream: *mut c_void,
+    ) -> mxfp8_status;
+    /// The direct path: tensors (e.g. a trainer's storage mapped over CUDA IPC) into the engine's parameters.
+    pub fn mxfp8_import_tensors(
+        tensors: *const *const mxfp8_tensor,
+        count: usize,
+        options: *const mxfp8_export_options,
+        destinations: *const mxfp8_import_destination,
+    ) -> mxfp8_status;
+    /// Checks a bucket import once and keeps its jobs for `mxfp8_prepared_export_run`.
+    pub fn mxfp8_prepare_import_bucket(
+        bucket: *const DLTensor,
+        manifest: *const mxfp8_bucket_manifest,
+        destinations: *const mxfp8_import_destination,
+        out: *mut *mut mxfp8_prepared_export,
+    ) -> mxfp8_status;
+    /// Checks a tensor import once and keeps its jobs (and a reference on every tensor).
+    pub fn mxfp8_prepare_import_tensors(
+        tensors: *const *const mxfp8_tensor,
+        count: usize,
+        options: *const mxfp8_export_options,
+        destinations: *const mxfp8_import_destination,
         out: *mut *mut mxfp8_prepared_export,
     ) -> mxfp8_status;
     /// Runs a prepared export on `stream`: one launch, no check, no allocation, no synchronization.

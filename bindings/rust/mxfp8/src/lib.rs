@@ -50,6 +50,7 @@ pub use mxfp8_sys as sys;
 mod bucket;
 mod error;
 mod grouped;
+mod import;
 mod managed;
 mod memory;
 mod options;
@@ -61,11 +62,12 @@ mod tensor;
 pub use bucket::{BucketEntry, BucketPlan, BucketView, DeviceBucketView, Manifest, ManifestEntry};
 pub use error::{Error, Status};
 pub use grouped::{GroupedBuilder, GroupedTensor};
+pub use import::{import_bucket_host, import_tensors_host, ImportTarget};
 pub use managed::ManagedTensor;
 pub use memory::DeviceBytes;
 pub use prepared::PreparedExport;
 pub use options::{
-    Block, Direction, ExportOptions, Format, GroupedScales, PaddedScales, QuantizedScales, ScaleLayout, ScaleRounding,
+    Block, Direction, ExportOptions, Format, GroupedScales, Layout, PaddedScales, QuantizedScales, ScaleLayout, ScaleRounding,
     ScalesDtype, ScalesGranularity, Stream, ValuesDtype,
 };
 pub use quantize::{

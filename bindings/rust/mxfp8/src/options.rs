@@ -50,6 +50,16 @@ c_enum! {
 }
 
 c_enum! {
+    /// The layout of one tensor's parts in a bucket or in an engine's parameters (`mxfp8_layout`).
+    Layout("mxfp8_layout") {
+        /// Scales compact row-major, exactly `R * C` bytes (what vLLM and SGLang load).
+        Compact = sys::MXFP8_LAYOUT_COMPACT,
+        /// Scales in the cuBLAS / CUTLASS 128x4 layout, flat, padding zero.
+        Cutlass128x4 = sys::MXFP8_LAYOUT_CUTLASS_128X4,
+    }
+}
+
+c_enum! {
     /// How many values share one scale (`mxfp8_block`).
     Block("mxfp8_block") {
         /// One scale per 32 consecutive values.

@@ -65,6 +65,21 @@ int main(void) {
   FIELD(mxfp8_bucket_entry, values_bytes);
   FIELD(mxfp8_bucket_entry, scales_offset);
   FIELD(mxfp8_bucket_entry, scales_bytes);
+  SIZE(mxfp8_bucket_manifest);
+  FIELD(mxfp8_bucket_manifest, struct_size);
+  FIELD(mxfp8_bucket_manifest, reserved);
+  FIELD(mxfp8_bucket_manifest, count);
+  FIELD(mxfp8_bucket_manifest, entries);
+  FIELD(mxfp8_bucket_manifest, ndims);
+  FIELD(mxfp8_bucket_manifest, shapes);
+  FIELD(mxfp8_bucket_manifest, formats);
+  FIELD(mxfp8_bucket_manifest, directions);
+  FIELD(mxfp8_bucket_manifest, scales_layouts);
+  SIZE(mxfp8_import_destination);
+  FIELD(mxfp8_import_destination, values);
+  FIELD(mxfp8_import_destination, scales);
+  FIELD(mxfp8_import_destination, scales_layout);
+  FIELD(mxfp8_import_destination, reserved);
   SIZE(mxfp8_grouped_desc);
   FIELD(mxfp8_grouped_desc, struct_size);
   FIELD(mxfp8_grouped_desc, format);
@@ -123,6 +138,18 @@ int main(void) {
     INIT_PTR(mxfp8_export_options, v, allocator);
     INIT_INT(mxfp8_export_options, v, scales_granularity);
     INIT_INT(mxfp8_export_options, v, reserved2);
+  }
+  {
+    mxfp8_bucket_manifest v = MXFP8_BUCKET_MANIFEST_INIT;
+    INIT_INT(mxfp8_bucket_manifest, v, struct_size);
+    INIT_INT(mxfp8_bucket_manifest, v, reserved);
+    INIT_INT(mxfp8_bucket_manifest, v, count);
+    INIT_PTR(mxfp8_bucket_manifest, v, entries);
+    INIT_PTR(mxfp8_bucket_manifest, v, ndims);
+    INIT_PTR(mxfp8_bucket_manifest, v, shapes);
+    INIT_PTR(mxfp8_bucket_manifest, v, formats);
+    INIT_PTR(mxfp8_bucket_manifest, v, directions);
+    INIT_PTR(mxfp8_bucket_manifest, v, scales_layouts);
   }
   {
     mxfp8_grouped_desc v = MXFP8_GROUPED_DESC_INIT;

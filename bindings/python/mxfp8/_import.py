@@ -1,0 +1,181 @@
+"""The receiver's side of weight sync: write tensors from a bucket, or straight from a trainer's storage,
+into the engine's own parameters, values copied and scales in the layout each parameter wants.
+
+    mxfp8.import_bucket(bucket, manifest, params)                  # one launch for the whole bucket
+    plan = mxfp8.prepare_import_bucket(bucket, manifest, params)   # checked once...
+    plan.run()                                                     # ...one launch per step, graph-safe
+
+``params`` maps each name of the manifest to the engine's parameter buffers: ``(values, scales)``, or
+``(values, scales, layout)`` to give one tensor its own layout. Layouts: ``"compact"`` (scales
+``(*lead, ceil(K/32))`` row-major, what vLLM / SGLang load) and ``"cutlass_128x4"`` (the cuBLAS / CUTLASS
+128x4 swizzled layout, flat, padding zero). ``scales_shape`` gives the buffer a layout needs.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+try:  # the main extension registers the import functions once it calls register_import
+    from ._mxfp8 import import_bucket as _c_import_bucket, import_tensors as _c_import_tensors
+except ImportError:
+    from ._mxfp8_import import import_bucket as _c_import_bucket, import_tensors as _c_import_tensors
+
+LAYOUTS = {"compact": 0, "cutlass_128x4": 1}
+_FORMATS = {"e4m3": 1, "e5m2": 2}
+_DIRECTIONS = {"rowwise": 0, "columnwise": 1}
+_CUDA_DEVICES = (2, 13)  # kDLCUDA, kDLCUDAManaged
+
+
+def _code(name: str, value: str, table: Mapping[str, int]) -> int:
+    if value not in table:
+        raise ValueError(f"{name} is {value!r}, expected one of {', '.join(map(repr, table))}")
+    return table[value]
+
+
+def _numel(shape: Sequence[int]) -> int:
+    n = 1
+    for d in shape:
+        n *= int(d)
+    return n
+
+
+def _round_up(n: int, d: int) -> int:
+    return (n + d - 1) // d * d
+
+
+def scales_shape(shape: Sequence[int], layout: str = "compact", direction: str = "rowwise") -> Tuple[int, ...]:
+    """The shape of the scale parameter a tensor of logical `shape` needs in `layout`: compact
+    ``(*lead, ceil(K/32))`` rowwise or ``(ceil(M/32), K)`` columnwise; ``cutlass_128x4`` one flat
+    ``roundup(R, 128) * roundup(C, 4)`` buffer (columnwise: of the transpose, as cuBLAS reads it)."""
+    shape = tuple(int(d) for d in shape)
+    m, k = _numel(shape[:-1]), shape[-1]
+    col = _code("direction", direction, _DIRECTIONS) == 1
+    r, c = (-(-m // 32), k) if col else (m, -(-k // 32))
+    if _code("layout", layout, LAYOUTS) == 0:
+        return (r, c) if col else (*shape[:-1], c)
+    sr, sc = (c, r) if col else (r, c)
+    return (0,) if sr == 0 or sc == 0 else (_round_up(sr, 128) * _round_up(sc, 4),)
+
+
+def _cuda_and_stream(obj: Any, stream: Any) -> Tuple[bool, int]:
+    """Whether `obj` lives in CUDA memory, and the cudaStream_t to run on (torch's current stream when
+    `stream` is None and `obj` is a torch tensor; 0, the legacy default stream, otherwise)."""
+    cuda = obj.__dlpack_device__()[0] in _CUDA_DEVICES
+    if not cuda:
+        if stream is not None:
+            raise ValueError("stream is only meaningful for CUDA memory")
+        return False, 0
+    if stream is None:
+        if type(obj).__module__.startswith("torch"):
+            import torch
+
+            return True, torch.cuda.current_stream(obj.device).cuda_stream
+        return True, 0
+    for attribute in ("cuda_stream", "ptr"):  # torch.cuda.Stream, cupy.cuda.Stream
+        if hasattr(stream, attribute):
+            return True, int(getattr(stream, attribute))
+    return True, int(stream)
+
+
+def _dlpack_stream(cuda: bool, stream_ptr: int):
+    return (stream_ptr or 1) if cuda else None
+
+
+def _destinations(names: List[str], params: Mapping[str, Any], layout: str):
+    values, scales, targets = [], [], []
+    missing = [n for n in names if n not in params]
+    if missing:
+        raise KeyError(f"params has no entry for {missing[:5]}{' ...' if len(missing) > 5 else ''}")
+    for name in names:
+        p = params[name]
+        if len(p) not in (2, 3):
+            raise ValueError(f"params[{name!r}] must be (values, scales) or (values, scales, layout)")
+        values.append(p[0])
+        scales.append(p[1])
+        targets.append(_code(f"params[{name!r}] layout", p[2] if len(p) == 3 else layout, LAYOUTS))
+    return values, scales, targets
+
+
+class ImportPlan:
+    """A prepared import: every check done once; each ``run`` is one launch with no allocation and no
+    synchronization (capturable in a CUDA graph). Keeps the bucket (or sources) and the parameters
+    alive; their addresses must not change while the plan is used."""
+
+    def __init__(self, plan: Any, keep: Tuple[Any, ...], cuda: bool, first: Any):
+        self._plan, self._keep, self._cuda, self._first = plan, keep, cuda, first
+
+    def run(self, stream: Any = None) -> None:
+        """Runs the import on `stream` (torch's current stream by default for torch tensors)."""
+        _, stream_ptr = _cuda_and_stream(self._first, stream) if self._cuda else (False, 0)
+        self._plan.run(stream_ptr)
+
+
+def _bucket_call(bucket: Any, manifest: List[Mapping[str, Any]], params: Mapping[str, Any], layout: str,
+                 stream: Any, prepare: bool):
+    names = [e["name"] for e in manifest]
+    values, scales, targets = _destinations(names, params, layout)
+    cuda, stream_ptr = _cuda_and_stream(bucket, stream)
+    result = _c_import_bucket(
+        bucket,
+        [(int(e["values_offset"]), int(e["values_bytes"]), int(e["scales_offset"]), int(e["scales_bytes"]))
+         for e in manifest],
+        [[int(d) for d in e["shape"]] for e in manifest],
+        [_code("fp8_dtype", e.get("fp8_dtype", "e4m3"), _FORMATS) for e in manifest],
+        [_code("direction", e.get("direction", "rowwise"), _DIRECTIONS) for e in manifest],
+        [_code("scales_layout", e.get("scales_layout", "compact"), LAYOUTS) for e in manifest],
+        values, scales, targets, stream_ptr, _dlpack_stream(cuda, stream_ptr), prepare)
+    if prepare:
+        return ImportPlan(result, (bucket, values, scales), cuda, bucket)
+    return None
+
+
+def import_bucket(bucket: Any, manifest: List[Mapping[str, Any]], params: Mapping[str, Any], *,
+                  layout: str = "compact", stream: Any = None) -> None:
+    """Writes every tensor of `bucket` (a 1-D byte buffer made by export_bucket / iter_buckets, or any
+    bucket its `manifest` describes) into ``params[name]``. The manifest entries are export_bucket's:
+    name, shape, fp8_dtype, the offsets and sizes, and optionally "direction" and "scales_layout" (the
+    layout the scales have in the bucket; "compact" when absent). Everything is checked before anything
+    is written; CUDA: one launch on `stream`, the call does not wait."""
+    _bucket_call(bucket, manifest, params, layout, stream, prepare=False)
+
+
+def prepare_import_bucket(bucket: Any, manifest: List[Mapping[str, Any]], params: Mapping[str, Any], *,
+                          layout: str = "compact") -> ImportPlan:
+    """import_bucket checked once; ``plan.run(stream)`` imports whatever the bucket holds at each run."""
+    return _bucket_call(bucket, manifest, params, layout, None, prepare=True)
+
+
+def _tensors_call(tensors: Mapping[str, Mapping[str, Any]], params: Mapping[str, Any], direction: str, layout: str,
+                  stream: Any, prepare: bool):
+    if not tensors:
+        raise ValueError("tensors is empty: nothing to import")
+    names = list(tensors)
+    values, scales, targets = _destinations(names, params, layout)
+    specs = [tensors[n] for n in names]
+    first = specs[0]["data"]
+    cuda, stream_ptr = _cuda_and_stream(first, stream)
+    data = [s["data"] for s in specs]
+    scale_inv = [s["scale_inv"] for s in specs]
+    result = _c_import_tensors(
+        data, scale_inv,
+        [[int(d) for d in (s.get("shape") or s["data"].shape)] for s in specs],
+        [_code("fp8_dtype", s.get("fp8_dtype", "e4m3"), _FORMATS) for s in specs],
+        [bool(s.get("swizzled", False)) for s in specs],
+        _code("direction", direction, _DIRECTIONS),
+        values, scales, targets, stream_ptr, _dlpack_stream(cuda, stream_ptr), prepare)
+    if prepare:
+        return ImportPlan(result, (data, scale_inv, values, scales), cuda, first)
+    return None
+
+
+def import_tensors(tensors: Mapping[str, Mapping[str, Any]], params: Mapping[str, Any], *,
+                   direction: str = "rowwise", layout: str = "compact", stream: Any = None) -> None:
+    """The direct path: each source (``{"data", "scale_inv", "swizzled", "fp8_dtype", "shape"}``, the
+    trainer's Transformer Engine storage, e.g. mapped over CUDA IPC) written into ``params[name]`` in one
+    pass, the layout transform fused into it. One launch for all tensors on CUDA."""
+    _tensors_call(tensors, params, direction, layout, stream, prepare=False)
+
+
+def prepare_import_tensors(tensors: Mapping[str, Mapping[str, Any]], params: Mapping[str, Any], *,
+                           direction: str = "rowwise", layout: str = "compact") -> ImportPlan:
+    """import_tensors checked once; ``plan.run(stream)`` moves whatever the sources hold at each run."""
+    return _tensors_call(tensors, params, direction, layout, None, prepare=True)

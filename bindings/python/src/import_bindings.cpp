@@ -1,0 +1,241 @@
+// The receiver's import for Python: mxfp8_import_bucket and mxfp8_import_tensors (and their prepared
+// forms) over DLPack producers. A translation layer only: it borrows each object's DLTensor through
+// __dlpack__, fills the C structs, and lets the library check everything. register_import adds the
+// functions to a module (the extension calls it from its PYBIND11_MODULE).
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <dlpack/dlpack.h>
+
+#include "mxfp8/mxfp8.h"
+
+namespace py = pybind11;
+
+namespace {
+
+[[noreturn]] void raise(mxfp8_status status) {
+  const std::string message = std::string(mxfp8_status_string(status)) + ": " + mxfp8_last_error();
+  if (status == MXFP8_ERROR_INVALID_ARGUMENT || status == MXFP8_ERROR_MISSING_DATA) throw py::value_error(message);
+  if (status == MXFP8_ERROR_OUT_OF_MEMORY) throw std::bad_alloc();
+  throw std::runtime_error(message);
+}
+
+void check(mxfp8_status status) {
+  if (status != MXFP8_OK) raise(status);
+}
+
+// A managed tensor taken from a producer's capsule; its deleter runs when this is destroyed unless the
+// tensor was handed on (to mxfp8_tensor_create, which then owns it).
+struct Taken {
+  DLManagedTensorVersioned *managed = nullptr;
+  // A legacy (DLPack 0.x) capsule, wrapped so the library sees a versioned tensor.
+  struct Legacy {
+    DLManagedTensorVersioned versioned{};
+    DLManagedTensor *legacy = nullptr;
+    static void deleter(DLManagedTensorVersioned *self) {
+      auto *w = static_cast<Legacy *>(self->manager_ctx);
+      if (w->legacy->deleter) w->legacy->deleter(w->legacy);
+      delete w;
+    }
+  };
+  Taken() = default;
+  Taken(const Taken &) = delete;
+  Taken &operator=(const Taken &) = delete;
+  ~Taken() {
+    if (managed && managed->deleter) managed->deleter(managed);
+  }
+  DLManagedTensorVersioned *release() {
+    auto *m = managed;
+    managed = nullptr;
+    return m;
+  }
+  DLTensor *tensor() { return &managed->dl_tensor; }
+};
+
+std::unique_ptr<Taken> take(py::handle obj, const std::string &name, py::object stream) {
+  if (!py::hasattr(obj, "__dlpack__"))
+    throw py::type_error(name + ": expected an object with __dlpack__ (torch, JAX, CuPy, NumPy), got " +
+                         py::str(py::type::of(obj)).cast<std::string>());
+  py::object capsule;
+  try {
+    capsule = obj.attr("__dlpack__")(py::arg("stream") = stream,
+                                     py::arg("max_version") = py::make_tuple(DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION));
+  } catch (py::error_already_set &e) {
+    if (!e.matches(PyExc_TypeError)) throw;
+    capsule = obj.attr("__dlpack__")(py::arg("stream") = stream);
+  }
+  auto taken = std::make_unique<Taken>();
+  PyObject *cap = capsule.ptr();
+  if (PyCapsule_IsValid(cap, "dltensor_versioned")) {
+    taken->managed = static_cast<DLManagedTensorVersioned *>(PyCapsule_GetPointer(cap, "dltensor_versioned"));
+    PyCapsule_SetName(cap, "used_dltensor_versioned");
+  } else if (PyCapsule_IsValid(cap, "dltensor")) {
+    auto *legacy = static_cast<DLManagedTensor *>(PyCapsule_GetPointer(cap, "dltensor"));
+    PyCapsule_SetName(cap, "used_dltensor");
+    auto *w = new Taken::Legacy;
+    w->legacy = legacy;
+    w->versioned.version = DLPackVersion{DLPACK_MAJOR_VERSION, 0};
+    w->versioned.manager_ctx = w;
+    w->versioned.deleter = Taken::Legacy::deleter;
+    w->versioned.dl_tensor = legacy->dl_tensor;
+    taken->managed = &w->versioned;
+  } else {
+    throw py::type_error(name + ".__dlpack__() did not return a DLPack capsule");
+  }
+  return taken;
+}
+
+// The destinations of one call: the taken tensors stay alive for the call (and a preparation).
+struct Destinations {
+  std::vector<std::unique_ptr<Taken>> taken;
+  std::vector<mxfp8_import_destination> structs;
+};
+
+Destinations take_destinations(const py::list &values, const py::list &scales, const std::vector<int32_t> &layouts,
+                               py::object stream) {
+  const size_t n = values.size();
+  if (scales.size() != n || layouts.size() != n)
+    throw py::value_error("values, scales and layouts must have one entry per tensor");
+  Destinations d;
+  d.taken.reserve(2 * n);
+  d.structs.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    d.taken.push_back(take(values[i], "values[" + std::to_string(i) + "]", stream));
+    d.taken.push_back(take(scales[i], "scales[" + std::to_string(i) + "]", stream));
+    d.structs[i] = mxfp8_import_destination{d.taken[2 * i]->tensor(), d.taken[2 * i + 1]->tensor(), layouts[i], 0};
+  }
+  return d;
+}
+
+// A prepared import: checked once, run every step (one launch, no allocation, no synchronization).
+class ImportPlan {
+ public:
+  explicit ImportPlan(mxfp8_prepared_export *p) : plan_(p) {}
+  ~ImportPlan() { mxfp8_prepared_export_release(plan_); }
+  ImportPlan(const ImportPlan &) = delete;
+  ImportPlan &operator=(const ImportPlan &) = delete;
+  void run(uintptr_t stream) const {
+    mxfp8_status st;
+    {
+      py::gil_scoped_release unlocked;
+      st = mxfp8_prepared_export_run(plan_, reinterpret_cast<void *>(stream));
+    }
+    check(st);
+  }
+
+ private:
+  mxfp8_prepared_export *plan_;
+};
+
+py::object import_bucket(py::handle bucket, const std::vector<std::array<uint64_t, 4>> &entries,
+                         const std::vector<std::vector<int64_t>> &shapes, const std::vector<int32_t> &formats,
+                         const std::vector<int32_t> &directions, const std::vector<int32_t> &scales_layouts,
+                         const py::list &values, const py::list &scales, const std::vector<int32_t> &targets,
+                         uintptr_t stream, py::object dlpack_stream, bool prepare) {
+  const size_t n = entries.size();
+  if (shapes.size() != n || formats.size() != n || directions.size() != n || scales_layouts.size() != n)
+    throw py::value_error("the manifest's lists must have one entry per tensor");
+  auto taken_bucket = take(bucket, "bucket", dlpack_stream);
+  Destinations d = take_destinations(values, scales, targets, dlpack_stream);
+  std::vector<mxfp8_bucket_entry> e(n);
+  std::vector<int32_t> ndims(n);
+  std::vector<const int64_t *> shape_ptrs(n);
+  for (size_t i = 0; i < n; ++i) {
+    e[i] = mxfp8_bucket_entry{entries[i][0], entries[i][1], entries[i][2], entries[i][3]};
+    ndims[i] = static_cast<int32_t>(shapes[i].size());
+    shape_ptrs[i] = shapes[i].data();
+  }
+  mxfp8_bucket_manifest m = MXFP8_BUCKET_MANIFEST_INIT;
+  m.count = n;
+  m.entries = e.data();
+  m.ndims = ndims.data();
+  m.shapes = shape_ptrs.data();
+  m.formats = formats.data();
+  m.directions = directions.data();
+  m.scales_layouts = scales_layouts.data();
+  mxfp8_status st;
+  mxfp8_prepared_export *plan = nullptr;
+  {
+    py::gil_scoped_release unlocked;
+    st = prepare ? mxfp8_prepare_import_bucket(taken_bucket->tensor(), &m, d.structs.data(), &plan)
+                 : mxfp8_import_bucket(taken_bucket->tensor(), &m, d.structs.data(), reinterpret_cast<void *>(stream));
+  }
+  check(st);
+  if (prepare) return py::cast(std::make_unique<ImportPlan>(plan));
+  return py::none();
+}
+
+py::object import_tensors(const py::list &data, const py::list &scale_inv, const std::vector<std::vector<int64_t>> &shapes,
+                          const std::vector<int32_t> &formats, const std::vector<bool> &swizzled, int32_t direction,
+                          const py::list &values, const py::list &scales, const std::vector<int32_t> &targets,
+                          uintptr_t stream, py::object dlpack_stream, bool prepare) {
+  const size_t n = data.size();
+  if (scale_inv.size() != n || shapes.size() != n || formats.size() != n || swizzled.size() != n)
+    throw py::value_error("data, scale_inv, shapes, formats and swizzled must have one entry per tensor");
+  // Handles over the sources; the tensors own their managed inputs once created.
+  struct Handles {
+    std::vector<mxfp8_tensor *> t;
+    ~Handles() {
+      for (mxfp8_tensor *h : t) mxfp8_tensor_release(h);
+    }
+  } handles;
+  handles.t.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    auto d = take(data[i], "data[" + std::to_string(i) + "]", dlpack_stream);
+    auto s = take(scale_inv[i], "scale_inv[" + std::to_string(i) + "]", dlpack_stream);
+    mxfp8_tensor_desc desc = MXFP8_TENSOR_DESC_INIT;
+    desc.format = formats[i];
+    desc.scale_layout = swizzled[i] ? MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED : MXFP8_SCALE_LAYOUT_ROW_MAJOR;
+    desc.ndim = static_cast<int32_t>(shapes[i].size());
+    desc.shape = shapes[i].data();
+    if (direction == MXFP8_DIRECTION_COLUMNWISE) {
+      desc.columnwise_data = d->managed;
+      desc.columnwise_scale_inv = s->managed;
+    } else {
+      desc.rowwise_data = d->managed;
+      desc.rowwise_scale_inv = s->managed;
+    }
+    mxfp8_tensor *t = nullptr;
+    check(mxfp8_tensor_create(&desc, &t));
+    d->release();  // owned by the tensor now
+    s->release();
+    handles.t.push_back(t);
+  }
+  Destinations dst = take_destinations(values, scales, targets, dlpack_stream);
+  mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
+  o.direction = direction;
+  o.stream = reinterpret_cast<void *>(stream);
+  mxfp8_status st;
+  mxfp8_prepared_export *plan = nullptr;
+  const auto *ts = const_cast<const mxfp8_tensor *const *>(handles.t.data());
+  {
+    py::gil_scoped_release unlocked;
+    st = prepare ? mxfp8_prepare_import_tensors(ts, n, &o, dst.structs.data(), &plan)
+                 : mxfp8_import_tensors(ts, n, &o, dst.structs.data());
+  }
+  check(st);
+  if (prepare) return py::cast(std::make_unique<ImportPlan>(plan));
+  return py::none();
+}
+
+}  // namespace
+
+void register_import(py::module_ &m) {
+  py::class_<ImportPlan>(m, "ImportPlan", "A prepared import: checked once, one launch per run.")
+      .def("run", &ImportPlan::run, py::arg("stream") = 0,
+           "Runs the import on `stream` (a cudaStream_t as an int; 0: the legacy default stream).");
+  m.def("import_bucket", &import_bucket, py::arg("bucket"), py::arg("entries"), py::arg("shapes"), py::arg("formats"),
+        py::arg("directions"), py::arg("scales_layouts"), py::arg("values"), py::arg("scales"), py::arg("targets"),
+        py::arg("stream"), py::arg("dlpack_stream"), py::arg("prepare"),
+        "mxfp8_import_bucket (or mxfp8_prepare_import_bucket with prepare=True, returning an ImportPlan).");
+  m.def("import_tensors", &import_tensors, py::arg("data"), py::arg("scale_inv"), py::arg("shapes"), py::arg("formats"),
+        py::arg("swizzled"), py::arg("direction"), py::arg("values"), py::arg("scales"), py::arg("targets"),
+        py::arg("stream"), py::arg("dlpack_stream"), py::arg("prepare"),
+        "mxfp8_import_tensors (or mxfp8_prepare_import_tensors with prepare=True, returning an ImportPlan).");
+}

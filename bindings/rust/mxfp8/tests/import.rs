@@ -1,0 +1,95 @@
+//! The receiver's import on the host path: a bucket filled by BucketPlan, and TE storage directly, into
+//! poisoned targets of both layouts, against references built here from the layout's formula.
+mod common;
+use common::*;
+
+use mxfp8::{
+    import_bucket_host, import_tensors_host, BucketPlan, Direction, ExportOptions, ImportTarget, Layout, ManagedTensor,
+    ScaleLayout, Status, Tensor, TensorBuilder,
+};
+
+/// A (m, k) rowwise tensor with swizzled (padding poisoned) or TE-padded scales; its values and compact scales.
+fn make(m: usize, k: usize, seed: u64, swizzled: bool) -> (Tensor, Vec<u8>, Vec<u8>) {
+    let values = random_bytes(m * k, seed, 0, 255);
+    let c = k.div_ceil(32);
+    let scales = random_bytes(m * c, seed + 1, 1, 254);
+    let (rp, cp) = (m.div_ceil(128) * 128, c.div_ceil(4) * 4);
+    let stored = if swizzled { swizzle_reference(&scales, m, c, POISON) } else { pad_reference(&scales, m, c, rp, cp, POISON) };
+    let tensor = TensorBuilder::new()
+        .scale_layout(if swizzled { ScaleLayout::GemmSwizzled } else { ScaleLayout::RowMajor })
+        .rowwise(
+            ManagedTensor::from_host_bytes(values.clone(), &[m as i64, k as i64]).unwrap(),
+            ManagedTensor::from_host_bytes(stored, &[rp as i64, cp as i64]).unwrap(),
+        )
+        .build()
+        .unwrap();
+    (tensor, values, scales)
+}
+
+const SHAPES: [(usize, usize, bool); 3] = [(100, 48, true), (257, 33, false), (31, 1000, true)];
+
+fn expected(scales: &[u8], m: usize, k: usize, layout: Layout) -> Vec<u8> {
+    match layout {
+        Layout::Compact => scales.to_vec(),
+        Layout::Cutlass128x4 => swizzle_reference(scales, m, k.div_ceil(32), 0),
+    }
+}
+
+#[test]
+fn a_bucket_imports_into_compact_and_swizzled_targets() {
+    let made: Vec<_> = SHAPES.iter().enumerate().map(|(i, &(m, k, s))| make(m, k, 10 + i as u64, s)).collect();
+    let tensors: Vec<&Tensor> = made.iter().map(|t| &t.0).collect();
+    let plan = BucketPlan::new(&tensors, &ExportOptions::default(), 64).unwrap();
+    let mut bucket = vec![POISON; plan.total_bytes() as usize];
+    plan.fill(&mut bucket).unwrap();
+    let manifest = plan.manifest(["a", "b", "c"]).unwrap();
+    let layouts = [Layout::Cutlass128x4, Layout::Compact, Layout::Cutlass128x4];
+    let mut values: Vec<Vec<u8>> = made.iter().map(|t| vec![POISON; t.1.len()]).collect();
+    let mut scales: Vec<Vec<u8>> = SHAPES
+        .iter()
+        .zip(&made)
+        .zip(layouts)
+        .map(|((&(m, k, _), t), l)| vec![POISON; expected(&t.2, m, k, l).len()])
+        .collect();
+    let mut targets: Vec<ImportTarget> = values
+        .iter_mut()
+        .zip(scales.iter_mut())
+        .zip(layouts)
+        .map(|((v, s), layout)| ImportTarget { values: v, scales: s, layout })
+        .collect();
+    import_bucket_host(&bucket, &manifest.entries, Direction::Rowwise, Layout::Compact, &mut targets).unwrap();
+    drop(targets);
+    for (i, (&(m, k, _), t)) in SHAPES.iter().zip(&made).enumerate() {
+        assert_eq!(values[i], t.1, "values of tensor {i}");
+        assert_eq!(scales[i], expected(&t.2, m, k, layouts[i]), "scales of tensor {i}");
+    }
+
+    // The manifest says the scales are swizzled, the bucket holds compact ones: refused, nothing written.
+    let mut v = vec![POISON; made[0].1.len()];
+    let mut s = vec![POISON; made[0].2.len()];
+    let err = import_bucket_host(&bucket, &manifest.entries[..1], Direction::Rowwise, Layout::Cutlass128x4,
+                                 &mut [ImportTarget { values: &mut v, scales: &mut s, layout: Layout::Compact }])
+        .unwrap_err();
+    assert_eq!(err.status, Status::InvalidArgument);
+    assert!(err.message.contains("manifest.entries[0] gives 200 bytes of scales"), "{}", err.message);
+    assert!(v.iter().chain(&s).all(|&b| b == POISON));
+}
+
+#[test]
+fn te_storage_imports_directly() {
+    for layout in [Layout::Compact, Layout::Cutlass128x4] {
+        let made: Vec<_> = SHAPES.iter().enumerate().map(|(i, &(m, k, s))| make(m, k, 20 + i as u64, s)).collect();
+        let tensors: Vec<&Tensor> = made.iter().map(|t| &t.0).collect();
+        let mut values: Vec<Vec<u8>> = made.iter().map(|t| vec![POISON; t.1.len()]).collect();
+        let mut scales: Vec<Vec<u8>> =
+            SHAPES.iter().zip(&made).map(|(&(m, k, _), t)| vec![POISON; expected(&t.2, m, k, layout).len()]).collect();
+        let mut targets: Vec<ImportTarget> =
+            values.iter_mut().zip(scales.iter_mut()).map(|(v, s)| ImportTarget { values: v, scales: s, layout }).collect();
+        import_tensors_host(&tensors, &ExportOptions::default(), &mut targets).unwrap();
+        drop(targets);
+        for (i, (&(m, k, _), t)) in SHAPES.iter().zip(&made).enumerate() {
+            assert_eq!(values[i], t.1, "values of tensor {i}");
+            assert_eq!(scales[i], expected(&t.2, m, k, layout), "{layout:?} scales of tensor {i}");
+        }
+    }
+}

@@ -1,0 +1,241 @@
+// The receiver's import: tensors from a bucket (described by its manifest) or straight from a trainer's
+// storage (mxfp8_tensor handles) written into the engine's own parameter buffers, values copied and
+// scales moved into the layout each destination asks for. Everything is checked first; the work is one
+// job list, run in one launch (or kept by a prepared plan).
+#include <cstdio>
+#include <vector>
+
+#include "api/export_internal.hpp"
+#include "core/dltensor_checks.hpp"
+#include "core/error.hpp"
+#include "core/memory_span.hpp"
+#include "core/shape.hpp"
+#include "core/sized_struct.hpp"
+
+namespace mxfp8 {
+namespace {
+
+constexpr EnumValue kLayouts[] = {{MXFP8_LAYOUT_COMPACT, "MXFP8_LAYOUT_COMPACT"},
+                                  {MXFP8_LAYOUT_CUTLASS_128X4, "MXFP8_LAYOUT_CUTLASS_128X4"}};
+
+void check_layout(int32_t layout, const char *field) {
+  check_enum(layout, field, {kLayouts[0], kLayouts[1]});
+}
+
+// The bytes of S (R x C) in `layout`: R * C compact; the padded 128x4 buffer of S (or of S^T when
+// `transposed`, as columnwise scales are swizzled).
+int64_t layout_bytes(int32_t layout, int64_t rows, int64_t cols, bool transposed) {
+  if (layout == MXFP8_LAYOUT_COMPACT) return rows * cols;  // checked by the caller's shape arithmetic
+  const int64_t sr = transposed ? cols : rows, sc = transposed ? rows : cols;
+  return checked_mul(checked_round_up(sr, kTileRows, "the swizzled scales' padded row count"),
+                     checked_round_up(sc, kTileCols, "the swizzled scales' padded column count"), "swizzled scale size");
+}
+
+const char *layout_name(int32_t layout) {
+  return layout == MXFP8_LAYOUT_COMPACT ? "compact" : "128x4 swizzled";
+}
+
+// One tensor's destination, checked: values and scales buffers of the right dtypes and exact sizes on
+// `device`; their spans join `spans` as written.
+struct CheckedDestination {
+  uint8_t *values;
+  uint8_t *scales;
+  int32_t layout;
+};
+
+CheckedDestination check_destination(const mxfp8_import_destination *destinations, size_t i, int32_t format,
+                                     int64_t values_bytes, int64_t scale_rows, int64_t scale_cols, bool columnwise,
+                                     const DLDevice &device, const char *device_of, std::vector<Span> &spans) {
+  const mxfp8_import_destination &d = destinations[i];
+  char name[64];  // formatted without allocating: this runs once per tensor of a whole model
+  if (d.reserved != 0) {
+    std::snprintf(name, sizeof name, "destinations[%zu].reserved", i);
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, name, " is ", d.reserved, ", must be 0");
+  }
+  std::snprintf(name, sizeof name, "destinations[%zu].scales_layout", i);
+  check_layout(d.scales_layout, name);
+  if (!d.values) fail(MXFP8_ERROR_INVALID_ARGUMENT, "destinations[", i, "].values is NULL");
+  if (!d.scales) fail(MXFP8_ERROR_INVALID_ARGUMENT, "destinations[", i, "].scales is NULL");
+  CheckedDestination out{nullptr, nullptr, d.scales_layout};
+  std::snprintf(name, sizeof name, "destinations[%zu].values", i);
+  out.values = expect_buffer(*d.values, {name, Holds::Fp8Values, format, &device, device_of, values_bytes});
+  const int64_t scales_bytes = layout_bytes(d.scales_layout, scale_rows, scale_cols, columnwise);
+  std::snprintf(name, sizeof name, "destinations[%zu].scales", i);
+  if (checked_numel(*d.scales, name) != scales_bytes)
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, name, ": ", layout_name(d.scales_layout), " scales of a ", scale_rows, " x ",
+         scale_cols, " matrix are ", scales_bytes, " bytes, got ", checked_numel(*d.scales, name), " (shape ",
+         format_shape(d.scales->shape, d.scales->ndim), ")");
+  out.scales = expect_buffer(*d.scales, {name, Holds::ScaleBytes, 0, &device, device_of, scales_bytes});
+  Span values = span_of(out.values, values_bytes, "destinations", i, true);
+  values.part = "values";
+  Span scales = span_of(out.scales, scales_bytes, "destinations", i, true);
+  scales.part = "scales";
+  spans.push_back(values);
+  spans.push_back(scales);
+  return out;
+}
+
+// The jobs moving one tensor: its values (a flat copy) and its scales S from `source` into the layout
+// the destination asks for.
+void add_tensor_jobs(std::vector<ScaleJob> &jobs, const uint8_t *values, int64_t values_bytes,
+                     const ScaleSource &source, bool columnwise, const CheckedDestination &d) {
+  add_copy_jobs(jobs, values, d.values, values_bytes);
+  if (source.rows == 0 || source.cols == 0) return;
+  jobs.push_back(d.layout == MXFP8_LAYOUT_COMPACT ? compact_job(source, d.scales)
+                                                  : swizzled_job(source, columnwise, d.scales));
+}
+
+mxfp8_bucket_manifest read_manifest(const mxfp8_bucket_manifest *given) {
+  if (!given) fail(MXFP8_ERROR_INVALID_ARGUMENT, "manifest is NULL");
+  const mxfp8_bucket_manifest defaults = MXFP8_BUCKET_MANIFEST_INIT;
+  const mxfp8_bucket_manifest m =
+      read_sized_struct(given, defaults, sizeof(mxfp8_bucket_manifest), "manifest", "MXFP8_BUCKET_MANIFEST_INIT");
+  if (m.reserved != 0) fail(MXFP8_ERROR_INVALID_ARGUMENT, "manifest.reserved is ", m.reserved, ", must be 0");
+  check_count(m.count);
+  if (m.count > 0) {
+    if (!m.entries) fail(MXFP8_ERROR_INVALID_ARGUMENT, "manifest.entries is NULL");
+    if (!m.ndims) fail(MXFP8_ERROR_INVALID_ARGUMENT, "manifest.ndims is NULL");
+    if (!m.shapes) fail(MXFP8_ERROR_INVALID_ARGUMENT, "manifest.shapes is NULL");
+  }
+  return m;
+}
+
+// A part of the bucket: inside it, of exactly the bytes its shape and layout give.
+void check_part(size_t i, const char *what, uint64_t offset, uint64_t bytes, int64_t expected, const char *layout,
+                int64_t bucket_size) {
+  if (bytes != static_cast<uint64_t>(expected))
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, "manifest.entries[", i, "] gives ", bytes, " bytes of ", what, ", its shape and ",
+         layout, " layout give ", expected, ": the manifest does not describe this bucket");
+  if (offset > static_cast<uint64_t>(bucket_size) || bytes > static_cast<uint64_t>(bucket_size) - offset)
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, "manifest.entries[", i, "]: its ", bytes, " bytes of ", what, " at byte ", offset,
+         " run past the end of a bucket of ", bucket_size, " bytes");
+}
+
+}  // namespace
+
+void add_copy_jobs(std::vector<ScaleJob> &jobs, const uint8_t *src, uint8_t *dst, int64_t bytes) {
+  const int64_t rows = bytes / kCopyRowBytes, tail = bytes % kCopyRowBytes;
+  auto *s = const_cast<uint8_t *>(src);
+  if (rows > 0)
+    jobs.push_back(ScaleJob{nullptr, ByteMatrix{s, rows, kCopyRowBytes, kCopyRowBytes, 1},
+                            ByteMatrix{dst, rows, kCopyRowBytes, kCopyRowBytes, 1}});
+  if (tail > 0) {
+    const int64_t done = rows * kCopyRowBytes;
+    jobs.push_back(ScaleJob{nullptr, ByteMatrix{s + done, 1, tail, tail, 1}, ByteMatrix{dst + done, 1, tail, tail, 1}});
+  }
+}
+
+ExportJobs import_bucket_jobs(const DLTensor *bucket, const mxfp8_bucket_manifest *given,
+                              const mxfp8_import_destination *destinations) {
+  const mxfp8_bucket_manifest m = read_manifest(given);
+  ExportJobs result;
+  if (m.count == 0) return result;
+  if (!bucket) fail(MXFP8_ERROR_INVALID_ARGUMENT, "bucket is NULL");
+  if (!destinations) fail(MXFP8_ERROR_INVALID_ARGUMENT, "destinations is NULL");
+  const uint8_t *base = expect_buffer(*bucket, {"bucket", Holds::Bytes, 0, nullptr, nullptr, -1});
+  const int64_t size = checked_numel(*bucket, "bucket");
+  memory_of(bucket->device, "bucket");  // a device type the library cannot touch fails here
+  result.device = bucket->device;
+
+  std::vector<Span> spans{span_of(base, size, "bucket", kNoIndex, false)};
+  spans.reserve(1 + 2 * m.count);
+  std::vector<ScaleJob> &jobs = result.jobs;
+  jobs.reserve(3 * m.count);
+  char field[64];
+  for (size_t i = 0; i < m.count; ++i) {
+    const int32_t ndim = m.ndims[i];
+    if (ndim < 1 || ndim > kMaxDims)
+      fail(MXFP8_ERROR_INVALID_ARGUMENT, "manifest.ndims[", i, "] is ", ndim, ", expected 1..", kMaxDims);
+    const int64_t *shape = m.shapes[i];
+    if (!shape) fail(MXFP8_ERROR_INVALID_ARGUMENT, "manifest.shapes[", i, "] is NULL");
+    int64_t rows = 1;
+    for (int32_t d = 0; d < ndim; ++d) {
+      if (shape[d] < 0)
+        fail(MXFP8_ERROR_INVALID_ARGUMENT, "manifest.shapes[", i, "] ", format_shape(shape, ndim), " has a negative dimension");
+      if (d + 1 < ndim) rows = checked_mul(rows, shape[d], "manifest shape");
+    }
+    const int64_t cols = shape[ndim - 1];
+    const int64_t values_bytes = checked_mul(rows, cols, "manifest shape");
+    const int32_t format = m.formats ? m.formats[i] : MXFP8_FORMAT_E4M3;
+    std::snprintf(field, sizeof field, "manifest.formats[%zu]", i);
+    check_enum(format, field, {{MXFP8_FORMAT_E4M3, "MXFP8_FORMAT_E4M3"}, {MXFP8_FORMAT_E5M2, "MXFP8_FORMAT_E5M2"}});
+    const int32_t direction = m.directions ? m.directions[i] : MXFP8_DIRECTION_ROWWISE;
+    std::snprintf(field, sizeof field, "manifest.directions[%zu]", i);
+    check_enum(direction, field, {{MXFP8_DIRECTION_ROWWISE, "MXFP8_DIRECTION_ROWWISE"},
+                                  {MXFP8_DIRECTION_COLUMNWISE, "MXFP8_DIRECTION_COLUMNWISE"}});
+    const int32_t layout = m.scales_layouts ? m.scales_layouts[i] : MXFP8_LAYOUT_COMPACT;
+    std::snprintf(field, sizeof field, "manifest.scales_layouts[%zu]", i);
+    check_layout(layout, field);
+    const bool columnwise = direction == MXFP8_DIRECTION_COLUMNWISE;
+    const int64_t scale_rows = columnwise ? ceil_div(rows, kBlockSize) : rows;
+    const int64_t scale_cols = columnwise ? cols : ceil_div(cols, kBlockSize);
+    const int64_t scales_bytes = layout_bytes(layout, scale_rows, scale_cols, columnwise);
+
+    const mxfp8_bucket_entry &e = m.entries[i];
+    check_part(i, "values", e.values_offset, e.values_bytes, values_bytes, "row-major", size);
+    check_part(i, "scales", e.scales_offset, e.scales_bytes, scales_bytes, layout_name(layout), size);
+    const CheckedDestination d = check_destination(destinations, i, format, values_bytes, scale_rows, scale_cols,
+                                                   columnwise, bucket->device, "the bucket is", spans);
+
+    const uint8_t *scales = base + e.scales_offset;
+    ScaleSource source{nullptr, columnwise, ByteMatrix{const_cast<uint8_t *>(scales), scale_rows, scale_cols, scale_cols, 1},
+                       scale_rows, scale_cols};
+    if (layout == MXFP8_LAYOUT_CUTLASS_128X4) source = ScaleSource{scales, columnwise, ByteMatrix{}, scale_rows, scale_cols};
+    add_tensor_jobs(jobs, base + e.values_offset, values_bytes, source, columnwise, d);
+  }
+  check_no_overlap(spans);
+  return result;
+}
+
+ExportJobs import_tensor_jobs(const mxfp8_tensor *const *tensors, size_t count, const mxfp8_export_options &o,
+                              const mxfp8_import_destination *destinations) {
+  ExportJobs result;
+  if (count == 0) return result;
+  if (!tensors) fail(MXFP8_ERROR_INVALID_ARGUMENT, "tensors is NULL");
+  if (!destinations) fail(MXFP8_ERROR_INVALID_ARGUMENT, "destinations is NULL");
+  check_count(count);
+  const auto direction = static_cast<mxfp8_direction>(o.direction);
+  const bool columnwise = direction == MXFP8_DIRECTION_COLUMNWISE;
+  std::vector<Span> spans;
+  spans.reserve(6 * count);
+  std::vector<ScaleJob> &jobs = result.jobs;
+  jobs.reserve(3 * count);
+  for (size_t i = 0; i < count; ++i) {
+    const mxfp8_tensor *t = tensors[i];
+    if (!t) fail(MXFP8_ERROR_INVALID_ARGUMENT, "tensors[", i, "] is NULL");
+    if (i == 0) result.device = t->device;
+    if (!same_device(t->device, result.device))
+      fail(MXFP8_ERROR_INVALID_ARGUMENT, "tensors[", i, "] is on ", format_device(t->device), " but tensors[0] is on ",
+           format_device(result.device), ": one import runs on one device");
+    const Direction &dir = require_direction(*t, direction);
+    const int64_t values_bytes = t->rows * t->cols;  // validated when the tensor was created
+    const CheckedDestination d = check_destination(destinations, i, t->format, values_bytes, dir.scale_rows,
+                                                   dir.scale_cols, columnwise, t->device, "the tensors are", spans);
+    add_read_spans(*t, i, "tensors", spans);
+    add_tensor_jobs(jobs, byte_pointer(dir.data->dl_tensor), values_bytes, dir.source, columnwise, d);
+  }
+  check_no_overlap(spans);
+  return result;
+}
+
+}  // namespace mxfp8
+
+using namespace mxfp8;
+
+extern "C" MXFP8_API mxfp8_status mxfp8_import_bucket(const DLTensor *bucket, const mxfp8_bucket_manifest *manifest,
+                                                      const mxfp8_import_destination *destinations, void *stream) {
+  return guarded([&] {
+    const ExportJobs work = import_bucket_jobs(bucket, manifest, destinations);
+    run_jobs_on(work.device, work.jobs.data(), work.jobs.size(), stream);
+  });
+}
+
+extern "C" MXFP8_API mxfp8_status mxfp8_import_tensors(const mxfp8_tensor *const *tensors, size_t count,
+                                                       const mxfp8_export_options *options,
+                                                       const mxfp8_import_destination *destinations) {
+  return guarded([&] {
+    const mxfp8_export_options o = read_options(options);
+    const ExportJobs work = import_tensor_jobs(tensors, count, o, destinations);
+    run_jobs_on(work.device, work.jobs.data(), work.jobs.size(), o.stream);
+  });
+}

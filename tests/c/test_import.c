@@ -1,0 +1,336 @@
+/* The receiver's import: a bucket (described by its manifest) or a trainer's tensors written into
+ * engine parameters, compact or 128x4 swizzled. Every expected byte is built here from the layout's
+ * permute form (ref_swizzled_index), never by the library; destinations and every padding byte of the
+ * sources are poisoned, shapes are partial along rows and K, and columnwise entries are included. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "import_support.h"
+
+/* The engine's parameter buffers of one tensor, poisoned. */
+typedef struct {
+  uint8_t *values, *scales;
+  int64_t values_shape[1], scales_shape[1];
+  DLTensor values_tensor, scales_tensor;
+} parameter;
+
+static void make_parameter(parameter *p, const reference *ref, int32_t target, int32_t values_code) {
+  p->values_shape[0] = ref->values_bytes;
+  p->scales_shape[0] = target_bytes(ref, target);
+  p->values = malloc((size_t)p->values_shape[0] + 1);
+  p->scales = malloc((size_t)p->scales_shape[0] + 1);
+  memset(p->values, POISON, (size_t)p->values_shape[0] + 1);
+  memset(p->scales, POISON, (size_t)p->scales_shape[0] + 1);
+  p->values_tensor = (DLTensor){p->values, {kDLCPU, 0}, 1, {(uint8_t)values_code, 8, 1}, p->values_shape, NULL, 0};
+  p->scales_tensor = (DLTensor){p->scales, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, p->scales_shape, NULL, 0};
+}
+
+static void poison_parameter(parameter *p) {
+  memset(p->values, POISON, (size_t)p->values_shape[0] + 1);
+  memset(p->scales, POISON, (size_t)p->scales_shape[0] + 1);
+}
+
+/* The destination holds exactly the reference, and the byte past it is untouched. */
+static void expect_parameter(const parameter *p, const reference *ref, int32_t target, const char *what, int i) {
+  EXPECT(memcmp(p->values, ref->values, (size_t)ref->values_bytes) == 0, "%s: tensor %d values", what, i);
+  const uint8_t *want = target == MXFP8_LAYOUT_COMPACT ? ref->compact : ref->swizzled;
+  const int64_t n = target_bytes(ref, target);
+  for (int64_t b = 0; b < n; ++b)
+    EXPECT(p->scales[b] == want[b], "%s: tensor %d (%s) scale byte %lld is %u, expected %u", what, i,
+           target == MXFP8_LAYOUT_COMPACT ? "compact" : "swizzled", (long long)b, p->scales[b], want[b]);
+  EXPECT(p->values[ref->values_bytes] == POISON && p->scales[n] == POISON, "%s: tensor %d written past its end", what, i);
+}
+
+static void free_parameter(parameter *p) {
+  free(p->values);
+  free(p->scales);
+}
+
+/* ---------------------------------------------------------------------------------------------------- */
+/* Buckets built by hand (not by mxfp8_export_bucket): parts at odd offsets, gaps poisoned. */
+
+enum { kBucketTensors = 9 };
+static const spec kBucketSpecs[kBucketTensors] = {
+    {2, {100, 48, 0}, MXFP8_DIRECTION_ROWWISE, MXFP8_LAYOUT_COMPACT, MXFP8_LAYOUT_COMPACT},
+    {2, {257, 33, 0}, MXFP8_DIRECTION_ROWWISE, MXFP8_LAYOUT_COMPACT, MXFP8_LAYOUT_CUTLASS_128X4},
+    {2, {31, 1000, 0}, MXFP8_DIRECTION_ROWWISE, MXFP8_LAYOUT_CUTLASS_128X4, MXFP8_LAYOUT_CUTLASS_128X4},
+    {2, {130, 200, 0}, MXFP8_DIRECTION_ROWWISE, MXFP8_LAYOUT_CUTLASS_128X4, MXFP8_LAYOUT_COMPACT},
+    {2, {70, 200, 0}, MXFP8_DIRECTION_COLUMNWISE, MXFP8_LAYOUT_COMPACT, MXFP8_LAYOUT_CUTLASS_128X4},
+    {2, {70, 33, 0}, MXFP8_DIRECTION_COLUMNWISE, MXFP8_LAYOUT_CUTLASS_128X4, MXFP8_LAYOUT_COMPACT},
+    {3, {3, 5, 40}, MXFP8_DIRECTION_ROWWISE, MXFP8_LAYOUT_COMPACT, MXFP8_LAYOUT_CUTLASS_128X4},
+    {2, {0, 64, 0}, MXFP8_DIRECTION_ROWWISE, MXFP8_LAYOUT_COMPACT, MXFP8_LAYOUT_CUTLASS_128X4},
+    /* A whole tile grid: swizzled to swizzled is then a plain copy with no padding. */
+    {2, {256, 256, 0}, MXFP8_DIRECTION_COLUMNWISE, MXFP8_LAYOUT_CUTLASS_128X4, MXFP8_LAYOUT_CUTLASS_128X4},
+};
+
+typedef struct {
+  reference ref[kBucketTensors];
+  parameter param[kBucketTensors];
+  mxfp8_import_destination dst[kBucketTensors];
+  mxfp8_bucket_entry entries[kBucketTensors];
+  int32_t ndims[kBucketTensors], directions[kBucketTensors], layouts[kBucketTensors];
+  const int64_t *shapes[kBucketTensors];
+  mxfp8_bucket_manifest manifest;
+  uint8_t *bucket;
+  int64_t bucket_shape[1];
+  DLTensor bucket_tensor;
+} bucket_fixture;
+
+/* Writes every tensor's parts into the bucket at its recorded offsets (after a refill of the refs). */
+static void pack(bucket_fixture *f) {
+  for (int i = 0; i < kBucketTensors; ++i) {
+    const reference *ref = &f->ref[i];
+    memcpy(f->bucket + f->entries[i].values_offset, ref->values, (size_t)ref->values_bytes);
+    if (f->layouts[i] == MXFP8_LAYOUT_COMPACT)
+      memcpy(f->bucket + f->entries[i].scales_offset, ref->compact, (size_t)(ref->r * ref->c));
+    else
+      write_swizzled_poisoned(ref, f->directions[i] == MXFP8_DIRECTION_COLUMNWISE, f->bucket + f->entries[i].scales_offset);
+  }
+}
+
+static void make_bucket(bucket_fixture *f, uint64_t seed) {
+  uint64_t rng = seed;
+  uint64_t at = 3; /* odd offsets: the unaligned paths are taken too */
+  for (int i = 0; i < kBucketTensors; ++i) {
+    const spec *s = &kBucketSpecs[i];
+    f->ref[i] = make_reference(s, &rng);
+    f->ndims[i] = s->ndim;
+    f->shapes[i] = s->shape;
+    f->directions[i] = s->direction;
+    f->layouts[i] = s->source_layout;
+    f->entries[i].values_offset = at;
+    f->entries[i].values_bytes = (uint64_t)f->ref[i].values_bytes;
+    at += f->entries[i].values_bytes + (i % 2 ? 16 : 5);
+    f->entries[i].scales_offset = at;
+    f->entries[i].scales_bytes = (uint64_t)target_bytes(&f->ref[i], s->source_layout);
+    at += f->entries[i].scales_bytes + 7;
+    make_parameter(&f->param[i], &f->ref[i], s->target, i % 3 == 0 ? kDLFloat8_e4m3fn : kDLUInt);
+    f->dst[i] = (mxfp8_import_destination){&f->param[i].values_tensor, &f->param[i].scales_tensor, s->target, 0};
+  }
+  f->bucket_shape[0] = (int64_t)at;
+  f->bucket = malloc(at);
+  memset(f->bucket, POISON, at);
+  f->bucket_tensor = (DLTensor){f->bucket, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, f->bucket_shape, NULL, 0};
+  pack(f);
+  mxfp8_bucket_manifest m = MXFP8_BUCKET_MANIFEST_INIT;
+  m.count = kBucketTensors;
+  m.entries = f->entries;
+  m.ndims = f->ndims;
+  m.shapes = f->shapes;
+  m.directions = f->directions;
+  m.scales_layouts = f->layouts;
+  f->manifest = m;
+}
+
+static void free_bucket(bucket_fixture *f) {
+  for (int i = 0; i < kBucketTensors; ++i) {
+    free_reference(&f->ref[i]);
+    free_parameter(&f->param[i]);
+  }
+  free(f->bucket);
+}
+
+static void test_bucket_import_writes_every_layout_exactly(void **state) {
+  (void)state;
+  bucket_fixture f;
+  make_bucket(&f, 11);
+  uint8_t *before = malloc((size_t)f.bucket_shape[0]);
+  memcpy(before, f.bucket, (size_t)f.bucket_shape[0]);
+  assert_int_equal(mxfp8_import_bucket(&f.bucket_tensor, &f.manifest, f.dst, NULL), MXFP8_OK);
+  for (int i = 0; i < kBucketTensors; ++i) expect_parameter(&f.param[i], &f.ref[i], kBucketSpecs[i].target, "import", i);
+  EXPECT(memcmp(before, f.bucket, (size_t)f.bucket_shape[0]) == 0, "the bucket was written");
+  free(before);
+  free_bucket(&f);
+}
+
+static void test_prepared_bucket_import_reads_the_bucket_at_each_run(void **state) {
+  (void)state;
+  bucket_fixture f;
+  make_bucket(&f, 12);
+  mxfp8_prepared_export *plan = NULL;
+  assert_int_equal(mxfp8_prepare_import_bucket(&f.bucket_tensor, &f.manifest, f.dst, &plan), MXFP8_OK);
+  for (int i = 0; i < kBucketTensors; ++i) EXPECT(f.param[i].scales[0] == POISON, "preparing wrote destination %d", i);
+  for (int step = 0; step < 3; ++step) {
+    /* A new refit: new values and scales in the same bucket, parameters poisoned again. */
+    uint64_t rng = 1000 + (uint64_t)step;
+    for (int i = 0; i < kBucketTensors; ++i) {
+      free_reference(&f.ref[i]);
+      f.ref[i] = make_reference(&kBucketSpecs[i], &rng);
+      poison_parameter(&f.param[i]);
+    }
+    pack(&f);
+    assert_int_equal(mxfp8_prepared_export_run(plan, NULL), MXFP8_OK);
+    for (int i = 0; i < kBucketTensors; ++i) expect_parameter(&f.param[i], &f.ref[i], kBucketSpecs[i].target, "run", i);
+  }
+  mxfp8_prepared_export_release(plan);
+  free_bucket(&f);
+}
+
+/* The two halves meet: mxfp8_export_bucket on the sender, mxfp8_import_bucket on the receiver with the
+ * manifest the plan gives (scales_layouts NULL: compact). */
+static void test_exported_bucket_imports_into_swizzled_parameters(void **state) {
+  (void)state;
+  uint64_t rng = 21;
+  enum { T = 2 };
+  const spec specs[T] = {{2, {200, 100, 0}, 0, 1, MXFP8_LAYOUT_CUTLASS_128X4}, {2, {45, 64, 0}, 0, 1, MXFP8_LAYOUT_COMPACT}};
+  reference ref[T];
+  test_tensor *data[T], *scales[T];
+  mxfp8_tensor *t[T];
+  parameter p[T];
+  mxfp8_import_destination dst[T];
+  for (int i = 0; i < T; ++i) {
+    ref[i] = make_reference(&specs[i], &rng);
+    data[i] = test_tensor_new(2, specs[i].shape, kDLUInt, 0);
+    memcpy(data[i]->buffer, ref[i].values, (size_t)ref[i].values_bytes);
+    const int64_t sshape[1] = {ref[i].swizzled_bytes};
+    scales[i] = test_tensor_new(1, sshape, kDLUInt, 0);
+    write_swizzled_poisoned(&ref[i], 0, scales[i]->buffer);
+    mxfp8_tensor_desc desc = MXFP8_TENSOR_DESC_INIT;
+    desc.scale_layout = MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED;
+    desc.rowwise_data = &data[i]->managed;
+    desc.rowwise_scale_inv = &scales[i]->managed;
+    assert_int_equal(mxfp8_tensor_create(&desc, &t[i]), MXFP8_OK);
+    make_parameter(&p[i], &ref[i], specs[i].target, kDLUInt);
+    dst[i] = (mxfp8_import_destination){&p[i].values_tensor, &p[i].scales_tensor, specs[i].target, 0};
+  }
+  mxfp8_bucket_entry entries[T];
+  uint64_t total = 0;
+  assert_int_equal(mxfp8_bucket_plan((const mxfp8_tensor *const *)t, T, NULL, 256, entries, &total), MXFP8_OK);
+  uint8_t *bytes = malloc(total);
+  int64_t bshape[1] = {(int64_t)total};
+  DLTensor bucket = {bytes, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, bshape, NULL, 0};
+  assert_int_equal(mxfp8_export_bucket((const mxfp8_tensor *const *)t, T, NULL, entries, &bucket), MXFP8_OK);
+  int32_t ndims[T] = {2, 2};
+  const int64_t *shapes[T] = {specs[0].shape, specs[1].shape};
+  mxfp8_bucket_manifest m = MXFP8_BUCKET_MANIFEST_INIT;
+  m.count = T;
+  m.entries = entries;
+  m.ndims = ndims;
+  m.shapes = shapes;
+  assert_int_equal(mxfp8_import_bucket(&bucket, &m, dst, NULL), MXFP8_OK);
+  for (int i = 0; i < T; ++i) expect_parameter(&p[i], &ref[i], specs[i].target, "round trip", i);
+  free(bytes);
+  for (int i = 0; i < T; ++i) {
+    mxfp8_tensor_release(t[i]);
+    test_tensor_free(data[i]);
+    test_tensor_free(scales[i]);
+    free_parameter(&p[i]);
+    free_reference(&ref[i]);
+  }
+}
+
+/* ---------------------------------------------------------------------------------------------------- */
+/* The direct path: Transformer Engine storage (padded row-major or swizzled, padding poisoned). */
+
+enum { kDirect = 5 };
+static const spec kDirectSpecs[kDirect] = {
+    {2, {100, 48, 0}, MXFP8_DIRECTION_ROWWISE, 1, 0},
+    {2, {257, 33, 0}, MXFP8_DIRECTION_ROWWISE, 0, 0},
+    {2, {70, 200, 0}, MXFP8_DIRECTION_COLUMNWISE, 1, 0},
+    {2, {33, 130, 0}, MXFP8_DIRECTION_COLUMNWISE, 0, 0},
+    {3, {2, 64, 96}, MXFP8_DIRECTION_ROWWISE, 1, 0},
+};
+
+/* Each TE tensor into compact and into swizzled parameters, immediate and prepared (one direction per
+ * call, as the options say). */
+static void test_direct_import_from_te_storage(void **state) {
+  (void)state;
+  uint64_t rng = 31;
+  te_tensor te[kDirect];
+  for (int i = 0; i < kDirect; ++i) te[i] = make_te(&kDirectSpecs[i], &rng);
+  for (int target = 0; target < 2; ++target)
+    for (int prepared = 0; prepared < 2; ++prepared)
+      for (int32_t direction = 0; direction < 2; ++direction) {
+        const mxfp8_tensor *tensors[kDirect];
+        parameter p[kDirect];
+        mxfp8_import_destination dst[kDirect];
+        int idx[kDirect], n = 0;
+        for (int i = 0; i < kDirect; ++i) {
+          if (kDirectSpecs[i].direction != direction) continue;
+          idx[n] = i;
+          tensors[n] = te[i].handle;
+          make_parameter(&p[n], &te[i].ref, target, kDLUInt);
+          dst[n] = (mxfp8_import_destination){&p[n].values_tensor, &p[n].scales_tensor, target, 0};
+          ++n;
+        }
+        mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
+        o.direction = direction;
+        if (prepared) {
+          mxfp8_prepared_export *plan = NULL;
+          assert_int_equal(mxfp8_prepare_import_tensors(tensors, (size_t)n, &o, dst, &plan), MXFP8_OK);
+          for (int j = 0; j < n; ++j) EXPECT(p[j].values[0] == POISON, "preparing wrote tensor %d", idx[j]);
+          assert_int_equal(mxfp8_prepared_export_run(plan, NULL), MXFP8_OK);
+          mxfp8_prepared_export_release(plan);
+        } else {
+          assert_int_equal(mxfp8_import_tensors(tensors, (size_t)n, &o, dst), MXFP8_OK);
+        }
+        for (int j = 0; j < n; ++j) {
+          expect_parameter(&p[j], &te[idx[j]].ref, target, prepared ? "prepared direct" : "direct", idx[j]);
+          free_parameter(&p[j]);
+        }
+      }
+  for (int i = 0; i < kDirect; ++i) free_te(&te[i]);
+}
+
+/* A plan keeps its tensors alive: their deleters run at the plan's release, not the handle's. */
+static void test_prepared_direct_import_holds_its_tensors(void **state) {
+  (void)state;
+  uint64_t rng = 41;
+  const spec s = {2, {40, 64, 0}, MXFP8_DIRECTION_ROWWISE, 1, 0};
+  reference ref = make_reference(&s, &rng);
+  test_tensor *data = test_tensor_new(2, s.shape, kDLUInt, 1);
+  memcpy(data->buffer, ref.values, (size_t)ref.values_bytes);
+  const int64_t sshape[1] = {ref.swizzled_bytes};
+  test_tensor *scales = test_tensor_new(1, sshape, kDLUInt, 1);
+  write_swizzled_poisoned(&ref, 0, scales->buffer);
+  mxfp8_tensor_desc desc = MXFP8_TENSOR_DESC_INIT;
+  desc.scale_layout = MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED;
+  desc.rowwise_data = &data->managed;
+  desc.rowwise_scale_inv = &scales->managed;
+  mxfp8_tensor *t = NULL;
+  assert_int_equal(mxfp8_tensor_create(&desc, &t), MXFP8_OK);
+  parameter p;
+  make_parameter(&p, &ref, MXFP8_LAYOUT_CUTLASS_128X4, kDLUInt);
+  mxfp8_import_destination dst = {&p.values_tensor, &p.scales_tensor, MXFP8_LAYOUT_CUTLASS_128X4, 0};
+  mxfp8_prepared_export *plan = NULL;
+  const mxfp8_tensor *ts[1] = {t};
+  assert_int_equal(mxfp8_prepare_import_tensors(ts, 1, NULL, &dst, &plan), MXFP8_OK);
+  mxfp8_tensor_release(t);
+  EXPECT(data->deleter_calls == 0 && scales->deleter_calls == 0, "the plan let its tensor go");
+  assert_int_equal(mxfp8_prepared_export_run(plan, NULL), MXFP8_OK);
+  expect_parameter(&p, &ref, MXFP8_LAYOUT_CUTLASS_128X4, "held", 0);
+  mxfp8_prepared_export_release(plan);
+  EXPECT(data->deleter_calls == 1 && scales->deleter_calls == 1, "deleters ran %d and %d times", data->deleter_calls,
+         scales->deleter_calls);
+  free_parameter(&p);
+  free_reference(&ref);
+  test_tensor_free(data);
+  test_tensor_free(scales);
+}
+
+/* A failing entry leaves every destination untouched, the earlier good ones included. */
+static void test_a_bad_entry_writes_nothing(void **state) {
+  (void)state;
+  bucket_fixture f;
+  make_bucket(&f, 51);
+  f.layouts[4] = MXFP8_LAYOUT_CUTLASS_128X4; /* tensor 4's part holds compact scales */
+  assert_int_equal(mxfp8_import_bucket(&f.bucket_tensor, &f.manifest, f.dst, NULL), MXFP8_ERROR_INVALID_ARGUMENT);
+  assert_last_error_contains("manifest.entries[4] gives 600 bytes of scales, its shape and 128x4 swizzled layout give 1024");
+  for (int i = 0; i < kBucketTensors; ++i) {
+    for (int64_t b = 0; b <= f.param[i].values_shape[0]; ++b) EXPECT(f.param[i].values[b] == POISON, "tensor %d values written", i);
+    for (int64_t b = 0; b <= f.param[i].scales_shape[0]; ++b) EXPECT(f.param[i].scales[b] == POISON, "tensor %d scales written", i);
+  }
+  free_bucket(&f);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_bucket_import_writes_every_layout_exactly),
+      cmocka_unit_test(test_prepared_bucket_import_reads_the_bucket_at_each_run),
+      cmocka_unit_test(test_exported_bucket_imports_into_swizzled_parameters),
+      cmocka_unit_test(test_direct_import_from_te_storage),
+      cmocka_unit_test(test_prepared_direct_import_holds_its_tensors),
+      cmocka_unit_test(test_a_bad_entry_writes_nothing),
+  };
+  return cmocka_run_group_tests_name("import into engine parameters", tests, NULL, NULL);
+}
