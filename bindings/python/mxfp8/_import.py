@@ -14,10 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-try:  # the main extension registers the import functions once it calls register_import
-    from ._mxfp8 import import_bucket as _c_import_bucket, import_tensors as _c_import_tensors
-except ImportError:
-    from ._mxfp8_import import import_bucket as _c_import_bucket, import_tensors as _c_import_tensors
+from ._mxfp8 import import_bucket as _c_import_bucket, import_tensors as _c_import_tensors
 
 LAYOUTS = {"compact": 0, "cutlass_128x4": 1}
 _FORMATS = {"e4m3": 1, "e5m2": 2}

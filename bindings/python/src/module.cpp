@@ -1034,6 +1034,9 @@ py::object swizzle_fast(py::handle source, py::handle out, bool swizzle, py::han
 }
 }  // namespace
 
+// The receiver's import (import_bindings.cpp).
+void register_import(py::module_ &m);
+
 PYBIND11_MODULE(_mxfp8, m) {
   m.doc() = "Low-level binding of libmxfp8; use the mxfp8 package instead.";
   m.attr("version") = mxfp8_version();
@@ -1116,4 +1119,5 @@ PYBIND11_MODULE(_mxfp8, m) {
     return py::dict(py::arg("exchange_api") = taken_by_exchange_api, py::arg("dlpack") = taken_by_dunder_dlpack);
   }, "How many objects were taken through each path (for tests).");
   m.def("fast_exports", [] { return fast_exports; }, "How many calls the extension did alone, without the Python layer's path (for tests).");
+  register_import(m);
 }
