@@ -497,7 +497,12 @@ typedef struct mxfp8_bucket_manifest {
  *   scales: uint8 or float8_e8m0fnu, contiguous, exactly the byte count `scales_layout` gives (any
  *           shape: (R, C), flat, ...). Every byte is written, padding included.
  * All destinations of a call live on the source's device and share no byte with the source or with each
- * other. */
+ * other.
+ *
+ * This struct is an array element, so it has no struct_size and keeps this layout for good (an array of
+ * it is indexed with the caller's sizeof). What a destination may need later (an engine's own layout
+ * parameters, a shard) will come as parallel arrays in a size-prefixed struct, as mxfp8_bucket_manifest
+ * grows. */
 typedef struct mxfp8_import_destination {
   DLTensor *values;
   DLTensor *scales;
