@@ -52,6 +52,28 @@ static int write_doc(const char *path) {
              "`mxfp8_quantize_into`, a float32 (70, 100) input with rowwise compact outputs.\n\n"
              "| call | bad input | status | message (`mxfp8_last_error()`) |\n|---|---|---|---|\n");
   for (int i = 0; i < doc_count; ++i) fprintf(f, "%s\n", doc_rows[i]);
+  /* What only a GPU run can show; each row is a case of the named GPU test (run by bench/gpu_check.sh). */
+  fprintf(f, "\n## Failures only a GPU shows
+
+"
+             "Not generated (CI has no GPU): each row is asserted by the GPU test it names, run on the device by
+"
+             "`bench/gpu_check.sh`. Outputs stay untouched and the next call works in every case.
+
+"
+             "| call | input | status | message | test |
+|---|---|---|---|---|
+"
+             "| any call that runs CUDA work | a DLPack tensor on a CUDA device the process does not have | "
+             "`invalid argument` (1) | cuda:7 does not exist: this process sees 1 CUDA device | "
+             "`tests/c/test_gpu_failures.c`, `bindings/python/tests/test_gpu_hostile.py` |\n"
+             "| every call that allocates device memory (export copies, grouped copies, quantize outputs, "
+             "dequantize scratch, the 32x32 check) | more than the library's pool can have (e.g. under "
+             "`MXFP8_DEVICE_POOL_LIMIT_BYTES`) | `out of memory` (4) | allocating device memory for the scales "
+             "copy: out of memory | `tests/c/test_gpu_failures.c` |\n"
+             "| `mxfp8_export_components` with `MXFP8_SCALES_PER_32X32` | `options.stream` being captured into a "
+             "CUDA graph (the check waits for its stream) | `CUDA error` (5) | checking the 32x32 block scales: "
+             "cudaErrorStreamCaptureUnsupported: ... (CUDA's own name and text) | `tests/c/test_gpu_failures.c` |\n");
   return fclose(f) != 0;
 }
 
