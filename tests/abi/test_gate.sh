@@ -33,7 +33,7 @@ copy_sources() {
 # the library's own sources stay warnings (this build is not for running).
 build() {
   cmake -S "$scratch/src" -B "$scratch/build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMXFP8_CUDA=OFF \
-    -DMXFP8_BUILD_TESTS=OFF -DMXFP8_BUILD_EXAMPLES=OFF \
+    -DMXFP8_BUILD_TESTS=OFF -DMXFP8_BUILD_EXAMPLES=OFF -DMXFP8_BUILD_BENCH=OFF -DMXFP8_TVM_FFI=OFF \
     -DCMAKE_CXX_FLAGS="-Wno-error=switch -Wno-error=missing-field-initializers" >/dev/null
   cmake --build "$scratch/build" --target mxfp8 -j 2 >"$scratch/build.log" 2>&1 || { cat "$scratch/build.log"; fail "scratch build"; }
 }
@@ -47,7 +47,7 @@ edit $header 's/(\n  MXFP8_ERROR_INTERNAL = 6,\n)/$1  MXFP8_ERROR_GATE_TEST = 7,
 edit $header 's/MXFP8_NUM_STATUS = 7\b/MXFP8_NUM_STATUS = 8/'
 edit $header 's/(MXFP8_API uint32_t mxfp8_version\(void\);\n)/$1typedef enum mxfp8_gate_test { MXFP8_GATE_TEST_A = 1 } mxfp8_gate_test;\nMXFP8_API uint32_t mxfp8_gate_test_added(mxfp8_gate_test kind);\n/'
 edit $header 's/(typedef struct mxfp8_dequantize_options \{.*?)(\n\} mxfp8_dequantize_options;)/$1\n  int64_t gate_test_added;$2/s'
-printf '\nextern "C" MXFP8_API uint32_t mxfp8_gate_test_added(mxfp8_gate_test kind) { return (uint32_t)kind; }\n' >>src/status.cpp
+printf '\nextern "C" MXFP8_API uint32_t mxfp8_gate_test_added(mxfp8_gate_test kind) { return (uint32_t)kind; }\n' >>src/api/status.cpp
 build
 scripts/abi.sh check "$scratch/build/libmxfp8.so.0" >"$scratch/additions.log" 2>&1 || { cat "$scratch/additions.log"; fail "the gate rejected additions"; }
 cat "$scratch/additions.log"
