@@ -143,6 +143,13 @@ ModelResult bench_model(const std::vector<std::pair<int64_t, int64_t>> &layer, i
     for (auto [rows, k] : layer) total_out += rows * ((k + 31) / 32);
   uint8_t *bucket;
   cuda_check(cudaMalloc(&bucket, total_out), "malloc bucket");
+  // The values are never read by a scales export, but they are described: one allocation as large as the
+  // largest weight serves every description (a description may not claim bytes it does not have: they
+  // could be some destination's, which the library refuses).
+  int64_t most_values = 0;
+  for (auto [rows, k] : layer) most_values = std::max(most_values, rows * k);
+  uint8_t *values;
+  cuda_check(cudaMalloc(&values, most_values), "malloc values");
   int64_t offset = 0;
   shapes.reserve(layers * layer.size() * 3);
   for (int l = 0; l < layers; ++l)
@@ -158,8 +165,7 @@ ModelResult bench_model(const std::vector<std::pair<int64_t, int64_t>> &layer, i
       shapes.push_back({rows * c});
       auto *data = new DLManagedTensorVersioned{kCurrentDlpack};
       auto *scales = new DLManagedTensorVersioned{kCurrentDlpack};
-      // The values are never read by a scales export: point them at the scales' memory.
-      data->dl_tensor = bytes_tensor(swz, shapes[shapes.size() - 3].data(), 2);
+      data->dl_tensor = bytes_tensor(values, shapes[shapes.size() - 3].data(), 2);
       scales->dl_tensor = bytes_tensor(swz, shapes[shapes.size() - 2].data(), 2);
       data->deleter = scales->deleter = [](DLManagedTensorVersioned *self) { delete self; };
       mxfp8_tensor_desc desc = MXFP8_TENSOR_DESC_INIT;
@@ -181,6 +187,7 @@ ModelResult bench_model(const std::vector<std::pair<int64_t, int64_t>> &layer, i
   for (auto *t : tensors) mxfp8_tensor_release(t);
   for (auto *b : buffers) cudaFree(b);
   cudaFree(bucket);
+  cudaFree(values);
   const int64_t bytes = total_in + total_out;
   return ModelResult{static_cast<int>(tensors.size()), bytes, ms, copy_ms(bytes)};
 }

@@ -125,9 +125,14 @@ class CTensor:
         self.lib.mxfp8_tensor_release(self.handle)
 
 
+_DELETERS = {}  # one ctypes function object per deleter address (making one costs more than the export)
+
+
 def call_deleter(managed_ptr):
-    m = ctypes.cast(managed_ptr, ctypes.POINTER(DLManagedTensorVersioned)).contents
-    ctypes.CFUNCTYPE(None, ctypes.c_void_p)(m.deleter)(managed_ptr)
+    address = ctypes.cast(managed_ptr, ctypes.POINTER(DLManagedTensorVersioned)).contents.deleter
+    if address not in _DELETERS:
+        _DELETERS[address] = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(address)
+    _DELETERS[address](managed_ptr)
 
 
 def c_tiny_sync_us(lib, data, swz):
@@ -227,7 +232,8 @@ def main():
                                         calls=20, warmup=2, sync=True) / 1000, 3)
     r["model_batched_c_ms"], _keep = c_batched_ms(lib, weights)
     if hasattr(mxfp8, "ExportPlan"):
-        plan = mxfp8.ExportPlan([(d, s) for d, s, _ in weights], swizzled=True)
+        plan = mxfp8.ExportPlan({f"w{i}": {"data": d, "scale_inv": s, "swizzled": True}
+                                 for i, (d, s, _) in enumerate(weights)})
         r["model_plan_ms"] = round(host_us(plan.export, calls=30, warmup=3, sync=True) / 1000, 3)
     else:
         r["model_plan_ms"] = None
