@@ -264,7 +264,8 @@ int hostile_allocator(DLTensor *proto, DLManagedTensorVersioned **out, void *ctx
       case 2: m.dl_tensor.shape = nullptr; break;
       case 3:
         if (!a->shape.empty()) {
-          const int64_t deltas[] = {1, -1, -a->shape[0] - 1, INT64_MAX / 2};
+          // -shape[0] - 1 in wrapping arithmetic: shape[0] may already be INT64_MIN from an earlier mutation.
+          const int64_t deltas[] = {1, -1, static_cast<int64_t>(~static_cast<uint64_t>(a->shape[0])), INT64_MAX / 2};
           int64_t &dim = a->shape[in.byte() % a->shape.size()];
           dim = static_cast<int64_t>(static_cast<uint64_t>(dim) + static_cast<uint64_t>(deltas[in.byte() % 4]));
         }
