@@ -1064,7 +1064,7 @@ void section_edges(Reader &in) {
       for (const auto &x : e)
         for (const uint64_t off : {x.values_offset, x.scales_offset}) {
           const uint64_t len = off == x.values_offset ? x.values_bytes : x.scales_bytes;
-          if (off % alignment || off < end || len > total - off) wrong("a bucket plan with parts out of place");
+          if (off % alignment || off < end || off > total || len > total - off) wrong("a bucket plan with parts out of place");
           end = off + len;
         }
     }
