@@ -264,7 +264,8 @@ int hostile_allocator(DLTensor *proto, DLManagedTensorVersioned **out, void *ctx
       case 2: m.dl_tensor.shape = nullptr; break;
       case 3:
         if (!a->shape.empty()) {
-          const int64_t deltas[] = {1, -1, -a->shape[0] - 1, INT64_MAX / 2};
+          // -shape[0] - 1 in wrapping arithmetic: shape[0] may already be INT64_MIN from an earlier mutation.
+          const int64_t deltas[] = {1, -1, static_cast<int64_t>(~static_cast<uint64_t>(a->shape[0])), INT64_MAX / 2};
           int64_t &dim = a->shape[in.byte() % a->shape.size()];
           dim = static_cast<int64_t>(static_cast<uint64_t>(dim) + static_cast<uint64_t>(deltas[in.byte() % 4]));
         }
@@ -1063,7 +1064,7 @@ void section_edges(Reader &in) {
       for (const auto &x : e)
         for (const uint64_t off : {x.values_offset, x.scales_offset}) {
           const uint64_t len = off == x.values_offset ? x.values_bytes : x.scales_bytes;
-          if (off % alignment || off < end || len > total - off) wrong("a bucket plan with parts out of place");
+          if (off % alignment || off < end || off > total || len > total - off) wrong("a bucket plan with parts out of place");
           end = off + len;
         }
     }
