@@ -103,12 +103,13 @@ test_in_venv() {
   # Without ensurepip (Debian's python3 lacks python3-venv), this Python's pip installs into the venv.
   python3 -m venv --system-site-packages "$venv" 2>/dev/null ||
     { python3 -m venv --system-site-packages --without-pip "$venv" && pip=(python3 -m pip --python "$venv/bin/python"); }
+  "${pip[@]}" install -q --disable-pip-version-check --no-index --only-binary :all: --no-deps "$wheel"
   # When this python3 is itself a venv (the GPU machine's torch lives in one), --system-site-packages
-  # reaches the base interpreter, not this venv's packages: name them in a .pth (after the new venv's own
-  # site-packages, so the wheel's mxfp8 still comes first, as the check below insists).
+  # reaches the base interpreter, not this venv's packages: name them in a .pth, after the wheel is in (pip
+  # would otherwise find this interpreter's mxfp8 and install nothing), behind the venv's own site-packages
+  # (so the wheel's mxfp8 comes first, as the check below insists).
   python3 -c 'import site, sys; print("\n".join(p for p in site.getsitepackages() if p != sys.base_prefix))' \
     >"$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/zz_test_dependencies.pth"
-  "${pip[@]}" install -q --disable-pip-version-check --no-index --only-binary :all: --no-deps "$wheel"
   mkdir -p "$empty"
   in_venv() { (cd "$empty" && env PATH="$venv/bin" "$@"); }
   in_venv "$venv/bin/python" -c '
