@@ -103,7 +103,9 @@ test_in_venv() {
   # Without ensurepip (Debian's python3 lacks python3-venv), this Python's pip installs into the venv.
   python3 -m venv --system-site-packages "$venv" 2>/dev/null ||
     { python3 -m venv --system-site-packages --without-pip "$venv" && pip=(python3 -m pip --python "$venv/bin/python"); }
-  "${pip[@]}" install -q --disable-pip-version-check --no-index --only-binary :all: --no-deps "$wheel"
+  # --ignore-installed: through --system-site-packages pip would see an mxfp8 of this version outside
+  # the venv (a source install, say) and install nothing.
+  "${pip[@]}" install -q --disable-pip-version-check --no-index --only-binary :all: --no-deps --ignore-installed "$wheel"
   # When this python3 is itself a venv (the GPU machine's torch lives in one), --system-site-packages
   # reaches the base interpreter, not this venv's packages: name them in a .pth, after the wheel is in (pip
   # would otherwise find this interpreter's mxfp8 and install nothing), behind the venv's own site-packages
