@@ -63,6 +63,31 @@ class _Spec:
         return _round_up(_numel(self.shape), alignment) + _round_up(scales, alignment)
 
 
+def _spec_inputs(specs: List[_Spec], stream: Any):
+    """Every spec's buffers checked for one device (before any __dlpack__ call); the first decides the
+    device and the stream."""
+    objects = {}
+    for spec in specs:
+        objects[f"{spec.where}['data']"] = spec.data
+        objects[f"{spec.where}['scale_inv']"] = spec.scale_inv
+    return _inputs(stream, **objects)
+
+
+def _spec_handle(spec: _Spec, dir_code: int, inputs) -> Any:
+    """The library's handle on one spec's direction; its errors name the spec (tensors['w']: ...)."""
+    prefix = "rowwise" if dir_code == 0 else "columnwise"
+    try:
+        return _mxfp8.Tensor(
+            **{f"{prefix}_data": spec.data, f"{prefix}_scale_inv": spec.scale_inv},
+            shape=list(spec.shape), format=spec.format, swizzled=spec.swizzled, stream=inputs.dlpack_stream,
+            data_name=f"{spec.where}['data']", scale_inv_name=f"{spec.where}['scale_inv']",
+            exchange=inputs.exchange)
+    except (ValueError, TypeError) as e:  # the library's message, said of which tensor
+        if str(e).startswith(spec.where):
+            raise
+        raise type(e)(f"{spec.where}: {e}") from None
+
+
 def _specs(tensors: Any) -> List[_Spec]:
     if not isinstance(tensors, Mapping):
         raise TypeError(f"tensors must be a dict name -> {{'data', 'scale_inv', ...}}, got {type(tensors).__name__}")
@@ -111,27 +136,12 @@ def _export_bucket(tensors, direction, alignment, bucket, stream, bucket_name: s
         raise ValueError("tensors is empty: nothing to pack")
     dir_code = _choice("direction", direction, _DIRECTIONS)
     alignment = _args.power_of_two("alignment", alignment)
-    # Every device before any __dlpack__ call: the first tensor's data decides the device and the stream.
-    objects = {}
-    for spec in specs:
-        objects[f"{spec.where}['data']"] = spec.data
-        objects[f"{spec.where}['scale_inv']"] = spec.scale_inv
-    inputs = _inputs(stream, **objects)
+    inputs = _spec_inputs(specs, stream)
     if bucket is not None:
         inputs.check_output(bucket_name, bucket)
-    prefix = "rowwise" if dir_code == 0 else "columnwise"
     handles, manifest = [], []
     for spec in specs:
-        try:
-            handles.append(_mxfp8.Tensor(
-                **{f"{prefix}_data": spec.data, f"{prefix}_scale_inv": spec.scale_inv},
-                shape=list(spec.shape), format=spec.format, swizzled=spec.swizzled, stream=inputs.dlpack_stream,
-                data_name=f"{spec.where}['data']", scale_inv_name=f"{spec.where}['scale_inv']",
-                exchange=inputs.exchange))
-        except (ValueError, TypeError) as e:  # the library's message, said of which tensor
-            if str(e).startswith(spec.where):
-                raise
-            raise type(e)(f"{spec.where}: {e}") from None
+        handles.append(_spec_handle(spec, dir_code, inputs))
         # direction and scales_layout: what mxfp8.import_bucket needs to know about the parts.
         manifest.append({"name": spec.name, "shape": spec.shape, "fp8_dtype": spec.fp8_dtype,
                          "scales_shape": _compact_scales_shapes(spec.shape)[dir_code],

@@ -4,8 +4,8 @@ from __future__ import annotations
 from typing import Any, Dict, Mapping
 
 from . import _args, _mxfp8
-from ._api import _DIRECTIONS, _choice, _inputs
-from ._bucket import _compact_scales_shapes, _numel, _specs
+from ._api import _DIRECTIONS, _choice
+from ._bucket import _compact_scales_shapes, _numel, _spec_handle, _spec_inputs, _specs
 
 
 class ExportPlan:
@@ -40,27 +40,13 @@ class ExportPlan:
         if not specs:
             raise ValueError("tensors is empty: nothing to export")
         dir_code = _choice("direction", direction, _DIRECTIONS)
-        objects = {}
-        for spec in specs:
-            objects[f"{spec.where}['data']"] = spec.data
-            objects[f"{spec.where}['scale_inv']"] = spec.scale_inv
-        inputs = _inputs(None, **objects)
+        inputs = _spec_inputs(specs, None)
         if out is not None:
             inputs.check_output("out", out)
-        prefix = "rowwise" if dir_code == 0 else "columnwise"
         handles, self._shapes, offsets = [], {}, {}
         at = 0
         for spec in specs:
-            try:
-                handles.append(_mxfp8.Tensor(
-                    **{f"{prefix}_data": spec.data, f"{prefix}_scale_inv": spec.scale_inv},
-                    shape=list(spec.shape), format=spec.format, swizzled=spec.swizzled, stream=inputs.dlpack_stream,
-                    data_name=f"{spec.where}['data']", scale_inv_name=f"{spec.where}['scale_inv']",
-                    exchange=inputs.exchange))
-            except (ValueError, TypeError) as e:  # the library's message, said of which tensor
-                if str(e).startswith(spec.where):
-                    raise
-                raise type(e)(f"{spec.where}: {e}") from None
+            handles.append(_spec_handle(spec, dir_code, inputs))
             shape = _compact_scales_shapes(spec.shape)[dir_code]
             self._shapes[spec.name] = shape
             offsets[spec.name] = at
