@@ -778,6 +778,85 @@ typedef struct mxfp8_dequantize_options {
 MXFP8_API mxfp8_status mxfp8_dequantize(const mxfp8_tensor *tensor, const mxfp8_dequantize_options *options,
                                         DLTensor *output);
 
+/* ====================================================================================================
+ * Resharding: the shard one inference rank needs, straight from the trainer's storage  [EXPERIMENTAL]
+ * ==================================================================================================== */
+
+/* A trainer and its inference engine rarely share a parallel layout: the trainer may hold a whole weight
+ * while each engine rank needs a tensor-parallel shard of it. A shard is a range of rows (of
+ * M = prod(lead): a shard of N for column-parallel weights) and a range of columns (of K: row-parallel
+ * weights), or several row ranges concatenated (the Q, K and V rows of one rank of a fused QKV weight,
+ * the gate and up rows of a fused gate-up weight). Its scales are read where they are stored (row-major,
+ * padded, or swizzled, where a shard's rows and blocks are scattered through 128x4 tiles); the whole
+ * tensor's compact scales are never made.
+ *
+ * Legal boundaries follow the direction's scale blocks, so that every block of the shard is a whole block
+ * of the tensor (or its last, partial one):
+ *   rowwise (blocks of 32 along K):     col_begin a multiple of 32; col_end a multiple of 32 or K.
+ *                                       Rows: any.
+ *   columnwise (blocks of 32 along M):  every row boundary (row_begin, row_end, each piece's) a multiple
+ *                                       of 32 or M, and every piece but the last ends at a multiple of 32
+ *                                       (so the pieces' blocks line up when concatenated). Columns: any.
+ * Every range must lie inside the tensor and hold at least one row / column; only the default whole
+ * range of a dimension that is itself 0 may be empty. Anything else is MXFP8_ERROR_INVALID_ARGUMENT
+ * naming the field and the rule.
+ *
+ * The shard is a 2-D matrix (rows, cols), rows = the sum of its row ranges, cols = col_end - col_begin:
+ * its values are (rows, cols) and its compact scales (rows, ceil(cols/32)) rowwise or
+ * (ceil(rows/32), cols) columnwise, exactly the crop of what mxfp8_export_components returns. */
+
+/* In row_end / col_end: the end of the dimension (M or K). */
+#define MXFP8_SHARD_END (-1)
+
+/* One shard of one tensor. Start from MXFP8_SHARD_INIT (the whole tensor) and set the ranges you need.
+ * Fields added later are appended, 0 / NULL meaning what a shard without them meant. */
+typedef struct mxfp8_shard {
+  uint32_t struct_size; /* sizeof(mxfp8_shard) */
+  uint32_t reserved;    /* must be 0 */
+  int64_t row_begin;    /* rows [row_begin, row_end) of M = prod(lead) */
+  int64_t row_end;      /* or MXFP8_SHARD_END */
+  int64_t col_begin;    /* columns [col_begin, col_end) of K */
+  int64_t col_end;      /* or MXFP8_SHARD_END */
+  /* Several row ranges instead of one, concatenated in this order: piece p is rows
+   * [row_pieces[2p], row_pieces[2p + 1]) (no MXFP8_SHARD_END here), in any order (they may even repeat
+   * rows: a replicated KV head). With pieces, row_begin and row_end must keep their defaults (0, MXFP8_SHARD_END).
+   * NULL / 0: the one range row_begin..row_end. Read during the call only. */
+  size_t num_row_pieces;
+  const int64_t *row_pieces;
+} mxfp8_shard;
+
+#define MXFP8_SHARD_INIT                                          \
+  {                                                               \
+    (uint32_t) sizeof(mxfp8_shard),  /* struct_size */            \
+    0u,                              /* reserved */               \
+    0,                               /* row_begin */              \
+    MXFP8_SHARD_END,                 /* row_end: M */             \
+    0,                               /* col_begin */              \
+    MXFP8_SHARD_END,                 /* col_end: K */             \
+    0,                               /* num_row_pieces */         \
+    NULL                             /* row_pieces: one range */  \
+  }
+
+/* Exports one shard of direction `options->direction` of `tensor`, as mxfp8_export_components exports
+ * the whole:
+ *
+ *   values: (rows, cols). A zero-copy view for one row range, whatever the columns: a strided view with
+ *           the tensor's row stride K (contiguous when the shard spans all of K); it shares memory
+ *           with the source like mxfp8_export_components' values. Several row pieces: a copy.
+ *   scales: the shard's compact scales, (rows, ceil(cols/32)) rowwise, (ceil(rows/32), cols) columnwise.
+ *           A view when the tensor's scales are row-major and the shard's lie as one range whose rows are
+ *           contiguous (or with MXFP8_PADDED_SCALES_STRIDED_VIEW, any one range: a view with the stored
+ *           row stride); otherwise a copy, read straight from the stored (padded or swizzled) scales, of
+ *           only the shard's scales: one kernel launch on options->stream for CUDA memory.
+ *
+ * options as for mxfp8_export_components (NULL: its defaults); options->scales_granularity must be
+ * MXFP8_SCALES_PER_32. `shard` is read during the call only; NULL is an error (MXFP8_SHARD_INIT is the
+ * whole tensor). Same ownership, stream, output and failure rules as mxfp8_export_components. */
+MXFP8_API mxfp8_status mxfp8_export_shard(const mxfp8_tensor *tensor, const mxfp8_shard *shard,
+                                          const mxfp8_export_options *options,
+                                          DLManagedTensorVersioned **values,
+                                          DLManagedTensorVersioned **scales);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

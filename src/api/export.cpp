@@ -67,6 +67,16 @@ void run_jobs_on(DLDevice device, const ScaleJob *jobs, size_t count, void *stre
   where_memory_lives(device, "scales", [&] { run_jobs_host(jobs, count); }, [&] { cuda::run_jobs(jobs, count, stream); });
 }
 
+// A copy from the caller's allocator must not land on the tensor it is made from.
+void check_copy_lands_apart(const mxfp8_tensor &t, const DLManagedTensorVersioned &copy, const char *what) {
+  std::vector<Span> spans;
+  add_read_spans(t, kNoIndex, "the tensor's", spans);
+  const std::string name = cat("the ", what, " copy from options.allocator");  // outlives the check
+  spans.push_back(span_of(byte_pointer(copy.dl_tensor), checked_numel(copy.dl_tensor, what), name.c_str(), kNoIndex,
+                          true));
+  check_no_overlap(spans);
+}
+
 namespace {
 
 ManagedPtr export_values(const mxfp8_tensor &t, const Direction &dir, const mxfp8_export_options &o) {
@@ -94,15 +104,6 @@ std::vector<int64_t> strided_rows(const std::vector<int64_t> &shape, int64_t row
     if (__builtin_mul_overflow(s, shape[i], &s)) s = 0;
   }
   return strides;
-}
-
-// A copy from the caller's allocator must not land on the tensor it is made from.
-void check_copy_lands_apart(const mxfp8_tensor &t, const DLManagedTensorVersioned &copy) {
-  std::vector<Span> spans;
-  add_read_spans(t, kNoIndex, "the tensor's", spans);
-  spans.push_back(span_of(byte_pointer(copy.dl_tensor), checked_numel(copy.dl_tensor, "scales"),
-                          "the scales copy from options.allocator", kNoIndex, true));
-  check_no_overlap(spans);
 }
 
 // One scale per 32x32 block, (ceil(M/32), ceil(K/32)), checked against every stored scale of the block.

@@ -24,16 +24,27 @@ struct ByteMatrix {
 //    dst.cols matrix (dst's strides unused), padding as zeros, from `src` (any strides, e.g. a transposed
 //    view for columnwise scales) or, when `swizzled` is set, from a swizzled buffer of the same matrix:
 //    then it is a copy whose padding is zeroed, since a producer's padding is never trusted.
+// A compact job may read a window of a larger swizzled matrix (a shard, see scale_source.hpp's crop):
+// dst(r, c) is the swizzled matrix's (swizzled_row0 + r, swizzled_col0 + c), where `swizzled` points at
+// the tile holding the window's first scale, swizzled_row0 < 128 and swizzled_col0 < 4 are what is left
+// of the window's origin inside that tile, and tile rows are swizzled_tile_stride tiles apart (the
+// parent's roundup(C, 4) / 4). 0 / 0 / 0: the whole matrix, tile rows roundup(dst.cols, 4) / 4 apart.
 struct ScaleJob {
   const uint8_t *swizzled;
   ByteMatrix src;
   ByteMatrix dst;
   bool to_swizzled = false;
+  int64_t swizzled_row0 = 0;
+  int64_t swizzled_col0 = 0;
+  int64_t swizzled_tile_stride = 0;
 };
 
 // The swizzled buffer of an R x C matrix: roundup(R, 128) * roundup(C, 4) contiguous bytes.
 // `dst` has R rows and C columns, any strides.
 void unswizzle_host(const uint8_t *swizzled, ByteMatrix dst);
+// The window (row0, col0) + dst's extent of the swizzled matrix at `swizzled`, whose tile rows are
+// tile_stride tiles apart (see ScaleJob); unswizzle_host is its whole-matrix case.
+void unswizzle_window_host(const uint8_t *swizzled, int64_t row0, int64_t col0, int64_t tile_stride, ByteMatrix dst);
 // Writes every byte of the swizzled buffer of `src`, padding as zeros.
 void swizzle_host(ByteMatrix src, uint8_t *swizzled);
 // dst = src, same rows and cols.

@@ -17,21 +17,65 @@ struct ScaleSource {
   ByteMatrix row_major;
   int64_t rows;
   int64_t cols;
+  // A window of a larger swizzled matrix (crop()): S here is the stored S's (row0 + r, col0 + c), and the
+  // stored swizzled matrix (S, or S^T when transposed) has padded_cols columns. 0, 0, 0: not a window.
+  int64_t row0 = 0;
+  int64_t col0 = 0;
+  int64_t padded_cols = 0;
 };
+
+// The padded column count of the swizzled matrix that holds `s` (S, or S^T when transposed).
+MXFP8_HOST_DEVICE inline int64_t swizzled_padded_cols(const ScaleSource &s) {
+  if (s.padded_cols) return s.padded_cols;
+  const int64_t cols = s.transposed ? s.rows : s.cols;
+  return (cols + kTileCols - 1) / kTileCols * kTileCols;
+}
 
 MXFP8_HOST_DEVICE inline const uint8_t *scale_address(const ScaleSource &s, int64_t r, int64_t c) {
   if (!s.swizzled) return s.row_major.data + r * s.row_major.row_stride + c * s.row_major.col_stride;
-  const int64_t padded = s.transposed ? (s.rows + kTileCols - 1) / kTileCols * kTileCols
-                                      : (s.cols + kTileCols - 1) / kTileCols * kTileCols;
+  const int64_t padded = swizzled_padded_cols(s);
+  r += s.row0;
+  c += s.col0;
   return s.swizzled + (s.transposed ? swizzled_offset(c, r, padded) : swizzled_offset(r, c, padded));
+}
+
+// Rows [r0, r1) and columns [c0, c1) of S (0 <= r0 <= r1 <= rows, same for columns; checked by the
+// caller): a sub-matrix of a row-major source, a window of a swizzled one. Reads nothing.
+inline ScaleSource crop(const ScaleSource &s, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+  if (r0 == 0 && c0 == 0 && r1 == s.rows && c1 == s.cols) return s;
+  ScaleSource out = s;
+  out.rows = r1 - r0;
+  out.cols = c1 - c0;
+  if (s.swizzled) {
+    out.padded_cols = swizzled_padded_cols(s);
+    out.row0 = s.row0 + r0;
+    out.col0 = s.col0 + c0;
+  } else {
+    out.row_major.data = s.row_major.data + r0 * s.row_major.row_stride + c0 * s.row_major.col_stride;
+    out.row_major.rows = out.rows;
+    out.row_major.cols = out.cols;
+  }
+  return out;
+}
+
+// A job reading the stored swizzled matrix of `s` (S^T when transposed) from the window's first scale:
+// the tile that holds it, what is left of the origin inside that tile, the tile-row stride.
+inline ScaleJob swizzled_window_job(const ScaleSource &s, ByteMatrix dst) {
+  const int64_t padded = swizzled_padded_cols(s), stride = padded / kTileCols;
+  const int64_t r0 = s.transposed ? s.col0 : s.row0, c0 = s.transposed ? s.row0 : s.col0;
+  ScaleJob job{s.swizzled + ((r0 / kTileRows) * stride + c0 / kTileCols) * kTileBytes, ByteMatrix{}, dst};
+  job.swizzled_row0 = r0 % kTileRows;
+  job.swizzled_col0 = c0 % kTileCols;
+  job.swizzled_tile_stride = stride;
+  return job;
 }
 
 // The job writing S compact (rows x cols, row-major, row stride cols) at `dst`. Swizzled columnwise scales
 // are S^T swizzled: the job unswizzles S^T into a transposed view of the output.
 inline ScaleJob compact_job(const ScaleSource &s, uint8_t *dst) {
   if (!s.swizzled) return ScaleJob{nullptr, s.row_major, ByteMatrix{dst, s.rows, s.cols, s.cols, 1}};
-  if (s.transposed) return ScaleJob{s.swizzled, ByteMatrix{}, ByteMatrix{dst, s.cols, s.rows, 1, s.cols}};
-  return ScaleJob{s.swizzled, ByteMatrix{}, ByteMatrix{dst, s.rows, s.cols, s.cols, 1}};
+  if (s.transposed) return swizzled_window_job(s, ByteMatrix{dst, s.cols, s.rows, 1, s.cols});
+  return swizzled_window_job(s, ByteMatrix{dst, s.rows, s.cols, s.cols, 1});
 }
 
 // The job writing S in the 128x4 swizzled layout at `dst`, padding as zeros; the matrix swizzled is S^T
@@ -42,6 +86,7 @@ inline ScaleJob swizzled_job(const ScaleSource &s, bool transposed, uint8_t *dst
   const ByteMatrix out{dst, rows, cols, 0, 0};
   if (s.swizzled) {
     if (s.transposed != transposed) fail(MXFP8_ERROR_INTERNAL, "a swizzled source of the other orientation");
+    if (s.padded_cols) fail(MXFP8_ERROR_INTERNAL, "a swizzled copy of a window of a swizzled matrix");
     return ScaleJob{s.swizzled, ByteMatrix{}, out, true};
   }
   const ByteMatrix &m = s.row_major;

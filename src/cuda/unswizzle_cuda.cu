@@ -44,7 +44,7 @@ namespace {
 constexpr int kWordsPerTile = static_cast<int>(kTileBytes / 4);  // 128: one 32-bit word per tile row
 constexpr int kWordsPerLine = static_cast<int>(kLineBytes / 4);  // 4
 constexpr int kVectorsPerTile = static_cast<int>(kTileBytes / 16);  // 32 16-byte loads per tile
-constexpr int kMaxJobsPerLaunch = 320;  // keeps the kernel parameter under 32 KiB (96-byte jobs)
+constexpr int kMaxJobsPerLaunch = 300;  // keeps the kernel parameter under 32 KiB (104-byte jobs)
 
 // A chunk width: kTiles tiles of one tile row, moved by kTiles * 8 threads holding 4 vectors each.
 template <int kTiles>
@@ -83,6 +83,14 @@ struct DeviceJob {
   int32_t direct;           // narrow matrix: chunks are runs of whole tiles, scattered without a gather
   int32_t tile_rows;        // ceil(rows / 128)
   int32_t to_swizzled;      // writes the swizzled buffer at dst (see ScaleJob)
+  // A window of a larger swizzled matrix (ScaleJob::swizzled_row0 ...): tile rows of the source are
+  // src_tile_stride tiles apart. An origin inside a tile (window_row0, window_col0 not 0) makes every
+  // scale a byte gathered through the swizzle index (`gather`), since the window's tiles are not the
+  // source's; a tile-aligned window moves whole source tiles like any matrix.
+  int32_t src_tile_stride;
+  int16_t window_row0;
+  int8_t window_col0;
+  int8_t gather;
 };
 
 template <int kCapacity>
@@ -90,6 +98,7 @@ struct JobBatch {
   int32_t count;
   DeviceJob jobs[kCapacity];
 };
+static_assert(sizeof(JobBatch<kMaxJobsPerLaunch>) <= 32764, "the batch is one kernel parameter (at most 32764 bytes)");
 
 __device__ uint32_t load_word_bytes(const uint8_t *p, int valid) {
   uint32_t w = 0;
@@ -122,14 +131,26 @@ __device__ Chunk locate(const JobBatch<kCapacity> &batch, int32_t chunk, int &jo
   }
   const int tile_row = local / job.chunks_per_row;
   const int first_tile = (local % job.chunks_per_row) * W::kTilesPerChunk;
-  return Chunk{&job, static_cast<int64_t>(tile_row) * job.tile_cols + first_tile, tile_row, first_tile,
+  return Chunk{&job, static_cast<int64_t>(tile_row) * job.src_tile_stride + first_tile, tile_row, first_tile,
                min(W::kTilesPerChunk, job.tile_cols - first_tile)};
 }
 
 __device__ const uint8_t *swizzled_chunk(const Chunk &c) { return c.job->swizzled + c.linear_tile * kTileBytes; }
 
 __device__ bool vector_loads(const Chunk &c) {
-  return c.job->swizzled && !c.job->to_swizzled && (reinterpret_cast<uintptr_t>(swizzled_chunk(c)) & 15) == 0;
+  return c.job->swizzled && !c.job->to_swizzled && !c.job->gather &&
+         (reinterpret_cast<uintptr_t>(swizzled_chunk(c)) & 15) == 0;
+}
+
+// The `valid` scales of dst row r from column col of a gather job, read byte by byte through the swizzle
+// index of the source (the window's origin inside its first tile added).
+__device__ uint32_t gather_word(const DeviceJob &job, int64_t r, int64_t col, int valid) {
+  const int64_t padded_cols = static_cast<int64_t>(job.src_tile_stride) * kTileCols;
+  uint32_t w = 0;
+  for (int b = 0; b < valid; ++b)
+    w |= static_cast<uint32_t>(job.swizzled[swizzled_offset(job.window_row0 + r, job.window_col0 + col + b, padded_cols)])
+         << (8 * b);
+  return w;
 }
 
 // Issues the 16-byte loads of a swizzled chunk into registers (they complete while the previous chunk
@@ -150,7 +171,7 @@ __device__ void load_chunk(const Chunk &c, uint4 (&regs)[W::kVectorsPerThread]) 
 // byte_offset left the buffer unaligned (correct, slower).
 template <class W>
 __device__ void stage_chunk(const Chunk &c, const uint4 (&regs)[W::kVectorsPerThread], uint32_t *tiles) {
-  if (!c.job->swizzled || c.job->to_swizzled) return;
+  if (!c.job->swizzled || c.job->to_swizzled || c.job->gather) return;
   if (c.job->direct) {  // flat: each thread later scatters exactly the vectors it staged
     const int vectors = c.tiles * kVectorsPerTile;
     if (vector_loads(c)) {
@@ -276,7 +297,7 @@ __device__ void store_chunk(const Chunk &c, const uint32_t *tiles) {
   // A register copy: through the pointer, every global store below could alias the job's fields.
   const DeviceJob job = *c.job;
   constexpr int kQuads = W::kTilesPerChunk / 4;
-  const bool vector_rows = job.word_stores && (reinterpret_cast<uintptr_t>(job.dst) & 15) == 0 &&
+  const bool vector_rows = job.word_stores && !job.gather && (reinterpret_cast<uintptr_t>(job.dst) & 15) == 0 &&
                            (job.dst_row_stride & 15) == 0 &&
                            (job.swizzled || ((reinterpret_cast<uintptr_t>(job.src) & 15) == 0 && (job.src_row_stride & 15) == 0));
   for (int i = threadIdx.x; i < kTileRows * kQuads; i += W::kThreads) {
@@ -299,7 +320,9 @@ __device__ void store_chunk(const Chunk &c, const uint32_t *tiles) {
       if (cj >= job.cols) break;
       const int valid = static_cast<int>(cj + kTileCols <= job.cols ? kTileCols : job.cols - cj);
       uint32_t w;
-      if (job.swizzled) {
+      if (job.gather) {
+        w = gather_word(job, r, cj, valid);
+      } else if (job.swizzled) {
         w = swizzled_word<W>(tiles, j, r_in_tile);
       } else {
         const uint8_t *p = job.src + r * job.src_row_stride + cj;
@@ -403,8 +426,11 @@ void launch_batch(const JobBatch<kCapacity> &batch, int64_t chunks, cudaStream_t
 
 // Narrow swizzled matrices (rows shorter than half a chunk) take direct chunks: whole tiles in storage
 // order, so a chunk stays full however few scales a row holds (an MoE down projection has 24).
+// A window of a larger matrix keeps to tile rows (its tiles are not consecutive in storage).
 bool is_direct(const ScaleJob &job, int tiles_per_chunk) {
-  return job.swizzled && !job.to_swizzled && 2 * ceil_div(job.dst.cols, kTileCols) <= tiles_per_chunk;
+  return job.swizzled && !job.to_swizzled && 2 * ceil_div(job.dst.cols, kTileCols) <= tiles_per_chunk &&
+         job.swizzled_row0 == 0 && job.swizzled_col0 == 0 &&
+         (job.swizzled_tile_stride == 0 || job.swizzled_tile_stride == ceil_div(job.dst.cols, kTileCols));
 }
 
 int64_t chunks_of(const ScaleJob &job, int tiles_per_chunk) {
@@ -439,6 +465,13 @@ int64_t fill_batch(JobBatch<kCapacity> &batch, const ScaleJob *jobs, size_t coun
                     (in.dst.row_stride & 3) == 0;
     j.direct = is_direct(in, W::kTilesPerChunk);
     j.tile_rows = static_cast<int32_t>(ceil_div(j.rows, kTileRows));
+    // Swizzle jobs write (and copy) whole tiles of their own matrix; only compact jobs read windows.
+    if (in.to_swizzled && (in.swizzled_row0 || in.swizzled_col0 || (in.swizzled_tile_stride && in.swizzled_tile_stride != j.tile_cols)))
+      fail(MXFP8_ERROR_INTERNAL, "a swizzle job reading a window of a swizzled matrix");
+    j.src_tile_stride = in.swizzled_tile_stride ? checked_int32(in.swizzled_tile_stride, "scale tile columns") : j.tile_cols;
+    j.window_row0 = static_cast<int16_t>(in.swizzled_row0);
+    j.window_col0 = static_cast<int8_t>(in.swizzled_col0);
+    j.gather = in.swizzled && (in.swizzled_row0 != 0 || in.swizzled_col0 != 0);
     blocks += chunks_of(in, W::kTilesPerChunk);
     checked_int32(blocks, "blocks in one launch");
     ++batch.count;

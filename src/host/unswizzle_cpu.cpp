@@ -10,23 +10,24 @@ namespace mxfp8 {
 
 namespace {
 
-// Rows [r0, r1) of unswizzle_host.
-void unswizzle_rows(const uint8_t *swizzled, ByteMatrix dst, int64_t r0, int64_t r1) {
-  const int64_t padded_cols = round_up(dst.cols, kTileCols);
-  if (dst.col_stride == 1) {
+// Rows [r0, r1) of unswizzle_window_host.
+void unswizzle_rows(const uint8_t *swizzled, int64_t row0, int64_t col0, int64_t tile_stride, ByteMatrix dst,
+                    int64_t r0, int64_t r1) {
+  const int64_t padded_cols = tile_stride * kTileCols;
+  if (dst.col_stride == 1 && col0 % kTileCols == 0) {
     // The 4 scales of one row inside a tile are one aligned word, and the row's next word is one tile
     // (512 bytes) further: move words, not bytes.
     for (int64_t r = r0; r < r1; ++r) {
       uint8_t *row = dst.data + r * dst.row_stride;
-      int64_t c = 0, word = swizzled_offset(r, 0, padded_cols);
+      int64_t c = 0, word = swizzled_offset(row0 + r, col0, padded_cols);
       for (; c + kTileCols <= dst.cols; c += kTileCols, word += kTileBytes) std::memcpy(row + c, swizzled + word, kTileCols);
-      for (; c < dst.cols; ++c) row[c] = swizzled[swizzled_offset(r, c, padded_cols)];
+      for (; c < dst.cols; ++c) row[c] = swizzled[swizzled_offset(row0 + r, col0 + c, padded_cols)];
     }
     return;
   }
   for (int64_t r = r0; r < r1; ++r)
     for (int64_t c = 0; c < dst.cols; ++c)
-      dst.data[r * dst.row_stride + c * dst.col_stride] = swizzled[swizzled_offset(r, c, padded_cols)];
+      dst.data[r * dst.row_stride + c * dst.col_stride] = swizzled[swizzled_offset(row0 + r, col0 + c, padded_cols)];
 }
 
 }  // namespace
@@ -34,10 +35,14 @@ void unswizzle_rows(const uint8_t *swizzled, ByteMatrix dst, int64_t r0, int64_t
 // Rows split across threads (host_threads.hpp); each row moves 2 * cols bytes. Every function here
 // returns first for an empty matrix, so the work follows the bytes, never a dimension of an empty matrix
 // (2^40 rows of 0 columns would otherwise be visited one by one).
-void unswizzle_host(const uint8_t *swizzled, ByteMatrix dst) {
+void unswizzle_window_host(const uint8_t *swizzled, int64_t row0, int64_t col0, int64_t tile_stride, ByteMatrix dst) {
   if (dst.rows == 0 || dst.cols == 0) return;
   parallel_for(dst.rows, 2 * dst.rows * dst.cols,
-               [&](int64_t r0, int64_t r1) { unswizzle_rows(swizzled, dst, r0, r1); });
+               [&](int64_t r0, int64_t r1) { unswizzle_rows(swizzled, row0, col0, tile_stride, dst, r0, r1); });
+}
+
+void unswizzle_host(const uint8_t *swizzled, ByteMatrix dst) {
+  unswizzle_window_host(swizzled, 0, 0, ceil_div(dst.cols, kTileCols), dst);
 }
 
 void swizzle_host(ByteMatrix src, uint8_t *swizzled) {
@@ -84,7 +89,8 @@ void run_job_host(const ScaleJob &job) {
     if (job.swizzled) copy_swizzled_host(job.swizzled, job.dst.data, job.dst.rows, job.dst.cols);
     else swizzle_host(job.src, job.dst.data);
   } else if (job.swizzled) {
-    unswizzle_host(job.swizzled, job.dst);
+    const int64_t stride = job.swizzled_tile_stride ? job.swizzled_tile_stride : ceil_div(job.dst.cols, kTileCols);
+    unswizzle_window_host(job.swizzled, job.swizzled_row0, job.swizzled_col0, stride, job.dst);
   } else {
     copy_matrix_host(job.src, job.dst);
   }

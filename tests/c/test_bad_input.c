@@ -1236,6 +1236,86 @@ static void test_hostile_input(void **state) {
   EXPECT(untouched, "%s: an output, an input or a deleter count changed", c->name);
 }
 
+
+/* mxfp8_export_shard: boundaries the direction's scale blocks do not allow, ranges outside the tensor or
+ * empty, malformed shards. Rowwise cases use the base (100, 48) tensor; columnwise ones the same shape
+ * with columnwise data and TE-padded (4, 128) scales. Nothing is written, nothing is taken. */
+typedef struct {
+  const char *name;
+  int columnwise, null_shard, granularity_32x32, direction_missing;
+  mxfp8_shard shard;
+  int64_t pieces[4];
+  size_t num_pieces;
+  int pieces_null;
+  mxfp8_status status;
+  const char *message;
+} shard_case;
+
+#define SHARD(size, res, rb, re, cb, ce) { (uint32_t)(size), res, rb, re, cb, ce, 0, NULL }
+#define WHOLE SHARD(sizeof(mxfp8_shard), 0u, 0, MXFP8_SHARD_END, 0, MXFP8_SHARD_END)
+static const shard_case kShardCases[] = {
+    {"shard is NULL", 0, 1, 0, 0, WHOLE, {0}, 0, 0, MXFP8_ERROR_INVALID_ARGUMENT, "shard is NULL"},
+    {"shard struct_size 0", 0, 0, 0, 0, SHARD(0, 0u, 0, -1, 0, -1), {0}, 0, 0, MXFP8_ERROR_INVALID_ARGUMENT, "MXFP8_SHARD_INIT"},
+    {"shard reserved not zero", 0, 0, 0, 0, SHARD(sizeof(mxfp8_shard), 7u, 0, -1, 0, -1), {0}, 0, 0, MXFP8_ERROR_INVALID_ARGUMENT, "shard.reserved is 7"},
+    {"rowwise shard starting inside a K block", 0, 0, 0, 0, SHARD(sizeof(mxfp8_shard), 0u, 0, -1, 16, -1), {0}, 0, 0, MXFP8_ERROR_INVALID_ARGUMENT, "shard.col_begin is 16, not a multiple of 32"},
+    {"rowwise shard ending inside a K block", 0, 0, 0, 0, SHARD(sizeof(mxfp8_shard), 0u, 0, -1, 0, 40), {0}, 0, 0, MXFP8_ERROR_INVALID_ARGUMENT, "shard.col_end is 40, not a multiple of 32"},
+    {"columns past K", 0, 0, 0, 0, SHARD(sizeof(mxfp8_shard), 0u, 0, -1, 32, 64), {0}, 0, 0, MXFP8_ERROR_INVALID_ARGUMENT, "shard.col_end is 64, outside the tensor's 48 columns"},
+    {"rows past M", 0, 0, 0, 0, SHARD(sizeof(mxfp8_shard), 0u, 50, 101, 0, -1), {0}, 0, 0, MXFP8_ERROR_INVALID_ARGUMENT, "shard.row_end is 101, outside the tensor's 100 rows"},
+    {"negative row_begin", 0, 0, 0, 0, SHARD(sizeof(mxfp8_shard), 0u, -5, 10, 0, -1), {0}, 0, 0, MXFP8_ERROR_INVALID_ARGUMENT, "shard.row_begin is -5"},
+    {"empty row range", 0, 0, 0, 0, SHARD(sizeof(mxfp8_shard), 0u, 40, 40, 0, -1), {0}, 0, 0, MXFP8_ERROR_INVALID_ARGUMENT, "rows [40, 40) are empty"},
+    {"row range backwards", 0, 0, 0, 0, SHARD(sizeof(mxfp8_shard), 0u, 50, 40, 0, -1), {0}, 0, 0, MXFP8_ERROR_INVALID_ARGUMENT, "run backwards"},
+    {"empty column range", 0, 0, 0, 0, SHARD(sizeof(mxfp8_shard), 0u, 0, -1, 32, 32), {0}, 0, 0, MXFP8_ERROR_INVALID_ARGUMENT, "columns [32, 32) are empty"},
+    {"row_pieces NULL with a count", 0, 0, 0, 0, WHOLE, {0}, 2, 1, MXFP8_ERROR_INVALID_ARGUMENT, "shard.row_pieces is NULL but shard.num_row_pieces is 2"},
+    {"row_pieces and row_begin both set", 0, 0, 0, 0, SHARD(sizeof(mxfp8_shard), 0u, 10, -1, 0, -1), {0, 10, 20, 30}, 2, 0, MXFP8_ERROR_INVALID_ARGUMENT, "sets both row_begin / row_end"},
+    {"a row piece past M", 0, 0, 0, 0, WHOLE, {0, 10, 90, 120}, 2, 0, MXFP8_ERROR_INVALID_ARGUMENT, "shard.row_pieces[3] is 120, outside the tensor's 100 rows"},
+    {"an empty row piece", 0, 0, 0, 0, WHOLE, {0, 10, 20, 20}, 2, 0, MXFP8_ERROR_INVALID_ARGUMENT, "rows [20, 20) are empty"},
+    {"columnwise shard starting inside an M block", 1, 0, 0, 0, SHARD(sizeof(mxfp8_shard), 0u, 16, -1, 0, -1), {0}, 0, 0, MXFP8_ERROR_INVALID_ARGUMENT, "shard.row_begin is 16, not a multiple of 32"},
+    {"columnwise shard ending inside an M block", 1, 0, 0, 0, SHARD(sizeof(mxfp8_shard), 0u, 0, 50, 0, -1), {0}, 0, 0, MXFP8_ERROR_INVALID_ARGUMENT, "columnwise scale blocks run 32 along M"},
+    {"columnwise piece in the partial block before another", 1, 0, 0, 0, WHOLE, {64, 100, 0, 32}, 2, 0, MXFP8_ERROR_INVALID_ARGUMENT, "only its last piece may end in the tensor's partial last block"},
+    {"32x32 granularity", 0, 0, 1, 0, WHOLE, {0}, 0, 0, MXFP8_ERROR_INVALID_ARGUMENT, "options.scales_granularity must be MXFP8_SCALES_PER_32"},
+    {"a direction the tensor lacks", 0, 0, 0, 1, WHOLE, {0}, 0, 0, MXFP8_ERROR_MISSING_DATA, "no columnwise data"},
+};
+
+static void test_bad_shard_input(void **state) {
+  const shard_case *c = (const shard_case *)*state;
+  create_fixture f;
+  setup_create(&f);
+  test_tensor *col_scales = NULL;
+  if (c->columnwise) {
+    const int64_t col_scale_shape[2] = {4, 128};
+    col_scales = test_tensor_new(2, col_scale_shape, kDLUInt, 1);
+    f.desc.rowwise_data = NULL;
+    f.desc.rowwise_scale_inv = NULL;
+    f.desc.columnwise_data = &f.col_data->managed;
+    f.desc.columnwise_scale_inv = &col_scales->managed;
+  }
+  mxfp8_tensor *tensor = NULL;
+  assert_int_equal(mxfp8_tensor_create(&f.desc, &tensor), MXFP8_OK);
+  mxfp8_shard shard = c->shard;
+  if (c->num_pieces) {
+    shard.num_row_pieces = c->num_pieces;
+    shard.row_pieces = c->pieces_null ? NULL : c->pieces;
+  }
+  mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
+  o.direction = c->columnwise || c->direction_missing ? MXFP8_DIRECTION_COLUMNWISE : MXFP8_DIRECTION_ROWWISE;
+  if (c->granularity_32x32) o.scales_granularity = MXFP8_SCALES_PER_32X32;
+  o.allocator = poisoned_allocator;
+  const int allocations_before = poisoned_allocator_calls;
+  DLManagedTensorVersioned *sentinel = (DLManagedTensorVersioned *)(uintptr_t)0xBAD;
+  DLManagedTensorVersioned *values = sentinel, *scales = sentinel;
+  const mxfp8_status st = mxfp8_export_shard(tensor, c->null_shard ? NULL : &shard, &o, &values, &scales);
+  record_for_doc("mxfp8_export_shard", c->name, st);
+  EXPECT(st == c->status, "%s: status %d (%s), expected %d", c->name, st, mxfp8_last_error(), c->status);
+  assert_last_error_contains(c->message);
+  EXPECT(values == sentinel && scales == sentinel, "%s: an output was written", c->name);
+  EXPECT(poisoned_allocator_calls == allocations_before, "%s: the allocator was called", c->name);
+  mxfp8_tensor_release(tensor);
+  test_tensor_free(f.data);
+  test_tensor_free(f.scales);
+  test_tensor_free(f.col_data);
+  if (col_scales) test_tensor_free(col_scales);
+}
+
 int main(void) {
   enum {
     NC = sizeof(kCreateCases) / sizeof(kCreateCases[0]),
@@ -1244,9 +1324,10 @@ int main(void) {
     NQ = sizeof(kQuantizeCases) / sizeof(kQuantizeCases[0]),
     ND = sizeof(kDequantizeCases) / sizeof(kDequantizeCases[0]),
     NH = sizeof(kHostileCases) / sizeof(kHostileCases[0]),
-    NI = sizeof(kImportCases) / sizeof(kImportCases[0])
+    NI = sizeof(kImportCases) / sizeof(kImportCases[0]),
+    NS = sizeof(kShardCases) / sizeof(kShardCases[0])
   };
-  struct CMUnitTest tests[NC + NE + NB + NQ + ND + NH + NI];
+  struct CMUnitTest tests[NC + NE + NB + NQ + ND + NH + NI + NS];
   for (int i = 0; i < NC; ++i) {
     struct CMUnitTest t = cmocka_unit_test_prestate(test_bad_create_input, (void *)&kCreateCases[i]);
     t.name = kCreateCases[i].name;
@@ -1281,6 +1362,11 @@ int main(void) {
     struct CMUnitTest t = cmocka_unit_test_prestate(test_bad_import_input, (void *)&kImportCases[i]);
     t.name = kImportCases[i].name;
     tests[NC + NE + NB + NQ + ND + NH + i] = t;
+  }
+  for (int i = 0; i < NS; ++i) {
+    struct CMUnitTest t = cmocka_unit_test_prestate(test_bad_shard_input, (void *)&kShardCases[i]);
+    t.name = kShardCases[i].name;
+    tests[NC + NE + NB + NQ + ND + NH + NI + i] = t;
   }
   const int failed = cmocka_run_group_tests_name("bad input (status, message, nothing taken or changed)", tests, NULL, NULL);
   const char *doc = getenv("MXFP8_ERRORS_MD");

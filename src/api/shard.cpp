@@ -1,0 +1,214 @@
+// Resharding: a caller's mxfp8_shard checked against a tensor, the jobs that read only the shard's bytes
+// out of the stored (row-major, padded or swizzled) scales, and mxfp8_export_shard.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "api/export_internal.hpp"
+#include "api/shard.hpp"
+#include "core/dlpack_tensor.hpp"
+#include "core/dltensor_checks.hpp"
+#include "core/error.hpp"
+#include "core/shape.hpp"
+#include "core/sized_struct.hpp"
+
+namespace mxfp8 {
+namespace {
+
+// The most row pieces one shard may name: a fused weight has a handful; this only keeps a wild count
+// from reaching the allocator.
+constexpr size_t kMostPieces = size_t{1} << 24;
+
+// One range [begin, end) of a dimension of `extent`, `end` possibly MXFP8_SHARD_END: inside the dimension,
+// not reversed, empty only when the dimension is. Returns the range with the end resolved.
+RowRange check_range(const char *name, const char *begin_field, const char *end_field, int64_t begin, int64_t end,
+                     int64_t extent, const char *unit, bool end_may_be_open) {
+  if (end == MXFP8_SHARD_END && end_may_be_open) end = extent;
+  if (begin < 0 || begin > extent)
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, name, ".", begin_field, " is ", begin, ", outside the tensor's ", extent, " ",
+         unit, " (0..", extent, ")");
+  if (end < 0 || end > extent)
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, name, ".", end_field, " is ", end, ", outside the tensor's ", extent, " ", unit,
+         " (0..", extent, end_may_be_open ? ", or MXFP8_SHARD_END)" : ")");
+  if (end < begin)
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, name, ": ", unit, " [", begin, ", ", end, ") run backwards (", begin_field,
+         " > ", end_field, ")");
+  if (end == begin && extent > 0)
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, name, ": ", unit, " [", begin, ", ", end, ") are empty: a shard holds at least one ",
+         unit == std::string("rows") ? "row" : "column", " of each range");
+  return RowRange{begin, end};
+}
+
+// A boundary of the block axis: a multiple of 32, or the dimension's end.
+void check_block_boundary(const char *name, const char *field, int64_t at, int64_t extent, const char *axis,
+                          const char *direction) {
+  if (at % kBlockSize != 0 && at != extent)
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, name, ".", field, " is ", at, ", not a multiple of 32 (nor the tensor's ", extent,
+         "): ", direction, " scale blocks run 32 ", axis, ", so a shard of them starts and ends at a block boundary");
+}
+
+}  // namespace
+
+RowRange Shard::scale_rows_of(const RowRange &piece) const {
+  if (!columnwise) return piece;
+  return RowRange{piece.begin / kBlockSize, ceil_div(piece.end, kBlockSize)};
+}
+
+Shard resolve_shard(const mxfp8_shard *given, int64_t rows, int64_t cols, bool columnwise, const char *name) {
+  const mxfp8_shard defaults = MXFP8_SHARD_INIT;
+  const mxfp8_shard s = read_sized_struct(given, defaults, sizeof(mxfp8_shard), name, "MXFP8_SHARD_INIT");
+  if (s.reserved != 0) fail(MXFP8_ERROR_INVALID_ARGUMENT, name, ".reserved is ", s.reserved, ", must be 0");
+  Shard out;
+  out.columnwise = columnwise;
+  const RowRange c = check_range(name, "col_begin", "col_end", s.col_begin, s.col_end, cols, "columns", true);
+  out.col_begin = c.begin;
+  out.col_end = c.end;
+  if (!columnwise) {
+    check_block_boundary(name, "col_begin", c.begin, cols, "along K", "rowwise");
+    check_block_boundary(name, "col_end", c.end, cols, "along K", "rowwise");
+  }
+
+  if (s.num_row_pieces == 0) {
+    out.pieces.push_back(check_range(name, "row_begin", "row_end", s.row_begin, s.row_end, rows, "rows", true));
+  } else {
+    if (!s.row_pieces)
+      fail(MXFP8_ERROR_INVALID_ARGUMENT, name, ".row_pieces is NULL but ", name, ".num_row_pieces is ", s.num_row_pieces);
+    if (s.num_row_pieces > kMostPieces)
+      fail(MXFP8_ERROR_INVALID_ARGUMENT, name, ".num_row_pieces is ", s.num_row_pieces, ", more than ", kMostPieces);
+    if (s.row_begin != 0 || s.row_end != MXFP8_SHARD_END)
+      fail(MXFP8_ERROR_INVALID_ARGUMENT, name, " sets both row_begin / row_end (", s.row_begin, ", ", s.row_end,
+           ") and row_pieces: leave row_begin 0 and row_end MXFP8_SHARD_END when the rows come in pieces");
+    out.pieces.reserve(s.num_row_pieces);
+    for (size_t p = 0; p < s.num_row_pieces; ++p) {
+      char begin_field[48], end_field[48];
+      std::snprintf(begin_field, sizeof begin_field, "row_pieces[%zu]", 2 * p);
+      std::snprintf(end_field, sizeof end_field, "row_pieces[%zu]", 2 * p + 1);
+      out.pieces.push_back(
+          check_range(name, begin_field, end_field, s.row_pieces[2 * p], s.row_pieces[2 * p + 1], rows, "rows", false));
+    }
+  }
+  for (size_t p = 0; p < out.pieces.size(); ++p) {
+    const RowRange &r = out.pieces[p];
+    if (columnwise) {
+      char begin_field[48], end_field[48];
+      std::snprintf(begin_field, sizeof begin_field, s.num_row_pieces ? "row_pieces[%zu]" : "row_begin", 2 * p);
+      std::snprintf(end_field, sizeof end_field, s.num_row_pieces ? "row_pieces[%zu]" : "row_end", 2 * p + 1);
+      check_block_boundary(name, begin_field, r.begin, rows, "along M", "columnwise");
+      check_block_boundary(name, end_field, r.end, rows, "along M", "columnwise");
+      if (p + 1 < out.pieces.size() && r.end % kBlockSize != 0)
+        fail(MXFP8_ERROR_INVALID_ARGUMENT, name, ".", end_field, " is ", r.end, ", the end of a partial block, but "
+             "pieces follow it: a columnwise shard's blocks of 32 rows must line up, so only its last piece may end "
+             "in the tensor's partial last block");
+    }
+    out.rows += r.end - r.begin;  // at most kMostPieces ranges of at most `rows` each: no int64 overflow
+  }
+  checked_mul(out.rows, out.cols(), "the shard's values");
+  out.scale_rows = columnwise ? ceil_div(out.rows, kBlockSize) : out.rows;
+  out.scale_cols = columnwise ? out.cols() : ceil_div(out.cols(), kBlockSize);
+  return out;
+}
+
+void add_shard_scale_jobs(std::vector<ScaleJob> &jobs, const ScaleSource &source, const Shard &shard, uint8_t *dst) {
+  const int64_t c0 = shard.columnwise ? shard.col_begin : shard.col_begin / kBlockSize;
+  const int64_t c1 = c0 + shard.scale_cols;
+  int64_t at = 0;  // the shard's S rows written so far
+  for (const RowRange &piece : shard.pieces) {
+    const RowRange r = shard.scale_rows_of(piece);
+    if (r.end > r.begin && c1 > c0)
+      jobs.push_back(compact_job(crop(source, r.begin, r.end, c0, c1), dst + at * shard.scale_cols));
+    at += r.end - r.begin;
+  }
+}
+
+void add_shard_value_jobs(std::vector<ScaleJob> &jobs, const uint8_t *values, int64_t cols, const Shard &shard,
+                          uint8_t *dst) {
+  const int64_t width = shard.cols();
+  int64_t at = 0;
+  for (const RowRange &piece : shard.pieces) {
+    const int64_t n = piece.end - piece.begin;
+    const uint8_t *src = values + piece.begin * cols + shard.col_begin;
+    if (width == cols) {  // whole rows lie back to back: one flat copy (the copy engine's, when large)
+      add_copy_jobs(jobs, src, dst + at * width, n * width);
+    } else if (n > 0 && width > 0) {
+      jobs.push_back(ScaleJob{nullptr, ByteMatrix{const_cast<uint8_t *>(src), n, width, cols, 1},
+                              ByteMatrix{dst + at * width, n, width, width, 1}});
+    }
+    at += n;
+  }
+}
+
+namespace {
+
+ManagedPtr export_shard_values(const mxfp8_tensor &t, const Direction &dir, const Shard &s, const mxfp8_export_options &o) {
+  const DLManagedTensorVersioned &src = *dir.data;
+  const DLDataType dtype = values_dtype(t.format, o.values_dtype);
+  std::vector<int64_t> shape{s.rows, s.cols()};
+  if (s.pieces.size() == 1) {  // one range: a view with the tensor's row stride
+    DLTensor base = src.dl_tensor;
+    if (s.values_bytes() > 0)
+      base.byte_offset += static_cast<uint64_t>(s.pieces[0].begin * t.cols + s.col_begin);
+    return make_view(keep_alive(&t), base, dtype, std::move(shape), {t.cols, 1}, src.flags & DLPACK_FLAG_BITMASK_READ_ONLY);
+  }
+  ManagedPtr out = allocate_copy(t.device, dtype, shape, Allocation{o.allocator, o.stream});
+  if (s.values_bytes() == 0) return out;
+  check_copy_lands_apart(t, *out, "values");
+  std::vector<ScaleJob> jobs;
+  add_shard_value_jobs(jobs, dir.data_begin, t.cols, s, byte_pointer(out->dl_tensor));
+  run_jobs_on(t.device, jobs.data(), jobs.size(), o.stream);
+  return out;
+}
+
+ManagedPtr export_shard_scales(const mxfp8_tensor &t, const Direction &dir, const Shard &s, const mxfp8_export_options &o) {
+  const DLDataType dtype = scales_dtype(o.scales_dtype);
+  std::vector<int64_t> shape{s.scale_rows, s.scale_cols};
+  if (!dir.source.swizzled && s.pieces.size() == 1) {
+    const RowRange r = s.scale_rows_of(s.pieces[0]);
+    const int64_t c0 = s.columnwise ? s.col_begin : s.col_begin / kBlockSize;
+    const ByteMatrix m = crop(dir.source, r.begin, r.end, c0, c0 + s.scale_cols).row_major;
+    if (s.scale_rows <= 1 || m.row_stride == s.scale_cols || o.padded_scales == MXFP8_PADDED_SCALES_STRIDED_VIEW) {
+      const DLManagedTensorVersioned &src = *dir.scales;
+      DLTensor base = src.dl_tensor;
+      if (s.scales_bytes() > 0) base.byte_offset = static_cast<uint64_t>(m.data - static_cast<uint8_t *>(base.data));
+      const int64_t row_stride = s.scale_rows <= 1 ? s.scale_cols : m.row_stride;
+      return make_view(keep_alive(&t), base, dtype, std::move(shape), {row_stride, 1},
+                       src.flags & DLPACK_FLAG_BITMASK_READ_ONLY);
+    }
+  }
+  ManagedPtr out = allocate_copy(t.device, dtype, shape, Allocation{o.allocator, o.stream});
+  if (s.scales_bytes() == 0) return out;
+  check_copy_lands_apart(t, *out);
+  std::vector<ScaleJob> jobs;
+  add_shard_scale_jobs(jobs, dir.source, s, byte_pointer(out->dl_tensor));
+  run_jobs_on(t.device, jobs.data(), jobs.size(), o.stream);
+  return out;
+}
+
+}  // namespace
+}  // namespace mxfp8
+
+using namespace mxfp8;
+
+extern "C" MXFP8_API mxfp8_status mxfp8_export_shard(const mxfp8_tensor *tensor, const mxfp8_shard *shard,
+                                                     const mxfp8_export_options *options,
+                                                     DLManagedTensorVersioned **values,
+                                                     DLManagedTensorVersioned **scales) {
+  return guarded([&] {
+    if (!tensor) fail(MXFP8_ERROR_INVALID_ARGUMENT, "tensor is NULL");
+    if (!shard) fail(MXFP8_ERROR_INVALID_ARGUMENT, "shard is NULL: pass one set with MXFP8_SHARD_INIT (the whole tensor)");
+    if (!values && !scales) fail(MXFP8_ERROR_INVALID_ARGUMENT, "values and scales are both NULL: nothing to export");
+    if (values == scales)
+      fail(MXFP8_ERROR_INVALID_ARGUMENT, "values and scales point to the same place: each output needs its own pointer");
+    const mxfp8_export_options o = read_options(options);
+    if (o.scales_granularity != MXFP8_SCALES_PER_32)
+      fail(MXFP8_ERROR_INVALID_ARGUMENT, "a shard exports the stored per-32 scales: options.scales_granularity must be "
+           "MXFP8_SCALES_PER_32");
+    const auto direction = static_cast<mxfp8_direction>(o.direction);
+    const Direction &dir = require_direction(*tensor, direction);
+    const Shard s = resolve_shard(shard, tensor->rows, tensor->cols, direction == MXFP8_DIRECTION_COLUMNWISE, "shard");
+    // Scales first, as mxfp8_export_components does; a failure after releases what was made.
+    ManagedPtr scales_out = scales ? export_shard_scales(*tensor, dir, s, o) : nullptr;
+    ManagedPtr values_out = values ? export_shard_values(*tensor, dir, s, o) : nullptr;
+    if (scales) *scales = scales_out.release();
+    if (values) *values = values_out.release();
+  });
+}

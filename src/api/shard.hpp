@@ -1,0 +1,50 @@
+// A caller's mxfp8_shard, checked against one direction of one tensor, and the jobs that move the shard's
+// values and compact scales straight out of the tensor's storage: what mxfp8_export_shard, the sharded
+// bucket export and the sharded import share.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "mxfp8/mxfp8.h"
+#include "core/scale_copy.hpp"
+#include "core/scale_source.hpp"
+
+namespace mxfp8 {
+
+struct RowRange {
+  int64_t begin;
+  int64_t end;
+};
+
+// A legal shard: its row pieces (rows of M, in output order), its columns, and its compact scale matrix
+// (rowwise (rows, ceil(cols/32)); columnwise (ceil(rows/32), cols)).
+struct Shard {
+  std::vector<RowRange> pieces;
+  int64_t rows = 0;
+  int64_t col_begin = 0;
+  int64_t col_end = 0;
+  int64_t scale_rows = 0;
+  int64_t scale_cols = 0;
+  bool columnwise = false;
+  int64_t cols() const { return col_end - col_begin; }
+  int64_t values_bytes() const { return rows * cols(); }
+  int64_t scales_bytes() const { return scale_rows * scale_cols; }
+  // The rows of the shard's S that piece p fills, and where they start in the stored S.
+  RowRange scale_rows_of(const RowRange &piece) const;
+};
+
+// Checks `given` (NULL: the whole tensor) against a tensor of `rows` x `cols` values whose scale blocks
+// run along K (rowwise) or along M (columnwise). `name` names the shard in messages ("shard",
+// "shards[3]"). Fails with MXFP8_ERROR_INVALID_ARGUMENT naming the field and the rule it breaks.
+Shard resolve_shard(const mxfp8_shard *given, int64_t rows, int64_t cols, bool columnwise, const char *name);
+
+// The jobs writing the shard's compact scales, row-major, at `dst` (scale_rows x scale_cols), read from
+// `source` (the tensor's whole S, as stored).
+void add_shard_scale_jobs(std::vector<ScaleJob> &jobs, const ScaleSource &source, const Shard &shard, uint8_t *dst);
+// The jobs copying the shard's values, row-major (rows x cols), to `dst` from the tensor's row-major
+// values (`cols` = K per row).
+void add_shard_value_jobs(std::vector<ScaleJob> &jobs, const uint8_t *values, int64_t cols, const Shard &shard,
+                          uint8_t *dst);
+
+}  // namespace mxfp8
