@@ -198,6 +198,92 @@ static void test_gpu_export_equals_host_export_and_reference(void **state) {
   }
 }
 
+/* Shards on the GPU against the crop of S the test drew: tile-aligned windows (whole source tiles),
+ * windows starting inside a tile (the gather path), one block, the last partial block, row pieces. */
+static void test_gpu_shard_equals_crop(void **state) {
+  (void)state;
+  REQUIRE_GPU();
+  uint64_t rng = 2020;
+  static const int64_t shapes[][2] = {{100, 48}, {1000, 8192}, {257, 200}, {640, 1056}, {300, 33}, {2048, 4096}};
+  for (size_t n = 0; n < sizeof shapes / sizeof shapes[0]; ++n)
+    for (int storage = 0; storage < 3; ++storage)
+      for (int columnwise = 0; columnwise < 2; ++columnwise)
+        for (int trial = 0; trial < 6; ++trial) {
+          const int64_t rows = shapes[n][0], k = shapes[n][1];
+          test_tensor *hd, *hs;
+          int64_t r, c;
+          uint8_t *s = make_host_tensor(rows, k, storage, columnwise, &rng, &hd, &hs, &r, &c);
+          gpu_tensor *gd = upload(hd, 0), *gs = upload(hs, trial == 5 ? 3 : 0);
+          mxfp8_tensor *gt = create_on(&gd->managed, &gs->managed, storage, columnwise);
+          /* Block-axis and free-axis ranges: aligned to whole tiles on even trials, anywhere on odd ones. */
+          const int64_t block_extent = columnwise ? rows : k, free_extent = columnwise ? k : rows;
+          const int64_t blocks = ref_ceil_div(block_extent, 32);
+          int64_t b0 = (int64_t)(rng_next(&rng) % (uint64_t)blocks), b1 = trial == 1 ? b0 + 1 : blocks;
+          if (trial % 2 == 0) b0 = b0 / 4 * 4;
+          int64_t f0 = (int64_t)(rng_next(&rng) % (uint64_t)free_extent);
+          if (trial % 2 == 0) f0 = f0 / 128 * 128;
+          int64_t f1 = f0 + 1 + (int64_t)(rng_next(&rng) % (uint64_t)(free_extent - f0));
+          mxfp8_shard shard = MXFP8_SHARD_INIT;
+          int64_t pieces[4];
+          const int64_t be = 32 * b1 < block_extent ? 32 * b1 : block_extent;
+          if (columnwise) {
+            shard.row_begin = 32 * b0, shard.row_end = be, shard.col_begin = f0, shard.col_end = f1;
+          } else {
+            shard.row_begin = f0, shard.row_end = f1, shard.col_begin = 32 * b0, shard.col_end = be;
+            if (trial == 3 && f1 - f0 > 2) { /* two pieces, the second before the first */
+              pieces[0] = (f0 + f1) / 2, pieces[1] = f1, pieces[2] = f0, pieces[3] = (f0 + f1) / 2;
+              shard.row_begin = 0, shard.row_end = MXFP8_SHARD_END, shard.num_row_pieces = 2, shard.row_pieces = pieces;
+            }
+          }
+          mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
+          o.direction = columnwise;
+          o.allocator = trial == 5 ? poisoned_device_allocator : NULL;
+          DLManagedTensorVersioned *values = NULL, *scales = NULL;
+          EXPECT(mxfp8_export_shard(gt, &shard, &o, &values, &scales) == MXFP8_OK, "shard: %s", mxfp8_last_error());
+          CUDA_OK(cudaDeviceSynchronize());
+          const int64_t sr = scales->dl_tensor.shape[0], sc = scales->dl_tensor.shape[1];
+          uint8_t *got = malloc((size_t)(sr * sc) + 1);
+          for (int64_t y = 0; y < sr; ++y)
+            CUDA_OK(cudaMemcpy(got + y * sc, (uint8_t *)scales->dl_tensor.data + scales->dl_tensor.byte_offset + y * scales->dl_tensor.strides[0],
+                               (size_t)sc, cudaMemcpyDeviceToHost));
+          const size_t npieces = shard.num_row_pieces ? 2 : 1;
+          const int64_t one_range[2] = {shard.row_begin, shard.row_end};
+          const int64_t *pr = shard.num_row_pieces ? pieces : one_range;
+          const int64_t c0 = columnwise ? shard.col_begin : shard.col_begin / 32;
+          int64_t out = 0;
+          for (size_t p = 0; p < npieces; ++p) {
+            const int64_t y0 = columnwise ? pr[2 * p] / 32 : pr[2 * p];
+            const int64_t y1 = columnwise ? ref_ceil_div(pr[2 * p + 1], 32) : pr[2 * p + 1];
+            for (int64_t y = y0; y < y1; ++y, ++out)
+              for (int64_t x = 0; x < sc; ++x)
+                EXPECT(got[out * sc + x] == s[y * c + c0 + x], "(%lld, %lld) storage %d col %d trial %d: scale (%lld, %lld)",
+                       (long long)rows, (long long)k, storage, columnwise, trial, (long long)out, (long long)x);
+          }
+          EXPECT(out == sr, "scale rows %lld, expected %lld", (long long)out, (long long)sr);
+          /* Values: a view of one range, a copy of pieces; either way the rows of the shard. */
+          const int64_t vr = values->dl_tensor.shape[0], vc = values->dl_tensor.shape[1];
+          uint8_t *vals = malloc((size_t)(vr * vc) + 1);
+          for (int64_t y = 0; y < vr; ++y)
+            CUDA_OK(cudaMemcpy(vals + y * vc, (uint8_t *)values->dl_tensor.data + values->dl_tensor.byte_offset + y * values->dl_tensor.strides[0],
+                               (size_t)vc, cudaMemcpyDeviceToHost));
+          out = 0;
+          for (size_t p = 0; p < npieces; ++p)
+            for (int64_t y = pr[2 * p]; y < pr[2 * p + 1]; ++y, ++out)
+              EXPECT(memcmp(vals + out * vc, hd->buffer + y * k + shard.col_begin, (size_t)vc) == 0, "values row %lld", (long long)out);
+          free(vals);
+          free(got);
+          release_managed(values);
+          release_managed(scales);
+          mxfp8_tensor_release(gt);
+          CUDA_OK(cudaDeviceSynchronize());
+          free(s);
+          gpu_tensor_free(gd);
+          gpu_tensor_free(gs);
+          test_tensor_free(hd);
+          test_tensor_free(hs);
+        }
+}
+
 static void CUDART_CB sleep_a_while(void *arg) {
   (void)arg;
   struct timespec ts = {0, 50 * 1000 * 1000};
@@ -667,6 +753,7 @@ static void test_gpu_grouped_stacked_equals_reference(void **state) { (void)stat
 static void test_gpu_bucket_equals_host_bucket(void **state) { (void)state; REQUIRE_GPU(); }
 static void test_gpu_swizzle_pair_matches_formula(void **state) { (void)state; REQUIRE_GPU(); }
 static void test_prepared_export_replays_in_a_cuda_graph(void **state) { (void)state; REQUIRE_GPU(); }
+static void test_gpu_shard_equals_crop(void **state) { (void)state; REQUIRE_GPU(); }
 #endif
 
 int main(void) {
@@ -680,6 +767,7 @@ int main(void) {
       cmocka_unit_test(test_gpu_bucket_equals_host_bucket),
       cmocka_unit_test(test_gpu_swizzle_pair_matches_formula),
       cmocka_unit_test(test_prepared_export_replays_in_a_cuda_graph),
+      cmocka_unit_test(test_gpu_shard_equals_crop),
   };
   return cmocka_run_group_tests_name("CUDA path", tests, NULL, NULL);
 }

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple, Optional, Sequence
 
-from . import _args, _mxfp8
+from . import _args, _mxfp8, _shard
 from ._args import choice as _choice
 from ._args import flag as _flag
 from ._args import has_exchange_api as _has_exchange_api
@@ -43,8 +43,10 @@ def export_components(
     contiguous: bool = True,
     block: str = "1x32",
     stream: Any = None,
+    rows: Any = None,
+    cols: Any = None,
 ) -> Components:
-    """Export the values and compact scales of one direction of an MXFP8 tensor.
+    """Export the values and compact scales of one direction of an MXFP8 tensor, or of one shard of it.
 
     Args:
         data: the FP8 values of `direction` (uint8 or float8), the tensor's shape, contiguous.
@@ -62,6 +64,13 @@ def export_components(
             scales agree (ValueError naming the first that does not).
         stream: CUDA stream for the copy (torch/CuPy stream or int); default: torch's current stream
             for torch tensors, else the legacy default stream.
+        rows, cols: export only this shard (mxfp8_export_shard): rows ``(r0, r1)`` of M (or a list of
+            such ranges, concatenated: a rank's Q, K and V rows of a fused QKV weight) and K columns
+            ``(k0, k1)``; an end of None is the end of the dimension. Rowwise, k0 and k1 are multiples of
+            32 (or k1 = K); columnwise, every row boundary is a multiple of 32 (or M). The result is 2-D:
+            values ``(rows, cols)`` (a strided view for one row range, else a copy) and the shard's
+            compact scales, exactly the crop of the whole export, read straight from the stored (padded
+            or swizzled) scales. Needs block="1x32".
 
     Returns:
         Components(values, scales): torch tensors for torch inputs, else mxfp8.Array objects that any
@@ -75,6 +84,9 @@ def export_components(
         (swizzled and contiguous must be bools, shape a sequence of ints); RuntimeError: a CUDA failure.
         Messages come from the C library, or name the Python argument for what only Python sees.
     """
+    if _shard.is_shard(rows, cols):
+        return _export_shard(data, scale_inv, shape, fp8_dtype, swizzled, direction, values_dtype, scales_dtype,
+                             contiguous, block, stream, rows, cols)
     # The common case (torch tensors, no explicit stream, plain arguments) runs in the extension alone.
     if stream is None and _has_exchange_api(data):
         done = _mxfp8.export_components_fast(data, scale_inv, shape, fp8_dtype, swizzled, direction, values_dtype,
@@ -95,6 +107,25 @@ def export_components(
         block_scales=block_scales,
         stream=inputs.stream,
         allocator=_torch_allocator(inputs.torch, data),
+    )
+    return _components(inputs.torch, values, scales)
+
+
+def _export_shard(data, scale_inv, shape, fp8_dtype, swizzled, direction, values_dtype, scales_dtype, contiguous,
+                  block, stream, rows, cols) -> Components:
+    inputs = _inputs(stream, data=data, scale_inv=scale_inv)
+    if _choice("block", block, _BLOCKS) != 0:
+        raise ValueError("rows / cols: a shard exports the stored per-32 scales, so block must be \"1x32\"")
+    fields = _shard.shard_fields(rows, cols)
+    tensor = _tensor(data, scale_inv, shape, fp8_dtype, swizzled, direction, block, inputs)
+    values, scales = tensor.export_shard(
+        direction=_DIRECTIONS[direction],
+        values_dtype=_choice("values_dtype", values_dtype, _VALUES_DTYPES),
+        scales_dtype=_choice("scales_dtype", scales_dtype, _SCALES_DTYPES),
+        contiguous=_flag("contiguous", contiguous),
+        stream=inputs.stream,
+        allocator=_torch_allocator(inputs.torch, data),
+        **fields,
     )
     return _components(inputs.torch, values, scales)
 

@@ -36,6 +36,12 @@ class Tensor:
         block_scales: bool = False, stream: Optional[int] = None,
         allocator: Optional[Callable[[list[int], tuple[int, int]], Any]] = None,
     ) -> tuple[Any, Any]: ...  # Arrays, or the framework's tensors (exchange mode)
+    def export_shard(
+        self, *, direction: int = 0, values_dtype: int = 0, scales_dtype: int = 0, contiguous: bool = True,
+        row_begin: int = 0, row_end: int = -1, col_begin: int = 0, col_end: int = -1,
+        row_pieces: Optional[Sequence[int]] = None, stream: Optional[int] = None,
+        allocator: Optional[Callable[[list[int], tuple[int, int]], Any]] = None,
+    ) -> tuple[Any, Any]: ...  # mxfp8_export_shard; Arrays, or the framework's tensors (exchange mode)
 
 class Grouped:
     def __init__(

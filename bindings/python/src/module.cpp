@@ -558,6 +558,32 @@ class Tensor {
                        });
   }
 
+  // One shard (mxfp8_export_shard): rows [row_begin, row_end) or the pieces (flat begin, end pairs), columns
+  // [col_begin, col_end); -1 ends are MXFP8_SHARD_END.
+  py::tuple export_shard(int direction, int values_dtype, int scales_dtype, bool contiguous, int64_t row_begin,
+                         int64_t row_end, int64_t col_begin, int64_t col_end,
+                         std::optional<std::vector<int64_t>> row_pieces, py::object stream, py::object allocator) {
+    mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
+    o.direction = direction;
+    o.values_dtype = values_dtype;
+    o.scales_dtype = scales_dtype;
+    o.padded_scales = contiguous ? MXFP8_PADDED_SCALES_COPY : MXFP8_PADDED_SCALES_STRIDED_VIEW;
+    mxfp8_shard shard = MXFP8_SHARD_INIT;
+    shard.row_begin = row_begin;
+    shard.row_end = row_end;
+    shard.col_begin = col_begin;
+    shard.col_end = col_end;
+    if (row_pieces) {
+      if (row_pieces->size() % 2 != 0) throw py::value_error("rows: pieces come as (begin, end) pairs");
+      shard.num_row_pieces = row_pieces->size() / 2;
+      shard.row_pieces = row_pieces->data();
+    }
+    return export_with(o, exchange_for(api_, device_, stream), allocator,
+                       [&](DLManagedTensorVersioned **v, DLManagedTensorVersioned **s) {
+                         return mxfp8_export_shard(handle_, &shard, &o, v, s);
+                       });
+  }
+
  private:
   mxfp8_tensor *handle_ = nullptr;
   const DLPackExchangeAPI *api_ = nullptr;  // set when made in exchange mode
@@ -1072,7 +1098,11 @@ PYBIND11_MODULE(_mxfp8, m) {
            py::arg("exchange") = false)
       .def("export_components", &Tensor::export_components, py::kw_only(), py::arg("direction") = 0,
            py::arg("values_dtype") = 0, py::arg("scales_dtype") = 0, py::arg("contiguous") = true,
-           py::arg("block_scales") = false, py::arg("stream") = py::none(), py::arg("allocator") = py::none());
+           py::arg("block_scales") = false, py::arg("stream") = py::none(), py::arg("allocator") = py::none())
+      .def("export_shard", &Tensor::export_shard, py::kw_only(), py::arg("direction") = 0, py::arg("values_dtype") = 0,
+           py::arg("scales_dtype") = 0, py::arg("contiguous") = true, py::arg("row_begin") = 0,
+           py::arg("row_end") = MXFP8_SHARD_END, py::arg("col_begin") = 0, py::arg("col_end") = MXFP8_SHARD_END,
+           py::arg("row_pieces") = py::none(), py::arg("stream") = py::none(), py::arg("allocator") = py::none());
 
   m.def("bucket_plan", &bucket_plan, py::arg("tensors"), py::arg("direction") = 0, py::arg("alignment") = 256);
   m.def("export_bucket", &export_bucket, py::arg("tensors"), py::arg("plan"), py::arg("bucket"),

@@ -1,0 +1,100 @@
+"""export_components(..., rows=, cols=): one shard of a tensor, against the crop of the whole compact
+export and of the test's own scales, for every storage (padding poisoned) and both directions."""
+import numpy as np
+import pytest
+
+import mxfp8
+from conftest import make_mxfp8
+
+SHAPES = [(100, 48), (257, 200), (300, 33), (1, 16), (130, 96), (64, 1024), (40, 300)]
+
+
+def _block_range(rng, extent):
+    """A random legal range along the scale-block axis: block boundaries, the end clipped to extent,
+    often one block or through the last (partial) one."""
+    blocks = -(-extent // 32)
+    b0 = int(rng.integers(0, blocks))
+    kind = int(rng.integers(0, 4))
+    b1 = b0 + 1 if kind == 0 else blocks if kind == 1 else int(rng.integers(b0 + 1, blocks + 1))
+    return 32 * b0, min(32 * b1, extent)
+
+
+def _any_range(rng, extent):
+    b = int(rng.integers(0, extent))
+    return b, int(rng.integers(b + 1, extent + 1))
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("storage", ["compact", "padded", "swizzled"])
+@pytest.mark.parametrize("direction", ["rowwise", "columnwise"])
+def test_random_shards_are_the_crop_of_the_whole_export(shape, storage, direction):
+    data, buf, s = make_mxfp8(shape, storage, direction, seed=hash((shape, storage, direction)) & 0xFFFF)
+    m, k = shape
+    whole_values, whole_scales = mxfp8.export_components(data, buf, swizzled=storage == "swizzled",
+                                                         direction=direction, values_dtype="uint8")
+    whole = np.from_dlpack(whole_scales).copy()
+    assert np.array_equal(whole, s)
+    rng = np.random.default_rng(m * 1000 + k)
+    for _ in range(10):
+        if direction == "rowwise":
+            rows, cols = _any_range(rng, m), _block_range(rng, k)
+            s_rows, s_cols = slice(*rows), slice(cols[0] // 32, -(-cols[1] // 32))
+        else:
+            rows, cols = _block_range(rng, m), _any_range(rng, k)
+            s_rows, s_cols = slice(rows[0] // 32, -(-rows[1] // 32)), slice(*cols)
+        values, scales = mxfp8.export_components(data, buf, swizzled=storage == "swizzled", direction=direction,
+                                                 values_dtype="uint8", rows=rows, cols=cols)
+        v, sc = np.from_dlpack(values), np.from_dlpack(scales)
+        assert np.array_equal(v, data[slice(*rows), slice(*cols)])
+        assert np.shares_memory(v, data) and not values.is_copy
+        assert np.array_equal(sc, whole[s_rows, s_cols]), (rows, cols)
+        assert np.array_equal(sc, s[s_rows, s_cols])
+
+
+@pytest.mark.parametrize("storage", ["compact", "padded", "swizzled"])
+def test_fused_qkv_pieces_concatenate(storage):
+    # A fused QKV weight of 8 query heads and 2 KV heads of 64 rows: TP-2 rank 1 takes heads 4..7 of Q,
+    # KV head 1 of K and of V.
+    head, k = 64, 96
+    m = (8 + 2 + 2) * head
+    data, buf, s = make_mxfp8((m, k), storage, seed=3)
+    pieces = [(4 * head, 8 * head), (9 * head, 10 * head), (11 * head, 12 * head)]
+    values, scales = mxfp8.export_components(data, buf, swizzled=storage == "swizzled", values_dtype="uint8",
+                                             rows=pieces)
+    want_rows = np.concatenate([np.arange(a, b) for a, b in pieces])
+    assert np.array_equal(np.from_dlpack(values), data[want_rows])
+    assert np.array_equal(np.from_dlpack(scales), s[want_rows])
+    assert values.is_copy
+
+
+def test_open_ends_and_cols_only():
+    data, buf, s = make_mxfp8((70, 200), "swizzled", seed=1)
+    values, scales = mxfp8.export_components(data, buf, swizzled=True, values_dtype="uint8", cols=(128, None))
+    assert np.array_equal(np.from_dlpack(values), data[:, 128:])
+    assert np.array_equal(np.from_dlpack(scales), s[:, 4:])
+
+
+@pytest.mark.parametrize("rows, cols, error, message", [
+    (None, (16, 48), ValueError, "shard.col_begin is 16, not a multiple of 32"),
+    (None, (0, 40), ValueError, "shard.col_end is 40, not a multiple of 32"),
+    ((50, 101), None, ValueError, "shard.row_end is 101, outside the tensor's 100 rows"),
+    ((40, 40), None, ValueError, "rows [40, 40) are empty"),
+    ([(0, 10), (90, 120)], None, ValueError, "shard.row_pieces[3] is 120"),
+    (5, None, TypeError, "rows must be a (begin, end) pair"),
+    (("a", 3), None, TypeError, "rows[0] must be an int"),
+])
+def test_bad_shards_name_the_problem(rows, cols, error, message):
+    data, buf, _ = make_mxfp8((100, 48), "padded")
+    before = buf.copy()
+    with pytest.raises(error) as info:
+        mxfp8.export_components(data, buf, rows=rows, cols=cols)
+    assert message in str(info.value)
+    assert np.array_equal(buf, before)
+
+
+def test_columnwise_boundaries_follow_the_blocks_along_m():
+    data, buf, _ = make_mxfp8((100, 48), "swizzled", direction="columnwise")
+    with pytest.raises(ValueError, match="columnwise scale blocks run 32 along M"):
+        mxfp8.export_components(data, buf, swizzled=True, direction="columnwise", rows=(16, 100))
+    with pytest.raises(ValueError, match="block must be"):
+        mxfp8.export_components(data, buf, swizzled=True, direction="columnwise", rows=(0, 32), block="32x32")
