@@ -474,6 +474,11 @@ typedef struct mxfp8_bucket_manifest {
    * mxfp8_export_bucket writes. A part whose size does not match its layout is an error, so a receiver
    * never decodes scales in a layout they are not in (nor transforms them twice). */
   const int32_t *scales_layouts;
+  /* Added with resharding (experimental) after the fields above. The shard of tensor i that
+   * destinations[i] receives (see "Resharding"): the receiver takes only its rank's rows / columns of a
+   * bucket that carries whole tensors, and the destination has the shard's sizes. NULL, or a NULL
+   * entry: the whole tensor. */
+  const struct mxfp8_shard *const *shards;
 } mxfp8_bucket_manifest;
 
 #define MXFP8_BUCKET_MANIFEST_INIT                                          \
@@ -486,7 +491,8 @@ typedef struct mxfp8_bucket_manifest {
     NULL,                                      /* shapes */                 \
     NULL,                                      /* formats: all E4M3 */      \
     NULL,                                      /* directions: all rowwise */ \
-    NULL                                       /* scales_layouts: compact */ \
+    NULL,                                      /* scales_layouts: compact */ \
+    NULL                                       /* shards: whole tensors */ \
   }
 
 /* One tensor's destination: the engine's own parameter buffers, which the import writes in place (their
@@ -856,6 +862,35 @@ MXFP8_API mxfp8_status mxfp8_export_shard(const mxfp8_tensor *tensor, const mxfp
                                           const mxfp8_export_options *options,
                                           DLManagedTensorVersioned **values,
                                           DLManagedTensorVersioned **scales);
+
+/* Buckets of shards: mxfp8_bucket_plan / mxfp8_export_bucket / mxfp8_prepare_bucket where entry i holds
+ * shards[i] of tensors[i] (its values row-major (rows, cols), then its compact scales), so that a trainer
+ * sends each rank only its part. `shards` has `count` pointers (read during the call only); NULL, or a
+ * NULL entry, is the whole tensor. The same checks and errors as the whole-tensor calls, plus each
+ * shard's (named shards[i]); the entries must come from mxfp8_bucket_plan_shards with the same tensors,
+ * shards and options. The receiver describes entry i with the shard's shape (rows, cols) in its
+ * manifest. CUDA: one launch for the whole bucket (values of whole-row shards of 4 MiB or more through
+ * cudaMemcpyAsync, as for mxfp8_export_bucket). */
+MXFP8_API mxfp8_status mxfp8_bucket_plan_shards(const mxfp8_tensor *const *tensors, const mxfp8_shard *const *shards,
+                                                size_t count, const mxfp8_export_options *options, uint64_t alignment,
+                                                mxfp8_bucket_entry *entries, uint64_t *total_bytes);
+MXFP8_API mxfp8_status mxfp8_export_bucket_shards(const mxfp8_tensor *const *tensors,
+                                                  const mxfp8_shard *const *shards, size_t count,
+                                                  const mxfp8_export_options *options,
+                                                  const mxfp8_bucket_entry *entries, DLTensor *bucket);
+MXFP8_API mxfp8_status mxfp8_prepare_bucket_shards(const mxfp8_tensor *const *tensors,
+                                                   const mxfp8_shard *const *shards, size_t count,
+                                                   const mxfp8_export_options *options,
+                                                   const mxfp8_bucket_entry *entries, DLTensor *bucket,
+                                                   mxfp8_prepared_export **out);
+
+/* The receiving side needs no call of its own: mxfp8_bucket_manifest.shards names, per tensor of a
+ * bucket of whole tensors, the shard mxfp8_import_bucket (and mxfp8_prepare_import_bucket) writes into
+ * destinations[i] (values (rows, cols), scales of the shard's (rows, cols) in the destination's layout),
+ * so every rank maps one bucket and takes its own part. A shard of a bucket part in
+ * MXFP8_LAYOUT_CUTLASS_128X4 may only go to a compact destination; into an MXFP8_LAYOUT_CUTLASS_128X4
+ * destination a shard of several row pieces needs rowwise scales and pieces of multiples of 128 rows
+ * (but the last), so that each piece fills whole tiles; anything else is MXFP8_ERROR_UNSUPPORTED. */
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -9,6 +9,7 @@
 #include "api/export_internal.hpp"
 #include "core/memory_span.hpp"
 #include "core/shape.hpp"
+#include "api/shard.hpp"
 
 namespace mxfp8 {
 namespace {
@@ -30,11 +31,12 @@ void check_tensors(const mxfp8_tensor *const *tensors, size_t count, mxfp8_direc
   }
 }
 
-uint64_t values_bytes(const mxfp8_tensor &t) { return static_cast<uint64_t>(t.rows * t.cols); }
-
-uint64_t scales_bytes(const mxfp8_tensor &t, mxfp8_direction direction) {
-  const Direction &d = t.directions[direction];
-  return static_cast<uint64_t>(d.scale_rows * d.scale_cols);
+// Entry i's shard of tensors[i] (the whole tensor when `shards` or shards[i] is NULL), checked.
+Shard shard_of(const mxfp8_tensor *const *tensors, const mxfp8_shard *const *shards, size_t i, mxfp8_direction direction) {
+  char name[40];  // formatted without allocating: this runs once per tensor of a whole model
+  std::snprintf(name, sizeof name, "shards[%zu]", i);
+  return resolve_shard(shards ? shards[i] : nullptr, tensors[i]->rows, tensors[i]->cols,
+                       direction == MXFP8_DIRECTION_COLUMNWISE, name);
 }
 
 mxfp8_export_options bucket_options(const mxfp8_export_options *given) {
@@ -47,8 +49,8 @@ mxfp8_export_options bucket_options(const mxfp8_export_options *given) {
 
 }  // namespace
 
-ExportJobs bucket_jobs(const mxfp8_tensor *const *tensors, size_t count, const mxfp8_export_options &options,
-                       const mxfp8_bucket_entry *entries, DLTensor *bucket) {
+ExportJobs bucket_jobs(const mxfp8_tensor *const *tensors, const mxfp8_shard *const *shards, size_t count,
+                       const mxfp8_export_options &options, const mxfp8_bucket_entry *entries, DLTensor *bucket) {
   const mxfp8_export_options o = bucket_options(&options);
   const auto direction = static_cast<mxfp8_direction>(o.direction);
   ExportJobs result;
@@ -63,12 +65,17 @@ ExportJobs bucket_jobs(const mxfp8_tensor *const *tensors, size_t count, const m
   // Every part where the plan put it: the right size, inside the bucket, overlapping no other part.
   std::vector<Span> parts;
   parts.reserve(2 * count);
+  std::vector<Shard> planned;
+  planned.reserve(count);
   for (size_t i = 0; i < count; ++i) {
     const mxfp8_bucket_entry &e = entries[i];
-    if (e.values_bytes != values_bytes(*tensors[i]) || e.scales_bytes != scales_bytes(*tensors[i], direction))
+    const Shard &sh = planned.emplace_back(shard_of(tensors, shards, i, direction));
+    const auto values = static_cast<uint64_t>(sh.values_bytes()), scales = static_cast<uint64_t>(sh.scales_bytes());
+    if (e.values_bytes != values || e.scales_bytes != scales)
       fail(MXFP8_ERROR_INVALID_ARGUMENT, "entries[", i, "] gives ", e.values_bytes, " value and ", e.scales_bytes,
-           " scale bytes, tensors[", i, "] has ", values_bytes(*tensors[i]), " and ", scales_bytes(*tensors[i], direction),
-           ": plan the bucket with mxfp8_bucket_plan for these tensors and options");
+           " scale bytes, ", shards && shards[i] ? "the shard of " : "", "tensors[", i, "] has ", values, " and ", scales,
+           ": plan the bucket with ", shards ? "mxfp8_bucket_plan_shards for these tensors, shards" : "mxfp8_bucket_plan for these tensors",
+           " and options");
     for (const Part p : {Part{e.values_offset, e.values_bytes, "values"},
                          Part{e.scales_offset, e.scales_bytes, "scales"}}) {
       if (p.offset > static_cast<uint64_t>(size))
@@ -93,13 +100,49 @@ ExportJobs bucket_jobs(const mxfp8_tensor *const *tensors, size_t count, const m
   jobs.reserve(3 * count);
   for (size_t i = 0; i < count; ++i) {
     const mxfp8_tensor &t = *tensors[i];
-    add_copy_jobs(jobs, byte_pointer(t.directions[direction].data->dl_tensor), base + entries[i].values_offset,
-                  static_cast<int64_t>(entries[i].values_bytes));
-    if (entries[i].scales_bytes > 0)
-      jobs.push_back(compact_job(t.directions[direction].source, base + entries[i].scales_offset));
+    const Direction &dir = t.directions[direction];
+    add_shard_value_jobs(jobs, byte_pointer(dir.data->dl_tensor), t.cols, planned[i], base + entries[i].values_offset);
+    add_shard_scale_jobs(jobs, dir.source, planned[i], base + entries[i].scales_offset);
   }
   return result;
 }
+
+namespace {
+
+void plan_bucket(const mxfp8_tensor *const *tensors, const mxfp8_shard *const *shards, size_t count,
+                 const mxfp8_export_options *options, uint64_t alignment, mxfp8_bucket_entry *entries,
+                 uint64_t *total_bytes) {
+  const mxfp8_export_options o = bucket_options(options);
+  const auto direction = static_cast<mxfp8_direction>(o.direction);
+  if (alignment == 0 || (alignment & (alignment - 1)) != 0)
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, "alignment is ", alignment, ", expected a power of two");
+  if (count > 0 && !entries) fail(MXFP8_ERROR_INVALID_ARGUMENT, "entries is NULL");
+  if (!total_bytes) fail(MXFP8_ERROR_INVALID_ARGUMENT, "total_bytes is NULL");
+  check_tensors(tensors, count, direction);
+  std::vector<mxfp8_bucket_entry> planned(count);
+  uint64_t at = 0;
+  auto place = [&](uint64_t bytes) {
+    // Rounding up to `alignment` can wrap as surely as the sum can (alignment 2^63).
+    if (__builtin_add_overflow(at, alignment - 1, &at))
+      fail(MXFP8_ERROR_INVALID_ARGUMENT, "the bucket size overflows uint64 with alignment ", alignment);
+    at &= ~(alignment - 1);
+    const uint64_t offset = at;
+    if (__builtin_add_overflow(at, bytes, &at))
+      fail(MXFP8_ERROR_INVALID_ARGUMENT, "the bucket size overflows uint64 with alignment ", alignment);
+    return offset;
+  };
+  for (size_t i = 0; i < count; ++i) {
+    const Shard sh = shard_of(tensors, shards, i, direction);
+    planned[i].values_bytes = static_cast<uint64_t>(sh.values_bytes());
+    planned[i].values_offset = place(planned[i].values_bytes);
+    planned[i].scales_bytes = static_cast<uint64_t>(sh.scales_bytes());
+    planned[i].scales_offset = place(planned[i].scales_bytes);
+  }
+  std::copy(planned.begin(), planned.end(), entries);
+  *total_bytes = at;
+}
+
+}  // namespace
 
 }  // namespace mxfp8
 
@@ -108,35 +151,14 @@ using namespace mxfp8;
 extern "C" MXFP8_API mxfp8_status mxfp8_bucket_plan(const mxfp8_tensor *const *tensors, size_t count,
                                                     const mxfp8_export_options *options, uint64_t alignment,
                                                     mxfp8_bucket_entry *entries, uint64_t *total_bytes) {
-  return guarded([&] {
-    const mxfp8_export_options o = bucket_options(options);
-    const auto direction = static_cast<mxfp8_direction>(o.direction);
-    if (alignment == 0 || (alignment & (alignment - 1)) != 0)
-      fail(MXFP8_ERROR_INVALID_ARGUMENT, "alignment is ", alignment, ", expected a power of two");
-    if (count > 0 && !entries) fail(MXFP8_ERROR_INVALID_ARGUMENT, "entries is NULL");
-    if (!total_bytes) fail(MXFP8_ERROR_INVALID_ARGUMENT, "total_bytes is NULL");
-    check_tensors(tensors, count, direction);
-    std::vector<mxfp8_bucket_entry> planned(count);
-    uint64_t at = 0;
-    auto place = [&](uint64_t bytes) {
-      // Rounding up to `alignment` can wrap as surely as the sum can (alignment 2^63).
-      if (__builtin_add_overflow(at, alignment - 1, &at))
-        fail(MXFP8_ERROR_INVALID_ARGUMENT, "the bucket size overflows uint64 with alignment ", alignment);
-      at &= ~(alignment - 1);
-      const uint64_t offset = at;
-      if (__builtin_add_overflow(at, bytes, &at))
-        fail(MXFP8_ERROR_INVALID_ARGUMENT, "the bucket size overflows uint64 with alignment ", alignment);
-      return offset;
-    };
-    for (size_t i = 0; i < count; ++i) {
-      planned[i].values_bytes = values_bytes(*tensors[i]);
-      planned[i].values_offset = place(planned[i].values_bytes);
-      planned[i].scales_bytes = scales_bytes(*tensors[i], direction);
-      planned[i].scales_offset = place(planned[i].scales_bytes);
-    }
-    std::copy(planned.begin(), planned.end(), entries);
-    *total_bytes = at;
-  });
+  return guarded([&] { plan_bucket(tensors, nullptr, count, options, alignment, entries, total_bytes); });
+}
+
+extern "C" MXFP8_API mxfp8_status mxfp8_bucket_plan_shards(const mxfp8_tensor *const *tensors,
+                                                           const mxfp8_shard *const *shards, size_t count,
+                                                           const mxfp8_export_options *options, uint64_t alignment,
+                                                           mxfp8_bucket_entry *entries, uint64_t *total_bytes) {
+  return guarded([&] { plan_bucket(tensors, shards, count, options, alignment, entries, total_bytes); });
 }
 
 extern "C" MXFP8_API mxfp8_status mxfp8_export_bucket(const mxfp8_tensor *const *tensors, size_t count,
@@ -144,7 +166,18 @@ extern "C" MXFP8_API mxfp8_status mxfp8_export_bucket(const mxfp8_tensor *const 
                                                       const mxfp8_bucket_entry *entries, DLTensor *bucket) {
   return guarded([&] {
     const mxfp8_export_options o = read_options(options);
-    const ExportJobs work = bucket_jobs(tensors, count, o, entries, bucket);
+    const ExportJobs work = bucket_jobs(tensors, nullptr, count, o, entries, bucket);
+    run_jobs_on(work.device, work.jobs.data(), work.jobs.size(), o.stream);
+  });
+}
+
+extern "C" MXFP8_API mxfp8_status mxfp8_export_bucket_shards(const mxfp8_tensor *const *tensors,
+                                                             const mxfp8_shard *const *shards, size_t count,
+                                                             const mxfp8_export_options *options,
+                                                             const mxfp8_bucket_entry *entries, DLTensor *bucket) {
+  return guarded([&] {
+    const mxfp8_export_options o = read_options(options);
+    const ExportJobs work = bucket_jobs(tensors, shards, count, o, entries, bucket);
     run_jobs_on(work.device, work.jobs.data(), work.jobs.size(), o.stream);
   });
 }

@@ -30,7 +30,9 @@ struct ExportJobs {
 // (bucket.cpp); count == 0 gives no jobs.
 ExportJobs batched_jobs(const mxfp8_tensor *const *tensors, DLTensor *const *destinations, size_t count,
                         const mxfp8_export_options &options);
-ExportJobs bucket_jobs(const mxfp8_tensor *const *tensors, size_t count, const mxfp8_export_options &options,
+// `shards` NULL (or an entry of it NULL): whole tensors.
+ExportJobs bucket_jobs(const mxfp8_tensor *const *tensors, const mxfp8_shard *const *shards, size_t count,
+                       const mxfp8_export_options &options,
                        const mxfp8_bucket_entry *entries, DLTensor *bucket);
 
 // The receiver's import (import.cpp): from a bucket and its manifest, or from tensors (the direct

@@ -11,6 +11,7 @@
 #include "core/memory_span.hpp"
 #include "core/shape.hpp"
 #include "core/sized_struct.hpp"
+#include "api/shard.hpp"
 
 namespace mxfp8 {
 namespace {
@@ -88,8 +89,10 @@ void add_tensor_jobs(std::vector<ScaleJob> &jobs, const uint8_t *values, int64_t
 mxfp8_bucket_manifest read_manifest(const mxfp8_bucket_manifest *given) {
   if (!given) fail(MXFP8_ERROR_INVALID_ARGUMENT, "manifest is NULL");
   const mxfp8_bucket_manifest defaults = MXFP8_BUCKET_MANIFEST_INIT;
+  // The manifest before resharding ended at scales_layouts.
+  constexpr size_t kManifestV1Size = offsetof(mxfp8_bucket_manifest, scales_layouts) + sizeof(const int32_t *);
   const mxfp8_bucket_manifest m =
-      read_sized_struct(given, defaults, sizeof(mxfp8_bucket_manifest), "manifest", "MXFP8_BUCKET_MANIFEST_INIT");
+      read_sized_struct(given, defaults, kManifestV1Size, "manifest", "MXFP8_BUCKET_MANIFEST_INIT");
   if (m.reserved != 0) fail(MXFP8_ERROR_INVALID_ARGUMENT, "manifest.reserved is ", m.reserved, ", must be 0");
   check_count(m.count);
   if (m.count > 0) {
@@ -174,13 +177,23 @@ ExportJobs import_bucket_jobs(const DLTensor *bucket, const mxfp8_bucket_manifes
     const mxfp8_bucket_entry &e = m.entries[i];
     check_part(i, "values", e.values_offset, e.values_bytes, values_bytes, "row-major", size);
     check_part(i, "scales", e.scales_offset, e.scales_bytes, scales_bytes, layout_name(layout), size);
-    const CheckedDestination d = check_destination(destinations, i, format, values_bytes, scale_rows, scale_cols,
-                                                   columnwise, bucket->device, "the bucket is", spans);
 
     const uint8_t *scales = base + e.scales_offset;
     ScaleSource source{nullptr, columnwise, ByteMatrix{const_cast<uint8_t *>(scales), scale_rows, scale_cols, scale_cols, 1},
                        scale_rows, scale_cols};
     if (layout == MXFP8_LAYOUT_CUTLASS_128X4) source = ScaleSource{scales, columnwise, ByteMatrix{}, scale_rows, scale_cols};
+    if (m.shards && m.shards[i]) {  // the receiver's part of a whole tensor
+      std::snprintf(field, sizeof field, "manifest.shards[%zu]", i);
+      const Shard sh = resolve_shard(m.shards[i], rows, cols, columnwise, field);
+      const CheckedDestination d = check_destination(destinations, i, format, sh.values_bytes(), sh.scale_rows,
+                                                     sh.scale_cols, columnwise, bucket->device, "the bucket is", spans);
+      add_shard_value_jobs(jobs, base + e.values_offset, cols, sh, d.values);
+      if (d.layout == MXFP8_LAYOUT_COMPACT) add_shard_scale_jobs(jobs, source, sh, d.scales);
+      else add_shard_swizzled_scale_jobs(jobs, source, sh, d.scales, field);
+      continue;
+    }
+    const CheckedDestination d = check_destination(destinations, i, format, values_bytes, scale_rows, scale_cols,
+                                                   columnwise, bucket->device, "the bucket is", spans);
     add_tensor_jobs(jobs, base + e.values_offset, values_bytes, source, columnwise, d);
   }
   check_no_overlap(spans);

@@ -54,7 +54,21 @@ extern "C" MXFP8_API mxfp8_status mxfp8_prepare_bucket(const mxfp8_tensor *const
   return guarded([&] {
     if (!out) fail(MXFP8_ERROR_INVALID_ARGUMENT, "out is NULL");
     auto prepared = std::make_unique<mxfp8_prepared_export>();
-    prepared->work = bucket_jobs(tensors, count, read_options(options), entries, bucket);
+    prepared->work = bucket_jobs(tensors, nullptr, count, read_options(options), entries, bucket);
+    keep(*prepared, tensors, count);
+    *out = prepared.release();
+  });
+}
+
+extern "C" MXFP8_API mxfp8_status mxfp8_prepare_bucket_shards(const mxfp8_tensor *const *tensors,
+                                                              const mxfp8_shard *const *shards, size_t count,
+                                                              const mxfp8_export_options *options,
+                                                              const mxfp8_bucket_entry *entries, DLTensor *bucket,
+                                                              mxfp8_prepared_export **out) {
+  return guarded([&] {
+    if (!out) fail(MXFP8_ERROR_INVALID_ARGUMENT, "out is NULL");
+    auto prepared = std::make_unique<mxfp8_prepared_export>();
+    prepared->work = bucket_jobs(tensors, shards, count, read_options(options), entries, bucket);
     keep(*prepared, tensors, count);
     *out = prepared.release();
   });

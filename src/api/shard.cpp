@@ -120,6 +120,38 @@ void add_shard_scale_jobs(std::vector<ScaleJob> &jobs, const ScaleSource &source
   }
 }
 
+void add_shard_swizzled_scale_jobs(std::vector<ScaleJob> &jobs, const ScaleSource &source, const Shard &shard,
+                                   uint8_t *dst, const char *name) {
+  const int64_t c0 = shard.columnwise ? shard.col_begin : shard.col_begin / kBlockSize;
+  const int64_t c1 = c0 + shard.scale_cols;
+  const bool whole = shard.pieces.size() == 1 && shard.scale_rows_of(shard.pieces[0]).begin == 0 &&
+                     shard.scale_rows == source.rows && c0 == 0 && c1 == source.cols;
+  if (shard.scale_rows == 0 || shard.scale_cols == 0) return;
+  if (whole) {
+    jobs.push_back(swizzled_job(source, shard.columnwise, dst));
+    return;
+  }
+  if (source.swizzled)
+    fail(MXFP8_ERROR_UNSUPPORTED, name, ": a shard of scales stored in the 128x4 layout cannot be written into a 128x4 "
+         "destination in one pass; carry them compact (MXFP8_LAYOUT_COMPACT, what mxfp8_export_bucket writes) or ask "
+         "for a compact destination");
+  if (shard.pieces.size() > 1 && shard.columnwise)
+    fail(MXFP8_ERROR_UNSUPPORTED, name, ": columnwise 128x4 scales are swizzled as S^T, where row pieces are columns "
+         "of tiles: import a shard of several pieces into a compact destination");
+  // Rowwise: piece p fills the tile rows of the destination from its first row on, so each piece but the
+  // last must end on a whole tile (128 rows); its swizzled buffer is then the destination's from that row.
+  const int64_t padded_cols = round_up(shard.scale_cols, kTileCols);
+  int64_t at = 0;
+  for (size_t p = 0; p < shard.pieces.size(); ++p) {
+    const RowRange r = shard.scale_rows_of(shard.pieces[p]);
+    if (p + 1 < shard.pieces.size() && (r.end - r.begin) % kTileRows != 0)
+      fail(MXFP8_ERROR_UNSUPPORTED, name, ": row piece ", p, " has ", r.end - r.begin, " rows; into a 128x4 "
+           "destination every piece but the last must be a multiple of 128 rows (whole tiles)");
+    jobs.push_back(swizzled_job(crop(source, r.begin, r.end, c0, c1), shard.columnwise, dst + at * padded_cols));
+    at += r.end - r.begin;
+  }
+}
+
 void add_shard_value_jobs(std::vector<ScaleJob> &jobs, const uint8_t *values, int64_t cols, const Shard &shard,
                           uint8_t *dst) {
   const int64_t width = shard.cols();

@@ -42,6 +42,11 @@ Shard resolve_shard(const mxfp8_shard *given, int64_t rows, int64_t cols, bool c
 // The jobs writing the shard's compact scales, row-major, at `dst` (scale_rows x scale_cols), read from
 // `source` (the tensor's whole S, as stored).
 void add_shard_scale_jobs(std::vector<ScaleJob> &jobs, const ScaleSource &source, const Shard &shard, uint8_t *dst);
+// The same into the 128x4 swizzled layout (MXFP8_LAYOUT_CUTLASS_128X4: the shard's S, or S^T for
+// columnwise scales, padding zeroed). Fails with MXFP8_ERROR_UNSUPPORTED, naming `name`, for what one
+// pass cannot do: a window of a swizzled source, or row pieces that do not fill whole tiles.
+void add_shard_swizzled_scale_jobs(std::vector<ScaleJob> &jobs, const ScaleSource &source, const Shard &shard,
+                                   uint8_t *dst, const char *name);
 // The jobs copying the shard's values, row-major (rows x cols), to `dst` from the tensor's row-major
 // values (`cols` = K per row).
 void add_shard_value_jobs(std::vector<ScaleJob> &jobs, const uint8_t *values, int64_t cols, const Shard &shard,

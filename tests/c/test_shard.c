@@ -298,12 +298,224 @@ static void test_empty_tensor_and_single_outputs(void **state) {
   free_source(&src);
 }
 
+/* The shard's expected bytes, from the test's own values and S: values (rows x cols) and compact scales,
+ * row-major, in new buffers; sizes in *values_bytes, *scale_rows, *scale_cols. */
+static void expected_shard(const source *src, const mxfp8_shard *shard, uint8_t **values, int64_t *values_bytes,
+                           uint8_t **scales, int64_t *scale_rows, int64_t *scale_cols) {
+  int64_t pieces[16];
+  size_t n = shard->num_row_pieces;
+  if (n == 0) {
+    pieces[0] = shard->row_begin;
+    pieces[1] = shard->row_end == MXFP8_SHARD_END ? src->m : shard->row_end;
+    n = 1;
+  } else {
+    memcpy(pieces, shard->row_pieces, 2 * n * sizeof(int64_t));
+  }
+  const int64_t k0 = shard->col_begin, k1 = shard->col_end == MXFP8_SHARD_END ? src->k : shard->col_end;
+  const int64_t cols = k1 - k0;
+  int64_t rows = 0;
+  for (size_t p = 0; p < n; ++p) rows += pieces[2 * p + 1] - pieces[2 * p];
+  *values_bytes = rows * cols;
+  *values = (uint8_t *)malloc((size_t)(rows * cols) + 1);
+  int64_t out = 0;
+  for (size_t p = 0; p < n; ++p)
+    for (int64_t r = pieces[2 * p]; r < pieces[2 * p + 1]; ++r, ++out)
+      memcpy(*values + out * cols, src->data->buffer + r * src->k + k0, (size_t)cols);
+  *scale_rows = src->columnwise ? ref_ceil_div(rows, 32) : rows;
+  *scale_cols = src->columnwise ? cols : ref_ceil_div(cols, 32);
+  const int64_t c0 = src->columnwise ? k0 : k0 / 32;
+  *scales = (uint8_t *)malloc((size_t)(*scale_rows * *scale_cols) + 1);
+  out = 0;
+  for (size_t p = 0; p < n; ++p) {
+    const int64_t r0 = src->columnwise ? pieces[2 * p] / 32 : pieces[2 * p];
+    const int64_t r1 = src->columnwise ? ref_ceil_div(pieces[2 * p + 1], 32) : pieces[2 * p + 1];
+    for (int64_t r = r0; r < r1; ++r, ++out) memcpy(*scales + out * *scale_cols, src->s + r * src->s_cols + c0, (size_t)*scale_cols);
+  }
+}
+
+/* A bucket of shards (mxfp8_bucket_plan_shards + mxfp8_export_bucket_shards, and its prepared form)
+ * holds exactly each shard's crop where the plan says; a NULL shard is the whole tensor. */
+static void test_bucket_of_shards_holds_each_crop(void **state) {
+  (void)state;
+  uint64_t rng = 31;
+  for (int columnwise = 0; columnwise < 2; ++columnwise)
+    for (int trial = 0; trial < 6; ++trial) {
+      enum { N = 4 };
+      source src[N];
+      mxfp8_shard shard[N];
+      int64_t pieces[N][4];
+      const mxfp8_shard *shards[N];
+      const mxfp8_tensor *tensors[N];
+      for (int i = 0; i < N; ++i) {
+        make_source(&src[i], kShapes[(trial + i) % 8][0], kShapes[(trial + i) % 8][1], columnwise, (enum storage)(i % 3), &rng);
+        tensors[i] = src[i].tensor;
+        mxfp8_shard init = MXFP8_SHARD_INIT;
+        shard[i] = init;
+        if (columnwise) {
+          block_range(&rng, src[i].m, &shard[i].row_begin, &shard[i].row_end);
+          any_range(&rng, src[i].k, &shard[i].col_begin, &shard[i].col_end);
+        } else {
+          any_range(&rng, src[i].m, &shard[i].row_begin, &shard[i].row_end);
+          block_range(&rng, src[i].k, &shard[i].col_begin, &shard[i].col_end);
+          if (i == 2 && src[i].m > 2) { /* two pieces, in reverse order */
+            pieces[i][0] = src[i].m / 2, pieces[i][1] = src[i].m, pieces[i][2] = 0, pieces[i][3] = src[i].m / 2;
+            shard[i].row_begin = 0, shard[i].row_end = MXFP8_SHARD_END;
+            shard[i].num_row_pieces = 2, shard[i].row_pieces = pieces[i];
+          }
+        }
+        shards[i] = i == 3 ? NULL : &shard[i];
+      }
+      mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
+      o.direction = columnwise;
+      mxfp8_bucket_entry entries[N];
+      uint64_t total = 0;
+      EXPECT(mxfp8_bucket_plan_shards(tensors, shards, N, &o, 64, entries, &total) == MXFP8_OK, "plan: %s", mxfp8_last_error());
+      for (int prepared = 0; prepared < 2; ++prepared) {
+        uint8_t *bucket = (uint8_t *)malloc(total + 1);
+        memset(bucket, POISON, total);
+        int64_t shape[1] = {(int64_t)total};
+        DLTensor b = {bucket, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, shape, NULL, 0};
+        if (prepared) {
+          mxfp8_prepared_export *plan = NULL;
+          EXPECT(mxfp8_prepare_bucket_shards(tensors, shards, N, &o, entries, &b, &plan) == MXFP8_OK, "%s", mxfp8_last_error());
+          EXPECT(mxfp8_prepared_export_run(plan, NULL) == MXFP8_OK, "%s", mxfp8_last_error());
+          mxfp8_prepared_export_release(plan);
+        } else {
+          EXPECT(mxfp8_export_bucket_shards(tensors, shards, N, &o, entries, &b) == MXFP8_OK, "%s", mxfp8_last_error());
+        }
+        for (int i = 0; i < N; ++i) {
+          mxfp8_shard whole = MXFP8_SHARD_INIT;
+          uint8_t *v, *sc;
+          int64_t vb, sr, scc;
+          expected_shard(&src[i], shards[i] ? shards[i] : &whole, &v, &vb, &sc, &sr, &scc);
+          EXPECT(entries[i].values_bytes == (uint64_t)vb && entries[i].scales_bytes == (uint64_t)(sr * scc),
+                 "entry %d sizes %llu, %llu", i, (unsigned long long)entries[i].values_bytes,
+                 (unsigned long long)entries[i].scales_bytes);
+          EXPECT(memcmp(bucket + entries[i].values_offset, v, (size_t)vb) == 0, "col %d trial %d entry %d: values", columnwise, trial, i);
+          EXPECT(memcmp(bucket + entries[i].scales_offset, sc, (size_t)(sr * scc)) == 0, "col %d trial %d entry %d (%s): scales",
+                 columnwise, trial, i, kStorageNames[i % 3]);
+          free(v);
+          free(sc);
+        }
+        free(bucket);
+      }
+      for (int i = 0; i < N; ++i) free_source(&src[i]);
+    }
+}
+
+/* The receiver's side: a bucket of whole tensors, each rank importing its own shard (manifest.shards)
+ * into compact and 128x4 destinations; the 128x4 reference is the crop swizzled from the layout's formula
+ * in the test, padding zero. */
+static void test_import_takes_each_ranks_shard_of_a_whole_bucket(void **state) {
+  (void)state;
+  uint64_t rng = 41;
+  const int64_t m = 384, k = 200; /* three tiles of rows, C = 7 */
+  for (int columnwise = 0; columnwise < 2; ++columnwise) {
+    source src;
+    make_source(&src, m, k, columnwise, STORAGE_SWIZZLED, &rng);
+    mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
+    o.direction = columnwise;
+    const mxfp8_tensor *tensors[1] = {src.tensor};
+    mxfp8_bucket_entry entry;
+    uint64_t total = 0;
+    EXPECT(mxfp8_bucket_plan(tensors, 1, &o, 256, &entry, &total) == MXFP8_OK, "%s", mxfp8_last_error());
+    uint8_t *bucket = (uint8_t *)malloc(total + 1);
+    int64_t bshape[1] = {(int64_t)total};
+    DLTensor b = {bucket, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, bshape, NULL, 0};
+    EXPECT(mxfp8_export_bucket(tensors, 1, &o, &entry, &b) == MXFP8_OK, "%s", mxfp8_last_error());
+    /* rank r of TP-2 along N (rows) and along K, plus a two-piece rank (rowwise) */
+    for (int rank = 0; rank < 5; ++rank)
+      for (int target = 0; target < 2; ++target) {
+        mxfp8_shard shard = MXFP8_SHARD_INIT;
+        int64_t pieces[4] = {256, 384, 0, 128};
+        if (rank < 2) shard.row_begin = rank * m / 2, shard.row_end = (rank + 1) * m / 2;
+        else if (rank < 4) shard.col_begin = (rank - 2) * 96, shard.col_end = rank == 2 ? 96 : k;
+        else if (columnwise) shard.row_begin = 128, shard.row_end = 320;
+        else shard.num_row_pieces = 2, shard.row_pieces = pieces;
+        if (columnwise && rank >= 2 && rank < 4) shard.col_begin = (rank - 2) * 100, shard.col_end = rank == 2 ? 100 : k;
+        uint8_t *v, *sc;
+        int64_t vb, sr, scc;
+        expected_shard(&src, &shard, &v, &vb, &sc, &sr, &scc);
+        const int64_t mr = columnwise ? scc : sr, mc = columnwise ? sr : scc; /* the matrix swizzled */
+        const int64_t swz_bytes = ref_round_up(mr, 128) * ref_round_up(mc, 4);
+        uint8_t *want_swz = (uint8_t *)calloc((size_t)swz_bytes + 1, 1);
+        for (int64_t y = 0; y < sr; ++y)
+          for (int64_t x = 0; x < scc; ++x)
+            want_swz[columnwise ? ref_swizzled_index(x, y, ref_round_up(mc, 4)) : ref_swizzled_index(y, x, ref_round_up(mc, 4))] = sc[y * scc + x];
+        const int64_t dst_scale_bytes = target ? swz_bytes : sr * scc;
+        uint8_t *dv = (uint8_t *)malloc((size_t)vb + 1), *ds = (uint8_t *)malloc((size_t)dst_scale_bytes + 1);
+        memset(dv, POISON, (size_t)vb);
+        memset(ds, POISON, (size_t)dst_scale_bytes);
+        int64_t vshape[1] = {vb}, sshape[1] = {dst_scale_bytes};
+        DLTensor dvt = {dv, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, vshape, NULL, 0};
+        DLTensor dst = {ds, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, sshape, NULL, 0};
+        mxfp8_import_destination d = {&dvt, &dst, target ? MXFP8_LAYOUT_CUTLASS_128X4 : MXFP8_LAYOUT_COMPACT, 0};
+        const int32_t ndims[1] = {2};
+        const int64_t shape[2] = {m, k};
+        const int64_t *shapes[1] = {shape};
+        const int32_t directions[1] = {columnwise};
+        const mxfp8_shard *shards[1] = {&shard};
+        mxfp8_bucket_manifest man = MXFP8_BUCKET_MANIFEST_INIT;
+        man.count = 1, man.entries = &entry, man.ndims = ndims, man.shapes = shapes, man.directions = directions;
+        man.shards = shards;
+        EXPECT(mxfp8_import_bucket(&b, &man, &d, NULL) == MXFP8_OK, "col %d rank %d target %d: %s", columnwise, rank, target,
+               mxfp8_last_error());
+        EXPECT(memcmp(dv, v, (size_t)vb) == 0, "col %d rank %d target %d: values", columnwise, rank, target);
+        EXPECT(memcmp(ds, target ? want_swz : sc, (size_t)dst_scale_bytes) == 0, "col %d rank %d target %d: scales", columnwise,
+               rank, target);
+        free(v), free(sc), free(want_swz), free(dv), free(ds);
+      }
+    free(bucket);
+    free_source(&src);
+  }
+}
+
+/* What one pass cannot do is refused up front, with the destination untouched. */
+static void test_import_refuses_pieces_that_split_tiles(void **state) {
+  (void)state;
+  uint64_t rng = 43;
+  source src;
+  make_source(&src, 300, 64, 0, STORAGE_PADDED, &rng);
+  const mxfp8_tensor *tensors[1] = {src.tensor};
+  mxfp8_bucket_entry entry;
+  uint64_t total = 0;
+  EXPECT(mxfp8_bucket_plan(tensors, 1, NULL, 256, &entry, &total) == MXFP8_OK, "%s", mxfp8_last_error());
+  uint8_t *bucket = (uint8_t *)malloc(total + 1);
+  int64_t bshape[1] = {(int64_t)total};
+  DLTensor b = {bucket, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, bshape, NULL, 0};
+  EXPECT(mxfp8_export_bucket(tensors, 1, NULL, &entry, &b) == MXFP8_OK, "%s", mxfp8_last_error());
+  int64_t pieces[4] = {0, 100, 200, 300};
+  mxfp8_shard shard = MXFP8_SHARD_INIT;
+  shard.num_row_pieces = 2, shard.row_pieces = pieces;
+  uint8_t dv[200 * 64], ds[256 * 4];
+  memset(dv, POISON, sizeof dv), memset(ds, POISON, sizeof ds);
+  int64_t vshape[1] = {(int64_t)sizeof dv}, sshape[1] = {(int64_t)sizeof ds};
+  DLTensor dvt = {dv, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, vshape, NULL, 0};
+  DLTensor dst = {ds, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, sshape, NULL, 0};
+  mxfp8_import_destination d = {&dvt, &dst, MXFP8_LAYOUT_CUTLASS_128X4, 0};
+  const int32_t ndims[1] = {2};
+  const int64_t shape[2] = {300, 64};
+  const int64_t *shapes[1] = {shape};
+  const mxfp8_shard *shards[1] = {&shard};
+  mxfp8_bucket_manifest man = MXFP8_BUCKET_MANIFEST_INIT;
+  man.count = 1, man.entries = &entry, man.ndims = ndims, man.shapes = shapes, man.shards = shards;
+  EXPECT(mxfp8_import_bucket(&b, &man, &d, NULL) == MXFP8_ERROR_UNSUPPORTED, "status: %s", mxfp8_last_error());
+  assert_last_error_contains("manifest.shards[0]: row piece 0 has 100 rows");
+  for (size_t i = 0; i < sizeof dv; ++i) EXPECT(dv[i] == POISON, "values written");
+  for (size_t i = 0; i < sizeof ds; ++i) EXPECT(ds[i] == POISON, "scales written");
+  free(bucket);
+  free_source(&src);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_random_shards_match_the_crop),
       cmocka_unit_test(test_row_pieces_concatenate),
       cmocka_unit_test(test_views_where_the_bytes_lie),
       cmocka_unit_test(test_empty_tensor_and_single_outputs),
+      cmocka_unit_test(test_bucket_of_shards_holds_each_crop),
+      cmocka_unit_test(test_import_takes_each_ranks_shard_of_a_whole_bucket),
+      cmocka_unit_test(test_import_refuses_pieces_that_split_tiles),
   };
   return cmocka_run_group_tests_name("shard export", tests, NULL, NULL);
 }
