@@ -83,6 +83,11 @@ if [ "${BENCH_ONLY:-0}" != 1 ]; then
     2>&1 | tee -a "$OUT/examples.log" || status=1
   python3 examples/weight_sync/weight_sync.py --transport ipc --path bucketed --steps 3 --layers 8 --hidden 2048 \
     --bucket-mb 64 2>&1 | tee -a "$OUT/examples.log" || status=1
+  # Resharding: two receivers map the trainer's whole buckets, each imports its TP-2 shard (issue 20).
+  python3 examples/weight_sync/weight_sync.py --transport ipc --tp 2 --steps 2 --layers 4 --hidden 2048 \
+    --bucket-mb 64 2>&1 | tee -a "$OUT/examples.log" || status=1
+  python3 examples/weight_sync/weight_sync.py --transport ipc --tp 2 --layout compact --steps 2 --layers 2 \
+    2>&1 | tee -a "$OUT/examples.log" || status=1
 fi
 
 [ "${TESTS_ONLY:-0}" = 1 ] && { step "done (tests only): status $status"; exit $status; }
@@ -101,6 +106,13 @@ PYTHONUNBUFFERED=1 timeout 300 python3 bench/weight_sync_e2e.py --out "$OUT/weig
 MXFP8_COPY_ENGINE_MIN_BYTES=0 PYTHONUNBUFFERED=1 timeout 300 python3 bench/weight_sync_e2e.py \
   --out "$OUT/weight_sync_e2e_kernel_only.json" >"$OUT/weight_sync_e2e_kernel_only.log" 2>&1 || status=1
 grep -E '"(direct|bucketed|by_hand|copy|bucket_fill)_ms"' "$OUT/weight_sync_e2e_kernel_only.json" | head -5
+
+step "resharding benchmark (bench/reshard.py: one TP-8 shard and the 80-layer model's, vs copy and crop)"
+PYTHONUNBUFFERED=1 timeout 120 python3 bench/reshard.py --smoke >"$OUT/reshard_smoke.log" 2>&1 \
+  && echo "smoke run OK" || { echo "smoke run FAILED"; tail -20 "$OUT/reshard_smoke.log"; status=1; }
+PYTHONUNBUFFERED=1 timeout 400 python3 bench/reshard.py --out "$OUT/reshard.json" --merge "$OUT/results.json" 2>&1 \
+  | tee "$OUT/reshard.log" | tail -30
+[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 
 if python3 -c "import tvm_ffi, mxfp8; mxfp8.tvm_ffi_library_path()" 2>/dev/null; then
   step "the cost of a call through the tvm-ffi module (bench/tvm_ffi_overhead.py)"

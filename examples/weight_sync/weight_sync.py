@@ -16,6 +16,12 @@ Paths:
             one launch per bucket); the receiver writes each into its parameters with mxfp8.import_bucket
             (one launch per bucket). For transports that need one buffer (NCCL, shared memory, network).
 
+Resharding (--tp N, bucketed): the trainer holds whole weights and sends whole buckets; N receiver
+processes (tensor-parallel ranks) each map every bucket and import only their own shard into parameters of
+the shard's size (mxfp8.import_bucket(..., shards=)): column-parallel weights by rows (the fused QKV and
+gate-up weights by several row pieces, a rank's Q, K and V heads), row-parallel ones by K columns. Each
+rank checks its parameters bit for bit against the crop of a direct compact quantize.
+
 Transports:
   ipc  one GPU, two processes, CUDA IPC through torch.multiprocessing (what verl and SGLang do)
   shm  CPU only: the bucket lives in multiprocessing shared memory; needs NumPy, not torch
@@ -23,6 +29,7 @@ Transports:
   python examples/weight_sync/weight_sync.py                  # ipc + direct when torch sees a GPU, else shm
   python examples/weight_sync/weight_sync.py --transport shm --steps 2
   python examples/weight_sync/weight_sync.py --path bucketed --layout compact
+  python examples/weight_sync/weight_sync.py --tp 2               # two receivers, each its TP-2 shard
 """
 import argparse
 import multiprocessing
@@ -44,6 +51,52 @@ def model_shapes(layers, hidden):
         shapes[f"layers.{i}.gate_up_proj.weight"] = (2 * 3 * hidden, hidden)
         shapes[f"layers.{i}.down_proj.weight"] = (hidden, 3 * hidden + 48)  # a partial last block
     return shapes
+
+
+def tp_shards(shapes, tp, rank):
+    """Rank `rank`'s shard of every weight under tensor parallelism of `tp`, in export_components'
+    rows= / cols= terms. Column-parallel (qkv, gate_up: a shard of N) take rows: the fused QKV weight its
+    Q heads, then its K and V heads; gate_up its gate rows, then its up rows. Row-parallel (o, down: a
+    shard of K) take K columns, split at a multiple of 32 (the scale blocks run along K)."""
+    shards = {}
+    for name, (n, k) in shapes.items():
+        if name.endswith("qkv_proj.weight"):
+            q, kv = 2 * n // 3, n // 6  # (hidden + hidden // 2) rows: Q hidden, K and V hidden // 4 each
+            pieces = [(rank * q // tp, (rank + 1) * q // tp)]
+            pieces += [(q + j * kv + rank * kv // tp, q + j * kv + (rank + 1) * kv // tp) for j in range(2)]
+            shards[name] = {"rows": pieces}
+        elif name.endswith("gate_up_proj.weight"):
+            half = n // 2
+            shards[name] = {"rows": [(j * half + rank * half // tp, j * half + (rank + 1) * half // tp) for j in range(2)]}
+        else:  # o_proj, down_proj: row-parallel
+            step = -(-k // tp // BLOCK) * BLOCK
+            shards[name] = {"cols": (min(rank * step, k), min((rank + 1) * step, k))}
+    return shards
+
+
+def shard_rows(shard, n):
+    """The row indices of `shard` of a weight of n rows, in order."""
+    rows = shard.get("rows", (0, n))
+    pieces = [rows] if isinstance(rows, tuple) else rows
+    return [r for a, b in pieces for r in range(a, b)]
+
+
+def shard_shape(shape, shard):
+    k0, k1 = shard.get("cols", (0, shape[1]))
+    return (len(shard_rows(shard, shape[0])), k1 - k0)
+
+
+def crop_reference(reference, shapes, shards, xp):
+    """The crop of each compact reference (values, scales) that a rank's shard holds: the check of the
+    resharded import, computed here from the direct quantize, not by the library."""
+    out = {}
+    for name, (values, scales) in reference.items():
+        shard = shards[name]
+        rows = shard_rows(shard, shapes[name][0])
+        k0, k1 = shard.get("cols", (0, shapes[name][1]))
+        index = np.array(rows) if xp is np else xp.tensor(rows, device=values.device)
+        out[name] = (values[index][:, k0:k1], scales[index][:, k0 // BLOCK:-(-k1 // BLOCK)])
+    return out
 
 
 def swizzle_reference(s, xp):
@@ -146,27 +199,41 @@ def verify(params, reference, names, xp):
     return None
 
 
-def shm_inference(shapes, layout, inbox, outbox):
+def rank_view(shapes, tp, rank):
+    """What one receiver holds: its shards (None without tensor parallelism) and its parameters' shapes."""
+    if tp == 1:
+        return None, shapes
+    shards = tp_shards(shapes, tp, rank)
+    return shards, {n: shard_shape(s, shards[n]) for n, s in shapes.items()}
+
+
+def shm_inference(shapes, layout, inbox, outbox, tp=1, rank=0):
     from multiprocessing import shared_memory
 
-    params = make_params(shapes, layout, np)
+    shards, own = rank_view(shapes, tp, rank)
+    params = make_params(own, layout, np)
     while (message := inbox.get()) is not None:
         shm_name, manifest, reference = message
         shm = shared_memory.SharedMemory(name=shm_name)
         try:
             bucket = np.ndarray((manifest[-1]["scales_offset"] + manifest[-1]["scales_bytes"],), np.uint8, shm.buf)
-            mxfp8.import_bucket(bucket, manifest, params)  # every tensor into place, one pass
+            names = [m["name"] for m in manifest]
+            # every tensor (or this rank's shard of it) into place, one pass
+            mxfp8.import_bucket(bucket, manifest, params, shards=shards and {n: shards[n] for n in names})
             del bucket
         finally:
             shm.close()
         outbox.put("imported")  # the bucket may be refilled; the check below is not timed
-        outbox.put(verify(params, reference, [m["name"] for m in manifest], np))
+        if shards:
+            reference = crop_reference(reference, shapes, shards, np)
+        outbox.put(verify(params, reference, names, np))
 
 
-def ipc_inference(shapes, layout, inbox, outbox):
+def ipc_inference(shapes, layout, inbox, outbox, tp=1, rank=0):
     import torch
 
-    params = make_params(shapes, layout, torch)
+    shards, own = rank_view(shapes, tp, rank)
+    params = make_params(own, layout, torch)
     plan = None
     while (message := inbox.get()) is not None:
         if message[0] == "storage":  # the direct path: the trainer's storage, mapped once over CUDA IPC
@@ -180,10 +247,12 @@ def ipc_inference(shapes, layout, inbox, outbox):
             names = list(reference)
         else:  # a bucket (its CUDA memory mapped over IPC), one launch into params
             _, bucket, manifest, reference = message
-            mxfp8.import_bucket(bucket, manifest, params)
             names = [m["name"] for m in manifest]
+            mxfp8.import_bucket(bucket, manifest, params, shards=shards and {n: shards[n] for n in names})
         torch.cuda.synchronize()
         outbox.put("imported")
+        if shards:
+            reference = crop_reference(reference, shapes, shards, torch)
         error = verify(params, reference, names, torch)
         del message
         outbox.put(error)
@@ -201,6 +270,8 @@ def main():
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--hidden", type=int, default=1024)
     parser.add_argument("--bucket-mb", type=float, default=16)
+    parser.add_argument("--tp", type=int, default=1,
+                        help="receivers, each taking its tensor-parallel shard of every whole bucket (bucketed)")
     args = parser.parse_args()
     transport = args.transport
     if transport == "auto":
@@ -210,9 +281,11 @@ def main():
             transport = "ipc" if torch.cuda.is_available() and mxfp8._mxfp8.with_cuda else "shm"
         except ImportError:
             transport = "shm"
-    path = args.path if args.path != "auto" else ("direct" if transport == "ipc" else "bucketed")
+    path = args.path if args.path != "auto" else ("direct" if transport == "ipc" and args.tp == 1 else "bucketed")
     if path == "direct" and transport != "ipc":
         raise SystemExit("--path direct needs --transport ipc (the receiver maps the trainer's GPU memory)")
+    if path == "direct" and args.tp != 1:
+        raise SystemExit("--tp needs --path bucketed (each rank imports its shard of the trainer's buckets)")
 
     shapes = model_shapes(args.layers, args.hidden)
     context = multiprocessing.get_context("spawn")
@@ -220,10 +293,12 @@ def main():
         import torch.multiprocessing as tmp
 
         context = tmp.get_context("spawn")
-    inbox, outbox = context.Queue(), context.Queue()
     target = ipc_inference if transport == "ipc" else shm_inference
-    receiver = context.Process(target=target, args=(shapes, args.layout, inbox, outbox), daemon=True)
-    receiver.start()
+    queues = [(context.Queue(), context.Queue()) for _ in range(args.tp)]
+    receivers = [context.Process(target=target, args=(shapes, args.layout, inbox, outbox, args.tp, rank), daemon=True)
+                 for rank, (inbox, outbox) in enumerate(queues)]
+    for receiver in receivers:
+        receiver.start()
     model = TorchModel(shapes) if transport == "ipc" else NumpyModel(shapes)
     # Every bucket holds at least the largest tensor (values + scales, aligned).
     bucket_bytes = max(int(args.bucket_mb * 2**20), max(int(np.prod(s)) * 33 // 32 + 1024 for s in shapes.values()))
@@ -235,7 +310,9 @@ def main():
         shared_array = np.ndarray((bucket_bytes,), np.uint8, shared.buf)
     total = sum(np.prod(s) for s in shapes.values())
     print(f"weight sync over {transport}, {path} path, engine scales {args.layout}: {len(shapes)} MXFP8 weights, "
-          f"{total / 1e6:.1f} M values" + (f", buckets of {args.bucket_mb} MB" if path == "bucketed" else ""), flush=True)
+          f"{total / 1e6:.1f} M values" + (f", buckets of {args.bucket_mb} MB" if path == "bucketed" else "") +
+          (f", {args.tp} receivers each taking its TP-{args.tp} shard" if args.tp > 1 else ""), flush=True)
+    inbox, outbox = queues[0]
     if path == "direct":  # fixed storage: shared once, imported at every step
         inbox.put(("storage", specs(model)))
         assert outbox.get() == "prepared"
@@ -261,12 +338,15 @@ def main():
                     reference = {m["name"]: model.reference[m["name"]] for m in manifest}
                     if transport == "ipc":
                         model.torch.cuda.current_stream().synchronize()  # the bucket is complete before it is shared
-                        inbox.put(("bucket", bucket, manifest, reference))
-                    else:  # the bucket already is the shared memory the receiver maps
-                        inbox.put((shared.name, manifest, reference))
-                    assert outbox.get() == "imported"  # the receiver is done with the bucket before it is refilled
+                    for rank_inbox, _ in queues:  # every rank maps the same bucket
+                        if transport == "ipc":
+                            rank_inbox.put(("bucket", bucket, manifest, reference))
+                        else:  # the bucket already is the shared memory the receiver maps
+                            rank_inbox.put((shared.name, manifest, reference))
+                    for _, rank_outbox in queues:  # every rank is done with the bucket before it is refilled
+                        assert rank_outbox.get() == "imported"
                     elapsed += time.perf_counter() - start
-                    errors.append(outbox.get())  # the check, not timed
+                    errors += [rank_outbox.get() for _, rank_outbox in queues]  # the checks, not timed
                     start = time.perf_counter()
                     sent += int(np.prod(bucket.shape))
                     buckets += 1
@@ -278,14 +358,17 @@ def main():
                   f"{sent / 1e6:.1f} MB in {elapsed * 1e3:.1f} ms ({sent / elapsed / 1e9:.2f} GB/s), "
                   f"every tensor bit-exact: {failures == 0}", flush=True)
     finally:
-        inbox.put(None)
-        receiver.join(timeout=60)
+        for rank_inbox, _ in queues:
+            rank_inbox.put(None)
+        for receiver in receivers:
+            receiver.join(timeout=60)
         if shared is not None:
             del shared_array
             shared.close()
             shared.unlink()
-    if failures or receiver.exitcode != 0:
-        raise SystemExit(f"weight sync failed: {failures} mismatching tensors or buckets, receiver exit {receiver.exitcode}")
+    exits = [receiver.exitcode for receiver in receivers]
+    if failures or any(code != 0 for code in exits):
+        raise SystemExit(f"weight sync failed: {failures} mismatching tensors or buckets, receiver exits {exits}")
     print("weight sync OK")
 
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Tuple
 
-from . import _args, _mxfp8
+from . import _args, _mxfp8, _shard
 from ._api import _DIRECTIONS, _FORMATS, Components, _choice, _flag, _has_exchange_api, _inputs
 
-_SPEC_KEYS = ("data", "scale_inv", "fp8_dtype", "swizzled", "shape")
+_SPEC_KEYS = ("data", "scale_inv", "fp8_dtype", "swizzled", "shape", "rows", "cols")
 _MANIFEST_KEYS = ("name", "shape", "fp8_dtype", "values_offset", "values_bytes", "scales_offset", "scales_bytes",
                   "scales_shape")
 
@@ -57,10 +57,16 @@ class _Spec:
             self.shape = tuple(int(d) for d in self.data.shape)
             if not self.shape:
                 raise ValueError(f"{where}['data'] is 0-dimensional: an MXFP8 tensor needs a last dimension K")
+        # A shard ("rows" / "cols", as export_components takes them): the bucket carries only it, as a
+        # 2-D (rows, cols) tensor.
+        self.shard = _shard.shard_spec(f"{where}: ", spec)
+        self.packed_shape = self.shape
+        if self.shard is not None:
+            self.packed_shape = _shard.shard_shape(self.shard, _numel(self.shape[:-1]), self.shape[-1])
 
     def packed_bytes(self, direction: int, alignment: int) -> int:
-        scales = _numel(_compact_scales_shapes(self.shape)[direction])
-        return _round_up(_numel(self.shape), alignment) + _round_up(scales, alignment)
+        scales = _numel(_compact_scales_shapes(self.packed_shape)[direction])
+        return _round_up(_numel(self.packed_shape), alignment) + _round_up(scales, alignment)
 
 
 def _spec_inputs(specs: List[_Spec], stream: Any):
@@ -106,8 +112,9 @@ def export_bucket(
 
     Args:
         tensors: name -> {"data": ..., "scale_inv": ..., and optionally "fp8_dtype" ("e4m3"), "swizzled"
-            (False), "shape"}: the arguments export_components takes, one direction's buffers. Other keys
-            are an error.
+            (False), "shape", "rows", "cols"}: the arguments export_components takes, one direction's
+            buffers; with "rows" / "cols" the bucket carries only that shard (mxfp8_export_bucket_shards),
+            described in the manifest as a 2-D (rows, cols) tensor. Other keys are an error.
         direction: "rowwise" or "columnwise", for every tensor.
         alignment: every part starts at a multiple of this many bytes (a power of two).
         bucket: a contiguous, writeable byte buffer to fill (torch, CuPy, NumPy...) on the tensors'
@@ -143,10 +150,11 @@ def _export_bucket(tensors, direction, alignment, bucket, stream, bucket_name: s
     for spec in specs:
         handles.append(_spec_handle(spec, dir_code, inputs))
         # direction and scales_layout: what mxfp8.import_bucket needs to know about the parts.
-        manifest.append({"name": spec.name, "shape": spec.shape, "fp8_dtype": spec.fp8_dtype,
-                         "scales_shape": _compact_scales_shapes(spec.shape)[dir_code],
+        manifest.append({"name": spec.name, "shape": spec.packed_shape, "fp8_dtype": spec.fp8_dtype,
+                         "scales_shape": _compact_scales_shapes(spec.packed_shape)[dir_code],
                          "direction": direction, "scales_layout": "compact"})
-    plan, total = _mxfp8.bucket_plan(handles, direction=dir_code, alignment=alignment)
+    shards = [spec.shard for spec in specs] if any(spec.shard is not None for spec in specs) else None
+    plan, total = _mxfp8.bucket_plan(handles, direction=dir_code, alignment=alignment, shards=shards)
     for entry, (vo, vb, so, sb) in zip(manifest, plan):
         entry.update(values_offset=vo, values_bytes=vb, scales_offset=so, scales_bytes=sb)
     if bucket is None:
@@ -159,7 +167,7 @@ def _export_bucket(tensors, direction, alignment, bucket, stream, bucket_name: s
         else:
             raise ValueError("pass bucket=: a CUDA buffer of at least %d bytes (no torch to allocate one)" % total)
     _mxfp8.export_bucket(handles, plan, bucket, direction=dir_code, stream=inputs.stream,
-                         dlpack_stream=inputs.dlpack_stream, bucket_name=bucket_name)
+                         dlpack_stream=inputs.dlpack_stream, bucket_name=bucket_name, shards=shards)
     return bucket, manifest
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
+from . import _shard
 from ._mxfp8 import import_bucket as _c_import_bucket, import_tensors as _c_import_tensors
 
 LAYOUTS = {"compact": 0, "cutlass_128x4": 1}
@@ -106,10 +107,29 @@ class ImportPlan:
         self._plan.run(stream_ptr)
 
 
+def _shards(names: List[str], shards: Optional[Mapping[str, Mapping[str, Any]]]):
+    """The C library's shard fields per manifest entry (None: whole), from {name: {"rows", "cols"}}."""
+    if shards is None:
+        return None
+    if not isinstance(shards, Mapping):
+        raise TypeError(f"shards must be a dict name -> {{'rows': ..., 'cols': ...}}, got {type(shards).__name__}")
+    unknown = [n for n in shards if n not in set(names)]
+    if unknown:
+        raise KeyError(f"shards names {unknown[:5]}, which the manifest does not hold")
+    out = []
+    for name in names:
+        spec = shards.get(name)
+        if spec is not None and not isinstance(spec, Mapping):
+            raise TypeError(f"shards[{name!r}] must be a dict with 'rows' and/or 'cols', got {type(spec).__name__}")
+        out.append(None if spec is None else _shard.shard_spec(f"shards[{name!r}]: ", spec))
+    return out
+
+
 def _bucket_call(bucket: Any, manifest: List[Mapping[str, Any]], params: Mapping[str, Any], layout: str,
-                 stream: Any, prepare: bool):
+                 stream: Any, prepare: bool, shards: Optional[Mapping[str, Mapping[str, Any]]] = None):
     names = [e["name"] for e in manifest]
     values, scales, targets = _destinations(names, params, layout)
+    shard_fields = _shards(names, shards)
     cuda, stream_ptr = _cuda_and_stream(bucket, stream)
     result = _c_import_bucket(
         bucket,
@@ -119,26 +139,33 @@ def _bucket_call(bucket: Any, manifest: List[Mapping[str, Any]], params: Mapping
         [_code("fp8_dtype", e.get("fp8_dtype", "e4m3"), _FORMATS) for e in manifest],
         [_code("direction", e.get("direction", "rowwise"), _DIRECTIONS) for e in manifest],
         [_code("scales_layout", e.get("scales_layout", "compact"), LAYOUTS) for e in manifest],
-        values, scales, targets, stream_ptr, _dlpack_stream(cuda, stream_ptr), prepare)
+        values, scales, targets, stream_ptr, _dlpack_stream(cuda, stream_ptr), prepare, shard_fields)
     if prepare:
         return ImportPlan(result, (bucket, values, scales), cuda, bucket)
     return None
 
 
 def import_bucket(bucket: Any, manifest: List[Mapping[str, Any]], params: Mapping[str, Any], *,
-                  layout: str = "compact", stream: Any = None) -> None:
+                  layout: str = "compact", stream: Any = None,
+                  shards: Optional[Mapping[str, Mapping[str, Any]]] = None) -> None:
     """Writes every tensor of `bucket` (a 1-D byte buffer made by export_bucket / iter_buckets, or any
     bucket its `manifest` describes) into ``params[name]``. The manifest entries are export_bucket's:
     name, shape, fp8_dtype, the offsets and sizes, and optionally "direction" and "scales_layout" (the
     layout the scales have in the bucket; "compact" when absent). Everything is checked before anything
-    is written; CUDA: one launch on `stream`, the call does not wait."""
-    _bucket_call(bucket, manifest, params, layout, stream, prepare=False)
+    is written; CUDA: one launch on `stream`, the call does not wait.
+
+    shards: {name: {"rows": (r0, r1) or [(r0, r1), ...], "cols": (k0, k1)}}: this receiver takes only
+    that shard of a tensor the bucket carries whole (resharding: each rank maps the trainer's bucket and
+    imports its own part), into a parameter of the shard's size (``scales_shape((rows, cols), ...)``).
+    The boundaries follow export_components' rows= / cols=."""
+    _bucket_call(bucket, manifest, params, layout, stream, prepare=False, shards=shards)
 
 
 def prepare_import_bucket(bucket: Any, manifest: List[Mapping[str, Any]], params: Mapping[str, Any], *,
-                          layout: str = "compact") -> ImportPlan:
+                          layout: str = "compact",
+                          shards: Optional[Mapping[str, Mapping[str, Any]]] = None) -> ImportPlan:
     """import_bucket checked once; ``plan.run(stream)`` imports whatever the bucket holds at each run."""
-    return _bucket_call(bucket, manifest, params, layout, None, prepare=True)
+    return _bucket_call(bucket, manifest, params, layout, None, prepare=True, shards=shards)
 
 
 def _tensors_call(tensors: Mapping[str, Mapping[str, Any]], params: Mapping[str, Any], direction: str, layout: str,

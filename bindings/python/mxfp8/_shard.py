@@ -54,3 +54,24 @@ def shard_fields(rows: Optional[Rows] = None, cols: Optional[Range] = None, name
 
 def is_shard(rows: Any, cols: Any) -> bool:
     return rows is not None or cols is not None
+
+
+def shard_shape(fields: Dict[str, Any], m: int, k: int) -> Tuple[int, int]:
+    """(rows, cols) of the shard `fields` (shard_fields' dict) of an (m, k) tensor, for planning; the C
+    library checks the boundaries."""
+    if fields["row_pieces"] is not None:
+        p = fields["row_pieces"]
+        rows = sum(p[i + 1] - p[i] for i in range(0, len(p), 2))
+    else:
+        rows = (m if fields["row_end"] == SHARD_END else fields["row_end"]) - fields["row_begin"]
+    cols = (k if fields["col_end"] == SHARD_END else fields["col_end"]) - fields["col_begin"]
+    return rows, cols
+
+
+def shard_spec(name: str, spec: Any) -> Optional[Dict[str, Any]]:
+    """shard_fields of a dict with optional "rows" and "cols" (a bucket spec, or an entry of the import
+    call's `shards`), or None when it names neither."""
+    rows, cols = spec.get("rows"), spec.get("cols")
+    if rows is None and cols is None:
+        return None
+    return shard_fields(rows, cols, name=f"{name}")

@@ -14,6 +14,7 @@
 #include <dlpack/dlpack.h>
 
 #include "mxfp8/mxfp8.h"
+#include "shard_list.hpp"
 
 namespace py = pybind11;
 
@@ -137,8 +138,10 @@ py::object import_bucket(py::handle bucket, const std::vector<std::array<uint64_
                          const std::vector<std::vector<int64_t>> &shapes, const std::vector<int32_t> &formats,
                          const std::vector<int32_t> &directions, const std::vector<int32_t> &scales_layouts,
                          const py::list &values, const py::list &scales, const std::vector<int32_t> &targets,
-                         uintptr_t stream, py::object dlpack_stream, bool prepare) {
+                         uintptr_t stream, py::object dlpack_stream, bool prepare,
+                         const std::optional<std::vector<py::object>> &shards) {
   const size_t n = entries.size();
+  const ShardList shard_list(shards, n);
   if (shapes.size() != n || formats.size() != n || directions.size() != n || scales_layouts.size() != n)
     throw py::value_error("the manifest's lists must have one entry per tensor");
   auto taken_bucket = take(bucket, "bucket", dlpack_stream);
@@ -159,6 +162,7 @@ py::object import_bucket(py::handle bucket, const std::vector<std::array<uint64_
   m.formats = formats.data();
   m.directions = directions.data();
   m.scales_layouts = scales_layouts.data();
+  m.shards = shard_list.data();
   mxfp8_status st;
   mxfp8_prepared_export *plan = nullptr;
   {
@@ -232,7 +236,7 @@ void register_import(py::module_ &m) {
            "Runs the import on `stream` (a cudaStream_t as an int; 0: the legacy default stream).");
   m.def("import_bucket", &import_bucket, py::arg("bucket"), py::arg("entries"), py::arg("shapes"), py::arg("formats"),
         py::arg("directions"), py::arg("scales_layouts"), py::arg("values"), py::arg("scales"), py::arg("targets"),
-        py::arg("stream"), py::arg("dlpack_stream"), py::arg("prepare"),
+        py::arg("stream"), py::arg("dlpack_stream"), py::arg("prepare"), py::arg("shards") = py::none(),
         "mxfp8_import_bucket (or mxfp8_prepare_import_bucket with prepare=True, returning an ImportPlan).");
   m.def("import_tensors", &import_tensors, py::arg("data"), py::arg("scale_inv"), py::arg("shapes"), py::arg("formats"),
         py::arg("swizzled"), py::arg("direction"), py::arg("values"), py::arg("scales"), py::arg("targets"),

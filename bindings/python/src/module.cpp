@@ -16,6 +16,8 @@
 #include <dlpack/dlpack.h>
 #include <mxfp8/mxfp8.h>
 
+#include "shard_list.hpp"
+
 #ifdef MXFP8_PYTHON_WITH_CUDA
 #include <cuda_runtime_api.h>
 #endif
@@ -662,13 +664,17 @@ std::vector<const mxfp8_tensor *> handles(const std::vector<Tensor *> &tensors) 
 }
 
 // Plans a bucket: [(values_offset, values_bytes, scales_offset, scales_bytes)], total bytes.
-py::tuple bucket_plan(const std::vector<Tensor *> &tensors, int direction, uint64_t alignment) {
+// shards: None (whole tensors), or per tensor None or _shard.shard_fields' dict (mxfp8_bucket_plan_shards).
+py::tuple bucket_plan(const std::vector<Tensor *> &tensors, int direction, uint64_t alignment,
+                      const std::optional<std::vector<py::object>> &shards) {
   mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
   o.direction = direction;
   std::vector<mxfp8_bucket_entry> entries(tensors.size());
   uint64_t total = 0;
   const auto h = handles(tensors);
-  check(mxfp8_bucket_plan(h.data(), h.size(), &o, alignment, entries.data(), &total));
+  const ShardList shard_list(shards, tensors.size());
+  check(shards ? mxfp8_bucket_plan_shards(h.data(), shard_list.data(), h.size(), &o, alignment, entries.data(), &total)
+               : mxfp8_bucket_plan(h.data(), h.size(), &o, alignment, entries.data(), &total));
   py::list rows;
   for (const auto &e : entries) rows.append(py::make_tuple(e.values_offset, e.values_bytes, e.scales_offset, e.scales_bytes));
   return py::make_tuple(rows, total);
@@ -693,7 +699,7 @@ Exchange exchange_for_objects(py::handle first, const py::object &stream, py::ob
 // stream None: the framework's current stream when the tensors were made in exchange mode.
 void export_bucket(const std::vector<Tensor *> &tensors, const std::vector<std::tuple<uint64_t, uint64_t, uint64_t, uint64_t>> &plan,
                    py::object bucket, int direction, py::object stream, py::object dlpack_stream,
-                   const std::string &bucket_name) {
+                   const std::string &bucket_name, const std::optional<std::vector<py::object>> &shards) {
   mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
   o.direction = direction;
   Exchange ex = tensors.empty() ? exchange_for(nullptr, DLDevice{kDLCPU, 0}, stream, dlpack_stream)
@@ -702,8 +708,10 @@ void export_bucket(const std::vector<Tensor *> &tensors, const std::vector<std::
   std::vector<mxfp8_bucket_entry> entries;
   for (const auto &[vo, vb, so, sb] : plan) entries.push_back(mxfp8_bucket_entry{vo, vb, so, sb});
   const auto h = handles(tensors);
+  const ShardList shard_list(shards, tensors.size());
   with_borrowed(bucket, bucket_name.c_str(), ex, Access::Write, [&](DLTensor *b) {
-    check(mxfp8_export_bucket(h.data(), h.size(), &o, entries.data(), b));
+    check(shards ? mxfp8_export_bucket_shards(h.data(), shard_list.data(), h.size(), &o, entries.data(), b)
+                 : mxfp8_export_bucket(h.data(), h.size(), &o, entries.data(), b));
   });
 }
 
@@ -1104,10 +1112,11 @@ PYBIND11_MODULE(_mxfp8, m) {
            py::arg("row_end") = MXFP8_SHARD_END, py::arg("col_begin") = 0, py::arg("col_end") = MXFP8_SHARD_END,
            py::arg("row_pieces") = py::none(), py::arg("stream") = py::none(), py::arg("allocator") = py::none());
 
-  m.def("bucket_plan", &bucket_plan, py::arg("tensors"), py::arg("direction") = 0, py::arg("alignment") = 256);
+  m.def("bucket_plan", &bucket_plan, py::arg("tensors"), py::arg("direction") = 0, py::arg("alignment") = 256,
+        py::arg("shards") = py::none());
   m.def("export_bucket", &export_bucket, py::arg("tensors"), py::arg("plan"), py::arg("bucket"),
         py::arg("direction") = 0, py::arg("stream") = py::none(), py::arg("dlpack_stream") = py::none(),
-        py::arg("bucket_name") = "bucket");
+        py::arg("bucket_name") = "bucket", py::arg("shards") = py::none());
   py::class_<PreparedExport>(m, "PreparedExport", "A batched export of compact scales, checked once (mxfp8_prepared_export).")
       .def(py::init<const std::vector<Tensor *> &, const std::vector<py::object> &, int, py::object>(), py::arg("tensors"),
            py::arg("destinations"), py::arg("direction") = 0, py::arg("dlpack_stream") = py::none())

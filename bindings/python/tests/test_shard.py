@@ -98,3 +98,78 @@ def test_columnwise_boundaries_follow_the_blocks_along_m():
         mxfp8.export_components(data, buf, swizzled=True, direction="columnwise", rows=(16, 100))
     with pytest.raises(ValueError, match="block must be"):
         mxfp8.export_components(data, buf, swizzled=True, direction="columnwise", rows=(0, 32), block="32x32")
+
+
+def test_bucket_of_shards_unpacks_to_each_crop():
+    """export_bucket / iter_buckets with "rows" / "cols" in a spec carry only the shard, described in the
+    manifest as a 2-D (rows, cols) tensor."""
+    specs, want = {}, {}
+    for i, (storage, shape, rows, cols) in enumerate([
+            ("swizzled", (300, 200), [(100, 200), (0, 50)], None),
+            ("padded", (257, 96), (13, 250), (32, 96)),
+            ("compact", (64, 1024), None, (512, 1024)),
+            ("swizzled", (130, 48), None, None)]):
+        data, buf, s = make_mxfp8(shape, storage, seed=10 + i)
+        spec = {"data": data, "scale_inv": buf, "swizzled": storage == "swizzled"}
+        if rows is not None:
+            spec["rows"] = rows
+        if cols is not None:
+            spec["cols"] = cols
+        specs[f"w{i}"] = spec
+        pieces = [rows] if isinstance(rows, tuple) else rows or [(0, shape[0])]
+        index = np.concatenate([np.arange(a, b) for a, b in pieces])
+        k0, k1 = cols or (0, shape[1])
+        want[f"w{i}"] = (data[index][:, k0:k1], s[index][:, k0 // 32:-(-k1 // 32)])
+    bucket, manifest = mxfp8.export_bucket(specs)
+    parts = mxfp8.unpack_bucket(bucket, manifest)
+    for name, (v, s) in want.items():
+        assert np.array_equal(parts[name].values, v) and np.array_equal(parts[name].scales, s), name
+        assert tuple(next(m for m in manifest if m["name"] == name)["shape"]) == v.shape
+    names = []
+    for bucket, manifest in mxfp8.iter_buckets(specs, bucket_bytes=40000):
+        for name, part in mxfp8.unpack_bucket(bucket, manifest).items():
+            assert np.array_equal(part.values, want[name][0]) and np.array_equal(part.scales, want[name][1])
+            names.append(name)
+    assert sorted(names) == sorted(want)
+
+
+@pytest.mark.parametrize("layout", ["compact", "cutlass_128x4"])
+def test_each_rank_imports_its_shard_of_a_whole_bucket(layout):
+    """The receiver's side: a bucket of whole tensors; rank r imports rows / pieces / columns of it into
+    parameters of the shard's size, the 128x4 reference swizzled from the permute form in conftest."""
+    from conftest import swizzle_reference
+
+    shapes = {"qkv": (768, 256), "o": (256, 256), "down": (256, 1056)}
+    tensors, whole = {}, {}
+    for i, (name, shape) in enumerate(shapes.items()):
+        data, buf, s = make_mxfp8(shape, "swizzled", seed=20 + i)
+        tensors[name] = {"data": data, "scale_inv": buf, "swizzled": True}
+        whole[name] = (data, s)
+    bucket, manifest = mxfp8.export_bucket(tensors)
+    for rank in range(2):
+        shards = {"qkv": {"rows": [(rank * 256, rank * 256 + 256), (512 + rank * 128, 640 + rank * 128)]},
+                  "o": {"cols": (rank * 128, rank * 128 + 128)},
+                  "down": {"cols": (rank * 544, 544 if rank == 0 else 1056)}}
+        params, want = {}, {}
+        for name, shard in shards.items():
+            data, s = whole[name]
+            pieces = shard.get("rows", [(0, data.shape[0])])
+            index = np.concatenate([np.arange(a, b) for a, b in pieces])
+            k0, k1 = shard.get("cols", (0, data.shape[1]))
+            v, sc = data[index][:, k0:k1], s[index][:, k0 // 32:-(-k1 // 32)]
+            want[name] = (v, sc if layout == "compact" else swizzle_reference(sc))
+            params[name] = (np.full(v.shape, 0xFF, np.uint8), np.full(mxfp8.scales_shape(v.shape, layout), 0xFF, np.uint8))
+        mxfp8.import_bucket(bucket, manifest, params, layout=layout, shards=shards)
+        for name, (v, sc) in want.items():
+            assert np.array_equal(params[name][0], v), (rank, name)
+            assert np.array_equal(params[name][1].reshape(-1), sc.reshape(-1)), (rank, name)
+
+
+def test_import_shards_name_the_tensor():
+    data, buf, _ = make_mxfp8((100, 48), "padded")
+    bucket, manifest = mxfp8.export_bucket({"w": {"data": data, "scale_inv": buf}})
+    params = {"w": (np.empty((100, 48), np.uint8), np.empty((100, 2), np.uint8))}
+    with pytest.raises(ValueError, match=r"manifest.shards\[0\].col_begin is 16"):
+        mxfp8.import_bucket(bucket, manifest, params, shards={"w": {"cols": (16, 48)}})
+    with pytest.raises(KeyError, match="does not hold"):
+        mxfp8.import_bucket(bucket, manifest, params, shards={"x": {"cols": (0, 32)}})
