@@ -892,6 +892,20 @@ MXFP8_API mxfp8_status mxfp8_prepare_bucket_shards(const mxfp8_tensor *const *te
  * destination a shard of several row pieces needs rowwise scales and pieces of multiples of 128 rows
  * (but the last), so that each piece fills whole tiles; anything else is MXFP8_ERROR_UNSUPPORTED. */
 
+/* Expert parallelism: the experts one rank serves, from a grouped tensor (see "Grouped MoE experts"), in
+ * the order given (experts[i] in 0..E-1; an expert may appear more than once), stacked as
+ * mxfp8_grouped_export_stacked stacks all of them: values [count, N, K] and compact scales
+ * [count, N, ceil(K/32)]. The chosen experts must share one row count N. Each output is a view when
+ * the chosen experts lie back to back in the flat buffers in the order given (experts[i] ==
+ * experts[0] + i; scales only when packed MXFP8_GROUPED_SCALES_COMPACT), otherwise a copy; the copies
+ * of both outputs are made by one launch on options->stream (values of 4 MiB or more per expert through
+ * cudaMemcpyAsync). Options, ownership and failures as mxfp8_grouped_export_stacked; count == 0 is an
+ * error (there would be no N). `experts` is read during the call only. */
+MXFP8_API mxfp8_status mxfp8_grouped_export_experts(const mxfp8_grouped_tensor *grouped, const int32_t *experts,
+                                                    size_t count, const mxfp8_export_options *options,
+                                                    DLManagedTensorVersioned **values,
+                                                    DLManagedTensorVersioned **scales);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -231,3 +231,102 @@ extern "C" MXFP8_API mxfp8_status mxfp8_grouped_export_stacked(const mxfp8_group
     if (values) *values = values_out.release();
   });
 }
+
+namespace mxfp8 {
+namespace {
+
+// The chosen experts, checked: each in range, one row count among them. Returns that row count.
+int64_t check_experts(const mxfp8_grouped_tensor &g, const int32_t *experts, size_t count) {
+  if (count == 0) fail(MXFP8_ERROR_INVALID_ARGUMENT, "count is 0: choose at least one expert");
+  if (!experts) fail(MXFP8_ERROR_INVALID_ARGUMENT, "experts is NULL");
+  check_count(count);
+  const auto total = static_cast<int64_t>(g.rows.size());
+  for (size_t i = 0; i < count; ++i)
+    if (experts[i] < 0 || experts[i] >= total)
+      fail(MXFP8_ERROR_INVALID_ARGUMENT, "experts[", i, "] is ", experts[i], ", out of range: the group has ", total,
+           " experts");
+  const int64_t n = g.rows[experts[0]];
+  for (size_t i = 1; i < count; ++i)
+    if (g.rows[experts[i]] != n)
+      fail(MXFP8_ERROR_INVALID_ARGUMENT, "stacking needs experts of one row count: experts[0] (expert ", experts[0],
+           ") has ", n, " rows, experts[", i, "] (expert ", experts[i], ") has ", g.rows[experts[i]]);
+  return n;
+}
+
+// experts[i] == experts[0] + i: the chosen experts lie back to back in the flat buffers, in order.
+bool consecutive(const int32_t *experts, size_t count) {
+  for (size_t i = 1; i < count; ++i)
+    if (experts[i] != experts[0] + static_cast<int64_t>(i)) return false;
+  return true;
+}
+
+}  // namespace
+}  // namespace mxfp8
+
+extern "C" MXFP8_API mxfp8_status mxfp8_grouped_export_experts(const mxfp8_grouped_tensor *g, const int32_t *experts,
+                                                               size_t count, const mxfp8_export_options *options,
+                                                               DLManagedTensorVersioned **values,
+                                                               DLManagedTensorVersioned **scales) {
+  return guarded([&] {
+    if (!g) fail(MXFP8_ERROR_INVALID_ARGUMENT, "grouped is NULL");
+    if (!values && !scales) fail(MXFP8_ERROR_INVALID_ARGUMENT, "values and scales are both NULL: nothing to export");
+    if (values == scales)
+      fail(MXFP8_ERROR_INVALID_ARGUMENT, "values and scales point to the same place: each output needs its own pointer");
+    const mxfp8_export_options o = read_options(options);
+    if (o.direction != MXFP8_DIRECTION_ROWWISE)
+      fail(MXFP8_ERROR_MISSING_DATA, "grouped experts carry rowwise data only: export them with direction rowwise");
+    if (o.scales_granularity != MXFP8_SCALES_PER_32)
+      fail(MXFP8_ERROR_INVALID_ARGUMENT, "grouped experts export their stored per-32 scales: "
+           "options.scales_granularity must be MXFP8_SCALES_PER_32");
+    const int64_t n = check_experts(*g, experts, count), c = g->scale_cols, k = g->cols;
+    const auto chosen = static_cast<int64_t>(count);
+    const std::vector<int64_t> values_shape{chosen, n, k}, scales_shape{chosen, n, c};
+    const bool in_order = consecutive(experts, count);
+    const uint64_t read_only = DLPACK_FLAG_BITMASK_READ_ONLY;
+
+    // Views where the bytes already lie so; everything else is copied in one launch.
+    ManagedPtr values_out, scales_out;
+    std::vector<ScaleJob> jobs;
+    std::vector<Span> spans{
+        span_of(byte_pointer(g->data->dl_tensor), checked_numel(g->data->dl_tensor, "data"), "desc.data", kNoIndex, false),
+        span_of(byte_pointer(g->scales->dl_tensor), checked_numel(g->scales->dl_tensor, "scale_inv"), "desc.scale_inv",
+                kNoIndex, false)};
+    if (values) {
+      if (in_order) {
+        values_out = make_view(keep_alive(g), offset_by(g->data->dl_tensor, g->first_row[experts[0]] * k),
+                               values_dtype(g->format, o.values_dtype), values_shape, compact_strides(values_shape),
+                               g->data->flags & read_only);
+      } else {
+        values_out = allocate_copy(g->device, values_dtype(g->format, o.values_dtype), values_shape,
+                                   Allocation{o.allocator, o.stream});
+        uint8_t *dst = byte_pointer(values_out->dl_tensor);
+        const int64_t bytes = chosen * n * k;
+        spans.push_back(span_of(bytes > 0 ? dst : nullptr, bytes, "the values copy from options.allocator", kNoIndex, true));
+        const uint8_t *src = byte_pointer(g->data->dl_tensor);
+        for (size_t i = 0; i < count && n * k > 0; ++i)
+          add_copy_jobs(jobs, src + g->first_row[experts[i]] * k, dst + static_cast<int64_t>(i) * n * k, n * k);
+      }
+    }
+    if (scales) {
+      bool view = in_order && g->scale_packing == MXFP8_GROUPED_SCALES_COMPACT;
+      for (size_t i = 1; i < count && view; ++i)
+        view = g->scale_offset[experts[i]] == g->scale_offset[experts[0]] + static_cast<int64_t>(i) * n * c;
+      if (view) {
+        scales_out = make_view(keep_alive(g), offset_by(g->scales->dl_tensor, g->scale_offset[experts[0]]),
+                               scales_dtype(o.scales_dtype), scales_shape, compact_strides(scales_shape),
+                               g->scales->flags & read_only);
+      } else {
+        scales_out = allocate_copy(g->device, scales_dtype(o.scales_dtype), scales_shape, Allocation{o.allocator, o.stream});
+        uint8_t *dst = byte_pointer(scales_out->dl_tensor);
+        const int64_t bytes = chosen * n * c;
+        spans.push_back(span_of(bytes > 0 ? dst : nullptr, bytes, "the scales copy from options.allocator", kNoIndex, true));
+        for (size_t i = 0; i < count && n * c > 0; ++i)
+          jobs.push_back(compact_job(g->sources[experts[i]], dst + static_cast<int64_t>(i) * n * c));
+      }
+    }
+    check_no_overlap(spans);
+    run_jobs_on(g->device, jobs.data(), jobs.size(), o.stream);
+    if (scales) *scales = scales_out.release();
+    if (values) *values = values_out.release();
+  });
+}

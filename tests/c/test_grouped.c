@@ -209,11 +209,77 @@ static void test_bad_grouped_descriptions(void **state) {
   test_tensor_free(scales);
 }
 
+/* Expert parallelism: a subset of experts in a given order, stacked; views only where the chosen experts
+ * lie back to back in order, copies (poisoned first) otherwise; every layout; bad choices refused. */
+static void test_subset_of_experts_in_any_order(void **state) {
+  (void)state;
+  static const group_case uniform[] = {
+      {6, {160, 160, 160, 160, 160, 160}, 200, MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED, MXFP8_GROUPED_SCALES_PADDED, 0},
+      {6, {160, 160, 160, 160, 160, 160}, 200, MXFP8_SCALE_LAYOUT_ROW_MAJOR, MXFP8_GROUPED_SCALES_PADDED, 1},
+      {6, {33, 33, 33, 33, 33, 33}, 48, MXFP8_SCALE_LAYOUT_ROW_MAJOR, MXFP8_GROUPED_SCALES_COMPACT, 0},
+  };
+  static const int32_t choices[][4] = {{4, 1, 5, 1}, {2, 3, 4, -1}, {5, -1, -1, -1}, {0, 2, 4, -1}};
+  uint64_t rng = 61;
+  for (size_t ci = 0; ci < sizeof uniform / sizeof uniform[0]; ++ci) {
+    const group_case *c = &uniform[ci];
+    group g = make_group(c, &rng);
+    const int64_t n = c->rows[0], k = c->k, cols = ref_ceil_div(k, 32);
+    for (size_t choice = 0; choice < sizeof choices / sizeof choices[0]; ++choice) {
+      size_t count = 0;
+      while (count < 4 && choices[choice][count] >= 0) ++count;
+      mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
+      o.allocator = poisoned_allocator;
+      DLManagedTensorVersioned *values = NULL, *scales = NULL;
+      EXPECT(mxfp8_grouped_export_experts(g.g, choices[choice], count, &o, &values, &scales) == MXFP8_OK, "case %zu: %s",
+             ci, mxfp8_last_error());
+      EXPECT(values->dl_tensor.ndim == 3 && values->dl_tensor.shape[0] == (int64_t)count && values->dl_tensor.shape[1] == n &&
+                 scales->dl_tensor.shape[2] == cols, "case %zu choice %zu: shapes", ci, choice);
+      int in_order = 1;
+      for (size_t i = 1; i < count; ++i) in_order &= choices[choice][i] == choices[choice][0] + (int32_t)i;
+      EXPECT(!!(values->flags & DLPACK_FLAG_BITMASK_IS_COPIED) == !in_order, "case %zu choice %zu: values view/copy", ci, choice);
+      const int scales_view = in_order && c->packing == MXFP8_GROUPED_SCALES_COMPACT && !c->gaps;
+      EXPECT(!!(scales->flags & DLPACK_FLAG_BITMASK_IS_COPIED) == !scales_view, "case %zu choice %zu: scales view/copy", ci, choice);
+      for (size_t i = 0; i < count; ++i) {
+        const int32_t e = choices[choice][i];
+        for (int64_t j = 0; j < n * k; ++j)
+          EXPECT(read_through_strides(&values->dl_tensor, (int64_t)i * n * k + j) == g.data->buffer[e * n * k + j],
+                 "case %zu choice %zu: expert %d value %lld", ci, choice, e, (long long)j);
+        for (int64_t j = 0; j < n * cols; ++j)
+          EXPECT(read_through_strides(&scales->dl_tensor, (int64_t)i * n * cols + j) == g.s[e][j],
+                 "case %zu choice %zu: expert %d scale %lld", ci, choice, e, (long long)j);
+      }
+      release_managed(values);
+      release_managed(scales);
+    }
+    /* bad choices: nothing written */
+    DLManagedTensorVersioned *sentinel = (DLManagedTensorVersioned *)(uintptr_t)0xBAD, *v = sentinel, *sc = sentinel;
+    const int32_t out_of_range[2] = {1, 6};
+    EXPECT(mxfp8_grouped_export_experts(g.g, out_of_range, 2, NULL, &v, &sc) == MXFP8_ERROR_INVALID_ARGUMENT, "range");
+    assert_last_error_contains("experts[1] is 6, out of range: the group has 6 experts");
+    EXPECT(mxfp8_grouped_export_experts(g.g, out_of_range, 0, NULL, &v, &sc) == MXFP8_ERROR_INVALID_ARGUMENT, "count 0");
+    assert_last_error_contains("count is 0");
+    EXPECT(mxfp8_grouped_export_experts(g.g, NULL, 2, NULL, &v, &sc) == MXFP8_ERROR_INVALID_ARGUMENT, "NULL");
+    assert_last_error_contains("experts is NULL");
+    EXPECT(v == sentinel && sc == sentinel, "an output was written");
+    mxfp8_grouped_tensor_release(g.g);
+    free_group(&g, c->experts);
+  }
+  /* experts of different row counts cannot be stacked */
+  group g = make_group(&kCases[2], &rng);
+  const int32_t mixed[2] = {0, 2};
+  DLManagedTensorVersioned *v = NULL, *sc = NULL;
+  EXPECT(mxfp8_grouped_export_experts(g.g, mixed, 2, NULL, &v, &sc) == MXFP8_ERROR_INVALID_ARGUMENT, "mixed rows");
+  assert_last_error_contains("experts[1] (expert 2) has 200");
+  mxfp8_grouped_tensor_release(g.g);
+  free_group(&g, kCases[2].experts);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_each_expert_exports_its_own_scales),
       cmocka_unit_test(test_stacked_export_for_uniform_experts),
       cmocka_unit_test(test_bad_grouped_descriptions),
+      cmocka_unit_test(test_subset_of_experts_in_any_order),
   };
   return cmocka_run_group_tests_name("grouped MoE experts", tests, NULL, NULL);
 }
