@@ -182,6 +182,7 @@ def export_grouped(
     values_dtype: str = "fp8",
     scales_dtype: str = "uint8",
     stream: Any = None,
+    experts: Optional[Sequence[int]] = None,
 ):
     """Export E MoE experts held in one flat values buffer and one flat scale buffer (rowwise).
 
@@ -196,6 +197,9 @@ def export_grouped(
         swizzled: each expert's scales are in the cuBLAS 128x4 layout (needs "padded").
         stacked: return one Components with values [E, N, K] and scales [E, N, ceil(K/32)] (the shape
             vLLM's MoE layers load; one launch for all experts); else a list of per-expert Components.
+        experts: only these experts, in this order (expert parallelism: the experts one rank serves),
+            stacked [len(experts), N, K] (mxfp8_grouped_export_experts: views when they lie back to back
+            in order, else copies made in one launch); they must share one row count. Needs stacked.
         Other arguments as export_components.
     """
     inputs = _inputs(stream, data=data, scale_inv=scale_inv)
@@ -232,6 +236,14 @@ def export_grouped(
         exchange=inputs.exchange,
     )
     allocator = _torch_allocator(inputs.torch, data)
+    if experts is not None:
+        if isinstance(experts, (str, bytes)) or not hasattr(experts, "__len__"):
+            raise TypeError(f"experts must be a sequence of ints, got {experts!r}")
+        chosen = [_args.integer(f"experts[{i}]", e, -_args.INT32_MAX - 1, _args.INT32_MAX) for i, e in enumerate(experts)]
+        if not stacked:
+            raise ValueError("experts= returns the chosen experts stacked: leave stacked=True")
+        return _components(inputs.torch, *grouped.export_experts(chosen, values_dtype=vd, scales_dtype=sd,
+                                                                 stream=inputs.stream, allocator=allocator))
     if stacked:
         return _components(inputs.torch, *grouped.export_stacked(values_dtype=vd, scales_dtype=sd,
                                                                  stream=inputs.stream, allocator=allocator))

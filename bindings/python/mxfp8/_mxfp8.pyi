@@ -54,6 +54,10 @@ class Grouped:
         self, *, values_dtype: int = 0, scales_dtype: int = 0, stream: Optional[int] = None,
         allocator: Optional[Callable[[list[int], tuple[int, int]], Any]] = None,
     ) -> tuple[Any, Any]: ...  # Arrays, or the framework's tensors (exchange mode)
+    def export_experts(
+        self, experts: Sequence[int], *, values_dtype: int = 0, scales_dtype: int = 0, stream: Optional[int] = None,
+        allocator: Optional[Callable[[list[int], tuple[int, int]], Any]] = None,
+    ) -> tuple[Any, Any]: ...  # mxfp8_grouped_export_experts
 
 def bucket_plan(tensors: list[Tensor], direction: int = 0, alignment: int = 256) -> tuple[list[tuple[int, int, int, int]], int]: ...
 def export_bucket(

@@ -651,6 +651,18 @@ class Grouped {
                        });
   }
 
+  // The chosen experts, in this order (mxfp8_grouped_export_experts).
+  py::tuple export_experts(const std::vector<int32_t> &experts, int values_dtype, int scales_dtype, py::object stream,
+                           py::object allocator) {
+    mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
+    o.values_dtype = values_dtype;
+    o.scales_dtype = scales_dtype;
+    return export_with(o, exchange_for(api_, device_, stream), allocator,
+                       [&](DLManagedTensorVersioned **v, DLManagedTensorVersioned **s) {
+                         return mxfp8_grouped_export_experts(handle_, experts.data(), experts.size(), &o, v, s);
+                       });
+  }
+
  private:
   mxfp8_grouped_tensor *handle_ = nullptr;
   const DLPackExchangeAPI *api_ = nullptr;  // set when made in exchange mode
@@ -1140,6 +1152,8 @@ PYBIND11_MODULE(_mxfp8, m) {
            py::arg("exchange") = false)
       .def("expert", &Grouped::expert, py::arg("expert"))
       .def("export_stacked", &Grouped::export_stacked, py::kw_only(), py::arg("values_dtype") = 0,
+           py::arg("scales_dtype") = 0, py::arg("stream") = py::none(), py::arg("allocator") = py::none())
+      .def("export_experts", &Grouped::export_experts, py::arg("experts"), py::kw_only(), py::arg("values_dtype") = 0,
            py::arg("scales_dtype") = 0, py::arg("stream") = py::none(), py::arg("allocator") = py::none());
 
   m.def("export_components_fast", &export_components_fast, py::arg("data"), py::arg("scale_inv"), py::arg("shape"),

@@ -89,3 +89,22 @@ def test_grouped_errors():
         mxfp8.export_grouped(data, flat, num_experts=3)
     with pytest.raises(ValueError, match="cannot be MXFP8_GROUPED_SCALES_COMPACT"):
         mxfp8.export_grouped(data, flat, num_experts=2, expert_rows=[100, 60], swizzled=True, scales="compact")
+
+
+@pytest.mark.parametrize("swizzled, packing", [(True, "padded"), (False, "padded"), (False, "compact")])
+@pytest.mark.parametrize("chosen", [[5, 0, 3], [2, 3, 4], [1], [6, 6]])
+def test_a_subset_of_experts_in_a_given_order(swizzled, packing, chosen):
+    """Expert parallelism: the experts one rank serves, stacked in the order asked for."""
+    data, flat, expected = expert_group([160] * 7, 200, swizzled, packing, seed=12)
+    values, scales = mxfp8.export_grouped(data, flat, num_experts=7, swizzled=swizzled, scales=packing,
+                                          values_dtype="uint8", experts=chosen)
+    v = np.from_dlpack(values)
+    assert v.shape == (len(chosen), 160, 200)
+    for i, e in enumerate(chosen):
+        np.testing.assert_array_equal(v[i], data[e * 160:(e + 1) * 160])
+    np.testing.assert_array_equal(np.from_dlpack(scales), np.stack([expected[e] for e in chosen]))
+    in_order = chosen == list(range(chosen[0], chosen[0] + len(chosen)))
+    assert values.is_copy == (not in_order)
+    assert scales.is_copy == (not in_order or packing != "compact")
+    with pytest.raises(ValueError, match="experts\\[1\\] is 7, out of range"):
+        mxfp8.export_grouped(data, flat, num_experts=7, swizzled=swizzled, scales=packing, experts=[0, 7])

@@ -364,6 +364,9 @@ pub struct mxfp8_bucket_manifest {
     pub directions: *const i32,
     /// `mxfp8_layout` of each tensor's scales in the bucket; NULL: all compact.
     pub scales_layouts: *const i32,
+    /// The shard of tensor i that `destinations[i]` receives (resharding, appended); NULL, or a NULL
+    /// entry: the whole tensor.
+    pub shards: *const *const mxfp8_shard,
 }
 
 impl Default for mxfp8_bucket_manifest {
@@ -379,6 +382,50 @@ impl Default for mxfp8_bucket_manifest {
             formats: core::ptr::null(),
             directions: core::ptr::null(),
             scales_layouts: core::ptr::null(),
+            shards: core::ptr::null(),
+        }
+    }
+}
+
+/// In `mxfp8_shard::row_end` / `col_end`: the end of the dimension.
+pub const MXFP8_SHARD_END: i64 = -1;
+
+/// `mxfp8_shard`: rows `[row_begin, row_end)` (or `num_row_pieces` ranges in `row_pieces`, concatenated)
+/// and K columns `[col_begin, col_end)` of one tensor. Start from `Default` (`MXFP8_SHARD_INIT`, the whole
+/// tensor).
+#[repr(C)]
+#[derive(Copy, Clone, Debug)]
+pub struct mxfp8_shard {
+    /// `size_of::<mxfp8_shard>()`.
+    pub struct_size: u32,
+    /// Must be 0.
+    pub reserved: u32,
+    /// First row of M = prod(lead).
+    pub row_begin: i64,
+    /// One past the last row, or `MXFP8_SHARD_END`.
+    pub row_end: i64,
+    /// First column of K.
+    pub col_begin: i64,
+    /// One past the last column, or `MXFP8_SHARD_END`.
+    pub col_end: i64,
+    /// Row pieces: how many begin / end pairs `row_pieces` holds; 0: the one range.
+    pub num_row_pieces: usize,
+    /// `2 * num_row_pieces` begins and ends, concatenated in order; NULL with 0 pieces.
+    pub row_pieces: *const i64,
+}
+
+impl Default for mxfp8_shard {
+    /// `MXFP8_SHARD_INIT`: the whole tensor.
+    fn default() -> Self {
+        Self {
+            struct_size: core::mem::size_of::<Self>() as u32,
+            reserved: 0,
+            row_begin: 0,
+            row_end: MXFP8_SHARD_END,
+            col_begin: 0,
+            col_end: MXFP8_SHARD_END,
+            num_row_pieces: 0,
+            row_pieces: core::ptr::null(),
         }
     }
 }
@@ -622,6 +669,52 @@ extern "C" {
     /// The experts stacked: values `[E, N, K]` and scales `[E, N, ceil(K/32)]`.
     pub fn mxfp8_grouped_export_stacked(
         grouped: *const mxfp8_grouped_tensor,
+        options: *const mxfp8_export_options,
+        values: *mut *mut DLManagedTensorVersioned,
+        scales: *mut *mut DLManagedTensorVersioned,
+    ) -> mxfp8_status;
+    /// One shard of one direction: values (a view for one row range) and the shard's compact scales.
+    pub fn mxfp8_export_shard(
+        tensor: *const mxfp8_tensor,
+        shard: *const mxfp8_shard,
+        options: *const mxfp8_export_options,
+        values: *mut *mut DLManagedTensorVersioned,
+        scales: *mut *mut DLManagedTensorVersioned,
+    ) -> mxfp8_status;
+    /// Plans a bucket of shards (`shards` NULL or an entry NULL: the whole tensor).
+    pub fn mxfp8_bucket_plan_shards(
+        tensors: *const *const mxfp8_tensor,
+        shards: *const *const mxfp8_shard,
+        count: usize,
+        options: *const mxfp8_export_options,
+        alignment: u64,
+        entries: *mut mxfp8_bucket_entry,
+        total_bytes: *mut u64,
+    ) -> mxfp8_status;
+    /// Fills a bucket of shards as `mxfp8_bucket_plan_shards` planned it.
+    pub fn mxfp8_export_bucket_shards(
+        tensors: *const *const mxfp8_tensor,
+        shards: *const *const mxfp8_shard,
+        count: usize,
+        options: *const mxfp8_export_options,
+        entries: *const mxfp8_bucket_entry,
+        bucket: *mut DLTensor,
+    ) -> mxfp8_status;
+    /// Prepares `mxfp8_export_bucket_shards`.
+    pub fn mxfp8_prepare_bucket_shards(
+        tensors: *const *const mxfp8_tensor,
+        shards: *const *const mxfp8_shard,
+        count: usize,
+        options: *const mxfp8_export_options,
+        entries: *const mxfp8_bucket_entry,
+        bucket: *mut DLTensor,
+        out: *mut *mut mxfp8_prepared_export,
+    ) -> mxfp8_status;
+    /// The chosen experts, in order, stacked: values `[count, N, K]`, scales `[count, N, ceil(K/32)]`.
+    pub fn mxfp8_grouped_export_experts(
+        grouped: *const mxfp8_grouped_tensor,
+        experts: *const i32,
+        count: usize,
         options: *const mxfp8_export_options,
         values: *mut *mut DLManagedTensorVersioned,
         scales: *mut *mut DLManagedTensorVersioned,

@@ -56,6 +56,7 @@ mod memory;
 mod options;
 mod prepared;
 mod quantize;
+mod shard;
 mod swizzle;
 mod tensor;
 
@@ -66,6 +67,7 @@ pub use import::{import_bucket_host, import_tensors_host, ImportTarget};
 pub use managed::ManagedTensor;
 pub use memory::DeviceBytes;
 pub use prepared::PreparedExport;
+pub use shard::Shard;
 pub use options::{
     Block, Direction, ExportOptions, Format, GroupedScales, Layout, PaddedScales, QuantizedScales, ScaleLayout, ScaleRounding,
     ScalesDtype, ScalesGranularity, Stream, ValuesDtype,

@@ -98,7 +98,8 @@ fn rust_view() -> BTreeMap<String, i64> {
             allocator, scales_granularity, reserved2);
     layout!(r, mxfp8_bucket_entry: values_offset, values_bytes, scales_offset, scales_bytes);
     layout!(r, mxfp8_bucket_manifest: struct_size, reserved, count, entries, ndims, shapes, formats, directions,
-            scales_layouts);
+            scales_layouts, shards);
+    layout!(r, mxfp8_shard: struct_size, reserved, row_begin, row_end, col_begin, col_end, num_row_pieces, row_pieces);
     layout!(r, mxfp8_import_destination: values, scales, scales_layout, reserved);
     layout!(r, mxfp8_grouped_desc: struct_size, format, scale_layout, scales, num_experts, reserved, cols, uniform_rows,
             expert_rows, scale_offsets, data, scale_inv);
@@ -114,7 +115,9 @@ fn rust_view() -> BTreeMap<String, i64> {
     init!(r, mxfp8_export_options: int struct_size, int direction, int values_dtype, int scales_dtype, int padded_scales,
           int reserved, ptr stream, fnptr allocator, int scales_granularity, int reserved2);
     init!(r, mxfp8_bucket_manifest: int struct_size, int reserved, int count, ptr entries, ptr ndims, ptr shapes,
-          ptr formats, ptr directions, ptr scales_layouts);
+          ptr formats, ptr directions, ptr scales_layouts, ptr shards);
+    init!(r, mxfp8_shard: int struct_size, int reserved, int row_begin, int row_end, int col_begin, int col_end,
+          int num_row_pieces, ptr row_pieces);
     init!(r, mxfp8_grouped_desc: int struct_size, int format, int scale_layout, int scales, int num_experts, int reserved,
           int cols, int uniform_rows, ptr expert_rows, ptr scale_offsets, ptr data, ptr scale_inv);
     init!(r, mxfp8_quantize_options: int struct_size, int format, int block, int scale_rounding, int scales_layout,

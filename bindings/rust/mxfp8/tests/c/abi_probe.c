@@ -75,6 +75,16 @@ int main(void) {
   FIELD(mxfp8_bucket_manifest, formats);
   FIELD(mxfp8_bucket_manifest, directions);
   FIELD(mxfp8_bucket_manifest, scales_layouts);
+  FIELD(mxfp8_bucket_manifest, shards);
+  SIZE(mxfp8_shard);
+  FIELD(mxfp8_shard, struct_size);
+  FIELD(mxfp8_shard, reserved);
+  FIELD(mxfp8_shard, row_begin);
+  FIELD(mxfp8_shard, row_end);
+  FIELD(mxfp8_shard, col_begin);
+  FIELD(mxfp8_shard, col_end);
+  FIELD(mxfp8_shard, num_row_pieces);
+  FIELD(mxfp8_shard, row_pieces);
   SIZE(mxfp8_import_destination);
   FIELD(mxfp8_import_destination, values);
   FIELD(mxfp8_import_destination, scales);
@@ -150,6 +160,18 @@ int main(void) {
     INIT_PTR(mxfp8_bucket_manifest, v, formats);
     INIT_PTR(mxfp8_bucket_manifest, v, directions);
     INIT_PTR(mxfp8_bucket_manifest, v, scales_layouts);
+    INIT_PTR(mxfp8_bucket_manifest, v, shards);
+  }
+  {
+    mxfp8_shard v = MXFP8_SHARD_INIT;
+    INIT_INT(mxfp8_shard, v, struct_size);
+    INIT_INT(mxfp8_shard, v, reserved);
+    INIT_INT(mxfp8_shard, v, row_begin);
+    INIT_INT(mxfp8_shard, v, row_end);
+    INIT_INT(mxfp8_shard, v, col_begin);
+    INIT_INT(mxfp8_shard, v, col_end);
+    INIT_INT(mxfp8_shard, v, num_row_pieces);
+    INIT_PTR(mxfp8_shard, v, row_pieces);
   }
   {
     mxfp8_grouped_desc v = MXFP8_GROUPED_DESC_INIT;
