@@ -825,8 +825,8 @@ typedef struct mxfp8_shard {
   int64_t col_end;      /* or MXFP8_SHARD_END */
   /* Several row ranges instead of one, concatenated in this order: piece p is rows
    * [row_pieces[2p], row_pieces[2p + 1]) (no MXFP8_SHARD_END here), in any order (they may even repeat
-   * rows: a replicated KV head). With pieces, row_begin and row_end must keep their defaults (0, MXFP8_SHARD_END).
-   * NULL / 0: the one range row_begin..row_end. Read during the call only. */
+   * rows: a replicated KV head). With pieces, row_begin and row_end must keep their defaults
+   * (0, MXFP8_SHARD_END). NULL / 0: the one range row_begin..row_end. Read during the call only. */
   size_t num_row_pieces;
   const int64_t *row_pieces;
 } mxfp8_shard;
