@@ -284,6 +284,127 @@ static void test_gpu_shard_equals_crop(void **state) {
         }
 }
 
+/* Buckets of shards and the import of each rank's shard of a whole bucket, on the GPU, byte for byte
+ * equal to the host path (which test_shard.c checks against the test's own crop and formula swizzle):
+ * row ranges (tile-aligned and not), row pieces, K-column shards (values through the kernel's row
+ * copies), compact and 128x4 destinations. */
+static void test_gpu_shard_buckets_and_imports_equal_the_host(void **state) {
+  (void)state;
+  REQUIRE_GPU();
+  enum { T = 4 };
+  static const int64_t shapes[T][2] = {{1024, 8192}, {257, 200}, {640, 1056}, {384, 4096}};
+  static const int storages[T] = {2, 2, 1, 2};
+  uint64_t rng = 4040;
+  test_tensor *hd[T], *hs[T];
+  gpu_tensor *gd[T], *gs[T];
+  mxfp8_tensor *ht[T], *gt[T];
+  uint8_t *s[T];
+  for (int i = 0; i < T; ++i) {
+    int64_t r, c;
+    s[i] = make_host_tensor(shapes[i][0], shapes[i][1], storages[i], 0, &rng, &hd[i], &hs[i], &r, &c);
+    ht[i] = create_on(&hd[i]->managed, &hs[i]->managed, storages[i], 0);
+    gd[i] = upload(hd[i], 0);
+    gs[i] = upload(hs[i], 0);
+    gt[i] = create_on(&gd[i]->managed, &gs[i]->managed, storages[i], 0);
+  }
+  int64_t pieces[4] = {512, 640, 128, 256};  /* whole tiles, the second before the first */
+  mxfp8_shard sh[T];
+  for (int i = 0; i < T; ++i) {
+    mxfp8_shard init = MXFP8_SHARD_INIT;
+    sh[i] = init;
+  }
+  sh[0].num_row_pieces = 2, sh[0].row_pieces = pieces;
+  sh[1].row_begin = 37, sh[1].row_end = 250, sh[1].col_begin = 64; /* a window inside tiles: the gather */
+  sh[2].col_begin = 256, sh[2].col_end = 1056;                     /* a K shard with a partial last block */
+  sh[3].row_begin = 128, sh[3].row_end = 384;
+  const mxfp8_shard *shards[T] = {&sh[0], &sh[1], &sh[2], &sh[3]};
+  mxfp8_bucket_entry entries[T], host_entries[T];
+  uint64_t total = 0, host_total = 0;
+  assert_int_equal(mxfp8_bucket_plan_shards((const mxfp8_tensor *const *)gt, shards, T, NULL, 256, entries, &total), MXFP8_OK);
+  assert_int_equal(mxfp8_bucket_plan_shards((const mxfp8_tensor *const *)ht, shards, T, NULL, 256, host_entries, &host_total),
+                   MXFP8_OK);
+  assert_int_equal(total, host_total);
+  uint8_t *d_bucket, *host_bucket = malloc(total), *got = malloc(total);
+  CUDA_OK(cudaMalloc((void **)&d_bucket, total));
+  CUDA_OK(cudaMemset(d_bucket, POISON, total));
+  memset(host_bucket, POISON, total);
+  int64_t bshape[1] = {(int64_t)total};
+  DLTensor db = {d_bucket, {kDLCUDA, 0}, 1, {kDLUInt, 8, 1}, bshape, NULL, 0};
+  DLTensor hb = {host_bucket, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, bshape, NULL, 0};
+  EXPECT(mxfp8_export_bucket_shards((const mxfp8_tensor *const *)gt, shards, T, NULL, entries, &db) == MXFP8_OK, "gpu: %s",
+         mxfp8_last_error());
+  EXPECT(mxfp8_export_bucket_shards((const mxfp8_tensor *const *)ht, shards, T, NULL, host_entries, &hb) == MXFP8_OK, "host: %s",
+         mxfp8_last_error());
+  CUDA_OK(cudaMemcpy(got, d_bucket, total, cudaMemcpyDeviceToHost));
+  EXPECT(memcmp(got, host_bucket, total) == 0, "the GPU bucket of shards differs from the host one");
+  cudaFree(d_bucket);
+  free(host_bucket);
+  free(got);
+
+  /* The receiver: a whole bucket on each side, each tensor's shard imported into compact and 128x4. */
+  assert_int_equal(mxfp8_bucket_plan((const mxfp8_tensor *const *)gt, T, NULL, 256, entries, &total), MXFP8_OK);
+  uint8_t *whole_d, *whole_h = malloc(total);
+  CUDA_OK(cudaMalloc((void **)&whole_d, total));
+  bshape[0] = (int64_t)total;
+  DLTensor wd = {whole_d, {kDLCUDA, 0}, 1, {kDLUInt, 8, 1}, bshape, NULL, 0};
+  DLTensor wh = {whole_h, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, bshape, NULL, 0};
+  assert_int_equal(mxfp8_export_bucket((const mxfp8_tensor *const *)gt, T, NULL, entries, &wd), MXFP8_OK);
+  assert_int_equal(mxfp8_export_bucket((const mxfp8_tensor *const *)ht, T, NULL, entries, &wh), MXFP8_OK);
+  int32_t ndims[T];
+  const int64_t *shape_ptrs[T];
+  for (int i = 0; i < T; ++i) ndims[i] = 2, shape_ptrs[i] = shapes[i];
+  for (int target = 0; target < 2; ++target) {
+    int64_t vbytes[T], sbytes[T], vshape[T][1], sshape[T][1];
+    uint8_t *dv[T], *ds[T], *hv[T], *hsc[T];
+    DLTensor dvt[T], dst[T], hvt[T], hst[T];
+    mxfp8_import_destination dd[T], hdst[T];
+    for (int i = 0; i < T; ++i) {
+      vbytes[i] = (int64_t)host_entries[i].values_bytes; /* the shard's sizes, from its bucket plan */
+      const int64_t shard_cols = (sh[i].col_end == MXFP8_SHARD_END ? shapes[i][1] : sh[i].col_end) - sh[i].col_begin;
+      const int64_t shard_rows = vbytes[i] / shard_cols, c = ref_ceil_div(shard_cols, 32);
+      sbytes[i] = target ? ref_round_up(shard_rows, 128) * ref_round_up(c, 4) : shard_rows * c;
+      vshape[i][0] = vbytes[i], sshape[i][0] = sbytes[i];
+      CUDA_OK(cudaMalloc((void **)&dv[i], (size_t)vbytes[i]));
+      CUDA_OK(cudaMalloc((void **)&ds[i], (size_t)sbytes[i]));
+      CUDA_OK(cudaMemset(dv[i], POISON, (size_t)vbytes[i]));
+      CUDA_OK(cudaMemset(ds[i], POISON, (size_t)sbytes[i]));
+      hv[i] = malloc((size_t)vbytes[i]), hsc[i] = malloc((size_t)sbytes[i]);
+      DLTensor a = {dv[i], {kDLCUDA, 0}, 1, {kDLUInt, 8, 1}, vshape[i], NULL, 0}, b = a, h1 = a, h2 = a;
+      b.data = ds[i], b.shape = sshape[i];
+      h1.data = hv[i], h1.device.device_type = kDLCPU;
+      h2.data = hsc[i], h2.shape = sshape[i], h2.device.device_type = kDLCPU;
+      dvt[i] = a, dst[i] = b, hvt[i] = h1, hst[i] = h2;
+      const int32_t layout = target ? MXFP8_LAYOUT_CUTLASS_128X4 : MXFP8_LAYOUT_COMPACT;
+      dd[i] = (mxfp8_import_destination){&dvt[i], &dst[i], layout, 0};
+      hdst[i] = (mxfp8_import_destination){&hvt[i], &hst[i], layout, 0};
+    }
+    mxfp8_bucket_manifest man = MXFP8_BUCKET_MANIFEST_INIT;
+    man.count = T, man.entries = entries, man.ndims = ndims, man.shapes = shape_ptrs, man.shards = shards;
+    EXPECT(mxfp8_import_bucket(&wd, &man, dd, NULL) == MXFP8_OK, "gpu import target %d: %s", target, mxfp8_last_error());
+    EXPECT(mxfp8_import_bucket(&wh, &man, hdst, NULL) == MXFP8_OK, "host import target %d: %s", target, mxfp8_last_error());
+    CUDA_OK(cudaDeviceSynchronize());
+    for (int i = 0; i < T; ++i) {
+      uint8_t *gv = download(&dvt[i], (size_t)vbytes[i]), *gsc = download(&dst[i], (size_t)sbytes[i]);
+      EXPECT(memcmp(gv, hv[i], (size_t)vbytes[i]) == 0, "target %d tensor %d: imported values differ", target, i);
+      EXPECT(memcmp(gsc, hsc[i], (size_t)sbytes[i]) == 0, "target %d tensor %d: imported scales differ", target, i);
+      free(gv), free(gsc), free(hv[i]), free(hsc[i]);
+      cudaFree(dv[i]), cudaFree(ds[i]);
+    }
+  }
+  cudaFree(whole_d);
+  free(whole_h);
+  for (int i = 0; i < T; ++i) {
+    mxfp8_tensor_release(ht[i]);
+    mxfp8_tensor_release(gt[i]);
+    CUDA_OK(cudaDeviceSynchronize());
+    gpu_tensor_free(gd[i]);
+    gpu_tensor_free(gs[i]);
+    test_tensor_free(hd[i]);
+    test_tensor_free(hs[i]);
+    free(s[i]);
+  }
+}
+
 static void CUDART_CB sleep_a_while(void *arg) {
   (void)arg;
   struct timespec ts = {0, 50 * 1000 * 1000};
@@ -754,6 +875,7 @@ static void test_gpu_bucket_equals_host_bucket(void **state) { (void)state; REQU
 static void test_gpu_swizzle_pair_matches_formula(void **state) { (void)state; REQUIRE_GPU(); }
 static void test_prepared_export_replays_in_a_cuda_graph(void **state) { (void)state; REQUIRE_GPU(); }
 static void test_gpu_shard_equals_crop(void **state) { (void)state; REQUIRE_GPU(); }
+static void test_gpu_shard_buckets_and_imports_equal_the_host(void **state) { (void)state; REQUIRE_GPU(); }
 #endif
 
 int main(void) {
@@ -768,6 +890,7 @@ int main(void) {
       cmocka_unit_test(test_gpu_swizzle_pair_matches_formula),
       cmocka_unit_test(test_prepared_export_replays_in_a_cuda_graph),
       cmocka_unit_test(test_gpu_shard_equals_crop),
+      cmocka_unit_test(test_gpu_shard_buckets_and_imports_equal_the_host),
   };
   return cmocka_run_group_tests_name("CUDA path", tests, NULL, NULL);
 }

@@ -173,3 +173,24 @@ def test_import_shards_name_the_tensor():
         mxfp8.import_bucket(bucket, manifest, params, shards={"w": {"cols": (16, 48)}})
     with pytest.raises(KeyError, match="does not hold"):
         mxfp8.import_bucket(bucket, manifest, params, shards={"x": {"cols": (0, 32)}})
+
+
+def test_reshard_benchmark_smoke_run_checks_its_shards():
+    """bench/reshard.py --smoke: the benchmark's logic (bit-exact check of every shard against the crop,
+    the JSON it writes and merges) in seconds."""
+    import json
+    import pathlib
+    import subprocess
+    import sys
+    import tempfile
+
+    bench = pathlib.Path(__file__).resolve().parents[3] / "bench" / "reshard.py"
+    with tempfile.TemporaryDirectory() as tmp:
+        merged = pathlib.Path(tmp) / "results.json"
+        merged.write_text(json.dumps({"other": 1}))
+        out = subprocess.run([sys.executable, str(bench), "--smoke", "--merge", str(merged)], capture_output=True,
+                             text=True, timeout=300)
+        assert out.returncode == 0, out.stdout + out.stderr
+        result = json.loads(merged.read_text())
+    assert result["other"] == 1 and result["reshard"]["bit_exact"] is True
+    assert set(result["reshard"]) >= {"shard_ms", "shard_copy_ms", "crop_ms", "model_ms", "model_copy_ms", "model_crop_ms"}
