@@ -7,9 +7,9 @@ Transformer Engine storage (FP8 values + 128x4-swizzled E8M0 scales), three ways
             (values of whole rows through cudaMemcpyAsync). What a trainer sends one rank.
   copy      one device-to-device copy of the same number of bytes (the shard's values + compact scales):
             the bandwidth bound.
-  crop      what frameworks do today: export the whole tensor (mxfp8.export_components: the values view,
-            the whole compact scales unswizzled), then crop the rank's rows / columns in torch
-            (index / slice + contiguous copies of values and scales).
+  crop      what frameworks do today: gather the whole tensor (its values and compact scales exported
+            into one buffer with mxfp8.export_bucket, as a whole-weight sync sends them), then crop the
+            rank's rows / columns out of it in torch (slices + contiguous copies / cat).
 
 for one (57344, 8192) gate-up weight (rank 3 of 8: its gate rows and its up rows, two pieces) and for the
 80-layer 70B-class model of bench/run_bench.py (qkv, o, gate_up, down per layer; column-parallel weights
@@ -99,11 +99,13 @@ class Backend:
         return np.empty(nbytes, np.uint8)
 
     def crop(self, spec, shard):
-        """Export whole, then crop in the framework: the values and scales of the rank, contiguous."""
+        """What frameworks do today: gather the whole tensor (its values and compact scales exported into
+        a buffer, mxfp8.export_bucket), then crop the rank's rows / columns out of it in the framework,
+        contiguous."""
         n, k = spec["data"].shape
-        values, scales = mxfp8.export_components(spec["data"], spec["scale_inv"], swizzled=True, values_dtype="uint8")
-        if self.torch is None:
-            values, scales = np.from_dlpack(values), np.from_dlpack(scales)
+        bucket, (m,) = mxfp8.export_bucket({"w": spec})
+        values = bucket[m["values_offset"]:m["values_offset"] + m["values_bytes"]].reshape(n, k)
+        scales = bucket[m["scales_offset"]:m["scales_offset"] + m["scales_bytes"]].reshape(n, -(-k // 32))
         k0, k1 = shard.get("cols", (0, k))
         if "rows" in shard:
             pieces = shard["rows"]
