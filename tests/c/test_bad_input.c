@@ -994,6 +994,9 @@ typedef struct {
   const mxfp8_import_destination *dst_arg;
   mxfp8_prepared_export **out_arg;
   int call; /* 0 mxfp8_import_bucket, 1 mxfp8_prepare_import_bucket */
+  mxfp8_shard shard;                /* manifest.shards[1], for the resharding cases */
+  int64_t pieces[4];
+  const mxfp8_shard *shards[2];
 } import_fixture;
 
 static void setup_import(import_fixture *f) {
@@ -1085,6 +1088,22 @@ static void i_destination_on_cuda(import_fixture *f) { f->s1.device = (DLDevice)
 static void i_destination_over_bucket(import_fixture *f) { f->v1.data = f->bucket + 100; }
 static void i_destinations_overlap(import_fixture *f) { f->s1.data = f->values0 + 4700; }
 static void i_prepare_out_null(import_fixture *f) { f->call = 1; }
+/* Resharding: tensor 1 (40, 64) is imported as this receiver's shard of it. */
+static void with_shard(import_fixture *f) {
+  mxfp8_shard init = MXFP8_SHARD_INIT;
+  f->shard = init;
+  f->shards[0] = NULL, f->shards[1] = &f->shard;
+  f->manifest.shards = f->shards;
+}
+static void i_shard_inside_a_block(import_fixture *f) { with_shard(f); f->shard.col_begin = 16; }
+static void i_shard_past_the_rows(import_fixture *f) { with_shard(f); f->shard.row_end = 41; }
+static void i_shard_into_a_whole_sized_destination(import_fixture *f) { with_shard(f); f->shard.row_end = 20; }
+static void i_shard_pieces_splitting_tiles(import_fixture *f) {
+  with_shard(f);
+  f->pieces[0] = 0, f->pieces[1] = 10, f->pieces[2] = 20, f->pieces[3] = 30;
+  f->shard.num_row_pieces = 2, f->shard.row_pieces = f->pieces;
+  f->v1_shape[0] = 20 * 64; /* the shard's values; its 128x4 scales are still 512 bytes */
+}
 
 static const import_case kImportCases[] = {
     {"mxfp8_import_bucket", "manifest NULL", i_manifest_null, MXFP8_ERROR_INVALID_ARGUMENT, "manifest is NULL"},
@@ -1122,6 +1141,10 @@ static const import_case kImportCases[] = {
     {"mxfp8_import_bucket", "a destination over the bucket", i_destination_over_bucket, MXFP8_ERROR_INVALID_ARGUMENT, "overlap in memory"},
     {"mxfp8_import_bucket", "two destinations sharing bytes", i_destinations_overlap, MXFP8_ERROR_INVALID_ARGUMENT, "destinations[1] scales and destinations[0] values overlap in memory"},
     {"mxfp8_prepare_import_bucket", "out NULL", i_prepare_out_null, MXFP8_ERROR_INVALID_ARGUMENT, "out is NULL"},
+    {"mxfp8_import_bucket", "a shard starting inside a K block", i_shard_inside_a_block, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.shards[1].col_begin is 16, not a multiple of 32"},
+    {"mxfp8_import_bucket", "a shard past the tensor's rows", i_shard_past_the_rows, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.shards[1].row_end is 41, outside the tensor's 40 rows"},
+    {"mxfp8_import_bucket", "a shard into a destination sized for the whole tensor", i_shard_into_a_whole_sized_destination, MXFP8_ERROR_INVALID_ARGUMENT, "destinations[1].values"},
+    {"mxfp8_import_bucket", "row pieces that split 128x4 tiles", i_shard_pieces_splitting_tiles, MXFP8_ERROR_UNSUPPORTED, "manifest.shards[1]: row piece 0 has 10 rows; into a 128x4 destination"},
 };
 
 static void test_bad_import_input(void **state) {
