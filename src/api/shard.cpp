@@ -100,7 +100,7 @@ Shard resolve_shard(const mxfp8_shard *given, int64_t rows, int64_t cols, bool c
              "pieces follow it: a columnwise shard's blocks of 32 rows must line up, so only its last piece may end "
              "in the tensor's partial last block");
     }
-    out.rows += r.end - r.begin;  // at most kMostPieces ranges of at most `rows` each: no int64 overflow
+    out.rows = checked_add(out.rows, r.end - r.begin, "the shard's rows");  // pieces may repeat rows
   }
   checked_mul(out.rows, out.cols(), "the shard's values");
   out.scale_rows = columnwise ? ceil_div(out.rows, kBlockSize) : out.rows;

@@ -681,6 +681,29 @@ static mxfp8_status create_data_and_swizzled(int64_t m, int64_t k, int columnwis
   return st;
 }
 static mxfp8_status h_rows_int64_max(int *u) { return create_data_and_swizzled(INT64_MAX, 1, 0, u); }
+
+/* A (2^62, 1) tensor described over a small buffer (creation touches no memory) and a shard whose two
+ * pieces of 2^62 rows each add up past int64: refused, never a wrapped row count. */
+static mxfp8_status h_shard_rows_overflow(int *untouched) {
+  uint8_t bytes[64];
+  int64_t shape[2] = {(int64_t)1 << 62, 1}, sshape[2] = {(int64_t)1 << 62, 1};
+  DLManagedTensorVersioned data = borrowed_bytes(bytes, kDLCPU, 2, shape);
+  DLManagedTensorVersioned scales = borrowed_bytes(bytes, kDLCPU, 2, sshape);
+  mxfp8_tensor_desc desc = MXFP8_TENSOR_DESC_INIT;
+  desc.rowwise_data = &data;
+  desc.rowwise_scale_inv = &scales;
+  mxfp8_tensor *tensor = NULL;
+  assert_int_equal(mxfp8_tensor_create(&desc, &tensor), MXFP8_OK);
+  const int64_t pieces[4] = {0, (int64_t)1 << 62, 0, (int64_t)1 << 62};
+  mxfp8_shard shard = MXFP8_SHARD_INIT;
+  shard.num_row_pieces = 2;
+  shard.row_pieces = pieces;
+  DLManagedTensorVersioned *sentinel = (DLManagedTensorVersioned *)(uintptr_t)0xBAD, *v = sentinel, *sc = sentinel;
+  const mxfp8_status st = mxfp8_export_shard(tensor, &shard, NULL, &v, &sc);
+  *untouched = v == sentinel && sc == sentinel;
+  mxfp8_tensor_release(tensor);
+  return st;
+}
 static mxfp8_status h_cols_int64_max(int *u) { return create_data_and_swizzled(1, INT64_MAX, 1, u); }
 
 static mxfp8_status grouped_with_rows(const int64_t *expert_rows, int64_t uniform_rows, int *untouched) {
@@ -1247,6 +1270,7 @@ static const hostile_case kHostileCases[] = {
     {"mxfp8_import_tensors", "a destination over the tensor's own scales", h_import_onto_own_scales, MXFP8_ERROR_INVALID_ARGUMENT, "destinations[0] scales and tensors[0] rowwise_scale_inv overlap in memory"},
     {"mxfp8_import_tensors", "a direction the tensor does not have", h_import_missing_direction, MXFP8_ERROR_MISSING_DATA, "the tensor has no columnwise data"},
     {"mxfp8_tensor_create", "scales of dtype complex64", h_scales_complex64, MXFP8_ERROR_INVALID_ARGUMENT, "dtype complex64 is not an E8M0 scale byte"},
+    {"mxfp8_export_shard", "row pieces whose rows add up past int64", h_shard_rows_overflow, MXFP8_ERROR_INVALID_ARGUMENT, "the shard's rows overflows int64"},
 };
 
 static void test_hostile_input(void **state) {
