@@ -884,13 +884,28 @@ MXFP8_API mxfp8_status mxfp8_prepare_bucket_shards(const mxfp8_tensor *const *te
                                                    const mxfp8_bucket_entry *entries, DLTensor *bucket,
                                                    mxfp8_prepared_export **out);
 
-/* The receiving side needs no call of its own: mxfp8_bucket_manifest.shards names, per tensor of a
+/* The receiving side of a bucket needs no call of its own: mxfp8_bucket_manifest.shards names, per tensor of a
  * bucket of whole tensors, the shard mxfp8_import_bucket (and mxfp8_prepare_import_bucket) writes into
  * destinations[i] (values (rows, cols), scales of the shard's (rows, cols) in the destination's layout),
  * so every rank maps one bucket and takes its own part. A shard of a bucket part in
  * MXFP8_LAYOUT_CUTLASS_128X4 may only go to a compact destination; into an MXFP8_LAYOUT_CUTLASS_128X4
  * destination a shard of several row pieces needs rowwise scales and pieces of multiples of 128 rows
  * (but the last), so that each piece fills whole tiles; anything else is MXFP8_ERROR_UNSUPPORTED. */
+
+/* The direct path with shards: mxfp8_import_tensors / mxfp8_prepare_import_tensors where destinations[i]
+ * receives shards[i] of tensors[i] (NULL, or a NULL entry: the whole tensor), read straight from the
+ * trainer's storage (e.g. mapped over CUDA IPC) in one launch. Into a compact destination any legal
+ * shard; into an MXFP8_LAYOUT_CUTLASS_128X4 destination the same rules as above, so a shard of swizzled
+ * storage (TE's optimize_for_gemm) goes to compact destinations only (MXFP8_ERROR_UNSUPPORTED otherwise).
+ * Same checks and errors as mxfp8_import_tensors, plus each shard's (named shards[i]). */
+MXFP8_API mxfp8_status mxfp8_import_tensor_shards(const mxfp8_tensor *const *tensors, const mxfp8_shard *const *shards,
+                                                  size_t count, const mxfp8_export_options *options,
+                                                  const mxfp8_import_destination *destinations);
+MXFP8_API mxfp8_status mxfp8_prepare_import_tensor_shards(const mxfp8_tensor *const *tensors,
+                                                          const mxfp8_shard *const *shards, size_t count,
+                                                          const mxfp8_export_options *options,
+                                                          const mxfp8_import_destination *destinations,
+                                                          mxfp8_prepared_export **out);
 
 /* Expert parallelism: the experts one rank serves, from a grouped tensor (see "Grouped MoE experts"), in
  * the order given (experts[i] in 0..E-1; an expert may appear more than once), stacked as

@@ -39,7 +39,9 @@ ExportJobs bucket_jobs(const mxfp8_tensor *const *tensors, const mxfp8_shard *co
 // path); checks and jobs of mxfp8_import_bucket / mxfp8_import_tensors and their prepared forms.
 ExportJobs import_bucket_jobs(const DLTensor *bucket, const mxfp8_bucket_manifest *manifest,
                               const mxfp8_import_destination *destinations);
-ExportJobs import_tensor_jobs(const mxfp8_tensor *const *tensors, size_t count, const mxfp8_export_options &options,
+// `shards` NULL (or an entry of it NULL): whole tensors.
+ExportJobs import_tensor_jobs(const mxfp8_tensor *const *tensors, const mxfp8_shard *const *shards, size_t count,
+                              const mxfp8_export_options &options,
                               const mxfp8_import_destination *destinations);
 
 // A flat copy of `bytes` becomes rows of kCopyRowBytes plus a one-row tail, so that the scale kernel's

@@ -200,8 +200,8 @@ ExportJobs import_bucket_jobs(const DLTensor *bucket, const mxfp8_bucket_manifes
   return result;
 }
 
-ExportJobs import_tensor_jobs(const mxfp8_tensor *const *tensors, size_t count, const mxfp8_export_options &o,
-                              const mxfp8_import_destination *destinations) {
+ExportJobs import_tensor_jobs(const mxfp8_tensor *const *tensors, const mxfp8_shard *const *shards, size_t count,
+                              const mxfp8_export_options &o, const mxfp8_import_destination *destinations) {
   ExportJobs result;
   if (count == 0) return result;
   if (!tensors) fail(MXFP8_ERROR_INVALID_ARGUMENT, "tensors is NULL");
@@ -221,6 +221,18 @@ ExportJobs import_tensor_jobs(const mxfp8_tensor *const *tensors, size_t count, 
       fail(MXFP8_ERROR_INVALID_ARGUMENT, "tensors[", i, "] is on ", format_device(t->device), " but tensors[0] is on ",
            format_device(result.device), ": one import runs on one device");
     const Direction &dir = require_direction(*t, direction);
+    if (shards && shards[i]) {  // this receiver's part of the trainer's tensor
+      char name[40];
+      std::snprintf(name, sizeof name, "shards[%zu]", i);
+      const Shard sh = resolve_shard(shards[i], t->rows, t->cols, columnwise, name);
+      const CheckedDestination d = check_destination(destinations, i, t->format, sh.values_bytes(), sh.scale_rows,
+                                                     sh.scale_cols, columnwise, t->device, "the tensors are", spans);
+      add_read_spans(*t, i, "tensors", spans);
+      add_shard_value_jobs(jobs, byte_pointer(dir.data->dl_tensor), t->cols, sh, d.values);
+      if (d.layout == MXFP8_LAYOUT_COMPACT) add_shard_scale_jobs(jobs, dir.source, sh, d.scales);
+      else add_shard_swizzled_scale_jobs(jobs, dir.source, sh, d.scales, name);
+      continue;
+    }
     const int64_t values_bytes = t->rows * t->cols;  // validated when the tensor was created
     const CheckedDestination d = check_destination(destinations, i, t->format, values_bytes, dir.scale_rows,
                                                    dir.scale_cols, columnwise, t->device, "the tensors are", spans);
@@ -248,7 +260,18 @@ extern "C" MXFP8_API mxfp8_status mxfp8_import_tensors(const mxfp8_tensor *const
                                                        const mxfp8_import_destination *destinations) {
   return guarded([&] {
     const mxfp8_export_options o = read_options(options);
-    const ExportJobs work = import_tensor_jobs(tensors, count, o, destinations);
+    const ExportJobs work = import_tensor_jobs(tensors, nullptr, count, o, destinations);
+    run_jobs_on(work.device, work.jobs.data(), work.jobs.size(), o.stream);
+  });
+}
+
+extern "C" MXFP8_API mxfp8_status mxfp8_import_tensor_shards(const mxfp8_tensor *const *tensors,
+                                                             const mxfp8_shard *const *shards, size_t count,
+                                                             const mxfp8_export_options *options,
+                                                             const mxfp8_import_destination *destinations) {
+  return guarded([&] {
+    const mxfp8_export_options o = read_options(options);
+    const ExportJobs work = import_tensor_jobs(tensors, shards, count, o, destinations);
     run_jobs_on(work.device, work.jobs.data(), work.jobs.size(), o.stream);
   });
 }

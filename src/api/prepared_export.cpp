@@ -93,7 +93,21 @@ extern "C" MXFP8_API mxfp8_status mxfp8_prepare_import_tensors(const mxfp8_tenso
   return guarded([&] {
     if (!out) fail(MXFP8_ERROR_INVALID_ARGUMENT, "out is NULL");
     auto prepared = std::make_unique<mxfp8_prepared_export>();
-    prepared->work = import_tensor_jobs(tensors, count, read_options(options), destinations);
+    prepared->work = import_tensor_jobs(tensors, nullptr, count, read_options(options), destinations);
+    keep(*prepared, tensors, count);
+    *out = prepared.release();
+  });
+}
+
+extern "C" MXFP8_API mxfp8_status mxfp8_prepare_import_tensor_shards(const mxfp8_tensor *const *tensors,
+                                                                     const mxfp8_shard *const *shards, size_t count,
+                                                                     const mxfp8_export_options *options,
+                                                                     const mxfp8_import_destination *destinations,
+                                                                     mxfp8_prepared_export **out) {
+  return guarded([&] {
+    if (!out) fail(MXFP8_ERROR_INVALID_ARGUMENT, "out is NULL");
+    auto prepared = std::make_unique<mxfp8_prepared_export>();
+    prepared->work = import_tensor_jobs(tensors, shards, count, read_options(options), destinations);
     keep(*prepared, tensors, count);
     *out = prepared.release();
   });

@@ -507,6 +507,73 @@ static void test_import_refuses_pieces_that_split_tiles(void **state) {
   free_source(&src);
 }
 
+/* The direct path: each rank's shard read straight from the trainer's storage (mxfp8_import_tensor_shards
+ * and its prepared form) into compact destinations from any storage, and into 128x4 destinations from
+ * row-major storage; a window of swizzled storage into a 128x4 destination is refused untouched. */
+static void test_direct_import_of_shards(void **state) {
+  (void)state;
+  uint64_t rng = 47;
+  for (int storage = 0; storage < 3; ++storage)
+    for (int columnwise = 0; columnwise < 2; ++columnwise)
+      for (int target = 0; target < 2; ++target) {
+        source src;
+        make_source(&src, 384, 200, columnwise, (enum storage)storage, &rng);
+        mxfp8_shard shard = MXFP8_SHARD_INIT;
+        int64_t pieces[4] = {256, 384, 0, 128};
+        if (columnwise) shard.row_begin = 64, shard.row_end = 384, shard.col_begin = 7, shard.col_end = 150;
+        else if (target) shard.num_row_pieces = 2, shard.row_pieces = pieces, shard.col_begin = 64;
+        else shard.row_begin = 37, shard.row_end = 300, shard.col_begin = 32, shard.col_end = 160;
+        uint8_t *v, *sc;
+        int64_t vb, sr, scc;
+        expected_shard(&src, &shard, &v, &vb, &sc, &sr, &scc);
+        const int64_t mr = columnwise ? scc : sr, mc = columnwise ? sr : scc; /* the matrix swizzled */
+        const int64_t swz_bytes = ref_round_up(mr, 128) * ref_round_up(mc, 4);
+        uint8_t *want_swz = (uint8_t *)calloc((size_t)swz_bytes + 1, 1);
+        for (int64_t y = 0; y < sr; ++y)
+          for (int64_t x = 0; x < scc; ++x)
+            want_swz[columnwise ? ref_swizzled_index(x, y, ref_round_up(mc, 4)) : ref_swizzled_index(y, x, ref_round_up(mc, 4))] =
+                sc[y * scc + x];
+        const int64_t dst_bytes = target ? swz_bytes : sr * scc;
+        uint8_t *dv = (uint8_t *)malloc((size_t)vb + 1), *ds = (uint8_t *)malloc((size_t)dst_bytes + 1);
+        int64_t vshape[1] = {vb}, sshape[1] = {dst_bytes};
+        DLTensor dvt = {dv, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, vshape, NULL, 0};
+        DLTensor dst = {ds, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, sshape, NULL, 0};
+        mxfp8_import_destination d = {&dvt, &dst, target ? MXFP8_LAYOUT_CUTLASS_128X4 : MXFP8_LAYOUT_COMPACT, 0};
+        const mxfp8_tensor *tensors[1] = {src.tensor};
+        const mxfp8_shard *shards[1] = {&shard};
+        mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
+        o.direction = columnwise;
+        for (int prepared = 0; prepared < 2; ++prepared) {
+          memset(dv, POISON, (size_t)vb);
+          memset(ds, POISON, (size_t)dst_bytes);
+          mxfp8_status st;
+          if (prepared) {
+            mxfp8_prepared_export *plan = NULL;
+            st = mxfp8_prepare_import_tensor_shards(tensors, shards, 1, &o, &d, &plan);
+            if (st == MXFP8_OK) st = mxfp8_prepared_export_run(plan, NULL);
+            mxfp8_prepared_export_release(plan);
+          } else {
+            st = mxfp8_import_tensor_shards(tensors, shards, 1, &o, &d);
+          }
+          char ctx[120];
+          snprintf(ctx, sizeof ctx, "%s %s target %d prepared %d", kStorageNames[storage], columnwise ? "columnwise" : "rowwise",
+                   target, prepared);
+          if (storage == STORAGE_SWIZZLED && target) {
+            EXPECT(st == MXFP8_ERROR_UNSUPPORTED, "%s: status %d (%s)", ctx, st, mxfp8_last_error());
+            assert_last_error_contains("shards[0]: a shard of scales stored in the 128x4 layout");
+            for (int64_t i = 0; i < vb; ++i) EXPECT(dv[i] == POISON, "%s: values written", ctx);
+            for (int64_t i = 0; i < dst_bytes; ++i) EXPECT(ds[i] == POISON, "%s: scales written", ctx);
+            continue;
+          }
+          EXPECT(st == MXFP8_OK, "%s: %s", ctx, mxfp8_last_error());
+          EXPECT(memcmp(dv, v, (size_t)vb) == 0, "%s: values", ctx);
+          EXPECT(memcmp(ds, target ? want_swz : sc, (size_t)dst_bytes) == 0, "%s: scales", ctx);
+        }
+        free(v), free(sc), free(want_swz), free(dv), free(ds);
+        free_source(&src);
+      }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_random_shards_match_the_crop),
@@ -516,6 +583,7 @@ int main(void) {
       cmocka_unit_test(test_bucket_of_shards_holds_each_crop),
       cmocka_unit_test(test_import_takes_each_ranks_shard_of_a_whole_bucket),
       cmocka_unit_test(test_import_refuses_pieces_that_split_tiles),
+      cmocka_unit_test(test_direct_import_of_shards),
   };
   return cmocka_run_group_tests_name("shard export", tests, NULL, NULL);
 }

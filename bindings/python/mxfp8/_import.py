@@ -169,11 +169,12 @@ def prepare_import_bucket(bucket: Any, manifest: List[Mapping[str, Any]], params
 
 
 def _tensors_call(tensors: Mapping[str, Mapping[str, Any]], params: Mapping[str, Any], direction: str, layout: str,
-                  stream: Any, prepare: bool):
+                  stream: Any, prepare: bool, shards: Optional[Mapping[str, Mapping[str, Any]]] = None):
     if not tensors:
         raise ValueError("tensors is empty: nothing to import")
     names = list(tensors)
     values, scales, targets = _destinations(names, params, layout)
+    shard_fields = _shards(names, shards)
     specs = [tensors[n] for n in names]
     first = specs[0]["data"]
     cuda, stream_ptr = _cuda_and_stream(first, stream)
@@ -185,21 +186,26 @@ def _tensors_call(tensors: Mapping[str, Mapping[str, Any]], params: Mapping[str,
         [_code("fp8_dtype", s.get("fp8_dtype", "e4m3"), _FORMATS) for s in specs],
         [bool(s.get("swizzled", False)) for s in specs],
         _code("direction", direction, _DIRECTIONS),
-        values, scales, targets, stream_ptr, _dlpack_stream(cuda, stream_ptr), prepare)
+        values, scales, targets, stream_ptr, _dlpack_stream(cuda, stream_ptr), prepare, shard_fields)
     if prepare:
         return ImportPlan(result, (data, scale_inv, values, scales), cuda, first)
     return None
 
 
 def import_tensors(tensors: Mapping[str, Mapping[str, Any]], params: Mapping[str, Any], *,
-                   direction: str = "rowwise", layout: str = "compact", stream: Any = None) -> None:
+                   direction: str = "rowwise", layout: str = "compact", stream: Any = None,
+                   shards: Optional[Mapping[str, Mapping[str, Any]]] = None) -> None:
     """The direct path: each source (``{"data", "scale_inv", "swizzled", "fp8_dtype", "shape"}``, the
     trainer's Transformer Engine storage, e.g. mapped over CUDA IPC) written into ``params[name]`` in one
-    pass, the layout transform fused into it. One launch for all tensors on CUDA."""
-    _tensors_call(tensors, params, direction, layout, stream, prepare=False)
+    pass, the layout transform fused into it. One launch for all tensors on CUDA.
+
+    shards: as for import_bucket, {name: {"rows", "cols"}}: this receiver's shard of each source
+    (mxfp8_import_tensor_shards). A shard of swizzled storage goes into "compact" parameters only."""
+    _tensors_call(tensors, params, direction, layout, stream, prepare=False, shards=shards)
 
 
 def prepare_import_tensors(tensors: Mapping[str, Mapping[str, Any]], params: Mapping[str, Any], *,
-                           direction: str = "rowwise", layout: str = "compact") -> ImportPlan:
+                           direction: str = "rowwise", layout: str = "compact",
+                           shards: Optional[Mapping[str, Mapping[str, Any]]] = None) -> ImportPlan:
     """import_tensors checked once; ``plan.run(stream)`` moves whatever the sources hold at each run."""
-    return _tensors_call(tensors, params, direction, layout, None, prepare=True)
+    return _tensors_call(tensors, params, direction, layout, None, prepare=True, shards=shards)

@@ -178,8 +178,10 @@ py::object import_bucket(py::handle bucket, const std::vector<std::array<uint64_
 py::object import_tensors(const py::list &data, const py::list &scale_inv, const std::vector<std::vector<int64_t>> &shapes,
                           const std::vector<int32_t> &formats, const std::vector<bool> &swizzled, int32_t direction,
                           const py::list &values, const py::list &scales, const std::vector<int32_t> &targets,
-                          uintptr_t stream, py::object dlpack_stream, bool prepare) {
+                          uintptr_t stream, py::object dlpack_stream, bool prepare,
+                          const std::optional<std::vector<py::object>> &shards) {
   const size_t n = data.size();
+  const ShardList shard_list(shards, n);
   if (scale_inv.size() != n || shapes.size() != n || formats.size() != n || swizzled.size() != n)
     throw py::value_error("data, scale_inv, shapes, formats and swizzled must have one entry per tensor");
   // Handles over the sources; the tensors own their managed inputs once created.
@@ -220,8 +222,12 @@ py::object import_tensors(const py::list &data, const py::list &scale_inv, const
   const auto *ts = const_cast<const mxfp8_tensor *const *>(handles.t.data());
   {
     py::gil_scoped_release unlocked;
-    st = prepare ? mxfp8_prepare_import_tensors(ts, n, &o, dst.structs.data(), &plan)
-                 : mxfp8_import_tensors(ts, n, &o, dst.structs.data());
+    if (shards)
+      st = prepare ? mxfp8_prepare_import_tensor_shards(ts, shard_list.data(), n, &o, dst.structs.data(), &plan)
+                   : mxfp8_import_tensor_shards(ts, shard_list.data(), n, &o, dst.structs.data());
+    else
+      st = prepare ? mxfp8_prepare_import_tensors(ts, n, &o, dst.structs.data(), &plan)
+                   : mxfp8_import_tensors(ts, n, &o, dst.structs.data());
   }
   check(st);
   if (prepare) return py::cast(std::make_unique<ImportPlan>(plan));
@@ -240,6 +246,6 @@ void register_import(py::module_ &m) {
         "mxfp8_import_bucket (or mxfp8_prepare_import_bucket with prepare=True, returning an ImportPlan).");
   m.def("import_tensors", &import_tensors, py::arg("data"), py::arg("scale_inv"), py::arg("shapes"), py::arg("formats"),
         py::arg("swizzled"), py::arg("direction"), py::arg("values"), py::arg("scales"), py::arg("targets"),
-        py::arg("stream"), py::arg("dlpack_stream"), py::arg("prepare"),
+        py::arg("stream"), py::arg("dlpack_stream"), py::arg("prepare"), py::arg("shards") = py::none(),
         "mxfp8_import_tensors (or mxfp8_prepare_import_tensors with prepare=True, returning an ImportPlan).");
 }

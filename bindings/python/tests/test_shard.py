@@ -194,3 +194,26 @@ def test_reshard_benchmark_smoke_run_checks_its_shards():
         result = json.loads(merged.read_text())
     assert result["other"] == 1 and result["reshard"]["bit_exact"] is True
     assert set(result["reshard"]) >= {"shard_ms", "shard_copy_ms", "crop_ms", "model_ms", "model_copy_ms", "model_crop_ms"}
+
+
+@pytest.mark.parametrize("storage", ["padded", "swizzled"])
+def test_direct_import_of_each_ranks_shard(storage):
+    """import_tensors(..., shards=): the rank's part read straight from the trainer's storage."""
+    data, buf, s = make_mxfp8((384, 200), storage, seed=30)
+    tensors = {"w": {"data": data, "scale_inv": buf, "swizzled": storage == "swizzled"}}
+    for rank in range(2):
+        shard = {"rows": (rank * 192, rank * 192 + 192), "cols": (0, 96)}
+        params = {"w": (np.full((192, 96), 0xFF, np.uint8), np.full((192, 3), 0xFF, np.uint8))}
+        mxfp8.import_tensors(tensors, params, shards={"w": shard})
+        assert np.array_equal(params["w"][0], data[rank * 192:rank * 192 + 192, :96])
+        assert np.array_equal(params["w"][1], s[rank * 192:rank * 192 + 192, :3])
+        plan = mxfp8.prepare_import_tensors(tensors, params, shards={"w": shard})
+        params["w"][1][...] = 0xFF
+        plan.run()
+        assert np.array_equal(params["w"][1], s[rank * 192:rank * 192 + 192, :3])
+    swizzled_params = {"w": (np.empty((192, 96), np.uint8), np.empty(mxfp8.scales_shape((192, 96), "cutlass_128x4"), np.uint8))}
+    if storage == "swizzled":  # a window of swizzled storage into 128x4 parameters: refused
+        with pytest.raises(RuntimeError, match="stored in the 128x4 layout"):
+            mxfp8.import_tensors(tensors, swizzled_params, layout="cutlass_128x4", shards={"w": {"rows": (0, 192), "cols": (0, 96)}})
+    else:
+        mxfp8.import_tensors(tensors, swizzled_params, layout="cutlass_128x4", shards={"w": {"rows": (0, 192), "cols": (0, 96)}})

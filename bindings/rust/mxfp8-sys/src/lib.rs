@@ -710,6 +710,23 @@ extern "C" {
         bucket: *mut DLTensor,
         out: *mut *mut mxfp8_prepared_export,
     ) -> mxfp8_status;
+    /// `mxfp8_import_tensors` where `destinations[i]` receives `shards[i]` of `tensors[i]`.
+    pub fn mxfp8_import_tensor_shards(
+        tensors: *const *const mxfp8_tensor,
+        shards: *const *const mxfp8_shard,
+        count: usize,
+        options: *const mxfp8_export_options,
+        destinations: *const mxfp8_import_destination,
+    ) -> mxfp8_status;
+    /// Prepares `mxfp8_import_tensor_shards`.
+    pub fn mxfp8_prepare_import_tensor_shards(
+        tensors: *const *const mxfp8_tensor,
+        shards: *const *const mxfp8_shard,
+        count: usize,
+        options: *const mxfp8_export_options,
+        destinations: *const mxfp8_import_destination,
+        out: *mut *mut mxfp8_prepared_export,
+    ) -> mxfp8_status;
     /// The chosen experts, in order, stacked: values `[count, N, K]`, scales `[count, N, ceil(K/32)]`.
     pub fn mxfp8_grouped_export_experts(
         grouped: *const mxfp8_grouped_tensor,
