@@ -204,3 +204,38 @@ def test_export_plan_on_cuda_replays_in_a_torch_cuda_graph():
             flat = spec["scale_inv"].reshape(-1)
             flat[real] = torch.from_numpy(swz).cuda()[real]
             expected[name] = s
+
+
+@pytest.mark.parametrize("storage", ["padded", "swizzled"])
+@pytest.mark.parametrize("direction", ["rowwise", "columnwise"])
+def test_torch_shards_are_the_crop(storage, direction):
+    """Resharding on the GPU: row ranges (tile-aligned and inside a tile), row pieces, K columns, from
+    torch tensors, against the crop of the test's own scales; bucket specs and the import of a rank's
+    shard of a whole bucket too."""
+    m, k = 1024, 8192 + 48
+    data, buf, s = make_mxfp8((m, k), storage, direction, seed=40)
+    d, b = cuda(data), cuda(buf)
+    sw = storage == "swizzled"
+    cases = [((128, 640), (1024, 4096)), ((37, 1000), (32, k)), ([(512, 640), (0, 128)], None)] if direction == "rowwise" \
+        else [((64, 1024), (7, 3000)), ((0, 992), None)]
+    for rows, cols in cases:
+        values, scales = mxfp8.export_components(d, b, swizzled=sw, direction=direction, rows=rows, cols=cols)
+        pieces = [rows] if isinstance(rows, tuple) else rows
+        index = np.concatenate([np.arange(a, e) for a, e in pieces])
+        k0, k1 = cols or (0, k)
+        assert torch.equal(values.view(torch.uint8).cpu(), torch.from_numpy(data[index][:, k0:k1].copy()))
+        if direction == "rowwise":
+            want = s[index][:, k0 // 32:-(-k1 // 32)]
+        else:
+            want = s[pieces[0][0] // 32:-(-pieces[0][1] // 32), k0:k1]
+        assert torch.equal(scales.cpu(), torch.from_numpy(np.ascontiguousarray(want))), (rows, cols)
+    if direction == "rowwise":
+        bucket, manifest = mxfp8.export_bucket({"w": {"data": d, "scale_inv": b, "swizzled": sw}})
+        for layout in ("compact", "cutlass_128x4"):
+            params = {"w": (torch.empty((256, k), dtype=torch.float8_e4m3fn, device="cuda"),
+                            torch.empty(mxfp8.scales_shape((256, k), layout), dtype=torch.uint8, device="cuda"))}
+            mxfp8.import_bucket(bucket, manifest, params, layout=layout, shards={"w": {"rows": [(768, 896), (128, 256)]}})
+            index = np.concatenate([np.arange(768, 896), np.arange(128, 256)])
+            want = s[index] if layout == "compact" else swizzle_reference(s[index])
+            assert torch.equal(params["w"][0].view(torch.uint8).cpu(), torch.from_numpy(data[index]))
+            assert torch.equal(params["w"][1].cpu().reshape(-1), torch.from_numpy(np.ascontiguousarray(want)).reshape(-1))
