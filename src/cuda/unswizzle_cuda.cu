@@ -496,6 +496,9 @@ bool is_flat_copy(const ScaleJob &j) {
 }  // namespace
 
 void run_jobs(const ScaleJob *jobs, size_t count, void *stream) {
+  for (size_t i = 0; i < count; ++i)
+    if (jobs[i].layout >= 0)
+      fail(MXFP8_ERROR_UNSUPPORTED, "engine layouts (and scale fix-ups) of CUDA memory are not in this build yet");
   auto s = static_cast<cudaStream_t>(stream);
   const int64_t min_bytes = copy_engine_min_bytes();
   std::vector<ScaleJob> rest;

@@ -232,7 +232,7 @@ typedef struct {
 } export_case;
 
 #define OPTS_ALL(size, dir, vd, sd, pad, res, granularity, res2) \
-  { (uint32_t)(size), dir, vd, sd, pad, res, NULL, NULL, granularity, res2 }
+  { (uint32_t)(size), dir, vd, sd, pad, res, NULL, NULL, granularity, res2, MXFP8_SCALE_FIXUP_NONE, 0u }
 #define OPTS(size, dir, vd, sd, pad, res) OPTS_ALL(size, dir, vd, sd, pad, res, MXFP8_SCALES_PER_32, 0u)
 #define GOOD_SIZE sizeof(mxfp8_export_options)
 static const export_case kExportCases[] = {
@@ -1059,7 +1059,9 @@ static void i_shape_null(import_fixture *f) { f->shapes[1] = NULL; }
 static void i_shape_negative(import_fixture *f) { f->shape1[0] = -40; }
 static void i_format_unknown(import_fixture *f) { f->formats[1] = 3; }
 static void i_direction_unknown(import_fixture *f) { f->directions[1] = 2; }
-static void i_layout_unknown(import_fixture *f) { f->layouts[1] = 2; }
+static void i_layout_unknown(import_fixture *f) { f->layouts[1] = 9; }
+static void i_layout_trtllm(import_fixture *f) { f->layouts[1] = MXFP8_LAYOUT_TRTLLM_SHUFFLED; }
+static void i_layout_deepgemm_compact_part(import_fixture *f) { f->layouts[1] = MXFP8_LAYOUT_DEEPGEMM_PACKED; }
 static void i_values_bytes_wrong(import_fixture *f) { f->entries[1].values_bytes = 2559; }
 static void i_compact_part_called_swizzled(import_fixture *f) { f->layouts[1] = MXFP8_LAYOUT_CUTLASS_128X4; }
 static void i_part_past_end(import_fixture *f) { f->entries[1].scales_offset = kImportBucketBytes - 79; }
@@ -1069,7 +1071,10 @@ static void i_bucket_float32(import_fixture *f) { f->bucket_tensor.dtype = (DLDa
 static void i_destinations_null(import_fixture *f) { f->dst_arg = NULL; }
 static void i_values_null(import_fixture *f) { f->dst[1].values = NULL; }
 static void i_scales_null(import_fixture *f) { f->dst[1].scales = NULL; }
-static void i_target_unknown(import_fixture *f) { f->dst[1].scales_layout = 2; }
+static void i_target_unknown(import_fixture *f) { f->dst[1].scales_layout = 9; }
+static void i_target_trtllm(import_fixture *f) { f->dst[1].scales_layout = MXFP8_LAYOUT_TRTLLM_SHUFFLED; }
+static void i_manifest_fixup_unknown(import_fixture *f) { f->manifest.scale_fixup = 2; }
+static void i_manifest_reserved2(import_fixture *f) { f->manifest.reserved2 = 1; }
 static void i_destination_reserved(import_fixture *f) { f->dst[1].reserved = 9; }
 static void i_values_float32(import_fixture *f) { f->v1.dtype = (DLDataType){kDLFloat, 32, 1}; f->v1_shape[0] = 640; }
 static void i_values_wrong_fp8(import_fixture *f) { f->v0.dtype.code = kDLFloat8_e5m2; }
@@ -1099,7 +1104,11 @@ static const import_case kImportCases[] = {
     {"mxfp8_import_bucket", "a negative dimension", i_shape_negative, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.shapes[1] (-40, 64) has a negative dimension"},
     {"mxfp8_import_bucket", "an unknown format", i_format_unknown, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.formats[1] is 3, expected MXFP8_FORMAT_E4M3 (1) or MXFP8_FORMAT_E5M2 (2)"},
     {"mxfp8_import_bucket", "an unknown direction", i_direction_unknown, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.directions[1] is 2"},
-    {"mxfp8_import_bucket", "an unknown scales layout", i_layout_unknown, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.scales_layouts[1] is 2, expected MXFP8_LAYOUT_COMPACT (0) or MXFP8_LAYOUT_CUTLASS_128X4 (1)"},
+    {"mxfp8_import_bucket", "an unknown scales layout", i_layout_unknown, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.scales_layouts[1] is 9, expected MXFP8_LAYOUT_COMPACT (0) or MXFP8_LAYOUT_CUTLASS_128X4 (1) or MXFP8_LAYOUT_TRTLLM_SHUFFLED (2) or MXFP8_LAYOUT_DEEPGEMM_PACKED (3)"},
+    {"mxfp8_import_bucket", "a bucket part in the TRT-LLM layout (rows permuted)", i_layout_trtllm, MXFP8_ERROR_UNSUPPORTED, "manifest.scales_layouts[1] is MXFP8_LAYOUT_TRTLLM_SHUFFLED (2)"},
+    {"mxfp8_import_bucket", "compact scales recorded as DeepGEMM packed (a double transform)", i_layout_deepgemm_compact_part, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.entries[1] gives 80 bytes of scales, its shape and DeepGEMM packed layout give 160"},
+    {"mxfp8_import_bucket", "an unknown manifest scale_fixup", i_manifest_fixup_unknown, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.scale_fixup is 2, expected MXFP8_SCALE_FIXUP_NONE (0) or MXFP8_SCALE_FIXUP_ZERO_EXPONENT_AS_ONE (1)"},
+    {"mxfp8_import_bucket", "manifest reserved2 set", i_manifest_reserved2, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.reserved2 is 1, must be 0"},
     {"mxfp8_import_bucket", "values bytes that do not match the shape", i_values_bytes_wrong, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.entries[1] gives 2559 bytes of values, its shape and row-major layout give 2560"},
     {"mxfp8_import_bucket", "compact scales recorded as 128x4 (a double transform)", i_compact_part_called_swizzled, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.entries[1] gives 80 bytes of scales, its shape and 128x4 swizzled layout give 512"},
     {"mxfp8_import_bucket", "a part past the end of the bucket", i_part_past_end, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.entries[1]: its 80 bytes of scales at byte 7625 run past the end of a bucket of 7704 bytes"},
@@ -1109,7 +1118,8 @@ static const import_case kImportCases[] = {
     {"mxfp8_import_bucket", "destinations NULL", i_destinations_null, MXFP8_ERROR_INVALID_ARGUMENT, "destinations is NULL"},
     {"mxfp8_import_bucket", "a destination without values", i_values_null, MXFP8_ERROR_INVALID_ARGUMENT, "destinations[1].values is NULL"},
     {"mxfp8_import_bucket", "a destination without scales", i_scales_null, MXFP8_ERROR_INVALID_ARGUMENT, "destinations[1].scales is NULL"},
-    {"mxfp8_import_bucket", "an unknown target layout", i_target_unknown, MXFP8_ERROR_INVALID_ARGUMENT, "destinations[1].scales_layout is 2"},
+    {"mxfp8_import_bucket", "an unknown target layout", i_target_unknown, MXFP8_ERROR_INVALID_ARGUMENT, "destinations[1].scales_layout is 9"},
+    {"mxfp8_import_bucket", "a TRT-LLM target (rows permuted: mxfp8_convert writes it)", i_target_trtllm, MXFP8_ERROR_UNSUPPORTED, "destinations[1].scales_layout is MXFP8_LAYOUT_TRTLLM_SHUFFLED (2)"},
     {"mxfp8_import_bucket", "a destination's reserved set", i_destination_reserved, MXFP8_ERROR_INVALID_ARGUMENT, "destinations[1].reserved is 9, must be 0"},
     {"mxfp8_import_bucket", "float32 values", i_values_float32, MXFP8_ERROR_INVALID_ARGUMENT, "destinations[1].values: dtype float32 does not hold E4M3 values"},
     {"mxfp8_import_bucket", "E5M2 values for an E4M3 tensor", i_values_wrong_fp8, MXFP8_ERROR_INVALID_ARGUMENT, "destinations[0].values: dtype float8_e5m2 does not hold E4M3 values"},
