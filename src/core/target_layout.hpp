@@ -72,4 +72,12 @@ MXFP8_HOST_DEVICE inline bool layout_element(int32_t layout, int64_t rows, int64
   return *r < rows && *c < cols;
 }
 
+// Whether every aligned 4 bytes of the layout hold the scales (r, c0 .. c0 + 3) of one row, c0 a multiple
+// of 4, so that byte `offset` % 4 == 0's element gives the whole word (its padding bytes being the
+// columns >= C): true for the 128x4 and DeepGEMM layouts. The CUDA layout job then reads a row-major
+// source one 32-bit word at a time.
+MXFP8_HOST_DEVICE inline bool layout_packs_row_words(int32_t layout) {
+  return layout == MXFP8_LAYOUT_CUTLASS_128X4 || layout == MXFP8_LAYOUT_DEEPGEMM_PACKED;
+}
+
 }  // namespace mxfp8
