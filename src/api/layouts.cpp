@@ -79,7 +79,9 @@ uint8_t *expect_layout_buffer(const DLTensor &t, const LayoutInfo &layout, int64
     }
   }
   const int64_t element_bytes = words ? 4 : 1;
-  if (!words) check_scale_dtype(t, name);
+  if (!words && !is_dtype(t.dtype, kDLUInt, 8) && !is_dtype(t.dtype, kDLFloat8_e8m0fnu, 8))
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, name, ": dtype ", format_dtype(t.dtype), " does not hold ", layout.label,
+         " scales (expected ", layout.int32_words ? "int32, " : "", "uint8 or float8_e8m0fnu)");
   if (numel > bytes / element_bytes + 1 || numel * element_bytes != bytes)
     fail(MXFP8_ERROR_INVALID_ARGUMENT, name, ": ", layout.label, " scales of ", groups == 1 ? "a " : cat(groups, " "),
          rows, " x ", cols, " matri", groups == 1 ? "x are " : "ces are ", bytes, " bytes, got ", numel * element_bytes,
