@@ -8,7 +8,6 @@
 #include <string.h>
 
 #include "engine_layouts_support.h"
-#include "import_support.h"
 
 static const int32_t kTargets[] = {MXFP8_LAYOUT_COMPACT, MXFP8_LAYOUT_CUTLASS_128X4, MXFP8_LAYOUT_DEEPGEMM_PACKED};
 static const char *const kTargetNames[] = {"compact", "cutlass_128x4", "deepgemm"};
@@ -32,26 +31,6 @@ static void expect_bytes(const uint8_t *got, const uint8_t *want, int64_t n, con
   for (int64_t b = 0; b < n; ++b)
     EXPECT(got[b] == want[b], "%s (%s): byte %lld is %u, expected %u", what, target, (long long)b, got[b], want[b]);
   EXPECT(got[n] == POISON, "%s (%s): written past the end", what, target);
-}
-
-/* Sets some of a TE tensor's scales to exponent 0, in its reference and its storage alike. */
-static void zero_some_scales(te_tensor *t, const spec *s, uint64_t *rng) {
-  const int col = s->direction == MXFP8_DIRECTION_COLUMNWISE;
-  const reference *ref = &t->ref;
-  const int64_t stride = col ? ref_round_up(ref->c, 128) : ref_round_up(ref->c, 4);
-  for (int64_t y = 0; y < ref->r; ++y)
-    for (int64_t x = 0; x < ref->c; ++x) {
-      if (rng_next(rng) % 5 != 0) continue;
-      ref->compact[y * ref->c + x] = 0;
-      if (s->source_layout == 1) {
-        const int64_t cp = ref_round_up(col ? ref->r : ref->c, 4);
-        const size_t at = col ? ref_swizzled_index(x, y, cp) : ref_swizzled_index(y, x, cp);
-        t->scales->buffer[at] = 0;
-        ref->swizzled[at] = 0;
-      } else {
-        t->scales->buffer[y * stride + x] = 0;
-      }
-    }
 }
 
 enum { kSpecs = 8 };
