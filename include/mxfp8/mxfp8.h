@@ -651,7 +651,7 @@ MXFP8_API mxfp8_status mxfp8_swizzle_scales(const DLTensor *compact, DLTensor *s
  * ==================================================================================================== */
 
 /* How a block's E8M0 scale is chosen from its amax (the largest |x| of the block; every NaN element,
- * signaling ones too, is skipped, as the GPU's max.f32 skips them). max_norm is 448 (E4M3) or 57344 (E5M2); emax is 8 (E4M3) or 15 (E5M2).
+ * signaling ones too, is skipped, as the GPU's max.f32 skips them, except under COMPRESSED_TENSORS). max_norm is 448 (E4M3) or 57344 (E5M2); emax is 8 (E4M3) or 15 (E5M2).
  *
  * Then every element becomes fp8(x * r(e)): the float product, rounded to nearest-even into the FP8
  * format and saturated to +-max_norm (Inf too); NaN becomes 0x7F. Values of zero keep their sign.
@@ -669,7 +669,23 @@ typedef enum mxfp8_scale_rounding {
   /* The OCP MX v1.0 rule: e = clamp(floor(log2(amax)) - emax + 127, 0, 254) (254 for Inf), and
    * r(e) = 2^(127 - e) exactly (2^-127 is a subnormal float). The largest elements may exceed max_norm
    * and saturate; that is the rule's known cost. */
-  MXFP8_SCALE_ROUNDING_FLOOR = 1
+  MXFP8_SCALE_ROUNDING_FLOOR = 1,
+  /* compressed-tensors' MX rule (llm-compressor's MXFP8 checkpoints; vLLM's online MXFP8 quantizer
+   * aligned with it), bit for bit: its generate_mx_scales and round_to_quantized_type_dtype(uint8).
+   *   p = amax rounded to a power of two: down, or up when amax's mantissa is >= 1.75 (its
+   *       round_to_power_2); amax >= 1.75 * 2^127 rounds to Inf;
+   *   e = clamp(log2(p) - emax + 127, 0, 255): 0 for p = 0 (an all-zero block, subnormal amaxes),
+   *       255 for p = Inf. A NaN element makes its block's amax NaN (torch.amax propagates it), which
+   *       counts as Inf, as torch's own NaN (0x7FC00000) does in round_to_power_2's bit arithmetic.
+   *   r(e) = 2^(127 - e) exactly, and r(255) = 0 (it divides by 2^(e - 127), +Inf for 255).
+   * So no element ever saturates, and a block with an Inf, a NaN or an amax >= 1.75 * 2^127 gets the
+   * scale byte 255 (E8M0's NaN) and comes out as zeros of its elements' signs, NaN where the Inf and
+   * NaN were. emax is 8 for E4M3; compressed-tensors has no E5M2 MX format, for which this library uses
+   * emax 15 (57344 = 1.75 * 2^15 too). The amax is taken on the input's exact values, which is
+   * compressed-tensors in the input's dtype for bfloat16 (vLLM's path) and float32, and in float32 for
+   * a float16 input. NaN elements are written 0x7F, as under the other rules (torch's cast keeps a
+   * NaN's sign bit, so compressed-tensors may write 0xFF there; both decode to NaN). */
+  MXFP8_SCALE_ROUNDING_COMPRESSED_TENSORS = 2
 } mxfp8_scale_rounding;
 
 /* The layout a quantize writes the scales in. Padding bytes are written as zero. */

@@ -354,7 +354,7 @@ static void q_input_misaligned(quantize_fixture *f) { f->in.byte_offset = 2; f->
 static void q_struct_size(quantize_fixture *f) { f->o.struct_size = 0; }
 static void q_format(quantize_fixture *f) { f->o.format = 0; }
 static void q_block(quantize_fixture *f) { f->o.block = 2; }
-static void q_rounding(quantize_fixture *f) { f->o.scale_rounding = 2; }
+static void q_rounding(quantize_fixture *f) { f->o.scale_rounding = 3; }
 static void q_layout(quantize_fixture *f) { f->o.scales_layout = 3; }
 static void q_reserved(quantize_fixture *f) { f->o.reserved = 1; }
 static void q_no_outputs(quantize_fixture *f) { f->v_arg = NULL; f->s_arg = NULL; }
@@ -384,7 +384,7 @@ static const quantize_case kQuantizeCases[] = {
     {"options struct_size 0", q_struct_size, MXFP8_ERROR_INVALID_ARGUMENT, "MXFP8_QUANTIZE_OPTIONS_INIT"},
     {"format 0 (unset)", q_format, MXFP8_ERROR_INVALID_ARGUMENT, "options.format is 0"},
     {"block unknown", q_block, MXFP8_ERROR_INVALID_ARGUMENT, "options.block is 2"},
-    {"scale_rounding unknown", q_rounding, MXFP8_ERROR_INVALID_ARGUMENT, "options.scale_rounding is 2"},
+    {"scale_rounding unknown", q_rounding, MXFP8_ERROR_INVALID_ARGUMENT, "options.scale_rounding is 3"},
     {"scales_layout unknown", q_layout, MXFP8_ERROR_INVALID_ARGUMENT, "options.scales_layout is 3"},
     {"reserved not zero", q_reserved, MXFP8_ERROR_INVALID_ARGUMENT, "options.reserved is 1"},
     {"every output NULL", q_no_outputs, MXFP8_ERROR_INVALID_ARGUMENT, "every output is NULL"},

@@ -19,7 +19,7 @@ from ._api import (
     _torch_allocator,
 )
 
-_ROUNDINGS = {"rceil": 0, "floor": 1}
+_ROUNDINGS = {"rceil": 0, "floor": 1, "compressed_tensors": 2}
 _SCALE_LAYOUTS = {"compact": 0, "padded": 1, "swizzled": 2}
 _OUTPUT_DTYPES = ("float32", "bfloat16")
 
@@ -61,7 +61,9 @@ def quantize(
         fp8_dtype: "e4m3" or "e5m2".
         block: "1x32" or "32x32" (TE's 2-D weight quantization: both directions then share each block's
             scale).
-        rounding: "rceil" (TE and NVIDIA hardware; the default) or "floor" (OCP MX v1.0).
+        rounding: "rceil" (TE and NVIDIA hardware; the default), "floor" (OCP MX v1.0) or
+            "compressed_tensors" (compressed-tensors' MX rule, bit for bit: llm-compressor's MXFP8
+            checkpoints and vLLM's online MXFP8 quantizer; a block with a NaN gets scale 255).
         scales: "compact" ((*lead, ceil(K/32)) rowwise, (ceil(M/32), K) columnwise, (ceil(M/32),
             ceil(K/32)) for 32x32), "padded" (TE's allocation, padding zeroed) or "swizzled" (the same in
             the cuBLAS 128x4 layout, as TE's optimize_for_gemm stores it).

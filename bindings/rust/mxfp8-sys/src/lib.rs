@@ -201,6 +201,8 @@ pub const MXFP8_SCALES_PER_32X32: i32 = 1;
 pub const MXFP8_SCALE_ROUNDING_RCEIL: i32 = 0;
 /// `mxfp8_scale_rounding`: the OCP MX v1.0 rule.
 pub const MXFP8_SCALE_ROUNDING_FLOOR: i32 = 1;
+/// `mxfp8_scale_rounding`: compressed-tensors' MX rule (llm-compressor checkpoints, vLLM's online MXFP8).
+pub const MXFP8_SCALE_ROUNDING_COMPRESSED_TENSORS: i32 = 2;
 /// `mxfp8_quantized_scales`: compact row-major.
 pub const MXFP8_QUANTIZED_SCALES_COMPACT: i32 = 0;
 /// `mxfp8_quantized_scales`: Transformer Engine's padded row-major buffer.
