@@ -467,9 +467,16 @@ typedef enum mxfp8_layout {
    * padding bytes zero: what a cuBLAS or CUTLASS MXFP8 GEMM (vLLM's FlashInfer-CUTLASS linear, SGLang's
    * weight_scale_inv_swizzled) loads. */
   MXFP8_LAYOUT_CUTLASS_128X4 = 1,
-  /* FlashInfer TRT-LLM MoE weights (vLLM's MXFP8 MoE backend, SGLang's trtllm path): value rows and scale
-   * rows permuted per expert, scales then 128x4-interleaved. Reserved: this build answers
-   * MXFP8_ERROR_UNSUPPORTED for it. */
+  /* FlashInfer's TRT-LLM MoE weights (vLLM's MXFP8 MoE backend: what _shuffle_mxfp8_moe_weights makes of
+   * w2_weight and its scales), per expert of R rows, R a multiple of 128 (FlashInfer's requirement):
+   * FlashInfer's shuffle_matrix_a permutation (epilogue_tile_m 128) moves row 32b + i of the values
+   * and of S to row 32b + 8 * (i % 4) + i / 4; the permuted S is then laid out as
+   * MXFP8_LAYOUT_CUTLASS_128X4 (shuffle_matrix_sf_a), R * roundup(C, 4) bytes, padding zero:
+   *
+   *   byte offset of S(r, c) = swizzled offset of (32 * (r / 32) + 8 * (r % 4) + (r % 32) / 4, c)
+   *
+   * The values must be converted along (mxfp8_convert*): their rows move the same way. Rowwise only;
+   * not a bucket or import layout (a bucket's values are in row order). */
   MXFP8_LAYOUT_TRTLLM_SHUFFLED = 2,
   /* DeepGEMM's packed UE8M0 scales (SGLang's DeepGEMM path; DeepGEMM's
    * get_mn_major_tma_aligned_packed_ue8m0_tensor): the int32 tensor [mn, ceil(sf_k / 4)] with
@@ -482,7 +489,13 @@ typedef enum mxfp8_layout {
    * rows R .. mn_aligned) are zero. Grouped experts stack to DeepGEMM's [G, mn, ceil(sf_k / 4)] with
    * strides (ceil(sf_k / 4) * mn_aligned, 1, mn_aligned). Rowwise scales only (DeepGEMM packs along K):
    * columnwise is refused with MXFP8_ERROR_INVALID_ARGUMENT. */
-  MXFP8_LAYOUT_DEEPGEMM_PACKED = 3
+  MXFP8_LAYOUT_DEEPGEMM_PACKED = 3,
+  /* The same for the gate-and-up projection of a gated activation (SwiGLU): what vLLM loads as
+   * w13_weight and its scales. The source rows are [gate (w1) rows 0 .. N-1; up (w3) rows N .. 2N-1],
+   * as vLLM's and SGLang's w13 and the checkpoints hold them (R = 2N). First vLLM's swap_w13_to_w31
+   * and FlashInfer's reorder_rows_for_gated_act_gemm: row 2i <- up row i (source N + i), row 2i + 1 <-
+   * gate row i (source i); then MXFP8_LAYOUT_TRTLLM_SHUFFLED's shuffle and 128x4 interleave. */
+  MXFP8_LAYOUT_TRTLLM_SHUFFLED_GATED = 4
 } mxfp8_layout;
 
 /* A rewrite of scale bytes some consumers need, applied to every real scale a call writes (padding

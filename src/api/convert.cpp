@@ -50,12 +50,24 @@ uint8_t *check_values_output(const DLTensor *values, const ConvertRequest &r, in
   return out;
 }
 
+// The jobs writing the values of `groups` stacked matrices of group_rows x cols into the target: a copy,
+// or a row-permuted copy for a target that moves rows (all groups in one job).
+void add_values_jobs(std::vector<ScaleJob> &jobs, const LayoutInfo &target, const uint8_t *src, uint8_t *dst,
+                     int64_t groups, int64_t group_rows, int64_t cols) {
+  if (!target.permutes_value_rows) return add_copy_jobs(jobs, src, dst, groups * group_rows * cols);
+  if (groups * group_rows * cols > 0) jobs.push_back(permuted_rows_job(target.value, src, dst, groups, group_rows, cols));
+}
+
 ExportJobs convert_jobs(const mxfp8_tensor *t, const ConvertRequest &r, DLTensor *values, DLTensor *scales) {
   if (!t) fail(MXFP8_ERROR_INVALID_ARGUMENT, "tensor is NULL");
   if (!scales) fail(MXFP8_ERROR_INVALID_ARGUMENT, "scales is NULL");
   const auto direction = static_cast<mxfp8_direction>(r.options.direction);
   const bool columnwise = direction == MXFP8_DIRECTION_COLUMNWISE;
   const Direction &dir = require_direction(*t, direction);
+  if (r.target->value == MXFP8_LAYOUT_TRTLLM_SHUFFLED_GATED && t->shape.size() > 2)
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, "options.target is MXFP8_LAYOUT_TRTLLM_SHUFFLED_GATED, which interleaves the two "
+         "halves of one expert's rows, but the tensor has shape ", format_shape(t->shape),
+         ": mxfp8_convert lays out one expert; convert stacked experts with mxfp8_convert_grouped");
   const int64_t bytes = layout_bytes(*r.target, dir.scale_rows, dir.scale_cols, columnwise, "options.target");
   ExportJobs work;
   work.device = t->device;
@@ -67,7 +79,7 @@ ExportJobs convert_jobs(const mxfp8_tensor *t, const ConvertRequest &r, DLTensor
   const int64_t values_bytes = t->rows * t->cols;  // validated when the tensor was created
   uint8_t *values_out = check_values_output(values, r, t->format, values_bytes, t->device, "the tensor is", spans);
   check_no_overlap(spans);
-  if (values_out) add_copy_jobs(work.jobs, byte_pointer(dir.data->dl_tensor), values_out, values_bytes);
+  if (values_out) add_values_jobs(work.jobs, *r.target, byte_pointer(dir.data->dl_tensor), values_out, 1, t->rows, t->cols);
   if (bytes > 0) work.jobs.push_back(scale_job(dir.source, r.target->value, columnwise, out, r.zero_as_one));
   return work;
 }
@@ -98,8 +110,8 @@ ExportJobs convert_grouped_jobs(const mxfp8_grouped_tensor *g, const ConvertRequ
   const int64_t values_bytes = checked_mul(checked_mul(experts, n, "the experts' values"), g->cols, "the experts' values");
   uint8_t *values_out = check_values_output(values, r, g->format, values_bytes, g->device, "the experts are", spans);
   check_no_overlap(spans);
-  // The experts' values are back to back in row order (mxfp8_grouped_desc): one copy for all of them.
-  if (values_out) add_copy_jobs(work.jobs, byte_pointer(data), values_out, values_bytes);
+  // The experts' values are back to back in row order (mxfp8_grouped_desc): one job for all of them.
+  if (values_out) add_values_jobs(work.jobs, *r.target, byte_pointer(data), values_out, experts, n, g->cols);
   if (expert_bytes > 0)
     for (int64_t e = 0; e < experts; ++e)
       work.jobs.push_back(scale_job(g->sources[e], r.target->value, false, out + e * expert_bytes, r.zero_as_one));

@@ -1325,6 +1325,13 @@ static void c_bytes_columnwise_deepgemm(convert_fixture *f) {
   f->o.direction = MXFP8_DIRECTION_COLUMNWISE;
 }
 static void c_bytes_negative(convert_fixture *f) { f->layout_bytes = 2; }
+static void c_trtllm_rows(convert_fixture *f) { f->o.target = MXFP8_LAYOUT_TRTLLM_SHUFFLED; }
+static void c_trtllm_gated_rows(convert_fixture *f) { f->grouped = 1; f->o.target = MXFP8_LAYOUT_TRTLLM_SHUFFLED_GATED; }
+static void c_bytes_columnwise_trtllm(convert_fixture *f) {
+  f->layout_bytes = 1;
+  f->o.target = MXFP8_LAYOUT_TRTLLM_SHUFFLED;
+  f->o.direction = MXFP8_DIRECTION_COLUMNWISE;
+}
 
 static const convert_case kConvertCases[] = {
     {"mxfp8_convert", "tensor NULL", c_tensor_null, MXFP8_ERROR_INVALID_ARGUMENT, "tensor is NULL"},
@@ -1349,6 +1356,9 @@ static const convert_case kConvertCases[] = {
     {"mxfp8_convert_grouped", "stacked DeepGEMM scales one int32 short", c_grouped_short, MXFP8_ERROR_INVALID_ARGUMENT, "scales: DeepGEMM packed scales of 3 40 x 2 matrices are 480 bytes, got 476"},
     {"mxfp8_layout_bytes", "columnwise DeepGEMM", c_bytes_columnwise_deepgemm, MXFP8_ERROR_INVALID_ARGUMENT, "layout is MXFP8_LAYOUT_DEEPGEMM_PACKED, which lays out rowwise scales only"},
     {"mxfp8_layout_bytes", "negative rows", c_bytes_negative, MXFP8_ERROR_INVALID_ARGUMENT, "rows and cols are -1 and 2, must not be negative"},
+    {"mxfp8_convert", "the TRT-LLM target for 100 rows", c_trtllm_rows, MXFP8_ERROR_INVALID_ARGUMENT, "options.target is MXFP8_LAYOUT_TRTLLM_SHUFFLED, which needs rows (per expert) a multiple of 128 (FlashInfer's shuffle_matrix_sf_a requires it; the values shuffle in blocks of 32 rows), got 100"},
+    {"mxfp8_convert_grouped", "the TRT-LLM gated target for experts of 40 rows", c_trtllm_gated_rows, MXFP8_ERROR_INVALID_ARGUMENT, "options.target is MXFP8_LAYOUT_TRTLLM_SHUFFLED_GATED, which needs rows (per expert) a multiple of 128"},
+    {"mxfp8_layout_bytes", "columnwise TRT-LLM", c_bytes_columnwise_trtllm, MXFP8_ERROR_INVALID_ARGUMENT, "layout is MXFP8_LAYOUT_TRTLLM_SHUFFLED, which lays out rowwise scales only"},
 };
 
 static void test_bad_convert_input(void **state) {
