@@ -552,7 +552,10 @@ typedef struct mxfp8_bucket_manifest {
  *   values: uint8 or the float8 of the tensor's format, contiguous, exactly prod(shape) elements (any
  *           shape), row-major bytes of the tensor.
  *   scales: uint8 or float8_e8m0fnu, contiguous, exactly the byte count `scales_layout` gives (any
- *           shape: (R, C), flat, ...). Every byte is written, padding included.
+ *           shape: (R, C), flat, ...); for MXFP8_LAYOUT_DEEPGEMM_PACKED also int32 (a quarter as many
+ *           elements) or DeepGEMM's own strided int32 (R, ceil(C/4)) tensor. Every byte is written,
+ *           padding included. A layout that permutes value rows (TRT-LLM) is refused here: write it with
+ *           mxfp8_convert.
  * All destinations of a call live on the source's device and share no byte with the source or with each
  * other.
  *
@@ -569,10 +572,11 @@ typedef struct mxfp8_import_destination {
 
 /* Writes every tensor of `bucket` (contiguous uint8, host or CUDA memory) into destinations[i],
  * i < manifest->count: the values copied, the scales moved from the layout the manifest records into the
- * layout the destination asks for (a copy when they are the same, with the padding of a 128x4 buffer
- * zeroed; otherwise an unswizzle or a swizzle, in the same pass). Everything (manifest, every part inside
- * the bucket and of the size its shape and layout give, every destination's dtype, size, device and
- * overlap) is checked before anything is written. CUDA: one kernel launch for the whole bucket (a few
+ * layout the destination asks for (a copy when they are the same, with padding written as zero;
+ * otherwise the transform between the two, in the same pass; manifest->scale_fixup rewrites exponent
+ * bytes 0 as it says). Everything (manifest, every part inside the bucket and of the size its shape and
+ * layout give, every destination's dtype, size, device and overlap) is checked before anything is
+ * written. CUDA: one kernel launch for the whole bucket (a few
  * past several hundred parts) queued on `stream`, values of 4 MiB or more through cudaMemcpyAsync on the
  * same stream as for mxfp8_export_bucket; the call does not wait. Host: done when the call
  * returns. count == 0 is a no-op. The bucket is only read. */
