@@ -453,7 +453,7 @@ MXFP8_API void mxfp8_prepared_export_release(mxfp8_prepared_export *prepared);
 
 /* The layout of one tensor's parts, as a bucket carries them or as an engine's parameters want them
  * (the README's table "engine -> parameter -> target -> call" says which engine loads which).
- * Values are row-major in every layout except MXFP8_LAYOUT_TRTLLM_SHUFFLED, which permutes value rows.
+ * Values are row-major in every layout except the TRT-LLM ones, which permute value rows.
  * Scales of a rowwise tensor form S (R x C) = (M, ceil(K/32)); of a columnwise tensor
  * S (R x C) = (ceil(M/32), K). Every layout can be a destination (mxfp8_import_*, mxfp8_convert*) and a
  * bucket part (manifest.scales_layouts); the bytes a layout gives for (R, C) are exact: a buffer or part
@@ -715,22 +715,26 @@ typedef struct mxfp8_convert_options {
  *           bytes the target gives for the tensor's scale matrix (any shape: flat, or the engine's
  *           parameter shape), on the tensor's device. Every byte is written, padding included.
  *   values: NULL, or uint8 / the float8 of the tensor's format, contiguous, prod(shape) elements: the
- *           values in the target's row order (a copy for every target but MXFP8_LAYOUT_TRTLLM_SHUFFLED).
- *           Required by targets that permute value rows.
+ *           values in the target's row order (a copy for every target but the TRT-LLM ones). Required
+ *           by targets that permute value rows. The TRT-LLM targets lay the tensor out as one expert of
+ *           M = prod(lead) rows; MXFP8_LAYOUT_TRTLLM_SHUFFLED_GATED refuses a tensor of more than 2
+ *           dimensions (stacked experts: mxfp8_convert_grouped).
  *
  * Columnwise: compact and 128x4 as mxfp8_layout says (128x4 swizzles S^T, as cuBLAS reads columnwise
  * scales); the DeepGEMM and TRT-LLM layouts are rowwise only and refuse it. Everything (options,
  * dtypes, sizes, devices, no output sharing a byte with the tensor or with the other output) is checked
  * before anything is written. Host memory: done on return. CUDA: one launch on options->stream (plus a
- * cudaMemcpyAsync for values of 4 MiB or more, as mxfp8_export_bucket); the call does not wait. */
+ * cudaMemcpyAsync for values of 4 MiB or more, as mxfp8_export_bucket; the TRT-LLM targets' values
+ * take a row-permuting launch of their own instead); the call does not wait. */
 MXFP8_API mxfp8_status mxfp8_convert(const mxfp8_tensor *tensor, const mxfp8_convert_options *options,
                                      DLTensor *values, DLTensor *scales);
 
 /* The same for E grouped experts of one row count N (rowwise): expert e's scales are written at byte
  * e * B of `scales`, B the bytes the target gives for (N, ceil(K/32)), so the buffer holds E * B bytes
  * (for MXFP8_LAYOUT_DEEPGEMM_PACKED: DeepGEMM's int32 [E, N, ceil(sf_k/4)] with its strides); values,
- * when given, E * N * K elements, stacked [E, N, K] in the target's row order. All experts in one
- * launch (a second past about 300 experts). Same checks and stream rules as mxfp8_convert. */
+ * when given, E * N * K elements, stacked [E, N, K] in the target's row order (the TRT-LLM targets
+ * permute each expert's rows: vLLM's w13_weight / w2_weight). All experts in one launch (a second past
+ * about 300 experts; the TRT-LLM targets' values one more, for all experts). Same checks and stream rules as mxfp8_convert. */
 MXFP8_API mxfp8_status mxfp8_convert_grouped(const mxfp8_grouped_tensor *grouped,
                                              const mxfp8_convert_options *options, DLTensor *values,
                                              DLTensor *scales);
