@@ -174,12 +174,12 @@ def timed(fn, reps, cuda):
 def make_weights(experts, layer, device):
     import torch
 
-    gen = torch.Generator(device="cpu").manual_seed(0)
+    torch.manual_seed(0)
     weights = {}
     for name, (n, k) in layer.items():
         c = -(-k // 32)
-        values = torch.randint(0, 256, (experts * n, k), dtype=torch.uint8, generator=gen).to(device)
-        scales = torch.randint(1, 255, (experts, n, c), dtype=torch.uint8, generator=gen).to(device)
+        values = torch.randint(0, 256, (experts * n, k), dtype=torch.uint8, device=device)
+        scales = torch.randint(1, 255, (experts, n, c), dtype=torch.uint8, device=device)
         weights[name] = (values.view(torch.float8_e4m3fn), scales, n, k, c)
     return weights
 

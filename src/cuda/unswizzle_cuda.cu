@@ -347,10 +347,15 @@ __device__ void store_layout_chunk(const Chunk &c) {
   }
 }
 
-template <class W>
+// kSwizzleJobs: the launch holds swizzle or layout jobs (the import side). Launches without them (every
+// export) use the instantiation without those paths: with them compiled in, ptxas spilled 140 bytes a
+// thread (16 without) under the 64-register cap.
+template <class W, bool kSwizzleJobs>
 __device__ void store_chunk(const Chunk &c, const uint32_t *tiles) {
-  if (c.job->to_swizzled & kLayoutJob) return store_layout_chunk<W>(c);
-  if (c.job->to_swizzled) return store_swizzled_chunk<W>(c);
+  if constexpr (kSwizzleJobs) {
+    if (c.job->to_swizzled & kLayoutJob) return store_layout_chunk<W>(c);
+    if (c.job->to_swizzled) return store_swizzled_chunk<W>(c);
+  }
   if (c.job->direct) return store_direct_chunk<W>(c, tiles);
   // A register copy: through the pointer, every global store below could alias the job's fields.
   const DeviceJob job = *c.job;
@@ -398,7 +403,7 @@ __device__ void store_chunk(const Chunk &c, const uint32_t *tiles) {
 // A persistent grid: block b produces chunks b, b + gridDim.x, ... of the whole batch. The loads of
 // the next chunk are issued before the current one is stored, so every block keeps reads in flight
 // while it writes.
-template <class W, int kCapacity>
+template <class W, int kCapacity, bool kSwizzleJobs>
 __global__ void __launch_bounds__(W::kThreads, W::kMinBlocksPerSm) produce_compact_kernel(const __grid_constant__ JobBatch<kCapacity> batch,
                                                                    int32_t total_chunks) {
   __shared__ __align__(16) uint32_t tiles[W::kSmemWords];
@@ -414,7 +419,7 @@ __global__ void __launch_bounds__(W::kThreads, W::kMinBlocksPerSm) produce_compa
     const int32_t next = chunk + static_cast<int32_t>(gridDim.x);
     const bool has_next = next < total_chunks;
     if (has_next) load_chunk<W>(locate<W>(batch, next, job_index), regs);
-    store_chunk<W>(current, tiles);
+    store_chunk<W, kSwizzleJobs>(current, tiles);
     __syncthreads();
     if (!has_next) break;
     chunk = next;
@@ -471,13 +476,21 @@ int32_t checked_int32(int64_t v, const char *what) {
   return static_cast<int32_t>(v);
 }
 
+template <class W, int kCapacity, bool kSwizzleJobs>
+void launch_kernel(const JobBatch<kCapacity> &batch, int64_t chunks, cudaStream_t stream) {
+  constexpr auto kernel = produce_compact_kernel<W, kCapacity, kSwizzleJobs>;
+  const int64_t grid = std::min<int64_t>(chunks, resident_blocks<kernel>(W::kThreads));
+  kernel<<<static_cast<unsigned>(grid), W::kThreads, 0, stream>>>(batch, static_cast<int32_t>(chunks));
+  check(cudaGetLastError(), "launching the scale unswizzle kernel");
+}
+
 template <class W, int kCapacity>
 void launch_batch(const JobBatch<kCapacity> &batch, int64_t chunks, cudaStream_t stream) {
   if (chunks == 0) return;
-  const int64_t grid = std::min<int64_t>(chunks, resident_blocks<produce_compact_kernel<W, kCapacity>>(W::kThreads));
-  produce_compact_kernel<W, kCapacity><<<static_cast<unsigned>(grid), W::kThreads, 0, stream>>>(batch,
-                                                                                          static_cast<int32_t>(chunks));
-  check(cudaGetLastError(), "launching the scale unswizzle kernel");
+  bool swizzle_jobs = false;
+  for (int i = 0; i < batch.count; ++i) swizzle_jobs |= batch.jobs[i].to_swizzled != 0;
+  if (swizzle_jobs) launch_kernel<W, kCapacity, true>(batch, chunks, stream);
+  else launch_kernel<W, kCapacity, false>(batch, chunks, stream);
 }
 
 // Narrow swizzled matrices (rows shorter than half a chunk) take direct chunks: whole tiles in storage
@@ -547,7 +560,8 @@ bool wide_chunks_pay(const ScaleJob *jobs, size_t count) {
   int64_t chunks = 0;
   for (size_t i = 0; i < count; ++i)
     if (jobs[i].dst.rows > 0 && jobs[i].dst.cols > 0) chunks += chunks_of<Wide>(jobs[i]);
-  return chunks >= int64_t{kWideChunksPerBlock} * resident_blocks<produce_compact_kernel<Wide, kMaxJobsPerLaunch>>(Wide::kThreads);
+  return chunks >= int64_t{kWideChunksPerBlock} *
+                       resident_blocks<produce_compact_kernel<Wide, kMaxJobsPerLaunch, false>>(Wide::kThreads);
 }
 
 // Large contiguous copies (the values of a bucket or an import) go through cudaMemcpyAsync, which moves

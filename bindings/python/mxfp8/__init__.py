@@ -16,13 +16,14 @@ from ._bucket import export_bucket, iter_buckets, swizzle_scales, unpack_bucket,
 from ._import import (ImportPlan, import_bucket, import_tensors, layout_bytes, prepare_import_bucket,
                       prepare_import_tensors, scales_shape)
 from ._mxfp8 import Array
-from ._plan import ExportPlan
+from ._plan import BucketPlan, ExportPlan
 from ._quantize import Quantized, dequantize, quantize
 from ._tvm_ffi import tvm_ffi_library_path
 
 __version__ = "0.1.0"
 __all__ = [
     "Array",
+    "BucketPlan",
     "Components",
     "Converted",
     "ExportPlan",
