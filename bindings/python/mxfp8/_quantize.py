@@ -52,7 +52,7 @@ def quantize(
 ) -> Quantized:
     """Quantize a bfloat16/float16/float32 tensor (row-major contiguous, shape (*lead, K)) to MXFP8.
 
-    The numerics are Transformer Engine's, bit for bit (see mxfp8_scale_rounding in mxfp8.h): one E8M0
+    The numerics are Transformer Engine's by default, bit for bit (see mxfp8_scale_rounding in mxfp8.h): one E8M0
     scale per 32 values along K (rowwise) or along the rows (columnwise), or per 32x32 block; elements are
     multiplied by the scale's reciprocal and rounded to nearest-even, saturating; NaN stays NaN.
 
