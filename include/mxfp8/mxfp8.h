@@ -454,7 +454,7 @@ MXFP8_API void mxfp8_prepared_export_release(mxfp8_prepared_export *prepared);
 
 /* The layout of one tensor's parts, as a bucket carries them or as an engine's parameters want them
  * (the README's table "engine -> parameter -> target -> call" says which engine loads which).
- * Values are row-major in every layout except MXFP8_LAYOUT_TRTLLM_SHUFFLED, which permutes value rows.
+ * Values are row-major in every layout except the TRT-LLM ones, which permute value rows.
  * Scales of a rowwise tensor form S (R x C) = (M, ceil(K/32)); of a columnwise tensor
  * S (R x C) = (ceil(M/32), K). Every layout can be a destination (mxfp8_import_*, mxfp8_convert*) and a
  * bucket part (manifest.scales_layouts); the bytes a layout gives for (R, C) are exact: a buffer or part
@@ -468,9 +468,16 @@ typedef enum mxfp8_layout {
    * padding bytes zero: what a cuBLAS or CUTLASS MXFP8 GEMM (vLLM's FlashInfer-CUTLASS linear, SGLang's
    * weight_scale_inv_swizzled) loads. */
   MXFP8_LAYOUT_CUTLASS_128X4 = 1,
-  /* FlashInfer TRT-LLM MoE weights (vLLM's MXFP8 MoE backend, SGLang's trtllm path): value rows and scale
-   * rows permuted per expert, scales then 128x4-interleaved. Reserved: this build answers
-   * MXFP8_ERROR_UNSUPPORTED for it. */
+  /* FlashInfer's TRT-LLM MoE weights (vLLM's MXFP8 MoE backend: what _shuffle_mxfp8_moe_weights makes of
+   * w2_weight and its scales), per expert of R rows, R a multiple of 128 (FlashInfer's requirement):
+   * FlashInfer's shuffle_matrix_a permutation (epilogue_tile_m 128) moves row 32b + i of the values
+   * and of S to row 32b + 8 * (i % 4) + i / 4; the permuted S is then laid out as
+   * MXFP8_LAYOUT_CUTLASS_128X4 (shuffle_matrix_sf_a), R * roundup(C, 4) bytes, padding zero:
+   *
+   *   byte offset of S(r, c) = swizzled offset of (32 * (r / 32) + 8 * (r % 4) + (r % 32) / 4, c)
+   *
+   * The values must be converted along (mxfp8_convert*): their rows move the same way. Rowwise only;
+   * not a bucket or import layout (a bucket's values are in row order). */
   MXFP8_LAYOUT_TRTLLM_SHUFFLED = 2,
   /* DeepGEMM's packed UE8M0 scales (SGLang's DeepGEMM path; DeepGEMM's
    * get_mn_major_tma_aligned_packed_ue8m0_tensor): the int32 tensor [mn, ceil(sf_k / 4)] with
@@ -483,7 +490,13 @@ typedef enum mxfp8_layout {
    * rows R .. mn_aligned) are zero. Grouped experts stack to DeepGEMM's [G, mn, ceil(sf_k / 4)] with
    * strides (ceil(sf_k / 4) * mn_aligned, 1, mn_aligned). Rowwise scales only (DeepGEMM packs along K):
    * columnwise is refused with MXFP8_ERROR_INVALID_ARGUMENT. */
-  MXFP8_LAYOUT_DEEPGEMM_PACKED = 3
+  MXFP8_LAYOUT_DEEPGEMM_PACKED = 3,
+  /* The same for the gate-and-up projection of a gated activation (SwiGLU): what vLLM loads as
+   * w13_weight and its scales. The source rows are [gate (w1) rows 0 .. N-1; up (w3) rows N .. 2N-1],
+   * as vLLM's and SGLang's w13 and the checkpoints hold them (R = 2N). First vLLM's swap_w13_to_w31
+   * and FlashInfer's reorder_rows_for_gated_act_gemm: row 2i <- up row i (source N + i), row 2i + 1 <-
+   * gate row i (source i); then MXFP8_LAYOUT_TRTLLM_SHUFFLED's shuffle and 128x4 interleave. */
+  MXFP8_LAYOUT_TRTLLM_SHUFFLED_GATED = 4
 } mxfp8_layout;
 
 /* A rewrite of scale bytes some consumers need, applied to every real scale a call writes (padding
@@ -704,23 +717,27 @@ typedef struct mxfp8_convert_options {
  *           for MXFP8_LAYOUT_DEEPGEMM_PACKED also DeepGEMM's own strided int32 tensor (R, ceil(C/4)),
  *           strides (1, roundup(R, 4)). Every byte is written, padding included (as zero).
  *   values: NULL, or uint8 / the float8 of the tensor's format, contiguous, prod(shape) elements: the
- *           values in the target's row order (a copy for every target but MXFP8_LAYOUT_TRTLLM_SHUFFLED).
- *           Required by targets that permute value rows.
+ *           values in the target's row order (a copy for every target but the TRT-LLM ones). Required
+ *           by targets that permute value rows. The TRT-LLM targets lay the tensor out as one expert of
+ *           M = prod(lead) rows; MXFP8_LAYOUT_TRTLLM_SHUFFLED_GATED refuses a tensor of more than 2
+ *           dimensions (stacked experts: mxfp8_convert_grouped).
  *
  * Columnwise: compact and 128x4 as mxfp8_layout says (128x4 swizzles S^T, as cuBLAS reads columnwise
  * scales); the DeepGEMM and TRT-LLM layouts are rowwise only and refuse it. Everything (options,
  * dtypes, sizes, devices, no output sharing a byte with the tensor or with the other output) is checked
  * before anything is written. Host memory: done on return. CUDA: one launch on options->stream (plus a
- * cudaMemcpyAsync for values of 4 MiB or more, as mxfp8_export_bucket); the call does not wait. */
+ * cudaMemcpyAsync for values of 4 MiB or more, as mxfp8_export_bucket; the TRT-LLM targets' values
+ * take a row-permuting launch of their own instead); the call does not wait. */
 MXFP8_API mxfp8_status mxfp8_convert(const mxfp8_tensor *tensor, const mxfp8_convert_options *options,
                                      DLTensor *values, DLTensor *scales);
 
 /* The same for E grouped experts of one row count N (rowwise): expert e's scales are written at byte
  * e * B of `scales`, B the bytes the target gives for (N, ceil(K/32)), so the buffer holds E * B bytes
  * (for MXFP8_LAYOUT_DEEPGEMM_PACKED: DeepGEMM's int32 [E, N, ceil(sf_k/4)], flat or with its strides
- * (ceil(sf_k/4) * roundup(N, 4), 1, roundup(N, 4))); values,
- * when given, E * N * K elements, stacked [E, N, K] in the target's row order. All experts in one
- * launch (a second past about 300 experts). Same checks and stream rules as mxfp8_convert. */
+ * (ceil(sf_k/4) * roundup(N, 4), 1, roundup(N, 4))); values, when given, E * N * K elements, stacked
+ * [E, N, K] in the target's row order (the TRT-LLM targets permute each expert's rows: vLLM's
+ * w13_weight / w2_weight). All experts in one launch (a second past about 300 experts; the TRT-LLM
+ * targets' values one more, for all experts). Same checks and stream rules as mxfp8_convert. */
 MXFP8_API mxfp8_status mxfp8_convert_grouped(const mxfp8_grouped_tensor *grouped,
                                              const mxfp8_convert_options *options, DLTensor *values,
                                              DLTensor *scales);
@@ -761,7 +778,7 @@ MXFP8_API mxfp8_status mxfp8_swizzle_scales(const DLTensor *compact, DLTensor *s
  * ==================================================================================================== */
 
 /* How a block's E8M0 scale is chosen from its amax (the largest |x| of the block; every NaN element,
- * signaling ones too, is skipped, as the GPU's max.f32 skips them). max_norm is 448 (E4M3) or 57344 (E5M2); emax is 8 (E4M3) or 15 (E5M2).
+ * signaling ones too, is skipped, as the GPU's max.f32 skips them, except under COMPRESSED_TENSORS). max_norm is 448 (E4M3) or 57344 (E5M2); emax is 8 (E4M3) or 15 (E5M2).
  *
  * Then every element becomes fp8(x * r(e)): the float product, rounded to nearest-even into the FP8
  * format and saturated to +-max_norm (Inf too); NaN becomes 0x7F. Values of zero keep their sign.
@@ -779,7 +796,23 @@ typedef enum mxfp8_scale_rounding {
   /* The OCP MX v1.0 rule: e = clamp(floor(log2(amax)) - emax + 127, 0, 254) (254 for Inf), and
    * r(e) = 2^(127 - e) exactly (2^-127 is a subnormal float). The largest elements may exceed max_norm
    * and saturate; that is the rule's known cost. */
-  MXFP8_SCALE_ROUNDING_FLOOR = 1
+  MXFP8_SCALE_ROUNDING_FLOOR = 1,
+  /* compressed-tensors' MX rule (llm-compressor's MXFP8 checkpoints; vLLM's online MXFP8 quantizer
+   * aligned with it), bit for bit: its generate_mx_scales and round_to_quantized_type_dtype(uint8).
+   *   p = amax rounded to a power of two: down, or up when amax's mantissa is >= 1.75 (its
+   *       round_to_power_2); amax >= 1.75 * 2^127 rounds to Inf;
+   *   e = clamp(log2(p) - emax + 127, 0, 255): 0 for p = 0 (an all-zero block, subnormal amaxes),
+   *       255 for p = Inf. A NaN element makes its block's amax NaN (torch.amax propagates it), which
+   *       counts as Inf, as torch's own NaN (0x7FC00000) does in round_to_power_2's bit arithmetic.
+   *   r(e) = 2^(127 - e) exactly, and r(255) = 0 (it divides by 2^(e - 127), +Inf for 255).
+   * So no element ever saturates, and a block with an Inf, a NaN or an amax >= 1.75 * 2^127 gets the
+   * scale byte 255 (E8M0's NaN) and comes out as zeros of its elements' signs, NaN where the Inf and
+   * NaN were. emax is 8 for E4M3; compressed-tensors has no E5M2 MX format, for which this library uses
+   * emax 15 (57344 = 1.75 * 2^15 too). The amax is taken on the input's exact values, which is
+   * compressed-tensors in the input's dtype for bfloat16 (vLLM's path) and float32, and in float32 for
+   * a float16 input. NaN elements are written 0x7F, as under the other rules (torch's cast keeps a
+   * NaN's sign bit, so compressed-tensors may write 0xFF there; both decode to NaN). */
+  MXFP8_SCALE_ROUNDING_COMPRESSED_TENSORS = 2
 } mxfp8_scale_rounding;
 
 /* The layout a quantize writes the scales in. Padding bytes are written as zero. */

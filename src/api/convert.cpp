@@ -50,14 +50,12 @@ uint8_t *check_values_output(const DLTensor *values, const ConvertRequest &r, in
   return out;
 }
 
-// The jobs writing `experts` stacked matrices of rows x cols values in the target's row order: one flat
-// copy for targets that keep the rows in order. A target that permutes value rows (TRT-LLM's shuffle)
-// adds its per-expert row-permuted jobs here, with the permutation its index function defines.
+// The jobs writing the values of `groups` stacked matrices of group_rows x cols into the target: a copy,
+// or a row-permuted copy for a target that moves rows (all groups in one job).
 void add_values_jobs(std::vector<ScaleJob> &jobs, const LayoutInfo &target, const uint8_t *src, uint8_t *dst,
-                     int64_t experts, int64_t rows, int64_t cols) {
-  if (target.permutes_value_rows)
-    fail(MXFP8_ERROR_UNSUPPORTED, "options.target ", target.enum_name, ": its value row permutation is not in this build");
-  add_copy_jobs(jobs, src, dst, experts * rows * cols);  // the caller checked the product
+                     int64_t groups, int64_t group_rows, int64_t cols) {
+  if (!target.permutes_value_rows) return add_copy_jobs(jobs, src, dst, groups * group_rows * cols);
+  if (groups * group_rows * cols > 0) jobs.push_back(permuted_rows_job(target.value, src, dst, groups, group_rows, cols));
 }
 
 ExportJobs convert_jobs(const mxfp8_tensor *t, const ConvertRequest &r, DLTensor *values, DLTensor *scales) {
@@ -66,6 +64,10 @@ ExportJobs convert_jobs(const mxfp8_tensor *t, const ConvertRequest &r, DLTensor
   const auto direction = static_cast<mxfp8_direction>(r.options.direction);
   const bool columnwise = direction == MXFP8_DIRECTION_COLUMNWISE;
   const Direction &dir = require_direction(*t, direction);
+  if (r.target->value == MXFP8_LAYOUT_TRTLLM_SHUFFLED_GATED && t->shape.size() > 2)
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, "options.target is MXFP8_LAYOUT_TRTLLM_SHUFFLED_GATED, which interleaves the two "
+         "halves of one expert's rows, but the tensor has shape ", format_shape(t->shape),
+         ": mxfp8_convert lays out one expert; convert stacked experts with mxfp8_convert_grouped");
   const int64_t bytes = layout_bytes(*r.target, dir.scale_rows, dir.scale_cols, columnwise, "options.target");
   ExportJobs work;
   work.device = t->device;
@@ -108,7 +110,7 @@ ExportJobs convert_grouped_jobs(const mxfp8_grouped_tensor *g, const ConvertRequ
   const int64_t values_bytes = checked_mul(checked_mul(experts, n, "the experts' values"), g->cols, "the experts' values");
   uint8_t *values_out = check_values_output(values, r, g->format, values_bytes, g->device, "the experts are", spans);
   check_no_overlap(spans);
-  // The experts' values are back to back in row order (mxfp8_grouped_desc).
+  // The experts' values are back to back in row order (mxfp8_grouped_desc): one job for all of them.
   if (values_out) add_values_jobs(work.jobs, *r.target, byte_pointer(data), values_out, experts, n, g->cols);
   if (expert_bytes > 0)
     for (int64_t e = 0; e < experts; ++e)

@@ -15,12 +15,16 @@ constexpr LayoutInfo kLayouts[] = {
     {MXFP8_LAYOUT_COMPACT, "MXFP8_LAYOUT_COMPACT", "compact", "compact", true, true, false, false},
     {MXFP8_LAYOUT_CUTLASS_128X4, "MXFP8_LAYOUT_CUTLASS_128X4", "cutlass_128x4", "128x4 swizzled", true, true, false,
      false},
-    // The TRT-LLM shuffle (issue 18, item 2) plugs in here: its entry, and its cases in target_layout.hpp.
-    {MXFP8_LAYOUT_TRTLLM_SHUFFLED, "MXFP8_LAYOUT_TRTLLM_SHUFFLED", "trtllm", "TRT-LLM shuffled", false, false, true,
+    {MXFP8_LAYOUT_TRTLLM_SHUFFLED, "MXFP8_LAYOUT_TRTLLM_SHUFFLED", "trtllm", "TRT-LLM shuffled", true, false, true,
      false},
     {MXFP8_LAYOUT_DEEPGEMM_PACKED, "MXFP8_LAYOUT_DEEPGEMM_PACKED", "deepgemm", "DeepGEMM packed", true, false, false,
      true},
+    {MXFP8_LAYOUT_TRTLLM_SHUFFLED_GATED, "MXFP8_LAYOUT_TRTLLM_SHUFFLED_GATED", "trtllm_gated", "TRT-LLM shuffled gated",
+     true, false, true, false},
 };
+
+// FlashInfer's shuffle_matrix_sf_a asserts M % 128 == 0 (and shuffle_matrix_a works in 32-row blocks).
+constexpr int64_t kTrtllmRowMultiple = 128;
 
 }  // namespace
 
@@ -49,6 +53,14 @@ int64_t layout_bytes(const LayoutInfo &layout, int64_t rows, int64_t cols, bool 
                          checked_round_up(sc, kTileCols, "the swizzled scales' padded column count"),
                          "swizzled scale size");
     }
+    case MXFP8_LAYOUT_TRTLLM_SHUFFLED:
+    case MXFP8_LAYOUT_TRTLLM_SHUFFLED_GATED:
+      if (rows % kTrtllmRowMultiple != 0)
+        fail(MXFP8_ERROR_INVALID_ARGUMENT, field, " is ", layout.enum_name, ", which needs rows (per expert) a multiple "
+             "of ", kTrtllmRowMultiple, " (FlashInfer's shuffle_matrix_sf_a requires it; the values shuffle in blocks "
+             "of 32 rows), got ", rows);
+      return checked_mul(rows, checked_round_up(cols, kTileCols, "the TRT-LLM scales' padded column count"),
+                         "TRT-LLM shuffled scale size");
     case MXFP8_LAYOUT_DEEPGEMM_PACKED:
       return checked_mul(checked_round_up(cols, kPackedScalesPerWord, "the packed scales' padded K-block count"),
                          checked_round_up(rows, kDeepGemmMnAlignment, "the packed scales' aligned MN"),

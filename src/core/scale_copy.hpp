@@ -31,6 +31,9 @@ struct ByteMatrix {
 //    inverse index from S (M = S, or S^T when read_transposed) as stored: `swizzled` in
 //    `source_layout` (of S, or S^T when source_transposed, as ScaleSource says) or else the row-major
 //    `src`. Any layout to any layout, so a new engine layout needs no job of its own.
+//  - a row-permuted copy (row_layout >= 0): the values of a layout that permutes rows (the TRT-LLM
+//    ones): `dst` (row-major, rows a multiple of group_rows: E experts stacked) row g * group_rows + d
+//    is `src` row g * group_rows + layout_source_row(row_layout, group_rows, d), every byte of it.
 struct ScaleJob {
   const uint8_t *swizzled;
   ByteMatrix src;
@@ -41,7 +44,20 @@ struct ScaleJob {
   bool source_transposed = false;
   bool read_transposed = false;
   bool zero_as_one = false;  // MXFP8_SCALE_FIXUP_ZERO_EXPONENT_AS_ONE
+  int32_t row_layout = -1;
+  int64_t group_rows = 0;
 };
+
+// The row-permuted copy job of `groups` stacked matrices of group_rows x cols bytes (both row-major,
+// dense): the values of `layout`.
+inline ScaleJob permuted_rows_job(int32_t layout, const uint8_t *src, uint8_t *dst, int64_t groups, int64_t group_rows,
+                                  int64_t cols) {
+  const int64_t rows = groups * group_rows;
+  ScaleJob job{nullptr, ByteMatrix{const_cast<uint8_t *>(src), rows, cols, cols, 1}, ByteMatrix{dst, rows, cols, cols, 1}};
+  job.row_layout = layout;
+  job.group_rows = group_rows;
+  return job;
+}
 
 // The swizzled buffer of an R x C matrix: roundup(R, 128) * roundup(C, 4) contiguous bytes.
 // `dst` has R rows and C columns, any strides.
@@ -54,6 +70,8 @@ void copy_matrix_host(ByteMatrix src, ByteMatrix dst);
 void copy_swizzled_host(const uint8_t *src, uint8_t *dst, int64_t rows, int64_t cols);
 // A layout job (layout >= 0), on host memory.
 void write_layout_host(const ScaleJob &job);
+// A row-permuted copy (row_layout >= 0), on host memory.
+void permute_rows_host(const ScaleJob &job);
 // Any job, on host memory.
 void run_job_host(const ScaleJob &job);
 
@@ -64,6 +82,8 @@ void run_jobs(const ScaleJob *jobs, size_t count, void *stream);
 void unswizzle(const uint8_t *swizzled, ByteMatrix dst, void *stream);
 void swizzle(ByteMatrix src, uint8_t *swizzled, void *stream);
 void copy_matrix(ByteMatrix src, ByteMatrix dst, void *stream);
+// One row-permuted copy job: one launch (run_jobs takes these out of its batch and runs them here).
+void permute_rows(const ScaleJob &job, void *stream);
 }  // namespace cuda
 
 }  // namespace mxfp8

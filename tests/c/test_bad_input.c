@@ -354,7 +354,7 @@ static void q_input_misaligned(quantize_fixture *f) { f->in.byte_offset = 2; f->
 static void q_struct_size(quantize_fixture *f) { f->o.struct_size = 0; }
 static void q_format(quantize_fixture *f) { f->o.format = 0; }
 static void q_block(quantize_fixture *f) { f->o.block = 2; }
-static void q_rounding(quantize_fixture *f) { f->o.scale_rounding = 2; }
+static void q_rounding(quantize_fixture *f) { f->o.scale_rounding = 3; }
 static void q_layout(quantize_fixture *f) { f->o.scales_layout = 3; }
 static void q_reserved(quantize_fixture *f) { f->o.reserved = 1; }
 static void q_no_outputs(quantize_fixture *f) { f->v_arg = NULL; f->s_arg = NULL; }
@@ -384,7 +384,7 @@ static const quantize_case kQuantizeCases[] = {
     {"options struct_size 0", q_struct_size, MXFP8_ERROR_INVALID_ARGUMENT, "MXFP8_QUANTIZE_OPTIONS_INIT"},
     {"format 0 (unset)", q_format, MXFP8_ERROR_INVALID_ARGUMENT, "options.format is 0"},
     {"block unknown", q_block, MXFP8_ERROR_INVALID_ARGUMENT, "options.block is 2"},
-    {"scale_rounding unknown", q_rounding, MXFP8_ERROR_INVALID_ARGUMENT, "options.scale_rounding is 2"},
+    {"scale_rounding unknown", q_rounding, MXFP8_ERROR_INVALID_ARGUMENT, "options.scale_rounding is 3"},
     {"scales_layout unknown", q_layout, MXFP8_ERROR_INVALID_ARGUMENT, "options.scales_layout is 3"},
     {"reserved not zero", q_reserved, MXFP8_ERROR_INVALID_ARGUMENT, "options.reserved is 1"},
     {"every output NULL", q_no_outputs, MXFP8_ERROR_INVALID_ARGUMENT, "every output is NULL"},
@@ -1325,6 +1325,13 @@ static void c_bytes_columnwise_deepgemm(convert_fixture *f) {
   f->o.direction = MXFP8_DIRECTION_COLUMNWISE;
 }
 static void c_bytes_negative(convert_fixture *f) { f->layout_bytes = 2; }
+static void c_trtllm_rows(convert_fixture *f) { f->o.target = MXFP8_LAYOUT_TRTLLM_SHUFFLED; }
+static void c_trtllm_gated_rows(convert_fixture *f) { f->grouped = 1; f->o.target = MXFP8_LAYOUT_TRTLLM_SHUFFLED_GATED; }
+static void c_bytes_columnwise_trtllm(convert_fixture *f) {
+  f->layout_bytes = 1;
+  f->o.target = MXFP8_LAYOUT_TRTLLM_SHUFFLED;
+  f->o.direction = MXFP8_DIRECTION_COLUMNWISE;
+}
 
 static const convert_case kConvertCases[] = {
     {"mxfp8_convert", "tensor NULL", c_tensor_null, MXFP8_ERROR_INVALID_ARGUMENT, "tensor is NULL"},
@@ -1349,6 +1356,9 @@ static const convert_case kConvertCases[] = {
     {"mxfp8_convert_grouped", "stacked DeepGEMM scales one int32 short", c_grouped_short, MXFP8_ERROR_INVALID_ARGUMENT, "scales: DeepGEMM packed scales of 3 40 x 2 matrices are 480 bytes, got 476"},
     {"mxfp8_layout_bytes", "columnwise DeepGEMM", c_bytes_columnwise_deepgemm, MXFP8_ERROR_INVALID_ARGUMENT, "layout is MXFP8_LAYOUT_DEEPGEMM_PACKED, which lays out rowwise scales only"},
     {"mxfp8_layout_bytes", "negative rows", c_bytes_negative, MXFP8_ERROR_INVALID_ARGUMENT, "rows and cols are -1 and 2, must not be negative"},
+    {"mxfp8_convert", "the TRT-LLM target for 100 rows", c_trtllm_rows, MXFP8_ERROR_INVALID_ARGUMENT, "options.target is MXFP8_LAYOUT_TRTLLM_SHUFFLED, which needs rows (per expert) a multiple of 128 (FlashInfer's shuffle_matrix_sf_a requires it; the values shuffle in blocks of 32 rows), got 100"},
+    {"mxfp8_convert_grouped", "the TRT-LLM gated target for experts of 40 rows", c_trtllm_gated_rows, MXFP8_ERROR_INVALID_ARGUMENT, "options.target is MXFP8_LAYOUT_TRTLLM_SHUFFLED_GATED, which needs rows (per expert) a multiple of 128"},
+    {"mxfp8_layout_bytes", "columnwise TRT-LLM", c_bytes_columnwise_trtllm, MXFP8_ERROR_INVALID_ARGUMENT, "layout is MXFP8_LAYOUT_TRTLLM_SHUFFLED, which lays out rowwise scales only"},
 };
 
 static void test_bad_convert_input(void **state) {

@@ -386,31 +386,6 @@ static void test_prepared_import_into_deepgemm_parameters(void **state) {
   free_te(&t);
 }
 
-/* The TRT-LLM value is reserved: every call answers MXFP8_ERROR_UNSUPPORTED naming it. */
-static void test_trtllm_target_is_reserved(void **state) {
-  (void)state;
-  uint64_t rng = 3;
-  const spec s = {2, {64, 64, 0}, MXFP8_DIRECTION_ROWWISE, 0, 0};
-  te_tensor t = make_te(&s, &rng);
-  out_buffer scales, values;
-  make_out(&scales, 512, kDLUInt, 8);
-  make_out(&values, 64 * 64, kDLUInt, 8);
-  mxfp8_convert_options o = MXFP8_CONVERT_OPTIONS_INIT;
-  o.target = MXFP8_LAYOUT_TRTLLM_SHUFFLED;
-  const mxfp8_status st = mxfp8_convert(t.handle, &o, &values.tensor, &scales.tensor);
-  EXPECT(st == MXFP8_ERROR_UNSUPPORTED || st == MXFP8_OK, "status %d", st);
-  if (st == MXFP8_ERROR_UNSUPPORTED) {
-    assert_last_error_contains("MXFP8_LAYOUT_TRTLLM_SHUFFLED (2)");
-    EXPECT(scales.bytes[0] == POISON && values.bytes[0] == POISON, "a refused convert wrote");
-  }
-  int64_t bytes = 0;
-  const mxfp8_status sb = mxfp8_layout_bytes(MXFP8_LAYOUT_TRTLLM_SHUFFLED, 0, 64, 2, &bytes);
-  EXPECT(sb == st, "mxfp8_layout_bytes and mxfp8_convert disagree on TRT-LLM support: %d and %d", sb, st);
-  free(scales.bytes);
-  free(values.bytes);
-  free_te(&t);
-}
-
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_convert_writes_each_target_exactly),
@@ -419,7 +394,6 @@ int main(void) {
       cmocka_unit_test(test_engine_layout_parts_round_trip_to_compact),
       cmocka_unit_test(test_scale_fixup_on_import_and_export),
       cmocka_unit_test(test_prepared_import_into_deepgemm_parameters),
-      cmocka_unit_test(test_trtllm_target_is_reserved),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

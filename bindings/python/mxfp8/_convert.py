@@ -14,7 +14,14 @@ Targets, and the parameter each engine loads (README: "engine -> parameter -> ta
   MN-major strides ``(ceil(sf_k/4) * mn_aligned, 1, mn_aligned)``, ``mn_aligned = roundup(mn, 4)``, four
   consecutive K-block exponents per int32 (the first in the lowest byte): what SGLang's DeepGEMM path gets
   from ``get_mn_major_tma_aligned_packed_ue8m0_tensor``. Rowwise only.
-- ``"trtllm"``: reserved (FlashInfer TRT-LLM MoE shuffle; this build raises).
+- ``"trtllm"`` and ``"trtllm_gated"``: FlashInfer's TRT-LLM MoE layouts, what vLLM's MXFP8 MoE backend
+  loads after its ``_shuffle_mxfp8_moe_weights`` (``"trtllm_gated"``: ``w13_weight`` of SwiGLU experts,
+  source rows ``[gate; up]`` as vLLM holds them; ``"trtllm"``: ``w2_weight``). Per expert the value rows and
+  the scale rows move by FlashInfer's ``shuffle_matrix_a`` permutation (after, for ``w13``, vLLM's
+  ``swap_w13_to_w31`` and FlashInfer's ``reorder_rows_for_gated_act_gemm``), and the scales are then laid out
+  128x4 (``shuffle_matrix_sf_a``). Values are required (``values=True`` or a buffer): values ``[E, M, K]``
+  and scales uint8 ``[E, M, roundup(C, 4)]``, which is vLLM's ``w13_weight_scale`` / ``w2_weight_scale``
+  ``[E, M, C]`` (C = K / 32, a multiple of 4 there). Rows per expert a multiple of 128; rowwise only.
 """
 from __future__ import annotations
 
@@ -70,7 +77,9 @@ def _engine_parameter(flat: Any, target: str, experts: int, lead: Tuple[int, ...
     if target == "deepgemm":
         packed, aligned = -(-c // 4), -(-r // 4) * 4
         return _strided(flat, (*g, r, packed), ((packed * aligned,) if experts else ()) + (1, aligned))
-    return flat.reshape(*g, -1)  # cutlass_128x4 (and the row-shuffled targets): flat per matrix
+    if target in ("trtllm", "trtllm_gated"):  # vLLM's [E, M, C] parameter (C % 4 == 0 there)
+        return flat.reshape(*g, r, -(-c // 4) * 4)
+    return flat.reshape(*g, -1)  # cutlass_128x4: flat per matrix
 
 
 def convert(

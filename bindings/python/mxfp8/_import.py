@@ -9,8 +9,8 @@ into the engine's own parameters, values copied and scales in the layout each pa
 ``(values, scales, layout)`` to give one tensor its own layout. Layouts: ``"compact"`` (scales
 ``(*lead, ceil(K/32))`` row-major, what vLLM / SGLang load), ``"cutlass_128x4"`` (the cuBLAS / CUTLASS
 128x4 swizzled layout, flat, padding zero), ``"deepgemm"`` (DeepGEMM's packed UE8M0 scales: int32
-``(M, ceil(C/4))`` MN-major, rowwise only) and ``"trtllm"`` (reserved: written by ``mxfp8.convert`` once
-this build has it). ``scales_shape`` gives the buffer a layout needs; ``zero_exponent_as_one=True``
+``(M, ceil(C/4))`` MN-major, rowwise only); ``"trtllm"`` and ``"trtllm_gated"`` (FlashInfer's TRT-LLM MoE
+layouts) move value rows, so only ``mxfp8.convert`` writes them. ``scales_shape`` gives the buffer a layout needs; ``zero_exponent_as_one=True``
 writes every E8M0 exponent byte 0 as 1 (NeMo RL's convention).
 """
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 from ._mxfp8 import import_bucket as _c_import_bucket, import_tensors as _c_import_tensors
 from ._mxfp8 import layout_bytes as _c_layout_bytes
 
-LAYOUTS = {"compact": 0, "cutlass_128x4": 1, "trtllm": 2, "deepgemm": 3}
+LAYOUTS = {"compact": 0, "cutlass_128x4": 1, "trtllm": 2, "deepgemm": 3, "trtllm_gated": 4}
 _FIXUP = {False: 0, True: 1}  # mxfp8_scale_fixup: none, zero exponent as one
 _FORMATS = {"e4m3": 1, "e5m2": 2}
 _DIRECTIONS = {"rowwise": 0, "columnwise": 1}

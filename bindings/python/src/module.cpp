@@ -985,7 +985,7 @@ py::object dequantize_fast(py::handle data, py::handle scale_inv, py::handle sha
 py::object quantize_fast(py::handle x, py::handle fp8_dtype, py::handle block, py::handle rounding, py::handle scales,
                          py::handle rowwise, py::handle columnwise, py::handle values_dtype, py::handle scales_dtype,
                          py::handle stream) {
-  constexpr std::pair<const char *, int> kRoundings[] = {{"rceil", 0}, {"floor", 1}};
+  constexpr std::pair<const char *, int> kRoundings[] = {{"rceil", 0}, {"floor", 1}, {"compressed_tensors", 2}};
   constexpr std::pair<const char *, int> kLayouts[] = {{"compact", 0}, {"padded", 1}, {"swizzled", 2}};
   if (!stream.is_none() || !PyBool_Check(rowwise.ptr()) || !PyBool_Check(columnwise.ptr())) return not_implemented();
   const bool row = rowwise.ptr() == Py_True, col = columnwise.ptr() == Py_True;

@@ -158,7 +158,7 @@ def test_bad_input_gets_clear_errors():
     cw_data, cw_buf, _ = make_mxfp8((70, 200), "padded", direction="columnwise", seed=4)
     with pytest.raises(ValueError, match="rowwise scales only"):
         mxfp8.convert(cw_data, cw_buf, "deepgemm", direction="columnwise")
-    with pytest.raises(RuntimeError, match="MXFP8_LAYOUT_TRTLLM_SHUFFLED"):
+    with pytest.raises(ValueError, match="MXFP8_LAYOUT_TRTLLM_SHUFFLED, which needs rows \\(per expert\\) a multiple of 128"):
         mxfp8.convert(data, buf, "trtllm", values=True)
     with pytest.raises(ValueError, match="do not split into 3 experts"):
         mxfp8.convert(data, buf, "compact", num_experts=3)

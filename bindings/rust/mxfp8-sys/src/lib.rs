@@ -201,6 +201,8 @@ pub const MXFP8_SCALES_PER_32X32: i32 = 1;
 pub const MXFP8_SCALE_ROUNDING_RCEIL: i32 = 0;
 /// `mxfp8_scale_rounding`: the OCP MX v1.0 rule.
 pub const MXFP8_SCALE_ROUNDING_FLOOR: i32 = 1;
+/// `mxfp8_scale_rounding`: compressed-tensors' MX rule (llm-compressor checkpoints, vLLM's online MXFP8).
+pub const MXFP8_SCALE_ROUNDING_COMPRESSED_TENSORS: i32 = 2;
 /// `mxfp8_quantized_scales`: compact row-major.
 pub const MXFP8_QUANTIZED_SCALES_COMPACT: i32 = 0;
 /// `mxfp8_quantized_scales`: Transformer Engine's padded row-major buffer.
@@ -346,10 +348,12 @@ pub struct mxfp8_bucket_entry {
 pub const MXFP8_LAYOUT_COMPACT: i32 = 0;
 /// `mxfp8_layout`: scales in the cuBLAS / CUTLASS 128x4 layout, flat, padding zero.
 pub const MXFP8_LAYOUT_CUTLASS_128X4: i32 = 1;
-/// `mxfp8_layout`: FlashInfer TRT-LLM shuffled MoE weights (reserved: unsupported in this build).
+/// `mxfp8_layout`: FlashInfer TRT-LLM shuffled MoE weights (vLLM's `w2_weight`); `mxfp8_convert*` only.
 pub const MXFP8_LAYOUT_TRTLLM_SHUFFLED: i32 = 2;
 /// `mxfp8_layout`: DeepGEMM's packed UE8M0 scales (int32, MN-major, rowwise only).
 pub const MXFP8_LAYOUT_DEEPGEMM_PACKED: i32 = 3;
+/// `mxfp8_layout`: the same for a gated activation's gate-and-up rows (vLLM's `w13_weight`).
+pub const MXFP8_LAYOUT_TRTLLM_SHUFFLED_GATED: i32 = 4;
 /// `mxfp8_scale_fixup`: scale bytes as stored.
 pub const MXFP8_SCALE_FIXUP_NONE: i32 = 0;
 /// `mxfp8_scale_fixup`: E8M0 exponent byte 0 written as 1 (NeMo RL).

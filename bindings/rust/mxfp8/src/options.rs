@@ -139,6 +139,9 @@ c_enum! {
         Rceil = sys::MXFP8_SCALE_ROUNDING_RCEIL,
         /// The OCP MX v1.0 rule: floor(log2(amax)) - emax.
         Floor = sys::MXFP8_SCALE_ROUNDING_FLOOR,
+        /// compressed-tensors' MX rule: amax rounded to a power of two (up from a mantissa of 1.75),
+        /// minus emax; bit-exact with compressed-tensors and vLLM's online MXFP8 quantizer.
+        CompressedTensors = sys::MXFP8_SCALE_ROUNDING_COMPRESSED_TENSORS,
     }
 }
 
