@@ -128,10 +128,21 @@ struct Chunk {
   int tiles;
 };
 
-// Chunks are visited in increasing order, so the job index only ever moves forward.
+// Chunks are visited in increasing order, so the job index only ever moves forward. A block's next chunk
+// is gridDim.x chunks on, which can skip dozens of small jobs (an MoE layer's experts take a few chunks
+// each): past the next job, a binary search over first_block (strictly increasing: fill_batch gives
+// every job at least one chunk) rather than a walk of dependent parameter loads.
 template <class W, int kCapacity>
 __device__ Chunk locate(const JobBatch<kCapacity> &batch, int32_t chunk, int &job_index) {
-  while (job_index + 1 < batch.count && batch.jobs[job_index + 1].first_block <= chunk) ++job_index;
+  if (job_index + 1 < batch.count && batch.jobs[job_index + 1].first_block <= chunk) {
+    int lo = job_index + 1, hi = batch.count - 1;  // the answer is in [lo, hi]; jobs[lo] starts at or before
+    while (lo < hi) {
+      const int mid = (lo + hi + 1) / 2;
+      if (batch.jobs[mid].first_block <= chunk) lo = mid;
+      else hi = mid - 1;
+    }
+    job_index = lo;
+  }
   const DeviceJob &job = batch.jobs[job_index];
   const int local = chunk - job.first_block;
   if (job.to_swizzled & kLayoutJob) return Chunk{&job, local, 0, 0, 0};  // linear_tile: the chunk's index
