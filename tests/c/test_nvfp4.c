@@ -76,17 +76,6 @@ static uint8_t random_scale(uint64_t *rng) {
   return (uint8_t)(0x20 + (r >> 16) % 0x40);
 }
 
-static test_tensor *float_tensor(int64_t n, const float *values) {
-  const int64_t bytes = n * 4;
-  test_tensor *t = test_tensor_new(1, &bytes, kDLUInt, 1);
-  t->shape[0] = n;
-  t->strides[0] = 1;
-  t->managed.dl_tensor.dtype.code = kDLFloat;
-  t->managed.dl_tensor.dtype.bits = 32;
-  memcpy(t->buffer, values, (size_t)bytes);
-  return t;
-}
-
 static void build(nv_fixture *f, const nv_case *c, uint64_t seed) {
   memset(f, 0, sizeof *f);
   f->c = *c;
@@ -139,7 +128,7 @@ static void build(nv_fixture *f, const nv_case *c, uint64_t seed) {
     f->amax[8] = INFINITY;
     f->amax[9] = NAN;
   }
-  f->amax_t = float_tensor(f->amax_count, f->amax);
+  f->amax_t = test_float_tensor(f->amax_count, f->amax);
 
   mxfp8_nvfp4_tensor_desc d = MXFP8_NVFP4_TENSOR_DESC_INIT;
   d.scale_layout = c->layout == SWIZZLED ? MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED : MXFP8_SCALE_LAYOUT_ROW_MAJOR;
