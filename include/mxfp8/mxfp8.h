@@ -738,12 +738,13 @@ MXFP8_API mxfp8_status mxfp8_layout_bytes(int32_t layout, int32_t direction, int
 
 /* Undoes the GEMM swizzle of one scale matrix.
  *
- *   swizzled: contiguous, uint8, e8m0 or float8_e4m3fn, exactly roundup(R, 128) * roundup(C, 4) bytes (any shape).
- *   compact:  the R x C destination, uint8, e8m0 or float8_e4m3fn, same device; its shape gives R and C (leading dims
- *             flattened into rows). Any non-negative strides that give every element a byte of its
- *             own: strides (1, R) on this (R, C) shape write the transpose into a (C, R) row-major
- *             buffer, which is how columnwise scales come out. Strides under which two elements
- *             would share a byte (e.g. (0, 1)) are refused.
+ *   swizzled: contiguous, uint8, e8m0 or float8_e4m3fn, exactly roundup(R, 128) * roundup(C, 4) bytes
+ *             (any shape).
+ *   compact:  the R x C destination, uint8, e8m0 or float8_e4m3fn, same device; its shape gives R and C
+ *             (leading dims flattened into rows). Any non-negative strides that give every element a
+ *             byte of its own: strides (1, R) on this (R, C) shape write the transpose into a (C, R)
+ *             row-major buffer, which is how columnwise scales come out. Strides under which two
+ *             elements would share a byte (e.g. (0, 1)) are refused.
  *
  * The move is byte for byte, so it serves any one-byte scale: MXFP8's E8M0 and NVFP4's E4M3 block scales
  * (R x ceil(C/16), see the NVFP4 section) alike; float8_e4m3fn is accepted for the latter.
