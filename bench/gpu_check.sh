@@ -76,6 +76,7 @@ if [ "${BENCH_ONLY:-0}" != 1 ]; then
   grep -E "SKIPPED.*needs a CUDA device" "$OUT/pytest.log" && { echo "Python GPU tests were skipped on a GPU machine"; status=1; }
   step "the demo on the GPU (python -m mxfp8 demo)"
   python3 -m mxfp8 demo 2>&1 | tee "$OUT/examples.log" || status=1
+  python3 -m mxfp8 demo --format nvfp4 2>&1 | tee -a "$OUT/examples.log" || status=1
   step "weight sync example over CUDA IPC"
   python3 examples/weight_sync/weight_sync.py --transport ipc --path direct --steps 3 --layers 8 --hidden 2048 \
     2>&1 | tee -a "$OUT/examples.log" || status=1
