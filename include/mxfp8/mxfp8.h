@@ -955,10 +955,11 @@ typedef enum mxfp8_nvfp4_global_scale {
  *
  * Per direction, three tensors, all on one device (kDLCPU, kDLCUDA, kDLCUDAHost or kDLCUDAManaged):
  *   *_data:      the stored matrix (R, C) (rowwise (M, K), columnwise (K, M)), row-major contiguous, as
- *                uint8 holding two values per byte (last dimension C/2, the others flattening into R:
- *                TE's rowwise (*lead, K/2) and columnwise (K, *lead) with its last dimension halved both
- *                qualify), or kDLFloat4_e2m1fn with bits 4, lanes 1 and the last dimension C (not flagged
- *                DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED). C must be even.
+ *                uint8 holding two values per byte, or kDLFloat4_e2m1fn with bits 4 and lanes 1 (not flagged
+ *                DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED). Its shape must say rows of C/2 bytes (C
+ *                float4 elements) one of two ways: leading dimensions whose product is R and a last
+ *                dimension of one row (TE's rowwise (*lead, K/2)), or a first dimension R and the others'
+ *                product one row (TE's columnwise (K, *lead) with its last dimension halved). C even.
  *   *_scale_inv: the E4M3 block scales, uint8 or kDLFloat8_e4m3fn, laid out as `scale_layout` says for
  *                the R x ceil(C/16) matrix S: row-major (R', C') with R' >= R, C' >= ceil(C/16), last
  *                dimension stride 1, leading dimensions flattening into rows (compact or TE's padded
@@ -970,7 +971,7 @@ typedef enum mxfp8_nvfp4_global_scale {
  *
  * The logical shape (*lead, K): from `shape` when ndim > 0 (then each direction's data is checked against
  * it), else from rowwise data ((*lead, K) as the data's leading dimensions and K = 2 * last for uint8),
- * else from 2-D columnwise data (K, M) as (M, K).
+ * else from columnwise data as TE reads it back: (K, d1, ..., dn) gives (d1, ..., 2 * dn, K) for uint8.
  *
  * Ownership: as mxfp8_tensor_desc. On success every non-NULL managed tensor is taken and its deleter runs
  * exactly once, when the tensor and every view exported from it are released; a NULL deleter marks
@@ -1024,7 +1025,9 @@ typedef struct mxfp8_nvfp4_export_options {
   int32_t padded_scales; /* mxfp8_padded_scales, default copy */
   int32_t global_scale;  /* mxfp8_nvfp4_global_scale, default decode */
   void *stream;          /* cudaStream_t of the copies; as mxfp8_export_options.stream */
-  /* Allocates the copies; the same contract as mxfp8_export_options.allocator. NULL: the library. */
+  /* Allocates the copies; the same contract as mxfp8_export_options.allocator, except that the float32
+   * prototype of the global scale must come back float32 (a byte prototype may come back uint8). NULL:
+   * the library allocates. */
   int (*allocator)(DLTensor *prototype, DLManagedTensorVersioned **out, void *error_ctx,
                    void (*set_error)(void *error_ctx, const char *kind, const char *message));
 } mxfp8_nvfp4_export_options;

@@ -58,27 +58,37 @@ std::vector<int64_t> logical_shape(const mxfp8_nvfp4_tensor_desc &desc, DLManage
     shape.back() = checked_mul(shape.back(), per_element, "K");
     return shape;
   }
-  if (t.ndim != 2)
-    fail(MXFP8_ERROR_INVALID_ARGUMENT, "columnwise_data has ", t.ndim, " dimensions ",
-         format_shape(t.shape, t.ndim), ": without rowwise data, set desc.ndim and desc.shape, or pass the "
-         "columnwise data as the 2-D (K, M) matrix it is");
-  return {checked_mul(t.shape[1], per_element, "M"), t.shape[0]};
+  // TE stores the columnwise data of (d1, ..., dn, K) as (K, d1, ..., dn / 2) bytes (NVFP4TensorStorage.size()).
+  if (t.ndim < 2)
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, "columnwise_data has ", t.ndim, " dimension(s) ", format_shape(t.shape, t.ndim),
+         ": without rowwise data, set desc.ndim and desc.shape, or pass the columnwise data as TE stores it, "
+         "(K, *lead) with the last dimension packed");
+  std::vector<int64_t> shape(t.shape + 1, t.shape + t.ndim);
+  shape.back() = checked_mul(shape.back(), per_element, "M");
+  shape.push_back(t.shape[0]);
+  return shape;
 }
 
-// The values must be exactly the stored matrix, row-major: the last dimension a row (cols / 2 bytes or
-// cols float4 elements), the others flattening into the rows.
+// The values must be exactly the stored matrix, row-major contiguous, in either of the two ways its shape
+// can say so: leading dimensions flattening into the rows and the last one a row (cols / 2 bytes or cols
+// float4 elements; TE's rowwise (*lead, K/2)), or the first dimension the rows and the others flattening
+// into a row (TE's columnwise (K, *lead) with its last dimension halved).
 void check_values(const DLManagedTensorVersioned &m, const char *name, int64_t rows, int64_t cols) {
   const DLTensor &t = m.dl_tensor;
   const ValuesDtype dtype = values_dtype_of(m, name);
   expect_buffer(t, {name, Holds::CheckedByCaller, 0, nullptr, nullptr, -1});
-  const int64_t last = dtype == ValuesDtype::PackedBytes ? cols / 2 : cols;
-  int64_t leading = 1;
-  for (int32_t i = 0; i + 1 < t.ndim; ++i) leading *= t.shape[i];  // cannot overflow: checked_numel did not
-  if (t.ndim < 1 || t.shape[t.ndim - 1] != last || leading != rows)
+  const int64_t row = dtype == ValuesDtype::PackedBytes ? cols / 2 : cols;
+  int64_t leading = 1, trailing = 1;  // cannot overflow: checked_numel did not
+  for (int32_t i = 0; i + 1 < t.ndim; ++i) leading *= t.shape[i];
+  for (int32_t i = 1; i < t.ndim; ++i) trailing *= t.shape[i];
+  const bool rows_then_row = t.ndim >= 1 && leading == rows && t.shape[t.ndim - 1] == row;
+  const bool row_per_first = t.ndim >= 1 && t.shape[0] == rows && trailing == row;
+  if (!rows_then_row && !row_per_first)
     fail(MXFP8_ERROR_INVALID_ARGUMENT, name, ": shape ", format_shape(t.shape, t.ndim), " does not hold the stored ",
-         rows, " x ", cols, " matrix (expected a last dimension of ", last,
-         dtype == ValuesDtype::PackedBytes ? " bytes, two values each," : " float4 values,",
-         " and leading dimensions whose product is ", rows, ")");
+         rows, " x ", cols, " matrix as rows of ", row,
+         dtype == ValuesDtype::PackedBytes ? " bytes (two values each)" : " float4 values",
+         " (expected leading dimensions whose product is ", rows, " and a last dimension of ", row,
+         ", or a first dimension of ", rows, " and the others' product ", row, ")");
 }
 
 // One float32 amax per tensor, or (rowwise) one per row.

@@ -535,11 +535,11 @@ static void nv_columnwise_amax_per_row(nv_fixture *f) {
   f->desc.columnwise_data = &f->col_data->managed; f->desc.columnwise_scale_inv = &f->col_scales->managed;
   f->desc.columnwise_amax = &f->col_amax->managed; f->col_amax->shape[0] = 48;
 }
-static void nv_columnwise_3d_without_shape(nv_fixture *f) {
+static void nv_columnwise_1d_without_shape(nv_fixture *f) {
   nv_no_data(f);
   f->desc.columnwise_data = &f->col_data->managed; f->desc.columnwise_scale_inv = &f->col_scales->managed;
   f->desc.columnwise_amax = &f->col_amax->managed;
-  f->col_data->managed.dl_tensor.ndim = 3; f->col_data->shape[1] = 2; f->col_data->shape[2] = 25;
+  f->col_data->managed.dl_tensor.ndim = 1; f->col_data->shape[0] = 2400;
 }
 static void nv_export_nothing(nv_fixture *f) { f->outputs = 0; }
 static void nv_export_same_pointer(nv_fixture *f) { f->outputs = 1 | 8; }
@@ -562,7 +562,7 @@ static const nv_case kNvfp4Cases[] = {
     {NV_CREATE, "values dtype float8_e4m3fn", nv_data_fp8, MXFP8_ERROR_INVALID_ARGUMENT, "dtype float8_e4m3fn does not hold NVFP4 values"},
     {NV_CREATE, "float4 values flagged padded (one per byte)", nv_data_float4_padded, MXFP8_ERROR_INVALID_ARGUMENT, "DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED"},
     {NV_CREATE, "odd K with packed values", nv_odd_k, MXFP8_ERROR_INVALID_ARGUMENT, "the stored rows have 47 values (K), an odd count"},
-    {NV_CREATE, "values shape differs from the logical shape", nv_shape_mismatch, MXFP8_ERROR_INVALID_ARGUMENT, "does not hold the stored 100 x 64 matrix"},
+    {NV_CREATE, "values shape differs from the logical shape", nv_shape_mismatch, MXFP8_ERROR_INVALID_ARGUMENT, "does not hold the stored 100 x 64 matrix as rows of 32 bytes"},
     {NV_CREATE, "scale buffer with too few columns", nv_scales_too_few_cols, MXFP8_ERROR_INVALID_ARGUMENT, "cannot hold the 100 x 3 scale matrix"},
     {NV_CREATE, "scales dtype float8_e8m0fnu", nv_scales_e8m0, MXFP8_ERROR_INVALID_ARGUMENT, "is not an E4M3 block scale byte"},
     {NV_CREATE, "swizzled layout on a compact buffer", nv_swizzled_wrong_size, MXFP8_ERROR_INVALID_ARGUMENT, "need 128 x 4 = 512 bytes, got 300"},
@@ -570,7 +570,7 @@ static const nv_case kNvfp4Cases[] = {
     {NV_CREATE, "amax float16", nv_amax_float16, MXFP8_ERROR_INVALID_ARGUMENT, "rowwise_amax: dtype float16 is not float32"},
     {NV_CREATE, "amax on another device", nv_amax_other_device, MXFP8_ERROR_INVALID_ARGUMENT, "rowwise_amax is on cuda:0 but rowwise_data is on cpu:0"},
     {NV_CREATE, "columnwise amax per row", nv_columnwise_amax_per_row, MXFP8_ERROR_INVALID_ARGUMENT, "columnwise_amax: holds 48 elements (shape (48,)), needs exactly 1"},
-    {NV_CREATE, "3-D columnwise data and no shape", nv_columnwise_3d_without_shape, MXFP8_ERROR_INVALID_ARGUMENT, "without rowwise data, set desc.ndim and desc.shape"},
+    {NV_CREATE, "1-D columnwise data and no shape", nv_columnwise_1d_without_shape, MXFP8_ERROR_INVALID_ARGUMENT, "without rowwise data, set desc.ndim and desc.shape"},
     {NV_EXPORT, "all three outputs NULL", nv_export_nothing, MXFP8_ERROR_INVALID_ARGUMENT, "values, scales and global_scale are all NULL"},
     {NV_EXPORT, "two outputs at one pointer", nv_export_same_pointer, MXFP8_ERROR_INVALID_ARGUMENT, "two output pointers point to the same place"},
     {NV_EXPORT, "values_dtype unknown", nv_export_values_dtype, MXFP8_ERROR_INVALID_ARGUMENT, "options.values_dtype is 5"},

@@ -374,6 +374,75 @@ static void test_swizzled_and_padded_agree(void **state) {
   teardown(&fb);
 }
 
+/* Both directions in one tensor, as TE stores a (2, 64, 48) weight: rowwise (2, 64, 24) bytes and columnwise
+ * (48, 2, 32) bytes (NVFP4TensorStorage keeps (K, *lead) with the last dimension halved), the logical shape
+ * read back from the data; each direction decodes its own stored matrix. */
+static void test_both_directions_in_te_shapes(void **state) {
+  (void)state;
+  uint64_t rng = 41;
+  const int64_t M = 128, K = 48;
+  uint8_t *row_codes = malloc((size_t)(M * K)), *col_codes = malloc((size_t)(K * M));
+  for (int64_t i = 0; i < M * K; ++i) row_codes[i] = (uint8_t)(rng_next(&rng) % 16);
+  for (int64_t i = 0; i < K * M; ++i) col_codes[i] = (uint8_t)(rng_next(&rng) % 16);
+  const int64_t rshape[3] = {2, 64, 24}, cshape[3] = {48, 2, 32}, rs[2] = {128, 4}, cs[2] = {128, 8};
+  test_tensor *rd = test_tensor_new(3, rshape, kDLUInt, 1), *cd = test_tensor_new(3, cshape, kDLUInt, 1);
+  test_tensor *rsc = test_tensor_new(2, rs, kDLUInt, 1), *csc = test_tensor_new(2, cs, kDLUInt, 1);
+  for (int64_t i = 0; i < M * K / 2; ++i) {
+    rd->buffer[i] = (uint8_t)(row_codes[2 * i] | (row_codes[2 * i + 1] << 4));
+    cd->buffer[i] = (uint8_t)(col_codes[2 * i] | (col_codes[2 * i + 1] << 4));
+  }
+  for (int64_t r = 0; r < M; ++r)
+    for (int64_t c = 0; c < 3; ++c) rsc->buffer[r * 4 + c] = random_scale(&rng);
+  for (int64_t r = 0; r < K; ++r)
+    for (int64_t c = 0; c < 8; ++c) csc->buffer[r * 8 + c] = random_scale(&rng);
+  const float ra = 5.0f, ca = 9.0f;
+  test_tensor *ram = test_float_tensor(1, &ra), *cam = test_float_tensor(1, &ca);
+  mxfp8_nvfp4_tensor_desc d = MXFP8_NVFP4_TENSOR_DESC_INIT;
+  d.rowwise_data = &rd->managed; d.rowwise_scale_inv = &rsc->managed; d.rowwise_amax = &ram->managed;
+  d.columnwise_data = &cd->managed; d.columnwise_scale_inv = &csc->managed; d.columnwise_amax = &cam->managed;
+  for (int columnwise_only = 0; columnwise_only < 2; ++columnwise_only) {
+    mxfp8_nvfp4_tensor_desc dd = d;
+    if (columnwise_only) dd.rowwise_data = dd.rowwise_scale_inv = dd.rowwise_amax = NULL;
+    mxfp8_nvfp4_tensor *t = NULL;
+    EXPECT(mxfp8_nvfp4_tensor_create(&dd, &t) == MXFP8_OK, "%s", mxfp8_last_error());
+    for (int dir = columnwise_only; dir < 2; ++dir) {
+      const int64_t R = dir ? K : M, C = dir ? M : K;
+      const uint8_t *codes = dir ? col_codes : row_codes, *scales = dir ? csc->buffer : rsc->buffer;
+      const int64_t ld = dir ? 8 : 4;
+      float *out = malloc((size_t)(R * C) * 4);
+      int64_t shape[2] = {R, C};
+      DLTensor o = {out, {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, shape, NULL, 0};
+      mxfp8_dequantize_options opts = MXFP8_DEQUANTIZE_OPTIONS_INIT;
+      opts.direction = dir;
+      EXPECT(mxfp8_nvfp4_dequantize(t, &opts, &o) == MXFP8_OK, "%s", mxfp8_last_error());
+      for (int64_t r = 0; r < R; ++r)
+        for (int64_t c = 0; c < C; ++c) {
+          const float want = ref_element(codes[r * C + c], scales[r * ld + c / 16], dir ? ca : ra, 448);
+          EXPECT(bits_of(out[r * C + c]) == bits_of(want), "direction %d (%lld, %lld)", dir, (long long)r, (long long)c);
+        }
+      free(out);
+      mxfp8_nvfp4_export_options eo = MXFP8_NVFP4_EXPORT_OPTIONS_INIT;
+      eo.direction = dir;
+      DLManagedTensorVersioned *v = NULL, *s = NULL;
+      EXPECT(mxfp8_nvfp4_export_components(t, &eo, &v, &s, NULL) == MXFP8_OK, "%s", mxfp8_last_error());
+      /* rowwise keeps (2, 64, .); columnwise is the 2-D stored matrix (K, .) */
+      EXPECT(v->dl_tensor.ndim == (dir ? 2 : 3) && v->dl_tensor.shape[v->dl_tensor.ndim - 1] == C / 2, "values shape");
+      EXPECT(s->dl_tensor.shape[s->dl_tensor.ndim - 1] == (dir ? 8 : 3), "scales shape");
+      release_managed(v);
+      release_managed(s);
+    }
+    mxfp8_nvfp4_tensor_release(t);
+  }
+  test_tensor *all[6] = {rd, cd, rsc, csc, ram, cam};
+  for (int i = 0; i < 6; ++i) {
+    /* the columnwise inputs were described twice (both tensors), the rowwise ones once */
+    EXPECT(all[i]->deleter_calls == (i % 2 == 1 ? 2 : 1), "input %d: deleter ran %d times", i, all[i]->deleter_calls);
+    test_tensor_free(all[i]);
+  }
+  free(row_codes);
+  free(col_codes);
+}
+
 #ifdef MXFP8_TEST_WITH_CUDA
 /* A host test tensor's bytes on the device, same shape, borrowed (the test frees it). */
 static DLManagedTensorVersioned on_device(const test_tensor *t, void **alloc) {
@@ -466,6 +535,7 @@ int main(void) {
       cmocka_unit_test(test_global_scale_both_conventions),
       cmocka_unit_test(test_swizzle_both_ways_for_16_value_blocks),
       cmocka_unit_test(test_swizzled_and_padded_agree),
+      cmocka_unit_test(test_both_directions_in_te_shapes),
       cmocka_unit_test(test_gpu_matches_host),
   };
   return cmocka_run_group_tests_name("NVFP4", tests, NULL, NULL);

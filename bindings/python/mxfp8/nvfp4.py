@@ -80,8 +80,8 @@ def export_components(
         scale_inv: its E4M3 block scales (uint8 or float8_e4m3fn): row-major, compact or TE-padded, or in
             the cuBLAS 128x4 layout when `swizzled` (TE's with_gemm_swizzled_scales).
         amax: float32, one element, or (rowwise) one per row (TE's row_scaled_nvfp4).
-        shape: the logical shape (*lead, K); default: from data (rowwise), or (M, K) from 2-D columnwise
-            data (K, M/2).
+        shape: the logical shape (*lead, K); default: from data, as TE reads it back (rowwise
+            (*lead, K/2) bytes; columnwise (K, d1, ..., dn/2) bytes give (d1, ..., dn, K)).
         e4m3_max: 448, or 256 for TE's 4over6 tensors (its nvfp4_e4m3_max).
         values_dtype: "uint8" (what ModelOpt checkpoints and vLLM load) or "float4" (DLPack's packed
             float4_e2m1fn; not every framework imports it).
@@ -164,9 +164,12 @@ def _stored_shape(data: Any, shape: Optional[Sequence[int]], column: bool) -> tu
         last = stored[-1] * 2 if packed else stored[-1]
         if not column:
             return stored[:-1] + (last,)
-        if len(stored) != 2:
-            raise ValueError("columnwise data of more than 2 dimensions needs shape=")
-        return (stored[0], last)
+        if len(stored) < 2:
+            raise ValueError("1-D columnwise data needs shape=")
+        rows = 1  # TE's columnwise (K, d1, ..., dn/2): a (K, M) matrix
+        for d in stored[1:-1]:
+            rows *= d
+        return (stored[0], rows * last)
     if not logical:
         raise ValueError("shape must have at least one dimension")
     if not column:

@@ -175,3 +175,16 @@ def test_bad_input_names_the_problem(case, message):
         kwargs["e4m3_max"] = 300
     with pytest.raises(ValueError, match=message):
         mxfp8.nvfp4.export_components(data, scales, amax, **kwargs)
+
+
+def test_te_columnwise_storage_shape_reads_back():
+    """TE keeps the columnwise data of a (2, 64, 48) weight as (48, 2, 32) bytes; with no shape= the
+    logical shape comes back as TE's size() computes it, and the decode is the (48, 128) stored matrix."""
+    codes, scales = random_case(48, 128, seed=12)
+    data = pack(codes).reshape(48, 2, 32)
+    amax = np.float32([2.0])
+    out = mxfp8.nvfp4.dequantize(data, store_scales(scales, "swizzled"), amax, swizzled=True, direction="columnwise")
+    assert out.shape == (48, 128)
+    assert_decoded(out, ref_dequantize(codes, scales, amax, 448))
+    parts = mxfp8.nvfp4.export_components(data, store_scales(scales, "padded"), amax, direction="columnwise")
+    assert parts.values.shape == [48, 64] and parts.scales.shape == [48, 8]
