@@ -23,7 +23,7 @@ _SCALES_DTYPES = {"uint8": 0, "e4m3": 1}
 _GLOBAL_SCALES = {"decode": 0, "encode": 1}
 _E4M3_MAX = (448, 256)
 
-__all__ = ["Components", "dequantize", "export_components"]
+__all__ = ["Components", "dequantize", "export_components", "export_te"]
 
 
 class Components(NamedTuple):
@@ -152,6 +152,28 @@ def dequantize(
     tensor.dequantize(_DIRECTIONS[direction], target, stream=inputs.stream, dlpack_stream=inputs.dlpack_stream,
                       bfloat16_bits=bfloat16_bits)
     return out
+
+
+def export_te(t: Any, direction: str = "rowwise", **options: Any) -> Components:
+    """Export a Transformer Engine NVFP4Tensor / NVFP4TensorStorage without importing TE.
+
+    Reads the storage's fields (_rowwise_data, _rowwise_scale_inv, _amax_rowwise, or the _columnwise_ ones
+    and _amax_columnwise; _with_gemm_swizzled_scales; _nvfp4_e4m3_max) and takes the logical shape from
+    the data as TE's size() does. `options` go to export_components (values_dtype, scales_dtype,
+    contiguous, global_scale, stream).
+
+    Raises:
+        ValueError: the tensor has no data for `direction`.
+    """
+    prefix = "rowwise" if _choice("direction", direction, _DIRECTIONS) == 0 else "columnwise"
+    data = getattr(t, f"_{prefix}_data", None)
+    scale_inv = getattr(t, f"_{prefix}_scale_inv", None)
+    amax = getattr(t, f"_amax_{prefix}", None)
+    if data is None or scale_inv is None or amax is None:
+        raise ValueError(f"the NVFP4 tensor has no {prefix} data (its _{prefix}_data, _{prefix}_scale_inv or "
+                         f"_amax_{prefix} is None)")
+    return export_components(data, scale_inv, amax, swizzled=bool(getattr(t, "_with_gemm_swizzled_scales", False)),
+                             direction=prefix, e4m3_max=int(getattr(t, "_nvfp4_e4m3_max", 448) or 448), **options)
 
 
 def _stored_shape(data: Any, shape: Optional[Sequence[int]], column: bool) -> tuple:

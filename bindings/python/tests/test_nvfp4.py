@@ -188,3 +188,26 @@ def test_te_columnwise_storage_shape_reads_back():
     assert_decoded(out, ref_dequantize(codes, scales, amax, 448))
     parts = mxfp8.nvfp4.export_components(data, store_scales(scales, "padded"), amax, direction="columnwise")
     assert parts.values.shape == [48, 64] and parts.scales.shape == [48, 8]
+
+
+def test_export_te_reads_the_storage_fields():
+    """A stand-in with NVFP4TensorStorage's field names: a (2, 64, 48) weight, both directions, swizzled."""
+    import types
+
+    row_codes, row_scales = random_case(128, 48, seed=13)
+    col_codes, col_scales = random_case(48, 128, seed=14)
+    t = types.SimpleNamespace(
+        _rowwise_data=pack(row_codes).reshape(2, 64, 24), _rowwise_scale_inv=store_scales(row_scales, "swizzled"),
+        _amax_rowwise=np.float32([3.0]), _columnwise_data=pack(col_codes).reshape(48, 2, 32),
+        _columnwise_scale_inv=store_scales(col_scales, "swizzled"), _amax_columnwise=np.float32([5.0]),
+        _with_gemm_swizzled_scales=True, _nvfp4_e4m3_max=256)
+    row = mxfp8.nvfp4.export_te(t)
+    assert row.values.shape == [2, 64, 24]
+    np.testing.assert_array_equal(np.from_dlpack(row.scales).reshape(128, 3), row_scales)
+    assert np.from_dlpack(row.global_scale)[0] == np.float32(3.0) / np.float32(1536.0)  # 6 * 256
+    col = mxfp8.nvfp4.export_te(t, "columnwise", global_scale="encode")
+    np.testing.assert_array_equal(np.from_dlpack(col.scales), col_scales)
+    assert np.from_dlpack(col.global_scale)[0] == np.float32(1536.0) / np.float32(5.0)
+    t._columnwise_data = None
+    with pytest.raises(ValueError, match="no columnwise data"):
+        mxfp8.nvfp4.export_te(t, "columnwise")
