@@ -755,13 +755,16 @@ MXFP8_API mxfp8_status mxfp8_layout_bytes(int32_t layout, int32_t direction, int
 
 /* Undoes the GEMM swizzle of one scale matrix.
  *
- *   swizzled: contiguous, uint8 or e8m0, exactly roundup(R, 128) * roundup(C, 4) bytes (any shape).
- *   compact:  the R x C destination, uint8 or e8m0, same device; its shape gives R and C (leading dims
- *             flattened into rows). Any non-negative strides that give every element a byte of its
- *             own: strides (1, R) on this (R, C) shape write the transpose into a (C, R) row-major
- *             buffer, which is how columnwise scales come out. Strides under which two elements
- *             would share a byte (e.g. (0, 1)) are refused.
+ *   swizzled: contiguous, uint8, e8m0 or float8_e4m3fn, exactly roundup(R, 128) * roundup(C, 4) bytes
+ *             (any shape).
+ *   compact:  the R x C destination, uint8, e8m0 or float8_e4m3fn, same device; its shape gives R and C
+ *             (leading dims flattened into rows). Any non-negative strides that give every element a
+ *             byte of its own: strides (1, R) on this (R, C) shape write the transpose into a (C, R)
+ *             row-major buffer, which is how columnwise scales come out. Strides under which two
+ *             elements would share a byte (e.g. (0, 1)) are refused.
  *
+ * The move is byte for byte, so it serves any one-byte scale: MXFP8's E8M0 and NVFP4's E4M3 block scales
+ * (R x ceil(C/16), see the NVFP4 section) alike; float8_e4m3fn is accepted for the latter.
  * CUDA buffers: the kernel is queued on `stream` (NULL: legacy default); the call does not wait.
  * Host buffers: done when the call returns. `swizzled` is never written. */
 MXFP8_API mxfp8_status mxfp8_unswizzle_scales(const DLTensor *swizzled, DLTensor *compact,
@@ -920,6 +923,192 @@ typedef struct mxfp8_dequantize_options {
  * the call does not wait. */
 MXFP8_API mxfp8_status mxfp8_dequantize(const mxfp8_tensor *tensor, const mxfp8_dequantize_options *options,
                                         DLTensor *output);
+
+/* ====================================================================================================
+ * NVFP4: describing, exporting, swizzling and dequantizing                             [EXPERIMENTAL]
+ * ==================================================================================================== */
+
+/* NVFP4 (Blackwell's 4-bit recipe), as Transformer Engine stores it (transformer_engine/pytorch/tensor/
+ * nvfp4_tensor.py, custom_recipes/reference_nvfp4.py, common/cast/nvfp4/dequantize_nvfp4.cuh):
+ *
+ *   - values: FP4 E2M1 (sign, 2 exponent bits, 1 mantissa bit: 0, 0.5, 1, 1.5, 2, 3, 4, 6 and their
+ *     negatives; no Inf, no NaN), two per byte, the EVEN element in the LOW nibble (element 2i of a row
+ *     is byte i & 0xF, element 2i+1 is byte i >> 4). This is also DLPack's packing of kDLFloat4_e2m1fn.
+ *   - block scales: one FP8 E4M3 (float8_e4m3fn) per 16 consecutive values of a row (the last block of a
+ *     row may be shorter). For a stored matrix of R rows and C columns the scale matrix S is
+ *     R x ceil(C/16); TE allocates it padded to (roundup(R, 128), roundup(ceil(C/16), 4)), row-major or
+ *     in the same cuBLAS 128x4 layout as MXFP8 (MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED, S itself swizzled).
+ *   - second level: TE keeps amax (float32; one per tensor, or one per row with its row_scaled_nvfp4
+ *     option), and an element decodes as
+ *
+ *       x = e2m1(v) * ((e4m3(s) * amax) * float(1 / (6 * E4M3_MAX)))      computed in float, in this order
+ *
+ *     with E4M3_MAX = 448, or 256 with TE's "4over6" option (nvfp4_e4m3_max).
+ *   - directions: rowwise data is the (M, K) matrix, M = prod(lead), scaled along K. Columnwise data is
+ *     stored TRANSPOSED, the (K, M) matrix scaled along M, with scales padded to (roundup(K, 128),
+ *     roundup(ceil(M/16), 4)); so either direction is one stored matrix (R, C) = (M, K) or (K, M), scaled
+ *     along its rows, and everything below speaks of that stored matrix. C must be even (rows are whole
+ *     bytes).
+ *
+ * Consumers: vLLM's ModelOpt NVFP4 loads uint8 values [N, K/2], row-major E4M3 scales [N, K/16] and
+ * weight_scale_2 = amax / (6 * 448) (MXFP8_NVFP4_GLOBAL_SCALE_DECODE); FlashInfer's nvfp4_quantize takes
+ * the encode scale 6 * 448 / amax (MXFP8_NVFP4_GLOBAL_SCALE_ENCODE); compressed-tensors stores that
+ * encode scale as its weight_global_scale. The cuBLAS layout of the block scales is the MXFP8 one on
+ * bytes: mxfp8_swizzle_scales and mxfp8_unswizzle_scales move NVFP4 scale matrices R x ceil(C/16) as
+ * they are (uint8 or float8_e4m3fn). */
+
+/* The dtype of the exported values. Either way the bytes are the stored ones (even element low). */
+typedef enum mxfp8_nvfp4_values_dtype {
+  MXFP8_NVFP4_VALUES_UINT8 = 0,  /* packed bytes, (*lead, K/2) rowwise, (K, M/2) columnwise: what ModelOpt
+                                  * checkpoints and vLLM load */
+  MXFP8_NVFP4_VALUES_FLOAT4 = 1  /* kDLFloat4_e2m1fn (17), bits 4, lanes 1, packed as DLPack defines it:
+                                  * (*lead, K) rowwise, (K, M) columnwise, strides in elements */
+} mxfp8_nvfp4_values_dtype;
+
+/* The dtype of the exported block scales: the E4M3 byte either way. */
+typedef enum mxfp8_nvfp4_scales_dtype {
+  MXFP8_NVFP4_SCALES_UINT8 = 0, /* uint8 */
+  MXFP8_NVFP4_SCALES_E4M3 = 1   /* kDLFloat8_e4m3fn (10): what vLLM's weight_scale parameter holds */
+} mxfp8_nvfp4_scales_dtype;
+
+/* Which second-level scale an export returns (float32, one per amax). */
+typedef enum mxfp8_nvfp4_global_scale {
+  /* amax / (6 * E4M3_MAX), a float division: the factor that decodes, ModelOpt's and vLLM's
+   * weight_scale_2. x = e2m1 * e4m3 * this, up to the rounding of the product. */
+  MXFP8_NVFP4_GLOBAL_SCALE_DECODE = 0,
+  /* (6 * E4M3_MAX) / amax, as Transformer Engine's quantizer computes it
+   * (compute_global_encode_scaling_factor_FP4, common/cast/nvfp4/core_nvfp4.cuh): capped at FLT_MAX (also
+   * for a NaN amax), and 1 when amax is zero or the quotient is zero (amax Inf). FlashInfer's
+   * nvfp4_quantize global_scale; compressed-tensors' weight_global_scale. */
+  MXFP8_NVFP4_GLOBAL_SCALE_ENCODE = 1
+} mxfp8_nvfp4_global_scale;
+
+/* Everything that says what an NVFP4 tensor is and where its bytes are. Start from
+ * MXFP8_NVFP4_TENSOR_DESC_INIT.
+ *
+ * Per direction, three tensors, all on one device (kDLCPU, kDLCUDA, kDLCUDAHost or kDLCUDAManaged):
+ *   *_data:      the stored matrix (R, C) (rowwise (M, K), columnwise (K, M)), row-major contiguous, as
+ *                uint8 holding two values per byte, or kDLFloat4_e2m1fn with bits 4 and lanes 1 (not flagged
+ *                DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED). Its shape must say rows of C/2 bytes (C
+ *                float4 elements) one of two ways: leading dimensions whose product is R and a last
+ *                dimension of one row (TE's rowwise (*lead, K/2)), or a first dimension R and the others'
+ *                product one row (TE's columnwise (K, *lead) with its last dimension halved). C even.
+ *   *_scale_inv: the E4M3 block scales, uint8 or kDLFloat8_e4m3fn, laid out as `scale_layout` says for
+ *                the R x ceil(C/16) matrix S: row-major (R', C') with R' >= R, C' >= ceil(C/16), last
+ *                dimension stride 1, leading dimensions flattening into rows (compact or TE's padded
+ *                buffer), or GEMM-swizzled: contiguous, exactly roundup(R, 128) * roundup(ceil(C/16), 4)
+ *                bytes. Padding is never read.
+ *   *_amax:      float32, contiguous, one element (per tensor, any shape such as () or (1,)) or, rowwise
+ *                only, M elements (TE's row_scaled_nvfp4: amax of row r).
+ * A direction is given with all three or not at all; at least one direction is given.
+ *
+ * The logical shape (*lead, K): from `shape` when ndim > 0 (then each direction's data is checked against
+ * it), else from rowwise data ((*lead, K) as the data's leading dimensions and K = 2 * last for uint8),
+ * else from columnwise data as TE reads it back: (K, d1, ..., dn) gives (d1, ..., 2 * dn, K) for uint8.
+ *
+ * Ownership: as mxfp8_tensor_desc. On success every non-NULL managed tensor is taken and its deleter runs
+ * exactly once, when the tensor and every view exported from it are released; a NULL deleter marks
+ * borrowed memory. On failure nothing is taken. The same managed tensor in two fields is an error. */
+typedef struct mxfp8_nvfp4_tensor_desc {
+  uint32_t struct_size; /* sizeof(mxfp8_nvfp4_tensor_desc) */
+  int32_t scale_layout; /* mxfp8_scale_layout of both directions' scales (TE's with_gemm_swizzled_scales) */
+  int32_t e4m3_max;     /* 448, or 256 for TE's 4over6 tensors (nvfp4_e4m3_max) */
+  int32_t ndim;         /* length of `shape`; 0 takes the logical shape from the data */
+  const int64_t *shape; /* the logical shape (*lead, K), copied */
+  DLManagedTensorVersioned *rowwise_data;
+  DLManagedTensorVersioned *rowwise_scale_inv;
+  DLManagedTensorVersioned *rowwise_amax;
+  DLManagedTensorVersioned *columnwise_data;
+  DLManagedTensorVersioned *columnwise_scale_inv;
+  DLManagedTensorVersioned *columnwise_amax;
+} mxfp8_nvfp4_tensor_desc;
+
+#define MXFP8_NVFP4_TENSOR_DESC_INIT                                                  \
+  {                                                                                   \
+    (uint32_t) sizeof(mxfp8_nvfp4_tensor_desc),  /* struct_size */                    \
+    MXFP8_SCALE_LAYOUT_ROW_MAJOR,                /* scale_layout */                   \
+    448,                                         /* e4m3_max */                       \
+    0,                                           /* ndim: the shape comes from data */ \
+    NULL,                                        /* shape */                          \
+    NULL,                                        /* rowwise_data */                   \
+    NULL,                                        /* rowwise_scale_inv */              \
+    NULL,                                        /* rowwise_amax */                   \
+    NULL,                                        /* columnwise_data */                \
+    NULL,                                        /* columnwise_scale_inv */           \
+    NULL                                         /* columnwise_amax */                \
+  }
+
+/* An immutable, reference-counted handle on a validated NVFP4 tensor. Thread-safe like mxfp8_tensor. */
+typedef struct mxfp8_nvfp4_tensor mxfp8_nvfp4_tensor;
+
+/* Validates `desc` completely and wraps it in a handle; `*out` is written only on success. Touches no
+ * tensor memory (the amax is read by the calls that use it), launches nothing. */
+MXFP8_API mxfp8_status mxfp8_nvfp4_tensor_create(const mxfp8_nvfp4_tensor_desc *desc, mxfp8_nvfp4_tensor **out);
+
+/* Drops the caller's reference; views hold their own. NULL is fine. Cannot fail. */
+MXFP8_API void mxfp8_nvfp4_tensor_release(mxfp8_nvfp4_tensor *tensor);
+
+/* Options of mxfp8_nvfp4_export_components. Start from MXFP8_NVFP4_EXPORT_OPTIONS_INIT; NULL options
+ * mean its defaults. */
+typedef struct mxfp8_nvfp4_export_options {
+  uint32_t struct_size;  /* sizeof(mxfp8_nvfp4_export_options) */
+  int32_t direction;     /* mxfp8_direction, default rowwise */
+  int32_t values_dtype;  /* mxfp8_nvfp4_values_dtype, default uint8 */
+  int32_t scales_dtype;  /* mxfp8_nvfp4_scales_dtype, default uint8 */
+  int32_t padded_scales; /* mxfp8_padded_scales, default copy */
+  int32_t global_scale;  /* mxfp8_nvfp4_global_scale, default decode */
+  void *stream;          /* cudaStream_t of the copies; as mxfp8_export_options.stream */
+  /* Allocates the copies; the same contract as mxfp8_export_options.allocator, except that the float32
+   * prototype of the global scale must come back float32 (a byte prototype may come back uint8). NULL:
+   * the library allocates. */
+  int (*allocator)(DLTensor *prototype, DLManagedTensorVersioned **out, void *error_ctx,
+                   void (*set_error)(void *error_ctx, const char *kind, const char *message));
+} mxfp8_nvfp4_export_options;
+
+#define MXFP8_NVFP4_EXPORT_OPTIONS_INIT                                                 \
+  {                                                                                     \
+    (uint32_t) sizeof(mxfp8_nvfp4_export_options),  /* struct_size */                   \
+    MXFP8_DIRECTION_ROWWISE,                        /* direction */                     \
+    MXFP8_NVFP4_VALUES_UINT8,                       /* values_dtype */                  \
+    MXFP8_NVFP4_SCALES_UINT8,                       /* scales_dtype */                  \
+    MXFP8_PADDED_SCALES_COPY,                       /* padded_scales */                 \
+    MXFP8_NVFP4_GLOBAL_SCALE_DECODE,                /* global_scale */                  \
+    NULL,                                           /* stream: the legacy default */    \
+    NULL                                            /* allocator: the library allocates */ \
+  }
+
+/* Exports one direction of `tensor` as up to three DLPack tensors:
+ *
+ *   values:       the stored data, ALWAYS a zero-copy view (in-place updates show through):
+ *                 rowwise (*lead, K/2) uint8 or (*lead, K) float4; columnwise the stored transpose,
+ *                 (K, M/2) uint8 or (K, M) float4. Even element in the low nibble.
+ *   scales:       the E4M3 block scales, compact row-major: rowwise (*lead, ceil(K/16)), columnwise
+ *                 (K, ceil(M/16)). A view when the buffer is row-major with no padding columns (or with
+ *                 them and MXFP8_PADDED_SCALES_STRIDED_VIEW); otherwise a contiguous copy (crop, or the
+ *                 unswizzle), flagged DLPACK_FLAG_BITMASK_IS_COPIED, as mxfp8_export_components makes it.
+ *   global_scale: float32, the amax's shape, always a copy: `options->global_scale`'s convention of each
+ *                 amax. CUDA: computed by a kernel on `options->stream`.
+ *
+ * Any output pointer may be NULL to skip it, but not all three. Outputs are written only on success; views
+ * keep `tensor` alive; release each output by calling its deleter. Allocation and stream rules are those
+ * of mxfp8_export_components. Fails with MXFP8_ERROR_MISSING_DATA when the tensor has no data for
+ * `direction`. Thread-safe. */
+MXFP8_API mxfp8_status mxfp8_nvfp4_export_components(const mxfp8_nvfp4_tensor *tensor,
+                                                     const mxfp8_nvfp4_export_options *options,
+                                                     DLManagedTensorVersioned **values,
+                                                     DLManagedTensorVersioned **scales,
+                                                     DLManagedTensorVersioned **global_scale);
+
+/* Decodes one direction of `tensor` (options->direction; NULL options: rowwise, legacy default stream)
+ * into `output`: float32 or bfloat16, contiguous, R * C elements (any shape) of the stored matrix, so
+ * columnwise output is the (K, M) transpose TE stores; on the tensor's device, aligned to its element
+ * size, sharing no byte with the tensor's buffers. Each element is computed as TE's dequantize kernel
+ * does (the formula at the top of this section, in float), then rounded to nearest-even for bfloat16;
+ * every NaN (an E4M3 NaN scale 0x7F/0xFF, a NaN or Inf amax times zero) is written as 0x7FFFFFFF
+ * (float32) or 0x7FFF (bfloat16). Reads every scale layout in place. Host: done on return. CUDA: one
+ * kernel queued on options->stream; the call does not wait. */
+MXFP8_API mxfp8_status mxfp8_nvfp4_dequantize(const mxfp8_nvfp4_tensor *tensor,
+                                              const mxfp8_dequantize_options *options, DLTensor *output);
 
 #ifdef __cplusplus
 } /* extern "C" */

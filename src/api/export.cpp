@@ -1,5 +1,6 @@
 // mxfp8_export_components: check the options, decide view or copy for each output, build the outputs.
 #include <cstddef>
+#include <functional>
 #include <vector>
 
 #include "core/dlpack_tensor.hpp"
@@ -70,6 +71,41 @@ void run_jobs_on(DLDevice device, const ScaleJob *jobs, size_t count, void *stre
   where_memory_lives(device, "scales", [&] { run_jobs_host(jobs, count); }, [&] { cuda::run_jobs(jobs, count, stream); });
 }
 
+// Strides of a (*lead, C) view over rows that are `row_stride` bytes apart.
+std::vector<int64_t> strided_rows(const std::vector<int64_t> &shape, int64_t row_stride) {
+  std::vector<int64_t> strides(shape.size());
+  strides.back() = 1;
+  int64_t s = row_stride;
+  for (size_t i = shape.size() - 1; i-- > 0;) {
+    strides[i] = s;
+    // Only an empty shape (a 0 further out) can overflow here, and any stride describes an empty tensor.
+    if (__builtin_mul_overflow(s, shape[i], &s)) s = 0;
+  }
+  return strides;
+}
+
+ManagedPtr export_scale_matrix(const Direction &dir, bool swizzled, DLDevice device, DLDataType dtype,
+                               std::vector<int64_t> shape, int32_t padded_scales, const Allocation &allocation,
+                               const std::function<KeepAlive()> &owner,
+                               const std::function<void(const DLManagedTensorVersioned &)> &check_copy) {
+  const DLManagedTensorVersioned &src = *dir.scales;
+  const ByteMatrix &in = dir.row_major;
+  if (!swizzled && (in.row_stride == dir.scale_cols || dir.scale_rows <= 1 ||
+                    padded_scales == MXFP8_PADDED_SCALES_STRIDED_VIEW)) {
+    std::vector<int64_t> strides = strided_rows(shape, dir.scale_rows <= 1 ? dir.scale_cols : in.row_stride);
+    DLTensor base = src.dl_tensor;
+    base.byte_offset = static_cast<uint64_t>(in.data - static_cast<uint8_t *>(base.data));
+    return make_view(owner(), base, dtype, std::move(shape), std::move(strides),
+                     src.flags & DLPACK_FLAG_BITMASK_READ_ONLY);
+  }
+  ManagedPtr out = allocate_copy(device, dtype, shape, allocation);
+  if (dir.scale_rows == 0 || dir.scale_cols == 0) return out;
+  check_copy(*out);
+  const ScaleJob job = compact_job(dir.source, byte_pointer(out->dl_tensor));
+  run_jobs_on(device, &job, 1, allocation.stream);
+  return out;
+}
+
 namespace {
 
 ManagedPtr export_values(const mxfp8_tensor &t, const Direction &dir, const mxfp8_export_options &o) {
@@ -84,19 +120,6 @@ std::vector<int64_t> scales_shape(const mxfp8_tensor &t, mxfp8_direction directi
   std::vector<int64_t> shape(t.shape.begin(), t.shape.end() - 1);
   shape.push_back(dir.scale_cols);
   return shape;
-}
-
-// Strides of a (*lead, C) view over rows that are `row_stride` bytes apart.
-std::vector<int64_t> strided_rows(const std::vector<int64_t> &shape, int64_t row_stride) {
-  std::vector<int64_t> strides(shape.size());
-  strides.back() = 1;
-  int64_t s = row_stride;
-  for (size_t i = shape.size() - 1; i-- > 0;) {
-    strides[i] = s;
-    // Only an empty shape (a 0 further out) can overflow here, and any stride describes an empty tensor.
-    if (__builtin_mul_overflow(s, shape[i], &s)) s = 0;
-  }
-  return strides;
 }
 
 // A copy from the caller's allocator must not land on the tensor it is made from.
@@ -137,27 +160,10 @@ ManagedPtr export_block_scales(const mxfp8_tensor &t, mxfp8_direction direction,
 ManagedPtr export_scales(const mxfp8_tensor &t, mxfp8_direction direction, const mxfp8_export_options &o) {
   if (o.scales_granularity == MXFP8_SCALES_PER_32X32) return export_block_scales(t, direction, o);
   const Direction &dir = t.directions[direction];
-  const DLManagedTensorVersioned &src = *dir.scales;
-  const DLDataType dtype = scales_dtype(o.scales_dtype);
-  std::vector<int64_t> shape = scales_shape(t, direction, dir);
-  const bool swizzled = t.scale_layout == MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED;
-  const ByteMatrix &in = dir.row_major;
-
-  if (!swizzled && (in.row_stride == dir.scale_cols || dir.scale_rows <= 1 ||
-                    o.padded_scales == MXFP8_PADDED_SCALES_STRIDED_VIEW)) {
-    std::vector<int64_t> strides = strided_rows(shape, dir.scale_rows <= 1 ? dir.scale_cols : in.row_stride);
-    DLTensor base = src.dl_tensor;
-    base.byte_offset = static_cast<uint64_t>(in.data - static_cast<uint8_t *>(base.data));
-    return make_view(keep_alive(&t), base, dtype, std::move(shape), std::move(strides),
-                     src.flags & DLPACK_FLAG_BITMASK_READ_ONLY);
-  }
-
-  ManagedPtr out = allocate_copy(t.device, dtype, shape, Allocation{o.allocator, o.stream});
-  if (dir.scale_rows == 0 || dir.scale_cols == 0) return out;
-  check_copy_lands_apart(t, *out);
-  const ScaleJob job = compact_job(dir.source, byte_pointer(out->dl_tensor));
-  run_jobs_on(t.device, &job, 1, o.stream);
-  return out;
+  return export_scale_matrix(dir, t.scale_layout == MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED, t.device,
+                             scales_dtype(o.scales_dtype), scales_shape(t, direction, dir), o.padded_scales,
+                             Allocation{o.allocator, o.stream}, [&] { return keep_alive(&t); },
+                             [&](const DLManagedTensorVersioned &copy) { check_copy_lands_apart(t, copy); });
 }
 
 }  // namespace

@@ -49,7 +49,8 @@ static int write_doc(const char *path) {
              "ctest's `errors_doc_is_current` fails when this file and the library disagree). Every failure also\n"
              "leaves every output untouched, takes no input and runs no deleter. Valid base input: a (100, 48)\n"
              "E4M3 tensor with Transformer Engine's padded (128, 4) row-major scales on the CPU; for\n"
-             "`mxfp8_quantize_into`, a float32 (70, 100) input with rowwise compact outputs.\n\n"
+             "`mxfp8_quantize_into`, a float32 (70, 100) input with rowwise compact outputs; for the `mxfp8_nvfp4_*`\n"
+             "calls, a (100, 48) NVFP4 tensor with uint8 values (100, 24), padded (128, 4) E4M3 scales and one amax.\n\n"
              "| call | bad input | status | message (`mxfp8_last_error()`) |\n|---|---|---|---|\n");
   for (int i = 0; i < doc_count; ++i) fprintf(f, "%s\n", doc_rows[i]);
   /* What only a GPU run can show; each row is a case of the named GPU test (run by bench/gpu_check.sh). */
@@ -475,6 +476,186 @@ static void test_bad_dequantize_input(void **state) {
   test_tensor_free(f.data);
   test_tensor_free(f.scales);
   test_tensor_free(f.col_data);
+}
+
+/* NVFP4: mxfp8_nvfp4_tensor_create, mxfp8_nvfp4_export_components and mxfp8_nvfp4_dequantize against a
+ * valid (100, 48) tensor: rowwise uint8 values (100, 24), TE-padded E4M3 scales (128, 4) and one amax;
+ * columnwise buffers (48, 50), (128, 8) and one amax ready for the cases that add them. */
+enum { NV_CREATE, NV_EXPORT, NV_DEQUANTIZE };
+typedef struct {
+  test_tensor *data, *scales, *amax, *col_data, *col_scales, *col_amax;
+  mxfp8_nvfp4_tensor_desc desc;
+  const mxfp8_nvfp4_tensor_desc *desc_arg;
+  mxfp8_nvfp4_tensor **out_arg;
+  int64_t shape[3];
+  mxfp8_nvfp4_export_options options;
+  int outputs;          /* export: bit 0 values, 1 scales, 2 global scale; 8: values and scales share a pointer */
+  uint8_t out_code, out_bits;
+  int64_t out_elements;
+  int direction;
+} nv_fixture;
+typedef void (*nv_mutator)(nv_fixture *f);
+typedef struct {
+  int call;
+  const char *name;
+  nv_mutator mutate;
+  mxfp8_status status;
+  const char *message;
+} nv_case;
+
+static void nv_desc_null(nv_fixture *f) { f->desc_arg = NULL; }
+static void nv_out_null(nv_fixture *f) { f->out_arg = NULL; }
+static void nv_struct_size_zero(nv_fixture *f) { f->desc.struct_size = 0; }
+static void nv_layout_unknown(nv_fixture *f) { f->desc.scale_layout = 2; }
+static void nv_e4m3_max_300(nv_fixture *f) { f->desc.e4m3_max = 300; }
+static void nv_no_amax(nv_fixture *f) { f->desc.rowwise_amax = NULL; }
+static void nv_no_data(nv_fixture *f) {
+  f->desc.rowwise_data = NULL; f->desc.rowwise_scale_inv = NULL; f->desc.rowwise_amax = NULL;
+}
+static void nv_same_twice(nv_fixture *f) { f->desc.rowwise_amax = f->desc.rowwise_scale_inv; }
+static void nv_data_fp8(nv_fixture *f) { f->data->managed.dl_tensor.dtype.code = kDLFloat8_e4m3fn; }
+static void nv_data_float4_padded(nv_fixture *f) {
+  DLTensor *t = &f->data->managed.dl_tensor;
+  t->dtype.code = kDLFloat4_e2m1fn; t->dtype.bits = 4; f->data->shape[1] = 48; f->data->strides[0] = 48;
+  f->data->managed.flags |= DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED;
+}
+static void nv_odd_k(nv_fixture *f) { f->shape[0] = 100; f->shape[1] = 47; f->desc.ndim = 2; f->desc.shape = f->shape; }
+static void nv_shape_mismatch(nv_fixture *f) { f->shape[0] = 100; f->shape[1] = 64; f->desc.ndim = 2; f->desc.shape = f->shape; }
+static void nv_scales_too_few_cols(nv_fixture *f) { f->scales->shape[1] = 2; f->scales->strides[0] = 2; }
+static void nv_scales_e8m0(nv_fixture *f) { f->scales->managed.dl_tensor.dtype.code = kDLFloat8_e8m0fnu; }
+static void nv_swizzled_wrong_size(nv_fixture *f) {
+  f->desc.scale_layout = MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED;
+  f->scales->shape[0] = 100; f->scales->shape[1] = 3; f->scales->strides[0] = 3;
+}
+static void nv_amax_two(nv_fixture *f) { f->amax->shape[0] = 2; }
+static void nv_amax_float16(nv_fixture *f) { f->amax->managed.dl_tensor.dtype.bits = 16; }
+static void nv_amax_other_device(nv_fixture *f) { f->amax->managed.dl_tensor.device.device_type = kDLCUDA; }
+static void nv_columnwise_amax_per_row(nv_fixture *f) {
+  nv_no_data(f);
+  f->desc.columnwise_data = &f->col_data->managed; f->desc.columnwise_scale_inv = &f->col_scales->managed;
+  f->desc.columnwise_amax = &f->col_amax->managed; f->col_amax->shape[0] = 48;
+}
+static void nv_columnwise_1d_without_shape(nv_fixture *f) {
+  nv_no_data(f);
+  f->desc.columnwise_data = &f->col_data->managed; f->desc.columnwise_scale_inv = &f->col_scales->managed;
+  f->desc.columnwise_amax = &f->col_amax->managed;
+  f->col_data->managed.dl_tensor.ndim = 1; f->col_data->shape[0] = 2400;
+}
+static void nv_export_nothing(nv_fixture *f) { f->outputs = 0; }
+static void nv_export_same_pointer(nv_fixture *f) { f->outputs = 1 | 8; }
+static void nv_export_values_dtype(nv_fixture *f) { f->options.values_dtype = 5; }
+static void nv_export_global_scale(nv_fixture *f) { f->options.global_scale = 2; }
+static void nv_export_small_struct(nv_fixture *f) { f->options.struct_size = 4; }
+static void nv_missing_direction(nv_fixture *f) { f->options.direction = MXFP8_DIRECTION_COLUMNWISE; f->direction = 1; }
+static void nv_output_float16(nv_fixture *f) { f->out_bits = 16; }
+static void nv_output_short(nv_fixture *f) { f->out_elements = 4799; }
+
+static const nv_case kNvfp4Cases[] = {
+    {NV_CREATE, "desc is NULL", nv_desc_null, MXFP8_ERROR_INVALID_ARGUMENT, "desc is NULL"},
+    {NV_CREATE, "out is NULL", nv_out_null, MXFP8_ERROR_INVALID_ARGUMENT, "out is NULL"},
+    {NV_CREATE, "struct_size 0", nv_struct_size_zero, MXFP8_ERROR_INVALID_ARGUMENT, "MXFP8_NVFP4_TENSOR_DESC_INIT"},
+    {NV_CREATE, "scale_layout unknown", nv_layout_unknown, MXFP8_ERROR_INVALID_ARGUMENT, "desc.scale_layout is 2"},
+    {NV_CREATE, "e4m3_max neither 448 nor 256", nv_e4m3_max_300, MXFP8_ERROR_INVALID_ARGUMENT, "desc.e4m3_max is 300, expected 448 or 256"},
+    {NV_CREATE, "a direction without its amax", nv_no_amax, MXFP8_ERROR_INVALID_ARGUMENT, "rowwise_amax is NULL but rowwise_data is given"},
+    {NV_CREATE, "no data at all", nv_no_data, MXFP8_ERROR_MISSING_DATA, "neither rowwise nor columnwise data"},
+    {NV_CREATE, "one managed tensor in two fields", nv_same_twice, MXFP8_ERROR_INVALID_ARGUMENT, "passed twice"},
+    {NV_CREATE, "values dtype float8_e4m3fn", nv_data_fp8, MXFP8_ERROR_INVALID_ARGUMENT, "dtype float8_e4m3fn does not hold NVFP4 values"},
+    {NV_CREATE, "float4 values flagged padded (one per byte)", nv_data_float4_padded, MXFP8_ERROR_INVALID_ARGUMENT, "DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED"},
+    {NV_CREATE, "odd K with packed values", nv_odd_k, MXFP8_ERROR_INVALID_ARGUMENT, "the stored rows have 47 values (K), an odd count"},
+    {NV_CREATE, "values shape differs from the logical shape", nv_shape_mismatch, MXFP8_ERROR_INVALID_ARGUMENT, "does not hold the stored 100 x 64 matrix as rows of 32 bytes"},
+    {NV_CREATE, "scale buffer with too few columns", nv_scales_too_few_cols, MXFP8_ERROR_INVALID_ARGUMENT, "cannot hold the 100 x 3 scale matrix"},
+    {NV_CREATE, "scales dtype float8_e8m0fnu", nv_scales_e8m0, MXFP8_ERROR_INVALID_ARGUMENT, "is not an E4M3 block scale byte"},
+    {NV_CREATE, "swizzled layout on a compact buffer", nv_swizzled_wrong_size, MXFP8_ERROR_INVALID_ARGUMENT, "need 128 x 4 = 512 bytes, got 300"},
+    {NV_CREATE, "amax of two elements", nv_amax_two, MXFP8_ERROR_INVALID_ARGUMENT, "rowwise_amax: holds 2 elements (shape (2,)), needs 1 (per tensor) or 100"},
+    {NV_CREATE, "amax float16", nv_amax_float16, MXFP8_ERROR_INVALID_ARGUMENT, "rowwise_amax: dtype float16 is not float32"},
+    {NV_CREATE, "amax on another device", nv_amax_other_device, MXFP8_ERROR_INVALID_ARGUMENT, "rowwise_amax is on cuda:0 but rowwise_data is on cpu:0"},
+    {NV_CREATE, "columnwise amax per row", nv_columnwise_amax_per_row, MXFP8_ERROR_INVALID_ARGUMENT, "columnwise_amax: holds 48 elements (shape (48,)), needs exactly 1"},
+    {NV_CREATE, "1-D columnwise data and no shape", nv_columnwise_1d_without_shape, MXFP8_ERROR_INVALID_ARGUMENT, "without rowwise data, set desc.ndim and desc.shape"},
+    {NV_EXPORT, "all three outputs NULL", nv_export_nothing, MXFP8_ERROR_INVALID_ARGUMENT, "values, scales and global_scale are all NULL"},
+    {NV_EXPORT, "two outputs at one pointer", nv_export_same_pointer, MXFP8_ERROR_INVALID_ARGUMENT, "two output pointers point to the same place"},
+    {NV_EXPORT, "values_dtype unknown", nv_export_values_dtype, MXFP8_ERROR_INVALID_ARGUMENT, "options.values_dtype is 5"},
+    {NV_EXPORT, "global_scale unknown", nv_export_global_scale, MXFP8_ERROR_INVALID_ARGUMENT, "options.global_scale is 2"},
+    {NV_EXPORT, "options struct_size too small", nv_export_small_struct, MXFP8_ERROR_INVALID_ARGUMENT, "MXFP8_NVFP4_EXPORT_OPTIONS_INIT"},
+    {NV_EXPORT, "a direction the tensor lacks", nv_missing_direction, MXFP8_ERROR_MISSING_DATA, "the NVFP4 tensor has no columnwise data"},
+    {NV_DEQUANTIZE, "output dtype float16", nv_output_float16, MXFP8_ERROR_INVALID_ARGUMENT, "output: dtype float16 is not float32 or bfloat16"},
+    {NV_DEQUANTIZE, "output with the wrong element count", nv_output_short, MXFP8_ERROR_INVALID_ARGUMENT, "output: holds 4799 elements"},
+    {NV_DEQUANTIZE, "a direction the tensor lacks", nv_missing_direction, MXFP8_ERROR_MISSING_DATA, "the NVFP4 tensor has no columnwise data"},
+};
+
+static void test_bad_nvfp4_input(void **state) {
+  const nv_case *c = (const nv_case *)*state;
+  nv_fixture f;
+  memset(&f, 0, sizeof f);
+  uint64_t rng = 17;
+  const int64_t ds[2] = {100, 24}, ss[2] = {128, 4}, cds[2] = {48, 50}, css[2] = {128, 8};
+  const float amax = 3.5f;
+  f.data = test_tensor_new(2, ds, kDLUInt, 1);
+  f.scales = test_tensor_new(2, ss, kDLUInt, 1);
+  f.amax = test_float_tensor(1, &amax);
+  f.col_data = test_tensor_new(2, cds, kDLUInt, 1);
+  f.col_scales = test_tensor_new(2, css, kDLUInt, 1);
+  f.col_amax = test_float_tensor(1, &amax);
+  test_tensor *all[6] = {f.data, f.scales, f.amax, f.col_data, f.col_scales, f.col_amax};
+  fill_random(f.data->buffer, f.data->bytes, &rng);
+  fill_random_scales(f.scales->buffer, f.scales->bytes, &rng);
+  mxfp8_nvfp4_tensor_desc init = MXFP8_NVFP4_TENSOR_DESC_INIT;
+  f.desc = init;
+  f.desc.rowwise_data = &f.data->managed;
+  f.desc.rowwise_scale_inv = &f.scales->managed;
+  f.desc.rowwise_amax = &f.amax->managed;
+  f.desc_arg = &f.desc;
+  mxfp8_nvfp4_tensor *out = (mxfp8_nvfp4_tensor *)(uintptr_t)0xBAD;
+  f.out_arg = &out;
+  mxfp8_nvfp4_export_options options = MXFP8_NVFP4_EXPORT_OPTIONS_INIT;
+  f.options = options;
+  f.outputs = 7;
+  f.out_code = kDLFloat;
+  f.out_bits = 32;
+  f.out_elements = 4800;
+  mxfp8_nvfp4_tensor *tensor = NULL;
+  if (c->call != NV_CREATE) assert_int_equal(mxfp8_nvfp4_tensor_create(&f.desc, &tensor), MXFP8_OK);
+  c->mutate(&f);
+  uint8_t *before[6];
+  for (int i = 0; i < 6; ++i) {
+    before[i] = malloc(all[i]->bytes);
+    memcpy(before[i], all[i]->buffer, all[i]->bytes);
+  }
+  mxfp8_status st;
+  const char *call;
+  if (c->call == NV_CREATE) {
+    call = "mxfp8_nvfp4_tensor_create";
+    st = mxfp8_nvfp4_tensor_create(f.desc_arg, f.out_arg);
+    EXPECT(out == (mxfp8_nvfp4_tensor *)(uintptr_t)0xBAD, "%s: out was written", c->name);
+  } else if (c->call == NV_EXPORT) {
+    call = "mxfp8_nvfp4_export_components";
+    DLManagedTensorVersioned *const untouched = (DLManagedTensorVersioned *)(uintptr_t)0xBAD;
+    DLManagedTensorVersioned *v = untouched, *s = untouched, *g = untouched;
+    st = mxfp8_nvfp4_export_components(tensor, &f.options, (f.outputs & 1) ? &v : NULL,
+                                       (f.outputs & 8) ? &v : (f.outputs & 2) ? &s : NULL, (f.outputs & 4) ? &g : NULL);
+    EXPECT(v == untouched && s == untouched && g == untouched, "%s: an output was written", c->name);
+  } else {
+    call = "mxfp8_nvfp4_dequantize";
+    float o[4800];
+    memset(o, POISON, sizeof o);
+    int64_t shape[1] = {f.out_elements};
+    DLTensor output = {o, {kDLCPU, 0}, 1, {f.out_code, f.out_bits, 1}, shape, NULL, 0};
+    mxfp8_dequantize_options opts = MXFP8_DEQUANTIZE_OPTIONS_INIT;
+    opts.direction = f.direction;
+    st = mxfp8_nvfp4_dequantize(tensor, &opts, &output);
+    const uint8_t *bytes = (const uint8_t *)o;
+    for (size_t i = 0; i < sizeof o; ++i) EXPECT(bytes[i] == POISON, "%s: the output was written", c->name);
+  }
+  record_for_doc(call, c->name, st);
+  EXPECT(st == c->status, "%s: status %d (%s), expected %d", c->name, st, mxfp8_last_error(), c->status);
+  assert_last_error_contains(c->message);
+  mxfp8_nvfp4_tensor_release(tensor);
+  for (int i = 0; i < 6; ++i) {
+    EXPECT(memcmp(before[i], all[i]->buffer, all[i]->bytes) == 0, "%s: an input was modified", c->name);
+    EXPECT(all[i]->deleter_calls == (tensor && i < 3 ? 1 : 0), "%s: deleter of input %d ran %d times", c->name, i,
+           all[i]->deleter_calls);
+    free(before[i]);
+    test_tensor_free(all[i]);
+  }
 }
 
 /* ===================================================================================================
@@ -1413,9 +1594,10 @@ int main(void) {
     ND = sizeof(kDequantizeCases) / sizeof(kDequantizeCases[0]),
     NH = sizeof(kHostileCases) / sizeof(kHostileCases[0]),
     NI = sizeof(kImportCases) / sizeof(kImportCases[0]),
-    NV = sizeof(kConvertCases) / sizeof(kConvertCases[0])
+    NV = sizeof(kConvertCases) / sizeof(kConvertCases[0]),
+    NN = sizeof(kNvfp4Cases) / sizeof(kNvfp4Cases[0])
   };
-  struct CMUnitTest tests[NC + NE + NB + NQ + ND + NH + NI + NV];
+  struct CMUnitTest tests[NC + NE + NB + NQ + ND + NH + NI + NV + NN];
   for (int i = 0; i < NC; ++i) {
     struct CMUnitTest t = cmocka_unit_test_prestate(test_bad_create_input, (void *)&kCreateCases[i]);
     t.name = kCreateCases[i].name;
@@ -1455,6 +1637,11 @@ int main(void) {
     struct CMUnitTest t = cmocka_unit_test_prestate(test_bad_convert_input, (void *)&kConvertCases[i]);
     t.name = kConvertCases[i].name;
     tests[NC + NE + NB + NQ + ND + NH + NI + i] = t;
+  }
+  for (int i = 0; i < NN; ++i) {
+    struct CMUnitTest t = cmocka_unit_test_prestate(test_bad_nvfp4_input, (void *)&kNvfp4Cases[i]);
+    t.name = kNvfp4Cases[i].name;
+    tests[NC + NE + NB + NQ + ND + NH + NI + NV + i] = t;
   }
   const int failed = cmocka_run_group_tests_name("bad input (status, message, nothing taken or changed)", tests, NULL, NULL);
   const char *doc = getenv("MXFP8_ERRORS_MD");

@@ -19,6 +19,7 @@ from ._mxfp8 import Array
 from ._plan import BucketPlan, ExportPlan
 from ._quantize import Quantized, dequantize, quantize
 from ._tvm_ffi import tvm_ffi_library_path
+from . import nvfp4
 
 __version__ = "0.1.0"
 __all__ = [
@@ -37,6 +38,7 @@ __all__ = [
     "export_te",
     "import_bucket",
     "import_tensors",
+    "nvfp4",
     "iter_buckets",
     "layout_bytes",
     "prepare_import_bucket",

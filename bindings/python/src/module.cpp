@@ -1055,6 +1055,89 @@ py::object swizzle_fast(py::handle source, py::handle out, bool swizzle, py::han
   if (!out.is_none()) return py::reinterpret_borrow<py::object>(out);
   return hand_back(ex, dst->release());
 }
+
+// ---- NVFP4 -------------------------------------------------------------------------------------------
+// The Python handle on an mxfp8_nvfp4_tensor: one or both directions' data, block scales and amax, taken
+// like Tensor's inputs (the inputs' framework's exchange API when `exchange`, else __dlpack__).
+class Nvfp4Tensor {
+ public:
+  Nvfp4Tensor(py::object rowwise_data, py::object rowwise_scale_inv, py::object rowwise_amax,
+              py::object columnwise_data, py::object columnwise_scale_inv, py::object columnwise_amax,
+              std::optional<std::vector<int64_t>> shape, bool swizzled, int32_t e4m3_max, py::object stream,
+              bool exchange) {
+    mxfp8_nvfp4_tensor_desc desc = MXFP8_NVFP4_TENSOR_DESC_INIT;
+    desc.scale_layout = swizzled ? MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED : MXFP8_SCALE_LAYOUT_ROW_MAJOR;
+    desc.e4m3_max = e4m3_max;
+    if (shape) {
+      desc.ndim = static_cast<int32_t>(shape->size());
+      desc.shape = shape->data();
+    }
+    py::object inputs[6] = {rowwise_data, rowwise_scale_inv, rowwise_amax, columnwise_data, columnwise_scale_inv,
+                            columnwise_amax};
+    const char *names[6] = {"data", "scale_inv", "amax", "columnwise data", "columnwise scale_inv", "columnwise amax"};
+    DLManagedTensorVersioned **fields[6] = {&desc.rowwise_data,    &desc.rowwise_scale_inv,    &desc.rowwise_amax,
+                                            &desc.columnwise_data, &desc.columnwise_scale_inv, &desc.columnwise_amax};
+    Exchange ex = Exchange::explicit_stream(0, stream);
+    for (int i = 0; exchange && i < 6; ++i)
+      if (!inputs[i].is_none()) {
+        ex = Exchange{exchange_api_of(inputs[i])};
+        if (!ex.api) throw py::type_error(std::string(names[i]) + ": its type has no usable DLPack exchange API");
+        break;
+      }
+    std::unique_ptr<TakenTensor> taken[6];
+    for (int i = 0; i < 6; ++i) {
+      if (inputs[i].is_none()) continue;
+      taken[i] = take(inputs[i], names[i], ex);
+      *fields[i] = taken[i]->managed;
+      if (!device_set_) device_ = taken[i]->managed->dl_tensor.device, device_set_ = true;
+    }
+    api_ = ex.api;
+    check(mxfp8_nvfp4_tensor_create(&desc, &handle_));
+    for (auto &t : taken)
+      if (t) t->release();  // the handle owns them now
+  }
+  ~Nvfp4Tensor() { mxfp8_nvfp4_tensor_release(handle_); }
+  Nvfp4Tensor(const Nvfp4Tensor &) = delete;
+  Nvfp4Tensor &operator=(const Nvfp4Tensor &) = delete;
+
+  // (values, scales, global_scale); stream None: the framework's current stream in exchange mode.
+  py::tuple export_components(int direction, int values_dtype, int scales_dtype, bool contiguous, int global_scale,
+                              py::object stream) {
+    mxfp8_nvfp4_export_options o = MXFP8_NVFP4_EXPORT_OPTIONS_INIT;
+    o.direction = direction;
+    o.values_dtype = values_dtype;
+    o.scales_dtype = scales_dtype;
+    o.padded_scales = contiguous ? MXFP8_PADDED_SCALES_COPY : MXFP8_PADDED_SCALES_STRIDED_VIEW;
+    o.global_scale = global_scale;
+    const Exchange ex = exchange_for(api_, device_, stream);
+    o.stream = reinterpret_cast<void *>(ex.stream);
+    if (ex.api && ex.device.device_type != kDLCUDAHost) o.allocator = ex.api->managed_tensor_allocator;
+    DLManagedTensorVersioned *out[3] = {nullptr, nullptr, nullptr};
+    check(mxfp8_nvfp4_export_components(handle_, &o, &out[0], &out[1], &out[2]));
+    TakenTensor owners[3] = {{out[0]}, {out[1]}, {out[2]}};  // freed if handing one back fails
+    py::object result[3];
+    for (int i = 0; i < 3; ++i) result[i] = hand_back(ex, owners[i].release());
+    return py::make_tuple(result[0], result[1], result[2]);
+  }
+
+  // mxfp8_nvfp4_dequantize into the DLPack object `output` (float32 or bfloat16).
+  void dequantize(int direction, py::object output, py::object stream, py::object dlpack_stream, bool bfloat16_bits) {
+    mxfp8_dequantize_options o = MXFP8_DEQUANTIZE_OPTIONS_INIT;
+    o.direction = direction;
+    Exchange ex = exchange_for(api_, device_, stream, dlpack_stream);
+    o.stream = reinterpret_cast<void *>(ex.stream);
+    with_borrowed(output, "out", ex, Access::Write, [&](DLTensor *out) {
+      relabel_bfloat16(out, bfloat16_bits);
+      check(mxfp8_nvfp4_dequantize(handle_, &o, out));
+    });
+  }
+
+ private:
+  mxfp8_nvfp4_tensor *handle_ = nullptr;
+  const DLPackExchangeAPI *api_ = nullptr;  // set when made in exchange mode
+  DLDevice device_{kDLCPU, 0};
+  bool device_set_ = false;
+};
 }  // namespace
 
 // The receiver's import (import_bindings.cpp).
@@ -1145,5 +1228,18 @@ PYBIND11_MODULE(_mxfp8, m) {
     return py::dict(py::arg("exchange_api") = taken_by_exchange_api, py::arg("dlpack") = taken_by_dunder_dlpack);
   }, "How many objects were taken through each path (for tests).");
   m.def("fast_exports", [] { return fast_exports; }, "How many calls the extension did alone, without the Python layer's path (for tests).");
+  py::class_<Nvfp4Tensor>(m, "Nvfp4Tensor", "An mxfp8_nvfp4_tensor handle over DLPack inputs.")
+      .def(py::init<py::object, py::object, py::object, py::object, py::object, py::object,
+                    std::optional<std::vector<int64_t>>, bool, int32_t, py::object, bool>(),
+           py::kw_only(), py::arg("rowwise_data") = py::none(), py::arg("rowwise_scale_inv") = py::none(),
+           py::arg("rowwise_amax") = py::none(), py::arg("columnwise_data") = py::none(),
+           py::arg("columnwise_scale_inv") = py::none(), py::arg("columnwise_amax") = py::none(),
+           py::arg("shape") = py::none(), py::arg("swizzled") = false, py::arg("e4m3_max") = 448,
+           py::arg("stream") = py::none(), py::arg("exchange") = false)
+      .def("export_components", &Nvfp4Tensor::export_components, py::kw_only(), py::arg("direction") = 0,
+           py::arg("values_dtype") = 0, py::arg("scales_dtype") = 0, py::arg("contiguous") = true,
+           py::arg("global_scale") = 0, py::arg("stream") = py::none())
+      .def("dequantize", &Nvfp4Tensor::dequantize, py::arg("direction"), py::arg("output"),
+           py::arg("stream") = py::none(), py::arg("dlpack_stream") = py::none(), py::arg("bfloat16_bits") = false);
   register_import(m);
 }

@@ -573,6 +573,110 @@ impl Default for mxfp8_convert_options {
     }
 }
 
+/// `mxfp8_nvfp4_values_dtype`: packed bytes (uint8), two E2M1 values each, the even one in the low nibble.
+pub const MXFP8_NVFP4_VALUES_UINT8: i32 = 0;
+/// `mxfp8_nvfp4_values_dtype`: DLPack's packed float4_e2m1fn (bits 4, lanes 1).
+pub const MXFP8_NVFP4_VALUES_FLOAT4: i32 = 1;
+/// `mxfp8_nvfp4_scales_dtype`: uint8.
+pub const MXFP8_NVFP4_SCALES_UINT8: i32 = 0;
+/// `mxfp8_nvfp4_scales_dtype`: float8_e4m3fn.
+pub const MXFP8_NVFP4_SCALES_E4M3: i32 = 1;
+/// `mxfp8_nvfp4_global_scale`: amax / (6 * E4M3_MAX), vLLM ModelOpt's weight_scale_2.
+pub const MXFP8_NVFP4_GLOBAL_SCALE_DECODE: i32 = 0;
+/// `mxfp8_nvfp4_global_scale`: (6 * E4M3_MAX) / amax as Transformer Engine computes it.
+pub const MXFP8_NVFP4_GLOBAL_SCALE_ENCODE: i32 = 1;
+
+/// `mxfp8_nvfp4_tensor_desc`: an NVFP4 tensor as Transformer Engine stores it (see the header's NVFP4 section).
+#[repr(C)]
+#[derive(Copy, Clone, Debug)]
+pub struct mxfp8_nvfp4_tensor_desc {
+    /// `sizeof(mxfp8_nvfp4_tensor_desc)`.
+    pub struct_size: u32,
+    /// `MXFP8_SCALE_LAYOUT_*` of both directions' block scales.
+    pub scale_layout: i32,
+    /// 448, or 256 for Transformer Engine's 4over6 tensors.
+    pub e4m3_max: i32,
+    /// Length of `shape`; 0 takes the logical shape from the data.
+    pub ndim: i32,
+    /// The logical shape (*lead, K), copied.
+    pub shape: *const i64,
+    /// Packed values of the rowwise (M, K) matrix.
+    pub rowwise_data: *mut DLManagedTensorVersioned,
+    /// Its E4M3 block scales.
+    pub rowwise_scale_inv: *mut DLManagedTensorVersioned,
+    /// Its float32 amax: one, or one per row.
+    pub rowwise_amax: *mut DLManagedTensorVersioned,
+    /// Packed values of the columnwise data, the (K, M) transpose.
+    pub columnwise_data: *mut DLManagedTensorVersioned,
+    /// Its E4M3 block scales.
+    pub columnwise_scale_inv: *mut DLManagedTensorVersioned,
+    /// Its float32 amax (one).
+    pub columnwise_amax: *mut DLManagedTensorVersioned,
+}
+
+impl Default for mxfp8_nvfp4_tensor_desc {
+    /// `MXFP8_NVFP4_TENSOR_DESC_INIT`.
+    fn default() -> Self {
+        Self {
+            struct_size: core::mem::size_of::<Self>() as u32,
+            scale_layout: MXFP8_SCALE_LAYOUT_ROW_MAJOR,
+            e4m3_max: 448,
+            ndim: 0,
+            shape: core::ptr::null(),
+            rowwise_data: core::ptr::null_mut(),
+            rowwise_scale_inv: core::ptr::null_mut(),
+            rowwise_amax: core::ptr::null_mut(),
+            columnwise_data: core::ptr::null_mut(),
+            columnwise_scale_inv: core::ptr::null_mut(),
+            columnwise_amax: core::ptr::null_mut(),
+        }
+    }
+}
+
+/// `mxfp8_nvfp4_tensor`: an opaque, thread-safe handle on a validated NVFP4 tensor.
+#[repr(C)]
+pub struct mxfp8_nvfp4_tensor {
+    _private: [u8; 0],
+}
+
+/// `mxfp8_nvfp4_export_options`: options of `mxfp8_nvfp4_export_components`.
+#[repr(C)]
+#[derive(Copy, Clone, Debug)]
+pub struct mxfp8_nvfp4_export_options {
+    /// `sizeof(mxfp8_nvfp4_export_options)`.
+    pub struct_size: u32,
+    /// `MXFP8_DIRECTION_*`.
+    pub direction: i32,
+    /// `MXFP8_NVFP4_VALUES_*`.
+    pub values_dtype: i32,
+    /// `MXFP8_NVFP4_SCALES_*`.
+    pub scales_dtype: i32,
+    /// `MXFP8_PADDED_SCALES_*`.
+    pub padded_scales: i32,
+    /// `MXFP8_NVFP4_GLOBAL_SCALE_*`.
+    pub global_scale: i32,
+    /// The `cudaStream_t` copies run on (NULL: the legacy default stream).
+    pub stream: *mut c_void,
+    /// Allocates copies; None: the library allocates.
+    pub allocator: Option<mxfp8_allocator>,
+}
+
+impl Default for mxfp8_nvfp4_export_options {
+    /// `MXFP8_NVFP4_EXPORT_OPTIONS_INIT`.
+    fn default() -> Self {
+        Self {
+            struct_size: core::mem::size_of::<Self>() as u32,
+            direction: MXFP8_DIRECTION_ROWWISE,
+            values_dtype: MXFP8_NVFP4_VALUES_UINT8,
+            scales_dtype: MXFP8_NVFP4_SCALES_UINT8,
+            padded_scales: MXFP8_PADDED_SCALES_COPY,
+            global_scale: MXFP8_NVFP4_GLOBAL_SCALE_DECODE,
+            stream: core::ptr::null_mut(),
+            allocator: None,
+        }
+    }
+}
+
 // One declaration per function of mxfp8.h, in the header's order; the header documents each.
 extern "C" {
     /// The loaded library's version, encoded as [`MXFP8_VERSION`]. Cannot fail.
@@ -720,6 +824,24 @@ extern "C" {
     /// Decodes one direction into a float32 or bfloat16 buffer.
     pub fn mxfp8_dequantize(
         tensor: *const mxfp8_tensor,
+        options: *const mxfp8_dequantize_options,
+        output: *mut DLTensor,
+    ) -> mxfp8_status;
+    /// Validates an NVFP4 description and wraps it in a handle, taking its managed tensors on success.
+    pub fn mxfp8_nvfp4_tensor_create(desc: *const mxfp8_nvfp4_tensor_desc, out: *mut *mut mxfp8_nvfp4_tensor) -> mxfp8_status;
+    /// Drops the caller's reference. NULL is fine. Cannot fail.
+    pub fn mxfp8_nvfp4_tensor_release(tensor: *mut mxfp8_nvfp4_tensor);
+    /// Values view, compact E4M3 scales and the global scale of one direction (each pointer may be NULL).
+    pub fn mxfp8_nvfp4_export_components(
+        tensor: *const mxfp8_nvfp4_tensor,
+        options: *const mxfp8_nvfp4_export_options,
+        values: *mut *mut DLManagedTensorVersioned,
+        scales: *mut *mut DLManagedTensorVersioned,
+        global_scale: *mut *mut DLManagedTensorVersioned,
+    ) -> mxfp8_status;
+    /// Decodes one direction's stored matrix into a float32 or bfloat16 buffer.
+    pub fn mxfp8_nvfp4_dequantize(
+        tensor: *const mxfp8_nvfp4_tensor,
         options: *const mxfp8_dequantize_options,
         output: *mut DLTensor,
     ) -> mxfp8_status;

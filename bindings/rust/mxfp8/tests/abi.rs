@@ -106,6 +106,10 @@ fn rust_view() -> BTreeMap<String, i64> {
             scales_dtype, reserved, stream, allocator);
     layout!(r, mxfp8_dequantize_options: struct_size, direction, stream);
     layout!(r, mxfp8_convert_options: struct_size, target, direction, scale_fixup, stream);
+    layout!(r, mxfp8_nvfp4_tensor_desc: struct_size, scale_layout, e4m3_max, ndim, shape, rowwise_data, rowwise_scale_inv,
+            rowwise_amax, columnwise_data, columnwise_scale_inv, columnwise_amax);
+    layout!(r, mxfp8_nvfp4_export_options: struct_size, direction, values_dtype, scales_dtype, padded_scales,
+            global_scale, stream, allocator);
     r.insert("mxfp8_status".into(), size_of::<mxfp8_status>() as i64);
     r.insert("MXFP8_VERSION".into(), MXFP8_VERSION as i64);
     r.insert("MXFP8_NUM_STATUS".into(), mxfp8_status::NUM_STATUS.0 as i64);
@@ -123,6 +127,11 @@ fn rust_view() -> BTreeMap<String, i64> {
           int values_dtype, int scales_dtype, int reserved, ptr stream, fnptr allocator);
     init!(r, mxfp8_dequantize_options: int struct_size, int direction, ptr stream);
     init!(r, mxfp8_convert_options: int struct_size, int target, int direction, int scale_fixup, ptr stream);
+    init!(r, mxfp8_nvfp4_tensor_desc: int struct_size, int scale_layout, int e4m3_max, int ndim, ptr shape,
+          ptr rowwise_data, ptr rowwise_scale_inv, ptr rowwise_amax, ptr columnwise_data, ptr columnwise_scale_inv,
+          ptr columnwise_amax);
+    init!(r, mxfp8_nvfp4_export_options: int struct_size, int direction, int values_dtype, int scales_dtype,
+          int padded_scales, int global_scale, ptr stream, fnptr allocator);
     r
 }
 

@@ -207,5 +207,51 @@ int main(void) {
     INIT_INT(mxfp8_convert_options, v, scale_fixup);
     INIT_PTR(mxfp8_convert_options, v, stream);
   }
+  SIZE(mxfp8_nvfp4_tensor_desc);
+  FIELD(mxfp8_nvfp4_tensor_desc, struct_size);
+  FIELD(mxfp8_nvfp4_tensor_desc, scale_layout);
+  FIELD(mxfp8_nvfp4_tensor_desc, e4m3_max);
+  FIELD(mxfp8_nvfp4_tensor_desc, ndim);
+  FIELD(mxfp8_nvfp4_tensor_desc, shape);
+  FIELD(mxfp8_nvfp4_tensor_desc, rowwise_data);
+  FIELD(mxfp8_nvfp4_tensor_desc, rowwise_scale_inv);
+  FIELD(mxfp8_nvfp4_tensor_desc, rowwise_amax);
+  FIELD(mxfp8_nvfp4_tensor_desc, columnwise_data);
+  FIELD(mxfp8_nvfp4_tensor_desc, columnwise_scale_inv);
+  FIELD(mxfp8_nvfp4_tensor_desc, columnwise_amax);
+  SIZE(mxfp8_nvfp4_export_options);
+  FIELD(mxfp8_nvfp4_export_options, struct_size);
+  FIELD(mxfp8_nvfp4_export_options, direction);
+  FIELD(mxfp8_nvfp4_export_options, values_dtype);
+  FIELD(mxfp8_nvfp4_export_options, scales_dtype);
+  FIELD(mxfp8_nvfp4_export_options, padded_scales);
+  FIELD(mxfp8_nvfp4_export_options, global_scale);
+  FIELD(mxfp8_nvfp4_export_options, stream);
+  FIELD(mxfp8_nvfp4_export_options, allocator);
+  {
+    const mxfp8_nvfp4_tensor_desc v = MXFP8_NVFP4_TENSOR_DESC_INIT;
+    INIT_INT(mxfp8_nvfp4_tensor_desc, v, struct_size);
+    INIT_INT(mxfp8_nvfp4_tensor_desc, v, scale_layout);
+    INIT_INT(mxfp8_nvfp4_tensor_desc, v, e4m3_max);
+    INIT_INT(mxfp8_nvfp4_tensor_desc, v, ndim);
+    INIT_PTR(mxfp8_nvfp4_tensor_desc, v, shape);
+    INIT_PTR(mxfp8_nvfp4_tensor_desc, v, rowwise_data);
+    INIT_PTR(mxfp8_nvfp4_tensor_desc, v, rowwise_scale_inv);
+    INIT_PTR(mxfp8_nvfp4_tensor_desc, v, rowwise_amax);
+    INIT_PTR(mxfp8_nvfp4_tensor_desc, v, columnwise_data);
+    INIT_PTR(mxfp8_nvfp4_tensor_desc, v, columnwise_scale_inv);
+    INIT_PTR(mxfp8_nvfp4_tensor_desc, v, columnwise_amax);
+  }
+  {
+    const mxfp8_nvfp4_export_options v = MXFP8_NVFP4_EXPORT_OPTIONS_INIT;
+    INIT_INT(mxfp8_nvfp4_export_options, v, struct_size);
+    INIT_INT(mxfp8_nvfp4_export_options, v, direction);
+    INIT_INT(mxfp8_nvfp4_export_options, v, values_dtype);
+    INIT_INT(mxfp8_nvfp4_export_options, v, scales_dtype);
+    INIT_INT(mxfp8_nvfp4_export_options, v, padded_scales);
+    INIT_INT(mxfp8_nvfp4_export_options, v, global_scale);
+    INIT_PTR(mxfp8_nvfp4_export_options, v, stream);
+    INIT_PTR(mxfp8_nvfp4_export_options, v, allocator);
+  }
   return 0;
 }
