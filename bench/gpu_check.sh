@@ -41,7 +41,7 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | t
 
 step "C test suite (ctest)"
 (cd build-gpu && ctest --output-on-failure 2>&1) | tee "$OUT/ctest.log" || status=1
-for t in test_gpu test_gpu_quantize test_gpu_failures test_gpu_import; do build-gpu/tests/c/$t 2>&1 | tee -a "$OUT/ctest.log" | tail -4; done
+for t in test_gpu test_gpu_quantize test_gpu_failures test_gpu_import test_gpu_trtllm test_nvfp4; do build-gpu/tests/c/$t 2>&1 | tee -a "$OUT/ctest.log" | tail -4; done
 # Every value byte through the kernel (no cudaMemcpyAsync for large parts): the wide-chunk copy path.
 for t in test_gpu test_gpu_import; do
   MXFP8_COPY_ENGINE_MIN_BYTES=0 build-gpu/tests/c/$t >"$OUT/$t-kernel-copies.log" 2>&1 || status=1
@@ -52,7 +52,7 @@ grep -q "SKIPPED" "$OUT/ctest.log" && { echo "GPU cases were skipped on a GPU ma
 
 if [ "${BENCH_ONLY:-0}" != 1 ] && [ "${TESTS_ONLY:-0}" != 1 ]; then
 step "compute-sanitizer"
-for t in test_gpu test_gpu_quantize test_gpu_import; do
+for t in test_gpu test_gpu_quantize test_gpu_import test_gpu_trtllm test_nvfp4; do
 for tool in memcheck racecheck initcheck synccheck; do
   MXFP8_TEST_QUICK=1 timeout 200 compute-sanitizer --tool "$tool" --error-exitcode 9 build-gpu/tests/c/$t \
     >"$OUT/sanitizer-$tool.tmp" 2>&1
@@ -76,6 +76,7 @@ if [ "${BENCH_ONLY:-0}" != 1 ]; then
   grep -E "SKIPPED.*needs a CUDA device" "$OUT/pytest.log" && { echo "Python GPU tests were skipped on a GPU machine"; status=1; }
   step "the demo on the GPU (python -m mxfp8 demo)"
   python3 -m mxfp8 demo 2>&1 | tee "$OUT/examples.log" || status=1
+  python3 -m mxfp8 demo --format nvfp4 2>&1 | tee -a "$OUT/examples.log" || status=1
   step "weight sync example over CUDA IPC"
   python3 examples/weight_sync/weight_sync.py --transport ipc --path direct --steps 3 --layers 8 --hidden 2048 \
     2>&1 | tee -a "$OUT/examples.log" || status=1
@@ -112,6 +113,11 @@ PYTHONUNBUFFERED=1 timeout 120 python3 bench/reshard.py --smoke >"$OUT/reshard_s
   && echo "smoke run OK" || { echo "smoke run FAILED"; tail -20 "$OUT/reshard_smoke.log"; status=1; }
 PYTHONUNBUFFERED=1 timeout 400 python3 bench/reshard.py --out "$OUT/reshard.json" --merge "$OUT/results.json" 2>&1 \
   | tee "$OUT/reshard.log" | tail -30
+step "engine-native targets (bench/engine_layouts.py: a 128-expert MoE layer into each target)"
+PYTHONUNBUFFERED=1 timeout 300 python3 bench/engine_layouts.py --smoke >"$OUT/engine_layouts_smoke.log" 2>&1 \
+  && echo "smoke run OK" || { echo "smoke run FAILED"; tail -20 "$OUT/engine_layouts_smoke.log"; status=1; }
+PYTHONUNBUFFERED=1 timeout 300 python3 bench/engine_layouts.py --out "$OUT/engine_layouts.json" 2>&1 \
+  | tee "$OUT/engine_layouts.log" | tail -40
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 
 if python3 -c "import tvm_ffi, mxfp8; mxfp8.tvm_ffi_library_path()" 2>/dev/null; then

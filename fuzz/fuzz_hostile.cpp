@@ -1364,14 +1364,14 @@ void section_options(Reader &in) {
   mxfp8_quantize_options &o = n.known;
   o.format = in.byte() % 4 ? 1 + in.byte() % 2 : field(in, 3);
   o.block = field(in, 2);
-  o.scale_rounding = field(in, 2);
+  o.scale_rounding = field(in, 3);
   o.scales_layout = field(in, 3);
   o.values_dtype = field(in, 2);  // not used by quantize_into, still checked
   o.scales_dtype = field(in, 2);
   o.reserved = reserved(in);
   o.stream = reinterpret_cast<void *>(uintptr_t{0xDEAD} * (in.byte() % 2));
   const auto in_range = [](int32_t v, int32_t lo, int32_t hi) { return v >= lo && v <= hi; };
-  const bool fields_ok = in_range(o.format, 1, 2) && in_range(o.block, 0, 1) && in_range(o.scale_rounding, 0, 1) &&
+  const bool fields_ok = in_range(o.format, 1, 2) && in_range(o.block, 0, 1) && in_range(o.scale_rounding, 0, 2) &&
                          in_range(o.scales_layout, 0, 2) && in_range(o.values_dtype, 0, 1) &&
                          in_range(o.scales_dtype, 0, 1) && o.reserved == 0;
   // The outputs sized for the layout the fields ask for (the compact one when they are out of range).

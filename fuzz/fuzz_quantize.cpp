@@ -73,7 +73,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 
   mxfp8_quantize_options o = MXFP8_QUANTIZE_OPTIONS_INIT;
   o.format = 1 + in.byte() % 2;
-  o.scale_rounding = in.byte() % 2;
+  o.scale_rounding = in.byte() % 3;
   o.block = in.byte() % 3 == 0;
   const int wanted = 1 + in.byte() % 3;  // 1 rowwise, 2 columnwise, 3 both
   const int broken = in.byte() % 16;     // 0: a wrong option; 1: a wrong-sized output; else valid

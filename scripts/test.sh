@@ -81,6 +81,7 @@ python3 -m pip install -q --disable-pip-version-check --no-build-isolation . 2>&
 export MXFP8_REQUIRE_TVM_FFI=1
 python3 -m pytest -q -p no:cacheprovider bindings/python/tests | tee -a "$log"
 python3 -m mxfp8 demo --size small
+python3 -m mxfp8 demo --format nvfp4 --size small
 python3 examples/python/export_te_weight.py
 python3 examples/weight_sync/weight_sync.py --transport shm --steps 2
 python3 bench/tvm_ffi_overhead.py --device cpu --samples 300 --burst 20 | tr -d '\n ' && echo  # the benchmark still runs

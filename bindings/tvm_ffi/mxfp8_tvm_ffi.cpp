@@ -93,7 +93,9 @@ void quantize(TensorView input, Optional<TensorView> rowwise_data, Optional<Tens
   options.format = fp8_format(fp8_dtype);
   options.block = choose("block", block, {{"1x32", MXFP8_BLOCK_1X32}, {"32x32", MXFP8_BLOCK_32X32}});
   options.scale_rounding =
-      choose("rounding", rounding, {{"rceil", MXFP8_SCALE_ROUNDING_RCEIL}, {"floor", MXFP8_SCALE_ROUNDING_FLOOR}});
+      choose("rounding", rounding, {{"rceil", MXFP8_SCALE_ROUNDING_RCEIL},
+                                    {"floor", MXFP8_SCALE_ROUNDING_FLOOR},
+                                    {"compressed_tensors", MXFP8_SCALE_ROUNDING_COMPRESSED_TENSORS}});
   options.scales_layout = choose("scales", scales,
                                  {{"compact", MXFP8_QUANTIZED_SCALES_COMPACT},
                                   {"padded", MXFP8_QUANTIZED_SCALES_PADDED},
@@ -219,7 +221,7 @@ Quantizes x (bfloat16, float16 or float32, row-major contiguous, (*lead, K)) int
 bit-exact with Transformer Engine under "rceil" (mxfp8_quantize_into). Pass a direction's data and
 scale_inv together, None for both to skip it. Values: uint8 or the float8 of fp8_dtype, prod(shape)
 elements. Scales: uint8 or float8_e8m0fnu, exactly the element count of the layout.
-  fp8_dtype "e4m3" | "e5m2"; block "1x32" | "32x32"; rounding "rceil" | "floor" (OCP MX);
+  fp8_dtype "e4m3" | "e5m2"; block "1x32" | "32x32"; rounding "rceil" | "floor" (OCP MX) | "compressed_tensors";
   scales "compact" | "padded" (Transformer Engine's allocation) | "swizzled" (its cuBLAS 128x4 layout).)");
 
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(dequantize, mxfp8_tvm_ffi::dequantize);

@@ -306,6 +306,13 @@ typedef struct mxfp8_export_options {
   /* Added in 0.1 after the fields above (older callers' smaller struct_size means per 32). */
   int32_t scales_granularity; /* mxfp8_scales_granularity */
   uint32_t reserved2;         /* must be 0 */
+  /* Added after the fields above (a smaller struct_size means MXFP8_SCALE_FIXUP_NONE): the
+   * mxfp8_scale_fixup (declared with the import calls) applied to every scale written by
+   * mxfp8_export_scales_batched, mxfp8_export_bucket and mxfp8_import_tensors and their prepared forms.
+   * mxfp8_export_components and mxfp8_grouped_export_stacked, whose scales may be views, take only
+   * MXFP8_SCALE_FIXUP_NONE (MXFP8_ERROR_INVALID_ARGUMENT otherwise). */
+  int32_t scale_fixup;
+  uint32_t reserved3;         /* must be 0 */
 } mxfp8_export_options;
 
 #define MXFP8_EXPORT_OPTIONS_INIT                                                     \
@@ -319,7 +326,9 @@ typedef struct mxfp8_export_options {
     NULL,                                     /* stream: the legacy default stream */ \
     NULL,                                     /* allocator: the library allocates */  \
     MXFP8_SCALES_PER_32,                      /* scales_granularity */                \
-    0u                                        /* reserved2 */                         \
+    0u,                                       /* reserved2 */                         \
+    0,                                        /* scale_fixup: MXFP8_SCALE_FIXUP_NONE */ \
+    0u                                        /* reserved3 */                         \
   }
 
 /* Exports one direction of `tensor` as two DLPack tensors:
@@ -443,10 +452,14 @@ MXFP8_API void mxfp8_prepared_export_release(mxfp8_prepared_export *prepared);
  * Import: a bucket, or a trainer's tensors, written into the engine's own parameters   [EXPERIMENTAL]
  * ==================================================================================================== */
 
-/* The layout of one tensor's parts, as a bucket carries them or as an engine's parameters want them.
- * Values are row-major in every layout so far. Scales of a rowwise tensor form S (R x C) =
- * (M, ceil(K/32)); of a columnwise tensor S (R x C) = (ceil(M/32), K). Future engine-native layouts
- * (TRT-LLM shuffled MoE weights, DeepGEMM packed UE8M0) will take the next values. */
+/* The layout of one tensor's parts, as a bucket carries them or as an engine's parameters want them
+ * (the README's table "engine -> parameter -> target -> call" says which engine loads which).
+ * Values are row-major in every layout except the TRT-LLM ones, which permute value rows.
+ * Scales of a rowwise tensor form S (R x C) = (M, ceil(K/32)); of a columnwise tensor
+ * S (R x C) = (ceil(M/32), K). Every layout can be a destination (mxfp8_import_*, mxfp8_convert*) and a
+ * bucket part (manifest.scales_layouts); the bytes a layout gives for (R, C) are exact: a buffer or part
+ * of any other size is refused, so scales are never decoded in a layout they are not in (nor
+ * transformed twice). For grouped experts each expert's scales take that many bytes, back to back. */
 typedef enum mxfp8_layout {
   /* Scales compact row-major, exactly R * C bytes: what mxfp8_export_bucket writes and vLLM / SGLang load. */
   MXFP8_LAYOUT_COMPACT = 0,
@@ -454,8 +467,47 @@ typedef enum mxfp8_layout {
    * roundup(R, 128) * roundup(C, 4) bytes (columnwise: S^T swizzled, roundup(C, 128) * roundup(R, 4)),
    * padding bytes zero: what a cuBLAS or CUTLASS MXFP8 GEMM (vLLM's FlashInfer-CUTLASS linear, SGLang's
    * weight_scale_inv_swizzled) loads. */
-  MXFP8_LAYOUT_CUTLASS_128X4 = 1
+  MXFP8_LAYOUT_CUTLASS_128X4 = 1,
+  /* FlashInfer's TRT-LLM MoE weights (vLLM's MXFP8 MoE backend: what _shuffle_mxfp8_moe_weights makes of
+   * w2_weight and its scales), per expert of R rows, R a multiple of 128 (FlashInfer's requirement):
+   * FlashInfer's shuffle_matrix_a permutation (epilogue_tile_m 128) moves row 32b + i of the values
+   * and of S to row 32b + 8 * (i % 4) + i / 4; the permuted S is then laid out as
+   * MXFP8_LAYOUT_CUTLASS_128X4 (shuffle_matrix_sf_a), R * roundup(C, 4) bytes, padding zero:
+   *
+   *   byte offset of S(r, c) = swizzled offset of (32 * (r / 32) + 8 * (r % 4) + (r % 32) / 4, c)
+   *
+   * The values must be converted along (mxfp8_convert*): their rows move the same way. Rowwise only;
+   * not a bucket or import layout (a bucket's values are in row order). */
+  MXFP8_LAYOUT_TRTLLM_SHUFFLED = 2,
+  /* DeepGEMM's packed UE8M0 scales (SGLang's DeepGEMM path; DeepGEMM's
+   * get_mn_major_tma_aligned_packed_ue8m0_tensor): the int32 tensor [mn, ceil(sf_k / 4)] with
+   * mn = R, sf_k = C, MN-major, strides (1, mn_aligned) in int32 elements, mn_aligned = roundup(R, 4).
+   * Int32 (m, j) holds the E8M0 bytes of S(m, 4j .. 4j+3), S(m, 4j) in its lowest byte, so in memory:
+   *
+   *   byte offset of S(r, c) = ((c / 4) * roundup(R, 4) + r) * 4 + c % 4
+   *
+   * exactly 4 * ceil(C / 4) * roundup(R, 4) bytes; padding bytes (columns C.. of the last int32 of a row,
+   * rows R .. mn_aligned) are zero. Grouped experts stack to DeepGEMM's [G, mn, ceil(sf_k / 4)] with
+   * strides (ceil(sf_k / 4) * mn_aligned, 1, mn_aligned). Rowwise scales only (DeepGEMM packs along K):
+   * columnwise is refused with MXFP8_ERROR_INVALID_ARGUMENT. */
+  MXFP8_LAYOUT_DEEPGEMM_PACKED = 3,
+  /* The same for the gate-and-up projection of a gated activation (SwiGLU): what vLLM loads as
+   * w13_weight and its scales. The source rows are [gate (w1) rows 0 .. N-1; up (w3) rows N .. 2N-1],
+   * as vLLM's and SGLang's w13 and the checkpoints hold them (R = 2N). First vLLM's swap_w13_to_w31
+   * and FlashInfer's reorder_rows_for_gated_act_gemm: row 2i <- up row i (source N + i), row 2i + 1 <-
+   * gate row i (source i); then MXFP8_LAYOUT_TRTLLM_SHUFFLED's shuffle and 128x4 interleave. */
+  MXFP8_LAYOUT_TRTLLM_SHUFFLED_GATED = 4
 } mxfp8_layout;
+
+/* A rewrite of scale bytes some consumers need, applied to every real scale a call writes (padding
+ * stays zero). */
+typedef enum mxfp8_scale_fixup {
+  MXFP8_SCALE_FIXUP_NONE = 0, /* the scale bytes as stored: the default */
+  /* E8M0 byte 0 (2^-127, an all-zero block) written as 1 (2^-126). NeMo RL (#3477) writes it so, so
+   * that its two weight transports send identical scale bytes; a block of zeros decodes to zeros either
+   * way. */
+  MXFP8_SCALE_FIXUP_ZERO_EXPONENT_AS_ONE = 1
+} mxfp8_scale_fixup;
 
 /* What a bucket holds, as the sender describes it to the receiver (who has only the bytes). The arrays
  * have `count` entries, tensor i's at index i; they are read during the call (and the preparation) only.
@@ -474,6 +526,10 @@ typedef struct mxfp8_bucket_manifest {
    * mxfp8_export_bucket writes. A part whose size does not match its layout is an error, so a receiver
    * never decodes scales in a layout they are not in (nor transforms them twice). */
   const int32_t *scales_layouts;
+  /* Added after the fields above (a smaller struct_size means MXFP8_SCALE_FIXUP_NONE): the
+   * mxfp8_scale_fixup mxfp8_import_bucket applies to every scale it writes. */
+  int32_t scale_fixup;
+  uint32_t reserved2; /* must be 0 */
   /* Added with resharding (experimental) after the fields above. The shard of tensor i that
    * destinations[i] receives (see "Resharding"): the receiver takes only its rank's rows / columns of a
    * bucket that carries whole tensors, and the destination has the shard's sizes. NULL, or a NULL
@@ -492,6 +548,8 @@ typedef struct mxfp8_bucket_manifest {
     NULL,                                      /* formats: all E4M3 */      \
     NULL,                                      /* directions: all rowwise */ \
     NULL,                                      /* scales_layouts: compact */ \
+    MXFP8_SCALE_FIXUP_NONE,                    /* scale_fixup */            \
+    0u,                                        /* reserved2 */              \
     NULL                                       /* shards: whole tensors */ \
   }
 
@@ -501,7 +559,10 @@ typedef struct mxfp8_bucket_manifest {
  *   values: uint8 or the float8 of the tensor's format, contiguous, exactly prod(shape) elements (any
  *           shape), row-major bytes of the tensor.
  *   scales: uint8 or float8_e8m0fnu, contiguous, exactly the byte count `scales_layout` gives (any
- *           shape: (R, C), flat, ...). Every byte is written, padding included.
+ *           shape: (R, C), flat, ...); for MXFP8_LAYOUT_DEEPGEMM_PACKED also int32 (a quarter as many
+ *           elements) or DeepGEMM's own strided int32 (R, ceil(C/4)) tensor. Every byte is written,
+ *           padding included. A layout that permutes value rows (TRT-LLM) is refused here: write it with
+ *           mxfp8_convert.
  * All destinations of a call live on the source's device and share no byte with the source or with each
  * other.
  *
@@ -518,10 +579,11 @@ typedef struct mxfp8_import_destination {
 
 /* Writes every tensor of `bucket` (contiguous uint8, host or CUDA memory) into destinations[i],
  * i < manifest->count: the values copied, the scales moved from the layout the manifest records into the
- * layout the destination asks for (a copy when they are the same, with the padding of a 128x4 buffer
- * zeroed; otherwise an unswizzle or a swizzle, in the same pass). Everything (manifest, every part inside
- * the bucket and of the size its shape and layout give, every destination's dtype, size, device and
- * overlap) is checked before anything is written. CUDA: one kernel launch for the whole bucket (a few
+ * layout the destination asks for (a copy when they are the same, with padding written as zero;
+ * otherwise the transform between the two, in the same pass; manifest->scale_fixup rewrites exponent
+ * bytes 0 as it says). Everything (manifest, every part inside the bucket and of the size its shape and
+ * layout give, every destination's dtype, size, device and overlap) is checked before anything is
+ * written. CUDA: one kernel launch for the whole bucket (a few
  * past several hundred parts) queued on `stream`, values of 4 MiB or more through cudaMemcpyAsync on the
  * same stream as for mxfp8_export_bucket; the call does not wait. Host: done when the call
  * returns. count == 0 is a no-op. The bucket is only read. */
@@ -629,18 +691,86 @@ MXFP8_API mxfp8_status mxfp8_grouped_export_stacked(const mxfp8_grouped_tensor *
                                                     DLManagedTensorVersioned **scales);
 
 /* ====================================================================================================
+ * Engine-native targets: a tensor or grouped experts converted into an engine's layout  [EXPERIMENTAL]
+ * ==================================================================================================== */
+
+/* An engine loads MXFP8 weights in its kernels' own layout (mxfp8_layout; the README's table says which
+ * engine parameter takes which). These calls write it once, checked, from the scales as the producer
+ * stores them (compact, padded or 128x4 swizzled, as described by mxfp8_tensor_create or
+ * mxfp8_grouped_tensor_create), into caller buffers: no per-expert pass in the engine.
+ * Options: start from MXFP8_CONVERT_OPTIONS_INIT; NULL means its defaults. */
+typedef struct mxfp8_convert_options {
+  uint32_t struct_size; /* sizeof(mxfp8_convert_options) */
+  int32_t target;       /* mxfp8_layout the scales are written in, default MXFP8_LAYOUT_COMPACT */
+  int32_t direction;    /* mxfp8_direction read from an mxfp8_tensor, default rowwise (grouped: rowwise only) */
+  int32_t scale_fixup;  /* mxfp8_scale_fixup, default none */
+  void *stream;         /* cudaStream_t the work is queued on (NULL: the legacy default); unused for host memory */
+} mxfp8_convert_options;
+
+#define MXFP8_CONVERT_OPTIONS_INIT                                                     \
+  {                                                                                    \
+    (uint32_t) sizeof(mxfp8_convert_options),  /* struct_size */                       \
+    MXFP8_LAYOUT_COMPACT,                      /* target */                            \
+    MXFP8_DIRECTION_ROWWISE,                   /* direction */                         \
+    MXFP8_SCALE_FIXUP_NONE,                    /* scale_fixup */                       \
+    NULL                                       /* stream: the legacy default stream */ \
+  }
+
+/* Writes direction options->direction of `tensor` in layout options->target:
+ *
+ *   scales: uint8, float8_e8m0fnu or (for MXFP8_LAYOUT_DEEPGEMM_PACKED) int32, contiguous, exactly the
+ *           bytes the target gives for the tensor's scale matrix (any shape), on the tensor's device;
+ *           for MXFP8_LAYOUT_DEEPGEMM_PACKED also DeepGEMM's own strided int32 tensor (R, ceil(C/4)),
+ *           strides (1, roundup(R, 4)). Every byte is written, padding included (as zero).
+ *   values: NULL, or uint8 / the float8 of the tensor's format, contiguous, prod(shape) elements: the
+ *           values in the target's row order (a copy for every target but the TRT-LLM ones). Required
+ *           by targets that permute value rows. The TRT-LLM targets lay the tensor out as one expert of
+ *           M = prod(lead) rows; MXFP8_LAYOUT_TRTLLM_SHUFFLED_GATED refuses a tensor of more than 2
+ *           dimensions (stacked experts: mxfp8_convert_grouped).
+ *
+ * Columnwise: compact and 128x4 as mxfp8_layout says (128x4 swizzles S^T, as cuBLAS reads columnwise
+ * scales); the DeepGEMM and TRT-LLM layouts are rowwise only and refuse it. Everything (options,
+ * dtypes, sizes, devices, no output sharing a byte with the tensor or with the other output) is checked
+ * before anything is written. Host memory: done on return. CUDA: one launch on options->stream (plus a
+ * cudaMemcpyAsync for values of 4 MiB or more, as mxfp8_export_bucket; the TRT-LLM targets' values
+ * take a row-permuting launch of their own instead); the call does not wait. */
+MXFP8_API mxfp8_status mxfp8_convert(const mxfp8_tensor *tensor, const mxfp8_convert_options *options,
+                                     DLTensor *values, DLTensor *scales);
+
+/* The same for E grouped experts of one row count N (rowwise): expert e's scales are written at byte
+ * e * B of `scales`, B the bytes the target gives for (N, ceil(K/32)), so the buffer holds E * B bytes
+ * (for MXFP8_LAYOUT_DEEPGEMM_PACKED: DeepGEMM's int32 [E, N, ceil(sf_k/4)], flat or with its strides
+ * (ceil(sf_k/4) * roundup(N, 4), 1, roundup(N, 4))); values, when given, E * N * K elements, stacked
+ * [E, N, K] in the target's row order (the TRT-LLM targets permute each expert's rows: vLLM's
+ * w13_weight / w2_weight). All experts in one launch (a second past about 300 experts; the TRT-LLM
+ * targets' values one more, for all experts). Same checks and stream rules as mxfp8_convert. */
+MXFP8_API mxfp8_status mxfp8_convert_grouped(const mxfp8_grouped_tensor *grouped,
+                                             const mxfp8_convert_options *options, DLTensor *values,
+                                             DLTensor *scales);
+
+/* The bytes the scales of an R x C scale matrix S take in `layout` (`direction` says whether S is
+ * rowwise, or columnwise as 128x4 swizzles its transpose), in *bytes: what an engine allocates before
+ * a convert or an import. Fails with MXFP8_ERROR_INVALID_ARGUMENT for a layout that does not take this
+ * direction and MXFP8_ERROR_UNSUPPORTED for one this build does not write. */
+MXFP8_API mxfp8_status mxfp8_layout_bytes(int32_t layout, int32_t direction, int64_t rows, int64_t cols,
+                                          int64_t *bytes);
+
+/* ====================================================================================================
  * Low level: one scale matrix between caller-owned buffers                             [STABLE]
  * ==================================================================================================== */
 
 /* Undoes the GEMM swizzle of one scale matrix.
  *
- *   swizzled: contiguous, uint8 or e8m0, exactly roundup(R, 128) * roundup(C, 4) bytes (any shape).
- *   compact:  the R x C destination, uint8 or e8m0, same device; its shape gives R and C (leading dims
- *             flattened into rows). Any non-negative strides that give every element a byte of its
- *             own: strides (1, R) on this (R, C) shape write the transpose into a (C, R) row-major
- *             buffer, which is how columnwise scales come out. Strides under which two elements
- *             would share a byte (e.g. (0, 1)) are refused.
+ *   swizzled: contiguous, uint8, e8m0 or float8_e4m3fn, exactly roundup(R, 128) * roundup(C, 4) bytes
+ *             (any shape).
+ *   compact:  the R x C destination, uint8, e8m0 or float8_e4m3fn, same device; its shape gives R and C
+ *             (leading dims flattened into rows). Any non-negative strides that give every element a
+ *             byte of its own: strides (1, R) on this (R, C) shape write the transpose into a (C, R)
+ *             row-major buffer, which is how columnwise scales come out. Strides under which two
+ *             elements would share a byte (e.g. (0, 1)) are refused.
  *
+ * The move is byte for byte, so it serves any one-byte scale: MXFP8's E8M0 and NVFP4's E4M3 block scales
+ * (R x ceil(C/16), see the NVFP4 section) alike; float8_e4m3fn is accepted for the latter.
  * CUDA buffers: the kernel is queued on `stream` (NULL: legacy default); the call does not wait.
  * Host buffers: done when the call returns. `swizzled` is never written. */
 MXFP8_API mxfp8_status mxfp8_unswizzle_scales(const DLTensor *swizzled, DLTensor *compact,
@@ -657,7 +787,7 @@ MXFP8_API mxfp8_status mxfp8_swizzle_scales(const DLTensor *compact, DLTensor *s
  * ==================================================================================================== */
 
 /* How a block's E8M0 scale is chosen from its amax (the largest |x| of the block; every NaN element,
- * signaling ones too, is skipped, as the GPU's max.f32 skips them). max_norm is 448 (E4M3) or 57344 (E5M2); emax is 8 (E4M3) or 15 (E5M2).
+ * signaling ones too, is skipped, as the GPU's max.f32 skips them, except under COMPRESSED_TENSORS). max_norm is 448 (E4M3) or 57344 (E5M2); emax is 8 (E4M3) or 15 (E5M2).
  *
  * Then every element becomes fp8(x * r(e)): the float product, rounded to nearest-even into the FP8
  * format and saturated to +-max_norm (Inf too); NaN becomes 0x7F. Values of zero keep their sign.
@@ -675,7 +805,23 @@ typedef enum mxfp8_scale_rounding {
   /* The OCP MX v1.0 rule: e = clamp(floor(log2(amax)) - emax + 127, 0, 254) (254 for Inf), and
    * r(e) = 2^(127 - e) exactly (2^-127 is a subnormal float). The largest elements may exceed max_norm
    * and saturate; that is the rule's known cost. */
-  MXFP8_SCALE_ROUNDING_FLOOR = 1
+  MXFP8_SCALE_ROUNDING_FLOOR = 1,
+  /* compressed-tensors' MX rule (llm-compressor's MXFP8 checkpoints; vLLM's online MXFP8 quantizer
+   * aligned with it), bit for bit: its generate_mx_scales and round_to_quantized_type_dtype(uint8).
+   *   p = amax rounded to a power of two: down, or up when amax's mantissa is >= 1.75 (its
+   *       round_to_power_2); amax >= 1.75 * 2^127 rounds to Inf;
+   *   e = clamp(log2(p) - emax + 127, 0, 255): 0 for p = 0 (an all-zero block, subnormal amaxes),
+   *       255 for p = Inf. A NaN element makes its block's amax NaN (torch.amax propagates it), which
+   *       counts as Inf, as torch's own NaN (0x7FC00000) does in round_to_power_2's bit arithmetic.
+   *   r(e) = 2^(127 - e) exactly, and r(255) = 0 (it divides by 2^(e - 127), +Inf for 255).
+   * So no element ever saturates, and a block with an Inf, a NaN or an amax >= 1.75 * 2^127 gets the
+   * scale byte 255 (E8M0's NaN) and comes out as zeros of its elements' signs, NaN where the Inf and
+   * NaN were. emax is 8 for E4M3; compressed-tensors has no E5M2 MX format, for which this library uses
+   * emax 15 (57344 = 1.75 * 2^15 too). The amax is taken on the input's exact values, which is
+   * compressed-tensors in the input's dtype for bfloat16 (vLLM's path) and float32, and in float32 for
+   * a float16 input. NaN elements are written 0x7F, as under the other rules (torch's cast keeps a
+   * NaN's sign bit, so compressed-tensors may write 0xFF there; both decode to NaN). */
+  MXFP8_SCALE_ROUNDING_COMPRESSED_TENSORS = 2
 } mxfp8_scale_rounding;
 
 /* The layout a quantize writes the scales in. Padding bytes are written as zero. */
@@ -856,7 +1002,7 @@ typedef struct mxfp8_shard {
  *           only the shard's scales: one kernel launch on options->stream for CUDA memory.
  *
  * options as for mxfp8_export_components (NULL: its defaults); options->scales_granularity must be
- * MXFP8_SCALES_PER_32. `shard` is read during the call only; NULL is an error (MXFP8_SHARD_INIT is the
+ * MXFP8_SCALES_PER_32 and options->scale_fixup MXFP8_SCALE_FIXUP_NONE, as there. `shard` is read during the call only; NULL is an error (MXFP8_SHARD_INIT is the
  * whole tensor). Same ownership, stream, output and failure rules as mxfp8_export_components. */
 MXFP8_API mxfp8_status mxfp8_export_shard(const mxfp8_tensor *tensor, const mxfp8_shard *shard,
                                           const mxfp8_export_options *options,
@@ -869,7 +1015,8 @@ MXFP8_API mxfp8_status mxfp8_export_shard(const mxfp8_tensor *tensor, const mxfp
  * NULL entry, is the whole tensor. The same checks and errors as the whole-tensor calls, plus each
  * shard's (named shards[i]); the entries must come from mxfp8_bucket_plan_shards with the same tensors,
  * shards and options. The receiver describes entry i with the shard's shape (rows, cols) in its
- * manifest. CUDA: one launch for the whole bucket (values of whole-row shards of 4 MiB or more through
+ * manifest. options->scale_fixup applies to the whole tensors only: with a shard set it is
+ * MXFP8_ERROR_UNSUPPORTED. CUDA: one launch for the whole bucket (values of whole-row shards of 4 MiB or more through
  * cudaMemcpyAsync, as for mxfp8_export_bucket). */
 MXFP8_API mxfp8_status mxfp8_bucket_plan_shards(const mxfp8_tensor *const *tensors, const mxfp8_shard *const *shards,
                                                 size_t count, const mxfp8_export_options *options, uint64_t alignment,
@@ -890,13 +1037,18 @@ MXFP8_API mxfp8_status mxfp8_prepare_bucket_shards(const mxfp8_tensor *const *te
  * so every rank maps one bucket and takes its own part. A shard of a bucket part in
  * MXFP8_LAYOUT_CUTLASS_128X4 may only go to a compact destination; into an MXFP8_LAYOUT_CUTLASS_128X4
  * destination a shard of several row pieces needs rowwise scales and pieces of multiples of 128 rows
- * (but the last), so that each piece fills whole tiles; anything else is MXFP8_ERROR_UNSUPPORTED. */
+ * (but the last), so that each piece fills whole tiles; anything else is MXFP8_ERROR_UNSUPPORTED. A shard
+ * is written with its scale bytes as stored, into MXFP8_LAYOUT_COMPACT or MXFP8_LAYOUT_CUTLASS_128X4
+ * destinations, from parts in those layouts: the engine-native layouts (as the part's layout or the
+ * destination's) and manifest.scale_fixup MXFP8_SCALE_FIXUP_ZERO_EXPONENT_AS_ONE are
+ * MXFP8_ERROR_UNSUPPORTED for a tensor with a shard. */
 
 /* The direct path with shards: mxfp8_import_tensors / mxfp8_prepare_import_tensors where destinations[i]
  * receives shards[i] of tensors[i] (NULL, or a NULL entry: the whole tensor), read straight from the
  * trainer's storage (e.g. mapped over CUDA IPC) in one launch. Into a compact destination any legal
  * shard; into an MXFP8_LAYOUT_CUTLASS_128X4 destination the same rules as above, so a shard of swizzled
- * storage (TE's optimize_for_gemm) goes to compact destinations only (MXFP8_ERROR_UNSUPPORTED otherwise).
+ * storage (TE's optimize_for_gemm) goes to compact destinations only (MXFP8_ERROR_UNSUPPORTED otherwise),
+ * and, as above, no shard goes to an engine-native layout nor with options->scale_fixup set.
  * Same checks and errors as mxfp8_import_tensors, plus each shard's (named shards[i]). */
 MXFP8_API mxfp8_status mxfp8_import_tensor_shards(const mxfp8_tensor *const *tensors, const mxfp8_shard *const *shards,
                                                   size_t count, const mxfp8_export_options *options,
@@ -920,6 +1072,192 @@ MXFP8_API mxfp8_status mxfp8_grouped_export_experts(const mxfp8_grouped_tensor *
                                                     size_t count, const mxfp8_export_options *options,
                                                     DLManagedTensorVersioned **values,
                                                     DLManagedTensorVersioned **scales);
+
+/* ====================================================================================================
+ * NVFP4: describing, exporting, swizzling and dequantizing                             [EXPERIMENTAL]
+ * ==================================================================================================== */
+
+/* NVFP4 (Blackwell's 4-bit recipe), as Transformer Engine stores it (transformer_engine/pytorch/tensor/
+ * nvfp4_tensor.py, custom_recipes/reference_nvfp4.py, common/cast/nvfp4/dequantize_nvfp4.cuh):
+ *
+ *   - values: FP4 E2M1 (sign, 2 exponent bits, 1 mantissa bit: 0, 0.5, 1, 1.5, 2, 3, 4, 6 and their
+ *     negatives; no Inf, no NaN), two per byte, the EVEN element in the LOW nibble (element 2i of a row
+ *     is byte i & 0xF, element 2i+1 is byte i >> 4). This is also DLPack's packing of kDLFloat4_e2m1fn.
+ *   - block scales: one FP8 E4M3 (float8_e4m3fn) per 16 consecutive values of a row (the last block of a
+ *     row may be shorter). For a stored matrix of R rows and C columns the scale matrix S is
+ *     R x ceil(C/16); TE allocates it padded to (roundup(R, 128), roundup(ceil(C/16), 4)), row-major or
+ *     in the same cuBLAS 128x4 layout as MXFP8 (MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED, S itself swizzled).
+ *   - second level: TE keeps amax (float32; one per tensor, or one per row with its row_scaled_nvfp4
+ *     option), and an element decodes as
+ *
+ *       x = e2m1(v) * ((e4m3(s) * amax) * float(1 / (6 * E4M3_MAX)))      computed in float, in this order
+ *
+ *     with E4M3_MAX = 448, or 256 with TE's "4over6" option (nvfp4_e4m3_max).
+ *   - directions: rowwise data is the (M, K) matrix, M = prod(lead), scaled along K. Columnwise data is
+ *     stored TRANSPOSED, the (K, M) matrix scaled along M, with scales padded to (roundup(K, 128),
+ *     roundup(ceil(M/16), 4)); so either direction is one stored matrix (R, C) = (M, K) or (K, M), scaled
+ *     along its rows, and everything below speaks of that stored matrix. C must be even (rows are whole
+ *     bytes).
+ *
+ * Consumers: vLLM's ModelOpt NVFP4 loads uint8 values [N, K/2], row-major E4M3 scales [N, K/16] and
+ * weight_scale_2 = amax / (6 * 448) (MXFP8_NVFP4_GLOBAL_SCALE_DECODE); FlashInfer's nvfp4_quantize takes
+ * the encode scale 6 * 448 / amax (MXFP8_NVFP4_GLOBAL_SCALE_ENCODE); compressed-tensors stores that
+ * encode scale as its weight_global_scale. The cuBLAS layout of the block scales is the MXFP8 one on
+ * bytes: mxfp8_swizzle_scales and mxfp8_unswizzle_scales move NVFP4 scale matrices R x ceil(C/16) as
+ * they are (uint8 or float8_e4m3fn). */
+
+/* The dtype of the exported values. Either way the bytes are the stored ones (even element low). */
+typedef enum mxfp8_nvfp4_values_dtype {
+  MXFP8_NVFP4_VALUES_UINT8 = 0,  /* packed bytes, (*lead, K/2) rowwise, (K, M/2) columnwise: what ModelOpt
+                                  * checkpoints and vLLM load */
+  MXFP8_NVFP4_VALUES_FLOAT4 = 1  /* kDLFloat4_e2m1fn (17), bits 4, lanes 1, packed as DLPack defines it:
+                                  * (*lead, K) rowwise, (K, M) columnwise, strides in elements */
+} mxfp8_nvfp4_values_dtype;
+
+/* The dtype of the exported block scales: the E4M3 byte either way. */
+typedef enum mxfp8_nvfp4_scales_dtype {
+  MXFP8_NVFP4_SCALES_UINT8 = 0, /* uint8 */
+  MXFP8_NVFP4_SCALES_E4M3 = 1   /* kDLFloat8_e4m3fn (10): what vLLM's weight_scale parameter holds */
+} mxfp8_nvfp4_scales_dtype;
+
+/* Which second-level scale an export returns (float32, one per amax). */
+typedef enum mxfp8_nvfp4_global_scale {
+  /* amax / (6 * E4M3_MAX), a float division: the factor that decodes, ModelOpt's and vLLM's
+   * weight_scale_2. x = e2m1 * e4m3 * this, up to the rounding of the product. */
+  MXFP8_NVFP4_GLOBAL_SCALE_DECODE = 0,
+  /* (6 * E4M3_MAX) / amax, as Transformer Engine's quantizer computes it
+   * (compute_global_encode_scaling_factor_FP4, common/cast/nvfp4/core_nvfp4.cuh): capped at FLT_MAX (also
+   * for a NaN amax), and 1 when amax is zero or the quotient is zero (amax Inf). FlashInfer's
+   * nvfp4_quantize global_scale; compressed-tensors' weight_global_scale. */
+  MXFP8_NVFP4_GLOBAL_SCALE_ENCODE = 1
+} mxfp8_nvfp4_global_scale;
+
+/* Everything that says what an NVFP4 tensor is and where its bytes are. Start from
+ * MXFP8_NVFP4_TENSOR_DESC_INIT.
+ *
+ * Per direction, three tensors, all on one device (kDLCPU, kDLCUDA, kDLCUDAHost or kDLCUDAManaged):
+ *   *_data:      the stored matrix (R, C) (rowwise (M, K), columnwise (K, M)), row-major contiguous, as
+ *                uint8 holding two values per byte, or kDLFloat4_e2m1fn with bits 4 and lanes 1 (not flagged
+ *                DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED). Its shape must say rows of C/2 bytes (C
+ *                float4 elements) one of two ways: leading dimensions whose product is R and a last
+ *                dimension of one row (TE's rowwise (*lead, K/2)), or a first dimension R and the others'
+ *                product one row (TE's columnwise (K, *lead) with its last dimension halved). C even.
+ *   *_scale_inv: the E4M3 block scales, uint8 or kDLFloat8_e4m3fn, laid out as `scale_layout` says for
+ *                the R x ceil(C/16) matrix S: row-major (R', C') with R' >= R, C' >= ceil(C/16), last
+ *                dimension stride 1, leading dimensions flattening into rows (compact or TE's padded
+ *                buffer), or GEMM-swizzled: contiguous, exactly roundup(R, 128) * roundup(ceil(C/16), 4)
+ *                bytes. Padding is never read.
+ *   *_amax:      float32, contiguous, one element (per tensor, any shape such as () or (1,)) or, rowwise
+ *                only, M elements (TE's row_scaled_nvfp4: amax of row r).
+ * A direction is given with all three or not at all; at least one direction is given.
+ *
+ * The logical shape (*lead, K): from `shape` when ndim > 0 (then each direction's data is checked against
+ * it), else from rowwise data ((*lead, K) as the data's leading dimensions and K = 2 * last for uint8),
+ * else from columnwise data as TE reads it back: (K, d1, ..., dn) gives (d1, ..., 2 * dn, K) for uint8.
+ *
+ * Ownership: as mxfp8_tensor_desc. On success every non-NULL managed tensor is taken and its deleter runs
+ * exactly once, when the tensor and every view exported from it are released; a NULL deleter marks
+ * borrowed memory. On failure nothing is taken. The same managed tensor in two fields is an error. */
+typedef struct mxfp8_nvfp4_tensor_desc {
+  uint32_t struct_size; /* sizeof(mxfp8_nvfp4_tensor_desc) */
+  int32_t scale_layout; /* mxfp8_scale_layout of both directions' scales (TE's with_gemm_swizzled_scales) */
+  int32_t e4m3_max;     /* 448, or 256 for TE's 4over6 tensors (nvfp4_e4m3_max) */
+  int32_t ndim;         /* length of `shape`; 0 takes the logical shape from the data */
+  const int64_t *shape; /* the logical shape (*lead, K), copied */
+  DLManagedTensorVersioned *rowwise_data;
+  DLManagedTensorVersioned *rowwise_scale_inv;
+  DLManagedTensorVersioned *rowwise_amax;
+  DLManagedTensorVersioned *columnwise_data;
+  DLManagedTensorVersioned *columnwise_scale_inv;
+  DLManagedTensorVersioned *columnwise_amax;
+} mxfp8_nvfp4_tensor_desc;
+
+#define MXFP8_NVFP4_TENSOR_DESC_INIT                                                  \
+  {                                                                                   \
+    (uint32_t) sizeof(mxfp8_nvfp4_tensor_desc),  /* struct_size */                    \
+    MXFP8_SCALE_LAYOUT_ROW_MAJOR,                /* scale_layout */                   \
+    448,                                         /* e4m3_max */                       \
+    0,                                           /* ndim: the shape comes from data */ \
+    NULL,                                        /* shape */                          \
+    NULL,                                        /* rowwise_data */                   \
+    NULL,                                        /* rowwise_scale_inv */              \
+    NULL,                                        /* rowwise_amax */                   \
+    NULL,                                        /* columnwise_data */                \
+    NULL,                                        /* columnwise_scale_inv */           \
+    NULL                                         /* columnwise_amax */                \
+  }
+
+/* An immutable, reference-counted handle on a validated NVFP4 tensor. Thread-safe like mxfp8_tensor. */
+typedef struct mxfp8_nvfp4_tensor mxfp8_nvfp4_tensor;
+
+/* Validates `desc` completely and wraps it in a handle; `*out` is written only on success. Touches no
+ * tensor memory (the amax is read by the calls that use it), launches nothing. */
+MXFP8_API mxfp8_status mxfp8_nvfp4_tensor_create(const mxfp8_nvfp4_tensor_desc *desc, mxfp8_nvfp4_tensor **out);
+
+/* Drops the caller's reference; views hold their own. NULL is fine. Cannot fail. */
+MXFP8_API void mxfp8_nvfp4_tensor_release(mxfp8_nvfp4_tensor *tensor);
+
+/* Options of mxfp8_nvfp4_export_components. Start from MXFP8_NVFP4_EXPORT_OPTIONS_INIT; NULL options
+ * mean its defaults. */
+typedef struct mxfp8_nvfp4_export_options {
+  uint32_t struct_size;  /* sizeof(mxfp8_nvfp4_export_options) */
+  int32_t direction;     /* mxfp8_direction, default rowwise */
+  int32_t values_dtype;  /* mxfp8_nvfp4_values_dtype, default uint8 */
+  int32_t scales_dtype;  /* mxfp8_nvfp4_scales_dtype, default uint8 */
+  int32_t padded_scales; /* mxfp8_padded_scales, default copy */
+  int32_t global_scale;  /* mxfp8_nvfp4_global_scale, default decode */
+  void *stream;          /* cudaStream_t of the copies; as mxfp8_export_options.stream */
+  /* Allocates the copies; the same contract as mxfp8_export_options.allocator, except that the float32
+   * prototype of the global scale must come back float32 (a byte prototype may come back uint8). NULL:
+   * the library allocates. */
+  int (*allocator)(DLTensor *prototype, DLManagedTensorVersioned **out, void *error_ctx,
+                   void (*set_error)(void *error_ctx, const char *kind, const char *message));
+} mxfp8_nvfp4_export_options;
+
+#define MXFP8_NVFP4_EXPORT_OPTIONS_INIT                                                 \
+  {                                                                                     \
+    (uint32_t) sizeof(mxfp8_nvfp4_export_options),  /* struct_size */                   \
+    MXFP8_DIRECTION_ROWWISE,                        /* direction */                     \
+    MXFP8_NVFP4_VALUES_UINT8,                       /* values_dtype */                  \
+    MXFP8_NVFP4_SCALES_UINT8,                       /* scales_dtype */                  \
+    MXFP8_PADDED_SCALES_COPY,                       /* padded_scales */                 \
+    MXFP8_NVFP4_GLOBAL_SCALE_DECODE,                /* global_scale */                  \
+    NULL,                                           /* stream: the legacy default */    \
+    NULL                                            /* allocator: the library allocates */ \
+  }
+
+/* Exports one direction of `tensor` as up to three DLPack tensors:
+ *
+ *   values:       the stored data, ALWAYS a zero-copy view (in-place updates show through):
+ *                 rowwise (*lead, K/2) uint8 or (*lead, K) float4; columnwise the stored transpose,
+ *                 (K, M/2) uint8 or (K, M) float4. Even element in the low nibble.
+ *   scales:       the E4M3 block scales, compact row-major: rowwise (*lead, ceil(K/16)), columnwise
+ *                 (K, ceil(M/16)). A view when the buffer is row-major with no padding columns (or with
+ *                 them and MXFP8_PADDED_SCALES_STRIDED_VIEW); otherwise a contiguous copy (crop, or the
+ *                 unswizzle), flagged DLPACK_FLAG_BITMASK_IS_COPIED, as mxfp8_export_components makes it.
+ *   global_scale: float32, the amax's shape, always a copy: `options->global_scale`'s convention of each
+ *                 amax. CUDA: computed by a kernel on `options->stream`.
+ *
+ * Any output pointer may be NULL to skip it, but not all three. Outputs are written only on success; views
+ * keep `tensor` alive; release each output by calling its deleter. Allocation and stream rules are those
+ * of mxfp8_export_components. Fails with MXFP8_ERROR_MISSING_DATA when the tensor has no data for
+ * `direction`. Thread-safe. */
+MXFP8_API mxfp8_status mxfp8_nvfp4_export_components(const mxfp8_nvfp4_tensor *tensor,
+                                                     const mxfp8_nvfp4_export_options *options,
+                                                     DLManagedTensorVersioned **values,
+                                                     DLManagedTensorVersioned **scales,
+                                                     DLManagedTensorVersioned **global_scale);
+
+/* Decodes one direction of `tensor` (options->direction; NULL options: rowwise, legacy default stream)
+ * into `output`: float32 or bfloat16, contiguous, R * C elements (any shape) of the stored matrix, so
+ * columnwise output is the (K, M) transpose TE stores; on the tensor's device, aligned to its element
+ * size, sharing no byte with the tensor's buffers. Each element is computed as TE's dequantize kernel
+ * does (the formula at the top of this section, in float), then rounded to nearest-even for bfloat16;
+ * every NaN (an E4M3 NaN scale 0x7F/0xFF, a NaN or Inf amax times zero) is written as 0x7FFFFFFF
+ * (float32) or 0x7FFF (bfloat16). Reads every scale layout in place. Host: done on return. CUDA: one
+ * kernel queued on options->stream; the call does not wait. */
+MXFP8_API mxfp8_status mxfp8_nvfp4_dequantize(const mxfp8_nvfp4_tensor *tensor,
+                                              const mxfp8_dequantize_options *options, DLTensor *output);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -101,6 +101,17 @@ ExportJobs bucket_jobs(const mxfp8_tensor *const *tensors, const mxfp8_shard *co
   for (size_t i = 0; i < count; ++i) {
     const mxfp8_tensor &t = *tensors[i];
     const Direction &dir = t.directions[direction];
+    if (!shards || !shards[i]) {  // the whole tensor: its scales written by the fastest job, fixed up if asked
+      add_copy_jobs(jobs, byte_pointer(dir.data->dl_tensor), base + entries[i].values_offset,
+                    static_cast<int64_t>(entries[i].values_bytes));
+      if (entries[i].scales_bytes > 0)
+        jobs.push_back(scale_job(dir.source, MXFP8_LAYOUT_COMPACT, direction == MXFP8_DIRECTION_COLUMNWISE,
+                                 base + entries[i].scales_offset, o.scale_fixup == MXFP8_SCALE_FIXUP_ZERO_EXPONENT_AS_ONE));
+      continue;
+    }
+    if (o.scale_fixup != MXFP8_SCALE_FIXUP_NONE)
+      fail(MXFP8_ERROR_UNSUPPORTED, "options.scale_fixup is ", o.scale_fixup, " and shards[", i, "] is set: the "
+           "shards of a bucket carry their scale bytes as stored (MXFP8_SCALE_FIXUP_NONE)");
     add_shard_value_jobs(jobs, byte_pointer(dir.data->dl_tensor), t.cols, planned[i], base + entries[i].values_offset);
     add_shard_scale_jobs(jobs, dir.source, planned[i], base + entries[i].scales_offset);
   }

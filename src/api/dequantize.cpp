@@ -13,7 +13,6 @@
 #include "core/sized_struct.hpp"
 
 namespace mxfp8 {
-namespace {
 
 mxfp8_dequantize_options read_dequantize_options(const mxfp8_dequantize_options *given) {
   const mxfp8_dequantize_options defaults = MXFP8_DEQUANTIZE_OPTIONS_INIT;
@@ -23,6 +22,8 @@ mxfp8_dequantize_options read_dequantize_options(const mxfp8_dequantize_options 
              {{MXFP8_DIRECTION_ROWWISE, "MXFP8_DIRECTION_ROWWISE"}, {MXFP8_DIRECTION_COLUMNWISE, "MXFP8_DIRECTION_COLUMNWISE"}});
   return o;
 }
+
+namespace {
 
 // Stream-ordered device scratch, freed (on the same stream) when it goes out of scope.
 struct DeviceScratch {

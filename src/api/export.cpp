@@ -1,10 +1,12 @@
 // mxfp8_export_components: check the options, decide view or copy for each output, build the outputs.
 #include <cstddef>
+#include <functional>
 #include <vector>
 
 #include "core/dlpack_tensor.hpp"
 #include "core/memory_span.hpp"
 #include "api/export_internal.hpp"
+#include "api/layouts.hpp"
 #include "core/scale_source.hpp"
 #include "cuda/cuda_runtime.hpp"
 #include "core/dltensor_checks.hpp"
@@ -31,6 +33,8 @@ mxfp8_export_options read_options(const mxfp8_export_options *given) {
   check_enum(o.scales_granularity, "options.scales_granularity",
              {{MXFP8_SCALES_PER_32, "MXFP8_SCALES_PER_32"}, {MXFP8_SCALES_PER_32X32, "MXFP8_SCALES_PER_32X32"}});
   if (o.reserved2 != 0) fail(MXFP8_ERROR_INVALID_ARGUMENT, "options.reserved2 is ", o.reserved2, ", must be 0");
+  if (o.reserved3 != 0) fail(MXFP8_ERROR_INVALID_ARGUMENT, "options.reserved3 is ", o.reserved3, ", must be 0");
+  zero_as_one(o.scale_fixup, "options.scale_fixup");
   check_enum(o.padded_scales, "options.padded_scales",
              {{MXFP8_PADDED_SCALES_COPY, "MXFP8_PADDED_SCALES_COPY"},
               {MXFP8_PADDED_SCALES_STRIDED_VIEW, "MXFP8_PADDED_SCALES_STRIDED_VIEW"}});
@@ -77,6 +81,41 @@ void check_copy_lands_apart(const mxfp8_tensor &t, const DLManagedTensorVersione
   check_no_overlap(spans);
 }
 
+// Strides of a (*lead, C) view over rows that are `row_stride` bytes apart.
+std::vector<int64_t> strided_rows(const std::vector<int64_t> &shape, int64_t row_stride) {
+  std::vector<int64_t> strides(shape.size());
+  strides.back() = 1;
+  int64_t s = row_stride;
+  for (size_t i = shape.size() - 1; i-- > 0;) {
+    strides[i] = s;
+    // Only an empty shape (a 0 further out) can overflow here, and any stride describes an empty tensor.
+    if (__builtin_mul_overflow(s, shape[i], &s)) s = 0;
+  }
+  return strides;
+}
+
+ManagedPtr export_scale_matrix(const Direction &dir, bool swizzled, DLDevice device, DLDataType dtype,
+                               std::vector<int64_t> shape, int32_t padded_scales, const Allocation &allocation,
+                               const std::function<KeepAlive()> &owner,
+                               const std::function<void(const DLManagedTensorVersioned &)> &check_copy) {
+  const DLManagedTensorVersioned &src = *dir.scales;
+  const ByteMatrix &in = dir.row_major;
+  if (!swizzled && (in.row_stride == dir.scale_cols || dir.scale_rows <= 1 ||
+                    padded_scales == MXFP8_PADDED_SCALES_STRIDED_VIEW)) {
+    std::vector<int64_t> strides = strided_rows(shape, dir.scale_rows <= 1 ? dir.scale_cols : in.row_stride);
+    DLTensor base = src.dl_tensor;
+    base.byte_offset = static_cast<uint64_t>(in.data - static_cast<uint8_t *>(base.data));
+    return make_view(owner(), base, dtype, std::move(shape), std::move(strides),
+                     src.flags & DLPACK_FLAG_BITMASK_READ_ONLY);
+  }
+  ManagedPtr out = allocate_copy(device, dtype, shape, allocation);
+  if (dir.scale_rows == 0 || dir.scale_cols == 0) return out;
+  check_copy(*out);
+  const ScaleJob job = compact_job(dir.source, byte_pointer(out->dl_tensor));
+  run_jobs_on(device, &job, 1, allocation.stream);
+  return out;
+}
+
 namespace {
 
 ManagedPtr export_values(const mxfp8_tensor &t, const Direction &dir, const mxfp8_export_options &o) {
@@ -91,19 +130,6 @@ std::vector<int64_t> scales_shape(const mxfp8_tensor &t, mxfp8_direction directi
   std::vector<int64_t> shape(t.shape.begin(), t.shape.end() - 1);
   shape.push_back(dir.scale_cols);
   return shape;
-}
-
-// Strides of a (*lead, C) view over rows that are `row_stride` bytes apart.
-std::vector<int64_t> strided_rows(const std::vector<int64_t> &shape, int64_t row_stride) {
-  std::vector<int64_t> strides(shape.size());
-  strides.back() = 1;
-  int64_t s = row_stride;
-  for (size_t i = shape.size() - 1; i-- > 0;) {
-    strides[i] = s;
-    // Only an empty shape (a 0 further out) can overflow here, and any stride describes an empty tensor.
-    if (__builtin_mul_overflow(s, shape[i], &s)) s = 0;
-  }
-  return strides;
 }
 
 // One scale per 32x32 block, (ceil(M/32), ceil(K/32)), checked against every stored scale of the block.
@@ -135,27 +161,10 @@ ManagedPtr export_block_scales(const mxfp8_tensor &t, mxfp8_direction direction,
 ManagedPtr export_scales(const mxfp8_tensor &t, mxfp8_direction direction, const mxfp8_export_options &o) {
   if (o.scales_granularity == MXFP8_SCALES_PER_32X32) return export_block_scales(t, direction, o);
   const Direction &dir = t.directions[direction];
-  const DLManagedTensorVersioned &src = *dir.scales;
-  const DLDataType dtype = scales_dtype(o.scales_dtype);
-  std::vector<int64_t> shape = scales_shape(t, direction, dir);
-  const bool swizzled = t.scale_layout == MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED;
-  const ByteMatrix &in = dir.row_major;
-
-  if (!swizzled && (in.row_stride == dir.scale_cols || dir.scale_rows <= 1 ||
-                    o.padded_scales == MXFP8_PADDED_SCALES_STRIDED_VIEW)) {
-    std::vector<int64_t> strides = strided_rows(shape, dir.scale_rows <= 1 ? dir.scale_cols : in.row_stride);
-    DLTensor base = src.dl_tensor;
-    base.byte_offset = static_cast<uint64_t>(in.data - static_cast<uint8_t *>(base.data));
-    return make_view(keep_alive(&t), base, dtype, std::move(shape), std::move(strides),
-                     src.flags & DLPACK_FLAG_BITMASK_READ_ONLY);
-  }
-
-  ManagedPtr out = allocate_copy(t.device, dtype, shape, Allocation{o.allocator, o.stream});
-  if (dir.scale_rows == 0 || dir.scale_cols == 0) return out;
-  check_copy_lands_apart(t, *out);
-  const ScaleJob job = compact_job(dir.source, byte_pointer(out->dl_tensor));
-  run_jobs_on(t.device, &job, 1, o.stream);
-  return out;
+  return export_scale_matrix(dir, t.scale_layout == MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED, t.device,
+                             scales_dtype(o.scales_dtype), scales_shape(t, direction, dir), o.padded_scales,
+                             Allocation{o.allocator, o.stream}, [&] { return keep_alive(&t); },
+                             [&](const DLManagedTensorVersioned &copy) { check_copy_lands_apart(t, copy); });
 }
 
 }  // namespace
@@ -173,6 +182,10 @@ extern "C" MXFP8_API mxfp8_status mxfp8_export_components(const mxfp8_tensor *te
     if (values == scales)
       fail(MXFP8_ERROR_INVALID_ARGUMENT, "values and scales point to the same place: each output needs its own pointer");
     const mxfp8_export_options o = read_options(options);
+    if (o.scale_fixup != MXFP8_SCALE_FIXUP_NONE)
+      fail(MXFP8_ERROR_INVALID_ARGUMENT, "options.scale_fixup is ", o.scale_fixup, ": mxfp8_export_components returns "
+           "views of the stored scales where it can, so it rewrites no byte; write the scales into a buffer of yours "
+           "with mxfp8_export_scales_batched or mxfp8_convert");
     const auto direction = static_cast<mxfp8_direction>(o.direction);
     const Direction &dir = require_direction(*tensor, direction);
     // Scales first: they are the part that can fail (memory, CUDA); values are only a view.

@@ -2,6 +2,7 @@
 // produces one tensor's compact scales.
 #pragma once
 
+#include <functional>
 #include <vector>
 
 #include "mxfp8/mxfp8.h"
@@ -49,6 +50,22 @@ ExportJobs import_tensor_jobs(const mxfp8_tensor *const *tensors, const mxfp8_sh
 constexpr int64_t kCopyRowBytes = 4096;
 // Appends the jobs that copy `bytes` contiguous bytes from src to dst.
 void add_copy_jobs(std::vector<ScaleJob> &jobs, const uint8_t *src, uint8_t *dst, int64_t bytes);
+
+// Strides of a (*lead, C) view over rows that are `row_stride` bytes apart.
+std::vector<int64_t> strided_rows(const std::vector<int64_t> &shape, int64_t row_stride);
+
+// One direction's compact scale matrix (dir.scale_rows x dir.scale_cols) as an output of `shape` (its
+// leading dimensions may split the rows): a view of the row-major buffer when its rows are adjacent (or
+// padded and `padded_scales` asks for a strided view; the view holds owner()), else a contiguous copy made
+// by the compact job (crop or unswizzle) on `allocation.stream`, after check_copy(copy) has accepted where
+// it landed. What mxfp8_export_components and the NVFP4 export both return.
+ManagedPtr export_scale_matrix(const Direction &dir, bool swizzled, DLDevice device, DLDataType dtype,
+                               std::vector<int64_t> shape, int32_t padded_scales, const Allocation &allocation,
+                               const std::function<KeepAlive()> &owner,
+                               const std::function<void(const DLManagedTensorVersioned &)> &check_copy);
+
+// The options of mxfp8_dequantize, which mxfp8_nvfp4_dequantize takes too (dequantize.cpp).
+mxfp8_dequantize_options read_dequantize_options(const mxfp8_dequantize_options *given);
 
 // Runs the jobs where `device`'s memory lives: host loops, or one launch on `stream` (a cudaStream_t)
 // with `device` current.

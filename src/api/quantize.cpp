@@ -29,7 +29,9 @@ mxfp8_quantize_options read_quantize_options(const mxfp8_quantize_options *given
   check_enum(o.format, "options.format", {{MXFP8_FORMAT_E4M3, "MXFP8_FORMAT_E4M3"}, {MXFP8_FORMAT_E5M2, "MXFP8_FORMAT_E5M2"}});
   check_enum(o.block, "options.block", {{MXFP8_BLOCK_1X32, "MXFP8_BLOCK_1X32"}, {MXFP8_BLOCK_32X32, "MXFP8_BLOCK_32X32"}});
   check_enum(o.scale_rounding, "options.scale_rounding",
-             {{MXFP8_SCALE_ROUNDING_RCEIL, "MXFP8_SCALE_ROUNDING_RCEIL"}, {MXFP8_SCALE_ROUNDING_FLOOR, "MXFP8_SCALE_ROUNDING_FLOOR"}});
+             {{MXFP8_SCALE_ROUNDING_RCEIL, "MXFP8_SCALE_ROUNDING_RCEIL"},
+              {MXFP8_SCALE_ROUNDING_FLOOR, "MXFP8_SCALE_ROUNDING_FLOOR"},
+              {MXFP8_SCALE_ROUNDING_COMPRESSED_TENSORS, "MXFP8_SCALE_ROUNDING_COMPRESSED_TENSORS"}});
   check_enum(o.scales_layout, "options.scales_layout",
              {{MXFP8_QUANTIZED_SCALES_COMPACT, "MXFP8_QUANTIZED_SCALES_COMPACT"},
               {MXFP8_QUANTIZED_SCALES_PADDED, "MXFP8_QUANTIZED_SCALES_PADDED"},
@@ -122,7 +124,7 @@ QuantizeJob make_job(const Input &in, const mxfp8_quantize_options &o) {
   j.input = in.tensor->data ? byte_pointer(*in.tensor) : nullptr;
   j.input_type = in.type;
   j.e5m2 = o.format == MXFP8_FORMAT_E5M2;
-  j.floor_rounding = o.scale_rounding == MXFP8_SCALE_ROUNDING_FLOOR;
+  j.rounding = static_cast<ScaleRounding>(o.scale_rounding);  // checked by read_quantize_options
   j.block_32x32 = o.block == MXFP8_BLOCK_32X32;
   j.rows = in.rows;
   j.cols = in.cols;

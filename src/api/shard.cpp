@@ -231,6 +231,9 @@ extern "C" MXFP8_API mxfp8_status mxfp8_export_shard(const mxfp8_tensor *tensor,
     if (values == scales)
       fail(MXFP8_ERROR_INVALID_ARGUMENT, "values and scales point to the same place: each output needs its own pointer");
     const mxfp8_export_options o = read_options(options);
+    if (o.scale_fixup != MXFP8_SCALE_FIXUP_NONE)
+      fail(MXFP8_ERROR_INVALID_ARGUMENT, "options.scale_fixup is ", o.scale_fixup, ": mxfp8_export_shard returns "
+           "views of the stored scales where it can, so it rewrites no byte, as mxfp8_export_components");
     if (o.scales_granularity != MXFP8_SCALES_PER_32)
       fail(MXFP8_ERROR_INVALID_ARGUMENT, "a shard exports the stored per-32 scales: options.scales_granularity must be "
            "MXFP8_SCALES_PER_32");

@@ -22,7 +22,8 @@ Operands check_pair(const DLTensor *compact, const DLTensor *swizzled, const cha
                     const char *swizzled_name, bool compact_written) {
   if (!compact) fail(MXFP8_ERROR_INVALID_ARGUMENT, compact_name, " is NULL");
   if (!swizzled) fail(MXFP8_ERROR_INVALID_ARGUMENT, swizzled_name, " is NULL");
-  check_scale_dtype(*compact, compact_name);
+  // Bytes are moved, never read as numbers: MXFP8's E8M0 and NVFP4's E4M3 scales alike.
+  check_scale_dtype(*compact, compact_name, Holds::AnyScaleBytes);
   memory_of(compact->device, compact_name);  // a device type the library cannot touch fails here
   const ByteMatrix m = as_byte_matrix(*compact, compact_name, /*any_strides=*/true);
   if (compact_written && !elements_distinct(m))
@@ -36,7 +37,7 @@ Operands check_pair(const DLTensor *compact, const DLTensor *swizzled, const cha
     fail(MXFP8_ERROR_INVALID_ARGUMENT, swizzled_name, ": the swizzled layout of a ", m.rows, " x ", m.cols,
          " scale matrix is ", padded_rows, " x ", padded_cols, " = ", needed, " bytes, got ", numel,
          " (shape ", format_shape(swizzled->shape, swizzled->ndim), ")");
-  expect_buffer(*swizzled, {swizzled_name, Holds::ScaleBytes, 0, &compact->device, "compact is", needed});
+  expect_buffer(*swizzled, {swizzled_name, Holds::AnyScaleBytes, 0, &compact->device, "compact is", needed});
   // One of the two is written: in place is not a thing a permutation between two layouts can do.
   std::vector<Span> spans{span_of(m, compact_name, kNoIndex, compact_written),
                           span_of(byte_pointer(*swizzled), numel, swizzled_name, kNoIndex, !compact_written)};

@@ -44,9 +44,10 @@ void check_data(const DLTensor &t, const char *name, const std::vector<int64_t> 
          " does not match the tensor's shape ", format_shape(shape));
 }
 
-// Checks the scale buffer of one direction against the compact matrix R x C it must hold.
+}  // namespace
+
 void check_scales(const DLTensor &t, const char *name, mxfp8_scale_layout layout, Direction &dir,
-                  bool transposed_swizzle) {
+                  bool transposed_swizzle, Holds holds) {
   const int64_t r = dir.scale_rows, c = dir.scale_cols;
   if (layout == MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED) {
     // Columnwise scales are swizzled as their transpose.
@@ -54,7 +55,7 @@ void check_scales(const DLTensor &t, const char *name, mxfp8_scale_layout layout
     const int64_t padded_rows = checked_round_up(sr, kTileRows, "the swizzled scales' padded row count");
     const int64_t padded_cols = checked_round_up(sc, kTileCols, "the swizzled scales' padded column count");
     const int64_t needed = checked_mul(padded_rows, padded_cols, "swizzled scale size");
-    dir.scales_begin = expect_buffer(t, {name, Holds::ScaleBytes, 0, nullptr, nullptr, -1});
+    dir.scales_begin = expect_buffer(t, {name, holds, 0, nullptr, nullptr, -1});
     const int64_t numel = checked_numel(t, name);
     if (numel != needed)
       fail(MXFP8_ERROR_INVALID_ARGUMENT, name, ": GEMM-swizzled scales of a ", r, " x ", c,
@@ -64,7 +65,7 @@ void check_scales(const DLTensor &t, const char *name, mxfp8_scale_layout layout
     dir.scales_bytes = numel;
     return;
   }
-  check_scale_dtype(t, name);
+  check_scale_dtype(t, name, holds);
   dir.row_major = as_byte_matrix(t, name, /*any_strides=*/false);
   const Span whole = span_of(dir.row_major, name, kNoIndex, false);
   dir.scales_begin = dir.row_major.data;
@@ -79,8 +80,6 @@ void check_scales(const DLTensor &t, const char *name, mxfp8_scale_layout layout
   dir.row_major.rows = r;
   dir.row_major.cols = c;
 }
-
-}  // namespace
 
 void retain(const mxfp8_tensor *tensor) noexcept {
   tensor->references.fetch_add(1, std::memory_order_relaxed);
@@ -155,7 +154,7 @@ std::unique_ptr<mxfp8_tensor> create_tensor(const mxfp8_tensor_desc &desc_in) {
     const bool columnwise = d == MXFP8_DIRECTION_COLUMNWISE;
     dir.scale_rows = columnwise ? ceil_div(tensor->rows, kBlockSize) : tensor->rows;
     dir.scale_cols = columnwise ? tensor->cols : ceil_div(tensor->cols, kBlockSize);
-    check_scales(scales, kScaleNames[d], tensor->scale_layout, dir, columnwise);
+    check_scales(scales, kScaleNames[d], tensor->scale_layout, dir, columnwise, Holds::ScaleBytes);
     dir.data = given[d][0];
     dir.scales = given[d][1];
     dir.data_begin = byte_pointer(data);

@@ -8,6 +8,7 @@
 
 #include <dlpack/dlpack.h>
 
+#include "core/dltensor_checks.hpp"
 #include "core/memory_span.hpp"
 #include "mxfp8/mxfp8.h"
 #include "core/scale_copy.hpp"
@@ -54,6 +55,11 @@ void retain(const mxfp8_tensor *tensor) noexcept;
 void release(const mxfp8_tensor *tensor) noexcept;
 // Validates a description into a tensor (what mxfp8_tensor_create does); takes nothing on failure.
 std::unique_ptr<mxfp8_tensor> create_tensor(const mxfp8_tensor_desc &desc);
+// Checks the scale buffer `t` of one direction against the compact matrix dir.scale_rows x dir.scale_cols
+// it must hold, in `layout` (swizzled as its transpose when `transposed_swizzle`), with the dtypes of
+// `holds`; fills dir.row_major (row-major layout) and the scale span. Shared with NVFP4 tensors.
+void check_scales(const DLTensor &t, const char *name, mxfp8_scale_layout layout, Direction &dir,
+                  bool transposed_swizzle, Holds holds);
 // Appends the spans of every buffer of `tensor` (read by the call), named tensors[index].
 void add_read_spans(const mxfp8_tensor &tensor, size_t index, const char *kind, std::vector<Span> &spans);
 }  // namespace mxfp8

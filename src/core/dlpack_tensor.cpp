@@ -80,7 +80,12 @@ void check_allocated(const DLManagedTensorVersioned &m, const DLTensor &prototyp
   if (t.ndim > 0 && t.strides && t.strides == prototype.strides) bad("the prototype's strides as its own");
   for (int32_t i = 0; i < t.ndim; ++i)
     if (t.shape[i] != prototype.shape[i]) bad("shape ", format_shape(t.shape, t.ndim));
-  if (t.dtype.bits != 8 || t.dtype.lanes != 1 || (t.dtype.code != kDLUInt && t.dtype.code != prototype.dtype.code))
+  // A byte prototype (scales, values) may come back as uint8, the same bytes; a wider one (NVFP4's float32
+  // global scales) only as itself.
+  const DLDataType want = prototype.dtype;
+  const bool byte_prototype = want.bits == 8 && want.lanes == 1;
+  if (byte_prototype ? (t.dtype.bits != 8 || t.dtype.lanes != 1 || (t.dtype.code != kDLUInt && t.dtype.code != want.code))
+                     : (t.dtype.code != want.code || t.dtype.bits != want.bits || t.dtype.lanes != want.lanes))
     bad("dtype ", format_dtype(t.dtype));
   if (!same_device(t.device, prototype.device)) bad("memory on ", format_device(t.device));
   if (!is_compact(t)) bad("strides ", format_shape(t.strides, t.ndim));
@@ -152,7 +157,8 @@ ManagedPtr make_view(KeepAlive owner, const DLTensor &base, DLDataType dtype, st
 
 ManagedPtr allocate_copy(DLDevice device, DLDataType dtype, const std::vector<int64_t> &shape,
                          const Allocation &allocation) {
-  const int64_t bytes = product(shape, 0, shape.size(), "the copy's size");
+  const int64_t element_bytes = (static_cast<int64_t>(dtype.bits) * dtype.lanes + 7) / 8;
+  const int64_t bytes = checked_mul(product(shape, 0, shape.size(), "the copy's size"), element_bytes, "the copy's size");
   if (allocation.allocator && bytes > 0) return from_caller_allocator(device, dtype, shape, allocation.allocator);
   const bool host = memory_of(device, "copy") == Memory::Host;
   // malloc memory is plain host memory: a copy of a kDLCUDAHost (pinned) source is not pinned, and says so.

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "core/error.hpp"
+#include "core/indexed_name.hpp"
 #include "core/shape.hpp"
 
 namespace mxfp8 {
@@ -104,7 +105,9 @@ DLDataType scales_dtype(int32_t scales_dtype) {
 uint8_t *expect_buffer(const DLTensor &t, const BufferCheck &c) {
   const int64_t numel = checked_numel(t, c.name);
   switch (c.holds) {
-    case Holds::ScaleBytes: check_scale_dtype(t, c.name); break;
+    case Holds::ScaleBytes:
+    case Holds::E4m3ScaleBytes:
+    case Holds::AnyScaleBytes: check_scale_dtype(t, c.name, c.holds); break;
     case Holds::Fp8Values: {
       const DLDataType fp8 = fp8_dtype(c.format);
       if (!is_dtype(t.dtype, kDLUInt, 8) && !is_dtype(t.dtype, fp8.code, 8))
@@ -132,10 +135,28 @@ uint8_t *expect_buffer(const DLTensor &t, const BufferCheck &c) {
   return byte_pointer(t);
 }
 
-void check_scale_dtype(const DLTensor &t, const char *name) {
-  if (!is_dtype(t.dtype, kDLUInt, 8) && !is_dtype(t.dtype, kDLFloat8_e8m0fnu, 8))
-    fail(MXFP8_ERROR_INVALID_ARGUMENT, name, ": dtype ", format_dtype(t.dtype),
-         " is not an E8M0 scale byte (uint8 or float8_e8m0fnu)");
+uint8_t *expect_indexed_buffer(const DLTensor &t, BufferCheck check, size_t index, const char *suffix) {
+  try {
+    return expect_buffer(t, check);
+  } catch (const Error &) {
+    const IndexedName name(check.name, index, suffix);
+    check.name = name;
+    expect_buffer(t, check);  // the checks only read, so this fails the same way, now naming the argument
+    throw;
+  }
+}
+
+void check_scale_dtype(const DLTensor &t, const char *name) { check_scale_dtype(t, name, Holds::ScaleBytes); }
+
+void check_scale_dtype(const DLTensor &t, const char *name, Holds holds) {
+  const bool e8m0 = holds != Holds::E4m3ScaleBytes, e4m3 = holds != Holds::ScaleBytes;
+  if (is_dtype(t.dtype, kDLUInt, 8) || (e8m0 && is_dtype(t.dtype, kDLFloat8_e8m0fnu, 8)) ||
+      (e4m3 && is_dtype(t.dtype, kDLFloat8_e4m3fn, 8)))
+    return;
+  fail(MXFP8_ERROR_INVALID_ARGUMENT, name, ": dtype ", format_dtype(t.dtype),
+       !e4m3  ? " is not an E8M0 scale byte (uint8 or float8_e8m0fnu)"
+       : !e8m0 ? " is not an E4M3 block scale byte (uint8 or float8_e4m3fn)"
+               : " is not a scale byte (uint8, float8_e8m0fnu or float8_e4m3fn)");
 }
 
 int64_t checked_numel(const DLTensor &t, const char *name) {

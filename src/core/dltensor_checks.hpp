@@ -31,8 +31,9 @@ DLDataType values_dtype(int32_t format, int32_t values_dtype);
 DLDataType scales_dtype(int32_t scales_dtype);
 
 // What a caller's buffer may hold: E8M0 scale bytes (uint8 or float8_e8m0fnu), FP8 values of one format
-// (uint8 or that float8), any one-byte dtype, or what the caller checked itself (e.g. float outputs).
-enum class Holds { ScaleBytes, Fp8Values, Bytes, CheckedByCaller };
+// (uint8 or that float8), any one-byte dtype, or what the caller checked itself (e.g. float outputs);
+// NVFP4's E4M3 block scales (uint8 or float8_e4m3fn); either kind of scale byte (the byte-moving swizzle).
+enum class Holds { ScaleBytes, Fp8Values, Bytes, CheckedByCaller, E4m3ScaleBytes, AnyScaleBytes };
 
 // One caller buffer as a call sees it, checked in this order: a countable shape, its dtype, its device
 // (when `device` is set: it must be that one, whose owner `device_of` names in the message with its verb,
@@ -48,8 +49,13 @@ struct BufferCheck {
 };
 // Returns data + byte_offset, or NULL for an empty buffer.
 uint8_t *expect_buffer(const DLTensor &t, const BufferCheck &check);
+// The same for argument `check.name[index]suffix` of a batched call (e.g. "destinations[7].values"):
+// the name is formatted only when a check fails, since these run once per tensor of a whole model.
+uint8_t *expect_indexed_buffer(const DLTensor &t, BufferCheck check, size_t index, const char *suffix = "");
 // uint8 or float8_e8m0fnu, the two dtypes an E8M0 scale byte may carry.
 void check_scale_dtype(const DLTensor &t, const char *name);
+// The dtypes of `holds` (ScaleBytes, E4m3ScaleBytes or AnyScaleBytes) for a scale buffer.
+void check_scale_dtype(const DLTensor &t, const char *name, Holds holds);
 
 // Fails unless the tensor's major DLPack version is this header's (DLPack forbids reading the rest).
 void check_version(const DLManagedTensorVersioned &m, const char *name);

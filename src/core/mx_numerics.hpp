@@ -1,5 +1,5 @@
 // The MXFP8 number formats, written once for host and device: choosing a block's E8M0 scale (TE's
-// RCEIL, OCP's FLOOR), the reciprocal its elements are multiplied by, FP8 encode and decode, and the
+// RCEIL, OCP's FLOOR, compressed-tensors' rule), the reciprocal its elements are multiplied by, FP8 encode and decode, and the
 // 16-bit float conversions. The CUDA kernels encode with the hardware's cvt.rn.satfinite instead of
 // fp8_encode; the GPU tests compare the two on every special value.
 #pragma once
@@ -71,6 +71,60 @@ MXFP8_HOST_DEVICE inline float rceil_reciprocal(uint8_t e) {
 MXFP8_HOST_DEVICE inline float exact_reciprocal(uint8_t e) {
   return e == 254 ? bits_float(0x00400000u) : bits_float(static_cast<uint32_t>(254 - e) << 23);
 }
+
+// compressed-tensors' MX rule (compressed_tensors.quantization.utils.mxfp_utils: generate_mx_scales,
+// then round_to_quantized_type_dtype to uint8), on the float bits of an amax that counts NaN as Inf:
+//   p = round_to_power_2(amax): the sign and exponent bits of amax + 2^(mantissa bits - 2), i.e. the
+//       power of two below amax, or the one above when amax's mantissa fraction is >= 0.75 (its
+//       "+ 1 << (mantissa - elem_mantissa - 1)" with FP4's one mantissa bit, for every MX format);
+//       +Inf when that carries out of the largest exponent;
+//   e = clamp(round(127 + floor(log2(p)) - emax), 0, 255): 0 for p = 0 (log2 gives -Inf), 255 for
+//       p = Inf (and a NaN amax, which the add above turns into Inf).
+// The rule is the same on bfloat16 bits (its add is 1 << 5 on 7 mantissa bits) as on float bits, since
+// the bits it looks at are the same; that is what makes this bit-exact with compressed-tensors run in
+// bfloat16. emax is 8 for E4M3 (its _MX_ELEM_OFFSET); compressed-tensors has no E5M2 MX format, where
+// this library uses emax 15 (57344 = 1.75 * 2^15, so the same 0.75 cut keeps amax below max_norm).
+MXFP8_HOST_DEVICE inline uint8_t e8m0_compressed_tensors(float amax, bool e5m2) {
+  const uint32_t u = float_bits(amax) & 0x7FFFFFFFu;
+  if (u >= 0x7F800000u) return 0xFF;  // Inf or NaN
+  const uint32_t power = (u + 0x200000u) & 0x7F800000u;  // the exponent field of p; 0 for p = 0
+  if (power == 0x7F800000u) return 0xFF;
+  if (power == 0) return 0;
+  const int32_t e = static_cast<int32_t>(power >> 23) - (e5m2 ? 15 : 8);
+  return static_cast<uint8_t>(e < 0 ? 0 : e);
+}
+
+// compressed-tensors divides by the float 2^(e - 127), which is +Inf for e = 255: x / Inf is a zero of
+// x's sign, and NaN for Inf and NaN. Multiplying by 2^(127 - e), or by +0 for e = 255, gives the same
+// float for every x (a power of two divides and multiplies exactly, down to the same correctly rounded
+// subnormals).
+MXFP8_HOST_DEVICE inline float compressed_tensors_reciprocal(uint8_t e) {
+  return e == 255 ? 0.0f : exact_reciprocal(e);
+}
+
+// The three rules by their mxfp8_scale_rounding values, for the quantize loops and kernels.
+enum class ScaleRounding : int32_t { Rceil = 0, Floor = 1, CompressedTensors = 2 };
+
+MXFP8_HOST_DEVICE inline uint8_t block_exponent(float amax, ScaleRounding rule, bool e5m2) {
+  switch (rule) {
+    case ScaleRounding::Floor: return e8m0_floor(amax, e5m2);
+    case ScaleRounding::CompressedTensors: return e8m0_compressed_tensors(amax, e5m2);
+    default: return e8m0_rceil(amax, e5m2);
+  }
+}
+
+MXFP8_HOST_DEVICE inline float block_reciprocal(uint8_t e, ScaleRounding rule) {
+  switch (rule) {
+    case ScaleRounding::Floor: return exact_reciprocal(e);
+    case ScaleRounding::CompressedTensors: return compressed_tensors_reciprocal(e);
+    default: return rceil_reciprocal(e);
+  }
+}
+
+// Whether a NaN element takes part in its block's amax (as +Inf): compressed-tensors' torch.amax
+// propagates NaN, so a block holding one gets the scale 255 and comes out as zeros and NaN. TE and the
+// GPU's max.f32 skip NaN, and so do RCEIL and FLOOR here.
+MXFP8_HOST_DEVICE inline bool nan_counts_in_amax(ScaleRounding rule) { return rule == ScaleRounding::CompressedTensors; }
 
 // 2^(e - 127) as a float (e == 0 is the subnormal 2^-127), NaN for e == 255: an E8M0 scale's value.
 MXFP8_HOST_DEVICE inline float e8m0_value(uint8_t e) {

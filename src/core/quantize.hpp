@@ -4,6 +4,7 @@
 
 #include <cstdint>
 
+#include "core/mx_numerics.hpp"
 #include "core/swizzle_index.hpp"
 
 namespace mxfp8 {
@@ -36,7 +37,7 @@ struct QuantizeJob {
   const void *input;
   InputType input_type;
   int32_t e5m2;
-  int32_t floor_rounding;
+  ScaleRounding rounding;
   int32_t block_32x32;
   int64_t rows;  // M
   int64_t cols;  // K

@@ -6,6 +6,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "mxfp8/mxfp8.h"
+
 namespace mxfp8 {
 
 // A 2-D byte matrix with element strides (in bytes, since every scale is one byte).
@@ -24,6 +26,14 @@ struct ByteMatrix {
 //    dst.cols matrix (dst's strides unused), padding as zeros, from `src` (any strides, e.g. a transposed
 //    view for columnwise scales) or, when `swizzled` is set, from a swizzled buffer of the same matrix:
 //    then it is a copy whose padding is zeroed, since a producer's padding is never trusted.
+//  - a layout job (layout >= 0): every byte of the matrix M (dst.rows x dst.cols) in `layout`
+//    (target_layout.hpp) at dst.data, padding as zeros, gathered byte by byte through the layout's
+//    inverse index from S (M = S, or S^T when read_transposed) as stored: `swizzled` in
+//    `source_layout` (of S, or S^T when source_transposed, as ScaleSource says) or else the row-major
+//    `src`. Any layout to any layout, so a new engine layout needs no job of its own.
+//  - a row-permuted copy (row_layout >= 0): the values of a layout that permutes rows (the TRT-LLM
+//    ones): `dst` (row-major, rows a multiple of group_rows: E experts stacked) row g * group_rows + d
+//    is `src` row g * group_rows + layout_source_row(row_layout, group_rows, d), every byte of it.
 // A compact job may read a window of a larger swizzled matrix (a shard, see scale_source.hpp's crop):
 // dst(r, c) is the swizzled matrix's (swizzled_row0 + r, swizzled_col0 + c), where `swizzled` points at
 // the tile holding the window's first scale, swizzled_row0 < 128 and swizzled_col0 < 4 are what is left
@@ -37,7 +47,25 @@ struct ScaleJob {
   int64_t swizzled_row0 = 0;
   int64_t swizzled_col0 = 0;
   int64_t swizzled_tile_stride = 0;
+  int32_t layout = -1;
+  int32_t source_layout = MXFP8_LAYOUT_CUTLASS_128X4;
+  bool source_transposed = false;
+  bool read_transposed = false;
+  bool zero_as_one = false;  // MXFP8_SCALE_FIXUP_ZERO_EXPONENT_AS_ONE
+  int32_t row_layout = -1;
+  int64_t group_rows = 0;
 };
+
+// The row-permuted copy job of `groups` stacked matrices of group_rows x cols bytes (both row-major,
+// dense): the values of `layout`.
+inline ScaleJob permuted_rows_job(int32_t layout, const uint8_t *src, uint8_t *dst, int64_t groups, int64_t group_rows,
+                                  int64_t cols) {
+  const int64_t rows = groups * group_rows;
+  ScaleJob job{nullptr, ByteMatrix{const_cast<uint8_t *>(src), rows, cols, cols, 1}, ByteMatrix{dst, rows, cols, cols, 1}};
+  job.row_layout = layout;
+  job.group_rows = group_rows;
+  return job;
+}
 
 // The swizzled buffer of an R x C matrix: roundup(R, 128) * roundup(C, 4) contiguous bytes.
 // `dst` has R rows and C columns, any strides.
@@ -51,6 +79,10 @@ void swizzle_host(ByteMatrix src, uint8_t *swizzled);
 void copy_matrix_host(ByteMatrix src, ByteMatrix dst);
 // The swizzled buffer of a rows x cols matrix copied from `src` (the same layout), padding as zeros.
 void copy_swizzled_host(const uint8_t *src, uint8_t *dst, int64_t rows, int64_t cols);
+// A layout job (layout >= 0), on host memory.
+void write_layout_host(const ScaleJob &job);
+// A row-permuted copy (row_layout >= 0), on host memory.
+void permute_rows_host(const ScaleJob &job);
 // Any job, on host memory.
 void run_job_host(const ScaleJob &job);
 
@@ -61,6 +93,8 @@ void run_jobs(const ScaleJob *jobs, size_t count, void *stream);
 void unswizzle(const uint8_t *swizzled, ByteMatrix dst, void *stream);
 void swizzle(ByteMatrix src, uint8_t *swizzled, void *stream);
 void copy_matrix(ByteMatrix src, ByteMatrix dst, void *stream);
+// One row-permuted copy job: one launch (run_jobs takes these out of its batch and runs them here).
+void permute_rows(const ScaleJob &job, void *stream);
 }  // namespace cuda
 
 }  // namespace mxfp8

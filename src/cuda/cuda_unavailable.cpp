@@ -1,6 +1,7 @@
 // Stand-ins for the CUDA operations in a build made without a CUDA compiler, so that CUDA tensors still
 // export as views and every copy of CUDA memory fails with a clear status.
 #include "core/error.hpp"
+#include "core/nvfp4_decode.hpp"
 #include "core/quantize.hpp"
 #include "cuda/cuda_runtime.hpp"
 #include "core/scale_copy.hpp"
@@ -25,6 +26,8 @@ BlockMismatch block_scales(const ScaleSource &, int, ByteMatrix, void *) { no_cu
 void copy_matrix(ByteMatrix, ByteMatrix, void *) { no_cuda(); }
 void quantize(const QuantizeJob &, void *) { no_cuda(); }
 void dequantize(const DequantizeJob &, void *) { no_cuda(); }
+void nvfp4_dequantize(const Nvfp4DequantizeJob &, void *) { no_cuda(); }
+void nvfp4_global_scale(const Nvfp4GlobalScaleJob &, void *) { no_cuda(); }
 void *allocate(int64_t, void *) { no_cuda(); }
 void free_async(void *, void *) noexcept {}
 

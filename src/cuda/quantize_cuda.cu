@@ -57,11 +57,14 @@ struct Float32 {
   __device__ static float load(Raw v) { return v; }
 };
 
-__device__ inline uint8_t block_exponent(float amax, const QuantizeJob &j) {
-  return j.floor_rounding ? e8m0_floor(amax, j.e5m2) : e8m0_rceil(amax, j.e5m2);
-}
-__device__ inline float block_reciprocal(uint8_t e, const QuantizeJob &j) {
-  return j.floor_rounding ? exact_reciprocal(e) : rceil_reciprocal(e);
+__device__ inline uint8_t block_exponent(float amax, const QuantizeJob &j) { return mxfp8::block_exponent(amax, j.rounding, j.e5m2); }
+__device__ inline float block_reciprocal(uint8_t e, const QuantizeJob &j) { return mxfp8::block_reciprocal(e, j.rounding); }
+
+// |x| as it enters a block's amax: fmaxf skips a NaN, which is right for RCEIL and FLOOR; under
+// compressed-tensors' rule a NaN counts as +Inf (nan_counts_in_amax).
+__device__ inline float amax_term(float x, const QuantizeJob &j) {
+  const float a = fabsf(x);
+  return a != a && nan_counts_in_amax(j.rounding) ? __int_as_float(0x7F800000) : a;
 }
 
 __device__ inline __nv_fp8_interpretation_t interpretation(const QuantizeJob &j) { return j.e5m2 ? __NV_E5M2 : __NV_E4M3; }
@@ -138,7 +141,7 @@ __global__ void __launch_bounds__(kThreads) quantize_rows_kernel(QuantizeJob j, 
       unpack<In>(raw[u], x);
       float amax = 0.0f;
 #pragma unroll
-      for (int i = 0; i < kPerVector; ++i) amax = fmaxf(amax, fabsf(x[i]));
+      for (int i = 0; i < kPerVector; ++i) amax = fmaxf(amax, amax_term(x[i], j));
       amax = warp_max(amax, kLanesPerBlock);  // every lane takes part, so the loop bound is per warp
       const uint8_t e = block_exponent(amax, j);
       const float r = block_reciprocal(e, j);
@@ -188,7 +191,7 @@ __global__ void __launch_bounds__(kThreads, 1) quantize_columns_kernel(QuantizeJ
       float x[kPerVector];
       unpack<In>(raw[i], x);
 #pragma unroll
-      for (int k = 0; k < kPerVector; ++k) amax[k] = fmaxf(amax[k], fabsf(x[k]));
+      for (int k = 0; k < kPerVector; ++k) amax[k] = fmaxf(amax[k], amax_term(x[k], j));
     }
     if (j.block_32x32) {
       float block_amax = 0.0f;
@@ -240,14 +243,14 @@ __global__ void __launch_bounds__(kThreads, 3) quantize_tiles_kernel(QuantizeJob
     for (int i = 0; i < 32; ++i) x[i] = column_inside && i < rows_inside ? In::load(in[(r0 + i) * j.cols + c]) : 0.0f;
     float column_amax = 0.0f;
 #pragma unroll
-    for (int i = 0; i < 32; ++i) column_amax = fmaxf(column_amax, fabsf(x[i]));
+    for (int i = 0; i < 32; ++i) column_amax = fmaxf(column_amax, amax_term(x[i], j));
     const float tile_amax = j.block_32x32 ? warp_max(column_amax, 32) : 0.0f;
 
     if (j.row_values) {
       uint8_t row_e = 0;  // lane i ends up with row i's exponent
 #pragma unroll
       for (int i = 0; i < 32; ++i) {
-        const float a = j.block_32x32 ? tile_amax : warp_max(fabsf(x[i]), 32);
+        const float a = j.block_32x32 ? tile_amax : warp_max(amax_term(x[i], j), 32);
         if (lane == i) row_e = block_exponent(a, j);
       }
 #pragma unroll

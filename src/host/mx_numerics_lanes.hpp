@@ -158,12 +158,13 @@ MXFP8_ALWAYS_INLINE Lanes<N> load_fp16_lanes(const uint16_t *p) {
   return Lanes<N>{sign | select<N>(equal<N>(exponent, 0x1F), special, finite).v};
 }
 
-// |x| as bits, 0 for NaN: for non-negative floats the bit patterns order as the values do, so the maximum
-// of these is the amax with every NaN skipped (and -0 counted as 0).
+// |x| as bits, `nan_key` for NaN: for non-negative floats the bit patterns order as the values do, so the
+// maximum of these is the amax (and -0 counts as 0) with every NaN skipped (nan_key 0) or counted as +Inf
+// (nan_key 0x7F800000, compressed-tensors' rule).
 template <int N>
-MXFP8_ALWAYS_INLINE Lanes<N> magnitude_key_lanes(const typename Lanes<N>::U32 &bits) {
+MXFP8_ALWAYS_INLINE Lanes<N> magnitude_key_lanes(const typename Lanes<N>::U32 &bits, uint32_t nan_key = 0) {
   const typename Lanes<N>::U32 magnitude = bits & 0x7FFFFFFFu;
-  return select<N>(greater<N>(magnitude, 0x7F800000u), 0u, magnitude);
+  return select<N>(greater<N>(magnitude, 0x7F800000u), nan_key, magnitude);
 }
 template <int N>
 MXFP8_ALWAYS_INLINE Lanes<N> max_lanes(const typename Lanes<N>::U32 &a, const typename Lanes<N>::U32 &b) {

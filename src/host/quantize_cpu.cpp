@@ -1,4 +1,5 @@
-// The host loop of mxfp8_quantize. Per block: the amax (every NaN skipped, as the GPU's max.f32 skips it),
+// The host loop of mxfp8_quantize. Per block: the amax (every NaN skipped, as the GPU's max.f32 skips it,
+// except under compressed-tensors' rule, where a NaN counts as +Inf),
 // the E8M0 exponent, then every element multiplied by the block's reciprocal and encoded; see
 // mx_numerics.hpp. The elements are handled 32 at a time (one block: a row's 32 values, or one value of
 // each of 32 columns) in the branch-free forms of mx_numerics_lanes.hpp, so the compiler vectorizes them
@@ -38,12 +39,12 @@ struct Fp32Input {
 
 struct BlockScaler {
   bool e5m2;
-  bool floor_rounding;
-  uint8_t exponent(uint32_t amax_bits) const {
-    const float amax = bits_float(amax_bits);
-    return floor_rounding ? e8m0_floor(amax, e5m2) : e8m0_rceil(amax, e5m2);
-  }
-  float reciprocal(uint8_t e) const { return floor_rounding ? exact_reciprocal(e) : rceil_reciprocal(e); }
+  ScaleRounding rounding;
+  uint32_t nan_key;  // what a NaN element counts as in the amax (magnitude_key_lanes): 0, or +Inf's bits
+  BlockScaler(bool five_two, ScaleRounding rule)
+      : e5m2(five_two), rounding(rule), nan_key(nan_counts_in_amax(rule) ? 0x7F800000u : 0u) {}
+  uint8_t exponent(uint32_t amax_bits) const { return block_exponent(bits_float(amax_bits), rounding, e5m2); }
+  float reciprocal(uint8_t e) const { return block_reciprocal(e, rounding); }
 };
 
 // A tile of up to 32 rows by exactly 32 columns: where it is read and written. Edge tiles narrower than
@@ -73,8 +74,9 @@ MXFP8_ALWAYS_INLINE void load_row(const typename In::Element *p, Row32<N> &x) {
 }
 
 template <int N>
-MXFP8_ALWAYS_INLINE void max_row(Row32<N> &acc, const Row32<N> &x) {
-  MXFP8_UNROLL for (int k = 0; k < Row32<N>::kVectors; ++k) acc.v[k] = max_lanes<N>(acc.v[k], magnitude_key_lanes<N>(x.v[k]).v).v;
+MXFP8_ALWAYS_INLINE void max_row(Row32<N> &acc, const Row32<N> &x, uint32_t nan_key) {
+  MXFP8_UNROLL for (int k = 0; k < Row32<N>::kVectors; ++k)
+    acc.v[k] = max_lanes<N>(acc.v[k], magnitude_key_lanes<N>(x.v[k], nan_key).v).v;
 }
 
 template <int N>
@@ -109,7 +111,7 @@ template <class In, bool E5M2, int N>
 MXFP8_ALWAYS_INLINE uint8_t quantize_row_block(const Tile<In> &t, const BlockScaler &scaler) {
   Row32<N> x, amax{};
   load_row<In, N>(t.in, x);
-  max_row<N>(amax, x);
+  max_row<N>(amax, x, scaler.nan_key);
   const uint8_t e = scaler.exponent(row_max<N>(amax));
   encode_row<E5M2, N>(x, SharedReciprocal<N>{scaler.reciprocal(e)}, t.out);
   return e;
@@ -117,11 +119,11 @@ MXFP8_ALWAYS_INLINE uint8_t quantize_row_block(const Tile<In> &t, const BlockSca
 
 // The amax of each of the tile's 32 columns.
 template <class In, int N>
-MXFP8_ALWAYS_INLINE Row32<N> column_amax(const Tile<In> &t) {
+MXFP8_ALWAYS_INLINE Row32<N> column_amax(const Tile<In> &t, uint32_t nan_key) {
   Row32<N> amax{}, x;
   for (int64_t r = 0; r < t.rows; ++r) {
     load_row<In, N>(t.in + r * t.in_stride, x);
-    max_row<N>(amax, x);
+    max_row<N>(amax, x, nan_key);
   }
   return amax;
 }
@@ -139,7 +141,7 @@ MXFP8_ALWAYS_INLINE void encode_tile(const Tile<In> &t, const Reciprocal &recipr
 // Columnwise 1x32: each column of the tile is one block; its 32 scales go to `scales`.
 template <class In, bool E5M2, int N>
 MXFP8_ALWAYS_INLINE void quantize_column_tile(const Tile<In> &t, const BlockScaler &scaler, uint8_t *scales) {
-  const Row32<N> amax = column_amax<In, N>(t);
+  const Row32<N> amax = column_amax<In, N>(t, scaler.nan_key);
   uint32_t column_amax_bits[kLanes];
   std::memcpy(column_amax_bits, amax.v, sizeof column_amax_bits);
   float reciprocal[kLanes];
@@ -155,7 +157,7 @@ MXFP8_ALWAYS_INLINE void quantize_column_tile(const Tile<In> &t, const BlockScal
 // A 32x32 block: one scale for the whole tile, returned.
 template <class In, bool E5M2, int N>
 MXFP8_ALWAYS_INLINE uint8_t quantize_square_tile(const Tile<In> &t, const BlockScaler &scaler) {
-  const uint8_t e = scaler.exponent(row_max<N>(column_amax<In, N>(t)));
+  const uint8_t e = scaler.exponent(row_max<N>(column_amax<In, N>(t, scaler.nan_key)));
   encode_tile<In, E5M2, N>(t, SharedReciprocal<N>{scaler.reciprocal(e)});
   return e;
 }
@@ -185,7 +187,7 @@ struct QuantizeRows {
   MXFP8_ALWAYS_INLINE static void run(const QuantizeJob &j, const int64_t &r0, const int64_t &r1) {
     const int64_t K = j.cols, full_blocks = K / kBlockSize, tail = K - full_blocks * kBlockSize;
     const auto *input = static_cast<const typename In::Element *>(j.input);
-    const BlockScaler scaler{E5M2, j.floor_rounding != 0};
+    const BlockScaler scaler(E5M2, j.rounding);
     if (j.row_values && !j.block_32x32) {
       for (int64_t r = r0; r < r1; ++r) {
         const Tile<In> row{input + r * K, 0, j.row_values + r * K, 0, 1};

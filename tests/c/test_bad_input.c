@@ -32,11 +32,11 @@ typedef struct {
 } create_case;
 
 /* The rows of docs/errors.md, in the order the cases run. */
-static char doc_rows[256][640];
+static char doc_rows[512][640];
 static int doc_count = 0;
 
 static void record_for_doc(const char *call, const char *input, mxfp8_status status) {
-  if (doc_count < 256)
+  if (doc_count < 512)
     snprintf(doc_rows[doc_count++], sizeof doc_rows[0], "| `%s` | %s | `%s` (%d) | %s |", call, input,
              mxfp8_status_string(status), (int)status, mxfp8_last_error());
 }
@@ -49,7 +49,8 @@ static int write_doc(const char *path) {
              "ctest's `errors_doc_is_current` fails when this file and the library disagree). Every failure also\n"
              "leaves every output untouched, takes no input and runs no deleter. Valid base input: a (100, 48)\n"
              "E4M3 tensor with Transformer Engine's padded (128, 4) row-major scales on the CPU; for\n"
-             "`mxfp8_quantize_into`, a float32 (70, 100) input with rowwise compact outputs.\n\n"
+             "`mxfp8_quantize_into`, a float32 (70, 100) input with rowwise compact outputs; for the `mxfp8_nvfp4_*`\n"
+             "calls, a (100, 48) NVFP4 tensor with uint8 values (100, 24), padded (128, 4) E4M3 scales and one amax.\n\n"
              "| call | bad input | status | message (`mxfp8_last_error()`) |\n|---|---|---|---|\n");
   for (int i = 0; i < doc_count; ++i) fprintf(f, "%s\n", doc_rows[i]);
   /* What only a GPU run can show; each row is a case of the named GPU test (run by bench/gpu_check.sh). */
@@ -232,7 +233,7 @@ typedef struct {
 } export_case;
 
 #define OPTS_ALL(size, dir, vd, sd, pad, res, granularity, res2) \
-  { (uint32_t)(size), dir, vd, sd, pad, res, NULL, NULL, granularity, res2 }
+  { (uint32_t)(size), dir, vd, sd, pad, res, NULL, NULL, granularity, res2, MXFP8_SCALE_FIXUP_NONE, 0u }
 #define OPTS(size, dir, vd, sd, pad, res) OPTS_ALL(size, dir, vd, sd, pad, res, MXFP8_SCALES_PER_32, 0u)
 #define GOOD_SIZE sizeof(mxfp8_export_options)
 static const export_case kExportCases[] = {
@@ -354,7 +355,7 @@ static void q_input_misaligned(quantize_fixture *f) { f->in.byte_offset = 2; f->
 static void q_struct_size(quantize_fixture *f) { f->o.struct_size = 0; }
 static void q_format(quantize_fixture *f) { f->o.format = 0; }
 static void q_block(quantize_fixture *f) { f->o.block = 2; }
-static void q_rounding(quantize_fixture *f) { f->o.scale_rounding = 2; }
+static void q_rounding(quantize_fixture *f) { f->o.scale_rounding = 3; }
 static void q_layout(quantize_fixture *f) { f->o.scales_layout = 3; }
 static void q_reserved(quantize_fixture *f) { f->o.reserved = 1; }
 static void q_no_outputs(quantize_fixture *f) { f->v_arg = NULL; f->s_arg = NULL; }
@@ -384,7 +385,7 @@ static const quantize_case kQuantizeCases[] = {
     {"options struct_size 0", q_struct_size, MXFP8_ERROR_INVALID_ARGUMENT, "MXFP8_QUANTIZE_OPTIONS_INIT"},
     {"format 0 (unset)", q_format, MXFP8_ERROR_INVALID_ARGUMENT, "options.format is 0"},
     {"block unknown", q_block, MXFP8_ERROR_INVALID_ARGUMENT, "options.block is 2"},
-    {"scale_rounding unknown", q_rounding, MXFP8_ERROR_INVALID_ARGUMENT, "options.scale_rounding is 2"},
+    {"scale_rounding unknown", q_rounding, MXFP8_ERROR_INVALID_ARGUMENT, "options.scale_rounding is 3"},
     {"scales_layout unknown", q_layout, MXFP8_ERROR_INVALID_ARGUMENT, "options.scales_layout is 3"},
     {"reserved not zero", q_reserved, MXFP8_ERROR_INVALID_ARGUMENT, "options.reserved is 1"},
     {"every output NULL", q_no_outputs, MXFP8_ERROR_INVALID_ARGUMENT, "every output is NULL"},
@@ -475,6 +476,186 @@ static void test_bad_dequantize_input(void **state) {
   test_tensor_free(f.data);
   test_tensor_free(f.scales);
   test_tensor_free(f.col_data);
+}
+
+/* NVFP4: mxfp8_nvfp4_tensor_create, mxfp8_nvfp4_export_components and mxfp8_nvfp4_dequantize against a
+ * valid (100, 48) tensor: rowwise uint8 values (100, 24), TE-padded E4M3 scales (128, 4) and one amax;
+ * columnwise buffers (48, 50), (128, 8) and one amax ready for the cases that add them. */
+enum { NV_CREATE, NV_EXPORT, NV_DEQUANTIZE };
+typedef struct {
+  test_tensor *data, *scales, *amax, *col_data, *col_scales, *col_amax;
+  mxfp8_nvfp4_tensor_desc desc;
+  const mxfp8_nvfp4_tensor_desc *desc_arg;
+  mxfp8_nvfp4_tensor **out_arg;
+  int64_t shape[3];
+  mxfp8_nvfp4_export_options options;
+  int outputs;          /* export: bit 0 values, 1 scales, 2 global scale; 8: values and scales share a pointer */
+  uint8_t out_code, out_bits;
+  int64_t out_elements;
+  int direction;
+} nv_fixture;
+typedef void (*nv_mutator)(nv_fixture *f);
+typedef struct {
+  int call;
+  const char *name;
+  nv_mutator mutate;
+  mxfp8_status status;
+  const char *message;
+} nv_case;
+
+static void nv_desc_null(nv_fixture *f) { f->desc_arg = NULL; }
+static void nv_out_null(nv_fixture *f) { f->out_arg = NULL; }
+static void nv_struct_size_zero(nv_fixture *f) { f->desc.struct_size = 0; }
+static void nv_layout_unknown(nv_fixture *f) { f->desc.scale_layout = 2; }
+static void nv_e4m3_max_300(nv_fixture *f) { f->desc.e4m3_max = 300; }
+static void nv_no_amax(nv_fixture *f) { f->desc.rowwise_amax = NULL; }
+static void nv_no_data(nv_fixture *f) {
+  f->desc.rowwise_data = NULL; f->desc.rowwise_scale_inv = NULL; f->desc.rowwise_amax = NULL;
+}
+static void nv_same_twice(nv_fixture *f) { f->desc.rowwise_amax = f->desc.rowwise_scale_inv; }
+static void nv_data_fp8(nv_fixture *f) { f->data->managed.dl_tensor.dtype.code = kDLFloat8_e4m3fn; }
+static void nv_data_float4_padded(nv_fixture *f) {
+  DLTensor *t = &f->data->managed.dl_tensor;
+  t->dtype.code = kDLFloat4_e2m1fn; t->dtype.bits = 4; f->data->shape[1] = 48; f->data->strides[0] = 48;
+  f->data->managed.flags |= DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED;
+}
+static void nv_odd_k(nv_fixture *f) { f->shape[0] = 100; f->shape[1] = 47; f->desc.ndim = 2; f->desc.shape = f->shape; }
+static void nv_shape_mismatch(nv_fixture *f) { f->shape[0] = 100; f->shape[1] = 64; f->desc.ndim = 2; f->desc.shape = f->shape; }
+static void nv_scales_too_few_cols(nv_fixture *f) { f->scales->shape[1] = 2; f->scales->strides[0] = 2; }
+static void nv_scales_e8m0(nv_fixture *f) { f->scales->managed.dl_tensor.dtype.code = kDLFloat8_e8m0fnu; }
+static void nv_swizzled_wrong_size(nv_fixture *f) {
+  f->desc.scale_layout = MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED;
+  f->scales->shape[0] = 100; f->scales->shape[1] = 3; f->scales->strides[0] = 3;
+}
+static void nv_amax_two(nv_fixture *f) { f->amax->shape[0] = 2; }
+static void nv_amax_float16(nv_fixture *f) { f->amax->managed.dl_tensor.dtype.bits = 16; }
+static void nv_amax_other_device(nv_fixture *f) { f->amax->managed.dl_tensor.device.device_type = kDLCUDA; }
+static void nv_columnwise_amax_per_row(nv_fixture *f) {
+  nv_no_data(f);
+  f->desc.columnwise_data = &f->col_data->managed; f->desc.columnwise_scale_inv = &f->col_scales->managed;
+  f->desc.columnwise_amax = &f->col_amax->managed; f->col_amax->shape[0] = 48;
+}
+static void nv_columnwise_1d_without_shape(nv_fixture *f) {
+  nv_no_data(f);
+  f->desc.columnwise_data = &f->col_data->managed; f->desc.columnwise_scale_inv = &f->col_scales->managed;
+  f->desc.columnwise_amax = &f->col_amax->managed;
+  f->col_data->managed.dl_tensor.ndim = 1; f->col_data->shape[0] = 2400;
+}
+static void nv_export_nothing(nv_fixture *f) { f->outputs = 0; }
+static void nv_export_same_pointer(nv_fixture *f) { f->outputs = 1 | 8; }
+static void nv_export_values_dtype(nv_fixture *f) { f->options.values_dtype = 5; }
+static void nv_export_global_scale(nv_fixture *f) { f->options.global_scale = 2; }
+static void nv_export_small_struct(nv_fixture *f) { f->options.struct_size = 4; }
+static void nv_missing_direction(nv_fixture *f) { f->options.direction = MXFP8_DIRECTION_COLUMNWISE; f->direction = 1; }
+static void nv_output_float16(nv_fixture *f) { f->out_bits = 16; }
+static void nv_output_short(nv_fixture *f) { f->out_elements = 4799; }
+
+static const nv_case kNvfp4Cases[] = {
+    {NV_CREATE, "desc is NULL", nv_desc_null, MXFP8_ERROR_INVALID_ARGUMENT, "desc is NULL"},
+    {NV_CREATE, "out is NULL", nv_out_null, MXFP8_ERROR_INVALID_ARGUMENT, "out is NULL"},
+    {NV_CREATE, "struct_size 0", nv_struct_size_zero, MXFP8_ERROR_INVALID_ARGUMENT, "MXFP8_NVFP4_TENSOR_DESC_INIT"},
+    {NV_CREATE, "scale_layout unknown", nv_layout_unknown, MXFP8_ERROR_INVALID_ARGUMENT, "desc.scale_layout is 2"},
+    {NV_CREATE, "e4m3_max neither 448 nor 256", nv_e4m3_max_300, MXFP8_ERROR_INVALID_ARGUMENT, "desc.e4m3_max is 300, expected 448 or 256"},
+    {NV_CREATE, "a direction without its amax", nv_no_amax, MXFP8_ERROR_INVALID_ARGUMENT, "rowwise_amax is NULL but rowwise_data is given"},
+    {NV_CREATE, "no data at all", nv_no_data, MXFP8_ERROR_MISSING_DATA, "neither rowwise nor columnwise data"},
+    {NV_CREATE, "one managed tensor in two fields", nv_same_twice, MXFP8_ERROR_INVALID_ARGUMENT, "passed twice"},
+    {NV_CREATE, "values dtype float8_e4m3fn", nv_data_fp8, MXFP8_ERROR_INVALID_ARGUMENT, "dtype float8_e4m3fn does not hold NVFP4 values"},
+    {NV_CREATE, "float4 values flagged padded (one per byte)", nv_data_float4_padded, MXFP8_ERROR_INVALID_ARGUMENT, "DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED"},
+    {NV_CREATE, "odd K with packed values", nv_odd_k, MXFP8_ERROR_INVALID_ARGUMENT, "the stored rows have 47 values (K), an odd count"},
+    {NV_CREATE, "values shape differs from the logical shape", nv_shape_mismatch, MXFP8_ERROR_INVALID_ARGUMENT, "does not hold the stored 100 x 64 matrix as rows of 32 bytes"},
+    {NV_CREATE, "scale buffer with too few columns", nv_scales_too_few_cols, MXFP8_ERROR_INVALID_ARGUMENT, "cannot hold the 100 x 3 scale matrix"},
+    {NV_CREATE, "scales dtype float8_e8m0fnu", nv_scales_e8m0, MXFP8_ERROR_INVALID_ARGUMENT, "is not an E4M3 block scale byte"},
+    {NV_CREATE, "swizzled layout on a compact buffer", nv_swizzled_wrong_size, MXFP8_ERROR_INVALID_ARGUMENT, "need 128 x 4 = 512 bytes, got 300"},
+    {NV_CREATE, "amax of two elements", nv_amax_two, MXFP8_ERROR_INVALID_ARGUMENT, "rowwise_amax: holds 2 elements (shape (2,)), needs 1 (per tensor) or 100"},
+    {NV_CREATE, "amax float16", nv_amax_float16, MXFP8_ERROR_INVALID_ARGUMENT, "rowwise_amax: dtype float16 is not float32"},
+    {NV_CREATE, "amax on another device", nv_amax_other_device, MXFP8_ERROR_INVALID_ARGUMENT, "rowwise_amax is on cuda:0 but rowwise_data is on cpu:0"},
+    {NV_CREATE, "columnwise amax per row", nv_columnwise_amax_per_row, MXFP8_ERROR_INVALID_ARGUMENT, "columnwise_amax: holds 48 elements (shape (48,)), needs exactly 1"},
+    {NV_CREATE, "1-D columnwise data and no shape", nv_columnwise_1d_without_shape, MXFP8_ERROR_INVALID_ARGUMENT, "without rowwise data, set desc.ndim and desc.shape"},
+    {NV_EXPORT, "all three outputs NULL", nv_export_nothing, MXFP8_ERROR_INVALID_ARGUMENT, "values, scales and global_scale are all NULL"},
+    {NV_EXPORT, "two outputs at one pointer", nv_export_same_pointer, MXFP8_ERROR_INVALID_ARGUMENT, "two output pointers point to the same place"},
+    {NV_EXPORT, "values_dtype unknown", nv_export_values_dtype, MXFP8_ERROR_INVALID_ARGUMENT, "options.values_dtype is 5"},
+    {NV_EXPORT, "global_scale unknown", nv_export_global_scale, MXFP8_ERROR_INVALID_ARGUMENT, "options.global_scale is 2"},
+    {NV_EXPORT, "options struct_size too small", nv_export_small_struct, MXFP8_ERROR_INVALID_ARGUMENT, "MXFP8_NVFP4_EXPORT_OPTIONS_INIT"},
+    {NV_EXPORT, "a direction the tensor lacks", nv_missing_direction, MXFP8_ERROR_MISSING_DATA, "the NVFP4 tensor has no columnwise data"},
+    {NV_DEQUANTIZE, "output dtype float16", nv_output_float16, MXFP8_ERROR_INVALID_ARGUMENT, "output: dtype float16 is not float32 or bfloat16"},
+    {NV_DEQUANTIZE, "output with the wrong element count", nv_output_short, MXFP8_ERROR_INVALID_ARGUMENT, "output: holds 4799 elements"},
+    {NV_DEQUANTIZE, "a direction the tensor lacks", nv_missing_direction, MXFP8_ERROR_MISSING_DATA, "the NVFP4 tensor has no columnwise data"},
+};
+
+static void test_bad_nvfp4_input(void **state) {
+  const nv_case *c = (const nv_case *)*state;
+  nv_fixture f;
+  memset(&f, 0, sizeof f);
+  uint64_t rng = 17;
+  const int64_t ds[2] = {100, 24}, ss[2] = {128, 4}, cds[2] = {48, 50}, css[2] = {128, 8};
+  const float amax = 3.5f;
+  f.data = test_tensor_new(2, ds, kDLUInt, 1);
+  f.scales = test_tensor_new(2, ss, kDLUInt, 1);
+  f.amax = test_float_tensor(1, &amax);
+  f.col_data = test_tensor_new(2, cds, kDLUInt, 1);
+  f.col_scales = test_tensor_new(2, css, kDLUInt, 1);
+  f.col_amax = test_float_tensor(1, &amax);
+  test_tensor *all[6] = {f.data, f.scales, f.amax, f.col_data, f.col_scales, f.col_amax};
+  fill_random(f.data->buffer, f.data->bytes, &rng);
+  fill_random_scales(f.scales->buffer, f.scales->bytes, &rng);
+  mxfp8_nvfp4_tensor_desc init = MXFP8_NVFP4_TENSOR_DESC_INIT;
+  f.desc = init;
+  f.desc.rowwise_data = &f.data->managed;
+  f.desc.rowwise_scale_inv = &f.scales->managed;
+  f.desc.rowwise_amax = &f.amax->managed;
+  f.desc_arg = &f.desc;
+  mxfp8_nvfp4_tensor *out = (mxfp8_nvfp4_tensor *)(uintptr_t)0xBAD;
+  f.out_arg = &out;
+  mxfp8_nvfp4_export_options options = MXFP8_NVFP4_EXPORT_OPTIONS_INIT;
+  f.options = options;
+  f.outputs = 7;
+  f.out_code = kDLFloat;
+  f.out_bits = 32;
+  f.out_elements = 4800;
+  mxfp8_nvfp4_tensor *tensor = NULL;
+  if (c->call != NV_CREATE) assert_int_equal(mxfp8_nvfp4_tensor_create(&f.desc, &tensor), MXFP8_OK);
+  c->mutate(&f);
+  uint8_t *before[6];
+  for (int i = 0; i < 6; ++i) {
+    before[i] = malloc(all[i]->bytes);
+    memcpy(before[i], all[i]->buffer, all[i]->bytes);
+  }
+  mxfp8_status st;
+  const char *call;
+  if (c->call == NV_CREATE) {
+    call = "mxfp8_nvfp4_tensor_create";
+    st = mxfp8_nvfp4_tensor_create(f.desc_arg, f.out_arg);
+    EXPECT(out == (mxfp8_nvfp4_tensor *)(uintptr_t)0xBAD, "%s: out was written", c->name);
+  } else if (c->call == NV_EXPORT) {
+    call = "mxfp8_nvfp4_export_components";
+    DLManagedTensorVersioned *const untouched = (DLManagedTensorVersioned *)(uintptr_t)0xBAD;
+    DLManagedTensorVersioned *v = untouched, *s = untouched, *g = untouched;
+    st = mxfp8_nvfp4_export_components(tensor, &f.options, (f.outputs & 1) ? &v : NULL,
+                                       (f.outputs & 8) ? &v : (f.outputs & 2) ? &s : NULL, (f.outputs & 4) ? &g : NULL);
+    EXPECT(v == untouched && s == untouched && g == untouched, "%s: an output was written", c->name);
+  } else {
+    call = "mxfp8_nvfp4_dequantize";
+    float o[4800];
+    memset(o, POISON, sizeof o);
+    int64_t shape[1] = {f.out_elements};
+    DLTensor output = {o, {kDLCPU, 0}, 1, {f.out_code, f.out_bits, 1}, shape, NULL, 0};
+    mxfp8_dequantize_options opts = MXFP8_DEQUANTIZE_OPTIONS_INIT;
+    opts.direction = f.direction;
+    st = mxfp8_nvfp4_dequantize(tensor, &opts, &output);
+    const uint8_t *bytes = (const uint8_t *)o;
+    for (size_t i = 0; i < sizeof o; ++i) EXPECT(bytes[i] == POISON, "%s: the output was written", c->name);
+  }
+  record_for_doc(call, c->name, st);
+  EXPECT(st == c->status, "%s: status %d (%s), expected %d", c->name, st, mxfp8_last_error(), c->status);
+  assert_last_error_contains(c->message);
+  mxfp8_nvfp4_tensor_release(tensor);
+  for (int i = 0; i < 6; ++i) {
+    EXPECT(memcmp(before[i], all[i]->buffer, all[i]->bytes) == 0, "%s: an input was modified", c->name);
+    EXPECT(all[i]->deleter_calls == (tensor && i < 3 ? 1 : 0), "%s: deleter of input %d ran %d times", c->name, i,
+           all[i]->deleter_calls);
+    free(before[i]);
+    test_tensor_free(all[i]);
+  }
 }
 
 /* ===================================================================================================
@@ -1085,7 +1266,9 @@ static void i_shape_null(import_fixture *f) { f->shapes[1] = NULL; }
 static void i_shape_negative(import_fixture *f) { f->shape1[0] = -40; }
 static void i_format_unknown(import_fixture *f) { f->formats[1] = 3; }
 static void i_direction_unknown(import_fixture *f) { f->directions[1] = 2; }
-static void i_layout_unknown(import_fixture *f) { f->layouts[1] = 2; }
+static void i_layout_unknown(import_fixture *f) { f->layouts[1] = 9; }
+static void i_layout_trtllm(import_fixture *f) { f->layouts[1] = MXFP8_LAYOUT_TRTLLM_SHUFFLED; }
+static void i_layout_deepgemm_compact_part(import_fixture *f) { f->layouts[1] = MXFP8_LAYOUT_DEEPGEMM_PACKED; }
 static void i_values_bytes_wrong(import_fixture *f) { f->entries[1].values_bytes = 2559; }
 static void i_compact_part_called_swizzled(import_fixture *f) { f->layouts[1] = MXFP8_LAYOUT_CUTLASS_128X4; }
 static void i_part_past_end(import_fixture *f) { f->entries[1].scales_offset = kImportBucketBytes - 79; }
@@ -1095,7 +1278,10 @@ static void i_bucket_float32(import_fixture *f) { f->bucket_tensor.dtype = (DLDa
 static void i_destinations_null(import_fixture *f) { f->dst_arg = NULL; }
 static void i_values_null(import_fixture *f) { f->dst[1].values = NULL; }
 static void i_scales_null(import_fixture *f) { f->dst[1].scales = NULL; }
-static void i_target_unknown(import_fixture *f) { f->dst[1].scales_layout = 2; }
+static void i_target_unknown(import_fixture *f) { f->dst[1].scales_layout = 9; }
+static void i_target_trtllm(import_fixture *f) { f->dst[1].scales_layout = MXFP8_LAYOUT_TRTLLM_SHUFFLED; }
+static void i_manifest_fixup_unknown(import_fixture *f) { f->manifest.scale_fixup = 2; }
+static void i_manifest_reserved2(import_fixture *f) { f->manifest.reserved2 = 1; }
 static void i_destination_reserved(import_fixture *f) { f->dst[1].reserved = 9; }
 static void i_values_float32(import_fixture *f) { f->v1.dtype = (DLDataType){kDLFloat, 32, 1}; f->v1_shape[0] = 640; }
 static void i_values_wrong_fp8(import_fixture *f) { f->v0.dtype.code = kDLFloat8_e5m2; }
@@ -1121,6 +1307,21 @@ static void with_shard(import_fixture *f) {
 static void i_shard_inside_a_block(import_fixture *f) { with_shard(f); f->shard.col_begin = 16; }
 static void i_shard_past_the_rows(import_fixture *f) { with_shard(f); f->shard.row_end = 41; }
 static void i_shard_into_a_whole_sized_destination(import_fixture *f) { with_shard(f); f->shard.row_end = 20; }
+static void i_shard_with_fixup(import_fixture *f) {
+  with_shard(f);
+  f->manifest.scale_fixup = MXFP8_SCALE_FIXUP_ZERO_EXPONENT_AS_ONE;
+}
+static void i_shard_into_deepgemm(import_fixture *f) {
+  with_shard(f);
+  f->dst[1].scales_layout = MXFP8_LAYOUT_DEEPGEMM_PACKED;
+  f->s1_shape[0] = 160; /* DeepGEMM packed scales of the 40 x 2 matrix */
+}
+static void i_shard_of_a_deepgemm_part(import_fixture *f) {
+  with_shard(f);
+  f->layouts[1] = MXFP8_LAYOUT_DEEPGEMM_PACKED;
+  f->entries[1].scales_offset = 0; /* 160 bytes: the layout's size of the 40 x 2 matrix, inside the bucket */
+  f->entries[1].scales_bytes = 160;
+}
 static void i_shard_pieces_splitting_tiles(import_fixture *f) {
   with_shard(f);
   f->pieces[0] = 0, f->pieces[1] = 10, f->pieces[2] = 20, f->pieces[3] = 30;
@@ -1141,7 +1342,11 @@ static const import_case kImportCases[] = {
     {"mxfp8_import_bucket", "a negative dimension", i_shape_negative, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.shapes[1] (-40, 64) has a negative dimension"},
     {"mxfp8_import_bucket", "an unknown format", i_format_unknown, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.formats[1] is 3, expected MXFP8_FORMAT_E4M3 (1) or MXFP8_FORMAT_E5M2 (2)"},
     {"mxfp8_import_bucket", "an unknown direction", i_direction_unknown, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.directions[1] is 2"},
-    {"mxfp8_import_bucket", "an unknown scales layout", i_layout_unknown, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.scales_layouts[1] is 2, expected MXFP8_LAYOUT_COMPACT (0) or MXFP8_LAYOUT_CUTLASS_128X4 (1)"},
+    {"mxfp8_import_bucket", "an unknown scales layout", i_layout_unknown, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.scales_layouts[1] is 9, expected MXFP8_LAYOUT_COMPACT (0) or MXFP8_LAYOUT_CUTLASS_128X4 (1) or MXFP8_LAYOUT_TRTLLM_SHUFFLED (2) or MXFP8_LAYOUT_DEEPGEMM_PACKED (3)"},
+    {"mxfp8_import_bucket", "a bucket part in the TRT-LLM layout (rows permuted)", i_layout_trtllm, MXFP8_ERROR_UNSUPPORTED, "manifest.scales_layouts[1] is MXFP8_LAYOUT_TRTLLM_SHUFFLED (2)"},
+    {"mxfp8_import_bucket", "compact scales recorded as DeepGEMM packed (a double transform)", i_layout_deepgemm_compact_part, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.entries[1] gives 80 bytes of scales, its shape and DeepGEMM packed layout give 160"},
+    {"mxfp8_import_bucket", "an unknown manifest scale_fixup", i_manifest_fixup_unknown, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.scale_fixup is 2, expected MXFP8_SCALE_FIXUP_NONE (0) or MXFP8_SCALE_FIXUP_ZERO_EXPONENT_AS_ONE (1)"},
+    {"mxfp8_import_bucket", "manifest reserved2 set", i_manifest_reserved2, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.reserved2 is 1, must be 0"},
     {"mxfp8_import_bucket", "values bytes that do not match the shape", i_values_bytes_wrong, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.entries[1] gives 2559 bytes of values, its shape and row-major layout give 2560"},
     {"mxfp8_import_bucket", "compact scales recorded as 128x4 (a double transform)", i_compact_part_called_swizzled, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.entries[1] gives 80 bytes of scales, its shape and 128x4 swizzled layout give 512"},
     {"mxfp8_import_bucket", "a part past the end of the bucket", i_part_past_end, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.entries[1]: its 80 bytes of scales at byte 7625 run past the end of a bucket of 7704 bytes"},
@@ -1151,7 +1356,8 @@ static const import_case kImportCases[] = {
     {"mxfp8_import_bucket", "destinations NULL", i_destinations_null, MXFP8_ERROR_INVALID_ARGUMENT, "destinations is NULL"},
     {"mxfp8_import_bucket", "a destination without values", i_values_null, MXFP8_ERROR_INVALID_ARGUMENT, "destinations[1].values is NULL"},
     {"mxfp8_import_bucket", "a destination without scales", i_scales_null, MXFP8_ERROR_INVALID_ARGUMENT, "destinations[1].scales is NULL"},
-    {"mxfp8_import_bucket", "an unknown target layout", i_target_unknown, MXFP8_ERROR_INVALID_ARGUMENT, "destinations[1].scales_layout is 2"},
+    {"mxfp8_import_bucket", "an unknown target layout", i_target_unknown, MXFP8_ERROR_INVALID_ARGUMENT, "destinations[1].scales_layout is 9"},
+    {"mxfp8_import_bucket", "a TRT-LLM target (rows permuted: mxfp8_convert writes it)", i_target_trtllm, MXFP8_ERROR_UNSUPPORTED, "destinations[1].scales_layout is MXFP8_LAYOUT_TRTLLM_SHUFFLED (2)"},
     {"mxfp8_import_bucket", "a destination's reserved set", i_destination_reserved, MXFP8_ERROR_INVALID_ARGUMENT, "destinations[1].reserved is 9, must be 0"},
     {"mxfp8_import_bucket", "float32 values", i_values_float32, MXFP8_ERROR_INVALID_ARGUMENT, "destinations[1].values: dtype float32 does not hold E4M3 values"},
     {"mxfp8_import_bucket", "E5M2 values for an E4M3 tensor", i_values_wrong_fp8, MXFP8_ERROR_INVALID_ARGUMENT, "destinations[0].values: dtype float8_e5m2 does not hold E4M3 values"},
@@ -1166,6 +1372,9 @@ static const import_case kImportCases[] = {
     {"mxfp8_prepare_import_bucket", "out NULL", i_prepare_out_null, MXFP8_ERROR_INVALID_ARGUMENT, "out is NULL"},
     {"mxfp8_import_bucket", "a shard starting inside a K block", i_shard_inside_a_block, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.shards[1].col_begin is 16, not a multiple of 32"},
     {"mxfp8_import_bucket", "a shard past the tensor's rows", i_shard_past_the_rows, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.shards[1].row_end is 41, outside the tensor's 40 rows"},
+    {"mxfp8_import_bucket", "a shard with the scale fix-up", i_shard_with_fixup, MXFP8_ERROR_UNSUPPORTED, "manifest.shards[1]: a shard is imported with its scale bytes as stored"},
+    {"mxfp8_import_bucket", "a shard into a DeepGEMM destination", i_shard_into_deepgemm, MXFP8_ERROR_UNSUPPORTED, "manifest.shards[1]: a shard is imported into MXFP8_LAYOUT_COMPACT or MXFP8_LAYOUT_CUTLASS_128X4 destinations only, not MXFP8_LAYOUT_DEEPGEMM_PACKED"},
+    {"mxfp8_import_bucket", "a shard of a part in DeepGEMM's layout", i_shard_of_a_deepgemm_part, MXFP8_ERROR_UNSUPPORTED, "manifest.shards[1]: a shard of scales carried in an engine layout (MXFP8_LAYOUT_DEEPGEMM_PACKED)"},
     {"mxfp8_import_bucket", "a shard into a destination sized for the whole tensor", i_shard_into_a_whole_sized_destination, MXFP8_ERROR_INVALID_ARGUMENT, "destinations[1].values"},
     {"mxfp8_import_bucket", "row pieces that split 128x4 tiles", i_shard_pieces_splitting_tiles, MXFP8_ERROR_UNSUPPORTED, "manifest.shards[1]: row piece 0 has 10 rows; into a 128x4 destination"},
 };
@@ -1283,6 +1492,163 @@ static void test_hostile_input(void **state) {
   EXPECT(untouched, "%s: an output, an input or a deleter count changed", c->name);
 }
 
+/* mxfp8_convert / mxfp8_convert_grouped / mxfp8_layout_bytes: the valid base is the (100, 48) tensor of
+ * setup_create (S is 100 x 2) converted into DeepGEMM's packed layout (4 * 1 * 100 = 400 bytes), values
+ * alongside; grouped: 3 experts of 40 rows, K = 48, compact scales. Each case breaks one thing; the
+ * outputs stay poisoned and the tensor's buffers unchanged. */
+typedef struct {
+  made_tensor m;
+  uint8_t before[512];
+  uint8_t values[4800], scales[520];
+  int64_t v_shape[1], s_shape[1];
+  DLTensor v, s;
+  DLTensor *v_arg, *s_arg;
+  const mxfp8_tensor *tensor_arg;
+  mxfp8_convert_options o;
+  const mxfp8_convert_options *o_arg;
+  int grouped; /* run mxfp8_convert_grouped on a group of 3 x (40, 48) instead */
+  int64_t expert_rows[3];
+  int layout_bytes; /* run mxfp8_layout_bytes(o.target, o.direction, 100, 2) instead */
+} convert_fixture;
+
+static void setup_convert(convert_fixture *f) {
+  make_tensor(&f->m);
+  memcpy(f->before, f->m.f.scales->buffer, sizeof f->before);
+  memset(f->values, POISON, sizeof f->values);
+  memset(f->scales, POISON, sizeof f->scales);
+  f->v_shape[0] = 4800, f->s_shape[0] = 400;
+  f->v = (DLTensor){f->values, {kDLCPU, 0}, 1, {kDLFloat8_e4m3fn, 8, 1}, f->v_shape, NULL, 0};
+  f->s = (DLTensor){f->scales, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, f->s_shape, NULL, 0};
+  f->v_arg = &f->v, f->s_arg = &f->s;
+  f->tensor_arg = f->m.tensor;
+  mxfp8_convert_options o = MXFP8_CONVERT_OPTIONS_INIT;
+  o.target = MXFP8_LAYOUT_DEEPGEMM_PACKED;
+  f->o = o;
+  f->o_arg = &f->o;
+  f->grouped = 0;
+  f->expert_rows[0] = f->expert_rows[1] = f->expert_rows[2] = 40;
+  f->layout_bytes = 0;
+}
+
+typedef void (*convert_mutator)(convert_fixture *f);
+typedef struct {
+  const char *call;
+  const char *name;
+  convert_mutator mutate;
+  mxfp8_status status;
+  const char *message;
+} convert_case;
+
+static void c_tensor_null(convert_fixture *f) { f->tensor_arg = NULL; }
+static void c_scales_null(convert_fixture *f) { f->s_arg = NULL; }
+static void c_options_size_0(convert_fixture *f) { f->o.struct_size = 0; }
+static void c_target_unknown(convert_fixture *f) { f->o.target = 9; }
+static void c_fixup_unknown(convert_fixture *f) { f->o.scale_fixup = 7; }
+static void c_direction_unknown(convert_fixture *f) { f->o.direction = 2; }
+static void c_missing_direction(convert_fixture *f) { f->o.direction = MXFP8_DIRECTION_COLUMNWISE; }
+static void c_compact_sized(convert_fixture *f) { f->s_shape[0] = 200; }
+static void c_cutlass_compact_sized(convert_fixture *f) { f->o.target = MXFP8_LAYOUT_CUTLASS_128X4; f->s_shape[0] = 200; }
+static void c_float32_scales(convert_fixture *f) { f->s.dtype = (DLDataType){kDLFloat, 32, 1}; f->s_shape[0] = 100; }
+static void c_int32_for_cutlass(convert_fixture *f) {
+  f->o.target = MXFP8_LAYOUT_CUTLASS_128X4;
+  f->s.dtype = (DLDataType){kDLInt, 32, 1};
+  f->s_shape[0] = 128;
+}
+static void c_scales_strided(convert_fixture *f) {
+  static int64_t shape[2] = {100, 4}, strides[2] = {1, 100};
+  f->s.ndim = 2, f->s.shape = shape, f->s.strides = strides; /* uint8, not DeepGEMM's int32 tensor */
+}
+static void c_values_short(convert_fixture *f) { f->v_shape[0] = 4799; }
+static void c_values_float32(convert_fixture *f) { f->v.dtype = (DLDataType){kDLFloat, 32, 1}; f->v_shape[0] = 1200; }
+static void c_scales_on_cuda(convert_fixture *f) { f->s.device = (DLDevice){kDLCUDA, 0}; }
+static void c_scales_over_tensor(convert_fixture *f) { f->s.data = f->m.f.scales->buffer + 16; }
+static void c_values_over_scales(convert_fixture *f) { f->v.data = f->scales + 100; }
+static void c_grouped_uneven(convert_fixture *f) { f->grouped = 1; f->expert_rows[1] = 41; }
+static void c_grouped_columnwise(convert_fixture *f) { f->grouped = 1; f->o.direction = MXFP8_DIRECTION_COLUMNWISE; }
+static void c_grouped_short(convert_fixture *f) { f->grouped = 1; f->s_shape[0] = 3 * 4 * 40 - 4; }
+static void c_bytes_columnwise_deepgemm(convert_fixture *f) {
+  f->layout_bytes = 1;
+  f->o.direction = MXFP8_DIRECTION_COLUMNWISE;
+}
+static void c_bytes_negative(convert_fixture *f) { f->layout_bytes = 2; }
+static void c_trtllm_rows(convert_fixture *f) { f->o.target = MXFP8_LAYOUT_TRTLLM_SHUFFLED; }
+static void c_trtllm_gated_rows(convert_fixture *f) { f->grouped = 1; f->o.target = MXFP8_LAYOUT_TRTLLM_SHUFFLED_GATED; }
+static void c_bytes_columnwise_trtllm(convert_fixture *f) {
+  f->layout_bytes = 1;
+  f->o.target = MXFP8_LAYOUT_TRTLLM_SHUFFLED;
+  f->o.direction = MXFP8_DIRECTION_COLUMNWISE;
+}
+
+static const convert_case kConvertCases[] = {
+    {"mxfp8_convert", "tensor NULL", c_tensor_null, MXFP8_ERROR_INVALID_ARGUMENT, "tensor is NULL"},
+    {"mxfp8_convert", "scales NULL", c_scales_null, MXFP8_ERROR_INVALID_ARGUMENT, "scales is NULL"},
+    {"mxfp8_convert", "options struct_size 0", c_options_size_0, MXFP8_ERROR_INVALID_ARGUMENT, "initialize it with MXFP8_CONVERT_OPTIONS_INIT"},
+    {"mxfp8_convert", "an unknown target", c_target_unknown, MXFP8_ERROR_INVALID_ARGUMENT, "options.target is 9, expected MXFP8_LAYOUT_COMPACT (0) or"},
+    {"mxfp8_convert", "an unknown scale fix-up", c_fixup_unknown, MXFP8_ERROR_INVALID_ARGUMENT, "options.scale_fixup is 7, expected MXFP8_SCALE_FIXUP_NONE (0)"},
+    {"mxfp8_convert", "an unknown direction", c_direction_unknown, MXFP8_ERROR_INVALID_ARGUMENT, "options.direction is 2"},
+    {"mxfp8_convert", "a direction the tensor lacks", c_missing_direction, MXFP8_ERROR_MISSING_DATA, "the tensor has no columnwise data"},
+    {"mxfp8_convert", "compact-sized scales for the DeepGEMM target", c_compact_sized, MXFP8_ERROR_INVALID_ARGUMENT, "scales: DeepGEMM packed scales of a 100 x 2 matrix are 400 bytes, got 200"},
+    {"mxfp8_convert", "compact-sized scales for the 128x4 target", c_cutlass_compact_sized, MXFP8_ERROR_INVALID_ARGUMENT, "scales: 128x4 swizzled scales of a 100 x 2 matrix are 512 bytes, got 200"},
+    {"mxfp8_convert", "float32 scales of the right byte count", c_float32_scales, MXFP8_ERROR_INVALID_ARGUMENT, "scales: dtype float32 does not hold DeepGEMM packed scales (expected int32, uint8 or float8_e8m0fnu)"},
+    {"mxfp8_convert", "int32 scales for the 128x4 target", c_int32_for_cutlass, MXFP8_ERROR_INVALID_ARGUMENT, "scales: dtype int32 does not hold 128x4 swizzled scales (expected uint8 or float8_e8m0fnu)"},
+    {"mxfp8_convert", "strided uint8 scales", c_scales_strided, MXFP8_ERROR_INVALID_ARGUMENT, "scales: strides (1, 100) are not row-major contiguous"},
+    {"mxfp8_convert", "values one byte short", c_values_short, MXFP8_ERROR_INVALID_ARGUMENT, "values: holds 4799 elements"},
+    {"mxfp8_convert", "float32 values", c_values_float32, MXFP8_ERROR_INVALID_ARGUMENT, "values: dtype float32 does not hold E4M3 values"},
+    {"mxfp8_convert", "scales on another device", c_scales_on_cuda, MXFP8_ERROR_INVALID_ARGUMENT, "scales is on cuda:0 but the tensor is on cpu"},
+    {"mxfp8_convert", "scales over the tensor's own scales", c_scales_over_tensor, MXFP8_ERROR_INVALID_ARGUMENT, "overlap"},
+    {"mxfp8_convert", "values over the scales output", c_values_over_scales, MXFP8_ERROR_INVALID_ARGUMENT, "overlap"},
+    {"mxfp8_convert_grouped", "experts of different row counts", c_grouped_uneven, MXFP8_ERROR_INVALID_ARGUMENT, "a stacked target needs experts of one row count; these have 40 and 41 rows"},
+    {"mxfp8_convert_grouped", "columnwise", c_grouped_columnwise, MXFP8_ERROR_MISSING_DATA, "grouped experts carry rowwise data only"},
+    {"mxfp8_convert_grouped", "stacked DeepGEMM scales one int32 short", c_grouped_short, MXFP8_ERROR_INVALID_ARGUMENT, "scales: DeepGEMM packed scales of 3 40 x 2 matrices are 480 bytes, got 476"},
+    {"mxfp8_layout_bytes", "columnwise DeepGEMM", c_bytes_columnwise_deepgemm, MXFP8_ERROR_INVALID_ARGUMENT, "layout is MXFP8_LAYOUT_DEEPGEMM_PACKED, which lays out rowwise scales only"},
+    {"mxfp8_layout_bytes", "negative rows", c_bytes_negative, MXFP8_ERROR_INVALID_ARGUMENT, "rows and cols are -1 and 2, must not be negative"},
+    {"mxfp8_convert", "the TRT-LLM target for 100 rows", c_trtllm_rows, MXFP8_ERROR_INVALID_ARGUMENT, "options.target is MXFP8_LAYOUT_TRTLLM_SHUFFLED, which needs rows (per expert) a multiple of 128 (FlashInfer's shuffle_matrix_sf_a requires it; the values shuffle in blocks of 32 rows), got 100"},
+    {"mxfp8_convert_grouped", "the TRT-LLM gated target for experts of 40 rows", c_trtllm_gated_rows, MXFP8_ERROR_INVALID_ARGUMENT, "options.target is MXFP8_LAYOUT_TRTLLM_SHUFFLED_GATED, which needs rows (per expert) a multiple of 128"},
+    {"mxfp8_layout_bytes", "columnwise TRT-LLM", c_bytes_columnwise_trtllm, MXFP8_ERROR_INVALID_ARGUMENT, "layout is MXFP8_LAYOUT_TRTLLM_SHUFFLED, which lays out rowwise scales only"},
+};
+
+static void test_bad_convert_input(void **state) {
+  const convert_case *c = (const convert_case *)*state;
+  convert_fixture *f = malloc(sizeof *f);
+  setup_convert(f);
+  c->mutate(f);
+  mxfp8_status st;
+  if (f->layout_bytes) {
+    int64_t bytes = -7;
+    st = mxfp8_layout_bytes(f->o.target, f->o.direction, f->layout_bytes == 2 ? -1 : 100, 2, &bytes);
+    EXPECT(bytes == -7, "%s: *bytes written on failure", c->name);
+  } else if (f->grouped) {
+    int64_t vshape[2] = {120, 48}, sshape[1] = {240};
+    if (f->expert_rows[1] != 40) vshape[0] = 121, sshape[0] = 242;
+    test_tensor *data = test_tensor_new(2, vshape, kDLUInt, 0), *scales = test_tensor_new(1, sshape, kDLUInt, 0);
+    mxfp8_grouped_desc d = MXFP8_GROUPED_DESC_INIT;
+    d.scales = MXFP8_GROUPED_SCALES_COMPACT;
+    d.num_experts = 3;
+    d.cols = 48;
+    d.expert_rows = f->expert_rows;
+    d.data = &data->managed;
+    d.scale_inv = &scales->managed;
+    mxfp8_grouped_tensor *g = NULL;
+    assert_int_equal(mxfp8_grouped_tensor_create(&d, &g), MXFP8_OK);
+    if (f->s_shape[0] == 400) f->s_shape[0] = 480;
+    f->v_shape[0] = 120 * 48;
+    st = mxfp8_convert_grouped(g, f->o_arg, f->v_arg, f->s_arg);
+    mxfp8_grouped_tensor_release(g);
+    test_tensor_free(data);
+    test_tensor_free(scales);
+  } else {
+    st = mxfp8_convert(f->tensor_arg, f->o_arg, f->v_arg, f->s_arg);
+  }
+  record_for_doc(c->call, c->name, st);
+  EXPECT(st == c->status, "%s: status %d (%s), expected %d", c->name, st, mxfp8_last_error(), c->status);
+  assert_last_error_contains(c->message);
+  int untouched = memcmp(f->before, f->m.f.scales->buffer, sizeof f->before) == 0;
+  for (size_t i = 0; i < sizeof f->values; ++i) untouched &= f->values[i] == POISON;
+  for (size_t i = 0; i < sizeof f->scales; ++i) untouched &= f->scales[i] == POISON;
+  EXPECT(untouched, "%s: an output or the tensor was written", c->name);
+  free_tensor(&f->m);
+  free(f);
+}
 
 /* mxfp8_export_shard: boundaries the direction's scale blocks do not allow, ranges outside the tensor or
  * empty, malformed shards. Rowwise cases use the base (100, 48) tensor; columnwise ones the same shape
@@ -1296,31 +1662,33 @@ typedef struct {
   int pieces_null;
   mxfp8_status status;
   const char *message;
+  int fixup; /* options.scale_fixup = MXFP8_SCALE_FIXUP_ZERO_EXPONENT_AS_ONE */
 } shard_case;
 
 #define SHARD(size, res, rb, re, cb, ce) { (uint32_t)(size), res, rb, re, cb, ce, 0, NULL }
 #define WHOLE SHARD(sizeof(mxfp8_shard), 0u, 0, MXFP8_SHARD_END, 0, MXFP8_SHARD_END)
 static const shard_case kShardCases[] = {
-    {"shard is NULL", 0, 1, 0, 0, WHOLE, {0}, 0, 0, MXFP8_ERROR_INVALID_ARGUMENT, "shard is NULL"},
-    {"shard struct_size 0", 0, 0, 0, 0, SHARD(0, 0u, 0, -1, 0, -1), {0}, 0, 0, MXFP8_ERROR_INVALID_ARGUMENT, "MXFP8_SHARD_INIT"},
-    {"shard reserved not zero", 0, 0, 0, 0, SHARD(sizeof(mxfp8_shard), 7u, 0, -1, 0, -1), {0}, 0, 0, MXFP8_ERROR_INVALID_ARGUMENT, "shard.reserved is 7"},
-    {"rowwise shard starting inside a K block", 0, 0, 0, 0, SHARD(sizeof(mxfp8_shard), 0u, 0, -1, 16, -1), {0}, 0, 0, MXFP8_ERROR_INVALID_ARGUMENT, "shard.col_begin is 16, not a multiple of 32"},
-    {"rowwise shard ending inside a K block", 0, 0, 0, 0, SHARD(sizeof(mxfp8_shard), 0u, 0, -1, 0, 40), {0}, 0, 0, MXFP8_ERROR_INVALID_ARGUMENT, "shard.col_end is 40, not a multiple of 32"},
-    {"columns past K", 0, 0, 0, 0, SHARD(sizeof(mxfp8_shard), 0u, 0, -1, 32, 64), {0}, 0, 0, MXFP8_ERROR_INVALID_ARGUMENT, "shard.col_end is 64, outside the tensor's 48 columns"},
-    {"rows past M", 0, 0, 0, 0, SHARD(sizeof(mxfp8_shard), 0u, 50, 101, 0, -1), {0}, 0, 0, MXFP8_ERROR_INVALID_ARGUMENT, "shard.row_end is 101, outside the tensor's 100 rows"},
-    {"negative row_begin", 0, 0, 0, 0, SHARD(sizeof(mxfp8_shard), 0u, -5, 10, 0, -1), {0}, 0, 0, MXFP8_ERROR_INVALID_ARGUMENT, "shard.row_begin is -5"},
-    {"empty row range", 0, 0, 0, 0, SHARD(sizeof(mxfp8_shard), 0u, 40, 40, 0, -1), {0}, 0, 0, MXFP8_ERROR_INVALID_ARGUMENT, "rows [40, 40) are empty"},
-    {"row range backwards", 0, 0, 0, 0, SHARD(sizeof(mxfp8_shard), 0u, 50, 40, 0, -1), {0}, 0, 0, MXFP8_ERROR_INVALID_ARGUMENT, "run backwards"},
-    {"empty column range", 0, 0, 0, 0, SHARD(sizeof(mxfp8_shard), 0u, 0, -1, 32, 32), {0}, 0, 0, MXFP8_ERROR_INVALID_ARGUMENT, "columns [32, 32) are empty"},
-    {"row_pieces NULL with a count", 0, 0, 0, 0, WHOLE, {0}, 2, 1, MXFP8_ERROR_INVALID_ARGUMENT, "shard.row_pieces is NULL but shard.num_row_pieces is 2"},
-    {"row_pieces and row_begin both set", 0, 0, 0, 0, SHARD(sizeof(mxfp8_shard), 0u, 10, -1, 0, -1), {0, 10, 20, 30}, 2, 0, MXFP8_ERROR_INVALID_ARGUMENT, "sets both row_begin / row_end"},
-    {"a row piece past M", 0, 0, 0, 0, WHOLE, {0, 10, 90, 120}, 2, 0, MXFP8_ERROR_INVALID_ARGUMENT, "shard.row_pieces[3] is 120, outside the tensor's 100 rows"},
-    {"an empty row piece", 0, 0, 0, 0, WHOLE, {0, 10, 20, 20}, 2, 0, MXFP8_ERROR_INVALID_ARGUMENT, "rows [20, 20) are empty"},
-    {"columnwise shard starting inside an M block", 1, 0, 0, 0, SHARD(sizeof(mxfp8_shard), 0u, 16, -1, 0, -1), {0}, 0, 0, MXFP8_ERROR_INVALID_ARGUMENT, "shard.row_begin is 16, not a multiple of 32"},
-    {"columnwise shard ending inside an M block", 1, 0, 0, 0, SHARD(sizeof(mxfp8_shard), 0u, 0, 50, 0, -1), {0}, 0, 0, MXFP8_ERROR_INVALID_ARGUMENT, "columnwise scale blocks run 32 along M"},
-    {"columnwise piece in the partial block before another", 1, 0, 0, 0, WHOLE, {64, 100, 0, 32}, 2, 0, MXFP8_ERROR_INVALID_ARGUMENT, "only its last piece may end in the tensor's partial last block"},
-    {"32x32 granularity", 0, 0, 1, 0, WHOLE, {0}, 0, 0, MXFP8_ERROR_INVALID_ARGUMENT, "options.scales_granularity must be MXFP8_SCALES_PER_32"},
-    {"a direction the tensor lacks", 0, 0, 0, 1, WHOLE, {0}, 0, 0, MXFP8_ERROR_MISSING_DATA, "no columnwise data"},
+    {"shard is NULL", 0, 1, 0, 0, WHOLE, {0}, 0, 0, MXFP8_ERROR_INVALID_ARGUMENT, "shard is NULL", 0},
+    {"shard struct_size 0", 0, 0, 0, 0, SHARD(0, 0u, 0, -1, 0, -1), {0}, 0, 0, MXFP8_ERROR_INVALID_ARGUMENT, "MXFP8_SHARD_INIT", 0},
+    {"shard reserved not zero", 0, 0, 0, 0, SHARD(sizeof(mxfp8_shard), 7u, 0, -1, 0, -1), {0}, 0, 0, MXFP8_ERROR_INVALID_ARGUMENT, "shard.reserved is 7", 0},
+    {"rowwise shard starting inside a K block", 0, 0, 0, 0, SHARD(sizeof(mxfp8_shard), 0u, 0, -1, 16, -1), {0}, 0, 0, MXFP8_ERROR_INVALID_ARGUMENT, "shard.col_begin is 16, not a multiple of 32", 0},
+    {"rowwise shard ending inside a K block", 0, 0, 0, 0, SHARD(sizeof(mxfp8_shard), 0u, 0, -1, 0, 40), {0}, 0, 0, MXFP8_ERROR_INVALID_ARGUMENT, "shard.col_end is 40, not a multiple of 32", 0},
+    {"columns past K", 0, 0, 0, 0, SHARD(sizeof(mxfp8_shard), 0u, 0, -1, 32, 64), {0}, 0, 0, MXFP8_ERROR_INVALID_ARGUMENT, "shard.col_end is 64, outside the tensor's 48 columns", 0},
+    {"rows past M", 0, 0, 0, 0, SHARD(sizeof(mxfp8_shard), 0u, 50, 101, 0, -1), {0}, 0, 0, MXFP8_ERROR_INVALID_ARGUMENT, "shard.row_end is 101, outside the tensor's 100 rows", 0},
+    {"negative row_begin", 0, 0, 0, 0, SHARD(sizeof(mxfp8_shard), 0u, -5, 10, 0, -1), {0}, 0, 0, MXFP8_ERROR_INVALID_ARGUMENT, "shard.row_begin is -5", 0},
+    {"empty row range", 0, 0, 0, 0, SHARD(sizeof(mxfp8_shard), 0u, 40, 40, 0, -1), {0}, 0, 0, MXFP8_ERROR_INVALID_ARGUMENT, "rows [40, 40) are empty", 0},
+    {"row range backwards", 0, 0, 0, 0, SHARD(sizeof(mxfp8_shard), 0u, 50, 40, 0, -1), {0}, 0, 0, MXFP8_ERROR_INVALID_ARGUMENT, "run backwards", 0},
+    {"empty column range", 0, 0, 0, 0, SHARD(sizeof(mxfp8_shard), 0u, 0, -1, 32, 32), {0}, 0, 0, MXFP8_ERROR_INVALID_ARGUMENT, "columns [32, 32) are empty", 0},
+    {"row_pieces NULL with a count", 0, 0, 0, 0, WHOLE, {0}, 2, 1, MXFP8_ERROR_INVALID_ARGUMENT, "shard.row_pieces is NULL but shard.num_row_pieces is 2", 0},
+    {"row_pieces and row_begin both set", 0, 0, 0, 0, SHARD(sizeof(mxfp8_shard), 0u, 10, -1, 0, -1), {0, 10, 20, 30}, 2, 0, MXFP8_ERROR_INVALID_ARGUMENT, "sets both row_begin / row_end", 0},
+    {"a row piece past M", 0, 0, 0, 0, WHOLE, {0, 10, 90, 120}, 2, 0, MXFP8_ERROR_INVALID_ARGUMENT, "shard.row_pieces[3] is 120, outside the tensor's 100 rows", 0},
+    {"an empty row piece", 0, 0, 0, 0, WHOLE, {0, 10, 20, 20}, 2, 0, MXFP8_ERROR_INVALID_ARGUMENT, "rows [20, 20) are empty", 0},
+    {"columnwise shard starting inside an M block", 1, 0, 0, 0, SHARD(sizeof(mxfp8_shard), 0u, 16, -1, 0, -1), {0}, 0, 0, MXFP8_ERROR_INVALID_ARGUMENT, "shard.row_begin is 16, not a multiple of 32", 0},
+    {"columnwise shard ending inside an M block", 1, 0, 0, 0, SHARD(sizeof(mxfp8_shard), 0u, 0, 50, 0, -1), {0}, 0, 0, MXFP8_ERROR_INVALID_ARGUMENT, "columnwise scale blocks run 32 along M", 0},
+    {"columnwise piece in the partial block before another", 1, 0, 0, 0, WHOLE, {64, 100, 0, 32}, 2, 0, MXFP8_ERROR_INVALID_ARGUMENT, "only its last piece may end in the tensor's partial last block", 0},
+    {"32x32 granularity", 0, 0, 1, 0, WHOLE, {0}, 0, 0, MXFP8_ERROR_INVALID_ARGUMENT, "options.scales_granularity must be MXFP8_SCALES_PER_32", 0},
+    {"a direction the tensor lacks", 0, 0, 0, 1, WHOLE, {0}, 0, 0, MXFP8_ERROR_MISSING_DATA, "no columnwise data", 0},
+    {"a scale fix-up (a shard may be a view of the stored scales)", 0, 0, 0, 0, SHARD(sizeof(mxfp8_shard), 0u, 0, 50, 0, -1), {0}, 0, 0, MXFP8_ERROR_INVALID_ARGUMENT, "options.scale_fixup is 1: mxfp8_export_shard returns views", 1},
 };
 
 static void test_bad_shard_input(void **state) {
@@ -1346,6 +1714,7 @@ static void test_bad_shard_input(void **state) {
   mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
   o.direction = c->columnwise || c->direction_missing ? MXFP8_DIRECTION_COLUMNWISE : MXFP8_DIRECTION_ROWWISE;
   if (c->granularity_32x32) o.scales_granularity = MXFP8_SCALES_PER_32X32;
+  if (c->fixup) o.scale_fixup = MXFP8_SCALE_FIXUP_ZERO_EXPONENT_AS_ONE;
   o.allocator = poisoned_allocator;
   const int allocations_before = poisoned_allocator_calls;
   DLManagedTensorVersioned *sentinel = (DLManagedTensorVersioned *)(uintptr_t)0xBAD;
@@ -1372,9 +1741,11 @@ int main(void) {
     ND = sizeof(kDequantizeCases) / sizeof(kDequantizeCases[0]),
     NH = sizeof(kHostileCases) / sizeof(kHostileCases[0]),
     NI = sizeof(kImportCases) / sizeof(kImportCases[0]),
+    NV = sizeof(kConvertCases) / sizeof(kConvertCases[0]),
+    NN = sizeof(kNvfp4Cases) / sizeof(kNvfp4Cases[0]),
     NS = sizeof(kShardCases) / sizeof(kShardCases[0])
   };
-  struct CMUnitTest tests[NC + NE + NB + NQ + ND + NH + NI + NS];
+  struct CMUnitTest tests[NC + NE + NB + NQ + ND + NH + NI + NV + NN + NS];
   for (int i = 0; i < NC; ++i) {
     struct CMUnitTest t = cmocka_unit_test_prestate(test_bad_create_input, (void *)&kCreateCases[i]);
     t.name = kCreateCases[i].name;
@@ -1410,10 +1781,20 @@ int main(void) {
     t.name = kImportCases[i].name;
     tests[NC + NE + NB + NQ + ND + NH + i] = t;
   }
+  for (int i = 0; i < NV; ++i) {
+    struct CMUnitTest t = cmocka_unit_test_prestate(test_bad_convert_input, (void *)&kConvertCases[i]);
+    t.name = kConvertCases[i].name;
+    tests[NC + NE + NB + NQ + ND + NH + NI + i] = t;
+  }
+  for (int i = 0; i < NN; ++i) {
+    struct CMUnitTest t = cmocka_unit_test_prestate(test_bad_nvfp4_input, (void *)&kNvfp4Cases[i]);
+    t.name = kNvfp4Cases[i].name;
+    tests[NC + NE + NB + NQ + ND + NH + NI + NV + i] = t;
+  }
   for (int i = 0; i < NS; ++i) {
     struct CMUnitTest t = cmocka_unit_test_prestate(test_bad_shard_input, (void *)&kShardCases[i]);
     t.name = kShardCases[i].name;
-    tests[NC + NE + NB + NQ + ND + NH + NI + i] = t;
+    tests[NC + NE + NB + NQ + ND + NH + NI + NV + NN + i] = t;
   }
   const int failed = cmocka_run_group_tests_name("bad input (status, message, nothing taken or changed)", tests, NULL, NULL);
   const char *doc = getenv("MXFP8_ERRORS_MD");

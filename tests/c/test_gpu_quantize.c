@@ -102,7 +102,7 @@ static void test_gpu_quantize_equals_host_for_every_option(void **state) {
   int failures = 0, runs = 0;
   for (int type = 0; type < 3; type += type_step)
     for (int format = 1; format <= last_format; ++format)
-      for (int rounding = 0; rounding < 2; ++rounding)
+      for (int rounding = 0; rounding < 3; ++rounding) /* RCEIL, FLOOR, COMPRESSED_TENSORS */
         for (int layout = 0; layout < 3; ++layout)
           for (int mode = 0; mode < 6; ++mode)
             for (int s = 0; s < nshapes; ++s) {

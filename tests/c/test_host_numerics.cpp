@@ -128,6 +128,13 @@ struct CheckAll {
                    const float x = bits_float(u);
                    return x != x ? 0u : float_bits(x < 0 ? -x : x == 0 ? 0.0f : x);  // -0 counts as 0
                  });
+      // compressed-tensors' amax key: NaN counts as +Inf.
+      compare<N>(in, isa, "magnitude_key (NaN as Inf)",
+                 [](const U32 &v) MXFP8_LAMBDA_INLINE { return magnitude_key_lanes<N>(v, 0x7F800000u); },
+                 [](uint32_t u) {
+                   const float x = bits_float(u);
+                   return x != x ? 0x7F800000u : float_bits(x < 0 ? -x : x == 0 ? 0.0f : x);
+                 });
     }
   }
 };

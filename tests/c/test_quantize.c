@@ -62,6 +62,45 @@ static void test_known_answers_e4m3_rceil_and_floor(void **state) {
   EXPECT(v[3 * 32] == 0x7E && v[3 * 32 + 1] == 0x00 && v[5 * 32] == 0x7E, "floor values 0x%02x 0x%02x 0x%02x", v[96], v[97], v[160]);
 }
 
+/* compressed-tensors' rule: p = amax rounded to a power of two (up from a mantissa of 1.75), e = log2(p) - 8
+ * + 127 clamped to [0, 255]; a NaN counts as Inf; r(255) = 0. */
+static void test_known_answers_compressed_tensors_rounding(void **state) {
+  (void)state;
+  const float inf = bits_to_float(0x7F800000u), nan_payload = bits_to_float(0x7FFFFFFFu);
+  const float rows[] = {
+      1.0f, 0.0f,       /* p 1: e 119; 1 * 2^8 = 256 = 0x78 */
+      1.75f, -1.0f,     /* mantissa .75 rounds up: p 2, e 120; 1.75 * 2^7 = 224 = 0x76; -128 = 0xF0 */
+      1.7499999f, 0.0f, /* stays at p 1: e 119; 447.99997 -> 448 = 0x7E */
+      448.0f, 12.5f,    /* 1.75 * 2^8: p 2^9, e 128; 448 / 2 = 224 = 0x76; 6.25 -> 6 (RNE) = 0x4C */
+      inf, -3.0f,       /* Inf: e 255, r 0: Inf * 0 = NaN (0x7F), -3 * 0 = -0 (0x80) */
+      2.0f, nan_payload, /* any NaN counts as Inf: e 255; 2 * 0 = 0; NaN 0x7F */
+      3.0e38f, 1.0f,    /* >= 1.75 * 2^127 rounds to Inf: e 255; both 0 */
+      0x1p-130f, 0.0f,  /* 127 - 130 - 8 < 0: e 0, r 2^127: 2^-3 = 0x20 */
+      0.0f, -0.0f       /* all zero: e 0; -0 keeps its sign */
+  };
+  enum { kRows = 9 };
+  uint8_t v[kRows * 32], s[kRows];
+  mxfp8_quantize_options o = MXFP8_QUANTIZE_OPTIONS_INIT;
+  o.scale_rounding = MXFP8_SCALE_ROUNDING_COMPRESSED_TENSORS;
+  memset(v, POISON, sizeof v);
+  memset(s, POISON, sizeof s);
+  quantize_rows(rows, kRows, &o, v, s);
+  const uint8_t scales[kRows] = {119, 120, 119, 128, 255, 255, 255, 0, 0};
+  const uint8_t first[kRows] = {0x78, 0x76, 0x7E, 0x76, 0x7F, 0x00, 0x00, 0x20, 0x00};
+  const uint8_t second[kRows] = {0x00, 0xF0, 0x00, 0x4C, 0x80, 0x7F, 0x00, 0x00, 0x80};
+  for (int r = 0; r < kRows; ++r) {
+    EXPECT(s[r] == scales[r], "row %d: scale %u, expected %u", r, s[r], scales[r]);
+    EXPECT(v[r * 32] == first[r] && v[r * 32 + 1] == second[r], "row %d: values 0x%02x 0x%02x, expected 0x%02x 0x%02x",
+           r, v[r * 32], v[r * 32 + 1], first[r], second[r]);
+  }
+  /* E5M2 takes emax 15: amax 1 gives 127 - 15 = 112; 57344 (1.75 * 2^15) rounds up to 2^16: e 128. */
+  const float e5m2_rows[] = {1.0f, 0.0f, 57344.0f, 0.0f};
+  o.format = MXFP8_FORMAT_E5M2;
+  quantize_rows(e5m2_rows, 2, &o, v, s);
+  EXPECT(s[0] == 112 && s[1] == 128, "E5M2 scales %u %u, expected 112 128", s[0], s[1]);
+  EXPECT(v[0] == 0x78 && v[32] == 0x77, "E5M2 values 0x%02x 0x%02x, expected 0x78 (2^15) 0x77 (28672)", v[0], v[32]);
+}
+
 static void test_known_answers_e5m2_and_16_bit_inputs(void **state) {
   (void)state;
   /* 1.0 as bfloat16 (0x3F80) and float16 (0x3C00), E5M2: 1 * float(1/57344) lies in (2^-16, 2^-15): e 112;
@@ -232,6 +271,7 @@ static void test_dequantize_known_answers(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_known_answers_e4m3_rceil_and_floor),
+      cmocka_unit_test(test_known_answers_compressed_tensors_rounding),
       cmocka_unit_test(test_known_answers_e5m2_and_16_bit_inputs),
       cmocka_unit_test(test_swizzled_outputs_are_te_buffers_and_export_back),
       cmocka_unit_test(test_padded_and_block_outputs),

@@ -403,6 +403,68 @@ static void test_bucket_of_shards_holds_each_crop(void **state) {
     }
 }
 
+/* Rewrites scale (r, c) of a rowwise source, in the test's S and where the storage holds it. */
+static void set_scale(source *src, int64_t r, int64_t c, uint8_t value) {
+  src->s[r * src->s_cols + c] = value;
+  const size_t at = src->storage == STORAGE_SWIZZLED ? ref_swizzled_index(r, c, ref_round_up(src->s_cols, 4))
+                    : src->storage == STORAGE_PADDED ? (size_t)(r * ref_round_up(src->s_cols, 4) + c)
+                                                     : (size_t)(r * src->s_cols + c);
+  src->scales->buffer[at] = value;
+  src->scales_before[at] = value;
+}
+
+/* options.scale_fixup with buckets of shards: applied to the whole tensors (NULL shards; every byte 0 of
+ * the test's own S written as 1), refused with MXFP8_ERROR_UNSUPPORTED once a shard is set, the bucket
+ * untouched. */
+static void test_bucket_shards_and_the_scale_fixup(void **state) {
+  (void)state;
+  uint64_t rng = 57;
+  enum { N = 2 };
+  source src[N];
+  const mxfp8_tensor *tensors[N];
+  for (int i = 0; i < N; ++i) {
+    make_source(&src[i], 130, 96, 0, i == 0 ? STORAGE_SWIZZLED : STORAGE_PADDED, &rng);
+    set_scale(&src[i], 0, 1, 0); /* at least two zero exponents each */
+    set_scale(&src[i], src[i].s_rows - 1, src[i].s_cols - 1, 0);
+    tensors[i] = src[i].tensor;
+  }
+  mxfp8_shard shard = MXFP8_SHARD_INIT;
+  shard.row_begin = 10, shard.row_end = 70;
+  const mxfp8_shard *none[N] = {NULL, NULL}, *one[N] = {&shard, NULL};
+  mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
+  o.scale_fixup = MXFP8_SCALE_FIXUP_ZERO_EXPONENT_AS_ONE;
+  for (int sharded = 0; sharded < 2; ++sharded) {
+    const mxfp8_shard *const *shards = sharded ? one : none;
+    mxfp8_bucket_entry entries[N];
+    uint64_t total = 0;
+    EXPECT(mxfp8_bucket_plan_shards(tensors, shards, N, &o, 64, entries, &total) == MXFP8_OK, "%s", mxfp8_last_error());
+    uint8_t *bucket = (uint8_t *)malloc(total + 1);
+    memset(bucket, POISON, total);
+    int64_t shape[1] = {(int64_t)total};
+    DLTensor b = {bucket, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, shape, NULL, 0};
+    const mxfp8_status st = mxfp8_export_bucket_shards(tensors, shards, N, &o, entries, &b);
+    if (sharded) {
+      EXPECT(st == MXFP8_ERROR_UNSUPPORTED, "status %d: %s", st, mxfp8_last_error());
+      assert_non_null(strstr(mxfp8_last_error(), "shards[0] is set"));
+      int untouched = 1;
+      for (uint64_t j = 0; j < total; ++j) untouched &= bucket[j] == POISON;
+      EXPECT(untouched, "the bucket was written");
+    } else {
+      EXPECT(st == MXFP8_OK, "%s", mxfp8_last_error());
+      for (int i = 0; i < N; ++i) {
+        const int64_t n = src[i].s_rows * src[i].s_cols;
+        EXPECT(entries[i].scales_bytes == (uint64_t)n, "entry %d", i);
+        for (int64_t j = 0; j < n; ++j) {
+          const uint8_t want = src[i].s[j] == 0 ? 1 : src[i].s[j];
+          EXPECT(bucket[entries[i].scales_offset + (uint64_t)j] == want, "tensor %d scale %lld", i, (long long)j);
+        }
+      }
+    }
+    free(bucket);
+  }
+  for (int i = 0; i < N; ++i) free_source(&src[i]);
+}
+
 /* The receiver's side: a bucket of whole tensors, each rank importing its own shard (manifest.shards)
  * into compact and 128x4 destinations; the 128x4 reference is the crop swizzled from the layout's formula
  * in the test, padding zero. */
@@ -581,6 +643,7 @@ int main(void) {
       cmocka_unit_test(test_views_where_the_bytes_lie),
       cmocka_unit_test(test_empty_tensor_and_single_outputs),
       cmocka_unit_test(test_bucket_of_shards_holds_each_crop),
+      cmocka_unit_test(test_bucket_shards_and_the_scale_fixup),
       cmocka_unit_test(test_import_takes_each_ranks_shard_of_a_whole_bucket),
       cmocka_unit_test(test_import_refuses_pieces_that_split_tiles),
       cmocka_unit_test(test_direct_import_of_shards),

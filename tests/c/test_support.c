@@ -96,6 +96,17 @@ test_tensor *test_tensor_new(int32_t ndim, const int64_t *shape, uint8_t code, i
   return t;
 }
 
+test_tensor *test_float_tensor(int64_t n, const float *values) {
+  const int64_t bytes = n * 4;
+  test_tensor *t = test_tensor_new(1, &bytes, kDLUInt, 1);
+  t->shape[0] = n;
+  t->strides[0] = 1;
+  t->managed.dl_tensor.dtype.code = kDLFloat;
+  t->managed.dl_tensor.dtype.bits = 32;
+  memcpy(t->buffer, values, (size_t)bytes);
+  return t;
+}
+
 void test_tensor_free(test_tensor *t) {
   if (!t) return;
   free(t->buffer);

@@ -40,6 +40,8 @@ typedef struct {
  * with_deleter = 0 leaves the deleter NULL (borrowed memory). */
 test_tensor *test_tensor_new(int32_t ndim, const int64_t *shape, uint8_t code, int with_deleter);
 void test_tensor_free(test_tensor *t);
+/* A 1-D float32 test tensor of n elements holding `values`, with a counting deleter (e.g. an NVFP4 amax). */
+test_tensor *test_float_tensor(int64_t n, const float *values);
 /* The deleter installed by test_tensor_new: counts, frees nothing. */
 void test_tensor_count_deleter(DLManagedTensorVersioned *self);
 

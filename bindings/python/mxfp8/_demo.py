@@ -93,6 +93,10 @@ class Backend:
         except ImportError:
             return w
 
+    def device_array(self, a: np.ndarray):
+        """A host array on the backend's device (a torch CUDA tensor, or the array itself)."""
+        return self.torch.from_numpy(np.ascontiguousarray(a)).cuda() if self.torch else np.ascontiguousarray(a)
+
     def sync(self):
         if self.torch:
             self.torch.cuda.synchronize()
@@ -130,21 +134,104 @@ def run_one(backend: Backend, name: str, shape) -> dict:
                 export_ms=(t2 - t1) * 1e3, ok=same and decoded_same and view, error=error)
 
 
+# ---- NVFP4 (--format nvfp4) ---------------------------------------------------------------------------
+# The storage is made here, by a small NumPy encoder written from the format (per-tensor amax, block scales
+# amax_block / 6 * (6 * 448 / amax) rounded to E4M3, values rounded to nearest E2M1, ties to even), in
+# Transformer Engine's layout (padded, 128x4-swizzled scales, even element in the low nibble). It is a
+# valid NVFP4 encoding, not TE's bit-exact quantizer; the library's part is what follows: describe the
+# storage, export values + compact scales + weight_scale_2, decode.
+
+E2M1 = np.array([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0], np.float32)
+
+
+def nearest_code(magnitude: np.ndarray, grid: np.ndarray) -> np.ndarray:
+    """Index of the nearest value of the ascending `grid` (ties to the even index), saturating."""
+    hi = np.clip(np.searchsorted(grid, magnitude), 1, len(grid) - 1)
+    lo = hi - 1
+    d_lo, d_hi = magnitude - grid[lo], grid[hi] - magnitude
+    pick_hi = (d_hi < d_lo) | ((d_hi == d_lo) & (hi % 2 == 0))
+    return np.where(magnitude >= grid[-1], len(grid) - 1, np.where(pick_hi, hi, lo)).astype(np.uint8)
+
+
+def nvfp4_encode(x: np.ndarray):
+    """(codes (M, K) uint8 0..15, compact E4M3 scale bytes (M, ceil(K/16)), amax float32) of float32 x."""
+    m, k = x.shape
+    amax = np.float32(np.max(np.abs(x))) if x.size else np.float32(0)
+    encode = np.float32(2688.0) / amax if amax > 0 else np.float32(1.0)
+    kp = -(-k // 16) * 16
+    padded = np.zeros((m, kp), np.float32)
+    padded[:, :k] = np.abs(x)
+    block_amax = padded.reshape(m, kp // 16, 16).max(axis=2)
+    e4m3 = fp8_e4m3_table()[:127]  # the non-negative finite E4M3 values, ascending with their codes
+    scale_bytes = nearest_code(block_amax / np.float32(6.0) * encode, e4m3)
+    block_scale = e4m3[scale_bytes]  # what the block decodes with (times amax / 2688)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        per_element = np.repeat(np.where(block_scale > 0, encode / block_scale, 0).astype(np.float32), 16, axis=1)[:, :k]
+    codes = nearest_code(np.abs(x) * per_element, E2M1) | np.where(np.signbit(x), 8, 0).astype(np.uint8)
+    return codes, scale_bytes, amax
+
+
+def nvfp4_decode(codes: np.ndarray, scale_bytes: np.ndarray, amax: np.float32) -> np.ndarray:
+    """TE's decode, in its float32 order: e2m1 * ((e4m3 * amax) * float32(1 / 2688))."""
+    value = np.concatenate([E2M1, -E2M1])[codes]
+    block = np.repeat(fp8_e4m3_table()[scale_bytes], 16, axis=1)[:, : codes.shape[1]]
+    with np.errstate(invalid="ignore", over="ignore"):
+        return value * ((block * amax) * (np.float32(1.0) / np.float32(2688.0)))
+
+
+def run_one_nvfp4(backend: Backend, name: str, shape) -> dict:
+    w = backend.weight(shape)
+    x = np.asarray(backend.numpy(w.float()) if backend.torch else w.astype(np.float32)).reshape(-1, shape[-1])
+    t0 = time.perf_counter()
+    codes, scales, amax = nvfp4_encode(x)
+    packed = (codes[:, 0::2] | (codes[:, 1::2] << 4)).astype(np.uint8)  # the even element in the low nibble
+    t1 = time.perf_counter()
+    device = backend.device_array
+    data = device(packed.reshape(*shape[:-1], shape[-1] // 2))
+    swizzled = mxfp8.swizzle_scales(device(scales))  # TE's optimize_for_gemm layout, padding zero
+    amax_t = device(np.array([amax], np.float32))
+    backend.sync()
+    t2 = time.perf_counter()
+    parts = mxfp8.nvfp4.export_components(data, swizzled, amax_t, swizzled=True)
+    backend.sync()
+    t3 = time.perf_counter()
+    same = np.array_equal(backend.numpy(parts.scales).reshape(scales.shape), scales) and \
+        backend.numpy(parts.global_scale)[0] == amax / np.float32(2688.0)
+    ours = backend.numpy(mxfp8.nvfp4.dequantize(data, swizzled, amax_t, swizzled=True)).reshape(x.shape)
+    theirs = nvfp4_decode(codes, scales, amax)
+    decoded_same = np.array_equal(ours.view(np.uint32), theirs.view(np.uint32))
+    error = np.sqrt(np.mean((ours - x) ** 2) / np.mean(x ** 2))
+    view = (parts.values.data_ptr() == data.data_ptr()) if backend.torch else not parts.values.is_copy
+    return dict(name=name, shape=tuple(shape), view=view, copied=scales.nbytes, quantize_ms=(t1 - t0) * 1e3,
+                export_ms=(t3 - t2) * 1e3, ok=same and decoded_same and view, error=error)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m mxfp8", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("command", choices=["demo"])
     parser.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
     parser.add_argument("--size", choices=["auto", "small", "large"], default="auto",
-                        help="the weight set: small (1024 hidden), large (4096 hidden); auto: large on a GPU")
+                        help="the weight set: small (1024 hidden), large (4096 hidden); auto: large on a GPU "
+                             "(small for nvfp4, whose storage the demo encodes in NumPy)")
+    parser.add_argument("--format", choices=["mxfp8", "nvfp4"], default="mxfp8",
+                        help="mxfp8 (quantized by the library, TE-exact) or nvfp4 (storage made by the demo's "
+                             "NumPy encoder in TE's layout; export and decode by the library)")
     args = parser.parse_args(argv)
     backend = Backend(args.device)
-    big = args.size == "large" or (args.size == "auto" and backend.torch is not None)
+    nvfp4 = args.format == "nvfp4"
+    big = args.size == "large" or (args.size == "auto" and backend.torch is not None and not nvfp4)
     weights = weight_set(big)
-    print(f"mxfp8 {mxfp8.__version__} demo on {backend.name}: {len(weights)} BF16 weights -> MXFP8 E4M3 in "
-          "Transformer Engine's layout -> compact components -> decoded and checked bit for bit")
+    one = run_one_nvfp4 if nvfp4 else run_one
+    if nvfp4:
+        print(f"mxfp8 {mxfp8.__version__} demo on {backend.name}: {len(weights)} BF16 weights -> NVFP4 in "
+              "Transformer Engine's layout (swizzled E4M3 scales, amax) -> values + compact scales + "
+              "weight_scale_2 -> decoded and checked bit for bit")
+    else:
+        print(f"mxfp8 {mxfp8.__version__} demo on {backend.name}: {len(weights)} BF16 weights -> MXFP8 E4M3 in "
+              "Transformer Engine's layout -> compact components -> decoded and checked bit for bit")
     if backend.torch:
-        run_one(backend, *weights[-1])  # warm up (CUDA context, allocator)
+        one(backend, *weights[-1])  # warm up (CUDA context, allocator)
     header = (f"{'tensor':30} {'shape':>16} {'values':>6} {'scales copied':>13} {'quantize':>10} {'export':>9} "
               f"{'rel. error':>10}  check")
     print(header + "\n" + "-" * len(header), flush=True)
@@ -153,7 +240,7 @@ def main(argv=None) -> int:
     for i, (name, shape) in enumerate(weights):
         if progress:
             print(f"[{i + 1}/{len(weights)}] quantizing {name} {shape} ...", end="\r", file=sys.stderr, flush=True)
-        r = run_one(backend, name, shape)
+        r = one(backend, name, shape)
         rows.append(r)
         if progress:
             print(" " * 79, end="\r", file=sys.stderr)
@@ -163,6 +250,8 @@ def main(argv=None) -> int:
     bad = [r["name"] for r in rows if not r["ok"]]
     total = sum(int(np.prod(r["shape"])) for r in rows)
     print(f"{len(rows)} weights, {total / 1e6:.1f} M values, {time.perf_counter() - start:.1f} s: "
-          + ("all bit-exact (export == direct compact quantize; mxfp8.dequantize == the decoder written here)"
+          + (("all bit-exact (exported scales == the stored ones, weight_scale_2 == amax / 2688; "
+              "mxfp8.nvfp4.dequantize == the decoder written here)" if nvfp4 else
+              "all bit-exact (export == direct compact quantize; mxfp8.dequantize == the decoder written here)")
              if not bad else f"MISMATCH in {', '.join(bad)}"))
     return 1 if bad else 0

@@ -59,6 +59,22 @@ class Grouped:
         allocator: Optional[Callable[[list[int], tuple[int, int]], Any]] = None,
     ) -> tuple[Any, Any]: ...  # mxfp8_grouped_export_experts
 
+class Nvfp4Tensor:
+    def __init__(
+        self, *, rowwise_data: Any = None, rowwise_scale_inv: Any = None, rowwise_amax: Any = None,
+        columnwise_data: Any = None, columnwise_scale_inv: Any = None, columnwise_amax: Any = None,
+        shape: Optional[Sequence[int]] = None, swizzled: bool = False, e4m3_max: int = 448,
+        stream: Optional[int] = None, exchange: bool = False,
+    ) -> None: ...
+    def export_components(
+        self, *, direction: int = 0, values_dtype: int = 0, scales_dtype: int = 0, contiguous: bool = True,
+        global_scale: int = 0, stream: Optional[int] = None,
+    ) -> tuple[Any, Any, Any]: ...  # Arrays, or the framework's tensors (exchange mode)
+    def dequantize(
+        self, direction: int, output: Any, stream: Optional[int] = None, dlpack_stream: Optional[int] = None,
+        bfloat16_bits: bool = False,
+    ) -> None: ...
+
 def bucket_plan(tensors: list[Tensor], direction: int = 0, alignment: int = 256) -> tuple[list[tuple[int, int, int, int]], int]: ...
 def export_bucket(
     tensors: list[Tensor], plan: list[tuple[int, int, int, int]], bucket: Any, direction: int = 0,

@@ -19,7 +19,7 @@ from ._api import (
     _torch_allocator,
 )
 
-_ROUNDINGS = {"rceil": 0, "floor": 1}
+_ROUNDINGS = {"rceil": 0, "floor": 1, "compressed_tensors": 2}
 _SCALE_LAYOUTS = {"compact": 0, "padded": 1, "swizzled": 2}
 _OUTPUT_DTYPES = ("float32", "bfloat16")
 
@@ -52,7 +52,7 @@ def quantize(
 ) -> Quantized:
     """Quantize a bfloat16/float16/float32 tensor (row-major contiguous, shape (*lead, K)) to MXFP8.
 
-    The numerics are Transformer Engine's, bit for bit (see mxfp8_scale_rounding in mxfp8.h): one E8M0
+    The numerics are Transformer Engine's by default, bit for bit (see mxfp8_scale_rounding in mxfp8.h): one E8M0
     scale per 32 values along K (rowwise) or along the rows (columnwise), or per 32x32 block; elements are
     multiplied by the scale's reciprocal and rounded to nearest-even, saturating; NaN stays NaN.
 
@@ -61,7 +61,9 @@ def quantize(
         fp8_dtype: "e4m3" or "e5m2".
         block: "1x32" or "32x32" (TE's 2-D weight quantization: both directions then share each block's
             scale).
-        rounding: "rceil" (TE and NVIDIA hardware; the default) or "floor" (OCP MX v1.0).
+        rounding: "rceil" (TE and NVIDIA hardware; the default), "floor" (OCP MX v1.0) or
+            "compressed_tensors" (compressed-tensors' MX rule, bit for bit: llm-compressor's MXFP8
+            checkpoints and vLLM's online MXFP8 quantizer; a block with a NaN gets scale 255).
         scales: "compact" ((*lead, ceil(K/32)) rowwise, (ceil(M/32), K) columnwise, (ceil(M/32),
             ceil(K/32)) for 32x32), "padded" (TE's allocation, padding zeroed) or "swizzled" (the same in
             the cuBLAS 128x4 layout, as TE's optimize_for_gemm stores it).

@@ -114,6 +114,28 @@ Destinations take_destinations(const py::list &values, const py::list &scales, c
   return d;
 }
 
+// A tensor handle over a producer's data and scale_inv (taken: the handle owns them once created).
+mxfp8_tensor *make_tensor(std::unique_ptr<Taken> &data, std::unique_ptr<Taken> &scale_inv, const std::vector<int64_t> &shape,
+                          int32_t format, bool swizzled, int32_t direction) {
+  mxfp8_tensor_desc desc = MXFP8_TENSOR_DESC_INIT;
+  desc.format = format;
+  desc.scale_layout = swizzled ? MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED : MXFP8_SCALE_LAYOUT_ROW_MAJOR;
+  desc.ndim = static_cast<int32_t>(shape.size());
+  desc.shape = shape.data();
+  if (direction == MXFP8_DIRECTION_COLUMNWISE) {
+    desc.columnwise_data = data->managed;
+    desc.columnwise_scale_inv = scale_inv->managed;
+  } else {
+    desc.rowwise_data = data->managed;
+    desc.rowwise_scale_inv = scale_inv->managed;
+  }
+  mxfp8_tensor *t = nullptr;
+  check(mxfp8_tensor_create(&desc, &t));
+  data->release();  // owned by the tensor now
+  scale_inv->release();
+  return t;
+}
+
 // A prepared import: checked once, run every step (one launch, no allocation, no synchronization).
 class ImportPlan {
  public:
@@ -138,7 +160,7 @@ py::object import_bucket(py::handle bucket, const std::vector<std::array<uint64_
                          const std::vector<std::vector<int64_t>> &shapes, const std::vector<int32_t> &formats,
                          const std::vector<int32_t> &directions, const std::vector<int32_t> &scales_layouts,
                          const py::list &values, const py::list &scales, const std::vector<int32_t> &targets,
-                         uintptr_t stream, py::object dlpack_stream, bool prepare,
+                         int32_t scale_fixup, uintptr_t stream, py::object dlpack_stream, bool prepare,
                          const std::optional<std::vector<py::object>> &shards) {
   const size_t n = entries.size();
   const ShardList shard_list(shards, n);
@@ -162,6 +184,7 @@ py::object import_bucket(py::handle bucket, const std::vector<std::array<uint64_
   m.formats = formats.data();
   m.directions = directions.data();
   m.scales_layouts = scales_layouts.data();
+  m.scale_fixup = scale_fixup;
   m.shards = shard_list.data();
   mxfp8_status st;
   mxfp8_prepared_export *plan = nullptr;
@@ -178,7 +201,7 @@ py::object import_bucket(py::handle bucket, const std::vector<std::array<uint64_
 py::object import_tensors(const py::list &data, const py::list &scale_inv, const std::vector<std::vector<int64_t>> &shapes,
                           const std::vector<int32_t> &formats, const std::vector<bool> &swizzled, int32_t direction,
                           const py::list &values, const py::list &scales, const std::vector<int32_t> &targets,
-                          uintptr_t stream, py::object dlpack_stream, bool prepare,
+                          int32_t scale_fixup, uintptr_t stream, py::object dlpack_stream, bool prepare,
                           const std::optional<std::vector<py::object>> &shards) {
   const size_t n = data.size();
   const ShardList shard_list(shards, n);
@@ -195,27 +218,12 @@ py::object import_tensors(const py::list &data, const py::list &scale_inv, const
   for (size_t i = 0; i < n; ++i) {
     auto d = take(data[i], "data[" + std::to_string(i) + "]", dlpack_stream);
     auto s = take(scale_inv[i], "scale_inv[" + std::to_string(i) + "]", dlpack_stream);
-    mxfp8_tensor_desc desc = MXFP8_TENSOR_DESC_INIT;
-    desc.format = formats[i];
-    desc.scale_layout = swizzled[i] ? MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED : MXFP8_SCALE_LAYOUT_ROW_MAJOR;
-    desc.ndim = static_cast<int32_t>(shapes[i].size());
-    desc.shape = shapes[i].data();
-    if (direction == MXFP8_DIRECTION_COLUMNWISE) {
-      desc.columnwise_data = d->managed;
-      desc.columnwise_scale_inv = s->managed;
-    } else {
-      desc.rowwise_data = d->managed;
-      desc.rowwise_scale_inv = s->managed;
-    }
-    mxfp8_tensor *t = nullptr;
-    check(mxfp8_tensor_create(&desc, &t));
-    d->release();  // owned by the tensor now
-    s->release();
-    handles.t.push_back(t);
+    handles.t.push_back(make_tensor(d, s, shapes[i], formats[i], swizzled[i], direction));
   }
   Destinations dst = take_destinations(values, scales, targets, dlpack_stream);
   mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
   o.direction = direction;
+  o.scale_fixup = scale_fixup;
   o.stream = reinterpret_cast<void *>(stream);
   mxfp8_status st;
   mxfp8_prepared_export *plan = nullptr;
@@ -234,6 +242,64 @@ py::object import_tensors(const py::list &data, const py::list &scale_inv, const
   return py::none();
 }
 
+// mxfp8_convert (num_experts == 0: one tensor of `shape`) or mxfp8_convert_grouped (num_experts E
+// experts of equal rows, `grouped_scales` an mxfp8_grouped_scales) into the caller's outputs.
+void convert(py::handle data, py::handle scale_inv, const std::vector<int64_t> &shape, int32_t format, bool swizzled,
+             int32_t direction, int32_t num_experts, int32_t grouped_scales, int32_t target, int32_t scale_fixup,
+             py::object values_out, py::handle scales_out, uintptr_t stream, py::object dlpack_stream) {
+  auto d = take(data, "data", dlpack_stream);
+  auto s = take(scale_inv, "scale_inv", dlpack_stream);
+  std::unique_ptr<Taken> v = values_out.is_none() ? nullptr : take(values_out, "values", dlpack_stream);
+  auto out = take(scales_out, "scales", dlpack_stream);
+  mxfp8_convert_options o = MXFP8_CONVERT_OPTIONS_INIT;
+  o.target = target;
+  o.direction = direction;
+  o.scale_fixup = scale_fixup;
+  o.stream = reinterpret_cast<void *>(stream);
+  DLTensor *values = v ? v->tensor() : nullptr;
+  mxfp8_status st;
+  if (num_experts > 0) {
+    if (shape.size() < 2) throw py::value_error("grouped experts need a shape (*, K)");
+    int64_t rows = 1;
+    for (size_t i = 0; i + 1 < shape.size(); ++i) rows *= shape[i];
+    if (rows % num_experts != 0)
+      throw py::value_error("the experts' " + std::to_string(rows) + " rows do not split into " +
+                            std::to_string(num_experts) + " experts of equal size");
+    mxfp8_grouped_desc desc = MXFP8_GROUPED_DESC_INIT;
+    desc.format = format;
+    desc.scale_layout = swizzled ? MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED : MXFP8_SCALE_LAYOUT_ROW_MAJOR;
+    desc.scales = grouped_scales;
+    desc.num_experts = num_experts;
+    desc.cols = shape.back();
+    desc.uniform_rows = rows / num_experts;
+    desc.data = d->managed;
+    desc.scale_inv = s->managed;
+    mxfp8_grouped_tensor *g = nullptr;
+    check(mxfp8_grouped_tensor_create(&desc, &g));
+    d->release();  // owned by the group now
+    s->release();
+    {
+      py::gil_scoped_release unlocked;
+      st = mxfp8_convert_grouped(g, &o, values, out->tensor());
+    }
+    mxfp8_grouped_tensor_release(g);
+  } else {
+    mxfp8_tensor *t = make_tensor(d, s, shape, format, swizzled, direction);
+    {
+      py::gil_scoped_release unlocked;
+      st = mxfp8_convert(t, &o, values, out->tensor());
+    }
+    mxfp8_tensor_release(t);
+  }
+  check(st);
+}
+
+int64_t layout_bytes(int32_t layout, int32_t direction, int64_t rows, int64_t cols) {
+  int64_t bytes = 0;
+  check(mxfp8_layout_bytes(layout, direction, rows, cols, &bytes));
+  return bytes;
+}
+
 }  // namespace
 
 void register_import(py::module_ &m) {
@@ -242,10 +308,18 @@ void register_import(py::module_ &m) {
            "Runs the import on `stream` (a cudaStream_t as an int; 0: the legacy default stream).");
   m.def("import_bucket", &import_bucket, py::arg("bucket"), py::arg("entries"), py::arg("shapes"), py::arg("formats"),
         py::arg("directions"), py::arg("scales_layouts"), py::arg("values"), py::arg("scales"), py::arg("targets"),
-        py::arg("stream"), py::arg("dlpack_stream"), py::arg("prepare"), py::arg("shards") = py::none(),
+        py::arg("scale_fixup"), py::arg("stream"), py::arg("dlpack_stream"), py::arg("prepare"),
+        py::arg("shards") = py::none(),
         "mxfp8_import_bucket (or mxfp8_prepare_import_bucket with prepare=True, returning an ImportPlan).");
   m.def("import_tensors", &import_tensors, py::arg("data"), py::arg("scale_inv"), py::arg("shapes"), py::arg("formats"),
         py::arg("swizzled"), py::arg("direction"), py::arg("values"), py::arg("scales"), py::arg("targets"),
-        py::arg("stream"), py::arg("dlpack_stream"), py::arg("prepare"), py::arg("shards") = py::none(),
+        py::arg("scale_fixup"), py::arg("stream"), py::arg("dlpack_stream"), py::arg("prepare"),
+        py::arg("shards") = py::none(),
         "mxfp8_import_tensors (or mxfp8_prepare_import_tensors with prepare=True, returning an ImportPlan).");
+  m.def("convert", &convert, py::arg("data"), py::arg("scale_inv"), py::arg("shape"), py::arg("format"),
+        py::arg("swizzled"), py::arg("direction"), py::arg("num_experts"), py::arg("grouped_scales"), py::arg("target"),
+        py::arg("scale_fixup"), py::arg("values"), py::arg("scales"), py::arg("stream"), py::arg("dlpack_stream"),
+        "mxfp8_convert (num_experts 0) or mxfp8_convert_grouped into the given outputs (values may be None).");
+  m.def("layout_bytes", &layout_bytes, py::arg("layout"), py::arg("direction"), py::arg("rows"), py::arg("cols"),
+        "mxfp8_layout_bytes.");
 }

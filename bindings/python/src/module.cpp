@@ -753,6 +753,31 @@ class PreparedExport {
     const auto h = handles(tensors);
     check(mxfp8_prepare_scales_batched(h.data(), dls.data(), h.size(), &o, &plan_));
   }
+  // A prepared bucket fill (mxfp8_prepare_bucket): values and compact scales of `tensors` into `bucket`
+  // at the offsets of `plan` (bucket_plan's entries); with `shards` (as bucket_plan takes them), each
+  // tensor's shard (mxfp8_prepare_bucket_shards).
+  static std::unique_ptr<PreparedExport> for_bucket(const std::vector<Tensor *> &tensors,
+                                                    const std::vector<std::tuple<uint64_t, uint64_t, uint64_t, uint64_t>> &plan,
+                                                    py::object bucket, int direction, py::object dlpack_stream,
+                                                    const std::string &bucket_name,
+                                                    const std::optional<std::vector<py::object>> &shards) {
+    if (tensors.empty()) throw py::value_error("tensors is empty: nothing to prepare");
+    std::unique_ptr<PreparedExport> p(new PreparedExport());
+    p->api_ = tensors[0]->api();
+    p->device_ = tensors[0]->device();
+    Exchange ex = exchange_for(p->api_, p->device_, py::none(), std::move(dlpack_stream));
+    p->taken_.push_back(take(bucket, bucket_name.c_str(), ex, Access::Write));
+    std::vector<mxfp8_bucket_entry> entries;
+    for (const auto &[vo, vb, so, sb] : plan) entries.push_back(mxfp8_bucket_entry{vo, vb, so, sb});
+    mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
+    o.direction = direction;
+    const auto h = handles(tensors);
+    const ShardList shard_list(shards, tensors.size());
+    DLTensor *b = &p->taken_.back()->managed->dl_tensor;
+    check(shards ? mxfp8_prepare_bucket_shards(h.data(), shard_list.data(), h.size(), &o, entries.data(), b, &p->plan_)
+                 : mxfp8_prepare_bucket(h.data(), h.size(), &o, entries.data(), b, &p->plan_));
+    return p;
+  }
   ~PreparedExport() { mxfp8_prepared_export_release(plan_); }
   PreparedExport(const PreparedExport &) = delete;
   PreparedExport &operator=(const PreparedExport &) = delete;
@@ -763,6 +788,8 @@ class PreparedExport {
   }
 
  private:
+  PreparedExport() = default;
+
   mxfp8_prepared_export *plan_ = nullptr;
   std::vector<std::unique_ptr<TakenTensor>> taken_;
   const DLPackExchangeAPI *api_ = nullptr;
@@ -1008,7 +1035,7 @@ py::object dequantize_fast(py::handle data, py::handle scale_inv, py::handle sha
 py::object quantize_fast(py::handle x, py::handle fp8_dtype, py::handle block, py::handle rounding, py::handle scales,
                          py::handle rowwise, py::handle columnwise, py::handle values_dtype, py::handle scales_dtype,
                          py::handle stream) {
-  constexpr std::pair<const char *, int> kRoundings[] = {{"rceil", 0}, {"floor", 1}};
+  constexpr std::pair<const char *, int> kRoundings[] = {{"rceil", 0}, {"floor", 1}, {"compressed_tensors", 2}};
   constexpr std::pair<const char *, int> kLayouts[] = {{"compact", 0}, {"padded", 1}, {"swizzled", 2}};
   if (!stream.is_none() || !PyBool_Check(rowwise.ptr()) || !PyBool_Check(columnwise.ptr())) return not_implemented();
   const bool row = rowwise.ptr() == Py_True, col = columnwise.ptr() == Py_True;
@@ -1078,6 +1105,89 @@ py::object swizzle_fast(py::handle source, py::handle out, bool swizzle, py::han
   if (!out.is_none()) return py::reinterpret_borrow<py::object>(out);
   return hand_back(ex, dst->release());
 }
+
+// ---- NVFP4 -------------------------------------------------------------------------------------------
+// The Python handle on an mxfp8_nvfp4_tensor: one or both directions' data, block scales and amax, taken
+// like Tensor's inputs (the inputs' framework's exchange API when `exchange`, else __dlpack__).
+class Nvfp4Tensor {
+ public:
+  Nvfp4Tensor(py::object rowwise_data, py::object rowwise_scale_inv, py::object rowwise_amax,
+              py::object columnwise_data, py::object columnwise_scale_inv, py::object columnwise_amax,
+              std::optional<std::vector<int64_t>> shape, bool swizzled, int32_t e4m3_max, py::object stream,
+              bool exchange) {
+    mxfp8_nvfp4_tensor_desc desc = MXFP8_NVFP4_TENSOR_DESC_INIT;
+    desc.scale_layout = swizzled ? MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED : MXFP8_SCALE_LAYOUT_ROW_MAJOR;
+    desc.e4m3_max = e4m3_max;
+    if (shape) {
+      desc.ndim = static_cast<int32_t>(shape->size());
+      desc.shape = shape->data();
+    }
+    py::object inputs[6] = {rowwise_data, rowwise_scale_inv, rowwise_amax, columnwise_data, columnwise_scale_inv,
+                            columnwise_amax};
+    const char *names[6] = {"data", "scale_inv", "amax", "columnwise data", "columnwise scale_inv", "columnwise amax"};
+    DLManagedTensorVersioned **fields[6] = {&desc.rowwise_data,    &desc.rowwise_scale_inv,    &desc.rowwise_amax,
+                                            &desc.columnwise_data, &desc.columnwise_scale_inv, &desc.columnwise_amax};
+    Exchange ex = Exchange::explicit_stream(0, stream);
+    for (int i = 0; exchange && i < 6; ++i)
+      if (!inputs[i].is_none()) {
+        ex = Exchange{exchange_api_of(inputs[i])};
+        if (!ex.api) throw py::type_error(std::string(names[i]) + ": its type has no usable DLPack exchange API");
+        break;
+      }
+    std::unique_ptr<TakenTensor> taken[6];
+    for (int i = 0; i < 6; ++i) {
+      if (inputs[i].is_none()) continue;
+      taken[i] = take(inputs[i], names[i], ex);
+      *fields[i] = taken[i]->managed;
+      if (!device_set_) device_ = taken[i]->managed->dl_tensor.device, device_set_ = true;
+    }
+    api_ = ex.api;
+    check(mxfp8_nvfp4_tensor_create(&desc, &handle_));
+    for (auto &t : taken)
+      if (t) t->release();  // the handle owns them now
+  }
+  ~Nvfp4Tensor() { mxfp8_nvfp4_tensor_release(handle_); }
+  Nvfp4Tensor(const Nvfp4Tensor &) = delete;
+  Nvfp4Tensor &operator=(const Nvfp4Tensor &) = delete;
+
+  // (values, scales, global_scale); stream None: the framework's current stream in exchange mode.
+  py::tuple export_components(int direction, int values_dtype, int scales_dtype, bool contiguous, int global_scale,
+                              py::object stream) {
+    mxfp8_nvfp4_export_options o = MXFP8_NVFP4_EXPORT_OPTIONS_INIT;
+    o.direction = direction;
+    o.values_dtype = values_dtype;
+    o.scales_dtype = scales_dtype;
+    o.padded_scales = contiguous ? MXFP8_PADDED_SCALES_COPY : MXFP8_PADDED_SCALES_STRIDED_VIEW;
+    o.global_scale = global_scale;
+    const Exchange ex = exchange_for(api_, device_, stream);
+    o.stream = reinterpret_cast<void *>(ex.stream);
+    if (ex.api && ex.device.device_type != kDLCUDAHost) o.allocator = ex.api->managed_tensor_allocator;
+    DLManagedTensorVersioned *out[3] = {nullptr, nullptr, nullptr};
+    check(mxfp8_nvfp4_export_components(handle_, &o, &out[0], &out[1], &out[2]));
+    TakenTensor owners[3] = {{out[0]}, {out[1]}, {out[2]}};  // freed if handing one back fails
+    py::object result[3];
+    for (int i = 0; i < 3; ++i) result[i] = hand_back(ex, owners[i].release());
+    return py::make_tuple(result[0], result[1], result[2]);
+  }
+
+  // mxfp8_nvfp4_dequantize into the DLPack object `output` (float32 or bfloat16).
+  void dequantize(int direction, py::object output, py::object stream, py::object dlpack_stream, bool bfloat16_bits) {
+    mxfp8_dequantize_options o = MXFP8_DEQUANTIZE_OPTIONS_INIT;
+    o.direction = direction;
+    Exchange ex = exchange_for(api_, device_, stream, dlpack_stream);
+    o.stream = reinterpret_cast<void *>(ex.stream);
+    with_borrowed(output, "out", ex, Access::Write, [&](DLTensor *out) {
+      relabel_bfloat16(out, bfloat16_bits);
+      check(mxfp8_nvfp4_dequantize(handle_, &o, out));
+    });
+  }
+
+ private:
+  mxfp8_nvfp4_tensor *handle_ = nullptr;
+  const DLPackExchangeAPI *api_ = nullptr;  // set when made in exchange mode
+  DLDevice device_{kDLCPU, 0};
+  bool device_set_ = false;
+};
 }  // namespace
 
 // The receiver's import (import_bindings.cpp).
@@ -1132,6 +1242,11 @@ PYBIND11_MODULE(_mxfp8, m) {
   py::class_<PreparedExport>(m, "PreparedExport", "A batched export of compact scales, checked once (mxfp8_prepared_export).")
       .def(py::init<const std::vector<Tensor *> &, const std::vector<py::object> &, int, py::object>(), py::arg("tensors"),
            py::arg("destinations"), py::arg("direction") = 0, py::arg("dlpack_stream") = py::none())
+      .def_static("for_bucket", &PreparedExport::for_bucket, py::arg("tensors"), py::arg("plan"), py::arg("bucket"),
+                  py::arg("direction") = 0, py::arg("dlpack_stream") = py::none(), py::arg("bucket_name") = "bucket",
+                  py::arg("shards") = py::none(),
+                  "A bucket fill (values and compact scales, or shards) checked once (mxfp8_prepare_bucket, "
+                  "mxfp8_prepare_bucket_shards).")
       .def("run", &PreparedExport::run, py::arg("stream") = py::none());
   m.def("swizzle_pair", &swizzle_pair, py::arg("source"), py::arg("destination"), py::arg("swizzle"),
         py::arg("stream") = py::none(), py::arg("dlpack_stream") = py::none());
@@ -1172,5 +1287,18 @@ PYBIND11_MODULE(_mxfp8, m) {
     return py::dict(py::arg("exchange_api") = taken_by_exchange_api, py::arg("dlpack") = taken_by_dunder_dlpack);
   }, "How many objects were taken through each path (for tests).");
   m.def("fast_exports", [] { return fast_exports; }, "How many calls the extension did alone, without the Python layer's path (for tests).");
+  py::class_<Nvfp4Tensor>(m, "Nvfp4Tensor", "An mxfp8_nvfp4_tensor handle over DLPack inputs.")
+      .def(py::init<py::object, py::object, py::object, py::object, py::object, py::object,
+                    std::optional<std::vector<int64_t>>, bool, int32_t, py::object, bool>(),
+           py::kw_only(), py::arg("rowwise_data") = py::none(), py::arg("rowwise_scale_inv") = py::none(),
+           py::arg("rowwise_amax") = py::none(), py::arg("columnwise_data") = py::none(),
+           py::arg("columnwise_scale_inv") = py::none(), py::arg("columnwise_amax") = py::none(),
+           py::arg("shape") = py::none(), py::arg("swizzled") = false, py::arg("e4m3_max") = 448,
+           py::arg("stream") = py::none(), py::arg("exchange") = false)
+      .def("export_components", &Nvfp4Tensor::export_components, py::kw_only(), py::arg("direction") = 0,
+           py::arg("values_dtype") = 0, py::arg("scales_dtype") = 0, py::arg("contiguous") = true,
+           py::arg("global_scale") = 0, py::arg("stream") = py::none())
+      .def("dequantize", &Nvfp4Tensor::dequantize, py::arg("direction"), py::arg("output"),
+           py::arg("stream") = py::none(), py::arg("dlpack_stream") = py::none(), py::arg("bfloat16_bits") = false);
   register_import(m);
 }

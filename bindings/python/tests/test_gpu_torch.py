@@ -239,3 +239,36 @@ def test_torch_shards_are_the_crop(storage, direction):
             want = s[index] if layout == "compact" else swizzle_reference(s[index])
             assert torch.equal(params["w"][0].view(torch.uint8).cpu(), torch.from_numpy(data[index]))
             assert torch.equal(params["w"][1].cpu().reshape(-1), torch.from_numpy(np.ascontiguousarray(want)).reshape(-1))
+
+
+@pytest.mark.parametrize("layout", ["compact", "padded", "swizzled"])
+@pytest.mark.parametrize("direction", ["rowwise", "columnwise"])
+def test_nvfp4_on_the_gpu_matches_the_reference(layout, direction):
+    """NVFP4 storage as torch CUDA tensors: values a view, scales and both global scales exact, and the
+    decode bit for bit TE's formula (nvfp4_reference), float32 and bfloat16."""
+    from nvfp4_reference import dequantize as ref_dequantize
+    from nvfp4_reference import encode_scale, pack, random_case, store_scales
+
+    m, k = 300, 136
+    rows, cols = (m, k) if direction == "rowwise" else (k, m)
+    codes, scales = random_case(rows, cols, seed=31)
+    amax = np.resize(np.float32([3.5, 0.0, np.inf, np.nan, 2688.0]), rows) if direction == "rowwise" \
+        else np.float32([11.0])
+    d, b, a = cuda(pack(codes)), cuda(store_scales(scales, layout)), cuda(amax)
+    kw = dict(shape=(m, k), swizzled=layout == "swizzled", direction=direction)
+    parts = mxfp8.nvfp4.export_components(d, b, a, **kw)
+    assert isinstance(parts.values, torch.Tensor) and parts.values.data_ptr() == d.data_ptr()
+    np.testing.assert_array_equal(parts.scales.cpu().numpy().reshape(scales.shape), scales)
+    np.testing.assert_array_equal(parts.global_scale.cpu().numpy(), amax / np.float32(2688.0))
+    enc = mxfp8.nvfp4.export_components(d, b, a, global_scale="encode", **kw).global_scale
+    np.testing.assert_array_equal(enc.cpu().numpy(), encode_scale(amax, 448))
+    want = ref_dequantize(codes, scales, amax, 448)
+    out = mxfp8.nvfp4.dequantize(d, b, a, **kw)
+    assert out.is_cuda and out.shape == (rows, cols)
+    got = out.cpu().numpy()
+    nan = np.isnan(want)
+    assert np.array_equal(np.isnan(got), nan) and np.all(got.view(np.uint32)[nan] == 0x7FFFFFFF)
+    np.testing.assert_array_equal(got.view(np.uint32)[~nan], want.view(np.uint32)[~nan])
+    host = mxfp8.nvfp4.dequantize(pack(codes), store_scales(scales, layout), amax, dtype="bfloat16", **kw)
+    bf16 = mxfp8.nvfp4.dequantize(d, b, a, dtype="bfloat16", **kw)
+    np.testing.assert_array_equal(bf16.view(torch.int16).cpu().numpy(), host.view(np.int16))

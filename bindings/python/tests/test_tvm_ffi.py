@@ -141,6 +141,16 @@ def test_quantize_one_direction_with_floor_rounding():
     np.testing.assert_array_equal(out_scales, scales)
 
 
+def test_quantize_with_compressed_tensors_rounding():
+    import ct_reference
+    x = mx_reference.special_input((40, 96), np.float32, seed=8)
+    values, scales = ct_reference.quantize(x, "e4m3", "rowwise")
+    out_values, out_scales = poisoned(x.shape), poisoned(scales.shape)
+    mod.quantize(x, out_values, out_scales, None, None, "e4m3", "1x32", "compressed_tensors", "compact")
+    np.testing.assert_array_equal(out_values, ct_reference.nan_as_7f(values))
+    np.testing.assert_array_equal(out_scales, scales)
+
+
 @pytest.mark.parametrize("storage", ["padded", "swizzled"])
 @pytest.mark.parametrize("direction", ["rowwise", "columnwise"])
 def test_dequantize_matches_the_reference(storage, direction):

@@ -201,6 +201,8 @@ pub const MXFP8_SCALES_PER_32X32: i32 = 1;
 pub const MXFP8_SCALE_ROUNDING_RCEIL: i32 = 0;
 /// `mxfp8_scale_rounding`: the OCP MX v1.0 rule.
 pub const MXFP8_SCALE_ROUNDING_FLOOR: i32 = 1;
+/// `mxfp8_scale_rounding`: compressed-tensors' MX rule (llm-compressor checkpoints, vLLM's online MXFP8).
+pub const MXFP8_SCALE_ROUNDING_COMPRESSED_TENSORS: i32 = 2;
 /// `mxfp8_quantized_scales`: compact row-major.
 pub const MXFP8_QUANTIZED_SCALES_COMPACT: i32 = 0;
 /// `mxfp8_quantized_scales`: Transformer Engine's padded row-major buffer.
@@ -302,6 +304,10 @@ pub struct mxfp8_export_options {
     pub scales_granularity: i32,
     /// Must be 0.
     pub reserved2: u32,
+    /// `MXFP8_SCALE_FIXUP_*` applied by the batched and bucket exports and the tensor import.
+    pub scale_fixup: i32,
+    /// Must be 0.
+    pub reserved3: u32,
 }
 
 impl Default for mxfp8_export_options {
@@ -318,6 +324,8 @@ impl Default for mxfp8_export_options {
             allocator: None,
             scales_granularity: MXFP8_SCALES_PER_32,
             reserved2: 0,
+            scale_fixup: MXFP8_SCALE_FIXUP_NONE,
+            reserved3: 0,
         }
     }
 }
@@ -340,6 +348,16 @@ pub struct mxfp8_bucket_entry {
 pub const MXFP8_LAYOUT_COMPACT: i32 = 0;
 /// `mxfp8_layout`: scales in the cuBLAS / CUTLASS 128x4 layout, flat, padding zero.
 pub const MXFP8_LAYOUT_CUTLASS_128X4: i32 = 1;
+/// `mxfp8_layout`: FlashInfer TRT-LLM shuffled MoE weights (vLLM's `w2_weight`); `mxfp8_convert*` only.
+pub const MXFP8_LAYOUT_TRTLLM_SHUFFLED: i32 = 2;
+/// `mxfp8_layout`: DeepGEMM's packed UE8M0 scales (int32, MN-major, rowwise only).
+pub const MXFP8_LAYOUT_DEEPGEMM_PACKED: i32 = 3;
+/// `mxfp8_layout`: the same for a gated activation's gate-and-up rows (vLLM's `w13_weight`).
+pub const MXFP8_LAYOUT_TRTLLM_SHUFFLED_GATED: i32 = 4;
+/// `mxfp8_scale_fixup`: scale bytes as stored.
+pub const MXFP8_SCALE_FIXUP_NONE: i32 = 0;
+/// `mxfp8_scale_fixup`: E8M0 exponent byte 0 written as 1 (NeMo RL).
+pub const MXFP8_SCALE_FIXUP_ZERO_EXPONENT_AS_ONE: i32 = 1;
 
 /// `mxfp8_bucket_manifest`: what a bucket holds, as the sender describes it to the receiver (parallel
 /// arrays of `count` entries). Start from `Default` (`MXFP8_BUCKET_MANIFEST_INIT`).
@@ -364,6 +382,10 @@ pub struct mxfp8_bucket_manifest {
     pub directions: *const i32,
     /// `mxfp8_layout` of each tensor's scales in the bucket; NULL: all compact.
     pub scales_layouts: *const i32,
+    /// `MXFP8_SCALE_FIXUP_*` the bucket import applies.
+    pub scale_fixup: i32,
+    /// Must be 0.
+    pub reserved2: u32,
     /// The shard of tensor i that `destinations[i]` receives (resharding, appended); NULL, or a NULL
     /// entry: the whole tensor.
     pub shards: *const *const mxfp8_shard,
@@ -382,6 +404,8 @@ impl Default for mxfp8_bucket_manifest {
             formats: core::ptr::null(),
             directions: core::ptr::null(),
             scales_layouts: core::ptr::null(),
+            scale_fixup: MXFP8_SCALE_FIXUP_NONE,
+            reserved2: 0,
             shards: core::ptr::null(),
         }
     }
@@ -567,6 +591,139 @@ impl Default for mxfp8_dequantize_options {
     }
 }
 
+/// `mxfp8_convert_options`: options of `mxfp8_convert` and `mxfp8_convert_grouped`.
+#[repr(C)]
+#[derive(Copy, Clone, Debug)]
+pub struct mxfp8_convert_options {
+    /// `sizeof(mxfp8_convert_options)`.
+    pub struct_size: u32,
+    /// `mxfp8_layout` the scales are written in.
+    pub target: i32,
+    /// `MXFP8_DIRECTION_*` read from a tensor.
+    pub direction: i32,
+    /// `MXFP8_SCALE_FIXUP_*`.
+    pub scale_fixup: i32,
+    /// The `cudaStream_t` the work is queued on.
+    pub stream: *mut c_void,
+}
+
+impl Default for mxfp8_convert_options {
+    /// `MXFP8_CONVERT_OPTIONS_INIT`.
+    fn default() -> Self {
+        Self {
+            struct_size: core::mem::size_of::<Self>() as u32,
+            target: MXFP8_LAYOUT_COMPACT,
+            direction: MXFP8_DIRECTION_ROWWISE,
+            scale_fixup: MXFP8_SCALE_FIXUP_NONE,
+            stream: core::ptr::null_mut(),
+        }
+    }
+}
+
+/// `mxfp8_nvfp4_values_dtype`: packed bytes (uint8), two E2M1 values each, the even one in the low nibble.
+pub const MXFP8_NVFP4_VALUES_UINT8: i32 = 0;
+/// `mxfp8_nvfp4_values_dtype`: DLPack's packed float4_e2m1fn (bits 4, lanes 1).
+pub const MXFP8_NVFP4_VALUES_FLOAT4: i32 = 1;
+/// `mxfp8_nvfp4_scales_dtype`: uint8.
+pub const MXFP8_NVFP4_SCALES_UINT8: i32 = 0;
+/// `mxfp8_nvfp4_scales_dtype`: float8_e4m3fn.
+pub const MXFP8_NVFP4_SCALES_E4M3: i32 = 1;
+/// `mxfp8_nvfp4_global_scale`: amax / (6 * E4M3_MAX), vLLM ModelOpt's weight_scale_2.
+pub const MXFP8_NVFP4_GLOBAL_SCALE_DECODE: i32 = 0;
+/// `mxfp8_nvfp4_global_scale`: (6 * E4M3_MAX) / amax as Transformer Engine computes it.
+pub const MXFP8_NVFP4_GLOBAL_SCALE_ENCODE: i32 = 1;
+
+/// `mxfp8_nvfp4_tensor_desc`: an NVFP4 tensor as Transformer Engine stores it (see the header's NVFP4 section).
+#[repr(C)]
+#[derive(Copy, Clone, Debug)]
+pub struct mxfp8_nvfp4_tensor_desc {
+    /// `sizeof(mxfp8_nvfp4_tensor_desc)`.
+    pub struct_size: u32,
+    /// `MXFP8_SCALE_LAYOUT_*` of both directions' block scales.
+    pub scale_layout: i32,
+    /// 448, or 256 for Transformer Engine's 4over6 tensors.
+    pub e4m3_max: i32,
+    /// Length of `shape`; 0 takes the logical shape from the data.
+    pub ndim: i32,
+    /// The logical shape (*lead, K), copied.
+    pub shape: *const i64,
+    /// Packed values of the rowwise (M, K) matrix.
+    pub rowwise_data: *mut DLManagedTensorVersioned,
+    /// Its E4M3 block scales.
+    pub rowwise_scale_inv: *mut DLManagedTensorVersioned,
+    /// Its float32 amax: one, or one per row.
+    pub rowwise_amax: *mut DLManagedTensorVersioned,
+    /// Packed values of the columnwise data, the (K, M) transpose.
+    pub columnwise_data: *mut DLManagedTensorVersioned,
+    /// Its E4M3 block scales.
+    pub columnwise_scale_inv: *mut DLManagedTensorVersioned,
+    /// Its float32 amax (one).
+    pub columnwise_amax: *mut DLManagedTensorVersioned,
+}
+
+impl Default for mxfp8_nvfp4_tensor_desc {
+    /// `MXFP8_NVFP4_TENSOR_DESC_INIT`.
+    fn default() -> Self {
+        Self {
+            struct_size: core::mem::size_of::<Self>() as u32,
+            scale_layout: MXFP8_SCALE_LAYOUT_ROW_MAJOR,
+            e4m3_max: 448,
+            ndim: 0,
+            shape: core::ptr::null(),
+            rowwise_data: core::ptr::null_mut(),
+            rowwise_scale_inv: core::ptr::null_mut(),
+            rowwise_amax: core::ptr::null_mut(),
+            columnwise_data: core::ptr::null_mut(),
+            columnwise_scale_inv: core::ptr::null_mut(),
+            columnwise_amax: core::ptr::null_mut(),
+        }
+    }
+}
+
+/// `mxfp8_nvfp4_tensor`: an opaque, thread-safe handle on a validated NVFP4 tensor.
+#[repr(C)]
+pub struct mxfp8_nvfp4_tensor {
+    _private: [u8; 0],
+}
+
+/// `mxfp8_nvfp4_export_options`: options of `mxfp8_nvfp4_export_components`.
+#[repr(C)]
+#[derive(Copy, Clone, Debug)]
+pub struct mxfp8_nvfp4_export_options {
+    /// `sizeof(mxfp8_nvfp4_export_options)`.
+    pub struct_size: u32,
+    /// `MXFP8_DIRECTION_*`.
+    pub direction: i32,
+    /// `MXFP8_NVFP4_VALUES_*`.
+    pub values_dtype: i32,
+    /// `MXFP8_NVFP4_SCALES_*`.
+    pub scales_dtype: i32,
+    /// `MXFP8_PADDED_SCALES_*`.
+    pub padded_scales: i32,
+    /// `MXFP8_NVFP4_GLOBAL_SCALE_*`.
+    pub global_scale: i32,
+    /// The `cudaStream_t` copies run on (NULL: the legacy default stream).
+    pub stream: *mut c_void,
+    /// Allocates copies; None: the library allocates.
+    pub allocator: Option<mxfp8_allocator>,
+}
+
+impl Default for mxfp8_nvfp4_export_options {
+    /// `MXFP8_NVFP4_EXPORT_OPTIONS_INIT`.
+    fn default() -> Self {
+        Self {
+            struct_size: core::mem::size_of::<Self>() as u32,
+            direction: MXFP8_DIRECTION_ROWWISE,
+            values_dtype: MXFP8_NVFP4_VALUES_UINT8,
+            scales_dtype: MXFP8_NVFP4_SCALES_UINT8,
+            padded_scales: MXFP8_PADDED_SCALES_COPY,
+            global_scale: MXFP8_NVFP4_GLOBAL_SCALE_DECODE,
+            stream: core::ptr::null_mut(),
+            allocator: None,
+        }
+    }
+}
+
 // One declaration per function of mxfp8.h, in the header's order; the header documents each.
 extern "C" {
     /// The loaded library's version, encoded as [`MXFP8_VERSION`]. Cannot fail.
@@ -736,6 +893,22 @@ extern "C" {
         values: *mut *mut DLManagedTensorVersioned,
         scales: *mut *mut DLManagedTensorVersioned,
     ) -> mxfp8_status;
+    /// A tensor's scales (and values) written in an engine-native target, into caller buffers.
+    pub fn mxfp8_convert(
+        tensor: *const mxfp8_tensor,
+        options: *const mxfp8_convert_options,
+        values: *mut DLTensor,
+        scales: *mut DLTensor,
+    ) -> mxfp8_status;
+    /// Grouped experts of one row count written stacked in an engine-native target, one launch.
+    pub fn mxfp8_convert_grouped(
+        grouped: *const mxfp8_grouped_tensor,
+        options: *const mxfp8_convert_options,
+        values: *mut DLTensor,
+        scales: *mut DLTensor,
+    ) -> mxfp8_status;
+    /// The bytes an R x C scale matrix takes in a layout.
+    pub fn mxfp8_layout_bytes(layout: i32, direction: i32, rows: i64, cols: i64, bytes: *mut i64) -> mxfp8_status;
     /// Undoes the GEMM swizzle of one scale matrix into `compact`.
     pub fn mxfp8_unswizzle_scales(swizzled: *const DLTensor, compact: *mut DLTensor, stream: *mut c_void) -> mxfp8_status;
     /// Swizzles one compact scale matrix into the cuBLAS layout, padding zero.
@@ -761,6 +934,24 @@ extern "C" {
     /// Decodes one direction into a float32 or bfloat16 buffer.
     pub fn mxfp8_dequantize(
         tensor: *const mxfp8_tensor,
+        options: *const mxfp8_dequantize_options,
+        output: *mut DLTensor,
+    ) -> mxfp8_status;
+    /// Validates an NVFP4 description and wraps it in a handle, taking its managed tensors on success.
+    pub fn mxfp8_nvfp4_tensor_create(desc: *const mxfp8_nvfp4_tensor_desc, out: *mut *mut mxfp8_nvfp4_tensor) -> mxfp8_status;
+    /// Drops the caller's reference. NULL is fine. Cannot fail.
+    pub fn mxfp8_nvfp4_tensor_release(tensor: *mut mxfp8_nvfp4_tensor);
+    /// Values view, compact E4M3 scales and the global scale of one direction (each pointer may be NULL).
+    pub fn mxfp8_nvfp4_export_components(
+        tensor: *const mxfp8_nvfp4_tensor,
+        options: *const mxfp8_nvfp4_export_options,
+        values: *mut *mut DLManagedTensorVersioned,
+        scales: *mut *mut DLManagedTensorVersioned,
+        global_scale: *mut *mut DLManagedTensorVersioned,
+    ) -> mxfp8_status;
+    /// Decodes one direction's stored matrix into a float32 or bfloat16 buffer.
+    pub fn mxfp8_nvfp4_dequantize(
+        tensor: *const mxfp8_nvfp4_tensor,
         options: *const mxfp8_dequantize_options,
         output: *mut DLTensor,
     ) -> mxfp8_status;

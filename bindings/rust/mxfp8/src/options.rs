@@ -56,6 +56,8 @@ c_enum! {
         Compact = sys::MXFP8_LAYOUT_COMPACT,
         /// Scales in the cuBLAS / CUTLASS 128x4 layout, flat, padding zero.
         Cutlass128x4 = sys::MXFP8_LAYOUT_CUTLASS_128X4,
+        /// DeepGEMM's packed UE8M0 scales: int32 `(R, ceil(C/4))` MN-major, rowwise only.
+        DeepgemmPacked = sys::MXFP8_LAYOUT_DEEPGEMM_PACKED,
     }
 }
 
@@ -137,6 +139,9 @@ c_enum! {
         Rceil = sys::MXFP8_SCALE_ROUNDING_RCEIL,
         /// The OCP MX v1.0 rule: floor(log2(amax)) - emax.
         Floor = sys::MXFP8_SCALE_ROUNDING_FLOOR,
+        /// compressed-tensors' MX rule: amax rounded to a power of two (up from a mantissa of 1.75),
+        /// minus emax; bit-exact with compressed-tensors and vLLM's online MXFP8 quantizer.
+        CompressedTensors = sys::MXFP8_SCALE_ROUNDING_COMPRESSED_TENSORS,
     }
 }
 

@@ -95,10 +95,10 @@ fn rust_view() -> BTreeMap<String, i64> {
     layout!(r, mxfp8_tensor_desc: struct_size, format, scale_layout, ndim, shape, rowwise_data, rowwise_scale_inv,
             columnwise_data, columnwise_scale_inv, block, reserved);
     layout!(r, mxfp8_export_options: struct_size, direction, values_dtype, scales_dtype, padded_scales, reserved, stream,
-            allocator, scales_granularity, reserved2);
+            allocator, scales_granularity, reserved2, scale_fixup, reserved3);
     layout!(r, mxfp8_bucket_entry: values_offset, values_bytes, scales_offset, scales_bytes);
     layout!(r, mxfp8_bucket_manifest: struct_size, reserved, count, entries, ndims, shapes, formats, directions,
-            scales_layouts, shards);
+            scales_layouts, scale_fixup, reserved2, shards);
     layout!(r, mxfp8_shard: struct_size, reserved, row_begin, row_end, col_begin, col_end, num_row_pieces, row_pieces);
     layout!(r, mxfp8_import_destination: values, scales, scales_layout, reserved);
     layout!(r, mxfp8_grouped_desc: struct_size, format, scale_layout, scales, num_experts, reserved, cols, uniform_rows,
@@ -106,6 +106,11 @@ fn rust_view() -> BTreeMap<String, i64> {
     layout!(r, mxfp8_quantize_options: struct_size, format, block, scale_rounding, scales_layout, values_dtype,
             scales_dtype, reserved, stream, allocator);
     layout!(r, mxfp8_dequantize_options: struct_size, direction, stream);
+    layout!(r, mxfp8_convert_options: struct_size, target, direction, scale_fixup, stream);
+    layout!(r, mxfp8_nvfp4_tensor_desc: struct_size, scale_layout, e4m3_max, ndim, shape, rowwise_data, rowwise_scale_inv,
+            rowwise_amax, columnwise_data, columnwise_scale_inv, columnwise_amax);
+    layout!(r, mxfp8_nvfp4_export_options: struct_size, direction, values_dtype, scales_dtype, padded_scales,
+            global_scale, stream, allocator);
     r.insert("mxfp8_status".into(), size_of::<mxfp8_status>() as i64);
     r.insert("MXFP8_VERSION".into(), MXFP8_VERSION as i64);
     r.insert("MXFP8_NUM_STATUS".into(), mxfp8_status::NUM_STATUS.0 as i64);
@@ -113,9 +118,10 @@ fn rust_view() -> BTreeMap<String, i64> {
     init!(r, mxfp8_tensor_desc: int struct_size, int format, int scale_layout, int ndim, ptr shape, ptr rowwise_data,
           ptr rowwise_scale_inv, ptr columnwise_data, ptr columnwise_scale_inv, int block, int reserved);
     init!(r, mxfp8_export_options: int struct_size, int direction, int values_dtype, int scales_dtype, int padded_scales,
-          int reserved, ptr stream, fnptr allocator, int scales_granularity, int reserved2);
+          int reserved, ptr stream, fnptr allocator, int scales_granularity, int reserved2, int scale_fixup,
+          int reserved3);
     init!(r, mxfp8_bucket_manifest: int struct_size, int reserved, int count, ptr entries, ptr ndims, ptr shapes,
-          ptr formats, ptr directions, ptr scales_layouts, ptr shards);
+          ptr formats, ptr directions, ptr scales_layouts, int scale_fixup, int reserved2, ptr shards);
     init!(r, mxfp8_shard: int struct_size, int reserved, int row_begin, int row_end, int col_begin, int col_end,
           int num_row_pieces, ptr row_pieces);
     init!(r, mxfp8_grouped_desc: int struct_size, int format, int scale_layout, int scales, int num_experts, int reserved,
@@ -123,6 +129,12 @@ fn rust_view() -> BTreeMap<String, i64> {
     init!(r, mxfp8_quantize_options: int struct_size, int format, int block, int scale_rounding, int scales_layout,
           int values_dtype, int scales_dtype, int reserved, ptr stream, fnptr allocator);
     init!(r, mxfp8_dequantize_options: int struct_size, int direction, ptr stream);
+    init!(r, mxfp8_convert_options: int struct_size, int target, int direction, int scale_fixup, ptr stream);
+    init!(r, mxfp8_nvfp4_tensor_desc: int struct_size, int scale_layout, int e4m3_max, int ndim, ptr shape,
+          ptr rowwise_data, ptr rowwise_scale_inv, ptr rowwise_amax, ptr columnwise_data, ptr columnwise_scale_inv,
+          ptr columnwise_amax);
+    init!(r, mxfp8_nvfp4_export_options: int struct_size, int direction, int values_dtype, int scales_dtype,
+          int padded_scales, int global_scale, ptr stream, fnptr allocator);
     r
 }
 

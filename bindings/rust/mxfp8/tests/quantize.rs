@@ -22,6 +22,15 @@ fn known_answers() {
     let q = quantize_host(HostInput::F32(&x), &[3, 32], Direction::Rowwise, &floor).unwrap();
     assert_eq!(q.scale_inv.as_host_bytes().unwrap()[1], 127);
     assert_eq!(q.data.as_host_bytes().unwrap()[32], 0x7E);
+    // compressed-tensors: 500 (mantissa 1.95 >= 1.75) rounds up to 2^9: scale 128, as RCEIL here; an Inf
+    // makes its block's scale 255 and its finite values 0.
+    let ct = QuantizeOptions::new().rounding(ScaleRounding::CompressedTensors);
+    x[64] = f32::INFINITY;
+    let q = quantize_host(HostInput::F32(&x), &[3, 32], Direction::Rowwise, &ct).unwrap();
+    assert_eq!(q.scale_inv.as_host_bytes().unwrap(), &[119, 128, 255]);
+    let v = q.data.as_host_bytes().unwrap();
+    assert_eq!((v[0], v[32], v[64], v[65]), (0x78, 0x78, 0x7F, 0x80));
+    x[64] = 0.0;
     let bf16 = [0x3F80u16; 32];
     let q = quantize_host(HostInput::Bf16Bits(&bf16), &[1, 32], Direction::Rowwise, &QuantizeOptions::default()).unwrap();
     assert_eq!(q.scale_inv.as_host_bytes().unwrap(), &[119]);

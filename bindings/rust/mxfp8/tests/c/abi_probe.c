@@ -60,6 +60,8 @@ int main(void) {
   FIELD(mxfp8_export_options, allocator);
   FIELD(mxfp8_export_options, scales_granularity);
   FIELD(mxfp8_export_options, reserved2);
+  FIELD(mxfp8_export_options, scale_fixup);
+  FIELD(mxfp8_export_options, reserved3);
   SIZE(mxfp8_bucket_entry);
   FIELD(mxfp8_bucket_entry, values_offset);
   FIELD(mxfp8_bucket_entry, values_bytes);
@@ -75,6 +77,8 @@ int main(void) {
   FIELD(mxfp8_bucket_manifest, formats);
   FIELD(mxfp8_bucket_manifest, directions);
   FIELD(mxfp8_bucket_manifest, scales_layouts);
+  FIELD(mxfp8_bucket_manifest, scale_fixup);
+  FIELD(mxfp8_bucket_manifest, reserved2);
   FIELD(mxfp8_bucket_manifest, shards);
   SIZE(mxfp8_shard);
   FIELD(mxfp8_shard, struct_size);
@@ -114,6 +118,12 @@ int main(void) {
   FIELD(mxfp8_quantize_options, reserved);
   FIELD(mxfp8_quantize_options, stream);
   FIELD(mxfp8_quantize_options, allocator);
+  SIZE(mxfp8_convert_options);
+  FIELD(mxfp8_convert_options, struct_size);
+  FIELD(mxfp8_convert_options, target);
+  FIELD(mxfp8_convert_options, direction);
+  FIELD(mxfp8_convert_options, scale_fixup);
+  FIELD(mxfp8_convert_options, stream);
   SIZE(mxfp8_dequantize_options);
   FIELD(mxfp8_dequantize_options, struct_size);
   FIELD(mxfp8_dequantize_options, direction);
@@ -148,6 +158,8 @@ int main(void) {
     INIT_PTR(mxfp8_export_options, v, allocator);
     INIT_INT(mxfp8_export_options, v, scales_granularity);
     INIT_INT(mxfp8_export_options, v, reserved2);
+    INIT_INT(mxfp8_export_options, v, scale_fixup);
+    INIT_INT(mxfp8_export_options, v, reserved3);
   }
   {
     mxfp8_bucket_manifest v = MXFP8_BUCKET_MANIFEST_INIT;
@@ -160,6 +172,8 @@ int main(void) {
     INIT_PTR(mxfp8_bucket_manifest, v, formats);
     INIT_PTR(mxfp8_bucket_manifest, v, directions);
     INIT_PTR(mxfp8_bucket_manifest, v, scales_layouts);
+    INIT_INT(mxfp8_bucket_manifest, v, scale_fixup);
+    INIT_INT(mxfp8_bucket_manifest, v, reserved2);
     INIT_PTR(mxfp8_bucket_manifest, v, shards);
   }
   {
@@ -206,6 +220,60 @@ int main(void) {
     INIT_INT(mxfp8_dequantize_options, v, struct_size);
     INIT_INT(mxfp8_dequantize_options, v, direction);
     INIT_PTR(mxfp8_dequantize_options, v, stream);
+  }
+  {
+    mxfp8_convert_options v = MXFP8_CONVERT_OPTIONS_INIT;
+    INIT_INT(mxfp8_convert_options, v, struct_size);
+    INIT_INT(mxfp8_convert_options, v, target);
+    INIT_INT(mxfp8_convert_options, v, direction);
+    INIT_INT(mxfp8_convert_options, v, scale_fixup);
+    INIT_PTR(mxfp8_convert_options, v, stream);
+  }
+  SIZE(mxfp8_nvfp4_tensor_desc);
+  FIELD(mxfp8_nvfp4_tensor_desc, struct_size);
+  FIELD(mxfp8_nvfp4_tensor_desc, scale_layout);
+  FIELD(mxfp8_nvfp4_tensor_desc, e4m3_max);
+  FIELD(mxfp8_nvfp4_tensor_desc, ndim);
+  FIELD(mxfp8_nvfp4_tensor_desc, shape);
+  FIELD(mxfp8_nvfp4_tensor_desc, rowwise_data);
+  FIELD(mxfp8_nvfp4_tensor_desc, rowwise_scale_inv);
+  FIELD(mxfp8_nvfp4_tensor_desc, rowwise_amax);
+  FIELD(mxfp8_nvfp4_tensor_desc, columnwise_data);
+  FIELD(mxfp8_nvfp4_tensor_desc, columnwise_scale_inv);
+  FIELD(mxfp8_nvfp4_tensor_desc, columnwise_amax);
+  SIZE(mxfp8_nvfp4_export_options);
+  FIELD(mxfp8_nvfp4_export_options, struct_size);
+  FIELD(mxfp8_nvfp4_export_options, direction);
+  FIELD(mxfp8_nvfp4_export_options, values_dtype);
+  FIELD(mxfp8_nvfp4_export_options, scales_dtype);
+  FIELD(mxfp8_nvfp4_export_options, padded_scales);
+  FIELD(mxfp8_nvfp4_export_options, global_scale);
+  FIELD(mxfp8_nvfp4_export_options, stream);
+  FIELD(mxfp8_nvfp4_export_options, allocator);
+  {
+    const mxfp8_nvfp4_tensor_desc v = MXFP8_NVFP4_TENSOR_DESC_INIT;
+    INIT_INT(mxfp8_nvfp4_tensor_desc, v, struct_size);
+    INIT_INT(mxfp8_nvfp4_tensor_desc, v, scale_layout);
+    INIT_INT(mxfp8_nvfp4_tensor_desc, v, e4m3_max);
+    INIT_INT(mxfp8_nvfp4_tensor_desc, v, ndim);
+    INIT_PTR(mxfp8_nvfp4_tensor_desc, v, shape);
+    INIT_PTR(mxfp8_nvfp4_tensor_desc, v, rowwise_data);
+    INIT_PTR(mxfp8_nvfp4_tensor_desc, v, rowwise_scale_inv);
+    INIT_PTR(mxfp8_nvfp4_tensor_desc, v, rowwise_amax);
+    INIT_PTR(mxfp8_nvfp4_tensor_desc, v, columnwise_data);
+    INIT_PTR(mxfp8_nvfp4_tensor_desc, v, columnwise_scale_inv);
+    INIT_PTR(mxfp8_nvfp4_tensor_desc, v, columnwise_amax);
+  }
+  {
+    const mxfp8_nvfp4_export_options v = MXFP8_NVFP4_EXPORT_OPTIONS_INIT;
+    INIT_INT(mxfp8_nvfp4_export_options, v, struct_size);
+    INIT_INT(mxfp8_nvfp4_export_options, v, direction);
+    INIT_INT(mxfp8_nvfp4_export_options, v, values_dtype);
+    INIT_INT(mxfp8_nvfp4_export_options, v, scales_dtype);
+    INIT_INT(mxfp8_nvfp4_export_options, v, padded_scales);
+    INIT_INT(mxfp8_nvfp4_export_options, v, global_scale);
+    INIT_PTR(mxfp8_nvfp4_export_options, v, stream);
+    INIT_PTR(mxfp8_nvfp4_export_options, v, allocator);
   }
   return 0;
 }

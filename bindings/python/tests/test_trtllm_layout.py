@@ -1,0 +1,170 @@
+"""mxfp8.convert into FlashInfer's TRT-LLM MoE layouts ("trtllm" for w2, "trtllm_gated" for w13 of SwiGLU
+experts), against a NumPy reference that runs the consumers' steps one at a time, as vLLM's
+_shuffle_mxfp8_moe_weights and prepare_fp8_moe_layer_for_fi do them: vLLM's swap_w13_to_w31, FlashInfer's
+reorder_rows_for_gated_act_gemm, shuffle_matrix_a (epilogue_tile_m 128, its srcToDstBlk32RowMap table) and
+shuffle_matrix_sf_a (the same rows, then block_scale_interleave: the 128x4 layout, here from its permute
+form). Against FlashInfer's own row-index helpers too where flashinfer imports. Random data, poisoned
+outputs, partial K, round trips back to compact, bad input; torch on CUDA where there is a GPU."""
+import numpy as np
+import pytest
+
+import mxfp8
+from conftest import make_mxfp8, round_up, swizzle_reference
+
+POISON = 0xFF
+SRC_TO_DST_BLK32_ROW_MAP = [0, 8, 16, 24, 1, 9, 17, 25, 2, 10, 18, 26, 3, 11, 19, 27,
+                            4, 12, 20, 28, 5, 13, 21, 29, 6, 14, 22, 30, 7, 15, 23, 31]
+
+
+def swap_w13_to_w31(x):
+    """vLLM: the two halves of the rows swap ([gate; up] -> [up; gate])."""
+    m = x.shape[0]
+    return np.concatenate([x[m // 2:], x[:m // 2]])
+
+
+def gated_act_gemm_row_indices(m):
+    """FlashInfer get_reorder_rows_for_gated_act_gemm_row_indices: top half at even rows, bottom at odd."""
+    rows = np.arange(m)
+    top, bot = rows[:(m + 1) // 2], rows[(m + 1) // 2:]
+    out = np.empty(m, np.int64)
+    out[0::2] = top
+    out[1::2] = bot
+    return out
+
+
+def shuffle_matrix_a_row_indices(m, epilogue_tile_m=128):
+    """FlashInfer get_shuffle_matrix_a_row_indices: row_indices[new_row] = old_row."""
+    block = 32 if epilogue_tile_m % 128 == 0 else 16
+    assert block == 32 and m % block == 0
+    old = np.arange(m)
+    new = old // block * block + np.asarray(SRC_TO_DST_BLK32_ROW_MAP)[old % block]
+    idx = np.empty(m, np.int64)
+    idx[new] = old
+    return idx
+
+
+def trtllm_reference(w, s, gated):
+    """One expert: (values [M, K] uint8, scales [M, roundup(C, 4)] uint8) as vLLM hands them to the kernel."""
+    if gated:
+        w, s = swap_w13_to_w31(w), swap_w13_to_w31(s)
+        idx = gated_act_gemm_row_indices(w.shape[0])
+        w, s = w[idx], s[idx]
+    idx = shuffle_matrix_a_row_indices(w.shape[0])
+    w, s = w[idx], s[idx]
+    return w, swizzle_reference(s).reshape(s.shape[0], -1)  # shuffle_matrix_sf_a: 128x4 of the permuted rows
+
+
+def grouped(experts, n, k, seed):
+    rng = np.random.default_rng(seed)
+    c = -(-k // 32)
+    data = rng.integers(0, 256, (experts * n, k), dtype=np.uint8)
+    s = rng.integers(0, 256, (experts, n, c), dtype=np.uint8)
+    return data, s
+
+
+@pytest.mark.parametrize("target", ["trtllm", "trtllm_gated"])
+@pytest.mark.parametrize("experts,n,k", [(3, 128, 200), (2, 384, 96), (4, 256, 256), (1, 128, 33)])
+def test_grouped_experts_match_vllms_steps(target, experts, n, k):
+    data, s = grouped(experts, n, k, seed=n + k)
+    c, cp = s.shape[2], round_up(s.shape[2], 4)
+    values = np.full((experts, n, k), POISON, np.uint8)
+    out = np.full((experts, n, cp), POISON, np.uint8)
+    got = mxfp8.convert(data, s.reshape(-1), target, num_experts=experts, scales="compact", values=values, out=out)
+    assert got.scales is out and got.values is values
+    for e in range(experts):
+        w_ref, s_ref = trtllm_reference(data[e * n:(e + 1) * n], s[e], target == "trtllm_gated")
+        np.testing.assert_array_equal(values[e], w_ref, err_msg=f"expert {e} values")
+        np.testing.assert_array_equal(out[e], s_ref, err_msg=f"expert {e} scales")
+    # New outputs: shaped as vLLM's parameters, w [E, M, K] and scales [E, M, roundup(C, 4)] ([E, M, C] there)
+    fresh = mxfp8.convert(data, s.reshape(-1), target, num_experts=experts, scales="compact", values=True)
+    assert fresh.values.shape == (experts, n, k) and fresh.scales.shape == (experts, n, cp)
+    np.testing.assert_array_equal(fresh.values, values)
+    np.testing.assert_array_equal(fresh.scales, out)
+    assert mxfp8.layout_bytes(target, n, c) == n * cp
+
+
+@pytest.mark.parametrize("target", ["trtllm", "trtllm_gated"])
+@pytest.mark.parametrize("storage", ["compact", "padded", "swizzled"])
+def test_one_expert_from_te_storage_and_the_round_trip(target, storage):
+    data, buf, s = make_mxfp8((256, 200), storage, seed=3)
+    out = mxfp8.convert(data, buf, target, swizzled=storage == "swizzled", values=True)
+    w_ref, s_ref = trtllm_reference(data, s, target == "trtllm_gated")
+    np.testing.assert_array_equal(out.values, w_ref)
+    np.testing.assert_array_equal(out.scales, s_ref)
+    # Back to compact with the inverse of the rows each output row came from (and the 128x4 undone).
+    m, c = s.shape
+    rows = np.arange(m)
+    order = trtllm_reference(rows[:, None].astype(np.int64), np.zeros((m, 1), np.uint8), target == "trtllm_gated")[0][:, 0]
+    back_values = np.empty_like(out.values)
+    back_values[order] = out.values
+    np.testing.assert_array_equal(back_values, data)
+    cp = round_up(c, 4)
+    unswizzled = out.scales.reshape(m // 128, cp // 4, 32, 4, 4).transpose(0, 3, 2, 1, 4).reshape(m, cp)
+    back_scales = np.empty_like(unswizzled)
+    back_scales[order] = unswizzled
+    np.testing.assert_array_equal(back_scales[:, :c], s)
+    assert (back_scales[:, c:] == 0).all()  # padding columns
+
+
+def test_the_gated_layout_interleaves_up_before_gate():
+    """A w13 whose gate rows are all 1 and up rows all 2: FlashInfer's row pairs are (up, gate)."""
+    n, k = 128, 64
+    data = np.concatenate([np.full((n, k), 1, np.uint8), np.full((n, k), 2, np.uint8)])
+    s = np.concatenate([np.full((n, 2), 10, np.uint8), np.full((n, 2), 20, np.uint8)])
+    out = mxfp8.convert(data, s, "trtllm_gated", scales="compact", values=True, shape=(2 * n, k))
+    # Before the shuffle row 2i is up_i and 2i + 1 gate_i; the shuffle keeps each row's parity class in
+    # 32-row blocks: source rows 4a + b go to 8b + a, so even interleaved rows (b even) land on rows whose
+    # (r % 32) // 8 is even.
+    parity = (np.arange(2 * n) % 32) // 8 % 2
+    np.testing.assert_array_equal(out.values[:, 0], np.where(parity == 0, 2, 1))
+
+
+def test_matches_flashinfers_own_row_indices():
+    """Where FlashInfer imports (it needs torch), its helpers give the reference's rows."""
+    torch = pytest.importorskip("torch")
+    try:
+        from flashinfer.fused_moe.core import get_reorder_rows_for_gated_act_gemm_row_indices
+        from flashinfer.utils import get_shuffle_matrix_a_row_indices
+    except Exception as e:  # not installed, or needs a GPU to import
+        pytest.skip(f"flashinfer not importable: {e}")
+    for m in (128, 256, 768):
+        x = torch.zeros(m, 4, dtype=torch.uint8)
+        np.testing.assert_array_equal(get_shuffle_matrix_a_row_indices(x, 128).numpy(), shuffle_matrix_a_row_indices(m))
+        np.testing.assert_array_equal(get_reorder_rows_for_gated_act_gemm_row_indices(x).numpy(),
+                                      gated_act_gemm_row_indices(m))
+
+
+def test_bad_input_gets_clear_errors():
+    data, s = grouped(2, 96, 64, seed=1)
+    with pytest.raises(ValueError, match="needs rows \\(per expert\\) a multiple of 128.*got 96"):
+        mxfp8.convert(data, s.reshape(-1), "trtllm_gated", num_experts=2, scales="compact", values=True)
+    data, s = grouped(2, 128, 64, seed=1)
+    with pytest.raises(ValueError, match="values is NULL, but options.target MXFP8_LAYOUT_TRTLLM_SHUFFLED permutes"):
+        mxfp8.convert(data, s.reshape(-1), "trtllm", num_experts=2, scales="compact")
+    with pytest.raises(ValueError, match="convert stacked experts with mxfp8_convert_grouped"):
+        mxfp8.convert(data.reshape(2, 128, 64), s, "trtllm_gated", scales="compact", values=True)
+    cw_data, cw_buf, _ = make_mxfp8((256, 128), "padded", direction="columnwise", seed=4)
+    with pytest.raises(ValueError, match="rowwise scales only"):
+        mxfp8.convert(cw_data, cw_buf, "trtllm", direction="columnwise", values=True)
+    out = np.full((2, 128, 4), POISON, np.uint8)
+    with pytest.raises(ValueError, match="TRT-LLM shuffled scales of 2 128 x 2 matrices are 1024 bytes, got 512"):
+        mxfp8.convert(data, s.reshape(-1), "trtllm", num_experts=2, scales="compact", values=True, out=out[:, :64])
+    assert (out == POISON).all()
+
+
+def test_torch_cuda_matches_the_reference():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available() or not mxfp8._mxfp8.with_cuda:
+        pytest.skip("needs a CUDA device and a CUDA build of mxfp8")
+    for target in ("trtllm", "trtllm_gated"):
+        for experts, n, k in ((8, 384, 2048), (3, 128, 200), (2, 256, 33)):
+            data, s = grouped(experts, n, k, seed=k)
+            values = torch.from_numpy(data).cuda().view(torch.float8_e4m3fn)
+            out = mxfp8.convert(values, torch.from_numpy(s.reshape(-1)).cuda(), target, num_experts=experts,
+                                scales="compact", values=True)
+            assert out.values.dtype == torch.float8_e4m3fn and out.values.is_cuda
+            got_v, got_s = out.values.view(torch.uint8).cpu().numpy(), out.scales.cpu().numpy()
+            for e in range(experts):
+                w_ref, s_ref = trtllm_reference(data[e * n:(e + 1) * n], s[e], target == "trtllm_gated")
+                np.testing.assert_array_equal(got_v[e], w_ref, err_msg=f"{target} {experts}x{n}x{k} expert {e}")
+                np.testing.assert_array_equal(got_s[e], s_ref, err_msg=f"{target} {experts}x{n}x{k} expert {e}")

@@ -1,0 +1,542 @@
+/* NVFP4: describing, exporting, swizzling and dequantizing, against references written from the format's
+ * rules (E2M1 table, E4M3 bits, even element in the low nibble, the 128x4 swizzle from its permute form,
+ * TE's decode formula), never from the library. Every layout (compact, TE-padded with poisoned padding,
+ * swizzled with poisoned padding), both directions (columnwise stored transposed), per-tensor and per-row
+ * amax, both E4M3_MAX variants, partial blocks, rows not a multiple of 128, special scales and amaxes.
+ * The GPU cases (same inputs on the device, bit for bit against the host) skip without a CUDA device. */
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "test_gpu_support.h"
+
+/* E2M1 codes 0..7; bit 3 is the sign. */
+static const float kE2m1[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+
+static float ref_e2m1(uint8_t code) { return (code & 8) ? -kE2m1[code & 7] : kE2m1[code & 7]; }
+
+static uint32_t bits_of(float f) {
+  uint32_t u;
+  memcpy(&u, &f, sizeof u);
+  return u;
+}
+
+/* TE's dequantize_fp4_kernel, in float and in its order: (scale * amax) * (1 / (6 * E4M3_MAX)), times
+ * the value; NaN written canonically. */
+static float ref_element(uint8_t code, uint8_t scale, float amax, int e4m3_max) {
+  const float factor = 1.0f / (6.0f * (float)e4m3_max);
+  const float s = (float)ref_decode_e4m3(scale) * amax;
+  const float final_scale = s * factor;
+  const float v = ref_e2m1(code) * final_scale;
+  if (isnan(v)) {
+    const uint32_t canonical = 0x7FFFFFFFu;
+    float f;
+    memcpy(&f, &canonical, sizeof f);
+    return f;
+  }
+  return v;
+}
+
+static uint16_t ref_bf16(float f) {
+  const uint32_t u = bits_of(f);
+  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return 0x7FFF;
+  return (uint16_t)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+}
+
+enum { COMPACT = 0, PADDED = 1, SWIZZLED = 2 };
+
+typedef struct {
+  int64_t M, K;      /* logical (M, K), 2-D unless lead3 */
+  int direction;     /* stored matrix: rowwise (M, K), columnwise (K, M) */
+  int layout;
+  int per_row_amax;  /* rowwise only */
+  int e4m3_max;
+  int lead3;         /* rowwise data as (2, M/2, K/2): leading dims flatten into rows */
+} nv_case;
+
+typedef struct {
+  nv_case c;
+  int64_t R, C, SC;     /* stored rows, cols, scale cols */
+  uint8_t *codes;       /* R x C codes, one per byte: the reference */
+  uint8_t *scales;      /* R x SC compact: the reference */
+  float amax[512];
+  int64_t amax_count;
+  test_tensor *data, *scale_buf, *amax_t;
+  mxfp8_nvfp4_tensor *tensor;
+} nv_fixture;
+
+/* Scale bytes: mostly ordinary E4M3 values, plus zero, -0, subnormals (0x01..0x07), the largest (0x7E =
+ * 448), NaN (0x7F, 0xFF) and negative ones. */
+static uint8_t random_scale(uint64_t *rng) {
+  static const uint8_t kSpecial[] = {0x00, 0x80, 0x01, 0x03, 0x07, 0x08, 0x7E, 0x7F, 0xFF, 0xB8, 0x77};
+  const uint64_t r = rng_next(rng);
+  if (r % 8 == 0) return kSpecial[(r >> 8) % sizeof kSpecial];
+  return (uint8_t)(0x20 + (r >> 16) % 0x40);
+}
+
+static void build(nv_fixture *f, const nv_case *c, uint64_t seed) {
+  memset(f, 0, sizeof *f);
+  f->c = *c;
+  uint64_t rng = seed;
+  const int row = c->direction == MXFP8_DIRECTION_ROWWISE;
+  f->R = row ? c->M : c->K;
+  f->C = row ? c->K : c->M;
+  f->SC = ref_ceil_div(f->C, 16);
+  f->codes = malloc((size_t)(f->R * f->C + 1));
+  f->scales = malloc((size_t)(f->R * f->SC + 1));
+  for (int64_t i = 0; i < f->R * f->C; ++i) f->codes[i] = (uint8_t)(rng_next(&rng) % 16);
+  /* Some all-zero blocks (codes 0 and 8, +-0). */
+  for (int64_t r = 0; r < f->R; r += 3)
+    for (int64_t k = 0; k < 16 && k < f->C; ++k) f->codes[r * f->C + k] = (uint8_t)((k & 1) * 8);
+  for (int64_t i = 0; i < f->R * f->SC; ++i) f->scales[i] = random_scale(&rng);
+
+  /* Values: two codes per byte, the even element in the low nibble. */
+  int64_t dshape[3];
+  int ndim = 2;
+  if (row && c->lead3) {
+    dshape[0] = 2; dshape[1] = c->M / 2; dshape[2] = c->K / 2; ndim = 3;
+  } else {
+    dshape[0] = f->R; dshape[1] = f->C / 2;
+  }
+  f->data = test_tensor_new(ndim, dshape, kDLUInt, 1);
+  for (int64_t r = 0; r < f->R; ++r)
+    for (int64_t i = 0; i < f->C / 2; ++i)
+      f->data->buffer[r * (f->C / 2) + i] =
+          (uint8_t)(f->codes[r * f->C + 2 * i] | (f->codes[r * f->C + 2 * i + 1] << 4));
+
+  /* Scales, in the case's layout; padding keeps POISON. */
+  const int64_t Rp = ref_round_up(f->R, 128), Cp = ref_round_up(f->SC, 4);
+  if (c->layout == SWIZZLED) {
+    const int64_t n = Rp * Cp;
+    f->scale_buf = test_tensor_new(1, &n, kDLFloat8_e4m3fn, 1);
+    for (int64_t r = 0; r < f->R; ++r)
+      for (int64_t k = 0; k < f->SC; ++k) f->scale_buf->buffer[ref_swizzled_index(r, k, Cp)] = f->scales[r * f->SC + k];
+  } else {
+    const int64_t shape[2] = {c->layout == PADDED ? Rp : f->R, c->layout == PADDED ? Cp : f->SC};
+    f->scale_buf = test_tensor_new(2, shape, kDLUInt, 1);
+    for (int64_t r = 0; r < f->R; ++r)
+      memcpy(f->scale_buf->buffer + r * shape[1], f->scales + r * f->SC, (size_t)f->SC);
+  }
+
+  /* amax: ordinary values, and per row also 0, Inf, NaN and tiny ones. */
+  static const float kAmax[] = {3.5f, 0.0f, 2688.0f, 1e-30f, 65504.0f, 0.125f, 7.0e6f};
+  f->amax_count = c->per_row_amax ? f->R : 1;
+  for (int64_t i = 0; i < f->amax_count; ++i) f->amax[i] = kAmax[i % 7];
+  if (c->per_row_amax && f->R > 9) {
+    f->amax[8] = INFINITY;
+    f->amax[9] = NAN;
+  }
+  f->amax_t = test_float_tensor(f->amax_count, f->amax);
+
+  mxfp8_nvfp4_tensor_desc d = MXFP8_NVFP4_TENSOR_DESC_INIT;
+  d.scale_layout = c->layout == SWIZZLED ? MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED : MXFP8_SCALE_LAYOUT_ROW_MAJOR;
+  d.e4m3_max = c->e4m3_max;
+  const int64_t logical[2] = {c->M, c->K};
+  d.ndim = 2;
+  if (row && c->lead3) d.ndim = 0; /* the shape comes from the 3-D data */
+  d.shape = logical;
+  if (row) {
+    d.rowwise_data = &f->data->managed;
+    d.rowwise_scale_inv = &f->scale_buf->managed;
+    d.rowwise_amax = &f->amax_t->managed;
+  } else {
+    d.columnwise_data = &f->data->managed;
+    d.columnwise_scale_inv = &f->scale_buf->managed;
+    d.columnwise_amax = &f->amax_t->managed;
+  }
+  const mxfp8_status st = mxfp8_nvfp4_tensor_create(&d, &f->tensor);
+  EXPECT(st == MXFP8_OK, "create: %s", mxfp8_last_error());
+}
+
+static void teardown(nv_fixture *f) {
+  mxfp8_nvfp4_tensor_release(f->tensor);
+  /* Every input's deleter ran exactly once, when the last reference went. */
+  EXPECT(f->data->deleter_calls == 1 && f->scale_buf->deleter_calls == 1 && f->amax_t->deleter_calls == 1,
+         "deleters ran %d %d %d times", f->data->deleter_calls, f->scale_buf->deleter_calls, f->amax_t->deleter_calls);
+  test_tensor_free(f->data);
+  test_tensor_free(f->scale_buf);
+  test_tensor_free(f->amax_t);
+  free(f->codes);
+  free(f->scales);
+}
+
+static float amax_of_row(const nv_fixture *f, int64_t r) { return f->amax[f->amax_count > 1 ? r : 0]; }
+
+static void check_dequantized(const nv_fixture *f, const void *out, int bf16) {
+  for (int64_t r = 0; r < f->R; ++r)
+    for (int64_t k = 0; k < f->C; ++k) {
+      const float want = ref_element(f->codes[r * f->C + k], f->scales[r * f->SC + k / 16], amax_of_row(f, r),
+                                     f->c.e4m3_max);
+      const int64_t i = r * f->C + k;
+      if (bf16) {
+        const uint16_t got = ((const uint16_t *)out)[i];
+        EXPECT(got == ref_bf16(want), "(%lld, %lld): bf16 0x%04x, want 0x%04x", (long long)r, (long long)k, got,
+               ref_bf16(want));
+      } else {
+        const uint32_t got = ((const uint32_t *)out)[i];
+        EXPECT(got == bits_of(want), "(%lld, %lld): 0x%08x, want 0x%08x (code %u scale 0x%02x)", (long long)r,
+               (long long)k, got, bits_of(want), f->codes[i], f->scales[r * f->SC + k / 16]);
+      }
+    }
+}
+
+static void dequantize_and_check(const nv_fixture *f, int bf16) {
+  const int64_t n = f->R * f->C;
+  uint8_t *out = malloc((size_t)(n * 4 + 4));
+  memset(out, 0xA5, (size_t)(n * 4 + 4)); /* poisoned */
+  int64_t shape[1] = {n};
+  DLTensor o = {out, {kDLCPU, 0}, 1, {bf16 ? kDLBfloat : kDLFloat, bf16 ? 16 : 32, 1}, shape, NULL, 0};
+  mxfp8_dequantize_options opts = MXFP8_DEQUANTIZE_OPTIONS_INIT;
+  opts.direction = f->c.direction;
+  const mxfp8_status st = mxfp8_nvfp4_dequantize(f->tensor, &opts, &o);
+  EXPECT(st == MXFP8_OK, "dequantize: %s", mxfp8_last_error());
+  check_dequantized(f, out, bf16);
+  free(out);
+}
+
+/* Shapes: partial last blocks (K % 16 != 0), rows not a multiple of 128, one row, 3-D leading dims. */
+static const nv_case kCases[] = {
+    {1, 16, 0, COMPACT, 0, 448, 0},     {3, 40, 0, COMPACT, 1, 448, 0},  {130, 34, 0, PADDED, 0, 448, 0},
+    {130, 34, 0, SWIZZLED, 1, 448, 0},  {200, 64, 0, PADDED, 1, 256, 0}, {200, 64, 0, SWIZZLED, 0, 256, 0},
+    {64, 50, 0, SWIZZLED, 0, 448, 1},   {64, 50, 0, PADDED, 0, 448, 1},  {34, 130, 1, COMPACT, 0, 448, 0},
+    {34, 130, 1, PADDED, 0, 448, 0},    {34, 130, 1, SWIZZLED, 0, 256, 0}, {258, 6, 1, SWIZZLED, 0, 448, 0},
+    {48, 272, 1, PADDED, 0, 448, 0},
+};
+enum { NCASES = sizeof kCases / sizeof kCases[0] };
+
+static void test_dequantize_matches_reference_every_layout(void **state) {
+  (void)state;
+  for (int i = 0; i < NCASES; ++i)
+    for (int bf16 = 0; bf16 < 2; ++bf16) {
+      nv_fixture f;
+      build(&f, &kCases[i], 1000 + (uint64_t)i);
+      dequantize_and_check(&f, bf16);
+      teardown(&f);
+    }
+}
+
+static void release(DLManagedTensorVersioned *m) { release_managed(m); }
+
+static void test_export_values_scales_and_views(void **state) {
+  (void)state;
+  for (int i = 0; i < NCASES; ++i) {
+    nv_fixture f;
+    build(&f, &kCases[i], 2000 + (uint64_t)i);
+    for (int strided = 0; strided < 2; ++strided) {
+      mxfp8_nvfp4_export_options o = MXFP8_NVFP4_EXPORT_OPTIONS_INIT;
+      o.direction = f.c.direction;
+      o.scales_dtype = strided ? MXFP8_NVFP4_SCALES_E4M3 : MXFP8_NVFP4_SCALES_UINT8;
+      o.values_dtype = strided ? MXFP8_NVFP4_VALUES_FLOAT4 : MXFP8_NVFP4_VALUES_UINT8;
+      o.padded_scales = strided ? MXFP8_PADDED_SCALES_STRIDED_VIEW : MXFP8_PADDED_SCALES_COPY;
+      DLManagedTensorVersioned *v = NULL, *s = NULL;
+      EXPECT(mxfp8_nvfp4_export_components(f.tensor, &o, &v, &s, NULL) == MXFP8_OK, "%s", mxfp8_last_error());
+      /* values: a view of the very bytes, shape (*lead, K/2) / (K, M/2), or float4 (.., K) / (K, M). */
+      const DLTensor *vt = &v->dl_tensor;
+      EXPECT(vt->data == f.data->buffer && vt->byte_offset == 0, "values are not a view");
+      EXPECT(!(v->flags & DLPACK_FLAG_BITMASK_IS_COPIED), "values flagged as a copy");
+      EXPECT(strided ? (vt->dtype.code == kDLFloat4_e2m1fn && vt->dtype.bits == 4)
+                     : (vt->dtype.code == kDLUInt && vt->dtype.bits == 8),
+             "values dtype %d/%d", vt->dtype.code, vt->dtype.bits);
+      const int64_t last = strided ? f.C : f.C / 2;
+      EXPECT(vt->shape[vt->ndim - 1] == last, "values last dim %lld", (long long)vt->shape[vt->ndim - 1]);
+      if (f.c.direction == MXFP8_DIRECTION_COLUMNWISE)
+        EXPECT(vt->ndim == 2 && vt->shape[0] == f.c.K, "columnwise values are (K, .)");
+      else
+        EXPECT(vt->ndim == (f.c.lead3 ? 3 : 2), "rowwise values keep the leading dimensions");
+      EXPECT(vt->strides && vt->strides[vt->ndim - 1] == 1 && vt->strides[vt->ndim - 2] == last, "values strides");
+      /* scales: compact (*lead, ceil(K/16)) / (K, ceil(M/16)), each element the reference. */
+      const DLTensor *st = &s->dl_tensor;
+      EXPECT(st->shape[st->ndim - 1] == f.SC, "scales last dim %lld, want %lld", (long long)st->shape[st->ndim - 1],
+             (long long)f.SC);
+      EXPECT(st->dtype.code == (strided ? kDLFloat8_e4m3fn : kDLUInt), "scales dtype %d", st->dtype.code);
+      for (int64_t j = 0; j < f.R * f.SC; ++j)
+        EXPECT(read_through_strides(st, j) == f.scales[j], "scale %lld: 0x%02x, want 0x%02x", (long long)j,
+               read_through_strides(st, j), f.scales[j]);
+      const int copied = (s->flags & DLPACK_FLAG_BITMASK_IS_COPIED) != 0;
+      const int padding_columns = ref_round_up(f.SC, 4) != f.SC;
+      const int expect_copy = f.c.layout == SWIZZLED || (f.c.layout == PADDED && padding_columns && !strided && f.R > 1);
+      EXPECT(copied == expect_copy, "layout %d strided %d: copy %d", f.c.layout, strided, copied);
+      if (!copied) EXPECT(st->data == f.scale_buf->buffer, "a scale view that does not view the buffer");
+      release(v);
+      release(s);
+    }
+    teardown(&f); /* views released first: the deleters ran once the last reference went */
+  }
+}
+
+/* The tensor outlives its handle while a view holds it. */
+static void test_views_keep_the_tensor_alive(void **state) {
+  (void)state;
+  nv_fixture f;
+  build(&f, &kCases[2], 7);
+  DLManagedTensorVersioned *v = NULL;
+  EXPECT(mxfp8_nvfp4_export_components(f.tensor, NULL, &v, NULL, NULL) == MXFP8_OK, "%s", mxfp8_last_error());
+  mxfp8_nvfp4_tensor_release(f.tensor);
+  f.tensor = NULL;
+  EXPECT(f.data->deleter_calls == 0, "deleter ran while a view lives");
+  release(v);
+  EXPECT(f.data->deleter_calls == 1, "deleter did not run after the last view");
+  teardown(&f);
+}
+
+static float ref_encode(float amax, int e4m3_max) {
+  if (amax == 0.0f) return 1.0f;
+  const float s = ((float)e4m3_max * 6.0f) / amax;
+  if (isnan(s) || s > FLT_MAX) return FLT_MAX;
+  return s == 0.0f ? 1.0f : s;
+}
+
+static void test_global_scale_both_conventions(void **state) {
+  (void)state;
+  /* Explicit specials: amax 2688 decodes as 1 and encodes as 1; 0 decodes as 0 and encodes as 1 (TE);
+   * Inf encodes as 1; NaN encodes as FLT_MAX; a tiny amax's quotient overflows to FLT_MAX. */
+  const nv_case c = {12, 32, 0, PADDED, 1, 448, 0};
+  nv_fixture f;
+  build(&f, &c, 3);
+  const float specials[12] = {2688.0f, 0.0f, INFINITY, NAN, 1e-38f, 448.0f, 6.0f, -0.0f, 1.0f, 3.0e38f, 12.5f, 1e-45f};
+  memcpy(f.amax, specials, sizeof specials);
+  memcpy(f.amax_t->buffer, specials, sizeof specials);
+  for (int encode = 0; encode < 2; ++encode) {
+    mxfp8_nvfp4_export_options o = MXFP8_NVFP4_EXPORT_OPTIONS_INIT;
+    o.global_scale = encode ? MXFP8_NVFP4_GLOBAL_SCALE_ENCODE : MXFP8_NVFP4_GLOBAL_SCALE_DECODE;
+    DLManagedTensorVersioned *g = NULL;
+    EXPECT(mxfp8_nvfp4_export_components(f.tensor, &o, NULL, NULL, &g) == MXFP8_OK, "%s", mxfp8_last_error());
+    const DLTensor *t = &g->dl_tensor;
+    EXPECT(t->dtype.code == kDLFloat && t->dtype.bits == 32 && t->ndim == 1 && t->shape[0] == 12, "global scale shape");
+    EXPECT(g->flags & DLPACK_FLAG_BITMASK_IS_COPIED, "global scale is a copy");
+    const float *got = (const float *)t->data;
+    for (int i = 0; i < 12; ++i) {
+      const float want = encode ? ref_encode(specials[i], 448) : specials[i] / 2688.0f;
+      EXPECT(bits_of(got[i]) == bits_of(want) || (isnan(got[i]) && isnan(want)), "%s of amax %g: %g, want %g",
+             encode ? "encode" : "decode", (double)specials[i], (double)got[i], (double)want);
+    }
+    if (encode) {
+      EXPECT(got[0] == 1.0f && got[1] == 1.0f && got[2] == 1.0f && got[3] == FLT_MAX && got[4] == FLT_MAX,
+             "TE's edge cases");
+    } else {
+      EXPECT(got[0] == 1.0f && got[1] == 0.0f, "decode of 2688 and 0");
+    }
+    release(g);
+  }
+  teardown(&f);
+}
+
+/* The 128x4 swizzle of a 16-value-block E4M3 scale matrix (R, ceil(C/16)), both ways, with the byte-moving
+ * low-level calls and float8_e4m3fn dtypes. */
+static void test_swizzle_both_ways_for_16_value_blocks(void **state) {
+  (void)state;
+  const int64_t shapes[][2] = {{130, 3}, {1, 1}, {256, 8}, {77, 9}};
+  for (int i = 0; i < 4; ++i) {
+    const int64_t R = shapes[i][0], SC = shapes[i][1], Rp = ref_round_up(R, 128), Cp = ref_round_up(SC, 4);
+    uint64_t rng = 77 + (uint64_t)i;
+    test_tensor *compact = test_tensor_new(2, shapes[i], kDLFloat8_e4m3fn, 0);
+    for (int64_t j = 0; j < R * SC; ++j) compact->buffer[j] = random_scale(&rng);
+    const int64_t n = Rp * Cp;
+    test_tensor *swz = test_tensor_new(1, &n, kDLFloat8_e4m3fn, 0); /* poisoned */
+    EXPECT(mxfp8_swizzle_scales(&compact->managed.dl_tensor, &swz->managed.dl_tensor, NULL) == MXFP8_OK, "%s",
+           mxfp8_last_error());
+    for (int64_t r = 0; r < Rp; ++r)
+      for (int64_t k = 0; k < Cp; ++k) {
+        const uint8_t want = (r < R && k < SC) ? compact->buffer[r * SC + k] : 0;
+        EXPECT(swz->buffer[ref_swizzled_index(r, k, Cp)] == want, "swizzled (%lld, %lld)", (long long)r, (long long)k);
+      }
+    test_tensor *back = test_tensor_new(2, shapes[i], kDLUInt, 0);
+    EXPECT(mxfp8_unswizzle_scales(&swz->managed.dl_tensor, &back->managed.dl_tensor, NULL) == MXFP8_OK, "%s",
+           mxfp8_last_error());
+    EXPECT(memcmp(back->buffer, compact->buffer, (size_t)(R * SC)) == 0, "unswizzle does not give the matrix back");
+    test_tensor_free(compact);
+    test_tensor_free(swz);
+    test_tensor_free(back);
+  }
+}
+
+/* A swizzled NVFP4 tensor exports the same compact scales and decodes to the same bits as the padded one. */
+static void test_swizzled_and_padded_agree(void **state) {
+  (void)state;
+  nv_case a = {130, 34, 0, PADDED, 1, 448, 0}, b = a;
+  b.layout = SWIZZLED;
+  nv_fixture fa, fb;
+  build(&fa, &a, 5);
+  build(&fb, &b, 5);
+  const int64_t n = fa.R * fa.C;
+  float *oa = malloc((size_t)n * 4), *ob = malloc((size_t)n * 4);
+  int64_t shape[1] = {n};
+  DLTensor ta = {oa, {kDLCPU, 0}, 1, {kDLFloat, 32, 1}, shape, NULL, 0}, tb = ta;
+  tb.data = ob;
+  EXPECT(mxfp8_nvfp4_dequantize(fa.tensor, NULL, &ta) == MXFP8_OK, "%s", mxfp8_last_error());
+  EXPECT(mxfp8_nvfp4_dequantize(fb.tensor, NULL, &tb) == MXFP8_OK, "%s", mxfp8_last_error());
+  EXPECT(memcmp(oa, ob, (size_t)n * 4) == 0, "swizzled and padded decode differently");
+  free(oa);
+  free(ob);
+  teardown(&fa);
+  teardown(&fb);
+}
+
+/* Both directions in one tensor, as TE stores a (2, 64, 48) weight: rowwise (2, 64, 24) bytes and columnwise
+ * (48, 2, 32) bytes (NVFP4TensorStorage keeps (K, *lead) with the last dimension halved), the logical shape
+ * read back from the data; each direction decodes its own stored matrix. */
+static void test_both_directions_in_te_shapes(void **state) {
+  (void)state;
+  uint64_t rng = 41;
+  const int64_t M = 128, K = 48;
+  uint8_t *row_codes = malloc((size_t)(M * K)), *col_codes = malloc((size_t)(K * M));
+  for (int64_t i = 0; i < M * K; ++i) row_codes[i] = (uint8_t)(rng_next(&rng) % 16);
+  for (int64_t i = 0; i < K * M; ++i) col_codes[i] = (uint8_t)(rng_next(&rng) % 16);
+  const int64_t rshape[3] = {2, 64, 24}, cshape[3] = {48, 2, 32}, rs[2] = {128, 4}, cs[2] = {128, 8};
+  test_tensor *rd = test_tensor_new(3, rshape, kDLUInt, 1), *cd = test_tensor_new(3, cshape, kDLUInt, 1);
+  test_tensor *rsc = test_tensor_new(2, rs, kDLUInt, 1), *csc = test_tensor_new(2, cs, kDLUInt, 1);
+  for (int64_t i = 0; i < M * K / 2; ++i) {
+    rd->buffer[i] = (uint8_t)(row_codes[2 * i] | (row_codes[2 * i + 1] << 4));
+    cd->buffer[i] = (uint8_t)(col_codes[2 * i] | (col_codes[2 * i + 1] << 4));
+  }
+  for (int64_t r = 0; r < M; ++r)
+    for (int64_t c = 0; c < 3; ++c) rsc->buffer[r * 4 + c] = random_scale(&rng);
+  for (int64_t r = 0; r < K; ++r)
+    for (int64_t c = 0; c < 8; ++c) csc->buffer[r * 8 + c] = random_scale(&rng);
+  const float ra = 5.0f, ca = 9.0f;
+  test_tensor *ram = test_float_tensor(1, &ra), *cam = test_float_tensor(1, &ca);
+  mxfp8_nvfp4_tensor_desc d = MXFP8_NVFP4_TENSOR_DESC_INIT;
+  d.rowwise_data = &rd->managed; d.rowwise_scale_inv = &rsc->managed; d.rowwise_amax = &ram->managed;
+  d.columnwise_data = &cd->managed; d.columnwise_scale_inv = &csc->managed; d.columnwise_amax = &cam->managed;
+  for (int columnwise_only = 0; columnwise_only < 2; ++columnwise_only) {
+    mxfp8_nvfp4_tensor_desc dd = d;
+    if (columnwise_only) dd.rowwise_data = dd.rowwise_scale_inv = dd.rowwise_amax = NULL;
+    mxfp8_nvfp4_tensor *t = NULL;
+    EXPECT(mxfp8_nvfp4_tensor_create(&dd, &t) == MXFP8_OK, "%s", mxfp8_last_error());
+    for (int dir = columnwise_only; dir < 2; ++dir) {
+      const int64_t R = dir ? K : M, C = dir ? M : K;
+      const uint8_t *codes = dir ? col_codes : row_codes, *scales = dir ? csc->buffer : rsc->buffer;
+      const int64_t ld = dir ? 8 : 4;
+      float *out = malloc((size_t)(R * C) * 4);
+      int64_t shape[2] = {R, C};
+      DLTensor o = {out, {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, shape, NULL, 0};
+      mxfp8_dequantize_options opts = MXFP8_DEQUANTIZE_OPTIONS_INIT;
+      opts.direction = dir;
+      EXPECT(mxfp8_nvfp4_dequantize(t, &opts, &o) == MXFP8_OK, "%s", mxfp8_last_error());
+      for (int64_t r = 0; r < R; ++r)
+        for (int64_t c = 0; c < C; ++c) {
+          const float want = ref_element(codes[r * C + c], scales[r * ld + c / 16], dir ? ca : ra, 448);
+          EXPECT(bits_of(out[r * C + c]) == bits_of(want), "direction %d (%lld, %lld)", dir, (long long)r, (long long)c);
+        }
+      free(out);
+      mxfp8_nvfp4_export_options eo = MXFP8_NVFP4_EXPORT_OPTIONS_INIT;
+      eo.direction = dir;
+      DLManagedTensorVersioned *v = NULL, *s = NULL;
+      EXPECT(mxfp8_nvfp4_export_components(t, &eo, &v, &s, NULL) == MXFP8_OK, "%s", mxfp8_last_error());
+      /* rowwise keeps (2, 64, .); columnwise is the 2-D stored matrix (K, .) */
+      EXPECT(v->dl_tensor.ndim == (dir ? 2 : 3) && v->dl_tensor.shape[v->dl_tensor.ndim - 1] == C / 2, "values shape");
+      EXPECT(s->dl_tensor.shape[s->dl_tensor.ndim - 1] == (dir ? 8 : 3), "scales shape");
+      release_managed(v);
+      release_managed(s);
+    }
+    mxfp8_nvfp4_tensor_release(t);
+  }
+  test_tensor *all[6] = {rd, cd, rsc, csc, ram, cam};
+  for (int i = 0; i < 6; ++i) {
+    /* the columnwise inputs were described twice (both tensors), the rowwise ones once */
+    EXPECT(all[i]->deleter_calls == (i % 2 == 1 ? 2 : 1), "input %d: deleter ran %d times", i, all[i]->deleter_calls);
+    test_tensor_free(all[i]);
+  }
+  free(row_codes);
+  free(col_codes);
+}
+
+#ifdef MXFP8_TEST_WITH_CUDA
+/* A host test tensor's bytes on the device, same shape, borrowed (the test frees it). */
+static DLManagedTensorVersioned on_device(const test_tensor *t, void **alloc) {
+  CUDA_OK(cudaMalloc(alloc, t->bytes + 1));
+  CUDA_OK(cudaMemcpy(*alloc, t->buffer, t->bytes, cudaMemcpyHostToDevice));
+  DLManagedTensorVersioned m = t->managed;
+  m.deleter = NULL;
+  m.dl_tensor.data = *alloc;
+  m.dl_tensor.device.device_type = kDLCUDA;
+  m.dl_tensor.device.device_id = 0;
+  return m;
+}
+#endif
+
+/* Every case on the GPU: dequantize (float32 and bfloat16), the compact scales and both global scales,
+ * bit for bit against the host results. */
+static void test_gpu_matches_host(void **state) {
+  (void)state;
+  REQUIRE_GPU();
+#ifdef MXFP8_TEST_WITH_CUDA
+  for (int i = 0; i < NCASES; ++i) {
+    nv_fixture f;
+    build(&f, &kCases[i], 3000 + (uint64_t)i);
+    void *allocs[3];
+    DLManagedTensorVersioned dd = on_device(f.data, &allocs[0]), ds = on_device(f.scale_buf, &allocs[1]),
+                             da = on_device(f.amax_t, &allocs[2]);
+    mxfp8_nvfp4_tensor_desc d = MXFP8_NVFP4_TENSOR_DESC_INIT;
+    d.scale_layout = f.c.layout == SWIZZLED ? MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED : MXFP8_SCALE_LAYOUT_ROW_MAJOR;
+    d.e4m3_max = f.c.e4m3_max;
+    const int64_t logical[2] = {f.c.M, f.c.K};
+    d.ndim = 2;
+    d.shape = logical;
+    const int row = f.c.direction == MXFP8_DIRECTION_ROWWISE;
+    *(row ? &d.rowwise_data : &d.columnwise_data) = &dd;
+    *(row ? &d.rowwise_scale_inv : &d.columnwise_scale_inv) = &ds;
+    *(row ? &d.rowwise_amax : &d.columnwise_amax) = &da;
+    mxfp8_nvfp4_tensor *gt = NULL;
+    EXPECT(mxfp8_nvfp4_tensor_create(&d, &gt) == MXFP8_OK, "%s", mxfp8_last_error());
+    const int64_t n = f.R * f.C;
+    for (int bf16 = 0; bf16 < 2; ++bf16) {
+      void *dev_out;
+      CUDA_OK(cudaMalloc(&dev_out, (size_t)n * 4 + 4));
+      CUDA_OK(cudaMemset(dev_out, 0xA5, (size_t)n * 4 + 4));
+      int64_t shape[1] = {n};
+      DLTensor o = {dev_out, {kDLCUDA, 0}, 1, {bf16 ? kDLBfloat : kDLFloat, bf16 ? 16 : 32, 1}, shape, NULL, 0};
+      mxfp8_dequantize_options opts = MXFP8_DEQUANTIZE_OPTIONS_INIT;
+      opts.direction = f.c.direction;
+      EXPECT(mxfp8_nvfp4_dequantize(gt, &opts, &o) == MXFP8_OK, "%s", mxfp8_last_error());
+      uint8_t *host = malloc((size_t)n * 4 + 4);
+      CUDA_OK(cudaMemcpy(host, dev_out, (size_t)n * 4 + 4, cudaMemcpyDeviceToHost));
+      check_dequantized(&f, host, bf16);
+      free(host);
+      cudaFree(dev_out);
+    }
+    for (int encode = 0; encode < 2; ++encode) {
+      mxfp8_nvfp4_export_options o = MXFP8_NVFP4_EXPORT_OPTIONS_INIT;
+      o.direction = f.c.direction;
+      o.global_scale = encode;
+      DLManagedTensorVersioned *s = NULL, *g = NULL, *gh = NULL;
+      EXPECT(mxfp8_nvfp4_export_components(gt, &o, NULL, &s, &g) == MXFP8_OK, "%s", mxfp8_last_error());
+      EXPECT(mxfp8_nvfp4_export_components(f.tensor, &o, NULL, NULL, &gh) == MXFP8_OK, "%s", mxfp8_last_error());
+      CUDA_OK(cudaDeviceSynchronize());
+      const DLTensor *st = &s->dl_tensor;
+      uint8_t *scales = malloc((size_t)(f.R * f.SC + 1));
+      if (s->flags & DLPACK_FLAG_BITMASK_IS_COPIED) {
+        CUDA_OK(cudaMemcpy(scales, (uint8_t *)st->data + st->byte_offset, (size_t)(f.R * f.SC), cudaMemcpyDeviceToHost));
+        EXPECT(memcmp(scales, f.scales, (size_t)(f.R * f.SC)) == 0, "device scales copy differs");
+      }
+      float *gs = malloc((size_t)f.amax_count * 4);
+      CUDA_OK(cudaMemcpy(gs, g->dl_tensor.data, (size_t)f.amax_count * 4, cudaMemcpyDeviceToHost));
+      EXPECT(memcmp(gs, gh->dl_tensor.data, (size_t)f.amax_count * 4) == 0, "device global scales differ from host");
+      free(scales);
+      free(gs);
+      release(s);
+      release(g);
+      release(gh);
+    }
+    mxfp8_nvfp4_tensor_release(gt);
+    for (int k = 0; k < 3; ++k) cudaFree(allocs[k]);
+    teardown(&f);
+  }
+#endif
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_dequantize_matches_reference_every_layout),
+      cmocka_unit_test(test_export_values_scales_and_views),
+      cmocka_unit_test(test_views_keep_the_tensor_alive),
+      cmocka_unit_test(test_global_scale_both_conventions),
+      cmocka_unit_test(test_swizzle_both_ways_for_16_value_blocks),
+      cmocka_unit_test(test_swizzled_and_padded_agree),
+      cmocka_unit_test(test_both_directions_in_te_shapes),
+      cmocka_unit_test(test_gpu_matches_host),
+  };
+  return cmocka_run_group_tests_name("NVFP4", tests, NULL, NULL);
+}
