@@ -2,6 +2,7 @@
 // export as views and every copy of CUDA memory fails with a clear status.
 #include "core/error.hpp"
 #include "core/quantize.hpp"
+#include "core/nvfp4_quantize.hpp"
 #include "cuda/cuda_runtime.hpp"
 #include "core/scale_copy.hpp"
 #include "core/scale_source.hpp"
@@ -25,6 +26,7 @@ BlockMismatch block_scales(const ScaleSource &, int, ByteMatrix, void *) { no_cu
 void copy_matrix(ByteMatrix, ByteMatrix, void *) { no_cuda(); }
 void quantize(const QuantizeJob &, void *) { no_cuda(); }
 void dequantize(const DequantizeJob &, void *) { no_cuda(); }
+void nvfp4_quantize(const Nvfp4QuantizeJob &, void *) { no_cuda(); }
 void *allocate(int64_t, void *) { no_cuda(); }
 void free_async(void *, void *) noexcept {}
 

@@ -15,6 +15,7 @@ from ._bucket import export_bucket, iter_buckets, swizzle_scales, unpack_bucket,
 from ._import import (ImportPlan, import_bucket, import_tensors, prepare_import_bucket, prepare_import_tensors,
                       scales_shape)
 from ._mxfp8 import Array
+from ._nvfp4_quantize import NVFP4Quantized, nvfp4_quantize, nvfp4_quantize_fused
 from ._plan import ExportPlan
 from ._quantize import Quantized, dequantize, quantize
 from ._tvm_ffi import tvm_ffi_library_path
@@ -25,6 +26,7 @@ __all__ = [
     "Components",
     "ExportPlan",
     "ImportPlan",
+    "NVFP4Quantized",
     "Quantized",
     "dequantize",
     "export_bucket",
@@ -34,6 +36,8 @@ __all__ = [
     "import_bucket",
     "import_tensors",
     "iter_buckets",
+    "nvfp4_quantize",
+    "nvfp4_quantize_fused",
     "prepare_import_bucket",
     "prepare_import_tensors",
     "quantize",
