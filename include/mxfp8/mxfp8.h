@@ -799,8 +799,10 @@ MXFP8_API mxfp8_status mxfp8_dequantize(const mxfp8_tensor *tensor, const mxfp8_
  * with scale6 = e4m3(min((block_amax / 6) * S_enc, 448)) and scale4 = e4m3(min((block_amax / 6) * S_enc
  * * 1.5, 448)), each with its r as above; each candidate's error is summed over the block in element
  * order, err += |d| (MAE) or d * d (MSE) with d = ((e2m1 value * scale) * amax) / (6 * E4M3_MAX) - x;
- * the map-to-4 candidate is kept only when its error is strictly smaller. (TE's fast-math error mode,
- * which computes the error in FP16, is not offered.)
+ * (a partial block's missing elements count as zeros, as in TE's kernel: they add nothing unless amax is
+ * Inf or NaN); the map-to-4 candidate is kept only when its error is strictly smaller. (TE's fast-math
+ * error mode, which computes the error in FP16, is not offered.) TE's Python reference
+ * (reference_nvfp4.py) writes code 0 for -0.0 and NaN; its kernels, and this library, do as above.
  * Values are packed two per byte, the even element in the low nibble: a row of K values takes
  * ceil(K/2) bytes, and for odd K the last byte's high nibble is 0. Partial blocks (K not a multiple of
  * 16) use only their real elements. */
