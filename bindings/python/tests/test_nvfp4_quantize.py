@@ -31,7 +31,8 @@ def as_dtype(x, dtype):
         x = x.astype(F32)
         return x, x
     if dtype == "float16":
-        x = x.astype(np.float16)
+        with np.errstate(over="ignore"):  # large salts become +-Inf in float16, on purpose
+            x = x.astype(np.float16)
     else:
         x = x.astype(ml_dtypes.bfloat16)
     return x, x.astype(F32)
