@@ -785,8 +785,9 @@ MXFP8_API mxfp8_status mxfp8_dequantize(const mxfp8_tensor *tensor, const mxfp8_
 /* NVFP4 is FP4 E2M1 values (+-{0, 0.5, 1, 1.5, 2, 3, 4, 6}), one E4M3 scale per 16 consecutive values
  * along K, and a second-level float32 `amax` (per tensor, or per row). An element decodes as
  *   fp4 * e4m3_scale * amax / (6 * E4M3_MAX)        (E4M3_MAX = 448, or 256 with 4over6's option).
- * The quantizer below is Transformer Engine's NVFP4 quantizer (rowwise, 1x16 blocks, round to nearest
- * even; TE's stochastic rounding and random Hadamard transform are not offered), computed as TE's
+ * The quantizer below is Transformer Engine's NVFP4 quantizer (1x16 blocks, rowwise or columnwise, round
+ * to nearest even; TE's stochastic rounding, random Hadamard transform and 16x16 2-D blocks are not
+ * offered), computed as TE's
  * kernels compute it, every step a float32 operation rounded to nearest even:
  *   S_enc  = (6 * E4M3_MAX) / amax, then min(S_enc, FLT_MAX) (NaN becomes FLT_MAX); 1 when amax == 0
  *            or S_enc == 0 (amax = Inf). S_dec = 1 / S_enc.
@@ -837,6 +838,11 @@ typedef struct mxfp8_nvfp4_quantize_options {
   int32_t four_over_six; /* mxfp8_nvfp4_4over6, default off */
   int32_t e4m3_max;      /* E4M3_MAX of the second level: 448 (default) or 256 (only with 4over6) */
   int32_t scales_layout; /* mxfp8_quantized_scales: compact (default), padded or swizzled (below) */
+  /* mxfp8_direction, default rowwise. Columnwise quantizes the transpose, as TE stores NVFP4 columnwise
+   * data: the (K, M) matrix x^T, blocked along M. Everything below then reads with M and K swapped:
+   * values (K, ceil(M/2)), scales (K, ceil(M/16)) or padded (roundup(K, 128), roundup(ceil(M/16), 4)),
+   * per-row amax one per column of x (K of them); the per-tensor amax is the same as rowwise. */
+  int32_t direction;
   /* cudaStream_t the kernels run on (NULL: the legacy default stream); ignored for host memory. */
   void *stream;
 } mxfp8_nvfp4_quantize_options;
@@ -849,12 +855,14 @@ typedef struct mxfp8_nvfp4_quantize_options {
     MXFP8_NVFP4_4OVER6_OFF,                           /* four_over_six */                   \
     448,                                              /* e4m3_max */                        \
     MXFP8_QUANTIZED_SCALES_COMPACT,                   /* scales_layout */                   \
+    MXFP8_DIRECTION_ROWWISE,                          /* direction */                       \
     NULL                                              /* stream: the legacy default stream */ \
   }
 
 /* Quantizes `input` (bfloat16, float16 or float32; row-major contiguous; data + byte_offset aligned to
  * the element size; ndim >= 1, logical shape (*lead, K) read as M = prod(lead) rows of K) to NVFP4 in
- * caller-owned buffers on the input's device:
+ * caller-owned buffers on the input's device (shapes for rowwise; columnwise swaps M and K, see
+ * options.direction):
  *
  *   values: uint8 (or any one-byte dtype), contiguous, M * ceil(K/2) elements (any shape, e.g.
  *           (*lead, ceil(K/2))), packed as described above.

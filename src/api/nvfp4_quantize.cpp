@@ -34,6 +34,8 @@ mxfp8_nvfp4_quantize_options read_options(const mxfp8_nvfp4_quantize_options *gi
              {{MXFP8_QUANTIZED_SCALES_COMPACT, "MXFP8_QUANTIZED_SCALES_COMPACT"},
               {MXFP8_QUANTIZED_SCALES_PADDED, "MXFP8_QUANTIZED_SCALES_PADDED"},
               {MXFP8_QUANTIZED_SCALES_SWIZZLED, "MXFP8_QUANTIZED_SCALES_SWIZZLED"}});
+  check_enum(o.direction, "options.direction",
+             {{MXFP8_DIRECTION_ROWWISE, "MXFP8_DIRECTION_ROWWISE"}, {MXFP8_DIRECTION_COLUMNWISE, "MXFP8_DIRECTION_COLUMNWISE"}});
   if (o.e4m3_max != 448 && o.e4m3_max != 256)
     fail(MXFP8_ERROR_INVALID_ARGUMENT, "options.e4m3_max is ", o.e4m3_max, ", expected 448 or 256");
   // Transformer Engine allows 256 only with 4over6 ("Non-4over6 NVFP4 quantization requires E4M3 max 448").
@@ -43,8 +45,10 @@ mxfp8_nvfp4_quantize_options read_options(const mxfp8_nvfp4_quantize_options *gi
   return o;
 }
 
-// The rowwise (M, ceil(K/16)) scale matrix in the layout asked for, as mxfp8_quantize's geometry with
-// 16-value blocks: compact, TE's padded (roundup(M, 128), roundup(C, 4)), or that swizzled.
+// The (lines, ceil(length/16)) scale matrix in the layout asked for, as mxfp8_quantize's rowwise geometry
+// with 16-value blocks: compact, TE's padded (roundup(lines, 128), roundup(C, 4)), or that swizzled.
+// Columnwise, TE quantizes the transpose rowwise, so its scales take the same geometry with M and K
+// swapped (nvfp4_tensor.py: (roundup(K, 128), roundup(ceil(M/16), 4))).
 ScaleOut scale_geometry(int64_t M, int64_t K, int32_t layout) {
   const int64_t C = ceil_div(K, int64_t{kNvfp4BlockSize});
   ScaleOut out{nullptr, 0, C, 0, 0, 0, 0, 0};
@@ -75,17 +79,17 @@ std::string indexed(const char *name, int32_t i, bool fused) { return fused ? ca
 float *check_outputs(const std::vector<Input> &in, const mxfp8_nvfp4_quantize_options &o, DLTensor *const *values,
                      DLTensor *const *scales, DLTensor *amax, bool fused, std::vector<Nvfp4Shard> &shards) {
   const DLDevice &device = in[0].tensor->device;
-  const int64_t K = in[0].cols;
+  const bool columnwise = o.direction == MXFP8_DIRECTION_COLUMNWISE;
   std::vector<Span> spans;
   for (size_t i = 0; i < in.size(); ++i) {
     const int32_t n = static_cast<int32_t>(i);
     const std::string vname = indexed("values", n, fused), sname = indexed("scales", n, fused);
     if (!values[i]) fail(MXFP8_ERROR_INVALID_ARGUMENT, vname, " is NULL");
     if (!scales[i]) fail(MXFP8_ERROR_INVALID_ARGUMENT, sname, " is NULL");
-    const int64_t M = in[i].rows;
-    const int64_t value_bytes = checked_mul(M, ceil_div(K, int64_t{2}), "the values' size");
-    Nvfp4Shard s{in[i].tensor->data ? byte_pointer(*in[i].tensor) : nullptr, M, nullptr,
-                 scale_geometry(M, K, o.scales_layout)};
+    const int64_t lines = columnwise ? in[i].cols : in[i].rows, length = columnwise ? in[i].rows : in[i].cols;
+    const int64_t value_bytes = checked_mul(lines, ceil_div(length, int64_t{2}), "the values' size");
+    Nvfp4Shard s{in[i].tensor->data ? byte_pointer(*in[i].tensor) : nullptr, in[i].rows, nullptr,
+                 scale_geometry(lines, length, o.scales_layout)};
     const char *of = fused ? "inputs[0] is" : "the input is";
     s.values = expect_buffer(*values[i], {vname.c_str(), Holds::Bytes, 0, &device, of, value_bytes});
     s.scales.data = expect_buffer(*scales[i], {sname.c_str(), Holds::Fp8Values, MXFP8_FORMAT_E4M3, &device, of, s.scales.bytes});
@@ -96,7 +100,7 @@ float *check_outputs(const std::vector<Input> &in, const mxfp8_nvfp4_quantize_op
   }
   if (!amax) fail(MXFP8_ERROR_INVALID_ARGUMENT, "amax is NULL");
   const bool per_row = o.amax_scope == MXFP8_NVFP4_AMAX_PER_ROW;
-  const int64_t amax_count = per_row ? in[0].rows : 1;
+  const int64_t amax_count = per_row ? (columnwise ? in[0].cols : in[0].rows) : 1;
   if (!is_dtype(amax->dtype, kDLFloat, 32))
     fail(MXFP8_ERROR_INVALID_ARGUMENT, "amax: dtype ", format_dtype(amax->dtype), " is not float32");
   float *a = reinterpret_cast<float *>(
@@ -115,6 +119,7 @@ void run(const std::vector<Input> &in, const mxfp8_nvfp4_quantize_options &o, co
   j.cols = in[0].cols;
   j.shards = shards.data();
   j.count = static_cast<int32_t>(shards.size());
+  j.columnwise = o.direction == MXFP8_DIRECTION_COLUMNWISE;
   j.per_row_amax = o.amax_scope == MXFP8_NVFP4_AMAX_PER_ROW;
   j.amax_given = o.amax_mode == MXFP8_NVFP4_AMAX_GIVEN;
   j.selection = selection_of(o);

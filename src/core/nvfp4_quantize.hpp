@@ -9,11 +9,14 @@
 
 namespace mxfp8 {
 
+// Rowwise, line i is row i of the input (K values); columnwise, it is column i (M values, K apart), as
+// TE's columnwise data is the transpose quantized rowwise. Line i's packed values start at
+// values + i * ceil(length / 2), its block b's scale lands at scale_offset(scales, i, b).
 struct Nvfp4Shard {
   const void *input;
   int64_t rows;     // M
-  uint8_t *values;  // M x ceil(K/2) bytes
-  ScaleOut scales;  // (M, ceil(K/16)) scales, row_shift/col_shift 0
+  uint8_t *values;  // lines x ceil(length / 2) bytes
+  ScaleOut scales;  // (lines, ceil(length / 16)) scales, row_shift/col_shift 0
 };
 
 struct Nvfp4QuantizeJob {
@@ -21,11 +24,12 @@ struct Nvfp4QuantizeJob {
   int64_t cols;              // K, the same for every shard
   const Nvfp4Shard *shards;  // host memory, `count` of them
   int32_t count;
-  int32_t per_row_amax;      // amax holds one float per row (one shard only)
+  int32_t columnwise;        // lines are the input's columns
+  int32_t per_row_amax;      // amax holds one float per line (one shard only)
   int32_t amax_given;        // read amax; else compute it (the max over every shard) and write it first
   int32_t selection;         // Nvfp4Selection
   float e4m3_max;            // 448 or 256
-  float *amax;               // 1 float, or M for per-row amax; in the input's memory
+  float *amax;               // 1 float, or one per line for per-row amax; in the input's memory
 };
 
 // Done when it returns. Padded scale buffers are zeroed first.

@@ -7,6 +7,11 @@
 // call fold into the same word). Per row, row_amax_kernel gives each row a warp, whose lanes read
 // consecutive elements (coalesced).
 //
+// Columnwise (TE's transposed data: line c is column c of the input), the per-column amax is
+// column_amax_kernel (a thread per column: a warp reads 32 neighbouring columns of a row at a time), and
+// quantize_blocks_kernel's threads are numbered column-fastest (thread t: column t % K of row block
+// t / K), so a warp's 16 loads each read 32 neighbouring elements of one row.
+//
 // Then quantize_blocks_kernel: one thread per 16-value block. Neighbouring threads own neighbouring
 // blocks of a row, so a warp reads 32 consecutive blocks (1 KiB of BF16) and writes 256 consecutive
 // bytes of values and 32 of compact scales. When K is a multiple of 16 and the buffers are aligned, a
@@ -93,18 +98,35 @@ __global__ void __launch_bounds__(kThreads) row_amax_kernel(const typename In::R
   }
 }
 
+template <class In>
+__global__ void __launch_bounds__(kThreads) column_amax_kernel(const typename In::Raw *in, int64_t rows, int64_t cols,
+                                                               float *amax) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; c < cols; c += stride) {
+    float m = 0.0f;
+    for (int64_t r = 0; r < rows; ++r) m = max_magnitude(m, In::load(in[r * cols + c]));
+    amax[c] = m;
+  }
+}
+
+// Rowwise, a line is a row (`length` = K values, consecutive); columnwise, a column (`length` = M
+// values, K apart).
 struct BlockKernelArgs {
   const void *input;
   int64_t rows;
   int64_t cols;
-  int64_t blocks_per_row;
+  int32_t columnwise;
+  int64_t lines;
+  int64_t length;
+  int64_t blocks_per_line;
   uint8_t *values;
   ScaleOut scales;
   const float *amax;
   int32_t per_row_amax;
   int32_t selection;
   float e4m3_max;
-  int32_t vectors;  // K % 16 == 0, input 16-byte and values 8-byte aligned
+  int32_t vectors;         // rowwise, K % 16 == 0, input 16-byte and values 8-byte aligned: 16-byte loads
+  int32_t aligned_values;  // values 8-byte aligned
 };
 
 template <class In>
@@ -112,29 +134,32 @@ __global__ void __launch_bounds__(kThreads) quantize_blocks_kernel(BlockKernelAr
   using Raw = typename In::Raw;
   constexpr int kPer = kVectorBytes / static_cast<int>(sizeof(Raw));
   const auto *in = static_cast<const Raw *>(a.input);
-  const int64_t total = a.rows * a.blocks_per_row;
+  const int64_t total = a.lines * a.blocks_per_line;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  const int64_t value_row_bytes = ceil_div(a.cols, int64_t{2});
+  const int64_t value_line_bytes = ceil_div(a.length, int64_t{2});
   const Nvfp4RowScale tensor_scale = a.per_row_amax ? Nvfp4RowScale{} : nvfp4_row_scale(a.amax[0], a.e4m3_max);
   for (int64_t b = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; b < total; b += stride) {
-    const int64_t r = b / a.blocks_per_row;
-    const int64_t blk = b - r * a.blocks_per_row;
+    // Rowwise: blocks of a row are neighbours; columnwise: columns of a row block are.
+    const int64_t line = a.columnwise ? b % a.lines : b / a.blocks_per_line;
+    const int64_t blk = a.columnwise ? b / a.lines : b - line * a.blocks_per_line;
     const int64_t k0 = blk * kNvfp4BlockSize;
-    const int n = a.cols - k0 < kNvfp4BlockSize ? static_cast<int>(a.cols - k0) : kNvfp4BlockSize;
+    const int n = a.length - k0 < kNvfp4BlockSize ? static_cast<int>(a.length - k0) : kNvfp4BlockSize;
     float x[kNvfp4BlockSize];
     if (a.vectors) {
-      const auto *v = reinterpret_cast<const uint4 *>(in + r * a.cols + k0);
+      const auto *v = reinterpret_cast<const uint4 *>(in + line * a.cols + k0);
 #pragma unroll
       for (int i = 0; i < kNvfp4BlockSize / kPer; ++i) unpack<In>(__ldg(v + i), x + i * kPer);
+    } else if (a.columnwise) {
+      for (int i = 0; i < n; ++i) x[i] = In::load(in[(k0 + i) * a.cols + line]);
     } else {
-      for (int i = 0; i < n; ++i) x[i] = In::load(in[r * a.cols + k0 + i]);
+      for (int i = 0; i < n; ++i) x[i] = In::load(in[line * a.cols + k0 + i]);
     }
-    const Nvfp4RowScale row = a.per_row_amax ? nvfp4_row_scale(a.amax[r], a.e4m3_max) : tensor_scale;
+    const Nvfp4RowScale row = a.per_row_amax ? nvfp4_row_scale(a.amax[line], a.e4m3_max) : tensor_scale;
     uint8_t codes[kNvfp4BlockSize];
     const uint8_t scale = nvfp4_quantize_block(x, n, row, a.selection, codes);
-    a.scales.data[scale_offset(a.scales, r, blk)] = scale;
-    uint8_t *out = a.values + r * value_row_bytes + k0 / 2;
-    if (a.vectors) {
+    a.scales.data[scale_offset(a.scales, line, blk)] = scale;
+    uint8_t *out = a.values + line * value_line_bytes + k0 / 2;
+    if (n == kNvfp4BlockSize) {
       uint2 packed{0, 0};
 #pragma unroll
       for (int i = 0; i < 8; ++i) {
@@ -142,7 +167,12 @@ __global__ void __launch_bounds__(kThreads) quantize_blocks_kernel(BlockKernelAr
         if (i < 4) packed.x |= byte << (8 * i);
         else packed.y |= byte << (8 * (i - 4));
       }
-      *reinterpret_cast<uint2 *>(out) = packed;
+      if (a.aligned_values && a.length % kNvfp4BlockSize == 0) {  // every line starts 8-byte aligned
+        *reinterpret_cast<uint2 *>(out) = packed;
+      } else {
+        for (int i = 0; i < 4; ++i) out[i] = static_cast<uint8_t>(packed.x >> (8 * i));
+        for (int i = 0; i < 4; ++i) out[4 + i] = static_cast<uint8_t>(packed.y >> (8 * i));
+      }
     } else {
       for (int i = 0; i < n; i += 2) out[i / 2] = static_cast<uint8_t>(codes[i] | ((i + 1 < n ? codes[i + 1] : 0) << 4));
     }
@@ -177,16 +207,23 @@ void launch(const Nvfp4QuantizeJob &j, cudaStream_t stream) {
     if (s.scales.data && s.scales.padded)
       check(cudaMemsetAsync(s.scales.data, 0, static_cast<size_t>(s.scales.bytes), stream), "zeroing the scale padding");
     if (s.rows == 0 || j.cols == 0) continue;
+    const auto *input = static_cast<const typename In::Raw *>(s.input);
     if (j.per_row_amax && !j.amax_given) {
-      const int64_t blocks = std::min(most, ceil_div(s.rows, int64_t{kThreads / kWarpSize}));
-      row_amax_kernel<In><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
-          static_cast<const typename In::Raw *>(s.input), s.rows, j.cols, j.amax);
+      if (j.columnwise) {
+        const int64_t blocks = std::min(most, ceil_div(j.cols, int64_t{kThreads}));
+        column_amax_kernel<In><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(input, s.rows, j.cols, j.amax);
+      } else {
+        const int64_t blocks = std::min(most, ceil_div(s.rows, int64_t{kThreads / kWarpSize}));
+        row_amax_kernel<In><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(input, s.rows, j.cols, j.amax);
+      }
       check(cudaGetLastError(), "launching the NVFP4 row amax kernel");
     }
-    BlockKernelArgs a{s.input, s.rows, j.cols, ceil_div(j.cols, int64_t{kNvfp4BlockSize}), s.values, s.scales,
-                      j.amax, j.per_row_amax, j.selection, j.e4m3_max, 0};
-    a.vectors = j.cols % kNvfp4BlockSize == 0 && aligned(s.input, kVectorBytes) && aligned(s.values, 8);
-    const int64_t blocks = std::min(most, ceil_div(s.rows * a.blocks_per_row, int64_t{kThreads}));
+    const int64_t lines = j.columnwise ? j.cols : s.rows, length = j.columnwise ? s.rows : j.cols;
+    BlockKernelArgs a{s.input, s.rows, j.cols, j.columnwise, lines, length, ceil_div(length, int64_t{kNvfp4BlockSize}),
+                      s.values, s.scales, j.amax, j.per_row_amax, j.selection, j.e4m3_max, 0, 0};
+    a.aligned_values = aligned(s.values, 8);
+    a.vectors = !j.columnwise && j.cols % kNvfp4BlockSize == 0 && aligned(s.input, kVectorBytes) && a.aligned_values;
+    const int64_t blocks = std::min(most, ceil_div(lines * a.blocks_per_line, int64_t{kThreads}));
     quantize_blocks_kernel<In><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(a);
     check(cudaGetLastError(), "launching the NVFP4 quantize kernel");
   }

@@ -1,6 +1,7 @@
 // The host loop of the NVFP4 quantize calls: the amax first (per tensor: the largest magnitude over every
-// shard, rows split over threads and their maxima combined; per row: each row's own), then each row's
-// blocks of 16, one at a time, with nvfp4_numerics.hpp's rule. Scalar code: the rule's divisions and
+// shard, rows split over threads and their maxima combined; per row: each line's own), then each line's
+// blocks of 16, one at a time, with nvfp4_numerics.hpp's rule. A line is a row of the input, or a
+// column for columnwise quantization (gathered K elements apart). Scalar code: the rule's divisions and
 // 4over6's two candidates do not map onto the lane forms the MXFP8 loop uses, and the GPU is where
 // weights of interesting size are quantized. Rows are split across threads (host_threads.hpp); the
 // bytes written never depend on the split.
@@ -19,17 +20,27 @@ namespace {
 
 int64_t element_bytes(InputType t) { return t == InputType::Float32 ? 4 : 2; }
 
+float element(const void *input, InputType type, int64_t i) {
+  switch (type) {
+    case InputType::BFloat16: return bf16_to_float(static_cast<const uint16_t *>(input)[i]);
+    case InputType::Float16: return fp16_to_float(static_cast<const uint16_t *>(input)[i]);
+    default: return static_cast<const float *>(input)[i];
+  }
+}
+
 // Row r of the input as floats (exact widening).
 void load_row(const void *input, InputType type, int64_t r, int64_t K, float *out) {
   if (type == InputType::Float32) {
     std::memcpy(out, static_cast<const float *>(input) + r * K, static_cast<size_t>(K) * sizeof(float));
     return;
   }
-  const uint16_t *p = static_cast<const uint16_t *>(input) + r * K;
-  if (type == InputType::BFloat16)
-    for (int64_t k = 0; k < K; ++k) out[k] = bf16_to_float(p[k]);
-  else
-    for (int64_t k = 0; k < K; ++k) out[k] = fp16_to_float(p[k]);
+  for (int64_t k = 0; k < K; ++k) out[k] = element(input, type, r * K + k);
+}
+
+// Line i of a shard: row i, or column i (its M elements, K apart).
+void load_line(const void *input, InputType type, bool columnwise, int64_t M, int64_t K, int64_t i, float *out) {
+  if (!columnwise) return load_row(input, type, i, K, out);
+  for (int64_t r = 0; r < M; ++r) out[r] = element(input, type, r * K + i);
 }
 
 float row_amax(const float *x, int64_t K) {
@@ -38,8 +49,9 @@ float row_amax(const float *x, int64_t K) {
   return m;
 }
 
-void quantize_row(const float *x, int64_t K, int64_t r, const Nvfp4RowScale &row, int32_t selection,
-                  const Nvfp4Shard &shard) {
+// Quantizes line r (K values here: the line's length) into the shard's outputs.
+void quantize_line(const float *x, int64_t K, int64_t r, const Nvfp4RowScale &row, int32_t selection,
+                   const Nvfp4Shard &shard) {
   uint8_t *values = shard.values + r * ceil_div(K, int64_t{2});
   uint8_t codes[kNvfp4BlockSize];
   for (int64_t b = 0, k0 = 0; k0 < K; ++b, k0 += kNvfp4BlockSize) {
@@ -86,23 +98,25 @@ void nvfp4_quantize_host(const Nvfp4QuantizeJob &j) {
     *j.amax = amax;
   }
   const float e4m3_max = j.e4m3_max;
-  // Per-row amaxes may be an empty buffer (M == 0); per tensor there is always the one float.
+  // Per-row amaxes may be an empty buffer (no lines); per tensor there is always the one float.
   const Nvfp4RowScale tensor_scale = j.per_row_amax ? Nvfp4RowScale{} : nvfp4_row_scale(*j.amax, e4m3_max);
   for (int32_t i = 0; i < j.count; ++i) {
     const Nvfp4Shard &shard = j.shards[i];
-    if (shard.rows == 0 || K == 0) continue;
-    const int64_t bytes = shard.rows * (K * element_bytes(j.input_type) + ceil_div(K, int64_t{2}) +
-                                        ceil_div(K, int64_t{kNvfp4BlockSize}));
-    parallel_for(shard.rows, bytes, [&](int64_t begin, int64_t end) {
-      std::vector<float> x(static_cast<size_t>(K));
+    const int64_t M = shard.rows;
+    if (M == 0 || K == 0) continue;
+    const int64_t lines = j.columnwise ? K : M, length = j.columnwise ? M : K;
+    const int64_t bytes = lines * (length * element_bytes(j.input_type) + ceil_div(length, int64_t{2}) +
+                                   ceil_div(length, int64_t{kNvfp4BlockSize}));
+    parallel_for(lines, bytes, [&](int64_t begin, int64_t end) {
+      std::vector<float> x(static_cast<size_t>(length));
       for (int64_t r = begin; r < end; ++r) {
-        load_row(shard.input, j.input_type, r, K, x.data());
+        load_line(shard.input, j.input_type, j.columnwise, M, K, r, x.data());
         Nvfp4RowScale row = tensor_scale;
         if (j.per_row_amax) {
-          if (!j.amax_given) j.amax[r] = row_amax(x.data(), K);
+          if (!j.amax_given) j.amax[r] = row_amax(x.data(), length);
           row = nvfp4_row_scale(j.amax[r], e4m3_max);
         }
-        quantize_row(x.data(), K, r, row, j.selection, shard);
+        quantize_line(x.data(), length, r, row, j.selection, shard);
       }
     });
   }

@@ -475,6 +475,8 @@ static void n_amax_mode(nvfp4_fixture *f) { f->o.amax_mode = 2; }
 static void n_four_over_six(nvfp4_fixture *f) { f->o.four_over_six = 3; }
 static void n_layout(nvfp4_fixture *f) { f->o.scales_layout = 3; }
 static void n_e4m3_max(nvfp4_fixture *f) { f->o.e4m3_max = 300; }
+static void n_direction(nvfp4_fixture *f) { f->o.direction = 2; }
+static void n_columnwise_scales_shape(nvfp4_fixture *f) { f->o.direction = MXFP8_DIRECTION_COLUMNWISE; }
 static void n_e4m3_max_256_without_4over6(nvfp4_fixture *f) { f->o.e4m3_max = 256; }
 static void n_values_null(nvfp4_fixture *f) { f->v_arg = NULL; }
 static void n_scales_null(nvfp4_fixture *f) { f->s_arg = NULL; }
@@ -508,6 +510,8 @@ static const nvfp4_case kNvfp4Cases[] = {
     {"nvfp4: four_over_six unknown", n_four_over_six, MXFP8_ERROR_INVALID_ARGUMENT, "options.four_over_six is 3"},
     {"nvfp4: scales_layout unknown", n_layout, MXFP8_ERROR_INVALID_ARGUMENT, "options.scales_layout is 3"},
     {"nvfp4: e4m3_max neither 448 nor 256", n_e4m3_max, MXFP8_ERROR_INVALID_ARGUMENT, "options.e4m3_max is 300, expected 448 or 256"},
+    {"nvfp4: direction unknown", n_direction, MXFP8_ERROR_INVALID_ARGUMENT, "options.direction is 2"},
+    {"nvfp4: rowwise-sized scales for columnwise", n_columnwise_scales_shape, MXFP8_ERROR_INVALID_ARGUMENT, "scales: holds 490 elements (shape (70, 7)), needs exactly 500"},
     {"nvfp4: e4m3_max 256 without 4over6", n_e4m3_max_256_without_4over6, MXFP8_ERROR_INVALID_ARGUMENT, "E4M3_MAX 256 exists only for 4over6"},
     {"nvfp4: values NULL", n_values_null, MXFP8_ERROR_INVALID_ARGUMENT, "values is NULL"},
     {"nvfp4: scales NULL", n_scales_null, MXFP8_ERROR_INVALID_ARGUMENT, "scales is NULL"},

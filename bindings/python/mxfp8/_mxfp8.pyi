@@ -60,7 +60,7 @@ def swizzle_pair(
 ) -> None: ...
 def nvfp4_quantize(
     inputs: list[Any], values: list[Any], scales: list[Any], amax: Any, *, fused: bool, amax_scope: int,
-    amax_mode: int, four_over_six: int, e4m3_max: int, layout: int, stream: Optional[int] = None,
+    amax_mode: int, four_over_six: int, e4m3_max: int, layout: int, direction: int = 0, stream: Optional[int] = None,
     dlpack_stream: Optional[int] = None, bfloat16_bits: bool = False,
 ) -> None: ...  # writes values, scales (and amax when computed) in place
 def quantize(

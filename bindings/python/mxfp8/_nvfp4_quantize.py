@@ -16,10 +16,12 @@ _AMAX_PER_TENSOR, _AMAX_PER_ROW = 0, 1
 class NVFP4Quantized(NamedTuple):
     """What nvfp4_quantize returns.
 
-    values: uint8 (*lead, ceil(K/2)), two E2M1 codes per byte, the even element in the low nibble.
+    values: uint8 (*lead, ceil(K/2)), two E2M1 codes per byte, the even element in the low nibble
+        (columnwise: the transpose, (K, ceil(M/2)), as Transformer Engine stores columnwise data).
     scales: uint8 E4M3 block scales, one per 16 values: (*lead, ceil(K/16)) compact, or TE's padded
-        (roundup(M,128), roundup(ceil(K/16),4)) buffer, plain or swizzled.
-    amax: float32 (1,) per tensor or (M,) per row: decode is fp4 * scale * amax / (6 * e4m3_max).
+        (roundup(M,128), roundup(ceil(K/16),4)) buffer, plain or swizzled (columnwise: M and K swapped).
+    amax: float32 (1,) per tensor or (M,) per row ((K,) per column, columnwise): decode is
+        fp4 * scale * amax / (6 * e4m3_max).
     """
 
     values: Any
@@ -31,14 +33,17 @@ def _round_up(n: int, d: int) -> int:
     return -(-n // d) * d
 
 
-def _scale_shape(lead: tuple, k: int, layout: str) -> tuple:
+def _shapes(shape: tuple, layout: str, columnwise: bool):
+    """(values shape, scales shape, lines) of a (*lead, K) input."""
+    lead, k = shape[:-1], shape[-1]
     m = 1
     for d in lead:
         m *= int(d)
+    if columnwise:  # the transpose (K, M), blocked along M
+        lead, k, m = (k,), m, k
     c = -(-k // 16)
-    if layout == "compact":
-        return tuple(lead) + (c,)
-    return (_round_up(m, 128), _round_up(c, 4))
+    scales = tuple(lead) + (c,) if layout == "compact" else (_round_up(m, 128), _round_up(c, 4))
+    return tuple(lead) + (-(-k // 2),), scales, m
 
 
 def _empty(inputs, like: Any, shape: tuple, dtype: str) -> Any:
@@ -72,6 +77,7 @@ def nvfp4_quantize(
     four_over_six: Optional[str] = None,
     e4m3_max: int = 448,
     scales: str = "compact",
+    columnwise: bool = False,
     stream: Any = None,
 ) -> NVFP4Quantized:
     """Quantize a bfloat16/float16/float32 tensor (row-major contiguous, shape (*lead, K)) to NVFP4.
@@ -88,6 +94,7 @@ def nvfp4_quantize(
         four_over_six: None, "mae" or "mse" (TE's nvfp4_use_4over6 with its error mode).
         e4m3_max: 448, or 256 (TE's nvfp4_e4m3_max; only with four_over_six).
         scales: "compact", "padded" (TE's allocation, padding zeroed) or "swizzled" (cuBLAS 128x4).
+        columnwise: quantize the transpose (TE's columnwise data), blocked along M.
         stream: CUDA stream (torch/CuPy stream or int); default: torch's current stream for torch tensors.
 
     Returns:
@@ -95,22 +102,21 @@ def nvfp4_quantize(
     """
     options = _options(four_over_six, e4m3_max, scales)
     per_row = _args.flag("per_row", per_row)
+    columnwise = _args.flag("columnwise", columnwise)
     inputs = _inputs(stream, x=x) if amax is None else _inputs(stream, x=x, amax=amax)
     shape = tuple(int(d) for d in x.shape)
     if len(shape) < 1:
         raise ValueError("x is 0-dimensional: quantizing needs a last dimension K to block")
-    lead, k = shape[:-1], shape[-1]
-    m = 1
-    for d in lead:
-        m *= d
-    values = _empty(inputs, x, lead + (-(-k // 2),), "uint8")
-    scale_buffer = _empty(inputs, x, _scale_shape(lead, k, scales), "uint8")
+    values_shape, scales_shape, lines = _shapes(shape, scales, columnwise)
+    values = _empty(inputs, x, values_shape, "uint8")
+    scale_buffer = _empty(inputs, x, scales_shape, "uint8")
     mode = _AMAX_GIVEN if amax is not None else _AMAX_COMPUTE
     if amax is None:
-        amax = _empty(inputs, x, (m if per_row else 1,), "float32")
+        amax = _empty(inputs, x, (lines if per_row else 1,), "float32")
     x, bfloat16_bits = _numpy_bfloat16_as_bits(x)
     _mxfp8.nvfp4_quantize([x], [values], [scale_buffer], amax, fused=False,
                           amax_scope=_AMAX_PER_ROW if per_row else _AMAX_PER_TENSOR, amax_mode=mode,
+                          direction=int(columnwise),
                           stream=inputs.stream, dlpack_stream=inputs.dlpack_stream, bfloat16_bits=bfloat16_bits,
                           **options)
     return NVFP4Quantized(values, scale_buffer, amax)
@@ -123,6 +129,7 @@ def nvfp4_quantize_fused(
     four_over_six: Optional[str] = None,
     e4m3_max: int = 448,
     scales: str = "compact",
+    columnwise: bool = False,
     stream: Any = None,
 ) -> List[NVFP4Quantized]:
     """Quantize fused shards (Q/K/V, gate/up: same dtype, same K, one device) under ONE per-tensor amax.
@@ -136,6 +143,7 @@ def nvfp4_quantize_fused(
     if not shards:
         raise ValueError("shards is empty: pass at least one tensor")
     options = _options(four_over_six, e4m3_max, scales)
+    columnwise = _args.flag("columnwise", columnwise)
     named = {f"shards[{i}]": s for i, s in enumerate(shards)}
     if amax is not None:
         named["amax"] = amax
@@ -146,9 +154,9 @@ def nvfp4_quantize_fused(
         shape = tuple(int(d) for d in s.shape)
         if len(shape) < 1:
             raise ValueError(f"shards[{i}] is 0-dimensional: quantizing needs a last dimension K to block")
-        lead, k = shape[:-1], shape[-1]
-        values.append(_empty(inputs, s, lead + (-(-k // 2),), "uint8"))
-        scale_buffers.append(_empty(inputs, s, _scale_shape(lead, k, scales), "uint8"))
+        values_shape, scales_shape, _ = _shapes(shape, scales, columnwise)
+        values.append(_empty(inputs, s, values_shape, "uint8"))
+        scale_buffers.append(_empty(inputs, s, scales_shape, "uint8"))
         x, bits = _numpy_bfloat16_as_bits(s)
         if bfloat16_bits is not None and bits != bfloat16_bits:
             raise ValueError(f"shards[{i}]: dtype differs from shards[0]'s: fused shards share one dtype")
@@ -158,6 +166,6 @@ def nvfp4_quantize_fused(
     if amax is None:
         amax = _empty(inputs, shards[0], (1,), "float32")
     _mxfp8.nvfp4_quantize(xs, values, scale_buffers, amax, fused=True, amax_scope=_AMAX_PER_TENSOR, amax_mode=mode,
-                          stream=inputs.stream, dlpack_stream=inputs.dlpack_stream, bfloat16_bits=bool(bfloat16_bits),
+                          direction=int(columnwise), stream=inputs.stream, dlpack_stream=inputs.dlpack_stream, bfloat16_bits=bool(bfloat16_bits),
                           **options)
     return [NVFP4Quantized(v, s, amax) for v, s in zip(values, scale_buffers)]

@@ -794,8 +794,8 @@ py::tuple quantize(py::object input, int format, int block, int rounding, int la
 // objects: every tensor is borrowed for the call; the outputs and amax are the caller's, written in place.
 void nvfp4_quantize(const std::vector<py::object> &inputs, const std::vector<py::object> &values,
                     const std::vector<py::object> &scales, py::object amax, bool fused, int amax_scope, int amax_mode,
-                    int four_over_six, int e4m3_max, int layout, py::object stream, py::object dlpack_stream,
-                    bool bfloat16_bits) {
+                    int four_over_six, int e4m3_max, int layout, int direction, py::object stream,
+                    py::object dlpack_stream, bool bfloat16_bits) {
   if (inputs.empty() || inputs.size() != values.size() || inputs.size() != scales.size())
     throw py::value_error("nvfp4_quantize: inputs, values and scales must be non-empty and of one length");
   mxfp8_nvfp4_quantize_options o = MXFP8_NVFP4_QUANTIZE_OPTIONS_INIT;
@@ -804,6 +804,7 @@ void nvfp4_quantize(const std::vector<py::object> &inputs, const std::vector<py:
   o.four_over_six = four_over_six;
   o.e4m3_max = e4m3_max;
   o.scales_layout = layout;
+  o.direction = direction;
   Exchange ex = exchange_for_objects(inputs[0], stream, dlpack_stream);
   std::vector<std::unique_ptr<TakenTensor>> taken;
   std::vector<DLTensor *> in, v, s;
@@ -1125,8 +1126,9 @@ PYBIND11_MODULE(_mxfp8, m) {
         py::arg("allocator") = py::none(), py::arg("dlpack_stream") = py::none(), py::arg("bfloat16_bits") = false);
   m.def("nvfp4_quantize", &nvfp4_quantize, py::arg("inputs"), py::arg("values"), py::arg("scales"), py::arg("amax"),
         py::kw_only(), py::arg("fused"), py::arg("amax_scope"), py::arg("amax_mode"), py::arg("four_over_six"),
-        py::arg("e4m3_max"), py::arg("layout"), py::arg("stream") = py::none(), py::arg("dlpack_stream") = py::none(),
-        py::arg("bfloat16_bits") = false, "mxfp8_nvfp4_quantize_into / _fused_into into caller buffers");
+        py::arg("e4m3_max"), py::arg("layout"), py::arg("direction") = 0, py::arg("stream") = py::none(),
+        py::arg("dlpack_stream") = py::none(), py::arg("bfloat16_bits") = false,
+        "mxfp8_nvfp4_quantize_into / _fused_into into caller buffers");
   m.def("dequantize", &dequantize, py::arg("tensor"), py::arg("direction"), py::arg("output"), py::arg("stream") = py::none(),
         py::arg("dlpack_stream") = py::none(), py::arg("bfloat16_bits") = false);
 

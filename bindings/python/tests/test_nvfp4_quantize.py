@@ -236,3 +236,40 @@ def test_bad_arguments_name_the_argument():
         mxfp8.nvfp4_quantize_fused([x, np.zeros((2, 8), F32)])
     with pytest.raises(ValueError, match="amax"):
         mxfp8.nvfp4_quantize(x, amax=np.zeros(1, np.float64))
+
+
+@pytest.mark.parametrize("per_row", [False, True])
+@pytest.mark.parametrize("options", OPTIONS, ids=lambda o: "-".join(f"{k}={v}" for k, v in o.items()) or "default")
+@pytest.mark.parametrize("shape", [(5, 17), (33, 40), (16, 3), (1, 1), (130, 50), (2, 3, 40)], ids=str)
+def test_columnwise_is_the_transpose_quantized(shape, options, per_row):
+    # TE's columnwise NVFP4 data is x^T quantized rowwise (blocks of 16 along M), stored (K, ceil(M/2)).
+    x = specials(np.random.default_rng(sum(shape)), shape)
+    m, k = int(np.prod(shape[:-1])), shape[-1]
+    values, scales, amax = run(x, columnwise=True, per_row=per_row, **options)
+    ev, es, ea = ref.quantize(x.reshape(m, k).T.copy(), per_row=per_row, **_ref_kwargs(options))
+    assert values.shape == (k, -(-m // 2)) and scales.shape == (k, -(-m // 16))
+    np.testing.assert_array_equal(amax.view(np.uint32), ea.view(np.uint32))
+    np.testing.assert_array_equal(scales, es)
+    np.testing.assert_array_equal(values, ev)
+    if not per_row:
+        assert amax.tolist() == run(x, **options)[2].tolist()  # one amax for both directions
+
+
+def test_columnwise_padded_scales_are_tes_allocation():
+    x = specials(np.random.default_rng(11), (40, 200))
+    _, compact, _ = run(x, columnwise=True)
+    for layout, want in (("padded", ref.padded(compact)), ("swizzled", ref.swizzled(compact))):
+        _, scales, _ = run(x, columnwise=True, scales=layout)
+        assert scales.shape == (256, 4)  # (roundup(K, 128), roundup(ceil(M/16), 4))
+        np.testing.assert_array_equal(scales, want)
+
+
+def test_columnwise_fused_shards():
+    rng = np.random.default_rng(12)
+    shards = [rng.standard_normal((r, 24)).astype(F32) * F32(s) for r, s in ((16, 1.0), (9, 3.0))]
+    out = mxfp8.nvfp4_quantize_fused(shards, columnwise=True, four_over_six="mse")
+    shared = np.array([max(ref.tensor_amax(s) for s in shards)], F32)
+    for shard, q in zip(shards, out):
+        ev, es, _ = ref.quantize(shard.T.copy(), amax=shared, four_over_six="mse")
+        np.testing.assert_array_equal(np.asarray(q.values), ev)
+        np.testing.assert_array_equal(np.asarray(q.scales), es)
