@@ -34,7 +34,11 @@ void load_row(const void *input, InputType type, int64_t r, int64_t K, float *ou
     std::memcpy(out, static_cast<const float *>(input) + r * K, static_cast<size_t>(K) * sizeof(float));
     return;
   }
-  for (int64_t k = 0; k < K; ++k) out[k] = element(input, type, r * K + k);
+  const uint16_t *p = static_cast<const uint16_t *>(input) + r * K;
+  if (type == InputType::BFloat16)
+    for (int64_t k = 0; k < K; ++k) out[k] = bf16_to_float(p[k]);
+  else
+    for (int64_t k = 0; k < K; ++k) out[k] = fp16_to_float(p[k]);
 }
 
 // Line i of a shard: row i, or column i (its M elements, K apart).
