@@ -21,6 +21,13 @@ namespace {
 
 __global__ void empty_kernel() {}
 
+// Holds the stream for `cycles` SM clocks.
+__global__ void spin_kernel(long long cycles) {
+  const long long start = clock64();
+  while (clock64() - start < cycles) {
+  }
+}
+
 void cuda_check(cudaError_t e, const char *what) {
   if (e != cudaSuccess) {
     std::fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(e));
@@ -64,6 +71,39 @@ double median_ms_per_iteration(int iterations, Body body) {
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
   return samples[samples.size() / 2];
+}
+
+// One call split into its two costs, medians over kRepetitions: `gpu_ms`, the GPU time alone (a spin
+// kernel holds the stream while the host enqueues the call, so the events around it see no host time),
+// and `host_us`, the host wall clock of the call itself. A batched call is GPU-bound when host_us is
+// below gpu_ms (the queue then hides it), host-bound otherwise.
+struct Split {
+  double gpu_ms, host_us;
+};
+
+template <class Body>
+Split split_costs(int iterations, Body body) {
+  cudaEvent_t start, stop;
+  cuda_check(cudaEventCreate(&start), "event");
+  cuda_check(cudaEventCreate(&stop), "event");
+  std::vector<double> gpu, host;
+  for (int rep = 0; rep < kRepetitions; ++rep) {
+    spin_kernel<<<1, 1>>>(4000000);  // ~2 ms at the H200's clocks: far longer than any call's host time
+    cuda_check(cudaEventRecord(start), "record");
+    const auto t0 = std::chrono::steady_clock::now();
+    body(rep % iterations);
+    host.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+    cuda_check(cudaEventRecord(stop), "record");
+    cuda_check(cudaEventSynchronize(stop), "sync");
+    float ms = 0;
+    cuda_check(cudaEventElapsedTime(&ms, start, stop), "elapsed");
+    gpu.push_back(ms);
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  std::sort(gpu.begin(), gpu.end());
+  std::sort(host.begin(), host.end());
+  return Split{gpu[gpu.size() / 2], host[host.size() / 2]};
 }
 
 DLTensor bytes_tensor(void *data, int64_t *shape, int ndim) {
@@ -131,6 +171,7 @@ struct ModelResult {
   int tensors;
   int64_t bytes;
   double ms, copy_ms;
+  Split split;
 };
 
 ModelResult bench_model(const std::vector<std::pair<int64_t, int64_t>> &layer, int layers) {
@@ -181,15 +222,17 @@ ModelResult bench_model(const std::vector<std::pair<int64_t, int64_t>> &layer, i
     }
   std::vector<DLTensor *> dst_ptrs;
   for (auto &d : dst) dst_ptrs.push_back(&d);
-  const double ms = median_ms_per_iteration(3, [&](int) {
+  const auto call = [&](int) {
     mxfp8_check(mxfp8_export_scales_batched(tensors.data(), dst_ptrs.data(), tensors.size(), nullptr), "batched");
-  });
+  };
+  const double ms = median_ms_per_iteration(3, call);
+  const Split split = split_costs(1, call);
   for (auto *t : tensors) mxfp8_tensor_release(t);
   for (auto *b : buffers) cudaFree(b);
   cudaFree(bucket);
   cudaFree(values);
   const int64_t bytes = total_in + total_out;
-  return ModelResult{static_cast<int>(tensors.size()), bytes, ms, copy_ms(bytes)};
+  return ModelResult{static_cast<int>(tensors.size()), bytes, ms, copy_ms(bytes), split};
 }
 
 // A 128-expert MoE layer: 128 experts of (1536, 4096) and 128 of (4096, 768), each group one flat
@@ -199,6 +242,8 @@ struct MoeResult {
   int experts;
   int64_t bytes;
   double ms, copy_ms;
+  Split split;
+  double group_gpu_ms[2];  // the (1536, 4096) experts alone, the (4096, 768) ones alone
 };
 
 MoeResult bench_moe() {
@@ -263,16 +308,26 @@ MoeResult bench_moe() {
   std::vector<std::vector<DLTensor *>> dst_ptrs(kSets);
   for (int set = 0; set < kSets; ++set)
     for (auto &d : dst[set]) dst_ptrs[set].push_back(&d);
-  const double ms = median_ms_per_iteration(kSets, [&](int set) {
+  const auto call = [&](int set) {
     mxfp8_check(mxfp8_export_scales_batched(experts[set].data(), dst_ptrs[set].data(), experts[set].size(), nullptr),
                 "batched experts");
-  });
+  };
+  const double ms = median_ms_per_iteration(kSets, call);
+  const Split split = split_costs(kSets, call);
+  // Each group alone (the first 128 tensors of a set are the (1536, 4096) experts), GPU time only.
+  double group_gpu_ms[2];
+  for (int g = 0; g < 2; ++g)
+    group_gpu_ms[g] = split_costs(kSets, [&](int set) {
+                        mxfp8_check(mxfp8_export_scales_batched(experts[set].data() + g * kExperts,
+                                                                dst_ptrs[set].data() + g * kExperts, kExperts, nullptr),
+                                    "one group of experts");
+                      }).gpu_ms;
   for (auto &set : experts)
     for (auto *t : set) mxfp8_tensor_release(t);
   for (auto *g : handles) mxfp8_grouped_tensor_release(g);
   for (void *b : buffers) cudaFree(b);
   cudaFree(values);
-  return MoeResult{2 * kExperts, bytes, ms, copy_ms(bytes)};
+  return MoeResult{2 * kExperts, bytes, ms, copy_ms(bytes), split, {group_gpu_ms[0], group_gpu_ms[1]}};
 }
 
 // Host wall-clock of one complete export of a tiny swizzled tensor (allocation, kernel, wait).
@@ -411,11 +466,14 @@ int main() {
     std::fflush(stdout);
   }
   const ModelResult m = bench_model(layer, 80);
-  std::printf("}, \"whole_model\": {\"tensors\": %d, \"bytes\": %lld, \"ms\": %.4f, \"copy_ms\": %.4f}", m.tensors,
-              (long long)m.bytes, m.ms, m.copy_ms);
+  std::printf("}, \"whole_model\": {\"tensors\": %d, \"bytes\": %lld, \"ms\": %.4f, \"copy_ms\": %.4f, "
+              "\"gpu_ms\": %.4f, \"host_us\": %.1f}",
+              m.tensors, (long long)m.bytes, m.ms, m.copy_ms, m.split.gpu_ms, m.split.host_us);
   const MoeResult moe = bench_moe();
-  std::printf(", \"moe\": {\"experts\": %d, \"bytes\": %lld, \"ms\": %.4f, \"copy_ms\": %.4f}", moe.experts,
-              (long long)moe.bytes, moe.ms, moe.copy_ms);
+  std::printf(", \"moe\": {\"experts\": %d, \"bytes\": %lld, \"ms\": %.4f, \"copy_ms\": %.4f, \"gpu_ms\": %.4f, "
+              "\"host_us\": %.1f, \"gpu_ms_1536x4096\": %.4f, \"gpu_ms_4096x768\": %.4f}",
+              moe.experts, (long long)moe.bytes, moe.ms, moe.copy_ms, moe.split.gpu_ms, moe.split.host_us, moe.group_gpu_ms[0],
+              moe.group_gpu_ms[1]);
   double unswizzle_us = 0, floor_us = 0;
   const double export_us = bench_tiny_us(unswizzle_us, floor_us);
   std::printf(", \"tiny\": {\"us\": %.2f, \"unswizzle_into_buffer_us\": %.2f, \"empty_kernel_and_sync_us\": %.2f}",

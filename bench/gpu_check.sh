@@ -102,6 +102,13 @@ MXFP8_COPY_ENGINE_MIN_BYTES=0 PYTHONUNBUFFERED=1 timeout 300 python3 bench/weigh
   --out "$OUT/weight_sync_e2e_kernel_only.json" >"$OUT/weight_sync_e2e_kernel_only.log" 2>&1 || status=1
 grep -E '"(direct|bucketed|by_hand|copy|bucket_fill)_ms"' "$OUT/weight_sync_e2e_kernel_only.json" | head -5
 
+step "engine-native targets (bench/engine_layouts.py: a 128-expert MoE layer into each target)"
+PYTHONUNBUFFERED=1 timeout 300 python3 bench/engine_layouts.py --smoke >"$OUT/engine_layouts_smoke.log" 2>&1 \
+  && echo "smoke run OK" || { echo "smoke run FAILED"; tail -20 "$OUT/engine_layouts_smoke.log"; status=1; }
+PYTHONUNBUFFERED=1 timeout 300 python3 bench/engine_layouts.py --out "$OUT/engine_layouts.json" 2>&1 \
+  | tee "$OUT/engine_layouts.log" | tail -40
+[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+
 if python3 -c "import tvm_ffi, mxfp8; mxfp8.tvm_ffi_library_path()" 2>/dev/null; then
   step "the cost of a call through the tvm-ffi module (bench/tvm_ffi_overhead.py)"
   python3 bench/tvm_ffi_overhead.py --device cuda --out "$OUT/tvm_ffi.json" || status=1

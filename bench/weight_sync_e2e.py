@@ -8,8 +8,11 @@ from the trainer's storage into the parameters, timed three ways in the same run
 
   direct    the receiver maps the trainer's storage over CUDA IPC once, mxfp8.prepare_import_tensors;
             each step is one launch (plan.run), the layout transform fused. No bucket.
-  bucketed  the trainer fills one 1 GiB IPC-shared bucket with mxfp8.iter_buckets (one launch a bucket),
-            the receiver writes it into its parameters with mxfp8.import_bucket (one launch a bucket).
+  bucketed  the trainer fills one 1 GiB IPC-shared bucket from an mxfp8.BucketPlan (one launch a bucket),
+            the receiver writes it into its parameters with the mxfp8.prepare_import_bucket plan of that
+            bucket (one launch a bucket); both sides planned once, before the first step.
+  bucketed_unprepared  the same with no plan kept: mxfp8.iter_buckets and mxfp8.import_bucket, every
+            check and the manifest's trip through the pipe at every step.
   by_hand   what RL frameworks do today: per tensor, the trainer unswizzles the scales with a torch
             permute/crop and copies values and scales into the same bucket; the receiver copy_()s each
             part into its parameters and, for (b), swizzles the scales with torch for the GEMM.
@@ -100,6 +103,11 @@ def _receive(conn, torch, mxfp8):
         if kind == "stop":
             conn.send(("memory", plan_bytes / 2**20, direct_extra / 2**20))
             return
+        if kind == "prepare_buckets":  # one import plan per bucket and layout, made once
+            bucket_plans = {lay: [mxfp8.prepare_import_bucket(bucket[:size], manifest, params[lay])
+                                  for size, manifest in zip(message[2], message[3])] for lay in params}
+            conn.send(("ok",))
+            continue
         layout = message[1]
         p = params[layout]
         if kind == "poison":
@@ -117,6 +125,10 @@ def _receive(conn, torch, mxfp8):
             direct_extra = max(direct_extra, free - torch.cuda.mem_get_info()[0])
             conn.send(("done", start.elapsed_time(stop)))
         elif kind == "bucketed":
+            bucket_plans[layout][message[2]].run()
+            stream.synchronize()
+            conn.send(("done", 0.0))
+        elif kind == "bucketed_unprepared":
             mxfp8.import_bucket(bucket, message[2], p)
             stream.synchronize()
             conn.send(("done", 0.0))
@@ -191,14 +203,22 @@ def main():
         raise SystemExit("weight_sync_e2e: the receiver did not get ready")
 
     # The bucket groups, from one planning pass (the same for every step).
-    groups = [manifest for _, manifest in mxfp8.iter_buckets(storage, bucket_bytes=bucket_bytes, buffer=bucket)]
+    plan = mxfp8.BucketPlan(storage, bucket_bytes=bucket_bytes, buffer=bucket)
+    groups = plan.manifests
+    ask("prepare_buckets", None, plan.sizes, plan.manifests)
     torch.cuda.synchronize()
     stream = torch.cuda.current_stream()
 
     def bucketed(layout):
-        for _, manifest in mxfp8.iter_buckets(storage, bucket_bytes=bucket_bytes, buffer=bucket):
+        for i in range(len(plan)):
+            plan.fill(i)
             stream.synchronize()  # the bucket is complete before the receiver reads it
-            ask("bucketed", layout, manifest)
+            ask("bucketed", layout, i)
+
+    def bucketed_unprepared(layout):
+        for _, manifest in mxfp8.iter_buckets(storage, bucket_bytes=bucket_bytes, buffer=bucket):
+            stream.synchronize()
+            ask("bucketed_unprepared", layout, manifest)
 
     def by_hand(layout):
         for manifest in groups:
@@ -219,7 +239,8 @@ def main():
     results, failures = {}, []
     for layout in ("compact", "cutlass_128x4"):
         results[layout] = {}
-        for path, run in (("direct", direct), ("bucketed", bucketed), ("by_hand", by_hand)):
+        for path, run in (("direct", direct), ("bucketed", bucketed), ("bucketed_unprepared", bucketed_unprepared),
+                          ("by_hand", by_hand)):
             samples = []
             for rep in range(reps + 1):  # the first is a warm-up
                 ask("poison", layout)
@@ -253,12 +274,15 @@ def main():
         return round(statistics.median(samples), 3)
 
     copy_ms = event_ms(lambda: dst.copy_(src))
-    fill_ms = event_ms(lambda: [None for _ in mxfp8.iter_buckets(storage, bucket_bytes=bucket_bytes, buffer=bucket)])
+    fill_ms = event_ms(lambda: [plan.fill(i) for i in range(len(plan))])
+    fill_unprepared_ms = event_ms(
+        lambda: [None for _ in mxfp8.iter_buckets(storage, bucket_bytes=bucket_bytes, buffer=bucket)])
     del src, dst
     memory = ask("stop")
     proc.join(timeout=60)
 
-    worst = {key: max(results[layout][key] for layout in results) for key in ("direct_ms", "bucketed_ms", "by_hand_ms")}
+    worst = {key: max(results[layout][key] for layout in results)
+             for key in ("direct_ms", "bucketed_ms", "bucketed_unprepared_ms", "by_hand_ms")}
     out = {
         "gb": round(nbytes / 1e9, 3),
         "tensors": len(storage),
@@ -268,7 +292,8 @@ def main():
         # Top level: the slower of the two engine layouts; both are below.
         **worst,
         "copy_ms": copy_ms,
-        "bucket_fill_ms": fill_ms,
+        "bucket_fill_ms": fill_ms,  # BucketPlan.fill of every bucket
+        "bucket_fill_unprepared_ms": fill_unprepared_ms,  # iter_buckets
         "compact": results["compact"],
         "cutlass_128x4": results["cutlass_128x4"],
         # Device memory (cudaMemGetInfo) the direct path's plans took, and the most one direct run took.

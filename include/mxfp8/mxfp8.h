@@ -306,6 +306,12 @@ typedef struct mxfp8_export_options {
   /* Added in 0.1 after the fields above (older callers' smaller struct_size means per 32). */
   int32_t scales_granularity; /* mxfp8_scales_granularity */
   uint32_t reserved2;         /* must be 0 */
+  /* Added after the fields above (a smaller struct_size means MXFP8_SCALE_FIXUP_NONE): the
+   * mxfp8_scale_fixup (declared with the import calls) applied to every scale written by
+   * mxfp8_export_scales_batched, mxfp8_export_bucket and mxfp8_import_tensors and their prepared forms.
+   * mxfp8_export_components, whose scales may be views, takes only MXFP8_SCALE_FIXUP_NONE. */
+  int32_t scale_fixup;
+  uint32_t reserved3;         /* must be 0 */
 } mxfp8_export_options;
 
 #define MXFP8_EXPORT_OPTIONS_INIT                                                     \
@@ -319,7 +325,9 @@ typedef struct mxfp8_export_options {
     NULL,                                     /* stream: the legacy default stream */ \
     NULL,                                     /* allocator: the library allocates */  \
     MXFP8_SCALES_PER_32,                      /* scales_granularity */                \
-    0u                                        /* reserved2 */                         \
+    0u,                                       /* reserved2 */                         \
+    0,                                        /* scale_fixup: MXFP8_SCALE_FIXUP_NONE */ \
+    0u                                        /* reserved3 */                         \
   }
 
 /* Exports one direction of `tensor` as two DLPack tensors:
@@ -443,10 +451,14 @@ MXFP8_API void mxfp8_prepared_export_release(mxfp8_prepared_export *prepared);
  * Import: a bucket, or a trainer's tensors, written into the engine's own parameters   [EXPERIMENTAL]
  * ==================================================================================================== */
 
-/* The layout of one tensor's parts, as a bucket carries them or as an engine's parameters want them.
- * Values are row-major in every layout so far. Scales of a rowwise tensor form S (R x C) =
- * (M, ceil(K/32)); of a columnwise tensor S (R x C) = (ceil(M/32), K). Future engine-native layouts
- * (TRT-LLM shuffled MoE weights, DeepGEMM packed UE8M0) will take the next values. */
+/* The layout of one tensor's parts, as a bucket carries them or as an engine's parameters want them
+ * (the README's table "engine -> parameter -> target -> call" says which engine loads which).
+ * Values are row-major in every layout except MXFP8_LAYOUT_TRTLLM_SHUFFLED, which permutes value rows.
+ * Scales of a rowwise tensor form S (R x C) = (M, ceil(K/32)); of a columnwise tensor
+ * S (R x C) = (ceil(M/32), K). Every layout can be a destination (mxfp8_import_*, mxfp8_convert*) and a
+ * bucket part (manifest.scales_layouts); the bytes a layout gives for (R, C) are exact: a buffer or part
+ * of any other size is refused, so scales are never decoded in a layout they are not in (nor
+ * transformed twice). For grouped experts each expert's scales take that many bytes, back to back. */
 typedef enum mxfp8_layout {
   /* Scales compact row-major, exactly R * C bytes: what mxfp8_export_bucket writes and vLLM / SGLang load. */
   MXFP8_LAYOUT_COMPACT = 0,
@@ -454,8 +466,34 @@ typedef enum mxfp8_layout {
    * roundup(R, 128) * roundup(C, 4) bytes (columnwise: S^T swizzled, roundup(C, 128) * roundup(R, 4)),
    * padding bytes zero: what a cuBLAS or CUTLASS MXFP8 GEMM (vLLM's FlashInfer-CUTLASS linear, SGLang's
    * weight_scale_inv_swizzled) loads. */
-  MXFP8_LAYOUT_CUTLASS_128X4 = 1
+  MXFP8_LAYOUT_CUTLASS_128X4 = 1,
+  /* FlashInfer TRT-LLM MoE weights (vLLM's MXFP8 MoE backend, SGLang's trtllm path): value rows and scale
+   * rows permuted per expert, scales then 128x4-interleaved. Reserved: this build answers
+   * MXFP8_ERROR_UNSUPPORTED for it. */
+  MXFP8_LAYOUT_TRTLLM_SHUFFLED = 2,
+  /* DeepGEMM's packed UE8M0 scales (SGLang's DeepGEMM path; DeepGEMM's
+   * get_mn_major_tma_aligned_packed_ue8m0_tensor): the int32 tensor [mn, ceil(sf_k / 4)] with
+   * mn = R, sf_k = C, MN-major, strides (1, mn_aligned) in int32 elements, mn_aligned = roundup(R, 4).
+   * Int32 (m, j) holds the E8M0 bytes of S(m, 4j .. 4j+3), S(m, 4j) in its lowest byte, so in memory:
+   *
+   *   byte offset of S(r, c) = ((c / 4) * roundup(R, 4) + r) * 4 + c % 4
+   *
+   * exactly 4 * ceil(C / 4) * roundup(R, 4) bytes; padding bytes (columns C.. of the last int32 of a row,
+   * rows R .. mn_aligned) are zero. Grouped experts stack to DeepGEMM's [G, mn, ceil(sf_k / 4)] with
+   * strides (ceil(sf_k / 4) * mn_aligned, 1, mn_aligned). Rowwise scales only (DeepGEMM packs along K):
+   * columnwise is refused with MXFP8_ERROR_INVALID_ARGUMENT. */
+  MXFP8_LAYOUT_DEEPGEMM_PACKED = 3
 } mxfp8_layout;
+
+/* A rewrite of scale bytes some consumers need, applied to every real scale a call writes (padding
+ * stays zero). */
+typedef enum mxfp8_scale_fixup {
+  MXFP8_SCALE_FIXUP_NONE = 0, /* the scale bytes as stored: the default */
+  /* E8M0 byte 0 (2^-127, an all-zero block) written as 1 (2^-126). NeMo RL (#3477) writes it so, so
+   * that its two weight transports send identical scale bytes; a block of zeros decodes to zeros either
+   * way. */
+  MXFP8_SCALE_FIXUP_ZERO_EXPONENT_AS_ONE = 1
+} mxfp8_scale_fixup;
 
 /* What a bucket holds, as the sender describes it to the receiver (who has only the bytes). The arrays
  * have `count` entries, tensor i's at index i; they are read during the call (and the preparation) only.
@@ -474,6 +512,10 @@ typedef struct mxfp8_bucket_manifest {
    * mxfp8_export_bucket writes. A part whose size does not match its layout is an error, so a receiver
    * never decodes scales in a layout they are not in (nor transforms them twice). */
   const int32_t *scales_layouts;
+  /* Added after the fields above (a smaller struct_size means MXFP8_SCALE_FIXUP_NONE): the
+   * mxfp8_scale_fixup mxfp8_import_bucket applies to every scale it writes. */
+  int32_t scale_fixup;
+  uint32_t reserved2; /* must be 0 */
 } mxfp8_bucket_manifest;
 
 #define MXFP8_BUCKET_MANIFEST_INIT                                          \
@@ -486,7 +528,9 @@ typedef struct mxfp8_bucket_manifest {
     NULL,                                      /* shapes */                 \
     NULL,                                      /* formats: all E4M3 */      \
     NULL,                                      /* directions: all rowwise */ \
-    NULL                                       /* scales_layouts: compact */ \
+    NULL,                                      /* scales_layouts: compact */ \
+    MXFP8_SCALE_FIXUP_NONE,                    /* scale_fixup */            \
+    0u                                         /* reserved2 */              \
   }
 
 /* One tensor's destination: the engine's own parameter buffers, which the import writes in place (their
@@ -495,7 +539,10 @@ typedef struct mxfp8_bucket_manifest {
  *   values: uint8 or the float8 of the tensor's format, contiguous, exactly prod(shape) elements (any
  *           shape), row-major bytes of the tensor.
  *   scales: uint8 or float8_e8m0fnu, contiguous, exactly the byte count `scales_layout` gives (any
- *           shape: (R, C), flat, ...). Every byte is written, padding included.
+ *           shape: (R, C), flat, ...); for MXFP8_LAYOUT_DEEPGEMM_PACKED also int32 (a quarter as many
+ *           elements) or DeepGEMM's own strided int32 (R, ceil(C/4)) tensor. Every byte is written,
+ *           padding included. A layout that permutes value rows (TRT-LLM) is refused here: write it with
+ *           mxfp8_convert.
  * All destinations of a call live on the source's device and share no byte with the source or with each
  * other.
  *
@@ -512,10 +559,11 @@ typedef struct mxfp8_import_destination {
 
 /* Writes every tensor of `bucket` (contiguous uint8, host or CUDA memory) into destinations[i],
  * i < manifest->count: the values copied, the scales moved from the layout the manifest records into the
- * layout the destination asks for (a copy when they are the same, with the padding of a 128x4 buffer
- * zeroed; otherwise an unswizzle or a swizzle, in the same pass). Everything (manifest, every part inside
- * the bucket and of the size its shape and layout give, every destination's dtype, size, device and
- * overlap) is checked before anything is written. CUDA: one kernel launch for the whole bucket (a few
+ * layout the destination asks for (a copy when they are the same, with padding written as zero;
+ * otherwise the transform between the two, in the same pass; manifest->scale_fixup rewrites exponent
+ * bytes 0 as it says). Everything (manifest, every part inside the bucket and of the size its shape and
+ * layout give, every destination's dtype, size, device and overlap) is checked before anything is
+ * written. CUDA: one kernel launch for the whole bucket (a few
  * past several hundred parts) queued on `stream`, values of 4 MiB or more through cudaMemcpyAsync on the
  * same stream as for mxfp8_export_bucket; the call does not wait. Host: done when the call
  * returns. count == 0 is a no-op. The bucket is only read. */
@@ -621,6 +669,65 @@ MXFP8_API mxfp8_status mxfp8_grouped_export_stacked(const mxfp8_grouped_tensor *
                                                     const mxfp8_export_options *options,
                                                     DLManagedTensorVersioned **values,
                                                     DLManagedTensorVersioned **scales);
+
+/* ====================================================================================================
+ * Engine-native targets: a tensor or grouped experts converted into an engine's layout  [EXPERIMENTAL]
+ * ==================================================================================================== */
+
+/* An engine loads MXFP8 weights in its kernels' own layout (mxfp8_layout; the README's table says which
+ * engine parameter takes which). These calls write it once, checked, from the scales as the producer
+ * stores them (compact, padded or 128x4 swizzled, as described by mxfp8_tensor_create or
+ * mxfp8_grouped_tensor_create), into caller buffers: no per-expert pass in the engine.
+ * Options: start from MXFP8_CONVERT_OPTIONS_INIT; NULL means its defaults. */
+typedef struct mxfp8_convert_options {
+  uint32_t struct_size; /* sizeof(mxfp8_convert_options) */
+  int32_t target;       /* mxfp8_layout the scales are written in, default MXFP8_LAYOUT_COMPACT */
+  int32_t direction;    /* mxfp8_direction read from an mxfp8_tensor, default rowwise (grouped: rowwise only) */
+  int32_t scale_fixup;  /* mxfp8_scale_fixup, default none */
+  void *stream;         /* cudaStream_t the work is queued on (NULL: the legacy default); unused for host memory */
+} mxfp8_convert_options;
+
+#define MXFP8_CONVERT_OPTIONS_INIT                                                     \
+  {                                                                                    \
+    (uint32_t) sizeof(mxfp8_convert_options),  /* struct_size */                       \
+    MXFP8_LAYOUT_COMPACT,                      /* target */                            \
+    MXFP8_DIRECTION_ROWWISE,                   /* direction */                         \
+    MXFP8_SCALE_FIXUP_NONE,                    /* scale_fixup */                       \
+    NULL                                       /* stream: the legacy default stream */ \
+  }
+
+/* Writes direction options->direction of `tensor` in layout options->target:
+ *
+ *   scales: uint8, float8_e8m0fnu or (for MXFP8_LAYOUT_DEEPGEMM_PACKED) int32, contiguous, exactly the
+ *           bytes the target gives for the tensor's scale matrix (any shape: flat, or the engine's
+ *           parameter shape), on the tensor's device. Every byte is written, padding included.
+ *   values: NULL, or uint8 / the float8 of the tensor's format, contiguous, prod(shape) elements: the
+ *           values in the target's row order (a copy for every target but MXFP8_LAYOUT_TRTLLM_SHUFFLED).
+ *           Required by targets that permute value rows.
+ *
+ * Columnwise: compact and 128x4 as mxfp8_layout says (128x4 swizzles S^T, as cuBLAS reads columnwise
+ * scales); the DeepGEMM and TRT-LLM layouts are rowwise only and refuse it. Everything (options,
+ * dtypes, sizes, devices, no output sharing a byte with the tensor or with the other output) is checked
+ * before anything is written. Host memory: done on return. CUDA: one launch on options->stream (plus a
+ * cudaMemcpyAsync for values of 4 MiB or more, as mxfp8_export_bucket); the call does not wait. */
+MXFP8_API mxfp8_status mxfp8_convert(const mxfp8_tensor *tensor, const mxfp8_convert_options *options,
+                                     DLTensor *values, DLTensor *scales);
+
+/* The same for E grouped experts of one row count N (rowwise): expert e's scales are written at byte
+ * e * B of `scales`, B the bytes the target gives for (N, ceil(K/32)), so the buffer holds E * B bytes
+ * (for MXFP8_LAYOUT_DEEPGEMM_PACKED: DeepGEMM's int32 [E, N, ceil(sf_k/4)] with its strides); values,
+ * when given, E * N * K elements, stacked [E, N, K] in the target's row order. All experts in one
+ * launch (a second past about 300 experts). Same checks and stream rules as mxfp8_convert. */
+MXFP8_API mxfp8_status mxfp8_convert_grouped(const mxfp8_grouped_tensor *grouped,
+                                             const mxfp8_convert_options *options, DLTensor *values,
+                                             DLTensor *scales);
+
+/* The bytes the scales of an R x C scale matrix S take in `layout` (`direction` says whether S is
+ * rowwise, or columnwise as 128x4 swizzles its transpose), in *bytes: what an engine allocates before
+ * a convert or an import. Fails with MXFP8_ERROR_INVALID_ARGUMENT for a layout that does not take this
+ * direction and MXFP8_ERROR_UNSUPPORTED for one this build does not write. */
+MXFP8_API mxfp8_status mxfp8_layout_bytes(int32_t layout, int32_t direction, int64_t rows, int64_t cols,
+                                          int64_t *bytes);
 
 /* ====================================================================================================
  * Low level: one scale matrix between caller-owned buffers                             [STABLE]

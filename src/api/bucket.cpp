@@ -96,7 +96,8 @@ ExportJobs bucket_jobs(const mxfp8_tensor *const *tensors, size_t count, const m
     add_copy_jobs(jobs, byte_pointer(t.directions[direction].data->dl_tensor), base + entries[i].values_offset,
                   static_cast<int64_t>(entries[i].values_bytes));
     if (entries[i].scales_bytes > 0)
-      jobs.push_back(compact_job(t.directions[direction].source, base + entries[i].scales_offset));
+      jobs.push_back(scale_job(t.directions[direction].source, MXFP8_LAYOUT_COMPACT, direction == MXFP8_DIRECTION_COLUMNWISE,
+                               base + entries[i].scales_offset, o.scale_fixup == MXFP8_SCALE_FIXUP_ZERO_EXPONENT_AS_ONE));
   }
   return result;
 }

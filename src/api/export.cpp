@@ -5,6 +5,7 @@
 #include "core/dlpack_tensor.hpp"
 #include "core/memory_span.hpp"
 #include "api/export_internal.hpp"
+#include "api/layouts.hpp"
 #include "core/scale_source.hpp"
 #include "cuda/cuda_runtime.hpp"
 #include "core/dltensor_checks.hpp"
@@ -31,6 +32,8 @@ mxfp8_export_options read_options(const mxfp8_export_options *given) {
   check_enum(o.scales_granularity, "options.scales_granularity",
              {{MXFP8_SCALES_PER_32, "MXFP8_SCALES_PER_32"}, {MXFP8_SCALES_PER_32X32, "MXFP8_SCALES_PER_32X32"}});
   if (o.reserved2 != 0) fail(MXFP8_ERROR_INVALID_ARGUMENT, "options.reserved2 is ", o.reserved2, ", must be 0");
+  if (o.reserved3 != 0) fail(MXFP8_ERROR_INVALID_ARGUMENT, "options.reserved3 is ", o.reserved3, ", must be 0");
+  zero_as_one(o.scale_fixup, "options.scale_fixup");
   check_enum(o.padded_scales, "options.padded_scales",
              {{MXFP8_PADDED_SCALES_COPY, "MXFP8_PADDED_SCALES_COPY"},
               {MXFP8_PADDED_SCALES_STRIDED_VIEW, "MXFP8_PADDED_SCALES_STRIDED_VIEW"}});
@@ -172,6 +175,10 @@ extern "C" MXFP8_API mxfp8_status mxfp8_export_components(const mxfp8_tensor *te
     if (values == scales)
       fail(MXFP8_ERROR_INVALID_ARGUMENT, "values and scales point to the same place: each output needs its own pointer");
     const mxfp8_export_options o = read_options(options);
+    if (o.scale_fixup != MXFP8_SCALE_FIXUP_NONE)
+      fail(MXFP8_ERROR_INVALID_ARGUMENT, "options.scale_fixup is ", o.scale_fixup, ": mxfp8_export_components returns "
+           "views of the stored scales where it can, so it rewrites no byte; write the scales into a buffer of yours "
+           "with mxfp8_export_scales_batched or mxfp8_convert");
     const auto direction = static_cast<mxfp8_direction>(o.direction);
     const Direction &dir = require_direction(*tensor, direction);
     // Scales first: they are the part that can fail (memory, CUDA); values are only a view.

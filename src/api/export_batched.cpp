@@ -1,6 +1,5 @@
 // mxfp8_export_scales_batched: many tensors' compact scales into caller-owned buffers, all checked
 // first, then produced in one launch.
-#include <cstdio>
 #include <vector>
 
 #include "core/dltensor_checks.hpp"
@@ -32,19 +31,19 @@ ExportJobs batched_jobs(const mxfp8_tensor *const *tensors, DLTensor *const *des
     DLTensor *dst = destinations[i];
     if (!t) fail(MXFP8_ERROR_INVALID_ARGUMENT, "tensors[", i, "] is NULL");
     if (!dst) fail(MXFP8_ERROR_INVALID_ARGUMENT, "destinations[", i, "] is NULL");
-    char name[40];  // formatted without allocating: this loop runs once per tensor of a whole model
-    std::snprintf(name, sizeof name, "destinations[%zu]", i);
     if (i == 0) device = t->device;
     if (!same_device(t->device, device))
       fail(MXFP8_ERROR_INVALID_ARGUMENT, "tensors[", i, "] is on ", format_device(t->device), " but tensors[0] is on ",
            format_device(device), ": one batch runs on one device");
     const Direction &dir = require_direction(*t, direction);
     const int64_t needed = dir.scale_rows * dir.scale_cols;
-    uint8_t *out = expect_buffer(*dst, {name, Holds::ScaleBytes, 0, &device, "the tensors are", needed});
+    uint8_t *out = expect_indexed_buffer(*dst, {"destinations", Holds::ScaleBytes, 0, &device, "the tensors are", needed}, i);
     add_read_spans(*t, i, "tensors", spans);
     spans.push_back(span_of(out, needed, "destinations", i, true));
     // An empty matrix moves nothing, however many rows it has: no job, so no loop over its rows.
-    if (needed > 0) jobs.push_back(compact_job(dir.source, out));
+    if (needed > 0)
+      jobs.push_back(scale_job(dir.source, MXFP8_LAYOUT_COMPACT, direction == MXFP8_DIRECTION_COLUMNWISE, out,
+                               o.scale_fixup == MXFP8_SCALE_FIXUP_ZERO_EXPONENT_AS_ONE));
   }
   check_no_overlap(spans);
   return result;

@@ -184,6 +184,9 @@ extern "C" MXFP8_API mxfp8_status mxfp8_grouped_export_stacked(const mxfp8_group
     if (values == scales)
       fail(MXFP8_ERROR_INVALID_ARGUMENT, "values and scales point to the same place: each output needs its own pointer");
     const mxfp8_export_options o = read_options(options);
+    if (o.scale_fixup != MXFP8_SCALE_FIXUP_NONE)
+      fail(MXFP8_ERROR_INVALID_ARGUMENT, "options.scale_fixup is ", o.scale_fixup, ": mxfp8_grouped_export_stacked "
+           "returns views of the stored scales where it can, so it rewrites no byte; use mxfp8_convert_grouped");
     if (o.direction != MXFP8_DIRECTION_ROWWISE)
       fail(MXFP8_ERROR_MISSING_DATA, "grouped experts carry rowwise data only: export them with direction rowwise");
     if (o.scales_granularity != MXFP8_SCALES_PER_32)

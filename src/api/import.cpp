@@ -2,10 +2,12 @@
 // storage (mxfp8_tensor handles) written into the engine's own parameter buffers, values copied and
 // scales moved into the layout each destination asks for. Everything is checked first; the work is one
 // job list, run in one launch (or kept by a prepared plan).
+#include <cstddef>
 #include <cstdio>
 #include <vector>
 
 #include "api/export_internal.hpp"
+#include "api/layouts.hpp"
 #include "core/dltensor_checks.hpp"
 #include "core/error.hpp"
 #include "core/memory_span.hpp"
@@ -15,37 +17,19 @@
 namespace mxfp8 {
 namespace {
 
-constexpr EnumValue kLayouts[] = {{MXFP8_LAYOUT_COMPACT, "MXFP8_LAYOUT_COMPACT"},
-                                  {MXFP8_LAYOUT_CUTLASS_128X4, "MXFP8_LAYOUT_CUTLASS_128X4"}};
-
-void check_layout(int32_t layout, const char *field) {
-  check_enum(layout, field, {kLayouts[0], kLayouts[1]});
-}
-
-// The bytes of S (R x C) in `layout`: R * C compact; the padded 128x4 buffer of S (or of S^T when
-// `transposed`, as columnwise scales are swizzled).
-int64_t layout_bytes(int32_t layout, int64_t rows, int64_t cols, bool transposed) {
-  if (layout == MXFP8_LAYOUT_COMPACT) return rows * cols;  // checked by the caller's shape arithmetic
-  const int64_t sr = transposed ? cols : rows, sc = transposed ? rows : cols;
-  return checked_mul(checked_round_up(sr, kTileRows, "the swizzled scales' padded row count"),
-                     checked_round_up(sc, kTileCols, "the swizzled scales' padded column count"), "swizzled scale size");
-}
-
-const char *layout_name(int32_t layout) {
-  return layout == MXFP8_LAYOUT_COMPACT ? "compact" : "128x4 swizzled";
-}
-
 // One tensor's destination, checked: values and scales buffers of the right dtypes and exact sizes on
 // `device`; their spans join `spans` as written.
 struct CheckedDestination {
   uint8_t *values;
   uint8_t *scales;
   int32_t layout;
+  bool zero_as_one;
 };
 
 CheckedDestination check_destination(const mxfp8_import_destination *destinations, size_t i, int32_t format,
                                      int64_t values_bytes, int64_t scale_rows, int64_t scale_cols, bool columnwise,
-                                     const DLDevice &device, const char *device_of, std::vector<Span> &spans) {
+                                     const DLDevice &device, const char *device_of, bool zero_as_one,
+                                     std::vector<Span> &spans) {
   const mxfp8_import_destination &d = destinations[i];
   char name[64];  // formatted without allocating: this runs once per tensor of a whole model
   if (d.reserved != 0) {
@@ -53,19 +37,18 @@ CheckedDestination check_destination(const mxfp8_import_destination *destination
     fail(MXFP8_ERROR_INVALID_ARGUMENT, name, " is ", d.reserved, ", must be 0");
   }
   std::snprintf(name, sizeof name, "destinations[%zu].scales_layout", i);
-  check_layout(d.scales_layout, name);
+  const LayoutInfo &layout = layout_info(d.scales_layout, name);
+  if (layout.permutes_value_rows)
+    fail(MXFP8_ERROR_UNSUPPORTED, name, " is ", layout.enum_name, " (", layout.value, "), which permutes value rows: "
+         "write it with mxfp8_convert or mxfp8_convert_grouped");
+  const int64_t scales_bytes = layout_bytes(layout, scale_rows, scale_cols, columnwise, name);
   if (!d.values) fail(MXFP8_ERROR_INVALID_ARGUMENT, "destinations[", i, "].values is NULL");
   if (!d.scales) fail(MXFP8_ERROR_INVALID_ARGUMENT, "destinations[", i, "].scales is NULL");
-  CheckedDestination out{nullptr, nullptr, d.scales_layout};
+  CheckedDestination out{nullptr, nullptr, d.scales_layout, zero_as_one};
   std::snprintf(name, sizeof name, "destinations[%zu].values", i);
   out.values = expect_buffer(*d.values, {name, Holds::Fp8Values, format, &device, device_of, values_bytes});
-  const int64_t scales_bytes = layout_bytes(d.scales_layout, scale_rows, scale_cols, columnwise);
   std::snprintf(name, sizeof name, "destinations[%zu].scales", i);
-  if (checked_numel(*d.scales, name) != scales_bytes)
-    fail(MXFP8_ERROR_INVALID_ARGUMENT, name, ": ", layout_name(d.scales_layout), " scales of a ", scale_rows, " x ",
-         scale_cols, " matrix are ", scales_bytes, " bytes, got ", checked_numel(*d.scales, name), " (shape ",
-         format_shape(d.scales->shape, d.scales->ndim), ")");
-  out.scales = expect_buffer(*d.scales, {name, Holds::ScaleBytes, 0, &device, device_of, scales_bytes});
+  out.scales = expect_layout_buffer(*d.scales, layout, scales_bytes, 1, scale_rows, scale_cols, name, device, device_of);
   Span values = span_of(out.values, values_bytes, "destinations", i, true);
   values.part = "values";
   Span scales = span_of(out.scales, scales_bytes, "destinations", i, true);
@@ -81,16 +64,20 @@ void add_tensor_jobs(std::vector<ScaleJob> &jobs, const uint8_t *values, int64_t
                      const ScaleSource &source, bool columnwise, const CheckedDestination &d) {
   add_copy_jobs(jobs, values, d.values, values_bytes);
   if (source.rows == 0 || source.cols == 0) return;
-  jobs.push_back(d.layout == MXFP8_LAYOUT_COMPACT ? compact_job(source, d.scales)
-                                                  : swizzled_job(source, columnwise, d.scales));
+  jobs.push_back(scale_job(source, d.layout, columnwise, d.scales, d.zero_as_one));
 }
+
+// The manifest before scale_fixup was appended.
+constexpr size_t kManifestV1Size = offsetof(mxfp8_bucket_manifest, scales_layouts) + sizeof(const int32_t *);
 
 mxfp8_bucket_manifest read_manifest(const mxfp8_bucket_manifest *given) {
   if (!given) fail(MXFP8_ERROR_INVALID_ARGUMENT, "manifest is NULL");
   const mxfp8_bucket_manifest defaults = MXFP8_BUCKET_MANIFEST_INIT;
   const mxfp8_bucket_manifest m =
-      read_sized_struct(given, defaults, sizeof(mxfp8_bucket_manifest), "manifest", "MXFP8_BUCKET_MANIFEST_INIT");
+      read_sized_struct(given, defaults, kManifestV1Size, "manifest", "MXFP8_BUCKET_MANIFEST_INIT");
   if (m.reserved != 0) fail(MXFP8_ERROR_INVALID_ARGUMENT, "manifest.reserved is ", m.reserved, ", must be 0");
+  if (m.reserved2 != 0) fail(MXFP8_ERROR_INVALID_ARGUMENT, "manifest.reserved2 is ", m.reserved2, ", must be 0");
+  zero_as_one(m.scale_fixup, "manifest.scale_fixup");
   check_count(m.count);
   if (m.count > 0) {
     if (!m.entries) fail(MXFP8_ERROR_INVALID_ARGUMENT, "manifest.entries is NULL");
@@ -165,22 +152,29 @@ ExportJobs import_bucket_jobs(const DLTensor *bucket, const mxfp8_bucket_manifes
                                   {MXFP8_DIRECTION_COLUMNWISE, "MXFP8_DIRECTION_COLUMNWISE"}});
     const int32_t layout = m.scales_layouts ? m.scales_layouts[i] : MXFP8_LAYOUT_COMPACT;
     std::snprintf(field, sizeof field, "manifest.scales_layouts[%zu]", i);
-    check_layout(layout, field);
+    const LayoutInfo &info = layout_info(layout, field);
+    if (info.permutes_value_rows)
+      fail(MXFP8_ERROR_UNSUPPORTED, field, " is ", info.enum_name, " (", info.value, "): a bucket carries values in "
+           "row order, so its scales cannot be in a layout that permutes rows");
     const bool columnwise = direction == MXFP8_DIRECTION_COLUMNWISE;
     const int64_t scale_rows = columnwise ? ceil_div(rows, kBlockSize) : rows;
     const int64_t scale_cols = columnwise ? cols : ceil_div(cols, kBlockSize);
-    const int64_t scales_bytes = layout_bytes(layout, scale_rows, scale_cols, columnwise);
+    const int64_t scales_bytes = layout_bytes(info, scale_rows, scale_cols, columnwise, field);
 
     const mxfp8_bucket_entry &e = m.entries[i];
     check_part(i, "values", e.values_offset, e.values_bytes, values_bytes, "row-major", size);
-    check_part(i, "scales", e.scales_offset, e.scales_bytes, scales_bytes, layout_name(layout), size);
+    check_part(i, "scales", e.scales_offset, e.scales_bytes, scales_bytes, info.label, size);
     const CheckedDestination d = check_destination(destinations, i, format, values_bytes, scale_rows, scale_cols,
-                                                   columnwise, bucket->device, "the bucket is", spans);
+                                                   columnwise, bucket->device, "the bucket is",
+                                                   m.scale_fixup == MXFP8_SCALE_FIXUP_ZERO_EXPONENT_AS_ONE, spans);
 
     const uint8_t *scales = base + e.scales_offset;
     ScaleSource source{nullptr, columnwise, ByteMatrix{const_cast<uint8_t *>(scales), scale_rows, scale_cols, scale_cols, 1},
                        scale_rows, scale_cols};
-    if (layout == MXFP8_LAYOUT_CUTLASS_128X4) source = ScaleSource{scales, columnwise, ByteMatrix{}, scale_rows, scale_cols};
+    if (layout != MXFP8_LAYOUT_COMPACT) {  // a packed layout: the 128x4 one, or an engine's
+      source = ScaleSource{scales, columnwise, ByteMatrix{}, scale_rows, scale_cols};
+      source.layout = layout;
+    }
     add_tensor_jobs(jobs, base + e.values_offset, values_bytes, source, columnwise, d);
   }
   check_no_overlap(spans);
@@ -196,6 +190,7 @@ ExportJobs import_tensor_jobs(const mxfp8_tensor *const *tensors, size_t count, 
   check_count(count);
   const auto direction = static_cast<mxfp8_direction>(o.direction);
   const bool columnwise = direction == MXFP8_DIRECTION_COLUMNWISE;
+  const bool fixup = zero_as_one(o.scale_fixup, "options.scale_fixup");
   std::vector<Span> spans;
   spans.reserve(6 * count);
   std::vector<ScaleJob> &jobs = result.jobs;
@@ -210,7 +205,7 @@ ExportJobs import_tensor_jobs(const mxfp8_tensor *const *tensors, size_t count, 
     const Direction &dir = require_direction(*t, direction);
     const int64_t values_bytes = t->rows * t->cols;  // validated when the tensor was created
     const CheckedDestination d = check_destination(destinations, i, t->format, values_bytes, dir.scale_rows,
-                                                   dir.scale_cols, columnwise, t->device, "the tensors are", spans);
+                                                   dir.scale_cols, columnwise, t->device, "the tensors are", fixup, spans);
     add_read_spans(*t, i, "tensors", spans);
     add_tensor_jobs(jobs, byte_pointer(dir.data->dl_tensor), values_bytes, dir.source, columnwise, d);
   }

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "core/error.hpp"
+#include "core/indexed_name.hpp"
 #include "core/shape.hpp"
 
 namespace mxfp8 {
@@ -130,6 +131,17 @@ uint8_t *expect_buffer(const DLTensor &t, const BufferCheck &c) {
   if (numel == 0) return nullptr;
   if (!t.data) fail(MXFP8_ERROR_INVALID_ARGUMENT, c.name, ": data is NULL");
   return byte_pointer(t);
+}
+
+uint8_t *expect_indexed_buffer(const DLTensor &t, BufferCheck check, size_t index, const char *suffix) {
+  try {
+    return expect_buffer(t, check);
+  } catch (const Error &) {
+    const IndexedName name(check.name, index, suffix);
+    check.name = name;
+    expect_buffer(t, check);  // the checks only read, so this fails the same way, now naming the argument
+    throw;
+  }
 }
 
 void check_scale_dtype(const DLTensor &t, const char *name) {

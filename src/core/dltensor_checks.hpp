@@ -48,6 +48,9 @@ struct BufferCheck {
 };
 // Returns data + byte_offset, or NULL for an empty buffer.
 uint8_t *expect_buffer(const DLTensor &t, const BufferCheck &check);
+// The same for argument `check.name[index]suffix` of a batched call (e.g. "destinations[7].values"):
+// the name is formatted only when a check fails, since these run once per tensor of a whole model.
+uint8_t *expect_indexed_buffer(const DLTensor &t, BufferCheck check, size_t index, const char *suffix = "");
 // uint8 or float8_e8m0fnu, the two dtypes an E8M0 scale byte may carry.
 void check_scale_dtype(const DLTensor &t, const char *name);
 

@@ -30,20 +30,41 @@ Span span_of(const void *begin, int64_t bytes, const char *kind, size_t index, b
   return Span{reinterpret_cast<uintptr_t>(begin), static_cast<uint64_t>(bytes), kind, index, written};
 }
 
-void check_no_overlap(std::vector<Span> &spans) {
-  spans.erase(std::remove_if(spans.begin(), spans.end(), [](const Span &s) { return s.bytes == 0; }), spans.end());
-  std::stable_sort(spans.begin(), spans.end(), [](const Span &a, const Span &b) { return a.begin < b.begin; });
-  // Sweeping in address order, a span overlaps an earlier one exactly when it starts before the furthest
-  // end seen so far: over all spans for a written one, over the written ones for a read one.
-  const Span *furthest = nullptr, *furthest_written = nullptr;
-  for (const Span &s : spans) {
-    const Span *hit = s.written ? furthest : furthest_written;
-    if (hit && s.begin < end_of(hit))
-      fail(MXFP8_ERROR_INVALID_ARGUMENT, name_of(s), " and ", name_of(*hit), " overlap in memory (",
-           s.written && hit->written ? "two outputs" : "an output and an input",
-           " of one call must not share bytes)");
-    if (!furthest || end_of(&s) > end_of(furthest)) furthest = &s;
-    if (s.written && (!furthest_written || end_of(&s) > end_of(furthest_written))) furthest_written = &s;
+void check_no_overlap(const std::vector<Span> &spans) {
+  // Messages name the span that starts later (at the same address: the one listed later) first.
+  const auto later = [&](uint32_t a, uint32_t b) {
+    return spans[a].begin != spans[b].begin ? spans[a].begin > spans[b].begin : a > b;
+  };
+  const auto report = [&](uint32_t a, uint32_t b) {
+    if (later(b, a)) std::swap(a, b);
+    const Span &s = spans[a], &hit = spans[b];
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, name_of(s), " and ", name_of(hit), " overlap in memory (",
+         s.written && hit.written ? "two outputs" : "an output and an input", " of one call must not share bytes)");
+  };
+  // Written spans in address order: each must start at or after the furthest end before it. Only they
+  // are sorted (a batched call over a model has a few read spans for each written one).
+  std::vector<uint32_t> writes;
+  writes.reserve(spans.size());
+  for (size_t i = 0; i < spans.size(); ++i)
+    if (spans[i].written && spans[i].bytes > 0) writes.push_back(static_cast<uint32_t>(i));
+  const auto before = [&](uint32_t a, uint32_t b) { return later(b, a); };
+  if (!std::is_sorted(writes.begin(), writes.end(), before))  // destinations laid out in order: no sort
+    std::sort(writes.begin(), writes.end(), before);
+  for (size_t k = 1, furthest = 0; k < writes.size(); ++k) {
+    if (spans[writes[k]].begin < end_of(&spans[writes[furthest]])) report(writes[k], writes[furthest]);
+    furthest = k;  // disjoint so far, so this one ends furthest
+  }
+  // The written spans are now disjoint and sorted, so their ends are sorted too: the only one a read span
+  // can meet first is the first that ends after the read span begins. Read spans outside the written
+  // range as a whole (the usual case: sources and destinations in different allocations) skip the search.
+  if (writes.empty()) return;
+  const uintptr_t written_begin = spans[writes.front()].begin, written_end = end_of(&spans[writes.back()]);
+  for (size_t i = 0; i < spans.size(); ++i) {
+    const Span &r = spans[i];
+    if (r.written || r.bytes == 0 || end_of(&r) <= written_begin || r.begin >= written_end) continue;
+    const auto w = std::partition_point(writes.begin(), writes.end(),
+                                        [&](uint32_t k) { return end_of(&spans[k]) <= r.begin; });
+    if (w != writes.end() && spans[*w].begin < end_of(&r)) report(static_cast<uint32_t>(i), *w);
   }
 }
 

@@ -31,7 +31,7 @@ Span span_of(const ByteMatrix &m, const char *kind, size_t index, bool written);
 Span span_of(const void *begin, int64_t bytes, const char *kind, size_t index, bool written);
 
 // Fails with MXFP8_ERROR_INVALID_ARGUMENT naming both buffers when a written span overlaps any other
-// span; read spans may overlap each other. O(n log n); reorders `spans`.
-void check_no_overlap(std::vector<Span> &spans);
+// span; read spans may overlap each other. O(w log w + r log w) for w written and r read spans.
+void check_no_overlap(const std::vector<Span> &spans);
 
 }  // namespace mxfp8

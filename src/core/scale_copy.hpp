@@ -6,6 +6,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "mxfp8/mxfp8.h"
+
 namespace mxfp8 {
 
 // A 2-D byte matrix with element strides (in bytes, since every scale is one byte).
@@ -24,11 +26,21 @@ struct ByteMatrix {
 //    dst.cols matrix (dst's strides unused), padding as zeros, from `src` (any strides, e.g. a transposed
 //    view for columnwise scales) or, when `swizzled` is set, from a swizzled buffer of the same matrix:
 //    then it is a copy whose padding is zeroed, since a producer's padding is never trusted.
+//  - a layout job (layout >= 0): every byte of the matrix M (dst.rows x dst.cols) in `layout`
+//    (target_layout.hpp) at dst.data, padding as zeros, gathered byte by byte through the layout's
+//    inverse index from S (M = S, or S^T when read_transposed) as stored: `swizzled` in
+//    `source_layout` (of S, or S^T when source_transposed, as ScaleSource says) or else the row-major
+//    `src`. Any layout to any layout, so a new engine layout needs no job of its own.
 struct ScaleJob {
   const uint8_t *swizzled;
   ByteMatrix src;
   ByteMatrix dst;
   bool to_swizzled = false;
+  int32_t layout = -1;
+  int32_t source_layout = MXFP8_LAYOUT_CUTLASS_128X4;
+  bool source_transposed = false;
+  bool read_transposed = false;
+  bool zero_as_one = false;  // MXFP8_SCALE_FIXUP_ZERO_EXPONENT_AS_ONE
 };
 
 // The swizzled buffer of an R x C matrix: roundup(R, 128) * roundup(C, 4) contiguous bytes.
@@ -40,6 +52,8 @@ void swizzle_host(ByteMatrix src, uint8_t *swizzled);
 void copy_matrix_host(ByteMatrix src, ByteMatrix dst);
 // The swizzled buffer of a rows x cols matrix copied from `src` (the same layout), padding as zeros.
 void copy_swizzled_host(const uint8_t *src, uint8_t *dst, int64_t rows, int64_t cols);
+// A layout job (layout >= 0), on host memory.
+void write_layout_host(const ScaleJob &job);
 // Any job, on host memory.
 void run_job_host(const ScaleJob &job);
 

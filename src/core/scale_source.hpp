@@ -8,6 +8,7 @@
 #include "core/error.hpp"
 #include "core/scale_copy.hpp"
 #include "core/swizzle_index.hpp"
+#include "core/target_layout.hpp"
 
 namespace mxfp8 {
 
@@ -17,10 +18,14 @@ struct ScaleSource {
   ByteMatrix row_major;
   int64_t rows;
   int64_t cols;
+  // The mxfp8_layout `swizzled` is in: the 128x4 layout as producers store it, or an engine layout a
+  // bucket carries (then only layout jobs read it, never transposed).
+  int32_t layout = MXFP8_LAYOUT_CUTLASS_128X4;
 };
 
 MXFP8_HOST_DEVICE inline const uint8_t *scale_address(const ScaleSource &s, int64_t r, int64_t c) {
   if (!s.swizzled) return s.row_major.data + r * s.row_major.row_stride + c * s.row_major.col_stride;
+  if (s.layout != MXFP8_LAYOUT_CUTLASS_128X4) return s.swizzled + layout_offset(s.layout, s.rows, s.cols, r, c);
   const int64_t padded = s.transposed ? (s.rows + kTileCols - 1) / kTileCols * kTileCols
                                       : (s.cols + kTileCols - 1) / kTileCols * kTileCols;
   return s.swizzled + (s.transposed ? swizzled_offset(c, r, padded) : swizzled_offset(r, c, padded));
@@ -47,6 +52,41 @@ inline ScaleJob swizzled_job(const ScaleSource &s, bool transposed, uint8_t *dst
   const ByteMatrix &m = s.row_major;
   const ByteMatrix src = transposed ? ByteMatrix{m.data, m.cols, m.rows, m.col_stride, m.row_stride} : m;
   return ScaleJob{nullptr, src, out, true};
+}
+
+// The job writing M in `layout` at `dst` (every byte, padding as zeros): M = S, or S^T when
+// `transposed` (columnwise scales in a layout that lays out their transpose); byte 0 written as 1 when
+// `zero_as_one`.
+inline ScaleJob layout_job(const ScaleSource &s, int32_t layout, bool transposed, uint8_t *dst, bool zero_as_one) {
+  ScaleJob job{s.swizzled, s.row_major, ByteMatrix{dst, transposed ? s.cols : s.rows, transposed ? s.rows : s.cols, 0, 0}};
+  job.layout = layout;
+  job.source_layout = s.layout;
+  job.source_transposed = s.transposed;
+  job.read_transposed = transposed;
+  job.zero_as_one = zero_as_one;
+  return job;
+}
+
+// The source a layout job reads, as a ScaleSource of S.
+MXFP8_HOST_DEVICE inline ScaleSource layout_job_source(const ScaleJob &job) {
+  const int64_t rows = job.read_transposed ? job.dst.cols : job.dst.rows;
+  const int64_t cols = job.read_transposed ? job.dst.rows : job.dst.cols;
+  ScaleSource s{job.swizzled, job.source_transposed, job.src, rows, cols};
+  s.layout = job.source_layout;
+  return s;
+}
+
+// The job writing S in `layout` at `dst`, the fastest job that does it: the dedicated compact and 128x4
+// jobs for the layouts they write, a layout job for the others and whenever bytes are rewritten.
+inline ScaleJob scale_job(const ScaleSource &s, int32_t layout, bool columnwise, uint8_t *dst, bool zero_as_one) {
+  const bool packed_source = s.swizzled && s.layout != MXFP8_LAYOUT_CUTLASS_128X4;
+  if (!zero_as_one && !packed_source) {
+    if (layout == MXFP8_LAYOUT_COMPACT) return compact_job(s, dst);
+    if (layout == MXFP8_LAYOUT_CUTLASS_128X4 && (!s.swizzled || s.transposed == columnwise))
+      return swizzled_job(s, columnwise, dst);
+  }
+  // 128x4 lays out columnwise scales transposed; the other layouts lay out S as it is.
+  return layout_job(s, layout, layout == MXFP8_LAYOUT_CUTLASS_128X4 && columnwise, dst, zero_as_one);
 }
 
 // Block (br, bc) of the 32-wide blocks along `axis`: its first stored scale in *value, and the row-major

@@ -36,7 +36,9 @@
 #include "core/error.hpp"
 #include "core/scale_copy.hpp"
 #include "core/shape.hpp"
+#include "core/scale_source.hpp"
 #include "core/swizzle_index.hpp"
+#include "core/target_layout.hpp"
 
 namespace mxfp8::cuda {
 namespace {
@@ -82,14 +84,31 @@ struct DeviceJob {
   int32_t word_stores;      // dst rows are 4-byte aligned with col_stride 1
   int32_t direct;           // narrow matrix: chunks are runs of whole tiles, scattered without a gather
   int32_t tile_rows;        // ceil(rows / 128)
-  int32_t to_swizzled;      // writes the swizzled buffer at dst (see ScaleJob)
+  // Nonzero: the job writes a packed buffer at dst, with no shared-memory staging. 1: the 128x4 swizzle
+  // (see ScaleJob); kLayoutJob | the bits of layout_job_bits: a layout job (folded into this field so
+  // that a job stays 96 bytes and a launch takes 320 of them).
+  int32_t to_swizzled;
 };
+
+// A layout job's description in DeviceJob::to_swizzled: the target layout (bits 0-7), the source's
+// packed layout (8-15), and three flags.
+constexpr int32_t kLayoutJob = 1 << 30;
+constexpr int32_t kSourceTransposed = 1 << 16, kReadTransposed = 1 << 17, kZeroAsOne = 1 << 18;
+// Output words of a layout job's chunk: 4 per thread, as the other chunks move 4 vectors per thread.
+template <class W>
+constexpr int64_t kLayoutWordsPerChunk = int64_t{W::kThreads} * 4;
+
+int32_t layout_job_bits(const ScaleJob &j) {
+  return kLayoutJob | j.layout | (j.source_layout << 8) | (j.source_transposed ? kSourceTransposed : 0) |
+         (j.read_transposed ? kReadTransposed : 0) | (j.zero_as_one ? kZeroAsOne : 0);
+}
 
 template <int kCapacity>
 struct JobBatch {
   int32_t count;
   DeviceJob jobs[kCapacity];
 };
+static_assert(sizeof(DeviceJob) == 96, "a launch's kMaxJobsPerLaunch jobs must stay under the 32 KiB parameter limit");
 
 __device__ uint32_t load_word_bytes(const uint8_t *p, int valid) {
   uint32_t w = 0;
@@ -115,6 +134,7 @@ __device__ Chunk locate(const JobBatch<kCapacity> &batch, int32_t chunk, int &jo
   while (job_index + 1 < batch.count && batch.jobs[job_index + 1].first_block <= chunk) ++job_index;
   const DeviceJob &job = batch.jobs[job_index];
   const int local = chunk - job.first_block;
+  if (job.to_swizzled & kLayoutJob) return Chunk{&job, local, 0, 0, 0};  // linear_tile: the chunk's index
   if (job.direct) {
     const int64_t first = static_cast<int64_t>(local) * W::kTilesPerChunk;
     const int64_t total = static_cast<int64_t>(job.tile_rows) * job.tile_cols;
@@ -269,9 +289,73 @@ __device__ void store_swizzled_chunk(const Chunk &c) {
   }
 }
 
+// A layout job's chunk: thread t writes output words t, t + kThreads, ... of the chunk's run, so the
+// warp's stores are contiguous. Each word is gathered through the layout's inverse index: for layouts
+// whose words are 4 columns of one row (layout_packs_row_words) one lookup and, from a row-major source
+// with aligned rows, one 32-bit load per word; otherwise byte by byte.
 template <class W>
+__device__ void store_layout_chunk(const Chunk &c) {
+  const DeviceJob job = *c.job;
+  const int32_t bits = job.to_swizzled;
+  const int32_t layout = bits & 0xFF;
+  const bool read_transposed = bits & kReadTransposed, zero_as_one = bits & kZeroAsOne;
+  const int64_t rows = job.rows, cols = job.cols;  // of the matrix laid out: S, or S^T
+  const int64_t s_rows = read_transposed ? cols : rows, s_cols = read_transposed ? rows : cols;
+  ScaleSource source{job.swizzled, (bits & kSourceTransposed) != 0,
+                     ByteMatrix{const_cast<uint8_t *>(job.src), s_rows, s_cols, job.src_row_stride, job.src_col_stride},
+                     s_rows, s_cols};
+  source.layout = (bits >> 8) & 0xFF;
+  const int64_t bytes = layout_size(layout, rows, cols);
+  const bool row_words = layout_packs_row_words(layout) && !read_transposed;
+  const bool word_loads = row_words && !job.swizzled && job.src_col_stride == 1 &&
+                          (reinterpret_cast<uintptr_t>(job.src) & 3) == 0 && (job.src_row_stride & 3) == 0;
+  const bool word_stores = (reinterpret_cast<uintptr_t>(job.dst) & 3) == 0;
+  const int64_t first = c.linear_tile * kLayoutWordsPerChunk<W>;
+#pragma unroll
+  for (int v = 0; v < 4; ++v) {
+    const int64_t w = first + threadIdx.x + v * W::kThreads;
+    if (4 * w >= bytes) break;
+    uint32_t word = 0;
+    if (row_words) {
+      int64_t r, c0;
+      if (layout_element(layout, rows, cols, 4 * w, &r, &c0)) {
+        const int valid = c0 + 4 <= cols ? 4 : static_cast<int>(cols - c0);
+        if (word_loads && valid == 4) {
+          word = __ldg(reinterpret_cast<const uint32_t *>(job.src + r * job.src_row_stride + c0));
+        } else {
+          for (int b = 0; b < valid; ++b) word |= static_cast<uint32_t>(*scale_address(source, r, c0 + b)) << (8 * b);
+        }
+        if (zero_as_one)
+          for (int b = 0; b < valid; ++b)
+            if (((word >> (8 * b)) & 0xFF) == 0) word |= 1u << (8 * b);
+      }
+    } else {
+      for (int b = 0; b < 4 && 4 * w + b < bytes; ++b) {
+        int64_t r, cc;
+        if (!layout_element(layout, rows, cols, 4 * w + b, &r, &cc)) continue;
+        uint8_t value = read_transposed ? *scale_address(source, cc, r) : *scale_address(source, r, cc);
+        if (zero_as_one && value == 0) value = 1;
+        word |= static_cast<uint32_t>(value) << (8 * b);
+      }
+    }
+    uint8_t *out = job.dst + 4 * w;
+    if (word_stores && 4 * w + 4 <= bytes) {
+      *reinterpret_cast<uint32_t *>(out) = word;
+    } else {
+      for (int b = 0; b < 4 && 4 * w + b < bytes; ++b) out[b] = static_cast<uint8_t>(word >> (8 * b));
+    }
+  }
+}
+
+// kSwizzleJobs: the launch holds swizzle or layout jobs (the import side). Launches without them (every
+// export) use the instantiation without those paths: with them compiled in, ptxas spilled 140 bytes a
+// thread (16 without) under the 64-register cap.
+template <class W, bool kSwizzleJobs>
 __device__ void store_chunk(const Chunk &c, const uint32_t *tiles) {
-  if (c.job->to_swizzled) return store_swizzled_chunk<W>(c);
+  if constexpr (kSwizzleJobs) {
+    if (c.job->to_swizzled & kLayoutJob) return store_layout_chunk<W>(c);
+    if (c.job->to_swizzled) return store_swizzled_chunk<W>(c);
+  }
   if (c.job->direct) return store_direct_chunk<W>(c, tiles);
   // A register copy: through the pointer, every global store below could alias the job's fields.
   const DeviceJob job = *c.job;
@@ -319,7 +403,7 @@ __device__ void store_chunk(const Chunk &c, const uint32_t *tiles) {
 // A persistent grid: block b produces chunks b, b + gridDim.x, ... of the whole batch. The loads of
 // the next chunk are issued before the current one is stored, so every block keeps reads in flight
 // while it writes.
-template <class W, int kCapacity>
+template <class W, int kCapacity, bool kSwizzleJobs>
 __global__ void __launch_bounds__(W::kThreads, W::kMinBlocksPerSm) produce_compact_kernel(const __grid_constant__ JobBatch<kCapacity> batch,
                                                                    int32_t total_chunks) {
   __shared__ __align__(16) uint32_t tiles[W::kSmemWords];
@@ -335,7 +419,7 @@ __global__ void __launch_bounds__(W::kThreads, W::kMinBlocksPerSm) produce_compa
     const int32_t next = chunk + static_cast<int32_t>(gridDim.x);
     const bool has_next = next < total_chunks;
     if (has_next) load_chunk<W>(locate<W>(batch, next, job_index), regs);
-    store_chunk<W>(current, tiles);
+    store_chunk<W, kSwizzleJobs>(current, tiles);
     __syncthreads();
     if (!has_next) break;
     chunk = next;
@@ -392,22 +476,34 @@ int32_t checked_int32(int64_t v, const char *what) {
   return static_cast<int32_t>(v);
 }
 
+template <class W, int kCapacity, bool kSwizzleJobs>
+void launch_kernel(const JobBatch<kCapacity> &batch, int64_t chunks, cudaStream_t stream) {
+  constexpr auto kernel = produce_compact_kernel<W, kCapacity, kSwizzleJobs>;
+  const int64_t grid = std::min<int64_t>(chunks, resident_blocks<kernel>(W::kThreads));
+  kernel<<<static_cast<unsigned>(grid), W::kThreads, 0, stream>>>(batch, static_cast<int32_t>(chunks));
+  check(cudaGetLastError(), "launching the scale unswizzle kernel");
+}
+
 template <class W, int kCapacity>
 void launch_batch(const JobBatch<kCapacity> &batch, int64_t chunks, cudaStream_t stream) {
   if (chunks == 0) return;
-  const int64_t grid = std::min<int64_t>(chunks, resident_blocks<produce_compact_kernel<W, kCapacity>>(W::kThreads));
-  produce_compact_kernel<W, kCapacity><<<static_cast<unsigned>(grid), W::kThreads, 0, stream>>>(batch,
-                                                                                          static_cast<int32_t>(chunks));
-  check(cudaGetLastError(), "launching the scale unswizzle kernel");
+  bool swizzle_jobs = false;
+  for (int i = 0; i < batch.count; ++i) swizzle_jobs |= batch.jobs[i].to_swizzled != 0;
+  if (swizzle_jobs) launch_kernel<W, kCapacity, true>(batch, chunks, stream);
+  else launch_kernel<W, kCapacity, false>(batch, chunks, stream);
 }
 
 // Narrow swizzled matrices (rows shorter than half a chunk) take direct chunks: whole tiles in storage
 // order, so a chunk stays full however few scales a row holds (an MoE down projection has 24).
 bool is_direct(const ScaleJob &job, int tiles_per_chunk) {
-  return job.swizzled && !job.to_swizzled && 2 * ceil_div(job.dst.cols, kTileCols) <= tiles_per_chunk;
+  return job.swizzled && !job.to_swizzled && job.layout < 0 && 2 * ceil_div(job.dst.cols, kTileCols) <= tiles_per_chunk;
 }
 
-int64_t chunks_of(const ScaleJob &job, int tiles_per_chunk) {
+template <class W>
+int64_t chunks_of(const ScaleJob &job) {
+  constexpr int tiles_per_chunk = W::kTilesPerChunk;
+  if (job.layout >= 0)
+    return ceil_div(ceil_div(layout_size(job.layout, job.dst.rows, job.dst.cols), 4), kLayoutWordsPerChunk<W>);
   const int64_t tile_rows = ceil_div(job.dst.rows, kTileRows), tile_cols = ceil_div(job.dst.cols, kTileCols);
   if (is_direct(job, tiles_per_chunk)) return ceil_div(tile_rows * tile_cols, tiles_per_chunk);
   return tile_rows * ceil_div(tile_cols, tiles_per_chunk);
@@ -429,7 +525,7 @@ int64_t fill_batch(JobBatch<kCapacity> &batch, const ScaleJob *jobs, size_t coun
     j.dst_row_stride = in.dst.row_stride;
     j.dst_col_stride = in.dst.col_stride;
     j.src_col_stride = in.src.col_stride;
-    j.to_swizzled = in.to_swizzled;
+    j.to_swizzled = in.layout >= 0 ? layout_job_bits(in) : in.to_swizzled;
     j.rows = checked_int32(in.dst.rows, "scale rows");
     j.cols = checked_int32(in.dst.cols, "scale columns");
     j.tile_cols = static_cast<int32_t>(ceil_div(j.cols, kTileCols));
@@ -439,7 +535,7 @@ int64_t fill_batch(JobBatch<kCapacity> &batch, const ScaleJob *jobs, size_t coun
                     (in.dst.row_stride & 3) == 0;
     j.direct = is_direct(in, W::kTilesPerChunk);
     j.tile_rows = static_cast<int32_t>(ceil_div(j.rows, kTileRows));
-    blocks += chunks_of(in, W::kTilesPerChunk);
+    blocks += chunks_of<W>(in);
     checked_int32(blocks, "blocks in one launch");
     ++batch.count;
   }
@@ -463,8 +559,9 @@ void run_jobs_with(const ScaleJob *jobs, size_t count, cudaStream_t stream) {
 bool wide_chunks_pay(const ScaleJob *jobs, size_t count) {
   int64_t chunks = 0;
   for (size_t i = 0; i < count; ++i)
-    if (jobs[i].dst.rows > 0 && jobs[i].dst.cols > 0) chunks += chunks_of(jobs[i], Wide::kTilesPerChunk);
-  return chunks >= int64_t{kWideChunksPerBlock} * resident_blocks<produce_compact_kernel<Wide, kMaxJobsPerLaunch>>(Wide::kThreads);
+    if (jobs[i].dst.rows > 0 && jobs[i].dst.cols > 0) chunks += chunks_of<Wide>(jobs[i]);
+  return chunks >= int64_t{kWideChunksPerBlock} *
+                       resident_blocks<produce_compact_kernel<Wide, kMaxJobsPerLaunch, false>>(Wide::kThreads);
 }
 
 // Large contiguous copies (the values of a bucket or an import) go through cudaMemcpyAsync, which moves
@@ -489,7 +586,7 @@ int64_t copy_engine_min_bytes() {
 
 // A job that copies one contiguous run of bytes (rows of a flat copy, both sides dense).
 bool is_flat_copy(const ScaleJob &j) {
-  return !j.swizzled && !j.to_swizzled && j.src.col_stride == 1 && j.dst.col_stride == 1 &&
+  return !j.swizzled && !j.to_swizzled && j.layout < 0 && j.src.col_stride == 1 && j.dst.col_stride == 1 &&
          j.src.row_stride == j.src.cols && j.dst.row_stride == j.dst.cols;
 }
 

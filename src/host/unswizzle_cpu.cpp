@@ -80,7 +80,9 @@ void copy_swizzled_host(const uint8_t *src, uint8_t *dst, int64_t rows, int64_t 
 }
 
 void run_job_host(const ScaleJob &job) {
-  if (job.to_swizzled) {
+  if (job.layout >= 0) {
+    write_layout_host(job);
+  } else if (job.to_swizzled) {
     if (job.swizzled) copy_swizzled_host(job.swizzled, job.dst.data, job.dst.rows, job.dst.cols);
     else swizzle_host(job.src, job.dst.data);
   } else if (job.swizzled) {

@@ -32,11 +32,11 @@ typedef struct {
 } create_case;
 
 /* The rows of docs/errors.md, in the order the cases run. */
-static char doc_rows[256][640];
+static char doc_rows[512][640];
 static int doc_count = 0;
 
 static void record_for_doc(const char *call, const char *input, mxfp8_status status) {
-  if (doc_count < 256)
+  if (doc_count < 512)
     snprintf(doc_rows[doc_count++], sizeof doc_rows[0], "| `%s` | %s | `%s` (%d) | %s |", call, input,
              mxfp8_status_string(status), (int)status, mxfp8_last_error());
 }
@@ -233,7 +233,7 @@ typedef struct {
 } export_case;
 
 #define OPTS_ALL(size, dir, vd, sd, pad, res, granularity, res2) \
-  { (uint32_t)(size), dir, vd, sd, pad, res, NULL, NULL, granularity, res2 }
+  { (uint32_t)(size), dir, vd, sd, pad, res, NULL, NULL, granularity, res2, MXFP8_SCALE_FIXUP_NONE, 0u }
 #define OPTS(size, dir, vd, sd, pad, res) OPTS_ALL(size, dir, vd, sd, pad, res, MXFP8_SCALES_PER_32, 0u)
 #define GOOD_SIZE sizeof(mxfp8_export_options)
 static const export_case kExportCases[] = {
@@ -1227,7 +1227,9 @@ static void i_shape_null(import_fixture *f) { f->shapes[1] = NULL; }
 static void i_shape_negative(import_fixture *f) { f->shape1[0] = -40; }
 static void i_format_unknown(import_fixture *f) { f->formats[1] = 3; }
 static void i_direction_unknown(import_fixture *f) { f->directions[1] = 2; }
-static void i_layout_unknown(import_fixture *f) { f->layouts[1] = 2; }
+static void i_layout_unknown(import_fixture *f) { f->layouts[1] = 9; }
+static void i_layout_trtllm(import_fixture *f) { f->layouts[1] = MXFP8_LAYOUT_TRTLLM_SHUFFLED; }
+static void i_layout_deepgemm_compact_part(import_fixture *f) { f->layouts[1] = MXFP8_LAYOUT_DEEPGEMM_PACKED; }
 static void i_values_bytes_wrong(import_fixture *f) { f->entries[1].values_bytes = 2559; }
 static void i_compact_part_called_swizzled(import_fixture *f) { f->layouts[1] = MXFP8_LAYOUT_CUTLASS_128X4; }
 static void i_part_past_end(import_fixture *f) { f->entries[1].scales_offset = kImportBucketBytes - 79; }
@@ -1237,7 +1239,10 @@ static void i_bucket_float32(import_fixture *f) { f->bucket_tensor.dtype = (DLDa
 static void i_destinations_null(import_fixture *f) { f->dst_arg = NULL; }
 static void i_values_null(import_fixture *f) { f->dst[1].values = NULL; }
 static void i_scales_null(import_fixture *f) { f->dst[1].scales = NULL; }
-static void i_target_unknown(import_fixture *f) { f->dst[1].scales_layout = 2; }
+static void i_target_unknown(import_fixture *f) { f->dst[1].scales_layout = 9; }
+static void i_target_trtllm(import_fixture *f) { f->dst[1].scales_layout = MXFP8_LAYOUT_TRTLLM_SHUFFLED; }
+static void i_manifest_fixup_unknown(import_fixture *f) { f->manifest.scale_fixup = 2; }
+static void i_manifest_reserved2(import_fixture *f) { f->manifest.reserved2 = 1; }
 static void i_destination_reserved(import_fixture *f) { f->dst[1].reserved = 9; }
 static void i_values_float32(import_fixture *f) { f->v1.dtype = (DLDataType){kDLFloat, 32, 1}; f->v1_shape[0] = 640; }
 static void i_values_wrong_fp8(import_fixture *f) { f->v0.dtype.code = kDLFloat8_e5m2; }
@@ -1267,7 +1272,11 @@ static const import_case kImportCases[] = {
     {"mxfp8_import_bucket", "a negative dimension", i_shape_negative, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.shapes[1] (-40, 64) has a negative dimension"},
     {"mxfp8_import_bucket", "an unknown format", i_format_unknown, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.formats[1] is 3, expected MXFP8_FORMAT_E4M3 (1) or MXFP8_FORMAT_E5M2 (2)"},
     {"mxfp8_import_bucket", "an unknown direction", i_direction_unknown, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.directions[1] is 2"},
-    {"mxfp8_import_bucket", "an unknown scales layout", i_layout_unknown, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.scales_layouts[1] is 2, expected MXFP8_LAYOUT_COMPACT (0) or MXFP8_LAYOUT_CUTLASS_128X4 (1)"},
+    {"mxfp8_import_bucket", "an unknown scales layout", i_layout_unknown, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.scales_layouts[1] is 9, expected MXFP8_LAYOUT_COMPACT (0) or MXFP8_LAYOUT_CUTLASS_128X4 (1) or MXFP8_LAYOUT_TRTLLM_SHUFFLED (2) or MXFP8_LAYOUT_DEEPGEMM_PACKED (3)"},
+    {"mxfp8_import_bucket", "a bucket part in the TRT-LLM layout (rows permuted)", i_layout_trtllm, MXFP8_ERROR_UNSUPPORTED, "manifest.scales_layouts[1] is MXFP8_LAYOUT_TRTLLM_SHUFFLED (2)"},
+    {"mxfp8_import_bucket", "compact scales recorded as DeepGEMM packed (a double transform)", i_layout_deepgemm_compact_part, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.entries[1] gives 80 bytes of scales, its shape and DeepGEMM packed layout give 160"},
+    {"mxfp8_import_bucket", "an unknown manifest scale_fixup", i_manifest_fixup_unknown, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.scale_fixup is 2, expected MXFP8_SCALE_FIXUP_NONE (0) or MXFP8_SCALE_FIXUP_ZERO_EXPONENT_AS_ONE (1)"},
+    {"mxfp8_import_bucket", "manifest reserved2 set", i_manifest_reserved2, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.reserved2 is 1, must be 0"},
     {"mxfp8_import_bucket", "values bytes that do not match the shape", i_values_bytes_wrong, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.entries[1] gives 2559 bytes of values, its shape and row-major layout give 2560"},
     {"mxfp8_import_bucket", "compact scales recorded as 128x4 (a double transform)", i_compact_part_called_swizzled, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.entries[1] gives 80 bytes of scales, its shape and 128x4 swizzled layout give 512"},
     {"mxfp8_import_bucket", "a part past the end of the bucket", i_part_past_end, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.entries[1]: its 80 bytes of scales at byte 7625 run past the end of a bucket of 7704 bytes"},
@@ -1277,7 +1286,8 @@ static const import_case kImportCases[] = {
     {"mxfp8_import_bucket", "destinations NULL", i_destinations_null, MXFP8_ERROR_INVALID_ARGUMENT, "destinations is NULL"},
     {"mxfp8_import_bucket", "a destination without values", i_values_null, MXFP8_ERROR_INVALID_ARGUMENT, "destinations[1].values is NULL"},
     {"mxfp8_import_bucket", "a destination without scales", i_scales_null, MXFP8_ERROR_INVALID_ARGUMENT, "destinations[1].scales is NULL"},
-    {"mxfp8_import_bucket", "an unknown target layout", i_target_unknown, MXFP8_ERROR_INVALID_ARGUMENT, "destinations[1].scales_layout is 2"},
+    {"mxfp8_import_bucket", "an unknown target layout", i_target_unknown, MXFP8_ERROR_INVALID_ARGUMENT, "destinations[1].scales_layout is 9"},
+    {"mxfp8_import_bucket", "a TRT-LLM target (rows permuted: mxfp8_convert writes it)", i_target_trtllm, MXFP8_ERROR_UNSUPPORTED, "destinations[1].scales_layout is MXFP8_LAYOUT_TRTLLM_SHUFFLED (2)"},
     {"mxfp8_import_bucket", "a destination's reserved set", i_destination_reserved, MXFP8_ERROR_INVALID_ARGUMENT, "destinations[1].reserved is 9, must be 0"},
     {"mxfp8_import_bucket", "float32 values", i_values_float32, MXFP8_ERROR_INVALID_ARGUMENT, "destinations[1].values: dtype float32 does not hold E4M3 values"},
     {"mxfp8_import_bucket", "E5M2 values for an E4M3 tensor", i_values_wrong_fp8, MXFP8_ERROR_INVALID_ARGUMENT, "destinations[0].values: dtype float8_e5m2 does not hold E4M3 values"},
@@ -1404,6 +1414,154 @@ static void test_hostile_input(void **state) {
   EXPECT(untouched, "%s: an output, an input or a deleter count changed", c->name);
 }
 
+/* mxfp8_convert / mxfp8_convert_grouped / mxfp8_layout_bytes: the valid base is the (100, 48) tensor of
+ * setup_create (S is 100 x 2) converted into DeepGEMM's packed layout (4 * 1 * 100 = 400 bytes), values
+ * alongside; grouped: 3 experts of 40 rows, K = 48, compact scales. Each case breaks one thing; the
+ * outputs stay poisoned and the tensor's buffers unchanged. */
+typedef struct {
+  made_tensor m;
+  uint8_t before[512];
+  uint8_t values[4800], scales[520];
+  int64_t v_shape[1], s_shape[1];
+  DLTensor v, s;
+  DLTensor *v_arg, *s_arg;
+  const mxfp8_tensor *tensor_arg;
+  mxfp8_convert_options o;
+  const mxfp8_convert_options *o_arg;
+  int grouped; /* run mxfp8_convert_grouped on a group of 3 x (40, 48) instead */
+  int64_t expert_rows[3];
+  int layout_bytes; /* run mxfp8_layout_bytes(o.target, o.direction, 100, 2) instead */
+} convert_fixture;
+
+static void setup_convert(convert_fixture *f) {
+  make_tensor(&f->m);
+  memcpy(f->before, f->m.f.scales->buffer, sizeof f->before);
+  memset(f->values, POISON, sizeof f->values);
+  memset(f->scales, POISON, sizeof f->scales);
+  f->v_shape[0] = 4800, f->s_shape[0] = 400;
+  f->v = (DLTensor){f->values, {kDLCPU, 0}, 1, {kDLFloat8_e4m3fn, 8, 1}, f->v_shape, NULL, 0};
+  f->s = (DLTensor){f->scales, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, f->s_shape, NULL, 0};
+  f->v_arg = &f->v, f->s_arg = &f->s;
+  f->tensor_arg = f->m.tensor;
+  mxfp8_convert_options o = MXFP8_CONVERT_OPTIONS_INIT;
+  o.target = MXFP8_LAYOUT_DEEPGEMM_PACKED;
+  f->o = o;
+  f->o_arg = &f->o;
+  f->grouped = 0;
+  f->expert_rows[0] = f->expert_rows[1] = f->expert_rows[2] = 40;
+  f->layout_bytes = 0;
+}
+
+typedef void (*convert_mutator)(convert_fixture *f);
+typedef struct {
+  const char *call;
+  const char *name;
+  convert_mutator mutate;
+  mxfp8_status status;
+  const char *message;
+} convert_case;
+
+static void c_tensor_null(convert_fixture *f) { f->tensor_arg = NULL; }
+static void c_scales_null(convert_fixture *f) { f->s_arg = NULL; }
+static void c_options_size_0(convert_fixture *f) { f->o.struct_size = 0; }
+static void c_target_unknown(convert_fixture *f) { f->o.target = 9; }
+static void c_fixup_unknown(convert_fixture *f) { f->o.scale_fixup = 7; }
+static void c_direction_unknown(convert_fixture *f) { f->o.direction = 2; }
+static void c_missing_direction(convert_fixture *f) { f->o.direction = MXFP8_DIRECTION_COLUMNWISE; }
+static void c_compact_sized(convert_fixture *f) { f->s_shape[0] = 200; }
+static void c_cutlass_compact_sized(convert_fixture *f) { f->o.target = MXFP8_LAYOUT_CUTLASS_128X4; f->s_shape[0] = 200; }
+static void c_float32_scales(convert_fixture *f) { f->s.dtype = (DLDataType){kDLFloat, 32, 1}; f->s_shape[0] = 100; }
+static void c_int32_for_cutlass(convert_fixture *f) {
+  f->o.target = MXFP8_LAYOUT_CUTLASS_128X4;
+  f->s.dtype = (DLDataType){kDLInt, 32, 1};
+  f->s_shape[0] = 128;
+}
+static void c_scales_strided(convert_fixture *f) {
+  static int64_t shape[2] = {100, 4}, strides[2] = {1, 100};
+  f->s.ndim = 2, f->s.shape = shape, f->s.strides = strides; /* uint8, not DeepGEMM's int32 tensor */
+}
+static void c_values_short(convert_fixture *f) { f->v_shape[0] = 4799; }
+static void c_values_float32(convert_fixture *f) { f->v.dtype = (DLDataType){kDLFloat, 32, 1}; f->v_shape[0] = 1200; }
+static void c_scales_on_cuda(convert_fixture *f) { f->s.device = (DLDevice){kDLCUDA, 0}; }
+static void c_scales_over_tensor(convert_fixture *f) { f->s.data = f->m.f.scales->buffer + 16; }
+static void c_values_over_scales(convert_fixture *f) { f->v.data = f->scales + 100; }
+static void c_grouped_uneven(convert_fixture *f) { f->grouped = 1; f->expert_rows[1] = 41; }
+static void c_grouped_columnwise(convert_fixture *f) { f->grouped = 1; f->o.direction = MXFP8_DIRECTION_COLUMNWISE; }
+static void c_grouped_short(convert_fixture *f) { f->grouped = 1; f->s_shape[0] = 3 * 4 * 40 - 4; }
+static void c_bytes_columnwise_deepgemm(convert_fixture *f) {
+  f->layout_bytes = 1;
+  f->o.direction = MXFP8_DIRECTION_COLUMNWISE;
+}
+static void c_bytes_negative(convert_fixture *f) { f->layout_bytes = 2; }
+
+static const convert_case kConvertCases[] = {
+    {"mxfp8_convert", "tensor NULL", c_tensor_null, MXFP8_ERROR_INVALID_ARGUMENT, "tensor is NULL"},
+    {"mxfp8_convert", "scales NULL", c_scales_null, MXFP8_ERROR_INVALID_ARGUMENT, "scales is NULL"},
+    {"mxfp8_convert", "options struct_size 0", c_options_size_0, MXFP8_ERROR_INVALID_ARGUMENT, "initialize it with MXFP8_CONVERT_OPTIONS_INIT"},
+    {"mxfp8_convert", "an unknown target", c_target_unknown, MXFP8_ERROR_INVALID_ARGUMENT, "options.target is 9, expected MXFP8_LAYOUT_COMPACT (0) or"},
+    {"mxfp8_convert", "an unknown scale fix-up", c_fixup_unknown, MXFP8_ERROR_INVALID_ARGUMENT, "options.scale_fixup is 7, expected MXFP8_SCALE_FIXUP_NONE (0)"},
+    {"mxfp8_convert", "an unknown direction", c_direction_unknown, MXFP8_ERROR_INVALID_ARGUMENT, "options.direction is 2"},
+    {"mxfp8_convert", "a direction the tensor lacks", c_missing_direction, MXFP8_ERROR_MISSING_DATA, "the tensor has no columnwise data"},
+    {"mxfp8_convert", "compact-sized scales for the DeepGEMM target", c_compact_sized, MXFP8_ERROR_INVALID_ARGUMENT, "scales: DeepGEMM packed scales of a 100 x 2 matrix are 400 bytes, got 200"},
+    {"mxfp8_convert", "compact-sized scales for the 128x4 target", c_cutlass_compact_sized, MXFP8_ERROR_INVALID_ARGUMENT, "scales: 128x4 swizzled scales of a 100 x 2 matrix are 512 bytes, got 200"},
+    {"mxfp8_convert", "float32 scales of the right byte count", c_float32_scales, MXFP8_ERROR_INVALID_ARGUMENT, "scales: dtype float32 does not hold DeepGEMM packed scales (expected int32, uint8 or float8_e8m0fnu)"},
+    {"mxfp8_convert", "int32 scales for the 128x4 target", c_int32_for_cutlass, MXFP8_ERROR_INVALID_ARGUMENT, "scales: dtype int32 does not hold 128x4 swizzled scales (expected uint8 or float8_e8m0fnu)"},
+    {"mxfp8_convert", "strided uint8 scales", c_scales_strided, MXFP8_ERROR_INVALID_ARGUMENT, "scales: strides (1, 100) are not row-major contiguous"},
+    {"mxfp8_convert", "values one byte short", c_values_short, MXFP8_ERROR_INVALID_ARGUMENT, "values: holds 4799 elements"},
+    {"mxfp8_convert", "float32 values", c_values_float32, MXFP8_ERROR_INVALID_ARGUMENT, "values: dtype float32 does not hold E4M3 values"},
+    {"mxfp8_convert", "scales on another device", c_scales_on_cuda, MXFP8_ERROR_INVALID_ARGUMENT, "scales is on cuda:0 but the tensor is on cpu"},
+    {"mxfp8_convert", "scales over the tensor's own scales", c_scales_over_tensor, MXFP8_ERROR_INVALID_ARGUMENT, "overlap"},
+    {"mxfp8_convert", "values over the scales output", c_values_over_scales, MXFP8_ERROR_INVALID_ARGUMENT, "overlap"},
+    {"mxfp8_convert_grouped", "experts of different row counts", c_grouped_uneven, MXFP8_ERROR_INVALID_ARGUMENT, "a stacked target needs experts of one row count; these have 40 and 41 rows"},
+    {"mxfp8_convert_grouped", "columnwise", c_grouped_columnwise, MXFP8_ERROR_MISSING_DATA, "grouped experts carry rowwise data only"},
+    {"mxfp8_convert_grouped", "stacked DeepGEMM scales one int32 short", c_grouped_short, MXFP8_ERROR_INVALID_ARGUMENT, "scales: DeepGEMM packed scales of 3 40 x 2 matrices are 480 bytes, got 476"},
+    {"mxfp8_layout_bytes", "columnwise DeepGEMM", c_bytes_columnwise_deepgemm, MXFP8_ERROR_INVALID_ARGUMENT, "layout is MXFP8_LAYOUT_DEEPGEMM_PACKED, which lays out rowwise scales only"},
+    {"mxfp8_layout_bytes", "negative rows", c_bytes_negative, MXFP8_ERROR_INVALID_ARGUMENT, "rows and cols are -1 and 2, must not be negative"},
+};
+
+static void test_bad_convert_input(void **state) {
+  const convert_case *c = (const convert_case *)*state;
+  convert_fixture *f = malloc(sizeof *f);
+  setup_convert(f);
+  c->mutate(f);
+  mxfp8_status st;
+  if (f->layout_bytes) {
+    int64_t bytes = -7;
+    st = mxfp8_layout_bytes(f->o.target, f->o.direction, f->layout_bytes == 2 ? -1 : 100, 2, &bytes);
+    EXPECT(bytes == -7, "%s: *bytes written on failure", c->name);
+  } else if (f->grouped) {
+    int64_t vshape[2] = {120, 48}, sshape[1] = {240};
+    if (f->expert_rows[1] != 40) vshape[0] = 121, sshape[0] = 242;
+    test_tensor *data = test_tensor_new(2, vshape, kDLUInt, 0), *scales = test_tensor_new(1, sshape, kDLUInt, 0);
+    mxfp8_grouped_desc d = MXFP8_GROUPED_DESC_INIT;
+    d.scales = MXFP8_GROUPED_SCALES_COMPACT;
+    d.num_experts = 3;
+    d.cols = 48;
+    d.expert_rows = f->expert_rows;
+    d.data = &data->managed;
+    d.scale_inv = &scales->managed;
+    mxfp8_grouped_tensor *g = NULL;
+    assert_int_equal(mxfp8_grouped_tensor_create(&d, &g), MXFP8_OK);
+    if (f->s_shape[0] == 400) f->s_shape[0] = 480;
+    f->v_shape[0] = 120 * 48;
+    st = mxfp8_convert_grouped(g, f->o_arg, f->v_arg, f->s_arg);
+    mxfp8_grouped_tensor_release(g);
+    test_tensor_free(data);
+    test_tensor_free(scales);
+  } else {
+    st = mxfp8_convert(f->tensor_arg, f->o_arg, f->v_arg, f->s_arg);
+  }
+  record_for_doc(c->call, c->name, st);
+  EXPECT(st == c->status, "%s: status %d (%s), expected %d", c->name, st, mxfp8_last_error(), c->status);
+  assert_last_error_contains(c->message);
+  int untouched = memcmp(f->before, f->m.f.scales->buffer, sizeof f->before) == 0;
+  for (size_t i = 0; i < sizeof f->values; ++i) untouched &= f->values[i] == POISON;
+  for (size_t i = 0; i < sizeof f->scales; ++i) untouched &= f->scales[i] == POISON;
+  EXPECT(untouched, "%s: an output or the tensor was written", c->name);
+  free_tensor(&f->m);
+  free(f);
+}
+
 int main(void) {
   enum {
     NC = sizeof(kCreateCases) / sizeof(kCreateCases[0]),
@@ -1413,9 +1571,10 @@ int main(void) {
     ND = sizeof(kDequantizeCases) / sizeof(kDequantizeCases[0]),
     NH = sizeof(kHostileCases) / sizeof(kHostileCases[0]),
     NI = sizeof(kImportCases) / sizeof(kImportCases[0]),
+    NV = sizeof(kConvertCases) / sizeof(kConvertCases[0]),
     NN = sizeof(kNvfp4Cases) / sizeof(kNvfp4Cases[0])
   };
-  struct CMUnitTest tests[NC + NE + NB + NQ + ND + NH + NI + NN + 1];
+  struct CMUnitTest tests[NC + NE + NB + NQ + ND + NH + NI + NV + NN + 1];
   for (int i = 0; i < NC; ++i) {
     struct CMUnitTest t = cmocka_unit_test_prestate(test_bad_create_input, (void *)&kCreateCases[i]);
     t.name = kCreateCases[i].name;
@@ -1451,12 +1610,17 @@ int main(void) {
     t.name = kImportCases[i].name;
     tests[NC + NE + NB + NQ + ND + NH + i] = t;
   }
+  for (int i = 0; i < NV; ++i) {
+    struct CMUnitTest t = cmocka_unit_test_prestate(test_bad_convert_input, (void *)&kConvertCases[i]);
+    t.name = kConvertCases[i].name;
+    tests[NC + NE + NB + NQ + ND + NH + NI + i] = t;
+  }
   for (int i = 0; i < NN; ++i) {
     struct CMUnitTest t = cmocka_unit_test_prestate(test_bad_nvfp4_quantize_input, (void *)&kNvfp4Cases[i]);
     t.name = kNvfp4Cases[i].name;
-    tests[NC + NE + NB + NQ + ND + NH + NI + i] = t;
+    tests[NC + NE + NB + NQ + ND + NH + NI + NV + i] = t;
   }
-  tests[NC + NE + NB + NQ + ND + NH + NI + NN] = (struct CMUnitTest)cmocka_unit_test(test_nvfp4_fixture_is_valid);
+  tests[NC + NE + NB + NQ + ND + NH + NI + NV + NN] = (struct CMUnitTest)cmocka_unit_test(test_nvfp4_fixture_is_valid);
   const int failed = cmocka_run_group_tests_name("bad input (status, message, nothing taken or changed)", tests, NULL, NULL);
   const char *doc = getenv("MXFP8_ERRORS_MD");
   return failed || (doc && write_doc(doc));

@@ -11,23 +11,27 @@ JAX, CuPy, NumPy); with torch inputs the results are torch tensors.
 ``python -m mxfp8 demo`` runs the whole path on a built-in weight set and checks it bit for bit.
 """
 from ._api import Components, export_components, export_grouped, export_te
+from ._convert import Converted, convert
 from ._bucket import export_bucket, iter_buckets, swizzle_scales, unpack_bucket, unswizzle_scales
-from ._import import (ImportPlan, import_bucket, import_tensors, prepare_import_bucket, prepare_import_tensors,
-                      scales_shape)
+from ._import import (ImportPlan, import_bucket, import_tensors, layout_bytes, prepare_import_bucket,
+                      prepare_import_tensors, scales_shape)
 from ._mxfp8 import Array
 from ._nvfp4_quantize import NVFP4Quantized, nvfp4_quantize, nvfp4_quantize_fused
-from ._plan import ExportPlan
+from ._plan import BucketPlan, ExportPlan
 from ._quantize import Quantized, dequantize, quantize
 from ._tvm_ffi import tvm_ffi_library_path
 
 __version__ = "0.1.0"
 __all__ = [
     "Array",
+    "BucketPlan",
     "Components",
+    "Converted",
     "ExportPlan",
     "ImportPlan",
     "NVFP4Quantized",
     "Quantized",
+    "convert",
     "dequantize",
     "export_bucket",
     "export_components",
@@ -36,6 +40,7 @@ __all__ = [
     "import_bucket",
     "import_tensors",
     "iter_buckets",
+    "layout_bytes",
     "nvfp4_quantize",
     "nvfp4_quantize_fused",
     "prepare_import_bucket",

@@ -128,6 +128,37 @@ def export_bucket(
     return _export_bucket(tensors, direction, alignment, bucket, stream, "bucket")
 
 
+def _plan_bucket(specs: List[_Spec], direction: str, dir_code: int, alignment: int, inputs):
+    """The library's handles on `specs`, the bucket's manifest, its layout (mxfp8_bucket_plan's entries)
+    and its size in bytes."""
+    handles, manifest = [], []
+    for spec in specs:
+        handles.append(_spec_handle(spec, dir_code, inputs))
+        # direction and scales_layout: what mxfp8.import_bucket needs to know about the parts.
+        manifest.append({"name": spec.name, "shape": spec.shape, "fp8_dtype": spec.fp8_dtype,
+                         "scales_shape": _compact_scales_shapes(spec.shape)[dir_code],
+                         "direction": direction, "scales_layout": "compact"})
+    plan, total = _mxfp8.bucket_plan(handles, direction=dir_code, alignment=alignment)
+    for entry, (vo, vb, so, sb) in zip(manifest, plan):
+        entry.update(values_offset=vo, values_bytes=vb, scales_offset=so, scales_bytes=sb)
+    return handles, manifest, plan, total
+
+
+def _bucket_groups(specs: List[_Spec], dir_code: int, alignment: int, bucket_bytes: int) -> List[List[_Spec]]:
+    """Consecutive groups of `specs` whose packed size fits `bucket_bytes`; a tensor larger than that is
+    a group alone."""
+    groups, size = [], 0
+    for spec in specs:
+        n = spec.packed_bytes(dir_code, alignment)
+        if groups and groups[-1] and size + n <= bucket_bytes:
+            groups[-1].append(spec)
+            size += n
+        else:
+            groups.append([spec])
+            size = n
+    return groups
+
+
 def _export_bucket(tensors, direction, alignment, bucket, stream, bucket_name: str):
     """export_bucket, with errors about the bucket naming the caller's argument (`buffer` for
     iter_buckets)."""
@@ -139,16 +170,7 @@ def _export_bucket(tensors, direction, alignment, bucket, stream, bucket_name: s
     inputs = _spec_inputs(specs, stream)
     if bucket is not None:
         inputs.check_output(bucket_name, bucket)
-    handles, manifest = [], []
-    for spec in specs:
-        handles.append(_spec_handle(spec, dir_code, inputs))
-        # direction and scales_layout: what mxfp8.import_bucket needs to know about the parts.
-        manifest.append({"name": spec.name, "shape": spec.shape, "fp8_dtype": spec.fp8_dtype,
-                         "scales_shape": _compact_scales_shapes(spec.shape)[dir_code],
-                         "direction": direction, "scales_layout": "compact"})
-    plan, total = _mxfp8.bucket_plan(handles, direction=dir_code, alignment=alignment)
-    for entry, (vo, vb, so, sb) in zip(manifest, plan):
-        entry.update(values_offset=vo, values_bytes=vb, scales_offset=so, scales_bytes=sb)
+    handles, manifest, plan, total = _plan_bucket(specs, direction, dir_code, alignment, inputs)
     if bucket is None:
         if inputs.torch is not None:
             bucket = inputs.torch.empty(total, dtype=inputs.torch.uint8, device=specs[0].data.device)
@@ -331,33 +353,16 @@ def iter_buckets(
     alignment = _args.power_of_two("alignment", alignment)
     bucket_bytes = _args.integer("bucket_bytes", bucket_bytes, 1)
     specs = _specs(tensors)  # every spec checked before the first bucket is filled
-    group, size = {}, 0
     caller_buffer = buffer is not None
-
-    def flush():
-        nonlocal buffer
-        total = sum(s.packed_bytes(dir_code, alignment) for s in group.values())
+    for group in _bucket_groups(specs, dir_code, alignment, bucket_bytes):
+        group_tensors = {spec.name: tensors[spec.name] for spec in group}
+        total = sum(spec.packed_bytes(dir_code, alignment) for spec in group)
         if buffer is None or _numel(buffer.shape) < total:
             if caller_buffer:
                 raise ValueError(f"buffer holds {_numel(buffer.shape)} bytes, a bucket needs {total}: "
                                  "make it at least bucket_bytes and as large as the largest tensor")
             # let export_bucket allocate one of the right size, then keep it
-            bucket, manifest = _export_bucket(tensors_of(group), direction, alignment, None, stream, "buffer")
-            buffer = bucket
+            buffer, manifest = _export_bucket(group_tensors, direction, alignment, None, stream, "buffer")
+            yield buffer, manifest
         else:
-            bucket, manifest = _export_bucket(tensors_of(group), direction, alignment, buffer[:total], stream,
-                                              "buffer")
-        return bucket, manifest
-
-    def tensors_of(group):
-        return {name: tensors[name] for name in group}
-
-    for spec in specs:
-        n = spec.packed_bytes(dir_code, alignment)
-        if group and size + n > bucket_bytes:
-            yield flush()
-            group, size = {}, 0
-        group[spec.name] = spec
-        size += n
-    if group:
-        yield flush()
+            yield _export_bucket(group_tensors, direction, alignment, buffer[:total], stream, "buffer")

@@ -7,16 +7,21 @@ into the engine's own parameters, values copied and scales in the layout each pa
 
 ``params`` maps each name of the manifest to the engine's parameter buffers: ``(values, scales)``, or
 ``(values, scales, layout)`` to give one tensor its own layout. Layouts: ``"compact"`` (scales
-``(*lead, ceil(K/32))`` row-major, what vLLM / SGLang load) and ``"cutlass_128x4"`` (the cuBLAS / CUTLASS
-128x4 swizzled layout, flat, padding zero). ``scales_shape`` gives the buffer a layout needs.
+``(*lead, ceil(K/32))`` row-major, what vLLM / SGLang load), ``"cutlass_128x4"`` (the cuBLAS / CUTLASS
+128x4 swizzled layout, flat, padding zero), ``"deepgemm"`` (DeepGEMM's packed UE8M0 scales: int32
+``(M, ceil(C/4))`` MN-major, rowwise only) and ``"trtllm"`` (reserved: written by ``mxfp8.convert`` once
+this build has it). ``scales_shape`` gives the buffer a layout needs; ``zero_exponent_as_one=True``
+writes every E8M0 exponent byte 0 as 1 (NeMo RL's convention).
 """
 from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ._mxfp8 import import_bucket as _c_import_bucket, import_tensors as _c_import_tensors
+from ._mxfp8 import layout_bytes as _c_layout_bytes
 
-LAYOUTS = {"compact": 0, "cutlass_128x4": 1}
+LAYOUTS = {"compact": 0, "cutlass_128x4": 1, "trtllm": 2, "deepgemm": 3}
+_FIXUP = {False: 0, True: 1}  # mxfp8_scale_fixup: none, zero exponent as one
 _FORMATS = {"e4m3": 1, "e5m2": 2}
 _DIRECTIONS = {"rowwise": 0, "columnwise": 1}
 _CUDA_DEVICES = (2, 13)  # kDLCUDA, kDLCUDAManaged
@@ -42,15 +47,32 @@ def _round_up(n: int, d: int) -> int:
 def scales_shape(shape: Sequence[int], layout: str = "compact", direction: str = "rowwise") -> Tuple[int, ...]:
     """The shape of the scale parameter a tensor of logical `shape` needs in `layout`: compact
     ``(*lead, ceil(K/32))`` rowwise or ``(ceil(M/32), K)`` columnwise; ``cutlass_128x4`` one flat
-    ``roundup(R, 128) * roundup(C, 4)`` buffer (columnwise: of the transpose, as cuBLAS reads it)."""
+    ``roundup(R, 128) * roundup(C, 4)`` buffer (columnwise: of the transpose, as cuBLAS reads it);
+    ``deepgemm`` the int32 storage of DeepGEMM's ``(M, ceil(C/4))`` tensor, flat:
+    ``ceil(C/4) * roundup(M, 4)`` int32 (``mxfp8.convert`` returns it viewed with DeepGEMM's strides)."""
     shape = tuple(int(d) for d in shape)
     m, k = _numel(shape[:-1]), shape[-1]
     col = _code("direction", direction, _DIRECTIONS) == 1
     r, c = (-(-m // 32), k) if col else (m, -(-k // 32))
-    if _code("layout", layout, LAYOUTS) == 0:
+    code = _code("layout", layout, LAYOUTS)
+    if code == 0:
         return (r, c) if col else (*shape[:-1], c)
+    if code != 1:
+        return (layout_bytes(layout, r, c, direction) // (4 if code == 3 else 1),)
     sr, sc = (c, r) if col else (r, c)
     return (0,) if sr == 0 or sc == 0 else (_round_up(sr, 128) * _round_up(sc, 4),)
+
+
+def layout_bytes(layout: str, rows: int, cols: int, direction: str = "rowwise") -> int:
+    """The bytes an R x C scale matrix takes in `layout` (mxfp8_layout_bytes)."""
+    return _c_layout_bytes(_code("layout", layout, LAYOUTS), _code("direction", direction, _DIRECTIONS),
+                           int(rows), int(cols))
+
+
+def _fixup(value: Any) -> int:
+    if not isinstance(value, bool):
+        raise TypeError(f"zero_exponent_as_one must be True or False, got {value!r}")
+    return _FIXUP[value]
 
 
 def _cuda_and_stream(obj: Any, stream: Any) -> Tuple[bool, int]:
@@ -107,7 +129,7 @@ class ImportPlan:
 
 
 def _bucket_call(bucket: Any, manifest: List[Mapping[str, Any]], params: Mapping[str, Any], layout: str,
-                 stream: Any, prepare: bool):
+                 stream: Any, prepare: bool, zero_exponent_as_one: bool = False):
     names = [e["name"] for e in manifest]
     values, scales, targets = _destinations(names, params, layout)
     cuda, stream_ptr = _cuda_and_stream(bucket, stream)
@@ -119,30 +141,31 @@ def _bucket_call(bucket: Any, manifest: List[Mapping[str, Any]], params: Mapping
         [_code("fp8_dtype", e.get("fp8_dtype", "e4m3"), _FORMATS) for e in manifest],
         [_code("direction", e.get("direction", "rowwise"), _DIRECTIONS) for e in manifest],
         [_code("scales_layout", e.get("scales_layout", "compact"), LAYOUTS) for e in manifest],
-        values, scales, targets, stream_ptr, _dlpack_stream(cuda, stream_ptr), prepare)
+        values, scales, targets, _fixup(zero_exponent_as_one), stream_ptr, _dlpack_stream(cuda, stream_ptr), prepare)
     if prepare:
         return ImportPlan(result, (bucket, values, scales), cuda, bucket)
     return None
 
 
 def import_bucket(bucket: Any, manifest: List[Mapping[str, Any]], params: Mapping[str, Any], *,
-                  layout: str = "compact", stream: Any = None) -> None:
+                  layout: str = "compact", stream: Any = None, zero_exponent_as_one: bool = False) -> None:
     """Writes every tensor of `bucket` (a 1-D byte buffer made by export_bucket / iter_buckets, or any
     bucket its `manifest` describes) into ``params[name]``. The manifest entries are export_bucket's:
     name, shape, fp8_dtype, the offsets and sizes, and optionally "direction" and "scales_layout" (the
     layout the scales have in the bucket; "compact" when absent). Everything is checked before anything
-    is written; CUDA: one launch on `stream`, the call does not wait."""
-    _bucket_call(bucket, manifest, params, layout, stream, prepare=False)
+    is written; CUDA: one launch on `stream`, the call does not wait. A part whose size does not match
+    the layout its entry records is refused (a double transform is an error, not noise)."""
+    _bucket_call(bucket, manifest, params, layout, stream, False, zero_exponent_as_one)
 
 
 def prepare_import_bucket(bucket: Any, manifest: List[Mapping[str, Any]], params: Mapping[str, Any], *,
-                          layout: str = "compact") -> ImportPlan:
+                          layout: str = "compact", zero_exponent_as_one: bool = False) -> ImportPlan:
     """import_bucket checked once; ``plan.run(stream)`` imports whatever the bucket holds at each run."""
-    return _bucket_call(bucket, manifest, params, layout, None, prepare=True)
+    return _bucket_call(bucket, manifest, params, layout, None, True, zero_exponent_as_one)
 
 
 def _tensors_call(tensors: Mapping[str, Mapping[str, Any]], params: Mapping[str, Any], direction: str, layout: str,
-                  stream: Any, prepare: bool):
+                  stream: Any, prepare: bool, zero_exponent_as_one: bool = False):
     if not tensors:
         raise ValueError("tensors is empty: nothing to import")
     names = list(tensors)
@@ -158,21 +181,23 @@ def _tensors_call(tensors: Mapping[str, Mapping[str, Any]], params: Mapping[str,
         [_code("fp8_dtype", s.get("fp8_dtype", "e4m3"), _FORMATS) for s in specs],
         [bool(s.get("swizzled", False)) for s in specs],
         _code("direction", direction, _DIRECTIONS),
-        values, scales, targets, stream_ptr, _dlpack_stream(cuda, stream_ptr), prepare)
+        values, scales, targets, _fixup(zero_exponent_as_one), stream_ptr, _dlpack_stream(cuda, stream_ptr), prepare)
     if prepare:
         return ImportPlan(result, (data, scale_inv, values, scales), cuda, first)
     return None
 
 
 def import_tensors(tensors: Mapping[str, Mapping[str, Any]], params: Mapping[str, Any], *,
-                   direction: str = "rowwise", layout: str = "compact", stream: Any = None) -> None:
+                   direction: str = "rowwise", layout: str = "compact", stream: Any = None,
+                   zero_exponent_as_one: bool = False) -> None:
     """The direct path: each source (``{"data", "scale_inv", "swizzled", "fp8_dtype", "shape"}``, the
     trainer's Transformer Engine storage, e.g. mapped over CUDA IPC) written into ``params[name]`` in one
     pass, the layout transform fused into it. One launch for all tensors on CUDA."""
-    _tensors_call(tensors, params, direction, layout, stream, prepare=False)
+    _tensors_call(tensors, params, direction, layout, stream, False, zero_exponent_as_one)
 
 
 def prepare_import_tensors(tensors: Mapping[str, Mapping[str, Any]], params: Mapping[str, Any], *,
-                           direction: str = "rowwise", layout: str = "compact") -> ImportPlan:
+                           direction: str = "rowwise", layout: str = "compact",
+                           zero_exponent_as_one: bool = False) -> ImportPlan:
     """import_tensors checked once; ``plan.run(stream)`` moves whatever the sources hold at each run."""
-    return _tensors_call(tensors, params, direction, layout, None, prepare=True)
+    return _tensors_call(tensors, params, direction, layout, None, True, zero_exponent_as_one)

@@ -1,11 +1,13 @@
-"""Prepared exports: the compact scales of a fixed set of tensors, checked once, exported every step."""
+"""Prepared exports: a fixed set of tensors checked once and exported every step, as compact scales
+(ExportPlan) or as buckets (BucketPlan)."""
 from __future__ import annotations
 
-from typing import Any, Dict, Mapping
+from typing import Any, Dict, Iterator, List, Mapping, Tuple
 
 from . import _args, _mxfp8
 from ._api import _DIRECTIONS, _choice
-from ._bucket import _compact_scales_shapes, _numel, _spec_handle, _spec_inputs, _specs
+from ._bucket import (_bucket_groups, _compact_scales_shapes, _numel, _plan_bucket, _spec_handle, _spec_inputs,
+                      _specs)
 
 
 class ExportPlan:
@@ -79,3 +81,84 @@ class ExportPlan:
         columnwise: views of `out`, valid for the plan's life and rewritten by every export()."""
         return {name: self.out[at:at + _numel(shape)].reshape(shape) for name, (at, shape) in
                 ((n, (self._offsets[n], s)) for n, s in self._shapes.items())}
+
+
+class BucketPlan:
+    """iter_buckets checked once: the same groups of tensors filled into the same buffer at every step,
+    each fill one launch with no Python work per tensor, no allocation and no synchronization (so a
+    fill can be captured in a CUDA graph).
+
+    A trainer sends the same weights from the same storage at every refit, and the receiver can prepare
+    its side once too (mxfp8.prepare_import_bucket of each manifest, into its parameters):
+
+        plan = mxfp8.BucketPlan(tensors, bucket_bytes=1 << 30, buffer=ipc_buffer)
+        send(plan.manifests)                           # once: the receiver prepares one import per bucket
+        for step in range(steps):
+            optimizer.step()
+            for i in range(len(plan)):
+                plan.fill(i)                           # bucket i in buffer[:plan.sizes[i]]
+                stream.synchronize(); send(i); wait()  # the receiver runs its import plan i
+
+    Args:
+        tensors, bucket_bytes, direction, alignment: as iter_buckets takes them; the groups are the
+            ones iter_buckets yields, and `manifests[i]` is what it yields with bucket i.
+        buffer: the 1-D byte buffer every bucket is filled into, at least as large as the largest
+            bucket (`max(plan.sizes)`); None: a new one of that size (torch.empty for torch inputs,
+            numpy.empty for host memory).
+
+    The contract is ExportPlan's: the plan holds the sources and `buffer`; a producer that reallocates
+    a source must make a new plan.
+    """
+
+    def __init__(self, tensors: Mapping[str, Mapping[str, Any]], *, bucket_bytes: int, direction: str = "rowwise",
+                 alignment: int = 256, buffer: Any = None):
+        specs = _specs(tensors)
+        if not specs:
+            raise ValueError("tensors is empty: nothing to export")
+        dir_code = _choice("direction", direction, _DIRECTIONS)
+        alignment = _args.power_of_two("alignment", alignment)
+        bucket_bytes = _args.integer("bucket_bytes", bucket_bytes, 1)
+        inputs = _spec_inputs(specs, None)
+        if buffer is not None:
+            inputs.check_output("buffer", buffer)
+        planned = [_plan_bucket(group, direction, dir_code, alignment, inputs)
+                   for group in _bucket_groups(specs, dir_code, alignment, bucket_bytes)]
+        self.manifests: List[List[Dict[str, Any]]] = [manifest for _, manifest, _, _ in planned]
+        self.sizes: List[int] = [total for _, _, _, total in planned]
+        largest = max(self.sizes)
+        if buffer is None:
+            if inputs.torch is not None:
+                buffer = inputs.torch.empty(largest, dtype=inputs.torch.uint8, device=specs[0].data.device)
+            elif not inputs.cuda:
+                import numpy
+
+                buffer = numpy.empty(largest, dtype=numpy.uint8)
+            else:
+                raise ValueError(f"pass buffer=: a CUDA buffer of at least {largest} bytes (no torch to allocate one)")
+        elif _numel(buffer.shape) < largest:
+            raise ValueError(f"buffer holds {_numel(buffer.shape)} bytes, the largest bucket needs {largest}: "
+                             "make it at least bucket_bytes and as large as the largest tensor")
+        self.buffer = buffer
+        self._stream_of = lambda stream: _args.stream_pointer(stream, inputs.torch, buffer, inputs.cuda)
+        self._fills = [_mxfp8.PreparedExport.for_bucket(handles, entries, buffer[:total], direction=dir_code,
+                                                        dlpack_stream=inputs.dlpack_stream, bucket_name="buffer")
+                       for handles, _, entries, total in planned]
+
+    def __len__(self) -> int:
+        return len(self._fills)
+
+    def fill(self, index: int, stream: Any = None) -> Any:
+        """Fills bucket `index` (values and compact scales of its tensors, as the sources hold them now)
+        into buffer[:sizes[index]] and returns that view. CUDA: queued on `stream` (default: the
+        framework's current stream for torch inputs, else the legacy default stream), the call does not
+        wait: order the reader after it."""
+        if not isinstance(index, int) or isinstance(index, bool) or not -len(self) <= index < len(self):
+            raise IndexError(f"bucket index {index!r} is out of range: the plan has {len(self)} buckets")
+        self._fills[index].run(None if stream is None else self._stream_of(stream))
+        return self.buffer[:self.sizes[index]]
+
+    def __iter__(self) -> Iterator[Tuple[Any, List[Dict[str, Any]]]]:
+        """(bucket, manifest) for each bucket in turn, filled as it is reached (as iter_buckets does):
+        send or copy each before asking for the next."""
+        for i, manifest in enumerate(self.manifests):
+            yield self.fill(i), manifest

@@ -137,7 +137,7 @@ py::object import_bucket(py::handle bucket, const std::vector<std::array<uint64_
                          const std::vector<std::vector<int64_t>> &shapes, const std::vector<int32_t> &formats,
                          const std::vector<int32_t> &directions, const std::vector<int32_t> &scales_layouts,
                          const py::list &values, const py::list &scales, const std::vector<int32_t> &targets,
-                         uintptr_t stream, py::object dlpack_stream, bool prepare) {
+                         int32_t scale_fixup, uintptr_t stream, py::object dlpack_stream, bool prepare) {
   const size_t n = entries.size();
   if (shapes.size() != n || formats.size() != n || directions.size() != n || scales_layouts.size() != n)
     throw py::value_error("the manifest's lists must have one entry per tensor");
@@ -159,6 +159,7 @@ py::object import_bucket(py::handle bucket, const std::vector<std::array<uint64_
   m.formats = formats.data();
   m.directions = directions.data();
   m.scales_layouts = scales_layouts.data();
+  m.scale_fixup = scale_fixup;
   mxfp8_status st;
   mxfp8_prepared_export *plan = nullptr;
   {
@@ -174,7 +175,7 @@ py::object import_bucket(py::handle bucket, const std::vector<std::array<uint64_
 py::object import_tensors(const py::list &data, const py::list &scale_inv, const std::vector<std::vector<int64_t>> &shapes,
                           const std::vector<int32_t> &formats, const std::vector<bool> &swizzled, int32_t direction,
                           const py::list &values, const py::list &scales, const std::vector<int32_t> &targets,
-                          uintptr_t stream, py::object dlpack_stream, bool prepare) {
+                          int32_t scale_fixup, uintptr_t stream, py::object dlpack_stream, bool prepare) {
   const size_t n = data.size();
   if (scale_inv.size() != n || shapes.size() != n || formats.size() != n || swizzled.size() != n)
     throw py::value_error("data, scale_inv, shapes, formats and swizzled must have one entry per tensor");
@@ -210,6 +211,7 @@ py::object import_tensors(const py::list &data, const py::list &scale_inv, const
   Destinations dst = take_destinations(values, scales, targets, dlpack_stream);
   mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
   o.direction = direction;
+  o.scale_fixup = scale_fixup;
   o.stream = reinterpret_cast<void *>(stream);
   mxfp8_status st;
   mxfp8_prepared_export *plan = nullptr;
@@ -224,6 +226,79 @@ py::object import_tensors(const py::list &data, const py::list &scale_inv, const
   return py::none();
 }
 
+// mxfp8_convert (num_experts == 0: one tensor of `shape`) or mxfp8_convert_grouped (num_experts E
+// experts of equal rows, `grouped_scales` an mxfp8_grouped_scales) into the caller's outputs.
+void convert(py::handle data, py::handle scale_inv, const std::vector<int64_t> &shape, int32_t format, bool swizzled,
+             int32_t direction, int32_t num_experts, int32_t grouped_scales, int32_t target, int32_t scale_fixup,
+             py::object values_out, py::handle scales_out, uintptr_t stream, py::object dlpack_stream) {
+  auto d = take(data, "data", dlpack_stream);
+  auto s = take(scale_inv, "scale_inv", dlpack_stream);
+  std::unique_ptr<Taken> v = values_out.is_none() ? nullptr : take(values_out, "values", dlpack_stream);
+  auto out = take(scales_out, "scales", dlpack_stream);
+  mxfp8_convert_options o = MXFP8_CONVERT_OPTIONS_INIT;
+  o.target = target;
+  o.direction = direction;
+  o.scale_fixup = scale_fixup;
+  o.stream = reinterpret_cast<void *>(stream);
+  DLTensor *values = v ? v->tensor() : nullptr;
+  mxfp8_status st;
+  if (num_experts > 0) {
+    if (shape.size() < 2) throw py::value_error("grouped experts need a shape (*, K)");
+    int64_t rows = 1;
+    for (size_t i = 0; i + 1 < shape.size(); ++i) rows *= shape[i];
+    if (rows % num_experts != 0)
+      throw py::value_error("the experts' " + std::to_string(rows) + " rows do not split into " +
+                            std::to_string(num_experts) + " experts of equal size");
+    mxfp8_grouped_desc desc = MXFP8_GROUPED_DESC_INIT;
+    desc.format = format;
+    desc.scale_layout = swizzled ? MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED : MXFP8_SCALE_LAYOUT_ROW_MAJOR;
+    desc.scales = grouped_scales;
+    desc.num_experts = num_experts;
+    desc.cols = shape.back();
+    desc.uniform_rows = rows / num_experts;
+    desc.data = d->managed;
+    desc.scale_inv = s->managed;
+    mxfp8_grouped_tensor *g = nullptr;
+    check(mxfp8_grouped_tensor_create(&desc, &g));
+    d->release();  // owned by the group now
+    s->release();
+    {
+      py::gil_scoped_release unlocked;
+      st = mxfp8_convert_grouped(g, &o, values, out->tensor());
+    }
+    mxfp8_grouped_tensor_release(g);
+  } else {
+    mxfp8_tensor_desc desc = MXFP8_TENSOR_DESC_INIT;
+    desc.format = format;
+    desc.scale_layout = swizzled ? MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED : MXFP8_SCALE_LAYOUT_ROW_MAJOR;
+    desc.ndim = static_cast<int32_t>(shape.size());
+    desc.shape = shape.data();
+    if (direction == MXFP8_DIRECTION_COLUMNWISE) {
+      desc.columnwise_data = d->managed;
+      desc.columnwise_scale_inv = s->managed;
+    } else {
+      desc.rowwise_data = d->managed;
+      desc.rowwise_scale_inv = s->managed;
+    }
+    mxfp8_tensor *t = nullptr;
+    check(mxfp8_tensor_create(&desc, &t));
+    d->release();
+    s->release();
+    {
+      py::gil_scoped_release unlocked;
+      st = mxfp8_convert(t, &o, values, out->tensor());
+    }
+    mxfp8_tensor_release(t);
+  }
+  check(st);
+}
+
+int64_t layout_bytes(int32_t layout, int32_t direction, int64_t rows, int64_t cols) {
+  int64_t bytes = 0;
+  check(mxfp8_layout_bytes(layout, direction, rows, cols, &bytes));
+  return bytes;
+}
+
 }  // namespace
 
 void register_import(py::module_ &m) {
@@ -232,10 +307,16 @@ void register_import(py::module_ &m) {
            "Runs the import on `stream` (a cudaStream_t as an int; 0: the legacy default stream).");
   m.def("import_bucket", &import_bucket, py::arg("bucket"), py::arg("entries"), py::arg("shapes"), py::arg("formats"),
         py::arg("directions"), py::arg("scales_layouts"), py::arg("values"), py::arg("scales"), py::arg("targets"),
-        py::arg("stream"), py::arg("dlpack_stream"), py::arg("prepare"),
+        py::arg("scale_fixup"), py::arg("stream"), py::arg("dlpack_stream"), py::arg("prepare"),
         "mxfp8_import_bucket (or mxfp8_prepare_import_bucket with prepare=True, returning an ImportPlan).");
   m.def("import_tensors", &import_tensors, py::arg("data"), py::arg("scale_inv"), py::arg("shapes"), py::arg("formats"),
         py::arg("swizzled"), py::arg("direction"), py::arg("values"), py::arg("scales"), py::arg("targets"),
-        py::arg("stream"), py::arg("dlpack_stream"), py::arg("prepare"),
+        py::arg("scale_fixup"), py::arg("stream"), py::arg("dlpack_stream"), py::arg("prepare"),
         "mxfp8_import_tensors (or mxfp8_prepare_import_tensors with prepare=True, returning an ImportPlan).");
+  m.def("convert", &convert, py::arg("data"), py::arg("scale_inv"), py::arg("shape"), py::arg("format"),
+        py::arg("swizzled"), py::arg("direction"), py::arg("num_experts"), py::arg("grouped_scales"), py::arg("target"),
+        py::arg("scale_fixup"), py::arg("values"), py::arg("scales"), py::arg("stream"), py::arg("dlpack_stream"),
+        "mxfp8_convert (num_experts 0) or mxfp8_convert_grouped into the given outputs (values may be None).");
+  m.def("layout_bytes", &layout_bytes, py::arg("layout"), py::arg("direction"), py::arg("rows"), py::arg("cols"),
+        "mxfp8_layout_bytes.");
 }

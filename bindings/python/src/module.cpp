@@ -707,6 +707,27 @@ class PreparedExport {
     const auto h = handles(tensors);
     check(mxfp8_prepare_scales_batched(h.data(), dls.data(), h.size(), &o, &plan_));
   }
+  // A prepared bucket fill (mxfp8_prepare_bucket): values and compact scales of `tensors` into `bucket`
+  // at the offsets of `plan` (bucket_plan's entries).
+  static std::unique_ptr<PreparedExport> for_bucket(const std::vector<Tensor *> &tensors,
+                                                    const std::vector<std::tuple<uint64_t, uint64_t, uint64_t, uint64_t>> &plan,
+                                                    py::object bucket, int direction, py::object dlpack_stream,
+                                                    const std::string &bucket_name) {
+    if (tensors.empty()) throw py::value_error("tensors is empty: nothing to prepare");
+    std::unique_ptr<PreparedExport> p(new PreparedExport());
+    p->api_ = tensors[0]->api();
+    p->device_ = tensors[0]->device();
+    Exchange ex = exchange_for(p->api_, p->device_, py::none(), std::move(dlpack_stream));
+    p->taken_.push_back(take(bucket, bucket_name.c_str(), ex, Access::Write));
+    std::vector<mxfp8_bucket_entry> entries;
+    for (const auto &[vo, vb, so, sb] : plan) entries.push_back(mxfp8_bucket_entry{vo, vb, so, sb});
+    mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
+    o.direction = direction;
+    const auto h = handles(tensors);
+    check(mxfp8_prepare_bucket(h.data(), h.size(), &o, entries.data(), &p->taken_.back()->managed->dl_tensor,
+                               &p->plan_));
+    return p;
+  }
   ~PreparedExport() { mxfp8_prepared_export_release(plan_); }
   PreparedExport(const PreparedExport &) = delete;
   PreparedExport &operator=(const PreparedExport &) = delete;
@@ -717,6 +738,8 @@ class PreparedExport {
   }
 
  private:
+  PreparedExport() = default;
+
   mxfp8_prepared_export *plan_ = nullptr;
   std::vector<std::unique_ptr<TakenTensor>> taken_;
   const DLPackExchangeAPI *api_ = nullptr;
@@ -1116,6 +1139,9 @@ PYBIND11_MODULE(_mxfp8, m) {
   py::class_<PreparedExport>(m, "PreparedExport", "A batched export of compact scales, checked once (mxfp8_prepared_export).")
       .def(py::init<const std::vector<Tensor *> &, const std::vector<py::object> &, int, py::object>(), py::arg("tensors"),
            py::arg("destinations"), py::arg("direction") = 0, py::arg("dlpack_stream") = py::none())
+      .def_static("for_bucket", &PreparedExport::for_bucket, py::arg("tensors"), py::arg("plan"), py::arg("bucket"),
+                  py::arg("direction") = 0, py::arg("dlpack_stream") = py::none(), py::arg("bucket_name") = "bucket",
+                  "A bucket fill (values and compact scales) checked once (mxfp8_prepare_bucket).")
       .def("run", &PreparedExport::run, py::arg("stream") = py::none());
   m.def("swizzle_pair", &swizzle_pair, py::arg("source"), py::arg("destination"), py::arg("swizzle"),
         py::arg("stream") = py::none(), py::arg("dlpack_stream") = py::none());

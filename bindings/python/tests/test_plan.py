@@ -72,3 +72,72 @@ def test_plan_refuses_bad_input_with_the_librarys_message():
         mxfp8.ExportPlan(tensors, out=read_only)
     with pytest.raises(ValueError, match="direction"):
         mxfp8.ExportPlan(tensors, direction="diagonal")
+
+
+# ----------------------------------------------------------------------------------------- BucketPlan ---
+def _check_bucket(bucket, manifest, tensors, expected):
+    """Every tensor of `manifest` in `bucket`: its values byte for byte, its compact scales as the
+    reference made them."""
+    for e in manifest:
+        values = bucket[e["values_offset"]:e["values_offset"] + e["values_bytes"]]
+        np.testing.assert_array_equal(values, tensors[e["name"]]["data"].reshape(-1))
+        scales = bucket[e["scales_offset"]:e["scales_offset"] + e["scales_bytes"]]
+        np.testing.assert_array_equal(scales, expected[e["name"]].reshape(-1))
+
+
+@pytest.mark.parametrize("direction", ["rowwise", "columnwise"])
+def test_bucket_plan_fills_the_groups_iter_buckets_makes_at_every_step(direction):
+    tensors, expected = _plan_inputs("swizzled", direction)
+    bucket_bytes = 60_000  # w0 (~5 KB packed) and w1 (~53 KB) share a bucket, w2 (~96 KB) travels alone
+    plan = mxfp8.BucketPlan(tensors, bucket_bytes=bucket_bytes, direction=direction)
+    walked = list(mxfp8.iter_buckets(tensors, bucket_bytes=bucket_bytes, direction=direction))
+    assert len(plan) == len(walked) == 2
+    assert plan.manifests == [m for _, m in walked]
+    assert [[e["name"] for e in m] for m in plan.manifests] == [["w0", "w1"], ["w2"]]
+    assert plan.buffer.size == max(plan.sizes)
+    for step in range(2):
+        for i, manifest in enumerate(plan.manifests):
+            plan.buffer[:] = 0xEE  # poison: the fill must write every byte a receiver reads
+            bucket = plan.fill(i)
+            assert bucket.size == plan.sizes[i] and np.shares_memory(bucket, plan.buffer)
+            _check_bucket(bucket, manifest, tensors, expected)
+        # An optimizer step in place: the next fills carry the new values.
+        for spec in tensors.values():
+            spec["data"][...] = np.random.default_rng(step).integers(0, 256, spec["data"].shape, dtype=np.uint8)
+    # Iterating fills each bucket as it is reached, like iter_buckets.
+    for (bucket, manifest), (_, walked_manifest) in zip(plan, walked):
+        assert manifest == walked_manifest
+        _check_bucket(bucket, manifest, tensors, expected)
+
+
+def test_bucket_plan_buckets_import_into_parameters_through_prepared_imports():
+    tensors, expected = _plan_inputs("padded")
+    buffer = np.zeros(1 << 17, np.uint8)
+    plan = mxfp8.BucketPlan(tensors, bucket_bytes=1 << 16, buffer=buffer)
+    assert plan.buffer is buffer and len(plan) == 2
+    params = {name: (np.full(spec["data"].shape, 0xEE, np.uint8), np.full(expected[name].shape, 0xEE, np.uint8))
+              for name, spec in tensors.items()}
+    imports = [mxfp8.prepare_import_bucket(buffer[:size], manifest, params)
+               for size, manifest in zip(plan.sizes, plan.manifests)]
+    for i in range(len(plan)):
+        plan.fill(i)
+        imports[i].run()
+    for name, (values, scales) in params.items():
+        np.testing.assert_array_equal(values, tensors[name]["data"])
+        np.testing.assert_array_equal(scales, expected[name])
+
+
+def test_bucket_plan_refuses_bad_input():
+    tensors, _ = _plan_inputs("swizzled")
+    with pytest.raises(ValueError, match="tensors is empty"):
+        mxfp8.BucketPlan({}, bucket_bytes=1 << 20)
+    with pytest.raises(ValueError, match="the largest bucket needs"):
+        mxfp8.BucketPlan(tensors, bucket_bytes=1 << 20, buffer=np.zeros(100, np.uint8))
+    read_only = np.zeros(1 << 20, np.uint8)
+    read_only.flags.writeable = False
+    with pytest.raises(ValueError, match="read-only"):
+        mxfp8.BucketPlan(tensors, bucket_bytes=1 << 20, buffer=read_only)
+    plan = mxfp8.BucketPlan(tensors, bucket_bytes=1 << 20)
+    for bad in (1, -2, True, "0"):
+        with pytest.raises(IndexError, match="out of range"):
+            plan.fill(bad)

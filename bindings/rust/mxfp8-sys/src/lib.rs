@@ -302,6 +302,10 @@ pub struct mxfp8_export_options {
     pub scales_granularity: i32,
     /// Must be 0.
     pub reserved2: u32,
+    /// `MXFP8_SCALE_FIXUP_*` applied by the batched and bucket exports and the tensor import.
+    pub scale_fixup: i32,
+    /// Must be 0.
+    pub reserved3: u32,
 }
 
 impl Default for mxfp8_export_options {
@@ -318,6 +322,8 @@ impl Default for mxfp8_export_options {
             allocator: None,
             scales_granularity: MXFP8_SCALES_PER_32,
             reserved2: 0,
+            scale_fixup: MXFP8_SCALE_FIXUP_NONE,
+            reserved3: 0,
         }
     }
 }
@@ -340,6 +346,14 @@ pub struct mxfp8_bucket_entry {
 pub const MXFP8_LAYOUT_COMPACT: i32 = 0;
 /// `mxfp8_layout`: scales in the cuBLAS / CUTLASS 128x4 layout, flat, padding zero.
 pub const MXFP8_LAYOUT_CUTLASS_128X4: i32 = 1;
+/// `mxfp8_layout`: FlashInfer TRT-LLM shuffled MoE weights (reserved: unsupported in this build).
+pub const MXFP8_LAYOUT_TRTLLM_SHUFFLED: i32 = 2;
+/// `mxfp8_layout`: DeepGEMM's packed UE8M0 scales (int32, MN-major, rowwise only).
+pub const MXFP8_LAYOUT_DEEPGEMM_PACKED: i32 = 3;
+/// `mxfp8_scale_fixup`: scale bytes as stored.
+pub const MXFP8_SCALE_FIXUP_NONE: i32 = 0;
+/// `mxfp8_scale_fixup`: E8M0 exponent byte 0 written as 1 (NeMo RL).
+pub const MXFP8_SCALE_FIXUP_ZERO_EXPONENT_AS_ONE: i32 = 1;
 
 /// `mxfp8_bucket_manifest`: what a bucket holds, as the sender describes it to the receiver (parallel
 /// arrays of `count` entries). Start from `Default` (`MXFP8_BUCKET_MANIFEST_INIT`).
@@ -364,6 +378,10 @@ pub struct mxfp8_bucket_manifest {
     pub directions: *const i32,
     /// `mxfp8_layout` of each tensor's scales in the bucket; NULL: all compact.
     pub scales_layouts: *const i32,
+    /// `MXFP8_SCALE_FIXUP_*` the bucket import applies.
+    pub scale_fixup: i32,
+    /// Must be 0.
+    pub reserved2: u32,
 }
 
 impl Default for mxfp8_bucket_manifest {
@@ -379,6 +397,8 @@ impl Default for mxfp8_bucket_manifest {
             formats: core::ptr::null(),
             directions: core::ptr::null(),
             scales_layouts: core::ptr::null(),
+            scale_fixup: MXFP8_SCALE_FIXUP_NONE,
+            reserved2: 0,
         }
     }
 }
@@ -520,6 +540,35 @@ impl Default for mxfp8_dequantize_options {
     }
 }
 
+/// `mxfp8_convert_options`: options of `mxfp8_convert` and `mxfp8_convert_grouped`.
+#[repr(C)]
+#[derive(Copy, Clone, Debug)]
+pub struct mxfp8_convert_options {
+    /// `sizeof(mxfp8_convert_options)`.
+    pub struct_size: u32,
+    /// `mxfp8_layout` the scales are written in.
+    pub target: i32,
+    /// `MXFP8_DIRECTION_*` read from a tensor.
+    pub direction: i32,
+    /// `MXFP8_SCALE_FIXUP_*`.
+    pub scale_fixup: i32,
+    /// The `cudaStream_t` the work is queued on.
+    pub stream: *mut c_void,
+}
+
+impl Default for mxfp8_convert_options {
+    /// `MXFP8_CONVERT_OPTIONS_INIT`.
+    fn default() -> Self {
+        Self {
+            struct_size: core::mem::size_of::<Self>() as u32,
+            target: MXFP8_LAYOUT_COMPACT,
+            direction: MXFP8_DIRECTION_ROWWISE,
+            scale_fixup: MXFP8_SCALE_FIXUP_NONE,
+            stream: core::ptr::null_mut(),
+        }
+    }
+}
+
 // One declaration per function of mxfp8.h, in the header's order; the header documents each.
 extern "C" {
     /// The loaded library's version, encoded as [`MXFP8_VERSION`]. Cannot fail.
@@ -626,6 +675,22 @@ extern "C" {
         values: *mut *mut DLManagedTensorVersioned,
         scales: *mut *mut DLManagedTensorVersioned,
     ) -> mxfp8_status;
+    /// A tensor's scales (and values) written in an engine-native target, into caller buffers.
+    pub fn mxfp8_convert(
+        tensor: *const mxfp8_tensor,
+        options: *const mxfp8_convert_options,
+        values: *mut DLTensor,
+        scales: *mut DLTensor,
+    ) -> mxfp8_status;
+    /// Grouped experts of one row count written stacked in an engine-native target, one launch.
+    pub fn mxfp8_convert_grouped(
+        grouped: *const mxfp8_grouped_tensor,
+        options: *const mxfp8_convert_options,
+        values: *mut DLTensor,
+        scales: *mut DLTensor,
+    ) -> mxfp8_status;
+    /// The bytes an R x C scale matrix takes in a layout.
+    pub fn mxfp8_layout_bytes(layout: i32, direction: i32, rows: i64, cols: i64, bytes: *mut i64) -> mxfp8_status;
     /// Undoes the GEMM swizzle of one scale matrix into `compact`.
     pub fn mxfp8_unswizzle_scales(swizzled: *const DLTensor, compact: *mut DLTensor, stream: *mut c_void) -> mxfp8_status;
     /// Swizzles one compact scale matrix into the cuBLAS layout, padding zero.

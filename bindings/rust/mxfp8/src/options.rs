@@ -56,6 +56,8 @@ c_enum! {
         Compact = sys::MXFP8_LAYOUT_COMPACT,
         /// Scales in the cuBLAS / CUTLASS 128x4 layout, flat, padding zero.
         Cutlass128x4 = sys::MXFP8_LAYOUT_CUTLASS_128X4,
+        /// DeepGEMM's packed UE8M0 scales: int32 `(R, ceil(C/4))` MN-major, rowwise only.
+        DeepgemmPacked = sys::MXFP8_LAYOUT_DEEPGEMM_PACKED,
     }
 }
 

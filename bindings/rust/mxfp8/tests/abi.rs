@@ -95,16 +95,17 @@ fn rust_view() -> BTreeMap<String, i64> {
     layout!(r, mxfp8_tensor_desc: struct_size, format, scale_layout, ndim, shape, rowwise_data, rowwise_scale_inv,
             columnwise_data, columnwise_scale_inv, block, reserved);
     layout!(r, mxfp8_export_options: struct_size, direction, values_dtype, scales_dtype, padded_scales, reserved, stream,
-            allocator, scales_granularity, reserved2);
+            allocator, scales_granularity, reserved2, scale_fixup, reserved3);
     layout!(r, mxfp8_bucket_entry: values_offset, values_bytes, scales_offset, scales_bytes);
     layout!(r, mxfp8_bucket_manifest: struct_size, reserved, count, entries, ndims, shapes, formats, directions,
-            scales_layouts);
+            scales_layouts, scale_fixup, reserved2);
     layout!(r, mxfp8_import_destination: values, scales, scales_layout, reserved);
     layout!(r, mxfp8_grouped_desc: struct_size, format, scale_layout, scales, num_experts, reserved, cols, uniform_rows,
             expert_rows, scale_offsets, data, scale_inv);
     layout!(r, mxfp8_quantize_options: struct_size, format, block, scale_rounding, scales_layout, values_dtype,
             scales_dtype, reserved, stream, allocator);
     layout!(r, mxfp8_dequantize_options: struct_size, direction, stream);
+    layout!(r, mxfp8_convert_options: struct_size, target, direction, scale_fixup, stream);
     r.insert("mxfp8_status".into(), size_of::<mxfp8_status>() as i64);
     r.insert("MXFP8_VERSION".into(), MXFP8_VERSION as i64);
     r.insert("MXFP8_NUM_STATUS".into(), mxfp8_status::NUM_STATUS.0 as i64);
@@ -112,14 +113,16 @@ fn rust_view() -> BTreeMap<String, i64> {
     init!(r, mxfp8_tensor_desc: int struct_size, int format, int scale_layout, int ndim, ptr shape, ptr rowwise_data,
           ptr rowwise_scale_inv, ptr columnwise_data, ptr columnwise_scale_inv, int block, int reserved);
     init!(r, mxfp8_export_options: int struct_size, int direction, int values_dtype, int scales_dtype, int padded_scales,
-          int reserved, ptr stream, fnptr allocator, int scales_granularity, int reserved2);
+          int reserved, ptr stream, fnptr allocator, int scales_granularity, int reserved2, int scale_fixup,
+          int reserved3);
     init!(r, mxfp8_bucket_manifest: int struct_size, int reserved, int count, ptr entries, ptr ndims, ptr shapes,
-          ptr formats, ptr directions, ptr scales_layouts);
+          ptr formats, ptr directions, ptr scales_layouts, int scale_fixup, int reserved2);
     init!(r, mxfp8_grouped_desc: int struct_size, int format, int scale_layout, int scales, int num_experts, int reserved,
           int cols, int uniform_rows, ptr expert_rows, ptr scale_offsets, ptr data, ptr scale_inv);
     init!(r, mxfp8_quantize_options: int struct_size, int format, int block, int scale_rounding, int scales_layout,
           int values_dtype, int scales_dtype, int reserved, ptr stream, fnptr allocator);
     init!(r, mxfp8_dequantize_options: int struct_size, int direction, ptr stream);
+    init!(r, mxfp8_convert_options: int struct_size, int target, int direction, int scale_fixup, ptr stream);
     r
 }
 

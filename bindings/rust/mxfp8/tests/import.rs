@@ -32,6 +32,24 @@ fn expected(scales: &[u8], m: usize, k: usize, layout: Layout) -> Vec<u8> {
     match layout {
         Layout::Compact => scales.to_vec(),
         Layout::Cutlass128x4 => swizzle_reference(scales, m, k.div_ceil(32), 0),
+        // DeepGEMM's packed UE8M0 tensor, as its torch path builds it: S zero-padded to
+        // (roundup(m, 4), roundup(c, 4)) bytes, each row's bytes read as little-endian int32 words, the
+        // int32 matrix stored MN-major (word (r, j) at j * roundup(m, 4) + r).
+        Layout::DeepgemmPacked => {
+            let (c, aligned) = (k.div_ceil(32), m.div_ceil(4) * 4);
+            let mut padded = vec![0u8; aligned * c.div_ceil(4) * 4];
+            for r in 0..m {
+                padded[r * c.div_ceil(4) * 4..][..c].copy_from_slice(&scales[r * c..][..c]);
+            }
+            let mut out = vec![0u8; padded.len()];
+            for r in 0..aligned {
+                for j in 0..c.div_ceil(4) {
+                    let word = u32::from_le_bytes(padded[(r * c.div_ceil(4) + j) * 4..][..4].try_into().unwrap());
+                    out[(j * aligned + r) * 4..][..4].copy_from_slice(&word.to_le_bytes());
+                }
+            }
+            out
+        }
     }
 }
 
@@ -77,7 +95,7 @@ fn a_bucket_imports_into_compact_and_swizzled_targets() {
 
 #[test]
 fn te_storage_imports_directly() {
-    for layout in [Layout::Compact, Layout::Cutlass128x4] {
+    for layout in [Layout::Compact, Layout::Cutlass128x4, Layout::DeepgemmPacked] {
         let made: Vec<_> = SHAPES.iter().enumerate().map(|(i, &(m, k, s))| make(m, k, 20 + i as u64, s)).collect();
         let tensors: Vec<&Tensor> = made.iter().map(|t| &t.0).collect();
         let mut values: Vec<Vec<u8>> = made.iter().map(|t| vec![POISON; t.1.len()]).collect();

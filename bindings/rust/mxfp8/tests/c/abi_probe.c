@@ -60,6 +60,8 @@ int main(void) {
   FIELD(mxfp8_export_options, allocator);
   FIELD(mxfp8_export_options, scales_granularity);
   FIELD(mxfp8_export_options, reserved2);
+  FIELD(mxfp8_export_options, scale_fixup);
+  FIELD(mxfp8_export_options, reserved3);
   SIZE(mxfp8_bucket_entry);
   FIELD(mxfp8_bucket_entry, values_offset);
   FIELD(mxfp8_bucket_entry, values_bytes);
@@ -75,6 +77,8 @@ int main(void) {
   FIELD(mxfp8_bucket_manifest, formats);
   FIELD(mxfp8_bucket_manifest, directions);
   FIELD(mxfp8_bucket_manifest, scales_layouts);
+  FIELD(mxfp8_bucket_manifest, scale_fixup);
+  FIELD(mxfp8_bucket_manifest, reserved2);
   SIZE(mxfp8_import_destination);
   FIELD(mxfp8_import_destination, values);
   FIELD(mxfp8_import_destination, scales);
@@ -104,6 +108,12 @@ int main(void) {
   FIELD(mxfp8_quantize_options, reserved);
   FIELD(mxfp8_quantize_options, stream);
   FIELD(mxfp8_quantize_options, allocator);
+  SIZE(mxfp8_convert_options);
+  FIELD(mxfp8_convert_options, struct_size);
+  FIELD(mxfp8_convert_options, target);
+  FIELD(mxfp8_convert_options, direction);
+  FIELD(mxfp8_convert_options, scale_fixup);
+  FIELD(mxfp8_convert_options, stream);
   SIZE(mxfp8_dequantize_options);
   FIELD(mxfp8_dequantize_options, struct_size);
   FIELD(mxfp8_dequantize_options, direction);
@@ -138,6 +148,8 @@ int main(void) {
     INIT_PTR(mxfp8_export_options, v, allocator);
     INIT_INT(mxfp8_export_options, v, scales_granularity);
     INIT_INT(mxfp8_export_options, v, reserved2);
+    INIT_INT(mxfp8_export_options, v, scale_fixup);
+    INIT_INT(mxfp8_export_options, v, reserved3);
   }
   {
     mxfp8_bucket_manifest v = MXFP8_BUCKET_MANIFEST_INIT;
@@ -150,6 +162,8 @@ int main(void) {
     INIT_PTR(mxfp8_bucket_manifest, v, formats);
     INIT_PTR(mxfp8_bucket_manifest, v, directions);
     INIT_PTR(mxfp8_bucket_manifest, v, scales_layouts);
+    INIT_INT(mxfp8_bucket_manifest, v, scale_fixup);
+    INIT_INT(mxfp8_bucket_manifest, v, reserved2);
   }
   {
     mxfp8_grouped_desc v = MXFP8_GROUPED_DESC_INIT;
@@ -184,6 +198,14 @@ int main(void) {
     INIT_INT(mxfp8_dequantize_options, v, struct_size);
     INIT_INT(mxfp8_dequantize_options, v, direction);
     INIT_PTR(mxfp8_dequantize_options, v, stream);
+  }
+  {
+    mxfp8_convert_options v = MXFP8_CONVERT_OPTIONS_INIT;
+    INIT_INT(mxfp8_convert_options, v, struct_size);
+    INIT_INT(mxfp8_convert_options, v, target);
+    INIT_INT(mxfp8_convert_options, v, direction);
+    INIT_INT(mxfp8_convert_options, v, scale_fixup);
+    INIT_PTR(mxfp8_convert_options, v, stream);
   }
   return 0;
 }

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# A/B (or bisection) of the scale kernels on one machine: builds bench_scales from several source trees
+# and runs them in turn, round after round, so machine-to-machine spread (larger than run-to-run, see
+# README) cancels out.
+#   OUT=dir [ROUNDS=2] bash bench/ab.sh DIR...
+# Each DIR is a repository root (e.g. `git archive <rev> | tar -x -C .ab/<rev>`, carried to the device in
+# the ignored folder .ab/; copy the current bench/bench_scales.cu into old trees so all report the same
+# fields). Writes $OUT/ab-<i>-<round>.json (bench_scales' JSON, i = the tree's position) and a summary.
+set -euo pipefail
+: "${OUT:?set OUT}"
+rounds=${ROUNDS:-2}
+dl=()
+[ -d "$PWD/.carry/dlpack" ] && dl=(-DDLPACK_INCLUDE_DIR="$PWD/.carry/dlpack")
+i=0
+for src in "$@"; do
+  i=$((i + 1))
+  cmake -S "$src" -B "/tmp/ab-build-$i" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMXFP8_BUILD_TESTS=OFF \
+    -DMXFP8_BUILD_EXAMPLES=OFF "${dl[@]}" >/dev/null
+  cmake --build "/tmp/ab-build-$i" -j "$(nproc)" --target bench_scales | tail -1
+done
+for r in $(seq 1 "$rounds"); do
+  for t in $(seq 1 "$#"); do "/tmp/ab-build-$t/bench/bench_scales" >"$OUT/ab-$t-$r.json"; done
+done
+python3 - "$OUT" "$rounds" "$@" <<'PY'
+import json, sys
+out, rounds, trees = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+for t, tree in enumerate(trees, 1):
+    runs = [json.load(open(f"{out}/ab-{t}-{r}.json")) for r in range(1, rounds + 1)]
+    print(f"== {t}: {tree}")
+    for part in ("whole_model", "moe"):
+        print(" ", part, "ms", [r[part]["ms"] for r in runs], "copy", [r[part]["copy_ms"] for r in runs],
+              {k: [r[part][k] for r in runs] for k in runs[0][part] if k.startswith(("gpu", "host"))})
+    for k in runs[0]["shapes"]:
+        print(" ", k, "fraction of copy", [round(r["shapes"][k]["copy_ms"] / r["shapes"][k]["unswizzle_ms"], 3) for r in runs])
+PY

@@ -1,0 +1,146 @@
+"""Engine-native targets: a tensor, or grouped MoE experts, written once in the layout an engine's kernels
+load, so that the engine runs no load-time pass of its own.
+
+    out = mxfp8.convert(data, scale_inv, "deepgemm", num_experts=128)  # out.scales: SGLang's parameter
+
+Targets, and the parameter each engine loads (README: "engine -> parameter -> target -> call"):
+
+- ``"compact"``: uint8 ``(*lead, ceil(K/32))`` (grouped ``[E, N, ceil(K/32)]``): vLLM / SGLang
+  ``weight_scale`` / ``weight_scale_inv`` as checkpoints store them.
+- ``"cutlass_128x4"``: uint8, flat ``roundup(R, 128) * roundup(C, 4)`` bytes (grouped ``[E, bytes]``),
+  the cuBLAS / CUTLASS 128x4 layout with zero padding: vLLM's FlashInfer-CUTLASS MXFP8 linear, SGLang's
+  ``weight_scale_inv_swizzled``. Columnwise scales are laid out transposed, as cuBLAS reads them.
+- ``"deepgemm"``: int32 ``[mn, ceil(sf_k/4)]`` (grouped ``[E, mn, ceil(sf_k/4)]``) with DeepGEMM's
+  MN-major strides ``(ceil(sf_k/4) * mn_aligned, 1, mn_aligned)``, ``mn_aligned = roundup(mn, 4)``, four
+  consecutive K-block exponents per int32 (the first in the lowest byte): what SGLang's DeepGEMM path gets
+  from ``get_mn_major_tma_aligned_packed_ue8m0_tensor``. Rowwise only.
+- ``"trtllm"``: reserved (FlashInfer TRT-LLM MoE shuffle; this build raises).
+"""
+from __future__ import annotations
+
+import sys
+from typing import Any, NamedTuple, Optional, Tuple
+
+from . import _args
+from ._import import LAYOUTS, _code, _cuda_and_stream, _dlpack_stream, _DIRECTIONS, _fixup, _FORMATS, layout_bytes
+from ._mxfp8 import convert as _c_convert
+
+_GROUPED_SCALES = {"padded": 0, "compact": 1}
+
+
+class Converted(NamedTuple):
+    """The outputs of convert: the values (None unless asked for) and the scales, shaped as the target's
+    engine parameter."""
+
+    values: Any
+    scales: Any
+
+
+def _is_torch(obj: Any) -> bool:
+    return type(obj).__module__.startswith("torch")
+
+
+def _empty(like: Any, count: int, dtype: str) -> Any:
+    """A new 1-D buffer of `count` elements next to `like`: torch for torch inputs, NumPy on the host."""
+    if _is_torch(like):
+        import torch
+
+        return torch.empty(count, dtype=getattr(torch, dtype), device=like.device)
+    if like.__dlpack_device__()[0] not in _args.HOST_DEVICES:
+        raise TypeError("outputs are allocated here for torch tensors and host arrays only: pass values= and "
+                        "out= buffers of your framework")
+    import numpy
+
+    return numpy.empty(count, dtype=dtype)
+
+
+def _strided(flat: Any, shape: Tuple[int, ...], strides: Tuple[int, ...]) -> Any:
+    if _is_torch(flat):
+        return flat.as_strided(shape, strides)
+    import numpy
+
+    return numpy.lib.stride_tricks.as_strided(flat, shape, tuple(s * flat.itemsize for s in strides), writeable=True)
+
+
+def _engine_parameter(flat: Any, target: str, experts: int, lead: Tuple[int, ...], r: int, c: int) -> Any:
+    """The flat scales output viewed as the target's engine parameter."""
+    g = (experts,) if experts else ()
+    if target == "compact":
+        return flat.reshape(*g, *lead, c)
+    if target == "deepgemm":
+        packed, aligned = -(-c // 4), -(-r // 4) * 4
+        return _strided(flat, (*g, r, packed), ((packed * aligned,) if experts else ()) + (1, aligned))
+    return flat.reshape(*g, -1)  # cutlass_128x4 (and the row-shuffled targets): flat per matrix
+
+
+def convert(
+    data: Any,
+    scale_inv: Any,
+    target: str,
+    *,
+    shape: Optional[Any] = None,
+    fp8_dtype: str = "e4m3",
+    swizzled: bool = False,
+    direction: str = "rowwise",
+    num_experts: Optional[int] = None,
+    scales: str = "padded",
+    values: Any = False,
+    out: Any = None,
+    zero_exponent_as_one: bool = False,
+    stream: Any = None,
+) -> Converted:
+    """Writes the scales of one MXFP8 tensor (or of `num_experts` grouped experts of equal rows, stacked)
+    in `target` (see the module docs), checked, in one pass (one launch on CUDA).
+
+    Args:
+        data, scale_inv: the values and scales as the producer stores them (Transformer Engine: padded,
+            maybe `swizzled`); for grouped experts the flat buffers of mxfp8_grouped_desc, their scales
+            "padded" per expert or "compact" (`scales`).
+        shape: the logical shape (*lead, K); default data.shape.
+        values: False (not written), True (a new copy, stacked [E, N, K] for experts), or a buffer to
+            write them into (what a target that permutes rows needs).
+        out: the buffer to write the scales into (any shape of exactly the target's bytes, or the
+            engine's own parameter); default: a new one, returned shaped as the engine's parameter.
+        zero_exponent_as_one: write E8M0 exponent byte 0 as 1 (NeMo RL #3477); padding stays 0.
+        stream: CUDA stream (torch's current stream by default for torch tensors).
+    """
+    if target not in LAYOUTS:
+        raise ValueError(f"target is {target!r}, expected one of {', '.join(map(repr, LAYOUTS))}")
+    dims = tuple(_args.shape("shape", shape if shape is not None else data.shape))
+    if not dims:
+        raise ValueError("shape must have at least one dimension (K)")
+    experts = 0 if num_experts is None else _args.integer("num_experts", num_experts, 1, _args.INT32_MAX)
+    col = _code("direction", direction, _DIRECTIONS) == 1
+    m = 1
+    for d in dims[:-1]:
+        m *= d
+    k = dims[-1]
+    lead = dims[:-1]
+    if experts:
+        if m % experts:
+            raise ValueError(f"the experts' {m} rows do not split into {experts} experts of equal size")
+        m //= experts
+        lead = (m,)
+    r, c = (-(-m // 32), k) if col else (m, -(-k // 32))
+    cuda, stream_ptr = _cuda_and_stream(data, stream)
+    per = layout_bytes(target, r, c, direction)
+    word = 4 if target == "deepgemm" else 1
+    flat = None
+    if out is None:
+        flat = _empty(data, max(experts, 1) * per // word, "int32" if word == 4 else "uint8")
+        out = flat
+    values_out = None
+    if values is True:
+        values_out = _empty(data, max(experts, 1) * m * k, "uint8")
+        if _is_torch(data):
+            values_out = values_out.view(data.dtype)
+    elif values is not False and values is not None:
+        values_out = values
+    _c_convert(data, scale_inv, list(dims), _code("fp8_dtype", fp8_dtype, _FORMATS), _args.flag("swizzled", swizzled),
+               int(col), experts, _code("scales", scales, _GROUPED_SCALES), LAYOUTS[target], _fixup(zero_exponent_as_one),
+               values_out, out, stream_ptr, _dlpack_stream(cuda, stream_ptr))
+    if flat is not None:
+        out = _engine_parameter(flat, target, experts, lead if not col else (r,), r, c)
+    if values is True:
+        values_out = values_out.reshape(*((experts, m) if experts else dims[:-1]), k)
+    return Converted(values_out, out)

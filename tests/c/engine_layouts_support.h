@@ -1,0 +1,83 @@
+/* References for the engine layouts (mxfp8_layout), written from each consumer's documented behaviour
+ * and never from the library's index functions:
+ *   - DeepGEMM packed UE8M0, as DeepGEMM's own torch path builds it
+ *     (get_mn_major_tma_aligned_packed_ue8m0_tensor_torch, csrc/jit_kernels/impls/smxx_layout.hpp):
+ *     pad S (mn x sf_k) with zeros to (roundup(mn, 4), roundup(sf_k, 4)) bytes, read each row's bytes as
+ *     little-endian int32 words, and store the int32 matrix MN-major (word (m, j) at j * mn_aligned + m);
+ *   - the CUTLASS / cuBLAS 128x4 layout from its permute form (ref_swizzled_index), padding zero.
+ * Shared by test_engine_layouts.c (host) and test_gpu_import.c (device). */
+#ifndef MXFP8_ENGINE_LAYOUTS_SUPPORT_H_
+#define MXFP8_ENGINE_LAYOUTS_SUPPORT_H_
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "test_support.h"
+
+static inline int64_t ref_deepgemm_bytes(int64_t mn, int64_t sf_k) {
+  return 4 * ref_ceil_div(sf_k, 4) * ref_round_up(mn, 4);
+}
+
+static inline int64_t ref_cutlass_bytes(int64_t rows, int64_t cols) {
+  return (rows == 0 || cols == 0) ? 0 : ref_round_up(rows, 128) * ref_round_up(cols, 4);
+}
+
+/* S (mn x sf_k, row-major) written as DeepGEMM's packed int32 tensor, as bytes in memory. */
+static inline void ref_deepgemm(const uint8_t *s, int64_t mn, int64_t sf_k, uint8_t *out) {
+  const int64_t mn_aligned = ref_round_up(mn, 4), k_aligned = ref_round_up(sf_k, 4), packed = k_aligned / 4;
+  uint8_t *padded = calloc((size_t)(mn_aligned * k_aligned) + 1, 1);
+  for (int64_t m = 0; m < mn; ++m) memcpy(padded + m * k_aligned, s + m * sf_k, (size_t)sf_k);
+  for (int64_t m = 0; m < mn_aligned; ++m)
+    for (int64_t j = 0; j < packed; ++j) {
+      const uint8_t *w = padded + m * k_aligned + 4 * j;
+      const uint32_t word = (uint32_t)w[0] | (uint32_t)w[1] << 8 | (uint32_t)w[2] << 16 | (uint32_t)w[3] << 24;
+      uint8_t *dst = out + 4 * (j * mn_aligned + m); /* int32 element (m, j), strides (1, mn_aligned) */
+      for (int b = 0; b < 4; ++b) dst[b] = (uint8_t)(word >> (8 * b)); /* little-endian in memory */
+    }
+  free(padded);
+}
+
+/* S (rows x cols) in the 128x4 layout; `transposed`: S^T is laid out (columnwise scales). */
+static inline void ref_cutlass(const uint8_t *s, int64_t rows, int64_t cols, int transposed, uint8_t *out) {
+  const int64_t sr = transposed ? cols : rows, sc = transposed ? rows : cols;
+  memset(out, 0, (size_t)ref_cutlass_bytes(sr, sc));
+  const int64_t cp = ref_round_up(sc, 4);
+  for (int64_t y = 0; y < rows; ++y)
+    for (int64_t x = 0; x < cols; ++x)
+      out[transposed ? ref_swizzled_index(x, y, cp) : ref_swizzled_index(y, x, cp)] = s[y * cols + x];
+}
+
+/* S with NeMo RL's fix-up (#3477): exponent byte 0 becomes 1. */
+static inline uint8_t *ref_zero_as_one(const uint8_t *s, int64_t n) {
+  uint8_t *out = malloc((size_t)n + 1);
+  for (int64_t i = 0; i < n; ++i) out[i] = s[i] == 0 ? 1 : s[i];
+  return out;
+}
+
+/* The bytes of S (rows x cols) in `layout` (compact, 128x4 or DeepGEMM), in a new buffer; *bytes set. */
+static inline uint8_t *ref_layout(const uint8_t *s, int64_t rows, int64_t cols, int32_t layout, int columnwise,
+                                  int64_t *bytes) {
+  uint8_t *out;
+  if (layout == MXFP8_LAYOUT_DEEPGEMM_PACKED) {
+    *bytes = ref_deepgemm_bytes(rows, cols);
+    out = malloc((size_t)*bytes + 1);
+    ref_deepgemm(s, rows, cols, out);
+  } else if (layout == MXFP8_LAYOUT_CUTLASS_128X4) {
+    *bytes = columnwise ? ref_cutlass_bytes(cols, rows) : ref_cutlass_bytes(rows, cols);
+    out = malloc((size_t)*bytes + 1);
+    ref_cutlass(s, rows, cols, columnwise, out);
+  } else {
+    *bytes = rows * cols;
+    out = malloc((size_t)*bytes + 1);
+    memcpy(out, s, (size_t)*bytes);
+  }
+  return out;
+}
+
+/* Sprinkles exponent-0 scales (all-zero blocks) over S, so the fix-up has bytes to rewrite. */
+static inline void add_zero_scales(uint8_t *s, int64_t n, uint64_t *rng) {
+  for (int64_t i = 0; i < n; ++i)
+    if (rng_next(rng) % 5 == 0) s[i] = 0;
+}
+
+#endif

@@ -1,0 +1,387 @@
+/* The engine-native targets (mxfp8_layout) on the host: mxfp8_convert and mxfp8_convert_grouped into
+ * compact, CUTLASS 128x4 and DeepGEMM packed buffers, the import calls and the bucket manifest with the
+ * new layouts, the scale fix-up, and round trips back to compact. Every expected byte comes from
+ * engine_layouts_support.h (the consumers' documented procedures), sources are TE storage with poisoned
+ * padding, outputs are poisoned, and shapes are partial: rows not a multiple of 4 or 128, K not a
+ * multiple of 32, ceil(K/32) not a multiple of 4. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine_layouts_support.h"
+#include "import_support.h"
+
+static const int32_t kTargets[] = {MXFP8_LAYOUT_COMPACT, MXFP8_LAYOUT_CUTLASS_128X4, MXFP8_LAYOUT_DEEPGEMM_PACKED};
+static const char *const kTargetNames[] = {"compact", "cutlass_128x4", "deepgemm"};
+
+/* A poisoned host buffer of n bytes (one more, to catch a write past the end) and its DLTensor. */
+typedef struct {
+  uint8_t *bytes;
+  int64_t shape[3];
+  int64_t strides[3];
+  DLTensor tensor;
+} out_buffer;
+
+static void make_out(out_buffer *o, int64_t n, uint8_t code, uint8_t bits) {
+  o->bytes = malloc((size_t)n + 1);
+  memset(o->bytes, POISON, (size_t)n + 1);
+  o->shape[0] = n / (bits / 8);
+  o->tensor = (DLTensor){o->bytes, {kDLCPU, 0}, 1, {code, bits, 1}, o->shape, NULL, 0};
+}
+
+static void expect_bytes(const uint8_t *got, const uint8_t *want, int64_t n, const char *what, const char *target) {
+  for (int64_t b = 0; b < n; ++b)
+    EXPECT(got[b] == want[b], "%s (%s): byte %lld is %u, expected %u", what, target, (long long)b, got[b], want[b]);
+  EXPECT(got[n] == POISON, "%s (%s): written past the end", what, target);
+}
+
+/* Sets some of a TE tensor's scales to exponent 0, in its reference and its storage alike. */
+static void zero_some_scales(te_tensor *t, const spec *s, uint64_t *rng) {
+  const int col = s->direction == MXFP8_DIRECTION_COLUMNWISE;
+  const reference *ref = &t->ref;
+  const int64_t stride = col ? ref_round_up(ref->c, 128) : ref_round_up(ref->c, 4);
+  for (int64_t y = 0; y < ref->r; ++y)
+    for (int64_t x = 0; x < ref->c; ++x) {
+      if (rng_next(rng) % 5 != 0) continue;
+      ref->compact[y * ref->c + x] = 0;
+      if (s->source_layout == 1) {
+        const int64_t cp = ref_round_up(col ? ref->r : ref->c, 4);
+        const size_t at = col ? ref_swizzled_index(x, y, cp) : ref_swizzled_index(y, x, cp);
+        t->scales->buffer[at] = 0;
+        ref->swizzled[at] = 0;
+      } else {
+        t->scales->buffer[y * stride + x] = 0;
+      }
+    }
+}
+
+enum { kSpecs = 8 };
+static const spec kSpecs_[kSpecs] = {
+    {2, {100, 48, 0}, MXFP8_DIRECTION_ROWWISE, 0, 0},   /* C = 2, rows not a multiple of 4 */
+    {2, {257, 200, 0}, MXFP8_DIRECTION_ROWWISE, 1, 0},  /* K % 32 != 0, C = 7 */
+    {3, {3, 5, 130}, MXFP8_DIRECTION_ROWWISE, 0, 0},    /* M = 15, C = 5 */
+    {2, {130, 288, 0}, MXFP8_DIRECTION_ROWWISE, 1, 0},  /* C = 9 */
+    {2, {1, 33, 0}, MXFP8_DIRECTION_ROWWISE, 0, 0},     /* one row */
+    {2, {256, 512, 0}, MXFP8_DIRECTION_ROWWISE, 1, 0},  /* whole tiles: no padding anywhere */
+    {2, {70, 200, 0}, MXFP8_DIRECTION_COLUMNWISE, 0, 0},
+    {2, {70, 33, 0}, MXFP8_DIRECTION_COLUMNWISE, 1, 0},
+};
+
+static void test_convert_writes_each_target_exactly(void **state) {
+  (void)state;
+  uint64_t rng = 5;
+  for (int fixup = 0; fixup < 2; ++fixup)
+    for (int i = 0; i < kSpecs; ++i) {
+      const spec *s = &kSpecs_[i];
+      const int col = s->direction == MXFP8_DIRECTION_COLUMNWISE;
+      te_tensor t = make_te(s, &rng);
+      if (fixup) zero_some_scales(&t, s, &rng);
+      uint8_t *want_s = fixup ? ref_zero_as_one(t.ref.compact, t.ref.r * t.ref.c) : NULL;
+      for (size_t k = 0; k < sizeof kTargets / sizeof kTargets[0]; ++k) {
+        const int32_t target = kTargets[k];
+        mxfp8_convert_options o = MXFP8_CONVERT_OPTIONS_INIT;
+        o.target = target;
+        o.direction = s->direction;
+        o.scale_fixup = fixup ? MXFP8_SCALE_FIXUP_ZERO_EXPONENT_AS_ONE : MXFP8_SCALE_FIXUP_NONE;
+        if (col && target == MXFP8_LAYOUT_DEEPGEMM_PACKED) {
+          out_buffer any;
+          make_out(&any, 64, kDLUInt, 8);
+          assert_int_equal(mxfp8_convert(t.handle, &o, NULL, &any.tensor), MXFP8_ERROR_INVALID_ARGUMENT);
+          assert_last_error_contains("rowwise scales only");
+          EXPECT(any.bytes[0] == POISON, "a refused convert wrote");
+          free(any.bytes);
+          continue;
+        }
+        int64_t n = 0;
+        uint8_t *want = ref_layout(fixup ? want_s : t.ref.compact, t.ref.r, t.ref.c, target, col, &n);
+        int64_t lib_bytes = -1;
+        assert_int_equal(mxfp8_layout_bytes(target, s->direction, t.ref.r, t.ref.c, &lib_bytes), MXFP8_OK);
+        EXPECT(lib_bytes == n, "spec %d %s: mxfp8_layout_bytes %lld, the reference %lld", i, kTargetNames[k],
+               (long long)lib_bytes, (long long)n);
+        out_buffer scales, values;
+        make_out(&scales, n, kDLUInt, 8);
+        make_out(&values, t.ref.values_bytes, kDLFloat8_e4m3fn, 8);
+        assert_int_equal(mxfp8_convert(t.handle, &o, &values.tensor, &scales.tensor), MXFP8_OK);
+        expect_bytes(scales.bytes, want, n, fixup ? "convert with fix-up" : "convert", kTargetNames[k]);
+        expect_bytes(values.bytes, t.ref.values, t.ref.values_bytes, "convert values", kTargetNames[k]);
+        /* Without values: only the scales are written. */
+        memset(scales.bytes, POISON, (size_t)n + 1);
+        assert_int_equal(mxfp8_convert(t.handle, &o, NULL, &scales.tensor), MXFP8_OK);
+        expect_bytes(scales.bytes, want, n, "convert, scales only", kTargetNames[k]);
+        free(scales.bytes);
+        free(values.bytes);
+        free(want);
+      }
+      free(want_s);
+      free_te(&t);
+    }
+}
+
+/* DeepGEMM's parameter is int32: a flat int32 buffer and the engine's own strided [mn, ceil(sf_k/4)]
+ * tensor (strides (1, mn_aligned)) are both accepted and hold the same bytes. */
+static void test_deepgemm_accepts_the_engines_int32_parameter(void **state) {
+  (void)state;
+  uint64_t rng = 9;
+  const spec s = {2, {102, 200, 0}, MXFP8_DIRECTION_ROWWISE, 0, 0}; /* mn 102 -> 104, sf_k 7 -> 2 words */
+  te_tensor t = make_te(&s, &rng);
+  int64_t n = 0;
+  uint8_t *want = ref_layout(t.ref.compact, t.ref.r, t.ref.c, MXFP8_LAYOUT_DEEPGEMM_PACKED, 0, &n);
+  assert_int_equal(n, 4 * 2 * 104);
+  mxfp8_convert_options o = MXFP8_CONVERT_OPTIONS_INIT;
+  o.target = MXFP8_LAYOUT_DEEPGEMM_PACKED;
+  out_buffer flat;
+  make_out(&flat, n, kDLInt, 32);
+  assert_int_equal(mxfp8_convert(t.handle, &o, NULL, &flat.tensor), MXFP8_OK);
+  expect_bytes(flat.bytes, want, n, "int32 flat", "deepgemm");
+  out_buffer param;
+  make_out(&param, n, kDLInt, 32);
+  param.tensor.ndim = 2;
+  param.shape[0] = 102, param.shape[1] = 2;
+  param.strides[0] = 1, param.strides[1] = 104;
+  param.tensor.strides = param.strides;
+  assert_int_equal(mxfp8_convert(t.handle, &o, NULL, &param.tensor), MXFP8_OK);
+  expect_bytes(param.bytes, want, n, "int32 engine parameter", "deepgemm");
+  /* The same shape with row-major strides is not DeepGEMM's tensor (and not its byte count). */
+  param.strides[0] = 2, param.strides[1] = 1;
+  memset(param.bytes, POISON, (size_t)n + 1);
+  assert_int_equal(mxfp8_convert(t.handle, &o, NULL, &param.tensor), MXFP8_ERROR_INVALID_ARGUMENT);
+  assert_last_error_contains("DeepGEMM packed scales of a 102 x 7 matrix are 832 bytes, got 816");
+  EXPECT(param.bytes[0] == POISON, "a refused convert wrote");
+  free(flat.bytes);
+  free(param.bytes);
+  free(want);
+  free_te(&t);
+}
+
+/* E experts of N rows, stored as TE stores them, converted stacked in one call. */
+static void test_grouped_experts_convert_stacked(void **state) {
+  (void)state;
+  uint64_t rng = 21;
+  const int64_t experts = 5, n = 102, k = 200, c = 7; /* N not a multiple of 4, K of 32, C of 4 */
+  for (int variant = 0; variant < 3; ++variant) { /* compact, padded row-major, padded swizzled */
+    uint8_t *values = malloc((size_t)(experts * n * k));
+    fill_random(values, (size_t)(experts * n * k), &rng);
+    uint8_t *compact = malloc((size_t)(experts * n * c));
+    fill_random_scales(compact, (size_t)(experts * n * c), &rng);
+    add_zero_scales(compact, experts * n * c, &rng);
+    const int64_t per = variant == 0 ? n * c : ref_round_up(n, 128) * ref_round_up(c, 4);
+    const int64_t values_shape[2] = {experts * n, k}, scales_shape[1] = {experts * per};
+    test_tensor *data = test_tensor_new(2, values_shape, kDLUInt, 0);
+    test_tensor *scales = test_tensor_new(1, scales_shape, kDLUInt, 0); /* poisoned padding */
+    memcpy(data->buffer, values, (size_t)(experts * n * k));
+    for (int64_t e = 0; e < experts; ++e) {
+      const uint8_t *se = compact + e * n * c;
+      uint8_t *at = scales->buffer + e * per;
+      for (int64_t y = 0; y < n; ++y)
+        for (int64_t x = 0; x < c; ++x) {
+          if (variant == 0) at[y * c + x] = se[y * c + x];
+          else if (variant == 1) at[y * ref_round_up(c, 4) + x] = se[y * c + x];
+          else at[ref_swizzled_index(y, x, ref_round_up(c, 4))] = se[y * c + x];
+        }
+    }
+    mxfp8_grouped_desc d = MXFP8_GROUPED_DESC_INIT;
+    d.scale_layout = variant == 2 ? MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED : MXFP8_SCALE_LAYOUT_ROW_MAJOR;
+    d.scales = variant == 0 ? MXFP8_GROUPED_SCALES_COMPACT : MXFP8_GROUPED_SCALES_PADDED;
+    d.num_experts = (int32_t)experts;
+    d.cols = k;
+    d.uniform_rows = n;
+    d.data = &data->managed;
+    d.scale_inv = &scales->managed;
+    mxfp8_grouped_tensor *g = NULL;
+    assert_int_equal(mxfp8_grouped_tensor_create(&d, &g), MXFP8_OK);
+    for (int fixup = 0; fixup < 2; ++fixup)
+      for (size_t t = 0; t < sizeof kTargets / sizeof kTargets[0]; ++t) {
+        int64_t per_out = 0;
+        uint8_t *probe = ref_layout(compact, n, c, kTargets[t], 0, &per_out);
+        free(probe);
+        uint8_t *want = malloc((size_t)(experts * per_out) + 1);
+        for (int64_t e = 0; e < experts; ++e) {
+          uint8_t *src = fixup ? ref_zero_as_one(compact + e * n * c, n * c) : NULL;
+          int64_t bytes = 0;
+          uint8_t *one = ref_layout(fixup ? src : compact + e * n * c, n, c, kTargets[t], 0, &bytes);
+          memcpy(want + e * per_out, one, (size_t)bytes);
+          free(one);
+          free(src);
+        }
+        mxfp8_convert_options o = MXFP8_CONVERT_OPTIONS_INIT;
+        o.target = kTargets[t];
+        o.scale_fixup = fixup;
+        out_buffer out, vals;
+        make_out(&out, experts * per_out, kDLUInt, 8);
+        make_out(&vals, experts * n * k, kDLUInt, 8);
+        if (kTargets[t] == MXFP8_LAYOUT_DEEPGEMM_PACKED && variant == 1) {
+          /* As SGLang holds it: int32 [E, N, ceil(C/4)], strides (ceil(C/4) * 104, 1, 104). */
+          out.tensor.dtype = (DLDataType){kDLInt, 32, 1};
+          out.tensor.ndim = 3;
+          out.shape[0] = experts, out.shape[1] = n, out.shape[2] = 2;
+          out.strides[0] = 2 * 104, out.strides[1] = 1, out.strides[2] = 104;
+          out.tensor.strides = out.strides;
+        }
+        assert_int_equal(mxfp8_convert_grouped(g, &o, &vals.tensor, &out.tensor), MXFP8_OK);
+        expect_bytes(out.bytes, want, experts * per_out, fixup ? "grouped with fix-up" : "grouped", kTargetNames[t]);
+        expect_bytes(vals.bytes, values, experts * n * k, "grouped values", kTargetNames[t]);
+        free(out.bytes);
+        free(vals.bytes);
+        free(want);
+      }
+    mxfp8_grouped_tensor_release(g);
+    test_tensor_free(data);
+    test_tensor_free(scales);
+    free(values);
+    free(compact);
+  }
+}
+
+/* A bucket whose scale parts are in an engine layout (the manifest says which) imports back into
+ * compact and into any other layout: convert -> bucket -> import is the identity on S. */
+static void test_engine_layout_parts_round_trip_to_compact(void **state) {
+  (void)state;
+  uint64_t rng = 33;
+  const spec s = {2, {131, 230, 0}, MXFP8_DIRECTION_ROWWISE, 1, 0}; /* C = 8, rows 131 */
+  te_tensor t = make_te(&s, &rng);
+  for (size_t from = 1; from < sizeof kTargets / sizeof kTargets[0]; ++from)
+    for (size_t to = 0; to < sizeof kTargets / sizeof kTargets[0]; ++to) {
+      int64_t part = 0, n = 0;
+      uint8_t *probe = ref_layout(t.ref.compact, t.ref.r, t.ref.c, kTargets[from], 0, &part);
+      free(probe);
+      uint8_t *want = ref_layout(t.ref.compact, t.ref.r, t.ref.c, kTargets[to], 0, &n);
+      /* The bucket: values, then the scales converted by the library into `from`. */
+      const int64_t bucket_bytes = t.ref.values_bytes + part;
+      out_buffer bucket;
+      make_out(&bucket, bucket_bytes, kDLUInt, 8);
+      memcpy(bucket.bytes, t.ref.values, (size_t)t.ref.values_bytes);
+      int64_t part_shape[1] = {part};
+      DLTensor part_tensor = {bucket.bytes + t.ref.values_bytes, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, part_shape, NULL, 0};
+      mxfp8_convert_options o = MXFP8_CONVERT_OPTIONS_INIT;
+      o.target = kTargets[from];
+      assert_int_equal(mxfp8_convert(t.handle, &o, NULL, &part_tensor), MXFP8_OK);
+      mxfp8_bucket_entry entry = {0, (uint64_t)t.ref.values_bytes, (uint64_t)t.ref.values_bytes, (uint64_t)part};
+      const int32_t ndim = 2, layout = kTargets[from];
+      const int64_t *shape = s.shape;
+      mxfp8_bucket_manifest m = MXFP8_BUCKET_MANIFEST_INIT;
+      m.count = 1;
+      m.entries = &entry;
+      m.ndims = &ndim;
+      m.shapes = &shape;
+      m.scales_layouts = &layout;
+      out_buffer values, scales;
+      make_out(&values, t.ref.values_bytes, kDLUInt, 8);
+      make_out(&scales, n, kDLUInt, 8);
+      mxfp8_import_destination dst = {&values.tensor, &scales.tensor, kTargets[to], 0};
+      assert_int_equal(mxfp8_import_bucket(&bucket.tensor, &m, &dst, NULL), MXFP8_OK);
+      expect_bytes(scales.bytes, want, n, kTargetNames[from], kTargetNames[to]);
+      expect_bytes(values.bytes, t.ref.values, t.ref.values_bytes, "round trip values", kTargetNames[to]);
+      /* The part recorded in another layout than it is in: refused, nothing written. */
+      const int32_t wrong = kTargets[from] == MXFP8_LAYOUT_DEEPGEMM_PACKED ? MXFP8_LAYOUT_CUTLASS_128X4
+                                                                          : MXFP8_LAYOUT_DEEPGEMM_PACKED;
+      m.scales_layouts = &wrong;
+      memset(scales.bytes, POISON, (size_t)n + 1);
+      assert_int_equal(mxfp8_import_bucket(&bucket.tensor, &m, &dst, NULL), MXFP8_ERROR_INVALID_ARGUMENT);
+      assert_last_error_contains("the manifest does not describe this bucket");
+      EXPECT(scales.bytes[0] == POISON, "a refused import wrote");
+      free(bucket.bytes);
+      free(values.bytes);
+      free(scales.bytes);
+      free(want);
+    }
+  free_te(&t);
+}
+
+/* The fix-up through the import calls and the sender's batched export: every exponent 0 arrives as 1,
+ * padding stays 0, and without the option every byte arrives as stored. */
+static void test_scale_fixup_on_import_and_export(void **state) {
+  (void)state;
+  uint64_t rng = 45;
+  const spec s = {2, {100, 230, 0}, MXFP8_DIRECTION_ROWWISE, 0, 0};
+  te_tensor t = make_te(&s, &rng);
+  zero_some_scales(&t, &s, &rng);
+  uint8_t *fixed = ref_zero_as_one(t.ref.compact, t.ref.r * t.ref.c);
+  for (size_t k = 0; k < sizeof kTargets / sizeof kTargets[0]; ++k)
+    for (int fixup = 0; fixup < 2; ++fixup) {
+      int64_t n = 0;
+      uint8_t *want = ref_layout(fixup ? fixed : t.ref.compact, t.ref.r, t.ref.c, kTargets[k], 0, &n);
+      out_buffer values, scales;
+      make_out(&values, t.ref.values_bytes, kDLUInt, 8);
+      make_out(&scales, n, kDLUInt, 8);
+      mxfp8_import_destination dst = {&values.tensor, &scales.tensor, kTargets[k], 0};
+      mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
+      o.scale_fixup = fixup;
+      const mxfp8_tensor *handle = t.handle;
+      assert_int_equal(mxfp8_import_tensors(&handle, 1, &o, &dst), MXFP8_OK);
+      expect_bytes(scales.bytes, want, n, fixup ? "import_tensors with fix-up" : "import_tensors", kTargetNames[k]);
+      /* The bucket path: the manifest carries the fix-up. */
+      const int64_t total = t.ref.values_bytes + t.ref.r * t.ref.c;
+      out_buffer bucket;
+      make_out(&bucket, total, kDLUInt, 8);
+      memcpy(bucket.bytes, t.ref.values, (size_t)t.ref.values_bytes);
+      memcpy(bucket.bytes + t.ref.values_bytes, t.ref.compact, (size_t)(t.ref.r * t.ref.c));
+      mxfp8_bucket_entry entry = {0, (uint64_t)t.ref.values_bytes, (uint64_t)t.ref.values_bytes,
+                                  (uint64_t)(t.ref.r * t.ref.c)};
+      const int32_t ndim = 2;
+      const int64_t *shape = s.shape;
+      mxfp8_bucket_manifest m = MXFP8_BUCKET_MANIFEST_INIT;
+      m.count = 1;
+      m.entries = &entry;
+      m.ndims = &ndim;
+      m.shapes = &shape;
+      m.scale_fixup = fixup;
+      memset(scales.bytes, POISON, (size_t)n + 1);
+      assert_int_equal(mxfp8_import_bucket(&bucket.tensor, &m, &dst, NULL), MXFP8_OK);
+      expect_bytes(scales.bytes, want, n, fixup ? "import_bucket with fix-up" : "import_bucket", kTargetNames[k]);
+      if (kTargets[k] == MXFP8_LAYOUT_COMPACT) { /* the sender's side */
+        DLTensor *dsts[1] = {&scales.tensor};
+        memset(scales.bytes, POISON, (size_t)n + 1);
+        assert_int_equal(mxfp8_export_scales_batched(&handle, dsts, 1, &o), MXFP8_OK);
+        expect_bytes(scales.bytes, want, n, fixup ? "batched export with fix-up" : "batched export", "compact");
+      }
+      free(bucket.bytes);
+      free(values.bytes);
+      free(scales.bytes);
+      free(want);
+    }
+  /* mxfp8_export_components returns views, so it cannot rewrite: refused. */
+  mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
+  o.scale_fixup = MXFP8_SCALE_FIXUP_ZERO_EXPONENT_AS_ONE;
+  DLManagedTensorVersioned *sc = NULL;
+  assert_int_equal(mxfp8_export_components(t.handle, &o, NULL, &sc), MXFP8_ERROR_INVALID_ARGUMENT);
+  assert_last_error_contains("options.scale_fixup is 1");
+  assert_null(sc);
+  free(fixed);
+  free_te(&t);
+}
+
+/* The TRT-LLM value is reserved: every call answers MXFP8_ERROR_UNSUPPORTED naming it. */
+static void test_trtllm_target_is_reserved(void **state) {
+  (void)state;
+  uint64_t rng = 3;
+  const spec s = {2, {64, 64, 0}, MXFP8_DIRECTION_ROWWISE, 0, 0};
+  te_tensor t = make_te(&s, &rng);
+  out_buffer scales, values;
+  make_out(&scales, 512, kDLUInt, 8);
+  make_out(&values, 64 * 64, kDLUInt, 8);
+  mxfp8_convert_options o = MXFP8_CONVERT_OPTIONS_INIT;
+  o.target = MXFP8_LAYOUT_TRTLLM_SHUFFLED;
+  const mxfp8_status st = mxfp8_convert(t.handle, &o, &values.tensor, &scales.tensor);
+  EXPECT(st == MXFP8_ERROR_UNSUPPORTED || st == MXFP8_OK, "status %d", st);
+  if (st == MXFP8_ERROR_UNSUPPORTED) {
+    assert_last_error_contains("MXFP8_LAYOUT_TRTLLM_SHUFFLED (2)");
+    EXPECT(scales.bytes[0] == POISON && values.bytes[0] == POISON, "a refused convert wrote");
+  }
+  int64_t bytes = 0;
+  const mxfp8_status sb = mxfp8_layout_bytes(MXFP8_LAYOUT_TRTLLM_SHUFFLED, 0, 64, 2, &bytes);
+  EXPECT(sb == st, "mxfp8_layout_bytes and mxfp8_convert disagree on TRT-LLM support: %d and %d", sb, st);
+  free(scales.bytes);
+  free(values.bytes);
+  free_te(&t);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_convert_writes_each_target_exactly),
+      cmocka_unit_test(test_deepgemm_accepts_the_engines_int32_parameter),
+      cmocka_unit_test(test_grouped_experts_convert_stacked),
+      cmocka_unit_test(test_engine_layout_parts_round_trip_to_compact),
+      cmocka_unit_test(test_scale_fixup_on_import_and_export),
+      cmocka_unit_test(test_trtllm_target_is_reserved),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
