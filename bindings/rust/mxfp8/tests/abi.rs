@@ -106,6 +106,8 @@ fn rust_view() -> BTreeMap<String, i64> {
             scales_dtype, reserved, stream, allocator);
     layout!(r, mxfp8_dequantize_options: struct_size, direction, stream);
     layout!(r, mxfp8_convert_options: struct_size, target, direction, scale_fixup, stream);
+    layout!(r, mxfp8_nvfp4_quantize_options: struct_size, amax_scope, amax_mode, four_over_six, e4m3_max, scales_layout,
+            direction, stream);
     r.insert("mxfp8_status".into(), size_of::<mxfp8_status>() as i64);
     r.insert("MXFP8_VERSION".into(), MXFP8_VERSION as i64);
     r.insert("MXFP8_NUM_STATUS".into(), mxfp8_status::NUM_STATUS.0 as i64);
@@ -123,6 +125,8 @@ fn rust_view() -> BTreeMap<String, i64> {
           int values_dtype, int scales_dtype, int reserved, ptr stream, fnptr allocator);
     init!(r, mxfp8_dequantize_options: int struct_size, int direction, ptr stream);
     init!(r, mxfp8_convert_options: int struct_size, int target, int direction, int scale_fixup, ptr stream);
+    init!(r, mxfp8_nvfp4_quantize_options: int struct_size, int amax_scope, int amax_mode, int four_over_six,
+          int e4m3_max, int scales_layout, int direction, ptr stream);
     r
 }
 
