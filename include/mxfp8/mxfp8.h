@@ -894,8 +894,7 @@ MXFP8_API mxfp8_status mxfp8_dequantize(const mxfp8_tensor *tensor, const mxfp8_
  *   fp4 * e4m3_scale * amax / (6 * E4M3_MAX)        (E4M3_MAX = 448, or 256 with 4over6's option).
  * The quantizer below is Transformer Engine's NVFP4 quantizer (1x16 blocks, rowwise or columnwise, round
  * to nearest even; TE's stochastic rounding, random Hadamard transform and 16x16 2-D blocks are not
- * offered), computed as TE's
- * kernels compute it, every step a float32 operation rounded to nearest even:
+ * offered), computed as TE's kernels compute it, every step a float32 operation rounded to nearest even:
  *   S_enc  = (6 * E4M3_MAX) / amax, then min(S_enc, FLT_MAX) (NaN becomes FLT_MAX); 1 when amax == 0
  *            or S_enc == 0 (amax = Inf). S_dec = 1 / S_enc.
  *   per block, block_amax = max |x| over its real elements (NaN skipped, 0 for an empty block):

@@ -129,7 +129,9 @@ struct BlockKernelArgs {
   int32_t aligned_values;  // values 8-byte aligned
 };
 
-template <class In>
+// kFourOverSix: compiled separately, so that TE's default rule does not carry 4over6's second candidate
+// in registers.
+template <class In, bool kFourOverSix>
 __global__ void __launch_bounds__(kThreads) quantize_blocks_kernel(BlockKernelArgs a) {
   using Raw = typename In::Raw;
   constexpr int kPer = kVectorBytes / static_cast<int>(sizeof(Raw));
@@ -156,7 +158,7 @@ __global__ void __launch_bounds__(kThreads) quantize_blocks_kernel(BlockKernelAr
     }
     const Nvfp4RowScale row = a.per_row_amax ? nvfp4_row_scale(a.amax[line], a.e4m3_max) : tensor_scale;
     uint8_t codes[kNvfp4BlockSize];
-    const uint8_t scale = nvfp4_quantize_block(x, n, row, a.selection, codes);
+    const uint8_t scale = nvfp4_quantize_block(x, n, row, kFourOverSix ? a.selection : kNvfp4Default, codes);
     a.scales.data[scale_offset(a.scales, line, blk)] = scale;
     uint8_t *out = a.values + line * value_line_bytes + k0 / 2;
     if (n == kNvfp4BlockSize) {
@@ -224,7 +226,10 @@ void launch(const Nvfp4QuantizeJob &j, cudaStream_t stream) {
     a.aligned_values = aligned(s.values, 8);
     a.vectors = !j.columnwise && j.cols % kNvfp4BlockSize == 0 && aligned(s.input, kVectorBytes) && a.aligned_values;
     const int64_t blocks = std::min(most, ceil_div(lines * a.blocks_per_line, int64_t{kThreads}));
-    quantize_blocks_kernel<In><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(a);
+    if (j.selection == kNvfp4Default)
+      quantize_blocks_kernel<In, false><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(a);
+    else
+      quantize_blocks_kernel<In, true><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(a);
     check(cudaGetLastError(), "launching the NVFP4 quantize kernel");
   }
 }
