@@ -208,7 +208,13 @@ void launch(const Nvfp4QuantizeJob &j, cudaStream_t stream) {
     const Nvfp4Shard &s = j.shards[i];
     if (s.scales.data && s.scales.padded)
       check(cudaMemsetAsync(s.scales.data, 0, static_cast<size_t>(s.scales.bytes), stream), "zeroing the scale padding");
-    if (s.rows == 0 || j.cols == 0) continue;
+    const int64_t lines = j.columnwise ? j.cols : s.rows, length = j.columnwise ? s.rows : j.cols;
+    if (lines == 0) continue;
+    if (length == 0) {  // lines of no values: their amaxes are 0, there is nothing else to write
+      if (j.per_row_amax && !j.amax_given)
+        check(cudaMemsetAsync(j.amax, 0, static_cast<size_t>(lines) * sizeof(float), stream), "zeroing the amaxes");
+      continue;
+    }
     const auto *input = static_cast<const typename In::Raw *>(s.input);
     if (j.per_row_amax && !j.amax_given) {
       if (j.columnwise) {
@@ -220,7 +226,6 @@ void launch(const Nvfp4QuantizeJob &j, cudaStream_t stream) {
       }
       check(cudaGetLastError(), "launching the NVFP4 row amax kernel");
     }
-    const int64_t lines = j.columnwise ? j.cols : s.rows, length = j.columnwise ? s.rows : j.cols;
     BlockKernelArgs a{s.input, s.rows, j.cols, j.columnwise, lines, length, ceil_div(length, int64_t{kNvfp4BlockSize}),
                       s.values, s.scales, j.amax, j.per_row_amax, j.selection, j.e4m3_max, 0, 0};
     a.aligned_values = aligned(s.values, 8);

@@ -107,8 +107,12 @@ void nvfp4_quantize_host(const Nvfp4QuantizeJob &j) {
   for (int32_t i = 0; i < j.count; ++i) {
     const Nvfp4Shard &shard = j.shards[i];
     const int64_t M = shard.rows;
-    if (M == 0 || K == 0) continue;
     const int64_t lines = j.columnwise ? K : M, length = j.columnwise ? M : K;
+    if (lines == 0) continue;
+    if (length == 0) {  // lines of no values: their amaxes are 0, there is nothing else to write
+      if (j.per_row_amax && !j.amax_given) std::fill(j.amax, j.amax + lines, 0.0f);
+      continue;
+    }
     const int64_t bytes = lines * (length * element_bytes(j.input_type) + ceil_div(length, int64_t{2}) +
                                    ceil_div(length, int64_t{kNvfp4BlockSize}));
     parallel_for(lines, bytes, [&](int64_t begin, int64_t end) {

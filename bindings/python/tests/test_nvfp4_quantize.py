@@ -273,3 +273,17 @@ def test_columnwise_fused_shards():
         ev, es, _ = ref.quantize(shard.T.copy(), amax=shared, four_over_six="mse")
         np.testing.assert_array_equal(np.asarray(q.values), ev)
         np.testing.assert_array_equal(np.asarray(q.scales), es)
+
+
+@pytest.mark.parametrize("columnwise", [False, True])
+@pytest.mark.parametrize("shape", [(3, 0), (0, 5), (0, 0), (2, 0, 7)], ids=str)
+def test_empty_tensors(shape, columnwise):
+    m, k = int(np.prod(shape[:-1])), shape[-1]
+    lines = k if columnwise else m
+    x = np.zeros(shape, F32)
+    values, scales, amax = run(x, columnwise=columnwise)
+    assert values.size == 0 and scales.size == 0 and amax.tolist() == [0.0]
+    values, scales, amax = run(x, per_row=True, columnwise=columnwise)
+    assert amax.shape == (lines,) and not amax.any()  # every empty line's amax written as 0
+    _, padded, _ = run(x, columnwise=columnwise, scales="padded")
+    assert not padded.any()
