@@ -1,8 +1,9 @@
 /* mxfp8_quantize, mxfp8_quantize_into and mxfp8_dequantize on the host: answers worked out by hand from
  * the rules, the TE layouts against the permute form of the swizzle, the outputs handed straight to a
- * tensor description and exported back, and every output byte written; NVFP4 known answers. (Bit-exactness on random data
- * with every special value is checked against an independent NumPy reference in
- * bindings/python/tests/test_quantize.py, and GPU against host in test_gpu_quantize.c.) */
+ * tensor description and exported back, and every output byte written; NVFP4 known answers. (Bit-exactness
+ * on random data with every special value is checked against independent NumPy references in
+ * bindings/python/tests/test_quantize.py and test_nvfp4_quantize.py, and GPU against host in
+ * test_gpu_quantize.c and test_gpu_nvfp4_quantize.c.) */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
