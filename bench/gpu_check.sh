@@ -109,6 +109,10 @@ PYTHONUNBUFFERED=1 timeout 300 python3 bench/engine_layouts.py --out "$OUT/engin
   | tee "$OUT/engine_layouts.log" | tail -40
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 
+step "NVFP4 quantize of a (8192, 28672) BF16 weight against a copy (bench/nvfp4_bench.py)"
+PYTHONUNBUFFERED=1 timeout 300 python3 bench/nvfp4_bench.py --out "$OUT/nvfp4.json" 2>&1 | tee "$OUT/nvfp4.log" | tail -20
+[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+
 if python3 -c "import tvm_ffi, mxfp8; mxfp8.tvm_ffi_library_path()" 2>/dev/null; then
   step "the cost of a call through the tvm-ffi module (bench/tvm_ffi_overhead.py)"
   python3 bench/tvm_ffi_overhead.py --device cuda --out "$OUT/tvm_ffi.json" || status=1
