@@ -14,17 +14,23 @@ dl=()
 i=0
 for src in "$@"; do
   i=$((i + 1))
-  cmake -S "$src" -B "/tmp/ab-build-$i" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMXFP8_BUILD_TESTS=OFF \
-    -DMXFP8_BUILD_EXAMPLES=OFF "${dl[@]}" >/dev/null
-  cmake --build "/tmp/ab-build-$i" -j "$(nproc)" --target bench_scales | tail -1
+  if ! { cmake -S "$src" -B "/tmp/ab-build-$i" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMXFP8_BUILD_TESTS=OFF \
+          -DMXFP8_BUILD_EXAMPLES=OFF "${dl[@]}" && cmake --build "/tmp/ab-build-$i" -j "$(nproc)" --target bench_scales; } \
+       >"$OUT/ab-build-$i.log" 2>&1; then
+    echo "$src: build failed (skipped); the end of $OUT/ab-build-$i.log:"; tail -15 "$OUT/ab-build-$i.log"
+  fi
 done
 for r in $(seq 1 "$rounds"); do
-  for t in $(seq 1 "$#"); do "/tmp/ab-build-$t/bench/bench_scales" >"$OUT/ab-$t-$r.json"; done
+  for t in $(seq 1 "$#"); do
+    [ -x "/tmp/ab-build-$t/bench/bench_scales" ] && "/tmp/ab-build-$t/bench/bench_scales" >"$OUT/ab-$t-$r.json"
+  done
 done
 python3 - "$OUT" "$rounds" "$@" <<'PY'
-import json, sys
+import json, os, sys
 out, rounds, trees = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
 for t, tree in enumerate(trees, 1):
+    if not os.path.exists(f"{out}/ab-{t}-1.json"):
+        continue
     runs = [json.load(open(f"{out}/ab-{t}-{r}.json")) for r in range(1, rounds + 1)]
     print(f"== {t}: {tree}")
     for part in ("whole_model", "moe"):

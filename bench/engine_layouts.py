@@ -114,13 +114,13 @@ def run_torch(experts, layer, reps, device):
     import mxfp8
 
     cuda = device == "cuda"
-    gen = torch.Generator(device="cpu").manual_seed(0)
+    torch.manual_seed(0)
     results = {}
     weights = {}
     for name, (n, k) in layer.items():
         c = -(-k // 32)
-        values = torch.randint(0, 256, (experts * n, k), dtype=torch.uint8, generator=gen).to(device)
-        scales = torch.randint(1, 255, (experts, n, c), dtype=torch.uint8, generator=gen).to(device)
+        values = torch.randint(0, 256, (experts * n, k), dtype=torch.uint8, device=device)
+        scales = torch.randint(1, 255, (experts, n, c), dtype=torch.uint8, device=device)
         weights[name] = (values.view(torch.float8_e4m3fn), scales, n, k, c)
     for target, torch_path in TORCH_PATHS.items():
         per = {name: mxfp8.layout_bytes(target, n, c) for name, (_, _, n, _, c) in weights.items()}

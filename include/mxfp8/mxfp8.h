@@ -309,7 +309,8 @@ typedef struct mxfp8_export_options {
   /* Added after the fields above (a smaller struct_size means MXFP8_SCALE_FIXUP_NONE): the
    * mxfp8_scale_fixup (declared with the import calls) applied to every scale written by
    * mxfp8_export_scales_batched, mxfp8_export_bucket and mxfp8_import_tensors and their prepared forms.
-   * mxfp8_export_components, whose scales may be views, takes only MXFP8_SCALE_FIXUP_NONE. */
+   * mxfp8_export_components and mxfp8_grouped_export_stacked, whose scales may be views, take only
+   * MXFP8_SCALE_FIXUP_NONE (MXFP8_ERROR_INVALID_ARGUMENT otherwise). */
   int32_t scale_fixup;
   uint32_t reserved3;         /* must be 0 */
 } mxfp8_export_options;
@@ -699,8 +700,9 @@ typedef struct mxfp8_convert_options {
 /* Writes direction options->direction of `tensor` in layout options->target:
  *
  *   scales: uint8, float8_e8m0fnu or (for MXFP8_LAYOUT_DEEPGEMM_PACKED) int32, contiguous, exactly the
- *           bytes the target gives for the tensor's scale matrix (any shape: flat, or the engine's
- *           parameter shape), on the tensor's device. Every byte is written, padding included.
+ *           bytes the target gives for the tensor's scale matrix (any shape), on the tensor's device;
+ *           for MXFP8_LAYOUT_DEEPGEMM_PACKED also DeepGEMM's own strided int32 tensor (R, ceil(C/4)),
+ *           strides (1, roundup(R, 4)). Every byte is written, padding included (as zero).
  *   values: NULL, or uint8 / the float8 of the tensor's format, contiguous, prod(shape) elements: the
  *           values in the target's row order (a copy for every target but MXFP8_LAYOUT_TRTLLM_SHUFFLED).
  *           Required by targets that permute value rows.
@@ -715,7 +717,8 @@ MXFP8_API mxfp8_status mxfp8_convert(const mxfp8_tensor *tensor, const mxfp8_con
 
 /* The same for E grouped experts of one row count N (rowwise): expert e's scales are written at byte
  * e * B of `scales`, B the bytes the target gives for (N, ceil(K/32)), so the buffer holds E * B bytes
- * (for MXFP8_LAYOUT_DEEPGEMM_PACKED: DeepGEMM's int32 [E, N, ceil(sf_k/4)] with its strides); values,
+ * (for MXFP8_LAYOUT_DEEPGEMM_PACKED: DeepGEMM's int32 [E, N, ceil(sf_k/4)], flat or with its strides
+ * (ceil(sf_k/4) * roundup(N, 4), 1, roundup(N, 4))); values,
  * when given, E * N * K elements, stacked [E, N, K] in the target's row order. All experts in one
  * launch (a second past about 300 experts). Same checks and stream rules as mxfp8_convert. */
 MXFP8_API mxfp8_status mxfp8_convert_grouped(const mxfp8_grouped_tensor *grouped,

@@ -50,6 +50,16 @@ uint8_t *check_values_output(const DLTensor *values, const ConvertRequest &r, in
   return out;
 }
 
+// The jobs writing `experts` stacked matrices of rows x cols values in the target's row order: one flat
+// copy for targets that keep the rows in order. A target that permutes value rows (TRT-LLM's shuffle)
+// adds its per-expert row-permuted jobs here, with the permutation its index function defines.
+void add_values_jobs(std::vector<ScaleJob> &jobs, const LayoutInfo &target, const uint8_t *src, uint8_t *dst,
+                     int64_t experts, int64_t rows, int64_t cols) {
+  if (target.permutes_value_rows)
+    fail(MXFP8_ERROR_UNSUPPORTED, "options.target ", target.enum_name, ": its value row permutation is not in this build");
+  add_copy_jobs(jobs, src, dst, experts * rows * cols);  // the caller checked the product
+}
+
 ExportJobs convert_jobs(const mxfp8_tensor *t, const ConvertRequest &r, DLTensor *values, DLTensor *scales) {
   if (!t) fail(MXFP8_ERROR_INVALID_ARGUMENT, "tensor is NULL");
   if (!scales) fail(MXFP8_ERROR_INVALID_ARGUMENT, "scales is NULL");
@@ -67,7 +77,7 @@ ExportJobs convert_jobs(const mxfp8_tensor *t, const ConvertRequest &r, DLTensor
   const int64_t values_bytes = t->rows * t->cols;  // validated when the tensor was created
   uint8_t *values_out = check_values_output(values, r, t->format, values_bytes, t->device, "the tensor is", spans);
   check_no_overlap(spans);
-  if (values_out) add_copy_jobs(work.jobs, byte_pointer(dir.data->dl_tensor), values_out, values_bytes);
+  if (values_out) add_values_jobs(work.jobs, *r.target, byte_pointer(dir.data->dl_tensor), values_out, 1, t->rows, t->cols);
   if (bytes > 0) work.jobs.push_back(scale_job(dir.source, r.target->value, columnwise, out, r.zero_as_one));
   return work;
 }
@@ -98,8 +108,8 @@ ExportJobs convert_grouped_jobs(const mxfp8_grouped_tensor *g, const ConvertRequ
   const int64_t values_bytes = checked_mul(checked_mul(experts, n, "the experts' values"), g->cols, "the experts' values");
   uint8_t *values_out = check_values_output(values, r, g->format, values_bytes, g->device, "the experts are", spans);
   check_no_overlap(spans);
-  // The experts' values are back to back in row order (mxfp8_grouped_desc): one copy for all of them.
-  if (values_out) add_copy_jobs(work.jobs, byte_pointer(data), values_out, values_bytes);
+  // The experts' values are back to back in row order (mxfp8_grouped_desc).
+  if (values_out) add_values_jobs(work.jobs, *r.target, byte_pointer(data), values_out, experts, n, g->cols);
   if (expert_bytes > 0)
     for (int64_t e = 0; e < experts; ++e)
       work.jobs.push_back(scale_job(g->sources[e], r.target->value, false, out + e * expert_bytes, r.zero_as_one));

@@ -12,8 +12,15 @@
 
 namespace mxfp8 {
 
-// DeepGEMM packs 4 consecutive K-block scales into one int32 and pads MN to a multiple of 4 int32
-// elements (16 bytes, its TMA alignment).
+// DeepGEMM's packed UE8M0 scales, as verified against deepseek-ai/DeepGEMM (commit 54e2261):
+//  - csrc/jit_kernels/impls/smxx_layout.hpp, get_mn_major_tma_aligned_packed_ue8m0_tensor: an int32
+//    tensor [G, mn, ceil(sf_k/4)] with strides (ceil(sf_k/4) * mn_aligned, 1, mn_aligned), mn_aligned =
+//    get_tma_aligned_size(mn, 4) (csrc/utils/math.hpp: 16 bytes / 4, so mn rounded up to 4);
+//  - deep_gemm/include/deep_gemm/impls/smxx_layout.cuh, transpose_and_pack_fp32_into_ue8m0: int32 j of
+//    a row holds K blocks 4j..4j+3, block 4j+b in bits 8b..8b+7 (the lowest byte first in memory);
+//    blocks past sf_k are 0;
+//  - rows mn..mn_aligned: that kernel leaves them unwritten, the torch path of the same function
+//    (..._torch) writes zeros. We write zeros: nothing reads them, and an output never holds stale bytes.
 constexpr int64_t kPackedScalesPerWord = 4;
 constexpr int64_t kDeepGemmMnAlignment = 4;
 

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "import_support.h"
 #include "test_support.h"
 
 static inline int64_t ref_deepgemm_bytes(int64_t mn, int64_t sf_k) {
@@ -78,6 +79,27 @@ static inline uint8_t *ref_layout(const uint8_t *s, int64_t rows, int64_t cols, 
 static inline void add_zero_scales(uint8_t *s, int64_t n, uint64_t *rng) {
   for (int64_t i = 0; i < n; ++i)
     if (rng_next(rng) % 5 == 0) s[i] = 0;
+}
+
+/* Sets about a fifth of a TE tensor's scales to exponent 0 (all-zero blocks), in its reference (compact
+ * and swizzled) and in the storage make_te built, so the fix-up has bytes to rewrite. */
+static inline void zero_some_scales(te_tensor *t, const spec *s, uint64_t *rng) {
+  const int col = s->direction == MXFP8_DIRECTION_COLUMNWISE;
+  reference *ref = &t->ref;
+  const int64_t stride = col ? ref_round_up(ref->c, 128) : ref_round_up(ref->c, 4);
+  for (int64_t y = 0; y < ref->r; ++y)
+    for (int64_t x = 0; x < ref->c; ++x) {
+      if (rng_next(rng) % 5 != 0) continue;
+      ref->compact[y * ref->c + x] = 0;
+      if (s->source_layout == 1) {
+        const int64_t cp = ref_round_up(col ? ref->r : ref->c, 4);
+        const size_t at = col ? ref_swizzled_index(x, y, cp) : ref_swizzled_index(y, x, cp);
+        t->scales->buffer[at] = 0;
+        ref->swizzled[at] = 0;
+      } else {
+        t->scales->buffer[y * stride + x] = 0;
+      }
+    }
 }
 
 #endif

@@ -4,11 +4,11 @@
  * engine_layouts_support.h (the consumers' documented procedures), sources are TE storage with poisoned
  * padding, outputs are poisoned, and shapes are partial: rows not a multiple of 4 or 128, K not a
  * multiple of 32, ceil(K/32) not a multiple of 4. */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "engine_layouts_support.h"
-#include "import_support.h"
 
 static const int32_t kTargets[] = {MXFP8_LAYOUT_COMPACT, MXFP8_LAYOUT_CUTLASS_128X4, MXFP8_LAYOUT_DEEPGEMM_PACKED};
 static const char *const kTargetNames[] = {"compact", "cutlass_128x4", "deepgemm"};
@@ -32,26 +32,6 @@ static void expect_bytes(const uint8_t *got, const uint8_t *want, int64_t n, con
   for (int64_t b = 0; b < n; ++b)
     EXPECT(got[b] == want[b], "%s (%s): byte %lld is %u, expected %u", what, target, (long long)b, got[b], want[b]);
   EXPECT(got[n] == POISON, "%s (%s): written past the end", what, target);
-}
-
-/* Sets some of a TE tensor's scales to exponent 0, in its reference and its storage alike. */
-static void zero_some_scales(te_tensor *t, const spec *s, uint64_t *rng) {
-  const int col = s->direction == MXFP8_DIRECTION_COLUMNWISE;
-  const reference *ref = &t->ref;
-  const int64_t stride = col ? ref_round_up(ref->c, 128) : ref_round_up(ref->c, 4);
-  for (int64_t y = 0; y < ref->r; ++y)
-    for (int64_t x = 0; x < ref->c; ++x) {
-      if (rng_next(rng) % 5 != 0) continue;
-      ref->compact[y * ref->c + x] = 0;
-      if (s->source_layout == 1) {
-        const int64_t cp = ref_round_up(col ? ref->r : ref->c, 4);
-        const size_t at = col ? ref_swizzled_index(x, y, cp) : ref_swizzled_index(y, x, cp);
-        t->scales->buffer[at] = 0;
-        ref->swizzled[at] = 0;
-      } else {
-        t->scales->buffer[y * stride + x] = 0;
-      }
-    }
 }
 
 enum { kSpecs = 8 };
@@ -349,6 +329,63 @@ static void test_scale_fixup_on_import_and_export(void **state) {
   free_te(&t);
 }
 
+/* A prepared import into DeepGEMM parameters with the fix-up: checked once, each run rewrites the
+ * parameter from what the sources hold then. A manifest of the size before scale_fixup existed is still
+ * read (as no fix-up). */
+static void test_prepared_import_into_deepgemm_parameters(void **state) {
+  (void)state;
+  uint64_t rng = 51;
+  const spec s = {2, {130, 230, 0}, MXFP8_DIRECTION_ROWWISE, 1, 0};
+  te_tensor t = make_te(&s, &rng);
+  zero_some_scales(&t, &s, &rng);
+  uint8_t *fixed = ref_zero_as_one(t.ref.compact, t.ref.r * t.ref.c);
+  int64_t n = 0;
+  uint8_t *want = ref_layout(fixed, t.ref.r, t.ref.c, MXFP8_LAYOUT_DEEPGEMM_PACKED, 0, &n);
+  out_buffer values, scales;
+  make_out(&values, t.ref.values_bytes, kDLUInt, 8);
+  make_out(&scales, n, kDLInt, 32);
+  mxfp8_import_destination dst = {&values.tensor, &scales.tensor, MXFP8_LAYOUT_DEEPGEMM_PACKED, 0};
+  mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
+  o.scale_fixup = MXFP8_SCALE_FIXUP_ZERO_EXPONENT_AS_ONE;
+  const mxfp8_tensor *handle = t.handle;
+  mxfp8_prepared_export *plan = NULL;
+  assert_int_equal(mxfp8_prepare_import_tensors(&handle, 1, &o, &dst, &plan), MXFP8_OK);
+  EXPECT(scales.bytes[0] == POISON, "preparing wrote the parameter");
+  for (int run = 0; run < 2; ++run) {
+    memset(scales.bytes, POISON, (size_t)n + 1);
+    assert_int_equal(mxfp8_prepared_export_run(plan, NULL), MXFP8_OK);
+    expect_bytes(scales.bytes, want, n, "prepared import with fix-up", "deepgemm");
+  }
+  mxfp8_prepared_export_release(plan);
+
+  /* The bucket import with an older caller's manifest (no scale_fixup field): no fix-up. */
+  uint8_t *plain = ref_layout(t.ref.compact, t.ref.r, t.ref.c, MXFP8_LAYOUT_DEEPGEMM_PACKED, 0, &n);
+  out_buffer bucket;
+  make_out(&bucket, t.ref.values_bytes + t.ref.r * t.ref.c, kDLUInt, 8);
+  memcpy(bucket.bytes, t.ref.values, (size_t)t.ref.values_bytes);
+  memcpy(bucket.bytes + t.ref.values_bytes, t.ref.compact, (size_t)(t.ref.r * t.ref.c));
+  mxfp8_bucket_entry entry = {0, (uint64_t)t.ref.values_bytes, (uint64_t)t.ref.values_bytes, (uint64_t)(t.ref.r * t.ref.c)};
+  const int32_t ndim = 2;
+  const int64_t *shape = s.shape;
+  mxfp8_bucket_manifest m = MXFP8_BUCKET_MANIFEST_INIT;
+  m.struct_size = (uint32_t)(offsetof(mxfp8_bucket_manifest, scales_layouts) + sizeof(const int32_t *));
+  m.count = 1;
+  m.entries = &entry;
+  m.ndims = &ndim;
+  m.shapes = &shape;
+  m.scale_fixup = 77; /* beyond the older struct_size: never read */
+  memset(scales.bytes, POISON, (size_t)n + 1);
+  assert_int_equal(mxfp8_import_bucket(&bucket.tensor, &m, &dst, NULL), MXFP8_OK);
+  expect_bytes(scales.bytes, plain, n, "older manifest", "deepgemm");
+  free(bucket.bytes);
+  free(plain);
+  free(values.bytes);
+  free(scales.bytes);
+  free(want);
+  free(fixed);
+  free_te(&t);
+}
+
 /* The TRT-LLM value is reserved: every call answers MXFP8_ERROR_UNSUPPORTED naming it. */
 static void test_trtllm_target_is_reserved(void **state) {
   (void)state;
@@ -381,6 +418,7 @@ int main(void) {
       cmocka_unit_test(test_grouped_experts_convert_stacked),
       cmocka_unit_test(test_engine_layout_parts_round_trip_to_compact),
       cmocka_unit_test(test_scale_fixup_on_import_and_export),
+      cmocka_unit_test(test_prepared_import_into_deepgemm_parameters),
       cmocka_unit_test(test_trtllm_target_is_reserved),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,10 +1,13 @@
 /* The import on the GPU: buckets and TE storage in device memory written into device parameters (compact
  * and 128x4), compared byte for byte with references built from the layout's formula; a batch past one
- * launch's job capacity and large enough for the wide chunks; a prepared import replayed in a CUDA graph.
+ * launch's job capacity and large enough for the wide chunks; a prepared import replayed in a CUDA graph;
+ * the engine-native targets (mxfp8_convert, mxfp8_convert_grouped, DeepGEMM bucket parts, the fix-up)
+ * against engine_layouts_support.h.
  * Every case skips without a device. */
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine_layouts_support.h"
 #include "import_support.h"
 #include "test_gpu_support.h"
 
@@ -238,11 +241,225 @@ static void test_gpu_direct_import_from_te_storage(void **state) {
     }
 }
 
+/* A TE tensor's storage uploaded to the device and described again: the handle, and the device buffers
+ * to free. */
+typedef struct {
+  mxfp8_tensor *handle;
+  uint8_t *data, *scales;
+} device_te;
+
+static device_te upload_te(const te_tensor *te, const spec *s) {
+  device_te d;
+  d.data = to_device(te->data->buffer, te->data->bytes);
+  d.scales = to_device(te->scales->buffer, te->scales->bytes);
+  DLManagedTensorVersioned md = te->data->managed, ms = te->scales->managed;
+  md.deleter = NULL, ms.deleter = NULL;
+  md.dl_tensor.data = d.data, ms.dl_tensor.data = d.scales;
+  md.dl_tensor.device = (DLDevice){kDLCUDA, 0}, ms.dl_tensor.device = (DLDevice){kDLCUDA, 0};
+  mxfp8_tensor_desc desc = MXFP8_TENSOR_DESC_INIT;
+  desc.scale_layout = s->source_layout == 1 ? MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED : MXFP8_SCALE_LAYOUT_ROW_MAJOR;
+  if (s->direction == MXFP8_DIRECTION_COLUMNWISE) desc.columnwise_data = &md, desc.columnwise_scale_inv = &ms;
+  else desc.rowwise_data = &md, desc.rowwise_scale_inv = &ms;
+  d.handle = NULL;
+  assert_int_equal(mxfp8_tensor_create(&desc, &d.handle), MXFP8_OK);
+  return d;
+}
+
+static void free_device_te(device_te *d) {
+  mxfp8_tensor_release(d->handle);
+  CUDA_OK(cudaFree(d->data));
+  CUDA_OK(cudaFree(d->scales));
+}
+
+static const int32_t kEngineTargets[] = {MXFP8_LAYOUT_COMPACT, MXFP8_LAYOUT_CUTLASS_128X4, MXFP8_LAYOUT_DEEPGEMM_PACKED};
+
+/* mxfp8_convert on device memory: every target, with and without the fix-up, into aligned and
+ * unaligned (byte_offset 1) outputs, against the host references. */
+static void test_gpu_convert_matches_the_engine_references(void **state) {
+  (void)state;
+  REQUIRE_GPU();
+  static const spec specs[] = {
+      {2, {100, 48, 0}, MXFP8_DIRECTION_ROWWISE, 1, 0},   {2, {257, 200, 0}, MXFP8_DIRECTION_ROWWISE, 0, 0},
+      {3, {3, 5, 130}, MXFP8_DIRECTION_ROWWISE, 0, 0},    {2, {130, 4096, 0}, MXFP8_DIRECTION_ROWWISE, 0, 0},
+      {2, {2050, 2048, 0}, MXFP8_DIRECTION_ROWWISE, 1, 0}, {2, {70, 200, 0}, MXFP8_DIRECTION_COLUMNWISE, 0, 0},
+      {2, {70, 33, 0}, MXFP8_DIRECTION_COLUMNWISE, 1, 0},
+  };
+  uint64_t rng = 71;
+  for (size_t i = 0; i < sizeof specs / sizeof specs[0]; ++i) {
+    const spec *s = &specs[i];
+    const int col = s->direction == MXFP8_DIRECTION_COLUMNWISE;
+    te_tensor te = make_te(s, &rng);
+    zero_some_scales(&te, s, &rng);
+    device_te d = upload_te(&te, s);
+    uint8_t *fixed = ref_zero_as_one(te.ref.compact, te.ref.r * te.ref.c);
+    for (size_t k = 0; k < sizeof kEngineTargets / sizeof kEngineTargets[0]; ++k) {
+      if (col && kEngineTargets[k] == MXFP8_LAYOUT_DEEPGEMM_PACKED) continue; /* refused (host test) */
+      for (int variant = 0; variant < 4; ++variant) {
+        const int fixup = variant & 1, offset = variant >> 1;
+        int64_t n = 0;
+        uint8_t *want = ref_layout(fixup ? fixed : te.ref.compact, te.ref.r, te.ref.c, kEngineTargets[k], col, &n);
+        uint8_t *ps = poisoned_device((size_t)n + 1), *pv = poisoned_device((size_t)te.ref.values_bytes + 1);
+        int64_t sshape[1] = {n}, vshape[1] = {te.ref.values_bytes};
+        DLTensor st = device_bytes(ps, sshape), vt = device_bytes(pv, vshape);
+        st.byte_offset = vt.byte_offset = (uint64_t)offset;
+        mxfp8_convert_options o = MXFP8_CONVERT_OPTIONS_INIT;
+        o.target = kEngineTargets[k];
+        o.direction = s->direction;
+        o.scale_fixup = fixup;
+        assert_int_equal(mxfp8_convert(d.handle, &o, &vt, &st), MXFP8_OK);
+        CUDA_OK(cudaDeviceSynchronize());
+        expect_device(ps + offset, want, n, fixup ? "convert with fix-up" : "convert", (int)i);
+        expect_device(pv + offset, te.ref.values, te.ref.values_bytes, "convert values", (int)i);
+        CUDA_OK(cudaFree(ps));
+        CUDA_OK(cudaFree(pv));
+        free(want);
+      }
+    }
+    free(fixed);
+    free_device_te(&d);
+    free_te(&te);
+  }
+}
+
+/* 128 and 300 experts of the shapes of an MoE layer, stored as TE stores them on the device,
+ * converted stacked in one call (one launch), against the per-expert references. */
+static void test_gpu_grouped_convert_stacked(void **state) {
+  (void)state;
+  REQUIRE_GPU();
+  const int quick = getenv("MXFP8_TEST_QUICK") != NULL;
+  const struct { int64_t experts, n, k; int variant; } cases[] = {
+      {128, 102, 200, 2}, {128, quick ? 256 : 1536, 2048, 0}, {300, 36, 96, 1}, {128, 130, 230, 0},
+  };
+  uint64_t rng = 72;
+  for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ++ci) {
+    const int64_t experts = cases[ci].experts, n = cases[ci].n, k = cases[ci].k, c = ref_ceil_div(k, 32);
+    const int variant = cases[ci].variant; /* 0 compact, 1 padded row-major, 2 padded swizzled */
+    const int64_t per = variant == 0 ? n * c : ref_round_up(n, 128) * ref_round_up(c, 4);
+    uint8_t *values = malloc((size_t)(experts * n * k));
+    fill_random(values, (size_t)(experts * n * k), &rng);
+    uint8_t *compact = malloc((size_t)(experts * n * c));
+    fill_random_scales(compact, (size_t)(experts * n * c), &rng);
+    add_zero_scales(compact, experts * n * c, &rng);
+    uint8_t *stored = malloc((size_t)(experts * per));
+    memset(stored, POISON, (size_t)(experts * per));
+    for (int64_t e = 0; e < experts; ++e)
+      for (int64_t y = 0; y < n; ++y)
+        for (int64_t x = 0; x < c; ++x) {
+          const uint8_t v = compact[(e * n + y) * c + x];
+          uint8_t *at = stored + e * per;
+          if (variant == 0) at[y * c + x] = v;
+          else if (variant == 1) at[y * ref_round_up(c, 4) + x] = v;
+          else at[ref_swizzled_index(y, x, ref_round_up(c, 4))] = v;
+        }
+    uint8_t *dv = to_device(values, (size_t)(experts * n * k)), *ds = to_device(stored, (size_t)(experts * per));
+    int64_t vshape[2] = {experts * n, k}, sshape[1] = {experts * per};
+    DLManagedTensorVersioned md = borrowed_bytes(dv, kDLCUDA, 2, vshape), ms = borrowed_bytes(ds, kDLCUDA, 1, sshape);
+    mxfp8_grouped_desc gd = MXFP8_GROUPED_DESC_INIT;
+    gd.scale_layout = variant == 2 ? MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED : MXFP8_SCALE_LAYOUT_ROW_MAJOR;
+    gd.scales = variant == 0 ? MXFP8_GROUPED_SCALES_COMPACT : MXFP8_GROUPED_SCALES_PADDED;
+    gd.num_experts = (int32_t)experts;
+    gd.cols = k;
+    gd.uniform_rows = n;
+    gd.data = &md;
+    gd.scale_inv = &ms;
+    mxfp8_grouped_tensor *g = NULL;
+    assert_int_equal(mxfp8_grouped_tensor_create(&gd, &g), MXFP8_OK);
+    for (size_t t = 0; t < sizeof kEngineTargets / sizeof kEngineTargets[0]; ++t)
+      for (int fixup = 0; fixup < 2; ++fixup) {
+        int64_t per_out = 0;
+        free(ref_layout(compact, n, c, kEngineTargets[t], 0, &per_out));
+        uint8_t *want = malloc((size_t)(experts * per_out) + 1);
+        for (int64_t e = 0; e < experts; ++e) {
+          uint8_t *src = fixup ? ref_zero_as_one(compact + e * n * c, n * c) : NULL;
+          int64_t bytes = 0;
+          uint8_t *one = ref_layout(fixup ? src : compact + e * n * c, n, c, kEngineTargets[t], 0, &bytes);
+          memcpy(want + e * per_out, one, (size_t)bytes);
+          free(one);
+          free(src);
+        }
+        int64_t oshape[1] = {experts * per_out}, ovshape[1] = {experts * n * k};
+        uint8_t *po = poisoned_device((size_t)oshape[0]), *pv = poisoned_device((size_t)ovshape[0]);
+        DLTensor ot = device_bytes(po, oshape), vt = device_bytes(pv, ovshape);
+        mxfp8_convert_options o = MXFP8_CONVERT_OPTIONS_INIT;
+        o.target = kEngineTargets[t];
+        o.scale_fixup = fixup;
+        assert_int_equal(mxfp8_convert_grouped(g, &o, &vt, &ot), MXFP8_OK);
+        CUDA_OK(cudaDeviceSynchronize());
+        expect_device(po, want, oshape[0], fixup ? "grouped convert with fix-up" : "grouped convert", (int)ci);
+        expect_device(pv, values, ovshape[0], "grouped convert values", (int)ci);
+        CUDA_OK(cudaFree(po));
+        CUDA_OK(cudaFree(pv));
+        free(want);
+      }
+    mxfp8_grouped_tensor_release(g);
+    CUDA_OK(cudaFree(dv));
+    CUDA_OK(cudaFree(ds));
+    free(values);
+    free(compact);
+    free(stored);
+  }
+}
+
+/* A device bucket whose scale part is DeepGEMM-packed (as the manifest records) imports back into
+ * compact and 128x4 parameters, with and without the manifest's fix-up. */
+static void test_gpu_deepgemm_bucket_part_round_trips(void **state) {
+  (void)state;
+  REQUIRE_GPU();
+  uint64_t rng = 73;
+  const spec s = {2, {1000, 1000, 0}, MXFP8_DIRECTION_ROWWISE, 0, 0}; /* C = 32, rows not a multiple of 128 */
+  te_tensor te = make_te(&s, &rng);
+  zero_some_scales(&te, &s, &rng);
+  int64_t part = 0;
+  uint8_t *packed = ref_layout(te.ref.compact, te.ref.r, te.ref.c, MXFP8_LAYOUT_DEEPGEMM_PACKED, 0, &part);
+  const int64_t total = te.ref.values_bytes + 5 + part;
+  uint8_t *host = malloc((size_t)total);
+  memcpy(host, te.ref.values, (size_t)te.ref.values_bytes);
+  memcpy(host + te.ref.values_bytes + 5, packed, (size_t)part);
+  uint8_t *bucket = to_device(host, (size_t)total);
+  int64_t bshape[1] = {total};
+  DLTensor bt = device_bytes(bucket, bshape);
+  mxfp8_bucket_entry entry = {0, (uint64_t)te.ref.values_bytes, (uint64_t)te.ref.values_bytes + 5, (uint64_t)part};
+  const int32_t ndim = 2, layout = MXFP8_LAYOUT_DEEPGEMM_PACKED;
+  const int64_t *shape = s.shape;
+  uint8_t *fixed = ref_zero_as_one(te.ref.compact, te.ref.r * te.ref.c);
+  for (int target = 0; target < 2; ++target)
+    for (int fixup = 0; fixup < 2; ++fixup) {
+      mxfp8_bucket_manifest m = MXFP8_BUCKET_MANIFEST_INIT;
+      m.count = 1;
+      m.entries = &entry;
+      m.ndims = &ndim;
+      m.shapes = &shape;
+      m.scales_layouts = &layout;
+      m.scale_fixup = fixup;
+      int64_t n = 0;
+      uint8_t *want = ref_layout(fixup ? fixed : te.ref.compact, te.ref.r, te.ref.c, target, 0, &n);
+      int64_t vshape[1] = {te.ref.values_bytes}, sshape[1] = {n};
+      uint8_t *pv = poisoned_device((size_t)vshape[0]), *ps = poisoned_device((size_t)n);
+      DLTensor vt = device_bytes(pv, vshape), st = device_bytes(ps, sshape);
+      mxfp8_import_destination d = {&vt, &st, target, 0};
+      assert_int_equal(mxfp8_import_bucket(&bt, &m, &d, NULL), MXFP8_OK);
+      CUDA_OK(cudaDeviceSynchronize());
+      expect_device(ps, want, n, fixup ? "DeepGEMM part, fix-up" : "DeepGEMM part", target);
+      expect_device(pv, te.ref.values, vshape[0], "DeepGEMM part values", target);
+      CUDA_OK(cudaFree(pv));
+      CUDA_OK(cudaFree(ps));
+      free(want);
+    }
+  CUDA_OK(cudaFree(bucket));
+  free(host);
+  free(packed);
+  free(fixed);
+  free_te(&te);
+}
+
 #else
 static void test_gpu_bucket_import_matches_the_formula(void **state) { (void)state; REQUIRE_GPU(); }
 static void test_gpu_prepared_bucket_import_replays_in_a_cuda_graph(void **state) { (void)state; REQUIRE_GPU(); }
 static void test_gpu_import_of_many_and_large_tensors(void **state) { (void)state; REQUIRE_GPU(); }
 static void test_gpu_direct_import_from_te_storage(void **state) { (void)state; REQUIRE_GPU(); }
+static void test_gpu_convert_matches_the_engine_references(void **state) { (void)state; REQUIRE_GPU(); }
+static void test_gpu_grouped_convert_stacked(void **state) { (void)state; REQUIRE_GPU(); }
+static void test_gpu_deepgemm_bucket_part_round_trips(void **state) { (void)state; REQUIRE_GPU(); }
 #endif
 
 int main(void) {
@@ -251,6 +468,9 @@ int main(void) {
       cmocka_unit_test(test_gpu_prepared_bucket_import_replays_in_a_cuda_graph),
       cmocka_unit_test(test_gpu_import_of_many_and_large_tensors),
       cmocka_unit_test(test_gpu_direct_import_from_te_storage),
+      cmocka_unit_test(test_gpu_convert_matches_the_engine_references),
+      cmocka_unit_test(test_gpu_grouped_convert_stacked),
+      cmocka_unit_test(test_gpu_deepgemm_bucket_part_round_trips),
   };
   return cmocka_run_group_tests_name("import on the GPU", tests, NULL, NULL);
 }

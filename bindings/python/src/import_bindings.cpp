@@ -113,6 +113,28 @@ Destinations take_destinations(const py::list &values, const py::list &scales, c
   return d;
 }
 
+// A tensor handle over a producer's data and scale_inv (taken: the handle owns them once created).
+mxfp8_tensor *make_tensor(std::unique_ptr<Taken> &data, std::unique_ptr<Taken> &scale_inv, const std::vector<int64_t> &shape,
+                          int32_t format, bool swizzled, int32_t direction) {
+  mxfp8_tensor_desc desc = MXFP8_TENSOR_DESC_INIT;
+  desc.format = format;
+  desc.scale_layout = swizzled ? MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED : MXFP8_SCALE_LAYOUT_ROW_MAJOR;
+  desc.ndim = static_cast<int32_t>(shape.size());
+  desc.shape = shape.data();
+  if (direction == MXFP8_DIRECTION_COLUMNWISE) {
+    desc.columnwise_data = data->managed;
+    desc.columnwise_scale_inv = scale_inv->managed;
+  } else {
+    desc.rowwise_data = data->managed;
+    desc.rowwise_scale_inv = scale_inv->managed;
+  }
+  mxfp8_tensor *t = nullptr;
+  check(mxfp8_tensor_create(&desc, &t));
+  data->release();  // owned by the tensor now
+  scale_inv->release();
+  return t;
+}
+
 // A prepared import: checked once, run every step (one launch, no allocation, no synchronization).
 class ImportPlan {
  public:
@@ -190,23 +212,7 @@ py::object import_tensors(const py::list &data, const py::list &scale_inv, const
   for (size_t i = 0; i < n; ++i) {
     auto d = take(data[i], "data[" + std::to_string(i) + "]", dlpack_stream);
     auto s = take(scale_inv[i], "scale_inv[" + std::to_string(i) + "]", dlpack_stream);
-    mxfp8_tensor_desc desc = MXFP8_TENSOR_DESC_INIT;
-    desc.format = formats[i];
-    desc.scale_layout = swizzled[i] ? MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED : MXFP8_SCALE_LAYOUT_ROW_MAJOR;
-    desc.ndim = static_cast<int32_t>(shapes[i].size());
-    desc.shape = shapes[i].data();
-    if (direction == MXFP8_DIRECTION_COLUMNWISE) {
-      desc.columnwise_data = d->managed;
-      desc.columnwise_scale_inv = s->managed;
-    } else {
-      desc.rowwise_data = d->managed;
-      desc.rowwise_scale_inv = s->managed;
-    }
-    mxfp8_tensor *t = nullptr;
-    check(mxfp8_tensor_create(&desc, &t));
-    d->release();  // owned by the tensor now
-    s->release();
-    handles.t.push_back(t);
+    handles.t.push_back(make_tensor(d, s, shapes[i], formats[i], swizzled[i], direction));
   }
   Destinations dst = take_destinations(values, scales, targets, dlpack_stream);
   mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
@@ -268,22 +274,7 @@ void convert(py::handle data, py::handle scale_inv, const std::vector<int64_t> &
     }
     mxfp8_grouped_tensor_release(g);
   } else {
-    mxfp8_tensor_desc desc = MXFP8_TENSOR_DESC_INIT;
-    desc.format = format;
-    desc.scale_layout = swizzled ? MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED : MXFP8_SCALE_LAYOUT_ROW_MAJOR;
-    desc.ndim = static_cast<int32_t>(shape.size());
-    desc.shape = shape.data();
-    if (direction == MXFP8_DIRECTION_COLUMNWISE) {
-      desc.columnwise_data = d->managed;
-      desc.columnwise_scale_inv = s->managed;
-    } else {
-      desc.rowwise_data = d->managed;
-      desc.rowwise_scale_inv = s->managed;
-    }
-    mxfp8_tensor *t = nullptr;
-    check(mxfp8_tensor_create(&desc, &t));
-    d->release();
-    s->release();
+    mxfp8_tensor *t = make_tensor(d, s, shape, format, swizzled, direction);
     {
       py::gil_scoped_release unlocked;
       st = mxfp8_convert(t, &o, values, out->tensor());
