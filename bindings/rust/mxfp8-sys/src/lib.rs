@@ -673,6 +673,10 @@ impl Default for mxfp8_nvfp4_export_options {
             global_scale: MXFP8_NVFP4_GLOBAL_SCALE_DECODE,
             stream: core::ptr::null_mut(),
             allocator: None,
+        }
+    }
+}
+
 /// `mxfp8_nvfp4_amax_scope`: one float32 amax for the tensor.
 pub const MXFP8_NVFP4_AMAX_PER_TENSOR: i32 = 0;
 /// `mxfp8_nvfp4_amax_scope`: one float32 amax per row (TE's row_scaled_nvfp4).
@@ -893,6 +897,7 @@ extern "C" {
         tensor: *const mxfp8_nvfp4_tensor,
         options: *const mxfp8_dequantize_options,
         output: *mut DLTensor,
+    ) -> mxfp8_status;
     /// Quantizes to NVFP4 (packed E2M1 values, E4M3 block scales, float32 amax) into caller buffers.
     pub fn mxfp8_nvfp4_quantize_into(
         input: *const DLTensor,

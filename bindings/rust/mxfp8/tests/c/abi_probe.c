@@ -261,6 +261,7 @@ int main(void) {
     INIT_INT(mxfp8_nvfp4_export_options, v, global_scale);
     INIT_PTR(mxfp8_nvfp4_export_options, v, stream);
     INIT_PTR(mxfp8_nvfp4_export_options, v, allocator);
+  }
   {
     mxfp8_nvfp4_quantize_options v = MXFP8_NVFP4_QUANTIZE_OPTIONS_INIT;
     INIT_INT(mxfp8_nvfp4_quantize_options, v, struct_size);
