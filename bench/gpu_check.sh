@@ -41,7 +41,7 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | t
 
 step "C test suite (ctest)"
 (cd build-gpu && ctest --output-on-failure 2>&1) | tee "$OUT/ctest.log" || status=1
-for t in test_gpu test_gpu_quantize test_gpu_failures test_gpu_import test_gpu_trtllm test_nvfp4; do build-gpu/tests/c/$t 2>&1 | tee -a "$OUT/ctest.log" | tail -4; done
+for t in test_gpu test_gpu_quantize test_gpu_failures test_gpu_import test_gpu_trtllm test_nvfp4 test_gpu_nvfp4_quantize; do build-gpu/tests/c/$t 2>&1 | tee -a "$OUT/ctest.log" | tail -4; done
 # Every value byte through the kernel (no cudaMemcpyAsync for large parts): the wide-chunk copy path.
 for t in test_gpu test_gpu_import; do
   MXFP8_COPY_ENGINE_MIN_BYTES=0 build-gpu/tests/c/$t >"$OUT/$t-kernel-copies.log" 2>&1 || status=1
@@ -52,7 +52,7 @@ grep -q "SKIPPED" "$OUT/ctest.log" && { echo "GPU cases were skipped on a GPU ma
 
 if [ "${BENCH_ONLY:-0}" != 1 ] && [ "${TESTS_ONLY:-0}" != 1 ]; then
 step "compute-sanitizer"
-for t in test_gpu test_gpu_quantize test_gpu_import test_gpu_trtllm test_nvfp4; do
+for t in test_gpu test_gpu_quantize test_gpu_import test_gpu_trtllm test_nvfp4 test_gpu_nvfp4_quantize; do
 for tool in memcheck racecheck initcheck synccheck; do
   MXFP8_TEST_QUICK=1 timeout 200 compute-sanitizer --tool "$tool" --error-exitcode 9 build-gpu/tests/c/$t \
     >"$OUT/sanitizer-$tool.tmp" 2>&1
@@ -118,6 +118,10 @@ PYTHONUNBUFFERED=1 timeout 300 python3 bench/engine_layouts.py --smoke >"$OUT/en
   && echo "smoke run OK" || { echo "smoke run FAILED"; tail -20 "$OUT/engine_layouts_smoke.log"; status=1; }
 PYTHONUNBUFFERED=1 timeout 300 python3 bench/engine_layouts.py --out "$OUT/engine_layouts.json" 2>&1 \
   | tee "$OUT/engine_layouts.log" | tail -40
+[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+
+step "NVFP4 quantize of a (8192, 28672) BF16 weight against a copy (bench/nvfp4_bench.py)"
+PYTHONUNBUFFERED=1 timeout 300 python3 bench/nvfp4_bench.py --out "$OUT/nvfp4.json" 2>&1 | tee "$OUT/nvfp4.log" | tail -20
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 
 if python3 -c "import tvm_ffi, mxfp8; mxfp8.tvm_ffi_library_path()" 2>/dev/null; then

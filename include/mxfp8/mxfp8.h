@@ -1259,6 +1259,122 @@ MXFP8_API mxfp8_status mxfp8_nvfp4_export_components(const mxfp8_nvfp4_tensor *t
 MXFP8_API mxfp8_status mxfp8_nvfp4_dequantize(const mxfp8_nvfp4_tensor *tensor,
                                               const mxfp8_dequantize_options *options, DLTensor *output);
 
+/* ====================================================================================================
+ * NVFP4: quantizing BF16 / FP16 / FP32, bit-exact with Transformer Engine          [EXPERIMENTAL]
+ * ==================================================================================================== */
+
+/* NVFP4 is FP4 E2M1 values (+-{0, 0.5, 1, 1.5, 2, 3, 4, 6}), one E4M3 scale per 16 consecutive values
+ * along K, and a second-level float32 `amax` (per tensor, or per row). An element decodes as
+ *   fp4 * e4m3_scale * amax / (6 * E4M3_MAX)        (E4M3_MAX = 448, or 256 with 4over6's option).
+ * The quantizer below is Transformer Engine's NVFP4 quantizer (1x16 blocks, rowwise or columnwise, round
+ * to nearest even; TE's stochastic rounding, random Hadamard transform and 16x16 2-D blocks are not
+ * offered), computed as TE's kernels compute it, every step a float32 operation rounded to nearest even:
+ *   S_enc  = (6 * E4M3_MAX) / amax, then min(S_enc, FLT_MAX) (NaN becomes FLT_MAX); 1 when amax == 0
+ *            or S_enc == 0 (amax = Inf). S_dec = 1 / S_enc.
+ *   per block, block_amax = max |x| over its real elements (NaN skipped, 0 for an empty block):
+ *   scale  = e4m3(block_amax * (S_enc * (1/6)))  rounded to nearest even, saturating at 448;
+ *   r      = min(1 / (float(scale) * S_dec), FLT_MAX)   (FLT_MAX for a zero scale);
+ *   value  = e2m1(x * r), rounded to nearest even and saturating at +-6; -0 and values that round to
+ *            zero keep their sign; NaN becomes +6 (0x7), as the GPU's cvt.rn.satfinite.e2m1x2 does.
+ * With 4over6 (TE's nvfp4_use_4over6, the "Four Over Six" selection) each block is quantized twice,
+ * with scale6 = e4m3(min((block_amax / 6) * S_enc, 448)) and scale4 = e4m3(min((block_amax / 6) * S_enc
+ * * 1.5, 448)), each with its r as above; each candidate's error is summed over the block in element
+ * order, err += |d| (MAE) or d * d (MSE) with d = ((e2m1 value * scale) * amax) / (6 * E4M3_MAX) - x;
+ * (a partial block's missing elements count as zeros, as in TE's kernel: they add nothing unless amax is
+ * Inf or NaN); the map-to-4 candidate is kept only when its error is strictly smaller. (TE's fast-math
+ * error mode, which computes the error in FP16, is not offered.) TE's Python reference
+ * (reference_nvfp4.py) writes code 0 for -0.0 and NaN; its kernels, and this library, do as above.
+ * Values are packed two per byte, the even element in the low nibble: a row of K values takes
+ * ceil(K/2) bytes, and for odd K the last byte's high nibble is 0. Partial blocks (K not a multiple of
+ * 16) use only their real elements. */
+
+/* Where the second-level amax comes from and how many there are. */
+typedef enum mxfp8_nvfp4_amax_scope {
+  MXFP8_NVFP4_AMAX_PER_TENSOR = 0, /* one float32 for the tensor (TE's default) */
+  MXFP8_NVFP4_AMAX_PER_ROW = 1     /* one float32 per row, M of them (TE's row_scaled_nvfp4) */
+} mxfp8_nvfp4_amax_scope;
+
+typedef enum mxfp8_nvfp4_amax_mode {
+  /* The quantize computes amax (max |x| over the tensor or row, NaN skipped, 0 when empty) and writes
+   * it to the caller's amax buffer before using it. */
+  MXFP8_NVFP4_AMAX_COMPUTE = 0,
+  /* The quantize reads the amax buffer as the caller filled it (any float32, used as TE would: a NaN
+   * gives S_enc = FLT_MAX); for reusing or sharing a global scale. It is not checked or written. */
+  MXFP8_NVFP4_AMAX_GIVEN = 1
+} mxfp8_nvfp4_amax_mode;
+
+typedef enum mxfp8_nvfp4_4over6 {
+  MXFP8_NVFP4_4OVER6_OFF = 0, /* TE's default NVFP4 quantizer */
+  MXFP8_NVFP4_4OVER6_MAE = 1, /* 4over6, candidates compared by absolute error (TE's "MAE") */
+  MXFP8_NVFP4_4OVER6_MSE = 2  /* 4over6, candidates compared by squared error (TE's "MSE") */
+} mxfp8_nvfp4_4over6;
+
+/* Options of the NVFP4 quantize calls. Start from MXFP8_NVFP4_QUANTIZE_OPTIONS_INIT; NULL means its
+ * defaults. */
+typedef struct mxfp8_nvfp4_quantize_options {
+  uint32_t struct_size;  /* sizeof(mxfp8_nvfp4_quantize_options) */
+  int32_t amax_scope;    /* mxfp8_nvfp4_amax_scope, default per tensor */
+  int32_t amax_mode;     /* mxfp8_nvfp4_amax_mode, default compute */
+  int32_t four_over_six; /* mxfp8_nvfp4_4over6, default off */
+  int32_t e4m3_max;      /* E4M3_MAX of the second level: 448 (default) or 256 (only with 4over6) */
+  int32_t scales_layout; /* mxfp8_quantized_scales: compact (default), padded or swizzled (below) */
+  /* mxfp8_direction, default rowwise. Columnwise quantizes the transpose, as TE stores NVFP4 columnwise
+   * data: the (K, M) matrix x^T, blocked along M. Everything below then reads with M and K swapped:
+   * values (K, ceil(M/2)), scales (K, ceil(M/16)) or padded (roundup(K, 128), roundup(ceil(M/16), 4)),
+   * per-row amax one per column of x (K of them); the per-tensor amax is the same as rowwise. */
+  int32_t direction;
+  /* cudaStream_t the kernels run on (NULL: the legacy default stream); ignored for host memory. */
+  void *stream;
+} mxfp8_nvfp4_quantize_options;
+
+#define MXFP8_NVFP4_QUANTIZE_OPTIONS_INIT                                                   \
+  {                                                                                         \
+    (uint32_t) sizeof(mxfp8_nvfp4_quantize_options),  /* struct_size */                     \
+    MXFP8_NVFP4_AMAX_PER_TENSOR,                      /* amax_scope */                      \
+    MXFP8_NVFP4_AMAX_COMPUTE,                         /* amax_mode */                       \
+    MXFP8_NVFP4_4OVER6_OFF,                           /* four_over_six */                   \
+    448,                                              /* e4m3_max */                        \
+    MXFP8_QUANTIZED_SCALES_COMPACT,                   /* scales_layout */                   \
+    MXFP8_DIRECTION_ROWWISE,                          /* direction */                       \
+    NULL                                              /* stream: the legacy default stream */ \
+  }
+
+/* Quantizes `input` (bfloat16, float16 or float32; row-major contiguous; data + byte_offset aligned to
+ * the element size; ndim >= 1, logical shape (*lead, K) read as M = prod(lead) rows of K) to NVFP4 in
+ * caller-owned buffers on the input's device (shapes for rowwise; columnwise swaps M and K, see
+ * options.direction):
+ *
+ *   values: uint8 (or any one-byte dtype), contiguous, M * ceil(K/2) elements (any shape, e.g.
+ *           (*lead, ceil(K/2))), packed as described above.
+ *   scales: uint8 or float8_e4m3fn, contiguous, exactly as many elements as options->scales_layout
+ *           says, with one scale per 16 values: compact (M, ceil(K/16)); padded (roundup(M, 128),
+ *           roundup(ceil(K/16), 4)), TE's allocation; or that padded matrix in the cuBLAS 128x4 GEMM
+ *           layout (the MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED formula with 16-value blocks). Padding bytes
+ *           are written as zero.
+ *   amax:   float32, contiguous, 1 element (per tensor) or M (per row), aligned to 4 bytes; written
+ *           (MXFP8_NVFP4_AMAX_COMPUTE) or read (MXFP8_NVFP4_AMAX_GIVEN).
+ *
+ * No buffer may overlap the input or another. Everything is checked before anything is written.
+ * Host memory: done when the call returns (large inputs on several threads, as mxfp8_quantize).
+ * CUDA: queued on options->stream (a memset of the amax or of padded scales, an amax kernel when it is
+ * computed, then the quantize kernel); the call does not wait, and the amax never leaves the device. */
+MXFP8_API mxfp8_status mxfp8_nvfp4_quantize_into(const DLTensor *input,
+                                                 const mxfp8_nvfp4_quantize_options *options,
+                                                 DLTensor *values, DLTensor *scales, DLTensor *amax);
+
+/* Fused shards (Q/K/V, or gate/up) that an engine stores as one tensor with one global scale: quantizes
+ * `count` inputs (same dtype, same K, same device; any row counts) under one shared per-tensor amax, so
+ * every shard's block scales are re-derived against the common S_enc. With MXFP8_NVFP4_AMAX_COMPUTE the
+ * shared amax is the largest of the shards' amaxes (what vLLM's ModelOpt loader takes as weight_scale_2
+ * = amax / (6 * 448) when shards differ), written to `amax` (one float32); with MXFP8_NVFP4_AMAX_GIVEN it
+ * is read from there. Shard i is written to values[i] and scales[i], with the rules of
+ * mxfp8_nvfp4_quantize_into; options->amax_scope must be per tensor. The result is byte for byte what
+ * mxfp8_nvfp4_quantize_into gives each shard with that amax given. Same stream and host rules. */
+MXFP8_API mxfp8_status mxfp8_nvfp4_quantize_fused_into(const DLTensor *const *inputs, int32_t count,
+                                                       const mxfp8_nvfp4_quantize_options *options,
+                                                       DLTensor *const *values, DLTensor *const *scales,
+                                                       DLTensor *amax);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -1,6 +1,7 @@
 // mxfp8_quantize and mxfp8_quantize_into: check the input, the options and (for caller buffers) every
 // output, work out each direction's scale geometry, then run the host loop or the CUDA kernel.
 #include "core/quantize.hpp"
+#include "api/quantize_input.hpp"
 
 #include <algorithm>
 #include <string>
@@ -40,42 +41,6 @@ mxfp8_quantize_options read_quantize_options(const mxfp8_quantize_options *given
   check_enum(o.scales_dtype, "options.scales_dtype", {{MXFP8_SCALES_UINT8, "MXFP8_SCALES_UINT8"}, {MXFP8_SCALES_E8M0, "MXFP8_SCALES_E8M0"}});
   if (o.reserved != 0) fail(MXFP8_ERROR_INVALID_ARGUMENT, "options.reserved is ", o.reserved, ", must be 0");
   return o;
-}
-
-struct Input {
-  const DLTensor *tensor;
-  InputType type;
-  std::vector<int64_t> shape;
-  int64_t rows;
-  int64_t cols;
-  int64_t bytes;
-};
-
-Input read_input(const DLTensor *input) {
-  if (!input) fail(MXFP8_ERROR_INVALID_ARGUMENT, "input is NULL");
-  const DLTensor &t = *input;
-  const int64_t numel = checked_numel(t, "input");
-  if (t.ndim < 1)
-    fail(MXFP8_ERROR_INVALID_ARGUMENT, "input is 0-dimensional: quantizing needs a last dimension K to block");
-  Input in{input, InputType::Float32, std::vector<int64_t>(t.shape, t.shape + t.ndim), 0, 0, 0};
-  int64_t element = 4;
-  if (is_dtype(t.dtype, kDLBfloat, 16)) in.type = InputType::BFloat16, element = 2;
-  else if (is_dtype(t.dtype, kDLFloat, 16)) in.type = InputType::Float16, element = 2;
-  else if (!is_dtype(t.dtype, kDLFloat, 32))
-    fail(MXFP8_ERROR_INVALID_ARGUMENT, "input: dtype ", format_dtype(t.dtype), " cannot be quantized (bfloat16, "
-         "float16 and float32 can)");
-  if (!is_compact(t))
-    fail(MXFP8_ERROR_INVALID_ARGUMENT, "input: strides ", format_shape(t.strides, t.ndim), " are not row-major "
-         "contiguous for shape ", format_shape(in.shape), " (make it contiguous first)");
-  if (numel > 0 && !t.data) fail(MXFP8_ERROR_INVALID_ARGUMENT, "input: data is NULL");
-  if (numel > 0 && reinterpret_cast<uintptr_t>(byte_pointer(t)) % static_cast<uintptr_t>(element) != 0)
-    fail(MXFP8_ERROR_INVALID_ARGUMENT, "input: the data (data + byte_offset) is not aligned to its ", element,
-         "-byte elements");
-  memory_of(t.device, "input");
-  in.cols = in.shape.back();
-  in.rows = product(in.shape, 0, in.shape.size() - 1, "the input's row count");
-  in.bytes = checked_mul(numel, element, "the input's size in bytes");
-  return in;
 }
 
 // The scale output of one direction: its shape (for allocation and checks) and where each scale goes.

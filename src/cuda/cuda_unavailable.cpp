@@ -3,6 +3,7 @@
 #include "core/error.hpp"
 #include "core/nvfp4_decode.hpp"
 #include "core/quantize.hpp"
+#include "core/nvfp4_quantize.hpp"
 #include "cuda/cuda_runtime.hpp"
 #include "core/scale_copy.hpp"
 #include "core/scale_source.hpp"
@@ -28,6 +29,7 @@ void quantize(const QuantizeJob &, void *) { no_cuda(); }
 void dequantize(const DequantizeJob &, void *) { no_cuda(); }
 void nvfp4_dequantize(const Nvfp4DequantizeJob &, void *) { no_cuda(); }
 void nvfp4_global_scale(const Nvfp4GlobalScaleJob &, void *) { no_cuda(); }
+void nvfp4_quantize(const Nvfp4QuantizeJob &, void *) { no_cuda(); }
 void *allocate(int64_t, void *) { no_cuda(); }
 void free_async(void *, void *) noexcept {}
 

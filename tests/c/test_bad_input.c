@@ -50,7 +50,9 @@ static int write_doc(const char *path) {
              "leaves every output untouched, takes no input and runs no deleter. Valid base input: a (100, 48)\n"
              "E4M3 tensor with Transformer Engine's padded (128, 4) row-major scales on the CPU; for\n"
              "`mxfp8_quantize_into`, a float32 (70, 100) input with rowwise compact outputs; for the `mxfp8_nvfp4_*`\n"
-             "calls, a (100, 48) NVFP4 tensor with uint8 values (100, 24), padded (128, 4) E4M3 scales and one amax.\n\n"
+             "description, export and dequantize calls, a (100, 48) NVFP4 tensor with uint8 values (100, 24), padded\n"
+             "(128, 4) E4M3 scales and one amax; for the NVFP4 quantize calls, the float32 (70, 100) input with values\n"
+             "(70, 50), compact scales (70, 7) and one float32 amax (the fused call: twice).\n\n"
              "| call | bad input | status | message (`mxfp8_last_error()`) |\n|---|---|---|---|\n");
   for (int i = 0; i < doc_count; ++i) fprintf(f, "%s\n", doc_rows[i]);
   /* What only a GPU run can show; each row is a case of the named GPU test (run by bench/gpu_check.sh). */
@@ -432,6 +434,173 @@ static void test_bad_quantize_input(void **state) {
   assert_last_error_contains(c->message);
   for (size_t i = 0; i < sizeof f->values; ++i) EXPECT(f->values[i] == POISON, "%s: values written", c->name);
   for (size_t i = 0; i < sizeof f->scales; ++i) EXPECT(f->scales[i] == POISON, "%s: scales written", c->name);
+  free(f);
+}
+
+/* mxfp8_nvfp4_quantize_into and mxfp8_nvfp4_quantize_fused_into: a valid float32 (70, 100) input with
+ * compact outputs (values (70, 50), scales (70, 7), one amax), which each case breaks. The fused call
+ * takes the input twice, with a second pair of outputs. Nothing may be written: every output keeps its
+ * poison. */
+typedef struct {
+  float input[70 * 100];
+  float input2[70 * 36];
+  uint8_t values[70 * 100], values2[70 * 50];
+  uint8_t scales[1024], scales2[70 * 7];
+  float amax[72];
+  int64_t in_shape[2], in2_shape[2], values_shape[2], scales_shape[2], amax_shape[1], bad_strides[2];
+  DLTensor in, in2, v, v2, s, s2, a;
+  mxfp8_nvfp4_quantize_options o;
+  const mxfp8_nvfp4_quantize_options *o_arg;
+  DLTensor *in_arg, *v_arg, *s_arg, *a_arg;
+  const DLTensor *inputs[2];
+  DLTensor *values_list[2], *scales_list[2];
+  int32_t count;
+  int fused;
+} nvfp4_fixture;
+
+typedef void (*nvfp4_mutator)(nvfp4_fixture *f);
+typedef struct {
+  const char *name;
+  nvfp4_mutator mutate;
+  mxfp8_status status;
+  const char *message;
+} nvfp4_case;
+
+static void n_input_null(nvfp4_fixture *f) { f->in_arg = NULL; }
+static void n_input_float64(nvfp4_fixture *f) { f->in.dtype.bits = 64; }
+static void n_input_strided(nvfp4_fixture *f) {
+  f->bad_strides[0] = 1; f->bad_strides[1] = 70; f->in.strides = f->bad_strides;
+}
+static void n_struct_size(nvfp4_fixture *f) { f->o.struct_size = 0; }
+static void n_amax_scope(nvfp4_fixture *f) { f->o.amax_scope = 2; }
+static void n_amax_mode(nvfp4_fixture *f) { f->o.amax_mode = 2; }
+static void n_four_over_six(nvfp4_fixture *f) { f->o.four_over_six = 3; }
+static void n_layout(nvfp4_fixture *f) { f->o.scales_layout = 3; }
+static void n_e4m3_max(nvfp4_fixture *f) { f->o.e4m3_max = 300; }
+static void n_direction(nvfp4_fixture *f) { f->o.direction = 2; }
+static void n_columnwise_scales_shape(nvfp4_fixture *f) { f->o.direction = MXFP8_DIRECTION_COLUMNWISE; }
+static void n_e4m3_max_256_without_4over6(nvfp4_fixture *f) { f->o.e4m3_max = 256; }
+static void n_values_null(nvfp4_fixture *f) { f->v_arg = NULL; }
+static void n_scales_null(nvfp4_fixture *f) { f->s_arg = NULL; }
+static void n_amax_null(nvfp4_fixture *f) { f->a_arg = NULL; }
+static void n_values_unpacked(nvfp4_fixture *f) { f->values_shape[1] = 100; }
+static void n_values_float32(nvfp4_fixture *f) { f->v.dtype.code = kDLFloat; f->v.dtype.bits = 32; f->values_shape[1] = 12; }
+static void n_values_device(nvfp4_fixture *f) { f->v.device.device_type = kDLCUDA; }
+static void n_scales_e8m0(nvfp4_fixture *f) { f->s.dtype.code = kDLFloat8_e8m0fnu; }
+static void n_scales_padded_expected(nvfp4_fixture *f) { f->o.scales_layout = MXFP8_QUANTIZED_SCALES_PADDED; }
+static void n_amax_float16(nvfp4_fixture *f) { f->a.dtype.bits = 16; }
+static void n_amax_per_row_count(nvfp4_fixture *f) { f->o.amax_scope = MXFP8_NVFP4_AMAX_PER_ROW; }
+static void n_amax_device(nvfp4_fixture *f) { f->a.device.device_type = kDLCUDA; }
+static void n_amax_misaligned(nvfp4_fixture *f) { f->a.byte_offset = 2; }
+static void n_values_overlap_input(nvfp4_fixture *f) { f->v.data = f->input; }
+static void n_amax_overlap_scales(nvfp4_fixture *f) { f->a.data = f->scales; }
+static void n_fused_count(nvfp4_fixture *f) { f->fused = 1; f->count = 0; }
+static void n_fused_inputs_null(nvfp4_fixture *f) { f->fused = 1; f->inputs[1] = NULL; }
+static void n_fused_other_k(nvfp4_fixture *f) { f->fused = 1; f->in2_shape[1] = 36; }
+static void n_fused_other_dtype(nvfp4_fixture *f) { f->fused = 1; f->in2.dtype.bits = 16; f->in2.dtype.code = kDLBfloat; }
+static void n_fused_per_row(nvfp4_fixture *f) { f->fused = 1; f->o.amax_scope = MXFP8_NVFP4_AMAX_PER_ROW; }
+static void n_fused_same_values(nvfp4_fixture *f) { f->fused = 1; f->values_list[1] = &f->v; }
+static void n_fused_values2_count(nvfp4_fixture *f) { f->fused = 1; f->in2_shape[0] = 69; }
+
+static const nvfp4_case kNvfp4QuantizeCases[] = {
+    {"nvfp4: input is NULL", n_input_null, MXFP8_ERROR_INVALID_ARGUMENT, "input is NULL"},
+    {"nvfp4: input dtype float64", n_input_float64, MXFP8_ERROR_INVALID_ARGUMENT, "input: dtype float64 cannot be quantized"},
+    {"nvfp4: input not contiguous", n_input_strided, MXFP8_ERROR_INVALID_ARGUMENT, "input: strides (1, 70) are not row-major"},
+    {"nvfp4: options struct_size 0", n_struct_size, MXFP8_ERROR_INVALID_ARGUMENT, "MXFP8_NVFP4_QUANTIZE_OPTIONS_INIT"},
+    {"nvfp4: amax_scope unknown", n_amax_scope, MXFP8_ERROR_INVALID_ARGUMENT, "options.amax_scope is 2"},
+    {"nvfp4: amax_mode unknown", n_amax_mode, MXFP8_ERROR_INVALID_ARGUMENT, "options.amax_mode is 2"},
+    {"nvfp4: four_over_six unknown", n_four_over_six, MXFP8_ERROR_INVALID_ARGUMENT, "options.four_over_six is 3"},
+    {"nvfp4: scales_layout unknown", n_layout, MXFP8_ERROR_INVALID_ARGUMENT, "options.scales_layout is 3"},
+    {"nvfp4: e4m3_max neither 448 nor 256", n_e4m3_max, MXFP8_ERROR_INVALID_ARGUMENT, "options.e4m3_max is 300, expected 448 or 256"},
+    {"nvfp4: direction unknown", n_direction, MXFP8_ERROR_INVALID_ARGUMENT, "options.direction is 2"},
+    {"nvfp4: rowwise-sized scales for columnwise", n_columnwise_scales_shape, MXFP8_ERROR_INVALID_ARGUMENT, "scales: holds 490 elements (shape (70, 7)), needs exactly 500"},
+    {"nvfp4: e4m3_max 256 without 4over6", n_e4m3_max_256_without_4over6, MXFP8_ERROR_INVALID_ARGUMENT, "E4M3_MAX 256 exists only for 4over6"},
+    {"nvfp4: values NULL", n_values_null, MXFP8_ERROR_INVALID_ARGUMENT, "values is NULL"},
+    {"nvfp4: scales NULL", n_scales_null, MXFP8_ERROR_INVALID_ARGUMENT, "scales is NULL"},
+    {"nvfp4: amax NULL", n_amax_null, MXFP8_ERROR_INVALID_ARGUMENT, "amax is NULL"},
+    {"nvfp4: values one byte per value (not packed)", n_values_unpacked, MXFP8_ERROR_INVALID_ARGUMENT, "values: holds 7000 elements (shape (70, 100)), needs exactly 3500"},
+    {"nvfp4: values dtype float32", n_values_float32, MXFP8_ERROR_INVALID_ARGUMENT, "values: dtype float32 is not a byte type"},
+    {"nvfp4: values on another device", n_values_device, MXFP8_ERROR_INVALID_ARGUMENT, "values is on cuda:0 but the input is on cpu:0"},
+    {"nvfp4: scales dtype float8_e8m0fnu", n_scales_e8m0, MXFP8_ERROR_INVALID_ARGUMENT, "scales: dtype float8_e8m0fnu does not hold E4M3 values"},
+    {"nvfp4: compact scales for the padded layout", n_scales_padded_expected, MXFP8_ERROR_INVALID_ARGUMENT, "scales: holds 490 elements (shape (70, 7)), needs exactly 1024"},
+    {"nvfp4: amax dtype float16", n_amax_float16, MXFP8_ERROR_INVALID_ARGUMENT, "amax: dtype float16 is not float32"},
+    {"nvfp4: one amax for per-row scaling", n_amax_per_row_count, MXFP8_ERROR_INVALID_ARGUMENT, "amax: holds 1 elements (shape (1,)), needs exactly 70"},
+    {"nvfp4: amax on another device", n_amax_device, MXFP8_ERROR_INVALID_ARGUMENT, "amax is on cuda:0 but the input is on cpu:0"},
+    {"nvfp4: amax not aligned to its elements", n_amax_misaligned, MXFP8_ERROR_INVALID_ARGUMENT, "amax: the data (data + byte_offset) is not aligned"},
+    {"nvfp4: values overlapping the input", n_values_overlap_input, MXFP8_ERROR_INVALID_ARGUMENT, "values and input overlap in memory"},
+    {"nvfp4: computed amax overlapping the scales", n_amax_overlap_scales, MXFP8_ERROR_INVALID_ARGUMENT, "overlap in memory"},
+    {"nvfp4 fused: count 0", n_fused_count, MXFP8_ERROR_INVALID_ARGUMENT, "count is 0: fused quantization needs at least one shard"},
+    {"nvfp4 fused: an input NULL", n_fused_inputs_null, MXFP8_ERROR_INVALID_ARGUMENT, "inputs[1] is NULL"},
+    {"nvfp4 fused: shards of different K", n_fused_other_k, MXFP8_ERROR_INVALID_ARGUMENT, "inputs[1]: K = 36 differs from inputs[0]'s K = 100"},
+    {"nvfp4 fused: shards of different dtypes", n_fused_other_dtype, MXFP8_ERROR_INVALID_ARGUMENT, "inputs[1]: dtype bfloat16 differs from inputs[0]'s float32"},
+    {"nvfp4 fused: per-row amax", n_fused_per_row, MXFP8_ERROR_INVALID_ARGUMENT, "options.amax_scope is MXFP8_NVFP4_AMAX_PER_ROW: fused shards share one per-tensor amax"},
+    {"nvfp4 fused: two shards into one values buffer", n_fused_same_values, MXFP8_ERROR_INVALID_ARGUMENT, "overlap in memory"},
+    {"nvfp4 fused: a shard's values of the wrong size", n_fused_values2_count, MXFP8_ERROR_INVALID_ARGUMENT, "values[1]: holds 3500 elements (shape (70, 50)), needs exactly 3450"},
+};
+
+static nvfp4_fixture *setup_nvfp4(void) {
+  nvfp4_fixture *f = calloc(1, sizeof *f);
+  for (int i = 0; i < 70 * 100; ++i) f->input[i] = (float)(i % 97) - 48.5f;
+  for (int i = 0; i < 70 * 36; ++i) f->input2[i] = (float)(i % 13) - 6.0f;
+  memset(f->values, POISON, sizeof f->values);
+  memset(f->values2, POISON, sizeof f->values2);
+  memset(f->scales, POISON, sizeof f->scales);
+  memset(f->scales2, POISON, sizeof f->scales2);
+  memset(f->amax, POISON, sizeof f->amax);
+  f->in_shape[0] = 70; f->in_shape[1] = 100;
+  f->in2_shape[0] = 70; f->in2_shape[1] = 100;
+  f->values_shape[0] = 70; f->values_shape[1] = 50;
+  f->scales_shape[0] = 70; f->scales_shape[1] = 7;
+  f->amax_shape[0] = 1;
+  f->in = (DLTensor){f->input, {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, f->in_shape, NULL, 0};
+  /* The second shard reads the first input's bytes (inputs may share memory) unless a case says so. */
+  f->in2 = (DLTensor){f->input, {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, f->in2_shape, NULL, 0};
+  f->v = (DLTensor){f->values, {kDLCPU, 0}, 2, {kDLUInt, 8, 1}, f->values_shape, NULL, 0};
+  f->v2 = (DLTensor){f->values2, {kDLCPU, 0}, 2, {kDLUInt, 8, 1}, f->values_shape, NULL, 0};
+  f->s = (DLTensor){f->scales, {kDLCPU, 0}, 2, {kDLUInt, 8, 1}, f->scales_shape, NULL, 0};
+  f->s2 = (DLTensor){f->scales2, {kDLCPU, 0}, 2, {kDLUInt, 8, 1}, f->scales_shape, NULL, 0};
+  f->a = (DLTensor){f->amax, {kDLCPU, 0}, 1, {kDLFloat, 32, 1}, f->amax_shape, NULL, 0};
+  mxfp8_nvfp4_quantize_options init = MXFP8_NVFP4_QUANTIZE_OPTIONS_INIT;
+  f->o = init;
+  f->o_arg = &f->o;
+  f->in_arg = &f->in;
+  f->v_arg = &f->v;
+  f->s_arg = &f->s;
+  f->a_arg = &f->a;
+  f->inputs[0] = &f->in; f->inputs[1] = &f->in2;
+  f->values_list[0] = &f->v; f->values_list[1] = &f->v2;
+  f->scales_list[0] = &f->s; f->scales_list[1] = &f->s2;
+  f->count = 2;
+  return f;
+}
+
+static void test_bad_nvfp4_quantize_input(void **state) {
+  const nvfp4_case *c = (const nvfp4_case *)*state;
+  nvfp4_fixture *f = setup_nvfp4();
+  c->mutate(f);
+  if (f->fused && f->in2_shape[1] == 36) f->in2.data = f->input2;
+  const mxfp8_status st =
+      f->fused ? mxfp8_nvfp4_quantize_fused_into(f->inputs, f->count, f->o_arg, f->values_list, f->scales_list, f->a_arg)
+               : mxfp8_nvfp4_quantize_into(f->in_arg, f->o_arg, f->v_arg, f->s_arg, f->a_arg);
+  record_for_doc(f->fused ? "mxfp8_nvfp4_quantize_fused_into" : "mxfp8_nvfp4_quantize_into", c->name, st);
+  EXPECT(st == c->status, "%s: status %d (%s), expected %d", c->name, st, mxfp8_last_error(), c->status);
+  assert_last_error_contains(c->message);
+  const uint8_t *regions[5] = {f->values, f->values2, f->scales, f->scales2, (const uint8_t *)f->amax};
+  const size_t sizes[5] = {sizeof f->values, sizeof f->values2, sizeof f->scales, sizeof f->scales2, sizeof f->amax};
+  for (int r = 0; r < 5; ++r)
+    for (size_t i = 0; i < sizes[r]; ++i) EXPECT(regions[r][i] == POISON, "%s: output %d written", c->name, r);
+  free(f);
+}
+
+/* A valid call of each kind works, so that the cases above fail for the reason they name. */
+static void test_nvfp4_fixture_is_valid(void **state) {
+  (void)state;
+  nvfp4_fixture *f = setup_nvfp4();
+  EXPECT(mxfp8_nvfp4_quantize_into(f->in_arg, f->o_arg, f->v_arg, f->s_arg, f->a_arg) == MXFP8_OK, "%s", mxfp8_last_error());
+  EXPECT(f->amax[0] == 48.5f, "amax %g", (double)f->amax[0]);
+  EXPECT(mxfp8_nvfp4_quantize_fused_into(f->inputs, 2, f->o_arg, f->values_list, f->scales_list, f->a_arg) == MXFP8_OK,
+         "%s", mxfp8_last_error());
+  EXPECT(memcmp(f->values, f->values2, 70 * 50) == 0, "the two shards of one input differ");
   free(f);
 }
 
@@ -1743,9 +1912,10 @@ int main(void) {
     NI = sizeof(kImportCases) / sizeof(kImportCases[0]),
     NV = sizeof(kConvertCases) / sizeof(kConvertCases[0]),
     NN = sizeof(kNvfp4Cases) / sizeof(kNvfp4Cases[0]),
+    NF = sizeof(kNvfp4QuantizeCases) / sizeof(kNvfp4QuantizeCases[0]),
     NS = sizeof(kShardCases) / sizeof(kShardCases[0])
   };
-  struct CMUnitTest tests[NC + NE + NB + NQ + ND + NH + NI + NV + NN + NS];
+  struct CMUnitTest tests[NC + NE + NB + NQ + ND + NH + NI + NV + NN + NF + 1 + NS];
   for (int i = 0; i < NC; ++i) {
     struct CMUnitTest t = cmocka_unit_test_prestate(test_bad_create_input, (void *)&kCreateCases[i]);
     t.name = kCreateCases[i].name;
@@ -1791,10 +1961,16 @@ int main(void) {
     t.name = kNvfp4Cases[i].name;
     tests[NC + NE + NB + NQ + ND + NH + NI + NV + i] = t;
   }
+  for (int i = 0; i < NF; ++i) {
+    struct CMUnitTest t = cmocka_unit_test_prestate(test_bad_nvfp4_quantize_input, (void *)&kNvfp4QuantizeCases[i]);
+    t.name = kNvfp4QuantizeCases[i].name;
+    tests[NC + NE + NB + NQ + ND + NH + NI + NV + NN + i] = t;
+  }
+  tests[NC + NE + NB + NQ + ND + NH + NI + NV + NN + NF] = (struct CMUnitTest)cmocka_unit_test(test_nvfp4_fixture_is_valid);
   for (int i = 0; i < NS; ++i) {
     struct CMUnitTest t = cmocka_unit_test_prestate(test_bad_shard_input, (void *)&kShardCases[i]);
     t.name = kShardCases[i].name;
-    tests[NC + NE + NB + NQ + ND + NH + NI + NV + NN + i] = t;
+    tests[NC + NE + NB + NQ + ND + NH + NI + NV + NN + NF + 1 + i] = t;
   }
   const int failed = cmocka_run_group_tests_name("bad input (status, message, nothing taken or changed)", tests, NULL, NULL);
   const char *doc = getenv("MXFP8_ERRORS_MD");

@@ -1,8 +1,9 @@
 /* mxfp8_quantize, mxfp8_quantize_into and mxfp8_dequantize on the host: answers worked out by hand from
  * the rules, the TE layouts against the permute form of the swizzle, the outputs handed straight to a
- * tensor description and exported back, and every output byte written. (Bit-exactness on random data
- * with every special value is checked against an independent NumPy reference in
- * bindings/python/tests/test_quantize.py, and GPU against host in test_gpu_quantize.c.) */
+ * tensor description and exported back, and every output byte written; NVFP4 known answers. (Bit-exactness
+ * on random data with every special value is checked against independent NumPy references in
+ * bindings/python/tests/test_quantize.py and test_nvfp4_quantize.py, and GPU against host in
+ * test_gpu_quantize.c and test_gpu_nvfp4_quantize.c.) */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -268,6 +269,61 @@ static void test_dequantize_known_answers(void **state) {
   test_tensor_free(s);
 }
 
+/* NVFP4, worked out by hand from TE's rule: amax 2688 gives S_enc = 448 * 6 / 2688 = 1, so a block
+ * whose amax is 6 gets the scale e4m3(6 * (1 * (1/6))) = 1.0 (0x38) and multiplier 1, and its elements
+ * are E2M1-rounded as they are: 6 -> 7, 1.25 -> 2 (tie to even), 0.75 -> 2 (tie to even), -0.3 -> 9,
+ * NaN -> 7 (+6), -0.0 -> 8, 5 -> 6 (tie to even), 3 -> 5. The second block holds 2688 itself: scale
+ * e4m3(448) = 0x7E. Values pack the even element into the low nibble. Every output byte is checked. */
+static void test_nvfp4_known_answers(void **state) {
+  (void)state;
+  float x[2][32] = {{0}};
+  const float first[8] = {6.0f, 1.25f, 0.75f, -0.3f, NAN, -0.0f, 5.0f, 3.0f};
+  memcpy(x[0], first, sizeof first);
+  x[0][16] = 2688.0f;
+  x[1][0] = -2.5f; /* row 1: block amax 2.5 -> scale e4m3(2.5 / 6) */
+  uint8_t values[2 * 16 + 1], scales[2 * 2 + 1];
+  float amax[2];
+  memset(values, POISON, sizeof values);
+  memset(scales, POISON, sizeof scales);
+  memset(amax, POISON, sizeof amax);
+  int64_t xs[2] = {2, 32}, vs[2] = {2, 16}, ss[2] = {2, 2}, as[1] = {1};
+  DLTensor in = host_tensor(x, 2, xs, kDLFloat, 32), v = host_tensor(values, 2, vs, kDLUInt, 8);
+  DLTensor sc = host_tensor(scales, 2, ss, kDLUInt, 8), a = host_tensor(amax, 1, as, kDLFloat, 32);
+  assert_int_equal(mxfp8_nvfp4_quantize_into(&in, NULL, &v, &sc, &a), MXFP8_OK);
+  assert_true(amax[0] == 2688.0f);
+  const uint8_t want_values[32] = {0x27, 0x92, 0x87, 0x56, 0, 0, 0, 0, 0x07, 0, 0, 0, 0, 0, 0, 0,
+                                   /* row 1: -2.5 * (1 / (scale * 1)) with scale e4m3(0.41666..) = 0.40625:
+                                    * -6.15 saturates to -6 (0xF) */
+                                   0x0F, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+  for (int i = 0; i < 32; ++i) EXPECT(values[i] == want_values[i], "values[%d] = 0x%02x, expected 0x%02x", i, values[i], want_values[i]);
+  EXPECT(values[32] == POISON, "wrote past the values");
+  const uint8_t want_scales[4] = {0x38, 0x7E, 0x2D, 0x00}; /* 0x2D: E4M3 0.40625 = 1.625 * 2^-2 */
+  for (int i = 0; i < 4; ++i) EXPECT(scales[i] == want_scales[i], "scales[%d] = 0x%02x, expected 0x%02x", i, scales[i], want_scales[i]);
+  EXPECT(scales[4] == POISON, "wrote past the scales");
+}
+
+/* Per-row (and, columnwise, per-column) amaxes of lines that hold no values are written as 0. */
+static void test_nvfp4_empty_lines_get_zero_amax(void **state) {
+  (void)state;
+  float x[1];
+  float amax[6];
+  uint8_t values[1], scales[1];
+  for (int columnwise = 0; columnwise < 2; ++columnwise) {
+    memset(amax, POISON, sizeof amax);
+    int64_t xs[2] = {columnwise ? 0 : 5, columnwise ? 5 : 0}, vs[1] = {0}, as[1] = {5};
+    DLTensor in = host_tensor(x, 2, xs, kDLFloat, 32), v = host_tensor(values, 1, vs, kDLUInt, 8);
+    DLTensor sc = host_tensor(scales, 1, vs, kDLUInt, 8), a = host_tensor(amax, 1, as, kDLFloat, 32);
+    mxfp8_nvfp4_quantize_options o = MXFP8_NVFP4_QUANTIZE_OPTIONS_INIT;
+    o.amax_scope = MXFP8_NVFP4_AMAX_PER_ROW;
+    o.direction = columnwise;
+    assert_int_equal(mxfp8_nvfp4_quantize_into(&in, &o, &v, &sc, &a), MXFP8_OK);
+    for (int i = 0; i < 5; ++i) EXPECT(amax[i] == 0.0f, "columnwise %d: amax[%d] = %g", columnwise, i, (double)amax[i]);
+    uint32_t guard;
+    memcpy(&guard, &amax[5], sizeof guard);
+    EXPECT(guard == 0xFFFFFFFFu, "wrote past the amaxes");
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_known_answers_e4m3_rceil_and_floor),
@@ -276,6 +332,8 @@ int main(void) {
       cmocka_unit_test(test_swizzled_outputs_are_te_buffers_and_export_back),
       cmocka_unit_test(test_padded_and_block_outputs),
       cmocka_unit_test(test_dequantize_known_answers),
+      cmocka_unit_test(test_nvfp4_known_answers),
+      cmocka_unit_test(test_nvfp4_empty_lines_get_zero_amax),
   };
   return cmocka_run_group_tests_name("quantize and dequantize (host)", tests, NULL, NULL);
 }

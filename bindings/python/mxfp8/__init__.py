@@ -16,6 +16,7 @@ from ._bucket import export_bucket, iter_buckets, swizzle_scales, unpack_bucket,
 from ._import import (ImportPlan, import_bucket, import_tensors, layout_bytes, prepare_import_bucket,
                       prepare_import_tensors, scales_shape)
 from ._mxfp8 import Array
+from ._nvfp4_quantize import NVFP4Quantized, nvfp4_quantize, nvfp4_quantize_fused
 from ._plan import BucketPlan, ExportPlan
 from ._quantize import Quantized, dequantize, quantize
 from ._tvm_ffi import tvm_ffi_library_path
@@ -29,6 +30,7 @@ __all__ = [
     "Converted",
     "ExportPlan",
     "ImportPlan",
+    "NVFP4Quantized",
     "Quantized",
     "convert",
     "dequantize",
@@ -41,6 +43,8 @@ __all__ = [
     "nvfp4",
     "iter_buckets",
     "layout_bytes",
+    "nvfp4_quantize",
+    "nvfp4_quantize_fused",
     "prepare_import_bucket",
     "prepare_import_tensors",
     "quantize",

@@ -84,6 +84,11 @@ def export_bucket(
 def swizzle_pair(
     source: Any, destination: Any, swizzle: bool, stream: Optional[int] = None, dlpack_stream: Optional[int] = None,
 ) -> None: ...
+def nvfp4_quantize(
+    inputs: list[Any], values: list[Any], scales: list[Any], amax: Any, *, fused: bool, amax_scope: int,
+    amax_mode: int, four_over_six: int, e4m3_max: int, layout: int, direction: int = 0, stream: Optional[int] = None,
+    dlpack_stream: Optional[int] = None, bfloat16_bits: bool = False,
+) -> None: ...  # writes values, scales (and amax when computed) in place
 def quantize(
     input: Any, *, format: int = 1, block: int = 0, rounding: int = 0, layout: int = 0, rowwise: bool = True,
     columnwise: bool = False, values_dtype: int = 0, scales_dtype: int = 0, stream: Optional[int] = None,

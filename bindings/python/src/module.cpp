@@ -863,6 +863,41 @@ py::tuple quantize(py::object input, int format, int block, int rounding, int la
   return hand_back_all(ex, out);
 }
 
+// mxfp8_nvfp4_quantize_into (one input) or mxfp8_nvfp4_quantize_fused_into (fused=True) over DLPack
+// objects: every tensor is borrowed for the call; the outputs and amax are the caller's, written in place.
+void nvfp4_quantize(const std::vector<py::object> &inputs, const std::vector<py::object> &values,
+                    const std::vector<py::object> &scales, py::object amax, bool fused, int amax_scope, int amax_mode,
+                    int four_over_six, int e4m3_max, int layout, int direction, py::object stream,
+                    py::object dlpack_stream, bool bfloat16_bits) {
+  if (inputs.empty() || inputs.size() != values.size() || inputs.size() != scales.size())
+    throw py::value_error("nvfp4_quantize: inputs, values and scales must be non-empty and of one length");
+  mxfp8_nvfp4_quantize_options o = MXFP8_NVFP4_QUANTIZE_OPTIONS_INIT;
+  o.amax_scope = amax_scope;
+  o.amax_mode = amax_mode;
+  o.four_over_six = four_over_six;
+  o.e4m3_max = e4m3_max;
+  o.scales_layout = layout;
+  o.direction = direction;
+  Exchange ex = exchange_for_objects(inputs[0], stream, dlpack_stream);
+  std::vector<std::unique_ptr<TakenTensor>> taken;
+  std::vector<DLTensor *> in, v, s;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const std::string n = fused ? "[" + std::to_string(i) + "]" : "";
+    taken.push_back(take(inputs[i], ("x" + n).c_str(), ex, Access::Read));
+    in.push_back(&taken.back()->managed->dl_tensor);
+    relabel_bfloat16(in.back(), bfloat16_bits);
+    taken.push_back(take(values[i], ("values" + n).c_str(), ex, Access::Write));
+    v.push_back(&taken.back()->managed->dl_tensor);
+    taken.push_back(take(scales[i], ("scales" + n).c_str(), ex, Access::Write));
+    s.push_back(&taken.back()->managed->dl_tensor);
+  }
+  taken.push_back(take(amax, "amax", ex, amax_mode == MXFP8_NVFP4_AMAX_COMPUTE ? Access::Write : Access::Read));
+  DLTensor *a = &taken.back()->managed->dl_tensor;
+  o.stream = reinterpret_cast<void *>(ex.stream);
+  if (fused) check(mxfp8_nvfp4_quantize_fused_into(in.data(), static_cast<int32_t>(in.size()), &o, v.data(), s.data(), a));
+  else check(mxfp8_nvfp4_quantize_into(in[0], &o, v[0], s[0], a));
+}
+
 // mxfp8_dequantize of one direction of `tensor` into the DLPack object `output` (float32 or bfloat16).
 // stream None: the framework's current stream when `tensor` was made in exchange mode.
 void dequantize(const Tensor &tensor, int direction, py::object output, py::object stream, py::object dlpack_stream,
@@ -1255,6 +1290,11 @@ PYBIND11_MODULE(_mxfp8, m) {
         py::arg("rounding") = 0, py::arg("layout") = 0, py::arg("rowwise") = true, py::arg("columnwise") = false,
         py::arg("values_dtype") = 0, py::arg("scales_dtype") = 0, py::arg("stream") = py::none(),
         py::arg("allocator") = py::none(), py::arg("dlpack_stream") = py::none(), py::arg("bfloat16_bits") = false);
+  m.def("nvfp4_quantize", &nvfp4_quantize, py::arg("inputs"), py::arg("values"), py::arg("scales"), py::arg("amax"),
+        py::kw_only(), py::arg("fused"), py::arg("amax_scope"), py::arg("amax_mode"), py::arg("four_over_six"),
+        py::arg("e4m3_max"), py::arg("layout"), py::arg("direction") = 0, py::arg("stream") = py::none(),
+        py::arg("dlpack_stream") = py::none(), py::arg("bfloat16_bits") = false,
+        "mxfp8_nvfp4_quantize_into / _fused_into into caller buffers");
   m.def("dequantize", &dequantize, py::arg("tensor"), py::arg("direction"), py::arg("output"), py::arg("stream") = py::none(),
         py::arg("dlpack_stream") = py::none(), py::arg("bfloat16_bits") = false);
 

@@ -724,6 +724,59 @@ impl Default for mxfp8_nvfp4_export_options {
     }
 }
 
+/// `mxfp8_nvfp4_amax_scope`: one float32 amax for the tensor.
+pub const MXFP8_NVFP4_AMAX_PER_TENSOR: i32 = 0;
+/// `mxfp8_nvfp4_amax_scope`: one float32 amax per row (TE's row_scaled_nvfp4).
+pub const MXFP8_NVFP4_AMAX_PER_ROW: i32 = 1;
+/// `mxfp8_nvfp4_amax_mode`: the quantize computes the amax and writes it.
+pub const MXFP8_NVFP4_AMAX_COMPUTE: i32 = 0;
+/// `mxfp8_nvfp4_amax_mode`: the quantize reads the amax as given.
+pub const MXFP8_NVFP4_AMAX_GIVEN: i32 = 1;
+/// `mxfp8_nvfp4_4over6`: TE's default NVFP4 quantizer.
+pub const MXFP8_NVFP4_4OVER6_OFF: i32 = 0;
+/// `mxfp8_nvfp4_4over6`: 4over6, candidates compared by absolute error.
+pub const MXFP8_NVFP4_4OVER6_MAE: i32 = 1;
+/// `mxfp8_nvfp4_4over6`: 4over6, candidates compared by squared error.
+pub const MXFP8_NVFP4_4OVER6_MSE: i32 = 2;
+
+/// `mxfp8_nvfp4_quantize_options`: options of the NVFP4 quantize calls.
+#[repr(C)]
+#[derive(Copy, Clone, Debug)]
+pub struct mxfp8_nvfp4_quantize_options {
+    /// `sizeof(mxfp8_nvfp4_quantize_options)`.
+    pub struct_size: u32,
+    /// `MXFP8_NVFP4_AMAX_PER_*`.
+    pub amax_scope: i32,
+    /// `MXFP8_NVFP4_AMAX_COMPUTE` or `MXFP8_NVFP4_AMAX_GIVEN`.
+    pub amax_mode: i32,
+    /// `MXFP8_NVFP4_4OVER6_*`.
+    pub four_over_six: i32,
+    /// E4M3_MAX of the second level: 448, or 256 with 4over6.
+    pub e4m3_max: i32,
+    /// `MXFP8_QUANTIZED_SCALES_*`.
+    pub scales_layout: i32,
+    /// `MXFP8_DIRECTION_*` (columnwise: the transpose, as TE stores it).
+    pub direction: i32,
+    /// The `cudaStream_t` the kernels run on.
+    pub stream: *mut c_void,
+}
+
+impl Default for mxfp8_nvfp4_quantize_options {
+    /// `MXFP8_NVFP4_QUANTIZE_OPTIONS_INIT`.
+    fn default() -> Self {
+        Self {
+            struct_size: core::mem::size_of::<Self>() as u32,
+            amax_scope: MXFP8_NVFP4_AMAX_PER_TENSOR,
+            amax_mode: MXFP8_NVFP4_AMAX_COMPUTE,
+            four_over_six: MXFP8_NVFP4_4OVER6_OFF,
+            e4m3_max: 448,
+            scales_layout: MXFP8_QUANTIZED_SCALES_COMPACT,
+            direction: MXFP8_DIRECTION_ROWWISE,
+            stream: core::ptr::null_mut(),
+        }
+    }
+}
+
 // One declaration per function of mxfp8.h, in the header's order; the header documents each.
 extern "C" {
     /// The loaded library's version, encoded as [`MXFP8_VERSION`]. Cannot fail.
@@ -954,5 +1007,22 @@ extern "C" {
         tensor: *const mxfp8_nvfp4_tensor,
         options: *const mxfp8_dequantize_options,
         output: *mut DLTensor,
+    ) -> mxfp8_status;
+    /// Quantizes to NVFP4 (packed E2M1 values, E4M3 block scales, float32 amax) into caller buffers.
+    pub fn mxfp8_nvfp4_quantize_into(
+        input: *const DLTensor,
+        options: *const mxfp8_nvfp4_quantize_options,
+        values: *mut DLTensor,
+        scales: *mut DLTensor,
+        amax: *mut DLTensor,
+    ) -> mxfp8_status;
+    /// Quantizes `count` fused shards to NVFP4 under one shared per-tensor amax.
+    pub fn mxfp8_nvfp4_quantize_fused_into(
+        inputs: *const *const DLTensor,
+        count: i32,
+        options: *const mxfp8_nvfp4_quantize_options,
+        values: *const *mut DLTensor,
+        scales: *const *mut DLTensor,
+        amax: *mut DLTensor,
     ) -> mxfp8_status;
 }

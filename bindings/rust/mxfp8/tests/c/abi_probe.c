@@ -124,6 +124,15 @@ int main(void) {
   FIELD(mxfp8_convert_options, direction);
   FIELD(mxfp8_convert_options, scale_fixup);
   FIELD(mxfp8_convert_options, stream);
+  SIZE(mxfp8_nvfp4_quantize_options);
+  FIELD(mxfp8_nvfp4_quantize_options, struct_size);
+  FIELD(mxfp8_nvfp4_quantize_options, amax_scope);
+  FIELD(mxfp8_nvfp4_quantize_options, amax_mode);
+  FIELD(mxfp8_nvfp4_quantize_options, four_over_six);
+  FIELD(mxfp8_nvfp4_quantize_options, e4m3_max);
+  FIELD(mxfp8_nvfp4_quantize_options, scales_layout);
+  FIELD(mxfp8_nvfp4_quantize_options, direction);
+  FIELD(mxfp8_nvfp4_quantize_options, stream);
   SIZE(mxfp8_dequantize_options);
   FIELD(mxfp8_dequantize_options, struct_size);
   FIELD(mxfp8_dequantize_options, direction);
@@ -274,6 +283,17 @@ int main(void) {
     INIT_INT(mxfp8_nvfp4_export_options, v, global_scale);
     INIT_PTR(mxfp8_nvfp4_export_options, v, stream);
     INIT_PTR(mxfp8_nvfp4_export_options, v, allocator);
+  }
+  {
+    mxfp8_nvfp4_quantize_options v = MXFP8_NVFP4_QUANTIZE_OPTIONS_INIT;
+    INIT_INT(mxfp8_nvfp4_quantize_options, v, struct_size);
+    INIT_INT(mxfp8_nvfp4_quantize_options, v, amax_scope);
+    INIT_INT(mxfp8_nvfp4_quantize_options, v, amax_mode);
+    INIT_INT(mxfp8_nvfp4_quantize_options, v, four_over_six);
+    INIT_INT(mxfp8_nvfp4_quantize_options, v, e4m3_max);
+    INIT_INT(mxfp8_nvfp4_quantize_options, v, scales_layout);
+    INIT_INT(mxfp8_nvfp4_quantize_options, v, direction);
+    INIT_PTR(mxfp8_nvfp4_quantize_options, v, stream);
   }
   return 0;
 }
