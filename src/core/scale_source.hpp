@@ -103,6 +103,9 @@ inline ScaleJob swizzled_job(const ScaleSource &s, bool transposed, uint8_t *dst
 // `transposed` (columnwise scales in a layout that lays out their transpose); byte 0 written as 1 when
 // `zero_as_one`.
 inline ScaleJob layout_job(const ScaleSource &s, int32_t layout, bool transposed, uint8_t *dst, bool zero_as_one) {
+  // A layout job reads S through layout_job_source, which has no window: shards never reach here (the
+  // import refuses engine layouts and the fix-up for them), and this keeps it so.
+  if (s.padded_cols) fail(MXFP8_ERROR_INTERNAL, "a layout job reading a window of a swizzled matrix");
   ScaleJob job{s.swizzled, s.row_major, ByteMatrix{dst, transposed ? s.cols : s.rows, transposed ? s.rows : s.cols, 0, 0}};
   job.layout = layout;
   job.source_layout = s.layout;

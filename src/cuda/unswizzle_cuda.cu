@@ -594,9 +594,9 @@ int64_t fill_batch(JobBatch<kCapacity> &batch, const ScaleJob *jobs, size_t coun
                     (in.dst.row_stride & 3) == 0;
     j.direct = is_direct(in, W::kTilesPerChunk);
     j.tile_rows = static_cast<int32_t>(ceil_div(j.rows, kTileRows));
-    // Swizzle and layout jobs read whole matrices; only compact jobs read windows.
-    if ((in.to_swizzled || in.layout >= 0) && (in.swizzled_row0 || in.swizzled_col0 || (in.swizzled_tile_stride && in.swizzled_tile_stride != j.tile_cols)))
-      fail(MXFP8_ERROR_INTERNAL, "a swizzle or layout job reading a window of a swizzled matrix");
+    // Swizzle jobs write (and copy) whole tiles of their own matrix; only compact jobs read windows.
+    if (in.to_swizzled && (in.swizzled_row0 || in.swizzled_col0 || (in.swizzled_tile_stride && in.swizzled_tile_stride != j.tile_cols)))
+      fail(MXFP8_ERROR_INTERNAL, "a swizzle job reading a window of a swizzled matrix");
     j.src_tile_stride = in.swizzled_tile_stride ? checked_int32(in.swizzled_tile_stride, "scale tile columns") : j.tile_cols;
     j.window_row0 = static_cast<int16_t>(in.swizzled_row0);
     j.window_col0 = static_cast<int8_t>(in.swizzled_col0);
