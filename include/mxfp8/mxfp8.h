@@ -307,7 +307,9 @@ typedef struct mxfp8_export_options {
   int32_t scales_granularity; /* mxfp8_scales_granularity */
   uint32_t reserved2;         /* must be 0 */
   /* Added after the fields above (a smaller struct_size means MXFP8_SCALE_FIXUP_NONE): the
-   * mxfp8_scale_fixup (declared with the import calls) applied to every scale written by
+   * mxfp8_scale_fixup (declared with the import calls; this field and the enum's published values are
+   * stable like the rest of this struct, even though the import section is experimental) applied to
+   * every scale written by
    * mxfp8_export_scales_batched, mxfp8_export_bucket and mxfp8_import_tensors and their prepared forms.
    * mxfp8_export_components and mxfp8_grouped_export_stacked, whose scales may be views, take only
    * MXFP8_SCALE_FIXUP_NONE (MXFP8_ERROR_INVALID_ARGUMENT otherwise). */

@@ -101,9 +101,15 @@ def test_bucket_plan_fills_the_groups_iter_buckets_makes_at_every_step(direction
             bucket = plan.fill(i)
             assert bucket.size == plan.sizes[i] and np.shares_memory(bucket, plan.buffer)
             _check_bucket(bucket, manifest, tensors, expected)
-        # An optimizer step in place: the next fills carry the new values.
-        for spec in tensors.values():
+        # An optimizer step in place: the next fills carry the new values and scales (a plan that kept
+        # copies of either would fail here).
+        for i, (name, spec) in enumerate(tensors.items()):
             spec["data"][...] = np.random.default_rng(step).integers(0, 256, spec["data"].shape, dtype=np.uint8)
+            s = np.random.default_rng(50 + 10 * step + i).integers(1, 255, expected[name].shape, dtype=np.uint8)
+            mat = s if direction == "rowwise" else s.T
+            real = swizzle_reference(np.ones_like(mat)) == 1
+            spec["scale_inv"].reshape(-1)[real] = swizzle_reference(mat)[real]
+            expected[name] = s
     # Iterating fills each bucket as it is reached, like iter_buckets.
     for (bucket, manifest), (_, walked_manifest) in zip(plan, walked):
         assert manifest == walked_manifest
