@@ -312,7 +312,9 @@ typedef struct mxfp8_export_options {
    * every scale written by
    * mxfp8_export_scales_batched, mxfp8_export_bucket and mxfp8_import_tensors and their prepared forms.
    * mxfp8_export_components and mxfp8_grouped_export_stacked, whose scales may be views, take only
-   * MXFP8_SCALE_FIXUP_NONE (MXFP8_ERROR_INVALID_ARGUMENT otherwise). */
+   * MXFP8_SCALE_FIXUP_NONE (MXFP8_ERROR_INVALID_ARGUMENT otherwise), as do mxfp8_export_shard and
+   * mxfp8_grouped_export_experts; the calls with shards refuse it for a tensor with a shard
+   * (MXFP8_ERROR_UNSUPPORTED, see "Resharding"). */
   int32_t scale_fixup;
   uint32_t reserved3;         /* must be 0 */
 } mxfp8_export_options;
