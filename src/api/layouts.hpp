@@ -33,8 +33,13 @@ int64_t layout_bytes(const LayoutInfo &layout, int64_t rows, int64_t cols, bool 
 // A caller's buffer for S (rows x cols, `groups` of them back to back) in `layout`, `bytes` in all:
 // uint8 or float8_e8m0fnu holding exactly `bytes` (or int32 holding bytes / 4, for layouts an engine
 // keeps as int32), contiguous, on `device`; for the DeepGEMM layout also the engine's own strided int32
-// parameter ([groups,] rows, ceil(cols / 4)) with DeepGEMM's strides. Returns its first byte.
-uint8_t *expect_layout_buffer(const DLTensor &t, const LayoutInfo &layout, int64_t bytes, int64_t groups, int64_t rows,
+// parameter ([groups,] rows, ceil(cols / 4)) with DeepGEMM's strides.
+struct LayoutBuffer {
+  uint8_t *data;     // its first byte
+  int64_t writable;  // the bytes from data the tensor describes: `bytes`, or fewer for the strided form
+                     // when rows % 4 != 0 (its extent ends before the last column's padding rows)
+};
+LayoutBuffer expect_layout_buffer(const DLTensor &t, const LayoutInfo &layout, int64_t bytes, int64_t groups, int64_t rows,
                               int64_t cols, const char *name, const DLDevice &device, const char *device_of);
 
 // The flag of an mxfp8_scale_fixup field: true for MXFP8_SCALE_FIXUP_ZERO_EXPONENT_AS_ONE.
