@@ -12,17 +12,13 @@
 namespace mxfp8 {
 namespace {
 
-// value, enum name, name, label, supported, columnwise, permutes value rows, int32 words
+// value, enum name, label, columnwise, permutes value rows, int32 words
 constexpr LayoutInfo kLayouts[] = {
-    {MXFP8_LAYOUT_COMPACT, "MXFP8_LAYOUT_COMPACT", "compact", "compact", true, true, false, false},
-    {MXFP8_LAYOUT_CUTLASS_128X4, "MXFP8_LAYOUT_CUTLASS_128X4", "cutlass_128x4", "128x4 swizzled", true, true, false,
-     false},
-    {MXFP8_LAYOUT_TRTLLM_SHUFFLED, "MXFP8_LAYOUT_TRTLLM_SHUFFLED", "trtllm", "TRT-LLM shuffled", true, false, true,
-     false},
-    {MXFP8_LAYOUT_DEEPGEMM_PACKED, "MXFP8_LAYOUT_DEEPGEMM_PACKED", "deepgemm", "DeepGEMM packed", true, false, false,
-     true},
-    {MXFP8_LAYOUT_TRTLLM_SHUFFLED_GATED, "MXFP8_LAYOUT_TRTLLM_SHUFFLED_GATED", "trtllm_gated", "TRT-LLM shuffled gated",
-     true, false, true, false},
+    {MXFP8_LAYOUT_COMPACT, "MXFP8_LAYOUT_COMPACT", "compact", true, false, false},
+    {MXFP8_LAYOUT_CUTLASS_128X4, "MXFP8_LAYOUT_CUTLASS_128X4", "128x4 swizzled", true, false, false},
+    {MXFP8_LAYOUT_TRTLLM_SHUFFLED, "MXFP8_LAYOUT_TRTLLM_SHUFFLED", "TRT-LLM shuffled", false, true, false},
+    {MXFP8_LAYOUT_DEEPGEMM_PACKED, "MXFP8_LAYOUT_DEEPGEMM_PACKED", "DeepGEMM packed", false, false, true},
+    {MXFP8_LAYOUT_TRTLLM_SHUFFLED_GATED, "MXFP8_LAYOUT_TRTLLM_SHUFFLED_GATED", "TRT-LLM shuffled gated", false, true, false},
 };
 
 // FlashInfer's shuffle_matrix_sf_a asserts M % 128 == 0 (and shuffle_matrix_a works in 32-row blocks).
@@ -30,14 +26,9 @@ constexpr int64_t kTrtllmRowMultiple = 128;
 
 }  // namespace
 
-const LayoutInfo &layout_info(int32_t layout, const char *field, bool allow_unsupported) {
-  for (const LayoutInfo &l : kLayouts) {
-    if (l.value != layout) continue;
-    if (!l.supported && !allow_unsupported)
-      fail(MXFP8_ERROR_UNSUPPORTED, field, " is ", l.enum_name, " (", l.value, "): this build of libmxfp8 does not "
-           "write or read the ", l.label, " layout yet");
-    return l;
-  }
+const LayoutInfo &layout_info(int32_t layout, const char *field) {
+  for (const LayoutInfo &l : kLayouts)
+    if (l.value == layout) return l;
   std::string expected;
   for (const LayoutInfo &l : kLayouts) expected += cat(expected.empty() ? "" : " or ", l.enum_name, " (", l.value, ")");
   fail(MXFP8_ERROR_INVALID_ARGUMENT, field, " is ", layout, ", expected ", expected);

@@ -1,6 +1,6 @@
 // The table of mxfp8_layout values: one entry per layout, the one place the calls that take a layout
-// (import, convert, the manifest) learn its name, whether this build writes it, which directions it
-// takes and how many bytes it gives. The index functions live in core/target_layout.hpp.
+// (import, convert, the manifest) learn its name, which directions it takes and how many bytes it
+// gives. The index functions live in core/target_layout.hpp.
 #pragma once
 
 #include <cstdint>
@@ -14,17 +14,15 @@ namespace mxfp8 {
 struct LayoutInfo {
   int32_t value;
   const char *enum_name;      // "MXFP8_LAYOUT_DEEPGEMM_PACKED"
-  const char *name;           // the Python binding's name: "deepgemm"
   const char *label;          // in messages: "DeepGEMM packed"
-  bool supported;             // written and read by this build (else MXFP8_ERROR_UNSUPPORTED)
   bool columnwise;            // takes columnwise scales
   bool permutes_value_rows;   // the values are written in another row order (a convert needs them)
   bool int32_words;           // the engine holds it as int32 (a destination may be int32)
 };
 
 // The entry of `layout`, after checking that it is a known value (field: the argument it came from, for
-// the message) and, unless `allow_unsupported`, one this build writes.
-const LayoutInfo &layout_info(int32_t layout, const char *field, bool allow_unsupported = false);
+// the message).
+const LayoutInfo &layout_info(int32_t layout, const char *field);
 
 // The bytes S (rows x cols, a `columnwise` tensor's scales when set) takes in the layout: checked
 // arithmetic; fails naming `field` for a direction the layout does not take.
