@@ -460,8 +460,10 @@ MXFP8_API void mxfp8_prepared_export_release(mxfp8_prepared_export *prepared);
  * (the README's table "engine -> parameter -> target -> call" says which engine loads which).
  * Values are row-major in every layout except the TRT-LLM ones, which permute value rows.
  * Scales of a rowwise tensor form S (R x C) = (M, ceil(K/32)); of a columnwise tensor
- * S (R x C) = (ceil(M/32), K). Every layout can be a destination (mxfp8_import_*, mxfp8_convert*) and a
- * bucket part (manifest.scales_layouts); the bytes a layout gives for (R, C) are exact: a buffer or part
+ * S (R x C) = (ceil(M/32), K). Every layout can be a convert target (mxfp8_convert*); every layout but
+ * the TRT-LLM ones (which permute value rows, while a bucket and an import keep values in row order) can
+ * also be an import destination (mxfp8_import_*) and a bucket part (manifest.scales_layouts). The bytes
+ * a layout gives for (R, C) are exact: a buffer or part
  * of any other size is refused, so scales are never decoded in a layout they are not in (nor
  * transformed twice). For grouped experts each expert's scales take that many bytes, back to back. */
 typedef enum mxfp8_layout {
@@ -491,7 +493,8 @@ typedef enum mxfp8_layout {
    *   byte offset of S(r, c) = ((c / 4) * roundup(R, 4) + r) * 4 + c % 4
    *
    * exactly 4 * ceil(C / 4) * roundup(R, 4) bytes; padding bytes (columns C.. of the last int32 of a row,
-   * rows R .. mn_aligned) are zero. Grouped experts stack to DeepGEMM's [G, mn, ceil(sf_k / 4)] with
+   * rows R .. mn_aligned) are zero (DeepGEMM's strided view, when R % 4 != 0, does not describe the
+   * last column's padding rows: those bytes are left as they are; see mxfp8_convert). Grouped experts stack to DeepGEMM's [G, mn, ceil(sf_k / 4)] with
    * strides (ceil(sf_k / 4) * mn_aligned, 1, mn_aligned). Rowwise scales only (DeepGEMM packs along K):
    * columnwise is refused with MXFP8_ERROR_INVALID_ARGUMENT. */
   MXFP8_LAYOUT_DEEPGEMM_PACKED = 3,
@@ -528,7 +531,8 @@ typedef struct mxfp8_bucket_manifest {
   const int32_t *directions;           /* mxfp8_direction of each tensor's scales; NULL: all rowwise */
   /* mxfp8_layout each tensor's scales have in the bucket; NULL: all MXFP8_LAYOUT_COMPACT, which is what
    * mxfp8_export_bucket writes. A part whose size does not match its layout is an error, so a receiver
-   * never decodes scales in a layout they are not in (nor transforms them twice). */
+   * never decodes scales in a layout they are not in (nor transforms them twice). The TRT-LLM layouts
+   * are refused (MXFP8_ERROR_INVALID_ARGUMENT): a bucket carries values in row order. */
   const int32_t *scales_layouts;
   /* Added after the fields above (a smaller struct_size means MXFP8_SCALE_FIXUP_NONE): the
    * mxfp8_scale_fixup mxfp8_import_bucket applies to every scale it writes. */
@@ -565,7 +569,9 @@ typedef struct mxfp8_bucket_manifest {
  *   scales: uint8 or float8_e8m0fnu, contiguous, exactly the byte count `scales_layout` gives (any
  *           shape: (R, C), flat, ...); for MXFP8_LAYOUT_DEEPGEMM_PACKED also int32 (a quarter as many
  *           elements) or DeepGEMM's own strided int32 (R, ceil(C/4)) tensor. Every byte is written,
- *           padding included. A layout that permutes value rows (TRT-LLM) is refused here: write it with
+ *           padding included, except for the strided form what lies past the extent it describes (see
+ *           mxfp8_convert). A layout that permutes value rows (TRT-LLM) cannot be a destination (the
+ *           values here stay in row order): refused with MXFP8_ERROR_INVALID_ARGUMENT; write it with
  *           mxfp8_convert.
  * All destinations of a call live on the source's device and share no byte with the source or with each
  * other.
@@ -725,7 +731,12 @@ typedef struct mxfp8_convert_options {
  *   scales: uint8, float8_e8m0fnu or (for MXFP8_LAYOUT_DEEPGEMM_PACKED) int32, contiguous, exactly the
  *           bytes the target gives for the tensor's scale matrix (any shape), on the tensor's device;
  *           for MXFP8_LAYOUT_DEEPGEMM_PACKED also DeepGEMM's own strided int32 tensor (R, ceil(C/4)),
- *           strides (1, roundup(R, 4)). Every byte is written, padding included (as zero).
+ *           strides (1, roundup(R, 4)), also [1, R, ceil(C/4)]. Every byte is written, padding included
+ *           (as zero), except that the library never writes past the extent a tensor describes: the
+ *           strided form's extent ends at int32 (ceil(C/4) - 1) * roundup(R, 4) + R, so when R % 4 != 0
+ *           the last column's padding rows R .. roundup(R, 4) - 1 (the last 4 * (roundup(R, 4) - R)
+ *           bytes of the layout) are left as they are. DeepGEMM reads only rows < R, and the storage
+ *           get_mn_major_tma_aligned_packed_ue8m0_tensor allocates holds the whole layout.
  *   values: NULL, or uint8 / the float8 of the tensor's format, contiguous, prod(shape) elements: the
  *           values in the target's row order (a copy for every target but the TRT-LLM ones). Required
  *           by targets that permute value rows. The TRT-LLM targets lay the tensor out as one expert of
@@ -744,7 +755,8 @@ MXFP8_API mxfp8_status mxfp8_convert(const mxfp8_tensor *tensor, const mxfp8_con
 /* The same for E grouped experts of one row count N (rowwise): expert e's scales are written at byte
  * e * B of `scales`, B the bytes the target gives for (N, ceil(K/32)), so the buffer holds E * B bytes
  * (for MXFP8_LAYOUT_DEEPGEMM_PACKED: DeepGEMM's int32 [E, N, ceil(sf_k/4)], flat or with its strides
- * (ceil(sf_k/4) * roundup(N, 4), 1, roundup(N, 4))); values, when given, E * N * K elements, stacked
+ * (ceil(sf_k/4) * roundup(N, 4), 1, roundup(N, 4)), where only the last expert's last padding rows lie
+ * past the view's extent and are left alone, as for mxfp8_convert); values, when given, E * N * K elements, stacked
  * [E, N, K] in the target's row order (the TRT-LLM targets permute each expert's rows: vLLM's
  * w13_weight / w2_weight). All experts in one launch (a second past about 300 experts; the TRT-LLM
  * targets' values one more, for all experts). Same checks and stream rules as mxfp8_convert. */
@@ -754,8 +766,9 @@ MXFP8_API mxfp8_status mxfp8_convert_grouped(const mxfp8_grouped_tensor *grouped
 
 /* The bytes the scales of an R x C scale matrix S take in `layout` (`direction` says whether S is
  * rowwise, or columnwise as 128x4 swizzles its transpose), in *bytes: what an engine allocates before
- * a convert or an import. Fails with MXFP8_ERROR_INVALID_ARGUMENT for a layout that does not take this
- * direction and MXFP8_ERROR_UNSUPPORTED for one this build does not write. */
+ * a convert or an import. Fails with MXFP8_ERROR_INVALID_ARGUMENT for an unknown layout, a layout that
+ * does not take this direction (the DeepGEMM and TRT-LLM layouts are rowwise only), negative rows or
+ * cols, and for the TRT-LLM layouts rows not a multiple of 128 (FlashInfer's requirement). */
 MXFP8_API mxfp8_status mxfp8_layout_bytes(int32_t layout, int32_t direction, int64_t rows, int64_t cols,
                                           int64_t *bytes);
 

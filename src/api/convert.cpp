@@ -72,15 +72,18 @@ ExportJobs convert_jobs(const mxfp8_tensor *t, const ConvertRequest &r, DLTensor
   ExportJobs work;
   work.device = t->device;
   std::vector<Span> spans;
-  add_read_spans(*t, 0, "tensor", spans);
-  uint8_t *out = expect_layout_buffer(*scales, *r.target, bytes, 1, dir.scale_rows, dir.scale_cols, "scales", t->device,
-                                      "the tensor is");
-  spans.push_back(span_of(out, bytes, "scales", kNoIndex, true));
+  add_read_spans(*t, kNoIndex, "the tensor's", spans);
+  const LayoutBuffer out = expect_layout_buffer(*scales, *r.target, bytes, 1, dir.scale_rows, dir.scale_cols, "scales",
+                                                t->device, "the tensor is");
+  spans.push_back(span_of(out.data, out.writable, "scales", kNoIndex, true));
   const int64_t values_bytes = t->rows * t->cols;  // validated when the tensor was created
   uint8_t *values_out = check_values_output(values, r, t->format, values_bytes, t->device, "the tensor is", spans);
   check_no_overlap(spans);
   if (values_out) add_values_jobs(work.jobs, *r.target, byte_pointer(dir.data->dl_tensor), values_out, 1, t->rows, t->cols);
-  if (bytes > 0) work.jobs.push_back(scale_job(dir.source, r.target->value, columnwise, out, r.zero_as_one));
+  if (bytes > 0) {
+    work.jobs.push_back(scale_job(dir.source, r.target->value, columnwise, out.data, r.zero_as_one));
+    work.jobs.back().layout_bytes = out.writable;
+  }
   return work;
 }
 
@@ -104,17 +107,19 @@ ExportJobs convert_grouped_jobs(const mxfp8_grouped_tensor *g, const ConvertRequ
   std::vector<Span> spans{
       span_of(byte_pointer(data), checked_numel(data, "data"), "grouped data", kNoIndex, false),
       span_of(byte_pointer(stored), checked_numel(stored, "scale_inv"), "grouped scale_inv", kNoIndex, false)};
-  uint8_t *out = expect_layout_buffer(*scales, *r.target, bytes, experts, n, g->scale_cols, "scales", g->device,
-                                      "the experts are");
-  spans.push_back(span_of(out, bytes, "scales", kNoIndex, true));
+  const LayoutBuffer out = expect_layout_buffer(*scales, *r.target, bytes, experts, n, g->scale_cols, "scales",
+                                                g->device, "the experts are");
+  spans.push_back(span_of(out.data, out.writable, "scales", kNoIndex, true));
   const int64_t values_bytes = checked_mul(checked_mul(experts, n, "the experts' values"), g->cols, "the experts' values");
   uint8_t *values_out = check_values_output(values, r, g->format, values_bytes, g->device, "the experts are", spans);
   check_no_overlap(spans);
   // The experts' values are back to back in row order (mxfp8_grouped_desc): one job for all of them.
   if (values_out) add_values_jobs(work.jobs, *r.target, byte_pointer(data), values_out, experts, n, g->cols);
   if (expert_bytes > 0)
-    for (int64_t e = 0; e < experts; ++e)
-      work.jobs.push_back(scale_job(g->sources[e], r.target->value, false, out + e * expert_bytes, r.zero_as_one));
+    for (int64_t e = 0; e < experts; ++e) {
+      work.jobs.push_back(scale_job(g->sources[e], r.target->value, false, out.data + e * expert_bytes, r.zero_as_one));
+      work.jobs.back().layout_bytes = std::min(expert_bytes, out.writable - e * expert_bytes);  // the last may stop short
+    }
   return work;
 }
 

@@ -23,6 +23,7 @@ namespace {
 struct CheckedDestination {
   uint8_t *values;
   uint8_t *scales;
+  int64_t scales_writable;  // the bytes of the layout the scales tensor describes (LayoutBuffer)
   int32_t layout;
   bool zero_as_one;
 };
@@ -40,19 +41,22 @@ CheckedDestination check_destination(const mxfp8_import_destination *destination
   std::snprintf(name, sizeof name, "destinations[%zu].scales_layout", i);
   const LayoutInfo &layout = layout_info(d.scales_layout, name);
   if (layout.permutes_value_rows)
-    fail(MXFP8_ERROR_UNSUPPORTED, name, " is ", layout.enum_name, " (", layout.value, "), which permutes value rows: "
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, name, " is ", layout.enum_name, " (", layout.value, "), which permutes value rows: "
          "write it with mxfp8_convert or mxfp8_convert_grouped");
   const int64_t scales_bytes = layout_bytes(layout, scale_rows, scale_cols, columnwise, name);
   if (!d.values) fail(MXFP8_ERROR_INVALID_ARGUMENT, "destinations[", i, "].values is NULL");
   if (!d.scales) fail(MXFP8_ERROR_INVALID_ARGUMENT, "destinations[", i, "].scales is NULL");
-  CheckedDestination out{nullptr, nullptr, d.scales_layout, zero_as_one};
+  CheckedDestination out{nullptr, nullptr, 0, d.scales_layout, zero_as_one};
   std::snprintf(name, sizeof name, "destinations[%zu].values", i);
   out.values = expect_buffer(*d.values, {name, Holds::Fp8Values, format, &device, device_of, values_bytes});
   std::snprintf(name, sizeof name, "destinations[%zu].scales", i);
-  out.scales = expect_layout_buffer(*d.scales, layout, scales_bytes, 1, scale_rows, scale_cols, name, device, device_of);
+  const LayoutBuffer scales_buffer =
+      expect_layout_buffer(*d.scales, layout, scales_bytes, 1, scale_rows, scale_cols, name, device, device_of);
+  out.scales = scales_buffer.data;
+  out.scales_writable = scales_buffer.writable;
   Span values = span_of(out.values, values_bytes, "destinations", i, true);
   values.part = "values";
-  Span scales = span_of(out.scales, scales_bytes, "destinations", i, true);
+  Span scales = span_of(out.scales, out.scales_writable, "destinations", i, true);
   scales.part = "scales";
   spans.push_back(values);
   spans.push_back(scales);
@@ -66,6 +70,7 @@ void add_tensor_jobs(std::vector<ScaleJob> &jobs, const uint8_t *values, int64_t
   add_copy_jobs(jobs, values, d.values, values_bytes);
   if (source.rows == 0 || source.cols == 0) return;
   jobs.push_back(scale_job(source, d.layout, columnwise, d.scales, d.zero_as_one));
+  jobs.back().layout_bytes = d.scales_writable;
 }
 
 // The jobs moving shard `sh` of a tensor (`cols` values a row at `values`, scales S from `source`) into
@@ -174,7 +179,7 @@ ExportJobs import_bucket_jobs(const DLTensor *bucket, const mxfp8_bucket_manifes
     std::snprintf(field, sizeof field, "manifest.scales_layouts[%zu]", i);
     const LayoutInfo &info = layout_info(layout, field);
     if (info.permutes_value_rows)
-      fail(MXFP8_ERROR_UNSUPPORTED, field, " is ", info.enum_name, " (", info.value, "): a bucket carries values in "
+      fail(MXFP8_ERROR_INVALID_ARGUMENT, field, " is ", info.enum_name, " (", info.value, "): a bucket carries values in "
            "row order, so its scales cannot be in a layout that permutes rows");
     const bool columnwise = direction == MXFP8_DIRECTION_COLUMNWISE;
     const int64_t scale_rows = columnwise ? ceil_div(rows, kBlockSize) : rows;

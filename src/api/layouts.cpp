@@ -1,6 +1,8 @@
 // The mxfp8_layout table (layouts.hpp) and mxfp8_layout_bytes.
 #include "api/layouts.hpp"
 
+#include <algorithm>
+
 #include "core/dltensor_checks.hpp"
 #include "core/error.hpp"
 #include "core/shape.hpp"
@@ -10,17 +12,13 @@
 namespace mxfp8 {
 namespace {
 
-// value, enum name, name, label, supported, columnwise, permutes value rows, int32 words
+// value, enum name, label, columnwise, permutes value rows, int32 words
 constexpr LayoutInfo kLayouts[] = {
-    {MXFP8_LAYOUT_COMPACT, "MXFP8_LAYOUT_COMPACT", "compact", "compact", true, true, false, false},
-    {MXFP8_LAYOUT_CUTLASS_128X4, "MXFP8_LAYOUT_CUTLASS_128X4", "cutlass_128x4", "128x4 swizzled", true, true, false,
-     false},
-    {MXFP8_LAYOUT_TRTLLM_SHUFFLED, "MXFP8_LAYOUT_TRTLLM_SHUFFLED", "trtllm", "TRT-LLM shuffled", true, false, true,
-     false},
-    {MXFP8_LAYOUT_DEEPGEMM_PACKED, "MXFP8_LAYOUT_DEEPGEMM_PACKED", "deepgemm", "DeepGEMM packed", true, false, false,
-     true},
-    {MXFP8_LAYOUT_TRTLLM_SHUFFLED_GATED, "MXFP8_LAYOUT_TRTLLM_SHUFFLED_GATED", "trtllm_gated", "TRT-LLM shuffled gated",
-     true, false, true, false},
+    {MXFP8_LAYOUT_COMPACT, "MXFP8_LAYOUT_COMPACT", "compact", true, false, false},
+    {MXFP8_LAYOUT_CUTLASS_128X4, "MXFP8_LAYOUT_CUTLASS_128X4", "128x4 swizzled", true, false, false},
+    {MXFP8_LAYOUT_TRTLLM_SHUFFLED, "MXFP8_LAYOUT_TRTLLM_SHUFFLED", "TRT-LLM shuffled", false, true, false},
+    {MXFP8_LAYOUT_DEEPGEMM_PACKED, "MXFP8_LAYOUT_DEEPGEMM_PACKED", "DeepGEMM packed", false, false, true},
+    {MXFP8_LAYOUT_TRTLLM_SHUFFLED_GATED, "MXFP8_LAYOUT_TRTLLM_SHUFFLED_GATED", "TRT-LLM shuffled gated", false, true, false},
 };
 
 // FlashInfer's shuffle_matrix_sf_a asserts M % 128 == 0 (and shuffle_matrix_a works in 32-row blocks).
@@ -28,14 +26,9 @@ constexpr int64_t kTrtllmRowMultiple = 128;
 
 }  // namespace
 
-const LayoutInfo &layout_info(int32_t layout, const char *field, bool allow_unsupported) {
-  for (const LayoutInfo &l : kLayouts) {
-    if (l.value != layout) continue;
-    if (!l.supported && !allow_unsupported)
-      fail(MXFP8_ERROR_UNSUPPORTED, field, " is ", l.enum_name, " (", l.value, "): this build of libmxfp8 does not "
-           "write or read the ", l.label, " layout yet");
-    return l;
-  }
+const LayoutInfo &layout_info(int32_t layout, const char *field) {
+  for (const LayoutInfo &l : kLayouts)
+    if (l.value == layout) return l;
   std::string expected;
   for (const LayoutInfo &l : kLayouts) expected += cat(expected.empty() ? "" : " or ", l.enum_name, " (", l.value, ")");
   fail(MXFP8_ERROR_INVALID_ARGUMENT, field, " is ", layout, ", expected ", expected);
@@ -70,11 +63,12 @@ int64_t layout_bytes(const LayoutInfo &layout, int64_t rows, int64_t cols, bool 
   }
 }
 
-uint8_t *expect_layout_buffer(const DLTensor &t, const LayoutInfo &layout, int64_t bytes, int64_t groups, int64_t rows,
-                              int64_t cols, const char *name, const DLDevice &device, const char *device_of) {
+LayoutBuffer expect_layout_buffer(const DLTensor &t, const LayoutInfo &layout, int64_t bytes, int64_t groups, int64_t rows,
+                                  int64_t cols, const char *name, const DLDevice &device, const char *device_of) {
   const int64_t numel = checked_numel(t, name);
   const bool words = layout.int32_words && is_dtype(t.dtype, kDLInt, 32);
-  if (words && layout.value == MXFP8_LAYOUT_DEEPGEMM_PACKED && t.strides && t.ndim == (groups == 1 ? 2 : 3)) {
+  // [1, rows, packed] is one group too (SGLang's parameter for a single expert).
+  if (words && layout.value == MXFP8_LAYOUT_DEEPGEMM_PACKED && t.strides && (t.ndim == 3 || (t.ndim == 2 && groups == 1))) {
     // The parameter DeepGEMM's get_mn_major_tma_aligned_packed_ue8m0_tensor returns: [G,] mn, packed
     // with strides ([packed * mn_aligned,] 1, mn_aligned) over a storage of exactly `bytes`.
     const int64_t packed = ceil_div(cols, kPackedScalesPerWord), aligned = round_up(rows, kDeepGemmMnAlignment);
@@ -87,7 +81,12 @@ uint8_t *expect_layout_buffer(const DLTensor &t, const LayoutInfo &layout, int64
         fail(MXFP8_ERROR_INVALID_ARGUMENT, name, " is on ", format_device(t.device), " but ", device_of, " on ",
              format_device(device));
       if (!t.data) fail(MXFP8_ERROR_INVALID_ARGUMENT, name, ": data is NULL");
-      return byte_pointer(t);
+      // The tensor describes the int32 up to its last element: when rows % 4 != 0 that stops before the
+      // last column's padding rows (the end of the layout), which the storage DeepGEMM allocated holds but
+      // this view does not promise. Those bytes are left alone.
+      int64_t last = 0;
+      for (int32_t d = 0; d < t.ndim; ++d) last += (t.shape[d] - 1) * t.strides[d];
+      return {byte_pointer(t), std::min(bytes, 4 * (last + 1))};
     }
   }
   const int64_t element_bytes = words ? 4 : 1;
@@ -97,8 +96,14 @@ uint8_t *expect_layout_buffer(const DLTensor &t, const LayoutInfo &layout, int64
   if (numel > bytes / element_bytes + 1 || numel * element_bytes != bytes)
     fail(MXFP8_ERROR_INVALID_ARGUMENT, name, ": ", layout.label, " scales of ", groups == 1 ? "a " : cat(groups, " "),
          rows, " x ", cols, " matri", groups == 1 ? "x are " : "ces are ", bytes, " bytes, got ", numel * element_bytes,
-         " (shape ", format_shape(t.shape, t.ndim), ", ", format_dtype(t.dtype), ")");
-  return expect_buffer(t, {name, Holds::CheckedByCaller, 0, &device, device_of, numel});
+         " (shape ", format_shape(t.shape, t.ndim), t.strides ? cat(", strides ", format_shape(t.strides, t.ndim)) : "",
+         ", ", format_dtype(t.dtype), ")",
+         words && layout.value == MXFP8_LAYOUT_DEEPGEMM_PACKED
+             ? cat("; DeepGEMM's strided int32 form is ([", groups, ",] ", rows, ", ", ceil_div(cols, kPackedScalesPerWord),
+                   ") with strides ([", ceil_div(cols, kPackedScalesPerWord) * round_up(rows, kDeepGemmMnAlignment), ",] 1, ",
+                   round_up(rows, kDeepGemmMnAlignment), ")")
+             : "");
+  return {expect_buffer(t, {name, Holds::CheckedByCaller, 0, &device, device_of, numel}), bytes};
 }
 
 bool zero_as_one(int32_t scale_fixup, const char *field) {

@@ -1,6 +1,6 @@
 // The table of mxfp8_layout values: one entry per layout, the one place the calls that take a layout
-// (import, convert, the manifest) learn its name, whether this build writes it, which directions it
-// takes and how many bytes it gives. The index functions live in core/target_layout.hpp.
+// (import, convert, the manifest) learn its name, which directions it takes and how many bytes it
+// gives. The index functions live in core/target_layout.hpp.
 #pragma once
 
 #include <cstdint>
@@ -14,17 +14,15 @@ namespace mxfp8 {
 struct LayoutInfo {
   int32_t value;
   const char *enum_name;      // "MXFP8_LAYOUT_DEEPGEMM_PACKED"
-  const char *name;           // the Python binding's name: "deepgemm"
   const char *label;          // in messages: "DeepGEMM packed"
-  bool supported;             // written and read by this build (else MXFP8_ERROR_UNSUPPORTED)
   bool columnwise;            // takes columnwise scales
   bool permutes_value_rows;   // the values are written in another row order (a convert needs them)
   bool int32_words;           // the engine holds it as int32 (a destination may be int32)
 };
 
 // The entry of `layout`, after checking that it is a known value (field: the argument it came from, for
-// the message) and, unless `allow_unsupported`, one this build writes.
-const LayoutInfo &layout_info(int32_t layout, const char *field, bool allow_unsupported = false);
+// the message).
+const LayoutInfo &layout_info(int32_t layout, const char *field);
 
 // The bytes S (rows x cols, a `columnwise` tensor's scales when set) takes in the layout: checked
 // arithmetic; fails naming `field` for a direction the layout does not take.
@@ -33,8 +31,13 @@ int64_t layout_bytes(const LayoutInfo &layout, int64_t rows, int64_t cols, bool 
 // A caller's buffer for S (rows x cols, `groups` of them back to back) in `layout`, `bytes` in all:
 // uint8 or float8_e8m0fnu holding exactly `bytes` (or int32 holding bytes / 4, for layouts an engine
 // keeps as int32), contiguous, on `device`; for the DeepGEMM layout also the engine's own strided int32
-// parameter ([groups,] rows, ceil(cols / 4)) with DeepGEMM's strides. Returns its first byte.
-uint8_t *expect_layout_buffer(const DLTensor &t, const LayoutInfo &layout, int64_t bytes, int64_t groups, int64_t rows,
+// parameter ([groups,] rows, ceil(cols / 4)) with DeepGEMM's strides.
+struct LayoutBuffer {
+  uint8_t *data;     // its first byte
+  int64_t writable;  // the bytes from data the tensor describes: `bytes`, or fewer for the strided form
+                     // when rows % 4 != 0 (its extent ends before the last column's padding rows)
+};
+LayoutBuffer expect_layout_buffer(const DLTensor &t, const LayoutInfo &layout, int64_t bytes, int64_t groups, int64_t rows,
                               int64_t cols, const char *name, const DLDevice &device, const char *device_of);
 
 // The flag of an mxfp8_scale_fixup field: true for MXFP8_SCALE_FIXUP_ZERO_EXPONENT_AS_ONE.

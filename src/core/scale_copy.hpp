@@ -54,6 +54,9 @@ struct ScaleJob {
   bool zero_as_one = false;  // MXFP8_SCALE_FIXUP_ZERO_EXPONENT_AS_ONE
   int32_t row_layout = -1;
   int64_t group_rows = 0;
+  // Layout jobs: the bytes written, a prefix of the layout (-1: all of it). A strided destination may
+  // describe less than the whole layout (api/layouts.hpp, LayoutBuffer); the rest is left alone.
+  int64_t layout_bytes = -1;
 };
 
 // The row-permuted copy job of `groups` stacked matrices of group_rows x cols bytes (both row-major,

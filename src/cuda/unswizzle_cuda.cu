@@ -73,7 +73,7 @@ struct DeviceJob {
   const uint8_t *src;
   uint8_t *dst;
   int64_t src_row_stride;
-  int64_t dst_row_stride;
+  int64_t dst_row_stride;   // layout jobs: the bytes written (ScaleJob::layout_bytes, resolved)
   int64_t dst_col_stride;
   int64_t src_col_stride;   // row-major sources of swizzle jobs (a transposed view for columnwise scales)
   int32_t rows;
@@ -337,7 +337,7 @@ __device__ void store_layout_chunk(const Chunk &c) {
                      ByteMatrix{const_cast<uint8_t *>(job.src), s_rows, s_cols, job.src_row_stride, job.src_col_stride},
                      s_rows, s_cols};
   source.layout = (bits >> 8) & 0xFF;
-  const int64_t bytes = layout_size(layout, rows, cols);
+  const int64_t bytes = job.dst_row_stride;
   const bool row_words = layout_packs_row_words(layout) && !read_transposed;
   const bool word_loads = row_words && !job.swizzled && job.src_col_stride == 1 &&
                           (reinterpret_cast<uintptr_t>(job.src) & 3) == 0 && (job.src_row_stride & 3) == 0;
@@ -549,6 +549,12 @@ void launch_batch(const JobBatch<kCapacity> &batch, int64_t chunks, cudaStream_t
   else launch_kernel<W, kCapacity, false>(batch, chunks, stream);
 }
 
+// The bytes a layout job writes: the layout, or the prefix of it its destination describes.
+int64_t layout_job_bytes(const ScaleJob &job) {
+  const int64_t size = layout_size(job.layout, job.dst.rows, job.dst.cols);
+  return job.layout_bytes >= 0 && job.layout_bytes < size ? job.layout_bytes : size;
+}
+
 // Narrow swizzled matrices (rows shorter than half a chunk) take direct chunks: whole tiles in storage
 // order, so a chunk stays full however few scales a row holds (an MoE down projection has 24).
 // A window of a larger matrix keeps to tile rows (its tiles are not consecutive in storage).
@@ -562,7 +568,7 @@ template <class W>
 int64_t chunks_of(const ScaleJob &job) {
   constexpr int tiles_per_chunk = W::kTilesPerChunk;
   if (job.layout >= 0)
-    return ceil_div(ceil_div(layout_size(job.layout, job.dst.rows, job.dst.cols), 4), kLayoutWordsPerChunk<W>);
+    return ceil_div(ceil_div(layout_job_bytes(job), 4), kLayoutWordsPerChunk<W>);
   const int64_t tile_rows = ceil_div(job.dst.rows, kTileRows), tile_cols = ceil_div(job.dst.cols, kTileCols);
   if (is_direct(job, tiles_per_chunk)) return ceil_div(tile_rows * tile_cols, tiles_per_chunk);
   return tile_rows * ceil_div(tile_cols, tiles_per_chunk);
@@ -581,7 +587,7 @@ int64_t fill_batch(JobBatch<kCapacity> &batch, const ScaleJob *jobs, size_t coun
     j.src = in.src.data;
     j.dst = in.dst.data;
     j.src_row_stride = in.src.row_stride;
-    j.dst_row_stride = in.dst.row_stride;
+    j.dst_row_stride = in.layout >= 0 ? layout_job_bytes(in) : in.dst.row_stride;
     j.dst_col_stride = in.dst.col_stride;
     j.src_col_stride = in.src.col_stride;
     j.to_swizzled = in.layout >= 0 ? layout_job_bits(in) : in.to_swizzled;

@@ -12,7 +12,8 @@ namespace mxfp8 {
 void write_layout_host(const ScaleJob &job) {
   const int64_t rows = job.dst.rows, cols = job.dst.cols;
   if (rows == 0 || cols == 0) return;  // the layout has no bytes (and dst may be NULL)
-  const int64_t bytes = layout_size(job.layout, rows, cols);
+  const int64_t size = layout_size(job.layout, rows, cols);
+  const int64_t bytes = job.layout_bytes >= 0 && job.layout_bytes < size ? job.layout_bytes : size;
   const ScaleSource source = layout_job_source(job);
   constexpr int64_t kBytesPerPiece = 4096;
   const int64_t pieces = (bytes + kBytesPerPiece - 1) / kBytesPerPiece;

@@ -1512,7 +1512,7 @@ static const import_case kImportCases[] = {
     {"mxfp8_import_bucket", "an unknown format", i_format_unknown, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.formats[1] is 3, expected MXFP8_FORMAT_E4M3 (1) or MXFP8_FORMAT_E5M2 (2)"},
     {"mxfp8_import_bucket", "an unknown direction", i_direction_unknown, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.directions[1] is 2"},
     {"mxfp8_import_bucket", "an unknown scales layout", i_layout_unknown, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.scales_layouts[1] is 9, expected MXFP8_LAYOUT_COMPACT (0) or MXFP8_LAYOUT_CUTLASS_128X4 (1) or MXFP8_LAYOUT_TRTLLM_SHUFFLED (2) or MXFP8_LAYOUT_DEEPGEMM_PACKED (3)"},
-    {"mxfp8_import_bucket", "a bucket part in the TRT-LLM layout (rows permuted)", i_layout_trtllm, MXFP8_ERROR_UNSUPPORTED, "manifest.scales_layouts[1] is MXFP8_LAYOUT_TRTLLM_SHUFFLED (2)"},
+    {"mxfp8_import_bucket", "a bucket part in the TRT-LLM layout (rows permuted)", i_layout_trtllm, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.scales_layouts[1] is MXFP8_LAYOUT_TRTLLM_SHUFFLED (2)"},
     {"mxfp8_import_bucket", "compact scales recorded as DeepGEMM packed (a double transform)", i_layout_deepgemm_compact_part, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.entries[1] gives 80 bytes of scales, its shape and DeepGEMM packed layout give 160"},
     {"mxfp8_import_bucket", "an unknown manifest scale_fixup", i_manifest_fixup_unknown, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.scale_fixup is 2, expected MXFP8_SCALE_FIXUP_NONE (0) or MXFP8_SCALE_FIXUP_ZERO_EXPONENT_AS_ONE (1)"},
     {"mxfp8_import_bucket", "manifest reserved2 set", i_manifest_reserved2, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.reserved2 is 1, must be 0"},
@@ -1526,7 +1526,7 @@ static const import_case kImportCases[] = {
     {"mxfp8_import_bucket", "a destination without values", i_values_null, MXFP8_ERROR_INVALID_ARGUMENT, "destinations[1].values is NULL"},
     {"mxfp8_import_bucket", "a destination without scales", i_scales_null, MXFP8_ERROR_INVALID_ARGUMENT, "destinations[1].scales is NULL"},
     {"mxfp8_import_bucket", "an unknown target layout", i_target_unknown, MXFP8_ERROR_INVALID_ARGUMENT, "destinations[1].scales_layout is 9"},
-    {"mxfp8_import_bucket", "a TRT-LLM target (rows permuted: mxfp8_convert writes it)", i_target_trtllm, MXFP8_ERROR_UNSUPPORTED, "destinations[1].scales_layout is MXFP8_LAYOUT_TRTLLM_SHUFFLED (2)"},
+    {"mxfp8_import_bucket", "a TRT-LLM target (rows permuted: mxfp8_convert writes it)", i_target_trtllm, MXFP8_ERROR_INVALID_ARGUMENT, "destinations[1].scales_layout is MXFP8_LAYOUT_TRTLLM_SHUFFLED (2)"},
     {"mxfp8_import_bucket", "a destination's reserved set", i_destination_reserved, MXFP8_ERROR_INVALID_ARGUMENT, "destinations[1].reserved is 9, must be 0"},
     {"mxfp8_import_bucket", "float32 values", i_values_float32, MXFP8_ERROR_INVALID_ARGUMENT, "destinations[1].values: dtype float32 does not hold E4M3 values"},
     {"mxfp8_import_bucket", "E5M2 values for an E4M3 tensor", i_values_wrong_fp8, MXFP8_ERROR_INVALID_ARGUMENT, "destinations[0].values: dtype float8_e5m2 does not hold E4M3 values"},
@@ -1735,6 +1735,12 @@ static void c_values_over_scales(convert_fixture *f) { f->v.data = f->scales + 1
 static void c_grouped_uneven(convert_fixture *f) { f->grouped = 1; f->expert_rows[1] = 41; }
 static void c_grouped_columnwise(convert_fixture *f) { f->grouped = 1; f->o.direction = MXFP8_DIRECTION_COLUMNWISE; }
 static void c_grouped_short(convert_fixture *f) { f->grouped = 1; f->s_shape[0] = 3 * 4 * 40 - 4; }
+static void c_grouped_one_expert_parameter(convert_fixture *f) { /* DeepGEMM's [1, 40, 1] for 3 experts */
+  static int64_t shape[3] = {1, 40, 1}, strides[3] = {40, 1, 40};
+  f->grouped = 1;
+  f->s.dtype = (DLDataType){kDLInt, 32, 1};
+  f->s.ndim = 3, f->s.shape = shape, f->s.strides = strides;
+}
 static void c_bytes_columnwise_deepgemm(convert_fixture *f) {
   f->layout_bytes = 1;
   f->o.direction = MXFP8_DIRECTION_COLUMNWISE;
@@ -1764,8 +1770,9 @@ static const convert_case kConvertCases[] = {
     {"mxfp8_convert", "values one byte short", c_values_short, MXFP8_ERROR_INVALID_ARGUMENT, "values: holds 4799 elements"},
     {"mxfp8_convert", "float32 values", c_values_float32, MXFP8_ERROR_INVALID_ARGUMENT, "values: dtype float32 does not hold E4M3 values"},
     {"mxfp8_convert", "scales on another device", c_scales_on_cuda, MXFP8_ERROR_INVALID_ARGUMENT, "scales is on cuda:0 but the tensor is on cpu"},
-    {"mxfp8_convert", "scales over the tensor's own scales", c_scales_over_tensor, MXFP8_ERROR_INVALID_ARGUMENT, "overlap"},
+    {"mxfp8_convert", "scales over the tensor's own scales", c_scales_over_tensor, MXFP8_ERROR_INVALID_ARGUMENT, "scales and the tensor's rowwise_scale_inv overlap in memory"},
     {"mxfp8_convert", "values over the scales output", c_values_over_scales, MXFP8_ERROR_INVALID_ARGUMENT, "overlap"},
+    {"mxfp8_convert_grouped", "DeepGEMM's strided int32 parameter of one expert for three", c_grouped_one_expert_parameter, MXFP8_ERROR_INVALID_ARGUMENT, "got 160 (shape (1, 40, 1), strides (40, 1, 40), int32); DeepGEMM's strided int32 form is ([3,] 40, 1) with strides ([40,] 1, 40)"},
     {"mxfp8_convert_grouped", "experts of different row counts", c_grouped_uneven, MXFP8_ERROR_INVALID_ARGUMENT, "a stacked target needs experts of one row count; these have 40 and 41 rows"},
     {"mxfp8_convert_grouped", "columnwise", c_grouped_columnwise, MXFP8_ERROR_MISSING_DATA, "grouped experts carry rowwise data only"},
     {"mxfp8_convert_grouped", "stacked DeepGEMM scales one int32 short", c_grouped_short, MXFP8_ERROR_INVALID_ARGUMENT, "scales: DeepGEMM packed scales of 3 40 x 2 matrices are 480 bytes, got 476"},

@@ -34,6 +34,15 @@ static void expect_bytes(const uint8_t *got, const uint8_t *want, int64_t n, con
   EXPECT(got[n] == POISON, "%s (%s): written past the end", what, target);
 }
 
+/* The first `written` bytes as wanted, the rest of n (and the guard byte) untouched. */
+static void expect_written_then_poison(const uint8_t *got, const uint8_t *want, int64_t written, int64_t n,
+                                       const char *what) {
+  for (int64_t b = 0; b < written; ++b)
+    EXPECT(got[b] == want[b], "%s: byte %lld is %u, expected %u", what, (long long)b, got[b], want[b]);
+  for (int64_t b = written; b <= n; ++b)
+    EXPECT(got[b] == POISON, "%s: byte %lld lies outside the destination's extent but was written", what, (long long)b);
+}
+
 enum { kSpecs = 8 };
 static const spec kSpecs_[kSpecs] = {
     {2, {100, 48, 0}, MXFP8_DIRECTION_ROWWISE, 0, 0},   /* C = 2, rows not a multiple of 4 */
@@ -119,12 +128,15 @@ static void test_deepgemm_accepts_the_engines_int32_parameter(void **state) {
   param.strides[0] = 1, param.strides[1] = 104;
   param.tensor.strides = param.strides;
   assert_int_equal(mxfp8_convert(t.handle, &o, NULL, &param.tensor), MXFP8_OK);
-  expect_bytes(param.bytes, want, n, "int32 engine parameter", "deepgemm");
+  /* The view ends at int32 104 + 101: the last column's padding rows 102 and 103 are not its to write. */
+  expect_written_then_poison(param.bytes, want, 4 * (104 + 102), n, "int32 engine parameter");
   /* The same shape with row-major strides is not DeepGEMM's tensor (and not its byte count). */
   param.strides[0] = 2, param.strides[1] = 1;
   memset(param.bytes, POISON, (size_t)n + 1);
   assert_int_equal(mxfp8_convert(t.handle, &o, NULL, &param.tensor), MXFP8_ERROR_INVALID_ARGUMENT);
   assert_last_error_contains("DeepGEMM packed scales of a 102 x 7 matrix are 832 bytes, got 816");
+  assert_last_error_contains("strides (2, 1)");
+  assert_last_error_contains("strided int32 form is ([1,] 102, 2) with strides ([208,] 1, 104)");
   EXPECT(param.bytes[0] == POISON, "a refused convert wrote");
   free(flat.bytes);
   free(param.bytes);
@@ -197,7 +209,10 @@ static void test_grouped_experts_convert_stacked(void **state) {
           out.tensor.strides = out.strides;
         }
         assert_int_equal(mxfp8_convert_grouped(g, &o, &vals.tensor, &out.tensor), MXFP8_OK);
-        expect_bytes(out.bytes, want, experts * per_out, fixup ? "grouped with fix-up" : "grouped", kTargetNames[t]);
+        if (out.tensor.strides) /* the view ends before the last expert's last padding rows, 102 and 103 */
+          expect_written_then_poison(out.bytes, want, experts * per_out - 8, experts * per_out, "grouped strided");
+        else
+          expect_bytes(out.bytes, want, experts * per_out, fixup ? "grouped with fix-up" : "grouped", kTargetNames[t]);
         expect_bytes(vals.bytes, values, experts * n * k, "grouped values", kTargetNames[t]);
         free(out.bytes);
         free(vals.bytes);
@@ -386,6 +401,88 @@ static void test_prepared_import_into_deepgemm_parameters(void **state) {
   free_te(&t);
 }
 
+/* DeepGEMM's strided int32 form over storage of exactly its extent, rows % 4 != 0: the tensor describes
+ * (G - 1) * p * mn_aligned + (p - 1) * mn_aligned + mn int32, fewer than the layout's G * p * mn_aligned;
+ * the library writes every described int32 and nothing past it (the guard words stay poisoned). Through
+ * mxfp8_convert, mxfp8_convert_grouped ([1, mn, p] and [G, mn, p]) and mxfp8_import_tensors. */
+static void test_deepgemm_strided_form_stays_in_its_extent(void **state) {
+  (void)state;
+  uint64_t rng = 61;
+  enum { kMn = 6, kAligned = 8, kWords = 2, kGuard = 16 }; /* K 200: sf_k 7, 2 int32 per row */
+  const int64_t k = 200, c = 7;
+  for (int64_t experts = 1; experts <= 3; ++experts) {
+    uint8_t *compact = malloc((size_t)(experts * kMn * c));
+    fill_random_scales(compact, (size_t)(experts * kMn * c), &rng);
+    const int64_t per = kWords * kAligned * 4, extent = 4 * ((experts - 1) * kWords * kAligned + kAligned + kMn);
+    uint8_t *want = malloc((size_t)(experts * per));
+    for (int64_t e = 0; e < experts; ++e) {
+      int64_t bytes = 0;
+      uint8_t *one = ref_layout(compact + e * kMn * c, kMn, c, MXFP8_LAYOUT_DEEPGEMM_PACKED, 0, &bytes);
+      assert_int_equal(bytes, per);
+      memcpy(want + e * per, one, (size_t)bytes);
+      free(one);
+    }
+    uint8_t *storage = malloc((size_t)(extent + kGuard));
+    int64_t shape[3] = {experts, kMn, kWords}, strides[3] = {kWords * kAligned, 1, kAligned};
+    mxfp8_convert_options o = MXFP8_CONVERT_OPTIONS_INIT;
+    o.target = MXFP8_LAYOUT_DEEPGEMM_PACKED;
+    for (int form = 0; form < 3; ++form) { /* 0: [G, mn, p] grouped; 1: [mn, p] one tensor; 2: its import */
+      if (form > 0 && experts > 1) break;
+      memset(storage, POISON, (size_t)(extent + kGuard));
+      DLTensor param = {storage, {kDLCPU, 0}, form == 0 ? 3 : 2, {kDLInt, 32, 1}, form == 0 ? shape : shape + 1,
+                        form == 0 ? strides : strides + 1, 0};
+      if (form == 0) {
+        const int64_t values_shape[2] = {experts * kMn, k}, scales_shape[1] = {experts * kMn * c};
+        test_tensor *data = test_tensor_new(2, values_shape, kDLUInt, 0);
+        test_tensor *scales = test_tensor_new(1, scales_shape, kDLUInt, 0);
+        memcpy(scales->buffer, compact, (size_t)(experts * kMn * c));
+        mxfp8_grouped_desc d = MXFP8_GROUPED_DESC_INIT;
+        d.scale_layout = MXFP8_SCALE_LAYOUT_ROW_MAJOR;
+        d.scales = MXFP8_GROUPED_SCALES_COMPACT;
+        d.num_experts = (int32_t)experts;
+        d.cols = k;
+        d.uniform_rows = kMn;
+        d.data = &data->managed;
+        d.scale_inv = &scales->managed;
+        mxfp8_grouped_tensor *g = NULL;
+        assert_int_equal(mxfp8_grouped_tensor_create(&d, &g), MXFP8_OK);
+        assert_int_equal(mxfp8_convert_grouped(g, &o, NULL, &param), MXFP8_OK);
+        mxfp8_grouped_tensor_release(g);
+        test_tensor_free(data);
+        test_tensor_free(scales);
+      } else {
+        const spec sp = {2, {kMn, k, 0}, MXFP8_DIRECTION_ROWWISE, 0, 0};
+        te_tensor t = make_te(&sp, &rng);
+        /* the tensor draws its own scales: what is wanted, from them */
+        int64_t bytes = 0;
+        uint8_t *one = ref_layout(t.ref.compact, kMn, c, MXFP8_LAYOUT_DEEPGEMM_PACKED, 0, &bytes);
+        memcpy(want, one, (size_t)bytes);
+        free(one);
+        if (form == 1) {
+          assert_int_equal(mxfp8_convert(t.handle, &o, NULL, &param), MXFP8_OK);
+        } else {
+          out_buffer values;
+          make_out(&values, t.ref.values_bytes, kDLUInt, 8);
+          mxfp8_import_destination dst = {&values.tensor, &param, MXFP8_LAYOUT_DEEPGEMM_PACKED, 0};
+          const mxfp8_tensor *handle = t.handle;
+          assert_int_equal(mxfp8_import_tensors(&handle, 1, NULL, &dst), MXFP8_OK);
+          free(values.bytes);
+        }
+        free_te(&t);
+      }
+      for (int64_t b = 0; b < extent; ++b)
+        EXPECT(storage[b] == want[b], "%lld experts, form %d: byte %lld is %u, expected %u", (long long)experts, form,
+               (long long)b, storage[b], want[b]);
+      for (int64_t b = extent; b < extent + kGuard; ++b)
+        EXPECT(storage[b] == POISON, "%lld experts, form %d: byte %lld past the extent (%lld) was written",
+               (long long)experts, form, (long long)b, (long long)extent);
+    }
+    free(storage);
+    free(want);
+    free(compact);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_convert_writes_each_target_exactly),
@@ -394,6 +491,7 @@ int main(void) {
       cmocka_unit_test(test_engine_layout_parts_round_trip_to_compact),
       cmocka_unit_test(test_scale_fixup_on_import_and_export),
       cmocka_unit_test(test_prepared_import_into_deepgemm_parameters),
+      cmocka_unit_test(test_deepgemm_strided_form_stays_in_its_extent),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

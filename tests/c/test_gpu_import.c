@@ -13,21 +13,6 @@
 
 #ifdef MXFP8_TEST_WITH_CUDA
 
-/* Device copies of host bytes, and device parameters poisoned with POISON. */
-static uint8_t *to_device(const uint8_t *host, size_t n) {
-  uint8_t *d = NULL;
-  CUDA_OK(cudaMalloc((void **)&d, n ? n : 1));
-  if (n) CUDA_OK(cudaMemcpy(d, host, n, cudaMemcpyHostToDevice));
-  return d;
-}
-
-static uint8_t *poisoned_device(size_t n) {
-  uint8_t *d = NULL;
-  CUDA_OK(cudaMalloc((void **)&d, n + 1));
-  CUDA_OK(cudaMemset(d, POISON, n + 1));
-  return d;
-}
-
 static DLTensor device_bytes(uint8_t *data, int64_t *shape) {
   return (DLTensor){data, {kDLCUDA, 0}, 1, {kDLUInt, 8, 1}, shape, NULL, 0};
 }
@@ -452,6 +437,41 @@ static void test_gpu_deepgemm_bucket_part_round_trips(void **state) {
   free_te(&te);
 }
 
+/* DeepGEMM's strided int32 form on the device over storage of exactly its extent (mn 102, so the view
+ * ends 2 int32 before the layout): every described byte as the reference says, the guard bytes past
+ * the extent untouched (the host test covers grouped and import; this one the kernel's bound). */
+static void test_gpu_deepgemm_strided_form_stays_in_its_extent(void **state) {
+  (void)state;
+  REQUIRE_GPU();
+  uint64_t rng = 74;
+  const spec s = {2, {102, 200, 0}, MXFP8_DIRECTION_ROWWISE, 0, 0}; /* sf_k 7: 2 int32 per row, mn_aligned 104 */
+  te_tensor te = make_te(&s, &rng);
+  device_te d = upload_te(&te, &s);
+  int64_t n = 0;
+  uint8_t *want = ref_layout(te.ref.compact, te.ref.r, te.ref.c, MXFP8_LAYOUT_DEEPGEMM_PACKED, 0, &n);
+  const int64_t extent = 4 * (104 + 102), guard = 16;
+  assert_true(extent < n);
+  uint8_t *ps = poisoned_device((size_t)(extent + guard - 1)); /* extent + guard bytes, all POISON */
+  int64_t shape[2] = {102, 2}, strides[2] = {1, 104};
+  DLTensor st = {ps, {kDLCUDA, 0}, 2, {kDLInt, 32, 1}, shape, strides, 0};
+  mxfp8_convert_options o = MXFP8_CONVERT_OPTIONS_INIT;
+  o.target = MXFP8_LAYOUT_DEEPGEMM_PACKED;
+  assert_int_equal(mxfp8_convert(d.handle, &o, NULL, &st), MXFP8_OK);
+  CUDA_OK(cudaDeviceSynchronize());
+  uint8_t *h = malloc((size_t)(extent + guard));
+  CUDA_OK(cudaMemcpy(h, ps, (size_t)(extent + guard), cudaMemcpyDeviceToHost));
+  for (int64_t b = 0; b < extent; ++b)
+    EXPECT(h[b] == want[b], "strided DeepGEMM: byte %lld is %u, expected %u", (long long)b, h[b], want[b]);
+  for (int64_t b = extent; b < extent + guard; ++b)
+    EXPECT(h[b] == POISON, "strided DeepGEMM: byte %lld past the extent (%lld) was written", (long long)b,
+           (long long)extent);
+  free(h);
+  CUDA_OK(cudaFree(ps));
+  free(want);
+  free_device_te(&d);
+  free_te(&te);
+}
+
 #else
 static void test_gpu_bucket_import_matches_the_formula(void **state) { (void)state; REQUIRE_GPU(); }
 static void test_gpu_prepared_bucket_import_replays_in_a_cuda_graph(void **state) { (void)state; REQUIRE_GPU(); }
@@ -460,6 +480,7 @@ static void test_gpu_direct_import_from_te_storage(void **state) { (void)state; 
 static void test_gpu_convert_matches_the_engine_references(void **state) { (void)state; REQUIRE_GPU(); }
 static void test_gpu_grouped_convert_stacked(void **state) { (void)state; REQUIRE_GPU(); }
 static void test_gpu_deepgemm_bucket_part_round_trips(void **state) { (void)state; REQUIRE_GPU(); }
+static void test_gpu_deepgemm_strided_form_stays_in_its_extent(void **state) { (void)state; REQUIRE_GPU(); }
 #endif
 
 int main(void) {
@@ -471,6 +492,7 @@ int main(void) {
       cmocka_unit_test(test_gpu_convert_matches_the_engine_references),
       cmocka_unit_test(test_gpu_grouped_convert_stacked),
       cmocka_unit_test(test_gpu_deepgemm_bucket_part_round_trips),
+      cmocka_unit_test(test_gpu_deepgemm_strided_form_stays_in_its_extent),
   };
   return cmocka_run_group_tests_name("import on the GPU", tests, NULL, NULL);
 }

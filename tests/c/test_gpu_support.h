@@ -16,6 +16,22 @@
     }                                                                                   \
   } while (0)
 
+/* A device copy of n host bytes, and a device buffer of n bytes (and one guard byte) poisoned with
+ * POISON; cudaFree both. */
+static inline uint8_t *to_device(const uint8_t *host, size_t n) {
+  uint8_t *d = NULL;
+  CUDA_OK(cudaMalloc((void **)&d, n ? n : 1));
+  if (n) CUDA_OK(cudaMemcpy(d, host, n, cudaMemcpyHostToDevice));
+  return d;
+}
+
+static inline uint8_t *poisoned_device(size_t n) {
+  uint8_t *d = NULL;
+  CUDA_OK(cudaMalloc((void **)&d, n + 1));
+  CUDA_OK(cudaMemset(d, POISON, n + 1));
+  return d;
+}
+
 #define REQUIRE_GPU()                                         \
   do {                                                        \
     if (!cuda_device_available()) {                           \

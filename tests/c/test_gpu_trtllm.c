@@ -11,20 +11,6 @@
 
 #ifdef MXFP8_TEST_WITH_CUDA
 
-static uint8_t *to_device(const uint8_t *host, size_t n) {
-  uint8_t *d = NULL;
-  CUDA_OK(cudaMalloc((void **)&d, n ? n : 1));
-  if (n) CUDA_OK(cudaMemcpy(d, host, n, cudaMemcpyHostToDevice));
-  return d;
-}
-
-static uint8_t *poisoned_device(size_t n) {
-  uint8_t *d = NULL;
-  CUDA_OK(cudaMalloc((void **)&d, n + 1));
-  CUDA_OK(cudaMemset(d, POISON, n + 1));
-  return d;
-}
-
 static void expect_device(const uint8_t *d, const uint8_t *want, int64_t n, const char *what, int shape) {
   uint8_t *h = malloc((size_t)n + 1);
   CUDA_OK(cudaMemcpy(h, d, (size_t)n + 1, cudaMemcpyDeviceToHost));
