@@ -1152,7 +1152,7 @@ MXFP8_API mxfp8_status mxfp8_nvfp4_dequantize(const mxfp8_nvfp4_tensor *tensor,
 /* Where the second-level amax comes from and how many there are. */
 typedef enum mxfp8_nvfp4_amax_scope {
   MXFP8_NVFP4_AMAX_PER_TENSOR = 0, /* one float32 for the tensor (TE's default) */
-  MXFP8_NVFP4_AMAX_PER_ROW = 1     /* one float32 per row, M of them (TE's row_scaled_nvfp4) */
+  MXFP8_NVFP4_AMAX_PER_ROW = 1     /* one float32 per row, M of them (TE's row_scaled_nvfp4); rowwise only */
 } mxfp8_nvfp4_amax_scope;
 
 typedef enum mxfp8_nvfp4_amax_mode {
@@ -1216,8 +1216,8 @@ typedef struct mxfp8_nvfp4_quantize_options {
  *           roundup(ceil(K/16), 4)), TE's allocation; or that padded matrix in the cuBLAS 128x4 GEMM
  *           layout (the MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED formula with 16-value blocks). Padding bytes
  *           are written as zero.
- *   amax:   float32, contiguous, 1 element (per tensor) or M (per row, rowwise only), aligned to 4 bytes; written
- *           (MXFP8_NVFP4_AMAX_COMPUTE) or read (MXFP8_NVFP4_AMAX_GIVEN).
+ *   amax:   float32, contiguous, 1 element (per tensor) or M (per row, rowwise only), aligned to 4
+ *           bytes; written (MXFP8_NVFP4_AMAX_COMPUTE) or read (MXFP8_NVFP4_AMAX_GIVEN).
  *
  * No buffer may overlap the input or another. Everything is checked before anything is written.
  * Host memory: done when the call returns (large inputs on several threads, as mxfp8_quantize).

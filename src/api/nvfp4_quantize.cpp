@@ -99,9 +99,10 @@ float *check_outputs(const std::vector<Input> &in, const mxfp8_nvfp4_quantize_op
     // Transformer Engine stores a row of C values in C/2 bytes; an odd row cannot be stored or described
     // (mxfp8_nvfp4_tensor_create refuses it), so it is refused here rather than padded.
     if (length % 2 != 0)
-      fail(MXFP8_ERROR_INVALID_ARGUMENT, (fused ? cat("inputs[", n, "]") : std::string("the input")), ": ", columnwise ? "M" : "K", " = ", length,
-           " is odd: NVFP4 stores two values per byte and every ", columnwise ? "columnwise (K, M)" : "rowwise (M, K)",
-           " row must fill whole bytes, as Transformer Engine stores it");
+      fail(MXFP8_ERROR_INVALID_ARGUMENT, fused ? cat("inputs[", n, "]") : std::string("the input"), ": ",
+           columnwise ? "M" : "K", " = ", length, " is odd: NVFP4 stores two values per byte and every ",
+           columnwise ? "columnwise (K, M)" : "rowwise (M, K)", " row must fill whole bytes, as Transformer Engine "
+           "stores it");
     const int64_t value_bytes = checked_mul(lines, length / 2, "the values' size");
     Nvfp4Shard s{in[i].tensor->data ? byte_pointer(*in[i].tensor) : nullptr, in[i].rows, nullptr,
                  scale_geometry(lines, length, o.scales_layout)};

@@ -82,6 +82,8 @@ def nvfp4_quantize(
 ) -> NVFP4Quantized:
     """Quantize a bfloat16/float16/float32 tensor (row-major contiguous, shape (*lead, K)) to NVFP4.
 
+    K must be even (M = prod(lead) for columnwise), as TE stores NVFP4: two values per byte.
+
     Transformer Engine's NVFP4 quantizer bit for bit (rowwise 1x16 blocks, round to nearest even; TE's
     stochastic rounding and Hadamard transform are not offered): see "NVFP4: quantizing" in mxfp8.h.
 
@@ -90,7 +92,7 @@ def nvfp4_quantize(
             producer (CUDA outputs then come from CuPy).
         amax: None computes it (returned); else a float32 buffer of 1 (per tensor) or M (per row)
             elements, on x's device, used as given (e.g. a global scale shared with other shards).
-        per_row: one amax per row (TE's row_scaled_nvfp4).
+        per_row: one amax per row (TE's row_scaled_nvfp4); rowwise only (TE keeps one columnwise amax).
         four_over_six: None, "mae" or "mse" (TE's nvfp4_use_4over6 with its error mode).
         e4m3_max: 448, or 256 (TE's nvfp4_e4m3_max; only with four_over_six).
         scales: "compact", "padded" (TE's allocation, padding zeroed) or "swizzled" (cuBLAS 128x4).
