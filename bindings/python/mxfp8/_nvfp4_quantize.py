@@ -16,8 +16,8 @@ _AMAX_PER_TENSOR, _AMAX_PER_ROW = 0, 1
 class NVFP4Quantized(NamedTuple):
     """What nvfp4_quantize returns.
 
-    values: uint8 (*lead, ceil(K/2)), two E2M1 codes per byte, the even element in the low nibble
-        (columnwise: the transpose, (K, ceil(M/2)), as Transformer Engine stores columnwise data).
+    values: uint8 (*lead, K/2), two E2M1 codes per byte, the even element in the low nibble
+        (columnwise: the transpose, (K, M/2), as Transformer Engine stores columnwise data).
     scales: uint8 E4M3 block scales, one per 16 values: (*lead, ceil(K/16)) compact, or TE's padded
         (roundup(M,128), roundup(ceil(K/16),4)) buffer, plain or swizzled (columnwise: M and K swapped).
     amax: float32 (1,) per tensor or (M,) per row ((K,) per column, columnwise): decode is
