@@ -1114,7 +1114,9 @@ MXFP8_API mxfp8_status mxfp8_grouped_export_experts(const mxfp8_grouped_tensor *
  *     stored TRANSPOSED, the (K, M) matrix scaled along M, with scales padded to (roundup(K, 128),
  *     roundup(ceil(M/16), 4)); so either direction is one stored matrix (R, C) = (M, K) or (K, M), scaled
  *     along its rows, and everything below speaks of that stored matrix. C must be even (rows are whole
- *     bytes).
+ *     bytes, as TE stores them); mxfp8_nvfp4_quantize_into refuses odd C, so all it writes can be
+ *     described here. Per-row amax exists for rowwise data only (TE keeps one columnwise amax), and the
+ *     quantize refuses it for columnwise.
  *
  * Consumers: vLLM's ModelOpt NVFP4 loads uint8 values [N, K/2], row-major E4M3 scales [N, K/16] and
  * weight_scale_2 = amax / (6 * 448) (MXFP8_NVFP4_GLOBAL_SCALE_DECODE); FlashInfer's nvfp4_quantize takes
@@ -1282,7 +1284,9 @@ MXFP8_API mxfp8_status mxfp8_nvfp4_dequantize(const mxfp8_nvfp4_tensor *tensor,
 
 /* NVFP4 is FP4 E2M1 values (+-{0, 0.5, 1, 1.5, 2, 3, 4, 6}), one E4M3 scale per 16 consecutive values
  * along K, and a second-level float32 `amax` (per tensor, or per row). An element decodes as
- *   fp4 * e4m3_scale * amax / (6 * E4M3_MAX)        (E4M3_MAX = 448, or 256 with 4over6's option).
+ * fp4 * e4m3_scale * amax / (6 * E4M3_MAX) (E4M3_MAX = 448, or 256 with 4over6's option); the exact
+ * float order, which is what mxfp8_nvfp4_dequantize computes and which can round differently from
+ * other orders, is the formula of the "NVFP4: describing..." section above.
  * The quantizer below is Transformer Engine's NVFP4 quantizer (1x16 blocks, rowwise or columnwise, round
  * to nearest even; TE's stochastic rounding, random Hadamard transform and 16x16 2-D blocks are not
  * offered), computed as TE's kernels compute it, every step a float32 operation rounded to nearest even:
@@ -1292,7 +1296,10 @@ MXFP8_API mxfp8_status mxfp8_nvfp4_dequantize(const mxfp8_nvfp4_tensor *tensor,
  *   scale  = e4m3(block_amax * (S_enc * (1/6)))  rounded to nearest even, saturating at 448;
  *   r      = min(1 / (float(scale) * S_dec), FLT_MAX)   (FLT_MAX for a zero scale);
  *   value  = e2m1(x * r), rounded to nearest even and saturating at +-6; -0 and values that round to
- *            zero keep their sign; NaN becomes +6 (0x7), as the GPU's cvt.rn.satfinite.e2m1x2 does.
+ *            zero keep their sign; NaN becomes +6 (0x7). That NaN rule is the one of
+ *            Transformer Engine's kernel path (its cvt.rn.satfinite.e2m1x2 conversion) and of CUDA's
+ *            host emulation of that conversion (__nv_cvt_float2_to_fp4x2 in cuda_fp4.hpp); this library
+ *            does not use the instruction, it computes the rule in its own code on host and GPU alike.
  * With 4over6 (TE's nvfp4_use_4over6, the "Four Over Six" selection) each block is quantized twice,
  * with scale6 = e4m3(min((block_amax / 6) * S_enc, 448)) and scale4 = e4m3(min((block_amax / 6) * S_enc
  * * 1.5, 448)), each with its r as above; each candidate's error is summed over the block in element
@@ -1301,14 +1308,15 @@ MXFP8_API mxfp8_status mxfp8_nvfp4_dequantize(const mxfp8_nvfp4_tensor *tensor,
  * Inf or NaN); the map-to-4 candidate is kept only when its error is strictly smaller. (TE's fast-math
  * error mode, which computes the error in FP16, is not offered.) TE's Python reference
  * (reference_nvfp4.py) writes code 0 for -0.0 and NaN; its kernels, and this library, do as above.
- * Values are packed two per byte, the even element in the low nibble: a row of K values takes
- * ceil(K/2) bytes, and for odd K the last byte's high nibble is 0. Partial blocks (K not a multiple of
- * 16) use only their real elements. */
+ * Values are packed two per byte, the even element in the low nibble: a row of K values takes K/2
+ * bytes. K (M for columnwise) must be even, as Transformer Engine stores NVFP4 ((*lead, K/2) bytes) and
+ * as mxfp8_nvfp4_tensor_create requires, so that every output can be described and dequantized. Partial
+ * blocks (K not a multiple of 16) use only their real elements. */
 
 /* Where the second-level amax comes from and how many there are. */
 typedef enum mxfp8_nvfp4_amax_scope {
   MXFP8_NVFP4_AMAX_PER_TENSOR = 0, /* one float32 for the tensor (TE's default) */
-  MXFP8_NVFP4_AMAX_PER_ROW = 1     /* one float32 per row, M of them (TE's row_scaled_nvfp4) */
+  MXFP8_NVFP4_AMAX_PER_ROW = 1     /* one float32 per row, M of them (TE's row_scaled_nvfp4); rowwise only */
 } mxfp8_nvfp4_amax_scope;
 
 typedef enum mxfp8_nvfp4_amax_mode {
@@ -1337,9 +1345,12 @@ typedef struct mxfp8_nvfp4_quantize_options {
   int32_t scales_layout; /* mxfp8_quantized_scales: compact (default), padded or swizzled (below) */
   /* mxfp8_direction, default rowwise. Columnwise quantizes the transpose, as TE stores NVFP4 columnwise
    * data: the (K, M) matrix x^T, blocked along M. Everything below then reads with M and K swapped:
-   * values (K, ceil(M/2)), scales (K, ceil(M/16)) or padded (roundup(K, 128), roundup(ceil(M/16), 4)),
-   * per-row amax one per column of x (K of them); the per-tensor amax is the same as rowwise. */
+   * values (K, M/2), scales (K, ceil(M/16)) or padded (roundup(K, 128), roundup(ceil(M/16), 4)),
+   * the per-tensor amax is the same as rowwise. Per-row amax is rowwise only: Transformer Engine's
+   * row_scaled_nvfp4 scales the rows of its rowwise data, and keeps one columnwise amax per tensor
+   * (mxfp8_nvfp4_tensor_create describes nothing else); columnwise with MXFP8_NVFP4_AMAX_PER_ROW is refused. */
   int32_t direction;
+  uint32_t reserved; /* must be 0 (fills what would be padding before `stream`) */
   /* cudaStream_t the kernels run on (NULL: the legacy default stream); ignored for host memory. */
   void *stream;
 } mxfp8_nvfp4_quantize_options;
@@ -1353,6 +1364,7 @@ typedef struct mxfp8_nvfp4_quantize_options {
     448,                                              /* e4m3_max */                        \
     MXFP8_QUANTIZED_SCALES_COMPACT,                   /* scales_layout */                   \
     MXFP8_DIRECTION_ROWWISE,                          /* direction */                       \
+    0,                                                /* reserved */                        \
     NULL                                              /* stream: the legacy default stream */ \
   }
 
@@ -1361,15 +1373,15 @@ typedef struct mxfp8_nvfp4_quantize_options {
  * caller-owned buffers on the input's device (shapes for rowwise; columnwise swaps M and K, see
  * options.direction):
  *
- *   values: uint8 (or any one-byte dtype), contiguous, M * ceil(K/2) elements (any shape, e.g.
- *           (*lead, ceil(K/2))), packed as described above.
+ *   values: uint8 (or any one-byte dtype), contiguous, M * K/2 elements (any shape, e.g. (*lead, K/2)),
+ *           packed as described above. K must be even (M for columnwise).
  *   scales: uint8 or float8_e4m3fn, contiguous, exactly as many elements as options->scales_layout
  *           says, with one scale per 16 values: compact (M, ceil(K/16)); padded (roundup(M, 128),
  *           roundup(ceil(K/16), 4)), TE's allocation; or that padded matrix in the cuBLAS 128x4 GEMM
  *           layout (the MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED formula with 16-value blocks). Padding bytes
  *           are written as zero.
- *   amax:   float32, contiguous, 1 element (per tensor) or M (per row), aligned to 4 bytes; written
- *           (MXFP8_NVFP4_AMAX_COMPUTE) or read (MXFP8_NVFP4_AMAX_GIVEN).
+ *   amax:   float32, contiguous, 1 element (per tensor) or M (per row, rowwise only), aligned to 4
+ *           bytes; written (MXFP8_NVFP4_AMAX_COMPUTE) or read (MXFP8_NVFP4_AMAX_GIVEN).
  *
  * No buffer may overlap the input or another. Everything is checked before anything is written.
  * Host memory: done when the call returns (large inputs on several threads, as mxfp8_quantize).
@@ -1387,7 +1399,7 @@ MXFP8_API mxfp8_status mxfp8_nvfp4_quantize_into(const DLTensor *input,
  * is read from there. Shard i is written to values[i] and scales[i], with the rules of
  * mxfp8_nvfp4_quantize_into; options->amax_scope must be per tensor. The result is byte for byte what
  * mxfp8_nvfp4_quantize_into gives each shard with that amax given. Same stream and host rules. */
-MXFP8_API mxfp8_status mxfp8_nvfp4_quantize_fused_into(const DLTensor *const *inputs, int32_t count,
+MXFP8_API mxfp8_status mxfp8_nvfp4_quantize_fused_into(const DLTensor *const *inputs, size_t count,
                                                        const mxfp8_nvfp4_quantize_options *options,
                                                        DLTensor *const *values, DLTensor *const *scales,
                                                        DLTensor *amax);

@@ -1,6 +1,7 @@
 // mxfp8_nvfp4_quantize_into and mxfp8_nvfp4_quantize_fused_into: check the inputs, the options and
 // every caller buffer, work out the scale geometry (16-value blocks), then run the host loop or the
 // CUDA kernels.
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,14 @@ mxfp8_nvfp4_quantize_options read_options(const mxfp8_nvfp4_quantize_options *gi
   if (o.e4m3_max == 256 && o.four_over_six == MXFP8_NVFP4_4OVER6_OFF)
     fail(MXFP8_ERROR_INVALID_ARGUMENT, "options.e4m3_max is 256 but options.four_over_six is MXFP8_NVFP4_4OVER6_OFF: "
          "E4M3_MAX 256 exists only for 4over6 (use 448, or turn 4over6 on)");
+  if (o.reserved != 0)
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, "options.reserved is ", o.reserved, ", must be 0 (kept for later use)");
+  // Transformer Engine's row_scaled_nvfp4 scales rows of the rowwise data only; its columnwise amax is one
+  // per tensor, and mxfp8_nvfp4_tensor_create describes nothing else.
+  if (o.amax_scope == MXFP8_NVFP4_AMAX_PER_ROW && o.direction == MXFP8_DIRECTION_COLUMNWISE)
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, "options.amax_scope is MXFP8_NVFP4_AMAX_PER_ROW with options.direction "
+         "MXFP8_DIRECTION_COLUMNWISE: Transformer Engine keeps one columnwise amax per tensor (row_scaled_nvfp4 is "
+         "rowwise only), so per-row amax is rowwise only");
   return o;
 }
 
@@ -87,7 +96,14 @@ float *check_outputs(const std::vector<Input> &in, const mxfp8_nvfp4_quantize_op
     if (!values[i]) fail(MXFP8_ERROR_INVALID_ARGUMENT, vname, " is NULL");
     if (!scales[i]) fail(MXFP8_ERROR_INVALID_ARGUMENT, sname, " is NULL");
     const int64_t lines = columnwise ? in[i].cols : in[i].rows, length = columnwise ? in[i].rows : in[i].cols;
-    const int64_t value_bytes = checked_mul(lines, ceil_div(length, int64_t{2}), "the values' size");
+    // Transformer Engine stores a row of C values in C/2 bytes; an odd row cannot be stored or described
+    // (mxfp8_nvfp4_tensor_create refuses it), so it is refused here rather than padded.
+    if (length % 2 != 0)
+      fail(MXFP8_ERROR_INVALID_ARGUMENT, fused ? cat("inputs[", n, "]") : std::string("the input"), ": ",
+           columnwise ? "M" : "K", " = ", length, " is odd: NVFP4 stores two values per byte and every ",
+           columnwise ? "columnwise (K, M)" : "rowwise (M, K)", " row must fill whole bytes, as Transformer Engine "
+           "stores it");
+    const int64_t value_bytes = checked_mul(lines, length / 2, "the values' size");
     Nvfp4Shard s{in[i].tensor->data ? byte_pointer(*in[i].tensor) : nullptr, in[i].rows, nullptr,
                  scale_geometry(lines, length, o.scales_layout)};
     const char *of = fused ? "inputs[0] is" : "the input is";
@@ -148,17 +164,19 @@ extern "C" MXFP8_API mxfp8_status mxfp8_nvfp4_quantize_into(const DLTensor *inpu
   });
 }
 
-extern "C" MXFP8_API mxfp8_status mxfp8_nvfp4_quantize_fused_into(const DLTensor *const *inputs, int32_t count,
+extern "C" MXFP8_API mxfp8_status mxfp8_nvfp4_quantize_fused_into(const DLTensor *const *inputs, size_t count,
                                                                   const mxfp8_nvfp4_quantize_options *options,
                                                                   DLTensor *const *values, DLTensor *const *scales,
                                                                   DLTensor *amax) {
   return guarded([&] {
     if (!inputs) fail(MXFP8_ERROR_INVALID_ARGUMENT, "inputs is NULL");
-    if (count < 1) fail(MXFP8_ERROR_INVALID_ARGUMENT, "count is ", count, ": fused quantization needs at least one shard");
+    if (count == 0) fail(MXFP8_ERROR_INVALID_ARGUMENT, "count is ", count, ": fused quantization needs at least one shard");
     if (!values) fail(MXFP8_ERROR_INVALID_ARGUMENT, "values is NULL");
     if (!scales) fail(MXFP8_ERROR_INVALID_ARGUMENT, "scales is NULL");
     std::vector<Input> in;
-    for (int32_t i = 0; i < count; ++i) {
+    if (count > static_cast<size_t>(INT32_MAX))
+      fail(MXFP8_ERROR_INVALID_ARGUMENT, "count is ", count, ": at most ", INT32_MAX, " shards");
+    for (size_t i = 0; i < count; ++i) {
       const std::string name = cat("inputs[", i, "]");
       in.push_back(read_input(inputs[i], name.c_str()));
       if (i == 0) continue;

@@ -155,11 +155,7 @@ std::unique_ptr<mxfp8_nvfp4_tensor> create_nvfp4_tensor(const mxfp8_nvfp4_tensor
     for (int part = 0; part < 3; ++part)
       if (given[d][part]) check_version(*given[d][part], names[part][d]);
   const DLManagedTensorVersioned *all[6] = {given[0][0], given[0][1], given[0][2], given[1][0], given[1][1], given[1][2]};
-  for (int i = 0; i < 6; ++i)
-    for (int j = i + 1; j < 6; ++j)
-      if (all[i] && all[i] == all[j])
-        fail(MXFP8_ERROR_INVALID_ARGUMENT, "the same DLManagedTensorVersioned is passed twice: each field "
-             "needs its own, since each one's deleter runs once");
+  check_distinct_managed(all, 6);
 
   auto tensor = std::make_unique<mxfp8_nvfp4_tensor>();
   tensor->scale_layout = static_cast<mxfp8_scale_layout>(desc.scale_layout);

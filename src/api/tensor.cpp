@@ -93,6 +93,14 @@ void release(const mxfp8_tensor *tensor) noexcept {
   delete tensor;
 }
 
+void check_distinct_managed(const DLManagedTensorVersioned *const *fields, int count) {
+  for (int i = 0; i < count; ++i)
+    for (int j = i + 1; j < count; ++j)
+      if (fields[i] && fields[i] == fields[j])
+        fail(MXFP8_ERROR_INVALID_ARGUMENT, "the same DLManagedTensorVersioned is passed twice: each field "
+             "needs its own, since each one's deleter runs once");
+}
+
 std::unique_ptr<mxfp8_tensor> create_tensor(const mxfp8_tensor_desc &desc_in) {
   const mxfp8_tensor_desc defaults = MXFP8_TENSOR_DESC_INIT;
   const mxfp8_tensor_desc desc =
@@ -123,11 +131,7 @@ std::unique_ptr<mxfp8_tensor> create_tensor(const mxfp8_tensor_desc &desc_in) {
     for (int part = 0; part < 2; ++part)
       if (given[d][part]) check_version(*given[d][part], part == 0 ? kDataNames[d] : kScaleNames[d]);
   const DLManagedTensorVersioned *all[4] = {given[0][0], given[0][1], given[1][0], given[1][1]};
-  for (int i = 0; i < 4; ++i)
-    for (int j = i + 1; j < 4; ++j)
-      if (all[i] && all[i] == all[j])
-        fail(MXFP8_ERROR_INVALID_ARGUMENT, "the same DLManagedTensorVersioned is passed twice: each field "
-             "needs its own, since each one's deleter runs once");
+  check_distinct_managed(all, 4);
 
   auto tensor = std::make_unique<mxfp8_tensor>();
   tensor->format = static_cast<mxfp8_format>(desc.format);

@@ -53,6 +53,9 @@ struct mxfp8_tensor {
 namespace mxfp8 {
 void retain(const mxfp8_tensor *tensor) noexcept;
 void release(const mxfp8_tensor *tensor) noexcept;
+// Fails when one non-NULL managed tensor appears twice among the `count` fields of a description: each
+// field's deleter runs once, so a tensor given twice would be freed twice. Shared with NVFP4 tensors.
+void check_distinct_managed(const DLManagedTensorVersioned *const *fields, int count);
 // Validates a description into a tensor (what mxfp8_tensor_create does); takes nothing on failure.
 std::unique_ptr<mxfp8_tensor> create_tensor(const mxfp8_tensor_desc &desc);
 // Checks the scale buffer `t` of one direction against the compact matrix dir.scale_rows x dir.scale_cols

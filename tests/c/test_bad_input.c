@@ -454,7 +454,7 @@ typedef struct {
   DLTensor *in_arg, *v_arg, *s_arg, *a_arg;
   const DLTensor *inputs[2];
   DLTensor *values_list[2], *scales_list[2];
-  int32_t count;
+  size_t count;
   int fused;
 } nvfp4_fixture;
 
@@ -501,6 +501,16 @@ static void n_fused_other_dtype(nvfp4_fixture *f) { f->fused = 1; f->in2.dtype.b
 static void n_fused_per_row(nvfp4_fixture *f) { f->fused = 1; f->o.amax_scope = MXFP8_NVFP4_AMAX_PER_ROW; }
 static void n_fused_same_values(nvfp4_fixture *f) { f->fused = 1; f->values_list[1] = &f->v; }
 static void n_fused_values2_count(nvfp4_fixture *f) { f->fused = 1; f->in2_shape[0] = 69; }
+static void n_reserved(nvfp4_fixture *f) { f->o.reserved = 1; }
+static void n_columnwise_per_row(nvfp4_fixture *f) {
+  f->o.direction = MXFP8_DIRECTION_COLUMNWISE; f->o.amax_scope = MXFP8_NVFP4_AMAX_PER_ROW;
+}
+static void n_odd_k(nvfp4_fixture *f) { f->in_shape[1] = 99; }
+static void n_columnwise_odd_m(nvfp4_fixture *f) { f->o.direction = MXFP8_DIRECTION_COLUMNWISE; f->in_shape[0] = 69; }
+static void n_fused_odd_m(nvfp4_fixture *f) {
+  f->fused = 1; f->o.direction = MXFP8_DIRECTION_COLUMNWISE; f->in2_shape[0] = 69;
+  f->scales_shape[0] = 100; f->scales_shape[1] = 5; /* shard 0, columnwise: (K, ceil(M/16)) */
+}
 
 static const nvfp4_case kNvfp4QuantizeCases[] = {
     {"nvfp4: input is NULL", n_input_null, MXFP8_ERROR_INVALID_ARGUMENT, "input is NULL"},
@@ -536,6 +546,11 @@ static const nvfp4_case kNvfp4QuantizeCases[] = {
     {"nvfp4 fused: per-row amax", n_fused_per_row, MXFP8_ERROR_INVALID_ARGUMENT, "options.amax_scope is MXFP8_NVFP4_AMAX_PER_ROW: fused shards share one per-tensor amax"},
     {"nvfp4 fused: two shards into one values buffer", n_fused_same_values, MXFP8_ERROR_INVALID_ARGUMENT, "overlap in memory"},
     {"nvfp4 fused: a shard's values of the wrong size", n_fused_values2_count, MXFP8_ERROR_INVALID_ARGUMENT, "values[1]: holds 3500 elements (shape (70, 50)), needs exactly 3450"},
+    {"nvfp4: options.reserved not 0", n_reserved, MXFP8_ERROR_INVALID_ARGUMENT, "options.reserved is 1, must be 0"},
+    {"nvfp4: per-row amax for columnwise", n_columnwise_per_row, MXFP8_ERROR_INVALID_ARGUMENT, "Transformer Engine keeps one columnwise amax per tensor"},
+    {"nvfp4: odd K", n_odd_k, MXFP8_ERROR_INVALID_ARGUMENT, "the input: K = 99 is odd"},
+    {"nvfp4: odd M for columnwise", n_columnwise_odd_m, MXFP8_ERROR_INVALID_ARGUMENT, "the input: M = 69 is odd"},
+    {"nvfp4 fused: a columnwise shard of odd M", n_fused_odd_m, MXFP8_ERROR_INVALID_ARGUMENT, "inputs[1]: M = 69 is odd"},
 };
 
 static nvfp4_fixture *setup_nvfp4(void) {

@@ -16,8 +16,8 @@ _AMAX_PER_TENSOR, _AMAX_PER_ROW = 0, 1
 class NVFP4Quantized(NamedTuple):
     """What nvfp4_quantize returns.
 
-    values: uint8 (*lead, ceil(K/2)), two E2M1 codes per byte, the even element in the low nibble
-        (columnwise: the transpose, (K, ceil(M/2)), as Transformer Engine stores columnwise data).
+    values: uint8 (*lead, K/2), two E2M1 codes per byte, the even element in the low nibble
+        (columnwise: the transpose, (K, M/2), as Transformer Engine stores columnwise data).
     scales: uint8 E4M3 block scales, one per 16 values: (*lead, ceil(K/16)) compact, or TE's padded
         (roundup(M,128), roundup(ceil(K/16),4)) buffer, plain or swizzled (columnwise: M and K swapped).
     amax: float32 (1,) per tensor or (M,) per row ((K,) per column, columnwise): decode is
@@ -82,6 +82,8 @@ def nvfp4_quantize(
 ) -> NVFP4Quantized:
     """Quantize a bfloat16/float16/float32 tensor (row-major contiguous, shape (*lead, K)) to NVFP4.
 
+    K must be even (M = prod(lead) for columnwise), as TE stores NVFP4: two values per byte.
+
     Transformer Engine's NVFP4 quantizer bit for bit (rowwise 1x16 blocks, round to nearest even; TE's
     stochastic rounding and Hadamard transform are not offered): see "NVFP4: quantizing" in mxfp8.h.
 
@@ -90,7 +92,7 @@ def nvfp4_quantize(
             producer (CUDA outputs then come from CuPy).
         amax: None computes it (returned); else a float32 buffer of 1 (per tensor) or M (per row)
             elements, on x's device, used as given (e.g. a global scale shared with other shards).
-        per_row: one amax per row (TE's row_scaled_nvfp4).
+        per_row: one amax per row (TE's row_scaled_nvfp4); rowwise only (TE keeps one columnwise amax).
         four_over_six: None, "mae" or "mse" (TE's nvfp4_use_4over6 with its error mode).
         e4m3_max: 448, or 256 (TE's nvfp4_e4m3_max; only with four_over_six).
         scales: "compact", "padded" (TE's allocation, padding zeroed) or "swizzled" (cuBLAS 128x4).

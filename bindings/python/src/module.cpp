@@ -894,7 +894,7 @@ void nvfp4_quantize(const std::vector<py::object> &inputs, const std::vector<py:
   taken.push_back(take(amax, "amax", ex, amax_mode == MXFP8_NVFP4_AMAX_COMPUTE ? Access::Write : Access::Read));
   DLTensor *a = &taken.back()->managed->dl_tensor;
   o.stream = reinterpret_cast<void *>(ex.stream);
-  if (fused) check(mxfp8_nvfp4_quantize_fused_into(in.data(), static_cast<int32_t>(in.size()), &o, v.data(), s.data(), a));
+  if (fused) check(mxfp8_nvfp4_quantize_fused_into(in.data(), in.size(), &o, v.data(), s.data(), a));
   else check(mxfp8_nvfp4_quantize_into(in[0], &o, v[0], s[0], a));
 }
 

@@ -757,6 +757,8 @@ pub struct mxfp8_nvfp4_quantize_options {
     pub scales_layout: i32,
     /// `MXFP8_DIRECTION_*` (columnwise: the transpose, as TE stores it).
     pub direction: i32,
+    /// Must be 0.
+    pub reserved: u32,
     /// The `cudaStream_t` the kernels run on.
     pub stream: *mut c_void,
 }
@@ -772,6 +774,7 @@ impl Default for mxfp8_nvfp4_quantize_options {
             e4m3_max: 448,
             scales_layout: MXFP8_QUANTIZED_SCALES_COMPACT,
             direction: MXFP8_DIRECTION_ROWWISE,
+            reserved: 0,
             stream: core::ptr::null_mut(),
         }
     }
@@ -1019,7 +1022,7 @@ extern "C" {
     /// Quantizes `count` fused shards to NVFP4 under one shared per-tensor amax.
     pub fn mxfp8_nvfp4_quantize_fused_into(
         inputs: *const *const DLTensor,
-        count: i32,
+        count: usize,
         options: *const mxfp8_nvfp4_quantize_options,
         values: *const *mut DLTensor,
         scales: *const *mut DLTensor,

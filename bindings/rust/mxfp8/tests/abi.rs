@@ -112,7 +112,7 @@ fn rust_view() -> BTreeMap<String, i64> {
     layout!(r, mxfp8_nvfp4_export_options: struct_size, direction, values_dtype, scales_dtype, padded_scales,
             global_scale, stream, allocator);
     layout!(r, mxfp8_nvfp4_quantize_options: struct_size, amax_scope, amax_mode, four_over_six, e4m3_max, scales_layout,
-            direction, stream);
+            direction, reserved, stream);
     r.insert("mxfp8_status".into(), size_of::<mxfp8_status>() as i64);
     r.insert("MXFP8_VERSION".into(), MXFP8_VERSION as i64);
     r.insert("MXFP8_NUM_STATUS".into(), mxfp8_status::NUM_STATUS.0 as i64);
@@ -138,7 +138,7 @@ fn rust_view() -> BTreeMap<String, i64> {
     init!(r, mxfp8_nvfp4_export_options: int struct_size, int direction, int values_dtype, int scales_dtype,
           int padded_scales, int global_scale, ptr stream, fnptr allocator);
     init!(r, mxfp8_nvfp4_quantize_options: int struct_size, int amax_scope, int amax_mode, int four_over_six,
-          int e4m3_max, int scales_layout, int direction, ptr stream);
+          int e4m3_max, int scales_layout, int direction, int reserved, ptr stream);
     r
 }
 

@@ -132,6 +132,7 @@ int main(void) {
   FIELD(mxfp8_nvfp4_quantize_options, e4m3_max);
   FIELD(mxfp8_nvfp4_quantize_options, scales_layout);
   FIELD(mxfp8_nvfp4_quantize_options, direction);
+  FIELD(mxfp8_nvfp4_quantize_options, reserved);
   FIELD(mxfp8_nvfp4_quantize_options, stream);
   SIZE(mxfp8_dequantize_options);
   FIELD(mxfp8_dequantize_options, struct_size);
@@ -293,6 +294,7 @@ int main(void) {
     INIT_INT(mxfp8_nvfp4_quantize_options, v, e4m3_max);
     INIT_INT(mxfp8_nvfp4_quantize_options, v, scales_layout);
     INIT_INT(mxfp8_nvfp4_quantize_options, v, direction);
+    INIT_INT(mxfp8_nvfp4_quantize_options, v, reserved);
     INIT_PTR(mxfp8_nvfp4_quantize_options, v, stream);
   }
   return 0;
