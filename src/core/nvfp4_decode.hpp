@@ -41,8 +41,11 @@ MXFP8_HOST_DEVICE inline float nvfp4_block_scale(uint8_t e4m3_scale, float amax,
 
 // The second-level scale in the decode convention: amax / (6 * E4M3_MAX), one float division (what
 // ModelOpt stores as weight_scale_2).
+// A NaN amax gives the canonical NaN 0x7FFFFFFF, as the decode does: the host division would keep the
+// amax's payload and the device's would not (the GPU check found the two differing).
 MXFP8_HOST_DEVICE inline float nvfp4_decode_global_scale(float amax, int32_t e4m3_max) {
-  return amax / (kE2m1Max * static_cast<float>(e4m3_max));
+  const float s = amax / (kE2m1Max * static_cast<float>(e4m3_max));
+  return s != s ? bits_float(0x7FFFFFFFu) : s;
 }
 
 // The encode convention, as TE's compute_global_encode_scaling_factor_FP4 (core_nvfp4.cuh) computes it:

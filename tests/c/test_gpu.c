@@ -200,6 +200,9 @@ static void test_gpu_export_equals_host_export_and_reference(void **state) {
 
 /* Shards on the GPU against the crop of S the test drew: tile-aligned windows (whole source tiles),
  * windows starting inside a tile (the gather path), one block, the last partial block, row pieces. */
+/* The row stride of a 2-D result: DLPack leaves strides NULL for a compact tensor (the library's copies). */
+static int64_t row_stride_of(const DLTensor *t) { return t->strides ? t->strides[0] : t->shape[1]; }
+
 static void test_gpu_shard_equals_crop(void **state) {
   (void)state;
   REQUIRE_GPU();
@@ -244,7 +247,7 @@ static void test_gpu_shard_equals_crop(void **state) {
           const int64_t sr = scales->dl_tensor.shape[0], sc = scales->dl_tensor.shape[1];
           uint8_t *got = malloc((size_t)(sr * sc) + 1);
           for (int64_t y = 0; y < sr; ++y)
-            CUDA_OK(cudaMemcpy(got + y * sc, (uint8_t *)scales->dl_tensor.data + scales->dl_tensor.byte_offset + y * scales->dl_tensor.strides[0],
+            CUDA_OK(cudaMemcpy(got + y * sc, (uint8_t *)scales->dl_tensor.data + scales->dl_tensor.byte_offset + y * row_stride_of(&scales->dl_tensor),
                                (size_t)sc, cudaMemcpyDeviceToHost));
           const size_t npieces = shard.num_row_pieces ? 2 : 1;
           const int64_t one_range[2] = {shard.row_begin, shard.row_end};
@@ -264,7 +267,7 @@ static void test_gpu_shard_equals_crop(void **state) {
           const int64_t vr = values->dl_tensor.shape[0], vc = values->dl_tensor.shape[1];
           uint8_t *vals = malloc((size_t)(vr * vc) + 1);
           for (int64_t y = 0; y < vr; ++y)
-            CUDA_OK(cudaMemcpy(vals + y * vc, (uint8_t *)values->dl_tensor.data + values->dl_tensor.byte_offset + y * values->dl_tensor.strides[0],
+            CUDA_OK(cudaMemcpy(vals + y * vc, (uint8_t *)values->dl_tensor.data + values->dl_tensor.byte_offset + y * row_stride_of(&values->dl_tensor),
                                (size_t)vc, cudaMemcpyDeviceToHost));
           out = 0;
           for (size_t p = 0; p < npieces; ++p)

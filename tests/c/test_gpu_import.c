@@ -233,18 +233,25 @@ typedef struct {
   uint8_t *data, *scales;
 } device_te;
 
+static void free_managed_copy(DLManagedTensorVersioned *self) { free(self); }
+
 static device_te upload_te(const te_tensor *te, const spec *s) {
   device_te d;
   d.data = to_device(te->data->buffer, te->data->bytes);
   d.scales = to_device(te->scales->buffer, te->scales->bytes);
-  DLManagedTensorVersioned md = te->data->managed, ms = te->scales->managed;
-  md.deleter = NULL, ms.deleter = NULL;
-  md.dl_tensor.data = d.data, ms.dl_tensor.data = d.scales;
-  md.dl_tensor.device = (DLDevice){kDLCUDA, 0}, ms.dl_tensor.device = (DLDevice){kDLCUDA, 0};
+  /* The handle holds its managed tensors until it is released (mxfp8_tensor_create takes them), so they
+   * live on the heap and go with their deleter: the convert call reads the values through them. */
+  DLManagedTensorVersioned *md = malloc(sizeof *md), *ms = malloc(sizeof *ms);
+  assert_non_null(md);
+  assert_non_null(ms);
+  *md = te->data->managed, *ms = te->scales->managed;
+  md->deleter = ms->deleter = free_managed_copy;
+  md->dl_tensor.data = d.data, ms->dl_tensor.data = d.scales;
+  md->dl_tensor.device = (DLDevice){kDLCUDA, 0}, ms->dl_tensor.device = (DLDevice){kDLCUDA, 0};
   mxfp8_tensor_desc desc = MXFP8_TENSOR_DESC_INIT;
   desc.scale_layout = s->source_layout == 1 ? MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED : MXFP8_SCALE_LAYOUT_ROW_MAJOR;
-  if (s->direction == MXFP8_DIRECTION_COLUMNWISE) desc.columnwise_data = &md, desc.columnwise_scale_inv = &ms;
-  else desc.rowwise_data = &md, desc.rowwise_scale_inv = &ms;
+  if (s->direction == MXFP8_DIRECTION_COLUMNWISE) desc.columnwise_data = md, desc.columnwise_scale_inv = ms;
+  else desc.rowwise_data = md, desc.rowwise_scale_inv = ms;
   d.handle = NULL;
   assert_int_equal(mxfp8_tensor_create(&desc, &d.handle), MXFP8_OK);
   return d;
