@@ -4,10 +4,14 @@
 # the H200 only (sm_90) and the Python package built at the same time as the C suite. Each step has a
 # time limit and writes to $OUT as it goes, so a call cut short still returns what ran.
 #   OUT=dir bash bench/device_session.sh          (carry .carry; see bench/README.md)
+# SKIP_PYTEST=1 / SKIP_EXAMPLES=1 skip the Python tests / the examples; BENCHES="weight_sync_e2e reshard" picks the Python benchmarks.
+# Logs go to $LOGS (default /tmp/device-session); $OUT gets only the results (the device tool brings back
+# a handful of files).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-bench/results/run}
-mkdir -p "$OUT"
+LOGS=${LOGS:-/tmp/device-session}
+mkdir -p "$OUT" "$LOGS"
 status=0
 step() { echo; echo "=== $* ($(date +%T))"; }
 arch=90-real
@@ -22,41 +26,41 @@ fi
 step "Python package (in the background, sm_90 only)"
 pip_args=(--no-build-isolation --no-deps -q -C "cmake.define.CMAKE_CUDA_ARCHITECTURES=$arch" -C build-dir=build-gpu-py)
 [ -d .carry/dlpack ] && pip_args+=(-C "cmake.define.DLPACK_INCLUDE_DIR=$PWD/.carry/dlpack")
-(CMAKE_BUILD_PARALLEL_LEVEL=8 timeout 300 python3 -m pip install "${pip_args[@]}" . >"$OUT/pip.log" 2>&1; echo "pip exit $?" >>"$OUT/pip.log") &
+(CMAKE_BUILD_PARALLEL_LEVEL=8 timeout 300 python3 -m pip install "${pip_args[@]}" . >"$LOGS/pip.log" 2>&1; echo "pip exit $?" >>"$LOGS/pip.log") &
 pip_pid=$!
 
 step "configure and build (sm_90 only)"
 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=$arch "${dl[@]}" 2>&1 |
   grep -E "mxfp8|Error" || { echo "configure failed"; exit 1; }
-timeout 240 cmake --build build-gpu -j 8 >"$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
-nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
+timeout 240 cmake --build build-gpu -j 8 >"$LOGS/build.log" 2>&1 || { tail -30 "$LOGS/build.log"; exit 1; }
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$LOGS/gpu.txt"
 
 step "GPU test executables"
 for t in test_gpu test_gpu_quantize test_gpu_failures test_gpu_import test_gpu_trtllm test_nvfp4 test_gpu_nvfp4_quantize; do
   [ -x build-gpu/tests/c/$t ] || continue
-  MXFP8_TEST_QUICK=${MXFP8_TEST_QUICK:-0} timeout 120 build-gpu/tests/c/$t >"$OUT/$t.log" 2>&1 || status=1
-  echo "$t: $(grep -E '^\[  (PASSED|FAILED)' "$OUT/$t.log" | tr '\n' ' ') $(grep -c SKIPPED "$OUT/$t.log") skipped"
+  MXFP8_TEST_QUICK=${MXFP8_TEST_QUICK:-0} timeout 120 build-gpu/tests/c/$t >"$LOGS/$t.log" 2>&1 || status=1
+  echo "$t: $(grep -E '^\[  (PASSED|FAILED)' "$LOGS/$t.log" | tr '\n' ' ') $(grep -c SKIPPED "$LOGS/$t.log") skipped"
 done
-grep -l "SKIPPED" "$OUT"/test_*.log && { echo "GPU cases were skipped on a GPU machine"; status=1; }
+grep -l "SKIPPED" "$LOGS"/test_*.log && { echo "GPU cases were skipped on a GPU machine"; status=1; }
 
 step "Python tests (waiting for the package)"
 wait $pip_pid
-tail -3 "$OUT/pip.log"
-(cd /tmp && timeout 180 python3 -m pytest -q -rs -p no:cacheprovider "$OLDPWD/bindings/python/tests" 2>&1) |
-  tee "$OUT/pytest.log" | tail -15
-grep -qE "[0-9]+ passed" "$OUT/pytest.log" && ! grep -qE "[0-9]+ failed|[0-9]+ error" "$OUT/pytest.log" || status=1
+tail -3 "$LOGS/pip.log"
+[ "${SKIP_PYTEST:-0}" = 1 ] || (cd /tmp && timeout 180 python3 -m pytest -q -rs -p no:cacheprovider "$OLDPWD/bindings/python/tests" 2>&1) |
+  tee "$LOGS/pytest.log" | tail -15
+[ "${SKIP_PYTEST:-0}" = 1 ] || grep -qE "[0-9]+ passed" "$LOGS/pytest.log" && ! grep -qE "[0-9]+ failed|[0-9]+ error" "$LOGS/pytest.log" || status=1
 
 step "examples on the GPU"
-{
+[ "${SKIP_EXAMPLES:-0}" = 1 ] || {
   timeout 60 python3 -m mxfp8 demo --size small
   timeout 60 python3 -m mxfp8 demo --format nvfp4 --size small
   timeout 60 python3 examples/weight_sync/weight_sync.py --transport ipc --path direct --steps 2 --layers 2
   timeout 60 python3 examples/weight_sync/weight_sync.py --transport ipc --path bucketed --steps 2 --layers 2 --bucket-mb 64
-} >"$OUT/examples.log" 2>&1 || status=1
-grep -E "bit-exact|OK|FAIL|Error" "$OUT/examples.log" | tail -8
+} >"$LOGS/examples.log" 2>&1 || status=1
+grep -E "bit-exact|OK|FAIL|Error" "$LOGS/examples.log" | tail -8
 
 step "benchmarks"
-timeout 60 build-gpu/bench/bench_scales >"$OUT/bench_scales.json" 2>"$OUT/bench_scales.err" || status=1
+timeout 60 build-gpu/bench/bench_scales >"$OUT/bench_scales.json" 2>"$LOGS/bench_scales.err" || status=1
 python3 - "$OUT/bench_scales.json" <<'PY' || true
 import json, sys
 r = json.load(open(sys.argv[1]))
@@ -66,8 +70,9 @@ PY
 for b in "weight_sync_e2e 150" "engine_layouts 90" "nvfp4_bench 60" "reshard 90"; do
   set -- $b
   [ -f bench/$1.py ] || continue
-  PYTHONUNBUFFERED=1 timeout "$2" python3 bench/$1.py --out "$OUT/$1.json" >"$OUT/$1.log" 2>&1 || { echo "$1 failed"; status=1; }
-  tail -4 "$OUT/$1.log"
+  [ -z "${BENCHES:-}" ] || [[ " $BENCHES " == *" $1 "* ]] || continue
+  PYTHONUNBUFFERED=1 timeout "$2" python3 bench/$1.py --out "$OUT/$1.json" >"$LOGS/$1.log" 2>&1 || { echo "$1 failed"; status=1; }
+  tail -4 "$LOGS/$1.log"
 done
 step "done: status $status"
 exit $status
