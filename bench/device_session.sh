@@ -38,7 +38,8 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$LOGS/gp
 step "GPU test executables"
 for t in test_gpu test_gpu_quantize test_gpu_failures test_gpu_import test_gpu_trtllm test_nvfp4 test_gpu_nvfp4_quantize; do
   [ -x build-gpu/tests/c/$t ] || continue
-  MXFP8_TEST_QUICK=${MXFP8_TEST_QUICK:-0} timeout 120 build-gpu/tests/c/$t >"$LOGS/$t.log" 2>&1 || status=1
+  MXFP8_TEST_QUICK=${MXFP8_TEST_QUICK:-0} timeout 120 build-gpu/tests/c/$t >"$LOGS/$t.log" 2>&1 ||
+    { status=1; grep -B2 -A4 -E "ERROR|Failure|expected" "$LOGS/$t.log" | head -20; }
   echo "$t: $(grep -E '^\[  (PASSED|FAILED)' "$LOGS/$t.log" | tr '\n' ' ') $(grep -c SKIPPED "$LOGS/$t.log") skipped"
 done
 grep -l "SKIPPED" "$LOGS"/test_*.log && { echo "GPU cases were skipped on a GPU machine"; status=1; }
@@ -56,6 +57,7 @@ step "examples on the GPU"
   timeout 60 python3 -m mxfp8 demo --format nvfp4 --size small
   timeout 60 python3 examples/weight_sync/weight_sync.py --transport ipc --path direct --steps 2 --layers 2
   timeout 60 python3 examples/weight_sync/weight_sync.py --transport ipc --path bucketed --steps 2 --layers 2 --bucket-mb 64
+  timeout 60 python3 examples/weight_sync/weight_sync.py --transport ipc --tp 2 --steps 2 --layers 2
 } >"$LOGS/examples.log" 2>&1 || status=1
 grep -E "bit-exact|OK|FAIL|Error" "$LOGS/examples.log" | tail -8
 
