@@ -120,6 +120,27 @@ bool uniform_rows(const mxfp8_grouped_tensor &g) {
   return true;
 }
 
+// The argument checks both stacked exports make: a grouped tensor, two distinct output pointers (one may
+// be NULL), and options a stacked export of stored rowwise per-32 scales can honour.
+mxfp8_export_options stacked_export_options(const mxfp8_grouped_tensor *g, const mxfp8_export_options *options,
+                                            DLManagedTensorVersioned **values, DLManagedTensorVersioned **scales,
+                                            const char *call) {
+  if (!g) fail(MXFP8_ERROR_INVALID_ARGUMENT, "grouped is NULL");
+  if (!values && !scales) fail(MXFP8_ERROR_INVALID_ARGUMENT, "values and scales are both NULL: nothing to export");
+  if (values == scales)
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, "values and scales point to the same place: each output needs its own pointer");
+  const mxfp8_export_options o = read_options(options);
+  if (o.scale_fixup != MXFP8_SCALE_FIXUP_NONE)
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, "options.scale_fixup is ", o.scale_fixup, ": ", call,
+         " returns views of the stored scales where it can, so it rewrites no byte; use mxfp8_convert_grouped");
+  if (o.direction != MXFP8_DIRECTION_ROWWISE)
+    fail(MXFP8_ERROR_MISSING_DATA, "grouped experts carry rowwise data only: export them with direction rowwise");
+  if (o.scales_granularity != MXFP8_SCALES_PER_32)
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, "grouped experts export their stored per-32 scales: "
+         "options.scales_granularity must be MXFP8_SCALES_PER_32");
+  return o;
+}
+
 }  // namespace
 
 void retain(const mxfp8_grouped_tensor *grouped) noexcept {
@@ -179,19 +200,7 @@ extern "C" MXFP8_API mxfp8_status mxfp8_grouped_export_stacked(const mxfp8_group
                                                                DLManagedTensorVersioned **values,
                                                                DLManagedTensorVersioned **scales) {
   return guarded([&] {
-    if (!g) fail(MXFP8_ERROR_INVALID_ARGUMENT, "grouped is NULL");
-    if (!values && !scales) fail(MXFP8_ERROR_INVALID_ARGUMENT, "values and scales are both NULL: nothing to export");
-    if (values == scales)
-      fail(MXFP8_ERROR_INVALID_ARGUMENT, "values and scales point to the same place: each output needs its own pointer");
-    const mxfp8_export_options o = read_options(options);
-    if (o.scale_fixup != MXFP8_SCALE_FIXUP_NONE)
-      fail(MXFP8_ERROR_INVALID_ARGUMENT, "options.scale_fixup is ", o.scale_fixup, ": mxfp8_grouped_export_stacked "
-           "returns views of the stored scales where it can, so it rewrites no byte; use mxfp8_convert_grouped");
-    if (o.direction != MXFP8_DIRECTION_ROWWISE)
-      fail(MXFP8_ERROR_MISSING_DATA, "grouped experts carry rowwise data only: export them with direction rowwise");
-    if (o.scales_granularity != MXFP8_SCALES_PER_32)
-      fail(MXFP8_ERROR_INVALID_ARGUMENT, "grouped experts export their stored per-32 scales: "
-           "options.scales_granularity must be MXFP8_SCALES_PER_32");
+    const mxfp8_export_options o = stacked_export_options(g, options, values, scales, "mxfp8_grouped_export_stacked");
     if (!uniform_rows(*g))
       fail(MXFP8_ERROR_INVALID_ARGUMENT, "stacking needs experts of one row count; these have ", g->rows.front(),
            " and ", *std::find_if(g->rows.begin(), g->rows.end(), [&](int64_t r) { return r != g->rows.front(); }),
@@ -271,19 +280,7 @@ extern "C" MXFP8_API mxfp8_status mxfp8_grouped_export_experts(const mxfp8_group
                                                                DLManagedTensorVersioned **values,
                                                                DLManagedTensorVersioned **scales) {
   return guarded([&] {
-    if (!g) fail(MXFP8_ERROR_INVALID_ARGUMENT, "grouped is NULL");
-    if (!values && !scales) fail(MXFP8_ERROR_INVALID_ARGUMENT, "values and scales are both NULL: nothing to export");
-    if (values == scales)
-      fail(MXFP8_ERROR_INVALID_ARGUMENT, "values and scales point to the same place: each output needs its own pointer");
-    const mxfp8_export_options o = read_options(options);
-    if (o.scale_fixup != MXFP8_SCALE_FIXUP_NONE)
-      fail(MXFP8_ERROR_INVALID_ARGUMENT, "options.scale_fixup is ", o.scale_fixup, ": mxfp8_grouped_export_experts "
-           "returns views of the stored scales where it can, so it rewrites no byte; use mxfp8_convert_grouped");
-    if (o.direction != MXFP8_DIRECTION_ROWWISE)
-      fail(MXFP8_ERROR_MISSING_DATA, "grouped experts carry rowwise data only: export them with direction rowwise");
-    if (o.scales_granularity != MXFP8_SCALES_PER_32)
-      fail(MXFP8_ERROR_INVALID_ARGUMENT, "grouped experts export their stored per-32 scales: "
-           "options.scales_granularity must be MXFP8_SCALES_PER_32");
+    const mxfp8_export_options o = stacked_export_options(g, options, values, scales, "mxfp8_grouped_export_experts");
     const int64_t n = check_experts(*g, experts, count), c = g->scale_cols, k = g->cols;
     const auto chosen = static_cast<int64_t>(count);
     const std::vector<int64_t> values_shape{chosen, n, k}, scales_shape{chosen, n, c};

@@ -10,6 +10,18 @@ from ._bucket import (_bucket_groups, _compact_scales_shapes, _numel, _plan_buck
                       _specs)
 
 
+def _new_bytes(inputs, specs, nbytes: int, what: str) -> Any:
+    """A new uint8 buffer of `nbytes` where the tensors are: torch.empty for torch inputs, numpy.empty for
+    host memory; other CUDA inputs must bring their own (`what` says which argument)."""
+    if inputs.torch is not None:
+        return inputs.torch.empty(nbytes, dtype=inputs.torch.uint8, device=specs[0].data.device)
+    if not inputs.cuda:
+        import numpy
+
+        return numpy.empty(nbytes, dtype=numpy.uint8)
+    raise ValueError(f"pass {what} {nbytes} bytes (no torch to allocate one)")
+
+
 class ExportPlan:
     """The compact scales of many MXFP8 tensors, checked once and written at every step in one launch.
 
@@ -59,14 +71,7 @@ class ExportPlan:
             at += _numel(shape)
         self.scales_bytes = at
         if out is None:
-            if inputs.torch is not None:
-                out = inputs.torch.empty(at, dtype=inputs.torch.uint8, device=specs[0].data.device)
-            elif not inputs.cuda:
-                import numpy
-
-                out = numpy.empty(at, dtype=numpy.uint8)
-            else:
-                raise ValueError(f"pass out=: a CUDA buffer of {at} bytes (no torch to allocate one)")
+            out = _new_bytes(inputs, specs, at, "out=: a CUDA buffer of")
         self.out = out
         self._offsets = offsets
         self._stream_of = lambda stream: _args.stream_pointer(stream, inputs.torch, out, inputs.cuda)
@@ -132,14 +137,7 @@ class BucketPlan:
         self.sizes: List[int] = [total for _, _, _, total, _ in planned]
         largest = max(self.sizes)
         if buffer is None:
-            if inputs.torch is not None:
-                buffer = inputs.torch.empty(largest, dtype=inputs.torch.uint8, device=specs[0].data.device)
-            elif not inputs.cuda:
-                import numpy
-
-                buffer = numpy.empty(largest, dtype=numpy.uint8)
-            else:
-                raise ValueError(f"pass buffer=: a CUDA buffer of at least {largest} bytes (no torch to allocate one)")
+            buffer = _new_bytes(inputs, specs, largest, "buffer=: a CUDA buffer of at least")
         elif _numel(buffer.shape) < largest:
             raise ValueError(f"buffer holds {_numel(buffer.shape)} bytes, the largest bucket needs {largest}: "
                              "make it at least bucket_bytes and as large as the largest tensor")
