@@ -1,11 +1,11 @@
 // Buckets: many tensors' values (copied) and compact scales (unswizzled or cropped in place) packed into
 // one caller buffer, planned on the host and filled in one launch.
 #include <algorithm>
-#include <cstdio>
 #include <vector>
 
 #include "core/dltensor_checks.hpp"
 #include "core/error.hpp"
+#include "core/indexed_name.hpp"
 #include "api/export_internal.hpp"
 #include "core/memory_span.hpp"
 #include "core/shape.hpp"
@@ -33,10 +33,9 @@ void check_tensors(const mxfp8_tensor *const *tensors, size_t count, mxfp8_direc
 
 // Entry i's shard of tensors[i] (the whole tensor when `shards` or shards[i] is NULL), checked.
 Shard shard_of(const mxfp8_tensor *const *tensors, const mxfp8_shard *const *shards, size_t i, mxfp8_direction direction) {
-  char name[40];  // formatted without allocating: this runs once per tensor of a whole model
-  std::snprintf(name, sizeof name, "shards[%zu]", i);
+  // The name is formatted without snprintf or allocation: this runs once per tensor of a whole model.
   return resolve_shard(shards ? shards[i] : nullptr, tensors[i]->rows, tensors[i]->cols,
-                       direction == MXFP8_DIRECTION_COLUMNWISE, name);
+                       direction == MXFP8_DIRECTION_COLUMNWISE, IndexedName("shards", i));
 }
 
 mxfp8_export_options bucket_options(const mxfp8_export_options *given) {

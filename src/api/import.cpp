@@ -3,13 +3,13 @@
 // scales moved into the layout each destination asks for. Everything is checked first; the work is one
 // job list, run in one launch (or kept by a prepared plan).
 #include <cstddef>
-#include <cstdio>
 #include <vector>
 
 #include "api/export_internal.hpp"
 #include "api/layouts.hpp"
 #include "core/dltensor_checks.hpp"
 #include "core/error.hpp"
+#include "core/indexed_name.hpp"
 #include "core/memory_span.hpp"
 #include "core/shape.hpp"
 #include "core/sized_struct.hpp"
@@ -33,12 +33,10 @@ CheckedDestination check_destination(const mxfp8_import_destination *destination
                                      const DLDevice &device, const char *device_of, bool zero_as_one,
                                      std::vector<Span> &spans) {
   const mxfp8_import_destination &d = destinations[i];
-  char name[64];  // formatted without allocating: this runs once per tensor of a whole model
-  if (d.reserved != 0) {
-    std::snprintf(name, sizeof name, "destinations[%zu].reserved", i);
-    fail(MXFP8_ERROR_INVALID_ARGUMENT, name, " is ", d.reserved, ", must be 0");
-  }
-  std::snprintf(name, sizeof name, "destinations[%zu].scales_layout", i);
+  // Names formatted without snprintf or allocation: this runs once per tensor of a whole model.
+  if (d.reserved != 0)
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, IndexedName("destinations", i, ".reserved"), " is ", d.reserved, ", must be 0");
+  const IndexedName name("destinations", i, ".scales_layout");
   const LayoutInfo &layout = layout_info(d.scales_layout, name);
   if (layout.permutes_value_rows)
     fail(MXFP8_ERROR_INVALID_ARGUMENT, name, " is ", layout.enum_name, " (", layout.value, "), which permutes value rows: "
@@ -47,11 +45,10 @@ CheckedDestination check_destination(const mxfp8_import_destination *destination
   if (!d.values) fail(MXFP8_ERROR_INVALID_ARGUMENT, "destinations[", i, "].values is NULL");
   if (!d.scales) fail(MXFP8_ERROR_INVALID_ARGUMENT, "destinations[", i, "].scales is NULL");
   CheckedDestination out{nullptr, nullptr, 0, d.scales_layout, zero_as_one};
-  std::snprintf(name, sizeof name, "destinations[%zu].values", i);
-  out.values = expect_buffer(*d.values, {name, Holds::Fp8Values, format, &device, device_of, values_bytes});
-  std::snprintf(name, sizeof name, "destinations[%zu].scales", i);
-  const LayoutBuffer scales_buffer =
-      expect_layout_buffer(*d.scales, layout, scales_bytes, 1, scale_rows, scale_cols, name, device, device_of);
+  out.values = expect_indexed_buffer(*d.values, {"destinations", Holds::Fp8Values, format, &device, device_of, values_bytes},
+                                     i, ".values");
+  const LayoutBuffer scales_buffer = expect_layout_buffer(*d.scales, layout, scales_bytes, 1, scale_rows, scale_cols,
+                                                          IndexedName("destinations", i, ".scales"), device, device_of);
   out.scales = scales_buffer.data;
   out.scales_writable = scales_buffer.writable;
   Span values = span_of(out.values, values_bytes, "destinations", i, true);
@@ -153,7 +150,6 @@ ExportJobs import_bucket_jobs(const DLTensor *bucket, const mxfp8_bucket_manifes
   spans.reserve(1 + 2 * m.count);
   std::vector<ScaleJob> &jobs = result.jobs;
   jobs.reserve(3 * m.count);
-  char field[64];
   for (size_t i = 0; i < m.count; ++i) {
     const int32_t ndim = m.ndims[i];
     if (ndim < 1 || ndim > kMaxDims)
@@ -169,14 +165,12 @@ ExportJobs import_bucket_jobs(const DLTensor *bucket, const mxfp8_bucket_manifes
     const int64_t cols = shape[ndim - 1];
     const int64_t values_bytes = checked_mul(rows, cols, "manifest shape");
     const int32_t format = m.formats ? m.formats[i] : MXFP8_FORMAT_E4M3;
-    std::snprintf(field, sizeof field, "manifest.formats[%zu]", i);
-    check_enum(format, field, {{MXFP8_FORMAT_E4M3, "MXFP8_FORMAT_E4M3"}, {MXFP8_FORMAT_E5M2, "MXFP8_FORMAT_E5M2"}});
+    check_enum(format, IndexedName("manifest.formats", i), {{MXFP8_FORMAT_E4M3, "MXFP8_FORMAT_E4M3"}, {MXFP8_FORMAT_E5M2, "MXFP8_FORMAT_E5M2"}});
     const int32_t direction = m.directions ? m.directions[i] : MXFP8_DIRECTION_ROWWISE;
-    std::snprintf(field, sizeof field, "manifest.directions[%zu]", i);
-    check_enum(direction, field, {{MXFP8_DIRECTION_ROWWISE, "MXFP8_DIRECTION_ROWWISE"},
+    check_enum(direction, IndexedName("manifest.directions", i), {{MXFP8_DIRECTION_ROWWISE, "MXFP8_DIRECTION_ROWWISE"},
                                   {MXFP8_DIRECTION_COLUMNWISE, "MXFP8_DIRECTION_COLUMNWISE"}});
     const int32_t layout = m.scales_layouts ? m.scales_layouts[i] : MXFP8_LAYOUT_COMPACT;
-    std::snprintf(field, sizeof field, "manifest.scales_layouts[%zu]", i);
+    const IndexedName field("manifest.scales_layouts", i);
     const LayoutInfo &info = layout_info(layout, field);
     if (info.permutes_value_rows)
       fail(MXFP8_ERROR_INVALID_ARGUMENT, field, " is ", info.enum_name, " (", info.value, "): a bucket carries values in "
@@ -199,12 +193,12 @@ ExportJobs import_bucket_jobs(const DLTensor *bucket, const mxfp8_bucket_manifes
       source.layout = layout;
     }
     if (m.shards && m.shards[i]) {  // the receiver's part of a whole tensor
-      std::snprintf(field, sizeof field, "manifest.shards[%zu]", i);
-      const Shard sh = resolve_shard(m.shards[i], rows, cols, columnwise, field);
+      const IndexedName shard_name("manifest.shards", i);
+      const Shard sh = resolve_shard(m.shards[i], rows, cols, columnwise, shard_name);
       const CheckedDestination d = check_destination(destinations, i, format, sh.values_bytes(), sh.scale_rows,
                                                      sh.scale_cols, columnwise, bucket->device, "the bucket is", fixup,
                                                      spans);
-      add_shard_jobs(jobs, base + e.values_offset, cols, source, sh, d, field);
+      add_shard_jobs(jobs, base + e.values_offset, cols, source, sh, d, shard_name);
       continue;
     }
     const CheckedDestination d = check_destination(destinations, i, format, values_bytes, scale_rows, scale_cols,
@@ -238,8 +232,7 @@ ExportJobs import_tensor_jobs(const mxfp8_tensor *const *tensors, const mxfp8_sh
            format_device(result.device), ": one import runs on one device");
     const Direction &dir = require_direction(*t, direction);
     if (shards && shards[i]) {  // this receiver's part of the trainer's tensor
-      char name[40];
-      std::snprintf(name, sizeof name, "shards[%zu]", i);
+      const IndexedName name("shards", i);
       const Shard sh = resolve_shard(shards[i], t->rows, t->cols, columnwise, name);
       const CheckedDestination d = check_destination(destinations, i, t->format, sh.values_bytes(), sh.scale_rows,
                                                      sh.scale_cols, columnwise, t->device, "the tensors are", fixup,

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstring>
+#include <ostream>
 
 namespace mxfp8 {
 
@@ -27,6 +28,8 @@ class IndexedName {
     text_[n] = '\0';
   }
   operator const char *() const { return text_; }
+  // Streamed as its text (fail()'s messages); without this, ostream would take the pointer conversion.
+  friend std::ostream &operator<<(std::ostream &out, const IndexedName &name) { return out << name.text_; }
 
  private:
   char text_[96];
