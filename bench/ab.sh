@@ -9,13 +9,12 @@
 set -euo pipefail
 : "${OUT:?set OUT}"
 rounds=${ROUNDS:-2}
-dl=()
-[ -d "$PWD/.carry/dlpack" ] && dl=(-DDLPACK_INCLUDE_DIR="$PWD/.carry/dlpack")
+source bench/carried_deps.sh
 i=0
 for src in "$@"; do
   i=$((i + 1))
   if ! { cmake -S "$src" -B "/tmp/ab-build-$i" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMXFP8_BUILD_TESTS=OFF \
-          -DMXFP8_BUILD_EXAMPLES=OFF "${dl[@]}" && cmake --build "/tmp/ab-build-$i" -j "$(nproc)" --target bench_scales; } \
+          -DMXFP8_BUILD_EXAMPLES=OFF "${carried_cmake_args[@]}" && cmake --build "/tmp/ab-build-$i" -j "$(nproc)" --target bench_scales; } \
        >"$OUT/ab-build-$i.log" 2>&1; then
     echo "$src: build failed (skipped); the end of $OUT/ab-build-$i.log:"; tail -15 "$OUT/ab-build-$i.log"
   fi

@@ -15,22 +15,16 @@ mkdir -p "$OUT" "$LOGS"
 status=0
 step() { echo; echo "=== $* ($(date +%T))"; }
 arch=90-real
-dl=()
-[ -d .carry/dlpack ] && dl=(-DDLPACK_INCLUDE_DIR="$PWD/.carry/dlpack")
-if [ -d .carry/cmocka ]; then
-  lib=$(ls "$PWD"/.carry/cmocka/usr/lib/*/libcmocka.so.0 | head -1)
-  dl+=(-DCMOCKA_INCLUDE_DIR="$PWD/.carry/cmocka/usr/include" -DCMOCKA_LIBRARY="$lib")
-  export LD_LIBRARY_PATH="$(dirname "$lib")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-fi
+source bench/carried_deps.sh
 
 step "Python package (in the background, sm_90 only)"
-pip_args=(--no-build-isolation --no-deps -q -C "cmake.define.CMAKE_CUDA_ARCHITECTURES=$arch" -C build-dir=build-gpu-py)
-[ -d .carry/dlpack ] && pip_args+=(-C "cmake.define.DLPACK_INCLUDE_DIR=$PWD/.carry/dlpack")
+pip_args=(--no-build-isolation --no-deps -q -C "cmake.define.CMAKE_CUDA_ARCHITECTURES=$arch" -C build-dir=build-gpu-py
+          "${carried_pip_args[@]}")
 (CMAKE_BUILD_PARALLEL_LEVEL=8 timeout 300 python3 -m pip install "${pip_args[@]}" . >"$LOGS/pip.log" 2>&1; echo "pip exit $?" >>"$LOGS/pip.log") &
 pip_pid=$!
 
 step "configure and build (sm_90 only)"
-cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=$arch "${dl[@]}" 2>&1 |
+cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=$arch "${carried_cmake_args[@]}" 2>&1 |
   grep -E "mxfp8|Error" || { echo "configure failed"; exit 1; }
 timeout 240 cmake --build build-gpu -j 8 >"$LOGS/build.log" 2>&1 || { tail -30 "$LOGS/build.log"; exit 1; }
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$LOGS/gpu.txt"

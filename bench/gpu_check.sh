@@ -28,13 +28,8 @@ else
 fi
 
 step "configure and build"
-cmake_args=(-S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release)
-[ -d .carry/dlpack ] && cmake_args+=(-DDLPACK_INCLUDE_DIR="$PWD/.carry/dlpack")
-if [ -d .carry/cmocka ]; then
-  lib=$(ls "$PWD"/.carry/cmocka/usr/lib/*/libcmocka.so.0 | head -1)
-  cmake_args+=(-DCMOCKA_INCLUDE_DIR="$PWD/.carry/cmocka/usr/include" -DCMOCKA_LIBRARY="$lib")
-  export LD_LIBRARY_PATH="$(dirname "$lib")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-fi
+source bench/carried_deps.sh
+cmake_args=(-S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release "${carried_cmake_args[@]}")
 cmake "${cmake_args[@]}" 2>&1 | grep -E "mxfp8|Error" || { echo "configure failed"; exit 1; }
 cmake --build build-gpu -j "$(nproc)" 2>&1 | tail -3 || exit 1
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$OUT/gpu.txt"
@@ -66,8 +61,7 @@ done 2>&1 | tee "$OUT/sanitizer-summary.txt"
 fi
 
 step "Python package${BENCH_ONLY:+ (tests skipped)}"
-pip_args=(--no-build-isolation --no-deps -q)
-[ -d .carry/dlpack ] && pip_args+=(-C "cmake.define.DLPACK_INCLUDE_DIR=$PWD/.carry/dlpack")
+pip_args=(--no-build-isolation --no-deps -q "${carried_pip_args[@]}")
 python3 -m pip install "${pip_args[@]}" . 2>&1 | tail -3
 if [ "${BENCH_ONLY:-0}" != 1 ]; then
   (cd /tmp && python3 -m pytest -q -rs -p no:cacheprovider "$OLDPWD/bindings/python/tests" 2>&1) | tee "$OUT/pytest.log" | tail -25
