@@ -48,6 +48,7 @@
 pub use mxfp8_sys as sys;
 
 mod bucket;
+mod convert;
 mod error;
 mod grouped;
 mod import;
@@ -61,6 +62,7 @@ mod swizzle;
 mod tensor;
 
 pub use bucket::{BucketEntry, BucketPlan, BucketView, DeviceBucketView, Manifest, ManifestEntry};
+pub use convert::{layout_bytes, ConvertOptions};
 pub use error::{Error, Status};
 pub use grouped::{GroupedBuilder, GroupedTensor};
 pub use import::{import_bucket_host, import_tensors_host, ImportTarget};
@@ -69,7 +71,7 @@ pub use memory::DeviceBytes;
 pub use prepared::PreparedExport;
 pub use shard::Shard;
 pub use options::{
-    Block, Direction, ExportOptions, Format, GroupedScales, Layout, PaddedScales, QuantizedScales, ScaleLayout, ScaleRounding,
+    Block, Direction, ExportOptions, Format, GroupedScales, Layout, PaddedScales, QuantizedScales, ScaleFixup, ScaleLayout, ScaleRounding,
     ScalesDtype, ScalesGranularity, Stream, ValuesDtype,
 };
 pub use quantize::{
