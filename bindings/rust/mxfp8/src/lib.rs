@@ -54,6 +54,7 @@ mod grouped;
 mod import;
 mod managed;
 mod memory;
+mod nvfp4;
 mod options;
 mod prepared;
 mod quantize;
@@ -68,6 +69,11 @@ pub use grouped::{GroupedBuilder, GroupedTensor};
 pub use import::{import_bucket_host, import_tensors_host, ImportTarget};
 pub use managed::ManagedTensor;
 pub use memory::DeviceBytes;
+pub use nvfp4::{
+    nvfp4_quantize_fused_into, nvfp4_quantize_into, nvfp4_quantize_into_device, AmaxMode, AmaxScope, FourOverSix, FusedShard, GlobalScale,
+    Nvfp4Components, Nvfp4ExportOptions, Nvfp4Output, Nvfp4QuantizeOptions, Nvfp4ScalesDtype, Nvfp4Tensor, Nvfp4TensorBuilder,
+    Nvfp4ValuesDtype,
+};
 pub use prepared::PreparedExport;
 pub use shard::Shard;
 pub use options::{

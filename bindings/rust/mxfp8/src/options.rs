@@ -28,6 +28,7 @@ macro_rules! c_enum {
         }
     };
 }
+pub(crate) use c_enum;
 
 c_enum! {
     /// The FP8 encoding of the values (`mxfp8_format`).

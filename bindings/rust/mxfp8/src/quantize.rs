@@ -165,7 +165,7 @@ pub enum InputDtype {
 }
 
 impl InputDtype {
-    fn dl(self) -> sys::DLDataType {
+    pub(crate) fn dl(self) -> sys::DLDataType {
         let (code, bits) = match self {
             Self::F32 => (DLDataTypeCode::FLOAT, 32),
             Self::Bf16 => (DLDataTypeCode::BFLOAT, 16),
@@ -176,7 +176,7 @@ impl InputDtype {
 }
 
 impl HostInput<'_> {
-    fn parts(self) -> (*const c_void, usize, InputDtype) {
+    pub(crate) fn parts(self) -> (*const c_void, usize, InputDtype) {
         match self {
             HostInput::F32(v) => (v.as_ptr() as *const c_void, v.len(), InputDtype::F32),
             HostInput::Bf16Bits(v) => (v.as_ptr() as *const c_void, v.len(), InputDtype::Bf16),
@@ -185,7 +185,7 @@ impl HostInput<'_> {
     }
 }
 
-fn check_numel(shape: &[i64], len: usize, what: &str) -> Result<(), Error> {
+pub(crate) fn check_numel(shape: &[i64], len: usize, what: &str) -> Result<(), Error> {
     if numel(shape) != Some(len) {
         return Err(invalid(format!("{len} {what} cannot have the shape {shape:?}")));
     }
