@@ -66,7 +66,7 @@ pub use bucket::{BucketEntry, BucketPlan, BucketView, DeviceBucketView, Manifest
 pub use convert::{layout_bytes, ConvertOptions};
 pub use error::{Error, Status};
 pub use grouped::{GroupedBuilder, GroupedTensor};
-pub use import::{import_bucket_host, import_tensors_host, ImportTarget};
+pub use import::{import_bucket_host, import_bucket_host_with, import_tensor_shards_host, import_tensors_host, BucketImport, ImportTarget};
 pub use managed::ManagedTensor;
 pub use memory::DeviceBytes;
 pub use nvfp4::{
