@@ -66,11 +66,15 @@ pub use bucket::{BucketEntry, BucketPlan, BucketView, DeviceBucketView, Manifest
 pub use convert::{layout_bytes, ConvertOptions};
 pub use error::{Error, Status};
 pub use grouped::{GroupedBuilder, GroupedTensor};
-pub use import::{import_bucket_host, import_bucket_host_with, import_tensor_shards_host, import_tensors_host, BucketImport, ImportTarget};
+pub use import::{
+    import_bucket_device, import_bucket_host, import_bucket_host_with, import_tensor_shards_device, import_tensor_shards_host, import_tensors_device,
+    import_tensors_host, BucketImport, DeviceImportTarget, ImportTarget,
+};
 pub use managed::ManagedTensor;
 pub use memory::DeviceBytes;
 pub use nvfp4::{
-    nvfp4_quantize_fused_into, nvfp4_quantize_into, nvfp4_quantize_into_device, AmaxMode, AmaxScope, FourOverSix, FusedShard, GlobalScale,
+    nvfp4_quantize_fused_into, nvfp4_quantize_fused_into_device, nvfp4_quantize_into, nvfp4_quantize_into_device, AmaxMode, AmaxScope,
+    DeviceFusedShard, FourOverSix, FusedShard, GlobalScale,
     Nvfp4Components, Nvfp4ExportOptions, Nvfp4Output, Nvfp4QuantizeOptions, Nvfp4ScalesDtype, Nvfp4Tensor, Nvfp4TensorBuilder,
     Nvfp4ValuesDtype,
 };

@@ -750,3 +750,51 @@ pub fn nvfp4_quantize_fused_into(shards: &mut [FusedShard<'_>], options: &Nvfp4Q
         sys::mxfp8_nvfp4_quantize_fused_into(input_ptrs.as_ptr(), input_ptrs.len(), &o, value_ptrs.as_ptr(), scale_ptrs.as_ptr(), &mut a)
     })
 }
+
+/// One shard of [`nvfp4_quantize_fused_into_device`]: `prod(shape)` input elements and the buffers its
+/// packed values and block scales go to, in device memory.
+#[derive(Copy, Clone, Debug)]
+pub struct DeviceFusedShard<'a> {
+    /// The shard's values, of the call's input dtype.
+    pub input: DeviceBytes,
+    /// Its logical shape `(*lead, K)`; every shard has the same K.
+    pub shape: &'a [i64],
+    /// Its packed values.
+    pub values: DeviceBytes,
+    /// Its E4M3 block scales.
+    pub scales: DeviceBytes,
+}
+
+/// [`nvfp4_quantize_fused_into`] on device memory: every input of `dtype`, `amax` one float32 (4
+/// bytes). Queued on `options`' stream; the call does not wait, and the shared amax never leaves the
+/// device.
+pub fn nvfp4_quantize_fused_into_device(
+    shards: &[DeviceFusedShard<'_>],
+    dtype: InputDtype,
+    options: &Nvfp4QuantizeOptions,
+    amax: DeviceBytes,
+) -> Result<(), Error> {
+    let mut shapes = Vec::with_capacity(shards.len());
+    for shard in shards {
+        shapes.push((device_input_shape(&shard.input, dtype, shard.shape)?, [shard.values.len() as i64], [shard.scales.len() as i64]));
+    }
+    let mut inputs = Vec::with_capacity(shards.len());
+    let mut values = Vec::with_capacity(shards.len());
+    let mut scales = Vec::with_capacity(shards.len());
+    for (shard, (shape, vshape, sshape)) in shards.iter().zip(shapes.iter_mut()) {
+        inputs.push(dl_tensor(shard.input.as_ptr(), shard.input.device(), dtype.dl(), shape));
+        values.push(dl_tensor(shard.values.as_ptr(), shard.values.device(), UINT8, vshape));
+        scales.push(dl_tensor(shard.scales.as_ptr(), shard.scales.device(), UINT8, sshape));
+    }
+    let input_ptrs: Vec<*const sys::DLTensor> = inputs.iter().map(|t| t as *const _).collect();
+    let value_ptrs: Vec<*mut sys::DLTensor> = values.iter_mut().map(|t| t as *mut _).collect();
+    let scale_ptrs: Vec<*mut sys::DLTensor> = scales.iter_mut().map(|t| t as *mut _).collect();
+    let mut ashape = [amax_elements(&amax)?];
+    let mut a = dl_tensor(amax.as_ptr(), amax.device(), FLOAT32, &mut ashape);
+    let o = options.to_sys();
+    // SAFETY: DeviceBytes' constructor promised the memory for the queued work; the arrays hold
+    // shards.len() pointers, read during the call only.
+    check(unsafe {
+        sys::mxfp8_nvfp4_quantize_fused_into(input_ptrs.as_ptr(), input_ptrs.len(), &o, value_ptrs.as_ptr(), scale_ptrs.as_ptr(), &mut a)
+    })
+}

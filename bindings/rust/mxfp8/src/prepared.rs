@@ -5,7 +5,7 @@ use core::ptr::NonNull;
 
 use crate::bucket::BucketPlan;
 use crate::error::{check, invalid, Error};
-use crate::import::{prepare_import, BucketImport, ImportPlan, ImportTarget};
+use crate::import::{prepare_import, BucketImport, DeviceImportTarget, Destinations, ImportSource, ImportTarget};
 use crate::memory::{dl_tensor, DeviceBytes, HOST, UINT8};
 use crate::options::{ExportOptions, Stream};
 use crate::shard::Shard;
@@ -102,19 +102,27 @@ impl<'a> PreparedExport<'a> {
     /// the bucket (read at every run) and the targets (written at every run) stay borrowed until the plan
     /// is dropped. The manifest is not kept.
     pub fn import_bucket(bucket: &'a [u8], import: &BucketImport<'_>, targets: &'a mut [ImportTarget<'a>]) -> Result<Self, Error> {
-        let mut raw = core::ptr::null_mut();
+        let d = Destinations::host(targets);
+        let source = ImportSource::Bucket((bucket.as_ptr() as *const core::ffi::c_void, bucket.len(), HOST), import);
         // SAFETY: the bucket is borrowed and the targets exclusively borrowed for 'a.
-        unsafe { prepare_import(ImportPlan::Bucket(bucket, import), targets, &mut raw)? };
-        Ok(Self::from_raw(raw))
+        unsafe { Self::prepare_import(source, &d) }
+    }
+
+    /// Prepares [`import_bucket_device`](crate::import_bucket_device); the [`DeviceBytes`] promises
+    /// extend to every run of the plan.
+    pub fn import_bucket_device(bucket: DeviceBytes, import: &BucketImport<'_>, targets: &[DeviceImportTarget]) -> Result<Self, Error> {
+        let d = Destinations::device(targets);
+        let source = ImportSource::Bucket((bucket.as_ptr() as *const core::ffi::c_void, bucket.len(), bucket.device()), import);
+        // SAFETY: DeviceBytes' constructor promised the memory for the work queued on it.
+        unsafe { Self::prepare_import(source, &d) }
     }
 
     /// Prepares [`import_tensors_host`](crate::import_tensors_host) (`mxfp8_prepare_import_tensors`); the
     /// plan holds a reference on every tensor, and the targets stay borrowed until it is dropped.
     pub fn import_tensors(tensors: &[&Tensor], options: &ExportOptions, targets: &'a mut [ImportTarget<'a>]) -> Result<Self, Error> {
-        let mut raw = core::ptr::null_mut();
+        let d = Destinations::host(targets);
         // SAFETY: the targets are exclusively borrowed for 'a.
-        unsafe { prepare_import(ImportPlan::Tensors(tensors, None, options), targets, &mut raw)? };
-        Ok(Self::from_raw(raw))
+        unsafe { Self::prepare_import(ImportSource::Tensors(tensors, None, options), &d) }
     }
 
     /// Prepares [`import_tensor_shards_host`](crate::import_tensor_shards_host)
@@ -125,9 +133,28 @@ impl<'a> PreparedExport<'a> {
         options: &ExportOptions,
         targets: &'a mut [ImportTarget<'a>],
     ) -> Result<Self, Error> {
-        let mut raw = core::ptr::null_mut();
+        let d = Destinations::host(targets);
         // SAFETY: the targets are exclusively borrowed for 'a.
-        unsafe { prepare_import(ImportPlan::Tensors(tensors, Some(shards), options), targets, &mut raw)? };
+        unsafe { Self::prepare_import(ImportSource::Tensors(tensors, Some(shards), options), &d) }
+    }
+
+    /// Prepares [`import_tensors_device`](crate::import_tensors_device), or with `shards`
+    /// [`import_tensor_shards_device`](crate::import_tensor_shards_device); the [`DeviceBytes`] promises
+    /// extend to every run of the plan.
+    pub fn import_tensors_device(
+        tensors: &[&Tensor],
+        shards: Option<&[Shard]>,
+        options: &ExportOptions,
+        targets: &[DeviceImportTarget],
+    ) -> Result<Self, Error> {
+        let d = Destinations::device(targets);
+        // SAFETY: DeviceBytes' constructor promised the memory for the work queued on it.
+        unsafe { Self::prepare_import(ImportSource::Tensors(tensors, shards, options), &d) }
+    }
+
+    unsafe fn prepare_import(source: ImportSource<'_>, d: &Destinations) -> Result<Self, Error> {
+        let mut raw = core::ptr::null_mut();
+        prepare_import(source, d, &mut raw)?;
         Ok(Self::from_raw(raw))
     }
 
