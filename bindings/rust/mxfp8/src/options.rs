@@ -51,7 +51,9 @@ c_enum! {
 }
 
 c_enum! {
-    /// The layout of one tensor's parts in a bucket or in an engine's parameters (`mxfp8_layout`).
+    /// The layout of one tensor's parts in a bucket or in an engine's parameters (`mxfp8_layout`). More
+    /// layouts may come (engines add kernels), so matches need a `_` arm.
+    #[non_exhaustive]
     Layout("mxfp8_layout") {
         /// Scales compact row-major, exactly `R * C` bytes (what vLLM and SGLang load).
         Compact = sys::MXFP8_LAYOUT_COMPACT,
@@ -74,6 +76,7 @@ c_enum! {
 c_enum! {
     /// A rewrite of scale bytes some consumers need, applied to every real scale a call writes; padding
     /// stays zero (`mxfp8_scale_fixup`).
+    #[non_exhaustive]
     ScaleFixup("mxfp8_scale_fixup") {
         /// The scale bytes as stored (the default).
         None = sys::MXFP8_SCALE_FIXUP_NONE,
@@ -156,6 +159,7 @@ c_enum! {
 
 c_enum! {
     /// How a quantize chooses a block's E8M0 scale (`mxfp8_scale_rounding`).
+    #[non_exhaustive]
     ScaleRounding("mxfp8_scale_rounding") {
         /// Transformer Engine's rule: the exponent of amax / max_norm, rounded up (bit-exact with TE).
         Rceil = sys::MXFP8_SCALE_ROUNDING_RCEIL,

@@ -359,3 +359,88 @@ fn fused_shards_share_one_global_scale() {
     let err = nvfp4_quantize_fused_into(&mut one, &Nvfp4QuantizeOptions::new().amax_scope(AmaxScope::PerRow), &mut amax).unwrap_err();
     assert_eq!(err.status, Status::InvalidArgument, "{err}");
 }
+
+/// The header's 4over6 quantizer of a stored (r, c) matrix with one amax and E4M3_MAX `e4m3_max`: each
+/// block quantized with the map-to-6 and the map-to-4 scale, the latter kept only when its summed error
+/// (`mse`: squared, else absolute; in element order, in float) is strictly smaller.
+fn quantize_4over6_reference(x: &[f32], r: usize, c: usize, amax: f32, e4m3_max: f32, mse: bool) -> (Vec<u8>, Vec<u8>) {
+    let sc = c.div_ceil(16);
+    let s_enc = {
+        let s = (6.0 * e4m3_max) / amax;
+        let s = if s.is_nan() { f32::MAX } else { s.min(f32::MAX) };
+        if amax == 0.0 || s == 0.0 {
+            1.0
+        } else {
+            s
+        }
+    };
+    let s_dec = 1.0 / s_enc;
+    let (mut values, mut scales) = (vec![0u8; r * c / 2], vec![0u8; r * sc]);
+    for row in 0..r {
+        for b in 0..sc {
+            let cols = b * 16..((b + 1) * 16).min(c);
+            let block_amax = cols.clone().map(|j| x[row * c + j].abs()).filter(|v| !v.is_nan()).fold(0f32, f32::max);
+            let candidate = |factor: f32| {
+                let scale = encode_e4m3(((block_amax / 6.0) * s_enc * factor).min(448.0));
+                let recip = if scale == 0 { f32::MAX } else { (1.0 / (decode_e4m3(scale) as f32 * s_dec)).min(f32::MAX) };
+                let codes: Vec<u8> = cols.clone().map(|j| encode_e2m1(x[row * c + j] * recip)).collect();
+                let mut err = 0f32;
+                for (code, j) in codes.iter().zip(cols.clone()) {
+                    let d = ((decode_e2m1(*code) * decode_e4m3(scale) as f32) * amax) / (6.0 * e4m3_max) - x[row * c + j];
+                    err += if mse { d * d } else { d.abs() };
+                }
+                (scale, codes, err)
+            };
+            let (six, four) = (candidate(1.0), candidate(1.5));
+            let (scale, codes, _) = if four.2 < six.2 { four } else { six };
+            scales[row * sc + b] = scale;
+            for (code, j) in codes.into_iter().zip(cols) {
+                values[(row * c + j) / 2] |= code << (4 * (j % 2));
+            }
+        }
+    }
+    (values, scales)
+}
+
+#[test]
+fn four_over_six_matches_its_rule() {
+    use mxfp8::FourOverSix;
+    let (m, k) = (37usize, 40usize);
+    let x = random_floats(m * k, 95);
+    let amax = amax_of(&x);
+    for (mode, e4m3_max) in [(FourOverSix::Mae, 448), (FourOverSix::Mse, 256), (FourOverSix::Mse, 448)] {
+        let options = Nvfp4QuantizeOptions::new().four_over_six(mode).e4m3_max(e4m3_max);
+        let (mut values, mut scales, mut out_amax) = (poisoned(m * k / 2), poisoned(m * 3), [0f32]);
+        nvfp4_quantize_into(HostInput::F32(&x), &[m as i64, k as i64], &options, Nvfp4Output { values: &mut values, scales: &mut scales }, &mut out_amax)
+            .unwrap();
+        let want = quantize_4over6_reference(&x, m, k, amax, e4m3_max as f32, mode == FourOverSix::Mse);
+        assert_eq!((&values, &scales), (&want.0, &want.1), "{mode:?} {e4m3_max}");
+        if e4m3_max == 448 {
+            assert_ne!(scales, quantize_reference(&x, m, k, amax).1, "{mode:?}: some blocks must map to 4");
+            continue;
+        }
+        // A 4over6 tensor decodes with 1 / (6 * 256).
+        let tensor = Nvfp4TensorBuilder::new()
+            .e4m3_max(256)
+            .rowwise(
+                ManagedTensor::from_host_bytes(values.clone(), &[m as i64, (k / 2) as i64]).unwrap(),
+                ManagedTensor::from_host_bytes(scales.clone(), &[m as i64, 3]).unwrap(),
+                ManagedTensor::from_host_f32(out_amax.to_vec(), &[1]).unwrap(),
+            )
+            .build()
+            .unwrap();
+        assert_eq!(tensor.e4m3_max(), 256);
+        let got = tensor.dequantize_host(Direction::Rowwise).unwrap();
+        for (i, g) in got.iter().enumerate() {
+            let (row, j) = (i / k, i % k);
+            let want = decode_e2m1(nibble(&values[row * k / 2..], j)) * ((decode_e4m3(scales[row * 3 + j / 16]) as f32 * amax) * (1.0f32 / 1536.0));
+            assert_eq!(g.to_bits(), want.to_bits(), "element {i}");
+        }
+    }
+    // E4M3_MAX 256 is 4over6's alone.
+    let options = Nvfp4QuantizeOptions::new().e4m3_max(256);
+    let (mut values, mut scales, mut out_amax) = (poisoned(m * k / 2), poisoned(m * 3), [0f32]);
+    let err = nvfp4_quantize_into(HostInput::F32(&x), &[m as i64, k as i64], &options, Nvfp4Output { values: &mut values, scales: &mut scales }, &mut out_amax)
+        .unwrap_err();
+    assert_eq!(err.status, Status::InvalidArgument, "{err}");
+}
