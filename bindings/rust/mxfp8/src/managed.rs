@@ -206,24 +206,11 @@ impl ManagedTensor {
     /// The elements of a float32 tensor in host memory in row-major order, read through its strides;
     /// None for device memory or another dtype.
     pub fn to_host_f32(&self) -> Option<Vec<f32>> {
-        let dtype = self.dtype();
-        if !self.in_host_memory() || dtype != FLOAT32 {
+        if !self.in_host_memory() || self.dtype() != FLOAT32 {
             return None;
         }
-        let (shape, strides) = (self.shape().to_vec(), self.strides());
-        let base = self.data_ptr() as *const f32;
-        let mut out = Vec::with_capacity(self.element_count());
-        for index in 0..self.element_count() {
-            let (mut rest, mut offset) = (index as i64, 0i64);
-            for d in (0..shape.len()).rev() {
-                offset += (rest % shape[d]) * strides[d];
-                rest /= shape[d];
-            }
-            // SAFETY: offset addresses a float32 element of the tensor, valid while self lives; DLPack
-            // producers align elements (read_unaligned makes no assumption anyway).
-            out.push(unsafe { base.offset(offset as isize).read_unaligned() });
-        }
-        Some(out)
+        // SAFETY: a float32 tensor in host memory.
+        Some(unsafe { self.gather::<f32>() })
     }
 
     /// The elements of a byte tensor in host memory in row-major order, read through its strides; None
@@ -232,8 +219,17 @@ impl ManagedTensor {
         if !self.in_host_memory() || self.dtype().bits != 8 {
             return None;
         }
+        // SAFETY: a tensor of one-byte elements in host memory.
+        Some(unsafe { self.gather::<u8>() })
+    }
+
+    /// Every element in row-major order, read through the strides.
+    ///
+    /// # Safety
+    /// The tensor is in host memory and its elements are `T`s.
+    unsafe fn gather<T: Copy>(&self) -> Vec<T> {
         let (shape, strides) = (self.shape().to_vec(), self.strides());
-        let base = self.data_ptr() as *const u8;
+        let base = self.data_ptr() as *const T;
         let mut out = Vec::with_capacity(self.element_count());
         for index in 0..self.element_count() {
             let (mut rest, mut offset) = (index as i64, 0i64);
@@ -241,10 +237,11 @@ impl ManagedTensor {
                 offset += (rest % shape[d]) * strides[d];
                 rest /= shape[d];
             }
-            // SAFETY: offset addresses an element of the tensor, valid while self lives.
-            out.push(unsafe { *base.offset(offset as isize) });
+            // SAFETY: offset addresses an element of the tensor, valid while self lives (DLPack's
+            // contract); read_unaligned assumes nothing of the producer's alignment.
+            out.push(base.offset(offset as isize).read_unaligned());
         }
-        Some(out)
+        out
     }
 }
 

@@ -9,8 +9,8 @@ use crate::error::{check, invalid, Error};
 use crate::managed::ManagedTensor;
 use crate::memory::{dl_tensor, numel, DeviceBytes, FLOAT32, HOST, UINT8};
 use crate::options::{c_enum, known, Direction, PaddedScales, QuantizedScales, ScaleLayout, Stream};
-use crate::quantize::{check_numel, DequantizeOptions, DequantizeOutput, HostInput, InputDtype, OutputDtype};
-use crate::sys::{self, DLDataTypeCode};
+use crate::quantize::{check_numel, device_output, host_output, output_vec, DequantizeOptions, DequantizeOutput, HostInput, InputDtype, OutputDtype};
+use crate::sys;
 
 c_enum! {
     /// The dtype of exported NVFP4 values (`mxfp8_nvfp4_values_dtype`); the bytes are the stored ones
@@ -413,7 +413,7 @@ impl Nvfp4Tensor {
     /// columnwise is the `(K, M)` transpose), each element `e2m1 * ((e4m3 * amax) * (1 / (6 * E4M3_MAX)))`
     /// in float, every NaN as 0x7FFFFFFF.
     pub fn dequantize_host(&self, direction: Direction) -> Result<Vec<f32>, Error> {
-        let mut out = vec![0f32; numel(&self.shape).ok_or_else(|| invalid("the tensor's shape overflows"))?];
+        let mut out = output_vec(&self.shape)?;
         self.dequantize_into(DequantizeOutput::F32(&mut out), &DequantizeOptions::new().direction(direction))?;
         Ok(out)
     }
@@ -421,12 +421,8 @@ impl Nvfp4Tensor {
     /// Decodes a tensor in host memory into `output` (`mxfp8_nvfp4_dequantize`): float32, or bfloat16
     /// rounded to nearest-even (NaN as 0x7FFF), exactly R * C elements of the stored matrix.
     pub fn dequantize_into(&self, output: DequantizeOutput<'_>, options: &DequantizeOptions) -> Result<(), Error> {
-        let (data, len, code, bits) = match output {
-            DequantizeOutput::F32(v) => (v.as_mut_ptr() as *const c_void, v.len(), DLDataTypeCode::FLOAT, 32),
-            DequantizeOutput::Bf16Bits(v) => (v.as_mut_ptr() as *const c_void, v.len(), DLDataTypeCode::BFLOAT, 16),
-        };
-        let mut shape = [len as i64];
-        let mut t = dl_tensor(data, HOST, sys::DLDataType { code, bits, lanes: 1 }, &mut shape);
+        let mut shape = [0i64];
+        let mut t = host_output(output, &mut shape);
         let o = options.to_sys();
         // SAFETY: `t` describes the exclusively borrowed slice; a tensor on a device fails the device check.
         check(unsafe { sys::mxfp8_nvfp4_dequantize(self.raw.as_ptr(), &o, &mut t) })
@@ -435,15 +431,8 @@ impl Nvfp4Tensor {
     /// Decodes a tensor in device memory into `output` (R * C elements of `dtype`): one kernel queued on
     /// `options`' stream; the call does not wait.
     pub fn dequantize_into_device(&self, output: DeviceBytes, dtype: OutputDtype, options: &DequantizeOptions) -> Result<(), Error> {
-        let (code, bits) = match dtype {
-            OutputDtype::F32 => (DLDataTypeCode::FLOAT, 32u8),
-            OutputDtype::Bf16 => (DLDataTypeCode::BFLOAT, 16),
-        };
-        if output.len() % (bits as usize / 8) != 0 {
-            return Err(invalid(format!("output: {} bytes is not a whole number of {dtype:?} elements", output.len())));
-        }
-        let mut shape = [(output.len() / (bits as usize / 8)) as i64];
-        let mut t = dl_tensor(output.as_ptr(), output.device(), sys::DLDataType { code, bits, lanes: 1 }, &mut shape);
+        let mut shape = [0i64];
+        let mut t = device_output(output, dtype, &mut shape)?;
         let o = options.to_sys();
         // SAFETY: DeviceBytes' constructor promised the memory for the queued work.
         check(unsafe { sys::mxfp8_nvfp4_dequantize(self.raw.as_ptr(), &o, &mut t) })

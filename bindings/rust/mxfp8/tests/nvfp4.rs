@@ -61,16 +61,20 @@ fn dequantize_reference(values: &[u8], scales: &[u8], r: usize, c: usize, amax: 
     (0..r * c).map(|i| decode(nibble(&values[(i / c) * c / 2..], i % c), scales[(i / c) * sc + (i % c) / 16], amax(i / c))).collect()
 }
 
-/// Transformer Engine's encode scale of an amax, per the header: 2688 / amax capped at FLT_MAX (NaN too),
-/// 1 for a zero amax or a zero quotient.
-fn encode_scale(amax: f32) -> f32 {
-    let s = 2688.0f32 / amax;
+/// Transformer Engine's encode scale of an amax, per the header: (6 * E4M3_MAX) / amax capped at FLT_MAX
+/// (NaN too), 1 for a zero amax or a zero quotient.
+fn encode_scale_with(amax: f32, e4m3_max: f32) -> f32 {
+    let s = (6.0 * e4m3_max) / amax;
     let s = if s.is_nan() { f32::MAX } else { s.min(f32::MAX) };
     if amax == 0.0 || s == 0.0 {
         1.0
     } else {
         s
     }
+}
+
+fn encode_scale(amax: f32) -> f32 {
+    encode_scale_with(amax, 448.0)
 }
 
 /// The header's NVFP4 quantizer (no 4over6) of a stored (r, c) matrix with one amax: packed values and
@@ -365,15 +369,7 @@ fn fused_shards_share_one_global_scale() {
 /// (`mse`: squared, else absolute; in element order, in float) is strictly smaller.
 fn quantize_4over6_reference(x: &[f32], r: usize, c: usize, amax: f32, e4m3_max: f32, mse: bool) -> (Vec<u8>, Vec<u8>) {
     let sc = c.div_ceil(16);
-    let s_enc = {
-        let s = (6.0 * e4m3_max) / amax;
-        let s = if s.is_nan() { f32::MAX } else { s.min(f32::MAX) };
-        if amax == 0.0 || s == 0.0 {
-            1.0
-        } else {
-            s
-        }
-    };
+    let s_enc = encode_scale_with(amax, e4m3_max);
     let s_dec = 1.0 / s_enc;
     let (mut values, mut scales) = (vec![0u8; r * c / 2], vec![0u8; r * sc]);
     for row in 0..r {
