@@ -7,7 +7,8 @@ use common::*;
 
 use mxfp8::{
     nvfp4_quantize_fused_into, nvfp4_quantize_into, AmaxMode, AmaxScope, DequantizeOptions, DequantizeOutput, Direction, FusedShard,
-    GlobalScale, HostInput, ManagedTensor, Nvfp4ExportOptions, Nvfp4Output, Nvfp4QuantizeOptions, Nvfp4TensorBuilder, Nvfp4ValuesDtype,
+    GlobalScale, HostInput, ManagedTensor, Nvfp4ExportOptions, Nvfp4Output, Nvfp4QuantizeOptions, Nvfp4ScalesDtype, Nvfp4TensorBuilder,
+    Nvfp4ValuesDtype, PaddedScales,
     QuantizedScales, ScaleLayout, Status,
 };
 
@@ -213,6 +214,13 @@ fn columnwise_data_is_the_stored_transpose() {
     assert_eq!(parts.values.shape(), &[r as i64, (c / 2) as i64]);
     assert_eq!(parts.scales.shape(), &[r as i64, sc as i64]);
     assert_eq!(parts.scales.to_host_vec().unwrap(), scales);
+    // Padded row-major scales as a strided view (row stride 4) instead of a copy; E4M3 as their dtype.
+    let view = tensor
+        .export(&Nvfp4ExportOptions::new().direction(Direction::Columnwise).padded_scales(PaddedScales::StridedView).scales_dtype(Nvfp4ScalesDtype::E4M3))
+        .unwrap();
+    assert!(!view.scales.is_copy());
+    assert_eq!((view.scales.strides(), view.scales.dtype().code.0), (vec![4, 1], 10));
+    assert_eq!(view.scales.to_host_vec().unwrap(), scales);
     let mut out = vec![f32::from_bits(0xEEEE_EEEE); r * c];
     tensor.dequantize_into(DequantizeOutput::F32(&mut out), &DequantizeOptions::new().direction(Direction::Columnwise)).unwrap();
     assert_eq!(bits(&out), dequantize_reference(&values, &scales, r, c, |_| 5.0));
