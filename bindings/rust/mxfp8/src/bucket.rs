@@ -5,8 +5,9 @@ use std::ffi::c_void;
 use crate::error::{check, invalid, Error};
 use crate::memory::{dl_tensor, numel, DeviceBytes, HOST, UINT8};
 use crate::options::{Direction, ExportOptions, Format};
+use crate::shard::{RawShards, Shard};
 use crate::sys;
-use crate::tensor::Tensor;
+use crate::tensor::{compact_scales_shape, Tensor};
 
 /// Where one tensor's parts sit in a bucket, in bytes from its first byte (`mxfp8_bucket_entry`).
 pub type BucketEntry = sys::mxfp8_bucket_entry;
@@ -36,6 +37,8 @@ pub struct BucketPlan<'t> {
     options: ExportOptions,
     entries: Vec<BucketEntry>,
     total_bytes: u64,
+    /// Empty for whole tensors; else one shard per tensor.
+    shards: Vec<Shard>,
 }
 
 impl<'t> BucketPlan<'t> {
@@ -51,7 +54,35 @@ impl<'t> BucketPlan<'t> {
         check(unsafe {
             sys::mxfp8_bucket_plan(handles.as_ptr(), handles.len(), &o, alignment, entries.as_mut_ptr(), &mut total_bytes)
         })?;
-        Ok(Self { tensors: tensors.to_vec(), options: *options, entries, total_bytes })
+        Ok(Self { tensors: tensors.to_vec(), options: *options, entries, total_bytes, shards: Vec::new() })
+    }
+
+    /// Plans a bucket of shards (`mxfp8_bucket_plan_shards`): entry i holds `shards[i]` of `tensors[i]`
+    /// (one shard per tensor; [`Shard::whole`] for a whole tensor), its values row-major `(rows, cols)`
+    /// then its compact scales, so that a trainer sends each rank only its part. The library checks each
+    /// shard against its tensor's direction (rowwise: K boundaries multiples of 32 or K; columnwise: row
+    /// boundaries multiples of 32 or M) and names the bad one (`shards[i]`). The options' scale fix-up
+    /// applies to whole tensors only: with a shard it is [`Status::Unsupported`](crate::Status::Unsupported).
+    pub fn with_shards(tensors: &[&'t Tensor], shards: &[Shard], options: &ExportOptions, alignment: u64) -> Result<Self, Error> {
+        if shards.len() != tensors.len() {
+            return Err(invalid(format!("{} shards for {} tensors", shards.len(), tensors.len())));
+        }
+        let handles: Vec<*const sys::mxfp8_tensor> = tensors.iter().map(|t| t.as_raw()).collect();
+        let raw = RawShards::new(shards);
+        let mut entries = vec![BucketEntry::default(); tensors.len()];
+        let mut total_bytes = 0u64;
+        let o = options.to_sys();
+        // SAFETY: `handles`, the shard pointers and `entries` hold tensors.len() elements each; the shards
+        // are read during the call only.
+        check(unsafe {
+            sys::mxfp8_bucket_plan_shards(handles.as_ptr(), raw.as_ptr(), handles.len(), &o, alignment, entries.as_mut_ptr(), &mut total_bytes)
+        })?;
+        Ok(Self { tensors: tensors.to_vec(), options: *options, entries, total_bytes, shards: shards.to_vec() })
+    }
+
+    /// The shards the plan was made with (empty for whole tensors).
+    pub fn shards(&self) -> &[Shard] {
+        &self.shards
     }
 
     /// One entry per tensor, in tensor order.
@@ -89,10 +120,27 @@ impl<'t> BucketPlan<'t> {
     unsafe fn fill_raw(&self, bucket: &mut sys::DLTensor) -> Result<(), Error> {
         let handles: Vec<*const sys::mxfp8_tensor> = self.tensors.iter().map(|t| t.as_raw()).collect();
         let o = self.options.to_sys();
-        check(sys::mxfp8_export_bucket(handles.as_ptr(), handles.len(), &o, self.entries.as_ptr(), bucket))
+        if self.shards.is_empty() {
+            return check(sys::mxfp8_export_bucket(handles.as_ptr(), handles.len(), &o, self.entries.as_ptr(), bucket));
+        }
+        let shards = RawShards::new(&self.shards);
+        check(sys::mxfp8_export_bucket_shards(handles.as_ptr(), shards.as_ptr(), handles.len(), &o, self.entries.as_ptr(), bucket))
     }
 
-    /// The manifest a receiver needs, naming the tensors in order (one name per tensor).
+    /// Prepares this plan's fill into `bucket` (`mxfp8_prepare_bucket`, or `_shards`); see
+    /// [`PreparedExport`](crate::PreparedExport).
+    pub(crate) unsafe fn prepare_raw(&self, bucket: &mut sys::DLTensor, out: &mut *mut sys::mxfp8_prepared_export) -> Result<(), Error> {
+        let handles: Vec<*const sys::mxfp8_tensor> = self.tensors.iter().map(|t| t.as_raw()).collect();
+        let o = self.options.to_sys();
+        if self.shards.is_empty() {
+            return check(sys::mxfp8_prepare_bucket(handles.as_ptr(), handles.len(), &o, self.entries.as_ptr(), bucket, out));
+        }
+        let shards = RawShards::new(&self.shards);
+        check(sys::mxfp8_prepare_bucket_shards(handles.as_ptr(), shards.as_ptr(), handles.len(), &o, self.entries.as_ptr(), bucket, out))
+    }
+
+    /// The manifest a receiver needs, naming the tensors in order (one name per tensor). An entry of a
+    /// shard has the shard's shape `(rows, cols)` ([`Shard::shape_of`]) and its compact scales' shape.
     pub fn manifest<S: Into<String>>(&self, names: impl IntoIterator<Item = S>) -> Result<Manifest, Error> {
         let names: Vec<String> = names.into_iter().map(Into::into).collect();
         if names.len() != self.tensors.len() {
@@ -102,15 +150,19 @@ impl<'t> BucketPlan<'t> {
             .into_iter()
             .zip(&self.tensors)
             .zip(&self.entries)
-            .map(|((name, t), e)| ManifestEntry {
-                name,
-                shape: t.shape().to_vec(),
-                format: t.format(),
-                values_offset: e.values_offset,
-                values_bytes: e.values_bytes,
-                scales_offset: e.scales_offset,
-                scales_bytes: e.scales_bytes,
-                scales_shape: t.scales_shape(self.direction()),
+            .enumerate()
+            .map(|(i, ((name, t), e))| {
+                let shape = self.shards.get(i).map_or_else(|| t.shape().to_vec(), |s| s.shape_of(t.shape()));
+                ManifestEntry {
+                    name,
+                    scales_shape: compact_scales_shape(&shape, self.direction()),
+                    shape,
+                    format: t.format(),
+                    values_offset: e.values_offset,
+                    values_bytes: e.values_bytes,
+                    scales_offset: e.scales_offset,
+                    scales_bytes: e.scales_bytes,
+                }
             })
             .collect();
         Ok(Manifest { entries })

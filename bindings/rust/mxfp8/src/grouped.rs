@@ -182,6 +182,11 @@ impl GroupedTensor {
         self.cols
     }
 
+    /// The C handle, still owned by `self` (for calls into mxfp8-sys).
+    pub fn as_raw(&self) -> *const sys::mxfp8_grouped_tensor {
+        self.raw.as_ptr()
+    }
+
     /// A tensor viewing expert `expert` (it keeps the buffers alive): export it, or put many experts in
     /// one batched export or bucket.
     pub fn expert(&self, expert: usize) -> Result<Tensor, Error> {
@@ -201,6 +206,31 @@ impl GroupedTensor {
         let (mut values, mut scales) = (ptr::null_mut(), ptr::null_mut());
         // SAFETY: valid handle and options; both outputs are written only on success.
         check(unsafe { sys::mxfp8_grouped_export_stacked(self.raw.as_ptr(), &o, &mut values, &mut scales) })?;
+        // SAFETY: fresh managed tensors that we now own.
+        unsafe {
+            Ok(Components {
+                values: ManagedTensor::from_raw(values).expect("values"),
+                scales: ManagedTensor::from_raw(scales).expect("scales"),
+            })
+        }
+    }
+
+    /// Expert parallelism (`mxfp8_grouped_export_experts`): the experts one rank serves, in the order
+    /// given (each in `0..E`, repeats allowed), stacked as [`export_stacked`](Self::export_stacked) stacks
+    /// all of them: values `[count, N, K]` and compact scales `[count, N, ceil(K/32)]`. The chosen experts
+    /// must share one row count N. Each output is a view when the chosen experts lie back to back in the
+    /// order given (scales only when packed [`GroupedScales::Compact`]), otherwise a copy (one launch on
+    /// `options`' stream for CUDA memory). An empty list is an error (there would be no N).
+    pub fn export_experts(&self, experts: &[usize], options: &ExportOptions) -> Result<Components, Error> {
+        let indices = experts
+            .iter()
+            .map(|&e| i32::try_from(e).map_err(|_| invalid(format!("experts: {e} is out of range"))))
+            .collect::<Result<Vec<i32>, Error>>()?;
+        let o = options.to_sys();
+        let (mut values, mut scales) = (ptr::null_mut(), ptr::null_mut());
+        // SAFETY: valid handle, options and index array (read during the call only); both outputs are
+        // written only on success.
+        check(unsafe { sys::mxfp8_grouped_export_experts(self.raw.as_ptr(), indices.as_ptr(), indices.len(), &o, &mut values, &mut scales) })?;
         // SAFETY: fresh managed tensors that we now own.
         unsafe {
             Ok(Components {

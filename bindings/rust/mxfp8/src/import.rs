@@ -5,8 +5,9 @@ use core::ffi::c_void;
 
 use crate::bucket::ManifestEntry;
 use crate::error::{check, invalid, Error};
-use crate::memory::{dl_tensor, HOST, UINT8};
-use crate::options::{Direction, ExportOptions, Layout};
+use crate::memory::{dl_tensor, DeviceBytes, HOST, UINT8};
+use crate::options::{Direction, ExportOptions, Layout, ScaleFixup, Stream};
+use crate::shard::{RawShards, Shard};
 use crate::sys;
 use crate::tensor::Tensor;
 
@@ -22,51 +23,124 @@ pub struct ImportTarget<'a> {
     pub layout: Layout,
 }
 
+/// One tensor's destination in device memory (or any memory DLPack names): the engine's parameters,
+/// written in place as [`ImportTarget`] describes, by work queued on the call's stream.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct DeviceImportTarget {
+    /// The FP8 values, row-major, `prod(shape)` bytes.
+    pub values: DeviceBytes,
+    /// The E8M0 scales in `layout`, exactly the bytes it needs.
+    pub scales: DeviceBytes,
+    /// The layout the engine wants.
+    pub layout: Layout,
+}
+
+/// One buffer of a destination: address, bytes, device.
+type Part = (*const c_void, usize, sys::DLDevice);
+
 /// The destinations as the C call takes them; the DLTensors point into `shapes` and `dls`, which live
 /// as long as this does.
-struct Destinations {
+pub(crate) struct Destinations {
     _shapes: Vec<[i64; 1]>,
     _dls: Vec<sys::DLTensor>,
     structs: Vec<sys::mxfp8_import_destination>,
 }
 
-fn destinations(targets: &mut [ImportTarget<'_>]) -> Destinations {
-    let mut shapes: Vec<[i64; 1]> = targets.iter().flat_map(|t| [[t.values.len() as i64], [t.scales.len() as i64]]).collect();
-    let mut dls: Vec<sys::DLTensor> = Vec::with_capacity(shapes.len());
-    let pointers: Vec<*const c_void> =
-        targets.iter_mut().flat_map(|t| [t.values.as_mut_ptr() as *const c_void, t.scales.as_mut_ptr() as *const c_void]).collect();
-    for (p, s) in pointers.iter().zip(shapes.iter_mut()) {
-        dls.push(dl_tensor(*p, HOST, UINT8, s));
+impl Destinations {
+    fn new(parts: &[(Part, Part, Layout)]) -> Self {
+        let mut shapes: Vec<[i64; 1]> = parts.iter().flat_map(|(v, s, _)| [[v.1 as i64], [s.1 as i64]]).collect();
+        let mut dls: Vec<sys::DLTensor> = Vec::with_capacity(shapes.len());
+        let buffers: Vec<Part> = parts.iter().flat_map(|(v, s, _)| [*v, *s]).collect();
+        for ((p, _, device), s) in buffers.iter().zip(shapes.iter_mut()) {
+            dls.push(dl_tensor(*p, *device, UINT8, s));
+        }
+        // Pointers into `dls` are taken after it stops growing.
+        let base = dls.as_mut_ptr();
+        let structs = parts
+            .iter()
+            .enumerate()
+            .map(|(i, (_, _, layout))| sys::mxfp8_import_destination {
+                // SAFETY: 2i and 2i + 1 are inside dls, which has two entries per destination.
+                values: unsafe { base.add(2 * i) },
+                scales: unsafe { base.add(2 * i + 1) },
+                scales_layout: layout.to_raw(),
+                reserved: 0,
+            })
+            .collect();
+        Self { _shapes: shapes, _dls: dls, structs }
     }
-    // Pointers into `dls` are taken after it stops growing.
-    let base = dls.as_mut_ptr();
-    let structs = targets
-        .iter()
-        .enumerate()
-        .map(|(i, t)| sys::mxfp8_import_destination {
-            // SAFETY: 2i and 2i + 1 are inside dls, which has two entries per target.
-            values: unsafe { base.add(2 * i) },
-            scales: unsafe { base.add(2 * i + 1) },
-            scales_layout: t.layout.to_raw(),
-            reserved: 0,
-        })
-        .collect();
-    Destinations { _shapes: shapes, _dls: dls, structs }
+
+    pub(crate) fn host(targets: &mut [ImportTarget<'_>]) -> Self {
+        let parts: Vec<(Part, Part, Layout)> = targets
+            .iter_mut()
+            .map(|t| {
+                let v = (t.values.as_mut_ptr() as *const c_void, t.values.len(), HOST);
+                let s = (t.scales.as_mut_ptr() as *const c_void, t.scales.len(), HOST);
+                (v, s, t.layout)
+            })
+            .collect();
+        Self::new(&parts)
+    }
+
+    pub(crate) fn device(targets: &[DeviceImportTarget]) -> Self {
+        let part = |b: &DeviceBytes| (b.as_ptr() as *const c_void, b.len(), b.device());
+        let parts: Vec<(Part, Part, Layout)> = targets.iter().map(|t| (part(&t.values), part(&t.scales), t.layout)).collect();
+        Self::new(&parts)
+    }
+
+    fn count(&self) -> usize {
+        self.structs.len()
+    }
 }
 
-/// Writes every tensor of a host `bucket` into `targets[i]` (one per manifest entry, in order): values
-/// copied, scales moved from `bucket_scales` (their layout in the bucket: [`Layout::Compact`] for what
-/// [`BucketPlan::fill`](crate::BucketPlan::fill) writes) into each target's layout. `direction` is the
-/// direction the bucket's scales belong to. Everything is checked before anything is written.
-pub fn import_bucket_host(
-    bucket: &[u8],
-    entries: &[ManifestEntry],
-    direction: Direction,
-    bucket_scales: Layout,
-    targets: &mut [ImportTarget<'_>],
-) -> Result<(), Error> {
-    if entries.len() != targets.len() {
-        return Err(invalid(format!("{} manifest entries but {} targets", entries.len(), targets.len())));
+/// How a receiver reads a bucket: the `mxfp8_bucket_manifest` fields beyond the bytes. Start from
+/// [`BucketImport::new`] (compact scales, no fix-up, whole tensors) and set what differs.
+#[derive(Copy, Clone, Debug)]
+pub struct BucketImport<'m> {
+    /// One entry per tensor, in bucket order.
+    pub entries: &'m [ManifestEntry],
+    /// The direction the bucket's scales belong to.
+    pub direction: Direction,
+    /// The layout of the scales in the bucket ([`Layout::Compact`] for what
+    /// [`BucketPlan::fill`](crate::BucketPlan::fill) writes; the TRT-LLM layouts are refused).
+    pub bucket_scales: Layout,
+    /// The rewrite applied to every scale written.
+    pub scale_fixup: ScaleFixup,
+    /// None, or one shard per entry: the part of each whole tensor of the bucket that the target
+    /// receives ([`Shard::whole`] for all of it); the target then has the shard's sizes. Shards go to
+    /// compact or 128x4 targets with the scale bytes as stored (no fix-up); see the header's
+    /// "Resharding" for which 128x4 cases are [`Status::Unsupported`](crate::Status::Unsupported).
+    pub shards: Option<&'m [Shard]>,
+}
+
+impl<'m> BucketImport<'m> {
+    /// The entries of a bucket of compact scales in `direction`, whole tensors, no fix-up.
+    pub fn new(entries: &'m [ManifestEntry], direction: Direction) -> Self {
+        Self { entries, direction, bucket_scales: Layout::Compact, scale_fixup: ScaleFixup::None, shards: None }
+    }
+}
+
+/// An `mxfp8_bucket_manifest` and the arrays it points into (valid as long as this value).
+struct RawManifest {
+    _entries: Vec<sys::mxfp8_bucket_entry>,
+    _ndims: Vec<i32>,
+    _shapes: Vec<*const i64>,
+    _formats: Vec<i32>,
+    _directions: Vec<i32>,
+    _layouts: Vec<i32>,
+    _shards: Option<RawShards>,
+    manifest: sys::mxfp8_bucket_manifest,
+}
+
+fn raw_manifest(import: &BucketImport<'_>, targets: usize) -> Result<RawManifest, Error> {
+    let entries = import.entries;
+    if entries.len() != targets {
+        return Err(invalid(format!("{} manifest entries but {} targets", entries.len(), targets)));
+    }
+    if let Some(shards) = import.shards {
+        if shards.len() != entries.len() {
+            return Err(invalid(format!("{} shards for {} manifest entries", shards.len(), entries.len())));
+        }
     }
     let raw_entries: Vec<sys::mxfp8_bucket_entry> = entries
         .iter()
@@ -80,8 +154,10 @@ pub fn import_bucket_host(
     let ndims: Vec<i32> = entries.iter().map(|e| e.shape.len() as i32).collect();
     let shapes: Vec<*const i64> = entries.iter().map(|e| e.shape.as_ptr()).collect();
     let formats: Vec<i32> = entries.iter().map(|e| e.format.to_raw()).collect();
-    let directions = vec![direction.to_raw(); entries.len()];
-    let layouts = vec![bucket_scales.to_raw(); entries.len()];
+    let directions = vec![import.direction.to_raw(); entries.len()];
+    let layouts = vec![import.bucket_scales.to_raw(); entries.len()];
+    let shards = import.shards.map(RawShards::new);
+    // The Vecs' heap buffers do not move when they are moved into the struct below.
     let manifest = sys::mxfp8_bucket_manifest {
         count: entries.len(),
         entries: raw_entries.as_ptr(),
@@ -90,26 +166,149 @@ pub fn import_bucket_host(
         formats: formats.as_ptr(),
         directions: directions.as_ptr(),
         scales_layouts: layouts.as_ptr(),
+        scale_fixup: import.scale_fixup.to_raw(),
+        shards: shards.as_ref().map_or(core::ptr::null(), |s| s.as_ptr()),
         ..Default::default()
     };
-    let mut shape = [bucket.len() as i64];
-    let dl = dl_tensor(bucket.as_ptr() as *const c_void, HOST, UINT8, &mut shape);
-    let d = destinations(targets);
+    Ok(RawManifest {
+        _entries: raw_entries,
+        _ndims: ndims,
+        _shapes: shapes,
+        _formats: formats,
+        _directions: directions,
+        _layouts: layouts,
+        _shards: shards,
+        manifest,
+    })
+}
+
+/// Writes every tensor of a host `bucket` into `targets[i]` (one per manifest entry, in order): values
+/// copied, scales moved from `bucket_scales` (their layout in the bucket: [`Layout::Compact`] for what
+/// [`BucketPlan::fill`](crate::BucketPlan::fill) writes) into each target's layout. `direction` is the
+/// direction the bucket's scales belong to. Everything is checked before anything is written. The same
+/// as [`import_bucket_host_with`] with [`BucketImport::new`] and `bucket_scales`.
+pub fn import_bucket_host(
+    bucket: &[u8],
+    entries: &[ManifestEntry],
+    direction: Direction,
+    bucket_scales: Layout,
+    targets: &mut [ImportTarget<'_>],
+) -> Result<(), Error> {
+    import_bucket_host_with(bucket, &BucketImport { bucket_scales, ..BucketImport::new(entries, direction) }, targets)
+}
+
+/// [`import_bucket_host`] with every manifest field (`mxfp8_import_bucket`): a scale fix-up, and
+/// per-entry shards, so that each receiver rank takes its own part of a bucket of whole tensors.
+pub fn import_bucket_host_with(bucket: &[u8], import: &BucketImport<'_>, targets: &mut [ImportTarget<'_>]) -> Result<(), Error> {
+    let d = Destinations::host(targets);
     // SAFETY: every pointer refers to memory borrowed for this call (the bucket shared, the targets
     // exclusively); host work is done when the call returns.
-    check(unsafe { sys::mxfp8_import_bucket(&dl, &manifest, d.structs.as_ptr(), core::ptr::null_mut()) })
+    unsafe { import_bucket_raw((bucket.as_ptr() as *const c_void, bucket.len(), HOST), import, &d, Stream::default()) }
+}
+
+/// [`import_bucket_host_with`] on device memory: one launch for the whole bucket (large values through
+/// the copy engine) queued on `stream`; the call does not wait. The bucket is only read.
+pub fn import_bucket_device(bucket: DeviceBytes, import: &BucketImport<'_>, targets: &[DeviceImportTarget], stream: Stream) -> Result<(), Error> {
+    let d = Destinations::device(targets);
+    // SAFETY: DeviceBytes' and Stream's constructors promised the memory and the stream.
+    unsafe { import_bucket_raw((bucket.as_ptr() as *const c_void, bucket.len(), bucket.device()), import, &d, stream) }
+}
+
+unsafe fn import_bucket_raw(bucket: Part, import: &BucketImport<'_>, d: &Destinations, stream: Stream) -> Result<(), Error> {
+    let m = raw_manifest(import, d.count())?;
+    let mut shape = [bucket.1 as i64];
+    let dl = dl_tensor(bucket.0, bucket.2, UINT8, &mut shape);
+    check(sys::mxfp8_import_bucket(&dl, &m.manifest, d.structs.as_ptr(), stream.as_raw()))
 }
 
 /// The direct path on host memory: direction `options.direction` of `tensors[i]` into `targets[i]`, in
 /// one pass (the layout transform fused).
 pub fn import_tensors_host(tensors: &[&Tensor], options: &ExportOptions, targets: &mut [ImportTarget<'_>]) -> Result<(), Error> {
-    if tensors.len() != targets.len() {
-        return Err(invalid(format!("{} tensors but {} targets", tensors.len(), targets.len())));
-    }
-    let handles: Vec<*const sys::mxfp8_tensor> = tensors.iter().map(|t| t.as_raw()).collect();
-    let o = options.to_sys();
-    let d = destinations(targets);
+    let d = Destinations::host(targets);
     // SAFETY: the tensors are live handles, the targets exclusively borrowed; the library checks that
     // they are host memory like the tensors (a device tensor fails instead of being written from here).
-    check(unsafe { sys::mxfp8_import_tensors(handles.as_ptr(), handles.len(), &o, d.structs.as_ptr()) })
+    unsafe { import_tensors_raw(tensors, None, options, &d) }
+}
+
+/// The direct path with shards (`mxfp8_import_tensor_shards`): `shards[i]` of `tensors[i]` into
+/// `targets[i]` ([`Shard::whole`] for a whole tensor), read straight from the stored scales in one pass;
+/// each target has its shard's sizes. Into a compact target any legal shard; into a 128x4 target only
+/// what fills whole tiles (the header's "Resharding"), else [`Status::Unsupported`](crate::Status::Unsupported);
+/// no shard goes to an engine-native layout nor with a scale fix-up.
+pub fn import_tensor_shards_host(
+    tensors: &[&Tensor],
+    shards: &[Shard],
+    options: &ExportOptions,
+    targets: &mut [ImportTarget<'_>],
+) -> Result<(), Error> {
+    let d = Destinations::host(targets);
+    // SAFETY: as import_tensors_host; the shards are read during the call only.
+    unsafe { import_tensors_raw(tensors, Some(shards), options, &d) }
+}
+
+/// [`import_tensors_host`] on device memory (e.g. a trainer's storage mapped over CUDA IPC into the
+/// engine's parameters): one launch on `options`' stream; the call does not wait.
+pub fn import_tensors_device(tensors: &[&Tensor], options: &ExportOptions, targets: &[DeviceImportTarget]) -> Result<(), Error> {
+    let d = Destinations::device(targets);
+    // SAFETY: DeviceBytes' constructor promised the memory for the queued work.
+    unsafe { import_tensors_raw(tensors, None, options, &d) }
+}
+
+/// [`import_tensor_shards_host`] on device memory: one launch on `options`' stream.
+pub fn import_tensor_shards_device(tensors: &[&Tensor], shards: &[Shard], options: &ExportOptions, targets: &[DeviceImportTarget]) -> Result<(), Error> {
+    let d = Destinations::device(targets);
+    // SAFETY: DeviceBytes' constructor promised the memory for the queued work.
+    unsafe { import_tensors_raw(tensors, Some(shards), options, &d) }
+}
+
+fn check_counts(tensors: usize, shards: Option<&[Shard]>, targets: usize) -> Result<(), Error> {
+    let count = shards.map_or(tensors, |s| s.len());
+    if tensors != targets || count != tensors {
+        return Err(invalid(format!("{tensors} tensors, {count} shards and {targets} targets")));
+    }
+    Ok(())
+}
+
+unsafe fn import_tensors_raw(tensors: &[&Tensor], shards: Option<&[Shard]>, options: &ExportOptions, d: &Destinations) -> Result<(), Error> {
+    check_counts(tensors.len(), shards, d.count())?;
+    let handles: Vec<*const sys::mxfp8_tensor> = tensors.iter().map(|t| t.as_raw()).collect();
+    let o = options.to_sys();
+    match shards {
+        None => check(sys::mxfp8_import_tensors(handles.as_ptr(), handles.len(), &o, d.structs.as_ptr())),
+        Some(shards) => {
+            let raw = RawShards::new(shards);
+            check(sys::mxfp8_import_tensor_shards(handles.as_ptr(), raw.as_ptr(), handles.len(), &o, d.structs.as_ptr()))
+        }
+    }
+}
+
+/// What a prepared import reads: a bucket (address, bytes, device) with its manifest fields, or tensors.
+pub(crate) enum ImportSource<'x> {
+    Bucket((*const c_void, usize, sys::DLDevice), &'x BucketImport<'x>),
+    Tensors(&'x [&'x Tensor], Option<&'x [Shard]>, &'x ExportOptions),
+}
+
+/// Prepares an import for [`PreparedExport`](crate::PreparedExport): the checks done once; the library
+/// keeps the addresses of the bucket and the destinations, which the caller must keep valid.
+pub(crate) unsafe fn prepare_import(source: ImportSource<'_>, d: &Destinations, out: &mut *mut sys::mxfp8_prepared_export) -> Result<(), Error> {
+    match source {
+        ImportSource::Bucket(bucket, import) => {
+            let m = raw_manifest(import, d.count())?;
+            let mut shape = [bucket.1 as i64];
+            let dl = dl_tensor(bucket.0, bucket.2, UINT8, &mut shape);
+            check(sys::mxfp8_prepare_import_bucket(&dl, &m.manifest, d.structs.as_ptr(), out))
+        }
+        ImportSource::Tensors(tensors, shards, options) => {
+            check_counts(tensors.len(), shards, d.count())?;
+            let handles: Vec<*const sys::mxfp8_tensor> = tensors.iter().map(|t| t.as_raw()).collect();
+            let o = options.to_sys();
+            match shards {
+                None => check(sys::mxfp8_prepare_import_tensors(handles.as_ptr(), handles.len(), &o, d.structs.as_ptr(), out)),
+                Some(shards) => {
+                    let raw = RawShards::new(shards);
+                    check(sys::mxfp8_prepare_import_tensor_shards(handles.as_ptr(), raw.as_ptr(), handles.len(), &o, d.structs.as_ptr(), out))
+                }
+            }
+        }
+    }
 }

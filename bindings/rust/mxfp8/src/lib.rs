@@ -1,6 +1,8 @@
 //! Safe Rust API over libmxfp8: MXFP8 tensors as producers store them (Transformer Engine's padded or
-//! GEMM-swizzled scales) in, FP8 values and compact E8M0 scales out; buckets for weight sync, grouped MoE
-//! experts, quantize (bit-exact with Transformer Engine), dequantize and the scale swizzle.
+//! GEMM-swizzled scales) in, FP8 values and compact E8M0 scales out; buckets for weight sync and the
+//! receiver's import, shards for resharding, grouped MoE experts, engine-native layouts (CUTLASS 128x4,
+//! DeepGEMM, TRT-LLM), quantize (bit-exact with Transformer Engine), dequantize, the scale swizzle, and
+//! the same for NVFP4.
 //!
 //! ```
 //! use mxfp8::{ExportOptions, Format, ManagedTensor, ScaleLayout, TensorBuilder};
@@ -20,7 +22,7 @@
 //! # Ok(()) }
 //! ```
 //!
-//! The surface, by C function:
+//! The surface, by C function (every function of `mxfp8.h` has a safe form):
 //!
 //! | mxfp8.h | here |
 //! |---|---|
@@ -28,12 +30,27 @@
 //! | `mxfp8_export_components` | [`Tensor::export`] -> [`Components`] |
 //! | `mxfp8_export_scales_batched` | [`export_scales_batched`] (host slices), [`export_scales_batched_device`] |
 //! | `mxfp8_bucket_plan` / `mxfp8_export_bucket` | [`BucketPlan::new`], [`BucketPlan::fill`] / [`fill_device`](BucketPlan::fill_device), [`BucketPlan::manifest`] -> [`Manifest::unpack`] |
-//! | `mxfp8_grouped_*` | [`GroupedBuilder`] -> [`GroupedTensor::expert`], [`GroupedTensor::export_stacked`] |
+//! | `mxfp8_prepare_scales_batched` / `mxfp8_prepare_bucket` / `mxfp8_prepared_export_run` | [`PreparedExport::scales_batched`] (and `_device`), [`PreparedExport::bucket`] (and `_device`), [`PreparedExport::run`] |
+//! | `mxfp8_import_bucket` / `mxfp8_import_tensors` | [`import_bucket_host`], [`import_bucket_host_with`] ([`BucketImport`]: fix-up, shards), [`import_bucket_device`]; [`import_tensors_host`], [`import_tensors_device`] |
+//! | `mxfp8_prepare_import_bucket` / `mxfp8_prepare_import_tensors` | [`PreparedExport::import_bucket`] (and `_device`), [`PreparedExport::import_tensors`] (and `_device`) |
+//! | `mxfp8_grouped_*` | [`GroupedBuilder`] -> [`GroupedTensor::expert`], [`GroupedTensor::export_stacked`], [`GroupedTensor::export_experts`] |
+//! | `mxfp8_convert` / `mxfp8_convert_grouped` / `mxfp8_layout_bytes` | [`Tensor::convert_into`] / [`convert_device`](Tensor::convert_device), [`GroupedTensor::convert_into`] / [`convert_device`](GroupedTensor::convert_device), [`layout_bytes`] ([`ConvertOptions`], [`Layout`], [`ScaleFixup`]) |
+//! | `mxfp8_export_shard` | [`Tensor::export_shard`] ([`Shard`]) |
+//! | `mxfp8_bucket_plan_shards` / `mxfp8_export_bucket_shards` / `mxfp8_prepare_bucket_shards` | [`BucketPlan::with_shards`], then `fill`, `fill_device`, [`PreparedExport::bucket`] |
+//! | `mxfp8_import_tensor_shards` / `mxfp8_prepare_import_tensor_shards` | [`import_tensor_shards_host`], [`import_tensor_shards_device`], [`PreparedExport::import_tensor_shards`] (and `import_tensors_device` with shards) |
 //! | `mxfp8_swizzle_scales` / `mxfp8_unswizzle_scales` | [`swizzle_scales_host`], [`swizzle_scales_into`], [`swizzle_scales_device`] (and `unswizzle_*`) |
 //! | `mxfp8_quantize` | [`quantize_host`], [`quantize_host_both`], [`quantize_raw`] |
 //! | `mxfp8_quantize_into` | [`quantize_into`] (host slices), [`quantize_into_device`] |
 //! | `mxfp8_dequantize` | [`Tensor::dequantize_host`], [`Tensor::dequantize_into`], [`Tensor::dequantize_into_device`] |
+//! | `mxfp8_nvfp4_tensor_create` / `_release` | [`Nvfp4TensorBuilder`] -> [`Nvfp4Tensor`] |
+//! | `mxfp8_nvfp4_export_components` | [`Nvfp4Tensor::export`] -> [`Nvfp4Components`], [`Nvfp4Tensor::global_scale`] ([`GlobalScale`]) |
+//! | `mxfp8_nvfp4_dequantize` | [`Nvfp4Tensor::dequantize_host`], [`Nvfp4Tensor::dequantize_into`], [`Nvfp4Tensor::dequantize_into_device`] |
+//! | `mxfp8_nvfp4_quantize_into` | [`nvfp4_quantize_into`], [`nvfp4_quantize_into_device`] ([`Nvfp4QuantizeOptions`]) |
+//! | `mxfp8_nvfp4_quantize_fused_into` | [`nvfp4_quantize_fused_into`], [`nvfp4_quantize_fused_into_device`] |
 //! | `mxfp8_version`, `mxfp8_status_string`, `mxfp8_last_error` | [`version`], [`Status`], [`Error`] |
+//!
+//! Not offered safely: the option structs' `allocator` callbacks (outputs are allocated by the
+//! library; use mxfp8-sys to pass a framework's allocator).
 //!
 //! Host memory is Rust slices and vectors. Device memory is a [`DeviceBytes`] (or a [`ManagedTensor`]
 //! taken with [`ManagedTensor::from_raw`]), whose `unsafe` constructor states what the caller promises;
@@ -42,17 +59,20 @@
 //! Ownership follows the C API: a [`TensorBuilder`] hands its [`ManagedTensor`]s to the library when
 //! [`TensorBuilder::build`] succeeds (and drops them, running their deleters, when it fails); the
 //! [`Components`] of an export keep what they view alive on their own, so they may outlive the
-//! [`Tensor`]. Bucket views borrow the bucket: the compiler rejects one that outlives it.
+//! [`Tensor`]. Bucket views borrow the bucket, and a [`PreparedExport`] borrows the host buffers it
+//! writes: the compiler rejects one that outlives them.
 #![deny(missing_docs)]
 
 pub use mxfp8_sys as sys;
 
 mod bucket;
+mod convert;
 mod error;
 mod grouped;
 mod import;
 mod managed;
 mod memory;
+mod nvfp4;
 mod options;
 mod prepared;
 mod quantize;
@@ -61,15 +81,25 @@ mod swizzle;
 mod tensor;
 
 pub use bucket::{BucketEntry, BucketPlan, BucketView, DeviceBucketView, Manifest, ManifestEntry};
+pub use convert::{layout_bytes, ConvertOptions};
 pub use error::{Error, Status};
 pub use grouped::{GroupedBuilder, GroupedTensor};
-pub use import::{import_bucket_host, import_tensors_host, ImportTarget};
+pub use import::{
+    import_bucket_device, import_bucket_host, import_bucket_host_with, import_tensor_shards_device, import_tensor_shards_host, import_tensors_device,
+    import_tensors_host, BucketImport, DeviceImportTarget, ImportTarget,
+};
 pub use managed::ManagedTensor;
 pub use memory::DeviceBytes;
+pub use nvfp4::{
+    nvfp4_quantize_fused_into, nvfp4_quantize_fused_into_device, nvfp4_quantize_into, nvfp4_quantize_into_device, AmaxMode, AmaxScope,
+    DeviceFusedShard, FourOverSix, FusedShard, GlobalScale,
+    Nvfp4Components, Nvfp4ExportOptions, Nvfp4Output, Nvfp4QuantizeOptions, Nvfp4ScalesDtype, Nvfp4Tensor, Nvfp4TensorBuilder,
+    Nvfp4ValuesDtype,
+};
 pub use prepared::PreparedExport;
 pub use shard::Shard;
 pub use options::{
-    Block, Direction, ExportOptions, Format, GroupedScales, Layout, PaddedScales, QuantizedScales, ScaleLayout, ScaleRounding,
+    Block, Direction, ExportOptions, Format, GroupedScales, Layout, PaddedScales, QuantizedScales, ScaleFixup, ScaleLayout, ScaleRounding,
     ScalesDtype, ScalesGranularity, Stream, ValuesDtype,
 };
 pub use quantize::{

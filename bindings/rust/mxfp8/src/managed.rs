@@ -4,7 +4,7 @@ use std::fmt;
 use std::ptr::{self, NonNull};
 
 use crate::error::{invalid, Error};
-use crate::memory::{numel, row_major_strides, HOST, UINT8};
+use crate::memory::{numel, row_major_strides, FLOAT32, HOST, UINT8};
 use crate::sys::{self, DLDeviceType};
 
 /// An owned DLPack tensor (`DLManagedTensorVersioned`). Dropping it calls its deleter exactly once.
@@ -21,9 +21,31 @@ unsafe impl Sync for ManagedTensor {}
 /// Host memory owned by a ManagedTensor made in Rust.
 struct HostBytes {
     managed: sys::DLManagedTensorVersioned,
-    bytes: Vec<u8>,
+    storage: Storage,
     shape: Vec<i64>,
     strides: Vec<i64>,
+}
+
+/// The elements, kept in a Vec of their own type so that the buffer has their alignment.
+enum Storage {
+    Bytes(Vec<u8>),
+    F32(Vec<f32>),
+}
+
+impl Storage {
+    fn as_mut_ptr(&mut self) -> *mut c_void {
+        match self {
+            Self::Bytes(v) => v.as_mut_ptr() as *mut c_void,
+            Self::F32(v) => v.as_mut_ptr() as *mut c_void,
+        }
+    }
+
+    fn dtype(&self) -> sys::DLDataType {
+        match self {
+            Self::Bytes(_) => UINT8,
+            Self::F32(_) => FLOAT32,
+        }
+    }
 }
 
 unsafe extern "C" fn drop_host_bytes(self_: *mut sys::DLManagedTensorVersioned) {
@@ -37,6 +59,19 @@ impl ManagedTensor {
         if numel(shape) != Some(bytes.len()) {
             return Err(invalid(format!("{} bytes cannot have shape {:?}", bytes.len(), shape)));
         }
+        Ok(Self::from_storage(Storage::Bytes(bytes), shape))
+    }
+
+    /// A float32 host tensor of `shape` over `values` (row-major), e.g. an NVFP4 amax; fails if the sizes
+    /// disagree.
+    pub fn from_host_f32(values: Vec<f32>, shape: &[i64]) -> Result<Self, Error> {
+        if numel(shape) != Some(values.len()) {
+            return Err(invalid(format!("{} float32 values cannot have shape {:?}", values.len(), shape)));
+        }
+        Ok(Self::from_storage(Storage::F32(values), shape))
+    }
+
+    fn from_storage(storage: Storage, shape: &[i64]) -> Self {
         let mut host = Box::new(HostBytes {
             managed: sys::DLManagedTensorVersioned {
                 version: sys::DLPackVersion { major: 1, minor: 1 },
@@ -47,25 +82,25 @@ impl ManagedTensor {
                     data: ptr::null_mut(),
                     device: HOST,
                     ndim: shape.len() as i32,
-                    dtype: UINT8,
+                    dtype: storage.dtype(),
                     shape: ptr::null_mut(),
                     strides: ptr::null_mut(),
                     byte_offset: 0,
                 },
             },
-            bytes,
+            storage,
             shape: shape.to_vec(),
             strides: row_major_strides(shape),
         });
         // The Vecs' heap buffers do not move when the Box does.
-        host.managed.dl_tensor.data = host.bytes.as_mut_ptr() as *mut c_void;
+        host.managed.dl_tensor.data = host.storage.as_mut_ptr();
         host.managed.dl_tensor.shape = host.shape.as_mut_ptr();
         host.managed.dl_tensor.strides = host.strides.as_mut_ptr();
         let raw = Box::into_raw(host);
         // SAFETY: raw is a valid, leaked HostBytes; `managed` is one of its fields.
         unsafe {
             (*raw).managed.manager_ctx = raw as *mut c_void;
-            Ok(Self { raw: NonNull::new_unchecked(ptr::addr_of_mut!((*raw).managed)) })
+            Self { raw: NonNull::new_unchecked(ptr::addr_of_mut!((*raw).managed)) }
         }
     }
 
@@ -168,14 +203,33 @@ impl ManagedTensor {
         Some(unsafe { std::slice::from_raw_parts(self.data_ptr() as *const u8, n) })
     }
 
+    /// The elements of a float32 tensor in host memory in row-major order, read through its strides;
+    /// None for device memory or another dtype.
+    pub fn to_host_f32(&self) -> Option<Vec<f32>> {
+        if !self.in_host_memory() || self.dtype() != FLOAT32 {
+            return None;
+        }
+        // SAFETY: a float32 tensor in host memory.
+        Some(unsafe { self.gather::<f32>() })
+    }
+
     /// The elements of a byte tensor in host memory in row-major order, read through its strides; None
     /// for device memory or elements wider than a byte.
     pub fn to_host_vec(&self) -> Option<Vec<u8>> {
         if !self.in_host_memory() || self.dtype().bits != 8 {
             return None;
         }
+        // SAFETY: a tensor of one-byte elements in host memory.
+        Some(unsafe { self.gather::<u8>() })
+    }
+
+    /// Every element in row-major order, read through the strides.
+    ///
+    /// # Safety
+    /// The tensor is in host memory and its elements are `T`s.
+    unsafe fn gather<T: Copy>(&self) -> Vec<T> {
         let (shape, strides) = (self.shape().to_vec(), self.strides());
-        let base = self.data_ptr() as *const u8;
+        let base = self.data_ptr() as *const T;
         let mut out = Vec::with_capacity(self.element_count());
         for index in 0..self.element_count() {
             let (mut rest, mut offset) = (index as i64, 0i64);
@@ -183,10 +237,11 @@ impl ManagedTensor {
                 offset += (rest % shape[d]) * strides[d];
                 rest /= shape[d];
             }
-            // SAFETY: offset addresses an element of the tensor, valid while self lives.
-            out.push(unsafe { *base.offset(offset as isize) });
+            // SAFETY: offset addresses an element of the tensor, valid while self lives (DLPack's
+            // contract); read_unaligned assumes nothing of the producer's alignment.
+            out.push(base.offset(offset as isize).read_unaligned());
         }
-        Some(out)
+        out
     }
 }
 

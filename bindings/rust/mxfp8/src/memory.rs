@@ -75,6 +75,7 @@ impl DeviceBytes {
 }
 
 pub(crate) const UINT8: sys::DLDataType = sys::DLDataType { code: DLDataTypeCode::UINT, bits: 8, lanes: 1 };
+pub(crate) const FLOAT32: sys::DLDataType = sys::DLDataType { code: DLDataTypeCode::FLOAT, bits: 32, lanes: 1 };
 pub(crate) const HOST: sys::DLDevice = sys::DLDevice { device_type: DLDeviceType::CPU, device_id: 0 };
 
 /// A DLTensor over memory whose shape array the caller keeps alive for as long as the DLTensor is used.

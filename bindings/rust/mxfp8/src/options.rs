@@ -28,6 +28,7 @@ macro_rules! c_enum {
         }
     };
 }
+pub(crate) use c_enum;
 
 c_enum! {
     /// The FP8 encoding of the values (`mxfp8_format`).
@@ -50,7 +51,9 @@ c_enum! {
 }
 
 c_enum! {
-    /// The layout of one tensor's parts in a bucket or in an engine's parameters (`mxfp8_layout`).
+    /// The layout of one tensor's parts in a bucket or in an engine's parameters (`mxfp8_layout`). More
+    /// layouts may come (engines add kernels), so matches need a `_` arm.
+    #[non_exhaustive]
     Layout("mxfp8_layout") {
         /// Scales compact row-major, exactly `R * C` bytes (what vLLM and SGLang load).
         Compact = sys::MXFP8_LAYOUT_COMPACT,
@@ -58,6 +61,28 @@ c_enum! {
         Cutlass128x4 = sys::MXFP8_LAYOUT_CUTLASS_128X4,
         /// DeepGEMM's packed UE8M0 scales: int32 `(R, ceil(C/4))` MN-major, rowwise only.
         DeepgemmPacked = sys::MXFP8_LAYOUT_DEEPGEMM_PACKED,
+        /// FlashInfer's TRT-LLM MoE weights (vLLM's `w2_weight`): value and scale rows permuted inside
+        /// blocks of 32 (row `32b + i` to `32b + 8 * (i % 4) + i / 4`), the permuted scales then in the
+        /// 128x4 layout, `R * roundup(C, 4)` bytes; R a multiple of 128 per expert. Rowwise only, and a
+        /// convert target only ([`Tensor::convert_into`](crate::Tensor::convert_into)): the values move too.
+        TrtllmShuffled = sys::MXFP8_LAYOUT_TRTLLM_SHUFFLED,
+        /// The same for a gated activation's gate-and-up weight (vLLM's `w13_weight`): rows
+        /// `[gate; up]` first interleaved (row `2i` <- up row `i`, row `2i + 1` <- gate row `i`), then
+        /// shuffled as [`Layout::TrtllmShuffled`].
+        TrtllmShuffledGated = sys::MXFP8_LAYOUT_TRTLLM_SHUFFLED_GATED,
+    }
+}
+
+c_enum! {
+    /// A rewrite of scale bytes some consumers need, applied to every real scale a call writes; padding
+    /// stays zero (`mxfp8_scale_fixup`).
+    #[non_exhaustive]
+    ScaleFixup("mxfp8_scale_fixup") {
+        /// The scale bytes as stored (the default).
+        None = sys::MXFP8_SCALE_FIXUP_NONE,
+        /// E8M0 byte 0 (2^-127, an all-zero block) written as 1 (2^-126), as NeMo RL sends it; a block
+        /// of zeros decodes to zeros either way.
+        ZeroExponentAsOne = sys::MXFP8_SCALE_FIXUP_ZERO_EXPONENT_AS_ONE,
     }
 }
 
@@ -134,6 +159,7 @@ c_enum! {
 
 c_enum! {
     /// How a quantize chooses a block's E8M0 scale (`mxfp8_scale_rounding`).
+    #[non_exhaustive]
     ScaleRounding("mxfp8_scale_rounding") {
         /// Transformer Engine's rule: the exponent of amax / max_norm, rounded up (bit-exact with TE).
         Rceil = sys::MXFP8_SCALE_ROUNDING_RCEIL,
@@ -213,6 +239,7 @@ pub struct ExportOptions {
     scales_dtype: ScalesDtype,
     padded_scales: PaddedScales,
     granularity: ScalesGranularity,
+    scale_fixup: ScaleFixup,
     stream: Stream,
 }
 
@@ -225,6 +252,7 @@ impl Default for ExportOptions {
             scales_dtype: known(ScalesDtype::from_raw(c.scales_dtype), "scales_dtype"),
             padded_scales: known(PaddedScales::from_raw(c.padded_scales), "padded_scales"),
             granularity: known(ScalesGranularity::from_raw(c.scales_granularity), "scales_granularity"),
+            scale_fixup: known(ScaleFixup::from_raw(c.scale_fixup), "scale_fixup"),
             stream: Stream(c.stream),
         }
     }
@@ -265,6 +293,20 @@ impl ExportOptions {
         self.stream = stream;
         self
     }
+    /// The scale fix-up applied to every scale written by the batched export, buckets and the tensor
+    /// import (default none). [`Tensor::export`](crate::Tensor::export), whose scales may be views,
+    /// [`GroupedTensor::export_stacked`](crate::GroupedTensor::export_stacked), the shard exports and
+    /// [`GroupedTensor::export_experts`](crate::GroupedTensor::export_experts) refuse anything but
+    /// [`ScaleFixup::None`] ([`Status::InvalidArgument`](crate::Status::InvalidArgument)); the calls with
+    /// shards refuse it for a tensor with a shard ([`Status::Unsupported`](crate::Status::Unsupported)).
+    pub fn scale_fixup(mut self, fixup: ScaleFixup) -> Self {
+        self.scale_fixup = fixup;
+        self
+    }
+    /// The scale fix-up set.
+    pub fn get_scale_fixup(&self) -> ScaleFixup {
+        self.scale_fixup
+    }
     /// The direction set.
     pub fn get_direction(&self) -> Direction {
         self.direction
@@ -298,6 +340,7 @@ impl ExportOptions {
             padded_scales: self.padded_scales.to_raw(),
             stream: self.stream.as_raw(),
             scales_granularity: self.granularity.to_raw(),
+            scale_fixup: self.scale_fixup.to_raw(),
             ..Default::default()
         }
     }

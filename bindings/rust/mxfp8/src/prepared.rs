@@ -3,9 +3,12 @@
 use core::marker::PhantomData;
 use core::ptr::NonNull;
 
+use crate::bucket::BucketPlan;
 use crate::error::{check, invalid, Error};
+use crate::import::{prepare_import, BucketImport, DeviceImportTarget, Destinations, ImportSource, ImportTarget};
 use crate::memory::{dl_tensor, DeviceBytes, HOST, UINT8};
 use crate::options::{ExportOptions, Stream};
+use crate::shard::Shard;
 use crate::sys;
 use crate::tensor::Tensor;
 
@@ -60,6 +63,103 @@ impl<'a> PreparedExport<'a> {
         // The library copies what it keeps (the jobs hold addresses, not the DLTensors).
         check(sys::mxfp8_prepare_scales_batched(handles.as_ptr(), ptrs.as_ptr(), handles.len(), &o, &mut raw))?;
         Ok(Self { raw: NonNull::new(raw).expect("mxfp8_prepare_scales_batched returned OK and NULL"), _destinations: PhantomData })
+    }
+
+    /// Prepares `plan`'s [`fill`](BucketPlan::fill) (`mxfp8_prepare_bucket`, or `_shards` for a plan of
+    /// shards) into a host bucket, which stays borrowed until the plan is dropped: every run fills it
+    /// again from the tensors' current bytes. The plan cannot outlive the bucket:
+    ///
+    /// ```compile_fail,E0597
+    /// # use mxfp8::{BucketPlan, ExportOptions, PreparedExport, Stream};
+    /// # let plan = BucketPlan::new(&[], &ExportOptions::default(), 256).unwrap();
+    /// let prepared = {
+    ///     let mut bucket = vec![0u8; 64];
+    ///     PreparedExport::bucket(&plan, &mut bucket).unwrap()
+    /// }; // error: `bucket` does not live long enough
+    /// prepared.run(Stream::LEGACY_DEFAULT).unwrap();
+    /// ```
+    pub fn bucket(plan: &BucketPlan<'_>, bucket: &'a mut [u8]) -> Result<Self, Error> {
+        let mut shape = [bucket.len() as i64];
+        let mut t = dl_tensor(bucket.as_mut_ptr() as *const core::ffi::c_void, HOST, UINT8, &mut shape);
+        let mut raw = core::ptr::null_mut();
+        // SAFETY: the bucket is exclusively borrowed for 'a, as long as the plan can run.
+        unsafe { plan.prepare_raw(&mut t, &mut raw)? };
+        Ok(Self::from_raw(raw))
+    }
+
+    /// Prepares `plan`'s [`fill_device`](BucketPlan::fill_device). The [`DeviceBytes`] promise extends
+    /// to every run of the plan.
+    pub fn bucket_device(plan: &BucketPlan<'_>, bucket: DeviceBytes) -> Result<Self, Error> {
+        let mut shape = [bucket.len() as i64];
+        let mut t = dl_tensor(bucket.as_ptr(), bucket.device(), UINT8, &mut shape);
+        let mut raw = core::ptr::null_mut();
+        // SAFETY: DeviceBytes' constructor promised the memory for the work queued on it.
+        unsafe { plan.prepare_raw(&mut t, &mut raw)? };
+        Ok(Self::from_raw(raw))
+    }
+
+    /// Prepares [`import_bucket_host_with`](crate::import_bucket_host_with) (`mxfp8_prepare_import_bucket`):
+    /// the bucket (read at every run) and the targets (written at every run) stay borrowed until the plan
+    /// is dropped. The manifest is not kept.
+    pub fn import_bucket(bucket: &'a [u8], import: &BucketImport<'_>, targets: &'a mut [ImportTarget<'a>]) -> Result<Self, Error> {
+        let d = Destinations::host(targets);
+        let source = ImportSource::Bucket((bucket.as_ptr() as *const core::ffi::c_void, bucket.len(), HOST), import);
+        // SAFETY: the bucket is borrowed and the targets exclusively borrowed for 'a.
+        unsafe { Self::prepare_import(source, &d) }
+    }
+
+    /// Prepares [`import_bucket_device`](crate::import_bucket_device); the [`DeviceBytes`] promises
+    /// extend to every run of the plan.
+    pub fn import_bucket_device(bucket: DeviceBytes, import: &BucketImport<'_>, targets: &[DeviceImportTarget]) -> Result<Self, Error> {
+        let d = Destinations::device(targets);
+        let source = ImportSource::Bucket((bucket.as_ptr() as *const core::ffi::c_void, bucket.len(), bucket.device()), import);
+        // SAFETY: DeviceBytes' constructor promised the memory for the work queued on it.
+        unsafe { Self::prepare_import(source, &d) }
+    }
+
+    /// Prepares [`import_tensors_host`](crate::import_tensors_host) (`mxfp8_prepare_import_tensors`); the
+    /// plan holds a reference on every tensor, and the targets stay borrowed until it is dropped.
+    pub fn import_tensors(tensors: &[&Tensor], options: &ExportOptions, targets: &'a mut [ImportTarget<'a>]) -> Result<Self, Error> {
+        let d = Destinations::host(targets);
+        // SAFETY: the targets are exclusively borrowed for 'a.
+        unsafe { Self::prepare_import(ImportSource::Tensors(tensors, None, options), &d) }
+    }
+
+    /// Prepares [`import_tensor_shards_host`](crate::import_tensor_shards_host)
+    /// (`mxfp8_prepare_import_tensor_shards`), as [`import_tensors`](Self::import_tensors).
+    pub fn import_tensor_shards(
+        tensors: &[&Tensor],
+        shards: &[Shard],
+        options: &ExportOptions,
+        targets: &'a mut [ImportTarget<'a>],
+    ) -> Result<Self, Error> {
+        let d = Destinations::host(targets);
+        // SAFETY: the targets are exclusively borrowed for 'a.
+        unsafe { Self::prepare_import(ImportSource::Tensors(tensors, Some(shards), options), &d) }
+    }
+
+    /// Prepares [`import_tensors_device`](crate::import_tensors_device), or with `shards`
+    /// [`import_tensor_shards_device`](crate::import_tensor_shards_device); the [`DeviceBytes`] promises
+    /// extend to every run of the plan.
+    pub fn import_tensors_device(
+        tensors: &[&Tensor],
+        shards: Option<&[Shard]>,
+        options: &ExportOptions,
+        targets: &[DeviceImportTarget],
+    ) -> Result<Self, Error> {
+        let d = Destinations::device(targets);
+        // SAFETY: DeviceBytes' constructor promised the memory for the work queued on it.
+        unsafe { Self::prepare_import(ImportSource::Tensors(tensors, shards, options), &d) }
+    }
+
+    unsafe fn prepare_import(source: ImportSource<'_>, d: &Destinations) -> Result<Self, Error> {
+        let mut raw = core::ptr::null_mut();
+        prepare_import(source, d, &mut raw)?;
+        Ok(Self::from_raw(raw))
+    }
+
+    fn from_raw(raw: *mut sys::mxfp8_prepared_export) -> Self {
+        Self { raw: NonNull::new(raw).expect("a prepare call returned OK and NULL"), _destinations: PhantomData }
     }
 
     /// Runs the export on `stream` (ignored for host memory, where the run is done on return).

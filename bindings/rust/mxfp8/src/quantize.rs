@@ -165,7 +165,7 @@ pub enum InputDtype {
 }
 
 impl InputDtype {
-    fn dl(self) -> sys::DLDataType {
+    pub(crate) fn dl(self) -> sys::DLDataType {
         let (code, bits) = match self {
             Self::F32 => (DLDataTypeCode::FLOAT, 32),
             Self::Bf16 => (DLDataTypeCode::BFLOAT, 16),
@@ -176,7 +176,7 @@ impl InputDtype {
 }
 
 impl HostInput<'_> {
-    fn parts(self) -> (*const c_void, usize, InputDtype) {
+    pub(crate) fn parts(self) -> (*const c_void, usize, InputDtype) {
         match self {
             HostInput::F32(v) => (v.as_ptr() as *const c_void, v.len(), InputDtype::F32),
             HostInput::Bf16Bits(v) => (v.as_ptr() as *const c_void, v.len(), InputDtype::Bf16),
@@ -185,7 +185,7 @@ impl HostInput<'_> {
     }
 }
 
-fn check_numel(shape: &[i64], len: usize, what: &str) -> Result<(), Error> {
+pub(crate) fn check_numel(shape: &[i64], len: usize, what: &str) -> Result<(), Error> {
     if numel(shape) != Some(len) {
         return Err(invalid(format!("{len} {what} cannot have the shape {shape:?}")));
     }
@@ -396,23 +396,48 @@ pub enum OutputDtype {
     Bf16,
 }
 
+/// The DLTensor of a host dequantize output, over `shape`, which the caller keeps alive while it is used.
+pub(crate) fn host_output(output: DequantizeOutput<'_>, shape: &mut [i64; 1]) -> sys::DLTensor {
+    let (data, len, code, bits) = match output {
+        DequantizeOutput::F32(v) => (v.as_mut_ptr() as *const c_void, v.len(), DLDataTypeCode::FLOAT, 32),
+        DequantizeOutput::Bf16Bits(v) => (v.as_mut_ptr() as *const c_void, v.len(), DLDataTypeCode::BFLOAT, 16),
+    };
+    shape[0] = len as i64;
+    dl_tensor(data, HOST, sys::DLDataType { code, bits, lanes: 1 }, shape)
+}
+
+/// The DLTensor of a device dequantize output of `dtype` elements, over `shape` (as [`host_output`]);
+/// fails when the bytes are not a whole number of elements.
+pub(crate) fn device_output(output: DeviceBytes, dtype: OutputDtype, shape: &mut [i64; 1]) -> Result<sys::DLTensor, Error> {
+    let (code, bits) = match dtype {
+        OutputDtype::F32 => (DLDataTypeCode::FLOAT, 32u8),
+        OutputDtype::Bf16 => (DLDataTypeCode::BFLOAT, 16),
+    };
+    if output.len() % (bits as usize / 8) != 0 {
+        return Err(invalid(format!("output: {} bytes is not a whole number of {dtype:?} elements", output.len())));
+    }
+    shape[0] = (output.len() / (bits as usize / 8)) as i64;
+    Ok(dl_tensor(output.as_ptr(), output.device(), sys::DLDataType { code, bits, lanes: 1 }, shape))
+}
+
+/// A float32 vector of `prod(shape)` elements for a `dequantize_host`.
+pub(crate) fn output_vec(shape: &[i64]) -> Result<Vec<f32>, Error> {
+    Ok(vec![0f32; numel(shape).ok_or_else(|| invalid("the tensor's shape overflows"))?])
+}
+
 impl Tensor {
     /// Decodes `direction` of a tensor in host memory to float32: value * 2^(scale - 127), every NaN as
     /// 0x7FFFFFFF.
     pub fn dequantize_host(&self, direction: Direction) -> Result<Vec<f32>, Error> {
-        let mut out = vec![0f32; numel(self.shape()).ok_or_else(|| invalid("the tensor's shape overflows"))?];
+        let mut out = output_vec(self.shape())?;
         self.dequantize_into(DequantizeOutput::F32(&mut out), &DequantizeOptions::new().direction(direction))?;
         Ok(out)
     }
 
     /// Decodes a tensor in host memory into `output` (float32, or bfloat16 rounded to nearest-even).
     pub fn dequantize_into(&self, output: DequantizeOutput<'_>, options: &DequantizeOptions) -> Result<(), Error> {
-        let (data, len, code, bits) = match output {
-            DequantizeOutput::F32(v) => (v.as_mut_ptr() as *const c_void, v.len(), DLDataTypeCode::FLOAT, 32),
-            DequantizeOutput::Bf16Bits(v) => (v.as_mut_ptr() as *const c_void, v.len(), DLDataTypeCode::BFLOAT, 16),
-        };
-        let mut shape = [len as i64];
-        let mut t = dl_tensor(data, HOST, sys::DLDataType { code, bits, lanes: 1 }, &mut shape);
+        let mut shape = [0i64];
+        let mut t = host_output(output, &mut shape);
         let o = options.to_sys();
         // SAFETY: `t` describes the exclusively borrowed slice; a tensor on a device fails the device check.
         check(unsafe { sys::mxfp8_dequantize(self.raw.as_ptr(), &o, &mut t) })
@@ -421,15 +446,8 @@ impl Tensor {
     /// Decodes a tensor in device memory into `output` (`prod(shape)` elements of `dtype`), queued on
     /// `options`' stream.
     pub fn dequantize_into_device(&self, output: DeviceBytes, dtype: OutputDtype, options: &DequantizeOptions) -> Result<(), Error> {
-        let (code, bits) = match dtype {
-            OutputDtype::F32 => (DLDataTypeCode::FLOAT, 32u8),
-            OutputDtype::Bf16 => (DLDataTypeCode::BFLOAT, 16),
-        };
-        if output.len() % (bits as usize / 8) != 0 {
-            return Err(invalid(format!("output: {} bytes is not a whole number of {dtype:?} elements", output.len())));
-        }
-        let mut shape = [(output.len() / (bits as usize / 8)) as i64];
-        let mut t = dl_tensor(output.as_ptr(), output.device(), sys::DLDataType { code, bits, lanes: 1 }, &mut shape);
+        let mut shape = [0i64];
+        let mut t = device_output(output, dtype, &mut shape)?;
         let o = options.to_sys();
         // SAFETY: DeviceBytes' constructor promised the memory for the queued work.
         check(unsafe { sys::mxfp8_dequantize(self.raw.as_ptr(), &o, &mut t) })

@@ -41,8 +41,28 @@ impl Shard {
         Self { rows: pieces.to_vec(), cols: None }
     }
 
-    /// Runs `f` with the C struct, whose piece array lives for the call.
-    pub(crate) fn with_raw<R>(&self, f: impl FnOnce(&sys::mxfp8_shard) -> R) -> R {
+    /// Whether this is the whole tensor (no row range, no column range).
+    pub fn is_whole(&self) -> bool {
+        self.rows.is_empty() && self.cols.is_none()
+    }
+
+    /// The shape of this shard of a tensor of logical `shape` `(*lead, K)`: the tensor's own shape for
+    /// the whole tensor, else `(rows, cols)` (the sum of the row ranges or M, the column range or K),
+    /// what a receiver's manifest and destinations describe. Ranges are not checked here (the library
+    /// checks them against the tensor).
+    pub fn shape_of(&self, shape: &[i64]) -> Vec<i64> {
+        if self.is_whole() {
+            return shape.to_vec();
+        }
+        let (k, m) = shape.split_last().map_or((1, 1), |(&k, lead)| (k, lead.iter().product::<i64>()));
+        let rows = if self.rows.is_empty() { m } else { self.rows.iter().map(|r| r.end - r.start).sum() };
+        let cols = self.cols.as_ref().map_or(k, |c| c.end - c.start);
+        vec![rows, cols]
+    }
+
+    /// The C struct and the piece array its `row_pieces` points into (which must outlive every use of
+    /// the struct; moving the pair does not move the array's heap buffer).
+    fn to_raw(&self) -> (sys::mxfp8_shard, Vec<i64>) {
         let mut raw = sys::mxfp8_shard::default();
         if let Some(cols) = &self.cols {
             raw.col_begin = cols.start;
@@ -60,7 +80,37 @@ impl Shard {
                 raw.row_pieces = pieces.as_ptr();
             }
         }
+        (raw, pieces)
+    }
+
+    /// Runs `f` with the C struct, whose piece array lives for the call.
+    pub(crate) fn with_raw<R>(&self, f: impl FnOnce(&sys::mxfp8_shard) -> R) -> R {
+        let (raw, _pieces) = self.to_raw();
         f(&raw)
+    }
+}
+
+/// Shards as the C calls take them: one pointer per tensor, NULL for a whole one. The pointers point
+/// into the boxed structs and piece arrays held here, valid as long as this value.
+pub(crate) struct RawShards {
+    _structs: Vec<Box<(sys::mxfp8_shard, Vec<i64>)>>,
+    pointers: Vec<*const sys::mxfp8_shard>,
+}
+
+impl RawShards {
+    pub(crate) fn new(shards: &[Shard]) -> Self {
+        let structs: Vec<Box<(sys::mxfp8_shard, Vec<i64>)>> = shards.iter().map(|s| Box::new(s.to_raw())).collect();
+        let pointers = structs.iter().zip(shards).map(|(b, s)| if s.is_whole() { ptr::null() } else { &b.0 as *const _ }).collect();
+        Self { _structs: structs, pointers }
+    }
+
+    /// The array of `count` pointers (NULL when there are no shards at all).
+    pub(crate) fn as_ptr(&self) -> *const *const sys::mxfp8_shard {
+        if self.pointers.is_empty() {
+            ptr::null()
+        } else {
+            self.pointers.as_ptr()
+        }
     }
 }
 

@@ -193,4 +193,8 @@ fn handles_are_send_and_sync_where_the_header_says_so() {
     send_sync::<mxfp8::BucketView<'static>>();
     send_sync::<mxfp8::BucketPlan<'static>>();
     send_sync::<mxfp8::Error>();
+    send_sync::<mxfp8::Nvfp4Tensor>();
+    send_sync::<mxfp8::Nvfp4Components>();
+    send_sync::<mxfp8::PreparedExport<'static>>();
+    send_sync::<mxfp8::DeviceImportTarget>();
 }

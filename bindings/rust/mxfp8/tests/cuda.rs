@@ -86,6 +86,17 @@ fn read_back(ptr: *const c_void, len: usize) -> Vec<u8> {
 
 /// A uint8 CUDA tensor of `shape` holding `bytes`, owned by the returned ManagedTensor.
 fn device_tensor(bytes: &[u8], shape: &[i64]) -> ManagedTensor {
+    device_tensor_of(bytes, shape, sys::DLDataType { code: sys::DLDataTypeCode::UINT, bits: 8, lanes: 1 })
+}
+
+/// A float32 CUDA tensor of `shape` holding `values`.
+fn device_tensor_f32(values: &[f32], shape: &[i64]) -> ManagedTensor {
+    let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+    device_tensor_of(&bytes, shape, sys::DLDataType { code: sys::DLDataTypeCode::FLOAT, bits: 32, lanes: 1 })
+}
+
+/// A CUDA tensor of `shape` and `dtype` holding `bytes`, owned by the returned ManagedTensor.
+fn device_tensor_of(bytes: &[u8], shape: &[i64], dtype: sys::DLDataType) -> ManagedTensor {
     struct Owned {
         managed: sys::DLManagedTensorVersioned,
         _buf: DeviceBuf,
@@ -105,7 +116,7 @@ fn device_tensor(bytes: &[u8], shape: &[i64]) -> ManagedTensor {
                 data: buf.ptr,
                 device: sys::DLDevice { device_type: sys::DLDeviceType::CUDA, device_id: 0 },
                 ndim: shape.len() as i32,
-                dtype: sys::DLDataType { code: sys::DLDataTypeCode::UINT, bits: 8, lanes: 1 },
+                dtype,
                 shape: std::ptr::null_mut(),
                 strides: std::ptr::null_mut(),
                 byte_offset: 0,
@@ -239,4 +250,162 @@ fn device_wrappers_on_cuda_memory() {
     let mut host_dst = vec![0u8; scales_a.len()];
     let err = export_scales_batched(&[&dev_a], &mut [&mut host_dst[..]], &ExportOptions::default()).unwrap_err();
     assert!(err.message.contains("cuda:0"), "{err}");
+}
+
+fn f32s(bytes: &[u8]) -> Vec<u32> {
+    bytes.chunks_exact(4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()
+}
+
+fn f32_bits(values: &[f32]) -> Vec<u32> {
+    values.iter().map(|v| v.to_bits()).collect()
+}
+
+#[test]
+fn engine_targets_imports_and_prepared_plans_on_cuda_memory() {
+    use mxfp8::{
+        import_bucket_device, import_bucket_host_with, import_tensor_shards_device, import_tensor_shards_host, import_tensors_device,
+        BucketImport, ConvertOptions, DeviceImportTarget, ImportTarget, Layout, PreparedExport, Shard,
+    };
+    if !gpu_present() {
+        return;
+    }
+    // convert: every target, the device result equals the host one (checked against the references
+    // in tests/convert.rs).
+    let (host, dev, _, _) = weight(256, 200, 31);
+    for target in [Layout::Compact, Layout::Cutlass128x4, Layout::DeepgemmPacked, Layout::TrtllmShuffled] {
+        let options = ConvertOptions::new().target(target);
+        let bytes = mxfp8::layout_bytes(target, Direction::Rowwise, 256, 7).unwrap() as usize;
+        let (mut hv, mut hs) = (vec![POISON; 256 * 200], vec![POISON; bytes]);
+        host.convert_into(&options, Some(&mut hv), &mut hs).unwrap();
+        let (dv, ds) = (DeviceBuf::new(256 * 200, POISON), DeviceBuf::new(bytes, POISON));
+        dev.convert_device(&options, Some(dv.bytes()), ds.bytes()).unwrap();
+        assert_eq!((dv.to_host(), ds.to_host()), (hv, hs), "{target:?}");
+    }
+    // grouped convert: 2 experts of (128, 64), compact scales, into the gated TRT-LLM layout.
+    let (e, n, k) = (2usize, 128usize, 64usize);
+    let vals = random_bytes(e * n * k, 32, 0, 255);
+    let sc = random_bytes(e * n * 2, 33, 1, 254);
+    let build = |d: ManagedTensor, s: ManagedTensor| {
+        GroupedBuilder::new().scales(GroupedScales::Compact).uniform_experts(e as i32, n as i64, k as i64).buffers(d, s).build().unwrap()
+    };
+    let gh = build(ManagedTensor::from_host_bytes(vals.clone(), &[(e * n * k) as i64]).unwrap(), ManagedTensor::from_host_bytes(sc.clone(), &[sc.len() as i64]).unwrap());
+    let gd = build(device_tensor(&vals, &[(e * n * k) as i64]), device_tensor(&sc, &[sc.len() as i64]));
+    let options = ConvertOptions::new().target(Layout::TrtllmShuffledGated);
+    let (mut hv, mut hs) = (vec![POISON; e * n * k], vec![POISON; e * n * 4]);
+    gh.convert_into(&options, Some(&mut hv), &mut hs).unwrap();
+    let (dv, ds) = (DeviceBuf::new(e * n * k, POISON), DeviceBuf::new(e * n * 4, POISON));
+    gd.convert_device(&options, Some(dv.bytes()), ds.bytes()).unwrap();
+    assert_eq!((dv.to_host(), ds.to_host()), (hv, hs));
+
+    // The direct import, whole and a shard, device against host.
+    let (m, kk, c) = (256usize, 200usize, 7usize);
+    let (mut hv, mut hs) = (vec![POISON; 56 * kk], vec![POISON; 56 * c]);
+    import_tensor_shards_host(&[&host], &[Shard::rows(200..256)], &ExportOptions::default(), &mut [ImportTarget { values: &mut hv, scales: &mut hs, layout: Layout::Compact }]).unwrap();
+    let (dv, ds) = (DeviceBuf::new(56 * kk, POISON), DeviceBuf::new(56 * c, POISON));
+    let targets = [DeviceImportTarget { values: dv.bytes(), scales: ds.bytes(), layout: Layout::Compact }];
+    import_tensor_shards_device(&[&dev], &[Shard::rows(200..256)], &ExportOptions::default(), &targets).unwrap();
+    assert_eq!((dv.to_host(), ds.to_host()), (hv, hs));
+    let whole = mxfp8::layout_bytes(Layout::Cutlass128x4, Direction::Rowwise, m as i64, c as i64).unwrap() as usize;
+    let (dv, ds) = (DeviceBuf::new(m * kk, POISON), DeviceBuf::new(whole, POISON));
+    let targets = [DeviceImportTarget { values: dv.bytes(), scales: ds.bytes(), layout: Layout::Cutlass128x4 }];
+    import_tensors_device(&[&dev], &ExportOptions::default(), &targets).unwrap();
+    let (mut hv, mut hs) = (vec![POISON; m * kk], vec![POISON; whole]);
+    mxfp8::import_tensors_host(&[&host], &ExportOptions::default(), &mut [ImportTarget { values: &mut hv, scales: &mut hs, layout: Layout::Cutlass128x4 }]).unwrap();
+    assert_eq!((dv.to_host(), ds.to_host()), (hv.clone(), hs.clone()));
+
+    // A prepared device bucket fill, then the bucket imported on the device (immediate and prepared).
+    let plan = BucketPlan::new(&[&dev], &ExportOptions::default(), 256).unwrap();
+    let host_plan = BucketPlan::new(&[&host], &ExportOptions::default(), 256).unwrap();
+    let mut expected = vec![POISON; host_plan.total_bytes() as usize];
+    host_plan.fill(&mut expected).unwrap();
+    let bucket = DeviceBuf::new(plan.total_bytes() as usize, POISON);
+    let prepared = PreparedExport::bucket_device(&plan, bucket.bytes()).unwrap();
+    prepared.run(Stream::default()).unwrap();
+    assert!(bucket.to_host() == expected);
+    let manifest = plan.manifest(["w"]).unwrap();
+    let import = BucketImport::new(&manifest.entries, Direction::Rowwise);
+    let (mut hv2, mut hs2) = (vec![POISON; m * kk], vec![POISON; whole]);
+    import_bucket_host_with(&expected, &import, &mut [ImportTarget { values: &mut hv2, scales: &mut hs2, layout: Layout::Cutlass128x4 }]).unwrap();
+    assert_eq!((&hv2, &hs2), (&hv, &hs));
+    let (dv, ds) = (DeviceBuf::new(m * kk, POISON), DeviceBuf::new(whole, POISON));
+    let targets = [DeviceImportTarget { values: dv.bytes(), scales: ds.bytes(), layout: Layout::Cutlass128x4 }];
+    import_bucket_device(bucket.bytes(), &import, &targets, Stream::default()).unwrap();
+    assert_eq!((dv.to_host(), ds.to_host()), (hv.clone(), hs.clone()));
+    let (dv, ds) = (DeviceBuf::new(m * kk, POISON), DeviceBuf::new(whole, POISON));
+    let targets = [DeviceImportTarget { values: dv.bytes(), scales: ds.bytes(), layout: Layout::Cutlass128x4 }];
+    PreparedExport::import_bucket_device(bucket.bytes(), &import, &targets).unwrap().run(Stream::default()).unwrap();
+    assert_eq!((dv.to_host(), ds.to_host()), (hv, hs));
+    drop(prepared);
+}
+
+#[test]
+fn nvfp4_on_cuda_memory() {
+    use mxfp8::{
+        nvfp4_quantize_fused_into, nvfp4_quantize_fused_into_device, nvfp4_quantize_into, nvfp4_quantize_into_device, AmaxScope,
+        DeviceFusedShard, FourOverSix, FusedShard, GlobalScale, Nvfp4ExportOptions, Nvfp4Output, Nvfp4QuantizeOptions, Nvfp4TensorBuilder,
+    };
+    if !gpu_present() {
+        return;
+    }
+    let (m, k) = (70usize, 100usize);
+    let shape = [m as i64, k as i64];
+    let x = random_floats(m * k, 41);
+    let input = DeviceBuf::from_host(&x);
+    // quantize_into: every option family, the device result equals the host one (checked against the
+    // references in tests/nvfp4.rs).
+    let cases = [
+        Nvfp4QuantizeOptions::new().scales(QuantizedScales::Swizzled),
+        Nvfp4QuantizeOptions::new().direction(Direction::Columnwise).scales(QuantizedScales::Padded),
+        Nvfp4QuantizeOptions::new().amax_scope(AmaxScope::PerRow),
+        Nvfp4QuantizeOptions::new().four_over_six(FourOverSix::Mse).e4m3_max(256),
+    ];
+    for options in cases {
+        let (vlen, slen, alen) = (options.values_len(&shape).unwrap(), options.scales_shape(&shape).iter().product::<i64>() as usize, options.amax_len(&shape));
+        let (mut hv, mut hs, mut ha) = (vec![POISON; vlen], vec![POISON; slen], vec![0f32; alen]);
+        nvfp4_quantize_into(HostInput::F32(&x), &shape, &options, Nvfp4Output { values: &mut hv, scales: &mut hs }, &mut ha).unwrap();
+        let (dv, ds, da) = (DeviceBuf::new(vlen, POISON), DeviceBuf::new(slen, POISON), DeviceBuf::new(4 * alen, 0));
+        nvfp4_quantize_into_device(input.bytes(), InputDtype::F32, &shape, &options, dv.bytes(), ds.bytes(), da.bytes()).unwrap();
+        assert_eq!((dv.to_host(), ds.to_host(), f32s(&da.to_host())), (hv, hs, f32_bits(&ha)), "{options:?}");
+    }
+    // fused: two shards under one amax.
+    let y: Vec<f32> = random_floats(30 * k, 42).iter().map(|v| v * 50.0).collect();
+    let input_y = DeviceBuf::from_host(&y);
+    let yshape = [30i64, k as i64];
+    let options = Nvfp4QuantizeOptions::new();
+    let sc = k.div_ceil(16);
+    let (mut h1v, mut h1s, mut h2v, mut h2s, mut ha) = (vec![POISON; m * k / 2], vec![POISON; m * sc], vec![POISON; 30 * k / 2], vec![POISON; 30 * sc], 0f32);
+    let mut shards = [
+        FusedShard { input: HostInput::F32(&x), shape: &shape, output: Nvfp4Output { values: &mut h1v, scales: &mut h1s } },
+        FusedShard { input: HostInput::F32(&y), shape: &yshape, output: Nvfp4Output { values: &mut h2v, scales: &mut h2s } },
+    ];
+    nvfp4_quantize_fused_into(&mut shards, &options, &mut ha).unwrap();
+    let (d1v, d1s, d2v, d2s, da) =
+        (DeviceBuf::new(m * k / 2, POISON), DeviceBuf::new(m * sc, POISON), DeviceBuf::new(30 * k / 2, POISON), DeviceBuf::new(30 * sc, POISON), DeviceBuf::new(4, 0));
+    let device_shards = [
+        DeviceFusedShard { input: input.bytes(), shape: &shape, values: d1v.bytes(), scales: d1s.bytes() },
+        DeviceFusedShard { input: input_y.bytes(), shape: &yshape, values: d2v.bytes(), scales: d2s.bytes() },
+    ];
+    nvfp4_quantize_fused_into_device(&device_shards, InputDtype::F32, &options, da.bytes()).unwrap();
+    assert_eq!((d1v.to_host(), d1s.to_host(), d2v.to_host(), d2s.to_host(), f32s(&da.to_host())), (h1v.clone(), h1s.clone(), h2v, h2s, vec![ha.to_bits()]));
+
+    // An NVFP4 tensor in CUDA memory: export (the global scale computed on the device), dequantize.
+    let build = |d: ManagedTensor, s: ManagedTensor, a: ManagedTensor| Nvfp4TensorBuilder::new().rowwise(d, s, a).build().unwrap();
+    let th = build(
+        ManagedTensor::from_host_bytes(h1v.clone(), &[m as i64, (k / 2) as i64]).unwrap(),
+        ManagedTensor::from_host_bytes(h1s.clone(), &[m as i64, sc as i64]).unwrap(),
+        ManagedTensor::from_host_f32(vec![ha], &[1]).unwrap(),
+    );
+    let td = build(device_tensor(&h1v, &[m as i64, (k / 2) as i64]), device_tensor(&h1s, &[m as i64, sc as i64]), device_tensor_f32(&[ha], &[1]));
+    for convention in [GlobalScale::Decode, GlobalScale::Encode] {
+        let options = Nvfp4ExportOptions::new().global_scale(convention);
+        let (ph, pd) = (th.export(&options).unwrap(), td.export(&options).unwrap());
+        assert_eq!(pd.global_scale.device().device_type, sys::DLDeviceType::CUDA);
+        assert_eq!(f32s(&read_back(pd.global_scale.data_ptr(), 4)), f32_bits(&ph.global_scale.to_host_f32().unwrap()), "{convention:?}");
+        assert_eq!(read_back(pd.scales.data_ptr(), m * sc), h1s);
+        assert_eq!(read_back(pd.values.data_ptr(), m * k / 2), h1v);
+    }
+    let expected = th.dequantize_host(Direction::Rowwise).unwrap();
+    let out = DeviceBuf::new(m * k * 4, 0xFF);
+    td.dequantize_into_device(out.bytes(), OutputDtype::F32, &DequantizeOptions::new()).unwrap();
+    assert_eq!(f32s(&out.to_host()), f32_bits(&expected));
 }

@@ -2,7 +2,7 @@
 //! field with the C `*_INIT` macros: so the safe defaults are the C defaults. This test closes the chain
 //! (safe default -> C struct == mxfp8-sys default), and checks the status enum and error type.
 use mxfp8::{
-    sys, Block, DequantizeOptions, Error, ExportOptions, Format, GroupedBuilder, GroupedScales, ManagedTensor, QuantizeOptions, Status,
+    sys, Block, ConvertOptions, DequantizeOptions, Nvfp4ExportOptions, Nvfp4QuantizeOptions, Nvfp4TensorBuilder, Error, ExportOptions, Format, GroupedBuilder, GroupedScales, ManagedTensor, QuantizeOptions, Status,
     TensorBuilder,
 };
 
@@ -13,6 +13,28 @@ fn safe_defaults_are_the_c_initializers() {
         (a.struct_size, a.direction, a.values_dtype, a.scales_dtype, a.padded_scales, a.reserved, a.stream, a.allocator.is_none(), a.scales_granularity, a.reserved2),
         (b.struct_size, b.direction, b.values_dtype, b.scales_dtype, b.padded_scales, b.reserved, b.stream, b.allocator.is_none(), b.scales_granularity, b.reserved2)
     );
+    assert_eq!((a.scale_fixup, a.reserved3), (b.scale_fixup, b.reserved3));
+    let (a, b) = (Nvfp4ExportOptions::default().to_sys(), sys::mxfp8_nvfp4_export_options::default());
+    assert_eq!(
+        (a.struct_size, a.direction, a.values_dtype, a.scales_dtype, a.padded_scales, a.global_scale, a.stream, a.allocator.is_none()),
+        (b.struct_size, b.direction, b.values_dtype, b.scales_dtype, b.padded_scales, b.global_scale, b.stream, b.allocator.is_none())
+    );
+    let (a, b) = (Nvfp4QuantizeOptions::default().to_sys(), sys::mxfp8_nvfp4_quantize_options::default());
+    assert_eq!(
+        (a.struct_size, a.amax_scope, a.amax_mode, a.four_over_six, a.e4m3_max, a.scales_layout, a.direction, a.reserved, a.stream),
+        (b.struct_size, b.amax_scope, b.amax_mode, b.four_over_six, b.e4m3_max, b.scales_layout, b.direction, b.reserved, b.stream)
+    );
+    let nvfp4 = Nvfp4TensorBuilder::new()
+        .rowwise(
+            ManagedTensor::from_host_bytes(vec![0; 16], &[1, 16]).unwrap(),
+            ManagedTensor::from_host_bytes(vec![0x38; 2], &[1, 2]).unwrap(),
+            ManagedTensor::from_host_f32(vec![1.0], &[1]).unwrap(),
+        )
+        .build()
+        .unwrap();
+    assert_eq!(nvfp4.e4m3_max(), sys::mxfp8_nvfp4_tensor_desc::default().e4m3_max);
+    let (a, b) = (ConvertOptions::default().to_sys(), sys::mxfp8_convert_options::default());
+    assert_eq!((a.struct_size, a.target, a.direction, a.scale_fixup, a.stream), (b.struct_size, b.target, b.direction, b.scale_fixup, b.stream));
     let (a, b) = (QuantizeOptions::default().to_sys(), sys::mxfp8_quantize_options::default());
     assert_eq!(
         (a.struct_size, a.format, a.block, a.scale_rounding, a.scales_layout, a.values_dtype, a.scales_dtype, a.reserved, a.stream, a.allocator.is_none()),

@@ -156,3 +156,31 @@ fn experts_are_exported_from_many_threads() {
         assert_eq!(h.join().unwrap(), e.scales[i]);
     }
 }
+
+#[test]
+fn export_experts_stacks_the_chosen_experts() {
+    // 4 experts of (64, 96), compact scales back to back: consecutive experts are views, others copies.
+    let (rows, k) = ([64usize; 4], 96usize);
+    let (e, _) = experts(&rows, k, ScaleLayout::RowMajor, GroupedScales::Compact, 0, 60);
+    let grouped = GroupedBuilder::new()
+        .uniform_experts(4, 64, k as i64)
+        .scales(GroupedScales::Compact)
+        .buffers(
+            ManagedTensor::from_host_bytes(e.flat_values.clone(), &[4 * 64, k as i64]).unwrap(),
+            ManagedTensor::from_host_bytes(e.flat_scales.clone(), &[e.flat_scales.len() as i64]).unwrap(),
+        )
+        .build()
+        .unwrap();
+    for (chosen, view) in [(vec![2usize, 3], true), (vec![3, 1, 3], false)] {
+        let out = grouped.export_experts(&chosen, &ExportOptions::default()).unwrap();
+        assert_eq!(out.values.shape(), &[chosen.len() as i64, 64, k as i64]);
+        assert_eq!(out.scales.shape(), &[chosen.len() as i64, 64, 3]);
+        assert_eq!(out.values.to_host_vec().unwrap(), chosen.iter().flat_map(|&x| e.values[x].clone()).collect::<Vec<u8>>(), "{chosen:?}");
+        assert_eq!(out.scales.to_host_vec().unwrap(), chosen.iter().flat_map(|&x| e.scales[x].clone()).collect::<Vec<u8>>(), "{chosen:?}");
+        assert_eq!((out.values.is_copy(), out.scales.is_copy()), (!view, !view), "{chosen:?}");
+    }
+    for bad in [vec![], vec![4usize]] {
+        let err = grouped.export_experts(&bad, &ExportOptions::default()).unwrap_err();
+        assert_eq!(err.status, Status::InvalidArgument, "{bad:?}: {err}");
+    }
+}

@@ -50,6 +50,7 @@ fn expected(scales: &[u8], m: usize, k: usize, layout: Layout) -> Vec<u8> {
             }
             out
         }
+        other => unreachable!("{other:?} is not an import layout"),
     }
 }
 

@@ -1,5 +1,7 @@
 //! Quantizing on the host through the safe API: known answers, and swizzled outputs that a tensor built
 //! from them exports back to the compact scales.
+mod common;
+
 use mxfp8::{
     quantize_host, Direction, ExportOptions, HostInput, ManagedTensor, QuantizeOptions, QuantizedScales, ScaleLayout,
     ScaleRounding, TensorBuilder,
@@ -64,8 +66,8 @@ fn swizzled_outputs_build_a_tensor_that_exports_the_compact_scales() {
     }
 }
 
-mod common;
 use common::*;
+
 use mxfp8::{
     quantize_into, Block, DequantizeOptions, DequantizeOutput, QuantizeOutput, Status,
 };
@@ -183,4 +185,63 @@ fn both_directions_in_one_call() {
     assert_eq!((r.data.to_host_vec().unwrap(), r.scale_inv.to_host_vec().unwrap()), (rv, rs));
     assert_eq!((c.data.to_host_vec().unwrap(), c.scale_inv.to_host_vec().unwrap()), (cv, cs));
     assert_eq!(c.scale_inv.shape(), &[2, 70]);
+}
+
+/// compressed-tensors' MX scale of a block's amax (E4M3, emax 8), from the header's rule: the amax
+/// rounded to a power of two (up from a mantissa of 1.75, so >= 1.75 * 2^127 is Inf), e = clamp(log2(p) -
+/// 8 + 127, 0, 255), 0 for a zero or subnormal amax, 255 for Inf and NaN.
+fn compressed_tensors_scale(amax: f32) -> u8 {
+    if !amax.is_finite() {
+        return 255;
+    }
+    let bits = amax.to_bits();
+    let (exp, mantissa) = ((bits >> 23) & 0xFF, bits & 0x7F_FFFF);
+    if exp == 0 {
+        return 0;
+    }
+    let up = mantissa >= 0x60_0000; // 1.75 = 1 + 0x600000 / 2^23
+    if exp == 254 && up {
+        return 255;
+    }
+    (exp as i32 + up as i32 - 8).clamp(0, 255) as u8
+}
+
+#[test]
+fn compressed_tensors_rounding_matches_its_rule() {
+    // (37, 100): partial blocks along K; random binades, an all-zero block, a NaN, and blocks whose amax
+    // sits on both sides of the 1.75 mantissa boundary.
+    let (m, k) = (37usize, 100usize);
+    let c = k.div_ceil(32);
+    let mut x = common::random_floats(m * k, 41);
+    for j in 0..32 {
+        (x[5 * k + j], x[6 * k + j]) = (x[5 * k + j] / 4096.0, x[6 * k + j] / 4096.0); // below 1
+    }
+    x[5 * k] = 1.75 * 4.0;
+    x[6 * k] = f32::from_bits((1.75f32 * 4.0).to_bits() - 1);
+    x[7 * k + 40] = -1.25;
+    x[8 * k] = f32::NAN;
+    let ct = QuantizeOptions::new().rounding(ScaleRounding::CompressedTensors);
+    let q = quantize_host(HostInput::F32(&x), &[m as i64, k as i64], Direction::Rowwise, &ct).unwrap();
+    let (values, scales) = (q.data.as_host_bytes().unwrap(), q.scale_inv.as_host_bytes().unwrap());
+    let mut differs_from_rceil = 0;
+    for r in 0..m {
+        for b in 0..c {
+            let cols = b * 32..((b + 1) * 32).min(k);
+            let block = &x[r * k + cols.start..r * k + cols.end];
+            let amax = if block.iter().any(|v| v.is_nan()) { f32::NAN } else { block.iter().fold(0f32, |a, v| a.max(v.abs())) };
+            let e = compressed_tensors_scale(amax);
+            assert_eq!(scales[r * c + b], e, "row {r} block {b}: amax {amax}");
+            differs_from_rceil += (amax.is_finite() && e != common::rceil_scale(amax)) as usize;
+            let factor = if e == 255 { 0.0 } else { 2f32.powi(127 - e as i32) };
+            for j in cols {
+                let want = if x[r * k + j].is_nan() { 0x7F } else { common::encode_e4m3(x[r * k + j] * factor) };
+                assert_eq!(values[r * k + j], want, "row {r} column {j}: {} with scale {e}", x[r * k + j]);
+            }
+        }
+    }
+    // The rules part where the mantissa is exactly 1.75 (7 = 1.75 * 4: CT rounds up to 2^3, RCEIL keeps
+    // 7 / 448 = 2^-6); just below it they agree.
+    assert_eq!((scales[5 * c], scales[6 * c]), (3 + 127 - 8, 2 + 127 - 8));
+    assert_eq!(common::rceil_scale(7.0), 127 - 6);
+    assert!(differs_from_rceil >= 1, "the inputs must exercise where the two rules differ");
 }

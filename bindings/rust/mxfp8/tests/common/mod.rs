@@ -171,3 +171,46 @@ pub fn f32_to_bf16(f: f32) -> u16 {
     let bits = f.to_bits();
     ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) as u16
 }
+
+pub fn round_up(n: usize, m: usize) -> usize {
+    n.div_ceil(m) * m
+}
+
+/// DeepGEMM's packed UE8M0 layout of a rows x cols matrix, written from the header's byte offset
+/// formula: S(r, c) at ((c / 4) * roundup(rows, 4) + r) * 4 + c % 4, every other byte `pad`.
+pub fn deepgemm_reference(s: &[u8], rows: usize, cols: usize, pad: u8) -> Vec<u8> {
+    let aligned = round_up(rows, 4);
+    let mut out = vec![pad; 4 * cols.div_ceil(4) * aligned];
+    for r in 0..rows {
+        for c in 0..cols {
+            out[((c / 4) * aligned + r) * 4 + c % 4] = s[r * cols + c];
+        }
+    }
+    out
+}
+
+/// FlashInfer's shuffle_matrix_a row map (epilogue_tile_m 128), from the header: source row 32b + i
+/// goes to row 32b + 8 * (i % 4) + i / 4.
+pub fn trtllm_destination_row(r: usize) -> usize {
+    32 * (r / 32) + 8 * (r % 4) + (r % 32) / 4
+}
+
+/// The gated (w13) source row of destination row d before the shuffle: row 2i <- up row i (source
+/// n + i), row 2i + 1 <- gate row i (source i), for 2n rows.
+pub fn gated_source_row(d: usize, n: usize) -> usize {
+    if d % 2 == 0 {
+        n + d / 2
+    } else {
+        d / 2
+    }
+}
+
+/// Rows of a rows x width matrix moved as `destination(source row)` says.
+pub fn permute_rows(x: &[u8], rows: usize, width: usize, destination: impl Fn(usize) -> usize) -> Vec<u8> {
+    let mut out = vec![POISON; rows * width];
+    for r in 0..rows {
+        let d = destination(r);
+        out[d * width..(d + 1) * width].copy_from_slice(&x[r * width..(r + 1) * width]);
+    }
+    out
+}

@@ -1,0 +1,177 @@
+//! Shards in buckets, in the import calls and in their prepared forms, on the host path: every result
+//! against the crop of values and compact scales drawn by the test (stored swizzled or padded by the
+//! layout formulas, padding poisoned), into poisoned targets.
+mod common;
+use common::*;
+
+use mxfp8::{
+    import_bucket_host_with, import_tensor_shards_host, BucketImport, BucketPlan, Direction, ExportOptions, ImportTarget, Layout,
+    ManagedTensor, PreparedExport, ScaleFixup, ScaleLayout, Shard, Status, Stream, Tensor, TensorBuilder,
+};
+
+struct Weight {
+    tensor: Tensor,
+    values: Vec<u8>,
+    scales: Vec<u8>,
+    m: usize,
+    k: usize,
+}
+
+/// A rowwise (m, k) weight stored swizzled or TE-padded (padding poisoned); scales drawn from `low..=254`.
+fn weight(m: usize, k: usize, seed: u64, swizzled: bool, low: u8) -> Weight {
+    let c = k.div_ceil(32);
+    let values = random_bytes(m * k, seed, 0, 255);
+    let scales = random_bytes(m * c, seed + 1, low, 254);
+    let (rp, cp) = (round_up(m, 128), round_up(c, 4));
+    let stored = if swizzled { swizzle_reference(&scales, m, c, POISON) } else { pad_reference(&scales, m, c, rp, cp, POISON) };
+    let tensor = TensorBuilder::new()
+        .scale_layout(if swizzled { ScaleLayout::GemmSwizzled } else { ScaleLayout::RowMajor })
+        .rowwise(
+            ManagedTensor::from_host_bytes(values.clone(), &[m as i64, k as i64]).unwrap(),
+            ManagedTensor::from_host_bytes(stored, &[rp as i64, cp as i64]).unwrap(),
+        )
+        .build()
+        .unwrap();
+    Weight { tensor, values, scales, m, k }
+}
+
+/// The crop of a weight's values and compact rowwise scales for a shard (written from the header's
+/// definition: the rows in order, K columns, blocks of 32).
+fn crop(w: &Weight, shard: &Shard) -> (Vec<u8>, Vec<u8>) {
+    let rows: Vec<usize> = if shard.rows.is_empty() { (0..w.m).collect() } else { shard.rows.iter().flat_map(|r| r.start as usize..r.end as usize).collect() };
+    let cols = shard.cols.clone().map_or(0..w.k, |c| c.start as usize..c.end as usize);
+    let c = w.k.div_ceil(32);
+    let (c0, c1) = (cols.start / 32, cols.end.div_ceil(32));
+    let values = rows.iter().flat_map(|&r| w.values[r * w.k + cols.start..r * w.k + cols.end].to_vec()).collect();
+    let scales = rows.iter().flat_map(|&r| w.scales[r * c + c0..r * c + c1].to_vec()).collect();
+    (values, scales)
+}
+
+#[test]
+fn a_bucket_of_shards_carries_each_part() {
+    let a = weight(300, 200, 1, true, 1);
+    let b = weight(257, 200, 3, false, 1);
+    let c = weight(40, 64, 5, true, 1);
+    let shards = [Shard::row_pieces(&[200..300, 0..50]), Shard::cols(64..200), Shard::whole()];
+    let tensors = [&a.tensor, &b.tensor, &c.tensor];
+    let plan = BucketPlan::with_shards(&tensors, &shards, &ExportOptions::default(), 64).unwrap();
+    assert_eq!(plan.shards(), &shards);
+    let mut bucket = vec![POISON; plan.total_bytes() as usize];
+    plan.fill(&mut bucket).unwrap();
+    let manifest = plan.manifest(["a", "b", "c"]).unwrap();
+    let views = manifest.unpack(&bucket).unwrap();
+    for ((w, shard), view) in [&a, &b, &c].iter().zip(&shards).zip(&views) {
+        let (values, scales) = crop(w, shard);
+        assert_eq!(view.shape, &shard.shape_of(&[w.m as i64, w.k as i64])[..]);
+        assert_eq!((view.values, view.scales), (&values[..], &scales[..]), "{}", view.name);
+        assert_eq!(view.scales_shape, &[view.shape[0], (view.shape[1] + 31) / 32], "{}", view.name);
+    }
+    assert_eq!(views[0].shape, &[150, 200]);
+    assert_eq!(views[2].shape, &[40, 64]);
+    // The prepared fill writes the same bytes at every run.
+    let mut again = vec![POISON; bucket.len()];
+    {
+        let prepared = PreparedExport::bucket(&plan, &mut again).unwrap();
+        prepared.run(Stream::LEGACY_DEFAULT).unwrap();
+        prepared.run(Stream::LEGACY_DEFAULT).unwrap();
+    }
+    assert_eq!(again, bucket);
+    // A shard boundary off the 32-blocks is named; a fix-up with shards is not offered.
+    let err = BucketPlan::with_shards(&tensors, &[Shard::whole(), Shard::cols(16..200), Shard::whole()], &ExportOptions::default(), 64).unwrap_err();
+    assert_eq!(err.status, Status::InvalidArgument, "{err}");
+    assert!(err.message.contains("shards[1]"), "{err}");
+    let fixup = ExportOptions::new().scale_fixup(ScaleFixup::ZeroExponentAsOne);
+    let err = BucketPlan::with_shards(&tensors, &shards, &fixup, 64).and_then(|p| p.fill(&mut bucket)).unwrap_err();
+    assert_eq!(err.status, Status::Unsupported, "{err}");
+    let err = BucketPlan::with_shards(&tensors, &shards[..2], &ExportOptions::default(), 64).unwrap_err();
+    assert_eq!(err.status, Status::InvalidArgument, "{err}");
+}
+
+#[test]
+fn tensor_shards_import_into_compact_and_128x4_targets() {
+    let padded = weight(300, 200, 11, false, 1);
+    let swizzled = weight(300, 200, 13, true, 1);
+    let shard = Shard::rows(13..250);
+    let (values, scales) = crop(&padded, &shard);
+    let (rows, c) = (237usize, 7usize);
+    let want_128x4 = swizzle_reference(&scales, rows, c, 0);
+    let (mut v1, mut s1, mut v2, mut s2) = (vec![POISON; values.len()], vec![POISON; scales.len()], vec![POISON; values.len()], vec![POISON; want_128x4.len()]);
+    {
+        let mut targets = [
+            ImportTarget { values: &mut v1, scales: &mut s1, layout: Layout::Compact },
+            ImportTarget { values: &mut v2, scales: &mut s2, layout: Layout::Cutlass128x4 },
+        ];
+        import_tensor_shards_host(&[&padded.tensor, &padded.tensor], &[shard.clone(), shard.clone()], &ExportOptions::default(), &mut targets).unwrap();
+    }
+    assert_eq!((&v1, &s1), (&values, &scales));
+    assert_eq!((&v2, &s2), (&values, &want_128x4));
+    // Swizzled storage: a shard goes to a compact target only.
+    let (sv, ss) = crop(&swizzled, &shard);
+    let (mut v3, mut s3) = (vec![POISON; sv.len()], vec![POISON; ss.len()]);
+    let mut targets = [ImportTarget { values: &mut v3, scales: &mut s3, layout: Layout::Compact }];
+    import_tensor_shards_host(&[&swizzled.tensor], &[shard.clone()], &ExportOptions::default(), &mut targets).unwrap();
+    assert_eq!((&v3, &s3), (&sv, &ss));
+    let (mut v4, mut s4) = (vec![POISON; sv.len()], vec![POISON; want_128x4.len()]);
+    let mut targets = [ImportTarget { values: &mut v4, scales: &mut s4, layout: Layout::Cutlass128x4 }];
+    let err = import_tensor_shards_host(&[&swizzled.tensor], &[shard.clone()], &ExportOptions::default(), &mut targets).unwrap_err();
+    assert_eq!(err.status, Status::Unsupported, "{err}");
+    assert!(v4.iter().chain(&s4).all(|&b| b == POISON), "a failed import wrote");
+    // Prepared: the same bytes at every run.
+    let (mut v5, mut s5) = (vec![POISON; values.len()], vec![POISON; want_128x4.len()]);
+    {
+        let mut targets = [ImportTarget { values: &mut v5, scales: &mut s5, layout: Layout::Cutlass128x4 }];
+        let prepared = PreparedExport::import_tensor_shards(&[&padded.tensor], &[shard.clone()], &ExportOptions::default(), &mut targets).unwrap();
+        prepared.run(Stream::LEGACY_DEFAULT).unwrap();
+    }
+    assert_eq!((&v5, &s5), (&values, &want_128x4));
+    // Whole tensors, prepared.
+    let (mut v6, mut s6) = (vec![POISON; 300 * 200], vec![POISON; 300 * 7]);
+    {
+        let mut targets = [ImportTarget { values: &mut v6, scales: &mut s6, layout: Layout::Compact }];
+        let prepared = PreparedExport::import_tensors(&[&swizzled.tensor], &ExportOptions::default(), &mut targets).unwrap();
+        prepared.run(Stream::LEGACY_DEFAULT).unwrap();
+    }
+    assert_eq!((&v6, &s6), (&swizzled.values, &swizzled.scales));
+}
+
+#[test]
+fn a_receiver_takes_its_shard_of_a_bucket_and_the_fixup_applies() {
+    // Scales from 0..=254, so some are the byte 0.
+    let w = weight(300, 96, 21, true, 0);
+    assert!(w.scales.contains(&0));
+    let plan = BucketPlan::new(&[&w.tensor], &ExportOptions::default(), 64).unwrap();
+    let mut bucket = vec![POISON; plan.total_bytes() as usize];
+    plan.fill(&mut bucket).unwrap();
+    let manifest = plan.manifest(["w"]).unwrap();
+    // This rank's rows 150..300.
+    let shards = [Shard::rows(150..300)];
+    let (values, scales) = crop(&w, &shards[0]);
+    let (mut v, mut s) = (vec![POISON; values.len()], vec![POISON; scales.len()]);
+    let import = BucketImport { shards: Some(&shards), ..BucketImport::new(&manifest.entries, Direction::Rowwise) };
+    import_bucket_host_with(&bucket, &import, &mut [ImportTarget { values: &mut v, scales: &mut s, layout: Layout::Compact }]).unwrap();
+    assert_eq!((&v, &s), (&values, &scales));
+    // The whole tensor with the zero-exponent fix-up, into the 128x4 layout: padding stays zero.
+    let fixed: Vec<u8> = w.scales.iter().map(|&b| b.max(1)).collect();
+    let want = swizzle_reference(&fixed, 300, 3, 0);
+    let import = BucketImport { scale_fixup: ScaleFixup::ZeroExponentAsOne, ..BucketImport::new(&manifest.entries, Direction::Rowwise) };
+    let (mut v, mut s) = (vec![POISON; 300 * 96], vec![POISON; want.len()]);
+    import_bucket_host_with(&bucket, &import, &mut [ImportTarget { values: &mut v, scales: &mut s, layout: Layout::Cutlass128x4 }]).unwrap();
+    assert_eq!((&v, &s), (&w.values, &want));
+    // Prepared, the same.
+    let (mut v2, mut s2) = (vec![POISON; 300 * 96], vec![POISON; want.len()]);
+    {
+        let mut targets = [ImportTarget { values: &mut v2, scales: &mut s2, layout: Layout::Cutlass128x4 }];
+        let prepared = PreparedExport::import_bucket(&bucket, &import, &mut targets).unwrap();
+        prepared.run(Stream::LEGACY_DEFAULT).unwrap();
+    }
+    assert_eq!((&v2, &s2), (&w.values, &want));
+    // A fix-up with a shard is not offered; a shard list of the wrong length is refused here.
+    let import = BucketImport { shards: Some(&shards), scale_fixup: ScaleFixup::ZeroExponentAsOne, ..BucketImport::new(&manifest.entries, Direction::Rowwise) };
+    let (mut v, mut s) = (vec![POISON; values.len()], vec![POISON; scales.len()]);
+    let err = import_bucket_host_with(&bucket, &import, &mut [ImportTarget { values: &mut v, scales: &mut s, layout: Layout::Compact }]).unwrap_err();
+    assert_eq!(err.status, Status::Unsupported, "{err}");
+    let import = BucketImport { shards: Some(&[]), ..BucketImport::new(&manifest.entries, Direction::Rowwise) };
+    let err = import_bucket_host_with(&bucket, &import, &mut [ImportTarget { values: &mut v, scales: &mut s, layout: Layout::Compact }]).unwrap_err();
+    assert_eq!(err.status, Status::InvalidArgument, "{err}");
+    assert!(v.iter().chain(&s).all(|&b| b == POISON), "a failed import wrote");
+}
