@@ -17,6 +17,11 @@ step() { echo; echo "=== $* ($(date +%T))"; }
 arch=90-real
 source bench/carried_deps.sh
 
+# apache-tvm-ffi from .carry/wheels when missing, so the tvm-ffi adapter is built and its tests run.
+if ! python3 -c "import tvm_ffi" 2>/dev/null && ls .carry/wheels/apache_tvm_ffi-*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --find-links .carry/wheels apache-tvm-ffi >"$LOGS/tvm-ffi.log" 2>&1
+fi
+
 step "Python package (in the background, sm_90 only)"
 pip_args=(--no-build-isolation --no-deps -q -C "cmake.define.CMAKE_CUDA_ARCHITECTURES=$arch" -C build-dir=build-gpu-py
           "${carried_pip_args[@]}")
@@ -37,6 +42,19 @@ for t in test_gpu test_gpu_quantize test_gpu_failures test_gpu_import test_gpu_t
   echo "$t: $(grep -E '^\[  (PASSED|FAILED)' "$LOGS/$t.log" | tr '\n' ' ') $(grep -c SKIPPED "$LOGS/$t.log") skipped"
 done
 grep -l "SKIPPED" "$LOGS"/test_*.log && { echo "GPU cases were skipped on a GPU machine"; status=1; }
+
+step "Rust device wrappers (bindings/rust/mxfp8/tests/cuda.rs)"
+# With cargo here, bindings/rust/gpu_test.sh builds and runs them; without, a test binary built on the
+# developer's machine travels as .carry/rust_cuda_test (bench/README.md) and links this build's library.
+if command -v cargo >/dev/null; then
+  timeout 180 bash bindings/rust/gpu_test.sh build-gpu >"$LOGS/rust.log" 2>&1 || status=1
+elif [ -x .carry/rust_cuda_test ]; then
+  MXFP8_REQUIRE_GPU=1 LD_LIBRARY_PATH="$PWD/build-gpu:${CUDA_HOME:-/usr/local/cuda}/lib64:${LD_LIBRARY_PATH:-}" \
+    timeout 120 .carry/rust_cuda_test --nocapture >"$LOGS/rust.log" 2>&1 || status=1
+else
+  echo "SKIPPED: no cargo and no .carry/rust_cuda_test" >"$LOGS/rust.log"
+fi
+grep -E "^test result|SKIPPED|FAILED|panicked" "$LOGS/rust.log" | head -8
 
 step "Python tests (waiting for the package)"
 wait $pip_pid

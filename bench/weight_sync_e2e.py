@@ -199,6 +199,8 @@ def main():
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, 2 repetitions: checks the logic")
     parser.add_argument("--reps", type=int, default=None, help="timed steps per path and layout (default 5)")
     parser.add_argument("--out", help="write the JSON here (also printed)")
+    parser.add_argument("--sweep-mb", type=lambda t: [int(v) for v in t.split(",") if v], default=[],
+                        help="also time the pipelined paths with two buckets of each of these MiB sizes")
     args = parser.parse_args()
 
     import torch
@@ -272,18 +274,22 @@ def main():
             stream.synchronize()
             ask("by_hand", layout, manifest)
 
-    # The pipelined handshake: two half-size buffers (the same memory as the one bucket above), a CUDA IPC
-    # event per buffer each way. Bucket i goes through buffer i % 2; before filling a buffer again the
-    # trainer's stream waits (on the GPU) for the receiver's import of the bucket before it.
-    half = bucket_bytes // 2
-    buffers = [bucket[:half + (1 << 19)], bucket[half + (1 << 19):]]
-    halves = [mxfp8.BucketPlan(storage, bucket_bytes=half, buffer=b) for b in buffers]  # same groups, two buffers
-    filled = [torch.cuda.Event(interprocess=True) for _ in buffers]
-    released = [torch.cuda.Event(interprocess=True) for _ in buffers]
-    ask("prepare_pipelined", buffers, filled, released, halves[0].sizes, halves[0].manifests)
+    # The pipelined handshake: two buffers of half the bucket (the same memory as the one bucket above), a
+    # CUDA IPC event per buffer each way. Bucket i goes through buffer i % 2; before filling a buffer again
+    # the trainer's stream waits (on the GPU) for the receiver's import of the bucket before it.
+    filled = [torch.cuda.Event(interprocess=True) for _ in range(2)]
+    released = [torch.cuda.Event(interprocess=True) for _ in range(2)]
+    pipe = {}
+
+    def set_up_pipelined(half, memory):
+        buffers = [memory[:half + (1 << 19)], memory[half + (1 << 19):]]
+        pipe["plans"] = [mxfp8.BucketPlan(storage, bucket_bytes=half, buffer=b) for b in buffers]  # same groups
+        pipe["buffers"] = buffers
+        ask("prepare_pipelined", buffers, filled, released, pipe["plans"][0].sizes, pipe["plans"][0].manifests)
 
     def pipelined(kind, layout):
-        count = len(halves[0])
+        plans, buffers = pipe["plans"], pipe["buffers"]
+        count = len(plans[0])
         for i in range(count):
             if i >= 2:  # the receiver has enqueued the import of bucket i - 2 and recorded released[i % 2]
                 reply = conn.recv()
@@ -291,9 +297,9 @@ def main():
                     raise SystemExit(f"weight_sync_e2e: the receiver answered {reply!r}")
                 stream.wait_event(released[i % 2])
             if kind == "bucketed_pipelined":
-                halves[i % 2].fill(i)
+                plans[i % 2].fill(i)
             else:
-                fill_by_hand(storage, buffers[i % 2], halves[0].manifests[i])
+                fill_by_hand(storage, buffers[i % 2], plans[0].manifests[i])
             filled[i % 2].record(stream)
             conn.send((kind, layout, i))
         for i in range(max(count - 2, 0), count):
@@ -301,32 +307,50 @@ def main():
                 raise SystemExit("weight_sync_e2e: the receiver's answers are out of order")
         ask("finish", layout)
 
+    def median_step_ms(run, layout, path, count):
+        samples = []
+        for rep in range(count + 1):  # the first is a warm-up
+            ask("poison", layout)
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            run(layout)
+            elapsed = (time.perf_counter() - t0) * 1e3
+            bad = ask("verify", layout)[1]
+            if bad:
+                failures.append(f"{path} -> {layout}: {bad} differ after step {rep}")
+            if rep:
+                samples.append(elapsed)
+        return round(statistics.median(samples), 3)
+
     gpu_ms = {}
 
     def direct(layout):
         gpu_ms.setdefault(layout, []).append(ask("direct", layout)[1])
 
     results, failures = {}, []
+    set_up_pipelined(bucket_bytes // 2, bucket)
+    pipelined_buckets = len(pipe["plans"][0])
     for layout in ("compact", "cutlass_128x4"):
         results[layout] = {}
         for path, run in (("direct", direct), ("bucketed", bucketed), ("bucketed_unprepared", bucketed_unprepared),
                           ("by_hand", by_hand),
                           ("bucketed_pipelined", lambda layout: pipelined("bucketed_pipelined", layout)),
                           ("by_hand_pipelined", lambda layout: pipelined("by_hand_pipelined", layout))):
-            samples = []
-            for rep in range(reps + 1):  # the first is a warm-up
-                ask("poison", layout)
-                torch.cuda.synchronize()
-                t0 = time.perf_counter()
-                run(layout)
-                elapsed = (time.perf_counter() - t0) * 1e3
-                bad = ask("verify", layout)[1]
-                if bad:
-                    failures.append(f"{path} -> {layout}: {bad} differ after step {rep}")
-                if rep:
-                    samples.append(elapsed)
-            results[layout][f"{path}_ms"] = round(statistics.median(samples), 3)
+            results[layout][f"{path}_ms"] = median_step_ms(run, layout, path, reps)
         results[layout]["direct_gpu_ms"] = round(statistics.median(gpu_ms[layout][1:]), 3)
+
+    # Is the handshake's cost per bucket? The pipelined paths again with other bucket sizes (the 128x4
+    # layout; two buffers of each size, in memory of their own).
+    sweep = {}
+    for mb in args.sweep_mb:
+        memory = torch.empty(2 * (mb << 20) + (1 << 20), dtype=torch.uint8, device="cuda")
+        set_up_pipelined(mb << 20, memory)
+        sweep[mb] = {"buckets": len(pipe["plans"][0])}
+        for kind in ("bucketed_pipelined", "by_hand_pipelined"):
+            sweep[mb][f"{kind}_ms"] = median_step_ms(lambda layout: pipelined(kind, layout), "cutlass_128x4", kind,
+                                                     reps)
+        del memory
+        print(f"pipelined, two {mb} MiB buckets: {sweep[mb]}", flush=True)
 
     # One device-to-device copy of the same bytes, and the bucket fill alone, with CUDA events.
     src = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
@@ -361,13 +385,14 @@ def main():
         "tensors": len(storage),
         "bucket_mb": bucket_bytes >> 20,
         "buckets": len(groups),
-        "pipelined_buckets": len(halves[0]),
+        "pipelined_buckets": pipelined_buckets,
         "reps": reps,
         # Top level: the slower of the two engine layouts; both are below.
         **worst,
         "copy_ms": copy_ms,
         "bucket_fill_ms": fill_ms,  # BucketPlan.fill of every bucket
         "bucket_fill_unprepared_ms": fill_unprepared_ms,  # iter_buckets
+        "pipelined_sweep_128x4": sweep,  # bucket MiB -> its count and the pipelined paths' step
         "compact": results["compact"],
         "cutlass_128x4": results["cutlass_128x4"],
         # Device memory (cudaMemGetInfo) the direct path's plans took, and the most one direct run took.
