@@ -129,6 +129,18 @@ def _receive(conn, torch, mxfp8):
             continue
         layout = message[1]
         p = params[layout]
+        if kind == "time_import":  # every bucket's import plan back to back, CUDA events: the GPU's part
+            samples = []
+            for rep in range(6):
+                start.record(stream)
+                for plan in bucket_plans[layout]:
+                    plan.run()
+                stop.record(stream)
+                stop.synchronize()
+                if rep:
+                    samples.append(start.elapsed_time(stop))
+            conn.send(("timed", statistics.median(samples)))
+            continue
         if kind == "poison":
             for v, s, _ in p.values():
                 v.view(torch.uint8).fill_(POISON)
@@ -374,6 +386,7 @@ def main():
     fill_unprepared_ms = event_ms(
         lambda: [None for _ in mxfp8.iter_buckets(storage, bucket_bytes=bucket_bytes, buffer=bucket)])
     del src, dst
+    import_ms = {layout: round(ask("time_import", layout)[1], 3) for layout in ("compact", "cutlass_128x4")}
     memory = ask("stop")
     proc.join(timeout=60)
 
@@ -392,6 +405,7 @@ def main():
         "copy_ms": copy_ms,
         "bucket_fill_ms": fill_ms,  # BucketPlan.fill of every bucket
         "bucket_fill_unprepared_ms": fill_unprepared_ms,  # iter_buckets
+        "bucket_import_ms": import_ms,  # the receiver's import plans alone, every bucket, per layout
         "pipelined_sweep_128x4": sweep,  # bucket MiB -> its count and the pipelined paths' step
         "compact": results["compact"],
         "cutlass_128x4": results["cutlass_128x4"],

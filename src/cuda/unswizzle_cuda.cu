@@ -307,9 +307,15 @@ __device__ void store_swizzled_chunk(const Chunk &c) {
         if (!aligned) words[s] = load_word_bytes(same_layout + 16 * i + 4 * s, 4);
         words[s] &= mask;
       } else {
+        // A compact row-major source (a bucket's scales, an engine's compact parameter): one 32-bit load
+        // per word. Byte by byte, a warp's 32 lanes (32 rows) issued four loads for 4 bytes each.
         const uint8_t *p = job.src + r * job.src_row_stride + col * job.src_col_stride;
         uint32_t w = 0;
-        for (int b = 0; b < valid; ++b) w |= static_cast<uint32_t>(p[b * job.src_col_stride]) << (8 * b);
+        if (valid == 4 && job.src_col_stride == 1 && (reinterpret_cast<uintptr_t>(p) & 3) == 0) {
+          w = __ldg(reinterpret_cast<const uint32_t *>(p));
+        } else {
+          for (int b = 0; b < valid; ++b) w |= static_cast<uint32_t>(p[b * job.src_col_stride]) << (8 * b);
+        }
         words[s] = w;
       }
     }
@@ -401,16 +407,21 @@ __device__ void store_gather_chunk(const Chunk &c) {
   }
 }
 
-// kSwizzleJobs: the launch holds swizzle, layout or gather jobs (the import side, and shards whose
-// window starts inside a tile). Launches without them (every other export) use the instantiation without
-// those paths: with them compiled in, ptxas spilled 140 bytes a thread (16 without) under the 64-register
-// cap, and the window gathers alone took it from 16 to 96.
-template <class W, bool kSwizzleJobs>
+// kPaths: which kinds of job a launch holds beyond the plain export ones, so each launch compiles only
+// the store paths it can take. Under the 64-register cap every path compiled in costs spill: the plain
+// export instantiation spills 16 bytes a thread; with the swizzle path (imports into the 128x4 layout)
+// ptxas reports its own figure; with the layout and window-gather paths as well, 276 bytes.
+constexpr int kPlainPaths = 0;
+constexpr int kSwizzlePath = 1;        // to_swizzled jobs: the 128x4 layout written
+constexpr int kLayoutGatherPaths = 2;  // engine layout jobs and windows starting inside a tile
+template <class W, int kPaths>
 __device__ void store_chunk(const Chunk &c, const uint32_t *tiles) {
-  if constexpr (kSwizzleJobs) {
+  if constexpr ((kPaths & kLayoutGatherPaths) != 0) {
     if (c.job->to_swizzled & kLayoutJob) return store_layout_chunk<W>(c);
-    if (c.job->to_swizzled) return store_swizzled_chunk<W>(c);
     if (c.job->gather) return store_gather_chunk<W>(c);
+  }
+  if constexpr ((kPaths & kSwizzlePath) != 0) {
+    if (c.job->to_swizzled) return store_swizzled_chunk<W>(c);
   }
   if (c.job->direct) return store_direct_chunk<W>(c, tiles);
   // A register copy: through the pointer, every global store below could alias the job's fields.
@@ -459,7 +470,7 @@ __device__ void store_chunk(const Chunk &c, const uint32_t *tiles) {
 // A persistent grid: block b produces chunks b, b + gridDim.x, ... of the whole batch. The loads of
 // the next chunk are issued before the current one is stored, so every block keeps reads in flight
 // while it writes.
-template <class W, int kCapacity, bool kSwizzleJobs>
+template <class W, int kCapacity, int kPaths>
 __global__ void __launch_bounds__(W::kThreads, W::kMinBlocksPerSm) produce_compact_kernel(const __grid_constant__ JobBatch<kCapacity> batch,
                                                                    int32_t total_chunks) {
   __shared__ __align__(16) uint32_t tiles[W::kSmemWords];
@@ -475,7 +486,7 @@ __global__ void __launch_bounds__(W::kThreads, W::kMinBlocksPerSm) produce_compa
     const int32_t next = chunk + static_cast<int32_t>(gridDim.x);
     const bool has_next = next < total_chunks;
     if (has_next) load_chunk<W>(locate<W>(batch, next, job_index), regs);
-    store_chunk<W, kSwizzleJobs>(current, tiles);
+    store_chunk<W, kPaths>(current, tiles);
     __syncthreads();
     if (!has_next) break;
     chunk = next;
@@ -532,9 +543,9 @@ int32_t checked_int32(int64_t v, const char *what) {
   return static_cast<int32_t>(v);
 }
 
-template <class W, int kCapacity, bool kSwizzleJobs>
+template <class W, int kCapacity, int kPaths>
 void launch_kernel(const JobBatch<kCapacity> &batch, int64_t chunks, cudaStream_t stream) {
-  constexpr auto kernel = produce_compact_kernel<W, kCapacity, kSwizzleJobs>;
+  constexpr auto kernel = produce_compact_kernel<W, kCapacity, kPaths>;
   const int64_t grid = std::min<int64_t>(chunks, resident_blocks<kernel>(W::kThreads));
   kernel<<<static_cast<unsigned>(grid), W::kThreads, 0, stream>>>(batch, static_cast<int32_t>(chunks));
   check(cudaGetLastError(), "launching the scale unswizzle kernel");
@@ -543,10 +554,15 @@ void launch_kernel(const JobBatch<kCapacity> &batch, int64_t chunks, cudaStream_
 template <class W, int kCapacity>
 void launch_batch(const JobBatch<kCapacity> &batch, int64_t chunks, cudaStream_t stream) {
   if (chunks == 0) return;
-  bool swizzle_jobs = false;
-  for (int i = 0; i < batch.count; ++i) swizzle_jobs |= batch.jobs[i].to_swizzled != 0 || batch.jobs[i].gather != 0;
-  if (swizzle_jobs) launch_kernel<W, kCapacity, true>(batch, chunks, stream);
-  else launch_kernel<W, kCapacity, false>(batch, chunks, stream);
+  int paths = kPlainPaths;
+  for (int i = 0; i < batch.count; ++i) {
+    const DeviceJob &j = batch.jobs[i];
+    if ((j.to_swizzled & kLayoutJob) != 0 || j.gather != 0) paths |= kLayoutGatherPaths;
+    else if (j.to_swizzled != 0) paths |= kSwizzlePath;
+  }
+  if (paths & kLayoutGatherPaths) launch_kernel<W, kCapacity, kSwizzlePath | kLayoutGatherPaths>(batch, chunks, stream);
+  else if (paths & kSwizzlePath) launch_kernel<W, kCapacity, kSwizzlePath>(batch, chunks, stream);
+  else launch_kernel<W, kCapacity, kPlainPaths>(batch, chunks, stream);
 }
 
 // The bytes a layout job writes: the layout, or the prefix of it its destination describes.
@@ -633,7 +649,7 @@ bool wide_chunks_pay(const ScaleJob *jobs, size_t count) {
   for (size_t i = 0; i < count; ++i)
     if (jobs[i].dst.rows > 0 && jobs[i].dst.cols > 0) chunks += chunks_of<Wide>(jobs[i]);
   return chunks >= int64_t{kWideChunksPerBlock} *
-                       resident_blocks<produce_compact_kernel<Wide, kMaxJobsPerLaunch, false>>(Wide::kThreads);
+                       resident_blocks<produce_compact_kernel<Wide, kMaxJobsPerLaunch, kPlainPaths>>(Wide::kThreads);
 }
 
 // Large contiguous copies (the values of a bucket or an import) go through cudaMemcpyAsync, which moves
