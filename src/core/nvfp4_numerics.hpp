@@ -94,8 +94,8 @@ MXFP8_HOST_DEVICE inline float max_magnitude(float running, float x) {
 //   v3 = 2^23 + 4 + rne(a / 2)  the code if a >= 4       (4, 6 are codes 6, 7)
 // and the code is the smallest of the three, as rne is monotone: for a < 2, 2a <= a + 2 and
 // 2a <= a/2 + 4; for 2 <= a < 4, a + 2 <= 2a and a + 2 <= a/2 + 4; for a >= 4, a/2 + 4 is below both.
-// Seven float operations (three of them min), no branch: fewer than counting the seven midpoints, which
-// this replaced (tests/c/test_nvfp4_numerics.cpp checks the two agree on every float).
+// Six operations on the GPU (a min, three adds, a three-way min), no branch: fewer than counting the
+// seven midpoints, which this replaced (tests/c/test_nvfp4_numerics.cpp checks the two agree on every float).
 // Exactness: 2a is exact, a / 2 is exact unless a is subnormal, where 2^23 + 4 + a/2 rounds to 2^23 + 4
 // whether a/2 was rounded first or not; so the device's fused multiply-adds and the host's multiply
 // then add give the same float, and FMA contraction cannot change it. Like every float operation of
@@ -106,7 +106,9 @@ MXFP8_HOST_DEVICE inline float e2m1_rounded_magnitude(float x) {
   const float v1 = __fmaf_rn(a, 2.0f, 8388608.0f);
   const float v2 = __fadd_rn(a, 8388610.0f);
   const float v3 = __fmaf_rn(a, 0.5f, 8388612.0f);
-  return fminf(fminf(v1, v2), v3);
+  // The three are positive floats, whose bits order like their values: one three-way integer minimum
+  // (a single instruction on sm_90, emulated before it).
+  return __uint_as_float(__vimin3_u32(__float_as_uint(v1), __float_as_uint(v2), __float_as_uint(v3)));
 #else
   const float a = fmin_like(abs_float(x), kFp4Max);
   const float v1 = add_rn(mul_rn(a, 2.0f), 8388608.0f);
