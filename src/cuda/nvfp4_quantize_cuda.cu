@@ -274,10 +274,11 @@ template <> struct WordsOf<Float32> { using Type = Float32Words; };
 // S_enc / 6 (the instruction TE's static_cast<fp8e4m3> compiles to, and fp8_encode's definition: the
 // MXFP8 kernels make the same conversion); the elements' multiplier r from `multipliers` (one per scale
 // byte, per-tensor amax) or computed. Then each element's code from e2m1_rounded_magnitude(x * r),
-// shared with the host, and its sign bit straight from the input: r is positive and finite for every
-// amax (nvfp4_block_multiplier: scale and S_dec have the same sign, a zero product gives FLT_MAX), so
-// x * r has x's sign, zeros and underflows included, and is NaN only where x is, which this path has
-// none of. The 16 codes land in `packed` (value k in nibble k % 8 of word k / 8), the scale in `scale`.
+// shared with the host, and its sign bit straight from the input: r is in (0, FLT_MAX] for every amax,
+// negative, zero, tiny, Inf or NaN (the scale byte is encoded from block amax * S_enc / 6, so it has
+// S_enc's sign, as S_dec = 1 / S_enc has, or is NaN; their product is then +0, positive or NaN, and
+// nvfp4_block_multiplier turns 1 / +0 = +Inf and NaN into FLT_MAX), so x * r has x's sign, zeros and
+// underflows included, and is NaN only where x is, which this path has none of. The 16 codes land in `packed` (value k in nibble k % 8 of word k / 8), the scale in `scale`.
 template <class W, bool kPerRowAmax>
 __device__ inline void quantize_full_block(const uint32_t *w, float block_amax, float encode_per_fp4, float s_dec,
                                            const float *multipliers, uint8_t &scale, uint2 &packed) {

@@ -232,16 +232,17 @@ static void test_gpu_nvfp4_fused_equals_host(void **state) {
  * enough that every thread of its persistent grid takes several steps, with blocks per row (333) that
  * make the (row, block) step wrap at varying places; every input type, both amax scopes; the amax
  * computed (Inf here: the input has Inf), given as an ordinary value, as a negative one (the multipliers
- * stay positive, so the signs may come from the input: see quantize_full_block) and as a tiny one (S_enc
- * saturates at FLT_MAX); compact, padded and swizzled scales. */
+ * stay positive, so the signs may come from the input: see quantize_full_block), as a tiny one (S_enc
+ * saturates at FLT_MAX) and a tiny negative one (S_enc is -Inf, S_dec -0); compact, padded and swizzled
+ * scales. */
 static void test_gpu_nvfp4_full_block_kernel_steps_and_amax_edges(void **state) {
   (void)state;
   REQUIRE_GPU();
-  const float givens[] = {0.0f, 5.0f, -3.0f, 1e-38f};
+  const float givens[] = {0.0f, 5.0f, -3.0f, 1e-38f, -1e-38f};
   int failures = 0, runs = 0;
   for (int type = 0; type < 3; ++type)
     for (int scope = 0; scope < 2; ++scope)
-      for (int g = 0; g < 4; ++g) {
+      for (int g = 0; g < 5; ++g) {
         mxfp8_nvfp4_quantize_options o = MXFP8_NVFP4_QUANTIZE_OPTIONS_INIT;
         o.amax_scope = scope;
         o.amax_mode = g == 0 ? MXFP8_NVFP4_AMAX_COMPUTE : MXFP8_NVFP4_AMAX_GIVEN;
