@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A/B (or bisection) of the scale kernels on one machine: builds bench_scales from several source trees
 # and runs them in turn, round after round, so machine-to-machine spread (larger than run-to-run, see
-# README) cancels out.
+# README) cancels out. bench_scales also times the NVFP4 quantize ("nvfp4_quantize"), summarized last.
 #   OUT=dir [ROUNDS=2] bash bench/ab.sh DIR...
 # Each DIR is a repository root (e.g. `git archive <rev> | tar -x -C .ab/<rev>`, carried to the device in
 # the ignored folder .ab/; copy the current bench/bench_scales.cu into old trees so all report the same
@@ -37,4 +37,10 @@ for t, tree in enumerate(trees, 1):
               {k: [r[part][k] for r in runs] for k in runs[0][part] if k.startswith(("gpu", "host"))})
     for k in runs[0]["shapes"]:
         print(" ", k, "fraction of copy", [round(r["shapes"][k]["copy_ms"] / r["shapes"][k]["unswizzle_ms"], 3) for r in runs])
+    if "nvfp4_quantize" in runs[0]:  # bench/README.md, "NVFP4 quantize": what each fraction is against
+        f = [r["nvfp4_quantize"] for r in runs]
+        print("  nvfp4 quantize ms (amax computed)", [x["ms"] for x in f], "given amax", [x["given_amax_ms"] for x in f])
+        print("    amax given / copy of its bytes", [round(x["copy_ms"] / x["given_amax_ms"], 3) for x in f],
+              "amax computed / copy of the single-pass bytes", [round(x["copy_ms"] / x["ms"], 3) for x in f],
+              "/ copy of all bytes (input read twice)", [round(x["all_bytes_copy_ms"] / x["ms"], 3) for x in f])
 PY

@@ -387,6 +387,53 @@ QuantizeResult bench_quantize(int64_t rows, int64_t k) {
   return r;
 }
 
+// NVFP4 quantize of a (rows, k) BF16 weight, rowwise, TE's default rule, compact scales (issue 22):
+// `ms` with the per-tensor amax computed (the amax pass reads the input a second time, so the call moves
+// `bytes_with_amax_pass`), `given_amax_ms` with it given (one pass, `bytes`: 2 B read + 1/2 B + 1/16 B
+// written per element, and the amax); each against a copy of the same count of bytes. nvfp4_bench.py
+// measures the same through Python (bench/README.md, "NVFP4 quantize"); this one is here for bench/ab.sh.
+struct Nvfp4QuantizeResult {
+  int64_t rows, k, bytes, bytes_with_amax_pass;
+  double ms, given_amax_ms, copy_ms, all_bytes_copy_ms;
+};
+
+Nvfp4QuantizeResult bench_nvfp4_quantize(int64_t rows, int64_t k) {
+  const int64_t n = rows * k, scale_bytes = rows * (k / 16);
+  Nvfp4QuantizeResult r{rows, k, 2 * n + n / 2 + scale_bytes + 4, 0, 0, 0, 0, 0};
+  r.bytes_with_amax_pass = r.bytes + 2 * n;
+  const int copies = 2;  // 2 x 470 MB of input for the largest weight: beyond L2 either way
+  std::vector<void *> in(copies), values(copies), scales(copies), amax(copies);
+  constexpr int64_t kPatternRows = 64;  // bfloat16 values of many binades, both signs, repeated; no NaN
+  std::vector<uint16_t> host(static_cast<size_t>(kPatternRows * k));
+  for (size_t i = 0; i < host.size(); ++i) host[i] = static_cast<uint16_t>(0x3800 + (i * 2654435761u) % 0x0C00) | ((i & 1) << 15);
+  for (int i = 0; i < copies; ++i) {
+    cuda_check(cudaMalloc(&in[i], 2 * n), "malloc");
+    for (int64_t row = 0; row < rows; row += kPatternRows)
+      cuda_check(cudaMemcpy(static_cast<uint16_t *>(in[i]) + row * k, host.data(),
+                            static_cast<size_t>(2 * k * std::min(kPatternRows, rows - row)), cudaMemcpyHostToDevice),
+                 "upload");
+    cuda_check(cudaMalloc(&values[i], n / 2), "malloc");
+    cuda_check(cudaMalloc(&scales[i], scale_bytes), "malloc");
+    cuda_check(cudaMalloc(&amax[i], 4), "malloc");
+  }
+  int64_t xshape[2] = {rows, k}, vshape[1] = {n / 2}, sshape[1] = {scale_bytes}, ashape[1] = {1};
+  mxfp8_nvfp4_quantize_options o = MXFP8_NVFP4_QUANTIZE_OPTIONS_INIT;
+  auto quantize = [&](int i) {
+    DLTensor x = bytes_tensor(in[i], xshape, 2), v = bytes_tensor(values[i], vshape, 1);
+    DLTensor s = bytes_tensor(scales[i], sshape, 1), a = bytes_tensor(amax[i], ashape, 1);
+    x.dtype = DLDataType{kDLBfloat, 16, 1};
+    a.dtype = DLDataType{kDLFloat, 32, 1};
+    mxfp8_check(mxfp8_nvfp4_quantize_into(&x, &o, &v, &s, &a), "nvfp4 quantize");
+  };
+  r.ms = median_ms_per_iteration(copies, quantize);
+  o.amax_mode = MXFP8_NVFP4_AMAX_GIVEN;  // each input's amax, as the runs above left it
+  r.given_amax_ms = median_ms_per_iteration(copies, quantize);
+  r.copy_ms = copy_ms(r.bytes);
+  r.all_bytes_copy_ms = copy_ms(r.bytes_with_amax_pass);
+  for (int i = 0; i < copies; ++i) cudaFree(in[i]), cudaFree(values[i]), cudaFree(scales[i]), cudaFree(amax[i]);
+  return r;
+}
+
 double bench_tiny_us(double &unswizzle_us, double &floor_us) {
   const int64_t rows = 128, k = 128;
   uint8_t *values, *swz;
@@ -480,8 +527,14 @@ int main() {
               export_us, unswizzle_us, floor_us);
   const QuantizeResult q = bench_quantize(8192, 28672);
   std::printf(", \"quantize\": {\"shape\": [%lld, %lld], \"bytes\": %lld, \"ms\": %.4f, \"copy_ms\": %.4f, "
-              "\"both_directions_swizzled_ms\": %.4f, \"block_32x32_both_directions_swizzled_ms\": %.4f}}\n",
+              "\"both_directions_swizzled_ms\": %.4f, \"block_32x32_both_directions_swizzled_ms\": %.4f}",
               (long long)q.rows, (long long)q.k, (long long)q.bytes, q.ms, q.copy_ms, q.both_swizzled_ms,
               q.block_32x32_both_swizzled_ms);
+  std::fflush(stdout);
+  const Nvfp4QuantizeResult f = bench_nvfp4_quantize(8192, 28672);
+  std::printf(", \"nvfp4_quantize\": {\"shape\": [%lld, %lld], \"bytes\": %lld, \"bytes_with_amax_pass\": %lld, "
+              "\"ms\": %.4f, \"given_amax_ms\": %.4f, \"copy_ms\": %.4f, \"all_bytes_copy_ms\": %.4f}}\n",
+              (long long)f.rows, (long long)f.k, (long long)f.bytes, (long long)f.bytes_with_amax_pass, f.ms,
+              f.given_amax_ms, f.copy_ms, f.all_bytes_copy_ms);
   return 0;
 }

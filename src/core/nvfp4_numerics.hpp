@@ -84,18 +84,49 @@ MXFP8_HOST_DEVICE inline float max_magnitude(float running, float x) {
   return a > running ? a : running;
 }
 
+// |x| rounded onto the E2M1 grid {0, 0.5, 1, 1.5, 2, 3, 4, 6} (round to nearest even, saturating at 6,
+// NaN to 6), returned as the float 2^23 + code, code = 0..7 in its low mantissa bits. The grid's step is
+// 0.5 below 2, 1 in [2, 4) and 2 in [4, 6], so with a = min(|x|, 6) each step's rounding is one float
+// addition that lands in [2^23, 2^24), where the float step is 1 (round to nearest even there is the
+// grid's tie to the even code):
+//   v1 = 2^23 + 0 + rne(2a)     the code if a < 2
+//   v2 = 2^23 + 2 + rne(a)      the code if 2 <= a < 4   (2, 3, 4 are codes 4, 5, 6)
+//   v3 = 2^23 + 4 + rne(a / 2)  the code if a >= 4       (4, 6 are codes 6, 7)
+// and the code is the smallest of the three, as rne is monotone: for a < 2, 2a <= a + 2 and
+// 2a <= a/2 + 4; for 2 <= a < 4, a + 2 <= 2a and a + 2 <= a/2 + 4; for a >= 4, a/2 + 4 is below both.
+// Six operations on the GPU (a min, three adds, a three-way min), no branch: fewer than counting the
+// seven midpoints, which this replaced (tests/c/test_nvfp4_numerics.cpp checks the two agree on every float).
+// Exactness: 2a is exact, a / 2 is exact unless a is subnormal, where 2^23 + 4 + a/2 rounds to 2^23 + 4
+// whether a/2 was rounded first or not; so the device's fused multiply-adds and the host's multiply
+// then add give the same float, and FMA contraction cannot change it. Like every float operation of
+// the NVFP4 rule, the host's depends on round-to-nearest, the default floating-point environment.
+MXFP8_HOST_DEVICE inline float e2m1_rounded_magnitude(float x) {
+#if defined(__CUDA_ARCH__)
+  const float a = fminf(fabsf(x), kFp4Max);  // fminf: NaN gives 6
+  const float v1 = __fmaf_rn(a, 2.0f, 8388608.0f);
+  const float v2 = __fadd_rn(a, 8388610.0f);
+  const float v3 = __fmaf_rn(a, 0.5f, 8388612.0f);
+  // The three are positive floats, whose bits order like their values: one three-way integer minimum
+  // (a single instruction on sm_90, emulated before it).
+  return __uint_as_float(__vimin3_u32(__float_as_uint(v1), __float_as_uint(v2), __float_as_uint(v3)));
+#else
+  const float a = fmin_like(abs_float(x), kFp4Max);
+  const float v1 = add_rn(mul_rn(a, 2.0f), 8388608.0f);
+  const float v2 = add_rn(a, 8388610.0f);
+  const float v3 = add_rn(mul_rn(a, 0.5f), 8388612.0f);
+  const float v12 = v2 < v1 ? v2 : v1;
+  return v3 < v12 ? v3 : v12;
+#endif
+}
+
+// The E2M1 code of |x| (0..7) from e2m1_rounded_magnitude.
+MXFP8_HOST_DEVICE inline uint32_t e2m1_magnitude_code(float rounded) { return float_bits(rounded) & 0x7u; }
+
 // cvt.rn.satfinite.e2m1x2.f32 on one value: round to nearest even on the grid {0, 0.5, 1, 1.5, 2, 3,
 // 4, 6}, saturating; the sign bit kept (also for zeros); NaN to +6.
 MXFP8_HOST_DEVICE inline uint8_t e2m1_encode(float x) {
   const uint32_t u = float_bits(x);
-  const float a = abs_float(x);
-  // The code is the number of midpoints between neighbours that |x| lies above; a tie goes to the even
-  // code (0, 2, 4 or 6): strictly above 0.25, 1.25, 2.5 and 5, at or above 0.75, 1.75 and 3.5. Counted
-  // without branches, so that the host compiler vectorizes the loops over a block.
-  const uint32_t code = static_cast<uint32_t>(a > 0.25f) + static_cast<uint32_t>(a >= 0.75f) +
-                        static_cast<uint32_t>(a > 1.25f) + static_cast<uint32_t>(a >= 1.75f) +
-                        static_cast<uint32_t>(a > 2.5f) + static_cast<uint32_t>(a >= 3.5f) +
-                        static_cast<uint32_t>(a > 5.0f);
+  const uint32_t code = e2m1_magnitude_code(e2m1_rounded_magnitude(x));
   const bool nan = (u & 0x7FFFFFFFu) > 0x7F800000u;
   return static_cast<uint8_t>(nan ? 0x7u : (code | ((u >> 28) & 0x8u)));
 }

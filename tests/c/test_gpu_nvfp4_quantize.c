@@ -228,10 +228,40 @@ static void test_gpu_nvfp4_fused_equals_host(void **state) {
   EXPECT(failures == 0, "%d comparisons differ", failures);
 }
 
+/* The rowwise full-block kernel (TE's default rule, K a multiple of 16, aligned buffers) on inputs large
+ * enough that every thread of its persistent grid takes several steps, with blocks per row (333) that
+ * make the (row, block) step wrap at varying places; every input type, both amax scopes; the amax
+ * computed (Inf here: the input has Inf), given as an ordinary value, as a negative one (the multipliers
+ * stay positive, so the signs may come from the input: see quantize_full_block), as a tiny one (S_enc
+ * saturates at FLT_MAX) and a tiny negative one (S_enc is -Inf, S_dec -0); compact, padded and swizzled
+ * scales. */
+static void test_gpu_nvfp4_full_block_kernel_steps_and_amax_edges(void **state) {
+  (void)state;
+  REQUIRE_GPU();
+  const float givens[] = {0.0f, 5.0f, -3.0f, 1e-38f, -1e-38f};
+  /* MXFP8_TEST_QUICK (compute-sanitizer runs): bfloat16 and float32; the amax computed and -3. */
+  const int quick = getenv("MXFP8_TEST_QUICK") != NULL, type_step = quick ? 2 : 1, given_step = quick ? 2 : 1;
+  int failures = 0, runs = 0;
+  for (int type = 0; type < 3; type += type_step)
+    for (int scope = 0; scope < 2; ++scope)
+      for (int g = 0; g < 5; g += given_step) {
+        if (quick && g == 4) continue;
+        mxfp8_nvfp4_quantize_options o = MXFP8_NVFP4_QUANTIZE_OPTIONS_INIT;
+        o.amax_scope = scope;
+        o.amax_mode = g == 0 ? MXFP8_NVFP4_AMAX_COMPUTE : MXFP8_NVFP4_AMAX_GIVEN;
+        o.scales_layout = runs % 3;
+        failures += compare_one(type, 1500, 16 * 333, &o, 0, givens[g], (uint64_t)(runs * 104729 + 7));
+        ++runs;
+      }
+  print_message("%d configurations, %d differ\n", runs, failures);
+  EXPECT(failures == 0, "%d of %d configurations differ", failures, runs);
+}
+
 #else /* built without CUDA */
 static void test_gpu_nvfp4_quantize_equals_host_for_every_option(void **state) { (void)state; REQUIRE_GPU(); }
 static void test_gpu_nvfp4_quantize_unaligned_input_and_stream(void **state) { (void)state; REQUIRE_GPU(); }
 static void test_gpu_nvfp4_fused_equals_host(void **state) { (void)state; REQUIRE_GPU(); }
+static void test_gpu_nvfp4_full_block_kernel_steps_and_amax_edges(void **state) { (void)state; REQUIRE_GPU(); }
 #endif
 
 int main(void) {
@@ -239,6 +269,7 @@ int main(void) {
       cmocka_unit_test(test_gpu_nvfp4_quantize_equals_host_for_every_option),
       cmocka_unit_test(test_gpu_nvfp4_quantize_unaligned_input_and_stream),
       cmocka_unit_test(test_gpu_nvfp4_fused_equals_host),
+      cmocka_unit_test(test_gpu_nvfp4_full_block_kernel_steps_and_amax_edges),
   };
   return cmocka_run_group_tests_name("NVFP4 quantize on the GPU equals the host", tests, NULL, NULL);
 }
