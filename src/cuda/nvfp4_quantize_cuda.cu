@@ -333,13 +333,21 @@ __global__ void __launch_bounds__(kThreads) quantize_full_blocks_kernel(FullBloc
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   int64_t line = first / a.blocks_per_line, blk = first - line * a.blocks_per_line;
   const auto *in = static_cast<const uint4 *>(a.input);
+  // The next step's block is loaded while this one is quantized: two blocks' loads in flight a thread.
+  auto load = [&](int64_t b, uint32_t *w) {
+#pragma unroll
+    for (int v = 0; v < kVectors; ++v) {
+      const uint4 raw = b < a.blocks ? __ldg(in + b * kVectors + v) : uint4{0, 0, 0, 0};
+      w[4 * v] = raw.x, w[4 * v + 1] = raw.y, w[4 * v + 2] = raw.z, w[4 * v + 3] = raw.w;
+    }
+  };
+  uint32_t next[W::kWords];
+  load(first, next);
   for (int64_t b = first; b < a.blocks; b += stride) {
     uint32_t w[W::kWords];
 #pragma unroll
-    for (int v = 0; v < kVectors; ++v) {
-      const uint4 raw = __ldg(in + b * kVectors + v);
-      w[4 * v] = raw.x, w[4 * v + 1] = raw.y, w[4 * v + 2] = raw.z, w[4 * v + 3] = raw.w;
-    }
+    for (int i = 0; i < W::kWords; ++i) w[i] = next[i];
+    load(b + stride, next);
     if (kPerRowAmax) {
       row = nvfp4_row_scale(a.amax[line], a.e4m3_max);
       encode_per_fp4 = mul_rn(row.s_enc, 1.0f / kFp4Max);
