@@ -418,18 +418,22 @@ def main():
         "copy_engine_min_bytes": os.environ.get("MXFP8_COPY_ENGINE_MIN_BYTES", "default"),
         "smoke": args.smoke,
     }
+
+    def speedup(baseline, path):
+        return round(min(results[layout][baseline] / results[layout][path] for layout in results), 2)
+
     out["targets"] = {
         "direct_fraction_of_copy": round(copy_ms / worst["direct_ms"], 3),
         "direct_ge_70pct_of_copy": copy_ms / worst["direct_ms"] >= 0.7,
-        "direct_speedup_vs_by_hand": round(worst["by_hand_ms"] / worst["direct_ms"], 2),
-        "direct_ge_2x_by_hand": worst["by_hand_ms"] >= 2 * worst["direct_ms"],
-        "bucketed_speedup_vs_by_hand": round(worst["by_hand_ms"] / worst["bucketed_ms"], 2),
-        "bucketed_ge_1p3x_by_hand": worst["by_hand_ms"] >= 1.3 * worst["bucketed_ms"],
+        # Speedups: the smaller of the two layouts' (each layout's paths against its own by-hand path).
+        "direct_speedup_vs_by_hand": speedup("by_hand_ms", "direct_ms"),
+        "direct_ge_2x_by_hand": speedup("by_hand_ms", "direct_ms") >= 2,
+        "bucketed_speedup_vs_by_hand": speedup("by_hand_ms", "bucketed_ms"),
+        "bucketed_ge_1p3x_by_hand": speedup("by_hand_ms", "bucketed_ms") >= 1.3,
         # Against what frameworks do today (by_hand, synchronous), and against the same pipelined handshake.
-        "bucketed_pipelined_speedup_vs_by_hand": round(worst["by_hand_ms"] / worst["bucketed_pipelined_ms"], 2),
-        "bucketed_pipelined_ge_1p3x_by_hand": worst["by_hand_ms"] >= 1.3 * worst["bucketed_pipelined_ms"],
-        "bucketed_pipelined_speedup_vs_by_hand_pipelined":
-            round(worst["by_hand_pipelined_ms"] / worst["bucketed_pipelined_ms"], 2),
+        "bucketed_pipelined_speedup_vs_by_hand": speedup("by_hand_ms", "bucketed_pipelined_ms"),
+        "bucketed_pipelined_ge_1p3x_by_hand": speedup("by_hand_ms", "bucketed_pipelined_ms") >= 1.3,
+        "bucketed_pipelined_speedup_vs_by_hand_pipelined": speedup("by_hand_pipelined_ms", "bucketed_pipelined_ms"),
         "bucket_fill_fraction_of_copy": round(copy_ms / fill_ms, 3),
         "bucket_fill_ge_90pct_of_copy": copy_ms / fill_ms >= 0.9,
         "direct_peak_extra_le_64_mib": memory[1] + memory[2] <= 64,
