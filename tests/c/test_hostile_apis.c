@@ -3,6 +3,7 @@
  * Outputs are poisoned before each call, so a write on failure (or outside what a call may write) shows.
  * The plain refusals (one argument wrong, a status and a message) are rows of test_bad_input.c. */
 #include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -329,6 +330,341 @@ static void test_convert_concurrently(void **state) {
   free_rowwise(&r);
 }
 
+
+/* ---------------------------------------------------------------------------------------------------
+ * A caller's allocator that succeeds, fails or returns a bad tensor on a chosen call
+ * --------------------------------------------------------------------------------------------------- */
+
+enum alloc_mode { ALLOC_GOOD, ALLOC_FAIL, ALLOC_MISALIGNED, ALLOC_OVER_SOURCE };
+static struct {
+  int calls, bad_call;
+  enum alloc_mode mode;
+  uint8_t *source; /* ALLOC_OVER_SOURCE: the tensor's data is placed here */
+  test_tensor *made[8];
+} g_alloc;
+
+static void reset_allocator(int bad_call, enum alloc_mode mode, uint8_t *source) {
+  memset(&g_alloc, 0, sizeof g_alloc);
+  g_alloc.bad_call = bad_call;
+  g_alloc.mode = mode;
+  g_alloc.source = source;
+}
+
+static int chosen_allocator(DLTensor *prototype, DLManagedTensorVersioned **out, void *error_ctx,
+                            void (*set_error)(void *, const char *, const char *)) {
+  const int call = g_alloc.calls++;
+  const enum alloc_mode mode = call == g_alloc.bad_call ? g_alloc.mode : ALLOC_GOOD;
+  if (mode == ALLOC_FAIL) {
+    set_error(error_ctx, "MemoryError", "the test's allocator refuses this call");
+    return -1;
+  }
+  /* A float32 prototype gets 4 bytes an element; test_tensor_new makes bytes, so widen the last dim. */
+  const int64_t element = (prototype->dtype.bits * prototype->dtype.lanes + 7) / 8;
+  int64_t shape[8] = {1};
+  const int32_t ndim = prototype->ndim;
+  for (int32_t i = 0; i < ndim; ++i) shape[i] = prototype->shape[i];
+  int64_t alloc_shape[1] = {element + 8};
+  for (int32_t i = 0; i < ndim; ++i) alloc_shape[0] += shape[i] * element * (i == 0 ? 1 : 0);
+  int64_t n = 1;
+  for (int32_t i = 0; i < ndim; ++i) n *= shape[i];
+  alloc_shape[0] = n * element + 8;
+  test_tensor *t = test_tensor_new(1, alloc_shape, kDLUInt, 1);
+  g_alloc.made[call] = t;
+  /* Describe it as the prototype asked: the test_tensor's own shape array holds the prototype's dims. */
+  for (int32_t i = 0; i < ndim; ++i) t->shape[i] = shape[i];
+  t->managed.dl_tensor.ndim = ndim;
+  t->managed.dl_tensor.shape = ndim ? t->shape : NULL;
+  t->managed.dl_tensor.strides = NULL;
+  t->managed.dl_tensor.dtype = prototype->dtype;
+  t->managed.dl_tensor.device = prototype->device;
+  if (mode == ALLOC_MISALIGNED) t->managed.dl_tensor.byte_offset = 1;
+  if (mode == ALLOC_OVER_SOURCE) t->managed.dl_tensor.data = g_alloc.source;
+  *out = &t->managed;
+  return 0;
+}
+
+/* Every tensor the allocator made was deleted exactly once (or, `kept`, is still owned by an output). */
+static void expect_allocations_deleted(int kept) {
+  for (int i = 0; i < g_alloc.calls; ++i) {
+    if (!g_alloc.made[i]) continue;
+    if (kept) continue;
+    EXPECT(g_alloc.made[i]->deleter_calls == 1, "allocation %d was deleted %d times", i, g_alloc.made[i]->deleter_calls);
+  }
+}
+
+static void free_allocations(void) {
+  for (int i = 0; i < g_alloc.calls; ++i)
+    if (g_alloc.made[i]) test_tensor_free(g_alloc.made[i]);
+}
+
+#define SENTINEL ((DLManagedTensorVersioned *)(uintptr_t)0xBAD0)
+
+/* ---------------------------------------------------------------------------------------------------
+ * mxfp8_export_shard: "Same ownership, stream, output and failure rules as mxfp8_export_components":
+ * on failure no output is written and every tensor the allocator made is deleted once.
+ * --------------------------------------------------------------------------------------------------- */
+
+static void test_export_shard_allocator_failures(void **state) {
+  (void)state;
+  rowwise_tensor r;
+  make_rowwise(&r, 100, 96, 4);
+  /* Two row pieces: both outputs are copies, the scales made first. */
+  const int64_t pieces[4] = {70, 90, 10, 30};
+  mxfp8_shard shard = MXFP8_SHARD_INIT;
+  shard.num_row_pieces = 2;
+  shard.row_pieces = pieces;
+  shard.col_begin = 32;
+  const enum alloc_mode modes[] = {ALLOC_FAIL, ALLOC_OVER_SOURCE};
+  const mxfp8_status want[] = {MXFP8_ERROR_OUT_OF_MEMORY, MXFP8_ERROR_INVALID_ARGUMENT};
+  for (int m = 0; m < 2; ++m)
+    for (int bad = 0; bad < 2; ++bad) {
+      reset_allocator(bad, modes[m], r.data->buffer);
+      mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
+      o.allocator = chosen_allocator;
+      DLManagedTensorVersioned *v = SENTINEL, *s = SENTINEL;
+      const mxfp8_status st = mxfp8_export_shard(r.t, &shard, &o, &v, &s);
+      EXPECT(st == want[m], "mode %d, bad call %d: status %d (%s)", m, bad, st, mxfp8_last_error());
+      EXPECT(v == SENTINEL && s == SENTINEL, "mode %d, bad call %d: an output was written on failure", m, bad);
+      expect_allocations_deleted(0);
+      free_allocations();
+    }
+  /* And the good case: the copies hold the pieces' values and scales, in piece order. */
+  reset_allocator(-1, ALLOC_GOOD, NULL);
+  mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
+  o.allocator = chosen_allocator;
+  DLManagedTensorVersioned *v = NULL, *s = NULL;
+  assert_int_equal(mxfp8_export_shard(r.t, &shard, &o, &v, &s), MXFP8_OK);
+  const uint8_t *vb = (const uint8_t *)v->dl_tensor.data, *sb = (const uint8_t *)s->dl_tensor.data;
+  assert_int_equal(v->dl_tensor.shape[0], 40);
+  assert_int_equal(v->dl_tensor.shape[1], 64);
+  assert_int_equal(s->dl_tensor.shape[1], 2);
+  for (int64_t y = 0; y < 40; ++y) {
+    const int64_t src = y < 20 ? 70 + y : 10 + (y - 20);
+    for (int64_t x = 0; x < 64; ++x) EXPECT(vb[y * 64 + x] == r.data->buffer[src * 96 + 32 + x], "value (%lld, %lld)", (long long)y, (long long)x);
+    for (int64_t x = 0; x < 2; ++x) EXPECT(sb[y * 2 + x] == r.s[src * 3 + 1 + x], "scale (%lld, %lld)", (long long)y, (long long)x);
+  }
+  release_managed(v);
+  release_managed(s);
+  expect_allocations_deleted(0);
+  free_allocations();
+  free_rowwise(&r);
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * mxfp8_grouped_export_experts: "in the order given (an expert may appear more than once)"; "Options,
+ * ownership and failures as mxfp8_grouped_export_stacked"; `experts` is read for `count` entries only.
+ * --------------------------------------------------------------------------------------------------- */
+
+static void test_grouped_export_experts_repeats_and_failures(void **state) {
+  (void)state;
+  enum { E = 3, N = 40, K = 70, C = 3 };
+  const int64_t padded_expert = 128 * 4;
+  int64_t dshape[1] = {E * N * K}, sshape[1] = {E * padded_expert};
+  test_tensor *data = test_tensor_new(1, dshape, kDLUInt, 1), *scales = test_tensor_new(1, sshape, kDLUInt, 1);
+  uint64_t rng = 5;
+  fill_random(data->buffer, data->bytes, &rng);
+  uint8_t s_ref[E][N * C];
+  for (int e = 0; e < E; ++e) {
+    fill_random_scales(s_ref[e], N * C, &rng);
+    for (int y = 0; y < N; ++y)
+      for (int x = 0; x < C; ++x) scales->buffer[e * padded_expert + y * 4 + x] = s_ref[e][y * C + x];
+  }
+  mxfp8_grouped_desc g = MXFP8_GROUPED_DESC_INIT;
+  g.num_experts = E;
+  g.cols = K;
+  g.uniform_rows = N;
+  g.data = &data->managed;
+  g.scale_inv = &scales->managed;
+  mxfp8_grouped_tensor *grouped = NULL;
+  assert_int_equal(mxfp8_grouped_tensor_create(&g, &grouped), MXFP8_OK);
+
+  /* Exactly `count` experts in a buffer of their own, so ASan sees any read past them. */
+  int32_t *experts = malloc(3 * sizeof *experts);
+  experts[0] = 2, experts[1] = 0, experts[2] = 2;
+  reset_allocator(-1, ALLOC_GOOD, NULL);
+  mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
+  o.allocator = chosen_allocator;
+  DLManagedTensorVersioned *v = NULL, *s = NULL;
+  assert_int_equal(mxfp8_grouped_export_experts(grouped, experts, 3, &o, &v, &s), MXFP8_OK);
+  const uint8_t *vb = (const uint8_t *)v->dl_tensor.data, *sb = (const uint8_t *)s->dl_tensor.data;
+  for (int i = 0; i < 3; ++i) {
+    EXPECT(memcmp(vb + i * N * K, data->buffer + experts[i] * N * K, N * K) == 0, "values of pick %d", i);
+    EXPECT(memcmp(sb + i * N * C, s_ref[experts[i]], N * C) == 0, "scales of pick %d", i);
+  }
+  release_managed(v);
+  release_managed(s);
+  expect_allocations_deleted(0);
+  free_allocations();
+
+  /* Either copy failing, or landing on the source: no output written, every allocation deleted once. */
+  const enum alloc_mode modes[] = {ALLOC_FAIL, ALLOC_OVER_SOURCE};
+  for (int m = 0; m < 2; ++m)
+    for (int bad = 0; bad < 2; ++bad) {
+      reset_allocator(bad, modes[m], scales->buffer);
+      v = SENTINEL, s = SENTINEL;
+      const mxfp8_status st = mxfp8_grouped_export_experts(grouped, experts, 3, &o, &v, &s);
+      EXPECT(st != MXFP8_OK, "mode %d, bad call %d succeeded", m, bad);
+      EXPECT(v == SENTINEL && s == SENTINEL, "mode %d, bad call %d: an output was written on failure", m, bad);
+      expect_allocations_deleted(0);
+      free_allocations();
+    }
+  /* Experts out of range in any position, negative, or of another row count: refused, nothing taken. */
+  const int32_t bad_picks[][3] = {{0, 1, 3}, {-1, 0, 1}, {INT32_MIN, 0, 0}, {0, INT32_MAX, 0}};
+  for (size_t i = 0; i < sizeof bad_picks / sizeof bad_picks[0]; ++i) {
+    memcpy(experts, bad_picks[i], sizeof bad_picks[i]);
+    v = SENTINEL, s = SENTINEL;
+    assert_int_equal(mxfp8_grouped_export_experts(grouped, experts, 3, NULL, &v, &s), MXFP8_ERROR_INVALID_ARGUMENT);
+    EXPECT(v == SENTINEL && s == SENTINEL, "bad pick %zu wrote an output", i);
+  }
+  free(experts);
+  mxfp8_grouped_tensor_release(grouped);
+  assert_int_equal(data->deleter_calls, 1);
+  assert_int_equal(scales->deleter_calls, 1);
+  test_tensor_free(data);
+  test_tensor_free(scales);
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * Buckets of shards: "options->scale_fixup applies to the whole tensors only: with a shard set it is
+ * MXFP8_ERROR_UNSUPPORTED" (for the plan, the export and the preparation alike), and a failed plan writes
+ * neither the entries nor the total.
+ * --------------------------------------------------------------------------------------------------- */
+
+static void test_bucket_shards_refuse_fixup_and_write_nothing(void **state) {
+  (void)state;
+  rowwise_tensor a, b;
+  make_rowwise(&a, 100, 96, 6);
+  make_rowwise(&b, 64, 40, 7);
+  const mxfp8_tensor *ts[2] = {a.t, b.t};
+  mxfp8_shard half = MXFP8_SHARD_INIT;
+  half.row_end = 50;
+  const mxfp8_shard *shards[2] = {NULL, &half};
+  mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
+  o.scale_fixup = MXFP8_SCALE_FIXUP_ZERO_EXPONENT_AS_ONE;
+  mxfp8_bucket_entry entries[2];
+  memset(entries, POISON, sizeof entries);
+  uint64_t total = 12345;
+  mxfp8_status st = mxfp8_bucket_plan_shards(ts, shards, 2, &o, 256, entries, &total);
+  EXPECT(st == MXFP8_ERROR_UNSUPPORTED, "plan with a shard and a fix-up returned %d (%s)", st, mxfp8_last_error());
+  EXPECT(total == 12345 && all_poison((const uint8_t *)entries, sizeof entries), "a failed plan wrote its outputs");
+  /* A bad second shard: nothing of the first entry written either. */
+  mxfp8_shard bad = MXFP8_SHARD_INIT;
+  bad.col_begin = 16;
+  shards[1] = &bad;
+  o.scale_fixup = MXFP8_SCALE_FIXUP_NONE;
+  st = mxfp8_bucket_plan_shards(ts, shards, 2, &o, 256, entries, &total);
+  assert_int_equal(st, MXFP8_ERROR_INVALID_ARGUMENT);
+  EXPECT(total == 12345 && all_poison((const uint8_t *)entries, sizeof entries), "a failed plan wrote its outputs");
+  /* The export of a good plan with the fix-up set: UNSUPPORTED, the bucket untouched; prepare likewise. */
+  shards[1] = &half;
+  assert_int_equal(mxfp8_bucket_plan_shards(ts, shards, 2, &o, 256, entries, &total), MXFP8_OK);
+  uint8_t *bucket = malloc((size_t)total);
+  memset(bucket, POISON, (size_t)total);
+  int64_t bshape[1] = {(int64_t)total};
+  DLTensor bt = host_bytes(bucket, 1, bshape);
+  o.scale_fixup = MXFP8_SCALE_FIXUP_ZERO_EXPONENT_AS_ONE;
+  assert_int_equal(mxfp8_export_bucket_shards(ts, shards, 2, &o, entries, &bt), MXFP8_ERROR_UNSUPPORTED);
+  EXPECT(all_poison(bucket, (size_t)total), "a refused bucket export wrote the bucket");
+  mxfp8_prepared_export *p = (mxfp8_prepared_export *)(uintptr_t)0xBAD0;
+  assert_int_equal(mxfp8_prepare_bucket_shards(ts, shards, 2, &o, entries, &bt, &p), MXFP8_ERROR_UNSUPPORTED);
+  EXPECT(p == (mxfp8_prepared_export *)(uintptr_t)0xBAD0, "a refused preparation wrote *out");
+  free(bucket);
+  free_rowwise(&a);
+  free_rowwise(&b);
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * Imports: "checked before anything is written" across destinations; shards refused into engine layouts
+ * with MXFP8_ERROR_UNSUPPORTED; a manifest of the size before `shards` was appended has no shards, whatever
+ * lies in memory after it.
+ * --------------------------------------------------------------------------------------------------- */
+
+static void test_import_tensor_shards_write_nothing_on_failure(void **state) {
+  (void)state;
+  rowwise_tensor a, b;
+  make_rowwise(&a, 100, 96, 8);
+  make_rowwise(&b, 64, 40, 9);
+  const mxfp8_tensor *ts[2] = {a.t, b.t};
+  mxfp8_shard cols = MXFP8_SHARD_INIT;
+  cols.col_end = 64;
+  const mxfp8_shard *shards[2] = {&cols, NULL};
+  uint8_t v0[100 * 64], s0[100 * 2], v1[64 * 40], s1[64 * 2 * 4];
+  int64_t v0s[1] = {sizeof v0}, s0s[1] = {sizeof s0}, v1s[1] = {sizeof v1}, s1s[1] = {64 * 2};
+  DLTensor dv0 = host_bytes(v0, 1, v0s), ds0 = host_bytes(s0, 1, s0s), dv1 = host_bytes(v1, 1, v1s),
+           ds1 = host_bytes(s1, 1, s1s);
+  mxfp8_import_destination dst[2] = {{&dv0, &ds0, MXFP8_LAYOUT_COMPACT, 0}, {&dv1, &ds1, MXFP8_LAYOUT_COMPACT, 0}};
+  const struct {
+    int32_t layout0, layout1;
+    int64_t s1_bytes;
+    mxfp8_status want;
+  } cases[] = {
+      {MXFP8_LAYOUT_COMPACT, MXFP8_LAYOUT_TRTLLM_SHUFFLED, 64 * 4, MXFP8_ERROR_INVALID_ARGUMENT},
+      {MXFP8_LAYOUT_COMPACT, MXFP8_LAYOUT_COMPACT, 64 * 2 - 1, MXFP8_ERROR_INVALID_ARGUMENT},
+      {MXFP8_LAYOUT_DEEPGEMM_PACKED, MXFP8_LAYOUT_COMPACT, 64 * 2, MXFP8_ERROR_UNSUPPORTED},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
+    memset(v0, POISON, sizeof v0), memset(s0, POISON, sizeof s0), memset(v1, POISON, sizeof v1), memset(s1, POISON, sizeof s1);
+    dst[0].scales_layout = cases[i].layout0;
+    dst[1].scales_layout = cases[i].layout1;
+    s1s[0] = cases[i].s1_bytes;
+    int64_t s0_need = 0;
+    assert_int_equal(mxfp8_layout_bytes(cases[i].layout0, 0, 100, 2, &s0_need), MXFP8_OK);
+    uint8_t *s0_buf = malloc((size_t)s0_need);
+    memset(s0_buf, POISON, (size_t)s0_need);
+    int64_t s0n[1] = {s0_need};
+    DLTensor ds0b = host_bytes(s0_buf, 1, s0n);
+    dst[0].scales = &ds0b;
+    const mxfp8_status st = mxfp8_import_tensor_shards(ts, shards, 2, NULL, dst);
+    EXPECT(st == cases[i].want, "case %zu: status %d (%s)", i, st, mxfp8_last_error());
+    EXPECT(all_poison(v0, sizeof v0) && all_poison(s0_buf, (size_t)s0_need), "case %zu: destination 0 written", i);
+    EXPECT(all_poison(v1, sizeof v1) && all_poison(s1, sizeof s1), "case %zu: destination 1 written", i);
+    free(s0_buf);
+    dst[0].scales = &ds0;
+  }
+  free_rowwise(&a);
+  free_rowwise(&b);
+}
+
+static void test_manifest_of_an_older_size_has_no_shards(void **state) {
+  (void)state;
+  rowwise_tensor a;
+  make_rowwise(&a, 100, 64, 10);
+  const mxfp8_tensor *ts[1] = {a.t};
+  mxfp8_bucket_entry e;
+  uint64_t total = 0;
+  assert_int_equal(mxfp8_bucket_plan(ts, 1, NULL, 256, &e, &total), MXFP8_OK);
+  uint8_t *bucket = malloc((size_t)total);
+  int64_t bshape[1] = {(int64_t)total};
+  DLTensor bt = host_bytes(bucket, 1, bshape);
+  assert_int_equal(mxfp8_export_bucket(ts, 1, NULL, &e, &bt), MXFP8_OK);
+  /* A caller built against the header before `shards`: its struct ends at reserved2. What follows in
+   * memory here is a pointer to a shard of 10 rows, which must not be read. */
+  mxfp8_shard ten = MXFP8_SHARD_INIT;
+  ten.row_end = 10;
+  const mxfp8_shard *shard_list[1] = {&ten};
+  mxfp8_bucket_manifest m = MXFP8_BUCKET_MANIFEST_INIT;
+  m.struct_size = (uint32_t)offsetof(mxfp8_bucket_manifest, shards);
+  m.shards = shard_list;
+  int64_t shape[2] = {100, 64};
+  const int64_t *shapes[1] = {shape};
+  int32_t ndims[1] = {2};
+  m.count = 1;
+  m.entries = &e;
+  m.ndims = ndims;
+  m.shapes = shapes;
+  uint8_t values[100 * 64], scales[100 * 2];
+  memset(values, POISON, sizeof values);
+  memset(scales, POISON, sizeof scales);
+  int64_t vs[1] = {sizeof values}, ss[1] = {sizeof scales};
+  DLTensor dv = host_bytes(values, 1, vs), ds = host_bytes(scales, 1, ss);
+  mxfp8_import_destination d = {&dv, &ds, MXFP8_LAYOUT_COMPACT, 0};
+  assert_int_equal(mxfp8_import_bucket(&bt, &m, &d, NULL), MXFP8_OK);
+  EXPECT(memcmp(values, a.data->buffer, sizeof values) == 0, "the whole tensor's values");
+  EXPECT(memcmp(scales, a.s, sizeof scales) == 0, "the whole tensor's scales");
+  free(bucket);
+  free_rowwise(&a);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_destination_byte_offset_past_int64_is_refused),
@@ -336,6 +672,11 @@ int main(void) {
       cmocka_unit_test(test_convert_failure_writes_nothing),
       cmocka_unit_test(test_convert_deepgemm_strided_extent),
       cmocka_unit_test(test_convert_concurrently),
+      cmocka_unit_test(test_export_shard_allocator_failures),
+      cmocka_unit_test(test_grouped_export_experts_repeats_and_failures),
+      cmocka_unit_test(test_bucket_shards_refuse_fixup_and_write_nothing),
+      cmocka_unit_test(test_import_tensor_shards_write_nothing_on_failure),
+      cmocka_unit_test(test_manifest_of_an_older_size_has_no_shards),
   };
   return cmocka_run_group_tests_name("hostile callers of the newest calls", tests, NULL, NULL);
 }
