@@ -665,6 +665,218 @@ static void test_manifest_of_an_older_size_has_no_shards(void **state) {
   free_rowwise(&a);
 }
 
+/* ---------------------------------------------------------------------------------------------------
+ * NVFP4
+ * --------------------------------------------------------------------------------------------------- */
+
+/* A rowwise (40, 48) NVFP4 tensor: uint8 values (40, 24), TE-padded (128, 4) E4M3 scales for its 40 x 3
+ * scale matrix (so an export's scales are a copy), one amax. */
+typedef struct {
+  test_tensor *data, *scales, *amax;
+  mxfp8_nvfp4_tensor *t;
+} nv_tensor;
+
+static mxfp8_status make_nv(nv_tensor *n, int read_only, uint32_t amax_major) {
+  const int64_t dshape[2] = {40, 24}, sshape[2] = {128, 4};
+  n->data = test_tensor_new(2, dshape, kDLUInt, 1);
+  n->scales = test_tensor_new(2, sshape, kDLUInt, 1);
+  const float amax = 5.0f;
+  n->amax = test_float_tensor(1, &amax);
+  uint64_t rng = 11;
+  fill_random(n->data->buffer, n->data->bytes, &rng);
+  for (int y = 0; y < 40; ++y)
+    for (int x = 0; x < 3; ++x) n->scales->buffer[y * 4 + x] = (uint8_t)(0x20 + rng_next(&rng) % 0x40);
+  if (read_only) n->data->managed.flags |= DLPACK_FLAG_BITMASK_READ_ONLY;
+  n->amax->managed.version.major = amax_major;
+  mxfp8_nvfp4_tensor_desc d = MXFP8_NVFP4_TENSOR_DESC_INIT;
+  d.rowwise_data = &n->data->managed;
+  d.rowwise_scale_inv = &n->scales->managed;
+  d.rowwise_amax = &n->amax->managed;
+  n->t = NULL;
+  return mxfp8_nvfp4_tensor_create(&d, &n->t);
+}
+
+static void free_nv(nv_tensor *n, int expected_deletes) {
+  mxfp8_nvfp4_tensor_release(n->t);
+  EXPECT(n->data->deleter_calls == expected_deletes && n->scales->deleter_calls == expected_deletes &&
+             n->amax->deleter_calls == expected_deletes,
+         "deleters ran %d %d %d times, expected %d", n->data->deleter_calls, n->scales->deleter_calls,
+         n->amax->deleter_calls, expected_deletes);
+  test_tensor_free(n->data);
+  test_tensor_free(n->scales);
+  test_tensor_free(n->amax);
+}
+
+/* The DLPack version is checked before anything else, and on failure nothing is taken: "A
+ * DLManagedTensorVersioned whose version.major is not this header's DLPACK_MAJOR_VERSION is refused";
+ * read-only data gives a read-only values view. */
+static void test_nvfp4_versions_and_read_only(void **state) {
+  (void)state;
+  nv_tensor n;
+  const uint32_t majors[] = {0, DLPACK_MAJOR_VERSION + 1, 0xFFFFFFFFu};
+  for (size_t i = 0; i < sizeof majors / sizeof majors[0]; ++i) {
+    EXPECT(make_nv(&n, 0, majors[i]) != MXFP8_OK, "an amax of DLPack major %u was accepted", majors[i]);
+    EXPECT(n.t == NULL, "*out written on failure");
+    free_nv(&n, 0);
+  }
+  assert_int_equal(make_nv(&n, 1, DLPACK_MAJOR_VERSION), MXFP8_OK);
+  DLManagedTensorVersioned *v = NULL;
+  assert_int_equal(mxfp8_nvfp4_export_components(n.t, NULL, &v, NULL, NULL), MXFP8_OK);
+  EXPECT(v->flags & DLPACK_FLAG_BITMASK_READ_ONLY, "a view of read-only data is not flagged read-only");
+  release_managed(v);
+  free_nv(&n, 1);
+}
+
+/* mxfp8_nvfp4_export_components: "Outputs are written only on success"; "Allocation ... rules are those
+ * of mxfp8_export_components": a failing allocator, a copy placed over the tensor, and (for the float32
+ * global scale) a result not aligned to its elements leave every output as it was and every allocation
+ * deleted once. */
+static void test_nvfp4_export_allocator_failures(void **state) {
+  (void)state;
+  nv_tensor n;
+  assert_int_equal(make_nv(&n, 0, DLPACK_MAJOR_VERSION), MXFP8_OK);
+  const struct {
+    int bad_call;
+    enum alloc_mode mode;
+    mxfp8_status want;
+  } cases[] = {
+      {0, ALLOC_FAIL, MXFP8_ERROR_OUT_OF_MEMORY},        {1, ALLOC_FAIL, MXFP8_ERROR_OUT_OF_MEMORY},
+      {0, ALLOC_OVER_SOURCE, MXFP8_ERROR_INVALID_ARGUMENT}, {1, ALLOC_OVER_SOURCE, MXFP8_ERROR_INVALID_ARGUMENT},
+      {1, ALLOC_MISALIGNED, MXFP8_ERROR_INVALID_ARGUMENT},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
+    reset_allocator(cases[i].bad_call, cases[i].mode, cases[i].bad_call ? n.amax->buffer : n.scales->buffer);
+    mxfp8_nvfp4_export_options o = MXFP8_NVFP4_EXPORT_OPTIONS_INIT;
+    o.allocator = chosen_allocator;
+    DLManagedTensorVersioned *v = SENTINEL, *s = SENTINEL, *g = SENTINEL;
+    const mxfp8_status st = mxfp8_nvfp4_export_components(n.t, &o, &v, &s, &g);
+    EXPECT(st == cases[i].want, "case %zu: status %d (%s)", i, st, mxfp8_last_error());
+    EXPECT(v == SENTINEL && s == SENTINEL && g == SENTINEL, "case %zu: an output was written on failure", i);
+    expect_allocations_deleted(0);
+    free_allocations();
+  }
+  /* A good run: the global scale is amax / (6 * 448), the scales the crop of the padded buffer. */
+  reset_allocator(-1, ALLOC_GOOD, NULL);
+  mxfp8_nvfp4_export_options o = MXFP8_NVFP4_EXPORT_OPTIONS_INIT;
+  o.allocator = chosen_allocator;
+  DLManagedTensorVersioned *s = NULL, *g = NULL;
+  assert_int_equal(mxfp8_nvfp4_export_components(n.t, &o, NULL, &s, &g), MXFP8_OK);
+  float got;
+  memcpy(&got, g->dl_tensor.data, 4);
+  EXPECT(got == 5.0f / (6.0f * 448.0f), "global scale %.9g", (double)got);
+  for (int y = 0; y < 40; ++y)
+    for (int x = 0; x < 3; ++x)
+      EXPECT(((const uint8_t *)s->dl_tensor.data)[y * 3 + x] == n.scales->buffer[y * 4 + x], "scale (%d, %d)", y, x);
+  release_managed(s);
+  release_managed(g);
+  expect_allocations_deleted(0);
+  free_allocations();
+  free_nv(&n, 1);
+}
+
+/* mxfp8_nvfp4_dequantize: the output shares no byte with the tensor's buffers (the amax included), and a
+ * refused call writes nothing. */
+static void test_nvfp4_dequantize_output_over_the_tensor(void **state) {
+  (void)state;
+  nv_tensor n;
+  assert_int_equal(make_nv(&n, 0, DLPACK_MAJOR_VERSION), MXFP8_OK);
+  int64_t shape[1] = {40 * 48};
+  DLTensor out = {n.amax->buffer, {kDLCPU, 0}, 1, {kDLFloat, 32, 1}, shape, NULL, 0};
+  const uint8_t before[4] = {n.amax->buffer[0], n.amax->buffer[1], n.amax->buffer[2], n.amax->buffer[3]};
+  /* An output over the scales (a float32 view of their 512 bytes, then of the right element count, which
+   * overlaps them too), then over the amax. */
+  out.data = n.scales->buffer;
+  shape[0] = 128;
+  uint8_t scales_before[512];
+  memcpy(scales_before, n.scales->buffer, 512);
+  mxfp8_status st = mxfp8_nvfp4_dequantize(n.t, NULL, &out);
+  EXPECT(st == MXFP8_ERROR_INVALID_ARGUMENT, "an output over the scales: status %d", st);
+  shape[0] = 40 * 48;
+  st = mxfp8_nvfp4_dequantize(n.t, NULL, &out); /* the right size now; still over the scales */
+  EXPECT(st == MXFP8_ERROR_INVALID_ARGUMENT, "an output over the scales: status %d (%s)", st, mxfp8_last_error());
+  EXPECT(memcmp(scales_before, n.scales->buffer, 512) == 0, "the scales were written");
+  out.data = n.amax->buffer;
+  st = mxfp8_nvfp4_dequantize(n.t, NULL, &out);
+  EXPECT(st == MXFP8_ERROR_INVALID_ARGUMENT, "an output over the amax: status %d (%s)", st, mxfp8_last_error());
+  EXPECT(memcmp(before, n.amax->buffer, 4) == 0, "the amax was written");
+  free_nv(&n, 1);
+}
+
+/* mxfp8_nvfp4_quantize_into / _fused_into: with MXFP8_NVFP4_AMAX_GIVEN the amax "is not checked or
+ * written"; the fused result "is byte for byte what mxfp8_nvfp4_quantize_into gives each shard with that
+ * amax given", and its computed amax is the largest of the shards'. */
+static void test_nvfp4_fused_matches_single_with_the_shared_amax(void **state) {
+  (void)state;
+  enum { K = 48 };
+  const int64_t rows[3] = {10, 33, 2};
+  float *in[3];
+  uint64_t rng = 12;
+  for (int i = 0; i < 3; ++i) {
+    in[i] = malloc((size_t)(rows[i] * K) * sizeof(float));
+    fill_quantize_input(in[i], 2, (size_t)(rows[i] * K), &rng);
+  }
+  int64_t ishape[3][2], vshape[3][1], sshape[3][1];
+  DLTensor inputs[3], values[3], scales[3], single_v[3], single_s[3];
+  uint8_t *vb[3], *sb[3], *svb[3], *ssb[3];
+  for (int i = 0; i < 3; ++i) {
+    ishape[i][0] = rows[i], ishape[i][1] = K;
+    vshape[i][0] = rows[i] * K / 2;
+    sshape[i][0] = rows[i] * 3;
+    inputs[i] = (DLTensor){in[i], {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, ishape[i], NULL, 0};
+    vb[i] = malloc((size_t)vshape[i][0]), sb[i] = malloc((size_t)sshape[i][0]);
+    svb[i] = malloc((size_t)vshape[i][0]), ssb[i] = malloc((size_t)sshape[i][0]);
+    memset(vb[i], POISON, (size_t)vshape[i][0]);
+    memset(svb[i], 0x11, (size_t)vshape[i][0]);
+    values[i] = host_bytes(vb[i], 1, vshape[i]);
+    scales[i] = host_bytes(sb[i], 1, sshape[i]);
+    single_v[i] = host_bytes(svb[i], 1, vshape[i]);
+    single_s[i] = host_bytes(ssb[i], 1, sshape[i]);
+  }
+  const DLTensor *ins[3] = {&inputs[0], &inputs[1], &inputs[2]};
+  DLTensor *vs[3] = {&values[0], &values[1], &values[2]}, *ss[3] = {&scales[0], &scales[1], &scales[2]};
+  float shared = -1.0f;
+  int64_t one[1] = {1};
+  DLTensor amax = {&shared, {kDLCPU, 0}, 1, {kDLFloat, 32, 1}, one, NULL, 0};
+  assert_int_equal(mxfp8_nvfp4_quantize_fused_into(ins, 3, NULL, vs, ss, &amax), MXFP8_OK);
+  /* Each shard alone computes its own amax; the shared one is the largest. */
+  float largest = 0.0f;
+  for (int i = 0; i < 3; ++i) {
+    float own = -1.0f;
+    DLTensor own_amax = {&own, {kDLCPU, 0}, 1, {kDLFloat, 32, 1}, one, NULL, 0};
+    assert_int_equal(mxfp8_nvfp4_quantize_into(&inputs[i], NULL, &single_v[i], &single_s[i], &own_amax), MXFP8_OK);
+    if (own > largest) largest = own;
+  }
+  EXPECT(shared == largest, "shared amax %.9g, largest shard amax %.9g", (double)shared, (double)largest);
+  /* With the shared amax given, each shard alone is the fused result; the given amax is left as it is. */
+  mxfp8_nvfp4_quantize_options o = MXFP8_NVFP4_QUANTIZE_OPTIONS_INIT;
+  o.amax_mode = MXFP8_NVFP4_AMAX_GIVEN;
+  for (int i = 0; i < 3; ++i) {
+    float given = shared;
+    DLTensor given_amax = {&given, {kDLCPU, 0}, 1, {kDLFloat, 32, 1}, one, NULL, 0};
+    assert_int_equal(mxfp8_nvfp4_quantize_into(&inputs[i], &o, &single_v[i], &single_s[i], &given_amax), MXFP8_OK);
+    EXPECT(memcmp(&given, &shared, 4) == 0, "a given amax was written");
+    EXPECT(memcmp(svb[i], vb[i], (size_t)vshape[i][0]) == 0, "shard %d: values differ from the fused call's", i);
+    EXPECT(memcmp(ssb[i], sb[i], (size_t)sshape[i][0]) == 0, "shard %d: scales differ from the fused call's", i);
+  }
+  /* A NaN with a payload given to the fused call: used, and its bits left alone. */
+  const uint32_t payload = 0x7FC01234u;
+  float nan_amax;
+  memcpy(&nan_amax, &payload, 4);
+  amax.data = &nan_amax;
+  assert_int_equal(mxfp8_nvfp4_quantize_fused_into(ins, 3, &o, vs, ss, &amax), MXFP8_OK);
+  EXPECT(memcmp(&nan_amax, &payload, 4) == 0, "the given NaN amax was rewritten");
+  /* A given amax may not sit in a written output: refused, nothing written. */
+  for (int i = 0; i < 3; ++i) memset(vb[i], POISON, (size_t)vshape[i][0]), memset(sb[i], POISON, (size_t)sshape[i][0]);
+  float *inside = (float *)(void *)(vb[1] + 4);
+  memcpy(vb[1] + 4, &shared, 4);
+  amax.data = inside;
+  assert_int_equal(mxfp8_nvfp4_quantize_fused_into(ins, 3, &o, vs, ss, &amax), MXFP8_ERROR_INVALID_ARGUMENT);
+  memset(vb[1] + 4, POISON, 4);
+  for (int i = 0; i < 3; ++i)
+    EXPECT(all_poison(vb[i], (size_t)vshape[i][0]) && all_poison(sb[i], (size_t)sshape[i][0]), "shard %d written", i);
+  for (int i = 0; i < 3; ++i) free(in[i]), free(vb[i]), free(sb[i]), free(svb[i]), free(ssb[i]);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_destination_byte_offset_past_int64_is_refused),
@@ -677,6 +889,10 @@ int main(void) {
       cmocka_unit_test(test_bucket_shards_refuse_fixup_and_write_nothing),
       cmocka_unit_test(test_import_tensor_shards_write_nothing_on_failure),
       cmocka_unit_test(test_manifest_of_an_older_size_has_no_shards),
+      cmocka_unit_test(test_nvfp4_versions_and_read_only),
+      cmocka_unit_test(test_nvfp4_export_allocator_failures),
+      cmocka_unit_test(test_nvfp4_dequantize_output_over_the_tensor),
+      cmocka_unit_test(test_nvfp4_fused_matches_single_with_the_shared_amax),
   };
   return cmocka_run_group_tests_name("hostile callers of the newest calls", tests, NULL, NULL);
 }
