@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "engine_layouts_support.h"
+#include "trtllm_reference.h"
 #include "test_support.h"
 
 /* ---------------------------------------------------------------------------------------------------
@@ -877,6 +878,212 @@ static void test_nvfp4_fused_matches_single_with_the_shared_amax(void **state) {
   for (int i = 0; i < 3; ++i) free(in[i]), free(vb[i]), free(sb[i]), free(svb[i]), free(ssb[i]);
 }
 
+/* ---------------------------------------------------------------------------------------------------
+ * Device memory is never touched from the host. In a build without CUDA, tensors labelled kDLCUDA whose
+ * data pointers are not host memory at all (a host read or write would crash) are described and viewed,
+ * and every call that would move their bytes answers MXFP8_ERROR_UNSUPPORTED ("Valid, but not something
+ * this build can do") with no output written. (With CUDA compiled in these pointers would reach kernels:
+ * the GPU tests cover that build.)
+ * --------------------------------------------------------------------------------------------------- */
+
+static void test_device_pointers_never_touched_without_cuda(void **state) {
+  (void)state;
+#ifdef MXFP8_TEST_WITH_CUDA
+  skip();
+#else
+  void *const fake = (void *)(uintptr_t)0x1000; /* the first page is never mapped */
+  void *const fake2 = (void *)(uintptr_t)0x90000;
+  int64_t dshape[2] = {128, 64}, sshape[2] = {128, 4};
+  DLManagedTensorVersioned data = borrowed_bytes(fake, kDLCUDA, 2, dshape);
+  DLManagedTensorVersioned scales = borrowed_bytes(fake2, kDLCUDA, 2, sshape);
+  mxfp8_tensor_desc desc = MXFP8_TENSOR_DESC_INIT;
+  desc.rowwise_data = &data;
+  desc.rowwise_scale_inv = &scales;
+  mxfp8_tensor *t = NULL;
+  assert_int_equal(mxfp8_tensor_create(&desc, &t), MXFP8_OK);
+  int64_t n512[1] = {512}, nv[1] = {128 * 64};
+  DLTensor out_s = {(void *)(uintptr_t)0x200000, {kDLCUDA, 0}, 1, {kDLUInt, 8, 1}, n512, NULL, 0};
+  DLTensor out_v = {(void *)(uintptr_t)0x300000, {kDLCUDA, 0}, 1, {kDLUInt, 8, 1}, nv, NULL, 0};
+  for (int32_t target = 0; target <= MXFP8_LAYOUT_TRTLLM_SHUFFLED_GATED; ++target) {
+    int64_t need = 0;
+    assert_int_equal(mxfp8_layout_bytes(target, 0, 128, 2, &need), MXFP8_OK);
+    n512[0] = need;
+    mxfp8_convert_options o = MXFP8_CONVERT_OPTIONS_INIT;
+    o.target = target;
+    const mxfp8_status st = mxfp8_convert(t, &o, &out_v, &out_s);
+    EXPECT(st == MXFP8_ERROR_UNSUPPORTED, "convert to target %d: status %d (%s)", target, st, mxfp8_last_error());
+  }
+  /* A shard: the one-range values are a view (fine without CUDA), the several-pieces copy is not. */
+  const int64_t pieces[4] = {0, 10, 20, 30};
+  mxfp8_shard shard = MXFP8_SHARD_INIT;
+  DLManagedTensorVersioned *v = SENTINEL, *sc = SENTINEL;
+  assert_int_equal(mxfp8_export_shard(t, &shard, NULL, &v, NULL), MXFP8_OK);
+  EXPECT(v->dl_tensor.device.device_type == kDLCUDA, "the view is not on the device");
+  release_managed(v);
+  v = SENTINEL;
+  shard.num_row_pieces = 2;
+  shard.row_pieces = pieces;
+  mxfp8_status st = mxfp8_export_shard(t, &shard, NULL, &v, &sc);
+  EXPECT(st == MXFP8_ERROR_UNSUPPORTED && v == SENTINEL && sc == SENTINEL, "shard copy: status %d (%s)", st,
+         mxfp8_last_error());
+  const mxfp8_tensor *ts[1] = {t};
+  const mxfp8_shard *shards[1] = {&shard};
+  int64_t ns[1] = {20 * 2}, nvs[1] = {20 * 64};
+  DLTensor ds = {(void *)(uintptr_t)0x200000, {kDLCUDA, 0}, 1, {kDLUInt, 8, 1}, ns, NULL, 0};
+  DLTensor dv = {(void *)(uintptr_t)0x300000, {kDLCUDA, 0}, 1, {kDLUInt, 8, 1}, nvs, NULL, 0};
+  mxfp8_import_destination d = {&dv, &ds, MXFP8_LAYOUT_COMPACT, 0};
+  st = mxfp8_import_tensor_shards(ts, shards, 1, NULL, &d);
+  EXPECT(st == MXFP8_ERROR_UNSUPPORTED, "import of a shard: status %d (%s)", st, mxfp8_last_error());
+  mxfp8_tensor_release(t);
+
+  /* NVFP4: described and viewed; its scales copy, global scale, dequantize and quantize are device work. */
+  int64_t nvd[2] = {40, 24}, nvsc[2] = {128, 4}, one[1] = {1};
+  DLManagedTensorVersioned nd = borrowed_bytes(fake, kDLCUDA, 2, nvd), ns2 = borrowed_bytes(fake2, kDLCUDA, 2, nvsc);
+  DLManagedTensorVersioned na = borrowed_bytes((void *)(uintptr_t)0x400000, kDLCUDA, 1, one);
+  na.dl_tensor.dtype.code = kDLFloat;
+  na.dl_tensor.dtype.bits = 32;
+  mxfp8_nvfp4_tensor_desc nvdesc = MXFP8_NVFP4_TENSOR_DESC_INIT;
+  nvdesc.rowwise_data = &nd;
+  nvdesc.rowwise_scale_inv = &ns2;
+  nvdesc.rowwise_amax = &na;
+  mxfp8_nvfp4_tensor *nt = NULL;
+  assert_int_equal(mxfp8_nvfp4_tensor_create(&nvdesc, &nt), MXFP8_OK);
+  DLManagedTensorVersioned *g = SENTINEL;
+  v = SENTINEL, sc = SENTINEL;
+  st = mxfp8_nvfp4_export_components(nt, NULL, &v, &sc, &g);
+  EXPECT(st == MXFP8_ERROR_UNSUPPORTED && v == SENTINEL && sc == SENTINEL && g == SENTINEL, "nvfp4 export: %d (%s)", st,
+         mxfp8_last_error());
+  int64_t nout[1] = {40 * 48};
+  DLTensor out = {(void *)(uintptr_t)0x500000, {kDLCUDA, 0}, 1, {kDLFloat, 32, 1}, nout, NULL, 0};
+  st = mxfp8_nvfp4_dequantize(nt, NULL, &out);
+  EXPECT(st == MXFP8_ERROR_UNSUPPORTED, "nvfp4 dequantize: %d (%s)", st, mxfp8_last_error());
+  mxfp8_nvfp4_tensor_release(nt);
+  int64_t ishape[2] = {40, 48}, qv[1] = {40 * 24}, qs[1] = {40 * 3};
+  DLTensor in = {fake, {kDLCUDA, 0}, 2, {kDLFloat, 32, 1}, ishape, NULL, 0};
+  DLTensor qvt = {(void *)(uintptr_t)0x200000, {kDLCUDA, 0}, 1, {kDLUInt, 8, 1}, qv, NULL, 0};
+  DLTensor qst = {(void *)(uintptr_t)0x300000, {kDLCUDA, 0}, 1, {kDLUInt, 8, 1}, qs, NULL, 0};
+  DLTensor qat = {(void *)(uintptr_t)0x400000, {kDLCUDA, 0}, 1, {kDLFloat, 32, 1}, one, NULL, 0};
+  st = mxfp8_nvfp4_quantize_into(&in, NULL, &qvt, &qst, &qat);
+  EXPECT(st == MXFP8_ERROR_UNSUPPORTED, "nvfp4 quantize: %d (%s)", st, mxfp8_last_error());
+  const DLTensor *ins[1] = {&in};
+  DLTensor *qvs[1] = {&qvt}, *qss[1] = {&qst};
+  st = mxfp8_nvfp4_quantize_fused_into(ins, 1, NULL, qvs, qss, &qat);
+  EXPECT(st == MXFP8_ERROR_UNSUPPORTED, "nvfp4 fused quantize: %d (%s)", st, mxfp8_last_error());
+#endif
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * "The bytes written never depend on the split": the newest host loops (engine layouts, the TRT-LLM row
+ * permutation, the NVFP4 quantize) with every call split (MXFP8_HOST_MIN_BYTES_PER_THREAD=0) and with
+ * none (MXFP8_HOST_THREADS=1), against the references.
+ * --------------------------------------------------------------------------------------------------- */
+
+static void set_split(int split) {
+  unsetenv("MXFP8_HOST_THREADS");
+  unsetenv("MXFP8_HOST_MIN_BYTES_PER_THREAD");
+  if (split) setenv("MXFP8_HOST_MIN_BYTES_PER_THREAD", "0", 1);
+  else setenv("MXFP8_HOST_THREADS", "1", 1);
+}
+
+static void test_engine_layouts_and_nvfp4_independent_of_the_split(void **state) {
+  (void)state;
+  enum { E = 3, N = 256, K = 200, C = 7 };
+  const int64_t padded_expert = N * 8; /* roundup(N, 128) x roundup(7, 4) */
+  int64_t dshape[1] = {E * N * K}, sshape[1] = {E * padded_expert};
+  test_tensor *data = test_tensor_new(1, dshape, kDLUInt, 1), *scales = test_tensor_new(1, sshape, kDLUInt, 1);
+  uint64_t rng = 21;
+  fill_random(data->buffer, data->bytes, &rng);
+  uint8_t *s_ref = malloc(E * N * C);
+  fill_random_scales(s_ref, E * N * C, &rng);
+  for (int e = 0; e < E; ++e)
+    for (int y = 0; y < N; ++y)
+      for (int x = 0; x < C; ++x) scales->buffer[e * padded_expert + y * 8 + x] = s_ref[(e * N + y) * C + x];
+  mxfp8_grouped_desc g = MXFP8_GROUPED_DESC_INIT;
+  g.num_experts = E;
+  g.cols = K;
+  g.uniform_rows = N;
+  g.data = &data->managed;
+  g.scale_inv = &scales->managed;
+  mxfp8_grouped_tensor *grouped = NULL;
+  assert_int_equal(mxfp8_grouped_tensor_create(&g, &grouped), MXFP8_OK);
+  uint8_t *values = malloc(E * N * K), *want_values = malloc(E * N * K);
+  for (int split = 0; split < 2; ++split) {
+    set_split(split);
+    for (int32_t target = 0; target <= MXFP8_LAYOUT_TRTLLM_SHUFFLED_GATED; ++target) {
+      int64_t expert_bytes = 0;
+      assert_int_equal(mxfp8_layout_bytes(target, 0, N, C, &expert_bytes), MXFP8_OK);
+      uint8_t *out = malloc((size_t)(E * expert_bytes)), *want = malloc((size_t)(E * expert_bytes));
+      for (int e = 0; e < E; ++e) {
+        const uint8_t *se = s_ref + e * N * C, *ve = data->buffer + e * N * K;
+        if (target == MXFP8_LAYOUT_TRTLLM_SHUFFLED || target == MXFP8_LAYOUT_TRTLLM_SHUFFLED_GATED) {
+          ref_trtllm(ve, se, N, K, C, target == MXFP8_LAYOUT_TRTLLM_SHUFFLED_GATED, want_values + e * N * K,
+                     want + e * expert_bytes);
+        } else {
+          int64_t b = 0;
+          uint8_t *r = ref_layout(se, N, C, target, 0, &b);
+          memcpy(want + e * expert_bytes, r, (size_t)b);
+          memcpy(want_values + e * N * K, ve, N * K);
+          free(r);
+        }
+      }
+      memset(out, POISON, (size_t)(E * expert_bytes));
+      memset(values, POISON, E * N * K);
+      int64_t os[1] = {E * expert_bytes}, vs[1] = {E * N * K};
+      DLTensor ot = host_bytes(out, 1, os), vt = host_bytes(values, 1, vs);
+      mxfp8_convert_options o = MXFP8_CONVERT_OPTIONS_INIT;
+      o.target = target;
+      assert_int_equal(mxfp8_convert_grouped(grouped, &o, &vt, &ot), MXFP8_OK);
+      EXPECT(memcmp(out, want, (size_t)(E * expert_bytes)) == 0, "split %d, target %d: scales differ", split, target);
+      EXPECT(memcmp(values, want_values, E * N * K) == 0, "split %d, target %d: values differ", split, target);
+      free(out);
+      free(want);
+    }
+  }
+  free(values);
+  free(want_values);
+  free(s_ref);
+  mxfp8_grouped_tensor_release(grouped);
+  test_tensor_free(data);
+  test_tensor_free(scales);
+
+  /* NVFP4: the same bytes whichever way the rows are split, both directions, every scale layout. */
+  enum { M = 300, KQ = 96 };
+  float *in = malloc(M * KQ * sizeof(float));
+  fill_quantize_input(in, 2, M * KQ, &rng);
+  int64_t ishape[2] = {M, KQ};
+  DLTensor it = {in, {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, ishape, NULL, 0};
+  for (int direction = 0; direction < 2; ++direction)
+    for (int layout = 0; layout < 3; ++layout) {
+      const int64_t lines = direction ? KQ : M, length = direction ? M : KQ, sc = ref_ceil_div(length, 16);
+      const int64_t sbytes = layout ? ref_round_up(lines, 128) * ref_round_up(sc, 4) : lines * sc;
+      uint8_t *v[2], *sb[2];
+      float amax[2];
+      for (int split = 0; split < 2; ++split) {
+        set_split(split);
+        v[split] = malloc((size_t)(lines * length / 2));
+        sb[split] = malloc((size_t)sbytes);
+        int64_t vn[1] = {lines * length / 2}, sn[1] = {sbytes}, one[1] = {1};
+        DLTensor vt = host_bytes(v[split], 1, vn), st = host_bytes(sb[split], 1, sn);
+        DLTensor at = {&amax[split], {kDLCPU, 0}, 1, {kDLFloat, 32, 1}, one, NULL, 0};
+        mxfp8_nvfp4_quantize_options o = MXFP8_NVFP4_QUANTIZE_OPTIONS_INIT;
+        o.direction = direction;
+        o.scales_layout = layout;
+        o.four_over_six = (direction + layout) % 3;
+        if (o.four_over_six) o.e4m3_max = 256;
+        assert_int_equal(mxfp8_nvfp4_quantize_into(&it, &o, &vt, &st, &at), MXFP8_OK);
+      }
+      EXPECT(memcmp(v[0], v[1], (size_t)(lines * length / 2)) == 0, "direction %d layout %d: values depend on the split",
+             direction, layout);
+      EXPECT(memcmp(sb[0], sb[1], (size_t)sbytes) == 0, "direction %d layout %d: scales depend on the split", direction,
+             layout);
+      EXPECT(memcmp(&amax[0], &amax[1], 4) == 0, "direction %d layout %d: amax depends on the split", direction, layout);
+      for (int i = 0; i < 2; ++i) free(v[i]), free(sb[i]);
+    }
+  free(in);
+  unsetenv("MXFP8_HOST_THREADS");
+  unsetenv("MXFP8_HOST_MIN_BYTES_PER_THREAD");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_destination_byte_offset_past_int64_is_refused),
@@ -893,6 +1100,8 @@ int main(void) {
       cmocka_unit_test(test_nvfp4_export_allocator_failures),
       cmocka_unit_test(test_nvfp4_dequantize_output_over_the_tensor),
       cmocka_unit_test(test_nvfp4_fused_matches_single_with_the_shared_amax),
+      cmocka_unit_test(test_device_pointers_never_touched_without_cuda),
+      cmocka_unit_test(test_engine_layouts_and_nvfp4_independent_of_the_split),
   };
   return cmocka_run_group_tests_name("hostile callers of the newest calls", tests, NULL, NULL);
 }
