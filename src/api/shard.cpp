@@ -171,7 +171,9 @@ void add_shard_value_jobs(std::vector<ScaleJob> &jobs, const uint8_t *values, in
 
 namespace {
 
-ManagedPtr export_shard_values(const mxfp8_tensor &t, const Direction &dir, const Shard &s, const mxfp8_export_options &o) {
+// `scales` is the call's scales output, made first: a values copy must not land on it either.
+ManagedPtr export_shard_values(const mxfp8_tensor &t, const Direction &dir, const Shard &s, const mxfp8_export_options &o,
+                               const DLManagedTensorVersioned *scales) {
   const DLManagedTensorVersioned &src = *dir.data;
   const DLDataType dtype = values_dtype(t.format, o.values_dtype);
   std::vector<int64_t> shape{s.rows, s.cols()};
@@ -183,7 +185,7 @@ ManagedPtr export_shard_values(const mxfp8_tensor &t, const Direction &dir, cons
   }
   ManagedPtr out = allocate_copy(t.device, dtype, shape, Allocation{o.allocator, o.stream});
   if (s.values_bytes() == 0) return out;
-  check_copy_lands_apart(t, *out, "values");
+  check_copy_lands_apart(t, *out, "values", scales);
   std::vector<ScaleJob> jobs;
   add_shard_value_jobs(jobs, dir.data_begin, t.cols, s, byte_pointer(out->dl_tensor));
   run_jobs_on(t.device, jobs.data(), jobs.size(), o.stream);
@@ -242,7 +244,7 @@ extern "C" MXFP8_API mxfp8_status mxfp8_export_shard(const mxfp8_tensor *tensor,
     const Shard s = resolve_shard(shard, tensor->rows, tensor->cols, direction == MXFP8_DIRECTION_COLUMNWISE, "shard");
     // Scales first, as mxfp8_export_components does; a failure after releases what was made.
     ManagedPtr scales_out = scales ? export_shard_scales(*tensor, dir, s, o) : nullptr;
-    ManagedPtr values_out = values ? export_shard_values(*tensor, dir, s, o) : nullptr;
+    ManagedPtr values_out = values ? export_shard_values(*tensor, dir, s, o, scales_out.get()) : nullptr;
     if (scales) *scales = scales_out.release();
     if (values) *values = values_out.release();
   });

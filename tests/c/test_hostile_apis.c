@@ -336,7 +336,7 @@ static void test_convert_concurrently(void **state) {
  * A caller's allocator that succeeds, fails or returns a bad tensor on a chosen call
  * --------------------------------------------------------------------------------------------------- */
 
-enum alloc_mode { ALLOC_GOOD, ALLOC_FAIL, ALLOC_MISALIGNED, ALLOC_OVER_SOURCE };
+enum alloc_mode { ALLOC_GOOD, ALLOC_FAIL, ALLOC_MISALIGNED, ALLOC_OVER_SOURCE, ALLOC_OVER_PREVIOUS };
 static struct {
   int calls, bad_call;
   enum alloc_mode mode;
@@ -364,11 +364,10 @@ static int chosen_allocator(DLTensor *prototype, DLManagedTensorVersioned **out,
   int64_t shape[8] = {1};
   const int32_t ndim = prototype->ndim;
   for (int32_t i = 0; i < ndim; ++i) shape[i] = prototype->shape[i];
-  int64_t alloc_shape[1] = {element + 8};
-  for (int32_t i = 0; i < ndim; ++i) alloc_shape[0] += shape[i] * element * (i == 0 ? 1 : 0);
+  int64_t alloc_shape[1];
   int64_t n = 1;
   for (int32_t i = 0; i < ndim; ++i) n *= shape[i];
-  alloc_shape[0] = n * element + 8;
+  alloc_shape[0] = n * element + 8 + 4096; /* room for a later tensor placed over this one (ALLOC_OVER_PREVIOUS) */
   test_tensor *t = test_tensor_new(1, alloc_shape, kDLUInt, 1);
   g_alloc.made[call] = t;
   /* Describe it as the prototype asked: the test_tensor's own shape array holds the prototype's dims. */
@@ -380,6 +379,7 @@ static int chosen_allocator(DLTensor *prototype, DLManagedTensorVersioned **out,
   t->managed.dl_tensor.device = prototype->device;
   if (mode == ALLOC_MISALIGNED) t->managed.dl_tensor.byte_offset = 1;
   if (mode == ALLOC_OVER_SOURCE) t->managed.dl_tensor.data = g_alloc.source;
+  if (mode == ALLOC_OVER_PREVIOUS && call > 0) t->managed.dl_tensor.data = g_alloc.made[call - 1]->buffer;
   *out = &t->managed;
   return 0;
 }
@@ -1084,6 +1084,112 @@ static void test_engine_layouts_and_nvfp4_independent_of_the_split(void **state)
   unsetenv("MXFP8_HOST_MIN_BYTES_PER_THREAD");
 }
 
+/* mxfp8_convert_grouped into DeepGEMM's strided [E, N, ceil(C/4)] int32 tensor, N % 4 != 0: "only the
+ * last expert's last padding rows lie past the view's extent and are left alone"; every other byte is the
+ * reference, padding zero. */
+static void test_convert_grouped_deepgemm_strided_extent(void **state) {
+  (void)state;
+  enum { E = 3, N = 37, K = 200, C = 7 };
+  const int64_t padded_expert = 128 * 8, aligned = 40, packed = 2;
+  int64_t dshape[1] = {E * N * K}, sshape[1] = {E * padded_expert};
+  test_tensor *data = test_tensor_new(1, dshape, kDLUInt, 1), *scales = test_tensor_new(1, sshape, kDLUInt, 1);
+  uint64_t rng = 31;
+  fill_random(data->buffer, data->bytes, &rng);
+  uint8_t *s_ref = malloc(E * N * C);
+  fill_random_scales(s_ref, E * N * C, &rng);
+  for (int e = 0; e < E; ++e)
+    for (int y = 0; y < N; ++y)
+      for (int x = 0; x < C; ++x) scales->buffer[e * padded_expert + y * 8 + x] = s_ref[(e * N + y) * C + x];
+  mxfp8_grouped_desc g = MXFP8_GROUPED_DESC_INIT;
+  g.num_experts = E;
+  g.cols = K;
+  g.uniform_rows = N;
+  g.data = &data->managed;
+  g.scale_inv = &scales->managed;
+  mxfp8_grouped_tensor *grouped = NULL;
+  assert_int_equal(mxfp8_grouped_tensor_create(&g, &grouped), MXFP8_OK);
+  const int64_t expert_bytes = 4 * packed * aligned, total = E * expert_bytes;
+  const int64_t extent = 4 * ((E - 1) * packed * aligned + (N - 1) + (packed - 1) * aligned + 1);
+  uint8_t *want = malloc((size_t)total), *out = malloc((size_t)total);
+  for (int e = 0; e < E; ++e) {
+    int64_t b = 0;
+    uint8_t *r = ref_layout(s_ref + e * N * C, N, C, MXFP8_LAYOUT_DEEPGEMM_PACKED, 0, &b);
+    assert_int_equal(b, expert_bytes);
+    memcpy(want + e * expert_bytes, r, (size_t)b);
+    free(r);
+  }
+  memset(out, POISON, (size_t)total);
+  int64_t shape[3] = {E, N, packed}, strides[3] = {packed * aligned, 1, aligned};
+  DLTensor st = host_bytes(out, 3, shape);
+  st.dtype.code = kDLInt;
+  st.dtype.bits = 32;
+  st.strides = strides;
+  mxfp8_convert_options o = MXFP8_CONVERT_OPTIONS_INIT;
+  o.target = MXFP8_LAYOUT_DEEPGEMM_PACKED;
+  assert_int_equal(mxfp8_convert_grouped(grouped, &o, NULL, &st), MXFP8_OK);
+  EXPECT(memcmp(out, want, (size_t)extent) == 0, "the extent differs from DeepGEMM's packing");
+  EXPECT(all_poison(out + extent, (size_t)(total - extent)), "bytes past the view's extent were written");
+  EXPECT(total - extent == 4 * (aligned - N), "the test's own extent arithmetic");
+  free(want);
+  free(out);
+  free(s_ref);
+  mxfp8_grouped_tensor_release(grouped);
+  test_tensor_free(data);
+  test_tensor_free(scales);
+}
+
+/* "What a call writes must not share a byte ... with another of its outputs": a caller's allocator that
+ * hands back, for a call's second copy, the memory of its first (mxfp8_quantize refuses this) makes
+ * mxfp8_export_shard (values and scales copies of a shard of row pieces) and
+ * mxfp8_nvfp4_export_components (scales and global scale copies) fail with
+ * MXFP8_ERROR_INVALID_ARGUMENT, no output written, each allocation deleted once; never one output
+ * silently written over the other. */
+static void test_allocator_copies_over_each_other_are_refused(void **state) {
+  (void)state;
+  rowwise_tensor r;
+  make_rowwise(&r, 100, 96, 13);
+  const int64_t pieces[4] = {70, 90, 10, 30};
+  mxfp8_shard shard = MXFP8_SHARD_INIT;
+  shard.num_row_pieces = 2;
+  shard.row_pieces = pieces;
+  reset_allocator(1, ALLOC_OVER_PREVIOUS, NULL);
+  mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
+  o.allocator = chosen_allocator;
+  DLManagedTensorVersioned *v = SENTINEL, *s = SENTINEL;
+  mxfp8_status st = mxfp8_export_shard(r.t, &shard, &o, &v, &s);
+  EXPECT(st == MXFP8_ERROR_INVALID_ARGUMENT, "mxfp8_export_shard: status %d (%s)", st, mxfp8_last_error());
+  if (st == MXFP8_OK) {
+    /* what the caller got: the scales copy, overwritten by the values copy */
+    EXPECT(memcmp(s->dl_tensor.data, r.s + 70 * 3, 2) == 0, "the scales output was overwritten by the values");
+    release_managed(v);
+    release_managed(s);
+  } else {
+    EXPECT(v == SENTINEL && s == SENTINEL, "an output was written on failure");
+  }
+  expect_allocations_deleted(0);
+  free_allocations();
+  free_rowwise(&r);
+
+  nv_tensor n;
+  assert_int_equal(make_nv(&n, 0, DLPACK_MAJOR_VERSION), MXFP8_OK);
+  reset_allocator(1, ALLOC_OVER_PREVIOUS, NULL);
+  mxfp8_nvfp4_export_options no = MXFP8_NVFP4_EXPORT_OPTIONS_INIT;
+  no.allocator = chosen_allocator;
+  DLManagedTensorVersioned *ns = SENTINEL, *g = SENTINEL;
+  st = mxfp8_nvfp4_export_components(n.t, &no, NULL, &ns, &g);
+  EXPECT(st == MXFP8_ERROR_INVALID_ARGUMENT, "mxfp8_nvfp4_export_components: status %d (%s)", st, mxfp8_last_error());
+  if (st == MXFP8_OK) {
+    EXPECT(memcmp(ns->dl_tensor.data, n.scales->buffer, 3) == 0, "the scales output was overwritten by the global scale");
+    release_managed(ns);
+    release_managed(g);
+  } else {
+    EXPECT(ns == SENTINEL && g == SENTINEL, "an output was written on failure");
+  }
+  expect_allocations_deleted(0);
+  free_allocations();
+  free_nv(&n, 1);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_destination_byte_offset_past_int64_is_refused),
@@ -1091,6 +1197,7 @@ int main(void) {
       cmocka_unit_test(test_convert_failure_writes_nothing),
       cmocka_unit_test(test_convert_deepgemm_strided_extent),
       cmocka_unit_test(test_convert_concurrently),
+      cmocka_unit_test(test_convert_grouped_deepgemm_strided_extent),
       cmocka_unit_test(test_export_shard_allocator_failures),
       cmocka_unit_test(test_grouped_export_experts_repeats_and_failures),
       cmocka_unit_test(test_bucket_shards_refuse_fixup_and_write_nothing),
@@ -1102,6 +1209,7 @@ int main(void) {
       cmocka_unit_test(test_nvfp4_fused_matches_single_with_the_shared_amax),
       cmocka_unit_test(test_device_pointers_never_touched_without_cuda),
       cmocka_unit_test(test_engine_layouts_and_nvfp4_independent_of_the_split),
+      cmocka_unit_test(test_allocator_copies_over_each_other_are_refused),
   };
   return cmocka_run_group_tests_name("hostile callers of the newest calls", tests, NULL, NULL);
 }
