@@ -1190,6 +1190,88 @@ static void test_allocator_copies_over_each_other_are_refused(void **state) {
   free_nv(&n, 1);
 }
 
+/* manifest.shards with a bucket part in MXFP8_LAYOUT_CUTLASS_128X4: "A shard of a bucket part in
+ * MXFP8_LAYOUT_CUTLASS_128X4 may only go to a compact destination" (there: the crop of S, read out of the
+ * tiles), and into a 128x4 destination it is MXFP8_ERROR_UNSUPPORTED with nothing written. The bucket is
+ * built here from the layout's formula. Both directions, row and column windows, partial blocks. */
+static void test_shards_of_a_swizzled_bucket_part(void **state) {
+  (void)state;
+  const int64_t m = 300, k = 200;
+  uint64_t rng = 47;
+  for (int columnwise = 0; columnwise < 2; ++columnwise) {
+    const int64_t R = columnwise ? ref_ceil_div(m, 32) : m, C = columnwise ? k : ref_ceil_div(k, 32);
+    const int64_t mr = columnwise ? C : R, mc = columnwise ? R : C; /* the matrix swizzled: S or S^T */
+    const int64_t swz = ref_round_up(mr, 128) * ref_round_up(mc, 4);
+    uint8_t *S = malloc((size_t)(R * C));
+    fill_random_scales(S, (size_t)(R * C), &rng);
+    const uint64_t values_offset = 0, scales_offset = (uint64_t)ref_round_up(m * k, 256);
+    const int64_t total = (int64_t)scales_offset + swz;
+    uint8_t *bucket = malloc((size_t)total);
+    memset(bucket, POISON, (size_t)total);
+    fill_random(bucket, (size_t)(m * k), &rng);
+    for (int64_t y = 0; y < R; ++y)
+      for (int64_t x = 0; x < C; ++x)
+        bucket[scales_offset + (columnwise ? ref_swizzled_index(x, y, ref_round_up(mc, 4))
+                                           : ref_swizzled_index(y, x, ref_round_up(mc, 4)))] = S[y * C + x];
+    for (int64_t i = scales_offset; i < total; ++i) /* padding zero, as the layout has it */
+      if (bucket[i] == POISON) bucket[i] = 0;
+    mxfp8_bucket_entry entry = {values_offset, (uint64_t)(m * k), scales_offset, (uint64_t)swz};
+    int64_t bshape[1] = {total};
+    DLTensor bt = host_bytes(bucket, 1, bshape);
+    const int32_t ndims[1] = {2}, directions[1] = {columnwise}, layouts[1] = {MXFP8_LAYOUT_CUTLASS_128X4};
+    const int64_t shape[2] = {m, k};
+    const int64_t *shapes[1] = {shape};
+    const struct {
+      int64_t r0, r1, c0, c1;
+    } windows[] = {{0, 96, 0, -1}, {64, 300, 32, 200}, {288, 300, 0, 64}, {128, 160, 160, 200}};
+    for (size_t w = 0; w < sizeof windows / sizeof windows[0]; ++w) {
+      mxfp8_shard shard = MXFP8_SHARD_INIT;
+      shard.row_begin = windows[w].r0, shard.row_end = windows[w].r1;
+      shard.col_begin = windows[w].c0, shard.col_end = windows[w].c1;
+      const int64_t c1 = windows[w].c1 < 0 ? k : windows[w].c1;
+      const int64_t rows = windows[w].r1 - windows[w].r0, cols = c1 - windows[w].c0;
+      const int64_t sr = columnwise ? ref_ceil_div(rows, 32) : rows, sc = columnwise ? cols : ref_ceil_div(cols, 32);
+      const int64_t y0 = columnwise ? windows[w].r0 / 32 : windows[w].r0, x0 = columnwise ? windows[w].c0 : windows[w].c0 / 32;
+      const mxfp8_shard *shards[1] = {&shard};
+      mxfp8_bucket_manifest man = MXFP8_BUCKET_MANIFEST_INIT;
+      man.count = 1, man.entries = &entry, man.ndims = ndims, man.shapes = shapes, man.directions = directions;
+      man.scales_layouts = layouts;
+      man.shards = shards;
+      uint8_t *dv = malloc((size_t)(rows * cols)), *ds = malloc((size_t)(sr * sc) + 4096);
+      for (int target = 0; target < 2; ++target) {
+        memset(dv, POISON, (size_t)(rows * cols));
+        memset(ds, POISON, (size_t)(sr * sc) + 4096);
+        int64_t need = 0;
+        assert_int_equal(mxfp8_layout_bytes(target, columnwise, sr, sc, &need), MXFP8_OK);
+        int64_t vshape[1] = {rows * cols}, sshape[1] = {need};
+        DLTensor dvt = host_bytes(dv, 1, vshape), dst = host_bytes(ds, 1, sshape);
+        mxfp8_import_destination d = {&dvt, &dst, target, 0};
+        const mxfp8_status st = mxfp8_import_bucket(&bt, &man, &d, NULL);
+        if (target == MXFP8_LAYOUT_CUTLASS_128X4) {
+          EXPECT(st == MXFP8_ERROR_UNSUPPORTED, "col %d window %zu into 128x4: status %d (%s)", columnwise, w, st,
+                 mxfp8_last_error());
+          EXPECT(all_poison(dv, (size_t)(rows * cols)) && all_poison(ds, (size_t)need), "col %d window %zu: written",
+                 columnwise, w);
+          continue;
+        }
+        EXPECT(st == MXFP8_OK, "col %d window %zu: status %d (%s)", columnwise, w, st, mxfp8_last_error());
+        for (int64_t y = 0; y < rows; ++y)
+          EXPECT(memcmp(dv + y * cols, bucket + (windows[w].r0 + y) * k + windows[w].c0, (size_t)cols) == 0,
+                 "col %d window %zu: values row %lld", columnwise, w, (long long)y);
+        for (int64_t y = 0; y < sr; ++y)
+          for (int64_t x = 0; x < sc; ++x)
+            EXPECT(ds[y * sc + x] == S[(y0 + y) * C + x0 + x], "col %d window %zu: scale (%lld, %lld)", columnwise, w,
+                   (long long)y, (long long)x);
+        EXPECT(all_poison(ds + sr * sc, 4096), "col %d window %zu: written past the destination", columnwise, w);
+      }
+      free(dv);
+      free(ds);
+    }
+    free(S);
+    free(bucket);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_destination_byte_offset_past_int64_is_refused),
@@ -1203,6 +1285,7 @@ int main(void) {
       cmocka_unit_test(test_bucket_shards_refuse_fixup_and_write_nothing),
       cmocka_unit_test(test_import_tensor_shards_write_nothing_on_failure),
       cmocka_unit_test(test_manifest_of_an_older_size_has_no_shards),
+      cmocka_unit_test(test_shards_of_a_swizzled_bucket_part),
       cmocka_unit_test(test_nvfp4_versions_and_read_only),
       cmocka_unit_test(test_nvfp4_export_allocator_failures),
       cmocka_unit_test(test_nvfp4_dequantize_output_over_the_tensor),
