@@ -426,6 +426,10 @@ static void test_export_shard_allocator_failures(void **state) {
       const mxfp8_status st = mxfp8_export_shard(r.t, &shard, &o, &v, &s);
       EXPECT(st == want[m], "mode %d, bad call %d: status %d (%s)", m, bad, st, mxfp8_last_error());
       EXPECT(v == SENTINEL && s == SENTINEL, "mode %d, bad call %d: an output was written on failure", m, bad);
+      /* "before anything is written": not even the first copy, into memory the allocator gave */
+      if (bad == 1)
+        EXPECT(all_poison(g_alloc.made[0]->buffer, g_alloc.made[0]->bytes),
+               "mode %d: the scales copy was written before the call failed", m);
       expect_allocations_deleted(0);
       free_allocations();
     }
