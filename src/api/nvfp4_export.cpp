@@ -72,33 +72,41 @@ void check_lands_apart(const mxfp8_nvfp4_tensor &t, const DLManagedTensorVersion
   check_no_overlap(spans);
 }
 
-ManagedPtr export_scales(const mxfp8_nvfp4_tensor &t, const Nvfp4Direction &dir, const mxfp8_nvfp4_export_options &o) {
+// `global` is the call's global scale output, made first: a scales copy must not land on it either.
+ManagedPtr export_scales(const mxfp8_nvfp4_tensor &t, const Nvfp4Direction &dir, const mxfp8_nvfp4_export_options &o,
+                         const DLManagedTensorVersioned *global) {
   const DLDataType dtype{static_cast<uint8_t>(o.scales_dtype == MXFP8_NVFP4_SCALES_E4M3 ? kDLFloat8_e4m3fn : kDLUInt), 8, 1};
   return export_scale_matrix(dir.part, t.scale_layout == MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED, t.device, dtype,
                              stored_shape(t, o.direction, dir.part.scale_cols), o.padded_scales,
                              Allocation{o.allocator, o.stream}, [&] { return keep_alive(&t); },
                              [&](const DLManagedTensorVersioned &copy) {
-                               check_lands_apart(t, copy, "the scales copy from options.allocator");
+                               check_lands_apart(t, copy, "the scales copy from options.allocator", global);
                              });
 }
 
-// Always a copy, of the amax's own shape: a few floats, computed where they live.
-// `scales` is the call's scales output, made first: the global scale copy must not land on it either.
-ManagedPtr export_global_scale(const mxfp8_nvfp4_tensor &t, const Nvfp4Direction &dir,
-                               const mxfp8_nvfp4_export_options &o, const DLManagedTensorVersioned *scales) {
+// Always a copy, of the amax's own shape: a few floats. Made (and checked) before the scales, which are
+// written as they are made, so that a failure on either leaves every allocation unwritten; computed
+// after them, where the amax lives (compute_global_scale).
+ManagedPtr allocate_global_scale(const mxfp8_nvfp4_tensor &t, const Nvfp4Direction &dir,
+                                 const mxfp8_nvfp4_export_options &o) {
   const DLTensor &amax = dir.amax->dl_tensor;
   const std::vector<int64_t> shape(amax.shape, amax.shape + amax.ndim);
   ManagedPtr out = allocate_copy(t.device, DLDataType{kDLFloat, 32, 1}, shape, Allocation{o.allocator, o.stream});
   if (dir.amax_count == 0) return out;
-  check_lands_apart(t, *out, "the global scale copy from options.allocator", scales);
-  auto *dst = reinterpret_cast<float *>(byte_pointer(out->dl_tensor));
-  if (reinterpret_cast<uintptr_t>(dst) % alignof(float) != 0)
+  check_lands_apart(t, *out, "the global scale copy from options.allocator");
+  if (reinterpret_cast<uintptr_t>(byte_pointer(out->dl_tensor)) % alignof(float) != 0)
     fail(MXFP8_ERROR_INVALID_ARGUMENT, "the global scale copy from options.allocator is not aligned to its 4-byte elements");
+  return out;
+}
+
+void compute_global_scale(const mxfp8_nvfp4_tensor &t, const Nvfp4Direction &dir, const mxfp8_nvfp4_export_options &o,
+                          DLManagedTensorVersioned &out) {
+  if (dir.amax_count == 0) return;
+  auto *dst = reinterpret_cast<float *>(byte_pointer(out.dl_tensor));
   const Nvfp4GlobalScaleJob job{dir.amax_data, dst, dir.amax_count, t.e4m3_max,
                                 o.global_scale == MXFP8_NVFP4_GLOBAL_SCALE_ENCODE};
   where_memory_lives(
       t.device, "amax", [&] { nvfp4_global_scale_host(job); }, [&] { cuda::nvfp4_global_scale(job, o.stream); });
-  return out;
 }
 
 }  // namespace
@@ -119,9 +127,11 @@ extern "C" MXFP8_API mxfp8_status mxfp8_nvfp4_export_components(const mxfp8_nvfp
       fail(MXFP8_ERROR_INVALID_ARGUMENT, "two output pointers point to the same place: each output needs its own");
     const mxfp8_nvfp4_export_options o = read_nvfp4_options(options);
     const Nvfp4Direction &dir = require_direction(*tensor, o.direction);
-    // The copies first: they are what can fail (memory, CUDA); the values are only a view.
-    ManagedPtr scales_out = scales ? export_scales(*tensor, dir, o) : nullptr;
-    ManagedPtr global_out = global_scale ? export_global_scale(*tensor, dir, o, scales_out.get()) : nullptr;
+    // The copies first: they are what can fail (memory, CUDA); the values are only a view. Both copies are
+    // allocated and checked before either is written.
+    ManagedPtr global_out = global_scale ? allocate_global_scale(*tensor, dir, o) : nullptr;
+    ManagedPtr scales_out = scales ? export_scales(*tensor, dir, o, global_out.get()) : nullptr;
+    if (global_scale) compute_global_scale(*tensor, dir, o, *global_out);
     ManagedPtr values_out = values ? export_values(*tensor, dir, o) : nullptr;
     if (scales) *scales = scales_out.release();
     if (global_scale) *global_scale = global_out.release();
