@@ -1377,6 +1377,25 @@ static void test_views_outlive_the_handle(void **state) {
   test_tensor_free(scales);
 }
 
+/* An int32 DeepGEMM destination of 2^62 elements (2^64 bytes, past int64): refused as the wrong size,
+ * with no wrapped arithmetic on the way (UBSan aborts on a signed overflow, in a message too). */
+static void test_deepgemm_destination_of_2_62_words(void **state) {
+  (void)state;
+  rowwise_tensor r;
+  make_rowwise(&r, 100, 48, 23);
+  uint8_t dummy[16];
+  int64_t shape[1] = {(int64_t)1 << 62};
+  DLTensor s = host_bytes(dummy, 1, shape);
+  s.dtype.code = kDLInt;
+  s.dtype.bits = 32;
+  mxfp8_convert_options o = MXFP8_CONVERT_OPTIONS_INIT;
+  o.target = MXFP8_LAYOUT_DEEPGEMM_PACKED;
+  const mxfp8_status st = mxfp8_convert(r.t, &o, NULL, &s);
+  EXPECT(st == MXFP8_ERROR_INVALID_ARGUMENT, "status %d (%s)", st, mxfp8_last_error());
+  assert_last_error_contains("got 4611686018427387904 x 4 (more than int64 counts)");
+  free_rowwise(&r);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_destination_byte_offset_past_int64_is_refused),
@@ -1399,6 +1418,7 @@ int main(void) {
       cmocka_unit_test(test_engine_layouts_and_nvfp4_independent_of_the_split),
       cmocka_unit_test(test_allocator_copies_over_each_other_are_refused),
       cmocka_unit_test(test_views_outlive_the_handle),
+      cmocka_unit_test(test_deepgemm_destination_of_2_62_words),
   };
   return cmocka_run_group_tests_name("hostile callers of the newest calls", tests, NULL, NULL);
 }
