@@ -1396,6 +1396,78 @@ static void test_deepgemm_destination_of_2_62_words(void **state) {
   free_rowwise(&r);
 }
 
+/* "Work is proportional to the bytes moved: an empty tensor costs nothing, however large its other
+ * dimensions. Empty buffers may have a NULL data pointer." Empty tensors of 2^40 rows (or 2^40 columns)
+ * through the newest calls: each returns at once (ctest's timeout would catch a loop over 2^40 rows). */
+static void test_empty_tensors_with_huge_dimensions_through_the_newest_calls(void **state) {
+  (void)state;
+  const int64_t big = (int64_t)1 << 40; /* a multiple of 128: the TRT-LLM targets take it */
+  const int64_t shapes[2][2] = {{big, 0}, {0, big}};
+  for (int which = 0; which < 2; ++which) {
+    int64_t shape[2] = {shapes[which][0], shapes[which][1]}, sshape[2] = {shapes[which][0], which ? big / 32 : 0};
+    if (which) sshape[0] = 0;
+    DLManagedTensorVersioned data = borrowed_bytes(NULL, kDLCPU, 2, shape), scales = borrowed_bytes(NULL, kDLCPU, 2, sshape);
+    mxfp8_tensor_desc desc = MXFP8_TENSOR_DESC_INIT;
+    desc.rowwise_data = &data;
+    desc.rowwise_scale_inv = &scales;
+    mxfp8_tensor *t = NULL;
+    assert_int_equal(mxfp8_tensor_create(&desc, &t), MXFP8_OK);
+    int64_t none[1] = {0};
+    DLTensor empty = host_bytes(NULL, 1, none);
+    DLTensor empty_v = host_bytes(NULL, 1, none);
+    for (int32_t target = 0; target <= MXFP8_LAYOUT_TRTLLM_SHUFFLED_GATED; ++target) {
+      mxfp8_convert_options o = MXFP8_CONVERT_OPTIONS_INIT;
+      o.target = target;
+      const mxfp8_status st = mxfp8_convert(t, &o, &empty_v, &empty);
+      EXPECT(st == MXFP8_OK, "shape %d, target %d: status %d (%s)", which, target, st, mxfp8_last_error());
+    }
+    mxfp8_shard shard = MXFP8_SHARD_INIT;
+    const int64_t pieces[4] = {0, which ? 0 : big / 2, which ? 0 : big / 4, which ? 0 : big};
+    shard.num_row_pieces = 2;
+    shard.row_pieces = pieces;
+    DLManagedTensorVersioned *v = NULL, *sc = NULL;
+    mxfp8_status st = mxfp8_export_shard(t, &shard, NULL, &v, &sc);
+    EXPECT(st == MXFP8_OK, "shape %d: export_shard %d (%s)", which, st, mxfp8_last_error());
+    if (st == MXFP8_OK) release_managed(v), release_managed(sc);
+    const mxfp8_tensor *ts[1] = {t};
+    const mxfp8_shard *shards[1] = {&shard};
+    mxfp8_import_destination d = {&empty_v, &empty, MXFP8_LAYOUT_COMPACT, 0};
+    st = mxfp8_import_tensor_shards(ts, shards, 1, NULL, &d);
+    EXPECT(st == MXFP8_OK, "shape %d: import_tensor_shards %d (%s)", which, st, mxfp8_last_error());
+    mxfp8_tensor_release(t);
+    /* NVFP4 quantize of the same empty input. */
+    DLTensor in = {NULL, {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, shape, NULL, 0};
+    float amax = -1.0f;
+    int64_t one[1] = {1};
+    DLTensor at = {&amax, {kDLCPU, 0}, 1, {kDLFloat, 32, 1}, one, NULL, 0};
+    st = mxfp8_nvfp4_quantize_into(&in, NULL, &empty_v, &empty, &at);
+    EXPECT(st == MXFP8_OK && amax == 0.0f, "shape %d: nvfp4 quantize %d (%s), amax %g", which, st, mxfp8_last_error(),
+           (double)amax);
+  }
+  /* Grouped: 1000 experts of 2^40 rows and K = 0, every target. */
+  int64_t flat[1] = {0};
+  DLManagedTensorVersioned gd = borrowed_bytes(NULL, kDLCPU, 1, flat), gs = borrowed_bytes(NULL, kDLCPU, 1, flat);
+  mxfp8_grouped_desc g = MXFP8_GROUPED_DESC_INIT;
+  g.num_experts = 1000, g.cols = 0, g.uniform_rows = big, g.scales = MXFP8_GROUPED_SCALES_COMPACT;
+  g.data = &gd, g.scale_inv = &gs;
+  mxfp8_grouped_tensor *grouped = NULL;
+  assert_int_equal(mxfp8_grouped_tensor_create(&g, &grouped), MXFP8_OK);
+  int64_t none[1] = {0};
+  DLTensor empty = host_bytes(NULL, 1, none), empty_v = host_bytes(NULL, 1, none);
+  for (int32_t target = 0; target <= MXFP8_LAYOUT_TRTLLM_SHUFFLED_GATED; ++target) {
+    mxfp8_convert_options o = MXFP8_CONVERT_OPTIONS_INIT;
+    o.target = target;
+    const mxfp8_status st = mxfp8_convert_grouped(grouped, &o, &empty_v, &empty);
+    EXPECT(st == MXFP8_OK, "grouped target %d: status %d (%s)", target, st, mxfp8_last_error());
+  }
+  int32_t picks[3] = {999, 0, 999};
+  DLManagedTensorVersioned *v = NULL, *sc = NULL;
+  assert_int_equal(mxfp8_grouped_export_experts(grouped, picks, 3, NULL, &v, &sc), MXFP8_OK);
+  release_managed(v);
+  release_managed(sc);
+  mxfp8_grouped_tensor_release(grouped);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_destination_byte_offset_past_int64_is_refused),
@@ -1419,6 +1491,7 @@ int main(void) {
       cmocka_unit_test(test_allocator_copies_over_each_other_are_refused),
       cmocka_unit_test(test_views_outlive_the_handle),
       cmocka_unit_test(test_deepgemm_destination_of_2_62_words),
+      cmocka_unit_test(test_empty_tensors_with_huge_dimensions_through_the_newest_calls),
   };
   return cmocka_run_group_tests_name("hostile callers of the newest calls", tests, NULL, NULL);
 }
