@@ -16,8 +16,9 @@
 //   - sizes and strides near INT64_MAX: a clean refusal or a description whose views carry sane strides
 //     (UBSan aborts on any wrapped product);
 //   - the newest calls (first byte 213 and up): mxfp8_layout_bytes against the header's formulas,
-//     mxfp8_convert into every target with its outputs anywhere in an arena, mxfp8_export_shard with
-//     legal and illegal shards, and NVFP4 quantize -> describe -> export -> dequantize.
+//     mxfp8_convert and mxfp8_convert_grouped into every target with their outputs anywhere in an arena,
+//     mxfp8_export_shard with legal and illegal shards, and NVFP4 quantize -> describe -> export ->
+//     dequantize.
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -1782,12 +1783,95 @@ void newest_nvfp4(Reader &in) {
   mxfp8_nvfp4_tensor_release(nv);
 }
 
+// mxfp8_convert_grouped: E experts of N rows (padded or compact, row-major or swizzled) into every target,
+// the outputs anywhere in an arena: each expert's target bytes at e * B, or a refusal with nothing written.
+void newest_convert_grouped(Reader &in) {
+  Arena arena(in);
+  const int32_t target = static_cast<int32_t>(in.byte() % 5);
+  const bool trtllm = target == MXFP8_LAYOUT_TRTLLM_SHUFFLED || target == MXFP8_LAYOUT_TRTLLM_SHUFFLED_GATED;
+  const int32_t experts = 1 + in.byte() % 4;
+  const int64_t n = trtllm && in.byte() % 4 ? 128 : in.below(70), k = 1 + in.below(trtllm ? 40 : 100), c = (k + 31) / 32;
+  const bool swizzled = in.byte() % 2, compact = !swizzled && in.byte() % 2;
+  const int64_t per = compact ? n * c : round_up(n, 128) * round_up(c, 4);
+  const int64_t values_bytes = experts * n * k, stored = experts * per;
+  if (values_bytes + stored >= kArena / 2) return;
+  uint8_t *values = arena.at(arena.place(in, values_bytes)), *scales = arena.at(arena.place(in, stored));
+  std::vector<uint8_t> s(static_cast<size_t>(experts * n * c));
+  for (size_t i = 0; i < s.size(); ++i) s[i] = static_cast<uint8_t>((i * 37 + in.byte()) % 255);
+  for (int32_t e = 0; e < experts; ++e)
+    for (int64_t r = 0; r < n; ++r)
+      for (int64_t q = 0; q < c; ++q)
+        scales[e * per + (swizzled ? static_cast<int64_t>(ref_swizzled_index(r, q, round_up(c, 4)))
+                                   : r * (compact ? c : round_up(c, 4)) + q)] = s[static_cast<size_t>((e * n + r) * c + q)];
+  Managed data(values, {experts * n, k}), stored_scales(scales, {stored});
+  data.m.deleter = stored_scales.m.deleter = nullptr;
+  mxfp8_grouped_desc desc = MXFP8_GROUPED_DESC_INIT;
+  desc.scale_layout = swizzled;
+  desc.scales = compact;
+  desc.num_experts = experts;
+  desc.cols = k;
+  desc.uniform_rows = n;
+  desc.data = &data.m;
+  desc.scale_inv = &stored_scales.m;
+  mxfp8_grouped_tensor *g = nullptr;
+  if (mxfp8_grouped_tensor_create(&desc, &g) != MXFP8_OK) wrong("valid grouped experts were refused");
+  const int64_t per_target = expected_layout_bytes(target, 0, n, c);
+  bool refused = per_target < 0;
+  const int64_t want = refused ? 0 : experts * per_target;
+  int64_t size = want;
+  if (in.byte() % 6 == 0) size = std::max<int64_t>(0, size + static_cast<int64_t>(in.byte() % 9) - 4);
+  refused |= size != want;
+  const bool with_values = trtllm || in.byte() % 2;
+  refused |= !with_values && trtllm;
+  if (size + values_bytes >= kArena / 2) {
+    mxfp8_grouped_tensor_release(g);
+    return;
+  }
+  uint8_t *out = arena.at(arena.place(in, size)), *vout = with_values ? arena.at(arena.place(in, values_bytes)) : nullptr;
+  int64_t oshape = size, vshape = values_bytes;
+  DLTensor ot = flat_tensor(out, &oshape), vt = flat_tensor(vout, &vshape);
+  const Range outr = range_of(out, size), vr = range_of(vout, with_values ? values_bytes : 0);
+  for (Range r : {outr, vr})
+    refused |= overlap(r, range_of(values, values_bytes)) || overlap(r, range_of(scales, stored));
+  refused |= overlap(outr, vr);
+  mxfp8_convert_options o = MXFP8_CONVERT_OPTIONS_INIT;
+  o.target = target;
+  arena.snapshot();
+  const mxfp8_status st = mxfp8_convert_grouped(g, &o, with_values ? &vt : nullptr, &ot);
+  mxfp8_grouped_tensor_release(g);
+  if (refused) {
+    if (st != MXFP8_ERROR_INVALID_ARGUMENT) wrong("mxfp8_convert_grouped accepted what the header refuses");
+    if (arena.bytes != arena.before) wrong("a refused mxfp8_convert_grouped wrote something");
+    return;
+  }
+  if (st != MXFP8_OK) wrong("mxfp8_convert_grouped refused a valid call");
+  std::vector<uint8_t> expect(static_cast<size_t>(want), 0);
+  for (int32_t e = 0; e < experts; ++e)
+    for (int64_t r = 0; r < n; ++r)
+      for (int64_t q = 0; q < c; ++q)
+        expect[static_cast<size_t>(e * per_target + target_offset(target, false, n, c, r, q))] =
+            s[static_cast<size_t>((e * n + r) * c + q)];
+  if (want > 0 && std::memcmp(out, expect.data(), static_cast<size_t>(want)) != 0)
+    wrong("mxfp8_convert_grouped's scales differ");
+  if (with_values) {
+    const uint8_t *src = arena.before.data() + (values - arena.bytes.data());
+    for (int32_t e = 0; e < experts; ++e)
+      for (int64_t j = 0; j < n; ++j) {
+        const int64_t from = trtllm ? trtllm_source_row(target, n, j) : j;
+        if (std::memcmp(vout + (e * n + j) * k, src + (e * n + from) * k, static_cast<size_t>(k)) != 0)
+          wrong("mxfp8_convert_grouped's values differ");
+      }
+  }
+  arena.unchanged_outside({outr, vr}, "mxfp8_convert_grouped wrote outside its outputs");
+}
+
 void section_newest(Reader &in) {
-  switch (in.byte() % 4) {
+  switch (in.byte() % 5) {
     case 0: newest_layout_bytes(in); break;
     case 1: newest_convert(in); break;
     case 2: newest_shard(in); break;
-    default: newest_nvfp4(in); break;
+    case 3: newest_nvfp4(in); break;
+    default: newest_convert_grouped(in); break;
   }
 }
 
