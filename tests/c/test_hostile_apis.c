@@ -1468,6 +1468,107 @@ static void test_empty_tensors_with_huge_dimensions_through_the_newest_calls(voi
   mxfp8_grouped_tensor_release(grouped);
 }
 
+/* "A struct from a newer caller is accepted when the fields this library does not know are zero": the
+ * newest option structs given with 16 more bytes, zero (works as the struct alone) or not (refused with
+ * MXFP8_ERROR_UNSUPPORTED, "not something this build can do", nothing written). */
+typedef struct {
+  uint8_t bytes[256];
+} newer_struct;
+
+static void *newer(newer_struct *n, const void *known, size_t size, int tail_byte) {
+  memset(n, 0, sizeof *n);
+  memcpy(n->bytes, known, size);
+  const uint32_t bigger = (uint32_t)(size + 16);
+  memcpy(n->bytes, &bigger, sizeof bigger); /* struct_size is the first field of every one */
+  n->bytes[size + 7] = (uint8_t)tail_byte;
+  return n->bytes;
+}
+
+static void test_newer_structs_of_the_newest_calls(void **state) {
+  (void)state;
+  rowwise_tensor r;
+  make_rowwise(&r, 100, 64, 29);
+  nv_tensor nvt;
+  assert_int_equal(make_nv(&nvt, 0, DLPACK_MAJOR_VERSION), MXFP8_OK);
+  for (int tail = 0; tail < 2; ++tail) {
+    const mxfp8_status want = tail ? MXFP8_ERROR_UNSUPPORTED : MXFP8_OK;
+    newer_struct n;
+    /* mxfp8_convert_options */
+    mxfp8_convert_options co = MXFP8_CONVERT_OPTIONS_INIT;
+    uint8_t out[200];
+    memset(out, POISON, sizeof out);
+    int64_t oshape[1] = {200};
+    DLTensor ot = host_bytes(out, 1, oshape);
+    mxfp8_status st = mxfp8_convert(r.t, newer(&n, &co, sizeof co, tail), NULL, &ot);
+    EXPECT(st == want, "convert options, tail %d: %d (%s)", tail, st, mxfp8_last_error());
+    EXPECT(tail ? all_poison(out, sizeof out) : memcmp(out, r.s, 200) == 0, "convert, tail %d: output", tail);
+    /* mxfp8_shard */
+    mxfp8_shard sh = MXFP8_SHARD_INIT;
+    sh.row_end = 10;
+    DLManagedTensorVersioned *v = SENTINEL;
+    st = mxfp8_export_shard(r.t, newer(&n, &sh, sizeof sh, tail), NULL, &v, NULL);
+    EXPECT(st == want, "shard, tail %d: %d (%s)", tail, st, mxfp8_last_error());
+    if (st == MXFP8_OK) {
+      EXPECT(v->dl_tensor.shape[0] == 10, "the shard's rows");
+      release_managed(v);
+    } else {
+      EXPECT(v == SENTINEL, "an output on failure");
+    }
+    /* mxfp8_nvfp4_export_options */
+    mxfp8_nvfp4_export_options eo = MXFP8_NVFP4_EXPORT_OPTIONS_INIT;
+    DLManagedTensorVersioned *g = SENTINEL;
+    st = mxfp8_nvfp4_export_components(nvt.t, newer(&n, &eo, sizeof eo, tail), NULL, NULL, &g);
+    EXPECT(st == want, "nvfp4 export options, tail %d: %d (%s)", tail, st, mxfp8_last_error());
+    if (st == MXFP8_OK) release_managed(g);
+    else EXPECT(g == SENTINEL, "an output on failure");
+    /* mxfp8_dequantize_options for mxfp8_nvfp4_dequantize */
+    mxfp8_dequantize_options dq = MXFP8_DEQUANTIZE_OPTIONS_INIT;
+    float *dout = malloc(40 * 48 * sizeof(float));
+    memset(dout, POISON, 40 * 48 * sizeof(float));
+    int64_t dshape[1] = {40 * 48};
+    DLTensor dt = {dout, {kDLCPU, 0}, 1, {kDLFloat, 32, 1}, dshape, NULL, 0};
+    st = mxfp8_nvfp4_dequantize(nvt.t, newer(&n, &dq, sizeof dq, tail), &dt);
+    EXPECT(st == want, "dequantize options, tail %d: %d (%s)", tail, st, mxfp8_last_error());
+    if (tail) EXPECT(all_poison((const uint8_t *)dout, 40 * 48 * sizeof(float)), "dequantize wrote on failure");
+    free(dout);
+    /* mxfp8_nvfp4_quantize_options */
+    float in[4 * 32];
+    for (int i = 0; i < 4 * 32; ++i) in[i] = (float)(i % 13) - 6.0f;
+    uint8_t qv[64], qs[8];
+    float amax = -1.0f;
+    memset(qv, POISON, sizeof qv);
+    int64_t ishape[2] = {4, 32}, qvs[1] = {64}, qss[1] = {8}, one[1] = {1};
+    DLTensor it = {in, {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, ishape, NULL, 0};
+    DLTensor qvt = host_bytes(qv, 1, qvs), qst = host_bytes(qs, 1, qss);
+    DLTensor at = {&amax, {kDLCPU, 0}, 1, {kDLFloat, 32, 1}, one, NULL, 0};
+    mxfp8_nvfp4_quantize_options qo = MXFP8_NVFP4_QUANTIZE_OPTIONS_INIT;
+    st = mxfp8_nvfp4_quantize_into(&it, newer(&n, &qo, sizeof qo, tail), &qvt, &qst, &at);
+    EXPECT(st == want, "nvfp4 quantize options, tail %d: %d (%s)", tail, st, mxfp8_last_error());
+    if (tail) EXPECT(all_poison(qv, sizeof qv) && amax == -1.0f, "nvfp4 quantize wrote on failure");
+    /* mxfp8_nvfp4_tensor_desc */
+    mxfp8_nvfp4_tensor_desc nd = MXFP8_NVFP4_TENSOR_DESC_INIT;
+    nd.rowwise_data = &nvt.data->managed;
+    nd.rowwise_scale_inv = &nvt.scales->managed;
+    nd.rowwise_amax = &nvt.amax->managed;
+    mxfp8_nvfp4_tensor *second = (mxfp8_nvfp4_tensor *)(uintptr_t)0xBAD0;
+    st = mxfp8_nvfp4_tensor_create(newer(&n, &nd, sizeof nd, tail), &second);
+    EXPECT(st == want, "nvfp4 desc, tail %d: %d (%s)", tail, st, mxfp8_last_error());
+    if (st == MXFP8_OK) {
+      /* A second handle on nvt's managed tensors: their (counting) deleters run once more when it goes,
+       * which the counts below forget. */
+      DLManagedTensorVersioned *g2 = NULL;
+      assert_int_equal(mxfp8_nvfp4_export_components(second, NULL, NULL, NULL, &g2), MXFP8_OK);
+      release_managed(g2);
+      mxfp8_nvfp4_tensor_release(second);
+      nvt.data->deleter_calls = nvt.scales->deleter_calls = nvt.amax->deleter_calls = 0;
+    } else {
+      EXPECT(second == (mxfp8_nvfp4_tensor *)(uintptr_t)0xBAD0, "*out written on failure");
+    }
+  }
+  free_nv(&nvt, 1);
+  free_rowwise(&r);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_destination_byte_offset_past_int64_is_refused),
@@ -1492,6 +1593,7 @@ int main(void) {
       cmocka_unit_test(test_views_outlive_the_handle),
       cmocka_unit_test(test_deepgemm_destination_of_2_62_words),
       cmocka_unit_test(test_empty_tensors_with_huge_dimensions_through_the_newest_calls),
+      cmocka_unit_test(test_newer_structs_of_the_newest_calls),
   };
   return cmocka_run_group_tests_name("hostile callers of the newest calls", tests, NULL, NULL);
 }
