@@ -210,6 +210,7 @@ bool keeps_contract(const DLManagedTensorVersioned &m, const DLTensor &proto) {
   }
   if (!t.data) return false;
   if (t.byte_offset > UINTPTR_MAX - reinterpret_cast<uintptr_t>(t.data)) return false;
+  if (t.byte_offset > static_cast<uint64_t>(INT64_MAX)) return false;  // every offset fits in int64
   if (m.flags & DLPACK_FLAG_BITMASK_READ_ONLY) return false;
   return true;
 }
@@ -286,7 +287,9 @@ int hostile_allocator(DLTensor *proto, DLManagedTensorVersioned **out, void *ctx
                                             static_cast<int32_t>(in.byte() % 3)}; break;
       case 7: m.dl_tensor.data = nullptr; break;
       case 8: m.flags |= DLPACK_FLAG_BITMASK_READ_ONLY; break;
-      case 9: m.dl_tensor.byte_offset = UINT64_MAX - in.byte(); break;
+      case 9:  // past the end of the address space, or (from a low address) past int64 only
+        m.dl_tensor.byte_offset = in.byte() % 2 ? UINT64_MAX - in.byte() : (uint64_t{1} << 63) + in.byte();
+        break;
       case 10:
       case 11: {  // over a source, or over an earlier allocation
         std::vector<Range> targets = g_alloc.sources;

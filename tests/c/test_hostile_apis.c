@@ -336,7 +336,7 @@ static void test_convert_concurrently(void **state) {
  * A caller's allocator that succeeds, fails or returns a bad tensor on a chosen call
  * --------------------------------------------------------------------------------------------------- */
 
-enum alloc_mode { ALLOC_GOOD, ALLOC_FAIL, ALLOC_MISALIGNED, ALLOC_OVER_SOURCE, ALLOC_OVER_PREVIOUS };
+enum alloc_mode { ALLOC_GOOD, ALLOC_FAIL, ALLOC_MISALIGNED, ALLOC_OVER_SOURCE, ALLOC_OVER_PREVIOUS, ALLOC_OFFSET_2_63 };
 static struct {
   int calls, bad_call;
   enum alloc_mode mode;
@@ -380,6 +380,10 @@ static int chosen_allocator(DLTensor *prototype, DLManagedTensorVersioned **out,
   if (mode == ALLOC_MISALIGNED) t->managed.dl_tensor.byte_offset = 1;
   if (mode == ALLOC_OVER_SOURCE) t->managed.dl_tensor.data = g_alloc.source;
   if (mode == ALLOC_OVER_PREVIOUS && call > 0) t->managed.dl_tensor.data = g_alloc.made[call - 1]->buffer;
+  if (mode == ALLOC_OFFSET_2_63) { /* no wrap past the address space, but an offset int64 cannot hold */
+    t->managed.dl_tensor.data = (void *)(uintptr_t)0x1000;
+    t->managed.dl_tensor.byte_offset = (uint64_t)1 << 63;
+  }
   *out = &t->managed;
   return 0;
 }
@@ -1569,6 +1573,72 @@ static void test_newer_structs_of_the_newest_calls(void **state) {
   free_rowwise(&r);
 }
 
+/* The allocator's contract ("Every field is checked before it is used") and the conventions' "Every
+ * size, offset and stride is checked arithmetic: one that does not fit in int64 is
+ * MXFP8_ERROR_INVALID_ARGUMENT": a result at byte_offset 2^63 (from data 0x1000: not past the end of the
+ * address space, but no memory either) is refused by every call that allocates, never written through. */
+static void test_allocator_result_at_byte_offset_2_63(void **state) {
+  (void)state;
+  mxfp8_status st;
+  /* mxfp8_quantize */
+  float in[2 * 64];
+  for (int i = 0; i < 2 * 64; ++i) in[i] = (float)i;
+  int64_t ishape[2] = {2, 64};
+  DLTensor it = {in, {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, ishape, NULL, 0};
+  mxfp8_quantize_options qo = MXFP8_QUANTIZE_OPTIONS_INIT;
+  qo.allocator = chosen_allocator;
+  for (int bad = 0; bad < 2; ++bad) {
+    reset_allocator(bad, ALLOC_OFFSET_2_63, NULL);
+    DLManagedTensorVersioned *v = SENTINEL, *sc = SENTINEL;
+    st = mxfp8_quantize(&it, &qo, &v, &sc, NULL, NULL);
+    EXPECT(st == MXFP8_ERROR_INVALID_ARGUMENT && v == SENTINEL && sc == SENTINEL, "quantize, call %d: %d (%s)", bad, st,
+           mxfp8_last_error());
+    expect_allocations_deleted(0);
+    free_allocations();
+  }
+  /* mxfp8_export_components (a padded copy), mxfp8_export_shard (pieces), mxfp8_grouped_export_experts */
+  rowwise_tensor r;
+  make_rowwise(&r, 100, 64, 37);
+  mxfp8_export_options eo = MXFP8_EXPORT_OPTIONS_INIT;
+  eo.allocator = chosen_allocator;
+  reset_allocator(0, ALLOC_OFFSET_2_63, NULL);
+  DLManagedTensorVersioned *v = SENTINEL, *sc = SENTINEL;
+  st = mxfp8_export_components(r.t, &eo, NULL, &sc);
+  EXPECT(st == MXFP8_ERROR_INVALID_ARGUMENT && sc == SENTINEL, "export_components: %d (%s)", st, mxfp8_last_error());
+  expect_allocations_deleted(0);
+  free_allocations();
+  const int64_t pieces[4] = {50, 60, 0, 10};
+  mxfp8_shard shard = MXFP8_SHARD_INIT;
+  shard.num_row_pieces = 2;
+  shard.row_pieces = pieces;
+  for (int bad = 0; bad < 2; ++bad) {
+    reset_allocator(bad, ALLOC_OFFSET_2_63, NULL);
+    v = SENTINEL, sc = SENTINEL;
+    st = mxfp8_export_shard(r.t, &shard, &eo, &v, &sc);
+    EXPECT(st == MXFP8_ERROR_INVALID_ARGUMENT && v == SENTINEL && sc == SENTINEL, "export_shard, call %d: %d (%s)", bad,
+           st, mxfp8_last_error());
+    expect_allocations_deleted(0);
+    free_allocations();
+  }
+  free_rowwise(&r);
+  /* mxfp8_nvfp4_export_components */
+  nv_tensor n;
+  assert_int_equal(make_nv(&n, 0, DLPACK_MAJOR_VERSION), MXFP8_OK);
+  mxfp8_nvfp4_export_options no = MXFP8_NVFP4_EXPORT_OPTIONS_INIT;
+  no.allocator = chosen_allocator;
+  for (int bad = 0; bad < 2; ++bad) {
+    reset_allocator(bad, ALLOC_OFFSET_2_63, NULL);
+    DLManagedTensorVersioned *g = SENTINEL;
+    sc = SENTINEL;
+    st = mxfp8_nvfp4_export_components(n.t, &no, NULL, &sc, &g);
+    EXPECT(st == MXFP8_ERROR_INVALID_ARGUMENT && sc == SENTINEL && g == SENTINEL, "nvfp4 export, call %d: %d (%s)", bad,
+           st, mxfp8_last_error());
+    expect_allocations_deleted(0);
+    free_allocations();
+  }
+  free_nv(&n, 1);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_destination_byte_offset_past_int64_is_refused),
@@ -1594,6 +1664,7 @@ int main(void) {
       cmocka_unit_test(test_deepgemm_destination_of_2_62_words),
       cmocka_unit_test(test_empty_tensors_with_huge_dimensions_through_the_newest_calls),
       cmocka_unit_test(test_newer_structs_of_the_newest_calls),
+      cmocka_unit_test(test_allocator_result_at_byte_offset_2_63),
   };
   return cmocka_run_group_tests_name("hostile callers of the newest calls", tests, NULL, NULL);
 }
