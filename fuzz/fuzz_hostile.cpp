@@ -1792,8 +1792,9 @@ void newest_convert_grouped(Reader &in) {
   Arena arena(in);
   const int32_t target = static_cast<int32_t>(in.byte() % 5);
   const bool trtllm = target == MXFP8_LAYOUT_TRTLLM_SHUFFLED || target == MXFP8_LAYOUT_TRTLLM_SHUFFLED_GATED;
-  const int32_t experts = 1 + in.byte() % 4;
-  const int64_t n = trtllm && in.byte() % 4 ? 128 : in.below(70), k = 1 + in.below(trtllm ? 40 : 100), c = (k + 31) / 32;
+  // TRT-LLM experts take 128 rows: fewer and narrower, so that sources and outputs fit the arena.
+  const int32_t experts = 1 + in.byte() % (trtllm ? 2 : 4);
+  const int64_t n = trtllm && in.byte() % 4 ? 128 : in.below(70), k = 1 + in.below(trtllm ? 24 : 100), c = (k + 31) / 32;
   const bool swizzled = in.byte() % 2, compact = !swizzled && in.byte() % 2;
   const int64_t per = compact ? n * c : round_up(n, 128) * round_up(c, 4);
   const int64_t values_bytes = experts * n * k, stored = experts * per;
