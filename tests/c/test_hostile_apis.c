@@ -1683,6 +1683,36 @@ static void test_prepared_shard_plans(void **state) {
   free(r.s);
 }
 
+/* mxfp8_nvfp4_quantize_into: "No buffer written may overlap the input or another buffer; a given amax is
+ * only read, so, as any input, it may share bytes with the input": a given amax inside the input works
+ * (the same bytes as a separate copy of it), a computed one there is refused with nothing written. */
+static void test_nvfp4_given_amax_inside_the_input(void **state) {
+  (void)state;
+  enum { M = 8, K = 32 };
+  float in[M * K];
+  uint64_t rng = 43;
+  fill_quantize_input(in, 2, M * K, &rng);
+  in[5] = 7.5f; /* the amax the call is given, read from inside the input */
+  uint8_t v1[M * K / 2], s1[M * 2], v2[M * K / 2], s2[M * 2];
+  int64_t ishape[2] = {M, K}, vs[1] = {M * K / 2}, ss[1] = {M * 2}, one[1] = {1};
+  DLTensor it = {in, {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, ishape, NULL, 0};
+  DLTensor vt1 = host_bytes(v1, 1, vs), st1 = host_bytes(s1, 1, ss), vt2 = host_bytes(v2, 1, vs), st2 = host_bytes(s2, 1, ss);
+  DLTensor inside = {in + 5, {kDLCPU, 0}, 1, {kDLFloat, 32, 1}, one, NULL, 0};
+  float separate_value = 7.5f;
+  DLTensor separate = {&separate_value, {kDLCPU, 0}, 1, {kDLFloat, 32, 1}, one, NULL, 0};
+  mxfp8_nvfp4_quantize_options o = MXFP8_NVFP4_QUANTIZE_OPTIONS_INIT;
+  o.amax_mode = MXFP8_NVFP4_AMAX_GIVEN;
+  assert_int_equal(mxfp8_nvfp4_quantize_into(&it, &o, &vt1, &st1, &inside), MXFP8_OK);
+  assert_int_equal(mxfp8_nvfp4_quantize_into(&it, &o, &vt2, &st2, &separate), MXFP8_OK);
+  EXPECT(memcmp(v1, v2, sizeof v1) == 0 && memcmp(s1, s2, sizeof s1) == 0, "a given amax inside the input differs");
+  EXPECT(in[5] == 7.5f, "the input changed");
+  o.amax_mode = MXFP8_NVFP4_AMAX_COMPUTE;
+  memset(v1, POISON, sizeof v1);
+  memset(s1, POISON, sizeof s1);
+  assert_int_equal(mxfp8_nvfp4_quantize_into(&it, &o, &vt1, &st1, &inside), MXFP8_ERROR_INVALID_ARGUMENT);
+  EXPECT(in[5] == 7.5f && all_poison(v1, sizeof v1) && all_poison(s1, sizeof s1), "a refused quantize wrote");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_destination_byte_offset_past_int64_is_refused),
@@ -1710,6 +1740,7 @@ int main(void) {
       cmocka_unit_test(test_newer_structs_of_the_newest_calls),
       cmocka_unit_test(test_allocator_result_at_byte_offset_2_63),
       cmocka_unit_test(test_prepared_shard_plans),
+      cmocka_unit_test(test_nvfp4_given_amax_inside_the_input),
   };
   return cmocka_run_group_tests_name("hostile callers of the newest calls", tests, NULL, NULL);
 }
