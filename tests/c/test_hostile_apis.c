@@ -1801,6 +1801,64 @@ static void test_exports_of_the_newest_calls_concurrently(void **state) {
   free_rowwise(&r);
 }
 
+/* NULL in every pointer argument the newest calls take (where the header does not make NULL mean
+ * something): MXFP8_ERROR_INVALID_ARGUMENT, never a crash, no output written. */
+static void test_null_pointer_arguments_of_the_newest_calls(void **state) {
+  (void)state;
+  rowwise_tensor r;
+  make_rowwise(&r, 64, 64, 61);
+  const mxfp8_tensor *ts[1] = {r.t};
+  mxfp8_bucket_entry e;
+  uint64_t total = 77;
+  uint8_t buf[64 * 64 + 64 * 2];
+  int64_t bshape[1] = {sizeof buf};
+  DLTensor bucket = host_bytes(buf, 1, bshape);
+  mxfp8_prepared_export *p = (mxfp8_prepared_export *)(uintptr_t)0xBAD0;
+  assert_int_equal(mxfp8_convert_grouped(NULL, NULL, NULL, &bucket), MXFP8_ERROR_INVALID_ARGUMENT);
+  assert_int_equal(mxfp8_bucket_plan_shards(NULL, NULL, 1, NULL, 1, &e, &total), MXFP8_ERROR_INVALID_ARGUMENT);
+  assert_int_equal(mxfp8_bucket_plan_shards(ts, NULL, 1, NULL, 1, NULL, &total), MXFP8_ERROR_INVALID_ARGUMENT);
+  assert_int_equal(mxfp8_bucket_plan_shards(ts, NULL, 1, NULL, 1, &e, NULL), MXFP8_ERROR_INVALID_ARGUMENT);
+  EXPECT(total == 77, "a failed plan wrote the total");
+  const mxfp8_tensor *null_ts[1] = {NULL};
+  assert_int_equal(mxfp8_bucket_plan_shards(null_ts, NULL, 1, NULL, 1, &e, &total), MXFP8_ERROR_INVALID_ARGUMENT);
+  assert_int_equal(mxfp8_bucket_plan_shards(ts, NULL, 1, NULL, 1, &e, &total), MXFP8_OK);
+  assert_int_equal(mxfp8_export_bucket_shards(ts, NULL, 1, NULL, NULL, &bucket), MXFP8_ERROR_INVALID_ARGUMENT);
+  assert_int_equal(mxfp8_export_bucket_shards(ts, NULL, 1, NULL, &e, NULL), MXFP8_ERROR_INVALID_ARGUMENT);
+  assert_int_equal(mxfp8_export_bucket_shards(NULL, NULL, 1, NULL, &e, &bucket), MXFP8_ERROR_INVALID_ARGUMENT);
+  assert_int_equal(mxfp8_prepare_bucket_shards(ts, NULL, 1, NULL, &e, &bucket, NULL), MXFP8_ERROR_INVALID_ARGUMENT);
+  assert_int_equal(mxfp8_prepare_bucket_shards(ts, NULL, 1, NULL, NULL, &bucket, &p), MXFP8_ERROR_INVALID_ARGUMENT);
+  EXPECT(p == (mxfp8_prepared_export *)(uintptr_t)0xBAD0, "*out written on failure");
+  mxfp8_import_destination d = {NULL, NULL, MXFP8_LAYOUT_COMPACT, 0};
+  assert_int_equal(mxfp8_import_tensor_shards(ts, NULL, 1, NULL, &d), MXFP8_ERROR_INVALID_ARGUMENT);
+  assert_int_equal(mxfp8_import_tensor_shards(ts, NULL, 1, NULL, NULL), MXFP8_ERROR_INVALID_ARGUMENT);
+  assert_int_equal(mxfp8_import_tensor_shards(null_ts, NULL, 1, NULL, &d), MXFP8_ERROR_INVALID_ARGUMENT);
+  assert_int_equal(mxfp8_prepare_import_tensor_shards(ts, NULL, 1, NULL, &d, &p), MXFP8_ERROR_INVALID_ARGUMENT);
+  assert_int_equal(mxfp8_prepare_import_tensor_shards(ts, NULL, 1, NULL, &d, NULL), MXFP8_ERROR_INVALID_ARGUMENT);
+  EXPECT(p == (mxfp8_prepared_export *)(uintptr_t)0xBAD0, "*out written on failure");
+  const int32_t pick[1] = {0};
+  DLManagedTensorVersioned *v = SENTINEL;
+  assert_int_equal(mxfp8_grouped_export_experts(NULL, pick, 1, NULL, &v, NULL), MXFP8_ERROR_INVALID_ARGUMENT);
+  assert_int_equal(mxfp8_nvfp4_export_components(NULL, NULL, &v, NULL, NULL), MXFP8_ERROR_INVALID_ARGUMENT);
+  EXPECT(v == SENTINEL, "an output written on failure");
+  /* The fused quantize: a NULL entry of values or scales. */
+  float in[2 * 32] = {0};
+  int64_t ishape[2] = {2, 32}, vs[1] = {32}, ss[1] = {4}, one[1] = {1};
+  uint8_t qv[32], qs[4];
+  float amax = 0;
+  DLTensor it = {in, {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, ishape, NULL, 0};
+  DLTensor vt = host_bytes(qv, 1, vs), st = host_bytes(qs, 1, ss);
+  DLTensor at = {&amax, {kDLCPU, 0}, 1, {kDLFloat, 32, 1}, one, NULL, 0};
+  const DLTensor *ins[1] = {&it};
+  DLTensor *vals[1] = {NULL}, *scs[1] = {&st};
+  assert_int_equal(mxfp8_nvfp4_quantize_fused_into(ins, 1, NULL, vals, scs, &at), MXFP8_ERROR_INVALID_ARGUMENT);
+  vals[0] = &vt, scs[0] = NULL;
+  assert_int_equal(mxfp8_nvfp4_quantize_fused_into(ins, 1, NULL, vals, scs, &at), MXFP8_ERROR_INVALID_ARGUMENT);
+  scs[0] = &st;
+  assert_int_equal(mxfp8_nvfp4_quantize_fused_into(ins, 1, NULL, vals, scs, NULL), MXFP8_ERROR_INVALID_ARGUMENT);
+  assert_int_equal(mxfp8_nvfp4_quantize_fused_into(ins, 1, NULL, vals, scs, &at), MXFP8_OK);
+  free_rowwise(&r);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_destination_byte_offset_past_int64_is_refused),
@@ -1830,6 +1888,7 @@ int main(void) {
       cmocka_unit_test(test_prepared_shard_plans),
       cmocka_unit_test(test_nvfp4_given_amax_inside_the_input),
       cmocka_unit_test(test_exports_of_the_newest_calls_concurrently),
+      cmocka_unit_test(test_null_pointer_arguments_of_the_newest_calls),
   };
   return cmocka_run_group_tests_name("hostile callers of the newest calls", tests, NULL, NULL);
 }
