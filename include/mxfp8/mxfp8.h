@@ -1383,7 +1383,9 @@ typedef struct mxfp8_nvfp4_quantize_options {
  *   amax:   float32, contiguous, 1 element (per tensor) or M (per row, rowwise only), aligned to 4
  *           bytes; written (MXFP8_NVFP4_AMAX_COMPUTE) or read (MXFP8_NVFP4_AMAX_GIVEN).
  *
- * No buffer may overlap the input or another. Everything is checked before anything is written.
+ * No buffer written may overlap the input or another buffer; a given amax (MXFP8_NVFP4_AMAX_GIVEN) is
+ * only read, so, as any input, it may share bytes with the input. Everything is checked before anything
+ * is written.
  * Host memory: done when the call returns (large inputs on several threads, as mxfp8_quantize).
  * CUDA: queued on options->stream (a memset of the amax or of padded scales, an amax kernel when it is
  * computed, then the quantize kernel); the call does not wait, and the amax never leaves the device. */

@@ -38,6 +38,14 @@ Shard shard_of(const mxfp8_tensor *const *tensors, const mxfp8_shard *const *sha
                        direction == MXFP8_DIRECTION_COLUMNWISE, IndexedName("shards", i));
 }
 
+// The fix-up rewrites whole tensors' scales only (a shard's are carried as stored): the plan refuses the
+// combination as the export and the preparation do, so a bucket is never planned that cannot be filled.
+void check_shard_fixup(const mxfp8_export_options &o, const mxfp8_shard *const *shards, size_t i) {
+  if (shards && shards[i] && o.scale_fixup != MXFP8_SCALE_FIXUP_NONE)
+    fail(MXFP8_ERROR_UNSUPPORTED, "options.scale_fixup is ", o.scale_fixup, " and shards[", i, "] is set: the "
+         "shards of a bucket carry their scale bytes as stored (MXFP8_SCALE_FIXUP_NONE)");
+}
+
 mxfp8_export_options bucket_options(const mxfp8_export_options *given) {
   const mxfp8_export_options o = read_options(given);
   if (o.scales_granularity != MXFP8_SCALES_PER_32)
@@ -108,9 +116,7 @@ ExportJobs bucket_jobs(const mxfp8_tensor *const *tensors, const mxfp8_shard *co
                                  base + entries[i].scales_offset, o.scale_fixup == MXFP8_SCALE_FIXUP_ZERO_EXPONENT_AS_ONE));
       continue;
     }
-    if (o.scale_fixup != MXFP8_SCALE_FIXUP_NONE)
-      fail(MXFP8_ERROR_UNSUPPORTED, "options.scale_fixup is ", o.scale_fixup, " and shards[", i, "] is set: the "
-           "shards of a bucket carry their scale bytes as stored (MXFP8_SCALE_FIXUP_NONE)");
+    check_shard_fixup(o, shards, i);
     add_shard_value_jobs(jobs, byte_pointer(dir.data->dl_tensor), t.cols, planned[i], base + entries[i].values_offset);
     add_shard_scale_jobs(jobs, dir.source, planned[i], base + entries[i].scales_offset);
   }
@@ -143,6 +149,7 @@ void plan_bucket(const mxfp8_tensor *const *tensors, const mxfp8_shard *const *s
   };
   for (size_t i = 0; i < count; ++i) {
     const Shard sh = shard_of(tensors, shards, i, direction);
+    check_shard_fixup(o, shards, i);
     planned[i].values_bytes = static_cast<uint64_t>(sh.values_bytes());
     planned[i].values_offset = place(planned[i].values_bytes);
     planned[i].scales_bytes = static_cast<uint64_t>(sh.scales_bytes());

@@ -71,13 +71,18 @@ void run_jobs_on(DLDevice device, const ScaleJob *jobs, size_t count, void *stre
   where_memory_lives(device, "scales", [&] { run_jobs_host(jobs, count); }, [&] { cuda::run_jobs(jobs, count, stream); });
 }
 
-// A copy from the caller's allocator must not land on the tensor it is made from.
-void check_copy_lands_apart(const mxfp8_tensor &t, const DLManagedTensorVersioned &copy, const char *what) {
+// A copy from the caller's allocator must not land on the tensor it is made from, nor on a copy the same
+// call made before it (`earlier`, when that output is a copy: a view's bytes are the tensor's).
+void check_copy_lands_apart(const mxfp8_tensor &t, const DLManagedTensorVersioned &copy, const char *what,
+                            const DLManagedTensorVersioned *earlier) {
   std::vector<Span> spans;
   add_read_spans(t, kNoIndex, "the tensor's", spans);
   const std::string name = cat("the ", what, " copy from options.allocator");  // outlives the check
   spans.push_back(span_of(byte_pointer(copy.dl_tensor), checked_numel(copy.dl_tensor, what), name.c_str(), kNoIndex,
                           true));
+  if (earlier && (earlier->flags & DLPACK_FLAG_BITMASK_IS_COPIED))
+    spans.push_back(span_of(byte_pointer(earlier->dl_tensor), checked_numel(earlier->dl_tensor, "the other copy"),
+                            "the call's other copy from options.allocator", kNoIndex, true));
   check_no_overlap(spans);
 }
 

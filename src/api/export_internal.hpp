@@ -16,9 +16,10 @@ namespace mxfp8 {
 mxfp8_export_options read_options(const mxfp8_export_options *given);
 // Fails for a tensor count no caller's array can hold (e.g. SIZE_MAX), before anything is reserved.
 void check_count(size_t count);
-// A copy from the caller's allocator must not land on the tensor it is made from.
-// `what` names the copy ("scales", "values").
-void check_copy_lands_apart(const mxfp8_tensor &t, const DLManagedTensorVersioned &copy, const char *what = "scales");
+// A copy from the caller's allocator must not land on the tensor it is made from, nor on `earlier`, a copy
+// the same call already made (ignored when NULL or a view). `what` names the copy ("scales", "values").
+void check_copy_lands_apart(const mxfp8_tensor &t, const DLManagedTensorVersioned &copy, const char *what = "scales",
+                            const DLManagedTensorVersioned *earlier = nullptr);
 // Fails with MXFP8_ERROR_MISSING_DATA when the tensor has no data for `direction`.
 const Direction &require_direction(const mxfp8_tensor &t, mxfp8_direction direction);
 // Everything one batched or bucket export moves, checked: the jobs and the device they run on. What

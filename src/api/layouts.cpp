@@ -93,9 +93,13 @@ LayoutBuffer expect_layout_buffer(const DLTensor &t, const LayoutInfo &layout, i
   if (!words && !is_dtype(t.dtype, kDLUInt, 8) && !is_dtype(t.dtype, kDLFloat8_e8m0fnu, 8))
     fail(MXFP8_ERROR_INVALID_ARGUMENT, name, ": dtype ", format_dtype(t.dtype), " does not hold ", layout.label,
          " scales (expected ", layout.int32_words ? "int32, " : "", "uint8 or float8_e8m0fnu)");
-  if (numel > bytes / element_bytes + 1 || numel * element_bytes != bytes)
+  // An int32 tensor of more than 2^61 elements has more bytes than int64 counts: say so, never wrap.
+  int64_t got = 0;
+  const bool uncountable = __builtin_mul_overflow(numel, element_bytes, &got);
+  if (uncountable || got != bytes)
     fail(MXFP8_ERROR_INVALID_ARGUMENT, name, ": ", layout.label, " scales of ", groups == 1 ? "a " : cat(groups, " "),
-         rows, " x ", cols, " matri", groups == 1 ? "x are " : "ces are ", bytes, " bytes, got ", numel * element_bytes,
+         rows, " x ", cols, " matri", groups == 1 ? "x are " : "ces are ", bytes, " bytes, got ",
+         uncountable ? cat(numel, " x 4 (more than int64 counts)") : cat(got),
          " (shape ", format_shape(t.shape, t.ndim), t.strides ? cat(", strides ", format_shape(t.strides, t.ndim)) : "",
          ", ", format_dtype(t.dtype), ")",
          words && layout.value == MXFP8_LAYOUT_DEEPGEMM_PACKED

@@ -54,42 +54,59 @@ ManagedPtr export_values(const mxfp8_nvfp4_tensor &t, const Nvfp4Direction &dir,
                    src.flags & DLPACK_FLAG_BITMASK_READ_ONLY);
 }
 
-// A copy must not land on the tensor it is made from (a caller's allocator could put it there).
-void check_lands_apart(const mxfp8_nvfp4_tensor &t, const DLManagedTensorVersioned &copy, const char *what) {
+// The bytes of an output the library made (a copy), by its dtype.
+int64_t copy_bytes(const DLTensor &c, const char *what) {
+  return checked_numel(c, what) * ((c.dtype.bits * c.dtype.lanes + 7) / 8);
+}
+
+// A copy must not land on the tensor it is made from (a caller's allocator could put it there), nor on
+// `earlier`, a copy the same call made before it (ignored when NULL or a view).
+void check_lands_apart(const mxfp8_nvfp4_tensor &t, const DLManagedTensorVersioned &copy, const char *what,
+                       const DLManagedTensorVersioned *earlier = nullptr) {
   std::vector<Span> spans;
   add_read_spans(t, "the tensor's", spans);
-  const DLTensor &c = copy.dl_tensor;
-  const int64_t bytes = checked_numel(c, what) * ((c.dtype.bits * c.dtype.lanes + 7) / 8);
-  spans.push_back(span_of(byte_pointer(c), bytes, what, kNoIndex, true));
+  spans.push_back(span_of(byte_pointer(copy.dl_tensor), copy_bytes(copy.dl_tensor, what), what, kNoIndex, true));
+  if (earlier && (earlier->flags & DLPACK_FLAG_BITMASK_IS_COPIED))
+    spans.push_back(span_of(byte_pointer(earlier->dl_tensor), copy_bytes(earlier->dl_tensor, "the other copy"),
+                            "the call's other copy from options.allocator", kNoIndex, true));
   check_no_overlap(spans);
 }
 
-ManagedPtr export_scales(const mxfp8_nvfp4_tensor &t, const Nvfp4Direction &dir, const mxfp8_nvfp4_export_options &o) {
+// `global` is the call's global scale output, made first: a scales copy must not land on it either.
+ManagedPtr export_scales(const mxfp8_nvfp4_tensor &t, const Nvfp4Direction &dir, const mxfp8_nvfp4_export_options &o,
+                         const DLManagedTensorVersioned *global) {
   const DLDataType dtype{static_cast<uint8_t>(o.scales_dtype == MXFP8_NVFP4_SCALES_E4M3 ? kDLFloat8_e4m3fn : kDLUInt), 8, 1};
   return export_scale_matrix(dir.part, t.scale_layout == MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED, t.device, dtype,
                              stored_shape(t, o.direction, dir.part.scale_cols), o.padded_scales,
                              Allocation{o.allocator, o.stream}, [&] { return keep_alive(&t); },
                              [&](const DLManagedTensorVersioned &copy) {
-                               check_lands_apart(t, copy, "the scales copy from options.allocator");
+                               check_lands_apart(t, copy, "the scales copy from options.allocator", global);
                              });
 }
 
-// Always a copy, of the amax's own shape: a few floats, computed where they live.
-ManagedPtr export_global_scale(const mxfp8_nvfp4_tensor &t, const Nvfp4Direction &dir,
-                               const mxfp8_nvfp4_export_options &o) {
+// Always a copy, of the amax's own shape: a few floats. Made (and checked) before the scales, which are
+// written as they are made, so that a failure on either leaves every allocation unwritten; computed
+// after them, where the amax lives (compute_global_scale).
+ManagedPtr allocate_global_scale(const mxfp8_nvfp4_tensor &t, const Nvfp4Direction &dir,
+                                 const mxfp8_nvfp4_export_options &o) {
   const DLTensor &amax = dir.amax->dl_tensor;
   const std::vector<int64_t> shape(amax.shape, amax.shape + amax.ndim);
   ManagedPtr out = allocate_copy(t.device, DLDataType{kDLFloat, 32, 1}, shape, Allocation{o.allocator, o.stream});
   if (dir.amax_count == 0) return out;
   check_lands_apart(t, *out, "the global scale copy from options.allocator");
-  auto *dst = reinterpret_cast<float *>(byte_pointer(out->dl_tensor));
-  if (reinterpret_cast<uintptr_t>(dst) % alignof(float) != 0)
+  if (reinterpret_cast<uintptr_t>(byte_pointer(out->dl_tensor)) % alignof(float) != 0)
     fail(MXFP8_ERROR_INVALID_ARGUMENT, "the global scale copy from options.allocator is not aligned to its 4-byte elements");
+  return out;
+}
+
+void compute_global_scale(const mxfp8_nvfp4_tensor &t, const Nvfp4Direction &dir, const mxfp8_nvfp4_export_options &o,
+                          DLManagedTensorVersioned &out) {
+  if (dir.amax_count == 0) return;
+  auto *dst = reinterpret_cast<float *>(byte_pointer(out.dl_tensor));
   const Nvfp4GlobalScaleJob job{dir.amax_data, dst, dir.amax_count, t.e4m3_max,
                                 o.global_scale == MXFP8_NVFP4_GLOBAL_SCALE_ENCODE};
   where_memory_lives(
       t.device, "amax", [&] { nvfp4_global_scale_host(job); }, [&] { cuda::nvfp4_global_scale(job, o.stream); });
-  return out;
 }
 
 }  // namespace
@@ -110,9 +127,11 @@ extern "C" MXFP8_API mxfp8_status mxfp8_nvfp4_export_components(const mxfp8_nvfp
       fail(MXFP8_ERROR_INVALID_ARGUMENT, "two output pointers point to the same place: each output needs its own");
     const mxfp8_nvfp4_export_options o = read_nvfp4_options(options);
     const Nvfp4Direction &dir = require_direction(*tensor, o.direction);
-    // The copies first: they are what can fail (memory, CUDA); the values are only a view.
-    ManagedPtr scales_out = scales ? export_scales(*tensor, dir, o) : nullptr;
-    ManagedPtr global_out = global_scale ? export_global_scale(*tensor, dir, o) : nullptr;
+    // The copies first: they are what can fail (memory, CUDA); the values are only a view. Both copies are
+    // allocated and checked before either is written.
+    ManagedPtr global_out = global_scale ? allocate_global_scale(*tensor, dir, o) : nullptr;
+    ManagedPtr scales_out = scales ? export_scales(*tensor, dir, o, global_out.get()) : nullptr;
+    if (global_scale) compute_global_scale(*tensor, dir, o, *global_out);
     ManagedPtr values_out = values ? export_values(*tensor, dir, o) : nullptr;
     if (scales) *scales = scales_out.release();
     if (global_scale) *global_scale = global_out.release();

@@ -171,7 +171,10 @@ void add_shard_value_jobs(std::vector<ScaleJob> &jobs, const uint8_t *values, in
 
 namespace {
 
-ManagedPtr export_shard_values(const mxfp8_tensor &t, const Direction &dir, const Shard &s, const mxfp8_export_options &o) {
+// The values output: a view, or a copy whose jobs join `jobs`. `scales` is the call's scales output, made
+// first: a values copy must not land on it either.
+ManagedPtr export_shard_values(const mxfp8_tensor &t, const Direction &dir, const Shard &s, const mxfp8_export_options &o,
+                               const DLManagedTensorVersioned *scales, std::vector<ScaleJob> &jobs) {
   const DLManagedTensorVersioned &src = *dir.data;
   const DLDataType dtype = values_dtype(t.format, o.values_dtype);
   std::vector<int64_t> shape{s.rows, s.cols()};
@@ -183,14 +186,14 @@ ManagedPtr export_shard_values(const mxfp8_tensor &t, const Direction &dir, cons
   }
   ManagedPtr out = allocate_copy(t.device, dtype, shape, Allocation{o.allocator, o.stream});
   if (s.values_bytes() == 0) return out;
-  check_copy_lands_apart(t, *out, "values");
-  std::vector<ScaleJob> jobs;
+  check_copy_lands_apart(t, *out, "values", scales);
   add_shard_value_jobs(jobs, dir.data_begin, t.cols, s, byte_pointer(out->dl_tensor));
-  run_jobs_on(t.device, jobs.data(), jobs.size(), o.stream);
   return out;
 }
 
-ManagedPtr export_shard_scales(const mxfp8_tensor &t, const Direction &dir, const Shard &s, const mxfp8_export_options &o) {
+// The scales output: a view, or a copy whose jobs join `jobs`.
+ManagedPtr export_shard_scales(const mxfp8_tensor &t, const Direction &dir, const Shard &s, const mxfp8_export_options &o,
+                               std::vector<ScaleJob> &jobs) {
   const DLDataType dtype = scales_dtype(o.scales_dtype);
   std::vector<int64_t> shape{s.scale_rows, s.scale_cols};
   if (!dir.source.swizzled && s.pieces.size() == 1) {
@@ -209,9 +212,7 @@ ManagedPtr export_shard_scales(const mxfp8_tensor &t, const Direction &dir, cons
   ManagedPtr out = allocate_copy(t.device, dtype, shape, Allocation{o.allocator, o.stream});
   if (s.scales_bytes() == 0) return out;
   check_copy_lands_apart(t, *out);
-  std::vector<ScaleJob> jobs;
   add_shard_scale_jobs(jobs, dir.source, s, byte_pointer(out->dl_tensor));
-  run_jobs_on(t.device, jobs.data(), jobs.size(), o.stream);
   return out;
 }
 
@@ -240,9 +241,12 @@ extern "C" MXFP8_API mxfp8_status mxfp8_export_shard(const mxfp8_tensor *tensor,
     const auto direction = static_cast<mxfp8_direction>(o.direction);
     const Direction &dir = require_direction(*tensor, direction);
     const Shard s = resolve_shard(shard, tensor->rows, tensor->cols, direction == MXFP8_DIRECTION_COLUMNWISE, "shard");
-    // Scales first, as mxfp8_export_components does; a failure after releases what was made.
-    ManagedPtr scales_out = scales ? export_shard_scales(*tensor, dir, s, o) : nullptr;
-    ManagedPtr values_out = values ? export_shard_values(*tensor, dir, s, o) : nullptr;
+    // Both outputs are made and checked before either copy is written (one launch for both); a failure on
+    // the way releases what was made.
+    std::vector<ScaleJob> jobs;
+    ManagedPtr scales_out = scales ? export_shard_scales(*tensor, dir, s, o, jobs) : nullptr;
+    ManagedPtr values_out = values ? export_shard_values(*tensor, dir, s, o, scales_out.get(), jobs) : nullptr;
+    run_jobs_on(tensor->device, jobs.data(), jobs.size(), o.stream);
     if (scales) *scales = scales_out.release();
     if (values) *values = values_out.release();
   });

@@ -92,6 +92,8 @@ void check_allocated(const DLManagedTensorVersioned &m, const DLTensor &prototyp
   if (!t.data) bad("a NULL data pointer");
   if (t.byte_offset > UINTPTR_MAX - reinterpret_cast<uintptr_t>(t.data))
     bad("byte_offset ", t.byte_offset, ", past the end of the address space");
+  if (t.byte_offset > static_cast<uint64_t>(INT64_MAX))  // as for every caller tensor (checked_numel)
+    bad("byte_offset ", t.byte_offset, ", which does not fit in int64");
   if (m.flags & DLPACK_FLAG_BITMASK_READ_ONLY) bad("a tensor flagged read-only");
 }
 

@@ -164,6 +164,14 @@ int64_t checked_numel(const DLTensor &t, const char *name) {
   if (t.ndim > kMaxDims)
     fail(MXFP8_ERROR_INVALID_ARGUMENT, name, ": ndim ", t.ndim, " is more than the ", kMaxDims, " dimensions supported");
   if (t.ndim > 0 && !t.shape) fail(MXFP8_ERROR_INVALID_ARGUMENT, name, ": shape is NULL with ndim ", t.ndim);
+  // Every caller tensor is counted here before its data + byte_offset is formed (byte_pointer): an offset
+  // past int64, or one that carries the pointer past the end of the address space, would wrap to memory
+  // before the buffer, so it is refused rather than written through.
+  if (t.byte_offset > static_cast<uint64_t>(INT64_MAX) ||
+      (t.data && t.byte_offset > UINTPTR_MAX - reinterpret_cast<uintptr_t>(t.data)))
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, name, ": byte_offset ", t.byte_offset,
+         t.byte_offset > static_cast<uint64_t>(INT64_MAX) ? " does not fit in int64"
+                                                          : " carries data past the end of the address space");
   int64_t n = 1;
   for (int32_t i = 0; i < t.ndim; ++i) {
     if (t.shape[i] < 0)

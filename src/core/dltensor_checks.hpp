@@ -60,7 +60,8 @@ void check_scale_dtype(const DLTensor &t, const char *name, Holds holds);
 // Fails unless the tensor's major DLPack version is this header's (DLPack forbids reading the rest).
 void check_version(const DLManagedTensorVersioned &m, const char *name);
 
-// Product of the shape; fails on a NULL shape, more than kMaxDims, negative or overflowing dimensions.
+// Product of the shape; fails on a NULL shape, more than kMaxDims, negative or overflowing dimensions, and
+// a byte_offset past int64 or past the end of the address space (data + byte_offset would wrap).
 int64_t checked_numel(const DLTensor &t, const char *name);
 // Row-major with no gaps (NULL strides count as compact; dimensions of size 1 are ignored).
 bool is_compact(const DLTensor &t);

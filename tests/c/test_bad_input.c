@@ -1769,6 +1769,7 @@ static void c_bytes_columnwise_trtllm(convert_fixture *f) {
   f->o.direction = MXFP8_DIRECTION_COLUMNWISE;
 }
 
+static void c_scales_byte_offset_wraps(convert_fixture *f) { f->s.byte_offset = (uint64_t)0 - 16u; }
 static const convert_case kConvertCases[] = {
     {"mxfp8_convert", "tensor NULL", c_tensor_null, MXFP8_ERROR_INVALID_ARGUMENT, "tensor is NULL"},
     {"mxfp8_convert", "scales NULL", c_scales_null, MXFP8_ERROR_INVALID_ARGUMENT, "scales is NULL"},
@@ -1796,6 +1797,7 @@ static const convert_case kConvertCases[] = {
     {"mxfp8_convert", "the TRT-LLM target for 100 rows", c_trtllm_rows, MXFP8_ERROR_INVALID_ARGUMENT, "options.target is MXFP8_LAYOUT_TRTLLM_SHUFFLED, which needs rows (per expert) a multiple of 128 (FlashInfer's shuffle_matrix_sf_a requires it; the values shuffle in blocks of 32 rows), got 100"},
     {"mxfp8_convert_grouped", "the TRT-LLM gated target for experts of 40 rows", c_trtllm_gated_rows, MXFP8_ERROR_INVALID_ARGUMENT, "options.target is MXFP8_LAYOUT_TRTLLM_SHUFFLED_GATED, which needs rows (per expert) a multiple of 128"},
     {"mxfp8_layout_bytes", "columnwise TRT-LLM", c_bytes_columnwise_trtllm, MXFP8_ERROR_INVALID_ARGUMENT, "layout is MXFP8_LAYOUT_TRTLLM_SHUFFLED, which lays out rowwise scales only"},
+    {"mxfp8_convert", "scales with a byte_offset of 2^64 - 16 (data + byte_offset would wrap before the buffer)", c_scales_byte_offset_wraps, MXFP8_ERROR_INVALID_ARGUMENT, "scales: byte_offset 18446744073709551600 does not fit in int64"},
 };
 
 static void test_bad_convert_input(void **state) {

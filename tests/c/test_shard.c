@@ -414,8 +414,8 @@ static void set_scale(source *src, int64_t r, int64_t c, uint8_t value) {
 }
 
 /* options.scale_fixup with buckets of shards: applied to the whole tensors (NULL shards; every byte 0 of
- * the test's own S written as 1), refused with MXFP8_ERROR_UNSUPPORTED once a shard is set, the bucket
- * untouched. */
+ * the test's own S written as 1), refused with MXFP8_ERROR_UNSUPPORTED once a shard is set, by the plan
+ * (nothing written) and by the export (the bucket untouched). */
 static void test_bucket_shards_and_the_scale_fixup(void **state) {
   (void)state;
   uint64_t rng = 57;
@@ -437,7 +437,14 @@ static void test_bucket_shards_and_the_scale_fixup(void **state) {
     const mxfp8_shard *const *shards = sharded ? one : none;
     mxfp8_bucket_entry entries[N];
     uint64_t total = 0;
+    if (sharded) {  /* the plan refuses the combination too (nothing written), so it is planned without it */
+      const mxfp8_status planned = mxfp8_bucket_plan_shards(tensors, shards, N, &o, 64, entries, &total);
+      EXPECT(planned == MXFP8_ERROR_UNSUPPORTED && total == 0, "plan: status %d: %s", planned, mxfp8_last_error());
+      assert_non_null(strstr(mxfp8_last_error(), "shards[0] is set"));
+      o.scale_fixup = MXFP8_SCALE_FIXUP_NONE;
+    }
     EXPECT(mxfp8_bucket_plan_shards(tensors, shards, N, &o, 64, entries, &total) == MXFP8_OK, "%s", mxfp8_last_error());
+    o.scale_fixup = MXFP8_SCALE_FIXUP_ZERO_EXPONENT_AS_ONE;
     uint8_t *bucket = (uint8_t *)malloc(total + 1);
     memset(bucket, POISON, total);
     int64_t shape[1] = {(int64_t)total};
