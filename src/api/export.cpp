@@ -71,6 +71,13 @@ void run_jobs_on(DLDevice device, const ScaleJob *jobs, size_t count, void *stre
   where_memory_lives(device, "scales", [&] { run_jobs_host(jobs, count); }, [&] { cuda::run_jobs(jobs, count, stream); });
 }
 
+void run_export_jobs(const ExportJobs &work, void *stream) {
+  run_jobs_on(work.device, work.jobs.data(), work.jobs.size(), stream);
+  for (const Nvfp4GlobalScaleJob &g : work.global_scales)
+    where_memory_lives(
+        work.device, "global scales", [&] { nvfp4_global_scale_host(g); }, [&] { cuda::nvfp4_global_scale(g, stream); });
+}
+
 // A copy from the caller's allocator must not land on the tensor it is made from.
 void check_copy_lands_apart(const mxfp8_tensor &t, const DLManagedTensorVersioned &copy, const char *what) {
   std::vector<Span> spans;

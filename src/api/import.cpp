@@ -99,6 +99,10 @@ mxfp8_bucket_manifest read_manifest(const mxfp8_bucket_manifest *given) {
       read_sized_struct(given, defaults, kManifestV1Size, "manifest", "MXFP8_BUCKET_MANIFEST_INIT");
   if (m.reserved != 0) fail(MXFP8_ERROR_INVALID_ARGUMENT, "manifest.reserved is ", m.reserved, ", must be 0");
   if (m.reserved2 != 0) fail(MXFP8_ERROR_INVALID_ARGUMENT, "manifest.reserved2 is ", m.reserved2, ", must be 0");
+  if (m.reserved3 != 0) fail(MXFP8_ERROR_INVALID_ARGUMENT, "manifest.reserved3 is ", m.reserved3, ", must be 0");
+  check_enum(m.global_scale, "manifest.global_scale",
+             {{MXFP8_NVFP4_GLOBAL_SCALE_DECODE, "MXFP8_NVFP4_GLOBAL_SCALE_DECODE"},
+              {MXFP8_NVFP4_GLOBAL_SCALE_ENCODE, "MXFP8_NVFP4_GLOBAL_SCALE_ENCODE"}});
   zero_as_one(m.scale_fixup, "manifest.scale_fixup");
   check_count(m.count);
   if (m.count > 0) {
@@ -118,6 +122,109 @@ void check_part(size_t i, const char *what, uint64_t offset, uint64_t bytes, int
   if (offset > static_cast<uint64_t>(bucket_size) || bytes > static_cast<uint64_t>(bucket_size) - offset)
     fail(MXFP8_ERROR_INVALID_ARGUMENT, "manifest.entries[", i, "]: its ", bytes, " bytes of ", what, " at byte ", offset,
          " run past the end of a bucket of ", bucket_size, " bytes");
+}
+
+// The destination dtypes of an NVFP4 entry's values: packed bytes, or DLPack's packed float4 (two a byte).
+int64_t nvfp4_values_numel(const DLTensor &t, size_t i, int64_t values_bytes) {
+  if (is_dtype(t.dtype, kDLUInt, 8)) return values_bytes;
+  if (is_dtype(t.dtype, kDLFloat4_e2m1fn, 4)) return checked_mul(values_bytes, 2, "the NVFP4 value count");
+  fail(MXFP8_ERROR_INVALID_ARGUMENT, IndexedName("destinations", i, ".values"), ": dtype ", format_dtype(t.dtype),
+       " does not hold NVFP4 values (expected uint8, two values per byte, or float4_e2m1fn)");
+}
+
+// An NVFP4 entry (manifest.formats[i] == MXFP8_FORMAT_NVFP4) of logical rows x cols: its parts checked
+// against the bucket, its destinations (values, scales, manifest.global_scales[i]) checked and added to
+// `spans`, and its jobs: the values copied, the E4M3 scales moved by the MXFP8 scale jobs (the stored
+// matrix's S, never a transpose), the amax turned into the asked convention.
+void add_nvfp4_entry(const mxfp8_bucket_manifest &m, size_t i, const uint8_t *base, int64_t size, const DLDevice &device,
+                     int64_t rows, int64_t cols, bool columnwise, int32_t layout, const LayoutInfo &info,
+                     const mxfp8_import_destination *destinations, std::vector<Span> &spans, ExportJobs &result) {
+  if (m.shards && m.shards[i])
+    fail(MXFP8_ERROR_UNSUPPORTED, "manifest.shards[", i, "] is set for an NVFP4 entry: NVFP4 entries are imported whole");
+  if (!m.nvfp4_entries)
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, "manifest.nvfp4_entries is NULL but manifest.formats[", i, "] is MXFP8_FORMAT_NVFP4: "
+         "an NVFP4 entry needs its amax part (mxfp8_bucket_plan_mixed's nvfp4_entries)");
+  if (!m.global_scales)
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, "manifest.global_scales is NULL but manifest.formats[", i,
+         "] is MXFP8_FORMAT_NVFP4: an NVFP4 entry needs a destination for its second-level scale");
+  const mxfp8_bucket_nvfp4_entry &n = m.nvfp4_entries[i];
+  if (n.reserved != 0)
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, IndexedName("manifest.nvfp4_entries", i, ".reserved"), " is ", n.reserved, ", must be 0");
+  if (n.e4m3_max != 448 && n.e4m3_max != 256)
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, IndexedName("manifest.nvfp4_entries", i, ".e4m3_max"), " is ", n.e4m3_max,
+         ", expected 448 or 256 (Transformer Engine's 4over6 tensors)");
+  // The stored matrix: rowwise (M, K), columnwise the (K, M) transpose, scaled along its rows.
+  const int64_t r = columnwise ? cols : rows, c = columnwise ? rows : cols;
+  if (c % 2 != 0)
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, "manifest.shapes[", i, "] ", format_shape(m.shapes[i], m.ndims[i]), ": the stored ",
+         columnwise ? "columnwise" : "rowwise", " rows of this NVFP4 entry have ", c, " values, an odd count (two a byte)");
+  const IndexedName field("manifest.scales_layouts", i);
+  if (layout != MXFP8_LAYOUT_COMPACT && layout != MXFP8_LAYOUT_CUTLASS_128X4)
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, field, " is ", info.enum_name, " for an NVFP4 entry: NVFP4 scales travel "
+         "MXFP8_LAYOUT_COMPACT or MXFP8_LAYOUT_CUTLASS_128X4");
+  const int64_t scale_cols = ceil_div(c, kNvfp4BlockSize);
+  const int64_t values_bytes = checked_mul(r, c / 2, "manifest shape");
+  const int64_t scales_bytes = layout_bytes(info, r, scale_cols, false, field);
+  const mxfp8_bucket_entry &e = m.entries[i];
+  check_part(i, "values", e.values_offset, e.values_bytes, values_bytes, "packed NVFP4", size);
+  check_part(i, "scales", e.scales_offset, e.scales_bytes, scales_bytes, info.label, size);
+  const int64_t amax_count = static_cast<int64_t>(n.amax_bytes / sizeof(float));
+  if (n.amax_bytes % sizeof(float) != 0 || (amax_count != 1 && (columnwise || amax_count != r)))
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, IndexedName("manifest.nvfp4_entries", i, ".amax_bytes"), " is ", n.amax_bytes,
+         ", expected 4 (one float32 amax)", columnwise ? "" : cat(" or ", 4 * r, " (one per row)"));
+  if (n.amax_offset > static_cast<uint64_t>(size) || n.amax_bytes > static_cast<uint64_t>(size) - n.amax_offset)
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, "manifest.nvfp4_entries[", i, "]: its ", n.amax_bytes, " bytes of amax at byte ",
+         n.amax_offset, " run past the end of a bucket of ", size, " bytes");
+  const uint8_t *amax = base + n.amax_offset;
+  if (reinterpret_cast<uintptr_t>(amax) % alignof(float) != 0)
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, "manifest.nvfp4_entries[", i, "]: the amax at byte ", n.amax_offset,
+         " of the bucket is not aligned to its 4-byte floats");
+
+  const mxfp8_import_destination &d = destinations[i];
+  if (d.reserved != 0)
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, IndexedName("destinations", i, ".reserved"), " is ", d.reserved, ", must be 0");
+  const IndexedName target_name("destinations", i, ".scales_layout");
+  const LayoutInfo &target = layout_info(d.scales_layout, target_name);
+  if (target.value != MXFP8_LAYOUT_COMPACT && target.value != MXFP8_LAYOUT_CUTLASS_128X4)
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, target_name, " is ", target.enum_name, " for an NVFP4 entry: NVFP4 scales are "
+         "imported MXFP8_LAYOUT_COMPACT or MXFP8_LAYOUT_CUTLASS_128X4 (the other layouts are MXFP8's)");
+  if (!d.values) fail(MXFP8_ERROR_INVALID_ARGUMENT, "destinations[", i, "].values is NULL");
+  if (!d.scales) fail(MXFP8_ERROR_INVALID_ARGUMENT, "destinations[", i, "].scales is NULL");
+  DLTensor *global = m.global_scales[i];
+  if (!global) fail(MXFP8_ERROR_INVALID_ARGUMENT, "manifest.global_scales[", i, "] is NULL for an NVFP4 entry");
+  const char *device_of = "the bucket is";
+  uint8_t *values = expect_indexed_buffer(
+      *d.values, {"destinations", Holds::CheckedByCaller, 0, &device, device_of, nvfp4_values_numel(*d.values, i, values_bytes)},
+      i, ".values");
+  const int64_t target_bytes = layout_bytes(target, r, scale_cols, false, target_name);
+  uint8_t *scales = expect_indexed_buffer(
+      *d.scales, {"destinations", Holds::E4m3ScaleBytes, 0, &device, device_of, target_bytes}, i, ".scales");
+  if (!is_dtype(global->dtype, kDLFloat, 32))
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, IndexedName("manifest.global_scales", i), ": dtype ", format_dtype(global->dtype),
+         " is not float32");
+  uint8_t *out = expect_indexed_buffer(
+      *global, {"manifest.global_scales", Holds::CheckedByCaller, 0, &device, device_of, amax_count}, i);
+  if (reinterpret_cast<uintptr_t>(out) % alignof(float) != 0)
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, IndexedName("manifest.global_scales", i), ": the data (data + byte_offset) is "
+         "not aligned to its 4-byte elements");
+  for (const Span &w : {span_of(values, values_bytes, "destinations", i, true), span_of(scales, target_bytes, "destinations", i, true),
+                        span_of(out, amax_count * static_cast<int64_t>(sizeof(float)), "manifest.global_scales", i, true)})
+    spans.push_back(w);
+  spans[spans.size() - 3].part = "values";
+  spans[spans.size() - 2].part = "scales";
+
+  add_copy_jobs(result.jobs, base + e.values_offset, values, values_bytes);
+  const uint8_t *carried = base + e.scales_offset;
+  if (r > 0 && scale_cols > 0) {
+    ScaleSource source{nullptr, false, ByteMatrix{const_cast<uint8_t *>(carried), r, scale_cols, scale_cols, 1}, r, scale_cols};
+    if (layout == MXFP8_LAYOUT_CUTLASS_128X4) source = ScaleSource{carried, false, ByteMatrix{}, r, scale_cols};
+    result.jobs.push_back(scale_job(source, target.value, /*columnwise=*/false, scales, /*zero_as_one=*/false));
+    result.jobs.back().layout_bytes = target_bytes;
+  }
+  if (amax_count > 0)
+    result.global_scales.push_back(Nvfp4GlobalScaleJob{reinterpret_cast<const float *>(amax), reinterpret_cast<float *>(out),
+                                                       amax_count, n.e4m3_max,
+                                                       m.global_scale == MXFP8_NVFP4_GLOBAL_SCALE_ENCODE});
 }
 
 }  // namespace
@@ -165,7 +272,8 @@ ExportJobs import_bucket_jobs(const DLTensor *bucket, const mxfp8_bucket_manifes
     const int64_t cols = shape[ndim - 1];
     const int64_t values_bytes = checked_mul(rows, cols, "manifest shape");
     const int32_t format = m.formats ? m.formats[i] : MXFP8_FORMAT_E4M3;
-    check_enum(format, IndexedName("manifest.formats", i), {{MXFP8_FORMAT_E4M3, "MXFP8_FORMAT_E4M3"}, {MXFP8_FORMAT_E5M2, "MXFP8_FORMAT_E5M2"}});
+    check_enum(format, IndexedName("manifest.formats", i), {{MXFP8_FORMAT_E4M3, "MXFP8_FORMAT_E4M3"}, {MXFP8_FORMAT_E5M2, "MXFP8_FORMAT_E5M2"},
+                                                            {MXFP8_FORMAT_NVFP4, "MXFP8_FORMAT_NVFP4"}});
     const int32_t direction = m.directions ? m.directions[i] : MXFP8_DIRECTION_ROWWISE;
     check_enum(direction, IndexedName("manifest.directions", i), {{MXFP8_DIRECTION_ROWWISE, "MXFP8_DIRECTION_ROWWISE"},
                                   {MXFP8_DIRECTION_COLUMNWISE, "MXFP8_DIRECTION_COLUMNWISE"}});
@@ -176,6 +284,10 @@ ExportJobs import_bucket_jobs(const DLTensor *bucket, const mxfp8_bucket_manifes
       fail(MXFP8_ERROR_INVALID_ARGUMENT, field, " is ", info.enum_name, " (", info.value, "): a bucket carries values in "
            "row order, so its scales cannot be in a layout that permutes rows");
     const bool columnwise = direction == MXFP8_DIRECTION_COLUMNWISE;
+    if (format == MXFP8_FORMAT_NVFP4) {
+      add_nvfp4_entry(m, i, base, size, bucket->device, rows, cols, columnwise, layout, info, destinations, spans, result);
+      continue;
+    }
     const int64_t scale_rows = columnwise ? ceil_div(rows, kBlockSize) : rows;
     const int64_t scale_cols = columnwise ? cols : ceil_div(cols, kBlockSize);
     const int64_t scales_bytes = layout_bytes(info, scale_rows, scale_cols, columnwise, field);
@@ -259,7 +371,7 @@ extern "C" MXFP8_API mxfp8_status mxfp8_import_bucket(const DLTensor *bucket, co
                                                       const mxfp8_import_destination *destinations, void *stream) {
   return guarded([&] {
     const ExportJobs work = import_bucket_jobs(bucket, manifest, destinations);
-    run_jobs_on(work.device, work.jobs.data(), work.jobs.size(), stream);
+    run_export_jobs(work, stream);
   });
 }
 
