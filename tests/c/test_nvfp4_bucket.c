@@ -5,7 +5,8 @@
  * the library. Sources in every scale layout (compact, TE-padded and swizzled, padding poisoned), both
  * directions (columnwise stored transposed), partial blocks, rows not a multiple of 128, per-row amax and
  * its special values, 4over6's E4M3_MAX; destinations poisoned; a bucket mixing MXFP8 and NVFP4 entries;
- * the prepared forms. Bad input is in test_bad_input.c. */
+ * the prepared forms. The GPU case (the same on device memory, the bucket byte for byte the host's) skips
+ * without a CUDA device. Bad input is in test_bad_input.c. */
 #include <float.h>
 #include <math.h>
 #include <stdio.h>
@@ -13,6 +14,7 @@
 #include <string.h>
 
 #include "import_support.h"
+#include "test_gpu_support.h"
 
 enum { COMPACT = 0, PADDED = 1, SWIZZLED = 2 };
 
@@ -421,6 +423,141 @@ static void test_mxfp8_only_mixed_plan_matches_bucket_plan(void **state) {
   free_te(&tb);
 }
 
+#ifdef MXFP8_TEST_WITH_CUDA
+/* A host test tensor's bytes on the device, same shape, borrowed (the test frees `*alloc`). */
+static DLManagedTensorVersioned on_device(const test_tensor *t, void **alloc) {
+  CUDA_OK(cudaMalloc(alloc, t->bytes + 1));
+  CUDA_OK(cudaMemcpy(*alloc, t->buffer, t->bytes, cudaMemcpyHostToDevice));
+  DLManagedTensorVersioned m = t->managed;
+  m.deleter = NULL;
+  m.dl_tensor.data = *alloc;
+  m.dl_tensor.device.device_type = kDLCUDA;
+  m.dl_tensor.device.device_id = 0;
+  return m;
+}
+#endif
+
+/* The sender's fill and the receiver's import (immediate and prepared, both conventions) on device
+ * memory: the device bucket is the host bucket byte for byte, and every destination the reference. */
+static void test_gpu_fill_and_import_match_the_host(void **state) {
+  (void)state;
+  REQUIRE_GPU();
+#ifdef MXFP8_TEST_WITH_CUDA
+  enum { N = 4 };
+  const nv_spec specs[N] = {
+      {130, 40, MXFP8_DIRECTION_ROWWISE, SWIZZLED, 1, 448, MXFP8_LAYOUT_CUTLASS_128X4, 0},
+      {100, 48, MXFP8_DIRECTION_ROWWISE, PADDED, 0, 256, MXFP8_LAYOUT_COMPACT, 1},
+      {257, 100, MXFP8_DIRECTION_ROWWISE, COMPACT, 1, 448, MXFP8_LAYOUT_CUTLASS_128X4, 0},
+      {1, 18, MXFP8_DIRECTION_ROWWISE, SWIZZLED, 0, 448, MXFP8_LAYOUT_COMPACT, 0},
+  };
+  uint64_t rng = 0x6A0;
+  nv_source src[N];
+  void *allocs[N][3];
+  DLManagedTensorVersioned dev[N][3];
+  const mxfp8_nvfp4_tensor *host_handles[N];
+  mxfp8_nvfp4_tensor *dev_tensors[N];
+  for (int i = 0; i < N; ++i) {
+    build_source(&src[i], &specs[i], &rng);
+    host_handles[i] = src[i].tensor;
+    dev[i][0] = on_device(src[i].data, &allocs[i][0]);
+    dev[i][1] = on_device(src[i].scale_buf, &allocs[i][1]);
+    dev[i][2] = on_device(src[i].amax_t, &allocs[i][2]);
+    mxfp8_nvfp4_tensor_desc d = MXFP8_NVFP4_TENSOR_DESC_INIT;
+    d.scale_layout = specs[i].layout == SWIZZLED ? MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED : MXFP8_SCALE_LAYOUT_ROW_MAJOR;
+    d.e4m3_max = specs[i].e4m3_max;
+    const int64_t logical[2] = {specs[i].M, specs[i].K};
+    d.ndim = 2;
+    d.shape = logical;
+    d.rowwise_data = &dev[i][0];
+    d.rowwise_scale_inv = &dev[i][1];
+    d.rowwise_amax = &dev[i][2];
+    EXPECT(mxfp8_nvfp4_tensor_create(&d, &dev_tensors[i]) == MXFP8_OK, "create on device: %s", mxfp8_last_error());
+  }
+  mxfp8_bucket_entry entries[N];
+  mxfp8_bucket_nvfp4_entry nv[N];
+  uint64_t total = 0;
+  EXPECT(mxfp8_bucket_plan_mixed(NULL, host_handles, N, NULL, 256, entries, nv, &total) == MXFP8_OK, "plan: %s",
+         mxfp8_last_error());
+  uint8_t *host_bucket = malloc((size_t)total), *back = malloc((size_t)total);
+  memset(host_bucket, 0xA5, (size_t)total);
+  int64_t bshape[1] = {(int64_t)total};
+  DLTensor hb = {host_bucket, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, bshape, NULL, 0};
+  EXPECT(mxfp8_export_bucket_mixed(NULL, host_handles, N, NULL, entries, nv, &hb) == MXFP8_OK, "host fill: %s",
+         mxfp8_last_error());
+  uint8_t *dev_bucket = NULL;
+  CUDA_OK(cudaMalloc((void **)&dev_bucket, (size_t)total));
+  CUDA_OK(cudaMemset(dev_bucket, 0xA5, (size_t)total));
+  DLTensor db = {dev_bucket, {kDLCUDA, 0}, 1, {kDLUInt, 8, 1}, bshape, NULL, 0};
+  const mxfp8_nvfp4_tensor *dh[N] = {dev_tensors[0], dev_tensors[1], dev_tensors[2], dev_tensors[3]};
+  EXPECT(mxfp8_export_bucket_mixed(NULL, dh, N, NULL, entries, nv, &db) == MXFP8_OK, "device fill: %s", mxfp8_last_error());
+  CUDA_OK(cudaDeviceSynchronize());
+  CUDA_OK(cudaMemcpy(back, dev_bucket, (size_t)total, cudaMemcpyDeviceToHost));
+  EXPECT(memcmp(back, host_bucket, (size_t)total) == 0, "the device bucket differs from the host bucket");
+
+  for (int prepared = 0; prepared < 2; ++prepared) {
+    nv_destination hd[N];
+    uint8_t *dv[N], *ds[N], *dg[N];
+    DLTensor v[N], sc[N], g[N];
+    DLTensor *globals[N];
+    mxfp8_import_destination dests[N];
+    int32_t ndims[N], formats[N];
+    int64_t shapes_store[N][2];
+    const int64_t *shapes[N];
+    for (int i = 0; i < N; ++i) {
+      make_destination(&hd[i], &src[i]);
+      dv[i] = poisoned_device((size_t)hd[i].values_bytes);
+      ds[i] = poisoned_device((size_t)hd[i].scales_bytes);
+      dg[i] = poisoned_device((size_t)(4 * hd[i].global_count));
+      v[i] = hd[i].v, sc[i] = hd[i].s, g[i] = hd[i].g;
+      v[i].data = dv[i], sc[i].data = ds[i], g[i].data = dg[i];
+      v[i].device = sc[i].device = g[i].device = (DLDevice){kDLCUDA, 0};
+      globals[i] = &g[i];
+      dests[i] = (mxfp8_import_destination){&v[i], &sc[i], specs[i].target, 0};
+      ndims[i] = 2, formats[i] = MXFP8_FORMAT_NVFP4;
+      shapes_store[i][0] = specs[i].M, shapes_store[i][1] = specs[i].K;
+      shapes[i] = shapes_store[i];
+    }
+    mxfp8_bucket_manifest m = MXFP8_BUCKET_MANIFEST_INIT;
+    m.count = N;
+    m.entries = entries;
+    m.ndims = ndims;
+    m.shapes = shapes;
+    m.formats = formats;
+    m.nvfp4_entries = nv;
+    m.global_scales = globals;
+    m.global_scale = prepared ? MXFP8_NVFP4_GLOBAL_SCALE_ENCODE : MXFP8_NVFP4_GLOBAL_SCALE_DECODE;
+    if (prepared) {
+      mxfp8_prepared_export *p = NULL;
+      EXPECT(mxfp8_prepare_import_bucket(&db, &m, dests, &p) == MXFP8_OK, "prepare: %s", mxfp8_last_error());
+      EXPECT(mxfp8_prepared_export_run(p, NULL) == MXFP8_OK, "run: %s", mxfp8_last_error());
+      CUDA_OK(cudaDeviceSynchronize());
+      mxfp8_prepared_export_release(p);
+    } else {
+      EXPECT(mxfp8_import_bucket(&db, &m, dests, NULL) == MXFP8_OK, "import: %s", mxfp8_last_error());
+      CUDA_OK(cudaDeviceSynchronize());
+    }
+    for (int i = 0; i < N; ++i) {
+      /* Back to the host buffers (their guard byte after each part stays POISON from make_destination). */
+      CUDA_OK(cudaMemcpy(hd[i].values, dv[i], (size_t)hd[i].values_bytes, cudaMemcpyDeviceToHost));
+      CUDA_OK(cudaMemcpy(hd[i].scales, ds[i], (size_t)hd[i].scales_bytes, cudaMemcpyDeviceToHost));
+      CUDA_OK(cudaMemcpy(hd[i].global, dg[i], (size_t)(4 * hd[i].global_count), cudaMemcpyDeviceToHost));
+      char what[64];
+      snprintf(what, sizeof what, "GPU entry %d (%s)", i, prepared ? "prepared, encode" : "decode");
+      check_destination(&hd[i], &src[i], prepared, what);
+      cudaFree(dv[i]), cudaFree(ds[i]), cudaFree(dg[i]);
+      free_destination(&hd[i]);
+    }
+  }
+  cudaFree(dev_bucket);
+  free(host_bucket), free(back);
+  for (int i = 0; i < N; ++i) {
+    mxfp8_nvfp4_tensor_release(dev_tensors[i]);
+    for (int k = 0; k < 3; ++k) cudaFree(allocs[i][k]);
+    free_source(&src[i]);
+  }
+#endif
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_rowwise_entries_round_trip_every_source_layout),
@@ -428,6 +565,7 @@ int main(void) {
       cmocka_unit_test(test_prepared_fill_and_import_write_everything),
       cmocka_unit_test(test_mixed_bucket_of_mxfp8_and_nvfp4_entries),
       cmocka_unit_test(test_mxfp8_only_mixed_plan_matches_bucket_plan),
+      cmocka_unit_test(test_gpu_fill_and_import_match_the_host),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

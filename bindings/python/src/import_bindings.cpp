@@ -161,13 +161,34 @@ py::object import_bucket(py::handle bucket, const std::vector<std::array<uint64_
                          const std::vector<int32_t> &directions, const std::vector<int32_t> &scales_layouts,
                          const py::list &values, const py::list &scales, const std::vector<int32_t> &targets,
                          int32_t scale_fixup, uintptr_t stream, py::object dlpack_stream, bool prepare,
-                         const std::optional<std::vector<py::object>> &shards) {
+                         const std::optional<std::vector<py::object>> &shards,
+                         const std::optional<std::vector<std::array<uint64_t, 3>>> &nvfp4_entries,
+                         const std::optional<py::list> &global_scales, int32_t global_scale) {
   const size_t n = entries.size();
   const ShardList shard_list(shards, n);
-  if (shapes.size() != n || formats.size() != n || directions.size() != n || scales_layouts.size() != n)
+  if (shapes.size() != n || formats.size() != n || directions.size() != n || scales_layouts.size() != n ||
+      (nvfp4_entries && nvfp4_entries->size() != n) || (global_scales && global_scales->size() != n))
     throw py::value_error("the manifest's lists must have one entry per tensor");
   auto taken_bucket = take(bucket, "bucket", dlpack_stream);
   Destinations d = take_destinations(values, scales, targets, dlpack_stream);
+  // NVFP4 entries: (amax_offset, amax_bytes, e4m3_max) and the destination of each global scale (None
+  // at MXFP8 entries).
+  std::vector<mxfp8_bucket_nvfp4_entry> nv;
+  std::vector<DLTensor *> globals;
+  std::vector<std::unique_ptr<Taken>> taken_globals;
+  if (nvfp4_entries)
+    for (const auto &[offset, bytes, e4m3_max] : *nvfp4_entries)
+      nv.push_back(mxfp8_bucket_nvfp4_entry{offset, bytes, static_cast<int32_t>(e4m3_max), 0u});
+  if (global_scales)
+    for (size_t i = 0; i < n; ++i) {
+      py::handle g = (*global_scales)[i];
+      if (g.is_none()) {
+        globals.push_back(nullptr);
+        continue;
+      }
+      taken_globals.push_back(take(g, "global_scales[" + std::to_string(i) + "]", dlpack_stream));
+      globals.push_back(taken_globals.back()->tensor());
+    }
   std::vector<mxfp8_bucket_entry> e(n);
   std::vector<int32_t> ndims(n);
   std::vector<const int64_t *> shape_ptrs(n);
@@ -186,6 +207,9 @@ py::object import_bucket(py::handle bucket, const std::vector<std::array<uint64_
   m.scales_layouts = scales_layouts.data();
   m.scale_fixup = scale_fixup;
   m.shards = shard_list.data();
+  m.nvfp4_entries = nvfp4_entries ? nv.data() : nullptr;
+  m.global_scales = global_scales ? globals.data() : nullptr;
+  m.global_scale = global_scale;
   mxfp8_status st;
   mxfp8_prepared_export *plan = nullptr;
   {
@@ -309,8 +333,11 @@ void register_import(py::module_ &m) {
   m.def("import_bucket", &import_bucket, py::arg("bucket"), py::arg("entries"), py::arg("shapes"), py::arg("formats"),
         py::arg("directions"), py::arg("scales_layouts"), py::arg("values"), py::arg("scales"), py::arg("targets"),
         py::arg("scale_fixup"), py::arg("stream"), py::arg("dlpack_stream"), py::arg("prepare"),
-        py::arg("shards") = py::none(),
-        "mxfp8_import_bucket (or mxfp8_prepare_import_bucket with prepare=True, returning an ImportPlan).");
+        py::arg("shards") = py::none(), py::arg("nvfp4_entries") = py::none(), py::arg("global_scales") = py::none(),
+        py::arg("global_scale") = 0,
+        "mxfp8_import_bucket (or mxfp8_prepare_import_bucket with prepare=True, returning an ImportPlan); "
+        "nvfp4_entries [(amax_offset, amax_bytes, e4m3_max)] and global_scales (None at MXFP8 entries) for NVFP4 "
+        "entries (formats 3).");
   m.def("import_tensors", &import_tensors, py::arg("data"), py::arg("scale_inv"), py::arg("shapes"), py::arg("formats"),
         py::arg("swizzled"), py::arg("direction"), py::arg("values"), py::arg("scales"), py::arg("targets"),
         py::arg("scale_fixup"), py::arg("stream"), py::arg("dlpack_stream"), py::arg("prepare"),
