@@ -51,7 +51,7 @@ void check_tensors(const BucketTensors &in, mxfp8_direction direction) {
     const DLDevice device = device_of(in, i), first = device_of(in, 0);
     if (!same_device(device, first))
       fail(MXFP8_ERROR_INVALID_ARGUMENT, nv ? "nvfp4_tensors[" : "tensors[", i, "] is on ", format_device(device),
-           " but entry 0 is on ", format_device(first), ": one bucket lives on one device");
+           " but ", in.mixed ? "entry 0" : "tensors[0]", " is on ", format_device(first), ": one bucket lives on one device");
   }
 }
 

@@ -197,6 +197,13 @@ void add_nvfp4_entry(const mxfp8_bucket_manifest &m, size_t i, const uint8_t *ba
       *d.values, {"destinations", Holds::CheckedByCaller, 0, &device, device_of, nvfp4_values_numel(*d.values, i, values_bytes)},
       i, ".values");
   const int64_t target_bytes = layout_bytes(target, r, scale_cols, false, target_name);
+  // Said in the layout's terms first: 16-value blocks make a scale matrix an MXFP8 caller would not expect.
+  const IndexedName scales_name("destinations", i, ".scales");
+  const int64_t scales_numel = checked_numel(*d.scales, scales_name);
+  if (scales_numel != target_bytes)
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, scales_name, ": ", target.label, " E4M3 scales of the ", r, " x ", scale_cols,
+         " block matrix (one per 16 values) are ", target_bytes, " bytes, got ", scales_numel, " (shape ",
+         format_shape(d.scales->shape, d.scales->ndim), ")");
   uint8_t *scales = expect_indexed_buffer(
       *d.scales, {"destinations", Holds::E4m3ScaleBytes, 0, &device, device_of, target_bytes}, i, ".scales");
   if (!is_dtype(global->dtype, kDLFloat, 32))

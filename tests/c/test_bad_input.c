@@ -2079,7 +2079,7 @@ static const nvb_case kNvfp4BucketCases[] = {
     {"mxfp8_import_bucket", "an odd number of values per stored row", nb_odd_cols, MXFP8_ERROR_INVALID_ARGUMENT, "the stored rowwise rows of this NVFP4 entry have 63 values, an odd count"},
     {"mxfp8_import_bucket", "NVFP4 scales carried in DeepGEMM's layout", nb_part_deepgemm, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.scales_layouts[0] is MXFP8_LAYOUT_DEEPGEMM_PACKED for an NVFP4 entry"},
     {"mxfp8_import_bucket", "an NVFP4 entry into a DeepGEMM destination", nb_target_deepgemm, MXFP8_ERROR_INVALID_ARGUMENT, "destinations[0].scales_layout is MXFP8_LAYOUT_DEEPGEMM_PACKED for an NVFP4 entry"},
-    {"mxfp8_import_bucket", "compact-sized scales for a 128x4 NVFP4 target", nb_target_128x4_small, MXFP8_ERROR_INVALID_ARGUMENT, "destinations[0].scales"},
+    {"mxfp8_import_bucket", "compact-sized scales for a 128x4 NVFP4 target", nb_target_128x4_small, MXFP8_ERROR_INVALID_ARGUMENT, "destinations[0].scales: 128x4 swizzled E4M3 scales of the 40 x 4 block matrix (one per 16 values) are 512 bytes, got 160"},
     {"mxfp8_import_bucket", "NVFP4 values one byte short", nb_values_short, MXFP8_ERROR_INVALID_ARGUMENT, "destinations[0].values"},
     {"mxfp8_import_bucket", "float4 values counted as bytes (half the elements)", nb_values_unpacked_count, MXFP8_ERROR_INVALID_ARGUMENT, "destinations[0].values"},
     {"mxfp8_import_bucket", "float32 values for an NVFP4 entry", nb_values_float32, MXFP8_ERROR_INVALID_ARGUMENT, "destinations[0].values: dtype float32 does not hold NVFP4 values"},
