@@ -204,7 +204,7 @@ static void check_bucket_parts(const uint8_t *bucket, const mxfp8_bucket_entry *
              n->amax_offset % 4 == 0,
          "offsets %llu %llu %llu not aligned to %llu", (unsigned long long)e->values_offset,
          (unsigned long long)e->scales_offset, (unsigned long long)n->amax_offset, (unsigned long long)alignment);
-  EXPECT(e->values_offset < e->scales_offset && e->scales_offset < n->amax_offset, "parts out of order");
+  EXPECT(e->values_offset <= e->scales_offset && e->scales_offset <= n->amax_offset, "parts out of order");
   EXPECT(memcmp(bucket + e->values_offset, f->packed, (size_t)e->values_bytes) == 0, "bucket values differ");
   EXPECT(memcmp(bucket + e->scales_offset, f->scales, (size_t)e->scales_bytes) == 0, "bucket scales differ");
   EXPECT(memcmp(bucket + n->amax_offset, f->amax, (size_t)n->amax_bytes) == 0, "bucket amax differs");
@@ -304,9 +304,10 @@ static void test_rowwise_entries_round_trip_every_source_layout(void **state) {
       {1, 18, MXFP8_DIRECTION_ROWWISE, SWIZZLED, 0, 256, MXFP8_LAYOUT_COMPACT, 1},
       {257, 100, MXFP8_DIRECTION_ROWWISE, SWIZZLED, 1, 448, MXFP8_LAYOUT_CUTLASS_128X4, 1},
       {128, 64, MXFP8_DIRECTION_ROWWISE, PADDED, 0, 256, MXFP8_LAYOUT_CUTLASS_128X4, 0},
+      {0, 32, MXFP8_DIRECTION_ROWWISE, PADDED, 0, 448, MXFP8_LAYOUT_CUTLASS_128X4, 0}, /* empty: only the amax */
   };
-  round_trip(specs, 5, 256, 0, 0);
-  round_trip(specs, 5, 1, 1, 0); /* alignment 1: the amax still lands at a multiple of 4 */
+  round_trip(specs, 6, 256, 0, 0);
+  round_trip(specs, 6, 1, 1, 0); /* alignment 1: the amax still lands at a multiple of 4 */
 }
 
 static void test_columnwise_entries_carry_the_stored_transpose(void **state) {
@@ -328,6 +329,38 @@ static void test_prepared_fill_and_import_write_everything(void **state) {
   };
   round_trip(specs, 2, 256, 0, 1);
   round_trip(specs, 2, 256, 1, 1);
+}
+
+/* A prepared fill holds a reference on each NVFP4 tensor: the caller's release runs no deleter, the
+ * plan still fills the bucket, and its release runs each deleter once. */
+static void test_prepared_fill_keeps_its_nvfp4_tensors_alive(void **state) {
+  (void)state;
+  uint64_t rng = 77;
+  const nv_spec spec = {130, 40, MXFP8_DIRECTION_ROWWISE, SWIZZLED, 1, 448, MXFP8_LAYOUT_COMPACT, 0};
+  nv_source f;
+  build_source(&f, &spec, &rng);
+  const mxfp8_nvfp4_tensor *handles[1] = {f.tensor};
+  mxfp8_bucket_entry e[1];
+  mxfp8_bucket_nvfp4_entry nv[1];
+  uint64_t total = 0;
+  EXPECT(mxfp8_bucket_plan_mixed(NULL, handles, 1, NULL, 64, e, nv, &total) == MXFP8_OK, "plan: %s", mxfp8_last_error());
+  uint8_t *bucket = malloc((size_t)total);
+  memset(bucket, 0xA5, (size_t)total);
+  int64_t bshape[1] = {(int64_t)total};
+  DLTensor b = {bucket, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, bshape, NULL, 0};
+  mxfp8_prepared_export *p = NULL;
+  EXPECT(mxfp8_prepare_bucket_mixed(NULL, handles, 1, NULL, e, nv, &b, &p) == MXFP8_OK, "prepare: %s", mxfp8_last_error());
+  mxfp8_nvfp4_tensor_release(f.tensor);
+  f.tensor = NULL;
+  EXPECT(f.data->deleter_calls == 0 && f.scale_buf->deleter_calls == 0 && f.amax_t->deleter_calls == 0,
+         "a deleter ran while the plan holds the tensor");
+  EXPECT(mxfp8_prepared_export_run(p, NULL) == MXFP8_OK, "run: %s", mxfp8_last_error());
+  check_bucket_parts(bucket, &e[0], &nv[0], &f, 64);
+  mxfp8_prepared_export_release(p);
+  EXPECT(f.data->deleter_calls == 1 && f.scale_buf->deleter_calls == 1 && f.amax_t->deleter_calls == 1,
+         "deleters ran %d %d %d times", f.data->deleter_calls, f.scale_buf->deleter_calls, f.amax_t->deleter_calls);
+  free(bucket);
+  free_source(&f); /* the handle is gone; mxfp8_nvfp4_tensor_release(NULL) is fine */
 }
 
 /* One bucket, one fill, one import: an MXFP8 tensor between two NVFP4 ones. */
@@ -566,6 +599,7 @@ int main(void) {
       cmocka_unit_test(test_rowwise_entries_round_trip_every_source_layout),
       cmocka_unit_test(test_columnwise_entries_carry_the_stored_transpose),
       cmocka_unit_test(test_prepared_fill_and_import_write_everything),
+      cmocka_unit_test(test_prepared_fill_keeps_its_nvfp4_tensors_alive),
       cmocka_unit_test(test_mixed_bucket_of_mxfp8_and_nvfp4_entries),
       cmocka_unit_test(test_mxfp8_only_mixed_plan_matches_bucket_plan),
       cmocka_unit_test(test_gpu_fill_and_import_match_the_host),
