@@ -1467,7 +1467,9 @@ typedef struct mxfp8_bucket_nvfp4_entry {
  * has no entry). Each MXFP8 entry is planned as mxfp8_bucket_plan plans it (values, then compact
  * scales); each NVFP4 entry's values, scales and amax (above) follow one another, each at a multiple of
  * `alignment` (the amax at a multiple of 4 as well). entries[i] receives the values and scales parts of
- * every entry, nvfp4_entries[i] the amax part of an NVFP4 entry (all zero for an MXFP8 one).
+ * every entry, nvfp4_entries[i] the amax part of an NVFP4 entry (all zero for an MXFP8 one); both arrays
+ * have `count` elements, and nvfp4_entries may be NULL when no entry is NVFP4. Both are written only on
+ * success.
  * options: `direction` for every tensor (NVFP4: the stored matrix of that direction),
  * scales_granularity MXFP8_SCALES_PER_32, and scale_fixup, which rewrites E8M0 bytes and so applies to
  * the MXFP8 entries only (NVFP4 scales travel as stored); NULL options: rowwise. All tensors live on one

@@ -1,5 +1,12 @@
 // Buckets: many tensors' values (copied) and compact scales (unswizzled or cropped in place) packed into
 // one caller buffer, planned on the host and filled in one launch.
+//
+// An NVFP4 tensor is one more kind of entry of the same plan and fill (mxfp8_*_bucket_mixed), not a
+// parallel set of them: its packed values and E4M3 block scales are byte matrices the MXFP8 jobs already
+// move (a 16-value scale matrix is swizzled and cropped exactly as a 32-value one), so only its third
+// part, the amax, is new. The amax travels as TE keeps it (a 4-byte copy) rather than a global scale in
+// one convention: the fill stays pure byte moves, and the receiver computes either convention from it
+// bit for bit (import.cpp), which it could not do from the other convention's rounded float.
 #include <algorithm>
 #include <vector>
 
