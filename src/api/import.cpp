@@ -132,10 +132,76 @@ int64_t nvfp4_values_numel(const DLTensor &t, size_t i, int64_t values_bytes) {
        " does not hold NVFP4 values (expected uint8, two values per byte, or float4_e2m1fn)");
 }
 
+// Where an NVFP4 tensor's parts are read from (a bucket's parts, or a trainer's storage): the stored
+// matrix (rows x cols, cols even) as packed codes, its E4M3 scales S (rows x ceil(cols / 16), as stored:
+// compact, padded or 128x4, never a transpose), and its float32 amax.
+struct Nvfp4Parts {
+  const uint8_t *values;
+  ScaleSource scales;
+  const float *amax;
+  int64_t amax_count;
+  int32_t e4m3_max;
+  int64_t rows, cols;
+};
+
+// Destination i of an NVFP4 tensor (values, scales in their layout, global_scales[i] in `convention`)
+// checked on `device` and added to `spans` as written; then the jobs: the values copied, the E4M3 scales
+// moved by the MXFP8 scale jobs, the amax turned into the asked convention. `global_name` names the
+// global_scales array in messages.
+void add_nvfp4_destination(const Nvfp4Parts &p, size_t i, const mxfp8_import_destination *destinations,
+                           DLTensor *const *global_scales, const char *global_name, int32_t convention,
+                           const DLDevice &device, const char *device_of, std::vector<Span> &spans, ExportJobs &result) {
+  const mxfp8_import_destination &d = destinations[i];
+  if (d.reserved != 0)
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, IndexedName("destinations", i, ".reserved"), " is ", d.reserved, ", must be 0");
+  const IndexedName target_name("destinations", i, ".scales_layout");
+  const LayoutInfo &target = layout_info(d.scales_layout, target_name);
+  if (target.value != MXFP8_LAYOUT_COMPACT && target.value != MXFP8_LAYOUT_CUTLASS_128X4)
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, target_name, " is ", target.enum_name, " for an NVFP4 entry: NVFP4 scales are "
+         "imported MXFP8_LAYOUT_COMPACT or MXFP8_LAYOUT_CUTLASS_128X4 (the other layouts are MXFP8's)");
+  if (!d.values) fail(MXFP8_ERROR_INVALID_ARGUMENT, "destinations[", i, "].values is NULL");
+  if (!d.scales) fail(MXFP8_ERROR_INVALID_ARGUMENT, "destinations[", i, "].scales is NULL");
+  DLTensor *global = global_scales[i];
+  if (!global) fail(MXFP8_ERROR_INVALID_ARGUMENT, IndexedName(global_name, i), " is NULL for an NVFP4 entry");
+  const int64_t values_bytes = p.rows * (p.cols / 2), scale_cols = p.scales.cols;  // checked by the caller
+  uint8_t *values = expect_indexed_buffer(
+      *d.values, {"destinations", Holds::CheckedByCaller, 0, &device, device_of, nvfp4_values_numel(*d.values, i, values_bytes)},
+      i, ".values");
+  const int64_t target_bytes = layout_bytes(target, p.rows, scale_cols, false, target_name);
+  // Said in the layout's terms first: 16-value blocks make a scale matrix an MXFP8 caller would not expect.
+  const IndexedName scales_name("destinations", i, ".scales");
+  const int64_t scales_numel = checked_numel(*d.scales, scales_name);
+  if (scales_numel != target_bytes)
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, scales_name, ": ", target.label, " E4M3 scales of the ", p.rows, " x ", scale_cols,
+         " block matrix (one per 16 values) are ", target_bytes, " bytes, got ", scales_numel, " (shape ",
+         format_shape(d.scales->shape, d.scales->ndim), ")");
+  uint8_t *scales = expect_indexed_buffer(
+      *d.scales, {"destinations", Holds::E4m3ScaleBytes, 0, &device, device_of, target_bytes}, i, ".scales");
+  if (!is_dtype(global->dtype, kDLFloat, 32))
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, IndexedName(global_name, i), ": dtype ", format_dtype(global->dtype),
+         " is not float32");
+  uint8_t *out = expect_indexed_buffer(*global, {global_name, Holds::CheckedByCaller, 0, &device, device_of, p.amax_count}, i);
+  if (reinterpret_cast<uintptr_t>(out) % alignof(float) != 0)
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, IndexedName(global_name, i), ": the data (data + byte_offset) is not aligned to "
+         "its 4-byte elements");
+  for (const Span &w : {span_of(values, values_bytes, "destinations", i, true), span_of(scales, target_bytes, "destinations", i, true),
+                        span_of(out, p.amax_count * static_cast<int64_t>(sizeof(float)), global_name, i, true)})
+    spans.push_back(w);
+  spans[spans.size() - 3].part = "values";
+  spans[spans.size() - 2].part = "scales";
+
+  add_copy_jobs(result.jobs, p.values, values, values_bytes);
+  if (p.rows > 0 && scale_cols > 0) {
+    result.jobs.push_back(scale_job(p.scales, target.value, /*columnwise=*/false, scales, /*zero_as_one=*/false));
+    result.jobs.back().layout_bytes = target_bytes;
+  }
+  if (p.amax_count > 0)
+    result.global_scales.push_back(Nvfp4GlobalScaleJob{p.amax, reinterpret_cast<float *>(out), p.amax_count, p.e4m3_max,
+                                                       convention == MXFP8_NVFP4_GLOBAL_SCALE_ENCODE});
+}
+
 // An NVFP4 entry (manifest.formats[i] == MXFP8_FORMAT_NVFP4) of logical rows x cols: its parts checked
-// against the bucket, its destinations (values, scales, manifest.global_scales[i]) checked and added to
-// `spans`, and its jobs: the values copied, the E4M3 scales moved by the MXFP8 scale jobs (the stored
-// matrix's S, never a transpose), the amax turned into the asked convention.
+// against the bucket, then its destination (add_nvfp4_destination, manifest.global_scales[i]).
 void add_nvfp4_entry(const mxfp8_bucket_manifest &m, size_t i, const uint8_t *base, int64_t size, const DLDevice &device,
                      int64_t rows, int64_t cols, bool columnwise, int32_t layout, const LayoutInfo &info,
                      const mxfp8_import_destination *destinations, std::vector<Span> &spans, ExportJobs &result) {
@@ -179,59 +245,12 @@ void add_nvfp4_entry(const mxfp8_bucket_manifest &m, size_t i, const uint8_t *ba
   if (reinterpret_cast<uintptr_t>(amax) % alignof(float) != 0)
     fail(MXFP8_ERROR_INVALID_ARGUMENT, "manifest.nvfp4_entries[", i, "]: the amax at byte ", n.amax_offset,
          " of the bucket is not aligned to its 4-byte floats");
-
-  const mxfp8_import_destination &d = destinations[i];
-  if (d.reserved != 0)
-    fail(MXFP8_ERROR_INVALID_ARGUMENT, IndexedName("destinations", i, ".reserved"), " is ", d.reserved, ", must be 0");
-  const IndexedName target_name("destinations", i, ".scales_layout");
-  const LayoutInfo &target = layout_info(d.scales_layout, target_name);
-  if (target.value != MXFP8_LAYOUT_COMPACT && target.value != MXFP8_LAYOUT_CUTLASS_128X4)
-    fail(MXFP8_ERROR_INVALID_ARGUMENT, target_name, " is ", target.enum_name, " for an NVFP4 entry: NVFP4 scales are "
-         "imported MXFP8_LAYOUT_COMPACT or MXFP8_LAYOUT_CUTLASS_128X4 (the other layouts are MXFP8's)");
-  if (!d.values) fail(MXFP8_ERROR_INVALID_ARGUMENT, "destinations[", i, "].values is NULL");
-  if (!d.scales) fail(MXFP8_ERROR_INVALID_ARGUMENT, "destinations[", i, "].scales is NULL");
-  DLTensor *global = m.global_scales[i];
-  if (!global) fail(MXFP8_ERROR_INVALID_ARGUMENT, "manifest.global_scales[", i, "] is NULL for an NVFP4 entry");
-  const char *device_of = "the bucket is";
-  uint8_t *values = expect_indexed_buffer(
-      *d.values, {"destinations", Holds::CheckedByCaller, 0, &device, device_of, nvfp4_values_numel(*d.values, i, values_bytes)},
-      i, ".values");
-  const int64_t target_bytes = layout_bytes(target, r, scale_cols, false, target_name);
-  // Said in the layout's terms first: 16-value blocks make a scale matrix an MXFP8 caller would not expect.
-  const IndexedName scales_name("destinations", i, ".scales");
-  const int64_t scales_numel = checked_numel(*d.scales, scales_name);
-  if (scales_numel != target_bytes)
-    fail(MXFP8_ERROR_INVALID_ARGUMENT, scales_name, ": ", target.label, " E4M3 scales of the ", r, " x ", scale_cols,
-         " block matrix (one per 16 values) are ", target_bytes, " bytes, got ", scales_numel, " (shape ",
-         format_shape(d.scales->shape, d.scales->ndim), ")");
-  uint8_t *scales = expect_indexed_buffer(
-      *d.scales, {"destinations", Holds::E4m3ScaleBytes, 0, &device, device_of, target_bytes}, i, ".scales");
-  if (!is_dtype(global->dtype, kDLFloat, 32))
-    fail(MXFP8_ERROR_INVALID_ARGUMENT, IndexedName("manifest.global_scales", i), ": dtype ", format_dtype(global->dtype),
-         " is not float32");
-  uint8_t *out = expect_indexed_buffer(
-      *global, {"manifest.global_scales", Holds::CheckedByCaller, 0, &device, device_of, amax_count}, i);
-  if (reinterpret_cast<uintptr_t>(out) % alignof(float) != 0)
-    fail(MXFP8_ERROR_INVALID_ARGUMENT, IndexedName("manifest.global_scales", i), ": the data (data + byte_offset) is "
-         "not aligned to its 4-byte elements");
-  for (const Span &w : {span_of(values, values_bytes, "destinations", i, true), span_of(scales, target_bytes, "destinations", i, true),
-                        span_of(out, amax_count * static_cast<int64_t>(sizeof(float)), "manifest.global_scales", i, true)})
-    spans.push_back(w);
-  spans[spans.size() - 3].part = "values";
-  spans[spans.size() - 2].part = "scales";
-
-  add_copy_jobs(result.jobs, base + e.values_offset, values, values_bytes);
   const uint8_t *carried = base + e.scales_offset;
-  if (r > 0 && scale_cols > 0) {
-    ScaleSource source{nullptr, false, ByteMatrix{const_cast<uint8_t *>(carried), r, scale_cols, scale_cols, 1}, r, scale_cols};
-    if (layout == MXFP8_LAYOUT_CUTLASS_128X4) source = ScaleSource{carried, false, ByteMatrix{}, r, scale_cols};
-    result.jobs.push_back(scale_job(source, target.value, /*columnwise=*/false, scales, /*zero_as_one=*/false));
-    result.jobs.back().layout_bytes = target_bytes;
-  }
-  if (amax_count > 0)
-    result.global_scales.push_back(Nvfp4GlobalScaleJob{reinterpret_cast<const float *>(amax), reinterpret_cast<float *>(out),
-                                                       amax_count, n.e4m3_max,
-                                                       m.global_scale == MXFP8_NVFP4_GLOBAL_SCALE_ENCODE});
+  ScaleSource scales{nullptr, false, ByteMatrix{const_cast<uint8_t *>(carried), r, scale_cols, scale_cols, 1}, r, scale_cols};
+  if (layout == MXFP8_LAYOUT_CUTLASS_128X4) scales = ScaleSource{carried, false, ByteMatrix{}, r, scale_cols};
+  const Nvfp4Parts parts{base + e.values_offset, scales, reinterpret_cast<const float *>(amax), amax_count, n.e4m3_max, r, c};
+  add_nvfp4_destination(parts, i, destinations, m.global_scales, "manifest.global_scales", m.global_scale, device,
+                        "the bucket is", spans, result);
 }
 
 }  // namespace
