@@ -1524,6 +1524,32 @@ MXFP8_API mxfp8_status mxfp8_prepare_bucket_mixed(const mxfp8_tensor *const *ten
  * yet). CUDA: the values and scales move in the bucket's one launch; the global scales are computed by
  * one more small kernel per NVFP4 entry, queued on the same stream after it (host: done on return). */
 
+/* The direct path with NVFP4 tensors (no bucket): mxfp8_import_tensors where entry i is tensors[i] (an
+ * MXFP8 tensor, imported as there) when `tensors` and tensors[i] are set, else nvfp4_tensors[i], whose
+ * stored matrix of direction options->direction is read straight from the trainer's storage (e.g. mapped
+ * over CUDA IPC): its values copied into destinations[i].values, its E4M3 scales moved from their stored
+ * layout (compact, TE-padded or 128x4) into destinations[i].scales in the layout it asks, its amax written
+ * to global_scales[i] in the `global_scale` convention (mxfp8_nvfp4_global_scale). destinations[i] and
+ * global_scales[i] are checked as for an NVFP4 entry of mxfp8_import_bucket; global_scales has `count`
+ * pointers, read at NVFP4 entries only (it may be NULL when none is NVFP4). options->scale_fixup applies to
+ * the MXFP8 entries only. Same checks, overlap rules and stream as mxfp8_import_tensors (destinations must
+ * not overlap any buffer of any tensor, amax included); the global scales take one more small kernel per
+ * NVFP4 entry on CUDA. count == 0 is a no-op. */
+MXFP8_API mxfp8_status mxfp8_import_tensors_mixed(const mxfp8_tensor *const *tensors,
+                                                  const mxfp8_nvfp4_tensor *const *nvfp4_tensors, size_t count,
+                                                  const mxfp8_export_options *options,
+                                                  const mxfp8_import_destination *destinations,
+                                                  DLTensor *const *global_scales, int32_t global_scale);
+
+/* The prepared form (see "Prepared exports"): the plan holds a reference on every tensor of both kinds;
+ * the destinations' and global scales' addresses stay yours. options->stream is not used. */
+MXFP8_API mxfp8_status mxfp8_prepare_import_tensors_mixed(const mxfp8_tensor *const *tensors,
+                                                          const mxfp8_nvfp4_tensor *const *nvfp4_tensors, size_t count,
+                                                          const mxfp8_export_options *options,
+                                                          const mxfp8_import_destination *destinations,
+                                                          DLTensor *const *global_scales, int32_t global_scale,
+                                                          mxfp8_prepared_export **out);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -20,15 +20,8 @@
 #include "api/shard.hpp"
 
 namespace mxfp8 {
-namespace {
 
-struct Part {
-  uint64_t offset, bytes;
-  const char *what;  // "values", "scales" or "amax"
-};
-
-// Entry i's NVFP4 tensor, or NULL when it is an MXFP8 one (tensors[i]); exactly one of the two is set.
-const mxfp8_nvfp4_tensor *nvfp4_at(const BucketTensors &in, size_t i) {
+const mxfp8_nvfp4_tensor *nvfp4_entry(const BucketTensors &in, size_t i) {
   const bool mxfp8 = in.tensors && in.tensors[i], nvfp4 = in.nvfp4 && in.nvfp4[i];
   if (mxfp8 && nvfp4)
     fail(MXFP8_ERROR_INVALID_ARGUMENT, "tensors[", i, "] and nvfp4_tensors[", i, "] are both set: entry ", i,
@@ -40,8 +33,15 @@ const mxfp8_nvfp4_tensor *nvfp4_at(const BucketTensors &in, size_t i) {
        " needs one tensor");
 }
 
+namespace {
+
+struct Part {
+  uint64_t offset, bytes;
+  const char *what;  // "values", "scales" or "amax"
+};
+
 DLDevice device_of(const BucketTensors &in, size_t i) {
-  const mxfp8_nvfp4_tensor *nv = nvfp4_at(in, i);
+  const mxfp8_nvfp4_tensor *nv = nvfp4_entry(in, i);
   return nv ? nv->device : in.tensors[i]->device;
 }
 
@@ -50,7 +50,7 @@ void check_tensors(const BucketTensors &in, mxfp8_direction direction) {
     fail(MXFP8_ERROR_INVALID_ARGUMENT, in.mixed ? "tensors and nvfp4_tensors are both NULL" : "tensors is NULL");
   check_count(in.count);
   for (size_t i = 0; i < in.count; ++i) {
-    const mxfp8_nvfp4_tensor *nv = nvfp4_at(in, i);
+    const mxfp8_nvfp4_tensor *nv = nvfp4_entry(in, i);
     if (nv) require_direction(*nv, direction);
     else require_direction(*in.tensors[i], direction);
     if (nv && in.shards && in.shards[i])
@@ -127,7 +127,7 @@ ExportJobs mixed_bucket_jobs(const BucketTensors &in, const mxfp8_export_options
   std::vector<Shard> planned(in.count);
   for (size_t i = 0; i < in.count; ++i) {
     const mxfp8_bucket_entry &e = entries[i];
-    const mxfp8_nvfp4_tensor *nv = nvfp4_at(in, i);
+    const mxfp8_nvfp4_tensor *nv = nvfp4_entry(in, i);
     EntrySizes want;
     if (nv) {
       want = nvfp4_sizes(nv->directions[direction]);
@@ -161,7 +161,7 @@ ExportJobs mixed_bucket_jobs(const BucketTensors &in, const mxfp8_export_options
   // The bucket is written, so it must not hold any byte of a tensor it is filled from.
   std::vector<Span> spans{span_of(base, size, "bucket", kNoIndex, true)};
   for (size_t i = 0; i < in.count; ++i) {
-    if (const mxfp8_nvfp4_tensor *nv = nvfp4_at(in, i)) add_read_spans(*nv, i, "nvfp4_tensors", spans);
+    if (const mxfp8_nvfp4_tensor *nv = nvfp4_entry(in, i)) add_read_spans(*nv, i, "nvfp4_tensors", spans);
     else add_read_spans(*in.tensors[i], i, "tensors", spans);
   }
   check_no_overlap(spans);
@@ -171,7 +171,7 @@ ExportJobs mixed_bucket_jobs(const BucketTensors &in, const mxfp8_export_options
   jobs.reserve(3 * in.count);
   for (size_t i = 0; i < in.count; ++i) {
     const mxfp8_bucket_entry &e = entries[i];
-    if (const mxfp8_nvfp4_tensor *nv = nvfp4_at(in, i)) {
+    if (const mxfp8_nvfp4_tensor *nv = nvfp4_entry(in, i)) {
       // Byte moves only: the values and the amax copied, the E4M3 scales cropped or unswizzled by the
       // compact job that writes MXFP8 scales (the stored matrix's scales are never a transpose).
       const Nvfp4Direction &dir = nv->directions[direction];
@@ -216,7 +216,7 @@ void plan_bucket(const BucketTensors &in, const mxfp8_export_options *options, u
   if (!total_bytes) fail(MXFP8_ERROR_INVALID_ARGUMENT, "total_bytes is NULL");
   check_tensors(in, direction);
   for (size_t i = 0; i < in.count && !nvfp4_entries; ++i)
-    if (nvfp4_at(in, i)) fail(MXFP8_ERROR_INVALID_ARGUMENT, "nvfp4_entries is NULL but entry ", i, " is an NVFP4 tensor");
+    if (nvfp4_entry(in, i)) fail(MXFP8_ERROR_INVALID_ARGUMENT, "nvfp4_entries is NULL but entry ", i, " is an NVFP4 tensor");
   std::vector<mxfp8_bucket_entry> planned(in.count);
   std::vector<mxfp8_bucket_nvfp4_entry> planned_nvfp4(nvfp4_entries ? in.count : 0, mxfp8_bucket_nvfp4_entry{0, 0, 0, 0u});
   uint64_t at = 0;
@@ -231,7 +231,7 @@ void plan_bucket(const BucketTensors &in, const mxfp8_export_options *options, u
     return offset;
   };
   for (size_t i = 0; i < in.count; ++i) {
-    const mxfp8_nvfp4_tensor *nv = nvfp4_at(in, i);
+    const mxfp8_nvfp4_tensor *nv = nvfp4_entry(in, i);
     EntrySizes sizes;
     if (nv) {
       sizes = nvfp4_sizes(nv->directions[direction]);

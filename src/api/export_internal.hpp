@@ -51,6 +51,8 @@ struct BucketTensors {
   size_t count = 0;
   bool mixed = false;  // called as mxfp8_*_mixed (names both arrays in messages)
 };
+// Entry i's NVFP4 tensor, or NULL when it is an MXFP8 one (in.tensors[i]); fails unless exactly one is set.
+const mxfp8_nvfp4_tensor *nvfp4_entry(const BucketTensors &in, size_t i);
 // bucket_jobs for a mixed bucket; `nvfp4_entries` holds the NVFP4 entries' amax parts (NULL when none).
 ExportJobs mixed_bucket_jobs(const BucketTensors &in, const mxfp8_export_options &options,
                              const mxfp8_bucket_entry *entries, const mxfp8_bucket_nvfp4_entry *nvfp4_entries,
@@ -60,6 +62,11 @@ ExportJobs mixed_bucket_jobs(const BucketTensors &in, const mxfp8_export_options
 // path); checks and jobs of mxfp8_import_bucket / mxfp8_import_tensors and their prepared forms.
 ExportJobs import_bucket_jobs(const DLTensor *bucket, const mxfp8_bucket_manifest *manifest,
                               const mxfp8_import_destination *destinations);
+// The direct import of MXFP8 and NVFP4 tensors (mxfp8_import_tensors_mixed): NVFP4 entry i's global scale
+// goes to global_scales[i] in `convention`.
+ExportJobs import_mixed_tensor_jobs(const BucketTensors &in, const mxfp8_export_options &options,
+                                    const mxfp8_import_destination *destinations, DLTensor *const *global_scales,
+                                    int32_t convention);
 // `shards` NULL (or an entry of it NULL): whole tensors.
 ExportJobs import_tensor_jobs(const mxfp8_tensor *const *tensors, const mxfp8_shard *const *shards, size_t count,
                               const mxfp8_export_options &options,

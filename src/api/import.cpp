@@ -7,6 +7,7 @@
 
 #include "api/export_internal.hpp"
 #include "api/layouts.hpp"
+#include "api/nvfp4_tensor.hpp"
 #include "core/dltensor_checks.hpp"
 #include "core/error.hpp"
 #include "core/indexed_name.hpp"
@@ -349,11 +350,24 @@ ExportJobs import_bucket_jobs(const DLTensor *bucket, const mxfp8_bucket_manifes
 
 ExportJobs import_tensor_jobs(const mxfp8_tensor *const *tensors, const mxfp8_shard *const *shards, size_t count,
                               const mxfp8_export_options &o, const mxfp8_import_destination *destinations) {
+  if (count > 0 && !tensors) fail(MXFP8_ERROR_INVALID_ARGUMENT, "tensors is NULL");
+  return import_mixed_tensor_jobs(BucketTensors{tensors, nullptr, shards, count, false}, o, destinations, nullptr,
+                                  MXFP8_NVFP4_GLOBAL_SCALE_DECODE);
+}
+
+ExportJobs import_mixed_tensor_jobs(const BucketTensors &in, const mxfp8_export_options &o,
+                                    const mxfp8_import_destination *destinations, DLTensor *const *global_scales,
+                                    int32_t convention) {
   ExportJobs result;
+  const size_t count = in.count;
+  const mxfp8_shard *const *shards = in.shards;
   if (count == 0) return result;
-  if (!tensors) fail(MXFP8_ERROR_INVALID_ARGUMENT, "tensors is NULL");
+  if (!in.tensors && !in.nvfp4) fail(MXFP8_ERROR_INVALID_ARGUMENT, "tensors and nvfp4_tensors are both NULL");
   if (!destinations) fail(MXFP8_ERROR_INVALID_ARGUMENT, "destinations is NULL");
   check_count(count);
+  check_enum(convention, "global_scale",
+             {{MXFP8_NVFP4_GLOBAL_SCALE_DECODE, "MXFP8_NVFP4_GLOBAL_SCALE_DECODE"},
+              {MXFP8_NVFP4_GLOBAL_SCALE_ENCODE, "MXFP8_NVFP4_GLOBAL_SCALE_ENCODE"}});
   const auto direction = static_cast<mxfp8_direction>(o.direction);
   const bool columnwise = direction == MXFP8_DIRECTION_COLUMNWISE;
   const bool fixup = zero_as_one(o.scale_fixup, "options.scale_fixup");
@@ -362,12 +376,27 @@ ExportJobs import_tensor_jobs(const mxfp8_tensor *const *tensors, const mxfp8_sh
   std::vector<ScaleJob> &jobs = result.jobs;
   jobs.reserve(3 * count);
   for (size_t i = 0; i < count; ++i) {
-    const mxfp8_tensor *t = tensors[i];
-    if (!t) fail(MXFP8_ERROR_INVALID_ARGUMENT, "tensors[", i, "] is NULL");
+    if (const mxfp8_nvfp4_tensor *nv = nvfp4_entry(in, i)) {  // read straight from the trainer's NVFP4 storage
+      if (i == 0) result.device = nv->device;
+      if (!same_device(nv->device, result.device))
+        fail(MXFP8_ERROR_INVALID_ARGUMENT, "nvfp4_tensors[", i, "] is on ", format_device(nv->device), " but entry 0 is on ",
+             format_device(result.device), ": one import runs on one device");
+      const Nvfp4Direction &dir = require_direction(*nv, direction);
+      if (!global_scales)
+        fail(MXFP8_ERROR_INVALID_ARGUMENT, "global_scales is NULL but entry ", i, " is an NVFP4 tensor: it needs a "
+             "destination for its second-level scale");
+      const Nvfp4Parts parts{dir.part.data_begin, dir.part.source, dir.amax_data, dir.amax_count, nv->e4m3_max,
+                             dir.rows, dir.cols};
+      add_read_spans(*nv, i, "nvfp4_tensors", spans);
+      add_nvfp4_destination(parts, i, destinations, global_scales, "global_scales", convention, nv->device,
+                            "the tensors are", spans, result);
+      continue;
+    }
+    const mxfp8_tensor *t = in.tensors[i];
     if (i == 0) result.device = t->device;
     if (!same_device(t->device, result.device))
-      fail(MXFP8_ERROR_INVALID_ARGUMENT, "tensors[", i, "] is on ", format_device(t->device), " but tensors[0] is on ",
-           format_device(result.device), ": one import runs on one device");
+      fail(MXFP8_ERROR_INVALID_ARGUMENT, "tensors[", i, "] is on ", format_device(t->device), " but ",
+           in.mixed ? "entry 0" : "tensors[0]", " is on ", format_device(result.device), ": one import runs on one device");
     const Direction &dir = require_direction(*t, direction);
     if (shards && shards[i]) {  // this receiver's part of the trainer's tensor
       const IndexedName name("shards", i);
@@ -419,5 +448,18 @@ extern "C" MXFP8_API mxfp8_status mxfp8_import_tensor_shards(const mxfp8_tensor 
     const mxfp8_export_options o = read_options(options);
     const ExportJobs work = import_tensor_jobs(tensors, shards, count, o, destinations);
     run_jobs_on(work.device, work.jobs.data(), work.jobs.size(), o.stream);
+  });
+}
+
+extern "C" MXFP8_API mxfp8_status mxfp8_import_tensors_mixed(const mxfp8_tensor *const *tensors,
+                                                             const mxfp8_nvfp4_tensor *const *nvfp4_tensors, size_t count,
+                                                             const mxfp8_export_options *options,
+                                                             const mxfp8_import_destination *destinations,
+                                                             DLTensor *const *global_scales, int32_t global_scale) {
+  return guarded([&] {
+    const mxfp8_export_options o = read_options(options);
+    const ExportJobs work = import_mixed_tensor_jobs(BucketTensors{tensors, nvfp4_tensors, nullptr, count, true}, o,
+                                                     destinations, global_scales, global_scale);
+    run_export_jobs(work, o.stream);
   });
 }

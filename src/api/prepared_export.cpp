@@ -146,6 +146,22 @@ extern "C" MXFP8_API mxfp8_status mxfp8_prepare_import_tensor_shards(const mxfp8
   });
 }
 
+extern "C" MXFP8_API mxfp8_status mxfp8_prepare_import_tensors_mixed(const mxfp8_tensor *const *tensors,
+                                                                     const mxfp8_nvfp4_tensor *const *nvfp4_tensors,
+                                                                     size_t count, const mxfp8_export_options *options,
+                                                                     const mxfp8_import_destination *destinations,
+                                                                     DLTensor *const *global_scales, int32_t global_scale,
+                                                                     mxfp8_prepared_export **out) {
+  return guarded([&] {
+    if (!out) fail(MXFP8_ERROR_INVALID_ARGUMENT, "out is NULL");
+    auto prepared = std::make_unique<mxfp8_prepared_export>();
+    prepared->work = import_mixed_tensor_jobs(BucketTensors{tensors, nvfp4_tensors, nullptr, count, true},
+                                              read_options(options), destinations, global_scales, global_scale);
+    keep(*prepared, tensors, nvfp4_tensors, count);
+    *out = prepared.release();
+  });
+}
+
 extern "C" MXFP8_API mxfp8_status mxfp8_prepared_export_run(const mxfp8_prepared_export *prepared, void *stream) {
   return guarded([&] {
     if (!prepared) fail(MXFP8_ERROR_INVALID_ARGUMENT, "prepared is NULL");

@@ -1956,7 +1956,8 @@ typedef struct {
   mxfp8_import_destination dst[1];
   mxfp8_shard shard;
   const mxfp8_shard *shards[1];
-  int call; /* 0 mxfp8_import_bucket, 1 mxfp8_bucket_plan_mixed, 2 mxfp8_export_bucket_mixed */
+  int call; /* 0 mxfp8_import_bucket, 1 mxfp8_bucket_plan_mixed, 2 mxfp8_export_bucket_mixed,
+              * 3 mxfp8_import_tensors_mixed (the tensor straight into the destinations) */
 } nvb_fixture;
 
 static void setup_nvb(nvb_fixture *f) {
@@ -2056,6 +2057,10 @@ static void nb_fill_e4m3_max(nvb_fixture *f) { f->call = 2; f->nv[0].e4m3_max = 
 static void nb_fill_no_nvfp4_entries(nvb_fixture *f) { f->call = 2; f->m.nvfp4_entries = NULL; }
 static void nb_fill_small_bucket(nvb_fixture *f) { f->call = 2; f->bucket_shape[0] = 1443; }
 static void nb_fill_amax_over_values(nvb_fixture *f) { f->call = 2; f->nv[0].amax_offset = 1276; }
+static void nb_direct_no_global_scales(nvb_fixture *f) { f->call = 3; f->m.global_scales = NULL; }
+static void nb_direct_global_over_amax(nvb_fixture *f) { f->call = 3; f->g.data = f->amax->buffer; }
+static void nb_direct_values_short(nvb_fixture *f) { f->call = 3; f->vshape[0] = 1279; }
+static void nb_direct_both_set(nvb_fixture *f) { f->call = 3; f->mx_arg[0] = f->mx.tensor; }
 
 typedef struct {
   const char *call;
@@ -2100,6 +2105,10 @@ static const nvb_case kNvfp4BucketCases[] = {
     {"mxfp8_export_bucket_mixed", "nvfp4_entries NULL with an NVFP4 entry", nb_fill_no_nvfp4_entries, MXFP8_ERROR_INVALID_ARGUMENT, "nvfp4_entries is NULL but entry 0 is an NVFP4 tensor"},
     {"mxfp8_export_bucket_mixed", "a bucket one byte short of the amax", nb_fill_small_bucket, MXFP8_ERROR_INVALID_ARGUMENT, "entries[0]: its 4 bytes of amax at byte 1440 run past the end of a bucket of 1443 bytes"},
     {"mxfp8_export_bucket_mixed", "an amax part over the values part", nb_fill_amax_over_values, MXFP8_ERROR_INVALID_ARGUMENT, "overlap"},
+    {"mxfp8_import_tensors_mixed", "an NVFP4 tensor without global_scales", nb_direct_no_global_scales, MXFP8_ERROR_INVALID_ARGUMENT, "global_scales is NULL but entry 0 is an NVFP4 tensor"},
+    {"mxfp8_import_tensors_mixed", "a global scale over the trainer's amax", nb_direct_global_over_amax, MXFP8_ERROR_INVALID_ARGUMENT, "global_scales[0] and nvfp4_tensors[0]"},
+    {"mxfp8_import_tensors_mixed", "NVFP4 values one byte short", nb_direct_values_short, MXFP8_ERROR_INVALID_ARGUMENT, "destinations[0].values"},
+    {"mxfp8_import_tensors_mixed", "an entry given both an MXFP8 and an NVFP4 tensor", nb_direct_both_set, MXFP8_ERROR_INVALID_ARGUMENT, "tensors[0] and nvfp4_tensors[0] are both set"},
 };
 
 static void test_bad_nvfp4_bucket_input(void **state) {
@@ -2111,8 +2120,10 @@ static void test_bad_nvfp4_bucket_input(void **state) {
   if (f->call == 0) st = mxfp8_import_bucket(&f->b, &f->m, f->dst, NULL);
   else if (f->call == 1)
     st = mxfp8_bucket_plan_mixed(f->mx_list, f->nv_list, 1, &f->o, 16, f->plan_entries, f->plan_nv_arg, &f->total);
-  else
+  else if (f->call == 2)
     st = mxfp8_export_bucket_mixed(f->mx_list, f->nv_list, 1, &f->o, f->entries, f->m.nvfp4_entries ? f->nv : NULL, &f->b);
+  else
+    st = mxfp8_import_tensors_mixed(f->mx_list, f->nv_list, 1, &f->o, f->dst, f->m.global_scales, f->m.global_scale);
   record_for_doc(c->call, c->name, st);
   EXPECT(st == c->status, "%s: status %d (%s), expected %d", c->name, st, mxfp8_last_error(), c->status);
   assert_last_error_contains(c->message);

@@ -1,5 +1,5 @@
 /* NVFP4 entries of buckets: mxfp8_bucket_plan_mixed / mxfp8_export_bucket_mixed on the sender, and
- * mxfp8_import_bucket on the receiver, round trip against references written in this file from the
+ * mxfp8_import_bucket on the receiver (and the direct path, mxfp8_import_tensors_mixed), round trip against references written in this file from the
  * format's rules (two E2M1 codes a byte, one E4M3 scale per 16 values of a row, the 128x4 swizzle from its
  * permute form in test_support.c, the amax and its two conventions from their definitions), never from
  * the library. Sources in every scale layout (compact, TE-padded and swizzled, padding poisoned), both
@@ -441,6 +441,94 @@ static void test_mixed_bucket_of_mxfp8_and_nvfp4_entries(void **state) {
   free_te(&mx);
 }
 
+/* The direct path: a trainer's NVFP4 storage (swizzled or TE-padded scales, padding poisoned) and an MXFP8
+ * tensor written straight into the engine's parameters, immediate and prepared, both conventions. */
+static void test_direct_import_of_nvfp4_and_mxfp8_storage(void **state) {
+  (void)state;
+  for (int prepared = 0; prepared < 2; ++prepared)
+    for (int encode = 0; encode < 2; ++encode) {
+      uint64_t rng = 500 + (uint64_t)(2 * prepared + encode);
+      const nv_spec nv_specs[2] = {{130, 40, MXFP8_DIRECTION_ROWWISE, SWIZZLED, 1, 448, MXFP8_LAYOUT_CUTLASS_128X4, 0},
+                                   {100, 50, MXFP8_DIRECTION_ROWWISE, PADDED, 0, 256, MXFP8_LAYOUT_COMPACT, 1}};
+      nv_source src[2];
+      build_source(&src[0], &nv_specs[0], &rng);
+      build_source(&src[1], &nv_specs[1], &rng);
+      const spec mx_spec = {2, {40, 64, 0}, MXFP8_DIRECTION_ROWWISE, 0, MXFP8_LAYOUT_CUTLASS_128X4};
+      te_tensor mx = make_te(&mx_spec, &rng); /* TE-padded row-major scales, padding poisoned */
+      const mxfp8_tensor *tensors[3] = {NULL, mx.handle, NULL};
+      const mxfp8_nvfp4_tensor *nvfp4[3] = {src[0].tensor, NULL, src[1].tensor};
+      nv_destination d0, d2;
+      make_destination(&d0, &src[0]);
+      make_destination(&d2, &src[1]);
+      uint8_t mv[2560], ms[512];
+      memset(mv, POISON, sizeof mv);
+      memset(ms, POISON, sizeof ms);
+      int64_t mvs[1] = {2560}, mss[1] = {512};
+      DLTensor v = {mv, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, mvs, NULL, 0};
+      DLTensor sc = {ms, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, mss, NULL, 0};
+      const mxfp8_import_destination dests[3] = {{&d0.v, &d0.s, nv_specs[0].target, 0},
+                                                 {&v, &sc, MXFP8_LAYOUT_CUTLASS_128X4, 0},
+                                                 {&d2.v, &d2.s, nv_specs[1].target, 0}};
+      DLTensor *globals[3] = {&d0.g, NULL, &d2.g};
+      const int32_t convention = encode ? MXFP8_NVFP4_GLOBAL_SCALE_ENCODE : MXFP8_NVFP4_GLOBAL_SCALE_DECODE;
+      if (prepared) {
+        mxfp8_prepared_export *p = NULL;
+        EXPECT(mxfp8_prepare_import_tensors_mixed(tensors, nvfp4, 3, NULL, dests, globals, convention, &p) == MXFP8_OK,
+               "prepare: %s", mxfp8_last_error());
+        EXPECT(d0.values[0] == POISON && mv[0] == POISON, "preparing wrote a destination");
+        EXPECT(mxfp8_prepared_export_run(p, NULL) == MXFP8_OK, "run: %s", mxfp8_last_error());
+        mxfp8_prepared_export_release(p);
+      } else {
+        EXPECT(mxfp8_import_tensors_mixed(tensors, nvfp4, 3, NULL, dests, globals, convention) == MXFP8_OK, "import: %s",
+               mxfp8_last_error());
+      }
+      check_destination(&d0, &src[0], encode, "direct NVFP4 entry 0");
+      check_destination(&d2, &src[1], encode, "direct NVFP4 entry 2");
+      EXPECT(memcmp(mv, mx.ref.values, sizeof mv) == 0, "MXFP8 values differ");
+      EXPECT(memcmp(ms, mx.ref.swizzled, sizeof ms) == 0, "MXFP8 128x4 scales differ");
+      free_destination(&d0);
+      free_destination(&d2);
+      free_te(&mx);
+      free_source(&src[0]);
+      free_source(&src[1]);
+    }
+}
+
+/* The direct path's refusals that only it has: no global_scales for an NVFP4 tensor, a destination over
+ * the trainer's amax; nothing is written. */
+static void test_direct_import_refusals_write_nothing(void **state) {
+  (void)state;
+  uint64_t rng = 901;
+  const nv_spec spec = {130, 40, MXFP8_DIRECTION_ROWWISE, SWIZZLED, 1, 448, MXFP8_LAYOUT_COMPACT, 0};
+  nv_source f;
+  build_source(&f, &spec, &rng);
+  nv_destination d;
+  make_destination(&d, &f);
+  const mxfp8_nvfp4_tensor *nvfp4[1] = {f.tensor};
+  const mxfp8_import_destination dests[1] = {{&d.v, &d.s, MXFP8_LAYOUT_COMPACT, 0}};
+  EXPECT(mxfp8_import_tensors_mixed(NULL, nvfp4, 1, NULL, dests, NULL, 0) == MXFP8_ERROR_INVALID_ARGUMENT, "no globals");
+  assert_last_error_contains("global_scales is NULL but entry 0 is an NVFP4 tensor");
+  DLTensor over_amax = d.g;
+  over_amax.data = f.amax_t->buffer; /* the trainer's own amax */
+  DLTensor *globals[1] = {&over_amax};
+  EXPECT(mxfp8_import_tensors_mixed(NULL, nvfp4, 1, NULL, dests, globals, 0) == MXFP8_ERROR_INVALID_ARGUMENT, "over amax");
+  assert_last_error_contains("overlap");
+  globals[0] = &d.g;
+  EXPECT(mxfp8_import_tensors_mixed(NULL, nvfp4, 1, NULL, dests, globals, 2) == MXFP8_ERROR_INVALID_ARGUMENT, "convention");
+  assert_last_error_contains("global_scale is 2, expected MXFP8_NVFP4_GLOBAL_SCALE_DECODE (0)");
+  mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
+  o.direction = MXFP8_DIRECTION_COLUMNWISE;
+  EXPECT(mxfp8_import_tensors_mixed(NULL, nvfp4, 1, &o, dests, globals, 0) == MXFP8_ERROR_MISSING_DATA, "columnwise");
+  int untouched = 1;
+  for (int64_t i = 0; i < d.values_bytes; ++i) untouched &= d.values[i] == POISON;
+  for (int64_t i = 0; i < d.scales_bytes; ++i) untouched &= d.scales[i] == POISON;
+  for (int64_t i = 0; i < d.global_count; ++i) untouched &= bits_of(d.global[i]) == 0xFFFFFFFFu;
+  EXPECT(untouched, "a refused import wrote a destination");
+  EXPECT(memcmp(f.amax_t->buffer, f.amax, (size_t)(4 * f.amax_count)) == 0, "the source amax was written");
+  free_destination(&d);
+  free_source(&f);
+}
+
 /* An MXFP8-only mixed plan is mxfp8_bucket_plan's, and needs no nvfp4_entries. */
 static void test_mxfp8_only_mixed_plan_matches_bucket_plan(void **state) {
   (void)state;
@@ -473,8 +561,9 @@ static DLManagedTensorVersioned on_device(const test_tensor *t, void **alloc) {
 }
 #endif
 
-/* The sender's fill and the receiver's import (immediate and prepared, both conventions) on device
- * memory: the device bucket is the host bucket byte for byte, and every destination the reference. */
+/* The sender's fill and the receiver's import (immediate and prepared, both conventions, and the direct
+ * path) on device memory: the device bucket is the host bucket byte for byte, and every destination the
+ * reference. */
 static void test_gpu_fill_and_import_match_the_host(void **state) {
   (void)state;
   REQUIRE_GPU();
@@ -530,7 +619,8 @@ static void test_gpu_fill_and_import_match_the_host(void **state) {
   CUDA_OK(cudaMemcpy(back, dev_bucket, (size_t)total, cudaMemcpyDeviceToHost));
   EXPECT(memcmp(back, host_bucket, (size_t)total) == 0, "the device bucket differs from the host bucket");
 
-  for (int prepared = 0; prepared < 2; ++prepared) {
+  /* 0: mxfp8_import_bucket; 1: its prepared form, encode; 2: the direct path from the device tensors. */
+  for (int prepared = 0; prepared < 3; ++prepared) {
     nv_destination hd[N];
     uint8_t *dv[N], *ds[N], *dg[N];
     DLTensor v[N], sc[N], g[N];
@@ -561,8 +651,12 @@ static void test_gpu_fill_and_import_match_the_host(void **state) {
     m.formats = formats;
     m.nvfp4_entries = nv;
     m.global_scales = globals;
-    m.global_scale = prepared ? MXFP8_NVFP4_GLOBAL_SCALE_ENCODE : MXFP8_NVFP4_GLOBAL_SCALE_DECODE;
-    if (prepared) {
+    m.global_scale = prepared == 1 ? MXFP8_NVFP4_GLOBAL_SCALE_ENCODE : MXFP8_NVFP4_GLOBAL_SCALE_DECODE;
+    if (prepared == 2) {
+      EXPECT(mxfp8_import_tensors_mixed(NULL, dh, N, NULL, dests, globals, MXFP8_NVFP4_GLOBAL_SCALE_DECODE) == MXFP8_OK,
+             "direct import: %s", mxfp8_last_error());
+      CUDA_OK(cudaDeviceSynchronize());
+    } else if (prepared) {
       mxfp8_prepared_export *p = NULL;
       EXPECT(mxfp8_prepare_import_bucket(&db, &m, dests, &p) == MXFP8_OK, "prepare: %s", mxfp8_last_error());
       EXPECT(mxfp8_prepared_export_run(p, NULL) == MXFP8_OK, "run: %s", mxfp8_last_error());
@@ -578,8 +672,8 @@ static void test_gpu_fill_and_import_match_the_host(void **state) {
       CUDA_OK(cudaMemcpy(hd[i].scales, ds[i], (size_t)hd[i].scales_bytes, cudaMemcpyDeviceToHost));
       CUDA_OK(cudaMemcpy(hd[i].global, dg[i], (size_t)(4 * hd[i].global_count), cudaMemcpyDeviceToHost));
       char what[64];
-      snprintf(what, sizeof what, "GPU entry %d (%s)", i, prepared ? "prepared, encode" : "decode");
-      check_destination(&hd[i], &src[i], prepared, what);
+      snprintf(what, sizeof what, "GPU entry %d (%s)", i, prepared == 2 ? "direct" : prepared ? "prepared, encode" : "decode");
+      check_destination(&hd[i], &src[i], prepared == 1, what);
       cudaFree(dv[i]), cudaFree(ds[i]), cudaFree(dg[i]);
       free_destination(&hd[i]);
     }
@@ -602,6 +696,8 @@ int main(void) {
       cmocka_unit_test(test_prepared_fill_keeps_its_nvfp4_tensors_alive),
       cmocka_unit_test(test_mixed_bucket_of_mxfp8_and_nvfp4_entries),
       cmocka_unit_test(test_mxfp8_only_mixed_plan_matches_bucket_plan),
+      cmocka_unit_test(test_direct_import_of_nvfp4_and_mxfp8_storage),
+      cmocka_unit_test(test_direct_import_refusals_write_nothing),
       cmocka_unit_test(test_gpu_fill_and_import_match_the_host),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1080,6 +1080,28 @@ extern "C" {
         bucket: *mut DLTensor,
         out: *mut *mut mxfp8_prepared_export,
     ) -> mxfp8_status;
+    /// The direct import of MXFP8 (`tensors[i]`) and NVFP4 (`nvfp4_tensors[i]`) storage into destinations;
+    /// NVFP4 entry i's global scale goes to `global_scales[i]` in the `global_scale` convention.
+    pub fn mxfp8_import_tensors_mixed(
+        tensors: *const *const mxfp8_tensor,
+        nvfp4_tensors: *const *const mxfp8_nvfp4_tensor,
+        count: usize,
+        options: *const mxfp8_export_options,
+        destinations: *const mxfp8_import_destination,
+        global_scales: *const *mut DLTensor,
+        global_scale: i32,
+    ) -> mxfp8_status;
+    /// Prepares `mxfp8_import_tensors_mixed`.
+    pub fn mxfp8_prepare_import_tensors_mixed(
+        tensors: *const *const mxfp8_tensor,
+        nvfp4_tensors: *const *const mxfp8_nvfp4_tensor,
+        count: usize,
+        options: *const mxfp8_export_options,
+        destinations: *const mxfp8_import_destination,
+        global_scales: *const *mut DLTensor,
+        global_scale: i32,
+        out: *mut *mut mxfp8_prepared_export,
+    ) -> mxfp8_status;
     /// Quantizes `count` fused shards to NVFP4 under one shared per-tensor amax.
     pub fn mxfp8_nvfp4_quantize_fused_into(
         inputs: *const *const DLTensor,
