@@ -16,11 +16,11 @@ Paths:
             one launch per bucket); the receiver writes each into its parameters with mxfp8.import_bucket
             (one launch per bucket). For transports that need one buffer (NCCL, shared memory, network).
 
-NVFP4 (--format nvfp4, bucketed, one receiver): the trainer keeps NVFP4 storage as TE does (packed E2M1
-values, E4M3 block scales swizzled for cuBLAS, a float32 amax per weight), requantized with
-mxfp8.nvfp4_quantize (bit-exact with TE); the buckets carry the packed values, compact E4M3 scales and the
-amax, and the receiver writes vLLM ModelOpt's parameters: weight [N, K/2], weight_scale (compact
-[N, ceil(K/16)] or 128x4) and weight_scale_2 = amax / (6 * 448), checked bit for bit.
+NVFP4 (--format nvfp4, one receiver): the trainer keeps NVFP4 storage as TE does (packed E2M1 values, E4M3
+block scales swizzled for cuBLAS, a float32 amax per weight), requantized with mxfp8.nvfp4_quantize
+(bit-exact with TE); the buckets carry the packed values, compact E4M3 scales and the amax (the direct path
+reads them where they are), and the receiver writes vLLM ModelOpt's parameters: weight [N, K/2],
+weight_scale (compact [N, ceil(K/16)] or 128x4) and weight_scale_2 = amax / (6 * 448), checked bit for bit.
 
 Resharding (--tp N, bucketed): the trainer holds whole weights and sends whole buckets; N receiver
 processes (tensor-parallel ranks) each map every bucket and import only their own shard into parameters of
@@ -358,7 +358,7 @@ def main():
     parser.add_argument("--tp", type=int, default=1,
                         help="receivers, each taking its tensor-parallel shard of every whole bucket (bucketed)")
     parser.add_argument("--format", choices=["mxfp8", "nvfp4"], default="mxfp8",
-                        help="the trainer's storage: MXFP8, or NVFP4 (bucketed, one receiver)")
+                        help="the trainer's storage: MXFP8, or NVFP4 (one receiver)")
     args = parser.parse_args()
     transport = args.transport
     if transport == "auto":
@@ -368,11 +368,9 @@ def main():
             transport = "ipc" if torch.cuda.is_available() and mxfp8._mxfp8.with_cuda else "shm"
         except ImportError:
             transport = "shm"
-    path = args.path if args.path != "auto" else (
-        "direct" if transport == "ipc" and args.tp == 1 and args.format == "mxfp8" else "bucketed")
-    if args.format == "nvfp4" and (path == "direct" or args.tp != 1):
-        raise SystemExit("--format nvfp4 travels in buckets to one receiver (--path bucketed, --tp 1): NVFP4 "
-                         "entries are imported whole, and the direct path takes MXFP8 storage")
+    path = args.path if args.path != "auto" else ("direct" if transport == "ipc" and args.tp == 1 else "bucketed")
+    if args.format == "nvfp4" and args.tp != 1:
+        raise SystemExit("--format nvfp4 goes to one receiver (--tp 1): NVFP4 tensors are imported whole")
     if path == "direct" and transport != "ipc":
         raise SystemExit("--path direct needs --transport ipc (the receiver maps the trainer's GPU memory)")
     if path == "direct" and args.tp != 1:
@@ -425,6 +423,7 @@ def main():
                 errors.append(outbox.get())
                 sent, buckets = sum(int(v.numel()) + int(s.numel()) for v, s in
                                     zip(model.values.values(), model.scale_inv.values())), 0
+                sent += 4 * len(getattr(model, "amax", {}))
             else:
                 start = time.perf_counter()
                 for bucket, manifest in mxfp8.iter_buckets(specs(model), bucket_bytes=bucket_bytes, buffer=shared_array):

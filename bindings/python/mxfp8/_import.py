@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from . import _shard
+from ._bucket import _nvfp4_logical_shape
 from ._mxfp8 import import_bucket as _c_import_bucket, import_tensors as _c_import_tensors
 from ._mxfp8 import layout_bytes as _c_layout_bytes
 
@@ -237,46 +238,69 @@ def prepare_import_bucket(bucket: Any, manifest: List[Mapping[str, Any]], params
 
 def _tensors_call(tensors: Mapping[str, Mapping[str, Any]], params: Mapping[str, Any], direction: str, layout: str,
                   stream: Any, prepare: bool, zero_exponent_as_one: bool = False,
-                  shards: Optional[Mapping[str, Mapping[str, Any]]] = None):
+                  shards: Optional[Mapping[str, Mapping[str, Any]]] = None, global_scale: str = "decode"):
     if not tensors:
         raise ValueError("tensors is empty: nothing to import")
     names = list(tensors)
-    values, scales, targets, _ = _destinations(names, params, layout)
-    shard_fields = _shards(names, shards)
     specs = [tensors[n] for n in names]
+    nvfp4 = [_code(f"tensors[{n!r}]['format']", s.get("format", "mxfp8"), _ENTRY_FORMATS) == 1
+             for n, s in zip(names, specs)]
+    values, scales, targets, globals_ = _destinations(names, params, layout, nvfp4)
+    shard_fields = _shards(names, shards)
+    dir_code = _code("direction", direction, _DIRECTIONS)
     first = specs[0]["data"]
     cuda, stream_ptr = _cuda_and_stream(first, stream)
     data = [s["data"] for s in specs]
     scale_inv = [s["scale_inv"] for s in specs]
+    nvfp4_fields = {}
+    if any(nvfp4):  # the trainer's NVFP4 storage, straight into (values, scales, global_scale)
+        if shard_fields is not None:
+            raise ValueError("shards: NVFP4 tensors are imported whole; import shards of MXFP8 tensors in a call of "
+                             "their own")
+        for n, s, kind in zip(names, specs, nvfp4):
+            if kind and s.get("amax") is None:
+                raise ValueError(f"tensors[{n!r}] is NVFP4 and has no 'amax'")
+        nvfp4_fields = dict(amax=[s["amax"] if kind else None for s, kind in zip(specs, nvfp4)],
+                            e4m3_max=[int(s.get("e4m3_max", 448)) for s in specs], global_scales=globals_,
+                            global_scale=_code("global_scale", global_scale, _GLOBAL_SCALES))
+    shapes = [[int(d) for d in (s.get("shape") or (_nvfp4_logical_shape(f"tensors[{n!r}]", s["data"], dir_code) if kind
+                                                   else s["data"].shape))]
+              for n, s, kind in zip(names, specs, nvfp4)]
     result = _c_import_tensors(
-        data, scale_inv,
-        [[int(d) for d in (s.get("shape") or s["data"].shape)] for s in specs],
-        [_code("fp8_dtype", s.get("fp8_dtype", "e4m3"), _FORMATS) for s in specs],
+        data, scale_inv, shapes,
+        [_FORMAT_NVFP4 if kind else _code("fp8_dtype", s.get("fp8_dtype", "e4m3"), _FORMATS)
+         for s, kind in zip(specs, nvfp4)],
         [bool(s.get("swizzled", False)) for s in specs],
-        _code("direction", direction, _DIRECTIONS),
+        dir_code,
         values, scales, targets, _fixup(zero_exponent_as_one), stream_ptr, _dlpack_stream(cuda, stream_ptr), prepare,
-        shard_fields)
+        shard_fields, **nvfp4_fields)
     if prepare:
-        return ImportPlan(result, (data, scale_inv, values, scales), cuda, first)
+        return ImportPlan(result, (data, scale_inv, values, scales, globals_, nvfp4_fields.get("amax")), cuda, first)
     return None
 
 
 def import_tensors(tensors: Mapping[str, Mapping[str, Any]], params: Mapping[str, Any], *,
                    direction: str = "rowwise", layout: str = "compact", stream: Any = None,
                    zero_exponent_as_one: bool = False,
-                   shards: Optional[Mapping[str, Mapping[str, Any]]] = None) -> None:
+                   shards: Optional[Mapping[str, Mapping[str, Any]]] = None, global_scale: str = "decode") -> None:
     """The direct path: each source (``{"data", "scale_inv", "swizzled", "fp8_dtype", "shape"}``, the
     trainer's Transformer Engine storage, e.g. mapped over CUDA IPC) written into ``params[name]`` in one
     pass, the layout transform fused into it. One launch for all tensors on CUDA.
 
     shards: as for import_bucket, {name: {"rows", "cols"}}: this receiver's shard of each source
-    (mxfp8_import_tensor_shards). A shard of swizzled storage goes into "compact" parameters only."""
-    _tensors_call(tensors, params, direction, layout, stream, False, zero_exponent_as_one, shards)
+    (mxfp8_import_tensor_shards). A shard of swizzled storage goes into "compact" parameters only.
+
+    NVFP4 storage ({"format": "nvfp4", "data", "scale_inv", "amax", "swizzled", "shape", "e4m3_max"}, as
+    export_bucket takes it) goes into ``(values, scales, global_scale[, layout])`` parameters as import_bucket
+    writes an NVFP4 entry, with the amax in the `global_scale` convention (mxfp8_import_tensors_mixed);
+    NVFP4 tensors are imported whole."""
+    _tensors_call(tensors, params, direction, layout, stream, False, zero_exponent_as_one, shards, global_scale)
 
 
 def prepare_import_tensors(tensors: Mapping[str, Mapping[str, Any]], params: Mapping[str, Any], *,
                            direction: str = "rowwise", layout: str = "compact",
                            zero_exponent_as_one: bool = False,
-                           shards: Optional[Mapping[str, Mapping[str, Any]]] = None) -> ImportPlan:
+                           shards: Optional[Mapping[str, Mapping[str, Any]]] = None,
+                           global_scale: str = "decode") -> ImportPlan:
     """import_tensors checked once; ``plan.run(stream)`` moves whatever the sources hold at each run."""
-    return _tensors_call(tensors, params, direction, layout, None, True, zero_exponent_as_one, shards)
+    return _tensors_call(tensors, params, direction, layout, None, True, zero_exponent_as_one, shards, global_scale)

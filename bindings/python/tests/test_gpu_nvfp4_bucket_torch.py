@@ -65,3 +65,14 @@ def test_cuda_bucket_plan_and_prepared_import():
         torch.cuda.synchronize()
         for name, p in params.items():
             check_params(host(p), sources[int(name[1:])][1])
+
+
+def test_cuda_direct_import_of_nvfp4_storage():
+    sources = [nvfp4_source((130, 40 + 16 * i), "swizzled", "rowwise", i % 2 == 0, 448, seed=30 + i) for i in range(3)]
+    tensors = {f"w{i}": cuda_spec(spec) for i, (spec, _) in enumerate(sources)}
+    params = {f"w{i}": cuda_params(params_for(ref, "cutlass_128x4")) for i, (_, ref) in enumerate(sources)}
+    plan = mxfp8.prepare_import_tensors(tensors, params, global_scale="encode")
+    plan.run()
+    torch.cuda.synchronize()
+    for i, (_, ref) in enumerate(sources):
+        check_params(host(params[f"w{i}"]), ref, "encode")

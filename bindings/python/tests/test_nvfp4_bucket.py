@@ -177,3 +177,43 @@ def test_bad_nvfp4_specs_are_refused():
         mxfp8.ExportPlan({"w": spec})
     with pytest.raises(ValueError, match=r"columnwise_data: shape \(40, 32\) does not hold the stored 64 x 40 matrix"):
         mxfp8.export_bucket({"w": spec}, direction="columnwise")
+
+
+@pytest.mark.parametrize("prepared", [False, True])
+@pytest.mark.parametrize("convention", ["decode", "encode"])
+def test_import_tensors_reads_nvfp4_storage_directly(prepared, convention):
+    """The direct path (mxfp8_import_tensors_mixed): TE's NVFP4 storage, next to an MXFP8 tensor, straight
+    into the engine's parameters; a prepared plan re-reads the storage at every run."""
+    nv_a, ref_a = nvfp4_source((130, 40), "swizzled", "rowwise", True, 448, seed=21)
+    nv_b, ref_b = nvfp4_source((100, 50), "padded", "rowwise", False, 256, seed=22)
+    data, buf, s = make_mxfp8((40, 64), "padded", seed=23)
+    tensors = {"a": nv_a, "m": {"data": data, "scale_inv": buf}, "b": nv_b}
+    pa, pb = params_for(ref_a, "cutlass_128x4"), params_for(ref_b, "compact")
+    mv, ms = np.full(2560, POISON, np.uint8), np.full(80, POISON, np.uint8)
+    params = {"a": pa, "m": (mv, ms, "compact"), "b": pb}
+    if prepared:
+        plan = mxfp8.prepare_import_tensors(tensors, params, global_scale=convention)
+        assert np.all(pa[0] == POISON)
+        plan.run()
+    else:
+        mxfp8.import_tensors(tensors, params, global_scale=convention)
+    check_params(pa, ref_a, convention)
+    check_params(pb, ref_b, convention)
+    np.testing.assert_array_equal(mv, data.reshape(-1))
+    np.testing.assert_array_equal(ms, s.reshape(-1))
+    if prepared:  # the storage changes in place (an optimizer step); the plan moves what it holds now
+        nv_a["amax"][:] = nv_a["amax"][::-1].copy()
+        plan.run()
+        check_params(pa, (ref_a[0], ref_a[1], nv_a["amax"], 448), convention)
+
+
+def test_import_tensors_refuses_nvfp4_shards_and_missing_parts():
+    spec, ref = nvfp4_source((40, 64), "compact", "rowwise", False, 448, seed=24)
+    p = params_for(ref, "compact")
+    with pytest.raises(ValueError, match="NVFP4 tensors are imported whole"):
+        mxfp8.import_tensors({"w": spec}, {"w": p}, shards={"w": {"rows": (0, 32)}})
+    with pytest.raises(ValueError, match="is an NVFP4 entry: it must be"):
+        mxfp8.import_tensors({"w": spec}, {"w": (p[0], p[1])})
+    with pytest.raises(ValueError, match="has no 'amax'"):
+        mxfp8.import_tensors({"w": {k: v for k, v in spec.items() if k != "amax"}}, {"w": p})
+    assert np.all(p[0] == POISON) and np.all(np.isnan(p[2]))

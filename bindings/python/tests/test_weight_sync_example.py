@@ -122,3 +122,19 @@ def test_nvfp4_example_runs_over_shared_memory():
                           "--layers", "1", "--hidden", "512"], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "NVFP4 weights" in out.stdout and "weight sync OK" in out.stdout
+
+
+def test_nvfp4_direct_path_moves_the_trainers_storage_into_parameters():
+    """--format nvfp4 over the direct path, on host memory: prepared once over TE's NVFP4 storage, run after
+    every requantize."""
+    ws = load_example()
+    shapes = ws.model_shapes(layers=1, hidden=256)
+    model = ws.NumpyModel(shapes, seed=7, fmt="nvfp4")
+    params = ws.make_params(shapes, "cutlass_128x4", np, "nvfp4")
+    plan = None
+    for _ in range(2):
+        model.step()
+        model.quantize()
+        plan = plan or mxfp8.prepare_import_tensors(ws.specs(model), params)
+        plan.run()
+        assert ws.verify(params, model.reference, list(shapes), np) is None
