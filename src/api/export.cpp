@@ -73,9 +73,16 @@ void run_jobs_on(DLDevice device, const ScaleJob *jobs, size_t count, void *stre
 
 void run_export_jobs(const ExportJobs &work, void *stream) {
   run_jobs_on(work.device, work.jobs.data(), work.jobs.size(), stream);
-  for (const Nvfp4GlobalScaleJob &g : work.global_scales)
-    where_memory_lives(
-        work.device, "global scales", [&] { nvfp4_global_scale_host(g); }, [&] { cuda::nvfp4_global_scale(g, stream); });
+  if (work.global_scales.empty()) return;
+  // A few floats per NVFP4 tensor: one small launch each, after the byte moves on the same stream.
+  where_memory_lives(
+      work.device, "global scales",
+      [&] {
+        for (const Nvfp4GlobalScaleJob &g : work.global_scales) nvfp4_global_scale_host(g);
+      },
+      [&] {
+        for (const Nvfp4GlobalScaleJob &g : work.global_scales) cuda::nvfp4_global_scale(g, stream);
+      });
 }
 
 // A copy from the caller's allocator must not land on the tensor it is made from.

@@ -394,13 +394,7 @@ def _check_manifest(manifest: Any, size: int) -> List[dict]:
         if fields["scales_bytes"] != _numel(scales_shape):
             raise ValueError(f"{where}: scales_bytes is {fields['scales_bytes']} but scales_shape {scales_shape} "
                              f"holds {_numel(scales_shape)} scales")
-        for part in ("values", "scales"):
-            start, n = fields[f"{part}_offset"], fields[f"{part}_bytes"]
-            if start + n > size:
-                raise ValueError(f"{where}: {part}_offset {start} + {part}_bytes {n} runs past the end of the "
-                                 f"bucket ({size} bytes)")
-            if n:
-                parts.append((start, start + n, i, f"{where} {part}"))
+        _add_parts(where, fields, ("values", "scales"), size, parts, i)
         checked.append(dict(e, shape=shape, scales_shape=scales_shape, **fields))
     parts.sort()  # by start: if any two parts overlap, two neighbours do
     for a, b in zip(parts, parts[1:]):
@@ -443,14 +437,20 @@ def _check_nvfp4_entry(where: str, e: Mapping[str, Any], size: int, parts: list,
                          + ("" if direction else f" or {4 * rows} (one per row)"))
     if fields["amax_offset"] % 4:
         raise ValueError(f"{where}: amax_offset {fields['amax_offset']} is not a multiple of 4 (a float32)")
-    for part in ("values", "scales", "amax"):
+    _add_parts(where, fields, ("values", "scales", "amax"), size, parts, i)
+    return dict(e, shape=shape, scales_shape=scales_shape, values_shape=values_shape, **fields)
+
+
+def _add_parts(where: str, fields: Mapping[str, int], names, size: int, parts: list, i: int) -> None:
+    """Each named part ({name}_offset, {name}_bytes) inside the bucket of `size` bytes, appended to `parts`
+    (start, end, entry, label) for the overlap check."""
+    for part in names:
         start, n = fields[f"{part}_offset"], fields[f"{part}_bytes"]
         if start + n > size:
             raise ValueError(f"{where}: {part}_offset {start} + {part}_bytes {n} runs past the end of the "
                              f"bucket ({size} bytes)")
         if n:
             parts.append((start, start + n, i, f"{where} {part}"))
-    return dict(e, shape=shape, scales_shape=scales_shape, values_shape=values_shape, **fields)
 
 
 def unpack_bucket(bucket: Any, manifest: List[Dict[str, Any]]) -> Dict[str, Components]:

@@ -136,6 +136,29 @@ mxfp8_tensor *make_tensor(std::unique_ptr<Taken> &data, std::unique_ptr<Taken> &
   return t;
 }
 
+// The destinations of NVFP4 entries' global scales: DLTensor pointers (NULL where the Python list holds
+// None, at MXFP8 entries) and the taken tensors behind them, alive for the call.
+struct GlobalScales {
+  std::vector<DLTensor *> tensors;
+  std::vector<std::unique_ptr<Taken>> taken;
+  DLTensor *const *data() const { return tensors.empty() ? nullptr : tensors.data(); }
+};
+
+GlobalScales take_global_scales(const std::optional<py::list> &list, py::object stream) {
+  GlobalScales g;
+  if (!list) return g;
+  for (size_t i = 0; i < list->size(); ++i) {
+    py::handle t = (*list)[i];
+    if (t.is_none()) {
+      g.tensors.push_back(nullptr);
+      continue;
+    }
+    g.taken.push_back(take(t, "global_scales[" + std::to_string(i) + "]", stream));
+    g.tensors.push_back(g.taken.back()->tensor());
+  }
+  return g;
+}
+
 // An NVFP4 tensor handle over a producer's data, scale_inv and amax of one direction (taken: the handle
 // owns them once created).
 mxfp8_nvfp4_tensor *make_nvfp4_tensor(std::unique_ptr<Taken> &data, std::unique_ptr<Taken> &scale_inv,
@@ -196,21 +219,10 @@ py::object import_bucket(py::handle bucket, const std::vector<std::array<uint64_
   // NVFP4 entries: (amax_offset, amax_bytes, e4m3_max) and the destination of each global scale (None
   // at MXFP8 entries).
   std::vector<mxfp8_bucket_nvfp4_entry> nv;
-  std::vector<DLTensor *> globals;
-  std::vector<std::unique_ptr<Taken>> taken_globals;
   if (nvfp4_entries)
     for (const auto &[offset, bytes, e4m3_max] : *nvfp4_entries)
       nv.push_back(mxfp8_bucket_nvfp4_entry{offset, bytes, static_cast<int32_t>(e4m3_max), 0u});
-  if (global_scales)
-    for (size_t i = 0; i < n; ++i) {
-      py::handle g = (*global_scales)[i];
-      if (g.is_none()) {
-        globals.push_back(nullptr);
-        continue;
-      }
-      taken_globals.push_back(take(g, "global_scales[" + std::to_string(i) + "]", dlpack_stream));
-      globals.push_back(taken_globals.back()->tensor());
-    }
+  const GlobalScales globals = take_global_scales(global_scales, dlpack_stream);
   std::vector<mxfp8_bucket_entry> e(n);
   std::vector<int32_t> ndims(n);
   std::vector<const int64_t *> shape_ptrs(n);
@@ -230,7 +242,7 @@ py::object import_bucket(py::handle bucket, const std::vector<std::array<uint64_
   m.scale_fixup = scale_fixup;
   m.shards = shard_list.data();
   m.nvfp4_entries = nvfp4_entries ? nv.data() : nullptr;
-  m.global_scales = global_scales ? globals.data() : nullptr;
+  m.global_scales = globals.data();
   m.global_scale = global_scale;
   mxfp8_status st;
   mxfp8_prepared_export *plan = nullptr;
@@ -281,18 +293,7 @@ py::object import_tensors(const py::list &data, const py::list &scale_inv, const
     handles.nv.push_back(nullptr);
   }
   Destinations dst = take_destinations(values, scales, targets, dlpack_stream);
-  std::vector<DLTensor *> globals;
-  std::vector<std::unique_ptr<Taken>> taken_globals;
-  if (global_scales)
-    for (size_t i = 0; i < n; ++i) {
-      py::handle g = (*global_scales)[i];
-      if (g.is_none()) {
-        globals.push_back(nullptr);
-        continue;
-      }
-      taken_globals.push_back(take(g, "global_scales[" + std::to_string(i) + "]", dlpack_stream));
-      globals.push_back(taken_globals.back()->tensor());
-    }
+  const GlobalScales globals = take_global_scales(global_scales, dlpack_stream);
   mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
   o.direction = direction;
   o.scale_fixup = scale_fixup;
@@ -301,7 +302,7 @@ py::object import_tensors(const py::list &data, const py::list &scale_inv, const
   mxfp8_prepared_export *plan = nullptr;
   const auto *ts = const_cast<const mxfp8_tensor *const *>(handles.t.data());
   const auto *nvs = const_cast<const mxfp8_nvfp4_tensor *const *>(handles.nv.data());
-  DLTensor *const *gs = global_scales ? globals.data() : nullptr;
+  DLTensor *const *gs = globals.data();
   {
     py::gil_scoped_release unlocked;
     if (amax)
