@@ -83,6 +83,11 @@ if [ "${BENCH_ONLY:-0}" != 1 ]; then
     --bucket-mb 64 2>&1 | tee -a "$OUT/examples.log" || status=1
   python3 examples/weight_sync/weight_sync.py --transport ipc --tp 2 --layout compact --steps 2 --layers 2 \
     2>&1 | tee -a "$OUT/examples.log" || status=1
+  # NVFP4 storage (issue 22): the direct path and buckets into vLLM ModelOpt's parameters.
+  python3 examples/weight_sync/weight_sync.py --transport ipc --format nvfp4 --path direct --steps 2 --layers 4 \
+    --hidden 2048 2>&1 | tee -a "$OUT/examples.log" || status=1
+  python3 examples/weight_sync/weight_sync.py --transport ipc --format nvfp4 --path bucketed --layout compact --steps 2 \
+    --layers 4 --hidden 2048 --bucket-mb 16 2>&1 | tee -a "$OUT/examples.log" || status=1
 fi
 
 [ "${TESTS_ONLY:-0}" = 1 ] && { step "done (tests only): status $status"; exit $status; }
