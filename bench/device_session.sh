@@ -35,7 +35,8 @@ timeout 240 cmake --build build-gpu -j 8 >"$LOGS/build.log" 2>&1 || { tail -30 "
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$LOGS/gpu.txt"
 
 step "GPU test executables"
-for t in test_gpu test_gpu_quantize test_gpu_failures test_gpu_import test_gpu_trtllm test_nvfp4 test_gpu_nvfp4_quantize; do
+for t in test_gpu test_gpu_quantize test_gpu_failures test_gpu_import test_gpu_trtllm test_nvfp4 test_gpu_nvfp4_quantize \
+         test_nvfp4_bucket; do
   [ -x build-gpu/tests/c/$t ] || continue
   # The tests take any MXFP8_TEST_QUICK, even 0, as quick mode (fewer configurations): pass it only if set.
   env ${MXFP8_TEST_QUICK:+MXFP8_TEST_QUICK=1} timeout 120 build-gpu/tests/c/$t >"$LOGS/$t.log" 2>&1 ||
@@ -71,6 +72,8 @@ step "examples on the GPU"
   timeout 60 python3 examples/weight_sync/weight_sync.py --transport ipc --path direct --steps 2 --layers 2
   timeout 60 python3 examples/weight_sync/weight_sync.py --transport ipc --path bucketed --steps 2 --layers 2 --bucket-mb 64
   timeout 60 python3 examples/weight_sync/weight_sync.py --transport ipc --tp 2 --steps 2 --layers 2
+  timeout 60 python3 examples/weight_sync/weight_sync.py --transport ipc --format nvfp4 --path direct --steps 2 --layers 2
+  timeout 60 python3 examples/weight_sync/weight_sync.py --transport ipc --format nvfp4 --path bucketed --layout compact --steps 2 --layers 2 --bucket-mb 64
 } >"$LOGS/examples.log" 2>&1 || status=1
 grep -E "bit-exact|OK|FAIL|Error" "$LOGS/examples.log" | tail -8
 

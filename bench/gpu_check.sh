@@ -36,7 +36,7 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | t
 
 step "C test suite (ctest)"
 (cd build-gpu && ctest --output-on-failure 2>&1) | tee "$OUT/ctest.log" || status=1
-for t in test_gpu test_gpu_quantize test_gpu_failures test_gpu_import test_gpu_trtllm test_nvfp4 test_gpu_nvfp4_quantize; do build-gpu/tests/c/$t 2>&1 | tee -a "$OUT/ctest.log" | tail -4; done
+for t in test_gpu test_gpu_quantize test_gpu_failures test_gpu_import test_gpu_trtllm test_nvfp4 test_gpu_nvfp4_quantize test_nvfp4_bucket; do build-gpu/tests/c/$t 2>&1 | tee -a "$OUT/ctest.log" | tail -4; done
 # Every value byte through the kernel (no cudaMemcpyAsync for large parts): the wide-chunk copy path.
 for t in test_gpu test_gpu_import; do
   MXFP8_COPY_ENGINE_MIN_BYTES=0 build-gpu/tests/c/$t >"$OUT/$t-kernel-copies.log" 2>&1 || status=1
@@ -47,7 +47,7 @@ grep -q "SKIPPED" "$OUT/ctest.log" && { echo "GPU cases were skipped on a GPU ma
 
 if [ "${BENCH_ONLY:-0}" != 1 ] && [ "${TESTS_ONLY:-0}" != 1 ]; then
 step "compute-sanitizer"
-for t in test_gpu test_gpu_quantize test_gpu_import test_gpu_trtllm test_nvfp4 test_gpu_nvfp4_quantize; do
+for t in test_gpu test_gpu_quantize test_gpu_import test_gpu_trtllm test_nvfp4 test_gpu_nvfp4_quantize test_nvfp4_bucket; do
 for tool in memcheck racecheck initcheck synccheck; do
   MXFP8_TEST_QUICK=1 timeout 200 compute-sanitizer --tool "$tool" --error-exitcode 9 build-gpu/tests/c/$t \
     >"$OUT/sanitizer-$tool.tmp" 2>&1
@@ -83,6 +83,11 @@ if [ "${BENCH_ONLY:-0}" != 1 ]; then
     --bucket-mb 64 2>&1 | tee -a "$OUT/examples.log" || status=1
   python3 examples/weight_sync/weight_sync.py --transport ipc --tp 2 --layout compact --steps 2 --layers 2 \
     2>&1 | tee -a "$OUT/examples.log" || status=1
+  # NVFP4 storage (issue 22): the direct path and buckets into vLLM ModelOpt's parameters.
+  python3 examples/weight_sync/weight_sync.py --transport ipc --format nvfp4 --path direct --steps 2 --layers 4 \
+    --hidden 2048 2>&1 | tee -a "$OUT/examples.log" || status=1
+  python3 examples/weight_sync/weight_sync.py --transport ipc --format nvfp4 --path bucketed --layout compact --steps 2 \
+    --layers 4 --hidden 2048 --bucket-mb 16 2>&1 | tee -a "$OUT/examples.log" || status=1
 fi
 
 [ "${TESTS_ONLY:-0}" = 1 ] && { step "done (tests only): status $status"; exit $status; }

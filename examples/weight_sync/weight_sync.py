@@ -16,6 +16,12 @@ Paths:
             one launch per bucket); the receiver writes each into its parameters with mxfp8.import_bucket
             (one launch per bucket). For transports that need one buffer (NCCL, shared memory, network).
 
+NVFP4 (--format nvfp4, one receiver): the trainer keeps NVFP4 storage as TE does (packed E2M1 values, E4M3
+block scales swizzled for cuBLAS, a float32 amax per weight), requantized with mxfp8.nvfp4_quantize
+(bit-exact with TE); the buckets carry the packed values, compact E4M3 scales and the amax (the direct path
+reads them where they are), and the receiver writes vLLM ModelOpt's parameters: weight [N, K/2],
+weight_scale (compact [N, ceil(K/16)] or 128x4) and weight_scale_2 = amax / (6 * 448), checked bit for bit.
+
 Resharding (--tp N, bucketed): the trainer holds whole weights and sends whole buckets; N receiver
 processes (tensor-parallel ranks) each map every bucket and import only their own shard into parameters of
 the shard's size (mxfp8.import_bucket(..., shards=)): column-parallel weights by rows (the fused QKV and
@@ -30,6 +36,7 @@ Transports:
   python examples/weight_sync/weight_sync.py --transport shm --steps 2
   python examples/weight_sync/weight_sync.py --path bucketed --layout compact
   python examples/weight_sync/weight_sync.py --tp 2               # two receivers, each its TP-2 shard
+  python examples/weight_sync/weight_sync.py --format nvfp4 --transport shm --steps 2
 """
 import argparse
 import multiprocessing
@@ -40,6 +47,14 @@ import numpy as np
 import mxfp8
 
 BLOCK = 32  # values per scale
+NVFP4_BLOCK = 16  # values per E4M3 block scale
+NVFP4_DECODE_DIVISOR = np.float32(6 * 448)  # weight_scale_2 = amax / (6 * E4M3_MAX)
+
+
+def nvfp4_scales_shape(shape, layout):
+    """The shape of an NVFP4 weight_scale parameter: compact (N, ceil(K/16)), or the 128x4 layout flat."""
+    n, c = shape[0], -(-shape[1] // NVFP4_BLOCK)
+    return (n, c) if layout == "compact" else (-(-n // 128) * 128 * (-(-c // 4) * 4),)
 
 
 def model_shapes(layers, hidden):
@@ -112,13 +127,20 @@ def swizzle_reference(s, xp):
 
 # ------------------------------------------------------------------------------------------ trainer ---
 class NumpyModel:
-    """Master weights in float32; MXFP8 storage (values + swizzled scales) kept in place across steps."""
+    """Master weights in float32; MXFP8 storage (values + swizzled scales) kept in place across steps, or
+    NVFP4 storage (packed values, swizzled E4M3 scales, amax) with fmt "nvfp4"."""
 
-    def __init__(self, shapes, seed=0):
+    def __init__(self, shapes, seed=0, fmt="mxfp8"):
         self.rng = np.random.default_rng(seed)
+        self.fmt = fmt
         self.master = {n: self.rng.standard_normal(s).astype(np.float32) * 0.02 for n, s in shapes.items()}
-        self.values = {n: np.empty(s, np.uint8) for n, s in shapes.items()}
-        self.scale_inv = {n: np.empty(mxfp8.scales_shape(s, "cutlass_128x4"), np.uint8) for n, s in shapes.items()}
+        if fmt == "nvfp4":
+            self.values = {n: np.empty((s[0], s[1] // 2), np.uint8) for n, s in shapes.items()}
+            self.scale_inv = {n: np.empty(nvfp4_scales_shape(s, "cutlass_128x4"), np.uint8) for n, s in shapes.items()}
+            self.amax = {n: np.empty(1, np.float32) for n in shapes}
+        else:
+            self.values = {n: np.empty(s, np.uint8) for n, s in shapes.items()}
+            self.scale_inv = {n: np.empty(mxfp8.scales_shape(s, "cutlass_128x4"), np.uint8) for n, s in shapes.items()}
         self.reference = {}
 
     def step(self):
@@ -128,6 +150,15 @@ class NumpyModel:
     def quantize(self):
         """Into TE's layout (swizzled scales), bit-exact with TE, written in place. The compact quantize of
         the same weights is what the receiver must rebuild."""
+        if self.fmt == "nvfp4":
+            for name, w in self.master.items():
+                te = mxfp8.nvfp4_quantize(w, scales="swizzled")
+                self.values[name][...] = te.values
+                self.scale_inv[name][...] = te.scales.reshape(-1)
+                self.amax[name][...] = te.amax
+                compact = mxfp8.nvfp4_quantize(w)
+                self.reference[name] = (compact.values, compact.scales, compact.amax / NVFP4_DECODE_DIVISOR)
+            return
         for name, w in self.master.items():
             te = mxfp8.quantize(w, scales="swizzled", values_dtype="uint8")
             self.values[name][...] = np.from_dlpack(te.rowwise_data)
@@ -139,15 +170,22 @@ class NumpyModel:
 class TorchModel:
     """The same on the GPU."""
 
-    def __init__(self, shapes, seed=0):
+    def __init__(self, shapes, seed=0, fmt="mxfp8"):
         import torch
 
         self.torch = torch
+        self.fmt = fmt
         self.gen = torch.Generator(device="cuda").manual_seed(seed)
         self.master = {n: torch.randn(s, device="cuda", generator=self.gen) * 0.02 for n, s in shapes.items()}
-        self.values = {n: torch.empty(s, dtype=torch.uint8, device="cuda") for n, s in shapes.items()}
-        self.scale_inv = {n: torch.empty(mxfp8.scales_shape(s, "cutlass_128x4"), dtype=torch.uint8, device="cuda")
-                          for n, s in shapes.items()}
+        if fmt == "nvfp4":
+            self.values = {n: torch.empty((s[0], s[1] // 2), dtype=torch.uint8, device="cuda") for n, s in shapes.items()}
+            self.scale_inv = {n: torch.empty(nvfp4_scales_shape(s, "cutlass_128x4"), dtype=torch.uint8, device="cuda")
+                              for n, s in shapes.items()}
+            self.amax = {n: torch.empty(1, dtype=torch.float32, device="cuda") for n in shapes}
+        else:
+            self.values = {n: torch.empty(s, dtype=torch.uint8, device="cuda") for n, s in shapes.items()}
+            self.scale_inv = {n: torch.empty(mxfp8.scales_shape(s, "cutlass_128x4"), dtype=torch.uint8, device="cuda")
+                              for n, s in shapes.items()}
         self.reference = {}
 
     def step(self):
@@ -157,6 +195,16 @@ class TorchModel:
 
     def quantize(self):
         uint8 = self.torch.uint8
+        if self.fmt == "nvfp4":
+            divisor = self.torch.tensor(float(NVFP4_DECODE_DIVISOR), dtype=self.torch.float32, device="cuda")
+            for name, w in self.master.items():
+                te = mxfp8.nvfp4_quantize(w, scales="swizzled")
+                self.values[name].copy_(te.values)
+                self.scale_inv[name].copy_(te.scales.reshape(-1))
+                self.amax[name].copy_(te.amax)
+                compact = mxfp8.nvfp4_quantize(w)
+                self.reference[name] = (compact.values, compact.scales, compact.amax / divisor)
+            return
         for name, w in self.master.items():
             te = mxfp8.quantize(w, scales="swizzled")
             self.values[name].copy_(te.rowwise_data.view(uint8))
@@ -166,13 +214,24 @@ class TorchModel:
 
 
 def specs(model):
+    if model.fmt == "nvfp4":  # TE's NVFP4 storage: a new kind of bucket entry, with its amax
+        return {n: {"format": "nvfp4", "data": model.values[n], "scale_inv": model.scale_inv[n], "amax": model.amax[n],
+                    "swizzled": True, "shape": tuple(model.master[n].shape)} for n in model.values}
     return {n: {"data": model.values[n], "scale_inv": model.scale_inv[n], "swizzled": True} for n in model.values}
 
 
 # ---------------------------------------------------------------------------------------- inference ---
-def make_params(shapes, layout, xp):
+def make_params(shapes, layout, xp, fmt="mxfp8"):
     """The engine's own parameters: FP8 weight and scales in the layout its GEMM reads (fixed addresses,
-    updated in place at every refit)."""
+    updated in place at every refit). NVFP4: vLLM ModelOpt's weight [N, K/2] (uint8), weight_scale
+    (E4M3 bytes) and weight_scale_2 (float32)."""
+    if fmt == "nvfp4":
+        if xp is np:
+            return {n: (np.empty((s[0], s[1] // 2), np.uint8), np.empty(nvfp4_scales_shape(s, layout), np.uint8),
+                        np.empty(1, np.float32), layout) for n, s in shapes.items()}
+        return {n: (xp.empty((s[0], s[1] // 2), dtype=xp.uint8, device="cuda"),
+                    xp.empty(nvfp4_scales_shape(s, layout), dtype=xp.float8_e4m3fn, device="cuda"),
+                    xp.empty(1, dtype=xp.float32, device="cuda"), layout) for n, s in shapes.items()}
     if xp is np:
         return {n: (np.empty(s, np.uint8), np.empty(mxfp8.scales_shape(s, layout), np.uint8), layout)
                 for n, s in shapes.items()}
@@ -181,8 +240,28 @@ def make_params(shapes, layout, xp):
             for n, s in shapes.items()}
 
 
+def verify_nvfp4(params, reference, names, xp):
+    """weight, weight_scale (in its layout) and weight_scale_2 equal a direct compact quantize of the master
+    weights and its amax / (6 * 448)."""
+    for name in names:
+        weight, weight_scale, weight_scale_2, layout = params[name]
+        values, s, scale_2 = reference[name]
+        want = s if layout == "compact" else swizzle_reference(s, xp).reshape(-1)
+        if xp is np:
+            same = (np.array_equal(weight, values) and np.array_equal(weight_scale.reshape(want.shape), want) and
+                    np.array_equal(weight_scale_2.view(np.uint32), scale_2.view(np.uint32)))
+        else:
+            same = (xp.equal(weight, values) and xp.equal(weight_scale.view(xp.uint8).reshape(want.shape), want) and
+                    xp.equal(weight_scale_2.view(xp.int32), scale_2.view(xp.int32)))
+        if not same:
+            return f"{name} differs"
+    return None
+
+
 def verify(params, reference, names, xp):
     """Every parameter equals a direct quantize of the master weights, in the parameter's layout."""
+    if len(next(iter(params.values()))) == 4:
+        return verify_nvfp4(params, reference, names, xp)
     for name in names:
         weight, weight_scale, layout = params[name]
         values, s = reference[name]
@@ -207,16 +286,22 @@ def rank_view(shapes, tp, rank):
     return shards, {n: shard_shape(s, shards[n]) for n, s in shapes.items()}
 
 
-def shm_inference(shapes, layout, inbox, outbox, tp=1, rank=0):
+def bucket_end(manifest):
+    """The bucket's size: the end of its last part (an NVFP4 entry ends with its amax)."""
+    return max(max(e["scales_offset"] + e["scales_bytes"], e.get("amax_offset", 0) + e.get("amax_bytes", 0))
+               for e in manifest)
+
+
+def shm_inference(shapes, layout, inbox, outbox, tp=1, rank=0, fmt="mxfp8"):
     from multiprocessing import shared_memory
 
     shards, own = rank_view(shapes, tp, rank)
-    params = make_params(own, layout, np)
+    params = make_params(own, layout, np, fmt)
     while (message := inbox.get()) is not None:
         shm_name, manifest, reference = message
         shm = shared_memory.SharedMemory(name=shm_name)
         try:
-            bucket = np.ndarray((manifest[-1]["scales_offset"] + manifest[-1]["scales_bytes"],), np.uint8, shm.buf)
+            bucket = np.ndarray((bucket_end(manifest),), np.uint8, shm.buf)
             names = [m["name"] for m in manifest]
             # every tensor (or this rank's shard of it) into place, one pass
             mxfp8.import_bucket(bucket, manifest, params, shards=shards and {n: shards[n] for n in names})
@@ -229,11 +314,11 @@ def shm_inference(shapes, layout, inbox, outbox, tp=1, rank=0):
         outbox.put(verify(params, reference, names, np))
 
 
-def ipc_inference(shapes, layout, inbox, outbox, tp=1, rank=0):
+def ipc_inference(shapes, layout, inbox, outbox, tp=1, rank=0, fmt="mxfp8"):
     import torch
 
     shards, own = rank_view(shapes, tp, rank)
-    params = make_params(own, layout, torch)
+    params = make_params(own, layout, torch, fmt)
     plan = None
     while (message := inbox.get()) is not None:
         if message[0] == "storage":  # the direct path: the trainer's storage, mapped once over CUDA IPC
@@ -272,6 +357,8 @@ def main():
     parser.add_argument("--bucket-mb", type=float, default=16)
     parser.add_argument("--tp", type=int, default=1,
                         help="receivers, each taking its tensor-parallel shard of every whole bucket (bucketed)")
+    parser.add_argument("--format", choices=["mxfp8", "nvfp4"], default="mxfp8",
+                        help="the trainer's storage: MXFP8, or NVFP4 (one receiver)")
     args = parser.parse_args()
     transport = args.transport
     if transport == "auto":
@@ -282,6 +369,8 @@ def main():
         except ImportError:
             transport = "shm"
     path = args.path if args.path != "auto" else ("direct" if transport == "ipc" and args.tp == 1 else "bucketed")
+    if args.format == "nvfp4" and args.tp != 1:
+        raise SystemExit("--format nvfp4 goes to one receiver (--tp 1): NVFP4 tensors are imported whole")
     if path == "direct" and transport != "ipc":
         raise SystemExit("--path direct needs --transport ipc (the receiver maps the trainer's GPU memory)")
     if path == "direct" and args.tp != 1:
@@ -295,11 +384,12 @@ def main():
         context = tmp.get_context("spawn")
     target = ipc_inference if transport == "ipc" else shm_inference
     queues = [(context.Queue(), context.Queue()) for _ in range(args.tp)]
-    receivers = [context.Process(target=target, args=(shapes, args.layout, inbox, outbox, args.tp, rank), daemon=True)
+    receivers = [context.Process(target=target, args=(shapes, args.layout, inbox, outbox, args.tp, rank, args.format),
+                                 daemon=True)
                  for rank, (inbox, outbox) in enumerate(queues)]
     for receiver in receivers:
         receiver.start()
-    model = TorchModel(shapes) if transport == "ipc" else NumpyModel(shapes)
+    model = TorchModel(shapes, fmt=args.format) if transport == "ipc" else NumpyModel(shapes, fmt=args.format)
     # Every bucket holds at least the largest tensor (values + scales, aligned).
     bucket_bytes = max(int(args.bucket_mb * 2**20), max(int(np.prod(s)) * 33 // 32 + 1024 for s in shapes.values()))
     shared, shared_array = None, None
@@ -309,7 +399,8 @@ def main():
         shared = shared_memory.SharedMemory(create=True, size=bucket_bytes)
         shared_array = np.ndarray((bucket_bytes,), np.uint8, shared.buf)
     total = sum(np.prod(s) for s in shapes.values())
-    print(f"weight sync over {transport}, {path} path, engine scales {args.layout}: {len(shapes)} MXFP8 weights, "
+    print(f"weight sync over {transport}, {path} path, engine scales {args.layout}: {len(shapes)} "
+          f"{args.format.upper()} weights, "
           f"{total / 1e6:.1f} M values" + (f", buckets of {args.bucket_mb} MB" if path == "bucketed" else "") +
           (f", {args.tp} receivers each taking its TP-{args.tp} shard" if args.tp > 1 else ""), flush=True)
     inbox, outbox = queues[0]
@@ -332,6 +423,7 @@ def main():
                 errors.append(outbox.get())
                 sent, buckets = sum(int(v.numel()) + int(s.numel()) for v, s in
                                     zip(model.values.values(), model.scale_inv.values())), 0
+                sent += 4 * len(getattr(model, "amax", {}))
             else:
                 start = time.perf_counter()
                 for bucket, manifest in mxfp8.iter_buckets(specs(model), bucket_bytes=bucket_bytes, buffer=shared_array):

@@ -140,7 +140,10 @@ MXFP8_API const char *mxfp8_last_error(void);
 /* The FP8 encoding of the values. */
 typedef enum mxfp8_format {
   MXFP8_FORMAT_E4M3 = 1, /* float8_e4m3fn, DLPack code kDLFloat8_e4m3fn (10) */
-  MXFP8_FORMAT_E5M2 = 2  /* float8_e5m2,   DLPack code kDLFloat8_e5m2 (12) */
+  MXFP8_FORMAT_E5M2 = 2, /* float8_e5m2,   DLPack code kDLFloat8_e5m2 (12) */
+  /* Not an MXFP8 encoding: marks an NVFP4 entry of a bucket in mxfp8_bucket_manifest.formats (see "NVFP4 in
+   * buckets and imports"). mxfp8_tensor_desc and the other MXFP8 calls refuse it. */
+  MXFP8_FORMAT_NVFP4 = 3
 } mxfp8_format;
 
 /* How a scale buffer is laid out in memory. Either layout may be padded; padding is never read.
@@ -543,6 +546,15 @@ typedef struct mxfp8_bucket_manifest {
    * bucket that carries whole tensors, and the destination has the shard's sizes. NULL, or a NULL
    * entry: the whole tensor. */
   const struct mxfp8_shard *const *shards;
+  /* Added with NVFP4 entries (experimental) after the fields above; see "NVFP4 in buckets and imports".
+   * Entry i is NVFP4 when formats[i] is MXFP8_FORMAT_NVFP4; then nvfp4_entries[i] says where its amax
+   * lies and which E4M3_MAX it has, and global_scales[i] receives its second-level scale in the
+   * convention `global_scale` names. Both arrays have `count` entries, read at NVFP4 entries only; they
+   * may be NULL when no entry is NVFP4. */
+  const struct mxfp8_bucket_nvfp4_entry *nvfp4_entries;
+  DLTensor *const *global_scales;
+  int32_t global_scale; /* mxfp8_nvfp4_global_scale written to global_scales; default decode */
+  uint32_t reserved3;   /* must be 0 */
 } mxfp8_bucket_manifest;
 
 #define MXFP8_BUCKET_MANIFEST_INIT                                          \
@@ -558,7 +570,11 @@ typedef struct mxfp8_bucket_manifest {
     NULL,                                      /* scales_layouts: compact */ \
     MXFP8_SCALE_FIXUP_NONE,                    /* scale_fixup */            \
     0u,                                        /* reserved2 */              \
-    NULL                                       /* shards: whole tensors */ \
+    NULL,                                      /* shards: whole tensors */ \
+    NULL,                                      /* nvfp4_entries: none */    \
+    NULL,                                      /* global_scales: none */    \
+    0,                                         /* global_scale: decode */   \
+    0u                                         /* reserved3 */              \
   }
 
 /* One tensor's destination: the engine's own parameter buffers, which the import writes in place (their
@@ -1405,6 +1421,136 @@ MXFP8_API mxfp8_status mxfp8_nvfp4_quantize_fused_into(const DLTensor *const *in
                                                        const mxfp8_nvfp4_quantize_options *options,
                                                        DLTensor *const *values, DLTensor *const *scales,
                                                        DLTensor *amax);
+
+/* ====================================================================================================
+ * NVFP4 in buckets and imports: an NVFP4 weight travels as MXFP8 ones do             [EXPERIMENTAL]
+ * ==================================================================================================== */
+
+/* An NVFP4 tensor is a new KIND OF ENTRY of the same buckets, manifests and import calls, not a parallel
+ * set of them: a bucket is a list of parts and the receiver's manifest is a set of parallel per-entry
+ * arrays (formats, directions, layouts, shards), so an NVFP4 entry is one more format value
+ * (MXFP8_FORMAT_NVFP4) plus what only it has (a third part, the amax), appended to the manifest. One
+ * bucket may then mix MXFP8 and NVFP4 tensors (a model that keeps some layers in MXFP8), is filled by one
+ * launch and imported by one call, and every check (parts inside the bucket, sizes exact for the shape
+ * and layout, no overlap, destinations) is the one MXFP8 entries already get.
+ *
+ * What an NVFP4 entry carries, for the stored matrix of its direction (rows x cols: rowwise (M, K),
+ * columnwise the (K, M) transpose TE stores; cols even), in bucket order, each part at a multiple of the
+ * plan's alignment:
+ *   values: rows * cols / 2 bytes, row-major, two E2M1 codes per byte, the even element in the low nibble;
+ *   scales: the E4M3 block scales S (rows x ceil(cols / 16)), compact row-major (what
+ *           mxfp8_nvfp4_export_components returns), one byte each;
+ *   amax:   the second level ON THE WIRE IS THE AMAX, float32, as Transformer Engine keeps it: one per
+ *           tensor, or one per row (rowwise, TE's row_scaled_nvfp4), at a multiple of 4 bytes. The amax
+ *           is what both conventions are computed from (the decode scale amax / (6 * E4M3_MAX), vLLM
+ *           ModelOpt's weight_scale_2, and the encode scale (6 * E4M3_MAX) / amax that FlashInfer and
+ *           compressed-tensors take, as TE computes it): the receiver gets either bit for bit as
+ *           mxfp8_nvfp4_export_components computes it, which no single float of the other convention
+ *           would allow (x / 2688 does not round-trip through * 2688 for every x). E4M3_MAX (448, or 256
+ *           for TE's 4over6 tensors) travels in the entry's mxfp8_bucket_nvfp4_entry.
+ *
+ * A receiver that reads the bytes itself (not through mxfp8_import_bucket) computes weight_scale_2 as
+ * the float32 division amax / (6 * E4M3_MAX). A manifest that says an entry is MXFP8 when the bucket
+ * holds NVFP4 (or the other way round) is refused: the part sizes of the two formats differ for every
+ * shape with values, and an NVFP4 entry needs its nvfp4_entries and global_scales. */
+
+/* Where an NVFP4 entry's amax lies in the bucket, and how it decodes. An array element (one per entry of
+ * a plan or manifest), so it has no struct_size and keeps this layout for good; entries of MXFP8 tensors
+ * are all zero. */
+typedef struct mxfp8_bucket_nvfp4_entry {
+  uint64_t amax_offset; /* bytes from the bucket's first byte, a multiple of 4 */
+  uint64_t amax_bytes;  /* 4 per amax: 4 (per tensor) or 4 * rows (per row, rowwise only) */
+  int32_t e4m3_max;     /* 448, or 256 for TE's 4over6 tensors */
+  uint32_t reserved;    /* 0 */
+} mxfp8_bucket_nvfp4_entry;
+
+/* Plans a bucket of MXFP8 and NVFP4 tensors: entry i is tensors[i] when `tensors` and tensors[i] are
+ * non-NULL, else nvfp4_tensors[i] (exactly one of the two must be set; either array may be NULL when it
+ * has no entry). Each MXFP8 entry is planned as mxfp8_bucket_plan plans it (values, then compact
+ * scales); each NVFP4 entry's values, scales and amax (above) follow one another, each at a multiple of
+ * `alignment` (the amax at a multiple of 4 as well). entries[i] receives the values and scales parts of
+ * every entry, nvfp4_entries[i] the amax part of an NVFP4 entry (all zero for an MXFP8 one); both arrays
+ * have `count` elements, and nvfp4_entries may be NULL when no entry is NVFP4. Both are written only on
+ * success.
+ * options: `direction` for every tensor (NVFP4: the stored matrix of that direction),
+ * scales_granularity MXFP8_SCALES_PER_32, and scale_fixup, which rewrites E8M0 bytes and so applies to
+ * the MXFP8 entries only (NVFP4 scales travel as stored); NULL options: rowwise. All tensors live on one
+ * device. Touches no tensor memory. A plan with only MXFP8 entries equals mxfp8_bucket_plan's. */
+MXFP8_API mxfp8_status mxfp8_bucket_plan_mixed(const mxfp8_tensor *const *tensors,
+                                               const mxfp8_nvfp4_tensor *const *nvfp4_tensors, size_t count,
+                                               const mxfp8_export_options *options, uint64_t alignment,
+                                               mxfp8_bucket_entry *entries, mxfp8_bucket_nvfp4_entry *nvfp4_entries,
+                                               uint64_t *total_bytes);
+
+/* Fills `bucket` as the plan says (the same tensors, options, entries and nvfp4_entries): MXFP8 entries
+ * as mxfp8_export_bucket fills them; NVFP4 values and amax copied, E4M3 scales cropped or unswizzled into
+ * place. The checks, the stream and the single launch are mxfp8_export_bucket's (NVFP4 parts are byte
+ * moves of the same jobs). count == 0 is a no-op. */
+MXFP8_API mxfp8_status mxfp8_export_bucket_mixed(const mxfp8_tensor *const *tensors,
+                                                 const mxfp8_nvfp4_tensor *const *nvfp4_tensors, size_t count,
+                                                 const mxfp8_export_options *options, const mxfp8_bucket_entry *entries,
+                                                 const mxfp8_bucket_nvfp4_entry *nvfp4_entries, DLTensor *bucket);
+
+/* The prepared form (see "Prepared exports"): run with mxfp8_prepared_export_run; the plan holds a
+ * reference on every tensor of both kinds. */
+MXFP8_API mxfp8_status mxfp8_prepare_bucket_mixed(const mxfp8_tensor *const *tensors,
+                                                  const mxfp8_nvfp4_tensor *const *nvfp4_tensors, size_t count,
+                                                  const mxfp8_export_options *options,
+                                                  const mxfp8_bucket_entry *entries,
+                                                  const mxfp8_bucket_nvfp4_entry *nvfp4_entries, DLTensor *bucket,
+                                                  mxfp8_prepared_export **out);
+
+/* The receiving side is mxfp8_import_bucket and mxfp8_prepare_import_bucket, unchanged in signature. An
+ * NVFP4 entry i of the manifest (formats[i] == MXFP8_FORMAT_NVFP4) is read as:
+ *   shapes[i], ndims[i]: the logical shape (*lead, K); directions[i] picks the stored matrix (rows, cols)
+ *       as above, cols even;
+ *   entries[i]: values of rows * cols / 2 bytes and scales of the S bytes scales_layouts[i] gives for
+ *       rows x ceil(cols / 16) (MXFP8_LAYOUT_COMPACT, or MXFP8_LAYOUT_CUTLASS_128X4 with S swizzled as
+ *       it is, also for columnwise: the stored matrix is already the transpose);
+ *   nvfp4_entries[i]: the amax part, 4 or (rowwise) 4 * rows bytes at a multiple of 4 bytes of the
+ *       bucket's memory; e4m3_max 448 or 256; reserved 0.
+ * and written into:
+ *   destinations[i].values: uint8 of rows * cols / 2 elements or float4_e2m1fn (bits 4, lanes 1) of
+ *       rows * cols elements, contiguous, any shape (vLLM's uint8 weight [N, K/2]);
+ *   destinations[i].scales: uint8 or float8_e4m3fn, contiguous, exactly the bytes of
+ *       destinations[i].scales_layout for S: MXFP8_LAYOUT_COMPACT (vLLM's weight_scale [N, ceil(K/16)]
+ *       as loaded) or MXFP8_LAYOUT_CUTLASS_128X4 (roundup(rows, 128) * roundup(ceil(cols / 16), 4),
+ *       padding zero: what vLLM's ModelOpt path swizzles weight_scale into for its FP4 GEMMs); the other
+ *       layouts are MXFP8-only (MXFP8_ERROR_INVALID_ARGUMENT);
+ *   manifest.global_scales[i]: float32, contiguous, one element per amax, aligned to 4 bytes, receiving
+ *       manifest.global_scale's convention of each amax (MXFP8_NVFP4_GLOBAL_SCALE_DECODE, the default:
+ *       weight_scale_2; or MXFP8_NVFP4_GLOBAL_SCALE_ENCODE), bit for bit what
+ *       mxfp8_nvfp4_export_components returns for the same amax and E4M3_MAX.
+ * Every destination buffer joins the overlap checks. manifest.scale_fixup leaves NVFP4 scales as they
+ * are; manifest.shards is MXFP8_ERROR_UNSUPPORTED for an NVFP4 entry (resharding NVFP4 is not offered
+ * yet). CUDA: the values and scales move in the bucket's one launch; the global scales are computed by
+ * one more small kernel per NVFP4 entry, queued on the same stream after it (host: done on return). */
+
+/* The direct path with NVFP4 tensors (no bucket): mxfp8_import_tensors where entry i is tensors[i] (an
+ * MXFP8 tensor, imported as there) when `tensors` and tensors[i] are set, else nvfp4_tensors[i], whose
+ * stored matrix of direction options->direction is read straight from the trainer's storage (e.g. mapped
+ * over CUDA IPC): its values copied into destinations[i].values, its E4M3 scales moved from their stored
+ * layout (compact, TE-padded or 128x4) into destinations[i].scales in the layout it asks, its amax written
+ * to global_scales[i] in the `global_scale` convention (mxfp8_nvfp4_global_scale). destinations[i] and
+ * global_scales[i] are checked as for an NVFP4 entry of mxfp8_import_bucket; global_scales has `count`
+ * pointers, read at NVFP4 entries only (it may be NULL when none is NVFP4). options->scale_fixup applies to
+ * the MXFP8 entries only. Same checks, overlap rules and stream as mxfp8_import_tensors (destinations must
+ * not overlap any buffer of any tensor, amax included); the global scales take one more small kernel per
+ * NVFP4 entry on CUDA. count == 0 is a no-op. */
+MXFP8_API mxfp8_status mxfp8_import_tensors_mixed(const mxfp8_tensor *const *tensors,
+                                                  const mxfp8_nvfp4_tensor *const *nvfp4_tensors, size_t count,
+                                                  const mxfp8_export_options *options,
+                                                  const mxfp8_import_destination *destinations,
+                                                  DLTensor *const *global_scales, int32_t global_scale);
+
+/* The prepared form (see "Prepared exports"): the plan holds a reference on every tensor of both kinds;
+ * the destinations' and global scales' addresses stay yours. options->stream is not used. */
+MXFP8_API mxfp8_status mxfp8_prepare_import_tensors_mixed(const mxfp8_tensor *const *tensors,
+                                                          const mxfp8_nvfp4_tensor *const *nvfp4_tensors, size_t count,
+                                                          const mxfp8_export_options *options,
+                                                          const mxfp8_import_destination *destinations,
+                                                          DLTensor *const *global_scales, int32_t global_scale,
+                                                          mxfp8_prepared_export **out);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -71,6 +71,20 @@ void run_jobs_on(DLDevice device, const ScaleJob *jobs, size_t count, void *stre
   where_memory_lives(device, "scales", [&] { run_jobs_host(jobs, count); }, [&] { cuda::run_jobs(jobs, count, stream); });
 }
 
+void run_export_jobs(const ExportJobs &work, void *stream) {
+  run_jobs_on(work.device, work.jobs.data(), work.jobs.size(), stream);
+  if (work.global_scales.empty()) return;
+  // A few floats per NVFP4 tensor: one small launch each, after the byte moves on the same stream.
+  where_memory_lives(
+      work.device, "global scales",
+      [&] {
+        for (const Nvfp4GlobalScaleJob &g : work.global_scales) nvfp4_global_scale_host(g);
+      },
+      [&] {
+        for (const Nvfp4GlobalScaleJob &g : work.global_scales) cuda::nvfp4_global_scale(g, stream);
+      });
+}
+
 // A copy from the caller's allocator must not land on the tensor it is made from, nor on a copy the same
 // call made before it (`earlier`, when that output is a copy: a view's bytes are the tensor's).
 void check_copy_lands_apart(const mxfp8_tensor &t, const DLManagedTensorVersioned &copy, const char *what,

@@ -7,6 +7,7 @@
 
 #include "mxfp8/mxfp8.h"
 #include "core/dlpack_tensor.hpp"
+#include "core/nvfp4_decode.hpp"
 #include "core/scale_copy.hpp"
 #include "core/scale_source.hpp"
 #include "api/tensor.hpp"
@@ -27,7 +28,12 @@ const Direction &require_direction(const mxfp8_tensor &t, mxfp8_direction direct
 struct ExportJobs {
   DLDevice device{kDLCPU, 0};
   std::vector<ScaleJob> jobs;
+  // The second-level scales an import of NVFP4 entries computes (decode or encode of each amax), run
+  // after `jobs`: the one part of a transfer that is arithmetic, not a byte move.
+  std::vector<Nvfp4GlobalScaleJob> global_scales;
 };
+// Runs all of `work` where its memory lives, on `stream`: the jobs, then the global scales.
+void run_export_jobs(const ExportJobs &work, void *stream);
 // The checks and jobs of mxfp8_export_scales_batched (export_batched.cpp) and mxfp8_export_bucket
 // (bucket.cpp); count == 0 gives no jobs.
 ExportJobs batched_jobs(const mxfp8_tensor *const *tensors, DLTensor *const *destinations, size_t count,
@@ -37,10 +43,31 @@ ExportJobs bucket_jobs(const mxfp8_tensor *const *tensors, const mxfp8_shard *co
                        const mxfp8_export_options &options,
                        const mxfp8_bucket_entry *entries, DLTensor *bucket);
 
+// The tensors of a bucket of MXFP8 and NVFP4 entries (mxfp8_bucket_plan_mixed): entry i is tensors[i]
+// when `tensors` and tensors[i] are set, else nvfp4[i]; `shards` (MXFP8 entries only) as above.
+struct BucketTensors {
+  const mxfp8_tensor *const *tensors = nullptr;
+  const mxfp8_nvfp4_tensor *const *nvfp4 = nullptr;
+  const mxfp8_shard *const *shards = nullptr;
+  size_t count = 0;
+  bool mixed = false;  // called as mxfp8_*_mixed (names both arrays in messages)
+};
+// Entry i's NVFP4 tensor, or NULL when it is an MXFP8 one (in.tensors[i]); fails unless exactly one is set.
+const mxfp8_nvfp4_tensor *nvfp4_entry(const BucketTensors &in, size_t i);
+// bucket_jobs for a mixed bucket; `nvfp4_entries` holds the NVFP4 entries' amax parts (NULL when none).
+ExportJobs mixed_bucket_jobs(const BucketTensors &in, const mxfp8_export_options &options,
+                             const mxfp8_bucket_entry *entries, const mxfp8_bucket_nvfp4_entry *nvfp4_entries,
+                             DLTensor *bucket);
+
 // The receiver's import (import.cpp): from a bucket and its manifest, or from tensors (the direct
 // path); checks and jobs of mxfp8_import_bucket / mxfp8_import_tensors and their prepared forms.
 ExportJobs import_bucket_jobs(const DLTensor *bucket, const mxfp8_bucket_manifest *manifest,
                               const mxfp8_import_destination *destinations);
+// The direct import of MXFP8 and NVFP4 tensors (mxfp8_import_tensors_mixed): NVFP4 entry i's global scale
+// goes to global_scales[i] in `convention`.
+ExportJobs import_mixed_tensor_jobs(const BucketTensors &in, const mxfp8_export_options &options,
+                                    const mxfp8_import_destination *destinations, DLTensor *const *global_scales,
+                                    int32_t convention);
 // `shards` NULL (or an entry of it NULL): whole tensors.
 ExportJobs import_tensor_jobs(const mxfp8_tensor *const *tensors, const mxfp8_shard *const *shards, size_t count,
                               const mxfp8_export_options &options,

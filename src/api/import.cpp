@@ -7,6 +7,7 @@
 
 #include "api/export_internal.hpp"
 #include "api/layouts.hpp"
+#include "api/nvfp4_tensor.hpp"
 #include "core/dltensor_checks.hpp"
 #include "core/error.hpp"
 #include "core/indexed_name.hpp"
@@ -99,6 +100,10 @@ mxfp8_bucket_manifest read_manifest(const mxfp8_bucket_manifest *given) {
       read_sized_struct(given, defaults, kManifestV1Size, "manifest", "MXFP8_BUCKET_MANIFEST_INIT");
   if (m.reserved != 0) fail(MXFP8_ERROR_INVALID_ARGUMENT, "manifest.reserved is ", m.reserved, ", must be 0");
   if (m.reserved2 != 0) fail(MXFP8_ERROR_INVALID_ARGUMENT, "manifest.reserved2 is ", m.reserved2, ", must be 0");
+  if (m.reserved3 != 0) fail(MXFP8_ERROR_INVALID_ARGUMENT, "manifest.reserved3 is ", m.reserved3, ", must be 0");
+  check_enum(m.global_scale, "manifest.global_scale",
+             {{MXFP8_NVFP4_GLOBAL_SCALE_DECODE, "MXFP8_NVFP4_GLOBAL_SCALE_DECODE"},
+              {MXFP8_NVFP4_GLOBAL_SCALE_ENCODE, "MXFP8_NVFP4_GLOBAL_SCALE_ENCODE"}});
   zero_as_one(m.scale_fixup, "manifest.scale_fixup");
   check_count(m.count);
   if (m.count > 0) {
@@ -118,6 +123,135 @@ void check_part(size_t i, const char *what, uint64_t offset, uint64_t bytes, int
   if (offset > static_cast<uint64_t>(bucket_size) || bytes > static_cast<uint64_t>(bucket_size) - offset)
     fail(MXFP8_ERROR_INVALID_ARGUMENT, "manifest.entries[", i, "]: its ", bytes, " bytes of ", what, " at byte ", offset,
          " run past the end of a bucket of ", bucket_size, " bytes");
+}
+
+// The destination dtypes of an NVFP4 entry's values: packed bytes, or DLPack's packed float4 (two a byte).
+int64_t nvfp4_values_numel(const DLTensor &t, size_t i, int64_t values_bytes) {
+  if (is_dtype(t.dtype, kDLUInt, 8)) return values_bytes;
+  if (is_dtype(t.dtype, kDLFloat4_e2m1fn, 4)) return checked_mul(values_bytes, 2, "the NVFP4 value count");
+  fail(MXFP8_ERROR_INVALID_ARGUMENT, IndexedName("destinations", i, ".values"), ": dtype ", format_dtype(t.dtype),
+       " does not hold NVFP4 values (expected uint8, two values per byte, or float4_e2m1fn)");
+}
+
+// Where an NVFP4 tensor's parts are read from (a bucket's parts, or a trainer's storage): the stored
+// matrix (rows x cols, cols even) as packed codes, its E4M3 scales S (rows x ceil(cols / 16), as stored:
+// compact, padded or 128x4, never a transpose), and its float32 amax.
+struct Nvfp4Parts {
+  const uint8_t *values;
+  ScaleSource scales;
+  const float *amax;
+  int64_t amax_count;
+  int32_t e4m3_max;
+  int64_t rows, cols;
+};
+
+// Destination i of an NVFP4 tensor (values, scales in their layout, global_scales[i] in `convention`)
+// checked on `device` and added to `spans` as written; then the jobs: the values copied, the E4M3 scales
+// moved by the MXFP8 scale jobs, the amax turned into the asked convention. `global_name` names the
+// global_scales array in messages.
+void add_nvfp4_destination(const Nvfp4Parts &p, size_t i, const mxfp8_import_destination *destinations,
+                           DLTensor *const *global_scales, const char *global_name, int32_t convention,
+                           const DLDevice &device, const char *device_of, std::vector<Span> &spans, ExportJobs &result) {
+  const mxfp8_import_destination &d = destinations[i];
+  if (d.reserved != 0)
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, IndexedName("destinations", i, ".reserved"), " is ", d.reserved, ", must be 0");
+  const IndexedName target_name("destinations", i, ".scales_layout");
+  const LayoutInfo &target = layout_info(d.scales_layout, target_name);
+  if (target.value != MXFP8_LAYOUT_COMPACT && target.value != MXFP8_LAYOUT_CUTLASS_128X4)
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, target_name, " is ", target.enum_name, " for an NVFP4 entry: NVFP4 scales are "
+         "imported MXFP8_LAYOUT_COMPACT or MXFP8_LAYOUT_CUTLASS_128X4 (the other layouts are MXFP8's)");
+  if (!d.values) fail(MXFP8_ERROR_INVALID_ARGUMENT, "destinations[", i, "].values is NULL");
+  if (!d.scales) fail(MXFP8_ERROR_INVALID_ARGUMENT, "destinations[", i, "].scales is NULL");
+  DLTensor *global = global_scales[i];
+  if (!global) fail(MXFP8_ERROR_INVALID_ARGUMENT, IndexedName(global_name, i), " is NULL for an NVFP4 entry");
+  const int64_t values_bytes = p.rows * (p.cols / 2), scale_cols = p.scales.cols;  // checked by the caller
+  uint8_t *values = expect_indexed_buffer(
+      *d.values, {"destinations", Holds::CheckedByCaller, 0, &device, device_of, nvfp4_values_numel(*d.values, i, values_bytes)},
+      i, ".values");
+  const int64_t target_bytes = layout_bytes(target, p.rows, scale_cols, false, target_name);
+  // Said in the layout's terms first: 16-value blocks make a scale matrix an MXFP8 caller would not expect.
+  const IndexedName scales_name("destinations", i, ".scales");
+  const int64_t scales_numel = checked_numel(*d.scales, scales_name);
+  if (scales_numel != target_bytes)
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, scales_name, ": ", target.label, " E4M3 scales of the ", p.rows, " x ", scale_cols,
+         " block matrix (one per 16 values) are ", target_bytes, " bytes, got ", scales_numel, " (shape ",
+         format_shape(d.scales->shape, d.scales->ndim), ")");
+  uint8_t *scales = expect_indexed_buffer(
+      *d.scales, {"destinations", Holds::E4m3ScaleBytes, 0, &device, device_of, target_bytes}, i, ".scales");
+  if (!is_dtype(global->dtype, kDLFloat, 32))
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, IndexedName(global_name, i), ": dtype ", format_dtype(global->dtype),
+         " is not float32");
+  uint8_t *out = expect_indexed_buffer(*global, {global_name, Holds::CheckedByCaller, 0, &device, device_of, p.amax_count}, i);
+  if (reinterpret_cast<uintptr_t>(out) % alignof(float) != 0)
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, IndexedName(global_name, i), ": the data (data + byte_offset) is not aligned to "
+         "its 4-byte elements");
+  for (const Span &w : {span_of(values, values_bytes, "destinations", i, true), span_of(scales, target_bytes, "destinations", i, true),
+                        span_of(out, p.amax_count * static_cast<int64_t>(sizeof(float)), global_name, i, true)})
+    spans.push_back(w);
+  spans[spans.size() - 3].part = "values";
+  spans[spans.size() - 2].part = "scales";
+
+  add_copy_jobs(result.jobs, p.values, values, values_bytes);
+  if (p.rows > 0 && scale_cols > 0) {
+    result.jobs.push_back(scale_job(p.scales, target.value, /*columnwise=*/false, scales, /*zero_as_one=*/false));
+    result.jobs.back().layout_bytes = target_bytes;
+  }
+  if (p.amax_count > 0)
+    result.global_scales.push_back(Nvfp4GlobalScaleJob{p.amax, reinterpret_cast<float *>(out), p.amax_count, p.e4m3_max,
+                                                       convention == MXFP8_NVFP4_GLOBAL_SCALE_ENCODE});
+}
+
+// An NVFP4 entry (manifest.formats[i] == MXFP8_FORMAT_NVFP4) of logical rows x cols: its parts checked
+// against the bucket, then its destination (add_nvfp4_destination, manifest.global_scales[i]).
+void add_nvfp4_entry(const mxfp8_bucket_manifest &m, size_t i, const uint8_t *base, int64_t size, const DLDevice &device,
+                     int64_t rows, int64_t cols, bool columnwise, int32_t layout, const LayoutInfo &info,
+                     const mxfp8_import_destination *destinations, std::vector<Span> &spans, ExportJobs &result) {
+  if (m.shards && m.shards[i])
+    fail(MXFP8_ERROR_UNSUPPORTED, "manifest.shards[", i, "] is set for an NVFP4 entry: NVFP4 entries are imported whole");
+  if (!m.nvfp4_entries)
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, "manifest.nvfp4_entries is NULL but manifest.formats[", i, "] is MXFP8_FORMAT_NVFP4: "
+         "an NVFP4 entry needs its amax part (mxfp8_bucket_plan_mixed's nvfp4_entries)");
+  if (!m.global_scales)
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, "manifest.global_scales is NULL but manifest.formats[", i,
+         "] is MXFP8_FORMAT_NVFP4: an NVFP4 entry needs a destination for its second-level scale");
+  const mxfp8_bucket_nvfp4_entry &n = m.nvfp4_entries[i];
+  if (n.reserved != 0)
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, IndexedName("manifest.nvfp4_entries", i, ".reserved"), " is ", n.reserved, ", must be 0");
+  if (n.e4m3_max != 448 && n.e4m3_max != 256)
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, IndexedName("manifest.nvfp4_entries", i, ".e4m3_max"), " is ", n.e4m3_max,
+         ", expected 448 or 256 (Transformer Engine's 4over6 tensors)");
+  // The stored matrix: rowwise (M, K), columnwise the (K, M) transpose, scaled along its rows.
+  const int64_t r = columnwise ? cols : rows, c = columnwise ? rows : cols;
+  if (c % 2 != 0)
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, "manifest.shapes[", i, "] ", format_shape(m.shapes[i], m.ndims[i]), ": the stored ",
+         columnwise ? "columnwise" : "rowwise", " rows of this NVFP4 entry have ", c, " values, an odd count (two a byte)");
+  const IndexedName field("manifest.scales_layouts", i);
+  if (layout != MXFP8_LAYOUT_COMPACT && layout != MXFP8_LAYOUT_CUTLASS_128X4)
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, field, " is ", info.enum_name, " for an NVFP4 entry: NVFP4 scales travel "
+         "MXFP8_LAYOUT_COMPACT or MXFP8_LAYOUT_CUTLASS_128X4");
+  const int64_t scale_cols = ceil_div(c, kNvfp4BlockSize);
+  const int64_t values_bytes = checked_mul(r, c / 2, "manifest shape");
+  const int64_t scales_bytes = layout_bytes(info, r, scale_cols, false, field);
+  const mxfp8_bucket_entry &e = m.entries[i];
+  check_part(i, "values", e.values_offset, e.values_bytes, values_bytes, "packed NVFP4", size);
+  check_part(i, "scales", e.scales_offset, e.scales_bytes, scales_bytes, info.label, size);
+  const int64_t amax_count = static_cast<int64_t>(n.amax_bytes / sizeof(float));
+  if (n.amax_bytes % sizeof(float) != 0 || (amax_count != 1 && (columnwise || amax_count != r)))
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, IndexedName("manifest.nvfp4_entries", i, ".amax_bytes"), " is ", n.amax_bytes,
+         ", expected 4 (one float32 amax)", columnwise ? "" : cat(" or ", 4 * r, " (one per row)"));
+  if (n.amax_offset > static_cast<uint64_t>(size) || n.amax_bytes > static_cast<uint64_t>(size) - n.amax_offset)
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, "manifest.nvfp4_entries[", i, "]: its ", n.amax_bytes, " bytes of amax at byte ",
+         n.amax_offset, " run past the end of a bucket of ", size, " bytes");
+  const uint8_t *amax = base + n.amax_offset;
+  if (reinterpret_cast<uintptr_t>(amax) % alignof(float) != 0)
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, "manifest.nvfp4_entries[", i, "]: the amax at byte ", n.amax_offset,
+         " of the bucket is not aligned to its 4-byte floats");
+  const uint8_t *carried = base + e.scales_offset;
+  ScaleSource scales{nullptr, false, ByteMatrix{const_cast<uint8_t *>(carried), r, scale_cols, scale_cols, 1}, r, scale_cols};
+  if (layout == MXFP8_LAYOUT_CUTLASS_128X4) scales = ScaleSource{carried, false, ByteMatrix{}, r, scale_cols};
+  const Nvfp4Parts parts{base + e.values_offset, scales, reinterpret_cast<const float *>(amax), amax_count, n.e4m3_max, r, c};
+  add_nvfp4_destination(parts, i, destinations, m.global_scales, "manifest.global_scales", m.global_scale, device,
+                        "the bucket is", spans, result);
 }
 
 }  // namespace
@@ -165,7 +299,8 @@ ExportJobs import_bucket_jobs(const DLTensor *bucket, const mxfp8_bucket_manifes
     const int64_t cols = shape[ndim - 1];
     const int64_t values_bytes = checked_mul(rows, cols, "manifest shape");
     const int32_t format = m.formats ? m.formats[i] : MXFP8_FORMAT_E4M3;
-    check_enum(format, IndexedName("manifest.formats", i), {{MXFP8_FORMAT_E4M3, "MXFP8_FORMAT_E4M3"}, {MXFP8_FORMAT_E5M2, "MXFP8_FORMAT_E5M2"}});
+    check_enum(format, IndexedName("manifest.formats", i), {{MXFP8_FORMAT_E4M3, "MXFP8_FORMAT_E4M3"}, {MXFP8_FORMAT_E5M2, "MXFP8_FORMAT_E5M2"},
+                                                            {MXFP8_FORMAT_NVFP4, "MXFP8_FORMAT_NVFP4"}});
     const int32_t direction = m.directions ? m.directions[i] : MXFP8_DIRECTION_ROWWISE;
     check_enum(direction, IndexedName("manifest.directions", i), {{MXFP8_DIRECTION_ROWWISE, "MXFP8_DIRECTION_ROWWISE"},
                                   {MXFP8_DIRECTION_COLUMNWISE, "MXFP8_DIRECTION_COLUMNWISE"}});
@@ -176,6 +311,10 @@ ExportJobs import_bucket_jobs(const DLTensor *bucket, const mxfp8_bucket_manifes
       fail(MXFP8_ERROR_INVALID_ARGUMENT, field, " is ", info.enum_name, " (", info.value, "): a bucket carries values in "
            "row order, so its scales cannot be in a layout that permutes rows");
     const bool columnwise = direction == MXFP8_DIRECTION_COLUMNWISE;
+    if (format == MXFP8_FORMAT_NVFP4) {
+      add_nvfp4_entry(m, i, base, size, bucket->device, rows, cols, columnwise, layout, info, destinations, spans, result);
+      continue;
+    }
     const int64_t scale_rows = columnwise ? ceil_div(rows, kBlockSize) : rows;
     const int64_t scale_cols = columnwise ? cols : ceil_div(cols, kBlockSize);
     const int64_t scales_bytes = layout_bytes(info, scale_rows, scale_cols, columnwise, field);
@@ -211,11 +350,24 @@ ExportJobs import_bucket_jobs(const DLTensor *bucket, const mxfp8_bucket_manifes
 
 ExportJobs import_tensor_jobs(const mxfp8_tensor *const *tensors, const mxfp8_shard *const *shards, size_t count,
                               const mxfp8_export_options &o, const mxfp8_import_destination *destinations) {
+  if (count > 0 && !tensors) fail(MXFP8_ERROR_INVALID_ARGUMENT, "tensors is NULL");
+  return import_mixed_tensor_jobs(BucketTensors{tensors, nullptr, shards, count, false}, o, destinations, nullptr,
+                                  MXFP8_NVFP4_GLOBAL_SCALE_DECODE);
+}
+
+ExportJobs import_mixed_tensor_jobs(const BucketTensors &in, const mxfp8_export_options &o,
+                                    const mxfp8_import_destination *destinations, DLTensor *const *global_scales,
+                                    int32_t convention) {
   ExportJobs result;
+  const size_t count = in.count;
+  const mxfp8_shard *const *shards = in.shards;
   if (count == 0) return result;
-  if (!tensors) fail(MXFP8_ERROR_INVALID_ARGUMENT, "tensors is NULL");
+  if (!in.tensors && !in.nvfp4) fail(MXFP8_ERROR_INVALID_ARGUMENT, "tensors and nvfp4_tensors are both NULL");
   if (!destinations) fail(MXFP8_ERROR_INVALID_ARGUMENT, "destinations is NULL");
   check_count(count);
+  check_enum(convention, "global_scale",
+             {{MXFP8_NVFP4_GLOBAL_SCALE_DECODE, "MXFP8_NVFP4_GLOBAL_SCALE_DECODE"},
+              {MXFP8_NVFP4_GLOBAL_SCALE_ENCODE, "MXFP8_NVFP4_GLOBAL_SCALE_ENCODE"}});
   const auto direction = static_cast<mxfp8_direction>(o.direction);
   const bool columnwise = direction == MXFP8_DIRECTION_COLUMNWISE;
   const bool fixup = zero_as_one(o.scale_fixup, "options.scale_fixup");
@@ -224,12 +376,27 @@ ExportJobs import_tensor_jobs(const mxfp8_tensor *const *tensors, const mxfp8_sh
   std::vector<ScaleJob> &jobs = result.jobs;
   jobs.reserve(3 * count);
   for (size_t i = 0; i < count; ++i) {
-    const mxfp8_tensor *t = tensors[i];
-    if (!t) fail(MXFP8_ERROR_INVALID_ARGUMENT, "tensors[", i, "] is NULL");
+    if (const mxfp8_nvfp4_tensor *nv = nvfp4_entry(in, i)) {  // read straight from the trainer's NVFP4 storage
+      if (i == 0) result.device = nv->device;
+      if (!same_device(nv->device, result.device))
+        fail(MXFP8_ERROR_INVALID_ARGUMENT, "nvfp4_tensors[", i, "] is on ", format_device(nv->device), " but entry 0 is on ",
+             format_device(result.device), ": one import runs on one device");
+      const Nvfp4Direction &dir = require_direction(*nv, direction);
+      if (!global_scales)
+        fail(MXFP8_ERROR_INVALID_ARGUMENT, "global_scales is NULL but entry ", i, " is an NVFP4 tensor: it needs a "
+             "destination for its second-level scale");
+      const Nvfp4Parts parts{dir.part.data_begin, dir.part.source, dir.amax_data, dir.amax_count, nv->e4m3_max,
+                             dir.rows, dir.cols};
+      add_read_spans(*nv, i, "nvfp4_tensors", spans);
+      add_nvfp4_destination(parts, i, destinations, global_scales, "global_scales", convention, nv->device,
+                            "the tensors are", spans, result);
+      continue;
+    }
+    const mxfp8_tensor *t = in.tensors[i];
     if (i == 0) result.device = t->device;
     if (!same_device(t->device, result.device))
-      fail(MXFP8_ERROR_INVALID_ARGUMENT, "tensors[", i, "] is on ", format_device(t->device), " but tensors[0] is on ",
-           format_device(result.device), ": one import runs on one device");
+      fail(MXFP8_ERROR_INVALID_ARGUMENT, "tensors[", i, "] is on ", format_device(t->device), " but ",
+           in.mixed ? "entry 0" : "tensors[0]", " is on ", format_device(result.device), ": one import runs on one device");
     const Direction &dir = require_direction(*t, direction);
     if (shards && shards[i]) {  // this receiver's part of the trainer's tensor
       const IndexedName name("shards", i);
@@ -259,7 +426,7 @@ extern "C" MXFP8_API mxfp8_status mxfp8_import_bucket(const DLTensor *bucket, co
                                                       const mxfp8_import_destination *destinations, void *stream) {
   return guarded([&] {
     const ExportJobs work = import_bucket_jobs(bucket, manifest, destinations);
-    run_jobs_on(work.device, work.jobs.data(), work.jobs.size(), stream);
+    run_export_jobs(work, stream);
   });
 }
 
@@ -281,5 +448,18 @@ extern "C" MXFP8_API mxfp8_status mxfp8_import_tensor_shards(const mxfp8_tensor 
     const mxfp8_export_options o = read_options(options);
     const ExportJobs work = import_tensor_jobs(tensors, shards, count, o, destinations);
     run_jobs_on(work.device, work.jobs.data(), work.jobs.size(), o.stream);
+  });
+}
+
+extern "C" MXFP8_API mxfp8_status mxfp8_import_tensors_mixed(const mxfp8_tensor *const *tensors,
+                                                             const mxfp8_nvfp4_tensor *const *nvfp4_tensors, size_t count,
+                                                             const mxfp8_export_options *options,
+                                                             const mxfp8_import_destination *destinations,
+                                                             DLTensor *const *global_scales, int32_t global_scale) {
+  return guarded([&] {
+    const mxfp8_export_options o = read_options(options);
+    const ExportJobs work = import_mixed_tensor_jobs(BucketTensors{tensors, nvfp4_tensors, nullptr, count, true}, o,
+                                                     destinations, global_scales, global_scale);
+    run_export_jobs(work, o.stream);
   });
 }

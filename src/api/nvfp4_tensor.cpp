@@ -209,14 +209,18 @@ std::unique_ptr<mxfp8_nvfp4_tensor> create_nvfp4_tensor(const mxfp8_nvfp4_tensor
 }
 
 void add_read_spans(const mxfp8_nvfp4_tensor &tensor, const char *kind, std::vector<Span> &spans) {
+  add_read_spans(tensor, kNoIndex, kind, spans);
+}
+
+void add_read_spans(const mxfp8_nvfp4_tensor &tensor, size_t index, const char *kind, std::vector<Span> &spans) {
   for (int d = 0; d < 2; ++d) {
     const Nvfp4Direction &dir = tensor.directions[d];
     if (!dir.present()) continue;
-    spans.push_back(span_of(dir.part.data_begin, dir.part.data_bytes, kind, kNoIndex, false));
+    spans.push_back(span_of(dir.part.data_begin, dir.part.data_bytes, kind, index, false));
     spans.back().part = kDataNames[d];
-    spans.push_back(span_of(dir.part.scales_begin, dir.part.scales_bytes, kind, kNoIndex, false));
+    spans.push_back(span_of(dir.part.scales_begin, dir.part.scales_bytes, kind, index, false));
     spans.back().part = kScaleNames[d];
-    spans.push_back(span_of(dir.amax_data, dir.amax_count * static_cast<int64_t>(sizeof(float)), kind, kNoIndex, false));
+    spans.push_back(span_of(dir.amax_data, dir.amax_count * static_cast<int64_t>(sizeof(float)), kind, index, false));
     spans.back().part = kAmaxNames[d];
   }
 }

@@ -49,6 +49,8 @@ KeepAlive keep_alive(const mxfp8_nvfp4_tensor *tensor);  // takes a reference
 std::unique_ptr<mxfp8_nvfp4_tensor> create_nvfp4_tensor(const mxfp8_nvfp4_tensor_desc &desc);
 // Appends the spans of every buffer of `tensor` (data, scales, amax of both directions), read by the call.
 void add_read_spans(const mxfp8_nvfp4_tensor &tensor, const char *kind, std::vector<Span> &spans);
+// The same, named kind[index] (a tensor of a batched call).
+void add_read_spans(const mxfp8_nvfp4_tensor &tensor, size_t index, const char *kind, std::vector<Span> &spans);
 // Fails with MXFP8_ERROR_MISSING_DATA when the tensor has no data for `direction`.
 const Nvfp4Direction &require_direction(const mxfp8_nvfp4_tensor &tensor, int32_t direction);
 }  // namespace mxfp8

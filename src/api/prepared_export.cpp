@@ -6,6 +6,7 @@
 
 #include "core/error.hpp"
 #include "api/export_internal.hpp"
+#include "api/nvfp4_tensor.hpp"
 #include "api/tensor.hpp"
 
 struct mxfp8_prepared_export {
@@ -13,8 +14,10 @@ struct mxfp8_prepared_export {
   // One reference each, so every source buffer's owner outlives the plan (its deleter runs only after
   // the plan's release).
   std::vector<const mxfp8_tensor *> tensors;
+  std::vector<const mxfp8_nvfp4_tensor *> nvfp4_tensors;
   ~mxfp8_prepared_export() {
     for (const mxfp8_tensor *t : tensors) mxfp8::release(t);
+    for (const mxfp8_nvfp4_tensor *t : nvfp4_tensors) mxfp8::release(t);
   }
 };
 
@@ -26,6 +29,20 @@ void keep(mxfp8_prepared_export &prepared, const mxfp8_tensor *const *tensors, s
   for (size_t i = 0; i < count; ++i) {
     retain(tensors[i]);
     prepared.tensors.push_back(tensors[i]);
+  }
+}
+
+// A mixed bucket's tensors: entry i is one of the two (checked when its jobs were built).
+void keep(mxfp8_prepared_export &prepared, const mxfp8_tensor *const *tensors,
+          const mxfp8_nvfp4_tensor *const *nvfp4_tensors, size_t count) {
+  for (size_t i = 0; i < count; ++i) {
+    if (tensors && tensors[i]) {
+      retain(tensors[i]);
+      prepared.tensors.push_back(tensors[i]);
+    } else {
+      retain(nvfp4_tensors[i]);
+      prepared.nvfp4_tensors.push_back(nvfp4_tensors[i]);
+    }
   }
 }
 
@@ -74,6 +91,22 @@ extern "C" MXFP8_API mxfp8_status mxfp8_prepare_bucket_shards(const mxfp8_tensor
   });
 }
 
+extern "C" MXFP8_API mxfp8_status mxfp8_prepare_bucket_mixed(const mxfp8_tensor *const *tensors,
+                                                             const mxfp8_nvfp4_tensor *const *nvfp4_tensors, size_t count,
+                                                             const mxfp8_export_options *options,
+                                                             const mxfp8_bucket_entry *entries,
+                                                             const mxfp8_bucket_nvfp4_entry *nvfp4_entries,
+                                                             DLTensor *bucket, mxfp8_prepared_export **out) {
+  return guarded([&] {
+    if (!out) fail(MXFP8_ERROR_INVALID_ARGUMENT, "out is NULL");
+    auto prepared = std::make_unique<mxfp8_prepared_export>();
+    prepared->work = mixed_bucket_jobs(BucketTensors{tensors, nvfp4_tensors, nullptr, count, true}, read_options(options),
+                                       entries, nvfp4_entries, bucket);
+    keep(*prepared, tensors, nvfp4_tensors, count);
+    *out = prepared.release();
+  });
+}
+
 extern "C" MXFP8_API mxfp8_status mxfp8_prepare_import_bucket(const DLTensor *bucket,
                                                               const mxfp8_bucket_manifest *manifest,
                                                               const mxfp8_import_destination *destinations,
@@ -113,11 +146,26 @@ extern "C" MXFP8_API mxfp8_status mxfp8_prepare_import_tensor_shards(const mxfp8
   });
 }
 
+extern "C" MXFP8_API mxfp8_status mxfp8_prepare_import_tensors_mixed(const mxfp8_tensor *const *tensors,
+                                                                     const mxfp8_nvfp4_tensor *const *nvfp4_tensors,
+                                                                     size_t count, const mxfp8_export_options *options,
+                                                                     const mxfp8_import_destination *destinations,
+                                                                     DLTensor *const *global_scales, int32_t global_scale,
+                                                                     mxfp8_prepared_export **out) {
+  return guarded([&] {
+    if (!out) fail(MXFP8_ERROR_INVALID_ARGUMENT, "out is NULL");
+    auto prepared = std::make_unique<mxfp8_prepared_export>();
+    prepared->work = import_mixed_tensor_jobs(BucketTensors{tensors, nvfp4_tensors, nullptr, count, true},
+                                              read_options(options), destinations, global_scales, global_scale);
+    keep(*prepared, tensors, nvfp4_tensors, count);
+    *out = prepared.release();
+  });
+}
+
 extern "C" MXFP8_API mxfp8_status mxfp8_prepared_export_run(const mxfp8_prepared_export *prepared, void *stream) {
   return guarded([&] {
     if (!prepared) fail(MXFP8_ERROR_INVALID_ARGUMENT, "prepared is NULL");
-    const ExportJobs &w = prepared->work;
-    run_jobs_on(w.device, w.jobs.data(), w.jobs.size(), stream);
+    run_export_jobs(prepared->work, stream);
   });
 }
 

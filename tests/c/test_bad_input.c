@@ -1448,7 +1448,7 @@ static void i_ndim_0(import_fixture *f) { f->ndims[1] = 0; }
 static void i_ndim_65(import_fixture *f) { f->ndims[1] = 65; }
 static void i_shape_null(import_fixture *f) { f->shapes[1] = NULL; }
 static void i_shape_negative(import_fixture *f) { f->shape1[0] = -40; }
-static void i_format_unknown(import_fixture *f) { f->formats[1] = 3; }
+static void i_format_unknown(import_fixture *f) { f->formats[1] = 7; }
 static void i_direction_unknown(import_fixture *f) { f->directions[1] = 2; }
 static void i_layout_unknown(import_fixture *f) { f->layouts[1] = 9; }
 static void i_layout_trtllm(import_fixture *f) { f->layouts[1] = MXFP8_LAYOUT_TRTLLM_SHUFFLED; }
@@ -1524,7 +1524,7 @@ static const import_case kImportCases[] = {
     {"mxfp8_import_bucket", "a tensor of rank 65", i_ndim_65, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.ndims[1] is 65, expected 1..64"},
     {"mxfp8_import_bucket", "a NULL shape", i_shape_null, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.shapes[1] is NULL"},
     {"mxfp8_import_bucket", "a negative dimension", i_shape_negative, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.shapes[1] (-40, 64) has a negative dimension"},
-    {"mxfp8_import_bucket", "an unknown format", i_format_unknown, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.formats[1] is 3, expected MXFP8_FORMAT_E4M3 (1) or MXFP8_FORMAT_E5M2 (2)"},
+    {"mxfp8_import_bucket", "an unknown format", i_format_unknown, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.formats[1] is 7, expected MXFP8_FORMAT_E4M3 (1) or MXFP8_FORMAT_E5M2 (2) or MXFP8_FORMAT_NVFP4 (3)"},
     {"mxfp8_import_bucket", "an unknown direction", i_direction_unknown, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.directions[1] is 2"},
     {"mxfp8_import_bucket", "an unknown scales layout", i_layout_unknown, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.scales_layouts[1] is 9, expected MXFP8_LAYOUT_COMPACT (0) or MXFP8_LAYOUT_CUTLASS_128X4 (1) or MXFP8_LAYOUT_TRTLLM_SHUFFLED (2) or MXFP8_LAYOUT_DEEPGEMM_PACKED (3)"},
     {"mxfp8_import_bucket", "a bucket part in the TRT-LLM layout (rows permuted)", i_layout_trtllm, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.scales_layouts[1] is MXFP8_LAYOUT_TRTLLM_SHUFFLED (2)"},
@@ -1925,6 +1925,226 @@ static void test_bad_shard_input(void **state) {
   if (col_scales) test_tensor_free(col_scales);
 }
 
+/* NVFP4 entries of buckets (mxfp8_bucket_plan_mixed, mxfp8_export_bucket_mixed, mxfp8_import_bucket): a
+ * valid rowwise (40, 64) NVFP4 tensor (values (40, 32), compact (40, 4) E4M3 scales, one amax), a bucket
+ * filled from it (values at 0, scales at 1280, amax at 1440), its manifest and poisoned destinations
+ * (values 1280 bytes, compact scales 160, one float32 global scale); each case breaks one thing. */
+enum { kNvbBucketBytes = 1536 };
+typedef struct {
+  test_tensor *data, *scale_buf, *amax;
+  mxfp8_nvfp4_tensor *tensor;
+  made_tensor mx;
+  const mxfp8_tensor *mx_arg[1];
+  const mxfp8_nvfp4_tensor *nv_arg[1];
+  const mxfp8_tensor *const *mx_list;
+  const mxfp8_nvfp4_tensor *const *nv_list;
+  mxfp8_export_options o;
+  uint8_t bucket[kNvbBucketBytes], before[kNvbBucketBytes];
+  int64_t bucket_shape[1];
+  DLTensor b;
+  mxfp8_bucket_entry entries[1], plan_entries[1];
+  mxfp8_bucket_nvfp4_entry nv[1], plan_nv[1];
+  mxfp8_bucket_nvfp4_entry *plan_nv_arg;
+  uint64_t total;
+  int64_t shape[2];
+  const int64_t *shapes[1];
+  int32_t ndims[1], formats[1], directions[1], layouts[1];
+  mxfp8_bucket_manifest m;
+  uint8_t values[1280], scales[512];
+  float global[2];
+  int64_t vshape[1], sshape[1], gshape[1];
+  DLTensor v, s, g;
+  DLTensor *globals[1];
+  mxfp8_import_destination dst[1];
+  mxfp8_shard shard;
+  const mxfp8_shard *shards[1];
+  int call; /* 0 mxfp8_import_bucket, 1 mxfp8_bucket_plan_mixed, 2 mxfp8_export_bucket_mixed,
+              * 3 mxfp8_import_tensors_mixed (the tensor straight into the destinations) */
+} nvb_fixture;
+
+static void setup_nvb(nvb_fixture *f) {
+  memset(f, 0, sizeof *f);
+  uint64_t rng = 2026;
+  const int64_t dshape[2] = {40, 32}, sshape[2] = {40, 4};
+  f->data = test_tensor_new(2, dshape, kDLUInt, 1);
+  fill_random(f->data->buffer, 1280, &rng);
+  f->scale_buf = test_tensor_new(2, sshape, kDLUInt, 1);
+  fill_random(f->scale_buf->buffer, 160, &rng);
+  const float amax = 3.5f;
+  f->amax = test_float_tensor(1, &amax);
+  mxfp8_nvfp4_tensor_desc d = MXFP8_NVFP4_TENSOR_DESC_INIT;
+  d.rowwise_data = &f->data->managed;
+  d.rowwise_scale_inv = &f->scale_buf->managed;
+  d.rowwise_amax = &f->amax->managed;
+  assert_int_equal(mxfp8_nvfp4_tensor_create(&d, &f->tensor), MXFP8_OK);
+  make_tensor(&f->mx);
+  f->mx_arg[0] = NULL;
+  f->nv_arg[0] = f->tensor;
+  f->mx_list = f->mx_arg;
+  f->nv_list = f->nv_arg;
+  const mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
+  f->o = o;
+  memset(f->bucket, 0xA5, sizeof f->bucket);
+  f->bucket_shape[0] = kNvbBucketBytes;
+  f->b = (DLTensor){f->bucket, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, f->bucket_shape, NULL, 0};
+  assert_int_equal(mxfp8_bucket_plan_mixed(NULL, f->nv_arg, 1, NULL, 16, f->entries, f->nv, &f->total), MXFP8_OK);
+  assert_int_equal(mxfp8_export_bucket_mixed(NULL, f->nv_arg, 1, NULL, f->entries, f->nv, &f->b), MXFP8_OK);
+  memcpy(f->before, f->bucket, sizeof f->bucket);
+  memset(f->plan_entries, 0x5A, sizeof f->plan_entries);
+  memset(f->plan_nv, 0x5A, sizeof f->plan_nv);
+  f->plan_nv_arg = f->plan_nv;
+  f->total = 0x5A5A;
+  f->shape[0] = 40, f->shape[1] = 64;
+  f->shapes[0] = f->shape;
+  f->ndims[0] = 2;
+  f->formats[0] = MXFP8_FORMAT_NVFP4;
+  f->directions[0] = MXFP8_DIRECTION_ROWWISE;
+  f->layouts[0] = MXFP8_LAYOUT_COMPACT;
+  mxfp8_bucket_manifest m = MXFP8_BUCKET_MANIFEST_INIT;
+  m.count = 1;
+  m.entries = f->entries;
+  m.ndims = f->ndims;
+  m.shapes = f->shapes;
+  m.formats = f->formats;
+  m.directions = f->directions;
+  m.scales_layouts = f->layouts;
+  m.nvfp4_entries = f->nv;
+  m.global_scales = f->globals;
+  f->m = m;
+  memset(f->values, POISON, sizeof f->values);
+  memset(f->scales, POISON, sizeof f->scales);
+  memset(f->global, POISON, sizeof f->global);
+  f->vshape[0] = 1280, f->sshape[0] = 160, f->gshape[0] = 1;
+  f->v = (DLTensor){f->values, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, f->vshape, NULL, 0};
+  f->s = (DLTensor){f->scales, {kDLCPU, 0}, 1, {kDLFloat8_e4m3fn, 8, 1}, f->sshape, NULL, 0};
+  f->g = (DLTensor){f->global, {kDLCPU, 0}, 1, {kDLFloat, 32, 1}, f->gshape, NULL, 0};
+  f->globals[0] = &f->g;
+  f->dst[0] = (mxfp8_import_destination){&f->v, &f->s, MXFP8_LAYOUT_COMPACT, 0};
+  const mxfp8_shard sh = MXFP8_SHARD_INIT;
+  f->shard = sh;
+  f->shards[0] = &f->shard;
+}
+
+static void nb_read_as_e4m3(nvb_fixture *f) { f->formats[0] = MXFP8_FORMAT_E4M3; }
+static void nb_formats_null(nvb_fixture *f) { f->m.formats = NULL; }
+static void nb_no_nvfp4_entries(nvb_fixture *f) { f->m.nvfp4_entries = NULL; }
+static void nb_no_global_scales(nvb_fixture *f) { f->m.global_scales = NULL; }
+static void nb_global_scale_null(nvb_fixture *f) { f->globals[0] = NULL; }
+static void nb_amax_bytes(nvb_fixture *f) { f->nv[0].amax_bytes = 8; }
+static void nb_e4m3_max(nvb_fixture *f) { f->nv[0].e4m3_max = 300; }
+static void nb_entry_reserved(nvb_fixture *f) { f->nv[0].reserved = 1; }
+static void nb_amax_misaligned(nvb_fixture *f) { f->nv[0].amax_offset = 1442; }
+static void nb_amax_past_end(nvb_fixture *f) { f->nv[0].amax_offset = kNvbBucketBytes - 2; }
+static void nb_odd_cols(nvb_fixture *f) { f->shape[1] = 63; }
+static void nb_part_deepgemm(nvb_fixture *f) { f->layouts[0] = MXFP8_LAYOUT_DEEPGEMM_PACKED; }
+static void nb_target_deepgemm(nvb_fixture *f) { f->dst[0].scales_layout = MXFP8_LAYOUT_DEEPGEMM_PACKED; }
+static void nb_target_128x4_small(nvb_fixture *f) { f->dst[0].scales_layout = MXFP8_LAYOUT_CUTLASS_128X4; }
+static void nb_values_short(nvb_fixture *f) { f->vshape[0] = 1279; }
+static void nb_values_unpacked_count(nvb_fixture *f) { f->v.dtype = (DLDataType){kDLFloat4_e2m1fn, 4, 1}; }
+static void nb_values_float32(nvb_fixture *f) { f->v.dtype = (DLDataType){kDLFloat, 32, 1}; f->vshape[0] = 320; }
+static void nb_scales_e8m0(nvb_fixture *f) { f->s.dtype.code = kDLFloat8_e8m0fnu; }
+static void nb_global_two(nvb_fixture *f) { f->gshape[0] = 2; }
+static void nb_global_float64(nvb_fixture *f) { f->g.dtype.bits = 64; }
+static void nb_global_over_values(nvb_fixture *f) { f->g.data = f->values; }
+static void nb_global_convention(nvb_fixture *f) { f->m.global_scale = 2; }
+static void nb_reserved3(nvb_fixture *f) { f->m.reserved3 = 1; }
+static void nb_shard(nvb_fixture *f) { f->m.shards = f->shards; }
+static void nb_plan_both(nvb_fixture *f) { f->call = 1; f->mx_arg[0] = f->mx.tensor; }
+static void nb_plan_neither(nvb_fixture *f) { f->call = 1; f->nv_arg[0] = NULL; }
+static void nb_plan_arrays_null(nvb_fixture *f) { f->call = 1; f->mx_list = NULL; f->nv_list = NULL; }
+static void nb_plan_no_nvfp4_entries(nvb_fixture *f) { f->call = 1; f->plan_nv_arg = NULL; }
+static void nb_plan_columnwise(nvb_fixture *f) { f->call = 1; f->o.direction = MXFP8_DIRECTION_COLUMNWISE; }
+static void nb_fill_amax_bytes(nvb_fixture *f) { f->call = 2; f->nv[0].amax_bytes = 8; }
+static void nb_fill_e4m3_max(nvb_fixture *f) { f->call = 2; f->nv[0].e4m3_max = 256; }
+static void nb_fill_no_nvfp4_entries(nvb_fixture *f) { f->call = 2; f->m.nvfp4_entries = NULL; }
+static void nb_fill_small_bucket(nvb_fixture *f) { f->call = 2; f->bucket_shape[0] = 1443; }
+static void nb_fill_amax_over_values(nvb_fixture *f) { f->call = 2; f->nv[0].amax_offset = 1276; }
+static void nb_direct_no_global_scales(nvb_fixture *f) { f->call = 3; f->m.global_scales = NULL; }
+static void nb_direct_global_over_amax(nvb_fixture *f) { f->call = 3; f->g.data = f->amax->buffer; }
+static void nb_direct_values_short(nvb_fixture *f) { f->call = 3; f->vshape[0] = 1279; }
+static void nb_direct_both_set(nvb_fixture *f) { f->call = 3; f->mx_arg[0] = f->mx.tensor; }
+
+typedef struct {
+  const char *call;
+  const char *name;
+  void (*mutate)(nvb_fixture *f);
+  mxfp8_status status;
+  const char *message;
+} nvb_case;
+
+static const nvb_case kNvfp4BucketCases[] = {
+    {"mxfp8_import_bucket", "an NVFP4 entry read as MXFP8 (formats[0] E4M3)", nb_read_as_e4m3, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.entries[0] gives 1280 bytes of values, its shape and row-major layout give 2560"},
+    {"mxfp8_import_bucket", "an NVFP4 bucket read by an MXFP8 consumer (formats NULL)", nb_formats_null, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.entries[0] gives 1280 bytes of values, its shape and row-major layout give 2560"},
+    {"mxfp8_import_bucket", "an NVFP4 entry without nvfp4_entries", nb_no_nvfp4_entries, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.nvfp4_entries is NULL but manifest.formats[0] is MXFP8_FORMAT_NVFP4"},
+    {"mxfp8_import_bucket", "an NVFP4 entry without global_scales", nb_no_global_scales, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.global_scales is NULL but manifest.formats[0] is MXFP8_FORMAT_NVFP4"},
+    {"mxfp8_import_bucket", "a NULL global scale destination", nb_global_scale_null, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.global_scales[0] is NULL for an NVFP4 entry"},
+    {"mxfp8_import_bucket", "amax bytes of no amax count", nb_amax_bytes, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.nvfp4_entries[0].amax_bytes is 8, expected 4 (one float32 amax) or 160 (one per row)"},
+    {"mxfp8_import_bucket", "an unknown E4M3_MAX", nb_e4m3_max, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.nvfp4_entries[0].e4m3_max is 300, expected 448 or 256"},
+    {"mxfp8_import_bucket", "an NVFP4 entry's reserved set", nb_entry_reserved, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.nvfp4_entries[0].reserved is 1, must be 0"},
+    {"mxfp8_import_bucket", "an amax not at a multiple of 4 bytes", nb_amax_misaligned, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.nvfp4_entries[0]: the amax at byte 1442 of the bucket is not aligned to its 4-byte floats"},
+    {"mxfp8_import_bucket", "an amax past the end of the bucket", nb_amax_past_end, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.nvfp4_entries[0]: its 4 bytes of amax at byte 1534 run past the end of a bucket of 1536 bytes"},
+    {"mxfp8_import_bucket", "an odd number of values per stored row", nb_odd_cols, MXFP8_ERROR_INVALID_ARGUMENT, "the stored rowwise rows of this NVFP4 entry have 63 values, an odd count"},
+    {"mxfp8_import_bucket", "NVFP4 scales carried in DeepGEMM's layout", nb_part_deepgemm, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.scales_layouts[0] is MXFP8_LAYOUT_DEEPGEMM_PACKED for an NVFP4 entry"},
+    {"mxfp8_import_bucket", "an NVFP4 entry into a DeepGEMM destination", nb_target_deepgemm, MXFP8_ERROR_INVALID_ARGUMENT, "destinations[0].scales_layout is MXFP8_LAYOUT_DEEPGEMM_PACKED for an NVFP4 entry"},
+    {"mxfp8_import_bucket", "compact-sized scales for a 128x4 NVFP4 target", nb_target_128x4_small, MXFP8_ERROR_INVALID_ARGUMENT, "destinations[0].scales: 128x4 swizzled E4M3 scales of the 40 x 4 block matrix (one per 16 values) are 512 bytes, got 160"},
+    {"mxfp8_import_bucket", "NVFP4 values one byte short", nb_values_short, MXFP8_ERROR_INVALID_ARGUMENT, "destinations[0].values"},
+    {"mxfp8_import_bucket", "float4 values counted as bytes (half the elements)", nb_values_unpacked_count, MXFP8_ERROR_INVALID_ARGUMENT, "destinations[0].values"},
+    {"mxfp8_import_bucket", "float32 values for an NVFP4 entry", nb_values_float32, MXFP8_ERROR_INVALID_ARGUMENT, "destinations[0].values: dtype float32 does not hold NVFP4 values"},
+    {"mxfp8_import_bucket", "E8M0 scales for an NVFP4 entry", nb_scales_e8m0, MXFP8_ERROR_INVALID_ARGUMENT, "destinations[0].scales"},
+    {"mxfp8_import_bucket", "two global scales for one amax", nb_global_two, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.global_scales[0]"},
+    {"mxfp8_import_bucket", "a float64 global scale", nb_global_float64, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.global_scales[0]: dtype float64 is not float32"},
+    {"mxfp8_import_bucket", "the global scale over the values destination", nb_global_over_values, MXFP8_ERROR_INVALID_ARGUMENT, "overlap in memory"},
+    {"mxfp8_import_bucket", "an unknown global scale convention", nb_global_convention, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.global_scale is 2, expected MXFP8_NVFP4_GLOBAL_SCALE_DECODE (0) or MXFP8_NVFP4_GLOBAL_SCALE_ENCODE (1)"},
+    {"mxfp8_import_bucket", "manifest reserved3 set", nb_reserved3, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.reserved3 is 1, must be 0"},
+    {"mxfp8_import_bucket", "a shard of an NVFP4 entry", nb_shard, MXFP8_ERROR_UNSUPPORTED, "manifest.shards[0] is set for an NVFP4 entry"},
+    {"mxfp8_bucket_plan_mixed", "an entry given both an MXFP8 and an NVFP4 tensor", nb_plan_both, MXFP8_ERROR_INVALID_ARGUMENT, "tensors[0] and nvfp4_tensors[0] are both set"},
+    {"mxfp8_bucket_plan_mixed", "an entry given no tensor", nb_plan_neither, MXFP8_ERROR_INVALID_ARGUMENT, "neither tensors[0] nor nvfp4_tensors[0] is set"},
+    {"mxfp8_bucket_plan_mixed", "both tensor arrays NULL", nb_plan_arrays_null, MXFP8_ERROR_INVALID_ARGUMENT, "tensors and nvfp4_tensors are both NULL"},
+    {"mxfp8_bucket_plan_mixed", "nvfp4_entries NULL with an NVFP4 entry", nb_plan_no_nvfp4_entries, MXFP8_ERROR_INVALID_ARGUMENT, "nvfp4_entries is NULL but entry 0 is an NVFP4 tensor"},
+    {"mxfp8_bucket_plan_mixed", "columnwise from a rowwise-only NVFP4 tensor", nb_plan_columnwise, MXFP8_ERROR_MISSING_DATA, "the NVFP4 tensor has no columnwise data"},
+    {"mxfp8_export_bucket_mixed", "an amax part of the wrong size", nb_fill_amax_bytes, MXFP8_ERROR_INVALID_ARGUMENT, "nvfp4_entries[0] gives 8 amax bytes at byte 1440 with e4m3_max 448 (reserved 0), nvfp4_tensors[0] has 4 amax bytes"},
+    {"mxfp8_export_bucket_mixed", "a plan of another E4M3_MAX", nb_fill_e4m3_max, MXFP8_ERROR_INVALID_ARGUMENT, "with e4m3_max 256 (reserved 0), nvfp4_tensors[0] has 4 amax bytes, at a multiple of 4, and e4m3_max 448"},
+    {"mxfp8_export_bucket_mixed", "nvfp4_entries NULL with an NVFP4 entry", nb_fill_no_nvfp4_entries, MXFP8_ERROR_INVALID_ARGUMENT, "nvfp4_entries is NULL but entry 0 is an NVFP4 tensor"},
+    {"mxfp8_export_bucket_mixed", "a bucket one byte short of the amax", nb_fill_small_bucket, MXFP8_ERROR_INVALID_ARGUMENT, "entries[0]: its 4 bytes of amax at byte 1440 run past the end of a bucket of 1443 bytes"},
+    {"mxfp8_export_bucket_mixed", "an amax part over the values part", nb_fill_amax_over_values, MXFP8_ERROR_INVALID_ARGUMENT, "overlap"},
+    {"mxfp8_import_tensors_mixed", "an NVFP4 tensor without global_scales", nb_direct_no_global_scales, MXFP8_ERROR_INVALID_ARGUMENT, "global_scales is NULL but entry 0 is an NVFP4 tensor"},
+    {"mxfp8_import_tensors_mixed", "a global scale over the trainer's amax", nb_direct_global_over_amax, MXFP8_ERROR_INVALID_ARGUMENT, "global_scales[0] and nvfp4_tensors[0]"},
+    {"mxfp8_import_tensors_mixed", "NVFP4 values one byte short", nb_direct_values_short, MXFP8_ERROR_INVALID_ARGUMENT, "destinations[0].values"},
+    {"mxfp8_import_tensors_mixed", "an entry given both an MXFP8 and an NVFP4 tensor", nb_direct_both_set, MXFP8_ERROR_INVALID_ARGUMENT, "tensors[0] and nvfp4_tensors[0] are both set"},
+};
+
+static void test_bad_nvfp4_bucket_input(void **state) {
+  const nvb_case *c = (const nvb_case *)*state;
+  nvb_fixture *f = malloc(sizeof *f);
+  setup_nvb(f);
+  c->mutate(f);
+  mxfp8_status st;
+  if (f->call == 0) st = mxfp8_import_bucket(&f->b, &f->m, f->dst, NULL);
+  else if (f->call == 1)
+    st = mxfp8_bucket_plan_mixed(f->mx_list, f->nv_list, 1, &f->o, 16, f->plan_entries, f->plan_nv_arg, &f->total);
+  else if (f->call == 2)
+    st = mxfp8_export_bucket_mixed(f->mx_list, f->nv_list, 1, &f->o, f->entries, f->m.nvfp4_entries ? f->nv : NULL, &f->b);
+  else
+    st = mxfp8_import_tensors_mixed(f->mx_list, f->nv_list, 1, &f->o, f->dst, f->m.global_scales, f->m.global_scale);
+  record_for_doc(c->call, c->name, st);
+  EXPECT(st == c->status, "%s: status %d (%s), expected %d", c->name, st, mxfp8_last_error(), c->status);
+  assert_last_error_contains(c->message);
+  int untouched = memcmp(f->before, f->bucket, sizeof f->bucket) == 0 && f->total == 0x5A5A;
+  for (size_t i = 0; i < sizeof f->values; ++i) untouched &= f->values[i] == POISON;
+  for (size_t i = 0; i < sizeof f->scales; ++i) untouched &= f->scales[i] == POISON;
+  const uint8_t *g = (const uint8_t *)f->global, *pe = (const uint8_t *)f->plan_entries, *pn = (const uint8_t *)f->plan_nv;
+  for (size_t i = 0; i < sizeof f->global; ++i) untouched &= g[i] == POISON;
+  for (size_t i = 0; i < sizeof f->plan_entries; ++i) untouched &= pe[i] == 0x5A;
+  for (size_t i = 0; i < sizeof f->plan_nv; ++i) untouched &= pn[i] == 0x5A;
+  EXPECT(untouched, "%s: an output or the bucket was written", c->name);
+  mxfp8_nvfp4_tensor_release(f->tensor);
+  free_tensor(&f->mx);
+  test_tensor_free(f->data);
+  test_tensor_free(f->scale_buf);
+  test_tensor_free(f->amax);
+  free(f);
+}
+
 int main(void) {
   enum {
     NC = sizeof(kCreateCases) / sizeof(kCreateCases[0]),
@@ -1937,9 +2157,10 @@ int main(void) {
     NV = sizeof(kConvertCases) / sizeof(kConvertCases[0]),
     NN = sizeof(kNvfp4Cases) / sizeof(kNvfp4Cases[0]),
     NF = sizeof(kNvfp4QuantizeCases) / sizeof(kNvfp4QuantizeCases[0]),
-    NS = sizeof(kShardCases) / sizeof(kShardCases[0])
+    NS = sizeof(kShardCases) / sizeof(kShardCases[0]),
+    NX = sizeof(kNvfp4BucketCases) / sizeof(kNvfp4BucketCases[0])
   };
-  struct CMUnitTest tests[NC + NE + NB + NQ + ND + NH + NI + NV + NN + NF + 1 + NS];
+  struct CMUnitTest tests[NC + NE + NB + NQ + ND + NH + NI + NV + NN + NF + 1 + NS + NX];
   for (int i = 0; i < NC; ++i) {
     struct CMUnitTest t = cmocka_unit_test_prestate(test_bad_create_input, (void *)&kCreateCases[i]);
     t.name = kCreateCases[i].name;
@@ -1995,6 +2216,11 @@ int main(void) {
     struct CMUnitTest t = cmocka_unit_test_prestate(test_bad_shard_input, (void *)&kShardCases[i]);
     t.name = kShardCases[i].name;
     tests[NC + NE + NB + NQ + ND + NH + NI + NV + NN + NF + 1 + i] = t;
+  }
+  for (int i = 0; i < NX; ++i) {
+    struct CMUnitTest t = cmocka_unit_test_prestate(test_bad_nvfp4_bucket_input, (void *)&kNvfp4BucketCases[i]);
+    t.name = kNvfp4BucketCases[i].name;
+    tests[NC + NE + NB + NQ + ND + NH + NI + NV + NN + NF + 1 + NS + i] = t;
   }
   const int failed = cmocka_run_group_tests_name("bad input (status, message, nothing taken or changed)", tests, NULL, NULL);
   const char *doc = getenv("MXFP8_ERRORS_MD");

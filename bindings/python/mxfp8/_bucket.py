@@ -4,12 +4,18 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Tuple
 
-from . import _args, _mxfp8, _shard
+from . import _args, _mxfp8, _shard, nvfp4
 from ._api import _DIRECTIONS, _FORMATS, Components, _choice, _flag, _has_exchange_api, _inputs
 
-_SPEC_KEYS = ("data", "scale_inv", "fp8_dtype", "swizzled", "shape", "rows", "cols")
+_SPEC_FORMATS = {"mxfp8": 0, "nvfp4": 1}
+
+_SPEC_KEYS = ("data", "scale_inv", "fp8_dtype", "swizzled", "shape", "rows", "cols", "format", "amax", "e4m3_max")
+_MXFP8_ONLY_KEYS = ("fp8_dtype", "rows", "cols")
+_NVFP4_ONLY_KEYS = ("amax", "e4m3_max")
 _MANIFEST_KEYS = ("name", "shape", "fp8_dtype", "values_offset", "values_bytes", "scales_offset", "scales_bytes",
                   "scales_shape")
+_NVFP4_MANIFEST_KEYS = ("name", "format", "shape", "direction", "values_offset", "values_bytes", "scales_offset",
+                        "scales_bytes", "scales_shape", "amax_offset", "amax_bytes", "e4m3_max")
 
 
 def _numel(shape) -> int:
@@ -30,6 +36,32 @@ def _compact_scales_shapes(shape) -> Tuple[tuple, tuple]:
     return (*shape[:-1], _ceil_div(shape[-1], 32)), (_ceil_div(m, 32), shape[-1])
 
 
+def _nvfp4_parts_shapes(shape, direction: int) -> Tuple[tuple, tuple]:
+    """The shapes an NVFP4 entry's parts take, as mxfp8.nvfp4.export_components returns them: the packed
+    values and the compact E4M3 scales of the stored matrix, rowwise (*lead, K/2) and (*lead, ceil(K/16)),
+    columnwise the (K, M) transpose, (K, M/2) and (K, ceil(M/16))."""
+    if direction == 1:
+        m = _numel(shape[:-1])
+        return (shape[-1], m // 2), (shape[-1], _ceil_div(m, 16))
+    return (*shape[:-1], shape[-1] // 2), (*shape[:-1], _ceil_div(shape[-1], 16))
+
+
+def _nvfp4_logical_shape(where: str, data: Any, direction: int) -> tuple:
+    """The logical shape (*lead, K) of NVFP4 `data` as Transformer Engine reads it back: rowwise
+    (*lead, K/2) bytes, columnwise (K, d1, ..., dn/2) bytes for (d1, ..., dn, K); float4 data has the
+    unpacked last dimension."""
+    stored = tuple(int(d) for d in data.shape)
+    packed = 1 if "float4" in str(getattr(data, "dtype", "")) else 2
+    if direction == 0:
+        if not stored:
+            raise ValueError(f"{where}['data'] is 0-dimensional: an NVFP4 tensor needs a last dimension K")
+        return stored[:-1] + (stored[-1] * packed,)
+    if len(stored) < 2:
+        raise ValueError(f"{where}['data'] has {len(stored)} dimension(s): give columnwise NVFP4 data as TE stores "
+                         "it, (K, *lead) with the last dimension packed, or pass 'shape'")
+    return stored[1:-1] + (stored[-1] * packed, stored[0])
+
+
 class _Spec:
     """One entry of export_bucket's `tensors`, its keys checked."""
 
@@ -45,9 +77,18 @@ class _Spec:
                 raise ValueError(f"{where} has no {key!r}")
         self.name, self.where = name, where
         self.data, self.scale_inv = spec["data"], spec["scale_inv"]
+        # "format": "nvfp4" makes the entry an NVFP4 tensor (packed E2M1 values, E4M3 block scales, amax),
+        # which travels as a new kind of bucket entry (mxfp8_bucket_plan_mixed).
+        self.nvfp4 = _choice(f"{where}['format']", spec.get("format", "mxfp8"), _SPEC_FORMATS) == 1
+        self.swizzled = _flag(f"{where}['swizzled']", spec.get("swizzled", False))
+        if self.nvfp4:
+            self._init_nvfp4(spec)
+            return
+        for key in _NVFP4_ONLY_KEYS:
+            if key in spec:
+                raise ValueError(f"{where} has {key!r}, which only NVFP4 tensors take (set 'format': 'nvfp4')")
         self.fp8_dtype = spec.get("fp8_dtype", "e4m3")
         self.format = _choice(f"{where}['fp8_dtype']", self.fp8_dtype, _FORMATS)
-        self.swizzled = _flag(f"{where}['swizzled']", spec.get("swizzled", False))
         given = spec.get("shape")
         if given is not None:
             self.shape = tuple(_args.shape(f"{where}['shape']", given))
@@ -64,7 +105,37 @@ class _Spec:
         if self.shard is not None:
             self.packed_shape = _shard.shard_shape(self.shard, _numel(self.shape[:-1]), self.shape[-1])
 
+    def _init_nvfp4(self, spec: Mapping[str, Any]) -> None:
+        where = self.where
+        for key in _MXFP8_ONLY_KEYS:
+            if key in spec:
+                raise ValueError(f"{where} has {key!r}, which NVFP4 tensors do not take (they travel whole, as "
+                                 "their packed values)")
+        if spec.get("amax") is None:
+            raise ValueError(f"{where} has no 'amax': an NVFP4 tensor needs its float32 amax (per tensor or per row)")
+        self.amax = spec["amax"]
+        self.e4m3_max = spec.get("e4m3_max", 448)
+        if isinstance(self.e4m3_max, bool) or self.e4m3_max not in (448, 256):
+            raise ValueError(f"{where}['e4m3_max'] must be 448 or 256 (TE's 4over6 tensors), got {self.e4m3_max!r}")
+        self.given_shape = spec.get("shape")
+        if self.given_shape is not None:
+            self.given_shape = tuple(_args.shape(f"{where}['shape']", self.given_shape))
+            if not self.given_shape:
+                raise ValueError(f"{where}['shape'] is empty: an NVFP4 tensor needs a last dimension K")
+        self.shard = None
+
+    def nvfp4_shape(self, direction: int) -> tuple:
+        """The logical shape of an NVFP4 spec read in `direction`."""
+        if self.given_shape is not None:
+            return self.given_shape
+        return _nvfp4_logical_shape(self.where, self.data, direction)
+
     def packed_bytes(self, direction: int, alignment: int) -> int:
+        if self.nvfp4:
+            values, scales = _nvfp4_parts_shapes(self.nvfp4_shape(direction), direction)
+            amax = 4 * _numel(tuple(self.amax.shape))
+            return (_round_up(_numel(values), alignment) + _round_up(_numel(scales), alignment) +
+                    _round_up(amax, max(alignment, 4)))
         scales = _numel(_compact_scales_shapes(self.packed_shape)[direction])
         return _round_up(_numel(self.packed_shape), alignment) + _round_up(scales, alignment)
 
@@ -76,6 +147,8 @@ def _spec_inputs(specs: List[_Spec], stream: Any):
     for spec in specs:
         objects[f"{spec.where}['data']"] = spec.data
         objects[f"{spec.where}['scale_inv']"] = spec.scale_inv
+        if spec.nvfp4:
+            objects[f"{spec.where}['amax']"] = spec.amax
     return _inputs(stream, **objects)
 
 
@@ -83,6 +156,11 @@ def _spec_handle(spec: _Spec, dir_code: int, inputs) -> Any:
     """The library's handle on one spec's direction; its errors name the spec (tensors['w']: ...)."""
     prefix = "rowwise" if dir_code == 0 else "columnwise"
     try:
+        if spec.nvfp4:
+            return _mxfp8.Nvfp4Tensor(
+                **{f"{prefix}_data": spec.data, f"{prefix}_scale_inv": spec.scale_inv, f"{prefix}_amax": spec.amax},
+                shape=None if spec.given_shape is None else list(spec.given_shape), swizzled=spec.swizzled,
+                e4m3_max=int(spec.e4m3_max), stream=inputs.dlpack_stream, exchange=inputs.exchange)
         return _mxfp8.Tensor(
             **{f"{prefix}_data": spec.data, f"{prefix}_scale_inv": spec.scale_inv},
             shape=list(spec.shape), format=spec.format, swizzled=spec.swizzled, stream=inputs.dlpack_stream,
@@ -115,6 +193,11 @@ def export_bucket(
             (False), "shape", "rows", "cols"}: the arguments export_components takes, one direction's
             buffers; with "rows" / "cols" the bucket carries only that shard (mxfp8_export_bucket_shards),
             described in the manifest as a 2-D (rows, cols) tensor. Other keys are an error.
+            An NVFP4 tensor is {"format": "nvfp4", "data", "scale_inv", "amax", and optionally "swizzled",
+            "shape", "e4m3_max" (448)}: the arguments mxfp8.nvfp4.export_components takes. It travels as
+            its packed values, compact E4M3 scales and float32 amax (TE's own second level, per tensor or
+            per row: both global-scale conventions are computed from it exactly on the receiver); one
+            bucket may mix MXFP8 and NVFP4 tensors (mxfp8_bucket_plan_mixed, still one launch).
         direction: "rowwise" or "columnwise", for every tensor.
         alignment: every part starts at a multiple of this many bytes (a power of two).
         bucket: a contiguous, writeable byte buffer to fill (torch, CuPy, NumPy...) on the tensors'
@@ -127,6 +210,9 @@ def export_bucket(
         ("compact"), "values_offset", "values_bytes", "scales_offset", "scales_bytes", "scales_shape"} in
         bucket order (mxfp8.import_bucket writes it into engine parameters); the bucket can go through one
         CUDA IPC handle or one NCCL broadcast, and unpack_bucket rebuilds the parts on the other side.
+        An NVFP4 entry is {"name", "format": "nvfp4", "shape", "direction", "scales_layout", "e4m3_max",
+        "values_offset", "values_bytes", "scales_offset", "scales_bytes", "scales_shape", "amax_offset",
+        "amax_bytes"}, and has no "fp8_dtype", so a reader that expects MXFP8 fails instead of misreading it.
 
     Raises:
         ValueError: bad input (messages name the tensor, e.g. tensors['w']['scale_inv']), tensors or the
@@ -135,10 +221,40 @@ def export_bucket(
     return _export_bucket(tensors, direction, alignment, bucket, stream, "bucket")
 
 
+class _MixedPlan:
+    """The layout of a bucket holding NVFP4 entries (mxfp8_bucket_plan_mixed): the entries and the NVFP4
+    entries' amax parts, as _mxfp8.export_bucket_mixed and prepare_bucket_mixed take them."""
+
+    def __init__(self, entries, nvfp4_entries):
+        self.entries, self.nvfp4_entries = entries, nvfp4_entries
+
+
+def _fill(handles, plan, bucket, dir_code: int, inputs, bucket_name: str, shards) -> None:
+    """Fills `bucket` as `plan` says, in one launch (mxfp8_export_bucket, _shards or _mixed)."""
+    if isinstance(plan, _MixedPlan):
+        _mxfp8.export_bucket_mixed(handles, plan.entries, plan.nvfp4_entries, bucket, direction=dir_code,
+                                   stream=inputs.stream, dlpack_stream=inputs.dlpack_stream, bucket_name=bucket_name)
+    else:
+        _mxfp8.export_bucket(handles, plan, bucket, direction=dir_code, stream=inputs.stream,
+                             dlpack_stream=inputs.dlpack_stream, bucket_name=bucket_name, shards=shards)
+
+
+def _prepare_fill(handles, plan, bucket, dir_code: int, inputs, bucket_name: str, shards):
+    """The prepared form of _fill (a PreparedExport whose run() fills the bucket)."""
+    if isinstance(plan, _MixedPlan):
+        return _mxfp8.prepare_bucket_mixed(handles, plan.entries, plan.nvfp4_entries, bucket, direction=dir_code,
+                                           dlpack_stream=inputs.dlpack_stream, bucket_name=bucket_name)
+    return _mxfp8.PreparedExport.for_bucket(handles, plan, bucket, direction=dir_code, dlpack_stream=inputs.dlpack_stream,
+                                            bucket_name=bucket_name, shards=shards)
+
+
 def _plan_bucket(specs: List[_Spec], direction: str, dir_code: int, alignment: int, inputs):
-    """The library's handles on `specs`, the bucket's manifest, its layout (mxfp8_bucket_plan's entries),
-    its size in bytes, and the specs' shards (None when every tensor is whole; else one entry per tensor,
-    None or the shard, as _mxfp8.bucket_plan / export_bucket take them)."""
+    """The library's handles on `specs`, the bucket's manifest, its layout (mxfp8_bucket_plan's entries,
+    or a _MixedPlan when a spec is NVFP4), its size in bytes, and the specs' shards (None when every
+    tensor is whole; else one entry per tensor, None or the shard, as _mxfp8.bucket_plan / export_bucket
+    take them)."""
+    if any(spec.nvfp4 for spec in specs):
+        return _plan_mixed_bucket(specs, direction, dir_code, alignment, inputs)
     handles, manifest = [], []
     for spec in specs:
         handles.append(_spec_handle(spec, dir_code, inputs))
@@ -152,6 +268,32 @@ def _plan_bucket(specs: List[_Spec], direction: str, dir_code: int, alignment: i
     for entry, (vo, vb, so, sb) in zip(manifest, plan):
         entry.update(values_offset=vo, values_bytes=vb, scales_offset=so, scales_bytes=sb)
     return handles, manifest, plan, total, shards
+
+
+def _plan_mixed_bucket(specs: List[_Spec], direction: str, dir_code: int, alignment: int, inputs):
+    """_plan_bucket for a bucket with NVFP4 entries: one manifest entry per tensor, NVFP4 ones saying
+    "format": "nvfp4" with their amax part and E4M3_MAX (the amax travels; import_bucket writes the
+    decode or encode global scale from it)."""
+    if any(spec.shard is not None for spec in specs):
+        raise ValueError("a bucket with NVFP4 tensors carries whole tensors: drop 'rows' / 'cols' from its specs")
+    handles, manifest = [], []
+    for spec in specs:
+        handles.append(_spec_handle(spec, dir_code, inputs))
+        if spec.nvfp4:
+            shape = spec.nvfp4_shape(dir_code)
+            manifest.append({"name": spec.name, "format": "nvfp4", "shape": shape, "direction": direction,
+                             "scales_layout": "compact", "scales_shape": _nvfp4_parts_shapes(shape, dir_code)[1],
+                             "e4m3_max": int(spec.e4m3_max)})
+        else:
+            manifest.append({"name": spec.name, "shape": spec.shape, "fp8_dtype": spec.fp8_dtype,
+                             "scales_shape": _compact_scales_shapes(spec.shape)[dir_code],
+                             "direction": direction, "scales_layout": "compact"})
+    entries, nvfp4_entries, total = _mxfp8.bucket_plan_mixed(handles, direction=dir_code, alignment=alignment)
+    for entry, (vo, vb, so, sb), (ao, ab, _) in zip(manifest, entries, nvfp4_entries):
+        entry.update(values_offset=vo, values_bytes=vb, scales_offset=so, scales_bytes=sb)
+        if entry.get("format") == "nvfp4":
+            entry.update(amax_offset=ao, amax_bytes=ab)
+    return handles, manifest, _MixedPlan(entries, nvfp4_entries), total, None
 
 
 def _bucket_groups(specs: List[_Spec], dir_code: int, alignment: int, bucket_bytes: int) -> List[List[_Spec]]:
@@ -190,8 +332,7 @@ def _export_bucket(tensors, direction, alignment, bucket, stream, bucket_name: s
             bucket = numpy.empty(total, dtype=numpy.uint8)
         else:
             raise ValueError("pass bucket=: a CUDA buffer of at least %d bytes (no torch to allocate one)" % total)
-    _mxfp8.export_bucket(handles, plan, bucket, direction=dir_code, stream=inputs.stream,
-                         dlpack_stream=inputs.dlpack_stream, bucket_name=bucket_name, shards=shards)
+    _fill(handles, plan, bucket, dir_code, inputs, bucket_name, shards)
     return bucket, manifest
 
 
@@ -220,7 +361,8 @@ def _check_manifest(manifest: Any, size: int) -> List[dict]:
         where = f"manifest[{i}]"
         if not isinstance(e, Mapping):
             raise TypeError(f"{where} must be a dict, got {type(e).__name__}")
-        for key in _MANIFEST_KEYS:
+        nvfp4 = _choice(f"{where}: format", e.get("format", "mxfp8"), _SPEC_FORMATS) == 1
+        for key in _NVFP4_MANIFEST_KEYS if nvfp4 else _MANIFEST_KEYS:
             if key not in e:
                 raise ValueError(f"{where} has no {key!r}")
         name = e["name"]
@@ -232,6 +374,9 @@ def _check_manifest(manifest: Any, size: int) -> List[dict]:
         if duplicate:
             raise ValueError(f"{where}: the name appears twice")
         names.add(name)
+        if nvfp4:
+            checked.append(_check_nvfp4_entry(where, e, size, parts, i))
+            continue
         _choice(f"{where}: fp8_dtype", e["fp8_dtype"], _FORMATS)
         shape = tuple(_args.shape(f"{where}: shape", e["shape"]))
         scales_shape = tuple(_args.shape(f"{where}: scales_shape", e["scales_shape"]))
@@ -249,13 +394,7 @@ def _check_manifest(manifest: Any, size: int) -> List[dict]:
         if fields["scales_bytes"] != _numel(scales_shape):
             raise ValueError(f"{where}: scales_bytes is {fields['scales_bytes']} but scales_shape {scales_shape} "
                              f"holds {_numel(scales_shape)} scales")
-        for part in ("values", "scales"):
-            start, n = fields[f"{part}_offset"], fields[f"{part}_bytes"]
-            if start + n > size:
-                raise ValueError(f"{where}: {part}_offset {start} + {part}_bytes {n} runs past the end of the "
-                                 f"bucket ({size} bytes)")
-            if n:
-                parts.append((start, start + n, i, f"{where} {part}"))
+        _add_parts(where, fields, ("values", "scales"), size, parts, i)
         checked.append(dict(e, shape=shape, scales_shape=scales_shape, **fields))
     parts.sort()  # by start: if any two parts overlap, two neighbours do
     for a, b in zip(parts, parts[1:]):
@@ -266,9 +405,59 @@ def _check_manifest(manifest: Any, size: int) -> List[dict]:
     return checked
 
 
+def _check_nvfp4_entry(where: str, e: Mapping[str, Any], size: int, parts: list, i: int) -> dict:
+    """An NVFP4 entry of a manifest: its parts' sizes those of its shape and direction (values, compact E4M3
+    scales, a float32 amax per tensor or per row at a multiple of 4 bytes), inside the bucket; the parts
+    join `parts` for the overlap check."""
+    shape = tuple(_args.shape(f"{where}: shape", e["shape"]))
+    if not shape or any(d < 0 for d in shape):
+        raise ValueError(f"{where}: shape {shape} is not the shape of an NVFP4 tensor")
+    direction = _choice(f"{where}: direction", e["direction"], _DIRECTIONS)
+    values_shape, scales_shape = _nvfp4_parts_shapes(shape, direction)
+    rows, cols = (shape[-1], _numel(shape[:-1])) if direction else (_numel(shape[:-1]), shape[-1])
+    if cols % 2:
+        raise ValueError(f"{where}: shape {shape} stores rows of {cols} values, an odd count (two a byte)")
+    if tuple(_args.shape(f"{where}: scales_shape", e["scales_shape"])) != scales_shape:
+        raise ValueError(f"{where}: scales_shape {tuple(e['scales_shape'])} is not the compact E4M3 scale shape "
+                         f"{scales_shape} of {shape} {e['direction']}")
+    if e.get("scales_layout", "compact") != "compact":
+        raise ValueError(f"{where}: scales_layout {e['scales_layout']!r}: unpack_bucket reads compact scales")
+    e4m3_max = e["e4m3_max"]
+    if isinstance(e4m3_max, bool) or e4m3_max not in (448, 256):
+        raise ValueError(f"{where}: e4m3_max must be 448 or 256, got {e4m3_max!r}")
+    fields = {k: _args.integer(f"{where}: {k}", e[k], 0, _args.INT64_MAX)
+              for k in ("values_offset", "values_bytes", "scales_offset", "scales_bytes", "amax_offset", "amax_bytes")}
+    want = {"values": _numel(values_shape), "scales": _numel(scales_shape)}
+    for part, n in want.items():
+        if fields[f"{part}_bytes"] != n:
+            raise ValueError(f"{where}: {part}_bytes is {fields[f'{part}_bytes']} but shape {shape} "
+                             f"{e['direction']} holds {n}")
+    if fields["amax_bytes"] not in (4, 4 * rows) or (direction and fields["amax_bytes"] != 4):
+        raise ValueError(f"{where}: amax_bytes is {fields['amax_bytes']}, expected 4 (one float32 amax)"
+                         + ("" if direction else f" or {4 * rows} (one per row)"))
+    if fields["amax_offset"] % 4:
+        raise ValueError(f"{where}: amax_offset {fields['amax_offset']} is not a multiple of 4 (a float32)")
+    _add_parts(where, fields, ("values", "scales", "amax"), size, parts, i)
+    return dict(e, shape=shape, scales_shape=scales_shape, values_shape=values_shape, **fields)
+
+
+def _add_parts(where: str, fields: Mapping[str, int], names, size: int, parts: list, i: int) -> None:
+    """Each named part ({name}_offset, {name}_bytes) inside the bucket of `size` bytes, appended to `parts`
+    (start, end, entry, label) for the overlap check."""
+    for part in names:
+        start, n = fields[f"{part}_offset"], fields[f"{part}_bytes"]
+        if start + n > size:
+            raise ValueError(f"{where}: {part}_offset {start} + {part}_bytes {n} runs past the end of the "
+                             f"bucket ({size} bytes)")
+        if n:
+            parts.append((start, start + n, i, f"{where} {part}"))
+
+
 def unpack_bucket(bucket: Any, manifest: List[Dict[str, Any]]) -> Dict[str, Components]:
     """Views of each tensor's values (float8 for torch, uint8 for NumPy) and compact uint8 scales inside
-    a bucket made by export_bucket. Nothing is copied: the views share the bucket's memory.
+    a bucket made by export_bucket. Nothing is copied: the views share the bucket's memory. An NVFP4 entry
+    gives an mxfp8.nvfp4.Components: views of its packed uint8 values and compact uint8 E4M3 scales, and its
+    decode global scale (vLLM's weight_scale_2), the one part computed (from the amax the bucket carries).
 
     The manifest is checked first (it may come from another process): every entry complete, its sizes
     those of its shape and compact scale shape, its parts inside the bucket and overlapping no other part;
@@ -277,6 +466,9 @@ def unpack_bucket(bucket: Any, manifest: List[Dict[str, Any]]) -> Dict[str, Comp
     module = type(bucket).__module__
     parts = {}
     for e in _check_manifest(manifest, size):
+        if e.get("format") == "nvfp4":
+            parts[e["name"]] = _unpack_nvfp4(bucket, e, module.startswith("torch"))
+            continue
         values = bucket[e["values_offset"]:e["values_offset"] + e["values_bytes"]]
         scales = bucket[e["scales_offset"]:e["scales_offset"] + e["scales_bytes"]]
         if module.startswith("torch"):
@@ -290,6 +482,26 @@ def unpack_bucket(bucket: Any, manifest: List[Dict[str, Any]]) -> Dict[str, Comp
             scales = scales.reshape(e["scales_shape"])
         parts[e["name"]] = Components(values, scales)
     return parts
+
+
+def _unpack_nvfp4(bucket: Any, e: Mapping[str, Any], torch_bucket: bool) -> "nvfp4.Components":
+    """Views of an NVFP4 entry's packed uint8 values and compact uint8 E4M3 scales, and its decode global
+    scale (amax / (6 * E4M3_MAX), a float32 division: vLLM ModelOpt's weight_scale_2), a new array computed
+    from the amax the bucket carries."""
+    values = bucket[e["values_offset"]:e["values_offset"] + e["values_bytes"]]
+    scales = bucket[e["scales_offset"]:e["scales_offset"] + e["scales_bytes"]]
+    amax = bucket[e["amax_offset"]:e["amax_offset"] + e["amax_bytes"]]
+    if torch_bucket:
+        import torch
+
+        amax = amax.view(torch.float32)
+        divisor = torch.tensor(6.0 * e["e4m3_max"], dtype=torch.float32, device=amax.device)
+    else:
+        import numpy
+
+        amax = amax.view(numpy.float32)
+        divisor = numpy.float32(6.0 * e["e4m3_max"])
+    return nvfp4.Components(values.reshape(e["values_shape"]), scales.reshape(e["scales_shape"]), amax / divisor)
 
 
 def _round_up(n: int, d: int) -> int:

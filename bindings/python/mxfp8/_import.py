@@ -18,12 +18,16 @@ from __future__ import annotations
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from . import _shard
+from ._bucket import _nvfp4_logical_shape
 from ._mxfp8 import import_bucket as _c_import_bucket, import_tensors as _c_import_tensors
 from ._mxfp8 import layout_bytes as _c_layout_bytes
 
 LAYOUTS = {"compact": 0, "cutlass_128x4": 1, "trtllm": 2, "deepgemm": 3, "trtllm_gated": 4}
 _FIXUP = {False: 0, True: 1}  # mxfp8_scale_fixup: none, zero exponent as one
 _FORMATS = {"e4m3": 1, "e5m2": 2}
+_ENTRY_FORMATS = {"mxfp8": 0, "nvfp4": 1}  # a manifest entry's "format" (absent: mxfp8)
+_FORMAT_NVFP4 = 3  # MXFP8_FORMAT_NVFP4
+_GLOBAL_SCALES = {"decode": 0, "encode": 1}  # mxfp8_nvfp4_global_scale
 _DIRECTIONS = {"rowwise": 0, "columnwise": 1}
 _CUDA_DEVICES = (2, 13)  # kDLCUDA, kDLCUDAManaged
 
@@ -100,19 +104,39 @@ def _dlpack_stream(cuda: bool, stream_ptr: int):
     return (stream_ptr or 1) if cuda else None
 
 
-def _destinations(names: List[str], params: Mapping[str, Any], layout: str):
-    values, scales, targets = [], [], []
+def _destinations(names: List[str], params: Mapping[str, Any], layout: str, nvfp4: Optional[List[bool]] = None):
+    """The parameter buffers of each name: (values, scales[, layout]) for an MXFP8 tensor; for an NVFP4
+    entry (nvfp4[i]) (values, scales, global_scale[, layout]). Returns (values, scales, targets,
+    global_scales), global_scales None at MXFP8 entries."""
+    values, scales, targets, globals_ = [], [], [], []
     missing = [n for n in names if n not in params]
     if missing:
         raise KeyError(f"params has no entry for {missing[:5]}{' ...' if len(missing) > 5 else ''}")
-    for name in names:
+    for i, name in enumerate(names):
         p = params[name]
+        if nvfp4 is not None and nvfp4[i]:
+            if len(p) not in (3, 4) or isinstance(p[2], str):
+                raise ValueError(f"params[{name!r}] is an NVFP4 entry: it must be (values, scales, global_scale) or "
+                                 "(values, scales, global_scale, layout)")
+            globals_.append(p[2])
+            p = (p[0], p[1]) + tuple(p[3:])
+        else:
+            globals_.append(None)
         if len(p) not in (2, 3):
             raise ValueError(f"params[{name!r}] must be (values, scales) or (values, scales, layout)")
         values.append(p[0])
         scales.append(p[1])
         targets.append(_code(f"params[{name!r}] layout", p[2] if len(p) == 3 else layout, LAYOUTS))
-    return values, scales, targets
+    return values, scales, targets, globals_
+
+
+def _entry_formats(manifest: List[Mapping[str, Any]]) -> List[int]:
+    """mxfp8_format of each manifest entry: its fp8_dtype, or MXFP8_FORMAT_NVFP4 for "format": "nvfp4"."""
+    formats = []
+    for e in manifest:
+        kind = _code(f"manifest entry {e.get('name')!r}: format", e.get("format", "mxfp8"), _ENTRY_FORMATS)
+        formats.append(_FORMAT_NVFP4 if kind else _code("fp8_dtype", e.get("fp8_dtype", "e4m3"), _FORMATS))
+    return formats
 
 
 class ImportPlan:
@@ -149,29 +173,38 @@ def _shards(names: List[str], shards: Optional[Mapping[str, Mapping[str, Any]]])
 
 def _bucket_call(bucket: Any, manifest: List[Mapping[str, Any]], params: Mapping[str, Any], layout: str,
                  stream: Any, prepare: bool, zero_exponent_as_one: bool = False,
-                 shards: Optional[Mapping[str, Mapping[str, Any]]] = None):
+                 shards: Optional[Mapping[str, Mapping[str, Any]]] = None, global_scale: str = "decode"):
     names = [e["name"] for e in manifest]
-    values, scales, targets = _destinations(names, params, layout)
+    formats = _entry_formats(manifest)
+    nvfp4 = [f == _FORMAT_NVFP4 for f in formats]
+    values, scales, targets, globals_ = _destinations(names, params, layout, nvfp4)
     shard_fields = _shards(names, shards)
+    convention = _code("global_scale", global_scale, _GLOBAL_SCALES)
     cuda, stream_ptr = _cuda_and_stream(bucket, stream)
+    nvfp4_fields = {}
+    if any(nvfp4):  # the amax parts, and where each global scale goes (mxfp8_bucket_manifest's NVFP4 fields)
+        nvfp4_fields = dict(
+            nvfp4_entries=[(int(e["amax_offset"]), int(e["amax_bytes"]), int(e["e4m3_max"])) if kind else (0, 0, 0)
+                           for e, kind in zip(manifest, nvfp4)],
+            global_scales=globals_, global_scale=convention)
     result = _c_import_bucket(
         bucket,
         [(int(e["values_offset"]), int(e["values_bytes"]), int(e["scales_offset"]), int(e["scales_bytes"]))
          for e in manifest],
         [[int(d) for d in e["shape"]] for e in manifest],
-        [_code("fp8_dtype", e.get("fp8_dtype", "e4m3"), _FORMATS) for e in manifest],
+        formats,
         [_code("direction", e.get("direction", "rowwise"), _DIRECTIONS) for e in manifest],
         [_code("scales_layout", e.get("scales_layout", "compact"), LAYOUTS) for e in manifest],
         values, scales, targets, _fixup(zero_exponent_as_one), stream_ptr, _dlpack_stream(cuda, stream_ptr), prepare,
-        shard_fields)
+        shard_fields, **nvfp4_fields)
     if prepare:
-        return ImportPlan(result, (bucket, values, scales), cuda, bucket)
+        return ImportPlan(result, (bucket, values, scales, globals_), cuda, bucket)
     return None
 
 
 def import_bucket(bucket: Any, manifest: List[Mapping[str, Any]], params: Mapping[str, Any], *,
                   layout: str = "compact", stream: Any = None, zero_exponent_as_one: bool = False,
-                  shards: Optional[Mapping[str, Mapping[str, Any]]] = None) -> None:
+                  shards: Optional[Mapping[str, Mapping[str, Any]]] = None, global_scale: str = "decode") -> None:
     """Writes every tensor of `bucket` (a 1-D byte buffer made by export_bucket / iter_buckets, or any
     bucket its `manifest` describes) into ``params[name]``. The manifest entries are export_bucket's:
     name, shape, fp8_dtype, the offsets and sizes, and optionally "direction" and "scales_layout" (the
@@ -183,59 +216,91 @@ def import_bucket(bucket: Any, manifest: List[Mapping[str, Any]], params: Mappin
     that shard of a tensor the bucket carries whole (resharding: each rank maps the trainer's bucket and
     imports its own part), into a parameter of the shard's size (``scales_shape((rows, cols), ...)``).
     The boundaries follow export_components' rows= / cols=. A shard goes into "compact" or
-    "cutlass_128x4" parameters, without zero_exponent_as_one."""
-    _bucket_call(bucket, manifest, params, layout, stream, False, zero_exponent_as_one, shards)
+    "cutlass_128x4" parameters, without zero_exponent_as_one.
+
+    NVFP4 entries ("format": "nvfp4", from a bucket of specs with "format": "nvfp4"): ``params[name]`` is
+    ``(values, scales, global_scale)`` or ``(values, scales, global_scale, layout)``: values uint8
+    ``(rows * cols / 2)`` bytes (any shape, e.g. vLLM's ``[N, K/2]`` weight) or float4_e2m1fn, scales
+    uint8 / float8_e4m3fn in "compact" (``[N, ceil(K/16)]``) or "cutlass_128x4" layout (16-value blocks),
+    global_scale one float32 per amax. The bucket carries the amax; ``global_scale="decode"`` writes
+    amax / (6 * E4M3_MAX), vLLM ModelOpt's weight_scale_2, "encode" TE's (6 * E4M3_MAX) / amax.
+    zero_exponent_as_one applies to MXFP8 entries only; NVFP4 entries are imported whole."""
+    _bucket_call(bucket, manifest, params, layout, stream, False, zero_exponent_as_one, shards, global_scale)
 
 
 def prepare_import_bucket(bucket: Any, manifest: List[Mapping[str, Any]], params: Mapping[str, Any], *,
                           layout: str = "compact", zero_exponent_as_one: bool = False,
-                          shards: Optional[Mapping[str, Mapping[str, Any]]] = None) -> ImportPlan:
+                          shards: Optional[Mapping[str, Mapping[str, Any]]] = None,
+                          global_scale: str = "decode") -> ImportPlan:
     """import_bucket checked once; ``plan.run(stream)`` imports whatever the bucket holds at each run."""
-    return _bucket_call(bucket, manifest, params, layout, None, True, zero_exponent_as_one, shards)
+    return _bucket_call(bucket, manifest, params, layout, None, True, zero_exponent_as_one, shards, global_scale)
 
 
 def _tensors_call(tensors: Mapping[str, Mapping[str, Any]], params: Mapping[str, Any], direction: str, layout: str,
                   stream: Any, prepare: bool, zero_exponent_as_one: bool = False,
-                  shards: Optional[Mapping[str, Mapping[str, Any]]] = None):
+                  shards: Optional[Mapping[str, Mapping[str, Any]]] = None, global_scale: str = "decode"):
     if not tensors:
         raise ValueError("tensors is empty: nothing to import")
     names = list(tensors)
-    values, scales, targets = _destinations(names, params, layout)
-    shard_fields = _shards(names, shards)
     specs = [tensors[n] for n in names]
+    nvfp4 = [_code(f"tensors[{n!r}]['format']", s.get("format", "mxfp8"), _ENTRY_FORMATS) == 1
+             for n, s in zip(names, specs)]
+    values, scales, targets, globals_ = _destinations(names, params, layout, nvfp4)
+    shard_fields = _shards(names, shards)
+    dir_code = _code("direction", direction, _DIRECTIONS)
     first = specs[0]["data"]
     cuda, stream_ptr = _cuda_and_stream(first, stream)
     data = [s["data"] for s in specs]
     scale_inv = [s["scale_inv"] for s in specs]
+    nvfp4_fields = {}
+    if any(nvfp4):  # the trainer's NVFP4 storage, straight into (values, scales, global_scale)
+        if shard_fields is not None:
+            raise ValueError("shards: NVFP4 tensors are imported whole; import shards of MXFP8 tensors in a call of "
+                             "their own")
+        for n, s, kind in zip(names, specs, nvfp4):
+            if kind and s.get("amax") is None:
+                raise ValueError(f"tensors[{n!r}] is NVFP4 and has no 'amax'")
+        nvfp4_fields = dict(amax=[s["amax"] if kind else None for s, kind in zip(specs, nvfp4)],
+                            e4m3_max=[int(s.get("e4m3_max", 448)) for s in specs], global_scales=globals_,
+                            global_scale=_code("global_scale", global_scale, _GLOBAL_SCALES))
+    shapes = [[int(d) for d in (s.get("shape") or (_nvfp4_logical_shape(f"tensors[{n!r}]", s["data"], dir_code) if kind
+                                                   else s["data"].shape))]
+              for n, s, kind in zip(names, specs, nvfp4)]
     result = _c_import_tensors(
-        data, scale_inv,
-        [[int(d) for d in (s.get("shape") or s["data"].shape)] for s in specs],
-        [_code("fp8_dtype", s.get("fp8_dtype", "e4m3"), _FORMATS) for s in specs],
+        data, scale_inv, shapes,
+        [_FORMAT_NVFP4 if kind else _code("fp8_dtype", s.get("fp8_dtype", "e4m3"), _FORMATS)
+         for s, kind in zip(specs, nvfp4)],
         [bool(s.get("swizzled", False)) for s in specs],
-        _code("direction", direction, _DIRECTIONS),
+        dir_code,
         values, scales, targets, _fixup(zero_exponent_as_one), stream_ptr, _dlpack_stream(cuda, stream_ptr), prepare,
-        shard_fields)
+        shard_fields, **nvfp4_fields)
     if prepare:
-        return ImportPlan(result, (data, scale_inv, values, scales), cuda, first)
+        return ImportPlan(result, (data, scale_inv, values, scales, globals_, nvfp4_fields.get("amax")), cuda, first)
     return None
 
 
 def import_tensors(tensors: Mapping[str, Mapping[str, Any]], params: Mapping[str, Any], *,
                    direction: str = "rowwise", layout: str = "compact", stream: Any = None,
                    zero_exponent_as_one: bool = False,
-                   shards: Optional[Mapping[str, Mapping[str, Any]]] = None) -> None:
+                   shards: Optional[Mapping[str, Mapping[str, Any]]] = None, global_scale: str = "decode") -> None:
     """The direct path: each source (``{"data", "scale_inv", "swizzled", "fp8_dtype", "shape"}``, the
     trainer's Transformer Engine storage, e.g. mapped over CUDA IPC) written into ``params[name]`` in one
     pass, the layout transform fused into it. One launch for all tensors on CUDA.
 
     shards: as for import_bucket, {name: {"rows", "cols"}}: this receiver's shard of each source
-    (mxfp8_import_tensor_shards). A shard of swizzled storage goes into "compact" parameters only."""
-    _tensors_call(tensors, params, direction, layout, stream, False, zero_exponent_as_one, shards)
+    (mxfp8_import_tensor_shards). A shard of swizzled storage goes into "compact" parameters only.
+
+    NVFP4 storage ({"format": "nvfp4", "data", "scale_inv", "amax", "swizzled", "shape", "e4m3_max"}, as
+    export_bucket takes it) goes into ``(values, scales, global_scale[, layout])`` parameters as import_bucket
+    writes an NVFP4 entry, with the amax in the `global_scale` convention (mxfp8_import_tensors_mixed);
+    NVFP4 tensors are imported whole."""
+    _tensors_call(tensors, params, direction, layout, stream, False, zero_exponent_as_one, shards, global_scale)
 
 
 def prepare_import_tensors(tensors: Mapping[str, Mapping[str, Any]], params: Mapping[str, Any], *,
                            direction: str = "rowwise", layout: str = "compact",
                            zero_exponent_as_one: bool = False,
-                           shards: Optional[Mapping[str, Mapping[str, Any]]] = None) -> ImportPlan:
+                           shards: Optional[Mapping[str, Mapping[str, Any]]] = None,
+                           global_scale: str = "decode") -> ImportPlan:
     """import_tensors checked once; ``plan.run(stream)`` moves whatever the sources hold at each run."""
-    return _tensors_call(tensors, params, direction, layout, None, True, zero_exponent_as_one, shards)
+    return _tensors_call(tensors, params, direction, layout, None, True, zero_exponent_as_one, shards, global_scale)

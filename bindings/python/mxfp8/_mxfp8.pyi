@@ -1,4 +1,4 @@
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence, Union
 
 version: int
 header_version: int
@@ -81,6 +81,19 @@ def export_bucket(
     stream: Optional[int] = None,
     dlpack_stream: Optional[int] = None, bucket_name: str = "bucket",
 ) -> None: ...
+def bucket_plan_mixed(
+    tensors: list[Union[Tensor, Nvfp4Tensor]], direction: int = 0, alignment: int = 256,
+) -> tuple[list[tuple[int, int, int, int]], list[tuple[int, int, int]], int]: ...
+def export_bucket_mixed(
+    tensors: list[Union[Tensor, Nvfp4Tensor]], plan: list[tuple[int, int, int, int]],
+    nvfp4_plan: list[tuple[int, int, int]], bucket: Any, *, direction: int = 0, stream: Optional[int] = None,
+    dlpack_stream: Optional[int] = None, bucket_name: str = "bucket",
+) -> None: ...
+def prepare_bucket_mixed(
+    tensors: list[Union[Tensor, Nvfp4Tensor]], plan: list[tuple[int, int, int, int]],
+    nvfp4_plan: list[tuple[int, int, int]], bucket: Any, *, direction: int = 0, dlpack_stream: Optional[int] = None,
+    bucket_name: str = "bucket",
+) -> Any: ...
 def swizzle_pair(
     source: Any, destination: Any, swizzle: bool, stream: Optional[int] = None, dlpack_stream: Optional[int] = None,
 ) -> None: ...

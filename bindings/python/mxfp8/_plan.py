@@ -6,8 +6,8 @@ from typing import Any, Dict, Iterator, List, Mapping, Tuple
 
 from . import _args, _mxfp8
 from ._api import _DIRECTIONS, _choice
-from ._bucket import (_bucket_groups, _compact_scales_shapes, _numel, _plan_bucket, _spec_handle, _spec_inputs,
-                      _specs)
+from ._bucket import (_bucket_groups, _compact_scales_shapes, _numel, _plan_bucket, _prepare_fill, _spec_handle,
+                      _spec_inputs, _specs)
 
 
 def _new_bytes(inputs, specs, nbytes: int, what: str) -> Any:
@@ -55,6 +55,9 @@ class ExportPlan:
             raise ValueError("tensors is empty: nothing to export")
         dir_code = _choice("direction", direction, _DIRECTIONS)
         for spec in specs:
+            if spec.nvfp4:
+                raise ValueError(f"tensors[{spec.name!r}] is NVFP4: ExportPlan exports MXFP8 scales; an NVFP4 tensor "
+                                 "travels in a bucket (BucketPlan, iter_buckets) or through mxfp8.nvfp4.export_components")
             if spec.shard is not None:
                 raise ValueError(f"tensors[{spec.name!r}] has 'rows' / 'cols': ExportPlan exports whole tensors' "
                                  "scales; a shard travels in a bucket (BucketPlan, iter_buckets)")
@@ -143,9 +146,7 @@ class BucketPlan:
                              "make it at least bucket_bytes and as large as the largest tensor")
         self.buffer = buffer
         self._stream_of = lambda stream: _args.stream_pointer(stream, inputs.torch, buffer, inputs.cuda)
-        self._fills = [_mxfp8.PreparedExport.for_bucket(handles, entries, buffer[:total], direction=dir_code,
-                                                        dlpack_stream=inputs.dlpack_stream, bucket_name="buffer",
-                                                        shards=shards)
+        self._fills = [_prepare_fill(handles, entries, buffer[:total], dir_code, inputs, "buffer", shards)
                        for handles, _, entries, total, shards in planned]
 
     def __len__(self) -> int:

@@ -136,6 +136,51 @@ mxfp8_tensor *make_tensor(std::unique_ptr<Taken> &data, std::unique_ptr<Taken> &
   return t;
 }
 
+// The destinations of NVFP4 entries' global scales: DLTensor pointers (NULL where the Python list holds
+// None, at MXFP8 entries) and the taken tensors behind them, alive for the call.
+struct GlobalScales {
+  std::vector<DLTensor *> tensors;
+  std::vector<std::unique_ptr<Taken>> taken;
+  DLTensor *const *data() const { return tensors.empty() ? nullptr : tensors.data(); }
+};
+
+GlobalScales take_global_scales(const std::optional<py::list> &list, py::object stream) {
+  GlobalScales g;
+  if (!list) return g;
+  for (size_t i = 0; i < list->size(); ++i) {
+    py::handle t = (*list)[i];
+    if (t.is_none()) {
+      g.tensors.push_back(nullptr);
+      continue;
+    }
+    g.taken.push_back(take(t, "global_scales[" + std::to_string(i) + "]", stream));
+    g.tensors.push_back(g.taken.back()->tensor());
+  }
+  return g;
+}
+
+// An NVFP4 tensor handle over a producer's data, scale_inv and amax of one direction (taken: the handle
+// owns them once created).
+mxfp8_nvfp4_tensor *make_nvfp4_tensor(std::unique_ptr<Taken> &data, std::unique_ptr<Taken> &scale_inv,
+                                      std::unique_ptr<Taken> &amax, const std::vector<int64_t> &shape, bool swizzled,
+                                      int32_t e4m3_max, int32_t direction) {
+  mxfp8_nvfp4_tensor_desc desc = MXFP8_NVFP4_TENSOR_DESC_INIT;
+  desc.scale_layout = swizzled ? MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED : MXFP8_SCALE_LAYOUT_ROW_MAJOR;
+  desc.e4m3_max = e4m3_max;
+  desc.ndim = static_cast<int32_t>(shape.size());
+  desc.shape = shape.data();
+  const bool columnwise = direction == MXFP8_DIRECTION_COLUMNWISE;
+  *(columnwise ? &desc.columnwise_data : &desc.rowwise_data) = data->managed;
+  *(columnwise ? &desc.columnwise_scale_inv : &desc.rowwise_scale_inv) = scale_inv->managed;
+  *(columnwise ? &desc.columnwise_amax : &desc.rowwise_amax) = amax->managed;
+  mxfp8_nvfp4_tensor *t = nullptr;
+  check(mxfp8_nvfp4_tensor_create(&desc, &t));
+  data->release();  // owned by the tensor now
+  scale_inv->release();
+  amax->release();
+  return t;
+}
+
 // A prepared import: checked once, run every step (one launch, no allocation, no synchronization).
 class ImportPlan {
  public:
@@ -161,13 +206,23 @@ py::object import_bucket(py::handle bucket, const std::vector<std::array<uint64_
                          const std::vector<int32_t> &directions, const std::vector<int32_t> &scales_layouts,
                          const py::list &values, const py::list &scales, const std::vector<int32_t> &targets,
                          int32_t scale_fixup, uintptr_t stream, py::object dlpack_stream, bool prepare,
-                         const std::optional<std::vector<py::object>> &shards) {
+                         const std::optional<std::vector<py::object>> &shards,
+                         const std::optional<std::vector<std::array<uint64_t, 3>>> &nvfp4_entries,
+                         const std::optional<py::list> &global_scales, int32_t global_scale) {
   const size_t n = entries.size();
   const ShardList shard_list(shards, n);
-  if (shapes.size() != n || formats.size() != n || directions.size() != n || scales_layouts.size() != n)
+  if (shapes.size() != n || formats.size() != n || directions.size() != n || scales_layouts.size() != n ||
+      (nvfp4_entries && nvfp4_entries->size() != n) || (global_scales && global_scales->size() != n))
     throw py::value_error("the manifest's lists must have one entry per tensor");
   auto taken_bucket = take(bucket, "bucket", dlpack_stream);
   Destinations d = take_destinations(values, scales, targets, dlpack_stream);
+  // NVFP4 entries: (amax_offset, amax_bytes, e4m3_max) and the destination of each global scale (None
+  // at MXFP8 entries).
+  std::vector<mxfp8_bucket_nvfp4_entry> nv;
+  if (nvfp4_entries)
+    for (const auto &[offset, bytes, e4m3_max] : *nvfp4_entries)
+      nv.push_back(mxfp8_bucket_nvfp4_entry{offset, bytes, static_cast<int32_t>(e4m3_max), 0u});
+  const GlobalScales globals = take_global_scales(global_scales, dlpack_stream);
   std::vector<mxfp8_bucket_entry> e(n);
   std::vector<int32_t> ndims(n);
   std::vector<const int64_t *> shape_ptrs(n);
@@ -186,6 +241,9 @@ py::object import_bucket(py::handle bucket, const std::vector<std::array<uint64_
   m.scales_layouts = scales_layouts.data();
   m.scale_fixup = scale_fixup;
   m.shards = shard_list.data();
+  m.nvfp4_entries = nvfp4_entries ? nv.data() : nullptr;
+  m.global_scales = globals.data();
+  m.global_scale = global_scale;
   mxfp8_status st;
   mxfp8_prepared_export *plan = nullptr;
   {
@@ -202,25 +260,40 @@ py::object import_tensors(const py::list &data, const py::list &scale_inv, const
                           const std::vector<int32_t> &formats, const std::vector<bool> &swizzled, int32_t direction,
                           const py::list &values, const py::list &scales, const std::vector<int32_t> &targets,
                           int32_t scale_fixup, uintptr_t stream, py::object dlpack_stream, bool prepare,
-                          const std::optional<std::vector<py::object>> &shards) {
+                          const std::optional<std::vector<py::object>> &shards, const std::optional<py::list> &amax,
+                          const std::optional<std::vector<int32_t>> &e4m3_max, const std::optional<py::list> &global_scales,
+                          int32_t global_scale) {
   const size_t n = data.size();
   const ShardList shard_list(shards, n);
-  if (scale_inv.size() != n || shapes.size() != n || formats.size() != n || swizzled.size() != n)
+  if (scale_inv.size() != n || shapes.size() != n || formats.size() != n || swizzled.size() != n ||
+      (amax && amax->size() != n) || (e4m3_max && e4m3_max->size() != n) || (global_scales && global_scales->size() != n))
     throw py::value_error("data, scale_inv, shapes, formats and swizzled must have one entry per tensor");
-  // Handles over the sources; the tensors own their managed inputs once created.
+  // Handles over the sources; the tensors own their managed inputs once created. With `amax`, entry i
+  // is NVFP4 where amax[i] is not None (mxfp8_import_tensors_mixed), else MXFP8.
   struct Handles {
     std::vector<mxfp8_tensor *> t;
+    std::vector<mxfp8_nvfp4_tensor *> nv;
     ~Handles() {
       for (mxfp8_tensor *h : t) mxfp8_tensor_release(h);
+      for (mxfp8_nvfp4_tensor *h : nv) mxfp8_nvfp4_tensor_release(h);
     }
   } handles;
   handles.t.reserve(n);
+  handles.nv.reserve(n);
   for (size_t i = 0; i < n; ++i) {
     auto d = take(data[i], "data[" + std::to_string(i) + "]", dlpack_stream);
     auto s = take(scale_inv[i], "scale_inv[" + std::to_string(i) + "]", dlpack_stream);
+    if (amax && !(*amax)[i].is_none()) {
+      auto a = take((*amax)[i], "amax[" + std::to_string(i) + "]", dlpack_stream);
+      handles.t.push_back(nullptr);
+      handles.nv.push_back(make_nvfp4_tensor(d, s, a, shapes[i], swizzled[i], e4m3_max ? (*e4m3_max)[i] : 448, direction));
+      continue;
+    }
     handles.t.push_back(make_tensor(d, s, shapes[i], formats[i], swizzled[i], direction));
+    handles.nv.push_back(nullptr);
   }
   Destinations dst = take_destinations(values, scales, targets, dlpack_stream);
+  const GlobalScales globals = take_global_scales(global_scales, dlpack_stream);
   mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
   o.direction = direction;
   o.scale_fixup = scale_fixup;
@@ -228,9 +301,14 @@ py::object import_tensors(const py::list &data, const py::list &scale_inv, const
   mxfp8_status st;
   mxfp8_prepared_export *plan = nullptr;
   const auto *ts = const_cast<const mxfp8_tensor *const *>(handles.t.data());
+  const auto *nvs = const_cast<const mxfp8_nvfp4_tensor *const *>(handles.nv.data());
+  DLTensor *const *gs = globals.data();
   {
     py::gil_scoped_release unlocked;
-    if (shards)
+    if (amax)
+      st = prepare ? mxfp8_prepare_import_tensors_mixed(ts, nvs, n, &o, dst.structs.data(), gs, global_scale, &plan)
+                   : mxfp8_import_tensors_mixed(ts, nvs, n, &o, dst.structs.data(), gs, global_scale);
+    else if (shards)
       st = prepare ? mxfp8_prepare_import_tensor_shards(ts, shard_list.data(), n, &o, dst.structs.data(), &plan)
                    : mxfp8_import_tensor_shards(ts, shard_list.data(), n, &o, dst.structs.data());
     else
@@ -309,13 +387,18 @@ void register_import(py::module_ &m) {
   m.def("import_bucket", &import_bucket, py::arg("bucket"), py::arg("entries"), py::arg("shapes"), py::arg("formats"),
         py::arg("directions"), py::arg("scales_layouts"), py::arg("values"), py::arg("scales"), py::arg("targets"),
         py::arg("scale_fixup"), py::arg("stream"), py::arg("dlpack_stream"), py::arg("prepare"),
-        py::arg("shards") = py::none(),
-        "mxfp8_import_bucket (or mxfp8_prepare_import_bucket with prepare=True, returning an ImportPlan).");
+        py::arg("shards") = py::none(), py::arg("nvfp4_entries") = py::none(), py::arg("global_scales") = py::none(),
+        py::arg("global_scale") = 0,
+        "mxfp8_import_bucket (or mxfp8_prepare_import_bucket with prepare=True, returning an ImportPlan); "
+        "nvfp4_entries [(amax_offset, amax_bytes, e4m3_max)] and global_scales (None at MXFP8 entries) for NVFP4 "
+        "entries (formats 3).");
   m.def("import_tensors", &import_tensors, py::arg("data"), py::arg("scale_inv"), py::arg("shapes"), py::arg("formats"),
         py::arg("swizzled"), py::arg("direction"), py::arg("values"), py::arg("scales"), py::arg("targets"),
         py::arg("scale_fixup"), py::arg("stream"), py::arg("dlpack_stream"), py::arg("prepare"),
-        py::arg("shards") = py::none(),
-        "mxfp8_import_tensors (or mxfp8_prepare_import_tensors with prepare=True, returning an ImportPlan).");
+        py::arg("shards") = py::none(), py::arg("amax") = py::none(), py::arg("e4m3_max") = py::none(),
+        py::arg("global_scales") = py::none(), py::arg("global_scale") = 0,
+        "mxfp8_import_tensors (or mxfp8_prepare_import_tensors with prepare=True, returning an ImportPlan); with "
+        "amax (None at MXFP8 entries), e4m3_max and global_scales, mxfp8_import_tensors_mixed.");
   m.def("convert", &convert, py::arg("data"), py::arg("scale_inv"), py::arg("shape"), py::arg("format"),
         py::arg("swizzled"), py::arg("direction"), py::arg("num_experts"), py::arg("grouped_scales"), py::arg("target"),
         py::arg("scale_fixup"), py::arg("values"), py::arg("scales"), py::arg("stream"), py::arg("dlpack_stream"),

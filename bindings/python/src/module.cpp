@@ -778,6 +778,26 @@ class PreparedExport {
                  : mxfp8_prepare_bucket(h.data(), h.size(), &o, entries.data(), b, &p->plan_));
     return p;
   }
+  // A prepared mixed bucket fill (mxfp8_prepare_bucket_mixed): entry i is mx[i] when set, else nv[i];
+  // api and device those of the first entry's tensor.
+  static std::unique_ptr<PreparedExport> for_mixed(const std::vector<const mxfp8_tensor *> &mx,
+                                                   const std::vector<const mxfp8_nvfp4_tensor *> &nv,
+                                                   const std::vector<mxfp8_bucket_entry> &entries,
+                                                   const std::vector<mxfp8_bucket_nvfp4_entry> &nv_entries,
+                                                   const DLPackExchangeAPI *api, DLDevice device, py::object bucket,
+                                                   int direction, py::object dlpack_stream, const std::string &bucket_name) {
+    if (mx.empty()) throw py::value_error("tensors is empty: nothing to prepare");
+    std::unique_ptr<PreparedExport> p(new PreparedExport());
+    p->api_ = api;
+    p->device_ = device;
+    Exchange ex = exchange_for(p->api_, p->device_, py::none(), std::move(dlpack_stream));
+    p->taken_.push_back(take(bucket, bucket_name.c_str(), ex, Access::Write));
+    mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
+    o.direction = direction;
+    check(mxfp8_prepare_bucket_mixed(mx.data(), nv.data(), mx.size(), &o, entries.data(), nv_entries.data(),
+                                     &p->taken_.back()->managed->dl_tensor, &p->plan_));
+    return p;
+  }
   ~PreparedExport() { mxfp8_prepared_export_release(plan_); }
   PreparedExport(const PreparedExport &) = delete;
   PreparedExport &operator=(const PreparedExport &) = delete;
@@ -1182,6 +1202,9 @@ class Nvfp4Tensor {
       if (t) t->release();  // the handle owns them now
   }
   ~Nvfp4Tensor() { mxfp8_nvfp4_tensor_release(handle_); }
+  const mxfp8_nvfp4_tensor *handle() const { return handle_; }
+  const DLPackExchangeAPI *api() const { return api_; }
+  DLDevice device() const { return device_; }
   Nvfp4Tensor(const Nvfp4Tensor &) = delete;
   Nvfp4Tensor &operator=(const Nvfp4Tensor &) = delete;
 
@@ -1223,6 +1246,92 @@ class Nvfp4Tensor {
   DLDevice device_{kDLCPU, 0};
   bool device_set_ = false;
 };
+// ---- Buckets of MXFP8 and NVFP4 entries (mxfp8_*_bucket_mixed) ----------------------------------------
+// The handles of a mixed bucket: entry i is a Tensor (mx[i] set, nv[i] NULL) or an Nvfp4Tensor (the other
+// way round); the exchange API and device of entry 0 decide the stream, as for export_bucket.
+struct MixedHandles {
+  std::vector<const mxfp8_tensor *> mx;
+  std::vector<const mxfp8_nvfp4_tensor *> nv;
+  const DLPackExchangeAPI *api = nullptr;
+  DLDevice device{kDLCPU, 0};
+};
+
+MixedHandles mixed_handles(const py::list &tensors) {
+  MixedHandles h;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    py::handle t = tensors[i];
+    const DLPackExchangeAPI *api = nullptr;
+    DLDevice device{kDLCPU, 0};
+    if (py::isinstance<Tensor>(t)) {
+      const Tensor &x = t.cast<const Tensor &>();
+      h.mx.push_back(x.handle()), h.nv.push_back(nullptr), api = x.api(), device = x.device();
+    } else if (py::isinstance<Nvfp4Tensor>(t)) {
+      const Nvfp4Tensor &x = t.cast<const Nvfp4Tensor &>();
+      h.mx.push_back(nullptr), h.nv.push_back(x.handle()), api = x.api(), device = x.device();
+    } else {
+      throw py::type_error("tensors[" + std::to_string(i) + "] is neither a Tensor nor an Nvfp4Tensor");
+    }
+    if (i == 0) h.api = api, h.device = device;
+  }
+  return h;
+}
+
+using EntryRow = std::tuple<uint64_t, uint64_t, uint64_t, uint64_t>;
+using Nvfp4Row = std::tuple<uint64_t, uint64_t, int32_t>;  // amax_offset, amax_bytes, e4m3_max
+
+std::vector<mxfp8_bucket_entry> entry_structs(const std::vector<EntryRow> &plan) {
+  std::vector<mxfp8_bucket_entry> entries;
+  for (const auto &[vo, vb, so, sb] : plan) entries.push_back(mxfp8_bucket_entry{vo, vb, so, sb});
+  return entries;
+}
+
+std::vector<mxfp8_bucket_nvfp4_entry> nvfp4_entry_structs(const std::vector<Nvfp4Row> &plan) {
+  std::vector<mxfp8_bucket_nvfp4_entry> entries;
+  for (const auto &[offset, bytes, e4m3_max] : plan) entries.push_back(mxfp8_bucket_nvfp4_entry{offset, bytes, e4m3_max, 0u});
+  return entries;
+}
+
+// mxfp8_bucket_plan_mixed: ([(values_offset, values_bytes, scales_offset, scales_bytes)],
+// [(amax_offset, amax_bytes, e4m3_max)] (zeros at MXFP8 entries), total bytes).
+py::tuple bucket_plan_mixed(const py::list &tensors, int direction, uint64_t alignment) {
+  const MixedHandles h = mixed_handles(tensors);
+  mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
+  o.direction = direction;
+  std::vector<mxfp8_bucket_entry> entries(h.mx.size());
+  std::vector<mxfp8_bucket_nvfp4_entry> nv(h.mx.size());
+  uint64_t total = 0;
+  check(mxfp8_bucket_plan_mixed(h.mx.data(), h.nv.data(), h.mx.size(), &o, alignment, entries.data(), nv.data(), &total));
+  py::list rows, nv_rows;
+  for (const auto &e : entries) rows.append(py::make_tuple(e.values_offset, e.values_bytes, e.scales_offset, e.scales_bytes));
+  for (const auto &e : nv) nv_rows.append(py::make_tuple(e.amax_offset, e.amax_bytes, e.e4m3_max));
+  return py::make_tuple(rows, nv_rows, total);
+}
+
+// mxfp8_export_bucket_mixed; stream None: the framework's current stream in exchange mode.
+void export_bucket_mixed(const py::list &tensors, const std::vector<EntryRow> &plan, const std::vector<Nvfp4Row> &nvfp4_plan,
+                         py::object bucket, int direction, py::object stream, py::object dlpack_stream,
+                         const std::string &bucket_name) {
+  const MixedHandles h = mixed_handles(tensors);
+  mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
+  o.direction = direction;
+  Exchange ex = exchange_for(h.api, h.device, stream, dlpack_stream);
+  o.stream = reinterpret_cast<void *>(ex.stream);
+  const auto entries = entry_structs(plan);
+  const auto nv = nvfp4_entry_structs(nvfp4_plan);
+  with_borrowed(bucket, bucket_name.c_str(), ex, Access::Write, [&](DLTensor *b) {
+    check(mxfp8_export_bucket_mixed(h.mx.data(), h.nv.data(), h.mx.size(), &o, entries.data(), nv.data(), b));
+  });
+}
+
+std::unique_ptr<PreparedExport> prepare_bucket_mixed(const py::list &tensors, const std::vector<EntryRow> &plan,
+                                                     const std::vector<Nvfp4Row> &nvfp4_plan, py::object bucket,
+                                                     int direction, py::object dlpack_stream,
+                                                     const std::string &bucket_name) {
+  const MixedHandles h = mixed_handles(tensors);
+  return PreparedExport::for_mixed(h.mx, h.nv, entry_structs(plan), nvfp4_entry_structs(nvfp4_plan), h.api, h.device,
+                                   std::move(bucket), direction, std::move(dlpack_stream), bucket_name);
+}
+
 }  // namespace
 
 // The receiver's import (import_bindings.cpp).
@@ -1340,5 +1449,13 @@ PYBIND11_MODULE(_mxfp8, m) {
            py::arg("global_scale") = 0, py::arg("stream") = py::none())
       .def("dequantize", &Nvfp4Tensor::dequantize, py::arg("direction"), py::arg("output"),
            py::arg("stream") = py::none(), py::arg("dlpack_stream") = py::none(), py::arg("bfloat16_bits") = false);
+  m.def("bucket_plan_mixed", &bucket_plan_mixed, py::arg("tensors"), py::arg("direction") = 0, py::arg("alignment") = 256,
+        "mxfp8_bucket_plan_mixed over Tensor and Nvfp4Tensor handles: (entries, nvfp4_entries, total bytes).");
+  m.def("export_bucket_mixed", &export_bucket_mixed, py::arg("tensors"), py::arg("plan"), py::arg("nvfp4_plan"),
+        py::arg("bucket"), py::kw_only(), py::arg("direction") = 0, py::arg("stream") = py::none(),
+        py::arg("dlpack_stream") = py::none(), py::arg("bucket_name") = "bucket", "mxfp8_export_bucket_mixed.");
+  m.def("prepare_bucket_mixed", &prepare_bucket_mixed, py::arg("tensors"), py::arg("plan"), py::arg("nvfp4_plan"),
+        py::arg("bucket"), py::kw_only(), py::arg("direction") = 0, py::arg("dlpack_stream") = py::none(),
+        py::arg("bucket_name") = "bucket", "mxfp8_prepare_bucket_mixed, as a PreparedExport.");
   register_import(m);
 }

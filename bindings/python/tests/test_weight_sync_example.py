@@ -87,3 +87,54 @@ def test_tp2_example_runs_over_shared_memory():
                           "--hidden", "1024"], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "2 receivers each taking its TP-2 shard" in out.stdout and "weight sync OK" in out.stdout
+
+
+@pytest.mark.parametrize("layout", ["compact", "cutlass_128x4"])
+def test_nvfp4_receiver_gets_modelopt_parameters_and_notices_each_part_changed(layout):
+    """--format nvfp4 on host memory: TE's NVFP4 storage (swizzled scales, amax) through buckets into vLLM
+    ModelOpt's weight, weight_scale and weight_scale_2, checked against a direct compact quantize; a flipped
+    byte in any of the three parts is noticed."""
+    ws = load_example()
+    shapes = ws.model_shapes(layers=1, hidden=256)
+    model = ws.NumpyModel(shapes, seed=6, fmt="nvfp4")
+    model.step()
+    model.quantize()
+    params = ws.make_params(shapes, layout, np, "nvfp4")
+    names = []
+    for bucket, manifest in mxfp8.iter_buckets(ws.specs(model), bucket_bytes=1 << 19):
+        assert all(m["format"] == "nvfp4" for m in manifest)
+        mxfp8.import_bucket(bucket, manifest, params)
+        names += [m["name"] for m in manifest]
+    assert sorted(names) == sorted(shapes)
+    assert ws.verify(params, model.reference, names, np) is None
+    for part in range(3):
+        flipped = params[names[1]][part].reshape(-1).view(np.uint8)
+        flipped[0] ^= 1
+        assert ws.verify(params, model.reference, names, np) == f"{names[1]} differs"
+        flipped[0] ^= 1
+
+
+def test_nvfp4_example_runs_over_shared_memory():
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, str(EXAMPLE), "--transport", "shm", "--format", "nvfp4", "--steps", "2",
+                          "--layers", "1", "--hidden", "512"], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "NVFP4 weights" in out.stdout and "weight sync OK" in out.stdout
+
+
+def test_nvfp4_direct_path_moves_the_trainers_storage_into_parameters():
+    """--format nvfp4 over the direct path, on host memory: prepared once over TE's NVFP4 storage, run after
+    every requantize."""
+    ws = load_example()
+    shapes = ws.model_shapes(layers=1, hidden=256)
+    model = ws.NumpyModel(shapes, seed=7, fmt="nvfp4")
+    params = ws.make_params(shapes, "cutlass_128x4", np, "nvfp4")
+    plan = None
+    for _ in range(2):
+        model.step()
+        model.quantize()
+        plan = plan or mxfp8.prepare_import_tensors(ws.specs(model), params)
+        plan.run()
+        assert ws.verify(params, model.reference, list(shapes), np) is None

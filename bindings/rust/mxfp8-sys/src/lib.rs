@@ -169,6 +169,8 @@ impl mxfp8_status {
 pub const MXFP8_FORMAT_E4M3: i32 = 1;
 /// `mxfp8_format`: float8_e5m2 values.
 pub const MXFP8_FORMAT_E5M2: i32 = 2;
+/// `mxfp8_format`: an NVFP4 entry of a bucket (`mxfp8_bucket_manifest::formats` only).
+pub const MXFP8_FORMAT_NVFP4: i32 = 3;
 /// `mxfp8_scale_layout`: row-major, possibly padded.
 pub const MXFP8_SCALE_LAYOUT_ROW_MAJOR: i32 = 0;
 /// `mxfp8_scale_layout`: the cuBLAS 128x4 block-scaling layout.
@@ -389,6 +391,29 @@ pub struct mxfp8_bucket_manifest {
     /// The shard of tensor i that `destinations[i]` receives (resharding, appended); NULL, or a NULL
     /// entry: the whole tensor.
     pub shards: *const *const mxfp8_shard,
+    /// Where each NVFP4 entry's amax lies (appended with NVFP4 entries); read at NVFP4 entries only.
+    pub nvfp4_entries: *const mxfp8_bucket_nvfp4_entry,
+    /// Where each NVFP4 entry's second-level scale is written (float32); read at NVFP4 entries only.
+    pub global_scales: *const *mut DLTensor,
+    /// `mxfp8_nvfp4_global_scale` written to `global_scales`; default decode.
+    pub global_scale: i32,
+    /// Must be 0.
+    pub reserved3: u32,
+}
+
+/// `mxfp8_bucket_nvfp4_entry`: where an NVFP4 entry's float32 amax lies in a bucket and its E4M3_MAX
+/// (all zero for an MXFP8 entry).
+#[repr(C)]
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct mxfp8_bucket_nvfp4_entry {
+    /// Offset of the amax, a multiple of 4.
+    pub amax_offset: u64,
+    /// 4 per amax: 4 (per tensor) or 4 * rows (per row).
+    pub amax_bytes: u64,
+    /// 448, or 256 for TE's 4over6 tensors.
+    pub e4m3_max: i32,
+    /// 0.
+    pub reserved: u32,
 }
 
 impl Default for mxfp8_bucket_manifest {
@@ -407,6 +432,10 @@ impl Default for mxfp8_bucket_manifest {
             scale_fixup: MXFP8_SCALE_FIXUP_NONE,
             reserved2: 0,
             shards: core::ptr::null(),
+            nvfp4_entries: core::ptr::null(),
+            global_scales: core::ptr::null(),
+            global_scale: 0,
+            reserved3: 0,
         }
     }
 }
@@ -1018,6 +1047,60 @@ extern "C" {
         values: *mut DLTensor,
         scales: *mut DLTensor,
         amax: *mut DLTensor,
+    ) -> mxfp8_status;
+    /// Plans a bucket of MXFP8 (`tensors[i]`) and NVFP4 (`nvfp4_tensors[i]`) entries.
+    pub fn mxfp8_bucket_plan_mixed(
+        tensors: *const *const mxfp8_tensor,
+        nvfp4_tensors: *const *const mxfp8_nvfp4_tensor,
+        count: usize,
+        options: *const mxfp8_export_options,
+        alignment: u64,
+        entries: *mut mxfp8_bucket_entry,
+        nvfp4_entries: *mut mxfp8_bucket_nvfp4_entry,
+        total_bytes: *mut u64,
+    ) -> mxfp8_status;
+    /// Fills a bucket of MXFP8 and NVFP4 entries as `mxfp8_bucket_plan_mixed` planned it.
+    pub fn mxfp8_export_bucket_mixed(
+        tensors: *const *const mxfp8_tensor,
+        nvfp4_tensors: *const *const mxfp8_nvfp4_tensor,
+        count: usize,
+        options: *const mxfp8_export_options,
+        entries: *const mxfp8_bucket_entry,
+        nvfp4_entries: *const mxfp8_bucket_nvfp4_entry,
+        bucket: *mut DLTensor,
+    ) -> mxfp8_status;
+    /// Prepares `mxfp8_export_bucket_mixed`.
+    pub fn mxfp8_prepare_bucket_mixed(
+        tensors: *const *const mxfp8_tensor,
+        nvfp4_tensors: *const *const mxfp8_nvfp4_tensor,
+        count: usize,
+        options: *const mxfp8_export_options,
+        entries: *const mxfp8_bucket_entry,
+        nvfp4_entries: *const mxfp8_bucket_nvfp4_entry,
+        bucket: *mut DLTensor,
+        out: *mut *mut mxfp8_prepared_export,
+    ) -> mxfp8_status;
+    /// The direct import of MXFP8 (`tensors[i]`) and NVFP4 (`nvfp4_tensors[i]`) storage into destinations;
+    /// NVFP4 entry i's global scale goes to `global_scales[i]` in the `global_scale` convention.
+    pub fn mxfp8_import_tensors_mixed(
+        tensors: *const *const mxfp8_tensor,
+        nvfp4_tensors: *const *const mxfp8_nvfp4_tensor,
+        count: usize,
+        options: *const mxfp8_export_options,
+        destinations: *const mxfp8_import_destination,
+        global_scales: *const *mut DLTensor,
+        global_scale: i32,
+    ) -> mxfp8_status;
+    /// Prepares `mxfp8_import_tensors_mixed`.
+    pub fn mxfp8_prepare_import_tensors_mixed(
+        tensors: *const *const mxfp8_tensor,
+        nvfp4_tensors: *const *const mxfp8_nvfp4_tensor,
+        count: usize,
+        options: *const mxfp8_export_options,
+        destinations: *const mxfp8_import_destination,
+        global_scales: *const *mut DLTensor,
+        global_scale: i32,
+        out: *mut *mut mxfp8_prepared_export,
     ) -> mxfp8_status;
     /// Quantizes `count` fused shards to NVFP4 under one shared per-tensor amax.
     pub fn mxfp8_nvfp4_quantize_fused_into(

@@ -80,6 +80,15 @@ int main(void) {
   FIELD(mxfp8_bucket_manifest, scale_fixup);
   FIELD(mxfp8_bucket_manifest, reserved2);
   FIELD(mxfp8_bucket_manifest, shards);
+  FIELD(mxfp8_bucket_manifest, nvfp4_entries);
+  FIELD(mxfp8_bucket_manifest, global_scales);
+  FIELD(mxfp8_bucket_manifest, global_scale);
+  FIELD(mxfp8_bucket_manifest, reserved3);
+  SIZE(mxfp8_bucket_nvfp4_entry);
+  FIELD(mxfp8_bucket_nvfp4_entry, amax_offset);
+  FIELD(mxfp8_bucket_nvfp4_entry, amax_bytes);
+  FIELD(mxfp8_bucket_nvfp4_entry, e4m3_max);
+  FIELD(mxfp8_bucket_nvfp4_entry, reserved);
   SIZE(mxfp8_shard);
   FIELD(mxfp8_shard, struct_size);
   FIELD(mxfp8_shard, reserved);
@@ -185,6 +194,10 @@ int main(void) {
     INIT_INT(mxfp8_bucket_manifest, v, scale_fixup);
     INIT_INT(mxfp8_bucket_manifest, v, reserved2);
     INIT_PTR(mxfp8_bucket_manifest, v, shards);
+    INIT_PTR(mxfp8_bucket_manifest, v, nvfp4_entries);
+    INIT_PTR(mxfp8_bucket_manifest, v, global_scales);
+    INIT_INT(mxfp8_bucket_manifest, v, global_scale);
+    INIT_INT(mxfp8_bucket_manifest, v, reserved3);
   }
   {
     mxfp8_shard v = MXFP8_SHARD_INIT;

@@ -1,0 +1,78 @@
+"""NVFP4 tensors in buckets on CUDA torch tensors: export_bucket, BucketPlan, unpack_bucket, import_bucket
+and prepare_import_bucket on the device, the bucket byte for byte the host's and every parameter the
+reference of test_nvfp4_bucket.py. Skips without a CUDA device."""
+import numpy as np
+import pytest
+
+import mxfp8
+from conftest import POISON, make_mxfp8, swizzle_reference
+from test_nvfp4_bucket import CASES, check_params, nvfp4_source, params_for
+
+torch = pytest.importorskip("torch")
+if not torch.cuda.is_available() or not mxfp8._mxfp8.with_cuda:
+    pytest.skip("needs a CUDA device and a CUDA build of mxfp8", allow_module_level=True)
+
+
+def cuda_spec(spec):
+    return {k: torch.from_numpy(np.ascontiguousarray(v)).cuda() if isinstance(v, np.ndarray) else v
+            for k, v in spec.items()}
+
+
+def cuda_params(p):
+    return tuple(torch.from_numpy(x.copy()).cuda() for x in p[:3]) + (p[3],)
+
+
+def host(p):
+    return tuple(x.cpu().numpy() for x in p[:3]) + (p[3],)
+
+
+@pytest.mark.parametrize("convention", ["decode", "encode"])
+def test_cuda_bucket_matches_the_host_and_the_reference(convention):
+    sources = [nvfp4_source(shape, layout, direction, per_row, e4m3_max, seed=i)
+               for i, (shape, layout, direction, per_row, e4m3_max, _) in enumerate(CASES) if direction == "rowwise"]
+    targets = [c[5] for c in CASES if c[2] == "rowwise"]
+    data, buf, s = make_mxfp8((100, 96), "swizzled", seed=7)
+    tensors = {f"w{i}": spec for i, (spec, _) in enumerate(sources)}
+    tensors["m"] = {"data": data, "scale_inv": buf, "swizzled": True}
+    host_bucket, host_manifest = mxfp8.export_bucket(tensors)
+    bucket, manifest = mxfp8.export_bucket({k: cuda_spec(v) for k, v in tensors.items()})
+    assert bucket.is_cuda and manifest == host_manifest
+    torch.cuda.synchronize()
+    np.testing.assert_array_equal(bucket.cpu().numpy(), host_bucket)
+
+    params = {f"w{i}": cuda_params(params_for(ref, t)) for i, ((_, ref), t) in enumerate(zip(sources, targets))}
+    params["m"] = (torch.full((9600,), POISON, dtype=torch.uint8, device="cuda"),
+                   torch.full((512,), POISON, dtype=torch.uint8, device="cuda"), "cutlass_128x4")
+    mxfp8.import_bucket(bucket, manifest, params, global_scale=convention)
+    torch.cuda.synchronize()
+    for i, (_, ref) in enumerate(sources):
+        check_params(host(params[f"w{i}"]), ref, convention)
+    np.testing.assert_array_equal(params["m"][1].cpu().numpy(), swizzle_reference(s))
+
+    parts = mxfp8.unpack_bucket(bucket, manifest)
+    np.testing.assert_array_equal(parts["w0"].scales.cpu().numpy(), sources[0][1][1])
+
+
+def test_cuda_bucket_plan_and_prepared_import():
+    sources = [nvfp4_source((130, 40 + 16 * i), "swizzled", "rowwise", i % 2 == 0, 448, seed=i) for i in range(4)]
+    tensors = {f"w{i}": cuda_spec(spec) for i, (spec, _) in enumerate(sources)}
+    plan = mxfp8.BucketPlan(tensors, bucket_bytes=8192)
+    for i, manifest in enumerate(plan.manifests):
+        bucket = plan.fill(i)
+        params = {e["name"]: cuda_params(params_for(sources[int(e["name"][1:])][1], "cutlass_128x4")) for e in manifest}
+        imported = mxfp8.prepare_import_bucket(bucket, manifest, params)
+        imported.run()
+        torch.cuda.synchronize()
+        for name, p in params.items():
+            check_params(host(p), sources[int(name[1:])][1])
+
+
+def test_cuda_direct_import_of_nvfp4_storage():
+    sources = [nvfp4_source((130, 40 + 16 * i), "swizzled", "rowwise", i % 2 == 0, 448, seed=30 + i) for i in range(3)]
+    tensors = {f"w{i}": cuda_spec(spec) for i, (spec, _) in enumerate(sources)}
+    params = {f"w{i}": cuda_params(params_for(ref, "cutlass_128x4")) for i, (_, ref) in enumerate(sources)}
+    plan = mxfp8.prepare_import_tensors(tensors, params, global_scale="encode")
+    plan.run()
+    torch.cuda.synchronize()
+    for i, (_, ref) in enumerate(sources):
+        check_params(host(params[f"w{i}"]), ref, "encode")

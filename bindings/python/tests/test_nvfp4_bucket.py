@@ -1,0 +1,219 @@
+"""NVFP4 tensors in buckets, on host arrays: export_bucket / iter_buckets / BucketPlan with "format": "nvfp4"
+specs, unpack_bucket and import_bucket / prepare_import_bucket on the receiver, against nvfp4_reference
+(written from the format's rules) and conftest's permute-form swizzle: every source scale layout with
+poisoned padding, both directions, per-row amax with its special values, both E4M3_MAX values, partial
+blocks, a bucket mixing MXFP8 and NVFP4 tensors, and the inputs that must be refused."""
+import numpy as np
+import pytest
+
+import mxfp8
+from conftest import POISON, make_mxfp8, swizzle_reference
+from nvfp4_reference import encode_scale, pack, random_case, store_scales
+
+AMAXES = np.array([3.5, 0.0, 2688.0, 1e-30, 65504.0, 0.125, 7.0e6, np.inf, np.nan], np.float32)
+
+
+def decode_scale(amax, e4m3_max):
+    """amax / (6 * E4M3_MAX), one float32 division (vLLM ModelOpt's weight_scale_2), NaN canonical."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        s = (np.asarray(amax, np.float32) / np.float32(6 * e4m3_max)).astype(np.float32)
+    bits = s.view(np.uint32).copy()
+    bits[np.isnan(s)] = 0x7FFFFFFF
+    return bits
+
+
+def nvfp4_source(shape, layout, direction, per_row, e4m3_max, seed):
+    """A spec and its reference: packed values, compact scales and amax of the stored matrix."""
+    m, k = shape
+    rows, cols = (m, k) if direction == "rowwise" else (k, m)
+    codes, scales = random_case(rows, cols, seed)
+    amax = np.resize(AMAXES, rows).astype(np.float32) if per_row else np.array([7.25], np.float32)
+    spec = {"format": "nvfp4", "data": pack(codes), "scale_inv": store_scales(scales, layout), "amax": amax,
+            "swizzled": layout == "swizzled", "shape": shape, "e4m3_max": e4m3_max}
+    return spec, (pack(codes), scales, amax, e4m3_max)
+
+
+def params_for(ref, layout):
+    """Poisoned destinations of one NVFP4 entry: values, scales in `layout`, one float32 per amax."""
+    values, scales, amax, _ = ref
+    n = scales.size if layout == "compact" else swizzle_reference(scales).size
+    return (np.full(values.size, POISON, np.uint8), np.full(n, POISON, np.uint8),
+            np.full(amax.size, np.nan, np.float32), layout)
+
+
+def check_params(p, ref, convention="decode"):
+    values, scales, amax, e4m3_max = ref
+    np.testing.assert_array_equal(p[0], values.reshape(-1))
+    want = scales.reshape(-1) if p[3] == "compact" else swizzle_reference(scales)
+    np.testing.assert_array_equal(p[1], want)
+    if convention == "decode":
+        np.testing.assert_array_equal(p[2].view(np.uint32), decode_scale(amax, e4m3_max))
+    else:
+        np.testing.assert_array_equal(p[2].view(np.uint32), np.asarray(encode_scale(amax, e4m3_max), np.float32).view(np.uint32))
+
+
+CASES = [  # (shape, source layout, direction, per-row amax, E4M3_MAX, destination layout)
+    ((130, 40), "compact", "rowwise", True, 448, "cutlass_128x4"),
+    ((100, 48), "padded", "rowwise", False, 256, "compact"),
+    ((257, 100), "swizzled", "rowwise", True, 448, "compact"),
+    ((1, 18), "swizzled", "rowwise", False, 448, "cutlass_128x4"),
+    ((34, 130), "padded", "columnwise", False, 448, "cutlass_128x4"),
+    ((96, 20), "swizzled", "columnwise", False, 256, "compact"),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[0]}-{c[1]}-{c[2]}")
+@pytest.mark.parametrize("convention", ["decode", "encode"])
+def test_nvfp4_tensor_round_trips_through_a_bucket(case, convention):
+    shape, layout, direction, per_row, e4m3_max, target = case
+    spec, ref = nvfp4_source(shape, layout, direction, per_row, e4m3_max, seed=sum(shape))
+    bucket, manifest = mxfp8.export_bucket({"w": spec}, direction=direction, alignment=64)
+    (entry,) = manifest
+    assert entry["format"] == "nvfp4" and entry["e4m3_max"] == e4m3_max and "fp8_dtype" not in entry
+    assert entry["amax_offset"] % 64 == 0 and entry["amax_bytes"] == 4 * ref[2].size
+    # The wire: the stored bytes, the compact scales and the amax as TE keeps it.
+    np.testing.assert_array_equal(bucket[entry["values_offset"]:][:entry["values_bytes"]], ref[0].reshape(-1))
+    np.testing.assert_array_equal(bucket[entry["scales_offset"]:][:entry["scales_bytes"]], ref[1].reshape(-1))
+    np.testing.assert_array_equal(bucket[entry["amax_offset"]:][:entry["amax_bytes"]], ref[2].view(np.uint8))
+    p = params_for(ref, target)
+    mxfp8.import_bucket(bucket, manifest, {"w": p}, global_scale=convention)
+    check_params(p, ref, convention)
+
+
+def test_unpack_bucket_gives_views_and_weight_scale_2():
+    spec, ref = nvfp4_source((130, 40), "swizzled", "rowwise", True, 448, seed=3)
+    bucket, manifest = mxfp8.export_bucket({"w": spec})
+    parts = mxfp8.unpack_bucket(bucket, manifest)["w"]
+    assert isinstance(parts, mxfp8.nvfp4.Components)
+    assert parts.values.shape == (130, 20) and parts.scales.shape == (130, 3)
+    assert np.shares_memory(parts.values, bucket) and np.shares_memory(parts.scales, bucket)
+    np.testing.assert_array_equal(parts.values, ref[0])
+    np.testing.assert_array_equal(parts.scales, ref[1])
+    ok = ~np.isnan(ref[2])
+    np.testing.assert_array_equal(parts.global_scale.view(np.uint32)[ok], decode_scale(ref[2], 448)[ok])
+    # The same as the library's own export of the tensor.
+    lib = mxfp8.nvfp4.export_components(spec["data"], spec["scale_inv"], spec["amax"], swizzled=True)
+    np.testing.assert_array_equal(np.from_dlpack(lib.scales), parts.scales)
+
+
+def test_mixed_bucket_of_mxfp8_and_nvfp4_tensors():
+    nv_a, ref_a = nvfp4_source((130, 40), "swizzled", "rowwise", True, 448, seed=5)
+    nv_b, ref_b = nvfp4_source((64, 32), "padded", "rowwise", False, 256, seed=6)
+    data, buf, s = make_mxfp8((100, 96), "swizzled", seed=7)
+    tensors = {"a": nv_a, "m": {"data": data, "scale_inv": buf, "swizzled": True}, "b": nv_b}
+    bucket, manifest = mxfp8.export_bucket(tensors)
+    assert [e.get("format", "mxfp8") for e in manifest] == ["nvfp4", "mxfp8", "nvfp4"]
+    pa, pb = params_for(ref_a, "cutlass_128x4"), params_for(ref_b, "compact")
+    mv, ms = np.full(9600, POISON, np.uint8), np.full(512, POISON, np.uint8)
+    mxfp8.import_bucket(bucket, manifest, {"a": pa, "m": (mv, ms, "cutlass_128x4"), "b": pb})
+    check_params(pa, ref_a)
+    check_params(pb, ref_b)
+    np.testing.assert_array_equal(mv, data.reshape(-1))
+    np.testing.assert_array_equal(ms, swizzle_reference(s))
+    parts = mxfp8.unpack_bucket(bucket, manifest)
+    np.testing.assert_array_equal(parts["m"].scales, s)
+    np.testing.assert_array_equal(parts["b"].scales, ref_b[1])
+
+
+def test_iter_buckets_and_bucket_plan_group_nvfp4_tensors():
+    sources = [nvfp4_source((130, 40 + 16 * i), "padded", "rowwise", i % 2 == 1, 448, seed=i) for i in range(5)]
+    tensors = {f"w{i}": spec for i, (spec, _) in enumerate(sources)}
+    refs = {f"w{i}": ref for i, (_, ref) in enumerate(sources)}
+    buffer = np.full(8192, POISON, np.uint8)
+    seen = []
+    for bucket, manifest in mxfp8.iter_buckets(tensors, bucket_bytes=8192, buffer=buffer):
+        params = {e["name"]: params_for(refs[e["name"]], "compact") for e in manifest}
+        mxfp8.import_bucket(bucket, manifest, params)
+        for name, p in params.items():
+            check_params(p, refs[name])
+            seen.append(name)
+    assert seen == list(tensors) and len(seen) == 5
+
+    plan = mxfp8.BucketPlan(tensors, bucket_bytes=8192)
+    assert len(plan) > 1
+    for i, manifest in enumerate(plan.manifests):
+        bucket = plan.fill(i)
+        params = {e["name"]: params_for(refs[e["name"]], "cutlass_128x4") for e in manifest}
+        imported = mxfp8.prepare_import_bucket(bucket, manifest, params, global_scale="encode")
+        assert all(np.all(p[0] == POISON) for p in params.values())  # preparing writes nothing
+        imported.run()
+        for name, p in params.items():
+            check_params(p, refs[name], "encode")
+
+
+def test_an_mxfp8_consumer_cannot_read_an_nvfp4_entry():
+    spec, ref = nvfp4_source((40, 64), "compact", "rowwise", False, 448, seed=9)
+    bucket, manifest = mxfp8.export_bucket({"w": spec})
+    p = params_for(ref, "compact")
+    # A manifest entry without its format reads as E4M3: the part sizes give it away.
+    stripped = [{k: v for k, v in manifest[0].items() if k != "format"}]
+    with pytest.raises(ValueError, match="gives 1280 bytes of values, its shape and row-major layout give 2560"):
+        mxfp8.import_bucket(bucket, stripped, {"w": (p[0], p[1])})
+    with pytest.raises(ValueError, match="has no 'fp8_dtype'"):
+        mxfp8.unpack_bucket(bucket, stripped)
+    # MXFP8 parameters for an NVFP4 entry.
+    with pytest.raises(ValueError, match="is an NVFP4 entry: it must be"):
+        mxfp8.import_bucket(bucket, manifest, {"w": (p[0], p[1])})
+    # Too small a destination: nothing is written.
+    short = (p[0][:-1], p[1], p[2], "compact")
+    with pytest.raises(ValueError, match=r"destinations\[0\].values"):
+        mxfp8.import_bucket(bucket, manifest, {"w": short})
+    assert np.all(p[0] == POISON) and np.all(p[1] == POISON) and np.all(np.isnan(p[2]))
+    with pytest.raises(ValueError, match="global_scale is 'amax'"):
+        mxfp8.import_bucket(bucket, manifest, {"w": p}, global_scale="amax")
+
+
+def test_bad_nvfp4_specs_are_refused():
+    spec, _ = nvfp4_source((40, 64), "compact", "rowwise", False, 448, seed=10)
+    with pytest.raises(ValueError, match="has no 'amax'"):
+        mxfp8.export_bucket({"w": {k: v for k, v in spec.items() if k != "amax"}})
+    with pytest.raises(ValueError, match="'rows', which NVFP4 tensors do not take"):
+        mxfp8.export_bucket({"w": dict(spec, rows=(0, 32))})
+    with pytest.raises(ValueError, match="'amax', which only NVFP4 tensors take"):
+        mxfp8.export_bucket({"w": {k: v for k, v in spec.items() if k != "format"}})
+    with pytest.raises(ValueError, match="e4m3_max"):
+        mxfp8.export_bucket({"w": dict(spec, e4m3_max=300)})
+    with pytest.raises(ValueError, match="ExportPlan exports MXFP8 scales"):
+        mxfp8.ExportPlan({"w": spec})
+    with pytest.raises(ValueError, match=r"columnwise_data: shape \(40, 32\) does not hold the stored 64 x 40 matrix"):
+        mxfp8.export_bucket({"w": spec}, direction="columnwise")
+
+
+@pytest.mark.parametrize("prepared", [False, True])
+@pytest.mark.parametrize("convention", ["decode", "encode"])
+def test_import_tensors_reads_nvfp4_storage_directly(prepared, convention):
+    """The direct path (mxfp8_import_tensors_mixed): TE's NVFP4 storage, next to an MXFP8 tensor, straight
+    into the engine's parameters; a prepared plan re-reads the storage at every run."""
+    nv_a, ref_a = nvfp4_source((130, 40), "swizzled", "rowwise", True, 448, seed=21)
+    nv_b, ref_b = nvfp4_source((100, 50), "padded", "rowwise", False, 256, seed=22)
+    data, buf, s = make_mxfp8((40, 64), "padded", seed=23)
+    tensors = {"a": nv_a, "m": {"data": data, "scale_inv": buf}, "b": nv_b}
+    pa, pb = params_for(ref_a, "cutlass_128x4"), params_for(ref_b, "compact")
+    mv, ms = np.full(2560, POISON, np.uint8), np.full(80, POISON, np.uint8)
+    params = {"a": pa, "m": (mv, ms, "compact"), "b": pb}
+    if prepared:
+        plan = mxfp8.prepare_import_tensors(tensors, params, global_scale=convention)
+        assert np.all(pa[0] == POISON)
+        plan.run()
+    else:
+        mxfp8.import_tensors(tensors, params, global_scale=convention)
+    check_params(pa, ref_a, convention)
+    check_params(pb, ref_b, convention)
+    np.testing.assert_array_equal(mv, data.reshape(-1))
+    np.testing.assert_array_equal(ms, s.reshape(-1))
+    if prepared:  # the storage changes in place (an optimizer step); the plan moves what it holds now
+        nv_a["amax"][:] = nv_a["amax"][::-1].copy()
+        plan.run()
+        check_params(pa, (ref_a[0], ref_a[1], nv_a["amax"], 448), convention)
+
+
+def test_import_tensors_refuses_nvfp4_shards_and_missing_parts():
+    spec, ref = nvfp4_source((40, 64), "compact", "rowwise", False, 448, seed=24)
+    p = params_for(ref, "compact")
+    with pytest.raises(ValueError, match="NVFP4 tensors are imported whole"):
+        mxfp8.import_tensors({"w": spec}, {"w": p}, shards={"w": {"rows": (0, 32)}})
+    with pytest.raises(ValueError, match="is an NVFP4 entry: it must be"):
+        mxfp8.import_tensors({"w": spec}, {"w": (p[0], p[1])})
+    with pytest.raises(ValueError, match="has no 'amax'"):
+        mxfp8.import_tensors({"w": {k: v for k, v in spec.items() if k != "amax"}}, {"w": p})
+    assert np.all(p[0] == POISON) and np.all(np.isnan(p[2]))

@@ -1,0 +1,704 @@
+/* NVFP4 entries of buckets: mxfp8_bucket_plan_mixed / mxfp8_export_bucket_mixed on the sender, and
+ * mxfp8_import_bucket on the receiver (and the direct path, mxfp8_import_tensors_mixed), round trip against references written in this file from the
+ * format's rules (two E2M1 codes a byte, one E4M3 scale per 16 values of a row, the 128x4 swizzle from its
+ * permute form in test_support.c, the amax and its two conventions from their definitions), never from
+ * the library. Sources in every scale layout (compact, TE-padded and swizzled, padding poisoned), both
+ * directions (columnwise stored transposed), partial blocks, rows not a multiple of 128, per-row amax and
+ * its special values, 4over6's E4M3_MAX; destinations poisoned; a bucket mixing MXFP8 and NVFP4 entries;
+ * the prepared forms. The GPU case (the same on device memory, the bucket byte for byte the host's) skips
+ * without a CUDA device. Bad input is in test_bad_input.c. */
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "import_support.h"
+#include "test_gpu_support.h"
+
+enum { COMPACT = 0, PADDED = 1, SWIZZLED = 2 };
+
+typedef struct {
+  int64_t M, K;  /* logical (M, K) */
+  int direction; /* stored matrix: rowwise (M, K), columnwise (K, M) */
+  int layout;    /* how the source stores its scales */
+  int per_row;   /* one amax per row (rowwise only) */
+  int e4m3_max;
+  int target;          /* mxfp8_layout of the destination's scales */
+  int float4_values;   /* the destination's values are float4_e2m1fn */
+} nv_spec;
+
+typedef struct {
+  nv_spec s;
+  int64_t R, C, SC;  /* the stored matrix and its scale columns */
+  uint8_t *packed;   /* R * C / 2 bytes: the reference values */
+  uint8_t *scales;   /* R * SC compact: the reference scales */
+  float amax[300];
+  int64_t amax_count;
+  test_tensor *data, *scale_buf, *amax_t;
+  mxfp8_nvfp4_tensor *tensor;
+} nv_source;
+
+static uint32_t bits_of(float f) {
+  uint32_t u;
+  memcpy(&u, &f, sizeof u);
+  return u;
+}
+
+/* The decode convention, amax / (6 * E4M3_MAX) as one float division (ModelOpt's weight_scale_2), NaN
+ * written canonically; the encode convention as Transformer Engine computes it (6 * E4M3_MAX) / amax,
+ * capped at FLT_MAX (NaN too), 1 for amax 0 or a zero quotient. */
+static uint32_t ref_global_scale(float amax, int e4m3_max, int encode) {
+  if (!encode) {
+    const float s = amax / (6.0f * (float)e4m3_max);
+    return isnan(s) ? 0x7FFFFFFFu : bits_of(s);
+  }
+  float s = (6.0f * (float)e4m3_max) / amax;
+  if (isnan(s) || s > FLT_MAX) s = FLT_MAX;
+  if (amax == 0.0f || s == 0.0f) s = 1.0f;
+  return bits_of(s);
+}
+
+static void build_source(nv_source *f, const nv_spec *s, uint64_t *rng) {
+  memset(f, 0, sizeof *f);
+  f->s = *s;
+  const int row = s->direction == MXFP8_DIRECTION_ROWWISE;
+  f->R = row ? s->M : s->K;
+  f->C = row ? s->K : s->M;
+  f->SC = ref_ceil_div(f->C, 16);
+  f->packed = malloc((size_t)(f->R * f->C / 2 + 1));
+  fill_random(f->packed, (size_t)(f->R * f->C / 2), rng);
+  f->scales = malloc((size_t)(f->R * f->SC + 1));
+  fill_random_scales(f->scales, (size_t)(f->R * f->SC), rng); /* never POISON: padding read shows up */
+  /* Zero scales (all-zero blocks): an E8M0 fix-up applied to them by mistake would show. */
+  for (int64_t i = 0; i < f->R * f->SC; i += 7) f->scales[i] = 0;
+  const int64_t dshape[2] = {f->R, f->C / 2};
+  f->data = test_tensor_new(2, dshape, kDLUInt, 1);
+  memcpy(f->data->buffer, f->packed, (size_t)(f->R * f->C / 2));
+  const int64_t Rp = ref_round_up(f->R, 128), Cp = ref_round_up(f->SC, 4);
+  if (s->layout == SWIZZLED) {
+    const int64_t n = Rp * Cp;
+    f->scale_buf = test_tensor_new(1, &n, kDLFloat8_e4m3fn, 1); /* poisoned padding */
+    for (int64_t r = 0; r < f->R; ++r)
+      for (int64_t k = 0; k < f->SC; ++k) f->scale_buf->buffer[ref_swizzled_index(r, k, Cp)] = f->scales[r * f->SC + k];
+  } else {
+    const int64_t shape[2] = {s->layout == PADDED ? Rp : f->R, s->layout == PADDED ? Cp : f->SC};
+    f->scale_buf = test_tensor_new(2, shape, kDLUInt, 1);
+    for (int64_t r = 0; r < f->R; ++r) memcpy(f->scale_buf->buffer + r * shape[1], f->scales + r * f->SC, (size_t)f->SC);
+  }
+  static const float kAmax[] = {3.5f, 0.0f, 2688.0f, 1e-30f, 65504.0f, 0.125f, 7.0e6f, 1.0f / 3.0f};
+  f->amax_count = s->per_row ? f->R : 1;
+  for (int64_t i = 0; i < f->amax_count; ++i) f->amax[i] = kAmax[(i + (uint64_t)s->M) % 8];
+  if (s->per_row && f->R > 9) {
+    f->amax[8] = INFINITY;
+    f->amax[9] = NAN;
+  }
+  f->amax_t = test_float_tensor(f->amax_count, f->amax);
+  mxfp8_nvfp4_tensor_desc d = MXFP8_NVFP4_TENSOR_DESC_INIT;
+  d.scale_layout = s->layout == SWIZZLED ? MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED : MXFP8_SCALE_LAYOUT_ROW_MAJOR;
+  d.e4m3_max = s->e4m3_max;
+  const int64_t logical[2] = {s->M, s->K};
+  d.ndim = 2;
+  d.shape = logical;
+  if (row) {
+    d.rowwise_data = &f->data->managed;
+    d.rowwise_scale_inv = &f->scale_buf->managed;
+    d.rowwise_amax = &f->amax_t->managed;
+  } else {
+    d.columnwise_data = &f->data->managed;
+    d.columnwise_scale_inv = &f->scale_buf->managed;
+    d.columnwise_amax = &f->amax_t->managed;
+  }
+  EXPECT(mxfp8_nvfp4_tensor_create(&d, &f->tensor) == MXFP8_OK, "create: %s", mxfp8_last_error());
+}
+
+static void free_source(nv_source *f) {
+  mxfp8_nvfp4_tensor_release(f->tensor);
+  test_tensor_free(f->data);
+  test_tensor_free(f->scale_buf);
+  test_tensor_free(f->amax_t);
+  free(f->packed);
+  free(f->scales);
+}
+
+/* The reference of a destination's scales: compact S, or S swizzled (itself, never a transpose) with
+ * zero padding. *bytes receives the size. */
+static uint8_t *ref_target_scales(const nv_source *f, int target, int64_t *bytes) {
+  if (target == MXFP8_LAYOUT_COMPACT) {
+    *bytes = f->R * f->SC;
+    uint8_t *out = malloc((size_t)*bytes + 1);
+    memcpy(out, f->scales, (size_t)*bytes);
+    return out;
+  }
+  const int64_t Cp = ref_round_up(f->SC, 4);
+  *bytes = (f->R == 0 || f->SC == 0) ? 0 : ref_round_up(f->R, 128) * Cp;
+  uint8_t *out = calloc((size_t)*bytes + 1, 1);
+  for (int64_t r = 0; r < f->R; ++r)
+    for (int64_t k = 0; k < f->SC; ++k) out[ref_swizzled_index(r, k, Cp)] = f->scales[r * f->SC + k];
+  return out;
+}
+
+/* The receiver's buffers for one entry, poisoned. */
+typedef struct {
+  uint8_t *values, *scales;
+  float *global;
+  int64_t values_bytes, scales_bytes, global_count;
+  int64_t vshape[1], sshape[1], gshape[1];
+  DLTensor v, s, g;
+} nv_destination;
+
+static void make_destination(nv_destination *d, const nv_source *f) {
+  const int64_t vb = f->R * f->C / 2;
+  uint8_t *unused;
+  int64_t sb;
+  unused = ref_target_scales(f, f->s.target, &sb);
+  free(unused);
+  d->values_bytes = vb;
+  d->scales_bytes = sb;
+  d->global_count = f->amax_count;
+  d->values = malloc((size_t)vb + 1);
+  d->scales = malloc((size_t)sb + 1);
+  d->global = malloc((size_t)(4 * d->global_count + 4));
+  memset(d->values, POISON, (size_t)vb + 1);
+  memset(d->scales, POISON, (size_t)sb + 1);
+  memset(d->global, POISON, (size_t)(4 * d->global_count + 4));
+  d->vshape[0] = f->s.float4_values ? 2 * vb : vb;
+  d->sshape[0] = sb;
+  d->gshape[0] = d->global_count;
+  d->v = (DLTensor){d->values, {kDLCPU, 0}, 1, {f->s.float4_values ? kDLFloat4_e2m1fn : kDLUInt, f->s.float4_values ? 4 : 8, 1},
+                    d->vshape, NULL, 0};
+  d->s = (DLTensor){d->scales, {kDLCPU, 0}, 1, {kDLFloat8_e4m3fn, 8, 1}, d->sshape, NULL, 0};
+  d->g = (DLTensor){d->global, {kDLCPU, 0}, 1, {kDLFloat, 32, 1}, d->gshape, NULL, 0};
+}
+
+static void free_destination(nv_destination *d) {
+  free(d->values);
+  free(d->scales);
+  free(d->global);
+}
+
+static void check_destination(const nv_destination *d, const nv_source *f, int encode, const char *what) {
+  EXPECT(memcmp(d->values, f->packed, (size_t)d->values_bytes) == 0, "%s: values differ", what);
+  EXPECT(d->values[d->values_bytes] == POISON, "%s: a byte past the values was written", what);
+  int64_t sb;
+  uint8_t *want = ref_target_scales(f, f->s.target, &sb);
+  for (int64_t i = 0; i < sb; ++i)
+    EXPECT(d->scales[i] == want[i], "%s: scale byte %lld is 0x%02x, want 0x%02x", what, (long long)i, d->scales[i], want[i]);
+  EXPECT(d->scales[sb] == POISON, "%s: a byte past the scales was written", what);
+  free(want);
+  for (int64_t i = 0; i < d->global_count; ++i) {
+    const uint32_t got = bits_of(d->global[i]), exp = ref_global_scale(f->amax[i], f->s.e4m3_max, encode);
+    EXPECT(got == exp, "%s: global scale %lld is 0x%08x, want 0x%08x (amax %g, E4M3_MAX %d)", what, (long long)i, got,
+           exp, (double)f->amax[i], f->s.e4m3_max);
+  }
+}
+
+/* The bucket's parts of an NVFP4 entry: the stored bytes, compact scales and the amax as TE keeps it. */
+static void check_bucket_parts(const uint8_t *bucket, const mxfp8_bucket_entry *e, const mxfp8_bucket_nvfp4_entry *n,
+                               const nv_source *f, uint64_t alignment) {
+  EXPECT(e->values_bytes == (uint64_t)(f->R * f->C / 2) && e->scales_bytes == (uint64_t)(f->R * f->SC),
+         "planned %llu + %llu bytes", (unsigned long long)e->values_bytes, (unsigned long long)e->scales_bytes);
+  EXPECT(n->amax_bytes == (uint64_t)(4 * f->amax_count) && n->e4m3_max == f->s.e4m3_max && n->reserved == 0,
+         "planned amax %llu bytes, e4m3_max %d", (unsigned long long)n->amax_bytes, n->e4m3_max);
+  EXPECT(e->values_offset % alignment == 0 && e->scales_offset % alignment == 0 && n->amax_offset % alignment == 0 &&
+             n->amax_offset % 4 == 0,
+         "offsets %llu %llu %llu not aligned to %llu", (unsigned long long)e->values_offset,
+         (unsigned long long)e->scales_offset, (unsigned long long)n->amax_offset, (unsigned long long)alignment);
+  EXPECT(e->values_offset <= e->scales_offset && e->scales_offset <= n->amax_offset, "parts out of order");
+  EXPECT(memcmp(bucket + e->values_offset, f->packed, (size_t)e->values_bytes) == 0, "bucket values differ");
+  EXPECT(memcmp(bucket + e->scales_offset, f->scales, (size_t)e->scales_bytes) == 0, "bucket scales differ");
+  EXPECT(memcmp(bucket + n->amax_offset, f->amax, (size_t)n->amax_bytes) == 0, "bucket amax differs");
+}
+
+/* Several NVFP4 tensors through one bucket and one import; every part and every output checked. */
+static void round_trip(const nv_spec *specs, int count, uint64_t alignment, int encode, int prepared) {
+  uint64_t rng = 0x5EED + (uint64_t)count * 31 + alignment;
+  nv_source *src = calloc((size_t)count, sizeof *src);
+  const mxfp8_nvfp4_tensor **handles = calloc((size_t)count, sizeof *handles);
+  for (int i = 0; i < count; ++i) {
+    build_source(&src[i], &specs[i], &rng);
+    handles[i] = src[i].tensor;
+  }
+  mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
+  o.direction = specs[0].direction;
+  mxfp8_bucket_entry *entries = calloc((size_t)count, sizeof *entries);
+  mxfp8_bucket_nvfp4_entry *nv = calloc((size_t)count, sizeof *nv);
+  uint64_t total = 0;
+  EXPECT(mxfp8_bucket_plan_mixed(NULL, handles, (size_t)count, &o, alignment, entries, nv, &total) == MXFP8_OK, "plan: %s",
+         mxfp8_last_error());
+  uint8_t *bucket = malloc((size_t)total + 1);
+  memset(bucket, 0xA5, (size_t)total + 1);
+  int64_t bshape[1] = {(int64_t)total};
+  DLTensor b = {bucket, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, bshape, NULL, 0};
+  if (prepared) {
+    mxfp8_prepared_export *p = NULL;
+    EXPECT(mxfp8_prepare_bucket_mixed(NULL, handles, (size_t)count, &o, entries, nv, &b, &p) == MXFP8_OK, "prepare: %s",
+           mxfp8_last_error());
+    EXPECT(bucket[0] == 0xA5, "preparing wrote the bucket");
+    EXPECT(mxfp8_prepared_export_run(p, NULL) == MXFP8_OK, "run: %s", mxfp8_last_error());
+    mxfp8_prepared_export_release(p);
+  } else {
+    EXPECT(mxfp8_export_bucket_mixed(NULL, handles, (size_t)count, &o, entries, nv, &b) == MXFP8_OK, "fill: %s",
+           mxfp8_last_error());
+  }
+  EXPECT(bucket[total] == 0xA5, "a byte past the bucket was written");
+  for (int i = 0; i < count; ++i) check_bucket_parts(bucket, &entries[i], &nv[i], &src[i], alignment);
+
+  /* The receiver knows only the bytes and the manifest. */
+  int32_t *ndims = calloc((size_t)count, sizeof *ndims), *formats = calloc((size_t)count, sizeof *formats);
+  int32_t *directions = calloc((size_t)count, sizeof *directions), *layouts = calloc((size_t)count, sizeof *layouts);
+  int64_t(*shapes_store)[2] = calloc((size_t)count, sizeof *shapes_store);
+  const int64_t **shapes = calloc((size_t)count, sizeof *shapes);
+  nv_destination *dst = calloc((size_t)count, sizeof *dst);
+  mxfp8_import_destination *dests = calloc((size_t)count, sizeof *dests);
+  DLTensor **globals = calloc((size_t)count, sizeof *globals);
+  for (int i = 0; i < count; ++i) {
+    ndims[i] = 2;
+    shapes_store[i][0] = specs[i].M;
+    shapes_store[i][1] = specs[i].K;
+    shapes[i] = shapes_store[i];
+    formats[i] = MXFP8_FORMAT_NVFP4;
+    directions[i] = specs[i].direction;
+    layouts[i] = MXFP8_LAYOUT_COMPACT;
+    make_destination(&dst[i], &src[i]);
+    dests[i] = (mxfp8_import_destination){&dst[i].v, &dst[i].s, specs[i].target, 0};
+    globals[i] = &dst[i].g;
+  }
+  mxfp8_bucket_manifest m = MXFP8_BUCKET_MANIFEST_INIT;
+  m.count = (size_t)count;
+  m.entries = entries;
+  m.ndims = ndims;
+  m.shapes = shapes;
+  m.formats = formats;
+  m.directions = directions;
+  m.scales_layouts = layouts;
+  m.nvfp4_entries = nv;
+  m.global_scales = globals;
+  m.global_scale = encode ? MXFP8_NVFP4_GLOBAL_SCALE_ENCODE : MXFP8_NVFP4_GLOBAL_SCALE_DECODE;
+  if (prepared) {
+    mxfp8_prepared_export *p = NULL;
+    EXPECT(mxfp8_prepare_import_bucket(&b, &m, dests, &p) == MXFP8_OK, "prepare import: %s", mxfp8_last_error());
+    EXPECT(dst[0].values[0] == POISON && bits_of(dst[0].global[0]) == 0xFFFFFFFFu, "preparing wrote a destination");
+    EXPECT(mxfp8_prepared_export_run(p, NULL) == MXFP8_OK, "run import: %s", mxfp8_last_error());
+    mxfp8_prepared_export_release(p);
+  } else {
+    EXPECT(mxfp8_import_bucket(&b, &m, dests, NULL) == MXFP8_OK, "import: %s", mxfp8_last_error());
+  }
+  for (int i = 0; i < count; ++i) {
+    char what[64];
+    snprintf(what, sizeof what, "entry %d", i);
+    check_destination(&dst[i], &src[i], encode, what);
+    free_destination(&dst[i]);
+    free_source(&src[i]);
+  }
+  free(globals), free(dests), free(dst), free(shapes), free(shapes_store), free(layouts), free(directions), free(formats);
+  free(ndims), free(bucket), free(nv), free(entries), free(handles), free(src);
+}
+
+static void test_rowwise_entries_round_trip_every_source_layout(void **state) {
+  (void)state;
+  /* Partial blocks (K = 40: blocks of 16, 16, 8), rows not a multiple of 128, one row, a full tile. */
+  const nv_spec specs[] = {
+      {130, 40, MXFP8_DIRECTION_ROWWISE, COMPACT, 0, 448, MXFP8_LAYOUT_COMPACT, 0},
+      {100, 48, MXFP8_DIRECTION_ROWWISE, PADDED, 1, 448, MXFP8_LAYOUT_CUTLASS_128X4, 0},
+      {1, 18, MXFP8_DIRECTION_ROWWISE, SWIZZLED, 0, 256, MXFP8_LAYOUT_COMPACT, 1},
+      {257, 100, MXFP8_DIRECTION_ROWWISE, SWIZZLED, 1, 448, MXFP8_LAYOUT_CUTLASS_128X4, 1},
+      {128, 64, MXFP8_DIRECTION_ROWWISE, PADDED, 0, 256, MXFP8_LAYOUT_CUTLASS_128X4, 0},
+      {0, 32, MXFP8_DIRECTION_ROWWISE, PADDED, 0, 448, MXFP8_LAYOUT_CUTLASS_128X4, 0}, /* empty: only the amax */
+  };
+  round_trip(specs, 6, 256, 0, 0);
+  round_trip(specs, 6, 1, 1, 0); /* alignment 1: the amax still lands at a multiple of 4 */
+}
+
+static void test_columnwise_entries_carry_the_stored_transpose(void **state) {
+  (void)state;
+  /* Columnwise: the stored (K, M) matrix scaled along M; M = 34 has a partial block of 2. */
+  const nv_spec specs[] = {
+      {34, 130, MXFP8_DIRECTION_COLUMNWISE, PADDED, 0, 448, MXFP8_LAYOUT_CUTLASS_128X4, 0},
+      {96, 20, MXFP8_DIRECTION_COLUMNWISE, SWIZZLED, 0, 256, MXFP8_LAYOUT_COMPACT, 1},
+  };
+  round_trip(specs, 2, 64, 0, 0);
+  round_trip(specs, 2, 16, 1, 0);
+}
+
+static void test_prepared_fill_and_import_write_everything(void **state) {
+  (void)state;
+  const nv_spec specs[] = {
+      {130, 40, MXFP8_DIRECTION_ROWWISE, SWIZZLED, 1, 448, MXFP8_LAYOUT_CUTLASS_128X4, 0},
+      {7, 32, MXFP8_DIRECTION_ROWWISE, PADDED, 0, 448, MXFP8_LAYOUT_COMPACT, 1},
+  };
+  round_trip(specs, 2, 256, 0, 1);
+  round_trip(specs, 2, 256, 1, 1);
+}
+
+/* A prepared fill holds a reference on each NVFP4 tensor: the caller's release runs no deleter, the
+ * plan still fills the bucket, and its release runs each deleter once. */
+static void test_prepared_fill_keeps_its_nvfp4_tensors_alive(void **state) {
+  (void)state;
+  uint64_t rng = 77;
+  const nv_spec spec = {130, 40, MXFP8_DIRECTION_ROWWISE, SWIZZLED, 1, 448, MXFP8_LAYOUT_COMPACT, 0};
+  nv_source f;
+  build_source(&f, &spec, &rng);
+  const mxfp8_nvfp4_tensor *handles[1] = {f.tensor};
+  mxfp8_bucket_entry e[1];
+  mxfp8_bucket_nvfp4_entry nv[1];
+  uint64_t total = 0;
+  EXPECT(mxfp8_bucket_plan_mixed(NULL, handles, 1, NULL, 64, e, nv, &total) == MXFP8_OK, "plan: %s", mxfp8_last_error());
+  uint8_t *bucket = malloc((size_t)total);
+  memset(bucket, 0xA5, (size_t)total);
+  int64_t bshape[1] = {(int64_t)total};
+  DLTensor b = {bucket, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, bshape, NULL, 0};
+  mxfp8_prepared_export *p = NULL;
+  EXPECT(mxfp8_prepare_bucket_mixed(NULL, handles, 1, NULL, e, nv, &b, &p) == MXFP8_OK, "prepare: %s", mxfp8_last_error());
+  mxfp8_nvfp4_tensor_release(f.tensor);
+  f.tensor = NULL;
+  EXPECT(f.data->deleter_calls == 0 && f.scale_buf->deleter_calls == 0 && f.amax_t->deleter_calls == 0,
+         "a deleter ran while the plan holds the tensor");
+  EXPECT(mxfp8_prepared_export_run(p, NULL) == MXFP8_OK, "run: %s", mxfp8_last_error());
+  check_bucket_parts(bucket, &e[0], &nv[0], &f, 64);
+  mxfp8_prepared_export_release(p);
+  EXPECT(f.data->deleter_calls == 1 && f.scale_buf->deleter_calls == 1 && f.amax_t->deleter_calls == 1,
+         "deleters ran %d %d %d times", f.data->deleter_calls, f.scale_buf->deleter_calls, f.amax_t->deleter_calls);
+  free(bucket);
+  free_source(&f); /* the handle is gone; mxfp8_nvfp4_tensor_release(NULL) is fine */
+}
+
+/* One bucket, one fill, one import: an MXFP8 tensor between two NVFP4 ones. */
+static void test_mixed_bucket_of_mxfp8_and_nvfp4_entries(void **state) {
+  (void)state;
+  uint64_t rng = 4242;
+  const spec mx_spec = {2, {100, 96, 0}, MXFP8_DIRECTION_ROWWISE, 1, MXFP8_LAYOUT_CUTLASS_128X4};
+  te_tensor mx = make_te(&mx_spec, &rng); /* swizzled storage, poisoned padding */
+  const nv_spec nv_specs[2] = {{130, 40, MXFP8_DIRECTION_ROWWISE, SWIZZLED, 1, 448, MXFP8_LAYOUT_CUTLASS_128X4, 0},
+                               {64, 32, MXFP8_DIRECTION_ROWWISE, PADDED, 0, 256, MXFP8_LAYOUT_COMPACT, 1}};
+  nv_source nv_src[2];
+  build_source(&nv_src[0], &nv_specs[0], &rng);
+  build_source(&nv_src[1], &nv_specs[1], &rng);
+  const mxfp8_tensor *tensors[3] = {NULL, mx.handle, NULL};
+  const mxfp8_nvfp4_tensor *nvfp4[3] = {nv_src[0].tensor, NULL, nv_src[1].tensor};
+  mxfp8_bucket_entry entries[3];
+  mxfp8_bucket_nvfp4_entry nv[3];
+  memset(nv, 0x5A, sizeof nv);
+  uint64_t total = 0;
+  /* The sender's E8M0 fix-up too rewrites MXFP8 scales only (the NVFP4 sources hold zero scale bytes). */
+  mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
+  o.scale_fixup = MXFP8_SCALE_FIXUP_ZERO_EXPONENT_AS_ONE;
+  EXPECT(mxfp8_bucket_plan_mixed(tensors, nvfp4, 3, &o, 256, entries, nv, &total) == MXFP8_OK, "plan: %s",
+         mxfp8_last_error());
+  EXPECT(nv[1].amax_offset == 0 && nv[1].amax_bytes == 0 && nv[1].e4m3_max == 0 && nv[1].reserved == 0,
+         "the MXFP8 entry's nvfp4_entries is not zero");
+  EXPECT(entries[1].values_bytes == 9600 && entries[1].scales_bytes == 300, "MXFP8 entry planned %llu + %llu",
+         (unsigned long long)entries[1].values_bytes, (unsigned long long)entries[1].scales_bytes);
+  uint8_t *bucket = malloc((size_t)total);
+  memset(bucket, 0xA5, (size_t)total);
+  int64_t bshape[1] = {(int64_t)total};
+  DLTensor b = {bucket, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, bshape, NULL, 0};
+  EXPECT(mxfp8_export_bucket_mixed(tensors, nvfp4, 3, &o, entries, nv, &b) == MXFP8_OK, "fill: %s", mxfp8_last_error());
+  check_bucket_parts(bucket, &entries[0], &nv[0], &nv_src[0], 256);
+  check_bucket_parts(bucket, &entries[2], &nv[2], &nv_src[1], 256);
+  EXPECT(memcmp(bucket + entries[1].values_offset, mx.ref.values, 9600) == 0, "MXFP8 values differ");
+  EXPECT(memcmp(bucket + entries[1].scales_offset, mx.ref.compact, 300) == 0, "MXFP8 scales differ");
+
+  /* The receiver: MXFP8 into a 128x4 parameter, NVFP4 as the specs ask. */
+  nv_destination d0, d2;
+  make_destination(&d0, &nv_src[0]);
+  make_destination(&d2, &nv_src[1]);
+  uint8_t mx_values[9600], mx_scales[512];
+  memset(mx_values, POISON, sizeof mx_values);
+  memset(mx_scales, POISON, sizeof mx_scales);
+  int64_t mvs[1] = {9600}, mss[1] = {512};
+  DLTensor mv = {mx_values, {kDLCPU, 0}, 1, {kDLFloat8_e4m3fn, 8, 1}, mvs, NULL, 0};
+  DLTensor ms = {mx_scales, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, mss, NULL, 0};
+  const mxfp8_import_destination dests[3] = {{&d0.v, &d0.s, nv_specs[0].target, 0},
+                                             {&mv, &ms, MXFP8_LAYOUT_CUTLASS_128X4, 0},
+                                             {&d2.v, &d2.s, nv_specs[1].target, 0}};
+  DLTensor *globals[3] = {&d0.g, NULL, &d2.g};
+  const int64_t s0[2] = {130, 40}, s1[2] = {100, 96}, s2[2] = {64, 32};
+  const int64_t *shapes[3] = {s0, s1, s2};
+  const int32_t ndims[3] = {2, 2, 2};
+  const int32_t formats[3] = {MXFP8_FORMAT_NVFP4, MXFP8_FORMAT_E4M3, MXFP8_FORMAT_NVFP4};
+  mxfp8_bucket_manifest m = MXFP8_BUCKET_MANIFEST_INIT;
+  m.count = 3;
+  m.entries = entries;
+  m.ndims = ndims;
+  m.shapes = shapes;
+  m.formats = formats;
+  m.nvfp4_entries = nv;
+  m.global_scales = globals;
+  /* The E8M0 fix-up rewrites MXFP8 scales only: NVFP4's E4M3 bytes travel as stored. */
+  m.scale_fixup = MXFP8_SCALE_FIXUP_ZERO_EXPONENT_AS_ONE;
+  EXPECT(mxfp8_import_bucket(&b, &m, dests, NULL) == MXFP8_OK, "import: %s", mxfp8_last_error());
+  check_destination(&d0, &nv_src[0], 0, "NVFP4 entry 0");
+  check_destination(&d2, &nv_src[1], 0, "NVFP4 entry 2");
+  EXPECT(memcmp(mx_values, mx.ref.values, sizeof mx_values) == 0, "MXFP8 values differ after import");
+  EXPECT(memcmp(mx_scales, mx.ref.swizzled, sizeof mx_scales) == 0, "MXFP8 128x4 scales differ after import");
+
+  free_destination(&d0);
+  free_destination(&d2);
+  free(bucket);
+  free_source(&nv_src[0]);
+  free_source(&nv_src[1]);
+  free_te(&mx);
+}
+
+/* The direct path: a trainer's NVFP4 storage (swizzled or TE-padded scales, padding poisoned) and an MXFP8
+ * tensor written straight into the engine's parameters, immediate and prepared, both conventions. */
+static void test_direct_import_of_nvfp4_and_mxfp8_storage(void **state) {
+  (void)state;
+  for (int prepared = 0; prepared < 2; ++prepared)
+    for (int encode = 0; encode < 2; ++encode) {
+      uint64_t rng = 500 + (uint64_t)(2 * prepared + encode);
+      const nv_spec nv_specs[2] = {{130, 40, MXFP8_DIRECTION_ROWWISE, SWIZZLED, 1, 448, MXFP8_LAYOUT_CUTLASS_128X4, 0},
+                                   {100, 50, MXFP8_DIRECTION_ROWWISE, PADDED, 0, 256, MXFP8_LAYOUT_COMPACT, 1}};
+      nv_source src[2];
+      build_source(&src[0], &nv_specs[0], &rng);
+      build_source(&src[1], &nv_specs[1], &rng);
+      const spec mx_spec = {2, {40, 64, 0}, MXFP8_DIRECTION_ROWWISE, 0, MXFP8_LAYOUT_CUTLASS_128X4};
+      te_tensor mx = make_te(&mx_spec, &rng); /* TE-padded row-major scales, padding poisoned */
+      const mxfp8_tensor *tensors[3] = {NULL, mx.handle, NULL};
+      const mxfp8_nvfp4_tensor *nvfp4[3] = {src[0].tensor, NULL, src[1].tensor};
+      nv_destination d0, d2;
+      make_destination(&d0, &src[0]);
+      make_destination(&d2, &src[1]);
+      uint8_t mv[2560], ms[512];
+      memset(mv, POISON, sizeof mv);
+      memset(ms, POISON, sizeof ms);
+      int64_t mvs[1] = {2560}, mss[1] = {512};
+      DLTensor v = {mv, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, mvs, NULL, 0};
+      DLTensor sc = {ms, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, mss, NULL, 0};
+      const mxfp8_import_destination dests[3] = {{&d0.v, &d0.s, nv_specs[0].target, 0},
+                                                 {&v, &sc, MXFP8_LAYOUT_CUTLASS_128X4, 0},
+                                                 {&d2.v, &d2.s, nv_specs[1].target, 0}};
+      DLTensor *globals[3] = {&d0.g, NULL, &d2.g};
+      const int32_t convention = encode ? MXFP8_NVFP4_GLOBAL_SCALE_ENCODE : MXFP8_NVFP4_GLOBAL_SCALE_DECODE;
+      if (prepared) {
+        mxfp8_prepared_export *p = NULL;
+        EXPECT(mxfp8_prepare_import_tensors_mixed(tensors, nvfp4, 3, NULL, dests, globals, convention, &p) == MXFP8_OK,
+               "prepare: %s", mxfp8_last_error());
+        EXPECT(d0.values[0] == POISON && mv[0] == POISON, "preparing wrote a destination");
+        EXPECT(mxfp8_prepared_export_run(p, NULL) == MXFP8_OK, "run: %s", mxfp8_last_error());
+        mxfp8_prepared_export_release(p);
+      } else {
+        EXPECT(mxfp8_import_tensors_mixed(tensors, nvfp4, 3, NULL, dests, globals, convention) == MXFP8_OK, "import: %s",
+               mxfp8_last_error());
+      }
+      check_destination(&d0, &src[0], encode, "direct NVFP4 entry 0");
+      check_destination(&d2, &src[1], encode, "direct NVFP4 entry 2");
+      EXPECT(memcmp(mv, mx.ref.values, sizeof mv) == 0, "MXFP8 values differ");
+      EXPECT(memcmp(ms, mx.ref.swizzled, sizeof ms) == 0, "MXFP8 128x4 scales differ");
+      free_destination(&d0);
+      free_destination(&d2);
+      free_te(&mx);
+      free_source(&src[0]);
+      free_source(&src[1]);
+    }
+}
+
+/* The direct path's refusals that only it has: no global_scales for an NVFP4 tensor, a destination over
+ * the trainer's amax; nothing is written. */
+static void test_direct_import_refusals_write_nothing(void **state) {
+  (void)state;
+  uint64_t rng = 901;
+  const nv_spec spec = {130, 40, MXFP8_DIRECTION_ROWWISE, SWIZZLED, 1, 448, MXFP8_LAYOUT_COMPACT, 0};
+  nv_source f;
+  build_source(&f, &spec, &rng);
+  nv_destination d;
+  make_destination(&d, &f);
+  const mxfp8_nvfp4_tensor *nvfp4[1] = {f.tensor};
+  const mxfp8_import_destination dests[1] = {{&d.v, &d.s, MXFP8_LAYOUT_COMPACT, 0}};
+  EXPECT(mxfp8_import_tensors_mixed(NULL, nvfp4, 1, NULL, dests, NULL, 0) == MXFP8_ERROR_INVALID_ARGUMENT, "no globals");
+  assert_last_error_contains("global_scales is NULL but entry 0 is an NVFP4 tensor");
+  DLTensor over_amax = d.g;
+  over_amax.data = f.amax_t->buffer; /* the trainer's own amax */
+  DLTensor *globals[1] = {&over_amax};
+  EXPECT(mxfp8_import_tensors_mixed(NULL, nvfp4, 1, NULL, dests, globals, 0) == MXFP8_ERROR_INVALID_ARGUMENT, "over amax");
+  assert_last_error_contains("overlap");
+  globals[0] = &d.g;
+  EXPECT(mxfp8_import_tensors_mixed(NULL, nvfp4, 1, NULL, dests, globals, 2) == MXFP8_ERROR_INVALID_ARGUMENT, "convention");
+  assert_last_error_contains("global_scale is 2, expected MXFP8_NVFP4_GLOBAL_SCALE_DECODE (0)");
+  mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
+  o.direction = MXFP8_DIRECTION_COLUMNWISE;
+  EXPECT(mxfp8_import_tensors_mixed(NULL, nvfp4, 1, &o, dests, globals, 0) == MXFP8_ERROR_MISSING_DATA, "columnwise");
+  int untouched = 1;
+  for (int64_t i = 0; i < d.values_bytes; ++i) untouched &= d.values[i] == POISON;
+  for (int64_t i = 0; i < d.scales_bytes; ++i) untouched &= d.scales[i] == POISON;
+  for (int64_t i = 0; i < d.global_count; ++i) untouched &= bits_of(d.global[i]) == 0xFFFFFFFFu;
+  EXPECT(untouched, "a refused import wrote a destination");
+  EXPECT(memcmp(f.amax_t->buffer, f.amax, (size_t)(4 * f.amax_count)) == 0, "the source amax was written");
+  free_destination(&d);
+  free_source(&f);
+}
+
+/* An MXFP8-only mixed plan is mxfp8_bucket_plan's, and needs no nvfp4_entries. */
+static void test_mxfp8_only_mixed_plan_matches_bucket_plan(void **state) {
+  (void)state;
+  uint64_t rng = 99;
+  const spec a = {2, {100, 48, 0}, MXFP8_DIRECTION_ROWWISE, 0, MXFP8_LAYOUT_COMPACT};
+  const spec b = {3, {2, 20, 64}, MXFP8_DIRECTION_ROWWISE, 1, MXFP8_LAYOUT_COMPACT};
+  te_tensor ta = make_te(&a, &rng), tb = make_te(&b, &rng);
+  const mxfp8_tensor *tensors[2] = {ta.handle, tb.handle};
+  mxfp8_bucket_entry plain[2], mixed[2];
+  uint64_t plain_total = 0, mixed_total = 1;
+  EXPECT(mxfp8_bucket_plan(tensors, 2, NULL, 128, plain, &plain_total) == MXFP8_OK, "plan: %s", mxfp8_last_error());
+  EXPECT(mxfp8_bucket_plan_mixed(tensors, NULL, 2, NULL, 128, mixed, NULL, &mixed_total) == MXFP8_OK, "mixed: %s",
+         mxfp8_last_error());
+  EXPECT(plain_total == mixed_total && memcmp(plain, mixed, sizeof plain) == 0, "the plans differ");
+  free_te(&ta);
+  free_te(&tb);
+}
+
+#ifdef MXFP8_TEST_WITH_CUDA
+/* A host test tensor's bytes on the device, same shape, borrowed (the test frees `*alloc`). */
+static DLManagedTensorVersioned on_device(const test_tensor *t, void **alloc) {
+  CUDA_OK(cudaMalloc(alloc, t->bytes + 1));
+  CUDA_OK(cudaMemcpy(*alloc, t->buffer, t->bytes, cudaMemcpyHostToDevice));
+  DLManagedTensorVersioned m = t->managed;
+  m.deleter = NULL;
+  m.dl_tensor.data = *alloc;
+  m.dl_tensor.device.device_type = kDLCUDA;
+  m.dl_tensor.device.device_id = 0;
+  return m;
+}
+#endif
+
+/* The sender's fill and the receiver's import (immediate and prepared, both conventions, and the direct
+ * path) on device memory: the device bucket is the host bucket byte for byte, and every destination the
+ * reference. */
+static void test_gpu_fill_and_import_match_the_host(void **state) {
+  (void)state;
+  REQUIRE_GPU();
+#ifdef MXFP8_TEST_WITH_CUDA
+  enum { N = 4 };
+  const nv_spec specs[N] = {
+      {130, 40, MXFP8_DIRECTION_ROWWISE, SWIZZLED, 1, 448, MXFP8_LAYOUT_CUTLASS_128X4, 0},
+      {100, 48, MXFP8_DIRECTION_ROWWISE, PADDED, 0, 256, MXFP8_LAYOUT_COMPACT, 1},
+      {257, 100, MXFP8_DIRECTION_ROWWISE, COMPACT, 1, 448, MXFP8_LAYOUT_CUTLASS_128X4, 0},
+      {1, 18, MXFP8_DIRECTION_ROWWISE, SWIZZLED, 0, 448, MXFP8_LAYOUT_COMPACT, 0},
+  };
+  uint64_t rng = 0x6A0;
+  nv_source src[N];
+  void *allocs[N][3];
+  DLManagedTensorVersioned dev[N][3];
+  const mxfp8_nvfp4_tensor *host_handles[N];
+  mxfp8_nvfp4_tensor *dev_tensors[N];
+  for (int i = 0; i < N; ++i) {
+    build_source(&src[i], &specs[i], &rng);
+    host_handles[i] = src[i].tensor;
+    dev[i][0] = on_device(src[i].data, &allocs[i][0]);
+    dev[i][1] = on_device(src[i].scale_buf, &allocs[i][1]);
+    dev[i][2] = on_device(src[i].amax_t, &allocs[i][2]);
+    mxfp8_nvfp4_tensor_desc d = MXFP8_NVFP4_TENSOR_DESC_INIT;
+    d.scale_layout = specs[i].layout == SWIZZLED ? MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED : MXFP8_SCALE_LAYOUT_ROW_MAJOR;
+    d.e4m3_max = specs[i].e4m3_max;
+    const int64_t logical[2] = {specs[i].M, specs[i].K};
+    d.ndim = 2;
+    d.shape = logical;
+    d.rowwise_data = &dev[i][0];
+    d.rowwise_scale_inv = &dev[i][1];
+    d.rowwise_amax = &dev[i][2];
+    EXPECT(mxfp8_nvfp4_tensor_create(&d, &dev_tensors[i]) == MXFP8_OK, "create on device: %s", mxfp8_last_error());
+  }
+  mxfp8_bucket_entry entries[N];
+  mxfp8_bucket_nvfp4_entry nv[N];
+  uint64_t total = 0;
+  EXPECT(mxfp8_bucket_plan_mixed(NULL, host_handles, N, NULL, 256, entries, nv, &total) == MXFP8_OK, "plan: %s",
+         mxfp8_last_error());
+  uint8_t *host_bucket = malloc((size_t)total), *back = malloc((size_t)total);
+  memset(host_bucket, 0xA5, (size_t)total);
+  int64_t bshape[1] = {(int64_t)total};
+  DLTensor hb = {host_bucket, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, bshape, NULL, 0};
+  EXPECT(mxfp8_export_bucket_mixed(NULL, host_handles, N, NULL, entries, nv, &hb) == MXFP8_OK, "host fill: %s",
+         mxfp8_last_error());
+  uint8_t *dev_bucket = NULL;
+  CUDA_OK(cudaMalloc((void **)&dev_bucket, (size_t)total));
+  CUDA_OK(cudaMemset(dev_bucket, 0xA5, (size_t)total));
+  DLTensor db = {dev_bucket, {kDLCUDA, 0}, 1, {kDLUInt, 8, 1}, bshape, NULL, 0};
+  const mxfp8_nvfp4_tensor *dh[N] = {dev_tensors[0], dev_tensors[1], dev_tensors[2], dev_tensors[3]};
+  EXPECT(mxfp8_export_bucket_mixed(NULL, dh, N, NULL, entries, nv, &db) == MXFP8_OK, "device fill: %s", mxfp8_last_error());
+  CUDA_OK(cudaDeviceSynchronize());
+  CUDA_OK(cudaMemcpy(back, dev_bucket, (size_t)total, cudaMemcpyDeviceToHost));
+  EXPECT(memcmp(back, host_bucket, (size_t)total) == 0, "the device bucket differs from the host bucket");
+
+  /* 0: mxfp8_import_bucket; 1: its prepared form, encode; 2: the direct path from the device tensors. */
+  for (int prepared = 0; prepared < 3; ++prepared) {
+    nv_destination hd[N];
+    uint8_t *dv[N], *ds[N], *dg[N];
+    DLTensor v[N], sc[N], g[N];
+    DLTensor *globals[N];
+    mxfp8_import_destination dests[N];
+    int32_t ndims[N], formats[N];
+    int64_t shapes_store[N][2];
+    const int64_t *shapes[N];
+    for (int i = 0; i < N; ++i) {
+      make_destination(&hd[i], &src[i]);
+      dv[i] = poisoned_device((size_t)hd[i].values_bytes);
+      ds[i] = poisoned_device((size_t)hd[i].scales_bytes);
+      dg[i] = poisoned_device((size_t)(4 * hd[i].global_count));
+      v[i] = hd[i].v, sc[i] = hd[i].s, g[i] = hd[i].g;
+      v[i].data = dv[i], sc[i].data = ds[i], g[i].data = dg[i];
+      v[i].device = sc[i].device = g[i].device = (DLDevice){kDLCUDA, 0};
+      globals[i] = &g[i];
+      dests[i] = (mxfp8_import_destination){&v[i], &sc[i], specs[i].target, 0};
+      ndims[i] = 2, formats[i] = MXFP8_FORMAT_NVFP4;
+      shapes_store[i][0] = specs[i].M, shapes_store[i][1] = specs[i].K;
+      shapes[i] = shapes_store[i];
+    }
+    mxfp8_bucket_manifest m = MXFP8_BUCKET_MANIFEST_INIT;
+    m.count = N;
+    m.entries = entries;
+    m.ndims = ndims;
+    m.shapes = shapes;
+    m.formats = formats;
+    m.nvfp4_entries = nv;
+    m.global_scales = globals;
+    m.global_scale = prepared == 1 ? MXFP8_NVFP4_GLOBAL_SCALE_ENCODE : MXFP8_NVFP4_GLOBAL_SCALE_DECODE;
+    if (prepared == 2) {
+      EXPECT(mxfp8_import_tensors_mixed(NULL, dh, N, NULL, dests, globals, MXFP8_NVFP4_GLOBAL_SCALE_DECODE) == MXFP8_OK,
+             "direct import: %s", mxfp8_last_error());
+      CUDA_OK(cudaDeviceSynchronize());
+    } else if (prepared) {
+      mxfp8_prepared_export *p = NULL;
+      EXPECT(mxfp8_prepare_import_bucket(&db, &m, dests, &p) == MXFP8_OK, "prepare: %s", mxfp8_last_error());
+      EXPECT(mxfp8_prepared_export_run(p, NULL) == MXFP8_OK, "run: %s", mxfp8_last_error());
+      CUDA_OK(cudaDeviceSynchronize());
+      mxfp8_prepared_export_release(p);
+    } else {
+      EXPECT(mxfp8_import_bucket(&db, &m, dests, NULL) == MXFP8_OK, "import: %s", mxfp8_last_error());
+      CUDA_OK(cudaDeviceSynchronize());
+    }
+    for (int i = 0; i < N; ++i) {
+      /* Back to the host buffers (their guard byte after each part stays POISON from make_destination). */
+      CUDA_OK(cudaMemcpy(hd[i].values, dv[i], (size_t)hd[i].values_bytes, cudaMemcpyDeviceToHost));
+      CUDA_OK(cudaMemcpy(hd[i].scales, ds[i], (size_t)hd[i].scales_bytes, cudaMemcpyDeviceToHost));
+      CUDA_OK(cudaMemcpy(hd[i].global, dg[i], (size_t)(4 * hd[i].global_count), cudaMemcpyDeviceToHost));
+      char what[64];
+      snprintf(what, sizeof what, "GPU entry %d (%s)", i, prepared == 2 ? "direct" : prepared ? "prepared, encode" : "decode");
+      check_destination(&hd[i], &src[i], prepared == 1, what);
+      cudaFree(dv[i]), cudaFree(ds[i]), cudaFree(dg[i]);
+      free_destination(&hd[i]);
+    }
+  }
+  cudaFree(dev_bucket);
+  free(host_bucket), free(back);
+  for (int i = 0; i < N; ++i) {
+    mxfp8_nvfp4_tensor_release(dev_tensors[i]);
+    for (int k = 0; k < 3; ++k) cudaFree(allocs[i][k]);
+    free_source(&src[i]);
+  }
+#endif
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_rowwise_entries_round_trip_every_source_layout),
+      cmocka_unit_test(test_columnwise_entries_carry_the_stored_transpose),
+      cmocka_unit_test(test_prepared_fill_and_import_write_everything),
+      cmocka_unit_test(test_prepared_fill_keeps_its_nvfp4_tensors_alive),
+      cmocka_unit_test(test_mixed_bucket_of_mxfp8_and_nvfp4_entries),
+      cmocka_unit_test(test_mxfp8_only_mixed_plan_matches_bucket_plan),
+      cmocka_unit_test(test_direct_import_of_nvfp4_and_mxfp8_storage),
+      cmocka_unit_test(test_direct_import_refusals_write_nothing),
+      cmocka_unit_test(test_gpu_fill_and_import_match_the_host),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
