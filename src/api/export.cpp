@@ -71,14 +71,21 @@ void run_jobs_on(DLDevice device, const ScaleJob *jobs, size_t count, void *stre
   where_memory_lives(device, "scales", [&] { run_jobs_host(jobs, count); }, [&] { cuda::run_jobs(jobs, count, stream); });
 }
 
-// A copy from the caller's allocator must not land on the tensor it is made from.
+// A copy from the caller's allocator must not land on the tensor it is made from. The copy's name is
+// built only for the message: every export with a copy passes here.
 void check_copy_lands_apart(const mxfp8_tensor &t, const DLManagedTensorVersioned &copy, const char *what) {
   std::vector<Span> spans;
+  spans.reserve(5);  // two directions' data and scales, and the copy: one allocation
   add_read_spans(t, kNoIndex, "the tensor's", spans);
-  const std::string name = cat("the ", what, " copy from options.allocator");  // outlives the check
-  spans.push_back(span_of(byte_pointer(copy.dl_tensor), checked_numel(copy.dl_tensor, what), name.c_str(), kNoIndex,
-                          true));
-  check_no_overlap(spans);
+  spans.push_back(span_of(byte_pointer(copy.dl_tensor), checked_numel(copy.dl_tensor, what), what, kNoIndex, true));
+  try {
+    check_no_overlap(spans);
+  } catch (const Error &) {
+    const std::string name = cat("the ", what, " copy from options.allocator");  // outlives the check
+    spans.back().kind = name.c_str();
+    check_no_overlap(spans);  // fails again, now naming the copy
+    throw;
+  }
 }
 
 // Strides of a (*lead, C) view over rows that are `row_stride` bytes apart.
