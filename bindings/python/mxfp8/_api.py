@@ -7,7 +7,7 @@ from typing import Any, NamedTuple, Optional, Sequence
 from . import _args, _mxfp8, _shard
 from ._args import choice as _choice
 from ._args import flag as _flag
-from ._args import has_exchange_api as _has_exchange_api
+from ._args import has_exchange_api as _has_exchange_api  # for _bucket and _quantize
 from ._args import inputs as _inputs
 
 _FORMATS = {"e4m3": 1, "e5m2": 2}
