@@ -4,7 +4,8 @@
 # the H200 only (sm_90) and the Python package built at the same time as the C suite. Each step has a
 # time limit and writes to $OUT as it goes, so a call cut short still returns what ran.
 #   OUT=dir bash bench/device_session.sh          (carry .carry; see bench/README.md)
-# SKIP_PYTEST=1 / SKIP_EXAMPLES=1 skip the Python tests / the examples; BENCHES="weight_sync_e2e reshard" picks the Python benchmarks.
+# SKIP_PYTEST=1 / SKIP_EXAMPLES=1 skip the Python tests / the examples; BENCHES="weight_sync_e2e reshard" picks the Python
+# benchmarks (python_overhead: the cost of a call from Python, issue 15).
 # Logs go to $LOGS (default /tmp/device-session); $OUT gets only the results (the device tool brings back
 # a handful of files).
 set -uo pipefail
@@ -85,7 +86,7 @@ r = json.load(open(sys.argv[1]))
 print("model", r["whole_model"], "\nmoe", r["moe"])
 print({k: round(v["copy_ms"] / v["unswizzle_ms"], 3) for k, v in r["shapes"].items()})
 PY
-for b in "weight_sync_e2e 150" "engine_layouts 90" "nvfp4_bench 60" "reshard 90"; do
+for b in "weight_sync_e2e 150" "engine_layouts 90" "nvfp4_bench 60" "reshard 90" "python_overhead 180"; do
   set -- $b
   [ -f bench/$1.py ] || continue
   [ -z "${BENCHES:-}" ] || [[ " $BENCHES " == *" $1 "* ]] || continue

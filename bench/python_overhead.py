@@ -6,10 +6,14 @@ figures include a synchronize of the stream the work ran on. The C figures call 
 the same buffers (one ctypes call costs well under a microsecond; the handle is made once, as a C caller
 would). The PyTorch figures are the seed's code: a view/permute/reshape, crop and `.contiguous()`.
 
-Needs a CUDA device and torch. Writes OUT/python_overhead.json:
+Needs a CUDA device and torch. Writes OUT/python_overhead.json (or OUT itself when it ends in .json):
   {"python": {"views_us", "tiny_sync_us", "tiny_c_sync_us", "sizes": {"RxK": {"ours_us", "torch_us"}},
               "calls": {name: {"us", "sync_us", "torch_sync_us"}}, "model_loop_ms", "model_plan_ms",
-              "model_batched_c_ms", "model_torch_ms", "path": "exchange-api" | "dlpack"}}
+              "model_batched_c_ms", "model_torch_ms", "path": "exchange-api" | "dlpack",
+              "breakdown": {"tiny_us", "tiny_c_us", "torch_empty_us", "fast_entry_views_us"}}}
+"breakdown" splits the tiny swizzled export without a sync (what each call of a per-tensor loop costs the
+host): the same from C with a handle made once, the allocation PyTorch makes for the copy, and the
+extension's entry called directly for the views-only export (no Python frame of ours).
 """
 import argparse
 import ctypes
@@ -148,6 +152,18 @@ def c_tiny_sync_us(lib, data, swz):
         return host_us(body)
 
 
+def c_tiny_us(lib, data, swz):
+    """The C export without a sync, the handle made once (the outputs released each call)."""
+    t = CTensor(lib, data, swz)
+
+    def body():
+        v, s = t.export_and_release()
+        call_deleter(v)
+        call_deleter(s)
+    with torch.cuda.stream(torch.cuda.default_stream()):
+        return host_us(body)
+
+
 def c_batched_ms(lib, weights):
     """mxfp8_export_scales_batched of every weight into one buffer, handles made once; ms with the sync."""
     handles = [CTensor(lib, d, s) for d, s, _ in weights]
@@ -186,6 +202,15 @@ def main():
     r["tiny_c_sync_us"] = c_tiny_sync_us(lib, data, swz)
     print(f"views {r['views_us']} µs; tiny swizzled + sync {r['tiny_sync_us']} µs from Python, "
           f"{r['tiny_c_sync_us']} µs from C ({r['path']} path)", flush=True)
+    fast = mxfp8._mxfp8.export_components_fast
+    fast_args = (None, "e4m3", False, "rowwise", "fp8", "uint8", True, "1x32")
+    r["breakdown"] = {
+        "tiny_us": host_us(lambda: mxfp8.export_components(data, swz, swizzled=True)),
+        "tiny_c_us": c_tiny_us(lib, data, swz),
+        "torch_empty_us": host_us(lambda: torch.empty(128 * cols, dtype=torch.uint8, device="cuda")),
+        "fast_entry_views_us": host_us(lambda: fast(data, compact, *fast_args)),
+    }
+    print(f"breakdown: {r['breakdown']}", flush=True)
 
     r["sizes"] = {}
     for rows, k in SIZES:
@@ -240,9 +265,10 @@ def main():
     print(f"model ({len(weights)} weights): loop {r['model_loop_ms']} ms, plan {r['model_plan_ms']} ms, "
           f"batched from C {r['model_batched_c_ms']} ms, torch loop {r['model_torch_ms']} ms", flush=True)
 
-    os.makedirs(args.out, exist_ok=True)
+    path = args.out if args.out.endswith(".json") else os.path.join(args.out, "python_overhead.json")
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     result = {"date": datetime.date.today().isoformat(), "gpu": torch.cuda.get_device_name(), "python": r}
-    with open(os.path.join(args.out, "python_overhead.json"), "w") as f:
+    with open(path, "w") as f:
         json.dump(result, f, indent=1)
     print(json.dumps(result))
 

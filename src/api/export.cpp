@@ -86,18 +86,26 @@ void run_export_jobs(const ExportJobs &work, void *stream) {
 }
 
 // A copy from the caller's allocator must not land on the tensor it is made from, nor on a copy the same
-// call made before it (`earlier`, when that output is a copy: a view's bytes are the tensor's).
+// call made before it (`earlier`, when that output is a copy: a view's bytes are the tensor's). The copy's
+// name is built only for the message: every export with a copy passes here.
 void check_copy_lands_apart(const mxfp8_tensor &t, const DLManagedTensorVersioned &copy, const char *what,
                             const DLManagedTensorVersioned *earlier) {
   std::vector<Span> spans;
+  spans.reserve(6);  // two directions' data and scales, the copy and an earlier one: one allocation
   add_read_spans(t, kNoIndex, "the tensor's", spans);
-  const std::string name = cat("the ", what, " copy from options.allocator");  // outlives the check
-  spans.push_back(span_of(byte_pointer(copy.dl_tensor), checked_numel(copy.dl_tensor, what), name.c_str(), kNoIndex,
-                          true));
+  const size_t copy_span = spans.size();
+  spans.push_back(span_of(byte_pointer(copy.dl_tensor), checked_numel(copy.dl_tensor, what), what, kNoIndex, true));
   if (earlier && (earlier->flags & DLPACK_FLAG_BITMASK_IS_COPIED))
     spans.push_back(span_of(byte_pointer(earlier->dl_tensor), checked_numel(earlier->dl_tensor, "the other copy"),
                             "the call's other copy from options.allocator", kNoIndex, true));
-  check_no_overlap(spans);
+  try {
+    check_no_overlap(spans);
+  } catch (const Error &) {
+    const std::string name = cat("the ", what, " copy from options.allocator");  // outlives the check
+    spans[copy_span].kind = name.c_str();
+    check_no_overlap(spans);  // fails again, now naming the copy
+    throw;
+  }
 }
 
 // Strides of a (*lead, C) view over rows that are `row_stride` bytes apart.

@@ -2,6 +2,7 @@
 // that an export can only fail for reasons outside the description (memory, CUDA).
 #include "api/tensor.hpp"
 
+#include <algorithm>
 #include <cstddef>
 #include <memory>
 
@@ -39,7 +40,7 @@ std::vector<int64_t> logical_shape(const mxfp8_tensor_desc &desc, const DLTensor
 // Values are exported as views of this buffer, so it must be exactly the logical shape, row-major.
 void check_data(const DLTensor &t, const char *name, const std::vector<int64_t> &shape, mxfp8_format format) {
   expect_buffer(t, {name, Holds::Fp8Values, format, nullptr, nullptr, -1});
-  if (std::vector<int64_t>(t.shape, t.shape + t.ndim) != shape)
+  if (!std::equal(t.shape, t.shape + t.ndim, shape.begin(), shape.end()))  // no vector made on every create
     fail(MXFP8_ERROR_INVALID_ARGUMENT, name, ": shape ", format_shape(t.shape, t.ndim),
          " does not match the tensor's shape ", format_shape(shape));
 }

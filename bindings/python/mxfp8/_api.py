@@ -7,7 +7,7 @@ from typing import Any, NamedTuple, Optional, Sequence
 from . import _args, _mxfp8, _shard
 from ._args import choice as _choice
 from ._args import flag as _flag
-from ._args import has_exchange_api as _has_exchange_api
+from ._args import has_exchange_api as _has_exchange_api  # for _bucket and _quantize
 from ._args import inputs as _inputs
 
 _FORMATS = {"e4m3": 1, "e5m2": 2}
@@ -28,6 +28,10 @@ class Components(NamedTuple):
 
     values: Any
     scales: Any
+
+
+_mxfp8.set_result_types(Components)  # what export_components_fast returns
+_export_components_fast = _mxfp8.export_components_fast  # one global lookup a call, not two
 
 
 def export_components(
@@ -84,15 +88,16 @@ def export_components(
         (swizzled and contiguous must be bools, shape a sequence of ints); RuntimeError: a CUDA failure.
         Messages come from the C library, or name the Python argument for what only Python sees.
     """
-    if _shard.is_shard(rows, cols):
+    if stream is None and rows is None and cols is None:
+        # The common case (a framework with the DLPack exchange API, no explicit stream, plain arguments)
+        # runs in the extension alone, which returns the Components itself; NotImplemented: anything else.
+        done = _export_components_fast(data, scale_inv, shape, fp8_dtype, swizzled, direction, values_dtype,
+                                       scales_dtype, contiguous, block)
+        if done is not NotImplemented:
+            return done
+    elif _shard.is_shard(rows, cols):
         return _export_shard(data, scale_inv, shape, fp8_dtype, swizzled, direction, values_dtype, scales_dtype,
                              contiguous, block, stream, rows, cols)
-    # The common case (torch tensors, no explicit stream, plain arguments) runs in the extension alone.
-    if stream is None and _has_exchange_api(data):
-        done = _mxfp8.export_components_fast(data, scale_inv, shape, fp8_dtype, swizzled, direction, values_dtype,
-                                             scales_dtype, contiguous, block, stream)
-        if done is not NotImplemented:
-            return Components(*done)
     inputs = _inputs(stream, data=data, scale_inv=scale_inv)
     block_scales = _choice("block", block, _BLOCKS) == 1
     vd = _choice("values_dtype", values_dtype, _VALUES_DTYPES)

@@ -75,11 +75,29 @@ class Nvfp4Tensor:
         bfloat16_bits: bool = False,
     ) -> None: ...
 
-def bucket_plan(tensors: list[Tensor], direction: int = 0, alignment: int = 256) -> tuple[list[tuple[int, int, int, int]], int]: ...
+class PreparedExport:
+    """A batched export of compact scales, checked once (mxfp8_prepared_export)."""
+    def __init__(
+        self, tensors: Sequence[Tensor], destinations: Sequence[Any], direction: int = 0, dlpack_stream: Optional[int] = None,
+    ) -> None: ...
+    @staticmethod
+    def for_bucket(
+        tensors: Sequence[Tensor], plan: Sequence[tuple[int, int, int, int]], bucket: Any, direction: int = 0,
+        dlpack_stream: Optional[int] = None, bucket_name: str = "bucket", shards: Optional[Sequence[Any]] = None,
+    ) -> PreparedExport: ...  # mxfp8_prepare_bucket / mxfp8_prepare_bucket_shards
+    def run(self, stream: Optional[int] = None) -> None: ...
+
+class ImportPlan:
+    """A prepared import: checked once, one launch per run."""
+    def run(self, stream: int = 0) -> None: ...
+
+def bucket_plan(
+    tensors: Sequence[Tensor], direction: int = 0, alignment: int = 256, shards: Optional[Sequence[Any]] = None,
+) -> tuple[list[tuple[int, int, int, int]], int]: ...
 def export_bucket(
-    tensors: list[Tensor], plan: list[tuple[int, int, int, int]], bucket: Any, direction: int = 0,
-    stream: Optional[int] = None,
-    dlpack_stream: Optional[int] = None, bucket_name: str = "bucket",
+    tensors: Sequence[Tensor], plan: Sequence[tuple[int, int, int, int]], bucket: Any, direction: int = 0,
+    stream: Optional[int] = None, dlpack_stream: Optional[int] = None, bucket_name: str = "bucket",
+    shards: Optional[Sequence[Any]] = None,
 ) -> None: ...
 def bucket_plan_mixed(
     tensors: list[Union[Tensor, Nvfp4Tensor]], direction: int = 0, alignment: int = 256,
@@ -98,7 +116,7 @@ def swizzle_pair(
     source: Any, destination: Any, swizzle: bool, stream: Optional[int] = None, dlpack_stream: Optional[int] = None,
 ) -> None: ...
 def nvfp4_quantize(
-    inputs: list[Any], values: list[Any], scales: list[Any], amax: Any, *, fused: bool, amax_scope: int,
+    inputs: Sequence[Any], values: Sequence[Any], scales: Sequence[Any], amax: Any, *, fused: bool, amax_scope: int,
     amax_mode: int, four_over_six: int, e4m3_max: int, layout: int, direction: int = 0, stream: Optional[int] = None,
     dlpack_stream: Optional[int] = None, bfloat16_bits: bool = False,
 ) -> None: ...  # writes values, scales (and amax when computed) in place
@@ -112,13 +130,37 @@ def dequantize(
     tensor: Tensor, direction: int, output: Any, stream: Optional[int] = None, dlpack_stream: Optional[int] = None,
     bfloat16_bits: bool = False,
 ) -> None: ...
+def import_bucket(
+    bucket: Any, entries: Sequence[Sequence[int]], shapes: Sequence[Sequence[int]], formats: Sequence[int],
+    directions: Sequence[int], scales_layouts: Sequence[int], values: list[Any], scales: list[Any],
+    targets: Sequence[int], scale_fixup: int, stream: int, dlpack_stream: Any, prepare: bool,
+    shards: Optional[Sequence[Any]] = None,
+) -> Optional[ImportPlan]: ...  # mxfp8_import_bucket; an ImportPlan with prepare=True
+def import_tensors(
+    data: list[Any], scale_inv: list[Any], shapes: Sequence[Sequence[int]], formats: Sequence[int],
+    swizzled: Sequence[bool], direction: int, values: list[Any], scales: list[Any], targets: Sequence[int],
+    scale_fixup: int, stream: int, dlpack_stream: Any, prepare: bool, shards: Optional[Sequence[Any]] = None,
+) -> Optional[ImportPlan]: ...  # mxfp8_import_tensors; an ImportPlan with prepare=True
+def convert(
+    data: Any, scale_inv: Any, shape: Sequence[int], format: int, swizzled: bool, direction: int, num_experts: int,
+    grouped_scales: int, target: int, scale_fixup: int, values: Any, scales: Any, stream: int, dlpack_stream: Any,
+) -> None: ...  # mxfp8_convert (num_experts 0) or mxfp8_convert_grouped into the given outputs
+def layout_bytes(layout: int, direction: int, rows: int, cols: int) -> int: ...
 def has_exchange_api(obj: Any) -> bool: ...
 def taken_counts() -> dict[str, int]: ...
 def fast_exports() -> int: ...
+def set_result_types(components: type) -> None: ...  # the Components class export_components_fast returns
+# The fast paths (no Python work per call): the result, or NotImplemented when the Python layer must decide.
 def export_components_fast(
     data: Any, scale_inv: Any, shape: Any, fp8_dtype: Any, swizzled: Any, direction: Any, values_dtype: Any,
-    scales_dtype: Any, contiguous: Any, block: Any, stream: Any,
-) -> Any: ...  # (values, scales), or NotImplemented: the Python layer takes over
-def dequantize_fast(*args: Any) -> Any: ...  # the result, or NotImplemented: the Python layer takes over
-def quantize_fast(*args: Any) -> Any: ...
-def swizzle_fast(*args: Any) -> Any: ...
+    scales_dtype: Any, contiguous: Any, block: Any, /,
+) -> Any: ...  # a Components (METH_FASTCALL: positional only)
+def dequantize_fast(
+    data: Any, scale_inv: Any, shape: Any, fp8_dtype: Any, swizzled: Any, direction: Any, block: Any, dtype: Any,
+    out: Any, stream: Any, /,
+) -> Any: ...
+def quantize_fast(
+    x: Any, fp8_dtype: Any, block: Any, rounding: Any, scales: Any, rowwise: Any, columnwise: Any, values_dtype: Any,
+    scales_dtype: Any, stream: Any, /,
+) -> Any: ...  # (rowwise_data, rowwise_scale_inv, columnwise_data, columnwise_scale_inv)
+def swizzle_fast(source: Any, out: Any, swizzle: bool, rows: Any, cols: Any, stream: Any, /) -> Any: ...

@@ -178,6 +178,7 @@ struct Exchange {
   py::object dlpack_stream = py::none();   // __dlpack__'s stream argument for every other object
   DLDevice device{kDLCPU, 0};              // the inputs' device, once known
   bool resolved = false;                   // stream, dlpack_stream and device known
+  bool dlpack_stream_is_stream = false;    // dlpack_stream is `stream`, made only when an object needs it
 
   // The caller's explicit stream (and __dlpack__ stream): the __dlpack__ path.
   static Exchange explicit_stream(intptr_t stream, py::object dlpack_stream) {
@@ -203,26 +204,40 @@ struct Exchange {
     void *s = nullptr;
     if (api->current_work_stream(d.device_type, d.device_id, &s) != 0) raise_exchange_failure("current_work_stream");
     stream = reinterpret_cast<intptr_t>(s);
-    dlpack_stream = py::int_(stream == 0 ? 1 : stream);  // DLPack's __dlpack__ spells the legacy stream 1
+    dlpack_stream_is_stream = true;  // a Python int only if some object goes through __dlpack__
+  }
+
+  // __dlpack__'s stream argument: DLPack spells the legacy default stream 1.
+  const py::object &dlpack_stream_argument() {
+    if (dlpack_stream_is_stream) {
+      dlpack_stream = py::int_(stream == 0 ? 1 : stream);
+      dlpack_stream_is_stream = false;
+    }
+    return dlpack_stream;
   }
 };
 
 // Takes obj for one call: through the exchange API when it is the call's framework's, else __dlpack__.
 // In exchange mode the first object taken is the framework's, and its device fixes the stream.
+// take() of an object of the call's framework, into `into`.
+void take_from_framework(py::handle obj, const char *name, Exchange &ex, Access access, TakenTensor &into) {
+  if (ex.api->managed_tensor_from_py_object_no_sync(obj.ptr(), &into.managed) != 0 || !into.managed) {
+    into.managed = nullptr;
+    raise_exchange_failure(name);
+  }
+  ++taken_by_exchange_api;
+  check_taken(*into.managed, name, access);
+  if (!ex.resolved) ex.resolve(into.managed->dl_tensor.device);
+}
+
 std::unique_ptr<TakenTensor> take(py::handle obj, const char *name, Exchange &ex, Access access = Access::Read) {
   if (ex.api && exchange_api_of(obj) == ex.api) {
     auto taken = std::make_unique<TakenTensor>();
-    if (ex.api->managed_tensor_from_py_object_no_sync(obj.ptr(), &taken->managed) != 0 || !taken->managed) {
-      taken->managed = nullptr;
-      raise_exchange_failure(name);
-    }
-    ++taken_by_exchange_api;
-    check_taken(*taken->managed, name, access);
-    if (!ex.resolved) ex.resolve(taken->managed->dl_tensor.device);
+    take_from_framework(obj, name, ex, access, *taken);
     return taken;
   }
   if (!ex.resolved) throw std::logic_error(std::string(name) + ": exchange mode needs the framework's object first");
-  return take_dlpack(obj, name, ex.dlpack_stream, access);
+  return take_dlpack(obj, name, ex.dlpack_stream_argument(), access);
 }
 
 // An output of the library, shared by every DLPack export made from it.
@@ -965,9 +980,14 @@ bool same_memory(DLDevice a, DLDevice b) {
   return (a.device_type == b.device_type && a.device_id == b.device_id) || (host(a) && host(b));
 }
 
+py::object not_implemented() { return py::reinterpret_borrow<py::object>(Py_NotImplemented); }
+
 // The inputs of a fast call, taken through one framework's exchange API on one device, as a handle.
+struct ReleaseTensor {
+  void operator()(mxfp8_tensor *t) const { mxfp8_tensor_release(t); }
+};
 struct FastTensor {
-  std::unique_ptr<Tensor> tensor;
+  std::unique_ptr<mxfp8_tensor, ReleaseTensor> tensor;
   Exchange ex;
   int direction = 0, block = 0;
   std::unique_ptr<TakenTensor> out;  // `out` when given, taken (and its device checked) before the handle is made
@@ -977,6 +997,8 @@ struct FastTensor {
 std::optional<FastTensor> fast_tensor(py::handle data, py::handle scale_inv, py::handle shape, py::handle fp8_dtype,
                                       py::handle swizzled, py::handle direction, py::handle block,
                                       py::handle out = py::none()) {
+  const DLPackExchangeAPI *api = exchange_api_of(data);
+  if (!api || exchange_api_of(scale_inv) != api) return std::nullopt;
   if (!PyBool_Check(swizzled.ptr())) return std::nullopt;
   const auto format = plain_choice(fp8_dtype, kFormats), dir = plain_choice(direction, kDirections);
   const auto blk = plain_choice(block, kBlocks);
@@ -990,13 +1012,12 @@ std::optional<FastTensor> fast_tensor(py::handle data, py::handle scale_inv, py:
       dims.push_back(*v);
     }
   }
-  const DLPackExchangeAPI *api = exchange_api_of(data);
-  if (!api || exchange_api_of(scale_inv) != api) return std::nullopt;
   Exchange ex{api};
-  auto taken_data = take(data, "data", ex);
-  auto taken_scales = take(scale_inv, "scale_inv", ex);
-  const DLDevice device = taken_data->managed->dl_tensor.device;
-  if (!same_memory(taken_scales->managed->dl_tensor.device, device) || device.device_type == kDLCUDAHost)
+  TakenTensor taken_data, taken_scales;  // both the framework's: no __dlpack__ call, nothing on the heap
+  take_from_framework(data, "data", ex, Access::Read, taken_data);
+  take_from_framework(scale_inv, "scale_inv", ex, Access::Read, taken_scales);
+  const DLDevice device = taken_data.managed->dl_tensor.device;
+  if (!same_memory(taken_scales.managed->dl_tensor.device, device) || device.device_type == kDLCUDAHost)
     return std::nullopt;  // the Python layer names both devices (pinned copies need its allocator)
   std::unique_ptr<TakenTensor> taken_out;
   if (!out.is_none()) {
@@ -1013,13 +1034,13 @@ std::optional<FastTensor> fast_tensor(py::handle data, py::handle scale_inv, py:
     desc.shape = dims.data();
   }
   const bool rowwise = *dir == MXFP8_DIRECTION_ROWWISE;
-  (rowwise ? desc.rowwise_data : desc.columnwise_data) = taken_data->managed;
-  (rowwise ? desc.rowwise_scale_inv : desc.columnwise_scale_inv) = taken_scales->managed;
+  (rowwise ? desc.rowwise_data : desc.columnwise_data) = taken_data.managed;
+  (rowwise ? desc.rowwise_scale_inv : desc.columnwise_scale_inv) = taken_scales.managed;
   mxfp8_tensor *handle = nullptr;
   check(mxfp8_tensor_create(&desc, &handle));
-  taken_data->release();  // the handle owns them now
-  taken_scales->release();
-  return FastTensor{std::make_unique<Tensor>(handle, api, device), std::move(ex), *dir, *blk, std::move(taken_out)};
+  taken_data.release();  // the handle owns them now
+  taken_scales.release();
+  return FastTensor{std::unique_ptr<mxfp8_tensor, ReleaseTensor>(handle), std::move(ex), *dir, *blk, std::move(taken_out)};
 }
 
 // A new tensor from the framework's allocator, owned here until handed back.
@@ -1042,21 +1063,73 @@ std::unique_ptr<TakenTensor> allocate(const Exchange &ex, DLDataType dtype, std:
   return t;
 }
 
-py::object not_implemented() { return py::reinterpret_borrow<py::object>(Py_NotImplemented); }
+// The class export_components returns (mxfp8.Components, a NamedTuple), handed over once by the Python
+// layer (set_result_types): the fast path builds it directly, with no Python-level __new__ call.
+PyTypeObject *components_type = nullptr;  // a strong reference, kept for the life of the process
 
-py::object export_components_fast(py::handle data, py::handle scale_inv, py::handle shape, py::handle fp8_dtype,
-                                  py::handle swizzled, py::handle direction, py::handle values_dtype,
-                                  py::handle scales_dtype, py::handle contiguous, py::handle block,
-                                  py::handle stream) {
-  if (!stream.is_none() || !PyBool_Check(contiguous.ptr())) return not_implemented();
+// (values, scales) as a Components (a plain tuple before set_result_types ran).
+py::object components(py::object values, py::object scales) {
+  PyTypeObject *type = components_type ? components_type : &PyTuple_Type;
+  // What tuple.__new__(Components, (values, scales)) does for a tuple subclass without a __dict__.
+  PyObject *result = type == &PyTuple_Type ? PyTuple_New(2) : type->tp_alloc(type, 2);
+  if (!result) throw py::error_already_set();
+  PyTuple_SET_ITEM(result, 0, values.release().ptr());
+  PyTuple_SET_ITEM(result, 1, scales.release().ptr());
+  return py::reinterpret_steal<py::object>(result);
+}
+
+void set_result_types(py::handle components_class) {
+  auto *type = reinterpret_cast<PyTypeObject *>(components_class.ptr());
+  if (!PyType_Check(components_class.ptr()) || !PyType_IsSubtype(type, &PyTuple_Type) || type->tp_dictoffset != 0)
+    throw py::type_error("set_result_types: Components must be a tuple subclass without a __dict__ (a NamedTuple)");
+  Py_INCREF(type);
+  Py_XDECREF(reinterpret_cast<PyObject *>(components_type));
+  components_type = type;
+}
+
+// export_components(data, scale_inv, shape, fp8_dtype, swizzled, direction, values_dtype, scales_dtype,
+// contiguous, block) for one framework's tensors, on its current stream: a Components, or NotImplemented.
+py::object export_components_fast(PyObject *const *args) {
+  py::handle data = args[0], scale_inv = args[1], shape = args[2], fp8_dtype = args[3], swizzled = args[4],
+             direction = args[5], values_dtype = args[6], scales_dtype = args[7], contiguous = args[8], block = args[9];
+  if (!PyBool_Check(contiguous.ptr())) return not_implemented();
   const auto vd = plain_choice(values_dtype, kValuesDtypes), sd = plain_choice(scales_dtype, kScalesDtypes);
   if (!vd || !sd) return not_implemented();
   auto fast = fast_tensor(data, scale_inv, shape, fp8_dtype, swizzled, direction, block);
   if (!fast) return not_implemented();
-  py::tuple result = fast->tensor->export_components(fast->direction, *vd, *sd, contiguous.ptr() == Py_True,
-                                                     fast->block == 1, py::none(), py::none());
+  mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
+  o.direction = fast->direction;
+  o.values_dtype = *vd;
+  o.scales_dtype = *sd;
+  o.padded_scales = contiguous.ptr() == Py_True ? MXFP8_PADDED_SCALES_COPY : MXFP8_PADDED_SCALES_STRIDED_VIEW;
+  o.scales_granularity = fast->block == 1 ? MXFP8_SCALES_PER_32X32 : MXFP8_SCALES_PER_32;
+  o.stream = reinterpret_cast<void *>(fast->ex.stream);  // the stream taking the inputs resolved
+  o.allocator = fast->ex.api->managed_tensor_allocator;   // never pinned memory here (fast_tensor refuses it)
+  DLManagedTensorVersioned *values = nullptr, *scales = nullptr;
+  check(mxfp8_export_components(fast->tensor.get(), &o, &values, &scales));
+  TakenTensor scales_owner{scales};  // freed if handing the values back fails
+  py::object v = hand_back(fast->ex, values);
+  py::object result = components(std::move(v), hand_back(fast->ex, scales_owner.release()));
   ++fast_exports;
-  return std::move(result);
+  return result;
+}
+
+// A METH_FASTCALL entry over `body`: no pybind11 argument dispatch for the calls made every step; a C++
+// exception becomes the Python exception pybind11 would raise for it.
+template <py::object (*Body)(PyObject *const *), Py_ssize_t kArgs>
+PyObject *fastcall(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
+  if (nargs != kArgs) {
+    PyErr_Format(PyExc_TypeError, "expected %zd positional arguments, got %zd", kArgs, nargs);
+    return nullptr;
+  }
+  try {
+    return Body(args).release().ptr();
+  } catch (py::error_already_set &e) {
+    e.restore();
+  } catch (...) {
+    py::detail::try_translate_exceptions();
+  }
+  return nullptr;
 }
 
 // dequantize, as the Python layer does it, for one framework's tensors (out None: one from its allocator).
@@ -1080,7 +1153,7 @@ py::object dequantize_fast(py::handle data, py::handle scale_inv, py::handle sha
   mxfp8_dequantize_options o = MXFP8_DEQUANTIZE_OPTIONS_INIT;
   o.direction = fast->direction;
   o.stream = reinterpret_cast<void *>(ex.stream);
-  check(mxfp8_dequantize(fast->tensor->handle(), &o, &target->managed->dl_tensor));
+  check(mxfp8_dequantize(fast->tensor.get(), &o, &target->managed->dl_tensor));
   ++fast_exports;
   if (!out.is_none()) return py::reinterpret_borrow<py::object>(out);
   return hand_back(ex, target->release());
@@ -1420,10 +1493,17 @@ PYBIND11_MODULE(_mxfp8, m) {
       .def("export_experts", &Grouped::export_experts, py::arg("experts"), py::kw_only(), py::arg("values_dtype") = 0,
            py::arg("scales_dtype") = 0, py::arg("stream") = py::none(), py::arg("allocator") = py::none());
 
-  m.def("export_components_fast", &export_components_fast, py::arg("data"), py::arg("scale_inv"), py::arg("shape"),
-        py::arg("fp8_dtype"), py::arg("swizzled"), py::arg("direction"), py::arg("values_dtype"),
-        py::arg("scales_dtype"), py::arg("contiguous"), py::arg("block"), py::arg("stream"),
-        "export_components end to end for a framework with the DLPack exchange API; NotImplemented otherwise.");
+  static PyMethodDef export_components_fast_def = {
+      "export_components_fast", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(
+                                    fastcall<export_components_fast, 10>)),
+      METH_FASTCALL,
+      "export_components_fast(data, scale_inv, shape, fp8_dtype, swizzled, direction, values_dtype, scales_dtype, "
+      "contiguous, block)\n--\n\nexport_components end to end for a framework with the DLPack exchange API, on its "
+      "current stream: a Components; NotImplemented otherwise."};
+  m.add_object("export_components_fast",
+               py::reinterpret_steal<py::object>(PyCFunction_NewEx(&export_components_fast_def, nullptr, m.attr("__name__").ptr())));
+  m.def("set_result_types", &set_result_types, py::arg("components"),
+        "The Components class export_components_fast returns (the Python layer calls this once).");
   m.def("dequantize_fast", &dequantize_fast, "dequantize end to end for a framework with the DLPack exchange API; "
         "NotImplemented otherwise.");
   m.def("quantize_fast", &quantize_fast, "quantize end to end for a framework with the DLPack exchange API; "

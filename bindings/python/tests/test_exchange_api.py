@@ -231,6 +231,38 @@ def test_export_components_runs_in_the_extension_alone(fw):
     assert mxfp8._mxfp8.fast_exports() == before
 
 
+def test_the_fast_path_returns_the_components_itself(fw):
+    data, buf, s = make_mxfp8((257, 96), "swizzled", seed=34)
+    before = mxfp8._mxfp8.fast_exports()
+    result = mxfp8.export_components(fw.Array(data), fw.Array(buf), swizzled=True)
+    assert mxfp8._mxfp8.fast_exports() - before == 1
+    assert type(result) is mxfp8.Components  # built by the extension, not a plain tuple
+    assert result.values is result[0] and result.scales is result[1]
+    assert np.array_equal(result.scales.array, s) and np.shares_memory(result.values.array, data)
+
+
+def test_the_fast_entry_checks_its_arguments_and_leaves_other_frameworks_alone(fw):
+    fast = mxfp8._mxfp8.export_components_fast
+    with pytest.raises(TypeError, match="expected 10 positional arguments, got 2"):
+        fast(1, 2)
+    with pytest.raises(TypeError, match="a tuple subclass without a __dict__"):
+        mxfp8._mxfp8.set_result_types(dict)
+
+    class WithDict(tuple):
+        pass
+
+    with pytest.raises(TypeError, match="a tuple subclass without a __dict__"):
+        mxfp8._mxfp8.set_result_types(WithDict)
+    data, buf, _ = make_mxfp8((100, 48), "padded", seed=35)
+    before, counts = mxfp8._mxfp8.fast_exports(), taken()
+    assert fast(data, buf, None, "e4m3", False, "rowwise", "fp8", "uint8", True, "1x32") is NotImplemented  # NumPy
+    assert fast(fw.Array(data), buf, None, "e4m3", False, "rowwise", "fp8", "uint8", True, "1x32") is NotImplemented
+    assert mxfp8._mxfp8.fast_exports() == before and delta(counts) == {"exchange_api": 0, "dlpack": 0}
+    # a failure inside the entry is the exception the library's status maps to, with its message
+    with pytest.raises(ValueError, match=r"does not match the tensor's shape \(100, 64\)"):
+        fast(fw.Array(data), fw.Array(buf), (100, 64), "e4m3", False, "rowwise", "fp8", "uint8", True, "1x32")
+
+
 @pytest.mark.parametrize(
     "kwargs, error, message",
     [
