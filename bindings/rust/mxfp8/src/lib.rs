@@ -22,7 +22,8 @@
 //! # Ok(()) }
 //! ```
 //!
-//! The surface, by C function (every function of `mxfp8.h` has a safe form):
+//! The surface, by C function (every function of `mxfp8.h` has a safe form, except the NVFP4 bucket and
+//! import calls `mxfp8_*_mixed`, which `mxfp8-sys` declares):
 //!
 //! | mxfp8.h | here |
 //! |---|---|
