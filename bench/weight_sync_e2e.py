@@ -315,8 +315,9 @@ def main():
             filled[i % 2].record(stream)
             conn.send((kind, layout, i))
         for i in range(max(count - 2, 0), count):
-            if conn.recv() != ("released", i):
-                raise SystemExit("weight_sync_e2e: the receiver's answers are out of order")
+            reply = conn.recv()
+            if reply != ("released", i):
+                raise SystemExit(f"weight_sync_e2e: the receiver answered {reply!r}")
         ask("finish", layout)
 
     def median_step_ms(run, layout, path, count):

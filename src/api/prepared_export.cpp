@@ -35,6 +35,9 @@ void keep(mxfp8_prepared_export &prepared, const mxfp8_tensor *const *tensors, s
 // A mixed bucket's tensors: entry i is one of the two (checked when its jobs were built).
 void keep(mxfp8_prepared_export &prepared, const mxfp8_tensor *const *tensors,
           const mxfp8_nvfp4_tensor *const *nvfp4_tensors, size_t count) {
+  // Reserved first, as above: a push_back that throws after its retain would leak that reference.
+  prepared.tensors.reserve(count);
+  prepared.nvfp4_tensors.reserve(count);
   for (size_t i = 0; i < count; ++i) {
     if (tensors && tensors[i]) {
       retain(tensors[i]);
