@@ -24,20 +24,13 @@ struct mxfp8_prepared_export {
 namespace mxfp8 {
 namespace {
 
-void keep(mxfp8_prepared_export &prepared, const mxfp8_tensor *const *tensors, size_t count) {
-  prepared.tensors.reserve(count);
-  for (size_t i = 0; i < count; ++i) {
-    retain(tensors[i]);
-    prepared.tensors.push_back(tensors[i]);
-  }
-}
-
-// A mixed bucket's tensors: entry i is one of the two (checked when its jobs were built).
+// Entry i is tensors[i] when `tensors` and tensors[i] are set, else nvfp4_tensors[i] (the jobs' checks
+// ran first); either array may be NULL. Reserved before any retain: a push_back that threw after its
+// retain would leak that reference.
 void keep(mxfp8_prepared_export &prepared, const mxfp8_tensor *const *tensors,
           const mxfp8_nvfp4_tensor *const *nvfp4_tensors, size_t count) {
-  // Reserved first, as above: a push_back that throws after its retain would leak that reference.
-  prepared.tensors.reserve(count);
-  prepared.nvfp4_tensors.reserve(count);
+  if (tensors) prepared.tensors.reserve(count);
+  if (nvfp4_tensors) prepared.nvfp4_tensors.reserve(count);
   for (size_t i = 0; i < count; ++i) {
     if (tensors && tensors[i]) {
       retain(tensors[i]);
@@ -49,6 +42,20 @@ void keep(mxfp8_prepared_export &prepared, const mxfp8_tensor *const *tensors,
   }
 }
 
+// The body of every mxfp8_prepare_* call: `jobs()` builds (and so checks) the transfer, then the plan
+// keeps a reference on each source tensor and is handed out. Nothing is kept when a check fails.
+template <class Jobs>
+mxfp8_status prepare(mxfp8_prepared_export **out, Jobs &&jobs, const mxfp8_tensor *const *tensors = nullptr,
+                     const mxfp8_nvfp4_tensor *const *nvfp4_tensors = nullptr, size_t count = 0) {
+  return guarded([&] {
+    if (!out) fail(MXFP8_ERROR_INVALID_ARGUMENT, "out is NULL");
+    auto prepared = std::make_unique<mxfp8_prepared_export>();
+    prepared->work = jobs();
+    keep(*prepared, tensors, nvfp4_tensors, count);
+    *out = prepared.release();
+  });
+}
+
 }  // namespace
 }  // namespace mxfp8
 
@@ -58,26 +65,16 @@ extern "C" MXFP8_API mxfp8_status mxfp8_prepare_scales_batched(const mxfp8_tenso
                                                                DLTensor *const *destinations, size_t count,
                                                                const mxfp8_export_options *options,
                                                                mxfp8_prepared_export **out) {
-  return guarded([&] {
-    if (!out) fail(MXFP8_ERROR_INVALID_ARGUMENT, "out is NULL");
-    auto prepared = std::make_unique<mxfp8_prepared_export>();
-    prepared->work = batched_jobs(tensors, destinations, count, read_options(options));
-    keep(*prepared, tensors, count);
-    *out = prepared.release();
-  });
+  return prepare(out, [&] { return batched_jobs(tensors, destinations, count, read_options(options)); }, tensors,
+                 nullptr, count);
 }
 
 extern "C" MXFP8_API mxfp8_status mxfp8_prepare_bucket(const mxfp8_tensor *const *tensors, size_t count,
                                                        const mxfp8_export_options *options,
                                                        const mxfp8_bucket_entry *entries, DLTensor *bucket,
                                                        mxfp8_prepared_export **out) {
-  return guarded([&] {
-    if (!out) fail(MXFP8_ERROR_INVALID_ARGUMENT, "out is NULL");
-    auto prepared = std::make_unique<mxfp8_prepared_export>();
-    prepared->work = bucket_jobs(tensors, nullptr, count, read_options(options), entries, bucket);
-    keep(*prepared, tensors, count);
-    *out = prepared.release();
-  });
+  return prepare(out, [&] { return bucket_jobs(tensors, nullptr, count, read_options(options), entries, bucket); },
+                 tensors, nullptr, count);
 }
 
 extern "C" MXFP8_API mxfp8_status mxfp8_prepare_bucket_shards(const mxfp8_tensor *const *tensors,
@@ -85,13 +82,8 @@ extern "C" MXFP8_API mxfp8_status mxfp8_prepare_bucket_shards(const mxfp8_tensor
                                                               const mxfp8_export_options *options,
                                                               const mxfp8_bucket_entry *entries, DLTensor *bucket,
                                                               mxfp8_prepared_export **out) {
-  return guarded([&] {
-    if (!out) fail(MXFP8_ERROR_INVALID_ARGUMENT, "out is NULL");
-    auto prepared = std::make_unique<mxfp8_prepared_export>();
-    prepared->work = bucket_jobs(tensors, shards, count, read_options(options), entries, bucket);
-    keep(*prepared, tensors, count);
-    *out = prepared.release();
-  });
+  return prepare(out, [&] { return bucket_jobs(tensors, shards, count, read_options(options), entries, bucket); },
+                 tensors, nullptr, count);
 }
 
 extern "C" MXFP8_API mxfp8_status mxfp8_prepare_bucket_mixed(const mxfp8_tensor *const *tensors,
@@ -100,39 +92,25 @@ extern "C" MXFP8_API mxfp8_status mxfp8_prepare_bucket_mixed(const mxfp8_tensor 
                                                              const mxfp8_bucket_entry *entries,
                                                              const mxfp8_bucket_nvfp4_entry *nvfp4_entries,
                                                              DLTensor *bucket, mxfp8_prepared_export **out) {
-  return guarded([&] {
-    if (!out) fail(MXFP8_ERROR_INVALID_ARGUMENT, "out is NULL");
-    auto prepared = std::make_unique<mxfp8_prepared_export>();
-    prepared->work = mixed_bucket_jobs(BucketTensors{tensors, nvfp4_tensors, nullptr, count, true}, read_options(options),
-                                       entries, nvfp4_entries, bucket);
-    keep(*prepared, tensors, nvfp4_tensors, count);
-    *out = prepared.release();
-  });
+  return prepare(out, [&] {
+    return mixed_bucket_jobs(BucketTensors{tensors, nvfp4_tensors, nullptr, count, true}, read_options(options), entries,
+                             nvfp4_entries, bucket);
+  }, tensors, nvfp4_tensors, count);
 }
 
 extern "C" MXFP8_API mxfp8_status mxfp8_prepare_import_bucket(const DLTensor *bucket,
                                                               const mxfp8_bucket_manifest *manifest,
                                                               const mxfp8_import_destination *destinations,
                                                               mxfp8_prepared_export **out) {
-  return guarded([&] {
-    if (!out) fail(MXFP8_ERROR_INVALID_ARGUMENT, "out is NULL");
-    auto prepared = std::make_unique<mxfp8_prepared_export>();
-    prepared->work = import_bucket_jobs(bucket, manifest, destinations);
-    *out = prepared.release();
-  });
+  return prepare(out, [&] { return import_bucket_jobs(bucket, manifest, destinations); });
 }
 
 extern "C" MXFP8_API mxfp8_status mxfp8_prepare_import_tensors(const mxfp8_tensor *const *tensors, size_t count,
                                                                const mxfp8_export_options *options,
                                                                const mxfp8_import_destination *destinations,
                                                                mxfp8_prepared_export **out) {
-  return guarded([&] {
-    if (!out) fail(MXFP8_ERROR_INVALID_ARGUMENT, "out is NULL");
-    auto prepared = std::make_unique<mxfp8_prepared_export>();
-    prepared->work = import_tensor_jobs(tensors, nullptr, count, read_options(options), destinations);
-    keep(*prepared, tensors, count);
-    *out = prepared.release();
-  });
+  return prepare(out, [&] { return import_tensor_jobs(tensors, nullptr, count, read_options(options), destinations); },
+                 tensors, nullptr, count);
 }
 
 extern "C" MXFP8_API mxfp8_status mxfp8_prepare_import_tensor_shards(const mxfp8_tensor *const *tensors,
@@ -140,13 +118,8 @@ extern "C" MXFP8_API mxfp8_status mxfp8_prepare_import_tensor_shards(const mxfp8
                                                                      const mxfp8_export_options *options,
                                                                      const mxfp8_import_destination *destinations,
                                                                      mxfp8_prepared_export **out) {
-  return guarded([&] {
-    if (!out) fail(MXFP8_ERROR_INVALID_ARGUMENT, "out is NULL");
-    auto prepared = std::make_unique<mxfp8_prepared_export>();
-    prepared->work = import_tensor_jobs(tensors, shards, count, read_options(options), destinations);
-    keep(*prepared, tensors, count);
-    *out = prepared.release();
-  });
+  return prepare(out, [&] { return import_tensor_jobs(tensors, shards, count, read_options(options), destinations); },
+                 tensors, nullptr, count);
 }
 
 extern "C" MXFP8_API mxfp8_status mxfp8_prepare_import_tensors_mixed(const mxfp8_tensor *const *tensors,
@@ -155,14 +128,10 @@ extern "C" MXFP8_API mxfp8_status mxfp8_prepare_import_tensors_mixed(const mxfp8
                                                                      const mxfp8_import_destination *destinations,
                                                                      DLTensor *const *global_scales, int32_t global_scale,
                                                                      mxfp8_prepared_export **out) {
-  return guarded([&] {
-    if (!out) fail(MXFP8_ERROR_INVALID_ARGUMENT, "out is NULL");
-    auto prepared = std::make_unique<mxfp8_prepared_export>();
-    prepared->work = import_mixed_tensor_jobs(BucketTensors{tensors, nvfp4_tensors, nullptr, count, true},
-                                              read_options(options), destinations, global_scales, global_scale);
-    keep(*prepared, tensors, nvfp4_tensors, count);
-    *out = prepared.release();
-  });
+  return prepare(out, [&] {
+    return import_mixed_tensor_jobs(BucketTensors{tensors, nvfp4_tensors, nullptr, count, true}, read_options(options),
+                                    destinations, global_scales, global_scale);
+  }, tensors, nvfp4_tensors, count);
 }
 
 extern "C" MXFP8_API mxfp8_status mxfp8_prepared_export_run(const mxfp8_prepared_export *prepared, void *stream) {
