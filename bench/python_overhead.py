@@ -10,10 +10,17 @@ Needs a CUDA device and torch. Writes OUT/python_overhead.json (or OUT itself wh
   {"python": {"views_us", "tiny_sync_us", "tiny_c_sync_us", "sizes": {"RxK": {"ours_us", "torch_us"}},
               "calls": {name: {"us", "sync_us", "torch_sync_us"}}, "model_loop_ms", "model_plan_ms",
               "model_batched_c_ms", "model_torch_ms", "path": "exchange-api" | "dlpack",
-              "breakdown": {"tiny_us", "tiny_c_us", "torch_empty_us", "fast_entry_views_us"}}}
+              "breakdown": {"tiny_us", "tiny_c_us", "torch_empty_us", "fast_entry_views_us"},
+              "model_empty_loop_ms", "model_clone_loop_ms", "model_loop_into_ms", "model_torch_into_ms",
+              "targets": {...}}}
 "breakdown" splits the tiny swizzled export without a sync (what each call of a per-tensor loop costs the
 host): the same from C with a handle made once, the allocation PyTorch makes for the copy, and the
 extension's entry called directly for the views-only export (no Python frame of ours).
+The model's per-tensor loop is also held against its floors in the same run: PyTorch allocating an empty
+tensor per weight (`model_empty_loop_ms`) and cloning each swizzled buffer (`model_clone_loop_ms`: one
+allocation and one copy per weight, the least any loop that returns a new tensor per weight can do), and
+run into caller buffers (`model_loop_into_ms`, `mxfp8.unswizzle_scales(..., out)` per weight) against the
+seed's permute copied into the same buffers by one strided `copy_` (`model_torch_into_ms`).
 """
 import argparse
 import ctypes
@@ -30,6 +37,13 @@ import mxfp8
 from run_bench import LAYER, round_up, torch_unswizzle  # the model and the seed's permute, as benchmarked there
 
 SIZES = [(128, 128), (8192, 8192), (57344, 8192)]
+
+
+def torch_unswizzle_into(swizzled, rows, cols, out):
+    """The seed's permute written into a caller's (rows, cols) buffer by one strided copy_ (rows a multiple
+    of 128 and cols of 4, as every weight of the model is: no crop, so no intermediate copy)."""
+    tiles = swizzled.view(rows // 128, cols // 4, 32, 4, 4).permute(0, 3, 2, 1, 4)
+    return out.view(rows // 128, 4, 32, cols // 4, 4).copy_(tiles)
 
 
 def torch_swizzle(compact):
@@ -62,6 +76,26 @@ def swizzled_weight(rows, k):
     data = torch.randint(0, 255, (rows, k), dtype=torch.uint8, device="cuda")
     swz = torch.randint(1, 255, (round_up(rows, 128) * round_up(cols, 4),), dtype=torch.uint8, device="cuda")
     return data, swz, cols
+
+
+def targets(r):
+    """Issue 15's targets, from the figures of this run (and the floors the per-tensor loop is held to)."""
+    t = {
+        "views_le_5_us": r["views_us"] <= 5,
+        "tiny_ratio_to_c": round(r["tiny_sync_us"] / r["tiny_c_sync_us"], 3),
+        "every_size_faster_than_torch": all(v["ours_us"] < v["torch_us"] for v in r["sizes"].values()),
+        "model_loop_ratio_to_torch": round(r["model_loop_ms"] / r["model_torch_ms"], 3),
+        "model_loop_into_ratio_to_torch_into": round(r["model_loop_into_ms"] / r["model_torch_into_ms"], 3),
+        "model_loop_into_ratio_to_torch": round(r["model_loop_into_ms"] / r["model_torch_ms"], 3),
+        "model_loop_ratio_to_clone_loop": round(r["model_loop_ms"] / r["model_clone_loop_ms"], 3),
+        "clone_loop_ratio_to_torch": round(r["model_clone_loop_ms"] / r["model_torch_ms"], 3),
+    }
+    t["tiny_le_1p25x_c"] = t["tiny_ratio_to_c"] <= 1.25
+    t["model_loop_le_0p5x_torch"] = t["model_loop_ratio_to_torch"] <= 0.5
+    if r.get("model_plan_ms") is not None:
+        t["model_plan_ratio_to_batched_c"] = round(r["model_plan_ms"] / r["model_batched_c_ms"], 3)
+        t["model_plan_le_1p1x_batched_c"] = t["model_plan_ratio_to_batched_c"] <= 1.1
+    return t
 
 
 # ---- the C side, through ctypes over the library the package loads -----------------------------------
@@ -255,6 +289,25 @@ def main():
                                        calls=20, warmup=2, sync=True) / 1000, 3)
     r["model_torch_ms"] = round(host_us(lambda: [torch_unswizzle(s, d.shape[0], c) for d, s, c in weights],
                                         calls=20, warmup=2, sync=True) / 1000, 3)
+    # The floor of any per-tensor loop that hands back a new framework tensor per weight: PyTorch's own
+    # allocation alone, and one allocation + one device copy (clone) of each swizzled buffer.
+    r["model_empty_loop_ms"] = round(host_us(lambda: [torch.empty_like(s) for _, s, _ in weights],
+                                             calls=20, warmup=2, sync=True) / 1000, 3)
+    r["model_clone_loop_ms"] = round(host_us(lambda: [s.clone() for _, s, _ in weights],
+                                             calls=20, warmup=2, sync=True) / 1000, 3)
+    # The same loops into caller buffers (a refit that keeps its destinations, as Megatron keeps its
+    # storage): ours per tensor, and the seed's permute copied into the same buffers by torch.
+    outs = [torch.empty(d.shape[0], c, dtype=torch.uint8, device="cuda") for d, _, c in weights]
+    into = list(zip(weights, outs))
+    r["model_loop_into_ms"] = round(host_us(lambda: [mxfp8.unswizzle_scales(s, d.shape[0], c, o)
+                                                     for (d, s, c), o in into],
+                                            calls=20, warmup=2, sync=True) / 1000, 3)
+    r["model_torch_into_ms"] = round(host_us(lambda: [torch_unswizzle_into(s, d.shape[0], c, o)
+                                                      for (d, s, c), o in into],
+                                             calls=20, warmup=2, sync=True) / 1000, 3)
+    for (d, s, c), o in into:  # both loops wrote the same bytes
+        if not torch.equal(o, torch_unswizzle(s, d.shape[0], c)):
+            raise SystemExit(f"the caller-buffer loops disagree on a ({d.shape[0]}, {c}) scale matrix")
     r["model_batched_c_ms"], _keep = c_batched_ms(lib, weights)
     if hasattr(mxfp8, "ExportPlan"):
         plan = mxfp8.ExportPlan({f"w{i}": {"data": d, "scale_inv": s, "swizzled": True}
@@ -264,6 +317,12 @@ def main():
         r["model_plan_ms"] = None
     print(f"model ({len(weights)} weights): loop {r['model_loop_ms']} ms, plan {r['model_plan_ms']} ms, "
           f"batched from C {r['model_batched_c_ms']} ms, torch loop {r['model_torch_ms']} ms", flush=True)
+    print(f"model floors: torch.empty_like loop {r['model_empty_loop_ms']} ms, clone loop "
+          f"{r['model_clone_loop_ms']} ms; into caller buffers: ours {r['model_loop_into_ms']} ms, "
+          f"torch {r['model_torch_into_ms']} ms", flush=True)
+
+    r["targets"] = targets(r)
+    print(f"targets: {r['targets']}", flush=True)
 
     path = args.out if args.out.endswith(".json") else os.path.join(args.out, "python_overhead.json")
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
