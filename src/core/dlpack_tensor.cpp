@@ -112,6 +112,9 @@ ManagedPtr from_caller_allocator(DLDevice device, DLDataType dtype, const std::v
   if (rc != 0 || !raw)
     fail(MXFP8_ERROR_OUT_OF_MEMORY, "the caller's allocator failed for shape ", format_shape(shape), " on ",
          format_device(device), error.empty() ? std::string() : ": " + error);
+  if (!CallAllocations::take(raw))  // owned already: neither checked nor deleted a second time
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, "the caller's allocator returned, for shape ", format_shape(shape),
+         ", the same DLManagedTensorVersioned it returned for an earlier output of this call");
   ManagedPtr result(raw);  // deleted if any check below fails
   check_allocated(*raw, prototype);
   raw->flags |= DLPACK_FLAG_BITMASK_IS_COPIED;

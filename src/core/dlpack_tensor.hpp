@@ -8,6 +8,7 @@
 
 #include <dlpack/dlpack.h>
 
+#include "core/call_allocations.hpp"
 #include "mxfp8/mxfp8.h"
 
 namespace mxfp8 {
@@ -16,7 +17,9 @@ namespace mxfp8 {
 // it had made so far).
 struct ManagedDeleter {
   void operator()(DLManagedTensorVersioned *m) const noexcept {
-    if (m && m->deleter) m->deleter(m);
+    if (!m) return;
+    CallAllocations::forget(m);
+    if (m->deleter) m->deleter(m);
   }
 };
 using ManagedPtr = std::unique_ptr<DLManagedTensorVersioned, ManagedDeleter>;

@@ -8,6 +8,7 @@
 #include <string>
 #include <utility>
 
+#include "core/call_allocations.hpp"
 #include "mxfp8/mxfp8.h"
 
 namespace mxfp8 {
@@ -44,6 +45,7 @@ void set_last_error(mxfp8_status status, const char *message) noexcept;
 template <class Body>
 mxfp8_status guarded(Body &&body) noexcept {
   try {
+    const CallAllocations scope;  // what the caller's allocator hands this call
     body();
     return MXFP8_OK;
   } catch (const Error &e) {

@@ -336,9 +336,12 @@ static void test_convert_concurrently(void **state) {
  * A caller's allocator that succeeds, fails or returns a bad tensor on a chosen call
  * --------------------------------------------------------------------------------------------------- */
 
-enum alloc_mode { ALLOC_GOOD, ALLOC_FAIL, ALLOC_MISALIGNED, ALLOC_OVER_SOURCE, ALLOC_OVER_PREVIOUS, ALLOC_OFFSET_2_63 };
+enum alloc_mode {
+  ALLOC_GOOD, ALLOC_FAIL, ALLOC_MISALIGNED, ALLOC_OVER_SOURCE, ALLOC_OVER_PREVIOUS, ALLOC_OFFSET_2_63,
+  ALLOC_SAME_AS /* the very DLManagedTensorVersioned allocation `same_as` returned */
+};
 static struct {
-  int calls, bad_call;
+  int calls, bad_call, same_as;
   enum alloc_mode mode;
   uint8_t *source; /* ALLOC_OVER_SOURCE: the tensor's data is placed here */
   test_tensor *made[8];
@@ -358,6 +361,10 @@ static int chosen_allocator(DLTensor *prototype, DLManagedTensorVersioned **out,
   if (mode == ALLOC_FAIL) {
     set_error(error_ctx, "MemoryError", "the test's allocator refuses this call");
     return -1;
+  }
+  if (mode == ALLOC_SAME_AS) {
+    *out = &g_alloc.made[g_alloc.same_as]->managed;  /* made[call] stays NULL: nothing new was made */
+    return 0;
   }
   /* A float32 prototype gets 4 bytes an element; test_tensor_new makes bytes, so widen the last dim. */
   const int64_t element = (prototype->dtype.bits * prototype->dtype.lanes + 7) / 8;
@@ -1221,6 +1228,79 @@ static void test_allocator_copies_over_each_other_are_refused(void **state) {
   free_nv(&n, 1);
 }
 
+/* The allocator contract: "the same DLManagedTensorVersioned returned for two outputs of one call is
+ * refused with MXFP8_ERROR_INVALID_ARGUMENT (and its deleter runs once, not twice)". Through every call
+ * that makes two copies: mxfp8_quantize (values, then scales), mxfp8_export_shard (values, then scales)
+ * and mxfp8_nvfp4_export_components (global scale, then scales). Owning the tensor twice would run its
+ * deleter twice on the failure path: a double free in the caller's allocator. */
+static void test_allocator_returning_one_tensor_twice_is_refused(void **state) {
+  (void)state;
+  float input[64 * 70];
+  for (int i = 0; i < 64 * 70; ++i) input[i] = (float)(i % 251) * 0.37f - 40.0f;
+  int64_t in_shape[2] = {64, 70};
+  DLTensor in = {input, {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, in_shape, NULL, 0};
+  reset_allocator(1, ALLOC_SAME_AS, NULL); /* same_as 0 */
+  mxfp8_quantize_options qo = MXFP8_QUANTIZE_OPTIONS_INIT;
+  qo.allocator = chosen_allocator;
+  DLManagedTensorVersioned *v = SENTINEL, *sc = SENTINEL;
+  mxfp8_status st = mxfp8_quantize(&in, &qo, &v, &sc, NULL, NULL);
+  EXPECT(st == MXFP8_ERROR_INVALID_ARGUMENT, "mxfp8_quantize: status %d (%s)", st, mxfp8_last_error());
+  EXPECT(strstr(mxfp8_last_error(), "same DLManagedTensorVersioned") != NULL, "message: %s", mxfp8_last_error());
+  EXPECT(v == SENTINEL && sc == SENTINEL, "an output was written on failure");
+  EXPECT(g_alloc.calls == 2, "the allocator was called %d times", g_alloc.calls);
+  expect_allocations_deleted(0);
+  free_allocations();
+
+  rowwise_tensor r;
+  make_rowwise(&r, 100, 96, 17);
+  const int64_t pieces[4] = {70, 90, 10, 30}; /* two pieces: values and scales are both copies */
+  mxfp8_shard shard = MXFP8_SHARD_INIT;
+  shard.num_row_pieces = 2;
+  shard.row_pieces = pieces;
+  reset_allocator(1, ALLOC_SAME_AS, NULL); /* same_as 0 */
+  mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
+  o.allocator = chosen_allocator;
+  v = sc = SENTINEL;
+  st = mxfp8_export_shard(r.t, &shard, &o, &v, &sc);
+  EXPECT(st == MXFP8_ERROR_INVALID_ARGUMENT, "mxfp8_export_shard: status %d (%s)", st, mxfp8_last_error());
+  EXPECT(v == SENTINEL && sc == SENTINEL, "an output was written on failure");
+  expect_allocations_deleted(0);
+  free_allocations();
+  free_rowwise(&r);
+
+  nv_tensor n;
+  assert_int_equal(make_nv(&n, 0, DLPACK_MAJOR_VERSION), MXFP8_OK);
+  reset_allocator(1, ALLOC_SAME_AS, NULL); /* same_as 0 */
+  mxfp8_nvfp4_export_options no = MXFP8_NVFP4_EXPORT_OPTIONS_INIT;
+  no.allocator = chosen_allocator;
+  DLManagedTensorVersioned *ns = SENTINEL, *g = SENTINEL;
+  st = mxfp8_nvfp4_export_components(n.t, &no, NULL, &ns, &g);
+  EXPECT(st == MXFP8_ERROR_INVALID_ARGUMENT, "mxfp8_nvfp4_export_components: status %d (%s)", st, mxfp8_last_error());
+  EXPECT(ns == SENTINEL && g == SENTINEL, "an output was written on failure");
+  expect_allocations_deleted(0);
+  free_allocations();
+  free_nv(&n, 1);
+
+  /* A tensor of one call may come back in the next (the caller freed it in between): not refused. */
+  reset_allocator(-1, ALLOC_GOOD, NULL);
+  v = sc = SENTINEL;
+  assert_int_equal(mxfp8_quantize(&in, &qo, &v, &sc, NULL, NULL), MXFP8_OK);
+  release_managed(v);
+  release_managed(sc);
+  g_alloc.bad_call = 2; /* the next call's first allocation: the values tensor of the call before */
+  g_alloc.mode = ALLOC_SAME_AS;
+  g_alloc.same_as = 0;
+  v = sc = SENTINEL;
+  st = mxfp8_quantize(&in, &qo, &v, &sc, NULL, NULL);
+  EXPECT(st == MXFP8_OK, "a tensor handed back again in a later call: status %d (%s)", st, mxfp8_last_error());
+  EXPECT(v == &g_alloc.made[0]->managed, "the values output is not the tensor the allocator returned");
+  release_managed(v);
+  release_managed(sc);
+  EXPECT(g_alloc.made[0]->deleter_calls == 2 && g_alloc.made[3]->deleter_calls == 1,
+         "deleter calls %d and %d", g_alloc.made[0]->deleter_calls, g_alloc.made[3]->deleter_calls);
+  free_allocations();
+}
+
 /* manifest.shards with a bucket part in MXFP8_LAYOUT_CUTLASS_128X4: "A shard of a bucket part in
  * MXFP8_LAYOUT_CUTLASS_128X4 may only go to a compact destination" (there: the crop of S, read out of the
  * tiles), and into a 128x4 destination it is MXFP8_ERROR_UNSUPPORTED with nothing written. The bucket is
@@ -1889,6 +1969,7 @@ int main(void) {
       cmocka_unit_test(test_nvfp4_given_amax_inside_the_input),
       cmocka_unit_test(test_exports_of_the_newest_calls_concurrently),
       cmocka_unit_test(test_null_pointer_arguments_of_the_newest_calls),
+      cmocka_unit_test(test_allocator_returning_one_tensor_twice_is_refused),
   };
   return cmocka_run_group_tests_name("hostile callers of the newest calls", tests, NULL, NULL);
 }
