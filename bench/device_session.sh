@@ -25,6 +25,17 @@ if ! python3 -c "import tvm_ffi" 2>/dev/null && ls .carry/wheels/apache_tvm_ffi-
 fi
 
 step "Python package (in the background, sm_90 only)"
+# compressed-tensors (and loguru) from .carry/wheels where the machine has its other dependencies
+# (torch, transformers, pydantic), so test_quantize_compressed_tensors compares against the package itself.
+if ! python3 -c "import compressed_tensors" 2>/dev/null && ls .carry/wheels/compressed_tensors-*.whl >/dev/null 2>&1; then
+  if python3 -c "import torch, transformers, pydantic, psutil" 2>/dev/null; then
+    python3 -m pip install -q --no-index --no-deps --find-links .carry/wheels compressed-tensors loguru \
+      >"$LOGS/compressed-tensors.log" 2>&1 || { echo "compressed-tensors did not install:"; tail -3 "$LOGS/compressed-tensors.log"; }
+  else
+    echo "compressed-tensors not installed: the machine lacks one of torch, transformers, pydantic, psutil"
+  fi
+fi
+
 pip_args=(--no-build-isolation --no-deps -q -C "cmake.define.CMAKE_CUDA_ARCHITECTURES=$arch" -C build-dir=build-gpu-py
           "${carried_pip_args[@]}")
 (CMAKE_BUILD_PARALLEL_LEVEL=8 timeout 300 python3 -m pip install "${pip_args[@]}" . >"$LOGS/pip.log" 2>&1; echo "pip exit $?" >>"$LOGS/pip.log") &
