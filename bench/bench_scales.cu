@@ -434,6 +434,74 @@ Nvfp4QuantizeResult bench_nvfp4_quantize(int64_t rows, int64_t k) {
   return r;
 }
 
+// NVFP4 export of a (rows, k) weight's GEMM-swizzled E4M3 scales (issue 22), the figure nvfp4_bench.py takes
+// from Python in a CUDA graph (export_us). `ms`: one mxfp8_nvfp4_export_components call on the legacy
+// stream, its three outputs asked for (the values view; the (rows, ceil(k/16)) scales unswizzled into a copy
+// the library allocates; the decode global scale, a one-thread kernel) and released, rotating over enough
+// tensors (distinct swizzled buffers, one shared values buffer) to stay out of L2; `gpu_ms` / `host_us`: the
+// same call split into its GPU time alone and its host time; `unswizzle_ms`: mxfp8_unswizzle_scales of the
+// same matrices into caller buffers (the scale kernel alone). `bytes` = the swizzled buffer read + the
+// compact matrix written, `copy_ms` a copy moving as many (bench/README.md, "NVFP4 export").
+struct Nvfp4ExportResult {
+  int64_t rows, k, bytes;
+  double ms, unswizzle_ms, copy_ms;
+  Split split;
+};
+
+Nvfp4ExportResult bench_nvfp4_export(int64_t rows, int64_t k) {
+  const int64_t c = (k + 15) / 16, rp = round_up(rows, 128), cp = round_up(c, 4);
+  const int64_t bytes = rp * cp + rows * c;
+  const int copies = static_cast<int>(std::max<int64_t>(2, kColdBytes / bytes));
+  std::vector<uint8_t *> swz(copies), out(copies);
+  std::vector<uint8_t> host(static_cast<size_t>(rp * cp));
+  for (size_t i = 0; i < host.size(); ++i) host[i] = static_cast<uint8_t>(0x30 + i % 40);  // E4M3 0.5..15
+  for (int i = 0; i < copies; ++i) {
+    cuda_check(cudaMalloc(&swz[i], rp * cp), "malloc");
+    cuda_check(cudaMalloc(&out[i], rows * c), "malloc");
+    cuda_check(cudaMemcpy(swz[i], host.data(), host.size(), cudaMemcpyHostToDevice), "upload");
+  }
+  void *values = nullptr, *amax = nullptr;
+  cuda_check(cudaMalloc(&values, rows * (k / 2)), "malloc");
+  cuda_check(cudaMalloc(&amax, sizeof(float)), "malloc");
+  const float one = 1.0f;
+  cuda_check(cudaMemcpy(amax, &one, sizeof one, cudaMemcpyHostToDevice), "upload");
+  int64_t vshape[2] = {rows, k / 2}, sshape[2] = {rp, cp}, ashape[1] = {1}, cshape[2] = {rows, c};
+  std::vector<mxfp8_nvfp4_tensor *> tensors(copies);
+  for (int i = 0; i < copies; ++i) {
+    DLManagedTensorVersioned data{kCurrentDlpack}, scales{kCurrentDlpack}, am{kCurrentDlpack};  // borrowed
+    data.dl_tensor = bytes_tensor(values, vshape, 2);
+    scales.dl_tensor = bytes_tensor(swz[i], sshape, 2);
+    am.dl_tensor = bytes_tensor(amax, ashape, 1);
+    am.dl_tensor.dtype = DLDataType{kDLFloat, 32, 1};
+    mxfp8_nvfp4_tensor_desc desc = MXFP8_NVFP4_TENSOR_DESC_INIT;
+    desc.scale_layout = MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED;
+    desc.rowwise_data = &data;
+    desc.rowwise_scale_inv = &scales;
+    desc.rowwise_amax = &am;
+    mxfp8_check(mxfp8_nvfp4_tensor_create(&desc, &tensors[i]), "nvfp4 create");
+  }
+  auto export_one = [&](int i) {
+    DLManagedTensorVersioned *v = nullptr, *s = nullptr, *g = nullptr;
+    mxfp8_check(mxfp8_nvfp4_export_components(tensors[i], nullptr, &v, &s, &g), "nvfp4 export");
+    v->deleter(v);
+    s->deleter(s);
+    g->deleter(g);
+  };
+  Nvfp4ExportResult r{rows, k, bytes, 0, 0, 0, {0, 0}};
+  r.ms = median_ms_per_iteration(copies, export_one);
+  r.split = split_costs(copies, export_one);
+  r.unswizzle_ms = median_ms_per_iteration(copies, [&](int i) {
+    DLTensor s = bytes_tensor(swz[i], sshape, 2), o = bytes_tensor(out[i], cshape, 2);
+    mxfp8_check(mxfp8_unswizzle_scales(&s, &o, nullptr), "unswizzle");
+  });
+  r.copy_ms = copy_ms(bytes);
+  for (auto *t : tensors) mxfp8_nvfp4_tensor_release(t);
+  for (int i = 0; i < copies; ++i) cudaFree(swz[i]), cudaFree(out[i]);
+  cudaFree(values);
+  cudaFree(amax);
+  return r;
+}
+
 double bench_tiny_us(double &unswizzle_us, double &floor_us) {
   const int64_t rows = 128, k = 128;
   uint8_t *values, *swz;
@@ -533,8 +601,14 @@ int main() {
   std::fflush(stdout);
   const Nvfp4QuantizeResult f = bench_nvfp4_quantize(8192, 28672);
   std::printf(", \"nvfp4_quantize\": {\"shape\": [%lld, %lld], \"bytes\": %lld, \"bytes_with_amax_pass\": %lld, "
-              "\"ms\": %.4f, \"given_amax_ms\": %.4f, \"copy_ms\": %.4f, \"all_bytes_copy_ms\": %.4f}}\n",
+              "\"ms\": %.4f, \"given_amax_ms\": %.4f, \"copy_ms\": %.4f, \"all_bytes_copy_ms\": %.4f}",
               (long long)f.rows, (long long)f.k, (long long)f.bytes, (long long)f.bytes_with_amax_pass, f.ms,
               f.given_amax_ms, f.copy_ms, f.all_bytes_copy_ms);
+  std::fflush(stdout);
+  const Nvfp4ExportResult e = bench_nvfp4_export(8192, 28672);
+  std::printf(", \"nvfp4_export\": {\"shape\": [%lld, %lld], \"bytes\": %lld, \"ms\": %.5f, \"gpu_ms\": %.5f, "
+              "\"host_us\": %.1f, \"unswizzle_ms\": %.5f, \"copy_ms\": %.5f}}\n",
+              (long long)e.rows, (long long)e.k, (long long)e.bytes, e.ms, e.split.gpu_ms, e.split.host_us,
+              e.unswizzle_ms, e.copy_ms);
   return 0;
 }

@@ -119,7 +119,7 @@ PYTHONUNBUFFERED=1 timeout 300 python3 bench/engine_layouts.py --out "$OUT/engin
   | tee "$OUT/engine_layouts.log" | tail -40
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 
-step "NVFP4 quantize of a (8192, 28672) BF16 weight against a copy (bench/nvfp4_bench.py)"
+step "NVFP4 quantize of a (8192, 28672) BF16 weight, and the export of its swizzled scales, against copies (bench/nvfp4_bench.py)"
 PYTHONUNBUFFERED=1 timeout 300 python3 bench/nvfp4_bench.py --out "$OUT/nvfp4.json" 2>&1 | tee "$OUT/nvfp4.log" | tail -20
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 

@@ -6,6 +6,10 @@
    scales: compact (*shape[:-1], ceil(K/32)), unswizzled by the library);
 3. check them bit for bit against a direct compact quantize, and decode them twice: with
    mxfp8.dequantize and with a decoder written here from the bit formats. The two must agree exactly.
+
+--format nvfp4 does the same for NVFP4 (rowwise, packed E2M1 values, E4M3 scales per 16 values,
+swizzled, per-tensor amax; the export adds weight_scale_2 = amax / 2688), and also checks every decoded
+element against the input within the format's error bound (within_nvfp4_bound).
 """
 from __future__ import annotations
 
@@ -135,40 +139,20 @@ def run_one(backend: Backend, name: str, shape) -> dict:
 
 
 # ---- NVFP4 (--format nvfp4) ---------------------------------------------------------------------------
-# The storage is made here, by a small NumPy encoder written from the format (per-tensor amax, block scales
-# amax_block / 6 * (6 * 448 / amax) rounded to E4M3, values rounded to nearest E2M1, ties to even), in
-# Transformer Engine's layout (padded, 128x4-swizzled scales, even element in the low nibble). It is a
-# valid NVFP4 encoding, not TE's bit-exact quantizer; the library's part is what follows: describe the
-# storage, export values + compact scales + weight_scale_2, decode.
+# The same job for NVFP4: mxfp8.nvfp4_quantize writes each weight as Transformer Engine's NVFP4 quantizer
+# does (bit-exact: packed E2M1 values, the even element in the low nibble; one E4M3 scale per 16 values,
+# padded and 128x4-swizzled; the per-tensor amax), the export hands back the values (a view), compact
+# scales and vLLM ModelOpt's weight_scale_2 = amax / (6 * 448), and the decode is checked twice: against a
+# decoder written here from the format, and against the input with the format's error bound.
 
 E2M1 = np.array([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0], np.float32)
 
 
-def nearest_code(magnitude: np.ndarray, grid: np.ndarray) -> np.ndarray:
-    """Index of the nearest value of the ascending `grid` (ties to the even index), saturating."""
-    hi = np.clip(np.searchsorted(grid, magnitude), 1, len(grid) - 1)
-    lo = hi - 1
-    d_lo, d_hi = magnitude - grid[lo], grid[hi] - magnitude
-    pick_hi = (d_hi < d_lo) | ((d_hi == d_lo) & (hi % 2 == 0))
-    return np.where(magnitude >= grid[-1], len(grid) - 1, np.where(pick_hi, hi, lo)).astype(np.uint8)
-
-
-def nvfp4_encode(x: np.ndarray):
-    """(codes (M, K) uint8 0..15, compact E4M3 scale bytes (M, ceil(K/16)), amax float32) of float32 x."""
-    m, k = x.shape
-    amax = np.float32(np.max(np.abs(x))) if x.size else np.float32(0)
-    encode = np.float32(2688.0) / amax if amax > 0 else np.float32(1.0)
-    kp = -(-k // 16) * 16
-    padded = np.zeros((m, kp), np.float32)
-    padded[:, :k] = np.abs(x)
-    block_amax = padded.reshape(m, kp // 16, 16).max(axis=2)
-    e4m3 = fp8_e4m3_table()[:127]  # the non-negative finite E4M3 values, ascending with their codes
-    scale_bytes = nearest_code(block_amax / np.float32(6.0) * encode, e4m3)
-    block_scale = e4m3[scale_bytes]  # what the block decodes with (times amax / 2688)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        per_element = np.repeat(np.where(block_scale > 0, encode / block_scale, 0).astype(np.float32), 16, axis=1)[:, :k]
-    codes = nearest_code(np.abs(x) * per_element, E2M1) | np.where(np.signbit(x), 8, 0).astype(np.uint8)
-    return codes, scale_bytes, amax
+def unpack_nvfp4(packed: np.ndarray) -> np.ndarray:
+    """(M, K/2) bytes -> (M, K) E2M1 codes 0..15: element 2i is the low nibble of byte i."""
+    codes = np.empty((packed.shape[0], packed.shape[1] * 2), np.uint8)
+    codes[:, 0::2], codes[:, 1::2] = packed & 0xF, packed >> 4
+    return codes
 
 
 def nvfp4_decode(codes: np.ndarray, scale_bytes: np.ndarray, amax: np.float32) -> np.ndarray:
@@ -179,31 +163,48 @@ def nvfp4_decode(codes: np.ndarray, scale_bytes: np.ndarray, amax: np.float32) -
         return value * ((block * amax) * (np.float32(1.0) / np.float32(2688.0)))
 
 
+def within_nvfp4_bound(x: np.ndarray, decoded: np.ndarray, scale_bytes: np.ndarray, amax: np.float32) -> bool:
+    """|x - decoded| <= max(d, amax * 2^-10 / 448) for every element, d = e4m3(scale) * amax / 2688 its
+    block's decode factor. Why: a block's scale is s = (block amax / 6) * (2688 / amax), rounded to nearest
+    in E4M3 (s_q), and its elements are coded as the E2M1 value nearest c = x / d, saturating at 6.
+    Rounding within the grid costs at most 1 (the half-gap between 4 and 6), in units of d. If s_q < s, the
+    block's largest |c| is 6 s / s_q and saturating it costs 6 (s - s_q) / s_q units: at most 6 / 16 < 1
+    when s_q is a normal E4M3 (3 mantissa bits), and for subnormal scales (s_q - s at most half of the
+    2^-9 step) at most 6 * 2^-10 * amax / 2688 = amax * 2^-10 / 448 absolute; a scale that rounds to zero
+    has s < 2^-10, so its block's whole magnitude is below that too."""
+    d = np.repeat(fp8_e4m3_table()[scale_bytes].astype(np.float64) * float(amax) / 2688.0, 16, axis=1)
+    bound = np.maximum(d[:, : x.shape[1]], float(amax) * 2.0 ** -10 / 448.0) * (1 + 2.0 ** -10)
+    return bool(np.all(np.abs(x.astype(np.float64) - decoded) <= bound))
+
+
 def run_one_nvfp4(backend: Backend, name: str, shape) -> dict:
     w = backend.weight(shape)
-    x = np.asarray(backend.numpy(w.float()) if backend.torch else w.astype(np.float32)).reshape(-1, shape[-1])
+    backend.sync()
     t0 = time.perf_counter()
-    codes, scales, amax = nvfp4_encode(x)
-    packed = (codes[:, 0::2] | (codes[:, 1::2] << 4)).astype(np.uint8)  # the even element in the low nibble
+    te = mxfp8.nvfp4_quantize(w, scales="swizzled")  # TE's storage: values, swizzled scales, amax
+    backend.sync()
     t1 = time.perf_counter()
-    device = backend.device_array
-    data = device(packed.reshape(*shape[:-1], shape[-1] // 2))
-    swizzled = mxfp8.swizzle_scales(device(scales))  # TE's optimize_for_gemm layout, padding zero
-    amax_t = device(np.array([amax], np.float32))
+    parts = mxfp8.nvfp4.export_components(te.values, te.scales, te.amax, swizzled=True)
     backend.sync()
     t2 = time.perf_counter()
-    parts = mxfp8.nvfp4.export_components(data, swizzled, amax_t, swizzled=True)
-    backend.sync()
-    t3 = time.perf_counter()
-    same = np.array_equal(backend.numpy(parts.scales).reshape(scales.shape), scales) and \
-        backend.numpy(parts.global_scale)[0] == amax / np.float32(2688.0)
-    ours = backend.numpy(mxfp8.nvfp4.dequantize(data, swizzled, amax_t, swizzled=True)).reshape(x.shape)
-    theirs = nvfp4_decode(codes, scales, amax)
-    decoded_same = np.array_equal(ours.view(np.uint32), theirs.view(np.uint32))
+    direct = mxfp8.nvfp4_quantize(w, amax=te.amax)  # compact scales, the same amax
+    values, scales = backend.numpy(parts.values), backend.numpy(parts.scales)
+    k = shape[-1]
+    values, scales = values.reshape(-1, k // 2), scales.reshape(-1, -(-k // 16))
+    amax = backend.numpy(te.amax).reshape(-1)[0]
+    same = np.array_equal(values, backend.numpy(direct.values).reshape(values.shape)) and \
+        np.array_equal(scales, backend.numpy(direct.scales).reshape(scales.shape)) and \
+        backend.numpy(parts.global_scale).reshape(-1)[0] == amax / np.float32(2688.0)
+    # what a consumer decodes: the exported values and compact scales, with the stored amax
+    ours = backend.numpy(mxfp8.nvfp4.dequantize(parts.values, parts.scales, te.amax)).reshape(values.shape[0], k)
+    decoded_same = np.array_equal(ours.view(np.uint32), nvfp4_decode(unpack_nvfp4(values), scales, amax).view(np.uint32))
+    x = np.asarray(backend.numpy(w.float()) if backend.torch else w.astype(np.float32)).reshape(-1, k)
+    bounded = within_nvfp4_bound(x, ours, scales, amax)
     error = np.sqrt(np.mean((ours - x) ** 2) / np.mean(x ** 2))
-    view = (parts.values.data_ptr() == data.data_ptr()) if backend.torch else not parts.values.is_copy
+    view = (parts.values.data_ptr() == te.values.data_ptr()) if backend.torch else \
+        (not parts.values.is_copy and parts.values.data_ptr == te.values.ctypes.data)
     return dict(name=name, shape=tuple(shape), view=view, copied=scales.nbytes, quantize_ms=(t1 - t0) * 1e3,
-                export_ms=(t3 - t2) * 1e3, ok=same and decoded_same and view, error=error)
+                export_ms=(t2 - t1) * 1e3, ok=same and decoded_same and view and bounded, error=error)
 
 
 def main(argv=None) -> int:
@@ -213,10 +214,10 @@ def main(argv=None) -> int:
     parser.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
     parser.add_argument("--size", choices=["auto", "small", "large"], default="auto",
                         help="the weight set: small (1024 hidden), large (4096 hidden); auto: large on a GPU "
-                             "(small for nvfp4, whose storage the demo encodes in NumPy)")
+                             "(small for nvfp4, whose checks in NumPy are heavier)")
     parser.add_argument("--format", choices=["mxfp8", "nvfp4"], default="mxfp8",
-                        help="mxfp8 (quantized by the library, TE-exact) or nvfp4 (storage made by the demo's "
-                             "NumPy encoder in TE's layout; export and decode by the library)")
+                        help="mxfp8 or nvfp4 (both quantized by the library, bit-exact with Transformer "
+                             "Engine's quantizer, into its layout with swizzled scales)")
     args = parser.parse_args(argv)
     backend = Backend(args.device)
     nvfp4 = args.format == "nvfp4"
@@ -225,8 +226,8 @@ def main(argv=None) -> int:
     one = run_one_nvfp4 if nvfp4 else run_one
     if nvfp4:
         print(f"mxfp8 {mxfp8.__version__} demo on {backend.name}: {len(weights)} BF16 weights -> NVFP4 in "
-              "Transformer Engine's layout (swizzled E4M3 scales, amax) -> values + compact scales + "
-              "weight_scale_2 -> decoded and checked bit for bit")
+              "Transformer Engine's layout (E2M1 values, swizzled E4M3 scales per 16, amax) -> values + compact "
+              "scales + weight_scale_2 -> decoded and checked bit for bit")
     else:
         print(f"mxfp8 {mxfp8.__version__} demo on {backend.name}: {len(weights)} BF16 weights -> MXFP8 E4M3 in "
               "Transformer Engine's layout -> compact components -> decoded and checked bit for bit")
@@ -250,8 +251,9 @@ def main(argv=None) -> int:
     bad = [r["name"] for r in rows if not r["ok"]]
     total = sum(int(np.prod(r["shape"])) for r in rows)
     print(f"{len(rows)} weights, {total / 1e6:.1f} M values, {time.perf_counter() - start:.1f} s: "
-          + (("all bit-exact (exported scales == the stored ones, weight_scale_2 == amax / 2688; "
-              "mxfp8.nvfp4.dequantize == the decoder written here)" if nvfp4 else
+          + (("all bit-exact (export == direct compact quantize, weight_scale_2 == amax / 2688; "
+              "mxfp8.nvfp4.dequantize == the decoder written here; |decoded - input| <= max(block decode "
+              "scale, amax / 2^10 / 448) for every element)" if nvfp4 else
               "all bit-exact (export == direct compact quantize; mxfp8.dequantize == the decoder written here)")
              if not bad else f"MISMATCH in {', '.join(bad)}"))
     return 1 if bad else 0

@@ -211,3 +211,30 @@ def test_export_te_reads_the_storage_fields():
     t._columnwise_data = None
     with pytest.raises(ValueError, match="no columnwise data"):
         mxfp8.nvfp4.export_te(t, "columnwise")
+
+
+def test_nvfp4_benchmark_smoke_run_checks_the_export():
+    """bench/nvfp4_bench.py --smoke: the benchmark's quantize and export steps on the host (the export of a
+    swizzled weight checked against the script's own unswizzle, the values a view), the JSON it merges."""
+    import json
+    import pathlib
+    import subprocess
+    import sys
+    import tempfile
+
+    bench = pathlib.Path(__file__).resolve().parents[3] / "bench" / "nvfp4_bench.py"
+    with tempfile.TemporaryDirectory() as tmp:
+        merged = pathlib.Path(tmp) / "results.json"
+        merged.write_text(json.dumps({"other": 1, "nvfp4": {"kept": 2}}))
+        out = subprocess.run([sys.executable, str(bench), "--smoke", "--reps", "3", "--merge", str(merged)],
+                             capture_output=True, text=True, timeout=300)
+        assert out.returncode == 0, out.stdout + out.stderr
+        result = json.loads(merged.read_text())
+    r = result["nvfp4"]
+    assert result["other"] == 1 and r["kept"] == 2
+    assert r["bit_exact_with_host"] and r["export_bit_exact"] and r["export_values_view"]
+    assert r["export_quantizer_swizzle_agrees"]
+    assert set(r) >= {"quantize_ms", "quantize_copy_ms", "export_us", "export_copy_us", "export_fraction_of_copy"}
+    assert "export_ge_85pct_of_copy" in r["targets"]
+    # 200 x 67 scales: a padded (256, 68) swizzled buffer read, the (200, 67) matrix written
+    assert r["export_bytes"] == 256 * 68 + 200 * 67 and r["export_copy_bytes"] == r["export_bytes"] // 2
