@@ -3,7 +3,7 @@
 use std::ffi::c_void;
 
 use crate::error::{check, invalid, Error};
-use crate::memory::{dl_tensor, numel, DeviceBytes, HOST, UINT8};
+use crate::memory::{numel, with_byte_tensor, DeviceBytes, HOST};
 use crate::options::{Direction, ExportOptions, Format};
 use crate::shard::{RawShards, Shard};
 use crate::sys;
@@ -103,18 +103,14 @@ impl<'t> BucketPlan<'t> {
     /// Fills a host bucket (at least [`total_bytes`](Self::total_bytes) long): values copied, scales
     /// unswizzled or cropped straight into place. Bytes between parts are left as they were.
     pub fn fill(&self, bucket: &mut [u8]) -> Result<(), Error> {
-        let mut shape = [bucket.len() as i64];
-        let mut t = dl_tensor(bucket.as_mut_ptr() as *const c_void, HOST, UINT8, &mut shape);
-        // SAFETY: `t` describes the exclusively borrowed slice; host work is done when the call returns.
-        unsafe { self.fill_raw(&mut t) }
+        // SAFETY: the tensor describes the exclusively borrowed slice; host work is done when the call returns.
+        with_byte_tensor(bucket.as_mut_ptr() as *const c_void, bucket.len(), HOST, |t| unsafe { self.fill_raw(t) })
     }
 
     /// Fills a device bucket: one kernel launch, queued on the plan's stream; the call does not wait.
     pub fn fill_device(&self, bucket: DeviceBytes) -> Result<(), Error> {
-        let mut shape = [bucket.len() as i64];
-        let mut t = dl_tensor(bucket.as_ptr(), bucket.device(), UINT8, &mut shape);
         // SAFETY: DeviceBytes' constructor promised the memory for the queued work.
-        unsafe { self.fill_raw(&mut t) }
+        with_byte_tensor(bucket.as_ptr(), bucket.len(), bucket.device(), |t| unsafe { self.fill_raw(t) })
     }
 
     unsafe fn fill_raw(&self, bucket: &mut sys::DLTensor) -> Result<(), Error> {

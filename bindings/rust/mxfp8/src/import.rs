@@ -36,7 +36,7 @@ pub struct DeviceImportTarget {
 }
 
 /// One buffer of a destination: address, bytes, device.
-type Part = (*const c_void, usize, sys::DLDevice);
+pub(crate) type Part = (*const c_void, usize, sys::DLDevice);
 
 /// The destinations as the C call takes them; the DLTensors point into `shapes` and `dls`, which live
 /// as long as this does.
@@ -47,7 +47,7 @@ pub(crate) struct Destinations {
 }
 
 impl Destinations {
-    fn new(parts: &[(Part, Part, Layout)]) -> Self {
+    pub(crate) fn new(parts: &[(Part, Part, Layout)]) -> Self {
         let mut shapes: Vec<[i64; 1]> = parts.iter().flat_map(|(v, s, _)| [[v.1 as i64], [s.1 as i64]]).collect();
         let mut dls: Vec<sys::DLTensor> = Vec::with_capacity(shapes.len());
         let buffers: Vec<Part> = parts.iter().flat_map(|(v, s, _)| [*v, *s]).collect();
@@ -88,8 +88,13 @@ impl Destinations {
         Self::new(&parts)
     }
 
-    fn count(&self) -> usize {
+    pub(crate) fn count(&self) -> usize {
         self.structs.len()
+    }
+
+    /// The `mxfp8_import_destination` array, valid as long as `self`.
+    pub(crate) fn as_ptr(&self) -> *const sys::mxfp8_import_destination {
+        self.structs.as_ptr()
     }
 }
 
