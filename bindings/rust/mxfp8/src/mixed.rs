@@ -4,14 +4,14 @@
 use std::ffi::c_void;
 use std::ptr;
 
-use crate::bucket::BucketEntry;
+use crate::bucket::{BucketEntry, BucketView, ManifestEntry, PartCheck};
 use crate::error::{check, invalid, Error};
-use crate::import::{Destinations, ImportTarget, DeviceImportTarget, Part};
-use crate::memory::{dl_tensor, with_byte_tensor, DeviceBytes, FLOAT32, HOST};
+use crate::import::{raw_entry, DeviceImportTarget, Destinations, ImportTarget, ManifestFields, Part, RawEntry, RawManifest};
+use crate::memory::{dl_tensor, numel, with_byte_tensor, DeviceBytes, FLOAT32, HOST};
 use crate::nvfp4::{float32_elements, GlobalScale, Nvfp4Tensor};
-use crate::options::{Direction, ExportOptions, Layout};
+use crate::options::{Direction, ExportOptions, Layout, ScaleFixup, Stream};
 use crate::sys;
-use crate::tensor::Tensor;
+use crate::tensor::{compact_scales_shape, Tensor};
 
 /// One entry of a mixed bucket or import: an MXFP8 [`Tensor`] or an NVFP4 [`Nvfp4Tensor`], borrowed
 /// for as long as the plan or call that holds it (`mxfp8_bucket_plan_mixed`'s `tensors[i]` or
@@ -157,6 +157,47 @@ impl<'t> MixedBucketPlan<'t> {
     /// The direction the bucket carries.
     pub fn direction(&self) -> Direction {
         self.options.get_direction()
+    }
+
+    /// The manifest a receiver needs, naming the tensors in order (one name per tensor): an MXFP8 entry
+    /// as [`BucketPlan::manifest`](crate::BucketPlan::manifest) describes it, an NVFP4 entry with its
+    /// amax part and E4M3_MAX.
+    pub fn manifest<S: Into<String>>(&self, names: impl IntoIterator<Item = S>) -> Result<MixedManifest, Error> {
+        let names: Vec<String> = names.into_iter().map(Into::into).collect();
+        if names.len() != self.tensors.len() {
+            return Err(invalid(format!("{} names for {} tensors", names.len(), self.tensors.len())));
+        }
+        let direction = self.direction();
+        let entries = names
+            .into_iter()
+            .zip(&self.tensors)
+            .zip(self.entries.iter().zip(&self.nvfp4_entries))
+            .map(|((name, t), (e, n))| match t {
+                MixedTensor::Mxfp8(t) => MixedManifestEntry::Mxfp8(ManifestEntry {
+                    name,
+                    shape: t.shape().to_vec(),
+                    format: t.format(),
+                    values_offset: e.values_offset,
+                    values_bytes: e.values_bytes,
+                    scales_offset: e.scales_offset,
+                    scales_bytes: e.scales_bytes,
+                    scales_shape: compact_scales_shape(t.shape(), direction),
+                }),
+                MixedTensor::Nvfp4(t) => MixedManifestEntry::Nvfp4(Nvfp4ManifestEntry {
+                    name,
+                    shape: t.shape().to_vec(),
+                    values_offset: e.values_offset,
+                    values_bytes: e.values_bytes,
+                    scales_offset: e.scales_offset,
+                    scales_bytes: e.scales_bytes,
+                    scales_shape: nvfp4_scales_shape(t.shape(), direction),
+                    amax_offset: n.amax_offset,
+                    amax_bytes: n.amax_bytes,
+                    e4m3_max: n.e4m3_max,
+                }),
+            })
+            .collect();
+        Ok(MixedManifest { entries })
     }
 
     /// Fills a host bucket (at least [`total_bytes`](Self::total_bytes) long,
@@ -308,16 +349,16 @@ impl MixedDestinations {
         Ok(Self::new(parts))
     }
 
-    /// Checks that entry i's target is of tensor i's kind (the C call would name a missing global scale;
-    /// this names the mismatch).
-    fn check_kinds(&self, tensors: &[MixedTensor<'_>]) -> Result<(), Error> {
-        if tensors.len() != self.global_ptrs.len() {
-            return Err(invalid(format!("{} tensors but {} targets", tensors.len(), self.global_ptrs.len())));
+    /// Checks that target i is of entry i's kind, given as "is NVFP4" (the C call would name a missing
+    /// global scale; this names the mismatch). `what` names an entry, `whats` several.
+    fn check_kinds(&self, nvfp4: impl ExactSizeIterator<Item = bool>, what: &str, whats: &str) -> Result<(), Error> {
+        if nvfp4.len() != self.global_ptrs.len() {
+            return Err(invalid(format!("{} {whats} but {} targets", nvfp4.len(), self.global_ptrs.len())));
         }
-        for (i, (t, g)) in tensors.iter().zip(&self.global_ptrs).enumerate() {
-            match (t, g.is_null()) {
-                (MixedTensor::Mxfp8(_), false) => return Err(invalid(format!("targets[{i}] is an NVFP4 target for an MXFP8 tensor"))),
-                (MixedTensor::Nvfp4(_), true) => return Err(invalid(format!("targets[{i}] is an MXFP8 target for an NVFP4 tensor"))),
+        for (i, (is_nvfp4, g)) in nvfp4.zip(&self.global_ptrs).enumerate() {
+            match (is_nvfp4, g.is_null()) {
+                (false, false) => return Err(invalid(format!("targets[{i}] is an NVFP4 target for an MXFP8 {what}"))),
+                (true, true) => return Err(invalid(format!("targets[{i}] is an MXFP8 target for an NVFP4 {what}"))),
                 _ => {}
             }
         }
@@ -368,7 +409,7 @@ pub(crate) unsafe fn import_tensors_mixed_raw(
     d: &MixedDestinations,
     prepare: Option<&mut *mut sys::mxfp8_prepared_export>,
 ) -> Result<(), Error> {
-    d.check_kinds(tensors)?;
+    d.check_kinds(tensors.iter().map(|t| matches!(t, MixedTensor::Nvfp4(_))), "tensor", "tensors")?;
     let handles = Handles::new(tensors);
     let o = options.to_sys();
     let (destinations, globals) = (d.destinations.as_ptr(), d.global_ptrs.as_ptr());
@@ -377,4 +418,258 @@ pub(crate) unsafe fn import_tensors_mixed_raw(
         None => check(sys::mxfp8_import_tensors_mixed(mxfp8, nvfp4, count, &o, destinations, globals, convention)),
         Some(out) => check(sys::mxfp8_prepare_import_tensors_mixed(mxfp8, nvfp4, count, &o, destinations, globals, convention, out)),
     }
+}
+
+/// The compact E4M3 scales' shape of an NVFP4 tensor of logical `shape` in `direction`: `(rows,
+/// ceil(cols / 16))` for the stored matrix, rowwise `(M, K)`, columnwise the `(K, M)` transpose.
+fn nvfp4_scales_shape(shape: &[i64], direction: Direction) -> Vec<i64> {
+    let Some((&k, lead)) = shape.split_last() else { return vec![1, 1] };
+    let m = lead.iter().product::<i64>();
+    let (rows, cols) = match direction {
+        Direction::Rowwise => (m, k),
+        Direction::Columnwise => (k, m),
+    };
+    vec![rows, (cols + 15) / 16]
+}
+
+/// Where an NVFP4 tensor's parts lie in a bucket, and what the receiver needs to shape them (the fields
+/// of a Python `mxfp8.export_bucket` manifest entry of format `"nvfp4"`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Nvfp4ManifestEntry {
+    /// The tensor's name.
+    pub name: String,
+    /// The logical shape `(*lead, K)`.
+    pub shape: Vec<i64>,
+    /// Offset of the packed values in the bucket.
+    pub values_offset: u64,
+    /// `prod(shape) / 2`: two E2M1 values per byte, the even element in the low nibble.
+    pub values_bytes: u64,
+    /// Offset of the E4M3 block scales in the bucket.
+    pub scales_offset: u64,
+    /// `prod(scales_shape)` (for compact scales).
+    pub scales_bytes: u64,
+    /// The compact scales' shape, `(rows, ceil(cols / 16))` of the stored matrix.
+    pub scales_shape: Vec<i64>,
+    /// Offset of the float32 amax in the bucket, a multiple of 4.
+    pub amax_offset: u64,
+    /// 4 per amax: 4 (per tensor) or 4 * rows (per row).
+    pub amax_bytes: u64,
+    /// E4M3_MAX: 448, or 256 for Transformer Engine's 4over6 tensors.
+    pub e4m3_max: i32,
+}
+
+/// One entry of a bucket of MXFP8 and NVFP4 tensors. More kinds may come, so a `match` on it needs a `_`
+/// arm.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum MixedManifestEntry {
+    /// An MXFP8 tensor.
+    Mxfp8(ManifestEntry),
+    /// An NVFP4 tensor.
+    Nvfp4(Nvfp4ManifestEntry),
+}
+
+impl MixedManifestEntry {
+    /// The tensor's name.
+    pub fn name(&self) -> &str {
+        match self {
+            Self::Mxfp8(e) => &e.name,
+            Self::Nvfp4(e) => &e.name,
+        }
+    }
+
+    fn is_nvfp4(&self) -> bool {
+        matches!(self, Self::Nvfp4(_))
+    }
+
+    /// The entry as the C manifest's parallel arrays hold it.
+    fn raw(&self) -> RawEntry<'_> {
+        match self {
+            Self::Mxfp8(e) => raw_entry(e),
+            Self::Nvfp4(e) => {
+                let amax = sys::mxfp8_bucket_nvfp4_entry { amax_offset: e.amax_offset, amax_bytes: e.amax_bytes, e4m3_max: e.e4m3_max, reserved: 0 };
+                let (values, scales) = ((e.values_offset, e.values_bytes), (e.scales_offset, e.scales_bytes));
+                RawEntry::new(&e.shape, sys::MXFP8_FORMAT_NVFP4, values, scales, amax)
+            }
+        }
+    }
+}
+
+/// What a bucket of MXFP8 and NVFP4 tensors holds, tensor by tensor. Made by
+/// [`MixedBucketPlan::manifest`] on the sending side, or rebuilt by the receiver from whatever the
+/// sender transmitted (its fields are public).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MixedManifest {
+    /// The tensors, in bucket order.
+    pub entries: Vec<MixedManifestEntry>,
+}
+
+/// An NVFP4 tensor inside a host bucket: views that borrow the bucket (and the manifest).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Nvfp4BucketView<'b> {
+    /// The tensor's name.
+    pub name: &'b str,
+    /// The logical shape `(*lead, K)`.
+    pub shape: &'b [i64],
+    /// The packed E2M1 values of the stored matrix, row-major.
+    pub values: &'b [u8],
+    /// The compact E4M3 block scales, row-major.
+    pub scales: &'b [u8],
+    /// The shape of the scales.
+    pub scales_shape: &'b [i64],
+    /// The float32 amaxes' bytes as the sender's memory holds them (a bucket need not be aligned for
+    /// f32; [`amax`](Self::amax) reads them).
+    pub amax_bytes: &'b [u8],
+    /// E4M3_MAX: 448 or 256.
+    pub e4m3_max: i32,
+}
+
+impl Nvfp4BucketView<'_> {
+    /// The amaxes (one, or one per row). The decode global scale (`weight_scale_2`) is the float32
+    /// division `amax / (6 * E4M3_MAX)`.
+    pub fn amax(&self) -> Vec<f32> {
+        self.amax_bytes.chunks_exact(4).map(|b| f32::from_ne_bytes([b[0], b[1], b[2], b[3]])).collect()
+    }
+}
+
+/// One tensor inside a host bucket of MXFP8 and NVFP4 tensors. More kinds may come, so a `match` on it
+/// needs a `_` arm.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum MixedBucketView<'b> {
+    /// An MXFP8 tensor's values and E8M0 scales.
+    Mxfp8(BucketView<'b>),
+    /// An NVFP4 tensor's packed values, E4M3 scales and amax.
+    Nvfp4(Nvfp4BucketView<'b>),
+}
+
+impl MixedManifest {
+    /// A manifest of `entries`.
+    pub fn new(entries: Vec<MixedManifestEntry>) -> Self {
+        Self { entries }
+    }
+
+    /// Every tensor of a host bucket as views into it, after checking each entry against the bucket
+    /// (sizes match shapes, every part inside). The views borrow the bucket, so they cannot outlive it.
+    pub fn unpack<'b>(&'b self, bucket: &'b [u8]) -> Result<Vec<MixedBucketView<'b>>, Error> {
+        let len = bucket.len() as u64;
+        let slice = |offset: u64, bytes: u64| &bucket[offset as usize..(offset + bytes) as usize];
+        self.entries
+            .iter()
+            .enumerate()
+            .map(|(i, entry)| {
+                let check = PartCheck { entry: i, name: entry.name(), bucket_len: len };
+                Ok(match entry {
+                    MixedManifestEntry::Mxfp8(e) => {
+                        check.part("values", &e.shape, numel(&e.shape), e.values_offset, e.values_bytes)?;
+                        check.part("scales", &e.scales_shape, numel(&e.scales_shape), e.scales_offset, e.scales_bytes)?;
+                        MixedBucketView::Mxfp8(BucketView {
+                            name: &e.name,
+                            shape: &e.shape,
+                            format: e.format,
+                            values: slice(e.values_offset, e.values_bytes),
+                            scales: slice(e.scales_offset, e.scales_bytes),
+                            scales_shape: &e.scales_shape,
+                        })
+                    }
+                    MixedManifestEntry::Nvfp4(e) => {
+                        let packed = numel(&e.shape).filter(|n| n % 2 == 0).map(|n| n / 2);
+                        check.part("values", &e.shape, packed, e.values_offset, e.values_bytes)?;
+                        check.part("scales", &e.scales_shape, numel(&e.scales_shape), e.scales_offset, e.scales_bytes)?;
+                        let amaxes = [(e.amax_bytes / 4) as i64];
+                        let whole = (e.amax_bytes % 4 == 0 && e.amax_bytes > 0).then_some(e.amax_bytes as usize);
+                        check.part("amax", &amaxes, whole, e.amax_offset, e.amax_bytes)?;
+                        MixedBucketView::Nvfp4(Nvfp4BucketView {
+                            name: &e.name,
+                            shape: &e.shape,
+                            values: slice(e.values_offset, e.values_bytes),
+                            scales: slice(e.scales_offset, e.scales_bytes),
+                            scales_shape: &e.scales_shape,
+                            amax_bytes: slice(e.amax_offset, e.amax_bytes),
+                            e4m3_max: e.e4m3_max,
+                        })
+                    }
+                })
+            })
+            .collect()
+    }
+}
+
+/// How a receiver reads a bucket of MXFP8 and NVFP4 tensors: the `mxfp8_bucket_manifest` fields beyond
+/// the bytes. Start from [`MixedBucketImport::new`] (compact scales, no fix-up, the decode global scale)
+/// and set what differs. Resharding is MXFP8-only, so there are no shards here (use
+/// [`BucketImport`](crate::BucketImport) for a bucket of MXFP8 tensors).
+#[derive(Copy, Clone, Debug)]
+pub struct MixedBucketImport<'m> {
+    /// One entry per tensor, in bucket order.
+    pub entries: &'m [MixedManifestEntry],
+    /// The direction the bucket carries (NVFP4: the stored matrix of that direction).
+    pub direction: Direction,
+    /// The layout of the scales in the bucket: [`Layout::Compact`] for what
+    /// [`MixedBucketPlan::fill`] writes, or [`Layout::Cutlass128x4`].
+    pub bucket_scales: Layout,
+    /// The rewrite applied to every E8M0 scale written (MXFP8 entries only; NVFP4 scales are left as
+    /// they are).
+    pub scale_fixup: ScaleFixup,
+    /// The convention each amax is written in to an NVFP4 target's `global_scale`.
+    pub global_scale: GlobalScale,
+}
+
+impl<'m> MixedBucketImport<'m> {
+    /// The entries of a bucket of compact scales in `direction`, no fix-up, the decode global scale
+    /// (`weight_scale_2`).
+    pub fn new(entries: &'m [MixedManifestEntry], direction: Direction) -> Self {
+        Self { entries, direction, bucket_scales: Layout::Compact, scale_fixup: ScaleFixup::None, global_scale: GlobalScale::Decode }
+    }
+}
+
+/// Writes every tensor of a host bucket of MXFP8 and NVFP4 tensors into `targets[i]` (one per manifest
+/// entry, in order, of the entry's kind) with `mxfp8_import_bucket`: an MXFP8 entry as
+/// [`import_bucket_host_with`](crate::import_bucket_host_with) writes it; an NVFP4 entry's values
+/// copied, its E4M3 scales moved into the target's layout (compact or 128x4), and each amax written to
+/// the target's `global_scale` in the import's convention, bit for bit what
+/// [`Nvfp4Tensor::global_scale`] gives. Everything is checked before anything is written.
+pub fn import_bucket_mixed_host(bucket: &[u8], import: &MixedBucketImport<'_>, targets: &mut [MixedImportTarget<'_>]) -> Result<(), Error> {
+    let d = MixedDestinations::host(targets);
+    // SAFETY: every pointer refers to memory borrowed for this call (the bucket shared, the targets
+    // exclusively); host work is done when the call returns.
+    unsafe { import_bucket_mixed_raw((bucket.as_ptr() as *const c_void, bucket.len(), HOST), import, &d, Stream::default(), None) }
+}
+
+/// [`import_bucket_mixed_host`] on device memory: the values and scales in the bucket's one launch, and
+/// one more small kernel per NVFP4 entry for its global scale, queued on `stream`; the call does not wait.
+pub fn import_bucket_mixed_device(
+    bucket: DeviceBytes,
+    import: &MixedBucketImport<'_>,
+    targets: &[DeviceMixedImportTarget],
+    stream: Stream,
+) -> Result<(), Error> {
+    let d = MixedDestinations::device(targets)?;
+    // SAFETY: DeviceBytes' and Stream's constructors promised the memory and the stream.
+    unsafe { import_bucket_mixed_raw((bucket.as_ptr() as *const c_void, bucket.len(), bucket.device()), import, &d, stream, None) }
+}
+
+/// The import of a bucket, or with `prepare` its prepared form (`mxfp8_prepare_import_bucket`), whose
+/// plan keeps the bucket's, destinations' and global scales' addresses: the caller keeps them valid.
+pub(crate) unsafe fn import_bucket_mixed_raw(
+    bucket: Part,
+    import: &MixedBucketImport<'_>,
+    d: &MixedDestinations,
+    stream: Stream,
+    prepare: Option<&mut *mut sys::mxfp8_prepared_export>,
+) -> Result<(), Error> {
+    d.check_kinds(import.entries.iter().map(MixedManifestEntry::is_nvfp4), "manifest entry", "manifest entries")?;
+    let raw: Vec<RawEntry<'_>> = import.entries.iter().map(MixedManifestEntry::raw).collect();
+    let fields = ManifestFields {
+        direction: import.direction,
+        bucket_scales: import.bucket_scales,
+        scale_fixup: import.scale_fixup,
+        shards: None,
+        global_scales: Some((d.global_ptrs.as_ptr(), import.global_scale.to_raw())),
+    };
+    let m = RawManifest::new(&raw, &fields);
+    with_byte_tensor(bucket.0, bucket.1, bucket.2, |dl| match prepare {
+        None => check(sys::mxfp8_import_bucket(dl, &m.manifest, d.destinations.as_ptr(), stream.as_raw())),
+        Some(out) => check(sys::mxfp8_prepare_import_bucket(dl, &m.manifest, d.destinations.as_ptr(), out)),
+    })
 }

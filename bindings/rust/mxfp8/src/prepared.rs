@@ -8,7 +8,10 @@ use crate::bucket::BucketPlan;
 use crate::error::{check, invalid, Error};
 use crate::import::{prepare_import, BucketImport, DeviceImportTarget, Destinations, ImportSource, ImportTarget};
 use crate::memory::{dl_tensor, with_byte_tensor, DeviceBytes, HOST, UINT8};
-use crate::mixed::{import_tensors_mixed_raw, DeviceMixedImportTarget, MixedBucketPlan, MixedDestinations, MixedImportTarget, MixedTensor};
+use crate::mixed::{
+    import_bucket_mixed_raw, import_tensors_mixed_raw, DeviceMixedImportTarget, MixedBucketImport, MixedBucketPlan, MixedDestinations,
+    MixedImportTarget, MixedTensor,
+};
 use crate::nvfp4::GlobalScale;
 use crate::options::{ExportOptions, Stream};
 use crate::shard::Shard;
@@ -222,6 +225,30 @@ impl<'a> PreparedExport<'a> {
         let mut raw = core::ptr::null_mut();
         // SAFETY: DeviceBytes' constructor promised the memory for the work queued on it.
         unsafe { import_tensors_mixed_raw(tensors, options, global_scale, &d, Some(&mut raw))? };
+        Ok(Self::from_raw(raw))
+    }
+
+    /// Prepares [`import_bucket_mixed_host`](crate::import_bucket_mixed_host)
+    /// (`mxfp8_prepare_import_bucket` with NVFP4 entries): the bucket (read at every run) and the targets
+    /// (global scales included, written at every run) stay borrowed until the plan is dropped. The
+    /// manifest is not kept.
+    pub fn import_bucket_mixed(bucket: &'a [u8], import: &MixedBucketImport<'_>, targets: &'a mut [MixedImportTarget<'a>]) -> Result<Self, Error> {
+        let d = MixedDestinations::host(targets);
+        let mut raw = core::ptr::null_mut();
+        // SAFETY: the bucket is borrowed and the targets exclusively borrowed for 'a.
+        unsafe { import_bucket_mixed_raw((bucket.as_ptr() as *const c_void, bucket.len(), HOST), import, &d, Stream::default(), Some(&mut raw))? };
+        Ok(Self::from_raw(raw))
+    }
+
+    /// Prepares [`import_bucket_mixed_device`](crate::import_bucket_mixed_device); the [`DeviceBytes`]
+    /// promises extend to every run of the plan.
+    pub fn import_bucket_mixed_device(bucket: DeviceBytes, import: &MixedBucketImport<'_>, targets: &[DeviceMixedImportTarget]) -> Result<Self, Error> {
+        let d = MixedDestinations::device(targets)?;
+        let mut raw = core::ptr::null_mut();
+        // SAFETY: DeviceBytes' constructor promised the memory for the work queued on it.
+        unsafe {
+            import_bucket_mixed_raw((bucket.as_ptr() as *const c_void, bucket.len(), bucket.device()), import, &d, Stream::default(), Some(&mut raw))?
+        };
         Ok(Self::from_raw(raw))
     }
 

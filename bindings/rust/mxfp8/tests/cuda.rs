@@ -413,9 +413,9 @@ fn nvfp4_on_cuda_memory() {
 #[test]
 fn mixed_buckets_and_imports_on_cuda_memory() {
     use mxfp8::{
-        import_tensors_mixed_device, import_tensors_mixed_host, DeviceImportTarget, DeviceMixedImportTarget, DeviceNvfp4ImportTarget,
-        GlobalScale, ImportTarget, Layout, MixedBucketPlan, MixedImportTarget, MixedTensor, Nvfp4ImportTarget, Nvfp4TensorBuilder,
-        PreparedExport,
+        import_bucket_mixed_device, import_tensors_mixed_device, import_tensors_mixed_host, DeviceImportTarget, DeviceMixedImportTarget,
+        DeviceNvfp4ImportTarget, GlobalScale, ImportTarget, Layout, MixedBucketImport, MixedBucketPlan, MixedImportTarget, MixedTensor,
+        Nvfp4ImportTarget, Nvfp4TensorBuilder, PreparedExport,
     };
     if !gpu_present() {
         return;
@@ -459,7 +459,8 @@ fn mixed_buckets_and_imports_on_cuda_memory() {
     assert_eq!(&expected[e[0].scales_offset as usize..][..ms.len()], &ms[..]);
     assert_eq!(&expected[e[1].scales_offset as usize..][..scales.len()], &scales[..]);
 
-    // The direct import into an MXFP8 compact and an NVFP4 128x4 target, with the encode global scale.
+    // The direct import (and the import of the bucket) into an MXFP8 compact and an NVFP4 128x4 target,
+    // with the encode global scale.
     let (mut hmv, mut hms, mut hnv, mut hns, mut hg) = (vec![POISON; mv.len()], vec![POISON; ms.len()], vec![POISON; values.len()], vec![POISON; swz.len()], [0f32]);
     let mut targets = [
         MixedImportTarget::Mxfp8(ImportTarget { values: &mut hmv, scales: &mut hms, layout: Layout::Compact }),
@@ -467,7 +468,10 @@ fn mixed_buckets_and_imports_on_cuda_memory() {
     ];
     import_tensors_mixed_host(&host_tensors, &ExportOptions::default(), GlobalScale::Encode, &mut targets).unwrap();
     let host_result = (hmv, hms, hnv, hns, f32_bits(&hg));
-    for prepared in [false, true] {
+    // The receiver of the device bucket writes the same, immediate and prepared.
+    let manifest = plan.manifest(["w", "n"]).unwrap();
+    let import = MixedBucketImport { global_scale: GlobalScale::Encode, ..MixedBucketImport::new(&manifest.entries, Direction::Rowwise) };
+    for (from_bucket, prepared) in [(false, false), (false, true), (true, false), (true, true)] {
         let bufs = [mv.len(), ms.len(), values.len(), swz.len(), 4].map(|n| DeviceBuf::new(n, POISON));
         let targets = [
             DeviceMixedImportTarget::Mxfp8(DeviceImportTarget { values: bufs[0].bytes(), scales: bufs[1].bytes(), layout: Layout::Compact }),
@@ -478,16 +482,19 @@ fn mixed_buckets_and_imports_on_cuda_memory() {
                 global_scale: bufs[4].bytes(),
             }),
         ];
-        let plan = if prepared {
-            let plan = PreparedExport::import_tensors_mixed_device(&dev_tensors, &ExportOptions::default(), GlobalScale::Encode, &targets).unwrap();
+        let options = ExportOptions::default();
+        let plan = match (from_bucket, prepared) {
+            (false, false) => import_tensors_mixed_device(&dev_tensors, &options, GlobalScale::Encode, &targets).map(|_| None),
+            (false, true) => PreparedExport::import_tensors_mixed_device(&dev_tensors, &options, GlobalScale::Encode, &targets).map(Some),
+            (true, false) => import_bucket_mixed_device(bucket.bytes(), &import, &targets, Stream::default()).map(|_| None),
+            (true, true) => PreparedExport::import_bucket_mixed_device(bucket.bytes(), &import, &targets).map(Some),
+        }
+        .unwrap();
+        if let Some(plan) = &plan {
             plan.run(Stream::default()).unwrap();
-            Some(plan)
-        } else {
-            import_tensors_mixed_device(&dev_tensors, &ExportOptions::default(), GlobalScale::Encode, &targets).unwrap();
-            None
-        };
+        }
         let got = (bufs[0].to_host(), bufs[1].to_host(), bufs[2].to_host(), bufs[3].to_host(), f32s(&bufs[4].to_host()));
-        assert!(got == host_result, "prepared: {prepared}");
+        assert!(got == host_result, "from the bucket: {from_bucket}, prepared: {prepared}");
         drop(plan);
     }
 }

@@ -8,9 +8,9 @@ mod common;
 use common::*;
 
 use mxfp8::{
-    import_tensors_mixed_host, Direction, ExportOptions, GlobalScale, ImportTarget, Layout, ManagedTensor, MixedBucketPlan,
-    MixedImportTarget, MixedTensor, Nvfp4ImportTarget, Nvfp4Tensor, Nvfp4TensorBuilder, PreparedExport, ScaleLayout, Status, Stream,
-    Tensor, TensorBuilder,
+    import_bucket_mixed_host, import_tensors_mixed_host, Direction, ExportOptions, Format, GlobalScale, ImportTarget, Layout, ManagedTensor,
+    ManifestEntry, MixedBucketImport, MixedBucketPlan, MixedBucketView, MixedImportTarget, MixedManifest, MixedManifestEntry, MixedTensor,
+    Nvfp4ImportTarget, Nvfp4Tensor, Nvfp4TensorBuilder, PreparedExport, ScaleLayout, Status, Stream, Tensor, TensorBuilder,
 };
 
 const ALIGNMENT: u64 = 64;
@@ -354,4 +354,169 @@ fn bad_imports_fail_and_write_nothing() {
     let err = PreparedExport::import_tensors_mixed(&swapped, &options, GlobalScale::Decode, &mut borrowed).err().expect("refused when prepared");
     assert!(err.message.contains("targets[0]"), "{err}");
     assert!(t.untouched());
+}
+
+/// What the sender transmits for `tensors` (named a, b, c): a filled bucket and its manifest.
+fn sent(tensors: &[MixedTensor<'_>]) -> (Vec<u8>, MixedManifest) {
+    let plan = MixedBucketPlan::new(tensors, &ExportOptions::default(), ALIGNMENT).unwrap();
+    let mut bucket = vec![POISON; plan.total_bytes() as usize];
+    plan.fill(&mut bucket).unwrap();
+    (bucket, plan.manifest(["a", "b", "c"]).unwrap())
+}
+
+#[test]
+fn a_mixed_bucket_unpacks_and_imports_on_the_receiving_side() {
+    let (a, b, c) = inputs();
+    let tensors = mixed(&a, &b, &c);
+    let plan = MixedBucketPlan::new(&tensors, &ExportOptions::default(), ALIGNMENT).unwrap();
+    let (bucket, manifest) = sent(&tensors);
+    assert!(plan.manifest(["a"]).is_err());
+
+    // The manifest: shapes and the compact scales' shapes from the format rules.
+    match &manifest.entries[0] {
+        MixedManifestEntry::Mxfp8(e) => {
+            assert_eq!((e.name.as_str(), &e.shape[..], &e.scales_shape[..]), ("a", &[133, 72][..], &[133, 3][..]))
+        }
+        other => panic!("entry 0 is {other:?}"),
+    }
+    for (i, t, shape) in [(1, &b, vec![2, 70, 40]), (2, &c, vec![45, 34])] {
+        let MixedManifestEntry::Nvfp4(e) = &manifest.entries[i] else { panic!("entry {i} is not NVFP4") };
+        assert_eq!(e.shape, shape);
+        assert_eq!(e.scales_shape, vec![t.rows as i64, t.k.div_ceil(16) as i64]);
+        assert_eq!((e.amax_offset, e.amax_bytes, e.e4m3_max), (plan.nvfp4_entries()[i].amax_offset, 4 * t.amax.len() as u64, t.e4m3_max));
+    }
+
+    // Unpack: views of the packed values, compact scales and amax.
+    let views = manifest.unpack(&bucket).unwrap();
+    let MixedBucketView::Mxfp8(v) = views[0] else { panic!("view 0 is not MXFP8") };
+    assert_eq!((v.name, v.values, v.scales), ("a", &a.values[..], &a.scales[..]));
+    for (i, t) in [(1, &b), (2, &c)] {
+        let MixedBucketView::Nvfp4(v) = views[i] else { panic!("view {i} is not NVFP4") };
+        assert_eq!((v.values, v.scales, v.e4m3_max), (&t.values[..], &t.scales[..], t.e4m3_max));
+        assert_eq!(v.amax().iter().map(|x| x.to_bits()).collect::<Vec<_>>(), t.amax.iter().map(|x| x.to_bits()).collect::<Vec<_>>());
+    }
+
+    // Import into engine targets, both conventions; the prepared form writes the same.
+    for (convention, global) in [(GlobalScale::Decode, decode_global as fn(f32, i32) -> f32), (GlobalScale::Encode, encode_global)] {
+        let import = MixedBucketImport { global_scale: convention, ..MixedBucketImport::new(&manifest.entries, Direction::Rowwise) };
+        let mut immediate = Targets::new(&a, &b, &c);
+        import_bucket_mixed_host(&bucket, &import, &mut immediate.borrow()).unwrap();
+        immediate.check(&a, &b, &c, global);
+        let mut prepared = Targets::new(&a, &b, &c);
+        {
+            let mut borrowed = prepared.borrow();
+            let plan = PreparedExport::import_bucket_mixed(&bucket, &import, &mut borrowed).unwrap();
+            plan.run(Stream::LEGACY_DEFAULT).unwrap();
+        }
+        prepared.check(&a, &b, &c, global);
+    }
+}
+
+#[test]
+fn bad_manifests_fail_and_write_nothing() {
+    let (a, b, c) = inputs();
+    let tensors = mixed(&a, &b, &c);
+    let (bucket, manifest) = sent(&tensors);
+
+    // A bucket one byte short of its last part (the amax of entry 2).
+    let short = &bucket[..bucket.len() - 1];
+    let err = manifest.unpack(short).unwrap_err();
+    assert!(err.message.contains("manifest entry 2 (c): amax at bytes"), "{err}");
+    let mut t = Targets::new(&a, &b, &c);
+    let err = import_bucket_mixed_host(short, &MixedBucketImport::new(&manifest.entries, Direction::Rowwise), &mut t.borrow()).unwrap_err();
+    assert_eq!(err.status, Status::InvalidArgument, "{err}");
+    assert!(t.untouched());
+
+    // An NVFP4 entry described as MXFP8 (same parts, shape and an MXFP8 target): its sizes do not match.
+    let MixedManifestEntry::Nvfp4(e) = &manifest.entries[2] else { panic!() };
+    let mut lying = manifest.clone();
+    lying.entries[2] = MixedManifestEntry::Mxfp8(ManifestEntry {
+        name: e.name.clone(),
+        shape: e.shape.clone(),
+        format: Format::E4M3,
+        values_offset: e.values_offset,
+        values_bytes: e.values_bytes,
+        scales_offset: e.scales_offset,
+        scales_bytes: e.scales_bytes,
+        scales_shape: vec![45, 2],
+    });
+    let err = lying.unpack(&bucket).unwrap_err();
+    assert!(err.message.contains("manifest entry 2 (c): values shape [45, 34] does not hold values_bytes = 765"), "{err}");
+    let mut t = Targets::new(&a, &b, &c);
+    let (mut v, mut s) = (vec![POISON; 45 * 34], vec![POISON; 45 * 2]);
+    {
+        let mut borrowed = t.borrow();
+        borrowed[2] = MixedImportTarget::Mxfp8(ImportTarget { values: &mut v, scales: &mut s, layout: Layout::Compact });
+        let err = import_bucket_mixed_host(&bucket, &MixedBucketImport::new(&lying.entries, Direction::Rowwise), &mut borrowed).unwrap_err();
+        assert_eq!(err.status, Status::InvalidArgument, "{err}");
+    }
+    assert!(t.untouched() && v.iter().chain(&s).all(|&x| x == POISON));
+
+    // A target of the other kind is named; a count that differs is refused.
+    let mut t = Targets::new(&a, &b, &c);
+    let mut borrowed = t.borrow();
+    borrowed.swap(0, 1);
+    let err = import_bucket_mixed_host(&bucket, &MixedBucketImport::new(&manifest.entries, Direction::Rowwise), &mut borrowed).unwrap_err();
+    assert!(err.message.contains("targets[0] is an NVFP4 target for an MXFP8 manifest entry"), "{err}");
+    let err = import_bucket_mixed_host(&bucket, &MixedBucketImport::new(&manifest.entries[..2], Direction::Rowwise), &mut borrowed).unwrap_err();
+    assert!(err.message.contains("2 manifest entries but 3 targets"), "{err}");
+    drop(borrowed);
+    assert!(t.untouched());
+}
+
+#[test]
+fn a_columnwise_mixed_bucket_carries_the_stored_transposes() {
+    // MXFP8 (70, 150) columnwise: scales (ceil(70/32), 150) = (3, 150), TE-padded to (4, 256). NVFP4
+    // logical (50, 140) columnwise: the stored (140, 50) transpose as (140, 25) bytes, scales
+    // (140, ceil(50/16)) = (140, 4) (the last block 2 wide), TE-padded to (256, 4); both paddings poisoned.
+    let (m, k) = (70usize, 150usize);
+    let mv = random_bytes(m * k, 81, 0, 255);
+    let ms = random_bytes(3 * k, 82, 1, 254);
+    let a = TensorBuilder::new()
+        .columnwise(
+            ManagedTensor::from_host_bytes(mv.clone(), &[m as i64, k as i64]).unwrap(),
+            ManagedTensor::from_host_bytes(pad_reference(&ms, 3, k, 4, 256, POISON), &[4, 256]).unwrap(),
+        )
+        .build()
+        .unwrap();
+    let (r, c) = (140usize, 50usize);
+    let nv = random_bytes(r * c / 2, 83, 0, 255);
+    let ns = random_bytes(r * 4, 84, 0x01, 0x7E);
+    let b = Nvfp4TensorBuilder::new()
+        .columnwise(
+            ManagedTensor::from_host_bytes(nv.clone(), &[r as i64, (c / 2) as i64]).unwrap(),
+            ManagedTensor::from_host_bytes(pad_reference(&ns, r, 4, 256, 4, POISON), &[256, 4]).unwrap(),
+            ManagedTensor::from_host_f32(vec![9.25], &[1]).unwrap(),
+        )
+        .build()
+        .unwrap();
+    let options = ExportOptions::new().direction(Direction::Columnwise);
+    let tensors = [MixedTensor::Mxfp8(&a), MixedTensor::Nvfp4(&b)];
+    let plan = MixedBucketPlan::new(&tensors, &options, ALIGNMENT).unwrap();
+    assert_eq!(plan.direction(), Direction::Columnwise);
+    let mut bucket = vec![POISON; plan.total_bytes() as usize];
+    plan.fill(&mut bucket).unwrap();
+    let manifest = plan.manifest(["a", "b"]).unwrap();
+    let views = manifest.unpack(&bucket).unwrap();
+    let MixedBucketView::Mxfp8(v) = views[0] else { panic!("view 0 is not MXFP8") };
+    assert_eq!((v.values, v.scales, v.scales_shape), (&mv[..], &ms[..], &[3, 150][..]));
+    let MixedBucketView::Nvfp4(v) = views[1] else { panic!("view 1 is not NVFP4") };
+    assert_eq!((v.shape, v.values, v.scales, v.scales_shape), (&[50, 140][..], &nv[..], &ns[..], &[140, 4][..]));
+    assert_eq!(v.amax(), vec![9.25]);
+
+    // The receiver: the bucket and the direct path write the same compact targets.
+    let expected = (mv.clone(), ms.clone(), nv.clone(), ns.clone(), (9.25f32 / 2688.0).to_bits());
+    for from_bucket in [true, false] {
+        let (mut v0, mut s0, mut v1, mut s1, mut g) = (vec![POISON; mv.len()], vec![POISON; ms.len()], vec![POISON; nv.len()], vec![POISON; ns.len()], [0f32]);
+        let mut targets = [
+            MixedImportTarget::Mxfp8(ImportTarget { values: &mut v0, scales: &mut s0, layout: Layout::Compact }),
+            MixedImportTarget::Nvfp4(Nvfp4ImportTarget { values: &mut v1, scales: &mut s1, layout: Layout::Compact, global_scale: &mut g }),
+        ];
+        if from_bucket {
+            import_bucket_mixed_host(&bucket, &MixedBucketImport::new(&manifest.entries, Direction::Columnwise), &mut targets).unwrap();
+        } else {
+            import_tensors_mixed_host(&tensors, &options, GlobalScale::Decode, &mut targets).unwrap();
+        }
+        assert!((v0, s0, v1, s1, g[0].to_bits()) == expected, "from the bucket: {from_bucket}");
+    }
 }
