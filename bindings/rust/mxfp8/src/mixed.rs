@@ -606,7 +606,8 @@ pub struct MixedBucketImport<'m> {
     /// The direction the bucket carries (NVFP4: the stored matrix of that direction).
     pub direction: Direction,
     /// The layout of the scales in the bucket: [`Layout::Compact`] for what
-    /// [`MixedBucketPlan::fill`] writes, or [`Layout::Cutlass128x4`].
+    /// [`MixedBucketPlan::fill`] writes; an NVFP4 entry's may also be [`Layout::Cutlass128x4`] (its E4M3
+    /// scales swizzled as they are); the TRT-LLM layouts are refused.
     pub bucket_scales: Layout,
     /// The rewrite applied to every E8M0 scale written (MXFP8 entries only; NVFP4 scales are left as
     /// they are).
