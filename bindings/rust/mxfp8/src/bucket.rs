@@ -3,7 +3,7 @@
 use std::ffi::c_void;
 
 use crate::error::{check, invalid, Error};
-use crate::memory::{dl_tensor, numel, DeviceBytes, HOST, UINT8};
+use crate::memory::{numel, with_byte_tensor, DeviceBytes, HOST};
 use crate::options::{Direction, ExportOptions, Format};
 use crate::shard::{RawShards, Shard};
 use crate::sys;
@@ -103,18 +103,14 @@ impl<'t> BucketPlan<'t> {
     /// Fills a host bucket (at least [`total_bytes`](Self::total_bytes) long): values copied, scales
     /// unswizzled or cropped straight into place. Bytes between parts are left as they were.
     pub fn fill(&self, bucket: &mut [u8]) -> Result<(), Error> {
-        let mut shape = [bucket.len() as i64];
-        let mut t = dl_tensor(bucket.as_mut_ptr() as *const c_void, HOST, UINT8, &mut shape);
-        // SAFETY: `t` describes the exclusively borrowed slice; host work is done when the call returns.
-        unsafe { self.fill_raw(&mut t) }
+        // SAFETY: the tensor describes the exclusively borrowed slice; host work is done when the call returns.
+        with_byte_tensor(bucket.as_mut_ptr() as *const c_void, bucket.len(), HOST, |t| unsafe { self.fill_raw(t) })
     }
 
     /// Fills a device bucket: one kernel launch, queued on the plan's stream; the call does not wait.
     pub fn fill_device(&self, bucket: DeviceBytes) -> Result<(), Error> {
-        let mut shape = [bucket.len() as i64];
-        let mut t = dl_tensor(bucket.as_ptr(), bucket.device(), UINT8, &mut shape);
         // SAFETY: DeviceBytes' constructor promised the memory for the queued work.
-        unsafe { self.fill_raw(&mut t) }
+        with_byte_tensor(bucket.as_ptr(), bucket.len(), bucket.device(), |t| unsafe { self.fill_raw(t) })
     }
 
     unsafe fn fill_raw(&self, bucket: &mut sys::DLTensor) -> Result<(), Error> {
@@ -247,23 +243,9 @@ impl Manifest {
     /// Checks entry `i` against a bucket of `len` bytes: sizes that match the shapes, parts inside.
     fn check_entry(&self, i: usize, len: u64) -> Result<&ManifestEntry, Error> {
         let e = &self.entries[i];
-        let part = |what: &str, shape: &[i64], offset: u64, bytes: u64| {
-            if numel(shape).map(|n| n as u64) != Some(bytes) {
-                return Err(invalid(format!(
-                    "manifest entry {i} ({}): {what} shape {shape:?} does not hold {what}_bytes = {bytes}",
-                    e.name
-                )));
-            }
-            match offset.checked_add(bytes) {
-                Some(end) if end <= len => Ok(()),
-                _ => Err(invalid(format!(
-                    "manifest entry {i} ({}): {what} at bytes {offset}..{offset}+{bytes} lie outside a bucket of {len} bytes",
-                    e.name
-                ))),
-            }
-        };
-        part("values", &e.shape, e.values_offset, e.values_bytes)?;
-        part("scales", &e.scales_shape, e.scales_offset, e.scales_bytes)?;
+        let check = PartCheck { entry: i, name: &e.name, bucket_len: len };
+        check.part("values", &e.shape, numel(&e.shape), e.values_offset, e.values_bytes)?;
+        check.part("scales", &e.scales_shape, numel(&e.scales_shape), e.scales_offset, e.scales_bytes)?;
         Ok(e)
     }
 
@@ -315,5 +297,27 @@ impl Manifest {
                 })
             })
             .collect()
+    }
+}
+
+/// The checks of one manifest entry's parts against a bucket, naming the entry.
+pub(crate) struct PartCheck<'a> {
+    pub(crate) entry: usize,
+    pub(crate) name: &'a str,
+    pub(crate) bucket_len: u64,
+}
+
+impl PartCheck<'_> {
+    /// The part `what` of `shape` (which needs `needed` bytes; None when it overflows) holds `bytes` at
+    /// `offset`, inside the bucket.
+    pub(crate) fn part(&self, what: &str, shape: &[i64], needed: Option<usize>, offset: u64, bytes: u64) -> Result<(), Error> {
+        let (i, name, len) = (self.entry, self.name, self.bucket_len);
+        if needed.map(|n| n as u64) != Some(bytes) {
+            return Err(invalid(format!("manifest entry {i} ({name}): {what} shape {shape:?} does not hold {what}_bytes = {bytes}")));
+        }
+        match offset.checked_add(bytes) {
+            Some(end) if end <= len => Ok(()),
+            _ => Err(invalid(format!("manifest entry {i} ({name}): {what} at bytes {offset}..{offset}+{bytes} lie outside a bucket of {len} bytes"))),
+        }
     }
 }

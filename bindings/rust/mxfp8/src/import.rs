@@ -36,7 +36,7 @@ pub struct DeviceImportTarget {
 }
 
 /// One buffer of a destination: address, bytes, device.
-type Part = (*const c_void, usize, sys::DLDevice);
+pub(crate) type Part = (*const c_void, usize, sys::DLDevice);
 
 /// The destinations as the C call takes them; the DLTensors point into `shapes` and `dls`, which live
 /// as long as this does.
@@ -47,7 +47,7 @@ pub(crate) struct Destinations {
 }
 
 impl Destinations {
-    fn new(parts: &[(Part, Part, Layout)]) -> Self {
+    pub(crate) fn new(parts: &[(Part, Part, Layout)]) -> Self {
         let mut shapes: Vec<[i64; 1]> = parts.iter().flat_map(|(v, s, _)| [[v.1 as i64], [s.1 as i64]]).collect();
         let mut dls: Vec<sys::DLTensor> = Vec::with_capacity(shapes.len());
         let buffers: Vec<Part> = parts.iter().flat_map(|(v, s, _)| [*v, *s]).collect();
@@ -88,8 +88,13 @@ impl Destinations {
         Self::new(&parts)
     }
 
-    fn count(&self) -> usize {
+    pub(crate) fn count(&self) -> usize {
         self.structs.len()
+    }
+
+    /// The `mxfp8_import_destination` array, valid as long as `self`.
+    pub(crate) fn as_ptr(&self) -> *const sys::mxfp8_import_destination {
+        self.structs.as_ptr()
     }
 }
 
@@ -120,8 +125,28 @@ impl<'m> BucketImport<'m> {
     }
 }
 
+/// One entry as the manifest's parallel arrays hold it.
+pub(crate) struct RawEntry<'m> {
+    parts: sys::mxfp8_bucket_entry,
+    shape: &'m [i64],
+    format: i32,
+    /// All zero for an MXFP8 entry.
+    nvfp4: sys::mxfp8_bucket_nvfp4_entry,
+}
+
+/// The manifest fields every entry shares.
+pub(crate) struct ManifestFields<'m> {
+    pub(crate) direction: Direction,
+    pub(crate) bucket_scales: Layout,
+    pub(crate) scale_fixup: ScaleFixup,
+    pub(crate) shards: Option<&'m [Shard]>,
+    /// For a manifest with NVFP4 entries: the `count` global scale destinations (NULL at MXFP8 entries)
+    /// and their `mxfp8_nvfp4_global_scale`; None leaves the NVFP4 fields NULL.
+    pub(crate) global_scales: Option<(*const *mut sys::DLTensor, i32)>,
+}
+
 /// An `mxfp8_bucket_manifest` and the arrays it points into (valid as long as this value).
-struct RawManifest {
+pub(crate) struct RawManifest {
     _entries: Vec<sys::mxfp8_bucket_entry>,
     _ndims: Vec<i32>,
     _shapes: Vec<*const i64>,
@@ -129,7 +154,62 @@ struct RawManifest {
     _directions: Vec<i32>,
     _layouts: Vec<i32>,
     _shards: Option<RawShards>,
-    manifest: sys::mxfp8_bucket_manifest,
+    _nvfp4: Vec<sys::mxfp8_bucket_nvfp4_entry>,
+    pub(crate) manifest: sys::mxfp8_bucket_manifest,
+}
+
+impl RawManifest {
+    pub(crate) fn new(entries: &[RawEntry<'_>], fields: &ManifestFields<'_>) -> Self {
+        let raw_entries: Vec<sys::mxfp8_bucket_entry> = entries.iter().map(|e| e.parts).collect();
+        let ndims: Vec<i32> = entries.iter().map(|e| e.shape.len() as i32).collect();
+        let shapes: Vec<*const i64> = entries.iter().map(|e| e.shape.as_ptr()).collect();
+        let formats: Vec<i32> = entries.iter().map(|e| e.format).collect();
+        let directions = vec![fields.direction.to_raw(); entries.len()];
+        let layouts = vec![fields.bucket_scales.to_raw(); entries.len()];
+        let shards = fields.shards.map(RawShards::new);
+        let nvfp4: Vec<sys::mxfp8_bucket_nvfp4_entry> = entries.iter().map(|e| e.nvfp4).collect();
+        let (global_scales, global_scale) = fields.global_scales.unwrap_or((core::ptr::null(), 0));
+        // The Vecs' heap buffers do not move when they are moved into the struct below.
+        let manifest = sys::mxfp8_bucket_manifest {
+            count: entries.len(),
+            entries: raw_entries.as_ptr(),
+            ndims: ndims.as_ptr(),
+            shapes: shapes.as_ptr(),
+            formats: formats.as_ptr(),
+            directions: directions.as_ptr(),
+            scales_layouts: layouts.as_ptr(),
+            scale_fixup: fields.scale_fixup.to_raw(),
+            shards: shards.as_ref().map_or(core::ptr::null(), |s| s.as_ptr()),
+            nvfp4_entries: if fields.global_scales.is_some() { nvfp4.as_ptr() } else { core::ptr::null() },
+            global_scales,
+            global_scale,
+            ..Default::default()
+        };
+        Self {
+            _entries: raw_entries,
+            _ndims: ndims,
+            _shapes: shapes,
+            _formats: formats,
+            _directions: directions,
+            _layouts: layouts,
+            _shards: shards,
+            _nvfp4: nvfp4,
+            manifest,
+        }
+    }
+}
+
+impl<'m> RawEntry<'m> {
+    /// An entry of `shape` and `format` (`mxfp8_format`) whose values and scales lie at (offset, bytes).
+    pub(crate) fn new(shape: &'m [i64], format: i32, values: (u64, u64), scales: (u64, u64), nvfp4: sys::mxfp8_bucket_nvfp4_entry) -> Self {
+        let parts = sys::mxfp8_bucket_entry { values_offset: values.0, values_bytes: values.1, scales_offset: scales.0, scales_bytes: scales.1 };
+        Self { parts, shape, format, nvfp4 }
+    }
+}
+
+/// An MXFP8 manifest entry as the C manifest holds it.
+pub(crate) fn raw_entry(e: &ManifestEntry) -> RawEntry<'_> {
+    RawEntry::new(&e.shape, e.format.to_raw(), (e.values_offset, e.values_bytes), (e.scales_offset, e.scales_bytes), Default::default())
 }
 
 fn raw_manifest(import: &BucketImport<'_>, targets: usize) -> Result<RawManifest, Error> {
@@ -142,44 +222,15 @@ fn raw_manifest(import: &BucketImport<'_>, targets: usize) -> Result<RawManifest
             return Err(invalid(format!("{} shards for {} manifest entries", shards.len(), entries.len())));
         }
     }
-    let raw_entries: Vec<sys::mxfp8_bucket_entry> = entries
-        .iter()
-        .map(|e| sys::mxfp8_bucket_entry {
-            values_offset: e.values_offset,
-            values_bytes: e.values_bytes,
-            scales_offset: e.scales_offset,
-            scales_bytes: e.scales_bytes,
-        })
-        .collect();
-    let ndims: Vec<i32> = entries.iter().map(|e| e.shape.len() as i32).collect();
-    let shapes: Vec<*const i64> = entries.iter().map(|e| e.shape.as_ptr()).collect();
-    let formats: Vec<i32> = entries.iter().map(|e| e.format.to_raw()).collect();
-    let directions = vec![import.direction.to_raw(); entries.len()];
-    let layouts = vec![import.bucket_scales.to_raw(); entries.len()];
-    let shards = import.shards.map(RawShards::new);
-    // The Vecs' heap buffers do not move when they are moved into the struct below.
-    let manifest = sys::mxfp8_bucket_manifest {
-        count: entries.len(),
-        entries: raw_entries.as_ptr(),
-        ndims: ndims.as_ptr(),
-        shapes: shapes.as_ptr(),
-        formats: formats.as_ptr(),
-        directions: directions.as_ptr(),
-        scales_layouts: layouts.as_ptr(),
-        scale_fixup: import.scale_fixup.to_raw(),
-        shards: shards.as_ref().map_or(core::ptr::null(), |s| s.as_ptr()),
-        ..Default::default()
+    let raw: Vec<RawEntry<'_>> = entries.iter().map(raw_entry).collect();
+    let fields = ManifestFields {
+        direction: import.direction,
+        bucket_scales: import.bucket_scales,
+        scale_fixup: import.scale_fixup,
+        shards: import.shards,
+        global_scales: None,
     };
-    Ok(RawManifest {
-        _entries: raw_entries,
-        _ndims: ndims,
-        _shapes: shapes,
-        _formats: formats,
-        _directions: directions,
-        _layouts: layouts,
-        _shards: shards,
-        manifest,
-    })
+    Ok(RawManifest::new(&raw, &fields))
 }
 
 /// Writes every tensor of a host `bucket` into `targets[i]` (one per manifest entry, in order): values

@@ -22,8 +22,7 @@
 //! # Ok(()) }
 //! ```
 //!
-//! The surface, by C function (every function of `mxfp8.h` has a safe form, except the NVFP4 bucket and
-//! import calls `mxfp8_*_mixed`, which `mxfp8-sys` declares):
+//! The surface, by C function (every function of `mxfp8.h` has a safe form):
 //!
 //! | mxfp8.h | here |
 //! |---|---|
@@ -48,6 +47,9 @@
 //! | `mxfp8_nvfp4_dequantize` | [`Nvfp4Tensor::dequantize_host`], [`Nvfp4Tensor::dequantize_into`], [`Nvfp4Tensor::dequantize_into_device`] |
 //! | `mxfp8_nvfp4_quantize_into` | [`nvfp4_quantize_into`], [`nvfp4_quantize_into_device`] ([`Nvfp4QuantizeOptions`]) |
 //! | `mxfp8_nvfp4_quantize_fused_into` | [`nvfp4_quantize_fused_into`], [`nvfp4_quantize_fused_into_device`] |
+//! | `mxfp8_bucket_plan_mixed` / `mxfp8_export_bucket_mixed` / `mxfp8_prepare_bucket_mixed` | [`MixedBucketPlan::new`] ([`MixedTensor`]: MXFP8 or NVFP4; [`Nvfp4BucketEntry`]), [`MixedBucketPlan::fill`] / [`fill_device`](MixedBucketPlan::fill_device), [`PreparedExport::bucket_mixed`] (and `_device`) |
+//! | `mxfp8_import_bucket` / `mxfp8_prepare_import_bucket` with NVFP4 entries (`mxfp8_bucket_manifest.nvfp4_entries`, `global_scales`) | [`MixedBucketPlan::manifest`] -> [`MixedManifest`] ([`MixedManifestEntry`], [`Nvfp4ManifestEntry`]) -> [`MixedManifest::unpack`] ([`MixedBucketView`], [`Nvfp4BucketView`]); [`import_bucket_mixed_host`] ([`MixedBucketImport`]), [`import_bucket_mixed_device`], [`PreparedExport::import_bucket_mixed`] (and `_device`) |
+//! | `mxfp8_import_tensors_mixed` / `mxfp8_prepare_import_tensors_mixed` | [`import_tensors_mixed_host`] ([`MixedImportTarget`], [`Nvfp4ImportTarget`]), [`import_tensors_mixed_device`] ([`DeviceMixedImportTarget`]), [`PreparedExport::import_tensors_mixed`] (and `_device`) |
 //! | `mxfp8_version`, `mxfp8_status_string`, `mxfp8_last_error` | [`version`], [`Status`], [`Error`] |
 //!
 //! Not offered safely: the option structs' `allocator` callbacks (outputs are allocated by the
@@ -73,6 +75,7 @@ mod grouped;
 mod import;
 mod managed;
 mod memory;
+mod mixed;
 mod nvfp4;
 mod options;
 mod prepared;
@@ -91,6 +94,11 @@ pub use import::{
 };
 pub use managed::ManagedTensor;
 pub use memory::DeviceBytes;
+pub use mixed::{
+    import_bucket_mixed_device, import_bucket_mixed_host, import_tensors_mixed_device, import_tensors_mixed_host, DeviceMixedImportTarget,
+    DeviceNvfp4ImportTarget, MixedBucketImport, MixedBucketPlan, MixedBucketView, MixedImportTarget, MixedManifest, MixedManifestEntry,
+    MixedTensor, Nvfp4BucketEntry, Nvfp4BucketView, Nvfp4ImportTarget, Nvfp4ManifestEntry,
+};
 pub use nvfp4::{
     nvfp4_quantize_fused_into, nvfp4_quantize_fused_into_device, nvfp4_quantize_into, nvfp4_quantize_into_device, AmaxMode, AmaxScope,
     DeviceFusedShard, FourOverSix, FusedShard, GlobalScale,

@@ -91,6 +91,13 @@ pub(crate) fn dl_tensor(data: *const c_void, device: sys::DLDevice, dtype: sys::
     }
 }
 
+/// Runs `f` on a one-dimensional uint8 DLTensor over `len` bytes at `data` on `device` (a bucket).
+pub(crate) fn with_byte_tensor<R>(data: *const c_void, len: usize, device: sys::DLDevice, f: impl FnOnce(&mut sys::DLTensor) -> R) -> R {
+    let mut shape = [len as i64];
+    let mut t = dl_tensor(data, device, UINT8, &mut shape);
+    f(&mut t)
+}
+
 /// The product of `shape`, or None when a dimension is negative or the product overflows.
 pub(crate) fn numel(shape: &[i64]) -> Option<usize> {
     shape.iter().try_fold(1usize, |n, &d| usize::try_from(d).ok().and_then(|d| n.checked_mul(d)))

@@ -686,10 +686,15 @@ fn device_input_shape(input: &DeviceBytes, dtype: InputDtype, shape: &[i64]) -> 
 }
 
 fn amax_elements(amax: &DeviceBytes) -> Result<i64, Error> {
-    if amax.len() % 4 != 0 {
-        return Err(invalid(format!("amax: {} bytes is not a whole number of float32", amax.len())));
+    float32_elements(amax, "amax")
+}
+
+/// The float32 elements of device memory named `what`; an error when its size is not a whole number.
+pub(crate) fn float32_elements(bytes: &DeviceBytes, what: &str) -> Result<i64, Error> {
+    if bytes.len() % 4 != 0 {
+        return Err(invalid(format!("{what}: {} bytes is not a whole number of float32", bytes.len())));
     }
-    Ok((amax.len() / 4) as i64)
+    Ok((bytes.len() / 4) as i64)
 }
 
 /// One shard of [`nvfp4_quantize_fused_into`]: a row-major host input of logical `shape` and the

@@ -1,12 +1,18 @@
 //! Prepared exports: a batched export checked once and run at every step with one launch.
 
+use core::ffi::c_void;
 use core::marker::PhantomData;
 use core::ptr::NonNull;
 
 use crate::bucket::BucketPlan;
 use crate::error::{check, invalid, Error};
 use crate::import::{prepare_import, BucketImport, DeviceImportTarget, Destinations, ImportSource, ImportTarget};
-use crate::memory::{dl_tensor, DeviceBytes, HOST, UINT8};
+use crate::memory::{dl_tensor, with_byte_tensor, DeviceBytes, HOST, UINT8};
+use crate::mixed::{
+    import_bucket_mixed_raw, import_tensors_mixed_raw, DeviceMixedImportTarget, MixedBucketImport, MixedBucketPlan, MixedDestinations,
+    MixedImportTarget, MixedTensor,
+};
+use crate::nvfp4::GlobalScale;
 use crate::options::{ExportOptions, Stream};
 use crate::shard::Shard;
 use crate::sys;
@@ -79,22 +85,51 @@ impl<'a> PreparedExport<'a> {
     /// prepared.run(Stream::LEGACY_DEFAULT).unwrap();
     /// ```
     pub fn bucket(plan: &BucketPlan<'_>, bucket: &'a mut [u8]) -> Result<Self, Error> {
-        let mut shape = [bucket.len() as i64];
-        let mut t = dl_tensor(bucket.as_mut_ptr() as *const core::ffi::c_void, HOST, UINT8, &mut shape);
-        let mut raw = core::ptr::null_mut();
         // SAFETY: the bucket is exclusively borrowed for 'a, as long as the plan can run.
-        unsafe { plan.prepare_raw(&mut t, &mut raw)? };
-        Ok(Self::from_raw(raw))
+        unsafe { Self::prepare_bucket((bucket.as_mut_ptr() as *const c_void, bucket.len(), HOST), |t, out| plan.prepare_raw(t, out)) }
     }
 
     /// Prepares `plan`'s [`fill_device`](BucketPlan::fill_device). The [`DeviceBytes`] promise extends
     /// to every run of the plan.
     pub fn bucket_device(plan: &BucketPlan<'_>, bucket: DeviceBytes) -> Result<Self, Error> {
-        let mut shape = [bucket.len() as i64];
-        let mut t = dl_tensor(bucket.as_ptr(), bucket.device(), UINT8, &mut shape);
-        let mut raw = core::ptr::null_mut();
         // SAFETY: DeviceBytes' constructor promised the memory for the work queued on it.
-        unsafe { plan.prepare_raw(&mut t, &mut raw)? };
+        unsafe { Self::prepare_bucket((bucket.as_ptr(), bucket.len(), bucket.device()), |t, out| plan.prepare_raw(t, out)) }
+    }
+
+    /// Prepares `plan`'s [`fill`](MixedBucketPlan::fill) (`mxfp8_prepare_bucket_mixed`) into a host
+    /// bucket, which stays borrowed until the prepared export is dropped: every run fills it again from
+    /// the tensors' current bytes, MXFP8 and NVFP4 entries in one launch. It holds a reference on every
+    /// tensor of both kinds, so it may outlive `plan`, but not the bucket:
+    ///
+    /// ```compile_fail,E0597
+    /// # use mxfp8::{ExportOptions, MixedBucketPlan, PreparedExport, Stream};
+    /// # let plan = MixedBucketPlan::new(&[], &ExportOptions::default(), 256).unwrap();
+    /// let prepared = {
+    ///     let mut bucket = vec![0u8; 64];
+    ///     PreparedExport::bucket_mixed(&plan, &mut bucket).unwrap()
+    /// }; // error: `bucket` does not live long enough
+    /// prepared.run(Stream::LEGACY_DEFAULT).unwrap();
+    /// ```
+    pub fn bucket_mixed(plan: &MixedBucketPlan<'_>, bucket: &'a mut [u8]) -> Result<Self, Error> {
+        // SAFETY: the bucket is exclusively borrowed for 'a, as long as the plan can run.
+        unsafe { Self::prepare_bucket((bucket.as_mut_ptr() as *const c_void, bucket.len(), HOST), |t, out| plan.export_raw(t, Some(out))) }
+    }
+
+    /// Prepares `plan`'s [`fill_device`](MixedBucketPlan::fill_device). The [`DeviceBytes`] promise
+    /// extends to every run of the plan.
+    pub fn bucket_mixed_device(plan: &MixedBucketPlan<'_>, bucket: DeviceBytes) -> Result<Self, Error> {
+        // SAFETY: DeviceBytes' constructor promised the memory for the work queued on it.
+        unsafe { Self::prepare_bucket((bucket.as_ptr(), bucket.len(), bucket.device()), |t, out| plan.export_raw(t, Some(out))) }
+    }
+
+    /// Runs a plan's `prepare` on the bucket (address, bytes, device), which the caller keeps valid for
+    /// every run.
+    unsafe fn prepare_bucket(
+        bucket: (*const c_void, usize, sys::DLDevice),
+        prepare: impl FnOnce(&mut sys::DLTensor, &mut *mut sys::mxfp8_prepared_export) -> Result<(), Error>,
+    ) -> Result<Self, Error> {
+        let mut raw = core::ptr::null_mut();
+        with_byte_tensor(bucket.0, bucket.1, bucket.2, |t| prepare(t, &mut raw))?;
         Ok(Self::from_raw(raw))
     }
 
@@ -150,6 +185,71 @@ impl<'a> PreparedExport<'a> {
         let d = Destinations::device(targets);
         // SAFETY: DeviceBytes' constructor promised the memory for the work queued on it.
         unsafe { Self::prepare_import(ImportSource::Tensors(tensors, shards, options), &d) }
+    }
+
+    /// Prepares [`import_tensors_mixed_host`](crate::import_tensors_mixed_host)
+    /// (`mxfp8_prepare_import_tensors_mixed`): the plan holds a reference on every tensor of both kinds,
+    /// and the targets (global scales included) stay borrowed until it is dropped; every run writes them
+    /// again from the tensors' current bytes.
+    ///
+    /// ```compile_fail,E0597
+    /// # use mxfp8::{ExportOptions, GlobalScale, PreparedExport, Stream};
+    /// let prepared = {
+    ///     let mut targets = Vec::new();
+    ///     PreparedExport::import_tensors_mixed(&[], &ExportOptions::default(), GlobalScale::Decode, &mut targets).unwrap()
+    /// }; // error: `targets` does not live long enough
+    /// prepared.run(Stream::LEGACY_DEFAULT).unwrap();
+    /// ```
+    pub fn import_tensors_mixed(
+        tensors: &[MixedTensor<'_>],
+        options: &ExportOptions,
+        global_scale: GlobalScale,
+        targets: &'a mut [MixedImportTarget<'a>],
+    ) -> Result<Self, Error> {
+        let d = MixedDestinations::host(targets);
+        let mut raw = core::ptr::null_mut();
+        // SAFETY: the targets are exclusively borrowed for 'a, as long as the plan can run.
+        unsafe { import_tensors_mixed_raw(tensors, options, global_scale, &d, Some(&mut raw))? };
+        Ok(Self::from_raw(raw))
+    }
+
+    /// Prepares [`import_tensors_mixed_device`](crate::import_tensors_mixed_device); the [`DeviceBytes`]
+    /// promises extend to every run of the plan.
+    pub fn import_tensors_mixed_device(
+        tensors: &[MixedTensor<'_>],
+        options: &ExportOptions,
+        global_scale: GlobalScale,
+        targets: &[DeviceMixedImportTarget],
+    ) -> Result<Self, Error> {
+        let d = MixedDestinations::device(targets)?;
+        let mut raw = core::ptr::null_mut();
+        // SAFETY: DeviceBytes' constructor promised the memory for the work queued on it.
+        unsafe { import_tensors_mixed_raw(tensors, options, global_scale, &d, Some(&mut raw))? };
+        Ok(Self::from_raw(raw))
+    }
+
+    /// Prepares [`import_bucket_mixed_host`](crate::import_bucket_mixed_host)
+    /// (`mxfp8_prepare_import_bucket` with NVFP4 entries): the bucket (read at every run) and the targets
+    /// (global scales included, written at every run) stay borrowed until the plan is dropped. The
+    /// manifest is not kept.
+    pub fn import_bucket_mixed(bucket: &'a [u8], import: &MixedBucketImport<'_>, targets: &'a mut [MixedImportTarget<'a>]) -> Result<Self, Error> {
+        let d = MixedDestinations::host(targets);
+        let mut raw = core::ptr::null_mut();
+        // SAFETY: the bucket is borrowed and the targets exclusively borrowed for 'a.
+        unsafe { import_bucket_mixed_raw((bucket.as_ptr() as *const c_void, bucket.len(), HOST), import, &d, Stream::default(), Some(&mut raw))? };
+        Ok(Self::from_raw(raw))
+    }
+
+    /// Prepares [`import_bucket_mixed_device`](crate::import_bucket_mixed_device); the [`DeviceBytes`]
+    /// promises extend to every run of the plan.
+    pub fn import_bucket_mixed_device(bucket: DeviceBytes, import: &MixedBucketImport<'_>, targets: &[DeviceMixedImportTarget]) -> Result<Self, Error> {
+        let d = MixedDestinations::device(targets)?;
+        let mut raw = core::ptr::null_mut();
+        // SAFETY: DeviceBytes' constructor promised the memory for the work queued on it.
+        unsafe {
+            import_bucket_mixed_raw((bucket.as_ptr() as *const c_void, bucket.len(), bucket.device()), import, &d, Stream::default(), Some(&mut raw))?
+        };
+        Ok(Self::from_raw(raw))
     }
 
     unsafe fn prepare_import(source: ImportSource<'_>, d: &Destinations) -> Result<Self, Error> {

@@ -409,3 +409,92 @@ fn nvfp4_on_cuda_memory() {
     td.dequantize_into_device(out.bytes(), OutputDtype::F32, &DequantizeOptions::new()).unwrap();
     assert_eq!(f32s(&out.to_host()), f32_bits(&expected));
 }
+
+#[test]
+fn mixed_buckets_and_imports_on_cuda_memory() {
+    use mxfp8::{
+        import_bucket_mixed_device, import_tensors_mixed_device, import_tensors_mixed_host, DeviceImportTarget, DeviceMixedImportTarget,
+        DeviceNvfp4ImportTarget, GlobalScale, ImportTarget, Layout, MixedBucketImport, MixedBucketPlan, MixedImportTarget, MixedTensor,
+        Nvfp4ImportTarget, Nvfp4TensorBuilder, PreparedExport,
+    };
+    if !gpu_present() {
+        return;
+    }
+    // MXFP8 (133, 72) and NVFP4 (140, 40), both with swizzled scales (padding poisoned): partial blocks,
+    // rows not a multiple of 128. The device results equal the host ones (checked against the references
+    // in tests/mixed.rs).
+    let (mh, md, mv, ms) = weight(133, 72, 61);
+    let (r, k, c) = (140usize, 40usize, 3usize);
+    let values = random_bytes(r * k / 2, 62, 0, 255);
+    let scales = random_bytes(r * c, 63, 1, 0x7E);
+    let swz = swizzle_reference(&scales, r, c, POISON);
+    let (vshape, sshape) = ([r as i64, (k / 2) as i64], [256i64, 4]);
+    let build = |d: ManagedTensor, s: ManagedTensor, a: ManagedTensor| {
+        Nvfp4TensorBuilder::new().scale_layout(ScaleLayout::GemmSwizzled).rowwise(d, s, a).build().unwrap()
+    };
+    let nh = build(
+        ManagedTensor::from_host_bytes(values.clone(), &vshape).unwrap(),
+        ManagedTensor::from_host_bytes(swz.clone(), &sshape).unwrap(),
+        ManagedTensor::from_host_f32(vec![5.5], &[1]).unwrap(),
+    );
+    let nd = build(device_tensor(&values, &vshape), device_tensor(&swz, &sshape), device_tensor_f32(&[5.5], &[1]));
+    let (host_tensors, dev_tensors) = ([MixedTensor::Mxfp8(&mh), MixedTensor::Nvfp4(&nh)], [MixedTensor::Mxfp8(&md), MixedTensor::Nvfp4(&nd)]);
+
+    // The bucket: one launch, then its prepared form.
+    let host_plan = MixedBucketPlan::new(&host_tensors, &ExportOptions::default(), 256).unwrap();
+    let mut expected = vec![POISON; host_plan.total_bytes() as usize];
+    host_plan.fill(&mut expected).unwrap();
+    let plan = MixedBucketPlan::new(&dev_tensors, &ExportOptions::default(), 256).unwrap();
+    assert_eq!((plan.entries(), plan.nvfp4_entries()), (host_plan.entries(), host_plan.nvfp4_entries()));
+    let bucket = DeviceBuf::new(plan.total_bytes() as usize, POISON);
+    plan.fill_device(bucket.bytes()).unwrap();
+    assert!(bucket.to_host() == expected);
+    let again = DeviceBuf::new(plan.total_bytes() as usize, POISON);
+    let prepared = PreparedExport::bucket_mixed_device(&plan, again.bytes()).unwrap();
+    prepared.run(Stream::default()).unwrap();
+    assert!(again.to_host() == expected);
+    drop(prepared);
+    let e = host_plan.entries();
+    assert_eq!(&expected[e[0].values_offset as usize..][..mv.len()], &mv[..]);
+    assert_eq!(&expected[e[0].scales_offset as usize..][..ms.len()], &ms[..]);
+    assert_eq!(&expected[e[1].scales_offset as usize..][..scales.len()], &scales[..]);
+
+    // The direct import (and the import of the bucket) into an MXFP8 compact and an NVFP4 128x4 target,
+    // with the encode global scale.
+    let (mut hmv, mut hms, mut hnv, mut hns, mut hg) = (vec![POISON; mv.len()], vec![POISON; ms.len()], vec![POISON; values.len()], vec![POISON; swz.len()], [0f32]);
+    let mut targets = [
+        MixedImportTarget::Mxfp8(ImportTarget { values: &mut hmv, scales: &mut hms, layout: Layout::Compact }),
+        MixedImportTarget::Nvfp4(Nvfp4ImportTarget { values: &mut hnv, scales: &mut hns, layout: Layout::Cutlass128x4, global_scale: &mut hg }),
+    ];
+    import_tensors_mixed_host(&host_tensors, &ExportOptions::default(), GlobalScale::Encode, &mut targets).unwrap();
+    let host_result = (hmv, hms, hnv, hns, f32_bits(&hg));
+    // The receiver of the device bucket writes the same, immediate and prepared.
+    let manifest = plan.manifest(["w", "n"]).unwrap();
+    let import = MixedBucketImport { global_scale: GlobalScale::Encode, ..MixedBucketImport::new(&manifest.entries, Direction::Rowwise) };
+    for (from_bucket, prepared) in [(false, false), (false, true), (true, false), (true, true)] {
+        let bufs = [mv.len(), ms.len(), values.len(), swz.len(), 4].map(|n| DeviceBuf::new(n, POISON));
+        let targets = [
+            DeviceMixedImportTarget::Mxfp8(DeviceImportTarget { values: bufs[0].bytes(), scales: bufs[1].bytes(), layout: Layout::Compact }),
+            DeviceMixedImportTarget::Nvfp4(DeviceNvfp4ImportTarget {
+                values: bufs[2].bytes(),
+                scales: bufs[3].bytes(),
+                layout: Layout::Cutlass128x4,
+                global_scale: bufs[4].bytes(),
+            }),
+        ];
+        let options = ExportOptions::default();
+        let plan = match (from_bucket, prepared) {
+            (false, false) => import_tensors_mixed_device(&dev_tensors, &options, GlobalScale::Encode, &targets).map(|_| None),
+            (false, true) => PreparedExport::import_tensors_mixed_device(&dev_tensors, &options, GlobalScale::Encode, &targets).map(Some),
+            (true, false) => import_bucket_mixed_device(bucket.bytes(), &import, &targets, Stream::default()).map(|_| None),
+            (true, true) => PreparedExport::import_bucket_mixed_device(bucket.bytes(), &import, &targets).map(Some),
+        }
+        .unwrap();
+        if let Some(plan) = &plan {
+            plan.run(Stream::default()).unwrap();
+        }
+        let got = (bufs[0].to_host(), bufs[1].to_host(), bufs[2].to_host(), bufs[3].to_host(), f32s(&bufs[4].to_host()));
+        assert!(got == host_result, "from the bucket: {from_bucket}, prepared: {prepared}");
+        drop(plan);
+    }
+}
