@@ -360,6 +360,10 @@ def main():
     parser.add_argument("--reps", type=int, default=None,
                         help="timed rounds: steps per path and layout (default 15; --smoke 2)")
     parser.add_argument("--warmup", type=int, default=None, help="untimed rounds first (default 2; --smoke 1)")
+    parser.add_argument("--time-limit-s", type=float, default=100,
+                        help="stop adding timed rounds (after at least 5) once the run has taken this long, so "
+                             "that a caller's time limit (bench/device_session.sh: 150 s) still gets the JSON; "
+                             "'reps' records the rounds run (default 100)")
     parser.add_argument("--out", help="write the JSON here (also printed)")
     parser.add_argument("--sweep-mb", type=lambda t: [int(v) for v in t.split(",") if v], default=[],
                         help="also time the pipelined paths with two buckets of each of these MiB sizes")
@@ -510,6 +514,10 @@ def main():
                 samples[layout][path].append(ms)
         print(f"round {rnd + 1}/{warmup + reps} ({'warm-up' if rnd < warmup else 'timed'}), "
               f"{time.perf_counter() - began:.0f} s", flush=True)
+        if rnd + 1 - warmup >= min(reps, 5) and time.perf_counter() - began > args.time_limit_s:
+            print(f"time limit: {rnd + 1 - warmup} timed rounds of {reps}", flush=True)
+            reps = rnd + 1 - warmup  # what the medians rest on; the sweep and event timings use as many
+            break
     results = {layout: layout_results(samples[layout], gpu_ms[layout][warmup:]) for layout in LAYOUTS}
 
     # The direct path's memory with a polling thread (untimed runs, checked bit for bit too).
