@@ -652,9 +652,8 @@ bool wide_chunks_pay(const ScaleJob *jobs, size_t count) {
                        resident_blocks<produce_compact_kernel<Wide, kMaxJobsPerLaunch, kPlainPaths>>(Wide::kThreads);
 }
 
-// Large plain copies (the values of a bucket, an import or a shard) go through cudaMemcpyAsync, or
-// cudaMemcpy2DAsync for a window of columns (a row-parallel shard's K slice), which move bytes at the
-// device's copy speed; the kernel's row segments reach ~85% of it (H200, 2026-12-02).
+// Large contiguous copies (the values of a bucket or an import) go through cudaMemcpyAsync, which moves
+// bytes at the device's copy speed; the kernel's row segments reach ~85% of it (H200, 2026-12-02).
 // MXFP8_COPY_ENGINE_MIN_BYTES, read once: the smallest part copied that way (default 4 MiB; 0: never,
 // every byte in the one kernel launch).
 constexpr int64_t kDefaultCopyEngineMinBytes = int64_t{4} << 20;
@@ -673,29 +672,10 @@ int64_t copy_engine_min_bytes() {
   return value;
 }
 
-// A job that copies rows of bytes as they are (no swizzle, layout or permutation, bytes dense in a row).
-bool is_plain_copy(const ScaleJob &j) {
-  return !j.swizzled && !j.to_swizzled && j.layout < 0 && j.row_layout < 0 && j.src.col_stride == 1 &&
-         j.dst.col_stride == 1;
-}
-
-// Rows this wide (bytes) or wider go through cudaMemcpy2DAsync when they are not one contiguous run:
-// narrower ones leave the copy's bursts short, where the kernel does as well.
-constexpr int64_t kMinCopyEngineRowBytes = 512;
-
-// How a plain copy of at least the threshold moves: one cudaMemcpyAsync when both sides are one
-// contiguous run, one cudaMemcpy2DAsync when the rows are wide and the pitches within its limits, else
-// (kNone) through the kernel.
-enum class CopyRoute { kNone, kFlat, k2D };
-CopyRoute copy_route(const ScaleJob &j, int64_t min_bytes) {
-  if (min_bytes <= 0 || !is_plain_copy(j) || j.dst.rows * j.dst.cols < min_bytes) return CopyRoute::kNone;
-  const bool src_dense = j.src.row_stride == j.dst.cols || j.dst.rows == 1;
-  const bool dst_dense = j.dst.row_stride == j.dst.cols || j.dst.rows == 1;
-  if (src_dense && dst_dense) return CopyRoute::kFlat;
-  if (j.dst.cols >= kMinCopyEngineRowBytes && j.src.row_stride >= j.dst.cols && j.dst.row_stride >= j.dst.cols &&
-      j.src.row_stride <= INT32_MAX && j.dst.row_stride <= INT32_MAX)
-    return CopyRoute::k2D;
-  return CopyRoute::kNone;
+// A job that copies one contiguous run of bytes (rows of a flat copy, both sides dense).
+bool is_flat_copy(const ScaleJob &j) {
+  return !j.swizzled && !j.to_swizzled && j.layout < 0 && j.src.col_stride == 1 && j.dst.col_stride == 1 &&
+         j.src.row_stride == j.src.cols && j.dst.row_stride == j.dst.cols;
 }
 
 }  // namespace
@@ -715,27 +695,19 @@ void run_jobs(const ScaleJob *jobs, size_t count, void *stream) {
   const int64_t min_bytes = copy_engine_min_bytes();
   std::vector<ScaleJob> rest;
   if (min_bytes > 0) {
-    size_t routed = 0;
-    for (size_t i = 0; i < count; ++i) routed += copy_route(jobs[i], min_bytes) != CopyRoute::kNone;
-    if (routed > 0) {
-      rest.reserve(count - routed);
+    size_t large = 0;
+    for (size_t i = 0; i < count; ++i)
+      large += is_flat_copy(jobs[i]) && jobs[i].dst.rows * jobs[i].dst.cols >= min_bytes;
+    if (large > 0) {
+      rest.reserve(count - large);
       for (size_t i = 0; i < count; ++i) {
         const ScaleJob &j = jobs[i];
-        switch (copy_route(j, min_bytes)) {
-          case CopyRoute::kFlat:
-            check(cudaMemcpyAsync(j.dst.data, j.src.data, static_cast<size_t>(j.dst.rows * j.dst.cols),
-                                  cudaMemcpyDefault, s),
-                  "queueing a copy of values");
-            break;
-          case CopyRoute::k2D:
-            check(cudaMemcpy2DAsync(j.dst.data, static_cast<size_t>(j.dst.row_stride), j.src.data,
-                                    static_cast<size_t>(j.src.row_stride), static_cast<size_t>(j.dst.cols),
-                                    static_cast<size_t>(j.dst.rows), cudaMemcpyDefault, s),
-                  "queueing a copy of a window of values");
-            break;
-          case CopyRoute::kNone:
-            rest.push_back(j);
-            break;
+        const int64_t bytes = j.dst.rows * j.dst.cols;
+        if (is_flat_copy(j) && bytes >= min_bytes) {
+          check(cudaMemcpyAsync(j.dst.data, j.src.data, static_cast<size_t>(bytes), cudaMemcpyDefault, s),
+                "queueing a copy of values");
+        } else {
+          rest.push_back(j);
         }
       }
       jobs = rest.data();
