@@ -56,8 +56,8 @@ for t in test_gpu test_gpu_quantize test_gpu_failures test_gpu_import test_gpu_t
     { status=1; grep -B2 -A4 -E "ERROR|Failure|expected" "$LOGS/$t.log" | head -20; }
   echo "$t: $(grep -E '^\[  (PASSED|FAILED)' "$LOGS/$t.log" | tr '\n' ' ') $(grep -c SKIPPED "$LOGS/$t.log") skipped"
 done
-# Every plain copy through cudaMemcpyAsync / cudaMemcpy2DAsync (threshold 1 byte), and none (0): both
-# routes of the values, on the tests' small shapes.
+# Every contiguous part of values through cudaMemcpyAsync (threshold 1 byte), and none (0): both routes
+# of the values, on the tests' small shapes.
 for ce in 1 0; do
   for t in test_gpu test_gpu_import; do
     env ${MXFP8_TEST_QUICK:+MXFP8_TEST_QUICK=1} MXFP8_COPY_ENGINE_MIN_BYTES=$ce timeout 120 build-gpu/tests/c/$t \

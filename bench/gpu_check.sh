@@ -38,7 +38,7 @@ step "C test suite (ctest)"
 (cd build-gpu && ctest --output-on-failure 2>&1) | tee "$OUT/ctest.log" || status=1
 for t in test_gpu test_gpu_quantize test_gpu_failures test_gpu_import test_gpu_trtllm test_nvfp4 test_gpu_nvfp4_quantize test_nvfp4_bucket; do build-gpu/tests/c/$t 2>&1 | tee -a "$OUT/ctest.log" | tail -4; done
 # Every value byte through the kernel (no cudaMemcpyAsync for large parts): the wide-chunk copy path.
-# And every plain copy through cudaMemcpyAsync / cudaMemcpy2DAsync (threshold 1 byte).
+# And every large-enough plain copy through cudaMemcpyAsync (threshold 1 byte).
 for t in test_gpu test_gpu_import; do
   MXFP8_COPY_ENGINE_MIN_BYTES=0 build-gpu/tests/c/$t >"$OUT/$t-kernel-copies.log" 2>&1 || status=1
   echo "$t with MXFP8_COPY_ENGINE_MIN_BYTES=0: $(tail -1 "$OUT/$t-kernel-copies.log")"
