@@ -228,13 +228,15 @@ def profile_shard_export(backend, layer, layers, path):
             stop.synchronize()
             samples.append(start.elapsed_time(stop))
         timing[key] = round(statistics.median(samples), 5)
+    from torch.cuda import profiler as cuda_profiler  # cudaProfilerStart / Stop
+
     torch.cuda.synchronize()
-    torch.cuda.profiler.start()
+    cuda_profiler.start()
     export()
     copy_kernel()
     memcpy()
     torch.cuda.synchronize()
-    torch.cuda.profiler.stop()
+    cuda_profiler.stop()
     case = {"index": 0, "name": "model_shard", "bytes": shard_bytes, "sets": 1, "layers": layers,
             "tensors": len(model), "copy_kernel_pattern": "elementwise_kernel",
             "copy_engine_min_bytes": os.environ.get("MXFP8_COPY_ENGINE_MIN_BYTES", "default"),
