@@ -46,6 +46,7 @@ METRICS = {
     "issue_active_pct": "smsp__issue_active.avg.pct_of_peak_sustained_active",
     "sm_cycles_active_avg": "sm__cycles_active.avg",
     "sm_cycles_active_max": "sm__cycles_active.max",
+    "sm_cycles_active_min": "sm__cycles_active.min",
     "sm_cycles_elapsed_avg": "sm__cycles_elapsed.avg",
     "st_sectors": "l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum",
     "st_requests": "l1tex__t_requests_pipe_lsu_mem_global_op_st.sum",
@@ -152,6 +153,8 @@ def summarize_kernel(kernel):
             out["sm_active_pct"] = round(100 * m["sm_cycles_active_avg"] / m["sm_cycles_elapsed_avg"], 1)
         if "sm_cycles_active_max" in m and m.get("sm_cycles_active_avg"):
             out["sm_active_max_over_avg"] = round(m["sm_cycles_active_max"] / m["sm_cycles_active_avg"], 3)
+        if "sm_cycles_active_min" in m and m.get("sm_cycles_active_avg"):  # an SM that ran out of chunks early
+            out["sm_active_min_over_avg"] = round(m["sm_cycles_active_min"] / m["sm_cycles_active_avg"], 3)
     for kind in ("st", "ld"):
         if m.get(f"{kind}_requests"):
             out[f"{kind}_sectors_per_request"] = round(m[f"{kind}_sectors"] / m[f"{kind}_requests"], 2)

@@ -43,7 +43,7 @@ sections=(--section SpeedOfLight --section MemoryWorkloadAnalysis --section Laun
           --section WarpStateStats --section SchedulerStats)
 metrics=gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed
 metrics+=,lts__t_sector_hit_rate.pct,lts__throughput.avg.pct_of_peak_sustained_elapsed
-metrics+=,sm__cycles_active.avg,sm__cycles_active.max,sm__cycles_elapsed.avg,smsp__issue_active.avg.pct_of_peak_sustained_active
+metrics+=,sm__cycles_active.avg,sm__cycles_active.max,sm__cycles_active.min,sm__cycles_elapsed.avg,smsp__issue_active.avg.pct_of_peak_sustained_active
 metrics+=,l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum,l1tex__t_requests_pipe_lsu_mem_global_op_st.sum
 metrics+=,l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum,l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum
 metrics+=,l1tex__t_sectors_pipe_lsu_mem_local_op_ld.sum,l1tex__t_sectors_pipe_lsu_mem_local_op_st.sum

@@ -27,6 +27,7 @@ def kernel(name, grid, duration_ns, read, write, stalls=None, st=(0, 0), **extra
          "sm__warps_active.avg.pct_of_peak_sustained_active": 45.5, "launch__waves_per_multiprocessor": 1,
          "dram__throughput.avg.pct_of_peak_sustained_elapsed": 61.25, "lts__t_sector_hit_rate.pct": 12.5,
          "sm__cycles_active.avg": 900, "sm__cycles_elapsed.avg": 1000, "sm__cycles_active.max": 990,
+         "sm__cycles_active.min": 450,
          "l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum": st[0],
          "l1tex__t_requests_pipe_lsu_mem_global_op_st.sum": st[1]}
     for reason, value in (stalls or {}).items():
@@ -97,7 +98,8 @@ def main():
     k = moe["call"]["kernels"][0]
     check(k["st_sectors_per_request"] == 24.0, f"store sectors per request: {k}")
     check(k["top_stalls"] == [["long_scoreboard", 7.5], ["barrier", 3.25], ["lg_throttle", 1.5]], f"stalls: {k}")
-    check(k["sm_active_pct"] == 90.0 and k["dram_pct_of_peak"] in (61.2, 61.3), f"pcts: {k}")
+    check(k["sm_active_pct"] == 90.0 and k["sm_active_min_over_avg"] == 0.5 and k["dram_pct_of_peak"] in (61.2, 61.3),
+          f"pcts: {k}")
     check(k["grid_size"] == 528 and k["registers_per_thread"] == 64, f"launch: {k}")
     check(moe["call"]["dram_read_mb"] == 37.8 and abs(moe["call"]["dram_bytes_over_needed"] - 1.032) < 1e-3,
           f"dram bytes: {moe['call']}")
