@@ -54,6 +54,12 @@ METRICS = {
     "ld_requests": "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum",
     "local_ld_sectors": "l1tex__t_sectors_pipe_lsu_mem_local_op_ld.sum",
     "local_st_sectors": "l1tex__t_sectors_pipe_lsu_mem_local_op_st.sum",
+    "l2_write_sectors": "lts__t_sectors_srcunit_tex_op_write.sum",
+    "warp_instructions": "smsp__inst_executed.sum",
+    "smem_ld_wavefronts": "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum",
+    "smem_st_wavefronts": "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum",
+    "smem_ld_bank_conflicts": "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum",
+    "smem_st_bank_conflicts": "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum",
 }
 # WarpStateStats: cycles a warp spends stalled for each reason, per instruction issued
 STALL = re.compile(r"^smsp__average_warps_issue_stalled_(\w+?)_per_issue_active\.ratio$")
@@ -158,6 +164,10 @@ def summarize_kernel(kernel):
     for kind in ("st", "ld"):
         if m.get(f"{kind}_requests"):
             out[f"{kind}_sectors_per_request"] = round(m[f"{kind}_sectors"] / m[f"{kind}_requests"], 2)
+    for key in ("l2_write_sectors", "warp_instructions", "smem_ld_wavefronts", "smem_st_wavefronts",
+                "smem_ld_bank_conflicts", "smem_st_bank_conflicts"):
+        if key in m:
+            out[key] = int(m[key])
     spill = m.get("local_ld_sectors", 0) + m.get("local_st_sectors", 0)
     if spill:
         out["local_memory_sectors"] = int(spill)
@@ -237,6 +247,10 @@ def summarize_case(case, kernels, timing):
         # DRAM bytes over the bytes the case must move: > 1 is over-fetch or partial-sector writes
         out["call"]["dram_bytes_over_needed"] = round(
             (out["call"]["dram_read_mb"] + out["call"]["dram_write_mb"]) * 1e6 / case["bytes"], 3)
+    kib = case["bytes"] / 1024
+    for key in ("l2_write_sectors", "warp_instructions", "smem_ld_wavefronts", "smem_st_wavefronts"):
+        if summaries and all(key in k for k in summaries):  # per KiB moved: comparable across cases
+            out["call"][f"{key}_per_kib"] = round(sum(k[key] for k in summaries) / kib, 2)
     out["call"]["kernels"] = summaries
     if copy is not None:
         out["copy_kernel"] = summarize_kernel(copy)

@@ -47,7 +47,12 @@ metrics+=,sm__cycles_active.avg,sm__cycles_active.max,sm__cycles_active.min,sm__
 metrics+=,l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum,l1tex__t_requests_pipe_lsu_mem_global_op_st.sum
 metrics+=,l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum,l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum
 metrics+=,l1tex__t_sectors_pipe_lsu_mem_local_op_ld.sum,l1tex__t_sectors_pipe_lsu_mem_local_op_st.sum
-use_metrics=1
+# L2 write sectors from the SMs (the cost of uncoalesced stores), warp instructions, shared-memory
+# wavefronts and bank conflicts (the cost of the staging): dropped first if this ncu lacks one.
+extra=lts__t_sectors_srcunit_tex_op_write.sum,smsp__inst_executed.sum
+extra+=,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum
+extra+=,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum
+use_metrics=2   # 2: metrics and extra, 1: metrics, 0: the sections alone
 ncu_ok=1
 runs=()   # --run CASES CSV --why TEXT, for ncu_summary.py
 if [ -z "$ncu" ]; then
@@ -68,22 +73,22 @@ profile() {
     why="skipped: the time budget (${budget} s) was spent"
   else
     [ "$limit" -gt "$(left)" ] && limit=$(left)
-    local attempt
-    for attempt in 1 2; do
-      local extra=()
-      [ "$use_metrics" = 1 ] && extra=(--metrics "$metrics")
+    for _ in 1 2 3; do  # all metrics, the core ones, the sections alone
+      local requested=()
+      [ "$use_metrics" = 2 ] && requested=(--metrics "$metrics,$extra")
+      [ "$use_metrics" = 1 ] && requested=(--metrics "$metrics")
       rm -f "$LOGS/$name.ncu-rep"
       timeout "$limit" "$ncu" --profile-from-start off --clock-control none --cache-control all --replay-mode kernel \
-        "${sections[@]}" "${extra[@]}" -f -o "$LOGS/$name" --log-file "$LOGS/ncu-$name.log" "$@" >"$LOGS/$name.app.log" 2>&1
+        "${sections[@]}" "${requested[@]}" -f -o "$LOGS/$name" --log-file "$LOGS/ncu-$name.log" "$@" >"$LOGS/$name.app.log" 2>&1
       local rc=$?
       { echo "=== $name (exit $rc)"; grep -E "==(ERROR|WARNING)==" "$LOGS/ncu-$name.log" | head -8; tail -3 "$LOGS/ncu-$name.log"; } \
         >>"$OUT/profile_ncu.log" 2>/dev/null
       if grep -q "ERR_NVGPUCTRPERM" "$LOGS/ncu-$name.log" 2>/dev/null; then
         why="ncu cannot read the performance counters here (ERR_NVGPUCTRPERM)"
         ncu_ok=0
-      elif [ "$use_metrics" = 1 ] && [ $attempt = 1 ] && grep -qiE "metric.*(not found|invalid|failed to find)|failed to find metric" "$LOGS/ncu-$name.log" 2>/dev/null; then
-        note "$name: a requested metric is unknown to this ncu; again with the sections only"
-        use_metrics=0
+      elif [ "$use_metrics" -gt 0 ] && grep -qiE "metric.*(not found|invalid|failed to find)|failed to find metric" "$LOGS/ncu-$name.log" 2>/dev/null; then
+        use_metrics=$((use_metrics - 1))
+        note "$name: a requested metric is unknown to this ncu; again with $([ $use_metrics = 1 ] && echo "fewer metrics" || echo "the sections alone")"
         [ "$limit" -gt "$(left)" ] && limit=$(left)
         continue
       elif [ $rc = 124 ]; then

@@ -81,7 +81,8 @@ def main():
     kernels = [
         kernel(MARKER, 1, 1_500, 0, 0),
         kernel(CALL, 528, 39_000, 37_800_000, 40_100_000, {"long_scoreboard": 7.5, "barrier": 3.25, "selected": 9.0,
-                                                           "lg_throttle": 1.5, "no_instruction": 0.5}, st=(2_400_000, 100_000)),
+                                                           "lg_throttle": 1.5, "no_instruction": 0.5}, st=(2_400_000, 100_000),
+               **{"lts__t_sectors_srcunit_tex_op_write.sum": 2_359_296, "smsp__inst_executed.sum": 737_280}),
         kernel(COPY, 1056, 24_000, 37_700_000, 37_700_000, {"long_scoreboard": 20.0}, st=(400_000, 100_000)),
         kernel(MARKER, 2, 1_400, 0, 0),
         kernel(CALL, 264, 1_000_000, 2_140_000_000, 2_150_000_000),
@@ -101,6 +102,8 @@ def main():
     check(k["sm_active_pct"] == 90.0 and k["sm_active_min_over_avg"] == 0.5 and k["dram_pct_of_peak"] in (61.2, 61.3),
           f"pcts: {k}")
     check(k["grid_size"] == 528 and k["registers_per_thread"] == 64, f"launch: {k}")
+    check(moe["call"]["l2_write_sectors_per_kib"] == 32.0 and moe["call"]["warp_instructions_per_kib"] == 10.0
+          and "smem_ld_wavefronts_per_kib" not in moe["call"], f"per KiB: {moe['call']}")
     check(moe["call"]["dram_read_mb"] == 37.8 and abs(moe["call"]["dram_bytes_over_needed"] - 1.032) < 1e-3,
           f"dram bytes: {moe['call']}")
     check(moe["copy_kernel"]["duration_us"] == 24.0 and moe["copy_kernel_over_call"] == round(24 / 39, 3), f"copy: {moe}")
