@@ -6,12 +6,21 @@
 // 60 MB L2 (cold caches), enqueues its iterations back to back between two CUDA events (launch gaps stay
 // hidden behind the GPU queue), and the reported time is the median over repetitions of the per-iteration
 // mean. Bandwidth counts bytes read plus bytes written.
+//
+// `bench_scales --profile [--cases a,b,...] [--no-timing] [--out FILE]` instead runs each case of
+// `profile_case_names` once inside a cudaProfilerStart/Stop range, for Nsight Compute
+// (`ncu --profile-from-start off`, bench/profile_kernels.sh): a marker kernel, the call, a copy kernel of
+// the same bytes, cudaMemcpyAsync of the same bytes. It writes the list of cases it ran (with event
+// timings of each outside the range, unless --no-timing) as JSON to FILE or stdout.
+#include <cuda_profiler_api.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -136,13 +145,114 @@ double copy_ms(int64_t bytes_moved) {
   return ms;
 }
 
+// ---- Profiling mode (bench/profile_kernels.sh) ----
+
+// Separates the cases in a profile: launched first in each case's profiler range, with gridDim.x = the
+// case's index + 1, so bench/ncu_summary.py can assign the kernels that follow it to that case.
+__global__ void profile_case_marker() {}
+
+// The copy a case is compared with, as a kernel Nsight Compute can profile (cudaMemcpyAsync device to
+// device may run on a copy engine, which it does not see): a persistent grid, 16-byte vectors, four
+// loads in flight per thread.
+__global__ void __launch_bounds__(256) profile_copy_kernel(const uint4 *__restrict__ src, uint4 *__restrict__ dst,
+                                                           int64_t vectors) {
+  constexpr int kInFlight = 4;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  for (; i + (kInFlight - 1) * stride < vectors; i += kInFlight * stride) {
+    uint4 v[kInFlight];
+#pragma unroll
+    for (int k = 0; k < kInFlight; ++k) v[k] = __ldg(src + i + k * stride);
+#pragma unroll
+    for (int k = 0; k < kInFlight; ++k) dst[i + k * stride] = v[k];
+  }
+  for (; i < vectors; i += stride) dst[i] = __ldg(src + i);
+}
+
+void launch_profile_copy(const void *src, void *dst, int64_t vectors) {
+  static int grid = 0;
+  if (grid == 0) {
+    int per_sm = 0, sms = 0;
+    cuda_check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, profile_copy_kernel, 256, 0), "occupancy");
+    cuda_check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), "SM count");
+    grid = std::max(1, per_sm * sms);
+  }
+  const int64_t blocks = std::min<int64_t>(grid, std::max<int64_t>(1, (vectors + 255) / 256));
+  profile_copy_kernel<<<static_cast<unsigned>(blocks), 256>>>(static_cast<const uint4 *>(src), static_cast<uint4 *>(dst),
+                                                             vectors);
+  cuda_check(cudaGetLastError(), "copy kernel");
+}
+
+// The cases, in the order they run (bench/profile_kernels.sh groups them into ncu runs).
+const char *const profile_case_names[] = {"moe", "moe_1536x4096", "moe_4096x768", "weight_57344x8192",
+                                          "weight_8192x28672", "model"};
+
+// Runs the cases it is handed when --cases names them (all when --cases is absent), and lists them.
+struct Profiler {
+  std::vector<std::string> only;
+  bool timing = true;
+  std::string json;  // the cases run so far, as JSON objects
+  int index = 0;     // cases run so far (the marker's grid is index + 1)
+
+  bool wants(const char *name) const {
+    return only.empty() || std::find(only.begin(), only.end(), name) != only.end();
+  }
+
+  // `call(set)` does the case's work on input set `set` (0 <= set < sets); `bytes` it moves (read +
+  // written); `sets` distinct sets for the timing's cold rotation. The copy moves the same bytes: half
+  // read, half written.
+  void run(const char *name, int64_t bytes, int sets, const std::function<void(int)> &call) {
+    if (!wants(name)) return;
+    const int64_t half = (bytes / 2 + 15) / 16 * 16;
+    const int copies = static_cast<int>(std::max<int64_t>(2, static_cast<int64_t>(kColdBytes) / std::max<int64_t>(1, 2 * half)));
+    std::vector<void *> src(copies), dst(copies);
+    for (int i = 0; i < copies; ++i) {
+      cuda_check(cudaMalloc(&src[i], half), "malloc");
+      cuda_check(cudaMalloc(&dst[i], half), "malloc");
+      cuda_check(cudaMemset(src[i], i + 1, half), "memset");
+    }
+    char text[512];
+    int n = std::snprintf(text, sizeof text, "%s{\"index\": %d, \"name\": \"%s\", \"bytes\": %lld, \"sets\": %d, "
+                          "\"copy_kernel_pattern\": \"profile_copy_kernel\"",
+                          json.empty() ? "" : ", ", index, name, (long long)bytes, sets);
+    if (timing) {
+      const double call_ms = median_ms_per_iteration(sets, call);
+      const double call_gpu_ms = split_costs(sets, call).gpu_ms;  // without the host's part (MoE: host-bound at times)
+      const double kernel_ms = median_ms_per_iteration(copies, [&](int i) { launch_profile_copy(src[i], dst[i], half / 16); });
+      const double memcpy_ms = median_ms_per_iteration(copies, [&](int i) {
+        cuda_check(cudaMemcpyAsync(dst[i], src[i], half, cudaMemcpyDeviceToDevice, nullptr), "copy");
+      });
+      n += std::snprintf(text + n, sizeof text - n,
+                         ", \"call_ms\": %.5f, \"call_gpu_ms\": %.5f, \"copy_kernel_ms\": %.5f, \"memcpy_ms\": %.5f",
+                         call_ms, call_gpu_ms, kernel_ms, memcpy_ms);
+    } else {
+      call(0);  // warm-up outside the range (first-call set-up, the library's pool)
+    }
+    std::snprintf(text + n, sizeof text - n, "}");
+    json += text;
+    cuda_check(cudaDeviceSynchronize(), "before the profiled range");
+    // Without a profiler attached these two do nothing; their status is not this benchmark's concern.
+    (void)cudaProfilerStart();
+    profile_case_marker<<<index + 1, 32>>>();
+    call(0);
+    launch_profile_copy(src[0], dst[0], half / 16);
+    cuda_check(cudaMemcpyAsync(dst[1], src[1], half, cudaMemcpyDeviceToDevice, nullptr), "copy");
+    cuda_check(cudaDeviceSynchronize(), "the profiled range");
+    (void)cudaProfilerStop();
+    cudaGetLastError();
+    for (int i = 0; i < copies; ++i) cudaFree(src[i]), cudaFree(dst[i]);
+    ++index;
+  }
+};
+
 // One weight's swizzled scales, unswizzled into a compact buffer.
 struct ShapeResult {
   int64_t rows, k, bytes;
   double ms, copy_ms;
 };
 
-ShapeResult bench_shape(int64_t rows, int64_t k) {
+// With a profiler: only its case `weight_<rows>x<k>` (no result).
+ShapeResult bench_shape(int64_t rows, int64_t k, Profiler *profiler = nullptr) {
   const int64_t c = (k + 31) / 32, rp = round_up(rows, 128), cp = round_up(c, 4);
   const int64_t bytes = rp * cp + rows * c;
   const int copies = static_cast<int>(std::max<int64_t>(2, kColdBytes / bytes));
@@ -155,14 +265,22 @@ ShapeResult bench_shape(int64_t rows, int64_t k) {
     cuda_check(cudaMemcpy(swz[i], host.data(), host.size(), cudaMemcpyHostToDevice), "upload");
   }
   int64_t sshape[1] = {rp * cp}, cshape[2] = {rows, c};
-  const double ms = median_ms_per_iteration(copies, [&](int i) {
+  const auto call = [&](int i) {
     DLTensor s = bytes_tensor(swz[i], sshape, 1), o = bytes_tensor(out[i], cshape, 2);
     mxfp8_check(mxfp8_unswizzle_scales(&s, &o, nullptr), "unswizzle");
-  });
+  };
+  double ms = 0;
+  if (profiler) {
+    const std::string name = "weight_" + std::to_string(rows) + "x" + std::to_string(k);
+    profiler->run(name.c_str(), bytes, copies, call);
+  } else {
+    ms = median_ms_per_iteration(copies, call);
+  }
   for (int i = 0; i < copies; ++i) {
     cudaFree(swz[i]);
     cudaFree(out[i]);
   }
+  if (profiler) return ShapeResult{rows, k, bytes, 0, 0};
   return ShapeResult{rows, k, bytes, ms, copy_ms(bytes)};
 }
 
@@ -174,7 +292,8 @@ struct ModelResult {
   Split split;
 };
 
-ModelResult bench_model(const std::vector<std::pair<int64_t, int64_t>> &layer, int layers) {
+// With a profiler: only its case `model` (no result).
+ModelResult bench_model(const std::vector<std::pair<int64_t, int64_t>> &layer, int layers, Profiler *profiler = nullptr) {
   std::vector<mxfp8_tensor *> tensors;
   std::vector<uint8_t *> buffers;
   std::vector<DLTensor> dst;
@@ -225,13 +344,20 @@ ModelResult bench_model(const std::vector<std::pair<int64_t, int64_t>> &layer, i
   const auto call = [&](int) {
     mxfp8_check(mxfp8_export_scales_batched(tensors.data(), dst_ptrs.data(), tensors.size(), nullptr), "batched");
   };
-  const double ms = median_ms_per_iteration(3, call);
-  const Split split = split_costs(1, call);
+  const int64_t bytes = total_in + total_out;
+  double ms = 0;
+  Split split{};
+  if (profiler) {
+    profiler->run("model", bytes, 3, call);  // 4.28 GB: cold without rotation; 3 calls a timed batch (as above)
+  } else {
+    ms = median_ms_per_iteration(3, call);
+    split = split_costs(1, call);
+  }
   for (auto *t : tensors) mxfp8_tensor_release(t);
   for (auto *b : buffers) cudaFree(b);
   cudaFree(bucket);
   cudaFree(values);
-  const int64_t bytes = total_in + total_out;
+  if (profiler) return ModelResult{static_cast<int>(tensors.size()), bytes, 0, 0, split};
   return ModelResult{static_cast<int>(tensors.size()), bytes, ms, copy_ms(bytes), split};
 }
 
@@ -246,7 +372,8 @@ struct MoeResult {
   double group_gpu_ms[2];  // the (1536, 4096) experts alone, the (4096, 768) ones alone
 };
 
-MoeResult bench_moe() {
+// With a profiler: only its cases `moe` (all 256 experts) and `moe_<rows>x<k>` (one group), no result.
+MoeResult bench_moe(Profiler *profiler = nullptr) {
   constexpr int kExperts = 128, kSets = 4;
   const std::pair<int64_t, int64_t> groups[2] = {{1536, 4096}, {4096, 768}};
   uint8_t *values;  // never read by a scales export: one allocation serves every group's description
@@ -312,21 +439,36 @@ MoeResult bench_moe() {
     mxfp8_check(mxfp8_export_scales_batched(experts[set].data(), dst_ptrs[set].data(), experts[set].size(), nullptr),
                 "batched experts");
   };
-  const double ms = median_ms_per_iteration(kSets, call);
-  const Split split = split_costs(kSets, call);
-  // Each group alone (the first 128 tensors of a set are the (1536, 4096) experts), GPU time only.
-  double group_gpu_ms[2];
-  for (int g = 0; g < 2; ++g)
-    group_gpu_ms[g] = split_costs(kSets, [&](int set) {
-                        mxfp8_check(mxfp8_export_scales_batched(experts[set].data() + g * kExperts,
-                                                                dst_ptrs[set].data() + g * kExperts, kExperts, nullptr),
-                                    "one group of experts");
-                      }).gpu_ms;
+  // Each group alone (the first 128 tensors of a set are the (1536, 4096) experts).
+  const auto group_call = [&](int g) {
+    return [&, g](int set) {
+      mxfp8_check(mxfp8_export_scales_batched(experts[set].data() + g * kExperts, dst_ptrs[set].data() + g * kExperts,
+                                              kExperts, nullptr),
+                  "one group of experts");
+    };
+  };
+  double ms = 0, group_gpu_ms[2] = {0, 0};
+  Split split{};
+  if (profiler) {
+    profiler->run("moe", bytes, kSets, call);
+    for (int g = 0; g < 2; ++g) {
+      const auto [rows, k] = groups[g];
+      const int64_t c = (k + 31) / 32;
+      const int64_t group_bytes = kExperts * (round_up(rows, 128) * round_up(c, 4) + rows * c);
+      const std::string name = "moe_" + std::to_string(rows) + "x" + std::to_string(k);
+      profiler->run(name.c_str(), group_bytes, kSets, group_call(g));
+    }
+  } else {
+    ms = median_ms_per_iteration(kSets, call);
+    split = split_costs(kSets, call);
+    for (int g = 0; g < 2; ++g) group_gpu_ms[g] = split_costs(kSets, group_call(g)).gpu_ms;
+  }
   for (auto &set : experts)
     for (auto *t : set) mxfp8_tensor_release(t);
   for (auto *g : handles) mxfp8_grouped_tensor_release(g);
   for (void *b : buffers) cudaFree(b);
   cudaFree(values);
+  if (profiler) return MoeResult{2 * kExperts, bytes, 0, 0, split, {0, 0}};
   return MoeResult{2 * kExperts, bytes, ms, copy_ms(bytes), split, {group_gpu_ms[0], group_gpu_ms[1]}};
 }
 
@@ -566,11 +708,63 @@ double bench_tiny_us(double &unswizzle_us, double &floor_us) {
 
 }  // namespace
 
-int main() {
+// bench_scales --profile [--cases a,b,...] [--no-timing] [--out FILE]: the profiling mode (top of file).
+int profile_main(int argc, char **argv, const std::vector<std::pair<int64_t, int64_t>> &layer) {
+  Profiler profiler;
+  const char *out_path = nullptr;
+  for (int i = 2; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--no-timing")) {
+      profiler.timing = false;
+    } else if (!std::strcmp(argv[i], "--out") && i + 1 < argc) {
+      out_path = argv[++i];
+    } else if (!std::strcmp(argv[i], "--cases") && i + 1 < argc) {
+      std::string list = argv[++i];
+      for (size_t at = 0; at <= list.size();) {
+        const size_t comma = std::min(list.find(',', at), list.size());
+        if (comma > at) profiler.only.push_back(list.substr(at, comma - at));
+        at = comma + 1;
+      }
+    } else {
+      std::fprintf(stderr, "bench_scales --profile: unknown argument %s (--cases a,b,... --no-timing --out FILE)\n", argv[i]);
+      return 2;
+    }
+  }
+  for (const std::string &name : profiler.only)
+    if (std::none_of(std::begin(profile_case_names), std::end(profile_case_names),
+                     [&](const char *known) { return name == known; })) {
+      std::fprintf(stderr, "bench_scales --profile: no case %s; the cases:", name.c_str());
+      for (const char *known : profile_case_names) std::fprintf(stderr, " %s", known);
+      std::fprintf(stderr, "\n");
+      return 2;
+    }
+  cudaDeviceProp prop{};
+  cuda_check(cudaGetDeviceProperties(&prop, 0), "properties");
+  // The order of profile_case_names; a set-up only when one of its cases is wanted.
+  if (profiler.wants("moe") || profiler.wants("moe_1536x4096") || profiler.wants("moe_4096x768")) bench_moe(&profiler);
+  if (profiler.wants("weight_57344x8192")) bench_shape(57344, 8192, &profiler);
+  if (profiler.wants("weight_8192x28672")) bench_shape(8192, 28672, &profiler);
+  if (profiler.wants("model")) bench_model(layer, 80, &profiler);
+  FILE *out = out_path ? std::fopen(out_path, "w") : stdout;
+  if (!out) {
+    std::fprintf(stderr, "bench_scales --profile: cannot write %s\n", out_path);
+    return 1;
+  }
+  std::fprintf(out, "{\"gpu\": \"%s\", \"sms\": %d, \"timing\": %s, \"cases\": [%s]}\n", prop.name,
+               prop.multiProcessorCount, profiler.timing ? "true" : "false", profiler.json.c_str());
+  if (out != stdout) std::fclose(out);
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  const std::vector<std::pair<int64_t, int64_t>> layer = {{10240, 8192}, {8192, 8192}, {57344, 8192}, {8192, 28672}};
+  if (argc > 1 && !std::strcmp(argv[1], "--profile")) return profile_main(argc, argv, layer);
+  if (argc > 1) {
+    std::fprintf(stderr, "usage: bench_scales [--profile [--cases a,b,...] [--no-timing] [--out FILE]]\n");
+    return 2;
+  }
   cudaDeviceProp prop{};
   cuda_check(cudaGetDeviceProperties(&prop, 0), "properties");
   const double peak_ms = copy_ms(2ll << 30);  // a 1 GiB copy: 2 GiB moved
-  const std::vector<std::pair<int64_t, int64_t>> layer = {{10240, 8192}, {8192, 8192}, {57344, 8192}, {8192, 28672}};
   std::printf("{\"gpu\": \"%s\", \"copy_peak_gbps\": %.1f, \"shapes\": {", prop.name, (2ll << 30) / peak_ms / 1e6);
   for (size_t i = 0; i < layer.size(); ++i) {
     const ShapeResult r = bench_shape(layer[i].first, layer[i].second);

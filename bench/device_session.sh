@@ -6,6 +6,8 @@
 #   OUT=dir bash bench/device_session.sh          (carry .carry; see bench/README.md)
 # SKIP_PYTEST=1 / SKIP_EXAMPLES=1 skip the Python tests / the examples; BENCHES="weight_sync_e2e reshard" picks the Python
 # benchmarks (python_overhead: the cost of a call from Python, issue 15).
+# PROFILE=1 adds the Nsight Compute profiles of bench/profile_kernels.sh at the end (~3 minutes; results
+# $OUT/profile.json); PROFILE=only builds and runs just those (no tests, no benchmarks).
 # Logs go to $LOGS (default /tmp/device-session); $OUT gets only the results (the device tool brings back
 # a handful of files).
 set -uo pipefail
@@ -46,6 +48,15 @@ cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITE
   grep -E "mxfp8|Error" || { echo "configure failed"; exit 1; }
 timeout 240 cmake --build build-gpu -j 8 >"$LOGS/build.log" 2>&1 || { tail -30 "$LOGS/build.log"; exit 1; }
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$LOGS/gpu.txt"
+
+if [ "${PROFILE:-0}" = only ]; then
+  step "kernel profiles only (PROFILE=only: bench/profile_kernels.sh; the reshard case waits for the package)"
+  wait $pip_pid
+  tail -3 "$LOGS/pip.log"
+  OUT="$OUT" LOGS="$LOGS/profile" timeout 200 bash bench/profile_kernels.sh build-gpu || status=1
+  step "done: status $status"
+  exit $status
+fi
 
 step "GPU test executables"
 for t in test_gpu test_gpu_quantize test_gpu_failures test_gpu_import test_gpu_trtllm test_nvfp4 test_gpu_nvfp4_quantize \
@@ -118,5 +129,9 @@ for b in "weight_sync_e2e 150" "engine_layouts 90" "nvfp4_bench 90" "reshard 90"
   PYTHONUNBUFFERED=1 timeout "$2" python3 bench/$1.py --out "$OUT/$1.json" >"$LOGS/$1.log" 2>&1 || { echo "$1 failed"; status=1; }
   tail -4 "$LOGS/$1.log"
 done
+if [ "${PROFILE:-0}" = 1 ]; then
+  step "kernel profiles (bench/profile_kernels.sh)"
+  OUT="$OUT" LOGS="$LOGS/profile" timeout 200 bash bench/profile_kernels.sh build-gpu || status=1
+fi
 step "done: status $status"
 exit $status

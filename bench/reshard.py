@@ -19,6 +19,11 @@ JSON says which), median of --reps. Every shard is checked bit for bit against t
 
   python bench/reshard.py --out reshard.json --merge bench/results/latest-h200.json   # the H200 run
   python bench/reshard.py --smoke     # tiny shapes, on the CPU with NumPy when there is no GPU: seconds
+  python bench/reshard.py --profile-out case.json --layers 8   # under ncu (bench/profile_kernels.sh)
+
+--profile-out runs the model's shard export once inside a cudaProfilerStart/Stop range (for
+`ncu --profile-from-start off`), followed by a copy kernel of the same bytes (torch's elementwise add of 0
+on int64) and a torch copy_ (cudaMemcpyAsync), and writes the case list bench/ncu_summary.py reads.
 
 Writes {"reshard": {"shard_ms", "shard_copy_ms", "crop_ms", "model_ms", "model_copy_ms",
 "model_crop_ms", ...}}; --merge adds that key to an existing results JSON (e.g. latest-h200.json).
@@ -191,6 +196,58 @@ def measure(backend, specs, shards, reps, label):
     return out
 
 
+def profile_shard_export(backend, layer, layers, path):
+    """The model's TP-8 shard export once in a profiler range (see the docstring), and its case list."""
+    torch = backend.torch
+    if torch is None:
+        raise SystemExit("reshard.py --profile-out needs a CUDA GPU and torch")
+    model, shards = {}, {}
+    for i in range(layers):
+        for kind, n, k in layer:
+            name = f"layers.{i}.{kind}"
+            model[name] = backend.storage(n, k, seed=100 + i)
+            shards[name] = rank_shard(kind, n, k)
+    sharded = {name: dict(spec, **shards[name]) for name, spec in model.items()}
+    bucket, manifest = mxfp8.export_bucket(sharded)
+    shard_bytes = sum(m["values_bytes"] + m["scales_bytes"] for m in manifest)
+    words = -(-shard_bytes // 8)
+    src = torch.ones(words, dtype=torch.int64, device="cuda")
+    dst = torch.empty_like(src)
+    export = lambda: mxfp8.export_bucket(sharded, bucket=bucket)  # noqa: E731
+    copy_kernel = lambda: torch.add(src, 0, out=dst)  # noqa: E731
+    memcpy = lambda: dst.copy_(src)  # noqa: E731
+    timing = {}
+    for key, body in (("call_ms", export), ("copy_kernel_ms", copy_kernel), ("memcpy_ms", memcpy)):
+        body()
+        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        samples = []
+        for _ in range(5):
+            start.record()
+            body()
+            stop.record()
+            stop.synchronize()
+            samples.append(start.elapsed_time(stop))
+        timing[key] = round(statistics.median(samples), 5)
+    from torch.cuda import profiler as cuda_profiler  # cudaProfilerStart / Stop
+
+    torch.cuda.synchronize()
+    cuda_profiler.start()
+    export()
+    copy_kernel()
+    memcpy()
+    torch.cuda.synchronize()
+    cuda_profiler.stop()
+    case = {"index": 0, "name": "model_shard", "bytes": shard_bytes, "sets": 1, "layers": layers,
+            "tensors": len(model), "copy_kernel_pattern": "elementwise_kernel",
+            "copy_engine_min_bytes": os.environ.get("MXFP8_COPY_ENGINE_MIN_BYTES", "default"),
+            # timed in the process ncu runs, outside its profiler range (eager calls, median of 5)
+            "timed_under_ncu": True, **timing}
+    with open(path, "w") as f:
+        json.dump({"gpu": torch.cuda.get_device_name(), "timing": True, "cases": [case]}, f)
+        f.write("\n")
+    print(json.dumps(case))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--smoke", action="store_true", help="tiny shapes, 2 repetitions: checks the logic")
@@ -198,10 +255,14 @@ def main():
     parser.add_argument("--reps", type=int, default=None)
     parser.add_argument("--out", help="write the JSON here")
     parser.add_argument("--merge", help="add the 'reshard' key to this existing results JSON (created if absent)")
+    parser.add_argument("--profile-out", help="profile mode: the model's shard export once in a profiler range; "
+                        "writes its case list here (bench/profile_kernels.sh)")
     args = parser.parse_args()
     backend = Backend(args.smoke)
     layer = SMOKE_LAYER if args.smoke else LAYER
     layers = args.layers or (2 if args.smoke else 80)
+    if args.profile_out:
+        return profile_shard_export(backend, layer, layers, args.profile_out)
     reps = args.reps or (2 if args.smoke else 10)
 
     # One weight: the (57344, 8192) gate-up projection, rank 3 of TP-8.

@@ -85,6 +85,7 @@ python3 -m mxfp8 demo --format nvfp4 --size small
 python3 examples/python/export_te_weight.py
 python3 examples/weight_sync/weight_sync.py --transport shm --steps 2
 python3 bench/tvm_ffi_overhead.py --device cpu --samples 300 --burst 20 | tr -d '\n ' && echo  # the benchmark still runs
+python3 bench/test_ncu_summary.py  # the profile post-processor (bench/profile_kernels.sh) on hand-made ncu CSVs
 
 step "Python release: sdist and CPU-only manylinux wheel, tested in a fresh venv with no compiler"
 env -u MXFP8_REQUIRE_TVM_FFI scripts/wheel.sh cpu  # the wheels do not carry the tvm-ffi adapter (wheel.sh says why)
