@@ -87,7 +87,7 @@ r = json.load(open(sys.argv[1]))
 print("model", r["whole_model"], "\nmoe", r["moe"])
 print({k: round(v["copy_ms"] / v["unswizzle_ms"], 3) for k, v in r["shapes"].items()})
 PY
-for b in "weight_sync_e2e 150" "engine_layouts 90" "nvfp4_bench 60" "reshard 90" "python_overhead 180"; do
+for b in "weight_sync_e2e 150" "engine_layouts 150" "nvfp4_bench 60" "reshard 90" "python_overhead 180"; do
   set -- $b
   [ -f bench/$1.py ] || continue
   [ -z "${BENCHES:-}" ] || [[ " $BENCHES " == *" $1 "* ]] || continue
