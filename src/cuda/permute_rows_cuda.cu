@@ -39,10 +39,10 @@ constexpr int kLanes = 32;
 constexpr int kThreads = 256;
 constexpr int kWarpsPerBlock = kThreads / kLanes;
 constexpr int kUnroll = 8;                // vectors in flight per lane: a warp moves 4 KiB at a time
-// 3 blocks (24 warps, 96 KiB of loads in flight) an SM: caps registers at 80. Uncapped, ptxas (nvcc 13,
-// sm_90) takes 99 for the 16-byte kernel (2 blocks an SM); at 80 it spills 12 bytes (an 8-byte stack
-// frame), at 64 (4 blocks) 112.
-constexpr int kMinBlocksPerSm = 3;
+// 4 blocks (32 warps, 128 KiB of loads in flight) an SM: caps registers at 64, where ptxas (nvcc 13,
+// sm_90) spills nothing (uncapped it takes 78). The layout as a template parameter and the tile row
+// recomputed in each pass (not hoisted out of the pass loop) are what keep it there: before, 99.
+constexpr int kMinBlocksPerSm = 4;
 constexpr int64_t kMaxTileRows = 32;      // divides every expert's row count (the layouts need 128)
 constexpr int kTilesPerScaleItem = 8;     // 32 scale columns: one 32-byte sector of each source row
 constexpr int kTilesPerHalf = 4;          // 16 columns: one 16-byte load a row
@@ -105,6 +105,7 @@ __device__ uint4 load_scale_words(const uint8_t *row, int32_t valid, int load_by
 
 // A scale item, in two halves of 4 tiles (16 columns): each lane loads 16 bytes of each of its 4 rows,
 // then writes line `lane` of the half's tiles.
+template <int32_t kLayout>
 __device__ void scale_item(const ScalesPart &p, uint32_t item, uint32_t lane) {
   const uint32_t group = item / p.items_per_group, in_group = item - group * p.items_per_group;
   const uint32_t tile_row = in_group / p.col_groups, col_group = in_group - tile_row * p.col_groups;
@@ -113,7 +114,7 @@ __device__ void scale_item(const ScalesPart &p, uint32_t item, uint32_t lane) {
 #pragma unroll
   for (int k = 0; k < 4; ++k) {
     const uint32_t d = tile_row * static_cast<uint32_t>(kTileRows) + k * static_cast<uint32_t>(kSubtileRows) + lane;
-    rows[k] = src + static_cast<int64_t>(layout_source_row<uint32_t>(p.layout, p.rows, d)) * p.src_row_stride;
+    rows[k] = src + static_cast<int64_t>(layout_source_row<uint32_t>(kLayout, p.rows, d)) * p.src_row_stride;
   }
   uint8_t *out = p.dst + group * p.dst_group_stride + static_cast<int64_t>(tile_row) * p.tile_cols * kTileBytes + lane * kLineBytes;
 #pragma unroll
@@ -134,7 +135,7 @@ __device__ void scale_item(const ScalesPart &p, uint32_t item, uint32_t lane) {
   }
 }
 
-template <class Vec>
+template <class Vec, int32_t kLayout>
 __device__ void value_tile(const ValuesPart &p, uint32_t tile, uint32_t lane) {
   const uint32_t group = tile / p.tiles_per_group, d0 = (tile - group * p.tiles_per_group) * p.tile_rows;
   const int64_t group_vectors = static_cast<int64_t>(p.group_rows) * p.per_row;
@@ -145,12 +146,14 @@ __device__ void value_tile(const ValuesPart &p, uint32_t tile, uint32_t lane) {
     Vec v[kUnroll];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
-      const uint32_t i = lane + kLanes * u;  // in pass 0; row 0 in the others (T = 1)
-      if (pass + i >= tile_vectors) continue;
-      // i / per_row by a multiply: exact for i < 256 (per_row_inverse = ceil(2^32 / per_row)).
-      const uint32_t r = static_cast<uint32_t>((static_cast<uint64_t>(i) * p.per_row_inverse) >> 32);
-      const uint32_t source = layout_source_row<uint32_t>(p.layout, p.group_rows, d0 + r);
-      v[u] = __ldcs(from + static_cast<int64_t>(source) * p.per_row + (i - r * p.per_row + pass));  // read once
+      const uint32_t i = pass + lane + kLanes * u;
+      if (i >= tile_vectors) continue;
+      // Row i / per_row of the tile: 0 when T = 1 (the only case with several passes), else i < 256 and
+      // a multiply by per_row_inverse = ceil(2^32 / per_row) is exact (its error, under i / 2^32, stays
+      // below 1 / per_row).
+      const uint32_t r = p.tile_rows == 1 ? 0u : static_cast<uint32_t>((static_cast<uint64_t>(i) * p.per_row_inverse) >> 32);
+      const uint32_t source = layout_source_row<uint32_t>(kLayout, p.group_rows, d0 + r);
+      v[u] = __ldcs(from + static_cast<int64_t>(source) * p.per_row + (i - r * p.per_row));  // read once
     }
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
@@ -160,12 +163,13 @@ __device__ void value_tile(const ValuesPart &p, uint32_t tile, uint32_t lane) {
   }
 }
 
-template <class Vec>
+// kLayout: the TRT-LLM layout of the values and scales, a constant so that the row map folds.
+template <class Vec, int32_t kLayout>
 __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm) permute_rows_kernel(const ValuesPart values, const ScalesPart scales) {
   const uint32_t lane = threadIdx.x % kLanes, warps = gridDim.x * kWarpsPerBlock;
   uint32_t item = blockIdx.x * kWarpsPerBlock + threadIdx.x / kLanes;
-  for (; item < scales.items; item += warps) scale_item(scales, item, lane);
-  for (item -= scales.items; item < values.tiles; item += warps) value_tile<Vec>(values, item, lane);
+  for (; item < scales.items; item += warps) scale_item<kLayout>(scales, item, lane);
+  for (item -= scales.items; item < values.tiles; item += warps) value_tile<Vec, kLayout>(values, item, lane);
 }
 
 // Rows per tile: the largest power of two up to 32 whose rows hold at most kLanes * kUnroll vectors.
@@ -249,15 +253,28 @@ ScalesPart scales_part(const ScaleJob *jobs, size_t count) {
   return p;
 }
 
-template <class Vec>
-void launch(const ValuesPart &values, const ScalesPart &scales, cudaStream_t stream) {
+template <class Vec, int32_t kLayout>
+void launch_kernel(const ValuesPart &values, const ScalesPart &scales, cudaStream_t stream) {
   const int64_t items = int64_t{values.tiles} + scales.items;
   if (items == 0) return;
-  constexpr auto kernel = permute_rows_kernel<Vec>;
+  constexpr auto kernel = permute_rows_kernel<Vec, kLayout>;
   const int64_t grid = std::min<int64_t>(ceil_div(items, kWarpsPerBlock), resident_blocks<kernel>(kThreads));
   checked_uint32(items + grid * kWarpsPerBlock, "work items");  // a warp's item index never wraps
   kernel<<<static_cast<unsigned>(grid), kThreads, 0, stream>>>(values, scales);
   check(cudaGetLastError(), "launching the row permutation kernel");
+}
+
+template <class Vec>
+void launch(const ValuesPart &values, const ScalesPart &scales, cudaStream_t stream) {
+  const int32_t layout = values.tiles ? values.layout : scales.layout;
+  if (values.tiles && scales.items && scales.layout != layout) {  // not one convert's: one launch each
+    launch<Vec>(values, ScalesPart{}, stream);
+    return launch<uint4>(ValuesPart{}, scales, stream);
+  }
+  if (layout == MXFP8_LAYOUT_TRTLLM_SHUFFLED_GATED) return launch_kernel<Vec, MXFP8_LAYOUT_TRTLLM_SHUFFLED_GATED>(values, scales, stream);
+  if (layout == MXFP8_LAYOUT_TRTLLM_SHUFFLED || (values.tiles == 0 && scales.items == 0))
+    return launch_kernel<Vec, MXFP8_LAYOUT_TRTLLM_SHUFFLED>(values, scales, stream);
+  fail(MXFP8_ERROR_INTERNAL, "the row permutation kernel writes the TRT-LLM layouts only, not layout ", layout);
 }
 
 // One launch: the values job (or none) and a scale run (or none).
