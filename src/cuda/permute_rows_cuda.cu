@@ -9,15 +9,15 @@
 //    than that), moved in 16-byte vectors (4 or 1 bytes when K or a pointer is not aligned for them).
 //    Lane l moves vectors l, l + 32, ... of the tile, all kUnroll loads issued before the stores; warp
 //    loads and stores are contiguous whatever the permutation. A tile's rows are contiguous in the
-//    destination; vector i of a tile is column c of its row r, the same (r, c) for a lane in every tile,
-//    so they are computed once, before the loop (no division per vector), and each vector's source row
-//    is a few shifts and adds (layout_source_row in 32 bits).
+//    destination, so vector i of a tile goes to tile + i; its row in the tile is a multiply (no division),
+//    and its source row a few shifts and adds (layout_source_row in 32 bits, the layout a template
+//    parameter).
 //  - A scale item is 8 tiles (32 scale columns) of one 128-row tile row of one expert's scales, in the
 //    128x4 layout of the permuted rows. Lane l holds destination rows l, l + 32, l + 64 and l + 96:
-//    the four words of line l of every tile. It reads the item's 32 columns of the four source rows
-//    (two 16-byte loads a row; words or bytes when the rows are not aligned for them) and writes line l
-//    of each of the 8 tiles, so the warp's stores are 512 contiguous bytes a tile. Padding columns
-//    (past C, to a multiple of 4) are zeros.
+//    the four words of line l of every tile. In two halves of 4 tiles, it reads 16 columns of each of
+//    the four source rows (one 16-byte load a row; words or bytes when the rows are not aligned for
+//    them) and writes line l of each tile, so the warp's stores are 512 contiguous bytes a tile.
+//    Padding columns (past C, to a multiple of 4) are zeros.
 // The old path of these scales, a layout job in the batched scale kernel (unswizzle_cuda.cu), gathers
 // each 4-byte word through the layout's inverse index with 64-bit divisions; it still takes the TRT-LLM
 // jobs this kernel does not (swizzled sources, unaligned outputs).
