@@ -190,7 +190,7 @@ uint32_t checked_uint32(int64_t v, const char *what) {
 // The values part of a row-permuted copy job, in units of Vec.
 template <class Vec>
 ValuesPart values_part(const ScaleJob &job) {
-  ValuesPart p{job.src.data, job.dst.data, 0, 0, 0, 0, 0, job.row_layout};
+  ValuesPart p{job.src.data, job.dst.data, 0, 0, 0, 0, 0, job.row_layout, 0};
   const int64_t per_row = job.dst.cols / static_cast<int64_t>(sizeof(Vec));
   p.per_row = checked_uint32(per_row, "a row of bytes");
   p.group_rows = checked_uint32(job.group_rows, "rows of one expert");
