@@ -148,9 +148,9 @@ __device__ void value_tile(const ValuesPart &p, uint32_t tile, uint32_t lane) {
     for (int u = 0; u < kUnroll; ++u) {
       const uint32_t i = pass + lane + kLanes * u;
       if (i >= tile_vectors) continue;
-      // Row i / per_row of the tile: 0 when T = 1 (the only case with several passes), else i < 256 and
-      // a multiply by per_row_inverse = ceil(2^32 / per_row) is exact (its error, under i / 2^32, stays
-      // below 1 / per_row).
+      // Row i / per_row of the tile: 0 when T = 1 (the only case with several passes); else i < 256,
+      // per_row <= 128, and a multiply by per_row_inverse = ceil(2^32 / per_row) is exact (its error,
+      // under i / 2^32, stays below 1 / per_row).
       const uint32_t r = p.tile_rows == 1 ? 0u : static_cast<uint32_t>((static_cast<uint64_t>(i) * p.per_row_inverse) >> 32);
       const uint32_t source = layout_source_row<uint32_t>(kLayout, p.group_rows, d0 + r);
       v[u] = __ldcs(from + static_cast<int64_t>(source) * p.per_row + (i - r * p.per_row));  // read once
@@ -192,7 +192,7 @@ template <class Vec>
 ValuesPart values_part(const ScaleJob &job) {
   ValuesPart p{job.src.data, job.dst.data, 0, 0, 0, 0, 0, job.row_layout, 0};
   const int64_t per_row = job.dst.cols / static_cast<int64_t>(sizeof(Vec));
-  p.per_row = checked_uint32(per_row, "a row of bytes");
+  p.per_row = checked_uint32(per_row, "vectors a row");
   p.group_rows = checked_uint32(job.group_rows, "rows of one expert");
   p.tile_rows = tile_rows_for(per_row);
   p.tiles_per_group = p.group_rows / p.tile_rows;
