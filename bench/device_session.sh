@@ -122,7 +122,7 @@ if "nvfp4_export" in r:  # fractions of a same-size copy: the whole export call,
     print("nvfp4 export", e["ms"], "ms:", round(e["copy_ms"] / e["ms"], 3), "of copy; GPU alone", e["gpu_ms"],
           "ms; unswizzle alone", round(e["copy_ms"] / e["unswizzle_ms"], 3))
 PY
-for b in "weight_sync_e2e 150" "engine_layouts 90" "nvfp4_bench 90" "reshard 90" "python_overhead 180"; do
+for b in "weight_sync_e2e 150" "engine_layouts 150" "nvfp4_bench 90" "reshard 90" "python_overhead 180"; do
   set -- $b
   [ -f bench/$1.py ] || continue
   [ -z "${BENCHES:-}" ] || [[ " $BENCHES " == *" $1 "* ]] || continue

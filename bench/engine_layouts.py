@@ -20,6 +20,12 @@ Median of --reps, CUDA events.
 
 Writes {"engine_layouts": {"cutlass_128x4": {"ms", "copy_ms", "torch_ms", ...}, "deepgemm": {...},
 "trtllm": {...}}}; "trtllm" writes w13 as "trtllm_gated" and w2 as "trtllm", values moved with the scales.
+On CUDA each target also gets "device_parts": the device time per step of each kernel and copy the
+timed call launches (torch.profiler), and what is left of "ms" ("host_and_gaps_ms": the host's
+time before the first launch, launch gaps). "trtllm" gets "split": its one launch (values and scales
+of all experts) against the same kernel moving the values alone (scales from TE's swizzled storage,
+which go through the batched scale kernel instead: "layout_job_scales_ms"), and a copy of the values
+alone ("values_copy_ms").
 Without a GPU (or without torch) --smoke runs the same conversions on tiny host arrays against NumPy
 references; the full run needs a CUDA GPU and a CUDA build of mxfp8.
 """
@@ -171,6 +177,38 @@ def timed(fn, reps, cuda):
     return statistics.median(times)
 
 
+# The kernels and copies of a step, by the short names device_parts reports.
+KERNEL_NAMES = {"permute_rows_kernel": "row_kernel", "produce_compact_kernel": "scale_kernel", "Memcpy": "memcpy"}
+
+
+def device_parts(fn, reps, ms):
+    """Device milliseconds per step of each kind of kernel and copy fn() launches (torch.profiler's CUDA
+    activity), their sum, and what of `ms` (the step's CUDA-event time) they leave. {"error": ...} when
+    the profiler is not available: the rest of the run does not depend on it."""
+    try:
+        import torch
+        from torch.profiler import ProfilerActivity, profile
+
+        fn()
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(reps):
+                fn()
+            torch.cuda.synchronize()
+        parts = {}
+        for evt in prof.events():
+            if evt.device_type != torch.autograd.DeviceType.CUDA:
+                continue
+            name = next((short for key, short in KERNEL_NAMES.items() if key in evt.name), evt.name[:60])
+            parts[name] = parts.get(name, 0.0) + evt.time_range.elapsed_us() / 1e3 / reps
+        parts = {k: round(v, 4) for k, v in parts.items()}
+        parts["sum"] = round(sum(parts.values()), 4)
+        parts["host_and_gaps_ms"] = round(ms - parts["sum"], 4)
+        return parts
+    except Exception as e:  # noqa: BLE001 - a profiler problem must not lose the run's other numbers
+        return {"error": f"{type(e).__name__}: {e}"}
+
+
 def make_weights(experts, layer, device):
     import torch
 
@@ -182,6 +220,57 @@ def make_weights(experts, layer, device):
         scales = torch.randint(1, 255, (experts, n, c), dtype=torch.uint8, device=device)
         weights[name] = (values.view(torch.float8_e4m3fn), scales, n, k, c)
     return weights
+
+
+PROFILED_REPS = 5
+
+
+def trtllm_split(weights, per, ours, theirs, copy_src, copy_dst, r, reps):
+    """Where the trtllm step's time goes: its one launch (values and scales) against the same kernel
+    moving the values alone, and the values alone against a copy of their bytes. For the values alone
+    the scales come from TE's padded swizzled storage, which the row kernel does not take (they go
+    through the batched scale kernel's layout jobs, the path all TRT-LLM scales took before)."""
+    import torch
+
+    import mxfp8
+
+    experts = next(iter(weights.values()))[1].shape[0]
+    swizzled = {name: torch.cat([torch_cutlass_128x4(s[e]) for e in range(experts)])
+                for name, (_, s, _, _, _) in weights.items()}
+
+    def swizzled_step():
+        for name, (v, _, n, k, c) in weights.items():
+            mxfp8.convert(v, swizzled[name], weight_target("trtllm", name), num_experts=experts, scales="padded",
+                          swizzled=True, values=ours[name][0], out=ours[name][1])
+
+    for name in weights:  # poisoned first, then checked like the timed call
+        ours[name][0].view(torch.uint8).fill_(0xFF)
+        ours[name][1].fill_(0xFF)
+    swizzled_step()
+    torch.cuda.synchronize()
+    for name in weights:
+        if not (torch.equal(ours[name][0].view(torch.uint8), theirs[name][0].view(torch.uint8)) and
+                torch.equal(ours[name][1], theirs[name][1])):
+            raise SystemExit(f"engine_layouts: trtllm {name} from swizzled scales: mxfp8.convert and the torch path differ")
+    values_bytes = sum(v.numel() for v, *_ in weights.values())
+    values_copy_ms = timed(lambda: copy_dst[:values_bytes].copy_(copy_src[:values_bytes]), reps, True)
+    swizzled_ms = timed(swizzled_step, reps, True)
+    fused = r["device_parts"].get("row_kernel")
+    alone = device_parts(swizzled_step, PROFILED_REPS, swizzled_ms)
+    out = {
+        "whole_ms": r["ms"],
+        "row_kernel_ms": fused,  # values and scales of all experts, one launch per weight
+        "values_alone_row_kernel_ms": alone.get("row_kernel"),
+        "values_copy_ms": round(values_copy_ms, 4),
+        "values_gb": round(values_bytes / 1e9, 3),
+        "layout_job_scales_ms": alone.get("scale_kernel"),  # from swizzled scales, the batched kernel
+        "swizzled_source_ms": round(swizzled_ms, 4),
+        "swizzled_source_parts": alone,
+    }
+    if fused is not None and out["values_alone_row_kernel_ms"] is not None:
+        out["scales_in_row_kernel_ms"] = round(fused - out["values_alone_row_kernel_ms"], 4)
+        out["values_fraction_of_copy"] = round(values_copy_ms / out["values_alone_row_kernel_ms"], 3)
+    return out
 
 
 def run_torch(experts, layer, reps, device, trtllm_layer=None):
@@ -239,6 +328,10 @@ def run_torch(experts, layer, reps, device, trtllm_layer=None):
             "bit_exact": True,
         }
         r = results[target]
+        if cuda:
+            r["device_parts"] = device_parts(ours_step, PROFILED_REPS, r["ms"])
+            if target == "trtllm":
+                r["split"] = trtllm_split(weights, per, ours, theirs, copy_src, copy_dst, r, reps)
         r["fraction_of_copy"] = round(r["copy_ms"] / r["ms"], 3)
         r["speedup_vs_torch"] = round(r["torch_ms"] / r["ms"], 1)
         r["targets_met"] = {"ge_70pct_of_copy": r["fraction_of_copy"] >= 0.7, "ge_20x_torch": r["speedup_vs_torch"] >= 20}

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "mxfp8/mxfp8.h"
 
@@ -96,8 +97,11 @@ void run_jobs(const ScaleJob *jobs, size_t count, void *stream);
 void unswizzle(const uint8_t *swizzled, ByteMatrix dst, void *stream);
 void swizzle(ByteMatrix src, uint8_t *swizzled, void *stream);
 void copy_matrix(ByteMatrix src, ByteMatrix dst, void *stream);
-// One row-permuted copy job: one launch (run_jobs takes these out of its batch and runs them here).
-void permute_rows(const ScaleJob &job, void *stream);
+// The jobs of the TRT-LLM layouts' row kernel (permute_rows_cuda.cu): row-permuted copies (the values)
+// and the TRT-LLM layout jobs that read row-major scales, a copy job and the run of its experts' scale
+// jobs in one launch. run_jobs hands its batch here first: false when no job is for this kernel (and
+// nothing ran); else those ran, and `rest` holds the others, in order.
+bool run_row_permutations(const ScaleJob *jobs, size_t count, void *stream, std::vector<ScaleJob> &rest);
 }  // namespace cuda
 
 }  // namespace mxfp8

@@ -55,18 +55,22 @@ MXFP8_HOST_DEVICE inline int64_t trtllm_shuffled_row(int64_t t) {
   const int64_t i = t % 32;
   return t - i + 8 * (i % 4) + i / 4;
 }
-MXFP8_HOST_DEVICE inline int64_t trtllm_unshuffled_row(int64_t d) {
-  const int64_t k = d % 32;
+// Int: int64_t on the host; uint32_t in the CUDA row kernel (permute_rows_cuda.cu), where rows < 2^31
+// and unsigned 32-bit math makes these a few shifts and adds.
+template <class Int>
+MXFP8_HOST_DEVICE inline Int trtllm_unshuffled_row(Int d) {
+  const Int k = d % 32;
   return d - k + 4 * (k % 8) + k / 8;
 }
 
 // The source row (of `rows`, one expert) that destination row d of a TRT-LLM layout holds: the value
 // rows and the scale rows alike. Identity for every other layout.
-MXFP8_HOST_DEVICE inline int64_t layout_source_row(int32_t layout, int64_t rows, int64_t d) {
+template <class Int>
+MXFP8_HOST_DEVICE inline Int layout_source_row(int32_t layout, Int rows, Int d) {
   if (layout == MXFP8_LAYOUT_TRTLLM_SHUFFLED) return trtllm_unshuffled_row(d);
   if (layout != MXFP8_LAYOUT_TRTLLM_SHUFFLED_GATED) return d;
-  const int64_t t = trtllm_unshuffled_row(d), half = rows / 2;  // t: the row of the interleaved matrix
-  return t % 2 == 0 ? half + t / 2 : t / 2;                      // up_i at 2i, gate_i at 2i + 1
+  const Int t = trtllm_unshuffled_row(d), half = rows / 2;  // t: the row of the interleaved matrix
+  return t % 2 == 0 ? half + t / 2 : t / 2;                  // up_i at 2i, gate_i at 2i + 1
 }
 
 // Its inverse: the destination row of source row s.

@@ -681,13 +681,10 @@ bool is_flat_copy(const ScaleJob &j) {
 }  // namespace
 
 void run_jobs(const ScaleJob *jobs, size_t count, void *stream) {
-  // Row-permuted copies (the values of the TRT-LLM layouts) have a kernel of their own
-  // (permute_rows_cuda.cu), one launch per job, which covers all experts.
+  // The TRT-LLM layouts have a kernel of their own (permute_rows_cuda.cu): the values of all experts
+  // (a row-permuted copy) and, in the same launch, their scales when read from row-major scales.
   std::vector<ScaleJob> not_permuted;
-  if (std::any_of(jobs, jobs + count, [](const ScaleJob &j) { return j.row_layout >= 0; })) {
-    for (size_t i = 0; i < count; ++i)
-      if (jobs[i].row_layout >= 0) permute_rows(jobs[i], stream);
-      else not_permuted.push_back(jobs[i]);
+  if (run_row_permutations(jobs, count, stream, not_permuted)) {
     jobs = not_permuted.data();
     count = not_permuted.size();
   }

@@ -156,15 +156,22 @@ def test_torch_cuda_matches_the_reference():
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available() or not mxfp8._mxfp8.with_cuda:
         pytest.skip("needs a CUDA device and a CUDA build of mxfp8")
+    # K: 16-byte, 4-byte and byte vectors of the row kernel, rows in one or two passes; C: 16-byte, word and
+    # byte loads of the scales (permute_rows_cuda.cu); the scales hold zeros, for the fix-up.
+    shapes = ((8, 384, 2048), (3, 128, 200), (2, 256, 33), (4, 128, 4624), (3, 256, 1536), (2, 128, 640),
+              (2, 128, 1540), (1, 128, 257))
     for target in ("trtllm", "trtllm_gated"):
-        for experts, n, k in ((8, 384, 2048), (3, 128, 200), (2, 256, 33)):
+        for (experts, n, k), fixup in [(shape, False) for shape in shapes] + [((3, 256, 1536), True), ((3, 128, 200), True)]:
             data, s = grouped(experts, n, k, seed=k)
             values = torch.from_numpy(data).cuda().view(torch.float8_e4m3fn)
             out = mxfp8.convert(values, torch.from_numpy(s.reshape(-1)).cuda(), target, num_experts=experts,
-                                scales="compact", values=True)
+                                scales="compact", values=True, zero_exponent_as_one=fixup)
             assert out.values.dtype == torch.float8_e4m3fn and out.values.is_cuda
             got_v, got_s = out.values.view(torch.uint8).cpu().numpy(), out.scales.cpu().numpy()
+            want = np.where(s == 0, 1, s).astype(np.uint8) if fixup else s
+            assert not fixup or (s == 0).any()
             for e in range(experts):
-                w_ref, s_ref = trtllm_reference(data[e * n:(e + 1) * n], s[e], target == "trtllm_gated")
-                np.testing.assert_array_equal(got_v[e], w_ref, err_msg=f"{target} {experts}x{n}x{k} expert {e}")
-                np.testing.assert_array_equal(got_s[e], s_ref, err_msg=f"{target} {experts}x{n}x{k} expert {e}")
+                w_ref, s_ref = trtllm_reference(data[e * n:(e + 1) * n], want[e], target == "trtllm_gated")
+                what = f"{target} {experts}x{n}x{k} fix-up {fixup} expert {e}"
+                np.testing.assert_array_equal(got_v[e], w_ref, err_msg=what)
+                np.testing.assert_array_equal(got_s[e], s_ref, err_msg=what)
