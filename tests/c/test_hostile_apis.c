@@ -2442,6 +2442,116 @@ static void test_fused_quantize_overlaps_across_shards(void **state) {
   }
 }
 
+/* Per-row amax entries through a mixed bucket: "the receiver gets either [convention] bit for bit as
+ * mxfp8_nvfp4_export_components computes it", checked against the header's formulas (decode: amax /
+ * (6 * 448), a float division; encode: 2688 / amax capped at FLT_MAX, a NaN amax too, 1 for a zero amax
+ * or a zero quotient) on amaxes at the edges (zeros, Inf, NaN, subnormal, FLT_MAX). And a bucket placed
+ * over a source's amax is refused before anything is written. */
+static uint32_t float_bits(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  return u;
+}
+
+static void test_per_row_amax_edges_through_a_bucket(void **state) {
+  (void)state;
+  enum { R = 8, C = 32 };
+  const int64_t dshape[2] = {R, C / 2}, sshape[2] = {R, C / 16};
+  test_tensor *data = test_tensor_new(2, dshape, kDLUInt, 1), *scales = test_tensor_new(2, sshape, kDLUInt, 1);
+  uint64_t rng = 3;
+  fill_random(data->buffer, data->bytes, &rng);
+  for (int i = 0; i < R * C / 16; ++i) scales->buffer[i] = (uint8_t)(0x30 + i);
+  const float inf = 1.0f / 0.0f;
+  float nan;
+  const uint32_t nan_bits = 0x7FC00001u; /* a payload: the decode writes the canonical NaN */
+  memcpy(&nan, &nan_bits, 4);
+  const float amaxes[R] = {0.0f, -0.0f, inf, nan, 1e-45f, 3.4028235e38f, 5.0f, 448.0f};
+  test_tensor *amax = test_float_tensor(R, amaxes);
+  uint8_t *arena = malloc(4096);
+  memcpy(arena + 32, amaxes, sizeof amaxes);
+  amax->managed.dl_tensor.data = arena + 32;
+  mxfp8_nvfp4_tensor_desc desc = MXFP8_NVFP4_TENSOR_DESC_INIT;
+  desc.rowwise_data = &data->managed;
+  desc.rowwise_scale_inv = &scales->managed;
+  desc.rowwise_amax = &amax->managed;
+  mxfp8_nvfp4_tensor *t = NULL;
+  assert_int_equal(mxfp8_nvfp4_tensor_create(&desc, &t), MXFP8_OK);
+  const mxfp8_nvfp4_tensor *ns[1] = {t};
+  mxfp8_bucket_entry e[1];
+  mxfp8_bucket_nvfp4_entry ne[1];
+  uint64_t total = 0;
+  assert_int_equal(mxfp8_bucket_plan_mixed(NULL, ns, 1, NULL, 16, e, ne, &total), MXFP8_OK);
+  EXPECT(ne[0].amax_bytes == 4 * R && ne[0].amax_offset % 4 == 0, "the amax part: %llu bytes at %llu",
+         (unsigned long long)ne[0].amax_bytes, (unsigned long long)ne[0].amax_offset);
+  assert_true(total + 64 <= 4096);
+  /* A bucket of the planned size over the source's amax (which lives inside it): refused, nothing
+   * written. The amax tensor was described pointing into `arena`. */
+  EXPECT(memcmp(arena + 32, amaxes, sizeof amaxes) == 0, "the amax as described");
+  int64_t bucket_shape[1] = {(int64_t)total};
+  DLTensor over = host_bytes(arena, 1, bucket_shape);
+  memset(arena, POISON, 32);
+  EXPECT(mxfp8_export_bucket_mixed(NULL, ns, 1, NULL, e, ne, &over) == MXFP8_ERROR_INVALID_ARGUMENT,
+         "a bucket over the source's amax was filled");
+  assert_last_error_contains("nvfp4_tensors[0]");
+  EXPECT(all_poison(arena, 32) && memcmp(arena + 32, amaxes, sizeof amaxes) == 0, "the arena was written");
+  uint8_t *bucket = malloc((size_t)total);
+  over.data = bucket;
+  assert_int_equal(mxfp8_export_bucket_mixed(NULL, ns, 1, NULL, e, ne, &over), MXFP8_OK);
+  EXPECT(memcmp(bucket + ne[0].amax_offset, amaxes, sizeof amaxes) == 0, "the amax part is the amax, bit for bit");
+
+  int64_t shape[2] = {R, C};
+  const int64_t *shapes[1] = {shape};
+  int32_t ndims[1] = {2}, formats[1] = {MXFP8_FORMAT_NVFP4};
+  uint8_t v[R * C / 2], sc[R * C / 16];
+  float g[R];
+  int64_t vs[1] = {sizeof v}, ss[1] = {sizeof sc}, gs[1] = {R};
+  DLTensor dv = host_bytes(v, 1, vs), ds = host_bytes(sc, 1, ss);
+  DLTensor dg = {g, {kDLCPU, 0}, 1, {kDLFloat, 32, 1}, gs, NULL, 0};
+  DLTensor *globals[1] = {&dg};
+  mxfp8_import_destination d = {&dv, &ds, MXFP8_LAYOUT_COMPACT, 0};
+  for (int convention = 0; convention < 2; ++convention) {
+    mxfp8_bucket_manifest m = MXFP8_BUCKET_MANIFEST_INIT;
+    m.count = 1;
+    m.entries = e;
+    m.ndims = ndims;
+    m.shapes = shapes;
+    m.formats = formats;
+    m.nvfp4_entries = ne;
+    m.global_scales = globals;
+    m.global_scale = convention;
+    memset(g, POISON, sizeof g);
+    assert_int_equal(mxfp8_import_bucket(&over, &m, &d, NULL), MXFP8_OK);
+    mxfp8_nvfp4_export_options o = MXFP8_NVFP4_EXPORT_OPTIONS_INIT;
+    o.global_scale = convention;
+    DLManagedTensorVersioned *exported = NULL;
+    assert_int_equal(mxfp8_nvfp4_export_components(t, &o, NULL, NULL, &exported), MXFP8_OK);
+    for (int r = 0; r < R; ++r) {
+      const float a = amaxes[r];
+      float want;
+      if (convention == MXFP8_NVFP4_GLOBAL_SCALE_DECODE) {
+        want = a / (6.0f * 448.0f);
+      } else {
+        want = 2688.0f / a;
+        if (want != want || want > 3.4028235e38f) want = 3.4028235e38f;
+        if (a == 0.0f || want == 0.0f) want = 1.0f;
+      }
+      const uint32_t got = float_bits(g[r]), from_export = float_bits(((const float *)exported->dl_tensor.data)[r]);
+      const int nan_ok = want != want && got == 0x7FFFFFFFu;
+      EXPECT(got == float_bits(want) || nan_ok, "convention %d, amax %g: 0x%08x, expected 0x%08x", convention, (double)a,
+             got, float_bits(want));
+      EXPECT(got == from_export, "convention %d, row %d: the import's 0x%08x, the export's 0x%08x", convention, r, got,
+             from_export);
+    }
+    release_managed(exported);
+  }
+  mxfp8_nvfp4_tensor_release(t);
+  free(bucket);
+  free(arena);
+  test_tensor_free(data);
+  test_tensor_free(scales);
+  test_tensor_free(amax);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_destination_byte_offset_past_int64_is_refused),
@@ -2479,6 +2589,7 @@ int main(void) {
       cmocka_unit_test(test_direct_mixed_import_overlaps),
       cmocka_unit_test(test_prepared_mixed_plans_outlive_their_handles),
       cmocka_unit_test(test_fused_quantize_overlaps_across_shards),
+      cmocka_unit_test(test_per_row_amax_edges_through_a_bucket),
   };
   return cmocka_run_group_tests_name("hostile callers of the newest calls", tests, NULL, NULL);
 }
