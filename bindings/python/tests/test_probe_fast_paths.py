@@ -173,3 +173,45 @@ def test_nvfp4_empty_tensors_with_huge_dimensions():
     assert q.scales.shape == (0, 2**36)
     d = nvfp4.dequantize(np.zeros((0, 2**39), np.uint8), np.zeros((0, 2**36), np.uint8), np.ones(1, np.float32))
     assert d.shape == (0, 2**40)
+
+
+def _nvfp4_bucket():
+    specs = {"w": {"format": "nvfp4", "data": NV_DATA, "scale_inv": NV_SCALES[:40, :3].copy(), "amax": NV_AMAX}}
+    return mxfp8.export_bucket(specs)
+
+
+def _nvfp4_params():
+    return {"w": (np.full((40, 24), POISON, np.uint8), np.full((40, 3), POISON, np.uint8),
+                  np.full(1, np.nan, np.float32))}
+
+
+@pytest.mark.parametrize("key,value,error,names", [
+    ("e4m3_max", 2**32 + 448, ValueError, "manifest[0]['e4m3_max']"),  # was cut to 448 and accepted
+    ("e4m3_max", -448, ValueError, "manifest[0]['e4m3_max']"),  # was pybind11's signature list
+    ("e4m3_max", 300, ValueError, "manifest.nvfp4_entries[0].e4m3_max"),
+    ("e4m3_max", None, TypeError, "manifest[0]['e4m3_max']"),
+    ("amax_offset", -4, ValueError, "manifest[0]['amax_offset']"),
+    ("amax_offset", 2**64, ValueError, "manifest[0]['amax_offset']"),
+    ("amax_offset", 2**64 - 4, ValueError, "manifest.nvfp4_entries[0]"),
+    ("amax_bytes", 4.5, TypeError, "manifest[0]['amax_bytes']"),  # int() made it 4
+    ("amax_bytes", "4", TypeError, "manifest[0]['amax_bytes']"),
+    ("values_offset", -1, ValueError, "manifest[0]['values_offset']"),
+    ("scales_bytes", 120.0, TypeError, "manifest[0]['scales_bytes']"),
+    ("shape", [40, 2**63], ValueError, "manifest[0]['shape'][1]"),
+    ("shape", [-40, 48], ValueError, "manifest.shapes[0]"),
+    ("shape", "ab", TypeError, "manifest[0]['shape']"),
+])
+def test_import_bucket_takes_a_senders_numbers_as_they_are(key, value, error, names):
+    """A hostile (or buggy) sender's manifest through mxfp8.import_bucket: each number is used as given
+    or refused naming the field, and nothing is written."""
+    bucket, manifest = _nvfp4_bucket()
+    params = _nvfp4_params()
+    mxfp8.import_bucket(bucket, manifest, params)
+    np.testing.assert_array_equal(params["w"][0], NV_DATA)
+    assert params["w"][2][0] == np.float32(5.0) / np.float32(2688.0)
+    manifest[0][key] = value
+    params = _nvfp4_params()
+    with pytest.raises(error) as raised:
+        mxfp8.import_bucket(bucket, manifest, params)
+    assert names in str(raised.value)
+    assert (params["w"][0] == POISON).all() and (params["w"][1] == POISON).all() and np.isnan(params["w"][2]).all()
