@@ -2331,17 +2331,49 @@ static void test_direct_mixed_import_overlaps(void **state) {
 
 /* Prepared mixed plans: "the plan holds a reference on every tensor of both kinds" (a run after the
  * caller released its handles exports what they held; the deleters run at the plan's release), and
- * "Immutable and thread-safe: any number of threads may run one at once". */
+ * "Immutable and thread-safe": receivers on 4 threads each prepare their own plan from the same handles
+ * (references taken concurrently), run it while the caller drops its handles, and release it; every
+ * receiver gets the sources' bytes and every deleter runs once. (One plan run from several threads at
+ * once writes the same destinations from each: a race on the caller's bytes, which the header now says
+ * to order.) */
 typedef struct {
-  const mxfp8_prepared_export *plan;
+  const mxfp8_tensor *const *ts;
+  const mxfp8_nvfp4_tensor *const *ns;
+  const mixed_fixture *sources;
+  pthread_barrier_t *prepared;
+  mixed_fixture own; /* only the receiver's buffers and destinations are used */
   int failures;
-} plan_runner;
+} receiver_thread;
 
-static void *run_plan_repeatedly(void *arg) {
-  plan_runner *r = arg;
-  for (int i = 0; i < 50; ++i)
-    if (mxfp8_prepared_export_run(r->plan, NULL) != MXFP8_OK) ++r->failures;
+static void *receive_on_a_thread(void *arg) {
+  receiver_thread *r = arg;
+  mixed_fixture *o = &r->own;
+  mxfp8_prepared_export *plan = NULL;
+  if (mxfp8_prepare_import_tensors_mixed(r->ts, r->ns, 2, NULL, o->d, o->globals, MXFP8_NVFP4_GLOBAL_SCALE_DECODE,
+                                         &plan) != MXFP8_OK)
+    ++r->failures;
+  pthread_barrier_wait(r->prepared);
+  for (int i = 0; i < 20 && plan; ++i) {
+    poison_mixed(o);
+    if (mxfp8_prepared_export_run(plan, NULL) != MXFP8_OK) ++r->failures;
+    const mixed_fixture *src = r->sources;
+    if (memcmp(o->v0, src->a.data->buffer, sizeof o->v0) != 0 || memcmp(o->s0, src->a.s, sizeof o->s0) != 0 ||
+        memcmp(o->v1, src->n.data->buffer, sizeof o->v1) != 0 || o->g[0] != 5.0f / (6.0f * 448.0f))
+      ++r->failures;
+  }
+  mxfp8_prepared_export_release(plan);
   return NULL;
+}
+
+static void receiver_destinations(mixed_fixture *o) {
+  o->v0s[0] = sizeof o->v0, o->s0s[0] = sizeof o->s0, o->v1s[0] = sizeof o->v1, o->s1s[0] = sizeof o->s1, o->gs[0] = 1;
+  o->dv0 = host_bytes(o->v0, 1, o->v0s), o->ds0 = host_bytes(o->s0, 1, o->s0s);
+  o->dv1 = host_bytes(o->v1, 1, o->v1s), o->ds1 = host_bytes(o->s1, 1, o->s1s);
+  DLTensor g = {o->g, {kDLCPU, 0}, 1, {kDLFloat, 32, 1}, o->gs, NULL, 0};
+  o->dg = g;
+  o->globals[0] = NULL, o->globals[1] = &o->dg;
+  mxfp8_import_destination d0 = {&o->dv0, &o->ds0, MXFP8_LAYOUT_COMPACT, 0}, d1 = {&o->dv1, &o->ds1, MXFP8_LAYOUT_COMPACT, 0};
+  o->d[0] = d0, o->d[1] = d1;
 }
 
 static void test_prepared_mixed_plans_outlive_their_handles(void **state) {
@@ -2355,9 +2387,29 @@ static void test_prepared_mixed_plans_outlive_their_handles(void **state) {
   assert_int_equal(mxfp8_prepare_import_tensors_mixed(ts, ns, 2, NULL, f->d, f->globals, MXFP8_NVFP4_GLOBAL_SCALE_DECODE,
                                                       &import), MXFP8_OK);
   assert_int_equal(mxfp8_prepare_import_bucket(&f->bt, &f->m, f->d, &from_bucket), MXFP8_OK);
-  /* The caller's handles go; the plans keep the sources. */
+  enum { kThreads = 4 };
+  pthread_t threads[kThreads];
+  receiver_thread *receivers = calloc(kThreads, sizeof *receivers);
+  pthread_barrier_t prepared;
+  pthread_barrier_init(&prepared, NULL, kThreads + 1);
+  for (int i = 0; i < kThreads; ++i) {
+    receivers[i].ts = ts;
+    receivers[i].ns = ns;
+    receivers[i].sources = f;
+    receivers[i].prepared = &prepared;
+    receiver_destinations(&receivers[i].own);
+    assert_int_equal(pthread_create(&threads[i], NULL, receive_on_a_thread, &receivers[i]), 0);
+  }
+  pthread_barrier_wait(&prepared);
+  /* The caller's handles go while the receivers run; the plans keep the sources. */
   mxfp8_tensor_release(f->a.t);
   mxfp8_nvfp4_tensor_release(f->n.t);
+  for (int i = 0; i < kThreads; ++i) {
+    pthread_join(threads[i], NULL);
+    EXPECT(receivers[i].failures == 0, "receiver %d: %d failures", i, receivers[i].failures);
+  }
+  pthread_barrier_destroy(&prepared);
+  free(receivers);
   EXPECT(f->a.data->deleter_calls == 0 && f->n.data->deleter_calls == 0 && f->n.amax->deleter_calls == 0,
          "a source was deleted while a plan held it");
   memset(f->bucket, POISON, (size_t)f->total);
@@ -2366,17 +2418,7 @@ static void test_prepared_mixed_plans_outlive_their_handles(void **state) {
   assert_int_equal(mxfp8_prepared_export_run(from_bucket, NULL), MXFP8_OK);
   expect_mixed_imported(f);
   poison_mixed(f);
-  pthread_t threads[4];
-  plan_runner runners[4];
-  for (int i = 0; i < 4; ++i) {
-    runners[i].plan = import;
-    runners[i].failures = 0;
-    assert_int_equal(pthread_create(&threads[i], NULL, run_plan_repeatedly, &runners[i]), 0);
-  }
-  for (int i = 0; i < 4; ++i) {
-    pthread_join(threads[i], NULL);
-    EXPECT(runners[i].failures == 0, "thread %d: %d runs failed", i, runners[i].failures);
-  }
+  assert_int_equal(mxfp8_prepared_export_run(import, NULL), MXFP8_OK);
   expect_mixed_imported(f);
   mxfp8_prepared_export_release(fill);
   mxfp8_prepared_export_release(from_bucket);
