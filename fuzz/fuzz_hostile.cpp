@@ -1236,19 +1236,29 @@ int32_t field(Reader &in, int32_t valid_count) {
 }
 uint32_t reserved(Reader &in) { return in.byte() % 8 == 0 ? (uint32_t[]){1, 0x80000000u, 0xFFFFFFFFu}[in.byte() % 3] : 0; }
 
-// Picks struct_size: below the oldest version, each version, the current size, and larger with a tail
-// that is zero or not. Returns what the call must answer: OK (then the fields decide), or a refusal.
+// Picks struct_size: below the oldest version, each version, the current size, 1 to 3 bytes past a
+// version (inside the next field: every field added after the first version is 4 or 8 bytes), and larger
+// with a tail that is zero or not. Returns what the call must answer: OK (then the fields decide), or a
+// refusal.
 template <class T>
 mxfp8_status size_struct(Reader &in, Newer<T> &s, std::initializer_list<size_t> versions) {
   std::memset(s.tail, 0, sizeof s.tail);
   const size_t oldest = *versions.begin();
   const uint8_t pick = in.byte() % 8;
   size_t size = sizeof(T);
+  bool inside_a_field = false;
   if (pick == 0) size = in.below(static_cast<int64_t>(oldest));
   else if (pick == 1) size = versions.begin()[in.byte() % versions.size()];
   else if (pick == 2) size = sizeof(T) + 1 + in.below(sizeof s.tail);
+  else if (pick == 3) {
+    const size_t version = versions.begin()[in.byte() % versions.size()];
+    if (version < sizeof(T)) {
+      size = version + 1 + in.byte() % 3;
+      inside_a_field = true;
+    }
+  }
   s.known.struct_size = static_cast<uint32_t>(size);
-  if (size < oldest) return MXFP8_ERROR_INVALID_ARGUMENT;
+  if (size < oldest || inside_a_field) return MXFP8_ERROR_INVALID_ARGUMENT;
   if (size > sizeof(T) && in.byte() % 2) {
     s.tail[in.below(static_cast<int64_t>(size - sizeof(T)))] = static_cast<uint8_t>(1 + in.byte() % 255);
     return MXFP8_ERROR_UNSUPPORTED;

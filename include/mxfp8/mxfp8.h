@@ -425,7 +425,10 @@ MXFP8_API mxfp8_status mxfp8_export_bucket(const mxfp8_tensor *const *tensors, s
  * at fixed addresses so its CUDA graphs stay valid). A prepared export does every check of
  * mxfp8_export_scales_batched or mxfp8_export_bucket once, at preparation, and keeps the work; each run
  * is then only the launch: no check, no allocation, no synchronization, so a run can be captured in a
- * CUDA graph. Immutable and thread-safe: any number of threads may run one at once.
+ * CUDA graph. Immutable and thread-safe: a run changes nothing in the plan, so any number of threads may
+ * share, run and release plans made from the same tensors. Each run of one plan writes the same
+ * destinations (or bucket), though, so two runs of it that overlap in time race on those bytes, as two
+ * writes of any buffer do: order them (one thread or stream at a time, or an event between streams).
  *
  * What it holds: a reference on every tensor (their deleters, and with them the owners of the source
  * buffers, wait for mxfp8_prepared_export_release), and the addresses of the destinations or the bucket,

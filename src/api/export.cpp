@@ -22,8 +22,10 @@ constexpr size_t kOptionsV1Size = offsetof(mxfp8_export_options, allocator) + si
 
 mxfp8_export_options read_options(const mxfp8_export_options *given) {
   const mxfp8_export_options defaults = MXFP8_EXPORT_OPTIONS_INIT;
-  const mxfp8_export_options o = read_sized_struct(given, defaults, kOptionsV1Size, "mxfp8_export_options",
-                                                   "MXFP8_EXPORT_OPTIONS_INIT");
+  const mxfp8_export_options o = read_sized_struct(
+      given, defaults, kOptionsV1Size, "mxfp8_export_options", "MXFP8_EXPORT_OPTIONS_INIT",
+      {offsetof(mxfp8_export_options, reserved2), offsetof(mxfp8_export_options, scale_fixup),
+       offsetof(mxfp8_export_options, reserved3)});
   check_enum(o.direction, "options.direction",
              {{MXFP8_DIRECTION_ROWWISE, "MXFP8_DIRECTION_ROWWISE"}, {MXFP8_DIRECTION_COLUMNWISE, "MXFP8_DIRECTION_COLUMNWISE"}});
   check_enum(o.values_dtype, "options.values_dtype",

@@ -97,7 +97,10 @@ mxfp8_bucket_manifest read_manifest(const mxfp8_bucket_manifest *given) {
   if (!given) fail(MXFP8_ERROR_INVALID_ARGUMENT, "manifest is NULL");
   const mxfp8_bucket_manifest defaults = MXFP8_BUCKET_MANIFEST_INIT;
   const mxfp8_bucket_manifest m =
-      read_sized_struct(given, defaults, kManifestV1Size, "manifest", "MXFP8_BUCKET_MANIFEST_INIT");
+      read_sized_struct(given, defaults, kManifestV1Size, "manifest", "MXFP8_BUCKET_MANIFEST_INIT",
+                        {offsetof(mxfp8_bucket_manifest, reserved2), offsetof(mxfp8_bucket_manifest, shards),
+                         offsetof(mxfp8_bucket_manifest, nvfp4_entries), offsetof(mxfp8_bucket_manifest, global_scales),
+                         offsetof(mxfp8_bucket_manifest, global_scale), offsetof(mxfp8_bucket_manifest, reserved3)});
   if (m.reserved != 0) fail(MXFP8_ERROR_INVALID_ARGUMENT, "manifest.reserved is ", m.reserved, ", must be 0");
   if (m.reserved2 != 0) fail(MXFP8_ERROR_INVALID_ARGUMENT, "manifest.reserved2 is ", m.reserved2, ", must be 0");
   if (m.reserved3 != 0) fail(MXFP8_ERROR_INVALID_ARGUMENT, "manifest.reserved3 is ", m.reserved3, ", must be 0");

@@ -105,7 +105,8 @@ void check_distinct_managed(const DLManagedTensorVersioned *const *fields, int c
 std::unique_ptr<mxfp8_tensor> create_tensor(const mxfp8_tensor_desc &desc_in) {
   const mxfp8_tensor_desc defaults = MXFP8_TENSOR_DESC_INIT;
   const mxfp8_tensor_desc desc =
-      read_sized_struct(&desc_in, defaults, kDescV1Size, "mxfp8_tensor_desc", "MXFP8_TENSOR_DESC_INIT");
+      read_sized_struct(&desc_in, defaults, kDescV1Size, "mxfp8_tensor_desc", "MXFP8_TENSOR_DESC_INIT",
+                        {offsetof(mxfp8_tensor_desc, reserved)});
   check_enum(desc.format, "desc.format",
              {{MXFP8_FORMAT_E4M3, "MXFP8_FORMAT_E4M3"}, {MXFP8_FORMAT_E5M2, "MXFP8_FORMAT_E5M2"}});
   check_enum(desc.scale_layout, "desc.scale_layout",

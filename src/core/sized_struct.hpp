@@ -13,14 +13,23 @@
 
 namespace mxfp8 {
 
+// `field_ends`: where each field past `smallest_size` ends (offsetof the next one), for a struct that
+// grew; a struct_size between smallest_size and sizeof(T) must be one of them. A size that ends inside a
+// field is no version of the struct: the copy below would keep the caller's first bytes of that field
+// and the default's last ones, and a pointer cut so (a manifest's shards or global_scales) is an address
+// nobody gave us.
 template <class T>
 T read_sized_struct(const T *caller, const T &defaults, size_t smallest_size, const char *name,
-                    const char *init_macro) {
+                    const char *init_macro, std::initializer_list<size_t> field_ends = {}) {
   if (!caller) return defaults;
   const uint32_t size = caller->struct_size;
   if (size < smallest_size)
     fail(MXFP8_ERROR_INVALID_ARGUMENT, name, ".struct_size is ", size, ", smaller than any version of ",
          name, " (", smallest_size, " bytes): initialize it with ", init_macro);
+  if (size > smallest_size && size < sizeof(T) &&
+      std::find(field_ends.begin(), field_ends.end(), size_t{size}) == field_ends.end())
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, name, ".struct_size is ", size, ", which ends inside a field: no version of ",
+         name, " has that size; initialize it with ", init_macro);
   T result = defaults;
   std::memcpy(&result, caller, std::min<size_t>(size, sizeof(T)));
   const auto *bytes = reinterpret_cast<const unsigned char *>(caller);

@@ -1939,6 +1939,661 @@ static void test_null_pointer_arguments_of_the_newest_calls(void **state) {
   free_rowwise(&r);
 }
 
+/* ---------------------------------------------------------------------------------------------------
+ * The second probe: NVFP4 in buckets and imports, a hostile sender's manifest, prepared mixed plans.
+ * --------------------------------------------------------------------------------------------------- */
+
+/* "Structs that may grow open with struct_size ... fields added later are appended": a struct_size
+ * that ends INSIDE a field is no version of the manifest. Before the fix the library copied the
+ * caller's first bytes of the cut pointer (shards, nvfp4_entries, global_scales), completed it with the
+ * default's zero bytes, and dereferenced the truncated address (SIGSEGV). Refused now, nothing written. */
+static void test_manifest_size_inside_a_pointer_is_refused(void **state) {
+  (void)state;
+  uint8_t bucket[64];
+  int64_t bs[1] = {sizeof bucket};
+  DLTensor bt = host_bytes(bucket, 1, bs);
+  /* Heap pointers, so that the truncated address is far from anything mapped. */
+  const mxfp8_shard **shard_list = calloc(1, sizeof *shard_list);
+  mxfp8_bucket_nvfp4_entry *ne = calloc(1, sizeof *ne);
+  ne->e4m3_max = 448;
+  DLTensor **gs = calloc(1, sizeof *gs);
+  int64_t shape[2] = {0, 64};
+  const int64_t *shapes[1] = {shape};
+  int32_t ndims[1] = {2}, formats[1] = {MXFP8_FORMAT_NVFP4};
+  mxfp8_bucket_entry e;
+  memset(&e, 0, sizeof e);
+  uint8_t values[1] = {POISON}, scales[1] = {POISON};
+  int64_t zero[1] = {0};
+  DLTensor dv = host_bytes(values, 1, zero), ds = host_bytes(scales, 1, zero);
+  mxfp8_import_destination d = {&dv, &ds, MXFP8_LAYOUT_COMPACT, 0};
+  const size_t cuts[] = {offsetof(mxfp8_bucket_manifest, shards) + 4, offsetof(mxfp8_bucket_manifest, nvfp4_entries) + 4,
+                         offsetof(mxfp8_bucket_manifest, global_scales) + 4, offsetof(mxfp8_bucket_manifest, shards) + 1,
+                         offsetof(mxfp8_bucket_manifest, global_scales) + 7};
+  for (size_t c = 0; c < sizeof cuts / sizeof cuts[0]; ++c) {
+    mxfp8_bucket_manifest m = MXFP8_BUCKET_MANIFEST_INIT;
+    m.count = 1;
+    m.entries = &e;
+    m.ndims = ndims;
+    m.shapes = shapes;
+    m.formats = formats;
+    m.shards = shard_list;
+    m.nvfp4_entries = ne;
+    m.global_scales = gs;
+    m.struct_size = (uint32_t)cuts[c];
+    const mxfp8_status st = mxfp8_import_bucket(&bt, &m, &d, NULL);
+    EXPECT(st == MXFP8_ERROR_INVALID_ARGUMENT, "struct_size %zu: status %d (%s)", cuts[c], st, mxfp8_last_error());
+    assert_last_error_contains("struct_size");
+    mxfp8_prepared_export *p = (mxfp8_prepared_export *)(uintptr_t)0xBAD0;
+    EXPECT(mxfp8_prepare_import_bucket(&bt, &m, &d, &p) == MXFP8_ERROR_INVALID_ARGUMENT && p == (void *)(uintptr_t)0xBAD0,
+           "struct_size %zu: the preparation", cuts[c]);
+  }
+  /* Every size that ends on a field boundary is still a manifest (the fields past it default). */
+  const size_t ends[] = {offsetof(mxfp8_bucket_manifest, shards), offsetof(mxfp8_bucket_manifest, nvfp4_entries),
+                         offsetof(mxfp8_bucket_manifest, global_scales), offsetof(mxfp8_bucket_manifest, global_scale),
+                         sizeof(mxfp8_bucket_manifest)};
+  for (size_t c = 0; c < sizeof ends / sizeof ends[0]; ++c) {
+    mxfp8_bucket_manifest m = MXFP8_BUCKET_MANIFEST_INIT;
+    m.count = 1;
+    m.entries = &e;
+    m.ndims = ndims;
+    m.shapes = shapes; /* an MXFP8 entry of no rows: nothing to move */
+    m.struct_size = (uint32_t)ends[c];
+    const mxfp8_status st = mxfp8_import_bucket(&bt, &m, &d, NULL);
+    EXPECT(st == MXFP8_OK, "struct_size %zu: status %d (%s)", ends[c], st, mxfp8_last_error());
+  }
+  EXPECT(values[0] == POISON && scales[0] == POISON, "an empty destination was written");
+  free(shard_list);
+  free(ne);
+  free(gs);
+}
+
+/* A mixed bucket: entry 0 an MXFP8 (20, 64) tensor, entry 1 the (40, 48) NVFP4 tensor of make_nv, planned
+ * and filled by the library; the receiver's manifest and destinations for it, which the tests below
+ * corrupt one field at a time as a hostile (or buggy) sender would. */
+typedef struct {
+  rowwise_tensor a;
+  nv_tensor n;
+  mxfp8_bucket_entry e[2];
+  mxfp8_bucket_nvfp4_entry ne[2];
+  uint64_t total;
+  uint8_t *bucket;
+  int64_t bucket_shape[1];
+  DLTensor bt;
+  /* the manifest's arrays */
+  int64_t shape0[2], shape1[2];
+  const int64_t *shapes[2];
+  int32_t ndims[2], formats[2], directions[2], layouts[2];
+  const mxfp8_shard *shards[2];
+  mxfp8_shard shard;
+  DLTensor *globals[2];
+  mxfp8_bucket_manifest m;
+  /* the receiver's buffers */
+  uint8_t v0[20 * 64], s0[20 * 2], v1[40 * 24], s1[40 * 3];
+  float g[2];
+  int64_t v0s[1], s0s[1], v1s[1], s1s[1], gs[1];
+  DLTensor dv0, ds0, dv1, ds1, dg;
+  mxfp8_import_destination d[2];
+} mixed_fixture;
+
+static void make_mixed(mixed_fixture *f) {
+  memset(f, 0, sizeof *f);
+  make_rowwise(&f->a, 20, 64, 71);
+  assert_int_equal(make_nv(&f->n, 0, DLPACK_MAJOR_VERSION), MXFP8_OK);
+  const mxfp8_tensor *ts[2] = {f->a.t, NULL};
+  const mxfp8_nvfp4_tensor *ns[2] = {NULL, f->n.t};
+  assert_int_equal(mxfp8_bucket_plan_mixed(ts, ns, 2, NULL, 64, f->e, f->ne, &f->total), MXFP8_OK);
+  f->bucket = malloc((size_t)f->total);
+  memset(f->bucket, 0x5A, (size_t)f->total);
+  f->bucket_shape[0] = (int64_t)f->total;
+  f->bt = host_bytes(f->bucket, 1, f->bucket_shape);
+  assert_int_equal(mxfp8_export_bucket_mixed(ts, ns, 2, NULL, f->e, f->ne, &f->bt), MXFP8_OK);
+  f->shape0[0] = 20, f->shape0[1] = 64, f->shape1[0] = 40, f->shape1[1] = 48;
+  f->shapes[0] = f->shape0, f->shapes[1] = f->shape1;
+  f->ndims[0] = f->ndims[1] = 2;
+  f->formats[0] = MXFP8_FORMAT_E4M3, f->formats[1] = MXFP8_FORMAT_NVFP4;
+  f->directions[0] = f->directions[1] = MXFP8_DIRECTION_ROWWISE;
+  f->layouts[0] = f->layouts[1] = MXFP8_LAYOUT_COMPACT;
+  f->globals[1] = &f->dg;
+  const mxfp8_bucket_manifest init = MXFP8_BUCKET_MANIFEST_INIT;
+  f->m = init;
+  f->m.count = 2;
+  f->m.entries = f->e;
+  f->m.ndims = f->ndims;
+  f->m.shapes = f->shapes;
+  f->m.formats = f->formats;
+  f->m.directions = f->directions;
+  f->m.scales_layouts = f->layouts;
+  f->m.nvfp4_entries = f->ne;
+  f->m.global_scales = f->globals;
+  f->v0s[0] = sizeof f->v0, f->s0s[0] = sizeof f->s0, f->v1s[0] = sizeof f->v1, f->s1s[0] = sizeof f->s1, f->gs[0] = 1;
+  f->dv0 = host_bytes(f->v0, 1, f->v0s), f->ds0 = host_bytes(f->s0, 1, f->s0s);
+  f->dv1 = host_bytes(f->v1, 1, f->v1s), f->ds1 = host_bytes(f->s1, 1, f->s1s);
+  DLTensor g = {f->g, {kDLCPU, 0}, 1, {kDLFloat, 32, 1}, f->gs, NULL, 0};
+  f->dg = g;
+  mxfp8_import_destination d0 = {&f->dv0, &f->ds0, MXFP8_LAYOUT_COMPACT, 0}, d1 = {&f->dv1, &f->ds1, MXFP8_LAYOUT_COMPACT, 0};
+  f->d[0] = d0, f->d[1] = d1;
+}
+
+static void poison_mixed(mixed_fixture *f) {
+  memset(f->v0, POISON, sizeof f->v0);
+  memset(f->s0, POISON, sizeof f->s0);
+  memset(f->v1, POISON, sizeof f->v1);
+  memset(f->s1, POISON, sizeof f->s1);
+  memset(f->g, POISON, sizeof f->g);
+}
+
+static int mixed_untouched(const mixed_fixture *f) {
+  return all_poison(f->v0, sizeof f->v0) && all_poison(f->s0, sizeof f->s0) && all_poison(f->v1, sizeof f->v1) &&
+         all_poison(f->s1, sizeof f->s1) && all_poison((const uint8_t *)f->g, sizeof f->g);
+}
+
+/* What a correct import wrote, from the sources (not from the bucket). */
+static void expect_mixed_imported(const mixed_fixture *f) {
+  EXPECT(memcmp(f->v0, f->a.data->buffer, sizeof f->v0) == 0, "entry 0's values");
+  EXPECT(memcmp(f->s0, f->a.s, sizeof f->s0) == 0, "entry 0's scales");
+  EXPECT(memcmp(f->v1, f->n.data->buffer, sizeof f->v1) == 0, "entry 1's values");
+  for (int y = 0; y < 40; ++y)
+    for (int x = 0; x < 3; ++x) EXPECT(f->s1[y * 3 + x] == f->n.scales->buffer[y * 4 + x], "entry 1's scale (%d, %d)", y, x);
+  EXPECT(f->g[0] == 5.0f / (6.0f * 448.0f), "entry 1's global scale %.9g", (double)f->g[0]);
+}
+
+static void free_mixed(mixed_fixture *f) {
+  free(f->bucket);
+  free_rowwise(&f->a);
+  free_nv(&f->n, 1);
+}
+
+typedef void (*mixed_mutator)(mixed_fixture *f);
+static void x_amax_at_the_end(mixed_fixture *f) { f->ne[1].amax_offset = f->total; }
+static void x_amax_offset_huge(mixed_fixture *f) { f->ne[1].amax_offset = UINT64_MAX - 3; }
+static void x_amax_offset_wraps(mixed_fixture *f) { f->ne[1].amax_offset = UINT64_MAX - 1; f->ne[1].amax_bytes = 4; }
+static void x_amax_bytes_8(mixed_fixture *f) { f->ne[1].amax_bytes = 8; }
+static void x_amax_bytes_huge(mixed_fixture *f) { f->ne[1].amax_bytes = UINT64_MAX - 3; }
+static void x_amax_bytes_odd(mixed_fixture *f) { f->ne[1].amax_bytes = 5; }
+static void x_amax_per_row_past_the_end(mixed_fixture *f) { f->ne[1].amax_bytes = 4 * 40; }
+static void x_amax_misaligned(mixed_fixture *f) { f->ne[1].amax_offset += 2; }
+static void x_e4m3_max(mixed_fixture *f) { f->ne[1].e4m3_max = 300; }
+static void x_nvfp4_reserved(mixed_fixture *f) { f->ne[1].reserved = 1; }
+static void x_nvfp4_as_e4m3(mixed_fixture *f) { f->formats[1] = MXFP8_FORMAT_E4M3; }
+static void x_nvfp4_as_e5m2(mixed_fixture *f) { f->formats[1] = MXFP8_FORMAT_E5M2; }
+static void x_mxfp8_as_nvfp4(mixed_fixture *f) { f->formats[0] = MXFP8_FORMAT_NVFP4; }
+static void x_mxfp8_as_nvfp4_with_an_entry(mixed_fixture *f) {
+  f->formats[0] = MXFP8_FORMAT_NVFP4;
+  f->ne[0] = f->ne[1];
+  f->globals[0] = &f->dg;
+}
+static void x_format_7(mixed_fixture *f) { f->formats[1] = 7; }
+static void x_no_nvfp4_entries(mixed_fixture *f) { f->m.nvfp4_entries = NULL; }
+static void x_no_global_scales(mixed_fixture *f) { f->m.global_scales = NULL; }
+static void x_global_null(mixed_fixture *f) { f->globals[1] = NULL; }
+static void x_global_float16(mixed_fixture *f) { f->dg.dtype.bits = 16; }
+static void x_global_two(mixed_fixture *f) { f->gs[0] = 2; }
+static void x_global_over_values(mixed_fixture *f) { f->dg.data = f->v1 + 16; }
+static void x_global_over_bucket_amax(mixed_fixture *f) { f->dg.data = f->bucket + f->ne[1].amax_offset; }
+static void x_global_misaligned(mixed_fixture *f) { f->dg.byte_offset = 1; }
+static void x_global_on_cuda(mixed_fixture *f) { f->dg.device.device_type = kDLCUDA; }
+static void x_shard(mixed_fixture *f) {
+  const mxfp8_shard init = MXFP8_SHARD_INIT;
+  f->shard = init;
+  f->shards[1] = &f->shard;
+  f->m.shards = f->shards;
+}
+static void x_layout_deepgemm(mixed_fixture *f) { f->layouts[1] = MXFP8_LAYOUT_DEEPGEMM_PACKED; }
+static void x_layout_trtllm(mixed_fixture *f) { f->layouts[1] = MXFP8_LAYOUT_TRTLLM_SHUFFLED; }
+static void x_destination_deepgemm(mixed_fixture *f) { f->d[1].scales_layout = MXFP8_LAYOUT_DEEPGEMM_PACKED; }
+static void x_destination_reserved(mixed_fixture *f) { f->d[1].reserved = 1; }
+static void x_odd_columns(mixed_fixture *f) { f->shape1[1] = 47; }
+static void x_columnwise(mixed_fixture *f) { f->directions[1] = MXFP8_DIRECTION_COLUMNWISE; }
+static void x_rows_overflow(mixed_fixture *f) { f->shape1[0] = INT64_MAX; f->shape1[1] = 4; }
+static void x_cols_huge(mixed_fixture *f) { f->shape1[0] = 1; f->shape1[1] = INT64_MAX - 1; }
+static void x_values_offset_huge(mixed_fixture *f) { f->e[1].values_offset = UINT64_MAX; }
+static void x_scales_bytes(mixed_fixture *f) { f->e[1].scales_bytes += 1; }
+static void x_values_bytes_mxfp8(mixed_fixture *f) { f->e[1].values_bytes = 40 * 48; }
+static void x_global_scale_enum(mixed_fixture *f) { f->m.global_scale = 2; }
+static void x_reserved3(mixed_fixture *f) { f->m.reserved3 = 1; }
+static void x_destination_values_over_scales0(mixed_fixture *f) { f->dv1.data = f->s0; f->v1s[0] = sizeof f->s0; }
+static void x_destination_values_float4_count(mixed_fixture *f) { f->dv1.dtype.code = kDLFloat4_e2m1fn; f->dv1.dtype.bits = 4; }
+static void x_destination_scales_e8m0(mixed_fixture *f) { f->ds1.dtype.code = kDLFloat8_e8m0fnu; }
+static void x_count_huge(mixed_fixture *f) { f->m.count = SIZE_MAX; }
+static void x_ndim_0(mixed_fixture *f) { f->ndims[1] = 0; }
+
+/* mxfp8_import_bucket with an NVFP4 entry: "Everything (manifest, every part inside the bucket and of
+ * the size its shape and layout give, every destination's dtype, size, device and overlap) is checked
+ * before anything is written"; "A manifest that says an entry is MXFP8 when the bucket holds NVFP4 (or
+ * the other way round) is refused"; messages name the field. Each case corrupts one field of a valid
+ * manifest; the destinations and the global scale stay as they were; the prepared form refuses alike. */
+static void test_hostile_manifest_of_a_mixed_bucket(void **state) {
+  (void)state;
+  const struct {
+    mixed_mutator mutate;
+    mxfp8_status want;
+    const char *names;
+  } cases[] = {
+      {x_amax_at_the_end, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.nvfp4_entries[1]"},
+      {x_amax_offset_huge, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.nvfp4_entries[1]"},
+      {x_amax_offset_wraps, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.nvfp4_entries[1]"},
+      {x_amax_bytes_8, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.nvfp4_entries[1].amax_bytes"},
+      {x_amax_bytes_huge, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.nvfp4_entries[1].amax_bytes"},
+      {x_amax_bytes_odd, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.nvfp4_entries[1].amax_bytes"},
+      {x_amax_per_row_past_the_end, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.nvfp4_entries[1]"},
+      {x_amax_misaligned, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.nvfp4_entries[1]"},
+      {x_e4m3_max, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.nvfp4_entries[1].e4m3_max"},
+      {x_nvfp4_reserved, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.nvfp4_entries[1].reserved"},
+      {x_nvfp4_as_e4m3, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.entries[1]"},
+      {x_nvfp4_as_e5m2, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.entries[1]"},
+      {x_mxfp8_as_nvfp4, MXFP8_ERROR_INVALID_ARGUMENT, "[0]"},
+      {x_mxfp8_as_nvfp4_with_an_entry, MXFP8_ERROR_INVALID_ARGUMENT, "[0]"},
+      {x_format_7, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.formats[1]"},
+      {x_no_nvfp4_entries, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.nvfp4_entries"},
+      {x_no_global_scales, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.global_scales"},
+      {x_global_null, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.global_scales[1]"},
+      {x_global_float16, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.global_scales[1]"},
+      {x_global_two, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.global_scales[1]"},
+      {x_global_over_values, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.global_scales[1]"},
+      {x_global_over_bucket_amax, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.global_scales[1]"},
+      {x_global_misaligned, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.global_scales[1]"},
+      {x_global_on_cuda, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.global_scales[1]"},
+      {x_shard, MXFP8_ERROR_UNSUPPORTED, "manifest.shards[1]"},
+      {x_layout_deepgemm, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.scales_layouts[1]"},
+      {x_layout_trtllm, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.scales_layouts[1]"},
+      {x_destination_deepgemm, MXFP8_ERROR_INVALID_ARGUMENT, "destinations[1].scales_layout"},
+      {x_destination_reserved, MXFP8_ERROR_INVALID_ARGUMENT, "destinations[1].reserved"},
+      {x_odd_columns, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.shapes[1]"},
+      {x_columnwise, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.entries[1]"},
+      {x_rows_overflow, MXFP8_ERROR_INVALID_ARGUMENT, "manifest"},
+      {x_cols_huge, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.entries[1]"},
+      {x_values_offset_huge, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.entries[1]"},
+      {x_scales_bytes, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.entries[1]"},
+      {x_values_bytes_mxfp8, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.entries[1]"},
+      {x_global_scale_enum, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.global_scale"},
+      {x_reserved3, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.reserved3"},
+      {x_destination_values_over_scales0, MXFP8_ERROR_INVALID_ARGUMENT, "destinations["},
+      {x_destination_values_float4_count, MXFP8_ERROR_INVALID_ARGUMENT, "destinations[1].values"},
+      {x_destination_scales_e8m0, MXFP8_ERROR_INVALID_ARGUMENT, "destinations[1].scales"},
+      {x_count_huge, MXFP8_ERROR_INVALID_ARGUMENT, "count"},
+      {x_ndim_0, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.ndims[1]"},
+  };
+  mixed_fixture *f = malloc(sizeof *f);
+  make_mixed(f);
+  poison_mixed(f);
+  assert_int_equal(mxfp8_import_bucket(&f->bt, &f->m, f->d, NULL), MXFP8_OK);
+  expect_mixed_imported(f);
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; ++c) {
+    free_mixed(f);
+    make_mixed(f);
+    cases[c].mutate(f);
+    poison_mixed(f);
+    const mxfp8_status st = mxfp8_import_bucket(&f->bt, &f->m, f->d, NULL);
+    EXPECT(st == cases[c].want, "case %zu: status %d, expected %d (%s)", c, st, cases[c].want, mxfp8_last_error());
+    EXPECT(strstr(mxfp8_last_error(), cases[c].names) != NULL, "case %zu: the message does not name %s: %s", c,
+           cases[c].names, mxfp8_last_error());
+    EXPECT(mixed_untouched(f), "case %zu: a destination was written on failure", c);
+    mxfp8_prepared_export *p = (mxfp8_prepared_export *)(uintptr_t)0xBAD0;
+    EXPECT(mxfp8_prepare_import_bucket(&f->bt, &f->m, f->d, &p) == cases[c].want, "case %zu: the preparation", c);
+    EXPECT(p == (mxfp8_prepared_export *)(uintptr_t)0xBAD0, "case %zu: *out written on failure", c);
+  }
+  free_mixed(f);
+  free(f);
+}
+
+/* mxfp8_export_bucket_mixed: "entries must come from mxfp8_bucket_plan for the same tensors and options
+ * (they are checked to lie inside the bucket and not to overlap)", the amax part included; a refused
+ * fill writes no byte of the bucket. */
+static void test_mixed_fill_refuses_entries_it_did_not_plan(void **state) {
+  (void)state;
+  mixed_fixture *f = malloc(sizeof *f);
+  make_mixed(f);
+  const mxfp8_tensor *ts[2] = {f->a.t, NULL};
+  const mxfp8_nvfp4_tensor *ns[2] = {NULL, f->n.t};
+  const mxfp8_tensor *both[2] = {f->a.t, NULL};
+  const mxfp8_nvfp4_tensor *nboth[2] = {NULL, f->n.t};
+  for (int c = 0; c < 9; ++c) {
+    mxfp8_bucket_entry e[2] = {f->e[0], f->e[1]};
+    mxfp8_bucket_nvfp4_entry ne[2] = {f->ne[0], f->ne[1]};
+    const mxfp8_tensor *const *tt = ts;
+    const mxfp8_nvfp4_tensor *const *nn = ns;
+    const mxfp8_bucket_nvfp4_entry *nep = ne;
+    switch (c) {
+      case 0: ne[1].amax_offset = e[1].values_offset; break;            /* the amax over the values */
+      case 1: ne[1].amax_offset = e[0].scales_offset & ~(uint64_t)3; break; /* over entry 0's scales */
+      case 2: ne[1].amax_offset += 2; break;                            /* not at a multiple of 4 */
+      case 3: ne[1].amax_offset = f->total; break;                      /* past the end */
+      case 4: ne[1].amax_offset = UINT64_MAX - 3; break;                /* far past, near wrapping */
+      case 5: ne[1].e4m3_max = 256; break;                              /* not the tensor's */
+      case 6: nep = NULL; break;                                        /* no amax parts */
+      case 7: both[1] = f->a.t; tt = both; nn = nboth; break;           /* entry 1 both kinds */
+      case 8: nboth[1] = NULL; tt = ts; nn = nboth; break;              /* entry 1 neither */
+    }
+    memset(f->bucket, POISON, (size_t)f->total);
+    const mxfp8_status st = mxfp8_export_bucket_mixed(tt, nn, 2, NULL, e, nep, &f->bt);
+    EXPECT(st == MXFP8_ERROR_INVALID_ARGUMENT, "case %d: status %d (%s)", c, st, mxfp8_last_error());
+    EXPECT(strstr(mxfp8_last_error(), "[1]") != NULL || c == 6, "case %d: the message names no entry: %s", c,
+           mxfp8_last_error());
+    EXPECT(all_poison(f->bucket, (size_t)f->total), "case %d: the bucket was written on failure", c);
+    mxfp8_prepared_export *p = (mxfp8_prepared_export *)(uintptr_t)0xBAD0;
+    EXPECT(mxfp8_prepare_bucket_mixed(tt, nn, 2, NULL, e, nep, &f->bt, &p) == MXFP8_ERROR_INVALID_ARGUMENT &&
+               p == (mxfp8_prepared_export *)(uintptr_t)0xBAD0,
+           "case %d: the preparation", c);
+    both[1] = NULL, nboth[1] = f->n.t;
+  }
+  /* An NVFP4-only bucket (tensors NULL): its amax part is the tensor's amax, byte for byte. */
+  mxfp8_bucket_entry e0[1];
+  mxfp8_bucket_nvfp4_entry n0[1];
+  uint64_t total = 0;
+  const mxfp8_nvfp4_tensor *only[1] = {f->n.t};
+  assert_int_equal(mxfp8_bucket_plan_mixed(NULL, only, 1, NULL, 1, e0, n0, &total), MXFP8_OK);
+  uint8_t *big = malloc((size_t)total + 16);
+  int64_t bigs[1] = {(int64_t)total};
+  DLTensor bb = host_bytes(big, 1, bigs);
+  memset(big, POISON, (size_t)total);
+  assert_int_equal(mxfp8_export_bucket_mixed(NULL, only, 1, NULL, e0, n0, &bb), MXFP8_OK);
+  EXPECT(memcmp(big + n0[0].amax_offset, f->n.amax->buffer, 4) == 0, "the amax part");
+  free(big);
+  free_mixed(f);
+  free(f);
+}
+
+/* mxfp8_import_tensors_mixed: "destinations must not overlap any buffer of any tensor, amax included";
+ * global_scales[i] joins the overlap checks; a refusal writes nothing. */
+static void test_direct_mixed_import_overlaps(void **state) {
+  (void)state;
+  mixed_fixture *f = malloc(sizeof *f);
+  make_mixed(f);
+  const mxfp8_tensor *ts[2] = {f->a.t, NULL};
+  const mxfp8_nvfp4_tensor *ns[2] = {NULL, f->n.t};
+  poison_mixed(f);
+  assert_int_equal(mxfp8_import_tensors_mixed(ts, ns, 2, NULL, f->d, f->globals, MXFP8_NVFP4_GLOBAL_SCALE_DECODE), MXFP8_OK);
+  expect_mixed_imported(f);
+  const uint8_t amax_before[4] = {f->n.amax->buffer[0], f->n.amax->buffer[1], f->n.amax->buffer[2], f->n.amax->buffer[3]};
+  for (int c = 0; c < 5; ++c) {
+    DLTensor g2 = f->dg;
+    DLTensor *gl[2] = {NULL, &g2};
+    mxfp8_import_destination d[2] = {f->d[0], f->d[1]};
+    DLTensor v1 = f->dv1;
+    const mxfp8_nvfp4_tensor *ns2[2] = {NULL, f->n.t};
+    const mxfp8_nvfp4_tensor *const *nn = ns;
+    switch (c) {
+      case 0: g2.data = f->n.amax->buffer; break;       /* the global scale over the tensor's amax */
+      case 1: g2.data = f->n.scales->buffer + 8; break;  /* over its block scales */
+      case 2: g2.data = f->a.data->buffer + 4; break;    /* over entry 0's MXFP8 values */
+      case 3: g2.data = f->s0 + 4; break;                /* over entry 0's destination scales */
+      case 4: v1.data = f->n.data->buffer; d[1].values = &v1; nn = ns2; break; /* values over their own source */
+    }
+    poison_mixed(f);
+    const mxfp8_status st = mxfp8_import_tensors_mixed(ts, nn, 2, NULL, d, gl, MXFP8_NVFP4_GLOBAL_SCALE_ENCODE);
+    EXPECT(st == MXFP8_ERROR_INVALID_ARGUMENT, "case %d: status %d (%s)", c, st, mxfp8_last_error());
+    EXPECT(mixed_untouched(f), "case %d: a destination was written on failure", c);
+    EXPECT(memcmp(amax_before, f->n.amax->buffer, 4) == 0, "case %d: the amax was written", c);
+  }
+  free_mixed(f);
+  free(f);
+}
+
+/* Prepared mixed plans: "the plan holds a reference on every tensor of both kinds" (a run after the
+ * caller released its handles exports what they held; the deleters run at the plan's release), and
+ * "Immutable and thread-safe": receivers on 4 threads each prepare their own plan from the same handles
+ * (references taken concurrently), run it while the caller drops its handles, and release it; every
+ * receiver gets the sources' bytes and every deleter runs once. (One plan run from several threads at
+ * once writes the same destinations from each: a race on the caller's bytes, which the header now says
+ * to order.) */
+typedef struct {
+  const mxfp8_tensor *const *ts;
+  const mxfp8_nvfp4_tensor *const *ns;
+  const mixed_fixture *sources;
+  pthread_barrier_t *prepared;
+  mixed_fixture own; /* only the receiver's buffers and destinations are used */
+  int failures;
+} receiver_thread;
+
+static void *receive_on_a_thread(void *arg) {
+  receiver_thread *r = arg;
+  mixed_fixture *o = &r->own;
+  mxfp8_prepared_export *plan = NULL;
+  if (mxfp8_prepare_import_tensors_mixed(r->ts, r->ns, 2, NULL, o->d, o->globals, MXFP8_NVFP4_GLOBAL_SCALE_DECODE,
+                                         &plan) != MXFP8_OK)
+    ++r->failures;
+  pthread_barrier_wait(r->prepared);
+  for (int i = 0; i < 20 && plan; ++i) {
+    poison_mixed(o);
+    if (mxfp8_prepared_export_run(plan, NULL) != MXFP8_OK) ++r->failures;
+    const mixed_fixture *src = r->sources;
+    if (memcmp(o->v0, src->a.data->buffer, sizeof o->v0) != 0 || memcmp(o->s0, src->a.s, sizeof o->s0) != 0 ||
+        memcmp(o->v1, src->n.data->buffer, sizeof o->v1) != 0 || o->g[0] != 5.0f / (6.0f * 448.0f))
+      ++r->failures;
+  }
+  mxfp8_prepared_export_release(plan);
+  return NULL;
+}
+
+static void receiver_destinations(mixed_fixture *o) {
+  o->v0s[0] = sizeof o->v0, o->s0s[0] = sizeof o->s0, o->v1s[0] = sizeof o->v1, o->s1s[0] = sizeof o->s1, o->gs[0] = 1;
+  o->dv0 = host_bytes(o->v0, 1, o->v0s), o->ds0 = host_bytes(o->s0, 1, o->s0s);
+  o->dv1 = host_bytes(o->v1, 1, o->v1s), o->ds1 = host_bytes(o->s1, 1, o->s1s);
+  DLTensor g = {o->g, {kDLCPU, 0}, 1, {kDLFloat, 32, 1}, o->gs, NULL, 0};
+  o->dg = g;
+  o->globals[0] = NULL, o->globals[1] = &o->dg;
+  mxfp8_import_destination d0 = {&o->dv0, &o->ds0, MXFP8_LAYOUT_COMPACT, 0}, d1 = {&o->dv1, &o->ds1, MXFP8_LAYOUT_COMPACT, 0};
+  o->d[0] = d0, o->d[1] = d1;
+}
+
+static void test_prepared_mixed_plans_outlive_their_handles(void **state) {
+  (void)state;
+  mixed_fixture *f = malloc(sizeof *f);
+  make_mixed(f);
+  const mxfp8_tensor *ts[2] = {f->a.t, NULL};
+  const mxfp8_nvfp4_tensor *ns[2] = {NULL, f->n.t};
+  mxfp8_prepared_export *fill = NULL, *import = NULL, *from_bucket = NULL;
+  assert_int_equal(mxfp8_prepare_bucket_mixed(ts, ns, 2, NULL, f->e, f->ne, &f->bt, &fill), MXFP8_OK);
+  assert_int_equal(mxfp8_prepare_import_tensors_mixed(ts, ns, 2, NULL, f->d, f->globals, MXFP8_NVFP4_GLOBAL_SCALE_DECODE,
+                                                      &import), MXFP8_OK);
+  assert_int_equal(mxfp8_prepare_import_bucket(&f->bt, &f->m, f->d, &from_bucket), MXFP8_OK);
+  enum { kThreads = 4 };
+  pthread_t threads[kThreads];
+  receiver_thread *receivers = calloc(kThreads, sizeof *receivers);
+  pthread_barrier_t prepared;
+  pthread_barrier_init(&prepared, NULL, kThreads + 1);
+  for (int i = 0; i < kThreads; ++i) {
+    receivers[i].ts = ts;
+    receivers[i].ns = ns;
+    receivers[i].sources = f;
+    receivers[i].prepared = &prepared;
+    receiver_destinations(&receivers[i].own);
+    assert_int_equal(pthread_create(&threads[i], NULL, receive_on_a_thread, &receivers[i]), 0);
+  }
+  pthread_barrier_wait(&prepared);
+  /* The caller's handles go while the receivers run; the plans keep the sources. */
+  mxfp8_tensor_release(f->a.t);
+  mxfp8_nvfp4_tensor_release(f->n.t);
+  for (int i = 0; i < kThreads; ++i) {
+    pthread_join(threads[i], NULL);
+    EXPECT(receivers[i].failures == 0, "receiver %d: %d failures", i, receivers[i].failures);
+  }
+  pthread_barrier_destroy(&prepared);
+  free(receivers);
+  EXPECT(f->a.data->deleter_calls == 0 && f->n.data->deleter_calls == 0 && f->n.amax->deleter_calls == 0,
+         "a source was deleted while a plan held it");
+  memset(f->bucket, POISON, (size_t)f->total);
+  assert_int_equal(mxfp8_prepared_export_run(fill, NULL), MXFP8_OK);
+  poison_mixed(f);
+  assert_int_equal(mxfp8_prepared_export_run(from_bucket, NULL), MXFP8_OK);
+  expect_mixed_imported(f);
+  poison_mixed(f);
+  assert_int_equal(mxfp8_prepared_export_run(import, NULL), MXFP8_OK);
+  expect_mixed_imported(f);
+  mxfp8_prepared_export_release(fill);
+  mxfp8_prepared_export_release(from_bucket);
+  EXPECT(f->n.data->deleter_calls == 0, "the import plan still holds the NVFP4 tensor");
+  mxfp8_prepared_export_release(import);
+  EXPECT(f->a.data->deleter_calls == 1 && f->a.scales->deleter_calls == 1, "the MXFP8 deleters ran %d %d times",
+         f->a.data->deleter_calls, f->a.scales->deleter_calls);
+  EXPECT(f->n.data->deleter_calls == 1 && f->n.scales->deleter_calls == 1 && f->n.amax->deleter_calls == 1,
+         "the NVFP4 deleters ran %d %d %d times", f->n.data->deleter_calls, f->n.scales->deleter_calls,
+         f->n.amax->deleter_calls);
+  f->a.t = NULL;
+  f->n.t = NULL;
+  free(f->bucket);
+  test_tensor_free(f->a.data);
+  test_tensor_free(f->a.scales);
+  free(f->a.s);
+  test_tensor_free(f->n.data);
+  test_tensor_free(f->n.scales);
+  test_tensor_free(f->n.amax);
+  free(f);
+}
+
+/* mxfp8_nvfp4_quantize_fused_into: "No buffer written may overlap the input or another buffer" across
+ * shards (shard 0's scales over shard 1's values, a computed amax over shard 1's input, shard 1's values
+ * over shard 0's input); nothing is written on refusal. */
+static void test_fused_quantize_overlaps_across_shards(void **state) {
+  (void)state;
+  enum { K = 32 };
+  float in0[4 * K], in1[6 * K];
+  uint64_t rng = 5;
+  for (int i = 0; i < 4 * K; ++i) in0[i] = (float)((int)(rng_next(&rng) % 200) - 100) / 8.0f;
+  for (int i = 0; i < 6 * K; ++i) in1[i] = (float)((int)(rng_next(&rng) % 200) - 100) / 8.0f;
+  uint8_t arena[4 * 16 + 4 * 2 + 6 * 16 + 6 * 2 + 8];
+  int64_t is0[2] = {4, K}, is1[2] = {6, K}, vs0[1] = {4 * 16}, ss0[1] = {4 * 2}, vs1[1] = {6 * 16}, ss1[1] = {6 * 2},
+          one[1] = {1};
+  for (int c = 0; c < 4; ++c) {
+    float in1_copy[6 * K];
+    memcpy(in1_copy, in1, sizeof in1);
+    DLTensor i0 = {in0, {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, is0, NULL, 0};
+    DLTensor i1 = {in1_copy, {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, is1, NULL, 0};
+    uint8_t *v0 = arena, *s0 = v0 + 64, *v1 = s0 + 8, *s1 = v1 + 96;
+    float *a = (float *)(void *)(arena + sizeof arena - 8);
+    if (c == 0) s0 = v1 + 4;                 /* shard 0's scales over shard 1's values */
+    if (c == 1) a = in1_copy + 3;            /* a computed amax over shard 1's input */
+    if (c == 2) v1 = (uint8_t *)in0;         /* shard 1's values over shard 0's input */
+    DLTensor tv0 = host_bytes(v0, 1, vs0), ts0 = host_bytes(s0, 1, ss0), tv1 = host_bytes(v1, 1, vs1),
+             ts1 = host_bytes(s1, 1, ss1);
+    DLTensor ta = {a, {kDLCPU, 0}, 1, {kDLFloat, 32, 1}, one, NULL, 0};
+    const DLTensor *ins[2] = {&i0, &i1};
+    DLTensor *vals[2] = {&tv0, &tv1}, *scs[2] = {&ts0, &ts1};
+    memset(arena, POISON, sizeof arena);
+    float in0_before[4 * K];
+    memcpy(in0_before, in0, sizeof in0);
+    const mxfp8_status st = mxfp8_nvfp4_quantize_fused_into(ins, 2, NULL, vals, scs, &ta);
+    if (c == 3) {
+      EXPECT(st == MXFP8_OK, "apart: status %d (%s)", st, mxfp8_last_error());
+      continue;
+    }
+    EXPECT(st == MXFP8_ERROR_INVALID_ARGUMENT, "case %d: status %d (%s)", c, st, mxfp8_last_error());
+    EXPECT(all_poison(arena, sizeof arena), "case %d: an output was written on failure", c);
+    EXPECT(memcmp(in1_copy, in1, sizeof in1) == 0 && memcmp(in0, in0_before, sizeof in0) == 0,
+           "case %d: an input was written", c);
+  }
+}
+
+/* Per-row amax entries through a mixed bucket: "the receiver gets either [convention] bit for bit as
+ * mxfp8_nvfp4_export_components computes it", checked against the header's formulas (decode: amax /
+ * (6 * 448), a float division; encode: 2688 / amax capped at FLT_MAX, a NaN amax too, 1 for a zero amax
+ * or a zero quotient) on amaxes at the edges (zeros, Inf, NaN, subnormal, FLT_MAX). And a bucket placed
+ * over a source's amax is refused before anything is written. */
+static uint32_t float_bits(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  return u;
+}
+
+static void test_per_row_amax_edges_through_a_bucket(void **state) {
+  (void)state;
+  enum { R = 8, C = 32 };
+  const int64_t dshape[2] = {R, C / 2}, sshape[2] = {R, C / 16};
+  test_tensor *data = test_tensor_new(2, dshape, kDLUInt, 1), *scales = test_tensor_new(2, sshape, kDLUInt, 1);
+  uint64_t rng = 3;
+  fill_random(data->buffer, data->bytes, &rng);
+  for (int i = 0; i < R * C / 16; ++i) scales->buffer[i] = (uint8_t)(0x30 + i);
+  const float inf = 1.0f / 0.0f;
+  float nan;
+  const uint32_t nan_bits = 0x7FC00001u; /* a payload: the decode writes the canonical NaN */
+  memcpy(&nan, &nan_bits, 4);
+  const float amaxes[R] = {0.0f, -0.0f, inf, nan, 1e-45f, 3.4028235e38f, 5.0f, 448.0f};
+  test_tensor *amax = test_float_tensor(R, amaxes);
+  uint8_t *arena = malloc(4096);
+  memcpy(arena + 32, amaxes, sizeof amaxes);
+  amax->managed.dl_tensor.data = arena + 32;
+  mxfp8_nvfp4_tensor_desc desc = MXFP8_NVFP4_TENSOR_DESC_INIT;
+  desc.rowwise_data = &data->managed;
+  desc.rowwise_scale_inv = &scales->managed;
+  desc.rowwise_amax = &amax->managed;
+  mxfp8_nvfp4_tensor *t = NULL;
+  assert_int_equal(mxfp8_nvfp4_tensor_create(&desc, &t), MXFP8_OK);
+  const mxfp8_nvfp4_tensor *ns[1] = {t};
+  mxfp8_bucket_entry e[1];
+  mxfp8_bucket_nvfp4_entry ne[1];
+  uint64_t total = 0;
+  assert_int_equal(mxfp8_bucket_plan_mixed(NULL, ns, 1, NULL, 16, e, ne, &total), MXFP8_OK);
+  EXPECT(ne[0].amax_bytes == 4 * R && ne[0].amax_offset % 4 == 0, "the amax part: %llu bytes at %llu",
+         (unsigned long long)ne[0].amax_bytes, (unsigned long long)ne[0].amax_offset);
+  assert_true(total + 64 <= 4096);
+  /* A bucket of the planned size over the source's amax (which lives inside it): refused, nothing
+   * written. The amax tensor was described pointing into `arena`. */
+  EXPECT(memcmp(arena + 32, amaxes, sizeof amaxes) == 0, "the amax as described");
+  int64_t bucket_shape[1] = {(int64_t)total};
+  DLTensor over = host_bytes(arena, 1, bucket_shape);
+  memset(arena, POISON, 32);
+  EXPECT(mxfp8_export_bucket_mixed(NULL, ns, 1, NULL, e, ne, &over) == MXFP8_ERROR_INVALID_ARGUMENT,
+         "a bucket over the source's amax was filled");
+  assert_last_error_contains("nvfp4_tensors[0]");
+  EXPECT(all_poison(arena, 32) && memcmp(arena + 32, amaxes, sizeof amaxes) == 0, "the arena was written");
+  uint8_t *bucket = malloc((size_t)total);
+  over.data = bucket;
+  assert_int_equal(mxfp8_export_bucket_mixed(NULL, ns, 1, NULL, e, ne, &over), MXFP8_OK);
+  EXPECT(memcmp(bucket + ne[0].amax_offset, amaxes, sizeof amaxes) == 0, "the amax part is the amax, bit for bit");
+
+  int64_t shape[2] = {R, C};
+  const int64_t *shapes[1] = {shape};
+  int32_t ndims[1] = {2}, formats[1] = {MXFP8_FORMAT_NVFP4};
+  uint8_t v[R * C / 2], sc[R * C / 16];
+  float g[R];
+  int64_t vs[1] = {sizeof v}, ss[1] = {sizeof sc}, gs[1] = {R};
+  DLTensor dv = host_bytes(v, 1, vs), ds = host_bytes(sc, 1, ss);
+  DLTensor dg = {g, {kDLCPU, 0}, 1, {kDLFloat, 32, 1}, gs, NULL, 0};
+  DLTensor *globals[1] = {&dg};
+  mxfp8_import_destination d = {&dv, &ds, MXFP8_LAYOUT_COMPACT, 0};
+  for (int convention = 0; convention < 2; ++convention) {
+    mxfp8_bucket_manifest m = MXFP8_BUCKET_MANIFEST_INIT;
+    m.count = 1;
+    m.entries = e;
+    m.ndims = ndims;
+    m.shapes = shapes;
+    m.formats = formats;
+    m.nvfp4_entries = ne;
+    m.global_scales = globals;
+    m.global_scale = convention;
+    memset(g, POISON, sizeof g);
+    assert_int_equal(mxfp8_import_bucket(&over, &m, &d, NULL), MXFP8_OK);
+    mxfp8_nvfp4_export_options o = MXFP8_NVFP4_EXPORT_OPTIONS_INIT;
+    o.global_scale = convention;
+    DLManagedTensorVersioned *exported = NULL;
+    assert_int_equal(mxfp8_nvfp4_export_components(t, &o, NULL, NULL, &exported), MXFP8_OK);
+    for (int r = 0; r < R; ++r) {
+      const float a = amaxes[r];
+      float want;
+      if (convention == MXFP8_NVFP4_GLOBAL_SCALE_DECODE) {
+        want = a / (6.0f * 448.0f);
+      } else {
+        want = 2688.0f / a;
+        if (want != want || want > 3.4028235e38f) want = 3.4028235e38f;
+        if (a == 0.0f || want == 0.0f) want = 1.0f;
+      }
+      const uint32_t got = float_bits(g[r]), from_export = float_bits(((const float *)exported->dl_tensor.data)[r]);
+      const int nan_ok = want != want && got == 0x7FFFFFFFu;
+      EXPECT(got == float_bits(want) || nan_ok, "convention %d, amax %g: 0x%08x, expected 0x%08x", convention, (double)a,
+             got, float_bits(want));
+      EXPECT(got == from_export, "convention %d, row %d: the import's 0x%08x, the export's 0x%08x", convention, r, got,
+             from_export);
+    }
+    release_managed(exported);
+  }
+  mxfp8_nvfp4_tensor_release(t);
+  free(bucket);
+  free(arena);
+  test_tensor_free(data);
+  test_tensor_free(scales);
+  test_tensor_free(amax);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_destination_byte_offset_past_int64_is_refused),
@@ -1970,6 +2625,13 @@ int main(void) {
       cmocka_unit_test(test_exports_of_the_newest_calls_concurrently),
       cmocka_unit_test(test_null_pointer_arguments_of_the_newest_calls),
       cmocka_unit_test(test_allocator_returning_one_tensor_twice_is_refused),
+      cmocka_unit_test(test_manifest_size_inside_a_pointer_is_refused),
+      cmocka_unit_test(test_hostile_manifest_of_a_mixed_bucket),
+      cmocka_unit_test(test_mixed_fill_refuses_entries_it_did_not_plan),
+      cmocka_unit_test(test_direct_mixed_import_overlaps),
+      cmocka_unit_test(test_prepared_mixed_plans_outlive_their_handles),
+      cmocka_unit_test(test_fused_quantize_overlaps_across_shards),
+      cmocka_unit_test(test_per_row_amax_edges_through_a_bucket),
   };
   return cmocka_run_group_tests_name("hostile callers of the newest calls", tests, NULL, NULL);
 }

@@ -552,6 +552,12 @@ def unswizzle_scales(swizzled: Any, rows: int, cols: int, out: Any = None, *, st
             out = numpy.empty((rows, cols), dtype=numpy.uint8)
     else:
         inputs.check_output("out", out)
+        # The library reads (R, C) from out's shape; rows and cols that disagree would be ignored.
+        out_cols = _args.last_dimension("out", out)
+        out_rows = _numel(tuple(out.shape)[:-1])
+        if (out_rows, out_cols) != (rows, cols):
+            raise ValueError(f"out holds a {out_rows} x {out_cols} matrix (shape {tuple(int(d) for d in out.shape)}), "
+                             f"but rows, cols are {rows}, {cols}")
     _mxfp8.swizzle_pair(swizzled, out, False, stream=inputs.stream, dlpack_stream=inputs.dlpack_stream)
     return out
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from . import _shard
+from . import _args, _shard
 from ._bucket import _nvfp4_logical_shape
 from ._mxfp8 import import_bucket as _c_import_bucket, import_tensors as _c_import_tensors
 from ._mxfp8 import layout_bytes as _c_layout_bytes
@@ -181,17 +181,25 @@ def _bucket_call(bucket: Any, manifest: List[Mapping[str, Any]], params: Mapping
     shard_fields = _shards(names, shards)
     convention = _code("global_scale", global_scale, _GLOBAL_SCALES)
     cuda, stream_ptr = _cuda_and_stream(bucket, stream)
+
+    # A sender's numbers taken as they are or refused, naming the field: int() truncated 4.5 to 4, and the
+    # C++ side cut e4m3_max to int32 (2**32 + 448 became 448) and answered a negative number with
+    # pybind11's list of signatures.
+    def field(i: int, key: str, low: int = 0, high: int = _args.UINT64_MAX) -> int:
+        return _args.integer(f"manifest[{i}][{key!r}]", manifest[i][key], low, high)
+
     nvfp4_fields = {}
     if any(nvfp4):  # the amax parts, and where each global scale goes (mxfp8_bucket_manifest's NVFP4 fields)
         nvfp4_fields = dict(
-            nvfp4_entries=[(int(e["amax_offset"]), int(e["amax_bytes"]), int(e["e4m3_max"])) if kind else (0, 0, 0)
-                           for e, kind in zip(manifest, nvfp4)],
+            nvfp4_entries=[(field(i, "amax_offset"), field(i, "amax_bytes"),
+                            field(i, "e4m3_max", 0, _args.INT32_MAX)) if kind else (0, 0, 0)
+                           for i, kind in enumerate(nvfp4)],
             global_scales=globals_, global_scale=convention)
     result = _c_import_bucket(
         bucket,
-        [(int(e["values_offset"]), int(e["values_bytes"]), int(e["scales_offset"]), int(e["scales_bytes"]))
-         for e in manifest],
-        [[int(d) for d in e["shape"]] for e in manifest],
+        [tuple(field(i, key) for key in ("values_offset", "values_bytes", "scales_offset", "scales_bytes"))
+         for i in range(len(manifest))],
+        [_args.shape(f"manifest[{i}]['shape']", e["shape"]) for i, e in enumerate(manifest)],
         formats,
         [_code("direction", e.get("direction", "rowwise"), _DIRECTIONS) for e in manifest],
         [_code("scales_layout", e.get("scales_layout", "compact"), LAYOUTS) for e in manifest],

@@ -145,9 +145,11 @@ def dequantize(
     if dtype not in _OUTPUT_DTYPES:
         raise ValueError(f"dtype must be one of {list(_OUTPUT_DTYPES)}, got {dtype!r}")
     column = _choice("direction", direction, _DIRECTIONS) == 1
+    # The description is checked before `out` is allocated from its shape: a wrong shape is the library's
+    # ValueError naming the data, not an allocation of that shape (terabytes, or device memory).
+    tensor = _tensor(data, scale_inv, amax, shape, swizzled, direction, e4m3_max, inputs)
     if out is None:
         out = _empty(inputs.torch, inputs.cuda, data, _stored_shape(data, shape, column), dtype)
-    tensor = _tensor(data, scale_inv, amax, shape, swizzled, direction, e4m3_max, inputs)
     target, bfloat16_bits = _numpy_bfloat16_as_bits(out)
     tensor.dequantize(_DIRECTIONS[direction], target, stream=inputs.stream, dlpack_stream=inputs.dlpack_stream,
                       bfloat16_bits=bfloat16_bits)

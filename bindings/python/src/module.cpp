@@ -1225,6 +1225,15 @@ py::object swizzle_fast(py::handle source, py::handle out, bool swizzle, py::han
   } else {
     dst = take(out, "out", ex, Access::Write);
     if (!same_memory(dst->managed->dl_tensor.device, ex.device)) return not_implemented();
+    // unswizzle_scales(swizzled, rows, cols, out): an out that is not the (rows, cols) matrix is the
+    // Python layer's ValueError (the library would read out's shape and ignore rows and cols).
+    if (!swizzle) {
+      const DLTensor &o = dst->managed->dl_tensor;
+      int64_t r = 1;
+      for (int32_t i = 0; i + 1 < o.ndim; ++i)
+        if (__builtin_mul_overflow(r, o.shape[i], &r)) return not_implemented();
+      if (o.ndim < 1 || r != shape[0] || o.shape[o.ndim - 1] != shape[1]) return not_implemented();
+    }
   }
   void *st = reinterpret_cast<void *>(ex.stream);
   check(swizzle ? mxfp8_swizzle_scales(&s, &dst->managed->dl_tensor, st)
