@@ -37,9 +37,12 @@ MXFP8_HOST_DEVICE inline int direct_tile_rows_per_chunk(int tiles_per_chunk, int
 
 // The compact word (chunk row * tile_cols + tile column) that word s of line `line` of the chunk's tile
 // `tile` holds: chunk row (tile / tile_cols) * 128 + 32 s + line, tile column tile % tile_cols.
+// The same with the tile given as (tile row of the chunk, tile column): what the kernel steps through.
+MXFP8_HOST_DEVICE inline int direct_compact_word_at(int tile_row, int tile_col, int line, int s, int tile_cols) {
+  return (tile_row * static_cast<int>(kTileRows) + s * static_cast<int>(kSubtileRows) + line) * tile_cols + tile_col;
+}
 MXFP8_HOST_DEVICE inline int direct_compact_word(int tile, int line, int s, int tile_cols) {
-  const int row = (tile / tile_cols) * static_cast<int>(kTileRows) + s * static_cast<int>(kSubtileRows) + line;
-  return row * tile_cols + tile % tile_cols;
+  return direct_compact_word_at(tile / tile_cols, tile % tile_cols, line, s, tile_cols);
 }
 
 // The shared-memory word that holds compact word w: one padding word after every 32 (see above).
