@@ -443,7 +443,7 @@ __device__ void store_gather_chunk(const Chunk &c) {
 // kPaths: which kinds of job a launch holds beyond the plain export ones, so each launch compiles only
 // the store paths it can take. Under the 64-register cap every path compiled in costs spill: the plain
 // export instantiation spills 16 bytes a thread; with the swizzle path (imports into the 128x4 layout)
-// ptxas reports its own figure; with the layout and window-gather paths as well, 276 bytes.
+// ptxas reports its own figure; with the layout and window-gather paths as well, 272 bytes.
 constexpr int kPlainPaths = 0;
 constexpr int kSwizzlePath = 1;        // to_swizzled jobs: the 128x4 layout written
 constexpr int kLayoutGatherPaths = 2;  // engine layout jobs and windows starting inside a tile
