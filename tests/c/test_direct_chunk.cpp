@@ -114,8 +114,28 @@ void check_shape(int rows, int cols, int tiles_per_chunk, int64_t row_stride, in
         for (int l = 0; l < 32; ++l) worst = std::max(worst, ++per_bank[direct_staging_slot(warp_w0 + 4 * l + k) % 32]);
         expect(worst == 1, "store reads conflict-free", rows, cols, tiles_per_chunk, worst);
       }
+    // The kernel's choice of 16-byte stores (dst itself 16-byte aligned here, offset 0).
+    const int64_t run = row0 * row_stride;
+    const bool word_stores = col_stride == 1 && row_stride % 4 == 0;
+    const bool vector_stores = word_stores && cols % 4 == 0 && run % 16 == 0 &&
+                         (row_stride == cols || (tile_cols % 4 == 0 && row_stride % 16 == 0));
     for (int t = 0; t < threads; ++t)
-      for (int w0 = 4 * t; w0 < words; w0 += 4 * threads)
+      for (int w0 = 4 * t; w0 < words; w0 += 4 * threads) {
+        if (vector_stores && w0 + 4 <= words) {  // one 16-byte store of words w0 .. w0 + 3
+          const int64_t at = run + (w0 / tile_cols) * row_stride + 4 * (w0 % tile_cols);
+          expect(at % 16 == 0, "16-byte store aligned", rows, cols, tiles_per_chunk, at);
+          for (int k = 0; k < 4; ++k) {
+            const int w = w0 + k;
+            expect(at + 4 * k == (row0 + w / tile_cols) * row_stride + 4 * (w % tile_cols), "16-byte store contiguous", rows, cols,
+                   tiles_per_chunk, w);
+            for (int b = 0; b < 4; ++b) {
+              expect(!written[at + 4 * k + b], "byte written once", rows, cols, tiles_per_chunk, at);
+              written[at + 4 * k + b] = true;
+              dst[at + 4 * k + b] = static_cast<uint8_t>(smem[direct_staging_slot(w)] >> (8 * b));
+            }
+          }
+          continue;
+        }
         for (int w = w0; w < w0 + 4; ++w) {
           const int slot = direct_staging_slot(w);
           expect(slot < staging_words && staged[slot], "store reads staged slots", rows, cols, tiles_per_chunk, w);
@@ -129,6 +149,7 @@ void check_shape(int rows, int cols, int tiles_per_chunk, int64_t row_stride, in
             dst[at] = static_cast<uint8_t>(smem[slot] >> (8 * b));
           }
         }
+      }
   }
   for (int r = 0; r < rows; ++r)
     for (int c = 0; c < cols; ++c) {
@@ -163,6 +184,8 @@ int main() {
           check_shape(rows, cols, tiles_per_chunk, cols + 5, 1, rng);
           check_shape(rows, cols, tiles_per_chunk, 1, rows, rng);
         }
+        // Rows 16-byte aligned, not dense: 16-byte stores along rows when tile_cols % 4 == 0, words otherwise.
+        if (cols % 4 == 0) check_shape(rows, cols, tiles_per_chunk, (cols + 15) / 16 * 16 + 16, 1, rng);
         ++shapes;
       }
   if (failures) {

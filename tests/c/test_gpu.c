@@ -731,7 +731,9 @@ static void test_gpu_grouped_narrow_experts_equal_reference(void **state) {
       {33, 300, 2048, 0},  /* 64 scales = 16 tiles (2 tile rows a chunk), 3 tile rows */
       {24, 1000, 1152, 0}, /* 36 scales = 9 tiles, odd: 3 tile rows a chunk, 8 tile rows */
       {24, 1000, 1500, 0}, /* 47 scales: a partial last tile column, 12 tiles */
+      {24, 1000, 640, 0},  /* 20 scales = 5 tiles, odd: 6 tile rows a chunk, 8 tile rows */
       {20, 257, 96, 0},    /* 3 scales: one partial tile column, 32 tile rows a chunk */
+      {64, 129, 32, 0},    /* 1 scale: 2 tile rows, the second with one row */
       {20, 650, 1536, 0},  /* 48 scales = 12 tiles, a multiple of 4 */
       {24, 700, 768, 1},   /* unaligned scale buffer */
       {310, 130, 320, 0},  /* 10 scales, 310 experts: two launches */
