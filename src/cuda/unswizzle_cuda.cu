@@ -10,12 +10,14 @@
 // word (r, j) at r * (tiles per chunk + 1) + j. The padding word keeps both access patterns nearly free
 // of bank conflicts: a warp staging one tile writes rows l, l+32, l+64, l+96 of lane l (banks l + j);
 // a warp gathering 16-byte row segments reads 4 rows x 8 quads (banks r + 4q + k, all distinct) for
-// narrow chunks, 2 rows x 16 quads (2-way) for wide ones.
+// narrow chunks, 2 rows x 16 quads (2-way) for wide ones. (Direct chunks stage differently, below.)
 //
-// Narrow matrices (rows shorter than half a chunk, e.g. 24 scales) take "direct" chunks instead: a run
-// of whole tiles in storage order, across tile rows, staged flat, each thread writing the 4 row-words
-// of the vectors it loaded. Row-major sources (padded crops, bucket copies) skip shared memory: each
-// thread copies 16-byte (or smaller) row segments.
+// Narrow matrices (rows shorter than half a chunk, e.g. 24 scales) take "direct" chunks instead: as many
+// whole tile rows as fit in a chunk (5 rows of 6 tiles for 24 scales), staged in compact order and
+// written in output order, 4 consecutive words a thread, so that a warp's stores cover one contiguous
+// 512-byte run when the rows are dense (core/direct_chunk.hpp: the mapping and its bank analysis).
+// Row-major sources (padded crops, bucket copies) skip shared memory: each thread copies 16-byte (or
+// smaller) row segments.
 //
 // Jobs that produce a swizzled buffer (the import side: engine parameters in the cuBLAS layout) share the
 // launch. Their chunks are the same runs of tiles of the destination, written without shared memory:
@@ -33,6 +35,7 @@
 #include <vector>
 
 #include "cuda/cuda_check.cuh"
+#include "core/direct_chunk.hpp"
 #include "core/error.hpp"
 #include "core/scale_copy.hpp"
 #include "core/shape.hpp"
@@ -55,7 +58,7 @@ struct Width {
   static constexpr int kThreads = kTiles * 8;
   static constexpr int kVectorsPerThread = kTiles * kVectorsPerTile / kThreads;  // 4
   static constexpr int kSmemRowStride = kTiles + 1;  // words per chunk row in shared memory
-  static constexpr int kSmemWords = kTileRows * kSmemRowStride;
+  static constexpr int kSmemWords = std::max<int>(kTileRows * kSmemRowStride, direct_staging_words(kTiles));
   // Half the SM's 2048 threads resident: caps registers at 64, which the measured versions used.
   static constexpr int kMinBlocksPerSm = 1024 / kThreads;
 };
@@ -68,7 +71,8 @@ constexpr int kWideChunksPerBlock = 8;
 
 // kPaths: which kinds of job a launch holds beyond the plain export ones, so each launch compiles only
 // the paths it can take. Under the 64-register cap every path compiled in costs spill (ptxas, sm_90:
-// the plain export instantiation spills 16 bytes a thread, with every path 452).
+// the plain export instantiation spills 16 bytes a thread; row copies 60, 128x4 imports 60, both 164;
+// with the layout and window-gather paths 272, and 424 with row copies too).
 constexpr int kPlainPaths = 0;
 constexpr int kSwizzlePath = 1;        // to_swizzled jobs: the 128x4 layout written
 constexpr int kLayoutGatherPaths = 2;  // engine layout jobs and windows starting inside a tile
@@ -135,8 +139,8 @@ __device__ uint32_t load_word_bytes(const uint8_t *p, int valid) {
 }
 
 // Where one chunk of a batch lies: its job, tile row, first tile column and width in tiles.
-// A direct job's chunk is `tiles` consecutive tiles in storage order, starting at linear_tile; other
-// chunks stay inside one tile row.
+// A direct job's chunk is whole tile rows from tile_row on: `tiles` (a multiple of tile_cols) consecutive
+// tiles in storage order, starting at linear_tile; other chunks stay inside one tile row.
 struct Chunk {
   const DeviceJob *job;
   int64_t linear_tile;  // the chunk's first tile in the swizzled buffer
@@ -164,9 +168,10 @@ __device__ Chunk locate(const JobBatch<kCapacity> &batch, int32_t chunk, int &jo
   const int local = chunk - job.first_block;
   if (job.to_swizzled & kLayoutJob) return Chunk{&job, local, 0, 0, 0};  // linear_tile: the chunk's index
   if (job.direct) {
-    const int64_t first = static_cast<int64_t>(local) * W::kTilesPerChunk;
-    const int64_t total = static_cast<int64_t>(job.tile_rows) * job.tile_cols;
-    return Chunk{&job, first, 0, 0, static_cast<int>(total - first < W::kTilesPerChunk ? total - first : W::kTilesPerChunk)};
+    const int per_chunk = direct_tile_rows_per_chunk(W::kTilesPerChunk, job.tile_cols);
+    const int tile_row = local * per_chunk;
+    return Chunk{&job, static_cast<int64_t>(tile_row) * job.tile_cols, tile_row, 0,
+                 min(per_chunk, job.tile_rows - tile_row) * job.tile_cols};
   }
   const int tile_row = local / job.chunks_per_row;
   const int first_tile = (local % job.chunks_per_row) * W::kTilesPerChunk;
@@ -240,9 +245,9 @@ __device__ void load_chunk(const Chunk &c, uint4 (&regs)[W::kVectorsPerThread]) 
 }
 
 // Puts a swizzled chunk into shared memory: from the registers, or byte by byte when a caller's
-// byte_offset left the buffer unaligned (correct, slower).
-// A plain row-major chunk's prefetched vectors go to shared memory as they are (vector i at index i, read
-// back by the thread that wrote it), freeing the registers for the next chunk's loads.
+// byte_offset left the buffer unaligned (correct, slower). A plain row-major chunk's prefetched vectors
+// go there as they are (vector i at index i, read back by the thread that wrote it), freeing the
+// registers for the next chunk's loads.
 template <class W, int kPaths>
 __device__ void stage_chunk(const Chunk &c, const uint4 (&regs)[W::kVectorsPerThread], uint32_t *tiles) {
   if (row_vector_loads<W, kPaths>(c)) {
@@ -251,17 +256,38 @@ __device__ void stage_chunk(const Chunk &c, const uint4 (&regs)[W::kVectorsPerTh
     return;
   }
   if (!c.job->swizzled || c.job->to_swizzled || c.job->gather) return;
-  if (c.job->direct) {  // flat: each thread later scatters exactly the vectors it staged
+  if (c.job->direct) {  // compact order, padded (core/direct_chunk.hpp)
+    const int tile_cols = c.job->tile_cols;
     const int vectors = c.tiles * kVectorsPerTile;
     if (vector_loads(c)) {
+      constexpr int kSubtileStep = static_cast<int>(kSubtileRows);  // rows between the words of a line
+      // Vector i = threadIdx.x + v * kThreads is line i % 32 (the same for every v) of chunk tile i / 32,
+      // which steps by kTileStep tiles: (tile row, tile column) stepped rather than divided for each v
+      // (the divisions cost the plain path 8 more bytes of spill).
+      constexpr int kTileStep = W::kThreads / kVectorsPerTile;
+      const int line = threadIdx.x % kVectorsPerTile, tile0 = threadIdx.x / kVectorsPerTile;
+      int tile_row = tile0 / tile_cols, tile_col = tile0 - tile_row * tile_cols;
+      const int step_rows = kTileStep / tile_cols, step_cols = kTileStep - step_rows * tile_cols;
 #pragma unroll
       for (int v = 0; v < W::kVectorsPerThread; ++v) {
         const int i = threadIdx.x + v * W::kThreads;
-        if (i < vectors) reinterpret_cast<uint4 *>(tiles)[i] = regs[v];
+        const int w = direct_compact_word_at(tile_row, tile_col, line, 0, tile_cols);
+        tile_col += step_cols;
+        tile_row += step_rows + (tile_col >= tile_cols);
+        if (tile_col >= tile_cols) tile_col -= tile_cols;
+        if (i >= vectors) continue;
+        tiles[direct_staging_slot(w)] = regs[v].x;
+        tiles[direct_staging_slot(w + 1 * kSubtileStep * tile_cols)] = regs[v].y;
+        tiles[direct_staging_slot(w + 2 * kSubtileStep * tile_cols)] = regs[v].z;
+        tiles[direct_staging_slot(w + 3 * kSubtileStep * tile_cols)] = regs[v].w;
       }
     } else {
       const uint8_t *src = swizzled_chunk(c);
-      for (int i = threadIdx.x; i < vectors * 4; i += W::kThreads) tiles[i] = load_word_bytes(src + 4 * i, 4);
+      for (int i = threadIdx.x; i < vectors * kWordsPerLine; i += W::kThreads) {
+        const int w = i % kWordsPerTile;  // word w of a tile: line w / 4, sub-tile w % 4
+        tiles[direct_staging_slot(direct_compact_word(i / kWordsPerTile, w / kWordsPerLine, w % kWordsPerLine, tile_cols))] =
+            load_word_bytes(src + 4 * i, 4);
+      }
     }
     return;
   }
@@ -296,32 +322,40 @@ __device__ uint32_t swizzled_word(const uint32_t *tiles, int tile, int r_in_tile
 // Writes the chunk's 128 rows x 4 * tiles columns of the compact matrix. A thread writes 4 consecutive
 // words (16 bytes) of one row, 8 threads one 128-byte row segment. Partial, unaligned or strided
 // segments fall back to words or bytes.
-// Direct chunks: vector i of the chunk is line i % 32 of tile linear_tile + i / 32, the words of 4 rows,
-// written where they belong. Only the fields it needs are loaded (register pressure).
+// Direct chunks: the chunk's rows row0 .. row0 + chunk_rows - 1 (whole tile rows, clipped to the matrix),
+// staged in compact order (core/direct_chunk.hpp). Thread q takes compact words 4q .. 4q + 3, word w
+// being scales 4 (w % tile_cols) .. + 3 of row row0 + w / tile_cols, so a warp covers 128 consecutive
+// words: with dense rows (row_stride == cols, cols % 4 == 0) one contiguous, 16-byte-aligned 512-byte run
+// of 16-byte stores; with rows of whole quads (tile_cols % 4 == 0, row_stride % 16 == 0) 16-byte stores
+// along the rows. Otherwise (a partial last tile column, strided or unaligned rows) word by word, each
+// word as a 32-bit store or its valid bytes. Only the fields it needs are loaded (register pressure).
 template <class W>
 __device__ void store_direct_chunk(const Chunk &c, const uint32_t *tiles) {
   // 32-bit indices (rows and cols fit, checked on the host) keep this path within the register cap.
-  uint8_t *const dst = c.job->dst;
   const int64_t row_stride = c.job->dst_row_stride, col_stride = c.job->dst_col_stride;
   const int rows = c.job->rows, cols = c.job->cols, tile_cols = c.job->tile_cols;
   const bool word_stores = c.job->word_stores;
-  const int tile_row0 = static_cast<int>(c.linear_tile / tile_cols), tile_col0 = static_cast<int>(c.linear_tile % tile_cols);
-  for (int i = threadIdx.x; i < c.tiles * kVectorsPerTile; i += W::kThreads) {
-    const int t = tile_col0 + i / kVectorsPerTile;  // tiles past the chunk's first, from its row's start
-    const int first_row = (tile_row0 + t / tile_cols) * static_cast<int>(kTileRows) + i % kVectorsPerTile;
-    const int col = (t % tile_cols) * static_cast<int>(kTileCols);
-    const int valid = col + static_cast<int>(kTileCols) <= cols ? static_cast<int>(kTileCols) : cols - col;
-    const uint4 v = reinterpret_cast<const uint4 *>(tiles)[i];
-    const uint32_t words[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-    for (int s = 0; s < 4; ++s) {
-      const int r = first_row + s * static_cast<int>(kSubtileRows);
-      if (r >= rows) break;
-      uint8_t *out = dst + r * row_stride + col * col_stride;
+  const int row0 = c.tile_row * static_cast<int>(kTileRows);
+  const int words = min((c.tiles / tile_cols) * static_cast<int>(kTileRows), rows - row0) * tile_cols;
+  uint8_t *const run = c.job->dst + row0 * row_stride;
+  const bool vectors = word_stores && cols % 4 == 0 && (reinterpret_cast<uintptr_t>(run) & 15) == 0 &&
+                       (row_stride == cols || (tile_cols % 4 == 0 && (row_stride & 15) == 0));
+  for (int w0 = 4 * threadIdx.x; w0 < words; w0 += 4 * W::kThreads) {
+    if (vectors && w0 + 4 <= words) {
+      *reinterpret_cast<uint4 *>(run + (w0 / tile_cols) * row_stride + 4 * (w0 % tile_cols)) =
+          make_uint4(tiles[direct_staging_slot(w0)], tiles[direct_staging_slot(w0 + 1)],
+                     tiles[direct_staging_slot(w0 + 2)], tiles[direct_staging_slot(w0 + 3)]);
+      continue;
+    }
+    for (int w = w0; w < w0 + 4 && w < words; ++w) {
+      const uint32_t word = tiles[direct_staging_slot(w)];
+      const int col = 4 * (w % tile_cols);
+      const int valid = col + 4 <= cols ? 4 : cols - col;
+      uint8_t *out = run + (w / tile_cols) * row_stride + col * col_stride;
       if (word_stores && valid == 4) {
-        *reinterpret_cast<uint32_t *>(out) = words[s];
+        *reinterpret_cast<uint32_t *>(out) = word;
       } else {
-        for (int b = 0; b < valid; ++b) out[b * col_stride] = static_cast<uint8_t>(words[s] >> (8 * b));
+        for (int b = 0; b < valid; ++b) out[b * col_stride] = static_cast<uint8_t>(word >> (8 * b));
       }
     }
   }
@@ -628,8 +662,9 @@ int64_t layout_job_bytes(const ScaleJob &job) {
   return job.layout_bytes >= 0 && job.layout_bytes < size ? job.layout_bytes : size;
 }
 
-// Narrow swizzled matrices (rows shorter than half a chunk) take direct chunks: whole tiles in storage
-// order, so a chunk stays full however few scales a row holds (an MoE down projection has 24).
+// Narrow swizzled matrices (rows shorter than half a chunk) take direct chunks: whole tile rows, as many as
+// fit, so a chunk stays mostly full however few scales a row holds (an MoE down projection has 24: 5 tile
+// rows of 6 tiles, 30 of 32), and its output is one run of rows.
 // A window of a larger matrix keeps to tile rows (its tiles are not consecutive in storage).
 bool is_direct(const ScaleJob &job, int tiles_per_chunk) {
   return job.swizzled && !job.to_swizzled && job.layout < 0 && 2 * ceil_div(job.dst.cols, kTileCols) <= tiles_per_chunk &&
@@ -643,7 +678,8 @@ int64_t chunks_of(const ScaleJob &job) {
   if (job.layout >= 0)
     return ceil_div(ceil_div(layout_job_bytes(job), 4), kLayoutWordsPerChunk<W>);
   const int64_t tile_rows = ceil_div(job.dst.rows, kTileRows), tile_cols = ceil_div(job.dst.cols, kTileCols);
-  if (is_direct(job, tiles_per_chunk)) return ceil_div(tile_rows * tile_cols, tiles_per_chunk);
+  if (is_direct(job, tiles_per_chunk))
+    return ceil_div(tile_rows, int64_t{direct_tile_rows_per_chunk(tiles_per_chunk, static_cast<int>(tile_cols))});
   return tile_rows * ceil_div(tile_cols, tiles_per_chunk);
 }
 

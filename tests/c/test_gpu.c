@@ -660,20 +660,22 @@ static void test_gpu_block_scales_equal_host_and_report_the_same_disagreement(vo
     }
 }
 
-static void test_gpu_grouped_stacked_equals_reference(void **state) {
-  (void)state;
-  REQUIRE_GPU();
-  enum { E = 16 };
-  const int64_t n = 300, k = 200, c = 7, rp = 384, cp = 8;
-  uint64_t rng = 78;
+/* A grouped tensor of E experts (n, k) with swizzled scales, the flat scale buffer `offset` bytes into its
+ * allocation and its padding random (so that a kernel copying padding rows or columns would be seen),
+ * exported stacked into a poisoned buffer: the scales must equal the matrices the buffer was built from
+ * by the swizzle formula. */
+static void check_grouped_stacked(int E, int64_t n, int64_t k, uint64_t offset, uint64_t seed) {
+  const int64_t c = ref_ceil_div(k, 32), rp = ref_round_up(n, 128), cp = ref_round_up(c, 4);
+  uint64_t rng = seed;
   const int64_t vshape[2] = {E * n, k}, sshape[1] = {E * rp * cp};
   test_tensor *data = test_tensor_new(2, vshape, kDLUInt, 1), *flat = test_tensor_new(1, sshape, kDLUInt, 1);
   uint8_t *s = malloc((size_t)(E * n * c));
   fill_random_scales(s, (size_t)(E * n * c), &rng);
+  fill_random(flat->buffer, flat->bytes, &rng);
   for (int e = 0; e < E; ++e)
     for (int64_t y = 0; y < n; ++y)
       for (int64_t x = 0; x < c; ++x) flat->buffer[e * rp * cp + (int64_t)ref_swizzled_index(y, x, cp)] = s[(e * n + y) * c + x];
-  gpu_tensor *gd = upload(data, 0), *gs = upload(flat, 0);
+  gpu_tensor *gd = upload(data, 0), *gs = upload(flat, offset);
   mxfp8_grouped_desc desc = MXFP8_GROUPED_DESC_INIT;
   desc.scale_layout = MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED;
   desc.num_experts = E;
@@ -689,7 +691,12 @@ static void test_gpu_grouped_stacked_equals_reference(void **state) {
   EXPECT(mxfp8_grouped_export_stacked(g, &o, &values, &scales) == MXFP8_OK, "stacked: %s", mxfp8_last_error());
   EXPECT(values->dl_tensor.data == gd->device_alloc && values->dl_tensor.shape[0] == E, "values [E, N, K] view");
   uint8_t *got = download(&scales->dl_tensor, (size_t)(E * n * c));
-  EXPECT(memcmp(got, s, (size_t)(E * n * c)) == 0, "stacked scales differ");
+  for (int64_t i = 0; i < E * n * c; ++i)
+    if (got[i] != s[i]) {
+      EXPECT(0, "%d experts (%lld, %lld), offset %d: expert %lld scale (%lld, %lld) is %d, expected %d", E, (long long)n,
+             (long long)k, (int)offset, (long long)(i / (n * c)), (long long)(i / c % n), (long long)(i % c), got[i], s[i]);
+      break;
+    }
   release_managed(values);
   release_managed(scales);
   mxfp8_grouped_tensor_release(g);
@@ -700,6 +707,43 @@ static void test_gpu_grouped_stacked_equals_reference(void **state) {
   gpu_tensor_free(gs);
   test_tensor_free(data);
   test_tensor_free(flat);
+}
+
+static void test_gpu_grouped_stacked_equals_reference(void **state) {
+  (void)state;
+  REQUIRE_GPU();
+  check_grouped_stacked(16, 300, 200, 0, 78);
+}
+
+/* Experts with narrow scale rows take the kernel's "direct" chunks (whole tile rows, as many as fit in a
+ * chunk: core/direct_chunk.hpp), one batched call for all experts. The shapes cover tile rows per chunk
+ * that do and do not divide an expert's tile rows (a partial last chunk), partial last tile rows, odd
+ * and even tile columns, a partial last tile column (k not a multiple of 128: words stored one by one),
+ * more than one launch of jobs (> 300 experts), an unaligned scale buffer (staged byte by byte) and, with
+ * enough chunks, the wide chunk width. */
+static void test_gpu_grouped_narrow_experts_equal_reference(void **state) {
+  (void)state;
+  REQUIRE_GPU();
+  static const struct { int E; int64_t n, k; uint64_t offset; } cases[] = {
+      {40, 701, 768, 0},   /* the MoE down projection's 24 scales (6 tiles): 5 tile rows a chunk, 6 per expert;
+                              odd experts start 8 bytes off a 16-byte boundary (word stores) */
+      {40, 4096, 768, 0},  /* the benchmark's shape: 32 tile rows = 6 full chunks + 2 rows */
+      {33, 300, 2048, 0},  /* 64 scales = 16 tiles (2 tile rows a chunk), 3 tile rows */
+      {24, 1000, 1152, 0}, /* 36 scales = 9 tiles, odd: 3 tile rows a chunk, 8 tile rows */
+      {24, 1000, 1500, 0}, /* 47 scales: a partial last tile column, 12 tiles */
+      {24, 1000, 640, 0},  /* 20 scales = 5 tiles, odd: 6 tile rows a chunk, 8 tile rows */
+      {20, 257, 96, 0},    /* 3 scales: one partial tile column, 32 tile rows a chunk */
+      {64, 129, 32, 0},    /* 1 scale: 2 tile rows, the second with one row */
+      {20, 650, 1536, 0},  /* 48 scales = 12 tiles, a multiple of 4 */
+      {24, 700, 768, 1},   /* unaligned scale buffer */
+      {310, 130, 320, 0},  /* 10 scales, 310 experts: two launches */
+      {1200, 300, 3072, 0}, /* 96 scales = 24 tiles: wide chunks (2,400 of them, 2 tile rows each) */
+  };
+  const int count = (int)(sizeof cases / sizeof cases[0]);
+  for (int i = 0; i < count; ++i) {
+    if (getenv("MXFP8_TEST_QUICK") && cases[i].E > 300) continue;
+    check_grouped_stacked(cases[i].E, cases[i].n, cases[i].k, cases[i].offset, 2100 + (uint64_t)i);
+  }
 }
 
 static void test_gpu_bucket_equals_host_bucket(void **state) {
@@ -874,6 +918,7 @@ static void test_batched_export_equals_one_by_one(void **state) { (void)state; R
 static void test_large_batch_takes_the_wide_chunk_path_correctly(void **state) { (void)state; REQUIRE_GPU(); }
 static void test_gpu_block_scales_equal_host_and_report_the_same_disagreement(void **state) { (void)state; REQUIRE_GPU(); }
 static void test_gpu_grouped_stacked_equals_reference(void **state) { (void)state; REQUIRE_GPU(); }
+static void test_gpu_grouped_narrow_experts_equal_reference(void **state) { (void)state; REQUIRE_GPU(); }
 static void test_gpu_bucket_equals_host_bucket(void **state) { (void)state; REQUIRE_GPU(); }
 static void test_gpu_swizzle_pair_matches_formula(void **state) { (void)state; REQUIRE_GPU(); }
 static void test_prepared_export_replays_in_a_cuda_graph(void **state) { (void)state; REQUIRE_GPU(); }
@@ -889,6 +934,7 @@ int main(void) {
       cmocka_unit_test(test_large_batch_takes_the_wide_chunk_path_correctly),
       cmocka_unit_test(test_gpu_block_scales_equal_host_and_report_the_same_disagreement),
       cmocka_unit_test(test_gpu_grouped_stacked_equals_reference),
+      cmocka_unit_test(test_gpu_grouped_narrow_experts_equal_reference),
       cmocka_unit_test(test_gpu_bucket_equals_host_bucket),
       cmocka_unit_test(test_gpu_swizzle_pair_matches_formula),
       cmocka_unit_test(test_prepared_export_replays_in_a_cuda_graph),
