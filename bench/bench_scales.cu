@@ -609,8 +609,10 @@ Nvfp4ExportResult bench_nvfp4_export(int64_t rows, int64_t k) {
   cuda_check(cudaMemcpy(amax, &one, sizeof one, cudaMemcpyHostToDevice), "upload");
   int64_t vshape[2] = {rows, k / 2}, sshape[2] = {rp, cp}, ashape[1] = {1}, cshape[2] = {rows, c};
   std::vector<mxfp8_nvfp4_tensor *> tensors(copies);
+  // Borrowed (no deleter), and referenced by the handles until they are released: they outlive the loop.
+  std::vector<DLManagedTensorVersioned> managed(3 * static_cast<size_t>(copies), DLManagedTensorVersioned{kCurrentDlpack});
   for (int i = 0; i < copies; ++i) {
-    DLManagedTensorVersioned data{kCurrentDlpack}, scales{kCurrentDlpack}, am{kCurrentDlpack};  // borrowed
+    DLManagedTensorVersioned &data = managed[3 * i], &scales = managed[3 * i + 1], &am = managed[3 * i + 2];
     data.dl_tensor = bytes_tensor(values, vshape, 2);
     scales.dl_tensor = bytes_tensor(swz[i], sshape, 2);
     am.dl_tensor = bytes_tensor(amax, ashape, 1);
