@@ -69,15 +69,6 @@ using Narrow = Width<32>;
 using Wide = Width<64>;
 constexpr int kWideChunksPerBlock = 8;
 
-// kPaths: which kinds of job a launch holds beyond the plain export ones, so each launch compiles only
-// the paths it can take. Under the 64-register cap every path compiled in costs spill (ptxas, sm_90:
-// the plain export instantiation spills 16 bytes a thread; row copies 60, 128x4 imports 60, both 164;
-// with the layout and window-gather paths 272, and 424 with row copies too).
-constexpr int kPlainPaths = 0;
-constexpr int kSwizzlePath = 1;        // to_swizzled jobs: the 128x4 layout written
-constexpr int kLayoutGatherPaths = 2;  // engine layout jobs and windows starting inside a tile
-constexpr int kRowCopyPath = 4;        // plain row-major copies (values, compact scales), prefetched
-
 
 // One matrix of a launch, as the kernel sees it.
 struct DeviceJob {
@@ -197,43 +188,10 @@ __device__ uint32_t gather_word(const DeviceJob &job, int64_t r, int64_t col, in
   return w;
 }
 
-// A plain row-major chunk (a copy of values or of compact scales) moved in 16-byte vectors: both sides
-// 16-byte aligned with 16-byte row strides. Its vector i (i = threadIdx.x + v * kThreads, the order
-// store_chunk's plain path walks) is the 16 bytes at tile quad i % kQuads of the tile row's row
-// i / kQuads; row_vector() says where, or that the vector is outside the matrix or partial.
-template <class W, int kPaths>
-__device__ bool row_vector_loads(const Chunk &c) {
-  if constexpr ((kPaths & kRowCopyPath) == 0) return false;
-  const DeviceJob &job = *c.job;
-  return !job.swizzled && !job.to_swizzled && !job.direct && job.word_stores &&
-         ((reinterpret_cast<uintptr_t>(job.src) | reinterpret_cast<uintptr_t>(job.dst)) & 15) == 0 &&
-         ((job.src_row_stride | job.dst_row_stride) & 15) == 0;
-}
-
-// 32-bit: rows and columns fit (checked on the host), and 64-bit indices cost registers under the cap.
+// Issues the 16-byte loads of a swizzled chunk into registers (they complete while the previous chunk
+// is being stored).
 template <class W>
-__device__ bool row_vector(const Chunk &c, int i, int &r, int &col) {
-  constexpr int kQuads = W::kTilesPerChunk / 4;
-  const int first = 4 * (i % kQuads);  // the quad's first tile, relative to the chunk
-  r = c.tile_row * static_cast<int>(kTileRows) + i / kQuads;
-  col = (c.first_tile + first) * static_cast<int>(kTileCols);
-  return first + 4 <= c.tiles && r < c.job->rows && col + 4 * static_cast<int>(kTileCols) <= c.job->cols;
-}
-
-// Issues the 16-byte loads of a chunk into registers (they complete while the previous chunk is being
-// stored): a swizzled chunk's tiles, or a plain row-major chunk's whole vectors (the partial ones are
-// read when stored).
-template <class W, int kPaths>
 __device__ void load_chunk(const Chunk &c, uint4 (&regs)[W::kVectorsPerThread]) {
-  if (row_vector_loads<W, kPaths>(c)) {
-#pragma unroll
-    for (int v = 0; v < W::kVectorsPerThread; ++v) {
-      int r, col;
-      if (row_vector<W>(c, threadIdx.x + v * W::kThreads, r, col))
-        regs[v] = __ldg(reinterpret_cast<const uint4 *>(c.job->src + r * c.job->src_row_stride + col));
-    }
-    return;
-  }
   if (!vector_loads(c)) return;
   const uint4 *src = reinterpret_cast<const uint4 *>(swizzled_chunk(c));
   const int vectors = c.tiles * kVectorsPerTile;
@@ -245,16 +203,9 @@ __device__ void load_chunk(const Chunk &c, uint4 (&regs)[W::kVectorsPerThread]) 
 }
 
 // Puts a swizzled chunk into shared memory: from the registers, or byte by byte when a caller's
-// byte_offset left the buffer unaligned (correct, slower). A plain row-major chunk's prefetched vectors
-// go there as they are (vector i at index i, read back by the thread that wrote it), freeing the
-// registers for the next chunk's loads.
-template <class W, int kPaths>
+// byte_offset left the buffer unaligned (correct, slower).
+template <class W>
 __device__ void stage_chunk(const Chunk &c, const uint4 (&regs)[W::kVectorsPerThread], uint32_t *tiles) {
-  if (row_vector_loads<W, kPaths>(c)) {
-#pragma unroll
-    for (int v = 0; v < W::kVectorsPerThread; ++v) reinterpret_cast<uint4 *>(tiles)[threadIdx.x + v * W::kThreads] = regs[v];
-    return;
-  }
   if (!c.job->swizzled || c.job->to_swizzled || c.job->gather) return;
   if (c.job->direct) {  // compact order, padded (core/direct_chunk.hpp)
     const int tile_cols = c.job->tile_cols;
@@ -489,6 +440,13 @@ __device__ void store_gather_chunk(const Chunk &c) {
   }
 }
 
+// kPaths: which kinds of job a launch holds beyond the plain export ones, so each launch compiles only
+// the store paths it can take. Under the 64-register cap every path compiled in costs spill: the plain
+// export instantiation spills 16 bytes a thread; with the swizzle path (imports into the 128x4 layout)
+// ptxas reports its own figure; with the layout and window-gather paths as well, 272 bytes.
+constexpr int kPlainPaths = 0;
+constexpr int kSwizzlePath = 1;        // to_swizzled jobs: the 128x4 layout written
+constexpr int kLayoutGatherPaths = 2;  // engine layout jobs and windows starting inside a tile
 template <class W, int kPaths>
 __device__ void store_chunk(const Chunk &c, const uint32_t *tiles) {
   if constexpr ((kPaths & kLayoutGatherPaths) != 0) {
@@ -514,17 +472,10 @@ __device__ void store_chunk(const Chunk &c, const uint32_t *tiles) {
     const int64_t col = static_cast<int64_t>(c.first_tile + first) * kTileCols;
     uint8_t *out = job.dst + r * job.dst_row_stride + col * job.dst_col_stride;
     if (vector_rows && first + 4 <= c.tiles && col + 4 * kTileCols <= job.cols) {
-      // Not swizzled, under kRowCopyPath: vector_rows is row_vector_loads, and stage_chunk put this
-      // vector at index i.
-      uint4 v;
-      if (job.swizzled)
-        v = make_uint4(swizzled_word<W>(tiles, first, r_in_tile), swizzled_word<W>(tiles, first + 1, r_in_tile),
-                       swizzled_word<W>(tiles, first + 2, r_in_tile), swizzled_word<W>(tiles, first + 3, r_in_tile));
-      else if constexpr ((kPaths & kRowCopyPath) != 0)
-        v = reinterpret_cast<const uint4 *>(tiles)[i];
-      else
-        v = __ldg(reinterpret_cast<const uint4 *>(job.src + r * job.src_row_stride + col));
-      *reinterpret_cast<uint4 *>(out) = v;
+      *reinterpret_cast<uint4 *>(out) =
+          job.swizzled ? make_uint4(swizzled_word<W>(tiles, first, r_in_tile), swizzled_word<W>(tiles, first + 1, r_in_tile),
+                                    swizzled_word<W>(tiles, first + 2, r_in_tile), swizzled_word<W>(tiles, first + 3, r_in_tile))
+                       : __ldg(reinterpret_cast<const uint4 *>(job.src + r * job.src_row_stride + col));
       continue;
     }
     for (int j = first; j < first + 4 && j < c.tiles; ++j) {
@@ -561,13 +512,13 @@ __global__ void __launch_bounds__(W::kThreads, W::kMinBlocksPerSm) produce_compa
   int job_index = 0;
   uint4 regs[W::kVectorsPerThread];
   Chunk current = locate<W>(batch, chunk, job_index);
-  load_chunk<W, kPaths>(current, regs);
+  load_chunk<W>(current, regs);
   while (true) {
-    stage_chunk<W, kPaths>(current, regs, tiles);
+    stage_chunk<W>(current, regs, tiles);
     __syncthreads();
     const int32_t next = chunk + static_cast<int32_t>(gridDim.x);
     const bool has_next = next < total_chunks;
-    if (has_next) load_chunk<W, kPaths>(locate<W>(batch, next, job_index), regs);
+    if (has_next) load_chunk<W>(locate<W>(batch, next, job_index), regs);
     store_chunk<W, kPaths>(current, tiles);
     __syncthreads();
     if (!has_next) break;
@@ -641,19 +592,10 @@ void launch_batch(const JobBatch<kCapacity> &batch, int64_t chunks, cudaStream_t
     const DeviceJob &j = batch.jobs[i];
     if ((j.to_swizzled & kLayoutJob) != 0 || j.gather != 0) paths |= kLayoutGatherPaths;
     else if (j.to_swizzled != 0) paths |= kSwizzlePath;
-    else if (!j.swizzled) paths |= kRowCopyPath;
   }
-  const bool rows = paths & kRowCopyPath;
-  if (paths & kLayoutGatherPaths) {
-    if (rows) launch_kernel<W, kCapacity, kSwizzlePath | kLayoutGatherPaths | kRowCopyPath>(batch, chunks, stream);
-    else launch_kernel<W, kCapacity, kSwizzlePath | kLayoutGatherPaths>(batch, chunks, stream);
-  } else if (paths & kSwizzlePath) {
-    if (rows) launch_kernel<W, kCapacity, kSwizzlePath | kRowCopyPath>(batch, chunks, stream);
-    else launch_kernel<W, kCapacity, kSwizzlePath>(batch, chunks, stream);
-  } else {
-    if (rows) launch_kernel<W, kCapacity, kRowCopyPath>(batch, chunks, stream);
-    else launch_kernel<W, kCapacity, kPlainPaths>(batch, chunks, stream);
-  }
+  if (paths & kLayoutGatherPaths) launch_kernel<W, kCapacity, kSwizzlePath | kLayoutGatherPaths>(batch, chunks, stream);
+  else if (paths & kSwizzlePath) launch_kernel<W, kCapacity, kSwizzlePath>(batch, chunks, stream);
+  else launch_kernel<W, kCapacity, kPlainPaths>(batch, chunks, stream);
 }
 
 // The bytes a layout job writes: the layout, or the prefix of it its destination describes.
