@@ -22,15 +22,23 @@ use crate::tensor::Tensor;
 /// [`run`](PreparedExport::run) is one launch with no check, no allocation and no synchronization, so it
 /// can be captured in a CUDA graph. The plan holds a reference on every tensor; the destinations stay
 /// borrowed (host slices) or promised (device memory) for the plan's lifetime `'a`.
+///
+/// A plan is `Send` but not `Sync`: its runs write the same destinations, so two at once would race.
+///
+/// ```compile_fail
+/// fn sync<T: Sync>() {}
+/// sync::<mxfp8::PreparedExport<'static>>();
+/// ```
 pub struct PreparedExport<'a> {
     raw: NonNull<sys::mxfp8_prepared_export>,
     _destinations: PhantomData<&'a mut [u8]>,
 }
 
-// SAFETY: the header says a prepared export is immutable and thread-safe ("any number of threads may run
-// one at once"), and it owns its tensor references; the borrowed destinations are tied to 'a.
+// SAFETY: the plan is immutable and owns its tensor references (the header: it may be run and released
+// from any thread); the borrowed destinations are tied to 'a. Not Sync: two runs of one plan that overlap
+// write the same destinations (the header says they must be ordered), so `run(&self)` from two threads
+// would be a data race in safe code. Share one behind a Mutex, or prepare one plan per thread.
 unsafe impl Send for PreparedExport<'_> {}
-unsafe impl Sync for PreparedExport<'_> {}
 
 impl<'a> PreparedExport<'a> {
     /// Prepares [`export_scales_batched`](crate::export_scales_batched) into host slices, which stay

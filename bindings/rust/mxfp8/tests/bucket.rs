@@ -195,6 +195,9 @@ fn handles_are_send_and_sync_where_the_header_says_so() {
     send_sync::<mxfp8::Error>();
     send_sync::<mxfp8::Nvfp4Tensor>();
     send_sync::<mxfp8::Nvfp4Components>();
-    send_sync::<mxfp8::PreparedExport<'static>>();
     send_sync::<mxfp8::DeviceImportTarget>();
+    // Send only: two overlapping runs of one plan write the same destinations (its doc test checks the
+    // missing Sync).
+    fn send<T: Send>() {}
+    send::<mxfp8::PreparedExport<'static>>();
 }
