@@ -296,7 +296,8 @@ typedef struct mxfp8_export_options {
    * output is written at data + byte_offset). Every field is checked before it is used; a result that
    * fails a check is released through its deleter and the call fails with MXFP8_ERROR_INVALID_ARGUMENT.
    * Each call must return a tensor of its own: the same DLManagedTensorVersioned returned for two outputs
-   * of one call is refused with MXFP8_ERROR_INVALID_ARGUMENT (and its deleter runs once, not twice).
+   * of one call is refused with MXFP8_ERROR_INVALID_ARGUMENT (and its deleter runs once, not twice), and
+   * so is one the call's tensor holds (given to mxfp8_tensor_create and the like), which is not released.
    * A good result is handed back to you as the output (with DLPACK_FLAG_BITMASK_IS_COPIED added). NULL:
    * the library allocates: malloc on the host (labelled kDLCPU, also for a kDLCUDAHost source: malloc
    * memory is not pinned); for CUDA memory a stream-ordered allocation on `stream` from the

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <memory>
 
+#include "core/call_allocations.hpp"
 #include "core/dlpack_tensor.hpp"
 #include "core/dltensor_checks.hpp"
 #include "core/error.hpp"
@@ -126,6 +127,7 @@ mxfp8_export_options stacked_export_options(const mxfp8_grouped_tensor *g, const
                                             DLManagedTensorVersioned **values, DLManagedTensorVersioned **scales,
                                             const char *call) {
   if (!g) fail(MXFP8_ERROR_INVALID_ARGUMENT, "grouped is NULL");
+  hold_for_call(*g);
   if (!values && !scales) fail(MXFP8_ERROR_INVALID_ARGUMENT, "values and scales are both NULL: nothing to export");
   if (values == scales)
     fail(MXFP8_ERROR_INVALID_ARGUMENT, "values and scales point to the same place: each output needs its own pointer");
@@ -142,6 +144,11 @@ mxfp8_export_options stacked_export_options(const mxfp8_grouped_tensor *g, const
 }
 
 }  // namespace
+
+void hold_for_call(const mxfp8_grouped_tensor &grouped) {
+  CallAllocations::hold(grouped.data);
+  CallAllocations::hold(grouped.scales);
+}
 
 void retain(const mxfp8_grouped_tensor *grouped) noexcept {
   grouped->references.fetch_add(1, std::memory_order_relaxed);

@@ -28,5 +28,6 @@ struct mxfp8_grouped_tensor {
 
 namespace mxfp8 {
 void retain(const mxfp8_grouped_tensor *grouped) noexcept;
+void hold_for_call(const mxfp8_grouped_tensor &grouped);  // as for mxfp8_tensor (tensor.hpp)
 void release(const mxfp8_grouped_tensor *grouped) noexcept;
 }  // namespace mxfp8

@@ -121,6 +121,7 @@ extern "C" MXFP8_API mxfp8_status mxfp8_nvfp4_export_components(const mxfp8_nvfp
                                                                 DLManagedTensorVersioned **global_scale) {
   return guarded([&] {
     if (!tensor) fail(MXFP8_ERROR_INVALID_ARGUMENT, "tensor is NULL");
+    hold_for_call(*tensor);
     if (!values && !scales && !global_scale)
       fail(MXFP8_ERROR_INVALID_ARGUMENT, "values, scales and global_scale are all NULL: nothing to export");
     if ((values && (values == scales || values == global_scale)) || (scales && scales == global_scale))

@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "core/dltensor_checks.hpp"
+#include "core/call_allocations.hpp"
 #include "core/error.hpp"
 #include "core/nvfp4_decode.hpp"
 #include "core/shape.hpp"
@@ -110,6 +111,14 @@ void check_amax(const DLTensor &t, const char *name, int direction, int64_t rows
 }
 
 }  // namespace
+
+void hold_for_call(const mxfp8_nvfp4_tensor &tensor) {
+  for (const Nvfp4Direction &d : tensor.directions) {
+    CallAllocations::hold(d.part.data);
+    CallAllocations::hold(d.part.scales);
+    CallAllocations::hold(d.amax);
+  }
+}
 
 void retain(const mxfp8_nvfp4_tensor *tensor) noexcept { tensor->references.fetch_add(1, std::memory_order_relaxed); }
 

@@ -43,6 +43,7 @@ struct mxfp8_nvfp4_tensor {
 
 namespace mxfp8 {
 void retain(const mxfp8_nvfp4_tensor *tensor) noexcept;
+void hold_for_call(const mxfp8_nvfp4_tensor &tensor);  // as for mxfp8_tensor (tensor.hpp)
 void release(const mxfp8_nvfp4_tensor *tensor) noexcept;
 KeepAlive keep_alive(const mxfp8_nvfp4_tensor *tensor);  // takes a reference
 // Validates a description (what mxfp8_nvfp4_tensor_create does); takes nothing on failure.

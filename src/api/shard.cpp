@@ -227,6 +227,7 @@ extern "C" MXFP8_API mxfp8_status mxfp8_export_shard(const mxfp8_tensor *tensor,
                                                      DLManagedTensorVersioned **scales) {
   return guarded([&] {
     if (!tensor) fail(MXFP8_ERROR_INVALID_ARGUMENT, "tensor is NULL");
+    hold_for_call(*tensor);
     if (!shard) fail(MXFP8_ERROR_INVALID_ARGUMENT, "shard is NULL: pass one set with MXFP8_SHARD_INIT (the whole tensor)");
     if (!values && !scales) fail(MXFP8_ERROR_INVALID_ARGUMENT, "values and scales are both NULL: nothing to export");
     if (values == scales)

@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "core/dltensor_checks.hpp"
+#include "core/call_allocations.hpp"
 #include "core/error.hpp"
 #include "core/shape.hpp"
 #include "core/sized_struct.hpp"
@@ -80,6 +81,13 @@ void check_scales(const DLTensor &t, const char *name, mxfp8_scale_layout layout
          " is shorter than a row of ", c, " scales");
   dir.row_major.rows = r;
   dir.row_major.cols = c;
+}
+
+void hold_for_call(const mxfp8_tensor &tensor) {
+  for (const Direction &d : tensor.directions) {
+    CallAllocations::hold(d.data);
+    CallAllocations::hold(d.scales);
+  }
 }
 
 void retain(const mxfp8_tensor *tensor) noexcept {

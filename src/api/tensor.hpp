@@ -52,6 +52,9 @@ struct mxfp8_tensor {
 
 namespace mxfp8 {
 void retain(const mxfp8_tensor *tensor) noexcept;
+// Tells the running call that `tensor`'s managed tensors are its inputs' (CallAllocations::hold): a
+// caller's allocator that returns one of them is refused, not owned a second time.
+void hold_for_call(const mxfp8_tensor &tensor);
 void release(const mxfp8_tensor *tensor) noexcept;
 // Fails when one non-NULL managed tensor appears twice among the `count` fields of a description: each
 // field's deleter runs once, so a tensor given twice would be freed twice. Shared with NVFP4 tensors.

@@ -11,12 +11,18 @@ CallAllocations::CallAllocations() noexcept : outer_(current) { current = this; 
 
 CallAllocations::~CallAllocations() { current = outer_; }
 
-bool CallAllocations::take(const void *tensor) {
-  if (!current) return true;
+CallAllocations::Taken CallAllocations::take(const void *tensor) {
+  if (!current) return Taken::kNew;
+  const std::vector<const void *> &held = current->held_;
+  if (std::find(held.begin(), held.end(), tensor) != held.end()) return Taken::kHeldByInput;
   std::vector<const void *> &owned = current->owned_;
-  if (std::find(owned.begin(), owned.end(), tensor) != owned.end()) return false;
+  if (std::find(owned.begin(), owned.end(), tensor) != owned.end()) return Taken::kRepeated;
   owned.push_back(tensor);
-  return true;
+  return Taken::kNew;
+}
+
+void CallAllocations::hold(const void *tensor) {
+  if (current && tensor) current->held_.push_back(tensor);
 }
 
 void CallAllocations::forget(const void *tensor) noexcept {

@@ -112,9 +112,20 @@ ManagedPtr from_caller_allocator(DLDevice device, DLDataType dtype, const std::v
   if (rc != 0 || !raw)
     fail(MXFP8_ERROR_OUT_OF_MEMORY, "the caller's allocator failed for shape ", format_shape(shape), " on ",
          format_device(device), error.empty() ? std::string() : ": " + error);
-  if (!CallAllocations::take(raw))  // owned already: neither checked nor deleted a second time
+  CallAllocations::Taken taken;
+  try {
+    taken = CallAllocations::take(raw);
+  } catch (...) {  // could not record it: released, as any result the library cannot use
+    ManagedDeleter{}(raw);
+    throw;
+  }
+  // Owned already (by this call or by an input handle): neither checked nor deleted here.
+  if (taken == CallAllocations::Taken::kRepeated)
     fail(MXFP8_ERROR_INVALID_ARGUMENT, "the caller's allocator returned, for shape ", format_shape(shape),
          ", the same DLManagedTensorVersioned it returned for an earlier output of this call");
+  if (taken == CallAllocations::Taken::kHeldByInput)
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, "the caller's allocator returned, for shape ", format_shape(shape),
+         ", a DLManagedTensorVersioned the call's input holds (given to the library when the tensor was created)");
   ManagedPtr result(raw);  // deleted if any check below fails
   check_allocated(*raw, prototype);
   raw->flags |= DLPACK_FLAG_BITMASK_IS_COPIED;

@@ -338,10 +338,12 @@ static void test_convert_concurrently(void **state) {
 
 enum alloc_mode {
   ALLOC_GOOD, ALLOC_FAIL, ALLOC_MISALIGNED, ALLOC_OVER_SOURCE, ALLOC_OVER_PREVIOUS, ALLOC_OFFSET_2_63,
-  ALLOC_SAME_AS /* the very DLManagedTensorVersioned allocation `same_as` returned */
+  ALLOC_SAME_AS, /* the very DLManagedTensorVersioned allocation `same_as` returned */
+  ALLOC_GIVEN    /* `given`: e.g. a managed tensor the library holds for the call's input */
 };
 static struct {
   int calls, bad_call, same_as;
+  DLManagedTensorVersioned *given;
   enum alloc_mode mode;
   uint8_t *source; /* ALLOC_OVER_SOURCE: the tensor's data is placed here */
   test_tensor *made[8];
@@ -361,6 +363,10 @@ static int chosen_allocator(DLTensor *prototype, DLManagedTensorVersioned **out,
   if (mode == ALLOC_FAIL) {
     set_error(error_ctx, "MemoryError", "the test's allocator refuses this call");
     return -1;
+  }
+  if (mode == ALLOC_GIVEN) {
+    *out = g_alloc.given;
+    return 0;
   }
   if (mode == ALLOC_SAME_AS) {
     *out = &g_alloc.made[g_alloc.same_as]->managed;  /* made[call] stays NULL: nothing new was made */
@@ -1299,6 +1305,41 @@ static void test_allocator_returning_one_tensor_twice_is_refused(void **state) {
   EXPECT(g_alloc.made[0]->deleter_calls == 2 && g_alloc.made[3]->deleter_calls == 1,
          "deleter calls %d and %d", g_alloc.made[0]->deleter_calls, g_alloc.made[3]->deleter_calls);
   free_allocations();
+}
+
+/* The allocator contract: a DLManagedTensorVersioned the library holds for the call's input (given to
+ * mxfp8_tensor_create) returned as an output "is refused with MXFP8_ERROR_INVALID_ARGUMENT, and not
+ * released". Before, the failed checks released it, freeing the handle's scales under it: their deleter
+ * then ran twice. Through mxfp8_export_components (the padded scales' copy gets the tensor's own scales)
+ * and mxfp8_nvfp4_export_components (the global scale gets the amax, the same shape and dtype). */
+static void test_allocator_returning_an_input_tensor_is_refused(void **state) {
+  (void)state;
+  rowwise_tensor r;
+  make_rowwise(&r, 100, 96, 21); /* padded (128, 4) scales: the export copies the compact (100, 3) */
+  reset_allocator(0, ALLOC_GIVEN, NULL);
+  g_alloc.given = &r.scales->managed;
+  mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
+  o.allocator = chosen_allocator;
+  DLManagedTensorVersioned *v = SENTINEL, *sc = SENTINEL;
+  mxfp8_status st = mxfp8_export_components(r.t, &o, &v, &sc);
+  EXPECT(st == MXFP8_ERROR_INVALID_ARGUMENT, "mxfp8_export_components: status %d (%s)", st, mxfp8_last_error());
+  EXPECT(strstr(mxfp8_last_error(), "input holds") != NULL, "message: %s", mxfp8_last_error());
+  EXPECT(v == SENTINEL && sc == SENTINEL, "an output was written on failure");
+  EXPECT(r.scales->deleter_calls == 0, "the handle's scales were released %d times by the call", r.scales->deleter_calls);
+  free_rowwise(&r); /* asserts each deleter ran exactly once, at the release */
+
+  nv_tensor n;
+  assert_int_equal(make_nv(&n, 0, DLPACK_MAJOR_VERSION), MXFP8_OK);
+  reset_allocator(0, ALLOC_GIVEN, NULL);
+  g_alloc.given = &n.amax->managed;
+  mxfp8_nvfp4_export_options no = MXFP8_NVFP4_EXPORT_OPTIONS_INIT;
+  no.allocator = chosen_allocator;
+  DLManagedTensorVersioned *g = SENTINEL;
+  st = mxfp8_nvfp4_export_components(n.t, &no, NULL, NULL, &g);
+  EXPECT(st == MXFP8_ERROR_INVALID_ARGUMENT, "mxfp8_nvfp4_export_components: status %d (%s)", st, mxfp8_last_error());
+  EXPECT(g == SENTINEL, "the global scale was written on failure");
+  EXPECT(n.amax->deleter_calls == 0, "the handle's amax was released %d times by the call", n.amax->deleter_calls);
+  free_nv(&n, 1);
 }
 
 /* manifest.shards with a bucket part in MXFP8_LAYOUT_CUTLASS_128X4: "A shard of a bucket part in
@@ -2625,6 +2666,7 @@ int main(void) {
       cmocka_unit_test(test_exports_of_the_newest_calls_concurrently),
       cmocka_unit_test(test_null_pointer_arguments_of_the_newest_calls),
       cmocka_unit_test(test_allocator_returning_one_tensor_twice_is_refused),
+      cmocka_unit_test(test_allocator_returning_an_input_tensor_is_refused),
       cmocka_unit_test(test_manifest_size_inside_a_pointer_is_refused),
       cmocka_unit_test(test_hostile_manifest_of_a_mixed_bucket),
       cmocka_unit_test(test_mixed_fill_refuses_entries_it_did_not_plan),
