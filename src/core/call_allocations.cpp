@@ -13,16 +13,16 @@ CallAllocations::~CallAllocations() { current = outer_; }
 
 CallAllocations::Taken CallAllocations::take(const void *tensor) {
   if (!current) return Taken::kNew;
-  const std::vector<const void *> &held = current->held_;
-  if (std::find(held.begin(), held.end(), tensor) != held.end()) return Taken::kHeldByInput;
+  const void *const *held = current->held_;
+  if (std::find(held, held + current->held_count_, tensor) != held + current->held_count_) return Taken::kHeldByInput;
   std::vector<const void *> &owned = current->owned_;
   if (std::find(owned.begin(), owned.end(), tensor) != owned.end()) return Taken::kRepeated;
   owned.push_back(tensor);
   return Taken::kNew;
 }
 
-void CallAllocations::hold(const void *tensor) {
-  if (current && tensor) current->held_.push_back(tensor);
+void CallAllocations::hold(const void *tensor) noexcept {
+  if (current && tensor && current->held_count_ < kMaxHeld) current->held_[current->held_count_++] = tensor;
 }
 
 void CallAllocations::forget(const void *tensor) noexcept {

@@ -23,14 +23,17 @@ class CallAllocations {
   // Outside any scope (never, through the C API) it records nothing and returns kNew. May throw
   // std::bad_alloc (recording), having recorded nothing.
   static Taken take(const void *tensor);
-  // The running call reads a handle holding `tensor` (NULL is ignored).
-  static void hold(const void *tensor);
+  // The running call reads a handle holding `tensor` (NULL is ignored). At most kMaxHeld a call (an NVFP4
+  // tensor's two directions hold 6); no allocation, so the views-only exports stay allocation-free.
+  static void hold(const void *tensor) noexcept;
+  static constexpr int kMaxHeld = 8;
   // `tensor`'s deleter is about to run: the allocator may hand the same address out again.
   static void forget(const void *tensor) noexcept;
 
  private:
   std::vector<const void *> owned_;  // a handful a call: no allocation until the first
-  std::vector<const void *> held_;   // the input handles' managed tensors
+  const void *held_[kMaxHeld] = {};  // the input handles' managed tensors
+  int held_count_ = 0;
   CallAllocations *outer_;
 };
 
