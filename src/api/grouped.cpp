@@ -127,7 +127,6 @@ mxfp8_export_options stacked_export_options(const mxfp8_grouped_tensor *g, const
                                             DLManagedTensorVersioned **values, DLManagedTensorVersioned **scales,
                                             const char *call) {
   if (!g) fail(MXFP8_ERROR_INVALID_ARGUMENT, "grouped is NULL");
-  hold_for_call(*g);
   if (!values && !scales) fail(MXFP8_ERROR_INVALID_ARGUMENT, "values and scales are both NULL: nothing to export");
   if (values == scales)
     fail(MXFP8_ERROR_INVALID_ARGUMENT, "values and scales point to the same place: each output needs its own pointer");
@@ -208,6 +207,7 @@ extern "C" MXFP8_API mxfp8_status mxfp8_grouped_export_stacked(const mxfp8_group
                                                                DLManagedTensorVersioned **scales) {
   return guarded([&] {
     const mxfp8_export_options o = stacked_export_options(g, options, values, scales, "mxfp8_grouped_export_stacked");
+    hold_for_call(*g);
     if (!uniform_rows(*g))
       fail(MXFP8_ERROR_INVALID_ARGUMENT, "stacking needs experts of one row count; these have ", g->rows.front(),
            " and ", *std::find_if(g->rows.begin(), g->rows.end(), [&](int64_t r) { return r != g->rows.front(); }),
@@ -288,6 +288,7 @@ extern "C" MXFP8_API mxfp8_status mxfp8_grouped_export_experts(const mxfp8_group
                                                                DLManagedTensorVersioned **scales) {
   return guarded([&] {
     const mxfp8_export_options o = stacked_export_options(g, options, values, scales, "mxfp8_grouped_export_experts");
+    hold_for_call(*g);
     const int64_t n = check_experts(*g, experts, count), c = g->scale_cols, k = g->cols;
     const auto chosen = static_cast<int64_t>(count);
     const std::vector<int64_t> values_shape{chosen, n, k}, scales_shape{chosen, n, c};
