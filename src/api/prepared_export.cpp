@@ -8,6 +8,7 @@
 #include "api/export_internal.hpp"
 #include "api/nvfp4_tensor.hpp"
 #include "api/tensor.hpp"
+#include "cuda/cuda_runtime.hpp"
 
 struct mxfp8_prepared_export {
   mxfp8::ExportJobs work;
@@ -51,6 +52,11 @@ mxfp8_status prepare(mxfp8_prepared_export **out, Jobs &&jobs, const mxfp8_tenso
     if (!out) fail(MXFP8_ERROR_INVALID_ARGUMENT, "out is NULL");
     auto prepared = std::make_unique<mxfp8_prepared_export>();
     prepared->work = jobs();
+    // The header promises a preparation makes the immediate call's checks and a run fails only for CUDA
+    // reasons: a build without CUDA refuses a plan over CUDA memory here, as the immediate call does.
+    const ExportJobs &work = prepared->work;
+    if ((!work.jobs.empty() || !work.global_scales.empty()) && memory_of(work.device, "the transfer") == Memory::Cuda)
+      cuda::require_compiled_in();
     keep(*prepared, tensors, nvfp4_tensors, count);
     *out = prepared.release();
   });

@@ -59,6 +59,7 @@ cudaMemPool_t pool_for(int device) {
 }  // namespace
 
 bool compiled_in() { return true; }
+void require_compiled_in() {}
 
 DeviceScope::DeviceScope(int device) {
   // A forged or stale device id is the caller's mistake, not a CUDA failure: say which devices exist.

@@ -15,6 +15,9 @@ namespace cuda {
 // False when the library was built without a CUDA compiler: every CUDA operation then fails with
 // MXFP8_ERROR_UNSUPPORTED.
 bool compiled_in();
+// Fails as every CUDA operation of such a build does (MXFP8_ERROR_UNSUPPORTED, the same message), for a
+// preparation that must refuse now what its runs could never do.
+void require_compiled_in();
 
 // Makes `device` current for its lifetime, then restores the caller's current device. Does nothing
 // when the device is already current. A device the process does not have is invalid input.

@@ -18,6 +18,7 @@ namespace {
 }  // namespace
 
 bool compiled_in() { return false; }
+void require_compiled_in() { no_cuda(); }
 DeviceScope::DeviceScope(int) {}  // nothing to select; the operation that follows fails
 DeviceScope::~DeviceScope() = default;
 void run_jobs(const ScaleJob *, size_t, void *) { no_cuda(); }

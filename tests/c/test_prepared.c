@@ -165,12 +165,70 @@ static void test_preparing_refuses_what_the_call_refuses(void **state) {
   destroy(&f);
 }
 
+/* A preparation refuses what its runs could never do: in a build without CUDA, a plan over CUDA memory is
+ * refused with the immediate call's status and message (both calls of each pair), not handed out to fail
+ * at every run. The buffers are host memory labelled kDLCUDA: nothing may touch them. */
+static void test_preparing_over_cuda_memory_without_cuda(void **state) {
+  (void)state;
+#ifdef MXFP8_TEST_WITH_CUDA
+  skip(); /* a CUDA build prepares such plans; test_gpu runs them */
+#else
+  fixture f;
+  make(&f, 5);
+  for (int i = 0; i < kTensors; ++i)
+    f.data[i]->managed.dl_tensor.device.device_type = f.scales[i]->managed.dl_tensor.device.device_type = kDLCUDA;
+  for (int i = 0; i < kTensors; ++i) { /* the handles were made over host memory: new ones over "CUDA" */
+    mxfp8_tensor_release(f.handles[i]);
+    f.data[i]->deleter_calls = f.scales[i]->deleter_calls = 0;
+    mxfp8_tensor_desc desc = MXFP8_TENSOR_DESC_INIT;
+    desc.scale_layout = MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED;
+    desc.rowwise_data = &f.data[i]->managed;
+    desc.rowwise_scale_inv = &f.scales[i]->managed;
+    assert_int_equal(mxfp8_tensor_create(&desc, &f.handles[i]), MXFP8_OK);
+  }
+  uint8_t out[100 * 2];
+  int64_t shape[2] = {100, 2};
+  DLTensor dst = {out, {kDLCUDA, 0}, 2, {kDLUInt, 8, 1}, shape, NULL, 0};
+  DLTensor *dsts[1] = {&dst};
+  const mxfp8_tensor *ts[1] = {f.handles[0]};
+  mxfp8_prepared_export *plan = (mxfp8_prepared_export *)(uintptr_t)0xBAD;
+  assert_int_equal(mxfp8_export_scales_batched(ts, dsts, 1, NULL), MXFP8_ERROR_UNSUPPORTED);
+  assert_last_error_contains("built without CUDA");
+  assert_int_equal(mxfp8_prepare_scales_batched(ts, dsts, 1, NULL, &plan), MXFP8_ERROR_UNSUPPORTED);
+  assert_last_error_contains("built without CUDA");
+  EXPECT(plan == (mxfp8_prepared_export *)(uintptr_t)0xBAD, "a refused preparation wrote *out");
+
+  /* A bucket import: one entry (100, 48) with compact scales, bucket and destinations "on CUDA". */
+  uint8_t bucket_bytes[100 * 48 + 100 * 2], values[100 * 48], scales[100 * 2];
+  int64_t bucket_shape[1] = {sizeof bucket_bytes}, vshape[2] = {100, 48};
+  DLTensor bucket = {bucket_bytes, {kDLCUDA, 0}, 1, {kDLUInt, 8, 1}, bucket_shape, NULL, 0};
+  DLTensor v = {values, {kDLCUDA, 0}, 2, {kDLUInt, 8, 1}, vshape, NULL, 0};
+  DLTensor sc = {scales, {kDLCUDA, 0}, 2, {kDLUInt, 8, 1}, shape, NULL, 0};
+  const mxfp8_bucket_entry entry = {0, 100 * 48, 100 * 48, 100 * 2};
+  const int32_t ndim = 2;
+  const int64_t *shapes[1] = {vshape};
+  mxfp8_bucket_manifest m = MXFP8_BUCKET_MANIFEST_INIT;
+  m.count = 1;
+  m.entries = &entry;
+  m.ndims = &ndim;
+  m.shapes = shapes;
+  const mxfp8_import_destination d = {&v, &sc, MXFP8_LAYOUT_COMPACT, 0};
+  assert_int_equal(mxfp8_import_bucket(&bucket, &m, &d, NULL), MXFP8_ERROR_UNSUPPORTED);
+  assert_last_error_contains("built without CUDA");
+  assert_int_equal(mxfp8_prepare_import_bucket(&bucket, &m, &d, &plan), MXFP8_ERROR_UNSUPPORTED);
+  assert_last_error_contains("built without CUDA");
+  EXPECT(plan == (mxfp8_prepared_export *)(uintptr_t)0xBAD, "a refused preparation wrote *out");
+  destroy(&f);
+#endif
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_prepared_batched_writes_what_the_immediate_call_writes),
       cmocka_unit_test(test_prepared_bucket_equals_export_bucket),
       cmocka_unit_test(test_prepared_export_keeps_its_sources_alive),
       cmocka_unit_test(test_preparing_refuses_what_the_call_refuses),
+      cmocka_unit_test(test_preparing_over_cuda_memory_without_cuda),
   };
   return cmocka_run_group_tests_name("prepared exports", tests, NULL, NULL);
 }
