@@ -114,8 +114,9 @@ class _Spec:
         if spec.get("amax") is None:
             raise ValueError(f"{where} has no 'amax': an NVFP4 tensor needs its float32 amax (per tensor or per row)")
         self.amax = spec["amax"]
-        self.e4m3_max = spec.get("e4m3_max", 448)
-        if isinstance(self.e4m3_max, bool) or self.e4m3_max not in (448, 256):
+        # An int, not anything equal to one: 448.9 or "448" is a sender's mistake, not 448.
+        self.e4m3_max = _args.integer(f"{where}['e4m3_max']", spec.get("e4m3_max", 448), 0, _args.INT32_MAX)
+        if self.e4m3_max not in (448, 256):
             raise ValueError(f"{where}['e4m3_max'] must be 448 or 256 (TE's 4over6 tensors), got {self.e4m3_max!r}")
         self.given_shape = spec.get("shape")
         if self.given_shape is not None:
@@ -336,18 +337,18 @@ def _export_bucket(tensors, direction, alignment, bucket, stream, bucket_name: s
     return bucket, manifest
 
 
-def _bucket_bytes(bucket: Any) -> int:
-    """The size of a 1-D contiguous byte buffer (NumPy, torch, CuPy)."""
+def _bucket_bytes(bucket: Any, name: str = "bucket") -> int:
+    """The size of a 1-D contiguous byte buffer (NumPy, torch, CuPy); `name` is what the caller called it."""
     dims = tuple(getattr(bucket, "shape", None) or ()) if hasattr(bucket, "shape") else None
     if dims is None or len(dims) != 1:
-        raise ValueError(f"bucket must be a 1-D byte buffer, got shape {dims}")
+        raise ValueError(f"{name} must be a 1-D byte buffer, got shape {dims}")
     dtype = getattr(bucket, "dtype", None)
     itemsize = getattr(dtype, "itemsize", None)
     if itemsize != 1:
-        raise ValueError(f"bucket must hold bytes (uint8), got dtype {dtype}")
+        raise ValueError(f"{name} must hold bytes (uint8), got dtype {dtype}")
     stride = bucket.stride(0) if callable(getattr(bucket, "stride", None)) else getattr(bucket, "strides", (1,))[0]
     if dims[0] > 1 and stride != 1:
-        raise ValueError(f"bucket must be contiguous, its stride is {stride}")
+        raise ValueError(f"{name} must be contiguous, its stride is {stride}")
     return int(dims[0])
 
 
@@ -387,10 +388,12 @@ def _check_manifest(manifest: Any, size: int) -> List[dict]:
         if fields["values_bytes"] != _numel(shape):
             raise ValueError(f"{where}: values_bytes is {fields['values_bytes']} but shape {shape} holds "
                              f"{_numel(shape)} values")
-        rowwise, columnwise = _compact_scales_shapes(shape)
-        if scales_shape not in (rowwise, columnwise):
-            raise ValueError(f"{where}: scales_shape {scales_shape} is not the compact scale shape of {shape} "
-                             f"({rowwise} rowwise, {columnwise} columnwise)")
+        direction = e.get("direction", "rowwise")
+        expected = _compact_scales_shapes(shape)[_choice(f"{where}: direction", direction, _DIRECTIONS)]
+        if scales_shape != expected:
+            raise ValueError(f"{where}: scales_shape {scales_shape} is not the compact {direction} scale shape "
+                             f"{expected} of {shape}")
+        _check_compact(where, e)
         if fields["scales_bytes"] != _numel(scales_shape):
             raise ValueError(f"{where}: scales_bytes is {fields['scales_bytes']} but scales_shape {scales_shape} "
                              f"holds {_numel(scales_shape)} scales")
@@ -420,8 +423,7 @@ def _check_nvfp4_entry(where: str, e: Mapping[str, Any], size: int, parts: list,
     if tuple(_args.shape(f"{where}: scales_shape", e["scales_shape"])) != scales_shape:
         raise ValueError(f"{where}: scales_shape {tuple(e['scales_shape'])} is not the compact E4M3 scale shape "
                          f"{scales_shape} of {shape} {e['direction']}")
-    if e.get("scales_layout", "compact") != "compact":
-        raise ValueError(f"{where}: scales_layout {e['scales_layout']!r}: unpack_bucket reads compact scales")
+    _check_compact(where, e)
     e4m3_max = e["e4m3_max"]
     if isinstance(e4m3_max, bool) or e4m3_max not in (448, 256):
         raise ValueError(f"{where}: e4m3_max must be 448 or 256, got {e4m3_max!r}")
@@ -439,6 +441,16 @@ def _check_nvfp4_entry(where: str, e: Mapping[str, Any], size: int, parts: list,
         raise ValueError(f"{where}: amax_offset {fields['amax_offset']} is not a multiple of 4 (a float32)")
     _add_parts(where, fields, ("values", "scales", "amax"), size, parts, i)
     return dict(e, shape=shape, scales_shape=scales_shape, values_shape=values_shape, **fields)
+
+
+def _check_compact(where: str, e: Mapping[str, Any]) -> None:
+    """unpack_bucket's views are the bytes as they lie: an entry whose scales the bucket holds in another
+    layout (a sender's "scales_layout") would come back as compact scales that are not. import_bucket
+    moves such an entry into a parameter of the layout wanted."""
+    layout = e.get("scales_layout", "compact")
+    if layout != "compact":
+        raise ValueError(f"{where}: scales_layout is {layout!r}: unpack_bucket gives views of compact scales only; "
+                         "import_bucket(bucket, manifest, params) writes them into parameters of any layout")
 
 
 def _add_parts(where: str, fields: Mapping[str, int], names, size: int, parts: list, i: int) -> None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from . import _args, _shard
-from ._bucket import _nvfp4_logical_shape
+from ._bucket import _Spec
 from ._mxfp8 import import_bucket as _c_import_bucket, import_tensors as _c_import_tensors
 from ._mxfp8 import layout_bytes as _c_layout_bytes
 
@@ -148,7 +148,8 @@ class ImportPlan:
         self._plan, self._keep, self._cuda, self._first = plan, keep, cuda, first
 
     def run(self, stream: Any = None) -> None:
-        """Runs the import on `stream` (torch's current stream by default for torch tensors)."""
+        """Runs the import on `stream` (torch's current stream by default for torch tensors). Threads may
+        share a plan: its runs are serialised (the C library forbids overlapping runs of one plan)."""
         _, stream_ptr = _cuda_and_stream(self._first, stream) if self._cuda else (False, 0)
         self._plan.run(stream_ptr)
 
@@ -204,7 +205,7 @@ def _bucket_call(bucket: Any, manifest: List[Mapping[str, Any]], params: Mapping
         [_code("direction", e.get("direction", "rowwise"), _DIRECTIONS) for e in manifest],
         [_code("scales_layout", e.get("scales_layout", "compact"), LAYOUTS) for e in manifest],
         values, scales, targets, _fixup(zero_exponent_as_one), stream_ptr, _dlpack_stream(cuda, stream_ptr), prepare,
-        shard_fields, **nvfp4_fields)
+        shard_fields, names=[repr(n) for n in names], **nvfp4_fields)
     if prepare:
         return ImportPlan(result, (bucket, values, scales, globals_), cuda, bucket)
     return None
@@ -247,41 +248,40 @@ def prepare_import_bucket(bucket: Any, manifest: List[Mapping[str, Any]], params
 def _tensors_call(tensors: Mapping[str, Mapping[str, Any]], params: Mapping[str, Any], direction: str, layout: str,
                   stream: Any, prepare: bool, zero_exponent_as_one: bool = False,
                   shards: Optional[Mapping[str, Mapping[str, Any]]] = None, global_scale: str = "decode"):
+    if not isinstance(tensors, Mapping):
+        raise TypeError(f"tensors must be a dict name -> {{'data', 'scale_inv', ...}}, got {type(tensors).__name__}")
     if not tensors:
         raise ValueError("tensors is empty: nothing to import")
-    names = list(tensors)
-    specs = [tensors[n] for n in names]
-    nvfp4 = [_code(f"tensors[{n!r}]['format']", s.get("format", "mxfp8"), _ENTRY_FORMATS) == 1
-             for n, s in zip(names, specs)]
+    # The sources are read as export_bucket reads its specs (one parser: unknown keys, non-bool "swizzled"
+    # and an e4m3_max that is not the int 448 or 256 are refused there, not taken for something else).
+    specs = [_Spec(name, spec) for name, spec in tensors.items()]
+    names = [s.name for s in specs]
+    for s in specs:
+        if s.shard is not None:
+            raise ValueError(f"{s.where} has 'rows' / 'cols': import_tensors takes a receiver's shard as "
+                             "shards={name: {'rows': ..., 'cols': ...}}")
+    nvfp4 = [s.nvfp4 for s in specs]
     values, scales, targets, globals_ = _destinations(names, params, layout, nvfp4)
     shard_fields = _shards(names, shards)
     dir_code = _code("direction", direction, _DIRECTIONS)
-    first = specs[0]["data"]
+    first = specs[0].data
     cuda, stream_ptr = _cuda_and_stream(first, stream)
-    data = [s["data"] for s in specs]
-    scale_inv = [s["scale_inv"] for s in specs]
+    data = [s.data for s in specs]
+    scale_inv = [s.scale_inv for s in specs]
     nvfp4_fields = {}
     if any(nvfp4):  # the trainer's NVFP4 storage, straight into (values, scales, global_scale)
         if shard_fields is not None:
             raise ValueError("shards: NVFP4 tensors are imported whole; import shards of MXFP8 tensors in a call of "
                              "their own")
-        for n, s, kind in zip(names, specs, nvfp4):
-            if kind and s.get("amax") is None:
-                raise ValueError(f"tensors[{n!r}] is NVFP4 and has no 'amax'")
-        nvfp4_fields = dict(amax=[s["amax"] if kind else None for s, kind in zip(specs, nvfp4)],
-                            e4m3_max=[int(s.get("e4m3_max", 448)) for s in specs], global_scales=globals_,
+        nvfp4_fields = dict(amax=[s.amax if s.nvfp4 else None for s in specs],
+                            e4m3_max=[s.e4m3_max if s.nvfp4 else 448 for s in specs], global_scales=globals_,
                             global_scale=_code("global_scale", global_scale, _GLOBAL_SCALES))
-    shapes = [[int(d) for d in (s.get("shape") or (_nvfp4_logical_shape(f"tensors[{n!r}]", s["data"], dir_code) if kind
-                                                   else s["data"].shape))]
-              for n, s, kind in zip(names, specs, nvfp4)]
+    shapes = [list(s.nvfp4_shape(dir_code) if s.nvfp4 else s.shape) for s in specs]
     result = _c_import_tensors(
-        data, scale_inv, shapes,
-        [_FORMAT_NVFP4 if kind else _code("fp8_dtype", s.get("fp8_dtype", "e4m3"), _FORMATS)
-         for s, kind in zip(specs, nvfp4)],
-        [bool(s.get("swizzled", False)) for s in specs],
-        dir_code,
+        data, scale_inv, shapes, [_FORMAT_NVFP4 if s.nvfp4 else s.format for s in specs],
+        [s.swizzled for s in specs], dir_code,
         values, scales, targets, _fixup(zero_exponent_as_one), stream_ptr, _dlpack_stream(cuda, stream_ptr), prepare,
-        shard_fields, **nvfp4_fields)
+        shard_fields, names=[repr(n) for n in names], **nvfp4_fields)
     if prepare:
         return ImportPlan(result, (data, scale_inv, values, scales, globals_, nvfp4_fields.get("amax")), cuda, first)
     return None

@@ -6,8 +6,8 @@ from typing import Any, Dict, Iterator, List, Mapping, Tuple
 
 from . import _args, _mxfp8
 from ._api import _DIRECTIONS, _choice
-from ._bucket import (_bucket_groups, _compact_scales_shapes, _numel, _plan_bucket, _prepare_fill, _spec_handle,
-                      _spec_inputs, _specs)
+from ._bucket import (_bucket_bytes, _bucket_groups, _compact_scales_shapes, _numel, _plan_bucket, _prepare_fill,
+                      _spec_handle, _spec_inputs, _specs)
 
 
 def _new_bytes(inputs, specs, nbytes: int, what: str) -> Any:
@@ -75,11 +75,17 @@ class ExportPlan:
         self.scales_bytes = at
         if out is None:
             out = _new_bytes(inputs, specs, at, "out=: a CUDA buffer of")
+        elif _bucket_bytes(out, "out") < at:  # said of `out`, not of the slices of it the library sees
+            raise ValueError(f"out holds {_bucket_bytes(out)} bytes but the compact scales of these tensors "
+                             f"take {at} (ExportPlan.scales_bytes)")
         self.out = out
         self._offsets = offsets
         self._stream_of = lambda stream: _args.stream_pointer(stream, inputs.torch, out, inputs.cuda)
-        destinations = [out[offsets[s.name]:offsets[s.name] + _numel(self._shapes[s.name])] for s in specs]
-        self._plan = _mxfp8.PreparedExport(handles, destinations, direction=dir_code, dlpack_stream=inputs.dlpack_stream)
+        ends = {s.name: offsets[s.name] + _numel(self._shapes[s.name]) for s in specs}
+        destinations = [out[offsets[s.name]:ends[s.name]] for s in specs]
+        names = [f"out[{offsets[s.name]}:{ends[s.name]}] (the scales of {s.where})" for s in specs]
+        self._plan = _mxfp8.PreparedExport(handles, destinations, direction=dir_code,
+                                           dlpack_stream=inputs.dlpack_stream, names=names)
 
     def export(self, stream: Any = None) -> Any:
         """Writes every tensor's compact scales into `out`, as the sources hold them now. CUDA: queued on

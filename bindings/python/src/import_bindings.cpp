@@ -8,98 +8,39 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include <dlpack/dlpack.h>
 
 #include "mxfp8/mxfp8.h"
+#include "dlpack_take.hpp"
 #include "shard_list.hpp"
 
 namespace py = pybind11;
 
 namespace {
 
-[[noreturn]] void raise(mxfp8_status status) {
-  const std::string message = std::string(mxfp8_status_string(status)) + ": " + mxfp8_last_error();
-  if (status == MXFP8_ERROR_INVALID_ARGUMENT || status == MXFP8_ERROR_MISSING_DATA) throw py::value_error(message);
-  if (status == MXFP8_ERROR_OUT_OF_MEMORY) throw std::bad_alloc();
-  throw std::runtime_error(message);
-}
-
-void check(mxfp8_status status) {
-  if (status != MXFP8_OK) raise(status);
-}
-
-// A managed tensor taken from a producer's capsule; its deleter runs when this is destroyed unless the
-// tensor was handed on (to mxfp8_tensor_create, which then owns it).
-struct Taken {
-  DLManagedTensorVersioned *managed = nullptr;
-  // A legacy (DLPack 0.x) capsule, wrapped so the library sees a versioned tensor.
-  struct Legacy {
-    DLManagedTensorVersioned versioned{};
-    DLManagedTensor *legacy = nullptr;
-    static void deleter(DLManagedTensorVersioned *self) {
-      auto *w = static_cast<Legacy *>(self->manager_ctx);
-      if (w->legacy->deleter) w->legacy->deleter(w->legacy);
-      delete w;
-    }
-  };
-  Taken() = default;
-  Taken(const Taken &) = delete;
-  Taken &operator=(const Taken &) = delete;
-  ~Taken() {
-    if (managed && managed->deleter) managed->deleter(managed);
-  }
-  DLManagedTensorVersioned *release() {
-    auto *m = managed;
-    managed = nullptr;
-    return m;
-  }
-  DLTensor *tensor() { return &managed->dl_tensor; }
-};
-
-std::unique_ptr<Taken> take(py::handle obj, const std::string &name, py::object stream) {
-  if (!py::hasattr(obj, "__dlpack__"))
-    throw py::type_error(name + ": expected an object with __dlpack__ (torch, JAX, CuPy, NumPy), got " +
-                         py::str(py::type::of(obj)).cast<std::string>());
-  py::object capsule;
-  try {
-    capsule = obj.attr("__dlpack__")(py::arg("stream") = stream,
-                                     py::arg("max_version") = py::make_tuple(DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION));
-  } catch (py::error_already_set &e) {
-    if (!e.matches(PyExc_TypeError)) throw;
-    capsule = obj.attr("__dlpack__")(py::arg("stream") = stream);
-  }
-  auto taken = std::make_unique<Taken>();
-  PyObject *cap = capsule.ptr();
-  if (PyCapsule_IsValid(cap, "dltensor_versioned")) {
-    taken->managed = static_cast<DLManagedTensorVersioned *>(PyCapsule_GetPointer(cap, "dltensor_versioned"));
-    PyCapsule_SetName(cap, "used_dltensor_versioned");
-  } else if (PyCapsule_IsValid(cap, "dltensor")) {
-    auto *legacy = static_cast<DLManagedTensor *>(PyCapsule_GetPointer(cap, "dltensor"));
-    PyCapsule_SetName(cap, "used_dltensor");
-    auto *w = new Taken::Legacy;
-    w->legacy = legacy;
-    w->versioned.version = DLPackVersion{DLPACK_MAJOR_VERSION, 0};
-    w->versioned.manager_ctx = w;
-    w->versioned.deleter = Taken::Legacy::deleter;
-    w->versioned.dl_tensor = legacy->dl_tensor;
-    taken->managed = &w->versioned;
-  } else {
-    throw py::type_error(name + ".__dlpack__() did not return a DLPack capsule");
-  }
-  return taken;
-}
+using namespace mxfp8_python;
 
 // The destinations of one call: the taken tensors stay alive for the call (and a preparation).
 struct Destinations {
-  std::vector<std::unique_ptr<Taken>> taken;
+  std::vector<std::unique_ptr<TakenTensor>> taken;
   std::vector<mxfp8_import_destination> structs;
 };
 
+// What the caller called a part of entry i: "params['w'][1]" (owner params, part [1]) when the Python layer
+// passed the entries' names (their repr), else "fallback[i]". A refusal names what the user passed, not
+// the binding's lists.
+std::string label(const std::vector<std::string> &names, size_t i, const char *owner, const char *part,
+                  const char *fallback) {
+  if (i < names.size()) return std::string(owner) + "[" + names[i] + "]" + part;
+  return std::string(fallback) + "[" + std::to_string(i) + "]";
+}
+
 Destinations take_destinations(const py::list &values, const py::list &scales, const std::vector<int32_t> &layouts,
-                               py::object stream) {
+                               py::object stream, const std::vector<std::string> &names) {
   const size_t n = values.size();
   if (scales.size() != n || layouts.size() != n)
     throw py::value_error("values, scales and layouts must have one entry per tensor");
@@ -107,15 +48,15 @@ Destinations take_destinations(const py::list &values, const py::list &scales, c
   d.taken.reserve(2 * n);
   d.structs.resize(n);
   for (size_t i = 0; i < n; ++i) {
-    d.taken.push_back(take(values[i], "values[" + std::to_string(i) + "]", stream));
-    d.taken.push_back(take(scales[i], "scales[" + std::to_string(i) + "]", stream));
+    d.taken.push_back(take_dlpack(values[i], label(names, i, "params", "[0]", "values").c_str(), stream, Access::Write));
+    d.taken.push_back(take_dlpack(scales[i], label(names, i, "params", "[1]", "scales").c_str(), stream, Access::Write));
     d.structs[i] = mxfp8_import_destination{d.taken[2 * i]->tensor(), d.taken[2 * i + 1]->tensor(), layouts[i], 0};
   }
   return d;
 }
 
 // A tensor handle over a producer's data and scale_inv (taken: the handle owns them once created).
-mxfp8_tensor *make_tensor(std::unique_ptr<Taken> &data, std::unique_ptr<Taken> &scale_inv, const std::vector<int64_t> &shape,
+mxfp8_tensor *make_tensor(std::unique_ptr<TakenTensor> &data, std::unique_ptr<TakenTensor> &scale_inv, const std::vector<int64_t> &shape,
                           int32_t format, bool swizzled, int32_t direction) {
   mxfp8_tensor_desc desc = MXFP8_TENSOR_DESC_INIT;
   desc.format = format;
@@ -140,11 +81,12 @@ mxfp8_tensor *make_tensor(std::unique_ptr<Taken> &data, std::unique_ptr<Taken> &
 // None, at MXFP8 entries) and the taken tensors behind them, alive for the call.
 struct GlobalScales {
   std::vector<DLTensor *> tensors;
-  std::vector<std::unique_ptr<Taken>> taken;
+  std::vector<std::unique_ptr<TakenTensor>> taken;
   DLTensor *const *data() const { return tensors.empty() ? nullptr : tensors.data(); }
 };
 
-GlobalScales take_global_scales(const std::optional<py::list> &list, py::object stream) {
+GlobalScales take_global_scales(const std::optional<py::list> &list, py::object stream,
+                                const std::vector<std::string> &names) {
   GlobalScales g;
   if (!list) return g;
   for (size_t i = 0; i < list->size(); ++i) {
@@ -153,7 +95,7 @@ GlobalScales take_global_scales(const std::optional<py::list> &list, py::object 
       g.tensors.push_back(nullptr);
       continue;
     }
-    g.taken.push_back(take(t, "global_scales[" + std::to_string(i) + "]", stream));
+    g.taken.push_back(take_dlpack(t, label(names, i, "params", "[2]", "global_scales").c_str(), stream, Access::Write));
     g.tensors.push_back(g.taken.back()->tensor());
   }
   return g;
@@ -161,8 +103,8 @@ GlobalScales take_global_scales(const std::optional<py::list> &list, py::object 
 
 // An NVFP4 tensor handle over a producer's data, scale_inv and amax of one direction (taken: the handle
 // owns them once created).
-mxfp8_nvfp4_tensor *make_nvfp4_tensor(std::unique_ptr<Taken> &data, std::unique_ptr<Taken> &scale_inv,
-                                      std::unique_ptr<Taken> &amax, const std::vector<int64_t> &shape, bool swizzled,
+mxfp8_nvfp4_tensor *make_nvfp4_tensor(std::unique_ptr<TakenTensor> &data, std::unique_ptr<TakenTensor> &scale_inv,
+                                      std::unique_ptr<TakenTensor> &amax, const std::vector<int64_t> &shape, bool swizzled,
                                       int32_t e4m3_max, int32_t direction) {
   mxfp8_nvfp4_tensor_desc desc = MXFP8_NVFP4_TENSOR_DESC_INIT;
   desc.scale_layout = swizzled ? MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED : MXFP8_SCALE_LAYOUT_ROW_MAJOR;
@@ -188,10 +130,14 @@ class ImportPlan {
   ~ImportPlan() { mxfp8_prepared_export_release(plan_); }
   ImportPlan(const ImportPlan &) = delete;
   ImportPlan &operator=(const ImportPlan &) = delete;
-  void run(uintptr_t stream) const {
+  // Runs of one plan write the same bytes, so the header forbids two at once; the run drops the GIL, so
+  // two Python threads could otherwise enter together. Serialised here (the queueing, on CUDA: runs queued
+  // on two streams must still be ordered by the caller, as for any two writes of the same buffer).
+  void run(uintptr_t stream) {
     mxfp8_status st;
     {
       py::gil_scoped_release unlocked;
+      std::lock_guard<std::mutex> one_run_at_a_time(running_);
       st = mxfp8_prepared_export_run(plan_, reinterpret_cast<void *>(stream));
     }
     check(st);
@@ -199,6 +145,7 @@ class ImportPlan {
 
  private:
   mxfp8_prepared_export *plan_;
+  std::mutex running_;
 };
 
 py::object import_bucket(py::handle bucket, const std::vector<std::array<uint64_t, 4>> &entries,
@@ -208,21 +155,22 @@ py::object import_bucket(py::handle bucket, const std::vector<std::array<uint64_
                          int32_t scale_fixup, uintptr_t stream, py::object dlpack_stream, bool prepare,
                          const std::optional<std::vector<py::object>> &shards,
                          const std::optional<std::vector<std::array<uint64_t, 3>>> &nvfp4_entries,
-                         const std::optional<py::list> &global_scales, int32_t global_scale) {
+                         const std::optional<py::list> &global_scales, int32_t global_scale,
+                         const std::vector<std::string> &names) {
   const size_t n = entries.size();
   const ShardList shard_list(shards, n);
   if (shapes.size() != n || formats.size() != n || directions.size() != n || scales_layouts.size() != n ||
       (nvfp4_entries && nvfp4_entries->size() != n) || (global_scales && global_scales->size() != n))
     throw py::value_error("the manifest's lists must have one entry per tensor");
-  auto taken_bucket = take(bucket, "bucket", dlpack_stream);
-  Destinations d = take_destinations(values, scales, targets, dlpack_stream);
+  auto taken_bucket = take_dlpack(bucket, "bucket", dlpack_stream, Access::Read);
+  Destinations d = take_destinations(values, scales, targets, dlpack_stream, names);
   // NVFP4 entries: (amax_offset, amax_bytes, e4m3_max) and the destination of each global scale (None
   // at MXFP8 entries).
   std::vector<mxfp8_bucket_nvfp4_entry> nv;
   if (nvfp4_entries)
     for (const auto &[offset, bytes, e4m3_max] : *nvfp4_entries)
       nv.push_back(mxfp8_bucket_nvfp4_entry{offset, bytes, static_cast<int32_t>(e4m3_max), 0u});
-  const GlobalScales globals = take_global_scales(global_scales, dlpack_stream);
+  const GlobalScales globals = take_global_scales(global_scales, dlpack_stream, names);
   std::vector<mxfp8_bucket_entry> e(n);
   std::vector<int32_t> ndims(n);
   std::vector<const int64_t *> shape_ptrs(n);
@@ -262,7 +210,7 @@ py::object import_tensors(const py::list &data, const py::list &scale_inv, const
                           int32_t scale_fixup, uintptr_t stream, py::object dlpack_stream, bool prepare,
                           const std::optional<std::vector<py::object>> &shards, const std::optional<py::list> &amax,
                           const std::optional<std::vector<int32_t>> &e4m3_max, const std::optional<py::list> &global_scales,
-                          int32_t global_scale) {
+                          int32_t global_scale, const std::vector<std::string> &names) {
   const size_t n = data.size();
   const ShardList shard_list(shards, n);
   if (scale_inv.size() != n || shapes.size() != n || formats.size() != n || swizzled.size() != n ||
@@ -281,10 +229,10 @@ py::object import_tensors(const py::list &data, const py::list &scale_inv, const
   handles.t.reserve(n);
   handles.nv.reserve(n);
   for (size_t i = 0; i < n; ++i) {
-    auto d = take(data[i], "data[" + std::to_string(i) + "]", dlpack_stream);
-    auto s = take(scale_inv[i], "scale_inv[" + std::to_string(i) + "]", dlpack_stream);
+    auto d = take_dlpack(data[i], label(names, i, "tensors", "['data']", "data").c_str(), dlpack_stream, Access::Read);
+    auto s = take_dlpack(scale_inv[i], label(names, i, "tensors", "['scale_inv']", "scale_inv").c_str(), dlpack_stream, Access::Read);
     if (amax && !(*amax)[i].is_none()) {
-      auto a = take((*amax)[i], "amax[" + std::to_string(i) + "]", dlpack_stream);
+      auto a = take_dlpack((*amax)[i], label(names, i, "tensors", "['amax']", "amax").c_str(), dlpack_stream, Access::Read);
       handles.t.push_back(nullptr);
       handles.nv.push_back(make_nvfp4_tensor(d, s, a, shapes[i], swizzled[i], e4m3_max ? (*e4m3_max)[i] : 448, direction));
       continue;
@@ -292,8 +240,8 @@ py::object import_tensors(const py::list &data, const py::list &scale_inv, const
     handles.t.push_back(make_tensor(d, s, shapes[i], formats[i], swizzled[i], direction));
     handles.nv.push_back(nullptr);
   }
-  Destinations dst = take_destinations(values, scales, targets, dlpack_stream);
-  const GlobalScales globals = take_global_scales(global_scales, dlpack_stream);
+  Destinations dst = take_destinations(values, scales, targets, dlpack_stream, names);
+  const GlobalScales globals = take_global_scales(global_scales, dlpack_stream, names);
   mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
   o.direction = direction;
   o.scale_fixup = scale_fixup;
@@ -325,10 +273,10 @@ py::object import_tensors(const py::list &data, const py::list &scale_inv, const
 void convert(py::handle data, py::handle scale_inv, const std::vector<int64_t> &shape, int32_t format, bool swizzled,
              int32_t direction, int32_t num_experts, int32_t grouped_scales, int32_t target, int32_t scale_fixup,
              py::object values_out, py::handle scales_out, uintptr_t stream, py::object dlpack_stream) {
-  auto d = take(data, "data", dlpack_stream);
-  auto s = take(scale_inv, "scale_inv", dlpack_stream);
-  std::unique_ptr<Taken> v = values_out.is_none() ? nullptr : take(values_out, "values", dlpack_stream);
-  auto out = take(scales_out, "scales", dlpack_stream);
+  auto d = take_dlpack(data, "data", dlpack_stream, Access::Read);
+  auto s = take_dlpack(scale_inv, "scale_inv", dlpack_stream, Access::Read);
+  std::unique_ptr<TakenTensor> v = values_out.is_none() ? nullptr : take_dlpack(values_out, "values", dlpack_stream, Access::Write);
+  auto out = take_dlpack(scales_out, "out", dlpack_stream, Access::Write);
   mxfp8_convert_options o = MXFP8_CONVERT_OPTIONS_INIT;
   o.target = target;
   o.direction = direction;
@@ -388,15 +336,16 @@ void register_import(py::module_ &m) {
         py::arg("directions"), py::arg("scales_layouts"), py::arg("values"), py::arg("scales"), py::arg("targets"),
         py::arg("scale_fixup"), py::arg("stream"), py::arg("dlpack_stream"), py::arg("prepare"),
         py::arg("shards") = py::none(), py::arg("nvfp4_entries") = py::none(), py::arg("global_scales") = py::none(),
-        py::arg("global_scale") = 0,
+        py::arg("global_scale") = 0, py::arg("names") = std::vector<std::string>(),
         "mxfp8_import_bucket (or mxfp8_prepare_import_bucket with prepare=True, returning an ImportPlan); "
         "nvfp4_entries [(amax_offset, amax_bytes, e4m3_max)] and global_scales (None at MXFP8 entries) for NVFP4 "
-        "entries (formats 3).");
+        "entries (formats 3); names (each entry's repr) label refusals params[name][part].");
   m.def("import_tensors", &import_tensors, py::arg("data"), py::arg("scale_inv"), py::arg("shapes"), py::arg("formats"),
         py::arg("swizzled"), py::arg("direction"), py::arg("values"), py::arg("scales"), py::arg("targets"),
         py::arg("scale_fixup"), py::arg("stream"), py::arg("dlpack_stream"), py::arg("prepare"),
         py::arg("shards") = py::none(), py::arg("amax") = py::none(), py::arg("e4m3_max") = py::none(),
         py::arg("global_scales") = py::none(), py::arg("global_scale") = 0,
+        py::arg("names") = std::vector<std::string>(),
         "mxfp8_import_tensors (or mxfp8_prepare_import_tensors with prepare=True, returning an ImportPlan); with "
         "amax (None at MXFP8 entries), e4m3_max and global_scales, mxfp8_import_tensors_mixed.");
   m.def("convert", &convert, py::arg("data"), py::arg("scale_inv"), py::arg("shape"), py::arg("format"),

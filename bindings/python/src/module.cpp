@@ -16,6 +16,7 @@
 #include <dlpack/dlpack.h>
 #include <mxfp8/mxfp8.h>
 
+#include "dlpack_take.hpp"
 #include "shard_list.hpp"
 
 #ifdef MXFP8_PYTHON_WITH_CUDA
@@ -26,219 +27,7 @@ namespace py = pybind11;
 
 namespace {
 
-// Python exceptions for the library's statuses: bad or missing input is a ValueError, something this
-// build cannot do a TypeError, memory a MemoryError, CUDA and internal failures a RuntimeError.
-void raise_status(mxfp8_status status) {
-  const std::string message = mxfp8_last_error();
-  switch (status) {
-    case MXFP8_ERROR_INVALID_ARGUMENT:
-    case MXFP8_ERROR_MISSING_DATA: throw py::value_error(message);
-    case MXFP8_ERROR_UNSUPPORTED: throw py::type_error(message);
-    case MXFP8_ERROR_OUT_OF_MEMORY:
-      PyErr_SetString(PyExc_MemoryError, message.c_str());
-      throw py::error_already_set();
-    default: throw std::runtime_error(std::string(mxfp8_status_string(status)) + ": " + message);
-  }
-}
-
-void check(mxfp8_status status) {
-  if (status != MXFP8_OK) raise_status(status);
-}
-
-// A legacy (unversioned) DLManagedTensor dressed as a versioned one for the C API. The wrapper IS a
-// DLManagedTensorVersioned laid out by the dlpack.h this binding was compiled with, so it carries that
-// header's version: the C library reads no field of a tensor whose major version is not its own, and the
-// producer's legacy DLTensor is copied into the fields of this layout. No flags: a legacy capsule cannot
-// say read-only (NumPy refuses to export a non-writeable array that way).
-struct LegacyWrapper {
-  DLManagedTensorVersioned versioned{};
-  DLManagedTensor *legacy = nullptr;
-  static void deleter(DLManagedTensorVersioned *self) {
-    auto *w = static_cast<LegacyWrapper *>(self->manager_ctx);
-    if (w->legacy->deleter) w->legacy->deleter(w->legacy);
-    delete w;
-  }
-};
-
-// Owns one managed tensor taken from a producer until it is handed to the C library.
-struct TakenTensor {
-  DLManagedTensorVersioned *managed = nullptr;
-  ~TakenTensor() {
-    if (managed && managed->deleter) managed->deleter(managed);
-  }
-  DLManagedTensorVersioned *release() {
-    auto *m = managed;
-    managed = nullptr;
-    return m;
-  }
-};
-
-// What the library will do with a tensor taken from a producer: only read it, or write into it.
-enum class Access { Read, Write };
-
-// A versioned tensor of another major version is deleted unread (DLPack: its other fields may not be laid
-// out as we think); a tensor the library would write into must not be flagged read-only.
-void check_taken(const DLManagedTensorVersioned &managed, const char *name, Access access) {
-  const DLPackVersion version = managed.version;
-  if (version.major != DLPACK_MAJOR_VERSION)
-    throw py::value_error(std::string(name) + ": DLPack version " + std::to_string(version.major) + "." +
-                          std::to_string(version.minor) + " is not supported (this build of mxfp8 reads DLPack " +
-                          std::to_string(DLPACK_MAJOR_VERSION) + ".x)");
-  if (access == Access::Write && (managed.flags & DLPACK_FLAG_BITMASK_READ_ONLY))
-    throw py::value_error(std::string(name) + " is read-only (its producer flagged it DLPACK_FLAG_BITMASK_READ_ONLY, " +
-                          "e.g. a NumPy array with flags.writeable False): mxfp8 writes its result there");
-}
-
-// How many objects each path took (tests read them to prove which path a framework took).
-size_t taken_by_exchange_api = 0, taken_by_dunder_dlpack = 0, fast_exports = 0;  // fast: calls done by the extension alone
-
-// Consumes obj.__dlpack__(...): asks for a versioned capsule, accepts a legacy one.
-std::unique_ptr<TakenTensor> take_dlpack(py::handle obj, const char *name, py::object stream,
-                                         Access access = Access::Read) {
-  if (!py::hasattr(obj, "__dlpack__"))
-    throw py::type_error(std::string(name) + ": expected an object with __dlpack__ (torch, JAX, CuPy, NumPy), got " +
-                         py::str(py::type::of(obj)).cast<std::string>());
-  py::object capsule;
-  try {
-    capsule = obj.attr("__dlpack__")(py::arg("stream") = stream,
-                                     py::arg("max_version") = py::make_tuple(DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION));
-  } catch (py::error_already_set &e) {
-    if (!e.matches(PyExc_TypeError)) throw;
-    capsule = obj.attr("__dlpack__")(py::arg("stream") = stream);  // a producer older than DLPack 1.0
-  }
-  ++taken_by_dunder_dlpack;
-  auto taken = std::make_unique<TakenTensor>();
-  PyObject *cap = capsule.ptr();
-  if (PyCapsule_IsValid(cap, "dltensor_versioned")) {
-    taken->managed = static_cast<DLManagedTensorVersioned *>(PyCapsule_GetPointer(cap, "dltensor_versioned"));
-    PyCapsule_SetName(cap, "used_dltensor_versioned");  // ours now: `taken` calls the deleter
-    check_taken(*taken->managed, name, access);
-  } else if (PyCapsule_IsValid(cap, "dltensor")) {
-    auto *legacy = static_cast<DLManagedTensor *>(PyCapsule_GetPointer(cap, "dltensor"));
-    PyCapsule_SetName(cap, "used_dltensor");
-    auto *w = new LegacyWrapper;
-    w->legacy = legacy;
-    w->versioned.version = DLPackVersion{DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
-    w->versioned.manager_ctx = w;
-    w->versioned.deleter = LegacyWrapper::deleter;
-    w->versioned.dl_tensor = legacy->dl_tensor;
-    taken->managed = &w->versioned;
-  } else {
-    throw py::type_error(std::string(name) + ".__dlpack__() did not return a DLPack capsule");
-  }
-  return taken;
-}
-
-
-// ---- The DLPack C exchange API (DLPack 1.2+) ---------------------------------------------------------
-// A framework may publish C functions for its own tensors as the capsule type(x).__dlpack_c_exchange_api__
-// (PyTorch does): taking a tensor, making one from a managed tensor, allocating, and its current stream,
-// with no Python call and no stream synchronization. The binding uses them when the caller left the
-// stream to the inputs' framework: the work then runs on the framework's current stream, so nothing
-// needs ordering. Any other object, or an explicit stream, goes through __dlpack__ as before.
-
-// The exchange API of obj's type, or nullptr; looked up once per type (the type is kept alive so the
-// cache never sees a reused address). One whose major version is not ours is walked back through
-// prev_api; one without the four functions used here is not used.
-const DLPackExchangeAPI *exchange_api_of(py::handle obj) {
-  static std::unordered_map<PyObject *, const DLPackExchangeAPI *> cache;  // the GIL guards it
-  PyObject *type = reinterpret_cast<PyObject *>(Py_TYPE(obj.ptr()));
-  if (auto it = cache.find(type); it != cache.end()) return it->second;
-  const DLPackExchangeAPI *api = nullptr;
-  if (PyObject *capsule = PyObject_GetAttrString(type, "__dlpack_c_exchange_api__")) {
-    if (PyCapsule_IsValid(capsule, "dlpack_exchange_api")) {
-      auto *header = static_cast<const DLPackExchangeAPIHeader *>(PyCapsule_GetPointer(capsule, "dlpack_exchange_api"));
-      while (header && header->version.major != DLPACK_MAJOR_VERSION) header = header->prev_api;
-      auto *candidate = reinterpret_cast<const DLPackExchangeAPI *>(header);
-      if (candidate && candidate->managed_tensor_allocator && candidate->managed_tensor_from_py_object_no_sync &&
-          candidate->managed_tensor_to_py_object_no_sync && candidate->current_work_stream)
-        api = candidate;
-    }
-    Py_DECREF(capsule);
-  } else {
-    PyErr_Clear();
-  }
-  Py_INCREF(type);
-  cache.emplace(type, api);
-  return api;
-}
-
-// A failed exchange API call: its Python exception, or one naming what failed.
-[[noreturn]] void raise_exchange_failure(const std::string &what) {
-  if (PyErr_Occurred()) throw py::error_already_set();
-  throw py::type_error(what + ": the framework's DLPack exchange API failed without saying why");
-}
-
-bool is_cuda(DLDevice device) { return device.device_type == kDLCUDA || device.device_type == kDLCUDAManaged; }
-
-// How one call takes its objects and hands its results back.
-struct Exchange {
-  const DLPackExchangeAPI *api = nullptr;  // the inputs' framework's, in exchange mode
-  intptr_t stream = 0;                     // the cudaStream_t the library queues its work on
-  py::object dlpack_stream = py::none();   // __dlpack__'s stream argument for every other object
-  DLDevice device{kDLCPU, 0};              // the inputs' device, once known
-  bool resolved = false;                   // stream, dlpack_stream and device known
-  bool dlpack_stream_is_stream = false;    // dlpack_stream is `stream`, made only when an object needs it
-
-  // The caller's explicit stream (and __dlpack__ stream): the __dlpack__ path.
-  static Exchange explicit_stream(intptr_t stream, py::object dlpack_stream) {
-    Exchange e;
-    e.stream = stream;
-    e.dlpack_stream = std::move(dlpack_stream);
-    e.resolved = true;
-    return e;
-  }
-
-  // Exchange mode on `device`: the framework's current stream there.
-  static Exchange current(const DLPackExchangeAPI *api, DLDevice device) {
-    Exchange e;
-    e.api = api;
-    e.resolve(device);
-    return e;
-  }
-
-  void resolve(DLDevice d) {
-    device = d;
-    resolved = true;
-    if (!is_cuda(d)) return;  // host memory: no stream (DLPack: the consumer need not ask)
-    void *s = nullptr;
-    if (api->current_work_stream(d.device_type, d.device_id, &s) != 0) raise_exchange_failure("current_work_stream");
-    stream = reinterpret_cast<intptr_t>(s);
-    dlpack_stream_is_stream = true;  // a Python int only if some object goes through __dlpack__
-  }
-
-  // __dlpack__'s stream argument: DLPack spells the legacy default stream 1.
-  const py::object &dlpack_stream_argument() {
-    if (dlpack_stream_is_stream) {
-      dlpack_stream = py::int_(stream == 0 ? 1 : stream);
-      dlpack_stream_is_stream = false;
-    }
-    return dlpack_stream;
-  }
-};
-
-// Takes obj for one call: through the exchange API when it is the call's framework's, else __dlpack__.
-// In exchange mode the first object taken is the framework's, and its device fixes the stream.
-// take() of an object of the call's framework, into `into`.
-void take_from_framework(py::handle obj, const char *name, Exchange &ex, Access access, TakenTensor &into) {
-  if (ex.api->managed_tensor_from_py_object_no_sync(obj.ptr(), &into.managed) != 0 || !into.managed) {
-    into.managed = nullptr;
-    raise_exchange_failure(name);
-  }
-  ++taken_by_exchange_api;
-  check_taken(*into.managed, name, access);
-  if (!ex.resolved) ex.resolve(into.managed->dl_tensor.device);
-}
-
-std::unique_ptr<TakenTensor> take(py::handle obj, const char *name, Exchange &ex, Access access = Access::Read) {
-  if (ex.api && exchange_api_of(obj) == ex.api) {
-    auto taken = std::make_unique<TakenTensor>();
-    take_from_framework(obj, name, ex, access, *taken);
-    return taken;
-  }
-  if (!ex.resolved) throw std::logic_error(std::string(name) + ": exchange mode needs the framework's object first");
-  return take_dlpack(obj, name, ex.dlpack_stream_argument(), access);
-}
+using namespace mxfp8_python;
 
 // An output of the library, shared by every DLPack export made from it.
 struct Owned {
@@ -748,8 +537,9 @@ void export_bucket(const std::vector<Tensor *> &tensors, const std::vector<std::
 // stream (exchange mode) or the given stream.
 class PreparedExport {
  public:
+  // names[i] says what destinations[i] is to the caller (messages name it; default "destinations[i]").
   PreparedExport(const std::vector<Tensor *> &tensors, const std::vector<py::object> &destinations, int direction,
-                 py::object dlpack_stream) {
+                 py::object dlpack_stream, const std::optional<std::vector<std::string>> &names) {
     if (tensors.empty()) throw py::value_error("tensors is empty: nothing to prepare");
     if (tensors.size() != destinations.size())
       throw py::value_error(std::to_string(tensors.size()) + " tensors but " + std::to_string(destinations.size()) +
@@ -758,8 +548,10 @@ class PreparedExport {
     device_ = tensors[0]->device();
     Exchange ex = exchange_for(api_, device_, py::none(), std::move(dlpack_stream));
     std::vector<DLTensor *> dls;
+    if (names && names->size() != destinations.size())
+      throw py::value_error("names must have one entry per destination");
     for (size_t i = 0; i < destinations.size(); ++i) {
-      const std::string name = "destinations[" + std::to_string(i) + "]";
+      const std::string name = names ? (*names)[i] : "destinations[" + std::to_string(i) + "]";
       taken_.push_back(take(destinations[i], name.c_str(), ex, Access::Write));
       dls.push_back(&taken_.back()->managed->dl_tensor);
     }
@@ -1466,8 +1258,10 @@ PYBIND11_MODULE(_mxfp8, m) {
         py::arg("direction") = 0, py::arg("stream") = py::none(), py::arg("dlpack_stream") = py::none(),
         py::arg("bucket_name") = "bucket", py::arg("shards") = py::none());
   py::class_<PreparedExport>(m, "PreparedExport", "A batched export of compact scales, checked once (mxfp8_prepared_export).")
-      .def(py::init<const std::vector<Tensor *> &, const std::vector<py::object> &, int, py::object>(), py::arg("tensors"),
-           py::arg("destinations"), py::arg("direction") = 0, py::arg("dlpack_stream") = py::none())
+      .def(py::init<const std::vector<Tensor *> &, const std::vector<py::object> &, int, py::object,
+                    const std::optional<std::vector<std::string>> &>(),
+           py::arg("tensors"), py::arg("destinations"), py::arg("direction") = 0, py::arg("dlpack_stream") = py::none(),
+           py::arg("names") = py::none())
       .def_static("for_bucket", &PreparedExport::for_bucket, py::arg("tensors"), py::arg("plan"), py::arg("bucket"),
                   py::arg("direction") = 0, py::arg("dlpack_stream") = py::none(), py::arg("bucket_name") = "bucket",
                   py::arg("shards") = py::none(),

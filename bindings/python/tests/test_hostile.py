@@ -306,7 +306,7 @@ def lie(manifest, i, **changes):
         (lambda m: lie(m, 0, scales_offset=m[0]["values_offset"] + 1), ValueError,
          r"manifest\[0\] \('t0'\) (values|scales) .* overlaps manifest\[0\] \('t0'\) (values|scales)"),
         (lambda m: lie(m, 0, shape=(48, 100)), ValueError,
-         r"manifest\[0\] \('t0'\): scales_shape \(100, 2\) is not the compact scale shape of \(48, 100\)"),
+         r"manifest\[0\] \('t0'\): scales_shape \(100, 2\) is not the compact rowwise scale shape \(48, 4\) of \(48, 100\)"),
         (lambda m: lie(m, 0, shape=(100, 49)), ValueError,
          r"manifest\[0\] \('t0'\): values_bytes is 4800 but shape \(100, 49\) holds 4900 values"),
         (lambda m: lie(m, 0, scales_shape=(100, 3)), ValueError, r"manifest\[0\] \('t0'\): scales_shape \(100, 3\)"),

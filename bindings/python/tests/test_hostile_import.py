@@ -1,0 +1,322 @@
+"""The receiver's side under hostile input, as test_hostile.py does the sender's: import_bucket,
+prepare_import_bucket, import_tensors, prepare_import_tensors, NVFP4 global-scale destinations,
+convert(values=, out=) and unpack_bucket. Every destination goes through the binding's one capsule path
+(read-only flag, DLPack major version); sources are parsed as export_bucket parses them. Each refusal is
+checked to leave every destination as it was (poisoned)."""
+import subprocess
+import sys
+import textwrap
+import threading
+
+import numpy as np
+import pytest
+
+import mxfp8
+from conftest import POISON, make_mxfp8, swizzle_reference
+from dlpack_forge import (
+    FLAG_READ_ONLY,
+    KDL_CPU,
+    ForgedTensor,
+    Producer,
+    numpy_tensor,
+)
+
+
+def poisoned(n, dtype=np.uint8):
+    a = np.empty(n, dtype)
+    a.view(np.uint8)[...] = POISON
+    return a
+
+
+def read_only(a):
+    a.flags.writeable = False
+    return a
+
+
+def bucket_of_one(shape=(100, 48), storage="padded", seed=3):
+    """A bucket holding one MXFP8 tensor 'w', its manifest, and the tensor's values and compact scales."""
+    data, buf, s = make_mxfp8(shape, storage, seed=seed)
+    bucket, manifest = mxfp8.export_bucket({"w": {"data": data, "scale_inv": buf, "swizzled": storage == "swizzled"}})
+    return bucket, manifest, data, s
+
+
+def nvfp4_spec(rows=64, cols=64, seed=5):
+    """An NVFP4 tensor as export_bucket takes it: packed values, compact E4M3 scales, one amax."""
+    rng = np.random.default_rng(seed)
+    return {"format": "nvfp4", "data": rng.integers(0, 256, (rows, cols // 2), dtype=np.uint8),
+            "scale_inv": rng.integers(1, 0x7F, (rows, cols // 16), dtype=np.uint8),
+            "amax": np.array([3.5], np.float32), "swizzled": False, "shape": (rows, cols)}
+
+
+# ------------------------------------------------------------------------------ item 1: read-only destinations ---
+def _import_calls():
+    """(name, call(params)) of every receiver call that writes `params`: an MXFP8 tensor (100, 48) 'w'."""
+    bucket, manifest, data, s = bucket_of_one()
+    _, buf, _ = make_mxfp8((100, 48), "padded", seed=3)
+    sources = {"w": {"data": data, "scale_inv": buf, "swizzled": False}}
+    return [
+        ("import_bucket", lambda p: mxfp8.import_bucket(bucket, manifest, p)),
+        ("prepare_import_bucket", lambda p: mxfp8.prepare_import_bucket(bucket, manifest, p).run()),
+        ("import_tensors", lambda p: mxfp8.import_tensors(sources, p)),
+        ("prepare_import_tensors", lambda p: mxfp8.prepare_import_tensors(sources, p).run()),
+    ]
+
+
+@pytest.mark.parametrize("which", ["values", "scales"])
+@pytest.mark.parametrize("call", range(4), ids=[name for name, _ in _import_calls()])
+def test_a_read_only_destination_is_refused_and_left_untouched(call, which):
+    name, run = _import_calls()[call]
+    values, scales = poisoned(100 * 48), poisoned(100 * 2)
+    read_only(values if which == "values" else scales)
+    with pytest.raises(ValueError, match=rf"params\['w'\]\[{0 if which == 'values' else 1}\] is read-only"):
+        run({"w": (values, scales)})
+    assert (values == POISON).all() and (scales == POISON).all(), f"{name} wrote before refusing"
+
+
+@pytest.mark.parametrize("call", range(4), ids=[name for name, _ in _import_calls()])
+def test_a_forged_read_only_flag_on_a_destination_is_refused_and_deleted_once(call):
+    _, run = _import_calls()[call]
+    values, scales = poisoned(100 * 48), poisoned(100 * 2)
+    forged = numpy_tensor(scales, flags=FLAG_READ_ONLY)
+    with pytest.raises(ValueError, match="read-only"):
+        run({"w": (values, Producer(forged))})
+    assert forged.deleted == 1
+    assert (values == POISON).all() and (scales == POISON).all()
+
+
+def test_a_read_only_memmap_destination_is_an_error_not_a_crash(tmp_path):
+    # The issue's reproducer, in a child process: without the check the write into a read-only mapping is
+    # a SIGSEGV, which would take the test run down with it.
+    script = textwrap.dedent(f"""
+        import numpy as np, mxfp8
+        rng = np.random.default_rng(0)
+        d = rng.integers(0, 256, (100, 48), dtype=np.uint8)
+        s = rng.integers(1, 255, (100, 2), dtype=np.uint8)
+        bucket, manifest = mxfp8.export_bucket({{"w": {{"data": d, "scale_inv": s}}}})
+        open({str(tmp_path / 'v.bin')!r}, 'wb').write(bytes(100 * 48))
+        open({str(tmp_path / 's.bin')!r}, 'wb').write(bytes(100 * 2))
+        v = np.memmap({str(tmp_path / 'v.bin')!r}, np.uint8, mode="r")
+        sc = np.memmap({str(tmp_path / 's.bin')!r}, np.uint8, mode="r", shape=(100, 2))
+        try:
+            mxfp8.import_bucket(bucket, manifest, {{"w": (v, sc)}})
+        except ValueError as e:
+            print("refused:", e)
+    """)
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, f"the child died (rc {result.returncode}): {result.stderr[-2000:]}"
+    assert "refused:" in result.stdout and "read-only" in result.stdout
+    assert (tmp_path / "v.bin").read_bytes() == bytes(100 * 48)
+
+
+@pytest.mark.parametrize("prepared", [False, True])
+@pytest.mark.parametrize("call", ["import_bucket", "import_tensors"])
+def test_a_read_only_nvfp4_global_scale_destination_is_refused(call, prepared):
+    spec = nvfp4_spec()
+    bucket, manifest = mxfp8.export_bucket({"q": spec})
+    values, scales, global_scale = poisoned(64 * 32), poisoned(64 * 4), read_only(poisoned(1, np.float32))
+    params = {"q": (values, scales, global_scale)}
+    with pytest.raises(ValueError, match=r"params\['q'\]\[2\] is read-only"):
+        if call == "import_bucket":
+            (mxfp8.prepare_import_bucket if prepared else mxfp8.import_bucket)(bucket, manifest, params)
+        else:
+            (mxfp8.prepare_import_tensors if prepared else mxfp8.import_tensors)({"q": spec}, params)
+    for a in (values, scales, global_scale):
+        assert (a.view(np.uint8) == POISON).all()
+
+
+@pytest.mark.parametrize("which", ["values", "out"])
+def test_convert_into_a_read_only_buffer_is_refused(which):
+    data, buf, s = make_mxfp8((131, 230), "swizzled", seed=9)
+    n = mxfp8.layout_bytes("cutlass_128x4", *s.shape)
+    values, out = poisoned(data.size), poisoned(n)
+    read_only(values if which == "values" else out)
+    with pytest.raises(ValueError, match=rf"{which}.*read-only"):
+        mxfp8.convert(data, buf, "cutlass_128x4", swizzled=True, values=values, out=out)
+    assert (values == POISON).all() and (out == POISON).all()
+    # The same buffers made writeable are written: the refusal is the flag's.
+    values.flags.writeable = out.flags.writeable = True
+    mxfp8.convert(data, buf, "cutlass_128x4", swizzled=True, values=values, out=out)
+    np.testing.assert_array_equal(values, data.reshape(-1))
+    np.testing.assert_array_equal(out, swizzle_reference(s))
+
+
+# ---------------------------------------------------------------------------- item 2: DLPack major version ---
+@pytest.mark.parametrize("major", [0, 2, 255])
+@pytest.mark.parametrize("where", ["bucket", "values", "scales"])
+def test_another_major_version_is_refused_on_the_import_path(where, major):
+    bucket, manifest, _, _ = bucket_of_one()
+    values, scales = poisoned(100 * 48), poisoned(100 * 2)
+    # Every field after the version is hostile: reading any of them as 1.x would crash or write.
+    forged = ForgedTensor(0xDEAD0000, None, ndim=100000, version=(major, 0), flags=0)
+    producer = Producer(forged, device=(KDL_CPU, 0), shape=(bucket.size,) if where == "bucket" else (100, 48))
+    with pytest.raises(ValueError, match=rf"DLPack version {major}\.0 is not supported"):
+        if where == "bucket":
+            mxfp8.import_bucket(producer, manifest, {"w": (values, scales)})
+        else:
+            mxfp8.import_bucket(bucket, manifest, {"w": (producer, scales) if where == "values" else (values, producer)})
+    assert forged.deleted == 1
+    assert (values == POISON).all() and (scales == POISON).all()
+
+
+@pytest.mark.parametrize("major", [0, 2])
+def test_another_major_version_is_refused_by_convert(major):
+    data, buf, s = make_mxfp8((100, 48), "padded", seed=2)
+    forged = ForgedTensor(0xDEAD0000, None, ndim=100000, version=(major, 1))
+    with pytest.raises(ValueError, match=rf"DLPack version {major}\.1 is not supported"):
+        mxfp8.convert(data, buf, "compact", swizzled=False, out=Producer(forged, device=(KDL_CPU, 0), shape=(200,)))
+    assert forged.deleted == 1
+
+
+# ------------------------------------------------------------------ items 3, 4, 9: import_tensors' specs ---
+def _te_padded_tensor():
+    """A TE-padded (100, 48) tensor: its (128, 4) scales have exactly the size of 128x4 tiles, so a wrong
+    "swizzled" reading gives wrong scales with no size mismatch to catch it."""
+    data, buf, s = make_mxfp8((100, 48), "padded", seed=11)
+    assert buf.size == swizzle_reference(s).size
+    return data, buf, s
+
+
+@pytest.mark.parametrize("flag", ["False", "no", 1.0, [0], None, np.float32(0)])
+@pytest.mark.parametrize("prepared", [False, True])
+def test_import_tensors_swizzled_must_be_a_bool(flag, prepared):
+    data, buf, _ = _te_padded_tensor()
+    values, scales = poisoned(100 * 48), poisoned(100 * 2)
+    call = mxfp8.prepare_import_tensors if prepared else mxfp8.import_tensors
+    with pytest.raises(TypeError, match=r"tensors\['w'\]\['swizzled'\] must be True or False"):
+        call({"w": {"data": data, "scale_inv": buf, "swizzled": flag}}, {"w": (values, scales)})
+    assert (values == POISON).all() and (scales == POISON).all()
+
+
+def test_import_tensors_reads_a_real_bool_and_numpy_bool():
+    data, buf, s = _te_padded_tensor()
+    for flag in (False, np.bool_(False)):
+        values, scales = poisoned(100 * 48), poisoned(100 * 2)
+        mxfp8.import_tensors({"w": {"data": data, "scale_inv": buf, "swizzled": flag}}, {"w": (values, scales)})
+        np.testing.assert_array_equal(scales, s.reshape(-1))
+
+
+@pytest.mark.parametrize("key", ["swizled", "scales", "scale_layout", "amax_offset"])
+def test_import_tensors_refuses_unknown_spec_keys(key):
+    data, buf, _ = make_mxfp8((128, 128), "swizzled", seed=4)
+    values, scales = poisoned(128 * 128), poisoned(128 * 4)
+    with pytest.raises(ValueError, match=rf"tensors\['w'\] has an unknown key '{key}'"):
+        mxfp8.import_tensors({"w": {"data": data, "scale_inv": buf, key: True}}, {"w": (values, scales)})
+    assert (values == POISON).all() and (scales == POISON).all()
+
+
+def test_import_tensors_points_a_shard_in_the_spec_to_shards():
+    data, buf, _ = make_mxfp8((128, 128), "padded", seed=4)
+    with pytest.raises(ValueError, match="shards="):
+        mxfp8.import_tensors({"w": {"data": data, "scale_inv": buf, "rows": (0, 64)}},
+                             {"w": (poisoned(64 * 128), poisoned(64 * 4))})
+
+
+@pytest.mark.parametrize("e4m3_max,error", [(448.9, TypeError), ("448", TypeError), (256.5, TypeError),
+                                            (True, TypeError), (300, ValueError), (2**32 + 448, ValueError)])
+def test_import_tensors_nvfp4_e4m3_max_is_448_or_256_exactly(e4m3_max, error):
+    spec = dict(nvfp4_spec(), e4m3_max=e4m3_max)
+    params = {"q": (poisoned(64 * 32), poisoned(64 * 4), poisoned(1, np.float32))}
+    with pytest.raises(error, match=r"tensors\['q'\]\['e4m3_max'\]") as caught:
+        mxfp8.import_tensors({"q": spec}, params)
+    assert "Invoked with" not in str(caught.value), "pybind11's signature dump instead of a message"
+    assert all((a.view(np.uint8) == POISON).all() for a in params["q"])
+
+
+# ------------------------------------------------------------------------------- item 5: unpack_bucket ---
+def test_unpack_bucket_refuses_scales_in_another_layout():
+    data, buf, s = make_mxfp8((128, 128), "padded", seed=6)
+    tiles = swizzle_reference(s)
+    bucket = np.concatenate([data.reshape(-1), tiles])
+    entry = {"name": "w", "shape": [128, 128], "fp8_dtype": "e4m3", "values_offset": 0, "values_bytes": data.size,
+             "scales_offset": data.size, "scales_bytes": tiles.size, "scales_shape": [128, 4],
+             "scales_layout": "cutlass_128x4"}
+    with pytest.raises(ValueError, match=r"manifest\[0\].*scales_layout is 'cutlass_128x4'.*import_bucket"):
+        mxfp8.unpack_bucket(bucket, [entry])
+    # import_bucket honours the same entry: the compact scales come back.
+    values, scales = poisoned(data.size), poisoned(s.size)
+    mxfp8.import_bucket(bucket, [entry], {"w": (values, scales)})
+    np.testing.assert_array_equal(scales, s.reshape(-1))
+
+
+def test_unpack_bucket_refuses_a_direction_that_contradicts_scales_shape():
+    bucket, manifest, _, _ = bucket_of_one((128, 64))
+    (entry,) = manifest
+    assert list(entry["scales_shape"]) == [128, 2]
+    with pytest.raises(ValueError, match=r"scales_shape \(128, 2\) is not the compact columnwise scale shape"):
+        mxfp8.unpack_bucket(bucket, [dict(entry, direction="columnwise")])
+    with pytest.raises(ValueError, match="direction"):
+        mxfp8.unpack_bucket(bucket, [dict(entry, direction="diagonal")])
+    (view,) = mxfp8.unpack_bucket(bucket, manifest).values()  # the honest manifest still reads
+    assert view[1].shape == (128, 2)
+
+
+# -------------------------------------------------------------------- item 7: a looping prev_api chain ---
+def test_a_looping_exchange_api_chain_does_not_hang(tmp_path):
+    # A header of another major whose prev_api points at itself: a walk without a bound spins forever
+    # holding the GIL, so the call runs in a child process with a timeout.
+    script = textwrap.dedent("""
+        import ctypes, sys
+        import numpy as np
+        sys.path.insert(0, %r)
+        import mxfp8
+        from conftest import make_mxfp8
+        from dlpack_forge import DLPackExchangeAPIHeader, DLPackVersion
+        header = DLPackExchangeAPIHeader()
+        header.version = DLPackVersion(7, 0)
+        header.prev_api = ctypes.pointer(header)
+        new = ctypes.pythonapi.PyCapsule_New
+        new.restype, new.argtypes = ctypes.py_object, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+        name = ctypes.c_char_p(b"dlpack_exchange_api")
+        data, buf, s = make_mxfp8((100, 48), "padded", seed=1)
+
+        class Looping:
+            __dlpack_c_exchange_api__ = new(ctypes.addressof(header), name, None)
+            shape = data.shape
+            def __dlpack_device__(self): return (1, 0)
+            def __dlpack__(self, **kw): return data.__dlpack__(**kw)
+
+        v, sc = mxfp8.export_components(Looping(), buf, swizzled=False)
+        assert np.array_equal(np.from_dlpack(sc), s), "wrong scales"
+        print("done")
+    """) % str(__import__("pathlib").Path(__file__).parent)
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "done" in result.stdout
+
+
+# ------------------------------------------------------------------------------ threads and one plan ---
+def test_threads_may_share_one_import_plan():
+    # A plan's runs are serialised by the binding (the header forbids overlapping runs of one plan, and a
+    # run releases the GIL); many threads running one plan each get the plan's whole result.
+    bucket, manifest, data, s = bucket_of_one((300, 200), "swizzled")
+    values, scales = poisoned(data.size), poisoned(s.size)
+    plan = mxfp8.prepare_import_bucket(bucket, manifest, {"w": (values, scales)})
+    errors = []
+
+    def runs():
+        try:
+            for _ in range(50):
+                plan.run()
+        except Exception as e:  # noqa: BLE001 (reported below)
+            errors.append(e)
+
+    threads = [threading.Thread(target=runs) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    np.testing.assert_array_equal(values, data.reshape(-1))
+    np.testing.assert_array_equal(scales, s.reshape(-1))
+
+
+def test_capsules_are_not_leaked_by_refusals():
+    # Every refusal above hands each capsule it took back exactly once: a forged versioned tensor whose
+    # flags are fine but whose sibling destination is read-only.
+    bucket, manifest, _, _ = bucket_of_one()
+    values = poisoned(100 * 48)
+    forged = numpy_tensor(values)
+    with pytest.raises(ValueError, match="read-only"):
+        mxfp8.import_bucket(bucket, manifest, {"w": (Producer(forged), read_only(poisoned(200)))})
+    assert forged.deleted == 1
+    assert (values == POISON).all()
