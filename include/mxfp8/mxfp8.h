@@ -561,6 +561,15 @@ typedef struct mxfp8_bucket_manifest {
   DLTensor *const *global_scales;
   int32_t global_scale; /* mxfp8_nvfp4_global_scale written to global_scales; default decode */
   uint32_t reserved3;   /* must be 0 */
+  /* Added with mxfp8_bucket_manifest_check (experimental) after the fields above: the shape the sender
+   * gives each entry's scale matrix S (a binding's manifest carries it, e.g. Python's and Rust's
+   * "scales_shape"), so that a shape that merely has the right byte count is refused. S is MXFP8 rowwise
+   * (M, ceil(K/32)), columnwise (ceil(M/32), K); NVFP4 (rows, ceil(cols/16)) of the stored matrix. A
+   * given shape names S when its last dimension is S's columns and the others multiply to S's rows
+   * ((*lead, ceil(K/32)) and (M, ceil(K/32)) both do), whatever scales_layouts[i] says (the layout gives
+   * the bytes). Both NULL: not checked; scales_ndims[i] 1..64. */
+  const int32_t *scales_ndims;
+  const int64_t *const *scales_shapes;
 } mxfp8_bucket_manifest;
 
 #define MXFP8_BUCKET_MANIFEST_INIT                                          \
@@ -580,7 +589,9 @@ typedef struct mxfp8_bucket_manifest {
     NULL,                                      /* nvfp4_entries: none */    \
     NULL,                                      /* global_scales: none */    \
     0,                                         /* global_scale: decode */   \
-    0u                                         /* reserved3 */              \
+    0u,                                        /* reserved3 */              \
+    NULL,                                      /* scales_ndims: unchecked */ \
+    NULL                                       /* scales_shapes */          \
   }
 
 /* One tensor's destination: the engine's own parameter buffers, which the import writes in place (their
@@ -621,6 +632,21 @@ typedef struct mxfp8_import_destination {
  * returns. count == 0 is a no-op. The bucket is only read. */
 MXFP8_API mxfp8_status mxfp8_import_bucket(const DLTensor *bucket, const mxfp8_bucket_manifest *manifest,
                                            const mxfp8_import_destination *destinations, void *stream);
+
+/* Checks `manifest` against `bucket` as mxfp8_import_bucket checks them before it looks at a
+ * destination (experimental, as this section), so that a receiver that reads the bytes itself (a
+ * binding's unpack) reads only parts the library accepted: the manifest's version and reserved fields;
+ * each entry's rank, shape, format, direction and layout; each part (values, scales, an NVFP4 entry's
+ * amax) of exactly the bytes its shape, format, direction and layout give, and inside the bucket (offset
+ * + bytes never wraps); no byte of the bucket in two parts (of two entries, or of one); an NVFP4 entry's
+ * amax_offset a multiple of 4, amax_bytes 4 or (rowwise) 4 * rows, e4m3_max 448 or 256, reserved 0; each
+ * shard (manifest.shards) legal for its entry; each scales shape (manifest.scales_shapes) naming the
+ * entry's S. What only a destination needs (manifest.global_scales) is not read: it may be NULL.
+ * `bucket`: contiguous bytes on any device; only its address and size are read, never its bytes.
+ * count == 0 is MXFP8_OK (bucket may then be NULL). A refusal is MXFP8_ERROR_INVALID_ARGUMENT (or
+ * MXFP8_ERROR_UNSUPPORTED: a shard of an NVFP4 entry) with mxfp8_last_error() naming the field, the
+ * status and message mxfp8_import_bucket gives for the same manifest. Keeps nothing. */
+MXFP8_API mxfp8_status mxfp8_bucket_manifest_check(const DLTensor *bucket, const mxfp8_bucket_manifest *manifest);
 
 /* The direct path, with no bucket: writes direction `options->direction` of tensors[i] (e.g. a trainer's
  * Transformer Engine storage that the receiver mapped over CUDA IPC and described with

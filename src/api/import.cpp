@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <vector>
 
+#include "api/bucket_manifest.hpp"
 #include "api/export_internal.hpp"
 #include "api/layouts.hpp"
 #include "api/nvfp4_tensor.hpp"
@@ -90,44 +91,6 @@ void add_shard_jobs(std::vector<ScaleJob> &jobs, const uint8_t *values, int64_t 
   else add_shard_swizzled_scale_jobs(jobs, source, sh, d.scales, name);
 }
 
-// The manifest before scale_fixup (and then shards) were appended: it ended at scales_layouts.
-constexpr size_t kManifestV1Size = offsetof(mxfp8_bucket_manifest, scales_layouts) + sizeof(const int32_t *);
-
-mxfp8_bucket_manifest read_manifest(const mxfp8_bucket_manifest *given) {
-  if (!given) fail(MXFP8_ERROR_INVALID_ARGUMENT, "manifest is NULL");
-  const mxfp8_bucket_manifest defaults = MXFP8_BUCKET_MANIFEST_INIT;
-  const mxfp8_bucket_manifest m =
-      read_sized_struct(given, defaults, kManifestV1Size, "manifest", "MXFP8_BUCKET_MANIFEST_INIT",
-                        {offsetof(mxfp8_bucket_manifest, reserved2), offsetof(mxfp8_bucket_manifest, shards),
-                         offsetof(mxfp8_bucket_manifest, nvfp4_entries), offsetof(mxfp8_bucket_manifest, global_scales),
-                         offsetof(mxfp8_bucket_manifest, global_scale), offsetof(mxfp8_bucket_manifest, reserved3)});
-  if (m.reserved != 0) fail(MXFP8_ERROR_INVALID_ARGUMENT, "manifest.reserved is ", m.reserved, ", must be 0");
-  if (m.reserved2 != 0) fail(MXFP8_ERROR_INVALID_ARGUMENT, "manifest.reserved2 is ", m.reserved2, ", must be 0");
-  if (m.reserved3 != 0) fail(MXFP8_ERROR_INVALID_ARGUMENT, "manifest.reserved3 is ", m.reserved3, ", must be 0");
-  check_enum(m.global_scale, "manifest.global_scale",
-             {{MXFP8_NVFP4_GLOBAL_SCALE_DECODE, "MXFP8_NVFP4_GLOBAL_SCALE_DECODE"},
-              {MXFP8_NVFP4_GLOBAL_SCALE_ENCODE, "MXFP8_NVFP4_GLOBAL_SCALE_ENCODE"}});
-  zero_as_one(m.scale_fixup, "manifest.scale_fixup");
-  check_count(m.count);
-  if (m.count > 0) {
-    if (!m.entries) fail(MXFP8_ERROR_INVALID_ARGUMENT, "manifest.entries is NULL");
-    if (!m.ndims) fail(MXFP8_ERROR_INVALID_ARGUMENT, "manifest.ndims is NULL");
-    if (!m.shapes) fail(MXFP8_ERROR_INVALID_ARGUMENT, "manifest.shapes is NULL");
-  }
-  return m;
-}
-
-// A part of the bucket: inside it, of exactly the bytes its shape and layout give.
-void check_part(size_t i, const char *what, uint64_t offset, uint64_t bytes, int64_t expected, const char *layout,
-                int64_t bucket_size) {
-  if (bytes != static_cast<uint64_t>(expected))
-    fail(MXFP8_ERROR_INVALID_ARGUMENT, "manifest.entries[", i, "] gives ", bytes, " bytes of ", what, ", its shape and ",
-         layout, " layout give ", expected, ": the manifest does not describe this bucket");
-  if (offset > static_cast<uint64_t>(bucket_size) || bytes > static_cast<uint64_t>(bucket_size) - offset)
-    fail(MXFP8_ERROR_INVALID_ARGUMENT, "manifest.entries[", i, "]: its ", bytes, " bytes of ", what, " at byte ", offset,
-         " run past the end of a bucket of ", bucket_size, " bytes");
-}
-
 // The destination dtypes of an NVFP4 entry's values: packed bytes, or DLPack's packed float4 (two a byte).
 int64_t nvfp4_values_numel(const DLTensor &t, size_t i, int64_t values_bytes) {
   if (is_dtype(t.dtype, kDLUInt, 8)) return values_bytes;
@@ -204,55 +167,22 @@ void add_nvfp4_destination(const Nvfp4Parts &p, size_t i, const mxfp8_import_des
                                                        convention == MXFP8_NVFP4_GLOBAL_SCALE_ENCODE});
 }
 
-// An NVFP4 entry (manifest.formats[i] == MXFP8_FORMAT_NVFP4) of logical rows x cols: its parts checked
-// against the bucket, then its destination (add_nvfp4_destination, manifest.global_scales[i]).
-void add_nvfp4_entry(const mxfp8_bucket_manifest &m, size_t i, const uint8_t *base, int64_t size, const DLDevice &device,
-                     int64_t rows, int64_t cols, bool columnwise, int32_t layout, const LayoutInfo &info,
+// An NVFP4 entry (manifest.formats[i] == MXFP8_FORMAT_NVFP4), its parts checked against the bucket
+// (check_bucket_manifest): what reading them needs, then its destination (add_nvfp4_destination,
+// manifest.global_scales[i]).
+void add_nvfp4_entry(const mxfp8_bucket_manifest &m, size_t i, const CheckedEntry &e, const DLDevice &device,
                      const mxfp8_import_destination *destinations, std::vector<Span> &spans, ExportJobs &result) {
-  if (m.shards && m.shards[i])
-    fail(MXFP8_ERROR_UNSUPPORTED, "manifest.shards[", i, "] is set for an NVFP4 entry: NVFP4 entries are imported whole");
-  if (!m.nvfp4_entries)
-    fail(MXFP8_ERROR_INVALID_ARGUMENT, "manifest.nvfp4_entries is NULL but manifest.formats[", i, "] is MXFP8_FORMAT_NVFP4: "
-         "an NVFP4 entry needs its amax part (mxfp8_bucket_plan_mixed's nvfp4_entries)");
   if (!m.global_scales)
     fail(MXFP8_ERROR_INVALID_ARGUMENT, "manifest.global_scales is NULL but manifest.formats[", i,
          "] is MXFP8_FORMAT_NVFP4: an NVFP4 entry needs a destination for its second-level scale");
-  const mxfp8_bucket_nvfp4_entry &n = m.nvfp4_entries[i];
-  if (n.reserved != 0)
-    fail(MXFP8_ERROR_INVALID_ARGUMENT, IndexedName("manifest.nvfp4_entries", i, ".reserved"), " is ", n.reserved, ", must be 0");
-  if (n.e4m3_max != 448 && n.e4m3_max != 256)
-    fail(MXFP8_ERROR_INVALID_ARGUMENT, IndexedName("manifest.nvfp4_entries", i, ".e4m3_max"), " is ", n.e4m3_max,
-         ", expected 448 or 256 (Transformer Engine's 4over6 tensors)");
-  // The stored matrix: rowwise (M, K), columnwise the (K, M) transpose, scaled along its rows.
-  const int64_t r = columnwise ? cols : rows, c = columnwise ? rows : cols;
-  if (c % 2 != 0)
-    fail(MXFP8_ERROR_INVALID_ARGUMENT, "manifest.shapes[", i, "] ", format_shape(m.shapes[i], m.ndims[i]), ": the stored ",
-         columnwise ? "columnwise" : "rowwise", " rows of this NVFP4 entry have ", c, " values, an odd count (two a byte)");
-  const IndexedName field("manifest.scales_layouts", i);
-  if (layout != MXFP8_LAYOUT_COMPACT && layout != MXFP8_LAYOUT_CUTLASS_128X4)
-    fail(MXFP8_ERROR_INVALID_ARGUMENT, field, " is ", info.enum_name, " for an NVFP4 entry: NVFP4 scales travel "
-         "MXFP8_LAYOUT_COMPACT or MXFP8_LAYOUT_CUTLASS_128X4");
-  const int64_t scale_cols = ceil_div(c, kNvfp4BlockSize);
-  const int64_t values_bytes = checked_mul(r, c / 2, "manifest shape");
-  const int64_t scales_bytes = layout_bytes(info, r, scale_cols, false, field);
-  const mxfp8_bucket_entry &e = m.entries[i];
-  check_part(i, "values", e.values_offset, e.values_bytes, values_bytes, "packed NVFP4", size);
-  check_part(i, "scales", e.scales_offset, e.scales_bytes, scales_bytes, info.label, size);
-  const int64_t amax_count = static_cast<int64_t>(n.amax_bytes / sizeof(float));
-  if (n.amax_bytes % sizeof(float) != 0 || (amax_count != 1 && (columnwise || amax_count != r)))
-    fail(MXFP8_ERROR_INVALID_ARGUMENT, IndexedName("manifest.nvfp4_entries", i, ".amax_bytes"), " is ", n.amax_bytes,
-         ", expected 4 (one float32 amax)", columnwise ? "" : cat(" or ", 4 * r, " (one per row)"));
-  if (n.amax_offset > static_cast<uint64_t>(size) || n.amax_bytes > static_cast<uint64_t>(size) - n.amax_offset)
-    fail(MXFP8_ERROR_INVALID_ARGUMENT, "manifest.nvfp4_entries[", i, "]: its ", n.amax_bytes, " bytes of amax at byte ",
-         n.amax_offset, " run past the end of a bucket of ", size, " bytes");
-  const uint8_t *amax = base + n.amax_offset;
-  if (reinterpret_cast<uintptr_t>(amax) % alignof(float) != 0)
-    fail(MXFP8_ERROR_INVALID_ARGUMENT, "manifest.nvfp4_entries[", i, "]: the amax at byte ", n.amax_offset,
+  // The offset is a multiple of 4 (checked); the kernels read floats, so the bucket's address must be too.
+  if (reinterpret_cast<uintptr_t>(e.amax) % alignof(float) != 0)
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, "manifest.nvfp4_entries[", i, "]: the amax at byte ", m.nvfp4_entries[i].amax_offset,
          " of the bucket is not aligned to its 4-byte floats");
-  const uint8_t *carried = base + e.scales_offset;
-  ScaleSource scales{nullptr, false, ByteMatrix{const_cast<uint8_t *>(carried), r, scale_cols, scale_cols, 1}, r, scale_cols};
-  if (layout == MXFP8_LAYOUT_CUTLASS_128X4) scales = ScaleSource{carried, false, ByteMatrix{}, r, scale_cols};
-  const Nvfp4Parts parts{base + e.values_offset, scales, reinterpret_cast<const float *>(amax), amax_count, n.e4m3_max, r, c};
+  const int64_t r = e.scale_rows, scale_cols = e.scale_cols;
+  ScaleSource scales{nullptr, false, ByteMatrix{const_cast<uint8_t *>(e.scales), r, scale_cols, scale_cols, 1}, r, scale_cols};
+  if (e.layout->value == MXFP8_LAYOUT_CUTLASS_128X4) scales = ScaleSource{e.scales, false, ByteMatrix{}, r, scale_cols};
+  const Nvfp4Parts parts{e.values, scales, reinterpret_cast<const float *>(e.amax), e.amax_count, e.e4m3_max, e.rows, e.cols};
   add_nvfp4_destination(parts, i, destinations, m.global_scales, "manifest.global_scales", m.global_scale, device,
                         "the bucket is", spans, result);
 }
@@ -273,79 +203,43 @@ void add_copy_jobs(std::vector<ScaleJob> &jobs, const uint8_t *src, uint8_t *dst
 
 ExportJobs import_bucket_jobs(const DLTensor *bucket, const mxfp8_bucket_manifest *given,
                               const mxfp8_import_destination *destinations) {
-  const mxfp8_bucket_manifest m = read_manifest(given);
+  const CheckedManifest checked = check_bucket_manifest(bucket, given);
+  const mxfp8_bucket_manifest &m = checked.manifest;
   ExportJobs result;
   if (m.count == 0) return result;
-  if (!bucket) fail(MXFP8_ERROR_INVALID_ARGUMENT, "bucket is NULL");
   if (!destinations) fail(MXFP8_ERROR_INVALID_ARGUMENT, "destinations is NULL");
-  const uint8_t *base = expect_buffer(*bucket, {"bucket", Holds::Bytes, 0, nullptr, nullptr, -1});
-  const int64_t size = checked_numel(*bucket, "bucket");
   memory_of(bucket->device, "bucket");  // a device type the library cannot touch fails here
   result.device = bucket->device;
 
-  std::vector<Span> spans{span_of(base, size, "bucket", kNoIndex, false)};
+  std::vector<Span> spans{span_of(checked.base, checked.size, "bucket", kNoIndex, false)};
   spans.reserve(1 + 2 * m.count);
   std::vector<ScaleJob> &jobs = result.jobs;
   jobs.reserve(3 * m.count);
+  const bool fixup = m.scale_fixup == MXFP8_SCALE_FIXUP_ZERO_EXPONENT_AS_ONE;
   for (size_t i = 0; i < m.count; ++i) {
-    const int32_t ndim = m.ndims[i];
-    if (ndim < 1 || ndim > kMaxDims)
-      fail(MXFP8_ERROR_INVALID_ARGUMENT, "manifest.ndims[", i, "] is ", ndim, ", expected 1..", kMaxDims);
-    const int64_t *shape = m.shapes[i];
-    if (!shape) fail(MXFP8_ERROR_INVALID_ARGUMENT, "manifest.shapes[", i, "] is NULL");
-    int64_t rows = 1;
-    for (int32_t d = 0; d < ndim; ++d) {
-      if (shape[d] < 0)
-        fail(MXFP8_ERROR_INVALID_ARGUMENT, "manifest.shapes[", i, "] ", format_shape(shape, ndim), " has a negative dimension");
-      if (d + 1 < ndim) rows = checked_mul(rows, shape[d], "manifest shape");
-    }
-    const int64_t cols = shape[ndim - 1];
-    const int64_t values_bytes = checked_mul(rows, cols, "manifest shape");
-    const int32_t format = m.formats ? m.formats[i] : MXFP8_FORMAT_E4M3;
-    check_enum(format, IndexedName("manifest.formats", i), {{MXFP8_FORMAT_E4M3, "MXFP8_FORMAT_E4M3"}, {MXFP8_FORMAT_E5M2, "MXFP8_FORMAT_E5M2"},
-                                                            {MXFP8_FORMAT_NVFP4, "MXFP8_FORMAT_NVFP4"}});
-    const int32_t direction = m.directions ? m.directions[i] : MXFP8_DIRECTION_ROWWISE;
-    check_enum(direction, IndexedName("manifest.directions", i), {{MXFP8_DIRECTION_ROWWISE, "MXFP8_DIRECTION_ROWWISE"},
-                                  {MXFP8_DIRECTION_COLUMNWISE, "MXFP8_DIRECTION_COLUMNWISE"}});
-    const int32_t layout = m.scales_layouts ? m.scales_layouts[i] : MXFP8_LAYOUT_COMPACT;
-    const IndexedName field("manifest.scales_layouts", i);
-    const LayoutInfo &info = layout_info(layout, field);
-    if (info.permutes_value_rows)
-      fail(MXFP8_ERROR_INVALID_ARGUMENT, field, " is ", info.enum_name, " (", info.value, "): a bucket carries values in "
-           "row order, so its scales cannot be in a layout that permutes rows");
-    const bool columnwise = direction == MXFP8_DIRECTION_COLUMNWISE;
-    if (format == MXFP8_FORMAT_NVFP4) {
-      add_nvfp4_entry(m, i, base, size, bucket->device, rows, cols, columnwise, layout, info, destinations, spans, result);
+    const CheckedEntry &e = checked.entries[i];
+    if (e.format == MXFP8_FORMAT_NVFP4) {
+      add_nvfp4_entry(m, i, e, bucket->device, destinations, spans, result);
       continue;
     }
-    const int64_t scale_rows = columnwise ? ceil_div(rows, kBlockSize) : rows;
-    const int64_t scale_cols = columnwise ? cols : ceil_div(cols, kBlockSize);
-    const int64_t scales_bytes = layout_bytes(info, scale_rows, scale_cols, columnwise, field);
-
-    const mxfp8_bucket_entry &e = m.entries[i];
-    check_part(i, "values", e.values_offset, e.values_bytes, values_bytes, "row-major", size);
-    check_part(i, "scales", e.scales_offset, e.scales_bytes, scales_bytes, info.label, size);
-    const bool fixup = m.scale_fixup == MXFP8_SCALE_FIXUP_ZERO_EXPONENT_AS_ONE;
-
-    const uint8_t *scales = base + e.scales_offset;
-    ScaleSource source{nullptr, columnwise, ByteMatrix{const_cast<uint8_t *>(scales), scale_rows, scale_cols, scale_cols, 1},
-                       scale_rows, scale_cols};
-    if (layout != MXFP8_LAYOUT_COMPACT) {  // a packed layout: the 128x4 one, or an engine's
-      source = ScaleSource{scales, columnwise, ByteMatrix{}, scale_rows, scale_cols};
-      source.layout = layout;
+    ScaleSource source{nullptr, e.columnwise, ByteMatrix{const_cast<uint8_t *>(e.scales), e.scale_rows, e.scale_cols, e.scale_cols, 1},
+                       e.scale_rows, e.scale_cols};
+    if (e.layout->value != MXFP8_LAYOUT_COMPACT) {  // a packed layout: the 128x4 one, or an engine's
+      source = ScaleSource{e.scales, e.columnwise, ByteMatrix{}, e.scale_rows, e.scale_cols};
+      source.layout = e.layout->value;
     }
-    if (m.shards && m.shards[i]) {  // the receiver's part of a whole tensor
+    if (e.sharded) {  // the receiver's part of a whole tensor
       const IndexedName shard_name("manifest.shards", i);
-      const Shard sh = resolve_shard(m.shards[i], rows, cols, columnwise, shard_name);
-      const CheckedDestination d = check_destination(destinations, i, format, sh.values_bytes(), sh.scale_rows,
-                                                     sh.scale_cols, columnwise, bucket->device, "the bucket is", fixup,
+      const Shard &sh = e.shard;
+      const CheckedDestination d = check_destination(destinations, i, e.format, sh.values_bytes(), sh.scale_rows,
+                                                     sh.scale_cols, e.columnwise, bucket->device, "the bucket is", fixup,
                                                      spans);
-      add_shard_jobs(jobs, base + e.values_offset, cols, source, sh, d, shard_name);
+      add_shard_jobs(jobs, e.values, e.cols, source, sh, d, shard_name);
       continue;
     }
-    const CheckedDestination d = check_destination(destinations, i, format, values_bytes, scale_rows, scale_cols,
-                                                   columnwise, bucket->device, "the bucket is", fixup, spans);
-    add_tensor_jobs(jobs, base + e.values_offset, values_bytes, source, columnwise, d);
+    const CheckedDestination d = check_destination(destinations, i, e.format, e.values_bytes, e.scale_rows, e.scale_cols,
+                                                   e.columnwise, bucket->device, "the bucket is", fixup, spans);
+    add_tensor_jobs(jobs, e.values, e.values_bytes, source, e.columnwise, d);
   }
   check_no_overlap(spans);
   return result;

@@ -1362,7 +1362,7 @@ static mxfp8_status h_scales_complex64(int *untouched) {
 /* The import: a host bucket of two rowwise tensors, (100, 48) with compact scales going to compact
  * parameters and (40, 64) with compact scales going to 128x4 swizzled parameters. Each case breaks one
  * thing; nothing may be written (destinations stay poisoned, the bucket unchanged). */
-enum { kImportBucketBytes = 4800 + 200 + 2560 + 80 + 64 };
+enum { kImportBucketBytes = 4800 + 200 + 2560 + 80 + 64 + 160 };
 typedef struct {
   uint8_t bucket[kImportBucketBytes];
   uint8_t before[kImportBucketBytes];
@@ -1381,7 +1381,10 @@ typedef struct {
   mxfp8_import_destination dst[2];
   const mxfp8_import_destination *dst_arg;
   mxfp8_prepared_export **out_arg;
-  int call; /* 0 mxfp8_import_bucket, 1 mxfp8_prepare_import_bucket */
+  int call; /* 0 mxfp8_import_bucket, 1 mxfp8_prepare_import_bucket, 2 mxfp8_bucket_manifest_check */
+  int64_t scales_shape0[2], scales_shape1[3]; /* manifest.scales_shapes, for the cases that set them */
+  const int64_t *scales_shapes[2];
+  int32_t scales_ndims[2];
   mxfp8_shard shard;                /* manifest.shards[1], for the resharding cases */
   int64_t pieces[4];
   const mxfp8_shard *shards[2];
@@ -1481,6 +1484,36 @@ static void i_destination_on_cuda(import_fixture *f) { f->s1.device = (DLDevice)
 static void i_destination_over_bucket(import_fixture *f) { f->v1.data = f->bucket + 100; }
 static void i_destinations_overlap(import_fixture *f) { f->s1.data = f->values0 + 4700; }
 static void i_prepare_out_null(import_fixture *f) { f->call = 1; }
+static void i_entries_same_bytes(import_fixture *f) { f->entries[1].values_offset = 0; }
+static void i_scales_inside_own_values(import_fixture *f) { f->entries[1].scales_offset = 5100; }
+/* The shapes a sender gives the scales: (100, 2) and, for the (40, 64) tensor, (1, 40, 2); each case breaks one. */
+static void with_scales_shapes(import_fixture *f) {
+  f->scales_shape0[0] = 100, f->scales_shape0[1] = 2;
+  f->scales_shape1[0] = 1, f->scales_shape1[1] = 40, f->scales_shape1[2] = 2;
+  f->scales_shapes[0] = f->scales_shape0, f->scales_shapes[1] = f->scales_shape1;
+  f->scales_ndims[0] = 2, f->scales_ndims[1] = 3;
+  f->manifest.scales_shapes = f->scales_shapes;
+  f->manifest.scales_ndims = f->scales_ndims;
+}
+static void i_scales_shape_transposed(import_fixture *f) {
+  with_scales_shapes(f);
+  f->scales_shape0[0] = 2, f->scales_shape0[1] = 100; /* 200 bytes, as (100, 2): only the shape tells */
+}
+static void i_scales_shape_other_split(import_fixture *f) {
+  with_scales_shapes(f);
+  f->scales_shape1[0] = 2, f->scales_shape1[2] = 1; /* (2, 40, 1): 80 bytes, its last dimension not S's 2 columns */
+}
+static void i_scales_shape_ndims_only(import_fixture *f) { with_scales_shapes(f); f->manifest.scales_shapes = NULL; }
+static void i_scales_shape_rank_0(import_fixture *f) { with_scales_shapes(f); f->scales_ndims[1] = 0; }
+static void c_entries_same_bytes(import_fixture *f) { f->call = 2; i_entries_same_bytes(f); }
+static void c_scales_inside_own_values(import_fixture *f) { f->call = 2; i_scales_inside_own_values(f); }
+static void c_offset_near_2_64(import_fixture *f) { f->call = 2; f->entries[1].values_offset = UINT64_MAX - 100; }
+static void c_scales_shape_transposed(import_fixture *f) { f->call = 2; i_scales_shape_transposed(f); }
+static void c_columnwise_read_as_rowwise(import_fixture *f) {
+  f->call = 2;
+  f->directions[0] = MXFP8_DIRECTION_COLUMNWISE; /* (100, 48) columnwise: S is 4 x 48, 192 bytes, not 200 */
+}
+static void c_manifest_null(import_fixture *f) { f->call = 2; f->manifest_arg = NULL; }
 /* Resharding: tensor 1 (40, 64) is imported as this receiver's shard of it. */
 static void with_shard(import_fixture *f) {
   mxfp8_shard init = MXFP8_SHARD_INIT;
@@ -1503,7 +1536,7 @@ static void i_shard_into_deepgemm(import_fixture *f) {
 static void i_shard_of_a_deepgemm_part(import_fixture *f) {
   with_shard(f);
   f->layouts[1] = MXFP8_LAYOUT_DEEPGEMM_PACKED;
-  f->entries[1].scales_offset = 0; /* 160 bytes: the layout's size of the 40 x 2 matrix, inside the bucket */
+  f->entries[1].scales_offset = kImportBucketBytes - 160; /* the layout's size of the 40 x 2 matrix, after every part */
   f->entries[1].scales_bytes = 160;
 }
 static void i_shard_pieces_splitting_tiles(import_fixture *f) {
@@ -1533,7 +1566,7 @@ static const import_case kImportCases[] = {
     {"mxfp8_import_bucket", "manifest reserved2 set", i_manifest_reserved2, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.reserved2 is 1, must be 0"},
     {"mxfp8_import_bucket", "values bytes that do not match the shape", i_values_bytes_wrong, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.entries[1] gives 2559 bytes of values, its shape and row-major layout give 2560"},
     {"mxfp8_import_bucket", "compact scales recorded as 128x4 (a double transform)", i_compact_part_called_swizzled, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.entries[1] gives 80 bytes of scales, its shape and 128x4 swizzled layout give 512"},
-    {"mxfp8_import_bucket", "a part past the end of the bucket", i_part_past_end, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.entries[1]: its 80 bytes of scales at byte 7625 run past the end of a bucket of 7704 bytes"},
+    {"mxfp8_import_bucket", "a part past the end of the bucket", i_part_past_end, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.entries[1]: its 80 bytes of scales at byte 7785 run past the end of a bucket of 7864 bytes"},
     {"mxfp8_import_bucket", "a values_offset near 2^64", i_offset_near_2_64, MXFP8_ERROR_INVALID_ARGUMENT, "its 2560 bytes of values at byte 18446744073709551515 run past the end"},
     {"mxfp8_import_bucket", "bucket NULL", i_bucket_null, MXFP8_ERROR_INVALID_ARGUMENT, "bucket is NULL"},
     {"mxfp8_import_bucket", "a float32 bucket", i_bucket_float32, MXFP8_ERROR_INVALID_ARGUMENT, "bucket: dtype float32 is not a byte type"},
@@ -1554,6 +1587,18 @@ static const import_case kImportCases[] = {
     {"mxfp8_import_bucket", "a destination over the bucket", i_destination_over_bucket, MXFP8_ERROR_INVALID_ARGUMENT, "overlap in memory"},
     {"mxfp8_import_bucket", "two destinations sharing bytes", i_destinations_overlap, MXFP8_ERROR_INVALID_ARGUMENT, "destinations[1] scales and destinations[0] values overlap in memory"},
     {"mxfp8_prepare_import_bucket", "out NULL", i_prepare_out_null, MXFP8_ERROR_INVALID_ARGUMENT, "out is NULL"},
+    {"mxfp8_import_bucket", "two entries over the same bytes", i_entries_same_bytes, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.entries[1] values (bytes 0..2560) and manifest.entries[0] values (bytes 0..4800) overlap in the bucket"},
+    {"mxfp8_import_bucket", "an entry's scales inside its own values", i_scales_inside_own_values, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.entries[1] scales (bytes 5100..5180) and manifest.entries[1] values (bytes 5000..7560) overlap in the bucket"},
+    {"mxfp8_import_bucket", "a scales shape that is S transposed (the same bytes)", i_scales_shape_transposed, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.scales_shapes[0] is (2, 100), not the rowwise scale matrix of shape (100, 48), which is 100 x 2"},
+    {"mxfp8_import_bucket", "a scales shape whose last dimension is not S's columns", i_scales_shape_other_split, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.scales_shapes[1] is (2, 40, 1), not the rowwise scale matrix of shape (40, 64), which is 40 x 2"},
+    {"mxfp8_import_bucket", "scales_ndims without scales_shapes", i_scales_shape_ndims_only, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.scales_shapes is NULL but manifest.scales_ndims is set"},
+    {"mxfp8_import_bucket", "a scales shape of rank 0", i_scales_shape_rank_0, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.scales_ndims[1] is 0, expected 1..64"},
+    {"mxfp8_bucket_manifest_check", "manifest NULL", c_manifest_null, MXFP8_ERROR_INVALID_ARGUMENT, "manifest is NULL"},
+    {"mxfp8_bucket_manifest_check", "two entries over the same bytes", c_entries_same_bytes, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.entries[1] values (bytes 0..2560) and manifest.entries[0] values (bytes 0..4800) overlap in the bucket"},
+    {"mxfp8_bucket_manifest_check", "an entry's scales inside its own values", c_scales_inside_own_values, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.entries[1] scales (bytes 5100..5180) and manifest.entries[1] values"},
+    {"mxfp8_bucket_manifest_check", "a values_offset near 2^64 (offset + bytes wraps)", c_offset_near_2_64, MXFP8_ERROR_INVALID_ARGUMENT, "its 2560 bytes of values at byte 18446744073709551515 run past the end"},
+    {"mxfp8_bucket_manifest_check", "a scales shape that is S transposed (the same bytes)", c_scales_shape_transposed, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.scales_shapes[0] is (2, 100), not the rowwise scale matrix"},
+    {"mxfp8_bucket_manifest_check", "rowwise parts read as columnwise", c_columnwise_read_as_rowwise, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.entries[0] gives 200 bytes of scales, its shape and compact layout give 192"},
     {"mxfp8_import_bucket", "a shard starting inside a K block", i_shard_inside_a_block, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.shards[1].col_begin is 16, not a multiple of 32"},
     {"mxfp8_import_bucket", "a shard past the tensor's rows", i_shard_past_the_rows, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.shards[1].row_end is 41, outside the tensor's 40 rows"},
     {"mxfp8_import_bucket", "a shard with the scale fix-up", i_shard_with_fixup, MXFP8_ERROR_UNSUPPORTED, "manifest.shards[1]: a shard is imported with its scale bytes as stored"},
@@ -1568,8 +1613,9 @@ static void test_bad_import_input(void **state) {
   import_fixture *f = malloc(sizeof *f);
   setup_import(f);
   c->mutate(f);
-  const mxfp8_status st = f->call == 0 ? mxfp8_import_bucket(f->bucket_arg, f->manifest_arg, f->dst_arg, NULL)
-                                       : mxfp8_prepare_import_bucket(f->bucket_arg, f->manifest_arg, f->dst_arg, f->out_arg);
+  const mxfp8_status st = f->call == 0   ? mxfp8_import_bucket(f->bucket_arg, f->manifest_arg, f->dst_arg, NULL)
+                          : f->call == 1 ? mxfp8_prepare_import_bucket(f->bucket_arg, f->manifest_arg, f->dst_arg, f->out_arg)
+                                         : mxfp8_bucket_manifest_check(f->bucket_arg, f->manifest_arg);
   record_for_doc(c->call, c->name, st);
   EXPECT(st == c->status, "%s: status %d (%s), expected %d", c->name, st, mxfp8_last_error(), c->status);
   assert_last_error_contains(c->message);
@@ -1958,8 +2004,12 @@ typedef struct {
   mxfp8_import_destination dst[1];
   mxfp8_shard shard;
   const mxfp8_shard *shards[1];
+  int64_t scales_shape[2];
+  const int64_t *scales_shapes[1];
+  int32_t scales_ndims[1];
   int call; /* 0 mxfp8_import_bucket, 1 mxfp8_bucket_plan_mixed, 2 mxfp8_export_bucket_mixed,
-              * 3 mxfp8_import_tensors_mixed (the tensor straight into the destinations) */
+              * 3 mxfp8_import_tensors_mixed (the tensor straight into the destinations),
+              * 4 mxfp8_bucket_manifest_check */
 } nvb_fixture;
 
 static void setup_nvb(nvb_fixture *f) {
@@ -2063,6 +2113,25 @@ static void nb_direct_no_global_scales(nvb_fixture *f) { f->call = 3; f->m.globa
 static void nb_direct_global_over_amax(nvb_fixture *f) { f->call = 3; f->g.data = f->amax->buffer; }
 static void nb_direct_values_short(nvb_fixture *f) { f->call = 3; f->vshape[0] = 1279; }
 static void nb_direct_both_set(nvb_fixture *f) { f->call = 3; f->mx_arg[0] = f->mx.tensor; }
+/* The (40, 64) entry's E4M3 scales are 40 x 4 (160 bytes); (20, 8) has their bytes, not their shape. */
+static void nb_scales_shape_20x8(nvb_fixture *f) {
+  f->scales_shape[0] = 20, f->scales_shape[1] = 8;
+  f->scales_shapes[0] = f->scales_shape;
+  f->scales_ndims[0] = 2;
+  f->m.scales_shapes = f->scales_shapes;
+  f->m.scales_ndims = f->scales_ndims;
+}
+static void nb_amax_over_values(nvb_fixture *f) { f->nv[0].amax_offset = 1276; }
+static void nb_bucket_at_odd_address(nvb_fixture *f) {
+  /* Every offset as planned, so the amax offset is a multiple of 4, but its address is not. */
+  f->b.data = f->bucket + 1;
+  f->bucket_shape[0] = kNvbBucketBytes - 1;
+}
+static void nb_check_e4m3_max(nvb_fixture *f) { f->call = 4; nb_e4m3_max(f); }
+static void nb_check_amax_misaligned(nvb_fixture *f) { f->call = 4; nb_amax_misaligned(f); }
+static void nb_check_scales_shape_20x8(nvb_fixture *f) { f->call = 4; nb_scales_shape_20x8(f); }
+static void nb_check_amax_over_values(nvb_fixture *f) { f->call = 4; nb_amax_over_values(f); }
+static void nb_check_shard(nvb_fixture *f) { f->call = 4; nb_shard(f); }
 
 typedef struct {
   const char *call;
@@ -2081,7 +2150,15 @@ static const nvb_case kNvfp4BucketCases[] = {
     {"mxfp8_import_bucket", "amax bytes of no amax count", nb_amax_bytes, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.nvfp4_entries[0].amax_bytes is 8, expected 4 (one float32 amax) or 160 (one per row)"},
     {"mxfp8_import_bucket", "an unknown E4M3_MAX", nb_e4m3_max, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.nvfp4_entries[0].e4m3_max is 300, expected 448 or 256"},
     {"mxfp8_import_bucket", "an NVFP4 entry's reserved set", nb_entry_reserved, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.nvfp4_entries[0].reserved is 1, must be 0"},
-    {"mxfp8_import_bucket", "an amax not at a multiple of 4 bytes", nb_amax_misaligned, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.nvfp4_entries[0]: the amax at byte 1442 of the bucket is not aligned to its 4-byte floats"},
+    {"mxfp8_import_bucket", "an amax not at a multiple of 4 bytes", nb_amax_misaligned, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.nvfp4_entries[0].amax_offset is 1442, not a multiple of 4"},
+    {"mxfp8_import_bucket", "a bucket at an odd address (its amax not aligned in memory)", nb_bucket_at_odd_address, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.nvfp4_entries[0]: the amax at byte 1440 of the bucket is not aligned to its 4-byte floats"},
+    {"mxfp8_import_bucket", "an amax part inside the values part", nb_amax_over_values, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.nvfp4_entries[0] amax (bytes 1276..1280) and manifest.entries[0] values (bytes 0..1280) overlap in the bucket"},
+    {"mxfp8_import_bucket", "an E4M3 scales shape of the right bytes but not S's", nb_scales_shape_20x8, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.scales_shapes[0] is (20, 8), not the NVFP4 rowwise scale matrix of shape (40, 64), which is 40 x 4"},
+    {"mxfp8_bucket_manifest_check", "an unknown E4M3_MAX", nb_check_e4m3_max, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.nvfp4_entries[0].e4m3_max is 300, expected 448 or 256"},
+    {"mxfp8_bucket_manifest_check", "an amax not at a multiple of 4 bytes", nb_check_amax_misaligned, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.nvfp4_entries[0].amax_offset is 1442, not a multiple of 4"},
+    {"mxfp8_bucket_manifest_check", "an E4M3 scales shape of the right bytes but not S's", nb_check_scales_shape_20x8, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.scales_shapes[0] is (20, 8)"},
+    {"mxfp8_bucket_manifest_check", "an amax part inside the values part", nb_check_amax_over_values, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.nvfp4_entries[0] amax (bytes 1276..1280) and manifest.entries[0] values"},
+    {"mxfp8_bucket_manifest_check", "a shard of an NVFP4 entry", nb_check_shard, MXFP8_ERROR_UNSUPPORTED, "manifest.shards[0] is set for an NVFP4 entry"},
     {"mxfp8_import_bucket", "an amax past the end of the bucket", nb_amax_past_end, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.nvfp4_entries[0]: its 4 bytes of amax at byte 1534 run past the end of a bucket of 1536 bytes"},
     {"mxfp8_import_bucket", "an odd number of values per stored row", nb_odd_cols, MXFP8_ERROR_INVALID_ARGUMENT, "the stored rowwise rows of this NVFP4 entry have 63 values, an odd count"},
     {"mxfp8_import_bucket", "NVFP4 scales carried in DeepGEMM's layout", nb_part_deepgemm, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.scales_layouts[0] is MXFP8_LAYOUT_DEEPGEMM_PACKED for an NVFP4 entry"},
@@ -2124,8 +2201,10 @@ static void test_bad_nvfp4_bucket_input(void **state) {
     st = mxfp8_bucket_plan_mixed(f->mx_list, f->nv_list, 1, &f->o, 16, f->plan_entries, f->plan_nv_arg, &f->total);
   else if (f->call == 2)
     st = mxfp8_export_bucket_mixed(f->mx_list, f->nv_list, 1, &f->o, f->entries, f->m.nvfp4_entries ? f->nv : NULL, &f->b);
-  else
+  else if (f->call == 3)
     st = mxfp8_import_tensors_mixed(f->mx_list, f->nv_list, 1, &f->o, f->dst, f->m.global_scales, f->m.global_scale);
+  else
+    st = mxfp8_bucket_manifest_check(&f->b, &f->m);
   record_for_doc(c->call, c->name, st);
   EXPECT(st == c->status, "%s: status %d (%s), expected %d", c->name, st, mxfp8_last_error(), c->status);
   assert_last_error_contains(c->message);

@@ -2,6 +2,7 @@
  * engine parameters, compact or 128x4 swizzled. Every expected byte is built here from the layout's
  * permute form (ref_swizzled_index), never by the library; destinations and every padding byte of the
  * sources are poisoned, shapes are partial along rows and K, and columnwise entries are included. */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -323,6 +324,73 @@ static void test_a_bad_entry_writes_nothing(void **state) {
   free_bucket(&f);
 }
 
+/* What a sender wrote passes mxfp8_bucket_manifest_check (with the scales' shapes, any split of S's rows
+ * in the leading dimensions; with a manifest of the size before they were appended; with the bucket on a
+ * device this build cannot touch, whose bytes the check never reads), and an import given the same
+ * shapes writes every byte as before. */
+static void test_manifest_check_accepts_what_the_sender_wrote(void **state) {
+  (void)state;
+  bucket_fixture f;
+  make_bucket(&f, 61);
+  int64_t scales_shape[kBucketTensors][3];
+  const int64_t *scales_shapes[kBucketTensors];
+  int32_t scales_ndims[kBucketTensors];
+  for (int i = 0; i < kBucketTensors; ++i) {
+    const spec *s = &kBucketSpecs[i];
+    scales_ndims[i] = 2;
+    scales_shape[i][0] = f.ref[i].r, scales_shape[i][1] = f.ref[i].c;
+    if (s->ndim == 3) { /* rowwise (*lead, ceil(K/32)), as the bindings write it */
+      scales_ndims[i] = 3;
+      scales_shape[i][0] = s->shape[0], scales_shape[i][1] = s->shape[1], scales_shape[i][2] = f.ref[i].c;
+    }
+    scales_shapes[i] = scales_shape[i];
+  }
+  EXPECT(mxfp8_bucket_manifest_check(&f.bucket_tensor, &f.manifest) == MXFP8_OK, "check: %s", mxfp8_last_error());
+  f.manifest.scales_ndims = scales_ndims;
+  f.manifest.scales_shapes = scales_shapes;
+  EXPECT(mxfp8_bucket_manifest_check(&f.bucket_tensor, &f.manifest) == MXFP8_OK, "check: %s", mxfp8_last_error());
+  DLTensor on_gpu = f.bucket_tensor;
+  on_gpu.device = (DLDevice){kDLCUDA, 0};
+  EXPECT(mxfp8_bucket_manifest_check(&on_gpu, &f.manifest) == MXFP8_OK, "check of a CUDA bucket: %s", mxfp8_last_error());
+  mxfp8_bucket_manifest older = f.manifest;
+  older.struct_size = (uint32_t)offsetof(mxfp8_bucket_manifest, scales_ndims);
+  EXPECT(mxfp8_bucket_manifest_check(&f.bucket_tensor, &older) == MXFP8_OK, "check of an older manifest: %s",
+         mxfp8_last_error());
+  EXPECT(mxfp8_bucket_manifest_check(NULL, &(mxfp8_bucket_manifest)MXFP8_BUCKET_MANIFEST_INIT) == MXFP8_OK,
+         "an empty manifest needs no bucket: %s", mxfp8_last_error());
+  assert_int_equal(mxfp8_import_bucket(&f.bucket_tensor, &f.manifest, f.dst, NULL), MXFP8_OK);
+  for (int i = 0; i < kBucketTensors; ++i) expect_parameter(&f.param[i], &f.ref[i], kBucketSpecs[i].target, "checked shapes", i);
+  free_bucket(&f);
+}
+
+/* A manifest whose parts share bytes describes no bucket a sender filled: the import and the check refuse
+ * it with the same message, and nothing is written. Tensor 0's scales said to lie inside its own values
+ * were imported from the value bytes before. */
+static void test_parts_sharing_bucket_bytes_are_refused(void **state) {
+  (void)state;
+  bucket_fixture f;
+  make_bucket(&f, 71);
+  f.entries[0].scales_offset = f.entries[0].values_offset + 64;
+  assert_int_equal(mxfp8_bucket_manifest_check(&f.bucket_tensor, &f.manifest), MXFP8_ERROR_INVALID_ARGUMENT);
+  assert_last_error_contains("manifest.entries[0] scales (bytes 67..267) and manifest.entries[0] values (bytes 3..4803) "
+                             "overlap in the bucket");
+  assert_int_equal(mxfp8_import_bucket(&f.bucket_tensor, &f.manifest, f.dst, NULL), MXFP8_ERROR_INVALID_ARGUMENT);
+  assert_last_error_contains("manifest.entries[0] scales (bytes 67..267) and manifest.entries[0] values (bytes 3..4803) "
+                             "overlap in the bucket");
+  /* Two entries over the same bytes: tensor 1's values said to start where tensor 0's do. */
+  free_bucket(&f);
+  make_bucket(&f, 72);
+  f.entries[1].values_offset = f.entries[0].values_offset;
+  assert_int_equal(mxfp8_import_bucket(&f.bucket_tensor, &f.manifest, f.dst, NULL), MXFP8_ERROR_INVALID_ARGUMENT);
+  assert_last_error_contains("manifest.entries[0] values");
+  assert_last_error_contains("overlap in the bucket");
+  for (int i = 0; i < kBucketTensors; ++i) {
+    for (int64_t b = 0; b <= f.param[i].values_shape[0]; ++b) EXPECT(f.param[i].values[b] == POISON, "tensor %d values written", i);
+    for (int64_t b = 0; b <= f.param[i].scales_shape[0]; ++b) EXPECT(f.param[i].scales[b] == POISON, "tensor %d scales written", i);
+  }
+  free_bucket(&f);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_bucket_import_writes_every_layout_exactly),
@@ -331,6 +399,8 @@ int main(void) {
       cmocka_unit_test(test_direct_import_from_te_storage),
       cmocka_unit_test(test_prepared_direct_import_holds_its_tensors),
       cmocka_unit_test(test_a_bad_entry_writes_nothing),
+      cmocka_unit_test(test_manifest_check_accepts_what_the_sender_wrote),
+      cmocka_unit_test(test_parts_sharing_bucket_bytes_are_refused),
   };
   return cmocka_run_group_tests_name("import into engine parameters", tests, NULL, NULL);
 }

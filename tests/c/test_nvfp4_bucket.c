@@ -427,6 +427,22 @@ static void test_mixed_bucket_of_mxfp8_and_nvfp4_entries(void **state) {
   m.global_scales = globals;
   /* The E8M0 fix-up rewrites MXFP8 scales only: NVFP4's E4M3 bytes travel as stored. */
   m.scale_fixup = MXFP8_SCALE_FIXUP_ZERO_EXPONENT_AS_ONE;
+  /* What the plan wrote passes the manifest check, with the scales' shapes too, and without the
+   * destinations' global_scales (a reader of the bytes has none). */
+  const int64_t ss0[2] = {130, 3}, ss1[2] = {100, 3}, ss2[2] = {64, 2};
+  const int64_t *scales_shapes[3] = {ss0, ss1, ss2};
+  m.scales_ndims = ndims;
+  m.scales_shapes = scales_shapes;
+  mxfp8_bucket_manifest unchecked_globals = m;
+  unchecked_globals.global_scales = NULL;
+  EXPECT(mxfp8_bucket_manifest_check(&b, &unchecked_globals) == MXFP8_OK, "check: %s", mxfp8_last_error());
+  /* (32, 4): the 128 bytes of entry 2's 64 x 2 E4M3 scales, but not their shape. */
+  const int64_t wrong[2] = {32, 4};
+  scales_shapes[2] = wrong;
+  EXPECT(mxfp8_bucket_manifest_check(&b, &m) == MXFP8_ERROR_INVALID_ARGUMENT, "a wrong scales shape was accepted");
+  assert_last_error_contains("manifest.scales_shapes[2] is (32, 4), not the NVFP4 rowwise scale matrix of shape (64, 32), which is 64 x 2");
+  EXPECT(mxfp8_import_bucket(&b, &m, dests, NULL) == MXFP8_ERROR_INVALID_ARGUMENT, "a wrong scales shape was imported");
+  scales_shapes[2] = ss2;
   EXPECT(mxfp8_import_bucket(&b, &m, dests, NULL) == MXFP8_OK, "import: %s", mxfp8_last_error());
   check_destination(&d0, &nv_src[0], 0, "NVFP4 entry 0");
   check_destination(&d2, &nv_src[1], 0, "NVFP4 entry 2");
@@ -439,6 +455,54 @@ static void test_mixed_bucket_of_mxfp8_and_nvfp4_entries(void **state) {
   free_source(&nv_src[0]);
   free_source(&nv_src[1]);
   free_te(&mx);
+}
+
+/* The amax offset is the wire's rule, not the receiver's address: a bucket mapped 2 bytes past an aligned
+ * address, whose amax lies at an offset of 2 mod 4 (so at an aligned address), is refused all the same,
+ * and nothing is written. */
+static void test_amax_offset_not_a_multiple_of_4_is_refused(void **state) {
+  (void)state;
+  uint64_t rng = 77;
+  const nv_spec spec = {64, 64, MXFP8_DIRECTION_ROWWISE, PADDED, 0, 448, MXFP8_LAYOUT_COMPACT, 0};
+  nv_source src;
+  build_source(&src, &spec, &rng);
+  const mxfp8_nvfp4_tensor *nvfp4[1] = {src.tensor};
+  mxfp8_bucket_entry entry;
+  mxfp8_bucket_nvfp4_entry nv;
+  uint64_t total = 0;
+  EXPECT(mxfp8_bucket_plan_mixed(NULL, nvfp4, 1, NULL, 16, &entry, &nv, &total) == MXFP8_OK, "plan: %s", mxfp8_last_error());
+  float *storage = malloc((size_t)total + 8); /* float: an aligned start */
+  uint8_t *at = (uint8_t *)storage + 2;
+  int64_t bshape[1] = {(int64_t)total + 2}, fshape[1] = {(int64_t)total};
+  DLTensor b = {at, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, bshape, NULL, 0};
+  DLTensor filled = {at + 2, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, fshape, NULL, 0}; /* the planned bucket, 2 bytes in */
+  EXPECT(mxfp8_export_bucket_mixed(NULL, nvfp4, 1, NULL, &entry, &nv, &filled) == MXFP8_OK, "fill: %s", mxfp8_last_error());
+  entry.values_offset += 2, entry.scales_offset += 2, nv.amax_offset += 2;
+  nv_destination d;
+  make_destination(&d, &src);
+  DLTensor *globals[1] = {&d.g};
+  const mxfp8_import_destination dest = {&d.v, &d.s, MXFP8_LAYOUT_COMPACT, 0};
+  const int64_t shape[2] = {64, 64};
+  const int64_t *shapes[1] = {shape};
+  const int32_t ndims[1] = {2}, formats[1] = {MXFP8_FORMAT_NVFP4};
+  mxfp8_bucket_manifest m = MXFP8_BUCKET_MANIFEST_INIT;
+  m.count = 1;
+  m.entries = &entry;
+  m.ndims = ndims;
+  m.shapes = shapes;
+  m.formats = formats;
+  m.nvfp4_entries = &nv;
+  m.global_scales = globals;
+  EXPECT(mxfp8_import_bucket(&b, &m, &dest, NULL) == MXFP8_ERROR_INVALID_ARGUMENT, "an amax at offset %llu was imported",
+         (unsigned long long)nv.amax_offset);
+  assert_last_error_contains("manifest.nvfp4_entries[0].amax_offset is");
+  assert_last_error_contains("not a multiple of 4");
+  const uint8_t *v = (const uint8_t *)d.v.data;
+  for (int64_t i = 0; i < d.v.shape[0]; ++i) EXPECT(v[i] == POISON, "values byte %lld written", (long long)i);
+  EXPECT(mxfp8_bucket_manifest_check(&b, &m) == MXFP8_ERROR_INVALID_ARGUMENT, "the check accepted the amax offset");
+  free_destination(&d);
+  free(storage);
+  free_source(&src);
 }
 
 /* The direct path: a trainer's NVFP4 storage (swizzled or TE-padded scales, padding poisoned) and an MXFP8
@@ -695,6 +759,7 @@ int main(void) {
       cmocka_unit_test(test_prepared_fill_and_import_write_everything),
       cmocka_unit_test(test_prepared_fill_keeps_its_nvfp4_tensors_alive),
       cmocka_unit_test(test_mixed_bucket_of_mxfp8_and_nvfp4_entries),
+      cmocka_unit_test(test_amax_offset_not_a_multiple_of_4_is_refused),
       cmocka_unit_test(test_mxfp8_only_mixed_plan_matches_bucket_plan),
       cmocka_unit_test(test_direct_import_of_nvfp4_and_mxfp8_storage),
       cmocka_unit_test(test_direct_import_refusals_write_nothing),

@@ -399,6 +399,12 @@ pub struct mxfp8_bucket_manifest {
     pub global_scale: i32,
     /// Must be 0.
     pub reserved3: u32,
+    /// Each entry's scales' rank, 1..64 (appended with `mxfp8_bucket_manifest_check`); NULL with
+    /// `scales_shapes`: not checked.
+    pub scales_ndims: *const i32,
+    /// The shape the sender gives each entry's scale matrix S, checked to name S (its last dimension S's
+    /// columns, the others multiplying to S's rows); NULL with `scales_ndims`: not checked.
+    pub scales_shapes: *const *const i64,
 }
 
 /// `mxfp8_bucket_nvfp4_entry`: where an NVFP4 entry's float32 amax lies in a bucket and its E4M3_MAX
@@ -436,6 +442,8 @@ impl Default for mxfp8_bucket_manifest {
             global_scales: core::ptr::null(),
             global_scale: 0,
             reserved3: 0,
+            scales_ndims: core::ptr::null(),
+            scales_shapes: core::ptr::null(),
         }
     }
 }
@@ -876,6 +884,10 @@ extern "C" {
         destinations: *const mxfp8_import_destination,
         stream: *mut c_void,
     ) -> mxfp8_status;
+    /// Checks a manifest against a bucket as `mxfp8_import_bucket` does before it looks at a destination
+    /// (parts sized for their shapes and inside, no byte in two parts, NVFP4 fields, shards, scales
+    /// shapes); reads the bucket's address and size only, never its bytes (any device).
+    pub fn mxfp8_bucket_manifest_check(bucket: *const DLTensor, manifest: *const mxfp8_bucket_manifest) -> mxfp8_status;
     /// The direct path: tensors (e.g. a trainer's storage mapped over CUDA IPC) into the engine's parameters.
     pub fn mxfp8_import_tensors(
         tensors: *const *const mxfp8_tensor,

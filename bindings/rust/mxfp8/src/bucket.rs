@@ -3,7 +3,8 @@
 use std::ffi::c_void;
 
 use crate::error::{check, invalid, Error};
-use crate::memory::{numel, with_byte_tensor, DeviceBytes, HOST};
+use crate::import::{check_manifest, raw_entry, Part, RawEntry};
+use crate::memory::{with_byte_tensor, DeviceBytes, HOST};
 use crate::options::{Direction, ExportOptions, Format};
 use crate::shard::{RawShards, Shard};
 use crate::sys;
@@ -235,22 +236,26 @@ impl Manifest {
         Self { entries }
     }
 
-    /// The bucket size the entries need (the end of the last part).
-    pub fn bucket_bytes(&self) -> u64 {
-        self.entries.iter().map(|e| (e.values_offset + e.values_bytes).max(e.scales_offset + e.scales_bytes)).max().unwrap_or(0)
+    /// The bucket size the entries need (the end of the last part), or None when an entry's offset plus
+    /// bytes does not fit in `u64` (no bucket holds that entry; the fields are public, so a receiver may
+    /// have filled them from anything).
+    pub fn bucket_bytes(&self) -> Option<u64> {
+        self.entries.iter().try_fold(0u64, |end, e| {
+            Some(end.max(e.values_offset.checked_add(e.values_bytes)?).max(e.scales_offset.checked_add(e.scales_bytes)?))
+        })
     }
 
-    /// Checks entry `i` against a bucket of `len` bytes: sizes that match the shapes, parts inside.
-    fn check_entry(&self, i: usize, len: u64) -> Result<&ManifestEntry, Error> {
-        let e = &self.entries[i];
-        let check = PartCheck { entry: i, name: &e.name, bucket_len: len };
-        check.part("values", &e.shape, numel(&e.shape), e.values_offset, e.values_bytes)?;
-        check.part("scales", &e.scales_shape, numel(&e.scales_shape), e.scales_offset, e.scales_bytes)?;
-        Ok(e)
+    /// `mxfp8_bucket_manifest_check` of the entries against a bucket (address, bytes, device).
+    fn check(&self, bucket: Part) -> Result<(), Error> {
+        let raw: Vec<RawEntry<'_>> = self.entries.iter().map(|e| raw_entry(e).with_direction(carried_direction(e))).collect();
+        check_manifest(bucket, &raw)
     }
 
-    /// Every tensor of a host bucket as views into it, after checking each entry against the bucket
-    /// (sizes match shapes, every part inside). The views borrow the bucket, so they cannot outlive it:
+    /// Every tensor of a host bucket as views into it, after the library has checked the manifest
+    /// against the bucket (`mxfp8_bucket_manifest_check`: each part of exactly the bytes its shape gives
+    /// and inside the bucket, no byte in two parts, `scales_shape` the compact scales of `shape`); its
+    /// refusal comes back as the error, with the library's message. The views borrow the bucket, so
+    /// they cannot outlive it:
     ///
     /// ```compile_fail,E0597
     /// # let manifest = mxfp8::Manifest::default();
@@ -261,63 +266,55 @@ impl Manifest {
     /// println!("{}", views.len());
     /// ```
     pub fn unpack<'b>(&'b self, bucket: &'b [u8]) -> Result<Vec<BucketView<'b>>, Error> {
-        (0..self.entries.len())
-            .map(|i| {
-                let e = self.check_entry(i, bucket.len() as u64)?;
-                let (vo, so) = (e.values_offset as usize, e.scales_offset as usize);
-                Ok(BucketView {
-                    name: &e.name,
-                    shape: &e.shape,
-                    format: e.format,
-                    values: &bucket[vo..vo + e.values_bytes as usize],
-                    scales: &bucket[so..so + e.scales_bytes as usize],
-                    scales_shape: &e.scales_shape,
-                })
+        self.check((bucket.as_ptr() as *const c_void, bucket.len(), HOST))?;
+        // Every part lies inside the bucket (checked), so no slice below can panic.
+        let part = |offset: u64, bytes: u64| &bucket[offset as usize..(offset + bytes) as usize];
+        Ok(self
+            .entries
+            .iter()
+            .map(|e| BucketView {
+                name: &e.name,
+                shape: &e.shape,
+                format: e.format,
+                values: part(e.values_offset, e.values_bytes),
+                scales: part(e.scales_offset, e.scales_bytes),
+                scales_shape: &e.scales_shape,
             })
-            .collect()
+            .collect())
     }
 
     /// Every tensor of a device bucket as sub-ranges of its memory, checked as [`unpack`](Self::unpack)
-    /// checks them.
+    /// checks them (the check reads the bucket's address and size, never its bytes).
     pub fn unpack_device(&self, bucket: DeviceBytes) -> Result<Vec<DeviceBucketView<'_>>, Error> {
+        self.check((bucket.as_ptr() as *const c_void, bucket.len(), bucket.device()))?;
         let sub = |offset: u64, bytes: u64| {
-            // SAFETY: a checked sub-range of memory the bucket's constructor made promises about.
+            // SAFETY: a sub-range the library checked lies inside memory the bucket's constructor made
+            // promises about.
             unsafe { DeviceBytes::new((bucket.as_ptr() as *mut u8).wrapping_add(offset as usize) as *mut c_void, bytes as usize, bucket.device()) }
         };
-        (0..self.entries.len())
-            .map(|i| {
-                let e = self.check_entry(i, bucket.len() as u64)?;
-                Ok(DeviceBucketView {
-                    name: &e.name,
-                    shape: &e.shape,
-                    format: e.format,
-                    values: sub(e.values_offset, e.values_bytes),
-                    scales: sub(e.scales_offset, e.scales_bytes),
-                    scales_shape: &e.scales_shape,
-                })
+        Ok(self
+            .entries
+            .iter()
+            .map(|e| DeviceBucketView {
+                name: &e.name,
+                shape: &e.shape,
+                format: e.format,
+                values: sub(e.values_offset, e.values_bytes),
+                scales: sub(e.scales_offset, e.scales_bytes),
+                scales_shape: &e.scales_shape,
             })
-            .collect()
+            .collect())
     }
 }
 
-/// The checks of one manifest entry's parts against a bucket, naming the entry.
-pub(crate) struct PartCheck<'a> {
-    pub(crate) entry: usize,
-    pub(crate) name: &'a str,
-    pub(crate) bucket_len: u64,
-}
-
-impl PartCheck<'_> {
-    /// The part `what` of `shape` (which needs `needed` bytes; None when it overflows) holds `bytes` at
-    /// `offset`, inside the bucket.
-    pub(crate) fn part(&self, what: &str, shape: &[i64], needed: Option<usize>, offset: u64, bytes: u64) -> Result<(), Error> {
-        let (i, name, len) = (self.entry, self.name, self.bucket_len);
-        if needed.map(|n| n as u64) != Some(bytes) {
-            return Err(invalid(format!("manifest entry {i} ({name}): {what} shape {shape:?} does not hold {what}_bytes = {bytes}")));
-        }
-        match offset.checked_add(bytes) {
-            Some(end) if end <= len => Ok(()),
-            _ => Err(invalid(format!("manifest entry {i} ({name}): {what} at bytes {offset}..{offset}+{bytes} lie outside a bucket of {len} bytes"))),
-        }
+/// The direction an entry's scales are read in: a manifest entry carries none of its own, but its
+/// `scales_shape` names it (rowwise `(*lead, ceil(K/32))`, columnwise `(ceil(M/32), K)`). Rowwise unless
+/// the shape is the columnwise one only; this picks, the library checks.
+fn carried_direction(e: &ManifestEntry) -> Direction {
+    let names = |direction| e.scales_shape == compact_scales_shape(&e.shape, direction);
+    if names(Direction::Columnwise) && !names(Direction::Rowwise) {
+        Direction::Columnwise
+    } else {
+        Direction::Rowwise
     }
 }

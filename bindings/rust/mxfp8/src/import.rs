@@ -5,7 +5,7 @@ use core::ffi::c_void;
 
 use crate::bucket::ManifestEntry;
 use crate::error::{check, invalid, Error};
-use crate::memory::{dl_tensor, DeviceBytes, HOST, UINT8};
+use crate::memory::{dl_tensor, with_byte_tensor, DeviceBytes, HOST, UINT8};
 use crate::options::{Direction, ExportOptions, Layout, ScaleFixup, Stream};
 use crate::shard::{RawShards, Shard};
 use crate::sys;
@@ -132,6 +132,10 @@ pub(crate) struct RawEntry<'m> {
     format: i32,
     /// All zero for an MXFP8 entry.
     nvfp4: sys::mxfp8_bucket_nvfp4_entry,
+    /// The sender's shape of the scales (`manifest.scales_shapes`), which the library checks names S.
+    scales_shape: &'m [i64],
+    /// This entry's direction; None: the manifest's ([`ManifestFields::direction`]).
+    direction: Option<Direction>,
 }
 
 /// The manifest fields every entry shares.
@@ -155,6 +159,8 @@ pub(crate) struct RawManifest {
     _layouts: Vec<i32>,
     _shards: Option<RawShards>,
     _nvfp4: Vec<sys::mxfp8_bucket_nvfp4_entry>,
+    _scales_ndims: Vec<i32>,
+    _scales_shapes: Vec<*const i64>,
     pub(crate) manifest: sys::mxfp8_bucket_manifest,
 }
 
@@ -164,10 +170,13 @@ impl RawManifest {
         let ndims: Vec<i32> = entries.iter().map(|e| e.shape.len() as i32).collect();
         let shapes: Vec<*const i64> = entries.iter().map(|e| e.shape.as_ptr()).collect();
         let formats: Vec<i32> = entries.iter().map(|e| e.format).collect();
-        let directions = vec![fields.direction.to_raw(); entries.len()];
+        let directions: Vec<i32> = entries.iter().map(|e| e.direction.unwrap_or(fields.direction).to_raw()).collect();
         let layouts = vec![fields.bucket_scales.to_raw(); entries.len()];
         let shards = fields.shards.map(RawShards::new);
         let nvfp4: Vec<sys::mxfp8_bucket_nvfp4_entry> = entries.iter().map(|e| e.nvfp4).collect();
+        let has_nvfp4 = entries.iter().any(|e| e.format == sys::MXFP8_FORMAT_NVFP4);
+        let scales_ndims: Vec<i32> = entries.iter().map(|e| e.scales_shape.len() as i32).collect();
+        let scales_shapes: Vec<*const i64> = entries.iter().map(|e| e.scales_shape.as_ptr()).collect();
         let (global_scales, global_scale) = fields.global_scales.unwrap_or((core::ptr::null(), 0));
         // The Vecs' heap buffers do not move when they are moved into the struct below.
         let manifest = sys::mxfp8_bucket_manifest {
@@ -180,9 +189,11 @@ impl RawManifest {
             scales_layouts: layouts.as_ptr(),
             scale_fixup: fields.scale_fixup.to_raw(),
             shards: shards.as_ref().map_or(core::ptr::null(), |s| s.as_ptr()),
-            nvfp4_entries: if fields.global_scales.is_some() { nvfp4.as_ptr() } else { core::ptr::null() },
+            nvfp4_entries: if has_nvfp4 || fields.global_scales.is_some() { nvfp4.as_ptr() } else { core::ptr::null() },
             global_scales,
             global_scale,
+            scales_ndims: scales_ndims.as_ptr(),
+            scales_shapes: scales_shapes.as_ptr(),
             ..Default::default()
         };
         Self {
@@ -194,22 +205,50 @@ impl RawManifest {
             _layouts: layouts,
             _shards: shards,
             _nvfp4: nvfp4,
+            _scales_ndims: scales_ndims,
+            _scales_shapes: scales_shapes,
             manifest,
         }
     }
 }
 
 impl<'m> RawEntry<'m> {
-    /// An entry of `shape` and `format` (`mxfp8_format`) whose values and scales lie at (offset, bytes).
-    pub(crate) fn new(shape: &'m [i64], format: i32, values: (u64, u64), scales: (u64, u64), nvfp4: sys::mxfp8_bucket_nvfp4_entry) -> Self {
+    /// An entry of `shape` and `format` (`mxfp8_format`) whose values and scales (of `scales_shape`) lie
+    /// at (offset, bytes).
+    pub(crate) fn new(
+        shape: &'m [i64],
+        format: i32,
+        values: (u64, u64),
+        scales: (u64, u64),
+        scales_shape: &'m [i64],
+        nvfp4: sys::mxfp8_bucket_nvfp4_entry,
+    ) -> Self {
         let parts = sys::mxfp8_bucket_entry { values_offset: values.0, values_bytes: values.1, scales_offset: scales.0, scales_bytes: scales.1 };
-        Self { parts, shape, format, nvfp4 }
+        Self { parts, shape, format, nvfp4, scales_shape, direction: None }
+    }
+
+    /// The entry read in `direction`, whatever the manifest's.
+    pub(crate) fn with_direction(self, direction: Direction) -> Self {
+        Self { direction: Some(direction), ..self }
     }
 }
 
 /// An MXFP8 manifest entry as the C manifest holds it.
 pub(crate) fn raw_entry(e: &ManifestEntry) -> RawEntry<'_> {
-    RawEntry::new(&e.shape, e.format.to_raw(), (e.values_offset, e.values_bytes), (e.scales_offset, e.scales_bytes), Default::default())
+    let (values, scales) = ((e.values_offset, e.values_bytes), (e.scales_offset, e.scales_bytes));
+    RawEntry::new(&e.shape, e.format.to_raw(), values, scales, &e.scales_shape, Default::default())
+}
+
+/// Asks the library whether `entries` (compact scales) describe `bucket` (`mxfp8_bucket_manifest_check`):
+/// the one set of manifest rules, which the unpacks run before they make a view, so that a view covers
+/// only a part the library accepted.
+pub(crate) fn check_manifest(bucket: Part, entries: &[RawEntry<'_>]) -> Result<(), Error> {
+    let fields =
+        ManifestFields { direction: Direction::Rowwise, bucket_scales: Layout::Compact, scale_fixup: ScaleFixup::None, shards: None, global_scales: None };
+    let m = RawManifest::new(entries, &fields);
+    // SAFETY: the manifest's arrays live in `m` for the call; the check reads the bucket's address and
+    // size, never its bytes.
+    with_byte_tensor(bucket.0, bucket.1, bucket.2, |dl| check(unsafe { sys::mxfp8_bucket_manifest_check(dl, &m.manifest) }))
 }
 
 fn raw_manifest(import: &BucketImport<'_>, targets: usize) -> Result<RawManifest, Error> {

@@ -30,6 +30,7 @@
 //! | `mxfp8_export_components` | [`Tensor::export`] -> [`Components`] |
 //! | `mxfp8_export_scales_batched` | [`export_scales_batched`] (host slices), [`export_scales_batched_device`] |
 //! | `mxfp8_bucket_plan` / `mxfp8_export_bucket` | [`BucketPlan::new`], [`BucketPlan::fill`] / [`fill_device`](BucketPlan::fill_device), [`BucketPlan::manifest`] -> [`Manifest::unpack`] |
+//! | `mxfp8_bucket_manifest_check` | run by [`Manifest::unpack`] / [`unpack_device`](Manifest::unpack_device) and [`MixedManifest::unpack`] before they make a view |
 //! | `mxfp8_prepare_scales_batched` / `mxfp8_prepare_bucket` / `mxfp8_prepared_export_run` | [`PreparedExport::scales_batched`] (and `_device`), [`PreparedExport::bucket`] (and `_device`), [`PreparedExport::run`] |
 //! | `mxfp8_import_bucket` / `mxfp8_import_tensors` | [`import_bucket_host`], [`import_bucket_host_with`] ([`BucketImport`]: fix-up, shards), [`import_bucket_device`]; [`import_tensors_host`], [`import_tensors_device`] |
 //! | `mxfp8_prepare_import_bucket` / `mxfp8_prepare_import_tensors` | [`PreparedExport::import_bucket`] (and `_device`), [`PreparedExport::import_tensors`] (and `_device`) |

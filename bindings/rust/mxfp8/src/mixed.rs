@@ -4,10 +4,10 @@
 use std::ffi::c_void;
 use std::ptr;
 
-use crate::bucket::{BucketEntry, BucketView, ManifestEntry, PartCheck};
+use crate::bucket::{BucketEntry, BucketView, ManifestEntry};
 use crate::error::{check, invalid, Error};
-use crate::import::{raw_entry, DeviceImportTarget, Destinations, ImportTarget, ManifestFields, Part, RawEntry, RawManifest};
-use crate::memory::{dl_tensor, numel, with_byte_tensor, DeviceBytes, FLOAT32, HOST};
+use crate::import::{check_manifest, raw_entry, DeviceImportTarget, Destinations, ImportTarget, ManifestFields, Part, RawEntry, RawManifest};
+use crate::memory::{dl_tensor, with_byte_tensor, DeviceBytes, FLOAT32, HOST};
 use crate::nvfp4::{float32_elements, GlobalScale, Nvfp4Tensor};
 use crate::options::{Direction, ExportOptions, Layout, ScaleFixup, Stream};
 use crate::sys;
@@ -482,6 +482,24 @@ impl MixedManifestEntry {
         matches!(self, Self::Nvfp4(_))
     }
 
+    /// The direction the entry's `scales_shape` names (an entry carries none of its own): rowwise unless
+    /// the shape is the columnwise one only; this picks, the library checks.
+    fn carried_direction(&self) -> Direction {
+        let (shape, scales_shape): (&[i64], &[i64]) = match self {
+            Self::Mxfp8(e) => (&e.shape, &e.scales_shape),
+            Self::Nvfp4(e) => (&e.shape, &e.scales_shape),
+        };
+        let names = |direction| match self {
+            Self::Mxfp8(_) => scales_shape == compact_scales_shape(shape, direction),
+            Self::Nvfp4(_) => scales_shape == nvfp4_scales_shape(shape, direction),
+        };
+        if names(Direction::Columnwise) && !names(Direction::Rowwise) {
+            Direction::Columnwise
+        } else {
+            Direction::Rowwise
+        }
+    }
+
     /// The entry as the C manifest's parallel arrays hold it.
     fn raw(&self) -> RawEntry<'_> {
         match self {
@@ -489,7 +507,7 @@ impl MixedManifestEntry {
             Self::Nvfp4(e) => {
                 let amax = sys::mxfp8_bucket_nvfp4_entry { amax_offset: e.amax_offset, amax_bytes: e.amax_bytes, e4m3_max: e.e4m3_max, reserved: 0 };
                 let (values, scales) = ((e.values_offset, e.values_bytes), (e.scales_offset, e.scales_bytes));
-                RawEntry::new(&e.shape, sys::MXFP8_FORMAT_NVFP4, values, scales, amax)
+                RawEntry::new(&e.shape, sys::MXFP8_FORMAT_NVFP4, values, scales, &e.scales_shape, amax)
             }
         }
     }
@@ -549,49 +567,40 @@ impl MixedManifest {
         Self { entries }
     }
 
-    /// Every tensor of a host bucket as views into it, after checking each entry against the bucket
-    /// (sizes match shapes, every part inside). The views borrow the bucket, so they cannot outlive it.
+    /// Every tensor of a host bucket as views into it, after the library has checked the manifest
+    /// against the bucket (`mxfp8_bucket_manifest_check`: each part of exactly the bytes its shape gives
+    /// and inside the bucket, no byte in two parts, `scales_shape` the compact scales of the stored
+    /// matrix, an NVFP4 entry's amax at a multiple of 4 and its `e4m3_max` 448 or 256); its refusal
+    /// comes back as the error, with the library's message. The views borrow the bucket, so they cannot
+    /// outlive it.
     pub fn unpack<'b>(&'b self, bucket: &'b [u8]) -> Result<Vec<MixedBucketView<'b>>, Error> {
-        let len = bucket.len() as u64;
-        let slice = |offset: u64, bytes: u64| &bucket[offset as usize..(offset + bytes) as usize];
-        self.entries
+        let raw: Vec<RawEntry<'_>> = self.entries.iter().map(|e| e.raw().with_direction(e.carried_direction())).collect();
+        check_manifest((bucket.as_ptr() as *const c_void, bucket.len(), HOST), &raw)?;
+        // Every part lies inside the bucket (checked), so no slice below can panic.
+        let part = |offset: u64, bytes: u64| &bucket[offset as usize..(offset + bytes) as usize];
+        Ok(self
+            .entries
             .iter()
-            .enumerate()
-            .map(|(i, entry)| {
-                let check = PartCheck { entry: i, name: entry.name(), bucket_len: len };
-                Ok(match entry {
-                    MixedManifestEntry::Mxfp8(e) => {
-                        check.part("values", &e.shape, numel(&e.shape), e.values_offset, e.values_bytes)?;
-                        check.part("scales", &e.scales_shape, numel(&e.scales_shape), e.scales_offset, e.scales_bytes)?;
-                        MixedBucketView::Mxfp8(BucketView {
-                            name: &e.name,
-                            shape: &e.shape,
-                            format: e.format,
-                            values: slice(e.values_offset, e.values_bytes),
-                            scales: slice(e.scales_offset, e.scales_bytes),
-                            scales_shape: &e.scales_shape,
-                        })
-                    }
-                    MixedManifestEntry::Nvfp4(e) => {
-                        let packed = numel(&e.shape).filter(|n| n % 2 == 0).map(|n| n / 2);
-                        check.part("values", &e.shape, packed, e.values_offset, e.values_bytes)?;
-                        check.part("scales", &e.scales_shape, numel(&e.scales_shape), e.scales_offset, e.scales_bytes)?;
-                        let amaxes = [(e.amax_bytes / 4) as i64];
-                        let whole = (e.amax_bytes % 4 == 0 && e.amax_bytes > 0).then_some(e.amax_bytes as usize);
-                        check.part("amax", &amaxes, whole, e.amax_offset, e.amax_bytes)?;
-                        MixedBucketView::Nvfp4(Nvfp4BucketView {
-                            name: &e.name,
-                            shape: &e.shape,
-                            values: slice(e.values_offset, e.values_bytes),
-                            scales: slice(e.scales_offset, e.scales_bytes),
-                            scales_shape: &e.scales_shape,
-                            amax_bytes: slice(e.amax_offset, e.amax_bytes),
-                            e4m3_max: e.e4m3_max,
-                        })
-                    }
-                })
+            .map(|entry| match entry {
+                MixedManifestEntry::Mxfp8(e) => MixedBucketView::Mxfp8(BucketView {
+                    name: &e.name,
+                    shape: &e.shape,
+                    format: e.format,
+                    values: part(e.values_offset, e.values_bytes),
+                    scales: part(e.scales_offset, e.scales_bytes),
+                    scales_shape: &e.scales_shape,
+                }),
+                MixedManifestEntry::Nvfp4(e) => MixedBucketView::Nvfp4(Nvfp4BucketView {
+                    name: &e.name,
+                    shape: &e.shape,
+                    values: part(e.values_offset, e.values_bytes),
+                    scales: part(e.scales_offset, e.scales_bytes),
+                    scales_shape: &e.scales_shape,
+                    amax_bytes: part(e.amax_offset, e.amax_bytes),
+                    e4m3_max: e.e4m3_max,
+                }),
             })
-            .collect()
+            .collect())
     }
 }
 

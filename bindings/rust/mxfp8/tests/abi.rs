@@ -98,7 +98,8 @@ fn rust_view() -> BTreeMap<String, i64> {
             allocator, scales_granularity, reserved2, scale_fixup, reserved3);
     layout!(r, mxfp8_bucket_entry: values_offset, values_bytes, scales_offset, scales_bytes);
     layout!(r, mxfp8_bucket_manifest: struct_size, reserved, count, entries, ndims, shapes, formats, directions,
-            scales_layouts, scale_fixup, reserved2, shards, nvfp4_entries, global_scales, global_scale, reserved3);
+            scales_layouts, scale_fixup, reserved2, shards, nvfp4_entries, global_scales, global_scale, reserved3, scales_ndims,
+            scales_shapes);
     layout!(r, mxfp8_bucket_nvfp4_entry: amax_offset, amax_bytes, e4m3_max, reserved);
     layout!(r, mxfp8_shard: struct_size, reserved, row_begin, row_end, col_begin, col_end, num_row_pieces, row_pieces);
     layout!(r, mxfp8_import_destination: values, scales, scales_layout, reserved);
@@ -125,7 +126,7 @@ fn rust_view() -> BTreeMap<String, i64> {
           int reserved3);
     init!(r, mxfp8_bucket_manifest: int struct_size, int reserved, int count, ptr entries, ptr ndims, ptr shapes,
           ptr formats, ptr directions, ptr scales_layouts, int scale_fixup, int reserved2, ptr shards,
-          ptr nvfp4_entries, ptr global_scales, int global_scale, int reserved3);
+          ptr nvfp4_entries, ptr global_scales, int global_scale, int reserved3, ptr scales_ndims, ptr scales_shapes);
     init!(r, mxfp8_shard: int struct_size, int reserved, int row_begin, int row_end, int col_begin, int col_end,
           int num_row_pieces, ptr row_pieces);
     init!(r, mxfp8_grouped_desc: int struct_size, int format, int scale_layout, int scales, int num_experts, int reserved,

@@ -84,6 +84,8 @@ int main(void) {
   FIELD(mxfp8_bucket_manifest, global_scales);
   FIELD(mxfp8_bucket_manifest, global_scale);
   FIELD(mxfp8_bucket_manifest, reserved3);
+  FIELD(mxfp8_bucket_manifest, scales_ndims);
+  FIELD(mxfp8_bucket_manifest, scales_shapes);
   SIZE(mxfp8_bucket_nvfp4_entry);
   FIELD(mxfp8_bucket_nvfp4_entry, amax_offset);
   FIELD(mxfp8_bucket_nvfp4_entry, amax_bytes);
@@ -198,6 +200,8 @@ int main(void) {
     INIT_PTR(mxfp8_bucket_manifest, v, global_scales);
     INIT_INT(mxfp8_bucket_manifest, v, global_scale);
     INIT_INT(mxfp8_bucket_manifest, v, reserved3);
+    INIT_PTR(mxfp8_bucket_manifest, v, scales_ndims);
+    INIT_PTR(mxfp8_bucket_manifest, v, scales_shapes);
   }
   {
     mxfp8_shard v = MXFP8_SHARD_INIT;

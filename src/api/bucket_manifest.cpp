@@ -1,0 +1,248 @@
+#include "api/bucket_manifest.hpp"
+
+#include <algorithm>
+#include <cstddef>
+
+#include "api/export_internal.hpp"
+#include "core/dltensor_checks.hpp"
+#include "core/error.hpp"
+#include "core/indexed_name.hpp"
+#include "core/nvfp4_decode.hpp"
+#include "core/shape.hpp"
+#include "core/sized_struct.hpp"
+#include "core/swizzle_index.hpp"
+
+namespace mxfp8 {
+namespace {
+
+// The manifest before scale_fixup (and then shards) were appended: it ended at scales_layouts.
+constexpr size_t kManifestV1Size = offsetof(mxfp8_bucket_manifest, scales_layouts) + sizeof(const int32_t *);
+
+mxfp8_bucket_manifest read_manifest(const mxfp8_bucket_manifest *given) {
+  if (!given) fail(MXFP8_ERROR_INVALID_ARGUMENT, "manifest is NULL");
+  const mxfp8_bucket_manifest defaults = MXFP8_BUCKET_MANIFEST_INIT;
+  const mxfp8_bucket_manifest m =
+      read_sized_struct(given, defaults, kManifestV1Size, "manifest", "MXFP8_BUCKET_MANIFEST_INIT",
+                        {offsetof(mxfp8_bucket_manifest, reserved2), offsetof(mxfp8_bucket_manifest, shards),
+                         offsetof(mxfp8_bucket_manifest, nvfp4_entries), offsetof(mxfp8_bucket_manifest, global_scales),
+                         offsetof(mxfp8_bucket_manifest, global_scale), offsetof(mxfp8_bucket_manifest, reserved3),
+                         offsetof(mxfp8_bucket_manifest, scales_ndims), offsetof(mxfp8_bucket_manifest, scales_shapes)});
+  if (m.reserved != 0) fail(MXFP8_ERROR_INVALID_ARGUMENT, "manifest.reserved is ", m.reserved, ", must be 0");
+  if (m.reserved2 != 0) fail(MXFP8_ERROR_INVALID_ARGUMENT, "manifest.reserved2 is ", m.reserved2, ", must be 0");
+  if (m.reserved3 != 0) fail(MXFP8_ERROR_INVALID_ARGUMENT, "manifest.reserved3 is ", m.reserved3, ", must be 0");
+  check_enum(m.global_scale, "manifest.global_scale",
+             {{MXFP8_NVFP4_GLOBAL_SCALE_DECODE, "MXFP8_NVFP4_GLOBAL_SCALE_DECODE"},
+              {MXFP8_NVFP4_GLOBAL_SCALE_ENCODE, "MXFP8_NVFP4_GLOBAL_SCALE_ENCODE"}});
+  zero_as_one(m.scale_fixup, "manifest.scale_fixup");
+  check_count(m.count);
+  if (m.count > 0) {
+    if (!m.entries) fail(MXFP8_ERROR_INVALID_ARGUMENT, "manifest.entries is NULL");
+    if (!m.ndims) fail(MXFP8_ERROR_INVALID_ARGUMENT, "manifest.ndims is NULL");
+    if (!m.shapes) fail(MXFP8_ERROR_INVALID_ARGUMENT, "manifest.shapes is NULL");
+    if (!m.scales_ndims != !m.scales_shapes)
+      fail(MXFP8_ERROR_INVALID_ARGUMENT, m.scales_ndims ? "manifest.scales_shapes" : "manifest.scales_ndims",
+           " is NULL but ", m.scales_ndims ? "manifest.scales_ndims" : "manifest.scales_shapes",
+           " is set: give both, or neither");
+  }
+  return m;
+}
+
+// A part of the bucket: inside it (offset + bytes compared without wrapping), of exactly the bytes its
+// shape and layout give.
+void check_part(size_t i, const char *what, uint64_t offset, uint64_t bytes, int64_t expected, const char *layout,
+                int64_t bucket_size) {
+  if (bytes != static_cast<uint64_t>(expected))
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, "manifest.entries[", i, "] gives ", bytes, " bytes of ", what, ", its shape and ",
+         layout, " layout give ", expected, ": the manifest does not describe this bucket");
+  if (offset > static_cast<uint64_t>(bucket_size) || bytes > static_cast<uint64_t>(bucket_size) - offset)
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, "manifest.entries[", i, "]: its ", bytes, " bytes of ", what, " at byte ", offset,
+         " run past the end of a bucket of ", bucket_size, " bytes");
+}
+
+// The sender's shape of entry i's scales names S (scale_rows x scale_cols) when its last dimension is
+// S's columns and the others multiply to S's rows: a shape of the right byte count that is not S (a
+// transpose, another split) would have a reader index the scales wrongly.
+void check_scales_shape(const mxfp8_bucket_manifest &m, size_t i, const CheckedEntry &e) {
+  const int32_t ndim = m.scales_ndims[i];
+  if (ndim < 1 || ndim > kMaxDims)
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, "manifest.scales_ndims[", i, "] is ", ndim, ", expected 1..", kMaxDims);
+  const int64_t *shape = m.scales_shapes[i];
+  if (!shape) fail(MXFP8_ERROR_INVALID_ARGUMENT, "manifest.scales_shapes[", i, "] is NULL");
+  int64_t rows = 1;
+  bool names_s = shape[ndim - 1] == e.scale_cols;
+  for (int32_t d = 0; d + 1 < ndim && names_s; ++d) {
+    // A product past S's rows is already wrong, so stopping there keeps it from overflowing.
+    if (shape[d] < 0 || (shape[d] > 0 && rows > e.scale_rows / shape[d])) names_s = false;
+    else rows *= shape[d];
+  }
+  if (!names_s || rows != e.scale_rows)
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, "manifest.scales_shapes[", i, "] is ", format_shape(shape, ndim), ", not the ",
+         e.format == MXFP8_FORMAT_NVFP4 ? "NVFP4 " : "", e.columnwise ? "columnwise" : "rowwise", " scale matrix of shape ",
+         format_shape(m.shapes[i], m.ndims[i]), ", which is ", e.scale_rows, " x ", e.scale_cols,
+         " (its last dimension the columns, the others multiplying to the rows)");
+}
+
+// An NVFP4 entry's own fields and its amax part (the values and scales parts are checked as any entry's).
+void check_nvfp4_fields(const mxfp8_bucket_manifest &m, size_t i, CheckedEntry &e) {
+  if (m.shards && m.shards[i])
+    fail(MXFP8_ERROR_UNSUPPORTED, "manifest.shards[", i, "] is set for an NVFP4 entry: NVFP4 entries are imported whole");
+  if (!m.nvfp4_entries)
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, "manifest.nvfp4_entries is NULL but manifest.formats[", i, "] is MXFP8_FORMAT_NVFP4: "
+         "an NVFP4 entry needs its amax part (mxfp8_bucket_plan_mixed's nvfp4_entries)");
+  const mxfp8_bucket_nvfp4_entry &n = m.nvfp4_entries[i];
+  if (n.reserved != 0)
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, IndexedName("manifest.nvfp4_entries", i, ".reserved"), " is ", n.reserved, ", must be 0");
+  if (n.e4m3_max != 448 && n.e4m3_max != 256)
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, IndexedName("manifest.nvfp4_entries", i, ".e4m3_max"), " is ", n.e4m3_max,
+         ", expected 448 or 256 (Transformer Engine's 4over6 tensors)");
+  e.e4m3_max = n.e4m3_max;
+}
+
+// The amax part of an NVFP4 entry: 4 bytes, or 4 a row (rowwise), inside the bucket at a multiple of 4.
+void check_amax_part(const mxfp8_bucket_manifest &m, size_t i, const uint8_t *base, int64_t size, CheckedEntry &e) {
+  const mxfp8_bucket_nvfp4_entry &n = m.nvfp4_entries[i];
+  const int64_t amax_count = static_cast<int64_t>(n.amax_bytes / sizeof(float));
+  if (n.amax_bytes % sizeof(float) != 0 || (amax_count != 1 && (e.columnwise || amax_count != e.rows)))
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, IndexedName("manifest.nvfp4_entries", i, ".amax_bytes"), " is ", n.amax_bytes,
+         ", expected 4 (one float32 amax)", e.columnwise ? "" : cat(" or ", 4 * e.rows, " (one per row)"));
+  if (n.amax_offset > static_cast<uint64_t>(size) || n.amax_bytes > static_cast<uint64_t>(size) - n.amax_offset)
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, "manifest.nvfp4_entries[", i, "]: its ", n.amax_bytes, " bytes of amax at byte ",
+         n.amax_offset, " run past the end of a bucket of ", size, " bytes");
+  // The header's rule for the wire, whatever the receiver's alignment: a reader that maps the bucket at
+  // an aligned address reads the floats in place.
+  if (n.amax_offset % sizeof(float) != 0)
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, IndexedName("manifest.nvfp4_entries", i, ".amax_offset"), " is ", n.amax_offset,
+         ", not a multiple of 4 (the float32 amax)");
+  e.amax = base + n.amax_offset;
+  e.amax_count = amax_count;
+}
+
+// One byte range of the bucket, named for messages.
+struct BucketPart {
+  uint64_t begin, end;
+  size_t entry;
+  const char *what;  // "values", "scales" or "amax"
+};
+
+// No byte of the bucket belongs to two parts: a manifest that lists the same bytes twice (two entries,
+// or an entry's scales inside its own values) describes no bucket a sender filled.
+void check_parts_apart(std::vector<BucketPart> &parts) {
+  std::sort(parts.begin(), parts.end(), [](const BucketPart &a, const BucketPart &b) {
+    return a.begin != b.begin ? a.begin < b.begin : a.entry < b.entry;
+  });
+  const auto name = [](const BucketPart &p) {
+    return cat(p.what[0] == 'a' ? "manifest.nvfp4_entries[" : "manifest.entries[", p.entry, "] ", p.what);
+  };
+  for (size_t k = 1, furthest = 0; k < parts.size(); ++k) {
+    const BucketPart &p = parts[k], &before = parts[furthest];
+    if (p.begin < before.end)
+      fail(MXFP8_ERROR_INVALID_ARGUMENT, name(p), " (bytes ", p.begin, "..", p.end, ") and ", name(before), " (bytes ",
+           before.begin, "..", before.end, ") overlap in the bucket: each byte belongs to one part");
+    if (p.end > before.end) furthest = k;
+  }
+}
+
+}  // namespace
+
+CheckedManifest check_bucket_manifest(const DLTensor *bucket, const mxfp8_bucket_manifest *given) {
+  CheckedManifest result;
+  result.manifest = read_manifest(given);
+  const mxfp8_bucket_manifest &m = result.manifest;
+  if (m.count == 0) return result;
+  if (!bucket) fail(MXFP8_ERROR_INVALID_ARGUMENT, "bucket is NULL");
+  const uint8_t *base = expect_buffer(*bucket, {"bucket", Holds::Bytes, 0, nullptr, nullptr, -1});
+  const int64_t size = checked_numel(*bucket, "bucket");
+  result.base = base;
+  result.size = size;
+
+  result.entries.reserve(m.count);
+  std::vector<BucketPart> parts;
+  parts.reserve(3 * m.count);
+  for (size_t i = 0; i < m.count; ++i) {
+    const int32_t ndim = m.ndims[i];
+    if (ndim < 1 || ndim > kMaxDims)
+      fail(MXFP8_ERROR_INVALID_ARGUMENT, "manifest.ndims[", i, "] is ", ndim, ", expected 1..", kMaxDims);
+    const int64_t *shape = m.shapes[i];
+    if (!shape) fail(MXFP8_ERROR_INVALID_ARGUMENT, "manifest.shapes[", i, "] is NULL");
+    int64_t rows = 1;
+    for (int32_t d = 0; d < ndim; ++d) {
+      if (shape[d] < 0)
+        fail(MXFP8_ERROR_INVALID_ARGUMENT, "manifest.shapes[", i, "] ", format_shape(shape, ndim), " has a negative dimension");
+      if (d + 1 < ndim) rows = checked_mul(rows, shape[d], "manifest shape");
+    }
+    const int64_t cols = shape[ndim - 1];
+    checked_mul(rows, cols, "manifest shape");
+    CheckedEntry e;
+    e.format = m.formats ? m.formats[i] : MXFP8_FORMAT_E4M3;
+    check_enum(e.format, IndexedName("manifest.formats", i), {{MXFP8_FORMAT_E4M3, "MXFP8_FORMAT_E4M3"}, {MXFP8_FORMAT_E5M2, "MXFP8_FORMAT_E5M2"},
+                                                              {MXFP8_FORMAT_NVFP4, "MXFP8_FORMAT_NVFP4"}});
+    const int32_t direction = m.directions ? m.directions[i] : MXFP8_DIRECTION_ROWWISE;
+    check_enum(direction, IndexedName("manifest.directions", i), {{MXFP8_DIRECTION_ROWWISE, "MXFP8_DIRECTION_ROWWISE"},
+                                  {MXFP8_DIRECTION_COLUMNWISE, "MXFP8_DIRECTION_COLUMNWISE"}});
+    e.columnwise = direction == MXFP8_DIRECTION_COLUMNWISE;
+    const int32_t layout = m.scales_layouts ? m.scales_layouts[i] : MXFP8_LAYOUT_COMPACT;
+    const IndexedName field("manifest.scales_layouts", i);
+    e.layout = &layout_info(layout, field);
+    if (e.layout->permutes_value_rows)
+      fail(MXFP8_ERROR_INVALID_ARGUMENT, field, " is ", e.layout->enum_name, " (", e.layout->value, "): a bucket carries "
+           "values in row order, so its scales cannot be in a layout that permutes rows");
+    const mxfp8_bucket_entry &part = m.entries[i];
+    int64_t scales_bytes;
+    const char *values_label;
+    if (e.format == MXFP8_FORMAT_NVFP4) {
+      check_nvfp4_fields(m, i, e);
+      // The stored matrix: rowwise (M, K), columnwise the (K, M) transpose, scaled along its rows.
+      e.rows = e.columnwise ? cols : rows;
+      e.cols = e.columnwise ? rows : cols;
+      if (e.cols % 2 != 0)
+        fail(MXFP8_ERROR_INVALID_ARGUMENT, "manifest.shapes[", i, "] ", format_shape(shape, ndim), ": the stored ",
+             e.columnwise ? "columnwise" : "rowwise", " rows of this NVFP4 entry have ", e.cols,
+             " values, an odd count (two a byte)");
+      if (layout != MXFP8_LAYOUT_COMPACT && layout != MXFP8_LAYOUT_CUTLASS_128X4)
+        fail(MXFP8_ERROR_INVALID_ARGUMENT, field, " is ", e.layout->enum_name, " for an NVFP4 entry: NVFP4 scales travel "
+             "MXFP8_LAYOUT_COMPACT or MXFP8_LAYOUT_CUTLASS_128X4");
+      e.scale_rows = e.rows;
+      e.scale_cols = ceil_div(e.cols, kNvfp4BlockSize);
+      e.values_bytes = checked_mul(e.rows, e.cols / 2, "manifest shape");
+      // NVFP4 scales are never a transpose: the stored matrix already is one.
+      scales_bytes = layout_bytes(*e.layout, e.scale_rows, e.scale_cols, false, field);
+      values_label = "packed NVFP4";
+    } else {
+      e.rows = rows;
+      e.cols = cols;
+      e.scale_rows = e.columnwise ? ceil_div(rows, kBlockSize) : rows;
+      e.scale_cols = e.columnwise ? cols : ceil_div(cols, kBlockSize);
+      e.values_bytes = rows * cols;  // checked above
+      scales_bytes = layout_bytes(*e.layout, e.scale_rows, e.scale_cols, e.columnwise, field);
+      values_label = "row-major";
+    }
+    check_part(i, "values", part.values_offset, part.values_bytes, e.values_bytes, values_label, size);
+    check_part(i, "scales", part.scales_offset, part.scales_bytes, scales_bytes, e.layout->label, size);
+    e.values = base + part.values_offset;
+    e.scales = base + part.scales_offset;
+    parts.push_back({part.values_offset, part.values_offset + part.values_bytes, i, "values"});
+    parts.push_back({part.scales_offset, part.scales_offset + part.scales_bytes, i, "scales"});
+    if (e.format == MXFP8_FORMAT_NVFP4) {
+      check_amax_part(m, i, base, size, e);
+      const mxfp8_bucket_nvfp4_entry &n = m.nvfp4_entries[i];
+      parts.push_back({n.amax_offset, n.amax_offset + n.amax_bytes, i, "amax"});
+    } else if (m.shards && m.shards[i]) {  // the receiver's part of a whole tensor
+      e.sharded = true;
+      e.shard = resolve_shard(m.shards[i], rows, cols, e.columnwise, IndexedName("manifest.shards", i));
+    }
+    if (m.scales_shapes) check_scales_shape(m, i, e);
+    result.entries.push_back(std::move(e));
+  }
+  // Empty parts hold no byte, so they may sit anywhere (an empty tensor's parts share an offset).
+  parts.erase(std::remove_if(parts.begin(), parts.end(), [](const BucketPart &p) { return p.begin == p.end; }), parts.end());
+  check_parts_apart(parts);
+  return result;
+}
+
+}  // namespace mxfp8
+
+using namespace mxfp8;
+
+extern "C" MXFP8_API mxfp8_status mxfp8_bucket_manifest_check(const DLTensor *bucket, const mxfp8_bucket_manifest *manifest) {
+  return guarded([&] { check_bucket_manifest(bucket, manifest); });
+}
