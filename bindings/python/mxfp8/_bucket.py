@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Tuple
 
-from . import _args, _mxfp8, _shard, nvfp4
+from . import _args, _manifest, _mxfp8, _shard, nvfp4
 from ._api import _DIRECTIONS, _FORMATS, Components, _choice, _flag, _has_exchange_api, _inputs
 
 _SPEC_FORMATS = {"mxfp8": 0, "nvfp4": 1}
@@ -12,10 +12,6 @@ _SPEC_FORMATS = {"mxfp8": 0, "nvfp4": 1}
 _SPEC_KEYS = ("data", "scale_inv", "fp8_dtype", "swizzled", "shape", "rows", "cols", "format", "amax", "e4m3_max")
 _MXFP8_ONLY_KEYS = ("fp8_dtype", "rows", "cols")
 _NVFP4_ONLY_KEYS = ("amax", "e4m3_max")
-_MANIFEST_KEYS = ("name", "shape", "fp8_dtype", "values_offset", "values_bytes", "scales_offset", "scales_bytes",
-                  "scales_shape")
-_NVFP4_MANIFEST_KEYS = ("name", "format", "shape", "direction", "values_offset", "values_bytes", "scales_offset",
-                        "scales_bytes", "scales_shape", "amax_offset", "amax_bytes", "e4m3_max")
 
 
 def _numel(shape) -> int:
@@ -352,95 +348,19 @@ def _bucket_bytes(bucket: Any, name: str = "bucket") -> int:
     return int(dims[0])
 
 
-def _check_manifest(manifest: Any, size: int) -> List[dict]:
-    """Each entry against the bucket's `size` and the other entries: whole, typed, consistent with its
-    shape, inside the bucket, overlapping nothing. Returns the entries with Python ints and tuples."""
-    if isinstance(manifest, (str, bytes, Mapping)) or not hasattr(manifest, "__iter__"):
-        raise TypeError(f"manifest must be the list export_bucket returned, got {type(manifest).__name__}")
-    checked, parts, names = [], [], set()
-    for i, e in enumerate(manifest):
-        where = f"manifest[{i}]"
-        if not isinstance(e, Mapping):
-            raise TypeError(f"{where} must be a dict, got {type(e).__name__}")
-        nvfp4 = _choice(f"{where}: format", e.get("format", "mxfp8"), _SPEC_FORMATS) == 1
-        for key in _NVFP4_MANIFEST_KEYS if nvfp4 else _MANIFEST_KEYS:
-            if key not in e:
-                raise ValueError(f"{where} has no {key!r}")
-        name = e["name"]
-        where = f"manifest[{i}] ({name!r})"
-        try:
-            duplicate = name in names
-        except TypeError:
-            raise TypeError(f"{where}: name must be hashable, got {type(name).__name__}") from None
-        if duplicate:
-            raise ValueError(f"{where}: the name appears twice")
-        names.add(name)
-        if nvfp4:
-            checked.append(_check_nvfp4_entry(where, e, size, parts, i))
-            continue
-        _choice(f"{where}: fp8_dtype", e["fp8_dtype"], _FORMATS)
-        shape = tuple(_args.shape(f"{where}: shape", e["shape"]))
-        scales_shape = tuple(_args.shape(f"{where}: scales_shape", e["scales_shape"]))
-        if not shape or any(d < 0 for d in shape):
-            raise ValueError(f"{where}: shape {shape} is not the shape of an MXFP8 tensor")
-        fields = {k: _args.integer(f"{where}: {k}", e[k], 0, _args.INT64_MAX)
-                  for k in ("values_offset", "values_bytes", "scales_offset", "scales_bytes")}
-        if fields["values_bytes"] != _numel(shape):
-            raise ValueError(f"{where}: values_bytes is {fields['values_bytes']} but shape {shape} holds "
-                             f"{_numel(shape)} values")
-        direction = e.get("direction", "rowwise")
-        expected = _compact_scales_shapes(shape)[_choice(f"{where}: direction", direction, _DIRECTIONS)]
-        if scales_shape != expected:
-            raise ValueError(f"{where}: scales_shape {scales_shape} is not the compact {direction} scale shape "
-                             f"{expected} of {shape}")
-        _check_compact(where, e)
-        if fields["scales_bytes"] != _numel(scales_shape):
-            raise ValueError(f"{where}: scales_bytes is {fields['scales_bytes']} but scales_shape {scales_shape} "
-                             f"holds {_numel(scales_shape)} scales")
-        _add_parts(where, fields, ("values", "scales"), size, parts, i)
-        checked.append(dict(e, shape=shape, scales_shape=scales_shape, **fields))
-    parts.sort()  # by start: if any two parts overlap, two neighbours do
-    for a, b in zip(parts, parts[1:]):
-        if b[0] < a[1]:
-            earlier, later = sorted((a, b), key=lambda p: p[2])  # name the later entry as the one that lies
-            raise ValueError(f"{later[3]} (bytes {later[0]} to {later[1]}) overlaps {earlier[3]} "
-                             f"(bytes {earlier[0]} to {earlier[1]})")
-    return checked
-
-
-def _check_nvfp4_entry(where: str, e: Mapping[str, Any], size: int, parts: list, i: int) -> dict:
-    """An NVFP4 entry of a manifest: its parts' sizes those of its shape and direction (values, compact E4M3
-    scales, a float32 amax per tensor or per row at a multiple of 4 bytes), inside the bucket; the parts
-    join `parts` for the overlap check."""
-    shape = tuple(_args.shape(f"{where}: shape", e["shape"]))
-    if not shape or any(d < 0 for d in shape):
-        raise ValueError(f"{where}: shape {shape} is not the shape of an NVFP4 tensor")
-    direction = _choice(f"{where}: direction", e["direction"], _DIRECTIONS)
-    values_shape, scales_shape = _nvfp4_parts_shapes(shape, direction)
-    rows, cols = (shape[-1], _numel(shape[:-1])) if direction else (_numel(shape[:-1]), shape[-1])
-    if cols % 2:
-        raise ValueError(f"{where}: shape {shape} stores rows of {cols} values, an odd count (two a byte)")
-    if tuple(_args.shape(f"{where}: scales_shape", e["scales_shape"])) != scales_shape:
-        raise ValueError(f"{where}: scales_shape {tuple(e['scales_shape'])} is not the compact E4M3 scale shape "
-                         f"{scales_shape} of {shape} {e['direction']}")
-    _check_compact(where, e)
-    e4m3_max = e["e4m3_max"]
-    if isinstance(e4m3_max, bool) or e4m3_max not in (448, 256):
-        raise ValueError(f"{where}: e4m3_max must be 448 or 256, got {e4m3_max!r}")
-    fields = {k: _args.integer(f"{where}: {k}", e[k], 0, _args.INT64_MAX)
-              for k in ("values_offset", "values_bytes", "scales_offset", "scales_bytes", "amax_offset", "amax_bytes")}
-    want = {"values": _numel(values_shape), "scales": _numel(scales_shape)}
-    for part, n in want.items():
-        if fields[f"{part}_bytes"] != n:
-            raise ValueError(f"{where}: {part}_bytes is {fields[f'{part}_bytes']} but shape {shape} "
-                             f"{e['direction']} holds {n}")
-    if fields["amax_bytes"] not in (4, 4 * rows) or (direction and fields["amax_bytes"] != 4):
-        raise ValueError(f"{where}: amax_bytes is {fields['amax_bytes']}, expected 4 (one float32 amax)"
-                         + ("" if direction else f" or {4 * rows} (one per row)"))
-    if fields["amax_offset"] % 4:
-        raise ValueError(f"{where}: amax_offset {fields['amax_offset']} is not a multiple of 4 (a float32)")
-    _add_parts(where, fields, ("values", "scales", "amax"), size, parts, i)
-    return dict(e, shape=shape, scales_shape=scales_shape, values_shape=values_shape, **fields)
+def _check_manifest(bucket: Any, manifest: Any) -> List[dict]:
+    """The manifest read (Python types, names) and checked by the C library (mxfp8_bucket_manifest_check:
+    sizes, bounds, overlaps, scale shapes, NVFP4 fields, as import_bucket checks them), every entry's
+    scales compact. Returns the entries with Python ints and tuples (an NVFP4 entry with its
+    values_shape)."""
+    read = _manifest.read(manifest, need_scales_shape=True)
+    for i, e in enumerate(read.entries):
+        _check_compact(f"manifest[{i}]", e)
+    _mxfp8.bucket_manifest_check(bucket, **read.lists)
+    for e, kind in zip(read.entries, read.nvfp4):
+        if kind:
+            e["values_shape"] = _nvfp4_parts_shapes(e["shape"], e["direction_code"])[0]
+    return read.entries
 
 
 def _check_compact(where: str, e: Mapping[str, Any]) -> None:
@@ -453,18 +373,6 @@ def _check_compact(where: str, e: Mapping[str, Any]) -> None:
                          "import_bucket(bucket, manifest, params) writes them into parameters of any layout")
 
 
-def _add_parts(where: str, fields: Mapping[str, int], names, size: int, parts: list, i: int) -> None:
-    """Each named part ({name}_offset, {name}_bytes) inside the bucket of `size` bytes, appended to `parts`
-    (start, end, entry, label) for the overlap check."""
-    for part in names:
-        start, n = fields[f"{part}_offset"], fields[f"{part}_bytes"]
-        if start + n > size:
-            raise ValueError(f"{where}: {part}_offset {start} + {part}_bytes {n} runs past the end of the "
-                             f"bucket ({size} bytes)")
-        if n:
-            parts.append((start, start + n, i, f"{where} {part}"))
-
-
 def unpack_bucket(bucket: Any, manifest: List[Dict[str, Any]]) -> Dict[str, Components]:
     """Views of each tensor's values (float8 for torch, uint8 for NumPy) and compact uint8 scales inside
     a bucket made by export_bucket. Nothing is copied: the views share the bucket's memory. An NVFP4 entry
@@ -474,10 +382,10 @@ def unpack_bucket(bucket: Any, manifest: List[Dict[str, Any]]) -> Dict[str, Comp
     The manifest is checked first (it may come from another process): every entry complete, its sizes
     those of its shape and compact scale shape, its parts inside the bucket and overlapping no other part;
     a ValueError names the entry and the field that is wrong, a TypeError a field of the wrong type."""
-    size = _bucket_bytes(bucket)
+    _bucket_bytes(bucket)
     module = type(bucket).__module__
     parts = {}
-    for e in _check_manifest(manifest, size):
+    for e in _check_manifest(bucket, manifest):
         if e.get("format") == "nvfp4":
             parts[e["name"]] = _unpack_nvfp4(bucket, e, module.startswith("torch"))
             continue

@@ -15,18 +15,16 @@ writes every E8M0 exponent byte 0 as 1 (NeMo RL's convention).
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, List, Mapping, Optional, Sequence, Tuple
 
-from . import _args, _shard
+from . import _manifest, _shard
 from ._bucket import _Spec
+from ._manifest import FORMAT_NVFP4 as _FORMAT_NVFP4, LAYOUTS
 from ._mxfp8 import import_bucket as _c_import_bucket, import_tensors as _c_import_tensors
 from ._mxfp8 import layout_bytes as _c_layout_bytes
 
-LAYOUTS = {"compact": 0, "cutlass_128x4": 1, "trtllm": 2, "deepgemm": 3, "trtllm_gated": 4}
 _FIXUP = {False: 0, True: 1}  # mxfp8_scale_fixup: none, zero exponent as one
 _FORMATS = {"e4m3": 1, "e5m2": 2}
-_ENTRY_FORMATS = {"mxfp8": 0, "nvfp4": 1}  # a manifest entry's "format" (absent: mxfp8)
-_FORMAT_NVFP4 = 3  # MXFP8_FORMAT_NVFP4
 _GLOBAL_SCALES = {"decode": 0, "encode": 1}  # mxfp8_nvfp4_global_scale
 _DIRECTIONS = {"rowwise": 0, "columnwise": 1}
 _CUDA_DEVICES = (2, 13)  # kDLCUDA, kDLCUDAManaged
@@ -130,15 +128,6 @@ def _destinations(names: List[str], params: Mapping[str, Any], layout: str, nvfp
     return values, scales, targets, globals_
 
 
-def _entry_formats(manifest: List[Mapping[str, Any]]) -> List[int]:
-    """mxfp8_format of each manifest entry: its fp8_dtype, or MXFP8_FORMAT_NVFP4 for "format": "nvfp4"."""
-    formats = []
-    for e in manifest:
-        kind = _code(f"manifest entry {e.get('name')!r}: format", e.get("format", "mxfp8"), _ENTRY_FORMATS)
-        formats.append(_FORMAT_NVFP4 if kind else _code("fp8_dtype", e.get("fp8_dtype", "e4m3"), _FORMATS))
-    return formats
-
-
 class ImportPlan:
     """A prepared import: every check done once; each ``run`` is one launch with no allocation and no
     synchronization (capturable in a CUDA graph). Keeps the bucket (or sources) and the parameters
@@ -175,37 +164,17 @@ def _shards(names: List[str], shards: Optional[Mapping[str, Mapping[str, Any]]])
 def _bucket_call(bucket: Any, manifest: List[Mapping[str, Any]], params: Mapping[str, Any], layout: str,
                  stream: Any, prepare: bool, zero_exponent_as_one: bool = False,
                  shards: Optional[Mapping[str, Mapping[str, Any]]] = None, global_scale: str = "decode"):
-    names = [e["name"] for e in manifest]
-    formats = _entry_formats(manifest)
-    nvfp4 = [f == _FORMAT_NVFP4 for f in formats]
-    values, scales, targets, globals_ = _destinations(names, params, layout, nvfp4)
+    read = _manifest.read(manifest)  # what it means, the C library checks
+    names = [e["name"] for e in read.entries]
+    values, scales, targets, globals_ = _destinations(names, params, layout, read.nvfp4)
     shard_fields = _shards(names, shards)
     convention = _code("global_scale", global_scale, _GLOBAL_SCALES)
     cuda, stream_ptr = _cuda_and_stream(bucket, stream)
-
-    # A sender's numbers taken as they are or refused, naming the field: int() truncated 4.5 to 4, and the
-    # C++ side cut e4m3_max to int32 (2**32 + 448 became 448) and answered a negative number with
-    # pybind11's list of signatures.
-    def field(i: int, key: str, low: int = 0, high: int = _args.UINT64_MAX) -> int:
-        return _args.integer(f"manifest[{i}][{key!r}]", manifest[i][key], low, high)
-
-    nvfp4_fields = {}
-    if any(nvfp4):  # the amax parts, and where each global scale goes (mxfp8_bucket_manifest's NVFP4 fields)
-        nvfp4_fields = dict(
-            nvfp4_entries=[(field(i, "amax_offset"), field(i, "amax_bytes"),
-                            field(i, "e4m3_max", 0, _args.INT32_MAX)) if kind else (0, 0, 0)
-                           for i, kind in enumerate(nvfp4)],
-            global_scales=globals_, global_scale=convention)
     result = _c_import_bucket(
-        bucket,
-        [tuple(field(i, key) for key in ("values_offset", "values_bytes", "scales_offset", "scales_bytes"))
-         for i in range(len(manifest))],
-        [_args.shape(f"manifest[{i}]['shape']", e["shape"]) for i, e in enumerate(manifest)],
-        formats,
-        [_code("direction", e.get("direction", "rowwise"), _DIRECTIONS) for e in manifest],
-        [_code("scales_layout", e.get("scales_layout", "compact"), LAYOUTS) for e in manifest],
-        values, scales, targets, _fixup(zero_exponent_as_one), stream_ptr, _dlpack_stream(cuda, stream_ptr), prepare,
-        shard_fields, names=[repr(n) for n in names], **nvfp4_fields)
+        bucket, values=values, scales=scales, targets=targets, scale_fixup=_fixup(zero_exponent_as_one),
+        stream=stream_ptr, dlpack_stream=_dlpack_stream(cuda, stream_ptr), prepare=prepare, shards=shard_fields,
+        global_scales=globals_ if any(read.nvfp4) else None, global_scale=convention,
+        names=[repr(n) for n in names], **read.lists)
     if prepare:
         return ImportPlan(result, (bucket, values, scales, globals_), cuda, bucket)
     return None

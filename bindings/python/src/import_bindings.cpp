@@ -148,6 +148,64 @@ class ImportPlan {
   std::mutex running_;
 };
 
+// An mxfp8_bucket_manifest over the Python layer's lists (which outlive it): what import_bucket and
+// bucket_manifest_check both describe. nvfp4_entries: (amax_offset, amax_bytes, e4m3_max) per entry;
+// scales_shapes: each entry's "scales_shape", or none (not checked).
+struct ManifestLists {
+  std::vector<mxfp8_bucket_entry> entries;
+  std::vector<int32_t> ndims, scales_ndims;
+  std::vector<const int64_t *> shapes, scales_shapes;
+  std::vector<mxfp8_bucket_nvfp4_entry> nvfp4;
+  mxfp8_bucket_manifest manifest = MXFP8_BUCKET_MANIFEST_INIT;
+
+  ManifestLists(const std::vector<std::array<uint64_t, 4>> &parts, const std::vector<std::vector<int64_t>> &shape_list,
+                const std::vector<int32_t> &formats, const std::vector<int32_t> &directions,
+                const std::vector<int32_t> &scales_layouts,
+                const std::optional<std::vector<std::array<uint64_t, 3>>> &nvfp4_entries,
+                const std::optional<std::vector<std::vector<int64_t>>> &scales_shape_list) {
+    const size_t n = parts.size();
+    if (shape_list.size() != n || formats.size() != n || directions.size() != n || scales_layouts.size() != n ||
+        (nvfp4_entries && nvfp4_entries->size() != n) || (scales_shape_list && scales_shape_list->size() != n))
+      throw py::value_error("the manifest's lists must have one entry per tensor");
+    for (size_t i = 0; i < n; ++i) {
+      entries.push_back(mxfp8_bucket_entry{parts[i][0], parts[i][1], parts[i][2], parts[i][3]});
+      ndims.push_back(static_cast<int32_t>(shape_list[i].size()));
+      shapes.push_back(shape_list[i].data());
+      if (scales_shape_list) {
+        scales_ndims.push_back(static_cast<int32_t>((*scales_shape_list)[i].size()));
+        scales_shapes.push_back((*scales_shape_list)[i].data());
+      }
+    }
+    if (nvfp4_entries)  // the Python layer checked e4m3_max fits int32
+      for (const auto &[offset, bytes, e4m3_max] : *nvfp4_entries)
+        nvfp4.push_back(mxfp8_bucket_nvfp4_entry{offset, bytes, static_cast<int32_t>(e4m3_max), 0u});
+    manifest.count = n;
+    manifest.entries = entries.data();
+    manifest.ndims = ndims.data();
+    manifest.shapes = shapes.data();
+    manifest.formats = formats.data();
+    manifest.directions = directions.data();
+    manifest.scales_layouts = scales_layouts.data();
+    manifest.nvfp4_entries = nvfp4_entries ? nvfp4.data() : nullptr;
+    manifest.scales_ndims = scales_shape_list ? scales_ndims.data() : nullptr;
+    manifest.scales_shapes = scales_shape_list ? scales_shapes.data() : nullptr;
+  }
+  ManifestLists(const ManifestLists &) = delete;  // the manifest points into the vectors
+  ManifestLists &operator=(const ManifestLists &) = delete;
+};
+
+// mxfp8_bucket_manifest_check: the C library's reading of a manifest (the checks import_bucket makes
+// before it looks at a destination), for unpack_bucket's views. Only the bucket's address and size are read.
+void bucket_manifest_check(py::handle bucket, const std::vector<std::array<uint64_t, 4>> &entries,
+                           const std::vector<std::vector<int64_t>> &shapes, const std::vector<int32_t> &formats,
+                           const std::vector<int32_t> &directions, const std::vector<int32_t> &scales_layouts,
+                           const std::optional<std::vector<std::array<uint64_t, 3>>> &nvfp4_entries,
+                           const std::optional<std::vector<std::vector<int64_t>>> &scales_shapes) {
+  auto taken_bucket = take_dlpack(bucket, "bucket", py::none(), Access::Read);
+  ManifestLists lists(entries, shapes, formats, directions, scales_layouts, nvfp4_entries, scales_shapes);
+  check(mxfp8_bucket_manifest_check(taken_bucket->tensor(), &lists.manifest));
+}
+
 py::object import_bucket(py::handle bucket, const std::vector<std::array<uint64_t, 4>> &entries,
                          const std::vector<std::vector<int64_t>> &shapes, const std::vector<int32_t> &formats,
                          const std::vector<int32_t> &directions, const std::vector<int32_t> &scales_layouts,
@@ -156,40 +214,19 @@ py::object import_bucket(py::handle bucket, const std::vector<std::array<uint64_
                          const std::optional<std::vector<py::object>> &shards,
                          const std::optional<std::vector<std::array<uint64_t, 3>>> &nvfp4_entries,
                          const std::optional<py::list> &global_scales, int32_t global_scale,
-                         const std::vector<std::string> &names) {
+                         const std::vector<std::string> &names,
+                         const std::optional<std::vector<std::vector<int64_t>>> &scales_shapes) {
   const size_t n = entries.size();
   const ShardList shard_list(shards, n);
-  if (shapes.size() != n || formats.size() != n || directions.size() != n || scales_layouts.size() != n ||
-      (nvfp4_entries && nvfp4_entries->size() != n) || (global_scales && global_scales->size() != n))
+  if (global_scales && global_scales->size() != n)
     throw py::value_error("the manifest's lists must have one entry per tensor");
   auto taken_bucket = take_dlpack(bucket, "bucket", dlpack_stream, Access::Read);
   Destinations d = take_destinations(values, scales, targets, dlpack_stream, names);
-  // NVFP4 entries: (amax_offset, amax_bytes, e4m3_max) and the destination of each global scale (None
-  // at MXFP8 entries).
-  std::vector<mxfp8_bucket_nvfp4_entry> nv;
-  if (nvfp4_entries)
-    for (const auto &[offset, bytes, e4m3_max] : *nvfp4_entries)
-      nv.push_back(mxfp8_bucket_nvfp4_entry{offset, bytes, static_cast<int32_t>(e4m3_max), 0u});
   const GlobalScales globals = take_global_scales(global_scales, dlpack_stream, names);
-  std::vector<mxfp8_bucket_entry> e(n);
-  std::vector<int32_t> ndims(n);
-  std::vector<const int64_t *> shape_ptrs(n);
-  for (size_t i = 0; i < n; ++i) {
-    e[i] = mxfp8_bucket_entry{entries[i][0], entries[i][1], entries[i][2], entries[i][3]};
-    ndims[i] = static_cast<int32_t>(shapes[i].size());
-    shape_ptrs[i] = shapes[i].data();
-  }
-  mxfp8_bucket_manifest m = MXFP8_BUCKET_MANIFEST_INIT;
-  m.count = n;
-  m.entries = e.data();
-  m.ndims = ndims.data();
-  m.shapes = shape_ptrs.data();
-  m.formats = formats.data();
-  m.directions = directions.data();
-  m.scales_layouts = scales_layouts.data();
+  ManifestLists lists(entries, shapes, formats, directions, scales_layouts, nvfp4_entries, scales_shapes);
+  mxfp8_bucket_manifest &m = lists.manifest;
   m.scale_fixup = scale_fixup;
   m.shards = shard_list.data();
-  m.nvfp4_entries = nvfp4_entries ? nv.data() : nullptr;
   m.global_scales = globals.data();
   m.global_scale = global_scale;
   mxfp8_status st;
@@ -336,10 +373,13 @@ void register_import(py::module_ &m) {
         py::arg("directions"), py::arg("scales_layouts"), py::arg("values"), py::arg("scales"), py::arg("targets"),
         py::arg("scale_fixup"), py::arg("stream"), py::arg("dlpack_stream"), py::arg("prepare"),
         py::arg("shards") = py::none(), py::arg("nvfp4_entries") = py::none(), py::arg("global_scales") = py::none(),
-        py::arg("global_scale") = 0, py::arg("names") = std::vector<std::string>(),
+        py::arg("global_scale") = 0, py::arg("names") = std::vector<std::string>(), py::arg("scales_shapes") = py::none(),
         "mxfp8_import_bucket (or mxfp8_prepare_import_bucket with prepare=True, returning an ImportPlan); "
         "nvfp4_entries [(amax_offset, amax_bytes, e4m3_max)] and global_scales (None at MXFP8 entries) for NVFP4 "
         "entries (formats 3); names (each entry's repr) label refusals params[name][part].");
+  m.def("bucket_manifest_check", &bucket_manifest_check, py::arg("bucket"), py::arg("entries"), py::arg("shapes"),
+        py::arg("formats"), py::arg("directions"), py::arg("scales_layouts"), py::arg("nvfp4_entries") = py::none(),
+        py::arg("scales_shapes") = py::none(), "mxfp8_bucket_manifest_check.");
   m.def("import_tensors", &import_tensors, py::arg("data"), py::arg("scale_inv"), py::arg("shapes"), py::arg("formats"),
         py::arg("swizzled"), py::arg("direction"), py::arg("values"), py::arg("scales"), py::arg("targets"),
         py::arg("scale_fixup"), py::arg("stream"), py::arg("dlpack_stream"), py::arg("prepare"),
