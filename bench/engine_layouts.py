@@ -297,7 +297,7 @@ def run_torch(experts, layer, reps, device, trtllm_layer=None):
         def ours_step():
             for name, (v, s, n, k, c) in weights.items():
                 mxfp8.convert(v, s.reshape(-1), weight_target(target, name), num_experts=experts, scales="compact",
-                              values=ours[name][0], out=ours[name][1])
+                              values=ours[name][0], out=ours[name][1], swizzled=False)
 
         def torch_step():
             for name, (v, s, n, k, c) in weights.items():
@@ -352,7 +352,7 @@ def run_numpy_smoke(experts, layer, reps, trtllm_layer):
             values = rng.integers(0, 256, (experts * n, k), dtype=np.uint8)
             scales = rng.integers(1, 255, (experts, n, c), dtype=np.uint8)
             wt = weight_target(target, name)
-            out = mxfp8.convert(values, scales.reshape(-1), wt, num_experts=experts, scales="compact", values=True)
+            out = mxfp8.convert(values, scales.reshape(-1), wt, num_experts=experts, scales="compact", values=True, swizzled=False)
             if target == "trtllm":
                 refs = [numpy_trtllm(values[e * n:(e + 1) * n], scales[e], name == "w13") for e in range(experts)]
                 want = np.concatenate([r[1] for r in refs])
@@ -365,7 +365,7 @@ def run_numpy_smoke(experts, layer, reps, trtllm_layer):
             ok &= bool(np.array_equal(flat_bytes(out.scales, want.size), want) and
                        np.array_equal(out.values.reshape(-1, k), want_values))
             ms += timed(lambda: mxfp8.convert(values, scales.reshape(-1), wt, num_experts=experts, scales="compact",
-                                              values=True), reps, False)
+                                              values=True, swizzled=False), reps, False)
             ref_ms += timed(reference, reps, False)
         if not ok:
             raise SystemExit(f"engine_layouts --smoke: {target}: mxfp8.convert and the NumPy reference differ")

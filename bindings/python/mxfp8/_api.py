@@ -40,7 +40,7 @@ def export_components(
     *,
     shape: Optional[Sequence[int]] = None,
     fp8_dtype: str = "e4m3",
-    swizzled: bool = False,
+    swizzled: bool,
     direction: str = "rowwise",
     values_dtype: str = "fp8",
     scales_dtype: str = "uint8",
@@ -58,7 +58,10 @@ def export_components(
             Engine pads to 128 x 4 rowwise, 4 x 128 columnwise), or GEMM-swizzled when `swizzled`.
         shape: the logical shape, checked against `data`; defaults to data's shape.
         fp8_dtype: "e4m3" or "e5m2".
-        swizzled: the scales are in the cuBLAS 128x4 block layout (TE's optimize_for_gemm).
+        swizzled: required, no default: True when the scales are in the cuBLAS 128x4 block layout (TE's
+            optimize_for_gemm / _with_gemm_swizzled_scales), False when row-major (compact or padded). The
+            two layouts of one tensor have the same shape, so a wrong guess would decode silently; for a TE
+            tensor, export_te reads the flag itself.
         direction: "rowwise" or "columnwise".
         values_dtype: "fp8" (float8_e4m3fn / float8_e5m2) or "uint8" for consumers without float8.
         scales_dtype: "uint8" (what vLLM and SGLang load) or "e8m0" (float8_e8m0fnu).
@@ -182,7 +185,7 @@ def export_grouped(
     scale_offsets: Optional[Sequence[int]] = None,
     scales: str = "padded",
     fp8_dtype: str = "e4m3",
-    swizzled: bool = False,
+    swizzled: bool,
     stacked: bool = True,
     values_dtype: str = "fp8",
     scales_dtype: str = "uint8",
@@ -199,7 +202,8 @@ def export_grouped(
         scale_offsets: byte offset of each expert's scales in scale_inv; None: back to back.
         scales: "padded" (each expert's scales take TE's roundup(rows,128) x roundup(ceil(K/32),4)) or
             "compact" (rows x ceil(K/32), row-major only).
-        swizzled: each expert's scales are in the cuBLAS 128x4 layout (needs "padded").
+        swizzled: required: True when each expert's scales are in the cuBLAS 128x4 layout (needs
+            "padded"), False when row-major.
         stacked: return one Components with values [E, N, K] and scales [E, N, ceil(K/32)] (the shape
             vLLM's MoE layers load; one launch for all experts); else a list of per-expert Components.
         experts: only these experts, in this order (expert parallelism: the experts one rank serves),

@@ -89,7 +89,7 @@ def convert(
     *,
     shape: Optional[Any] = None,
     fp8_dtype: str = "e4m3",
-    swizzled: bool = False,
+    swizzled: bool,
     direction: str = "rowwise",
     num_experts: Optional[int] = None,
     scales: str = "padded",
@@ -106,6 +106,8 @@ def convert(
             maybe `swizzled`); for grouped experts the flat buffers of mxfp8_grouped_desc, their scales
             "padded" per expert or "compact" (`scales`).
         shape: the logical shape (*lead, K); default data.shape.
+        swizzled: required, no default: True when the scales are in the cuBLAS 128x4 layout, False when
+            row-major (a wrong guess would convert silently).
         values: False (not written), True (a new copy, stacked [E, N, K] for experts), or a buffer to
             write them into (what a target that permutes rows needs).
         out: the buffer to write the scales into (any shape of exactly the target's bytes, or the

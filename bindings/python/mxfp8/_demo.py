@@ -126,7 +126,7 @@ def run_one(backend: Backend, name: str, shape) -> dict:
     values, scales = backend.numpy(exported.values), backend.numpy(exported.scales)
     same = np.array_equal(values, backend.numpy(direct.rowwise_data)) and \
         np.array_equal(scales, backend.numpy(direct.rowwise_scale_inv))
-    ours = backend.numpy(mxfp8.dequantize(exported.values, exported.scales))
+    ours = backend.numpy(mxfp8.dequantize(exported.values, exported.scales, swizzled=False))
     theirs = decode(values, scales)
     decoded_same = np.array_equal(ours.view(np.uint32), theirs.view(np.uint32))
     x = np.asarray(backend.numpy(w.float()) if backend.torch else w.astype(np.float32))
@@ -196,7 +196,7 @@ def run_one_nvfp4(backend: Backend, name: str, shape) -> dict:
         np.array_equal(scales, backend.numpy(direct.scales).reshape(scales.shape)) and \
         backend.numpy(parts.global_scale).reshape(-1)[0] == amax / np.float32(2688.0)
     # what a consumer decodes: the exported values and compact scales, with the stored amax
-    ours = backend.numpy(mxfp8.nvfp4.dequantize(parts.values, parts.scales, te.amax)).reshape(values.shape[0], k)
+    ours = backend.numpy(mxfp8.nvfp4.dequantize(parts.values, parts.scales, te.amax, swizzled=False)).reshape(values.shape[0], k)
     decoded_same = np.array_equal(ours.view(np.uint32), nvfp4_decode(unpack_nvfp4(values), scales, amax).view(np.uint32))
     x = np.asarray(backend.numpy(w.float()) if backend.torch else w.astype(np.float32)).reshape(-1, k)
     bounded = within_nvfp4_bound(x, ours, scales, amax)

@@ -114,7 +114,7 @@ def dequantize(
     *,
     shape: Optional[Sequence[int]] = None,
     fp8_dtype: str = "e4m3",
-    swizzled: bool = False,
+    swizzled: bool,
     direction: str = "rowwise",
     block: str = "1x32",
     dtype: str = "float32",
@@ -123,7 +123,8 @@ def dequantize(
 ) -> Any:
     """Decode one direction of an MXFP8 tensor: fp8_value * 2^(scale - 127), in float32 or bfloat16.
 
-    data and scale_inv are taken as export_components takes them (compact, TE-padded or swizzled scales).
+    data, scale_inv and the required `swizzled` are taken as export_components takes them (compact,
+    TE-padded or swizzled scales).
     block="32x32" only changes which scale layouts are accepted: the decode uses the stored 1x32 scales.
 
     Args:

@@ -63,7 +63,7 @@ def export_components(
     amax: Any,
     *,
     shape: Optional[Sequence[int]] = None,
-    swizzled: bool = False,
+    swizzled: bool,
     direction: str = "rowwise",
     e4m3_max: int = 448,
     values_dtype: str = "uint8",
@@ -80,6 +80,8 @@ def export_components(
         scale_inv: its E4M3 block scales (uint8 or float8_e4m3fn): row-major, compact or TE-padded, or in
             the cuBLAS 128x4 layout when `swizzled` (TE's with_gemm_swizzled_scales).
         amax: float32, one element, or (rowwise) one per row (TE's row_scaled_nvfp4).
+        swizzled: required, no default: True for the cuBLAS 128x4 layout, False for row-major (the two
+            have the same shape, so a wrong guess would decode silently; export_te reads TE's flag).
         shape: the logical shape (*lead, K); default: from data, as TE reads it back (rowwise
             (*lead, K/2) bytes; columnwise (K, d1, ..., dn/2) bytes give (d1, ..., dn, K)).
         e4m3_max: 448, or 256 for TE's 4over6 tensors (its nvfp4_e4m3_max).
@@ -116,7 +118,7 @@ def dequantize(
     amax: Any,
     *,
     shape: Optional[Sequence[int]] = None,
-    swizzled: bool = False,
+    swizzled: bool,
     direction: str = "rowwise",
     e4m3_max: int = 448,
     dtype: str = "float32",

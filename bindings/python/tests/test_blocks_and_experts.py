@@ -39,7 +39,7 @@ def test_disagreeing_block_is_a_value_error():
     data, buf, _ = block_weight(100, 96, "rowwise", False, seed=5)
     buf[40, 2] ^= 1
     with pytest.raises(ValueError, match=r"scale \(40, 2\) differs from scale \(32, 2\)"):
-        mxfp8.export_components(data, buf, block="32x32")
+        mxfp8.export_components(data, buf, block="32x32", swizzled=False)
 
 
 def expert_group(rows, k, swizzled, packing, seed):
@@ -84,9 +84,9 @@ def test_grouped_experts_per_expert_and_stacked(swizzled, packing):
 def test_grouped_errors():
     data, flat, _ = expert_group([100, 60], 64, False, "padded", seed=11)
     with pytest.raises(ValueError, match="stacking needs experts of one row count"):
-        mxfp8.export_grouped(data, flat, num_experts=2, expert_rows=[100, 60])
+        mxfp8.export_grouped(data, flat, num_experts=2, expert_rows=[100, 60], swizzled=False)
     with pytest.raises(ValueError, match="do not split into 3 equal experts"):
-        mxfp8.export_grouped(data, flat, num_experts=3)
+        mxfp8.export_grouped(data, flat, num_experts=3, swizzled=False)
     with pytest.raises(ValueError, match="cannot be MXFP8_GROUPED_SCALES_COMPACT"):
         mxfp8.export_grouped(data, flat, num_experts=2, expert_rows=[100, 60], swizzled=True, scales="compact")
 

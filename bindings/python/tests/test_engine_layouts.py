@@ -132,8 +132,8 @@ def test_zero_exponent_fixup_rewrites_only_real_scales():
     buf[:s.shape[0], :s.shape[1]][mask] = 0
     fixed = np.where(s == 0, 1, s).astype(np.uint8)
     for target in ("compact", "cutlass_128x4", "deepgemm"):
-        off = mxfp8.convert(data, buf, target)
-        on = mxfp8.convert(data, buf, target, zero_exponent_as_one=True)
+        off = mxfp8.convert(data, buf, target, swizzled=False)
+        on = mxfp8.convert(data, buf, target, zero_exponent_as_one=True, swizzled=False)
         for got, want in ((off, s), (on, fixed)):
             n = mxfp8.layout_bytes(target, *s.shape)
             flat = np.lib.stride_tricks.as_strided(got.scales, (n // got.scales.itemsize,), (got.scales.itemsize,))
@@ -144,29 +144,29 @@ def test_zero_exponent_fixup_rewrites_only_real_scales():
     mxfp8.import_tensors({"w": {"data": data, "scale_inv": buf}}, params, zero_exponent_as_one=True)
     np.testing.assert_array_equal(params["w"][1].view(np.uint8), reference(fixed, "deepgemm"))
     with pytest.raises(TypeError, match="zero_exponent_as_one must be True or False"):
-        mxfp8.convert(data, buf, "compact", zero_exponent_as_one=1)
+        mxfp8.convert(data, buf, "compact", zero_exponent_as_one=1, swizzled=False)
 
 
 def test_bad_input_gets_clear_errors():
     data, buf, s = make_mxfp8((100, 48), "padded", seed=2)
     with pytest.raises(ValueError, match="target is 'nvfp4'"):
-        mxfp8.convert(data, buf, "nvfp4")
+        mxfp8.convert(data, buf, "nvfp4", swizzled=False)
     with pytest.raises(ValueError, match="DeepGEMM packed scales of a 100 x 2 matrix are 400 bytes, got 200"):
-        mxfp8.convert(data, buf, "deepgemm", out=np.full(200, POISON, np.uint8))
+        mxfp8.convert(data, buf, "deepgemm", out=np.full(200, POISON, np.uint8), swizzled=False)
     with pytest.raises(ValueError, match="dtype float32 does not hold DeepGEMM packed scales"):
-        mxfp8.convert(data, buf, "deepgemm", out=np.zeros(100, np.float32))
+        mxfp8.convert(data, buf, "deepgemm", out=np.zeros(100, np.float32), swizzled=False)
     cw_data, cw_buf, _ = make_mxfp8((70, 200), "padded", direction="columnwise", seed=4)
     with pytest.raises(ValueError, match="rowwise scales only"):
-        mxfp8.convert(cw_data, cw_buf, "deepgemm", direction="columnwise")
+        mxfp8.convert(cw_data, cw_buf, "deepgemm", direction="columnwise", swizzled=False)
     with pytest.raises(ValueError, match="MXFP8_LAYOUT_TRTLLM_SHUFFLED, which needs rows \\(per expert\\) a multiple of 128"):
-        mxfp8.convert(data, buf, "trtllm", values=True)
+        mxfp8.convert(data, buf, "trtllm", values=True, swizzled=False)
     with pytest.raises(ValueError, match="do not split into 3 experts"):
-        mxfp8.convert(data, buf, "compact", num_experts=3)
+        mxfp8.convert(data, buf, "compact", num_experts=3, swizzled=False)
 
 
 def test_columnwise_cutlass_is_the_transpose_swizzled():
     data, buf, s = make_mxfp8((70, 200), "padded", direction="columnwise", seed=5)
-    out = mxfp8.convert(data, buf, "cutlass_128x4", direction="columnwise")
+    out = mxfp8.convert(data, buf, "cutlass_128x4", direction="columnwise", swizzled=False)
     np.testing.assert_array_equal(out.scales, swizzle_reference(s.T.copy()))
 
 
@@ -184,7 +184,7 @@ def test_torch_outputs_are_the_engines_parameters(device):
     s = torch.randint(1, 255, (experts, n, c), dtype=torch.uint8, generator=g)
     values = data.view(torch.float8_e4m3fn).to(device)
     out = mxfp8.convert(values, s.reshape(-1).to(device), "deepgemm", num_experts=experts, scales="compact",
-                        values=True)
+                        values=True, swizzled=False)
     aligned, packed = round_up(n, 4), -(-c // 4)
     assert out.scales.dtype == torch.int32 and out.scales.device.type == device
     assert tuple(out.scales.shape) == (experts, n, packed)
@@ -193,6 +193,6 @@ def test_torch_outputs_are_the_engines_parameters(device):
     for e in range(experts):
         want = deepgemm_reference(s[e].numpy())[0].reshape(packed, aligned).T[:n]
         np.testing.assert_array_equal(out.scales[e].cpu().numpy(), want)
-    cut = mxfp8.convert(values, s.reshape(-1).to(device), "cutlass_128x4", num_experts=experts, scales="compact")
+    cut = mxfp8.convert(values, s.reshape(-1).to(device), "cutlass_128x4", num_experts=experts, scales="compact", swizzled=False)
     assert tuple(cut.scales.shape) == (experts, round_up(n, 128) * round_up(c, 4))
     np.testing.assert_array_equal(cut.scales.cpu().numpy(), np.stack([swizzle_reference(x.numpy()) for x in s]))

@@ -51,11 +51,11 @@ def test_numpy_keeps_the_dlpack_path(fw):
 def test_mixed_frameworks_take_each_object_its_own_way(fw):
     data, buf, s = make_mxfp8((100, 64), "padded", seed=3)
     before = taken()
-    values, scales = mxfp8.export_components(fw.Array(data), buf)  # the first decides the mode
+    values, scales = mxfp8.export_components(fw.Array(data), buf, swizzled=False)  # the first decides the mode
     assert delta(before) == {"exchange_api": 1, "dlpack": 1}
     assert np.array_equal(scales.array, s)
     before = taken()
-    values, scales = mxfp8.export_components(data, fw.Array(buf))  # NumPy first: __dlpack__ for both
+    values, scales = mxfp8.export_components(data, fw.Array(buf), swizzled=False)  # NumPy first: __dlpack__ for both
     assert delta(before) == {"exchange_api": 0, "dlpack": 2}
     assert fw.calls["__dlpack__"] == 1
     assert np.array_equal(np.from_dlpack(scales), s)
@@ -84,7 +84,7 @@ def test_a_read_only_output_is_refused_through_the_exchange_api_too(fw):
     data, buf, _ = make_mxfp8((64, 64), "compact", seed=5)
     target = np.full((64, 64), np.nan, np.float32)
     with pytest.raises(ValueError, match="out is read-only"):
-        mxfp8.dequantize(fw.Array(data), fw.Array(buf), out=fw.Array(target, read_only=True))
+        mxfp8.dequantize(fw.Array(data), fw.Array(buf), out=fw.Array(target, read_only=True), swizzled=False)
     assert np.isnan(target).all()
 
 
@@ -107,10 +107,10 @@ def test_buckets_swizzles_and_experts_through_the_exchange_api(fw):
     flat = np.zeros((4 * 128, 64), np.uint8)
     flat[:] = np.random.default_rng(7).integers(0, 256, flat.shape, dtype=np.uint8)
     scales = np.random.default_rng(8).integers(1, 255, (4, 128, 4), dtype=np.uint8)
-    values, stacked = mxfp8.export_grouped(fw.Array(flat), fw.Array(scales.reshape(-1)), num_experts=4)
+    values, stacked = mxfp8.export_grouped(fw.Array(flat), fw.Array(scales.reshape(-1)), num_experts=4, swizzled=False)
     assert isinstance(values, fw.Array) and values.array.shape == (4, 128, 64)
     assert np.array_equal(stacked.array, scales[:, :, :2])
-    experts = mxfp8.export_grouped(fw.Array(flat), fw.Array(scales.reshape(-1)), num_experts=4, stacked=False)
+    experts = mxfp8.export_grouped(fw.Array(flat), fw.Array(scales.reshape(-1)), num_experts=4, stacked=False, swizzled=False)
     assert all(isinstance(v, fw.Array) for v, _ in experts)
     assert np.array_equal(experts[3].scales.array, scales[3, :, :2])
 
@@ -219,7 +219,7 @@ def test_export_components_runs_in_the_extension_alone(fw):
     before = mxfp8._mxfp8.fast_exports()
     values, scales = mxfp8.export_components(fw.Array(data), fw.Array(buf), swizzled=True, shape=(257, 96))
     _, col_scales = mxfp8.export_components(*map(fw.Array, make_mxfp8((64, 96), "padded", "columnwise", seed=31)[:2]),
-                                            direction="columnwise", values_dtype="uint8", scales_dtype="e8m0")
+                                            direction="columnwise", values_dtype="uint8", scales_dtype="e8m0", swizzled=False)
     assert mxfp8._mxfp8.fast_exports() - before == 2
     assert isinstance(values, fw.Array) and np.array_equal(scales.array, s)
     assert fw.calls["__dlpack__"] == 0
@@ -281,7 +281,7 @@ def test_the_extension_leaves_every_bad_argument_to_the_python_layer(fw, kwargs,
     data, buf, _ = make_mxfp8((100, 48), "padded", seed=32)
     before = mxfp8._mxfp8.fast_exports()
     with pytest.raises(error, match=message):
-        mxfp8.export_components(fw.Array(data), fw.Array(buf), **kwargs)
+        mxfp8.export_components(fw.Array(data), fw.Array(buf), **{"swizzled": False, **kwargs})
     assert mxfp8._mxfp8.fast_exports() == before
 
 
@@ -291,7 +291,7 @@ def test_mixed_devices_leave_the_extension_before_any_dlpack_call(fw):
     data, _, _ = make_mxfp8((128, 64), "padded", seed=33)
     scales = DeviceOnly((2, 0))
     with pytest.raises(ValueError, match="scale_inv is on cuda:0 but data is on cpu:0"):
-        mxfp8.export_components(fw.Array(data), scales)
+        mxfp8.export_components(fw.Array(data), scales, swizzled=False)
     assert scales.dlpack_calls == 0
 
 
@@ -324,9 +324,9 @@ def test_quantize_dequantize_and_swizzles_run_in_the_extension_alone(fw):
         (lambda a: mxfp8.quantize(a.x, rowwise="yes"), TypeError, "rowwise must be True or False"),
         (lambda a: mxfp8.quantize(a.x, rounding="nearest"), ValueError, "rounding must be one of"),
         (lambda a: mxfp8.quantize(a.x, scales="tiled"), ValueError, "scales must be one of"),
-        (lambda a: mxfp8.dequantize(a.data, a.buf, dtype="float16"), ValueError, "dtype must be one of"),
+        (lambda a: mxfp8.dequantize(a.data, a.buf, dtype="float16", swizzled=False), ValueError, "dtype must be one of"),
         (lambda a: mxfp8.dequantize(a.data, a.buf, swizzled="no"), TypeError, "swizzled must be True or False"),
-        (lambda a: mxfp8.dequantize(a.data, a.buf, shape=(2**64,)), ValueError, r"shape\[0\] is 18446744073709551616"),
+        (lambda a: mxfp8.dequantize(a.data, a.buf, shape=(2**64,), swizzled=False), ValueError, r"shape\[0\] is 18446744073709551616"),
         (lambda a: mxfp8.unswizzle_scales(a.swizzled, -1, 4), ValueError, "rows is -1, expected 0 to"),
         (lambda a: mxfp8.unswizzle_scales(a.swizzled, 128, True), TypeError, "cols must be an int"),
         (lambda a: mxfp8.swizzle_scales(a.zero_d), ValueError, "compact is 0-dimensional"),

@@ -38,7 +38,7 @@ def test_export_returns_stored_scales_and_decodes_exactly(shape, storage, fp8_dt
 
 def test_fp8_values_dtype_and_e8m0_scales():
     data, buf, _ = make_mxfp8((100, 48), "padded")
-    values, scales = mxfp8.export_components(data, buf, fp8_dtype="e5m2", scales_dtype="e8m0")
+    values, scales = mxfp8.export_components(data, buf, fp8_dtype="e5m2", scales_dtype="e8m0", swizzled=False)
     assert values.dtype == "float8_e5m2"
     assert scales.dtype == "float8_e8m0fnu"
     assert values.data_ptr == data.ctypes.data
@@ -47,7 +47,7 @@ def test_fp8_values_dtype_and_e8m0_scales():
 
 def test_strided_view_of_padded_scales_follows_later_writes():
     data, buf, s = make_mxfp8((100, 48), "padded")
-    values, scales = mxfp8.export_components(data, buf, contiguous=False, values_dtype="uint8")
+    values, scales = mxfp8.export_components(data, buf, contiguous=False, values_dtype="uint8", swizzled=False)
     sc, v = np.from_dlpack(scales), np.from_dlpack(values)
     assert not scales.is_copy and scales.strides == [4, 1]
     buf[57, 1] = 42  # an optimizer step rewrites the source in place
@@ -57,7 +57,7 @@ def test_strided_view_of_padded_scales_follows_later_writes():
 
 def test_empty_tensor():
     data, buf, _ = make_mxfp8((0, 64), "padded")
-    values, scales = mxfp8.export_components(data, buf, values_dtype="uint8")
+    values, scales = mxfp8.export_components(data, buf, values_dtype="uint8", swizzled=False)
     assert np.from_dlpack(values).shape == (0, 64)
     assert np.from_dlpack(scales).shape == (0, 2)
 
@@ -84,19 +84,19 @@ def test_missing_direction_is_value_error():
 def test_bad_arguments_raise_with_the_library_message(kwargs, error, message):
     data, _, s = make_mxfp8((100, 48), "compact")
     with pytest.raises(error, match=message):
-        mxfp8.export_components(data, np.ascontiguousarray(s), **kwargs)
+        mxfp8.export_components(data, np.ascontiguousarray(s), **{"swizzled": False, **kwargs})
 
 
 def test_bad_inputs():
     data, buf, _ = make_mxfp8((100, 48), "padded")
     with pytest.raises(TypeError, match="expected an object with __dlpack__"):
-        mxfp8.export_components([1, 2, 3], buf)
+        mxfp8.export_components([1, 2, 3], buf, swizzled=False)
     with pytest.raises(ValueError, match="dtype float32 does not hold E4M3"):
-        mxfp8.export_components(data.astype(np.float32), buf)
+        mxfp8.export_components(data.astype(np.float32), buf, swizzled=False)
     with pytest.raises(ValueError, match="not row-major contiguous"):
-        mxfp8.export_components(np.asfortranarray(data), buf)
+        mxfp8.export_components(np.asfortranarray(data), buf, swizzled=False)
     with pytest.raises(ValueError, match="cannot hold the 100 x 2 scale matrix"):
-        mxfp8.export_components(data, buf[:99])
+        mxfp8.export_components(data, buf[:99], swizzled=False)
 
 
 def test_outputs_outlive_their_inputs():

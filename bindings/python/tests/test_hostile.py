@@ -40,16 +40,45 @@ def one_tensor(shape=(100, 48), storage="padded", seed=0):
     return data, buf, s
 
 
+# ------------------------------------------------------------------------------- the scale layout ---
+def _swizzled_storage():
+    """TE's GEMM-ready storage: the swizzled scales have the same (128, 4) shape as the padded ones."""
+    data, buf, _ = one_tensor(shape=(100, 48), storage="swizzled")
+    return data, buf
+
+
+@pytest.mark.parametrize("call", [
+    lambda d, b: mxfp8.export_components(d, b),
+    lambda d, b: mxfp8.dequantize(d, b),
+    lambda d, b: mxfp8.convert(d, b, "vllm"),
+    lambda d, b: mxfp8.export_grouped(d, b, num_experts=1),
+    lambda d, b: mxfp8.nvfp4.export_components(d, b, np.float32([1.0])),
+    lambda d, b: mxfp8.nvfp4.dequantize(d, b, np.float32([1.0])),
+], ids=["export_components", "dequantize", "convert", "export_grouped", "nvfp4.export_components",
+        "nvfp4.dequantize"])
+def test_forgetting_the_scale_layout_is_a_type_error(call):
+    """Swizzled and padded scales of one tensor have the same shape, so a default would decode TE's
+    swizzled buffer as row-major without an error (issue 34 item 5): every raw-buffer call needs
+    `swizzled` said, and the error names it before anything is read."""
+    data, buf = _swizzled_storage()
+    with pytest.raises(TypeError, match="required keyword-only argument: 'swizzled'"):
+        call(data, buf)
+    # said, the same buffer decodes to the same matrix as its compact form
+    compact = mxfp8.export_components(*_swizzled_storage(), swizzled=True).scales
+    padded = mxfp8.export_components(*_swizzled_storage(), swizzled=False).scales
+    assert not np.array_equal(np.asarray(compact), np.asarray(padded))  # the two readings differ
+
+
 # ------------------------------------------------------------------------------------ read-only outputs ---
 def test_dequantize_into_a_read_only_array_is_refused():
     data, buf, _ = one_tensor()
     out = read_only(poisoned((100, 48), np.float32))
     with pytest.raises(ValueError, match="out is read-only"):
-        mxfp8.dequantize(data, buf, out=out)
+        mxfp8.dequantize(data, buf, out=out, swizzled=False)
     assert (out.view(np.uint8) == POISON).all()
     # the same array made writeable is accepted: the refusal is the flag's, not the array's
     writable = poisoned((100, 48), np.float32)
-    mxfp8.dequantize(data, buf, out=writable)
+    mxfp8.dequantize(data, buf, out=writable, swizzled=False)
     assert not (writable.view(np.uint8) == POISON).all()
 
 
@@ -97,7 +126,7 @@ def test_a_forged_read_only_flag_on_an_output_is_refused_and_deleted_once():
     target = poisoned((100, 48), np.float32)
     forged = numpy_tensor(target, dtype=(2, 32, 1), flags=FLAG_READ_ONLY)
     with pytest.raises(ValueError, match="out is read-only"):
-        mxfp8.dequantize(data, buf, out=Producer(forged))
+        mxfp8.dequantize(data, buf, out=Producer(forged), swizzled=False)
     assert forged.deleted == 1
     assert (target.view(np.uint8) == POISON).all()
 
@@ -140,12 +169,12 @@ def test_a_capsule_of_another_major_version_is_deleted_unread(major):
     forged = ForgedTensor(0xDEAD0000, None, ndim=100000, version=(major, 0), flags=0xFFFF)
     _, buf, _ = one_tensor()
     with pytest.raises(ValueError, match=rf"data: DLPack version {major}\.0 is not supported"):
-        mxfp8.export_components(Producer(forged, device=(KDL_CPU, 0)), buf)
+        mxfp8.export_components(Producer(forged, device=(KDL_CPU, 0)), buf, swizzled=False)
     assert forged.deleted == 1
     scales = ForgedTensor(0xDEAD0000, None, ndim=100000, version=(major, 7))
     data, _, _ = one_tensor()
     with pytest.raises(ValueError, match=rf"scale_inv: DLPack version {major}\.7 is not supported"):
-        mxfp8.export_components(data, Producer(scales, device=(KDL_CPU, 0)))
+        mxfp8.export_components(data, Producer(scales, device=(KDL_CPU, 0)), swizzled=False)
     assert scales.deleted == 1
 
 
@@ -177,7 +206,7 @@ def test_a_legacy_only_producer_is_read_through_the_wrapper():
     legacy_data = ForgedTensor(data.ctypes.data, data.shape, version=None, keep=data)
     legacy_scales = ForgedTensor(buf.ctypes.data, buf.shape, version=None, keep=buf)
     pd, ps = Producer(legacy_data, legacy_only=True), Producer(legacy_scales, legacy_only=True)
-    values, scales = mxfp8.export_components(pd, ps, values_dtype="uint8")
+    values, scales = mxfp8.export_components(pd, ps, values_dtype="uint8", swizzled=False)
     assert pd.calls == [{"stream": None}] and ps.calls == [{"stream": None}]
     assert np.array_equal(np.from_dlpack(values), data) and np.array_equal(np.from_dlpack(scales), s)
     assert legacy_data.deleted == 0 and legacy_scales.deleted == 0  # the views hold them
@@ -189,7 +218,7 @@ def test_a_legacy_only_producer_is_read_through_the_wrapper():
 def test_a_forged_versioned_tensor_of_our_major_is_read():
     data, buf, s = one_tensor(storage="padded")
     d, b = numpy_tensor(data, version=(1, 0)), numpy_tensor(buf, version=(1, 99))
-    values, scales = mxfp8.export_components(Producer(d), Producer(b), values_dtype="uint8")
+    values, scales = mxfp8.export_components(Producer(d), Producer(b), values_dtype="uint8", swizzled=False)
     assert np.array_equal(np.from_dlpack(scales), s)
     del values, scales
     gc.collect()
@@ -200,7 +229,7 @@ def test_a_capsule_with_another_name_is_a_type_error():
     data, buf, _ = one_tensor()
     forged = numpy_tensor(data)
     with pytest.raises(TypeError, match=r"data.__dlpack__\(\) did not return a DLPack capsule"):
-        mxfp8.export_components(Producer(forged, capsule_name=b"something_else"), buf)
+        mxfp8.export_components(Producer(forged, capsule_name=b"something_else"), buf, swizzled=False)
     assert forged.deleted == 0  # not ours to delete: we never took it
 
 
@@ -214,7 +243,7 @@ def test_dlpack_returning_something_else_is_a_type_error():
 
     _, buf, _ = one_tensor()
     with pytest.raises(TypeError, match=r"data.__dlpack__\(\) did not return a DLPack capsule"):
-        mxfp8.export_components(NotACapsule(), buf)
+        mxfp8.export_components(NotACapsule(), buf, swizzled=False)
 
 
 @pytest.mark.parametrize("device", [(1,), "cpu", (1, "0"), None, (1.0, 0)])
@@ -228,7 +257,7 @@ def test_a_lying_dlpack_device_is_a_type_error(device):
 
     _, buf, _ = one_tensor()
     with pytest.raises(TypeError, match=r"data.__dlpack_device__\(\) returned"):
-        mxfp8.export_components(Liar(), buf)
+        mxfp8.export_components(Liar(), buf, swizzled=False)
 
 
 def test_array_dlpack_checks_its_arguments():
@@ -262,7 +291,7 @@ def test_a_complex_input_is_named_complex64():
     """The C library names dtypes (format_dtype); complex64 was "code 5 bits 64"."""
     data, buf, _ = one_tensor()
     with pytest.raises(ValueError, match="complex64"):
-        mxfp8.export_components(data.astype(np.complex64), buf)
+        mxfp8.export_components(data.astype(np.complex64), buf, swizzled=False)
 
 
 # ---------------------------------------------------------------------------------- manifests that lie ---
@@ -347,9 +376,9 @@ def test_unpack_needs_a_byte_bucket():
 
 
 # ------------------------------------------------------------------------------------ wrong arguments ---
-def export(**kwargs):
+def export(swizzled=False, **kwargs):
     data, buf, _ = one_tensor()
-    return mxfp8.export_components(data, buf, **kwargs)
+    return mxfp8.export_components(data, buf, swizzled=swizzled, **kwargs)
 
 
 @pytest.mark.parametrize(
@@ -369,8 +398,8 @@ def export(**kwargs):
          "columnwise must be True or False"),
         (lambda: mxfp8.quantize(np.ones((4, 64), np.float32), rowwise=np.bool_(False), columnwise=np.bool_(False)),
          ValueError, "rowwise and columnwise are both False"),
-        (lambda: mxfp8.dequantize(*one_tensor()[:2], dtype="float16"), ValueError, "dtype must be one of"),
-        (lambda: mxfp8.dequantize(*one_tensor()[:2], shape=(2**64,)), ValueError, r"shape\[0\] is 18446744073709551616"),
+        (lambda: mxfp8.dequantize(*one_tensor()[:2], dtype="float16", swizzled=False), ValueError, "dtype must be one of"),
+        (lambda: mxfp8.dequantize(*one_tensor()[:2], shape=(2**64,), swizzled=False), ValueError, r"shape\[0\] is 18446744073709551616"),
         (lambda: mxfp8.swizzle_scales(np.zeros((), np.uint8)), ValueError, "compact is 0-dimensional"),
         (lambda: mxfp8.unswizzle_scales(np.zeros(512, np.uint8), -1, 4), ValueError, "rows is -1, expected 0 to"),
         (lambda: mxfp8.unswizzle_scales(np.zeros(512, np.uint8), 128, "4"), TypeError, "cols must be an int"),
@@ -385,7 +414,7 @@ def test_wrong_arguments_get_a_message_naming_them(call, error, message):
 def grouped(**kwargs):
     data = np.zeros((4 * 64, 64), np.uint8)
     scales = np.zeros(4 * 128 * 4, np.uint8)
-    return mxfp8.export_grouped(data, scales, **kwargs)
+    return mxfp8.export_grouped(data, scales, swizzled=kwargs.pop("swizzled", False), **kwargs)
 
 
 @pytest.mark.parametrize(
@@ -401,7 +430,7 @@ def grouped(**kwargs):
         (lambda: grouped(num_experts=2, expert_rows=[2**63, 1]), ValueError, r"expert_rows\[0\] is 9223372036854775808"),
         (lambda: grouped(num_experts=2, expert_rows=[128, "128"]), TypeError, r"expert_rows\[1\] must be an int"),
         (lambda: grouped(num_experts=4, scale_offsets=[0, 1, 2, 2**64]), ValueError, r"scale_offsets\[3\] is"),
-        (lambda: mxfp8.export_grouped(np.zeros((), np.uint8), np.zeros(4, np.uint8), num_experts=1), ValueError,
+        (lambda: mxfp8.export_grouped(np.zeros((), np.uint8), np.zeros(4, np.uint8), num_experts=1, swizzled=False), ValueError,
          "data is 0-dimensional"),
     ],
 )
@@ -470,12 +499,12 @@ def cuda_only(shape=(128, 64), device=0):
     "call, message",
     [
         (lambda d, s, h: mxfp8.export_components(d, h, swizzled=True), r"scale_inv is on cpu:0 but data is on cuda:0"),
-        (lambda d, s, h: mxfp8.export_components(h, s), r"scale_inv is on cuda:0 but data is on cpu:0"),
-        (lambda d, s, h: mxfp8.export_components(d, cuda_only(device=1)), r"scale_inv is on cuda:1 but data is on cuda:0"),
-        (lambda d, s, h: mxfp8.dequantize(d, s, out=np.zeros((128, 64), np.float32)),
+        (lambda d, s, h: mxfp8.export_components(h, s, swizzled=False), r"scale_inv is on cuda:0 but data is on cpu:0"),
+        (lambda d, s, h: mxfp8.export_components(d, cuda_only(device=1), swizzled=False), r"scale_inv is on cuda:1 but data is on cuda:0"),
+        (lambda d, s, h: mxfp8.dequantize(d, s, out=np.zeros((128, 64), np.float32), swizzled=False),
          r"out is on cpu:0 but data is on cuda:0"),
-        (lambda d, s, h: mxfp8.dequantize(d, h), r"scale_inv is on cpu:0 but data is on cuda:0"),
-        (lambda d, s, h: mxfp8.export_grouped(d, h, num_experts=1), r"scale_inv is on cpu:0 but data is on cuda:0"),
+        (lambda d, s, h: mxfp8.dequantize(d, h, swizzled=False), r"scale_inv is on cpu:0 but data is on cuda:0"),
+        (lambda d, s, h: mxfp8.export_grouped(d, h, num_experts=1, swizzled=False), r"scale_inv is on cpu:0 but data is on cuda:0"),
         (lambda d, s, h: mxfp8.export_bucket({"w": {"data": d, "scale_inv": s}}, bucket=np.zeros(1 << 16, np.uint8)),
          r"bucket is on cpu:0 but tensors\['w'\]\['data'\] is on cuda:0"),
         (lambda d, s, h: mxfp8.export_bucket({"a": {"data": d, "scale_inv": s}, "b": {"data": h, "scale_inv": h}}),
@@ -500,7 +529,7 @@ def test_mixed_device_outputs_are_left_untouched():
     data, scales = cuda_only(), cuda_only((512,))
     out = poisoned((128, 64), np.float32)
     with pytest.raises(ValueError, match="out is on cpu:0 but data is on cuda:0"):
-        mxfp8.dequantize(data, scales, out=out)
+        mxfp8.dequantize(data, scales, out=out, swizzled=False)
     assert (out.view(np.uint8) == POISON).all()
 
 
@@ -518,4 +547,4 @@ def test_pinned_and_plain_host_memory_mix():
 def test_a_device_the_library_does_not_know_is_a_type_error():
     data, buf, _ = one_tensor()
     with pytest.raises(ValueError, match=r"scale_inv is on cpu:0 but data is on type 7:0"):
-        mxfp8.export_components(DeviceOnly((7, 0)), buf)
+        mxfp8.export_components(DeviceOnly((7, 0)), buf, swizzled=False)

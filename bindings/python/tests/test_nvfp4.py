@@ -52,7 +52,7 @@ def test_dequantize_is_tes_formula_bit_for_bit(shape, layout, direction, e4m3_ma
 
 def test_dequantize_bfloat16_rounds_to_nearest_even():
     data, buf, amax, codes, scales = make((130, 34), "padded", "rowwise", True, seed=4)
-    out = mxfp8.nvfp4.dequantize(data, buf, amax, dtype="bfloat16")
+    out = mxfp8.nvfp4.dequantize(data, buf, amax, dtype="bfloat16", swizzled=False)
     assert out.dtype == ml_dtypes.bfloat16 and out.shape == (130, 34)
     want = ref_dequantize(codes, scales, amax, 448)
     nan = np.isnan(want)
@@ -65,7 +65,7 @@ def test_columnwise_decodes_the_transpose_te_stores():
     m, k = 48, 32
     codes, scales = random_case(k, m, seed=9)
     data = pack(codes)  # (K, M/2), as TE's _columnwise_data
-    out = mxfp8.nvfp4.dequantize(data, store_scales(scales, "padded"), np.float32([1.0]), direction="columnwise")
+    out = mxfp8.nvfp4.dequantize(data, store_scales(scales, "padded"), np.float32([1.0]), direction="columnwise", swizzled=False)
     assert out.shape == (k, m)
     assert_decoded(out, ref_dequantize(codes, scales, np.float32([1.0]), 448))
 
@@ -75,7 +75,7 @@ def test_nibble_order_even_element_low():
     data = pack(codes)
     assert data[0, 0] == 0x71
     scales = np.array([[0x38]], np.uint8)  # 1.0
-    out = mxfp8.nvfp4.dequantize(data, scales, np.float32([6 * 448]))
+    out = mxfp8.nvfp4.dequantize(data, scales, np.float32([6 * 448]), swizzled=False)
     assert out[0, 0] == 0.5 and out[0, 1] == 6.0
 
 
@@ -99,7 +99,7 @@ def test_export_components(layout, direction):
 
 def test_padded_scales_as_a_strided_view():
     data, buf, amax, codes, scales = make((130, 40), "padded", "rowwise", False, seed=5)
-    parts = mxfp8.nvfp4.export_components(data, buf, amax, contiguous=False)
+    parts = mxfp8.nvfp4.export_components(data, buf, amax, contiguous=False, swizzled=False)
     assert not parts.scales.is_copy
     view = np.from_dlpack(parts.scales)
     assert np.shares_memory(view, buf)
@@ -116,7 +116,7 @@ def test_rowwise_keeps_leading_dimensions():
 
 def test_float4_values_and_e4m3_scales_dtypes():
     data, buf, amax, codes, scales = make((16, 32), "compact", "rowwise", False, seed=8)
-    parts = mxfp8.nvfp4.export_components(data, buf, amax, values_dtype="float4", scales_dtype="e4m3")
+    parts = mxfp8.nvfp4.export_components(data, buf, amax, values_dtype="float4", scales_dtype="e4m3", swizzled=False)
     assert parts.values.dtype == "float4_e2m1fn" and parts.values.shape == [16, 32]
     assert parts.values.data_ptr == data.ctypes.data
     assert parts.scales.dtype == "float8_e4m3fn"
@@ -127,14 +127,14 @@ def test_global_scale_conventions_with_specials():
     rows = amax.size
     codes, scales = random_case(rows, 16, seed=10)
     for e4m3_max in (448, 256):
-        dec = mxfp8.nvfp4.export_components(pack(codes), scales, amax, e4m3_max=e4m3_max).global_scale
+        dec = mxfp8.nvfp4.export_components(pack(codes), scales, amax, e4m3_max=e4m3_max, swizzled=False).global_scale
         enc = mxfp8.nvfp4.export_components(pack(codes), scales, amax, e4m3_max=e4m3_max,
-                                            global_scale="encode").global_scale
+                                            global_scale="encode", swizzled=False).global_scale
         with np.errstate(invalid="ignore", divide="ignore"):
             want_dec = amax / np.float32(6.0 * e4m3_max)
         np.testing.assert_array_equal(np.from_dlpack(dec), want_dec)
         np.testing.assert_array_equal(np.from_dlpack(enc), encode_scale(amax, e4m3_max))
-    enc = np.from_dlpack(mxfp8.nvfp4.export_components(pack(codes), scales, amax, global_scale="encode").global_scale)
+    enc = np.from_dlpack(mxfp8.nvfp4.export_components(pack(codes), scales, amax, global_scale="encode", swizzled=False).global_scale)
     assert enc[0] == 1.0 and enc[1] == 1.0 and enc[2] == 1.0 and enc[3] == np.finfo(np.float32).max
 
 
@@ -164,7 +164,7 @@ def test_bad_input_names_the_problem(case, message):
     data = np.zeros((4, 16), np.uint8)
     scales = np.zeros((4, 2), np.uint8)
     amax = np.float32([1.0])
-    kwargs = {}
+    kwargs = {"swizzled": False}
     if case == "odd_k":
         kwargs["shape"] = (4, 31)
     elif case == "amax_shape":
@@ -186,7 +186,7 @@ def test_te_columnwise_storage_shape_reads_back():
     out = mxfp8.nvfp4.dequantize(data, store_scales(scales, "swizzled"), amax, swizzled=True, direction="columnwise")
     assert out.shape == (48, 128)
     assert_decoded(out, ref_dequantize(codes, scales, amax, 448))
-    parts = mxfp8.nvfp4.export_components(data, store_scales(scales, "padded"), amax, direction="columnwise")
+    parts = mxfp8.nvfp4.export_components(data, store_scales(scales, "padded"), amax, direction="columnwise", swizzled=False)
     assert parts.values.shape == [48, 64] and parts.scales.shape == [48, 8]
 
 

@@ -93,8 +93,8 @@ def test_the_fast_paths_run_on_plain_torch_inputs():
     """The comparisons above compare the extension's path, not two runs of the Python layer."""
     torch = pytest.importorskip("torch")
     before = _mxfp8.fast_exports()
-    mxfp8.export_components(torch.from_numpy(DATA), torch.from_numpy(SCALES))
-    mxfp8.dequantize(torch.from_numpy(DATA), torch.from_numpy(SCALES))
+    mxfp8.export_components(torch.from_numpy(DATA), torch.from_numpy(SCALES), swizzled=False)
+    mxfp8.dequantize(torch.from_numpy(DATA), torch.from_numpy(SCALES), swizzled=False)
     mxfp8.quantize(torch.from_numpy(X))
     swizzled = mxfp8.swizzle_scales(torch.from_numpy(COMPACT))
     back = mxfp8.unswizzle_scales(swizzled, 70, 3)
@@ -138,7 +138,7 @@ def test_nvfp4_dequantize_checks_the_shape_before_allocating(framework, shape):
     memory on CUDA) instead of the library's ValueError, as mxfp8.dequantize gives."""
     convert = (lambda a: a) if framework == "numpy" else pytest.importorskip("torch").from_numpy
     with pytest.raises(ValueError, match=r"rowwise_data|overflows int64"):
-        nvfp4.dequantize(convert(NV_DATA), convert(NV_SCALES), convert(NV_AMAX), shape=shape)
+        nvfp4.dequantize(convert(NV_DATA), convert(NV_SCALES), convert(NV_AMAX), shape=shape, swizzled=False)
 
 
 def test_nvfp4_calls_refuse_read_only_outputs_and_read_read_only_inputs():
@@ -149,7 +149,7 @@ def test_nvfp4_calls_refuse_read_only_outputs_and_read_read_only_inputs():
     out = out.view(np.float32)
     out.flags.writeable = False
     with pytest.raises(ValueError, match="out is read-only"):
-        nvfp4.dequantize(NV_DATA, NV_SCALES, NV_AMAX, out=out)
+        nvfp4.dequantize(NV_DATA, NV_SCALES, NV_AMAX, out=out, swizzled=False)
     assert (out.view(np.uint32) == 0xFFFFFFFF).all()
     x = rng.standard_normal((4, 32)).astype(np.float32)
     x.flags.writeable = False
@@ -171,7 +171,7 @@ def test_nvfp4_empty_tensors_with_huge_dimensions():
     assert q.values.shape == (0, 2**39) and q.scales.shape == (0, 2**36)
     q = mxfp8.nvfp4_quantize(np.empty((0, 2**40), np.float32), scales="padded")
     assert q.scales.shape == (0, 2**36)
-    d = nvfp4.dequantize(np.zeros((0, 2**39), np.uint8), np.zeros((0, 2**36), np.uint8), np.ones(1, np.float32))
+    d = nvfp4.dequantize(np.zeros((0, 2**39), np.uint8), np.zeros((0, 2**36), np.uint8), np.ones(1, np.float32), swizzled=False)
     assert d.shape == (0, 2**40)
 
 

@@ -69,14 +69,14 @@ def test_grouped_experts_match_vllms_steps(target, experts, n, k):
     c, cp = s.shape[2], round_up(s.shape[2], 4)
     values = np.full((experts, n, k), POISON, np.uint8)
     out = np.full((experts, n, cp), POISON, np.uint8)
-    got = mxfp8.convert(data, s.reshape(-1), target, num_experts=experts, scales="compact", values=values, out=out)
+    got = mxfp8.convert(data, s.reshape(-1), target, num_experts=experts, scales="compact", values=values, out=out, swizzled=False)
     assert got.scales is out and got.values is values
     for e in range(experts):
         w_ref, s_ref = trtllm_reference(data[e * n:(e + 1) * n], s[e], target == "trtllm_gated")
         np.testing.assert_array_equal(values[e], w_ref, err_msg=f"expert {e} values")
         np.testing.assert_array_equal(out[e], s_ref, err_msg=f"expert {e} scales")
     # New outputs: shaped as vLLM's parameters, w [E, M, K] and scales [E, M, roundup(C, 4)] ([E, M, C] there)
-    fresh = mxfp8.convert(data, s.reshape(-1), target, num_experts=experts, scales="compact", values=True)
+    fresh = mxfp8.convert(data, s.reshape(-1), target, num_experts=experts, scales="compact", values=True, swizzled=False)
     assert fresh.values.shape == (experts, n, k) and fresh.scales.shape == (experts, n, cp)
     np.testing.assert_array_equal(fresh.values, values)
     np.testing.assert_array_equal(fresh.scales, out)
@@ -111,7 +111,7 @@ def test_the_gated_layout_interleaves_up_before_gate():
     n, k = 128, 64
     data = np.concatenate([np.full((n, k), 1, np.uint8), np.full((n, k), 2, np.uint8)])
     s = np.concatenate([np.full((n, 2), 10, np.uint8), np.full((n, 2), 20, np.uint8)])
-    out = mxfp8.convert(data, s, "trtllm_gated", scales="compact", values=True, shape=(2 * n, k))
+    out = mxfp8.convert(data, s, "trtllm_gated", scales="compact", values=True, shape=(2 * n, k), swizzled=False)
     # Before the shuffle row 2i is up_i and 2i + 1 gate_i; the shuffle keeps each row's parity class in
     # 32-row blocks: source rows 4a + b go to 8b + a, so even interleaved rows (b even) land on rows whose
     # (r % 32) // 8 is even.
@@ -137,18 +137,18 @@ def test_matches_flashinfers_own_row_indices():
 def test_bad_input_gets_clear_errors():
     data, s = grouped(2, 96, 64, seed=1)
     with pytest.raises(ValueError, match="needs rows \\(per expert\\) a multiple of 128.*got 96"):
-        mxfp8.convert(data, s.reshape(-1), "trtllm_gated", num_experts=2, scales="compact", values=True)
+        mxfp8.convert(data, s.reshape(-1), "trtllm_gated", num_experts=2, scales="compact", values=True, swizzled=False)
     data, s = grouped(2, 128, 64, seed=1)
     with pytest.raises(ValueError, match="values is NULL, but options.target MXFP8_LAYOUT_TRTLLM_SHUFFLED permutes"):
-        mxfp8.convert(data, s.reshape(-1), "trtllm", num_experts=2, scales="compact")
+        mxfp8.convert(data, s.reshape(-1), "trtllm", num_experts=2, scales="compact", swizzled=False)
     with pytest.raises(ValueError, match="convert stacked experts with mxfp8_convert_grouped"):
-        mxfp8.convert(data.reshape(2, 128, 64), s, "trtllm_gated", scales="compact", values=True)
+        mxfp8.convert(data.reshape(2, 128, 64), s, "trtllm_gated", scales="compact", values=True, swizzled=False)
     cw_data, cw_buf, _ = make_mxfp8((256, 128), "padded", direction="columnwise", seed=4)
     with pytest.raises(ValueError, match="rowwise scales only"):
-        mxfp8.convert(cw_data, cw_buf, "trtllm", direction="columnwise", values=True)
+        mxfp8.convert(cw_data, cw_buf, "trtllm", direction="columnwise", values=True, swizzled=False)
     out = np.full((2, 128, 4), POISON, np.uint8)
     with pytest.raises(ValueError, match="TRT-LLM shuffled scales of 2 128 x 2 matrices are 1024 bytes, got 512"):
-        mxfp8.convert(data, s.reshape(-1), "trtllm", num_experts=2, scales="compact", values=True, out=out[:, :64])
+        mxfp8.convert(data, s.reshape(-1), "trtllm", num_experts=2, scales="compact", values=True, out=out[:, :64], swizzled=False)
     assert (out == POISON).all()
 
 
@@ -165,7 +165,7 @@ def test_torch_cuda_matches_the_reference():
             data, s = grouped(experts, n, k, seed=k)
             values = torch.from_numpy(data).cuda().view(torch.float8_e4m3fn)
             out = mxfp8.convert(values, torch.from_numpy(s.reshape(-1)).cuda(), target, num_experts=experts,
-                                scales="compact", values=True, zero_exponent_as_one=fixup)
+                                scales="compact", values=True, zero_exponent_as_one=fixup, swizzled=False)
             assert out.values.dtype == torch.float8_e4m3fn and out.values.is_cuda
             got_v, got_s = out.values.view(torch.uint8).cpu().numpy(), out.scales.cpu().numpy()
             want = np.where(s == 0, 1, s).astype(np.uint8) if fixup else s
