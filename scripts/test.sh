@@ -9,19 +9,25 @@
 #      the threading and lifetime tests under ThreadSanitizer, and bounded libFuzzer runs (60 s each for
 #      the export, the quantize and the hostile-caller harness; a unit slower than 10 s fails);
 #   4. the Python tests (pytest), the demo (python -m mxfp8 demo) and the Python examples against
-#      `pip install .`; then the sdist and a CPU-only wheel (scripts/wheel.sh), tested in a fresh venv;
+#      `pip install .` (into .venv); then the sdist and a CPU-only wheel (scripts/wheel.sh), tested in a fresh venv;
 #   5. the Rust tests (cargo test --offline, the ABI probe required), the Rust docs without warnings, the
 #      export example, and the Python weight-sync trainer sending buckets over shared memory to the Rust
 #      receiver example, against the library built in step 1.
+#
+# Python runs in the checkout's virtual environment (.venv, scripts/venv.sh): every pip install goes there,
+# never into the machine's Python. Each stage prints a line with the time since the start; any failure
+# stops the run with the failing command's output.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
-step() { printf '\n=== %s (%s)\n' "$*" "$(date +%T)"; }
+mxfp8_helpers_only=1 . scripts/venv.sh  # stage; the venv itself after install_deps.sh
+step() { echo; stage "$@"; }
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 
 step "installing dependencies"
 scripts/install_deps.sh test
+. scripts/venv.sh
 
 step "C library and tests"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMXFP8_TVM_FFI=ON | grep -E "mxfp8|dlpack"
@@ -76,7 +82,7 @@ for harness in export quantize hostile; do
 done
 
 step "Python binding and tests"
-python3 -m pip install -q --disable-pip-version-check --no-build-isolation . 2>&1 | grep -v "Running pip as the 'root' user" || true
+run_logged pip-install-mxfp8 '^ *\[ *[0-9]+/[0-9]+\]|mxfp8: CUDA path' python3 -m pip install -v --no-build-isolation .
 # apache-tvm-ffi is installed (install_deps.sh), so the package holds the tvm-ffi adapter: its tests must run.
 export MXFP8_REQUIRE_TVM_FFI=1
 python3 -m pytest -q -p no:cacheprovider bindings/python/tests | tee -a "$log"
@@ -102,6 +108,7 @@ if [ -d bindings/rust ]; then
     python3 ../../examples/rust/send_bucket.py target/debug/examples/receive_bucket) | tee -a "$log"
 fi
 step "summary"
+stage_done
 # ctest counts executables (each holds many cmocka cases), pytest and cargo count cases.
 passed=$(grep -oE "failed out of [0-9]+|[0-9]+ passed" "$log" | awk '{for (i = 1; i <= NF; i++) if ($i ~ /^[0-9]+$/) n += $i} END {print n}')
 echo "ctest, pytest and cargo: $passed passed, 0 failed"
