@@ -76,11 +76,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _run_demo(args: argparse.Namespace) -> int:
     try:
-        import numpy  # noqa: F401
+        import numpy
     except ImportError:
         print("python -m mxfp8 demo needs NumPy: pip install numpy (a dependency of the mxfp8 package; "
               "was it installed with --no-deps?)", file=sys.stderr)
         return 1
+    del numpy  # only its presence mattered here
     from . import _demo
 
     return _demo.run(device=args.device, size=args.size, fmt=args.format)
