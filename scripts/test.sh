@@ -3,7 +3,9 @@
 #   1. the C suite (ctest: cmocka tests, the ABI checks, the examples), with the CUDA path compiled when
 #      nvcc is on the PATH; GPU cases skip on a machine without a GPU (bench/gpu_check.sh runs them); then
 #      the host benchmark (bench/host_bench, a few seconds; its JSON lands in build/latest-host.json);
-#   2. an install into a temporary prefix, used by a find_package and a pkg-config consumer; the ABI gate
+#   2. what a CMake user expects (tests/install/test_cmake_defaults.sh: Release by default, cmocka only for
+#      the tests, RPATH in the build tree, an install into a temporary prefix used by a find_package and a
+#      pkg-config consumer, none of them needing LD_LIBRARY_PATH); the ABI gate
 #      (scripts/abi.sh, tests/abi/test_gate.sh); the cpack tarball and .deb, and a consumer of the tarball;
 #   3. the same C suite again under AddressSanitizer + UndefinedBehaviorSanitizer with leak detection,
 #      the threading and lifetime tests under ThreadSanitizer, and bounded libFuzzer runs (60 s each for
@@ -30,7 +32,7 @@ scripts/install_deps.sh test
 . scripts/venv.sh
 
 step "C library and tests"
-cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMXFP8_TVM_FFI=ON | grep -E "mxfp8|dlpack"
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMXFP8_TVM_FFI=ON -DMXFP8_BUILD_TESTS=ON | grep -E "mxfp8|dlpack"
 cmake --build build -j "$jobs"
 ctest --test-dir build --output-on-failure -j "$jobs" | tee -a "$log"
 
@@ -41,33 +43,26 @@ step "ABI gate: this build against abi/, and a scratch build that must fail it"
 scripts/abi.sh check build/libmxfp8.so.0
 tests/abi/test_gate.sh
 
-step "installing to a prefix: find_package(mxfp8) and pkg-config consumers"
-prefix=$(mktemp -d)
-cmake --install build --prefix "$prefix" >/dev/null
-cmake -S tests/install -B build-install-check -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
-cmake --build build-install-check >/dev/null
-LD_LIBRARY_PATH="$prefix/lib" build-install-check/consumer | tail -1
-PKG_CONFIG_PATH="$prefix/lib/pkgconfig" cc -std=c99 examples/c/export_te_layout.c -o build-install-check/consumer_pc \
-  $(PKG_CONFIG_PATH="$prefix/lib/pkgconfig" pkg-config --cflags --libs mxfp8)
-LD_LIBRARY_PATH="$prefix/lib" build-install-check/consumer_pc | tail -1
-rm -rf "$prefix"
+step "CMake as users meet it: default build type, cmocka only for tests, RPATH, find_package and pkg-config consumers"
+tests/install/test_cmake_defaults.sh build
 
 step "release packages (cpack tarball and .deb): a consumer builds against the unpacked tarball"
 tests/install/test_package.sh build
 
 step "C tests under AddressSanitizer + UndefinedBehaviorSanitizer (CPU path)"
-cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DMXFP8_CUDA=OFF -DMXFP8_SANITIZE=address,undefined | grep -E "mxfp8"
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DMXFP8_CUDA=OFF -DMXFP8_SANITIZE=address,undefined -DMXFP8_BUILD_TESTS=ON | grep -E "mxfp8"
 cmake --build build-asan -j "$jobs"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --test-dir build-asan --output-on-failure -j "$jobs" | tee -a "$log"
 
 step "concurrency and lifetime tests under ThreadSanitizer (CPU path)"
-cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DMXFP8_CUDA=OFF -DMXFP8_SANITIZE=thread | grep -E "mxfp8"
+cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DMXFP8_CUDA=OFF -DMXFP8_SANITIZE=thread -DMXFP8_BUILD_TESTS=ON | grep -E "mxfp8"
 cmake --build build-tsan -j "$jobs"
 TSAN_OPTIONS=halt_on_error=1 ctest --test-dir build-tsan --output-on-failure -R "concurrency|lifetime|export_semantics|host_threads|hostile_apis" | tee -a "$log"
 
 step "fuzzing the host path for ${MXFP8_FUZZ_SECONDS:=60} s per harness (libFuzzer + ASan + UBSan)"
-CC=clang CXX=clang++ cmake -S . -B build-fuzz -DMXFP8_CUDA=OFF -DMXFP8_BUILD_FUZZERS=ON -DMXFP8_BUILD_TESTS=OFF \
+# Debug: -O0 with assertions, as this build always was (before Release became the default build type)
+CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Debug -DMXFP8_CUDA=OFF -DMXFP8_BUILD_FUZZERS=ON -DMXFP8_BUILD_TESTS=OFF \
   -DMXFP8_BUILD_EXAMPLES=OFF | grep -E "mxfp8"
 cmake --build build-fuzz --target fuzz_export fuzz_quantize fuzz_hostile -j "$jobs"
 for harness in export quantize hostile; do
