@@ -95,8 +95,9 @@ if [ -d bindings/rust ]; then
   step "Rust crates and tests"
   build="$PWD/build"
   (cd bindings/rust &&
-    export MXFP8_LIB_DIR="$build" MXFP8_INCLUDE_DIR="$build/../include" MXFP8_REQUIRE_ABI_PROBE=1 \
-      LD_LIBRARY_PATH="$build${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" &&
+    # No LD_LIBRARY_PATH: the tests, doc tests and examples find libmxfp8 through their RPATH (build.rs).
+    export MXFP8_LIB_DIR="$build" MXFP8_INCLUDE_DIR="$build/../include" MXFP8_REQUIRE_ABI_PROBE=1 &&
+    unset LD_LIBRARY_PATH &&
     cargo test --offline 2>&1 && RUSTDOCFLAGS="-D warnings" cargo doc --offline --no-deps 2>&1 &&
     cargo run --offline --quiet --example export_swizzled &&
     cargo build --offline --quiet --example receive_bucket &&
