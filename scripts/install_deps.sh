@@ -20,8 +20,9 @@ command -v c++ >/dev/null || apt_needed+=(g++)
 command -v cmake >/dev/null || apt_needed+=(cmake)
 command -v python3 >/dev/null || apt_needed+=(python3)
 # Debian's and Ubuntu's own python3 makes a venv only with python3-venv installed (it holds ensurepip's pip).
+python=${MXFP8_PYTHON:-python3}
 if command -v dpkg >/dev/null && [ -z "${MXFP8_VENV:-}" ] && [ ! -x "$root/.venv/bin/python" ] &&
-   { ! command -v python3 >/dev/null || [[ $(readlink -f "$(command -v python3)") == /usr/bin/* ]]; }; then
+   { ! command -v "$python" >/dev/null || [[ $(readlink -f "$(command -v "$python")") == /usr/bin/* ]]; }; then
   dpkg -s python3-venv >/dev/null 2>&1 || apt_needed+=(python3-venv)
 fi
 if [ "$what" = test ]; then
