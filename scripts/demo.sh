@@ -28,9 +28,10 @@ fi
 stage "building mxfp8 into $VIRTUAL_ENV with pip install . ($what; the Python package only, Release)"
 # pip -v shows the build's own output; its progress lines ([n/N] Building ...) are shown as they come.
 export CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}
+# The CMake settings go through scikit-build-core's environment variable (added to pyproject's cmake.define),
+# not pip's -C, which the pip of a venv made by Debian 12's Python (23.0) does not have.
 run_logged pip-install-mxfp8 '^ *\[ *[0-9]+(/[0-9]+| *%)\]|mxfp8: CUDA path' \
-  python3 -m pip install -v --no-build-isolation -C cmake.define.MXFP8_CUDA="$cuda" \
-  -C cmake.define.MXFP8_TVM_FFI=OFF .
+  env SKBUILD_CMAKE_DEFINE="MXFP8_CUDA=$cuda;MXFP8_TVM_FFI=OFF" python3 -m pip install -v --no-build-isolation .
 
 stage "python -m mxfp8 demo $*"
 python3 -m mxfp8 demo "$@"
