@@ -33,6 +33,6 @@ export CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}
 run_logged pip-install-mxfp8 '^ *\[ *[0-9]+(/[0-9]+| *%)\]|mxfp8: CUDA path' \
   env SKBUILD_CMAKE_DEFINE="MXFP8_CUDA=$cuda;MXFP8_TVM_FFI=OFF" python3 -m pip install -v --no-build-isolation .
 
-stage "python -m mxfp8 demo $*"
+stage "python -m mxfp8 demo${*:+ $*}"
 python3 -m mxfp8 demo "$@"
 stage_done
