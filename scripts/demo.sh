@@ -13,7 +13,8 @@
 # instead.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-mxfp8_helpers_only=1 . scripts/venv.sh  # stage (one clock for every stage); the venv after install_deps
+export MXFP8_SCRIPT_START=$(date +%s)  # one clock for the stages of this script and install_deps.sh
+mxfp8_helpers_only=1 . scripts/venv.sh  # stage; the venv itself after install_deps.sh
 scripts/install_deps.sh demo
 . scripts/venv.sh
 

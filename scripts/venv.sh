@@ -19,7 +19,7 @@
 # use that one as it is and make none.
 #
 # Sourcing also defines what the scripts share:
-#   stage TEXT                      a line "==> [m:ss] TEXT" (time since the first script started), after a
+#   stage TEXT                      a line "==> [m:ss] TEXT" (time since the script started), after a
 #                                   line saying how long the previous stage took; stage_done ends the last
 #   run_logged NAME FILTER CMD...   runs CMD with its output in a log file; shows only the lines matching the
 #                                   extended regex FILTER as they come (empty: none); when CMD fails, shows the
@@ -27,8 +27,9 @@
 #   pip_install ARG...              python3 -m pip install ARG... into the venv, through run_logged
 mxfp8_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
-# The clock starts with the first script (scripts/demo.sh, say) and runs on through the ones it calls.
-export MXFP8_SCRIPT_START=${MXFP8_SCRIPT_START:-$(date +%s)}
+# The clock: from MXFP8_SCRIPT_START, which a script exports for the scripts it calls (demo.sh, test.sh),
+# else from now.
+mxfp8_clock=${MXFP8_SCRIPT_START:-$(date +%s)}
 mxfp8_stage_name=
 mxfp8_stage_start=
 stage_done() {  # "(took N s)" for the stage under way, if any
@@ -36,7 +37,7 @@ stage_done() {  # "(took N s)" for the stage under way, if any
   mxfp8_stage_name=
 }
 stage() {
-  local now=$(($(date +%s) - MXFP8_SCRIPT_START))
+  local now=$(($(date +%s) - mxfp8_clock))
   stage_done
   mxfp8_stage_name=$1
   mxfp8_stage_start=$SECONDS
