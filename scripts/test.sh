@@ -22,6 +22,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
+export MXFP8_SCRIPT_START=$(date +%s)  # one clock for the stages of this script and install_deps.sh
 mxfp8_helpers_only=1 . scripts/venv.sh  # stage; the venv itself after install_deps.sh
 step() { echo; stage "$@"; }
 log=$(mktemp)
@@ -34,7 +35,7 @@ scripts/install_deps.sh test
 step "C library and tests"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMXFP8_TVM_FFI=ON -DMXFP8_BUILD_TESTS=ON | grep -E "mxfp8|dlpack"
 cmake --build build -j "$jobs"
-ctest --test-dir build --output-on-failure -j "$jobs" | tee -a "$log"
+ctest --no-tests=error --test-dir build --output-on-failure -j "$jobs" | tee -a "$log"
 
 step "host benchmark (numbers only, no threshold; bench/README.md)"
 build/bench/host_bench --reps 3 --out build/latest-host.json --note "scripts/test.sh on $(hostname)" | grep -E '"(cpu|cores|quantize|dequantize|unswizzle)"'
@@ -53,12 +54,12 @@ step "C tests under AddressSanitizer + UndefinedBehaviorSanitizer (CPU path)"
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DMXFP8_CUDA=OFF -DMXFP8_SANITIZE=address,undefined -DMXFP8_BUILD_TESTS=ON | grep -E "mxfp8"
 cmake --build build-asan -j "$jobs"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-  ctest --test-dir build-asan --output-on-failure -j "$jobs" | tee -a "$log"
+  ctest --no-tests=error --test-dir build-asan --output-on-failure -j "$jobs" | tee -a "$log"
 
 step "concurrency and lifetime tests under ThreadSanitizer (CPU path)"
 cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DMXFP8_CUDA=OFF -DMXFP8_SANITIZE=thread -DMXFP8_BUILD_TESTS=ON | grep -E "mxfp8"
 cmake --build build-tsan -j "$jobs"
-TSAN_OPTIONS=halt_on_error=1 ctest --test-dir build-tsan --output-on-failure -R "concurrency|lifetime|export_semantics|host_threads|hostile_apis" | tee -a "$log"
+TSAN_OPTIONS=halt_on_error=1 ctest --no-tests=error --test-dir build-tsan --output-on-failure -R "concurrency|lifetime|export_semantics|host_threads|hostile_apis" | tee -a "$log"
 
 step "fuzzing the host path for ${MXFP8_FUZZ_SECONDS:=60} s per harness (libFuzzer + ASan + UBSan)"
 # Debug: -O0 with assertions, as this build always was (before Release became the default build type)
@@ -77,7 +78,9 @@ for harness in export quantize hostile; do
 done
 
 step "Python binding and tests"
-run_logged pip-install-mxfp8 '^ *\[ *[0-9]+/[0-9]+\]|mxfp8: CUDA path' python3 -m pip install -v --no-build-isolation .
+# The settings said outright (a folder's CMake cache would otherwise keep those of an earlier build there).
+run_logged pip-install-mxfp8 '^ *\[ *[0-9]+/[0-9]+\]|mxfp8: (CUDA path|tvm-ffi)' \
+  env SKBUILD_CMAKE_DEFINE="MXFP8_CUDA=AUTO;MXFP8_TVM_FFI=ON" python3 -m pip install -v --no-build-isolation .
 # apache-tvm-ffi is installed (install_deps.sh), so the package holds the tvm-ffi adapter: its tests must run.
 export MXFP8_REQUIRE_TVM_FFI=1
 python3 -m pytest -q -p no:cacheprovider bindings/python/tests | tee -a "$log"
