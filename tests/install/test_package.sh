@@ -2,7 +2,7 @@
 # The release packages: cpack makes the tarball and the .deb from a configured build folder; the tarball
 # must hold exactly what `cmake --install` installs, and a consumer must build against the unpacked tarball
 # alone (plus the dlpack header it documents): this folder's find_package project and the C example through
-# pkg-config, both run against the unpacked library.
+# pkg-config, both run against the unpacked library without LD_LIBRARY_PATH (RPATH).
 # Usage: tests/install/test_package.sh [BUILD_DIR]   (default build/; the library must be built)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -37,14 +37,14 @@ cmake -S "$root/tests/install" -B "$work/consumer" -DCMAKE_PREFIX_PATH="$prefix"
   { cat "$work/consumer.log"; fail "configuring the consumer against the tarball"; }
 grep -q "^mxfp8_DIR:PATH=$prefix/" "$work/consumer/CMakeCache.txt" || fail "find_package(mxfp8) did not use the tarball"
 cmake --build "$work/consumer" >/dev/null
-ldd_line=$(LD_LIBRARY_PATH="$prefix/lib" ldd "$work/consumer/consumer" | grep libmxfp8)
+ldd_line=$(env -u LD_LIBRARY_PATH ldd "$work/consumer/consumer" | grep libmxfp8)
 [[ $ldd_line == *"$prefix/lib/libmxfp8.so.0"* ]] || fail "the consumer loads $ldd_line"
-LD_LIBRARY_PATH="$prefix/lib" "$work/consumer/consumer" | tail -1
+env -u LD_LIBRARY_PATH "$work/consumer/consumer" | tail -1
 
 # pkg-config from the unpacked tree.
 export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
 cc -std=c99 -I"$work/dlpack" "$root/examples/c/export_te_layout.c" -o "$work/consumer_pc" $(pkg-config --cflags --libs mxfp8)
-LD_LIBRARY_PATH="$prefix/lib" "$work/consumer_pc" | tail -1
+env -u LD_LIBRARY_PATH "$work/consumer_pc" | tail -1
 
 # The .deb holds the same files under /usr, and says what it depends on.
 dpkg-deb --contents "$deb" | awk '{print $6}' | sed '/\/$/d; s|^\./usr/||' | sort >"$work/deb.files"

@@ -1,7 +1,7 @@
-"""python -m mxfp8 demo: the whole hand-off on a built-in weight set, checked bit for bit."""
+"""python -m mxfp8: the command line (python -m mxfp8 --help; python -m mxfp8 demo --help)."""
 import sys
 
-from ._demo import main
+from ._cli import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -13,7 +13,7 @@ element against the input within the format's error bound (within_nvfp4_bound).
 """
 from __future__ import annotations
 
-import argparse
+import argparse  # only the Namespace run() reads
 import sys
 import time
 
@@ -207,18 +207,9 @@ def run_one_nvfp4(backend: Backend, name: str, shape) -> dict:
                 export_ms=(t2 - t1) * 1e3, ok=same and decoded_same and view and bounded, error=error)
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m mxfp8", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("command", choices=["demo"])
-    parser.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
-    parser.add_argument("--size", choices=["auto", "small", "large"], default="auto",
-                        help="the weight set: small (1024 hidden), large (4096 hidden); auto: large on a GPU "
-                             "(small for nvfp4, whose checks in NumPy are heavier)")
-    parser.add_argument("--format", choices=["mxfp8", "nvfp4"], default="mxfp8",
-                        help="mxfp8 or nvfp4 (both quantized by the library, bit-exact with Transformer "
-                             "Engine's quantizer, into its layout with swizzled scales)")
-    args = parser.parse_args(argv)
+def run(device: str = "auto", size: str = "auto", fmt: str = "mxfp8") -> int:
+    """The demo (python -m mxfp8 demo; its options are described by python -m mxfp8 demo --help)."""
+    args = argparse.Namespace(device=device, size=size, format=fmt)
     backend = Backend(args.device)
     nvfp4 = args.format == "nvfp4"
     big = args.size == "large" or (args.size == "auto" and backend.torch is not None and not nvfp4)
@@ -257,3 +248,10 @@ def main(argv=None) -> int:
               "all bit-exact (export == direct compact quantize; mxfp8.dequantize == the decoder written here)")
              if not bad else f"MISMATCH in {', '.join(bad)}"))
     return 1 if bad else 0
+
+
+def main(argv=None) -> int:
+    """python -m mxfp8 demo ARGS (kept for callers of the former entry point)."""
+    from ._cli import main as cli_main
+
+    return cli_main(["demo", *(sys.argv[1:] if argv is None else argv)])

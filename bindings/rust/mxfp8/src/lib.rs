@@ -22,6 +22,12 @@
 //! # Ok(()) }
 //! ```
 //!
+//! Linking and running: the library is linked from `MXFP8_LIB_DIR` (the folder holding `libmxfp8.so`) or
+//! else `pkg-config mxfp8`, and that folder goes into the RPATH of this crate's tests and examples, so
+//! they run without `LD_LIBRARY_PATH`. A program of yours adds it in its own build script
+//! (`cargo:rustc-link-arg=-Wl,-rpath,<folder>`): Cargo applies link arguments to their own package only.
+//! The crate's README ("Finding libmxfp8") has the details.
+//!
 //! The surface, by C function (every function of `mxfp8.h` has a safe form):
 //!
 //! | mxfp8.h | here |
