@@ -1,24 +1,24 @@
 #!/usr/bin/env bash
 # The GPU check in one short device call, for sessions with little device time left: what
-# bench/gpu_check.sh runs, minus compute-sanitizer and the slower benchmarks, with the CUDA code built for
+# bench/device/gpu_check.sh runs, minus compute-sanitizer and the slower benchmarks, with the CUDA code built for
 # the H200 only (sm_90) and the Python package built at the same time as the C suite. Each step has a
 # time limit and writes to $OUT as it goes, so a call cut short still returns what ran.
-#   OUT=dir bash bench/device_session.sh          (carry .carry; see bench/README.md)
+#   OUT=dir bash bench/device/device_session.sh          (carry .carry; see bench/device/README.md)
 # SKIP_PYTEST=1 / SKIP_EXAMPLES=1 skip the Python tests / the examples; BENCHES="weight_sync_e2e reshard" picks the Python
 # benchmarks (python_overhead: the cost of a call from Python, issue 15).
-# PROFILE=1 adds the Nsight Compute profiles of bench/profile_kernels.sh at the end (~3 minutes; results
+# PROFILE=1 adds the Nsight Compute profiles of bench/device/profile_kernels.sh at the end (~3 minutes; results
 # $OUT/profile.json); PROFILE=only builds and runs just those (no tests, no benchmarks).
 # Logs go to $LOGS (default /tmp/device-session); $OUT gets only the results (the device tool brings back
 # a handful of files).
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 OUT=${OUT:-bench/results/run}
 LOGS=${LOGS:-/tmp/device-session}
 mkdir -p "$OUT" "$LOGS"
 status=0
 step() { echo; echo "=== $* ($(date +%T))"; }
 arch=90-real
-source bench/carried_deps.sh
+source bench/device/carried_deps.sh
 
 # apache-tvm-ffi from .carry/wheels when missing, so the tvm-ffi adapter is built and its tests run.
 if ! python3 -c "import tvm_ffi" 2>/dev/null && ls .carry/wheels/apache_tvm_ffi-*.whl >/dev/null 2>&1; then
@@ -50,10 +50,10 @@ timeout 240 cmake --build build-gpu -j 8 >"$LOGS/build.log" 2>&1 || { tail -30 "
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$LOGS/gpu.txt"
 
 if [ "${PROFILE:-0}" = only ]; then
-  step "kernel profiles only (PROFILE=only: bench/profile_kernels.sh; the reshard case waits for the package)"
+  step "kernel profiles only (PROFILE=only: bench/device/profile_kernels.sh; the reshard case waits for the package)"
   wait $pip_pid
   tail -3 "$LOGS/pip.log"
-  OUT="$OUT" LOGS="$LOGS/profile" timeout 200 bash bench/profile_kernels.sh build-gpu || status=1
+  OUT="$OUT" LOGS="$LOGS/profile" timeout 200 bash bench/device/profile_kernels.sh build-gpu || status=1
   step "done: status $status"
   exit $status
 fi
@@ -80,7 +80,7 @@ grep -l "SKIPPED" "$LOGS"/test_*.log && { echo "GPU cases were skipped on a GPU 
 
 step "Rust device wrappers (bindings/rust/mxfp8/tests/cuda.rs)"
 # With cargo here, bindings/rust/gpu_test.sh builds and runs them; without, a test binary built on the
-# developer's machine travels as .carry/rust_cuda_test (bench/README.md) and links this build's library.
+# developer's machine travels as .carry/rust_cuda_test (bench/device/README.md) and links this build's library.
 if command -v cargo >/dev/null; then
   timeout 180 bash bindings/rust/gpu_test.sh build-gpu >"$LOGS/rust.log" 2>&1 || status=1
 elif [ -x .carry/rust_cuda_test ]; then
@@ -130,8 +130,8 @@ for b in "weight_sync_e2e 150" "engine_layouts 150" "nvfp4_bench 90" "reshard 90
   tail -4 "$LOGS/$1.log"
 done
 if [ "${PROFILE:-0}" = 1 ]; then
-  step "kernel profiles (bench/profile_kernels.sh)"
-  OUT="$OUT" LOGS="$LOGS/profile" timeout 200 bash bench/profile_kernels.sh build-gpu || status=1
+  step "kernel profiles (bench/device/profile_kernels.sh)"
+  OUT="$OUT" LOGS="$LOGS/profile" timeout 200 bash bench/device/profile_kernels.sh build-gpu || status=1
 fi
 step "done: status $status"
 exit $status

@@ -2,14 +2,14 @@
 # A/B (or bisection) of the scale kernels on one machine: builds bench_scales from several source trees
 # and runs them in turn, round after round, so machine-to-machine spread (larger than run-to-run, see
 # README) cancels out. bench_scales also times the NVFP4 quantize ("nvfp4_quantize"), summarized last.
-#   OUT=dir [ROUNDS=2] bash bench/ab.sh DIR...
+#   OUT=dir [ROUNDS=2] bash bench/device/ab.sh DIR...
 # Each DIR is a repository root (e.g. `git archive <rev> | tar -x -C .ab/<rev>`, carried to the device in
 # the ignored folder .ab/; copy the current bench/bench_scales.cu into old trees so all report the same
 # fields). Writes $OUT/ab-<i>-<round>.json (bench_scales' JSON, i = the tree's position) and a summary.
 set -euo pipefail
 : "${OUT:?set OUT}"
 rounds=${ROUNDS:-2}
-source bench/carried_deps.sh
+source bench/device/carried_deps.sh
 i=0
 for src in "$@"; do
   i=$((i + 1))
@@ -37,7 +37,7 @@ for t, tree in enumerate(trees, 1):
               {k: [r[part][k] for r in runs] for k in runs[0][part] if k.startswith(("gpu", "host"))})
     for k in runs[0]["shapes"]:
         print(" ", k, "fraction of copy", [round(r["shapes"][k]["copy_ms"] / r["shapes"][k]["unswizzle_ms"], 3) for r in runs])
-    if "nvfp4_quantize" in runs[0]:  # bench/README.md, "NVFP4 quantize": what each fraction is against
+    if "nvfp4_quantize" in runs[0]:  # bench/LOG.md, "NVFP4 quantize": what each fraction is against
         f = [r["nvfp4_quantize"] for r in runs]
         print("  nvfp4 quantize ms (amax computed)", [x["ms"] for x in f], "given amax", [x["given_amax_ms"] for x in f])
         print("    amax given / copy of its bytes", [round(x["copy_ms"] / x["given_amax_ms"], 3) for x in f],

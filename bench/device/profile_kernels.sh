@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Nsight Compute profiles of the scale kernel where issues 20 and 21 miss their targets, each next to a
-# copy kernel of the same bytes (bench/README.md, "Profiles (issue 21)"):
+# copy kernel of the same bytes (bench/device/README.md, "Profiles"):
 #   the 256-expert MoE layer in one batched call, and each of its two expert groups alone;
 #   one (57344, 8192) and one (8192, 28672) swizzled weight; the 80-layer model (320 weights, one call);
 #   the TP-8 shard of the model that bench/reshard.py exports (PROFILE_RESHARD_LAYERS layers, default 8).
-#   OUT=dir bash bench/profile_kernels.sh [build-dir]      (after the CUDA build; default build-gpu)
-# Writes $OUT/profile.json (bench/ncu_summary.py: a few KB), $OUT/profile_csv.tar.gz (ncu's raw CSVs, to
+#   OUT=dir bash bench/device/profile_kernels.sh [build-dir]      (after the CUDA build; default build-gpu)
+# Writes $OUT/profile.json (bench/device/ncu_summary.py: a few KB), $OUT/profile_csv.tar.gz (ncu's raw CSVs, to
 # summarize again without a device), $OUT/profile_ncu.log (the end of each ncu log). Fails soft: without
 # ncu, or when ncu cannot read the counters, profile.json still has the CUDA-event timings of every case
 # (call, copy kernel, cudaMemcpyAsync), and the log says why. Stays within PROFILE_BUDGET_S seconds
@@ -13,7 +13,7 @@
 # sends every byte of the shard through the kernel (by default large value runs go to cudaMemcpyAsync,
 # which ncu does not see).
 set -uo pipefail
-cd "$(dirname "$0")/.." || exit 1
+cd "$(dirname "$0")/../.." || exit 1
 build=${1:-build-gpu}
 OUT=${OUT:-bench/results/run}
 LOGS=${LOGS:-/tmp/profile-kernels}
@@ -125,7 +125,7 @@ fi
 # 3. The summary, and the CSVs for summarizing again elsewhere.
 timing=()
 [ -s "$LOGS/timing.json" ] && timing=(--timing "$LOGS/timing.json")
-python3 bench/ncu_summary.py "${runs[@]}" "${timing[@]}" --out "$OUT/profile.json" 2>&1 | tee -a "$OUT/profile_ncu.log"
+python3 bench/device/ncu_summary.py "${runs[@]}" "${timing[@]}" --out "$OUT/profile.json" 2>&1 | tee -a "$OUT/profile_ncu.log"
 (cd "$LOGS" && find . -maxdepth 1 \( -name '*.csv' -o -name 'cases-*.json' -o -name timing.json \) -print |
   tar -czf "$OUT/profile_csv.tar.gz" -T -) || true
 note "done in ${SECONDS} s: $OUT/profile.json"

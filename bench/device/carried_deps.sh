@@ -1,5 +1,5 @@
 # Sourced by the device scripts (gpu_check.sh, device_session.sh, ab.sh) from the repository root: what
-# the device machine lacks travels in the ignored folder .carry/ (bench/README.md says how to fill it).
+# the device machine lacks travels in the ignored folder .carry/ (bench/device/README.md says how to fill it).
 # Sets carried_cmake_args and carried_pip_args, and puts the carried cmocka on LD_LIBRARY_PATH.
 carried_cmake_args=()
 carried_pip_args=()

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Checks bench/ncu_summary.py on hand-made Nsight Compute CSVs (no GPU, no ncu): the raw page
+"""Checks bench/device/ncu_summary.py on hand-made Nsight Compute CSVs (no GPU, no ncu): the raw page
 (`--page raw --csv`: header, a row of units, one row per kernel, numbers with thousands separators) and
-the details page (`--csv`: one row per metric). Run by scripts/test.sh; `python3 bench/test_ncu_summary.py`.
+the details page (`--csv`: one row per metric). Run by scripts/test.sh; `python3 bench/device/test_ncu_summary.py`.
 """
 import csv
 import io

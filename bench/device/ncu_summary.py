@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Turns Nsight Compute's CSV of the profiled cases into a small JSON (bench/profile_kernels.sh).
+"""Turns Nsight Compute's CSV of the profiled cases into a small JSON (bench/device/profile_kernels.sh).
 
-  python3 bench/ncu_summary.py --run CASES.json KERNELS.csv [--run ...] [--timing TIMES.json ...] --out profile.json
+  python3 bench/device/ncu_summary.py --run CASES.json KERNELS.csv [--run ...] [--timing TIMES.json ...] --out profile.json
 
 CASES.json is the case list a profiled process wrote (`bench_scales --profile --out`, `reshard.py
 --profile-out`): cases in launch order, each {"index", "name", "bytes", "copy_kernel_pattern", ...}.

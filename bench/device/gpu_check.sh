@@ -9,9 +9,9 @@
 # TESTS_ONLY=1 runs every test (C, Python, examples) but neither compute-sanitizer nor the benchmarks, so
 # that a full check and the recorded benchmark can go in two calls of the device tool (10 minutes each).
 # MXFP8_WHEEL_CHECK=1 adds the CUDA wheel's test at the end (see there).
-# The device machine has no network: dlpack.h and cmocka travel in .carry/ (see bench/README.md).
+# The device machine has no network: dlpack.h and cmocka travel in .carry/ (see bench/device/README.md).
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 OUT=${OUT:-bench/results/run}
 mkdir -p "$OUT"
 status=0
@@ -28,7 +28,7 @@ else
 fi
 
 step "configure and build"
-source bench/carried_deps.sh
+source bench/device/carried_deps.sh
 cmake_args=(-S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release "${carried_cmake_args[@]}")
 cmake "${cmake_args[@]}" 2>&1 | grep -E "mxfp8|Error" || { echo "configure failed"; exit 1; }
 cmake --build build-gpu -j "$(nproc)" 2>&1 | tail -3 || exit 1
