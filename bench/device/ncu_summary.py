@@ -126,7 +126,7 @@ def scaled(kernel, metric):
 
 
 def summarize_kernel(kernel):
-    """The few figures the README's "Profiles (issue 21)" reads, from one kernel's metrics."""
+    """The few figures bench/device/README.md, "Profiles", reads, from one kernel's metrics."""
     out = {"name": kernel["name"][:120]}
     m = {}
     for key, metric in METRICS.items():
