@@ -9,7 +9,7 @@
 //
 // `bench_scales --profile [--cases a,b,...] [--no-timing] [--out FILE]` instead runs each case of
 // `profile_case_names` once inside a cudaProfilerStart/Stop range, for Nsight Compute
-// (`ncu --profile-from-start off`, bench/profile_kernels.sh): a marker kernel, the call, a copy kernel of
+// (`ncu --profile-from-start off`, bench/device/profile_kernels.sh): a marker kernel, the call, a copy kernel of
 // the same bytes, cudaMemcpyAsync of the same bytes. It writes the list of cases it ran (with event
 // timings of each outside the range, unless --no-timing) as JSON to FILE or stdout.
 #include <cuda_profiler_api.h>
@@ -145,10 +145,10 @@ double copy_ms(int64_t bytes_moved) {
   return ms;
 }
 
-// ---- Profiling mode (bench/profile_kernels.sh) ----
+// ---- Profiling mode (bench/device/profile_kernels.sh) ----
 
 // Separates the cases in a profile: launched first in each case's profiler range, with gridDim.x = the
-// case's index + 1, so bench/ncu_summary.py can assign the kernels that follow it to that case.
+// case's index + 1, so bench/device/ncu_summary.py can assign the kernels that follow it to that case.
 __global__ void profile_case_marker() {}
 
 // The copy a case is compared with, as a kernel Nsight Compute can profile (cudaMemcpyAsync device to
@@ -183,7 +183,7 @@ void launch_profile_copy(const void *src, void *dst, int64_t vectors) {
   cuda_check(cudaGetLastError(), "copy kernel");
 }
 
-// The cases, in the order they run (bench/profile_kernels.sh groups them into ncu runs).
+// The cases, in the order they run (bench/device/profile_kernels.sh groups them into ncu runs).
 const char *const profile_case_names[] = {"moe", "moe_1536x4096", "moe_4096x768", "weight_57344x8192",
                                           "weight_8192x28672", "model"};
 
@@ -533,7 +533,7 @@ QuantizeResult bench_quantize(int64_t rows, int64_t k) {
 // `ms` with the per-tensor amax computed (the amax pass reads the input a second time, so the call moves
 // `bytes_with_amax_pass`), `given_amax_ms` with it given (one pass, `bytes`: 2 B read + 1/2 B + 1/16 B
 // written per element, and the amax); each against a copy of the same count of bytes. nvfp4_bench.py
-// measures the same through Python (bench/README.md, "NVFP4 quantize"); this one is here for bench/ab.sh.
+// measures the same through Python (bench/LOG.md, "NVFP4 quantize"); this one is here for bench/device/ab.sh.
 struct Nvfp4QuantizeResult {
   int64_t rows, k, bytes, bytes_with_amax_pass;
   double ms, given_amax_ms, copy_ms, all_bytes_copy_ms;
@@ -583,7 +583,7 @@ Nvfp4QuantizeResult bench_nvfp4_quantize(int64_t rows, int64_t k) {
 // tensors (distinct swizzled buffers, one shared values buffer) to stay out of L2; `gpu_ms` / `host_us`: the
 // same call split into its GPU time alone and its host time; `unswizzle_ms`: mxfp8_unswizzle_scales of the
 // same matrices into caller buffers (the scale kernel alone). `bytes` = the swizzled buffer read + the
-// compact matrix written, `copy_ms` a copy moving as many (bench/README.md, "NVFP4 export").
+// compact matrix written, `copy_ms` a copy moving as many (bench/README.md, "Method").
 struct Nvfp4ExportResult {
   int64_t rows, k, bytes;
   double ms, unswizzle_ms, copy_ms;

@@ -19,11 +19,11 @@ JSON says which), median of --reps. Every shard is checked bit for bit against t
 
   python bench/reshard.py --out reshard.json --merge bench/results/latest-h200.json   # the H200 run
   python bench/reshard.py --smoke     # tiny shapes, on the CPU with NumPy when there is no GPU: seconds
-  python bench/reshard.py --profile-out case.json --layers 8   # under ncu (bench/profile_kernels.sh)
+  python bench/reshard.py --profile-out case.json --layers 8   # under ncu (bench/device/profile_kernels.sh)
 
 --profile-out runs the model's shard export once inside a cudaProfilerStart/Stop range (for
 `ncu --profile-from-start off`), followed by a copy kernel of the same bytes (torch's elementwise add of 0
-on int64) and a torch copy_ (cudaMemcpyAsync), and writes the case list bench/ncu_summary.py reads.
+on int64) and a torch copy_ (cudaMemcpyAsync), and writes the case list bench/device/ncu_summary.py reads.
 
 Writes {"reshard": {"shard_ms", "shard_copy_ms", "crop_ms", "model_ms", "model_copy_ms",
 "model_crop_ms", ...}}; --merge adds that key to an existing results JSON (e.g. latest-h200.json).
@@ -256,7 +256,7 @@ def main():
     parser.add_argument("--out", help="write the JSON here")
     parser.add_argument("--merge", help="add the 'reshard' key to this existing results JSON (created if absent)")
     parser.add_argument("--profile-out", help="profile mode: the model's shard export once in a profiler range; "
-                        "writes its case list here (bench/profile_kernels.sh)")
+                        "writes its case list here (bench/device/profile_kernels.sh)")
     args = parser.parse_args()
     backend = Backend(args.smoke)
     layer = SMOKE_LAYER if args.smoke else LAYER

@@ -362,7 +362,7 @@ def main():
     parser.add_argument("--warmup", type=int, default=None, help="untimed rounds first (default 2; --smoke 1)")
     parser.add_argument("--time-limit-s", type=float, default=100,
                         help="stop adding timed rounds (after at least 5) once the run has taken this long, so "
-                             "that a caller's time limit (bench/device_session.sh: 150 s) still gets the JSON; "
+                             "that a caller's time limit (bench/device/device_session.sh: 150 s) still gets the JSON; "
                              "'reps' records the rounds run (default 100)")
     parser.add_argument("--out", help="write the JSON here (also printed)")
     parser.add_argument("--sweep-mb", type=lambda t: [int(v) for v in t.split(",") if v], default=[],

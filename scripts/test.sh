@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test of the repository, after installing what they need:
 #   1. the C suite (ctest: cmocka tests, the ABI checks, the examples), with the CUDA path compiled when
-#      nvcc is on the PATH; GPU cases skip on a machine without a GPU (bench/gpu_check.sh runs them); then
+#      nvcc is on the PATH; GPU cases skip on a machine without a GPU (bench/device/gpu_check.sh runs them); then
 #      the host benchmark (bench/host_bench, a few seconds; its JSON lands in build/latest-host.json);
 #   2. what a CMake user expects (tests/install/test_cmake_defaults.sh: Release by default, cmocka only for
 #      the tests, RPATH in the build tree, an install into a temporary prefix used by a find_package and a
@@ -89,7 +89,7 @@ python3 -m mxfp8 demo --format nvfp4 --size small
 python3 examples/python/export_te_weight.py
 python3 examples/weight_sync/weight_sync.py --transport shm --steps 2
 python3 bench/tvm_ffi_overhead.py --device cpu --samples 300 --burst 20 | tr -d '\n ' && echo  # the benchmark still runs
-python3 bench/test_ncu_summary.py  # the profile post-processor (bench/profile_kernels.sh) on hand-made ncu CSVs
+python3 bench/device/test_ncu_summary.py  # the profile post-processor (bench/device/profile_kernels.sh) on hand-made ncu CSVs
 
 step "Python release: sdist and CPU-only manylinux wheel, tested in a fresh venv with no compiler"
 env -u MXFP8_REQUIRE_TVM_FFI scripts/wheel.sh cpu  # the wheels do not carry the tvm-ffi adapter (wheel.sh says why)

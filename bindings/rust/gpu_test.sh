@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The Rust device wrappers on a GPU (mxfp8/tests/cuda.rs), against a CUDA build of libmxfp8.
 #   bindings/rust/gpu_test.sh [build folder, default build-gpu]   (from the repository root)
-# bench/gpu_check.sh calls it after its build. Fails when no GPU is visible (MXFP8_REQUIRE_GPU=1).
+# bench/device/gpu_check.sh calls it after its build. Fails when no GPU is visible (MXFP8_REQUIRE_GPU=1).
 set -euo pipefail
 cd "$(dirname "$0")"
 build=$(cd ../.. && realpath "${1:-build-gpu}")

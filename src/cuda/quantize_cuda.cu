@@ -15,7 +15,7 @@
 // (rowwise) and tile amaxes (32x32) are butterfly reductions across the warp. It is capped at 80
 // registers (3 blocks of 256 threads per SM; uncapped it took 109 and 2 blocks, no faster).
 //
-// Measured on the H200 (bench/README.md, v10-v15): rowwise 84-88% of a copy of the bytes moved.
+// Measured on the H200 (bench/LOG.md, v10-v15): rowwise 84-88% of a copy of the bytes moved.
 //
 // The numerics are mx_numerics.hpp's, except the FP8 encode, which is the hardware's
 // cvt.rn.satfinite (as in Transformer Engine); the GPU tests compare both on every special value.

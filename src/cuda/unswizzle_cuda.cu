@@ -64,7 +64,7 @@ struct Width {
 };
 // Narrow chunks (16 KiB) keep more blocks busy on one matrix; wide chunks (32 KiB, a whole tile row when
 // K <= 8192) write longer contiguous runs, which wins once a batch has many chunks per resident block.
-// Measured on the H200: bench/results/2026-12-02-h200-v4-*.json (narrow) and -v5-*.json (wide).
+// Measured on the H200: bench/LOG.md, v4 (narrow) and v5 (wide).
 using Narrow = Width<32>;
 using Wide = Width<64>;
 constexpr int kWideChunksPerBlock = 8;

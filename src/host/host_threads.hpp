@@ -14,7 +14,7 @@
 //     or 32-row blocks where a block's scale spans rows), as equal as the unit count allows.
 //
 // Threads are started per call rather than kept in a pool: at the sizes that reach the threshold one call
-// takes milliseconds, and starting and joining a thread costs tens of microseconds (bench/README.md).
+// takes milliseconds, and starting and joining a thread costs tens of microseconds (bench/LOG.md, host).
 #pragma once
 
 #include <cstdint>
@@ -23,7 +23,7 @@
 namespace mxfp8 {
 
 // Below this many bytes (read + written) per thread a call is not split further: a thread's start and
-// join (tens of microseconds) would then be a noticeable share of its work (bench/README.md).
+// join (tens of microseconds) would then be a noticeable share of its work (bench/LOG.md, host).
 constexpr int64_t kMinBytesPerThread = int64_t{2} << 20;
 
 // The number of threads the policy gives a call of `units` units moving `bytes` bytes (at least 1).

@@ -55,10 +55,10 @@ static int write_doc(const char *path) {
              "(70, 50), compact scales (70, 7) and one float32 amax (the fused call: twice).\n\n"
              "| call | bad input | status | message (`mxfp8_last_error()`) |\n|---|---|---|---|\n");
   for (int i = 0; i < doc_count; ++i) fprintf(f, "%s\n", doc_rows[i]);
-  /* What only a GPU run can show; each row is a case of the named GPU test (run by bench/gpu_check.sh). */
+  /* What only a GPU run can show; each row is a case of the named GPU test (run by bench/device/gpu_check.sh). */
   fprintf(f, "\n## Failures only a GPU shows\n\n"
              "Not generated (CI has no GPU): each row is asserted by the GPU test it names, run on the device by\n"
-             "`bench/gpu_check.sh`. Outputs stay untouched and the next call works in every case.\n\n"
+             "`bench/device/gpu_check.sh`. Outputs stay untouched and the next call works in every case.\n\n"
              "| call | input | status | message | test |\n|---|---|---|---|---|\n"
              "| any call that runs CUDA work | a DLPack tensor on a CUDA device the process does not have | "
              "`invalid argument` (1) | cuda:7 does not exist: this process sees 1 CUDA device | "

@@ -3,7 +3,7 @@ load, so that the engine runs no load-time pass of its own.
 
     out = mxfp8.convert(data, scale_inv, "deepgemm", num_experts=128)  # out.scales: SGLang's parameter
 
-Targets, and the parameter each engine loads (README: "engine -> parameter -> target -> call"):
+Targets, and the parameter each engine loads (docs/api.md, "Engine layouts, shards, experts"):
 
 - ``"compact"``: uint8 ``(*lead, ceil(K/32))`` (grouped ``[E, N, ceil(K/32)]``): vLLM / SGLang
   ``weight_scale`` / ``weight_scale_inv`` as checkpoints store them.

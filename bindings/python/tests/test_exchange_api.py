@@ -155,7 +155,7 @@ def test_failures_of_the_framework_are_reported():
     assert all(t.deleted == 1 for t in fw.live[tensor_capsules:])  # what was taken is given back
 
 
-# ------------------------------------------------------------- PyTorch on the GPU (bench/gpu_check.sh) ---
+# ------------------------------------------------------------- PyTorch on the GPU (bench/device/gpu_check.sh) ---
 def torch_on_cuda():
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available() or not mxfp8._mxfp8.with_cuda:

@@ -1,4 +1,4 @@
-"""Hostile input on the GPU path (issue 24), run by bench/gpu_check.sh through its pytest step: mixed
+"""Hostile input on the GPU path (issue 24), run by bench/device/gpu_check.sh through its pytest step: mixed
 devices and frameworks, a device that does not exist, managed and pinned memory, misaligned pointers,
 streams whose Python object is gone, exports and quantizes racing on many streams and threads, sources
 freed and their memory reused under live views and buckets. Every failing case checks that the outputs

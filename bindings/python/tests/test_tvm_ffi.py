@@ -3,7 +3,7 @@ from the layout's formula and the reference quantizer, outputs poisoned first), 
 CUDA device, torch tensors on torch's current stream.
 
 Skips when apache-tvm-ffi is not installed or the package was built without the adapter, unless
-MXFP8_REQUIRE_TVM_FFI=1 (scripts/test.sh and bench/gpu_check.sh set it), which turns the skip into a failure.
+MXFP8_REQUIRE_TVM_FFI=1 (scripts/test.sh and bench/device/gpu_check.sh set it), which turns the skip into a failure.
 """
 import ctypes
 import gc

@@ -1,6 +1,6 @@
 //! The `_device` wrappers on real CUDA memory, against the host path and the references of tests/common.
 //! Built only with `--features cuda-tests` (it links libcudart for cudaMalloc/cudaMemcpy); skips with a
-//! printed reason when no GPU is visible, unless MXFP8_REQUIRE_GPU=1. bench/gpu_check.sh runs it:
+//! printed reason when no GPU is visible, unless MXFP8_REQUIRE_GPU=1. bench/device/gpu_check.sh runs it:
 //!
 //!   LIBRARY_PATH=/usr/local/cuda/lib64 MXFP8_LIB_DIR=<CUDA build> MXFP8_REQUIRE_GPU=1 \
 //!     cargo test --offline --features cuda-tests --test cuda

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# A/B (or bisection) of the scale kernels on one machine: builds bench_scales from several source trees
+# and runs them in turn, round after round, so machine-to-machine spread (larger than run-to-run, see
+# README) cancels out. bench_scales also times the NVFP4 quantize ("nvfp4_quantize"), summarized last.
+#   OUT=dir [ROUNDS=2] bash bench/device/ab.sh DIR...
+# Each DIR is a repository root (e.g. `git archive <rev> | tar -x -C .ab/<rev>`, carried to the device in
+# the ignored folder .ab/; copy the current bench/bench_scales.cu into old trees so all report the same
+# fields). Writes $OUT/ab-<i>-<round>.json (bench_scales' JSON, i = the tree's position) and a summary.
+set -euo pipefail
+: "${OUT:?set OUT}"
+rounds=${ROUNDS:-2}
+source bench/device/carried_deps.sh
+i=0
+for src in "$@"; do
+  i=$((i + 1))
+  if ! { cmake -S "$src" -B "/tmp/ab-build-$i" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMXFP8_BUILD_TESTS=OFF \
+          -DMXFP8_BUILD_EXAMPLES=OFF "${carried_cmake_args[@]}" && cmake --build "/tmp/ab-build-$i" -j "$(nproc)" --target bench_scales; } \
+       >"$OUT/ab-build-$i.log" 2>&1; then
+    echo "$src: build failed (skipped); the end of $OUT/ab-build-$i.log:"; tail -15 "$OUT/ab-build-$i.log"
+  fi
+done
+for r in $(seq 1 "$rounds"); do
+  for t in $(seq 1 "$#"); do
+    [ -x "/tmp/ab-build-$t/bench/bench_scales" ] && "/tmp/ab-build-$t/bench/bench_scales" >"$OUT/ab-$t-$r.json"
+  done
+done
+python3 - "$OUT" "$rounds" "$@" <<'PY'
+import json, os, sys
+out, rounds, trees = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+for t, tree in enumerate(trees, 1):
+    if not os.path.exists(f"{out}/ab-{t}-1.json"):
+        continue
+    runs = [json.load(open(f"{out}/ab-{t}-{r}.json")) for r in range(1, rounds + 1)]
+    print(f"== {t}: {tree}")
+    for part in ("whole_model", "moe"):
+        print(" ", part, "ms", [r[part]["ms"] for r in runs], "copy", [r[part]["copy_ms"] for r in runs],
+              {k: [r[part][k] for r in runs] for k in runs[0][part] if k.startswith(("gpu", "host"))})
+    for k in runs[0]["shapes"]:
+        print(" ", k, "fraction of copy", [round(r["shapes"][k]["copy_ms"] / r["shapes"][k]["unswizzle_ms"], 3) for r in runs])
+    if "nvfp4_quantize" in runs[0]:  # bench/LOG.md, "NVFP4 quantize": what each fraction is against
+        f = [r["nvfp4_quantize"] for r in runs]
+        print("  nvfp4 quantize ms (amax computed)", [x["ms"] for x in f], "given amax", [x["given_amax_ms"] for x in f])
+        print("    amax given / copy of its bytes", [round(x["copy_ms"] / x["given_amax_ms"], 3) for x in f],
+              "amax computed / copy of the single-pass bytes", [round(x["copy_ms"] / x["ms"], 3) for x in f],
+              "/ copy of all bytes (input read twice)", [round(x["all_bytes_copy_ms"] / x["ms"], 3) for x in f])
+PY
