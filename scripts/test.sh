@@ -14,7 +14,8 @@
 #      `pip install .` (into .venv); then the sdist and a CPU-only wheel (scripts/wheel.sh), tested in a fresh venv;
 #   5. the Rust tests (cargo test --offline, the ABI probe required), the Rust docs without warnings, the
 #      export example, and the Python weight-sync trainer sending buckets over shared memory to the Rust
-#      receiver example, against the library built in step 1.
+#      receiver example, against the library built in step 1;
+#   6. every Python, C and Rust block of README.md and docs/*.md, as written (scripts/test_docs.py).
 #
 # Python runs in the checkout's virtual environment (.venv, scripts/venv.sh): every pip install goes there,
 # never into the machine's Python. Each stage prints a line with the time since the start; any failure
@@ -106,6 +107,10 @@ if [ -d bindings/rust ]; then
     cargo build --offline --quiet --example receive_bucket &&
     python3 ../../examples/rust/send_bucket.py target/debug/examples/receive_bucket) | tee -a "$log"
 fi
+
+step "README.md and docs/*.md: every code block, as written (scripts/test_docs.py)"
+python3 scripts/test_docs.py --build-dir build --python "$(command -v python3)" | tee -a "$log"
+
 step "summary"
 stage_done
 # ctest counts executables (each holds many cmocka cases), pytest and cargo count cases.

@@ -209,6 +209,8 @@ def main():
     p.add_argument("--no-rust", action="store_true", help="skip the Rust blocks")
     p.add_argument("-v", "--verbose", action="store_true", help="print every block's output")
     args = p.parse_args()
+    if os.sep in args.python:  # blocks run from a temporary folder: a relative path would not resolve there
+        args.python = os.path.abspath(args.python)
     os.chdir(ROOT)
     files = args.files or ["README.md"] + sorted(glob.glob("docs/*.md"))
     runner = Runner(args)

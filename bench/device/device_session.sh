@@ -44,7 +44,7 @@ pip_args=(--no-build-isolation --no-deps -q -C "cmake.define.CMAKE_CUDA_ARCHITEC
 pip_pid=$!
 
 step "configure and build (sm_90 only)"
-cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=$arch "${carried_cmake_args[@]}" 2>&1 |
+cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DMXFP8_BUILD_TESTS=ON -DCMAKE_CUDA_ARCHITECTURES=$arch "${carried_cmake_args[@]}" 2>&1 |
   grep -E "mxfp8|Error" || { echo "configure failed"; exit 1; }
 timeout 240 cmake --build build-gpu -j 8 >"$LOGS/build.log" 2>&1 || { tail -30 "$LOGS/build.log"; exit 1; }
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$LOGS/gpu.txt"

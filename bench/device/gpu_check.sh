@@ -29,7 +29,7 @@ fi
 
 step "configure and build"
 source bench/device/carried_deps.sh
-cmake_args=(-S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release "${carried_cmake_args[@]}")
+cmake_args=(-S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DMXFP8_BUILD_TESTS=ON "${carried_cmake_args[@]}")
 cmake "${cmake_args[@]}" 2>&1 | grep -E "mxfp8|Error" || { echo "configure failed"; exit 1; }
 cmake --build build-gpu -j "$(nproc)" 2>&1 | tail -3 || exit 1
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$OUT/gpu.txt"

@@ -466,7 +466,7 @@ MXFP8_API void mxfp8_prepared_export_release(mxfp8_prepared_export *prepared);
  * ==================================================================================================== */
 
 /* The layout of one tensor's parts, as a bucket carries them or as an engine's parameters want them
- * (the README's table "engine -> parameter -> target -> call" says which engine loads which).
+ * (docs/api.md, "Engine layouts, shards, experts", says which engine loads which).
  * Values are row-major in every layout except the TRT-LLM ones, which permute value rows.
  * Scales of a rowwise tensor form S (R x C) = (M, ceil(K/32)); of a columnwise tensor
  * S (R x C) = (ceil(M/32), K). Every layout can be a convert target (mxfp8_convert*); every layout but
@@ -752,7 +752,7 @@ MXFP8_API mxfp8_status mxfp8_grouped_export_stacked(const mxfp8_grouped_tensor *
  * Engine-native targets: a tensor or grouped experts converted into an engine's layout  [EXPERIMENTAL]
  * ==================================================================================================== */
 
-/* An engine loads MXFP8 weights in its kernels' own layout (mxfp8_layout; the README's table says which
+/* An engine loads MXFP8 weights in its kernels' own layout (mxfp8_layout; docs/api.md says which
  * engine parameter takes which). These calls write it once, checked, from the scales as the producer
  * stores them (compact, padded or 128x4 swizzled, as described by mxfp8_tensor_create or
  * mxfp8_grouped_tensor_create), into caller buffers: no per-expert pass in the engine.
