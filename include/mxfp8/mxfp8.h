@@ -871,8 +871,10 @@ typedef enum mxfp8_scale_rounding {
    * r(e) = 2^(127 - e) exactly (2^-127 is a subnormal float). The largest elements may exceed max_norm
    * and saturate; that is the rule's known cost. */
   MXFP8_SCALE_ROUNDING_FLOOR = 1,
-  /* compressed-tensors' MX rule (llm-compressor's MXFP8 checkpoints; vLLM's online MXFP8 quantizer
-   * aligned with it), bit for bit: its generate_mx_scales and round_to_quantized_type_dtype(uint8).
+  /* compressed-tensors' MX rule (llm-compressor's MXFP8 checkpoints), bit for bit. It is not the
+   * rule of the engines' online quantizers: vLLM's, SGLang's, ModelOpt's and FlashInfer's round as
+   * RCEIL does; this one differs where a block maximum's mantissa is >= 1.75. As its
+   * generate_mx_scales and round_to_quantized_type_dtype(uint8) compute it:
    *   p = amax rounded to a power of two: down, or up when amax's mantissa is >= 1.75 (its
    *       round_to_power_2); amax >= 1.75 * 2^127 rounds to Inf;
    *   e = clamp(log2(p) - emax + 127, 0, 255): 0 for p = 0 (an all-zero block, subnormal amaxes),

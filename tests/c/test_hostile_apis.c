@@ -2616,7 +2616,11 @@ static void test_per_row_amax_edges_through_a_bucket(void **state) {
       } else {
         want = 2688.0f / a;
         if (want != want || want > 3.4028235e38f) want = 3.4028235e38f;
-        if (a == 0.0f || want == 0.0f) want = 1.0f;
+        /* zero by its bits, as the header defines it: the Release build of this test on the H200 machine
+         * (2026-12-04) took the float compare `a == 0.0f || want == 0.0f` as true for a = 1e-45f and
+         * expected 1.0, while the library (and this build elsewhere) gave FLT_MAX. MXCSR there was
+         * clean (no denormals-are-zero); the cause was not found, so the reference does not depend on it */
+        if ((float_bits(a) & 0x7FFFFFFFu) == 0 || (float_bits(want) & 0x7FFFFFFFu) == 0) want = 1.0f;
       }
       const uint32_t got = float_bits(g[r]), from_export = float_bits(((const float *)exported->dl_tensor.data)[r]);
       const int nan_ok = want != want && got == 0x7FFFFFFFu;

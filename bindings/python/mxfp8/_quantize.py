@@ -63,7 +63,8 @@ def quantize(
             scale).
         rounding: "rceil" (TE and NVIDIA hardware; the default), "floor" (OCP MX v1.0) or
             "compressed_tensors" (compressed-tensors' MX rule, bit for bit: llm-compressor's MXFP8
-            checkpoints and vLLM's online MXFP8 quantizer; a block with a NaN gets scale 255).
+            checkpoints; a block with a NaN gets scale 255). The engines' online quantizers (vLLM,
+            SGLang, ModelOpt, FlashInfer) round as "rceil" does.
         scales: "compact" ((*lead, ceil(K/32)) rowwise, (ceil(M/32), K) columnwise, (ceil(M/32),
             ceil(K/32)) for 32x32), "padded" (TE's allocation, padding zeroed) or "swizzled" (the same in
             the cuBLAS 128x4 layout, as TE's optimize_for_gemm stores it).

@@ -166,7 +166,8 @@ c_enum! {
         /// The OCP MX v1.0 rule: floor(log2(amax)) - emax.
         Floor = sys::MXFP8_SCALE_ROUNDING_FLOOR,
         /// compressed-tensors' MX rule: amax rounded to a power of two (up from a mantissa of 1.75),
-        /// minus emax; bit-exact with compressed-tensors and vLLM's online MXFP8 quantizer.
+        /// minus emax; bit-exact with compressed-tensors (llm-compressor's checkpoints). The engines' online
+        /// quantizers (vLLM, SGLang, ModelOpt, FlashInfer) round as [`ScaleRounding::Rceil`] does.
         CompressedTensors = sys::MXFP8_SCALE_ROUNDING_COMPRESSED_TENSORS,
     }
 }
