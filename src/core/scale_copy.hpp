@@ -20,7 +20,7 @@ struct ByteMatrix {
   int64_t col_stride;
 };
 
-// One scale matrix to produce, of two kinds:
+// One scale matrix to produce, of four kinds (the sentinel fields say which: to_swizzled, layout, row_layout):
 //  - compact (to_swizzled false): `dst` from the swizzled buffer `swizzled` when it is set, else from the
 //    row-major matrix `src` (same rows and cols as `dst`, col_stride 1);
 //  - swizzled (to_swizzled true): every byte of the 128x4 swizzled buffer at dst.data of a dst.rows x
