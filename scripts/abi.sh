@@ -25,7 +25,8 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 
 dlpack_dir() { if [ -n "${1:-}" ]; then echo "$1"; else python3 -m tvm_ffi.config --dlpack-includedir; fi; }
-header="$root/include/mxfp8/mxfp8.h"
+# Every public header: the umbrella mxfp8.h and whatever it includes from its folder.
+headers=("$root"/include/mxfp8/*.h)
 
 # Only what a caller can see: the public headers decide which types are public (--headers-dir,
 # --header-file; every other type is dropped), only exported symbols are read, and no source location,
@@ -54,7 +55,7 @@ header_probe() {
   work=$(mktemp -d)
   {
     echo '#include <mxfp8/mxfp8.h>'
-    sed -nE 's/^typedef (enum|struct) (mxfp8_[a-z0-9_]+) \{.*/\2/p' "$header" |
+    sed -nE 's/^typedef (enum|struct) (mxfp8_[a-z0-9_]+) \{.*/\2/p' "${headers[@]}" |
       while read -r type; do echo "void abi_probe_$type($type *p) { (void)p; }"; done
   } >"$work/probe.c"
   # Compiled from inside its folder, so the corpus names it probe.c and not a temporary path.
@@ -65,7 +66,7 @@ header_probe() {
 
 growable_structs() {
   awk '/^typedef struct mxfp8_[a-z0-9_]+ \{/ { name = $3; getline; if ($1 == "uint32_t" && $2 == "struct_size;") print name }' \
-    "$header"
+    "${headers[@]}"
 }
 
 # A struct that opens with `uint32_t struct_size` may grow at its end (the library reads struct_size; see
@@ -99,7 +100,7 @@ PY
 # them, so their change is part of the addition.
 counter_suppression() {
   local names
-  names=$(grep -oE '^ *MXFP8_NUM_[A-Z0-9_]+ *=' "$header" | tr -d ' =' | paste -sd ',')
+  names=$(grep -hoE '^ *MXFP8_NUM_[A-Z0-9_]+ *=' "${headers[@]}" | tr -d ' =' | paste -sd ',')
   [ -z "$names" ] || printf '[suppress_type]\n  label = counters\n  type_kind = enum\n  changed_enumerators = %s\n' "$names"
 }
 

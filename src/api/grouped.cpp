@@ -160,6 +160,11 @@ void release(const mxfp8_grouped_tensor *grouped) noexcept {
   delete grouped;
 }
 
+KeepAlive keep_alive(const mxfp8_grouped_tensor *grouped) {
+  retain(grouped);
+  return KeepAlive{[](const void *o) noexcept { release(static_cast<const mxfp8_grouped_tensor *>(o)); }, grouped};
+}
+
 }  // namespace mxfp8
 
 using namespace mxfp8;

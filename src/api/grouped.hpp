@@ -8,6 +8,7 @@
 #include <dlpack/dlpack.h>
 
 #include "mxfp8/mxfp8.h"
+#include "core/dlpack_tensor.hpp"
 #include "core/scale_source.hpp"
 
 struct mxfp8_grouped_tensor {
@@ -30,4 +31,5 @@ namespace mxfp8 {
 void retain(const mxfp8_grouped_tensor *grouped) noexcept;
 void hold_for_call(const mxfp8_grouped_tensor &grouped);  // as for mxfp8_tensor (tensor.hpp)
 void release(const mxfp8_grouped_tensor *grouped) noexcept;
+KeepAlive keep_alive(const mxfp8_grouped_tensor *grouped);  // takes a reference on the group, for a view
 }  // namespace mxfp8

@@ -102,6 +102,11 @@ void release(const mxfp8_tensor *tensor) noexcept {
   delete tensor;
 }
 
+KeepAlive keep_alive(const mxfp8_tensor *tensor) {
+  retain(tensor);
+  return KeepAlive{[](const void *o) noexcept { release(static_cast<const mxfp8_tensor *>(o)); }, tensor};
+}
+
 void check_distinct_managed(const DLManagedTensorVersioned *const *fields, int count) {
   for (int i = 0; i < count; ++i)
     for (int j = i + 1; j < count; ++j)

@@ -8,6 +8,7 @@
 
 #include <dlpack/dlpack.h>
 
+#include "core/dlpack_tensor.hpp"
 #include "core/dltensor_checks.hpp"
 #include "core/memory_span.hpp"
 #include "mxfp8/mxfp8.h"
@@ -56,6 +57,7 @@ void retain(const mxfp8_tensor *tensor) noexcept;
 // caller's allocator that returns one of them is refused, not owned a second time.
 void hold_for_call(const mxfp8_tensor &tensor);
 void release(const mxfp8_tensor *tensor) noexcept;
+KeepAlive keep_alive(const mxfp8_tensor *tensor);  // takes a reference on the tensor, for a view
 // Fails when one non-NULL managed tensor appears twice among the `count` fields of a description: each
 // field's deleter runs once, so a tensor given twice would be freed twice. Shared with NVFP4 tensors.
 void check_distinct_managed(const DLManagedTensorVersioned *const *fields, int count);

@@ -9,8 +9,6 @@
 #include "core/error.hpp"
 #include "core/scale_copy.hpp"
 #include "core/shape.hpp"
-#include "api/grouped.hpp"
-#include "api/tensor.hpp"
 
 namespace mxfp8 {
 namespace {
@@ -144,16 +142,6 @@ std::vector<int64_t> compact_strides(const std::vector<int64_t> &shape) {
     if (__builtin_mul_overflow(s, shape[i], &s)) s = 0;
   }
   return strides;
-}
-
-KeepAlive keep_alive(const mxfp8_tensor *tensor) {
-  retain(tensor);
-  return KeepAlive{[](const void *o) noexcept { release(static_cast<const mxfp8_tensor *>(o)); }, tensor};
-}
-
-KeepAlive keep_alive(const mxfp8_grouped_tensor *grouped) {
-  retain(grouped);
-  return KeepAlive{[](const void *o) noexcept { release(static_cast<const mxfp8_grouped_tensor *>(o)); }, grouped};
 }
 
 ManagedPtr make_view(KeepAlive owner, const DLTensor &base, DLDataType dtype, std::vector<int64_t> shape,

@@ -27,13 +27,13 @@ using ManagedPtr = std::unique_ptr<DLManagedTensorVersioned, ManagedDeleter>;
 // Row-major strides of `shape`.
 std::vector<int64_t> compact_strides(const std::vector<int64_t> &shape);
 
-// What a view keeps alive: `release(object)` runs once, from the view's deleter.
+// What a view keeps alive: `release(object)` runs once, from the view's deleter. The handles make one
+// for themselves (keep_alive in api/tensor.hpp, api/grouped.hpp, api/nvfp4_tensor.hpp): core knows no
+// handle.
 struct KeepAlive {
   void (*release)(const void *object) noexcept;
   const void *object;
 };
-KeepAlive keep_alive(const mxfp8_tensor *tensor);          // takes a reference on the tensor
-KeepAlive keep_alive(const mxfp8_grouped_tensor *grouped);  // takes a reference on the group
 
 // A view of `base`'s memory (same data pointer and byte_offset) with another dtype, shape or strides,
 // holding `owner` until its deleter runs.

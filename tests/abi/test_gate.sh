@@ -38,7 +38,9 @@ build() {
   cmake --build "$scratch/build" --target mxfp8 -j 2 >"$scratch/build.log" 2>&1 || { cat "$scratch/build.log"; fail "scratch build"; }
 }
 
-header=include/mxfp8/mxfp8.h
+# The types each edit touches live in these headers (the umbrella, and the domain headers it includes).
+header=include/mxfp8/mxfp8.h tensor=include/mxfp8/tensor.h quantize=include/mxfp8/quantize.h
+transfer=include/mxfp8/transfer.h
 
 echo "--- additions: the gate must pass"
 copy_sources
@@ -49,7 +51,7 @@ scripts/abi.sh update >/dev/null
 edit $header 's/(\n  MXFP8_ERROR_INTERNAL = 6,\n)/$1  MXFP8_ERROR_GATE_TEST = 7,\n/'
 edit $header 's/MXFP8_NUM_STATUS = 7\b/MXFP8_NUM_STATUS = 8/'
 edit $header 's/(MXFP8_API uint32_t mxfp8_version\(void\);\n)/$1typedef enum mxfp8_gate_test { MXFP8_GATE_TEST_A = 1 } mxfp8_gate_test;\nMXFP8_API uint32_t mxfp8_gate_test_added(mxfp8_gate_test kind);\n/'
-edit $header 's/(typedef struct mxfp8_dequantize_options \{.*?)(\n\} mxfp8_dequantize_options;)/$1\n  int64_t gate_test_added;$2/s'
+edit $quantize 's/(typedef struct mxfp8_dequantize_options \{.*?)(\n\} mxfp8_dequantize_options;)/$1\n  int64_t gate_test_added;$2/s'
 printf '\nextern "C" MXFP8_API uint32_t mxfp8_gate_test_added(mxfp8_gate_test kind) { return (uint32_t)kind; }\n' >>src/api/status.cpp
 build
 scripts/abi.sh check "$scratch/build/libmxfp8.so.0" >"$scratch/additions.log" 2>&1 || { cat "$scratch/additions.log"; fail "the gate rejected additions"; }
@@ -60,9 +62,9 @@ grep -q "types unchanged, 1 added" "$scratch/additions.log" || fail "the added e
 echo "--- breaking changes: the gate must fail and name each"
 copy_sources
 cd "$scratch/src"
-edit $header 's/\buint64_t values_bytes;/uint32_t values_bytes;/'
-edit $header 's/MXFP8_FORMAT_E5M2 = 2\b/MXFP8_FORMAT_E5M2 = 3/'
-edit $header 's/(typedef struct mxfp8_dequantize_options \{\n  uint32_t struct_size;[^\n]*\n  )int32_t direction;(.*?)(\n\} mxfp8_dequantize_options;)/$1int64_t direction;$2\n  int64_t gate_test_added;$3/s'
+edit $transfer 's/\buint64_t values_bytes;/uint32_t values_bytes;/'
+edit $tensor 's/MXFP8_FORMAT_E5M2 = 2\b/MXFP8_FORMAT_E5M2 = 3/'
+edit $quantize 's/(typedef struct mxfp8_dequantize_options \{\n  uint32_t struct_size;[^\n]*\n  )int32_t direction;(.*?)(\n\} mxfp8_dequantize_options;)/$1int64_t direction;$2\n  int64_t gate_test_added;$3/s'
 build
 rc=0
 scripts/abi.sh check "$scratch/build/libmxfp8.so.0" >"$scratch/breaking.log" 2>&1 || rc=$?

@@ -1,0 +1,22 @@
+# Fails when a lower layer of src/ includes from the C boundary (src/README.md: api/ sits on top; core/,
+# host/ and cuda/ know no handle and no entry point).
+# Usage: cmake -DSOURCE_DIR=<repository>/src -P check_layering.cmake
+get_filename_component(SOURCE_DIR "${SOURCE_DIR}" ABSOLUTE)
+file(GLOB_RECURSE sources "${SOURCE_DIR}/core/*" "${SOURCE_DIR}/host/*" "${SOURCE_DIR}/cuda/*")
+set(offenders "")
+foreach(source IN LISTS sources)
+  file(STRINGS "${source}" includes REGEX "^#include \"api/")
+  foreach(line IN LISTS includes)
+    file(RELATIVE_PATH name "${SOURCE_DIR}" "${source}")
+    list(APPEND offenders "${name}: ${line}")
+  endforeach()
+endforeach()
+list(LENGTH sources count)
+if(count LESS 20)
+  message(FATAL_ERROR "only ${count} files under ${SOURCE_DIR}/{core,host,cuda}: wrong SOURCE_DIR?")
+endif()
+if(offenders)
+  string(REPLACE ";" "\n  " offenders "${offenders}")
+  message(FATAL_ERROR "a lower layer includes from api/:\n  ${offenders}")
+endif()
+message(STATUS "${count} files of core/, host/ and cuda/ include nothing from api/")
