@@ -23,6 +23,7 @@
 #include <tvm/ffi/string.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -124,6 +125,28 @@ void dequantize(TensorView data, TensorView scale_inv, TensorView output, String
   options.direction = dir;
   options.stream = stream_for(output.device());
   check(mxfp8_dequantize(tensor.get(), &options, mutable_dl_tensor(output)));
+}
+
+void convert(TensorView data, TensorView scale_inv, TensorView scales, Optional<TensorView> values, String target,
+             String fp8_dtype, bool swizzled, String direction_name, bool zero_exponent_as_one) {
+  const int32_t dir = direction(direction_name);
+  DescribedTensor tensor(dl_tensor(data), dl_tensor(scale_inv), fp8_format(fp8_dtype), swizzled, dir);
+  mxfp8_convert_options options = MXFP8_CONVERT_OPTIONS_INIT;
+  // The names of mxfp8.convert and of a bucket manifest's "scales_layout".
+  options.target = choose("target", target,
+                          {{"compact", MXFP8_LAYOUT_COMPACT},
+                           {"cutlass_128x4", MXFP8_LAYOUT_CUTLASS_128X4},
+                           {"trtllm", MXFP8_LAYOUT_TRTLLM_SHUFFLED},
+                           {"deepgemm", MXFP8_LAYOUT_DEEPGEMM_PACKED},
+                           {"trtllm_gated", MXFP8_LAYOUT_TRTLLM_SHUFFLED_GATED}});
+  options.direction = dir;
+  options.scale_fixup = zero_exponent_as_one ? MXFP8_SCALE_FIXUP_ZERO_EXPONENT_AS_ONE : MXFP8_SCALE_FIXUP_NONE;
+  options.stream = stream_for(scales.device());
+  // Optional::value() returns a copy: keep it here so the pointer stays valid for the call.
+  std::optional<TensorView> held;
+  if (values.has_value()) held = values.value();
+  DLTensor *values_out = held ? mutable_dl_tensor(*held) : nullptr;
+  check(mxfp8_convert(tensor.get(), &options, values_out, mutable_dl_tensor(scales)));
 }
 
 // The tensors of a bucket, described for one call.
@@ -230,6 +253,21 @@ TVM_FFI_DLL_EXPORT_TYPED_FUNC_DOC(dequantize, R"(dequantize(data, scale_inv, out
 Decodes one direction of an MXFP8 tensor into `out` (float32 or bfloat16, contiguous, the tensor's
 element count): value * 2^(scale - 127), NaN for scale 255 (mxfp8_dequantize). Arguments as
 export_scales.)");
+
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(convert, mxfp8_tvm_ffi::convert);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC_DOC(convert, R"(convert(data, scale_inv, scales, values, target, fp8_dtype, swizzled, direction, zero_exponent_as_one)
+
+Writes one direction of an MXFP8 tensor in the layout an engine's kernels load (mxfp8_convert), into
+your buffers, every byte of them (padding as zero):
+  target: "compact" | "cutlass_128x4" (cuBLAS / CUTLASS 128x4, flat) | "deepgemm" (DeepGEMM's packed
+    int32 [R, ceil(C/4)], flat or with its MN-major strides) | "trtllm" | "trtllm_gated" (FlashInfer's
+    TRT-LLM MoE layouts, one expert of M rows, M a multiple of 128, values required).
+  scales: uint8, float8_e8m0fnu or (deepgemm) int32, exactly the bytes the target gives for the
+    tensor's scale matrix. values: None, or prod(shape) elements (uint8 or the float8 of fp8_dtype) in
+    the target's row order.
+  data, scale_inv, fp8_dtype, swizzled, direction: as export_scales. zero_exponent_as_one: write scale
+    byte 0 as 1 (NeMo RL's fix-up).
+Grouped experts: the Python package's mxfp8.convert(..., num_experts=).)");
 
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(bucket_plan, mxfp8_tvm_ffi::bucket_plan);
 TVM_FFI_DLL_EXPORT_TYPED_FUNC_DOC(bucket_plan, R"(bucket_plan(data_list, scale_inv_list, fp8_dtype, swizzled, direction, alignment) -> manifest

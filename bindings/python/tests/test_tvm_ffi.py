@@ -37,7 +37,7 @@ def poisoned(shape, dtype=np.uint8):
 
 
 FUNCTIONS = ["version", "unswizzle_scales", "swizzle_scales", "export_scales", "quantize", "dequantize",
-             "bucket_plan", "export_bucket"]
+             "convert", "bucket_plan", "export_bucket"]
 
 
 @pytest.mark.parametrize("name", FUNCTIONS)
@@ -224,6 +224,79 @@ def test_a_wrong_dtype_raises_naming_the_argument():
     with pytest.raises(ValueError, match="^invalid argument: input: "):
         mod.quantize(np.zeros((32, 32), np.int32), poisoned((32, 32)), poisoned((32, 1)), None, None,
                      "e4m3", "1x32", "rceil", "compact")
+
+
+# ---- convert: every target against its layout built here from the formula (or, for the TRT-LLM ones,
+# vLLM's steps one at a time: test_trtllm_layout.trtllm_reference), outputs poisoned first
+
+
+def _deepgemm_bytes(s):
+    """DeepGEMM's packed layout of S (R x C) as flat bytes: S(r, c) at ((c / 4) * roundup(R, 4) + r) * 4 + c % 4."""
+    r, c = s.shape
+    ra = round_up(r, 4)
+    out = np.zeros(round_up(c, 4) // 4 * ra * 4, np.uint8)
+    rows, cols = np.meshgrid(np.arange(r), np.arange(c), indexing="ij")
+    out[((cols // 4) * ra + rows) * 4 + cols % 4] = s
+    return out
+
+
+@pytest.mark.parametrize("storage", ["compact", "padded", "swizzled"])
+@pytest.mark.parametrize("target", ["compact", "cutlass_128x4", "deepgemm"])
+@pytest.mark.parametrize("shape", [(257, 96 + 17), (3, 40, 64), (1, 1)])
+def test_convert_writes_each_target_from_any_storage(storage, target, shape):
+    data, buf, s = make_mxfp8(shape, storage, seed=shape[-1] + len(target))
+    want = {"compact": s.reshape(-1), "cutlass_128x4": swizzle_reference(s), "deepgemm": _deepgemm_bytes(s)}[target]
+    scales = poisoned(want.size)
+    values = poisoned(data.size)
+    mod.convert(data, buf, scales, values, target, "e4m3", storage == "swizzled", "rowwise", False)
+    np.testing.assert_array_equal(scales, want)
+    np.testing.assert_array_equal(values, data.reshape(-1))
+    scales_only = poisoned(want.size)
+    mod.convert(data, buf, scales_only, None, target, "e4m3", storage == "swizzled", "rowwise", False)
+    np.testing.assert_array_equal(scales_only, want)
+
+
+@pytest.mark.parametrize("storage", ["padded", "swizzled"])
+def test_convert_columnwise_128x4_swizzles_the_transpose(storage):
+    data, buf, s = make_mxfp8((200, 72), storage, "columnwise", seed=5)
+    scales = poisoned(round_up(s.shape[1], 128) * round_up(s.shape[0], 4))
+    mod.convert(data, buf, scales, None, "cutlass_128x4", "e4m3", storage == "swizzled", "columnwise", False)
+    np.testing.assert_array_equal(scales, swizzle_reference(s.T))
+
+
+@pytest.mark.parametrize("target", ["trtllm", "trtllm_gated"])
+def test_convert_to_the_trtllm_layouts_moves_value_and_scale_rows(target):
+    from test_trtllm_layout import trtllm_reference
+
+    data, buf, s = make_mxfp8((256, 200), "swizzled", seed=9)
+    w_ref, s_ref = trtllm_reference(data, s, target == "trtllm_gated")
+    values, scales = poisoned(data.shape), poisoned(s_ref.shape)
+    mod.convert(data, buf, scales, values, target, "e4m3", True, "rowwise", False)
+    np.testing.assert_array_equal(values, w_ref)
+    np.testing.assert_array_equal(scales, s_ref)
+
+
+def test_convert_fixup_writes_zero_exponents_as_one():
+    data, buf, s = make_mxfp8((64, 64), "compact", seed=13)
+    s[0, 0] = buf[0, 0] = 0
+    scales = poisoned(s.size)
+    mod.convert(data, buf, scales, None, "compact", "e4m3", False, "rowwise", True)
+    want = s.reshape(-1).copy()
+    want[want == 0] = 1
+    np.testing.assert_array_equal(scales, want)
+
+
+def test_convert_refusals_name_the_problem_and_write_nothing():
+    data, buf, s = make_mxfp8((100, 64), "padded", seed=17)
+    scales = poisoned(s.size)
+    with pytest.raises(ValueError, match=r'^invalid argument: target: expected one of "compact", "cutlass_128x4", '
+                                         r'"trtllm", "deepgemm", "trtllm_gated", got "cutlass"'):
+        mod.convert(data, buf, scales, None, "cutlass", "e4m3", False, "rowwise", False)
+    with pytest.raises(ValueError, match="^invalid argument: "):  # 100 rows: not a multiple of 128
+        mod.convert(data, buf, poisoned((100, 4)), poisoned(data.shape), "trtllm", "e4m3", False, "rowwise", False)
+    with pytest.raises(ValueError, match="^invalid argument: "):  # one byte short
+        mod.convert(data, buf, poisoned(s.size - 1), None, "compact", "e4m3", False, "rowwise", False)
+    assert (scales == POISON).all()
 
 
 def test_a_bad_option_string_raises_naming_the_choices():
