@@ -40,7 +40,9 @@ typedef enum mxfp8_scale_rounding {
   MXFP8_SCALE_ROUNDING_FLOOR = 1,
   /* compressed-tensors' MX rule (llm-compressor's MXFP8 checkpoints), bit for bit. It is not the
    * rule of the engines' online quantizers: vLLM's, SGLang's, ModelOpt's and FlashInfer's round as
-   * RCEIL does; this one differs where a block maximum's mantissa is >= 1.75. As its
+   * RCEIL does. For E4M3 and a finite, normal amax below 1.75 * 2^127, the two differ exactly on blocks
+   * whose amax has the mantissa 1.75 (this rule's scale byte is then one higher: amax = 1.75 * 2^k is
+   * 448 * 2^(k-8), which RCEIL keeps). As its
    * generate_mx_scales and round_to_quantized_type_dtype(uint8) compute it:
    *   p = amax rounded to a power of two: down, or up when amax's mantissa is >= 1.75 (its
    *       round_to_power_2); amax >= 1.75 * 2^127 rounds to Inf;

@@ -155,3 +155,28 @@ def test_fp8_and_e8m0_dtypes_and_bad_input():
         mxfp8.quantize(x, rounding="nearest")
     with pytest.raises(ValueError, match="0-dimensional"):
         mxfp8.quantize(np.array(1.0, np.float32))
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
+def test_compressed_tensors_rounding_differs_from_rceil_only_at_the_mantissa_1_75(dtype):
+    """The header's statement (mxfp8_scale_rounding): for E4M3 and finite normal amaxes, the
+    compressed-tensors rule gives the RCEIL scale except where the block's amax is 1.75 * 2^k, where it
+    gives one more. Random weights, plus blocks built on each side of 1.75."""
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((256, 4096)).astype(np.float32)
+    x[0, :32] = 0.5
+    x[0, 5] = 1.75 * 4        # exactly 1.75 * 2^2: differs
+    x[1, :32] = 0.5
+    x[1, 5] = 1.7578125 * 4   # the next bfloat16 above: the same scale under both
+    x[2, :32] = 0.5
+    x[2, 5] = 1.7421875 * 4   # the one below: the same scale under both
+    x = x.astype(DTYPES[dtype])
+    rceil = u8(quantize(x, rounding="rceil").rowwise_scale_inv).astype(int)
+    ct = u8(quantize(x, rounding="compressed_tensors").rowwise_scale_inv).astype(int)
+    amax = np.abs(x.astype(np.float32)).reshape(256, -1, 32).max(-1)
+    mantissa = np.frexp(amax)[0] * 2
+    at_1_75 = mantissa == 1.75
+    assert at_1_75[0, 0] and not at_1_75[1, 0] and not at_1_75[2, 0]
+    if dtype == "bfloat16":  # 7 mantissa bits: random blocks land there too, not only the one built above
+        assert at_1_75.sum() > 1
+    np.testing.assert_array_equal(ct - rceil, at_1_75.astype(int))
