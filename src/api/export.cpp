@@ -7,6 +7,7 @@
 #include "core/memory_span.hpp"
 #include "api/export_internal.hpp"
 #include "api/layouts.hpp"
+#include "api/outputs.hpp"
 #include "core/scale_source.hpp"
 #include "cuda/cuda_runtime.hpp"
 #include "core/dltensor_checks.hpp"

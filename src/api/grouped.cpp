@@ -1,6 +1,7 @@
 // Grouped MoE experts: one flat values buffer and one flat scale buffer, checked once, exported per
 // expert (as ordinary mxfp8_tensor handles viewing the flat buffers) or stacked [E, N, ...].
 #include "api/grouped.hpp"
+#include "api/outputs.hpp"
 
 #include <algorithm>
 #include <cstddef>

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "api/export_internal.hpp"
+#include "api/outputs.hpp"
 #include "api/nvfp4_tensor.hpp"
 #include "core/dlpack_tensor.hpp"
 #include "core/dltensor_checks.hpp"

@@ -2,6 +2,7 @@
 // output, work out each direction's scale geometry, then run the host loop or the CUDA kernel.
 #include "core/quantize.hpp"
 #include "api/quantize_input.hpp"
+#include "api/outputs.hpp"
 
 #include <algorithm>
 #include <string>

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "api/export_internal.hpp"
+#include "api/outputs.hpp"
 #include "api/shard.hpp"
 #include "core/dlpack_tensor.hpp"
 #include "core/dltensor_checks.hpp"

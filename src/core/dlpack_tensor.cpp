@@ -1,10 +1,8 @@
 #include "core/dlpack_tensor.hpp"
 
-#include <cstdlib>
 #include <string>
 #include <utility>
 
-#include "cuda/cuda_runtime.hpp"
 #include "core/dltensor_checks.hpp"
 #include "core/error.hpp"
 #include "core/scale_copy.hpp"
@@ -20,16 +18,13 @@ struct LibraryTensor {
   std::vector<int64_t> shape;
   std::vector<int64_t> strides;
   KeepAlive owner{};                         // views: the source
-  void *host_buffer = nullptr;               // host copies
-  void *device_buffer = nullptr;             // CUDA copies, freed on `stream`
-  void *stream = nullptr;
+  BufferRelease buffer{};                    // copies: the memory they own, and how it is freed
 };
 
 void delete_library_tensor(DLManagedTensorVersioned *self) {
   auto *t = static_cast<LibraryTensor *>(self->manager_ctx);
   if (t->owner.release) t->owner.release(t->owner.object);
-  std::free(t->host_buffer);
-  if (t->device_buffer) cuda::free_async(t->device_buffer, t->stream);
+  if (t->buffer.release) t->buffer.release(t->buffer.memory, t->buffer.stream);
   delete t;
 }
 
@@ -95,6 +90,8 @@ void check_allocated(const DLManagedTensorVersioned &m, const DLTensor &prototyp
   if (m.flags & DLPACK_FLAG_BITMASK_READ_ONLY) bad("a tensor flagged read-only");
 }
 
+}  // namespace
+
 ManagedPtr from_caller_allocator(DLDevice device, DLDataType dtype, const std::vector<int64_t> &shape,
                                  Allocator allocator) {
   std::vector<int64_t> prototype_shape = shape;
@@ -131,7 +128,6 @@ ManagedPtr from_caller_allocator(DLDevice device, DLDataType dtype, const std::v
   return result;
 }
 
-}  // namespace
 
 std::vector<int64_t> compact_strides(const std::vector<int64_t> &shape) {
   std::vector<int64_t> strides(shape.size());
@@ -159,29 +155,14 @@ ManagedPtr make_view(KeepAlive owner, const DLTensor &base, DLDataType dtype, st
   return ManagedPtr(&t.release()->managed);
 }
 
-ManagedPtr allocate_copy(DLDevice device, DLDataType dtype, const std::vector<int64_t> &shape,
-                         const Allocation &allocation) {
-  const int64_t element_bytes = (static_cast<int64_t>(dtype.bits) * dtype.lanes + 7) / 8;
-  const int64_t bytes = checked_mul(product(shape, 0, shape.size(), "the copy's size"), element_bytes, "the copy's size");
-  if (allocation.allocator && bytes > 0) return from_caller_allocator(device, dtype, shape, allocation.allocator);
-  const bool host = memory_of(device, "copy") == Memory::Host;
-  // malloc memory is plain host memory: a copy of a kDLCUDAHost (pinned) source is not pinned, and says so.
-  const DLDevice placed = host ? DLDevice{kDLCPU, 0} : device;
-  auto t = new_library_tensor(placed, dtype, shape, compact_strides(shape), DLPACK_FLAG_BITMASK_IS_COPIED);
-  if (bytes > 0)
-    where_memory_lives(
-        device, "copy",
-        [&] {
-          t->host_buffer = std::malloc(static_cast<size_t>(bytes));
-          if (!t->host_buffer) fail(MXFP8_ERROR_OUT_OF_MEMORY, "cannot allocate ", bytes, " bytes of host memory");
-          t->managed.dl_tensor.data = t->host_buffer;
-        },
-        [&] {
-          t->device_buffer = cuda::allocate(bytes, allocation.stream);
-          t->stream = allocation.stream;
-          t->managed.dl_tensor.data = t->device_buffer;
-        });
+ManagedPtr new_copy(DLDevice device, DLDataType dtype, const std::vector<int64_t> &shape) {
+  auto t = new_library_tensor(device, dtype, shape, compact_strides(shape), DLPACK_FLAG_BITMASK_IS_COPIED);
   return ManagedPtr(&t.release()->managed);
+}
+
+void attach_buffer(DLManagedTensorVersioned &copy, BufferRelease buffer) noexcept {
+  static_cast<LibraryTensor *>(copy.manager_ctx)->buffer = buffer;
+  copy.dl_tensor.data = buffer.memory;
 }
 
 }  // namespace mxfp8

@@ -49,12 +49,24 @@ struct Allocation {
   void *stream;
 };
 
-// A new contiguous tensor on `device`, flagged DLPACK_FLAG_BITMASK_IS_COPIED, from the caller's
-// allocator when there is one (everything it returns is checked; a bad result is deleted and reported),
-// else from malloc (host memory: labelled kDLCPU, also for kDLCUDAHost sources, since malloc memory is
-// not pinned) or the library's stream-ordered device pool. Write through byte_pointer(): an allocator
-// may return a byte_offset. Zero-element tensors get a NULL data pointer and no allocation.
-ManagedPtr allocate_copy(DLDevice device, DLDataType dtype, const std::vector<int64_t> &shape,
-                         const Allocation &allocation);
+// A new contiguous tensor from the caller's allocator, flagged DLPACK_FLAG_BITMASK_IS_COPIED: everything
+// it returns is checked (a bad result is deleted and reported). api/outputs.hpp's allocate_copy decides
+// between this and the library's own memory.
+ManagedPtr from_caller_allocator(DLDevice device, DLDataType dtype, const std::vector<int64_t> &shape,
+                                 Allocator allocator);
+
+// Memory a library-made copy owns, and the function its deleter hands it to (free, or a stream-ordered
+// device free on `stream`): the layer that allocates says how, so this one knows no allocator.
+struct BufferRelease {
+  void (*release)(void *memory, void *stream) noexcept;
+  void *memory;
+  void *stream;
+};
+
+// A new contiguous library tensor on `device` flagged DLPACK_FLAG_BITMASK_IS_COPIED, with no memory yet
+// (data NULL, as a zero-element tensor keeps it); attach_buffer gives it its memory, which its deleter
+// then releases.
+ManagedPtr new_copy(DLDevice device, DLDataType dtype, const std::vector<int64_t> &shape);
+void attach_buffer(DLManagedTensorVersioned &copy, BufferRelease buffer) noexcept;
 
 }  // namespace mxfp8
