@@ -6,6 +6,8 @@
 #   breaking:  a field's type (mxfp8_bucket_entry.values_bytes uint64_t -> uint32_t), an enum value
 #              (MXFP8_FORMAT_E5M2 2 -> 3), and a size-prefixed struct that grew while an old field changed
 #              type                                                                 -> abidiff reports each
+#   removal:   an EXPERIMENTAL function of the baseline renamed (mxfp8_grouped_expert) -> fails, then passes
+#              with abi/folded.suppr naming it (the fold of issue 32 removes functions this way)
 # Usage: tests/abi/test_gate.sh (about a minute on two cores; needs abigail-tools).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -74,4 +76,22 @@ for expected in "type of 'uint64_t values_bytes' changed" "'mxfp8_format::MXFP8_
   grep -qF "$expected" "$scratch/breaking.log" || { cat "$scratch/breaking.log"; fail "abidiff did not report: $expected"; }
   echo "reported: $expected"
 done
-echo "ABI gate test: additions pass, a changed field type, enum value and grown-and-changed struct fail"
+echo "--- a reviewed removal: an EXPERIMENTAL function gone fails the gate until abi/folded.suppr names it"
+copy_sources
+cd "$scratch/src"
+scripts/abi.sh update >/dev/null  # this tree's baseline, as above
+edit include/mxfp8/tensor.h 's/\bmxfp8_grouped_expert\(/mxfp8_grouped_expert_folded(/'
+edit src/api/grouped.cpp 's/\bmxfp8_grouped_expert\(/mxfp8_grouped_expert_folded(/'
+build
+rc=0
+scripts/abi.sh check "$scratch/build/libmxfp8.so.0" >"$scratch/removal.log" 2>&1 || rc=$?
+[ $rc -eq 1 ] || { cat "$scratch/removal.log"; fail "the gate passed (exit $rc) an unreviewed removal"; }
+grep -qF "mxfp8_grouped_expert" "$scratch/removal.log" || { cat "$scratch/removal.log"; fail "the removal was not named"; }
+echo "refused without abi/folded.suppr: mxfp8_grouped_expert removed"
+printf '[suppress_function]\n  label = folded\n  change_kind = deleted-function\n  name = mxfp8_grouped_expert\n' \
+  >abi/folded.suppr
+scripts/abi.sh check "$scratch/build/libmxfp8.so.0" >"$scratch/removal.log" 2>&1 || { cat "$scratch/removal.log"; fail "the gate refused a removal abi/folded.suppr names"; }
+cat "$scratch/removal.log"
+
+echo "ABI gate test: additions pass, a changed field type, enum value and grown-and-changed struct fail, and an"
+echo "EXPERIMENTAL function's removal passes only once abi/folded.suppr names it"
