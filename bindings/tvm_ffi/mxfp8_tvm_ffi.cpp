@@ -138,7 +138,8 @@ void convert(TensorView data, TensorView scale_inv, TensorView scales, Optional<
                            {"cutlass_128x4", MXFP8_LAYOUT_CUTLASS_128X4},
                            {"trtllm", MXFP8_LAYOUT_TRTLLM_SHUFFLED},
                            {"deepgemm", MXFP8_LAYOUT_DEEPGEMM_PACKED},
-                           {"trtllm_gated", MXFP8_LAYOUT_TRTLLM_SHUFFLED_GATED}});
+                           {"trtllm_gated", MXFP8_LAYOUT_TRTLLM_SHUFFLED_GATED},
+                           {"deepgemm_float32", MXFP8_LAYOUT_DEEPGEMM_FLOAT32}});
   options.direction = dir;
   options.scale_fixup = zero_exponent_as_one ? MXFP8_SCALE_FIXUP_ZERO_EXPONENT_AS_ONE : MXFP8_SCALE_FIXUP_NONE;
   options.stream = stream_for(scales.device());
@@ -260,9 +261,10 @@ TVM_FFI_DLL_EXPORT_TYPED_FUNC_DOC(convert, R"(convert(data, scale_inv, scales, v
 Writes one direction of an MXFP8 tensor in the layout an engine's kernels load (mxfp8_convert), into
 your buffers, every byte of them (padding as zero):
   target: "compact" | "cutlass_128x4" (cuBLAS / CUTLASS 128x4, flat) | "deepgemm" (DeepGEMM's packed
-    int32 [R, ceil(C/4)], flat or with its MN-major strides) | "trtllm" | "trtllm_gated" (FlashInfer's
-    TRT-LLM MoE layouts, one expert of M rows, M a multiple of 128, values required).
-  scales: uint8, float8_e8m0fnu or (deepgemm) int32, exactly the bytes the target gives for the
+    int32 [R, ceil(C/4)], flat or with its MN-major strides: Blackwell) | "deepgemm_float32" (DeepGEMM's
+    float32 [R, C] on Hopper, bits e << 23) | "trtllm" | "trtllm_gated" (FlashInfer's TRT-LLM MoE
+    layouts, one expert of M rows, M a multiple of 128, values required).
+  scales: uint8, float8_e8m0fnu, or (deepgemm) int32, (deepgemm_float32) float32, exactly the bytes the target gives for the
     tensor's scale matrix. values: None, or prod(shape) elements (uint8 or the float8 of fp8_dtype) in
     the target's row order.
   data, scale_inv, fp8_dtype, swizzled, direction: as export_scales. zero_exponent_as_one: write scale

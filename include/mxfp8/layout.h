@@ -47,7 +47,8 @@ typedef enum mxfp8_layout {
    * The values must be converted along (mxfp8_convert*): their rows move the same way. Rowwise only;
    * not a bucket or import layout (a bucket's values are in row order). */
   MXFP8_LAYOUT_TRTLLM_SHUFFLED = 2,
-  /* DeepGEMM's packed UE8M0 scales (SGLang's DeepGEMM path; DeepGEMM's
+  /* DeepGEMM's packed UE8M0 scales, for DeepGEMM on Blackwell (sm100 / sm120, where SGLang sets
+   * DEEPGEMM_SCALE_UE8M0: its weight_scale_inv_deepgemm; DeepGEMM's
    * get_mn_major_tma_aligned_packed_ue8m0_tensor): the int32 tensor [mn, ceil(sf_k / 4)] with
    * mn = R, sf_k = C, MN-major, strides (1, mn_aligned) in int32 elements, mn_aligned = roundup(R, 4).
    * Int32 (m, j) holds the E8M0 bytes of S(m, 4j .. 4j+3), S(m, 4j) in its lowest byte, so in memory:
@@ -65,7 +66,19 @@ typedef enum mxfp8_layout {
    * as vLLM's and SGLang's w13 and the checkpoints hold them (R = 2N). First vLLM's swap_w13_to_w31
    * and FlashInfer's reorder_rows_for_gated_act_gemm: row 2i <- up row i (source N + i), row 2i + 1 <-
    * gate row i (source i); then MXFP8_LAYOUT_TRTLLM_SHUFFLED's shuffle and 128x4 interleave. */
-  MXFP8_LAYOUT_TRTLLM_SHUFFLED_GATED = 4
+  MXFP8_LAYOUT_TRTLLM_SHUFFLED_GATED = 4,
+  /* DeepGEMM's scales on Hopper (sm90, where SGLang does not set DEEPGEMM_SCALE_UE8M0): SGLang's
+   * weight_scale_inv_deepgemm there is float32 [R, C], row-major, each scale the float32 whose bits
+   * are its E8M0 byte << 23 (SGLang's _process_mxfp8_linear_weight_scale: (u8.to(int32) << 23)
+   * .view(float32)), so 2^(e - 127) for bytes 1..254, +0.0 for byte 0 and +inf for byte 255. In memory,
+   * little-endian:
+   *
+   *   bytes 4 * (r * C + c) .. + 3 of S(r, c) = 0, 0, (e & 1) << 7, e >> 1
+   *
+   * exactly 4 * R * C bytes, no padding. Grouped experts stack to [E, R, C]. Rowwise only, as
+   * MXFP8_LAYOUT_DEEPGEMM_PACKED. Read back (a bucket part in this layout), a scale is its float32's
+   * exponent field: the sign and mantissa bits, which this layout never sets, are not read. */
+  MXFP8_LAYOUT_DEEPGEMM_FLOAT32 = 5
 } mxfp8_layout;
 
 /* A rewrite of scale bytes some consumers need, applied to every real scale a call writes (padding
@@ -106,7 +119,8 @@ typedef struct mxfp8_convert_options {
 
 /* Writes direction options->direction of `tensor` in layout options->target:
  *
- *   scales: uint8, float8_e8m0fnu or (for MXFP8_LAYOUT_DEEPGEMM_PACKED) int32, contiguous, exactly the
+ *   scales: uint8, float8_e8m0fnu, or the engine's own element type (int32 for
+ *           MXFP8_LAYOUT_DEEPGEMM_PACKED, float32 for MXFP8_LAYOUT_DEEPGEMM_FLOAT32), contiguous, exactly the
  *           bytes the target gives for the tensor's scale matrix (any shape), on the tensor's device;
  *           for MXFP8_LAYOUT_DEEPGEMM_PACKED also DeepGEMM's own strided int32 tensor (R, ceil(C/4)),
  *           strides (1, roundup(R, 4)), also [1, R, ceil(C/4)]. Every byte is written, padding included
@@ -132,7 +146,8 @@ MXFP8_API mxfp8_status mxfp8_convert(const mxfp8_tensor *tensor, const mxfp8_con
 
 /* The same for E grouped experts of one row count N (rowwise): expert e's scales are written at byte
  * e * B of `scales`, B the bytes the target gives for (N, ceil(K/32)), so the buffer holds E * B bytes
- * (for MXFP8_LAYOUT_DEEPGEMM_PACKED: DeepGEMM's int32 [E, N, ceil(sf_k/4)], flat or with its strides
+ * (for MXFP8_LAYOUT_DEEPGEMM_FLOAT32 float32 [E, N, C]; for MXFP8_LAYOUT_DEEPGEMM_PACKED DeepGEMM's int32
+ * [E, N, ceil(sf_k/4)], flat or with its strides
  * (ceil(sf_k/4) * roundup(N, 4), 1, roundup(N, 4)), where only the last expert's last padding rows lie
  * past the view's extent and are left alone, as for mxfp8_convert); values, when given, E * N * K elements, stacked
  * [E, N, K] in the target's row order (the TRT-LLM targets permute each expert's rows: vLLM's

@@ -193,7 +193,8 @@ typedef struct mxfp8_bucket_manifest {
  *           shape), row-major bytes of the tensor.
  *   scales: uint8 or float8_e8m0fnu, contiguous, exactly the byte count `scales_layout` gives (any
  *           shape: (R, C), flat, ...); for MXFP8_LAYOUT_DEEPGEMM_PACKED also int32 (a quarter as many
- *           elements) or DeepGEMM's own strided int32 (R, ceil(C/4)) tensor. Every byte is written,
+ *           elements) or DeepGEMM's own strided int32 (R, ceil(C/4)) tensor; for
+ *           MXFP8_LAYOUT_DEEPGEMM_FLOAT32 also float32 (R * C elements). Every byte is written,
  *           padding included, except for the strided form what lies past the extent it describes (see
  *           mxfp8_convert). A layout that permutes value rows (TRT-LLM) cannot be a destination (the
  *           values here stay in row order): refused with MXFP8_ERROR_INVALID_ARGUMENT; write it with

@@ -12,13 +12,15 @@
 namespace mxfp8 {
 namespace {
 
-// value, enum name, label, columnwise, permutes value rows, int32 words
+// value, enum name, label, columnwise, permutes value rows, the engine's 32-bit element type
 constexpr LayoutInfo kLayouts[] = {
-    {MXFP8_LAYOUT_COMPACT, "MXFP8_LAYOUT_COMPACT", "compact", true, false, false},
-    {MXFP8_LAYOUT_CUTLASS_128X4, "MXFP8_LAYOUT_CUTLASS_128X4", "128x4 swizzled", true, false, false},
-    {MXFP8_LAYOUT_TRTLLM_SHUFFLED, "MXFP8_LAYOUT_TRTLLM_SHUFFLED", "TRT-LLM shuffled", false, true, false},
-    {MXFP8_LAYOUT_DEEPGEMM_PACKED, "MXFP8_LAYOUT_DEEPGEMM_PACKED", "DeepGEMM packed", false, false, true},
-    {MXFP8_LAYOUT_TRTLLM_SHUFFLED_GATED, "MXFP8_LAYOUT_TRTLLM_SHUFFLED_GATED", "TRT-LLM shuffled gated", false, true, false},
+    {MXFP8_LAYOUT_COMPACT, "MXFP8_LAYOUT_COMPACT", "compact", true, false, kByteElements},
+    {MXFP8_LAYOUT_CUTLASS_128X4, "MXFP8_LAYOUT_CUTLASS_128X4", "128x4 swizzled", true, false, kByteElements},
+    {MXFP8_LAYOUT_TRTLLM_SHUFFLED, "MXFP8_LAYOUT_TRTLLM_SHUFFLED", "TRT-LLM shuffled", false, true, kByteElements},
+    {MXFP8_LAYOUT_DEEPGEMM_PACKED, "MXFP8_LAYOUT_DEEPGEMM_PACKED", "DeepGEMM packed", false, false, kDLInt},
+    {MXFP8_LAYOUT_TRTLLM_SHUFFLED_GATED, "MXFP8_LAYOUT_TRTLLM_SHUFFLED_GATED", "TRT-LLM shuffled gated", false, true,
+     kByteElements},
+    {MXFP8_LAYOUT_DEEPGEMM_FLOAT32, "MXFP8_LAYOUT_DEEPGEMM_FLOAT32", "DeepGEMM float32", false, false, kDLFloat},
 };
 
 // FlashInfer's shuffle_matrix_sf_a asserts M % 128 == 0 (and shuffle_matrix_a works in 32-row blocks).
@@ -58,6 +60,9 @@ int64_t layout_bytes(const LayoutInfo &layout, int64_t rows, int64_t cols, bool 
       return checked_mul(checked_round_up(cols, kPackedScalesPerWord, "the packed scales' padded K-block count"),
                          checked_round_up(rows, kDeepGemmMnAlignment, "the packed scales' aligned MN"),
                          "DeepGEMM packed scale size");
+    case MXFP8_LAYOUT_DEEPGEMM_FLOAT32:
+      return checked_mul(checked_mul(rows, cols, "DeepGEMM float32 scale count"), kFloat32Bytes,
+                         "DeepGEMM float32 scale size");
     default:
       return checked_mul(rows, cols, "compact scale size");
   }
@@ -66,7 +71,7 @@ int64_t layout_bytes(const LayoutInfo &layout, int64_t rows, int64_t cols, bool 
 LayoutBuffer expect_layout_buffer(const DLTensor &t, const LayoutInfo &layout, int64_t bytes, int64_t groups, int64_t rows,
                                   int64_t cols, const char *name, const DLDevice &device, const char *device_of) {
   const int64_t numel = checked_numel(t, name);
-  const bool words = layout.int32_words && is_dtype(t.dtype, kDLInt, 32);
+  const bool words = layout.word_code != kByteElements && is_dtype(t.dtype, layout.word_code, 32);
   // [1, rows, packed] is one group too (SGLang's parameter for a single expert).
   if (words && layout.value == MXFP8_LAYOUT_DEEPGEMM_PACKED && t.strides && (t.ndim == 3 || (t.ndim == 2 && groups == 1))) {
     // The parameter DeepGEMM's get_mn_major_tma_aligned_packed_ue8m0_tensor returns: [G,] mn, packed
@@ -92,7 +97,8 @@ LayoutBuffer expect_layout_buffer(const DLTensor &t, const LayoutInfo &layout, i
   const int64_t element_bytes = words ? 4 : 1;
   if (!words && !is_dtype(t.dtype, kDLUInt, 8) && !is_dtype(t.dtype, kDLFloat8_e8m0fnu, 8))
     fail(MXFP8_ERROR_INVALID_ARGUMENT, name, ": dtype ", format_dtype(t.dtype), " does not hold ", layout.label,
-         " scales (expected ", layout.int32_words ? "int32, " : "", "uint8 or float8_e8m0fnu)");
+         " scales (expected ", layout.word_code == kDLInt ? "int32, " : layout.word_code == kDLFloat ? "float32, " : "",
+         "uint8 or float8_e8m0fnu)");
   // An int32 tensor of more than 2^61 elements has more bytes than int64 counts: say so, never wrap.
   int64_t got = 0;
   const bool uncountable = __builtin_mul_overflow(numel, element_bytes, &got);

@@ -17,8 +17,11 @@ struct LayoutInfo {
   const char *label;          // in messages: "DeepGEMM packed"
   bool columnwise;            // takes columnwise scales
   bool permutes_value_rows;   // the values are written in another row order (a convert needs them)
-  bool int32_words;           // the engine holds it as int32 (a destination may be int32)
+  // The 32-bit element type the engine holds it as, which a destination may have besides bytes
+  // (kDLInt: DeepGEMM's packed int32; kDLFloat: DeepGEMM's float32), or kByteElements.
+  int32_t word_code;
 };
+constexpr int32_t kByteElements = -1;
 
 // The entry of `layout`, after checking that it is a known value (field: the argument it came from, for
 // the message).
@@ -29,8 +32,8 @@ const LayoutInfo &layout_info(int32_t layout, const char *field);
 int64_t layout_bytes(const LayoutInfo &layout, int64_t rows, int64_t cols, bool columnwise, const char *field);
 
 // A caller's buffer for S (rows x cols, `groups` of them back to back) in `layout`, `bytes` in all:
-// uint8 or float8_e8m0fnu holding exactly `bytes` (or int32 holding bytes / 4, for layouts an engine
-// keeps as int32), contiguous, on `device`; for the DeepGEMM layout also the engine's own strided int32
+// uint8 or float8_e8m0fnu holding exactly `bytes` (or 32-bit elements holding bytes / 4, of the type an
+// engine keeps the layout in: LayoutInfo::word_code), contiguous, on `device`; for the DeepGEMM layout also the engine's own strided int32
 // parameter ([groups,] rows, ceil(cols / 4)) with DeepGEMM's strides.
 struct LayoutBuffer {
   uint8_t *data;     // its first byte

@@ -44,6 +44,12 @@ MXFP8_HOST_DEVICE inline const uint8_t *scale_address(const ScaleSource &s, int6
   return s.swizzled + (s.transposed ? swizzled_offset(c, r, padded) : swizzled_offset(r, c, padded));
 }
 
+// Scale (r, c) of S, as stored: decoded when an engine layout stores it as more than its byte.
+MXFP8_HOST_DEVICE inline uint8_t read_scale(const ScaleSource &s, int64_t r, int64_t c) {
+  const uint8_t *at = scale_address(s, r, c);
+  return s.swizzled ? layout_decode(s.layout, at) : *at;
+}
+
 // Rows [r0, r1) and columns [c0, c1) of S (0 <= r0 <= r1 <= rows, same for columns; checked by the
 // caller): a sub-matrix of a row-major source, a window of a swizzled one. Reads nothing.
 inline ScaleSource crop(const ScaleSource &s, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
@@ -141,11 +147,11 @@ inline ScaleJob scale_job(const ScaleSource &s, int32_t layout, bool columnwise,
 // index in S of the first stored scale of the block that differs from it, or -1.
 MXFP8_HOST_DEVICE inline int64_t read_block(const ScaleSource &s, int axis, int64_t br, int64_t bc, uint8_t *value) {
   const int64_t r0 = axis == 0 ? br * kBlockSize : br, c0 = axis == 0 ? bc : bc * kBlockSize;
-  *value = *scale_address(s, r0, c0);
+  *value = read_scale(s, r0, c0);
   for (int64_t i = 1; i < kBlockSize; ++i) {
     const int64_t r = axis == 0 ? r0 + i : r0, c = axis == 0 ? c0 : c0 + i;
     if (r >= s.rows || c >= s.cols) break;
-    if (*scale_address(s, r, c) != *value) return r * s.cols + c;
+    if (read_scale(s, r, c) != *value) return r * s.cols + c;
   }
   return -1;
 }

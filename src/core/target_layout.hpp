@@ -24,6 +24,14 @@ namespace mxfp8 {
 constexpr int64_t kPackedScalesPerWord = 4;
 constexpr int64_t kDeepGemmMnAlignment = 4;
 
+// DeepGEMM's float32 scales on Hopper (MXFP8_LAYOUT_DEEPGEMM_FLOAT32), as SGLang builds them
+// (sglang/srt/layers/quantization/fp8.py, Fp8LinearMethod._process_mxfp8_linear_weight_scale, when
+// DEEPGEMM_SCALE_UE8M0 is off): (u8.to(int32) << 23).view(float32), row-major [n, k / 32]. An E8M0 byte
+// is a float32's exponent field, so each scale takes one little-endian float32 whose two high bytes
+// hold it and whose other bits are zero.
+constexpr int kFloat32ExponentShift = 23;
+constexpr int64_t kFloat32Bytes = 4;
+
 // ---- The FlashInfer TRT-LLM MoE layouts (MXFP8_LAYOUT_TRTLLM_SHUFFLED, _TRTLLM_SHUFFLED_GATED) ----
 //
 // What vLLM's FlashInfer TRT-LLM MXFP8 MoE backend loads (vLLM prepare_fp8_moe_layer_for_fi with
@@ -97,14 +105,19 @@ MXFP8_HOST_DEVICE inline int64_t layout_size(int32_t layout, int64_t rows, int64
     case MXFP8_LAYOUT_TRTLLM_SHUFFLED:
     case MXFP8_LAYOUT_TRTLLM_SHUFFLED_GATED:  // rows % 128 == 0 (api/layouts.cpp checks it)
       return rows * ((cols + kTileCols - 1) / kTileCols * kTileCols);
+    case MXFP8_LAYOUT_DEEPGEMM_FLOAT32:
+      return rows * cols * kFloat32Bytes;
     default:  // MXFP8_LAYOUT_COMPACT
       return rows * cols;
   }
 }
 
-// Byte offset of scale (r, c), 0 <= r < rows, 0 <= c < cols.
+// Byte offset of scale (r, c), 0 <= r < rows, 0 <= c < cols: of its float32 for
+// MXFP8_LAYOUT_DEEPGEMM_FLOAT32 (layout_decode reads the scale there).
 MXFP8_HOST_DEVICE inline int64_t layout_offset(int32_t layout, int64_t rows, int64_t cols, int64_t r, int64_t c) {
   switch (layout) {
+    case MXFP8_LAYOUT_DEEPGEMM_FLOAT32:
+      return (r * cols + c) * kFloat32Bytes;
     case MXFP8_LAYOUT_CUTLASS_128X4:
       return swizzled_offset(r, c, (cols + kTileCols - 1) / kTileCols * kTileCols);
     case MXFP8_LAYOUT_TRTLLM_SHUFFLED:
@@ -143,11 +156,28 @@ MXFP8_HOST_DEVICE inline bool layout_element(int32_t layout, int64_t rows, int64
       *c = (word / mn_aligned) * kPackedScalesPerWord + offset % kPackedScalesPerWord;
       break;
     }
+    case MXFP8_LAYOUT_DEEPGEMM_FLOAT32:  // all four bytes of a float32 belong to its scale (layout_encode)
+      *r = offset / kFloat32Bytes / cols;
+      *c = offset / kFloat32Bytes % cols;
+      break;
     default:  // MXFP8_LAYOUT_COMPACT
       *r = offset / cols;
       *c = offset % cols;
   }
   return *r < rows && *c < cols;
+}
+
+// Byte `offset` of the layout when it belongs to scale `e` (layout_element true): the scale itself, but
+// for MXFP8_LAYOUT_DEEPGEMM_FLOAT32 the byte of e << 23 that the offset is in.
+MXFP8_HOST_DEVICE inline uint8_t layout_encode(int32_t layout, uint8_t e, int64_t offset) {
+  if (layout != MXFP8_LAYOUT_DEEPGEMM_FLOAT32) return e;
+  return static_cast<uint8_t>((static_cast<uint32_t>(e) << kFloat32ExponentShift) >> (8 * (offset % kFloat32Bytes)));
+}
+
+// The scale at `at` (layout_offset's byte of it): the byte, or a float32's exponent field.
+MXFP8_HOST_DEVICE inline uint8_t layout_decode(int32_t layout, const uint8_t *at) {
+  if (layout != MXFP8_LAYOUT_DEEPGEMM_FLOAT32) return *at;
+  return static_cast<uint8_t>((at[3] << 1) | (at[2] >> 7));  // bits 23..30, little-endian
 }
 
 // Whether every aligned 4 bytes of the layout hold the scales (r, c0 .. c0 + 3) of one row, c0 a multiple

@@ -394,19 +394,26 @@ __device__ void store_layout_chunk(const Chunk &c) {
         if (word_loads && valid == 4) {
           word = __ldg(reinterpret_cast<const uint32_t *>(job.src + r * job.src_row_stride + c0));
         } else {
-          for (int b = 0; b < valid; ++b) word |= static_cast<uint32_t>(*scale_address(source, r, c0 + b)) << (8 * b);
+          for (int b = 0; b < valid; ++b) word |= static_cast<uint32_t>(read_scale(source, r, c0 + b)) << (8 * b);
         }
         if (zero_as_one)
           for (int b = 0; b < valid; ++b)
             if (((word >> (8 * b)) & 0xFF) == 0) word |= 1u << (8 * b);
       }
+    } else if (layout == MXFP8_LAYOUT_DEEPGEMM_FLOAT32) {  // a word is one scale's float32
+      int64_t r, cc;
+      if (layout_element(layout, rows, cols, 4 * w, &r, &cc)) {
+        uint8_t value = read_transposed ? read_scale(source, cc, r) : read_scale(source, r, cc);
+        if (zero_as_one && value == 0) value = 1;
+        word = static_cast<uint32_t>(value) << kFloat32ExponentShift;
+      }
     } else {
       for (int b = 0; b < 4 && 4 * w + b < bytes; ++b) {
         int64_t r, cc;
         if (!layout_element(layout, rows, cols, 4 * w + b, &r, &cc)) continue;
-        uint8_t value = read_transposed ? *scale_address(source, cc, r) : *scale_address(source, r, cc);
+        uint8_t value = read_transposed ? read_scale(source, cc, r) : read_scale(source, r, cc);
         if (zero_as_one && value == 0) value = 1;
-        word |= static_cast<uint32_t>(value) << (8 * b);
+        word |= static_cast<uint32_t>(layout_encode(layout, value, 4 * w + b)) << (8 * b);
       }
     }
     uint8_t *out = job.dst + 4 * w;

@@ -23,8 +23,9 @@ void write_layout_host(const ScaleJob &job) {
       int64_t r, c;
       uint8_t v = 0;
       if (layout_element(job.layout, rows, cols, at, &r, &c)) {
-        v = job.read_transposed ? *scale_address(source, c, r) : *scale_address(source, r, c);
+        v = job.read_transposed ? read_scale(source, c, r) : read_scale(source, r, c);
         if (job.zero_as_one && v == 0) v = 1;
+        v = layout_encode(job.layout, v, at);
       }
       job.dst.data[at] = v;
     }

@@ -4,11 +4,16 @@
  *     (get_mn_major_tma_aligned_packed_ue8m0_tensor_torch, csrc/jit_kernels/impls/smxx_layout.hpp):
  *     pad S (mn x sf_k) with zeros to (roundup(mn, 4), roundup(sf_k, 4)) bytes, read each row's bytes as
  *     little-endian int32 words, and store the int32 matrix MN-major (word (m, j) at j * mn_aligned + m);
- *   - the CUTLASS / cuBLAS 128x4 layout from its permute form (ref_swizzled_index), padding zero.
+ *   - the CUTLASS / cuBLAS 128x4 layout from its permute form (ref_swizzled_index), padding zero;
+ *   - DeepGEMM's float32 scales on Hopper, as SGLang builds them ((u8.to(int32) << 23).view(float32),
+ *     Fp8LinearMethod._process_mxfp8_linear_weight_scale): here from the value each byte stands for,
+ *     2^(e - 127) computed with ldexpf (0.0 for byte 0, infinity for 255, as those bit patterns read),
+ *     stored as a float32 in host order.
  * Shared by test_engine_layouts.c (host) and test_gpu_import.c (device). */
 #ifndef MXFP8_ENGINE_LAYOUTS_SUPPORT_H_
 #define MXFP8_ENGINE_LAYOUTS_SUPPORT_H_
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -48,6 +53,14 @@ static inline void ref_cutlass(const uint8_t *s, int64_t rows, int64_t cols, int
       out[transposed ? ref_swizzled_index(x, y, cp) : ref_swizzled_index(y, x, cp)] = s[y * cols + x];
 }
 
+/* S (rows x cols, row-major) as Hopper DeepGEMM's float32 [rows, cols]. */
+static inline void ref_deepgemm_float32(const uint8_t *s, int64_t n, uint8_t *out) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = s[i] == 0 ? 0.0f : s[i] == 255 ? INFINITY : ldexpf(1.0f, (int)s[i] - 127);
+    memcpy(out + 4 * i, &v, 4);
+  }
+}
+
 /* S with NeMo RL's fix-up (#3477): exponent byte 0 becomes 1. */
 static inline uint8_t *ref_zero_as_one(const uint8_t *s, int64_t n) {
   uint8_t *out = malloc((size_t)n + 1);
@@ -55,11 +68,16 @@ static inline uint8_t *ref_zero_as_one(const uint8_t *s, int64_t n) {
   return out;
 }
 
-/* The bytes of S (rows x cols) in `layout` (compact, 128x4 or DeepGEMM), in a new buffer; *bytes set. */
+/* The bytes of S (rows x cols) in `layout` (compact, 128x4 or a DeepGEMM one), in a new buffer; *bytes
+ * set. */
 static inline uint8_t *ref_layout(const uint8_t *s, int64_t rows, int64_t cols, int32_t layout, int columnwise,
                                   int64_t *bytes) {
   uint8_t *out;
-  if (layout == MXFP8_LAYOUT_DEEPGEMM_PACKED) {
+  if (layout == MXFP8_LAYOUT_DEEPGEMM_FLOAT32) {
+    *bytes = 4 * rows * cols;
+    out = malloc((size_t)*bytes + 1);
+    ref_deepgemm_float32(s, rows * cols, out);
+  } else if (layout == MXFP8_LAYOUT_DEEPGEMM_PACKED) {
     *bytes = ref_deepgemm_bytes(rows, cols);
     out = malloc((size_t)*bytes + 1);
     ref_deepgemm(s, rows, cols, out);

@@ -10,8 +10,13 @@
 
 #include "engine_layouts_support.h"
 
-static const int32_t kTargets[] = {MXFP8_LAYOUT_COMPACT, MXFP8_LAYOUT_CUTLASS_128X4, MXFP8_LAYOUT_DEEPGEMM_PACKED};
-static const char *const kTargetNames[] = {"compact", "cutlass_128x4", "deepgemm"};
+static const int32_t kTargets[] = {MXFP8_LAYOUT_COMPACT, MXFP8_LAYOUT_CUTLASS_128X4, MXFP8_LAYOUT_DEEPGEMM_PACKED,
+                                   MXFP8_LAYOUT_DEEPGEMM_FLOAT32};
+static const char *const kTargetNames[] = {"compact", "cutlass_128x4", "deepgemm", "deepgemm_float32"};
+
+static int is_deepgemm(int32_t layout) {
+  return layout == MXFP8_LAYOUT_DEEPGEMM_PACKED || layout == MXFP8_LAYOUT_DEEPGEMM_FLOAT32;
+}
 
 /* A poisoned host buffer of n bytes (one more, to catch a write past the end) and its DLTensor. */
 typedef struct {
@@ -71,7 +76,7 @@ static void test_convert_writes_each_target_exactly(void **state) {
         o.target = target;
         o.direction = s->direction;
         o.scale_fixup = fixup ? MXFP8_SCALE_FIXUP_ZERO_EXPONENT_AS_ONE : MXFP8_SCALE_FIXUP_NONE;
-        if (col && target == MXFP8_LAYOUT_DEEPGEMM_PACKED) {
+        if (col && is_deepgemm(target)) {
           out_buffer any;
           make_out(&any, 64, kDLUInt, 8);
           assert_int_equal(mxfp8_convert(t.handle, &o, NULL, &any.tensor), MXFP8_ERROR_INVALID_ARGUMENT);
@@ -144,6 +149,75 @@ static void test_deepgemm_accepts_the_engines_int32_parameter(void **state) {
   free_te(&t);
 }
 
+/* Hopper DeepGEMM's float32 parameter: every E8M0 byte (0 and 255 included) as the float32 SGLang makes
+ * of it, into float32 or byte buffers (other 32-bit types refused, nothing written), and back: a bucket
+ * part in this layout imports to compact and 128x4 as the bytes it was made from. */
+static void test_deepgemm_float32_carries_every_exponent(void **state) {
+  (void)state;
+  uint64_t rng = 77;
+  const spec s = {2, {128, 32 * 17, 0}, MXFP8_DIRECTION_ROWWISE, 0, 0}; /* 128 x 17 = 2176 scales */
+  te_tensor t = make_te(&s, &rng);
+  for (int64_t i = 0; i < t.ref.r * t.ref.c; ++i) t.ref.compact[i] = (uint8_t)(i * 7); /* every byte, mixed */
+  for (int64_t y = 0; y < t.ref.r; ++y) /* the producer's row-major storage, rows roundup(17, 4) apart */
+    memcpy(t.scales->buffer + y * 20, t.ref.compact + y * t.ref.c, (size_t)t.ref.c);
+  int64_t n = 0;
+  uint8_t *want = ref_layout(t.ref.compact, t.ref.r, t.ref.c, MXFP8_LAYOUT_DEEPGEMM_FLOAT32, 0, &n);
+  assert_int_equal(n, 4 * 128 * 17);
+  mxfp8_convert_options o = MXFP8_CONVERT_OPTIONS_INIT;
+  o.target = MXFP8_LAYOUT_DEEPGEMM_FLOAT32;
+  out_buffer param;
+  make_out(&param, n, kDLFloat, 32);
+  param.tensor.ndim = 2;
+  param.shape[0] = 128, param.shape[1] = 17;
+  assert_int_equal(mxfp8_convert(t.handle, &o, NULL, &param.tensor), MXFP8_OK);
+  expect_bytes(param.bytes, want, n, "float32 [128, 17]", "deepgemm_float32");
+  const float *f = (const float *)param.bytes;
+  EXPECT(f[0] == 0.0f && f[1] == ldexpf(1.0f, 7 - 127) && f[73] == INFINITY, /* bytes 0, 7 and 511 % 256 = 255 */
+         "float32 values %g %g %g", f[0], f[1], f[73]);
+  /* int32 is DeepGEMM packed's element type, not this layout's: refused before anything is written. */
+  memset(param.bytes, POISON, (size_t)n + 1);
+  param.tensor.dtype = (DLDataType){kDLInt, 32, 1};
+  assert_int_equal(mxfp8_convert(t.handle, &o, NULL, &param.tensor), MXFP8_ERROR_INVALID_ARGUMENT);
+  assert_last_error_contains("does not hold DeepGEMM float32 scales (expected float32, uint8 or float8_e8m0fnu)");
+  EXPECT(param.bytes[0] == POISON, "a refused convert wrote");
+  /* Back: the float32 bytes as a bucket part, imported to compact and to 128x4. */
+  for (int to = 0; to < 2; ++to) {
+    const int32_t dst_layout = to ? MXFP8_LAYOUT_CUTLASS_128X4 : MXFP8_LAYOUT_COMPACT;
+    int64_t m_bytes = 0;
+    uint8_t *back = ref_layout(t.ref.compact, t.ref.r, t.ref.c, dst_layout, 0, &m_bytes);
+    out_buffer bucket, values, scales;
+    make_out(&bucket, t.ref.values_bytes + n, kDLUInt, 8);
+    memcpy(bucket.bytes, t.ref.values, (size_t)t.ref.values_bytes);
+    memcpy(bucket.bytes + t.ref.values_bytes, want, (size_t)n);
+    mxfp8_bucket_entry entry = {0, (uint64_t)t.ref.values_bytes, (uint64_t)t.ref.values_bytes, (uint64_t)n};
+    const int32_t ndim = 2, layout = MXFP8_LAYOUT_DEEPGEMM_FLOAT32;
+    const int64_t *shape = s.shape;
+    mxfp8_bucket_manifest m = MXFP8_BUCKET_MANIFEST_INIT;
+    m.count = 1;
+    m.entries = &entry;
+    m.ndims = &ndim;
+    m.shapes = &shape;
+    m.scales_layouts = &layout;
+    make_out(&values, t.ref.values_bytes, kDLUInt, 8);
+    make_out(&scales, m_bytes, kDLUInt, 8);
+    mxfp8_import_destination dst = {&values.tensor, &scales.tensor, dst_layout, 0};
+    assert_int_equal(mxfp8_import_bucket(&bucket.tensor, &m, &dst, NULL), MXFP8_OK);
+    expect_bytes(scales.bytes, back, m_bytes, "float32 part imported", to ? "cutlass_128x4" : "compact");
+    free(bucket.bytes);
+    free(values.bytes);
+    free(scales.bytes);
+    free(back);
+  }
+  /* Columnwise has no float32 form (DeepGEMM scales K blocks). */
+  int64_t bytes = 0;
+  assert_int_equal(mxfp8_layout_bytes(MXFP8_LAYOUT_DEEPGEMM_FLOAT32, MXFP8_DIRECTION_COLUMNWISE, 4, 4, &bytes),
+                   MXFP8_ERROR_INVALID_ARGUMENT);
+  assert_last_error_contains("rowwise scales only");
+  free(param.bytes);
+  free(want);
+  free_te(&t);
+}
+
 /* E experts of N rows, stored as TE stores them, converted stacked in one call. */
 static void test_grouped_experts_convert_stacked(void **state) {
   (void)state;
@@ -207,6 +281,12 @@ static void test_grouped_experts_convert_stacked(void **state) {
           out.shape[0] = experts, out.shape[1] = n, out.shape[2] = 2;
           out.strides[0] = 2 * 104, out.strides[1] = 1, out.strides[2] = 104;
           out.tensor.strides = out.strides;
+        }
+        if (kTargets[t] == MXFP8_LAYOUT_DEEPGEMM_FLOAT32 && variant == 1) {
+          /* As SGLang holds it on Hopper: float32 [E, N, C]. */
+          out.tensor.dtype = (DLDataType){kDLFloat, 32, 1};
+          out.tensor.ndim = 3;
+          out.shape[0] = experts, out.shape[1] = n, out.shape[2] = c;
         }
         assert_int_equal(mxfp8_convert_grouped(g, &o, &vals.tensor, &out.tensor), MXFP8_OK);
         if (out.tensor.strides) /* the view ends before the last expert's last padding rows, 102 and 103 */
@@ -487,6 +567,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_convert_writes_each_target_exactly),
       cmocka_unit_test(test_deepgemm_accepts_the_engines_int32_parameter),
+      cmocka_unit_test(test_deepgemm_float32_carries_every_exponent),
       cmocka_unit_test(test_grouped_experts_convert_stacked),
       cmocka_unit_test(test_engine_layout_parts_round_trip_to_compact),
       cmocka_unit_test(test_scale_fixup_on_import_and_export),

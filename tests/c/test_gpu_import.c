@@ -263,7 +263,8 @@ static void free_device_te(device_te *d) {
   CUDA_OK(cudaFree(d->scales));
 }
 
-static const int32_t kEngineTargets[] = {MXFP8_LAYOUT_COMPACT, MXFP8_LAYOUT_CUTLASS_128X4, MXFP8_LAYOUT_DEEPGEMM_PACKED};
+static const int32_t kEngineTargets[] = {MXFP8_LAYOUT_COMPACT, MXFP8_LAYOUT_CUTLASS_128X4, MXFP8_LAYOUT_DEEPGEMM_PACKED,
+                                         MXFP8_LAYOUT_DEEPGEMM_FLOAT32};
 
 /* mxfp8_convert on device memory: every target, with and without the fix-up, into aligned and
  * unaligned (byte_offset 1) outputs, against the host references. */
@@ -285,7 +286,8 @@ static void test_gpu_convert_matches_the_engine_references(void **state) {
     device_te d = upload_te(&te, s);
     uint8_t *fixed = ref_zero_as_one(te.ref.compact, te.ref.r * te.ref.c);
     for (size_t k = 0; k < sizeof kEngineTargets / sizeof kEngineTargets[0]; ++k) {
-      if (col && kEngineTargets[k] == MXFP8_LAYOUT_DEEPGEMM_PACKED) continue; /* refused (host test) */
+      if (col && (kEngineTargets[k] == MXFP8_LAYOUT_DEEPGEMM_PACKED || kEngineTargets[k] == MXFP8_LAYOUT_DEEPGEMM_FLOAT32))
+        continue; /* refused (host test) */
       for (int variant = 0; variant < 4; ++variant) {
         const int fixup = variant & 1, offset = variant >> 1;
         int64_t n = 0;
@@ -392,8 +394,9 @@ static void test_gpu_grouped_convert_stacked(void **state) {
   }
 }
 
-/* A device bucket whose scale part is DeepGEMM-packed (as the manifest records) imports back into
- * compact and 128x4 parameters, with and without the manifest's fix-up. */
+/* A device bucket whose scale part is in a DeepGEMM layout (packed or float32, as the manifest records),
+ * at an odd offset, imports back into compact and 128x4 parameters, with and without the manifest's
+ * fix-up. */
 static void test_gpu_deepgemm_bucket_part_round_trips(void **state) {
   (void)state;
   REQUIRE_GPU();
@@ -401,45 +404,48 @@ static void test_gpu_deepgemm_bucket_part_round_trips(void **state) {
   const spec s = {2, {1000, 1000, 0}, MXFP8_DIRECTION_ROWWISE, 0, 0}; /* C = 32, rows not a multiple of 128 */
   te_tensor te = make_te(&s, &rng);
   zero_some_scales(&te, &s, &rng);
-  int64_t part = 0;
-  uint8_t *packed = ref_layout(te.ref.compact, te.ref.r, te.ref.c, MXFP8_LAYOUT_DEEPGEMM_PACKED, 0, &part);
-  const int64_t total = te.ref.values_bytes + 5 + part;
-  uint8_t *host = malloc((size_t)total);
-  memcpy(host, te.ref.values, (size_t)te.ref.values_bytes);
-  memcpy(host + te.ref.values_bytes + 5, packed, (size_t)part);
-  uint8_t *bucket = to_device(host, (size_t)total);
-  int64_t bshape[1] = {total};
-  DLTensor bt = device_bytes(bucket, bshape);
-  mxfp8_bucket_entry entry = {0, (uint64_t)te.ref.values_bytes, (uint64_t)te.ref.values_bytes + 5, (uint64_t)part};
-  const int32_t ndim = 2, layout = MXFP8_LAYOUT_DEEPGEMM_PACKED;
-  const int64_t *shape = s.shape;
   uint8_t *fixed = ref_zero_as_one(te.ref.compact, te.ref.r * te.ref.c);
-  for (int target = 0; target < 2; ++target)
-    for (int fixup = 0; fixup < 2; ++fixup) {
-      mxfp8_bucket_manifest m = MXFP8_BUCKET_MANIFEST_INIT;
-      m.count = 1;
-      m.entries = &entry;
-      m.ndims = &ndim;
-      m.shapes = &shape;
-      m.scales_layouts = &layout;
-      m.scale_fixup = fixup;
-      int64_t n = 0;
-      uint8_t *want = ref_layout(fixup ? fixed : te.ref.compact, te.ref.r, te.ref.c, target, 0, &n);
-      int64_t vshape[1] = {te.ref.values_bytes}, sshape[1] = {n};
-      uint8_t *pv = poisoned_device((size_t)vshape[0]), *ps = poisoned_device((size_t)n);
-      DLTensor vt = device_bytes(pv, vshape), st = device_bytes(ps, sshape);
-      mxfp8_import_destination d = {&vt, &st, target, 0};
-      assert_int_equal(mxfp8_import_bucket(&bt, &m, &d, NULL), MXFP8_OK);
-      CUDA_OK(cudaDeviceSynchronize());
-      expect_device(ps, want, n, fixup ? "DeepGEMM part, fix-up" : "DeepGEMM part", target);
-      expect_device(pv, te.ref.values, vshape[0], "DeepGEMM part values", target);
-      CUDA_OK(cudaFree(pv));
-      CUDA_OK(cudaFree(ps));
-      free(want);
-    }
-  CUDA_OK(cudaFree(bucket));
-  free(host);
-  free(packed);
+  static const int32_t part_layouts[2] = {MXFP8_LAYOUT_DEEPGEMM_PACKED, MXFP8_LAYOUT_DEEPGEMM_FLOAT32};
+  for (int pl = 0; pl < 2; ++pl) {
+    const int32_t ndim = 2, layout = part_layouts[pl];
+    int64_t part = 0;
+    uint8_t *packed = ref_layout(te.ref.compact, te.ref.r, te.ref.c, layout, 0, &part);
+    const int64_t total = te.ref.values_bytes + 5 + part;
+    uint8_t *host = malloc((size_t)total);
+    memcpy(host, te.ref.values, (size_t)te.ref.values_bytes);
+    memcpy(host + te.ref.values_bytes + 5, packed, (size_t)part);
+    uint8_t *bucket = to_device(host, (size_t)total);
+    int64_t bshape[1] = {total};
+    DLTensor bt = device_bytes(bucket, bshape);
+    mxfp8_bucket_entry entry = {0, (uint64_t)te.ref.values_bytes, (uint64_t)te.ref.values_bytes + 5, (uint64_t)part};
+    const int64_t *shape = s.shape;
+    for (int target = 0; target < 2; ++target)
+      for (int fixup = 0; fixup < 2; ++fixup) {
+        mxfp8_bucket_manifest m = MXFP8_BUCKET_MANIFEST_INIT;
+        m.count = 1;
+        m.entries = &entry;
+        m.ndims = &ndim;
+        m.shapes = &shape;
+        m.scales_layouts = &layout;
+        m.scale_fixup = fixup;
+        int64_t n = 0;
+        uint8_t *want = ref_layout(fixup ? fixed : te.ref.compact, te.ref.r, te.ref.c, target, 0, &n);
+        int64_t vshape[1] = {te.ref.values_bytes}, sshape[1] = {n};
+        uint8_t *pv = poisoned_device((size_t)vshape[0]), *ps = poisoned_device((size_t)n);
+        DLTensor vt = device_bytes(pv, vshape), st = device_bytes(ps, sshape);
+        mxfp8_import_destination d = {&vt, &st, target, 0};
+        assert_int_equal(mxfp8_import_bucket(&bt, &m, &d, NULL), MXFP8_OK);
+        CUDA_OK(cudaDeviceSynchronize());
+        expect_device(ps, want, n, fixup ? "DeepGEMM part, fix-up" : "DeepGEMM part", 10 * pl + target);
+        expect_device(pv, te.ref.values, vshape[0], "DeepGEMM part values", 10 * pl + target);
+        CUDA_OK(cudaFree(pv));
+        CUDA_OK(cudaFree(ps));
+        free(want);
+      }
+    CUDA_OK(cudaFree(bucket));
+    free(host);
+    free(packed);
+  }
   free(fixed);
   free_te(&te);
 }

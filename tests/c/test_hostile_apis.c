@@ -147,6 +147,8 @@ static void test_layout_bytes_formulas_and_failures(void **state) {
       assert_int_equal(mxfp8_layout_bytes(MXFP8_LAYOUT_DEEPGEMM_PACKED, 0, R, C, &got), MXFP8_OK);
       EXPECT(got == 4 * ref_ceil_div(C, 4) * ref_round_up(R, 4), "DeepGEMM %lld x %lld: %lld", (long long)R,
              (long long)C, (long long)got);
+      assert_int_equal(mxfp8_layout_bytes(MXFP8_LAYOUT_DEEPGEMM_FLOAT32, 0, R, C, &got), MXFP8_OK);
+      EXPECT(got == 4 * R * C, "DeepGEMM float32 %lld x %lld: %lld", (long long)R, (long long)C, (long long)got);
       for (int32_t l = MXFP8_LAYOUT_TRTLLM_SHUFFLED; l <= MXFP8_LAYOUT_TRTLLM_SHUFFLED_GATED; l += 2) {
         got = -7;
         const mxfp8_status st = mxfp8_layout_bytes(l, 0, R, C, &got);
@@ -165,7 +167,7 @@ static void test_layout_bytes_formulas_and_failures(void **state) {
     int64_t rows, cols;
   } bad[] = {
       {-1, 0, 1, 1},
-      {5, 0, 1, 1},
+      {TEST_LAST_LAYOUT + 1, 0, 1, 1},
       {MXFP8_LAYOUT_COMPACT, 2, 1, 1},
       {MXFP8_LAYOUT_COMPACT, -1, 1, 1},
       {MXFP8_LAYOUT_COMPACT, 0, INT64_MIN, 1},
@@ -178,6 +180,9 @@ static void test_layout_bytes_formulas_and_failures(void **state) {
       {MXFP8_LAYOUT_DEEPGEMM_PACKED, 0, 1, INT64_MAX},
       {MXFP8_LAYOUT_DEEPGEMM_PACKED, 0, (int64_t)1 << 40, (int64_t)1 << 40},
       {MXFP8_LAYOUT_DEEPGEMM_PACKED, 1, 4, 4},
+      {MXFP8_LAYOUT_DEEPGEMM_FLOAT32, 1, 4, 4},
+      {MXFP8_LAYOUT_DEEPGEMM_FLOAT32, 0, (int64_t)1 << 31, (int64_t)1 << 31}, /* 2^62 scales, 2^64 bytes */
+      {MXFP8_LAYOUT_DEEPGEMM_FLOAT32, 0, INT64_MAX, 2},
       {MXFP8_LAYOUT_TRTLLM_SHUFFLED, 1, 128, 4},
       {MXFP8_LAYOUT_TRTLLM_SHUFFLED_GATED, 1, 128, 4},
       {MXFP8_LAYOUT_TRTLLM_SHUFFLED, 0, (int64_t)1 << 62, 8},
@@ -203,12 +208,12 @@ static void test_convert_failure_writes_nothing(void **state) {
   (void)state;
   rowwise_tensor r;
   make_rowwise(&r, 128, 64, 2);
-  const int64_t sbytes = 128 * 4; /* the largest target: 128x4, DeepGEMM and TRT-LLM all take 512 */
+  const int64_t sbytes = 128 * 2 * 4; /* the largest target: DeepGEMM float32 (128x4, DeepGEMM packed and TRT-LLM take 512) */
   /* The scales buffer is as large as the values, so that a values output laid over it is real memory. */
   uint8_t *scales = malloc((size_t)(128 * 64)), *values = malloc((size_t)(128 * 64 + 1));
   int64_t sshape[1] = {sbytes}, vshape[1] = {128 * 64 - 1}, good_v[1] = {128 * 64};
   DLTensor s = host_bytes(scales, 1, sshape), v = host_bytes(values, 1, vshape);
-  for (int32_t target = 0; target <= MXFP8_LAYOUT_TRTLLM_SHUFFLED_GATED; ++target) {
+  for (int32_t target = 0; target <= TEST_LAST_LAYOUT; ++target) {
     int64_t need = 0;
     assert_int_equal(mxfp8_layout_bytes(target, 0, 128, 2, &need), MXFP8_OK);
     sshape[0] = need;
@@ -948,7 +953,7 @@ static void test_device_pointers_never_touched_without_cuda(void **state) {
   int64_t n512[1] = {512}, nv[1] = {128 * 64};
   DLTensor out_s = {(void *)(uintptr_t)0x200000, {kDLCUDA, 0}, 1, {kDLUInt, 8, 1}, n512, NULL, 0};
   DLTensor out_v = {(void *)(uintptr_t)0x300000, {kDLCUDA, 0}, 1, {kDLUInt, 8, 1}, nv, NULL, 0};
-  for (int32_t target = 0; target <= MXFP8_LAYOUT_TRTLLM_SHUFFLED_GATED; ++target) {
+  for (int32_t target = 0; target <= TEST_LAST_LAYOUT; ++target) {
     int64_t need = 0;
     assert_int_equal(mxfp8_layout_bytes(target, 0, 128, 2, &need), MXFP8_OK);
     n512[0] = need;
@@ -1053,7 +1058,7 @@ static void test_engine_layouts_and_nvfp4_independent_of_the_split(void **state)
   uint8_t *values = malloc(E * N * K), *want_values = malloc(E * N * K);
   for (int split = 0; split < 2; ++split) {
     set_split(split);
-    for (int32_t target = 0; target <= MXFP8_LAYOUT_TRTLLM_SHUFFLED_GATED; ++target) {
+    for (int32_t target = 0; target <= TEST_LAST_LAYOUT; ++target) {
       int64_t expert_bytes = 0;
       assert_int_equal(mxfp8_layout_bytes(target, 0, N, C, &expert_bytes), MXFP8_OK);
       uint8_t *out = malloc((size_t)(E * expert_bytes)), *want = malloc((size_t)(E * expert_bytes));
@@ -1540,7 +1545,7 @@ static void test_empty_tensors_with_huge_dimensions_through_the_newest_calls(voi
     int64_t none[1] = {0};
     DLTensor empty = host_bytes(NULL, 1, none);
     DLTensor empty_v = host_bytes(NULL, 1, none);
-    for (int32_t target = 0; target <= MXFP8_LAYOUT_TRTLLM_SHUFFLED_GATED; ++target) {
+    for (int32_t target = 0; target <= TEST_LAST_LAYOUT; ++target) {
       mxfp8_convert_options o = MXFP8_CONVERT_OPTIONS_INIT;
       o.target = target;
       const mxfp8_status st = mxfp8_convert(t, &o, &empty_v, &empty);
@@ -1579,7 +1584,7 @@ static void test_empty_tensors_with_huge_dimensions_through_the_newest_calls(voi
   assert_int_equal(mxfp8_grouped_tensor_create(&g, &grouped), MXFP8_OK);
   int64_t none[1] = {0};
   DLTensor empty = host_bytes(NULL, 1, none), empty_v = host_bytes(NULL, 1, none);
-  for (int32_t target = 0; target <= MXFP8_LAYOUT_TRTLLM_SHUFFLED_GATED; ++target) {
+  for (int32_t target = 0; target <= TEST_LAST_LAYOUT; ++target) {
     mxfp8_convert_options o = MXFP8_CONVERT_OPTIONS_INIT;
     o.target = target;
     const mxfp8_status st = mxfp8_convert_grouped(grouped, &o, &empty_v, &empty);

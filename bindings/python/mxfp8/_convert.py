@@ -13,7 +13,10 @@ Targets, and the parameter each engine loads (docs/api.md, "Engine layouts, shar
 - ``"deepgemm"``: int32 ``[mn, ceil(sf_k/4)]`` (grouped ``[E, mn, ceil(sf_k/4)]``) with DeepGEMM's
   MN-major strides ``(ceil(sf_k/4) * mn_aligned, 1, mn_aligned)``, ``mn_aligned = roundup(mn, 4)``, four
   consecutive K-block exponents per int32 (the first in the lowest byte): what SGLang's DeepGEMM path gets
-  from ``get_mn_major_tma_aligned_packed_ue8m0_tensor``. Rowwise only.
+  from ``get_mn_major_tma_aligned_packed_ue8m0_tensor`` on Blackwell (sm100 / sm120). Rowwise only.
+- ``"deepgemm_float32"``: float32 ``(*lead, ceil(K/32))`` (grouped ``[E, N, ceil(K/32)]``), each scale the
+  float32 whose bits are its E8M0 byte ``<< 23``: SGLang's ``weight_scale_inv_deepgemm`` for DeepGEMM on
+  Hopper (sm90), ``(u8.to(torch.int32) << 23).view(torch.float32)``. Rowwise only.
 - ``"trtllm"`` and ``"trtllm_gated"``: FlashInfer's TRT-LLM MoE layouts, what vLLM's MXFP8 MoE backend
   loads after its ``_shuffle_mxfp8_moe_weights`` (``"trtllm_gated"``: ``w13_weight`` of SwiGLU experts,
   source rows ``[gate; up]`` as vLLM holds them; ``"trtllm"``: ``w2_weight``). Per expert the value rows and
@@ -29,7 +32,7 @@ import sys
 from typing import Any, NamedTuple, Optional, Tuple
 
 from . import _args
-from ._import import LAYOUTS, _code, _cuda_and_stream, _dlpack_stream, _DIRECTIONS, _fixup, _FORMATS, layout_bytes
+from ._import import LAYOUT_WORDS, LAYOUTS, _code, _cuda_and_stream, _dlpack_stream, _DIRECTIONS, _fixup, _FORMATS, layout_bytes
 from ._mxfp8 import convert as _c_convert
 
 _GROUPED_SCALES = {"padded": 0, "compact": 1}
@@ -72,7 +75,7 @@ def _strided(flat: Any, shape: Tuple[int, ...], strides: Tuple[int, ...]) -> Any
 def _engine_parameter(flat: Any, target: str, experts: int, lead: Tuple[int, ...], r: int, c: int) -> Any:
     """The flat scales output viewed as the target's engine parameter."""
     g = (experts,) if experts else ()
-    if target == "compact":
+    if target in ("compact", "deepgemm_float32"):
         return flat.reshape(*g, *lead, c)
     if target == "deepgemm":
         packed, aligned = -(-c // 4), -(-r // 4) * 4
@@ -135,10 +138,10 @@ def convert(
     r, c = (-(-m // 32), k) if col else (m, -(-k // 32))
     cuda, stream_ptr = _cuda_and_stream(data, stream)
     per = layout_bytes(target, r, c, direction)
-    word = 4 if target == "deepgemm" else 1
+    word = LAYOUT_WORDS.get(target)
     flat = None
     if out is None:
-        flat = _empty(data, max(experts, 1) * per // word, "int32" if word == 4 else "uint8")
+        flat = _empty(data, max(experts, 1) * per // (4 if word else 1), word or "uint8")
         out = flat
     values_out = None
     if values is True:

@@ -9,7 +9,8 @@ into the engine's own parameters, values copied and scales in the layout each pa
 ``(values, scales, layout)`` to give one tensor its own layout. Layouts: ``"compact"`` (scales
 ``(*lead, ceil(K/32))`` row-major, what vLLM / SGLang load), ``"cutlass_128x4"`` (the cuBLAS / CUTLASS
 128x4 swizzled layout, flat, padding zero), ``"deepgemm"`` (DeepGEMM's packed UE8M0 scales: int32
-``(M, ceil(C/4))`` MN-major, rowwise only); ``"trtllm"`` and ``"trtllm_gated"`` (FlashInfer's TRT-LLM MoE
+``(M, ceil(C/4))`` MN-major, for Blackwell), ``"deepgemm_float32"`` (DeepGEMM's scales on Hopper: float32
+``(*lead, ceil(K/32))``, each the float32 of bits ``e << 23``; both rowwise only); ``"trtllm"`` and ``"trtllm_gated"`` (FlashInfer's TRT-LLM MoE
 layouts) move value rows, so only ``mxfp8.convert`` writes them. ``scales_shape`` gives the buffer a layout needs; ``zero_exponent_as_one=True``
 writes every E8M0 exponent byte 0 as 1 (NeMo RL's convention).
 """
@@ -19,7 +20,7 @@ from typing import Any, List, Mapping, Optional, Sequence, Tuple
 
 from . import _manifest, _shard
 from ._bucket import _Spec
-from ._manifest import FORMAT_NVFP4 as _FORMAT_NVFP4, LAYOUTS
+from ._manifest import FORMAT_NVFP4 as _FORMAT_NVFP4, LAYOUT_WORDS, LAYOUTS
 from ._mxfp8 import import_bucket as _c_import_bucket, import_tensors as _c_import_tensors
 from ._mxfp8 import layout_bytes as _c_layout_bytes
 
@@ -52,16 +53,18 @@ def scales_shape(shape: Sequence[int], layout: str = "compact", direction: str =
     ``(*lead, ceil(K/32))`` rowwise or ``(ceil(M/32), K)`` columnwise; ``cutlass_128x4`` one flat
     ``roundup(R, 128) * roundup(C, 4)`` buffer (columnwise: of the transpose, as cuBLAS reads it);
     ``deepgemm`` the int32 storage of DeepGEMM's ``(M, ceil(C/4))`` tensor, flat:
-    ``ceil(C/4) * roundup(M, 4)`` int32 (``mxfp8.convert`` returns it viewed with DeepGEMM's strides)."""
+    ``ceil(C/4) * roundup(M, 4)`` int32 (``mxfp8.convert`` returns it viewed with DeepGEMM's strides);
+    ``deepgemm_float32`` the compact shape, of float32 elements."""
     shape = tuple(int(d) for d in shape)
     m, k = _numel(shape[:-1]), shape[-1]
     col = _code("direction", direction, _DIRECTIONS) == 1
     r, c = (-(-m // 32), k) if col else (m, -(-k // 32))
     code = _code("layout", layout, LAYOUTS)
-    if code == 0:
+    if code == 0 or layout == "deepgemm_float32":
+        layout_bytes(layout, r, c, direction)  # the direction check
         return (r, c) if col else (*shape[:-1], c)
     if code != 1:
-        return (layout_bytes(layout, r, c, direction) // (4 if code == 3 else 1),)
+        return (layout_bytes(layout, r, c, direction) // (4 if layout in LAYOUT_WORDS else 1),)
     sr, sc = (c, r) if col else (r, c)
     return (0,) if sr == 0 or sc == 0 else (_round_up(sr, 128) * _round_up(sc, 4),)
 

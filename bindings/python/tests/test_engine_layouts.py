@@ -1,7 +1,8 @@
 """Engine-native targets through the Python API: mxfp8.convert and the import calls into "compact",
-"cutlass_128x4" and "deepgemm", each checked against a reference written here from the consumer's own
-procedure (DeepGEMM's torch path of get_mn_major_tma_aligned_packed_ue8m0_tensor: pad, view the bytes as
-little-endian int32, store MN-major; the cuBLAS 128x4 permute form), never from the library. Partial
+"cutlass_128x4", "deepgemm" and "deepgemm_float32", each checked against a reference written here from the
+consumer's own procedure (DeepGEMM's torch path of get_mn_major_tma_aligned_packed_ue8m0_tensor: pad, view
+the bytes as little-endian int32, store MN-major; SGLang's Hopper DeepGEMM scales, (u8 as int32 << 23)
+viewed as float32; the cuBLAS 128x4 permute form), never from the library. Partial
 shapes, poisoned outputs, round trips back to compact, the zero-exponent fix-up, bad input. Host arrays
 always; torch (CPU, and CUDA where there is a GPU) when installed."""
 import numpy as np
@@ -11,6 +12,7 @@ import mxfp8
 from conftest import make_mxfp8, round_up, swizzle_reference
 
 POISON = 0xFF
+TARGETS = ["compact", "cutlass_128x4", "deepgemm", "deepgemm_float32"]
 # (shape, storage): rows not a multiple of 4, K not of 32, ceil(K/32) not of 4
 SHAPES = [((100, 48), "padded"), ((257, 200), "swizzled"), ((3, 5, 130), "compact"), ((130, 288), "swizzled"),
           ((1, 33), "padded"), ((256, 512), "padded")]
@@ -29,16 +31,24 @@ def deepgemm_reference(s):
     return storage, (mn, k_aligned // 4), (1, mn_aligned)
 
 
+def sglang_hopper_reference(s):
+    """SGLang's weight_scale_inv_deepgemm on Hopper (Fp8LinearMethod._process_mxfp8_linear_weight_scale
+    without DEEPGEMM_SCALE_UE8M0): (scale_u8.to(torch.int32) << 23).view(torch.float32), in NumPy."""
+    return (s.astype(np.int32) << 23).view(np.float32)
+
+
 def reference(s, target, direction="rowwise"):
     """The target's bytes of S, flat uint8."""
     if target == "compact":
         return s.reshape(-1)
+    if target == "deepgemm_float32":
+        return sglang_hopper_reference(s).reshape(-1).view(np.uint8)
     if target == "cutlass_128x4":
         return swizzle_reference(s if direction == "rowwise" else s.T.copy())
     return deepgemm_reference(s)[0].view(np.uint8)
 
 
-@pytest.mark.parametrize("target", ["compact", "cutlass_128x4", "deepgemm"])
+@pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("shape,storage", SHAPES)
 def test_convert_matches_the_consumers_reference(shape, storage, target):
     data, buf, s = make_mxfp8(shape, storage, seed=len(shape) + shape[-1])
@@ -51,13 +61,16 @@ def test_convert_matches_the_consumers_reference(shape, storage, target):
         _, want_shape, want_strides = deepgemm_reference(s)
         assert out.scales.dtype == np.int32 and out.scales.shape == want_shape
         assert out.scales.strides == tuple(4 * x for x in want_strides)
+    elif target == "deepgemm_float32":  # SGLang's parameter on Hopper: float32 (*lead, ceil(K/32))
+        assert out.scales.dtype == np.float32 and out.scales.shape == (*shape[:-1], s.shape[1])
+        np.testing.assert_array_equal(out.scales.reshape(s.shape), sglang_hopper_reference(s))
     elif target == "compact":
         assert out.scales.shape == (*shape[:-1], s.shape[1])
     else:
         assert out.scales.shape == (round_up(s.shape[0], 128) * round_up(s.shape[1], 4),)
 
 
-@pytest.mark.parametrize("target", ["compact", "cutlass_128x4", "deepgemm"])
+@pytest.mark.parametrize("target", TARGETS)
 def test_convert_into_poisoned_buffers_and_back_to_compact(target):
     """Into the caller's poisoned buffer (every byte written, padding as the consumer expects), then a
     bucket holding that part, recorded as `target`, imported back to compact: the identity on S."""
@@ -83,7 +96,7 @@ def test_convert_into_poisoned_buffers_and_back_to_compact(target):
     assert (compact == POISON).all()
 
 
-@pytest.mark.parametrize("target", ["compact", "cutlass_128x4", "deepgemm"])
+@pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("storage", ["padded", "compact", "swizzled"])
 def test_grouped_experts_convert_stacked(storage, target):
     """128 experts of 102 rows (mn not a multiple of 4), K = 200 (sf_k = 7), one call."""
@@ -121,7 +134,9 @@ def test_grouped_experts_convert_stacked(storage, target):
         np.testing.assert_array_equal(whole, want)
     else:
         want = np.stack([reference(s[e], target) for e in range(experts)])
-        np.testing.assert_array_equal(out.scales.reshape(experts, -1), want)
+        np.testing.assert_array_equal(out.scales.reshape(experts, -1).view(np.uint8), want)
+        if target == "deepgemm_float32":
+            assert out.scales.shape == (experts, n, c) and out.scales.dtype == np.float32
 
 
 def test_zero_exponent_fixup_rewrites_only_real_scales():
@@ -131,7 +146,7 @@ def test_zero_exponent_fixup_rewrites_only_real_scales():
     s[mask] = 0
     buf[:s.shape[0], :s.shape[1]][mask] = 0
     fixed = np.where(s == 0, 1, s).astype(np.uint8)
-    for target in ("compact", "cutlass_128x4", "deepgemm"):
+    for target in TARGETS:
         off = mxfp8.convert(data, buf, target, swizzled=False)
         on = mxfp8.convert(data, buf, target, zero_exponent_as_one=True, swizzled=False)
         for got, want in ((off, s), (on, fixed)):
@@ -143,6 +158,10 @@ def test_zero_exponent_fixup_rewrites_only_real_scales():
                                                                     np.int32), "deepgemm")}
     mxfp8.import_tensors({"w": {"data": data, "scale_inv": buf}}, params, zero_exponent_as_one=True)
     np.testing.assert_array_equal(params["w"][1].view(np.uint8), reference(fixed, "deepgemm"))
+    hopper = np.full(mxfp8.scales_shape(data.shape, "deepgemm_float32"), np.nan, np.float32)
+    mxfp8.import_tensors({"w": {"data": data, "scale_inv": buf}}, {"w": (params["w"][0], hopper, "deepgemm_float32")},
+                         zero_exponent_as_one=True)
+    np.testing.assert_array_equal(hopper, sglang_hopper_reference(fixed))
     with pytest.raises(TypeError, match="zero_exponent_as_one must be True or False"):
         mxfp8.convert(data, buf, "compact", zero_exponent_as_one=1, swizzled=False)
 
@@ -155,9 +174,14 @@ def test_bad_input_gets_clear_errors():
         mxfp8.convert(data, buf, "deepgemm", out=np.full(200, POISON, np.uint8), swizzled=False)
     with pytest.raises(ValueError, match="dtype float32 does not hold DeepGEMM packed scales"):
         mxfp8.convert(data, buf, "deepgemm", out=np.zeros(100, np.float32), swizzled=False)
+    with pytest.raises(ValueError, match="dtype int32 does not hold DeepGEMM float32 scales"):
+        mxfp8.convert(data, buf, "deepgemm_float32", out=np.zeros(200, np.int32), swizzled=False)
     cw_data, cw_buf, _ = make_mxfp8((70, 200), "padded", direction="columnwise", seed=4)
-    with pytest.raises(ValueError, match="rowwise scales only"):
-        mxfp8.convert(cw_data, cw_buf, "deepgemm", direction="columnwise", swizzled=False)
+    for target in ("deepgemm", "deepgemm_float32"):
+        with pytest.raises(ValueError, match="rowwise scales only"):
+            mxfp8.convert(cw_data, cw_buf, target, direction="columnwise", swizzled=False)
+        with pytest.raises(ValueError, match="rowwise scales only"):
+            mxfp8.scales_shape((70, 200), target, "columnwise")
     with pytest.raises(ValueError, match="MXFP8_LAYOUT_TRTLLM_SHUFFLED, which needs rows \\(per expert\\) a multiple of 128"):
         mxfp8.convert(data, buf, "trtllm", values=True, swizzled=False)
     with pytest.raises(ValueError, match="do not split into 3 experts"):
@@ -196,3 +220,24 @@ def test_torch_outputs_are_the_engines_parameters(device):
     cut = mxfp8.convert(values, s.reshape(-1).to(device), "cutlass_128x4", num_experts=experts, scales="compact", swizzled=False)
     assert tuple(cut.scales.shape) == (experts, round_up(n, 128) * round_up(c, 4))
     np.testing.assert_array_equal(cut.scales.cpu().numpy(), np.stack([swizzle_reference(x.numpy()) for x in s]))
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_hopper_deepgemm_scales_are_sglangs_expression(device):
+    """SGLang's own expression for its Hopper parameter, run in torch on the same bytes (every E8M0 byte,
+    0 and 255 included), against mxfp8.convert into "deepgemm_float32": dense and grouped."""
+    torch = pytest.importorskip("torch")
+    if device == "cuda" and not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    experts, n, k = 3, 100, 32 * 90
+    scale_u8 = (torch.arange(experts * n * (k // 32), dtype=torch.int64) * 7 % 256).to(torch.uint8).reshape(experts, n, -1)
+    data = torch.randint(0, 256, (experts * n, k), dtype=torch.uint8).view(torch.float8_e4m3fn).to(device)
+    for e in range(experts):  # one expert as a dense weight
+        want = (scale_u8[e].contiguous().view(-1).to(torch.int32) << 23).view(torch.float32).view(n, k // 32)
+        got = mxfp8.convert(data[e * n:(e + 1) * n], scale_u8[e].to(device), "deepgemm_float32", swizzled=False)
+        assert got.scales.dtype == torch.float32 and tuple(got.scales.shape) == (n, k // 32)
+        assert torch.equal(got.scales.cpu().view(torch.int32), want.view(torch.int32))
+    grouped = mxfp8.convert(data, scale_u8.reshape(-1).to(device), "deepgemm_float32", num_experts=experts,
+                            scales="compact", swizzled=False)
+    want = (scale_u8.reshape(-1).to(torch.int32) << 23).view(torch.float32).view(experts, n, k // 32)
+    assert torch.equal(grouped.scales.cpu().view(torch.int32), want.view(torch.int32))

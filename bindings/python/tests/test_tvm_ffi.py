@@ -241,11 +241,13 @@ def _deepgemm_bytes(s):
 
 
 @pytest.mark.parametrize("storage", ["compact", "padded", "swizzled"])
-@pytest.mark.parametrize("target", ["compact", "cutlass_128x4", "deepgemm"])
+@pytest.mark.parametrize("target", ["compact", "cutlass_128x4", "deepgemm", "deepgemm_float32"])
 @pytest.mark.parametrize("shape", [(257, 96 + 17), (3, 40, 64), (1, 1)])
 def test_convert_writes_each_target_from_any_storage(storage, target, shape):
     data, buf, s = make_mxfp8(shape, storage, seed=shape[-1] + len(target))
-    want = {"compact": s.reshape(-1), "cutlass_128x4": swizzle_reference(s), "deepgemm": _deepgemm_bytes(s)}[target]
+    want = {"compact": s.reshape(-1), "cutlass_128x4": swizzle_reference(s), "deepgemm": _deepgemm_bytes(s),
+            # SGLang's Hopper parameter: (u8 as int32 << 23) viewed as float32
+            "deepgemm_float32": (s.astype(np.int32) << 23).view(np.uint8).reshape(-1)}[target]
     scales = poisoned(want.size)
     values = poisoned(data.size)
     mod.convert(data, buf, scales, values, target, "e4m3", storage == "swizzled", "rowwise", False)
@@ -290,7 +292,7 @@ def test_convert_refusals_name_the_problem_and_write_nothing():
     data, buf, s = make_mxfp8((100, 64), "padded", seed=17)
     scales = poisoned(s.size)
     with pytest.raises(ValueError, match=r'^invalid argument: target: expected one of "compact", "cutlass_128x4", '
-                                         r'"trtllm", "deepgemm", "trtllm_gated", got "cutlass"'):
+                                         r'"trtllm", "deepgemm", "trtllm_gated", "deepgemm_float32", got "cutlass"'):
         mod.convert(data, buf, scales, None, "cutlass", "e4m3", False, "rowwise", False)
     with pytest.raises(ValueError, match="^invalid argument: "):  # 100 rows: not a multiple of 128
         mod.convert(data, buf, poisoned((100, 4)), poisoned(data.shape), "trtllm", "e4m3", False, "rowwise", False)

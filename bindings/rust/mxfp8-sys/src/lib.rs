@@ -356,6 +356,8 @@ pub const MXFP8_LAYOUT_TRTLLM_SHUFFLED: i32 = 2;
 pub const MXFP8_LAYOUT_DEEPGEMM_PACKED: i32 = 3;
 /// `mxfp8_layout`: the same for a gated activation's gate-and-up rows (vLLM's `w13_weight`).
 pub const MXFP8_LAYOUT_TRTLLM_SHUFFLED_GATED: i32 = 4;
+/// `mxfp8_layout`: DeepGEMM's scales on Hopper: float32 `(R, C)`, each scale's bits `e << 23` (rowwise only).
+pub const MXFP8_LAYOUT_DEEPGEMM_FLOAT32: i32 = 5;
 /// `mxfp8_scale_fixup`: scale bytes as stored.
 pub const MXFP8_SCALE_FIXUP_NONE: i32 = 0;
 /// `mxfp8_scale_fixup`: E8M0 exponent byte 0 written as 1 (NeMo RL).

@@ -59,8 +59,13 @@ c_enum! {
         Compact = sys::MXFP8_LAYOUT_COMPACT,
         /// Scales in the cuBLAS / CUTLASS 128x4 layout, flat, padding zero.
         Cutlass128x4 = sys::MXFP8_LAYOUT_CUTLASS_128X4,
-        /// DeepGEMM's packed UE8M0 scales: int32 `(R, ceil(C/4))` MN-major, rowwise only.
+        /// DeepGEMM's packed UE8M0 scales on Blackwell (SGLang's `weight_scale_inv_deepgemm` on sm100 /
+        /// sm120): int32 `(R, ceil(C/4))` MN-major, rowwise only.
         DeepgemmPacked = sys::MXFP8_LAYOUT_DEEPGEMM_PACKED,
+        /// DeepGEMM's scales on Hopper (SGLang's `weight_scale_inv_deepgemm` on sm90): float32 `(R, C)`
+        /// row-major, each scale the float32 whose bits are its E8M0 byte `<< 23`, `4 * R * C` bytes;
+        /// rowwise only.
+        DeepgemmFloat32 = sys::MXFP8_LAYOUT_DEEPGEMM_FLOAT32,
         /// FlashInfer's TRT-LLM MoE weights (vLLM's `w2_weight`): value and scale rows permuted inside
         /// blocks of 32 (row `32b + i` to `32b + 8 * (i % 4) + i / 4`), the permuted scales then in the
         /// 128x4 layout, `R * roundup(C, 4)` bytes; R a multiple of 128 per expert. Rowwise only, and a

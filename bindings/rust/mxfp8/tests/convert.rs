@@ -38,6 +38,7 @@ fn layout_bytes_follow_the_header_formulas() {
         // Columnwise scales are swizzled as their transpose.
         assert_eq!(layout_bytes(Layout::Cutlass128x4, Direction::Columnwise, ri, ci), Ok((round_up(c, 128) * round_up(r, 4)) as u64));
         assert_eq!(layout_bytes(Layout::DeepgemmPacked, row, ri, ci), Ok((4 * c.div_ceil(4) * round_up(r, 4)) as u64));
+        assert_eq!(layout_bytes(Layout::DeepgemmFloat32, row, ri, ci), Ok((4 * r * c) as u64));
     }
     for layout in [Layout::TrtllmShuffled, Layout::TrtllmShuffledGated] {
         assert_eq!(layout_bytes(layout, Direction::Rowwise, 256, 7), Ok(256 * 8));
@@ -45,7 +46,7 @@ fn layout_bytes_follow_the_header_formulas() {
         assert_eq!(err.status, Status::InvalidArgument, "{err}");
         assert!(err.message.contains("128"), "{err}");
     }
-    for layout in [Layout::DeepgemmPacked, Layout::TrtllmShuffled] {
+    for layout in [Layout::DeepgemmPacked, Layout::DeepgemmFloat32, Layout::TrtllmShuffled] {
         assert_eq!(layout_bytes(layout, Direction::Columnwise, 128, 4).unwrap_err().status, Status::InvalidArgument);
     }
     assert_eq!(layout_bytes(Layout::Compact, Direction::Rowwise, -1, 4).unwrap_err().status, Status::InvalidArgument);
@@ -62,6 +63,7 @@ fn convert_writes_every_target_from_swizzled_storage() {
         (Layout::Compact, scales.clone(), values.clone()),
         (Layout::Cutlass128x4, swizzle_reference(&scales, m, c, 0), values.clone()),
         (Layout::DeepgemmPacked, deepgemm_reference(&scales, m, c, 0), values.clone()),
+        (Layout::DeepgemmFloat32, hopper_deepgemm_reference(&scales), values.clone()),
         (Layout::TrtllmShuffled, swizzle_reference(&shuffled_scales, m, c, 0), permute_rows(&values, m, k, trtllm_destination_row)),
     ] {
         let bytes = layout_bytes(target, Direction::Rowwise, m as i64, c as i64).unwrap() as usize;

@@ -272,7 +272,7 @@ fn engine_targets_imports_and_prepared_plans_on_cuda_memory() {
     // convert: every target, the device result equals the host one (checked against the references
     // in tests/convert.rs).
     let (host, dev, _, _) = weight(256, 200, 31);
-    for target in [Layout::Compact, Layout::Cutlass128x4, Layout::DeepgemmPacked, Layout::TrtllmShuffled] {
+    for target in [Layout::Compact, Layout::Cutlass128x4, Layout::DeepgemmPacked, Layout::DeepgemmFloat32, Layout::TrtllmShuffled] {
         let options = ConvertOptions::new().target(target);
         let bytes = mxfp8::layout_bytes(target, Direction::Rowwise, 256, 7).unwrap() as usize;
         let (mut hv, mut hs) = (vec![POISON; 256 * 200], vec![POISON; bytes]);

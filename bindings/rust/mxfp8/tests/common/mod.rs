@@ -176,6 +176,21 @@ pub fn round_up(n: usize, m: usize) -> usize {
     n.div_ceil(m) * m
 }
 
+/// SGLang's DeepGEMM scales on Hopper: each E8M0 byte as the float32 2^(e - 127) (0.0 for byte 0,
+/// infinity for 255, the values of the bit patterns `e << 23` SGLang builds), little-endian bytes.
+pub fn hopper_deepgemm_reference(s: &[u8]) -> Vec<u8> {
+    s.iter()
+        .flat_map(|&e| {
+            let v = match e {
+                0 => 0.0f32,
+                255 => f32::INFINITY,
+                _ => 2f32.powi(i32::from(e) - 127),
+            };
+            v.to_le_bytes()
+        })
+        .collect()
+}
+
 /// DeepGEMM's packed UE8M0 layout of a rows x cols matrix, written from the header's byte offset
 /// formula: S(r, c) at ((c / 4) * roundup(rows, 4) + r) * 4 + c % 4, every other byte `pad`.
 pub fn deepgemm_reference(s: &[u8], rows: usize, cols: usize, pad: u8) -> Vec<u8> {
