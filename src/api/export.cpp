@@ -12,7 +12,7 @@
 #include "cuda/cuda_runtime.hpp"
 #include "core/dltensor_checks.hpp"
 #include "core/error.hpp"
-#include "core/scale_copy.hpp"
+#include "core/scale_job.hpp"
 #include "core/shape.hpp"
 #include "core/sized_struct.hpp"
 #include "api/tensor.hpp"

@@ -8,7 +8,7 @@
 #include "mxfp8/mxfp8.h"
 #include "core/dlpack_tensor.hpp"
 #include "core/nvfp4_decode.hpp"
-#include "core/scale_copy.hpp"
+#include "core/scale_job.hpp"
 #include "core/scale_source.hpp"
 #include "api/tensor.hpp"
 

@@ -193,11 +193,11 @@ void add_copy_jobs(std::vector<ScaleJob> &jobs, const uint8_t *src, uint8_t *dst
   const int64_t rows = bytes / kCopyRowBytes, tail = bytes % kCopyRowBytes;
   auto *s = const_cast<uint8_t *>(src);
   if (rows > 0)
-    jobs.push_back(ScaleJob{nullptr, ByteMatrix{s, rows, kCopyRowBytes, kCopyRowBytes, 1},
-                            ByteMatrix{dst, rows, kCopyRowBytes, kCopyRowBytes, 1}});
+    jobs.push_back(copy_job(ByteMatrix{s, rows, kCopyRowBytes, kCopyRowBytes, 1},
+                            ByteMatrix{dst, rows, kCopyRowBytes, kCopyRowBytes, 1}));
   if (tail > 0) {
     const int64_t done = rows * kCopyRowBytes;
-    jobs.push_back(ScaleJob{nullptr, ByteMatrix{s + done, 1, tail, tail, 1}, ByteMatrix{dst + done, 1, tail, tail, 1}});
+    jobs.push_back(copy_job(ByteMatrix{s + done, 1, tail, tail, 1}, ByteMatrix{dst + done, 1, tail, tail, 1}));
   }
 }
 

@@ -14,7 +14,7 @@
 #include "core/dltensor_checks.hpp"
 #include "core/error.hpp"
 #include "core/memory_span.hpp"
-#include "core/scale_copy.hpp"
+#include "core/scale_job.hpp"
 #include "core/shape.hpp"
 #include "core/sized_struct.hpp"
 

@@ -163,8 +163,8 @@ void add_shard_value_jobs(std::vector<ScaleJob> &jobs, const uint8_t *values, in
     if (width == cols) {  // whole rows lie back to back: one flat copy (the copy engine's, when large)
       add_copy_jobs(jobs, src, dst + at * width, n * width);
     } else if (n > 0 && width > 0) {
-      jobs.push_back(ScaleJob{nullptr, ByteMatrix{const_cast<uint8_t *>(src), n, width, cols, 1},
-                              ByteMatrix{dst + at * width, n, width, width, 1}});
+      jobs.push_back(copy_job(ByteMatrix{const_cast<uint8_t *>(src), n, width, cols, 1},
+                              ByteMatrix{dst + at * width, n, width, width, 1}));
     }
     at += n;
   }

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "mxfp8/mxfp8.h"
-#include "core/scale_copy.hpp"
+#include "core/scale_job.hpp"
 #include "core/scale_source.hpp"
 
 namespace mxfp8 {

@@ -12,7 +12,7 @@
 #include "core/dltensor_checks.hpp"
 #include "core/memory_span.hpp"
 #include "mxfp8/mxfp8.h"
-#include "core/scale_copy.hpp"
+#include "core/scale_job.hpp"
 #include "core/scale_source.hpp"
 
 namespace mxfp8 {

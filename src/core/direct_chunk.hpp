@@ -1,4 +1,4 @@
-// The mapping of a "direct" chunk of the scale kernel (src/cuda/unswizzle_cuda.cu): how a narrow swizzled
+// The mapping of a "direct" chunk of the scale kernel (src/cuda/scale_jobs_cuda.cu): how a narrow swizzled
 // matrix (a row of at most half a chunk's tiles, e.g. an MoE down projection's 24 scales = 6 tiles) is cut
 // into chunks, staged in shared memory and written out. Host-callable so that a host test
 // (tests/c/test_direct_chunk.cpp) checks the same functions the kernel uses against the swizzle formula.

@@ -8,7 +8,7 @@
 #include <dlpack/dlpack.h>
 
 #include "mxfp8/mxfp8.h"
-#include "core/scale_copy.hpp"
+#include "core/scale_job.hpp"
 
 namespace mxfp8 {
 

@@ -9,7 +9,7 @@
 
 #include <dlpack/dlpack.h>
 
-#include "core/scale_copy.hpp"
+#include "core/scale_job.hpp"
 
 namespace mxfp8 {
 

@@ -6,7 +6,7 @@
 #include <cstdint>
 
 #include "core/error.hpp"
-#include "core/scale_copy.hpp"
+#include "core/scale_job.hpp"
 #include "core/swizzle_index.hpp"
 #include "core/target_layout.hpp"
 
@@ -74,7 +74,7 @@ inline ScaleSource crop(const ScaleSource &s, int64_t r0, int64_t r1, int64_t c0
 inline ScaleJob swizzled_window_job(const ScaleSource &s, ByteMatrix dst) {
   const int64_t padded = swizzled_padded_cols(s), stride = padded / kTileCols;
   const int64_t r0 = s.transposed ? s.col0 : s.row0, c0 = s.transposed ? s.row0 : s.col0;
-  ScaleJob job{s.swizzled + ((r0 / kTileRows) * stride + c0 / kTileCols) * kTileBytes, ByteMatrix{}, dst};
+  ScaleJob job{JobKind::Unswizzle, s.swizzled + ((r0 / kTileRows) * stride + c0 / kTileCols) * kTileBytes, ByteMatrix{}, dst};
   job.swizzled_row0 = r0 % kTileRows;
   job.swizzled_col0 = c0 % kTileCols;
   job.swizzled_tile_stride = stride;
@@ -84,7 +84,7 @@ inline ScaleJob swizzled_window_job(const ScaleSource &s, ByteMatrix dst) {
 // The job writing S compact (rows x cols, row-major, row stride cols) at `dst`. Swizzled columnwise scales
 // are S^T swizzled: the job unswizzles S^T into a transposed view of the output.
 inline ScaleJob compact_job(const ScaleSource &s, uint8_t *dst) {
-  if (!s.swizzled) return ScaleJob{nullptr, s.row_major, ByteMatrix{dst, s.rows, s.cols, s.cols, 1}};
+  if (!s.swizzled) return copy_job(s.row_major, ByteMatrix{dst, s.rows, s.cols, s.cols, 1});
   if (s.transposed) return swizzled_window_job(s, ByteMatrix{dst, s.cols, s.rows, 1, s.cols});
   return swizzled_window_job(s, ByteMatrix{dst, s.rows, s.cols, s.cols, 1});
 }
@@ -98,11 +98,11 @@ inline ScaleJob swizzled_job(const ScaleSource &s, bool transposed, uint8_t *dst
   if (s.swizzled) {
     if (s.transposed != transposed) fail(MXFP8_ERROR_INTERNAL, "a swizzled source of the other orientation");
     if (s.padded_cols) fail(MXFP8_ERROR_INTERNAL, "a swizzled copy of a window of a swizzled matrix");
-    return ScaleJob{s.swizzled, ByteMatrix{}, out, true};
+    return ScaleJob{JobKind::SwizzledCopy, s.swizzled, ByteMatrix{}, out};
   }
   const ByteMatrix &m = s.row_major;
   const ByteMatrix src = transposed ? ByteMatrix{m.data, m.cols, m.rows, m.col_stride, m.row_stride} : m;
-  return ScaleJob{nullptr, src, out, true};
+  return ScaleJob{JobKind::Swizzle, nullptr, src, out};
 }
 
 // The job writing M in `layout` at `dst` (every byte, padding as zeros): M = S, or S^T when
@@ -112,7 +112,8 @@ inline ScaleJob layout_job(const ScaleSource &s, int32_t layout, bool transposed
   // A layout job reads S through layout_job_source, which has no window: shards never reach here (the
   // import refuses engine layouts and the fix-up for them), and this keeps it so.
   if (s.padded_cols) fail(MXFP8_ERROR_INTERNAL, "a layout job reading a window of a swizzled matrix");
-  ScaleJob job{s.swizzled, s.row_major, ByteMatrix{dst, transposed ? s.cols : s.rows, transposed ? s.rows : s.cols, 0, 0}};
+  ScaleJob job{JobKind::Layout, s.swizzled, s.row_major,
+               ByteMatrix{dst, transposed ? s.cols : s.rows, transposed ? s.rows : s.cols, 0, 0}};
   job.layout = layout;
   job.source_layout = s.layout;
   job.source_transposed = s.transposed;

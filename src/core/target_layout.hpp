@@ -1,7 +1,7 @@
 // The engine layouts (mxfp8_layout) as index functions, usable on host and device: where scale (r, c) of
 // an R x C matrix lies in a layout, and which scale (or padding) each byte of the layout holds. Adding a
 // layout is one case in each function below plus one entry in api/layouts.cpp (its name, byte count
-// and which directions it takes); the generic layout job (scale_copy.hpp) and its host and CUDA loops
+// and which directions it takes); the generic layout job (scale_job.hpp) and its host and CUDA loops
 // then write and read it with no code of their own.
 #pragma once
 

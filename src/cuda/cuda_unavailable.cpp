@@ -5,7 +5,7 @@
 #include "core/quantize.hpp"
 #include "core/nvfp4_quantize.hpp"
 #include "cuda/cuda_runtime.hpp"
-#include "core/scale_copy.hpp"
+#include "core/scale_job.hpp"
 #include "core/scale_source.hpp"
 
 namespace mxfp8::cuda {

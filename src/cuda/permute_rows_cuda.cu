@@ -1,5 +1,5 @@
 // CUDA kernel of the TRT-LLM layouts (target_layout.hpp): the values, a row-permuted copy job of all
-// experts (scale_copy.hpp), and in the same launch their scales, when a convert reads them from
+// experts (scale_job.hpp), and in the same launch their scales, when a convert reads them from
 // row-major compact scales (one layout job per expert, at a regular stride: one "scale run").
 //
 // A persistent grid whose warps take work items in turn (scale items first, then value tiles), each
@@ -18,7 +18,7 @@
 //    the four source rows (one 16-byte load a row; words or bytes when the rows are not aligned for
 //    them) and writes line l of each tile, so the warp's stores are 512 contiguous bytes a tile.
 //    Padding columns (past C, to a multiple of 4) are zeros.
-// The old path of these scales, a layout job in the batched scale kernel (unswizzle_cuda.cu), gathers
+// The old path of these scales, a layout job in the batched scale kernel (scale_jobs_cuda.cu), gathers
 // each 4-byte word through the layout's inverse index with 64-bit divisions; it still takes the TRT-LLM
 // jobs this kernel does not (swizzled sources, unaligned outputs).
 #include <cuda_runtime.h>
@@ -27,7 +27,7 @@
 
 #include "cuda/cuda_check.cuh"
 #include "core/error.hpp"
-#include "core/scale_copy.hpp"
+#include "core/scale_job.hpp"
 #include "core/shape.hpp"
 #include "core/swizzle_index.hpp"
 #include "core/target_layout.hpp"
@@ -190,7 +190,7 @@ uint32_t checked_uint32(int64_t v, const char *what) {
 // The values part of a row-permuted copy job, in units of Vec.
 template <class Vec>
 ValuesPart values_part(const ScaleJob &job) {
-  ValuesPart p{job.src.data, job.dst.data, 0, 0, 0, 0, 0, job.row_layout, 0};
+  ValuesPart p{job.src.data, job.dst.data, 0, 0, 0, 0, 0, job.layout, 0};
   const int64_t per_row = job.dst.cols / static_cast<int64_t>(sizeof(Vec));
   p.per_row = checked_uint32(per_row, "vectors a row");
   p.group_rows = checked_uint32(job.group_rows, "rows of one expert");
@@ -216,7 +216,7 @@ bool fits(const ScaleJob &job, uintptr_t bytes) {
 // A layout job this kernel writes: a TRT-LLM layout, all of it, of a row-major S with 128-row tile rows,
 // into a destination aligned for 16-byte stores.
 bool takes_scale_job(const ScaleJob &j) {
-  return j.layout >= 0 && is_trtllm_layout(j.layout) && !j.swizzled && !j.read_transposed && j.src.col_stride == 1 &&
+  return j.kind == JobKind::Layout && is_trtllm_layout(j.layout) && !j.swizzled && !j.read_transposed && j.src.col_stride == 1 &&
          j.src.data && j.dst.rows > 0 && j.dst.cols > 0 && j.dst.rows % kTileRows == 0 && j.dst.rows <= INT32_MAX &&
          j.dst.cols <= INT32_MAX && j.src.row_stride >= j.dst.cols &&
          (j.layout_bytes < 0 || j.layout_bytes >= layout_size(j.layout, j.dst.rows, j.dst.cols)) && aligned(j.dst.data, 16);
@@ -290,12 +290,12 @@ void launch_pair(const ScaleJob *values_job, const ScalesPart &scales, cudaStrea
 }  // namespace
 
 bool run_row_permutations(const ScaleJob *jobs, size_t count, void *stream, std::vector<ScaleJob> &rest) {
-  if (!std::any_of(jobs, jobs + count, [](const ScaleJob &j) { return j.row_layout >= 0 || takes_scale_job(j); }))
+  if (!std::any_of(jobs, jobs + count, [](const ScaleJob &j) { return j.kind == JobKind::PermuteRows || takes_scale_job(j); }))
     return false;
   std::vector<const ScaleJob *> values;
   std::vector<ScaleJob> scales;
   for (size_t i = 0; i < count; ++i) {
-    if (jobs[i].row_layout >= 0) values.push_back(&jobs[i]);
+    if (jobs[i].kind == JobKind::PermuteRows) values.push_back(&jobs[i]);
     else if (takes_scale_job(jobs[i])) scales.push_back(jobs[i]);
     else rest.push_back(jobs[i]);
   }

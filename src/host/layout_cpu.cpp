@@ -1,8 +1,8 @@
-// The host loop of a layout job (scale_copy.hpp): every byte of the target layout, in storage order,
+// The host loop of a layout job (scale_job.hpp): every byte of the target layout, in storage order,
 // gathered through the layout's inverse index (target_layout.hpp). Writes are sequential; reads follow
 // the source's own layout. Scales are a few percent of a transfer's bytes, so one loop serves every
 // layout.
-#include "core/scale_copy.hpp"
+#include "core/scale_job.hpp"
 #include "core/scale_source.hpp"
 #include "core/target_layout.hpp"
 #include "host/host_threads.hpp"

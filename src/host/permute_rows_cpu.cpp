@@ -1,9 +1,9 @@
-// The host loop of a row-permuted copy (scale_copy.hpp): the values of the TRT-LLM layouts, whose rows
+// The host loop of a row-permuted copy (scale_job.hpp): the values of the TRT-LLM layouts, whose rows
 // move as their scale rows do (target_layout.hpp). Each destination row is one memcpy from the source
 // row the layout names; rows are split across threads.
 #include <cstring>
 
-#include "core/scale_copy.hpp"
+#include "core/scale_job.hpp"
 #include "core/target_layout.hpp"
 #include "host/host_threads.hpp"
 
@@ -15,7 +15,7 @@ void permute_rows_host(const ScaleJob &job) {
   parallel_for(rows, 2 * rows * cols, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const int64_t first = r - r % group;  // the group's (expert's) first row
-      const int64_t from = first + layout_source_row(job.row_layout, group, r - first);
+      const int64_t from = first + layout_source_row(job.layout, group, r - first);
       std::memcpy(job.dst.data + r * job.dst.row_stride, job.src.data + from * job.src.row_stride, static_cast<size_t>(cols));
     }
   });

@@ -1,7 +1,7 @@
 // The direct-chunk mapping of the scale kernel (src/core/direct_chunk.hpp), run on the host: for narrow
 // matrices of many shapes, a swizzled buffer built from the swizzle formula (swizzle_index.hpp, with
 // random bytes in its padding) is cut into chunks, staged and stored by a host transcription of the
-// kernel's direct path (locate, stage_chunk, store_direct_chunk in src/cuda/unswizzle_cuda.cu), and the
+// kernel's direct path (locate, stage_chunk, store_direct_chunk in src/cuda/scale_jobs_cuda.cu), and the
 // compact matrix it writes must equal the one the buffer was built from, every padding byte of the
 // destination untouched. Also checked: every chunk covers whole tile rows, the kernel's stepped (tile row,
 // tile column) per vector equals the division, the byte-by-byte staging agrees, no two words of a chunk share

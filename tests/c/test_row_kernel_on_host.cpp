@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "cuda/cuda_check.cuh"
-#include "core/scale_copy.hpp"
+#include "core/scale_job.hpp"
 
 namespace {
 
@@ -75,7 +75,7 @@ void run(const Case &t) {
   std::vector<ScaleJob> jobs;
   jobs.push_back(permuted_rows_job(t.gated ? MXFP8_LAYOUT_TRTLLM_SHUFFLED_GATED : MXFP8_LAYOUT_TRTLLM_SHUFFLED, V, VO, E, n, k));
   for (int64_t e = 0; e < E; ++e) {  // what scale_job makes of a compact grouped source
-    ScaleJob j{nullptr, ByteMatrix{const_cast<uint8_t *>(S) + e * n * c, n, c, c, 1}, ByteMatrix{SO + slot(e) * n * cp, n, c, 0, 0}};
+    ScaleJob j{JobKind::Layout, nullptr, ByteMatrix{const_cast<uint8_t *>(S) + e * n * c, n, c, c, 1}, ByteMatrix{SO + slot(e) * n * cp, n, c, 0, 0}};
     j.layout = scales_gated ? MXFP8_LAYOUT_TRTLLM_SHUFFLED_GATED : MXFP8_LAYOUT_TRTLLM_SHUFFLED;
     j.zero_as_one = t.fixup;
     j.layout_bytes = n * cp;

@@ -20,53 +20,67 @@ struct ByteMatrix {
   int64_t col_stride;
 };
 
-// One scale matrix to produce, of four kinds (the sentinel fields say which: to_swizzled, layout, row_layout):
-//  - compact (to_swizzled false): `dst` from the swizzled buffer `swizzled` when it is set, else from the
-//    row-major matrix `src` (same rows and cols as `dst`, col_stride 1);
-//  - swizzled (to_swizzled true): every byte of the 128x4 swizzled buffer at dst.data of a dst.rows x
-//    dst.cols matrix (dst's strides unused), padding as zeros, from `src` (any strides, e.g. a transposed
-//    view for columnwise scales) or, when `swizzled` is set, from a swizzled buffer of the same matrix:
-//    then it is a copy whose padding is zeroed, since a producer's padding is never trusted.
-//  - a layout job (layout >= 0): every byte of the matrix M (dst.rows x dst.cols) in `layout`
-//    (target_layout.hpp) at dst.data, padding as zeros, gathered byte by byte through the layout's
-//    inverse index from S (M = S, or S^T when read_transposed) as stored: `swizzled` in
-//    `source_layout` (of S, or S^T when source_transposed, as ScaleSource says) or else the row-major
-//    `src`. Any layout to any layout, so a new engine layout needs no job of its own.
-//  - a row-permuted copy (row_layout >= 0): the values of a layout that permutes rows (the TRT-LLM
-//    ones): `dst` (row-major, rows a multiple of group_rows: E experts stacked) row g * group_rows + d
-//    is `src` row g * group_rows + layout_source_row(row_layout, group_rows, d), every byte of it.
-// A compact job may read a window of a larger swizzled matrix (a shard, see scale_source.hpp's crop):
+// What a ScaleJob does: one kind per loop the host and the device run.
+enum class JobKind : uint8_t {
+  // dst = src, the same rows and cols; src has col_stride 1 (values, and compact scales as stored).
+  Copy,
+  // dst (compact, any strides: a transposed view writes columnwise scales) from the 128x4 swizzled
+  // buffer at `swizzled`, or from a window of it (the swizzled_* fields).
+  Unswizzle,
+  // Every byte of the 128x4 swizzled buffer at dst.data of a dst.rows x dst.cols matrix (dst's strides
+  // unused), padding as zeros, from `src` (any strides, e.g. a transposed view for columnwise scales).
+  Swizzle,
+  // The same from a swizzled buffer of the same matrix at `swizzled`: a copy whose padding is zeroed,
+  // since a producer's padding is never trusted.
+  SwizzledCopy,
+  // Every byte (or the first layout_bytes) of the matrix M (dst.rows x dst.cols) in `layout`
+  // (target_layout.hpp) at dst.data, padding as zeros, gathered through the layout's inverse index from
+  // S (M = S, or S^T when read_transposed) as stored: `swizzled` in `source_layout` (of S, or S^T when
+  // source_transposed, as ScaleSource says) or else the row-major `src`. Any layout to any layout, so
+  // a new engine layout needs no job of its own.
+  Layout,
+  // The values of a layout that permutes rows (the TRT-LLM ones): `dst` (row-major, rows a multiple of
+  // group_rows: experts stacked) row g * group_rows + d is `src` row g * group_rows +
+  // layout_source_row(layout, group_rows, d), every byte of it.
+  PermuteRows,
+};
+
+// One matrix of bytes to produce: its kind, and the fields that kind reads.
+// An Unswizzle job may read a window of a larger swizzled matrix (a shard, see scale_source.hpp's crop):
 // dst(r, c) is the swizzled matrix's (swizzled_row0 + r, swizzled_col0 + c), where `swizzled` points at
 // the tile holding the window's first scale, swizzled_row0 < 128 and swizzled_col0 < 4 are what is left
 // of the window's origin inside that tile, and tile rows are swizzled_tile_stride tiles apart (the
 // parent's roundup(C, 4) / 4). 0 / 0 / 0: the whole matrix, tile rows roundup(dst.cols, 4) / 4 apart.
 struct ScaleJob {
+  JobKind kind;
   const uint8_t *swizzled;
   ByteMatrix src;
   ByteMatrix dst;
-  bool to_swizzled = false;
   int64_t swizzled_row0 = 0;
   int64_t swizzled_col0 = 0;
   int64_t swizzled_tile_stride = 0;
-  int32_t layout = -1;
+  int32_t layout = MXFP8_LAYOUT_COMPACT;  // Layout: the target; PermuteRows: the layout whose row order
   int32_t source_layout = MXFP8_LAYOUT_CUTLASS_128X4;
   bool source_transposed = false;
   bool read_transposed = false;
   bool zero_as_one = false;  // MXFP8_SCALE_FIXUP_ZERO_EXPONENT_AS_ONE
-  int32_t row_layout = -1;
   int64_t group_rows = 0;
   // Layout jobs: the bytes written, a prefix of the layout (-1: all of it). A strided destination may
   // describe less than the whole layout (api/layouts.hpp, LayoutBuffer); the rest is left alone.
   int64_t layout_bytes = -1;
 };
 
-// The row-permuted copy job of `groups` stacked matrices of group_rows x cols bytes (both row-major,
-// dense): the values of `layout`.
+// The Copy job dst = src.
+inline ScaleJob copy_job(ByteMatrix src, ByteMatrix dst) { return ScaleJob{JobKind::Copy, nullptr, src, dst}; }
+
+// The PermuteRows job of `groups` stacked matrices of group_rows x cols bytes (both row-major, dense):
+// the values of `layout`.
 inline ScaleJob permuted_rows_job(int32_t layout, const uint8_t *src, uint8_t *dst, int64_t groups, int64_t group_rows,
                                   int64_t cols) {
   const int64_t rows = groups * group_rows;
-  ScaleJob job{nullptr, ByteMatrix{const_cast<uint8_t *>(src), rows, cols, cols, 1}, ByteMatrix{dst, rows, cols, cols, 1}};
-  job.row_layout = layout;
+  ScaleJob job{JobKind::PermuteRows, nullptr, ByteMatrix{const_cast<uint8_t *>(src), rows, cols, cols, 1},
+               ByteMatrix{dst, rows, cols, cols, 1}};
+  job.layout = layout;
   job.group_rows = group_rows;
   return job;
 }
@@ -83,9 +97,9 @@ void swizzle_host(ByteMatrix src, uint8_t *swizzled);
 void copy_matrix_host(ByteMatrix src, ByteMatrix dst);
 // The swizzled buffer of a rows x cols matrix copied from `src` (the same layout), padding as zeros.
 void copy_swizzled_host(const uint8_t *src, uint8_t *dst, int64_t rows, int64_t cols);
-// A layout job (layout >= 0), on host memory.
+// A Layout job, on host memory.
 void write_layout_host(const ScaleJob &job);
-// A row-permuted copy (row_layout >= 0), on host memory.
+// A PermuteRows job, on host memory.
 void permute_rows_host(const ScaleJob &job);
 // Any job, on host memory.
 void run_job_host(const ScaleJob &job);

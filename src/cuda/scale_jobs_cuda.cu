@@ -37,7 +37,7 @@
 #include "cuda/cuda_check.cuh"
 #include "core/direct_chunk.hpp"
 #include "core/error.hpp"
-#include "core/scale_copy.hpp"
+#include "core/scale_job.hpp"
 #include "core/shape.hpp"
 #include "core/scale_source.hpp"
 #include "core/swizzle_index.hpp"
@@ -87,10 +87,8 @@ struct DeviceJob {
   int32_t word_stores;      // dst rows are 4-byte aligned with col_stride 1
   int32_t direct;           // narrow matrix: chunks are runs of whole tiles, scattered without a gather
   int32_t tile_rows;        // ceil(rows / 128)
-  // Nonzero: the job writes a packed buffer at dst, with no shared-memory staging. 1: the 128x4 swizzle
-  // (see ScaleJob); kLayoutJob | the bits of layout_job_bits: a layout job (folded into this field so
-  // that a job stays 104 bytes and a launch takes 300 of them).
-  int32_t to_swizzled;
+  // Layout jobs: the target layout, the source's layout and three flags (layout_job_bits).
+  int32_t layout_bits;
   // A window of a larger swizzled matrix (ScaleJob::swizzled_row0 ...): tile rows of the source are
   // src_tile_stride tiles apart. An origin inside a tile (window_row0, window_col0 not 0) makes every
   // scale a byte gathered through the swizzle index (`gather`), since the window's tiles are not the
@@ -99,18 +97,18 @@ struct DeviceJob {
   int16_t window_row0;
   int8_t window_col0;
   int8_t gather;
+  JobKind kind;  // in the struct's tail padding: a job stays 104 bytes and a launch takes 300 of them
 };
 
-// A layout job's description in DeviceJob::to_swizzled: the target layout (bits 0-7), the source's
+// A layout job's description in DeviceJob::layout_bits: the target layout (bits 0-7), the source's
 // packed layout (8-15), and three flags.
-constexpr int32_t kLayoutJob = 1 << 30;
 constexpr int32_t kSourceTransposed = 1 << 16, kReadTransposed = 1 << 17, kZeroAsOne = 1 << 18;
 // Output words of a layout job's chunk: 4 per thread, as the other chunks move 4 vectors per thread.
 template <class W>
 constexpr int64_t kLayoutWordsPerChunk = int64_t{W::kThreads} * 4;
 
 int32_t layout_job_bits(const ScaleJob &j) {
-  return kLayoutJob | j.layout | (j.source_layout << 8) | (j.source_transposed ? kSourceTransposed : 0) |
+  return j.layout | (j.source_layout << 8) | (j.source_transposed ? kSourceTransposed : 0) |
          (j.read_transposed ? kReadTransposed : 0) | (j.zero_as_one ? kZeroAsOne : 0);
 }
 
@@ -157,7 +155,7 @@ __device__ Chunk locate(const JobBatch<kCapacity> &batch, int32_t chunk, int &jo
   }
   const DeviceJob &job = batch.jobs[job_index];
   const int local = chunk - job.first_block;
-  if (job.to_swizzled & kLayoutJob) return Chunk{&job, local, 0, 0, 0};  // linear_tile: the chunk's index
+  if (job.kind == JobKind::Layout) return Chunk{&job, local, 0, 0, 0};  // linear_tile: the chunk's index
   if (job.direct) {
     const int per_chunk = direct_tile_rows_per_chunk(W::kTilesPerChunk, job.tile_cols);
     const int tile_row = local * per_chunk;
@@ -173,7 +171,7 @@ __device__ Chunk locate(const JobBatch<kCapacity> &batch, int32_t chunk, int &jo
 __device__ const uint8_t *swizzled_chunk(const Chunk &c) { return c.job->swizzled + c.linear_tile * kTileBytes; }
 
 __device__ bool vector_loads(const Chunk &c) {
-  return c.job->swizzled && !c.job->to_swizzled && !c.job->gather &&
+  return c.job->kind == JobKind::Unswizzle && !c.job->gather &&
          (reinterpret_cast<uintptr_t>(swizzled_chunk(c)) & 15) == 0;
 }
 
@@ -206,7 +204,7 @@ __device__ void load_chunk(const Chunk &c, uint4 (&regs)[W::kVectorsPerThread]) 
 // byte_offset left the buffer unaligned (correct, slower).
 template <class W>
 __device__ void stage_chunk(const Chunk &c, const uint4 (&regs)[W::kVectorsPerThread], uint32_t *tiles) {
-  if (!c.job->swizzled || c.job->to_swizzled || c.job->gather) return;
+  if (c.job->kind != JobKind::Unswizzle || c.job->gather) return;
   if (c.job->direct) {  // compact order, padded (core/direct_chunk.hpp)
     const int tile_cols = c.job->tile_cols;
     const int vectors = c.tiles * kVectorsPerTile;
@@ -367,7 +365,7 @@ __device__ void store_swizzled_chunk(const Chunk &c) {
 template <class W>
 __device__ void store_layout_chunk(const Chunk &c) {
   const DeviceJob job = *c.job;
-  const int32_t bits = job.to_swizzled;
+  const int32_t bits = job.layout_bits;
   const int32_t layout = bits & 0xFF;
   const bool read_transposed = bits & kReadTransposed, zero_as_one = bits & kZeroAsOne;
   const int64_t rows = job.rows, cols = job.cols;  // of the matrix laid out: S, or S^T
@@ -452,16 +450,16 @@ __device__ void store_gather_chunk(const Chunk &c) {
 // export instantiation spills 16 bytes a thread; with the swizzle path (imports into the 128x4 layout)
 // ptxas reports its own figure; with the layout and window-gather paths as well, 272 bytes.
 constexpr int kPlainPaths = 0;
-constexpr int kSwizzlePath = 1;        // to_swizzled jobs: the 128x4 layout written
+constexpr int kSwizzlePath = 1;        // Swizzle and SwizzledCopy jobs: the 128x4 layout written
 constexpr int kLayoutGatherPaths = 2;  // engine layout jobs and windows starting inside a tile
 template <class W, int kPaths>
 __device__ void store_chunk(const Chunk &c, const uint32_t *tiles) {
   if constexpr ((kPaths & kLayoutGatherPaths) != 0) {
-    if (c.job->to_swizzled & kLayoutJob) return store_layout_chunk<W>(c);
+    if (c.job->kind == JobKind::Layout) return store_layout_chunk<W>(c);
     if (c.job->gather) return store_gather_chunk<W>(c);
   }
   if constexpr ((kPaths & kSwizzlePath) != 0) {
-    if (c.job->to_swizzled) return store_swizzled_chunk<W>(c);
+    if (c.job->kind == JobKind::Swizzle || c.job->kind == JobKind::SwizzledCopy) return store_swizzled_chunk<W>(c);
   }
   if (c.job->direct) return store_direct_chunk<W>(c, tiles);
   // A register copy: through the pointer, every global store below could alias the job's fields.
@@ -597,8 +595,8 @@ void launch_batch(const JobBatch<kCapacity> &batch, int64_t chunks, cudaStream_t
   int paths = kPlainPaths;
   for (int i = 0; i < batch.count; ++i) {
     const DeviceJob &j = batch.jobs[i];
-    if ((j.to_swizzled & kLayoutJob) != 0 || j.gather != 0) paths |= kLayoutGatherPaths;
-    else if (j.to_swizzled != 0) paths |= kSwizzlePath;
+    if (j.kind == JobKind::Layout || j.gather != 0) paths |= kLayoutGatherPaths;
+    else if (j.kind == JobKind::Swizzle || j.kind == JobKind::SwizzledCopy) paths |= kSwizzlePath;
   }
   if (paths & kLayoutGatherPaths) launch_kernel<W, kCapacity, kSwizzlePath | kLayoutGatherPaths>(batch, chunks, stream);
   else if (paths & kSwizzlePath) launch_kernel<W, kCapacity, kSwizzlePath>(batch, chunks, stream);
@@ -616,7 +614,7 @@ int64_t layout_job_bytes(const ScaleJob &job) {
 // rows of 6 tiles, 30 of 32), and its output is one run of rows.
 // A window of a larger matrix keeps to tile rows (its tiles are not consecutive in storage).
 bool is_direct(const ScaleJob &job, int tiles_per_chunk) {
-  return job.swizzled && !job.to_swizzled && job.layout < 0 && 2 * ceil_div(job.dst.cols, kTileCols) <= tiles_per_chunk &&
+  return job.kind == JobKind::Unswizzle && 2 * ceil_div(job.dst.cols, kTileCols) <= tiles_per_chunk &&
          job.swizzled_row0 == 0 && job.swizzled_col0 == 0 &&
          (job.swizzled_tile_stride == 0 || job.swizzled_tile_stride == ceil_div(job.dst.cols, kTileCols));
 }
@@ -624,7 +622,7 @@ bool is_direct(const ScaleJob &job, int tiles_per_chunk) {
 template <class W>
 int64_t chunks_of(const ScaleJob &job) {
   constexpr int tiles_per_chunk = W::kTilesPerChunk;
-  if (job.layout >= 0)
+  if (job.kind == JobKind::Layout)
     return ceil_div(ceil_div(layout_job_bytes(job), 4), kLayoutWordsPerChunk<W>);
   const int64_t tile_rows = ceil_div(job.dst.rows, kTileRows), tile_cols = ceil_div(job.dst.cols, kTileCols);
   if (is_direct(job, tiles_per_chunk))
@@ -645,10 +643,13 @@ int64_t fill_batch(JobBatch<kCapacity> &batch, const ScaleJob *jobs, size_t coun
     j.src = in.src.data;
     j.dst = in.dst.data;
     j.src_row_stride = in.src.row_stride;
-    j.dst_row_stride = in.layout >= 0 ? layout_job_bytes(in) : in.dst.row_stride;
+    if (in.kind == JobKind::PermuteRows) fail(MXFP8_ERROR_INTERNAL, "a row permutation reached the scale kernel");
+    const bool layout = in.kind == JobKind::Layout;
+    j.kind = in.kind;
+    j.dst_row_stride = layout ? layout_job_bytes(in) : in.dst.row_stride;
     j.dst_col_stride = in.dst.col_stride;
     j.src_col_stride = in.src.col_stride;
-    j.to_swizzled = in.layout >= 0 ? layout_job_bits(in) : in.to_swizzled;
+    j.layout_bits = layout ? layout_job_bits(in) : 0;
     j.rows = checked_int32(in.dst.rows, "scale rows");
     j.cols = checked_int32(in.dst.cols, "scale columns");
     j.tile_cols = static_cast<int32_t>(ceil_div(j.cols, kTileCols));
@@ -658,9 +659,9 @@ int64_t fill_batch(JobBatch<kCapacity> &batch, const ScaleJob *jobs, size_t coun
                     (in.dst.row_stride & 3) == 0;
     j.direct = is_direct(in, W::kTilesPerChunk);
     j.tile_rows = static_cast<int32_t>(ceil_div(j.rows, kTileRows));
-    // Swizzle jobs write (and copy) whole tiles of their own matrix; only compact jobs read windows.
-    if (in.to_swizzled && (in.swizzled_row0 || in.swizzled_col0 || (in.swizzled_tile_stride && in.swizzled_tile_stride != j.tile_cols)))
-      fail(MXFP8_ERROR_INTERNAL, "a swizzle job reading a window of a swizzled matrix");
+    // Swizzle jobs write (and copy) whole tiles of their own matrix; only Unswizzle jobs read windows.
+    if (in.kind != JobKind::Unswizzle && (in.swizzled_row0 || in.swizzled_col0 || (in.swizzled_tile_stride && in.swizzled_tile_stride != j.tile_cols)))
+      fail(MXFP8_ERROR_INTERNAL, "a job other than an unswizzle reading a window of a swizzled matrix");
     j.src_tile_stride = in.swizzled_tile_stride ? checked_int32(in.swizzled_tile_stride, "scale tile columns") : j.tile_cols;
     j.window_row0 = static_cast<int16_t>(in.swizzled_row0);
     j.window_col0 = static_cast<int8_t>(in.swizzled_col0);
@@ -716,7 +717,7 @@ int64_t copy_engine_min_bytes() {
 
 // A job that copies one contiguous run of bytes (rows of a flat copy, both sides dense).
 bool is_flat_copy(const ScaleJob &j) {
-  return !j.swizzled && !j.to_swizzled && j.layout < 0 && j.src.col_stride == 1 && j.dst.col_stride == 1 &&
+  return j.kind == JobKind::Copy && j.src.col_stride == 1 && j.dst.col_stride == 1 &&
          j.src.row_stride == j.src.cols && j.dst.row_stride == j.dst.cols;
 }
 
@@ -759,13 +760,13 @@ void run_jobs(const ScaleJob *jobs, size_t count, void *stream) {
 }
 
 void unswizzle(const uint8_t *swizzled, ByteMatrix dst, void *stream) {
-  const ScaleJob job{swizzled, ByteMatrix{}, dst};
+  const ScaleJob job{JobKind::Unswizzle, swizzled, ByteMatrix{}, dst};
   run_jobs(&job, 1, stream);
 }
 
 void copy_matrix(ByteMatrix src, ByteMatrix dst, void *stream) {
   if (src.col_stride != 1) fail(MXFP8_ERROR_INTERNAL, "copy_matrix needs a source with col_stride 1");
-  const ScaleJob job{nullptr, src, dst};
+  const ScaleJob job = copy_job(src, dst);
   run_jobs(&job, 1, stream);
 }
 

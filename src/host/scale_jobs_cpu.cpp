@@ -2,7 +2,8 @@
 #include <cstring>
 
 #include "host/host_threads.hpp"
-#include "core/scale_copy.hpp"
+#include "core/error.hpp"
+#include "core/scale_job.hpp"
 #include "core/shape.hpp"
 #include "core/swizzle_index.hpp"
 
@@ -85,19 +86,23 @@ void copy_swizzled_host(const uint8_t *src, uint8_t *dst, int64_t rows, int64_t 
 }
 
 void run_job_host(const ScaleJob &job) {
-  if (job.row_layout >= 0) {
-    permute_rows_host(job);
-  } else if (job.layout >= 0) {
-    write_layout_host(job);
-  } else if (job.to_swizzled) {
-    if (job.swizzled) copy_swizzled_host(job.swizzled, job.dst.data, job.dst.rows, job.dst.cols);
-    else swizzle_host(job.src, job.dst.data);
-  } else if (job.swizzled) {
-    const int64_t stride = job.swizzled_tile_stride ? job.swizzled_tile_stride : ceil_div(job.dst.cols, kTileCols);
-    unswizzle_window_host(job.swizzled, job.swizzled_row0, job.swizzled_col0, stride, job.dst);
-  } else {
-    copy_matrix_host(job.src, job.dst);
+  switch (job.kind) {
+    case JobKind::Copy:
+      return copy_matrix_host(job.src, job.dst);
+    case JobKind::Unswizzle: {
+      const int64_t stride = job.swizzled_tile_stride ? job.swizzled_tile_stride : ceil_div(job.dst.cols, kTileCols);
+      return unswizzle_window_host(job.swizzled, job.swizzled_row0, job.swizzled_col0, stride, job.dst);
+    }
+    case JobKind::Swizzle:
+      return swizzle_host(job.src, job.dst.data);
+    case JobKind::SwizzledCopy:
+      return copy_swizzled_host(job.swizzled, job.dst.data, job.dst.rows, job.dst.cols);
+    case JobKind::Layout:
+      return write_layout_host(job);
+    case JobKind::PermuteRows:
+      return permute_rows_host(job);
   }
+  fail(MXFP8_ERROR_INTERNAL, "a scale job of unknown kind ", static_cast<int>(job.kind));
 }
 
 }  // namespace mxfp8
