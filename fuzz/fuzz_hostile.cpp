@@ -1484,10 +1484,14 @@ Wide wide_round_up(Wide v, Wide d) { return (v + d - 1) / d * d; }
 
 // The bytes `layout` gives an R x C scale matrix, or -1 where the header refuses (or int64 cannot count).
 int64_t expected_layout_bytes(int32_t layout, int32_t direction, int64_t rows, int64_t cols) {
-  if (layout < 0 || layout > 4 || (direction != 0 && direction != 1) || rows < 0 || cols < 0) return -1;
+  if (layout < 0 || layout > 5 || (direction != 0 && direction != 1) || rows < 0 || cols < 0) return -1;
   const bool columnwise = direction == 1;
   if (columnwise && layout >= 2) return -1;  // DeepGEMM and TRT-LLM: rowwise only
   const Wide r = rows, c = cols;
+  if (layout == MXFP8_LAYOUT_DEEPGEMM_FLOAT32) {  // a float32 per scale, no padding
+    const Wide bytes = r * c * 4;
+    return bytes > kInt64Max ? -1 : static_cast<int64_t>(bytes);
+  }
   Wide parts[2] = {r, c};
   switch (layout) {
     case MXFP8_LAYOUT_CUTLASS_128X4:
@@ -1548,6 +1552,19 @@ int64_t target_offset(int32_t target, bool columnwise, int64_t R, int64_t C, int
   }
 }
 
+// Writes scale byte `e` of S(r, c) into `expect`, the target's bytes: at target_offset, or for DeepGEMM's
+// float32 target the four little-endian bytes of the float32 whose bits are e << 23, as SGLang builds it.
+void expect_scale(std::vector<uint8_t> &expect, int64_t base, int32_t target, bool columnwise, int64_t R, int64_t C,
+                  int64_t r, int64_t c, uint8_t e) {
+  if (target == MXFP8_LAYOUT_DEEPGEMM_FLOAT32) {
+    const uint32_t bits = static_cast<uint32_t>(e) << 23;
+    for (int b = 0; b < 4; ++b)
+      expect[static_cast<size_t>(base + (r * C + c) * 4 + b)] = static_cast<uint8_t>(bits >> (8 * b));
+    return;
+  }
+  expect[static_cast<size_t>(base + target_offset(target, columnwise, R, C, r, c))] = e;
+}
+
 // The source row that lands in row `j` of a TRT-LLM target (the gated one first interleaves up and gate).
 int64_t trtllm_source_row(int32_t target, int64_t rows, int64_t j) {
   // Row 32b + i of the (gated) matrix goes to 32b + 8 (i % 4) + i / 4: invert it.
@@ -1559,7 +1576,7 @@ int64_t trtllm_source_row(int32_t target, int64_t rows, int64_t j) {
 
 void newest_convert(Reader &in) {
   Arena arena(in);
-  const int32_t target = static_cast<int32_t>(in.byte() % 5);
+  const int32_t target = static_cast<int32_t>(in.byte() % 6);
   const bool trtllm = target == MXFP8_LAYOUT_TRTLLM_SHUFFLED || target == MXFP8_LAYOUT_TRTLLM_SHUFFLED_GATED;
   Source t;
   plan_source(in, t, 150, 96, trtllm && in.byte() % 4 ? 128 : 0);  // every buffer fits the arena
@@ -1610,8 +1627,7 @@ void newest_convert(Reader &in) {
   std::vector<uint8_t> expect(static_cast<size_t>(want), 0);
   for (int64_t r = 0; r < t.rows; ++r)
     for (int64_t c = 0; c < t.cols; ++c)
-      expect[static_cast<size_t>(target_offset(target, t.columnwise, t.rows, t.cols, r, c))] =
-          t.s[static_cast<size_t>(r * t.cols + c)];
+      expect_scale(expect, 0, target, t.columnwise, t.rows, t.cols, r, c, t.s[static_cast<size_t>(r * t.cols + c)]);
   if (std::memcmp(scales, expect.data(), static_cast<size_t>(writable)) != 0) wrong("mxfp8_convert's scales differ");
   if (with_values) {
     const uint8_t *src = arena.before.data() + (t.values - arena.bytes.data());
@@ -1800,7 +1816,7 @@ void newest_nvfp4(Reader &in) {
 // the outputs anywhere in an arena: each expert's target bytes at e * B, or a refusal with nothing written.
 void newest_convert_grouped(Reader &in) {
   Arena arena(in);
-  const int32_t target = static_cast<int32_t>(in.byte() % 5);
+  const int32_t target = static_cast<int32_t>(in.byte() % 6);
   const bool trtllm = target == MXFP8_LAYOUT_TRTLLM_SHUFFLED || target == MXFP8_LAYOUT_TRTLLM_SHUFFLED_GATED;
   // TRT-LLM experts take 128 rows: fewer and narrower, so that sources and outputs fit the arena.
   const int32_t experts = 1 + in.byte() % (trtllm ? 2 : 4);
@@ -1863,8 +1879,7 @@ void newest_convert_grouped(Reader &in) {
   for (int32_t e = 0; e < experts; ++e)
     for (int64_t r = 0; r < n; ++r)
       for (int64_t q = 0; q < c; ++q)
-        expect[static_cast<size_t>(e * per_target + target_offset(target, false, n, c, r, q))] =
-            s[static_cast<size_t>((e * n + r) * c + q)];
+        expect_scale(expect, e * per_target, target, false, n, c, r, q, s[static_cast<size_t>((e * n + r) * c + q)]);
   if (want > 0 && std::memcmp(out, expect.data(), static_cast<size_t>(want)) != 0)
     wrong("mxfp8_convert_grouped's scales differ");
   if (with_values) {

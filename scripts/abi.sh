@@ -152,7 +152,7 @@ case "${1:-}" in
     ;;
   update)
     build="$root/build-abi"
-    cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMXFP8_CUDA=OFF -DMXFP8_BUILD_BENCH=OFF -DMXFP8_TVM_FFI=OFF -DMXFP8_BUILD_TESTS=OFF \
+    cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMXFP8_CUDA=OFF -DMXFP8_BUILD_BENCH=OFF -DMXFP8_TVM_FFI=OFF -DMXFP8_JAX=OFF -DMXFP8_BUILD_TESTS=OFF \
       -DMXFP8_BUILD_EXAMPLES=OFF >/dev/null
     cmake --build "$build" --target mxfp8 -j "$(nproc)" >/dev/null
     dlpack=$(dlpack_dir "${2:-}")

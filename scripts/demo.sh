@@ -33,7 +33,7 @@ export CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}
 # not pip's -C, which the pip of a venv made by Debian 12's Python (23.0) does not have. A build folder of its
 # own: CMake's cache would otherwise carry these settings into a later plain `pip install .`.
 run_logged pip-install-mxfp8 '^ *\[ *[0-9]+(/[0-9]+| *%)\]|mxfp8: CUDA path' \
-  env SKBUILD_CMAKE_DEFINE="MXFP8_CUDA=$cuda;MXFP8_TVM_FFI=OFF" SKBUILD_BUILD_DIR="build/demo-{wheel_tag}" \
+  env SKBUILD_CMAKE_DEFINE="MXFP8_CUDA=$cuda;MXFP8_TVM_FFI=OFF;MXFP8_JAX=OFF" SKBUILD_BUILD_DIR="build/demo-{wheel_tag}" \
   python3 -m pip install -v --no-build-isolation .
 
 stage "python -m mxfp8 demo${*:+ $*}"

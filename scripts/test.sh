@@ -34,7 +34,7 @@ scripts/install_deps.sh test
 . scripts/venv.sh
 
 step "C library and tests"
-cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMXFP8_TVM_FFI=ON -DMXFP8_BUILD_TESTS=ON | grep -E "mxfp8|dlpack"
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMXFP8_TVM_FFI=ON -DMXFP8_JAX=ON -DMXFP8_BUILD_TESTS=ON | grep -E "mxfp8|dlpack"
 cmake --build build -j "$jobs"
 ctest --no-tests=error --test-dir build --output-on-failure -j "$jobs" | tee -a "$log"
 
@@ -80,10 +80,11 @@ done
 
 step "Python binding and tests"
 # The settings said outright (a folder's CMake cache would otherwise keep those of an earlier build there).
-run_logged pip-install-mxfp8 '^ *\[ *[0-9]+/[0-9]+\]|mxfp8: (CUDA path|tvm-ffi)' \
-  env SKBUILD_CMAKE_DEFINE="MXFP8_CUDA=AUTO;MXFP8_TVM_FFI=ON" python3 -m pip install -v --no-build-isolation .
-# apache-tvm-ffi is installed (install_deps.sh), so the package holds the tvm-ffi adapter: its tests must run.
-export MXFP8_REQUIRE_TVM_FFI=1
+run_logged pip-install-mxfp8 '^ *\[ *[0-9]+/[0-9]+\]|mxfp8: (CUDA path|tvm-ffi|XLA FFI)' \
+  env SKBUILD_CMAKE_DEFINE="MXFP8_CUDA=AUTO;MXFP8_TVM_FFI=ON;MXFP8_JAX=ON" python3 -m pip install -v --no-build-isolation .
+# apache-tvm-ffi and jax are installed (install_deps.sh), so the package holds the tvm-ffi adapter and the
+# XLA FFI handlers: their tests must run.
+export MXFP8_REQUIRE_TVM_FFI=1 MXFP8_REQUIRE_JAX=1
 python3 -m pytest -q -p no:cacheprovider bindings/python/tests | tee -a "$log"
 python3 -m mxfp8 demo --size small
 python3 -m mxfp8 demo --format nvfp4 --size small
@@ -93,7 +94,7 @@ python3 bench/tvm_ffi_overhead.py --device cpu --samples 300 --burst 20 | tr -d 
 python3 bench/device/test_ncu_summary.py  # the profile post-processor (bench/device/profile_kernels.sh) on hand-made ncu CSVs
 
 step "Python release: sdist and CPU-only manylinux wheel, tested in a fresh venv with no compiler"
-env -u MXFP8_REQUIRE_TVM_FFI scripts/wheel.sh cpu  # the wheels do not carry the tvm-ffi adapter (wheel.sh says why)
+env -u MXFP8_REQUIRE_TVM_FFI -u MXFP8_REQUIRE_JAX scripts/wheel.sh cpu  # the wheels carry neither adapter (wheel.sh says why)
 
 if [ -d bindings/rust ]; then
   step "Rust crates and tests"

@@ -39,7 +39,7 @@ const LayoutInfo &layout_info(int32_t layout, const char *field) {
 int64_t layout_bytes(const LayoutInfo &layout, int64_t rows, int64_t cols, bool columnwise, const char *field) {
   if (columnwise && !layout.columnwise)
     fail(MXFP8_ERROR_INVALID_ARGUMENT, field, " is ", layout.enum_name, ", which lays out rowwise scales only (",
-         "it packs the scales of consecutive K blocks together): it has no columnwise form; ask for rowwise scales");
+         "what its engine loads for a weight): it has no columnwise form; ask for rowwise scales");
   switch (layout.value) {
     case MXFP8_LAYOUT_CUTLASS_128X4: {
       // Columnwise scales are swizzled as their transpose.

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "core/call_allocations.hpp"
+#include "core/float_environment.hpp"
 #include "mxfp8/mxfp8.h"
 
 namespace mxfp8 {
@@ -44,6 +45,7 @@ void set_last_error(mxfp8_status status, const char *message) noexcept;
 // so nothing below the boundary needs to know it is behind a C ABI.
 template <class Body>
 mxfp8_status guarded(Body &&body) noexcept {
+  const DefaultFloatEnvironment float_environment;  // the caller's is restored on return
   try {
     const CallAllocations scope;  // what the caller's allocator hands this call
     body();

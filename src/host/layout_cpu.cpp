@@ -19,13 +19,17 @@ void write_layout_host(const ScaleJob &job) {
   const int64_t pieces = (bytes + kBytesPerPiece - 1) / kBytesPerPiece;
   parallel_for(pieces, 2 * bytes, [&](int64_t p0, int64_t p1) {
     const int64_t end = p1 * kBytesPerPiece < bytes ? p1 * kBytesPerPiece : bytes;
+    const bool word_per_scale = job.layout == MXFP8_LAYOUT_DEEPGEMM_FLOAT32;  // pieces start at a word
+    uint8_t scale = 0;
     for (int64_t at = p0 * kBytesPerPiece; at < end; ++at) {
       int64_t r, c;
       uint8_t v = 0;
       if (layout_element(job.layout, rows, cols, at, &r, &c)) {
-        v = job.read_transposed ? read_scale(source, c, r) : read_scale(source, r, c);
-        if (job.zero_as_one && v == 0) v = 1;
-        v = layout_encode(job.layout, v, at);
+        if (!word_per_scale || at % kFloat32Bytes == 0) {  // a float32's four bytes hold one scale
+          scale = job.read_transposed ? read_scale(source, c, r) : read_scale(source, r, c);
+          if (job.zero_as_one && scale == 0) scale = 1;
+        }
+        v = layout_encode(job.layout, scale, at);
       }
       job.dst.data[at] = v;
     }

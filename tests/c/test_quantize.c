@@ -269,6 +269,68 @@ static void test_dequantize_known_answers(void **state) {
   test_tensor_free(s);
 }
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <xmmintrin.h>
+#define FTZ_DAZ 0x8040u /* MXCSR flush-to-zero (bit 15) and denormals-are-zero (bit 6) */
+
+/* Quantizes `in` (64 x 64 float32) and decodes the result, MXFP8 and NVFP4, into the given buffers. */
+static void quantize_and_decode(const float *in, uint8_t *v, uint8_t *s, float *y, uint8_t *nv, uint8_t *ns,
+                                float *amax) {
+  int64_t shape[2] = {64, 64}, sshape[2] = {64, 2}, nvshape[2] = {64, 32}, nsshape[2] = {64, 4}, one[1] = {1};
+  DLTensor it = host_tensor((void *)in, 2, shape, kDLFloat, 32), vt = host_tensor(v, 2, shape, kDLUInt, 8),
+           st = host_tensor(s, 2, sshape, kDLUInt, 8), yt = host_tensor(y, 2, shape, kDLFloat, 32);
+  assert_int_equal(mxfp8_quantize_into(&it, NULL, &vt, &st, NULL, NULL), MXFP8_OK);
+  DLManagedTensorVersioned mv = {0}, ms = {0};
+  mv.version.major = ms.version.major = DLPACK_MAJOR_VERSION;
+  mv.dl_tensor = vt, ms.dl_tensor = st;
+  mxfp8_tensor_desc desc = MXFP8_TENSOR_DESC_INIT;
+  desc.rowwise_data = &mv, desc.rowwise_scale_inv = &ms;
+  mxfp8_tensor *t = NULL;
+  assert_int_equal(mxfp8_tensor_create(&desc, &t), MXFP8_OK);
+  assert_int_equal(mxfp8_dequantize(t, NULL, &yt), MXFP8_OK);
+  mxfp8_tensor_release(t);
+  DLTensor nvt = host_tensor(nv, 2, nvshape, kDLUInt, 8), nst = host_tensor(ns, 2, nsshape, kDLUInt, 8),
+           at = host_tensor(amax, 1, one, kDLFloat, 32);
+  assert_int_equal(mxfp8_nvfp4_quantize_into(&it, NULL, &nvt, &nst, &at), MXFP8_OK);
+}
+
+/* "Subnormal inputs count like any other value (nothing is flushed to zero)": also for a caller whose
+ * thread flushes (XLA's CPU threads, programs built with -ffast-math set FTZ and DAZ). The bytes equal
+ * those made in the default environment, and the caller's environment is as it was afterwards. */
+static void test_a_flushing_caller_gets_the_same_bytes(void **state) {
+  (void)state;
+  float in[64 * 64];
+  uint64_t rng = 41;
+  for (int i = 0; i < 64 * 64; ++i) { /* blocks of tiny values over 24 binades: subnormal inputs and decodes */
+    const int block_exp = -140 + (int)((i / 32) % 40);
+    const float mantissa = 1.0f + (float)(rng_next(&rng) % 1000) / 1000.0f;
+    in[i] = ldexpf(rng_next(&rng) % 2 ? -mantissa : mantissa, block_exp - (int)(rng_next(&rng) % 24));
+  }
+  static uint8_t v[2][64 * 64], s[2][128], nv[2][64 * 32], ns[2][256];
+  static float y[2][64 * 64], amax[2];
+  quantize_and_decode(in, v[0], s[0], y[0], nv[0], ns[0], &amax[0]);
+  const unsigned int before = _mm_getcsr();
+  _mm_setcsr(before | FTZ_DAZ);
+  quantize_and_decode(in, v[1], s[1], y[1], nv[1], ns[1], &amax[1]);
+  const unsigned int after = _mm_getcsr();
+  _mm_setcsr(before);
+  EXPECT(after == (before | FTZ_DAZ), "the caller's MXCSR changed: 0x%x, was 0x%x", after, before | FTZ_DAZ);
+  int subnormal_decodes = 0;
+  for (int i = 0; i < 64 * 64; ++i) subnormal_decodes += y[0][i] != 0.0f && fabsf(y[0][i]) < 0x1p-126f;
+  EXPECT(subnormal_decodes > 100, "the input should decode to subnormals, got %d", subnormal_decodes);
+  EXPECT(memcmp(v[0], v[1], sizeof v[0]) == 0 && memcmp(s[0], s[1], sizeof s[0]) == 0, "MXFP8 quantize differs");
+  EXPECT(memcmp(y[0], y[1], sizeof y[0]) == 0, "MXFP8 dequantize differs under FTZ/DAZ");
+  EXPECT(memcmp(nv[0], nv[1], sizeof nv[0]) == 0 && memcmp(ns[0], ns[1], sizeof ns[0]) == 0 &&
+             memcmp(&amax[0], &amax[1], sizeof amax[0]) == 0,
+         "NVFP4 quantize differs under FTZ/DAZ");
+}
+#else
+static void test_a_flushing_caller_gets_the_same_bytes(void **state) {
+  (void)state;
+  skip(); /* MXCSR is x86's; other ISAs' flush modes are not set up here */
+}
+#endif
+
 /* NVFP4, worked out by hand from TE's rule: amax 2688 gives S_enc = 448 * 6 / 2688 = 1, so a block
  * whose amax is 6 gets the scale e4m3(6 * (1 * (1/6))) = 1.0 (0x38) and multiplier 1, and its elements
  * are E2M1-rounded as they are: 6 -> 7, 1.25 -> 2 (tie to even), 0.75 -> 2 (tie to even), -0.3 -> 9,
@@ -329,6 +391,7 @@ int main(void) {
       cmocka_unit_test(test_swizzled_outputs_are_te_buffers_and_export_back),
       cmocka_unit_test(test_padded_and_block_outputs),
       cmocka_unit_test(test_dequantize_known_answers),
+      cmocka_unit_test(test_a_flushing_caller_gets_the_same_bytes),
       cmocka_unit_test(test_nvfp4_known_answers),
       cmocka_unit_test(test_nvfp4_empty_lines_get_zero_amax),
   };

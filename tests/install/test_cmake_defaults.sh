@@ -16,8 +16,8 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
 unset LD_LIBRARY_PATH  # everything below must run without it
-# The cheapest configure of the library: no CUDA, no tvm-ffi adapter (neither changes what is checked).
-configure() { local dir=$1; shift; cmake -S "$root" -B "$work/$dir" -DMXFP8_CUDA=OFF -DMXFP8_TVM_FFI=OFF "$@" >"$work/$dir.log" 2>&1; }
+# The cheapest configure of the library: no CUDA, no tvm-ffi adapter, no XLA handlers (none changes what is checked).
+configure() { local dir=$1; shift; cmake -S "$root" -B "$work/$dir" -DMXFP8_CUDA=OFF -DMXFP8_TVM_FFI=OFF -DMXFP8_JAX=OFF "$@" >"$work/$dir.log" 2>&1; }
 
 # 1. Release by default.
 configure default -DCMAKE_EXPORT_COMPILE_COMMANDS=ON || { cat "$work/default.log"; fail "configure with no build type"; }

@@ -150,7 +150,8 @@ impl Tensor {
     /// (`mxfp8_convert`), from the scales as stored (compact, padded or swizzled):
     ///
     /// - `scales`: exactly [`layout_bytes`] of the tensor's scale matrix; every byte is written,
-    ///   padding as zero ([`Layout::DeepgemmPacked`]: the int32 `(R, ceil(C/4))` tensor's bytes).
+    ///   padding as zero ([`Layout::DeepgemmPacked`]: the int32 `(R, ceil(C/4))` tensor's bytes;
+    ///   [`Layout::DeepgemmFloat32`]: the float32 `(R, C)` tensor's).
     /// - `values`: None, or `prod(shape)` bytes that receive the values in the target's row order (a
     ///   copy, permuted for the TRT-LLM targets, which require it).
     ///
@@ -179,9 +180,9 @@ impl GroupedTensor {
     /// Writes all E experts (one row count N, rowwise) in layout `options.target`
     /// (`mxfp8_convert_grouped`): expert e's scales at byte `e * B` of `scales`, B =
     /// [`layout_bytes`]`(target, Rowwise, N, ceil(K/32))`, so `scales` holds exactly `E * B` bytes
-    /// (DeepGEMM: its int32 `[E, N, ceil(sf_k/4)]`); `values`, when given, `E * N * K` bytes stacked
-    /// `[E, N, K]` in the target's row order (each expert's rows permuted for the TRT-LLM targets:
-    /// vLLM's `w13_weight` / `w2_weight`). Same checks as [`Tensor::convert_into`].
+    /// (DeepGEMM packed: its int32 `[E, N, ceil(sf_k/4)]`; float32: `[E, N, C]`); `values`, when given,
+    /// `E * N * K` bytes stacked `[E, N, K]` in the target's row order (each expert's rows permuted for
+    /// the TRT-LLM targets: vLLM's `w13_weight` / `w2_weight`). Same checks as [`Tensor::convert_into`].
     pub fn convert_into(&self, options: &ConvertOptions, values: Option<&mut [u8]>, scales: &mut [u8]) -> Result<(), Error> {
         let o = options.to_sys();
         // SAFETY: as Tensor::convert_into.

@@ -1,0 +1,287 @@
+// libmxfp8_xla: the C API as XLA FFI handlers, so that a JAX program calls mxfp8 inside jax.jit
+// (bindings/python/mxfp8/jax.py registers them with jax.ffi and wraps them in functions of jax.Arrays).
+//
+// Every handler only translates: XLA's buffers become DLTensor views (row-major, on the handler's
+// device), its attributes become option fields, the work goes on XLA's stream, and a failed status
+// becomes an XLA error carrying the library's own message. Each operation has two symbols,
+// mxfp8_xla_<op>_host (XLA's CPU platform) and mxfp8_xla_<op>_cuda (its CUDA platform: XLA's stream and
+// device ordinal); the CUDA one needs no CUDA header, since a stream is an opaque pointer to the C API.
+#include <mxfp8/mxfp8.h>
+
+#include <cstdint>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "xla/ffi/api/ffi.h"
+
+namespace ffi = xla::ffi;
+
+namespace {
+
+// Where a handler runs: the device of every buffer, and the stream (NULL on the host).
+struct Place {
+  DLDevice device;
+  void *stream;
+};
+
+// A failed status as an XLA error: the status name and the library's message, which JAX raises as
+// XlaRuntimeError (ValueError-like refusals are kInvalidArgument).
+ffi::Error check(mxfp8_status status) {
+  if (status == MXFP8_OK) return ffi::Error::Success();
+  const std::string message = std::string("mxfp8: ") + mxfp8_status_string(status) + ": " + mxfp8_last_error();
+  switch (status) {
+    case MXFP8_ERROR_INVALID_ARGUMENT:
+    case MXFP8_ERROR_MISSING_DATA: return ffi::Error(ffi::ErrorCode::kInvalidArgument, message);
+    case MXFP8_ERROR_UNSUPPORTED: return ffi::Error(ffi::ErrorCode::kUnimplemented, message);
+    case MXFP8_ERROR_OUT_OF_MEMORY: return ffi::Error(ffi::ErrorCode::kResourceExhausted, message);
+    default: return ffi::Error(ffi::ErrorCode::kInternal, message);
+  }
+}
+
+// The DLPack type of an XLA element type; false for one the library never takes.
+bool dl_dtype(ffi::DataType type, DLDataType *out) {
+  switch (type) {
+    case ffi::DataType::U8: *out = {kDLUInt, 8, 1}; return true;
+    case ffi::DataType::S32: *out = {kDLInt, 32, 1}; return true;
+    case ffi::DataType::F32: *out = {kDLFloat, 32, 1}; return true;
+    case ffi::DataType::F16: *out = {kDLFloat, 16, 1}; return true;
+    case ffi::DataType::BF16: *out = {kDLBfloat, 16, 1}; return true;
+    case ffi::DataType::F8E4M3FN: *out = {kDLFloat8_e4m3fn, 8, 1}; return true;
+    case ffi::DataType::F8E5M2: *out = {kDLFloat8_e5m2, 8, 1}; return true;
+    case ffi::DataType::F8E8M0FNU: *out = {kDLFloat8_e8m0fnu, 8, 1}; return true;
+    default: return false;
+  }
+}
+
+// An XLA buffer seen as a DLTensor: XLA's buffers are dense and row-major, so strides stay NULL.
+class View {
+ public:
+  View(const ffi::AnyBuffer &buffer, const Place &place) {
+    const auto dims = buffer.dimensions();
+    shape_.assign(dims.begin(), dims.end());
+    known_ = dl_dtype(buffer.element_type(), &tensor_.dtype);
+    tensor_.data = buffer.untyped_data();
+    tensor_.device = place.device;
+    tensor_.ndim = static_cast<int32_t>(shape_.size());
+    tensor_.shape = shape_.data();
+    tensor_.strides = nullptr;
+    tensor_.byte_offset = 0;
+  }
+  View(const View &) = delete;
+  View &operator=(const View &) = delete;
+
+  // An error naming `what` when the element type has no DLPack counterpart the library takes.
+  ffi::Error usable(const char *what) const {
+    if (known_) return ffi::Error::Success();
+    return ffi::Error(ffi::ErrorCode::kInvalidArgument, std::string("mxfp8: ") + what + ": unsupported element type");
+  }
+  DLTensor *get() { return &tensor_; }
+  const DLTensor &tensor() const { return tensor_; }
+
+ private:
+  std::vector<int64_t> shape_;
+  DLTensor tensor_{};
+  bool known_ = false;
+};
+
+// A buffer lent to a descriptor for one call: no deleter, so the library only borrows it.
+DLManagedTensorVersioned borrowed(const DLTensor &view) {
+  DLManagedTensorVersioned m;
+  std::memset(&m, 0, sizeof m);
+  m.version.major = DLPACK_MAJOR_VERSION;
+  m.version.minor = DLPACK_MINOR_VERSION;
+  m.dl_tensor = view;
+  return m;
+}
+
+// An mxfp8_tensor or mxfp8_grouped_tensor for the length of one handler call.
+template <class Handle, void (*Release)(Handle *)>
+struct Owned {
+  Handle *handle = nullptr;
+  ~Owned() { Release(handle); }
+};
+using TensorHandle = Owned<mxfp8_tensor, mxfp8_tensor_release>;
+using GroupedHandle = Owned<mxfp8_grouped_tensor, mxfp8_grouped_tensor_release>;
+
+// One direction of an MXFP8 tensor as a producer stores it (its values' shape is the logical shape).
+ffi::Error describe(View &data, View &scales, int32_t format, int32_t swizzled, int32_t direction,
+                    DLManagedTensorVersioned (&lent)[2], TensorHandle &out) {
+  if (auto e = data.usable("data"); e.failure()) return e;
+  if (auto e = scales.usable("scale_inv"); e.failure()) return e;
+  lent[0] = borrowed(data.tensor());
+  lent[1] = borrowed(scales.tensor());
+  mxfp8_tensor_desc d = MXFP8_TENSOR_DESC_INIT;
+  d.format = format;
+  d.scale_layout = swizzled ? MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED : MXFP8_SCALE_LAYOUT_ROW_MAJOR;
+  if (direction == MXFP8_DIRECTION_COLUMNWISE) {
+    d.columnwise_data = &lent[0];
+    d.columnwise_scale_inv = &lent[1];
+  } else {
+    d.rowwise_data = &lent[0];
+    d.rowwise_scale_inv = &lent[1];
+  }
+  return check(mxfp8_tensor_create(&d, &out.handle));
+}
+
+// ---- the operations, each once for both platforms -------------------------------------------------
+
+ffi::Error unswizzle_scales(Place place, ffi::AnyBuffer swizzled, ffi::Result<ffi::AnyBuffer> compact) {
+  View in(swizzled, place), out(*compact, place);
+  return check(mxfp8_unswizzle_scales(in.get(), out.get(), place.stream));
+}
+
+ffi::Error swizzle_scales(Place place, ffi::AnyBuffer compact, ffi::Result<ffi::AnyBuffer> swizzled) {
+  View in(compact, place), out(*swizzled, place);
+  return check(mxfp8_swizzle_scales(in.get(), out.get(), place.stream));
+}
+
+// The scales (and, with two results, the values) of one tensor or of num_experts grouped experts of
+// equal rows in the layout `target` (mxfp8_convert, mxfp8_convert_grouped).
+ffi::Error convert(Place place, ffi::AnyBuffer data, ffi::AnyBuffer scale_inv, ffi::RemainingRets results,
+                   int32_t format, int32_t swizzled, int32_t direction, int32_t target, int32_t scale_fixup,
+                   int32_t num_experts, int32_t grouped_scales) {
+  if (results.size() != 1 && results.size() != 2)
+    return ffi::Error::InvalidArgument("mxfp8: convert returns the scales, or the values and the scales");
+  auto scales_out = results.get<ffi::AnyBuffer>(results.size() - 1);
+  if (scales_out.has_error()) return scales_out.error();
+  View d(data, place), s(scale_inv, place), out(**scales_out, place);
+  std::optional<View> values;
+  if (results.size() == 2) {
+    auto v = results.get<ffi::AnyBuffer>(0);
+    if (v.has_error()) return v.error();
+    values.emplace(**v, place);
+  }
+  DLTensor *values_tensor = values ? values->get() : nullptr;
+  mxfp8_convert_options o = MXFP8_CONVERT_OPTIONS_INIT;
+  o.target = target;
+  o.direction = direction;
+  o.scale_fixup = scale_fixup;
+  o.stream = place.stream;
+  if (num_experts == 0) {
+    DLManagedTensorVersioned lent[2];
+    TensorHandle t;
+    if (auto e = describe(d, s, format, swizzled, direction, lent, t); e.failure()) return e;
+    return check(mxfp8_convert(t.handle, &o, values_tensor, out.get()));
+  }
+  if (auto e = d.usable("data"); e.failure()) return e;
+  if (auto e = s.usable("scale_inv"); e.failure()) return e;
+  const DLTensor &dt = d.tensor();
+  int64_t rows = 1;
+  for (int32_t i = 0; i + 1 < dt.ndim; ++i) rows *= dt.shape[i];
+  DLManagedTensorVersioned lent[2] = {borrowed(dt), borrowed(s.tensor())};
+  mxfp8_grouped_desc g = MXFP8_GROUPED_DESC_INIT;
+  g.format = format;
+  g.scale_layout = swizzled ? MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED : MXFP8_SCALE_LAYOUT_ROW_MAJOR;
+  g.scales = grouped_scales;
+  g.num_experts = num_experts;
+  g.cols = dt.ndim > 0 ? dt.shape[dt.ndim - 1] : 0;
+  g.uniform_rows = num_experts > 0 ? rows / num_experts : 0;
+  g.data = &lent[0];
+  g.scale_inv = &lent[1];
+  GroupedHandle t;
+  if (auto e = check(mxfp8_grouped_tensor_create(&g, &t.handle)); e.failure()) return e;
+  return check(mxfp8_convert_grouped(t.handle, &o, values_tensor, out.get()));
+}
+
+// One direction of `input` quantized into XLA's two results (mxfp8_quantize_into).
+ffi::Error quantize(Place place, ffi::AnyBuffer input, ffi::Result<ffi::AnyBuffer> values,
+                    ffi::Result<ffi::AnyBuffer> scales, int32_t format, int32_t scale_rounding,
+                    int32_t scales_layout, int32_t direction) {
+  View in(input, place), v(*values, place), s(*scales, place);
+  if (auto e = in.usable("input"); e.failure()) return e;
+  mxfp8_quantize_options o = MXFP8_QUANTIZE_OPTIONS_INIT;
+  o.format = format;
+  o.scale_rounding = scale_rounding;
+  o.scales_layout = scales_layout;
+  o.stream = place.stream;
+  const bool columnwise = direction == MXFP8_DIRECTION_COLUMNWISE;
+  return check(mxfp8_quantize_into(in.get(), &o, columnwise ? nullptr : v.get(), columnwise ? nullptr : s.get(),
+                                   columnwise ? v.get() : nullptr, columnwise ? s.get() : nullptr));
+}
+
+// One direction of a stored MXFP8 tensor decoded into float32 or bfloat16 (mxfp8_dequantize).
+ffi::Error dequantize(Place place, ffi::AnyBuffer data, ffi::AnyBuffer scale_inv, ffi::Result<ffi::AnyBuffer> output,
+                      int32_t format, int32_t swizzled, int32_t direction) {
+  View d(data, place), s(scale_inv, place), out(*output, place);
+  if (auto e = out.usable("output"); e.failure()) return e;
+  DLManagedTensorVersioned lent[2];
+  TensorHandle t;
+  if (auto e = describe(d, s, format, swizzled, direction, lent, t); e.failure()) return e;
+  mxfp8_dequantize_options o = MXFP8_DEQUANTIZE_OPTIONS_INIT;
+  o.direction = direction;
+  o.stream = place.stream;
+  return check(mxfp8_dequantize(t.handle, &o, out.get()));
+}
+
+// ---- the two platforms ------------------------------------------------------------------------------
+
+// An operation's entry points per platform: on the host every buffer is kDLCPU memory; on CUDA they
+// are device memory of XLA's device ordinal, and the work goes on XLA's stream.
+template <auto Impl>
+struct Platforms;
+template <class... Args, ffi::Error (*Impl)(Place, Args...)>
+struct Platforms<Impl> {
+  static ffi::Error host(Args... args) { return Impl(Place{{kDLCPU, 0}, nullptr}, args...); }
+  static ffi::Error cuda(void *stream, int32_t device, Args... args) {
+    return Impl(Place{{kDLCUDA, device}, stream}, args...);
+  }
+};
+
+auto on_host() { return ffi::Ffi::Bind(); }
+auto on_cuda() { return ffi::Ffi::Bind().Ctx<ffi::PlatformStream<void *>>().Ctx<ffi::DeviceOrdinal>(); }
+
+template <class B>
+auto unswizzle_binding(B b) {
+  return std::move(b).template Arg<ffi::AnyBuffer>().template Ret<ffi::AnyBuffer>();
+}
+template <class B>
+auto convert_binding(B b) {
+  return std::move(b).template Arg<ffi::AnyBuffer>()
+      .template Arg<ffi::AnyBuffer>()
+      .RemainingRets()
+      .template Attr<int32_t>("format")
+      .template Attr<int32_t>("swizzled")
+      .template Attr<int32_t>("direction")
+      .template Attr<int32_t>("target")
+      .template Attr<int32_t>("scale_fixup")
+      .template Attr<int32_t>("num_experts")
+      .template Attr<int32_t>("grouped_scales");
+}
+template <class B>
+auto quantize_binding(B b) {
+  return std::move(b).template Arg<ffi::AnyBuffer>()
+      .template Ret<ffi::AnyBuffer>()
+      .template Ret<ffi::AnyBuffer>()
+      .template Attr<int32_t>("format")
+      .template Attr<int32_t>("scale_rounding")
+      .template Attr<int32_t>("scales_layout")
+      .template Attr<int32_t>("direction");
+}
+template <class B>
+auto dequantize_binding(B b) {
+  return std::move(b).template Arg<ffi::AnyBuffer>()
+      .template Arg<ffi::AnyBuffer>()
+      .template Ret<ffi::AnyBuffer>()
+      .template Attr<int32_t>("format")
+      .template Attr<int32_t>("swizzled")
+      .template Attr<int32_t>("direction");
+}
+
+}  // namespace
+
+// The two exported handlers of an operation: declared visible first (the library is built with hidden
+// visibility, and the version script exports only these), then defined by XLA's macro.
+#define MXFP8_XLA_OPERATION(name, binding)                                                                  \
+  extern "C" __attribute__((visibility("default"))) XLA_FFI_Error *mxfp8_xla_##name##_host(XLA_FFI_CallFrame *); \
+  extern "C" __attribute__((visibility("default"))) XLA_FFI_Error *mxfp8_xla_##name##_cuda(XLA_FFI_CallFrame *); \
+  XLA_FFI_DEFINE_HANDLER_SYMBOL(mxfp8_xla_##name##_host, Platforms<name>::host, binding(on_host()));         \
+  XLA_FFI_DEFINE_HANDLER_SYMBOL(mxfp8_xla_##name##_cuda, Platforms<name>::cuda, binding(on_cuda()))
+
+MXFP8_XLA_OPERATION(unswizzle_scales, unswizzle_binding);
+MXFP8_XLA_OPERATION(swizzle_scales, unswizzle_binding);
+MXFP8_XLA_OPERATION(convert, convert_binding);
+MXFP8_XLA_OPERATION(quantize, quantize_binding);
+MXFP8_XLA_OPERATION(dequantize, dequantize_binding);

@@ -1,0 +1,206 @@
+"""The library's operations inside ``jax.jit``: XLA FFI targets (libmxfp8_xla, next to libmxfp8 in this
+package) wrapped as functions of ``jax.Array``\\ s.
+
+    import mxfp8.jax as mj
+
+    @jax.jit
+    def step(w):
+        values, scales = mj.quantize(w, scales="swizzled")                 # TE-exact, in TE's layout
+        return mj.convert(values, scales, "cutlass_128x4", swizzled=True)  # what the engine loads
+
+Each call is one custom call in the compiled program: on the GPU it runs on XLA's stream, with no host
+round trip; on the CPU platform the library's host path runs. Shapes, dtypes and options are static (they
+come from the inputs' shapes and the keyword arguments), so the output shapes are known at trace time;
+an unknown option name or a layout that does not take the direction fails at trace time with the
+library's message. A buffer whose size does not match what the options say fails when the call runs,
+with the library's message in the XlaRuntimeError. ``jax.vmap`` maps a leading batch axis by running the
+call once per element (``vmap_method="sequential"``).
+
+Operations: ``unswizzle_scales`` / ``swizzle_scales`` (one scale matrix, 128x4), ``convert`` (one tensor or
+grouped experts into an engine layout, as :func:`mxfp8.convert`), ``quantize`` and ``dequantize`` (MXFP8,
+1x32 blocks). NVFP4 is not here yet.
+"""
+from __future__ import annotations
+
+import ctypes
+import functools
+from pathlib import Path
+from typing import Any, NamedTuple, Optional, Sequence, Tuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from . import _args
+from ._convert import _GROUPED_SCALES
+from ._import import _DIRECTIONS, _FORMATS, _code, _fixup, layout_bytes
+from ._manifest import LAYOUT_WORDS, LAYOUTS
+from ._quantize import _ROUNDINGS, _SCALE_LAYOUTS
+
+_LIBRARY = "libmxfp8_xla.so"
+_OPERATIONS = ("unswizzle_scales", "swizzle_scales", "convert", "quantize", "dequantize")
+_FP8 = {"e4m3": jnp.float8_e4m3fn, "e5m2": jnp.float8_e5m2}
+
+
+def xla_library_path() -> str:
+    """The path of libmxfp8_xla.so. It is built into the package when jaxlib's FFI headers are found at
+    build time (``pip install --no-build-isolation .`` with jax installed)."""
+    path = Path(__file__).with_name(_LIBRARY)
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"{path} is missing: this mxfp8 was built without jaxlib's FFI headers. Install jax and reinstall "
+            "mxfp8 (pip install --no-build-isolation .)")
+    return str(path)
+
+
+@functools.lru_cache(maxsize=None)
+def _registered() -> bool:
+    """Registers every target with XLA, once: the host handlers for the CPU platform and the CUDA ones
+    for a CUDA platform when this jaxlib has one."""
+    library = ctypes.CDLL(xla_library_path())
+    for name in _OPERATIONS:
+        jax.ffi.register_ffi_target(f"mxfp8_{name}", jax.ffi.pycapsule(getattr(library, f"mxfp8_xla_{name}_host")),
+                                    platform="cpu")
+    try:
+        cuda = bool(jax.devices("cuda"))
+    except RuntimeError:  # no CUDA backend in this jaxlib
+        cuda = False
+    if cuda:
+        for name in _OPERATIONS:
+            jax.ffi.register_ffi_target(f"mxfp8_{name}",
+                                        jax.ffi.pycapsule(getattr(library, f"mxfp8_xla_{name}_cuda")), platform="CUDA")
+    return True
+
+
+def _call(name: str, results: Any, *args: Any, **attributes: int) -> Any:
+    _registered()
+    call = jax.ffi.ffi_call(f"mxfp8_{name}", results, vmap_method="sequential")
+    return call(*args, **{k: np.int32(v) for k, v in attributes.items()})
+
+
+def _lead_rows(shape: Sequence[int]) -> int:
+    rows = 1
+    for d in shape[:-1]:
+        rows *= int(d)
+    return rows
+
+
+def _scale_matrix(shape: Sequence[int], direction: str) -> Tuple[int, int]:
+    """(R, C) of the scales of a tensor of logical `shape` in `direction`."""
+    if not shape:
+        raise ValueError("shape must have at least one dimension (K)")
+    m, k = _lead_rows(shape), int(shape[-1])
+    return ((-(-m // 32), k) if _code("direction", direction, _DIRECTIONS) == 1 else (m, -(-k // 32)))
+
+
+def _fp8_format(data: Any, fp8_dtype: Optional[str]) -> int:
+    """The mxfp8_format of `data`: from its float8 dtype, or fp8_dtype for uint8 bytes."""
+    for name, dtype in _FP8.items():
+        if data.dtype == dtype:
+            if fp8_dtype not in (None, name):
+                raise ValueError(f"fp8_dtype is {fp8_dtype!r} but data is {data.dtype}")
+            return _FORMATS[name]
+    return _code("fp8_dtype", fp8_dtype or "e4m3", _FORMATS)
+
+
+def unswizzle_scales(swizzled: jax.Array, rows: int, cols: int) -> jax.Array:
+    """The compact (rows, cols) uint8 matrix whose 128x4 swizzled layout is `swizzled`
+    (``roundup(rows, 128) * roundup(cols, 4)`` bytes, any shape; mxfp8_unswizzle_scales)."""
+    shape = (_args.integer("rows", rows, 0, _args.INT32_MAX), _args.integer("cols", cols, 0, _args.INT32_MAX))
+    return _call("unswizzle_scales", jax.ShapeDtypeStruct(shape, jnp.uint8), swizzled)
+
+
+def swizzle_scales(compact: jax.Array) -> jax.Array:
+    """The 128x4 swizzled layout of the compact scale matrix `compact` (its shape gives R and C,
+    leading dimensions flattened into rows), flat, padding zero (mxfp8_swizzle_scales)."""
+    r, c = (_lead_rows(compact.shape), int(compact.shape[-1])) if compact.ndim else (1, 1)
+    n = layout_bytes("cutlass_128x4", r, c)
+    return _call("swizzle_scales", jax.ShapeDtypeStruct((n,), jnp.uint8), compact)
+
+
+class Converted(NamedTuple):
+    """What convert returns: the values (None unless asked for) and the scales."""
+
+    values: Any
+    scales: Any
+
+
+def convert(data: jax.Array, scale_inv: jax.Array, target: str, *, swizzled: bool, direction: str = "rowwise",
+            fp8_dtype: Optional[str] = None, num_experts: Optional[int] = None, scales: str = "padded",
+            values: bool = False, zero_exponent_as_one: bool = False) -> Converted:
+    """One MXFP8 tensor (or `num_experts` grouped experts of equal rows, stacked) in the engine layout
+    `target`, as :func:`mxfp8.convert` writes it (its docs list the targets and the engine parameter
+    each one is). data: the values (float8, or uint8 with fp8_dtype), whose shape is the logical shape;
+    scale_inv: the scales as stored (compact, TE-padded or, with `swizzled`, 128x4).
+
+    The scales come back as the engine's parameter: ``"compact"`` and ``"deepgemm_float32"`` shaped
+    ``(*lead, ceil(K/32))`` (grouped ``[E, N, C]``), ``"trtllm"`` / ``"trtllm_gated"`` ``(R, roundup(C, 4))``
+    per expert, ``"cutlass_128x4"`` flat per matrix, and ``"deepgemm"`` as the int32 storage of DeepGEMM's
+    MN-major tensor, flat per expert (JAX arrays have no strides: ``storage.reshape(ceil(C/4),
+    roundup(N, 4)).T[:N]`` is the logical ``[N, ceil(C/4)]``). values=True also returns the values in the
+    target's row order (required by the TRT-LLM targets, which permute rows)."""
+    if target not in LAYOUTS:
+        raise ValueError(f"target is {target!r}, expected one of {', '.join(map(repr, LAYOUTS))}")
+    shape = tuple(int(d) for d in data.shape)
+    experts = 0 if num_experts is None else _args.integer("num_experts", num_experts, 1, _args.INT32_MAX)
+    lead = shape[:-1]
+    rows = _lead_rows(shape) if shape else 0
+    if experts:
+        if rows % experts:
+            raise ValueError(f"the experts' {rows} rows do not split into {experts} experts of equal size")
+        lead = (rows // experts,)
+    r, c = _scale_matrix(lead + shape[-1:], direction)
+    per = layout_bytes(target, r, c, direction)  # the library's rule: refuses what the target cannot take
+    word = LAYOUT_WORDS.get(target)
+    groups = (experts,) if experts else ()
+    if target in ("compact", "deepgemm_float32"):
+        scales_shape = groups + ((r, c) if direction == "columnwise" else lead + (c,))
+    elif target in ("trtllm", "trtllm_gated"):
+        scales_shape = groups + (r, -(-c // 4) * 4)
+    else:
+        scales_shape = groups + (per // (4 if word else 1),)
+    dtype = {"int32": jnp.int32, "float32": jnp.float32}.get(word, jnp.uint8)
+    results = [jax.ShapeDtypeStruct(scales_shape, dtype)]
+    if _args.flag("values", values):
+        results.insert(0, jax.ShapeDtypeStruct(groups + ((rows // experts,) if experts else lead) + shape[-1:],
+                                               data.dtype))
+    out = _call("convert", results, data, scale_inv, format=_fp8_format(data, fp8_dtype),
+                swizzled=_args.flag("swizzled", swizzled), direction=_code("direction", direction, _DIRECTIONS),
+                target=LAYOUTS[target], scale_fixup=_fixup(zero_exponent_as_one), num_experts=experts,
+                grouped_scales=_code("scales", scales, _GROUPED_SCALES))
+    return Converted(out[0], out[1]) if len(out) == 2 else Converted(None, out[0])
+
+
+def quantize(x: jax.Array, *, fp8_dtype: str = "e4m3", rounding: str = "rceil", scales: str = "compact",
+             direction: str = "rowwise", values_dtype: str = "fp8") -> Tuple[jax.Array, jax.Array]:
+    """One direction of `x` (bfloat16, float16 or float32, shape (*lead, K)) quantized to MXFP8 with 1x32
+    blocks, bit-exact with :func:`mxfp8.quantize`: (values, scales). values: x's shape, float8 (or uint8
+    with values_dtype="uint8"); scales uint8: ``"compact"`` ``(*lead, ceil(K/32))`` rowwise or
+    ``(ceil(M/32), K)`` columnwise, ``"padded"`` / ``"swizzled"`` Transformer Engine's buffer, flat."""
+    shape = tuple(int(d) for d in x.shape)
+    r, c = _scale_matrix(shape, direction)
+    layout = _code("scales", scales, _SCALE_LAYOUTS)
+    if layout == 0:
+        scales_shape = (r, c) if direction == "columnwise" else shape[:-1] + (c,)
+    else:  # TE's padded buffer holds as many bytes as the 128x4 layout of the same matrix
+        scales_shape = (layout_bytes("cutlass_128x4", r, c, direction),)
+    fmt = _code("fp8_dtype", fp8_dtype, _FORMATS)
+    values = {"fp8": _FP8[fp8_dtype], "uint8": jnp.uint8}
+    if values_dtype not in values:
+        raise ValueError(f"values_dtype is {values_dtype!r}, expected 'fp8' or 'uint8'")
+    return tuple(_call("quantize", [jax.ShapeDtypeStruct(shape, values[values_dtype]),
+                                    jax.ShapeDtypeStruct(scales_shape, jnp.uint8)], x,
+                       format=fmt, scale_rounding=_code("rounding", rounding, _ROUNDINGS),
+                       scales_layout=layout, direction=_code("direction", direction, _DIRECTIONS)))
+
+
+def dequantize(data: jax.Array, scale_inv: jax.Array, *, swizzled: bool, direction: str = "rowwise",
+               fp8_dtype: Optional[str] = None, dtype: Any = jnp.float32) -> jax.Array:
+    """One direction of a stored MXFP8 tensor decoded, as :func:`mxfp8.dequantize`: fp8_value *
+    2^(scale - 127) in float32 or bfloat16 (rounded to nearest-even), data's shape."""
+    dtype = jnp.dtype(dtype)
+    if dtype not in (jnp.dtype(jnp.float32), jnp.dtype(jnp.bfloat16)):
+        raise ValueError(f"dtype must be float32 or bfloat16, got {dtype}")
+    return _call("dequantize", jax.ShapeDtypeStruct(data.shape, dtype), data, scale_inv,
+                 format=_fp8_format(data, fp8_dtype), swizzled=_args.flag("swizzled", swizzled),
+                 direction=_code("direction", direction, _DIRECTIONS))

@@ -1,0 +1,219 @@
+"""mxfp8.jax: the library's operations as XLA FFI targets, inside and outside jax.jit, under jax.vmap, on
+JAX's CPU platform (the host handlers) and, where jaxlib has CUDA, on the GPU. Every result is compared
+bit for bit with the library's own Python API on the same bytes (which the rest of the suite checks
+against the layouts' formulas and Transformer Engine's rules); inputs are random with partial blocks and
+rows that are not multiples of 128.
+
+Skips when jax is not installed or the package was built without the handlers, unless MXFP8_REQUIRE_JAX=1
+(scripts/test.sh sets it), which turns the skip into a failure.
+"""
+import os
+
+import numpy as np
+import pytest
+
+import mxfp8
+from conftest import make_mxfp8
+
+
+def _load():
+    try:
+        import jax  # noqa: F401
+
+        import mxfp8.jax as mj
+
+        mj.xla_library_path()
+        return mj
+    except (ImportError, FileNotFoundError) as e:
+        if os.environ.get("MXFP8_REQUIRE_JAX") == "1":
+            raise
+        pytest.skip(f"the XLA FFI handlers are not available: {e}", allow_module_level=True)
+
+
+mj = _load()
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+
+
+def _platforms():
+    found = ["cpu"]
+    try:
+        if jax.devices("cuda"):
+            found.append("cuda")
+    except RuntimeError:
+        pass
+    return found
+
+
+PLATFORMS = _platforms()
+
+
+@pytest.fixture(params=["cpu", "cuda"])
+def put(request):
+    """Puts NumPy arrays on the platform's first device."""
+    if request.param not in PLATFORMS:
+        pytest.skip("jaxlib has no CUDA device here")
+    device = jax.devices(request.param)[0]
+    return lambda *arrays: [jax.device_put(jnp.asarray(a), device) for a in arrays]
+
+
+def weights(shape, seed, dtype=np.float32):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(shape).astype(np.float32) * np.exp2(rng.integers(-6, 6, shape[:-1] + (1,)))
+    return x.astype(dtype)
+
+
+def bytes_of(a):
+    return np.ascontiguousarray(np.asarray(a)).reshape(-1).view(np.uint8)
+
+
+@pytest.mark.parametrize("jit", [False, True])
+@pytest.mark.parametrize("shape", [(200, 100), (3, 40, 33), (1, 1)])
+def test_scale_swizzle_both_ways(put, shape, jit):
+    data, buf, s = make_mxfp8(shape, "swizzled", seed=sum(shape))
+    (sw,) = put(buf)
+    r, c = s.shape
+    unswizzle = jax.jit(mj.unswizzle_scales, static_argnums=(1, 2)) if jit else mj.unswizzle_scales
+    compact = unswizzle(sw, r, c)
+    assert compact.shape == (r, c) and compact.dtype == jnp.uint8
+    np.testing.assert_array_equal(np.asarray(compact), s)
+    back = (jax.jit(mj.swizzle_scales) if jit else mj.swizzle_scales)(compact)
+    np.testing.assert_array_equal(np.asarray(back), np.from_dlpack(mxfp8.swizzle_scales(s)).reshape(-1))
+
+
+@pytest.mark.parametrize("target", ["compact", "cutlass_128x4", "deepgemm", "deepgemm_float32"])
+@pytest.mark.parametrize("storage", ["padded", "swizzled", "compact"])
+def test_convert_equals_the_library(put, storage, target):
+    data, buf, s = make_mxfp8((257, 200), storage, seed=len(target))
+    want = mxfp8.convert(data, buf, target, swizzled=storage == "swizzled", values=True)
+    d, b = put(data.view(np.uint8), buf)
+    got = jax.jit(lambda d, b: mj.convert(d, b, target, swizzled=storage == "swizzled", fp8_dtype="e4m3",
+                                          values=True))(d, b)
+    want_scales = want.scales
+    if target == "deepgemm":  # mxfp8.convert views DeepGEMM's storage with its strides; JAX returns the storage
+        want_scales = np.lib.stride_tricks.as_strided(want.scales, (mxfp8.layout_bytes(target, *s.shape) // 4,), (4,))
+    np.testing.assert_array_equal(bytes_of(got.scales), bytes_of(want_scales))
+    np.testing.assert_array_equal(np.asarray(got.values), data)
+    if target in ("compact", "deepgemm_float32"):
+        assert got.scales.shape == s.shape
+    assert got.scales.dtype == {"deepgemm": jnp.int32, "deepgemm_float32": jnp.float32}.get(target, jnp.uint8)
+
+
+@pytest.mark.parametrize("target", ["cutlass_128x4", "deepgemm_float32", "trtllm_gated"])
+def test_grouped_experts_in_one_call(put, target):
+    experts, n, k = 4, 128, 200
+    c = -(-k // 32)
+    rng = np.random.default_rng(9)
+    data = rng.integers(0, 256, (experts * n, k), dtype=np.uint8)
+    s = rng.integers(1, 255, (experts, n, c), dtype=np.uint8)
+    want = mxfp8.convert(data, s.reshape(-1), target, num_experts=experts, scales="compact", swizzled=False,
+                         values=True)
+    d, b = put(data, s.reshape(-1))
+    got = jax.jit(lambda d, b: mj.convert(d, b, target, num_experts=experts, scales="compact", swizzled=False,
+                                          values=True))(d, b)
+    np.testing.assert_array_equal(bytes_of(got.scales), bytes_of(want.scales))
+    np.testing.assert_array_equal(np.asarray(got.values).reshape(-1), np.asarray(want.values).reshape(-1))
+    assert got.scales.shape[0] == experts and got.values.shape == (experts, n, k)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, "bfloat16"])
+@pytest.mark.parametrize("direction", ["rowwise", "columnwise"])
+@pytest.mark.parametrize("scales", ["compact", "padded", "swizzled"])
+def test_quantize_equals_the_library(put, dtype, direction, scales):
+    x = weights((130, 72), seed=3)
+    if dtype == "bfloat16":
+        xj = jnp.asarray(x).astype(jnp.bfloat16)
+        x_lib = np.asarray(xj)  # ml_dtypes bfloat16, as NumPy holds JAX's
+    else:
+        xj, x_lib = jnp.asarray(x), x
+    (xd,) = put(xj)
+    values, scale = jax.jit(lambda a: mj.quantize(a, scales=scales, direction=direction))(xd)
+    q = mxfp8.quantize(x_lib, scales=scales, rowwise=direction == "rowwise", columnwise=direction == "columnwise",
+                       values_dtype="uint8")
+    want_v = q.rowwise_data if direction == "rowwise" else q.columnwise_data
+    want_s = q.rowwise_scale_inv if direction == "rowwise" else q.columnwise_scale_inv
+    assert values.dtype == jnp.float8_e4m3fn and values.shape == x.shape
+    np.testing.assert_array_equal(bytes_of(values), bytes_of(np.from_dlpack(want_v)))
+    np.testing.assert_array_equal(bytes_of(scale), bytes_of(np.from_dlpack(want_s)))
+
+
+@pytest.mark.parametrize("rounding", ["rceil", "floor", "compressed_tensors"])
+def test_quantize_rules_and_e5m2(put, rounding):
+    x = weights((64, 96), seed=4)
+    (xd,) = put(x)
+    for fmt in ("e4m3", "e5m2"):
+        values, scale = mj.quantize(xd, fp8_dtype=fmt, rounding=rounding, values_dtype="uint8")
+        q = mxfp8.quantize(x, fp8_dtype=fmt, rounding=rounding, values_dtype="uint8")
+        np.testing.assert_array_equal(np.asarray(values), np.from_dlpack(q.rowwise_data))
+        np.testing.assert_array_equal(np.asarray(scale), np.from_dlpack(q.rowwise_scale_inv))
+
+
+@pytest.mark.parametrize("out", [jnp.float32, jnp.bfloat16])
+def test_dequantize_equals_the_library(put, out):
+    data, buf, s = make_mxfp8((200, 70), "swizzled", seed=5)
+    d, b = put(data.view(np.uint8), buf)
+    got = jax.jit(lambda d, b: mj.dequantize(d, b, swizzled=True, fp8_dtype="e4m3", dtype=out))(d, b)
+    want = mxfp8.dequantize(data, buf, swizzled=True, dtype=jnp.dtype(out).name)
+    assert got.dtype == out and got.shape == data.shape
+    np.testing.assert_array_equal(bytes_of(got), bytes_of(want))
+
+
+def test_a_quantize_convert_pipeline_in_one_jit(put):
+    """What a JAX trainer hands an engine: quantize, then the engine's layout, in one compiled program."""
+    x = weights((256, 512), seed=6)
+    (xd,) = put(x)
+
+    @jax.jit
+    def step(w):
+        values, scales = mj.quantize(w, scales="swizzled")
+        return mj.convert(values, scales, "cutlass_128x4", swizzled=True)
+
+    got = step(xd)
+    q = mxfp8.quantize(x, scales="compact")
+    want = mxfp8.convert(q.rowwise_data, q.rowwise_scale_inv, "cutlass_128x4", swizzled=False)
+    np.testing.assert_array_equal(np.asarray(got.scales), np.asarray(want.scales))
+
+
+def test_vmap_maps_a_leading_batch(put):
+    x = weights((3, 64, 64), seed=7)
+    (xd,) = put(x)
+    values, scales = jax.vmap(lambda a: mj.quantize(a, values_dtype="uint8"))(xd)
+    assert values.shape == (3, 64, 64) and scales.shape == (3, 64, 2)
+    for i in range(3):
+        q = mxfp8.quantize(x[i], values_dtype="uint8")
+        np.testing.assert_array_equal(np.asarray(values[i]), np.from_dlpack(q.rowwise_data))
+        np.testing.assert_array_equal(np.asarray(scales[i]), np.from_dlpack(q.rowwise_scale_inv))
+
+
+def test_bad_options_fail_at_trace_time():
+    data, buf, _ = make_mxfp8((100, 64), "padded", seed=8)
+    d, b = jnp.asarray(data.view(np.uint8)), jnp.asarray(buf)
+    traced = []
+
+    def convert(target, **kw):
+        traced.append(target)
+        return jax.jit(lambda d, b: mj.convert(d, b, target, **kw)).lower(d, b)  # traced, never run
+
+    with pytest.raises(ValueError, match="target is 'cutlass'"):
+        convert("cutlass", swizzled=False)
+    with pytest.raises(ValueError, match="rowwise scales only"):  # the library's own rule, at trace time
+        convert("deepgemm", swizzled=False, direction="columnwise")
+    with pytest.raises(ValueError, match="which needs rows \\(per expert\\) a multiple of 128"):
+        convert("trtllm", swizzled=False, values=True)
+    with pytest.raises(TypeError, match="swizzled"):
+        convert("compact", swizzled="yes")
+    with pytest.raises(ValueError, match="do not split into 3 experts"):
+        convert("compact", swizzled=False, num_experts=3)
+    with pytest.raises(ValueError, match="rounding is 'nearest'"):
+        jax.jit(lambda a: mj.quantize(a, rounding="nearest")).lower(jnp.zeros((4, 32), jnp.float32))
+    with pytest.raises(ValueError, match="dtype must be float32 or bfloat16"):
+        mj.dequantize(d, b, swizzled=False, dtype=jnp.float16)
+    assert len(traced) == 5
+
+
+def test_a_buffer_the_options_do_not_describe_fails_with_the_librarys_message():
+    data, buf, _ = make_mxfp8((200, 100), "swizzled", seed=10)
+    with pytest.raises(Exception, match="GEMM-swizzled scales of a 200 x 4 scale matrix need 256 x 4 = 1024 bytes, "
+                                        "got 40"):
+        mj.convert(jnp.asarray(data.view(np.uint8)), jnp.asarray(buf[:10]), "compact",
+                   swizzled=True).scales.block_until_ready()
