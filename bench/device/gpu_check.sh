@@ -26,6 +26,9 @@ if python3 -c "import tvm_ffi; print('apache-tvm-ffi', tvm_ffi.__version__)" 2>/
 else
   echo "apache-tvm-ffi is not importable: the tvm-ffi adapter is not built, its tests skip, its benchmark is skipped"
 fi
+if python3 -c "import jax.ffi" 2>/dev/null; then
+  export MXFP8_REQUIRE_JAX=1  # the package builds libmxfp8_xla: the mxfp8.jax tests must run
+fi
 
 step "configure and build"
 source bench/device/carried_deps.sh
