@@ -6,7 +6,8 @@ The work: --count weights of (--rows, --cols), E4M3 values with 128x4-swizzled s
 compact scales (the export a weight sync does), one call per weight.
   jit_us_per_call     one jitted program that converts all --count weights, wall clock per weight
                       (median of --samples runs, each ended by block_until_ready)
-  dlpack_us_per_call  a Python loop of mxfp8.convert(jax arrays, ...), per weight, then a sync
+  dlpack_us_per_call  a Python loop of mxfp8.export_components(jax arrays, ..., swizzled=True) (the same
+                      compact scales, a library-allocated copy), per weight, then a sync
   torch_us_per_call   the same loop with torch tensors (when torch imports), torch.cuda.synchronize
 The targets (issue 38): the jitted call costs its kernel's time (no host round trip), and the DLPack route
 from JAX within 1.5x of torch's.
@@ -66,8 +67,8 @@ def main() -> int:
         jax.block_until_ready(all_weights(jv, js))
 
     def dlpack_run():
-        outs = [mxfp8.convert(v, s, "compact", swizzled=True).scales for v, s in zip(jv, js)]
-        jax.block_until_ready(outs[-1]) if isinstance(outs[-1], jax.Array) else None
+        outs = [mxfp8.export_components(v, s, swizzled=True)[1] for v, s in zip(jv, js)]
+        jax.block_until_ready(jax.dlpack.from_dlpack(outs[-1]))
 
     result = {"device": a.device, "gpu": getattr(device, "device_kind", "cpu"), "count": a.count,
               "shape": [a.rows, a.cols], "date": time.strftime("%Y-%m-%d"), "jax": jax.__version__}
@@ -88,7 +89,7 @@ def main() -> int:
 
         def torch_run():
             for v, s in zip(tv, ts):
-                mxfp8.convert(v, s, "compact", swizzled=True)
+                mxfp8.export_components(v, s, swizzled=True)
             if cuda:
                 torch.cuda.synchronize()
 

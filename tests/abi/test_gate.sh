@@ -35,7 +35,7 @@ copy_sources() {
 # the library's own sources stay warnings (this build is not for running).
 build() {
   cmake -S "$scratch/src" -B "$scratch/build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMXFP8_CUDA=OFF \
-    -DMXFP8_BUILD_TESTS=OFF -DMXFP8_BUILD_EXAMPLES=OFF -DMXFP8_BUILD_BENCH=OFF -DMXFP8_TVM_FFI=OFF \
+    -DMXFP8_BUILD_TESTS=OFF -DMXFP8_BUILD_EXAMPLES=OFF -DMXFP8_BUILD_BENCH=OFF -DMXFP8_TVM_FFI=OFF -DMXFP8_JAX=OFF \
     -DCMAKE_CXX_FLAGS="-Wno-error=switch -Wno-error=missing-field-initializers" >/dev/null
   cmake --build "$scratch/build" --target mxfp8 -j 2 >"$scratch/build.log" 2>&1 || { cat "$scratch/build.log"; fail "scratch build"; }
 }
