@@ -20,6 +20,22 @@ HOST_DEVICES = (1, KDL_CUDA_HOST)  # kDLCPU, kDLCUDAHost (pinned)
 _DEVICE_NAMES = {1: "cpu", 2: "cuda", 3: "cuda_host", 13: "cuda_managed"}  # as the C library writes them
 
 
+def numel(shape: Sequence[int]) -> int:
+    """The element count of `shape` (1 for ())."""
+    n = 1
+    for d in shape:
+        n *= int(d)
+    return n
+
+
+def ceil_div(n: int, d: int) -> int:
+    return -(-n // d)
+
+
+def round_up(n: int, d: int) -> int:
+    return -(-n // d) * d
+
+
 def choice(name: str, value: Any, table: dict) -> int:
     try:
         return table[value]

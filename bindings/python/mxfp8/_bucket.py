@@ -14,22 +14,11 @@ _MXFP8_ONLY_KEYS = ("fp8_dtype", "rows", "cols")
 _NVFP4_ONLY_KEYS = ("amax", "e4m3_max")
 
 
-def _numel(shape) -> int:
-    n = 1
-    for d in shape:
-        n *= int(d)
-    return n
-
-
-def _ceil_div(n: int, d: int) -> int:
-    return -(-n // d)
-
-
 def _compact_scales_shapes(shape) -> Tuple[tuple, tuple]:
     """The compact scale shapes of a tensor of `shape`: rowwise (*lead, ceil(K/32)), columnwise
     (ceil(M/32), K)."""
-    m = _numel(shape[:-1])
-    return (*shape[:-1], _ceil_div(shape[-1], 32)), (_ceil_div(m, 32), shape[-1])
+    m = _args.numel(shape[:-1])
+    return (*shape[:-1], _args.ceil_div(shape[-1], 32)), (_args.ceil_div(m, 32), shape[-1])
 
 
 def _nvfp4_parts_shapes(shape, direction: int) -> Tuple[tuple, tuple]:
@@ -37,9 +26,9 @@ def _nvfp4_parts_shapes(shape, direction: int) -> Tuple[tuple, tuple]:
     values and the compact E4M3 scales of the stored matrix, rowwise (*lead, K/2) and (*lead, ceil(K/16)),
     columnwise the (K, M) transpose, (K, M/2) and (K, ceil(M/16))."""
     if direction == 1:
-        m = _numel(shape[:-1])
-        return (shape[-1], m // 2), (shape[-1], _ceil_div(m, 16))
-    return (*shape[:-1], shape[-1] // 2), (*shape[:-1], _ceil_div(shape[-1], 16))
+        m = _args.numel(shape[:-1])
+        return (shape[-1], m // 2), (shape[-1], _args.ceil_div(m, 16))
+    return (*shape[:-1], shape[-1] // 2), (*shape[:-1], _args.ceil_div(shape[-1], 16))
 
 
 def _nvfp4_logical_shape(where: str, data: Any, direction: int) -> tuple:
@@ -99,7 +88,7 @@ class _Spec:
         self.shard = _shard.shard_spec(f"{where}: ", spec)
         self.packed_shape = self.shape
         if self.shard is not None:
-            self.packed_shape = _shard.shard_shape(self.shard, _numel(self.shape[:-1]), self.shape[-1])
+            self.packed_shape = _shard.shard_shape(self.shard, _args.numel(self.shape[:-1]), self.shape[-1])
 
     def _init_nvfp4(self, spec: Mapping[str, Any]) -> None:
         where = self.where
@@ -130,11 +119,11 @@ class _Spec:
     def packed_bytes(self, direction: int, alignment: int) -> int:
         if self.nvfp4:
             values, scales = _nvfp4_parts_shapes(self.nvfp4_shape(direction), direction)
-            amax = 4 * _numel(tuple(self.amax.shape))
-            return (_round_up(_numel(values), alignment) + _round_up(_numel(scales), alignment) +
-                    _round_up(amax, max(alignment, 4)))
-        scales = _numel(_compact_scales_shapes(self.packed_shape)[direction])
-        return _round_up(_numel(self.packed_shape), alignment) + _round_up(scales, alignment)
+            amax = 4 * _args.numel(tuple(self.amax.shape))
+            return (_args.round_up(_args.numel(values), alignment) + _args.round_up(_args.numel(scales), alignment) +
+                    _args.round_up(amax, max(alignment, 4)))
+        scales = _args.numel(_compact_scales_shapes(self.packed_shape)[direction])
+        return _args.round_up(_args.numel(self.packed_shape), alignment) + _args.round_up(scales, alignment)
 
 
 def _spec_inputs(specs: List[_Spec], stream: Any):
@@ -424,10 +413,6 @@ def _unpack_nvfp4(bucket: Any, e: Mapping[str, Any], torch_bucket: bool) -> "nvf
     return nvfp4.Components(values.reshape(e["values_shape"]), scales.reshape(e["scales_shape"]), amax / divisor)
 
 
-def _round_up(n: int, d: int) -> int:
-    return (n + d - 1) // d * d
-
-
 def swizzle_scales(compact: Any, out: Any = None, *, stream: Any = None) -> Any:
     """The cuBLAS 128x4 layout of a (R, C) compact scale matrix, padding zero: what a consumer that feeds
     cuBLAS needs. `out`: roundup(R,128) * roundup(C,4) writeable bytes on compact's device; None: a new
@@ -438,9 +423,9 @@ def swizzle_scales(compact: Any, out: Any = None, *, stream: Any = None) -> Any:
             return done
     inputs = _inputs(stream, compact=compact)
     cols = _args.last_dimension("compact", compact)
-    rows = _numel(tuple(compact.shape)[:-1])
+    rows = _args.numel(tuple(compact.shape)[:-1])
     if out is None:
-        n = _round_up(rows, 128) * _round_up(cols, 4)
+        n = _args.round_up(rows, 128) * _args.round_up(cols, 4)
         if inputs.torch is not None:
             out = inputs.torch.empty(n, dtype=inputs.torch.uint8, device=compact.device)
         else:
@@ -474,7 +459,7 @@ def unswizzle_scales(swizzled: Any, rows: int, cols: int, out: Any = None, *, st
         inputs.check_output("out", out)
         # The library reads (R, C) from out's shape; rows and cols that disagree would be ignored.
         out_cols = _args.last_dimension("out", out)
-        out_rows = _numel(tuple(out.shape)[:-1])
+        out_rows = _args.numel(tuple(out.shape)[:-1])
         if (out_rows, out_cols) != (rows, cols):
             raise ValueError(f"out holds a {out_rows} x {out_cols} matrix (shape {tuple(int(d) for d in out.shape)}), "
                              f"but rows, cols are {rows}, {cols}")
@@ -505,9 +490,9 @@ def iter_buckets(
     for group in _bucket_groups(specs, dir_code, alignment, bucket_bytes):
         group_tensors = {spec.name: tensors[spec.name] for spec in group}
         total = sum(spec.packed_bytes(dir_code, alignment) for spec in group)
-        if buffer is None or _numel(buffer.shape) < total:
+        if buffer is None or _args.numel(buffer.shape) < total:
             if caller_buffer:
-                raise ValueError(f"buffer holds {_numel(buffer.shape)} bytes, a bucket needs {total}: "
+                raise ValueError(f"buffer holds {_args.numel(buffer.shape)} bytes, a bucket needs {total}: "
                                  "make it at least bucket_bytes and as large as the largest tensor")
             # let export_bucket allocate one of the right size, then keep it
             buffer, manifest = _export_bucket(group_tensors, direction, alignment, None, stream, "buffer")

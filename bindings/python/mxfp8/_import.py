@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any, List, Mapping, Optional, Sequence, Tuple
 
-from . import _manifest, _shard
+from . import _args, _manifest, _shard
 from ._bucket import _Spec
 from ._manifest import FORMAT_NVFP4 as _FORMAT_NVFP4, LAYOUT_WORDS, LAYOUTS
 from ._mxfp8 import import_bucket as _c_import_bucket, import_tensors as _c_import_tensors
@@ -37,17 +37,6 @@ def _code(name: str, value: str, table: Mapping[str, int]) -> int:
     return table[value]
 
 
-def _numel(shape: Sequence[int]) -> int:
-    n = 1
-    for d in shape:
-        n *= int(d)
-    return n
-
-
-def _round_up(n: int, d: int) -> int:
-    return (n + d - 1) // d * d
-
-
 def scales_shape(shape: Sequence[int], layout: str = "compact", direction: str = "rowwise") -> Tuple[int, ...]:
     """The shape of the scale parameter a tensor of logical `shape` needs in `layout`: compact
     ``(*lead, ceil(K/32))`` rowwise or ``(ceil(M/32), K)`` columnwise; ``cutlass_128x4`` one flat
@@ -56,7 +45,7 @@ def scales_shape(shape: Sequence[int], layout: str = "compact", direction: str =
     ``ceil(C/4) * roundup(M, 4)`` int32 (``mxfp8.convert`` returns it viewed with DeepGEMM's strides);
     ``deepgemm_float32`` the compact shape, of float32 elements."""
     shape = tuple(int(d) for d in shape)
-    m, k = _numel(shape[:-1]), shape[-1]
+    m, k = _args.numel(shape[:-1]), shape[-1]
     col = _code("direction", direction, _DIRECTIONS) == 1
     r, c = (-(-m // 32), k) if col else (m, -(-k // 32))
     code = _code("layout", layout, LAYOUTS)
@@ -66,7 +55,7 @@ def scales_shape(shape: Sequence[int], layout: str = "compact", direction: str =
     if code != 1:
         return (layout_bytes(layout, r, c, direction) // (4 if layout in LAYOUT_WORDS else 1),)
     sr, sc = (c, r) if col else (r, c)
-    return (0,) if sr == 0 or sc == 0 else (_round_up(sr, 128) * _round_up(sc, 4),)
+    return (0,) if sr == 0 or sc == 0 else (_args.round_up(sr, 128) * _args.round_up(sc, 4),)
 
 
 def layout_bytes(layout: str, rows: int, cols: int, direction: str = "rowwise") -> int:

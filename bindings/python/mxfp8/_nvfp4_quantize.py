@@ -29,10 +29,6 @@ class NVFP4Quantized(NamedTuple):
     amax: Any
 
 
-def _round_up(n: int, d: int) -> int:
-    return -(-n // d) * d
-
-
 def _shapes(shape: tuple, layout: str, columnwise: bool):
     """(values shape, scales shape, lines) of a (*lead, K) input."""
     lead, k = shape[:-1], shape[-1]
@@ -42,7 +38,7 @@ def _shapes(shape: tuple, layout: str, columnwise: bool):
     if columnwise:  # the transpose (K, M), blocked along M
         lead, k, m = (k,), m, k
     c = -(-k // 16)
-    scales = tuple(lead) + (c,) if layout == "compact" else (_round_up(m, 128), _round_up(c, 4))
+    scales = tuple(lead) + (c,) if layout == "compact" else (_args.round_up(m, 128), _args.round_up(c, 4))
     return tuple(lead) + (-(-k // 2),), scales, m
 
 

@@ -6,7 +6,7 @@ from typing import Any, Dict, Iterator, List, Mapping, Tuple
 
 from . import _args, _mxfp8
 from ._api import _DIRECTIONS, _choice
-from ._bucket import (_bucket_bytes, _bucket_groups, _compact_scales_shapes, _numel, _plan_bucket, _prepare_fill,
+from ._bucket import (_bucket_bytes, _bucket_groups, _compact_scales_shapes, _plan_bucket, _prepare_fill,
                       _spec_handle, _spec_inputs, _specs)
 
 
@@ -71,7 +71,7 @@ class ExportPlan:
             shape = _compact_scales_shapes(spec.shape)[dir_code]
             self._shapes[spec.name] = shape
             offsets[spec.name] = at
-            at += _numel(shape)
+            at += _args.numel(shape)
         self.scales_bytes = at
         if out is None:
             out = _new_bytes(inputs, specs, at, "out=: a CUDA buffer of")
@@ -81,7 +81,7 @@ class ExportPlan:
         self.out = out
         self._offsets = offsets
         self._stream_of = lambda stream: _args.stream_pointer(stream, inputs.torch, out, inputs.cuda)
-        ends = {s.name: offsets[s.name] + _numel(self._shapes[s.name]) for s in specs}
+        ends = {s.name: offsets[s.name] + _args.numel(self._shapes[s.name]) for s in specs}
         destinations = [out[offsets[s.name]:ends[s.name]] for s in specs]
         names = [f"out[{offsets[s.name]}:{ends[s.name]}] (the scales of {s.where})" for s in specs]
         self._plan = _mxfp8.PreparedExport(handles, destinations, direction=dir_code,
@@ -97,7 +97,7 @@ class ExportPlan:
     def views(self) -> Dict[str, Any]:
         """name -> that tensor's compact scales, (*shape[:-1], ceil(K/32)) rowwise or (ceil(M/32), K)
         columnwise: views of `out`, valid for the plan's life and rewritten by every export()."""
-        return {name: self.out[at:at + _numel(shape)].reshape(shape) for name, (at, shape) in
+        return {name: self.out[at:at + _args.numel(shape)].reshape(shape) for name, (at, shape) in
                 ((n, (self._offsets[n], s)) for n, s in self._shapes.items())}
 
 
@@ -147,8 +147,8 @@ class BucketPlan:
         largest = max(self.sizes)
         if buffer is None:
             buffer = _new_bytes(inputs, specs, largest, "buffer=: a CUDA buffer of at least")
-        elif _numel(buffer.shape) < largest:
-            raise ValueError(f"buffer holds {_numel(buffer.shape)} bytes, the largest bucket needs {largest}: "
+        elif _args.numel(buffer.shape) < largest:
+            raise ValueError(f"buffer holds {_args.numel(buffer.shape)} bytes, the largest bucket needs {largest}: "
                              "make it at least bucket_bytes and as large as the largest tensor")
         self.buffer = buffer
         self._stream_of = lambda stream: _args.stream_pointer(stream, inputs.torch, buffer, inputs.cuda)

@@ -78,18 +78,11 @@ def _call(name: str, results: Any, *args: Any, **attributes: int) -> Any:
     return call(*args, **{k: np.int32(v) for k, v in attributes.items()})
 
 
-def _lead_rows(shape: Sequence[int]) -> int:
-    rows = 1
-    for d in shape[:-1]:
-        rows *= int(d)
-    return rows
-
-
 def _scale_matrix(shape: Sequence[int], direction: str) -> Tuple[int, int]:
     """(R, C) of the scales of a tensor of logical `shape` in `direction`."""
     if not shape:
         raise ValueError("shape must have at least one dimension (K)")
-    m, k = _lead_rows(shape), int(shape[-1])
+    m, k = _args.numel(shape[:-1]), int(shape[-1])
     return ((-(-m // 32), k) if _code("direction", direction, _DIRECTIONS) == 1 else (m, -(-k // 32)))
 
 
@@ -113,7 +106,7 @@ def unswizzle_scales(swizzled: jax.Array, rows: int, cols: int) -> jax.Array:
 def swizzle_scales(compact: jax.Array) -> jax.Array:
     """The 128x4 swizzled layout of the compact scale matrix `compact` (its shape gives R and C,
     leading dimensions flattened into rows), flat, padding zero (mxfp8_swizzle_scales)."""
-    r, c = (_lead_rows(compact.shape), int(compact.shape[-1])) if compact.ndim else (1, 1)
+    r, c = (_args.numel(compact.shape[:-1]), int(compact.shape[-1])) if compact.ndim else (1, 1)
     n = layout_bytes("cutlass_128x4", r, c)
     return _call("swizzle_scales", jax.ShapeDtypeStruct((n,), jnp.uint8), compact)
 
@@ -144,7 +137,7 @@ def convert(data: jax.Array, scale_inv: jax.Array, target: str, *, swizzled: boo
     shape = tuple(int(d) for d in data.shape)
     experts = 0 if num_experts is None else _args.integer("num_experts", num_experts, 1, _args.INT32_MAX)
     lead = shape[:-1]
-    rows = _lead_rows(shape) if shape else 0
+    rows = _args.numel(shape[:-1]) if shape else 0
     if experts:
         if rows % experts:
             raise ValueError(f"the experts' {rows} rows do not split into {experts} experts of equal size")
