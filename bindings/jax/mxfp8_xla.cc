@@ -273,12 +273,15 @@ auto dequantize_binding(B b) {
 }  // namespace
 
 // The two exported handlers of an operation: declared visible first (the library is built with hidden
-// visibility, and the version script exports only these), then defined by XLA's macro.
+// visibility, and the version script exports only these), then defined by XLA's macro. The CUDA ones may
+// be captured into XLA's command buffers (CUDA graphs): a call only queues work on the stream it is given
+// (kernels, async copies and memsets, stream-ordered scratch), as the library's graph-safe plans do.
 #define MXFP8_XLA_OPERATION(name, binding)                                                                  \
   extern "C" __attribute__((visibility("default"))) XLA_FFI_Error *mxfp8_xla_##name##_host(XLA_FFI_CallFrame *); \
   extern "C" __attribute__((visibility("default"))) XLA_FFI_Error *mxfp8_xla_##name##_cuda(XLA_FFI_CallFrame *); \
   XLA_FFI_DEFINE_HANDLER_SYMBOL(mxfp8_xla_##name##_host, Platforms<name>::host, binding(on_host()));         \
-  XLA_FFI_DEFINE_HANDLER_SYMBOL(mxfp8_xla_##name##_cuda, Platforms<name>::cuda, binding(on_cuda()))
+  XLA_FFI_DEFINE_HANDLER_SYMBOL(mxfp8_xla_##name##_cuda, Platforms<name>::cuda, binding(on_cuda()),             \
+                                {ffi::Traits::kCmdBufferCompatible})
 
 MXFP8_XLA_OPERATION(unswizzle_scales, unswizzle_binding);
 MXFP8_XLA_OPERATION(swizzle_scales, unswizzle_binding);
