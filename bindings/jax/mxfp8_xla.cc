@@ -105,6 +105,7 @@ struct Owned {
 };
 using TensorHandle = Owned<mxfp8_tensor, mxfp8_tensor_release>;
 using GroupedHandle = Owned<mxfp8_grouped_tensor, mxfp8_grouped_tensor_release>;
+using Nvfp4Handle = Owned<mxfp8_nvfp4_tensor, mxfp8_nvfp4_tensor_release>;
 
 // One direction of an MXFP8 tensor as a producer stores it (its values' shape is the logical shape).
 ffi::Error describe(View &data, View &scales, int32_t format, int32_t swizzled, int32_t direction,
@@ -216,6 +217,47 @@ ffi::Error dequantize(Place place, ffi::AnyBuffer data, ffi::AnyBuffer scale_inv
   return check(mxfp8_dequantize(t.handle, &o, out.get()));
 }
 
+// One direction of `input` quantized to NVFP4 (mxfp8_nvfp4_quantize_into), the amax computed into the
+// third result: packed values, E4M3 block scales, float32 amax (one, or one per row).
+ffi::Error nvfp4_quantize(Place place, ffi::AnyBuffer input, ffi::Result<ffi::AnyBuffer> values,
+                          ffi::Result<ffi::AnyBuffer> scales, ffi::Result<ffi::AnyBuffer> amax, int32_t amax_scope,
+                          int32_t four_over_six, int32_t e4m3_max, int32_t scales_layout, int32_t direction) {
+  View in(input, place), v(*values, place), s(*scales, place), a(*amax, place);
+  if (auto e = in.usable("input"); e.failure()) return e;
+  mxfp8_nvfp4_quantize_options o = MXFP8_NVFP4_QUANTIZE_OPTIONS_INIT;
+  o.amax_scope = amax_scope;
+  o.four_over_six = four_over_six;
+  o.e4m3_max = e4m3_max;
+  o.scales_layout = scales_layout;
+  o.direction = direction;
+  o.stream = place.stream;
+  return check(mxfp8_nvfp4_quantize_into(in.get(), &o, v.get(), s.get(), a.get()));
+}
+
+// One direction of a stored NVFP4 tensor (its logical shape taken from the packed values, as
+// mxfp8_nvfp4_tensor_create does with ndim 0) decoded into float32 or bfloat16 (mxfp8_nvfp4_dequantize).
+ffi::Error nvfp4_dequantize(Place place, ffi::AnyBuffer data, ffi::AnyBuffer scale_inv, ffi::AnyBuffer amax,
+                            ffi::Result<ffi::AnyBuffer> output, int32_t swizzled, int32_t e4m3_max, int32_t direction) {
+  View d(data, place), s(scale_inv, place), a(amax, place), out(*output, place);
+  for (const auto &[view, what] : {std::pair<View *, const char *>{&d, "data"}, {&s, "scale_inv"}, {&a, "amax"},
+                                   {&out, "output"}})
+    if (auto e = view->usable(what); e.failure()) return e;
+  DLManagedTensorVersioned lent[3] = {borrowed(d.tensor()), borrowed(s.tensor()), borrowed(a.tensor())};
+  mxfp8_nvfp4_tensor_desc desc = MXFP8_NVFP4_TENSOR_DESC_INIT;
+  desc.scale_layout = swizzled ? MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED : MXFP8_SCALE_LAYOUT_ROW_MAJOR;
+  desc.e4m3_max = e4m3_max;
+  const bool columnwise = direction == MXFP8_DIRECTION_COLUMNWISE;
+  (columnwise ? desc.columnwise_data : desc.rowwise_data) = &lent[0];
+  (columnwise ? desc.columnwise_scale_inv : desc.rowwise_scale_inv) = &lent[1];
+  (columnwise ? desc.columnwise_amax : desc.rowwise_amax) = &lent[2];
+  Nvfp4Handle t;
+  if (auto e = check(mxfp8_nvfp4_tensor_create(&desc, &t.handle)); e.failure()) return e;
+  mxfp8_dequantize_options o = MXFP8_DEQUANTIZE_OPTIONS_INIT;
+  o.direction = direction;
+  o.stream = place.stream;
+  return check(mxfp8_nvfp4_dequantize(t.handle, &o, out.get()));
+}
+
 // ---- the two platforms ------------------------------------------------------------------------------
 
 // An operation's entry points per platform: on the host every buffer is kDLCPU memory; on CUDA they
@@ -270,6 +312,29 @@ auto dequantize_binding(B b) {
       .template Attr<int32_t>("direction");
 }
 
+template <class B>
+auto nvfp4_quantize_binding(B b) {
+  return std::move(b).template Arg<ffi::AnyBuffer>()
+      .template Ret<ffi::AnyBuffer>()
+      .template Ret<ffi::AnyBuffer>()
+      .template Ret<ffi::AnyBuffer>()
+      .template Attr<int32_t>("amax_scope")
+      .template Attr<int32_t>("four_over_six")
+      .template Attr<int32_t>("e4m3_max")
+      .template Attr<int32_t>("scales_layout")
+      .template Attr<int32_t>("direction");
+}
+template <class B>
+auto nvfp4_dequantize_binding(B b) {
+  return std::move(b).template Arg<ffi::AnyBuffer>()
+      .template Arg<ffi::AnyBuffer>()
+      .template Arg<ffi::AnyBuffer>()
+      .template Ret<ffi::AnyBuffer>()
+      .template Attr<int32_t>("swizzled")
+      .template Attr<int32_t>("e4m3_max")
+      .template Attr<int32_t>("direction");
+}
+
 }  // namespace
 
 // The two exported handlers of an operation: declared visible first (the library is built with hidden
@@ -288,3 +353,5 @@ MXFP8_XLA_OPERATION(swizzle_scales, unswizzle_binding);
 MXFP8_XLA_OPERATION(convert, convert_binding);
 MXFP8_XLA_OPERATION(quantize, quantize_binding);
 MXFP8_XLA_OPERATION(dequantize, dequantize_binding);
+MXFP8_XLA_OPERATION(nvfp4_quantize, nvfp4_quantize_binding);
+MXFP8_XLA_OPERATION(nvfp4_dequantize, nvfp4_dequantize_binding);

@@ -18,7 +18,7 @@ call once per element (``vmap_method="sequential"``).
 
 Operations: ``unswizzle_scales`` / ``swizzle_scales`` (one scale matrix, 128x4), ``convert`` (one tensor or
 grouped experts into an engine layout, as :func:`mxfp8.convert`), ``quantize`` and ``dequantize`` (MXFP8,
-1x32 blocks). NVFP4 is not here yet.
+1x32 blocks), ``nvfp4_quantize`` and ``nvfp4_dequantize`` (the amax computed in the call).
 """
 from __future__ import annotations
 
@@ -35,10 +35,12 @@ from . import _args
 from ._convert import _GROUPED_SCALES
 from ._import import _DIRECTIONS, _FORMATS, _code, _fixup, layout_bytes
 from ._manifest import LAYOUT_WORDS, LAYOUTS
+from ._nvfp4_quantize import _FOUR_OVER_SIX, _shapes as _nvfp4_shapes
 from ._quantize import _ROUNDINGS, _SCALE_LAYOUTS
 
 _LIBRARY = "libmxfp8_xla.so"
-_OPERATIONS = ("unswizzle_scales", "swizzle_scales", "convert", "quantize", "dequantize")
+_OPERATIONS = ("unswizzle_scales", "swizzle_scales", "convert", "quantize", "dequantize", "nvfp4_quantize",
+               "nvfp4_dequantize")
 _FP8 = {"e4m3": jnp.float8_e4m3fn, "e5m2": jnp.float8_e5m2}
 
 
@@ -169,14 +171,17 @@ def quantize(x: jax.Array, *, fp8_dtype: str = "e4m3", rounding: str = "rceil", 
     """One direction of `x` (bfloat16, float16 or float32, shape (*lead, K)) quantized to MXFP8 with 1x32
     blocks, bit-exact with :func:`mxfp8.quantize`: (values, scales). values: x's shape, float8 (or uint8
     with values_dtype="uint8"); scales uint8: ``"compact"`` ``(*lead, ceil(K/32))`` rowwise or
-    ``(ceil(M/32), K)`` columnwise, ``"padded"`` / ``"swizzled"`` Transformer Engine's buffer, flat."""
+    ``(ceil(M/32), K)`` columnwise, ``"padded"`` / ``"swizzled"`` Transformer Engine's buffer
+    ``(roundup(M, 128), roundup(ceil(K/32), 4))`` (columnwise ``(roundup(ceil(M/32), 4), roundup(K, 128))``)."""
     shape = tuple(int(d) for d in x.shape)
     r, c = _scale_matrix(shape, direction)
     layout = _code("scales", scales, _SCALE_LAYOUTS)
     if layout == 0:
         scales_shape = (r, c) if direction == "columnwise" else shape[:-1] + (c,)
-    else:  # TE's padded buffer holds as many bytes as the 128x4 layout of the same matrix
-        scales_shape = (layout_bytes("cutlass_128x4", r, c, direction),)
+    elif direction == "columnwise":  # Transformer Engine's padded buffer (swizzled: the same bytes, permuted)
+        scales_shape = (_args.round_up(r, 4), _args.round_up(c, 128))
+    else:
+        scales_shape = (_args.round_up(r, 128), _args.round_up(c, 4))
     fmt = _code("fp8_dtype", fp8_dtype, _FORMATS)
     values = {"fp8": _FP8[fp8_dtype], "uint8": jnp.uint8}
     if values_dtype not in values:
@@ -197,3 +202,37 @@ def dequantize(data: jax.Array, scale_inv: jax.Array, *, swizzled: bool, directi
     return _call("dequantize", jax.ShapeDtypeStruct(data.shape, dtype), data, scale_inv,
                  format=_fp8_format(data, fp8_dtype), swizzled=_args.flag("swizzled", swizzled),
                  direction=_code("direction", direction, _DIRECTIONS))
+
+
+def nvfp4_quantize(x: jax.Array, *, per_row: bool = False, four_over_six: Optional[str] = None, e4m3_max: int = 448,
+                   scales: str = "compact", columnwise: bool = False) -> Tuple[jax.Array, jax.Array, jax.Array]:
+    """`x` (bfloat16, float16 or float32, (*lead, K), K even) quantized to NVFP4 as
+    :func:`mxfp8.nvfp4_quantize` does, the amax computed: (values uint8 (*lead, K/2), scales uint8 E4M3,
+    amax float32 (1,) or (M,) with per_row). Columnwise quantizes the transpose (values (K, M/2))."""
+    layout = _code("scales", scales, _SCALE_LAYOUTS)
+    mode = _code("four_over_six", "off" if four_over_six is None else four_over_six, _FOUR_OVER_SIX)
+    e4m3_max = _args.integer("e4m3_max", e4m3_max, 0, _args.INT32_MAX)
+    col, row = _args.flag("columnwise", columnwise), _args.flag("per_row", per_row)
+    values_shape, scales_shape, lines = _nvfp4_shapes(tuple(int(d) for d in x.shape), scales, col)
+    results = [jax.ShapeDtypeStruct(values_shape, jnp.uint8), jax.ShapeDtypeStruct(scales_shape, jnp.uint8),
+               jax.ShapeDtypeStruct((lines if row else 1,), jnp.float32)]
+    return tuple(_call("nvfp4_quantize", results, x, amax_scope=int(row), four_over_six=mode, e4m3_max=e4m3_max,
+                       scales_layout=layout, direction=int(col)))
+
+
+def nvfp4_dequantize(data: jax.Array, scale_inv: jax.Array, amax: jax.Array, *, swizzled: bool,
+                     columnwise: bool = False, e4m3_max: int = 448, dtype: Any = jnp.float32) -> jax.Array:
+    """One direction of a stored NVFP4 tensor decoded as :func:`mxfp8.nvfp4.dequantize` does: the stored
+    matrix, (*lead, K) rowwise or the (K, M) transpose columnwise, in float32 or bfloat16. data: the packed
+    uint8 values; scale_inv: the E4M3 scales as stored (compact, padded or, with `swizzled`, 128x4)."""
+    dtype = jnp.dtype(dtype)
+    if dtype not in (jnp.dtype(jnp.float32), jnp.dtype(jnp.bfloat16)):
+        raise ValueError(f"dtype must be float32 or bfloat16, got {dtype}")
+    if data.ndim == 0:
+        raise ValueError("data must have at least one dimension")
+    shape = tuple(data.shape[:-1]) + (2 * int(data.shape[-1]),)
+    return _call("nvfp4_dequantize", jax.ShapeDtypeStruct(shape, dtype), data, scale_inv, amax,
+                 swizzled=_args.flag("swizzled", swizzled),
+                 e4m3_max=_args.integer("e4m3_max", e4m3_max, 0, _args.INT32_MAX),
+                 direction=int(_args.flag("columnwise", columnwise)))
+

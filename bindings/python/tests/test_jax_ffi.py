@@ -217,3 +217,33 @@ def test_a_buffer_the_options_do_not_describe_fails_with_the_librarys_message():
                                         "got 40"):
         mj.convert(jnp.asarray(data.view(np.uint8)), jnp.asarray(buf[:10]), "compact",
                    swizzled=True).scales.block_until_ready()
+
+
+@pytest.mark.parametrize("scales", ["compact", "padded", "swizzled"])
+@pytest.mark.parametrize("variant", ["rowwise", "columnwise", "per_row", "4over6"])
+def test_nvfp4_quantize_and_dequantize_equal_the_library(put, scales, variant):
+    x = weights((130, 96), seed=11)
+    kw = dict(columnwise=variant == "columnwise", per_row=variant == "per_row")
+    if variant == "4over6":
+        kw.update(four_over_six="mse", e4m3_max=256)
+    (xd,) = put(x)
+    values, scale, amax = jax.jit(lambda a: mj.nvfp4_quantize(a, scales=scales, **kw))(xd)
+    want = mxfp8.nvfp4_quantize(x, scales=scales, **kw)
+    for got, ref in ((values, want.values), (scale, want.scales), (amax, want.amax)):
+        assert got.shape == tuple(ref.shape)
+        np.testing.assert_array_equal(bytes_of(got), bytes_of(ref))
+    e4m3_max = kw.get("e4m3_max", 448)
+    decoded = jax.jit(lambda v, s, a: mj.nvfp4_dequantize(v, s, a, swizzled=scales == "swizzled",
+                                                          columnwise=kw["columnwise"], e4m3_max=e4m3_max))(
+        values, scale, amax)
+    ref = mxfp8.nvfp4.dequantize(want.values, want.scales, want.amax, swizzled=scales == "swizzled",
+                                 direction="columnwise" if kw["columnwise"] else "rowwise", e4m3_max=e4m3_max)
+    assert decoded.shape == ref.shape
+    np.testing.assert_array_equal(bytes_of(decoded), bytes_of(ref))
+
+
+def test_nvfp4_refusals():
+    with pytest.raises(ValueError, match="four_over_six is 'best'"):
+        mj.nvfp4_quantize(jnp.zeros((4, 32), jnp.float32), four_over_six="best")
+    with pytest.raises(Exception, match="K = 33 is odd: NVFP4 stores two values per byte"):  # when the call runs
+        jax.block_until_ready(mj.nvfp4_quantize(jnp.zeros((4, 33), jnp.float32)))
