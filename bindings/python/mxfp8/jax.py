@@ -16,7 +16,8 @@ library's message. A buffer whose size does not match what the options say fails
 with the library's message in the XlaRuntimeError. ``jax.vmap`` maps a leading batch axis by running the
 call once per element (``vmap_method="sequential"``).
 
-Operations: ``unswizzle_scales`` / ``swizzle_scales`` (one scale matrix, 128x4), ``convert`` (one tensor or
+Operations: ``unswizzle_scales`` / ``swizzle_scales`` (one scale matrix, 128x4), ``export_components``
+(values and compact scales from TE's storage), ``convert`` (one tensor or
 grouped experts into an engine layout, as :func:`mxfp8.convert`), ``quantize`` and ``dequantize`` (MXFP8,
 1x32 blocks), ``nvfp4_quantize`` and ``nvfp4_dequantize`` (the amax computed in the call).
 """
@@ -164,6 +165,14 @@ def convert(data: jax.Array, scale_inv: jax.Array, target: str, *, swizzled: boo
                 target=LAYOUTS[target], scale_fixup=_fixup(zero_exponent_as_one), num_experts=experts,
                 grouped_scales=_code("scales", scales, _GROUPED_SCALES))
     return Converted(out[0], out[1]) if len(out) == 2 else Converted(None, out[0])
+
+
+def export_components(data: jax.Array, scale_inv: jax.Array, *, swizzled: bool, direction: str = "rowwise",
+                      fp8_dtype: Optional[str] = None) -> Tuple[jax.Array, jax.Array]:
+    """(values, compact scales) of one direction, as :func:`mxfp8.export_components` gives them: the values
+    as they are (a JAX array is immutable, so nothing needs copying) and the scales compact, ``(*lead,
+    ceil(K/32))`` rowwise or ``(ceil(M/32), K)`` columnwise, from TE's padded or swizzled storage."""
+    return data, convert(data, scale_inv, "compact", swizzled=swizzled, direction=direction, fp8_dtype=fp8_dtype).scales
 
 
 def quantize(x: jax.Array, *, fp8_dtype: str = "e4m3", rounding: str = "rceil", scales: str = "compact",

@@ -247,3 +247,18 @@ def test_nvfp4_refusals():
         mj.nvfp4_quantize(jnp.zeros((4, 32), jnp.float32), four_over_six="best")
     with pytest.raises(Exception, match="K = 33 is odd: NVFP4 stores two values per byte"):  # when the call runs
         jax.block_until_ready(mj.nvfp4_quantize(jnp.zeros((4, 33), jnp.float32)))
+
+
+@pytest.mark.parametrize("direction", ["rowwise", "columnwise"])
+@pytest.mark.parametrize("storage", ["padded", "swizzled"])
+def test_export_components_equals_the_library(put, direction, storage):
+    data, buf, s = make_mxfp8((200, 70), storage, direction=direction, seed=12)
+    d, b = put(data.view(np.uint8), buf)
+    values, scales = jax.jit(lambda d, b: mj.export_components(d, b, swizzled=storage == "swizzled", direction=direction,
+                                                               fp8_dtype="e4m3"))(d, b)
+    want_values, want_scales = mxfp8.export_components(data, buf, swizzled=storage == "swizzled", direction=direction,
+                                                       values_dtype="uint8")
+    np.testing.assert_array_equal(np.asarray(values), np.from_dlpack(want_values))
+    np.testing.assert_array_equal(np.asarray(scales), np.from_dlpack(want_scales))
+    np.testing.assert_array_equal(np.asarray(scales), s)
+

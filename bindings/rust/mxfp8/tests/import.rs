@@ -50,19 +50,20 @@ fn expected(scales: &[u8], m: usize, k: usize, layout: Layout) -> Vec<u8> {
             }
             out
         }
+        Layout::DeepgemmFloat32 => hopper_deepgemm_reference(scales),
         other => unreachable!("{other:?} is not an import layout"),
     }
 }
 
 #[test]
-fn a_bucket_imports_into_compact_and_swizzled_targets() {
+fn a_bucket_imports_into_each_tensors_own_layout() {
     let made: Vec<_> = SHAPES.iter().enumerate().map(|(i, &(m, k, s))| make(m, k, 10 + i as u64, s)).collect();
     let tensors: Vec<&Tensor> = made.iter().map(|t| &t.0).collect();
     let plan = BucketPlan::new(&tensors, &ExportOptions::default(), 64).unwrap();
     let mut bucket = vec![POISON; plan.total_bytes() as usize];
     plan.fill(&mut bucket).unwrap();
     let manifest = plan.manifest(["a", "b", "c"]).unwrap();
-    let layouts = [Layout::Cutlass128x4, Layout::Compact, Layout::Cutlass128x4];
+    let layouts = [Layout::Cutlass128x4, Layout::Compact, Layout::DeepgemmFloat32];
     let mut values: Vec<Vec<u8>> = made.iter().map(|t| vec![POISON; t.1.len()]).collect();
     let mut scales: Vec<Vec<u8>> = SHAPES
         .iter()
@@ -96,7 +97,7 @@ fn a_bucket_imports_into_compact_and_swizzled_targets() {
 
 #[test]
 fn te_storage_imports_directly() {
-    for layout in [Layout::Compact, Layout::Cutlass128x4, Layout::DeepgemmPacked] {
+    for layout in [Layout::Compact, Layout::Cutlass128x4, Layout::DeepgemmPacked, Layout::DeepgemmFloat32] {
         let made: Vec<_> = SHAPES.iter().enumerate().map(|(i, &(m, k, s))| make(m, k, 20 + i as u64, s)).collect();
         let tensors: Vec<&Tensor> = made.iter().map(|t| &t.0).collect();
         let mut values: Vec<Vec<u8>> = made.iter().map(|t| vec![POISON; t.1.len()]).collect();
