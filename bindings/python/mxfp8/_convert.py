@@ -58,7 +58,7 @@ def _empty(like: Any, count: int, dtype: str) -> Any:
         return torch.empty(count, dtype=getattr(torch, dtype), device=like.device)
     if like.__dlpack_device__()[0] not in _args.HOST_DEVICES:
         raise TypeError("outputs are allocated here for torch tensors and host arrays only: pass values= and "
-                        "out= buffers of your framework")
+                        "out= buffers of your framework (JAX: mxfp8.jax.convert allocates them, inside jit too)")
     import numpy
 
     return numpy.empty(count, dtype=dtype)
