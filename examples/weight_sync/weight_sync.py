@@ -16,7 +16,7 @@ Paths:
             one launch per bucket); the receiver writes each into its parameters with mxfp8.import_bucket
             (one launch per bucket). For transports that need one buffer (NCCL, shared memory, network).
 
-NVFP4 (--format nvfp4, one receiver): the trainer keeps NVFP4 storage as TE does (packed E2M1 values, E4M3
+NVFP4 (--format nvfp4): the trainer keeps NVFP4 storage as TE does (packed E2M1 values, E4M3
 block scales swizzled for cuBLAS, a float32 amax per weight), requantized with mxfp8.nvfp4_quantize
 (bit-exact with TE); the buckets carry the packed values, compact E4M3 scales and the amax (the direct path
 reads them where they are), and the receiver writes vLLM ModelOpt's parameters: weight [N, K/2],
@@ -26,7 +26,8 @@ Resharding (--tp N, bucketed): the trainer holds whole weights and sends whole b
 processes (tensor-parallel ranks) each map every bucket and import only their own shard into parameters of
 the shard's size (mxfp8.import_bucket(..., shards=)): column-parallel weights by rows (the fused QKV and
 gate-up weights by several row pieces, a rank's Q, K and V heads), row-parallel ones by K columns. Each
-rank checks its parameters bit for bit against the crop of a direct compact quantize.
+rank checks its parameters bit for bit against the crop of a direct compact quantize. NVFP4 shards the
+same way (its blocks of 16 along K), each rank's weight_scale_2 being the whole tensor's.
 
 Transports:
   ipc  one GPU, two processes, CUDA IPC through torch.multiprocessing (what verl and SGLang do)
@@ -37,6 +38,7 @@ Transports:
   python examples/weight_sync/weight_sync.py --path bucketed --layout compact
   python examples/weight_sync/weight_sync.py --tp 2               # two receivers, each its TP-2 shard
   python examples/weight_sync/weight_sync.py --format nvfp4 --transport shm --steps 2
+  python examples/weight_sync/weight_sync.py --format nvfp4 --tp 2 --transport shm
 """
 import argparse
 import multiprocessing
@@ -72,7 +74,7 @@ def tp_shards(shapes, tp, rank):
     """Rank `rank`'s shard of every weight under tensor parallelism of `tp`, in export_components'
     rows= / cols= terms. Column-parallel (qkv, gate_up: a shard of N) take rows: the fused QKV weight its
     Q heads, then its K and V heads; gate_up its gate rows, then its up rows. Row-parallel (o, down: a
-    shard of K) take K columns, split at a multiple of 32 (the scale blocks run along K)."""
+    shard of K) take K columns, split at a multiple of 32 (the scale blocks run along K: MXFP8's 32 values, NVFP4's 16)."""
     shards = {}
     for name, (n, k) in shapes.items():
         if name.endswith("qkv_proj.weight"):
@@ -102,15 +104,21 @@ def shard_shape(shape, shard):
 
 
 def crop_reference(reference, shapes, shards, xp):
-    """The crop of each compact reference (values, scales) that a rank's shard holds: the check of the
-    resharded import, computed here from the direct quantize, not by the library."""
+    """The crop of each compact reference that a rank's shard holds: the check of the resharded import,
+    computed here from the direct quantize, not by the library. MXFP8 (values, scales): one byte per value,
+    a scale per 32; NVFP4 (values, scales, weight_scale_2): two values per byte, a scale per 16, and the
+    per-tensor weight_scale_2 whole."""
     out = {}
-    for name, (values, scales) in reference.items():
+    for name, (values, scales, *scale_2) in reference.items():
         shard = shards[name]
         rows = shard_rows(shard, shapes[name][0])
         k0, k1 = shard.get("cols", (0, shapes[name][1]))
         index = np.array(rows) if xp is np else xp.tensor(rows, device=values.device)
-        out[name] = (values[index][:, k0:k1], scales[index][:, k0 // BLOCK:-(-k1 // BLOCK)])
+        if scale_2:  # NVFP4
+            out[name] = (values[index][:, k0 // 2:k1 // 2], scales[index][:, k0 // NVFP4_BLOCK:-(-k1 // NVFP4_BLOCK)],
+                         scale_2[0])
+        else:
+            out[name] = (values[index][:, k0:k1], scales[index][:, k0 // BLOCK:-(-k1 // BLOCK)])
     return out
 
 
@@ -358,7 +366,7 @@ def main():
     parser.add_argument("--tp", type=int, default=1,
                         help="receivers, each taking its tensor-parallel shard of every whole bucket (bucketed)")
     parser.add_argument("--format", choices=["mxfp8", "nvfp4"], default="mxfp8",
-                        help="the trainer's storage: MXFP8, or NVFP4 (one receiver)")
+                        help="the trainer's storage: MXFP8, or NVFP4")
     args = parser.parse_args()
     transport = args.transport
     if transport == "auto":
@@ -369,8 +377,6 @@ def main():
         except ImportError:
             transport = "shm"
     path = args.path if args.path != "auto" else ("direct" if transport == "ipc" and args.tp == 1 else "bucketed")
-    if args.format == "nvfp4" and args.tp != 1:
-        raise SystemExit("--format nvfp4 goes to one receiver (--tp 1): NVFP4 tensors are imported whole")
     if path == "direct" and transport != "ipc":
         raise SystemExit("--path direct needs --transport ipc (the receiver maps the trainer's GPU memory)")
     if path == "direct" and args.tp != 1:

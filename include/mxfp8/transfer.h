@@ -142,7 +142,7 @@ typedef struct mxfp8_bucket_manifest {
   /* Added with resharding (experimental) after the fields above. The shard of tensor i that
    * destinations[i] receives (see "Resharding"): the receiver takes only its rank's rows / columns of a
    * bucket that carries whole tensors, and the destination has the shard's sizes. NULL, or a NULL
-   * entry: the whole tensor. */
+   * entry: the whole tensor. NVFP4 entries too ("Resharding" gives their boundaries). */
   const struct mxfp8_shard *const *shards;
   /* Added with NVFP4 entries (experimental) after the fields above; see "NVFP4 in buckets and imports".
    * Entry i is NVFP4 when formats[i] is MXFP8_FORMAT_NVFP4; then nvfp4_entries[i] says where its amax
@@ -237,7 +237,7 @@ MXFP8_API mxfp8_status mxfp8_import_bucket(const DLTensor *bucket, const mxfp8_b
  * entry's S. What only a destination needs (manifest.global_scales) is not read: it may be NULL.
  * `bucket`: contiguous bytes on any device; only its address and size are read, never its bytes.
  * count == 0 is MXFP8_OK (bucket may then be NULL). A refusal is MXFP8_ERROR_INVALID_ARGUMENT (or
- * MXFP8_ERROR_UNSUPPORTED: a shard of an NVFP4 entry) with mxfp8_last_error() naming the field, the
+ * MXFP8_ERROR_UNSUPPORTED: row pieces of a columnwise NVFP4 entry) with mxfp8_last_error() naming the field, the
  * status and message mxfp8_import_bucket gives for the same manifest. Keeps nothing. */
 MXFP8_API mxfp8_status mxfp8_bucket_manifest_check(const DLTensor *bucket, const mxfp8_bucket_manifest *manifest);
 
@@ -291,7 +291,19 @@ MXFP8_API mxfp8_status mxfp8_prepare_import_tensors(const mxfp8_tensor *const *t
  *
  * The shard is a 2-D matrix (rows, cols), rows = the sum of its row ranges, cols = col_end - col_begin:
  * its values are (rows, cols) and its compact scales (rows, ceil(cols/32)) rowwise or
- * (ceil(rows/32), cols) columnwise, exactly the crop of what mxfp8_export_components returns. */
+ * (ceil(rows/32), cols) columnwise, exactly the crop of what mxfp8_export_components returns.
+ *
+ * NVFP4 entries of a bucket (manifest.shards; the receiver's side only, so far) take shards in the same
+ * logical terms, with NVFP4's blocks of 16 along the stored matrix's rows:
+ *   rowwise (stored (M, K)):            col_begin a multiple of 16; col_end a multiple of 16 or K. Rows:
+ *                                       any, pieces too.
+ *   columnwise (stored (K, M)):         row_begin, row_end multiples of 16 or M (they are stored columns);
+ *                                       columns: any (stored rows). Row pieces would be several column
+ *                                       windows of the stored matrix: MXFP8_ERROR_UNSUPPORTED.
+ * The shard lands as its stored matrix: rowwise (rows, cols), columnwise (cols, rows), values packed two a
+ * byte, E4M3 scales one per 16 along its rows (compact or 128x4, as the whole entry's). A per-tensor amax
+ * is the shard's too (its block scales were computed against it): global_scales[i] holds one float. A
+ * per-row amax gives the shard's rows' amaxes, piece by piece: global_scales[i] holds `rows` floats. */
 
 /* In row_end / col_end: the end of the dimension (M or K). */
 #define MXFP8_SHARD_END (-1)

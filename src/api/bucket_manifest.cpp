@@ -84,8 +84,6 @@ void check_scales_shape(const mxfp8_bucket_manifest &m, size_t i, const CheckedE
 
 // An NVFP4 entry's own fields and its amax part (the values and scales parts are checked as any entry's).
 void check_nvfp4_fields(const mxfp8_bucket_manifest &m, size_t i, CheckedEntry &e) {
-  if (m.shards && m.shards[i])
-    fail(MXFP8_ERROR_UNSUPPORTED, "manifest.shards[", i, "] is set for an NVFP4 entry: NVFP4 entries are imported whole");
   if (!m.nvfp4_entries)
     fail(MXFP8_ERROR_INVALID_ARGUMENT, "manifest.nvfp4_entries is NULL but manifest.formats[", i, "] is MXFP8_FORMAT_NVFP4: "
          "an NVFP4 entry needs its amax part (mxfp8_bucket_plan_mixed's nvfp4_entries)");
@@ -226,9 +224,12 @@ CheckedManifest check_bucket_manifest(const DLTensor *bucket, const mxfp8_bucket
       check_amax_part(m, i, base, size, e);
       const mxfp8_bucket_nvfp4_entry &n = m.nvfp4_entries[i];
       parts.push_back({n.amax_offset, n.amax_offset + n.amax_bytes, i, "amax"});
-    } else if (m.shards && m.shards[i]) {  // the receiver's part of a whole tensor
+    }
+    if (m.shards && m.shards[i]) {  // the receiver's part of a whole tensor, in the stored matrix's terms
       e.sharded = true;
-      e.shard = resolve_shard(m.shards[i], rows, cols, e.columnwise, IndexedName("manifest.shards", i));
+      const IndexedName name("manifest.shards", i);
+      e.shard = e.format == MXFP8_FORMAT_NVFP4 ? resolve_nvfp4_shard(m.shards[i], rows, cols, e.columnwise, name)
+                                               : resolve_shard(m.shards[i], rows, cols, e.columnwise, name);
     }
     if (m.scales_shapes) check_scales_shape(m, i, e);
     result.entries.push_back(std::move(e));

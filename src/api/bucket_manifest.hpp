@@ -26,7 +26,7 @@ struct CheckedEntry {
   int64_t scale_rows, scale_cols;  // S: what one scale per block gives for (rows, cols)
   const uint8_t *values;           // base + values_offset
   const uint8_t *scales;           // base + scales_offset
-  bool sharded = false;            // manifest.shards[i] set (MXFP8 only): `shard` is it, resolved
+  bool sharded = false;            // manifest.shards[i] set: `shard` is it, resolved (NVFP4: of the stored matrix)
   Shard shard;
   // NVFP4 only: the float32 amax part (1, or one per row) and the E4M3_MAX it decodes with.
   const uint8_t *amax = nullptr;
@@ -41,8 +41,8 @@ struct CheckedManifest {
   std::vector<CheckedEntry> entries;
 };
 
-// Fails with MXFP8_ERROR_INVALID_ARGUMENT (MXFP8_ERROR_UNSUPPORTED for a shard of an NVFP4 entry) naming
-// the field. Reads the bucket's address and size only, so it accepts memory of any device.
+// Fails with MXFP8_ERROR_INVALID_ARGUMENT (MXFP8_ERROR_UNSUPPORTED for row pieces of a columnwise NVFP4
+// entry) naming the field. Reads the bucket's address and size only, so it accepts memory of any device.
 CheckedManifest check_bucket_manifest(const DLTensor *bucket, const mxfp8_bucket_manifest *manifest);
 
 }  // namespace mxfp8

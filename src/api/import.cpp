@@ -111,11 +111,12 @@ struct Nvfp4Parts {
   int64_t rows, cols;
 };
 
-// Destination i of an NVFP4 tensor (values, scales in their layout, global_scales[i] in `convention`)
-// checked on `device` and added to `spans` as written; then the jobs: the values copied, the E4M3 scales
-// moved by the MXFP8 scale jobs, the amax turned into the asked convention. `global_name` names the
-// global_scales array in messages.
-void add_nvfp4_destination(const Nvfp4Parts &p, size_t i, const mxfp8_import_destination *destinations,
+// Destination i of an NVFP4 tensor, or of shard `sh` of it (NULL: the whole; a shard of the stored matrix,
+// resolve_nvfp4_shard): values, scales in their layout and global_scales[i] in `convention`, checked on
+// `device` and added to `spans` as written; then the jobs: the values copied, the E4M3 scales moved by the
+// MXFP8 scale jobs, the amax turned into the asked convention (a per-row amax: the shard's rows' only).
+// `global_name` names the global_scales array in messages.
+void add_nvfp4_destination(const Nvfp4Parts &p, const Shard *sh, size_t i, const mxfp8_import_destination *destinations,
                            DLTensor *const *global_scales, const char *global_name, int32_t convention,
                            const DLDevice &device, const char *device_of, std::vector<Span> &spans, ExportJobs &result) {
   const mxfp8_import_destination &d = destinations[i];
@@ -130,41 +131,65 @@ void add_nvfp4_destination(const Nvfp4Parts &p, size_t i, const mxfp8_import_des
   if (!d.scales) fail(MXFP8_ERROR_INVALID_ARGUMENT, "destinations[", i, "].scales is NULL");
   DLTensor *global = global_scales[i];
   if (!global) fail(MXFP8_ERROR_INVALID_ARGUMENT, IndexedName(global_name, i), " is NULL for an NVFP4 entry");
-  const int64_t values_bytes = p.rows * (p.cols / 2), scale_cols = p.scales.cols;  // checked by the caller
+  // What lands: the stored matrix, or the shard's rows x cols of it (cols even: checked by the caller, or
+  // multiples of 16 by resolve_nvfp4_shard).
+  const int64_t rows = sh ? sh->rows : p.rows, cols = sh ? sh->cols() : p.cols;
+  const int64_t values_bytes = rows * (cols / 2), scale_cols = sh ? sh->scale_cols : p.scales.cols;
+  const int64_t amax_count = p.amax_count == 1 ? 1 : rows;  // per tensor, or the rows that land
   uint8_t *values = expect_indexed_buffer(
       *d.values, {"destinations", Holds::CheckedByCaller, 0, &device, device_of, nvfp4_values_numel(*d.values, i, values_bytes)},
       i, ".values");
-  const int64_t target_bytes = layout_bytes(target, p.rows, scale_cols, false, target_name);
+  const int64_t target_bytes = layout_bytes(target, rows, scale_cols, false, target_name);
   // Said in the layout's terms first: 16-value blocks make a scale matrix an MXFP8 caller would not expect.
   const IndexedName scales_name("destinations", i, ".scales");
   const int64_t scales_numel = checked_numel(*d.scales, scales_name);
   if (scales_numel != target_bytes)
-    fail(MXFP8_ERROR_INVALID_ARGUMENT, scales_name, ": ", target.label, " E4M3 scales of the ", p.rows, " x ", scale_cols,
-         " block matrix (one per 16 values) are ", target_bytes, " bytes, got ", scales_numel, " (shape ",
-         format_shape(d.scales->shape, d.scales->ndim), ")");
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, scales_name, ": ", target.label, " E4M3 scales of the ", rows, " x ", scale_cols,
+         " block matrix (one per 16 values", sh ? " of the shard" : "", ") are ", target_bytes, " bytes, got ",
+         scales_numel, " (shape ", format_shape(d.scales->shape, d.scales->ndim), ")");
   uint8_t *scales = expect_indexed_buffer(
       *d.scales, {"destinations", Holds::E4m3ScaleBytes, 0, &device, device_of, target_bytes}, i, ".scales");
   if (!is_dtype(global->dtype, kDLFloat, 32))
     fail(MXFP8_ERROR_INVALID_ARGUMENT, IndexedName(global_name, i), ": dtype ", format_dtype(global->dtype),
          " is not float32");
-  uint8_t *out = expect_indexed_buffer(*global, {global_name, Holds::CheckedByCaller, 0, &device, device_of, p.amax_count}, i);
+  uint8_t *out = expect_indexed_buffer(*global, {global_name, Holds::CheckedByCaller, 0, &device, device_of, amax_count}, i);
   if (reinterpret_cast<uintptr_t>(out) % alignof(float) != 0)
     fail(MXFP8_ERROR_INVALID_ARGUMENT, IndexedName(global_name, i), ": the data (data + byte_offset) is not aligned to "
          "its 4-byte elements");
   for (const Span &w : {span_of(values, values_bytes, "destinations", i, true), span_of(scales, target_bytes, "destinations", i, true),
-                        span_of(out, p.amax_count * static_cast<int64_t>(sizeof(float)), global_name, i, true)})
+                        span_of(out, amax_count * static_cast<int64_t>(sizeof(float)), global_name, i, true)})
     spans.push_back(w);
   spans[spans.size() - 3].part = "values";
   spans[spans.size() - 2].part = "scales";
 
+  const bool encode = convention == MXFP8_NVFP4_GLOBAL_SCALE_ENCODE;
+  auto *global_out = reinterpret_cast<float *>(out);
+  if (sh) {
+    // NVFP4 scales are never a transpose (the stored matrix is one already): the rowwise shard jobs.
+    add_shard_value_jobs(result.jobs, p.values, p.cols / 2, packed_value_bytes(*sh), values);
+    if (target.value == MXFP8_LAYOUT_COMPACT) add_shard_scale_jobs(result.jobs, p.scales, *sh, scales);
+    else add_shard_swizzled_scale_jobs(result.jobs, p.scales, *sh, scales, IndexedName("manifest.shards", i));
+    // A per-tensor amax is the shard's too: its block scales were computed against it.
+    if (p.amax_count == 1) {
+      result.global_scales.push_back(Nvfp4GlobalScaleJob{p.amax, global_out, 1, p.e4m3_max, encode});
+      return;
+    }
+    int64_t at = 0;
+    for (const RowRange &piece : sh->pieces) {
+      const int64_t n = piece.end - piece.begin;
+      if (n > 0)
+        result.global_scales.push_back(Nvfp4GlobalScaleJob{p.amax + piece.begin, global_out + at, n, p.e4m3_max, encode});
+      at += n;
+    }
+    return;
+  }
   add_copy_jobs(result.jobs, p.values, values, values_bytes);
   if (p.rows > 0 && scale_cols > 0) {
     result.jobs.push_back(scale_job(p.scales, target.value, /*columnwise=*/false, scales, /*zero_as_one=*/false));
     result.jobs.back().layout_bytes = target_bytes;
   }
   if (p.amax_count > 0)
-    result.global_scales.push_back(Nvfp4GlobalScaleJob{p.amax, reinterpret_cast<float *>(out), p.amax_count, p.e4m3_max,
-                                                       convention == MXFP8_NVFP4_GLOBAL_SCALE_ENCODE});
+    result.global_scales.push_back(Nvfp4GlobalScaleJob{p.amax, global_out, p.amax_count, p.e4m3_max, encode});
 }
 
 // An NVFP4 entry (manifest.formats[i] == MXFP8_FORMAT_NVFP4), its parts checked against the bucket
@@ -183,8 +208,8 @@ void add_nvfp4_entry(const mxfp8_bucket_manifest &m, size_t i, const CheckedEntr
   ScaleSource scales{nullptr, false, ByteMatrix{const_cast<uint8_t *>(e.scales), r, scale_cols, scale_cols, 1}, r, scale_cols};
   if (e.layout->value == MXFP8_LAYOUT_CUTLASS_128X4) scales = ScaleSource{e.scales, false, ByteMatrix{}, r, scale_cols};
   const Nvfp4Parts parts{e.values, scales, reinterpret_cast<const float *>(e.amax), e.amax_count, e.e4m3_max, e.rows, e.cols};
-  add_nvfp4_destination(parts, i, destinations, m.global_scales, "manifest.global_scales", m.global_scale, device,
-                        "the bucket is", spans, result);
+  add_nvfp4_destination(parts, e.sharded ? &e.shard : nullptr, i, destinations, m.global_scales,
+                        "manifest.global_scales", m.global_scale, device, "the bucket is", spans, result);
 }
 
 }  // namespace
@@ -285,7 +310,7 @@ ExportJobs import_mixed_tensor_jobs(const BucketTensors &in, const mxfp8_export_
       const Nvfp4Parts parts{dir.part.data_begin, dir.part.source, dir.amax_data, dir.amax_count, nv->e4m3_max,
                              dir.rows, dir.cols};
       add_read_spans(*nv, i, "nvfp4_tensors", spans);
-      add_nvfp4_destination(parts, i, destinations, global_scales, "global_scales", convention, nv->device,
+      add_nvfp4_destination(parts, nullptr, i, destinations, global_scales, "global_scales", convention, nv->device,
                             "the tensors are", spans, result);
       continue;
     }

@@ -11,6 +11,7 @@
 #include "core/dltensor_checks.hpp"
 #include "core/error.hpp"
 #include "core/shape.hpp"
+#include "core/nvfp4_decode.hpp"
 #include "core/sized_struct.hpp"
 
 namespace mxfp8 {
@@ -40,33 +41,36 @@ RowRange check_range(const char *name, const char *begin_field, const char *end_
   return RowRange{begin, end};
 }
 
-// A boundary of the block axis: a multiple of 32, or the dimension's end.
+// A boundary of the block axis: a multiple of the block (32, or NVFP4's 16), or the dimension's end.
 void check_block_boundary(const char *name, const char *field, int64_t at, int64_t extent, const char *axis,
-                          const char *direction) {
-  if (at % kBlockSize != 0 && at != extent)
-    fail(MXFP8_ERROR_INVALID_ARGUMENT, name, ".", field, " is ", at, ", not a multiple of 32 (nor the tensor's ", extent,
-         "): ", direction, " scale blocks run 32 ", axis, ", so a shard of them starts and ends at a block boundary");
+                          const char *direction, int64_t block) {
+  if (at % block != 0 && at != extent)
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, name, ".", field, " is ", at, ", not a multiple of ", block, " (nor the tensor's ",
+         extent, "): ", direction, " scale blocks run ", block, " ", axis, ", so a shard of them starts and ends at a "
+         "block boundary");
 }
 
 }  // namespace
 
 RowRange Shard::scale_rows_of(const RowRange &piece) const {
   if (!columnwise) return piece;
-  return RowRange{piece.begin / kBlockSize, ceil_div(piece.end, kBlockSize)};
+  return RowRange{piece.begin / block, ceil_div(piece.end, block)};
 }
 
-Shard resolve_shard(const mxfp8_shard *given, int64_t rows, int64_t cols, bool columnwise, const char *name) {
+Shard resolve_shard(const mxfp8_shard *given, int64_t rows, int64_t cols, bool columnwise, const char *name,
+                    int64_t block) {
   const mxfp8_shard defaults = MXFP8_SHARD_INIT;
   const mxfp8_shard s = read_sized_struct(given, defaults, sizeof(mxfp8_shard), name, "MXFP8_SHARD_INIT");
   if (s.reserved != 0) fail(MXFP8_ERROR_INVALID_ARGUMENT, name, ".reserved is ", s.reserved, ", must be 0");
   Shard out;
   out.columnwise = columnwise;
+  out.block = block;
   const RowRange c = check_range(name, "col_begin", "col_end", s.col_begin, s.col_end, cols, "columns", true);
   out.col_begin = c.begin;
   out.col_end = c.end;
   if (!columnwise) {
-    check_block_boundary(name, "col_begin", c.begin, cols, "along K", "rowwise");
-    check_block_boundary(name, "col_end", c.end, cols, "along K", "rowwise");
+    check_block_boundary(name, "col_begin", c.begin, cols, "along K", "rowwise", block);
+    check_block_boundary(name, "col_end", c.end, cols, "along K", "rowwise", block);
   }
 
   if (s.num_row_pieces == 0) {
@@ -94,23 +98,49 @@ Shard resolve_shard(const mxfp8_shard *given, int64_t rows, int64_t cols, bool c
       char begin_field[48], end_field[48];
       std::snprintf(begin_field, sizeof begin_field, s.num_row_pieces ? "row_pieces[%zu]" : "row_begin", 2 * p);
       std::snprintf(end_field, sizeof end_field, s.num_row_pieces ? "row_pieces[%zu]" : "row_end", 2 * p + 1);
-      check_block_boundary(name, begin_field, r.begin, rows, "along M", "columnwise");
-      check_block_boundary(name, end_field, r.end, rows, "along M", "columnwise");
-      if (p + 1 < out.pieces.size() && r.end % kBlockSize != 0)
+      check_block_boundary(name, begin_field, r.begin, rows, "along M", "columnwise", block);
+      check_block_boundary(name, end_field, r.end, rows, "along M", "columnwise", block);
+      if (p + 1 < out.pieces.size() && r.end % block != 0)
         fail(MXFP8_ERROR_INVALID_ARGUMENT, name, ".", end_field, " is ", r.end, ", the end of a partial block, but "
-             "pieces follow it: a columnwise shard's blocks of 32 rows must line up, so only its last piece may end "
-             "in the tensor's partial last block");
+             "pieces follow it: a columnwise shard's blocks of ", block, " rows must line up, so only its last piece "
+             "may end in the tensor's partial last block");
     }
     out.rows = checked_add(out.rows, r.end - r.begin, "the shard's rows");  // pieces may repeat rows
   }
   checked_mul(out.rows, out.cols(), "the shard's values");
-  out.scale_rows = columnwise ? ceil_div(out.rows, kBlockSize) : out.rows;
-  out.scale_cols = columnwise ? out.cols() : ceil_div(out.cols(), kBlockSize);
+  out.scale_rows = columnwise ? ceil_div(out.rows, block) : out.rows;
+  out.scale_cols = columnwise ? out.cols() : ceil_div(out.cols(), block);
   return out;
 }
 
+Shard resolve_nvfp4_shard(const mxfp8_shard *given, int64_t rows, int64_t cols, bool columnwise, const char *name) {
+  // The logical rules first (columnwise: blocks of 16 along M), so that messages speak of M and K.
+  const Shard logical = resolve_shard(given, rows, cols, columnwise, name, kNvfp4BlockSize);
+  if (!columnwise) return logical;
+  if (logical.pieces.size() != 1)
+    fail(MXFP8_ERROR_UNSUPPORTED, name, " has ", logical.pieces.size(), " row pieces for a columnwise NVFP4 tensor, "
+         "whose rows of M are columns of the stored (K, M) matrix: take its rows as one range (row_begin, row_end), "
+         "or the rowwise data");
+  Shard stored;
+  stored.block = kNvfp4BlockSize;
+  stored.pieces.push_back(RowRange{logical.col_begin, logical.col_end});
+  stored.rows = logical.cols();
+  stored.col_begin = logical.pieces[0].begin;
+  stored.col_end = logical.pieces[0].end;
+  stored.scale_rows = stored.rows;
+  stored.scale_cols = ceil_div(stored.cols(), kNvfp4BlockSize);
+  return stored;
+}
+
+Shard packed_value_bytes(const Shard &stored) {
+  Shard bytes = stored;
+  bytes.col_begin /= 2;
+  bytes.col_end /= 2;
+  return bytes;
+}
+
 void add_shard_scale_jobs(std::vector<ScaleJob> &jobs, const ScaleSource &source, const Shard &shard, uint8_t *dst) {
-  const int64_t c0 = shard.columnwise ? shard.col_begin : shard.col_begin / kBlockSize;
+  const int64_t c0 = shard.columnwise ? shard.col_begin : shard.col_begin / shard.block;
   const int64_t c1 = c0 + shard.scale_cols;
   int64_t at = 0;  // the shard's S rows written so far
   for (const RowRange &piece : shard.pieces) {
@@ -123,7 +153,7 @@ void add_shard_scale_jobs(std::vector<ScaleJob> &jobs, const ScaleSource &source
 
 void add_shard_swizzled_scale_jobs(std::vector<ScaleJob> &jobs, const ScaleSource &source, const Shard &shard,
                                    uint8_t *dst, const char *name) {
-  const int64_t c0 = shard.columnwise ? shard.col_begin : shard.col_begin / kBlockSize;
+  const int64_t c0 = shard.columnwise ? shard.col_begin : shard.col_begin / shard.block;
   const int64_t c1 = c0 + shard.scale_cols;
   const bool whole = shard.pieces.size() == 1 && shard.scale_rows_of(shard.pieces[0]).begin == 0 &&
                      shard.scale_rows == source.rows && c0 == 0 && c1 == source.cols;
@@ -199,7 +229,7 @@ ManagedPtr export_shard_scales(const mxfp8_tensor &t, const Direction &dir, cons
   std::vector<int64_t> shape{s.scale_rows, s.scale_cols};
   if (!dir.source.swizzled && s.pieces.size() == 1) {
     const RowRange r = s.scale_rows_of(s.pieces[0]);
-    const int64_t c0 = s.columnwise ? s.col_begin : s.col_begin / kBlockSize;
+    const int64_t c0 = s.columnwise ? s.col_begin : s.col_begin / s.block;
     const ByteMatrix m = crop(dir.source, r.begin, r.end, c0, c0 + s.scale_cols).row_major;
     if (s.scale_rows <= 1 || m.row_stride == s.scale_cols || o.padded_scales == MXFP8_PADDED_SCALES_STRIDED_VIEW) {
       const DLManagedTensorVersioned &src = *dir.scales;

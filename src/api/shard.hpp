@@ -18,7 +18,8 @@ struct RowRange {
 };
 
 // A legal shard: its row pieces (rows of M, in output order), its columns, and its compact scale matrix
-// (rowwise (rows, ceil(cols/32)); columnwise (ceil(rows/32), cols)).
+// (rowwise (rows, ceil(cols/block)); columnwise (ceil(rows/block), cols)). `block` is 32 for MXFP8, 16 for
+// an NVFP4 tensor's stored matrix (resolve_nvfp4_shard).
 struct Shard {
   std::vector<RowRange> pieces;
   int64_t rows = 0;
@@ -27,6 +28,7 @@ struct Shard {
   int64_t scale_rows = 0;
   int64_t scale_cols = 0;
   bool columnwise = false;
+  int64_t block = kBlockSize;
   int64_t cols() const { return col_end - col_begin; }
   int64_t values_bytes() const { return rows * cols(); }
   int64_t scales_bytes() const { return scale_rows * scale_cols; }
@@ -37,7 +39,21 @@ struct Shard {
 // Checks `given` (NULL: the whole tensor) against a tensor of `rows` x `cols` values whose scale blocks
 // run along K (rowwise) or along M (columnwise). `name` names the shard in messages ("shard",
 // "shards[3]"). Fails with MXFP8_ERROR_INVALID_ARGUMENT naming the field and the rule it breaks.
-Shard resolve_shard(const mxfp8_shard *given, int64_t rows, int64_t cols, bool columnwise, const char *name);
+Shard resolve_shard(const mxfp8_shard *given, int64_t rows, int64_t cols, bool columnwise, const char *name,
+                    int64_t block = kBlockSize);
+
+// The same for an NVFP4 tensor of logical (rows, cols) = (M, K), resolved in terms of its stored matrix,
+// whose 16-value blocks run along the stored rows: rowwise that matrix is (M, K), so the shard is read as
+// an MXFP8 rowwise one with blocks of 16; columnwise it is the (K, M) transpose, so the shard's rows of M
+// are stored columns (boundaries multiples of 16, or M) and its columns of K are one range of stored rows.
+// The result is always a rowwise Shard of the stored matrix. Several row pieces of a columnwise shard
+// would be several column windows of the stored matrix, which a Shard does not describe: refused with
+// MXFP8_ERROR_UNSUPPORTED.
+Shard resolve_nvfp4_shard(const mxfp8_shard *given, int64_t rows, int64_t cols, bool columnwise, const char *name);
+
+// The same shard of packed 4-bit values counted in bytes (its columns halved; they are even, being
+// multiples of 16 or the stored matrix's even width): what add_shard_value_jobs copies for NVFP4.
+Shard packed_value_bytes(const Shard &stored);
 
 // The jobs writing the shard's compact scales, row-major, at `dst` (scale_rows x scale_cols), read from
 // `source` (the tensor's whole S, as stored).

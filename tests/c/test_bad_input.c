@@ -2098,7 +2098,11 @@ static void nb_global_float64(nvb_fixture *f) { f->g.dtype.bits = 64; }
 static void nb_global_over_values(nvb_fixture *f) { f->g.data = f->values; }
 static void nb_global_convention(nvb_fixture *f) { f->m.global_scale = 2; }
 static void nb_reserved3(nvb_fixture *f) { f->m.reserved3 = 1; }
-static void nb_shard(nvb_fixture *f) { f->m.shards = f->shards; }
+/* A shard of an NVFP4 entry whose columns start inside a 16-value block. */
+static void nb_shard(nvb_fixture *f) {
+  f->m.shards = f->shards;
+  f->shard.col_begin = 8;
+}
 static void nb_plan_both(nvb_fixture *f) { f->call = 1; f->mx_arg[0] = f->mx.tensor; }
 static void nb_plan_neither(nvb_fixture *f) { f->call = 1; f->nv_arg[0] = NULL; }
 static void nb_plan_arrays_null(nvb_fixture *f) { f->call = 1; f->mx_list = NULL; f->nv_list = NULL; }
@@ -2158,7 +2162,7 @@ static const nvb_case kNvfp4BucketCases[] = {
     {"mxfp8_bucket_manifest_check", "an amax not at a multiple of 4 bytes", nb_check_amax_misaligned, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.nvfp4_entries[0].amax_offset is 1442, not a multiple of 4"},
     {"mxfp8_bucket_manifest_check", "an E4M3 scales shape of the right bytes but not S's", nb_check_scales_shape_20x8, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.scales_shapes[0] is (20, 8)"},
     {"mxfp8_bucket_manifest_check", "an amax part inside the values part", nb_check_amax_over_values, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.nvfp4_entries[0] amax (bytes 1276..1280) and manifest.entries[0] values"},
-    {"mxfp8_bucket_manifest_check", "a shard of an NVFP4 entry", nb_check_shard, MXFP8_ERROR_UNSUPPORTED, "manifest.shards[0] is set for an NVFP4 entry"},
+    {"mxfp8_bucket_manifest_check", "a shard of an NVFP4 entry off its 16-value blocks", nb_check_shard, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.shards[0].col_begin is 8, not a multiple of 16 (nor the tensor's 64)"},
     {"mxfp8_import_bucket", "an amax past the end of the bucket", nb_amax_past_end, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.nvfp4_entries[0]: its 4 bytes of amax at byte 1534 run past the end of a bucket of 1536 bytes"},
     {"mxfp8_import_bucket", "an odd number of values per stored row", nb_odd_cols, MXFP8_ERROR_INVALID_ARGUMENT, "the stored rowwise rows of this NVFP4 entry have 63 values, an odd count"},
     {"mxfp8_import_bucket", "NVFP4 scales carried in DeepGEMM's layout", nb_part_deepgemm, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.scales_layouts[0] is MXFP8_LAYOUT_DEEPGEMM_PACKED for an NVFP4 entry"},
@@ -2173,7 +2177,7 @@ static const nvb_case kNvfp4BucketCases[] = {
     {"mxfp8_import_bucket", "the global scale over the values destination", nb_global_over_values, MXFP8_ERROR_INVALID_ARGUMENT, "overlap in memory"},
     {"mxfp8_import_bucket", "an unknown global scale convention", nb_global_convention, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.global_scale is 2, expected MXFP8_NVFP4_GLOBAL_SCALE_DECODE (0) or MXFP8_NVFP4_GLOBAL_SCALE_ENCODE (1)"},
     {"mxfp8_import_bucket", "manifest reserved3 set", nb_reserved3, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.reserved3 is 1, must be 0"},
-    {"mxfp8_import_bucket", "a shard of an NVFP4 entry", nb_shard, MXFP8_ERROR_UNSUPPORTED, "manifest.shards[0] is set for an NVFP4 entry"},
+    {"mxfp8_import_bucket", "a shard of an NVFP4 entry off its 16-value blocks", nb_shard, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.shards[0].col_begin is 8, not a multiple of 16 (nor the tensor's 64)"},
     {"mxfp8_bucket_plan_mixed", "an entry given both an MXFP8 and an NVFP4 tensor", nb_plan_both, MXFP8_ERROR_INVALID_ARGUMENT, "tensors[0] and nvfp4_tensors[0] are both set"},
     {"mxfp8_bucket_plan_mixed", "an entry given no tensor", nb_plan_neither, MXFP8_ERROR_INVALID_ARGUMENT, "neither tensors[0] nor nvfp4_tensors[0] is set"},
     {"mxfp8_bucket_plan_mixed", "both tensor arrays NULL", nb_plan_arrays_null, MXFP8_ERROR_INVALID_ARGUMENT, "tensors and nvfp4_tensors are both NULL"},

@@ -2178,9 +2178,11 @@ static void x_global_over_values(mixed_fixture *f) { f->dg.data = f->v1 + 16; }
 static void x_global_over_bucket_amax(mixed_fixture *f) { f->dg.data = f->bucket + f->ne[1].amax_offset; }
 static void x_global_misaligned(mixed_fixture *f) { f->dg.byte_offset = 1; }
 static void x_global_on_cuda(mixed_fixture *f) { f->dg.device.device_type = kDLCUDA; }
+/* One row of the NVFP4 entry, into destinations sized for all of it. */
 static void x_shard(mixed_fixture *f) {
   const mxfp8_shard init = MXFP8_SHARD_INIT;
   f->shard = init;
+  f->shard.row_end = 1;
   f->shards[1] = &f->shard;
   f->m.shards = f->shards;
 }
@@ -2239,7 +2241,7 @@ static void test_hostile_manifest_of_a_mixed_bucket(void **state) {
       {x_global_over_bucket_amax, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.global_scales[1]"},
       {x_global_misaligned, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.global_scales[1]"},
       {x_global_on_cuda, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.global_scales[1]"},
-      {x_shard, MXFP8_ERROR_UNSUPPORTED, "manifest.shards[1]"},
+      {x_shard, MXFP8_ERROR_INVALID_ARGUMENT, "destinations[1].values"},
       {x_layout_deepgemm, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.scales_layouts[1]"},
       {x_layout_trtllm, MXFP8_ERROR_INVALID_ARGUMENT, "manifest.scales_layouts[1]"},
       {x_destination_deepgemm, MXFP8_ERROR_INVALID_ARGUMENT, "destinations[1].scales_layout"},

@@ -593,6 +593,210 @@ static void test_direct_import_refusals_write_nothing(void **state) {
   free_source(&f);
 }
 
+/* A receiver's shard of an NVFP4 entry (manifest.shards): the bucket is laid out here from the references
+ * (not by the library's fill), and each expected shard is cut from the stored matrix by the header's rules:
+ * rowwise the stored (M, K) itself (rows free, columns at multiples of 16 or K); columnwise the stored
+ * (K, M), the shard's rows of M its columns (multiples of 16 or M) and its columns of K one range of its
+ * rows. A per-tensor amax is every shard's; a per-row amax gives the shard's rows', piece by piece. */
+typedef struct {
+  int64_t M, K;
+  int direction, per_row;
+  int bucket_layout; /* the scales part: MXFP8_LAYOUT_COMPACT or MXFP8_LAYOUT_CUTLASS_128X4 */
+  int target;
+  int64_t r0, r1, c0, c1; /* logical rows / columns; MXFP8_SHARD_END allowed in r1, c1 */
+  int npieces;            /* > 0: row pieces instead of r0..r1 */
+  int64_t pieces[6];
+} nv_shard_case;
+
+/* One NVFP4 entry in a bucket built from the references: values, scales in `layout`, amax. */
+typedef struct {
+  uint8_t *bytes;
+  int64_t size;
+  mxfp8_bucket_entry entry;
+  mxfp8_bucket_nvfp4_entry nv;
+} hand_bucket;
+
+static void hand_bucket_new(hand_bucket *b, const nv_source *f, int layout) {
+  int64_t sb;
+  uint8_t *scales = ref_target_scales(f, layout, &sb);
+  const int64_t vb = f->R * f->C / 2, so = ref_round_up(vb + 3, 16), ao = ref_round_up(so + sb + 5, 16);
+  b->size = ao + 4 * f->amax_count;
+  b->bytes = malloc((size_t)b->size);
+  memset(b->bytes, 0xC3, (size_t)b->size); /* bytes between the parts: never read */
+  memcpy(b->bytes, f->packed, (size_t)vb);
+  memcpy(b->bytes + so, scales, (size_t)sb);
+  memcpy(b->bytes + ao, f->amax, (size_t)(4 * f->amax_count));
+  b->entry = (mxfp8_bucket_entry){0, (uint64_t)vb, (uint64_t)so, (uint64_t)sb};
+  b->nv = (mxfp8_bucket_nvfp4_entry){(uint64_t)ao, (uint64_t)(4 * f->amax_count), f->s.e4m3_max, 0u};
+  free(scales);
+}
+
+/* The expected shard in stored terms: rows (pieces of stored rows) x [sc0, sc1) stored columns. */
+typedef struct {
+  int64_t rows, cols, SC;
+  uint8_t *values, *scales; /* scales: compact, or the target's 128x4 */
+  int64_t values_bytes, scales_bytes;
+  float amax[300];
+  int64_t amax_count;
+} shard_ref;
+
+static void shard_ref_new(shard_ref *r, const nv_source *f, const nv_shard_case *c) {
+  const int row = c->direction == MXFP8_DIRECTION_ROWWISE;
+  /* One piece is the range it names (the only form a columnwise shard takes). */
+  const int64_t r0 = c->npieces == 1 ? c->pieces[0] : c->r0;
+  const int64_t r1 = c->npieces == 1 ? c->pieces[1] : c->r1 == MXFP8_SHARD_END ? c->M : c->r1;
+  const int64_t c1 = c->c1 == MXFP8_SHARD_END ? c->K : c->c1;
+  int64_t pieces[6], np = 0;
+  if (c->npieces > 1) {
+    for (int p = 0; p < 2 * c->npieces; ++p) pieces[p] = c->pieces[p];
+    np = c->npieces;
+  } else {
+    pieces[0] = row ? r0 : c->c0;
+    pieces[1] = row ? r1 : c1;
+    np = 1;
+  }
+  const int64_t sc0 = row ? c->c0 : r0, sc1 = row ? c1 : r1;
+  r->cols = sc1 - sc0;
+  r->SC = ref_ceil_div(r->cols, 16);
+  r->rows = 0;
+  for (int64_t p = 0; p < np; ++p) r->rows += pieces[2 * p + 1] - pieces[2 * p];
+  r->values_bytes = r->rows * r->cols / 2;
+  r->values = malloc((size_t)r->values_bytes + 1);
+  uint8_t *compact = malloc((size_t)(r->rows * r->SC) + 1);
+  int64_t at = 0;
+  r->amax_count = f->amax_count == 1 ? 1 : r->rows;
+  r->amax[0] = f->amax[0];
+  for (int64_t p = 0; p < np; ++p)
+    for (int64_t sr = pieces[2 * p]; sr < pieces[2 * p + 1]; ++sr, ++at) {
+      memcpy(r->values + at * (r->cols / 2), f->packed + sr * (f->C / 2) + sc0 / 2, (size_t)(r->cols / 2));
+      memcpy(compact + at * r->SC, f->scales + sr * f->SC + sc0 / 16, (size_t)r->SC);
+      if (f->amax_count > 1) r->amax[at] = f->amax[sr];
+    }
+  if (c->target == MXFP8_LAYOUT_COMPACT) {
+    r->scales = compact;
+    r->scales_bytes = r->rows * r->SC;
+    return;
+  }
+  const int64_t Cp = ref_round_up(r->SC, 4);
+  r->scales_bytes = (r->rows == 0 || r->SC == 0) ? 0 : ref_round_up(r->rows, 128) * Cp;
+  r->scales = calloc((size_t)r->scales_bytes + 1, 1);
+  for (int64_t i = 0; i < r->rows; ++i)
+    for (int64_t k = 0; k < r->SC; ++k) r->scales[ref_swizzled_index(i, k, Cp)] = compact[i * r->SC + k];
+  free(compact);
+}
+
+/* Imports case c's shard; `expect` the status. On success every byte is compared; on a refusal, nothing
+ * was written and the message holds `message`. */
+static void import_nvfp4_shard(const nv_shard_case *c, int encode, mxfp8_status expect, const char *message) {
+  uint64_t rng = 0xC0FFEE + (uint64_t)(c->M * 7 + c->K + c->r0 + c->c0 + c->npieces);
+  const nv_spec spec = {c->M, c->K, c->direction, COMPACT, c->per_row, c->per_row ? 448 : 256, c->target, 0};
+  nv_source f;
+  build_source(&f, &spec, &rng);
+  hand_bucket hb;
+  hand_bucket_new(&hb, &f, c->bucket_layout);
+  shard_ref want;
+  shard_ref_new(&want, &f, c);
+  /* The receiver's buffers have the shard's sizes, poisoned with a guard byte each. */
+  uint8_t *values = malloc((size_t)want.values_bytes + 1), *scales = malloc((size_t)want.scales_bytes + 1);
+  float *global = malloc((size_t)(4 * want.amax_count + 4));
+  memset(values, POISON, (size_t)want.values_bytes + 1);
+  memset(scales, POISON, (size_t)want.scales_bytes + 1);
+  memset(global, POISON, (size_t)(4 * want.amax_count + 4));
+  int64_t vshape[1] = {want.values_bytes}, sshape[1] = {want.scales_bytes}, gshape[1] = {want.amax_count};
+  DLTensor v = {values, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, vshape, NULL, 0};
+  DLTensor sc = {scales, {kDLCPU, 0}, 1, {kDLFloat8_e4m3fn, 8, 1}, sshape, NULL, 0};
+  DLTensor g = {global, {kDLCPU, 0}, 1, {kDLFloat, 32, 1}, gshape, NULL, 0};
+  DLTensor *globals[1] = {&g};
+  const mxfp8_import_destination dest = {&v, &sc, c->target, 0};
+  int64_t bshape[1] = {hb.size};
+  DLTensor b = {hb.bytes, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, bshape, NULL, 0};
+  const int64_t shape[2] = {c->M, c->K};
+  const int64_t *shapes[1] = {shape};
+  const int32_t ndims[1] = {2}, formats[1] = {MXFP8_FORMAT_NVFP4}, directions[1] = {c->direction};
+  const int32_t layouts[1] = {c->bucket_layout};
+  mxfp8_shard shard = MXFP8_SHARD_INIT;
+  shard.row_begin = c->npieces ? 0 : c->r0;
+  shard.row_end = c->npieces ? MXFP8_SHARD_END : c->r1;
+  shard.col_begin = c->c0;
+  shard.col_end = c->c1;
+  shard.num_row_pieces = (size_t)c->npieces;
+  shard.row_pieces = c->npieces ? c->pieces : NULL;
+  const mxfp8_shard *shards[1] = {&shard};
+  mxfp8_bucket_manifest m = MXFP8_BUCKET_MANIFEST_INIT;
+  m.count = 1;
+  m.entries = &hb.entry;
+  m.ndims = ndims;
+  m.shapes = shapes;
+  m.formats = formats;
+  m.directions = directions;
+  m.scales_layouts = layouts;
+  m.shards = shards;
+  m.nvfp4_entries = &hb.nv;
+  m.global_scales = globals;
+  m.global_scale = encode ? MXFP8_NVFP4_GLOBAL_SCALE_ENCODE : MXFP8_NVFP4_GLOBAL_SCALE_DECODE;
+  char what[160];
+  snprintf(what, sizeof what, "%s (%lld, %lld) rows [%lld, %lld) cols [%lld, %lld) pieces %d, bucket layout %d, target %d",
+           c->direction == MXFP8_DIRECTION_ROWWISE ? "rowwise" : "columnwise", (long long)c->M, (long long)c->K,
+           (long long)c->r0, (long long)c->r1, (long long)c->c0, (long long)c->c1, c->npieces, c->bucket_layout, c->target);
+  const mxfp8_status got = mxfp8_import_bucket(&b, &m, &dest, NULL);
+  EXPECT(got == expect, "%s: status %d, want %d (%s)", what, (int)got, (int)expect, mxfp8_last_error());
+  if (expect == MXFP8_OK) {
+    EXPECT(memcmp(values, want.values, (size_t)want.values_bytes) == 0, "%s: values differ", what);
+    for (int64_t i = 0; i < want.scales_bytes; ++i)
+      EXPECT(scales[i] == want.scales[i], "%s: scale byte %lld is 0x%02x, want 0x%02x", what, (long long)i, scales[i],
+             want.scales[i]);
+    for (int64_t i = 0; i < want.amax_count; ++i) {
+      const uint32_t exp = ref_global_scale(want.amax[i], spec.e4m3_max, encode);
+      EXPECT(bits_of(global[i]) == exp, "%s: global scale %lld is 0x%08x, want 0x%08x", what, (long long)i,
+             bits_of(global[i]), exp);
+    }
+    EXPECT(mxfp8_bucket_manifest_check(&b, &m) == MXFP8_OK, "%s: the check refused what the import took", what);
+  } else {
+    assert_last_error_contains(message);
+    for (int64_t i = 0; i < want.values_bytes; ++i) EXPECT(values[i] == POISON, "%s: refused, values written", what);
+    for (int64_t i = 0; i < want.scales_bytes; ++i) EXPECT(scales[i] == POISON, "%s: refused, scales written", what);
+    EXPECT(bits_of(global[0]) == 0xFFFFFFFFu, "%s: refused, global scale written", what);
+  }
+  EXPECT(values[want.values_bytes] == POISON && scales[want.scales_bytes] == POISON &&
+             bits_of(global[want.amax_count]) == 0xFFFFFFFFu,
+         "%s: a byte past a destination was written", what);
+  free(values), free(scales), free(global), free(want.values), free(want.scales), free(hb.bytes);
+  free_source(&f);
+}
+
+static void test_a_receiver_imports_its_shard_of_an_nvfp4_entry(void **state) {
+  (void)state;
+  const int R = MXFP8_DIRECTION_ROWWISE, C = MXFP8_DIRECTION_COLUMNWISE;
+  const int CO = MXFP8_LAYOUT_COMPACT, SW = MXFP8_LAYOUT_CUTLASS_128X4;
+  const int64_t E = MXFP8_SHARD_END;
+  /* K = 72: blocks 16, 16, 16, 16, 8; M = 130: a partial tile. Columnwise (M, K) = (100, 50): stored (50, 100). */
+  const nv_shard_case ok[] = {
+      {130, 72, R, 0, CO, CO, 3, 70, 16, 48, 0, {0}},           /* rows and a column window */
+      {130, 72, R, 1, CO, SW, 3, 70, 16, 48, 0, {0}},           /* into 128x4, per-row amax */
+      {130, 72, R, 1, CO, CO, 0, E, 32, E, 2, {100, 130, 0, 10}}, /* pieces out of order, the partial block */
+      {130, 72, R, 1, SW, CO, 5, 60, 0, E, 0, {0}},             /* a window of 128x4 carried scales */
+      {130, 72, R, 0, CO, SW, 0, E, 0, 64, 2, {0, 128, 128, 130}}, /* pieces of whole tiles into 128x4 */
+      {130, 72, R, 0, SW, SW, 0, E, 0, E, 0, {0}},              /* the whole tensor named as a shard */
+      {100, 50, C, 0, CO, CO, 16, E, 3, 40, 0, {0}},            /* columnwise: M from 16 to its end */
+      {100, 50, C, 0, CO, SW, 16, E, 3, 40, 0, {0}},
+      {100, 50, C, 0, SW, CO, 0, 32, 0, E, 0, {0}},
+      {100, 50, C, 0, CO, CO, 48, 64, 49, 50, 1, {48, 64}},     /* one piece is one range */
+  };
+  for (size_t i = 0; i < sizeof ok / sizeof ok[0]; ++i)
+    for (int encode = 0; encode < 2; ++encode) import_nvfp4_shard(&ok[i], encode, MXFP8_OK, NULL);
+
+  const nv_shard_case pieces_col = {100, 50, C, 0, CO, CO, 0, E, 0, E, 2, {0, 16, 32, 48}};
+  import_nvfp4_shard(&pieces_col, 0, MXFP8_ERROR_UNSUPPORTED, "manifest.shards[0] has 2 row pieces for a columnwise NVFP4");
+  const nv_shard_case col_8 = {130, 72, R, 0, CO, CO, 0, E, 8, E, 0, {0}};
+  import_nvfp4_shard(&col_8, 0, MXFP8_ERROR_INVALID_ARGUMENT,
+                     "manifest.shards[0].col_begin is 8, not a multiple of 16 (nor the tensor's 72)");
+  const nv_shard_case row_8 = {100, 50, C, 0, CO, CO, 8, E, 0, E, 0, {0}};
+  import_nvfp4_shard(&row_8, 0, MXFP8_ERROR_INVALID_ARGUMENT,
+                     "manifest.shards[0].row_begin is 8, not a multiple of 16 (nor the tensor's 100)");
+  const nv_shard_case window_of_tiles = {130, 72, R, 0, SW, SW, 5, 60, 0, E, 0, {0}};
+  import_nvfp4_shard(&window_of_tiles, 0, MXFP8_ERROR_UNSUPPORTED, "a shard of scales stored in the 128x4 layout");
+}
+
 /* An MXFP8-only mixed plan is mxfp8_bucket_plan's, and needs no nvfp4_entries. */
 static void test_mxfp8_only_mixed_plan_matches_bucket_plan(void **state) {
   (void)state;
@@ -763,6 +967,7 @@ int main(void) {
       cmocka_unit_test(test_mxfp8_only_mixed_plan_matches_bucket_plan),
       cmocka_unit_test(test_direct_import_of_nvfp4_and_mxfp8_storage),
       cmocka_unit_test(test_direct_import_refusals_write_nothing),
+      cmocka_unit_test(test_a_receiver_imports_its_shard_of_an_nvfp4_entry),
       cmocka_unit_test(test_gpu_fill_and_import_match_the_host),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -186,7 +186,10 @@ def import_bucket(bucket: Any, manifest: List[Mapping[str, Any]], params: Mappin
     that shard of a tensor the bucket carries whole (resharding: each rank maps the trainer's bucket and
     imports its own part), into a parameter of the shard's size (``scales_shape((rows, cols), ...)``).
     The boundaries follow export_components' rows= / cols=. A shard goes into "compact" or
-    "cutlass_128x4" parameters, without zero_exponent_as_one.
+    "cutlass_128x4" parameters, without zero_exponent_as_one. A shard of an NVFP4 entry follows its
+    16-value blocks (rowwise: cols at multiples of 16 or K; columnwise: rows at multiples of 16 or M, one
+    range) and lands as its stored matrix (columnwise: (cols, rows)); a per-tensor amax is the shard's,
+    a per-row one gives the shard's rows' global scales.
 
     NVFP4 entries ("format": "nvfp4", from a bucket of specs with "format": "nvfp4"): ``params[name]`` is
     ``(values, scales, global_scale)`` or ``(values, scales, global_scale, layout)``: values uint8
@@ -194,7 +197,7 @@ def import_bucket(bucket: Any, manifest: List[Mapping[str, Any]], params: Mappin
     uint8 / float8_e4m3fn in "compact" (``[N, ceil(K/16)]``) or "cutlass_128x4" layout (16-value blocks),
     global_scale one float32 per amax. The bucket carries the amax; ``global_scale="decode"`` writes
     amax / (6 * E4M3_MAX), vLLM ModelOpt's weight_scale_2, "encode" TE's (6 * E4M3_MAX) / amax.
-    zero_exponent_as_one applies to MXFP8 entries only; NVFP4 entries are imported whole."""
+    zero_exponent_as_one applies to MXFP8 entries only."""
     _bucket_call(bucket, manifest, params, layout, stream, False, zero_exponent_as_one, shards, global_scale)
 
 
@@ -232,8 +235,9 @@ def _tensors_call(tensors: Mapping[str, Mapping[str, Any]], params: Mapping[str,
     nvfp4_fields = {}
     if any(nvfp4):  # the trainer's NVFP4 storage, straight into (values, scales, global_scale)
         if shard_fields is not None:
-            raise ValueError("shards: NVFP4 tensors are imported whole; import shards of MXFP8 tensors in a call of "
-                             "their own")
+            raise ValueError("shards: import_tensors takes shards of MXFP8 tensors only (no C call takes shards and "
+                             "NVFP4 tensors directly yet); send NVFP4 tensors in a bucket and import_bucket(..., "
+                             "shards=...), or import their shards' MXFP8 peers in a call of their own")
         nvfp4_fields = dict(amax=[s.amax if s.nvfp4 else None for s in specs],
                             e4m3_max=[s.e4m3_max if s.nvfp4 else 448 for s in specs], global_scales=globals_,
                             global_scale=_code("global_scale", global_scale, _GLOBAL_SCALES))
@@ -262,7 +266,7 @@ def import_tensors(tensors: Mapping[str, Mapping[str, Any]], params: Mapping[str
     NVFP4 storage ({"format": "nvfp4", "data", "scale_inv", "amax", "swizzled", "shape", "e4m3_max"}, as
     export_bucket takes it) goes into ``(values, scales, global_scale[, layout])`` parameters as import_bucket
     writes an NVFP4 entry, with the amax in the `global_scale` convention (mxfp8_import_tensors_mixed);
-    NVFP4 tensors are imported whole."""
+    NVFP4 tensors are imported whole here (import_bucket takes their shards)."""
     _tensors_call(tensors, params, direction, layout, stream, False, zero_exponent_as_one, shards, global_scale)
 
 

@@ -207,10 +207,58 @@ def test_import_tensors_reads_nvfp4_storage_directly(prepared, convention):
         check_params(pa, (ref_a[0], ref_a[1], nv_a["amax"], 448), convention)
 
 
+def shard_reference(ref, direction, rows, cols):
+    """The shard of an NVFP4 reference cut by the header's rules: rowwise the stored (M, K) itself;
+    columnwise the stored (K, M), the shard's rows of M its columns and its columns of K its rows."""
+    values, scales, amax, e4m3_max = ref
+    ranges = [rows] if isinstance(rows[0], int) else rows
+    if direction == "rowwise":
+        stored_rows = np.concatenate([np.arange(a, b) for a, b in ranges])
+        c0, c1 = cols
+    else:
+        stored_rows, (c0, c1) = np.arange(*cols), ranges[0]
+    out_scales = scales[stored_rows][:, c0 // 16:c0 // 16 + -(-(c1 - c0) // 16)]
+    out_amax = amax[stored_rows] if amax.size > 1 else amax
+    return values[stored_rows][:, c0 // 2:c1 // 2], out_scales, out_amax, e4m3_max
+
+
+NVFP4_SHARDS = [  # (shape, direction, per-row amax, the receiver's rows, cols, its scales layout)
+    ((130, 72), "rowwise", False, (3, 70), (16, 48), "compact"),
+    ((130, 72), "rowwise", True, [(100, 130), (0, 10)], (32, 72), "compact"),
+    ((130, 72), "rowwise", True, [(0, 128), (128, 130)], (0, 64), "cutlass_128x4"),
+    ((100, 50), "columnwise", False, (16, 100), (3, 40), "cutlass_128x4"),
+    ((100, 50), "columnwise", False, (0, 32), (0, 50), "compact"),
+]
+
+
+@pytest.mark.parametrize("case", NVFP4_SHARDS, ids=lambda c: f"{c[1]}-{c[3]}-{c[4]}-{c[5]}")
+@pytest.mark.parametrize("convention", ["decode", "encode"])
+def test_import_bucket_takes_a_shard_of_an_nvfp4_tensor(case, convention):
+    shape, direction, per_row, rows, cols, target = case
+    spec, ref = nvfp4_source(shape, "swizzled", direction, per_row, 448, seed=sum(shape) + len(rows))
+    bucket, manifest = mxfp8.export_bucket({"w": spec}, direction=direction)
+    want = shard_reference(ref, direction, rows, cols)
+    p = params_for(want, target)
+    mxfp8.import_bucket(bucket, manifest, {"w": p}, shards={"w": {"rows": rows, "cols": cols}},
+                        global_scale=convention)
+    check_params(p, want, convention)
+
+
+def test_import_bucket_refuses_nvfp4_shards_off_the_blocks():
+    spec, ref = nvfp4_source((100, 50), "compact", "columnwise", False, 448, seed=31)
+    bucket, manifest = mxfp8.export_bucket({"w": spec}, direction="columnwise")
+    p = params_for(shard_reference(ref, "columnwise", (0, 16), (0, 50)), "compact")
+    with pytest.raises(TypeError, match="row pieces for a columnwise NVFP4"):  # MXFP8_ERROR_UNSUPPORTED
+        mxfp8.import_bucket(bucket, manifest, {"w": p}, shards={"w": {"rows": [(0, 16), (32, 48)]}})
+    with pytest.raises(ValueError, match="not a multiple of 16"):
+        mxfp8.import_bucket(bucket, manifest, {"w": p}, shards={"w": {"rows": (8, 24)}})
+    assert np.all(p[0] == POISON) and np.all(np.isnan(p[2]))
+
+
 def test_import_tensors_refuses_nvfp4_shards_and_missing_parts():
     spec, ref = nvfp4_source((40, 64), "compact", "rowwise", False, 448, seed=24)
     p = params_for(ref, "compact")
-    with pytest.raises(ValueError, match="NVFP4 tensors are imported whole"):
+    with pytest.raises(ValueError, match="import_tensors takes shards of MXFP8 tensors only"):
         mxfp8.import_tensors({"w": spec}, {"w": p}, shards={"w": {"rows": (0, 32)}})
     with pytest.raises(ValueError, match="is an NVFP4 entry: it must be"):
         mxfp8.import_tensors({"w": spec}, {"w": (p[0], p[1])})

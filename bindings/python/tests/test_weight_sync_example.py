@@ -51,18 +51,19 @@ def test_direct_path_moves_the_trainers_storage_into_parameters_at_every_step():
         assert ws.verify(params, model.reference, list(shapes), np) is None
 
 
-@pytest.mark.parametrize("layout, hidden", [("compact", 256), ("cutlass_128x4", 1024)])
-def test_two_ranks_each_import_their_tp2_shard_of_whole_buckets(layout, hidden):
+@pytest.mark.parametrize("layout, hidden, fmt", [("compact", 256, "mxfp8"), ("cutlass_128x4", 1024, "mxfp8"),
+                                                 ("compact", 256, "nvfp4"), ("cutlass_128x4", 1024, "nvfp4")])
+def test_two_ranks_each_import_their_tp2_shard_of_whole_buckets(layout, hidden, fmt):
     """--tp 2 on host memory: whole buckets, each rank importing its shard (fused QKV and gate-up by row
     pieces, o / down by K columns, down's last block partial), checked against the crop of the compact
-    quantize; the two ranks together hold every byte of every weight."""
+    quantize; the two ranks together hold every byte of every weight. NVFP4 the same, with its amax."""
     ws = load_example()
     shapes = ws.model_shapes(layers=1, hidden=hidden)
-    model = ws.NumpyModel(shapes, seed=5)
+    model = ws.NumpyModel(shapes, seed=5, fmt=fmt)
     model.step()
     model.quantize()
     ranks = [ws.rank_view(shapes, 2, rank) for rank in range(2)]
-    params = [ws.make_params(own, layout, np) for _, own in ranks]
+    params = [ws.make_params(own, layout, np, fmt) for _, own in ranks]
     for bucket, manifest in mxfp8.iter_buckets(ws.specs(model), bucket_bytes=1 << 20):
         names = [m["name"] for m in manifest]
         for (shards, _), p in zip(ranks, params):
@@ -79,14 +80,16 @@ def test_two_ranks_each_import_their_tp2_shard_of_whole_buckets(layout, hidden):
     assert ws.verify(params[1], ws.crop_reference(model.reference, shapes, ranks[1][0], np), list(shapes), np) is not None
 
 
-def test_tp2_example_runs_over_shared_memory():
+@pytest.mark.parametrize("fmt", ["mxfp8", "nvfp4"])
+def test_tp2_example_runs_over_shared_memory(fmt):
     import subprocess
     import sys
 
     out = subprocess.run([sys.executable, str(EXAMPLE), "--transport", "shm", "--tp", "2", "--steps", "2", "--layers", "1",
-                          "--hidden", "1024"], capture_output=True, text=True, timeout=300)
+                          "--hidden", "1024", "--format", fmt], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "2 receivers each taking its TP-2 shard" in out.stdout and "weight sync OK" in out.stdout
+    assert f"{fmt.upper()} weights" in out.stdout
 
 
 @pytest.mark.parametrize("layout", ["compact", "cutlass_128x4"])
