@@ -1,0 +1,280 @@
+"""Weight sync over torch.distributed: a trainer broadcasts buckets to receivers in the caller's own
+process group (NCCL for CUDA tensors, gloo for CPU tensors; gloo moves CUDA tensors too).
+
+    # the trainer (one rank)                          # every receiver (the other ranks)
+    sender = mxfp8.distributed.Sender(storage,         receiver = mxfp8.distributed.Receiver(params,
+                                      bucket_bytes=1 << 28)                                shards=my_shards)
+    sender.connect(group)                              receiver.connect(group)
+    for step in range(steps):                          while training:
+        optimizer.step(); requantize(storage)              step = receiver.receive()
+        sender.send()
+
+`connect` sends the manifests once (a broadcast object) and every receiver checks its parameters against
+them: a receiver whose model differs fails there, naming the first mismatched tensor, before any byte is
+written, and the sender fails with it. Each `send` is then only bytes: bucket k+1 is filled (one launch,
+BucketPlan) while bucket k is on the wire (two buffers), and a commit (the step number) follows the last.
+
+**An update is all or nothing per step.** A receiver takes a step's buckets into a staging buffer (the
+model's bytes on the wire: the sum of the bucket sizes, on its device) and imports them into its
+parameters (one prepared launch per bucket) only once the sender's commit for that step has arrived. A
+step cut short (a rank killed, a link lost) raises SyncError on every live rank within the group's timeout,
+and every receiver's parameters stay those of its last complete step (``receiver.step``).
+
+**Rejoining.** A torch.distributed group does not survive a lost rank: after a SyncError the ranks make a
+new group (``dist.destroy_process_group()``, then ``init_process_group`` on a new store prefix, a
+restarted receiver among them) and call ``connect(new_group)`` again; the sender goes on with its next
+step, and a restarted receiver is current from its first ``receive``. examples/weight_sync/dist_sync.py
+shows it under torchrun; bindings/python/tests/test_distributed.py kills and restarts a receiver.
+
+Ranks: the sender broadcasts from its own rank (``src``, a global rank, default 0); every rank of the group
+other than ``src`` must be a Receiver. Tensor parallelism: every receiver gets whole buckets and imports
+its own shard (``shards=``, as import_bucket takes it).
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, List, Mapping, Optional
+
+from ._import import prepare_import_bucket
+from ._plan import BucketPlan
+
+PROTOCOL = 1  # the handshake's version; a receiver refuses another
+
+
+class SyncError(RuntimeError):
+    """A weight sync that did not happen: a step cut short (the receivers keep their last complete step), or
+    a receiver whose model does not match the sender's manifests (nothing was written)."""
+
+
+def _dist():
+    import torch.distributed as dist
+
+    if not dist.is_initialized():
+        raise SyncError("torch.distributed is not initialized: call dist.init_process_group first")
+    return dist
+
+
+def _torch():
+    import torch
+
+    return torch
+
+
+class Sender:
+    """The trainer's side: `tensors` (name -> bucket spec, as BucketPlan and iter_buckets take them: MXFP8
+    or NVFP4 storage, torch tensors on the device the group moves) broadcast in buckets at every `send`.
+
+    Args:
+        tensors: name -> {"data", "scale_inv", "swizzled", ...} (export_bucket's specs), at fixed addresses:
+            each step requantizes into the same storage (a new storage needs a new Sender).
+        bucket_bytes: the largest bucket (a tensor larger than that travels alone).
+        alignment: every part's offset in a bucket, a power of two.
+
+    Holds two bucket buffers of the largest bucket's size: bucket k+1 is filled while bucket k is sent.
+    """
+
+    def __init__(self, tensors: Mapping[str, Mapping[str, Any]], *, bucket_bytes: int = 1 << 28,
+                 alignment: int = 256):
+        self._plans = [BucketPlan(tensors, bucket_bytes=bucket_bytes, alignment=alignment) for _ in range(2)]
+        self.manifests: List[List[Dict[str, Any]]] = self._plans[0].manifests
+        self.sizes: List[int] = self._plans[0].sizes
+        self.step = 0  # the last step sent whole
+        self._group, self._src = None, None
+
+    def connect(self, group: Any = None) -> None:
+        """Sends the manifests to every receiver of `group` (None: the default group) and waits for their
+        verdicts: raises SyncError naming each receiver that refused and why (its first mismatched
+        tensor). Call it again with a new group after a SyncError."""
+        dist = _dist()
+        self._src = None  # not connected until every receiver has agreed
+        src = dist.get_rank()
+        hello = {"protocol": PROTOCOL, "src": src, "step": self.step, "manifests": self.manifests,
+                 "sizes": self.sizes}
+        try:
+            dist.broadcast_object_list([hello], src=src, group=group)
+            verdicts = [None] * dist.get_world_size(group)
+            dist.all_gather_object(verdicts, None, group=group)
+        except Exception as err:  # the group broke under us
+            raise SyncError(f"connect: the group failed during the handshake ({err})") from err
+        refused = [v for v in verdicts if v is not None]
+        if refused:
+            raise SyncError("connect: " + "; ".join(refused))
+        self._group, self._src = group, src
+
+    def send(self) -> int:
+        """Broadcasts the storage as it is now, bucket by bucket, then the commit of step `self.step + 1`;
+        returns that step. CUDA storage: the fills are queued on torch's current stream, which the
+        broadcasts follow. Raises SyncError when the group fails (a receiver gone, the timeout hit): the
+        step did not happen for anyone, and `self.step` stays."""
+        if self._src is None:
+            raise SyncError("send before connect: the receivers have not had the manifests")
+        dist, torch = _dist(), _torch()
+        step = self.step + 1
+        pending = [None, None]  # the broadcast in flight from each buffer
+        bucket = 0
+        try:
+            for bucket in range(len(self.sizes)):
+                slot = bucket % 2
+                if pending[slot] is not None:  # its buffer is still on the wire
+                    pending[slot].wait()
+                view = self._plans[slot].fill(bucket)
+                pending[slot] = dist.broadcast(view, src=self._src, group=self._group, async_op=True)
+            for work in pending:
+                if work is not None:
+                    work.wait()
+            bucket = len(self.sizes)
+            commit = torch.tensor([step, len(self.sizes), PROTOCOL], dtype=torch.int64,
+                                  device=self._plans[0].buffer.device)
+            dist.broadcast(commit, src=self._src, group=self._group)
+        except Exception as err:
+            self._src = None  # the group is broken: connect again, on a new one
+            where = f"bucket {bucket} of {len(self.sizes)}" if bucket < len(self.sizes) else "its commit"
+            raise SyncError(f"step {step} failed at {where} ({err}); no receiver took it: they keep step "
+                            f"{self.step}") from err
+        self.step = step
+        return step
+
+
+class Receiver:
+    """An inference rank's side: every bucket of a step into a staging buffer, then, once the sender's
+    commit arrives, into `params` (as import_bucket writes them: MXFP8 (values, scales[, layout]), NVFP4
+    (values, scales, global_scale[, layout])), this rank's shard of each tensor when `shards` says so.
+
+    Args:
+        params: name -> the engine's parameter buffers; every tensor the sender sends, and no other.
+        shards: name -> {"rows", "cols"}: this rank's shard of a tensor sent whole (tensor parallelism).
+        layout, global_scale, zero_exponent_as_one: as import_bucket takes them.
+        device: where the staging buffer lives: "cpu" for gloo on host memory, "cuda" (the current device)
+            for NCCL; None: the device of the first parameter that is a torch tensor, else "cpu".
+    """
+
+    def __init__(self, params: Mapping[str, Any], *, shards: Optional[Mapping[str, Mapping[str, Any]]] = None,
+                 layout: str = "compact", global_scale: str = "decode", zero_exponent_as_one: bool = False,
+                 device: Any = None):
+        self.params = params
+        self.shards = shards or {}
+        self._options = dict(layout=layout, global_scale=global_scale, zero_exponent_as_one=zero_exponent_as_one)
+        self._device = device
+        self.step = 0  # the step the parameters hold (0: none received yet)
+        self._group, self._src = None, None
+        self._plans: List[Any] = []
+
+    def _staging_device(self):
+        torch = _torch()
+        if self._device is not None:
+            return torch.device(self._device)
+        for p in self.params.values():
+            if isinstance(p[0], torch.Tensor):
+                return p[0].device
+        return torch.device("cpu")
+
+    def _check_names(self, manifests: List[List[Dict[str, Any]]]) -> Optional[str]:
+        sent = [e["name"] for manifest in manifests for e in manifest]
+        for name in sent:
+            if name not in self.params:
+                return f"the sender's tensor {name!r} has no parameter here"
+        unsent = [name for name in self.params if name not in set(sent)]
+        if unsent:
+            return f"parameter {unsent[0]!r} is not among the sender's tensors (it would never be updated)"
+        unknown = [name for name in self.shards if name not in set(sent)]
+        if unknown:
+            return f"shards names {unknown[0]!r}, which the sender does not send"
+        return None
+
+    def _prepare(self, bucket: Any, manifest: List[Dict[str, Any]]) -> Any:
+        shards = {e["name"]: self.shards[e["name"]] for e in manifest if e["name"] in self.shards} or None
+        return prepare_import_bucket(bucket, manifest, self.params, shards=shards, **self._options)
+
+    def _first_refusal(self, bucket: Any, manifest: List[Dict[str, Any]], err: Exception) -> str:
+        """The library refused a bucket's import; its message counts entries of that bucket. Each entry is
+        tried alone (a manifest of one entry over the same bytes) to name the first tensor refused."""
+        for entry in manifest:
+            try:
+                self._prepare(bucket, [entry])
+            except Exception as alone:
+                return f"tensor {entry['name']!r}: {type(alone).__name__}: {alone}"
+        return f"{type(err).__name__}: {err}"
+
+    def connect(self, group: Any = None, src: int = 0) -> None:
+        """Receives the manifests from the sender (global rank `src`) of `group`, checks every parameter
+        against them and prepares the imports (nothing is written), and reports to the sender. Raises
+        SyncError naming the first mismatched tensor, on this rank and on the sender."""
+        dist, torch = _dist(), _torch()
+        self._src = None  # not connected until the handshake has passed
+        hello = [None]
+        try:
+            dist.broadcast_object_list(hello, src=src, group=group)
+        except Exception as err:
+            raise SyncError(f"connect: the group failed during the handshake ({err})") from err
+        hello = hello[0]
+        verdict = None
+        if not isinstance(hello, dict) or hello.get("protocol") != PROTOCOL:
+            verdict = f"the sender speaks protocol {hello.get('protocol') if isinstance(hello, dict) else hello!r}, " \
+                      f"this receiver {PROTOCOL}"
+        else:
+            verdict = self._check_names(hello["manifests"])
+        plans, staging, offsets = [], None, []
+        if verdict is None:
+            sizes = hello["sizes"]
+            at = 0
+            for size in sizes:
+                offsets.append(at)
+                at += size
+            staging = torch.empty(at, dtype=torch.uint8, device=self._staging_device())
+            for manifest, offset, size in zip(hello["manifests"], offsets, sizes):
+                try:
+                    plans.append(self._prepare(staging[offset:offset + size], manifest))
+                except Exception as err:  # the library's check, said of the tensor that fails it
+                    verdict = self._first_refusal(staging[offset:offset + size], manifest, err)
+                    break
+        if verdict is not None:
+            verdict = f"rank {dist.get_rank()} refused the sender's manifests: {verdict}"
+        try:
+            verdicts = [None] * dist.get_world_size(group)
+            dist.all_gather_object(verdicts, verdict, group=group)
+        except Exception as err:
+            raise SyncError(f"connect: the group failed during the handshake ({err})") from err
+        if verdict is not None:
+            raise SyncError(verdict + "; nothing was written")
+        refused = [v for v in verdicts if v is not None]
+        if refused:  # another rank refused: the sender will not send
+            raise SyncError("connect: " + "; ".join(refused))
+        self._group, self._src = group, src
+        self._plans, self._staging, self._offsets, self._sizes = plans, staging, offsets, hello["sizes"]
+        self._sender_step = hello["step"]
+
+    def _receive_bucket(self, index: int) -> Any:
+        """Starts the receipt of bucket `index` into its staging slot; returns the pending work."""
+        view = self._staging[self._offsets[index]:self._offsets[index] + self._sizes[index]]
+        return _dist().broadcast(view, src=self._src, group=self._group, async_op=True)
+
+    def receive(self) -> int:
+        """Receives one step: every bucket, then the commit, then the import of all of them into the
+        parameters (queued on torch's current stream for CUDA parameters). Returns the step now held.
+        Raises SyncError when the step is cut short: the parameters keep `self.step`."""
+        if self._src is None:
+            raise SyncError("receive before connect: this receiver has not had the sender's manifests")
+        dist, torch = _dist(), _torch()
+        bucket = 0
+        try:
+            pending = []
+            for bucket in range(len(self._sizes)):
+                pending.append(self._receive_bucket(bucket))
+            for bucket, work in enumerate(pending):
+                work.wait()
+            bucket = len(self._sizes)
+            commit = torch.empty(3, dtype=torch.int64, device=self._staging.device)
+            dist.broadcast(commit, src=self._src, group=self._group)
+            step, count, protocol = (int(v) for v in commit.tolist())
+        except Exception as err:
+            self._src = None  # the group is broken: connect again, on a new one
+            where = f"bucket {bucket} of {len(self._sizes)}" if bucket < len(self._sizes) else "the commit"
+            raise SyncError(f"step {self._sender_step + 1} was cut short at {where} ({err}); the parameters "
+                            f"keep step {self.step}") from err
+        if count != len(self._sizes) or protocol != PROTOCOL or step != self._sender_step + 1:
+            raise SyncError(f"the commit says step {step} of {count} buckets (protocol {protocol}), this receiver "
+                            f"expected step {self._sender_step + 1} of {len(self._sizes)}: the parameters keep "
+                            f"step {self.step}")
+        for plan in self._plans:
+            plan.run()
+        self._sender_step = self.step = step
+        return step

@@ -1,0 +1,140 @@
+"""mxfp8.distributed over gloo on the CPU, as RL frameworks run it: the example under torchrun (a trainer and
+TP-2 receivers, MXFP8 and NVFP4, 20 steps, every tensor checked bit for bit by each receiver's replay),
+and the faults: a receiver killed mid-step (the sender fails within the timeout, the survivor keeps its
+last complete step, a restarted receiver rejoins at the next step), and a receiver whose model differs
+(refused before any byte is written, on both sides, naming the tensor)."""
+import json
+import pathlib
+import subprocess
+import sys
+import time
+
+import pytest
+
+torch = pytest.importorskip("torch")
+dist = pytest.importorskip("torch.distributed")
+if not dist.is_available() or not dist.is_gloo_available():
+    pytest.skip("this torch has no gloo backend", allow_module_level=True)
+
+import mxfp8.distributed  # noqa: E402
+
+ROOT = pathlib.Path(__file__).resolve().parents[3]
+EXAMPLE = ROOT / "examples" / "weight_sync" / "dist_sync.py"
+WORKER = pathlib.Path(__file__).with_name("dist_worker.py")
+
+
+def torchrun(*args, timeout=600):
+    return subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "3",
+                           str(EXAMPLE), *args], capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.parametrize("fmt, layout", [("mxfp8", "compact"), ("nvfp4", "compact"), ("mxfp8", "cutlass_128x4")])
+def test_example_syncs_tp2_receivers_for_20_steps_bit_for_bit(fmt, layout):
+    hidden = "1024" if layout == "cutlass_128x4" else "512"  # TP-2 row pieces of whole 128-row tiles
+    out = torchrun("--backend", "gloo", "--device", "cpu", "--steps", "20", "--tp", "2", "--format", fmt,
+                   "--layout", layout, "--hidden", hidden, "--layers", "1")
+    assert out.returncode == 0, out.stdout + out.stderr
+    lines = out.stdout.strip().splitlines()
+    assert lines[-1] == "weight sync OK"
+    assert f"{fmt.upper()} weights" in lines[0] and "2 receivers (TP-2)" in lines[0]
+    assert [line.split(":")[0] for line in lines[1:-1]] == [f"step {s}" for s in range(1, 21)]
+    assert all(line.endswith("every receiver bit-exact") for line in lines[1:-1])
+
+
+def test_example_refuses_receivers_that_are_not_whole_tp_groups():
+    out = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+                          str(EXAMPLE), "--tp", "2", "--steps", "1"], capture_output=True, text=True, timeout=300)
+    assert out.returncode != 0
+    assert "1 + a multiple of 2, got 2" in out.stderr
+
+
+class Ranks:
+    """Worker processes on a TCPStore this test hosts; each prints JSON events (dist_worker.py)."""
+
+    def __init__(self, world, steps, timeout=10):
+        self.store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
+        self.world, self.steps, self.timeout = world, steps, timeout
+        self.procs = []
+
+    def start(self, role, rank, generation=0, *extra):
+        cmd = [sys.executable, str(WORKER), role, str(rank), str(self.world), str(self.store.port), str(generation),
+               str(self.steps), "--timeout", str(self.timeout), *extra]
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.procs.append(proc)
+        return proc
+
+    @staticmethod
+    def events(proc, timeout=240):
+        out, err = proc.communicate(timeout=timeout)
+        events = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+        return proc.returncode, events, err
+
+    def kill_all(self):
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.kill()
+
+
+def test_a_receiver_killed_mid_step_fails_the_step_for_everyone_and_a_restarted_one_rejoins():
+    ranks = Ranks(world=3, steps=5)
+    try:
+        trainer = ranks.start("trainer", 0)
+        survivor = ranks.start("receiver", 1)
+        dying = ranks.start("receiver", 2, 0, "--die-at", "3")
+        assert dying.wait(timeout=240) == 17  # gone while taking bucket 1 of step 3
+        # The trainer opens generation 1 once it has seen the failure; the restarted rank joins it.
+        deadline = time.monotonic() + 120
+        while ranks.store.check(["generation"]) is False and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert ranks.store.get("generation") == b"1"
+        restarted = ranks.start("receiver", 2, 1)
+        code, trainer_events, err = ranks.events(trainer)
+        assert code == 0, err
+        code, survivor_events, err = ranks.events(survivor)
+        assert code == 0, err
+        code, restarted_events, err = ranks.events(restarted)
+        assert code == 0, err
+    finally:
+        ranks.kill_all()
+
+    failed = [e for e in trainer_events if "failed" in e]
+    assert len(failed) == 1 and failed[0]["failed"] == 3 and failed[0]["step"] == 2
+    assert failed[0]["after_s"] < ranks.timeout + 5, failed  # within the group's timeout, no hang
+    assert "step 3 failed at" in failed[0]["error"] and "they keep step 2" in failed[0]["error"]
+    assert [e["sent"] for e in trainer_events if "sent" in e] == [1, 2, 3, 4, 5]
+    assert all(e["errors"] == [] for e in trainer_events if "sent" in e)
+
+    cut = [e for e in survivor_events if "cut_short" in e]
+    assert len(cut) == 1 and cut[0]["step"] == 2 and cut[0]["kept_error"] is None  # step 2, bit for bit
+    assert "the parameters keep step 2" in cut[0]["cut_short"]
+    assert [(e["received"], e["error"]) for e in survivor_events if "received" in e] == [(s, None) for s in range(1, 6)]
+    # The restarted receiver is current from the step it joined at.
+    assert [(e["received"], e["error"]) for e in restarted_events if "received" in e] == [(s, None) for s in (3, 4, 5)]
+
+
+def test_a_receiver_whose_model_differs_is_refused_before_any_byte_is_written():
+    ranks = Ranks(world=2, steps=1)
+    name = "layers.0.o_proj.weight"
+    try:
+        trainer = ranks.start("trainer", 0)
+        receiver = ranks.start("receiver", 1, 0, "--wrong", name)
+        code, trainer_events, trainer_err = ranks.events(trainer)
+        _, receiver_events, _ = ranks.events(receiver)
+    finally:
+        ranks.kill_all()
+    assert code != 0
+    assert "SyncError" in trainer_err and f"rank 1 refused the sender's manifests: tensor {name!r}" in trainer_err
+    (refused,) = receiver_events
+    assert f"tensor {name!r}" in refused["refused"] and "nothing was written" in refused["refused"]
+    assert refused["untouched"] is True  # every parameter byte still the poison
+
+
+def test_send_and_receive_before_connect_are_refused():
+    sender = mxfp8.distributed.Sender(
+        {"w": {"data": torch.zeros(4, 64, dtype=torch.uint8), "scale_inv": torch.zeros(4, 2, dtype=torch.uint8)}},
+        bucket_bytes=1 << 16)
+    with pytest.raises(mxfp8.distributed.SyncError, match="torch.distributed is not initialized|before connect"):
+        sender.send()
+    receiver = mxfp8.distributed.Receiver({})
+    with pytest.raises(mxfp8.distributed.SyncError, match="torch.distributed is not initialized|before connect"):
+        receiver.receive()
