@@ -94,6 +94,12 @@ if [ "${BENCH_ONLY:-0}" != 1 ]; then
     --hidden 2048 2>&1 | tee -a "$OUT/examples.log" || status=1
   python3 examples/weight_sync/weight_sync.py --transport ipc --format nvfp4 --path bucketed --layout compact --steps 2 \
     --layers 4 --hidden 2048 --bucket-mb 16 2>&1 | tee -a "$OUT/examples.log" || status=1
+  # Across ranks of a torch.distributed group (issue 37): gloo moving CUDA tensors, every rank on this GPU.
+  step "dist weight sync example under torchrun (gloo, CUDA tensors)"
+  (cd /tmp && torchrun --standalone --nproc-per-node 3 "$OLDPWD/examples/weight_sync/dist_sync.py" --backend gloo \
+    --device cuda --steps 5 --tp 2 --layers 4 --hidden 2048 --layout cutlass_128x4 --bucket-mb 16 2>&1) \
+    | grep -v "^W[0-9]" | tee -a "$OUT/examples.log" | tail -3
+  [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 fi
 
 [ "${TESTS_ONLY:-0}" = 1 ] && { step "done (tests only): status $status"; exit $status; }
@@ -113,6 +119,10 @@ MXFP8_COPY_ENGINE_MIN_BYTES=0 PYTHONUNBUFFERED=1 timeout 300 python3 bench/weigh
   --out "$OUT/weight_sync_e2e_kernel_only.json" >"$OUT/weight_sync_e2e_kernel_only.log" 2>&1 || status=1
 grep -E '"(direct|bucketed|by_hand|copy|bucket_fill)_ms"' "$OUT/weight_sync_e2e_kernel_only.json" | head -5
 
+step "dist weight sync step over gloo with CUDA tensors (bench/dist_sync.py: ours vs per-tensor broadcasts)"
+(cd /tmp && PYTHONUNBUFFERED=1 timeout 300 torchrun --standalone --nproc-per-node 2 "$OLDPWD/bench/dist_sync.py" \
+  --backend gloo --device cuda --out "$OUT/dist_sync.json" 2>&1) | grep -v "^W[0-9]" | tail -20
+[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 step "resharding benchmark (bench/reshard.py: one TP-8 shard and the 80-layer model's, vs copy and crop)"
 PYTHONUNBUFFERED=1 timeout 120 python3 bench/reshard.py --smoke >"$OUT/reshard_smoke.log" 2>&1 \
   && echo "smoke run OK" || { echo "smoke run FAILED"; tail -20 "$OUT/reshard_smoke.log"; status=1; }

@@ -41,6 +41,18 @@ def test_example_syncs_tp2_receivers_for_20_steps_bit_for_bit(fmt, layout):
     assert all(line.endswith("every receiver bit-exact") for line in lines[1:-1])
 
 
+@pytest.mark.skipif(not torch.cuda.is_available() or not mxfp8._mxfp8.with_cuda,
+                    reason="needs a CUDA device and the CUDA build (gloo moves CUDA tensors: one GPU runs every rank)")
+@pytest.mark.parametrize("fmt, tp", [("mxfp8", 2), ("nvfp4", 1)])
+def test_example_syncs_cuda_tensors_over_gloo_on_one_gpu(fmt, tp):
+    out = torchrun("--backend", "gloo", "--device", "cuda", "--steps", "20", "--tp", str(tp), "--format", fmt,
+                   "--layers", "2", "--hidden", "1024", "--layout", "cutlass_128x4")
+    assert out.returncode == 0, out.stdout + out.stderr
+    lines = out.stdout.strip().splitlines()
+    assert lines[-1] == "weight sync OK" and "on cuda" in lines[0]
+    assert sum(line.endswith("every receiver bit-exact") for line in lines) == 20
+
+
 def test_example_refuses_receivers_that_are_not_whole_tp_groups():
     out = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
                           str(EXAMPLE), "--tp", "2", "--steps", "1"], capture_output=True, text=True, timeout=300)

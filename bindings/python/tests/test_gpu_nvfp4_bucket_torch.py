@@ -6,7 +6,7 @@ import pytest
 
 import mxfp8
 from conftest import POISON, make_mxfp8, swizzle_reference
-from test_nvfp4_bucket import CASES, check_params, nvfp4_source, params_for
+from test_nvfp4_bucket import CASES, NVFP4_SHARDS, check_params, nvfp4_source, params_for, shard_reference
 
 torch = pytest.importorskip("torch")
 if not torch.cuda.is_available() or not mxfp8._mxfp8.with_cuda:
@@ -83,3 +83,23 @@ def test_cuda_direct_import_of_nvfp4_storage():
     torch.cuda.synchronize()
     for i, (_, ref) in enumerate(sources):
         check_params(host(params[f"w{i}"]), ref, "encode")
+
+
+@pytest.mark.parametrize("case", NVFP4_SHARDS, ids=lambda c: f"{c[1]}-{c[3]}-{c[4]}-{c[5]}")
+@pytest.mark.parametrize("prepared", [False, True])
+def test_cuda_import_of_an_nvfp4_shard_matches_the_reference(case, prepared):
+    """A receiver's shard of an NVFP4 entry (rows, K columns, row pieces; per-row amax) from a CUDA bucket
+    into CUDA parameters, immediate and prepared: the header's crop of the reference."""
+    shape, direction, per_row, rows, cols, target = case
+    spec, ref = nvfp4_source(shape, "swizzled", direction, per_row, 448, seed=sum(shape) + len(rows))
+    bucket, manifest = mxfp8.export_bucket({"w": cuda_spec(spec)}, direction=direction)
+    assert bucket.is_cuda
+    want = shard_reference(ref, direction, rows, cols)
+    p = cuda_params(params_for(want, target))
+    shards = {"w": {"rows": rows, "cols": cols}}
+    if prepared:
+        mxfp8.prepare_import_bucket(bucket, manifest, {"w": p}, shards=shards).run()
+    else:
+        mxfp8.import_bucket(bucket, manifest, {"w": p}, shards=shards)
+    torch.cuda.synchronize()
+    check_params(host(p), want)
