@@ -97,7 +97,7 @@ if [ "${BENCH_ONLY:-0}" != 1 ]; then
   # Across ranks of a torch.distributed group (issue 37): gloo moving CUDA tensors, every rank on this GPU.
   step "dist weight sync example under torchrun (gloo, CUDA tensors)"
   (cd /tmp && torchrun --standalone --nproc-per-node 3 "$OLDPWD/examples/weight_sync/dist_sync.py" --backend gloo \
-    --device cuda --steps 5 --tp 2 --layers 4 --hidden 2048 --layout cutlass_128x4 --bucket-mb 16 2>&1) \
+    --device cuda --steps 5 --tp 2 --layers 2 --hidden 1024 --layout cutlass_128x4 --bucket-mb 4 2>&1) \
     | grep -v "^W[0-9]" | tee -a "$OUT/examples.log" | tail -3
   [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 fi
