@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "borrowed_tensor.hpp"
 #include "xla/ffi/api/ffi.h"
 
 namespace ffi = xla::ffi;
@@ -56,13 +57,46 @@ bool dl_dtype(ffi::DataType type, DLDataType *out) {
   }
 }
 
-// An XLA buffer seen as a DLTensor: XLA's buffers are dense and row-major, so strides stay NULL.
+// JAX's name of an XLA element type, for messages.
+const char *jax_type_name(ffi::DataType type) {
+  switch (type) {
+    case ffi::DataType::PRED: return "bool";
+    case ffi::DataType::S8: return "int8";
+    case ffi::DataType::S16: return "int16";
+    case ffi::DataType::S32: return "int32";
+    case ffi::DataType::S64: return "int64";
+    case ffi::DataType::U8: return "uint8";
+    case ffi::DataType::U16: return "uint16";
+    case ffi::DataType::U32: return "uint32";
+    case ffi::DataType::U64: return "uint64";
+    case ffi::DataType::F16: return "float16";
+    case ffi::DataType::F32: return "float32";
+    case ffi::DataType::F64: return "float64";
+    case ffi::DataType::BF16: return "bfloat16";
+    case ffi::DataType::C64: return "complex64";
+    case ffi::DataType::C128: return "complex128";
+    case ffi::DataType::F8E5M2: return "float8_e5m2";
+    case ffi::DataType::F8E4M3: return "float8_e4m3";
+    case ffi::DataType::F8E4M3FN: return "float8_e4m3fn";
+    case ffi::DataType::F8E4M3B11FNUZ: return "float8_e4m3b11fnuz";
+    case ffi::DataType::F8E5M2FNUZ: return "float8_e5m2fnuz";
+    case ffi::DataType::F8E4M3FNUZ: return "float8_e4m3fnuz";
+    case ffi::DataType::F8E3M4: return "float8_e3m4";
+    case ffi::DataType::F4E2M1FN: return "float4_e2m1fn";
+    case ffi::DataType::F8E8M0FNU: return "float8_e8m0fnu";
+    default: return "an XLA element type without a JAX name";
+  }
+}
+
+// An XLA buffer seen as a DLTensor: XLA's buffers are dense and row-major, so strides stay NULL. `name`
+// is the argument's name in messages. A handler checks every view it makes with usable(...) before any
+// reaches the library: a buffer of an element type with no DLPack counterpart has no dtype to pass.
 class View {
  public:
-  View(const ffi::AnyBuffer &buffer, const Place &place) {
+  View(const ffi::AnyBuffer &buffer, const Place &place, const char *name) : name_(name), type_(buffer.element_type()) {
     const auto dims = buffer.dimensions();
     shape_.assign(dims.begin(), dims.end());
-    known_ = dl_dtype(buffer.element_type(), &tensor_.dtype);
+    known_ = dl_dtype(type_, &tensor_.dtype);
     tensor_.data = buffer.untyped_data();
     tensor_.device = place.device;
     tensor_.ndim = static_cast<int32_t>(shape_.size());
@@ -73,29 +107,35 @@ class View {
   View(const View &) = delete;
   View &operator=(const View &) = delete;
 
-  // An error naming `what` when the element type has no DLPack counterpart the library takes.
-  ffi::Error usable(const char *what) const {
+  // An error naming the argument and its type when the element type is none the library takes.
+  ffi::Error usable() const {
     if (known_) return ffi::Error::Success();
-    return ffi::Error(ffi::ErrorCode::kInvalidArgument, std::string("mxfp8: ") + what + ": unsupported element type");
+    return ffi::Error(ffi::ErrorCode::kInvalidArgument,
+                      std::string("mxfp8: ") + name_ + " is " + jax_type_name(type_) + ", which the library never "
+                      "takes (its types: uint8, int32, float32, float16, bfloat16, float8_e4m3fn, float8_e5m2, "
+                      "float8_e8m0fnu)");
   }
   DLTensor *get() { return &tensor_; }
   const DLTensor &tensor() const { return tensor_; }
 
  private:
+  const char *name_;
+  ffi::DataType type_;
   std::vector<int64_t> shape_;
   DLTensor tensor_{};
   bool known_ = false;
 };
 
-// A buffer lent to a descriptor for one call: no deleter, so the library only borrows it.
-DLManagedTensorVersioned borrowed(const DLTensor &view) {
-  DLManagedTensorVersioned m;
-  std::memset(&m, 0, sizeof m);
-  m.version.major = DLPACK_MAJOR_VERSION;
-  m.version.minor = DLPACK_MINOR_VERSION;
-  m.dl_tensor = view;
-  return m;
+// The first of `views` whose element type the library does not take, as an error; else success.
+template <class... Views>
+ffi::Error usable(const Views &...views) {
+  ffi::Error result = ffi::Error::Success();
+  ((result.success() ? (void)(result = views.usable()) : (void)0), ...);
+  return result;
 }
+
+// A buffer lent to a descriptor for one call: the library only borrows it.
+using mxfp8_adapter::borrowed;
 
 // An mxfp8_tensor or mxfp8_grouped_tensor for the length of one handler call.
 template <class Handle, void (*Release)(Handle *)>
@@ -110,8 +150,6 @@ using Nvfp4Handle = Owned<mxfp8_nvfp4_tensor, mxfp8_nvfp4_tensor_release>;
 // One direction of an MXFP8 tensor as a producer stores it (its values' shape is the logical shape).
 ffi::Error describe(View &data, View &scales, int32_t format, int32_t swizzled, int32_t direction,
                     DLManagedTensorVersioned (&lent)[2], TensorHandle &out) {
-  if (auto e = data.usable("data"); e.failure()) return e;
-  if (auto e = scales.usable("scale_inv"); e.failure()) return e;
   lent[0] = borrowed(data.tensor());
   lent[1] = borrowed(scales.tensor());
   mxfp8_tensor_desc d = MXFP8_TENSOR_DESC_INIT;
@@ -130,12 +168,14 @@ ffi::Error describe(View &data, View &scales, int32_t format, int32_t swizzled, 
 // ---- the operations, each once for both platforms -------------------------------------------------
 
 ffi::Error unswizzle_scales(Place place, ffi::AnyBuffer swizzled, ffi::Result<ffi::AnyBuffer> compact) {
-  View in(swizzled, place), out(*compact, place);
+  View in(swizzled, place, "swizzled"), out(*compact, place, "the result");
+  if (auto e = usable(in, out); e.failure()) return e;
   return check(mxfp8_unswizzle_scales(in.get(), out.get(), place.stream));
 }
 
 ffi::Error swizzle_scales(Place place, ffi::AnyBuffer compact, ffi::Result<ffi::AnyBuffer> swizzled) {
-  View in(compact, place), out(*swizzled, place);
+  View in(compact, place, "compact"), out(*swizzled, place, "the result");
+  if (auto e = usable(in, out); e.failure()) return e;
   return check(mxfp8_swizzle_scales(in.get(), out.get(), place.stream));
 }
 
@@ -148,12 +188,14 @@ ffi::Error convert(Place place, ffi::AnyBuffer data, ffi::AnyBuffer scale_inv, f
     return ffi::Error::InvalidArgument("mxfp8: convert returns the scales, or the values and the scales");
   auto scales_out = results.get<ffi::AnyBuffer>(results.size() - 1);
   if (scales_out.has_error()) return scales_out.error();
-  View d(data, place), s(scale_inv, place), out(**scales_out, place);
+  View d(data, place, "data"), s(scale_inv, place, "scale_inv"), out(**scales_out, place, "the scales result");
+  if (auto e = usable(d, s, out); e.failure()) return e;
   std::optional<View> values;
   if (results.size() == 2) {
     auto v = results.get<ffi::AnyBuffer>(0);
     if (v.has_error()) return v.error();
-    values.emplace(**v, place);
+    values.emplace(**v, place, "the values result");
+    if (auto e = usable(*values); e.failure()) return e;
   }
   DLTensor *values_tensor = values ? values->get() : nullptr;
   mxfp8_convert_options o = MXFP8_CONVERT_OPTIONS_INIT;
@@ -167,8 +209,6 @@ ffi::Error convert(Place place, ffi::AnyBuffer data, ffi::AnyBuffer scale_inv, f
     if (auto e = describe(d, s, format, swizzled, direction, lent, t); e.failure()) return e;
     return check(mxfp8_convert(t.handle, &o, values_tensor, out.get()));
   }
-  if (auto e = d.usable("data"); e.failure()) return e;
-  if (auto e = s.usable("scale_inv"); e.failure()) return e;
   const DLTensor &dt = d.tensor();
   int64_t rows = 1;
   for (int32_t i = 0; i + 1 < dt.ndim; ++i) rows *= dt.shape[i];
@@ -191,8 +231,8 @@ ffi::Error convert(Place place, ffi::AnyBuffer data, ffi::AnyBuffer scale_inv, f
 ffi::Error quantize(Place place, ffi::AnyBuffer input, ffi::Result<ffi::AnyBuffer> values,
                     ffi::Result<ffi::AnyBuffer> scales, int32_t format, int32_t scale_rounding,
                     int32_t scales_layout, int32_t direction) {
-  View in(input, place), v(*values, place), s(*scales, place);
-  if (auto e = in.usable("input"); e.failure()) return e;
+  View in(input, place, "x"), v(*values, place, "the values result"), s(*scales, place, "the scales result");
+  if (auto e = usable(in, v, s); e.failure()) return e;
   mxfp8_quantize_options o = MXFP8_QUANTIZE_OPTIONS_INIT;
   o.format = format;
   o.scale_rounding = scale_rounding;
@@ -206,8 +246,8 @@ ffi::Error quantize(Place place, ffi::AnyBuffer input, ffi::Result<ffi::AnyBuffe
 // One direction of a stored MXFP8 tensor decoded into float32 or bfloat16 (mxfp8_dequantize).
 ffi::Error dequantize(Place place, ffi::AnyBuffer data, ffi::AnyBuffer scale_inv, ffi::Result<ffi::AnyBuffer> output,
                       int32_t format, int32_t swizzled, int32_t direction) {
-  View d(data, place), s(scale_inv, place), out(*output, place);
-  if (auto e = out.usable("output"); e.failure()) return e;
+  View d(data, place, "data"), s(scale_inv, place, "scale_inv"), out(*output, place, "the result");
+  if (auto e = usable(d, s, out); e.failure()) return e;
   DLManagedTensorVersioned lent[2];
   TensorHandle t;
   if (auto e = describe(d, s, format, swizzled, direction, lent, t); e.failure()) return e;
@@ -222,8 +262,9 @@ ffi::Error dequantize(Place place, ffi::AnyBuffer data, ffi::AnyBuffer scale_inv
 ffi::Error nvfp4_quantize(Place place, ffi::AnyBuffer input, ffi::Result<ffi::AnyBuffer> values,
                           ffi::Result<ffi::AnyBuffer> scales, ffi::Result<ffi::AnyBuffer> amax, int32_t amax_scope,
                           int32_t four_over_six, int32_t e4m3_max, int32_t scales_layout, int32_t direction) {
-  View in(input, place), v(*values, place), s(*scales, place), a(*amax, place);
-  if (auto e = in.usable("input"); e.failure()) return e;
+  View in(input, place, "x"), v(*values, place, "the values result"), s(*scales, place, "the scales result"),
+      a(*amax, place, "the amax result");
+  if (auto e = usable(in, v, s, a); e.failure()) return e;
   mxfp8_nvfp4_quantize_options o = MXFP8_NVFP4_QUANTIZE_OPTIONS_INIT;
   o.amax_scope = amax_scope;
   o.four_over_six = four_over_six;
@@ -238,10 +279,8 @@ ffi::Error nvfp4_quantize(Place place, ffi::AnyBuffer input, ffi::Result<ffi::An
 // mxfp8_nvfp4_tensor_create does with ndim 0) decoded into float32 or bfloat16 (mxfp8_nvfp4_dequantize).
 ffi::Error nvfp4_dequantize(Place place, ffi::AnyBuffer data, ffi::AnyBuffer scale_inv, ffi::AnyBuffer amax,
                             ffi::Result<ffi::AnyBuffer> output, int32_t swizzled, int32_t e4m3_max, int32_t direction) {
-  View d(data, place), s(scale_inv, place), a(amax, place), out(*output, place);
-  for (const auto &[view, what] : {std::pair<View *, const char *>{&d, "data"}, {&s, "scale_inv"}, {&a, "amax"},
-                                   {&out, "output"}})
-    if (auto e = view->usable(what); e.failure()) return e;
+  View d(data, place, "data"), s(scale_inv, place, "scale_inv"), a(amax, place, "amax"), out(*output, place, "the result");
+  if (auto e = usable(d, s, a, out); e.failure()) return e;
   DLManagedTensorVersioned lent[3] = {borrowed(d.tensor()), borrowed(s.tensor()), borrowed(a.tensor())};
   mxfp8_nvfp4_tensor_desc desc = MXFP8_NVFP4_TENSOR_DESC_INIT;
   desc.scale_layout = swizzled ? MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED : MXFP8_SCALE_LAYOUT_ROW_MAJOR;

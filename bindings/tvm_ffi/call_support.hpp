@@ -16,6 +16,8 @@
 #include <type_traits>
 #include <utility>
 
+#include "borrowed_tensor.hpp"
+
 namespace mxfp8_tvm_ffi {
 
 // Throws a tvm-ffi error of `kind`: the name of the exception class a Python caller receives.
@@ -76,17 +78,9 @@ inline const DLTensor &dl_tensor(const tvm::ffi::TensorView &view) {
 }
 inline DLTensor *mutable_dl_tensor(tvm::ffi::TensorView &view) { return reinterpret_cast<DLTensor *>(&view); }
 
-// A caller's tensor lent to an mxfp8_tensor_desc: a managed tensor with no deleter, which the C API
-// reads as borrowed memory (the caller keeps it alive for the call; nothing here outlives the call
-// unless a tvm-ffi view holds the caller's tensor, see export_scales).
-inline DLManagedTensorVersioned borrowed(const DLTensor &view) {
-  DLManagedTensorVersioned m;
-  std::memset(&m, 0, sizeof m);
-  m.version.major = DLPACK_MAJOR_VERSION;
-  m.version.minor = DLPACK_MINOR_VERSION;
-  m.dl_tensor = view;
-  return m;
-}
+// A caller's tensor lent to an mxfp8_tensor_desc (nothing here outlives the call unless a tvm-ffi view
+// holds the caller's tensor, see export_scales).
+using mxfp8_adapter::borrowed;
 
 // The stream the work on `device` runs on: the one tvm-ffi's environment holds for it (the caller's
 // framework sets it; for torch tensors, torch's current stream), NULL (the legacy default stream) when

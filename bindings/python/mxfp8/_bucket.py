@@ -99,10 +99,7 @@ class _Spec:
         if spec.get("amax") is None:
             raise ValueError(f"{where} has no 'amax': an NVFP4 tensor needs its float32 amax (per tensor or per row)")
         self.amax = spec["amax"]
-        # An int, not anything equal to one: 448.9 or "448" is a sender's mistake, not 448.
-        self.e4m3_max = _args.integer(f"{where}['e4m3_max']", spec.get("e4m3_max", 448), 0, _args.INT32_MAX)
-        if self.e4m3_max not in (448, 256):
-            raise ValueError(f"{where}['e4m3_max'] must be 448 or 256 (TE's 4over6 tensors), got {self.e4m3_max!r}")
+        self.e4m3_max = _args.e4m3_max(f"{where}['e4m3_max']", spec.get("e4m3_max", 448))
         self.given_shape = spec.get("shape")
         if self.given_shape is not None:
             self.given_shape = tuple(_args.shape(f"{where}['shape']", self.given_shape))

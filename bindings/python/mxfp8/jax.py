@@ -75,10 +75,28 @@ def _registered() -> bool:
     return True
 
 
-def _call(name: str, results: Any, *args: Any, **attributes: int) -> Any:
+# The element types the library takes. Anything else is refused here, at trace time: JAX would convert it
+# on its way into the call without a word (a NumPy float64 array to float32 when x64 is off, a list to
+# int32), and a JAX array of another type would only fail when the call runs.
+_TAKEN = tuple(np.dtype(t) for t in (np.uint8, np.int32, np.float32, np.float16, jnp.bfloat16, jnp.float8_e4m3fn,
+                                      jnp.float8_e5m2, jnp.float8_e8m0fnu))
+
+
+def _operand(name: str, array: Any) -> Any:
+    """`array` (a jax.Array, a tracer or a NumPy array) checked for an element type the library takes."""
+    dtype = getattr(array, "dtype", None)
+    if dtype is None or not hasattr(array, "shape"):
+        raise TypeError(f"{name} must be an array (jax.Array or NumPy), got {type(array).__name__}")
+    if np.dtype(dtype) not in _TAKEN:
+        raise ValueError(f"{name} is {np.dtype(dtype)}, which the library never takes (its types: "
+                         f"{', '.join(str(t) for t in _TAKEN)}); JAX would not say so before converting it")
+    return array
+
+
+def _call(name: str, results: Any, operands: Sequence[Tuple[str, Any]], **attributes: int) -> Any:
     _registered()
     call = jax.ffi.ffi_call(f"mxfp8_{name}", results, vmap_method="sequential")
-    return call(*args, **{k: np.int32(v) for k, v in attributes.items()})
+    return call(*(_operand(n, a) for n, a in operands), **{k: np.int32(v) for k, v in attributes.items()})
 
 
 def _scale_matrix(shape: Sequence[int], direction: str) -> Tuple[int, int]:
@@ -103,15 +121,18 @@ def unswizzle_scales(swizzled: jax.Array, rows: int, cols: int) -> jax.Array:
     """The compact (rows, cols) uint8 matrix whose 128x4 swizzled layout is `swizzled`
     (``roundup(rows, 128) * roundup(cols, 4)`` bytes, any shape; mxfp8_unswizzle_scales)."""
     shape = (_args.integer("rows", rows, 0, _args.INT32_MAX), _args.integer("cols", cols, 0, _args.INT32_MAX))
-    return _call("unswizzle_scales", jax.ShapeDtypeStruct(shape, jnp.uint8), swizzled)
+    return _call("unswizzle_scales", jax.ShapeDtypeStruct(shape, jnp.uint8), [("swizzled", swizzled)])
 
 
 def swizzle_scales(compact: jax.Array) -> jax.Array:
     """The 128x4 swizzled layout of the compact scale matrix `compact` (its shape gives R and C,
     leading dimensions flattened into rows), flat, padding zero (mxfp8_swizzle_scales)."""
-    r, c = (_args.numel(compact.shape[:-1]), int(compact.shape[-1])) if compact.ndim else (1, 1)
+    _operand("compact", compact)
+    if compact.ndim == 0:
+        raise ValueError("compact is 0-dimensional: a scale matrix needs its columns as the last dimension")
+    r, c = _args.numel(compact.shape[:-1]), int(compact.shape[-1])
     n = layout_bytes("cutlass_128x4", r, c)
-    return _call("swizzle_scales", jax.ShapeDtypeStruct((n,), jnp.uint8), compact)
+    return _call("swizzle_scales", jax.ShapeDtypeStruct((n,), jnp.uint8), [("compact", compact)])
 
 
 class Converted(NamedTuple):
@@ -137,10 +158,12 @@ def convert(data: jax.Array, scale_inv: jax.Array, target: str, *, swizzled: boo
     target's row order (required by the TRT-LLM targets, which permute rows)."""
     if target not in LAYOUTS:
         raise ValueError(f"target is {target!r}, expected one of {', '.join(map(repr, LAYOUTS))}")
-    shape = tuple(int(d) for d in data.shape)
+    shape = tuple(int(d) for d in _operand("data", data).shape)
+    if not shape:
+        raise ValueError("data is 0-dimensional: an MXFP8 tensor needs a last dimension K")
     experts = 0 if num_experts is None else _args.integer("num_experts", num_experts, 1, _args.INT32_MAX)
     lead = shape[:-1]
-    rows = _args.numel(shape[:-1]) if shape else 0
+    rows = _args.numel(lead)
     if experts:
         if rows % experts:
             raise ValueError(f"the experts' {rows} rows do not split into {experts} experts of equal size")
@@ -157,10 +180,10 @@ def convert(data: jax.Array, scale_inv: jax.Array, target: str, *, swizzled: boo
         scales_shape = groups + (per // (4 if word else 1),)
     dtype = {"int32": jnp.int32, "float32": jnp.float32}.get(word, jnp.uint8)
     results = [jax.ShapeDtypeStruct(scales_shape, dtype)]
-    if _args.flag("values", values):
+    if values is not None and _args.flag("values", values):  # None: not asked for, as mxfp8.convert takes it
         results.insert(0, jax.ShapeDtypeStruct(groups + ((rows // experts,) if experts else lead) + shape[-1:],
                                                data.dtype))
-    out = _call("convert", results, data, scale_inv, format=_fp8_format(data, fp8_dtype),
+    out = _call("convert", results, [("data", data), ("scale_inv", scale_inv)], format=_fp8_format(data, fp8_dtype),
                 swizzled=_args.flag("swizzled", swizzled), direction=_code("direction", direction, _DIRECTIONS),
                 target=LAYOUTS[target], scale_fixup=_fixup(zero_exponent_as_one), num_experts=experts,
                 grouped_scales=_code("scales", scales, _GROUPED_SCALES))
@@ -182,7 +205,7 @@ def quantize(x: jax.Array, *, fp8_dtype: str = "e4m3", rounding: str = "rceil", 
     with values_dtype="uint8"); scales uint8: ``"compact"`` ``(*lead, ceil(K/32))`` rowwise or
     ``(ceil(M/32), K)`` columnwise, ``"padded"`` / ``"swizzled"`` Transformer Engine's buffer
     ``(roundup(M, 128), roundup(ceil(K/32), 4))`` (columnwise ``(roundup(ceil(M/32), 4), roundup(K, 128))``)."""
-    shape = tuple(int(d) for d in x.shape)
+    shape = tuple(int(d) for d in _operand("x", x).shape)
     r, c = _scale_matrix(shape, direction)
     layout = _code("scales", scales, _SCALE_LAYOUTS)
     if layout == 0:
@@ -196,7 +219,7 @@ def quantize(x: jax.Array, *, fp8_dtype: str = "e4m3", rounding: str = "rceil", 
     if values_dtype not in values:
         raise ValueError(f"values_dtype is {values_dtype!r}, expected 'fp8' or 'uint8'")
     return tuple(_call("quantize", [jax.ShapeDtypeStruct(shape, values[values_dtype]),
-                                    jax.ShapeDtypeStruct(scales_shape, jnp.uint8)], x,
+                                    jax.ShapeDtypeStruct(scales_shape, jnp.uint8)], [("x", x)],
                        format=fmt, scale_rounding=_code("rounding", rounding, _ROUNDINGS),
                        scales_layout=layout, direction=_code("direction", direction, _DIRECTIONS)))
 
@@ -208,7 +231,8 @@ def dequantize(data: jax.Array, scale_inv: jax.Array, *, swizzled: bool, directi
     dtype = jnp.dtype(dtype)
     if dtype not in (jnp.dtype(jnp.float32), jnp.dtype(jnp.bfloat16)):
         raise ValueError(f"dtype must be float32 or bfloat16, got {dtype}")
-    return _call("dequantize", jax.ShapeDtypeStruct(data.shape, dtype), data, scale_inv,
+    return _call("dequantize", jax.ShapeDtypeStruct(_operand("data", data).shape, dtype),
+                 [("data", data), ("scale_inv", scale_inv)],
                  format=_fp8_format(data, fp8_dtype), swizzled=_args.flag("swizzled", swizzled),
                  direction=_code("direction", direction, _DIRECTIONS))
 
@@ -220,12 +244,14 @@ def nvfp4_quantize(x: jax.Array, *, per_row: bool = False, four_over_six: Option
     amax float32 (1,) or (M,) with per_row). Columnwise quantizes the transpose (values (K, M/2))."""
     layout = _code("scales", scales, _SCALE_LAYOUTS)
     mode = _code("four_over_six", "off" if four_over_six is None else four_over_six, _FOUR_OVER_SIX)
-    e4m3_max = _args.integer("e4m3_max", e4m3_max, 0, _args.INT32_MAX)
+    e4m3_max = _args.e4m3_max("e4m3_max", e4m3_max)
     col, row = _args.flag("columnwise", columnwise), _args.flag("per_row", per_row)
+    if _operand("x", x).ndim == 0:
+        raise ValueError("x is 0-dimensional: NVFP4 needs a last dimension K")
     values_shape, scales_shape, lines = _nvfp4_shapes(tuple(int(d) for d in x.shape), scales, col)
     results = [jax.ShapeDtypeStruct(values_shape, jnp.uint8), jax.ShapeDtypeStruct(scales_shape, jnp.uint8),
                jax.ShapeDtypeStruct((lines if row else 1,), jnp.float32)]
-    return tuple(_call("nvfp4_quantize", results, x, amax_scope=int(row), four_over_six=mode, e4m3_max=e4m3_max,
+    return tuple(_call("nvfp4_quantize", results, [("x", x)], amax_scope=int(row), four_over_six=mode, e4m3_max=e4m3_max,
                        scales_layout=layout, direction=int(col)))
 
 
@@ -237,11 +263,11 @@ def nvfp4_dequantize(data: jax.Array, scale_inv: jax.Array, amax: jax.Array, *, 
     dtype = jnp.dtype(dtype)
     if dtype not in (jnp.dtype(jnp.float32), jnp.dtype(jnp.bfloat16)):
         raise ValueError(f"dtype must be float32 or bfloat16, got {dtype}")
-    if data.ndim == 0:
-        raise ValueError("data must have at least one dimension")
+    if _operand("data", data).ndim == 0:
+        raise ValueError("data is 0-dimensional: NVFP4 values need a last dimension (K/2 bytes)")
     shape = tuple(data.shape[:-1]) + (2 * int(data.shape[-1]),)
-    return _call("nvfp4_dequantize", jax.ShapeDtypeStruct(shape, dtype), data, scale_inv, amax,
-                 swizzled=_args.flag("swizzled", swizzled),
-                 e4m3_max=_args.integer("e4m3_max", e4m3_max, 0, _args.INT32_MAX),
+    return _call("nvfp4_dequantize", jax.ShapeDtypeStruct(shape, dtype),
+                 [("data", data), ("scale_inv", scale_inv), ("amax", amax)],
+                 swizzled=_args.flag("swizzled", swizzled), e4m3_max=_args.e4m3_max("e4m3_max", e4m3_max),
                  direction=int(_args.flag("columnwise", columnwise)))
 

@@ -23,8 +23,8 @@ EXAMPLE = ROOT / "examples" / "weight_sync" / "dist_sync.py"
 WORKER = pathlib.Path(__file__).with_name("dist_worker.py")
 
 
-def torchrun(*args, timeout=600):
-    return subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "3",
+def torchrun(*args, nproc=3, timeout=600):
+    return subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nproc),
                            str(EXAMPLE), *args], capture_output=True, text=True, timeout=timeout)
 
 
@@ -50,6 +50,20 @@ def test_example_syncs_cuda_tensors_over_gloo_on_one_gpu(fmt, tp):
     assert out.returncode == 0, out.stdout + out.stderr
     lines = out.stdout.strip().splitlines()
     assert lines[-1] == "weight sync OK" and "on cuda" in lines[0]
+    assert sum(line.endswith("every receiver bit-exact") for line in lines) == 20
+
+
+@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.device_count() < 2 or not mxfp8._mxfp8.with_cuda
+                    or not dist.is_nccl_available(),
+                    reason="NCCL runs one rank per GPU: needs 2 GPUs (the trainer and a receiver) and the CUDA build")
+@pytest.mark.parametrize("fmt", ["mxfp8", "nvfp4"])
+def test_example_syncs_over_nccl_one_rank_per_gpu(fmt):
+    nproc = min(torch.cuda.device_count(), 3)  # with 3 GPUs, TP-2 receivers
+    out = torchrun("--backend", "nccl", "--device", "cuda", "--steps", "20", "--tp", str(nproc - 1), "--format", fmt,
+                   "--layers", "2", "--hidden", "1024", "--layout", "cutlass_128x4", nproc=nproc)
+    assert out.returncode == 0, out.stdout + out.stderr
+    lines = out.stdout.strip().splitlines()
+    assert lines[-1] == "weight sync OK" and "over nccl on cuda" in lines[0]
     assert sum(line.endswith("every receiver bit-exact") for line in lines) == 20
 
 

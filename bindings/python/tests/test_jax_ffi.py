@@ -262,3 +262,46 @@ def test_export_components_equals_the_library(put, direction, storage):
     np.testing.assert_array_equal(np.asarray(scales), np.from_dlpack(want_scales))
     np.testing.assert_array_equal(np.asarray(scales), s)
 
+
+
+def test_what_jax_would_convert_or_cannot_name_is_refused_at_trace_time():
+    """An input of an element type the library never takes is refused before JAX converts it (a NumPy
+    float64 array would be narrowed to float32 without a word), a 0-d input and a bad e4m3_max are trace-time
+    errors, and values=None is "no values", as mxfp8.convert takes it."""
+    x64 = weights((64, 64), seed=13).astype(np.float64)
+    with pytest.raises(ValueError, match="x is float64, which the library never takes"):
+        mj.quantize(x64)
+    with pytest.raises(ValueError, match="x is float64"):
+        mj.nvfp4_quantize(x64)
+    with pytest.raises(ValueError, match="compact is int8"):
+        mj.swizzle_scales(jnp.zeros((4, 4), jnp.int8))
+    with pytest.raises(TypeError, match="swizzled must be an array"):
+        mj.unswizzle_scales([1, 2, 3], 1, 1)
+    with pytest.raises(ValueError, match="x is 0-dimensional"):
+        mj.nvfp4_quantize(jnp.float32(1.0))
+    with pytest.raises(ValueError, match="compact is 0-dimensional"):
+        mj.swizzle_scales(jnp.uint8(1))
+    with pytest.raises(ValueError, match="data is 0-dimensional"):
+        mj.convert(jnp.uint8(1), jnp.zeros((128, 4), jnp.uint8), "compact", swizzled=False)
+    for bad in (300, 448.0, "448"):
+        with pytest.raises((ValueError, TypeError), match="e4m3_max"):
+            jax.jit(lambda a: mj.nvfp4_quantize(a, e4m3_max=bad)).lower(jnp.zeros((4, 32), jnp.float32))
+    with pytest.raises(ValueError, match="e4m3_max must be 448 or 256"):
+        mj.nvfp4_dequantize(jnp.zeros((4, 16), jnp.uint8), jnp.zeros((4, 2), jnp.uint8), jnp.ones(1, jnp.float32),
+                            swizzled=False, e4m3_max=300)
+    data, buf, s = make_mxfp8((100, 64), "padded", seed=14)
+    out = mj.convert(jnp.asarray(data.view(np.uint8)), jnp.asarray(buf), "compact", swizzled=False, values=None)
+    assert out.values is None
+    np.testing.assert_array_equal(np.asarray(out.scales), s)
+
+
+def test_the_handlers_name_an_element_type_they_never_take():
+    """The handlers' own check (for a caller of the FFI targets without mxfp8.jax): every buffer, the
+    result ones too, named with its JAX type."""
+    mj._registered()
+    call = jax.ffi.ffi_call("mxfp8_swizzle_scales", jax.ShapeDtypeStruct((512,), jnp.uint8))
+    with pytest.raises(Exception, match="mxfp8: compact is int16, which the library never takes"):
+        jax.block_until_ready(call(jnp.zeros((4, 4), jnp.int16)))
+    call = jax.ffi.ffi_call("mxfp8_unswizzle_scales", jax.ShapeDtypeStruct((4, 4), jnp.int8))
+    with pytest.raises(Exception, match="mxfp8: the result is int8"):
+        jax.block_until_ready(call(jnp.zeros((512,), jnp.uint8)))
