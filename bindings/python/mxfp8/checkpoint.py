@@ -1,0 +1,372 @@
+"""Checkpoints engines load: MXFP8 and NVFP4 weights written from trainer storage, exactly as stored.
+
+    mxfp8.checkpoint.save("out/model", tensors, format="compressed-tensors", config=hf_config)
+    mxfp8.checkpoint.save("out/model", tensors, format="modelopt", config=hf_config)
+
+Publishing a model trained in MXFP8 or NVFP4 usually means dequantizing Transformer Engine's storage and
+quantizing again with another tool: a second rounding, and a served model that is not the trained one.
+``save`` writes the trained bytes themselves (through export_components: TE's padded or swizzled scales
+made compact, no dequantize, no requantize) as a Hugging Face directory that vLLM and SGLang load:
+
+* ``format="compressed-tensors"`` (MXFP8 storage; what llm-compressor writes): per Linear ``X.weight``
+  float8_e4m3fn ``[N, K]`` and ``X.weight_scale`` uint8 E8M0 ``[N, K/32]``; config.json's
+  ``quantization_config`` as compressed-tensors 0.20.1 writes its ``MXFP8`` preset (W8A8 with dynamic
+  activations, nothing calibrated) or, with ``scheme="MXFP8A16"``, the weight-only one. K must be a
+  multiple of 32 (compressed-tensors' group size), values E4M3.
+* ``format="modelopt"`` (NVFP4 storage; what ModelOpt 0.47 exports): ``X.weight`` uint8 ``[N, K/2]`` (two
+  E2M1 values a byte, the even element in the low nibble), ``X.weight_scale`` float8_e4m3fn ``[N, K/16]``,
+  ``X.weight_scale_2`` float32 0-d (amax / (6 * E4M3_MAX)), and ``hf_quant_config.json`` plus config.json's
+  ``quantization_config`` as ModelOpt writes them. Trainer storage has no activation calibration, so the
+  scheme is the weight-only ``W4A16_NVFP4`` unless ``input_scales`` gives each Linear its 0-d float32
+  ``input_scale`` (then ``NVFP4``, W4A4). Fused Linears (q/k/v, gate/up) must share one weight_scale_2,
+  as vLLM reads one per fused GEMM: quantize them with mxfp8.nvfp4_quantize_fused; separate amaxes are
+  refused, naming them. K must be a multiple of 16, the amax one per tensor.
+
+``tensors`` maps the caller's names to bucket specs (``{"data", "scale_inv", "swizzled", ...}`` as
+export_bucket takes them, MXFP8 or ``"format": "nvfp4"``) for the quantized Linears, and to plain arrays
+(torch or NumPy) for what stays unquantized (embeddings, norms, lm_head), written in their dtype.
+``name_map`` turns the caller's names into the checkpoint's (trainers and Hugging Face name layers
+differently); a quantized tensor's checkpoint name ends in ``.weight``. The module of every unquantized
+2-D ``.weight`` (embeddings and lm_head too) is listed as not quantized (compressed-tensors' ``ignore``,
+ModelOpt's ``exclude_modules`` and ``ignore``): a loader takes an unlisted Linear for a quantized one, and
+compressed-tensors' model-free readers take any unlisted 2-D weight for one; ``ignore=`` overrides it.
+
+The directory appears whole or not at all: everything is written into a temporary sibling and renamed at
+the end; any failure (a name collision, a shape the format cannot hold, a full disk, an unwritable path)
+raises before the rename and leaves nothing behind. Host memory holds one shard (``max_shard_bytes``) at a
+time; ``progress=True`` reports tensors, bytes and MB/s on stderr. Needs torch and safetensors.
+"""
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Union
+
+from . import _args
+from ._api import Components, export_components
+from ._bucket import _Spec
+from . import nvfp4 as _nvfp4
+
+FORMATS = ("compressed-tensors", "modelopt")
+COMPRESSED_TENSORS_VERSION = "0.20.1"  # the version whose config this writes, byte for byte (its "version")
+MODELOPT_VERSION = "0.47.0"  # the producer version ModelOpt's files carry
+_SINGLE = "model.safetensors"
+_INDEX = "model.safetensors.index.json"
+# Fused Linears whose NVFP4 weight_scale_2 a loader takes once for the fused GEMM (the max of them).
+_FUSED = (("q_proj", "k_proj", "v_proj"), ("gate_proj", "up_proj"))
+
+
+class Loaded(NamedTuple):
+    """What load returns: the format, the config.json dict, and the checkpoint's tensors by name: a
+    quantized Linear's ``X.weight`` as Components (MXFP8: values, scales) or mxfp8.nvfp4.Components
+    (NVFP4: packed values, scales, weight_scale_2), anything else as the tensor stored."""
+
+    format: str
+    config: Dict[str, Any]
+    tensors: Dict[str, Any]
+
+
+def _torch():
+    try:
+        import torch
+        importlib.import_module("safetensors.torch")
+    except ImportError as err:
+        raise ImportError(f"mxfp8.checkpoint needs torch and safetensors (pip install torch safetensors): {err}") \
+            from err
+    return torch
+
+
+def _to_torch(torch, array: Any) -> Any:
+    """A torch tensor on the host holding `array` (a torch tensor, an mxfp8.Array, any DLPack producer)."""
+    if not isinstance(array, torch.Tensor):
+        array = torch.from_dlpack(array)
+    return array.detach().to("cpu")
+
+
+def _components(torch, spec: _Spec, where: str, fmt: str) -> Dict[str, Any]:
+    """The checkpoint tensors of one quantized Linear (suffixes of its module name), on the host."""
+    if fmt == "compressed-tensors":
+        if spec.nvfp4:
+            raise ValueError(f"{where} is NVFP4: format='compressed-tensors' holds MXFP8 weights (NVFP4 goes in "
+                             "format='modelopt')")
+        if spec.fp8_dtype != "e4m3":
+            raise ValueError(f"{where} is {spec.fp8_dtype}: compressed-tensors' MXFP8 weights are E4M3")
+        if len(spec.shape) != 2 or spec.shape[-1] % 32:
+            raise ValueError(f"{where} has shape {spec.shape}: compressed-tensors' MXFP8 Linears are 2-D with K a "
+                             "multiple of 32 (its group size; a partial last block does not load)")
+        values, scales = export_components(spec.data, spec.scale_inv, shape=spec.shape, fp8_dtype="e4m3",
+                                           swizzled=spec.swizzled, values_dtype="uint8")
+        return {"weight": _to_torch(torch, values).view(torch.float8_e4m3fn),
+                "weight_scale": _to_torch(torch, scales).contiguous()}
+    if not spec.nvfp4:
+        raise ValueError(f"{where} is MXFP8: format='modelopt' holds NVFP4 weights (MXFP8 goes in "
+                         "format='compressed-tensors')")
+    shape = spec.nvfp4_shape(0)
+    if len(shape) != 2 or shape[-1] % 16:
+        raise ValueError(f"{where} has shape {shape}: ModelOpt's NVFP4 Linears are 2-D with K a multiple of 16")
+    if _args.numel(tuple(spec.amax.shape)) != 1:
+        raise ValueError(f"{where} has a per-row amax: ModelOpt's NVFP4 weight has one weight_scale_2")
+    parts = _nvfp4.export_components(spec.data, spec.scale_inv, spec.amax, shape=shape, swizzled=spec.swizzled,
+                                     e4m3_max=spec.e4m3_max, values_dtype="uint8", scales_dtype="uint8")
+    return {"weight": _to_torch(torch, parts.values).contiguous(),
+            "weight_scale": _to_torch(torch, parts.scales).contiguous().view(torch.float8_e4m3fn),
+            "weight_scale_2": _to_torch(torch, parts.global_scale).reshape(())}
+
+
+def _quantization_config(fmt: str, scheme: str, ignore: List[str]) -> Dict[str, Any]:
+    """config.json's quantization_config, as the format's producer writes it."""
+    if fmt == "compressed-tensors":
+        group = {"dynamic": False, "group_size": 32, "num_bits": 8, "scale_dtype": "torch.uint8", "strategy": "group",
+                 "symmetric": True, "type": "float"}
+        activations = dict(group, dynamic=True) if scheme == "MXFP8" else None
+        return {"config_groups": {"group_0": {"format": "mxfp8-quantized", "input_activations": activations,
+                                              "output_activations": None, "targets": ["Linear"], "weights": group}},
+                "format": "mxfp8-quantized", "global_compression_ratio": None, "ignore": ignore,
+                "kv_cache_scheme": None, "moe_sparsity_config": None, "quant_method": "compressed-tensors",
+                "quantization_status": "compressed", "sparsity_config": {}, "transform_config": {},
+                "version": COMPRESSED_TENSORS_VERSION}
+    nvfp4 = {"dynamic": False, "num_bits": 4, "type": "float", "group_size": 16}
+    group = {"weights": nvfp4, "targets": ["Linear"]}
+    if scheme == "NVFP4":
+        group = {"input_activations": nvfp4, **group}
+    return {"config_groups": {"group_0": group}, "ignore": ignore, "quant_algo": scheme,
+            "producer": {"name": "modelopt", "version": MODELOPT_VERSION}, "quant_method": "modelopt"}
+
+
+def _hf_quant_config(scheme: str, ignore: List[str]) -> Dict[str, Any]:
+    """ModelOpt's hf_quant_config.json (vLLM reads it where config.json has no quantization_config)."""
+    return {"producer": {"name": "modelopt", "version": MODELOPT_VERSION},
+            "quantization": {"quant_algo": scheme, "kv_cache_quant_algo": None, "group_size": 16,
+                             "exclude_modules": ignore}}
+
+
+class _Shards:
+    """Tensors gathered into safetensors files of at most `limit` bytes (one larger tensor alone), written
+    into `folder` as they fill; named model-0000i-of-0000n at the end, when n is known."""
+
+    def __init__(self, folder: Path, limit: int):
+        self.folder, self.limit = folder, limit
+        self.pending: Dict[str, Any] = {}
+        self.pending_bytes = 0
+        self.files: List[List[str]] = []  # the names in each file written
+        self.total = 0  # bytes added
+        self.written = 0  # bytes in files
+
+    def add(self, name: str, tensor: Any) -> None:
+        size = tensor.numel() * tensor.element_size()
+        if self.pending and self.pending_bytes + size > self.limit:
+            self.flush()
+        self.pending[name] = tensor
+        self.pending_bytes += size
+        self.total += size
+
+    def flush(self) -> None:
+        if not self.pending:
+            return
+        from safetensors.torch import save_file
+
+        save_file(self.pending, str(self.folder / f"shard-{len(self.files):05d}"), metadata={"format": "pt"})
+        self.files.append(list(self.pending))
+        self.written += self.pending_bytes
+        self.pending, self.pending_bytes = {}, 0
+
+    def finish(self) -> None:
+        """The final names, and the index when there is more than one file."""
+        self.flush()
+        n = len(self.files)
+        names = [_SINGLE] if n == 1 else [f"model-{i + 1:05d}-of-{n:05d}.safetensors" for i in range(n)]
+        for i, name in enumerate(names):
+            os.replace(self.folder / f"shard-{i:05d}", self.folder / name)
+        if n > 1:
+            index = {"metadata": {"total_size": self.total},
+                     "weight_map": {t: names[i] for i, file in enumerate(self.files) for t in sorted(file)}}
+            _write_json(self.folder / _INDEX, index)
+
+
+def _write_json(path: Path, value: Any) -> None:
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(value, f, indent=2, sort_keys=False)
+        f.write("\n")
+
+
+def _check_fused_amax(torch, amax_of: Dict[str, Any]) -> None:
+    """Fused Linears of one parent (module name -> (amax, e4m3_max)) must share their weight_scale_2: a
+    loader takes one per fused GEMM, so another one would decode the rest of the GEMM wrongly."""
+    for group in _FUSED:
+        parents = {m.rsplit(".", 1)[0] for m in amax_of if m.rsplit(".", 1)[-1] in group}
+        for parent in sorted(parents):
+            members = [f"{parent}.{g}" for g in group if f"{parent}.{g}" in amax_of]
+            values = {m: (float(_to_torch(torch, amax_of[m][0]).reshape(())), amax_of[m][1]) for m in members}
+            if len(set(values.values())) > 1:
+                raise ValueError(
+                    f"{', '.join(members)} are fused by the engines (one weight_scale_2 per fused GEMM) but have "
+                    f"different amaxes ({', '.join(f'{m}: {a:g}' for m, (a, _) in values.items())}): quantize them "
+                    "together (mxfp8.nvfp4_quantize_fused) so that they share one")
+
+
+def save(path: Union[str, os.PathLike], tensors: Mapping[str, Any], *, format: str,
+         config: Optional[Mapping[str, Any]] = None, name_map: Union[None, Mapping[str, str], Callable[[str], str]] = None,
+         scheme: Optional[str] = None, input_scales: Optional[Mapping[str, Any]] = None,
+         ignore: Optional[List[str]] = None, max_shard_bytes: int = 5 * 10**9, overwrite: bool = False,
+         progress: bool = False) -> Path:
+    """Writes `tensors` as a Hugging Face checkpoint directory at `path` (see the module's docs) and returns
+    its path.
+
+    Args:
+        tensors: caller's name -> a bucket spec (a quantized Linear's trainer storage) or an array
+            (written as it is).
+        format: "compressed-tensors" (MXFP8) or "modelopt" (NVFP4).
+        config: the model's Hugging Face config (a dict, e.g. ``model.config.to_dict()``); written as
+            config.json with ``quantization_config`` set. None: config.json holds only that.
+        name_map: a dict or a function from the caller's names to the checkpoint's; default: the same.
+        scheme: compressed-tensors "MXFP8" (default) or "MXFP8A16"; modelopt "W4A16_NVFP4" (default) or
+            "NVFP4" (needs input_scales).
+        input_scales: caller's name of a quantized NVFP4 Linear -> its 0-d float32 input scale (W4A4).
+        ignore: the modules listed as not quantized; default: the unquantized 2-D ``.weight`` modules.
+        max_shard_bytes: the largest safetensors file (a larger tensor goes alone).
+        overwrite: replace an existing directory at `path` (only once the new one is complete).
+        progress: report progress on stderr.
+    """
+    torch = _torch()
+    if format not in FORMATS:
+        raise ValueError(f"format is {format!r}, expected one of {', '.join(map(repr, FORMATS))}")
+    schemes = ("MXFP8", "MXFP8A16") if format == "compressed-tensors" else ("W4A16_NVFP4", "NVFP4")
+    scheme = scheme or (schemes[1] if format == "modelopt" and input_scales else schemes[0])
+    if scheme not in schemes:
+        raise ValueError(f"scheme is {scheme!r}; format={format!r} writes {' or '.join(map(repr, schemes))}")
+    if format == "compressed-tensors" and input_scales:
+        raise ValueError("input_scales: compressed-tensors' MXFP8 activations are dynamic, they have no input scale")
+    if scheme == "NVFP4" and not input_scales:
+        raise ValueError("scheme='NVFP4' (W4A4) needs input_scales: the activations' 0-d float32 input_scale of "
+                         "every quantized Linear, which trainer storage does not hold")
+    if scheme == "W4A16_NVFP4" and input_scales:
+        raise ValueError("input_scales with scheme='W4A16_NVFP4': a weight-only checkpoint has no input scales")
+    max_shard_bytes = _args.integer("max_shard_bytes", max_shard_bytes, 1)
+    if not isinstance(tensors, Mapping) or not tensors:
+        raise ValueError("tensors must be a non-empty dict: name -> a bucket spec or an array")
+    rename = (lambda n: name_map.get(n, n)) if isinstance(name_map, Mapping) else (name_map or (lambda n: n))
+    target = Path(path)
+    if target.exists() and not overwrite:
+        raise FileExistsError(f"{target} exists: pass overwrite=True to replace it (once the new one is complete)")
+
+    # Every name and shape first: nothing is written for a model that would be refused half-way.
+    plan, seen = [], {}
+    for name, value in tensors.items():
+        out = rename(name)
+        if not isinstance(out, str) or not out:
+            raise ValueError(f"name_map gives {out!r} for {name!r}: a checkpoint name is a non-empty str")
+        quantized = isinstance(value, Mapping)
+        if quantized and not out.endswith(".weight"):
+            raise ValueError(f"{name!r} is a quantized Linear but its checkpoint name {out!r} does not end in "
+                             "'.weight' (its scales are named after its module)")
+        suffixes = (("weight", "weight_scale") + (("weight_scale_2",) if format == "modelopt" else ())
+                    + (("input_scale",) if input_scales else ())) if quantized else ()
+        names = [out[:-len("weight")] + s for s in suffixes] if quantized else [out]
+        for n in names:
+            if n in seen:
+                raise ValueError(f"{name!r} and {seen[n]!r} both write the checkpoint tensor {n!r}")
+            seen[n] = name
+        spec = _Spec(name, value) if quantized else None
+        if input_scales is not None and quantized and name not in input_scales:
+            raise ValueError(f"input_scales has no entry for the quantized Linear {name!r}")
+        plan.append((name, out, spec, value))
+    unknown = [n for n in (input_scales or {}) if n not in tensors or not isinstance(tensors[n], Mapping)]
+    if unknown:
+        raise ValueError(f"input_scales names {unknown[0]!r}, which is not a quantized Linear of tensors")
+    quantized_modules = {out[:-len(".weight")] for _, out, spec, _ in plan if spec is not None}
+    if format == "modelopt":
+        _check_fused_amax(torch, {out[:-len(".weight")]: (spec.amax, spec.e4m3_max) for _, out, spec, _ in plan
+                                  if spec is not None and spec.nvfp4})
+    if ignore is None:
+        ignore = sorted(out[:-len(".weight")] for _, out, spec, value in plan
+                        if spec is None and out.endswith(".weight") and len(getattr(value, "shape", ())) == 2
+                        and out[:-len(".weight")] not in quantized_modules)
+
+    target.parent.mkdir(parents=True, exist_ok=True)
+    folder = Path(tempfile.mkdtemp(prefix=f".{target.name}.partial-", dir=target.parent))
+    try:
+        started = time.monotonic()
+        shards = _Shards(folder, max_shard_bytes)
+        for done, (name, out, spec, value) in enumerate(plan, 1):
+            if progress:
+                elapsed = max(time.monotonic() - started, 1e-9)
+                print(f"\r{target.name}: tensor {done}/{len(plan)}, {shards.written / 1e9:.2f} GB written, "
+                      f"{shards.written / elapsed / 1e6:.0f} MB/s", end="", file=sys.stderr, flush=True)
+            if spec is None:
+                shards.add(out, _to_torch(torch, value).contiguous())
+                continue
+            parts = _components(torch, spec, f"tensors[{name!r}]", format)
+            module = out[:-len("weight")]
+            if input_scales:
+                scale = _to_torch(torch, input_scales[name]).to(torch.float32)
+                if scale.numel() != 1:
+                    raise ValueError(f"input_scales[{name!r}] has {scale.numel()} elements, a Linear has one")
+                parts["input_scale"] = scale.reshape(())
+            for suffix, tensor in parts.items():
+                shards.add(module + suffix, tensor)
+        shards.finish()
+        config_json = dict(config or {})
+        config_json["quantization_config"] = _quantization_config(format, scheme, ignore)
+        _write_json(folder / "config.json", config_json)
+        if format == "modelopt":
+            _write_json(folder / "hf_quant_config.json", _hf_quant_config(scheme, ignore))
+        if progress:
+            print(f"\r{target.name}: {shards.total / 1e9:.2f} GB in {len(shards.files)} file(s), "
+                  f"{shards.total / max(time.monotonic() - started, 1e-9) / 1e6:.0f} MB/s", file=sys.stderr)
+        old = None
+        if target.exists():  # overwrite: the old directory goes only once the new one is whole
+            old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-", dir=target.parent))
+            os.replace(target, old / "x")
+        os.replace(folder, target)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    except BaseException as err:
+        shutil.rmtree(folder, ignore_errors=True)
+        if isinstance(err, OSError):
+            raise OSError(err.errno, f"writing the checkpoint {target} failed ({err.strerror or err}); nothing was "
+                                     "left behind", err.filename) from err
+        raise
+    return target
+
+
+def load(path: Union[str, os.PathLike]) -> Loaded:
+    """Reads a directory `save` wrote (or any of the two formats' checkpoints): its config and its tensors,
+    each quantized Linear's parts gathered under its ``X.weight`` name as the components export_components
+    gives (MXFP8: Components(values float8_e4m3fn, scales uint8); NVFP4: nvfp4.Components(values uint8,
+    scales uint8, global_scale float32 (1,))). Reads everything into host memory."""
+    torch = _torch()
+    from safetensors.torch import load_file
+
+    folder = Path(path)
+    config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    method = config.get("quantization_config", {}).get("quant_method")
+    fmt = {"compressed-tensors": "compressed-tensors", "modelopt": "modelopt"}.get(method)
+    if fmt is None:
+        raise ValueError(f"{folder / 'config.json'}: quantization_config.quant_method is {method!r}, not one of "
+                         f"{', '.join(map(repr, FORMATS))}")
+    files = ([folder / _SINGLE] if (folder / _SINGLE).exists() else
+             [folder / f for f in sorted(set(json.loads((folder / _INDEX).read_text())["weight_map"].values()))])
+    raw: Dict[str, Any] = {}
+    for f in files:
+        raw.update(load_file(str(f)))
+    out: Dict[str, Any] = {}
+    for name, tensor in raw.items():
+        module, _, suffix = name.rpartition(".")
+        if suffix in ("weight_scale", "weight_scale_2", "input_scale") and f"{module}.weight" in raw:
+            continue
+        if suffix == "weight" and f"{module}.weight_scale" in raw:
+            scales = raw[f"{module}.weight_scale"]
+            if fmt == "compressed-tensors":
+                out[name] = Components(tensor, scales)
+            else:
+                out[name] = _nvfp4.Components(tensor, scales.view(torch.uint8),
+                                              raw[f"{module}.weight_scale_2"].reshape(1))
+            continue
+        out[name] = tensor
+    return Loaded(fmt, config, out)

@@ -1,0 +1,219 @@
+"""mxfp8.checkpoint: trainer storage written as the checkpoints engines load, verified by the formats' own
+readers (compressed-tensors' dequantizer and Hugging Face transformers' loader for MXFP8, ModelOpt's
+NVFP4QTensor for NVFP4) against the library's dequantize of the same storage, bit for bit; the files and
+configs as the producers write them; a round trip through load; and every refusal leaving nothing behind.
+The readers' cases skip where their packages are not installed (scripts/install_deps.sh installs them)."""
+import errno
+import json
+import os
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("safetensors")
+
+import mxfp8  # noqa: E402
+import mxfp8.checkpoint as ckpt  # noqa: E402
+from mxfp8 import _checkpoint_demo as demo  # noqa: E402
+
+FORMATS = {"mxfp8": "compressed-tensors", "nvfp4": "modelopt"}
+
+
+@pytest.fixture(scope="module")
+def weights():
+    return demo.model_weights(torch, layers=1, seed=3)
+
+
+def storage(weights, fmt):
+    return demo.trainer_storage(torch, weights, fmt)
+
+
+def save(tmp_path, weights, fmt, **kw):
+    return ckpt.save(tmp_path / "model", storage(weights, fmt), format=FORMATS[fmt], config=demo.llama_config(1), **kw)
+
+
+def nothing_left(parent):
+    return [p.name for p in parent.iterdir() if p.name.startswith(".model")] == []
+
+
+@pytest.mark.parametrize("fmt", ["mxfp8", "nvfp4"])
+def test_the_producers_reader_decodes_what_the_trainer_stored(tmp_path, weights, fmt):
+    reader, why = demo._reader(fmt)
+    if reader is None:
+        pytest.skip(why)
+    st = storage(weights, fmt)
+    folder = ckpt.save(tmp_path / "model", st, format=FORMATS[fmt], config=demo.llama_config(1))
+    read = reader(torch, folder)
+    quantized = [n for n, spec in st.items() if isinstance(spec, dict)]
+    assert len(quantized) == 7 and all(demo.matches(torch, read[n], st[n]) for n in quantized)
+    # The check can fail: one byte of one weight flipped in the file is seen by the reader.
+    from safetensors.torch import load_file, save_file
+
+    tensors = load_file(str(folder / "model.safetensors"))
+    tensors[quantized[2]].view(torch.uint8)[0, 0] ^= 0x11
+    save_file(tensors, str(folder / "model.safetensors"), metadata={"format": "pt"})
+    read = reader(torch, folder)
+    assert [n for n in quantized if not demo.matches(torch, read[n], st[n])] == [quantized[2]]
+
+
+def test_transformers_loads_the_mxfp8_checkpoint_as_compressed_tensors(tmp_path, weights):
+    transformers = pytest.importorskip("transformers")
+    pytest.importorskip("compressed_tensors")
+    st = storage(weights, "mxfp8")
+    folder = ckpt.save(tmp_path / "model", st, format="compressed-tensors", config=demo.llama_config(1))
+    model = transformers.AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.bfloat16)
+    params = dict(model.named_parameters())
+    for name, spec in st.items():
+        if isinstance(spec, dict):  # held compressed: the FP8 bytes and E8M0 scales as written
+            values, scales = demo._export(torch, spec)
+            module = name[:-len(".weight")]
+            assert torch.equal(params[name].view(torch.uint8), values.view(torch.uint8)), name
+            assert torch.equal(params[module + ".weight_scale"].view(torch.uint8), scales), name
+        else:
+            assert torch.equal(params[name], spec), name
+
+
+def test_files_and_configs_are_the_producers(tmp_path, weights):
+    folder = save(tmp_path, weights, "mxfp8")
+    config = json.loads((folder / "config.json").read_text())
+    assert config["hidden_size"] == demo.HIDDEN  # the caller's config, kept
+    q = config["quantization_config"]
+    weights_args = {"dynamic": False, "group_size": 32, "num_bits": 8, "scale_dtype": "torch.uint8",
+                    "strategy": "group", "symmetric": True, "type": "float"}
+    assert q == {"config_groups": {"group_0": {"format": "mxfp8-quantized",
+                                               "input_activations": dict(weights_args, dynamic=True),
+                                               "output_activations": None, "targets": ["Linear"],
+                                               "weights": weights_args}},
+                 "format": "mxfp8-quantized", "global_compression_ratio": None,
+                 "ignore": ["lm_head", "model.embed_tokens"], "kv_cache_scheme": None, "moe_sparsity_config": None,
+                 "quant_method": "compressed-tensors", "quantization_status": "compressed", "sparsity_config": {},
+                 "transform_config": {}, "version": "0.20.1"}
+    from safetensors import safe_open
+
+    with safe_open(str(folder / "model.safetensors"), "pt") as f:
+        assert f.metadata() == {"format": "pt"}
+        w = f.get_tensor("model.layers.0.mlp.down_proj.weight")
+        s = f.get_tensor("model.layers.0.mlp.down_proj.weight_scale")
+    assert (w.dtype, tuple(w.shape), s.dtype, tuple(s.shape)) == (torch.float8_e4m3fn, (256, 512), torch.uint8,
+                                                                  (256, 16))
+
+    folder = ckpt.save(tmp_path / "nv", storage(weights, "nvfp4"), format="modelopt", config=demo.llama_config(1))
+    hf = json.loads((folder / "hf_quant_config.json").read_text())
+    assert hf == {"producer": {"name": "modelopt", "version": "0.47.0"},
+                  "quantization": {"quant_algo": "W4A16_NVFP4", "kv_cache_quant_algo": None, "group_size": 16,
+                                   "exclude_modules": ["lm_head", "model.embed_tokens"]}}
+    q = json.loads((folder / "config.json").read_text())["quantization_config"]
+    assert q == {"config_groups": {"group_0": {"weights": {"dynamic": False, "num_bits": 4, "type": "float",
+                                                           "group_size": 16}, "targets": ["Linear"]}},
+                 "ignore": ["lm_head", "model.embed_tokens"], "quant_algo": "W4A16_NVFP4",
+                 "producer": {"name": "modelopt", "version": "0.47.0"}, "quant_method": "modelopt"}
+    with safe_open(str(folder / "model.safetensors"), "pt") as f:
+        parts = {k: f.get_tensor("model.layers.0.mlp.down_proj." + k) for k in ("weight", "weight_scale", "weight_scale_2")}
+        assert "model.layers.0.mlp.down_proj.input_scale" not in f.keys()
+    assert [(t.dtype, tuple(t.shape)) for t in parts.values()] == [(torch.uint8, (256, 256)),
+                                                                  (torch.float8_e4m3fn, (256, 32)), (torch.float32, ())]
+
+
+def test_w4a4_takes_the_callers_input_scales(tmp_path, weights):
+    st = storage(weights, "nvfp4")
+    scales = {n: torch.tensor(0.5 + i, dtype=torch.float32) for i, n in enumerate(st) if isinstance(st[n], dict)}
+    folder = ckpt.save(tmp_path / "model", st, format="modelopt", input_scales=scales)
+    assert json.loads((folder / "hf_quant_config.json").read_text())["quantization"]["quant_algo"] == "NVFP4"
+    group = json.loads((folder / "config.json").read_text())["quantization_config"]["config_groups"]["group_0"]
+    assert group["input_activations"] == {"dynamic": False, "num_bits": 4, "type": "float", "group_size": 16}
+    from safetensors.torch import load_file
+
+    tensors = load_file(str(folder / "model.safetensors"))
+    assert all(torch.equal(tensors[n[:-len("weight")] + "input_scale"], s) for n, s in scales.items())
+
+
+@pytest.mark.parametrize("fmt", ["mxfp8", "nvfp4"])
+def test_load_gives_back_the_exported_components_through_shards(tmp_path, weights, fmt):
+    st = storage(weights, fmt)
+    names = {n: n.replace("model.", "backbone.", 1) for n in st}  # a name map
+    folder = ckpt.save(tmp_path / "model", st, format=FORMATS[fmt], name_map=names, max_shard_bytes=200_000)
+    files = sorted(p.name for p in folder.glob("*.safetensors"))
+    assert len(files) > 3 and files[0] == f"model-00001-of-{len(files):05d}.safetensors"
+    index = json.loads((folder / "model.safetensors.index.json").read_text())
+    assert set(index["weight_map"].values()) == set(files)
+    assert index["metadata"]["total_size"] == sum(
+        t.numel() * t.element_size() for t in ckpt.load(folder).tensors.values() if not isinstance(t, tuple)) + sum(
+        sum(p.numel() * p.element_size() for p in t) for t in ckpt.load(folder).tensors.values() if isinstance(t, tuple))
+    loaded = ckpt.load(folder)
+    assert loaded.format == FORMATS[fmt] and set(loaded.tensors) == set(names.values())
+    for name, spec in st.items():
+        got = loaded.tensors[names[name]]
+        if isinstance(spec, dict):
+            for a, b in zip(got, demo._export(torch, spec)):
+                assert torch.equal(a.contiguous().view(torch.uint8), b.contiguous().view(torch.uint8)), name
+        else:
+            assert torch.equal(got, spec)
+
+
+def test_refusals_name_the_tensor_and_leave_nothing_behind(tmp_path, weights):
+    st = storage(weights, "mxfp8")
+    cases = [
+        (dict(tensors=st, format="compressed-tensors",
+              name_map={"model.layers.0.self_attn.k_proj.weight": "model.layers.0.self_attn.q_proj.weight"}),
+         ValueError, "both write the checkpoint tensor 'model.layers.0.self_attn.q_proj.weight'"),
+        (dict(tensors=storage(weights, "nvfp4"), format="compressed-tensors"), ValueError, "is NVFP4"),
+        (dict(tensors=st, format="modelopt"), ValueError, "is MXFP8"),
+        (dict(tensors=st, format="safetensors"), ValueError, "format is 'safetensors'"),
+        (dict(tensors=st, format="modelopt", scheme="NVFP4"), ValueError, "needs input_scales"),
+        (dict(tensors=st, format="compressed-tensors", name_map=lambda n: n.replace(".weight", ".w")), ValueError,
+         "does not end in '.weight'"),
+    ]
+    q = mxfp8.quantize(torch.randn(64, 48), scales="swizzled")  # K = 48: no whole group of 32
+    cases.append((dict(tensors={"m.weight": {"data": q.rowwise_data, "scale_inv": q.rowwise_scale_inv,
+                                             "swizzled": True}}, format="compressed-tensors"),
+                  ValueError, "K a multiple of 32"))
+    nv = storage(weights, "nvfp4")
+    k = "model.layers.0.self_attn.k_proj.weight"
+    nv[k] = dict(nv[k], amax=nv[k]["amax"] * 2)  # no longer the fused group's amax
+    cases.append((dict(tensors=nv, format="modelopt"), ValueError, "fused by the engines .* different amaxes"))
+    for kw, error, match in cases:
+        with pytest.raises(error, match=match):
+            ckpt.save(tmp_path / "model", **kw)
+        assert not (tmp_path / "model").exists() and nothing_left(tmp_path), match
+
+
+def test_a_full_disk_or_an_unwritable_path_leaves_nothing_behind(tmp_path, weights, monkeypatch):
+    import safetensors.torch
+
+    st = storage(weights, "mxfp8")
+    calls = []
+
+    def full_disk(tensors, filename, metadata=None):
+        calls.append(filename)
+        if len(calls) == 2:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), filename)
+        return real(tensors, filename, metadata=metadata)
+
+    real = safetensors.torch.save_file
+    monkeypatch.setattr(safetensors.torch, "save_file", full_disk)
+    with pytest.raises(OSError, match="No space left on device.*nothing was left behind"):
+        ckpt.save(tmp_path / "model", st, format="compressed-tensors", max_shard_bytes=200_000)
+    assert len(calls) == 2 and not (tmp_path / "model").exists() and nothing_left(tmp_path)
+    monkeypatch.undo()
+
+    (tmp_path / "file").write_text("not a folder")
+    with pytest.raises(OSError):
+        ckpt.save(tmp_path / "file" / "model", st, format="compressed-tensors")
+    existing = save(tmp_path, weights, "mxfp8")
+    with pytest.raises(FileExistsError, match="overwrite=True"):
+        save(tmp_path, weights, "mxfp8")
+    before = sorted(p.name for p in existing.iterdir())
+    save(tmp_path, weights, "mxfp8", overwrite=True, max_shard_bytes=300_000)  # replaced whole
+    assert sorted(p.name for p in existing.iterdir()) != before and nothing_left(tmp_path)
+
+
+def test_the_demo_command_writes_and_verifies_both_formats(tmp_path):
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "mxfp8", "checkpoint", "--demo", str(tmp_path / "demo"),
+                          "--layers", "1"], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert out.stdout.strip().splitlines()[-1] == "checkpoint demo OK"
+    assert (tmp_path / "demo" / "mxfp8-compressed-tensors" / "config.json").exists()
+    assert (tmp_path / "demo" / "nvfp4-modelopt" / "hf_quant_config.json").exists()
