@@ -13,6 +13,7 @@ plain safetensors save_file of the same bytes.
 """
 from __future__ import annotations
 
+import importlib
 import sys
 import tempfile
 import time
@@ -136,11 +137,11 @@ def read_with_modelopt(torch, folder: Path) -> Dict[str, Any]:
 
 def _reader(fmt: str):
     """The producer's reader of `fmt`, or why it is not there."""
+    module = "compressed_tensors" if fmt == "mxfp8" else "modelopt.torch.quantization.qtensor"
     try:
+        importlib.import_module(module)
         if fmt == "mxfp8":
-            import compressed_tensors  # noqa: F401
             return read_with_compressed_tensors, "compressed-tensors' CompressedTensorsDequantizer"
-        import modelopt.torch.quantization.qtensor  # noqa: F401
         return read_with_modelopt, "ModelOpt's NVFP4QTensor"
     except Exception as err:  # not installed, or not importable on this machine
         return None, f"{'compressed-tensors' if fmt == 'mxfp8' else 'nvidia-modelopt'} not importable ({err})"
@@ -153,7 +154,6 @@ def run(out: str, layers: int = LAYERS) -> int:
     except ImportError as err:
         print(f"python -m mxfp8 checkpoint needs torch and safetensors: {err}", file=sys.stderr)
         return 1
-    import mxfp8
     import mxfp8.checkpoint as ckpt
 
     weights = model_weights(torch, layers)
