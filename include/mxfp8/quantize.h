@@ -199,7 +199,13 @@ MXFP8_API mxfp8_status mxfp8_dequantize(const mxfp8_tensor *tensor, const mxfp8_
  * Values are packed two per byte, the even element in the low nibble: a row of K values takes K/2
  * bytes. K (M for columnwise) must be even, as Transformer Engine stores NVFP4 ((*lead, K/2) bytes) and
  * as mxfp8_nvfp4_tensor_create requires, so that every output can be described and dequantized. Partial
- * blocks (K not a multiple of 16) use only their real elements. */
+ * blocks (K not a multiple of 16) use only their real elements.
+ * ModelOpt's NVFP4QTensor.quantize (0.47) gives the same bytes except in three cases (pinned by the
+ * Python test test_oracle_modelopt.py): an all-zero block (its scale 1.0, here 0); a block whose scale
+ * rounds below E4M3's smallest subnormal 2^-9 (clamped to 2^-9 there and its values kept, here scale 0:
+ * the block decodes to zeros); and a scale or value whose unrounded magnitude is within a few float32
+ * ulps of a rounding boundary, which ModelOpt (x / (scale * amax / (6 * 448))) may round to the
+ * neighbouring code. */
 
 /* Where the second-level amax comes from and how many there are. */
 typedef enum mxfp8_nvfp4_amax_scope {
