@@ -4,6 +4,7 @@
  * on random data with every special value is checked against independent NumPy references in
  * bindings/python/tests/test_quantize.py and test_nvfp4_quantize.py, and GPU against host in
  * test_gpu_quantize.c and test_gpu_nvfp4_quantize.c.) */
+#include <fenv.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -324,10 +325,43 @@ static void test_a_flushing_caller_gets_the_same_bytes(void **state) {
              memcmp(&amax[0], &amax[1], sizeof amax[0]) == 0,
          "NVFP4 quantize differs under FTZ/DAZ");
 }
+
+/* A caller in the default environment (the guard's fast path) and one rounding upward (its full path)
+ * both get the default environment's bytes, and find their rounding mode and sticky exception flags as
+ * they left them: the library's own inexact results raise no flag the caller can see. */
+static void test_the_callers_rounding_and_exception_flags_come_back(void **state) {
+  (void)state;
+  float in[64 * 64];
+  uint64_t rng = 43;
+  for (int i = 0; i < 64 * 64; ++i) in[i] = ((float)(rng_next(&rng) % 20001) - 10000.0f) / 777.0f;
+  static uint8_t v[3][64 * 64], s[3][128], nv[3][64 * 32], ns[3][256];
+  static float y[3][64 * 64], amax[3];
+  quantize_and_decode(in, v[0], s[0], y[0], nv[0], ns[0], &amax[0]);
+  for (int run = 1; run <= 2; ++run) {
+    const int rounding = run == 1 ? FE_TONEAREST : FE_UPWARD;
+    assert_int_equal(fesetround(rounding), 0);
+    feclearexcept(FE_ALL_EXCEPT);
+    feraiseexcept(FE_DIVBYZERO);
+    quantize_and_decode(in, v[run], s[run], y[run], nv[run], ns[run], &amax[run]);
+    const int flags = fetestexcept(FE_ALL_EXCEPT), after = fegetround();
+    fesetround(FE_TONEAREST);
+    feclearexcept(FE_ALL_EXCEPT);
+    EXPECT(flags == FE_DIVBYZERO, "run %d: the caller's exception flags are 0x%x, were 0x%x", run, flags, FE_DIVBYZERO);
+    EXPECT(after == rounding, "run %d: the caller's rounding mode is %d, was %d", run, after, rounding);
+    EXPECT(memcmp(v[0], v[run], sizeof v[0]) == 0 && memcmp(s[0], s[run], sizeof s[0]) == 0 &&
+               memcmp(y[0], y[run], sizeof y[0]) == 0 && memcmp(nv[0], nv[run], sizeof nv[0]) == 0 &&
+               memcmp(ns[0], ns[run], sizeof ns[0]) == 0 && memcmp(&amax[0], &amax[run], sizeof amax[0]) == 0,
+           "run %d: the bytes differ from the default environment's", run);
+  }
+}
 #else
 static void test_a_flushing_caller_gets_the_same_bytes(void **state) {
   (void)state;
   skip(); /* MXCSR is x86's; other ISAs' flush modes are not set up here */
+}
+static void test_the_callers_rounding_and_exception_flags_come_back(void **state) {
+  (void)state;
+  skip(); /* quantize_and_decode is x86-only here */
 }
 #endif
 
@@ -392,6 +426,7 @@ int main(void) {
       cmocka_unit_test(test_padded_and_block_outputs),
       cmocka_unit_test(test_dequantize_known_answers),
       cmocka_unit_test(test_a_flushing_caller_gets_the_same_bytes),
+      cmocka_unit_test(test_the_callers_rounding_and_exception_flags_come_back),
       cmocka_unit_test(test_nvfp4_known_answers),
       cmocka_unit_test(test_nvfp4_empty_lines_get_zero_amax),
   };
