@@ -217,3 +217,15 @@ def test_the_demo_command_writes_and_verifies_both_formats(tmp_path):
     assert out.stdout.strip().splitlines()[-1] == "checkpoint demo OK"
     assert (tmp_path / "demo" / "mxfp8-compressed-tensors" / "config.json").exists()
     assert (tmp_path / "demo" / "nvfp4-modelopt" / "hf_quant_config.json").exists()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available() or not mxfp8._mxfp8.with_cuda,
+                    reason="needs a CUDA device and the CUDA build")
+@pytest.mark.parametrize("fmt", ["mxfp8", "nvfp4"])
+def test_storage_on_the_gpu_saves_the_same_files_as_on_the_host(tmp_path, weights, fmt):
+    host = storage(weights, fmt)
+    cuda = storage({n: w.cuda() for n, w in weights.items()}, fmt)
+    assert all(spec["data"].is_cuda for spec in cuda.values() if isinstance(spec, dict))
+    a = ckpt.save(tmp_path / "host", host, format=FORMATS[fmt])
+    b = ckpt.save(tmp_path / "cuda", cuda, format=FORMATS[fmt])
+    assert (a / "model.safetensors").read_bytes() == (b / "model.safetensors").read_bytes()
