@@ -23,7 +23,8 @@ made compact, no dequantize, no requantize) as a Hugging Face directory that vLL
   refused, naming them. K must be a multiple of 16, the amax one per tensor.
 
 ``tensors`` maps the caller's names to bucket specs (``{"data", "scale_inv", "swizzled", ...}`` as
-export_bucket takes them, MXFP8 or ``"format": "nvfp4"``) for the quantized Linears, and to plain arrays
+export_bucket takes them, MXFP8 or ``"format": "nvfp4"``; ``"swizzled"`` required, whole tensors) for the
+quantized Linears, and to plain arrays
 (torch or NumPy) for what stays unquantized (embeddings, norms, lm_head), written in their dtype.
 ``name_map`` turns the caller's names into the checkpoint's (trainers and Hugging Face name layers
 differently); a quantized tensor's checkpoint name ends in ``.weight``. The module of every unquantized
@@ -33,7 +34,8 @@ compressed-tensors' model-free readers take any unlisted 2-D weight for one; ``i
 
 The directory appears whole or not at all: everything is written into a temporary sibling and renamed at
 the end; any failure (a name collision, a shape the format cannot hold, a full disk, an unwritable path)
-raises before the rename and leaves nothing behind. Host memory holds one shard (``max_shard_bytes``) at a
+raises before the rename and leaves nothing behind. ``overwrite=True`` replaces only a checkpoint folder
+(one with a config.json), and only once the new one is complete. Host memory holds one shard (``max_shard_bytes``) at a
 time; ``progress=True`` reports tensors, bytes and MB/s on stderr. Needs torch and safetensors.
 """
 from __future__ import annotations
@@ -191,23 +193,72 @@ class _Shards:
 
 def _write_json(path: Path, value: Any) -> None:
     with open(path, "w", encoding="utf-8") as f:
-        json.dump(value, f, indent=2, sort_keys=False)
+        json.dump(value, f, indent=2, allow_nan=False)
         f.write("\n")
 
 
-def _check_fused_amax(torch, amax_of: Dict[str, Any]) -> None:
-    """Fused Linears of one parent (module name -> (amax, e4m3_max)) must share their weight_scale_2: a
-    loader takes one per fused GEMM, so another one would decode the rest of the GEMM wrongly."""
+def _positive_finite(torch, what: str, value: Any, allow_zero: bool) -> Any:
+    """A float32 scalar or one-element array that is finite and positive (or zero where allowed)."""
+    if not (hasattr(value, "__dlpack__") or isinstance(value, (int, float))) or isinstance(value, bool):
+        raise TypeError(f"{what} must be a float32 array of one element, got {type(value).__name__}")
+    t = torch.as_tensor(value) if isinstance(value, (int, float)) else _to_torch(torch, value)
+    if t.numel() != 1:
+        raise ValueError(f"{what} has {t.numel()} elements, it is one number")
+    v = float(t.reshape(()).to(torch.float64))
+    if not (v == v and abs(v) != float("inf") and (v > 0 or (allow_zero and v == 0))):
+        raise ValueError(f"{what} is {v}: it must be finite and {'non-negative' if allow_zero else 'positive'}")
+    return t
+
+
+def _checked_spec(torch, name: str, value: Mapping[str, Any]) -> _Spec:
+    """A quantized Linear's bucket spec, read as export_bucket reads it, with what a checkpoint needs more:
+    `swizzled` said (a wrong guess would decode silently, and a checkpoint stays), the whole tensor (a
+    shard is a receiver's business), and an NVFP4 amax a reader can decode with."""
+    where = f"tensors[{name!r}]"
+    if "swizzled" not in value:
+        raise ValueError(f"{where} has no 'swizzled': say whether its scales are in the cuBLAS 128x4 layout "
+                         "(True) or row-major (False); the two can have the same shape and a wrong guess would be "
+                         "written without a word")
+    if "rows" in value or "cols" in value:
+        raise ValueError(f"{where} has 'rows' / 'cols': a checkpoint holds whole tensors")
+    for key in ("data", "scale_inv") + (("amax",) if value.get("format") == "nvfp4" else ()):
+        if key in value and not hasattr(value[key], "shape"):
+            raise TypeError(f"{where}[{key!r}] must be an array, got {type(value[key]).__name__}")
+    spec = _Spec(name, value)
+    if spec.nvfp4:
+        _positive_finite(torch, f"{where}['amax']", spec.amax, allow_zero=True)
+    return spec
+
+
+def _check_fused_groups(torch, modules: Dict[str, Optional[_Spec]]) -> None:
+    """Fused Linears of one parent (q/k/v, gate/up; module name -> spec, None when unquantized) are one
+    GEMM in the engines: all quantized or none, and NVFP4 ones under one weight_scale_2 (a loader takes
+    one per fused GEMM, so another one would decode the rest of it wrongly)."""
     for group in _FUSED:
-        parents = {m.rsplit(".", 1)[0] for m in amax_of if m.rsplit(".", 1)[-1] in group}
+        parents = {m.rsplit(".", 1)[0] for m in modules if m.rsplit(".", 1)[-1] in group}
         for parent in sorted(parents):
-            members = [f"{parent}.{g}" for g in group if f"{parent}.{g}" in amax_of]
-            values = {m: (float(_to_torch(torch, amax_of[m][0]).reshape(())), amax_of[m][1]) for m in members}
-            if len(set(values.values())) > 1:
+            members = [f"{parent}.{g}" for g in group if f"{parent}.{g}" in modules]
+            quantized = [m for m in members if modules[m] is not None]
+            if quantized and len(quantized) != len(members):
+                raise ValueError(f"{', '.join(members)} are fused by the engines (one GEMM) but only "
+                                 f"{', '.join(quantized)} {'is' if len(quantized) == 1 else 'are'} quantized")
+            nvfp4 = [m for m in quantized if modules[m].nvfp4]
+            scales = {m: (float(_to_torch(torch, modules[m].amax).reshape(())), modules[m].e4m3_max) for m in nvfp4}
+            if len(set(scales.values())) > 1:
                 raise ValueError(
-                    f"{', '.join(members)} are fused by the engines (one weight_scale_2 per fused GEMM) but have "
-                    f"different amaxes ({', '.join(f'{m}: {a:g}' for m, (a, _) in values.items())}): quantize them "
+                    f"{', '.join(nvfp4)} are fused by the engines (one weight_scale_2 per fused GEMM) but have "
+                    f"different global scales (amax / (6 * e4m3_max): "
+                    f"{', '.join(f'{m}: {a:g} / (6 * {e})' for m, (a, e) in scales.items())}): quantize them "
                     "together (mxfp8.nvfp4_quantize_fused) so that they share one")
+
+
+def _remove_empty(folders: List[Path]) -> None:
+    """The folders save made for the target, innermost first, where they are still empty."""
+    for folder in reversed(folders):
+        try:
+            folder.rmdir()
+        except OSError:
+            return
 
 
 def save(path: Union[str, os.PathLike], tensors: Mapping[str, Any], *, format: str,
@@ -248,12 +299,21 @@ def save(path: Union[str, os.PathLike], tensors: Mapping[str, Any], *, format: s
     if scheme == "W4A16_NVFP4" and input_scales:
         raise ValueError("input_scales with scheme='W4A16_NVFP4': a weight-only checkpoint has no input scales")
     max_shard_bytes = _args.integer("max_shard_bytes", max_shard_bytes, 1)
+    overwrite, progress = _args.flag("overwrite", overwrite), _args.flag("progress", progress)
     if not isinstance(tensors, Mapping) or not tensors:
         raise ValueError("tensors must be a non-empty dict: name -> a bucket spec or an array")
+    if config is not None and not isinstance(config, Mapping):
+        raise TypeError(f"config must be a dict (the model's Hugging Face config), got {type(config).__name__}")
+    if config is not None and "quantization_config" in config:
+        raise ValueError("config already has a quantization_config: save writes the format's own")
     rename = (lambda n: name_map.get(n, n)) if isinstance(name_map, Mapping) else (name_map or (lambda n: n))
     target = Path(path)
-    if target.exists() and not overwrite:
-        raise FileExistsError(f"{target} exists: pass overwrite=True to replace it (once the new one is complete)")
+    if target.exists() or target.is_symlink():
+        if not overwrite:
+            raise FileExistsError(f"{target} exists: pass overwrite=True to replace it (once the new one is complete)")
+        if target.is_symlink() or not target.is_dir() or not (target / "config.json").is_file():
+            raise FileExistsError(f"{target} is not a checkpoint directory (a folder with a config.json): overwrite "
+                                  "replaces only a checkpoint")
 
     # Every name and shape first: nothing is written for a model that would be refused half-way.
     plan, seen = [], {}
@@ -272,23 +332,40 @@ def save(path: Union[str, os.PathLike], tensors: Mapping[str, Any], *, format: s
             if n in seen:
                 raise ValueError(f"{name!r} and {seen[n]!r} both write the checkpoint tensor {n!r}")
             seen[n] = name
-        spec = _Spec(name, value) if quantized else None
-        if input_scales is not None and quantized and name not in input_scales:
-            raise ValueError(f"input_scales has no entry for the quantized Linear {name!r}")
+        spec = _checked_spec(torch, name, value) if quantized else None
+        if not quantized and not (hasattr(value, "__dlpack__") and hasattr(value, "shape")):
+            raise TypeError(f"tensors[{name!r}] must be a bucket spec (dict) or an array (torch, NumPy, any DLPack "
+                            f"producer with a shape), got {type(value).__name__}")
+        if input_scales is not None and quantized:
+            if name not in input_scales:
+                raise ValueError(f"input_scales has no entry for the quantized Linear {name!r}")
+            _positive_finite(torch, f"input_scales[{name!r}]", input_scales[name], allow_zero=False)
         plan.append((name, out, spec, value))
     unknown = [n for n in (input_scales or {}) if n not in tensors or not isinstance(tensors[n], Mapping)]
     if unknown:
         raise ValueError(f"input_scales names {unknown[0]!r}, which is not a quantized Linear of tensors")
     quantized_modules = {out[:-len(".weight")] for _, out, spec, _ in plan if spec is not None}
-    if format == "modelopt":
-        _check_fused_amax(torch, {out[:-len(".weight")]: (spec.amax, spec.e4m3_max) for _, out, spec, _ in plan
-                                  if spec is not None and spec.nvfp4})
+    _check_fused_groups(torch, {out[:-len(".weight")]: spec for _, out, spec, _ in plan if out.endswith(".weight")})
     if ignore is None:
         ignore = sorted(out[:-len(".weight")] for _, out, spec, value in plan
-                        if spec is None and out.endswith(".weight") and len(getattr(value, "shape", ())) == 2
+                        if spec is None and out.endswith(".weight") and len(value.shape) == 2
                         and out[:-len(".weight")] not in quantized_modules)
+    elif not isinstance(ignore, (list, tuple)) or not all(isinstance(m, str) and m for m in ignore):
+        raise TypeError(f"ignore must be a list of module names (str), got {ignore!r}")
+    else:
+        listed = [m for m in ignore if m in quantized_modules]
+        if listed:
+            raise ValueError(f"ignore lists {listed[0]!r}, a quantized Linear: a reader would take its FP8 weight "
+                             "for an unquantized one")
+        ignore = list(ignore)
 
-    target.parent.mkdir(parents=True, exist_ok=True)
+    created = [p for p in reversed(target.parents) if not p.exists()]  # removed again on a failure
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        _remove_empty(created)
+        raise OSError(err.errno, f"cannot make the folder of {target} ({err.strerror or err})", err.filename) \
+            from err
     folder = Path(tempfile.mkdtemp(prefix=f".{target.name}.partial-", dir=target.parent))
     try:
         started = time.monotonic()
@@ -313,21 +390,35 @@ def save(path: Union[str, os.PathLike], tensors: Mapping[str, Any], *, format: s
         shards.finish()
         config_json = dict(config or {})
         config_json["quantization_config"] = _quantization_config(format, scheme, ignore)
+        try:
+            json.dumps(config_json, allow_nan=False)
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"config cannot be written as JSON ({err})") from err
         _write_json(folder / "config.json", config_json)
         if format == "modelopt":
             _write_json(folder / "hf_quant_config.json", _hf_quant_config(scheme, ignore))
         if progress:
             print(f"\r{target.name}: {shards.total / 1e9:.2f} GB in {len(shards.files)} file(s), "
                   f"{shards.total / max(time.monotonic() - started, 1e-9) / 1e6:.0f} MB/s", file=sys.stderr)
-        old = None
-        if target.exists():  # overwrite: the old directory goes only once the new one is whole
+        if target.exists():  # overwrite: the old directory goes only once the new one is in its place
             old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-", dir=target.parent))
-            os.replace(target, old / "x")
-        os.replace(folder, target)
-        if old is not None:
+            try:
+                os.replace(target, old / "x")
+            except BaseException:
+                shutil.rmtree(old, ignore_errors=True)
+                raise
+            try:
+                os.replace(folder, target)
+            except BaseException:
+                os.replace(old / "x", target)  # the old checkpoint back where it was
+                shutil.rmtree(old, ignore_errors=True)
+                raise
             shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(folder, target)
     except BaseException as err:
         shutil.rmtree(folder, ignore_errors=True)
+        _remove_empty(created)
         if isinstance(err, OSError):
             raise OSError(err.errno, f"writing the checkpoint {target} failed ({err.strerror or err}); nothing was "
                                      "left behind", err.filename) from err
@@ -335,38 +426,81 @@ def save(path: Union[str, os.PathLike], tensors: Mapping[str, Any], *, format: s
     return target
 
 
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise ValueError(f"{path}: cannot be read as JSON ({err})") from err
+
+
+def _format_of(folder: Path, config: Any) -> str:
+    """The format of a checkpoint: compressed-tensors' mxfp8-quantized, or ModelOpt's NVFP4 (its
+    quantization in config.json, or only in hf_quant_config.json as older exports have it)."""
+    q = config.get("quantization_config") if isinstance(config, dict) else None
+    if q is None and (folder / "hf_quant_config.json").is_file():
+        hf = _read_json(folder / "hf_quant_config.json")
+        q = {"quant_method": "modelopt", **(hf.get("quantization") or {})} if isinstance(hf, dict) else None
+    if not isinstance(q, dict):
+        raise ValueError(f"{folder}: config.json has no quantization_config (and there is no hf_quant_config.json)")
+    method = q.get("quant_method")
+    if method == "compressed-tensors":
+        if q.get("format") != "mxfp8-quantized":
+            raise ValueError(f"{folder}: a compressed-tensors checkpoint of format {q.get('format')!r}; load reads "
+                             "'mxfp8-quantized'")
+        return "compressed-tensors"
+    if method == "modelopt":
+        if q.get("quant_algo") not in ("NVFP4", "W4A16_NVFP4"):
+            raise ValueError(f"{folder}: a ModelOpt checkpoint of quant_algo {q.get('quant_algo')!r}; load reads "
+                             "'NVFP4' and 'W4A16_NVFP4'")
+        return "modelopt"
+    raise ValueError(f"{folder}: quantization_config.quant_method is {method!r}, not one of "
+                     f"{', '.join(map(repr, FORMATS))}")
+
+
 def load(path: Union[str, os.PathLike]) -> Loaded:
-    """Reads a directory `save` wrote (or any of the two formats' checkpoints): its config and its tensors,
-    each quantized Linear's parts gathered under its ``X.weight`` name as the components export_components
-    gives (MXFP8: Components(values float8_e4m3fn, scales uint8); NVFP4: nvfp4.Components(values uint8,
-    scales uint8, global_scale float32 (1,))). Reads everything into host memory."""
+    """Reads a directory `save` wrote (or another compressed-tensors mxfp8-quantized or ModelOpt NVFP4
+    checkpoint): its config and its tensors, each quantized Linear's parts gathered under its ``X.weight``
+    name as the components export_components gives (MXFP8: Components(values float8_e4m3fn, scales uint8);
+    NVFP4: nvfp4.Components(values uint8, scales uint8, global_scale float32 (1,))); anything else,
+    ``X.input_scale`` included, as stored. Reads everything into host memory."""
     torch = _torch()
     from safetensors.torch import load_file
 
     folder = Path(path)
-    config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-    method = config.get("quantization_config", {}).get("quant_method")
-    fmt = {"compressed-tensors": "compressed-tensors", "modelopt": "modelopt"}.get(method)
-    if fmt is None:
-        raise ValueError(f"{folder / 'config.json'}: quantization_config.quant_method is {method!r}, not one of "
-                         f"{', '.join(map(repr, FORMATS))}")
-    files = ([folder / _SINGLE] if (folder / _SINGLE).exists() else
-             [folder / f for f in sorted(set(json.loads((folder / _INDEX).read_text())["weight_map"].values()))])
+    config = _read_json(folder / "config.json")
+    fmt = _format_of(folder, config)
+    if (folder / _INDEX).is_file():
+        index = _read_json(folder / _INDEX)
+        weight_map = index.get("weight_map") if isinstance(index, dict) else None
+        if not isinstance(weight_map, dict) or not weight_map:
+            raise ValueError(f"{folder / _INDEX}: no weight_map")
+        names = sorted(set(weight_map.values()))
+        outside = [n for n in names if not isinstance(n, str) or Path(n).name != n]
+        if outside:
+            raise ValueError(f"{folder / _INDEX}: weight_map names {outside[0]!r}, not a file of the checkpoint")
+        files = [folder / n for n in names]
+    else:
+        files = [folder / _SINGLE]
     raw: Dict[str, Any] = {}
     for f in files:
         raw.update(load_file(str(f)))
+    if (folder / _INDEX).is_file():
+        missing = [n for n in weight_map if n not in raw]
+        if missing:
+            raise ValueError(f"{folder / _INDEX}: {missing[0]!r} is in the weight_map but in none of its files")
     out: Dict[str, Any] = {}
     for name, tensor in raw.items():
         module, _, suffix = name.rpartition(".")
-        if suffix in ("weight_scale", "weight_scale_2", "input_scale") and f"{module}.weight" in raw:
+        if suffix in ("weight_scale", "weight_scale_2") and f"{module}.weight" in raw:
             continue
         if suffix == "weight" and f"{module}.weight_scale" in raw:
             scales = raw[f"{module}.weight_scale"]
             if fmt == "compressed-tensors":
                 out[name] = Components(tensor, scales)
-            else:
-                out[name] = _nvfp4.Components(tensor, scales.view(torch.uint8),
-                                              raw[f"{module}.weight_scale_2"].reshape(1))
+                continue
+            if f"{module}.weight_scale_2" not in raw:
+                raise ValueError(f"{folder}: {module} has a weight_scale but no weight_scale_2 (NVFP4 needs both)")
+            out[name] = _nvfp4.Components(tensor, scales.view(torch.uint8), raw[f"{module}.weight_scale_2"].reshape(1))
             continue
         out[name] = tensor
     return Loaded(fmt, config, out)

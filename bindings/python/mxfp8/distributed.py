@@ -74,7 +74,11 @@ class Sender:
 
     def __init__(self, tensors: Mapping[str, Mapping[str, Any]], *, bucket_bytes: int = 1 << 28,
                  alignment: int = 256):
+        torch = _torch()
         self._plans = [BucketPlan(tensors, bucket_bytes=bucket_bytes, alignment=alignment) for _ in range(2)]
+        if not isinstance(self._plans[0].buffer, torch.Tensor):
+            raise TypeError("Sender's tensors must be torch tensors (torch.distributed moves torch tensors): wrap "
+                            "NumPy storage with torch.from_numpy, which shares its memory")
         self.manifests: List[List[Dict[str, Any]]] = self._plans[0].manifests
         self.sizes: List[int] = self._plans[0].sizes
         self.step = 0  # the last step sent whole
@@ -168,10 +172,16 @@ class Receiver:
         return torch.device("cpu")
 
     def _check_names(self, manifests: List[List[Dict[str, Any]]]) -> Optional[str]:
+        if not isinstance(self.params, Mapping):
+            return f"params must be a dict name -> parameter buffers, got {type(self.params).__name__}"
         sent = [e["name"] for manifest in manifests for e in manifest]
         for name in sent:
             if name not in self.params:
                 return f"the sender's tensor {name!r} has no parameter here"
+            p = self.params[name]
+            if not isinstance(p, (tuple, list)) or not 2 <= len(p) <= 4:
+                return (f"params[{name!r}] must be (values, scales[, layout]), or (values, scales, global_scale"
+                        f"[, layout]) for NVFP4, got {type(p).__name__} of {len(p) if hasattr(p, '__len__') else '?'}")
         unsent = [name for name in self.params if name not in set(sent)]
         if unsent:
             return f"parameter {unsent[0]!r} is not among the sender's tensors (it would never be updated)"
@@ -206,26 +216,29 @@ class Receiver:
         except Exception as err:
             raise SyncError(f"connect: the group failed during the handshake ({err})") from err
         hello = hello[0]
-        verdict = None
-        if not isinstance(hello, dict) or hello.get("protocol") != PROTOCOL:
-            verdict = f"the sender speaks protocol {hello.get('protocol') if isinstance(hello, dict) else hello!r}, " \
-                      f"this receiver {PROTOCOL}"
-        else:
-            verdict = self._check_names(hello["manifests"])
         plans, staging, offsets = [], None, []
-        if verdict is None:
-            sizes = hello["sizes"]
-            at = 0
-            for size in sizes:
-                offsets.append(at)
-                at += size
-            staging = torch.empty(at, dtype=torch.uint8, device=self._staging_device())
-            for manifest, offset, size in zip(hello["manifests"], offsets, sizes):
-                try:
-                    plans.append(self._prepare(staging[offset:offset + size], manifest))
-                except Exception as err:  # the library's check, said of the tensor that fails it
-                    verdict = self._first_refusal(staging[offset:offset + size], manifest, err)
-                    break
+        try:  # every failure here becomes this rank's verdict: the other ranks hear it instead of timing out
+            verdict = None
+            if not isinstance(hello, dict) or hello.get("protocol") != PROTOCOL:
+                verdict = (f"the sender speaks protocol {hello.get('protocol') if isinstance(hello, dict) else hello!r}, "
+                           f"this receiver {PROTOCOL}")
+            else:
+                verdict = self._check_names(hello["manifests"])
+            if verdict is None:
+                sizes = hello["sizes"]
+                at = 0
+                for size in sizes:
+                    offsets.append(at)
+                    at += size
+                staging = torch.empty(at, dtype=torch.uint8, device=self._staging_device())
+                for manifest, offset, size in zip(hello["manifests"], offsets, sizes):
+                    try:
+                        plans.append(self._prepare(staging[offset:offset + size], manifest))
+                    except Exception as err:  # the library's check, said of the tensor that fails it
+                        verdict = self._first_refusal(staging[offset:offset + size], manifest, err)
+                        break
+        except Exception as err:
+            verdict = f"{type(err).__name__}: {err}"
         if verdict is not None:
             verdict = f"rank {dist.get_rank()} refused the sender's manifests: {verdict}"
         try:

@@ -2,7 +2,8 @@
 examples/weight_sync/dist_sync.py's model, in a gloo group made on a TCPStore the test hosts, generation
 by generation (a new group after each failure). Prints one JSON line per event for the test to read.
 
-    python dist_worker.py ROLE RANK WORLD PORT GENERATION STEPS [--die-at STEP] [--wrong NAME] [--timeout S]
+    python dist_worker.py ROLE RANK WORLD PORT GENERATION STEPS [--die-at STEP] [--wrong NAME] [--empty NAME]
+                          [--timeout S]
 """
 import argparse
 import datetime
@@ -84,6 +85,8 @@ def receiver(args, store, shapes):
     if args.wrong:  # this receiver's model differs from the trainer's in one tensor
         values, scales, layout = params[args.wrong]
         params[args.wrong] = (values[:, :-32], scales[:, :-1].copy(), layout)
+    if args.empty:  # or holds nothing usable for it
+        params[args.empty] = ()
     replay = ws.NumpyModel(shapes, seed=SEED)
     replay.quantize()
     replayed = 0
@@ -127,6 +130,7 @@ def main():
         parser.add_argument(name, type=int)
     parser.add_argument("--die-at", type=int)
     parser.add_argument("--wrong")
+    parser.add_argument("--empty")
     parser.add_argument("--timeout", type=float, default=20)
     args = parser.parse_args()
     store = dist.TCPStore("127.0.0.1", args.port, is_master=False, timeout=datetime.timedelta(seconds=60))

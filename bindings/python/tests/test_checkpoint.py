@@ -125,6 +125,11 @@ def test_w4a4_takes_the_callers_input_scales(tmp_path, weights):
 
     tensors = load_file(str(folder / "model.safetensors"))
     assert all(torch.equal(tensors[n[:-len("weight")] + "input_scale"], s) for n, s in scales.items())
+    loaded = ckpt.load(folder).tensors  # the input scales come back too
+    assert all(torch.equal(loaded[n[:-len("weight")] + "input_scale"], s) for n, s in scales.items())
+    bad = dict(scales, **{next(iter(scales)): torch.tensor(float("nan"))})
+    with pytest.raises(ValueError, match="must be finite and positive"):
+        ckpt.save(tmp_path / "bad", st, format="modelopt", input_scales=bad)
 
 
 @pytest.mark.parametrize("fmt", ["mxfp8", "nvfp4"])
@@ -141,6 +146,12 @@ def test_load_gives_back_the_exported_components_through_shards(tmp_path, weight
         sum(p.numel() * p.element_size() for p in t) for t in ckpt.load(folder).tensors.values() if isinstance(t, tuple))
     loaded = ckpt.load(folder)
     assert loaded.format == FORMATS[fmt] and set(loaded.tensors) == set(names.values())
+    config = json.loads((folder / "config.json").read_text())  # another scheme of the same producer is refused
+    q = config["quantization_config"]
+    q["format" if fmt == "mxfp8" else "quant_algo"] = "float-quantized" if fmt == "mxfp8" else "FP8"
+    (folder / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ValueError, match="load reads"):
+        ckpt.load(folder)
     for name, spec in st.items():
         got = loaded.tensors[names[name]]
         if isinstance(spec, dict):
@@ -170,7 +181,32 @@ def test_refusals_name_the_tensor_and_leave_nothing_behind(tmp_path, weights):
     nv = storage(weights, "nvfp4")
     k = "model.layers.0.self_attn.k_proj.weight"
     nv[k] = dict(nv[k], amax=nv[k]["amax"] * 2)  # no longer the fused group's amax
-    cases.append((dict(tensors=nv, format="modelopt"), ValueError, "fused by the engines .* different amaxes"))
+    cases.append((dict(tensors=nv, format="modelopt"), ValueError, "fused by the engines .* different global scales"))
+    spec = st["model.layers.0.mlp.down_proj.weight"]
+    bad_specs = [  # (the spec, the error, its message)
+        ({k: v for k, v in spec.items() if k != "swizzled"}, ValueError, "has no 'swizzled'"),
+        (dict(spec, rows=(0, 32)), ValueError, "a checkpoint holds whole tensors"),
+        (dict(spec, data=3), TypeError, r"\['data'\] must be an array"),
+    ]
+    for bad, error, match in bad_specs:
+        cases.append((dict(tensors=dict(st, **{"model.layers.0.mlp.down_proj.weight": bad}),
+                           format="compressed-tensors"), error, match))
+    partial = dict(st, **{k: weights[k]})  # k_proj unquantized, q and v quantized
+    cases.append((dict(tensors=partial, format="compressed-tensors"), ValueError, "only .* are quantized"))
+    for amax in (float("nan"), -1.0, float("inf")):
+        nv2 = storage(weights, "nvfp4")
+        o = "model.layers.0.self_attn.o_proj.weight"
+        nv2[o] = dict(nv2[o], amax=torch.tensor([amax]))
+        cases.append((dict(tensors=nv2, format="modelopt"), ValueError, "must be finite and non-negative"))
+    cases += [
+        (dict(tensors=dict(st, junk=3), format="compressed-tensors"), TypeError, r"tensors\['junk'\] must be"),
+        (dict(tensors=st, format="compressed-tensors", ignore="lm_head"), TypeError, "ignore must be a list"),
+        (dict(tensors=st, format="compressed-tensors", ignore=["model.layers.0.self_attn.q_proj"]), ValueError,
+         "a quantized Linear"),
+        (dict(tensors=st, format="compressed-tensors", config=[1]), TypeError, "config must be a dict"),
+        (dict(tensors=st, format="compressed-tensors", config={"x": float("nan")}), ValueError, "as JSON"),
+        (dict(tensors=st, format="compressed-tensors", overwrite="no"), TypeError, "overwrite"),
+    ]
     for kw, error, match in cases:
         with pytest.raises(error, match=match):
             ckpt.save(tmp_path / "model", **kw)
@@ -199,10 +235,29 @@ def test_a_full_disk_or_an_unwritable_path_leaves_nothing_behind(tmp_path, weigh
     (tmp_path / "file").write_text("not a folder")
     with pytest.raises(OSError):
         ckpt.save(tmp_path / "file" / "model", st, format="compressed-tensors")
+    with pytest.raises(FileExistsError, match="not a checkpoint directory"):  # overwrite replaces checkpoints only
+        ckpt.save(tmp_path / "file", st, format="compressed-tensors", overwrite=True)
+    assert (tmp_path / "file").read_text() == "not a folder"
+    with pytest.raises(TypeError):  # refused before anything is made: no parent folders left either
+        ckpt.save(tmp_path / "new1" / "new2" / "model", dict(st, junk=3), format="compressed-tensors")
+    assert not (tmp_path / "new1").exists()
     existing = save(tmp_path, weights, "mxfp8")
     with pytest.raises(FileExistsError, match="overwrite=True"):
         save(tmp_path, weights, "mxfp8")
     before = sorted(p.name for p in existing.iterdir())
+    real_replace, calls = os.replace, []
+
+    def failing_last_rename(a, b):  # the new checkpoint cannot take the old one's place
+        calls.append((a, b))
+        if ".partial-" in str(a) and str(b) == str(existing):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(b))
+        return real_replace(a, b)
+
+    monkeypatch.setattr(os, "replace", failing_last_rename)
+    with pytest.raises(OSError, match="nothing was left behind"):
+        save(tmp_path, weights, "mxfp8", overwrite=True)
+    monkeypatch.undo()
+    assert sorted(p.name for p in existing.iterdir()) == before and nothing_left(tmp_path)  # the old one, in place
     save(tmp_path, weights, "mxfp8", overwrite=True, max_shard_bytes=300_000)  # replaced whole
     assert sorted(p.name for p in existing.iterdir()) != before and nothing_left(tmp_path)
 

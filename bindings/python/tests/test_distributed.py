@@ -5,6 +5,7 @@ last complete step, a restarted receiver rejoins at the next step), and a receiv
 (refused before any byte is written, on both sides, naming the tensor)."""
 import json
 import pathlib
+import re
 import subprocess
 import sys
 import time
@@ -138,20 +139,22 @@ def test_a_receiver_killed_mid_step_fails_the_step_for_everyone_and_a_restarted_
     assert [(e["received"], e["error"]) for e in restarted_events if "received" in e] == [(s, None) for s in (3, 4, 5)]
 
 
-def test_a_receiver_whose_model_differs_is_refused_before_any_byte_is_written():
+@pytest.mark.parametrize("fault, says", [("--wrong", "TypeError|ValueError"), ("--empty", "must be \\(values, scales")])
+def test_a_receiver_whose_model_differs_is_refused_before_any_byte_is_written(fault, says):
     ranks = Ranks(world=2, steps=1)
     name = "layers.0.o_proj.weight"
     try:
         trainer = ranks.start("trainer", 0)
-        receiver = ranks.start("receiver", 1, 0, "--wrong", name)
+        receiver = ranks.start("receiver", 1, 0, fault, name)
         code, trainer_events, trainer_err = ranks.events(trainer)
         _, receiver_events, _ = ranks.events(receiver)
     finally:
         ranks.kill_all()
-    assert code != 0
-    assert "SyncError" in trainer_err and f"rank 1 refused the sender's manifests: tensor {name!r}" in trainer_err
+    assert code != 0 and "Timed out" not in trainer_err  # told by the receiver, not by the group's timeout
+    assert "SyncError" in trainer_err and "rank 1 refused the sender's manifests" in trainer_err
+    assert f"{name!r}" in trainer_err and re.search(says, trainer_err)
     (refused,) = receiver_events
-    assert f"tensor {name!r}" in refused["refused"] and "nothing was written" in refused["refused"]
+    assert f"{name!r}" in refused["refused"] and "nothing was written" in refused["refused"]
     assert refused["untouched"] is True  # every parameter byte still the poison
 
 
@@ -161,6 +164,11 @@ def test_send_and_receive_before_connect_are_refused():
         bucket_bytes=1 << 16)
     with pytest.raises(mxfp8.distributed.SyncError, match="torch.distributed is not initialized|before connect"):
         sender.send()
+    import numpy as np
+
+    with pytest.raises(TypeError, match="must be torch tensors"):
+        mxfp8.distributed.Sender({"w": {"data": np.zeros((4, 64), np.uint8), "scale_inv": np.zeros((4, 2), np.uint8)}},
+                                 bucket_bytes=1 << 16)
     receiver = mxfp8.distributed.Receiver({})
     with pytest.raises(mxfp8.distributed.SyncError, match="torch.distributed is not initialized|before connect"):
         receiver.receive()
