@@ -77,6 +77,12 @@ if [ -n "$missing" ]; then
   # shellcheck disable=SC2086
   pip_install $missing
 fi
+# SGLang's tensor_bucket.py is a test oracle (bindings/python/tests/test_sglang.py reads it from the wheel):
+# the wheel is downloaded, not installed (SGLang's own dependencies are far larger than the tests need).
+if [ "$what" = test ] && ! ls "$VIRTUAL_ENV"/wheels/sglang-*.whl >/dev/null 2>&1; then
+  stage "downloading the sglang wheel into $VIRTUAL_ENV/wheels (a test oracle, not installed)"
+  run_logged sglang-wheel "" python3 -m pip download -q --no-deps "sglang==0.5.23" -d "$VIRTUAL_ENV/wheels"
+fi
 python3 -m tvm_ffi.config --dlpack-includedir >/dev/null ||
   { echo "install_deps.sh: apache-tvm-ffi is installed but gives no dlpack include folder" >&2; exit 1; }
 stage_done
