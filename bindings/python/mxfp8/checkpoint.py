@@ -204,7 +204,7 @@ def _positive_finite(torch, what: str, value: Any, allow_zero: bool) -> Any:
     t = torch.as_tensor(value) if isinstance(value, (int, float)) else _to_torch(torch, value)
     if t.numel() != 1:
         raise ValueError(f"{what} has {t.numel()} elements, it is one number")
-    v = float(t.reshape(()).to(torch.float64))
+    v = float(t.reshape(()).to(torch.float32))  # as it is written: a float64 1e300 is float32 inf
     if not (v == v and abs(v) != float("inf") and (v > 0 or (allow_zero and v == 0))):
         raise ValueError(f"{what} is {v}: it must be finite and {'non-negative' if allow_zero else 'positive'}")
     return t
@@ -316,7 +316,7 @@ def save(path: Union[str, os.PathLike], tensors: Mapping[str, Any], *, format: s
                                   "replaces only a checkpoint")
 
     # Every name and shape first: nothing is written for a model that would be refused half-way.
-    plan, seen = [], {}
+    plan, seen, checked_input_scales = [], {}, {}
     for name, value in tensors.items():
         out = rename(name)
         if not isinstance(out, str) or not out:
@@ -339,7 +339,8 @@ def save(path: Union[str, os.PathLike], tensors: Mapping[str, Any], *, format: s
         if input_scales is not None and quantized:
             if name not in input_scales:
                 raise ValueError(f"input_scales has no entry for the quantized Linear {name!r}")
-            _positive_finite(torch, f"input_scales[{name!r}]", input_scales[name], allow_zero=False)
+            checked_input_scales[name] = _positive_finite(torch, f"input_scales[{name!r}]", input_scales[name],
+                                                          allow_zero=False).to(torch.float32).reshape(())
         plan.append((name, out, spec, value))
     unknown = [n for n in (input_scales or {}) if n not in tensors or not isinstance(tensors[n], Mapping)]
     if unknown:
@@ -381,10 +382,7 @@ def save(path: Union[str, os.PathLike], tensors: Mapping[str, Any], *, format: s
             parts = _components(torch, spec, f"tensors[{name!r}]", format)
             module = out[:-len("weight")]
             if input_scales:
-                scale = _to_torch(torch, input_scales[name]).to(torch.float32)
-                if scale.numel() != 1:
-                    raise ValueError(f"input_scales[{name!r}] has {scale.numel()} elements, a Linear has one")
-                parts["input_scale"] = scale.reshape(())
+                parts["input_scale"] = checked_input_scales[name]
             for suffix, tensor in parts.items():
                 shards.add(module + suffix, tensor)
         shards.finish()
