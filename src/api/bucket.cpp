@@ -14,20 +14,20 @@
 #include "core/error.hpp"
 #include "core/indexed_name.hpp"
 #include "api/export_internal.hpp"
-#include "api/nvfp4_tensor.hpp"
+#include "api/tensor.hpp"
 #include "core/memory_span.hpp"
 #include "core/shape.hpp"
 #include "api/shard.hpp"
 
 namespace mxfp8 {
 
-const mxfp8_nvfp4_tensor *nvfp4_entry(const BucketTensors &in, size_t i) {
+const mxfp8_tensor *nvfp4_entry(const BucketTensors &in, size_t i) {
   const bool mxfp8 = in.tensors && in.tensors[i], nvfp4 = in.nvfp4 && in.nvfp4[i];
   if (mxfp8 && nvfp4)
     fail(MXFP8_ERROR_INVALID_ARGUMENT, "tensors[", i, "] and nvfp4_tensors[", i, "] are both set: entry ", i,
          " is one tensor, MXFP8 or NVFP4");
   if (mxfp8) return nullptr;
-  if (nvfp4) return in.nvfp4[i];
+  if (nvfp4) return nvfp4_tensor(in.nvfp4[i]);
   if (!in.mixed) fail(MXFP8_ERROR_INVALID_ARGUMENT, "tensors[", i, "] is NULL");
   fail(MXFP8_ERROR_INVALID_ARGUMENT, "neither tensors[", i, "] nor nvfp4_tensors[", i, "] is set: entry ", i,
        " needs one tensor");
@@ -41,7 +41,7 @@ struct Part {
 };
 
 DLDevice device_of(const BucketTensors &in, size_t i) {
-  const mxfp8_nvfp4_tensor *nv = nvfp4_entry(in, i);
+  const mxfp8_tensor *nv = nvfp4_entry(in, i);
   return nv ? nv->device : in.tensors[i]->device;
 }
 
@@ -50,8 +50,8 @@ void check_tensors(const BucketTensors &in, mxfp8_direction direction) {
     fail(MXFP8_ERROR_INVALID_ARGUMENT, in.mixed ? "tensors and nvfp4_tensors are both NULL" : "tensors is NULL");
   check_count(in.count);
   for (size_t i = 0; i < in.count; ++i) {
-    const mxfp8_nvfp4_tensor *nv = nvfp4_entry(in, i);
-    if (nv) require_direction(*nv, direction);
+    const mxfp8_tensor *nv = nvfp4_entry(in, i);
+    if (nv) require_direction(*nv, direction, true);
     else require_direction(*in.tensors[i], direction);
     if (nv && in.shards && in.shards[i])
       fail(MXFP8_ERROR_UNSUPPORTED, "shards[", i, "] is set for an NVFP4 tensor: NVFP4 entries travel whole");
@@ -83,9 +83,9 @@ struct EntrySizes {
   uint64_t values = 0, scales = 0, amax = 0;
 };
 
-EntrySizes nvfp4_sizes(const Nvfp4Direction &dir) {
+EntrySizes nvfp4_sizes(const Direction &dir) {
   return EntrySizes{static_cast<uint64_t>(dir.rows * (dir.cols / 2)),
-                    static_cast<uint64_t>(dir.part.scale_rows * dir.part.scale_cols),
+                    static_cast<uint64_t>(dir.scale_rows * dir.scale_cols),
                     static_cast<uint64_t>(dir.amax_count) * sizeof(float)};
 }
 
@@ -135,7 +135,7 @@ ExportJobs mixed_bucket_jobs(const BucketTensors &in, const mxfp8_export_options
   std::vector<Shard> planned(in.count);
   for (size_t i = 0; i < in.count; ++i) {
     const mxfp8_bucket_entry &e = entries[i];
-    const mxfp8_nvfp4_tensor *nv = nvfp4_entry(in, i);
+    const mxfp8_tensor *nv = nvfp4_entry(in, i);
     EntrySizes want;
     if (nv) {
       want = nvfp4_sizes(nv->directions[direction]);
@@ -169,7 +169,7 @@ ExportJobs mixed_bucket_jobs(const BucketTensors &in, const mxfp8_export_options
   // The bucket is written, so it must not hold any byte of a tensor it is filled from.
   std::vector<Span> spans{span_of(base, size, "bucket", kNoIndex, true)};
   for (size_t i = 0; i < in.count; ++i) {
-    if (const mxfp8_nvfp4_tensor *nv = nvfp4_entry(in, i)) add_read_spans(*nv, i, "nvfp4_tensors", spans);
+    if (const mxfp8_tensor *nv = nvfp4_entry(in, i)) add_read_spans(*nv, i, "nvfp4_tensors", spans);
     else add_read_spans(*in.tensors[i], i, "tensors", spans);
   }
   check_no_overlap(spans);
@@ -179,12 +179,12 @@ ExportJobs mixed_bucket_jobs(const BucketTensors &in, const mxfp8_export_options
   jobs.reserve(3 * in.count);
   for (size_t i = 0; i < in.count; ++i) {
     const mxfp8_bucket_entry &e = entries[i];
-    if (const mxfp8_nvfp4_tensor *nv = nvfp4_entry(in, i)) {
+    if (const mxfp8_tensor *nv = nvfp4_entry(in, i)) {
       // Byte moves only: the values and the amax copied, the E4M3 scales cropped or unswizzled by the
       // compact job that writes MXFP8 scales (the stored matrix's scales are never a transpose).
-      const Nvfp4Direction &dir = nv->directions[direction];
-      add_copy_jobs(jobs, dir.part.data_begin, base + e.values_offset, static_cast<int64_t>(e.values_bytes));
-      if (e.scales_bytes > 0) jobs.push_back(compact_job(dir.part.source, base + e.scales_offset));
+      const Direction &dir = nv->directions[direction];
+      add_copy_jobs(jobs, dir.data_begin, base + e.values_offset, static_cast<int64_t>(e.values_bytes));
+      if (e.scales_bytes > 0) jobs.push_back(compact_job(dir.source, base + e.scales_offset));
       add_copy_jobs(jobs, reinterpret_cast<const uint8_t *>(dir.amax_data), base + nvfp4_entries[i].amax_offset,
                     static_cast<int64_t>(nvfp4_entries[i].amax_bytes));
       continue;
@@ -237,7 +237,7 @@ void plan_bucket(const BucketTensors &in, const mxfp8_export_options *options, u
     return offset;
   };
   for (size_t i = 0; i < in.count; ++i) {
-    const mxfp8_nvfp4_tensor *nv = nvfp4_entry(in, i);
+    const mxfp8_tensor *nv = nvfp4_entry(in, i);
     EntrySizes sizes;
     if (nv) {
       sizes = nvfp4_sizes(nv->directions[direction]);

@@ -53,18 +53,6 @@ void check_count(size_t count) {
          kMostTensors, ")");
 }
 
-const Direction &require_direction(const mxfp8_tensor &t, mxfp8_direction direction) {
-  const Direction &dir = t.directions[direction];
-  if (!dir.present()) {
-    const bool row = direction == MXFP8_DIRECTION_ROWWISE;
-    fail(MXFP8_ERROR_MISSING_DATA, "the tensor has no ", row ? "rowwise" : "columnwise",
-         " data (it was created with only ", row ? "columnwise" : "rowwise",
-         " data and scales); export with direction ", row ? "columnwise" : "rowwise",
-         " or describe the tensor with its ", row ? "rowwise" : "columnwise", " buffers");
-  }
-  return dir;
-}
-
 static void run_jobs_host(const ScaleJob *jobs, size_t count) {
   for (size_t i = 0; i < count; ++i) run_job_host(jobs[i]);
 }

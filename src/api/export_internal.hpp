@@ -21,8 +21,6 @@ void check_count(size_t count);
 // the same call already made (ignored when NULL or a view). `what` names the copy ("scales", "values").
 void check_copy_lands_apart(const mxfp8_tensor &t, const DLManagedTensorVersioned &copy, const char *what = "scales",
                             const DLManagedTensorVersioned *earlier = nullptr);
-// Fails with MXFP8_ERROR_MISSING_DATA when the tensor has no data for `direction`.
-const Direction &require_direction(const mxfp8_tensor &t, mxfp8_direction direction);
 // Everything one batched or bucket export moves, checked: the jobs and the device they run on. What
 // the immediate calls run at once and what mxfp8_prepared_export keeps for later runs.
 struct ExportJobs {
@@ -53,7 +51,7 @@ struct BucketTensors {
   bool mixed = false;  // called as mxfp8_*_mixed (names both arrays in messages)
 };
 // Entry i's NVFP4 tensor, or NULL when it is an MXFP8 one (in.tensors[i]); fails unless exactly one is set.
-const mxfp8_nvfp4_tensor *nvfp4_entry(const BucketTensors &in, size_t i);
+const mxfp8_tensor *nvfp4_entry(const BucketTensors &in, size_t i);
 // bucket_jobs for a mixed bucket; `nvfp4_entries` holds the NVFP4 entries' amax parts (NULL when none).
 ExportJobs mixed_bucket_jobs(const BucketTensors &in, const mxfp8_export_options &options,
                              const mxfp8_bucket_entry *entries, const mxfp8_bucket_nvfp4_entry *nvfp4_entries,

@@ -8,7 +8,7 @@
 #include "api/bucket_manifest.hpp"
 #include "api/export_internal.hpp"
 #include "api/layouts.hpp"
-#include "api/nvfp4_tensor.hpp"
+#include "api/tensor.hpp"
 #include "core/dltensor_checks.hpp"
 #include "core/error.hpp"
 #include "core/indexed_name.hpp"
@@ -298,16 +298,16 @@ ExportJobs import_mixed_tensor_jobs(const BucketTensors &in, const mxfp8_export_
   std::vector<ScaleJob> &jobs = result.jobs;
   jobs.reserve(3 * count);
   for (size_t i = 0; i < count; ++i) {
-    if (const mxfp8_nvfp4_tensor *nv = nvfp4_entry(in, i)) {  // read straight from the trainer's NVFP4 storage
+    if (const mxfp8_tensor *nv = nvfp4_entry(in, i)) {  // read straight from the trainer's NVFP4 storage
       if (i == 0) result.device = nv->device;
       if (!same_device(nv->device, result.device))
         fail(MXFP8_ERROR_INVALID_ARGUMENT, "nvfp4_tensors[", i, "] is on ", format_device(nv->device), " but entry 0 is on ",
              format_device(result.device), ": one import runs on one device");
-      const Nvfp4Direction &dir = require_direction(*nv, direction);
+      const Direction &dir = require_direction(*nv, direction, true);
       if (!global_scales)
         fail(MXFP8_ERROR_INVALID_ARGUMENT, "global_scales is NULL but entry ", i, " is an NVFP4 tensor: it needs a "
              "destination for its second-level scale");
-      const Nvfp4Parts parts{dir.part.data_begin, dir.part.source, dir.amax_data, dir.amax_count, nv->e4m3_max,
+      const Nvfp4Parts parts{dir.data_begin, dir.source, dir.amax_data, dir.amax_count, nv->e4m3_max,
                              dir.rows, dir.cols};
       add_read_spans(*nv, i, "nvfp4_tensors", spans);
       add_nvfp4_destination(parts, nullptr, i, destinations, global_scales, "global_scales", convention, nv->device,

@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "api/export_internal.hpp"
-#include "api/nvfp4_tensor.hpp"
+#include "api/tensor.hpp"
 #include "core/dltensor_checks.hpp"
 #include "core/error.hpp"
 #include "core/memory_span.hpp"
@@ -14,13 +14,14 @@
 
 using namespace mxfp8;
 
-extern "C" MXFP8_API mxfp8_status mxfp8_nvfp4_dequantize(const mxfp8_nvfp4_tensor *tensor,
+extern "C" MXFP8_API mxfp8_status mxfp8_nvfp4_dequantize(const mxfp8_nvfp4_tensor *handle,
                                                          const mxfp8_dequantize_options *options, DLTensor *output) {
   return guarded([&] {
-    if (!tensor) fail(MXFP8_ERROR_INVALID_ARGUMENT, "tensor is NULL");
+    if (!handle) fail(MXFP8_ERROR_INVALID_ARGUMENT, "tensor is NULL");
+    const mxfp8_tensor *tensor = nvfp4_tensor(handle);
     if (!output) fail(MXFP8_ERROR_INVALID_ARGUMENT, "output is NULL");
     const mxfp8_dequantize_options o = read_dequantize_options(options);
-    const Nvfp4Direction &dir = require_direction(*tensor, o.direction);
+    const Direction &dir = require_direction(*tensor, o.direction, /*nvfp4=*/true);
     const DLTensor &out = *output;
     const bool bf16 = is_dtype(out.dtype, kDLBfloat, 16);
     if (!bf16 && !is_dtype(out.dtype, kDLFloat, 32))
@@ -33,9 +34,9 @@ extern "C" MXFP8_API mxfp8_status mxfp8_nvfp4_dequantize(const mxfp8_nvfp4_tenso
            "-byte elements");
     std::vector<Span> spans{
         span_of(byte_pointer(out), checked_mul(n, element, "the output's size in bytes"), "output", kNoIndex, true)};
-    add_read_spans(*tensor, "the tensor's", spans);
+    add_read_spans(*tensor, kNoIndex, "the tensor's", spans);
     check_no_overlap(spans);
-    const Nvfp4DequantizeJob job{dir.part.data_begin, dir.part.source, dir.amax_data, dir.amax_count > 1,
+    const Nvfp4DequantizeJob job{dir.data_begin, dir.source, dir.amax_data, dir.amax_count > 1,
                                  tensor->e4m3_max, bf16, dir.rows, dir.cols, byte_pointer(out)};
     where_memory_lives(
         tensor->device, "tensor", [&] { nvfp4_dequantize_host(job); }, [&] { cuda::nvfp4_dequantize(job, o.stream); });

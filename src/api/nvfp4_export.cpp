@@ -5,7 +5,7 @@
 
 #include "api/export_internal.hpp"
 #include "api/outputs.hpp"
-#include "api/nvfp4_tensor.hpp"
+#include "api/tensor.hpp"
 #include "core/dlpack_tensor.hpp"
 #include "core/dltensor_checks.hpp"
 #include "core/error.hpp"
@@ -38,19 +38,19 @@ mxfp8_nvfp4_export_options read_nvfp4_options(const mxfp8_nvfp4_export_options *
 
 // The stored matrix's shape as an output: rowwise keeps the leading dimensions, (*lead, last);
 // columnwise is the 2-D transpose TE stores, (K, last).
-std::vector<int64_t> stored_shape(const mxfp8_nvfp4_tensor &t, int32_t direction, int64_t last) {
+std::vector<int64_t> stored_shape(const mxfp8_tensor &t, int32_t direction, int64_t last) {
   if (direction == MXFP8_DIRECTION_COLUMNWISE) return {t.cols, last};
   std::vector<int64_t> shape(t.shape.begin(), t.shape.end() - 1);
   shape.push_back(last);
   return shape;
 }
 
-ManagedPtr export_values(const mxfp8_nvfp4_tensor &t, const Nvfp4Direction &dir, const mxfp8_nvfp4_export_options &o) {
+ManagedPtr export_values(const mxfp8_tensor &t, const Direction &dir, const mxfp8_nvfp4_export_options &o) {
   const bool float4 = o.values_dtype == MXFP8_NVFP4_VALUES_FLOAT4;
   const DLDataType dtype = float4 ? DLDataType{kDLFloat4_e2m1fn, 4, 1} : DLDataType{kDLUInt, 8, 1};
   std::vector<int64_t> shape = stored_shape(t, o.direction, float4 ? dir.cols : dir.cols / 2);
   std::vector<int64_t> strides = compact_strides(shape);  // in elements, as DLPack counts them
-  const DLManagedTensorVersioned &src = *dir.part.data;
+  const DLManagedTensorVersioned &src = *dir.data;
   return make_view(keep_alive(&t), src.dl_tensor, dtype, std::move(shape), std::move(strides),
                    src.flags & DLPACK_FLAG_BITMASK_READ_ONLY);
 }
@@ -62,10 +62,10 @@ int64_t copy_bytes(const DLTensor &c, const char *what) {
 
 // A copy must not land on the tensor it is made from (a caller's allocator could put it there), nor on
 // `earlier`, a copy the same call made before it (ignored when NULL or a view).
-void check_lands_apart(const mxfp8_nvfp4_tensor &t, const DLManagedTensorVersioned &copy, const char *what,
+void check_lands_apart(const mxfp8_tensor &t, const DLManagedTensorVersioned &copy, const char *what,
                        const DLManagedTensorVersioned *earlier = nullptr) {
   std::vector<Span> spans;
-  add_read_spans(t, "the tensor's", spans);
+  add_read_spans(t, kNoIndex, "the tensor's", spans);
   spans.push_back(span_of(byte_pointer(copy.dl_tensor), copy_bytes(copy.dl_tensor, what), what, kNoIndex, true));
   if (earlier && (earlier->flags & DLPACK_FLAG_BITMASK_IS_COPIED))
     spans.push_back(span_of(byte_pointer(earlier->dl_tensor), copy_bytes(earlier->dl_tensor, "the other copy"),
@@ -74,11 +74,11 @@ void check_lands_apart(const mxfp8_nvfp4_tensor &t, const DLManagedTensorVersion
 }
 
 // `global` is the call's global scale output, made first: a scales copy must not land on it either.
-ManagedPtr export_scales(const mxfp8_nvfp4_tensor &t, const Nvfp4Direction &dir, const mxfp8_nvfp4_export_options &o,
+ManagedPtr export_scales(const mxfp8_tensor &t, const Direction &dir, const mxfp8_nvfp4_export_options &o,
                          const DLManagedTensorVersioned *global) {
   const DLDataType dtype{static_cast<uint8_t>(o.scales_dtype == MXFP8_NVFP4_SCALES_E4M3 ? kDLFloat8_e4m3fn : kDLUInt), 8, 1};
-  return export_scale_matrix(dir.part, t.scale_layout == MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED, t.device, dtype,
-                             stored_shape(t, o.direction, dir.part.scale_cols), o.padded_scales,
+  return export_scale_matrix(dir, t.scale_layout == MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED, t.device, dtype,
+                             stored_shape(t, o.direction, dir.scale_cols), o.padded_scales,
                              Allocation{o.allocator, o.stream}, [&] { return keep_alive(&t); },
                              [&](const DLManagedTensorVersioned &copy) {
                                check_lands_apart(t, copy, "the scales copy from options.allocator", global);
@@ -88,7 +88,7 @@ ManagedPtr export_scales(const mxfp8_nvfp4_tensor &t, const Nvfp4Direction &dir,
 // Always a copy, of the amax's own shape: a few floats. Made (and checked) before the scales, which are
 // written as they are made, so that a failure on either leaves every allocation unwritten; computed
 // after them, where the amax lives (compute_global_scale).
-ManagedPtr allocate_global_scale(const mxfp8_nvfp4_tensor &t, const Nvfp4Direction &dir,
+ManagedPtr allocate_global_scale(const mxfp8_tensor &t, const Direction &dir,
                                  const mxfp8_nvfp4_export_options &o) {
   const DLTensor &amax = dir.amax->dl_tensor;
   const std::vector<int64_t> shape(amax.shape, amax.shape + amax.ndim);
@@ -100,7 +100,7 @@ ManagedPtr allocate_global_scale(const mxfp8_nvfp4_tensor &t, const Nvfp4Directi
   return out;
 }
 
-void compute_global_scale(const mxfp8_nvfp4_tensor &t, const Nvfp4Direction &dir, const mxfp8_nvfp4_export_options &o,
+void compute_global_scale(const mxfp8_tensor &t, const Direction &dir, const mxfp8_nvfp4_export_options &o,
                           DLManagedTensorVersioned &out) {
   if (dir.amax_count == 0) return;
   auto *dst = reinterpret_cast<float *>(byte_pointer(out.dl_tensor));
@@ -115,20 +115,21 @@ void compute_global_scale(const mxfp8_nvfp4_tensor &t, const Nvfp4Direction &dir
 
 using namespace mxfp8;
 
-extern "C" MXFP8_API mxfp8_status mxfp8_nvfp4_export_components(const mxfp8_nvfp4_tensor *tensor,
+extern "C" MXFP8_API mxfp8_status mxfp8_nvfp4_export_components(const mxfp8_nvfp4_tensor *handle,
                                                                 const mxfp8_nvfp4_export_options *options,
                                                                 DLManagedTensorVersioned **values,
                                                                 DLManagedTensorVersioned **scales,
                                                                 DLManagedTensorVersioned **global_scale) {
   return guarded([&] {
-    if (!tensor) fail(MXFP8_ERROR_INVALID_ARGUMENT, "tensor is NULL");
+    if (!handle) fail(MXFP8_ERROR_INVALID_ARGUMENT, "tensor is NULL");
+    const mxfp8_tensor *tensor = nvfp4_tensor(handle);
     hold_for_call(*tensor);
     if (!values && !scales && !global_scale)
       fail(MXFP8_ERROR_INVALID_ARGUMENT, "values, scales and global_scale are all NULL: nothing to export");
     if ((values && (values == scales || values == global_scale)) || (scales && scales == global_scale))
       fail(MXFP8_ERROR_INVALID_ARGUMENT, "two output pointers point to the same place: each output needs its own");
     const mxfp8_nvfp4_export_options o = read_nvfp4_options(options);
-    const Nvfp4Direction &dir = require_direction(*tensor, o.direction);
+    const Direction &dir = require_direction(*tensor, o.direction, /*nvfp4=*/true);
     // The copies first: they are what can fail (memory, CUDA); the values are only a view. Both copies are
     // allocated and checked before either is written.
     ManagedPtr global_out = global_scale ? allocate_global_scale(*tensor, dir, o) : nullptr;

@@ -1,11 +1,11 @@
 // mxfp8_nvfp4_tensor_create and mxfp8_nvfp4_tensor_release: everything about an NVFP4 tensor is checked
-// once, here. The block scales go through the MXFP8 scale check (tensor.cpp) with E4M3 dtypes and a
-// scale matrix of ceil(cols / 16) columns; the swizzled layout is the same 128x4 one
-// (TransformerEngine common/cast/nvfp4/dequantize_nvfp4.cuh indexes NVFP4 scales with the MXFP8
-// gemm_swizzled_scale_idx).
-#include "api/nvfp4_tensor.hpp"
-
+// once, here, into an mxfp8_tensor of format MXFP8_FORMAT_NVFP4 (tensor.hpp). The block scales go through
+// the MXFP8 scale check (tensor.cpp) with E4M3 dtypes and a scale matrix of ceil(cols / 16) columns; the
+// swizzled layout is the same 128x4 one (TransformerEngine common/cast/nvfp4/dequantize_nvfp4.cuh indexes
+// NVFP4 scales with the MXFP8 gemm_swizzled_scale_idx).
 #include <memory>
+
+#include "api/tensor.hpp"
 
 #include "core/dltensor_checks.hpp"
 #include "core/call_allocations.hpp"
@@ -94,7 +94,7 @@ void check_values(const DLManagedTensorVersioned &m, const char *name, int64_t r
 
 // One float32 amax per tensor, or (rowwise) one per row.
 void check_amax(const DLTensor &t, const char *name, int direction, int64_t rows, const DLDevice &device,
-                Nvfp4Direction &dir) {
+                Direction &dir) {
   if (!is_dtype(t.dtype, kDLFloat, 32))
     fail(MXFP8_ERROR_INVALID_ARGUMENT, name, ": dtype ", format_dtype(t.dtype), " is not float32");
   dir.amax_data = reinterpret_cast<const float *>(
@@ -112,30 +112,7 @@ void check_amax(const DLTensor &t, const char *name, int direction, int64_t rows
 
 }  // namespace
 
-void hold_for_call(const mxfp8_nvfp4_tensor &tensor) {
-  for (const Nvfp4Direction &d : tensor.directions) {
-    CallAllocations::hold(d.part.data);
-    CallAllocations::hold(d.part.scales);
-    CallAllocations::hold(d.amax);
-  }
-}
-
-void retain(const mxfp8_nvfp4_tensor *tensor) noexcept { tensor->references.fetch_add(1, std::memory_order_relaxed); }
-
-void release(const mxfp8_nvfp4_tensor *tensor) noexcept {
-  if (tensor->references.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
-  for (const Nvfp4Direction &dir : tensor->directions)
-    for (DLManagedTensorVersioned *m : {dir.part.data, dir.part.scales, dir.amax})
-      if (m && m->deleter) m->deleter(m);
-  delete tensor;
-}
-
-KeepAlive keep_alive(const mxfp8_nvfp4_tensor *tensor) {
-  retain(tensor);
-  return KeepAlive{[](const void *o) noexcept { release(static_cast<const mxfp8_nvfp4_tensor *>(o)); }, tensor};
-}
-
-std::unique_ptr<mxfp8_nvfp4_tensor> create_nvfp4_tensor(const mxfp8_nvfp4_tensor_desc &desc_in) {
+std::unique_ptr<mxfp8_tensor> create_nvfp4_tensor(const mxfp8_nvfp4_tensor_desc &desc_in) {
   const mxfp8_nvfp4_tensor_desc defaults = MXFP8_NVFP4_TENSOR_DESC_INIT;
   const mxfp8_nvfp4_tensor_desc desc = read_sized_struct(&desc_in, defaults, sizeof(mxfp8_nvfp4_tensor_desc),
                                                          "mxfp8_nvfp4_tensor_desc", "MXFP8_NVFP4_TENSOR_DESC_INIT");
@@ -166,7 +143,9 @@ std::unique_ptr<mxfp8_nvfp4_tensor> create_nvfp4_tensor(const mxfp8_nvfp4_tensor
   const DLManagedTensorVersioned *all[6] = {given[0][0], given[0][1], given[0][2], given[1][0], given[1][1], given[1][2]};
   check_distinct_managed(all, 6);
 
-  auto tensor = std::make_unique<mxfp8_nvfp4_tensor>();
+  auto tensor = std::make_unique<mxfp8_tensor>();
+  tensor->format = MXFP8_FORMAT_NVFP4;
+  tensor->block = MXFP8_BLOCK_1X32;  // not read for NVFP4, whose blocks are 1x16 (kNvfp4BlockSize)
   tensor->scale_layout = static_cast<mxfp8_scale_layout>(desc.scale_layout);
   tensor->e4m3_max = desc.e4m3_max;
   DLManagedTensorVersioned *const data[2] = {given[0][0], given[1][0]};
@@ -182,7 +161,7 @@ std::unique_ptr<mxfp8_nvfp4_tensor> create_nvfp4_tensor(const mxfp8_nvfp4_tensor
 
   for (int d = 0; d < 2; ++d) {
     if (!given[d][0]) continue;
-    Nvfp4Direction &dir = tensor->directions[d];
+    Direction &dir = tensor->directions[d];
     for (int part = 0; part < 3; ++part) {
       const DLDevice device = given[d][part]->dl_tensor.device;
       if (!same_device(device, tensor->device))
@@ -197,53 +176,23 @@ std::unique_ptr<mxfp8_nvfp4_tensor> create_nvfp4_tensor(const mxfp8_nvfp4_tensor
            rowwise ? "K" : "M", "), an odd count: NVFP4 packs two values per byte, so every row must fill whole bytes");
     const DLTensor &values = given[d][0]->dl_tensor, &scales = given[d][1]->dl_tensor;
     check_values(*given[d][0], kDataNames[d], dir.rows, dir.cols);
-    Direction &part = dir.part;
-    part.scale_rows = dir.rows;
-    part.scale_cols = ceil_div(dir.cols, kNvfp4BlockSize);
+    dir.scale_rows = dir.rows;
+    dir.scale_cols = ceil_div(dir.cols, kNvfp4BlockSize);
     // The stored matrix is scaled along its rows in both directions, so its scales are never swizzled
     // as a transpose (unlike MXFP8's columnwise scales).
-    check_scales(scales, kScaleNames[d], tensor->scale_layout, part, /*transposed_swizzle=*/false,
+    check_scales(scales, kScaleNames[d], tensor->scale_layout, dir, /*transposed_swizzle=*/false,
                  Holds::E4m3ScaleBytes);
     check_amax(given[d][2]->dl_tensor, kAmaxNames[d], d, dir.rows, tensor->device, dir);
-    part.data = given[d][0];
-    part.scales = given[d][1];
+    dir.data = given[d][0];
+    dir.scales = given[d][1];
     dir.amax = given[d][2];
-    part.data_begin = byte_pointer(values);
-    part.data_bytes = dir.rows * (dir.cols / 2);
+    dir.data_begin = byte_pointer(values);
+    dir.data_bytes = dir.rows * (dir.cols / 2);
     const bool swizzled = tensor->scale_layout == MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED;
-    part.source = ScaleSource{swizzled ? byte_pointer(scales) : nullptr, false, part.row_major, part.scale_rows,
-                              part.scale_cols};
+    dir.source = ScaleSource{swizzled ? byte_pointer(scales) : nullptr, false, dir.row_major, dir.scale_rows,
+                             dir.scale_cols};
   }
   return tensor;
-}
-
-void add_read_spans(const mxfp8_nvfp4_tensor &tensor, const char *kind, std::vector<Span> &spans) {
-  add_read_spans(tensor, kNoIndex, kind, spans);
-}
-
-void add_read_spans(const mxfp8_nvfp4_tensor &tensor, size_t index, const char *kind, std::vector<Span> &spans) {
-  for (int d = 0; d < 2; ++d) {
-    const Nvfp4Direction &dir = tensor.directions[d];
-    if (!dir.present()) continue;
-    spans.push_back(span_of(dir.part.data_begin, dir.part.data_bytes, kind, index, false));
-    spans.back().part = kDataNames[d];
-    spans.push_back(span_of(dir.part.scales_begin, dir.part.scales_bytes, kind, index, false));
-    spans.back().part = kScaleNames[d];
-    spans.push_back(span_of(dir.amax_data, dir.amax_count * static_cast<int64_t>(sizeof(float)), kind, index, false));
-    spans.back().part = kAmaxNames[d];
-  }
-}
-
-const Nvfp4Direction &require_direction(const mxfp8_nvfp4_tensor &tensor, int32_t direction) {
-  const Nvfp4Direction &dir = tensor.directions[direction];
-  if (!dir.present()) {
-    const bool row = direction == MXFP8_DIRECTION_ROWWISE;
-    fail(MXFP8_ERROR_MISSING_DATA, "the NVFP4 tensor has no ", row ? "rowwise" : "columnwise",
-         " data (it was created with only ", row ? "columnwise" : "rowwise", " buffers); use direction ",
-         row ? "columnwise" : "rowwise", " or describe the tensor with its ", row ? "rowwise" : "columnwise",
-         " data, scales and amax");
-  }
-  return dir;
 }
 
 }  // namespace mxfp8
@@ -255,10 +204,10 @@ extern "C" MXFP8_API mxfp8_status mxfp8_nvfp4_tensor_create(const mxfp8_nvfp4_te
   return guarded([&] {
     if (!desc) fail(MXFP8_ERROR_INVALID_ARGUMENT, "desc is NULL");
     if (!out) fail(MXFP8_ERROR_INVALID_ARGUMENT, "out is NULL");
-    *out = create_nvfp4_tensor(*desc).release();
+    *out = nvfp4_handle(create_nvfp4_tensor(*desc).release());
   });
 }
 
 extern "C" MXFP8_API void mxfp8_nvfp4_tensor_release(mxfp8_nvfp4_tensor *tensor) {
-  if (tensor) mxfp8::release(tensor);
+  if (tensor) mxfp8::release(nvfp4_tensor(tensor));
 }

@@ -6,7 +6,7 @@
 
 #include "core/error.hpp"
 #include "api/export_internal.hpp"
-#include "api/nvfp4_tensor.hpp"
+#include "api/tensor.hpp"
 #include "api/tensor.hpp"
 #include "cuda/cuda_runtime.hpp"
 
@@ -14,11 +14,9 @@ struct mxfp8_prepared_export {
   mxfp8::ExportJobs work;
   // One reference each, so every source buffer's owner outlives the plan (its deleter runs only after
   // the plan's release).
-  std::vector<const mxfp8_tensor *> tensors;
-  std::vector<const mxfp8_nvfp4_tensor *> nvfp4_tensors;
+  std::vector<const mxfp8_tensor *> tensors;  // of either format
   ~mxfp8_prepared_export() {
     for (const mxfp8_tensor *t : tensors) mxfp8::release(t);
-    for (const mxfp8_nvfp4_tensor *t : nvfp4_tensors) mxfp8::release(t);
   }
 };
 
@@ -30,16 +28,11 @@ namespace {
 // retain would leak that reference.
 void keep(mxfp8_prepared_export &prepared, const mxfp8_tensor *const *tensors,
           const mxfp8_nvfp4_tensor *const *nvfp4_tensors, size_t count) {
-  if (tensors) prepared.tensors.reserve(count);
-  if (nvfp4_tensors) prepared.nvfp4_tensors.reserve(count);
+  prepared.tensors.reserve(count);
   for (size_t i = 0; i < count; ++i) {
-    if (tensors && tensors[i]) {
-      retain(tensors[i]);
-      prepared.tensors.push_back(tensors[i]);
-    } else {
-      retain(nvfp4_tensors[i]);
-      prepared.nvfp4_tensors.push_back(nvfp4_tensors[i]);
-    }
+    const mxfp8_tensor *t = tensors && tensors[i] ? tensors[i] : nvfp4_tensor(nvfp4_tensors[i]);
+    retain(t);
+    prepared.tensors.push_back(t);
   }
 }
 

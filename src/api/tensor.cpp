@@ -19,6 +19,7 @@ constexpr size_t kDescV1Size = offsetof(mxfp8_tensor_desc, columnwise_scale_inv)
 
 const char *const kDataNames[2] = {"rowwise_data", "columnwise_data"};
 const char *const kScaleNames[2] = {"rowwise_scale_inv", "columnwise_scale_inv"};
+const char *const kAmaxNames[2] = {"rowwise_amax", "columnwise_amax"};
 
 std::vector<int64_t> logical_shape(const mxfp8_tensor_desc &desc, const DLTensor &data,
                                    const char *data_name) {
@@ -87,6 +88,7 @@ void hold_for_call(const mxfp8_tensor &tensor) {
   for (const Direction &d : tensor.directions) {
     CallAllocations::hold(d.data);
     CallAllocations::hold(d.scales);
+    CallAllocations::hold(d.amax);
   }
 }
 
@@ -97,7 +99,7 @@ void retain(const mxfp8_tensor *tensor) noexcept {
 void release(const mxfp8_tensor *tensor) noexcept {
   if (tensor->references.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
   for (const Direction &dir : tensor->directions)
-    for (DLManagedTensorVersioned *m : {dir.data, dir.scales})
+    for (DLManagedTensorVersioned *m : {dir.data, dir.scales, dir.amax})
       if (m && m->deleter) m->deleter(m);
   delete tensor;
 }
@@ -193,7 +195,28 @@ void add_read_spans(const mxfp8_tensor &tensor, size_t index, const char *kind, 
                          index, false, kDataNames[d]});
     spans.push_back(Span{reinterpret_cast<uintptr_t>(dir.scales_begin), static_cast<uint64_t>(dir.scales_bytes), kind,
                          index, false, kScaleNames[d]});
+    if (dir.amax_data)
+      spans.push_back(Span{reinterpret_cast<uintptr_t>(dir.amax_data),
+                           static_cast<uint64_t>(dir.amax_count) * sizeof(float), kind, index, false, kAmaxNames[d]});
   }
+}
+
+const Direction &require_direction(const mxfp8_tensor &t, int32_t direction, bool nvfp4) {
+  const bool is_nvfp4 = t.format == MXFP8_FORMAT_NVFP4;
+  if (is_nvfp4 != nvfp4)
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, "the tensor is ", is_nvfp4 ? "an NVFP4" : "an MXFP8", " tensor, this call takes ",
+         nvfp4 ? "NVFP4 tensors (mxfp8_nvfp4_tensor_create)" : "MXFP8 tensors (mxfp8_tensor_create)");
+  const Direction &dir = t.directions[direction];
+  if (!dir.present()) {
+    const bool row = direction == MXFP8_DIRECTION_ROWWISE;
+    const char *has = row ? "columnwise" : "rowwise", *lacks = row ? "rowwise" : "columnwise";
+    if (nvfp4)
+      fail(MXFP8_ERROR_MISSING_DATA, "the NVFP4 tensor has no ", lacks, " data (it was created with only ", has,
+           " buffers); use direction ", has, " or describe the tensor with its ", lacks, " data, scales and amax");
+    fail(MXFP8_ERROR_MISSING_DATA, "the tensor has no ", lacks, " data (it was created with only ", has,
+         " data and scales); export with direction ", has, " or describe the tensor with its ", lacks, " buffers");
+  }
+  return dir;
 }
 
 }  // namespace mxfp8

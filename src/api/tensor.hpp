@@ -1,4 +1,6 @@
-// The validated, immutable, reference-counted MXFP8 tensor behind the opaque mxfp8_tensor handle.
+// The validated, immutable, reference-counted tensor behind the opaque handles: an mxfp8_tensor of an
+// MXFP8 format, or of MXFP8_FORMAT_NVFP4 behind an mxfp8_nvfp4_tensor handle (one type inside, whose
+// NVFP4 fields MXFP8 tensors leave empty; the two public names fold into one in issue 32's step 8).
 #pragma once
 
 #include <atomic>
@@ -34,6 +36,14 @@ struct Direction {
   int64_t data_bytes = 0;
   const uint8_t *scales_begin = nullptr;
   int64_t scales_bytes = 0;
+  // NVFP4 only. Each direction is one stored matrix (rows x cols: rowwise (M, K), columnwise the (K, M)
+  // transpose TE stores) scaled along its rows, so its block scales are read and moved by the same
+  // scale sources and jobs as MXFP8's, with 16 values per scale (S: rows x ceil(cols / 16)).
+  DLManagedTensorVersioned *amax = nullptr;
+  const float *amax_data = nullptr;
+  int64_t amax_count = 0;  // 1 (per tensor) or rows (per row)
+  int64_t rows = 0;        // the stored matrix
+  int64_t cols = 0;
   bool present() const { return data != nullptr; }
 };
 
@@ -48,6 +58,7 @@ struct mxfp8_tensor {
   int64_t rows = 0;            // M = prod(lead)
   int64_t cols = 0;            // K
   DLDevice device{};
+  int32_t e4m3_max = 0;        // NVFP4: 448, or 256 (TE's 4over6); 0 for MXFP8
   mxfp8::Direction directions[2];  // indexed by mxfp8_direction
 };
 
@@ -68,6 +79,19 @@ std::unique_ptr<mxfp8_tensor> create_tensor(const mxfp8_tensor_desc &desc);
 // `holds`; fills dir.row_major (row-major layout) and the scale span. Shared with NVFP4 tensors.
 void check_scales(const DLTensor &t, const char *name, mxfp8_scale_layout layout, Direction &dir,
                   bool transposed_swizzle, Holds holds);
-// Appends the spans of every buffer of `tensor` (read by the call), named tensors[index].
+// Appends the spans of every buffer of `tensor` (read by the call: data, scales and, NVFP4, amax of both
+// directions), named kind[index] (kNoIndex: kind alone).
 void add_read_spans(const mxfp8_tensor &tensor, size_t index, const char *kind, std::vector<Span> &spans);
+// Fails with MXFP8_ERROR_MISSING_DATA when the tensor has no data for `direction`, and with
+// MXFP8_ERROR_INVALID_ARGUMENT when its format is not the family the call takes (`nvfp4`).
+const Direction &require_direction(const mxfp8_tensor &tensor, int32_t direction, bool nvfp4 = false);
+
+// The NVFP4 handle at the C boundary: an mxfp8_tensor of format MXFP8_FORMAT_NVFP4, under the name the
+// EXPERIMENTAL NVFP4 calls take (the struct mxfp8_nvfp4_tensor is never defined).
+inline const mxfp8_tensor *nvfp4_tensor(const mxfp8_nvfp4_tensor *handle) {
+  return reinterpret_cast<const mxfp8_tensor *>(handle);
+}
+inline mxfp8_nvfp4_tensor *nvfp4_handle(mxfp8_tensor *tensor) { return reinterpret_cast<mxfp8_nvfp4_tensor *>(tensor); }
+// Validates an NVFP4 description into a tensor (what mxfp8_nvfp4_tensor_create does); takes nothing on failure.
+std::unique_ptr<mxfp8_tensor> create_nvfp4_tensor(const mxfp8_nvfp4_tensor_desc &desc);
 }  // namespace mxfp8

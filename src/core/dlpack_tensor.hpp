@@ -28,7 +28,7 @@ using ManagedPtr = std::unique_ptr<DLManagedTensorVersioned, ManagedDeleter>;
 std::vector<int64_t> compact_strides(const std::vector<int64_t> &shape);
 
 // What a view keeps alive: `release(object)` runs once, from the view's deleter. The handles make one
-// for themselves (keep_alive in api/tensor.hpp, api/grouped.hpp, api/nvfp4_tensor.hpp): core knows no
+// for themselves (keep_alive in api/tensor.hpp, api/grouped.hpp): core knows no
 // handle.
 struct KeepAlive {
   void (*release)(const void *object) noexcept;
