@@ -294,7 +294,8 @@ MXFP8_API mxfp8_status mxfp8_prepare_import_tensors(const mxfp8_tensor *const *t
  * its values are (rows, cols) and its compact scales (rows, ceil(cols/32)) rowwise or
  * (ceil(rows/32), cols) columnwise, exactly the crop of what mxfp8_export_components returns.
  *
- * NVFP4 entries of a bucket (manifest.shards; the receiver's side only, so far) take shards in the same
+ * NVFP4 tensors take shards on the receiver's side (manifest.shards of a bucket entry, and the shards of
+ * the direct path, mxfp8_import_tensors_mixed; a sender's NVFP4 bucket entries travel whole) in the same
  * logical terms, with NVFP4's blocks of 16 along the stored matrix's rows:
  *   rowwise (stored (M, K)):            col_begin a multiple of 16; col_end a multiple of 16 or K. Rows:
  *                                       any, pieces too.
@@ -522,8 +523,7 @@ MXFP8_API mxfp8_status mxfp8_prepare_bucket_mixed(const mxfp8_tensor *const *ten
  *       weight_scale_2; or MXFP8_NVFP4_GLOBAL_SCALE_ENCODE), bit for bit what
  *       mxfp8_nvfp4_export_components returns for the same amax and E4M3_MAX.
  * Every destination buffer joins the overlap checks. manifest.scale_fixup leaves NVFP4 scales as they
- * are; manifest.shards is MXFP8_ERROR_UNSUPPORTED for an NVFP4 entry (resharding NVFP4 is not offered
- * yet). CUDA: the values and scales move in the bucket's one launch; the global scales are computed by
+ * are; manifest.shards takes this receiver's shard of an NVFP4 entry (see "Shards"). CUDA: the values and scales move in the bucket's one launch; the global scales are computed by
  * one more small kernel per NVFP4 entry, queued on the same stream after it (host: done on return). */
 
 /* The direct path with NVFP4 tensors (no bucket): mxfp8_import_tensors where entry i is tensors[i] (an
@@ -533,12 +533,17 @@ MXFP8_API mxfp8_status mxfp8_prepare_bucket_mixed(const mxfp8_tensor *const *ten
  * layout (compact, TE-padded or 128x4) into destinations[i].scales in the layout it asks, its amax written
  * to global_scales[i] in the `global_scale` convention (mxfp8_nvfp4_global_scale). destinations[i] and
  * global_scales[i] are checked as for an NVFP4 entry of mxfp8_import_bucket; global_scales has `count`
- * pointers, read at NVFP4 entries only (it may be NULL when none is NVFP4). options->scale_fixup applies to
- * the MXFP8 entries only. Same checks, overlap rules and stream as mxfp8_import_tensors (destinations must
+ * pointers, read at NVFP4 entries only (it may be NULL when none is NVFP4). shards: NULL, or `count`
+ * pointers, a NULL one taking the whole tensor: entry i is this receiver's shard of its tensor, as
+ * mxfp8_import_tensor_shards takes one of an MXFP8 tensor and as manifest.shards takes one of an NVFP4
+ * bucket entry (rows and 16-aligned columns of the logical (M, K); columnwise, 16-aligned rows of M and no
+ * row pieces), destinations[i] and global_scales[i] sized for the shard. options->scale_fixup applies to
+ * the MXFP8 entries only, and not to shards. Same checks, overlap rules and stream as mxfp8_import_tensors (destinations must
  * not overlap any buffer of any tensor, amax included); the global scales take one more small kernel per
  * NVFP4 entry on CUDA. count == 0 is a no-op. */
 MXFP8_API mxfp8_status mxfp8_import_tensors_mixed(const mxfp8_tensor *const *tensors,
-                                                  const mxfp8_nvfp4_tensor *const *nvfp4_tensors, size_t count,
+                                                  const mxfp8_nvfp4_tensor *const *nvfp4_tensors,
+                                                  const mxfp8_shard *const *shards, size_t count,
                                                   const mxfp8_export_options *options,
                                                   const mxfp8_import_destination *destinations,
                                                   DLTensor *const *global_scales, int32_t global_scale);
@@ -546,7 +551,8 @@ MXFP8_API mxfp8_status mxfp8_import_tensors_mixed(const mxfp8_tensor *const *ten
 /* The prepared form (see "Prepared exports"): the plan holds a reference on every tensor of both kinds;
  * the destinations' and global scales' addresses stay yours. options->stream is not used. */
 MXFP8_API mxfp8_status mxfp8_prepare_import_tensors_mixed(const mxfp8_tensor *const *tensors,
-                                                          const mxfp8_nvfp4_tensor *const *nvfp4_tensors, size_t count,
+                                                          const mxfp8_nvfp4_tensor *const *nvfp4_tensors,
+                                                          const mxfp8_shard *const *shards, size_t count,
                                                           const mxfp8_export_options *options,
                                                           const mxfp8_import_destination *destinations,
                                                           DLTensor *const *global_scales, int32_t global_scale,

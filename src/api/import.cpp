@@ -115,9 +115,10 @@ struct Nvfp4Parts {
 // resolve_nvfp4_shard): values, scales in their layout and global_scales[i] in `convention`, checked on
 // `device` and added to `spans` as written; then the jobs: the values copied, the E4M3 scales moved by the
 // MXFP8 scale jobs, the amax turned into the asked convention (a per-row amax: the shard's rows' only).
-// `global_name` names the global_scales array in messages.
-void add_nvfp4_destination(const Nvfp4Parts &p, const Shard *sh, size_t i, const mxfp8_import_destination *destinations,
-                           DLTensor *const *global_scales, const char *global_name, int32_t convention,
+// `global_name` and `shards_name` name the global_scales and shards arrays in messages.
+void add_nvfp4_destination(const Nvfp4Parts &p, const Shard *sh, const char *shards_name, size_t i,
+                           const mxfp8_import_destination *destinations, DLTensor *const *global_scales,
+                           const char *global_name, int32_t convention,
                            const DLDevice &device, const char *device_of, std::vector<Span> &spans, ExportJobs &result) {
   const mxfp8_import_destination &d = destinations[i];
   if (d.reserved != 0)
@@ -168,7 +169,7 @@ void add_nvfp4_destination(const Nvfp4Parts &p, const Shard *sh, size_t i, const
     // NVFP4 scales are never a transpose (the stored matrix is one already): the rowwise shard jobs.
     add_shard_value_jobs(result.jobs, p.values, p.cols / 2, packed_value_bytes(*sh), values);
     if (target.value == MXFP8_LAYOUT_COMPACT) add_shard_scale_jobs(result.jobs, p.scales, *sh, scales);
-    else add_shard_swizzled_scale_jobs(result.jobs, p.scales, *sh, scales, IndexedName("manifest.shards", i));
+    else add_shard_swizzled_scale_jobs(result.jobs, p.scales, *sh, scales, IndexedName(shards_name, i));
     // A per-tensor amax is the shard's too: its block scales were computed against it.
     if (p.amax_count == 1) {
       result.global_scales.push_back(Nvfp4GlobalScaleJob{p.amax, global_out, 1, p.e4m3_max, encode});
@@ -208,7 +209,7 @@ void add_nvfp4_entry(const mxfp8_bucket_manifest &m, size_t i, const CheckedEntr
   ScaleSource scales{nullptr, false, ByteMatrix{const_cast<uint8_t *>(e.scales), r, scale_cols, scale_cols, 1}, r, scale_cols};
   if (e.layout->value == MXFP8_LAYOUT_CUTLASS_128X4) scales = ScaleSource{e.scales, false, ByteMatrix{}, r, scale_cols};
   const Nvfp4Parts parts{e.values, scales, reinterpret_cast<const float *>(e.amax), e.amax_count, e.e4m3_max, e.rows, e.cols};
-  add_nvfp4_destination(parts, e.sharded ? &e.shard : nullptr, i, destinations, m.global_scales,
+  add_nvfp4_destination(parts, e.sharded ? &e.shard : nullptr, "manifest.shards", i, destinations, m.global_scales,
                         "manifest.global_scales", m.global_scale, device, "the bucket is", spans, result);
 }
 
@@ -309,8 +310,13 @@ ExportJobs import_mixed_tensor_jobs(const BucketTensors &in, const mxfp8_export_
              "destination for its second-level scale");
       const Nvfp4Parts parts{dir.data_begin, dir.source, dir.amax_data, dir.amax_count, nv->e4m3_max,
                              dir.rows, dir.cols};
+      // A shard is given in logical terms (rows of M, columns of K) and resolved onto the stored matrix.
+      Shard sh;
+      const bool sharded = shards && shards[i];
+      if (sharded) sh = resolve_nvfp4_shard(shards[i], nv->rows, nv->cols, columnwise, IndexedName("shards", i));
       add_read_spans(*nv, i, "nvfp4_tensors", spans);
-      add_nvfp4_destination(parts, nullptr, i, destinations, global_scales, "global_scales", convention, nv->device,
+      add_nvfp4_destination(parts, sharded ? &sh : nullptr, "shards", i, destinations, global_scales, "global_scales",
+                            convention, nv->device,
                             "the tensors are", spans, result);
       continue;
     }
@@ -374,13 +380,14 @@ extern "C" MXFP8_API mxfp8_status mxfp8_import_tensor_shards(const mxfp8_tensor 
 }
 
 extern "C" MXFP8_API mxfp8_status mxfp8_import_tensors_mixed(const mxfp8_tensor *const *tensors,
-                                                             const mxfp8_nvfp4_tensor *const *nvfp4_tensors, size_t count,
+                                                             const mxfp8_nvfp4_tensor *const *nvfp4_tensors,
+                                                             const mxfp8_shard *const *shards, size_t count,
                                                              const mxfp8_export_options *options,
                                                              const mxfp8_import_destination *destinations,
                                                              DLTensor *const *global_scales, int32_t global_scale) {
   return guarded([&] {
     const mxfp8_export_options o = read_options(options);
-    const ExportJobs work = import_mixed_tensor_jobs(BucketTensors{tensors, nvfp4_tensors, nullptr, count, true}, o,
+    const ExportJobs work = import_mixed_tensor_jobs(BucketTensors{tensors, nvfp4_tensors, shards, count, true}, o,
                                                      destinations, global_scales, global_scale);
     run_export_jobs(work, o.stream);
   });

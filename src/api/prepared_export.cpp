@@ -123,12 +123,13 @@ extern "C" MXFP8_API mxfp8_status mxfp8_prepare_import_tensor_shards(const mxfp8
 
 extern "C" MXFP8_API mxfp8_status mxfp8_prepare_import_tensors_mixed(const mxfp8_tensor *const *tensors,
                                                                      const mxfp8_nvfp4_tensor *const *nvfp4_tensors,
-                                                                     size_t count, const mxfp8_export_options *options,
+                                                                     const mxfp8_shard *const *shards, size_t count,
+                                                                     const mxfp8_export_options *options,
                                                                      const mxfp8_import_destination *destinations,
                                                                      DLTensor *const *global_scales, int32_t global_scale,
                                                                      mxfp8_prepared_export **out) {
   return prepare(out, [&] {
-    return import_mixed_tensor_jobs(BucketTensors{tensors, nvfp4_tensors, nullptr, count, true}, read_options(options),
+    return import_mixed_tensor_jobs(BucketTensors{tensors, nvfp4_tensors, shards, count, true}, read_options(options),
                                     destinations, global_scales, global_scale);
   }, tensors, nvfp4_tensors, count);
 }

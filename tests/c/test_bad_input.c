@@ -2206,7 +2206,7 @@ static void test_bad_nvfp4_bucket_input(void **state) {
   else if (f->call == 2)
     st = mxfp8_export_bucket_mixed(f->mx_list, f->nv_list, 1, &f->o, f->entries, f->m.nvfp4_entries ? f->nv : NULL, &f->b);
   else if (f->call == 3)
-    st = mxfp8_import_tensors_mixed(f->mx_list, f->nv_list, 1, &f->o, f->dst, f->m.global_scales, f->m.global_scale);
+    st = mxfp8_import_tensors_mixed(f->mx_list, f->nv_list, NULL, 1, &f->o, f->dst, f->m.global_scales, f->m.global_scale);
   else
     st = mxfp8_bucket_manifest_check(&f->b, &f->m);
   record_for_doc(c->call, c->name, st);

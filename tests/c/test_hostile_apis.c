@@ -2350,7 +2350,7 @@ static void test_direct_mixed_import_overlaps(void **state) {
   const mxfp8_tensor *ts[2] = {f->a.t, NULL};
   const mxfp8_nvfp4_tensor *ns[2] = {NULL, f->n.t};
   poison_mixed(f);
-  assert_int_equal(mxfp8_import_tensors_mixed(ts, ns, 2, NULL, f->d, f->globals, MXFP8_NVFP4_GLOBAL_SCALE_DECODE), MXFP8_OK);
+  assert_int_equal(mxfp8_import_tensors_mixed(ts, ns, NULL, 2, NULL, f->d, f->globals, MXFP8_NVFP4_GLOBAL_SCALE_DECODE), MXFP8_OK);
   expect_mixed_imported(f);
   const uint8_t amax_before[4] = {f->n.amax->buffer[0], f->n.amax->buffer[1], f->n.amax->buffer[2], f->n.amax->buffer[3]};
   for (int c = 0; c < 5; ++c) {
@@ -2368,7 +2368,7 @@ static void test_direct_mixed_import_overlaps(void **state) {
       case 4: v1.data = f->n.data->buffer; d[1].values = &v1; nn = ns2; break; /* values over their own source */
     }
     poison_mixed(f);
-    const mxfp8_status st = mxfp8_import_tensors_mixed(ts, nn, 2, NULL, d, gl, MXFP8_NVFP4_GLOBAL_SCALE_ENCODE);
+    const mxfp8_status st = mxfp8_import_tensors_mixed(ts, nn, NULL, 2, NULL, d, gl, MXFP8_NVFP4_GLOBAL_SCALE_ENCODE);
     EXPECT(st == MXFP8_ERROR_INVALID_ARGUMENT, "case %d: status %d (%s)", c, st, mxfp8_last_error());
     EXPECT(mixed_untouched(f), "case %d: a destination was written on failure", c);
     EXPECT(memcmp(amax_before, f->n.amax->buffer, 4) == 0, "case %d: the amax was written", c);
@@ -2397,7 +2397,7 @@ static void *receive_on_a_thread(void *arg) {
   receiver_thread *r = arg;
   mixed_fixture *o = &r->own;
   mxfp8_prepared_export *plan = NULL;
-  if (mxfp8_prepare_import_tensors_mixed(r->ts, r->ns, 2, NULL, o->d, o->globals, MXFP8_NVFP4_GLOBAL_SCALE_DECODE,
+  if (mxfp8_prepare_import_tensors_mixed(r->ts, r->ns, NULL, 2, NULL, o->d, o->globals, MXFP8_NVFP4_GLOBAL_SCALE_DECODE,
                                          &plan) != MXFP8_OK)
     ++r->failures;
   pthread_barrier_wait(r->prepared);
@@ -2432,7 +2432,7 @@ static void test_prepared_mixed_plans_outlive_their_handles(void **state) {
   const mxfp8_nvfp4_tensor *ns[2] = {NULL, f->n.t};
   mxfp8_prepared_export *fill = NULL, *import = NULL, *from_bucket = NULL;
   assert_int_equal(mxfp8_prepare_bucket_mixed(ts, ns, 2, NULL, f->e, f->ne, &f->bt, &fill), MXFP8_OK);
-  assert_int_equal(mxfp8_prepare_import_tensors_mixed(ts, ns, 2, NULL, f->d, f->globals, MXFP8_NVFP4_GLOBAL_SCALE_DECODE,
+  assert_int_equal(mxfp8_prepare_import_tensors_mixed(ts, ns, NULL, 2, NULL, f->d, f->globals, MXFP8_NVFP4_GLOBAL_SCALE_DECODE,
                                                       &import), MXFP8_OK);
   assert_int_equal(mxfp8_prepare_import_bucket(&f->bt, &f->m, f->d, &from_bucket), MXFP8_OK);
   enum { kThreads = 4 };

@@ -537,13 +537,13 @@ static void test_direct_import_of_nvfp4_and_mxfp8_storage(void **state) {
       const int32_t convention = encode ? MXFP8_NVFP4_GLOBAL_SCALE_ENCODE : MXFP8_NVFP4_GLOBAL_SCALE_DECODE;
       if (prepared) {
         mxfp8_prepared_export *p = NULL;
-        EXPECT(mxfp8_prepare_import_tensors_mixed(tensors, nvfp4, 3, NULL, dests, globals, convention, &p) == MXFP8_OK,
+        EXPECT(mxfp8_prepare_import_tensors_mixed(tensors, nvfp4, NULL, 3, NULL, dests, globals, convention, &p) == MXFP8_OK,
                "prepare: %s", mxfp8_last_error());
         EXPECT(d0.values[0] == POISON && mv[0] == POISON, "preparing wrote a destination");
         EXPECT(mxfp8_prepared_export_run(p, NULL) == MXFP8_OK, "run: %s", mxfp8_last_error());
         mxfp8_prepared_export_release(p);
       } else {
-        EXPECT(mxfp8_import_tensors_mixed(tensors, nvfp4, 3, NULL, dests, globals, convention) == MXFP8_OK, "import: %s",
+        EXPECT(mxfp8_import_tensors_mixed(tensors, nvfp4, NULL, 3, NULL, dests, globals, convention) == MXFP8_OK, "import: %s",
                mxfp8_last_error());
       }
       check_destination(&d0, &src[0], encode, "direct NVFP4 entry 0");
@@ -570,19 +570,19 @@ static void test_direct_import_refusals_write_nothing(void **state) {
   make_destination(&d, &f);
   const mxfp8_nvfp4_tensor *nvfp4[1] = {f.tensor};
   const mxfp8_import_destination dests[1] = {{&d.v, &d.s, MXFP8_LAYOUT_COMPACT, 0}};
-  EXPECT(mxfp8_import_tensors_mixed(NULL, nvfp4, 1, NULL, dests, NULL, 0) == MXFP8_ERROR_INVALID_ARGUMENT, "no globals");
+  EXPECT(mxfp8_import_tensors_mixed(NULL, nvfp4, NULL, 1, NULL, dests, NULL, 0) == MXFP8_ERROR_INVALID_ARGUMENT, "no globals");
   assert_last_error_contains("global_scales is NULL but entry 0 is an NVFP4 tensor");
   DLTensor over_amax = d.g;
   over_amax.data = f.amax_t->buffer; /* the trainer's own amax */
   DLTensor *globals[1] = {&over_amax};
-  EXPECT(mxfp8_import_tensors_mixed(NULL, nvfp4, 1, NULL, dests, globals, 0) == MXFP8_ERROR_INVALID_ARGUMENT, "over amax");
+  EXPECT(mxfp8_import_tensors_mixed(NULL, nvfp4, NULL, 1, NULL, dests, globals, 0) == MXFP8_ERROR_INVALID_ARGUMENT, "over amax");
   assert_last_error_contains("overlap");
   globals[0] = &d.g;
-  EXPECT(mxfp8_import_tensors_mixed(NULL, nvfp4, 1, NULL, dests, globals, 2) == MXFP8_ERROR_INVALID_ARGUMENT, "convention");
+  EXPECT(mxfp8_import_tensors_mixed(NULL, nvfp4, NULL, 1, NULL, dests, globals, 2) == MXFP8_ERROR_INVALID_ARGUMENT, "convention");
   assert_last_error_contains("global_scale is 2, expected MXFP8_NVFP4_GLOBAL_SCALE_DECODE (0)");
   mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
   o.direction = MXFP8_DIRECTION_COLUMNWISE;
-  EXPECT(mxfp8_import_tensors_mixed(NULL, nvfp4, 1, &o, dests, globals, 0) == MXFP8_ERROR_MISSING_DATA, "columnwise");
+  EXPECT(mxfp8_import_tensors_mixed(NULL, nvfp4, NULL, 1, &o, dests, globals, 0) == MXFP8_ERROR_MISSING_DATA, "columnwise");
   int untouched = 1;
   for (int64_t i = 0; i < d.values_bytes; ++i) untouched &= d.values[i] == POISON;
   for (int64_t i = 0; i < d.scales_bytes; ++i) untouched &= d.scales[i] == POISON;
@@ -593,8 +593,8 @@ static void test_direct_import_refusals_write_nothing(void **state) {
   free_source(&f);
 }
 
-/* A receiver's shard of an NVFP4 entry (manifest.shards): the bucket is laid out here from the references
- * (not by the library's fill), and each expected shard is cut from the stored matrix by the header's rules:
+/* A receiver's shard of an NVFP4 entry (manifest.shards) or tensor (the direct path's shards): the bucket is
+ * laid out here from the references (not by the library's fill), and each expected shard is cut from the stored matrix by the header's rules:
  * rowwise the stored (M, K) itself (rows free, columns at multiples of 16 or K); columnwise the stored
  * (K, M), the shard's rows of M its columns (multiples of 16 or M) and its columns of K one range of its
  * rows. A per-tensor amax is every shard's; a per-row amax gives the shard's rows', piece by piece. */
@@ -685,11 +685,15 @@ static void shard_ref_new(shard_ref *r, const nv_source *f, const nv_shard_case 
   free(compact);
 }
 
-/* Imports case c's shard; `expect` the status. On success every byte is compared; on a refusal, nothing
+/* Imports case c's shard from a bucket or, `direct`, straight from the trainer's storage (scales TE-padded
+ * for a compact bucket layout, 128x4 for a 128x4 one; padding poisoned) with mxfp8_import_tensors_mixed,
+ * immediate or `prepared`; `expect` the status. On success every byte is compared; on a refusal, nothing
  * was written and the message holds `message`. */
-static void import_nvfp4_shard(const nv_shard_case *c, int encode, mxfp8_status expect, const char *message) {
+static void import_nvfp4_shard_by(const nv_shard_case *c, int encode, int direct, int prepared, mxfp8_status expect,
+                                  const char *message) {
   uint64_t rng = 0xC0FFEE + (uint64_t)(c->M * 7 + c->K + c->r0 + c->c0 + c->npieces);
-  const nv_spec spec = {c->M, c->K, c->direction, COMPACT, c->per_row, c->per_row ? 448 : 256, c->target, 0};
+  const int storage = !direct ? COMPACT : c->bucket_layout == MXFP8_LAYOUT_CUTLASS_128X4 ? SWIZZLED : PADDED;
+  const nv_spec spec = {c->M, c->K, c->direction, storage, c->per_row, c->per_row ? 448 : 256, c->target, 0};
   nv_source f;
   build_source(&f, &spec, &rng);
   hand_bucket hb;
@@ -734,11 +738,27 @@ static void import_nvfp4_shard(const nv_shard_case *c, int encode, mxfp8_status 
   m.nvfp4_entries = &hb.nv;
   m.global_scales = globals;
   m.global_scale = encode ? MXFP8_NVFP4_GLOBAL_SCALE_ENCODE : MXFP8_NVFP4_GLOBAL_SCALE_DECODE;
-  char what[160];
-  snprintf(what, sizeof what, "%s (%lld, %lld) rows [%lld, %lld) cols [%lld, %lld) pieces %d, bucket layout %d, target %d",
+  char what[200];
+  snprintf(what, sizeof what, "%s%s (%lld, %lld) rows [%lld, %lld) cols [%lld, %lld) pieces %d, bucket layout %d, target %d",
+           direct ? (prepared ? "direct, prepared, " : "direct, ") : "bucket, ",
            c->direction == MXFP8_DIRECTION_ROWWISE ? "rowwise" : "columnwise", (long long)c->M, (long long)c->K,
            (long long)c->r0, (long long)c->r1, (long long)c->c0, (long long)c->c1, c->npieces, c->bucket_layout, c->target);
-  const mxfp8_status got = mxfp8_import_bucket(&b, &m, &dest, NULL);
+  mxfp8_status got;
+  if (direct) {
+    const mxfp8_nvfp4_tensor *nvfp4[1] = {f.tensor};
+    mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
+    o.direction = c->direction;
+    mxfp8_prepared_export *p = NULL;
+    got = prepared ? mxfp8_prepare_import_tensors_mixed(NULL, nvfp4, shards, 1, &o, &dest, globals, m.global_scale, &p)
+                   : mxfp8_import_tensors_mixed(NULL, nvfp4, shards, 1, &o, &dest, globals, m.global_scale);
+    if (p) {
+      EXPECT(values[0] == POISON, "%s: preparing wrote a destination", what);
+      EXPECT(mxfp8_prepared_export_run(p, NULL) == MXFP8_OK, "%s: run: %s", what, mxfp8_last_error());
+      mxfp8_prepared_export_release(p);
+    }
+  } else {
+    got = mxfp8_import_bucket(&b, &m, &dest, NULL);
+  }
   EXPECT(got == expect, "%s: status %d, want %d (%s)", what, (int)got, (int)expect, mxfp8_last_error());
   if (expect == MXFP8_OK) {
     EXPECT(memcmp(values, want.values, (size_t)want.values_bytes) == 0, "%s: values differ", what);
@@ -750,7 +770,8 @@ static void import_nvfp4_shard(const nv_shard_case *c, int encode, mxfp8_status 
       EXPECT(bits_of(global[i]) == exp, "%s: global scale %lld is 0x%08x, want 0x%08x", what, (long long)i,
              bits_of(global[i]), exp);
     }
-    EXPECT(mxfp8_bucket_manifest_check(&b, &m) == MXFP8_OK, "%s: the check refused what the import took", what);
+    if (!direct)
+      EXPECT(mxfp8_bucket_manifest_check(&b, &m) == MXFP8_OK, "%s: the check refused what the import took", what);
   } else {
     assert_last_error_contains(message);
     for (int64_t i = 0; i < want.values_bytes; ++i) EXPECT(values[i] == POISON, "%s: refused, values written", what);
@@ -762,6 +783,13 @@ static void import_nvfp4_shard(const nv_shard_case *c, int encode, mxfp8_status 
          "%s: a byte past a destination was written", what);
   free(values), free(scales), free(global), free(want.values), free(want.scales), free(hb.bytes);
   free_source(&f);
+}
+
+/* Every way in: the bucket, and the direct path immediate and prepared. */
+static void import_nvfp4_shard(const nv_shard_case *c, int encode, mxfp8_status expect, const char *message) {
+  import_nvfp4_shard_by(c, encode, 0, 0, expect, message);
+  import_nvfp4_shard_by(c, encode, 1, 0, expect, message);
+  import_nvfp4_shard_by(c, encode, 1, 1, expect, message);
 }
 
 static void test_a_receiver_imports_its_shard_of_an_nvfp4_entry(void **state) {
@@ -786,13 +814,13 @@ static void test_a_receiver_imports_its_shard_of_an_nvfp4_entry(void **state) {
     for (int encode = 0; encode < 2; ++encode) import_nvfp4_shard(&ok[i], encode, MXFP8_OK, NULL);
 
   const nv_shard_case pieces_col = {100, 50, C, 0, CO, CO, 0, E, 0, E, 2, {0, 16, 32, 48}};
-  import_nvfp4_shard(&pieces_col, 0, MXFP8_ERROR_UNSUPPORTED, "manifest.shards[0] has 2 row pieces for a columnwise NVFP4");
+  import_nvfp4_shard(&pieces_col, 0, MXFP8_ERROR_UNSUPPORTED, "shards[0] has 2 row pieces for a columnwise NVFP4");
   const nv_shard_case col_8 = {130, 72, R, 0, CO, CO, 0, E, 8, E, 0, {0}};
   import_nvfp4_shard(&col_8, 0, MXFP8_ERROR_INVALID_ARGUMENT,
-                     "manifest.shards[0].col_begin is 8, not a multiple of 16 (nor the tensor's 72)");
+                     "shards[0].col_begin is 8, not a multiple of 16 (nor the tensor's 72)");
   const nv_shard_case row_8 = {100, 50, C, 0, CO, CO, 8, E, 0, E, 0, {0}};
   import_nvfp4_shard(&row_8, 0, MXFP8_ERROR_INVALID_ARGUMENT,
-                     "manifest.shards[0].row_begin is 8, not a multiple of 16 (nor the tensor's 100)");
+                     "shards[0].row_begin is 8, not a multiple of 16 (nor the tensor's 100)");
   const nv_shard_case window_of_tiles = {130, 72, R, 0, SW, SW, 5, 60, 0, E, 0, {0}};
   import_nvfp4_shard(&window_of_tiles, 0, MXFP8_ERROR_UNSUPPORTED, "a shard of scales stored in the 128x4 layout");
 }
@@ -921,7 +949,7 @@ static void test_gpu_fill_and_import_match_the_host(void **state) {
     m.global_scales = globals;
     m.global_scale = prepared == 1 ? MXFP8_NVFP4_GLOBAL_SCALE_ENCODE : MXFP8_NVFP4_GLOBAL_SCALE_DECODE;
     if (prepared == 2) {
-      EXPECT(mxfp8_import_tensors_mixed(NULL, dh, N, NULL, dests, globals, MXFP8_NVFP4_GLOBAL_SCALE_DECODE) == MXFP8_OK,
+      EXPECT(mxfp8_import_tensors_mixed(NULL, dh, NULL, N, NULL, dests, globals, MXFP8_NVFP4_GLOBAL_SCALE_DECODE) == MXFP8_OK,
              "direct import: %s", mxfp8_last_error());
       CUDA_OK(cudaDeviceSynchronize());
     } else if (prepared) {

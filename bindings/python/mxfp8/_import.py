@@ -234,10 +234,6 @@ def _tensors_call(tensors: Mapping[str, Mapping[str, Any]], params: Mapping[str,
     scale_inv = [s.scale_inv for s in specs]
     nvfp4_fields = {}
     if any(nvfp4):  # the trainer's NVFP4 storage, straight into (values, scales, global_scale)
-        if shard_fields is not None:
-            raise ValueError("shards: import_tensors takes shards of MXFP8 tensors only (no C call takes shards and "
-                             "NVFP4 tensors directly yet); send NVFP4 tensors in a bucket and import_bucket(..., "
-                             "shards=...), or import their shards' MXFP8 peers in a call of their own")
         nvfp4_fields = dict(amax=[s.amax if s.nvfp4 else None for s in specs],
                             e4m3_max=[s.e4m3_max if s.nvfp4 else 448 for s in specs], global_scales=globals_,
                             global_scale=_code("global_scale", global_scale, _GLOBAL_SCALES))
@@ -265,8 +261,8 @@ def import_tensors(tensors: Mapping[str, Mapping[str, Any]], params: Mapping[str
 
     NVFP4 storage ({"format": "nvfp4", "data", "scale_inv", "amax", "swizzled", "shape", "e4m3_max"}, as
     export_bucket takes it) goes into ``(values, scales, global_scale[, layout])`` parameters as import_bucket
-    writes an NVFP4 entry, with the amax in the `global_scale` convention (mxfp8_import_tensors_mixed);
-    NVFP4 tensors are imported whole here (import_bucket takes their shards)."""
+    writes an NVFP4 entry, with the amax in the `global_scale` convention (mxfp8_import_tensors_mixed),
+    and takes shards as import_bucket takes an NVFP4 entry's (rows and 16-aligned columns of (M, K))."""
     _tensors_call(tensors, params, direction, layout, stream, False, zero_exponent_as_one, shards, global_scale)
 
 

@@ -291,8 +291,9 @@ py::object import_tensors(const py::list &data, const py::list &scale_inv, const
   {
     py::gil_scoped_release unlocked;
     if (amax)
-      st = prepare ? mxfp8_prepare_import_tensors_mixed(ts, nvs, n, &o, dst.structs.data(), gs, global_scale, &plan)
-                   : mxfp8_import_tensors_mixed(ts, nvs, n, &o, dst.structs.data(), gs, global_scale);
+      st = prepare ? mxfp8_prepare_import_tensors_mixed(ts, nvs, shard_list.data(), n, &o, dst.structs.data(), gs,
+                                                        global_scale, &plan)
+                   : mxfp8_import_tensors_mixed(ts, nvs, shard_list.data(), n, &o, dst.structs.data(), gs, global_scale);
     else if (shards)
       st = prepare ? mxfp8_prepare_import_tensor_shards(ts, shard_list.data(), n, &o, dst.structs.data(), &plan)
                    : mxfp8_import_tensor_shards(ts, shard_list.data(), n, &o, dst.structs.data());

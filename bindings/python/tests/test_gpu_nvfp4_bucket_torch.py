@@ -87,16 +87,28 @@ def test_cuda_direct_import_of_nvfp4_storage():
 
 @pytest.mark.parametrize("case", NVFP4_SHARDS, ids=lambda c: f"{c[1]}-{c[3]}-{c[4]}-{c[5]}")
 @pytest.mark.parametrize("prepared", [False, True])
-def test_cuda_import_of_an_nvfp4_shard_matches_the_reference(case, prepared):
-    """A receiver's shard of an NVFP4 entry (rows, K columns, row pieces; per-row amax) from a CUDA bucket
-    into CUDA parameters, immediate and prepared: the header's crop of the reference."""
+@pytest.mark.parametrize("route", ["bucket", "direct"])
+def test_cuda_import_of_an_nvfp4_shard_matches_the_reference(case, prepared, route):
+    """A receiver's shard of an NVFP4 entry (rows, K columns, row pieces; per-row amax) from a CUDA bucket,
+    or straight from CUDA storage (TE-padded scales), into CUDA parameters, immediate and prepared: the
+    header's crop of the reference."""
     shape, direction, per_row, rows, cols, target = case
-    spec, ref = nvfp4_source(shape, "swizzled", direction, per_row, 448, seed=sum(shape) + len(rows))
-    bucket, manifest = mxfp8.export_bucket({"w": cuda_spec(spec)}, direction=direction)
-    assert bucket.is_cuda
+    storage = "swizzled" if route == "bucket" else "padded"
+    spec, ref = nvfp4_source(shape, storage, direction, per_row, 448, seed=sum(shape) + len(rows))
     want = shard_reference(ref, direction, rows, cols)
     p = cuda_params(params_for(want, target))
     shards = {"w": {"rows": rows, "cols": cols}}
+    if route == "direct":
+        tensors = {"w": cuda_spec(spec)}
+        if prepared:
+            mxfp8.prepare_import_tensors(tensors, {"w": p}, direction=direction, shards=shards).run()
+        else:
+            mxfp8.import_tensors(tensors, {"w": p}, direction=direction, shards=shards)
+        torch.cuda.synchronize()
+        check_params(host(p), want)
+        return
+    bucket, manifest = mxfp8.export_bucket({"w": cuda_spec(spec)}, direction=direction)
+    assert bucket.is_cuda
     if prepared:
         mxfp8.prepare_import_bucket(bucket, manifest, {"w": p}, shards=shards).run()
     else:

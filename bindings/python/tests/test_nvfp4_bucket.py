@@ -255,11 +255,45 @@ def test_import_bucket_refuses_nvfp4_shards_off_the_blocks():
     assert np.all(p[0] == POISON) and np.all(np.isnan(p[2]))
 
 
-def test_import_tensors_refuses_nvfp4_shards_and_missing_parts():
+@pytest.mark.parametrize("case", NVFP4_SHARDS, ids=lambda c: f"{c[1]}-{c[3]}-{c[4]}-{c[5]}")
+@pytest.mark.parametrize("storage", ["padded", "swizzled"])
+@pytest.mark.parametrize("prepared", [False, True])
+def test_import_tensors_takes_a_shard_of_nvfp4_storage(case, storage, prepared):
+    """The direct path's shards (mxfp8_import_tensors_mixed): a receiver's shard read straight from the
+    trainer's NVFP4 storage, next to an MXFP8 tensor's shard, cut as the bucket path cuts it."""
+    shape, direction, per_row, rows, cols, target = case
+    if storage == "swizzled" and target == "cutlass_128x4" and (rows, cols) != ((0, shape[0]), (0, shape[1])):
+        target = "compact"  # a window of 128x4-stored scales goes into compact parameters (the 128x4 rule)
+    spec, ref = nvfp4_source(shape, storage, direction, per_row, 448, seed=sum(shape) + len(rows) + 7)
+    want = shard_reference(ref, direction, rows, cols)
+    p = params_for(want, target)
+    data, buf, s = make_mxfp8((64, 96), "padded", direction=direction, seed=25)
+    mv, ms = np.full(32 * 96, POISON, np.uint8), np.full(32 * 3, POISON, np.uint8)
+    tensors = {"w": spec, "m": {"data": data, "scale_inv": buf}}
+    params = {"w": p, "m": (mv, ms, "compact")}
+    m_rows = (0, 32) if direction == "rowwise" else (32, 64)
+    shards = {"w": {"rows": rows, "cols": cols}, "m": {"rows": m_rows, "cols": (0, 96)}}
+    if prepared:
+        plan = mxfp8.prepare_import_tensors(tensors, params, direction=direction, shards=shards)
+        assert np.all(p[0] == POISON)
+        plan.run()
+    else:
+        mxfp8.import_tensors(tensors, params, direction=direction, shards=shards)
+    check_params(p, want)
+    r0 = m_rows[0]
+    np.testing.assert_array_equal(mv, data.view(np.uint8)[r0:r0 + 32].reshape(-1))
+    np.testing.assert_array_equal(ms, (s[:32] if direction == "rowwise" else s[1]).reshape(-1))
+
+
+def test_import_tensors_refuses_nvfp4_shards_off_the_blocks_and_missing_parts():
     spec, ref = nvfp4_source((40, 64), "compact", "rowwise", False, 448, seed=24)
     p = params_for(ref, "compact")
-    with pytest.raises(ValueError, match="import_tensors takes shards of MXFP8 tensors only"):
-        mxfp8.import_tensors({"w": spec}, {"w": p}, shards={"w": {"rows": (0, 32)}})
+    with pytest.raises(ValueError, match=r"shards\[0\]\.col_begin is 8, not a multiple of 16"):
+        mxfp8.import_tensors({"w": spec}, {"w": p}, shards={"w": {"cols": (8, 64)}})
+    col_spec, _ = nvfp4_source((100, 50), "compact", "columnwise", False, 448, seed=26)
+    with pytest.raises(TypeError, match="row pieces for a columnwise NVFP4"):  # MXFP8_ERROR_UNSUPPORTED
+        mxfp8.import_tensors({"w": col_spec}, {"w": p}, direction="columnwise",
+                             shards={"w": {"rows": [(0, 16), (32, 48)]}})
     with pytest.raises(ValueError, match="is an NVFP4 entry: it must be"):
         mxfp8.import_tensors({"w": spec}, {"w": (p[0], p[1])})
     with pytest.raises(ValueError, match="has no 'amax'"):

@@ -1094,11 +1094,13 @@ extern "C" {
         bucket: *mut DLTensor,
         out: *mut *mut mxfp8_prepared_export,
     ) -> mxfp8_status;
-    /// The direct import of MXFP8 (`tensors[i]`) and NVFP4 (`nvfp4_tensors[i]`) storage into destinations;
-    /// NVFP4 entry i's global scale goes to `global_scales[i]` in the `global_scale` convention.
+    /// The direct import of MXFP8 (`tensors[i]`) and NVFP4 (`nvfp4_tensors[i]`) storage into destinations,
+    /// `shards[i]` of each when `shards` and it are set; NVFP4 entry i's global scale goes to
+    /// `global_scales[i]` in the `global_scale` convention.
     pub fn mxfp8_import_tensors_mixed(
         tensors: *const *const mxfp8_tensor,
         nvfp4_tensors: *const *const mxfp8_nvfp4_tensor,
+        shards: *const *const mxfp8_shard,
         count: usize,
         options: *const mxfp8_export_options,
         destinations: *const mxfp8_import_destination,
@@ -1109,6 +1111,7 @@ extern "C" {
     pub fn mxfp8_prepare_import_tensors_mixed(
         tensors: *const *const mxfp8_tensor,
         nvfp4_tensors: *const *const mxfp8_nvfp4_tensor,
+        shards: *const *const mxfp8_shard,
         count: usize,
         options: *const mxfp8_export_options,
         destinations: *const mxfp8_import_destination,

@@ -414,9 +414,12 @@ pub(crate) unsafe fn import_tensors_mixed_raw(
     let o = options.to_sys();
     let (destinations, globals) = (d.destinations.as_ptr(), d.global_ptrs.as_ptr());
     let (mxfp8, nvfp4, count, convention) = (handles.mxfp8.as_ptr(), handles.nvfp4.as_ptr(), handles.count(), global_scale.to_raw());
+    let whole = ptr::null(); // every tensor whole: the safe crate takes NVFP4 shards through import_bucket
     match prepare {
-        None => check(sys::mxfp8_import_tensors_mixed(mxfp8, nvfp4, count, &o, destinations, globals, convention)),
-        Some(out) => check(sys::mxfp8_prepare_import_tensors_mixed(mxfp8, nvfp4, count, &o, destinations, globals, convention, out)),
+        None => check(sys::mxfp8_import_tensors_mixed(mxfp8, nvfp4, whole, count, &o, destinations, globals, convention)),
+        Some(out) => check(sys::mxfp8_prepare_import_tensors_mixed(
+            mxfp8, nvfp4, whole, count, &o, destinations, globals, convention, out,
+        )),
     }
 }
 
