@@ -300,8 +300,9 @@ MXFP8_API mxfp8_status mxfp8_prepare_import_tensors(const mxfp8_tensor *const *t
  *   rowwise (stored (M, K)):            col_begin a multiple of 16; col_end a multiple of 16 or K. Rows:
  *                                       any, pieces too.
  *   columnwise (stored (K, M)):         row_begin, row_end multiples of 16 or M (they are stored columns);
- *                                       columns: any (stored rows). Row pieces would be several column
- *                                       windows of the stored matrix: MXFP8_ERROR_UNSUPPORTED.
+ *                                       columns: any (stored rows). Two or more row pieces would be
+ *                                       several column windows of the stored matrix:
+ *                                       MXFP8_ERROR_UNSUPPORTED (one piece is its range).
  * The shard lands as its stored matrix: rowwise (rows, cols), columnwise (cols, rows), values packed two a
  * byte, E4M3 scales one per 16 along its rows (compact or 128x4, as the whole entry's). A per-tensor amax
  * is the shard's too (its block scales were computed against it): global_scales[i] holds one float. A
