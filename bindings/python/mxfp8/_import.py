@@ -94,6 +94,17 @@ def _dlpack_stream(cuda: bool, stream_ptr: int):
     return (stream_ptr or 1) if cuda else None
 
 
+def _call_stream(first: Any, stream: Any) -> Tuple[bool, Optional[int], Optional[int]]:
+    """(cuda, stream, dlpack_stream) of an import whose first object is `first`. With no stream given and
+    `first` of a framework with a DLPack C exchange API (torch), stream None: the extension asks the
+    framework for its current stream and takes its objects through the API, no __dlpack__ call per buffer
+    (at 3008 tensors that call was most of the host time, issue 33)."""
+    if stream is None and _args.has_exchange_api(first):
+        return first.__dlpack_device__()[0] in _CUDA_DEVICES, None, None
+    cuda, stream_ptr = _cuda_and_stream(first, stream)
+    return cuda, stream_ptr, _dlpack_stream(cuda, stream_ptr)
+
+
 def _destinations(names: List[str], params: Mapping[str, Any], layout: str, nvfp4: Optional[List[bool]] = None):
     """The parameter buffers of each name: (values, scales[, layout]) for an MXFP8 tensor; for an NVFP4
     entry (nvfp4[i]) (values, scales, global_scale[, layout]). Returns (values, scales, targets,
@@ -161,10 +172,10 @@ def _bucket_call(bucket: Any, manifest: List[Mapping[str, Any]], params: Mapping
     values, scales, targets, globals_ = _destinations(names, params, layout, read.nvfp4)
     shard_fields = _shards(names, shards)
     convention = _code("global_scale", global_scale, _GLOBAL_SCALES)
-    cuda, stream_ptr = _cuda_and_stream(bucket, stream)
+    cuda, stream_ptr, dlpack_stream = _call_stream(bucket, stream)
     result = _c_import_bucket(
         bucket, values=values, scales=scales, targets=targets, scale_fixup=_fixup(zero_exponent_as_one),
-        stream=stream_ptr, dlpack_stream=_dlpack_stream(cuda, stream_ptr), prepare=prepare, shards=shard_fields,
+        stream=stream_ptr, dlpack_stream=dlpack_stream, prepare=prepare, shards=shard_fields,
         global_scales=globals_ if any(read.nvfp4) else None, global_scale=convention,
         names=[repr(n) for n in names], **read.lists)
     if prepare:
@@ -229,7 +240,7 @@ def _tensors_call(tensors: Mapping[str, Mapping[str, Any]], params: Mapping[str,
     shard_fields = _shards(names, shards)
     dir_code = _code("direction", direction, _DIRECTIONS)
     first = specs[0].data
-    cuda, stream_ptr = _cuda_and_stream(first, stream)
+    cuda, stream_ptr, dlpack_stream = _call_stream(first, stream)
     data = [s.data for s in specs]
     scale_inv = [s.scale_inv for s in specs]
     nvfp4_fields = {}
@@ -241,7 +252,7 @@ def _tensors_call(tensors: Mapping[str, Mapping[str, Any]], params: Mapping[str,
     result = _c_import_tensors(
         data, scale_inv, shapes, [_FORMAT_NVFP4 if s.nvfp4 else s.format for s in specs],
         [s.swizzled for s in specs], dir_code,
-        values, scales, targets, _fixup(zero_exponent_as_one), stream_ptr, _dlpack_stream(cuda, stream_ptr), prepare,
+        values, scales, targets, _fixup(zero_exponent_as_one), stream_ptr, dlpack_stream, prepare,
         shard_fields, names=[repr(n) for n in names], **nvfp4_fields)
     if prepare:
         return ImportPlan(result, (data, scale_inv, values, scales, globals_, nvfp4_fields.get("amax")), cuda, first)

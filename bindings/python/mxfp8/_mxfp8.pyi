@@ -133,7 +133,7 @@ def dequantize(
 def import_bucket(
     bucket: Any, entries: Sequence[Sequence[int]], shapes: Sequence[Sequence[int]], formats: Sequence[int],
     directions: Sequence[int], scales_layouts: Sequence[int], values: list[Any], scales: list[Any],
-    targets: Sequence[int], scale_fixup: int, stream: int, dlpack_stream: Any, prepare: bool,
+    targets: Sequence[int], scale_fixup: int, stream: Optional[int], dlpack_stream: Any, prepare: bool,
     shards: Optional[Sequence[Any]] = None, nvfp4_entries: Optional[Sequence[Sequence[int]]] = None,
     global_scales: Optional[list[Any]] = None, global_scale: int = 0, names: Sequence[str] = (),
     scales_shapes: Optional[Sequence[Sequence[int]]] = None,
@@ -146,10 +146,10 @@ def bucket_manifest_check(
 def import_tensors(
     data: list[Any], scale_inv: list[Any], shapes: Sequence[Sequence[int]], formats: Sequence[int],
     swizzled: Sequence[bool], direction: int, values: list[Any], scales: list[Any], targets: Sequence[int],
-    scale_fixup: int, stream: int, dlpack_stream: Any, prepare: bool, shards: Optional[Sequence[Any]] = None,
+    scale_fixup: int, stream: Optional[int], dlpack_stream: Any, prepare: bool, shards: Optional[Sequence[Any]] = None,
     amax: Optional[list[Any]] = None, e4m3_max: Optional[Sequence[int]] = None,
     global_scales: Optional[list[Any]] = None, global_scale: int = 0, names: Sequence[str] = (),
-) -> Optional[ImportPlan]: ...  # mxfp8_import_tensors; an ImportPlan with prepare=True
+) -> Optional[ImportPlan]: ...  # mxfp8_import_tensors; an ImportPlan with prepare=True; stream None: the framework's
 def convert(
     data: Any, scale_inv: Any, shape: Sequence[int], format: int, swizzled: bool, direction: int, num_experts: int,
     grouped_scales: int, target: int, scale_fixup: int, values: Any, scales: Any, stream: int, dlpack_stream: Any,

@@ -241,4 +241,14 @@ inline std::unique_ptr<TakenTensor> take(py::handle obj, const char *name, Excha
   return take_dlpack(obj, name, ex.dlpack_stream_argument(), access);
 }
 
+
+// The Exchange of a call on Python objects: exchange mode (stream None) through `first`'s framework,
+// resolved when `first` is taken; else the caller's stream.
+inline Exchange exchange_for_objects(py::handle first, const py::object &stream, py::object dlpack_stream) {
+  if (!stream.is_none()) return Exchange::explicit_stream(stream.cast<intptr_t>(), std::move(dlpack_stream));
+  Exchange ex{exchange_api_of(first)};
+  if (!ex.api) return Exchange::explicit_stream(0, std::move(dlpack_stream));
+  return ex;
+}
+
 }  // namespace mxfp8_python

@@ -1,7 +1,8 @@
 // The receiver's import for Python: mxfp8_import_bucket and mxfp8_import_tensors (and their prepared
-// forms) over DLPack producers. A translation layer only: it borrows each object's DLTensor through
-// __dlpack__, fills the C structs, and lets the library check everything. register_import adds the
-// functions to a module (the extension calls it from its PYBIND11_MODULE).
+// forms) over DLPack producers. A translation layer only: it takes each object's DLTensor as every other
+// call of the extension does (dlpack_take.hpp: the framework's DLPack C exchange API when the caller left
+// the stream to it, else __dlpack__), fills the C structs, and lets the library check everything.
+// register_import adds the functions to a module (the extension calls it from its PYBIND11_MODULE).
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -40,7 +41,7 @@ std::string label(const std::vector<std::string> &names, size_t i, const char *o
 }
 
 Destinations take_destinations(const py::list &values, const py::list &scales, const std::vector<int32_t> &layouts,
-                               py::object stream, const std::vector<std::string> &names) {
+                               Exchange &ex, const std::vector<std::string> &names) {
   const size_t n = values.size();
   if (scales.size() != n || layouts.size() != n)
     throw py::value_error("values, scales and layouts must have one entry per tensor");
@@ -48,33 +49,63 @@ Destinations take_destinations(const py::list &values, const py::list &scales, c
   d.taken.reserve(2 * n);
   d.structs.resize(n);
   for (size_t i = 0; i < n; ++i) {
-    d.taken.push_back(take_dlpack(values[i], label(names, i, "params", "[0]", "values").c_str(), stream, Access::Write));
-    d.taken.push_back(take_dlpack(scales[i], label(names, i, "params", "[1]", "scales").c_str(), stream, Access::Write));
+    d.taken.push_back(take(values[i], label(names, i, "params", "[0]", "values").c_str(), ex, Access::Write));
+    d.taken.push_back(take(scales[i], label(names, i, "params", "[1]", "scales").c_str(), ex, Access::Write));
     d.structs[i] = mxfp8_import_destination{d.taken[2 * i]->tensor(), d.taken[2 * i + 1]->tensor(), layouts[i], 0};
   }
   return d;
 }
 
+// A refusal of the library's about one source, said of that source ("tensors['w']: rowwise_scale_inv: ..."),
+// as export_bucket says it: the library's message names the field, not which of thousands of tensors.
+// `where` is called only on failure (a label costs a repr, paid by no call that succeeds).
+template <class Where>
+void check_source(mxfp8_status status, Where where) {
+  if (status == MXFP8_OK) return;
+  const std::string prefix = where();
+  if (prefix.empty()) raise_status(status);
+  const std::string message = prefix + ": " + mxfp8_last_error();
+  switch (status) {
+    case MXFP8_ERROR_INVALID_ARGUMENT:
+    case MXFP8_ERROR_MISSING_DATA: throw py::value_error(message);
+    case MXFP8_ERROR_UNSUPPORTED: throw py::type_error(message);
+    default: raise_status(status);
+  }
+}
+
+// "tensors[<repr>]" for entry i when the Python layer passed the names, else nothing.
+std::string source_label(const std::vector<std::string> &names, size_t i) {
+  return i < names.size() ? "tensors[" + names[i] + "]" : std::string();
+}
+
 // A tensor handle over a producer's data and scale_inv (taken: the handle owns them once created).
-mxfp8_tensor *make_tensor(std::unique_ptr<TakenTensor> &data, std::unique_ptr<TakenTensor> &scale_inv, const std::vector<int64_t> &shape,
-                          int32_t format, bool swizzled, int32_t direction) {
+// ndim 0 takes the logical shape from the data.
+template <class Where>
+mxfp8_tensor *make_tensor(TakenTensor &data, TakenTensor &scale_inv, int32_t ndim, const int64_t *shape, int32_t format,
+                          bool swizzled, int32_t direction, Where where) {
   mxfp8_tensor_desc desc = MXFP8_TENSOR_DESC_INIT;
   desc.format = format;
   desc.scale_layout = swizzled ? MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED : MXFP8_SCALE_LAYOUT_ROW_MAJOR;
-  desc.ndim = static_cast<int32_t>(shape.size());
-  desc.shape = shape.data();
+  desc.ndim = ndim;
+  desc.shape = shape;
   if (direction == MXFP8_DIRECTION_COLUMNWISE) {
-    desc.columnwise_data = data->managed;
-    desc.columnwise_scale_inv = scale_inv->managed;
+    desc.columnwise_data = data.managed;
+    desc.columnwise_scale_inv = scale_inv.managed;
   } else {
-    desc.rowwise_data = data->managed;
-    desc.rowwise_scale_inv = scale_inv->managed;
+    desc.rowwise_data = data.managed;
+    desc.rowwise_scale_inv = scale_inv.managed;
   }
   mxfp8_tensor *t = nullptr;
-  check(mxfp8_tensor_create(&desc, &t));
-  data->release();  // owned by the tensor now
-  scale_inv->release();
+  check_source(mxfp8_tensor_create(&desc, &t), where);
+  data.release();  // owned by the tensor now
+  scale_inv.release();
   return t;
+}
+
+mxfp8_tensor *make_tensor(std::unique_ptr<TakenTensor> &data, std::unique_ptr<TakenTensor> &scale_inv,
+                          const std::vector<int64_t> &shape, int32_t format, bool swizzled, int32_t direction) {
+  return make_tensor(*data, *scale_inv, static_cast<int32_t>(shape.size()), shape.data(), format, swizzled, direction,
+                     [] { return std::string(); });
 }
 
 // The destinations of NVFP4 entries' global scales: DLTensor pointers (NULL where the Python list holds
@@ -85,7 +116,7 @@ struct GlobalScales {
   DLTensor *const *data() const { return tensors.empty() ? nullptr : tensors.data(); }
 };
 
-GlobalScales take_global_scales(const std::optional<py::list> &list, py::object stream,
+GlobalScales take_global_scales(const std::optional<py::list> &list, Exchange &ex,
                                 const std::vector<std::string> &names) {
   GlobalScales g;
   if (!list) return g;
@@ -95,7 +126,7 @@ GlobalScales take_global_scales(const std::optional<py::list> &list, py::object 
       g.tensors.push_back(nullptr);
       continue;
     }
-    g.taken.push_back(take_dlpack(t, label(names, i, "params", "[2]", "global_scales").c_str(), stream, Access::Write));
+    g.taken.push_back(take(t, label(names, i, "params", "[2]", "global_scales").c_str(), ex, Access::Write));
     g.tensors.push_back(g.taken.back()->tensor());
   }
   return g;
@@ -103,9 +134,10 @@ GlobalScales take_global_scales(const std::optional<py::list> &list, py::object 
 
 // An NVFP4 tensor handle over a producer's data, scale_inv and amax of one direction (taken: the handle
 // owns them once created).
+template <class Where>
 mxfp8_nvfp4_tensor *make_nvfp4_tensor(std::unique_ptr<TakenTensor> &data, std::unique_ptr<TakenTensor> &scale_inv,
                                       std::unique_ptr<TakenTensor> &amax, const std::vector<int64_t> &shape, bool swizzled,
-                                      int32_t e4m3_max, int32_t direction) {
+                                      int32_t e4m3_max, int32_t direction, Where where) {
   mxfp8_nvfp4_tensor_desc desc = MXFP8_NVFP4_TENSOR_DESC_INIT;
   desc.scale_layout = swizzled ? MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED : MXFP8_SCALE_LAYOUT_ROW_MAJOR;
   desc.e4m3_max = e4m3_max;
@@ -116,17 +148,20 @@ mxfp8_nvfp4_tensor *make_nvfp4_tensor(std::unique_ptr<TakenTensor> &data, std::u
   *(columnwise ? &desc.columnwise_scale_inv : &desc.rowwise_scale_inv) = scale_inv->managed;
   *(columnwise ? &desc.columnwise_amax : &desc.rowwise_amax) = amax->managed;
   mxfp8_nvfp4_tensor *t = nullptr;
-  check(mxfp8_nvfp4_tensor_create(&desc, &t));
+  check_source(mxfp8_nvfp4_tensor_create(&desc, &t), where);
   data->release();  // owned by the tensor now
   scale_inv->release();
   amax->release();
   return t;
 }
 
-// A prepared import: checked once, run every step (one launch, no allocation, no synchronization).
+// A prepared import: checked once, run every step (one launch, no allocation, no synchronization). It
+// keeps every destination taken (so the framework's storage stays alive, whatever becomes of the caller's
+// params) for its whole life; the library's plan holds the sources.
 class ImportPlan {
  public:
-  explicit ImportPlan(mxfp8_prepared_export *p) : plan_(p) {}
+  ImportPlan(mxfp8_prepared_export *p, Destinations &&destinations, GlobalScales &&globals)
+      : plan_(p), destinations_(std::move(destinations)), globals_(std::move(globals)) {}
   ~ImportPlan() { mxfp8_prepared_export_release(plan_); }
   ImportPlan(const ImportPlan &) = delete;
   ImportPlan &operator=(const ImportPlan &) = delete;
@@ -145,6 +180,8 @@ class ImportPlan {
 
  private:
   mxfp8_prepared_export *plan_;
+  Destinations destinations_;
+  GlobalScales globals_;
   std::mutex running_;
 };
 
@@ -206,11 +243,20 @@ void bucket_manifest_check(py::handle bucket, const std::vector<std::array<uint6
   check(mxfp8_bucket_manifest_check(taken_bucket->tensor(), &lists.manifest));
 }
 
+// How an import takes its objects: stream None leaves the stream to the first object's framework (its
+// current stream, every object of that framework taken through its DLPack C exchange API, as the
+// extension's other calls do), or to the legacy default stream (0) for a framework without one; an int is
+// the caller's cudaStream_t. dlpack_stream: __dlpack__'s stream argument for objects taken that way.
+Exchange import_exchange(py::handle first, const py::object &stream, py::object dlpack_stream) {
+  if (stream.is_none()) return exchange_for_objects(first, stream, std::move(dlpack_stream));
+  return Exchange::explicit_stream(static_cast<intptr_t>(stream.cast<uintptr_t>()), std::move(dlpack_stream));
+}
+
 py::object import_bucket(py::handle bucket, const std::vector<std::array<uint64_t, 4>> &entries,
                          const std::vector<std::vector<int64_t>> &shapes, const std::vector<int32_t> &formats,
                          const std::vector<int32_t> &directions, const std::vector<int32_t> &scales_layouts,
                          const py::list &values, const py::list &scales, const std::vector<int32_t> &targets,
-                         int32_t scale_fixup, uintptr_t stream, py::object dlpack_stream, bool prepare,
+                         int32_t scale_fixup, py::object stream, py::object dlpack_stream, bool prepare,
                          const std::optional<std::vector<py::object>> &shards,
                          const std::optional<std::vector<std::array<uint64_t, 3>>> &nvfp4_entries,
                          const std::optional<py::list> &global_scales, int32_t global_scale,
@@ -220,9 +266,10 @@ py::object import_bucket(py::handle bucket, const std::vector<std::array<uint64_
   const ShardList shard_list(shards, n);
   if (global_scales && global_scales->size() != n)
     throw py::value_error("the manifest's lists must have one entry per tensor");
-  auto taken_bucket = take_dlpack(bucket, "bucket", dlpack_stream, Access::Read);
-  Destinations d = take_destinations(values, scales, targets, dlpack_stream, names);
-  const GlobalScales globals = take_global_scales(global_scales, dlpack_stream, names);
+  Exchange ex = import_exchange(bucket, stream, std::move(dlpack_stream));
+  auto taken_bucket = take(bucket, "bucket", ex, Access::Read);  // in exchange mode, fixes the stream
+  Destinations d = take_destinations(values, scales, targets, ex, names);
+  GlobalScales globals = take_global_scales(global_scales, ex, names);
   ManifestLists lists(entries, shapes, formats, directions, scales_layouts, nvfp4_entries, scales_shapes);
   mxfp8_bucket_manifest &m = lists.manifest;
   m.scale_fixup = scale_fixup;
@@ -234,17 +281,59 @@ py::object import_bucket(py::handle bucket, const std::vector<std::array<uint64_
   {
     py::gil_scoped_release unlocked;
     st = prepare ? mxfp8_prepare_import_bucket(taken_bucket->tensor(), &m, d.structs.data(), &plan)
-                 : mxfp8_import_bucket(taken_bucket->tensor(), &m, d.structs.data(), reinterpret_cast<void *>(stream));
+                 : mxfp8_import_bucket(taken_bucket->tensor(), &m, d.structs.data(), reinterpret_cast<void *>(ex.stream));
   }
   check(st);
-  if (prepare) return py::cast(std::make_unique<ImportPlan>(plan));
+  if (prepare) return py::cast(std::make_unique<ImportPlan>(plan, std::move(d), std::move(globals)));
+  return py::none();
+}
+
+// Handles over the sources of one import; the tensors own their managed inputs once created. Entry i is
+// an MXFP8 tensor (t[i]) or an NVFP4 one (nv[i]), the other NULL.
+struct Handles {
+  std::vector<mxfp8_tensor *> t;
+  std::vector<mxfp8_nvfp4_tensor *> nv;
+  bool mixed = false;  // some entry is NVFP4: mxfp8_import_tensors_mixed
+  Handles() = default;
+  Handles(const Handles &) = delete;
+  Handles &operator=(const Handles &) = delete;
+  ~Handles() {
+    for (mxfp8_tensor *h : t) mxfp8_tensor_release(h);
+    for (mxfp8_nvfp4_tensor *h : nv) mxfp8_nvfp4_tensor_release(h);
+  }
+};
+
+// The library's import (or its preparation) of `h` into `dst`: an ImportPlan, or None.
+py::object run_import(const Handles &h, const mxfp8_export_options &o, Destinations &&dst, GlobalScales &&globals,
+                      int32_t global_scale, const ShardList *shard_list, bool prepare) {
+  const size_t n = h.t.size();
+  mxfp8_status st;
+  mxfp8_prepared_export *plan = nullptr;
+  const auto *ts = const_cast<const mxfp8_tensor *const *>(h.t.data());
+  const auto *nvs = const_cast<const mxfp8_nvfp4_tensor *const *>(h.nv.data());
+  DLTensor *const *gs = globals.data();
+  {
+    py::gil_scoped_release unlocked;
+    const mxfp8_shard *const *sh = shard_list ? shard_list->data() : nullptr;
+    if (h.mixed)
+      st = prepare ? mxfp8_prepare_import_tensors_mixed(ts, nvs, sh, n, &o, dst.structs.data(), gs, global_scale, &plan)
+                   : mxfp8_import_tensors_mixed(ts, nvs, sh, n, &o, dst.structs.data(), gs, global_scale);
+    else if (sh)
+      st = prepare ? mxfp8_prepare_import_tensor_shards(ts, sh, n, &o, dst.structs.data(), &plan)
+                   : mxfp8_import_tensor_shards(ts, sh, n, &o, dst.structs.data());
+    else
+      st = prepare ? mxfp8_prepare_import_tensors(ts, n, &o, dst.structs.data(), &plan)
+                   : mxfp8_import_tensors(ts, n, &o, dst.structs.data());
+  }
+  check(st);
+  if (prepare) return py::cast(std::make_unique<ImportPlan>(plan, std::move(dst), std::move(globals)));
   return py::none();
 }
 
 py::object import_tensors(const py::list &data, const py::list &scale_inv, const std::vector<std::vector<int64_t>> &shapes,
                           const std::vector<int32_t> &formats, const std::vector<bool> &swizzled, int32_t direction,
                           const py::list &values, const py::list &scales, const std::vector<int32_t> &targets,
-                          int32_t scale_fixup, uintptr_t stream, py::object dlpack_stream, bool prepare,
+                          int32_t scale_fixup, py::object stream, py::object dlpack_stream, bool prepare,
                           const std::optional<std::vector<py::object>> &shards, const std::optional<py::list> &amax,
                           const std::optional<std::vector<int32_t>> &e4m3_max, const std::optional<py::list> &global_scales,
                           int32_t global_scale, const std::vector<std::string> &names) {
@@ -253,57 +342,34 @@ py::object import_tensors(const py::list &data, const py::list &scale_inv, const
   if (scale_inv.size() != n || shapes.size() != n || formats.size() != n || swizzled.size() != n ||
       (amax && amax->size() != n) || (e4m3_max && e4m3_max->size() != n) || (global_scales && global_scales->size() != n))
     throw py::value_error("data, scale_inv, shapes, formats and swizzled must have one entry per tensor");
-  // Handles over the sources; the tensors own their managed inputs once created. With `amax`, entry i
-  // is NVFP4 where amax[i] is not None (mxfp8_import_tensors_mixed), else MXFP8.
-  struct Handles {
-    std::vector<mxfp8_tensor *> t;
-    std::vector<mxfp8_nvfp4_tensor *> nv;
-    ~Handles() {
-      for (mxfp8_tensor *h : t) mxfp8_tensor_release(h);
-      for (mxfp8_nvfp4_tensor *h : nv) mxfp8_nvfp4_tensor_release(h);
-    }
-  } handles;
+  const py::handle first = n ? PyList_GET_ITEM(data.ptr(), 0) : Py_None;  // None: no framework, count 0 a no-op
+  Exchange ex = import_exchange(first, stream, std::move(dlpack_stream));
+  // With `amax`, entry i is NVFP4 where amax[i] is not None (mxfp8_import_tensors_mixed), else MXFP8.
+  Handles handles;
+  handles.mixed = amax.has_value();
   handles.t.reserve(n);
   handles.nv.reserve(n);
   for (size_t i = 0; i < n; ++i) {
-    auto d = take_dlpack(data[i], label(names, i, "tensors", "['data']", "data").c_str(), dlpack_stream, Access::Read);
-    auto s = take_dlpack(scale_inv[i], label(names, i, "tensors", "['scale_inv']", "scale_inv").c_str(), dlpack_stream, Access::Read);
+    auto d = take(data[i], label(names, i, "tensors", "['data']", "data").c_str(), ex, Access::Read);
+    auto s = take(scale_inv[i], label(names, i, "tensors", "['scale_inv']", "scale_inv").c_str(), ex, Access::Read);
     if (amax && !(*amax)[i].is_none()) {
-      auto a = take_dlpack((*amax)[i], label(names, i, "tensors", "['amax']", "amax").c_str(), dlpack_stream, Access::Read);
+      auto a = take((*amax)[i], label(names, i, "tensors", "['amax']", "amax").c_str(), ex, Access::Read);
       handles.t.push_back(nullptr);
-      handles.nv.push_back(make_nvfp4_tensor(d, s, a, shapes[i], swizzled[i], e4m3_max ? (*e4m3_max)[i] : 448, direction));
+      handles.nv.push_back(make_nvfp4_tensor(d, s, a, shapes[i], swizzled[i], e4m3_max ? (*e4m3_max)[i] : 448, direction,
+                                             [&] { return source_label(names, i); }));
       continue;
     }
-    handles.t.push_back(make_tensor(d, s, shapes[i], formats[i], swizzled[i], direction));
+    handles.t.push_back(make_tensor(*d, *s, static_cast<int32_t>(shapes[i].size()), shapes[i].data(), formats[i],
+                                    swizzled[i], direction, [&] { return source_label(names, i); }));
     handles.nv.push_back(nullptr);
   }
-  Destinations dst = take_destinations(values, scales, targets, dlpack_stream, names);
-  const GlobalScales globals = take_global_scales(global_scales, dlpack_stream, names);
+  Destinations dst = take_destinations(values, scales, targets, ex, names);
+  GlobalScales globals = take_global_scales(global_scales, ex, names);
   mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
   o.direction = direction;
   o.scale_fixup = scale_fixup;
-  o.stream = reinterpret_cast<void *>(stream);
-  mxfp8_status st;
-  mxfp8_prepared_export *plan = nullptr;
-  const auto *ts = const_cast<const mxfp8_tensor *const *>(handles.t.data());
-  const auto *nvs = const_cast<const mxfp8_nvfp4_tensor *const *>(handles.nv.data());
-  DLTensor *const *gs = globals.data();
-  {
-    py::gil_scoped_release unlocked;
-    if (amax)
-      st = prepare ? mxfp8_prepare_import_tensors_mixed(ts, nvs, shard_list.data(), n, &o, dst.structs.data(), gs,
-                                                        global_scale, &plan)
-                   : mxfp8_import_tensors_mixed(ts, nvs, shard_list.data(), n, &o, dst.structs.data(), gs, global_scale);
-    else if (shards)
-      st = prepare ? mxfp8_prepare_import_tensor_shards(ts, shard_list.data(), n, &o, dst.structs.data(), &plan)
-                   : mxfp8_import_tensor_shards(ts, shard_list.data(), n, &o, dst.structs.data());
-    else
-      st = prepare ? mxfp8_prepare_import_tensors(ts, n, &o, dst.structs.data(), &plan)
-                   : mxfp8_import_tensors(ts, n, &o, dst.structs.data());
-  }
-  check(st);
-  if (prepare) return py::cast(std::make_unique<ImportPlan>(plan));
-  return py::none();
+  o.stream = reinterpret_cast<void *>(ex.stream);  // resolved by the first take in exchange mode
+  return run_import(handles, o, std::move(dst), std::move(globals), global_scale, shards ? &shard_list : nullptr, prepare);
 }
 
 // mxfp8_convert (num_experts == 0: one tensor of `shape`) or mxfp8_convert_grouped (num_experts E
@@ -388,7 +454,8 @@ void register_import(py::module_ &m) {
         py::arg("global_scales") = py::none(), py::arg("global_scale") = 0,
         py::arg("names") = std::vector<std::string>(),
         "mxfp8_import_tensors (or mxfp8_prepare_import_tensors with prepare=True, returning an ImportPlan); with "
-        "amax (None at MXFP8 entries), e4m3_max and global_scales, mxfp8_import_tensors_mixed.");
+        "amax (None at MXFP8 entries), e4m3_max and global_scales, mxfp8_import_tensors_mixed. stream None: the "
+        "first source's framework's current stream (its DLPack exchange API) or the legacy default stream.");
   m.def("convert", &convert, py::arg("data"), py::arg("scale_inv"), py::arg("shape"), py::arg("format"),
         py::arg("swizzled"), py::arg("direction"), py::arg("num_experts"), py::arg("grouped_scales"), py::arg("target"),
         py::arg("scale_fixup"), py::arg("values"), py::arg("scales"), py::arg("stream"), py::arg("dlpack_stream"),

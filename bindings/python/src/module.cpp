@@ -503,15 +503,6 @@ void with_borrowed(py::handle obj, const char *name, Exchange &ex, Access access
   call(&taken->managed->dl_tensor);
 }
 
-// The Exchange of a call on Python objects: exchange mode (stream None) through `first`'s framework,
-// resolved when `first` is taken; else the caller's stream.
-Exchange exchange_for_objects(py::handle first, const py::object &stream, py::object dlpack_stream) {
-  if (!stream.is_none()) return Exchange::explicit_stream(stream.cast<intptr_t>(), std::move(dlpack_stream));
-  Exchange ex{exchange_api_of(first)};
-  if (!ex.api) return Exchange::explicit_stream(0, std::move(dlpack_stream));
-  return ex;
-}
-
 // stream None: the framework's current stream when the tensors were made in exchange mode.
 void export_bucket(const std::vector<Tensor *> &tensors, const std::vector<std::tuple<uint64_t, uint64_t, uint64_t, uint64_t>> &plan,
                    py::object bucket, int direction, py::object stream, py::object dlpack_stream,

@@ -342,3 +342,82 @@ def test_the_extension_leaves_bad_arguments_to_the_python_layer_everywhere(fw, c
     with pytest.raises(error, match=message):
         call(args)
     assert mxfp8._mxfp8.fast_exports() == before
+
+
+# ------------------------------------------------------------------ the receiver's import (issue 33) ---
+IMPORT_SHAPES = [((100, 48), "swizzled"), ((257, 33), "padded"), ((3, 5, 64), "compact"), ((31, 1000), "swizzled")]
+
+
+def import_call(wrap, direction="rowwise", seed=50):
+    """import_tensors' sources and poisoned parameters ('cutlass_128x4' and 'compact' in turn, the layout
+    given per parameter or by the call), every buffer through `wrap`, and the bytes each parameter must
+    end with (the scales from conftest's permute-form swizzle)."""
+    tensors, params, expected = {}, {}, {}
+    for i, (shape, storage) in enumerate(IMPORT_SHAPES):
+        data, buf, s = make_mxfp8(shape, storage, direction=direction, seed=seed + i)
+        name = f"layer{i}.weight"
+        tensors[name] = {"data": wrap(data), "scale_inv": wrap(buf), "swizzled": storage == "swizzled"}
+        layout = "cutlass_128x4" if i % 2 else "compact"
+        values = np.full(data.shape, POISON, np.uint8)
+        scales = np.full(mxfp8.scales_shape(data.shape, layout, direction), POISON, np.uint8)
+        params[name] = (wrap(values), wrap(scales), layout) if i != 2 else (wrap(values), wrap(scales))
+        scale_bytes = s if layout == "compact" else swizzle_reference(s if direction == "rowwise" else s.T.copy())
+        expected[name] = (values, scales, data, scale_bytes)
+    return tensors, params, expected
+
+
+def check_import(expected):
+    for name, (values, scales, data, scale_bytes) in expected.items():
+        np.testing.assert_array_equal(values, data, err_msg=name)
+        np.testing.assert_array_equal(scales.reshape(-1), scale_bytes.reshape(-1), err_msg=name)
+
+
+def test_a_prepared_import_holds_its_destinations_until_it_goes(fw):
+    # The library's plan writes through the destinations' addresses: the plan, not the caller's params
+    # dict, keeps them taken (the framework's storage alive) for as long as it lives. shards={} (every
+    # tensor whole) sends the same call down the Python layer's reading.
+    for shards in (None, {}):
+        tensors, params, expected = import_call(fw.Array, seed=60)
+        first, n = len(fw.live), len(tensors)
+        plan = mxfp8.prepare_import_tensors(tensors, params, shards=shards)
+        destinations = fw.live[first + 2 * n:first + 4 * n]  # taken after the 2n sources
+        assert len(destinations) == 2 * n and not any(t.deleted for t in destinations), shards
+        params.clear()
+        plan.run()
+        check_import(expected)
+        del plan
+        assert all(t.deleted == 1 for t in destinations), shards
+
+
+def test_one_buffer_path_for_the_python_layers_reading_too(fw):
+    # A NumPy parameter among the framework's: the Python layer reads the call, and the extension still
+    # takes every one of the framework's buffers through its exchange API (no __dlpack__ but NumPy's).
+    tensors, params, expected = import_call(fw.Array, seed=70)
+    values, scales, layout = params["layer1.weight"]
+    params["layer1.weight"] = (values, expected["layer1.weight"][1], layout)
+    before, counts = mxfp8._mxfp8.fast_exports(), taken()
+    mxfp8.import_tensors(tensors, params)
+    assert mxfp8._mxfp8.fast_exports() == before
+    assert delta(counts) == {"exchange_api": 4 * len(tensors) - 1, "dlpack": 1}
+    assert fw.calls["__dlpack__"] == 0
+    check_import(expected)
+    # a bucket and its parameters alike
+    bucket, manifest = mxfp8.export_bucket({n: {k: (v.array if k in ("data", "scale_inv") else v) for k, v in t.items()}
+                                            for n, t in tensors.items()})
+    _, params, expected = import_call(fw.Array, seed=70)
+    counts = taken()
+    mxfp8.import_bucket(fw.Array(bucket), manifest, params)
+    assert delta(counts) == {"exchange_api": 1 + 2 * len(tensors), "dlpack": 0}
+    check_import(expected)
+
+
+@pytest.mark.parametrize("framework", ["exchange", "numpy"])
+def test_a_source_the_library_refuses_is_named(fw, framework):
+    # One bad tensor among thousands: the library's message names the field, the binding which tensor.
+    wrap = fw.Array if framework == "exchange" else (lambda a: a)
+    tensors, params, expected = import_call(wrap, seed=100)
+    tensors["layer1.weight"]["scale_inv"] = wrap(np.zeros((64, 2), np.uint8))
+    for call in (mxfp8.import_tensors, mxfp8.prepare_import_tensors):
+        with pytest.raises(ValueError, match=r"^tensors\['layer1.weight'\]: rowwise_scale_inv: a 64 x 2 buffer"):
+            call(tensors, params)
+    assert all((v == POISON).all() and (s == POISON).all() for v, s, _, _ in expected.values())
