@@ -32,7 +32,7 @@ import sys
 from typing import Any, NamedTuple, Optional, Tuple
 
 from . import _args
-from ._import import LAYOUT_WORDS, LAYOUTS, _code, _cuda_and_stream, _dlpack_stream, _DIRECTIONS, _fixup, _FORMATS, layout_bytes
+from ._import import LAYOUT_WORDS, LAYOUTS, _call_stream, _code, _DIRECTIONS, _fixup, _FORMATS, layout_bytes
 from ._mxfp8 import convert as _c_convert
 
 _GROUPED_SCALES = {"padded": 0, "compact": 1}
@@ -136,7 +136,7 @@ def convert(
         m //= experts
         lead = (m,)
     r, c = (-(-m // 32), k) if col else (m, -(-k // 32))
-    cuda, stream_ptr = _cuda_and_stream(data, stream)
+    _, stream_ptr, dlpack_stream = _call_stream(data, stream)
     per = layout_bytes(target, r, c, direction)
     word = LAYOUT_WORDS.get(target)
     flat = None
@@ -152,7 +152,7 @@ def convert(
         values_out = values
     _c_convert(data, scale_inv, list(dims), _code("fp8_dtype", fp8_dtype, _FORMATS), _args.flag("swizzled", swizzled),
                int(col), experts, _code("scales", scales, _GROUPED_SCALES), LAYOUTS[target], _fixup(zero_exponent_as_one),
-               values_out, out, stream_ptr, _dlpack_stream(cuda, stream_ptr))
+               values_out, out, stream_ptr, dlpack_stream)
     if flat is not None:
         out = _engine_parameter(flat, target, experts, lead if not col else (r,), r, c)
     if values is True:

@@ -152,7 +152,7 @@ def import_tensors(
 ) -> Optional[ImportPlan]: ...  # mxfp8_import_tensors; an ImportPlan with prepare=True; stream None: the framework's
 def convert(
     data: Any, scale_inv: Any, shape: Sequence[int], format: int, swizzled: bool, direction: int, num_experts: int,
-    grouped_scales: int, target: int, scale_fixup: int, values: Any, scales: Any, stream: int, dlpack_stream: Any,
+    grouped_scales: int, target: int, scale_fixup: int, values: Any, scales: Any, stream: Optional[int], dlpack_stream: Any,
 ) -> None: ...  # mxfp8_convert (num_experts 0) or mxfp8_convert_grouped into the given outputs
 def layout_bytes(layout: int, direction: int, rows: int, cols: int) -> int: ...
 def has_exchange_api(obj: Any) -> bool: ...

@@ -376,16 +376,17 @@ py::object import_tensors(const py::list &data, const py::list &scale_inv, const
 // experts of equal rows, `grouped_scales` an mxfp8_grouped_scales) into the caller's outputs.
 void convert(py::handle data, py::handle scale_inv, const std::vector<int64_t> &shape, int32_t format, bool swizzled,
              int32_t direction, int32_t num_experts, int32_t grouped_scales, int32_t target, int32_t scale_fixup,
-             py::object values_out, py::handle scales_out, uintptr_t stream, py::object dlpack_stream) {
-  auto d = take_dlpack(data, "data", dlpack_stream, Access::Read);
-  auto s = take_dlpack(scale_inv, "scale_inv", dlpack_stream, Access::Read);
-  std::unique_ptr<TakenTensor> v = values_out.is_none() ? nullptr : take_dlpack(values_out, "values", dlpack_stream, Access::Write);
-  auto out = take_dlpack(scales_out, "out", dlpack_stream, Access::Write);
+             py::object values_out, py::handle scales_out, py::object stream, py::object dlpack_stream) {
+  Exchange ex = import_exchange(data, stream, std::move(dlpack_stream));  // stream None: as for the imports
+  auto d = take(data, "data", ex, Access::Read);
+  auto s = take(scale_inv, "scale_inv", ex, Access::Read);
+  std::unique_ptr<TakenTensor> v = values_out.is_none() ? nullptr : take(values_out, "values", ex, Access::Write);
+  auto out = take(scales_out, "out", ex, Access::Write);
   mxfp8_convert_options o = MXFP8_CONVERT_OPTIONS_INIT;
   o.target = target;
   o.direction = direction;
   o.scale_fixup = scale_fixup;
-  o.stream = reinterpret_cast<void *>(stream);
+  o.stream = reinterpret_cast<void *>(ex.stream);
   DLTensor *values = v ? v->tensor() : nullptr;
   mxfp8_status st;
   if (num_experts > 0) {

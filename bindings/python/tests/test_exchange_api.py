@@ -421,3 +421,14 @@ def test_a_source_the_library_refuses_is_named(fw, framework):
         with pytest.raises(ValueError, match=r"^tensors\['layer1.weight'\]: rowwise_scale_inv: a 64 x 2 buffer"):
             call(tensors, params)
     assert all((v == POISON).all() and (s == POISON).all() for v, s, _, _ in expected.values())
+
+
+def test_convert_takes_the_framework_buffers_through_the_exchange_api(fw):
+    data, buf, s = make_mxfp8((257, 96), "swizzled", seed=120)
+    out = fw.Array(np.full(384 * 4, POISON, np.uint8))
+    values = fw.Array(np.full(data.shape, POISON, np.uint8))
+    counts = taken()
+    mxfp8.convert(fw.Array(data), fw.Array(buf), "cutlass_128x4", swizzled=True, values=values, out=out)
+    assert delta(counts) == {"exchange_api": 4, "dlpack": 0}
+    assert fw.calls["__dlpack__"] == 0
+    assert np.array_equal(values.array, data) and np.array_equal(out.array, swizzle_reference(s).reshape(-1))
