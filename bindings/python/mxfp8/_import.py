@@ -160,6 +160,9 @@ def _shards(names: List[str], shards: Optional[Mapping[str, Mapping[str, Any]]])
         spec = shards.get(name)
         if spec is not None and not isinstance(spec, Mapping):
             raise TypeError(f"shards[{name!r}] must be a dict with 'rows' and/or 'cols', got {type(spec).__name__}")
+        extra = [k for k in (spec or {}) if k not in ("rows", "cols")]
+        if extra:  # a misspelt "row" would otherwise import the whole tensor
+            raise ValueError(f"shards[{name!r}] has {', '.join(map(repr, extra))}: a shard takes 'rows' and 'cols' only")
         out.append(None if spec is None else _shard.shard_spec(f"shards[{name!r}]: ", spec))
     return out
 

@@ -173,6 +173,12 @@ def test_import_shards_name_the_tensor():
         mxfp8.import_bucket(bucket, manifest, params, shards={"w": {"cols": (16, 48)}})
     with pytest.raises(KeyError, match="does not hold"):
         mxfp8.import_bucket(bucket, manifest, params, shards={"x": {"cols": (0, 32)}})
+    whole = {"w": (np.full((100, 48), 7, np.uint8), np.full((100, 2), 7, np.uint8))}
+    for call in (lambda s: mxfp8.import_bucket(bucket, manifest, whole, shards=s),
+                 lambda s: mxfp8.import_tensors({"w": {"data": data, "scale_inv": buf}}, whole, shards=s)):
+        with pytest.raises(ValueError, match=r"shards\['w'\] has 'row': a shard takes 'rows' and 'cols' only"):
+            call({"w": {"row": (0, 10)}})  # misspelt: would have imported the whole tensor into whole-size params
+        assert (whole["w"][0] == 7).all()
 
 
 def test_reshard_benchmark_smoke_run_checks_its_shards():
