@@ -63,9 +63,9 @@ MXFP8_API mxfp8_status mxfp8_bucket_plan(const mxfp8_tensor *const *tensors, siz
  * left as they were. CUDA: one kernel launch for the whole bucket (a few past several hundred parts),
  * queued on `options->stream`, plus one cudaMemcpyAsync on that stream per part of values of at least
  * 4 MiB, which the copy engine moves at copy speed (the environment variable MXFP8_COPY_ENGINE_MIN_BYTES,
- * read once, sets that size; 0 keeps every byte in the kernel). `entries` must come from mxfp8_bucket_plan for the same tensors and
- * options (they are checked to lie inside the bucket and not to overlap); the bucket must not overlap any
- * buffer of the tensors. count == 0 is a no-op (every pointer may then be NULL). */
+ * read once, sets that size; 0 keeps every byte in the kernel). `entries` must come from
+ * mxfp8_bucket_plan for the same tensors and options (they are checked to lie inside the bucket and not
+ * to overlap); the bucket must not overlap any buffer of the tensors. count == 0 is a no-op (every pointer may then be NULL). */
 MXFP8_API mxfp8_status mxfp8_export_bucket(const mxfp8_tensor *const *tensors, size_t count,
                                            const mxfp8_export_options *options,
                                            const mxfp8_bucket_entry *entries, DLTensor *bucket);
