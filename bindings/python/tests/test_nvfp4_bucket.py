@@ -290,6 +290,15 @@ def test_import_tensors_refuses_nvfp4_shards_off_the_blocks_and_missing_parts():
     p = params_for(ref, "compact")
     with pytest.raises(ValueError, match=r"shards\[0\]\.col_begin is 8, not a multiple of 16"):
         mxfp8.import_tensors({"w": spec}, {"w": p}, shards={"w": {"cols": (8, 64)}})
+    # The library indexes the entry; the message also gives the caller's name for it.
+    other, other_ref = nvfp4_source((40, 64), "compact", "rowwise", False, 448, seed=27)
+    op = params_for(other_ref, "compact")
+    with pytest.raises(ValueError, match=r"shards\[1\]\.col_begin is 8.*\(entry 1 is 'layers\.3\.w'\)$"):
+        mxfp8.import_tensors({"w": spec, "layers.3.w": other}, {"w": p, "layers.3.w": op},
+                             shards={"layers.3.w": {"cols": (8, 64)}})
+    bucket, manifest = mxfp8.export_bucket({"w": spec, "layers.3.w": other})
+    with pytest.raises(ValueError, match=r"manifest\.shards\[1\]\.col_begin is 8.*\(entry 1 is 'layers\.3\.w'\)$"):
+        mxfp8.import_bucket(bucket, manifest, {"w": p, "layers.3.w": op}, shards={"layers.3.w": {"cols": (8, 64)}})
     col_spec, _ = nvfp4_source((100, 50), "compact", "columnwise", False, 448, seed=26)
     with pytest.raises(TypeError, match="row pieces for a columnwise NVFP4"):  # MXFP8_ERROR_UNSUPPORTED
         mxfp8.import_tensors({"w": col_spec}, {"w": p}, direction="columnwise",
