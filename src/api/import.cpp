@@ -316,8 +316,7 @@ ExportJobs import_mixed_tensor_jobs(const BucketTensors &in, const mxfp8_export_
       if (sharded) sh = resolve_nvfp4_shard(shards[i], nv->rows, nv->cols, columnwise, IndexedName("shards", i));
       add_read_spans(*nv, i, "nvfp4_tensors", spans);
       add_nvfp4_destination(parts, sharded ? &sh : nullptr, "shards", i, destinations, global_scales, "global_scales",
-                            convention, nv->device,
-                            "the tensors are", spans, result);
+                            convention, nv->device, "the tensors are", spans, result);
       continue;
     }
     const mxfp8_tensor *t = in.tensors[i];
