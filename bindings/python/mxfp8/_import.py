@@ -16,7 +16,6 @@ writes every E8M0 exponent byte 0 as 1 (NeMo RL's convention).
 """
 from __future__ import annotations
 
-import re
 from typing import Any, List, Mapping, Optional, Sequence, Tuple
 
 from . import _args, _manifest, _shard
@@ -168,19 +167,6 @@ def _shards(names: List[str], shards: Optional[Mapping[str, Mapping[str, Any]]])
     return out
 
 
-# An entry of a call as the C library's messages index it: shards[2], destinations[0].values, ...
-_ENTRY_INDEX = re.compile(r"\b(?:manifest\.)?(?:shards|destinations|global_scales|nvfp4_tensors|tensors|entries|"
-                          r"nvfp4_entries|shapes|ndims|formats|directions|scales_layouts|scales_shapes)\[(\d+)\]")
-
-
-def _name_the_entry(error: BaseException, names: List[str]) -> None:
-    """Adds the caller's name of the entry a library message indexes: "shards[2]..." (entry 2 is 'w2')."""
-    text = error.args[0] if error.args and isinstance(error.args[0], str) else None
-    found = _ENTRY_INDEX.search(text) if text else None
-    if found and int(found.group(1)) < len(names):
-        error.args = (f"{text} (entry {found.group(1)} is {names[int(found.group(1))]!r})",) + error.args[1:]
-
-
 def _bucket_call(bucket: Any, manifest: List[Mapping[str, Any]], params: Mapping[str, Any], layout: str,
                  stream: Any, prepare: bool, zero_exponent_as_one: bool = False,
                  shards: Optional[Mapping[str, Mapping[str, Any]]] = None, global_scale: str = "decode"):
@@ -190,15 +176,11 @@ def _bucket_call(bucket: Any, manifest: List[Mapping[str, Any]], params: Mapping
     shard_fields = _shards(names, shards)
     convention = _code("global_scale", global_scale, _GLOBAL_SCALES)
     cuda, stream_ptr, dlpack_stream = _call_stream(bucket, stream)
-    try:
-        result = _c_import_bucket(
-            bucket, values=values, scales=scales, targets=targets, scale_fixup=_fixup(zero_exponent_as_one),
-            stream=stream_ptr, dlpack_stream=dlpack_stream, prepare=prepare, shards=shard_fields,
-            global_scales=globals_ if any(read.nvfp4) else None, global_scale=convention,
-            names=[repr(n) for n in names], **read.lists)
-    except (ValueError, TypeError, KeyError) as e:
-        _name_the_entry(e, names)
-        raise
+    result = _c_import_bucket(
+        bucket, values=values, scales=scales, targets=targets, scale_fixup=_fixup(zero_exponent_as_one),
+        stream=stream_ptr, dlpack_stream=dlpack_stream, prepare=prepare, shards=shard_fields,
+        global_scales=globals_ if any(read.nvfp4) else None, global_scale=convention,
+        names=[repr(n) for n in names], **read.lists)
     if prepare:
         return ImportPlan(result, (bucket, values, scales, globals_), cuda, bucket)
     return None
@@ -270,15 +252,11 @@ def _tensors_call(tensors: Mapping[str, Mapping[str, Any]], params: Mapping[str,
                             e4m3_max=[s.e4m3_max if s.nvfp4 else 448 for s in specs], global_scales=globals_,
                             global_scale=_code("global_scale", global_scale, _GLOBAL_SCALES))
     shapes = [list(s.nvfp4_shape(dir_code) if s.nvfp4 else s.shape) for s in specs]
-    try:
-        result = _c_import_tensors(
-            data, scale_inv, shapes, [_FORMAT_NVFP4 if s.nvfp4 else s.format for s in specs],
-            [s.swizzled for s in specs], dir_code,
-            values, scales, targets, _fixup(zero_exponent_as_one), stream_ptr, dlpack_stream, prepare,
-            shard_fields, names=[repr(n) for n in names], **nvfp4_fields)
-    except (ValueError, TypeError, KeyError) as e:
-        _name_the_entry(e, names)
-        raise
+    result = _c_import_tensors(
+        data, scale_inv, shapes, [_FORMAT_NVFP4 if s.nvfp4 else s.format for s in specs],
+        [s.swizzled for s in specs], dir_code,
+        values, scales, targets, _fixup(zero_exponent_as_one), stream_ptr, dlpack_stream, prepare,
+        shard_fields, names=[repr(n) for n in names], **nvfp4_fields)
     if prepare:
         return ImportPlan(result, (data, scale_inv, values, scales, globals_, nvfp4_fields.get("amax")), cuda, first)
     return None

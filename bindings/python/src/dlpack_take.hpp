@@ -26,8 +26,8 @@ constexpr int kMaxExchangeApiHops = 16;
 
 // Python exceptions for the library's statuses: bad or missing input is a ValueError, something this
 // build cannot do a TypeError, memory a MemoryError, CUDA and internal failures a RuntimeError.
-[[noreturn]] inline void raise_status(mxfp8_status status) {
-  const std::string message = mxfp8_last_error();
+// `message` defaults to the library's (a caller may have said more: which tensor, which entry).
+[[noreturn]] inline void raise_status(mxfp8_status status, const std::string &message = mxfp8_last_error()) {
   switch (status) {
     case MXFP8_ERROR_INVALID_ARGUMENT:
     case MXFP8_ERROR_MISSING_DATA: throw py::value_error(message);
@@ -242,8 +242,10 @@ inline std::unique_ptr<TakenTensor> take(py::handle obj, const char *name, Excha
 }
 
 
-// The Exchange of a call on Python objects: exchange mode (stream None) through `first`'s framework,
-// resolved when `first` is taken; else the caller's stream.
+// The Exchange of a call on Python objects. stream None: the first object's framework's current stream,
+// every object of that framework taken through its DLPack C exchange API (resolved when `first` is
+// taken), or the legacy default stream (0) for a framework without one; an int: the caller's
+// cudaStream_t. dlpack_stream: __dlpack__'s stream argument for objects taken that way.
 inline Exchange exchange_for_objects(py::handle first, const py::object &stream, py::object dlpack_stream) {
   if (!stream.is_none()) return Exchange::explicit_stream(stream.cast<intptr_t>(), std::move(dlpack_stream));
   Exchange ex{exchange_api_of(first)};

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -63,14 +64,23 @@ template <class Where>
 void check_source(mxfp8_status status, Where where) {
   if (status == MXFP8_OK) return;
   const std::string prefix = where();
-  if (prefix.empty()) raise_status(status);
-  const std::string message = prefix + ": " + mxfp8_last_error();
-  switch (status) {
-    case MXFP8_ERROR_INVALID_ARGUMENT:
-    case MXFP8_ERROR_MISSING_DATA: throw py::value_error(message);
-    case MXFP8_ERROR_UNSUPPORTED: throw py::type_error(message);
-    default: raise_status(status);
+  raise_status(status, prefix.empty() ? mxfp8_last_error() : prefix + ": " + mxfp8_last_error());
+}
+
+// A refusal of a whole call whose message indexes one entry (shards[2], destinations[0].values, ...):
+// the caller's name of that entry (names[i], a repr) is added, "... (entry 2 is 'layers.3.w')".
+void check_entries(mxfp8_status status, const std::vector<std::string> &names) {
+  if (status == MXFP8_OK) return;
+  static const std::regex entry(
+      R"(\b(?:manifest\.)?(?:shards|destinations|global_scales|nvfp4_tensors|tensors|entries|nvfp4_entries|shapes|)"
+      R"(ndims|formats|directions|scales_layouts|scales_shapes)\[(\d+)\])");
+  std::string message = mxfp8_last_error();
+  std::smatch found;
+  if (std::regex_search(message, found, entry)) {
+    const size_t i = std::stoul(found[1].str());
+    if (i < names.size()) message += " (entry " + found[1].str() + " is " + names[i] + ")";
   }
+  raise_status(status, message);
 }
 
 // "tensors[<repr>]" for entry i when the Python layer passed the names, else nothing.
@@ -79,15 +89,14 @@ std::string source_label(const std::vector<std::string> &names, size_t i) {
 }
 
 // A tensor handle over a producer's data and scale_inv (taken: the handle owns them once created).
-// ndim 0 takes the logical shape from the data.
 template <class Where>
-mxfp8_tensor *make_tensor(TakenTensor &data, TakenTensor &scale_inv, int32_t ndim, const int64_t *shape, int32_t format,
+mxfp8_tensor *make_tensor(TakenTensor &data, TakenTensor &scale_inv, const std::vector<int64_t> &shape, int32_t format,
                           bool swizzled, int32_t direction, Where where) {
   mxfp8_tensor_desc desc = MXFP8_TENSOR_DESC_INIT;
   desc.format = format;
   desc.scale_layout = swizzled ? MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED : MXFP8_SCALE_LAYOUT_ROW_MAJOR;
-  desc.ndim = ndim;
-  desc.shape = shape;
+  desc.ndim = static_cast<int32_t>(shape.size());
+  desc.shape = shape.data();
   if (direction == MXFP8_DIRECTION_COLUMNWISE) {
     desc.columnwise_data = data.managed;
     desc.columnwise_scale_inv = scale_inv.managed;
@@ -100,12 +109,6 @@ mxfp8_tensor *make_tensor(TakenTensor &data, TakenTensor &scale_inv, int32_t ndi
   data.release();  // owned by the tensor now
   scale_inv.release();
   return t;
-}
-
-mxfp8_tensor *make_tensor(std::unique_ptr<TakenTensor> &data, std::unique_ptr<TakenTensor> &scale_inv,
-                          const std::vector<int64_t> &shape, int32_t format, bool swizzled, int32_t direction) {
-  return make_tensor(*data, *scale_inv, static_cast<int32_t>(shape.size()), shape.data(), format, swizzled, direction,
-                     [] { return std::string(); });
 }
 
 // The destinations of NVFP4 entries' global scales: DLTensor pointers (NULL where the Python list holds
@@ -243,15 +246,6 @@ void bucket_manifest_check(py::handle bucket, const std::vector<std::array<uint6
   check(mxfp8_bucket_manifest_check(taken_bucket->tensor(), &lists.manifest));
 }
 
-// How an import takes its objects: stream None leaves the stream to the first object's framework (its
-// current stream, every object of that framework taken through its DLPack C exchange API, as the
-// extension's other calls do), or to the legacy default stream (0) for a framework without one; an int is
-// the caller's cudaStream_t. dlpack_stream: __dlpack__'s stream argument for objects taken that way.
-Exchange import_exchange(py::handle first, const py::object &stream, py::object dlpack_stream) {
-  if (stream.is_none()) return exchange_for_objects(first, stream, std::move(dlpack_stream));
-  return Exchange::explicit_stream(static_cast<intptr_t>(stream.cast<uintptr_t>()), std::move(dlpack_stream));
-}
-
 py::object import_bucket(py::handle bucket, const std::vector<std::array<uint64_t, 4>> &entries,
                          const std::vector<std::vector<int64_t>> &shapes, const std::vector<int32_t> &formats,
                          const std::vector<int32_t> &directions, const std::vector<int32_t> &scales_layouts,
@@ -266,7 +260,7 @@ py::object import_bucket(py::handle bucket, const std::vector<std::array<uint64_
   const ShardList shard_list(shards, n);
   if (global_scales && global_scales->size() != n)
     throw py::value_error("the manifest's lists must have one entry per tensor");
-  Exchange ex = import_exchange(bucket, stream, std::move(dlpack_stream));
+  Exchange ex = exchange_for_objects(bucket, stream, std::move(dlpack_stream));
   auto taken_bucket = take(bucket, "bucket", ex, Access::Read);  // in exchange mode, fixes the stream
   Destinations d = take_destinations(values, scales, targets, ex, names);
   GlobalScales globals = take_global_scales(global_scales, ex, names);
@@ -283,7 +277,7 @@ py::object import_bucket(py::handle bucket, const std::vector<std::array<uint64_
     st = prepare ? mxfp8_prepare_import_bucket(taken_bucket->tensor(), &m, d.structs.data(), &plan)
                  : mxfp8_import_bucket(taken_bucket->tensor(), &m, d.structs.data(), reinterpret_cast<void *>(ex.stream));
   }
-  check(st);
+  check_entries(st, names);
   if (prepare) return py::cast(std::make_unique<ImportPlan>(plan, std::move(d), std::move(globals)));
   return py::none();
 }
@@ -305,7 +299,8 @@ struct Handles {
 
 // The library's import (or its preparation) of `h` into `dst`: an ImportPlan, or None.
 py::object run_import(const Handles &h, const mxfp8_export_options &o, Destinations &&dst, GlobalScales &&globals,
-                      int32_t global_scale, const ShardList *shard_list, bool prepare) {
+                      int32_t global_scale, const ShardList *shard_list, bool prepare,
+                      const std::vector<std::string> &names) {
   const size_t n = h.t.size();
   mxfp8_status st;
   mxfp8_prepared_export *plan = nullptr;
@@ -325,7 +320,7 @@ py::object run_import(const Handles &h, const mxfp8_export_options &o, Destinati
       st = prepare ? mxfp8_prepare_import_tensors(ts, n, &o, dst.structs.data(), &plan)
                    : mxfp8_import_tensors(ts, n, &o, dst.structs.data());
   }
-  check(st);
+  check_entries(st, names);
   if (prepare) return py::cast(std::make_unique<ImportPlan>(plan, std::move(dst), std::move(globals)));
   return py::none();
 }
@@ -343,7 +338,7 @@ py::object import_tensors(const py::list &data, const py::list &scale_inv, const
       (amax && amax->size() != n) || (e4m3_max && e4m3_max->size() != n) || (global_scales && global_scales->size() != n))
     throw py::value_error("data, scale_inv, shapes, formats and swizzled must have one entry per tensor");
   const py::handle first = n ? PyList_GET_ITEM(data.ptr(), 0) : Py_None;  // None: no framework, count 0 a no-op
-  Exchange ex = import_exchange(first, stream, std::move(dlpack_stream));
+  Exchange ex = exchange_for_objects(first, stream, std::move(dlpack_stream));
   // With `amax`, entry i is NVFP4 where amax[i] is not None (mxfp8_import_tensors_mixed), else MXFP8.
   Handles handles;
   handles.mixed = amax.has_value();
@@ -359,8 +354,8 @@ py::object import_tensors(const py::list &data, const py::list &scale_inv, const
                                              [&] { return source_label(names, i); }));
       continue;
     }
-    handles.t.push_back(make_tensor(*d, *s, static_cast<int32_t>(shapes[i].size()), shapes[i].data(), formats[i],
-                                    swizzled[i], direction, [&] { return source_label(names, i); }));
+    handles.t.push_back(make_tensor(*d, *s, shapes[i], formats[i], swizzled[i], direction,
+                                    [&] { return source_label(names, i); }));
     handles.nv.push_back(nullptr);
   }
   Destinations dst = take_destinations(values, scales, targets, ex, names);
@@ -369,7 +364,8 @@ py::object import_tensors(const py::list &data, const py::list &scale_inv, const
   o.direction = direction;
   o.scale_fixup = scale_fixup;
   o.stream = reinterpret_cast<void *>(ex.stream);  // resolved by the first take in exchange mode
-  return run_import(handles, o, std::move(dst), std::move(globals), global_scale, shards ? &shard_list : nullptr, prepare);
+  return run_import(handles, o, std::move(dst), std::move(globals), global_scale, shards ? &shard_list : nullptr, prepare,
+                    names);
 }
 
 // mxfp8_convert (num_experts == 0: one tensor of `shape`) or mxfp8_convert_grouped (num_experts E
@@ -377,7 +373,7 @@ py::object import_tensors(const py::list &data, const py::list &scale_inv, const
 void convert(py::handle data, py::handle scale_inv, const std::vector<int64_t> &shape, int32_t format, bool swizzled,
              int32_t direction, int32_t num_experts, int32_t grouped_scales, int32_t target, int32_t scale_fixup,
              py::object values_out, py::handle scales_out, py::object stream, py::object dlpack_stream) {
-  Exchange ex = import_exchange(data, stream, std::move(dlpack_stream));  // stream None: as for the imports
+  Exchange ex = exchange_for_objects(data, stream, std::move(dlpack_stream));  // stream None: as for the imports
   auto d = take(data, "data", ex, Access::Read);
   auto s = take(scale_inv, "scale_inv", ex, Access::Read);
   std::unique_ptr<TakenTensor> v = values_out.is_none() ? nullptr : take(values_out, "values", ex, Access::Write);
@@ -415,7 +411,7 @@ void convert(py::handle data, py::handle scale_inv, const std::vector<int64_t> &
     }
     mxfp8_grouped_tensor_release(g);
   } else {
-    mxfp8_tensor *t = make_tensor(d, s, shape, format, swizzled, direction);
+    mxfp8_tensor *t = make_tensor(*d, *s, shape, format, swizzled, direction, [] { return std::string(); });
     {
       py::gil_scoped_release unlocked;
       st = mxfp8_convert(t, &o, values, out->tensor());
