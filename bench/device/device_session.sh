@@ -4,7 +4,7 @@
 # the H200 only (sm_90) and the Python package built at the same time as the C suite. Each step has a
 # time limit and writes to $OUT as it goes, so a call cut short still returns what ran.
 #   OUT=dir bash bench/device/device_session.sh          (carry .carry; see bench/device/README.md)
-# SKIP_PYTEST=1 / SKIP_EXAMPLES=1 skip the Python tests / the examples; BENCHES="weight_sync_e2e reshard" picks the Python
+# SKIP_PYTEST=1 / SKIP_EXAMPLES=1 skip the Python tests / the examples; BENCHES="refit_scale reshard" picks the Python
 # benchmarks (python_overhead: the cost of a call from Python, issue 15).
 # PROFILE=1 adds the Nsight Compute profiles of bench/device/profile_kernels.sh at the end (~3 minutes; results
 # $OUT/profile.json); PROFILE=only builds and runs just those (no tests, no benchmarks).
@@ -67,13 +67,15 @@ for t in test_gpu test_gpu_quantize test_gpu_failures test_gpu_import test_gpu_t
     { status=1; grep -B2 -A4 -E "ERROR|Failure|expected" "$LOGS/$t.log" | head -20; }
   echo "$t: $(grep -E '^\[  (PASSED|FAILED)' "$LOGS/$t.log" | tr '\n' ' ') $(grep -c SKIPPED "$LOGS/$t.log") skipped"
 done
-# Every contiguous part of values through cudaMemcpyAsync (threshold 1 byte), and none (0): both routes
-# of the values, on the tests' small shapes.
-for ce in 1 0; do
+# Every contiguous part of values off the kernel (threshold 1 byte: the bulk copy on sm_90+, then with
+# MXFP8_BULK_COPY=0 cudaMemcpyAsync), and none (0): every route of the values, on the tests' small shapes.
+for route in "1 1" "1 0" "0 1"; do
+  set -- $route
   for t in test_gpu test_gpu_import; do
-    env ${MXFP8_TEST_QUICK:+MXFP8_TEST_QUICK=1} MXFP8_COPY_ENGINE_MIN_BYTES=$ce timeout 120 build-gpu/tests/c/$t \
-      >"$LOGS/$t-ce$ce.log" 2>&1 || { status=1; grep -B2 -A4 -E "ERROR|Failure|expected" "$LOGS/$t-ce$ce.log" | head -20; }
-    echo "$t with MXFP8_COPY_ENGINE_MIN_BYTES=$ce: $(grep -E '^\[  (PASSED|FAILED)' "$LOGS/$t-ce$ce.log" | tr '\n' ' ')"
+    env ${MXFP8_TEST_QUICK:+MXFP8_TEST_QUICK=1} MXFP8_COPY_ENGINE_MIN_BYTES=$1 MXFP8_BULK_COPY=$2 timeout 120 \
+      build-gpu/tests/c/$t >"$LOGS/$t-ce$1-bulk$2.log" 2>&1 ||
+      { status=1; grep -B2 -A4 -E "ERROR|Failure|expected" "$LOGS/$t-ce$1-bulk$2.log" | head -20; }
+    echo "$t with MXFP8_COPY_ENGINE_MIN_BYTES=$1 MXFP8_BULK_COPY=$2: $(grep -E '^\[  (PASSED|FAILED)' "$LOGS/$t-ce$1-bulk$2.log" | tr '\n' ' ')"
   done
 done
 grep -l "SKIPPED" "$LOGS"/test_*.log && { echo "GPU cases were skipped on a GPU machine"; status=1; }
@@ -122,7 +124,7 @@ if "nvfp4_export" in r:  # fractions of a same-size copy: the whole export call,
     print("nvfp4 export", e["ms"], "ms:", round(e["copy_ms"] / e["ms"], 3), "of copy; GPU alone", e["gpu_ms"],
           "ms; unswizzle alone", round(e["copy_ms"] / e["unswizzle_ms"], 3))
 PY
-for b in "weight_sync_e2e 150" "engine_layouts 150" "nvfp4_bench 90" "reshard 90" "python_overhead 180"; do
+for b in "refit_scale 300" "weight_sync_e2e 150" "engine_layouts 150" "nvfp4_bench 90" "reshard 90" "python_overhead 180"; do
   set -- $b
   [ -f bench/$1.py ] || continue
   [ -z "${BENCHES:-}" ] || [[ " $BENCHES " == *" $1 "* ]] || continue

@@ -41,12 +41,14 @@ step "C test suite (ctest)"
 (cd build-gpu && ctest --output-on-failure 2>&1) | tee "$OUT/ctest.log" || status=1
 for t in test_gpu test_gpu_quantize test_gpu_failures test_gpu_import test_gpu_trtllm test_nvfp4 test_gpu_nvfp4_quantize test_nvfp4_bucket; do build-gpu/tests/c/$t 2>&1 | tee -a "$OUT/ctest.log" | tail -4; done
 # Every value byte through the kernel (no cudaMemcpyAsync for large parts): the wide-chunk copy path.
-# And every large-enough plain copy through cudaMemcpyAsync (threshold 1 byte).
+# And every large-enough plain copy off the kernel (threshold 1 byte): the bulk copy, then cudaMemcpyAsync.
 for t in test_gpu test_gpu_import; do
   MXFP8_COPY_ENGINE_MIN_BYTES=0 build-gpu/tests/c/$t >"$OUT/$t-kernel-copies.log" 2>&1 || status=1
   echo "$t with MXFP8_COPY_ENGINE_MIN_BYTES=0: $(tail -1 "$OUT/$t-kernel-copies.log")"
   MXFP8_COPY_ENGINE_MIN_BYTES=1 build-gpu/tests/c/$t >"$OUT/$t-copy-engine.log" 2>&1 || status=1
-  echo "$t with MXFP8_COPY_ENGINE_MIN_BYTES=1: $(tail -1 "$OUT/$t-copy-engine.log")"
+  echo "$t with MXFP8_COPY_ENGINE_MIN_BYTES=1 (the bulk copy on sm_90+): $(tail -1 "$OUT/$t-copy-engine.log")"
+  MXFP8_BULK_COPY=0 MXFP8_COPY_ENGINE_MIN_BYTES=1 build-gpu/tests/c/$t >"$OUT/$t-memcpy.log" 2>&1 || status=1
+  echo "$t with MXFP8_BULK_COPY=0 MXFP8_COPY_ENGINE_MIN_BYTES=1 (cudaMemcpyAsync): $(tail -1 "$OUT/$t-memcpy.log")"
 done
 grep -q "SKIPPED" "$OUT/ctest.log" && { echo "GPU cases were skipped on a GPU machine"; status=1; }
 [ "${C_ONLY:-0}" = 1 ] && { step "done (C only): status $status"; exit $status; }
@@ -118,6 +120,12 @@ PYTHONUNBUFFERED=1 timeout 300 python3 bench/weight_sync_e2e.py --out "$OUT/weig
 MXFP8_COPY_ENGINE_MIN_BYTES=0 PYTHONUNBUFFERED=1 timeout 300 python3 bench/weight_sync_e2e.py \
   --out "$OUT/weight_sync_e2e_kernel_only.json" >"$OUT/weight_sync_e2e_kernel_only.log" 2>&1 || status=1
 grep -E '"(direct|bucketed|by_hand|copy|bucket_fill)_ms"' "$OUT/weight_sync_e2e_kernel_only.json" | head -5
+
+step "a refit at production scale (bench/refit_scale.py: 3008 MoE tensors, a TP-8 dense shard; bulk copy, memcpy, kernel)"
+PYTHONUNBUFFERED=1 timeout 120 python3 bench/refit_scale.py --case smoke >"$OUT/refit_scale_smoke.log" 2>&1 \
+  && echo "smoke run OK" || { echo "smoke run FAILED"; tail -20 "$OUT/refit_scale_smoke.log"; status=1; }
+PYTHONUNBUFFERED=1 timeout 400 python3 bench/refit_scale.py --out "$OUT/refit_scale.json" 2>&1 | tee "$OUT/refit_scale.log"
+[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 
 step "dist weight sync step over gloo with CUDA tensors (bench/dist_sync.py: ours vs per-tensor broadcasts)"
 (cd /tmp && PYTHONUNBUFFERED=1 timeout 300 torchrun --standalone --nproc-per-node 2 "$OLDPWD/bench/dist_sync.py" \

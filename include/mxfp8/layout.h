@@ -139,7 +139,7 @@ typedef struct mxfp8_convert_options {
  * scales); the DeepGEMM and TRT-LLM layouts are rowwise only and refuse it. Everything (options,
  * dtypes, sizes, devices, no output sharing a byte with the tensor or with the other output) is checked
  * before anything is written. Host memory: done on return. CUDA: one launch on options->stream (plus a
- * cudaMemcpyAsync for values of 4 MiB or more, as mxfp8_export_bucket; the TRT-LLM targets' values
+ * copy of values of 4 MiB or more, as mxfp8_export_bucket moves them; the TRT-LLM targets' values
  * take a row-permuting launch of their own instead); the call does not wait. */
 MXFP8_API mxfp8_status mxfp8_convert(const mxfp8_tensor *tensor, const mxfp8_convert_options *options,
                                      DLTensor *values, DLTensor *scales);

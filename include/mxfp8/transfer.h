@@ -61,11 +61,12 @@ MXFP8_API mxfp8_status mxfp8_bucket_plan(const mxfp8_tensor *const *tensors, siz
 /* Fills `bucket` (contiguous uint8, at least the planned size, on the tensors' device) as `entries`
  * say: the values copied, the scales unswizzled or cropped straight into place; bytes between parts are
  * left as they were. CUDA: one kernel launch for the whole bucket (a few past several hundred parts),
- * queued on `options->stream`, plus one cudaMemcpyAsync on that stream per part of values of at least
- * 4 MiB, which the copy engine moves at copy speed (the environment variable MXFP8_COPY_ENGINE_MIN_BYTES,
- * read once, sets that size; 0 keeps every byte in the kernel). `entries` must come from
- * mxfp8_bucket_plan for the same tensors and options (they are checked to lie inside the bucket and not
- * to overlap); the bucket must not overlap any buffer of the tensors. count == 0 is a no-op (every pointer may then be NULL). */
+ * queued on `options->stream`, plus the parts of values of at least 4 MiB, moved at copy speed: on sm_90
+ * and later by one more launch (a bulk-copy pipeline, up to 1000 parts a launch), elsewhere by one
+ * cudaMemcpyAsync each (the environment, read once: MXFP8_COPY_ENGINE_MIN_BYTES sets that size, 0 keeps
+ * every byte in the kernel; MXFP8_BULK_COPY=0 takes cudaMemcpyAsync on any GPU).
+ * `entries` must come from mxfp8_bucket_plan for the same tensors and options (they are checked to lie
+ * inside the bucket and not to overlap); the bucket must not overlap any buffer of the tensors. count == 0 is a no-op (every pointer may then be NULL). */
 MXFP8_API mxfp8_status mxfp8_export_bucket(const mxfp8_tensor *const *tensors, size_t count,
                                            const mxfp8_export_options *options,
                                            const mxfp8_bucket_entry *entries, DLTensor *bucket);
@@ -220,8 +221,8 @@ typedef struct mxfp8_import_destination {
  * bytes 0 as it says). Everything (manifest, every part inside the bucket and of the size its shape and
  * layout give, every destination's dtype, size, device and overlap) is checked before anything is
  * written. CUDA: one kernel launch for the whole bucket (a few
- * past several hundred parts) queued on `stream`, values of 4 MiB or more through cudaMemcpyAsync on the
- * same stream as for mxfp8_export_bucket; the call does not wait. Host: done when the call
+ * past several hundred parts) queued on `stream`, values of 4 MiB or more moved on the same stream as
+ * mxfp8_export_bucket moves them; the call does not wait. Host: done when the call
  * returns. count == 0 is a no-op. The bucket is only read. */
 MXFP8_API mxfp8_status mxfp8_import_bucket(const DLTensor *bucket, const mxfp8_bucket_manifest *manifest,
                                            const mxfp8_import_destination *destinations, void *stream);
@@ -366,8 +367,8 @@ MXFP8_API mxfp8_status mxfp8_export_shard(const mxfp8_tensor *tensor, const mxfp
  * shard's (named shards[i]); the entries must come from mxfp8_bucket_plan_shards with the same tensors,
  * shards and options. The receiver describes entry i with the shard's shape (rows, cols) in its
  * manifest. options->scale_fixup applies to the whole tensors only: with a shard set it is
- * MXFP8_ERROR_UNSUPPORTED. CUDA: one launch for the whole bucket (values of whole-row shards of 4 MiB or more through
- * cudaMemcpyAsync, as for mxfp8_export_bucket). */
+ * MXFP8_ERROR_UNSUPPORTED. CUDA: one launch for the whole bucket (values of whole-row shards of 4 MiB or more
+ * moved as mxfp8_export_bucket moves them). */
 MXFP8_API mxfp8_status mxfp8_bucket_plan_shards(const mxfp8_tensor *const *tensors, const mxfp8_shard *const *shards,
                                                 size_t count, const mxfp8_export_options *options, uint64_t alignment,
                                                 mxfp8_bucket_entry *entries, uint64_t *total_bytes);
@@ -415,8 +416,8 @@ MXFP8_API mxfp8_status mxfp8_prepare_import_tensor_shards(const mxfp8_tensor *co
  * [count, N, ceil(K/32)]. The chosen experts must share one row count N. Each output is a view when
  * the chosen experts lie back to back in the flat buffers in the order given (experts[i] ==
  * experts[0] + i; scales only when packed MXFP8_GROUPED_SCALES_COMPACT), otherwise a copy; the copies
- * of both outputs are made by one launch on options->stream (values of 4 MiB or more per expert through
- * cudaMemcpyAsync). Options, ownership and failures as mxfp8_grouped_export_stacked; count == 0 is an
+ * of both outputs are made by one launch on options->stream (values of 4 MiB or more per expert moved as
+ * mxfp8_export_bucket moves them). Options, ownership and failures as mxfp8_grouped_export_stacked; count == 0 is an
  * error (there would be no N). `experts` is read during the call only. */
 MXFP8_API mxfp8_status mxfp8_grouped_export_experts(const mxfp8_grouped_tensor *grouped, const int32_t *experts,
                                                     size_t count, const mxfp8_export_options *options,

@@ -34,6 +34,7 @@
 #include <memory>
 #include <vector>
 
+#include "cuda/bulk_copy.cuh"
 #include "cuda/cuda_check.cuh"
 #include "core/direct_chunk.hpp"
 #include "core/error.hpp"
@@ -695,8 +696,10 @@ bool wide_chunks_pay(const ScaleJob *jobs, size_t count) {
                        resident_blocks<produce_compact_kernel<Wide, kMaxJobsPerLaunch, kPlainPaths>>(Wide::kThreads);
 }
 
-// Large contiguous copies (the values of a bucket or an import) go through cudaMemcpyAsync, which moves
-// bytes at the device's copy speed; the kernel's row segments reach ~85% of it (H200, 2026-12-02).
+// Large contiguous copies (the values of a bucket or an import) leave the scale kernel, whose row
+// segments reach ~85% of copy speed (H200, 2026-12-02): on sm_90 and later all of them go to one
+// bulk-copy launch (bulk_copy_cuda.cu), elsewhere (or with MXFP8_BULK_COPY=0, or unaligned) each to a
+// cudaMemcpyAsync, which costs a host call per part.
 // MXFP8_COPY_ENGINE_MIN_BYTES, read once: the smallest part copied that way (default 4 MiB; 0: never,
 // every byte in the one kernel launch).
 constexpr int64_t kDefaultCopyEngineMinBytes = int64_t{4} << 20;
@@ -739,17 +742,18 @@ void run_jobs(const ScaleJob *jobs, size_t count, void *stream) {
     for (size_t i = 0; i < count; ++i)
       large += is_flat_copy(jobs[i]) && jobs[i].dst.rows * jobs[i].dst.cols >= min_bytes;
     if (large > 0) {
+      const bool bulk = bulk_copy_available();
+      std::vector<CopySpan> spans;
       rest.reserve(count - large);
       for (size_t i = 0; i < count; ++i) {
         const ScaleJob &j = jobs[i];
-        const int64_t bytes = j.dst.rows * j.dst.cols;
-        if (is_flat_copy(j) && bytes >= min_bytes) {
-          check(cudaMemcpyAsync(j.dst.data, j.src.data, static_cast<size_t>(bytes), cudaMemcpyDefault, s),
-                "queueing a copy of values");
-        } else {
-          rest.push_back(j);
-        }
+        const CopySpan span{j.src.data, j.dst.data, j.dst.rows * j.dst.cols};
+        if (!is_flat_copy(j) || span.bytes < min_bytes) rest.push_back(j);
+        else if (bulk && bulk_copy_fits(span)) spans.push_back(span);
+        else check(cudaMemcpyAsync(span.dst, span.src, static_cast<size_t>(span.bytes), cudaMemcpyDefault, s),
+                   "queueing a copy of values");
       }
+      bulk_copy(spans.data(), spans.size(), s);
       jobs = rest.data();
       count = rest.size();
     }

@@ -272,3 +272,44 @@ def test_nvfp4_on_the_gpu_matches_the_reference(layout, direction):
     host = mxfp8.nvfp4.dequantize(pack(codes), store_scales(scales, layout), amax, dtype="bfloat16", **kw)
     bf16 = mxfp8.nvfp4.dequantize(d, b, a, dtype="bfloat16", **kw)
     np.testing.assert_array_equal(bf16.view(torch.int16).cpu().numpy(), host.view(np.int16))
+
+
+@pytest.mark.parametrize("plan", [False, True])
+def test_many_large_values_through_the_bulk_copy_and_its_fallbacks(plan):
+    """Values of at least MXFP8_COPY_ENGINE_MIN_BYTES (4 MiB) leave the scale kernel: on sm_90+ all of them
+    go to the bulk-copy pipeline, 1000 a launch, else (and when a pointer is not 16-byte aligned) to one
+    cudaMemcpyAsync each. 1030 tensors (two launches), sizes that end mid-chunk and mid-row, some sources
+    and destinations 8 bytes off alignment; parameters poisoned, every byte compared."""
+    count, rows = 1030, 1024
+    ks = [4113 + 8 * (i % 9) for i in range(count)]  # 4.2 MB each: 16 KiB chunks and 4096-byte rows left over
+    sizes = [rows * k for k in ks]
+    offsets, o = [], 0
+    for i, n in enumerate(sizes):
+        o += 8 if i % 97 == 5 else 0  # a few parts 8 bytes off 16-byte alignment: the fallback copy
+        offsets.append(o)
+        o = (o + n + 16 + 255) // 256 * 256  # room for a destination 8 bytes further
+    src = torch.randint(0, 256, (o,), dtype=torch.uint8, device="cuda")
+    dst = torch.full((o + 16,), 0xFF, dtype=torch.uint8, device="cuda")
+    shift = [8 if i % 89 == 3 else 0 for i in range(count)]  # and a few destinations 8 bytes off
+    storage, params = {}, {}
+    for i, (k, off) in enumerate(zip(ks, offsets)):
+        c = (k + 31) // 32
+        scale = torch.randint(1, 255, (rows, c), dtype=torch.uint8, device="cuda")
+        storage[f"t{i}"] = {"data": src[off:off + rows * k].view(rows, k), "scale_inv": scale, "swizzled": False}
+        d = off + shift[i]
+        params[f"t{i}"] = (dst[d:d + rows * k].view(torch.float8_e4m3fn).view(rows, k),
+                           torch.full((rows, c), 0xFF, dtype=torch.uint8, device="cuda"), "compact")
+    if plan:
+        mxfp8.prepare_import_tensors(storage, params).run()
+    else:
+        mxfp8.import_tensors(storage, params)
+    torch.cuda.synchronize()
+    for i, (k, off) in enumerate(zip(ks, offsets)):
+        d = off + shift[i]
+        assert torch.equal(dst[d:d + rows * k], src[off:off + rows * k]), f"values of t{i}"
+        assert torch.equal(params[f"t{i}"][1], storage[f"t{i}"]["scale_inv"]), f"scales of t{i}"
+    # Nothing written outside the parts: the bytes between them keep the poison.
+    written = torch.zeros_like(dst, dtype=torch.bool)
+    for i, (k, off) in enumerate(zip(ks, offsets)):
+        written[off + shift[i]:off + shift[i] + rows * k] = True
+    assert bool((dst[~written] == 0xFF).all())
