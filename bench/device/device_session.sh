@@ -4,7 +4,7 @@
 # the H200 only (sm_90) and the Python package built at the same time as the C suite. Each step has a
 # time limit and writes to $OUT as it goes, so a call cut short still returns what ran.
 #   OUT=dir bash bench/device/device_session.sh          (carry .carry; see bench/device/README.md)
-# SKIP_PYTEST=1 / SKIP_EXAMPLES=1 skip the Python tests / the examples; BENCHES="refit_scale reshard" picks the Python
+# SKIP_C=1 / SKIP_PYTEST=1 / SKIP_EXAMPLES=1 skip the C tests / the Python tests / the examples; BENCHES="refit_scale reshard" picks the Python
 # benchmarks (python_overhead: the cost of a call from Python, issue 15).
 # PROFILE=1 adds the Nsight Compute profiles of bench/device/profile_kernels.sh at the end (~3 minutes; results
 # $OUT/profile.json); PROFILE=only builds and runs just those (no tests, no benchmarks).
@@ -59,6 +59,7 @@ if [ "${PROFILE:-0}" = only ]; then
 fi
 
 step "GPU test executables"
+if [ "${SKIP_C:-0}" = 1 ]; then echo "skipped (SKIP_C=1)"; else
 for t in test_gpu test_gpu_quantize test_gpu_failures test_gpu_import test_gpu_trtllm test_nvfp4 test_gpu_nvfp4_quantize \
          test_nvfp4_bucket; do
   [ -x build-gpu/tests/c/$t ] || continue
@@ -79,6 +80,7 @@ for route in "1 1" "1 0" "0 1"; do
   done
 done
 grep -l "SKIPPED" "$LOGS"/test_*.log && { echo "GPU cases were skipped on a GPU machine"; status=1; }
+fi
 
 step "Rust device wrappers (bindings/rust/mxfp8/tests/cuda.rs)"
 # With cargo here, bindings/rust/gpu_test.sh builds and runs them; without, a test binary built on the
@@ -96,9 +98,15 @@ grep -E "^test result|SKIPPED|FAILED|panicked" "$LOGS/rust.log" | head -8
 step "Python tests (waiting for the package)"
 wait $pip_pid
 tail -3 "$LOGS/pip.log"
-[ "${SKIP_PYTEST:-0}" = 1 ] || (cd /tmp && timeout 180 python3 -m pytest -q -rs -p no:cacheprovider "$OLDPWD/bindings/python/tests" 2>&1) |
-  tee "$LOGS/pytest.log" | tail -15
-[ "${SKIP_PYTEST:-0}" = 1 ] || grep -qE "[0-9]+ passed" "$LOGS/pytest.log" && ! grep -qE "[0-9]+ failed|[0-9]+ error" "$LOGS/pytest.log" || status=1
+# One pytest process per test file, four at a time, each under its own time limit: a file that hangs
+# is named (faulthandler dumps its stacks after 60 s) and costs only its own tests, not every file after it.
+if [ "${SKIP_PYTEST:-0}" != 1 ]; then
+  mkdir -p "$LOGS/pytest"
+  ls "$PWD"/bindings/python/tests/test_*.py | xargs -P 4 -I{} sh -c 'f={}; n=$(basename $f .py);
+    (cd /tmp && timeout '"${PYTEST_FILE_TIMEOUT:-150}"' python3 -m pytest -q -rs -p no:cacheprovider -o faulthandler_timeout=60 "$f") \
+      >"'"$LOGS"'/pytest/$n.log" 2>&1; echo "$n: exit $? $(tail -1 "'"$LOGS"'/pytest/$n.log")"' | sort | tee "$LOGS/pytest.log"
+  grep -vE ": exit (0|5) " "$LOGS/pytest.log" && status=1
+fi
 
 step "examples on the GPU"
 [ "${SKIP_EXAMPLES:-0}" = 1 ] || {

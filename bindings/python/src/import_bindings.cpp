@@ -7,10 +7,10 @@
 #include <pybind11/stl.h>
 
 #include <array>
+#include <cctype>
 #include <cstdint>
 #include <memory>
 #include <mutex>
-#include <regex>
 #include <string>
 #include <vector>
 
@@ -71,14 +71,26 @@ void check_source(mxfp8_status status, Where where) {
 // the caller's name of that entry (names[i], a repr) is added, "... (entry 2 is 'layers.3.w')".
 void check_entries(mxfp8_status status, const std::vector<std::string> &names) {
   if (status == MXFP8_OK) return;
-  static const std::regex entry(
-      R"(\b(?:manifest\.)?(?:shards|destinations|global_scales|nvfp4_tensors|tensors|entries|nvfp4_entries|shapes|)"
-      R"(ndims|formats|directions|scales_layouts|scales_shapes)\[(\d+)\])");
+  // A plain scan, not std::regex: the module then instantiates no regex templates that another library
+  // loaded in the process (torch, jaxlib) may also export, built by another compiler.
+  static const char *const kLists[] = {"shards", "destinations", "global_scales", "nvfp4_tensors", "tensors",
+                                       "entries", "nvfp4_entries", "shapes", "ndims", "formats", "directions",
+                                       "scales_layouts", "scales_shapes"};
   std::string message = mxfp8_last_error();
-  std::smatch found;
-  if (std::regex_search(message, found, entry)) {
-    const size_t i = std::stoul(found[1].str());
-    if (i < names.size()) message += " (entry " + found[1].str() + " is " + names[i] + ")";
+  for (size_t open = message.find('['); open != std::string::npos; open = message.find('[', open + 1)) {
+    size_t start = open;
+    while (start > 0 && (std::isalnum(static_cast<unsigned char>(message[start - 1])) || message[start - 1] == '_'))
+      --start;
+    const std::string list = message.substr(start, open - start);
+    bool known = false;
+    for (const char *k : kLists) known = known || list == k;
+    size_t close = open + 1;
+    while (close < message.size() && std::isdigit(static_cast<unsigned char>(message[close]))) ++close;
+    if (!known || close == open + 1 || close >= message.size() || message[close] != ']') continue;
+    const std::string index = message.substr(open + 1, close - open - 1);
+    if (index.size() < 19 && std::stoull(index) < names.size())
+      message += " (entry " + index + " is " + names[std::stoull(index)] + ")";
+    break;
   }
   raise_status(status, message);
 }

@@ -333,12 +333,13 @@ def test_gpu_work_runs_on_torchs_current_stream():
     torch.cuda.synchronize()
     side, probe = torch.cuda.Stream(), torch.cuda.Stream()
     done = torch.cuda.Event()
+    # Pinned before the sleep starts: a first pinned allocation can take a good part of a second.
+    early = torch.empty(s.shape, dtype=torch.uint8, pin_memory=True)
     with torch.cuda.stream(side):
-        torch.cuda._sleep(10**9)  # about 0.5 s of clock cycles on an H200
+        torch.cuda._sleep(2 * 10**9)  # about 1 s of clock cycles on an H200
         mod.unswizzle_scales(swizzled, compact)
         done.record()
     torch.cuda.default_stream().synchronize()
-    early = torch.empty(s.shape, dtype=torch.uint8, pin_memory=True)
     with torch.cuda.stream(probe):
         early.copy_(compact, non_blocking=True)  # an async copy on `probe`, which waits for nothing
     probe.synchronize()
