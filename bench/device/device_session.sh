@@ -100,10 +100,11 @@ wait $pip_pid
 tail -3 "$LOGS/pip.log"
 # One pytest process per test file, four at a time, each under its own time limit: a file that hangs
 # is named (faulthandler dumps its stacks after 60 s) and costs only its own tests, not every file after it.
+# PYTEST_FILES (a glob, default test_*.py) picks files, PYTEST_FILE_TIMEOUT (default 300 s) the limit.
 if [ "${SKIP_PYTEST:-0}" != 1 ]; then
   mkdir -p "$LOGS/pytest"
-  ls "$PWD"/bindings/python/tests/test_*.py | xargs -P 4 -I{} sh -c 'f={}; n=$(basename $f .py);
-    (cd /tmp && timeout '"${PYTEST_FILE_TIMEOUT:-150}"' python3 -m pytest -q -rs -p no:cacheprovider -o faulthandler_timeout=60 "$f") \
+  ls "$PWD"/bindings/python/tests/${PYTEST_FILES:-test_*.py} | xargs -P 4 -I{} sh -c 'f={}; n=$(basename $f .py);
+    (cd /tmp && timeout '"${PYTEST_FILE_TIMEOUT:-300}"' python3 -m pytest -q -rs -p no:cacheprovider -o faulthandler_timeout=60 "$f") \
       >"'"$LOGS"'/pytest/$n.log" 2>&1; echo "$n: exit $? $(tail -1 "'"$LOGS"'/pytest/$n.log")"' | sort | tee "$LOGS/pytest.log"
   grep -vE ": exit (0|5) " "$LOGS/pytest.log" && status=1
 fi

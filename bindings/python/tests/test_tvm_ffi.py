@@ -333,8 +333,11 @@ def test_gpu_work_runs_on_torchs_current_stream():
     torch.cuda.synchronize()
     side, probe = torch.cuda.Stream(), torch.cuda.Stream()
     done = torch.cuda.Event()
-    # Pinned before the sleep starts: a first pinned allocation can take a good part of a second.
+    # Before the sleep starts: a first pinned allocation can take a good part of a second, and the first
+    # launch of a kernel loads its module (CUDA's lazy loading), which waits for the running sleep.
     early = torch.empty(s.shape, dtype=torch.uint8, pin_memory=True)
+    mod.unswizzle_scales(swizzled, torch.empty_like(compact))
+    torch.cuda.synchronize()
     with torch.cuda.stream(side):
         torch.cuda._sleep(2 * 10**9)  # about 1 s of clock cycles on an H200
         mod.unswizzle_scales(swizzled, compact)
