@@ -66,7 +66,8 @@ MXFP8_API mxfp8_status mxfp8_bucket_plan(const mxfp8_tensor *const *tensors, siz
  * cudaMemcpyAsync each (the environment, read once: MXFP8_COPY_ENGINE_MIN_BYTES sets that size, 0 keeps
  * every byte in the kernel; MXFP8_BULK_COPY=0 takes cudaMemcpyAsync on any GPU).
  * `entries` must come from mxfp8_bucket_plan for the same tensors and options (they are checked to lie
- * inside the bucket and not to overlap); the bucket must not overlap any buffer of the tensors. count == 0 is a no-op (every pointer may then be NULL). */
+ * inside the bucket and not to overlap); the bucket must not overlap any buffer of the tensors.
+ * count == 0 is a no-op (every pointer may then be NULL). */
 MXFP8_API mxfp8_status mxfp8_export_bucket(const mxfp8_tensor *const *tensors, size_t count,
                                            const mxfp8_export_options *options,
                                            const mxfp8_bucket_entry *entries, DLTensor *bucket);

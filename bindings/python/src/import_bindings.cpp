@@ -6,8 +6,10 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <array>
 #include <cctype>
+#include <cstdlib>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -71,25 +73,22 @@ void check_source(mxfp8_status status, Where where) {
 // the caller's name of that entry (names[i], a repr) is added, "... (entry 2 is 'layers.3.w')".
 void check_entries(mxfp8_status status, const std::vector<std::string> &names) {
   if (status == MXFP8_OK) return;
-  // A plain scan, not std::regex: the module then instantiates no regex templates that another library
-  // loaded in the process (torch, jaxlib) may also export, built by another compiler.
+  // A plain scan: the std::regex this was crashed the CUDA build's module on every such refusal on the
+  // device (Python 3.12, SIGSEGV; not seen on this machine's 3.11), cause not pinned down.
   static const char *const kLists[] = {"shards", "destinations", "global_scales", "nvfp4_tensors", "tensors",
                                        "entries", "nvfp4_entries", "shapes", "ndims", "formats", "directions",
                                        "scales_layouts", "scales_shapes"};
   std::string message = mxfp8_last_error();
   for (size_t open = message.find('['); open != std::string::npos; open = message.find('[', open + 1)) {
-    size_t start = open;
+    size_t start = open;  // the identifier before '[' (a '.' ends it: "manifest.shards[2]" reads "shards")
     while (start > 0 && (std::isalnum(static_cast<unsigned char>(message[start - 1])) || message[start - 1] == '_'))
       --start;
     const std::string list = message.substr(start, open - start);
-    bool known = false;
-    for (const char *k : kLists) known = known || list == k;
-    size_t close = open + 1;
-    while (close < message.size() && std::isdigit(static_cast<unsigned char>(message[close]))) ++close;
-    if (!known || close == open + 1 || close >= message.size() || message[close] != ']') continue;
-    const std::string index = message.substr(open + 1, close - open - 1);
-    if (index.size() < 19 && std::stoull(index) < names.size())
-      message += " (entry " + index + " is " + names[std::stoull(index)] + ")";
+    if (std::none_of(std::begin(kLists), std::end(kLists), [&](const char *k) { return list == k; })) continue;
+    char *end = nullptr;
+    const unsigned long long i = std::strtoull(message.c_str() + open + 1, &end, 10);
+    if (end == message.c_str() + open + 1 || *end != ']') continue;
+    if (i < names.size()) message += " (entry " + std::to_string(i) + " is " + names[i] + ")";
     break;
   }
   raise_status(status, message);
