@@ -42,29 +42,34 @@ ffi::Error check(mxfp8_status status) {
   }
 }
 
-// The DLPack type of an XLA element type; false for one the library never takes.
-bool dl_dtype(ffi::DataType type, DLDataType *out) {
-  switch (type) {
-    case ffi::DataType::U8: *out = {kDLUInt, 8, 1}; return true;
-    case ffi::DataType::S32: *out = {kDLInt, 32, 1}; return true;
-    case ffi::DataType::F32: *out = {kDLFloat, 32, 1}; return true;
-    case ffi::DataType::F16: *out = {kDLFloat, 16, 1}; return true;
-    case ffi::DataType::BF16: *out = {kDLBfloat, 16, 1}; return true;
-    case ffi::DataType::F8E4M3FN: *out = {kDLFloat8_e4m3fn, 8, 1}; return true;
-    case ffi::DataType::F8E5M2: *out = {kDLFloat8_e5m2, 8, 1}; return true;
-    case ffi::DataType::F8E8M0FNU: *out = {kDLFloat8_e8m0fnu, 8, 1}; return true;
-    default: return false;
-  }
-}
+// The element types the library takes, each with its DLPack type: the one list the handlers map buffers
+// through and name in their refusal.
+struct TakenType {
+  ffi::DataType xla;
+  DLDataType dl;
+};
+constexpr TakenType kTakenTypes[] = {
+    {ffi::DataType::U8, {kDLUInt, 8, 1}},           {ffi::DataType::S32, {kDLInt, 32, 1}},
+    {ffi::DataType::F32, {kDLFloat, 32, 1}},        {ffi::DataType::F16, {kDLFloat, 16, 1}},
+    {ffi::DataType::BF16, {kDLBfloat, 16, 1}},      {ffi::DataType::F8E4M3FN, {kDLFloat8_e4m3fn, 8, 1}},
+    {ffi::DataType::F8E5M2, {kDLFloat8_e5m2, 8, 1}}, {ffi::DataType::F8E8M0FNU, {kDLFloat8_e8m0fnu, 8, 1}},
+};
 
-// JAX's name of an XLA element type, for messages.
-const char *jax_type_name(ffi::DataType type) {
+// JAX's name of an XLA element type (NumPy's, or ml_dtypes'), for messages; XLA's number for one this
+// list does not know (a type newer than these handlers).
+std::string jax_type_name(ffi::DataType type) {
   switch (type) {
     case ffi::DataType::PRED: return "bool";
+    case ffi::DataType::S1: return "int1";
+    case ffi::DataType::S2: return "int2";
+    case ffi::DataType::S4: return "int4";
     case ffi::DataType::S8: return "int8";
     case ffi::DataType::S16: return "int16";
     case ffi::DataType::S32: return "int32";
     case ffi::DataType::S64: return "int64";
+    case ffi::DataType::U1: return "uint1";
+    case ffi::DataType::U2: return "uint2";
+    case ffi::DataType::U4: return "uint4";
     case ffi::DataType::U8: return "uint8";
     case ffi::DataType::U16: return "uint16";
     case ffi::DataType::U32: return "uint32";
@@ -75,6 +80,7 @@ const char *jax_type_name(ffi::DataType type) {
     case ffi::DataType::BF16: return "bfloat16";
     case ffi::DataType::C64: return "complex64";
     case ffi::DataType::C128: return "complex128";
+    case ffi::DataType::TOKEN: return "token";
     case ffi::DataType::F8E5M2: return "float8_e5m2";
     case ffi::DataType::F8E4M3: return "float8_e4m3";
     case ffi::DataType::F8E4M3FN: return "float8_e4m3fn";
@@ -84,8 +90,27 @@ const char *jax_type_name(ffi::DataType type) {
     case ffi::DataType::F8E3M4: return "float8_e3m4";
     case ffi::DataType::F4E2M1FN: return "float4_e2m1fn";
     case ffi::DataType::F8E8M0FNU: return "float8_e8m0fnu";
-    default: return "an XLA element type without a JAX name";
+    default: return "XLA element type " + std::to_string(static_cast<int>(type));
   }
+}
+
+// The DLPack type of an XLA element type; false for one the library never takes.
+bool dl_dtype(ffi::DataType type, DLDataType *out) {
+  for (const TakenType &t : kTakenTypes)
+    if (t.xla == type) {
+      *out = t.dl;
+      return true;
+    }
+  return false;
+}
+
+// The one refusal of every handler for a buffer of a type the library never takes: the argument, its
+// type by JAX's name, and the types taken.
+ffi::Error unsupported_type(const char *name, ffi::DataType type) {
+  std::string message = std::string("mxfp8: ") + name + " is " + jax_type_name(type) +
+                        ", which the library never takes (its types:";
+  for (const TakenType &t : kTakenTypes) message += (&t == kTakenTypes ? " " : ", ") + jax_type_name(t.xla);
+  return ffi::Error(ffi::ErrorCode::kInvalidArgument, message + ")");
 }
 
 // An XLA buffer seen as a DLTensor: XLA's buffers are dense and row-major, so strides stay NULL. `name`
@@ -108,13 +133,7 @@ class View {
   View &operator=(const View &) = delete;
 
   // An error naming the argument and its type when the element type is none the library takes.
-  ffi::Error usable() const {
-    if (known_) return ffi::Error::Success();
-    return ffi::Error(ffi::ErrorCode::kInvalidArgument,
-                      std::string("mxfp8: ") + name_ + " is " + jax_type_name(type_) + ", which the library never "
-                      "takes (its types: uint8, int32, float32, float16, bfloat16, float8_e4m3fn, float8_e5m2, "
-                      "float8_e8m0fnu)");
-  }
+  ffi::Error usable() const { return known_ ? ffi::Error::Success() : unsupported_type(name_, type_); }
   DLTensor *get() { return &tensor_; }
   const DLTensor &tensor() const { return tensor_; }
 

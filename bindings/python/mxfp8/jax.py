@@ -11,8 +11,8 @@ package) wrapped as functions of ``jax.Array``\\ s.
 Each call is one custom call in the compiled program: on the GPU it runs on XLA's stream, with no host
 round trip; on the CPU platform the library's host path runs. Shapes, dtypes and options are static (they
 come from the inputs' shapes and the keyword arguments), so the output shapes are known at trace time;
-an unknown option name or a layout that does not take the direction fails at trace time with the
-library's message. A buffer whose size does not match what the options say fails when the call runs,
+an unknown option name, NVFP4 options the library refuses, or a layout that does not take the direction
+fails at trace time with the library's message. A buffer whose size does not match what the options say fails when the call runs,
 with the library's message in the XlaRuntimeError. ``jax.vmap`` maps a leading batch axis by running the
 call once per element (``vmap_method="sequential"``).
 
@@ -32,11 +32,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _args
+from . import _args, nvfp4 as _nvfp4
 from ._convert import _GROUPED_SCALES
 from ._import import _DIRECTIONS, _FORMATS, _code, _fixup, layout_bytes
 from ._manifest import LAYOUT_WORDS, LAYOUTS
 from ._nvfp4_quantize import _FOUR_OVER_SIX, _shapes as _nvfp4_shapes
+from ._nvfp4_quantize import nvfp4_quantize as _nvfp4_quantize
 from ._quantize import _ROUNDINGS, _SCALE_LAYOUTS
 
 _LIBRARY = "libmxfp8_xla.so"
@@ -99,12 +100,29 @@ def _call(name: str, results: Any, operands: Sequence[Tuple[str, Any]], **attrib
     return call(*(_operand(n, a) for n, a in operands), **{k: np.int32(v) for k, v in attributes.items()})
 
 
-def _scale_matrix(shape: Sequence[int], direction: str) -> Tuple[int, int]:
-    """(R, C) of the scales of a tensor of logical `shape` in `direction`."""
+def _scale_matrix(name: str, shape: Sequence[int], direction: str) -> Tuple[int, int]:
+    """(R, C) of the scales of a tensor of logical `shape` (the argument `name`'s) in `direction`."""
     if not shape:
-        raise ValueError("shape must have at least one dimension (K)")
+        raise ValueError(f"{name} is 0-dimensional: an MXFP8 tensor needs a last dimension K")
     m, k = _args.numel(shape[:-1]), int(shape[-1])
     return ((-(-m // 32), k) if _code("direction", direction, _DIRECTIONS) == 1 else (m, -(-k // 32)))
+
+
+# NVFP4 options the library refuses whatever the shapes (an e4m3_max other than 448 or 256, 256 without
+# 4over6, a per-row amax columnwise) are refused at trace time by the library itself: its host path runs
+# once per option set on a 2 x 2 matrix (tens of microseconds, then cached), so no rule of the C library is
+# written a second time here. Only what the options say is asked; shapes are checked when the call runs.
+@functools.lru_cache(maxsize=None)
+def _nvfp4_quantize_options(per_row: bool, four_over_six: Optional[str], e4m3_max: int, scales: str,
+                            columnwise: bool) -> None:
+    _nvfp4_quantize(np.zeros((2, 2), np.float32), per_row=per_row, four_over_six=four_over_six, e4m3_max=e4m3_max,
+                    scales=scales, columnwise=columnwise)
+
+
+@functools.lru_cache(maxsize=None)
+def _nvfp4_tensor_options(e4m3_max: int) -> None:
+    _nvfp4.dequantize(np.zeros((1, 1), np.uint8), np.zeros((1, 1), np.uint8), np.ones(1, np.float32), swizzled=False,
+                      e4m3_max=e4m3_max)
 
 
 def _fp8_format(data: Any, fp8_dtype: Optional[str]) -> int:
@@ -168,7 +186,7 @@ def convert(data: jax.Array, scale_inv: jax.Array, target: str, *, swizzled: boo
         if rows % experts:
             raise ValueError(f"the experts' {rows} rows do not split into {experts} experts of equal size")
         lead = (rows // experts,)
-    r, c = _scale_matrix(lead + shape[-1:], direction)
+    r, c = _scale_matrix("data", lead + shape[-1:], direction)
     per = layout_bytes(target, r, c, direction)  # the library's rule: refuses what the target cannot take
     word = LAYOUT_WORDS.get(target)
     groups = (experts,) if experts else ()
@@ -206,7 +224,7 @@ def quantize(x: jax.Array, *, fp8_dtype: str = "e4m3", rounding: str = "rceil", 
     ``(ceil(M/32), K)`` columnwise, ``"padded"`` / ``"swizzled"`` Transformer Engine's buffer
     ``(roundup(M, 128), roundup(ceil(K/32), 4))`` (columnwise ``(roundup(ceil(M/32), 4), roundup(K, 128))``)."""
     shape = tuple(int(d) for d in _operand("x", x).shape)
-    r, c = _scale_matrix(shape, direction)
+    r, c = _scale_matrix("x", shape, direction)
     layout = _code("scales", scales, _SCALE_LAYOUTS)
     if layout == 0:
         scales_shape = (r, c) if direction == "columnwise" else shape[:-1] + (c,)
@@ -244,8 +262,9 @@ def nvfp4_quantize(x: jax.Array, *, per_row: bool = False, four_over_six: Option
     amax float32 (1,) or (M,) with per_row). Columnwise quantizes the transpose (values (K, M/2))."""
     layout = _code("scales", scales, _SCALE_LAYOUTS)
     mode = _code("four_over_six", "off" if four_over_six is None else four_over_six, _FOUR_OVER_SIX)
-    e4m3_max = _args.e4m3_max("e4m3_max", e4m3_max)
+    e4m3_max = _args.integer("e4m3_max", e4m3_max, 0, _args.INT32_MAX)  # an int32; which ones: the library's
     col, row = _args.flag("columnwise", columnwise), _args.flag("per_row", per_row)
+    _nvfp4_quantize_options(row, four_over_six, e4m3_max, scales, col)
     if _operand("x", x).ndim == 0:
         raise ValueError("x is 0-dimensional: NVFP4 needs a last dimension K")
     values_shape, scales_shape, lines = _nvfp4_shapes(tuple(int(d) for d in x.shape), scales, col)
@@ -265,9 +284,11 @@ def nvfp4_dequantize(data: jax.Array, scale_inv: jax.Array, amax: jax.Array, *, 
         raise ValueError(f"dtype must be float32 or bfloat16, got {dtype}")
     if _operand("data", data).ndim == 0:
         raise ValueError("data is 0-dimensional: NVFP4 values need a last dimension (K/2 bytes)")
+    e4m3_max = _args.integer("e4m3_max", e4m3_max, 0, _args.INT32_MAX)
+    _nvfp4_tensor_options(e4m3_max)
     shape = tuple(data.shape[:-1]) + (2 * int(data.shape[-1]),)
     return _call("nvfp4_dequantize", jax.ShapeDtypeStruct(shape, dtype),
                  [("data", data), ("scale_inv", scale_inv), ("amax", amax)],
-                 swizzled=_args.flag("swizzled", swizzled), e4m3_max=_args.e4m3_max("e4m3_max", e4m3_max),
+                 swizzled=_args.flag("swizzled", swizzled), e4m3_max=e4m3_max,
                  direction=int(_args.flag("columnwise", columnwise)))
 

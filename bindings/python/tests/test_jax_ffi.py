@@ -279,6 +279,8 @@ def test_what_jax_would_convert_or_cannot_name_is_refused_at_trace_time():
         mj.unswizzle_scales([1, 2, 3], 1, 1)
     with pytest.raises(ValueError, match="x is 0-dimensional"):
         mj.nvfp4_quantize(jnp.float32(1.0))
+    with pytest.raises(ValueError, match="x is 0-dimensional"):
+        mj.quantize(jnp.float32(1.0))
     with pytest.raises(ValueError, match="compact is 0-dimensional"):
         mj.swizzle_scales(jnp.uint8(1))
     with pytest.raises(ValueError, match="data is 0-dimensional"):
@@ -305,3 +307,50 @@ def test_the_handlers_name_an_element_type_they_never_take():
     call = jax.ffi.ffi_call("mxfp8_unswizzle_scales", jax.ShapeDtypeStruct((4, 4), jnp.int8))
     with pytest.raises(Exception, match="mxfp8: the result is int8"):
         jax.block_until_ready(call(jnp.zeros((512,), jnp.uint8)))
+    call = jax.ffi.ffi_call("mxfp8_swizzle_scales", jax.ShapeDtypeStruct((512,), jnp.uint8))
+    with pytest.raises(Exception, match=r"mxfp8: compact is int4, which the library never takes \(its types: uint8, "):
+        jax.block_until_ready(call(jnp.zeros((4, 4), jnp.int4)))  # a type once named "int0x0", then not at all
+
+
+# Every element type JAX has (float64 and int64 need x64, which this process does not turn on).
+ALL_TYPES = [jnp.bool_, jnp.int4, jnp.int8, jnp.int16, jnp.int32, jnp.uint4, jnp.uint8, jnp.uint16, jnp.uint32,
+             jnp.float16, jnp.bfloat16, jnp.float32, jnp.complex64, jnp.float8_e4m3fn, jnp.float8_e5m2,
+             jnp.float8_e8m0fnu, jnp.float8_e4m3, jnp.float8_e3m4, jnp.float8_e4m3fnuz, jnp.float8_e5m2fnuz,
+             jnp.float8_e4m3b11fnuz, jnp.float4_e2m1fn]
+
+
+@pytest.mark.parametrize("dtype", ALL_TYPES, ids=lambda t: jnp.dtype(t).name)
+def test_trace_time_and_handler_agree_on_the_types_taken(dtype):
+    """mxfp8.jax's trace-time refusal and the handlers' own take the same element types: a type is refused
+    by one exactly when the other refuses it, with the same name for it."""
+    a = jnp.zeros((4, 4), dtype)
+    name = jnp.dtype(dtype).name
+    mj._registered()
+    call = jax.ffi.ffi_call("mxfp8_unswizzle_scales", jax.ShapeDtypeStruct((4, 4), jnp.uint8))
+    if np.dtype(dtype) in mj._TAKEN:
+        jax.jit(mj.swizzle_scales).lower(a)  # the trace-time check lets it through ...
+        with pytest.raises(Exception, match="mxfp8: invalid argument: swizzled") as refused:
+            jax.block_until_ready(call(a))  # ... and the handler hands it to the library (too small for 4 x 4)
+        assert "never takes" not in str(refused.value)
+    else:
+        with pytest.raises(ValueError, match=f"compact is {name}, which the library never takes"):
+            mj.swizzle_scales(a)
+        with pytest.raises(Exception, match=f"mxfp8: swizzled is {name}, which the library never takes"):
+            jax.block_until_ready(call(a))
+
+
+def test_nvfp4_options_the_library_refuses_fail_at_trace_time():
+    """What the library refuses in NVFP4 options whatever the shapes is refused when the call is traced,
+    with the library's message (the library is asked; the rule is not written again in mxfp8.jax)."""
+    x = jnp.zeros((4, 32), jnp.float32)
+    lower = lambda **kw: jax.jit(lambda a: mj.nvfp4_quantize(a, **kw)).lower(x)  # noqa: E731 (traced, never run)
+    with pytest.raises(ValueError, match="e4m3_max is 256 but options.four_over_six is MXFP8_NVFP4_4OVER6_OFF"):
+        lower(e4m3_max=256)
+    with pytest.raises(ValueError, match="per-row amax is rowwise only"):
+        lower(per_row=True, columnwise=True)
+    with pytest.raises(ValueError, match="e4m3_max must be 448 or 256"):
+        lower(e4m3_max=300)
+    lower(e4m3_max=256, four_over_six="mae", per_row=True, scales="swizzled")  # what it takes still traces
+    with pytest.raises(ValueError, match="e4m3_max must be 448 or 256"):
+        jax.jit(lambda v, s, a: mj.nvfp4_dequantize(v, s, a, swizzled=False, e4m3_max=300)).lower(
+            jnp.zeros((4, 16), jnp.uint8), jnp.zeros((4, 2), jnp.uint8), jnp.ones(1, jnp.float32))
