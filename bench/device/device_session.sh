@@ -5,7 +5,8 @@
 # time limit and writes to $OUT as it goes, so a call cut short still returns what ran.
 #   OUT=dir bash bench/device/device_session.sh          (carry .carry; see bench/device/README.md)
 # SKIP_C=1 / SKIP_PYTEST=1 / SKIP_EXAMPLES=1 skip the C tests / the Python tests / the examples; BENCHES="refit_scale reshard" picks the Python
-# benchmarks (python_overhead: the cost of a call from Python, issue 15).
+# benchmarks (python_overhead: the cost of a call from Python, issue 15; flashinfer_side_by_side: FlashInfer's scale
+# kernels against ours, issue 36, FlashInfer from .carry/flashinfer.tar.xz, JIT-built on the first run).
 # PROFILE=1 adds the Nsight Compute profiles of bench/device/profile_kernels.sh at the end (~3 minutes; results
 # $OUT/profile.json); PROFILE=only builds and runs just those (no tests, no benchmarks).
 # Logs go to $LOGS (default /tmp/device-session); $OUT gets only the results (the device tool brings back
@@ -133,7 +134,8 @@ if "nvfp4_export" in r:  # fractions of a same-size copy: the whole export call,
     print("nvfp4 export", e["ms"], "ms:", round(e["copy_ms"] / e["ms"], 3), "of copy; GPU alone", e["gpu_ms"],
           "ms; unswizzle alone", round(e["copy_ms"] / e["unswizzle_ms"], 3))
 PY
-for b in "refit_scale 300" "weight_sync_e2e 150" "engine_layouts 150" "nvfp4_bench 90" "reshard 90" "python_overhead 180"; do
+for b in "refit_scale 300" "weight_sync_e2e 150" "engine_layouts 150" "nvfp4_bench 90" "reshard 90" "python_overhead 180" \
+         "flashinfer_side_by_side 300"; do
   set -- $b
   [ -f bench/$1.py ] || continue
   [ -z "${BENCHES:-}" ] || [[ " $BENCHES " == *" $1 "* ]] || continue
