@@ -37,6 +37,171 @@ MXFP8_API mxfp8_status mxfp8_export_scales_batched(const mxfp8_tensor *const *te
                                                    const mxfp8_export_options *options);
 
 /* ====================================================================================================
+ * The transfer: one description of many tensors moved from where they are to where they go
+ *                                                                                       [EXPERIMENTAL]
+ * ==================================================================================================== */
+
+/* Every way of moving many tensors is one call on one description, mxfp8_transfer_desc: per-entry
+ * parallel arrays (entry i at index i) that say where each tensor comes from, which part of it (a
+ * shard), and where it goes, in one of three verbs:
+ *
+ *   mxfp8_transfer          checks everything, then moves every entry (one launch on CUDA memory);
+ *   mxfp8_transfer_check    the same checks, nothing written, nothing kept;
+ *   mxfp8_transfer_prepare  the same checks once, the work kept as an mxfp8_plan that mxfp8_plan_run
+ *                           launches every step (no check, allocation or synchronization: capturable in
+ *                           a CUDA graph) until mxfp8_plan_release;
+ *
+ * plus mxfp8_bucket_parts, which lays out the bucket a TO_BUCKET transfer fills. Sources and
+ * destinations:
+ *
+ *   FROM_TENSORS  tensors[i]: handles of either format (an NVFP4 one is its stored matrix of the entry's
+ *                 direction), e.g. a trainer's TE storage, or the same mapped over CUDA IPC by a receiver.
+ *   FROM_BUCKET   bucket_in at parts_in[i]: what a sender's TO_BUCKET transfer filled, described by the
+ *                 per-entry arrays the sender hands over with it (a manifest: the receiver has only bytes).
+ *   TO_BUFFERS    values[i], scales[i] (and for NVFP4 global_scales[i]): caller buffers or an engine's own
+ *                 parameters, written in place, scales in target_layouts[i].
+ *   TO_BUCKET     bucket_out at parts_out[i] (from mxfp8_bucket_parts): values, then scales in
+ *                 target_layouts[i], then (NVFP4) the amax, for one IPC handle or one NCCL broadcast.
+ *   TO_NOTHING    mxfp8_transfer_check only: the source side alone (a receiver that reads a bucket's bytes
+ *                 itself reads only parts the library accepted).
+ *
+ * Every source goes to every destination (bucket to bucket excepted: MXFP8_ERROR_UNSUPPORTED), with any
+ * mix of MXFP8 and NVFP4 entries, each entry in its own direction, whole or a shard (shards[i], see
+ * "Resharding": NVFP4 shards too, on both sides), immediate or prepared. What the transfer cannot do is
+ * refused for the entry, before anything is written, with one status and a message naming the field:
+ *   a layout that permutes value rows (TRT-LLM) as a part's or a target layout: INVALID_ARGUMENT (use
+ *   mxfp8_convert); an NVFP4 entry with an engine layout (DeepGEMM, TRT-LLM): INVALID_ARGUMENT; a
+ *   columnwise entry with a DeepGEMM layout: INVALID_ARGUMENT; a shard with an engine layout, with
+ *   scale_fixup, or of 128x4 scales into a 128x4 target (unless whole tiles, see "Resharding"):
+ *   UNSUPPORTED; row pieces of a columnwise NVFP4 entry: UNSUPPORTED.
+ *
+ * The wire format of a bucket entry is the one the older bucket calls write (below): an MXFP8 entry's
+ * values then its scales; an NVFP4 entry's packed values, E4M3 scales and float32 amax ("NVFP4 in
+ * buckets and imports"), each part at a multiple of the alignment. */
+
+/* Where one entry's parts sit in a bucket, in bytes from the bucket's first byte. An array element (one
+ * per entry), so it has no struct_size and keeps this layout for good. */
+typedef struct mxfp8_bucket_part {
+  uint64_t values_offset, values_bytes; /* MXFP8: rows * cols; NVFP4: rows * cols / 2 (the shard's if any) */
+  uint64_t scales_offset, scales_bytes; /* the scale matrix S in the part's layout */
+  uint64_t amax_offset, amax_bytes;     /* NVFP4: 4, or 4 a row (per-row amax), at a multiple of 4; MXFP8: 0, 0 */
+} mxfp8_bucket_part;
+
+typedef enum mxfp8_transfer_source {
+  MXFP8_TRANSFER_SOURCE_UNSET = 0, /* refused: say where the tensors come from */
+  MXFP8_TRANSFER_FROM_TENSORS = 1,
+  MXFP8_TRANSFER_FROM_BUCKET = 2
+} mxfp8_transfer_source;
+
+typedef enum mxfp8_transfer_destination {
+  MXFP8_TRANSFER_DESTINATION_UNSET = 0, /* refused: say where they go */
+  MXFP8_TRANSFER_TO_BUFFERS = 1,
+  MXFP8_TRANSFER_TO_BUCKET = 2,
+  MXFP8_TRANSFER_TO_NOTHING = 3 /* mxfp8_transfer_check only */
+} mxfp8_transfer_destination;
+
+/* One transfer of `count` entries. Start from MXFP8_TRANSFER_DESC_INIT: fields added later are appended,
+ * with 0 / NULL meaning what a desc without them meant. Every array has `count` elements and is read
+ * during the call (and the preparation) only; an array that does not apply to the chosen source or
+ * destination must be NULL (a forgotten choice is an error, not ignored data). All tensors, buffers and
+ * the bucket of one transfer live on one device; no written byte belongs to two outputs or to a source. */
+typedef struct mxfp8_transfer_desc {
+  uint32_t struct_size;  /* sizeof(mxfp8_transfer_desc) */
+  int32_t source;        /* mxfp8_transfer_source; must be set */
+  int32_t destination;   /* mxfp8_transfer_destination; must be set */
+  int32_t scale_fixup;   /* mxfp8_scale_fixup of every MXFP8 scale written (whole tensors only); NVFP4
+                            scales travel as stored */
+  int32_t global_scale;  /* mxfp8_nvfp4_global_scale written to global_scales[i]; default decode */
+  uint32_t reserved;     /* must be 0 */
+  size_t count;
+
+  /* Per entry, either source. */
+  const int32_t *directions;               /* mxfp8_direction; NULL: all rowwise */
+  const struct mxfp8_shard *const *shards; /* NULL, or a NULL entry: the whole tensor */
+
+  /* FROM_TENSORS: one handle per entry, MXFP8 or NVFP4 (mxfp8_tensor or a cast mxfp8_nvfp4_tensor). */
+  const mxfp8_tensor *const *tensors;
+
+  /* FROM_BUCKET: the bucket (contiguous uint8, host or CUDA memory) and what the sender says each part is. */
+  const DLTensor *bucket_in;
+  const mxfp8_bucket_part *parts_in;
+  const int32_t *ndims;              /* logical rank, 1..64 */
+  const int64_t *const *shapes;      /* logical shape (*lead, K) of what the part holds (a shard sent alone: the shard's) */
+  const int32_t *formats;            /* mxfp8_format; required */
+  const int32_t *source_layouts;     /* mxfp8_layout of each scales part; required (a 128x4 part the size of a
+                                        compact one would otherwise decode to noise) */
+  const int32_t *e4m3_maxes;         /* read at NVFP4 entries, required when there is one: 448 or 256 */
+  const int32_t *scales_ndims;       /* optional (both or neither): the sender's shape of S, checked to name S */
+  const int64_t *const *scales_shapes;
+
+  /* Destinations: the mxfp8_layout each entry's scales are written in (TO_BUFFERS and TO_BUCKET; NULL:
+   * all MXFP8_LAYOUT_COMPACT). NVFP4 entries: COMPACT or CUTLASS_128X4. */
+  const int32_t *target_layouts;
+
+  /* TO_BUFFERS, checked as mxfp8_import_destination's fields are (dtypes, exact sizes, contiguous). */
+  DLTensor *const *values;        /* NULL, or a NULL entry: that entry's scales only */
+  DLTensor *const *scales;        /* required */
+  DLTensor *const *global_scales; /* float32, one per amax (the shard's rows for a per-row amax); read at
+                                     NVFP4 entries only, required when there is one */
+
+  /* TO_BUCKET: contiguous uint8 of at least the planned size, and the plan of mxfp8_bucket_parts for this
+   * desc (each part checked against it: the right size, inside the bucket, apart from the others). */
+  DLTensor *bucket_out;
+  const mxfp8_bucket_part *parts_out;
+} mxfp8_transfer_desc;
+
+#define MXFP8_TRANSFER_DESC_INIT                                                    \
+  {                                                                                 \
+    (uint32_t) sizeof(mxfp8_transfer_desc), /* struct_size */                       \
+    MXFP8_TRANSFER_SOURCE_UNSET,            /* source: must be set */               \
+    MXFP8_TRANSFER_DESTINATION_UNSET,       /* destination: must be set */          \
+    MXFP8_SCALE_FIXUP_NONE,                 /* scale_fixup */                       \
+    MXFP8_NVFP4_GLOBAL_SCALE_DECODE,        /* global_scale */                      \
+    0u,                                     /* reserved */                          \
+    0,                                      /* count */                             \
+    NULL, NULL,                             /* directions: rowwise; shards: whole */ \
+    NULL,                                   /* tensors */                           \
+    NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, /* the bucket source */  \
+    NULL,                                   /* target_layouts: compact */           \
+    NULL, NULL, NULL,                       /* values, scales, global_scales */     \
+    NULL, NULL                              /* bucket_out, parts_out */             \
+  }
+
+/* Lays out the bucket of a FROM_TENSORS, TO_BUCKET desc (bucket_out and parts_out are not read): entry
+ * i's values, scales (in target_layouts[i]) and, for NVFP4, amax, each at a multiple of `alignment` (a
+ * power of two; 256 suits every consumer's vector loads; the amax also at a multiple of 4), in entry
+ * order. parts[count] and *total_bytes are written on success only; a size or padding that does not fit
+ * in uint64 fails. Checks what the transfer checks of the sources; touches no tensor memory. */
+MXFP8_API mxfp8_status mxfp8_bucket_parts(const mxfp8_transfer_desc *desc, uint64_t alignment,
+                                          mxfp8_bucket_part *parts, uint64_t *total_bytes);
+
+/* Checks everything (desc, every source, part, shard, destination, overlap), then moves every entry:
+ * values copied, scales moved from where they lie into the target layout in the same pass, NVFP4 global
+ * scales computed from the amax. CUDA: one launch on `stream` (a cudaStream_t; NULL: the legacy default
+ * stream) for the whole transfer (a few past several hundred parts), values of 4 MiB or more moved at
+ * copy speed as mxfp8_export_bucket says, one small kernel per NVFP4 entry for its global scale; the call
+ * does not wait. Host: done on return. count == 0 is a no-op. */
+MXFP8_API mxfp8_status mxfp8_transfer(const mxfp8_transfer_desc *desc, void *stream);
+
+/* The checks of mxfp8_transfer, in the same order with the same status and message; nothing written,
+ * nothing kept. Reads buffers' addresses and sizes, never their bytes. With TO_NOTHING: the source side
+ * alone (for FROM_BUCKET, what mxfp8_bucket_manifest_check checks). */
+MXFP8_API mxfp8_status mxfp8_transfer_check(const mxfp8_transfer_desc *desc);
+
+/* A transfer checked once and kept as its work (see "Prepared exports" for the contract it shares with
+ * mxfp8_prepared_export: immutable, thread-safe to run, holds a reference on every source tensor; the
+ * bucket's and the buffers' addresses stay yours, keep them in place). */
+typedef struct mxfp8_plan mxfp8_plan;
+
+/* mxfp8_transfer's checks, once; *out on success only. TO_NOTHING is refused (there is nothing to run). */
+MXFP8_API mxfp8_status mxfp8_transfer_prepare(const mxfp8_transfer_desc *desc, mxfp8_plan **out);
+/* Launches the plan on `stream` (as mxfp8_transfer). Fails only for CUDA reasons. */
+MXFP8_API mxfp8_status mxfp8_plan_run(const mxfp8_plan *plan, void *stream);
+/* Drops the plan and its tensor references. NULL is fine; cannot fail. Queued work keeps running:
+ * release after it is ordered. */
+MXFP8_API void mxfp8_plan_release(mxfp8_plan *plan);
+
+/* ====================================================================================================
  * Buckets: many tensors' values and scales packed into one caller buffer, for one IPC handle or one
  * NCCL broadcast                                                                        [EXPERIMENTAL]
  * ==================================================================================================== */
@@ -296,8 +461,9 @@ MXFP8_API mxfp8_status mxfp8_prepare_import_tensors(const mxfp8_tensor *const *t
  * (ceil(rows/32), cols) columnwise, exactly the crop of what mxfp8_export_components returns.
  *
  * NVFP4 tensors take shards on the receiver's side (manifest.shards of a bucket entry, and the shards of
- * the direct path, mxfp8_import_tensors_mixed; a sender's NVFP4 bucket entries travel whole) in the same
- * logical terms, with NVFP4's blocks of 16 along the stored matrix's rows:
+ * the direct path, mxfp8_import_tensors_mixed) and, through mxfp8_transfer_desc, on the sender's too (a
+ * bucket of NVFP4 shards), in the same logical terms, with NVFP4's blocks of 16 along the stored
+ * matrix's rows:
  *   rowwise (stored (M, K)):            col_begin a multiple of 16; col_end a multiple of 16 or K. Rows:
  *                                       any, pieces too.
  *   columnwise (stored (K, M)):         row_begin, row_end multiples of 16 or M (they are stored columns);

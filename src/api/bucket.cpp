@@ -14,6 +14,8 @@
 #include "core/error.hpp"
 #include "core/indexed_name.hpp"
 #include "api/export_internal.hpp"
+#include "api/layouts.hpp"
+#include "core/sized_struct.hpp"
 #include "api/tensor.hpp"
 #include "core/memory_span.hpp"
 #include "core/shape.hpp"
@@ -22,6 +24,11 @@
 namespace mxfp8 {
 
 const mxfp8_tensor *nvfp4_entry(const BucketTensors &in, size_t i) {
+  if (in.desc) {  // one array of handles of either format
+    const mxfp8_tensor *t = in.tensors[i];
+    if (!t) fail(MXFP8_ERROR_INVALID_ARGUMENT, IndexedName("desc.tensors", i), " is NULL");
+    return t->format == MXFP8_FORMAT_NVFP4 ? t : nullptr;
+  }
   const bool mxfp8 = in.tensors && in.tensors[i], nvfp4 = in.nvfp4 && in.nvfp4[i];
   if (mxfp8 && nvfp4)
     fail(MXFP8_ERROR_INVALID_ARGUMENT, "tensors[", i, "] and nvfp4_tensors[", i, "] are both set: entry ", i,
@@ -33,60 +40,155 @@ const mxfp8_tensor *nvfp4_entry(const BucketTensors &in, size_t i) {
        " needs one tensor");
 }
 
-namespace {
-
-struct Part {
-  uint64_t offset, bytes;
-  const char *what;  // "values", "scales" or "amax"
-};
-
-DLDevice device_of(const BucketTensors &in, size_t i) {
+const mxfp8_tensor &entry_tensor(const BucketTensors &in, size_t i) {
   const mxfp8_tensor *nv = nvfp4_entry(in, i);
-  return nv ? nv->device : in.tensors[i]->device;
+  return nv ? *nv : *in.tensors[i];
 }
 
-void check_tensors(const BucketTensors &in, mxfp8_direction direction) {
+void check_tensors(const BucketTensors &in, int32_t direction) {
   if (in.count > 0 && !in.tensors && !in.nvfp4)
-    fail(MXFP8_ERROR_INVALID_ARGUMENT, in.mixed ? "tensors and nvfp4_tensors are both NULL" : "tensors is NULL");
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, in.desc ? "desc.tensors is NULL" : in.mixed ? "tensors and nvfp4_tensors are both NULL"
+                                                                                   : "tensors is NULL");
   check_count(in.count);
+  const DLDevice first = in.count > 0 ? entry_tensor(in, 0).device : DLDevice{kDLCPU, 0};
   for (size_t i = 0; i < in.count; ++i) {
     const mxfp8_tensor *nv = nvfp4_entry(in, i);
-    if (nv) require_direction(*nv, direction, true);
-    else require_direction(*in.tensors[i], direction);
-    if (nv && in.shards && in.shards[i])
-      fail(MXFP8_ERROR_UNSUPPORTED, "shards[", i, "] is set for an NVFP4 tensor: NVFP4 entries travel whole");
-    const DLDevice device = device_of(in, i), first = device_of(in, 0);
-    if (!same_device(device, first))
-      fail(MXFP8_ERROR_INVALID_ARGUMENT, nv ? "nvfp4_tensors[" : "tensors[", i, "] is on ", format_device(device),
-           " but ", in.mixed ? "entry 0" : "tensors[0]", " is on ", format_device(first), ": one bucket lives on one device");
+    const mxfp8_direction d = in.direction_of(i, direction);
+    if (in.desc) check_enum(d, IndexedName("desc.directions", i), {{MXFP8_DIRECTION_ROWWISE, "MXFP8_DIRECTION_ROWWISE"},
+                                                                   {MXFP8_DIRECTION_COLUMNWISE, "MXFP8_DIRECTION_COLUMNWISE"}});
+    const mxfp8_tensor &t = entry_tensor(in, i);
+    if (!in.desc) require_direction(t, d, nv != nullptr);
+    else require_direction(t, d, t.format == MXFP8_FORMAT_NVFP4);
+    if (!same_device(t.device, first))
+      fail(MXFP8_ERROR_INVALID_ARGUMENT, in.tensors_name(nv != nullptr), "[", i, "] is on ", format_device(t.device), " but ",
+           in.mixed || in.desc ? "entry 0" : "tensors[0]", " is on ", format_device(first), ": one transfer lives on one device");
   }
 }
 
-// Entry i's shard of tensors[i] (the whole tensor when `shards` or shards[i] is NULL), checked.
-Shard shard_of(const BucketTensors &in, size_t i, mxfp8_direction direction) {
-  // The name is formatted without snprintf or allocation: this runs once per tensor of a whole model.
-  return resolve_shard(in.shards ? in.shards[i] : nullptr, in.tensors[i]->rows, in.tensors[i]->cols,
-                       direction == MXFP8_DIRECTION_COLUMNWISE, IndexedName("shards", i));
+namespace {
+
+// The older calls' name for a part of entry i, and the one function they point a caller to.
+struct PartsNames {
+  const char *parts;  // "entries" or "desc.parts_out"
+  const char *plan;   // "mxfp8_bucket_plan for these tensors and options", ...
+};
+
+PartsNames parts_names(const BucketTensors &in) {
+  if (in.desc) return {"desc.parts_out", "mxfp8_bucket_parts for this desc"};
+  if (in.mixed) return {"entries", "mxfp8_bucket_plan_mixed for these tensors and options"};
+  if (in.shards) return {"entries", "mxfp8_bucket_plan_shards for these tensors, shards and options"};
+  return {"entries", "mxfp8_bucket_plan for these tensors and options"};
 }
 
 // The fix-up rewrites whole tensors' scales only (a shard's are carried as stored): the plan refuses the
 // combination as the export and the preparation do, so a bucket is never planned that cannot be filled.
 void check_shard_fixup(const mxfp8_export_options &o, const BucketTensors &in, size_t i) {
   if (in.shards && in.shards[i] && o.scale_fixup != MXFP8_SCALE_FIXUP_NONE)
-    fail(MXFP8_ERROR_UNSUPPORTED, "options.scale_fixup is ", o.scale_fixup, " and shards[", i, "] is set: the "
-         "shards of a bucket carry their scale bytes as stored (MXFP8_SCALE_FIXUP_NONE)");
+    fail(MXFP8_ERROR_UNSUPPORTED, in.desc ? "desc.scale_fixup is " : "options.scale_fixup is ", o.scale_fixup,
+         in.desc ? " and desc.shards[" : " and shards[", i, "] is set: the shards of a bucket carry their scale bytes as "
+         "stored (MXFP8_SCALE_FIXUP_NONE)");
 }
 
-// The bytes of each part of entry i: an MXFP8 (shard of a) tensor's values and compact scales, or an NVFP4
-// tensor's packed values, compact E4M3 scales and amax (float32 each).
+// The bytes of each part of entry i: an MXFP8 (shard of a) tensor's values and scales, or an NVFP4
+// (shard of a) tensor's packed values, E4M3 scales and amax (float32 each).
 struct EntrySizes {
   uint64_t values = 0, scales = 0, amax = 0;
 };
 
-EntrySizes nvfp4_sizes(const Direction &dir) {
-  return EntrySizes{static_cast<uint64_t>(dir.rows * (dir.cols / 2)),
-                    static_cast<uint64_t>(dir.scale_rows * dir.scale_cols),
-                    static_cast<uint64_t>(dir.amax_count) * sizeof(float)};
+// Entry i of a bucket filled from tensors, checked: what lands in it and from where. The one place a
+// bucket entry's combination of format, direction, shard and scale layout is accepted or refused.
+struct BucketEntry {
+  const mxfp8_tensor *tensor;
+  bool nvfp4, columnwise, sharded;
+  const Direction *dir;
+  const LayoutInfo *layout;  // of the scales part
+  Shard shard;               // NVFP4: of the stored matrix (resolve_nvfp4_shard)
+  int64_t rows, cols, scale_rows, scale_cols;  // what lands: MXFP8 logical, NVFP4 stored
+  EntrySizes sizes;
+};
+
+BucketEntry bucket_entry(const BucketTensors &in, size_t i, const mxfp8_export_options &o) {
+  BucketEntry e{};
+  const mxfp8_tensor *nv = nvfp4_entry(in, i);
+  e.tensor = nv ? nv : in.tensors[i];
+  e.nvfp4 = nv != nullptr;
+  const mxfp8_direction direction = in.direction_of(i, o.direction);
+  e.columnwise = direction == MXFP8_DIRECTION_COLUMNWISE;
+  e.dir = &e.tensor->directions[direction];
+  const IndexedName layout_name("desc.target_layouts", i);
+  e.layout = &layout_info(in.layout_of(i), layout_name);
+  if (e.layout->permutes_value_rows)
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, layout_name, " is ", e.layout->enum_name, " (", e.layout->value, "): a bucket "
+         "carries values in row order, so its scales cannot be in a layout that permutes rows; write it with mxfp8_convert");
+  const bool engine = e.layout->value != MXFP8_LAYOUT_COMPACT && e.layout->value != MXFP8_LAYOUT_CUTLASS_128X4;
+  if (e.nvfp4 && engine)
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, layout_name, " is ", e.layout->enum_name, " for an NVFP4 entry: NVFP4 scales "
+         "travel MXFP8_LAYOUT_COMPACT or MXFP8_LAYOUT_CUTLASS_128X4 (the other layouts are MXFP8's)");
+  e.sharded = in.shards && in.shards[i];
+  const IndexedName shard_name(in.desc ? "desc.shards" : "shards", i);
+  if (e.sharded && engine)
+    fail(MXFP8_ERROR_UNSUPPORTED, shard_name, " is set and ", layout_name, " is ", e.layout->enum_name, ": a shard is "
+         "written MXFP8_LAYOUT_COMPACT or MXFP8_LAYOUT_CUTLASS_128X4");
+  if (e.nvfp4) {
+    if (e.sharded) e.shard = resolve_nvfp4_shard(in.shards[i], e.tensor->rows, e.tensor->cols, e.columnwise, shard_name);
+    e.rows = e.sharded ? e.shard.rows : e.dir->rows;
+    e.cols = e.sharded ? e.shard.cols() : e.dir->cols;
+    e.scale_rows = e.rows;
+    e.scale_cols = e.sharded ? e.shard.scale_cols : e.dir->scale_cols;
+    e.sizes.values = static_cast<uint64_t>(e.rows * (e.cols / 2));
+    // NVFP4 scales are never a transpose: the stored matrix already is one.
+    e.sizes.scales = static_cast<uint64_t>(layout_bytes(*e.layout, e.scale_rows, e.scale_cols, false, layout_name));
+    e.sizes.amax = static_cast<uint64_t>(e.dir->amax_count == 1 ? 1 : e.rows) * sizeof(float);
+    return e;
+  }
+  e.shard = resolve_shard(e.sharded ? in.shards[i] : nullptr, e.tensor->rows, e.tensor->cols, e.columnwise, shard_name);
+  if (e.sharded) check_shard_fixup(o, in, i);
+  e.rows = e.shard.rows;
+  e.cols = e.shard.cols();
+  e.scale_rows = e.shard.scale_rows;
+  e.scale_cols = e.shard.scale_cols;
+  e.sizes.values = static_cast<uint64_t>(e.shard.values_bytes());
+  e.sizes.scales = static_cast<uint64_t>(layout_bytes(*e.layout, e.scale_rows, e.scale_cols, e.columnwise, layout_name));
+  return e;
+}
+
+// The jobs writing entry e at `values`, `scales` and (NVFP4) `amax`: byte moves only. The plan runs them
+// too, on no memory, so that a shard the scale jobs cannot write (add_shard_swizzled_scale_jobs' refusals)
+// is refused when the bucket is planned, not when it is filled.
+void add_entry_jobs(std::vector<ScaleJob> &jobs, const BucketEntry &e, const mxfp8_export_options &o, uint8_t *values,
+                    uint8_t *scales, uint8_t *amax, const char *shard_name) {
+  const Direction &dir = *e.dir;
+  const bool compact = e.layout->value == MXFP8_LAYOUT_COMPACT;
+  if (!e.sharded) {
+    // The whole tensor: its values copied, its scales written by the fastest job, fixed up if asked (MXFP8).
+    add_copy_jobs(jobs, e.nvfp4 ? dir.data_begin : byte_pointer(dir.data->dl_tensor), values,
+                  static_cast<int64_t>(e.sizes.values));
+    if (e.sizes.scales > 0 && e.scale_rows > 0 && e.scale_cols > 0) {
+      const bool fix = !e.nvfp4 && o.scale_fixup == MXFP8_SCALE_FIXUP_ZERO_EXPONENT_AS_ONE;
+      jobs.push_back(scale_job(dir.source, e.layout->value, e.columnwise && !e.nvfp4, scales, fix));
+      if (!compact) jobs.back().layout_bytes = static_cast<int64_t>(e.sizes.scales);
+    }
+    if (e.nvfp4) add_copy_jobs(jobs, reinterpret_cast<const uint8_t *>(dir.amax_data), amax, static_cast<int64_t>(e.sizes.amax));
+    return;
+  }
+  if (e.nvfp4) add_shard_value_jobs(jobs, dir.data_begin, dir.cols / 2, packed_value_bytes(e.shard), values);
+  else add_shard_value_jobs(jobs, byte_pointer(dir.data->dl_tensor), e.tensor->cols, e.shard, values);
+  if (compact) add_shard_scale_jobs(jobs, dir.source, e.shard, scales);
+  else add_shard_swizzled_scale_jobs(jobs, dir.source, e.shard, scales, shard_name);
+  if (!e.nvfp4) return;
+  const auto *amax_bytes = reinterpret_cast<const uint8_t *>(dir.amax_data);
+  // A per-tensor amax is the shard's too (its block scales were computed against it); a per-row one
+  // travels as the shard's rows' amaxes, piece by piece.
+  if (dir.amax_count == 1) {
+    add_copy_jobs(jobs, amax_bytes, amax, sizeof(float));
+    return;
+  }
+  int64_t at = 0;
+  for (const RowRange &piece : e.shard.pieces) {
+    const int64_t n = (piece.end - piece.begin) * static_cast<int64_t>(sizeof(float));
+    add_copy_jobs(jobs, amax_bytes + piece.begin * static_cast<int64_t>(sizeof(float)), amax ? amax + at : nullptr, n);
+    at += n;
+  }
 }
 
 mxfp8_export_options bucket_options(const mxfp8_export_options *given) {
@@ -100,131 +202,105 @@ mxfp8_export_options bucket_options(const mxfp8_export_options *given) {
 // An amax part is read as float32 by the receiver: it starts at a multiple of 4 (and of the alignment).
 constexpr uint64_t kAmaxAlignment = sizeof(float);
 
-void check_part(const Part &p, size_t i, int64_t size, std::vector<Span> &parts) {
-  if (p.offset > static_cast<uint64_t>(size))
-    fail(MXFP8_ERROR_INVALID_ARGUMENT, "entries[", i, "]: its ", p.what, " start at byte ", p.offset,
+void check_part(uint64_t offset, uint64_t bytes, const char *what, const char *parts, size_t i, int64_t size,
+                std::vector<Span> &spans) {
+  if (offset > static_cast<uint64_t>(size))
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, parts, "[", i, "]: its ", what, " start at byte ", offset,
          ", past the end of a bucket of ", size, " bytes");
-  if (p.bytes > static_cast<uint64_t>(size) - p.offset)
-    fail(MXFP8_ERROR_INVALID_ARGUMENT, "entries[", i, "]: its ", p.bytes, " bytes of ", p.what, " at byte ", p.offset,
+  if (bytes > static_cast<uint64_t>(size) - offset)
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, parts, "[", i, "]: its ", bytes, " bytes of ", what, " at byte ", offset,
          " run past the end of a bucket of ", size, " bytes");
   // Offsets as addresses: the parts are the outputs, each must have bytes of its own.
-  parts.push_back(Span{static_cast<uintptr_t>(p.offset), p.bytes, "entries", i, true, p.what});
+  spans.push_back(Span{static_cast<uintptr_t>(offset), bytes, parts, i, true, what});
 }
 
 }  // namespace
 
-ExportJobs mixed_bucket_jobs(const BucketTensors &in, const mxfp8_export_options &options,
-                             const mxfp8_bucket_entry *entries, const mxfp8_bucket_nvfp4_entry *nvfp4_entries,
-                             DLTensor *bucket) {
+ExportJobs tensor_bucket_jobs(const BucketTensors &in, const mxfp8_export_options &options, const BucketParts &given,
+                              DLTensor *bucket) {
   const mxfp8_export_options o = bucket_options(&options);
-  const auto direction = static_cast<mxfp8_direction>(o.direction);
   ExportJobs result;
   // count == 0 needs nothing else, as for mxfp8_export_scales_batched.
   if (in.count == 0) return result;
-  if (!entries) fail(MXFP8_ERROR_INVALID_ARGUMENT, "entries is NULL");
-  if (!bucket) fail(MXFP8_ERROR_INVALID_ARGUMENT, "bucket is NULL");
-  check_tensors(in, direction);
-  const DLDevice device = device_of(in, 0);
-  uint8_t *base = expect_buffer(*bucket, {"bucket", Holds::Bytes, 0, &device, "the tensors are", -1});
-  const int64_t size = checked_numel(*bucket, "bucket");
-  const bool shards = in.shards != nullptr;
+  const PartsNames names = parts_names(in);
+  if (!given.entries && !given.parts) fail(MXFP8_ERROR_INVALID_ARGUMENT, names.parts, " is NULL");
+  if (!bucket) fail(MXFP8_ERROR_INVALID_ARGUMENT, in.desc ? "desc.bucket_out is NULL" : "bucket is NULL");
+  check_tensors(in, o.direction);
+  const DLDevice device = entry_tensor(in, 0).device;
+  uint8_t *base = expect_buffer(*bucket, {in.desc ? "desc.bucket_out" : "bucket", Holds::Bytes, 0, &device,
+                                          "the tensors are", -1});
+  const int64_t size = checked_numel(*bucket, in.desc ? "desc.bucket_out" : "bucket");
 
   // Every part where the plan put it: the right size, inside the bucket, overlapping no other part.
   std::vector<Span> parts;
-  parts.reserve(2 * in.count);
-  std::vector<Shard> planned(in.count);
+  parts.reserve(3 * in.count);
+  std::vector<BucketEntry> entries;
+  entries.reserve(in.count);
   for (size_t i = 0; i < in.count; ++i) {
-    const mxfp8_bucket_entry &e = entries[i];
-    const mxfp8_tensor *nv = nvfp4_entry(in, i);
-    EntrySizes want;
-    if (nv) {
-      want = nvfp4_sizes(nv->directions[direction]);
-    } else {
-      planned[i] = shard_of(in, i, direction);
-      want.values = static_cast<uint64_t>(planned[i].values_bytes());
-      want.scales = static_cast<uint64_t>(planned[i].scales_bytes());
-    }
-    if (e.values_bytes != want.values || e.scales_bytes != want.scales)
-      fail(MXFP8_ERROR_INVALID_ARGUMENT, "entries[", i, "] gives ", e.values_bytes, " value and ", e.scales_bytes,
-           " scale bytes, ", shards && in.shards[i] ? "the shard of " : "", nv ? "nvfp4_tensors[" : "tensors[", i,
-           "] has ", want.values, " and ", want.scales, ": plan the bucket with ",
-           in.mixed ? "mxfp8_bucket_plan_mixed for these tensors"
-                    : shards ? "mxfp8_bucket_plan_shards for these tensors, shards" : "mxfp8_bucket_plan for these tensors",
-           " and options");
-    check_part(Part{e.values_offset, e.values_bytes, "values"}, i, size, parts);
-    check_part(Part{e.scales_offset, e.scales_bytes, "scales"}, i, size, parts);
-    if (!nv) continue;
-    if (!nvfp4_entries)
+    entries.push_back(bucket_entry(in, i, o));
+    const BucketEntry &e = entries.back();
+    const mxfp8_bucket_part p = given.part(i, e.nvfp4);
+    if (p.values_bytes != e.sizes.values || p.scales_bytes != e.sizes.scales)
+      fail(MXFP8_ERROR_INVALID_ARGUMENT, names.parts, "[", i, "] gives ", p.values_bytes, " value and ", p.scales_bytes,
+           " scale bytes, ", e.sharded ? "the shard of " : "", in.tensors_name(e.nvfp4), "[", i, "] has ", e.sizes.values,
+           " and ", e.sizes.scales, ": plan the bucket with ", names.plan);
+    check_part(p.values_offset, p.values_bytes, "values", names.parts, i, size, parts);
+    check_part(p.scales_offset, p.scales_bytes, "scales", names.parts, i, size, parts);
+    if (!e.nvfp4) continue;
+    if (!given.parts && !given.nvfp4_entries)
       fail(MXFP8_ERROR_INVALID_ARGUMENT, "nvfp4_entries is NULL but entry ", i, " is an NVFP4 tensor");
-    const mxfp8_bucket_nvfp4_entry &n = nvfp4_entries[i];
-    if (n.amax_bytes != want.amax || n.e4m3_max != nv->e4m3_max || n.reserved != 0 || n.amax_offset % kAmaxAlignment != 0)
+    const mxfp8_bucket_nvfp4_entry n = given.parts ? mxfp8_bucket_nvfp4_entry{p.amax_offset, p.amax_bytes, e.tensor->e4m3_max, 0u}
+                                                   : given.nvfp4_entries[i];
+    if (n.amax_bytes != e.sizes.amax || n.e4m3_max != e.tensor->e4m3_max || n.reserved != 0 ||
+        n.amax_offset % kAmaxAlignment != 0) {
+      if (given.parts)
+        fail(MXFP8_ERROR_INVALID_ARGUMENT, names.parts, "[", i, "] gives ", n.amax_bytes, " amax bytes at byte ",
+             n.amax_offset, ", ", e.sharded ? "the shard of " : "", "desc.tensors[", i, "] has ", e.sizes.amax,
+             " at a multiple of 4: plan the bucket with ", names.plan);
       fail(MXFP8_ERROR_INVALID_ARGUMENT, "nvfp4_entries[", i, "] gives ", n.amax_bytes, " amax bytes at byte ",
            n.amax_offset, " with e4m3_max ", n.e4m3_max, " (reserved ", n.reserved, "), nvfp4_tensors[", i, "] has ",
-           want.amax, " amax bytes, at a multiple of 4, and e4m3_max ", nv->e4m3_max,
-           ": plan the bucket with mxfp8_bucket_plan_mixed for these tensors and options");
-    check_part(Part{n.amax_offset, n.amax_bytes, "amax"}, i, size, parts);
+           e.sizes.amax, " amax bytes, at a multiple of 4, and e4m3_max ", e.tensor->e4m3_max, ": plan the bucket with ",
+           names.plan);
+    }
+    check_part(n.amax_offset, n.amax_bytes, "amax", given.parts ? names.parts : "nvfp4_entries", i, size, parts);
   }
   check_no_overlap(parts);
 
   // The bucket is written, so it must not hold any byte of a tensor it is filled from.
-  std::vector<Span> spans{span_of(base, size, "bucket", kNoIndex, true)};
-  for (size_t i = 0; i < in.count; ++i) {
-    if (const mxfp8_tensor *nv = nvfp4_entry(in, i)) add_read_spans(*nv, i, "nvfp4_tensors", spans);
-    else add_read_spans(*in.tensors[i], i, "tensors", spans);
-  }
+  std::vector<Span> spans{span_of(base, size, in.desc ? "desc.bucket_out" : "bucket", kNoIndex, true)};
+  for (size_t i = 0; i < in.count; ++i) add_read_spans(*entries[i].tensor, i, in.tensors_name(entries[i].nvfp4), spans);
   check_no_overlap(spans);
 
   result.device = bucket->device;
-  std::vector<ScaleJob> &jobs = result.jobs;
-  jobs.reserve(3 * in.count);
+  result.jobs.reserve(3 * in.count);
   for (size_t i = 0; i < in.count; ++i) {
-    const mxfp8_bucket_entry &e = entries[i];
-    if (const mxfp8_tensor *nv = nvfp4_entry(in, i)) {
-      // Byte moves only: the values and the amax copied, the E4M3 scales cropped or unswizzled by the
-      // compact job that writes MXFP8 scales (the stored matrix's scales are never a transpose).
-      const Direction &dir = nv->directions[direction];
-      add_copy_jobs(jobs, dir.data_begin, base + e.values_offset, static_cast<int64_t>(e.values_bytes));
-      if (e.scales_bytes > 0) jobs.push_back(compact_job(dir.source, base + e.scales_offset));
-      add_copy_jobs(jobs, reinterpret_cast<const uint8_t *>(dir.amax_data), base + nvfp4_entries[i].amax_offset,
-                    static_cast<int64_t>(nvfp4_entries[i].amax_bytes));
-      continue;
-    }
-    const mxfp8_tensor &t = *in.tensors[i];
-    const Direction &dir = t.directions[direction];
-    if (!shards || !in.shards[i]) {  // the whole tensor: its scales written by the fastest job, fixed up if asked
-      add_copy_jobs(jobs, byte_pointer(dir.data->dl_tensor), base + e.values_offset, static_cast<int64_t>(e.values_bytes));
-      if (e.scales_bytes > 0)
-        jobs.push_back(scale_job(dir.source, MXFP8_LAYOUT_COMPACT, direction == MXFP8_DIRECTION_COLUMNWISE,
-                                 base + e.scales_offset, o.scale_fixup == MXFP8_SCALE_FIXUP_ZERO_EXPONENT_AS_ONE));
-      continue;
-    }
-    check_shard_fixup(o, in, i);
-    add_shard_value_jobs(jobs, byte_pointer(dir.data->dl_tensor), t.cols, planned[i], base + e.values_offset);
-    add_shard_scale_jobs(jobs, dir.source, planned[i], base + e.scales_offset);
+    const BucketEntry &e = entries[i];
+    const mxfp8_bucket_part p = given.part(i, e.nvfp4);
+    add_entry_jobs(result.jobs, e, o, base + p.values_offset, base + p.scales_offset,
+                   e.nvfp4 ? base + p.amax_offset : nullptr, IndexedName(in.desc ? "desc.shards" : "shards", i));
   }
   return result;
 }
 
 ExportJobs bucket_jobs(const mxfp8_tensor *const *tensors, const mxfp8_shard *const *shards, size_t count,
                        const mxfp8_export_options &options, const mxfp8_bucket_entry *entries, DLTensor *bucket) {
-  return mixed_bucket_jobs(BucketTensors{tensors, nullptr, shards, count, false}, options, entries, nullptr, bucket);
+  return tensor_bucket_jobs(BucketTensors{tensors, nullptr, shards, count, false}, options, BucketParts{entries}, bucket);
 }
 
-namespace {
+ExportJobs mixed_bucket_jobs(const BucketTensors &in, const mxfp8_export_options &options,
+                             const mxfp8_bucket_entry *entries, const mxfp8_bucket_nvfp4_entry *nvfp4_entries,
+                             DLTensor *bucket) {
+  return tensor_bucket_jobs(in, options, BucketParts{entries, nvfp4_entries}, bucket);
+}
 
-void plan_bucket(const BucketTensors &in, const mxfp8_export_options *options, uint64_t alignment,
-                 mxfp8_bucket_entry *entries, mxfp8_bucket_nvfp4_entry *nvfp4_entries, uint64_t *total_bytes) {
+std::vector<mxfp8_bucket_part> plan_bucket_parts(const BucketTensors &in, const mxfp8_export_options *options,
+                                                 uint64_t alignment, uint64_t *total_bytes) {
   const mxfp8_export_options o = bucket_options(options);
-  const auto direction = static_cast<mxfp8_direction>(o.direction);
   if (alignment == 0 || (alignment & (alignment - 1)) != 0)
     fail(MXFP8_ERROR_INVALID_ARGUMENT, "alignment is ", alignment, ", expected a power of two");
-  if (in.count > 0 && !entries) fail(MXFP8_ERROR_INVALID_ARGUMENT, "entries is NULL");
   if (!total_bytes) fail(MXFP8_ERROR_INVALID_ARGUMENT, "total_bytes is NULL");
-  check_tensors(in, direction);
-  for (size_t i = 0; i < in.count && !nvfp4_entries; ++i)
-    if (nvfp4_entry(in, i)) fail(MXFP8_ERROR_INVALID_ARGUMENT, "nvfp4_entries is NULL but entry ", i, " is an NVFP4 tensor");
-  std::vector<mxfp8_bucket_entry> planned(in.count);
-  std::vector<mxfp8_bucket_nvfp4_entry> planned_nvfp4(nvfp4_entries ? in.count : 0, mxfp8_bucket_nvfp4_entry{0, 0, 0, 0u});
+  check_tensors(in, o.direction);
+  std::vector<mxfp8_bucket_part> planned(in.count, mxfp8_bucket_part{0, 0, 0, 0, 0, 0});
   uint64_t at = 0;
   auto place = [&](uint64_t bytes, uint64_t align) {
     // Rounding up to `align` can wrap as surely as the sum can (alignment 2^63).
@@ -236,29 +312,41 @@ void plan_bucket(const BucketTensors &in, const mxfp8_export_options *options, u
       fail(MXFP8_ERROR_INVALID_ARGUMENT, "the bucket size overflows uint64 with alignment ", alignment);
     return offset;
   };
+  std::vector<ScaleJob> unused;  // the jobs' own refusals, on no memory
   for (size_t i = 0; i < in.count; ++i) {
-    const mxfp8_tensor *nv = nvfp4_entry(in, i);
-    EntrySizes sizes;
-    if (nv) {
-      sizes = nvfp4_sizes(nv->directions[direction]);
-    } else {
-      const Shard sh = shard_of(in, i, direction);
-      check_shard_fixup(o, in, i);
-      sizes.values = static_cast<uint64_t>(sh.values_bytes());
-      sizes.scales = static_cast<uint64_t>(sh.scales_bytes());
-    }
-    planned[i].values_bytes = sizes.values;
-    planned[i].values_offset = place(sizes.values, alignment);
-    planned[i].scales_bytes = sizes.scales;
-    planned[i].scales_offset = place(sizes.scales, alignment);
-    if (!nv) continue;
-    planned_nvfp4[i].amax_bytes = sizes.amax;
-    planned_nvfp4[i].amax_offset = place(sizes.amax, alignment > kAmaxAlignment ? alignment : kAmaxAlignment);
-    planned_nvfp4[i].e4m3_max = nv->e4m3_max;
+    const BucketEntry e = bucket_entry(in, i, o);
+    unused.clear();
+    add_entry_jobs(unused, e, o, nullptr, nullptr, nullptr, IndexedName(in.desc ? "desc.shards" : "shards", i));
+    mxfp8_bucket_part &p = planned[i];
+    p.values_bytes = e.sizes.values;
+    p.values_offset = place(e.sizes.values, alignment);
+    p.scales_bytes = e.sizes.scales;
+    p.scales_offset = place(e.sizes.scales, alignment);
+    if (!e.nvfp4) continue;
+    p.amax_bytes = e.sizes.amax;
+    p.amax_offset = place(e.sizes.amax, alignment > kAmaxAlignment ? alignment : kAmaxAlignment);
   }
-  std::copy(planned.begin(), planned.end(), entries);
-  if (nvfp4_entries) std::copy(planned_nvfp4.begin(), planned_nvfp4.end(), nvfp4_entries);
   *total_bytes = at;
+  return planned;
+}
+
+namespace {
+
+void plan_bucket(const BucketTensors &in, const mxfp8_export_options *options, uint64_t alignment,
+                 mxfp8_bucket_entry *entries, mxfp8_bucket_nvfp4_entry *nvfp4_entries, uint64_t *total_bytes) {
+  if (in.count > 0 && !entries) fail(MXFP8_ERROR_INVALID_ARGUMENT, "entries is NULL");
+  uint64_t total = 0;
+  const std::vector<mxfp8_bucket_part> planned = plan_bucket_parts(in, options, alignment, total_bytes ? &total : nullptr);
+  for (size_t i = 0; i < in.count && !nvfp4_entries; ++i)
+    if (nvfp4_entry(in, i)) fail(MXFP8_ERROR_INVALID_ARGUMENT, "nvfp4_entries is NULL but entry ", i, " is an NVFP4 tensor");
+  for (size_t i = 0; i < in.count; ++i) {
+    const mxfp8_bucket_part &p = planned[i];
+    entries[i] = mxfp8_bucket_entry{p.values_offset, p.values_bytes, p.scales_offset, p.scales_bytes};
+    if (!nvfp4_entries) continue;
+    const mxfp8_tensor *nv = nvfp4_entry(in, i);
+    nvfp4_entries[i] = mxfp8_bucket_nvfp4_entry{p.amax_offset, p.amax_bytes, nv ? nv->e4m3_max : 0, 0u};
+  }
+  *total_bytes = total;
 }
 
 }  // namespace

@@ -13,12 +13,22 @@
 #include "core/swizzle_index.hpp"
 
 namespace mxfp8 {
+
+const ManifestNames kManifestNames{"bucket", "manifest.entries", "manifest.nvfp4_entries", "manifest.nvfp4_entries",
+                                   ".e4m3_max", "manifest.ndims", "manifest.shapes", "manifest.formats",
+                                   "manifest.directions", "manifest.scales_layouts", "manifest.shards",
+                                   "manifest.scales_ndims", "manifest.scales_shapes", "manifest.global_scales"};
+const ManifestNames kTransferNames{"desc.bucket_in", "desc.parts_in", "desc.parts_in", "desc.e4m3_maxes", "",
+                                   "desc.ndims", "desc.shapes", "desc.formats", "desc.directions",
+                                   "desc.source_layouts", "desc.shards", "desc.scales_ndims", "desc.scales_shapes",
+                                   "desc.global_scales"};
+
 namespace {
 
 // The manifest before scale_fixup (and then shards) were appended: it ended at scales_layouts.
 constexpr size_t kManifestV1Size = offsetof(mxfp8_bucket_manifest, scales_layouts) + sizeof(const int32_t *);
 
-mxfp8_bucket_manifest read_manifest(const mxfp8_bucket_manifest *given) {
+mxfp8_bucket_manifest read_manifest(const mxfp8_bucket_manifest *given, const ManifestNames &names) {
   if (!given) fail(MXFP8_ERROR_INVALID_ARGUMENT, "manifest is NULL");
   const mxfp8_bucket_manifest defaults = MXFP8_BUCKET_MANIFEST_INIT;
   const mxfp8_bucket_manifest m =
@@ -36,12 +46,12 @@ mxfp8_bucket_manifest read_manifest(const mxfp8_bucket_manifest *given) {
   zero_as_one(m.scale_fixup, "manifest.scale_fixup");
   check_count(m.count);
   if (m.count > 0) {
-    if (!m.entries) fail(MXFP8_ERROR_INVALID_ARGUMENT, "manifest.entries is NULL");
-    if (!m.ndims) fail(MXFP8_ERROR_INVALID_ARGUMENT, "manifest.ndims is NULL");
-    if (!m.shapes) fail(MXFP8_ERROR_INVALID_ARGUMENT, "manifest.shapes is NULL");
+    if (!m.entries) fail(MXFP8_ERROR_INVALID_ARGUMENT, names.parts, " is NULL");
+    if (!m.ndims) fail(MXFP8_ERROR_INVALID_ARGUMENT, names.ndims, " is NULL");
+    if (!m.shapes) fail(MXFP8_ERROR_INVALID_ARGUMENT, names.shapes, " is NULL");
     if (!m.scales_ndims != !m.scales_shapes)
-      fail(MXFP8_ERROR_INVALID_ARGUMENT, m.scales_ndims ? "manifest.scales_shapes" : "manifest.scales_ndims",
-           " is NULL but ", m.scales_ndims ? "manifest.scales_ndims" : "manifest.scales_shapes",
+      fail(MXFP8_ERROR_INVALID_ARGUMENT, m.scales_ndims ? names.scales_shapes : names.scales_ndims,
+           " is NULL but ", m.scales_ndims ? names.scales_ndims : names.scales_shapes,
            " is set: give both, or neither");
   }
   return m;
@@ -50,24 +60,24 @@ mxfp8_bucket_manifest read_manifest(const mxfp8_bucket_manifest *given) {
 // A part of the bucket: inside it (offset + bytes compared without wrapping), of exactly the bytes its
 // shape and layout give.
 void check_part(size_t i, const char *what, uint64_t offset, uint64_t bytes, int64_t expected, const char *layout,
-                int64_t bucket_size) {
+                int64_t bucket_size, const ManifestNames &names) {
   if (bytes != static_cast<uint64_t>(expected))
-    fail(MXFP8_ERROR_INVALID_ARGUMENT, "manifest.entries[", i, "] gives ", bytes, " bytes of ", what, ", its shape and ",
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, names.parts, "[", i, "] gives ", bytes, " bytes of ", what, ", its shape and ",
          layout, " layout give ", expected, ": the manifest does not describe this bucket");
   if (offset > static_cast<uint64_t>(bucket_size) || bytes > static_cast<uint64_t>(bucket_size) - offset)
-    fail(MXFP8_ERROR_INVALID_ARGUMENT, "manifest.entries[", i, "]: its ", bytes, " bytes of ", what, " at byte ", offset,
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, names.parts, "[", i, "]: its ", bytes, " bytes of ", what, " at byte ", offset,
          " run past the end of a bucket of ", bucket_size, " bytes");
 }
 
 // The sender's shape of entry i's scales names S (scale_rows x scale_cols) when its last dimension is
 // S's columns and the others multiply to S's rows: a shape of the right byte count that is not S (a
 // transpose, another split) would have a reader index the scales wrongly.
-void check_scales_shape(const mxfp8_bucket_manifest &m, size_t i, const CheckedEntry &e) {
+void check_scales_shape(const mxfp8_bucket_manifest &m, size_t i, const CheckedEntry &e, const ManifestNames &names) {
   const int32_t ndim = m.scales_ndims[i];
   if (ndim < 1 || ndim > kMaxDims)
-    fail(MXFP8_ERROR_INVALID_ARGUMENT, "manifest.scales_ndims[", i, "] is ", ndim, ", expected 1..", kMaxDims);
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, names.scales_ndims, "[", i, "] is ", ndim, ", expected 1..", kMaxDims);
   const int64_t *shape = m.scales_shapes[i];
-  if (!shape) fail(MXFP8_ERROR_INVALID_ARGUMENT, "manifest.scales_shapes[", i, "] is NULL");
+  if (!shape) fail(MXFP8_ERROR_INVALID_ARGUMENT, names.scales_shapes, "[", i, "] is NULL");
   int64_t rows = 1;
   bool names_s = shape[ndim - 1] == e.scale_cols;
   for (int32_t d = 0; d + 1 < ndim && names_s; ++d) {
@@ -76,40 +86,41 @@ void check_scales_shape(const mxfp8_bucket_manifest &m, size_t i, const CheckedE
     else rows *= shape[d];
   }
   if (!names_s || rows != e.scale_rows)
-    fail(MXFP8_ERROR_INVALID_ARGUMENT, "manifest.scales_shapes[", i, "] is ", format_shape(shape, ndim), ", not the ",
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, names.scales_shapes, "[", i, "] is ", format_shape(shape, ndim), ", not the ",
          e.format == MXFP8_FORMAT_NVFP4 ? "NVFP4 " : "", e.columnwise ? "columnwise" : "rowwise", " scale matrix of shape ",
          format_shape(m.shapes[i], m.ndims[i]), ", which is ", e.scale_rows, " x ", e.scale_cols,
          " (its last dimension the columns, the others multiplying to the rows)");
 }
 
 // An NVFP4 entry's own fields and its amax part (the values and scales parts are checked as any entry's).
-void check_nvfp4_fields(const mxfp8_bucket_manifest &m, size_t i, CheckedEntry &e) {
+void check_nvfp4_fields(const mxfp8_bucket_manifest &m, size_t i, CheckedEntry &e, const ManifestNames &names) {
   if (!m.nvfp4_entries)
-    fail(MXFP8_ERROR_INVALID_ARGUMENT, "manifest.nvfp4_entries is NULL but manifest.formats[", i, "] is MXFP8_FORMAT_NVFP4: "
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, names.amax_parts, " is NULL but ", names.formats, "[", i, "] is MXFP8_FORMAT_NVFP4: "
          "an NVFP4 entry needs its amax part (mxfp8_bucket_plan_mixed's nvfp4_entries)");
   const mxfp8_bucket_nvfp4_entry &n = m.nvfp4_entries[i];
   if (n.reserved != 0)
-    fail(MXFP8_ERROR_INVALID_ARGUMENT, IndexedName("manifest.nvfp4_entries", i, ".reserved"), " is ", n.reserved, ", must be 0");
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, IndexedName(names.amax_parts, i, ".reserved"), " is ", n.reserved, ", must be 0");
   if (n.e4m3_max != 448 && n.e4m3_max != 256)
-    fail(MXFP8_ERROR_INVALID_ARGUMENT, IndexedName("manifest.nvfp4_entries", i, ".e4m3_max"), " is ", n.e4m3_max,
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, IndexedName(names.e4m3_max, i, names.e4m3_max_suffix), " is ", n.e4m3_max,
          ", expected 448 or 256 (Transformer Engine's 4over6 tensors)");
   e.e4m3_max = n.e4m3_max;
 }
 
 // The amax part of an NVFP4 entry: 4 bytes, or 4 a row (rowwise), inside the bucket at a multiple of 4.
-void check_amax_part(const mxfp8_bucket_manifest &m, size_t i, const uint8_t *base, int64_t size, CheckedEntry &e) {
+void check_amax_part(const mxfp8_bucket_manifest &m, size_t i, const uint8_t *base, int64_t size, CheckedEntry &e,
+                     const ManifestNames &names) {
   const mxfp8_bucket_nvfp4_entry &n = m.nvfp4_entries[i];
   const int64_t amax_count = static_cast<int64_t>(n.amax_bytes / sizeof(float));
   if (n.amax_bytes % sizeof(float) != 0 || (amax_count != 1 && (e.columnwise || amax_count != e.rows)))
-    fail(MXFP8_ERROR_INVALID_ARGUMENT, IndexedName("manifest.nvfp4_entries", i, ".amax_bytes"), " is ", n.amax_bytes,
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, IndexedName(names.amax_parts, i, ".amax_bytes"), " is ", n.amax_bytes,
          ", expected 4 (one float32 amax)", e.columnwise ? "" : cat(" or ", 4 * e.rows, " (one per row)"));
   if (n.amax_offset > static_cast<uint64_t>(size) || n.amax_bytes > static_cast<uint64_t>(size) - n.amax_offset)
-    fail(MXFP8_ERROR_INVALID_ARGUMENT, "manifest.nvfp4_entries[", i, "]: its ", n.amax_bytes, " bytes of amax at byte ",
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, names.amax_parts, "[", i, "]: its ", n.amax_bytes, " bytes of amax at byte ",
          n.amax_offset, " run past the end of a bucket of ", size, " bytes");
   // The header's rule for the wire, whatever the receiver's alignment: a reader that maps the bucket at
   // an aligned address reads the floats in place.
   if (n.amax_offset % sizeof(float) != 0)
-    fail(MXFP8_ERROR_INVALID_ARGUMENT, IndexedName("manifest.nvfp4_entries", i, ".amax_offset"), " is ", n.amax_offset,
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, IndexedName(names.amax_parts, i, ".amax_offset"), " is ", n.amax_offset,
          ", not a multiple of 4 (the float32 amax)");
   e.amax = base + n.amax_offset;
   e.amax_count = amax_count;
@@ -124,12 +135,12 @@ struct BucketPart {
 
 // No byte of the bucket belongs to two parts: a manifest that lists the same bytes twice (two entries,
 // or an entry's scales inside its own values) describes no bucket a sender filled.
-void check_parts_apart(std::vector<BucketPart> &parts) {
+void check_parts_apart(std::vector<BucketPart> &parts, const ManifestNames &names) {
   std::sort(parts.begin(), parts.end(), [](const BucketPart &a, const BucketPart &b) {
     return a.begin != b.begin ? a.begin < b.begin : a.entry < b.entry;
   });
-  const auto name = [](const BucketPart &p) {
-    return cat(p.what[0] == 'a' ? "manifest.nvfp4_entries[" : "manifest.entries[", p.entry, "] ", p.what);
+  const auto name = [&names](const BucketPart &p) {
+    return cat(p.what[0] == 'a' ? names.amax_parts : names.parts, "[", p.entry, "] ", p.what);
   };
   for (size_t k = 1, furthest = 0; k < parts.size(); ++k) {
     const BucketPart &p = parts[k], &before = parts[furthest];
@@ -142,14 +153,16 @@ void check_parts_apart(std::vector<BucketPart> &parts) {
 
 }  // namespace
 
-CheckedManifest check_bucket_manifest(const DLTensor *bucket, const mxfp8_bucket_manifest *given) {
+CheckedManifest check_bucket_manifest(const DLTensor *bucket, const mxfp8_bucket_manifest *given,
+                                      const ManifestNames &names) {
   CheckedManifest result;
-  result.manifest = read_manifest(given);
+  result.manifest = read_manifest(given, names);
+  result.names = &names;
   const mxfp8_bucket_manifest &m = result.manifest;
   if (m.count == 0) return result;
-  if (!bucket) fail(MXFP8_ERROR_INVALID_ARGUMENT, "bucket is NULL");
-  const uint8_t *base = expect_buffer(*bucket, {"bucket", Holds::Bytes, 0, nullptr, nullptr, -1});
-  const int64_t size = checked_numel(*bucket, "bucket");
+  if (!bucket) fail(MXFP8_ERROR_INVALID_ARGUMENT, names.bucket, " is NULL");
+  const uint8_t *base = expect_buffer(*bucket, {names.bucket, Holds::Bytes, 0, nullptr, nullptr, -1});
+  const int64_t size = checked_numel(*bucket, names.bucket);
   result.base = base;
   result.size = size;
 
@@ -159,27 +172,27 @@ CheckedManifest check_bucket_manifest(const DLTensor *bucket, const mxfp8_bucket
   for (size_t i = 0; i < m.count; ++i) {
     const int32_t ndim = m.ndims[i];
     if (ndim < 1 || ndim > kMaxDims)
-      fail(MXFP8_ERROR_INVALID_ARGUMENT, "manifest.ndims[", i, "] is ", ndim, ", expected 1..", kMaxDims);
+      fail(MXFP8_ERROR_INVALID_ARGUMENT, names.ndims, "[", i, "] is ", ndim, ", expected 1..", kMaxDims);
     const int64_t *shape = m.shapes[i];
-    if (!shape) fail(MXFP8_ERROR_INVALID_ARGUMENT, "manifest.shapes[", i, "] is NULL");
+    if (!shape) fail(MXFP8_ERROR_INVALID_ARGUMENT, names.shapes, "[", i, "] is NULL");
     int64_t rows = 1;
     for (int32_t d = 0; d < ndim; ++d) {
       if (shape[d] < 0)
-        fail(MXFP8_ERROR_INVALID_ARGUMENT, "manifest.shapes[", i, "] ", format_shape(shape, ndim), " has a negative dimension");
+        fail(MXFP8_ERROR_INVALID_ARGUMENT, names.shapes, "[", i, "] ", format_shape(shape, ndim), " has a negative dimension");
       if (d + 1 < ndim) rows = checked_mul(rows, shape[d], "manifest shape");
     }
     const int64_t cols = shape[ndim - 1];
     checked_mul(rows, cols, "manifest shape");
     CheckedEntry e;
     e.format = m.formats ? m.formats[i] : MXFP8_FORMAT_E4M3;
-    check_enum(e.format, IndexedName("manifest.formats", i), {{MXFP8_FORMAT_E4M3, "MXFP8_FORMAT_E4M3"}, {MXFP8_FORMAT_E5M2, "MXFP8_FORMAT_E5M2"},
+    check_enum(e.format, IndexedName(names.formats, i), {{MXFP8_FORMAT_E4M3, "MXFP8_FORMAT_E4M3"}, {MXFP8_FORMAT_E5M2, "MXFP8_FORMAT_E5M2"},
                                                               {MXFP8_FORMAT_NVFP4, "MXFP8_FORMAT_NVFP4"}});
     const int32_t direction = m.directions ? m.directions[i] : MXFP8_DIRECTION_ROWWISE;
-    check_enum(direction, IndexedName("manifest.directions", i), {{MXFP8_DIRECTION_ROWWISE, "MXFP8_DIRECTION_ROWWISE"},
+    check_enum(direction, IndexedName(names.directions, i), {{MXFP8_DIRECTION_ROWWISE, "MXFP8_DIRECTION_ROWWISE"},
                                   {MXFP8_DIRECTION_COLUMNWISE, "MXFP8_DIRECTION_COLUMNWISE"}});
     e.columnwise = direction == MXFP8_DIRECTION_COLUMNWISE;
     const int32_t layout = m.scales_layouts ? m.scales_layouts[i] : MXFP8_LAYOUT_COMPACT;
-    const IndexedName field("manifest.scales_layouts", i);
+    const IndexedName field(names.layouts, i);
     e.layout = &layout_info(layout, field);
     if (e.layout->permutes_value_rows)
       fail(MXFP8_ERROR_INVALID_ARGUMENT, field, " is ", e.layout->enum_name, " (", e.layout->value, "): a bucket carries "
@@ -188,12 +201,12 @@ CheckedManifest check_bucket_manifest(const DLTensor *bucket, const mxfp8_bucket
     int64_t scales_bytes;
     const char *values_label;
     if (e.format == MXFP8_FORMAT_NVFP4) {
-      check_nvfp4_fields(m, i, e);
+      check_nvfp4_fields(m, i, e, names);
       // The stored matrix: rowwise (M, K), columnwise the (K, M) transpose, scaled along its rows.
       e.rows = e.columnwise ? cols : rows;
       e.cols = e.columnwise ? rows : cols;
       if (e.cols % 2 != 0)
-        fail(MXFP8_ERROR_INVALID_ARGUMENT, "manifest.shapes[", i, "] ", format_shape(shape, ndim), ": the stored ",
+        fail(MXFP8_ERROR_INVALID_ARGUMENT, names.shapes, "[", i, "] ", format_shape(shape, ndim), ": the stored ",
              e.columnwise ? "columnwise" : "rowwise", " rows of this NVFP4 entry have ", e.cols,
              " values, an odd count (two a byte)");
       if (layout != MXFP8_LAYOUT_COMPACT && layout != MXFP8_LAYOUT_CUTLASS_128X4)
@@ -214,29 +227,29 @@ CheckedManifest check_bucket_manifest(const DLTensor *bucket, const mxfp8_bucket
       scales_bytes = layout_bytes(*e.layout, e.scale_rows, e.scale_cols, e.columnwise, field);
       values_label = "row-major";
     }
-    check_part(i, "values", part.values_offset, part.values_bytes, e.values_bytes, values_label, size);
-    check_part(i, "scales", part.scales_offset, part.scales_bytes, scales_bytes, e.layout->label, size);
+    check_part(i, "values", part.values_offset, part.values_bytes, e.values_bytes, values_label, size, names);
+    check_part(i, "scales", part.scales_offset, part.scales_bytes, scales_bytes, e.layout->label, size, names);
     e.values = base + part.values_offset;
     e.scales = base + part.scales_offset;
     parts.push_back({part.values_offset, part.values_offset + part.values_bytes, i, "values"});
     parts.push_back({part.scales_offset, part.scales_offset + part.scales_bytes, i, "scales"});
     if (e.format == MXFP8_FORMAT_NVFP4) {
-      check_amax_part(m, i, base, size, e);
+      check_amax_part(m, i, base, size, e, names);
       const mxfp8_bucket_nvfp4_entry &n = m.nvfp4_entries[i];
       parts.push_back({n.amax_offset, n.amax_offset + n.amax_bytes, i, "amax"});
     }
     if (m.shards && m.shards[i]) {  // the receiver's part of a whole tensor, in the stored matrix's terms
       e.sharded = true;
-      const IndexedName name("manifest.shards", i);
+      const IndexedName name(names.shards, i);
       e.shard = e.format == MXFP8_FORMAT_NVFP4 ? resolve_nvfp4_shard(m.shards[i], rows, cols, e.columnwise, name)
                                                : resolve_shard(m.shards[i], rows, cols, e.columnwise, name);
     }
-    if (m.scales_shapes) check_scales_shape(m, i, e);
+    if (m.scales_shapes) check_scales_shape(m, i, e, names);
     result.entries.push_back(std::move(e));
   }
   // Empty parts hold no byte, so they may sit anywhere (an empty tensor's parts share an offset).
   parts.erase(std::remove_if(parts.begin(), parts.end(), [](const BucketPart &p) { return p.begin == p.end; }), parts.end());
-  check_parts_apart(parts);
+  check_parts_apart(parts, names);
   return result;
 }
 
@@ -245,5 +258,5 @@ CheckedManifest check_bucket_manifest(const DLTensor *bucket, const mxfp8_bucket
 using namespace mxfp8;
 
 extern "C" MXFP8_API mxfp8_status mxfp8_bucket_manifest_check(const DLTensor *bucket, const mxfp8_bucket_manifest *manifest) {
-  return guarded([&] { check_bucket_manifest(bucket, manifest); });
+  return guarded([&] { check_bucket_manifest(bucket, manifest, kManifestNames); });
 }

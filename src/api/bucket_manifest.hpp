@@ -34,7 +34,19 @@ struct CheckedEntry {
   int32_t e4m3_max = 0;
 };
 
+// What messages call the fields: mxfp8_bucket_manifest's names (kManifestNames), or those of the transfer
+// desc a FROM_BUCKET transfer describes the same bucket with (kTransferNames).
+struct ManifestNames {
+  const char *bucket;
+  const char *parts;       // the values and scales parts
+  const char *amax_parts;  // the NVFP4 amax parts
+  const char *e4m3_max, *e4m3_max_suffix;
+  const char *ndims, *shapes, *formats, *directions, *layouts, *shards, *scales_ndims, *scales_shapes, *global_scales;
+};
+extern const ManifestNames kManifestNames, kTransferNames;
+
 struct CheckedManifest {
+  const ManifestNames *names = &kManifestNames;
   mxfp8_bucket_manifest manifest;  // as the caller's version gave it, later fields at their defaults
   const uint8_t *base = nullptr;   // the bucket's first byte (NULL when count == 0)
   int64_t size = 0;
@@ -43,6 +55,7 @@ struct CheckedManifest {
 
 // Fails with MXFP8_ERROR_INVALID_ARGUMENT (MXFP8_ERROR_UNSUPPORTED for row pieces of a columnwise NVFP4
 // entry) naming the field. Reads the bucket's address and size only, so it accepts memory of any device.
-CheckedManifest check_bucket_manifest(const DLTensor *bucket, const mxfp8_bucket_manifest *manifest);
+CheckedManifest check_bucket_manifest(const DLTensor *bucket, const mxfp8_bucket_manifest *manifest,
+                                      const ManifestNames &names);
 
 }  // namespace mxfp8

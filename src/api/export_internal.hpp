@@ -41,30 +41,105 @@ ExportJobs bucket_jobs(const mxfp8_tensor *const *tensors, const mxfp8_shard *co
                        const mxfp8_export_options &options,
                        const mxfp8_bucket_entry *entries, DLTensor *bucket);
 
-// The tensors of a bucket of MXFP8 and NVFP4 entries (mxfp8_bucket_plan_mixed): entry i is tensors[i]
-// when `tensors` and tensors[i] are set, else nvfp4[i]; `shards` (MXFP8 entries only) as above.
+// The tensors of a bucket or direct import of MXFP8 and NVFP4 entries. For the *_mixed calls entry i is
+// tensors[i] when `tensors` and tensors[i] are set, else nvfp4[i]; for the transfer (`desc`) tensors[i]
+// is a handle of either format and `nvfp4` is NULL. `shards` NULL (or an entry of it NULL): whole tensors.
 struct BucketTensors {
   const mxfp8_tensor *const *tensors = nullptr;
   const mxfp8_nvfp4_tensor *const *nvfp4 = nullptr;
   const mxfp8_shard *const *shards = nullptr;
   size_t count = 0;
   bool mixed = false;  // called as mxfp8_*_mixed (names both arrays in messages)
+  bool desc = false;   // called as mxfp8_transfer* (names desc.* in messages)
+  // The transfer's per-entry arrays: mxfp8_direction (NULL: the options' one for all) and the
+  // mxfp8_layout each entry's scales are written in (NULL: all compact).
+  const int32_t *directions = nullptr;
+  const int32_t *layouts = nullptr;
+  mxfp8_direction direction_of(size_t i, int32_t all) const {
+    return static_cast<mxfp8_direction>(directions ? directions[i] : all);
+  }
+  int32_t layout_of(size_t i) const { return layouts ? layouts[i] : MXFP8_LAYOUT_COMPACT; }
+  // How messages name entry i's tensor: "tensors[i]", "nvfp4_tensors[i]" or "desc.tensors[i]".
+  const char *tensors_name(bool nvfp4_entry) const {
+    return desc ? "desc.tensors" : nvfp4_entry ? "nvfp4_tensors" : "tensors";
+  }
 };
-// Entry i's NVFP4 tensor, or NULL when it is an MXFP8 one (in.tensors[i]); fails unless exactly one is set.
+// Entry i's NVFP4 tensor, or NULL when it is an MXFP8 one (in.tensors[i]); fails unless exactly one is set
+// (the transfer: unless tensors[i] is set).
 const mxfp8_tensor *nvfp4_entry(const BucketTensors &in, size_t i);
+// Entry i's tensor, of either format.
+const mxfp8_tensor &entry_tensor(const BucketTensors &in, size_t i);
+// Every entry set, of the family its call takes, with data for its direction (`direction` unless the
+// entries have their own), all on one device.
+void check_tensors(const BucketTensors &in, int32_t direction);
+
+// Where each entry's parts lie in a bucket: the older calls' two arrays (entries, and nvfp4_entries for
+// the amax of NVFP4 entries), or the transfer's one (parts).
+struct BucketParts {
+  const mxfp8_bucket_entry *entries = nullptr;
+  const mxfp8_bucket_nvfp4_entry *nvfp4_entries = nullptr;
+  const mxfp8_bucket_part *parts = nullptr;
+  mxfp8_bucket_part part(size_t i, bool nvfp4) const {
+    if (parts) return parts[i];
+    const mxfp8_bucket_entry &e = entries[i];
+    const bool amax = nvfp4 && nvfp4_entries;
+    return mxfp8_bucket_part{e.values_offset, e.values_bytes, e.scales_offset, e.scales_bytes,
+                             amax ? nvfp4_entries[i].amax_offset : 0, amax ? nvfp4_entries[i].amax_bytes : 0};
+  }
+};
+// The checks and jobs filling a bucket from tensors (any mix of formats, directions, shards and scale
+// layouts): every part the size its entry gives, inside the bucket, apart from the others and from
+// every source.
+ExportJobs tensor_bucket_jobs(const BucketTensors &in, const mxfp8_export_options &options, const BucketParts &parts,
+                              DLTensor *bucket);
+// Lays the bucket out (what mxfp8_bucket_parts returns); total_bytes NULL fails.
+std::vector<mxfp8_bucket_part> plan_bucket_parts(const BucketTensors &in, const mxfp8_export_options *options,
+                                                 uint64_t alignment, uint64_t *total_bytes);
 // bucket_jobs for a mixed bucket; `nvfp4_entries` holds the NVFP4 entries' amax parts (NULL when none).
 ExportJobs mixed_bucket_jobs(const BucketTensors &in, const mxfp8_export_options &options,
                              const mxfp8_bucket_entry *entries, const mxfp8_bucket_nvfp4_entry *nvfp4_entries,
                              DLTensor *bucket);
 
+// Where an import writes: the older calls' mxfp8_import_destination array, or the transfer's parallel
+// arrays (where values are optional: a NULL values array or entry writes that entry's scales only), with
+// the names messages give each field.
+struct ImportTargets {
+  const mxfp8_import_destination *destinations = nullptr;
+  DLTensor *const *values = nullptr;
+  DLTensor *const *scales = nullptr;
+  const int32_t *layouts = nullptr;
+  bool desc = false;
+  struct Names {
+    const char *values, *values_suffix, *values_part, *scales, *scales_suffix, *scales_part, *layouts, *layouts_suffix;
+  };
+  const Names &names() const {
+    static const Names older{"destinations", ".values", "values", "destinations", ".scales", "scales",
+                             "destinations", ".scales_layout"};
+    static const Names transfer{"desc.values", "", nullptr, "desc.scales", "", nullptr, "desc.target_layouts", ""};
+    return desc ? transfer : older;
+  }
+  bool values_optional() const { return desc; }
+  // Fails when the call gave no destinations at all.
+  void require() const {
+    if (desc ? !scales : !destinations)
+      fail(MXFP8_ERROR_INVALID_ARGUMENT, desc ? "desc.scales is NULL" : "destinations is NULL");
+  }
+  mxfp8_import_destination at(size_t i) const {
+    if (!desc) return destinations[i];
+    return mxfp8_import_destination{values ? values[i] : nullptr, scales[i],
+                                    layouts ? layouts[i] : static_cast<int32_t>(MXFP8_LAYOUT_COMPACT), 0u};
+  }
+};
+
 // The receiver's import (import.cpp): from a bucket and its manifest, or from tensors (the direct
 // path); checks and jobs of mxfp8_import_bucket / mxfp8_import_tensors and their prepared forms.
+struct ManifestNames;  // api/bucket_manifest.hpp
 ExportJobs import_bucket_jobs(const DLTensor *bucket, const mxfp8_bucket_manifest *manifest,
-                              const mxfp8_import_destination *destinations);
+                              const ImportTargets &targets, const ManifestNames &names);
 // The direct import of MXFP8 and NVFP4 tensors (mxfp8_import_tensors_mixed): NVFP4 entry i's global scale
 // goes to global_scales[i] in `convention`.
 ExportJobs import_mixed_tensor_jobs(const BucketTensors &in, const mxfp8_export_options &options,
-                                    const mxfp8_import_destination *destinations, DLTensor *const *global_scales,
+                                    const ImportTargets &targets, DLTensor *const *global_scales,
                                     int32_t convention);
 // `shards` NULL (or an entry of it NULL): whole tensors.
 ExportJobs import_tensor_jobs(const mxfp8_tensor *const *tensors, const mxfp8_shard *const *shards, size_t count,

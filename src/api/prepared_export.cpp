@@ -5,20 +5,24 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "api/bucket_manifest.hpp"
 #include "api/export_internal.hpp"
-#include "api/tensor.hpp"
+#include "api/transfer.hpp"
 #include "api/tensor.hpp"
 #include "cuda/cuda_runtime.hpp"
 
-struct mxfp8_prepared_export {
+// A transfer checked once and kept as its work (mxfp8_transfer_prepare, and every mxfp8_prepare_* call).
+struct mxfp8_plan {
   mxfp8::ExportJobs work;
   // One reference each, so every source buffer's owner outlives the plan (its deleter runs only after
   // the plan's release).
   std::vector<const mxfp8_tensor *> tensors;  // of either format
-  ~mxfp8_prepared_export() {
+  ~mxfp8_plan() {
     for (const mxfp8_tensor *t : tensors) mxfp8::release(t);
   }
 };
+// The plan under the name of the prepared calls that mxfp8_transfer_prepare replaces (issue 32).
+struct mxfp8_prepared_export : mxfp8_plan {};
 
 namespace mxfp8 {
 namespace {
@@ -26,7 +30,7 @@ namespace {
 // Entry i is tensors[i] when `tensors` and tensors[i] are set, else nvfp4_tensors[i] (the jobs' checks
 // ran first); either array may be NULL. Reserved before any retain: a push_back that threw after its
 // retain would leak that reference.
-void keep(mxfp8_prepared_export &prepared, const mxfp8_tensor *const *tensors,
+void keep(mxfp8_plan &prepared, const mxfp8_tensor *const *tensors,
           const mxfp8_nvfp4_tensor *const *nvfp4_tensors, size_t count) {
   prepared.tensors.reserve(count);
   for (size_t i = 0; i < count; ++i) {
@@ -38,12 +42,12 @@ void keep(mxfp8_prepared_export &prepared, const mxfp8_tensor *const *tensors,
 
 // The body of every mxfp8_prepare_* call: `jobs()` builds (and so checks) the transfer, then the plan
 // keeps a reference on each source tensor and is handed out. Nothing is kept when a check fails.
-template <class Jobs>
-mxfp8_status prepare(mxfp8_prepared_export **out, Jobs &&jobs, const mxfp8_tensor *const *tensors = nullptr,
+template <class Plan, class Jobs>
+mxfp8_status prepare(Plan **out, Jobs &&jobs, const mxfp8_tensor *const *tensors = nullptr,
                      const mxfp8_nvfp4_tensor *const *nvfp4_tensors = nullptr, size_t count = 0) {
   return guarded([&] {
     if (!out) fail(MXFP8_ERROR_INVALID_ARGUMENT, "out is NULL");
-    auto prepared = std::make_unique<mxfp8_prepared_export>();
+    auto prepared = std::make_unique<Plan>();
     prepared->work = jobs();
     // The header promises a preparation makes the immediate call's checks and a run fails only for CUDA
     // reasons: a build without CUDA refuses a plan over CUDA memory here, as the immediate call does.
@@ -101,7 +105,7 @@ extern "C" MXFP8_API mxfp8_status mxfp8_prepare_import_bucket(const DLTensor *bu
                                                               const mxfp8_bucket_manifest *manifest,
                                                               const mxfp8_import_destination *destinations,
                                                               mxfp8_prepared_export **out) {
-  return prepare(out, [&] { return import_bucket_jobs(bucket, manifest, destinations); });
+  return prepare(out, [&] { return import_bucket_jobs(bucket, manifest, ImportTargets{destinations}, kManifestNames); });
 }
 
 extern "C" MXFP8_API mxfp8_status mxfp8_prepare_import_tensors(const mxfp8_tensor *const *tensors, size_t count,
@@ -130,7 +134,7 @@ extern "C" MXFP8_API mxfp8_status mxfp8_prepare_import_tensors_mixed(const mxfp8
                                                                      mxfp8_prepared_export **out) {
   return prepare(out, [&] {
     return import_mixed_tensor_jobs(BucketTensors{tensors, nvfp4_tensors, shards, count, true}, read_options(options),
-                                    destinations, global_scales, global_scale);
+                                    ImportTargets{destinations}, global_scales, global_scale);
   }, tensors, nvfp4_tensors, count);
 }
 
@@ -142,3 +146,21 @@ extern "C" MXFP8_API mxfp8_status mxfp8_prepared_export_run(const mxfp8_prepared
 }
 
 extern "C" MXFP8_API void mxfp8_prepared_export_release(mxfp8_prepared_export *prepared) { delete prepared; }
+
+extern "C" MXFP8_API mxfp8_status mxfp8_transfer_prepare(const mxfp8_transfer_desc *desc, mxfp8_plan **out) {
+  // The desc is read once: its arrays are the caller's, and the plan must keep what was checked.
+  mxfp8_transfer_desc d;
+  const mxfp8_status read = guarded([&] { d = read_transfer_desc(desc, TransferVerb::Prepare); });
+  if (read != MXFP8_OK) return read;
+  const bool tensors = d.source == MXFP8_TRANSFER_FROM_TENSORS;
+  return prepare(out, [&] { return transfer_jobs(d); }, tensors ? d.tensors : nullptr, nullptr, tensors ? d.count : 0);
+}
+
+extern "C" MXFP8_API mxfp8_status mxfp8_plan_run(const mxfp8_plan *plan, void *stream) {
+  return guarded([&] {
+    if (!plan) fail(MXFP8_ERROR_INVALID_ARGUMENT, "plan is NULL");
+    run_export_jobs(plan->work, stream);
+  });
+}
+
+extern "C" MXFP8_API void mxfp8_plan_release(mxfp8_plan *plan) { delete plan; }

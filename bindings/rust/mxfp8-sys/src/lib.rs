@@ -221,6 +221,12 @@ pub struct mxfp8_tensor {
     _private: [u8; 0],
 }
 
+/// `mxfp8_plan`: an opaque, immutable, thread-safe transfer, checked once (`mxfp8_transfer_prepare`).
+#[repr(C)]
+pub struct mxfp8_plan {
+    _private: [u8; 0],
+}
+
 /// `mxfp8_prepared_export`: an opaque, immutable, thread-safe batched or bucket export, checked once.
 #[repr(C)]
 pub struct mxfp8_prepared_export {
@@ -407,6 +413,130 @@ pub struct mxfp8_bucket_manifest {
     /// The shape the sender gives each entry's scale matrix S, checked to name S (its last dimension S's
     /// columns, the others multiplying to S's rows); NULL with `scales_ndims`: not checked.
     pub scales_shapes: *const *const i64,
+}
+
+/// `mxfp8_bucket_part`: where one transfer entry's parts lie in a bucket (an array element, no
+/// `struct_size`).
+#[repr(C)]
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct mxfp8_bucket_part {
+    /// Offset of the values.
+    pub values_offset: u64,
+    /// MXFP8: rows * cols; NVFP4: rows * cols / 2.
+    pub values_bytes: u64,
+    /// Offset of the scales.
+    pub scales_offset: u64,
+    /// The scale matrix in the part's layout.
+    pub scales_bytes: u64,
+    /// NVFP4: offset of the float32 amax, a multiple of 4; MXFP8: 0.
+    pub amax_offset: u64,
+    /// NVFP4: 4 or 4 * rows; MXFP8: 0.
+    pub amax_bytes: u64,
+}
+
+/// `mxfp8_transfer_source`: not said (refused).
+pub const MXFP8_TRANSFER_SOURCE_UNSET: i32 = 0;
+/// `mxfp8_transfer_source`: tensor handles of either format.
+pub const MXFP8_TRANSFER_FROM_TENSORS: i32 = 1;
+/// `mxfp8_transfer_source`: a bucket and the per-entry arrays that describe it.
+pub const MXFP8_TRANSFER_FROM_BUCKET: i32 = 2;
+/// `mxfp8_transfer_destination`: not said (refused).
+pub const MXFP8_TRANSFER_DESTINATION_UNSET: i32 = 0;
+/// `mxfp8_transfer_destination`: caller buffers or an engine's parameters.
+pub const MXFP8_TRANSFER_TO_BUFFERS: i32 = 1;
+/// `mxfp8_transfer_destination`: a bucket laid out by `mxfp8_bucket_parts`.
+pub const MXFP8_TRANSFER_TO_BUCKET: i32 = 2;
+/// `mxfp8_transfer_destination`: nothing (`mxfp8_transfer_check` of the source side only).
+pub const MXFP8_TRANSFER_TO_NOTHING: i32 = 3;
+
+/// `mxfp8_transfer_desc`: one transfer of `count` entries (per-entry parallel arrays; see transfer.h).
+/// Start from `Default` (`MXFP8_TRANSFER_DESC_INIT`).
+#[repr(C)]
+#[derive(Copy, Clone, Debug)]
+pub struct mxfp8_transfer_desc {
+    /// `size_of::<mxfp8_transfer_desc>()`.
+    pub struct_size: u32,
+    /// `MXFP8_TRANSFER_FROM_*`; must be set.
+    pub source: i32,
+    /// `MXFP8_TRANSFER_TO_*`; must be set.
+    pub destination: i32,
+    /// `MXFP8_SCALE_FIXUP_*` of every MXFP8 scale written (whole tensors only).
+    pub scale_fixup: i32,
+    /// `mxfp8_nvfp4_global_scale` written to `global_scales`; default decode.
+    pub global_scale: i32,
+    /// Must be 0.
+    pub reserved: u32,
+    /// Entries.
+    pub count: usize,
+    /// `mxfp8_direction` of each entry; NULL: all rowwise.
+    pub directions: *const i32,
+    /// Each entry's shard; NULL, or a NULL entry: the whole tensor.
+    pub shards: *const *const mxfp8_shard,
+    /// FROM_TENSORS: one handle per entry, either format.
+    pub tensors: *const *const mxfp8_tensor,
+    /// FROM_BUCKET: the bucket.
+    pub bucket_in: *const DLTensor,
+    /// FROM_BUCKET: where each entry's parts lie.
+    pub parts_in: *const mxfp8_bucket_part,
+    /// FROM_BUCKET: each entry's logical rank.
+    pub ndims: *const i32,
+    /// FROM_BUCKET: each entry's logical shape.
+    pub shapes: *const *const i64,
+    /// FROM_BUCKET: `mxfp8_format` of each entry; required.
+    pub formats: *const i32,
+    /// FROM_BUCKET: `mxfp8_layout` of each scales part; required.
+    pub source_layouts: *const i32,
+    /// FROM_BUCKET: E4M3_MAX of each NVFP4 entry (448 or 256).
+    pub e4m3_maxes: *const i32,
+    /// FROM_BUCKET, optional with `scales_shapes`: each scale matrix's rank.
+    pub scales_ndims: *const i32,
+    /// FROM_BUCKET, optional with `scales_ndims`: the sender's shape of each scale matrix.
+    pub scales_shapes: *const *const i64,
+    /// `mxfp8_layout` each entry's scales are written in; NULL: all compact.
+    pub target_layouts: *const i32,
+    /// TO_BUFFERS: values (NULL, or a NULL entry: scales only).
+    pub values: *const *mut DLTensor,
+    /// TO_BUFFERS: scales.
+    pub scales: *const *mut DLTensor,
+    /// TO_BUFFERS: each NVFP4 entry's second-level scales (float32).
+    pub global_scales: *const *mut DLTensor,
+    /// TO_BUCKET: the bucket.
+    pub bucket_out: *mut DLTensor,
+    /// TO_BUCKET: its parts, from `mxfp8_bucket_parts`.
+    pub parts_out: *const mxfp8_bucket_part,
+}
+
+impl Default for mxfp8_transfer_desc {
+    /// `MXFP8_TRANSFER_DESC_INIT`.
+    fn default() -> Self {
+        Self {
+            struct_size: core::mem::size_of::<Self>() as u32,
+            source: MXFP8_TRANSFER_SOURCE_UNSET,
+            destination: MXFP8_TRANSFER_DESTINATION_UNSET,
+            scale_fixup: MXFP8_SCALE_FIXUP_NONE,
+            global_scale: MXFP8_NVFP4_GLOBAL_SCALE_DECODE,
+            reserved: 0,
+            count: 0,
+            directions: core::ptr::null(),
+            shards: core::ptr::null(),
+            tensors: core::ptr::null(),
+            bucket_in: core::ptr::null(),
+            parts_in: core::ptr::null(),
+            ndims: core::ptr::null(),
+            shapes: core::ptr::null(),
+            formats: core::ptr::null(),
+            source_layouts: core::ptr::null(),
+            e4m3_maxes: core::ptr::null(),
+            scales_ndims: core::ptr::null(),
+            scales_shapes: core::ptr::null(),
+            target_layouts: core::ptr::null(),
+            values: core::ptr::null(),
+            scales: core::ptr::null(),
+            global_scales: core::ptr::null(),
+            bucket_out: core::ptr::null_mut(),
+            parts_out: core::ptr::null(),
+        }
+    }
 }
 
 /// `mxfp8_bucket_nvfp4_entry`: where an NVFP4 entry's float32 amax lies in a bucket and its E4M3_MAX
@@ -912,6 +1042,23 @@ extern "C" {
         destinations: *const mxfp8_import_destination,
         out: *mut *mut mxfp8_prepared_export,
     ) -> mxfp8_status;
+    /// Lays out the bucket of a FROM_TENSORS, TO_BUCKET transfer.
+    pub fn mxfp8_bucket_parts(
+        desc: *const mxfp8_transfer_desc,
+        alignment: u64,
+        parts: *mut mxfp8_bucket_part,
+        total_bytes: *mut u64,
+    ) -> mxfp8_status;
+    /// Checks everything, then moves every entry (one launch on CUDA memory).
+    pub fn mxfp8_transfer(desc: *const mxfp8_transfer_desc, stream: *mut c_void) -> mxfp8_status;
+    /// The checks of `mxfp8_transfer`, nothing written, nothing kept.
+    pub fn mxfp8_transfer_check(desc: *const mxfp8_transfer_desc) -> mxfp8_status;
+    /// The checks once; the work kept as a plan.
+    pub fn mxfp8_transfer_prepare(desc: *const mxfp8_transfer_desc, out: *mut *mut mxfp8_plan) -> mxfp8_status;
+    /// Launches a plan on `stream`: no check, no allocation, no synchronization.
+    pub fn mxfp8_plan_run(plan: *const mxfp8_plan, stream: *mut c_void) -> mxfp8_status;
+    /// Drops a plan and its tensor references (NULL is fine).
+    pub fn mxfp8_plan_release(plan: *mut mxfp8_plan);
     /// Runs a prepared export on `stream`: one launch, no check, no allocation, no synchronization.
     pub fn mxfp8_prepared_export_run(prepared: *const mxfp8_prepared_export, stream: *mut c_void) -> mxfp8_status;
     /// Drops a prepared export and its tensor references (NULL is fine).

@@ -101,6 +101,10 @@ fn rust_view() -> BTreeMap<String, i64> {
             scales_layouts, scale_fixup, reserved2, shards, nvfp4_entries, global_scales, global_scale, reserved3, scales_ndims,
             scales_shapes);
     layout!(r, mxfp8_bucket_nvfp4_entry: amax_offset, amax_bytes, e4m3_max, reserved);
+    layout!(r, mxfp8_bucket_part: values_offset, values_bytes, scales_offset, scales_bytes, amax_offset, amax_bytes);
+    layout!(r, mxfp8_transfer_desc: struct_size, source, destination, scale_fixup, global_scale, reserved, count,
+            directions, shards, tensors, bucket_in, parts_in, ndims, shapes, formats, source_layouts, e4m3_maxes,
+            scales_ndims, scales_shapes, target_layouts, values, scales, global_scales, bucket_out, parts_out);
     layout!(r, mxfp8_shard: struct_size, reserved, row_begin, row_end, col_begin, col_end, num_row_pieces, row_pieces);
     layout!(r, mxfp8_import_destination: values, scales, scales_layout, reserved);
     layout!(r, mxfp8_grouped_desc: struct_size, format, scale_layout, scales, num_experts, reserved, cols, uniform_rows,
@@ -127,6 +131,10 @@ fn rust_view() -> BTreeMap<String, i64> {
     init!(r, mxfp8_bucket_manifest: int struct_size, int reserved, int count, ptr entries, ptr ndims, ptr shapes,
           ptr formats, ptr directions, ptr scales_layouts, int scale_fixup, int reserved2, ptr shards,
           ptr nvfp4_entries, ptr global_scales, int global_scale, int reserved3, ptr scales_ndims, ptr scales_shapes);
+    init!(r, mxfp8_transfer_desc: int struct_size, int source, int destination, int scale_fixup, int global_scale,
+          int reserved, int count, ptr directions, ptr shards, ptr tensors, ptr bucket_in, ptr parts_in, ptr ndims,
+          ptr shapes, ptr formats, ptr source_layouts, ptr e4m3_maxes, ptr scales_ndims, ptr scales_shapes,
+          ptr target_layouts, ptr values, ptr scales, ptr global_scales, ptr bucket_out, ptr parts_out);
     init!(r, mxfp8_shard: int struct_size, int reserved, int row_begin, int row_end, int col_begin, int col_end,
           int num_row_pieces, ptr row_pieces);
     init!(r, mxfp8_grouped_desc: int struct_size, int format, int scale_layout, int scales, int num_experts, int reserved,

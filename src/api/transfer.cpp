@@ -1,0 +1,221 @@
+// The transfer (transfer.h): one description of many tensors, read once and handed to the job builders
+// every older transfer call already shares: tensors into a bucket (bucket.cpp), tensors or a bucket into
+// caller buffers (import.cpp), a bucket or tensors checked alone. What the desc adds over those calls is
+// composition (per-entry formats, directions, shards and layouts in one call, NVFP4 shards on both sides)
+// and one place that says which source goes to which destination.
+#include "api/transfer.hpp"
+
+#include <algorithm>
+#include <cstddef>
+#include <utility>
+#include <vector>
+
+#include "api/bucket_manifest.hpp"
+#include "api/export_internal.hpp"
+#include "core/error.hpp"
+#include "core/indexed_name.hpp"
+#include "core/sized_struct.hpp"
+
+namespace mxfp8 {
+namespace {
+
+const char *source_name(int32_t source) {
+  return source == MXFP8_TRANSFER_FROM_TENSORS ? "MXFP8_TRANSFER_FROM_TENSORS" : "MXFP8_TRANSFER_FROM_BUCKET";
+}
+
+const char *destination_name(int32_t destination) {
+  switch (destination) {
+    case MXFP8_TRANSFER_TO_BUFFERS: return "MXFP8_TRANSFER_TO_BUFFERS";
+    case MXFP8_TRANSFER_TO_BUCKET: return "MXFP8_TRANSFER_TO_BUCKET";
+    default: return "MXFP8_TRANSFER_TO_NOTHING";
+  }
+}
+
+// An array the chosen source or destination does not read must not be set: a caller who filled
+// `values` for a TO_BUCKET transfer (or `shapes` for one FROM_TENSORS) meant another transfer.
+void refuse_unread(const void *field, const char *name, const mxfp8_transfer_desc &d, bool by_destination) {
+  if (field)
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, "desc.", name, " is set, but a transfer ",
+         by_destination ? "to " : "from ", by_destination ? destination_name(d.destination) : source_name(d.source),
+         " does not read it: leave it NULL");
+}
+
+// The manifest the bucket checks and the import read (api/bucket_manifest.cpp), built from the desc:
+// its parts, formats, layouts and amax, with the desc's names in every message.
+struct DescManifest {
+  mxfp8_bucket_manifest manifest = MXFP8_BUCKET_MANIFEST_INIT;
+  std::vector<mxfp8_bucket_entry> entries;
+  std::vector<mxfp8_bucket_nvfp4_entry> nvfp4_entries;
+};
+
+void build_manifest(const mxfp8_transfer_desc &d, DescManifest &out) {
+  mxfp8_bucket_manifest &m = out.manifest;
+  m.count = d.count;
+  m.scale_fixup = d.scale_fixup;
+  m.global_scale = d.global_scale;
+  if (d.count == 0) return;
+  if (!d.parts_in) fail(MXFP8_ERROR_INVALID_ARGUMENT, "desc.parts_in is NULL");
+  // Required rather than defaulted: a 128x4 part the size of a compact one, or an E5M2 part read as
+  // E4M3, would import without an error and decode to noise.
+  if (!d.formats) fail(MXFP8_ERROR_INVALID_ARGUMENT, "desc.formats is NULL: say each entry's format");
+  if (!d.source_layouts)
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, "desc.source_layouts is NULL: say the layout each entry's scales part is in");
+  out.entries.resize(d.count);
+  out.nvfp4_entries.resize(d.count, mxfp8_bucket_nvfp4_entry{0, 0, 0, 0u});
+  for (size_t i = 0; i < d.count; ++i) {
+    const mxfp8_bucket_part &p = d.parts_in[i];
+    out.entries[i] = mxfp8_bucket_entry{p.values_offset, p.values_bytes, p.scales_offset, p.scales_bytes};
+    if (d.formats[i] != MXFP8_FORMAT_NVFP4) {
+      if (p.amax_offset != 0 || p.amax_bytes != 0)
+        fail(MXFP8_ERROR_INVALID_ARGUMENT, IndexedName("desc.parts_in", i), " gives an amax part (", p.amax_bytes,
+             " bytes at byte ", p.amax_offset, ") but desc.formats[", i, "] is not MXFP8_FORMAT_NVFP4: an MXFP8 entry "
+             "has none (0, 0)");
+      continue;
+    }
+    if (!d.e4m3_maxes)
+      fail(MXFP8_ERROR_INVALID_ARGUMENT, "desc.e4m3_maxes is NULL but desc.formats[", i, "] is MXFP8_FORMAT_NVFP4: "
+           "say its E4M3_MAX (448, or 256 for Transformer Engine's 4over6 tensors)");
+    out.nvfp4_entries[i] = mxfp8_bucket_nvfp4_entry{p.amax_offset, p.amax_bytes, d.e4m3_maxes[i], 0u};
+  }
+  m.entries = out.entries.data();
+  m.nvfp4_entries = out.nvfp4_entries.data();
+  m.ndims = d.ndims;
+  m.shapes = d.shapes;
+  m.formats = d.formats;
+  m.directions = d.directions;
+  m.scales_layouts = d.source_layouts;
+  m.shards = d.shards;
+  m.global_scales = d.global_scales;
+  m.scales_ndims = d.scales_ndims;
+  m.scales_shapes = d.scales_shapes;
+}
+
+BucketTensors tensors_of(const mxfp8_transfer_desc &d) {
+  BucketTensors in;
+  in.tensors = d.tensors;
+  in.shards = d.shards;
+  in.count = d.count;
+  in.desc = true;
+  in.directions = d.directions;
+  in.layouts = d.target_layouts;
+  return in;
+}
+
+// What the builders take besides the desc: rowwise unless the entry says, and the desc's fix-up.
+mxfp8_export_options options_of(const mxfp8_transfer_desc &d) {
+  mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
+  o.scale_fixup = d.scale_fixup;
+  return o;
+}
+
+}  // namespace
+
+mxfp8_transfer_desc read_transfer_desc(const mxfp8_transfer_desc *given, TransferVerb verb) {
+  if (!given) fail(MXFP8_ERROR_INVALID_ARGUMENT, "desc is NULL");
+  const mxfp8_transfer_desc defaults = MXFP8_TRANSFER_DESC_INIT;
+  const mxfp8_transfer_desc d =
+      read_sized_struct(given, defaults, sizeof(mxfp8_transfer_desc), "desc", "MXFP8_TRANSFER_DESC_INIT");
+  if (d.reserved != 0) fail(MXFP8_ERROR_INVALID_ARGUMENT, "desc.reserved is ", d.reserved, ", must be 0");
+  check_enum(d.source, "desc.source",
+             {{MXFP8_TRANSFER_FROM_TENSORS, "MXFP8_TRANSFER_FROM_TENSORS"},
+              {MXFP8_TRANSFER_FROM_BUCKET, "MXFP8_TRANSFER_FROM_BUCKET"}});
+  check_enum(d.destination, "desc.destination",
+             {{MXFP8_TRANSFER_TO_BUFFERS, "MXFP8_TRANSFER_TO_BUFFERS"},
+              {MXFP8_TRANSFER_TO_BUCKET, "MXFP8_TRANSFER_TO_BUCKET"},
+              {MXFP8_TRANSFER_TO_NOTHING, "MXFP8_TRANSFER_TO_NOTHING"}});
+  zero_as_one(d.scale_fixup, "desc.scale_fixup");
+  check_enum(d.global_scale, "desc.global_scale",
+             {{MXFP8_NVFP4_GLOBAL_SCALE_DECODE, "MXFP8_NVFP4_GLOBAL_SCALE_DECODE"},
+              {MXFP8_NVFP4_GLOBAL_SCALE_ENCODE, "MXFP8_NVFP4_GLOBAL_SCALE_ENCODE"}});
+  check_count(d.count);
+
+  // Which verb may take which destination, and the one pair no verb takes.
+  if (d.destination == MXFP8_TRANSFER_TO_NOTHING && verb != TransferVerb::Check)
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, "desc.destination is MXFP8_TRANSFER_TO_NOTHING: only mxfp8_transfer_check "
+         "takes it (there is nothing to move)");
+  if (verb == TransferVerb::PlanBucket &&
+      (d.source != MXFP8_TRANSFER_FROM_TENSORS || d.destination != MXFP8_TRANSFER_TO_BUCKET))
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, "mxfp8_bucket_parts lays out a MXFP8_TRANSFER_FROM_TENSORS, "
+         "MXFP8_TRANSFER_TO_BUCKET transfer; desc says ", source_name(d.source), ", ", destination_name(d.destination));
+  if (d.source == MXFP8_TRANSFER_FROM_BUCKET && d.destination == MXFP8_TRANSFER_TO_BUCKET)
+    fail(MXFP8_ERROR_UNSUPPORTED, "a transfer from a bucket to a bucket is not offered: import the bucket "
+         "(MXFP8_TRANSFER_TO_BUFFERS), or describe its tensors with mxfp8_tensor_create and bucket those");
+
+  // Each array belongs to one source or one destination; the others must stay NULL.
+  const bool tensors = d.source == MXFP8_TRANSFER_FROM_TENSORS;
+  if (tensors) {
+    for (const auto &[field, name] : {std::pair<const void *, const char *>{d.bucket_in, "bucket_in"},
+                                      {d.parts_in, "parts_in"}, {d.ndims, "ndims"}, {d.shapes, "shapes"},
+                                      {d.formats, "formats"}, {d.source_layouts, "source_layouts"},
+                                      {d.e4m3_maxes, "e4m3_maxes"}, {d.scales_ndims, "scales_ndims"},
+                                      {d.scales_shapes, "scales_shapes"}})
+      refuse_unread(field, name, d, false);
+  } else {
+    refuse_unread(d.tensors, "tensors", d, false);
+  }
+  const bool buffers = d.destination == MXFP8_TRANSFER_TO_BUFFERS, bucket = d.destination == MXFP8_TRANSFER_TO_BUCKET;
+  if (!buffers) {
+    refuse_unread(d.values, "values", d, true);
+    refuse_unread(d.scales, "scales", d, true);
+    refuse_unread(d.global_scales, "global_scales", d, true);
+  }
+  if (!bucket) {
+    refuse_unread(d.bucket_out, "bucket_out", d, true);
+    refuse_unread(d.parts_out, "parts_out", d, true);
+  }
+  if (!buffers && !bucket) refuse_unread(d.target_layouts, "target_layouts", d, true);
+  return d;
+}
+
+ExportJobs transfer_jobs(const mxfp8_transfer_desc &d) {
+  const mxfp8_export_options o = options_of(d);
+  if (d.source == MXFP8_TRANSFER_FROM_TENSORS) {
+    const BucketTensors in = tensors_of(d);
+    if (d.destination == MXFP8_TRANSFER_TO_BUCKET) {
+      if (d.count > 0 && !d.parts_out) fail(MXFP8_ERROR_INVALID_ARGUMENT, "desc.parts_out is NULL");
+      return tensor_bucket_jobs(in, o, BucketParts{nullptr, nullptr, d.parts_out}, d.bucket_out);
+    }
+    if (d.destination == MXFP8_TRANSFER_TO_BUFFERS)
+      return import_mixed_tensor_jobs(in, o, ImportTargets{nullptr, d.values, d.scales, d.target_layouts, true},
+                                      d.global_scales, d.global_scale);
+    // TO_NOTHING: every entry planned into a bucket no one fills runs every check of the source side.
+    uint64_t total = 0;
+    plan_bucket_parts(in, &o, 1, &total);
+    return ExportJobs{};
+  }
+  DescManifest manifest;
+  build_manifest(d, manifest);
+  if (d.destination == MXFP8_TRANSFER_TO_BUFFERS)
+    return import_bucket_jobs(d.bucket_in, &manifest.manifest,
+                              ImportTargets{nullptr, d.values, d.scales, d.target_layouts, true}, kTransferNames);
+  check_bucket_manifest(d.bucket_in, &manifest.manifest, kTransferNames);  // TO_NOTHING
+  return ExportJobs{};
+}
+
+}  // namespace mxfp8
+
+using namespace mxfp8;
+
+extern "C" MXFP8_API mxfp8_status mxfp8_bucket_parts(const mxfp8_transfer_desc *desc, uint64_t alignment,
+                                                     mxfp8_bucket_part *parts, uint64_t *total_bytes) {
+  return guarded([&] {
+    const mxfp8_transfer_desc d = read_transfer_desc(desc, TransferVerb::PlanBucket);
+    if (d.count > 0 && !parts) fail(MXFP8_ERROR_INVALID_ARGUMENT, "parts is NULL");
+    const mxfp8_export_options o = options_of(d);
+    uint64_t total = 0;
+    const std::vector<mxfp8_bucket_part> planned = plan_bucket_parts(tensors_of(d), &o, alignment, total_bytes ? &total : nullptr);
+    std::copy(planned.begin(), planned.end(), parts);
+    *total_bytes = total;
+  });
+}
+
+extern "C" MXFP8_API mxfp8_status mxfp8_transfer(const mxfp8_transfer_desc *desc, void *stream) {
+  return guarded([&] {
+    const ExportJobs work = transfer_jobs(read_transfer_desc(desc, TransferVerb::Run));
+    run_export_jobs(work, stream);
+  });
+}
+
+extern "C" MXFP8_API mxfp8_status mxfp8_transfer_check(const mxfp8_transfer_desc *desc) {
+  return guarded([&] { transfer_jobs(read_transfer_desc(desc, TransferVerb::Check)); });
+}
