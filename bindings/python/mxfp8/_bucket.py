@@ -335,7 +335,7 @@ def _bucket_bytes(bucket: Any, name: str = "bucket") -> int:
 
 
 def _check_manifest(bucket: Any, manifest: Any) -> List[dict]:
-    """The manifest read (Python types, names) and checked by the C library (mxfp8_bucket_manifest_check:
+    """The manifest read (Python types, names) and checked by the C library (mxfp8_transfer_check of the bucket:
     sizes, bounds, overlaps, scale shapes, NVFP4 fields, as import_bucket checks them), every entry's
     scales compact. Returns the entries with Python ints and tuples (an NVFP4 entry with its
     values_shape)."""

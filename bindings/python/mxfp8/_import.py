@@ -271,11 +271,11 @@ def import_tensors(tensors: Mapping[str, Mapping[str, Any]], params: Mapping[str
     pass, the layout transform fused into it. One launch for all tensors on CUDA.
 
     shards: as for import_bucket, {name: {"rows", "cols"}}: this receiver's shard of each source
-    (mxfp8_import_tensor_shards). A shard of swizzled storage goes into "compact" parameters only.
+    (the transfer's desc.shards). A shard of swizzled storage goes into "compact" parameters only.
 
     NVFP4 storage ({"format": "nvfp4", "data", "scale_inv", "amax", "swizzled", "shape", "e4m3_max"}, as
     export_bucket takes it) goes into ``(values, scales, global_scale[, layout])`` parameters as import_bucket
-    writes an NVFP4 entry, with the amax in the `global_scale` convention (mxfp8_import_tensors_mixed),
+    writes an NVFP4 entry, with the amax in the `global_scale` convention (desc.global_scale),
     and takes shards as import_bucket takes an NVFP4 entry's (rows and 16-aligned columns of (M, K))."""
     _tensors_call(tensors, params, direction, layout, stream, False, zero_exponent_as_one, shards, global_scale)
 

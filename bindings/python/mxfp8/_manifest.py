@@ -1,12 +1,12 @@
-"""A bucket manifest (the list export_bucket returns, or a sender's JSON of it) read into the C library's
-mxfp8_bucket_manifest lists, for import_bucket and unpack_bucket alike.
+"""A bucket manifest (the list export_bucket returns, or a sender's JSON of it) read into the per-entry lists
+of the C library's mxfp8_transfer_desc (a bucket source), for import_bucket and unpack_bucket alike.
 
 Only what Python alone sees is checked here: a list of dicts, the keys each entry needs, names hashable
 and unique, numbers that are Python ints of their C field's range, known words. What the manifest means
 (each part's size against its shape, direction and layout; parts inside the bucket and overlapping
-nothing; scale shapes; NVFP4 amax and e4m3_max) is the C library's mxfp8_bucket_manifest_check, the same
-check mxfp8_import_bucket makes: every receiver, in every binding, refuses the same manifests with the
-same message (manifest.entries[i] there is manifest[i] here)."""
+nothing; scale shapes; NVFP4 amax and e4m3_max) is the C library's mxfp8_transfer_check of the bucket, the
+same check its mxfp8_transfer makes: every receiver, in every binding, refuses the same manifests with the
+same message (desc.parts_in[i] there is manifest[i] here)."""
 from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, NamedTuple

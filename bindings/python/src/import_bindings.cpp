@@ -1,7 +1,8 @@
-// The receiver's import for Python: mxfp8_import_bucket and mxfp8_import_tensors (and their prepared
-// forms) over DLPack producers. A translation layer only: it takes each object's DLTensor as every other
-// call of the extension does (dlpack_take.hpp: the framework's DLPack C exchange API when the caller left
-// the stream to it, else __dlpack__), fills the C structs, and lets the library check everything.
+// The receiver's import for Python: one mxfp8_transfer_desc (from a bucket or from tensors, to the
+// engine's buffers) run by mxfp8_transfer, checked by mxfp8_transfer_check or prepared once, over DLPack
+// producers. A translation layer only: it takes each object's DLTensor as every other call of the
+// extension does (dlpack_take.hpp: the framework's DLPack C exchange API when the caller left the stream
+// to it, else __dlpack__), fills the desc, and lets the library check everything.
 // register_import adds the functions to a module (the extension calls it from its PYBIND11_MODULE).
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -28,10 +29,19 @@ namespace {
 
 using namespace mxfp8_python;
 
-// The destinations of one call: the taken tensors stay alive for the call (and a preparation).
+// The destinations of one call, as the desc's parallel arrays: the taken tensors stay alive for the call
+// (and a preparation).
 struct Destinations {
   std::vector<std::unique_ptr<TakenTensor>> taken;
-  std::vector<mxfp8_import_destination> structs;
+  std::vector<DLTensor *> values, scales;
+  std::vector<int32_t> layouts;
+  // The desc's destination fields (TO_BUFFERS) over these arrays.
+  void describe(mxfp8_transfer_desc &d) const {
+    d.destination = MXFP8_TRANSFER_TO_BUFFERS;
+    d.values = values.data();
+    d.scales = scales.data();
+    d.target_layouts = layouts.data();
+  }
 };
 
 // What the caller called a part of entry i: "params['w'][1]" (owner params, part [1]) when the Python layer
@@ -50,11 +60,12 @@ Destinations take_destinations(const py::list &values, const py::list &scales, c
     throw py::value_error("values, scales and layouts must have one entry per tensor");
   Destinations d;
   d.taken.reserve(2 * n);
-  d.structs.resize(n);
+  d.layouts = layouts;
   for (size_t i = 0; i < n; ++i) {
     d.taken.push_back(take(values[i], label(names, i, "params", "[0]", "values").c_str(), ex, Access::Write));
     d.taken.push_back(take(scales[i], label(names, i, "params", "[1]", "scales").c_str(), ex, Access::Write));
-    d.structs[i] = mxfp8_import_destination{d.taken[2 * i]->tensor(), d.taken[2 * i + 1]->tensor(), layouts[i], 0};
+    d.values.push_back(d.taken[2 * i]->tensor());
+    d.scales.push_back(d.taken[2 * i + 1]->tensor());
   }
   return d;
 }
@@ -75,9 +86,9 @@ void check_entries(mxfp8_status status, const std::vector<std::string> &names) {
   if (status == MXFP8_OK) return;
   // A plain scan: the std::regex this was crashed the CUDA build's module on every such refusal on the
   // device (Python 3.12, SIGSEGV; not seen on this machine's 3.11), cause not pinned down.
-  static const char *const kLists[] = {"shards", "destinations", "global_scales", "nvfp4_tensors", "tensors",
-                                       "entries", "nvfp4_entries", "shapes", "ndims", "formats", "directions",
-                                       "scales_layouts", "scales_shapes"};
+  static const char *const kLists[] = {"shards", "values", "scales", "target_layouts", "global_scales", "tensors",
+                                       "parts_in", "shapes", "ndims", "formats", "directions", "source_layouts",
+                                       "e4m3_maxes", "scales_shapes", "scales_ndims"};
   std::string message = mxfp8_last_error();
   for (size_t open = message.find('['); open != std::string::npos; open = message.find('[', open + 1)) {
     size_t start = open;  // the identifier before '[' (a '.' ends it: "manifest.shards[2]" reads "shards")
@@ -174,9 +185,9 @@ mxfp8_nvfp4_tensor *make_nvfp4_tensor(std::unique_ptr<TakenTensor> &data, std::u
 // params) for its whole life; the library's plan holds the sources.
 class ImportPlan {
  public:
-  ImportPlan(mxfp8_prepared_export *p, Destinations &&destinations, GlobalScales &&globals)
+  ImportPlan(mxfp8_plan *p, Destinations &&destinations, GlobalScales &&globals)
       : plan_(p), destinations_(std::move(destinations)), globals_(std::move(globals)) {}
-  ~ImportPlan() { mxfp8_prepared_export_release(plan_); }
+  ~ImportPlan() { mxfp8_plan_release(plan_); }
   ImportPlan(const ImportPlan &) = delete;
   ImportPlan &operator=(const ImportPlan &) = delete;
   // Runs of one plan write the same bytes, so the header forbids two at once; the run drops the GIL, so
@@ -187,39 +198,41 @@ class ImportPlan {
     {
       py::gil_scoped_release unlocked;
       std::lock_guard<std::mutex> one_run_at_a_time(running_);
-      st = mxfp8_prepared_export_run(plan_, reinterpret_cast<void *>(stream));
+      st = mxfp8_plan_run(plan_, reinterpret_cast<void *>(stream));
     }
     check(st);
   }
 
  private:
-  mxfp8_prepared_export *plan_;
+  mxfp8_plan *plan_;
   Destinations destinations_;
   GlobalScales globals_;
   std::mutex running_;
 };
 
-// An mxfp8_bucket_manifest over the Python layer's lists (which outlive it): what import_bucket and
-// bucket_manifest_check both describe. nvfp4_entries: (amax_offset, amax_bytes, e4m3_max) per entry;
-// scales_shapes: each entry's "scales_shape", or none (not checked).
-struct ManifestLists {
-  std::vector<mxfp8_bucket_entry> entries;
-  std::vector<int32_t> ndims, scales_ndims;
+// The desc's source side for a bucket (FROM_BUCKET) over the Python layer's lists (which outlive it): what
+// import_bucket and bucket_manifest_check both describe. parts: (values_offset, values_bytes, scales_offset,
+// scales_bytes); nvfp4_entries: (amax_offset, amax_bytes, e4m3_max) per entry; scales_shapes: each entry's
+// "scales_shape", or none (not checked).
+struct BucketSource {
+  std::vector<mxfp8_bucket_part> parts;
+  std::vector<int32_t> ndims, scales_ndims, e4m3_maxes;
   std::vector<const int64_t *> shapes, scales_shapes;
-  std::vector<mxfp8_bucket_nvfp4_entry> nvfp4;
-  mxfp8_bucket_manifest manifest = MXFP8_BUCKET_MANIFEST_INIT;
+  mxfp8_transfer_desc desc = MXFP8_TRANSFER_DESC_INIT;
 
-  ManifestLists(const std::vector<std::array<uint64_t, 4>> &parts, const std::vector<std::vector<int64_t>> &shape_list,
-                const std::vector<int32_t> &formats, const std::vector<int32_t> &directions,
-                const std::vector<int32_t> &scales_layouts,
-                const std::optional<std::vector<std::array<uint64_t, 3>>> &nvfp4_entries,
-                const std::optional<std::vector<std::vector<int64_t>>> &scales_shape_list) {
-    const size_t n = parts.size();
+  BucketSource(const DLTensor *bucket, const std::vector<std::array<uint64_t, 4>> &entries,
+               const std::vector<std::vector<int64_t>> &shape_list, const std::vector<int32_t> &formats,
+               const std::vector<int32_t> &directions, const std::vector<int32_t> &scales_layouts,
+               const std::optional<std::vector<std::array<uint64_t, 3>>> &nvfp4_entries,
+               const std::optional<std::vector<std::vector<int64_t>>> &scales_shape_list) {
+    const size_t n = entries.size();
     if (shape_list.size() != n || formats.size() != n || directions.size() != n || scales_layouts.size() != n ||
         (nvfp4_entries && nvfp4_entries->size() != n) || (scales_shape_list && scales_shape_list->size() != n))
       throw py::value_error("the manifest's lists must have one entry per tensor");
     for (size_t i = 0; i < n; ++i) {
-      entries.push_back(mxfp8_bucket_entry{parts[i][0], parts[i][1], parts[i][2], parts[i][3]});
+      const auto &[offset, bytes, e4m3_max] = nvfp4_entries ? (*nvfp4_entries)[i] : std::array<uint64_t, 3>{0, 0, 0};
+      parts.push_back(mxfp8_bucket_part{entries[i][0], entries[i][1], entries[i][2], entries[i][3], offset, bytes});
+      e4m3_maxes.push_back(static_cast<int32_t>(e4m3_max));  // the Python layer checked it fits int32
       ndims.push_back(static_cast<int32_t>(shape_list[i].size()));
       shapes.push_back(shape_list[i].data());
       if (scales_shape_list) {
@@ -227,34 +240,50 @@ struct ManifestLists {
         scales_shapes.push_back((*scales_shape_list)[i].data());
       }
     }
-    if (nvfp4_entries)  // the Python layer checked e4m3_max fits int32
-      for (const auto &[offset, bytes, e4m3_max] : *nvfp4_entries)
-        nvfp4.push_back(mxfp8_bucket_nvfp4_entry{offset, bytes, static_cast<int32_t>(e4m3_max), 0u});
-    manifest.count = n;
-    manifest.entries = entries.data();
-    manifest.ndims = ndims.data();
-    manifest.shapes = shapes.data();
-    manifest.formats = formats.data();
-    manifest.directions = directions.data();
-    manifest.scales_layouts = scales_layouts.data();
-    manifest.nvfp4_entries = nvfp4_entries ? nvfp4.data() : nullptr;
-    manifest.scales_ndims = scales_shape_list ? scales_ndims.data() : nullptr;
-    manifest.scales_shapes = scales_shape_list ? scales_shapes.data() : nullptr;
+    desc.source = MXFP8_TRANSFER_FROM_BUCKET;
+    desc.destination = MXFP8_TRANSFER_TO_NOTHING;
+    desc.count = n;
+    desc.bucket_in = bucket;
+    desc.parts_in = parts.data();
+    desc.ndims = ndims.data();
+    desc.shapes = shapes.data();
+    desc.formats = formats.data();
+    desc.directions = directions.data();
+    desc.source_layouts = scales_layouts.data();
+    desc.e4m3_maxes = e4m3_maxes.data();
+    desc.scales_ndims = scales_shape_list ? scales_ndims.data() : nullptr;
+    desc.scales_shapes = scales_shape_list ? scales_shapes.data() : nullptr;
   }
-  ManifestLists(const ManifestLists &) = delete;  // the manifest points into the vectors
-  ManifestLists &operator=(const ManifestLists &) = delete;
+  BucketSource(const BucketSource &) = delete;  // the desc points into the vectors
+  BucketSource &operator=(const BucketSource &) = delete;
 };
 
-// mxfp8_bucket_manifest_check: the C library's reading of a manifest (the checks import_bucket makes
-// before it looks at a destination), for unpack_bucket's views. Only the bucket's address and size are read.
+// mxfp8_transfer_check of the bucket alone (TO_NOTHING): the C library's reading of a manifest (what the
+// import checks before it looks at a destination), for unpack_bucket's views. Only the bucket's address
+// and size are read.
 void bucket_manifest_check(py::handle bucket, const std::vector<std::array<uint64_t, 4>> &entries,
                            const std::vector<std::vector<int64_t>> &shapes, const std::vector<int32_t> &formats,
                            const std::vector<int32_t> &directions, const std::vector<int32_t> &scales_layouts,
                            const std::optional<std::vector<std::array<uint64_t, 3>>> &nvfp4_entries,
                            const std::optional<std::vector<std::vector<int64_t>>> &scales_shapes) {
   auto taken_bucket = take_dlpack(bucket, "bucket", py::none(), Access::Read);
-  ManifestLists lists(entries, shapes, formats, directions, scales_layouts, nvfp4_entries, scales_shapes);
-  check(mxfp8_bucket_manifest_check(taken_bucket->tensor(), &lists.manifest));
+  BucketSource source(taken_bucket->tensor(), entries, shapes, formats, directions, scales_layouts, nvfp4_entries,
+                      scales_shapes);
+  check(mxfp8_transfer_check(&source.desc));
+}
+
+// The transfer `d`, run on `stream` or prepared: an ImportPlan keeping the destinations, or None.
+py::object run_transfer(const mxfp8_transfer_desc &d, uintptr_t stream, bool prepare, Destinations &&dst,
+                        GlobalScales &&globals, const std::vector<std::string> &names) {
+  mxfp8_status st;
+  mxfp8_plan *plan = nullptr;
+  {
+    py::gil_scoped_release unlocked;
+    st = prepare ? mxfp8_transfer_prepare(&d, &plan) : mxfp8_transfer(&d, reinterpret_cast<void *>(stream));
+  }
+  check_entries(st, names);
+  if (prepare) return py::cast(std::make_unique<ImportPlan>(plan, std::move(dst), std::move(globals)));
+  return py::none();
 }
 
 py::object import_bucket(py::handle bucket, const std::vector<std::array<uint64_t, 4>> &entries,
@@ -273,32 +302,25 @@ py::object import_bucket(py::handle bucket, const std::vector<std::array<uint64_
     throw py::value_error("the manifest's lists must have one entry per tensor");
   Exchange ex = exchange_for_objects(bucket, stream, std::move(dlpack_stream));
   auto taken_bucket = take(bucket, "bucket", ex, Access::Read);  // in exchange mode, fixes the stream
-  Destinations d = take_destinations(values, scales, targets, ex, names);
+  Destinations dst = take_destinations(values, scales, targets, ex, names);
   GlobalScales globals = take_global_scales(global_scales, ex, names);
-  ManifestLists lists(entries, shapes, formats, directions, scales_layouts, nvfp4_entries, scales_shapes);
-  mxfp8_bucket_manifest &m = lists.manifest;
-  m.scale_fixup = scale_fixup;
-  m.shards = shard_list.data();
-  m.global_scales = globals.data();
-  m.global_scale = global_scale;
-  mxfp8_status st;
-  mxfp8_prepared_export *plan = nullptr;
-  {
-    py::gil_scoped_release unlocked;
-    st = prepare ? mxfp8_prepare_import_bucket(taken_bucket->tensor(), &m, d.structs.data(), &plan)
-                 : mxfp8_import_bucket(taken_bucket->tensor(), &m, d.structs.data(), reinterpret_cast<void *>(ex.stream));
-  }
-  check_entries(st, names);
-  if (prepare) return py::cast(std::make_unique<ImportPlan>(plan, std::move(d), std::move(globals)));
-  return py::none();
+  BucketSource source(taken_bucket->tensor(), entries, shapes, formats, directions, scales_layouts, nvfp4_entries,
+                      scales_shapes);
+  mxfp8_transfer_desc &d = source.desc;
+  dst.describe(d);
+  d.scale_fixup = scale_fixup;
+  d.shards = shard_list.data();
+  d.global_scales = globals.data();
+  d.global_scale = global_scale;
+  return run_transfer(d, ex.stream, prepare, std::move(dst), std::move(globals), names);
 }
 
-// Handles over the sources of one import; the tensors own their managed inputs once created. Entry i is
-// an MXFP8 tensor (t[i]) or an NVFP4 one (nv[i]), the other NULL.
+// Handles over the sources of one import, of either format (an NVFP4 handle is an mxfp8_tensor of format
+// NVFP4 to the transfer); the tensors own their managed inputs once created.
 struct Handles {
+  std::vector<const mxfp8_tensor *> tensors;
   std::vector<mxfp8_tensor *> t;
   std::vector<mxfp8_nvfp4_tensor *> nv;
-  bool mixed = false;  // some entry is NVFP4: mxfp8_import_tensors_mixed
   Handles() = default;
   Handles(const Handles &) = delete;
   Handles &operator=(const Handles &) = delete;
@@ -307,34 +329,6 @@ struct Handles {
     for (mxfp8_nvfp4_tensor *h : nv) mxfp8_nvfp4_tensor_release(h);
   }
 };
-
-// The library's import (or its preparation) of `h` into `dst`: an ImportPlan, or None.
-py::object run_import(const Handles &h, const mxfp8_export_options &o, Destinations &&dst, GlobalScales &&globals,
-                      int32_t global_scale, const ShardList *shard_list, bool prepare,
-                      const std::vector<std::string> &names) {
-  const size_t n = h.t.size();
-  mxfp8_status st;
-  mxfp8_prepared_export *plan = nullptr;
-  const auto *ts = const_cast<const mxfp8_tensor *const *>(h.t.data());
-  const auto *nvs = const_cast<const mxfp8_nvfp4_tensor *const *>(h.nv.data());
-  DLTensor *const *gs = globals.data();
-  {
-    py::gil_scoped_release unlocked;
-    const mxfp8_shard *const *sh = shard_list ? shard_list->data() : nullptr;
-    if (h.mixed)
-      st = prepare ? mxfp8_prepare_import_tensors_mixed(ts, nvs, sh, n, &o, dst.structs.data(), gs, global_scale, &plan)
-                   : mxfp8_import_tensors_mixed(ts, nvs, sh, n, &o, dst.structs.data(), gs, global_scale);
-    else if (sh)
-      st = prepare ? mxfp8_prepare_import_tensor_shards(ts, sh, n, &o, dst.structs.data(), &plan)
-                   : mxfp8_import_tensor_shards(ts, sh, n, &o, dst.structs.data());
-    else
-      st = prepare ? mxfp8_prepare_import_tensors(ts, n, &o, dst.structs.data(), &plan)
-                   : mxfp8_import_tensors(ts, n, &o, dst.structs.data());
-  }
-  check_entries(st, names);
-  if (prepare) return py::cast(std::make_unique<ImportPlan>(plan, std::move(dst), std::move(globals)));
-  return py::none();
-}
 
 py::object import_tensors(const py::list &data, const py::list &scale_inv, const std::vector<std::vector<int64_t>> &shapes,
                           const std::vector<int32_t> &formats, const std::vector<bool> &swizzled, int32_t direction,
@@ -350,33 +344,37 @@ py::object import_tensors(const py::list &data, const py::list &scale_inv, const
     throw py::value_error("data, scale_inv, shapes, formats and swizzled must have one entry per tensor");
   const py::handle first = n ? PyList_GET_ITEM(data.ptr(), 0) : Py_None;  // None: no framework, count 0 a no-op
   Exchange ex = exchange_for_objects(first, stream, std::move(dlpack_stream));
-  // With `amax`, entry i is NVFP4 where amax[i] is not None (mxfp8_import_tensors_mixed), else MXFP8.
+  // With `amax`, entry i is NVFP4 where amax[i] is not None, else MXFP8.
   Handles handles;
-  handles.mixed = amax.has_value();
-  handles.t.reserve(n);
-  handles.nv.reserve(n);
+  handles.tensors.reserve(n);
   for (size_t i = 0; i < n; ++i) {
     auto d = take(data[i], label(names, i, "tensors", "['data']", "data").c_str(), ex, Access::Read);
     auto s = take(scale_inv[i], label(names, i, "tensors", "['scale_inv']", "scale_inv").c_str(), ex, Access::Read);
     if (amax && !(*amax)[i].is_none()) {
       auto a = take((*amax)[i], label(names, i, "tensors", "['amax']", "amax").c_str(), ex, Access::Read);
-      handles.t.push_back(nullptr);
       handles.nv.push_back(make_nvfp4_tensor(d, s, a, shapes[i], swizzled[i], e4m3_max ? (*e4m3_max)[i] : 448, direction,
                                              [&] { return source_label(names, i); }));
+      handles.tensors.push_back(reinterpret_cast<const mxfp8_tensor *>(handles.nv.back()));
       continue;
     }
     handles.t.push_back(make_tensor(*d, *s, shapes[i], formats[i], swizzled[i], direction,
                                     [&] { return source_label(names, i); }));
-    handles.nv.push_back(nullptr);
+    handles.tensors.push_back(handles.t.back());
   }
   Destinations dst = take_destinations(values, scales, targets, ex, names);
   GlobalScales globals = take_global_scales(global_scales, ex, names);
-  mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
-  o.direction = direction;
-  o.scale_fixup = scale_fixup;
-  o.stream = reinterpret_cast<void *>(ex.stream);  // resolved by the first take in exchange mode
-  return run_import(handles, o, std::move(dst), std::move(globals), global_scale, shards ? &shard_list : nullptr, prepare,
-                    names);
+  const std::vector<int32_t> directions(n, direction);
+  mxfp8_transfer_desc d = MXFP8_TRANSFER_DESC_INIT;
+  d.source = MXFP8_TRANSFER_FROM_TENSORS;
+  d.count = n;
+  d.tensors = handles.tensors.data();
+  d.directions = directions.data();
+  d.shards = shards ? shard_list.data() : nullptr;
+  dst.describe(d);
+  d.scale_fixup = scale_fixup;
+  d.global_scales = globals.data();
+  d.global_scale = global_scale;
+  return run_transfer(d, ex.stream, prepare, std::move(dst), std::move(globals), names);  // stream: the first take's
 }
 
 // mxfp8_convert (num_experts == 0: one tensor of `shape`) or mxfp8_convert_grouped (num_experts E
@@ -449,20 +447,20 @@ void register_import(py::module_ &m) {
         py::arg("scale_fixup"), py::arg("stream"), py::arg("dlpack_stream"), py::arg("prepare"),
         py::arg("shards") = py::none(), py::arg("nvfp4_entries") = py::none(), py::arg("global_scales") = py::none(),
         py::arg("global_scale") = 0, py::arg("names") = std::vector<std::string>(), py::arg("scales_shapes") = py::none(),
-        "mxfp8_import_bucket (or mxfp8_prepare_import_bucket with prepare=True, returning an ImportPlan); "
+        "mxfp8_transfer from a bucket to buffers (or mxfp8_transfer_prepare with prepare=True, returning an ImportPlan); "
         "nvfp4_entries [(amax_offset, amax_bytes, e4m3_max)] and global_scales (None at MXFP8 entries) for NVFP4 "
         "entries (formats 3); names (each entry's repr) label refusals params[name][part].");
   m.def("bucket_manifest_check", &bucket_manifest_check, py::arg("bucket"), py::arg("entries"), py::arg("shapes"),
         py::arg("formats"), py::arg("directions"), py::arg("scales_layouts"), py::arg("nvfp4_entries") = py::none(),
-        py::arg("scales_shapes") = py::none(), "mxfp8_bucket_manifest_check.");
+        py::arg("scales_shapes") = py::none(), "mxfp8_transfer_check of a bucket alone (MXFP8_TRANSFER_TO_NOTHING).");
   m.def("import_tensors", &import_tensors, py::arg("data"), py::arg("scale_inv"), py::arg("shapes"), py::arg("formats"),
         py::arg("swizzled"), py::arg("direction"), py::arg("values"), py::arg("scales"), py::arg("targets"),
         py::arg("scale_fixup"), py::arg("stream"), py::arg("dlpack_stream"), py::arg("prepare"),
         py::arg("shards") = py::none(), py::arg("amax") = py::none(), py::arg("e4m3_max") = py::none(),
         py::arg("global_scales") = py::none(), py::arg("global_scale") = 0,
         py::arg("names") = std::vector<std::string>(),
-        "mxfp8_import_tensors (or mxfp8_prepare_import_tensors with prepare=True, returning an ImportPlan); with "
-        "amax (None at MXFP8 entries), e4m3_max and global_scales, mxfp8_import_tensors_mixed. stream None: the "
+        "mxfp8_transfer from tensors to buffers (or mxfp8_transfer_prepare with prepare=True, returning an "
+        "ImportPlan); amax (None at MXFP8 entries), e4m3_max and global_scales for NVFP4 entries. stream None: the "
         "first source's framework's current stream (its DLPack exchange API) or the legacy default stream.");
   m.def("convert", &convert, py::arg("data"), py::arg("scale_inv"), py::arg("shape"), py::arg("format"),
         py::arg("swizzled"), py::arg("direction"), py::arg("num_experts"), py::arg("grouped_scales"), py::arg("target"),

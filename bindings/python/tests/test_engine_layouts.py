@@ -91,7 +91,7 @@ def test_convert_into_poisoned_buffers_and_back_to_compact(target):
     # Recorded in a layout it is not in: refused before anything is written.
     wrong = "deepgemm" if target != "deepgemm" else "cutlass_128x4"
     compact.fill(POISON)
-    with pytest.raises(ValueError, match=r"manifest\.entries\[0\] gives \d+ bytes of scales"):
+    with pytest.raises(ValueError, match=r"desc\.parts_in\[0\] gives \d+ bytes of scales"):
         mxfp8.import_bucket(bucket, [dict(manifest[0], scales_layout=wrong)], {"w": (values, compact)})
     assert (compact == POISON).all()
 

@@ -242,7 +242,7 @@ def test_unpack_bucket_refuses_a_direction_that_contradicts_scales_shape():
     bucket, manifest, _, _ = bucket_of_one((128, 64))
     (entry,) = manifest
     assert list(entry["scales_shape"]) == [128, 2]
-    with pytest.raises(ValueError, match=r"manifest.scales_shapes\[0\] is \(128, 2\), not the columnwise scale matrix"):
+    with pytest.raises(ValueError, match=r"desc.scales_shapes\[0\] is \(128, 2\), not the columnwise scale matrix"):
         mxfp8.unpack_bucket(bucket, [dict(entry, direction="columnwise")])
     with pytest.raises(ValueError, match="direction"):
         mxfp8.unpack_bucket(bucket, [dict(entry, direction="diagonal")])

@@ -134,7 +134,7 @@ def test_bad_parameters_are_refused_before_anything_is_written():
     name = manifest[1]["name"]
     values, scales, _ = params[name]
     params[name] = (values, scales[:-1], "cutlass_128x4")
-    with pytest.raises(ValueError, match=r"destinations\[1\]\.scales: 128x4 swizzled scales of a 257 x 2 matrix are 1536 bytes, got 1535"):
+    with pytest.raises(ValueError, match=r"desc\.scales\[1\]: 128x4 swizzled scales of a 257 x 2 matrix are 1536 bytes, got 1535"):
         mxfp8.import_bucket(bucket, manifest, params)
     assert all((p[0] == POISON).all() and (p[1] == POISON).all() for p in params.values())
     with pytest.raises(KeyError, match="layer0.weight"):
@@ -144,5 +144,5 @@ def test_bad_parameters_are_refused_before_anything_is_written():
         mxfp8.import_bucket(bucket, manifest, two, layout="swizzled")
     wrong = [dict(e) for e in manifest]
     wrong[0]["scales_layout"] = "cutlass_128x4"  # a double transform: the part holds compact scales
-    with pytest.raises(ValueError, match=r"manifest.entries\[0\] gives 200 bytes of scales"):
+    with pytest.raises(ValueError, match=r"desc.parts_in\[0\] gives 200 bytes of scales"):
         mxfp8.import_bucket(bucket, wrong, poisoned_params(expected, layouts))

@@ -156,7 +156,7 @@ def test_an_mxfp8_consumer_cannot_read_an_nvfp4_entry():
         mxfp8.import_bucket(bucket, manifest, {"w": (p[0], p[1])})
     # Too small a destination: nothing is written.
     short = (p[0][:-1], p[1], p[2], "compact")
-    with pytest.raises(ValueError, match=r"destinations\[0\].values"):
+    with pytest.raises(ValueError, match=r"desc\.values\[0\]"):
         mxfp8.import_bucket(bucket, manifest, {"w": short})
     assert np.all(p[0] == POISON) and np.all(p[1] == POISON) and np.all(np.isnan(p[2]))
     with pytest.raises(ValueError, match="global_scale is 'amax'"):
@@ -297,7 +297,7 @@ def test_import_tensors_refuses_nvfp4_shards_off_the_blocks_and_missing_parts():
         mxfp8.import_tensors({"w": spec, "layers.3.w": other}, {"w": p, "layers.3.w": op},
                              shards={"layers.3.w": {"cols": (8, 64)}})
     bucket, manifest = mxfp8.export_bucket({"w": spec, "layers.3.w": other})
-    with pytest.raises(ValueError, match=r"manifest\.shards\[1\]\.col_begin is 8.*\(entry 1 is 'layers\.3\.w'\)$"):
+    with pytest.raises(ValueError, match=r"desc\.shards\[1\]\.col_begin is 8.*\(entry 1 is 'layers\.3\.w'\)$"):
         mxfp8.import_bucket(bucket, manifest, {"w": p, "layers.3.w": op}, shards={"layers.3.w": {"cols": (8, 64)}})
     col_spec, _ = nvfp4_source((100, 50), "compact", "columnwise", False, 448, seed=26)
     with pytest.raises(TypeError, match="row pieces for a columnwise NVFP4"):  # MXFP8_ERROR_UNSUPPORTED

@@ -188,17 +188,17 @@ def _nvfp4_params():
 @pytest.mark.parametrize("key,value,error,names", [
     ("e4m3_max", 2**32 + 448, ValueError, "manifest[0]['e4m3_max']"),  # was cut to 448 and accepted
     ("e4m3_max", -448, ValueError, "manifest[0]['e4m3_max']"),  # was pybind11's signature list
-    ("e4m3_max", 300, ValueError, "manifest.nvfp4_entries[0].e4m3_max"),
+    ("e4m3_max", 300, ValueError, "desc.e4m3_maxes[0]"),
     ("e4m3_max", None, TypeError, "manifest[0]['e4m3_max']"),
     ("amax_offset", -4, ValueError, "manifest[0]['amax_offset']"),
     ("amax_offset", 2**64, ValueError, "manifest[0]['amax_offset']"),
-    ("amax_offset", 2**64 - 4, ValueError, "manifest.nvfp4_entries[0]"),
+    ("amax_offset", 2**64 - 4, ValueError, "desc.parts_in[0]"),
     ("amax_bytes", 4.5, TypeError, "manifest[0]['amax_bytes']"),  # int() made it 4
     ("amax_bytes", "4", TypeError, "manifest[0]['amax_bytes']"),
     ("values_offset", -1, ValueError, "manifest[0]['values_offset']"),
     ("scales_bytes", 120.0, TypeError, "manifest[0]['scales_bytes']"),
     ("shape", [40, 2**63], ValueError, "manifest[0]['shape'][1]"),
-    ("shape", [-40, 48], ValueError, "manifest.shapes[0]"),
+    ("shape", [-40, 48], ValueError, "desc.shapes[0]"),
     ("shape", "ab", TypeError, "manifest[0]['shape']"),
 ])
 def test_import_bucket_takes_a_senders_numbers_as_they_are(key, value, error, names):

@@ -169,7 +169,7 @@ def test_import_shards_name_the_tensor():
     data, buf, _ = make_mxfp8((100, 48), "padded")
     bucket, manifest = mxfp8.export_bucket({"w": {"data": data, "scale_inv": buf}})
     params = {"w": (np.empty((100, 48), np.uint8), np.empty((100, 2), np.uint8))}
-    with pytest.raises(ValueError, match=r"manifest.shards\[0\].col_begin is 16"):
+    with pytest.raises(ValueError, match=r"desc.shards\[0\].col_begin is 16"):
         mxfp8.import_bucket(bucket, manifest, params, shards={"w": {"cols": (16, 48)}})
     with pytest.raises(KeyError, match="does not hold"):
         mxfp8.import_bucket(bucket, manifest, params, shards={"x": {"cols": (0, 32)}})
