@@ -479,21 +479,64 @@ std::vector<const mxfp8_tensor *> handles(const std::vector<Tensor *> &tensors) 
   return out;
 }
 
+using EntryRow = std::tuple<uint64_t, uint64_t, uint64_t, uint64_t>;
+using Nvfp4Row = std::tuple<uint64_t, uint64_t, int32_t>;  // amax_offset, amax_bytes, e4m3_max
+
+// A transfer from `tensors` (handles of either format; the vector outlives the desc) into a bucket, every
+// entry in `direction`: the desc mxfp8_bucket_parts lays out, and mxfp8_transfer / _prepare fill once
+// bucket_out and parts_out are set.
+struct BucketTransfer {
+  std::vector<int32_t> directions;
+  std::vector<mxfp8_bucket_part> parts;
+  mxfp8_transfer_desc desc = MXFP8_TRANSFER_DESC_INIT;
+  BucketTransfer(const std::vector<const mxfp8_tensor *> &tensors, int direction, const ShardList &shards)
+      : directions(tensors.size(), direction) {
+    desc.source = MXFP8_TRANSFER_FROM_TENSORS;
+    desc.destination = MXFP8_TRANSFER_TO_BUCKET;
+    desc.count = tensors.size();
+    desc.tensors = tensors.data();
+    desc.directions = directions.data();
+    desc.shards = shards.data();
+  }
+  BucketTransfer(const BucketTransfer &) = delete;  // the desc points into the vectors
+  BucketTransfer &operator=(const BucketTransfer &) = delete;
+  // The plan's rows as the desc's parts: the values and scales parts, and (NVFP4) the amax part.
+  void set_parts(const std::vector<EntryRow> &plan, const std::vector<Nvfp4Row> *nvfp4_plan) {
+    if (nvfp4_plan && nvfp4_plan->size() != plan.size())
+      throw py::value_error("the plan's lists must have one entry per tensor");
+    parts.clear();
+    for (size_t i = 0; i < plan.size(); ++i) {
+      const auto &[vo, vb, so, sb] = plan[i];
+      const uint64_t ao = nvfp4_plan ? std::get<0>((*nvfp4_plan)[i]) : 0, ab = nvfp4_plan ? std::get<1>((*nvfp4_plan)[i]) : 0;
+      parts.push_back(mxfp8_bucket_part{vo, vb, so, sb, ao, ab});
+    }
+    desc.parts_out = parts.data();
+  }
+  // mxfp8_bucket_parts: the rows of a plan, the NVFP4 rows (amax_offset, amax_bytes, e4m3_max: entry i's
+  // e4m3_maxes[i], 0 at MXFP8 entries) and the total.
+  py::tuple plan(uint64_t alignment, const std::vector<int32_t> &e4m3_maxes = {}) {
+    parts.assign(desc.count, mxfp8_bucket_part{});
+    uint64_t total = 0;
+    check(mxfp8_bucket_parts(&desc, alignment, parts.data(), &total));
+    py::list rows, nv_rows;
+    for (size_t i = 0; i < parts.size(); ++i) {
+      const mxfp8_bucket_part &p = parts[i];
+      rows.append(py::make_tuple(p.values_offset, p.values_bytes, p.scales_offset, p.scales_bytes));
+      nv_rows.append(py::make_tuple(p.amax_offset, p.amax_bytes, i < e4m3_maxes.size() ? e4m3_maxes[i] : 0));
+    }
+    return py::make_tuple(rows, nv_rows, total);
+  }
+};
+
 // Plans a bucket: [(values_offset, values_bytes, scales_offset, scales_bytes)], total bytes.
-// shards: None (whole tensors), or per tensor None or _shard.shard_fields' dict (mxfp8_bucket_plan_shards).
+// shards: None (whole tensors), or per tensor None or _shard.shard_fields' dict.
 py::tuple bucket_plan(const std::vector<Tensor *> &tensors, int direction, uint64_t alignment,
                       const std::optional<std::vector<py::object>> &shards) {
-  mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
-  o.direction = direction;
-  std::vector<mxfp8_bucket_entry> entries(tensors.size());
-  uint64_t total = 0;
   const auto h = handles(tensors);
   const ShardList shard_list(shards, tensors.size());
-  check(shards ? mxfp8_bucket_plan_shards(h.data(), shard_list.data(), h.size(), &o, alignment, entries.data(), &total)
-               : mxfp8_bucket_plan(h.data(), h.size(), &o, alignment, entries.data(), &total));
-  py::list rows;
-  for (const auto &e : entries) rows.append(py::make_tuple(e.values_offset, e.values_bytes, e.scales_offset, e.scales_bytes));
-  return py::make_tuple(rows, total);
+  BucketTransfer t(h, direction, shard_list);
+  const py::tuple planned = t.plan(alignment);
+  return py::make_tuple(planned[0], planned[2]);
 }
 
 // Borrows a DLPack object's tensor for the length of one call.
@@ -503,29 +546,31 @@ void with_borrowed(py::handle obj, const char *name, Exchange &ex, Access access
   call(&taken->managed->dl_tensor);
 }
 
-// stream None: the framework's current stream when the tensors were made in exchange mode.
-void export_bucket(const std::vector<Tensor *> &tensors, const std::vector<std::tuple<uint64_t, uint64_t, uint64_t, uint64_t>> &plan,
-                   py::object bucket, int direction, py::object stream, py::object dlpack_stream,
-                   const std::string &bucket_name, const std::optional<std::vector<py::object>> &shards) {
-  mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
-  o.direction = direction;
-  Exchange ex = tensors.empty() ? exchange_for(nullptr, DLDevice{kDLCPU, 0}, stream, dlpack_stream)
-                                : exchange_for(tensors[0]->api(), tensors[0]->device(), stream, dlpack_stream);
-  o.stream = reinterpret_cast<void *>(ex.stream);
-  std::vector<mxfp8_bucket_entry> entries;
-  for (const auto &[vo, vb, so, sb] : plan) entries.push_back(mxfp8_bucket_entry{vo, vb, so, sb});
-  const auto h = handles(tensors);
-  const ShardList shard_list(shards, tensors.size());
+// Fills the bucket of `t` at the plan's parts, on the stream `ex` resolved.
+void fill_bucket(BucketTransfer &t, py::object bucket, const std::string &bucket_name, Exchange &ex) {
   with_borrowed(bucket, bucket_name.c_str(), ex, Access::Write, [&](DLTensor *b) {
-    check(shards ? mxfp8_export_bucket_shards(h.data(), shard_list.data(), h.size(), &o, entries.data(), b)
-                 : mxfp8_export_bucket(h.data(), h.size(), &o, entries.data(), b));
+    t.desc.bucket_out = b;
+    check(mxfp8_transfer(&t.desc, reinterpret_cast<void *>(ex.stream)));
   });
 }
 
-// A prepared batched export (mxfp8_prepared_export): the compact scales of `tensors` into `destinations`,
-// checked once. It keeps each destination taken (so the framework's storage stays alive) for its whole
-// life; the tensors are held by the library's plan. Each run is one launch on the framework's current
-// stream (exchange mode) or the given stream.
+// stream None: the framework's current stream when the tensors were made in exchange mode.
+void export_bucket(const std::vector<Tensor *> &tensors, const std::vector<EntryRow> &plan,
+                   py::object bucket, int direction, py::object stream, py::object dlpack_stream,
+                   const std::string &bucket_name, const std::optional<std::vector<py::object>> &shards) {
+  Exchange ex = tensors.empty() ? exchange_for(nullptr, DLDevice{kDLCPU, 0}, stream, dlpack_stream)
+                                : exchange_for(tensors[0]->api(), tensors[0]->device(), stream, dlpack_stream);
+  const auto h = handles(tensors);
+  const ShardList shard_list(shards, tensors.size());
+  BucketTransfer t(h, direction, shard_list);
+  t.set_parts(plan, nullptr);
+  fill_bucket(t, std::move(bucket), bucket_name, ex);
+}
+
+// A prepared transfer (mxfp8_plan) from tensors: their compact scales into `destinations` (a batched
+// export), or their values and scales into a bucket, checked once. It keeps each destination taken (so the
+// framework's storage stays alive) for its whole life; the tensors are held by the library's plan. Each
+// run is one launch on the framework's current stream (exchange mode) or the given stream.
 class PreparedExport {
  public:
   // names[i] says what destinations[i] is to the caller (messages name it; default "destinations[i]").
@@ -546,69 +591,52 @@ class PreparedExport {
       taken_.push_back(take(destinations[i], name.c_str(), ex, Access::Write));
       dls.push_back(&taken_.back()->managed->dl_tensor);
     }
-    mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
-    o.direction = direction;
     const auto h = handles(tensors);
-    check(mxfp8_prepare_scales_batched(h.data(), dls.data(), h.size(), &o, &plan_));
+    const std::vector<int32_t> directions(h.size(), direction);
+    mxfp8_transfer_desc d = MXFP8_TRANSFER_DESC_INIT;  // scales only: no values array
+    d.source = MXFP8_TRANSFER_FROM_TENSORS;
+    d.destination = MXFP8_TRANSFER_TO_BUFFERS;
+    d.count = h.size();
+    d.tensors = h.data();
+    d.directions = directions.data();
+    d.scales = dls.data();
+    check(mxfp8_transfer_prepare(&d, &plan_));
   }
-  // A prepared bucket fill (mxfp8_prepare_bucket): values and compact scales of `tensors` into `bucket`
-  // at the offsets of `plan` (bucket_plan's entries); with `shards` (as bucket_plan takes them), each
-  // tensor's shard (mxfp8_prepare_bucket_shards).
-  static std::unique_ptr<PreparedExport> for_bucket(const std::vector<Tensor *> &tensors,
-                                                    const std::vector<std::tuple<uint64_t, uint64_t, uint64_t, uint64_t>> &plan,
-                                                    py::object bucket, int direction, py::object dlpack_stream,
+  // A prepared bucket fill: `tensors` (handles of either format, api and device those of the first) into
+  // `bucket` at the parts of `plan` (and, NVFP4, `nvfp4_plan`); with `shards`, each tensor's shard.
+  static std::unique_ptr<PreparedExport> for_bucket(const std::vector<const mxfp8_tensor *> &tensors,
+                                                    const DLPackExchangeAPI *api, DLDevice device,
+                                                    const std::vector<EntryRow> &plan,
+                                                    const std::vector<Nvfp4Row> *nvfp4_plan, py::object bucket,
+                                                    int direction, py::object dlpack_stream,
                                                     const std::string &bucket_name,
                                                     const std::optional<std::vector<py::object>> &shards) {
     if (tensors.empty()) throw py::value_error("tensors is empty: nothing to prepare");
-    std::unique_ptr<PreparedExport> p(new PreparedExport());
-    p->api_ = tensors[0]->api();
-    p->device_ = tensors[0]->device();
-    Exchange ex = exchange_for(p->api_, p->device_, py::none(), std::move(dlpack_stream));
-    p->taken_.push_back(take(bucket, bucket_name.c_str(), ex, Access::Write));
-    std::vector<mxfp8_bucket_entry> entries;
-    for (const auto &[vo, vb, so, sb] : plan) entries.push_back(mxfp8_bucket_entry{vo, vb, so, sb});
-    mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
-    o.direction = direction;
-    const auto h = handles(tensors);
-    const ShardList shard_list(shards, tensors.size());
-    DLTensor *b = &p->taken_.back()->managed->dl_tensor;
-    check(shards ? mxfp8_prepare_bucket_shards(h.data(), shard_list.data(), h.size(), &o, entries.data(), b, &p->plan_)
-                 : mxfp8_prepare_bucket(h.data(), h.size(), &o, entries.data(), b, &p->plan_));
-    return p;
-  }
-  // A prepared mixed bucket fill (mxfp8_prepare_bucket_mixed): entry i is mx[i] when set, else nv[i];
-  // api and device those of the first entry's tensor.
-  static std::unique_ptr<PreparedExport> for_mixed(const std::vector<const mxfp8_tensor *> &mx,
-                                                   const std::vector<const mxfp8_nvfp4_tensor *> &nv,
-                                                   const std::vector<mxfp8_bucket_entry> &entries,
-                                                   const std::vector<mxfp8_bucket_nvfp4_entry> &nv_entries,
-                                                   const DLPackExchangeAPI *api, DLDevice device, py::object bucket,
-                                                   int direction, py::object dlpack_stream, const std::string &bucket_name) {
-    if (mx.empty()) throw py::value_error("tensors is empty: nothing to prepare");
     std::unique_ptr<PreparedExport> p(new PreparedExport());
     p->api_ = api;
     p->device_ = device;
     Exchange ex = exchange_for(p->api_, p->device_, py::none(), std::move(dlpack_stream));
     p->taken_.push_back(take(bucket, bucket_name.c_str(), ex, Access::Write));
-    mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
-    o.direction = direction;
-    check(mxfp8_prepare_bucket_mixed(mx.data(), nv.data(), mx.size(), &o, entries.data(), nv_entries.data(),
-                                     &p->taken_.back()->managed->dl_tensor, &p->plan_));
+    const ShardList shard_list(shards, tensors.size());
+    BucketTransfer t(tensors, direction, shard_list);
+    t.set_parts(plan, nvfp4_plan);
+    t.desc.bucket_out = &p->taken_.back()->managed->dl_tensor;
+    check(mxfp8_transfer_prepare(&t.desc, &p->plan_));
     return p;
   }
-  ~PreparedExport() { mxfp8_prepared_export_release(plan_); }
+  ~PreparedExport() { mxfp8_plan_release(plan_); }
   PreparedExport(const PreparedExport &) = delete;
   PreparedExport &operator=(const PreparedExport &) = delete;
 
   void run(py::object stream) {
     const Exchange ex = exchange_for(api_, device_, stream);
-    check(mxfp8_prepared_export_run(plan_, reinterpret_cast<void *>(ex.stream)));
+    check(mxfp8_plan_run(plan_, reinterpret_cast<void *>(ex.stream)));
   }
 
  private:
   PreparedExport() = default;
 
-  mxfp8_prepared_export *plan_ = nullptr;
+  mxfp8_plan *plan_ = nullptr;
   std::vector<std::unique_ptr<TakenTensor>> taken_;
   const DLPackExchangeAPI *api_ = nullptr;
   DLDevice device_{kDLCPU, 0};
@@ -1037,7 +1065,7 @@ class Nvfp4Tensor {
               bool exchange) {
     mxfp8_nvfp4_tensor_desc desc = MXFP8_NVFP4_TENSOR_DESC_INIT;
     desc.scale_layout = swizzled ? MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED : MXFP8_SCALE_LAYOUT_ROW_MAJOR;
-    desc.e4m3_max = e4m3_max;
+    desc.e4m3_max = e4m3_max_ = e4m3_max;
     if (shape) {
       desc.ndim = static_cast<int32_t>(shape->size());
       desc.shape = shape->data();
@@ -1070,6 +1098,7 @@ class Nvfp4Tensor {
   const mxfp8_nvfp4_tensor *handle() const { return handle_; }
   const DLPackExchangeAPI *api() const { return api_; }
   DLDevice device() const { return device_; }
+  int32_t e4m3_max() const { return e4m3_max_; }
   Nvfp4Tensor(const Nvfp4Tensor &) = delete;
   Nvfp4Tensor &operator=(const Nvfp4Tensor &) = delete;
 
@@ -1107,16 +1136,17 @@ class Nvfp4Tensor {
 
  private:
   mxfp8_nvfp4_tensor *handle_ = nullptr;
+  int32_t e4m3_max_ = 0;
   const DLPackExchangeAPI *api_ = nullptr;  // set when made in exchange mode
   DLDevice device_{kDLCPU, 0};
   bool device_set_ = false;
 };
-// ---- Buckets of MXFP8 and NVFP4 entries (mxfp8_*_bucket_mixed) ----------------------------------------
-// The handles of a mixed bucket: entry i is a Tensor (mx[i] set, nv[i] NULL) or an Nvfp4Tensor (the other
-// way round); the exchange API and device of entry 0 decide the stream, as for export_bucket.
+// ---- Buckets of MXFP8 and NVFP4 entries ---------------------------------------------------------------
+// The handles of a mixed bucket: entry i is a Tensor or an Nvfp4Tensor (an mxfp8_tensor of format NVFP4 to
+// the transfer); the exchange API and device of entry 0 decide the stream, as for export_bucket.
 struct MixedHandles {
-  std::vector<const mxfp8_tensor *> mx;
-  std::vector<const mxfp8_nvfp4_tensor *> nv;
+  std::vector<const mxfp8_tensor *> tensors;
+  std::vector<int32_t> e4m3_maxes;  // 0 at MXFP8 entries
   const DLPackExchangeAPI *api = nullptr;
   DLDevice device{kDLCPU, 0};
 };
@@ -1129,10 +1159,11 @@ MixedHandles mixed_handles(const py::list &tensors) {
     DLDevice device{kDLCPU, 0};
     if (py::isinstance<Tensor>(t)) {
       const Tensor &x = t.cast<const Tensor &>();
-      h.mx.push_back(x.handle()), h.nv.push_back(nullptr), api = x.api(), device = x.device();
+      h.tensors.push_back(x.handle()), h.e4m3_maxes.push_back(0), api = x.api(), device = x.device();
     } else if (py::isinstance<Nvfp4Tensor>(t)) {
       const Nvfp4Tensor &x = t.cast<const Nvfp4Tensor &>();
-      h.mx.push_back(nullptr), h.nv.push_back(x.handle()), api = x.api(), device = x.device();
+      h.tensors.push_back(reinterpret_cast<const mxfp8_tensor *>(x.handle())), h.e4m3_maxes.push_back(x.e4m3_max());
+      api = x.api(), device = x.device();
     } else {
       throw py::type_error("tensors[" + std::to_string(i) + "] is neither a Tensor nor an Nvfp4Tensor");
     }
@@ -1141,51 +1172,25 @@ MixedHandles mixed_handles(const py::list &tensors) {
   return h;
 }
 
-using EntryRow = std::tuple<uint64_t, uint64_t, uint64_t, uint64_t>;
-using Nvfp4Row = std::tuple<uint64_t, uint64_t, int32_t>;  // amax_offset, amax_bytes, e4m3_max
-
-std::vector<mxfp8_bucket_entry> entry_structs(const std::vector<EntryRow> &plan) {
-  std::vector<mxfp8_bucket_entry> entries;
-  for (const auto &[vo, vb, so, sb] : plan) entries.push_back(mxfp8_bucket_entry{vo, vb, so, sb});
-  return entries;
-}
-
-std::vector<mxfp8_bucket_nvfp4_entry> nvfp4_entry_structs(const std::vector<Nvfp4Row> &plan) {
-  std::vector<mxfp8_bucket_nvfp4_entry> entries;
-  for (const auto &[offset, bytes, e4m3_max] : plan) entries.push_back(mxfp8_bucket_nvfp4_entry{offset, bytes, e4m3_max, 0u});
-  return entries;
-}
-
-// mxfp8_bucket_plan_mixed: ([(values_offset, values_bytes, scales_offset, scales_bytes)],
-// [(amax_offset, amax_bytes, e4m3_max)] (zeros at MXFP8 entries), total bytes).
+// ([(values_offset, values_bytes, scales_offset, scales_bytes)], [(amax_offset, amax_bytes, e4m3_max)]
+// (zeros at MXFP8 entries), total bytes).
 py::tuple bucket_plan_mixed(const py::list &tensors, int direction, uint64_t alignment) {
   const MixedHandles h = mixed_handles(tensors);
-  mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
-  o.direction = direction;
-  std::vector<mxfp8_bucket_entry> entries(h.mx.size());
-  std::vector<mxfp8_bucket_nvfp4_entry> nv(h.mx.size());
-  uint64_t total = 0;
-  check(mxfp8_bucket_plan_mixed(h.mx.data(), h.nv.data(), h.mx.size(), &o, alignment, entries.data(), nv.data(), &total));
-  py::list rows, nv_rows;
-  for (const auto &e : entries) rows.append(py::make_tuple(e.values_offset, e.values_bytes, e.scales_offset, e.scales_bytes));
-  for (const auto &e : nv) nv_rows.append(py::make_tuple(e.amax_offset, e.amax_bytes, e.e4m3_max));
-  return py::make_tuple(rows, nv_rows, total);
+  const ShardList whole(std::nullopt, h.tensors.size());
+  BucketTransfer t(h.tensors, direction, whole);
+  return t.plan(alignment, h.e4m3_maxes);
 }
 
-// mxfp8_export_bucket_mixed; stream None: the framework's current stream in exchange mode.
+// stream None: the framework's current stream in exchange mode.
 void export_bucket_mixed(const py::list &tensors, const std::vector<EntryRow> &plan, const std::vector<Nvfp4Row> &nvfp4_plan,
                          py::object bucket, int direction, py::object stream, py::object dlpack_stream,
                          const std::string &bucket_name) {
   const MixedHandles h = mixed_handles(tensors);
-  mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
-  o.direction = direction;
   Exchange ex = exchange_for(h.api, h.device, stream, dlpack_stream);
-  o.stream = reinterpret_cast<void *>(ex.stream);
-  const auto entries = entry_structs(plan);
-  const auto nv = nvfp4_entry_structs(nvfp4_plan);
-  with_borrowed(bucket, bucket_name.c_str(), ex, Access::Write, [&](DLTensor *b) {
-    check(mxfp8_export_bucket_mixed(h.mx.data(), h.nv.data(), h.mx.size(), &o, entries.data(), nv.data(), b));
-  });
+  const ShardList whole(std::nullopt, h.tensors.size());
+  BucketTransfer t(h.tensors, direction, whole);
+  t.set_parts(plan, &nvfp4_plan);
+  fill_bucket(t, std::move(bucket), bucket_name, ex);
 }
 
 std::unique_ptr<PreparedExport> prepare_bucket_mixed(const py::list &tensors, const std::vector<EntryRow> &plan,
@@ -1193,8 +1198,18 @@ std::unique_ptr<PreparedExport> prepare_bucket_mixed(const py::list &tensors, co
                                                      int direction, py::object dlpack_stream,
                                                      const std::string &bucket_name) {
   const MixedHandles h = mixed_handles(tensors);
-  return PreparedExport::for_mixed(h.mx, h.nv, entry_structs(plan), nvfp4_entry_structs(nvfp4_plan), h.api, h.device,
-                                   std::move(bucket), direction, std::move(dlpack_stream), bucket_name);
+  return PreparedExport::for_bucket(h.tensors, h.api, h.device, plan, &nvfp4_plan, std::move(bucket), direction,
+                                    std::move(dlpack_stream), bucket_name, std::nullopt);
+}
+
+// PreparedExport.for_bucket over MXFP8 Tensors: shards as bucket_plan takes them.
+std::unique_ptr<PreparedExport> prepare_bucket(const std::vector<Tensor *> &tensors, const std::vector<EntryRow> &plan,
+                                               py::object bucket, int direction, py::object dlpack_stream,
+                                               const std::string &bucket_name,
+                                               const std::optional<std::vector<py::object>> &shards) {
+  if (tensors.empty()) throw py::value_error("tensors is empty: nothing to prepare");
+  return PreparedExport::for_bucket(handles(tensors), tensors[0]->api(), tensors[0]->device(), plan, nullptr,
+                                    std::move(bucket), direction, std::move(dlpack_stream), bucket_name, shards);
 }
 
 }  // namespace
@@ -1248,16 +1263,15 @@ PYBIND11_MODULE(_mxfp8, m) {
   m.def("export_bucket", &export_bucket, py::arg("tensors"), py::arg("plan"), py::arg("bucket"),
         py::arg("direction") = 0, py::arg("stream") = py::none(), py::arg("dlpack_stream") = py::none(),
         py::arg("bucket_name") = "bucket", py::arg("shards") = py::none());
-  py::class_<PreparedExport>(m, "PreparedExport", "A batched export of compact scales, checked once (mxfp8_prepared_export).")
+  py::class_<PreparedExport>(m, "PreparedExport", "A batched export of compact scales, checked once (an mxfp8_plan).")
       .def(py::init<const std::vector<Tensor *> &, const std::vector<py::object> &, int, py::object,
                     const std::optional<std::vector<std::string>> &>(),
            py::arg("tensors"), py::arg("destinations"), py::arg("direction") = 0, py::arg("dlpack_stream") = py::none(),
            py::arg("names") = py::none())
-      .def_static("for_bucket", &PreparedExport::for_bucket, py::arg("tensors"), py::arg("plan"), py::arg("bucket"),
+      .def_static("for_bucket", &prepare_bucket, py::arg("tensors"), py::arg("plan"), py::arg("bucket"),
                   py::arg("direction") = 0, py::arg("dlpack_stream") = py::none(), py::arg("bucket_name") = "bucket",
                   py::arg("shards") = py::none(),
-                  "A bucket fill (values and compact scales, or shards) checked once (mxfp8_prepare_bucket, "
-                  "mxfp8_prepare_bucket_shards).")
+                  "A bucket fill (values and compact scales, or shards) checked once (mxfp8_transfer_prepare).")
       .def("run", &PreparedExport::run, py::arg("stream") = py::none());
   m.def("swizzle_pair", &swizzle_pair, py::arg("source"), py::arg("destination"), py::arg("swizzle"),
         py::arg("stream") = py::none(), py::arg("dlpack_stream") = py::none());
@@ -1324,12 +1338,12 @@ PYBIND11_MODULE(_mxfp8, m) {
       .def("dequantize", &Nvfp4Tensor::dequantize, py::arg("direction"), py::arg("output"),
            py::arg("stream") = py::none(), py::arg("dlpack_stream") = py::none(), py::arg("bfloat16_bits") = false);
   m.def("bucket_plan_mixed", &bucket_plan_mixed, py::arg("tensors"), py::arg("direction") = 0, py::arg("alignment") = 256,
-        "mxfp8_bucket_plan_mixed over Tensor and Nvfp4Tensor handles: (entries, nvfp4_entries, total bytes).");
+        "mxfp8_bucket_parts over Tensor and Nvfp4Tensor handles: (entries, nvfp4_entries, total bytes).");
   m.def("export_bucket_mixed", &export_bucket_mixed, py::arg("tensors"), py::arg("plan"), py::arg("nvfp4_plan"),
         py::arg("bucket"), py::kw_only(), py::arg("direction") = 0, py::arg("stream") = py::none(),
-        py::arg("dlpack_stream") = py::none(), py::arg("bucket_name") = "bucket", "mxfp8_export_bucket_mixed.");
+        py::arg("dlpack_stream") = py::none(), py::arg("bucket_name") = "bucket", "mxfp8_transfer into a bucket of Tensor and Nvfp4Tensor entries.");
   m.def("prepare_bucket_mixed", &prepare_bucket_mixed, py::arg("tensors"), py::arg("plan"), py::arg("nvfp4_plan"),
         py::arg("bucket"), py::kw_only(), py::arg("direction") = 0, py::arg("dlpack_stream") = py::none(),
-        py::arg("bucket_name") = "bucket", "mxfp8_prepare_bucket_mixed, as a PreparedExport.");
+        py::arg("bucket_name") = "bucket", "mxfp8_transfer_prepare of that fill, as a PreparedExport.");
   register_import(m);
 }
