@@ -150,16 +150,18 @@ void convert(TensorView data, TensorView scale_inv, TensorView scales, Optional<
   check(mxfp8_convert(tensor.get(), &options, values_out, mutable_dl_tensor(scales)));
 }
 
-// The tensors of a bucket, described for one call.
+// The tensors of a bucket, described for one call, and the transfer from them (its desc points into the
+// vectors: one per call, never copied).
 struct BucketTensors {
   std::vector<std::unique_ptr<DescribedTensor>> described;
   std::vector<const mxfp8_tensor *> handles;
-  mxfp8_export_options options = MXFP8_EXPORT_OPTIONS_INIT;
-  std::vector<mxfp8_bucket_entry> entries;
+  std::vector<int32_t> directions;
+  mxfp8_transfer_desc desc = MXFP8_TRANSFER_DESC_INIT;  // from the handles to a bucket
+  std::vector<mxfp8_bucket_part> parts;
   uint64_t total_bytes = 0;
 };
 
-// Describes data[i] + scale_inv[i] and plans their bucket (mxfp8_bucket_plan).
+// Describes data[i] + scale_inv[i] and plans their bucket (mxfp8_bucket_parts of a transfer from them).
 void plan_bucket(const Array<Tensor> &data, const Array<Tensor> &scale_inv, const String &fp8_dtype, bool swizzled,
                  const String &direction_name, int64_t alignment, BucketTensors &b) {
   if (data.size() != scale_inv.size())
@@ -168,22 +170,28 @@ void plan_bucket(const Array<Tensor> &data, const Array<Tensor> &scale_inv, cons
   if (alignment < 1)  // the C call takes a uint64: a negative one must not wrap into a power of two
     raise("ValueError", "invalid argument: alignment: expected a power of two >= 1, got " + std::to_string(alignment));
   const int32_t format = fp8_format(fp8_dtype);
-  b.options.direction = direction(direction_name);
+  const int32_t dir = direction(direction_name);
   for (size_t i = 0; i < data.size(); ++i) {
     b.described.push_back(std::make_unique<DescribedTensor>(*data[i].GetDLTensorPtr(), *scale_inv[i].GetDLTensorPtr(),
-                                                            format, swizzled, b.options.direction));
+                                                            format, swizzled, dir));
     b.handles.push_back(b.described.back()->get());
   }
-  b.entries.resize(data.size());
-  check(mxfp8_bucket_plan(b.handles.data(), b.handles.size(), &b.options, static_cast<uint64_t>(alignment),
-                          b.entries.data(), &b.total_bytes));
+  b.directions.assign(data.size(), dir);
+  b.desc.source = MXFP8_TRANSFER_FROM_TENSORS;
+  b.desc.destination = MXFP8_TRANSFER_TO_BUCKET;
+  b.desc.count = b.handles.size();
+  b.desc.tensors = b.handles.data();
+  b.desc.directions = b.directions.data();
+  b.parts.resize(data.size());
+  check(mxfp8_bucket_parts(&b.desc, static_cast<uint64_t>(alignment), b.parts.data(), &b.total_bytes));
+  b.desc.parts_out = b.parts.data();
 }
 
 // The plan as integers: [total_bytes, then per tensor values_offset, values_bytes, scales_offset,
 // scales_bytes], all in bytes from the bucket's first byte.
 Array<int64_t> manifest(const BucketTensors &b) {
   std::vector<int64_t> out{static_cast<int64_t>(b.total_bytes)};
-  for (const mxfp8_bucket_entry &e : b.entries) {
+  for (const mxfp8_bucket_part &e : b.parts) {
     for (uint64_t v : {e.values_offset, e.values_bytes, e.scales_offset, e.scales_bytes})
       out.push_back(static_cast<int64_t>(v));
   }
@@ -201,9 +209,8 @@ Array<int64_t> export_bucket(Array<Tensor> data, Array<Tensor> scale_inv, Tensor
                              bool swizzled, String direction_name, int64_t alignment) {
   BucketTensors b;
   plan_bucket(data, scale_inv, fp8_dtype, swizzled, direction_name, alignment, b);
-  b.options.stream = stream_for(bucket.device());
-  check(mxfp8_export_bucket(b.handles.data(), b.handles.size(), &b.options, b.entries.data(),
-                            mutable_dl_tensor(bucket)));
+  b.desc.bucket_out = mutable_dl_tensor(bucket);
+  check(mxfp8_transfer(&b.desc, stream_for(bucket.device())));
   return manifest(b);
 }
 
@@ -274,7 +281,7 @@ Grouped experts: the Python package's mxfp8.convert(..., num_experts=).)");
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(bucket_plan, mxfp8_tvm_ffi::bucket_plan);
 TVM_FFI_DLL_EXPORT_TYPED_FUNC_DOC(bucket_plan, R"(bucket_plan(data_list, scale_inv_list, fp8_dtype, swizzled, direction, alignment) -> manifest
 
-Where each tensor's values and compact scales go in a bucket (mxfp8_bucket_plan), as integers:
+Where each tensor's values and compact scales go in a bucket (mxfp8_bucket_parts), as integers:
 [total_bytes, then values_offset, values_bytes, scales_offset, scales_bytes for each tensor], in bytes
 from the bucket's first byte, every part at a multiple of `alignment` (a power of two). Touches no
 tensor memory. Every tensor shares fp8_dtype, swizzled and direction (see export_scales).)");
@@ -283,5 +290,5 @@ TVM_FFI_DLL_EXPORT_TYPED_FUNC(export_bucket, mxfp8_tvm_ffi::export_bucket);
 TVM_FFI_DLL_EXPORT_TYPED_FUNC_DOC(export_bucket, R"(export_bucket(data_list, scale_inv_list, bucket, fp8_dtype, swizzled, direction, alignment) -> manifest
 
 Packs every tensor's values and compact scales into `bucket` (contiguous uint8, at least total_bytes,
-on the tensors' device) in one launch (mxfp8_export_bucket); bytes between parts are left as they were.
+on the tensors' device) in one launch (mxfp8_transfer); bytes between parts are left as they were.
 Returns the manifest of bucket_plan.)");
