@@ -2,18 +2,35 @@
 //! handle, one NCCL broadcast, one shared-memory segment), and the manifest a receiver unpacks it with.
 use std::ffi::c_void;
 
-use crate::error::{check, invalid, Error};
+use crate::error::{invalid, Error};
 use crate::import::{check_manifest, raw_entry, Part, RawEntry};
 use crate::memory::{with_byte_tensor, DeviceBytes, HOST};
 use crate::options::{Direction, ExportOptions, Format};
 use crate::shard::{RawShards, Shard};
 use crate::sys;
 use crate::tensor::{compact_scales_shape, Tensor};
+use crate::transfer::Transfer;
+
+/// A bucket entry as the transfer's part (an MXFP8 entry has no amax part).
+pub(crate) fn part_of(e: &BucketEntry) -> sys::mxfp8_bucket_part {
+    sys::mxfp8_bucket_part {
+        values_offset: e.values_offset,
+        values_bytes: e.values_bytes,
+        scales_offset: e.scales_offset,
+        scales_bytes: e.scales_bytes,
+        ..Default::default()
+    }
+}
+
+/// The transfer's part as a bucket entry.
+pub(crate) fn entry_of(p: &sys::mxfp8_bucket_part) -> BucketEntry {
+    BucketEntry { values_offset: p.values_offset, values_bytes: p.values_bytes, scales_offset: p.scales_offset, scales_bytes: p.scales_bytes }
+}
 
 /// Where one tensor's parts sit in a bucket, in bytes from its first byte (`mxfp8_bucket_entry`).
 pub type BucketEntry = sys::mxfp8_bucket_entry;
 
-/// The layout of a bucket for some tensors (`mxfp8_bucket_plan`): tensor i's values at
+/// The layout of a bucket for some tensors (`mxfp8_bucket_parts`): tensor i's values at
 /// `entries()[i].values_offset`, its compact scales right after, every part aligned, in tensor order.
 /// The plan borrows the tensors, so [`fill`](Self::fill) writes exactly the tensors it was made for.
 ///
@@ -48,17 +65,12 @@ impl<'t> BucketPlan<'t> {
     /// of two; 256 suits every consumer's vector loads). Touches no tensor memory.
     pub fn new(tensors: &[&'t Tensor], options: &ExportOptions, alignment: u64) -> Result<Self, Error> {
         let handles: Vec<*const sys::mxfp8_tensor> = tensors.iter().map(|t| t.as_raw()).collect();
-        let mut entries = vec![BucketEntry::default(); tensors.len()];
-        let mut total_bytes = 0u64;
-        let o = options.to_sys();
-        // SAFETY: `handles` and `entries` hold tensors.len() elements each.
-        check(unsafe {
-            sys::mxfp8_bucket_plan(handles.as_ptr(), handles.len(), &o, alignment, entries.as_mut_ptr(), &mut total_bytes)
-        })?;
+        let (parts, total_bytes) = Transfer::from_tensors(&handles, &options.to_sys(), core::ptr::null()).bucket_parts(alignment)?;
+        let entries = parts.iter().map(entry_of).collect();
         Ok(Self { tensors: tensors.to_vec(), options: *options, entries, total_bytes, shards: Vec::new() })
     }
 
-    /// Plans a bucket of shards (`mxfp8_bucket_plan_shards`): entry i holds `shards[i]` of `tensors[i]`
+    /// Plans a bucket of shards (`mxfp8_bucket_parts` with shards): entry i holds `shards[i]` of `tensors[i]`
     /// (one shard per tensor; [`Shard::whole`] for a whole tensor), its values row-major `(rows, cols)`
     /// then its compact scales, so that a trainer sends each rank only its part. The library checks each
     /// shard against its tensor's direction (rowwise: K boundaries multiples of 32 or K; columnwise: row
@@ -70,14 +82,9 @@ impl<'t> BucketPlan<'t> {
         }
         let handles: Vec<*const sys::mxfp8_tensor> = tensors.iter().map(|t| t.as_raw()).collect();
         let raw = RawShards::new(shards);
-        let mut entries = vec![BucketEntry::default(); tensors.len()];
-        let mut total_bytes = 0u64;
-        let o = options.to_sys();
-        // SAFETY: `handles`, the shard pointers and `entries` hold tensors.len() elements each; the shards
-        // are read during the call only.
-        check(unsafe {
-            sys::mxfp8_bucket_plan_shards(handles.as_ptr(), raw.as_ptr(), handles.len(), &o, alignment, entries.as_mut_ptr(), &mut total_bytes)
-        })?;
+        // The shards are read during the call only.
+        let (parts, total_bytes) = Transfer::from_tensors(&handles, &options.to_sys(), raw.as_ptr()).bucket_parts(alignment)?;
+        let entries = parts.iter().map(entry_of).collect();
         Ok(Self { tensors: tensors.to_vec(), options: *options, entries, total_bytes, shards: shards.to_vec() })
     }
 
@@ -115,25 +122,22 @@ impl<'t> BucketPlan<'t> {
     }
 
     unsafe fn fill_raw(&self, bucket: &mut sys::DLTensor) -> Result<(), Error> {
-        let handles: Vec<*const sys::mxfp8_tensor> = self.tensors.iter().map(|t| t.as_raw()).collect();
-        let o = self.options.to_sys();
-        if self.shards.is_empty() {
-            return check(sys::mxfp8_export_bucket(handles.as_ptr(), handles.len(), &o, self.entries.as_ptr(), bucket));
-        }
-        let shards = RawShards::new(&self.shards);
-        check(sys::mxfp8_export_bucket_shards(handles.as_ptr(), shards.as_ptr(), handles.len(), &o, self.entries.as_ptr(), bucket))
+        self.transfer_raw(bucket, None)
     }
 
-    /// Prepares this plan's fill into `bucket` (`mxfp8_prepare_bucket`, or `_shards`); see
-    /// [`PreparedExport`](crate::PreparedExport).
-    pub(crate) unsafe fn prepare_raw(&self, bucket: &mut sys::DLTensor, out: &mut *mut sys::mxfp8_prepared_export) -> Result<(), Error> {
+    /// Fills `bucket` (`mxfp8_transfer` into the planned parts), or with `prepare` prepares the fill
+    /// (`mxfp8_transfer_prepare`; see [`PreparedExport`](crate::PreparedExport)), whose plan keeps the
+    /// bucket's address: the caller keeps it valid.
+    pub(crate) unsafe fn transfer_raw(&self, bucket: &mut sys::DLTensor, prepare: Option<&mut *mut sys::mxfp8_plan>) -> Result<(), Error> {
         let handles: Vec<*const sys::mxfp8_tensor> = self.tensors.iter().map(|t| t.as_raw()).collect();
         let o = self.options.to_sys();
-        if self.shards.is_empty() {
-            return check(sys::mxfp8_prepare_bucket(handles.as_ptr(), handles.len(), &o, self.entries.as_ptr(), bucket, out));
-        }
         let shards = RawShards::new(&self.shards);
-        check(sys::mxfp8_prepare_bucket_shards(handles.as_ptr(), shards.as_ptr(), handles.len(), &o, self.entries.as_ptr(), bucket, out))
+        let shard_ptrs = if self.shards.is_empty() { core::ptr::null() } else { shards.as_ptr() };
+        let t = Transfer::from_tensors(&handles, &o, shard_ptrs).into_bucket(bucket, self.entries.iter().map(part_of).collect());
+        match prepare {
+            None => t.run(o.stream),
+            Some(out) => t.prepare(out),
+        }
     }
 
     /// The manifest a receiver needs, naming the tensors in order (one name per tensor). An entry of a
@@ -245,14 +249,14 @@ impl Manifest {
         })
     }
 
-    /// `mxfp8_bucket_manifest_check` of the entries against a bucket (address, bytes, device).
+    /// `mxfp8_transfer_check` of the bucket of the entries against a bucket (address, bytes, device).
     fn check(&self, bucket: Part) -> Result<(), Error> {
         let raw: Vec<RawEntry<'_>> = self.entries.iter().map(|e| raw_entry(e).with_direction(carried_direction(e))).collect();
         check_manifest(bucket, &raw)
     }
 
     /// Every tensor of a host bucket as views into it, after the library has checked the manifest
-    /// against the bucket (`mxfp8_bucket_manifest_check`: each part of exactly the bytes its shape gives
+    /// against the bucket (`mxfp8_transfer_check` of the bucket: each part of exactly the bytes its shape gives
     /// and inside the bucket, no byte in two parts, `scales_shape` the compact scales of `shape`); its
     /// refusal comes back as the error, with the library's message. The views borrow the bucket, so
     /// they cannot outlive it:

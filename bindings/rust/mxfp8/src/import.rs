@@ -4,11 +4,12 @@
 use core::ffi::c_void;
 
 use crate::bucket::ManifestEntry;
-use crate::error::{check, invalid, Error};
+use crate::error::{invalid, Error};
 use crate::memory::{dl_tensor, with_byte_tensor, DeviceBytes, HOST, UINT8};
 use crate::options::{Direction, ExportOptions, Layout, ScaleFixup, Stream};
 use crate::shard::{RawShards, Shard};
 use crate::sys;
+use crate::transfer::Transfer;
 use crate::tensor::Tensor;
 
 /// One tensor's destination: the engine's parameter bytes, written in place (every byte, padding
@@ -92,9 +93,9 @@ impl Destinations {
         self.structs.len()
     }
 
-    /// The `mxfp8_import_destination` array, valid as long as `self`.
-    pub(crate) fn as_ptr(&self) -> *const sys::mxfp8_import_destination {
-        self.structs.as_ptr()
+    /// One destination per entry, as the transfer reads them.
+    pub(crate) fn structs(&self) -> &[sys::mxfp8_import_destination] {
+        &self.structs
     }
 }
 
@@ -239,16 +240,16 @@ pub(crate) fn raw_entry(e: &ManifestEntry) -> RawEntry<'_> {
     RawEntry::new(&e.shape, e.format.to_raw(), values, scales, &e.scales_shape, Default::default())
 }
 
-/// Asks the library whether `entries` (compact scales) describe `bucket` (`mxfp8_bucket_manifest_check`):
+/// Asks the library whether `entries` (compact scales) describe `bucket` (`mxfp8_transfer_check` of the bucket):
 /// the one set of manifest rules, which the unpacks run before they make a view, so that a view covers
 /// only a part the library accepted.
 pub(crate) fn check_manifest(bucket: Part, entries: &[RawEntry<'_>]) -> Result<(), Error> {
     let fields =
         ManifestFields { direction: Direction::Rowwise, bucket_scales: Layout::Compact, scale_fixup: ScaleFixup::None, shards: None, global_scales: None };
     let m = RawManifest::new(entries, &fields);
-    // SAFETY: the manifest's arrays live in `m` for the call; the check reads the bucket's address and
-    // size, never its bytes.
-    with_byte_tensor(bucket.0, bucket.1, bucket.2, |dl| check(unsafe { sys::mxfp8_bucket_manifest_check(dl, &m.manifest) }))
+    // The manifest's arrays live in `m` for the call; the check reads the bucket's address and size,
+    // never its bytes.
+    with_byte_tensor(bucket.0, bucket.1, bucket.2, |dl| Transfer::from_manifest(dl, &m.manifest).into_nothing().check())
 }
 
 fn raw_manifest(import: &BucketImport<'_>, targets: usize) -> Result<RawManifest, Error> {
@@ -287,7 +288,7 @@ pub fn import_bucket_host(
     import_bucket_host_with(bucket, &BucketImport { bucket_scales, ..BucketImport::new(entries, direction) }, targets)
 }
 
-/// [`import_bucket_host`] with every manifest field (`mxfp8_import_bucket`): a scale fix-up, and
+/// [`import_bucket_host`] with every manifest field (`mxfp8_transfer` from the bucket): a scale fix-up, and
 /// per-entry shards, so that each receiver rank takes its own part of a bucket of whole tensors.
 pub fn import_bucket_host_with(bucket: &[u8], import: &BucketImport<'_>, targets: &mut [ImportTarget<'_>]) -> Result<(), Error> {
     let d = Destinations::host(targets);
@@ -308,7 +309,7 @@ unsafe fn import_bucket_raw(bucket: Part, import: &BucketImport<'_>, d: &Destina
     let m = raw_manifest(import, d.count())?;
     let mut shape = [bucket.1 as i64];
     let dl = dl_tensor(bucket.0, bucket.2, UINT8, &mut shape);
-    check(sys::mxfp8_import_bucket(&dl, &m.manifest, d.structs.as_ptr(), stream.as_raw()))
+    Transfer::from_manifest(&dl, &m.manifest).into_buffers(&d.structs, core::ptr::null(), 0).run(stream.as_raw())
 }
 
 /// The direct path on host memory: direction `options.direction` of `tensors[i]` into `targets[i]`, in
@@ -320,7 +321,7 @@ pub fn import_tensors_host(tensors: &[&Tensor], options: &ExportOptions, targets
     unsafe { import_tensors_raw(tensors, None, options, &d) }
 }
 
-/// The direct path with shards (`mxfp8_import_tensor_shards`): `shards[i]` of `tensors[i]` into
+/// The direct path with shards (`mxfp8_transfer` with `desc.shards`): `shards[i]` of `tensors[i]` into
 /// `targets[i]` ([`Shard::whole`] for a whole tensor), read straight from the stored scales in one pass;
 /// each target has its shard's sizes. Into a compact target any legal shard; into a 128x4 target only
 /// what fills whole tiles (the header's "Resharding"), else [`Status::Unsupported`](crate::Status::Unsupported);
@@ -360,15 +361,22 @@ fn check_counts(tensors: usize, shards: Option<&[Shard]>, targets: usize) -> Res
 }
 
 unsafe fn import_tensors_raw(tensors: &[&Tensor], shards: Option<&[Shard]>, options: &ExportOptions, d: &Destinations) -> Result<(), Error> {
+    tensor_transfer(tensors, shards, options, d, None)
+}
+
+/// The transfer from `tensors` (their `shards`) into `d`, run on the options' stream, or with `prepare`
+/// prepared.
+unsafe fn tensor_transfer(tensors: &[&Tensor], shards: Option<&[Shard]>, options: &ExportOptions, d: &Destinations,
+                          prepare: Option<&mut *mut sys::mxfp8_plan>) -> Result<(), Error> {
     check_counts(tensors.len(), shards, d.count())?;
     let handles: Vec<*const sys::mxfp8_tensor> = tensors.iter().map(|t| t.as_raw()).collect();
     let o = options.to_sys();
-    match shards {
-        None => check(sys::mxfp8_import_tensors(handles.as_ptr(), handles.len(), &o, d.structs.as_ptr())),
-        Some(shards) => {
-            let raw = RawShards::new(shards);
-            check(sys::mxfp8_import_tensor_shards(handles.as_ptr(), raw.as_ptr(), handles.len(), &o, d.structs.as_ptr()))
-        }
+    let raw = RawShards::new(shards.unwrap_or(&[]));
+    let t = Transfer::from_tensors(&handles, &o, if shards.is_some() { raw.as_ptr() } else { core::ptr::null() })
+        .into_buffers(&d.structs, core::ptr::null(), 0);
+    match prepare {
+        None => t.run(o.stream),
+        Some(out) => t.prepare(out),
     }
 }
 
@@ -380,25 +388,14 @@ pub(crate) enum ImportSource<'x> {
 
 /// Prepares an import for [`PreparedExport`](crate::PreparedExport): the checks done once; the library
 /// keeps the addresses of the bucket and the destinations, which the caller must keep valid.
-pub(crate) unsafe fn prepare_import(source: ImportSource<'_>, d: &Destinations, out: &mut *mut sys::mxfp8_prepared_export) -> Result<(), Error> {
+pub(crate) unsafe fn prepare_import(source: ImportSource<'_>, d: &Destinations, out: &mut *mut sys::mxfp8_plan) -> Result<(), Error> {
     match source {
         ImportSource::Bucket(bucket, import) => {
             let m = raw_manifest(import, d.count())?;
             let mut shape = [bucket.1 as i64];
             let dl = dl_tensor(bucket.0, bucket.2, UINT8, &mut shape);
-            check(sys::mxfp8_prepare_import_bucket(&dl, &m.manifest, d.structs.as_ptr(), out))
+            Transfer::from_manifest(&dl, &m.manifest).into_buffers(&d.structs, core::ptr::null(), 0).prepare(out)
         }
-        ImportSource::Tensors(tensors, shards, options) => {
-            check_counts(tensors.len(), shards, d.count())?;
-            let handles: Vec<*const sys::mxfp8_tensor> = tensors.iter().map(|t| t.as_raw()).collect();
-            let o = options.to_sys();
-            match shards {
-                None => check(sys::mxfp8_prepare_import_tensors(handles.as_ptr(), handles.len(), &o, d.structs.as_ptr(), out)),
-                Some(shards) => {
-                    let raw = RawShards::new(shards);
-                    check(sys::mxfp8_prepare_import_tensor_shards(handles.as_ptr(), raw.as_ptr(), handles.len(), &o, d.structs.as_ptr(), out))
-                }
-            }
-        }
+        ImportSource::Tensors(tensors, shards, options) => tensor_transfer(tensors, shards, options, d, Some(out)),
     }
 }

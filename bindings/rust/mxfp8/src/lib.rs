@@ -35,16 +35,11 @@
 //! | `mxfp8_tensor_create` / `_release` | [`TensorBuilder`] -> [`Tensor`] (drop releases) |
 //! | `mxfp8_export_components` | [`Tensor::export`] -> [`Components`] |
 //! | `mxfp8_export_scales_batched` | [`export_scales_batched`] (host slices), [`export_scales_batched_device`] |
-//! | `mxfp8_bucket_plan` / `mxfp8_export_bucket` | [`BucketPlan::new`], [`BucketPlan::fill`] / [`fill_device`](BucketPlan::fill_device), [`BucketPlan::manifest`] -> [`Manifest::unpack`] |
-//! | `mxfp8_bucket_manifest_check` | run by [`Manifest::unpack`] / [`unpack_device`](Manifest::unpack_device) and [`MixedManifest::unpack`] before they make a view |
-//! | `mxfp8_prepare_scales_batched` / `mxfp8_prepare_bucket` / `mxfp8_prepared_export_run` | [`PreparedExport::scales_batched`] (and `_device`), [`PreparedExport::bucket`] (and `_device`), [`PreparedExport::run`] |
-//! | `mxfp8_import_bucket` / `mxfp8_import_tensors` | [`import_bucket_host`], [`import_bucket_host_with`] ([`BucketImport`]: fix-up, shards), [`import_bucket_device`]; [`import_tensors_host`], [`import_tensors_device`] |
-//! | `mxfp8_prepare_import_bucket` / `mxfp8_prepare_import_tensors` | [`PreparedExport::import_bucket`] (and `_device`), [`PreparedExport::import_tensors`] (and `_device`) |
+//! | `mxfp8_transfer` / `mxfp8_transfer_check` / `mxfp8_transfer_prepare` / `mxfp8_plan_run` / `mxfp8_bucket_parts` (one `mxfp8_transfer_desc`: from tensors or a bucket, to a bucket, buffers or a check) | buckets: [`BucketPlan::new`], [`BucketPlan::fill`] / [`fill_device`](BucketPlan::fill_device), [`BucketPlan::manifest`] -> [`Manifest::unpack`] (checked by the library before it makes a view); imports: [`import_bucket_host`], [`import_bucket_host_with`] ([`BucketImport`]: fix-up, shards), [`import_bucket_device`], [`import_tensors_host`], [`import_tensors_device`]; prepared: [`PreparedExport::scales_batched`] (and `_device`), [`PreparedExport::bucket`], [`PreparedExport::import_bucket`], [`PreparedExport::import_tensors`] (and `_device`), [`PreparedExport::run`] |
 //! | `mxfp8_grouped_*` | [`GroupedBuilder`] -> [`GroupedTensor::expert`], [`GroupedTensor::export_stacked`], [`GroupedTensor::export_experts`] |
 //! | `mxfp8_convert` / `mxfp8_convert_grouped` / `mxfp8_layout_bytes` | [`Tensor::convert_into`] / [`convert_device`](Tensor::convert_device), [`GroupedTensor::convert_into`] / [`convert_device`](GroupedTensor::convert_device), [`layout_bytes`] ([`ConvertOptions`], [`Layout`], [`ScaleFixup`]) |
 //! | `mxfp8_export_shard` | [`Tensor::export_shard`] ([`Shard`]) |
-//! | `mxfp8_bucket_plan_shards` / `mxfp8_export_bucket_shards` / `mxfp8_prepare_bucket_shards` | [`BucketPlan::with_shards`], then `fill`, `fill_device`, [`PreparedExport::bucket`] |
-//! | `mxfp8_import_tensor_shards` / `mxfp8_prepare_import_tensor_shards` | [`import_tensor_shards_host`], [`import_tensor_shards_device`], [`PreparedExport::import_tensor_shards`] (and `import_tensors_device` with shards) |
+//! | the transfer with shards (`desc.shards`) | [`BucketPlan::with_shards`], then `fill`, `fill_device`, [`PreparedExport::bucket`]; [`import_tensor_shards_host`], [`import_tensor_shards_device`], [`PreparedExport::import_tensor_shards`] (and `import_tensors_device` with shards) |
 //! | `mxfp8_swizzle_scales` / `mxfp8_unswizzle_scales` | [`swizzle_scales_host`], [`swizzle_scales_into`], [`swizzle_scales_device`] (and `unswizzle_*`) |
 //! | `mxfp8_quantize` | [`quantize_host`], [`quantize_host_both`], [`quantize_raw`] |
 //! | `mxfp8_quantize_into` | [`quantize_into`] (host slices), [`quantize_into_device`] |
@@ -54,9 +49,9 @@
 //! | `mxfp8_nvfp4_dequantize` | [`Nvfp4Tensor::dequantize_host`], [`Nvfp4Tensor::dequantize_into`], [`Nvfp4Tensor::dequantize_into_device`] |
 //! | `mxfp8_nvfp4_quantize_into` | [`nvfp4_quantize_into`], [`nvfp4_quantize_into_device`] ([`Nvfp4QuantizeOptions`]) |
 //! | `mxfp8_nvfp4_quantize_fused_into` | [`nvfp4_quantize_fused_into`], [`nvfp4_quantize_fused_into_device`] |
-//! | `mxfp8_bucket_plan_mixed` / `mxfp8_export_bucket_mixed` / `mxfp8_prepare_bucket_mixed` | [`MixedBucketPlan::new`] ([`MixedTensor`]: MXFP8 or NVFP4; [`Nvfp4BucketEntry`]), [`MixedBucketPlan::fill`] / [`fill_device`](MixedBucketPlan::fill_device), [`PreparedExport::bucket_mixed`] (and `_device`) |
-//! | `mxfp8_import_bucket` / `mxfp8_prepare_import_bucket` with NVFP4 entries (`mxfp8_bucket_manifest.nvfp4_entries`, `global_scales`) | [`MixedBucketPlan::manifest`] -> [`MixedManifest`] ([`MixedManifestEntry`], [`Nvfp4ManifestEntry`]) -> [`MixedManifest::unpack`] ([`MixedBucketView`], [`Nvfp4BucketView`]); [`import_bucket_mixed_host`] ([`MixedBucketImport`]), [`import_bucket_mixed_device`], [`PreparedExport::import_bucket_mixed`] (and `_device`) |
-//! | `mxfp8_import_tensors_mixed` / `mxfp8_prepare_import_tensors_mixed` | [`import_tensors_mixed_host`] ([`MixedImportTarget`], [`Nvfp4ImportTarget`]), [`import_tensors_mixed_device`] ([`DeviceMixedImportTarget`]), [`PreparedExport::import_tensors_mixed`] (and `_device`) |
+//! | the transfer with NVFP4 entries (handles of either format) | [`MixedBucketPlan::new`] ([`MixedTensor`]: MXFP8 or NVFP4; [`Nvfp4BucketEntry`]), [`MixedBucketPlan::fill`] / [`fill_device`](MixedBucketPlan::fill_device), [`PreparedExport::bucket_mixed`] (and `_device`) |
+//! | the transfer from a bucket with NVFP4 entries (their amax parts, `e4m3_maxes`, `global_scales`) | [`MixedBucketPlan::manifest`] -> [`MixedManifest`] ([`MixedManifestEntry`], [`Nvfp4ManifestEntry`]) -> [`MixedManifest::unpack`] ([`MixedBucketView`], [`Nvfp4BucketView`]); [`import_bucket_mixed_host`] ([`MixedBucketImport`]), [`import_bucket_mixed_device`], [`PreparedExport::import_bucket_mixed`] (and `_device`) |
+//! | the transfer from NVFP4 tensors into buffers | [`import_tensors_mixed_host`] ([`MixedImportTarget`], [`Nvfp4ImportTarget`]), [`import_tensors_mixed_device`] ([`DeviceMixedImportTarget`]), [`PreparedExport::import_tensors_mixed`] (and `_device`) |
 //! | `mxfp8_version`, `mxfp8_status_string`, `mxfp8_last_error` | [`version`], [`Status`], [`Error`] |
 //!
 //! Not offered safely: the option structs' `allocator` callbacks (outputs are allocated by the
@@ -90,6 +85,7 @@ mod quantize;
 mod shard;
 mod swizzle;
 mod tensor;
+mod transfer;
 
 pub use bucket::{BucketEntry, BucketPlan, BucketView, DeviceBucketView, Manifest, ManifestEntry};
 pub use convert::{layout_bytes, ConvertOptions};

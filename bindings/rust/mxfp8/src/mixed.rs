@@ -4,17 +4,18 @@
 use std::ffi::c_void;
 use std::ptr;
 
-use crate::bucket::{BucketEntry, BucketView, ManifestEntry};
-use crate::error::{check, invalid, Error};
+use crate::bucket::{entry_of, part_of, BucketEntry, BucketView, ManifestEntry};
+use crate::error::{invalid, Error};
 use crate::import::{check_manifest, raw_entry, DeviceImportTarget, Destinations, ImportTarget, ManifestFields, Part, RawEntry, RawManifest};
 use crate::memory::{dl_tensor, with_byte_tensor, DeviceBytes, FLOAT32, HOST};
 use crate::nvfp4::{float32_elements, GlobalScale, Nvfp4Tensor};
 use crate::options::{Direction, ExportOptions, Layout, ScaleFixup, Stream};
 use crate::sys;
 use crate::tensor::{compact_scales_shape, Tensor};
+use crate::transfer::Transfer;
 
 /// One entry of a mixed bucket or import: an MXFP8 [`Tensor`] or an NVFP4 [`Nvfp4Tensor`], borrowed
-/// for as long as the plan or call that holds it (`mxfp8_bucket_plan_mixed`'s `tensors[i]` or
+/// for as long as the plan or call that holds it (`mxfp8_bucket_parts`' `desc.tensors[i]` or
 /// `nvfp4_tensors[i]`). More kinds may come, so a `match` on it needs a `_` arm.
 #[derive(Copy, Clone, Debug)]
 #[non_exhaustive]
@@ -50,8 +51,10 @@ impl Handles {
         Self { mxfp8, nvfp4 }
     }
 
-    fn count(&self) -> usize {
-        self.mxfp8.len()
+    /// One handle per entry, either format (an NVFP4 handle is an `mxfp8_tensor` of format NVFP4 to the
+    /// transfer).
+    fn either(&self) -> Vec<*const sys::mxfp8_tensor> {
+        self.mxfp8.iter().zip(&self.nvfp4).map(|(m, n)| if m.is_null() { *n as *const sys::mxfp8_tensor } else { *m }).collect()
     }
 }
 
@@ -59,7 +62,7 @@ impl Handles {
 /// (`mxfp8_bucket_nvfp4_entry`); all zero for an MXFP8 entry.
 pub type Nvfp4BucketEntry = sys::mxfp8_bucket_nvfp4_entry;
 
-/// The layout of a bucket of MXFP8 and NVFP4 tensors (`mxfp8_bucket_plan_mixed`). Entry i is
+/// The layout of a bucket of MXFP8 and NVFP4 tensors (`mxfp8_bucket_parts`). Entry i is
 /// `tensors[i]`, its parts in bucket order, each at a multiple of the alignment:
 /// - MXFP8: values then compact E8M0 scales, as [`BucketPlan`](crate::BucketPlan) plans them
 ///   ([`entries`](Self::entries));
@@ -113,24 +116,17 @@ impl<'t> MixedBucketPlan<'t> {
     /// MXFP8 entries only (NVFP4 scales travel as stored). All tensors live on one device. Touches no
     /// tensor memory.
     pub fn new(tensors: &[MixedTensor<'t>], options: &ExportOptions, alignment: u64) -> Result<Self, Error> {
-        let handles = Handles::new(tensors);
-        let mut entries = vec![BucketEntry::default(); tensors.len()];
-        let mut nvfp4_entries = vec![Nvfp4BucketEntry::default(); tensors.len()];
-        let mut total_bytes = 0u64;
-        let o = options.to_sys();
-        // SAFETY: both handle arrays and both entry arrays hold tensors.len() elements each.
-        check(unsafe {
-            sys::mxfp8_bucket_plan_mixed(
-                handles.mxfp8.as_ptr(),
-                handles.nvfp4.as_ptr(),
-                handles.count(),
-                &o,
-                alignment,
-                entries.as_mut_ptr(),
-                nvfp4_entries.as_mut_ptr(),
-                &mut total_bytes,
-            )
-        })?;
+        let handles = Handles::new(tensors).either();
+        let (parts, total_bytes) = Transfer::from_tensors(&handles, &options.to_sys(), ptr::null()).bucket_parts(alignment)?;
+        let entries = parts.iter().map(entry_of).collect();
+        let nvfp4_entries = parts
+            .iter()
+            .zip(tensors)
+            .map(|(p, t)| match t {
+                MixedTensor::Nvfp4(t) => Nvfp4BucketEntry { amax_offset: p.amax_offset, amax_bytes: p.amax_bytes, e4m3_max: t.e4m3_max(), reserved: 0 },
+                MixedTensor::Mxfp8(_) => Nvfp4BucketEntry::default(),
+            })
+            .collect();
         Ok(Self { tensors: tensors.to_vec(), options: *options, entries, nvfp4_entries, total_bytes })
     }
 
@@ -201,7 +197,7 @@ impl<'t> MixedBucketPlan<'t> {
     }
 
     /// Fills a host bucket (at least [`total_bytes`](Self::total_bytes) long,
-    /// `mxfp8_export_bucket_mixed`): MXFP8 entries as [`BucketPlan::fill`](crate::BucketPlan::fill)
+    /// `mxfp8_transfer` into the bucket): MXFP8 entries as [`BucketPlan::fill`](crate::BucketPlan::fill)
     /// fills them; NVFP4 values and amax copied, E4M3 scales cropped or unswizzled into place. Everything
     /// is checked before anything is written; bytes between parts are left as they were.
     pub fn fill(&self, bucket: &mut [u8]) -> Result<(), Error> {
@@ -216,17 +212,22 @@ impl<'t> MixedBucketPlan<'t> {
         with_byte_tensor(bucket.as_ptr(), bucket.len(), bucket.device(), |t| unsafe { self.export_raw(t, None) })
     }
 
-    /// Fills `bucket`, or with `prepare` prepares the fill (`mxfp8_prepare_bucket_mixed`, see
+    /// Fills `bucket`, or with `prepare` prepares the fill (`mxfp8_transfer_prepare`, see
     /// [`PreparedExport`](crate::PreparedExport)), whose plan keeps the bucket's address: the caller keeps
     /// it valid.
-    pub(crate) unsafe fn export_raw(&self, bucket: &mut sys::DLTensor, prepare: Option<&mut *mut sys::mxfp8_prepared_export>) -> Result<(), Error> {
-        let handles = Handles::new(&self.tensors);
+    pub(crate) unsafe fn export_raw(&self, bucket: &mut sys::DLTensor, prepare: Option<&mut *mut sys::mxfp8_plan>) -> Result<(), Error> {
+        let handles = Handles::new(&self.tensors).either();
         let o = self.options.to_sys();
-        let (mxfp8, nvfp4, count) = (handles.mxfp8.as_ptr(), handles.nvfp4.as_ptr(), handles.count());
-        let (entries, nvfp4_entries) = (self.entries.as_ptr(), self.nvfp4_entries.as_ptr());
+        let parts = self
+            .entries
+            .iter()
+            .zip(&self.nvfp4_entries)
+            .map(|(e, n)| sys::mxfp8_bucket_part { amax_offset: n.amax_offset, amax_bytes: n.amax_bytes, ..part_of(e) })
+            .collect();
+        let t = Transfer::from_tensors(&handles, &o, ptr::null()).into_bucket(bucket, parts);
         match prepare {
-            None => check(sys::mxfp8_export_bucket_mixed(mxfp8, nvfp4, count, &o, entries, nvfp4_entries, bucket)),
-            Some(out) => check(sys::mxfp8_prepare_bucket_mixed(mxfp8, nvfp4, count, &o, entries, nvfp4_entries, bucket, out)),
+            None => t.run(o.stream),
+            Some(out) => t.prepare(out),
         }
     }
 }
@@ -284,7 +285,7 @@ pub enum DeviceMixedImportTarget {
     Nvfp4(DeviceNvfp4ImportTarget),
 }
 
-/// The destinations and global scales as `mxfp8_import_tensors_mixed` takes them; the DLTensors point
+/// The destinations and global scales as the transfer's destination arrays take them; the DLTensors point
 /// into the owned arrays, which live as long as this does.
 pub(crate) struct MixedDestinations {
     destinations: Destinations,
@@ -366,7 +367,7 @@ impl MixedDestinations {
     }
 }
 
-/// The direct path with NVFP4 tensors on host memory (`mxfp8_import_tensors_mixed`): direction
+/// The direct path with NVFP4 tensors on host memory (`mxfp8_transfer` from tensors): direction
 /// `options.direction` of `tensors[i]` into `targets[i]`, in one pass. An MXFP8 entry is imported as
 /// [`import_tensors_host`](crate::import_tensors_host) imports it (the options' scale fix-up applies to
 /// it only); an NVFP4 entry's stored matrix is read straight from its storage: values copied, E4M3 scales
@@ -400,26 +401,27 @@ pub fn import_tensors_mixed_device(
     unsafe { import_tensors_mixed_raw(tensors, options, global_scale, &d, None) }
 }
 
-/// The import, or with `prepare` its prepared form (`mxfp8_prepare_import_tensors_mixed`), whose plan
+/// The import, or with `prepare` its prepared form (`mxfp8_transfer_prepare`), whose plan
 /// keeps the destinations' and global scales' addresses: the caller keeps them valid.
 pub(crate) unsafe fn import_tensors_mixed_raw(
     tensors: &[MixedTensor<'_>],
     options: &ExportOptions,
     global_scale: GlobalScale,
     d: &MixedDestinations,
-    prepare: Option<&mut *mut sys::mxfp8_prepared_export>,
+    prepare: Option<&mut *mut sys::mxfp8_plan>,
 ) -> Result<(), Error> {
     d.check_kinds(tensors.iter().map(|t| matches!(t, MixedTensor::Nvfp4(_))), "tensor", "tensors")?;
-    let handles = Handles::new(tensors);
+    let handles = Handles::new(tensors).either();
     let o = options.to_sys();
-    let (destinations, globals) = (d.destinations.as_ptr(), d.global_ptrs.as_ptr());
-    let (mxfp8, nvfp4, count, convention) = (handles.mxfp8.as_ptr(), handles.nvfp4.as_ptr(), handles.count(), global_scale.to_raw());
-    let whole = ptr::null(); // every tensor whole: the safe crate takes NVFP4 shards through import_bucket
+    // Every tensor whole: the safe crate takes NVFP4 shards through import_bucket.
+    let t = Transfer::from_tensors(&handles, &o, ptr::null()).into_buffers(
+        d.destinations.structs(),
+        d.global_ptrs.as_ptr(),
+        global_scale.to_raw(),
+    );
     match prepare {
-        None => check(sys::mxfp8_import_tensors_mixed(mxfp8, nvfp4, whole, count, &o, destinations, globals, convention)),
-        Some(out) => check(sys::mxfp8_prepare_import_tensors_mixed(
-            mxfp8, nvfp4, whole, count, &o, destinations, globals, convention, out,
-        )),
+        None => t.run(o.stream),
+        Some(out) => t.prepare(out),
     }
 }
 
@@ -571,7 +573,7 @@ impl MixedManifest {
     }
 
     /// Every tensor of a host bucket as views into it, after the library has checked the manifest
-    /// against the bucket (`mxfp8_bucket_manifest_check`: each part of exactly the bytes its shape gives
+    /// against the bucket (`mxfp8_transfer_check` of the bucket: each part of exactly the bytes its shape gives
     /// and inside the bucket, no byte in two parts, `scales_shape` the compact scales of the stored
     /// matrix, an NVFP4 entry's amax at a multiple of 4 and its `e4m3_max` 448 or 256); its refusal
     /// comes back as the error, with the library's message. The views borrow the bucket, so they cannot
@@ -637,7 +639,7 @@ impl<'m> MixedBucketImport<'m> {
 }
 
 /// Writes every tensor of a host bucket of MXFP8 and NVFP4 tensors into `targets[i]` (one per manifest
-/// entry, in order, of the entry's kind) with `mxfp8_import_bucket`: an MXFP8 entry as
+/// entry, in order, of the entry's kind) with `mxfp8_transfer` from the bucket: an MXFP8 entry as
 /// [`import_bucket_host_with`](crate::import_bucket_host_with) writes it; an NVFP4 entry's values
 /// copied, its E4M3 scales moved into the target's layout (compact or 128x4), and each amax written to
 /// the target's `global_scale` in the import's convention, bit for bit what
@@ -662,14 +664,14 @@ pub fn import_bucket_mixed_device(
     unsafe { import_bucket_mixed_raw((bucket.as_ptr() as *const c_void, bucket.len(), bucket.device()), import, &d, stream, None) }
 }
 
-/// The import of a bucket, or with `prepare` its prepared form (`mxfp8_prepare_import_bucket`), whose
+/// The import of a bucket, or with `prepare` its prepared form (`mxfp8_transfer_prepare`), whose
 /// plan keeps the bucket's, destinations' and global scales' addresses: the caller keeps them valid.
 pub(crate) unsafe fn import_bucket_mixed_raw(
     bucket: Part,
     import: &MixedBucketImport<'_>,
     d: &MixedDestinations,
     stream: Stream,
-    prepare: Option<&mut *mut sys::mxfp8_prepared_export>,
+    prepare: Option<&mut *mut sys::mxfp8_plan>,
 ) -> Result<(), Error> {
     d.check_kinds(import.entries.iter().map(MixedManifestEntry::is_nvfp4), "manifest entry", "manifest entries")?;
     let raw: Vec<RawEntry<'_>> = import.entries.iter().map(MixedManifestEntry::raw).collect();
@@ -681,8 +683,12 @@ pub(crate) unsafe fn import_bucket_mixed_raw(
         global_scales: Some((d.global_ptrs.as_ptr(), import.global_scale.to_raw())),
     };
     let m = RawManifest::new(&raw, &fields);
-    with_byte_tensor(bucket.0, bucket.1, bucket.2, |dl| match prepare {
-        None => check(sys::mxfp8_import_bucket(dl, &m.manifest, d.destinations.as_ptr(), stream.as_raw())),
-        Some(out) => check(sys::mxfp8_prepare_import_bucket(dl, &m.manifest, d.destinations.as_ptr(), out)),
+    with_byte_tensor(bucket.0, bucket.1, bucket.2, |dl| {
+        // The global scales and their convention travel in the manifest (its fields above).
+        let t = Transfer::from_manifest(dl, &m.manifest).into_buffers(d.destinations.structs(), ptr::null(), 0);
+        match prepare {
+            None => t.run(stream.as_raw()),
+            Some(out) => t.prepare(out),
+        }
     })
 }

@@ -17,8 +17,9 @@ use crate::options::{ExportOptions, Stream};
 use crate::shard::Shard;
 use crate::sys;
 use crate::tensor::Tensor;
+use crate::transfer::Transfer;
 
-/// `mxfp8_prepared_export`: the checks of a batched export done once, its work kept. Each
+/// An `mxfp8_plan`: the checks of a batched export, bucket fill or import done once, its work kept. Each
 /// [`run`](PreparedExport::run) is one launch with no check, no allocation and no synchronization, so it
 /// can be captured in a CUDA graph. The plan holds a reference on every tensor; the destinations stay
 /// borrowed (host slices) or promised (device memory) for the plan's lifetime `'a`.
@@ -30,7 +31,7 @@ use crate::tensor::Tensor;
 /// sync::<mxfp8::PreparedExport<'static>>();
 /// ```
 pub struct PreparedExport<'a> {
-    raw: NonNull<sys::mxfp8_prepared_export>,
+    raw: NonNull<sys::mxfp8_plan>,
     _destinations: PhantomData<&'a mut [u8]>,
 }
 
@@ -72,14 +73,17 @@ impl<'a> PreparedExport<'a> {
         let mut dls: Vec<sys::DLTensor> = buffers.iter().zip(&mut shapes).map(|((p, _), s)| dl_tensor(*p, device, UINT8, s)).collect();
         let ptrs: Vec<*mut sys::DLTensor> = dls.iter_mut().map(|d| d as *mut _).collect();
         let handles: Vec<*const sys::mxfp8_tensor> = tensors.iter().map(|t| t.as_raw()).collect();
-        let o = options.to_sys();
+        let mut t = Transfer::from_tensors(&handles, &options.to_sys(), core::ptr::null());
+        // Scales only: the transfer's destination buffers without a values array.
+        t.desc.destination = sys::MXFP8_TRANSFER_TO_BUFFERS;
+        t.desc.scales = ptrs.as_ptr();
         let mut raw = core::ptr::null_mut();
         // The library copies what it keeps (the jobs hold addresses, not the DLTensors).
-        check(sys::mxfp8_prepare_scales_batched(handles.as_ptr(), ptrs.as_ptr(), handles.len(), &o, &mut raw))?;
-        Ok(Self { raw: NonNull::new(raw).expect("mxfp8_prepare_scales_batched returned OK and NULL"), _destinations: PhantomData })
+        t.prepare(&mut raw)?;
+        Ok(Self::from_raw(raw))
     }
 
-    /// Prepares `plan`'s [`fill`](BucketPlan::fill) (`mxfp8_prepare_bucket`, or `_shards` for a plan of
+    /// Prepares `plan`'s [`fill`](BucketPlan::fill) (`mxfp8_transfer_prepare`, with the shards for a plan of
     /// shards) into a host bucket, which stays borrowed until the plan is dropped: every run fills it
     /// again from the tensors' current bytes. The plan cannot outlive the bucket:
     ///
@@ -94,17 +98,17 @@ impl<'a> PreparedExport<'a> {
     /// ```
     pub fn bucket(plan: &BucketPlan<'_>, bucket: &'a mut [u8]) -> Result<Self, Error> {
         // SAFETY: the bucket is exclusively borrowed for 'a, as long as the plan can run.
-        unsafe { Self::prepare_bucket((bucket.as_mut_ptr() as *const c_void, bucket.len(), HOST), |t, out| plan.prepare_raw(t, out)) }
+        unsafe { Self::prepare_bucket((bucket.as_mut_ptr() as *const c_void, bucket.len(), HOST), |t, out| plan.transfer_raw(t, Some(out))) }
     }
 
     /// Prepares `plan`'s [`fill_device`](BucketPlan::fill_device). The [`DeviceBytes`] promise extends
     /// to every run of the plan.
     pub fn bucket_device(plan: &BucketPlan<'_>, bucket: DeviceBytes) -> Result<Self, Error> {
         // SAFETY: DeviceBytes' constructor promised the memory for the work queued on it.
-        unsafe { Self::prepare_bucket((bucket.as_ptr(), bucket.len(), bucket.device()), |t, out| plan.prepare_raw(t, out)) }
+        unsafe { Self::prepare_bucket((bucket.as_ptr(), bucket.len(), bucket.device()), |t, out| plan.transfer_raw(t, Some(out))) }
     }
 
-    /// Prepares `plan`'s [`fill`](MixedBucketPlan::fill) (`mxfp8_prepare_bucket_mixed`) into a host
+    /// Prepares `plan`'s [`fill`](MixedBucketPlan::fill) (`mxfp8_transfer_prepare`) into a host
     /// bucket, which stays borrowed until the prepared export is dropped: every run fills it again from
     /// the tensors' current bytes, MXFP8 and NVFP4 entries in one launch. It holds a reference on every
     /// tensor of both kinds, so it may outlive `plan`, but not the bucket:
@@ -134,14 +138,14 @@ impl<'a> PreparedExport<'a> {
     /// every run.
     unsafe fn prepare_bucket(
         bucket: (*const c_void, usize, sys::DLDevice),
-        prepare: impl FnOnce(&mut sys::DLTensor, &mut *mut sys::mxfp8_prepared_export) -> Result<(), Error>,
+        prepare: impl FnOnce(&mut sys::DLTensor, &mut *mut sys::mxfp8_plan) -> Result<(), Error>,
     ) -> Result<Self, Error> {
         let mut raw = core::ptr::null_mut();
         with_byte_tensor(bucket.0, bucket.1, bucket.2, |t| prepare(t, &mut raw))?;
         Ok(Self::from_raw(raw))
     }
 
-    /// Prepares [`import_bucket_host_with`](crate::import_bucket_host_with) (`mxfp8_prepare_import_bucket`):
+    /// Prepares [`import_bucket_host_with`](crate::import_bucket_host_with) (`mxfp8_transfer_prepare`):
     /// the bucket (read at every run) and the targets (written at every run) stay borrowed until the plan
     /// is dropped. The manifest is not kept.
     pub fn import_bucket(bucket: &'a [u8], import: &BucketImport<'_>, targets: &'a mut [ImportTarget<'a>]) -> Result<Self, Error> {
@@ -160,7 +164,7 @@ impl<'a> PreparedExport<'a> {
         unsafe { Self::prepare_import(source, &d) }
     }
 
-    /// Prepares [`import_tensors_host`](crate::import_tensors_host) (`mxfp8_prepare_import_tensors`); the
+    /// Prepares [`import_tensors_host`](crate::import_tensors_host) (`mxfp8_transfer_prepare`); the
     /// plan holds a reference on every tensor, and the targets stay borrowed until it is dropped.
     pub fn import_tensors(tensors: &[&Tensor], options: &ExportOptions, targets: &'a mut [ImportTarget<'a>]) -> Result<Self, Error> {
         let d = Destinations::host(targets);
@@ -169,7 +173,7 @@ impl<'a> PreparedExport<'a> {
     }
 
     /// Prepares [`import_tensor_shards_host`](crate::import_tensor_shards_host)
-    /// (`mxfp8_prepare_import_tensor_shards`), as [`import_tensors`](Self::import_tensors).
+    /// (`mxfp8_transfer_prepare` with `desc.shards`), as [`import_tensors`](Self::import_tensors).
     pub fn import_tensor_shards(
         tensors: &[&Tensor],
         shards: &[Shard],
@@ -196,7 +200,7 @@ impl<'a> PreparedExport<'a> {
     }
 
     /// Prepares [`import_tensors_mixed_host`](crate::import_tensors_mixed_host)
-    /// (`mxfp8_prepare_import_tensors_mixed`): the plan holds a reference on every tensor of both kinds,
+    /// (`mxfp8_transfer_prepare`): the plan holds a reference on every tensor of both kinds,
     /// and the targets (global scales included) stay borrowed until it is dropped; every run writes them
     /// again from the tensors' current bytes.
     ///
@@ -237,7 +241,7 @@ impl<'a> PreparedExport<'a> {
     }
 
     /// Prepares [`import_bucket_mixed_host`](crate::import_bucket_mixed_host)
-    /// (`mxfp8_prepare_import_bucket` with NVFP4 entries): the bucket (read at every run) and the targets
+    /// (`mxfp8_transfer_prepare` from a bucket with NVFP4 entries): the bucket (read at every run) and the targets
     /// (global scales included, written at every run) stay borrowed until the plan is dropped. The
     /// manifest is not kept.
     pub fn import_bucket_mixed(bucket: &'a [u8], import: &MixedBucketImport<'_>, targets: &'a mut [MixedImportTarget<'a>]) -> Result<Self, Error> {
@@ -266,20 +270,20 @@ impl<'a> PreparedExport<'a> {
         Ok(Self::from_raw(raw))
     }
 
-    fn from_raw(raw: *mut sys::mxfp8_prepared_export) -> Self {
+    fn from_raw(raw: *mut sys::mxfp8_plan) -> Self {
         Self { raw: NonNull::new(raw).expect("a prepare call returned OK and NULL"), _destinations: PhantomData }
     }
 
     /// Runs the export on `stream` (ignored for host memory, where the run is done on return).
     pub fn run(&self, stream: Stream) -> Result<(), Error> {
         // SAFETY: the plan is live; the stream's validity is Stream::from_raw's promise.
-        check(unsafe { sys::mxfp8_prepared_export_run(self.raw.as_ptr(), stream.as_raw()) })
+        check(unsafe { sys::mxfp8_plan_run(self.raw.as_ptr(), stream.as_raw()) })
     }
 }
 
 impl Drop for PreparedExport<'_> {
     fn drop(&mut self) {
         // SAFETY: the plan is live and dropped once.
-        unsafe { sys::mxfp8_prepared_export_release(self.raw.as_ptr()) }
+        unsafe { sys::mxfp8_plan_release(self.raw.as_ptr()) }
     }
 }

@@ -150,7 +150,7 @@ fn bucket_errors_carry_the_librarys_message() {
     let mut short = vec![POISON; plan.total_bytes() as usize - 1];
     let err = plan.fill(&mut short).unwrap_err();
     assert_eq!(err.status, Status::InvalidArgument);
-    assert!(err.message.contains("entries[1]") && err.message.contains(&format!("a bucket of {} bytes", short.len())), "{err}");
+    assert!(err.message.contains("desc.parts_out[1]") && err.message.contains(&format!("a bucket of {} bytes", short.len())), "{err}");
     assert!(short.iter().all(|&b| b == POISON));
 
     let err = BucketPlan::new(&tensors, &ExportOptions::new().direction(Direction::Columnwise), 256).unwrap_err();
@@ -168,12 +168,12 @@ fn unpack_checks_every_entry_against_the_bucket() {
 
     let err = good.unpack(&bucket[..bucket.len() - 1]).unwrap_err();
     assert_eq!(err.status, Status::InvalidArgument);
-    assert!(err.message.contains("manifest.entries[0]: its 200 bytes of scales at byte 4864 run past the end of a bucket of 5063 bytes"), "{err}");
+    assert!(err.message.contains("desc.parts_in[0]: its 200 bytes of scales at byte 4864 run past the end of a bucket of 5063 bytes"), "{err}");
 
     let mut bad = good.clone();
     bad.entries[0].shape = vec![100, 47];
     let err = bad.unpack(&bucket).unwrap_err();
-    assert!(err.message.contains("manifest.entries[0] gives 4800 bytes of values, its shape and row-major layout give 4700"), "{err}");
+    assert!(err.message.contains("desc.parts_in[0] gives 4800 bytes of values, its shape and row-major layout give 4700"), "{err}");
 
     let mut bad = good.clone();
     bad.entries[0].values_offset = u64::MAX - 10;

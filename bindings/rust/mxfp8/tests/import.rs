@@ -91,7 +91,7 @@ fn a_bucket_imports_into_each_tensors_own_layout() {
                                  &mut [ImportTarget { values: &mut v, scales: &mut s, layout: Layout::Compact }])
         .unwrap_err();
     assert_eq!(err.status, Status::InvalidArgument);
-    assert!(err.message.contains("manifest.entries[0] gives 200 bytes of scales"), "{}", err.message);
+    assert!(err.message.contains("desc.parts_in[0] gives 200 bytes of scales"), "{}", err.message);
     assert!(v.iter().chain(&s).all(|&b| b == POISON));
 }
 

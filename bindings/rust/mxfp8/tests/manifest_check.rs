@@ -27,7 +27,7 @@ fn a_scales_shape_of_the_right_bytes_but_the_wrong_matrix_is_refused() {
     let bucket = vec![0u8; 5120];
     // (100, 2) holds 200 bytes, as the columnwise scales (2, 100) of (48, 100) do: only the shape is wrong.
     let err = Manifest::new(vec![mxfp8_entry(&[100, 2], 200)]).unpack(&bucket).unwrap_err();
-    refused(err, "manifest.entries[0] gives 200 bytes of scales, its shape and compact layout give 192");
+    refused(err, "desc.parts_in[0] gives 200 bytes of scales, its shape and compact layout give 192");
     // The same bytes under the shape that names them: columnwise, accepted, and the view keeps the shape.
     let manifest = Manifest::new(vec![mxfp8_entry(&[2, 100], 200)]);
     let views = manifest.unpack(&bucket).unwrap();
@@ -36,7 +36,7 @@ fn a_scales_shape_of_the_right_bytes_but_the_wrong_matrix_is_refused() {
     assert!(Manifest::new(vec![mxfp8_entry(&[48, 4], 192)]).unpack(&bucket).is_ok());
     assert!(Manifest::new(vec![mxfp8_entry(&[1, 48, 4], 192)]).unpack(&bucket).is_ok());
     let err = Manifest::new(vec![mxfp8_entry(&[4, 48], 192)]).unpack(&bucket).unwrap_err();
-    refused(err, "manifest.scales_shapes[0] is (4, 48), not the rowwise scale matrix of shape (48, 100), which is 48 x 4");
+    refused(err, "desc.scales_shapes[0] is (4, 48), not the rowwise scale matrix of shape (48, 100), which is 48 x 4");
 }
 
 #[test]
@@ -44,11 +44,11 @@ fn entries_over_the_same_bytes_are_refused() {
     let bucket = vec![0u8; 5120];
     let one = mxfp8_entry(&[48, 4], 192);
     let err = Manifest::new(vec![one.clone(), ManifestEntry { name: "twin".into(), ..one.clone() }]).unpack(&bucket).unwrap_err();
-    refused(err, "manifest.entries[1] values (bytes 0..4800) and manifest.entries[0] values (bytes 0..4800) overlap in the bucket");
+    refused(err, "desc.parts_in[1] values (bytes 0..4800) and desc.parts_in[0] values (bytes 0..4800) overlap in the bucket");
     // An entry's scales inside its own values.
     let inside = ManifestEntry { scales_offset: 100, ..one.clone() };
     let err = Manifest::new(vec![inside.clone()]).unpack(&bucket).unwrap_err();
-    refused(err, "manifest.entries[0] scales (bytes 100..292) and manifest.entries[0] values (bytes 0..4800) overlap");
+    refused(err, "desc.parts_in[0] scales (bytes 100..292) and desc.parts_in[0] values (bytes 0..4800) overlap");
     // The device form asks the same question (it reads the bucket's address and size, never its bytes).
     // SAFETY: host memory described as host memory; nothing is queued on it.
     let device = unsafe { DeviceBytes::new(bucket.as_ptr() as *mut _, bucket.len(), mxfp8::sys::DLDevice { device_type: mxfp8::sys::DLDeviceType::CPU, device_id: 0 }) };
@@ -96,11 +96,11 @@ fn nvfp4_entries_are_checked_by_the_library() {
     assert_eq!(unpack_nvfp4(nvfp4_entry()).unwrap(), 1);
     // (32, 8): the 256 bytes of the 64 x 4 scale matrix, not its shape.
     let err = unpack_nvfp4(Nvfp4ManifestEntry { scales_shape: vec![32, 8], ..nvfp4_entry() }).unwrap_err();
-    refused(err, "manifest.scales_shapes[0] is (32, 8), not the NVFP4 rowwise scale matrix of shape (64, 64), which is 64 x 4");
+    refused(err, "desc.scales_shapes[0] is (32, 8), not the NVFP4 rowwise scale matrix of shape (64, 64), which is 64 x 4");
     let err = unpack_nvfp4(Nvfp4ManifestEntry { amax_offset: 2309, ..nvfp4_entry() }).unwrap_err();
-    refused(err, "manifest.nvfp4_entries[0].amax_offset is 2309, not a multiple of 4");
+    refused(err, "desc.parts_in[0].amax_offset is 2309, not a multiple of 4");
     let err = unpack_nvfp4(Nvfp4ManifestEntry { e4m3_max: 300, ..nvfp4_entry() }).unwrap_err();
-    refused(err, "manifest.nvfp4_entries[0].e4m3_max is 300, expected 448 or 256");
+    refused(err, "desc.e4m3_maxes[0] is 300, expected 448 or 256");
     let err = unpack_nvfp4(Nvfp4ManifestEntry { amax_offset: 2044, ..nvfp4_entry() }).unwrap_err();
-    refused(err, "manifest.nvfp4_entries[0] amax (bytes 2044..2048) and manifest.entries[0] values (bytes 0..2048) overlap");
+    refused(err, "desc.parts_in[0] amax (bytes 2044..2048) and desc.parts_in[0] values (bytes 0..2048) overlap");
 }

@@ -421,7 +421,7 @@ fn bad_manifests_fail_and_write_nothing() {
     // A bucket one byte short of its last part (the amax of entry 2).
     let short = &bucket[..bucket.len() - 1];
     let err = manifest.unpack(short).unwrap_err();
-    assert!(err.message.contains("manifest.nvfp4_entries[2]: its 180 bytes of amax at byte 14336 run past the end of a bucket of 14515 bytes"), "{err}");
+    assert!(err.message.contains("desc.parts_in[2]: its 180 bytes of amax at byte 14336 run past the end of a bucket of 14515 bytes"), "{err}");
     let mut t = Targets::new(&a, &b, &c);
     let err = import_bucket_mixed_host(short, &MixedBucketImport::new(&manifest.entries, Direction::Rowwise), &mut t.borrow()).unwrap_err();
     assert_eq!(err.status, Status::InvalidArgument, "{err}");
@@ -441,7 +441,7 @@ fn bad_manifests_fail_and_write_nothing() {
         scales_shape: vec![45, 2],
     });
     let err = lying.unpack(&bucket).unwrap_err();
-    assert!(err.message.contains("manifest.entries[2] gives 765 bytes of values, its shape and row-major layout give 1530"), "{err}");
+    assert!(err.message.contains("desc.parts_in[2] gives 765 bytes of values, its shape and row-major layout give 1530"), "{err}");
     let mut t = Targets::new(&a, &b, &c);
     let (mut v, mut s) = (vec![POISON; 45 * 34], vec![POISON; 45 * 2]);
     {

@@ -62,5 +62,6 @@ fn preparing_refuses_what_the_immediate_call_refuses() {
     let mut slices: Vec<&mut [u8]> = vec![wrong.as_mut_slice()];
     let err = PreparedExport::scales_batched(&[&tensor], &mut slices, &ExportOptions::default()).err().unwrap();
     assert_eq!(err.status, Status::InvalidArgument);
-    assert!(err.message.contains("destinations[0]: holds 199 elements"), "{}", err.message);
+    // The prepared form is a transfer with scales-only destinations: its message names the desc's field.
+    assert!(err.message.contains("desc.scales[0]") && err.message.contains("are 200 bytes, got 199"), "{}", err.message);
 }
