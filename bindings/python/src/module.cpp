@@ -482,14 +482,15 @@ std::vector<const mxfp8_tensor *> handles(const std::vector<Tensor *> &tensors) 
 using EntryRow = std::tuple<uint64_t, uint64_t, uint64_t, uint64_t>;
 using Nvfp4Row = std::tuple<uint64_t, uint64_t, int32_t>;  // amax_offset, amax_bytes, e4m3_max
 
-// A transfer from `tensors` (handles of either format; the vector outlives the desc) into a bucket, every
-// entry in `direction`: the desc mxfp8_bucket_parts lays out, and mxfp8_transfer / _prepare fill once
-// bucket_out and parts_out are set.
-struct BucketTransfer {
+// A transfer from `tensors` (handles of either format; the vector outlives the desc), every entry in
+// `direction`, into a bucket (the destination it starts with: mxfp8_bucket_parts lays it out, and
+// mxfp8_transfer / _prepare fill it once bucket_out and parts_out are set) or into scales-only buffers
+// (to_scales).
+struct TensorTransfer {
   std::vector<int32_t> directions;
   std::vector<mxfp8_bucket_part> parts;
   mxfp8_transfer_desc desc = MXFP8_TRANSFER_DESC_INIT;
-  BucketTransfer(const std::vector<const mxfp8_tensor *> &tensors, int direction, const ShardList &shards)
+  TensorTransfer(const std::vector<const mxfp8_tensor *> &tensors, int direction, const ShardList &shards)
       : directions(tensors.size(), direction) {
     desc.source = MXFP8_TRANSFER_FROM_TENSORS;
     desc.destination = MXFP8_TRANSFER_TO_BUCKET;
@@ -498,8 +499,13 @@ struct BucketTransfer {
     desc.directions = directions.data();
     desc.shards = shards.data();
   }
-  BucketTransfer(const BucketTransfer &) = delete;  // the desc points into the vectors
-  BucketTransfer &operator=(const BucketTransfer &) = delete;
+  TensorTransfer(const TensorTransfer &) = delete;  // the desc points into the vectors
+  TensorTransfer &operator=(const TensorTransfer &) = delete;
+  // Into caller buffers, each entry's compact scales only (no values array): a batched export.
+  void to_scales(const std::vector<DLTensor *> &scales) {
+    desc.destination = MXFP8_TRANSFER_TO_BUFFERS;
+    desc.scales = scales.data();
+  }
   // The plan's rows as the desc's parts: the values and scales parts, and (NVFP4) the amax part.
   void set_parts(const std::vector<EntryRow> &plan, const std::vector<Nvfp4Row> *nvfp4_plan) {
     if (nvfp4_plan && nvfp4_plan->size() != plan.size())
@@ -534,7 +540,7 @@ py::tuple bucket_plan(const std::vector<Tensor *> &tensors, int direction, uint6
                       const std::optional<std::vector<py::object>> &shards) {
   const auto h = handles(tensors);
   const ShardList shard_list(shards, tensors.size());
-  BucketTransfer t(h, direction, shard_list);
+  TensorTransfer t(h, direction, shard_list);
   const py::tuple planned = t.plan(alignment);
   return py::make_tuple(planned[0], planned[2]);
 }
@@ -547,7 +553,7 @@ void with_borrowed(py::handle obj, const char *name, Exchange &ex, Access access
 }
 
 // Fills the bucket of `t` at the plan's parts, on the stream `ex` resolved.
-void fill_bucket(BucketTransfer &t, py::object bucket, const std::string &bucket_name, Exchange &ex) {
+void fill_bucket(TensorTransfer &t, py::object bucket, const std::string &bucket_name, Exchange &ex) {
   with_borrowed(bucket, bucket_name.c_str(), ex, Access::Write, [&](DLTensor *b) {
     t.desc.bucket_out = b;
     check(mxfp8_transfer(&t.desc, reinterpret_cast<void *>(ex.stream)));
@@ -562,7 +568,7 @@ void export_bucket(const std::vector<Tensor *> &tensors, const std::vector<Entry
                                 : exchange_for(tensors[0]->api(), tensors[0]->device(), stream, dlpack_stream);
   const auto h = handles(tensors);
   const ShardList shard_list(shards, tensors.size());
-  BucketTransfer t(h, direction, shard_list);
+  TensorTransfer t(h, direction, shard_list);
   t.set_parts(plan, nullptr);
   fill_bucket(t, std::move(bucket), bucket_name, ex);
 }
@@ -592,15 +598,10 @@ class PreparedExport {
       dls.push_back(&taken_.back()->managed->dl_tensor);
     }
     const auto h = handles(tensors);
-    const std::vector<int32_t> directions(h.size(), direction);
-    mxfp8_transfer_desc d = MXFP8_TRANSFER_DESC_INIT;  // scales only: no values array
-    d.source = MXFP8_TRANSFER_FROM_TENSORS;
-    d.destination = MXFP8_TRANSFER_TO_BUFFERS;
-    d.count = h.size();
-    d.tensors = h.data();
-    d.directions = directions.data();
-    d.scales = dls.data();
-    check(mxfp8_transfer_prepare(&d, &plan_));
+    const ShardList whole(std::nullopt, h.size());
+    TensorTransfer t(h, direction, whole);
+    t.to_scales(dls);
+    check(mxfp8_transfer_prepare(&t.desc, &plan_));
   }
   // A prepared bucket fill: `tensors` (handles of either format, api and device those of the first) into
   // `bucket` at the parts of `plan` (and, NVFP4, `nvfp4_plan`); with `shards`, each tensor's shard.
@@ -618,7 +619,7 @@ class PreparedExport {
     Exchange ex = exchange_for(p->api_, p->device_, py::none(), std::move(dlpack_stream));
     p->taken_.push_back(take(bucket, bucket_name.c_str(), ex, Access::Write));
     const ShardList shard_list(shards, tensors.size());
-    BucketTransfer t(tensors, direction, shard_list);
+    TensorTransfer t(tensors, direction, shard_list);
     t.set_parts(plan, nvfp4_plan);
     t.desc.bucket_out = &p->taken_.back()->managed->dl_tensor;
     check(mxfp8_transfer_prepare(&t.desc, &p->plan_));
@@ -1177,7 +1178,7 @@ MixedHandles mixed_handles(const py::list &tensors) {
 py::tuple bucket_plan_mixed(const py::list &tensors, int direction, uint64_t alignment) {
   const MixedHandles h = mixed_handles(tensors);
   const ShardList whole(std::nullopt, h.tensors.size());
-  BucketTransfer t(h.tensors, direction, whole);
+  TensorTransfer t(h.tensors, direction, whole);
   return t.plan(alignment, h.e4m3_maxes);
 }
 
@@ -1188,7 +1189,7 @@ void export_bucket_mixed(const py::list &tensors, const std::vector<EntryRow> &p
   const MixedHandles h = mixed_handles(tensors);
   Exchange ex = exchange_for(h.api, h.device, stream, dlpack_stream);
   const ShardList whole(std::nullopt, h.tensors.size());
-  BucketTransfer t(h.tensors, direction, whole);
+  TensorTransfer t(h.tensors, direction, whole);
   t.set_parts(plan, &nvfp4_plan);
   fill_bucket(t, std::move(bucket), bucket_name, ex);
 }
