@@ -152,9 +152,9 @@ BucketEntry bucket_entry(const BucketTensors &in, size_t i, const mxfp8_export_o
   return e;
 }
 
-// The jobs writing entry e at `values`, `scales` and (NVFP4) `amax`: byte moves only. The plan runs them
-// too, on no memory, so that a shard the scale jobs cannot write (add_shard_swizzled_scale_jobs' refusals)
-// is refused when the bucket is planned, not when it is filled.
+// The jobs writing entry e at `values`, `scales` and (NVFP4) `amax`: byte moves only. The plan builds them
+// too, without running them, so that a shard the scale jobs cannot write (add_shard_swizzled_scale_jobs'
+// refusals) is refused when the bucket is planned, not when it is filled.
 void add_entry_jobs(std::vector<ScaleJob> &jobs, const BucketEntry &e, const mxfp8_export_options &o, uint8_t *values,
                     uint8_t *scales, uint8_t *amax, const char *shard_name) {
   const Direction &dir = *e.dir;
@@ -186,7 +186,7 @@ void add_entry_jobs(std::vector<ScaleJob> &jobs, const BucketEntry &e, const mxf
   int64_t at = 0;
   for (const RowRange &piece : e.shard.pieces) {
     const int64_t n = (piece.end - piece.begin) * static_cast<int64_t>(sizeof(float));
-    add_copy_jobs(jobs, amax_bytes + piece.begin * static_cast<int64_t>(sizeof(float)), amax ? amax + at : nullptr, n);
+    add_copy_jobs(jobs, amax_bytes + piece.begin * static_cast<int64_t>(sizeof(float)), amax + at, n);
     at += n;
   }
 }
@@ -312,11 +312,14 @@ std::vector<mxfp8_bucket_part> plan_bucket_parts(const BucketTensors &in, const 
       fail(MXFP8_ERROR_INVALID_ARGUMENT, "the bucket size overflows uint64 with alignment ", alignment);
     return offset;
   };
-  std::vector<ScaleJob> unused;  // the jobs' own refusals, on no memory
+  // The jobs are built for their own refusals only and never run: they point at an address no bucket
+  // has (not NULL, whose offsets sanitizers rightly refuse).
+  uint8_t *const nowhere = reinterpret_cast<uint8_t *>(uintptr_t{4096});
+  std::vector<ScaleJob> unused;
   for (size_t i = 0; i < in.count; ++i) {
     const BucketEntry e = bucket_entry(in, i, o);
     unused.clear();
-    add_entry_jobs(unused, e, o, nullptr, nullptr, nullptr, IndexedName(in.desc ? "desc.shards" : "shards", i));
+    add_entry_jobs(unused, e, o, nowhere, nowhere, nowhere, IndexedName(in.desc ? "desc.shards" : "shards", i));
     mxfp8_bucket_part &p = planned[i];
     p.values_bytes = e.sizes.values;
     p.values_offset = place(e.sizes.values, alignment);
