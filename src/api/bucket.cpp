@@ -344,7 +344,7 @@ void plan_bucket(const BucketTensors &in, const mxfp8_export_options *options, u
     if (nvfp4_entry(in, i)) fail(MXFP8_ERROR_INVALID_ARGUMENT, "nvfp4_entries is NULL but entry ", i, " is an NVFP4 tensor");
   for (size_t i = 0; i < in.count; ++i) {
     const mxfp8_bucket_part &p = planned[i];
-    entries[i] = mxfp8_bucket_entry{p.values_offset, p.values_bytes, p.scales_offset, p.scales_bytes};
+    entries[i] = entry_of(p);
     if (!nvfp4_entries) continue;
     const mxfp8_tensor *nv = nvfp4_entry(in, i);
     nvfp4_entries[i] = mxfp8_bucket_nvfp4_entry{p.amax_offset, p.amax_bytes, nv ? nv->e4m3_max : 0, 0u};

@@ -87,6 +87,16 @@ struct BucketParts {
                              amax ? nvfp4_entries[i].amax_offset : 0, amax ? nvfp4_entries[i].amax_bytes : 0};
   }
 };
+// A part's values and scales as the older calls' entry (member by member: no narrowing to refuse when a
+// field's type differs, as the ABI gate's scratch build makes it).
+inline mxfp8_bucket_entry entry_of(const mxfp8_bucket_part &p) {
+  mxfp8_bucket_entry e{};
+  e.values_offset = p.values_offset;
+  e.values_bytes = p.values_bytes;
+  e.scales_offset = p.scales_offset;
+  e.scales_bytes = p.scales_bytes;
+  return e;
+}
 // The checks and jobs filling a bucket from tensors (any mix of formats, directions, shards and scale
 // layouts): every part the size its entry gives, inside the bucket, apart from the others and from
 // every source.

@@ -64,7 +64,7 @@ void build_manifest(const mxfp8_transfer_desc &d, DescManifest &out) {
   out.nvfp4_entries.resize(d.count, mxfp8_bucket_nvfp4_entry{0, 0, 0, 0u});
   for (size_t i = 0; i < d.count; ++i) {
     const mxfp8_bucket_part &p = d.parts_in[i];
-    out.entries[i] = mxfp8_bucket_entry{p.values_offset, p.values_bytes, p.scales_offset, p.scales_bytes};
+    out.entries[i] = entry_of(p);
     if (d.formats[i] != MXFP8_FORMAT_NVFP4) {
       if (p.amax_offset != 0 || p.amax_bytes != 0)
         fail(MXFP8_ERROR_INVALID_ARGUMENT, IndexedName("desc.parts_in", i), " gives an amax part (", p.amax_bytes,
