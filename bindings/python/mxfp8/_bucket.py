@@ -63,7 +63,7 @@ class _Spec:
         self.name, self.where = name, where
         self.data, self.scale_inv = spec["data"], spec["scale_inv"]
         # "format": "nvfp4" makes the entry an NVFP4 tensor (packed E2M1 values, E4M3 block scales, amax),
-        # which travels as a new kind of bucket entry (mxfp8_bucket_plan_mixed).
+        # which travels as a new kind of bucket entry (mxfp8_bucket_parts of one transfer).
         self.nvfp4 = _choice(f"{where}['format']", spec.get("format", "mxfp8"), _SPEC_FORMATS) == 1
         self.swizzled = _flag(f"{where}['swizzled']", spec.get("swizzled", False))
         if self.nvfp4:
@@ -174,13 +174,13 @@ def export_bucket(
     Args:
         tensors: name -> {"data": ..., "scale_inv": ..., and optionally "fp8_dtype" ("e4m3"), "swizzled"
             (False), "shape", "rows", "cols"}: the arguments export_components takes, one direction's
-            buffers; with "rows" / "cols" the bucket carries only that shard (mxfp8_export_bucket_shards),
+            buffers; with "rows" / "cols" the bucket carries only that shard (desc.shards of the transfer),
             described in the manifest as a 2-D (rows, cols) tensor. Other keys are an error.
             An NVFP4 tensor is {"format": "nvfp4", "data", "scale_inv", "amax", and optionally "swizzled",
             "shape", "e4m3_max" (448)}: the arguments mxfp8.nvfp4.export_components takes. It travels as
             its packed values, compact E4M3 scales and float32 amax (TE's own second level, per tensor or
             per row: both global-scale conventions are computed from it exactly on the receiver); one
-            bucket may mix MXFP8 and NVFP4 tensors (mxfp8_bucket_plan_mixed, still one launch).
+            bucket may mix MXFP8 and NVFP4 tensors (one transfer, still one launch).
         direction: "rowwise" or "columnwise", for every tensor.
         alignment: every part starts at a multiple of this many bytes (a power of two).
         bucket: a contiguous, writeable byte buffer to fill (torch, CuPy, NumPy...) on the tensors'
@@ -205,7 +205,7 @@ def export_bucket(
 
 
 class _MixedPlan:
-    """The layout of a bucket holding NVFP4 entries (mxfp8_bucket_plan_mixed): the entries and the NVFP4
+    """The layout of a bucket holding NVFP4 entries (mxfp8_bucket_parts): the entries and the NVFP4
     entries' amax parts, as _mxfp8.export_bucket_mixed and prepare_bucket_mixed take them."""
 
     def __init__(self, entries, nvfp4_entries):
@@ -213,7 +213,7 @@ class _MixedPlan:
 
 
 def _fill(handles, plan, bucket, dir_code: int, inputs, bucket_name: str, shards) -> None:
-    """Fills `bucket` as `plan` says, in one launch (mxfp8_export_bucket, _shards or _mixed)."""
+    """Fills `bucket` as `plan` says, in one launch (mxfp8_transfer into the bucket)."""
     if isinstance(plan, _MixedPlan):
         _mxfp8.export_bucket_mixed(handles, plan.entries, plan.nvfp4_entries, bucket, direction=dir_code,
                                    stream=inputs.stream, dlpack_stream=inputs.dlpack_stream, bucket_name=bucket_name)
@@ -232,7 +232,7 @@ def _prepare_fill(handles, plan, bucket, dir_code: int, inputs, bucket_name: str
 
 
 def _plan_bucket(specs: List[_Spec], direction: str, dir_code: int, alignment: int, inputs):
-    """The library's handles on `specs`, the bucket's manifest, its layout (mxfp8_bucket_plan's entries,
+    """The library's handles on `specs`, the bucket's manifest, its layout (mxfp8_bucket_parts' values and scales parts,
     or a _MixedPlan when a spec is NVFP4), its size in bytes, and the specs' shards (None when every
     tensor is whole; else one entry per tensor, None or the shard, as _mxfp8.bucket_plan / export_bucket
     take them)."""

@@ -119,7 +119,7 @@ class BucketPlan:
 
     Args:
         tensors, bucket_bytes, direction, alignment: as iter_buckets takes them (a spec with "rows" /
-            "cols" fills its shard, mxfp8_prepare_bucket_shards); the groups are the ones iter_buckets
+            "cols" fills its shard, mxfp8_transfer_prepare with the shards); the groups are the ones iter_buckets
             yields, and `manifests[i]` is what it yields with bucket i.
         buffer: the 1-D byte buffer every bucket is filled into, at least as large as the largest
             bucket (`max(plan.sizes)`); None: a new one of that size (torch.empty for torch inputs,
