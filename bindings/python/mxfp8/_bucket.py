@@ -10,7 +10,7 @@ from ._api import _DIRECTIONS, _FORMATS, Components, _choice, _flag, _has_exchan
 _SPEC_FORMATS = {"mxfp8": 0, "nvfp4": 1}
 
 _SPEC_KEYS = ("data", "scale_inv", "fp8_dtype", "swizzled", "shape", "rows", "cols", "format", "amax", "e4m3_max")
-_MXFP8_ONLY_KEYS = ("fp8_dtype", "rows", "cols")
+_MXFP8_ONLY_KEYS = ("fp8_dtype",)
 _NVFP4_ONLY_KEYS = ("amax", "e4m3_max")
 
 
@@ -94,8 +94,7 @@ class _Spec:
         where = self.where
         for key in _MXFP8_ONLY_KEYS:
             if key in spec:
-                raise ValueError(f"{where} has {key!r}, which NVFP4 tensors do not take (they travel whole, as "
-                                 "their packed values)")
+                raise ValueError(f"{where} has {key!r}, which NVFP4 tensors do not take (their values are E2M1)")
         if spec.get("amax") is None:
             raise ValueError(f"{where} has no 'amax': an NVFP4 tensor needs its float32 amax (per tensor or per row)")
         self.amax = spec["amax"]
@@ -105,7 +104,9 @@ class _Spec:
             self.given_shape = tuple(_args.shape(f"{where}['shape']", self.given_shape))
             if not self.given_shape:
                 raise ValueError(f"{where}['shape'] is empty: an NVFP4 tensor needs a last dimension K")
-        self.shard = None
+        # A shard ("rows" / "cols" of the logical (M, K), as for MXFP8): the bucket carries only it, the
+        # library reading it from the stored matrix (columnwise: 16-aligned rows of M, one range).
+        self.shard = _shard.shard_spec(f"{where}: ", spec)
 
     def nvfp4_shape(self, direction: int) -> tuple:
         """The logical shape of an NVFP4 spec read in `direction`."""
@@ -113,10 +114,20 @@ class _Spec:
             return self.given_shape
         return _nvfp4_logical_shape(self.where, self.data, direction)
 
+    def nvfp4_packed_shape(self, direction: int) -> tuple:
+        """The logical shape of what the bucket carries of an NVFP4 spec: the tensor, or its shard (rows, cols)."""
+        shape = self.nvfp4_shape(direction)
+        if self.shard is None:
+            return shape
+        return _shard.shard_shape(self.shard, _args.numel(shape[:-1]), shape[-1])
+
     def packed_bytes(self, direction: int, alignment: int) -> int:
         if self.nvfp4:
-            values, scales = _nvfp4_parts_shapes(self.nvfp4_shape(direction), direction)
-            amax = 4 * _args.numel(tuple(self.amax.shape))
+            shape = self.nvfp4_packed_shape(direction)
+            values, scales = _nvfp4_parts_shapes(shape, direction)
+            # One amax per tensor, or (rowwise) one per row that travels.
+            per_row = _args.numel(tuple(self.amax.shape)) > 1
+            amax = 4 * (_args.numel(shape[:-1]) if per_row else 1)
             return (_args.round_up(_args.numel(values), alignment) + _args.round_up(_args.numel(scales), alignment) +
                     _args.round_up(amax, max(alignment, 4)))
         scales = _args.numel(_compact_scales_shapes(self.packed_shape)[direction])
@@ -177,7 +188,9 @@ def export_bucket(
             buffers; with "rows" / "cols" the bucket carries only that shard (desc.shards of the transfer),
             described in the manifest as a 2-D (rows, cols) tensor. Other keys are an error.
             An NVFP4 tensor is {"format": "nvfp4", "data", "scale_inv", "amax", and optionally "swizzled",
-            "shape", "e4m3_max" (448)}: the arguments mxfp8.nvfp4.export_components takes. It travels as
+            "shape", "e4m3_max" (448), "rows", "cols"}: the arguments mxfp8.nvfp4.export_components takes
+            (with "rows" / "cols" of the logical (M, K), its shard: columns on 16-value blocks rowwise,
+            one range of 16-aligned rows columnwise, a per-row amax cut with the rows). It travels as
             its packed values, compact E4M3 scales and float32 amax (TE's own second level, per tensor or
             per row: both global-scale conventions are computed from it exactly on the receiver); one
             bucket may mix MXFP8 and NVFP4 tensors (one transfer, still one launch).
@@ -216,7 +229,8 @@ def _fill(handles, plan, bucket, dir_code: int, inputs, bucket_name: str, shards
     """Fills `bucket` as `plan` says, in one launch (mxfp8_transfer into the bucket)."""
     if isinstance(plan, _MixedPlan):
         _mxfp8.export_bucket_mixed(handles, plan.entries, plan.nvfp4_entries, bucket, direction=dir_code,
-                                   stream=inputs.stream, dlpack_stream=inputs.dlpack_stream, bucket_name=bucket_name)
+                                   stream=inputs.stream, dlpack_stream=inputs.dlpack_stream, bucket_name=bucket_name,
+                                   shards=shards)
     else:
         _mxfp8.export_bucket(handles, plan, bucket, direction=dir_code, stream=inputs.stream,
                              dlpack_stream=inputs.dlpack_stream, bucket_name=bucket_name, shards=shards)
@@ -226,7 +240,7 @@ def _prepare_fill(handles, plan, bucket, dir_code: int, inputs, bucket_name: str
     """The prepared form of _fill (a PreparedExport whose run() fills the bucket)."""
     if isinstance(plan, _MixedPlan):
         return _mxfp8.prepare_bucket_mixed(handles, plan.entries, plan.nvfp4_entries, bucket, direction=dir_code,
-                                           dlpack_stream=inputs.dlpack_stream, bucket_name=bucket_name)
+                                           dlpack_stream=inputs.dlpack_stream, bucket_name=bucket_name, shards=shards)
     return _mxfp8.PreparedExport.for_bucket(handles, plan, bucket, direction=dir_code, dlpack_stream=inputs.dlpack_stream,
                                             bucket_name=bucket_name, shards=shards)
 
@@ -257,26 +271,26 @@ def _plan_mixed_bucket(specs: List[_Spec], direction: str, dir_code: int, alignm
     """_plan_bucket for a bucket with NVFP4 entries: one manifest entry per tensor, NVFP4 ones saying
     "format": "nvfp4" with their amax part and E4M3_MAX (the amax travels; import_bucket writes the
     decode or encode global scale from it)."""
-    if any(spec.shard is not None for spec in specs):
-        raise ValueError("a bucket with NVFP4 tensors carries whole tensors: drop 'rows' / 'cols' from its specs")
     handles, manifest = [], []
     for spec in specs:
         handles.append(_spec_handle(spec, dir_code, inputs))
         if spec.nvfp4:
-            shape = spec.nvfp4_shape(dir_code)
+            shape = spec.nvfp4_packed_shape(dir_code)
             manifest.append({"name": spec.name, "format": "nvfp4", "shape": shape, "direction": direction,
                              "scales_layout": "compact", "scales_shape": _nvfp4_parts_shapes(shape, dir_code)[1],
                              "e4m3_max": int(spec.e4m3_max)})
         else:
-            manifest.append({"name": spec.name, "shape": spec.shape, "fp8_dtype": spec.fp8_dtype,
-                             "scales_shape": _compact_scales_shapes(spec.shape)[dir_code],
+            manifest.append({"name": spec.name, "shape": spec.packed_shape, "fp8_dtype": spec.fp8_dtype,
+                             "scales_shape": _compact_scales_shapes(spec.packed_shape)[dir_code],
                              "direction": direction, "scales_layout": "compact"})
-    entries, nvfp4_entries, total = _mxfp8.bucket_plan_mixed(handles, direction=dir_code, alignment=alignment)
+    shards = [spec.shard for spec in specs] if any(spec.shard is not None for spec in specs) else None
+    entries, nvfp4_entries, total = _mxfp8.bucket_plan_mixed(handles, direction=dir_code, alignment=alignment,
+                                                             shards=shards)
     for entry, (vo, vb, so, sb), (ao, ab, _) in zip(manifest, entries, nvfp4_entries):
         entry.update(values_offset=vo, values_bytes=vb, scales_offset=so, scales_bytes=sb)
         if entry.get("format") == "nvfp4":
             entry.update(amax_offset=ao, amax_bytes=ab)
-    return handles, manifest, _MixedPlan(entries, nvfp4_entries), total, None
+    return handles, manifest, _MixedPlan(entries, nvfp4_entries), total, shards
 
 
 def _bucket_groups(specs: List[_Spec], dir_code: int, alignment: int, bucket_bytes: int) -> List[List[_Spec]]:

@@ -1175,21 +1175,22 @@ MixedHandles mixed_handles(const py::list &tensors) {
 
 // ([(values_offset, values_bytes, scales_offset, scales_bytes)], [(amax_offset, amax_bytes, e4m3_max)]
 // (zeros at MXFP8 entries), total bytes).
-py::tuple bucket_plan_mixed(const py::list &tensors, int direction, uint64_t alignment) {
+py::tuple bucket_plan_mixed(const py::list &tensors, int direction, uint64_t alignment,
+                            const std::optional<std::vector<py::object>> &shards) {
   const MixedHandles h = mixed_handles(tensors);
-  const ShardList whole(std::nullopt, h.tensors.size());
-  TensorTransfer t(h.tensors, direction, whole);
+  const ShardList shard_list(shards, h.tensors.size());
+  TensorTransfer t(h.tensors, direction, shard_list);
   return t.plan(alignment, h.e4m3_maxes);
 }
 
 // stream None: the framework's current stream in exchange mode.
 void export_bucket_mixed(const py::list &tensors, const std::vector<EntryRow> &plan, const std::vector<Nvfp4Row> &nvfp4_plan,
                          py::object bucket, int direction, py::object stream, py::object dlpack_stream,
-                         const std::string &bucket_name) {
+                         const std::string &bucket_name, const std::optional<std::vector<py::object>> &shards) {
   const MixedHandles h = mixed_handles(tensors);
   Exchange ex = exchange_for(h.api, h.device, stream, dlpack_stream);
-  const ShardList whole(std::nullopt, h.tensors.size());
-  TensorTransfer t(h.tensors, direction, whole);
+  const ShardList shard_list(shards, h.tensors.size());
+  TensorTransfer t(h.tensors, direction, shard_list);
   t.set_parts(plan, &nvfp4_plan);
   fill_bucket(t, std::move(bucket), bucket_name, ex);
 }
@@ -1197,10 +1198,11 @@ void export_bucket_mixed(const py::list &tensors, const std::vector<EntryRow> &p
 std::unique_ptr<PreparedExport> prepare_bucket_mixed(const py::list &tensors, const std::vector<EntryRow> &plan,
                                                      const std::vector<Nvfp4Row> &nvfp4_plan, py::object bucket,
                                                      int direction, py::object dlpack_stream,
-                                                     const std::string &bucket_name) {
+                                                     const std::string &bucket_name,
+                                                     const std::optional<std::vector<py::object>> &shards) {
   const MixedHandles h = mixed_handles(tensors);
   return PreparedExport::for_bucket(h.tensors, h.api, h.device, plan, &nvfp4_plan, std::move(bucket), direction,
-                                    std::move(dlpack_stream), bucket_name, std::nullopt);
+                                    std::move(dlpack_stream), bucket_name, shards);
 }
 
 // PreparedExport.for_bucket over MXFP8 Tensors: shards as bucket_plan takes them.
@@ -1339,12 +1341,16 @@ PYBIND11_MODULE(_mxfp8, m) {
       .def("dequantize", &Nvfp4Tensor::dequantize, py::arg("direction"), py::arg("output"),
            py::arg("stream") = py::none(), py::arg("dlpack_stream") = py::none(), py::arg("bfloat16_bits") = false);
   m.def("bucket_plan_mixed", &bucket_plan_mixed, py::arg("tensors"), py::arg("direction") = 0, py::arg("alignment") = 256,
-        "mxfp8_bucket_parts over Tensor and Nvfp4Tensor handles: (entries, nvfp4_entries, total bytes).");
+        py::arg("shards") = py::none(),
+        "mxfp8_bucket_parts over Tensor and Nvfp4Tensor handles (shards: None, or per tensor None or a shard): "
+        "(entries, nvfp4_entries, total bytes).");
   m.def("export_bucket_mixed", &export_bucket_mixed, py::arg("tensors"), py::arg("plan"), py::arg("nvfp4_plan"),
         py::arg("bucket"), py::kw_only(), py::arg("direction") = 0, py::arg("stream") = py::none(),
-        py::arg("dlpack_stream") = py::none(), py::arg("bucket_name") = "bucket", "mxfp8_transfer into a bucket of Tensor and Nvfp4Tensor entries.");
+        py::arg("dlpack_stream") = py::none(), py::arg("bucket_name") = "bucket", py::arg("shards") = py::none(),
+        "mxfp8_transfer into a bucket of Tensor and Nvfp4Tensor entries.");
   m.def("prepare_bucket_mixed", &prepare_bucket_mixed, py::arg("tensors"), py::arg("plan"), py::arg("nvfp4_plan"),
         py::arg("bucket"), py::kw_only(), py::arg("direction") = 0, py::arg("dlpack_stream") = py::none(),
-        py::arg("bucket_name") = "bucket", "mxfp8_transfer_prepare of that fill, as a PreparedExport.");
+        py::arg("bucket_name") = "bucket", py::arg("shards") = py::none(),
+        "mxfp8_transfer_prepare of that fill, as a PreparedExport.");
   register_import(m);
 }

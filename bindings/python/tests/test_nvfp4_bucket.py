@@ -1,5 +1,6 @@
 """NVFP4 tensors in buckets, on host arrays: export_bucket / iter_buckets / BucketPlan with "format": "nvfp4"
-specs, unpack_bucket and import_bucket / prepare_import_bucket on the receiver, against nvfp4_reference
+specs (whole, or the sender's shard of each), unpack_bucket and import_bucket / prepare_import_bucket on the
+receiver, against nvfp4_reference
 (written from the format's rules) and conftest's permute-form swizzle: every source scale layout with
 poisoned padding, both directions, per-row amax with its special values, both E4M3_MAX values, partial
 blocks, a bucket mixing MXFP8 and NVFP4 tensors, and the inputs that must be refused."""
@@ -167,8 +168,8 @@ def test_bad_nvfp4_specs_are_refused():
     spec, _ = nvfp4_source((40, 64), "compact", "rowwise", False, 448, seed=10)
     with pytest.raises(ValueError, match="has no 'amax'"):
         mxfp8.export_bucket({"w": {k: v for k, v in spec.items() if k != "amax"}})
-    with pytest.raises(ValueError, match="'rows', which NVFP4 tensors do not take"):
-        mxfp8.export_bucket({"w": dict(spec, rows=(0, 32))})
+    with pytest.raises(ValueError, match="'fp8_dtype', which NVFP4 tensors do not take"):
+        mxfp8.export_bucket({"w": dict(spec, fp8_dtype="e4m3")})
     with pytest.raises(ValueError, match="'amax', which only NVFP4 tensors take"):
         mxfp8.export_bucket({"w": {k: v for k, v in spec.items() if k != "format"}})
     with pytest.raises(ValueError, match="e4m3_max"):
@@ -242,6 +243,43 @@ def test_import_bucket_takes_a_shard_of_an_nvfp4_tensor(case, convention):
     mxfp8.import_bucket(bucket, manifest, {"w": p}, shards={"w": {"rows": rows, "cols": cols}},
                         global_scale=convention)
     check_params(p, want, convention)
+
+
+@pytest.mark.parametrize("case", NVFP4_SHARDS, ids=lambda c: f"{c[1]}-{c[3]}-{c[4]}-{c[5]}")
+@pytest.mark.parametrize("route", ["iter_buckets", "bucket_plan"])
+def test_a_bucket_of_nvfp4_shards(case, route):
+    """The sender's side (the transfer's desc.shards of NVFP4 entries): each rank is sent only its shard
+    of each weight, next to an MXFP8 tensor's shard in the same bucket; the receiver imports the entries
+    whole, and they equal the shard cut by the header's rules (the per-row amax too)."""
+    shape, direction, per_row, rows, cols, target = case
+    spec, ref = nvfp4_source(shape, "swizzled", direction, per_row, 448, seed=sum(shape) + len(rows) + 3)
+    want = shard_reference(ref, direction, rows, cols)
+    data, buf, s = make_mxfp8((64, 96), "padded", direction=direction, seed=26)
+    m_rows = (0, 32) if direction == "rowwise" else (32, 64)
+    tensors = {"w": dict(spec, rows=rows, cols=cols), "m": {"data": data, "scale_inv": buf, "rows": m_rows}}
+    if route == "iter_buckets":
+        (bucket, manifest), = list(mxfp8.iter_buckets(tensors, direction=direction, bucket_bytes=1 << 20))
+    else:
+        plan = mxfp8.BucketPlan(tensors, direction=direction, bucket_bytes=1 << 20)
+        ((bucket, manifest),) = [(b.copy(), m) for b, m in plan]
+    w, m = manifest
+    assert w["format"] == "nvfp4" and w["amax_bytes"] == 4 * want[2].size
+    np.testing.assert_array_equal(bucket[w["amax_offset"]:][:w["amax_bytes"]], want[2].view(np.uint8))
+    p = params_for(want, target)
+    mv, ms = np.full(32 * 96, POISON, np.uint8), np.full(32 * 3, POISON, np.uint8)
+    mxfp8.import_bucket(bucket, manifest, {"w": p, "m": (mv, ms, "compact")})
+    check_params(p, want)
+    r0 = m_rows[0]
+    np.testing.assert_array_equal(mv, data.view(np.uint8)[r0:r0 + 32].reshape(-1))
+    np.testing.assert_array_equal(ms, (s[:32] if direction == "rowwise" else s[1]).reshape(-1))
+
+
+def test_a_bucket_refuses_nvfp4_shards_the_transfer_refuses():
+    spec, _ = nvfp4_source((100, 50), "compact", "columnwise", False, 448, seed=32)
+    with pytest.raises(TypeError, match="row pieces for a columnwise NVFP4"):  # MXFP8_ERROR_UNSUPPORTED
+        mxfp8.export_bucket({"w": dict(spec, rows=[(0, 16), (32, 48)])}, direction="columnwise")
+    with pytest.raises(ValueError, match="not a multiple of 16"):
+        mxfp8.export_bucket({"w": dict(spec, rows=(8, 24))}, direction="columnwise")
 
 
 def test_import_bucket_refuses_nvfp4_shards_off_the_blocks():
