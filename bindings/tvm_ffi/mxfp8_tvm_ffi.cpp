@@ -159,6 +159,9 @@ struct BucketTensors {
   mxfp8_transfer_desc desc = MXFP8_TRANSFER_DESC_INIT;  // from the handles to a bucket
   std::vector<mxfp8_bucket_part> parts;
   uint64_t total_bytes = 0;
+  BucketTensors() = default;
+  BucketTensors(const BucketTensors &) = delete;
+  BucketTensors &operator=(const BucketTensors &) = delete;
 };
 
 // Describes data[i] + scale_inv[i] and plans their bucket (mxfp8_bucket_parts of a transfer from them).

@@ -84,7 +84,8 @@ MXFP8_API mxfp8_status mxfp8_export_scales_batched(const mxfp8_tensor *const *te
 typedef struct mxfp8_bucket_part {
   uint64_t values_offset, values_bytes; /* MXFP8: rows * cols; NVFP4: rows * cols / 2 (the shard's if any) */
   uint64_t scales_offset, scales_bytes; /* the scale matrix S in the part's layout */
-  uint64_t amax_offset, amax_bytes;     /* NVFP4: 4, or 4 a row (per-row amax), at a multiple of 4; MXFP8: 0, 0 */
+  uint64_t amax_offset, amax_bytes;     /* NVFP4: 4, or 4 a row (per-row amax), at a multiple of 4; MXFP8: 0, 0
+                                           (anything else is refused) */
 } mxfp8_bucket_part;
 
 typedef enum mxfp8_transfer_source {
@@ -103,8 +104,9 @@ typedef enum mxfp8_transfer_destination {
 /* One transfer of `count` entries. Start from MXFP8_TRANSFER_DESC_INIT: fields added later are appended,
  * with 0 / NULL meaning what a desc without them meant. Every array has `count` elements and is read
  * during the call (and the preparation) only; an array that does not apply to the chosen source or
- * destination must be NULL (a forgotten choice is an error, not ignored data). All tensors, buffers and
- * the bucket of one transfer live on one device; no written byte belongs to two outputs or to a source. */
+ * destination must be NULL (a forgotten choice is an error, not ignored data); a scalar field that does
+ * not apply (global_scale of a transfer without NVFP4 buffers) is not read. All tensors, buffers and the
+ * bucket of one transfer live on one device; no written byte belongs to two outputs or to a source. */
 typedef struct mxfp8_transfer_desc {
   uint32_t struct_size;  /* sizeof(mxfp8_transfer_desc) */
   int32_t source;        /* mxfp8_transfer_source; must be set */
@@ -167,20 +169,24 @@ typedef struct mxfp8_transfer_desc {
     NULL, NULL                              /* bucket_out, parts_out */             \
   }
 
-/* Lays out the bucket of a FROM_TENSORS, TO_BUCKET desc (bucket_out and parts_out are not read): entry
- * i's values, scales (in target_layouts[i]) and, for NVFP4, amax, each at a multiple of `alignment` (a
- * power of two; 256 suits every consumer's vector loads; the amax also at a multiple of 4), in entry
- * order. parts[count] and *total_bytes are written on success only; a size or padding that does not fit
- * in uint64 fails. Checks what the transfer checks of the sources; touches no tensor memory. */
+/* Lays out the bucket of a FROM_TENSORS, TO_BUCKET desc (bucket_out and parts_out are not read; any
+ * other source or destination: MXFP8_ERROR_INVALID_ARGUMENT): entry i's values, scales (in
+ * target_layouts[i]) and, for NVFP4, amax, each at a multiple of `alignment` (a power of two; 256 suits
+ * every consumer's vector loads; the amax also at a multiple of 4), in entry order. parts[count] and
+ * *total_bytes are written on success only; a size or padding that does not fit in uint64 fails. Checks
+ * what the transfer checks of the sources; touches no tensor memory. */
 MXFP8_API mxfp8_status mxfp8_bucket_parts(const mxfp8_transfer_desc *desc, uint64_t alignment,
                                           mxfp8_bucket_part *parts, uint64_t *total_bytes);
 
 /* Checks everything (desc, every source, part, shard, destination, overlap), then moves every entry:
- * values copied, scales moved from where they lie into the target layout in the same pass, NVFP4 global
- * scales computed from the amax. CUDA: one launch on `stream` (a cudaStream_t; NULL: the legacy default
- * stream) for the whole transfer (a few past several hundred parts), values of 4 MiB or more moved at
- * copy speed as mxfp8_export_bucket says, one small kernel per NVFP4 entry for its global scale; the call
- * does not wait. Host: done on return. count == 0 is a no-op. */
+ * values copied, scales moved from where they lie into the target layout in the same pass, NVFP4 amaxes
+ * copied into a bucket or turned into global scales in buffers. CUDA: one launch on `stream` (a
+ * cudaStream_t; NULL: the legacy default stream) for the whole transfer (a few past several hundred
+ * parts), values of 4 MiB or more moved at copy speed as mxfp8_export_bucket says, and (TO_BUFFERS) one
+ * small kernel per NVFP4 entry for its global scale; the call does not wait. Host: done on return.
+ * count == 0 moves nothing (the desc itself is still checked). When an entry breaks two rules, the first
+ * of the list above that applies is the one reported (an NVFP4 shard into DeepGEMM's layout: the NVFP4
+ * rule, INVALID_ARGUMENT). */
 MXFP8_API mxfp8_status mxfp8_transfer(const mxfp8_transfer_desc *desc, void *stream);
 
 /* The checks of mxfp8_transfer, in the same order with the same status and message; nothing written,
@@ -195,7 +201,8 @@ typedef struct mxfp8_plan mxfp8_plan;
 
 /* mxfp8_transfer's checks, once; *out on success only. TO_NOTHING is refused (there is nothing to run). */
 MXFP8_API mxfp8_status mxfp8_transfer_prepare(const mxfp8_transfer_desc *desc, mxfp8_plan **out);
-/* Launches the plan on `stream` (as mxfp8_transfer). Fails only for CUDA reasons. */
+/* Launches the plan on `stream` (as mxfp8_transfer). Fails only for CUDA reasons (and a NULL plan:
+ * MXFP8_ERROR_INVALID_ARGUMENT). */
 MXFP8_API mxfp8_status mxfp8_plan_run(const mxfp8_plan *plan, void *stream);
 /* Drops the plan and its tensor references. NULL is fine; cannot fail. Queued work keeps running:
  * release after it is ordered. */

@@ -246,7 +246,14 @@ ExportJobs tensor_bucket_jobs(const BucketTensors &in, const mxfp8_export_option
            " and ", e.sizes.scales, ": plan the bucket with ", names.plan);
     check_part(p.values_offset, p.values_bytes, "values", names.parts, i, size, parts);
     check_part(p.scales_offset, p.scales_bytes, "scales", names.parts, i, size, parts);
-    if (!e.nvfp4) continue;
+    if (!e.nvfp4) {
+      // What the receiver's desc would refuse as well (an MXFP8 part with an amax is not a part this
+      // library plans): said here, before a byte is written.
+      if (given.parts && (p.amax_offset != 0 || p.amax_bytes != 0))
+        fail(MXFP8_ERROR_INVALID_ARGUMENT, names.parts, "[", i, "] gives an amax part (", p.amax_bytes, " bytes at byte ",
+             p.amax_offset, ") but ", in.tensors_name(false), "[", i, "] is an MXFP8 tensor: it has none (0, 0)");
+      continue;
+    }
     if (!given.parts && !given.nvfp4_entries)
       fail(MXFP8_ERROR_INVALID_ARGUMENT, "nvfp4_entries is NULL but entry ", i, " is an NVFP4 tensor");
     const mxfp8_bucket_nvfp4_entry n = given.parts ? mxfp8_bucket_nvfp4_entry{p.amax_offset, p.amax_bytes, e.tensor->e4m3_max, 0u}

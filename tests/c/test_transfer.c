@@ -735,6 +735,23 @@ static void test_refusals(void **state) {
   d.destination = MXFP8_TRANSFER_TO_BUCKET;
   d.values = d.scales = NULL;
   EXPECT(mxfp8_bucket_parts(&d, 256, &part, &total) == MXFP8_ERROR_INVALID_ARGUMENT, "a TRT-LLM bucket part");
+  /* An MXFP8 entry's part with an amax (what a receiver's desc refuses) is refused by the sender too. */
+  d.target_layouts = NULL;
+  d.shards = NULL;
+  mxfp8_bucket_part planned;
+  EXPECT(mxfp8_bucket_parts(&d, 256, &planned, &total) == MXFP8_OK, "plan: %s", mxfp8_last_error());
+  uint8_t *bytes = malloc((size_t)total + 64);
+  int64_t bshape[1] = {(int64_t)total + 64};
+  DLTensor out = {bytes, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, bshape, NULL, 0};
+  planned.amax_offset = total;
+  planned.amax_bytes = 4;
+  d.bucket_out = &out;
+  d.parts_out = &planned;
+  EXPECT(mxfp8_transfer(&d, NULL) == MXFP8_ERROR_INVALID_ARGUMENT, "an MXFP8 part with an amax");
+  assert_last_error_contains("desc.parts_out[0] gives an amax part");
+  d.bucket_out = NULL;
+  d.parts_out = NULL;
+  free(bytes);
   int32_t deepgemm[1] = {MXFP8_LAYOUT_DEEPGEMM_PACKED};
   d.target_layouts = deepgemm;
   d.shards = shards;

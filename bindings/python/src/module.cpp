@@ -506,10 +506,18 @@ struct TensorTransfer {
     desc.destination = MXFP8_TRANSFER_TO_BUFFERS;
     desc.scales = scales.data();
   }
-  // The plan's rows as the desc's parts: the values and scales parts, and (NVFP4) the amax part.
-  void set_parts(const std::vector<EntryRow> &plan, const std::vector<Nvfp4Row> *nvfp4_plan) {
+  // The plan's rows as the desc's parts: the values and scales parts, and (NVFP4) the amax part. An NVFP4
+  // row's E4M3_MAX, which the receiver's manifest carries, must be its tensor's (`e4m3_maxes`, 0 at MXFP8
+  // entries): the transfer itself reads it from the tensor, so a row that disagrees would go unnoticed.
+  void set_parts(const std::vector<EntryRow> &plan, const std::vector<Nvfp4Row> *nvfp4_plan,
+                 const std::vector<int32_t> &e4m3_maxes = {}) {
     if (nvfp4_plan && nvfp4_plan->size() != plan.size())
       throw py::value_error("the plan's lists must have one entry per tensor");
+    for (size_t i = 0; nvfp4_plan && i < plan.size() && i < e4m3_maxes.size(); ++i)
+      if (e4m3_maxes[i] != 0 && std::get<2>((*nvfp4_plan)[i]) != e4m3_maxes[i])
+        throw py::value_error("nvfp4_plan[" + std::to_string(i) + "] gives e4m3_max " +
+                              std::to_string(std::get<2>((*nvfp4_plan)[i])) + ", tensors[" + std::to_string(i) +
+                              "] has " + std::to_string(e4m3_maxes[i]) + ": plan the bucket for these tensors");
     parts.clear();
     for (size_t i = 0; i < plan.size(); ++i) {
       const auto &[vo, vb, so, sb] = plan[i];
@@ -611,7 +619,8 @@ class PreparedExport {
                                                     const std::vector<Nvfp4Row> *nvfp4_plan, py::object bucket,
                                                     int direction, py::object dlpack_stream,
                                                     const std::string &bucket_name,
-                                                    const std::optional<std::vector<py::object>> &shards) {
+                                                    const std::optional<std::vector<py::object>> &shards,
+                                                    const std::vector<int32_t> &e4m3_maxes = {}) {
     if (tensors.empty()) throw py::value_error("tensors is empty: nothing to prepare");
     std::unique_ptr<PreparedExport> p(new PreparedExport());
     p->api_ = api;
@@ -620,7 +629,7 @@ class PreparedExport {
     p->taken_.push_back(take(bucket, bucket_name.c_str(), ex, Access::Write));
     const ShardList shard_list(shards, tensors.size());
     TensorTransfer t(tensors, direction, shard_list);
-    t.set_parts(plan, nvfp4_plan);
+    t.set_parts(plan, nvfp4_plan, e4m3_maxes);
     t.desc.bucket_out = &p->taken_.back()->managed->dl_tensor;
     check(mxfp8_transfer_prepare(&t.desc, &p->plan_));
     return p;
@@ -1191,7 +1200,7 @@ void export_bucket_mixed(const py::list &tensors, const std::vector<EntryRow> &p
   Exchange ex = exchange_for(h.api, h.device, stream, dlpack_stream);
   const ShardList shard_list(shards, h.tensors.size());
   TensorTransfer t(h.tensors, direction, shard_list);
-  t.set_parts(plan, &nvfp4_plan);
+  t.set_parts(plan, &nvfp4_plan, h.e4m3_maxes);
   fill_bucket(t, std::move(bucket), bucket_name, ex);
 }
 
@@ -1202,7 +1211,7 @@ std::unique_ptr<PreparedExport> prepare_bucket_mixed(const py::list &tensors, co
                                                      const std::optional<std::vector<py::object>> &shards) {
   const MixedHandles h = mixed_handles(tensors);
   return PreparedExport::for_bucket(h.tensors, h.api, h.device, plan, &nvfp4_plan, std::move(bucket), direction,
-                                    std::move(dlpack_stream), bucket_name, shards);
+                                    std::move(dlpack_stream), bucket_name, shards, h.e4m3_maxes);
 }
 
 // PreparedExport.for_bucket over MXFP8 Tensors: shards as bucket_plan takes them.

@@ -282,6 +282,22 @@ def test_a_bucket_refuses_nvfp4_shards_the_transfer_refuses():
         mxfp8.export_bucket({"w": dict(spec, rows=(8, 24))}, direction="columnwise")
 
 
+def test_a_plan_row_with_another_e4m3_max_is_refused():
+    """The extension's fill checks each NVFP4 plan row's E4M3_MAX against its tensor: the receiver's
+    manifest is built from those rows, and the transfer itself never reads them."""
+    from mxfp8 import _mxfp8
+    spec, _ = nvfp4_source((64, 64), "compact", "rowwise", False, 448, seed=33)
+    t = _mxfp8.Nvfp4Tensor(rowwise_data=spec["data"], rowwise_scale_inv=spec["scale_inv"], rowwise_amax=spec["amax"],
+                           shape=list(spec["shape"]), swizzled=False, e4m3_max=448, stream=None, exchange=False)
+    entries, nvfp4_entries, total = _mxfp8.bucket_plan_mixed([t])
+    bucket = np.zeros(total, np.uint8)
+    (ao, ab, e4m3_max), = nvfp4_entries
+    assert e4m3_max == 448
+    with pytest.raises(ValueError, match=r"nvfp4_plan\[0\] gives e4m3_max 256, tensors\[0\] has 448"):
+        _mxfp8.export_bucket_mixed([t], entries, [(ao, ab, 256)], bucket)
+    assert not bucket.any()
+
+
 def test_import_bucket_refuses_nvfp4_shards_off_the_blocks():
     spec, ref = nvfp4_source((100, 50), "compact", "columnwise", False, 448, seed=31)
     bucket, manifest = mxfp8.export_bucket({"w": spec}, direction="columnwise")

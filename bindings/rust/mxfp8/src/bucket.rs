@@ -65,6 +65,7 @@ impl<'t> BucketPlan<'t> {
     /// of two; 256 suits every consumer's vector loads). Touches no tensor memory.
     pub fn new(tensors: &[&'t Tensor], options: &ExportOptions, alignment: u64) -> Result<Self, Error> {
         let handles: Vec<*const sys::mxfp8_tensor> = tensors.iter().map(|t| t.as_raw()).collect();
+        Transfer::stored_scales(&options.to_sys())?;
         let (parts, total_bytes) = Transfer::from_tensors(&handles, &options.to_sys(), core::ptr::null()).bucket_parts(alignment)?;
         let entries = parts.iter().map(entry_of).collect();
         Ok(Self { tensors: tensors.to_vec(), options: *options, entries, total_bytes, shards: Vec::new() })
@@ -83,6 +84,7 @@ impl<'t> BucketPlan<'t> {
         let handles: Vec<*const sys::mxfp8_tensor> = tensors.iter().map(|t| t.as_raw()).collect();
         let raw = RawShards::new(shards);
         // The shards are read during the call only.
+        Transfer::stored_scales(&options.to_sys())?;
         let (parts, total_bytes) = Transfer::from_tensors(&handles, &options.to_sys(), raw.as_ptr()).bucket_parts(alignment)?;
         let entries = parts.iter().map(entry_of).collect();
         Ok(Self { tensors: tensors.to_vec(), options: *options, entries, total_bytes, shards: shards.to_vec() })

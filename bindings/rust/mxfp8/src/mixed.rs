@@ -117,6 +117,7 @@ impl<'t> MixedBucketPlan<'t> {
     /// tensor memory.
     pub fn new(tensors: &[MixedTensor<'t>], options: &ExportOptions, alignment: u64) -> Result<Self, Error> {
         let handles = Handles::new(tensors).either();
+        Transfer::stored_scales(&options.to_sys())?;
         let (parts, total_bytes) = Transfer::from_tensors(&handles, &options.to_sys(), ptr::null()).bucket_parts(alignment)?;
         let entries = parts.iter().map(entry_of).collect();
         let nvfp4_entries = parts

@@ -73,6 +73,7 @@ impl<'a> PreparedExport<'a> {
         let mut dls: Vec<sys::DLTensor> = buffers.iter().zip(&mut shapes).map(|((p, _), s)| dl_tensor(*p, device, UINT8, s)).collect();
         let ptrs: Vec<*mut sys::DLTensor> = dls.iter_mut().map(|d| d as *mut _).collect();
         let handles: Vec<*const sys::mxfp8_tensor> = tensors.iter().map(|t| t.as_raw()).collect();
+        Transfer::stored_scales(&options.to_sys())?;
         let mut t = Transfer::from_tensors(&handles, &options.to_sys(), core::ptr::null());
         // Scales only: the transfer's destination buffers without a values array.
         t.desc.destination = sys::MXFP8_TRANSFER_TO_BUFFERS;

@@ -4,7 +4,7 @@
 use std::ffi::c_void;
 use std::ptr;
 
-use crate::error::{check, Error};
+use crate::error::{check, invalid, Error};
 use crate::sys;
 
 /// A desc and the arrays it points into. Moving the value moves no array (they live on the heap), so the
@@ -13,7 +13,8 @@ use crate::sys;
 pub(crate) struct Transfer {
     pub desc: sys::mxfp8_transfer_desc,
     directions: Vec<i32>,
-    parts: Vec<sys::mxfp8_bucket_part>,
+    parts_in: Vec<sys::mxfp8_bucket_part>,
+    parts_out: Vec<sys::mxfp8_bucket_part>,
     formats: Vec<i32>,
     source_layouts: Vec<i32>,
     e4m3_maxes: Vec<i32>,
@@ -27,7 +28,8 @@ impl Transfer {
         Self {
             desc: sys::mxfp8_transfer_desc::default(),
             directions: Vec::new(),
-            parts: Vec::new(),
+            parts_in: Vec::new(),
+            parts_out: Vec::new(),
             formats: Vec::new(),
             source_layouts: Vec::new(),
             e4m3_maxes: Vec::new(),
@@ -52,19 +54,30 @@ impl Transfer {
         t
     }
 
+    /// Buckets and batched exports carry the stored per-32 scales: options asking for per-32x32 ones are
+    /// refused (the desc has no such field to ignore them in), as the calls before the transfer refused them.
+    pub fn stored_scales(options: &sys::mxfp8_export_options) -> Result<(), Error> {
+        if options.scales_granularity != sys::MXFP8_SCALES_PER_32 {
+            return Err(invalid("buckets and batched exports carry the stored per-32 scales: the options' granularity \
+                                must be ScalesGranularity::Per32"));
+        }
+        Ok(())
+    }
+
     /// From `bucket`, described by a manifest (the crate's manifests are built as the older
     /// `mxfp8_bucket_manifest`): its parts and NVFP4 entries become the desc's parts, its formats,
     /// layouts (compact when not given) and E4M3_MAX the desc's arrays; shards, fix-up and global scales
     /// carry over.
     pub fn from_manifest(bucket: *const sys::DLTensor, m: &sys::mxfp8_bucket_manifest) -> Self {
-        let n = m.count;
+        // The crate's manifests always carry their entries; NULL ones are left for the library to name.
+        let n = if m.entries.is_null() { 0 } else { m.count };
         let mut t = Self::empty();
         // SAFETY: the manifest's arrays hold `count` elements each where set (the crate builds them so).
         let at = |p: *const i32, i: usize, default: i32| if p.is_null() { default } else { unsafe { *p.add(i) } };
         for i in 0..n {
             let e = unsafe { *m.entries.add(i) };
             let nv = if m.nvfp4_entries.is_null() { sys::mxfp8_bucket_nvfp4_entry::default() } else { unsafe { *m.nvfp4_entries.add(i) } };
-            t.parts.push(sys::mxfp8_bucket_part {
+            t.parts_in.push(sys::mxfp8_bucket_part {
                 values_offset: e.values_offset,
                 values_bytes: e.values_bytes,
                 scales_offset: e.scales_offset,
@@ -78,9 +91,9 @@ impl Transfer {
         }
         let d = &mut t.desc;
         d.source = sys::MXFP8_TRANSFER_FROM_BUCKET;
-        d.count = n;
+        d.count = m.count;
         d.bucket_in = bucket;
-        d.parts_in = t.parts.as_ptr();
+        d.parts_in = if m.entries.is_null() { ptr::null() } else { t.parts_in.as_ptr() };
         d.ndims = m.ndims;
         d.shapes = m.shapes;
         d.formats = t.formats.as_ptr();
@@ -98,10 +111,10 @@ impl Transfer {
 
     /// Into `bucket` at `parts` (from [`bucket_parts`](Self::bucket_parts) for the same desc).
     pub fn into_bucket(mut self, bucket: *mut sys::DLTensor, parts: Vec<sys::mxfp8_bucket_part>) -> Self {
-        self.parts = parts;
+        self.parts_out = parts;
         self.desc.destination = sys::MXFP8_TRANSFER_TO_BUCKET;
         self.desc.bucket_out = bucket;
-        self.desc.parts_out = self.parts.as_ptr();
+        self.desc.parts_out = self.parts_out.as_ptr();
         self
     }
 

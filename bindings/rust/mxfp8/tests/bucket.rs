@@ -155,6 +155,9 @@ fn bucket_errors_carry_the_librarys_message() {
 
     let err = BucketPlan::new(&tensors, &ExportOptions::new().direction(Direction::Columnwise), 256).unwrap_err();
     assert_eq!(err.status, Status::MissingData);
+    // A bucket carries the stored per-32 scales: per-32x32 options are refused, not ignored.
+    let err = BucketPlan::new(&tensors, &ExportOptions::new().granularity(mxfp8::ScalesGranularity::Per32x32), 256).unwrap_err();
+    assert!(err.status == Status::InvalidArgument && err.message.contains("per-32 scales"), "{err}");
     assert!(plan.manifest(["only one name"]).is_err());
 }
 
