@@ -15,7 +15,6 @@
 #include "core/indexed_name.hpp"
 #include "api/export_internal.hpp"
 #include "api/layouts.hpp"
-#include "core/sized_struct.hpp"
 #include "api/tensor.hpp"
 #include "core/memory_span.hpp"
 #include "core/shape.hpp"
@@ -53,12 +52,8 @@ void check_tensors(const BucketTensors &in, int32_t direction) {
   const DLDevice first = in.count > 0 ? entry_tensor(in, 0).device : DLDevice{kDLCPU, 0};
   for (size_t i = 0; i < in.count; ++i) {
     const mxfp8_tensor *nv = nvfp4_entry(in, i);
-    const mxfp8_direction d = in.direction_of(i, direction);
-    if (in.desc) check_enum(d, IndexedName("desc.directions", i), {{MXFP8_DIRECTION_ROWWISE, "MXFP8_DIRECTION_ROWWISE"},
-                                                                   {MXFP8_DIRECTION_COLUMNWISE, "MXFP8_DIRECTION_COLUMNWISE"}});
-    const mxfp8_tensor &t = entry_tensor(in, i);
-    if (!in.desc) require_direction(t, d, nv != nullptr);
-    else require_direction(t, d, t.format == MXFP8_FORMAT_NVFP4);
+    const mxfp8_tensor &t = nv ? *nv : *in.tensors[i];
+    require_direction(t, in.direction_of(i, direction), nv != nullptr);
     if (!same_device(t.device, first))
       fail(MXFP8_ERROR_INVALID_ARGUMENT, in.tensors_name(nv != nullptr), "[", i, "] is on ", format_device(t.device), " but ",
            in.mixed || in.desc ? "entry 0" : "tensors[0]", " is on ", format_device(first), ": one transfer lives on one device");

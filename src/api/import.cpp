@@ -318,10 +318,7 @@ ExportJobs import_mixed_tensor_jobs(const BucketTensors &in, const mxfp8_export_
       fail(MXFP8_ERROR_INVALID_ARGUMENT, tensors_name, "[", i, "] is on ", format_device(t.device), " but ",
            in.mixed || in.desc || nv ? "entry 0" : "tensors[0]", " is on ", format_device(result.device),
            ": one import runs on one device");
-    const mxfp8_direction direction = in.direction_of(i, o.direction);
-    if (in.desc)
-      check_enum(direction, IndexedName("desc.directions", i), {{MXFP8_DIRECTION_ROWWISE, "MXFP8_DIRECTION_ROWWISE"},
-                                                                {MXFP8_DIRECTION_COLUMNWISE, "MXFP8_DIRECTION_COLUMNWISE"}});
+    const mxfp8_direction direction = in.direction_of(i, o.direction);  // a desc's: checked when it was read
     const bool columnwise = direction == MXFP8_DIRECTION_COLUMNWISE;
     const Direction &dir = require_direction(t, direction, nv != nullptr);
     const bool sharded = shards && shards[i];

@@ -128,6 +128,10 @@ mxfp8_transfer_desc read_transfer_desc(const mxfp8_transfer_desc *given, Transfe
              {{MXFP8_NVFP4_GLOBAL_SCALE_DECODE, "MXFP8_NVFP4_GLOBAL_SCALE_DECODE"},
               {MXFP8_NVFP4_GLOBAL_SCALE_ENCODE, "MXFP8_NVFP4_GLOBAL_SCALE_ENCODE"}});
   check_count(d.count);
+  // Read here once for every source and destination (the job builders take them as checked).
+  for (size_t i = 0; d.directions && i < d.count; ++i)
+    check_enum(d.directions[i], IndexedName("desc.directions", i),
+               {{MXFP8_DIRECTION_ROWWISE, "MXFP8_DIRECTION_ROWWISE"}, {MXFP8_DIRECTION_COLUMNWISE, "MXFP8_DIRECTION_COLUMNWISE"}});
 
   // Which verb may take which destination, and the one pair no verb takes.
   if (d.destination == MXFP8_TRANSFER_TO_NOTHING && verb != TransferVerb::Check)

@@ -692,6 +692,13 @@ static void test_refusals(void **state) {
   d.scales = scales;
   d.shards = shards;
 
+  /* A direction that is none, read with the desc whatever the source. */
+  int32_t bad_direction[1] = {7};
+  d.directions = bad_direction;
+  EXPECT(mxfp8_transfer_check(&d) == MXFP8_ERROR_INVALID_ARGUMENT, "direction 7 was taken");
+  assert_last_error_contains("desc.directions[0] is 7");
+  d.directions = NULL;
+
   /* A field of another source or destination. */
   int32_t formats[1] = {MXFP8_FORMAT_E4M3};
   d.formats = formats;
