@@ -66,6 +66,30 @@ DLTensor flat_tensor(void *data, int64_t *n, DLDataType dtype = kU8) {
   return DLTensor{data, kCpu, 1, dtype, n, nullptr, 0};
 }
 
+// A transfer of `count` tensors into a bucket (MXFP8_TRANSFER_FROM_TENSORS, MXFP8_TRANSFER_TO_BUCKET),
+// every entry in `direction`: plan() lays the bucket out (mxfp8_bucket_parts), fill() moves the tensors
+// into it at those parts (mxfp8_transfer, host memory: done on return). Owns the desc's arrays.
+struct BucketTransfer {
+  std::vector<int32_t> directions;
+  mxfp8_transfer_desc desc = MXFP8_TRANSFER_DESC_INIT;
+  BucketTransfer(const mxfp8_tensor *const *tensors, size_t count, int32_t direction) : directions(count, direction) {
+    desc.source = MXFP8_TRANSFER_FROM_TENSORS;
+    desc.destination = MXFP8_TRANSFER_TO_BUCKET;
+    desc.count = count;
+    desc.directions = directions.data();
+    desc.tensors = tensors;
+  }
+  BucketTransfer(const BucketTransfer &) = delete;
+  mxfp8_status plan(uint64_t alignment, mxfp8_bucket_part *parts, uint64_t *total) const {
+    return mxfp8_bucket_parts(&desc, alignment, parts, total);
+  }
+  mxfp8_status fill(const mxfp8_bucket_part *parts, DLTensor *bucket) {
+    desc.parts_out = parts;
+    desc.bucket_out = bucket;
+    return mxfp8_transfer(&desc, nullptr);
+  }
+};
+
 // [begin, end) of bytes; empty spans overlap nothing.
 struct Range {
   uintptr_t begin = 0, end = 0;
@@ -708,18 +732,17 @@ void section_overlap(Reader &in) {
     arena.unchanged_outside({r0, r1}, "a batched export wrote outside its destinations");
     return;
   }
-  if (call == 1) {  // mxfp8_export_bucket: one or two tensors, the bucket anywhere
+  if (call == 1) {  // a transfer into a bucket: one or two tensors, the bucket anywhere
     Source t;
     place_source(in, arena, t, 64, 128);
     Described d(t);
     const size_t count = 1 + in.byte() % 2;
     const mxfp8_tensor *ts[2] = {d.tensor, d.tensor};
-    mxfp8_bucket_entry e[2];
+    BucketTransfer transfer(ts, count, t.columnwise);
+    mxfp8_bucket_part e[2];
     uint64_t total = 0;
-    mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
-    o.direction = t.columnwise;
     const uint64_t alignment = (uint64_t[]){1, 2, 64, 256}[in.byte() % 4];
-    if (mxfp8_bucket_plan(ts, count, &o, alignment, e, &total) != MXFP8_OK) wrong("a bucket plan failed");
+    if (transfer.plan(alignment, e, &total) != MXFP8_OK) wrong("a bucket plan failed");
     bool overlapping = false;
     if (count == 2 && in.byte() % 8 == 0) {  // a lying plan: the second tensor's parts over the first's
       e[1] = e[0];
@@ -732,7 +755,7 @@ void section_overlap(Reader &in) {
     overlapping |= overlap(bucket_range, d.values_range(t)) || overlap(bucket_range, d.scales_range(t));
     DLTensor bucket = flat_tensor(base, &size);
     arena.snapshot();
-    if (!judge(mxfp8_export_bucket(ts, count, &o, e, &bucket), overlapping, arena)) return;
+    if (!judge(transfer.fill(e, &bucket), overlapping, arena)) return;
     std::vector<Range> parts;
     for (size_t i = 0; i < count; ++i) {
       if (std::memcmp(base + e[i].values_offset, arena.before.data() + (t.values - arena.bytes.data()),
@@ -932,17 +955,18 @@ void section_empty(Reader &in) {
     DLTensor dst = flat_tensor(nullptr, &zero);
     DLTensor *dsts[1] = {&dst};
     const mxfp8_tensor *ts[2] = {t, t};
-    o.scales_granularity = MXFP8_SCALES_PER_32;  // batched exports and buckets move the stored scales
+    o.scales_granularity = MXFP8_SCALES_PER_32;  // batched exports move the stored scales
     expect_ok(mxfp8_export_scales_batched(ts, dsts, 1, &o), small, "a batched export of an empty tensor failed");
-    mxfp8_bucket_entry e[2];
+    BucketTransfer transfer(ts, 2, columnwise);  // a bucket moves the stored scales too (no options)
+    mxfp8_bucket_part e[2];
     uint64_t total = 0;
-    const mxfp8_status planned = mxfp8_bucket_plan(ts, 2, &o, 256, e, &total);
+    const mxfp8_status planned = transfer.plan(256, e, &total);
     expect_ok(planned, small, "planning a bucket of empty tensors failed");
     if (planned == MXFP8_OK) {
       std::vector<uint8_t> bucket_bytes(static_cast<size_t>(total) + 1);
       int64_t size = static_cast<int64_t>(total);
       DLTensor bucket = flat_tensor(bucket_bytes.data(), &size);
-      expect_ok(mxfp8_export_bucket(ts, 2, &o, e, &bucket), small, "a bucket of empty tensors failed");
+      expect_ok(transfer.fill(e, &bucket), small, "a bucket of empty tensors failed");
     }
     mxfp8_dequantize_options dq = MXFP8_DEQUANTIZE_OPTIONS_INIT;
     dq.direction = columnwise;
@@ -1112,19 +1136,22 @@ void section_edges(Reader &in) {
       sc->deleter(sc);
     }
     const mxfp8_tensor *ts[3] = {t, t, t};
-    mxfp8_bucket_entry e[3];
+    const BucketTransfer transfer(ts, 3, columnwise);
+    mxfp8_bucket_part e[3];
     uint64_t total = 0;
     const uint64_t alignment = in.byte() % 2 ? uint64_t{1} << (in.byte() % 64) : static_cast<uint64_t>(edge(in));
-    const mxfp8_status planned = mxfp8_bucket_plan(ts, 3, &o, alignment, e, &total);
+    const mxfp8_status planned = transfer.plan(alignment, e, &total);
     clean(planned, "an edge-sized bucket plan gave an unclean status");
     if (planned == MXFP8_OK) {  // parts in order, aligned, apart, inside the total
       uint64_t end = 0;
-      for (const auto &x : e)
+      for (const auto &x : e) {
+        if (x.amax_offset != 0 || x.amax_bytes != 0) wrong("an MXFP8 entry planned with an amax part");
         for (const uint64_t off : {x.values_offset, x.scales_offset}) {
           const uint64_t len = off == x.values_offset ? x.values_bytes : x.scales_bytes;
           if (off % alignment || off < end || off > total || len > total - off) wrong("a bucket plan with parts out of place");
           end = off + len;
         }
+      }
     }
     mxfp8_tensor_release(t);
   } else if (call == 2) {  // the swizzle pair with edge shapes and strides: refused unless empty
@@ -1489,8 +1516,8 @@ int64_t expected_layout_bytes(int32_t layout, int32_t direction, int64_t rows, i
   if (columnwise && layout >= 2) return -1;  // DeepGEMM and TRT-LLM: rowwise only
   const Wide r = rows, c = cols;
   if (layout == MXFP8_LAYOUT_DEEPGEMM_FLOAT32) {  // a float32 per scale, no padding
-    const Wide bytes = r * c * 4;
-    return bytes > kInt64Max ? -1 : static_cast<int64_t>(bytes);
+    const Wide scales = r * c;  // below 2^126; times 4 may not fit even 128 bits
+    return scales > kInt64Max / 4 ? -1 : static_cast<int64_t>(scales * 4);
   }
   Wide parts[2] = {r, c};
   switch (layout) {

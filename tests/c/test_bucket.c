@@ -1,10 +1,12 @@
 /* Buckets: values and compact scales of several tensors (every layout, both directions, partial
  * blocks) planned and packed into one poisoned buffer; the bytes between parts stay untouched; plans
  * that do not fit the tensors or the bucket are refused. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "test_support.h"
+#include "transfer_calls.h"
 
 enum { N = 4 };
 
@@ -68,9 +70,9 @@ static void test_bucket_packs_values_and_compact_scales(void **state) {
   (void)state;
   uint64_t rng = 900;
   fixture f = make(0, &rng);
-  mxfp8_bucket_entry entries[N];
+  bucket_entry entries[N];
   uint64_t total = 0;
-  assert_int_equal(mxfp8_bucket_plan((const mxfp8_tensor *const *)f.t, N, NULL, 256, entries, &total), MXFP8_OK);
+  assert_int_equal(folded_bucket_plan((const mxfp8_tensor *const *)f.t, NULL, NULL, N, NULL, 256, entries, NULL, &total), MXFP8_OK);
   uint64_t end = 0;
   for (int i = 0; i < N; ++i) {
     EXPECT(entries[i].values_offset % 256 == 0 && entries[i].scales_offset % 256 == 0, "alignment");
@@ -84,7 +86,7 @@ static void test_bucket_packs_values_and_compact_scales(void **state) {
   memset(bucket, POISON, total);
   int64_t bshape[1] = {(int64_t)total};
   DLTensor b = {bucket, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, bshape, NULL, 0};
-  assert_int_equal(mxfp8_export_bucket((const mxfp8_tensor *const *)f.t, N, NULL, entries, &b), MXFP8_OK);
+  assert_int_equal(folded_export_bucket((const mxfp8_tensor *const *)f.t, NULL, NULL, N, NULL, entries, NULL, &b, NULL), MXFP8_OK);
   uint64_t covered = 0;
   for (int i = 0; i < N; ++i) {
     EXPECT(memcmp(bucket + entries[i].values_offset, f.data[i]->buffer, f.data[i]->bytes) == 0, "values %d", i);
@@ -103,18 +105,18 @@ static void test_bucket_of_columnwise_scales(void **state) {
   (void)state;
   uint64_t rng = 901;
   fixture f = make(1, &rng);
-  /* a bucket is one direction: the columnwise tensor goes in a bucket of its own */
+  /* every entry columnwise (desc.directions): the columnwise tensor alone, then the rowwise-only ones too */
   mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
   o.direction = MXFP8_DIRECTION_COLUMNWISE;
-  mxfp8_bucket_entry e;
+  bucket_entry e;
   uint64_t total = 0;
-  assert_int_equal(mxfp8_bucket_plan((const mxfp8_tensor *const *)&f.t[N - 1], 1, &o, 1, &e, &total), MXFP8_OK);
+  assert_int_equal(folded_bucket_plan((const mxfp8_tensor *const *)&f.t[N - 1], NULL, NULL, 1, &o, 1, &e, NULL, &total), MXFP8_OK);
   uint8_t *bucket = malloc(total);
   int64_t bshape[1] = {(int64_t)total};
   DLTensor b = {bucket, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, bshape, NULL, 0};
-  assert_int_equal(mxfp8_export_bucket((const mxfp8_tensor *const *)&f.t[N - 1], 1, &o, &e, &b), MXFP8_OK);
+  assert_int_equal(folded_export_bucket((const mxfp8_tensor *const *)&f.t[N - 1], NULL, NULL, 1, &o, &e, NULL, &b, NULL), MXFP8_OK);
   assert_memory_equal(bucket + e.scales_offset, f.s[N - 1], (size_t)f.s_bytes[N - 1]);
-  assert_int_equal(mxfp8_bucket_plan((const mxfp8_tensor *const *)f.t, N, &o, 1, &e, &total), MXFP8_ERROR_MISSING_DATA);
+  assert_int_equal(folded_bucket_plan((const mxfp8_tensor *const *)f.t, NULL, NULL, N, &o, 1, &e, NULL, &total), MXFP8_ERROR_MISSING_DATA);
   free(bucket);
   release_fixture(&f);
 }
@@ -123,26 +125,30 @@ static void test_plans_that_do_not_fit_are_refused(void **state) {
   (void)state;
   uint64_t rng = 902;
   fixture f = make(0, &rng);
-  mxfp8_bucket_entry entries[N], bad[N];
+  bucket_entry entries[N], bad[N];
   uint64_t total = 0;
-  assert_int_equal(mxfp8_bucket_plan((const mxfp8_tensor *const *)f.t, N, NULL, 3, entries, &total), MXFP8_ERROR_INVALID_ARGUMENT);
+  assert_int_equal(folded_bucket_plan((const mxfp8_tensor *const *)f.t, NULL, NULL, N, NULL, 3, entries, NULL, &total), MXFP8_ERROR_INVALID_ARGUMENT);
   assert_last_error_contains("alignment is 3");
-  assert_int_equal(mxfp8_bucket_plan((const mxfp8_tensor *const *)f.t, N, NULL, 16, entries, &total), MXFP8_OK);
+  assert_int_equal(folded_bucket_plan((const mxfp8_tensor *const *)f.t, NULL, NULL, N, NULL, 16, entries, NULL, &total), MXFP8_OK);
   uint8_t *bucket = malloc(total);
   memset(bucket, POISON, total);
   int64_t bshape[1] = {(int64_t)total - 1}; /* one byte short */
   DLTensor b = {bucket, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, bshape, NULL, 0};
-  assert_int_equal(mxfp8_export_bucket((const mxfp8_tensor *const *)f.t, N, NULL, entries, &b), MXFP8_ERROR_INVALID_ARGUMENT);
-  assert_last_error_contains("of a bucket of");
+  assert_int_equal(folded_export_bucket((const mxfp8_tensor *const *)f.t, NULL, NULL, N, NULL, entries, NULL, &b, NULL), MXFP8_ERROR_INVALID_ARGUMENT);
+  char want[160]; /* the last part is the first that does not fit */
+  snprintf(want, sizeof want, "desc.parts_out[%d]: its %llu bytes of scales at byte %llu run past the end of a bucket of %llu bytes",
+           N - 1, (unsigned long long)entries[N - 1].scales_bytes, (unsigned long long)entries[N - 1].scales_offset,
+           (unsigned long long)(total - 1));
+  assert_last_error_contains(want);
   bshape[0] = (int64_t)total;
   memcpy(bad, entries, sizeof bad);
   bad[1].values_offset = bad[0].values_offset + 8; /* on top of tensor 0's values */
-  assert_int_equal(mxfp8_export_bucket((const mxfp8_tensor *const *)f.t, N, NULL, bad, &b), MXFP8_ERROR_INVALID_ARGUMENT);
-  assert_last_error_contains("overlap");
+  assert_int_equal(folded_export_bucket((const mxfp8_tensor *const *)f.t, NULL, NULL, N, NULL, bad, NULL, &b, NULL), MXFP8_ERROR_INVALID_ARGUMENT);
+  assert_last_error_contains("desc.parts_out[1] values and desc.parts_out[0] values overlap in memory");
   memcpy(bad, entries, sizeof bad);
   bad[2].scales_bytes -= 1;
-  assert_int_equal(mxfp8_export_bucket((const mxfp8_tensor *const *)f.t, N, NULL, bad, &b), MXFP8_ERROR_INVALID_ARGUMENT);
-  assert_last_error_contains("plan the bucket with mxfp8_bucket_plan");
+  assert_int_equal(folded_export_bucket((const mxfp8_tensor *const *)f.t, NULL, NULL, N, NULL, bad, NULL, &b, NULL), MXFP8_ERROR_INVALID_ARGUMENT);
+  assert_last_error_contains("plan the bucket with mxfp8_bucket_parts for this desc");
   for (uint64_t j = 0; j < total; ++j) EXPECT(bucket[j] == POISON, "a refused export wrote byte %llu", (unsigned long long)j);
   free(bucket);
   release_fixture(&f);

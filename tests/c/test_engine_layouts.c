@@ -1,14 +1,14 @@
 /* The engine-native targets (mxfp8_layout) on the host: mxfp8_convert and mxfp8_convert_grouped into
- * compact, CUTLASS 128x4 and DeepGEMM packed buffers, the import calls and the bucket manifest with the
- * new layouts, the scale fix-up, and round trips back to compact. Every expected byte comes from
+ * compact, CUTLASS 128x4 and DeepGEMM packed buffers, the transfer (from tensors and from buckets)
+ * with the new layouts, the scale fix-up, and round trips back to compact. Every expected byte comes from
  * engine_layouts_support.h (the consumers' documented procedures), sources are TE storage with poisoned
  * padding, outputs are poisoned, and shapes are partial: rows not a multiple of 4 or 128, K not a
  * multiple of 32, ceil(K/32) not a multiple of 4. */
-#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "engine_layouts_support.h"
+#include "transfer_calls.h"
 
 static const int32_t kTargets[] = {MXFP8_LAYOUT_COMPACT, MXFP8_LAYOUT_CUTLASS_128X4, MXFP8_LAYOUT_DEEPGEMM_PACKED,
                                    MXFP8_LAYOUT_DEEPGEMM_FLOAT32};
@@ -189,10 +189,10 @@ static void test_deepgemm_float32_carries_every_exponent(void **state) {
     make_out(&bucket, t.ref.values_bytes + n, kDLUInt, 8);
     memcpy(bucket.bytes, t.ref.values, (size_t)t.ref.values_bytes);
     memcpy(bucket.bytes + t.ref.values_bytes, want, (size_t)n);
-    mxfp8_bucket_entry entry = {0, (uint64_t)t.ref.values_bytes, (uint64_t)t.ref.values_bytes, (uint64_t)n};
+    bucket_entry entry = {0, (uint64_t)t.ref.values_bytes, (uint64_t)t.ref.values_bytes, (uint64_t)n};
     const int32_t ndim = 2, layout = MXFP8_LAYOUT_DEEPGEMM_FLOAT32;
     const int64_t *shape = s.shape;
-    mxfp8_bucket_manifest m = MXFP8_BUCKET_MANIFEST_INIT;
+    bucket_manifest m = BUCKET_MANIFEST_INIT;
     m.count = 1;
     m.entries = &entry;
     m.ndims = &ndim;
@@ -200,8 +200,8 @@ static void test_deepgemm_float32_carries_every_exponent(void **state) {
     m.scales_layouts = &layout;
     make_out(&values, t.ref.values_bytes, kDLUInt, 8);
     make_out(&scales, m_bytes, kDLUInt, 8);
-    mxfp8_import_destination dst = {&values.tensor, &scales.tensor, dst_layout, 0};
-    assert_int_equal(mxfp8_import_bucket(&bucket.tensor, &m, &dst, NULL), MXFP8_OK);
+    import_destination dst = {&values.tensor, &scales.tensor, dst_layout};
+    assert_int_equal(folded_import_bucket(&bucket.tensor, &m, &dst, NULL, NULL), MXFP8_OK);
     expect_bytes(scales.bytes, back, m_bytes, "float32 part imported", to ? "cutlass_128x4" : "compact");
     free(bucket.bytes);
     free(values.bytes);
@@ -306,7 +306,7 @@ static void test_grouped_experts_convert_stacked(void **state) {
   }
 }
 
-/* A bucket whose scale parts are in an engine layout (the manifest says which) imports back into
+/* A bucket whose scale parts are in an engine layout (desc.source_layouts says which) imports back into
  * compact and into any other layout: convert -> bucket -> import is the identity on S. */
 static void test_engine_layout_parts_round_trip_to_compact(void **state) {
   (void)state;
@@ -329,10 +329,10 @@ static void test_engine_layout_parts_round_trip_to_compact(void **state) {
       mxfp8_convert_options o = MXFP8_CONVERT_OPTIONS_INIT;
       o.target = kTargets[from];
       assert_int_equal(mxfp8_convert(t.handle, &o, NULL, &part_tensor), MXFP8_OK);
-      mxfp8_bucket_entry entry = {0, (uint64_t)t.ref.values_bytes, (uint64_t)t.ref.values_bytes, (uint64_t)part};
+      bucket_entry entry = {0, (uint64_t)t.ref.values_bytes, (uint64_t)t.ref.values_bytes, (uint64_t)part};
       const int32_t ndim = 2, layout = kTargets[from];
       const int64_t *shape = s.shape;
-      mxfp8_bucket_manifest m = MXFP8_BUCKET_MANIFEST_INIT;
+      bucket_manifest m = BUCKET_MANIFEST_INIT;
       m.count = 1;
       m.entries = &entry;
       m.ndims = &ndim;
@@ -341,8 +341,8 @@ static void test_engine_layout_parts_round_trip_to_compact(void **state) {
       out_buffer values, scales;
       make_out(&values, t.ref.values_bytes, kDLUInt, 8);
       make_out(&scales, n, kDLUInt, 8);
-      mxfp8_import_destination dst = {&values.tensor, &scales.tensor, kTargets[to], 0};
-      assert_int_equal(mxfp8_import_bucket(&bucket.tensor, &m, &dst, NULL), MXFP8_OK);
+      import_destination dst = {&values.tensor, &scales.tensor, kTargets[to]};
+      assert_int_equal(folded_import_bucket(&bucket.tensor, &m, &dst, NULL, NULL), MXFP8_OK);
       expect_bytes(scales.bytes, want, n, kTargetNames[from], kTargetNames[to]);
       expect_bytes(values.bytes, t.ref.values, t.ref.values_bytes, "round trip values", kTargetNames[to]);
       /* The part recorded in another layout than it is in: refused, nothing written. */
@@ -350,7 +350,8 @@ static void test_engine_layout_parts_round_trip_to_compact(void **state) {
                                                                           : MXFP8_LAYOUT_DEEPGEMM_PACKED;
       m.scales_layouts = &wrong;
       memset(scales.bytes, POISON, (size_t)n + 1);
-      assert_int_equal(mxfp8_import_bucket(&bucket.tensor, &m, &dst, NULL), MXFP8_ERROR_INVALID_ARGUMENT);
+      assert_int_equal(folded_import_bucket(&bucket.tensor, &m, &dst, NULL, NULL), MXFP8_ERROR_INVALID_ARGUMENT);
+      assert_last_error_contains("desc.parts_in[0] gives");
       assert_last_error_contains("the manifest does not describe this bucket");
       EXPECT(scales.bytes[0] == POISON, "a refused import wrote");
       free(bucket.bytes);
@@ -361,8 +362,8 @@ static void test_engine_layout_parts_round_trip_to_compact(void **state) {
   free_te(&t);
 }
 
-/* The fix-up through the import calls and the sender's batched export: every exponent 0 arrives as 1,
- * padding stays 0, and without the option every byte arrives as stored. */
+/* The fix-up through the transfer (from tensors and from a bucket) and the sender's batched export:
+ * every exponent 0 arrives as 1, padding stays 0, and without the option every byte arrives as stored. */
 static void test_scale_fixup_on_import_and_export(void **state) {
   (void)state;
   uint64_t rng = 45;
@@ -377,31 +378,31 @@ static void test_scale_fixup_on_import_and_export(void **state) {
       out_buffer values, scales;
       make_out(&values, t.ref.values_bytes, kDLUInt, 8);
       make_out(&scales, n, kDLUInt, 8);
-      mxfp8_import_destination dst = {&values.tensor, &scales.tensor, kTargets[k], 0};
+      import_destination dst = {&values.tensor, &scales.tensor, kTargets[k]};
       mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
       o.scale_fixup = fixup;
       const mxfp8_tensor *handle = t.handle;
-      assert_int_equal(mxfp8_import_tensors(&handle, 1, &o, &dst), MXFP8_OK);
-      expect_bytes(scales.bytes, want, n, fixup ? "import_tensors with fix-up" : "import_tensors", kTargetNames[k]);
-      /* The bucket path: the manifest carries the fix-up. */
+      assert_int_equal(folded_import_tensors(&handle, NULL, NULL, 1, &o, &dst, NULL, 0, NULL), MXFP8_OK);
+      expect_bytes(scales.bytes, want, n, fixup ? "from tensors with fix-up" : "from tensors", kTargetNames[k]);
+      /* The bucket path: the receiver's desc carries the fix-up. */
       const int64_t total = t.ref.values_bytes + t.ref.r * t.ref.c;
       out_buffer bucket;
       make_out(&bucket, total, kDLUInt, 8);
       memcpy(bucket.bytes, t.ref.values, (size_t)t.ref.values_bytes);
       memcpy(bucket.bytes + t.ref.values_bytes, t.ref.compact, (size_t)(t.ref.r * t.ref.c));
-      mxfp8_bucket_entry entry = {0, (uint64_t)t.ref.values_bytes, (uint64_t)t.ref.values_bytes,
+      bucket_entry entry = {0, (uint64_t)t.ref.values_bytes, (uint64_t)t.ref.values_bytes,
                                   (uint64_t)(t.ref.r * t.ref.c)};
       const int32_t ndim = 2;
       const int64_t *shape = s.shape;
-      mxfp8_bucket_manifest m = MXFP8_BUCKET_MANIFEST_INIT;
+      bucket_manifest m = BUCKET_MANIFEST_INIT;
       m.count = 1;
       m.entries = &entry;
       m.ndims = &ndim;
       m.shapes = &shape;
       m.scale_fixup = fixup;
       memset(scales.bytes, POISON, (size_t)n + 1);
-      assert_int_equal(mxfp8_import_bucket(&bucket.tensor, &m, &dst, NULL), MXFP8_OK);
-      expect_bytes(scales.bytes, want, n, fixup ? "import_bucket with fix-up" : "import_bucket", kTargetNames[k]);
+      assert_int_equal(folded_import_bucket(&bucket.tensor, &m, &dst, NULL, NULL), MXFP8_OK);
+      expect_bytes(scales.bytes, want, n, fixup ? "from a bucket with fix-up" : "from a bucket", kTargetNames[k]);
       if (kTargets[k] == MXFP8_LAYOUT_COMPACT) { /* the sender's side */
         DLTensor *dsts[1] = {&scales.tensor};
         memset(scales.bytes, POISON, (size_t)n + 1);
@@ -425,8 +426,8 @@ static void test_scale_fixup_on_import_and_export(void **state) {
 }
 
 /* A prepared import into DeepGEMM parameters with the fix-up: checked once, each run rewrites the
- * parameter from what the sources hold then. A manifest of the size before scale_fixup existed is still
- * read (as no fix-up). */
+ * parameter from what the sources hold then. A bucket import into the same parameter without the fix-up
+ * writes the scales as stored. */
 static void test_prepared_import_into_deepgemm_parameters(void **state) {
   (void)state;
   uint64_t rng = 51;
@@ -439,39 +440,37 @@ static void test_prepared_import_into_deepgemm_parameters(void **state) {
   out_buffer values, scales;
   make_out(&values, t.ref.values_bytes, kDLUInt, 8);
   make_out(&scales, n, kDLInt, 32);
-  mxfp8_import_destination dst = {&values.tensor, &scales.tensor, MXFP8_LAYOUT_DEEPGEMM_PACKED, 0};
+  import_destination dst = {&values.tensor, &scales.tensor, MXFP8_LAYOUT_DEEPGEMM_PACKED};
   mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
   o.scale_fixup = MXFP8_SCALE_FIXUP_ZERO_EXPONENT_AS_ONE;
   const mxfp8_tensor *handle = t.handle;
-  mxfp8_prepared_export *plan = NULL;
-  assert_int_equal(mxfp8_prepare_import_tensors(&handle, 1, &o, &dst, &plan), MXFP8_OK);
+  mxfp8_plan *plan = NULL;
+  assert_int_equal(folded_import_tensors(&handle, NULL, NULL, 1, &o, &dst, NULL, 0, &plan), MXFP8_OK);
   EXPECT(scales.bytes[0] == POISON, "preparing wrote the parameter");
   for (int run = 0; run < 2; ++run) {
     memset(scales.bytes, POISON, (size_t)n + 1);
-    assert_int_equal(mxfp8_prepared_export_run(plan, NULL), MXFP8_OK);
+    assert_int_equal(mxfp8_plan_run(plan, NULL), MXFP8_OK);
     expect_bytes(scales.bytes, want, n, "prepared import with fix-up", "deepgemm");
   }
-  mxfp8_prepared_export_release(plan);
+  mxfp8_plan_release(plan);
 
-  /* The bucket import with an older caller's manifest (no scale_fixup field): no fix-up. */
+  /* The bucket import into the same int32 parameter, without the fix-up: every byte as stored. */
   uint8_t *plain = ref_layout(t.ref.compact, t.ref.r, t.ref.c, MXFP8_LAYOUT_DEEPGEMM_PACKED, 0, &n);
   out_buffer bucket;
   make_out(&bucket, t.ref.values_bytes + t.ref.r * t.ref.c, kDLUInt, 8);
   memcpy(bucket.bytes, t.ref.values, (size_t)t.ref.values_bytes);
   memcpy(bucket.bytes + t.ref.values_bytes, t.ref.compact, (size_t)(t.ref.r * t.ref.c));
-  mxfp8_bucket_entry entry = {0, (uint64_t)t.ref.values_bytes, (uint64_t)t.ref.values_bytes, (uint64_t)(t.ref.r * t.ref.c)};
+  bucket_entry entry = {0, (uint64_t)t.ref.values_bytes, (uint64_t)t.ref.values_bytes, (uint64_t)(t.ref.r * t.ref.c)};
   const int32_t ndim = 2;
   const int64_t *shape = s.shape;
-  mxfp8_bucket_manifest m = MXFP8_BUCKET_MANIFEST_INIT;
-  m.struct_size = (uint32_t)(offsetof(mxfp8_bucket_manifest, scales_layouts) + sizeof(const int32_t *));
+  bucket_manifest m = BUCKET_MANIFEST_INIT;
   m.count = 1;
   m.entries = &entry;
   m.ndims = &ndim;
   m.shapes = &shape;
-  m.scale_fixup = 77; /* beyond the older struct_size: never read */
   memset(scales.bytes, POISON, (size_t)n + 1);
-  assert_int_equal(mxfp8_import_bucket(&bucket.tensor, &m, &dst, NULL), MXFP8_OK);
-  expect_bytes(scales.bytes, plain, n, "older manifest", "deepgemm");
+  assert_int_equal(folded_import_bucket(&bucket.tensor, &m, &dst, NULL, NULL), MXFP8_OK);
+  expect_bytes(scales.bytes, plain, n, "bucket import", "deepgemm");
   free(bucket.bytes);
   free(plain);
   free(values.bytes);
@@ -484,7 +483,7 @@ static void test_prepared_import_into_deepgemm_parameters(void **state) {
 /* DeepGEMM's strided int32 form over storage of exactly its extent, rows % 4 != 0: the tensor describes
  * (G - 1) * p * mn_aligned + (p - 1) * mn_aligned + mn int32, fewer than the layout's G * p * mn_aligned;
  * the library writes every described int32 and nothing past it (the guard words stay poisoned). Through
- * mxfp8_convert, mxfp8_convert_grouped ([1, mn, p] and [G, mn, p]) and mxfp8_import_tensors. */
+ * mxfp8_convert, mxfp8_convert_grouped ([1, mn, p] and [G, mn, p]) and a FROM_TENSORS transfer. */
 static void test_deepgemm_strided_form_stays_in_its_extent(void **state) {
   (void)state;
   uint64_t rng = 61;
@@ -543,9 +542,9 @@ static void test_deepgemm_strided_form_stays_in_its_extent(void **state) {
         } else {
           out_buffer values;
           make_out(&values, t.ref.values_bytes, kDLUInt, 8);
-          mxfp8_import_destination dst = {&values.tensor, &param, MXFP8_LAYOUT_DEEPGEMM_PACKED, 0};
+          import_destination dst = {&values.tensor, &param, MXFP8_LAYOUT_DEEPGEMM_PACKED};
           const mxfp8_tensor *handle = t.handle;
-          assert_int_equal(mxfp8_import_tensors(&handle, 1, NULL, &dst), MXFP8_OK);
+          assert_int_equal(folded_import_tensors(&handle, NULL, NULL, 1, NULL, &dst, NULL, 0, NULL), MXFP8_OK);
           free(values.bytes);
         }
         free_te(&t);

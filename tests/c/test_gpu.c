@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "test_gpu_support.h"
+#include "transfer_calls.h"
 
 #ifdef MXFP8_TEST_WITH_CUDA
 
@@ -321,10 +322,10 @@ static void test_gpu_shard_buckets_and_imports_equal_the_host(void **state) {
   sh[2].col_begin = 256, sh[2].col_end = 1056;                     /* a K shard with a partial last block */
   sh[3].row_begin = 128, sh[3].row_end = 384;
   const mxfp8_shard *shards[T] = {&sh[0], &sh[1], &sh[2], &sh[3]};
-  mxfp8_bucket_entry entries[T], host_entries[T];
+  bucket_entry entries[T], host_entries[T];
   uint64_t total = 0, host_total = 0;
-  assert_int_equal(mxfp8_bucket_plan_shards((const mxfp8_tensor *const *)gt, shards, T, NULL, 256, entries, &total), MXFP8_OK);
-  assert_int_equal(mxfp8_bucket_plan_shards((const mxfp8_tensor *const *)ht, shards, T, NULL, 256, host_entries, &host_total),
+  assert_int_equal(folded_bucket_plan((const mxfp8_tensor *const *)gt, NULL, shards, T, NULL, 256, entries, NULL, &total), MXFP8_OK);
+  assert_int_equal(folded_bucket_plan((const mxfp8_tensor *const *)ht, NULL, shards, T, NULL, 256, host_entries, NULL, &host_total),
                    MXFP8_OK);
   assert_int_equal(total, host_total);
   uint8_t *d_bucket, *host_bucket = malloc(total), *got = malloc(total);
@@ -334,9 +335,9 @@ static void test_gpu_shard_buckets_and_imports_equal_the_host(void **state) {
   int64_t bshape[1] = {(int64_t)total};
   DLTensor db = {d_bucket, {kDLCUDA, 0}, 1, {kDLUInt, 8, 1}, bshape, NULL, 0};
   DLTensor hb = {host_bucket, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, bshape, NULL, 0};
-  EXPECT(mxfp8_export_bucket_shards((const mxfp8_tensor *const *)gt, shards, T, NULL, entries, &db) == MXFP8_OK, "gpu: %s",
+  EXPECT(folded_export_bucket((const mxfp8_tensor *const *)gt, NULL, shards, T, NULL, entries, NULL, &db, NULL) == MXFP8_OK, "gpu: %s",
          mxfp8_last_error());
-  EXPECT(mxfp8_export_bucket_shards((const mxfp8_tensor *const *)ht, shards, T, NULL, host_entries, &hb) == MXFP8_OK, "host: %s",
+  EXPECT(folded_export_bucket((const mxfp8_tensor *const *)ht, NULL, shards, T, NULL, host_entries, NULL, &hb, NULL) == MXFP8_OK, "host: %s",
          mxfp8_last_error());
   CUDA_OK(cudaMemcpy(got, d_bucket, total, cudaMemcpyDeviceToHost));
   EXPECT(memcmp(got, host_bucket, total) == 0, "the GPU bucket of shards differs from the host one");
@@ -345,14 +346,14 @@ static void test_gpu_shard_buckets_and_imports_equal_the_host(void **state) {
   free(got);
 
   /* The receiver: a whole bucket on each side, each tensor's shard imported into compact and 128x4. */
-  assert_int_equal(mxfp8_bucket_plan((const mxfp8_tensor *const *)gt, T, NULL, 256, entries, &total), MXFP8_OK);
+  assert_int_equal(folded_bucket_plan((const mxfp8_tensor *const *)gt, NULL, NULL, T, NULL, 256, entries, NULL, &total), MXFP8_OK);
   uint8_t *whole_d, *whole_h = malloc(total);
   CUDA_OK(cudaMalloc((void **)&whole_d, total));
   bshape[0] = (int64_t)total;
   DLTensor wd = {whole_d, {kDLCUDA, 0}, 1, {kDLUInt, 8, 1}, bshape, NULL, 0};
   DLTensor wh = {whole_h, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, bshape, NULL, 0};
-  assert_int_equal(mxfp8_export_bucket((const mxfp8_tensor *const *)gt, T, NULL, entries, &wd), MXFP8_OK);
-  assert_int_equal(mxfp8_export_bucket((const mxfp8_tensor *const *)ht, T, NULL, entries, &wh), MXFP8_OK);
+  assert_int_equal(folded_export_bucket((const mxfp8_tensor *const *)gt, NULL, NULL, T, NULL, entries, NULL, &wd, NULL), MXFP8_OK);
+  assert_int_equal(folded_export_bucket((const mxfp8_tensor *const *)ht, NULL, NULL, T, NULL, entries, NULL, &wh, NULL), MXFP8_OK);
   int32_t ndims[T];
   const int64_t *shape_ptrs[T];
   for (int i = 0; i < T; ++i) ndims[i] = 2, shape_ptrs[i] = shapes[i];
@@ -360,7 +361,7 @@ static void test_gpu_shard_buckets_and_imports_equal_the_host(void **state) {
     int64_t vbytes[T], sbytes[T], vshape[T][1], sshape[T][1];
     uint8_t *dv[T], *ds[T], *hv[T], *hsc[T];
     DLTensor dvt[T], dst[T], hvt[T], hst[T];
-    mxfp8_import_destination dd[T], hdst[T];
+    import_destination dd[T], hdst[T];
     for (int i = 0; i < T; ++i) {
       vbytes[i] = (int64_t)host_entries[i].values_bytes; /* the shard's sizes, from its bucket plan */
       const int64_t shard_cols = (sh[i].col_end == MXFP8_SHARD_END ? shapes[i][1] : sh[i].col_end) - sh[i].col_begin;
@@ -378,13 +379,13 @@ static void test_gpu_shard_buckets_and_imports_equal_the_host(void **state) {
       h2.data = hsc[i], h2.shape = sshape[i], h2.device.device_type = kDLCPU;
       dvt[i] = a, dst[i] = b, hvt[i] = h1, hst[i] = h2;
       const int32_t layout = target ? MXFP8_LAYOUT_CUTLASS_128X4 : MXFP8_LAYOUT_COMPACT;
-      dd[i] = (mxfp8_import_destination){&dvt[i], &dst[i], layout, 0};
-      hdst[i] = (mxfp8_import_destination){&hvt[i], &hst[i], layout, 0};
+      dd[i] = (import_destination){&dvt[i], &dst[i], layout};
+      hdst[i] = (import_destination){&hvt[i], &hst[i], layout};
     }
-    mxfp8_bucket_manifest man = MXFP8_BUCKET_MANIFEST_INIT;
+    bucket_manifest man = BUCKET_MANIFEST_INIT;
     man.count = T, man.entries = entries, man.ndims = ndims, man.shapes = shape_ptrs, man.shards = shards;
-    EXPECT(mxfp8_import_bucket(&wd, &man, dd, NULL) == MXFP8_OK, "gpu import target %d: %s", target, mxfp8_last_error());
-    EXPECT(mxfp8_import_bucket(&wh, &man, hdst, NULL) == MXFP8_OK, "host import target %d: %s", target, mxfp8_last_error());
+    EXPECT(folded_import_bucket(&wd, &man, dd, NULL, NULL) == MXFP8_OK, "gpu import target %d: %s", target, mxfp8_last_error());
+    EXPECT(folded_import_bucket(&wh, &man, hdst, NULL, NULL) == MXFP8_OK, "host import target %d: %s", target, mxfp8_last_error());
     CUDA_OK(cudaDeviceSynchronize());
     for (int i = 0; i < T; ++i) {
       uint8_t *gv = download(&dvt[i], (size_t)vbytes[i]), *gsc = download(&dst[i], (size_t)sbytes[i]);
@@ -766,10 +767,10 @@ static void test_gpu_bucket_equals_host_bucket(void **state) {
     gs[i] = upload(hs[i], 0);
     gt[i] = create_on(&gd[i]->managed, &gs[i]->managed, storage, 0);
   }
-  mxfp8_bucket_entry entries[T], host_entries[T];
+  bucket_entry entries[T], host_entries[T];
   uint64_t total = 0, host_total = 0;
-  assert_int_equal(mxfp8_bucket_plan((const mxfp8_tensor *const *)gt, T, NULL, 256, entries, &total), MXFP8_OK);
-  assert_int_equal(mxfp8_bucket_plan((const mxfp8_tensor *const *)ht, T, NULL, 256, host_entries, &host_total), MXFP8_OK);
+  assert_int_equal(folded_bucket_plan((const mxfp8_tensor *const *)gt, NULL, NULL, T, NULL, 256, entries, NULL, &total), MXFP8_OK);
+  assert_int_equal(folded_bucket_plan((const mxfp8_tensor *const *)ht, NULL, NULL, T, NULL, 256, host_entries, NULL, &host_total), MXFP8_OK);
   assert_int_equal(total, host_total);
   uint8_t *d_bucket, *host_bucket = malloc(total), *got = malloc(total);
   CUDA_OK(cudaMalloc((void **)&d_bucket, total));
@@ -778,8 +779,8 @@ static void test_gpu_bucket_equals_host_bucket(void **state) {
   int64_t bshape[1] = {(int64_t)total};
   DLTensor db = {d_bucket, {kDLCUDA, 0}, 1, {kDLUInt, 8, 1}, bshape, NULL, 0};
   DLTensor hb = {host_bucket, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, bshape, NULL, 0};
-  EXPECT(mxfp8_export_bucket((const mxfp8_tensor *const *)gt, T, NULL, entries, &db) == MXFP8_OK, "gpu: %s", mxfp8_last_error());
-  EXPECT(mxfp8_export_bucket((const mxfp8_tensor *const *)ht, T, NULL, host_entries, &hb) == MXFP8_OK, "host: %s", mxfp8_last_error());
+  EXPECT(folded_export_bucket((const mxfp8_tensor *const *)gt, NULL, NULL, T, NULL, entries, NULL, &db, NULL) == MXFP8_OK, "gpu: %s", mxfp8_last_error());
+  EXPECT(folded_export_bucket((const mxfp8_tensor *const *)ht, NULL, NULL, T, NULL, host_entries, NULL, &hb, NULL) == MXFP8_OK, "host: %s", mxfp8_last_error());
   CUDA_OK(cudaMemcpy(got, d_bucket, total, cudaMemcpyDeviceToHost));
   EXPECT(memcmp(got, host_bucket, total) == 0, "the GPU bucket differs from the host bucket");
   for (int i = 0; i < T; ++i) {
@@ -835,9 +836,10 @@ static void test_gpu_swizzle_pair_matches_formula(void **state) {
   }
 }
 
-/* A prepared batched export captured in a CUDA graph: every replay writes the sources' scales as they
- * are at that replay (new scales copied in between show), and a run calls nothing that a global-mode
- * capture refuses (no allocation, no synchronization). */
+/* A prepared transfer of many tensors' scales (mxfp8_transfer_prepare) captured in a CUDA graph: every
+ * replay writes the sources' scales as they are at that replay (new scales copied in between show), and a
+ * run (mxfp8_plan_run) calls nothing that a global-mode capture refuses (no allocation, no
+ * synchronization). */
 static void test_prepared_export_replays_in_a_cuda_graph(void **state) {
   (void)state;
   REQUIRE_GPU();
@@ -866,15 +868,15 @@ static void test_prepared_export_replays_in_a_cuda_graph(void **state) {
     dst_tensors[i] = (DLTensor){out, {kDLCUDA, 0}, 1, {kDLUInt, 8, 1}, &dst_shapes[i], NULL, (uint64_t)offsets[i]};
     dst[i] = &dst_tensors[i];
   }
-  mxfp8_prepared_export *plan = NULL;
-  EXPECT(mxfp8_prepare_scales_batched((const mxfp8_tensor *const *)t, dst, N, NULL, &plan) == MXFP8_OK, "prepare: %s",
+  mxfp8_plan *plan = NULL;
+  EXPECT(folded_prepare_scales_batched((const mxfp8_tensor *const *)t, dst, N, NULL, &plan) == MXFP8_OK, "prepare: %s",
          mxfp8_last_error());
   cudaStream_t stream;
   CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   cudaGraph_t graph;
   cudaGraphExec_t exec;
   CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
-  const mxfp8_status st = mxfp8_prepared_export_run(plan, stream);
+  const mxfp8_status st = mxfp8_plan_run(plan, stream);
   CUDA_OK(cudaStreamEndCapture(stream, &graph));
   EXPECT(st == MXFP8_OK, "run under capture: %s", mxfp8_last_error());
   CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
@@ -899,7 +901,7 @@ static void test_prepared_export_replays_in_a_cuda_graph(void **state) {
   CUDA_OK(cudaGraphExecDestroy(exec));
   CUDA_OK(cudaGraphDestroy(graph));
   CUDA_OK(cudaStreamDestroy(stream));
-  mxfp8_prepared_export_release(plan);
+  mxfp8_plan_release(plan);
   cudaFree(out);
   for (int i = 0; i < N; ++i) {
     mxfp8_tensor_release(t[i]);

@@ -10,6 +10,7 @@
 #include "engine_layouts_support.h"
 #include "import_support.h"
 #include "test_gpu_support.h"
+#include "transfer_calls.h"
 
 #ifdef MXFP8_TEST_WITH_CUDA
 
@@ -32,7 +33,7 @@ static void expect_device(const uint8_t *d, const uint8_t *want, int64_t n, cons
 static void import_specs_on_device(const spec *specs, int n, int graph, uint64_t seed) {
   uint64_t rng = seed;
   reference *ref = calloc((size_t)n, sizeof *ref);
-  mxfp8_bucket_entry *entries = calloc((size_t)n, sizeof *entries);
+  bucket_entry *entries = calloc((size_t)n, sizeof *entries);
   int32_t *ndims = calloc((size_t)n, sizeof *ndims), *dirs = calloc((size_t)n, sizeof *dirs),
           *layouts = calloc((size_t)n, sizeof *layouts);
   const int64_t **shapes = calloc((size_t)n, sizeof *shapes);
@@ -64,7 +65,7 @@ static void import_specs_on_device(const spec *specs, int n, int graph, uint64_t
   uint8_t **values = calloc((size_t)n, sizeof *values), **scales = calloc((size_t)n, sizeof *scales);
   int64_t(*dshapes)[2] = calloc((size_t)n, sizeof *dshapes);
   DLTensor *dv = calloc((size_t)n, sizeof *dv), *ds = calloc((size_t)n, sizeof *ds);
-  mxfp8_import_destination *dst = calloc((size_t)n, sizeof *dst);
+  import_destination *dst = calloc((size_t)n, sizeof *dst);
   for (int i = 0; i < n; ++i) {
     dshapes[i][0] = ref[i].values_bytes;
     dshapes[i][1] = target_bytes(&ref[i], specs[i].target);
@@ -72,9 +73,9 @@ static void import_specs_on_device(const spec *specs, int n, int graph, uint64_t
     scales[i] = poisoned_device((size_t)dshapes[i][1]);
     dv[i] = device_bytes(values[i], &dshapes[i][0]);
     ds[i] = device_bytes(scales[i], &dshapes[i][1]);
-    dst[i] = (mxfp8_import_destination){&dv[i], &ds[i], specs[i].target, 0};
+    dst[i] = (import_destination){&dv[i], &ds[i], specs[i].target};
   }
-  mxfp8_bucket_manifest m = MXFP8_BUCKET_MANIFEST_INIT;
+  bucket_manifest m = BUCKET_MANIFEST_INIT;
   m.count = (size_t)n;
   m.entries = entries;
   m.ndims = ndims;
@@ -84,15 +85,15 @@ static void import_specs_on_device(const spec *specs, int n, int graph, uint64_t
   cudaStream_t stream;
   CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   if (!graph) {
-    assert_int_equal(mxfp8_import_bucket(&bucket_tensor, &m, dst, stream), MXFP8_OK);
+    assert_int_equal(folded_import_bucket(&bucket_tensor, &m, dst, stream, NULL), MXFP8_OK);
     CUDA_OK(cudaStreamSynchronize(stream));
   } else {
-    mxfp8_prepared_export *plan = NULL;
-    assert_int_equal(mxfp8_prepare_import_bucket(&bucket_tensor, &m, dst, &plan), MXFP8_OK);
+    mxfp8_plan *plan = NULL;
+    assert_int_equal(folded_import_bucket(&bucket_tensor, &m, dst, NULL, &plan), MXFP8_OK);
     cudaGraph_t g;
     cudaGraphExec_t exec;
     CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
-    assert_int_equal(mxfp8_prepared_export_run(plan, stream), MXFP8_OK);
+    assert_int_equal(mxfp8_plan_run(plan, stream), MXFP8_OK);
     CUDA_OK(cudaStreamEndCapture(stream, &g));
     CUDA_OK(cudaGraphInstantiate(&exec, g, 0));
     for (int step = 0; step < 2; ++step) {
@@ -118,7 +119,7 @@ static void import_specs_on_device(const spec *specs, int n, int graph, uint64_t
     }
     CUDA_OK(cudaGraphExecDestroy(exec));
     CUDA_OK(cudaGraphDestroy(g));
-    mxfp8_prepared_export_release(plan);
+    mxfp8_plan_release(plan);
   }
   for (int i = 0; i < n; ++i) {
     expect_device(values[i], ref[i].values, ref[i].values_bytes, "values", i);
@@ -209,11 +210,11 @@ static void test_gpu_direct_import_from_te_storage(void **state) {
       int64_t vshape[1] = {te.ref.values_bytes}, sshape[1] = {target_bytes(&te.ref, target)};
       uint8_t *pv = poisoned_device((size_t)vshape[0]), *ps = poisoned_device((size_t)sshape[0]);
       DLTensor v = device_bytes(pv, vshape), s = device_bytes(ps, sshape);
-      mxfp8_import_destination d = {&v, &s, target, 0};
+      import_destination d = {&v, &s, target};
       mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
       o.direction = te_specs[i].direction;
       const mxfp8_tensor *ts[1] = {t};
-      assert_int_equal(mxfp8_import_tensors(ts, 1, &o, &d), MXFP8_OK);
+      assert_int_equal(folded_import_tensors(ts, NULL, NULL, 1, &o, &d, NULL, 0, NULL), MXFP8_OK);
       CUDA_OK(cudaDeviceSynchronize());
       expect_device(pv, te.ref.values, vshape[0], "direct values", i);
       expect_device(ps, target == MXFP8_LAYOUT_COMPACT ? te.ref.compact : te.ref.swizzled, sshape[0], "direct scales", i);
@@ -394,9 +395,9 @@ static void test_gpu_grouped_convert_stacked(void **state) {
   }
 }
 
-/* A device bucket whose scale part is in a DeepGEMM layout (packed or float32, as the manifest records),
- * at an odd offset, imports back into compact and 128x4 parameters, with and without the manifest's
- * fix-up. */
+/* A device bucket whose scale part is in a DeepGEMM layout (packed or float32, as desc.source_layouts
+ * records), at an odd offset, imports back into compact and 128x4 parameters, with and without
+ * desc.scale_fixup. */
 static void test_gpu_deepgemm_bucket_part_round_trips(void **state) {
   (void)state;
   REQUIRE_GPU();
@@ -417,11 +418,11 @@ static void test_gpu_deepgemm_bucket_part_round_trips(void **state) {
     uint8_t *bucket = to_device(host, (size_t)total);
     int64_t bshape[1] = {total};
     DLTensor bt = device_bytes(bucket, bshape);
-    mxfp8_bucket_entry entry = {0, (uint64_t)te.ref.values_bytes, (uint64_t)te.ref.values_bytes + 5, (uint64_t)part};
+    bucket_entry entry = {0, (uint64_t)te.ref.values_bytes, (uint64_t)te.ref.values_bytes + 5, (uint64_t)part};
     const int64_t *shape = s.shape;
     for (int target = 0; target < 2; ++target)
       for (int fixup = 0; fixup < 2; ++fixup) {
-        mxfp8_bucket_manifest m = MXFP8_BUCKET_MANIFEST_INIT;
+        bucket_manifest m = BUCKET_MANIFEST_INIT;
         m.count = 1;
         m.entries = &entry;
         m.ndims = &ndim;
@@ -433,8 +434,8 @@ static void test_gpu_deepgemm_bucket_part_round_trips(void **state) {
         int64_t vshape[1] = {te.ref.values_bytes}, sshape[1] = {n};
         uint8_t *pv = poisoned_device((size_t)vshape[0]), *ps = poisoned_device((size_t)n);
         DLTensor vt = device_bytes(pv, vshape), st = device_bytes(ps, sshape);
-        mxfp8_import_destination d = {&vt, &st, target, 0};
-        assert_int_equal(mxfp8_import_bucket(&bt, &m, &d, NULL), MXFP8_OK);
+        import_destination d = {&vt, &st, target};
+        assert_int_equal(folded_import_bucket(&bt, &m, &d, NULL, NULL), MXFP8_OK);
         CUDA_OK(cudaDeviceSynchronize());
         expect_device(ps, want, n, fixup ? "DeepGEMM part, fix-up" : "DeepGEMM part", 10 * pl + target);
         expect_device(pv, te.ref.values, vshape[0], "DeepGEMM part values", 10 * pl + target);

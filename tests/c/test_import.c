@@ -2,11 +2,11 @@
  * engine parameters, compact or 128x4 swizzled. Every expected byte is built here from the layout's
  * permute form (ref_swizzled_index), never by the library; destinations and every padding byte of the
  * sources are poisoned, shapes are partial along rows and K, and columnwise entries are included. */
-#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "import_support.h"
+#include "transfer_calls.h"
 
 /* The engine's parameter buffers of one tensor, poisoned. */
 typedef struct {
@@ -48,7 +48,7 @@ static void free_parameter(parameter *p) {
 }
 
 /* ---------------------------------------------------------------------------------------------------- */
-/* Buckets built by hand (not by mxfp8_export_bucket): parts at odd offsets, gaps poisoned. */
+/* Buckets built by hand (not by a TO_BUCKET transfer): parts at odd offsets, gaps poisoned. */
 
 enum { kBucketTensors = 9 };
 static const spec kBucketSpecs[kBucketTensors] = {
@@ -67,11 +67,11 @@ static const spec kBucketSpecs[kBucketTensors] = {
 typedef struct {
   reference ref[kBucketTensors];
   parameter param[kBucketTensors];
-  mxfp8_import_destination dst[kBucketTensors];
-  mxfp8_bucket_entry entries[kBucketTensors];
+  import_destination dst[kBucketTensors];
+  bucket_entry entries[kBucketTensors];
   int32_t ndims[kBucketTensors], directions[kBucketTensors], layouts[kBucketTensors];
   const int64_t *shapes[kBucketTensors];
-  mxfp8_bucket_manifest manifest;
+  bucket_manifest manifest;
   uint8_t *bucket;
   int64_t bucket_shape[1];
   DLTensor bucket_tensor;
@@ -106,14 +106,14 @@ static void make_bucket(bucket_fixture *f, uint64_t seed) {
     f->entries[i].scales_bytes = (uint64_t)target_bytes(&f->ref[i], s->source_layout);
     at += f->entries[i].scales_bytes + 7;
     make_parameter(&f->param[i], &f->ref[i], s->target, i % 3 == 0 ? kDLFloat8_e4m3fn : kDLUInt);
-    f->dst[i] = (mxfp8_import_destination){&f->param[i].values_tensor, &f->param[i].scales_tensor, s->target, 0};
+    f->dst[i] = (import_destination){&f->param[i].values_tensor, &f->param[i].scales_tensor, s->target};
   }
   f->bucket_shape[0] = (int64_t)at;
   f->bucket = malloc(at);
   memset(f->bucket, POISON, at);
   f->bucket_tensor = (DLTensor){f->bucket, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, f->bucket_shape, NULL, 0};
   pack(f);
-  mxfp8_bucket_manifest m = MXFP8_BUCKET_MANIFEST_INIT;
+  bucket_manifest m = BUCKET_MANIFEST_INIT;
   m.count = kBucketTensors;
   m.entries = f->entries;
   m.ndims = f->ndims;
@@ -137,7 +137,7 @@ static void test_bucket_import_writes_every_layout_exactly(void **state) {
   make_bucket(&f, 11);
   uint8_t *before = malloc((size_t)f.bucket_shape[0]);
   memcpy(before, f.bucket, (size_t)f.bucket_shape[0]);
-  assert_int_equal(mxfp8_import_bucket(&f.bucket_tensor, &f.manifest, f.dst, NULL), MXFP8_OK);
+  assert_int_equal(folded_import_bucket(&f.bucket_tensor, &f.manifest, f.dst, NULL, NULL), MXFP8_OK);
   for (int i = 0; i < kBucketTensors; ++i) expect_parameter(&f.param[i], &f.ref[i], kBucketSpecs[i].target, "import", i);
   EXPECT(memcmp(before, f.bucket, (size_t)f.bucket_shape[0]) == 0, "the bucket was written");
   free(before);
@@ -148,8 +148,8 @@ static void test_prepared_bucket_import_reads_the_bucket_at_each_run(void **stat
   (void)state;
   bucket_fixture f;
   make_bucket(&f, 12);
-  mxfp8_prepared_export *plan = NULL;
-  assert_int_equal(mxfp8_prepare_import_bucket(&f.bucket_tensor, &f.manifest, f.dst, &plan), MXFP8_OK);
+  mxfp8_plan *plan = NULL;
+  assert_int_equal(folded_import_bucket(&f.bucket_tensor, &f.manifest, f.dst, NULL, &plan), MXFP8_OK);
   for (int i = 0; i < kBucketTensors; ++i) EXPECT(f.param[i].scales[0] == POISON, "preparing wrote destination %d", i);
   for (int step = 0; step < 3; ++step) {
     /* A new refit: new values and scales in the same bucket, parameters poisoned again. */
@@ -160,14 +160,14 @@ static void test_prepared_bucket_import_reads_the_bucket_at_each_run(void **stat
       poison_parameter(&f.param[i]);
     }
     pack(&f);
-    assert_int_equal(mxfp8_prepared_export_run(plan, NULL), MXFP8_OK);
+    assert_int_equal(mxfp8_plan_run(plan, NULL), MXFP8_OK);
     for (int i = 0; i < kBucketTensors; ++i) expect_parameter(&f.param[i], &f.ref[i], kBucketSpecs[i].target, "run", i);
   }
-  mxfp8_prepared_export_release(plan);
+  mxfp8_plan_release(plan);
   free_bucket(&f);
 }
 
-/* The two halves meet: mxfp8_export_bucket on the sender, mxfp8_import_bucket on the receiver with the
+/* The two halves meet: a TO_BUCKET transfer on the sender, a FROM_BUCKET one on the receiver with the
  * manifest the plan gives (scales_layouts NULL: compact). */
 static void test_exported_bucket_imports_into_swizzled_parameters(void **state) {
   (void)state;
@@ -178,7 +178,7 @@ static void test_exported_bucket_imports_into_swizzled_parameters(void **state) 
   test_tensor *data[T], *scales[T];
   mxfp8_tensor *t[T];
   parameter p[T];
-  mxfp8_import_destination dst[T];
+  import_destination dst[T];
   for (int i = 0; i < T; ++i) {
     ref[i] = make_reference(&specs[i], &rng);
     data[i] = test_tensor_new(2, specs[i].shape, kDLUInt, 0);
@@ -192,23 +192,23 @@ static void test_exported_bucket_imports_into_swizzled_parameters(void **state) 
     desc.rowwise_scale_inv = &scales[i]->managed;
     assert_int_equal(mxfp8_tensor_create(&desc, &t[i]), MXFP8_OK);
     make_parameter(&p[i], &ref[i], specs[i].target, kDLUInt);
-    dst[i] = (mxfp8_import_destination){&p[i].values_tensor, &p[i].scales_tensor, specs[i].target, 0};
+    dst[i] = (import_destination){&p[i].values_tensor, &p[i].scales_tensor, specs[i].target};
   }
-  mxfp8_bucket_entry entries[T];
+  bucket_entry entries[T];
   uint64_t total = 0;
-  assert_int_equal(mxfp8_bucket_plan((const mxfp8_tensor *const *)t, T, NULL, 256, entries, &total), MXFP8_OK);
+  assert_int_equal(folded_bucket_plan((const mxfp8_tensor *const *)t, NULL, NULL, T, NULL, 256, entries, NULL, &total), MXFP8_OK);
   uint8_t *bytes = malloc(total);
   int64_t bshape[1] = {(int64_t)total};
   DLTensor bucket = {bytes, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, bshape, NULL, 0};
-  assert_int_equal(mxfp8_export_bucket((const mxfp8_tensor *const *)t, T, NULL, entries, &bucket), MXFP8_OK);
+  assert_int_equal(folded_export_bucket((const mxfp8_tensor *const *)t, NULL, NULL, T, NULL, entries, NULL, &bucket, NULL), MXFP8_OK);
   int32_t ndims[T] = {2, 2};
   const int64_t *shapes[T] = {specs[0].shape, specs[1].shape};
-  mxfp8_bucket_manifest m = MXFP8_BUCKET_MANIFEST_INIT;
+  bucket_manifest m = BUCKET_MANIFEST_INIT;
   m.count = T;
   m.entries = entries;
   m.ndims = ndims;
   m.shapes = shapes;
-  assert_int_equal(mxfp8_import_bucket(&bucket, &m, dst, NULL), MXFP8_OK);
+  assert_int_equal(folded_import_bucket(&bucket, &m, dst, NULL, NULL), MXFP8_OK);
   for (int i = 0; i < T; ++i) expect_parameter(&p[i], &ref[i], specs[i].target, "round trip", i);
   free(bytes);
   for (int i = 0; i < T; ++i) {
@@ -244,26 +244,26 @@ static void test_direct_import_from_te_storage(void **state) {
       for (int32_t direction = 0; direction < 2; ++direction) {
         const mxfp8_tensor *tensors[kDirect];
         parameter p[kDirect];
-        mxfp8_import_destination dst[kDirect];
+        import_destination dst[kDirect];
         int idx[kDirect], n = 0;
         for (int i = 0; i < kDirect; ++i) {
           if (kDirectSpecs[i].direction != direction) continue;
           idx[n] = i;
           tensors[n] = te[i].handle;
           make_parameter(&p[n], &te[i].ref, target, kDLUInt);
-          dst[n] = (mxfp8_import_destination){&p[n].values_tensor, &p[n].scales_tensor, target, 0};
+          dst[n] = (import_destination){&p[n].values_tensor, &p[n].scales_tensor, target};
           ++n;
         }
         mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
         o.direction = direction;
         if (prepared) {
-          mxfp8_prepared_export *plan = NULL;
-          assert_int_equal(mxfp8_prepare_import_tensors(tensors, (size_t)n, &o, dst, &plan), MXFP8_OK);
+          mxfp8_plan *plan = NULL;
+          assert_int_equal(folded_import_tensors(tensors, NULL, NULL, (size_t)n, &o, dst, NULL, 0, &plan), MXFP8_OK);
           for (int j = 0; j < n; ++j) EXPECT(p[j].values[0] == POISON, "preparing wrote tensor %d", idx[j]);
-          assert_int_equal(mxfp8_prepared_export_run(plan, NULL), MXFP8_OK);
-          mxfp8_prepared_export_release(plan);
+          assert_int_equal(mxfp8_plan_run(plan, NULL), MXFP8_OK);
+          mxfp8_plan_release(plan);
         } else {
-          assert_int_equal(mxfp8_import_tensors(tensors, (size_t)n, &o, dst), MXFP8_OK);
+          assert_int_equal(folded_import_tensors(tensors, NULL, NULL, (size_t)n, &o, dst, NULL, 0, NULL), MXFP8_OK);
         }
         for (int j = 0; j < n; ++j) {
           expect_parameter(&p[j], &te[idx[j]].ref, target, prepared ? "prepared direct" : "direct", idx[j]);
@@ -292,15 +292,15 @@ static void test_prepared_direct_import_holds_its_tensors(void **state) {
   assert_int_equal(mxfp8_tensor_create(&desc, &t), MXFP8_OK);
   parameter p;
   make_parameter(&p, &ref, MXFP8_LAYOUT_CUTLASS_128X4, kDLUInt);
-  mxfp8_import_destination dst = {&p.values_tensor, &p.scales_tensor, MXFP8_LAYOUT_CUTLASS_128X4, 0};
-  mxfp8_prepared_export *plan = NULL;
+  import_destination dst = {&p.values_tensor, &p.scales_tensor, MXFP8_LAYOUT_CUTLASS_128X4};
+  mxfp8_plan *plan = NULL;
   const mxfp8_tensor *ts[1] = {t};
-  assert_int_equal(mxfp8_prepare_import_tensors(ts, 1, NULL, &dst, &plan), MXFP8_OK);
+  assert_int_equal(folded_import_tensors(ts, NULL, NULL, 1, NULL, &dst, NULL, 0, &plan), MXFP8_OK);
   mxfp8_tensor_release(t);
   EXPECT(data->deleter_calls == 0 && scales->deleter_calls == 0, "the plan let its tensor go");
-  assert_int_equal(mxfp8_prepared_export_run(plan, NULL), MXFP8_OK);
+  assert_int_equal(mxfp8_plan_run(plan, NULL), MXFP8_OK);
   expect_parameter(&p, &ref, MXFP8_LAYOUT_CUTLASS_128X4, "held", 0);
-  mxfp8_prepared_export_release(plan);
+  mxfp8_plan_release(plan);
   EXPECT(data->deleter_calls == 1 && scales->deleter_calls == 1, "deleters ran %d and %d times", data->deleter_calls,
          scales->deleter_calls);
   free_parameter(&p);
@@ -315,8 +315,8 @@ static void test_a_bad_entry_writes_nothing(void **state) {
   bucket_fixture f;
   make_bucket(&f, 51);
   f.layouts[4] = MXFP8_LAYOUT_CUTLASS_128X4; /* tensor 4's part holds compact scales */
-  assert_int_equal(mxfp8_import_bucket(&f.bucket_tensor, &f.manifest, f.dst, NULL), MXFP8_ERROR_INVALID_ARGUMENT);
-  assert_last_error_contains("manifest.entries[4] gives 600 bytes of scales, its shape and 128x4 swizzled layout give 1024");
+  assert_int_equal(folded_import_bucket(&f.bucket_tensor, &f.manifest, f.dst, NULL, NULL), MXFP8_ERROR_INVALID_ARGUMENT);
+  assert_last_error_contains("desc.parts_in[4] gives 600 bytes of scales, its shape and 128x4 swizzled layout give 1024");
   for (int i = 0; i < kBucketTensors; ++i) {
     for (int64_t b = 0; b <= f.param[i].values_shape[0]; ++b) EXPECT(f.param[i].values[b] == POISON, "tensor %d values written", i);
     for (int64_t b = 0; b <= f.param[i].scales_shape[0]; ++b) EXPECT(f.param[i].scales[b] == POISON, "tensor %d scales written", i);
@@ -324,10 +324,9 @@ static void test_a_bad_entry_writes_nothing(void **state) {
   free_bucket(&f);
 }
 
-/* What a sender wrote passes mxfp8_bucket_manifest_check (with the scales' shapes, any split of S's rows
- * in the leading dimensions; with a manifest of the size before they were appended; with the bucket on a
- * device this build cannot touch, whose bytes the check never reads), and an import given the same
- * shapes writes every byte as before. */
+/* What a sender wrote passes mxfp8_transfer_check of the FROM_BUCKET side (with the scales' shapes, any
+ * split of S's rows in the leading dimensions; with the bucket on a device this build cannot touch, whose
+ * bytes the check never reads), and an import given the same shapes writes every byte as before. */
 static void test_manifest_check_accepts_what_the_sender_wrote(void **state) {
   (void)state;
   bucket_fixture f;
@@ -345,20 +344,16 @@ static void test_manifest_check_accepts_what_the_sender_wrote(void **state) {
     }
     scales_shapes[i] = scales_shape[i];
   }
-  EXPECT(mxfp8_bucket_manifest_check(&f.bucket_tensor, &f.manifest) == MXFP8_OK, "check: %s", mxfp8_last_error());
+  EXPECT(folded_manifest_check(&f.bucket_tensor, &f.manifest) == MXFP8_OK, "check: %s", mxfp8_last_error());
   f.manifest.scales_ndims = scales_ndims;
   f.manifest.scales_shapes = scales_shapes;
-  EXPECT(mxfp8_bucket_manifest_check(&f.bucket_tensor, &f.manifest) == MXFP8_OK, "check: %s", mxfp8_last_error());
+  EXPECT(folded_manifest_check(&f.bucket_tensor, &f.manifest) == MXFP8_OK, "check: %s", mxfp8_last_error());
   DLTensor on_gpu = f.bucket_tensor;
   on_gpu.device = (DLDevice){kDLCUDA, 0};
-  EXPECT(mxfp8_bucket_manifest_check(&on_gpu, &f.manifest) == MXFP8_OK, "check of a CUDA bucket: %s", mxfp8_last_error());
-  mxfp8_bucket_manifest older = f.manifest;
-  older.struct_size = (uint32_t)offsetof(mxfp8_bucket_manifest, scales_ndims);
-  EXPECT(mxfp8_bucket_manifest_check(&f.bucket_tensor, &older) == MXFP8_OK, "check of an older manifest: %s",
-         mxfp8_last_error());
-  EXPECT(mxfp8_bucket_manifest_check(NULL, &(mxfp8_bucket_manifest)MXFP8_BUCKET_MANIFEST_INIT) == MXFP8_OK,
+  EXPECT(folded_manifest_check(&on_gpu, &f.manifest) == MXFP8_OK, "check of a CUDA bucket: %s", mxfp8_last_error());
+  EXPECT(folded_manifest_check(NULL, &(bucket_manifest)BUCKET_MANIFEST_INIT) == MXFP8_OK,
          "an empty manifest needs no bucket: %s", mxfp8_last_error());
-  assert_int_equal(mxfp8_import_bucket(&f.bucket_tensor, &f.manifest, f.dst, NULL), MXFP8_OK);
+  assert_int_equal(folded_import_bucket(&f.bucket_tensor, &f.manifest, f.dst, NULL, NULL), MXFP8_OK);
   for (int i = 0; i < kBucketTensors; ++i) expect_parameter(&f.param[i], &f.ref[i], kBucketSpecs[i].target, "checked shapes", i);
   free_bucket(&f);
 }
@@ -371,18 +366,18 @@ static void test_parts_sharing_bucket_bytes_are_refused(void **state) {
   bucket_fixture f;
   make_bucket(&f, 71);
   f.entries[0].scales_offset = f.entries[0].values_offset + 64;
-  assert_int_equal(mxfp8_bucket_manifest_check(&f.bucket_tensor, &f.manifest), MXFP8_ERROR_INVALID_ARGUMENT);
-  assert_last_error_contains("manifest.entries[0] scales (bytes 67..267) and manifest.entries[0] values (bytes 3..4803) "
+  assert_int_equal(folded_manifest_check(&f.bucket_tensor, &f.manifest), MXFP8_ERROR_INVALID_ARGUMENT);
+  assert_last_error_contains("desc.parts_in[0] scales (bytes 67..267) and desc.parts_in[0] values (bytes 3..4803) "
                              "overlap in the bucket");
-  assert_int_equal(mxfp8_import_bucket(&f.bucket_tensor, &f.manifest, f.dst, NULL), MXFP8_ERROR_INVALID_ARGUMENT);
-  assert_last_error_contains("manifest.entries[0] scales (bytes 67..267) and manifest.entries[0] values (bytes 3..4803) "
+  assert_int_equal(folded_import_bucket(&f.bucket_tensor, &f.manifest, f.dst, NULL, NULL), MXFP8_ERROR_INVALID_ARGUMENT);
+  assert_last_error_contains("desc.parts_in[0] scales (bytes 67..267) and desc.parts_in[0] values (bytes 3..4803) "
                              "overlap in the bucket");
   /* Two entries over the same bytes: tensor 1's values said to start where tensor 0's do. */
   free_bucket(&f);
   make_bucket(&f, 72);
   f.entries[1].values_offset = f.entries[0].values_offset;
-  assert_int_equal(mxfp8_import_bucket(&f.bucket_tensor, &f.manifest, f.dst, NULL), MXFP8_ERROR_INVALID_ARGUMENT);
-  assert_last_error_contains("manifest.entries[0] values");
+  assert_int_equal(folded_import_bucket(&f.bucket_tensor, &f.manifest, f.dst, NULL, NULL), MXFP8_ERROR_INVALID_ARGUMENT);
+  assert_last_error_contains("desc.parts_in[0] values");
   assert_last_error_contains("overlap in the bucket");
   for (int i = 0; i < kBucketTensors; ++i) {
     for (int64_t b = 0; b <= f.param[i].values_shape[0]; ++b) EXPECT(f.param[i].values[b] == POISON, "tensor %d values written", i);

@@ -1,8 +1,8 @@
-/* NVFP4 entries of buckets: mxfp8_bucket_plan_mixed / mxfp8_export_bucket_mixed on the sender, and
- * mxfp8_import_bucket on the receiver (and the direct path, mxfp8_import_tensors_mixed), round trip against references written in this file from the
- * format's rules (two E2M1 codes a byte, one E4M3 scale per 16 values of a row, the 128x4 swizzle from its
- * permute form in test_support.c, the amax and its two conventions from their definitions), never from
- * the library. Sources in every scale layout (compact, TE-padded and swizzled, padding poisoned), both
+/* NVFP4 entries of the transfer: mxfp8_bucket_parts and a TO_BUCKET transfer on the sender, a FROM_BUCKET
+ * transfer on the receiver (and the direct path, FROM_TENSORS to TO_BUFFERS), round trip against
+ * references written in this file from the format's rules (two E2M1 codes a byte, one E4M3 scale per 16
+ * values of a row, the 128x4 swizzle from its permute form in test_support.c, the amax and its two
+ * conventions from their definitions), never from the library. Sources in every scale layout (compact, TE-padded and swizzled, padding poisoned), both
  * directions (columnwise stored transposed), partial blocks, rows not a multiple of 128, per-row amax and
  * its special values, 4over6's E4M3_MAX; destinations poisoned; a bucket mixing MXFP8 and NVFP4 entries;
  * the prepared forms. The GPU case (the same on device memory, the bucket byte for byte the host's) skips
@@ -15,6 +15,7 @@
 
 #include "import_support.h"
 #include "test_gpu_support.h"
+#include "transfer_calls.h"
 
 enum { COMPACT = 0, PADDED = 1, SWIZZLED = 2 };
 
@@ -194,12 +195,11 @@ static void check_destination(const nv_destination *d, const nv_source *f, int e
 }
 
 /* The bucket's parts of an NVFP4 entry: the stored bytes, compact scales and the amax as TE keeps it. */
-static void check_bucket_parts(const uint8_t *bucket, const mxfp8_bucket_entry *e, const mxfp8_bucket_nvfp4_entry *n,
+static void check_bucket_parts(const uint8_t *bucket, const bucket_entry *e, const bucket_nvfp4_entry *n,
                                const nv_source *f, uint64_t alignment) {
   EXPECT(e->values_bytes == (uint64_t)(f->R * f->C / 2) && e->scales_bytes == (uint64_t)(f->R * f->SC),
          "planned %llu + %llu bytes", (unsigned long long)e->values_bytes, (unsigned long long)e->scales_bytes);
-  EXPECT(n->amax_bytes == (uint64_t)(4 * f->amax_count) && n->e4m3_max == f->s.e4m3_max && n->reserved == 0,
-         "planned amax %llu bytes, e4m3_max %d", (unsigned long long)n->amax_bytes, n->e4m3_max);
+  EXPECT(n->amax_bytes == (uint64_t)(4 * f->amax_count), "planned amax %llu bytes", (unsigned long long)n->amax_bytes);
   EXPECT(e->values_offset % alignment == 0 && e->scales_offset % alignment == 0 && n->amax_offset % alignment == 0 &&
              n->amax_offset % 4 == 0,
          "offsets %llu %llu %llu not aligned to %llu", (unsigned long long)e->values_offset,
@@ -221,36 +221,38 @@ static void round_trip(const nv_spec *specs, int count, uint64_t alignment, int 
   }
   mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
   o.direction = specs[0].direction;
-  mxfp8_bucket_entry *entries = calloc((size_t)count, sizeof *entries);
-  mxfp8_bucket_nvfp4_entry *nv = calloc((size_t)count, sizeof *nv);
+  bucket_entry *entries = calloc((size_t)count, sizeof *entries);
+  bucket_nvfp4_entry *nv = calloc((size_t)count, sizeof *nv);
   uint64_t total = 0;
-  EXPECT(mxfp8_bucket_plan_mixed(NULL, handles, (size_t)count, &o, alignment, entries, nv, &total) == MXFP8_OK, "plan: %s",
+  EXPECT(folded_bucket_plan(NULL, handles, NULL, (size_t)count, &o, alignment, entries, nv, &total) == MXFP8_OK, "plan: %s",
          mxfp8_last_error());
   uint8_t *bucket = malloc((size_t)total + 1);
   memset(bucket, 0xA5, (size_t)total + 1);
   int64_t bshape[1] = {(int64_t)total};
   DLTensor b = {bucket, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, bshape, NULL, 0};
   if (prepared) {
-    mxfp8_prepared_export *p = NULL;
-    EXPECT(mxfp8_prepare_bucket_mixed(NULL, handles, (size_t)count, &o, entries, nv, &b, &p) == MXFP8_OK, "prepare: %s",
+    mxfp8_plan *p = NULL;
+    EXPECT(folded_export_bucket(NULL, handles, NULL, (size_t)count, &o, entries, nv, &b, &p) == MXFP8_OK, "prepare: %s",
            mxfp8_last_error());
     EXPECT(bucket[0] == 0xA5, "preparing wrote the bucket");
-    EXPECT(mxfp8_prepared_export_run(p, NULL) == MXFP8_OK, "run: %s", mxfp8_last_error());
-    mxfp8_prepared_export_release(p);
+    EXPECT(mxfp8_plan_run(p, NULL) == MXFP8_OK, "run: %s", mxfp8_last_error());
+    mxfp8_plan_release(p);
   } else {
-    EXPECT(mxfp8_export_bucket_mixed(NULL, handles, (size_t)count, &o, entries, nv, &b) == MXFP8_OK, "fill: %s",
+    EXPECT(folded_export_bucket(NULL, handles, NULL, (size_t)count, &o, entries, nv, &b, NULL) == MXFP8_OK, "fill: %s",
            mxfp8_last_error());
   }
   EXPECT(bucket[total] == 0xA5, "a byte past the bucket was written");
   for (int i = 0; i < count; ++i) check_bucket_parts(bucket, &entries[i], &nv[i], &src[i], alignment);
 
-  /* The receiver knows only the bytes and the manifest. */
+  /* The receiver knows only the bytes and the manifest; the sender's manifest says each entry's E4M3_MAX
+   * (the plan leaves it to the sender, who has the tensor). */
+  for (int i = 0; i < count; ++i) nv[i].e4m3_max = specs[i].e4m3_max;
   int32_t *ndims = calloc((size_t)count, sizeof *ndims), *formats = calloc((size_t)count, sizeof *formats);
   int32_t *directions = calloc((size_t)count, sizeof *directions), *layouts = calloc((size_t)count, sizeof *layouts);
   int64_t(*shapes_store)[2] = calloc((size_t)count, sizeof *shapes_store);
   const int64_t **shapes = calloc((size_t)count, sizeof *shapes);
   nv_destination *dst = calloc((size_t)count, sizeof *dst);
-  mxfp8_import_destination *dests = calloc((size_t)count, sizeof *dests);
+  import_destination *dests = calloc((size_t)count, sizeof *dests);
   DLTensor **globals = calloc((size_t)count, sizeof *globals);
   for (int i = 0; i < count; ++i) {
     ndims[i] = 2;
@@ -261,10 +263,10 @@ static void round_trip(const nv_spec *specs, int count, uint64_t alignment, int 
     directions[i] = specs[i].direction;
     layouts[i] = MXFP8_LAYOUT_COMPACT;
     make_destination(&dst[i], &src[i]);
-    dests[i] = (mxfp8_import_destination){&dst[i].v, &dst[i].s, specs[i].target, 0};
+    dests[i] = (import_destination){&dst[i].v, &dst[i].s, specs[i].target};
     globals[i] = &dst[i].g;
   }
-  mxfp8_bucket_manifest m = MXFP8_BUCKET_MANIFEST_INIT;
+  bucket_manifest m = BUCKET_MANIFEST_INIT;
   m.count = (size_t)count;
   m.entries = entries;
   m.ndims = ndims;
@@ -276,13 +278,13 @@ static void round_trip(const nv_spec *specs, int count, uint64_t alignment, int 
   m.global_scales = globals;
   m.global_scale = encode ? MXFP8_NVFP4_GLOBAL_SCALE_ENCODE : MXFP8_NVFP4_GLOBAL_SCALE_DECODE;
   if (prepared) {
-    mxfp8_prepared_export *p = NULL;
-    EXPECT(mxfp8_prepare_import_bucket(&b, &m, dests, &p) == MXFP8_OK, "prepare import: %s", mxfp8_last_error());
+    mxfp8_plan *p = NULL;
+    EXPECT(folded_import_bucket(&b, &m, dests, NULL, &p) == MXFP8_OK, "prepare import: %s", mxfp8_last_error());
     EXPECT(dst[0].values[0] == POISON && bits_of(dst[0].global[0]) == 0xFFFFFFFFu, "preparing wrote a destination");
-    EXPECT(mxfp8_prepared_export_run(p, NULL) == MXFP8_OK, "run import: %s", mxfp8_last_error());
-    mxfp8_prepared_export_release(p);
+    EXPECT(mxfp8_plan_run(p, NULL) == MXFP8_OK, "run import: %s", mxfp8_last_error());
+    mxfp8_plan_release(p);
   } else {
-    EXPECT(mxfp8_import_bucket(&b, &m, dests, NULL) == MXFP8_OK, "import: %s", mxfp8_last_error());
+    EXPECT(folded_import_bucket(&b, &m, dests, NULL, NULL) == MXFP8_OK, "import: %s", mxfp8_last_error());
   }
   for (int i = 0; i < count; ++i) {
     char what[64];
@@ -340,23 +342,23 @@ static void test_prepared_fill_keeps_its_nvfp4_tensors_alive(void **state) {
   nv_source f;
   build_source(&f, &spec, &rng);
   const mxfp8_nvfp4_tensor *handles[1] = {f.tensor};
-  mxfp8_bucket_entry e[1];
-  mxfp8_bucket_nvfp4_entry nv[1];
+  bucket_entry e[1];
+  bucket_nvfp4_entry nv[1];
   uint64_t total = 0;
-  EXPECT(mxfp8_bucket_plan_mixed(NULL, handles, 1, NULL, 64, e, nv, &total) == MXFP8_OK, "plan: %s", mxfp8_last_error());
+  EXPECT(folded_bucket_plan(NULL, handles, NULL, 1, NULL, 64, e, nv, &total) == MXFP8_OK, "plan: %s", mxfp8_last_error());
   uint8_t *bucket = malloc((size_t)total);
   memset(bucket, 0xA5, (size_t)total);
   int64_t bshape[1] = {(int64_t)total};
   DLTensor b = {bucket, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, bshape, NULL, 0};
-  mxfp8_prepared_export *p = NULL;
-  EXPECT(mxfp8_prepare_bucket_mixed(NULL, handles, 1, NULL, e, nv, &b, &p) == MXFP8_OK, "prepare: %s", mxfp8_last_error());
+  mxfp8_plan *p = NULL;
+  EXPECT(folded_export_bucket(NULL, handles, NULL, 1, NULL, e, nv, &b, &p) == MXFP8_OK, "prepare: %s", mxfp8_last_error());
   mxfp8_nvfp4_tensor_release(f.tensor);
   f.tensor = NULL;
   EXPECT(f.data->deleter_calls == 0 && f.scale_buf->deleter_calls == 0 && f.amax_t->deleter_calls == 0,
          "a deleter ran while the plan holds the tensor");
-  EXPECT(mxfp8_prepared_export_run(p, NULL) == MXFP8_OK, "run: %s", mxfp8_last_error());
+  EXPECT(mxfp8_plan_run(p, NULL) == MXFP8_OK, "run: %s", mxfp8_last_error());
   check_bucket_parts(bucket, &e[0], &nv[0], &f, 64);
-  mxfp8_prepared_export_release(p);
+  mxfp8_plan_release(p);
   EXPECT(f.data->deleter_calls == 1 && f.scale_buf->deleter_calls == 1 && f.amax_t->deleter_calls == 1,
          "deleters ran %d %d %d times", f.data->deleter_calls, f.scale_buf->deleter_calls, f.amax_t->deleter_calls);
   free(bucket);
@@ -376,30 +378,31 @@ static void test_mixed_bucket_of_mxfp8_and_nvfp4_entries(void **state) {
   build_source(&nv_src[1], &nv_specs[1], &rng);
   const mxfp8_tensor *tensors[3] = {NULL, mx.handle, NULL};
   const mxfp8_nvfp4_tensor *nvfp4[3] = {nv_src[0].tensor, NULL, nv_src[1].tensor};
-  mxfp8_bucket_entry entries[3];
-  mxfp8_bucket_nvfp4_entry nv[3];
+  bucket_entry entries[3];
+  bucket_nvfp4_entry nv[3];
   memset(nv, 0x5A, sizeof nv);
   uint64_t total = 0;
   /* The sender's E8M0 fix-up too rewrites MXFP8 scales only (the NVFP4 sources hold zero scale bytes). */
   mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
   o.scale_fixup = MXFP8_SCALE_FIXUP_ZERO_EXPONENT_AS_ONE;
-  EXPECT(mxfp8_bucket_plan_mixed(tensors, nvfp4, 3, &o, 256, entries, nv, &total) == MXFP8_OK, "plan: %s",
+  EXPECT(folded_bucket_plan(tensors, nvfp4, NULL, 3, &o, 256, entries, nv, &total) == MXFP8_OK, "plan: %s",
          mxfp8_last_error());
-  EXPECT(nv[1].amax_offset == 0 && nv[1].amax_bytes == 0 && nv[1].e4m3_max == 0 && nv[1].reserved == 0,
-         "the MXFP8 entry's nvfp4_entries is not zero");
+  EXPECT(nv[1].amax_offset == 0 && nv[1].amax_bytes == 0, "the MXFP8 entry's amax part is not empty");
   EXPECT(entries[1].values_bytes == 9600 && entries[1].scales_bytes == 300, "MXFP8 entry planned %llu + %llu",
          (unsigned long long)entries[1].values_bytes, (unsigned long long)entries[1].scales_bytes);
   uint8_t *bucket = malloc((size_t)total);
   memset(bucket, 0xA5, (size_t)total);
   int64_t bshape[1] = {(int64_t)total};
   DLTensor b = {bucket, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, bshape, NULL, 0};
-  EXPECT(mxfp8_export_bucket_mixed(tensors, nvfp4, 3, &o, entries, nv, &b) == MXFP8_OK, "fill: %s", mxfp8_last_error());
+  EXPECT(folded_export_bucket(tensors, nvfp4, NULL, 3, &o, entries, nv, &b, NULL) == MXFP8_OK, "fill: %s", mxfp8_last_error());
   check_bucket_parts(bucket, &entries[0], &nv[0], &nv_src[0], 256);
   check_bucket_parts(bucket, &entries[2], &nv[2], &nv_src[1], 256);
   EXPECT(memcmp(bucket + entries[1].values_offset, mx.ref.values, 9600) == 0, "MXFP8 values differ");
   EXPECT(memcmp(bucket + entries[1].scales_offset, mx.ref.compact, 300) == 0, "MXFP8 scales differ");
 
-  /* The receiver: MXFP8 into a 128x4 parameter, NVFP4 as the specs ask. */
+  /* The receiver: MXFP8 into a 128x4 parameter, NVFP4 as the specs ask; the sender's manifest says each
+   * NVFP4 entry's E4M3_MAX. */
+  nv[0].e4m3_max = nv_specs[0].e4m3_max, nv[2].e4m3_max = nv_specs[1].e4m3_max;
   nv_destination d0, d2;
   make_destination(&d0, &nv_src[0]);
   make_destination(&d2, &nv_src[1]);
@@ -409,15 +412,15 @@ static void test_mixed_bucket_of_mxfp8_and_nvfp4_entries(void **state) {
   int64_t mvs[1] = {9600}, mss[1] = {512};
   DLTensor mv = {mx_values, {kDLCPU, 0}, 1, {kDLFloat8_e4m3fn, 8, 1}, mvs, NULL, 0};
   DLTensor ms = {mx_scales, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, mss, NULL, 0};
-  const mxfp8_import_destination dests[3] = {{&d0.v, &d0.s, nv_specs[0].target, 0},
-                                             {&mv, &ms, MXFP8_LAYOUT_CUTLASS_128X4, 0},
-                                             {&d2.v, &d2.s, nv_specs[1].target, 0}};
+  const import_destination dests[3] = {{&d0.v, &d0.s, nv_specs[0].target},
+                                             {&mv, &ms, MXFP8_LAYOUT_CUTLASS_128X4},
+                                             {&d2.v, &d2.s, nv_specs[1].target}};
   DLTensor *globals[3] = {&d0.g, NULL, &d2.g};
   const int64_t s0[2] = {130, 40}, s1[2] = {100, 96}, s2[2] = {64, 32};
   const int64_t *shapes[3] = {s0, s1, s2};
   const int32_t ndims[3] = {2, 2, 2};
   const int32_t formats[3] = {MXFP8_FORMAT_NVFP4, MXFP8_FORMAT_E4M3, MXFP8_FORMAT_NVFP4};
-  mxfp8_bucket_manifest m = MXFP8_BUCKET_MANIFEST_INIT;
+  bucket_manifest m = BUCKET_MANIFEST_INIT;
   m.count = 3;
   m.entries = entries;
   m.ndims = ndims;
@@ -433,17 +436,17 @@ static void test_mixed_bucket_of_mxfp8_and_nvfp4_entries(void **state) {
   const int64_t *scales_shapes[3] = {ss0, ss1, ss2};
   m.scales_ndims = ndims;
   m.scales_shapes = scales_shapes;
-  mxfp8_bucket_manifest unchecked_globals = m;
+  bucket_manifest unchecked_globals = m;
   unchecked_globals.global_scales = NULL;
-  EXPECT(mxfp8_bucket_manifest_check(&b, &unchecked_globals) == MXFP8_OK, "check: %s", mxfp8_last_error());
+  EXPECT(folded_manifest_check(&b, &unchecked_globals) == MXFP8_OK, "check: %s", mxfp8_last_error());
   /* (32, 4): the 128 bytes of entry 2's 64 x 2 E4M3 scales, but not their shape. */
   const int64_t wrong[2] = {32, 4};
   scales_shapes[2] = wrong;
-  EXPECT(mxfp8_bucket_manifest_check(&b, &m) == MXFP8_ERROR_INVALID_ARGUMENT, "a wrong scales shape was accepted");
-  assert_last_error_contains("manifest.scales_shapes[2] is (32, 4), not the NVFP4 rowwise scale matrix of shape (64, 32), which is 64 x 2");
-  EXPECT(mxfp8_import_bucket(&b, &m, dests, NULL) == MXFP8_ERROR_INVALID_ARGUMENT, "a wrong scales shape was imported");
+  EXPECT(folded_manifest_check(&b, &m) == MXFP8_ERROR_INVALID_ARGUMENT, "a wrong scales shape was accepted");
+  assert_last_error_contains("desc.scales_shapes[2] is (32, 4), not the NVFP4 rowwise scale matrix of shape (64, 32), which is 64 x 2");
+  EXPECT(folded_import_bucket(&b, &m, dests, NULL, NULL) == MXFP8_ERROR_INVALID_ARGUMENT, "a wrong scales shape was imported");
   scales_shapes[2] = ss2;
-  EXPECT(mxfp8_import_bucket(&b, &m, dests, NULL) == MXFP8_OK, "import: %s", mxfp8_last_error());
+  EXPECT(folded_import_bucket(&b, &m, dests, NULL, NULL) == MXFP8_OK, "import: %s", mxfp8_last_error());
   check_destination(&d0, &nv_src[0], 0, "NVFP4 entry 0");
   check_destination(&d2, &nv_src[1], 0, "NVFP4 entry 2");
   EXPECT(memcmp(mx_values, mx.ref.values, sizeof mx_values) == 0, "MXFP8 values differ after import");
@@ -467,25 +470,26 @@ static void test_amax_offset_not_a_multiple_of_4_is_refused(void **state) {
   nv_source src;
   build_source(&src, &spec, &rng);
   const mxfp8_nvfp4_tensor *nvfp4[1] = {src.tensor};
-  mxfp8_bucket_entry entry;
-  mxfp8_bucket_nvfp4_entry nv;
+  bucket_entry entry;
+  bucket_nvfp4_entry nv;
   uint64_t total = 0;
-  EXPECT(mxfp8_bucket_plan_mixed(NULL, nvfp4, 1, NULL, 16, &entry, &nv, &total) == MXFP8_OK, "plan: %s", mxfp8_last_error());
+  EXPECT(folded_bucket_plan(NULL, nvfp4, NULL, 1, NULL, 16, &entry, &nv, &total) == MXFP8_OK, "plan: %s", mxfp8_last_error());
   float *storage = malloc((size_t)total + 8); /* float: an aligned start */
   uint8_t *at = (uint8_t *)storage + 2;
   int64_t bshape[1] = {(int64_t)total + 2}, fshape[1] = {(int64_t)total};
   DLTensor b = {at, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, bshape, NULL, 0};
   DLTensor filled = {at + 2, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, fshape, NULL, 0}; /* the planned bucket, 2 bytes in */
-  EXPECT(mxfp8_export_bucket_mixed(NULL, nvfp4, 1, NULL, &entry, &nv, &filled) == MXFP8_OK, "fill: %s", mxfp8_last_error());
+  EXPECT(folded_export_bucket(NULL, nvfp4, NULL, 1, NULL, &entry, &nv, &filled, NULL) == MXFP8_OK, "fill: %s", mxfp8_last_error());
   entry.values_offset += 2, entry.scales_offset += 2, nv.amax_offset += 2;
+  nv.e4m3_max = spec.e4m3_max;
   nv_destination d;
   make_destination(&d, &src);
   DLTensor *globals[1] = {&d.g};
-  const mxfp8_import_destination dest = {&d.v, &d.s, MXFP8_LAYOUT_COMPACT, 0};
+  const import_destination dest = {&d.v, &d.s, MXFP8_LAYOUT_COMPACT};
   const int64_t shape[2] = {64, 64};
   const int64_t *shapes[1] = {shape};
   const int32_t ndims[1] = {2}, formats[1] = {MXFP8_FORMAT_NVFP4};
-  mxfp8_bucket_manifest m = MXFP8_BUCKET_MANIFEST_INIT;
+  bucket_manifest m = BUCKET_MANIFEST_INIT;
   m.count = 1;
   m.entries = &entry;
   m.ndims = ndims;
@@ -493,13 +497,13 @@ static void test_amax_offset_not_a_multiple_of_4_is_refused(void **state) {
   m.formats = formats;
   m.nvfp4_entries = &nv;
   m.global_scales = globals;
-  EXPECT(mxfp8_import_bucket(&b, &m, &dest, NULL) == MXFP8_ERROR_INVALID_ARGUMENT, "an amax at offset %llu was imported",
+  EXPECT(folded_import_bucket(&b, &m, &dest, NULL, NULL) == MXFP8_ERROR_INVALID_ARGUMENT, "an amax at offset %llu was imported",
          (unsigned long long)nv.amax_offset);
-  assert_last_error_contains("manifest.nvfp4_entries[0].amax_offset is");
+  assert_last_error_contains("desc.parts_in[0].amax_offset is");
   assert_last_error_contains("not a multiple of 4");
   const uint8_t *v = (const uint8_t *)d.v.data;
   for (int64_t i = 0; i < d.v.shape[0]; ++i) EXPECT(v[i] == POISON, "values byte %lld written", (long long)i);
-  EXPECT(mxfp8_bucket_manifest_check(&b, &m) == MXFP8_ERROR_INVALID_ARGUMENT, "the check accepted the amax offset");
+  EXPECT(folded_manifest_check(&b, &m) == MXFP8_ERROR_INVALID_ARGUMENT, "the check accepted the amax offset");
   free_destination(&d);
   free(storage);
   free_source(&src);
@@ -530,20 +534,20 @@ static void test_direct_import_of_nvfp4_and_mxfp8_storage(void **state) {
       int64_t mvs[1] = {2560}, mss[1] = {512};
       DLTensor v = {mv, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, mvs, NULL, 0};
       DLTensor sc = {ms, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, mss, NULL, 0};
-      const mxfp8_import_destination dests[3] = {{&d0.v, &d0.s, nv_specs[0].target, 0},
-                                                 {&v, &sc, MXFP8_LAYOUT_CUTLASS_128X4, 0},
-                                                 {&d2.v, &d2.s, nv_specs[1].target, 0}};
+      const import_destination dests[3] = {{&d0.v, &d0.s, nv_specs[0].target},
+                                                 {&v, &sc, MXFP8_LAYOUT_CUTLASS_128X4},
+                                                 {&d2.v, &d2.s, nv_specs[1].target}};
       DLTensor *globals[3] = {&d0.g, NULL, &d2.g};
       const int32_t convention = encode ? MXFP8_NVFP4_GLOBAL_SCALE_ENCODE : MXFP8_NVFP4_GLOBAL_SCALE_DECODE;
       if (prepared) {
-        mxfp8_prepared_export *p = NULL;
-        EXPECT(mxfp8_prepare_import_tensors_mixed(tensors, nvfp4, NULL, 3, NULL, dests, globals, convention, &p) == MXFP8_OK,
+        mxfp8_plan *p = NULL;
+        EXPECT(folded_import_tensors(tensors, nvfp4, NULL, 3, NULL, dests, globals, convention, &p) == MXFP8_OK,
                "prepare: %s", mxfp8_last_error());
         EXPECT(d0.values[0] == POISON && mv[0] == POISON, "preparing wrote a destination");
-        EXPECT(mxfp8_prepared_export_run(p, NULL) == MXFP8_OK, "run: %s", mxfp8_last_error());
-        mxfp8_prepared_export_release(p);
+        EXPECT(mxfp8_plan_run(p, NULL) == MXFP8_OK, "run: %s", mxfp8_last_error());
+        mxfp8_plan_release(p);
       } else {
-        EXPECT(mxfp8_import_tensors_mixed(tensors, nvfp4, NULL, 3, NULL, dests, globals, convention) == MXFP8_OK, "import: %s",
+        EXPECT(folded_import_tensors(tensors, nvfp4, NULL, 3, NULL, dests, globals, convention, NULL) == MXFP8_OK, "import: %s",
                mxfp8_last_error());
       }
       check_destination(&d0, &src[0], encode, "direct NVFP4 entry 0");
@@ -569,20 +573,20 @@ static void test_direct_import_refusals_write_nothing(void **state) {
   nv_destination d;
   make_destination(&d, &f);
   const mxfp8_nvfp4_tensor *nvfp4[1] = {f.tensor};
-  const mxfp8_import_destination dests[1] = {{&d.v, &d.s, MXFP8_LAYOUT_COMPACT, 0}};
-  EXPECT(mxfp8_import_tensors_mixed(NULL, nvfp4, NULL, 1, NULL, dests, NULL, 0) == MXFP8_ERROR_INVALID_ARGUMENT, "no globals");
-  assert_last_error_contains("global_scales is NULL but entry 0 is an NVFP4 tensor");
+  const import_destination dests[1] = {{&d.v, &d.s, MXFP8_LAYOUT_COMPACT}};
+  EXPECT(folded_import_tensors(NULL, nvfp4, NULL, 1, NULL, dests, NULL, 0, NULL) == MXFP8_ERROR_INVALID_ARGUMENT, "no globals");
+  assert_last_error_contains("desc.global_scales is NULL but entry 0 is an NVFP4 tensor");
   DLTensor over_amax = d.g;
   over_amax.data = f.amax_t->buffer; /* the trainer's own amax */
   DLTensor *globals[1] = {&over_amax};
-  EXPECT(mxfp8_import_tensors_mixed(NULL, nvfp4, NULL, 1, NULL, dests, globals, 0) == MXFP8_ERROR_INVALID_ARGUMENT, "over amax");
+  EXPECT(folded_import_tensors(NULL, nvfp4, NULL, 1, NULL, dests, globals, 0, NULL) == MXFP8_ERROR_INVALID_ARGUMENT, "over amax");
   assert_last_error_contains("overlap");
   globals[0] = &d.g;
-  EXPECT(mxfp8_import_tensors_mixed(NULL, nvfp4, NULL, 1, NULL, dests, globals, 2) == MXFP8_ERROR_INVALID_ARGUMENT, "convention");
-  assert_last_error_contains("global_scale is 2, expected MXFP8_NVFP4_GLOBAL_SCALE_DECODE (0)");
+  EXPECT(folded_import_tensors(NULL, nvfp4, NULL, 1, NULL, dests, globals, 2, NULL) == MXFP8_ERROR_INVALID_ARGUMENT, "convention");
+  assert_last_error_contains("desc.global_scale is 2, expected MXFP8_NVFP4_GLOBAL_SCALE_DECODE (0)");
   mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
   o.direction = MXFP8_DIRECTION_COLUMNWISE;
-  EXPECT(mxfp8_import_tensors_mixed(NULL, nvfp4, NULL, 1, &o, dests, globals, 0) == MXFP8_ERROR_MISSING_DATA, "columnwise");
+  EXPECT(folded_import_tensors(NULL, nvfp4, NULL, 1, &o, dests, globals, 0, NULL) == MXFP8_ERROR_MISSING_DATA, "columnwise");
   int untouched = 1;
   for (int64_t i = 0; i < d.values_bytes; ++i) untouched &= d.values[i] == POISON;
   for (int64_t i = 0; i < d.scales_bytes; ++i) untouched &= d.scales[i] == POISON;
@@ -593,11 +597,12 @@ static void test_direct_import_refusals_write_nothing(void **state) {
   free_source(&f);
 }
 
-/* A receiver's shard of an NVFP4 entry (manifest.shards) or tensor (the direct path's shards): the bucket is
- * laid out here from the references (not by the library's fill), and each expected shard is cut from the stored matrix by the header's rules:
- * rowwise the stored (M, K) itself (rows free, columns at multiples of 16 or K); columnwise the stored
- * (K, M), the shard's rows of M its columns (multiples of 16 or M) and its columns of K one range of its
- * rows. A per-tensor amax is every shard's; a per-row amax gives the shard's rows', piece by piece. */
+/* A receiver's shard (desc.shards) of an NVFP4 bucket entry or tensor (the direct path): the bucket is
+ * laid out here from the references (not by the library's fill), and each expected shard is cut from the
+ * stored matrix by the header's rules: rowwise the stored (M, K) itself (rows free, columns at multiples
+ * of 16 or K); columnwise the stored (K, M), the shard's rows of M its columns (multiples of 16 or M) and
+ * its columns of K one range of its rows. A per-tensor amax is every shard's; a per-row amax gives the
+ * shard's rows', piece by piece. */
 typedef struct {
   int64_t M, K;
   int direction, per_row;
@@ -612,8 +617,8 @@ typedef struct {
 typedef struct {
   uint8_t *bytes;
   int64_t size;
-  mxfp8_bucket_entry entry;
-  mxfp8_bucket_nvfp4_entry nv;
+  bucket_entry entry;
+  bucket_nvfp4_entry nv;
 } hand_bucket;
 
 static void hand_bucket_new(hand_bucket *b, const nv_source *f, int layout) {
@@ -626,8 +631,8 @@ static void hand_bucket_new(hand_bucket *b, const nv_source *f, int layout) {
   memcpy(b->bytes, f->packed, (size_t)vb);
   memcpy(b->bytes + so, scales, (size_t)sb);
   memcpy(b->bytes + ao, f->amax, (size_t)(4 * f->amax_count));
-  b->entry = (mxfp8_bucket_entry){0, (uint64_t)vb, (uint64_t)so, (uint64_t)sb};
-  b->nv = (mxfp8_bucket_nvfp4_entry){(uint64_t)ao, (uint64_t)(4 * f->amax_count), f->s.e4m3_max, 0u};
+  b->entry = (bucket_entry){0, (uint64_t)vb, (uint64_t)so, (uint64_t)sb};
+  b->nv = (bucket_nvfp4_entry){(uint64_t)ao, (uint64_t)(4 * f->amax_count), f->s.e4m3_max};
   free(scales);
 }
 
@@ -686,7 +691,7 @@ static void shard_ref_new(shard_ref *r, const nv_source *f, const nv_shard_case 
 }
 
 /* Imports case c's shard from a bucket or, `direct`, straight from the trainer's storage (scales TE-padded
- * for a compact bucket layout, 128x4 for a 128x4 one; padding poisoned) with mxfp8_import_tensors_mixed,
+ * for a compact bucket layout, 128x4 for a 128x4 one; padding poisoned) with a FROM_TENSORS transfer,
  * immediate or `prepared`; `expect` the status. On success every byte is compared; on a refusal, nothing
  * was written and the message holds `message`. */
 static void import_nvfp4_shard_by(const nv_shard_case *c, int encode, int direct, int prepared, mxfp8_status expect,
@@ -711,7 +716,7 @@ static void import_nvfp4_shard_by(const nv_shard_case *c, int encode, int direct
   DLTensor sc = {scales, {kDLCPU, 0}, 1, {kDLFloat8_e4m3fn, 8, 1}, sshape, NULL, 0};
   DLTensor g = {global, {kDLCPU, 0}, 1, {kDLFloat, 32, 1}, gshape, NULL, 0};
   DLTensor *globals[1] = {&g};
-  const mxfp8_import_destination dest = {&v, &sc, c->target, 0};
+  const import_destination dest = {&v, &sc, c->target};
   int64_t bshape[1] = {hb.size};
   DLTensor b = {hb.bytes, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, bshape, NULL, 0};
   const int64_t shape[2] = {c->M, c->K};
@@ -726,7 +731,7 @@ static void import_nvfp4_shard_by(const nv_shard_case *c, int encode, int direct
   shard.num_row_pieces = (size_t)c->npieces;
   shard.row_pieces = c->npieces ? c->pieces : NULL;
   const mxfp8_shard *shards[1] = {&shard};
-  mxfp8_bucket_manifest m = MXFP8_BUCKET_MANIFEST_INIT;
+  bucket_manifest m = BUCKET_MANIFEST_INIT;
   m.count = 1;
   m.entries = &hb.entry;
   m.ndims = ndims;
@@ -748,16 +753,16 @@ static void import_nvfp4_shard_by(const nv_shard_case *c, int encode, int direct
     const mxfp8_nvfp4_tensor *nvfp4[1] = {f.tensor};
     mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
     o.direction = c->direction;
-    mxfp8_prepared_export *p = NULL;
-    got = prepared ? mxfp8_prepare_import_tensors_mixed(NULL, nvfp4, shards, 1, &o, &dest, globals, m.global_scale, &p)
-                   : mxfp8_import_tensors_mixed(NULL, nvfp4, shards, 1, &o, &dest, globals, m.global_scale);
+    mxfp8_plan *p = NULL;
+    got = prepared ? folded_import_tensors(NULL, nvfp4, shards, 1, &o, &dest, globals, m.global_scale, &p)
+                   : folded_import_tensors(NULL, nvfp4, shards, 1, &o, &dest, globals, m.global_scale, NULL);
     if (p) {
       EXPECT(values[0] == POISON, "%s: preparing wrote a destination", what);
-      EXPECT(mxfp8_prepared_export_run(p, NULL) == MXFP8_OK, "%s: run: %s", what, mxfp8_last_error());
-      mxfp8_prepared_export_release(p);
+      EXPECT(mxfp8_plan_run(p, NULL) == MXFP8_OK, "%s: run: %s", what, mxfp8_last_error());
+      mxfp8_plan_release(p);
     }
   } else {
-    got = mxfp8_import_bucket(&b, &m, &dest, NULL);
+    got = folded_import_bucket(&b, &m, &dest, NULL, NULL);
   }
   EXPECT(got == expect, "%s: status %d, want %d (%s)", what, (int)got, (int)expect, mxfp8_last_error());
   if (expect == MXFP8_OK) {
@@ -771,7 +776,7 @@ static void import_nvfp4_shard_by(const nv_shard_case *c, int encode, int direct
              bits_of(global[i]), exp);
     }
     if (!direct)
-      EXPECT(mxfp8_bucket_manifest_check(&b, &m) == MXFP8_OK, "%s: the check refused what the import took", what);
+      EXPECT(folded_manifest_check(&b, &m) == MXFP8_OK, "%s: the check refused what the import took", what);
   } else {
     assert_last_error_contains(message);
     for (int64_t i = 0; i < want.values_bytes; ++i) EXPECT(values[i] == POISON, "%s: refused, values written", what);
@@ -814,31 +819,41 @@ static void test_a_receiver_imports_its_shard_of_an_nvfp4_entry(void **state) {
     for (int encode = 0; encode < 2; ++encode) import_nvfp4_shard(&ok[i], encode, MXFP8_OK, NULL);
 
   const nv_shard_case pieces_col = {100, 50, C, 0, CO, CO, 0, E, 0, E, 2, {0, 16, 32, 48}};
-  import_nvfp4_shard(&pieces_col, 0, MXFP8_ERROR_UNSUPPORTED, "shards[0] has 2 row pieces for a columnwise NVFP4");
+  import_nvfp4_shard(&pieces_col, 0, MXFP8_ERROR_UNSUPPORTED, "desc.shards[0] has 2 row pieces for a columnwise NVFP4");
   const nv_shard_case col_8 = {130, 72, R, 0, CO, CO, 0, E, 8, E, 0, {0}};
   import_nvfp4_shard(&col_8, 0, MXFP8_ERROR_INVALID_ARGUMENT,
-                     "shards[0].col_begin is 8, not a multiple of 16 (nor the tensor's 72)");
+                     "desc.shards[0].col_begin is 8, not a multiple of 16 (nor the tensor's 72)");
   const nv_shard_case row_8 = {100, 50, C, 0, CO, CO, 8, E, 0, E, 0, {0}};
   import_nvfp4_shard(&row_8, 0, MXFP8_ERROR_INVALID_ARGUMENT,
-                     "shards[0].row_begin is 8, not a multiple of 16 (nor the tensor's 100)");
+                     "desc.shards[0].row_begin is 8, not a multiple of 16 (nor the tensor's 100)");
   const nv_shard_case window_of_tiles = {130, 72, R, 0, SW, SW, 5, 60, 0, E, 0, {0}};
-  import_nvfp4_shard(&window_of_tiles, 0, MXFP8_ERROR_UNSUPPORTED, "a shard of scales stored in the 128x4 layout");
+  import_nvfp4_shard(&window_of_tiles, 0, MXFP8_ERROR_UNSUPPORTED, "desc.shards[0]: a shard of scales stored in the 128x4 layout");
 }
 
-/* An MXFP8-only mixed plan is mxfp8_bucket_plan's, and needs no nvfp4_entries. */
-static void test_mxfp8_only_mixed_plan_matches_bucket_plan(void **state) {
+/* A plan of MXFP8 entries only is the MXFP8 bucket's layout from before NVFP4 entries: values, then
+ * compact scales, each at a multiple of the alignment, in entry order, the total the end of the last part;
+ * no amax part. */
+static void test_mxfp8_only_plan_is_the_mxfp8_bucket_layout(void **state) {
   (void)state;
   uint64_t rng = 99;
   const spec a = {2, {100, 48, 0}, MXFP8_DIRECTION_ROWWISE, 0, MXFP8_LAYOUT_COMPACT};
   const spec b = {3, {2, 20, 64}, MXFP8_DIRECTION_ROWWISE, 1, MXFP8_LAYOUT_COMPACT};
   te_tensor ta = make_te(&a, &rng), tb = make_te(&b, &rng);
   const mxfp8_tensor *tensors[2] = {ta.handle, tb.handle};
-  mxfp8_bucket_entry plain[2], mixed[2];
-  uint64_t plain_total = 0, mixed_total = 1;
-  EXPECT(mxfp8_bucket_plan(tensors, 2, NULL, 128, plain, &plain_total) == MXFP8_OK, "plan: %s", mxfp8_last_error());
-  EXPECT(mxfp8_bucket_plan_mixed(tensors, NULL, 2, NULL, 128, mixed, NULL, &mixed_total) == MXFP8_OK, "mixed: %s",
-         mxfp8_last_error());
-  EXPECT(plain_total == mixed_total && memcmp(plain, mixed, sizeof plain) == 0, "the plans differ");
+  bucket_entry plan[2];
+  bucket_nvfp4_entry nv[2];
+  memset(nv, 0x5A, sizeof nv);
+  uint64_t total = 0;
+  EXPECT(folded_bucket_plan(tensors, NULL, NULL, 2, NULL, 128, plan, nv, &total) == MXFP8_OK, "plan: %s", mxfp8_last_error());
+  /* (100, 48): 4800 values, 100 x 2 scales; (2, 20, 64): 2560 values, 40 x 2 scales. */
+  const bucket_entry want[2] = {{0, 4800, 4864, 200}, {5120, 2560, 7680, 80}};
+  for (int i = 0; i < 2; ++i)
+    EXPECT(memcmp(&plan[i], &want[i], sizeof want[i]) == 0 && nv[i].amax_offset == 0 && nv[i].amax_bytes == 0,
+           "entry %d planned at %llu + %llu, %llu + %llu, amax %llu + %llu", i, (unsigned long long)plan[i].values_offset,
+           (unsigned long long)plan[i].values_bytes, (unsigned long long)plan[i].scales_offset,
+           (unsigned long long)plan[i].scales_bytes, (unsigned long long)nv[i].amax_offset,
+           (unsigned long long)nv[i].amax_bytes);
+  EXPECT(total == 7760, "total %llu", (unsigned long long)total);
   free_te(&ta);
   free_te(&tb);
 }
@@ -894,34 +909,35 @@ static void test_gpu_fill_and_import_match_the_host(void **state) {
     d.rowwise_amax = &dev[i][2];
     EXPECT(mxfp8_nvfp4_tensor_create(&d, &dev_tensors[i]) == MXFP8_OK, "create on device: %s", mxfp8_last_error());
   }
-  mxfp8_bucket_entry entries[N];
-  mxfp8_bucket_nvfp4_entry nv[N];
+  bucket_entry entries[N];
+  bucket_nvfp4_entry nv[N];
   uint64_t total = 0;
-  EXPECT(mxfp8_bucket_plan_mixed(NULL, host_handles, N, NULL, 256, entries, nv, &total) == MXFP8_OK, "plan: %s",
+  EXPECT(folded_bucket_plan(NULL, host_handles, NULL, N, NULL, 256, entries, nv, &total) == MXFP8_OK, "plan: %s",
          mxfp8_last_error());
   uint8_t *host_bucket = malloc((size_t)total), *back = malloc((size_t)total);
   memset(host_bucket, 0xA5, (size_t)total);
   int64_t bshape[1] = {(int64_t)total};
   DLTensor hb = {host_bucket, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, bshape, NULL, 0};
-  EXPECT(mxfp8_export_bucket_mixed(NULL, host_handles, N, NULL, entries, nv, &hb) == MXFP8_OK, "host fill: %s",
+  EXPECT(folded_export_bucket(NULL, host_handles, NULL, N, NULL, entries, nv, &hb, NULL) == MXFP8_OK, "host fill: %s",
          mxfp8_last_error());
   uint8_t *dev_bucket = NULL;
   CUDA_OK(cudaMalloc((void **)&dev_bucket, (size_t)total));
   CUDA_OK(cudaMemset(dev_bucket, 0xA5, (size_t)total));
   DLTensor db = {dev_bucket, {kDLCUDA, 0}, 1, {kDLUInt, 8, 1}, bshape, NULL, 0};
   const mxfp8_nvfp4_tensor *dh[N] = {dev_tensors[0], dev_tensors[1], dev_tensors[2], dev_tensors[3]};
-  EXPECT(mxfp8_export_bucket_mixed(NULL, dh, N, NULL, entries, nv, &db) == MXFP8_OK, "device fill: %s", mxfp8_last_error());
+  EXPECT(folded_export_bucket(NULL, dh, NULL, N, NULL, entries, nv, &db, NULL) == MXFP8_OK, "device fill: %s", mxfp8_last_error());
   CUDA_OK(cudaDeviceSynchronize());
   CUDA_OK(cudaMemcpy(back, dev_bucket, (size_t)total, cudaMemcpyDeviceToHost));
   EXPECT(memcmp(back, host_bucket, (size_t)total) == 0, "the device bucket differs from the host bucket");
+  for (int i = 0; i < N; ++i) nv[i].e4m3_max = specs[i].e4m3_max; /* the sender's manifest says it */
 
-  /* 0: mxfp8_import_bucket; 1: its prepared form, encode; 2: the direct path from the device tensors. */
+  /* 0: the FROM_BUCKET transfer; 1: prepared, encode; 2: the direct path from the device tensors. */
   for (int prepared = 0; prepared < 3; ++prepared) {
     nv_destination hd[N];
     uint8_t *dv[N], *ds[N], *dg[N];
     DLTensor v[N], sc[N], g[N];
     DLTensor *globals[N];
-    mxfp8_import_destination dests[N];
+    import_destination dests[N];
     int32_t ndims[N], formats[N];
     int64_t shapes_store[N][2];
     const int64_t *shapes[N];
@@ -934,12 +950,12 @@ static void test_gpu_fill_and_import_match_the_host(void **state) {
       v[i].data = dv[i], sc[i].data = ds[i], g[i].data = dg[i];
       v[i].device = sc[i].device = g[i].device = (DLDevice){kDLCUDA, 0};
       globals[i] = &g[i];
-      dests[i] = (mxfp8_import_destination){&v[i], &sc[i], specs[i].target, 0};
+      dests[i] = (import_destination){&v[i], &sc[i], specs[i].target};
       ndims[i] = 2, formats[i] = MXFP8_FORMAT_NVFP4;
       shapes_store[i][0] = specs[i].M, shapes_store[i][1] = specs[i].K;
       shapes[i] = shapes_store[i];
     }
-    mxfp8_bucket_manifest m = MXFP8_BUCKET_MANIFEST_INIT;
+    bucket_manifest m = BUCKET_MANIFEST_INIT;
     m.count = N;
     m.entries = entries;
     m.ndims = ndims;
@@ -949,17 +965,17 @@ static void test_gpu_fill_and_import_match_the_host(void **state) {
     m.global_scales = globals;
     m.global_scale = prepared == 1 ? MXFP8_NVFP4_GLOBAL_SCALE_ENCODE : MXFP8_NVFP4_GLOBAL_SCALE_DECODE;
     if (prepared == 2) {
-      EXPECT(mxfp8_import_tensors_mixed(NULL, dh, NULL, N, NULL, dests, globals, MXFP8_NVFP4_GLOBAL_SCALE_DECODE) == MXFP8_OK,
+      EXPECT(folded_import_tensors(NULL, dh, NULL, N, NULL, dests, globals, MXFP8_NVFP4_GLOBAL_SCALE_DECODE, NULL) == MXFP8_OK,
              "direct import: %s", mxfp8_last_error());
       CUDA_OK(cudaDeviceSynchronize());
     } else if (prepared) {
-      mxfp8_prepared_export *p = NULL;
-      EXPECT(mxfp8_prepare_import_bucket(&db, &m, dests, &p) == MXFP8_OK, "prepare: %s", mxfp8_last_error());
-      EXPECT(mxfp8_prepared_export_run(p, NULL) == MXFP8_OK, "run: %s", mxfp8_last_error());
+      mxfp8_plan *p = NULL;
+      EXPECT(folded_import_bucket(&db, &m, dests, NULL, &p) == MXFP8_OK, "prepare: %s", mxfp8_last_error());
+      EXPECT(mxfp8_plan_run(p, NULL) == MXFP8_OK, "run: %s", mxfp8_last_error());
       CUDA_OK(cudaDeviceSynchronize());
-      mxfp8_prepared_export_release(p);
+      mxfp8_plan_release(p);
     } else {
-      EXPECT(mxfp8_import_bucket(&db, &m, dests, NULL) == MXFP8_OK, "import: %s", mxfp8_last_error());
+      EXPECT(folded_import_bucket(&db, &m, dests, NULL, NULL) == MXFP8_OK, "import: %s", mxfp8_last_error());
       CUDA_OK(cudaDeviceSynchronize());
     }
     for (int i = 0; i < N; ++i) {
@@ -992,7 +1008,7 @@ int main(void) {
       cmocka_unit_test(test_prepared_fill_keeps_its_nvfp4_tensors_alive),
       cmocka_unit_test(test_mixed_bucket_of_mxfp8_and_nvfp4_entries),
       cmocka_unit_test(test_amax_offset_not_a_multiple_of_4_is_refused),
-      cmocka_unit_test(test_mxfp8_only_mixed_plan_matches_bucket_plan),
+      cmocka_unit_test(test_mxfp8_only_plan_is_the_mxfp8_bucket_layout),
       cmocka_unit_test(test_direct_import_of_nvfp4_and_mxfp8_storage),
       cmocka_unit_test(test_direct_import_refusals_write_nothing),
       cmocka_unit_test(test_a_receiver_imports_its_shard_of_an_nvfp4_entry),

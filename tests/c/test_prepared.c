@@ -1,12 +1,13 @@
-/* Prepared exports: checked once, run many times. A run writes what the immediate call writes, reads
- * the sources as they are at the run (an optimizer step between runs shows), holds its tensors alive,
- * and preparation refuses what the immediate call refuses. The reference is the layout's permute form
- * (ref_swizzled_index), not the library. */
+/* Prepared transfers (mxfp8_transfer_prepare, mxfp8_plan_run): checked once, run many times. A run writes
+ * what the immediate mxfp8_transfer writes, reads the sources as they are at the run (an optimizer step
+ * between runs shows), holds its tensors alive, and preparation refuses what the immediate call refuses.
+ * The reference is the layout's permute form (ref_swizzled_index), not the library. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "test_support.h"
+#include "transfer_calls.h"
 
 enum { kTensors = 3 };
 static const int64_t kRows[kTensors] = {100, 257, 31}, kCols[kTensors] = {48, 200, 1000};
@@ -65,12 +66,12 @@ static void test_prepared_batched_writes_what_the_immediate_call_writes(void **s
     dsts[i] = (DLTensor){out[i], {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, shapes[i], NULL, 0};
     dst_ptrs[i] = &dsts[i];
   }
-  mxfp8_prepared_export *plan = NULL;
-  assert_int_equal(mxfp8_prepare_scales_batched((const mxfp8_tensor *const *)f.handles, dst_ptrs, kTensors, NULL, &plan),
+  mxfp8_plan *plan = NULL;
+  assert_int_equal(folded_prepare_scales_batched((const mxfp8_tensor *const *)f.handles, dst_ptrs, kTensors, NULL, &plan),
                    MXFP8_OK);
   for (int i = 0; i < kTensors; ++i) EXPECT(out[i][0] == POISON, "preparing wrote destination %d", i);
   for (int step = 0; step < 3; ++step) {
-    assert_int_equal(mxfp8_prepared_export_run(plan, NULL), MXFP8_OK);
+    assert_int_equal(mxfp8_plan_run(plan, NULL), MXFP8_OK);
     for (int i = 0; i < kTensors; ++i)
       EXPECT(memcmp(out[i], f.compact[i], (size_t)(f.r[i] * f.c[i])) == 0, "step %d tensor %d", step, i);
     /* An optimizer step in place: new scales at the same addresses show in the next run. */
@@ -83,35 +84,35 @@ static void test_prepared_batched_writes_what_the_immediate_call_writes(void **s
           f.scales[i]->buffer[ref_swizzled_index(y, x, cp)] = f.compact[i][y * f.c[i] + x];
     }
   }
-  mxfp8_prepared_export_release(plan);
+  mxfp8_plan_release(plan);
   for (int i = 0; i < kTensors; ++i) free(out[i]);
   destroy(&f);
 }
 
-static void test_prepared_bucket_equals_export_bucket(void **state) {
+static void test_prepared_bucket_equals_the_immediate_bucket(void **state) {
   (void)state;
   fixture f;
   make(&f, 2);
-  mxfp8_bucket_entry entries[kTensors];
+  bucket_entry entries[kTensors];
   uint64_t total = 0;
   const mxfp8_tensor *const *ts = (const mxfp8_tensor *const *)f.handles;
-  assert_int_equal(mxfp8_bucket_plan(ts, kTensors, NULL, 256, entries, &total), MXFP8_OK);
+  assert_int_equal(folded_bucket_plan(ts, NULL, NULL, kTensors, NULL, 256, entries, NULL, &total), MXFP8_OK);
   uint8_t *a = malloc(total), *b = malloc(total);
   memset(a, POISON, total);
   memset(b, POISON, total);
   int64_t shape[1] = {(int64_t)total};
   DLTensor ba = {a, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, shape, NULL, 0}, bb = ba;
   bb.data = b;
-  assert_int_equal(mxfp8_export_bucket(ts, kTensors, NULL, entries, &ba), MXFP8_OK);
-  mxfp8_prepared_export *plan = NULL;
-  assert_int_equal(mxfp8_prepare_bucket(ts, kTensors, NULL, entries, &bb, &plan), MXFP8_OK);
-  assert_int_equal(mxfp8_prepared_export_run(plan, NULL), MXFP8_OK);
+  assert_int_equal(folded_export_bucket(ts, NULL, NULL, kTensors, NULL, entries, NULL, &ba, NULL), MXFP8_OK);
+  mxfp8_plan *plan = NULL;
+  assert_int_equal(folded_export_bucket(ts, NULL, NULL, kTensors, NULL, entries, NULL, &bb, &plan), MXFP8_OK);
+  assert_int_equal(mxfp8_plan_run(plan, NULL), MXFP8_OK);
   EXPECT(memcmp(a, b, total) == 0, "the prepared bucket differs from the immediate one");
   for (int i = 0; i < kTensors; ++i) {
     EXPECT(memcmp(b + entries[i].values_offset, f.data[i]->buffer, (size_t)entries[i].values_bytes) == 0, "values %d", i);
     EXPECT(memcmp(b + entries[i].scales_offset, f.compact[i], (size_t)entries[i].scales_bytes) == 0, "scales %d", i);
   }
-  mxfp8_prepared_export_release(plan);
+  mxfp8_plan_release(plan);
   free(a);
   free(b);
   destroy(&f);
@@ -126,16 +127,16 @@ static void test_prepared_export_keeps_its_sources_alive(void **state) {
   int64_t shape[1] = {200};
   DLTensor dst = {out, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, shape, NULL, 0};
   DLTensor *dsts[1] = {&dst};
-  mxfp8_prepared_export *plan = NULL;
-  assert_int_equal(mxfp8_prepare_scales_batched((const mxfp8_tensor *const *)f.handles, dsts, 1, NULL, &plan), MXFP8_OK);
+  mxfp8_plan *plan = NULL;
+  assert_int_equal(folded_prepare_scales_batched((const mxfp8_tensor *const *)f.handles, dsts, 1, NULL, &plan), MXFP8_OK);
   mxfp8_tensor_release(f.handles[0]);
   f.handles[0] = NULL;
   EXPECT(f.data[0]->deleter_calls == 0 && f.scales[0]->deleter_calls == 0, "a source was released under the plan");
-  assert_int_equal(mxfp8_prepared_export_run(plan, NULL), MXFP8_OK);
+  assert_int_equal(mxfp8_plan_run(plan, NULL), MXFP8_OK);
   EXPECT(memcmp(out, f.compact[0], sizeof out) == 0, "the run after the handle's release");
-  mxfp8_prepared_export_release(plan);
+  mxfp8_plan_release(plan);
   EXPECT(f.data[0]->deleter_calls == 1 && f.scales[0]->deleter_calls == 1, "the sources' deleters after the plan");
-  mxfp8_prepared_export_release(NULL);
+  mxfp8_plan_release(NULL);
   destroy(&f);
 }
 
@@ -150,18 +151,26 @@ static void test_preparing_refuses_what_the_call_refuses(void **state) {
   d1.data = buffer + 100;
   DLTensor *dsts[2] = {&d0, &d1};
   const mxfp8_tensor *ts[2] = {f.handles[0], f.handles[0]};
-  mxfp8_prepared_export *plan = (mxfp8_prepared_export *)(uintptr_t)0xBAD;
-  assert_int_equal(mxfp8_prepare_scales_batched(ts, dsts, 2, NULL, &plan), MXFP8_ERROR_INVALID_ARGUMENT);
-  assert_last_error_contains("destinations[1] and destinations[0] overlap in memory");
-  EXPECT(plan == (mxfp8_prepared_export *)(uintptr_t)0xBAD, "a refused preparation wrote *out");
-  assert_int_equal(mxfp8_prepare_scales_batched(ts, dsts, 2, NULL, NULL), MXFP8_ERROR_INVALID_ARGUMENT);
+  mxfp8_plan *plan = (mxfp8_plan *)(uintptr_t)0xBAD;
+  assert_int_equal(folded_prepare_scales_batched(ts, dsts, 2, NULL, &plan), MXFP8_ERROR_INVALID_ARGUMENT);
+  assert_last_error_contains("desc.scales[1] and desc.scales[0] overlap in memory");
+  EXPECT(plan == (mxfp8_plan *)(uintptr_t)0xBAD, "a refused preparation wrote *out");
+  /* A NULL out is refused before the entries are looked at (folded_prepare_scales_batched with out NULL
+   * is the immediate call, so the desc is written here). */
+  mxfp8_transfer_desc desc = MXFP8_TRANSFER_DESC_INIT;
+  desc.source = MXFP8_TRANSFER_FROM_TENSORS;
+  desc.destination = MXFP8_TRANSFER_TO_BUFFERS;
+  desc.count = 2;
+  desc.tensors = ts;
+  desc.scales = dsts;
+  assert_int_equal(mxfp8_transfer_prepare(&desc, NULL), MXFP8_ERROR_INVALID_ARGUMENT);
   assert_last_error_contains("out is NULL");
-  assert_int_equal(mxfp8_prepared_export_run(NULL, NULL), MXFP8_ERROR_INVALID_ARGUMENT);
-  assert_last_error_contains("prepared is NULL");
+  assert_int_equal(mxfp8_plan_run(NULL, NULL), MXFP8_ERROR_INVALID_ARGUMENT);
+  assert_last_error_contains("plan is NULL");
   /* count 0: an empty plan that runs */
-  assert_int_equal(mxfp8_prepare_scales_batched(NULL, NULL, 0, NULL, &plan), MXFP8_OK);
-  assert_int_equal(mxfp8_prepared_export_run(plan, NULL), MXFP8_OK);
-  mxfp8_prepared_export_release(plan);
+  assert_int_equal(folded_prepare_scales_batched(NULL, NULL, 0, NULL, &plan), MXFP8_OK);
+  assert_int_equal(mxfp8_plan_run(plan, NULL), MXFP8_OK);
+  mxfp8_plan_release(plan);
   destroy(&f);
 }
 
@@ -191,12 +200,12 @@ static void test_preparing_over_cuda_memory_without_cuda(void **state) {
   DLTensor dst = {out, {kDLCUDA, 0}, 2, {kDLUInt, 8, 1}, shape, NULL, 0};
   DLTensor *dsts[1] = {&dst};
   const mxfp8_tensor *ts[1] = {f.handles[0]};
-  mxfp8_prepared_export *plan = (mxfp8_prepared_export *)(uintptr_t)0xBAD;
+  mxfp8_plan *plan = (mxfp8_plan *)(uintptr_t)0xBAD;
   assert_int_equal(mxfp8_export_scales_batched(ts, dsts, 1, NULL), MXFP8_ERROR_UNSUPPORTED);
   assert_last_error_contains("built without CUDA");
-  assert_int_equal(mxfp8_prepare_scales_batched(ts, dsts, 1, NULL, &plan), MXFP8_ERROR_UNSUPPORTED);
+  assert_int_equal(folded_prepare_scales_batched(ts, dsts, 1, NULL, &plan), MXFP8_ERROR_UNSUPPORTED);
   assert_last_error_contains("built without CUDA");
-  EXPECT(plan == (mxfp8_prepared_export *)(uintptr_t)0xBAD, "a refused preparation wrote *out");
+  EXPECT(plan == (mxfp8_plan *)(uintptr_t)0xBAD, "a refused preparation wrote *out");
 
   /* A bucket import: one entry (100, 48) with compact scales, bucket and destinations "on CUDA". */
   uint8_t bucket_bytes[100 * 48 + 100 * 2], values[100 * 48], scales[100 * 2];
@@ -204,20 +213,20 @@ static void test_preparing_over_cuda_memory_without_cuda(void **state) {
   DLTensor bucket = {bucket_bytes, {kDLCUDA, 0}, 1, {kDLUInt, 8, 1}, bucket_shape, NULL, 0};
   DLTensor v = {values, {kDLCUDA, 0}, 2, {kDLUInt, 8, 1}, vshape, NULL, 0};
   DLTensor sc = {scales, {kDLCUDA, 0}, 2, {kDLUInt, 8, 1}, shape, NULL, 0};
-  const mxfp8_bucket_entry entry = {0, 100 * 48, 100 * 48, 100 * 2};
+  const bucket_entry entry = {0, 100 * 48, 100 * 48, 100 * 2};
   const int32_t ndim = 2;
   const int64_t *shapes[1] = {vshape};
-  mxfp8_bucket_manifest m = MXFP8_BUCKET_MANIFEST_INIT;
+  bucket_manifest m = BUCKET_MANIFEST_INIT;
   m.count = 1;
   m.entries = &entry;
   m.ndims = &ndim;
   m.shapes = shapes;
-  const mxfp8_import_destination d = {&v, &sc, MXFP8_LAYOUT_COMPACT, 0};
-  assert_int_equal(mxfp8_import_bucket(&bucket, &m, &d, NULL), MXFP8_ERROR_UNSUPPORTED);
+  const import_destination d = {&v, &sc, MXFP8_LAYOUT_COMPACT};
+  assert_int_equal(folded_import_bucket(&bucket, &m, &d, NULL, NULL), MXFP8_ERROR_UNSUPPORTED);
   assert_last_error_contains("built without CUDA");
-  assert_int_equal(mxfp8_prepare_import_bucket(&bucket, &m, &d, &plan), MXFP8_ERROR_UNSUPPORTED);
+  assert_int_equal(folded_import_bucket(&bucket, &m, &d, NULL, &plan), MXFP8_ERROR_UNSUPPORTED);
   assert_last_error_contains("built without CUDA");
-  EXPECT(plan == (mxfp8_prepared_export *)(uintptr_t)0xBAD, "a refused preparation wrote *out");
+  EXPECT(plan == (mxfp8_plan *)(uintptr_t)0xBAD, "a refused preparation wrote *out");
   destroy(&f);
 #endif
 }
@@ -225,10 +234,10 @@ static void test_preparing_over_cuda_memory_without_cuda(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_prepared_batched_writes_what_the_immediate_call_writes),
-      cmocka_unit_test(test_prepared_bucket_equals_export_bucket),
+      cmocka_unit_test(test_prepared_bucket_equals_the_immediate_bucket),
       cmocka_unit_test(test_prepared_export_keeps_its_sources_alive),
       cmocka_unit_test(test_preparing_refuses_what_the_call_refuses),
       cmocka_unit_test(test_preparing_over_cuda_memory_without_cuda),
   };
-  return cmocka_run_group_tests_name("prepared exports", tests, NULL, NULL);
+  return cmocka_run_group_tests_name("prepared transfers", tests, NULL, NULL);
 }

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "test_support.h"
+#include "transfer_calls.h"
 
 enum storage { STORAGE_COMPACT, STORAGE_PADDED, STORAGE_SWIZZLED };
 static const char *const kStorageNames[] = {"compact", "padded", "swizzled"};
@@ -333,7 +334,7 @@ static void expected_shard(const source *src, const mxfp8_shard *shard, uint8_t 
   }
 }
 
-/* A bucket of shards (mxfp8_bucket_plan_shards + mxfp8_export_bucket_shards, and its prepared form)
+/* A bucket of shards (mxfp8_bucket_parts + a TO_BUCKET transfer with desc.shards, immediate and prepared)
  * holds exactly each shard's crop where the plan says; a NULL shard is the whole tensor. */
 static void test_bucket_of_shards_holds_each_crop(void **state) {
   (void)state;
@@ -367,21 +368,21 @@ static void test_bucket_of_shards_holds_each_crop(void **state) {
       }
       mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
       o.direction = columnwise;
-      mxfp8_bucket_entry entries[N];
+      bucket_entry entries[N];
       uint64_t total = 0;
-      EXPECT(mxfp8_bucket_plan_shards(tensors, shards, N, &o, 64, entries, &total) == MXFP8_OK, "plan: %s", mxfp8_last_error());
+      EXPECT(folded_bucket_plan(tensors, NULL, shards, N, &o, 64, entries, NULL, &total) == MXFP8_OK, "plan: %s", mxfp8_last_error());
       for (int prepared = 0; prepared < 2; ++prepared) {
         uint8_t *bucket = (uint8_t *)malloc(total + 1);
         memset(bucket, POISON, total);
         int64_t shape[1] = {(int64_t)total};
         DLTensor b = {bucket, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, shape, NULL, 0};
         if (prepared) {
-          mxfp8_prepared_export *plan = NULL;
-          EXPECT(mxfp8_prepare_bucket_shards(tensors, shards, N, &o, entries, &b, &plan) == MXFP8_OK, "%s", mxfp8_last_error());
-          EXPECT(mxfp8_prepared_export_run(plan, NULL) == MXFP8_OK, "%s", mxfp8_last_error());
-          mxfp8_prepared_export_release(plan);
+          mxfp8_plan *plan = NULL;
+          EXPECT(folded_export_bucket(tensors, NULL, shards, N, &o, entries, NULL, &b, &plan) == MXFP8_OK, "%s", mxfp8_last_error());
+          EXPECT(mxfp8_plan_run(plan, NULL) == MXFP8_OK, "%s", mxfp8_last_error());
+          mxfp8_plan_release(plan);
         } else {
-          EXPECT(mxfp8_export_bucket_shards(tensors, shards, N, &o, entries, &b) == MXFP8_OK, "%s", mxfp8_last_error());
+          EXPECT(folded_export_bucket(tensors, NULL, shards, N, &o, entries, NULL, &b, NULL) == MXFP8_OK, "%s", mxfp8_last_error());
         }
         for (int i = 0; i < N; ++i) {
           mxfp8_shard whole = MXFP8_SHARD_INIT;
@@ -413,9 +414,9 @@ static void set_scale(source *src, int64_t r, int64_t c, uint8_t value) {
   src->scales_before[at] = value;
 }
 
-/* options.scale_fixup with buckets of shards: applied to the whole tensors (NULL shards; every byte 0 of
+/* desc.scale_fixup with buckets of shards: applied to the whole tensors (NULL shards; every byte 0 of
  * the test's own S written as 1), refused with MXFP8_ERROR_UNSUPPORTED once a shard is set, by the plan
- * (nothing written) and by the export (the bucket untouched). */
+ * (nothing written) and by the transfer (the bucket untouched). */
 static void test_bucket_shards_and_the_scale_fixup(void **state) {
   (void)state;
   uint64_t rng = 57;
@@ -435,24 +436,24 @@ static void test_bucket_shards_and_the_scale_fixup(void **state) {
   o.scale_fixup = MXFP8_SCALE_FIXUP_ZERO_EXPONENT_AS_ONE;
   for (int sharded = 0; sharded < 2; ++sharded) {
     const mxfp8_shard *const *shards = sharded ? one : none;
-    mxfp8_bucket_entry entries[N];
+    bucket_entry entries[N];
     uint64_t total = 0;
     if (sharded) {  /* the plan refuses the combination too (nothing written), so it is planned without it */
-      const mxfp8_status planned = mxfp8_bucket_plan_shards(tensors, shards, N, &o, 64, entries, &total);
+      const mxfp8_status planned = folded_bucket_plan(tensors, NULL, shards, N, &o, 64, entries, NULL, &total);
       EXPECT(planned == MXFP8_ERROR_UNSUPPORTED && total == 0, "plan: status %d: %s", planned, mxfp8_last_error());
-      assert_non_null(strstr(mxfp8_last_error(), "shards[0] is set"));
+      assert_non_null(strstr(mxfp8_last_error(), "desc.shards[0] is set"));
       o.scale_fixup = MXFP8_SCALE_FIXUP_NONE;
     }
-    EXPECT(mxfp8_bucket_plan_shards(tensors, shards, N, &o, 64, entries, &total) == MXFP8_OK, "%s", mxfp8_last_error());
+    EXPECT(folded_bucket_plan(tensors, NULL, shards, N, &o, 64, entries, NULL, &total) == MXFP8_OK, "%s", mxfp8_last_error());
     o.scale_fixup = MXFP8_SCALE_FIXUP_ZERO_EXPONENT_AS_ONE;
     uint8_t *bucket = (uint8_t *)malloc(total + 1);
     memset(bucket, POISON, total);
     int64_t shape[1] = {(int64_t)total};
     DLTensor b = {bucket, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, shape, NULL, 0};
-    const mxfp8_status st = mxfp8_export_bucket_shards(tensors, shards, N, &o, entries, &b);
+    const mxfp8_status st = folded_export_bucket(tensors, NULL, shards, N, &o, entries, NULL, &b, NULL);
     if (sharded) {
       EXPECT(st == MXFP8_ERROR_UNSUPPORTED, "status %d: %s", st, mxfp8_last_error());
-      assert_non_null(strstr(mxfp8_last_error(), "shards[0] is set"));
+      assert_non_null(strstr(mxfp8_last_error(), "desc.shards[0] is set"));
       int untouched = 1;
       for (uint64_t j = 0; j < total; ++j) untouched &= bucket[j] == POISON;
       EXPECT(untouched, "the bucket was written");
@@ -472,7 +473,7 @@ static void test_bucket_shards_and_the_scale_fixup(void **state) {
   for (int i = 0; i < N; ++i) free_source(&src[i]);
 }
 
-/* The receiver's side: a bucket of whole tensors, each rank importing its own shard (manifest.shards)
+/* The receiver's side: a bucket of whole tensors, each rank importing its own shard (desc.shards)
  * into compact and 128x4 destinations; the 128x4 reference is the crop swizzled from the layout's formula
  * in the test, padding zero. */
 static void test_import_takes_each_ranks_shard_of_a_whole_bucket(void **state) {
@@ -485,13 +486,13 @@ static void test_import_takes_each_ranks_shard_of_a_whole_bucket(void **state) {
     mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
     o.direction = columnwise;
     const mxfp8_tensor *tensors[1] = {src.tensor};
-    mxfp8_bucket_entry entry;
+    bucket_entry entry;
     uint64_t total = 0;
-    EXPECT(mxfp8_bucket_plan(tensors, 1, &o, 256, &entry, &total) == MXFP8_OK, "%s", mxfp8_last_error());
+    EXPECT(folded_bucket_plan(tensors, NULL, NULL, 1, &o, 256, &entry, NULL, &total) == MXFP8_OK, "%s", mxfp8_last_error());
     uint8_t *bucket = (uint8_t *)malloc(total + 1);
     int64_t bshape[1] = {(int64_t)total};
     DLTensor b = {bucket, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, bshape, NULL, 0};
-    EXPECT(mxfp8_export_bucket(tensors, 1, &o, &entry, &b) == MXFP8_OK, "%s", mxfp8_last_error());
+    EXPECT(folded_export_bucket(tensors, NULL, NULL, 1, &o, &entry, NULL, &b, NULL) == MXFP8_OK, "%s", mxfp8_last_error());
     /* rank r of TP-2 along N (rows) and along K, plus a two-piece rank (rowwise) */
     for (int rank = 0; rank < 5; ++rank)
       for (int target = 0; target < 2; ++target) {
@@ -518,16 +519,16 @@ static void test_import_takes_each_ranks_shard_of_a_whole_bucket(void **state) {
         int64_t vshape[1] = {vb}, sshape[1] = {dst_scale_bytes};
         DLTensor dvt = {dv, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, vshape, NULL, 0};
         DLTensor dst = {ds, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, sshape, NULL, 0};
-        mxfp8_import_destination d = {&dvt, &dst, target ? MXFP8_LAYOUT_CUTLASS_128X4 : MXFP8_LAYOUT_COMPACT, 0};
+        import_destination d = {&dvt, &dst, target ? MXFP8_LAYOUT_CUTLASS_128X4 : MXFP8_LAYOUT_COMPACT};
         const int32_t ndims[1] = {2};
         const int64_t shape[2] = {m, k};
         const int64_t *shapes[1] = {shape};
         const int32_t directions[1] = {columnwise};
         const mxfp8_shard *shards[1] = {&shard};
-        mxfp8_bucket_manifest man = MXFP8_BUCKET_MANIFEST_INIT;
+        bucket_manifest man = BUCKET_MANIFEST_INIT;
         man.count = 1, man.entries = &entry, man.ndims = ndims, man.shapes = shapes, man.directions = directions;
         man.shards = shards;
-        EXPECT(mxfp8_import_bucket(&b, &man, &d, NULL) == MXFP8_OK, "col %d rank %d target %d: %s", columnwise, rank, target,
+        EXPECT(folded_import_bucket(&b, &man, &d, NULL, NULL) == MXFP8_OK, "col %d rank %d target %d: %s", columnwise, rank, target,
                mxfp8_last_error());
         EXPECT(memcmp(dv, v, (size_t)vb) == 0, "col %d rank %d target %d: values", columnwise, rank, target);
         EXPECT(memcmp(ds, target ? want_swz : sc, (size_t)dst_scale_bytes) == 0, "col %d rank %d target %d: scales", columnwise,
@@ -546,13 +547,13 @@ static void test_import_refuses_pieces_that_split_tiles(void **state) {
   source src;
   make_source(&src, 300, 64, 0, STORAGE_PADDED, &rng);
   const mxfp8_tensor *tensors[1] = {src.tensor};
-  mxfp8_bucket_entry entry;
+  bucket_entry entry;
   uint64_t total = 0;
-  EXPECT(mxfp8_bucket_plan(tensors, 1, NULL, 256, &entry, &total) == MXFP8_OK, "%s", mxfp8_last_error());
+  EXPECT(folded_bucket_plan(tensors, NULL, NULL, 1, NULL, 256, &entry, NULL, &total) == MXFP8_OK, "%s", mxfp8_last_error());
   uint8_t *bucket = (uint8_t *)malloc(total + 1);
   int64_t bshape[1] = {(int64_t)total};
   DLTensor b = {bucket, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, bshape, NULL, 0};
-  EXPECT(mxfp8_export_bucket(tensors, 1, NULL, &entry, &b) == MXFP8_OK, "%s", mxfp8_last_error());
+  EXPECT(folded_export_bucket(tensors, NULL, NULL, 1, NULL, &entry, NULL, &b, NULL) == MXFP8_OK, "%s", mxfp8_last_error());
   int64_t pieces[4] = {0, 100, 200, 300};
   mxfp8_shard shard = MXFP8_SHARD_INIT;
   shard.num_row_pieces = 2, shard.row_pieces = pieces;
@@ -561,24 +562,25 @@ static void test_import_refuses_pieces_that_split_tiles(void **state) {
   int64_t vshape[1] = {(int64_t)sizeof dv}, sshape[1] = {(int64_t)sizeof ds};
   DLTensor dvt = {dv, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, vshape, NULL, 0};
   DLTensor dst = {ds, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, sshape, NULL, 0};
-  mxfp8_import_destination d = {&dvt, &dst, MXFP8_LAYOUT_CUTLASS_128X4, 0};
+  import_destination d = {&dvt, &dst, MXFP8_LAYOUT_CUTLASS_128X4};
   const int32_t ndims[1] = {2};
   const int64_t shape[2] = {300, 64};
   const int64_t *shapes[1] = {shape};
   const mxfp8_shard *shards[1] = {&shard};
-  mxfp8_bucket_manifest man = MXFP8_BUCKET_MANIFEST_INIT;
+  bucket_manifest man = BUCKET_MANIFEST_INIT;
   man.count = 1, man.entries = &entry, man.ndims = ndims, man.shapes = shapes, man.shards = shards;
-  EXPECT(mxfp8_import_bucket(&b, &man, &d, NULL) == MXFP8_ERROR_UNSUPPORTED, "status: %s", mxfp8_last_error());
-  assert_last_error_contains("manifest.shards[0]: row piece 0 has 100 rows");
+  EXPECT(folded_import_bucket(&b, &man, &d, NULL, NULL) == MXFP8_ERROR_UNSUPPORTED, "status: %s", mxfp8_last_error());
+  assert_last_error_contains("desc.shards[0]: row piece 0 has 100 rows");
   for (size_t i = 0; i < sizeof dv; ++i) EXPECT(dv[i] == POISON, "values written");
   for (size_t i = 0; i < sizeof ds; ++i) EXPECT(ds[i] == POISON, "scales written");
   free(bucket);
   free_source(&src);
 }
 
-/* The direct path: each rank's shard read straight from the trainer's storage (mxfp8_import_tensor_shards
- * and its prepared form) into compact destinations from any storage, and into 128x4 destinations from
- * row-major storage; a window of swizzled storage into a 128x4 destination is refused untouched. */
+/* The direct path: each rank's shard read straight from the trainer's storage (a FROM_TENSORS transfer
+ * with desc.shards, immediate and prepared) into compact destinations from any storage, and into 128x4
+ * destinations from row-major storage; a window of swizzled storage into a 128x4 destination is refused
+ * untouched. */
 static void test_direct_import_of_shards(void **state) {
   (void)state;
   uint64_t rng = 47;
@@ -607,7 +609,7 @@ static void test_direct_import_of_shards(void **state) {
         int64_t vshape[1] = {vb}, sshape[1] = {dst_bytes};
         DLTensor dvt = {dv, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, vshape, NULL, 0};
         DLTensor dst = {ds, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, sshape, NULL, 0};
-        mxfp8_import_destination d = {&dvt, &dst, target ? MXFP8_LAYOUT_CUTLASS_128X4 : MXFP8_LAYOUT_COMPACT, 0};
+        import_destination d = {&dvt, &dst, target ? MXFP8_LAYOUT_CUTLASS_128X4 : MXFP8_LAYOUT_COMPACT};
         const mxfp8_tensor *tensors[1] = {src.tensor};
         const mxfp8_shard *shards[1] = {&shard};
         mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
@@ -617,19 +619,19 @@ static void test_direct_import_of_shards(void **state) {
           memset(ds, POISON, (size_t)dst_bytes);
           mxfp8_status st;
           if (prepared) {
-            mxfp8_prepared_export *plan = NULL;
-            st = mxfp8_prepare_import_tensor_shards(tensors, shards, 1, &o, &d, &plan);
-            if (st == MXFP8_OK) st = mxfp8_prepared_export_run(plan, NULL);
-            mxfp8_prepared_export_release(plan);
+            mxfp8_plan *plan = NULL;
+            st = folded_import_tensors(tensors, NULL, shards, 1, &o, &d, NULL, 0, &plan);
+            if (st == MXFP8_OK) st = mxfp8_plan_run(plan, NULL);
+            mxfp8_plan_release(plan);
           } else {
-            st = mxfp8_import_tensor_shards(tensors, shards, 1, &o, &d);
+            st = folded_import_tensors(tensors, NULL, shards, 1, &o, &d, NULL, 0, NULL);
           }
           char ctx[120];
           snprintf(ctx, sizeof ctx, "%s %s target %d prepared %d", kStorageNames[storage], columnwise ? "columnwise" : "rowwise",
                    target, prepared);
           if (storage == STORAGE_SWIZZLED && target) {
             EXPECT(st == MXFP8_ERROR_UNSUPPORTED, "%s: status %d (%s)", ctx, st, mxfp8_last_error());
-            assert_last_error_contains("shards[0]: a shard of scales stored in the 128x4 layout");
+            assert_last_error_contains("desc.shards[0]: a shard of scales stored in the 128x4 layout");
             for (int64_t i = 0; i < vb; ++i) EXPECT(dv[i] == POISON, "%s: values written", ctx);
             for (int64_t i = 0; i < dst_bytes; ++i) EXPECT(ds[i] == POISON, "%s: scales written", ctx);
             continue;

@@ -9,6 +9,7 @@
 
 #include "engine_layouts_support.h"
 #include "import_support.h"
+#include "transfer_calls.h"
 #include "trtllm_reference.h"
 
 static const int32_t kLayouts[2] = {MXFP8_LAYOUT_TRTLLM_SHUFFLED, MXFP8_LAYOUT_TRTLLM_SHUFFLED_GATED};
@@ -211,10 +212,11 @@ static void test_shapes_flashinfer_cannot_take_are_refused(void **state) {
     assert_last_error_contains("needs rows (per expert) a multiple of 128");
     assert_last_error_contains("got 96");
     EXPECT(out_v[0] == POISON && out_s[0] == POISON, "a refused convert wrote");
-    /* An import destination in a TRT-LLM layout. */
+    /* A TO_BUFFERS transfer whose target layout is a TRT-LLM one. */
     const mxfp8_tensor *handle = t.handle;
-    mxfp8_import_destination dst = {&v, &sc, kLayouts[l], 0};
-    assert_int_equal(mxfp8_import_tensors(&handle, 1, NULL, &dst), MXFP8_ERROR_INVALID_ARGUMENT);
+    import_destination dst = {&v, &sc, kLayouts[l]};
+    assert_int_equal(folded_import_tensors(&handle, NULL, NULL, 1, NULL, &dst, NULL, 0, NULL), MXFP8_ERROR_INVALID_ARGUMENT);
+    assert_last_error_contains("desc.target_layouts[0] is MXFP8_LAYOUT_TRTLLM_SHUFFLED");
     assert_last_error_contains("write it with mxfp8_convert");
     EXPECT(out_v[0] == POISON && out_s[0] == POISON, "a refused import wrote");
     free(out_v);
