@@ -24,12 +24,12 @@ extern "C" {
  * Scales of a rowwise tensor form S (R x C) = (M, ceil(K/32)); of a columnwise tensor
  * S (R x C) = (ceil(M/32), K). Every layout can be a convert target (mxfp8_convert*); every layout but
  * the TRT-LLM ones (which permute value rows, while a bucket and an import keep values in row order) can
- * also be an import destination (mxfp8_import_*) and a bucket part (manifest.scales_layouts). The bytes
+ * also be a transfer's target and a bucket part's layout (mxfp8_transfer_desc). The bytes
  * a layout gives for (R, C) are exact: a buffer or part
  * of any other size is refused, so scales are never decoded in a layout they are not in (nor
  * transformed twice). For grouped experts each expert's scales take that many bytes, back to back. */
 typedef enum mxfp8_layout {
-  /* Scales compact row-major, exactly R * C bytes: what mxfp8_export_bucket writes and vLLM / SGLang load. */
+  /* Scales compact row-major, exactly R * C bytes: what a bucket carries by default and vLLM / SGLang load. */
   MXFP8_LAYOUT_COMPACT = 0,
   /* Scales in the cuBLAS / CUTLASS 128x4 layout (MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED), flat, exactly
    * roundup(R, 128) * roundup(C, 4) bytes (columnwise: S^T swizzled, roundup(C, 128) * roundup(R, 4)),
@@ -139,7 +139,7 @@ typedef struct mxfp8_convert_options {
  * scales); the DeepGEMM and TRT-LLM layouts are rowwise only and refuse it. Everything (options,
  * dtypes, sizes, devices, no output sharing a byte with the tensor or with the other output) is checked
  * before anything is written. Host memory: done on return. CUDA: one launch on options->stream (plus a
- * copy of values of 4 MiB or more, as mxfp8_export_bucket moves them; the TRT-LLM targets' values
+ * copy of values of 4 MiB or more, as mxfp8_transfer moves them; the TRT-LLM targets' values
  * take a row-permuting launch of their own instead); the call does not wait. */
 MXFP8_API mxfp8_status mxfp8_convert(const mxfp8_tensor *tensor, const mxfp8_convert_options *options,
                                      DLTensor *values, DLTensor *scales);

@@ -14,8 +14,8 @@
  * This header is the one to include. It holds the conventions, the version and the status codes, and
  * includes the API by domain from its folder: mxfp8/tensor.h (describing MXFP8, grouped and NVFP4
  * tensors; exporting them), mxfp8/layout.h (engine layouts, convert, the 128x4 swizzle),
- * mxfp8/quantize.h (quantize and dequantize) and mxfp8/transfer.h (batched exports, buckets, prepared
- * exports, imports, shards).
+ * mxfp8/quantize.h (quantize and dequantize) and mxfp8/transfer.h (the batched export, shards, and the
+ * transfer: buckets, imports into an engine's parameters, plans).
  *
  * Conventions that hold for every function of these headers:
  *   - Every function returns an mxfp8_status, except the few that cannot fail (they say so).
@@ -38,8 +38,8 @@
  *     dimensions. Empty buffers may have a NULL data pointer.
  *   - Stability. Every section below is marked. STABLE: frozen in 0.x; a release may add functions,
  *     enum values and fields appended to size-prefixed structs, never change or remove one (the ABI gate
- *     in abi/ fails a build that does). EXPERIMENTAL (buckets, grouped experts, and what lands next:
- *     import targets, plans, NVFP4): young, used and tested, but may still change in a minor release;
+ *     in abi/ fails a build that does). EXPERIMENTAL (the transfer, grouped experts, and what lands
+ *     next: engine layouts, NVFP4): young, used and tested, but may still change in a minor release;
  *     every such change is called out in CHANGELOG.md. Status values are stable whatever their section.
  *   - CUDA work runs on the stream you pass (NULL is the legacy default stream); the library never
  *     synchronizes the device behind your back. Errors from kernels that run asynchronously show up at a
@@ -147,6 +147,6 @@ MXFP8_API const char *mxfp8_last_error(void);
 #include "tensor.h"   /* describing MXFP8, grouped and NVFP4 tensors; exporting values and scales */
 #include "layout.h"   /* engine layouts, convert, the 128x4 swizzle */
 #include "quantize.h" /* quantize and dequantize, MXFP8 and NVFP4 */
-#include "transfer.h" /* batched exports, buckets, prepared exports, imports, shards */
+#include "transfer.h" /* the batched export, shards, the transfer (buckets, imports, plans) */
 
 #endif /* MXFP8_MXFP8_H_ */

@@ -22,8 +22,8 @@ extern "C" {
 typedef enum mxfp8_format {
   MXFP8_FORMAT_E4M3 = 1, /* float8_e4m3fn, DLPack code kDLFloat8_e4m3fn (10) */
   MXFP8_FORMAT_E5M2 = 2, /* float8_e5m2,   DLPack code kDLFloat8_e5m2 (12) */
-  /* Not an MXFP8 encoding: marks an NVFP4 entry of a bucket in mxfp8_bucket_manifest.formats (see "NVFP4 in
-   * buckets and imports"). mxfp8_tensor_desc and the other MXFP8 calls refuse it. */
+  /* Not an MXFP8 encoding: marks an NVFP4 entry of a transfer from a bucket (mxfp8_transfer_desc.formats).
+   * mxfp8_tensor_desc and the other MXFP8 calls refuse it. */
   MXFP8_FORMAT_NVFP4 = 3
 } mxfp8_format;
 
@@ -194,14 +194,11 @@ typedef struct mxfp8_export_options {
   int32_t scales_granularity; /* mxfp8_scales_granularity */
   uint32_t reserved2;         /* must be 0 */
   /* Added after the fields above (a smaller struct_size means MXFP8_SCALE_FIXUP_NONE): the
-   * mxfp8_scale_fixup (declared with the import calls; this field and the enum's published values are
-   * stable like the rest of this struct, even though the import section is experimental) applied to
-   * every scale written by
-   * mxfp8_export_scales_batched, mxfp8_export_bucket and mxfp8_import_tensors and their prepared forms.
-   * mxfp8_export_components and mxfp8_grouped_export_stacked, whose scales may be views, take only
-   * MXFP8_SCALE_FIXUP_NONE (MXFP8_ERROR_INVALID_ARGUMENT otherwise), as do mxfp8_export_shard and
-   * mxfp8_grouped_export_experts; the calls with shards refuse it for a tensor with a shard
-   * (MXFP8_ERROR_UNSUPPORTED, see "Resharding"). */
+   * mxfp8_scale_fixup (declared in layout.h; this field and the enum's published values are stable like
+   * the rest of this struct) applied to every scale mxfp8_export_scales_batched writes (a transfer has
+   * its own, mxfp8_transfer_desc.scale_fixup). mxfp8_export_components and mxfp8_grouped_export_stacked,
+   * whose scales may be views, take only MXFP8_SCALE_FIXUP_NONE (MXFP8_ERROR_INVALID_ARGUMENT
+   * otherwise), as do mxfp8_export_shard and mxfp8_grouped_export_experts. */
   int32_t scale_fixup;
   uint32_t reserved3;         /* must be 0 */
 } mxfp8_export_options;

@@ -1,8 +1,7 @@
-// Buckets: many tensors' values (copied) and compact scales (unswizzled or cropped in place) packed into
-// one caller buffer, planned on the host and filled in one launch.
+// Buckets (FROM_TENSORS -> TO_BUCKET): many tensors' values (copied) and scales (cropped, unswizzled or
+// swizzled in place) packed into one caller buffer, planned on the host and filled in one launch.
 //
-// An NVFP4 tensor is one more kind of entry of the same plan and fill (mxfp8_*_bucket_mixed), not a
-// parallel set of them: its packed values and E4M3 block scales are byte matrices the MXFP8 jobs already
+// An NVFP4 tensor is one more kind of entry of the same plan and fill, not a parallel set of them: its packed values and E4M3 block scales are byte matrices the MXFP8 jobs already
 // move (a 16-value scale matrix is swizzled and cropped exactly as a 32-value one), so only its third
 // part, the amax, is new. The amax travels as TE keeps it (a 4-byte copy) rather than a global scale in
 // one convention: the fill stays pure byte moves, and the receiver computes either convention from it
@@ -23,65 +22,32 @@
 namespace mxfp8 {
 
 const mxfp8_tensor *nvfp4_entry(const BucketTensors &in, size_t i) {
-  if (in.desc) {  // one array of handles of either format
-    const mxfp8_tensor *t = in.tensors[i];
-    if (!t) fail(MXFP8_ERROR_INVALID_ARGUMENT, IndexedName("desc.tensors", i), " is NULL");
-    return t->format == MXFP8_FORMAT_NVFP4 ? t : nullptr;
-  }
-  const bool mxfp8 = in.tensors && in.tensors[i], nvfp4 = in.nvfp4 && in.nvfp4[i];
-  if (mxfp8 && nvfp4)
-    fail(MXFP8_ERROR_INVALID_ARGUMENT, "tensors[", i, "] and nvfp4_tensors[", i, "] are both set: entry ", i,
-         " is one tensor, MXFP8 or NVFP4");
-  if (mxfp8) return nullptr;
-  if (nvfp4) return nvfp4_tensor(in.nvfp4[i]);
-  if (!in.mixed) fail(MXFP8_ERROR_INVALID_ARGUMENT, "tensors[", i, "] is NULL");
-  fail(MXFP8_ERROR_INVALID_ARGUMENT, "neither tensors[", i, "] nor nvfp4_tensors[", i, "] is set: entry ", i,
-       " needs one tensor");
+  const mxfp8_tensor *t = in.tensors[i];
+  if (!t) fail(MXFP8_ERROR_INVALID_ARGUMENT, IndexedName("desc.tensors", i), " is NULL");
+  return t->format == MXFP8_FORMAT_NVFP4 ? t : nullptr;
 }
 
-const mxfp8_tensor &entry_tensor(const BucketTensors &in, size_t i) {
-  const mxfp8_tensor *nv = nvfp4_entry(in, i);
-  return nv ? *nv : *in.tensors[i];
-}
-
-void check_tensors(const BucketTensors &in, int32_t direction) {
-  if (in.count > 0 && !in.tensors && !in.nvfp4)
-    fail(MXFP8_ERROR_INVALID_ARGUMENT, in.desc ? "desc.tensors is NULL" : in.mixed ? "tensors and nvfp4_tensors are both NULL"
-                                                                                   : "tensors is NULL");
+void check_tensors(const BucketTensors &in) {
+  if (in.count > 0 && !in.tensors) fail(MXFP8_ERROR_INVALID_ARGUMENT, "desc.tensors is NULL");
   check_count(in.count);
-  const DLDevice first = in.count > 0 ? entry_tensor(in, 0).device : DLDevice{kDLCPU, 0};
   for (size_t i = 0; i < in.count; ++i) {
     const mxfp8_tensor *nv = nvfp4_entry(in, i);
-    const mxfp8_tensor &t = nv ? *nv : *in.tensors[i];
-    require_direction(t, in.direction_of(i, direction), nv != nullptr);
-    if (!same_device(t.device, first))
-      fail(MXFP8_ERROR_INVALID_ARGUMENT, in.tensors_name(nv != nullptr), "[", i, "] is on ", format_device(t.device), " but ",
-           in.mixed || in.desc ? "entry 0" : "tensors[0]", " is on ", format_device(first), ": one transfer lives on one device");
+    const mxfp8_tensor &t = *in.tensors[i];
+    require_direction(t, in.direction_of(i), nv != nullptr);
+    if (!same_device(t.device, in.tensors[0]->device))
+      fail(MXFP8_ERROR_INVALID_ARGUMENT, "desc.tensors[", i, "] is on ", format_device(t.device), " but entry 0 is on ",
+           format_device(in.tensors[0]->device), ": one transfer lives on one device");
   }
 }
 
 namespace {
 
-// The older calls' name for a part of entry i, and the one function they point a caller to.
-struct PartsNames {
-  const char *parts;  // "entries" or "desc.parts_out"
-  const char *plan;   // "mxfp8_bucket_plan for these tensors and options", ...
-};
-
-PartsNames parts_names(const BucketTensors &in) {
-  if (in.desc) return {"desc.parts_out", "mxfp8_bucket_parts for this desc"};
-  if (in.mixed) return {"entries", "mxfp8_bucket_plan_mixed for these tensors and options"};
-  if (in.shards) return {"entries", "mxfp8_bucket_plan_shards for these tensors, shards and options"};
-  return {"entries", "mxfp8_bucket_plan for these tensors and options"};
-}
-
 // The fix-up rewrites whole tensors' scales only (a shard's are carried as stored): the plan refuses the
 // combination as the export and the preparation do, so a bucket is never planned that cannot be filled.
-void check_shard_fixup(const mxfp8_export_options &o, const BucketTensors &in, size_t i) {
-  if (in.shards && in.shards[i] && o.scale_fixup != MXFP8_SCALE_FIXUP_NONE)
-    fail(MXFP8_ERROR_UNSUPPORTED, in.desc ? "desc.scale_fixup is " : "options.scale_fixup is ", o.scale_fixup,
-         in.desc ? " and desc.shards[" : " and shards[", i, "] is set: the shards of a bucket carry their scale bytes as "
-         "stored (MXFP8_SCALE_FIXUP_NONE)");
+void check_shard_fixup(int32_t scale_fixup, const BucketTensors &in, size_t i) {
+  if (in.shards && in.shards[i] && scale_fixup != MXFP8_SCALE_FIXUP_NONE)
+    fail(MXFP8_ERROR_UNSUPPORTED, "desc.scale_fixup is ", scale_fixup, " and desc.shards[", i, "] is set: the shards "
+         "of a bucket carry their scale bytes as stored (MXFP8_SCALE_FIXUP_NONE)");
 }
 
 // The bytes of each part of entry i: an MXFP8 (shard of a) tensor's values and scales, or an NVFP4
@@ -102,12 +68,12 @@ struct BucketEntry {
   EntrySizes sizes;
 };
 
-BucketEntry bucket_entry(const BucketTensors &in, size_t i, const mxfp8_export_options &o) {
+BucketEntry bucket_entry(const BucketTensors &in, size_t i, int32_t scale_fixup) {
   BucketEntry e{};
   const mxfp8_tensor *nv = nvfp4_entry(in, i);
   e.tensor = nv ? nv : in.tensors[i];
   e.nvfp4 = nv != nullptr;
-  const mxfp8_direction direction = in.direction_of(i, o.direction);
+  const mxfp8_direction direction = in.direction_of(i);
   e.columnwise = direction == MXFP8_DIRECTION_COLUMNWISE;
   e.dir = &e.tensor->directions[direction];
   const IndexedName layout_name("desc.target_layouts", i);
@@ -120,7 +86,7 @@ BucketEntry bucket_entry(const BucketTensors &in, size_t i, const mxfp8_export_o
     fail(MXFP8_ERROR_INVALID_ARGUMENT, layout_name, " is ", e.layout->enum_name, " for an NVFP4 entry: NVFP4 scales "
          "travel MXFP8_LAYOUT_COMPACT or MXFP8_LAYOUT_CUTLASS_128X4 (the other layouts are MXFP8's)");
   e.sharded = in.shards && in.shards[i];
-  const IndexedName shard_name(in.desc ? "desc.shards" : "shards", i);
+  const IndexedName shard_name("desc.shards", i);
   if (e.sharded && engine)
     fail(MXFP8_ERROR_UNSUPPORTED, shard_name, " is set and ", layout_name, " is ", e.layout->enum_name, ": a shard is "
          "written MXFP8_LAYOUT_COMPACT or MXFP8_LAYOUT_CUTLASS_128X4");
@@ -137,7 +103,7 @@ BucketEntry bucket_entry(const BucketTensors &in, size_t i, const mxfp8_export_o
     return e;
   }
   e.shard = resolve_shard(e.sharded ? in.shards[i] : nullptr, e.tensor->rows, e.tensor->cols, e.columnwise, shard_name);
-  if (e.sharded) check_shard_fixup(o, in, i);
+  if (e.sharded) check_shard_fixup(scale_fixup, in, i);
   e.rows = e.shard.rows;
   e.cols = e.shard.cols();
   e.scale_rows = e.shard.scale_rows;
@@ -150,7 +116,7 @@ BucketEntry bucket_entry(const BucketTensors &in, size_t i, const mxfp8_export_o
 // The jobs writing entry e at `values`, `scales` and (NVFP4) `amax`: byte moves only. The plan builds them
 // too, without running them, so that a shard the scale jobs cannot write (add_shard_swizzled_scale_jobs'
 // refusals) is refused when the bucket is planned, not when it is filled.
-void add_entry_jobs(std::vector<ScaleJob> &jobs, const BucketEntry &e, const mxfp8_export_options &o, uint8_t *values,
+void add_entry_jobs(std::vector<ScaleJob> &jobs, const BucketEntry &e, int32_t scale_fixup, uint8_t *values,
                     uint8_t *scales, uint8_t *amax, const char *shard_name) {
   const Direction &dir = *e.dir;
   const bool compact = e.layout->value == MXFP8_LAYOUT_COMPACT;
@@ -159,7 +125,7 @@ void add_entry_jobs(std::vector<ScaleJob> &jobs, const BucketEntry &e, const mxf
     add_copy_jobs(jobs, e.nvfp4 ? dir.data_begin : byte_pointer(dir.data->dl_tensor), values,
                   static_cast<int64_t>(e.sizes.values));
     if (e.sizes.scales > 0 && e.scale_rows > 0 && e.scale_cols > 0) {
-      const bool fix = !e.nvfp4 && o.scale_fixup == MXFP8_SCALE_FIXUP_ZERO_EXPONENT_AS_ONE;
+      const bool fix = !e.nvfp4 && scale_fixup == MXFP8_SCALE_FIXUP_ZERO_EXPONENT_AS_ONE;
       jobs.push_back(scale_job(dir.source, e.layout->value, e.columnwise && !e.nvfp4, scales, fix));
       if (!compact) jobs.back().layout_bytes = static_cast<int64_t>(e.sizes.scales);
     }
@@ -186,14 +152,6 @@ void add_entry_jobs(std::vector<ScaleJob> &jobs, const BucketEntry &e, const mxf
   }
 }
 
-mxfp8_export_options bucket_options(const mxfp8_export_options *given) {
-  const mxfp8_export_options o = read_options(given);
-  if (o.scales_granularity != MXFP8_SCALES_PER_32)
-    fail(MXFP8_ERROR_INVALID_ARGUMENT, "buckets carry the stored per-32 scales: options.scales_granularity must be "
-         "MXFP8_SCALES_PER_32");
-  return o;
-}
-
 // An amax part is read as float32 by the receiver: it starts at a multiple of 4 (and of the alignment).
 constexpr uint64_t kAmaxAlignment = sizeof(float);
 
@@ -211,20 +169,17 @@ void check_part(uint64_t offset, uint64_t bytes, const char *what, const char *p
 
 }  // namespace
 
-ExportJobs tensor_bucket_jobs(const BucketTensors &in, const mxfp8_export_options &options, const BucketParts &given,
+ExportJobs tensor_bucket_jobs(const BucketTensors &in, int32_t scale_fixup, const mxfp8_bucket_part *given,
                               DLTensor *bucket) {
-  const mxfp8_export_options o = bucket_options(&options);
   ExportJobs result;
   // count == 0 needs nothing else, as for mxfp8_export_scales_batched.
   if (in.count == 0) return result;
-  const PartsNames names = parts_names(in);
-  if (!given.entries && !given.parts) fail(MXFP8_ERROR_INVALID_ARGUMENT, names.parts, " is NULL");
-  if (!bucket) fail(MXFP8_ERROR_INVALID_ARGUMENT, in.desc ? "desc.bucket_out is NULL" : "bucket is NULL");
-  check_tensors(in, o.direction);
-  const DLDevice device = entry_tensor(in, 0).device;
-  uint8_t *base = expect_buffer(*bucket, {in.desc ? "desc.bucket_out" : "bucket", Holds::Bytes, 0, &device,
-                                          "the tensors are", -1});
-  const int64_t size = checked_numel(*bucket, in.desc ? "desc.bucket_out" : "bucket");
+  if (!given) fail(MXFP8_ERROR_INVALID_ARGUMENT, "desc.parts_out is NULL");
+  if (!bucket) fail(MXFP8_ERROR_INVALID_ARGUMENT, "desc.bucket_out is NULL");
+  check_tensors(in);
+  const DLDevice device = in.tensors[0]->device;
+  uint8_t *base = expect_buffer(*bucket, {"desc.bucket_out", Holds::Bytes, 0, &device, "the tensors are", -1});
+  const int64_t size = checked_numel(*bucket, "desc.bucket_out");
 
   // Every part where the plan put it: the right size, inside the bucket, overlapping no other part.
   std::vector<Span> parts;
@@ -232,76 +187,53 @@ ExportJobs tensor_bucket_jobs(const BucketTensors &in, const mxfp8_export_option
   std::vector<BucketEntry> entries;
   entries.reserve(in.count);
   for (size_t i = 0; i < in.count; ++i) {
-    entries.push_back(bucket_entry(in, i, o));
+    entries.push_back(bucket_entry(in, i, scale_fixup));
     const BucketEntry &e = entries.back();
-    const mxfp8_bucket_part p = given.part(i, e.nvfp4);
+    const mxfp8_bucket_part &p = given[i];
     if (p.values_bytes != e.sizes.values || p.scales_bytes != e.sizes.scales)
-      fail(MXFP8_ERROR_INVALID_ARGUMENT, names.parts, "[", i, "] gives ", p.values_bytes, " value and ", p.scales_bytes,
-           " scale bytes, ", e.sharded ? "the shard of " : "", in.tensors_name(e.nvfp4), "[", i, "] has ", e.sizes.values,
-           " and ", e.sizes.scales, ": plan the bucket with ", names.plan);
-    check_part(p.values_offset, p.values_bytes, "values", names.parts, i, size, parts);
-    check_part(p.scales_offset, p.scales_bytes, "scales", names.parts, i, size, parts);
+      fail(MXFP8_ERROR_INVALID_ARGUMENT, "desc.parts_out[", i, "] gives ", p.values_bytes, " value and ", p.scales_bytes,
+           " scale bytes, ", e.sharded ? "the shard of " : "", "desc.tensors[", i, "] has ", e.sizes.values,
+           " and ", e.sizes.scales, ": plan the bucket with mxfp8_bucket_parts for this desc");
+    check_part(p.values_offset, p.values_bytes, "values", "desc.parts_out", i, size, parts);
+    check_part(p.scales_offset, p.scales_bytes, "scales", "desc.parts_out", i, size, parts);
     if (!e.nvfp4) {
       // What the receiver's desc would refuse as well (an MXFP8 part with an amax is not a part this
       // library plans): said here, before a byte is written.
-      if (given.parts && (p.amax_offset != 0 || p.amax_bytes != 0))
-        fail(MXFP8_ERROR_INVALID_ARGUMENT, names.parts, "[", i, "] gives an amax part (", p.amax_bytes, " bytes at byte ",
-             p.amax_offset, ") but ", in.tensors_name(false), "[", i, "] is an MXFP8 tensor: it has none (0, 0)");
+      if (p.amax_offset != 0 || p.amax_bytes != 0)
+        fail(MXFP8_ERROR_INVALID_ARGUMENT, "desc.parts_out[", i, "] gives an amax part (", p.amax_bytes, " bytes at byte ",
+             p.amax_offset, ") but desc.tensors[", i, "] is an MXFP8 tensor: it has none (0, 0)");
       continue;
     }
-    if (!given.parts && !given.nvfp4_entries)
-      fail(MXFP8_ERROR_INVALID_ARGUMENT, "nvfp4_entries is NULL but entry ", i, " is an NVFP4 tensor");
-    const mxfp8_bucket_nvfp4_entry n = given.parts ? mxfp8_bucket_nvfp4_entry{p.amax_offset, p.amax_bytes, e.tensor->e4m3_max, 0u}
-                                                   : given.nvfp4_entries[i];
-    if (n.amax_bytes != e.sizes.amax || n.e4m3_max != e.tensor->e4m3_max || n.reserved != 0 ||
-        n.amax_offset % kAmaxAlignment != 0) {
-      if (given.parts)
-        fail(MXFP8_ERROR_INVALID_ARGUMENT, names.parts, "[", i, "] gives ", n.amax_bytes, " amax bytes at byte ",
-             n.amax_offset, ", ", e.sharded ? "the shard of " : "", "desc.tensors[", i, "] has ", e.sizes.amax,
-             " at a multiple of 4: plan the bucket with ", names.plan);
-      fail(MXFP8_ERROR_INVALID_ARGUMENT, "nvfp4_entries[", i, "] gives ", n.amax_bytes, " amax bytes at byte ",
-           n.amax_offset, " with e4m3_max ", n.e4m3_max, " (reserved ", n.reserved, "), nvfp4_tensors[", i, "] has ",
-           e.sizes.amax, " amax bytes, at a multiple of 4, and e4m3_max ", e.tensor->e4m3_max, ": plan the bucket with ",
-           names.plan);
-    }
-    check_part(n.amax_offset, n.amax_bytes, "amax", given.parts ? names.parts : "nvfp4_entries", i, size, parts);
+    if (p.amax_bytes != e.sizes.amax || p.amax_offset % kAmaxAlignment != 0)
+      fail(MXFP8_ERROR_INVALID_ARGUMENT, "desc.parts_out[", i, "] gives ", p.amax_bytes, " amax bytes at byte ",
+           p.amax_offset, ", ", e.sharded ? "the shard of " : "", "desc.tensors[", i, "] has ", e.sizes.amax,
+           " at a multiple of 4: plan the bucket with mxfp8_bucket_parts for this desc");
+    check_part(p.amax_offset, p.amax_bytes, "amax", "desc.parts_out", i, size, parts);
   }
   check_no_overlap(parts);
 
   // The bucket is written, so it must not hold any byte of a tensor it is filled from.
-  std::vector<Span> spans{span_of(base, size, in.desc ? "desc.bucket_out" : "bucket", kNoIndex, true)};
-  for (size_t i = 0; i < in.count; ++i) add_read_spans(*entries[i].tensor, i, in.tensors_name(entries[i].nvfp4), spans);
+  std::vector<Span> spans{span_of(base, size, "desc.bucket_out", kNoIndex, true)};
+  for (size_t i = 0; i < in.count; ++i) add_read_spans(*entries[i].tensor, i, "desc.tensors", spans);
   check_no_overlap(spans);
 
   result.device = bucket->device;
   result.jobs.reserve(3 * in.count);
   for (size_t i = 0; i < in.count; ++i) {
     const BucketEntry &e = entries[i];
-    const mxfp8_bucket_part p = given.part(i, e.nvfp4);
-    add_entry_jobs(result.jobs, e, o, base + p.values_offset, base + p.scales_offset,
-                   e.nvfp4 ? base + p.amax_offset : nullptr, IndexedName(in.desc ? "desc.shards" : "shards", i));
+    const mxfp8_bucket_part &p = given[i];
+    add_entry_jobs(result.jobs, e, scale_fixup, base + p.values_offset, base + p.scales_offset,
+                   e.nvfp4 ? base + p.amax_offset : nullptr, IndexedName("desc.shards", i));
   }
   return result;
 }
 
-ExportJobs bucket_jobs(const mxfp8_tensor *const *tensors, const mxfp8_shard *const *shards, size_t count,
-                       const mxfp8_export_options &options, const mxfp8_bucket_entry *entries, DLTensor *bucket) {
-  return tensor_bucket_jobs(BucketTensors{tensors, nullptr, shards, count, false}, options, BucketParts{entries}, bucket);
-}
-
-ExportJobs mixed_bucket_jobs(const BucketTensors &in, const mxfp8_export_options &options,
-                             const mxfp8_bucket_entry *entries, const mxfp8_bucket_nvfp4_entry *nvfp4_entries,
-                             DLTensor *bucket) {
-  return tensor_bucket_jobs(in, options, BucketParts{entries, nvfp4_entries}, bucket);
-}
-
-std::vector<mxfp8_bucket_part> plan_bucket_parts(const BucketTensors &in, const mxfp8_export_options *options,
-                                                 uint64_t alignment, uint64_t *total_bytes) {
-  const mxfp8_export_options o = bucket_options(options);
+std::vector<mxfp8_bucket_part> plan_bucket_parts(const BucketTensors &in, int32_t scale_fixup, uint64_t alignment,
+                                                 uint64_t *total_bytes) {
   if (alignment == 0 || (alignment & (alignment - 1)) != 0)
     fail(MXFP8_ERROR_INVALID_ARGUMENT, "alignment is ", alignment, ", expected a power of two");
   if (!total_bytes) fail(MXFP8_ERROR_INVALID_ARGUMENT, "total_bytes is NULL");
-  check_tensors(in, o.direction);
+  check_tensors(in);
   std::vector<mxfp8_bucket_part> planned(in.count, mxfp8_bucket_part{0, 0, 0, 0, 0, 0});
   uint64_t at = 0;
   auto place = [&](uint64_t bytes, uint64_t align) {
@@ -319,9 +251,9 @@ std::vector<mxfp8_bucket_part> plan_bucket_parts(const BucketTensors &in, const 
   uint8_t *const nowhere = reinterpret_cast<uint8_t *>(uintptr_t{4096});
   std::vector<ScaleJob> unused;
   for (size_t i = 0; i < in.count; ++i) {
-    const BucketEntry e = bucket_entry(in, i, o);
+    const BucketEntry e = bucket_entry(in, i, scale_fixup);
     unused.clear();
-    add_entry_jobs(unused, e, o, nowhere, nowhere, nowhere, IndexedName(in.desc ? "desc.shards" : "shards", i));
+    add_entry_jobs(unused, e, scale_fixup, nowhere, nowhere, nowhere, IndexedName("desc.shards", i));
     mxfp8_bucket_part &p = planned[i];
     p.values_bytes = e.sizes.values;
     p.values_offset = place(e.sizes.values, alignment);
@@ -335,90 +267,4 @@ std::vector<mxfp8_bucket_part> plan_bucket_parts(const BucketTensors &in, const 
   return planned;
 }
 
-namespace {
-
-void plan_bucket(const BucketTensors &in, const mxfp8_export_options *options, uint64_t alignment,
-                 mxfp8_bucket_entry *entries, mxfp8_bucket_nvfp4_entry *nvfp4_entries, uint64_t *total_bytes) {
-  if (in.count > 0 && !entries) fail(MXFP8_ERROR_INVALID_ARGUMENT, "entries is NULL");
-  uint64_t total = 0;
-  const std::vector<mxfp8_bucket_part> planned = plan_bucket_parts(in, options, alignment, total_bytes ? &total : nullptr);
-  for (size_t i = 0; i < in.count && !nvfp4_entries; ++i)
-    if (nvfp4_entry(in, i)) fail(MXFP8_ERROR_INVALID_ARGUMENT, "nvfp4_entries is NULL but entry ", i, " is an NVFP4 tensor");
-  for (size_t i = 0; i < in.count; ++i) {
-    const mxfp8_bucket_part &p = planned[i];
-    entries[i] = entry_of(p);
-    if (!nvfp4_entries) continue;
-    const mxfp8_tensor *nv = nvfp4_entry(in, i);
-    nvfp4_entries[i] = mxfp8_bucket_nvfp4_entry{p.amax_offset, p.amax_bytes, nv ? nv->e4m3_max : 0, 0u};
-  }
-  *total_bytes = total;
-}
-
-}  // namespace
-
 }  // namespace mxfp8
-
-using namespace mxfp8;
-
-extern "C" MXFP8_API mxfp8_status mxfp8_bucket_plan(const mxfp8_tensor *const *tensors, size_t count,
-                                                    const mxfp8_export_options *options, uint64_t alignment,
-                                                    mxfp8_bucket_entry *entries, uint64_t *total_bytes) {
-  return guarded([&] {
-    plan_bucket(BucketTensors{tensors, nullptr, nullptr, count, false}, options, alignment, entries, nullptr, total_bytes);
-  });
-}
-
-extern "C" MXFP8_API mxfp8_status mxfp8_bucket_plan_shards(const mxfp8_tensor *const *tensors,
-                                                           const mxfp8_shard *const *shards, size_t count,
-                                                           const mxfp8_export_options *options, uint64_t alignment,
-                                                           mxfp8_bucket_entry *entries, uint64_t *total_bytes) {
-  return guarded([&] {
-    plan_bucket(BucketTensors{tensors, nullptr, shards, count, false}, options, alignment, entries, nullptr, total_bytes);
-  });
-}
-
-extern "C" MXFP8_API mxfp8_status mxfp8_export_bucket(const mxfp8_tensor *const *tensors, size_t count,
-                                                      const mxfp8_export_options *options,
-                                                      const mxfp8_bucket_entry *entries, DLTensor *bucket) {
-  return guarded([&] {
-    const mxfp8_export_options o = read_options(options);
-    const ExportJobs work = bucket_jobs(tensors, nullptr, count, o, entries, bucket);
-    run_jobs_on(work.device, work.jobs.data(), work.jobs.size(), o.stream);
-  });
-}
-
-extern "C" MXFP8_API mxfp8_status mxfp8_export_bucket_shards(const mxfp8_tensor *const *tensors,
-                                                             const mxfp8_shard *const *shards, size_t count,
-                                                             const mxfp8_export_options *options,
-                                                             const mxfp8_bucket_entry *entries, DLTensor *bucket) {
-  return guarded([&] {
-    const mxfp8_export_options o = read_options(options);
-    const ExportJobs work = bucket_jobs(tensors, shards, count, o, entries, bucket);
-    run_jobs_on(work.device, work.jobs.data(), work.jobs.size(), o.stream);
-  });
-}
-
-extern "C" MXFP8_API mxfp8_status mxfp8_bucket_plan_mixed(const mxfp8_tensor *const *tensors,
-                                                          const mxfp8_nvfp4_tensor *const *nvfp4_tensors, size_t count,
-                                                          const mxfp8_export_options *options, uint64_t alignment,
-                                                          mxfp8_bucket_entry *entries,
-                                                          mxfp8_bucket_nvfp4_entry *nvfp4_entries, uint64_t *total_bytes) {
-  return guarded([&] {
-    plan_bucket(BucketTensors{tensors, nvfp4_tensors, nullptr, count, true}, options, alignment, entries, nvfp4_entries,
-                total_bytes);
-  });
-}
-
-extern "C" MXFP8_API mxfp8_status mxfp8_export_bucket_mixed(const mxfp8_tensor *const *tensors,
-                                                            const mxfp8_nvfp4_tensor *const *nvfp4_tensors, size_t count,
-                                                            const mxfp8_export_options *options,
-                                                            const mxfp8_bucket_entry *entries,
-                                                            const mxfp8_bucket_nvfp4_entry *nvfp4_entries,
-                                                            DLTensor *bucket) {
-  return guarded([&] {
-    const mxfp8_export_options o = read_options(options);
-    const ExportJobs work =
-        mixed_bucket_jobs(BucketTensors{tensors, nvfp4_tensors, nullptr, count, true}, o, entries, nvfp4_entries, bucket);
-    run_export_jobs(work, o.stream);
-  });
-}

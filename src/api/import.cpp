@@ -1,7 +1,7 @@
-// The receiver's import: tensors from a bucket (described by its manifest) or straight from a trainer's
-// storage (mxfp8_tensor handles) written into the engine's own parameter buffers, values copied and
-// scales moved into the layout each destination asks for. Everything is checked first; the work is one
-// job list, run in one launch (or kept by a prepared plan).
+// A transfer into caller buffers (TO_BUFFERS): tensors from a bucket (described by the desc's manifest
+// arrays) or straight from a trainer's storage (mxfp8_tensor handles) written into the engine's own
+// parameter buffers, values copied and scales moved into the layout each target asks for. Everything is
+// checked first; the work is one job list, run in one launch (or kept by a plan).
 #include <cstddef>
 #include <vector>
 
@@ -14,16 +14,15 @@
 #include "core/indexed_name.hpp"
 #include "core/memory_span.hpp"
 #include "core/shape.hpp"
-#include "core/sized_struct.hpp"
 #include "api/shard.hpp"
 
 namespace mxfp8 {
 namespace {
 
-// One tensor's destination, checked: values (unless the call takes scales only) and scales buffers of the
-// right dtypes and exact sizes on `device`; their spans join `spans` as written.
+// One entry's destination, checked: values (unless desc.values[i] is NULL: scales only) and scales buffers
+// of the right dtypes and exact sizes on `device`; their spans join `spans` as written.
 struct CheckedDestination {
-  uint8_t *values;          // NULL: scales only (the transfer's values[i] NULL)
+  uint8_t *values;          // NULL: scales only
   uint8_t *scales;
   int64_t scales_writable;  // the bytes of the layout the scales tensor describes (LayoutBuffer)
   int32_t layout;
@@ -34,34 +33,25 @@ CheckedDestination check_destination(const ImportTargets &targets, size_t i, int
                                      int64_t values_bytes, int64_t scale_rows, int64_t scale_cols, bool columnwise,
                                      const DLDevice &device, const char *device_of, bool zero_as_one,
                                      std::vector<Span> &spans) {
-  const mxfp8_import_destination d = targets.at(i);
-  const ImportTargets::Names &n = targets.names();
+  const ImportTargets::Entry d = targets.at(i);
   // Names formatted without snprintf or allocation: this runs once per tensor of a whole model.
-  if (d.reserved != 0)
-    fail(MXFP8_ERROR_INVALID_ARGUMENT, IndexedName("destinations", i, ".reserved"), " is ", d.reserved, ", must be 0");
-  const IndexedName name(n.layouts, i, n.layouts_suffix);
-  const LayoutInfo &layout = layout_info(d.scales_layout, name);
+  const IndexedName name("desc.target_layouts", i);
+  const LayoutInfo &layout = layout_info(d.layout, name);
   if (layout.permutes_value_rows)
     fail(MXFP8_ERROR_INVALID_ARGUMENT, name, " is ", layout.enum_name, " (", layout.value, "), which permutes value rows: "
          "write it with mxfp8_convert or mxfp8_convert_grouped");
   const int64_t scales_bytes = layout_bytes(layout, scale_rows, scale_cols, columnwise, name);
-  if (!d.values && !targets.values_optional()) fail(MXFP8_ERROR_INVALID_ARGUMENT, IndexedName(n.values, i, n.values_suffix), " is NULL");
-  if (!d.scales) fail(MXFP8_ERROR_INVALID_ARGUMENT, IndexedName(n.scales, i, n.scales_suffix), " is NULL");
-  CheckedDestination out{nullptr, nullptr, 0, d.scales_layout, zero_as_one};
+  if (!d.scales) fail(MXFP8_ERROR_INVALID_ARGUMENT, IndexedName("desc.scales", i), " is NULL");
+  CheckedDestination out{nullptr, nullptr, 0, d.layout, zero_as_one};
   if (d.values) {
-    out.values = expect_indexed_buffer(*d.values, {n.values, Holds::Fp8Values, format, &device, device_of, values_bytes},
-                                       i, n.values_suffix);
-    Span values = span_of(out.values, values_bytes, n.values, i, true);
-    values.part = n.values_part;
-    spans.push_back(values);
+    out.values = expect_indexed_buffer(*d.values, {"desc.values", Holds::Fp8Values, format, &device, device_of, values_bytes}, i);
+    spans.push_back(span_of(out.values, values_bytes, "desc.values", i, true));
   }
   const LayoutBuffer scales_buffer = expect_layout_buffer(*d.scales, layout, scales_bytes, 1, scale_rows, scale_cols,
-                                                          IndexedName(n.scales, i, n.scales_suffix), device, device_of);
+                                                          IndexedName("desc.scales", i), device, device_of);
   out.scales = scales_buffer.data;
   out.scales_writable = scales_buffer.writable;
-  Span scales = span_of(out.scales, out.scales_writable, n.scales, i, true);
-  scales.part = n.scales_part;
-  spans.push_back(scales);
+  spans.push_back(span_of(out.scales, out.scales_writable, "desc.scales", i, true));
   return out;
 }
 
@@ -118,60 +108,47 @@ struct Nvfp4Parts {
 // resolve_nvfp4_shard): values, scales in their layout and global_scales[i] in `convention`, checked on
 // `device` and added to `spans` as written; then the jobs: the values copied, the E4M3 scales moved by the
 // MXFP8 scale jobs, the amax turned into the asked convention (a per-row amax: the shard's rows' only).
-// `global_name` and `shards_name` name the global_scales and shards arrays in messages.
-void add_nvfp4_destination(const Nvfp4Parts &p, const Shard *sh, const char *shards_name, size_t i,
-                           const ImportTargets &targets, DLTensor *const *global_scales,
-                           const char *global_name, int32_t convention,
-                           const DLDevice &device, const char *device_of, std::vector<Span> &spans, ExportJobs &result) {
-  const mxfp8_import_destination d = targets.at(i);
-  const ImportTargets::Names &n = targets.names();
-  if (d.reserved != 0)
-    fail(MXFP8_ERROR_INVALID_ARGUMENT, IndexedName("destinations", i, ".reserved"), " is ", d.reserved, ", must be 0");
-  const IndexedName target_name(n.layouts, i, n.layouts_suffix);
-  const LayoutInfo &target = layout_info(d.scales_layout, target_name);
+void add_nvfp4_destination(const Nvfp4Parts &p, const Shard *sh, size_t i, const ImportTargets &targets,
+                           DLTensor *const *global_scales, int32_t convention, const DLDevice &device,
+                           const char *device_of, std::vector<Span> &spans, ExportJobs &result) {
+  const ImportTargets::Entry d = targets.at(i);
+  const IndexedName target_name("desc.target_layouts", i);
+  const LayoutInfo &target = layout_info(d.layout, target_name);
   if (target.value != MXFP8_LAYOUT_COMPACT && target.value != MXFP8_LAYOUT_CUTLASS_128X4)
     fail(MXFP8_ERROR_INVALID_ARGUMENT, target_name, " is ", target.enum_name, " for an NVFP4 entry: NVFP4 scales are "
          "imported MXFP8_LAYOUT_COMPACT or MXFP8_LAYOUT_CUTLASS_128X4 (the other layouts are MXFP8's)");
-  if (!d.values && !targets.values_optional())
-    fail(MXFP8_ERROR_INVALID_ARGUMENT, IndexedName(n.values, i, n.values_suffix), " is NULL");
-  if (!d.scales) fail(MXFP8_ERROR_INVALID_ARGUMENT, IndexedName(n.scales, i, n.scales_suffix), " is NULL");
+  if (!d.scales) fail(MXFP8_ERROR_INVALID_ARGUMENT, IndexedName("desc.scales", i), " is NULL");
   DLTensor *global = global_scales ? global_scales[i] : nullptr;
-  if (!global) fail(MXFP8_ERROR_INVALID_ARGUMENT, IndexedName(global_name, i), " is NULL for an NVFP4 entry");
+  if (!global) fail(MXFP8_ERROR_INVALID_ARGUMENT, IndexedName("desc.global_scales", i), " is NULL for an NVFP4 entry");
   // What lands: the stored matrix, or the shard's rows x cols of it (cols even: checked by the caller, or
   // multiples of 16 by resolve_nvfp4_shard).
   const int64_t rows = sh ? sh->rows : p.rows, cols = sh ? sh->cols() : p.cols;
   const int64_t values_bytes = rows * (cols / 2), scale_cols = sh ? sh->scale_cols : p.scales.cols;
   const int64_t amax_count = p.amax_count == 1 ? 1 : rows;  // per tensor, or the rows that land
-  uint8_t *values = d.values ? expect_indexed_buffer(*d.values, {n.values, Holds::CheckedByCaller, 0, &device, device_of,
-                                                                 nvfp4_values_numel(*d.values, IndexedName(n.values, i, n.values_suffix), values_bytes)},
-                                                     i, n.values_suffix)
+  uint8_t *values = d.values ? expect_indexed_buffer(*d.values, {"desc.values", Holds::CheckedByCaller, 0, &device, device_of,
+                                                                 nvfp4_values_numel(*d.values, IndexedName("desc.values", i), values_bytes)},
+                                                     i)
                              : nullptr;
   const int64_t target_bytes = layout_bytes(target, rows, scale_cols, false, target_name);
   // Said in the layout's terms first: 16-value blocks make a scale matrix an MXFP8 caller would not expect.
-  const IndexedName scales_name(n.scales, i, n.scales_suffix);
+  const IndexedName scales_name("desc.scales", i);
   const int64_t scales_numel = checked_numel(*d.scales, scales_name);
   if (scales_numel != target_bytes)
     fail(MXFP8_ERROR_INVALID_ARGUMENT, scales_name, ": ", target.label, " E4M3 scales of the ", rows, " x ", scale_cols,
          " block matrix (one per 16 values", sh ? " of the shard" : "", ") are ", target_bytes, " bytes, got ",
          scales_numel, " (shape ", format_shape(d.scales->shape, d.scales->ndim), ")");
   uint8_t *scales = expect_indexed_buffer(
-      *d.scales, {n.scales, Holds::E4m3ScaleBytes, 0, &device, device_of, target_bytes}, i, n.scales_suffix);
+      *d.scales, {"desc.scales", Holds::E4m3ScaleBytes, 0, &device, device_of, target_bytes}, i);
   if (!is_dtype(global->dtype, kDLFloat, 32))
-    fail(MXFP8_ERROR_INVALID_ARGUMENT, IndexedName(global_name, i), ": dtype ", format_dtype(global->dtype),
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, IndexedName("desc.global_scales", i), ": dtype ", format_dtype(global->dtype),
          " is not float32");
-  uint8_t *out = expect_indexed_buffer(*global, {global_name, Holds::CheckedByCaller, 0, &device, device_of, amax_count}, i);
+  uint8_t *out = expect_indexed_buffer(*global, {"desc.global_scales", Holds::CheckedByCaller, 0, &device, device_of, amax_count}, i);
   if (reinterpret_cast<uintptr_t>(out) % alignof(float) != 0)
-    fail(MXFP8_ERROR_INVALID_ARGUMENT, IndexedName(global_name, i), ": the data (data + byte_offset) is not aligned to "
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, IndexedName("desc.global_scales", i), ": the data (data + byte_offset) is not aligned to "
          "its 4-byte elements");
-  if (values) {
-    Span w = span_of(values, values_bytes, n.values, i, true);
-    w.part = n.values_part;
-    spans.push_back(w);
-  }
-  Span w = span_of(scales, target_bytes, n.scales, i, true);
-  w.part = n.scales_part;
-  spans.push_back(w);
-  spans.push_back(span_of(out, amax_count * static_cast<int64_t>(sizeof(float)), global_name, i, true));
+  if (values) spans.push_back(span_of(values, values_bytes, "desc.values", i, true));
+  spans.push_back(span_of(scales, target_bytes, "desc.scales", i, true));
+  spans.push_back(span_of(out, amax_count * static_cast<int64_t>(sizeof(float)), "desc.global_scales", i, true));
 
   const bool encode = convention == MXFP8_NVFP4_GLOBAL_SCALE_ENCODE;
   auto *global_out = reinterpret_cast<float *>(out);
@@ -179,7 +156,7 @@ void add_nvfp4_destination(const Nvfp4Parts &p, const Shard *sh, const char *sha
     // NVFP4 scales are never a transpose (the stored matrix is one already): the rowwise shard jobs.
     if (values) add_shard_value_jobs(result.jobs, p.values, p.cols / 2, packed_value_bytes(*sh), values);
     if (target.value == MXFP8_LAYOUT_COMPACT) add_shard_scale_jobs(result.jobs, p.scales, *sh, scales);
-    else add_shard_swizzled_scale_jobs(result.jobs, p.scales, *sh, scales, IndexedName(shards_name, i));
+    else add_shard_swizzled_scale_jobs(result.jobs, p.scales, *sh, scales, IndexedName("desc.shards", i));
     // A per-tensor amax is the shard's too: its block scales were computed against it.
     if (p.amax_count == 1) {
       result.global_scales.push_back(Nvfp4GlobalScaleJob{p.amax, global_out, 1, p.e4m3_max, encode});
@@ -203,25 +180,24 @@ void add_nvfp4_destination(const Nvfp4Parts &p, const Shard *sh, const char *sha
     result.global_scales.push_back(Nvfp4GlobalScaleJob{p.amax, global_out, p.amax_count, p.e4m3_max, encode});
 }
 
-// An NVFP4 entry (manifest.formats[i] == MXFP8_FORMAT_NVFP4), its parts checked against the bucket
+// An NVFP4 entry (desc.formats[i] == MXFP8_FORMAT_NVFP4), its parts checked against the bucket
 // (check_bucket_manifest): what reading them needs, then its destination (add_nvfp4_destination,
-// manifest.global_scales[i]).
-void add_nvfp4_entry(const mxfp8_bucket_manifest &m, const ManifestNames &names, size_t i, const CheckedEntry &e,
-                     const DLDevice &device, const ImportTargets &targets, std::vector<Span> &spans,
-                     ExportJobs &result) {
+// desc.global_scales[i]).
+void add_nvfp4_entry(const mxfp8_transfer_desc &m, size_t i, const CheckedEntry &e, const DLDevice &device,
+                     const ImportTargets &targets, std::vector<Span> &spans, ExportJobs &result) {
   if (!m.global_scales)
-    fail(MXFP8_ERROR_INVALID_ARGUMENT, names.global_scales, " is NULL but ", names.formats, "[", i,
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, "desc.global_scales is NULL but desc.formats[", i,
          "] is MXFP8_FORMAT_NVFP4: an NVFP4 entry needs a destination for its second-level scale");
   // The offset is a multiple of 4 (checked); the kernels read floats, so the bucket's address must be too.
   if (reinterpret_cast<uintptr_t>(e.amax) % alignof(float) != 0)
-    fail(MXFP8_ERROR_INVALID_ARGUMENT, names.amax_parts, "[", i, "]: the amax at byte ", m.nvfp4_entries[i].amax_offset,
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, "desc.parts_in[", i, "]: the amax at byte ", m.parts_in[i].amax_offset,
          " of the bucket is not aligned to its 4-byte floats");
   const int64_t r = e.scale_rows, scale_cols = e.scale_cols;
   ScaleSource scales{nullptr, false, ByteMatrix{const_cast<uint8_t *>(e.scales), r, scale_cols, scale_cols, 1}, r, scale_cols};
   if (e.layout->value == MXFP8_LAYOUT_CUTLASS_128X4) scales = ScaleSource{e.scales, false, ByteMatrix{}, r, scale_cols};
   const Nvfp4Parts parts{e.values, scales, reinterpret_cast<const float *>(e.amax), e.amax_count, e.e4m3_max, e.rows, e.cols};
-  add_nvfp4_destination(parts, e.sharded ? &e.shard : nullptr, names.shards, i, targets, m.global_scales,
-                        names.global_scales, m.global_scale, device, "the bucket is", spans, result);
+  add_nvfp4_destination(parts, e.sharded ? &e.shard : nullptr, i, targets, m.global_scales, m.global_scale, device,
+                        "the bucket is", spans, result);
 }
 
 }  // namespace
@@ -238,17 +214,17 @@ void add_copy_jobs(std::vector<ScaleJob> &jobs, const uint8_t *src, uint8_t *dst
   }
 }
 
-ExportJobs import_bucket_jobs(const DLTensor *bucket, const mxfp8_bucket_manifest *given,
-                              const ImportTargets &targets, const ManifestNames &names) {
-  const CheckedManifest checked = check_bucket_manifest(bucket, given, names);
-  const mxfp8_bucket_manifest &m = checked.manifest;
+ExportJobs import_bucket_jobs(const mxfp8_transfer_desc &m) {
+  const CheckedManifest checked = check_bucket_manifest(m);
   ExportJobs result;
   if (m.count == 0) return result;
+  const ImportTargets targets{m.values, m.scales, m.target_layouts};
   targets.require();
-  memory_of(bucket->device, names.bucket);  // a device type the library cannot touch fails here
+  const DLTensor *bucket = m.bucket_in;
+  memory_of(bucket->device, "desc.bucket_in");  // a device type the library cannot touch fails here
   result.device = bucket->device;
 
-  std::vector<Span> spans{span_of(checked.base, checked.size, names.bucket, kNoIndex, false)};
+  std::vector<Span> spans{span_of(checked.base, checked.size, "desc.bucket_in", kNoIndex, false)};
   spans.reserve(1 + 2 * m.count);
   std::vector<ScaleJob> &jobs = result.jobs;
   jobs.reserve(3 * m.count);
@@ -256,7 +232,7 @@ ExportJobs import_bucket_jobs(const DLTensor *bucket, const mxfp8_bucket_manifes
   for (size_t i = 0; i < m.count; ++i) {
     const CheckedEntry &e = checked.entries[i];
     if (e.format == MXFP8_FORMAT_NVFP4) {
-      add_nvfp4_entry(m, *checked.names, i, e, bucket->device, targets, spans, result);
+      add_nvfp4_entry(m, i, e, bucket->device, targets, spans, result);
       continue;
     }
     ScaleSource source{nullptr, e.columnwise, ByteMatrix{const_cast<uint8_t *>(e.scales), e.scale_rows, e.scale_cols, e.scale_cols, 1},
@@ -266,7 +242,7 @@ ExportJobs import_bucket_jobs(const DLTensor *bucket, const mxfp8_bucket_manifes
       source.layout = e.layout->value;
     }
     if (e.sharded) {  // the receiver's part of a whole tensor
-      const IndexedName shard_name(checked.names->shards, i);
+      const IndexedName shard_name("desc.shards", i);
       const Shard &sh = e.shard;
       const CheckedDestination d = check_destination(targets, i, e.format, sh.values_bytes(), sh.scale_rows,
                                                      sh.scale_cols, e.columnwise, bucket->device, "the bucket is", fixup,
@@ -282,29 +258,17 @@ ExportJobs import_bucket_jobs(const DLTensor *bucket, const mxfp8_bucket_manifes
   return result;
 }
 
-ExportJobs import_tensor_jobs(const mxfp8_tensor *const *tensors, const mxfp8_shard *const *shards, size_t count,
-                              const mxfp8_export_options &o, const mxfp8_import_destination *destinations) {
-  if (count > 0 && !tensors) fail(MXFP8_ERROR_INVALID_ARGUMENT, "tensors is NULL");
-  return import_mixed_tensor_jobs(BucketTensors{tensors, nullptr, shards, count, false}, o, ImportTargets{destinations}, nullptr,
-                                  MXFP8_NVFP4_GLOBAL_SCALE_DECODE);
-}
-
-ExportJobs import_mixed_tensor_jobs(const BucketTensors &in, const mxfp8_export_options &o,
-                                    const ImportTargets &targets, DLTensor *const *global_scales,
-                                    int32_t convention) {
+ExportJobs import_tensor_jobs(const mxfp8_transfer_desc &desc) {
   ExportJobs result;
+  const BucketTensors in = tensors_of(desc);
   const size_t count = in.count;
   const mxfp8_shard *const *shards = in.shards;
   if (count == 0) return result;
-  if (!in.tensors && !in.nvfp4)
-    fail(MXFP8_ERROR_INVALID_ARGUMENT, in.desc ? "desc.tensors is NULL" : "tensors and nvfp4_tensors are both NULL");
+  if (!in.tensors) fail(MXFP8_ERROR_INVALID_ARGUMENT, "desc.tensors is NULL");
+  const ImportTargets targets{desc.values, desc.scales, desc.target_layouts};
   targets.require();
-  check_count(count);
-  check_enum(convention, in.desc ? "desc.global_scale" : "global_scale",
-             {{MXFP8_NVFP4_GLOBAL_SCALE_DECODE, "MXFP8_NVFP4_GLOBAL_SCALE_DECODE"},
-              {MXFP8_NVFP4_GLOBAL_SCALE_ENCODE, "MXFP8_NVFP4_GLOBAL_SCALE_ENCODE"}});
-  const bool fixup = zero_as_one(o.scale_fixup, in.desc ? "desc.scale_fixup" : "options.scale_fixup");
-  const char *shards_name = in.desc ? "desc.shards" : "shards";
+  DLTensor *const *global_scales = desc.global_scales;
+  const bool fixup = desc.scale_fixup == MXFP8_SCALE_FIXUP_ZERO_EXPONENT_AS_ONE;  // checked when the desc was read
   std::vector<Span> spans;
   spans.reserve(6 * count);
   std::vector<ScaleJob> &jobs = result.jobs;
@@ -312,30 +276,27 @@ ExportJobs import_mixed_tensor_jobs(const BucketTensors &in, const mxfp8_export_
   for (size_t i = 0; i < count; ++i) {
     const mxfp8_tensor *nv = nvfp4_entry(in, i);
     const mxfp8_tensor &t = nv ? *nv : *in.tensors[i];
-    const char *tensors_name = in.tensors_name(nv != nullptr);
     if (i == 0) result.device = t.device;
     if (!same_device(t.device, result.device))
-      fail(MXFP8_ERROR_INVALID_ARGUMENT, tensors_name, "[", i, "] is on ", format_device(t.device), " but ",
-           in.mixed || in.desc || nv ? "entry 0" : "tensors[0]", " is on ", format_device(result.device),
-           ": one import runs on one device");
-    const mxfp8_direction direction = in.direction_of(i, o.direction);  // a desc's: checked when it was read
+      fail(MXFP8_ERROR_INVALID_ARGUMENT, "desc.tensors[", i, "] is on ", format_device(t.device), " but entry 0 is on ",
+           format_device(result.device), ": one import runs on one device");
+    const mxfp8_direction direction = in.direction_of(i);
     const bool columnwise = direction == MXFP8_DIRECTION_COLUMNWISE;
     const Direction &dir = require_direction(t, direction, nv != nullptr);
     const bool sharded = shards && shards[i];
-    const IndexedName shard_name(shards_name, i);
+    const IndexedName shard_name("desc.shards", i);
     if (nv) {  // read straight from the trainer's NVFP4 storage
       if (!global_scales)
-        fail(MXFP8_ERROR_INVALID_ARGUMENT, in.desc ? "desc.global_scales" : "global_scales", " is NULL but entry ", i,
+        fail(MXFP8_ERROR_INVALID_ARGUMENT, "desc.global_scales is NULL but entry ", i,
              " is an NVFP4 tensor: it needs a destination for its second-level scale");
       const Nvfp4Parts parts{dir.data_begin, dir.source, dir.amax_data, dir.amax_count, nv->e4m3_max,
                              dir.rows, dir.cols};
       // A shard is given in logical terms (rows of M, columns of K) and resolved onto the stored matrix.
       Shard sh;
       if (sharded) sh = resolve_nvfp4_shard(shards[i], nv->rows, nv->cols, columnwise, shard_name);
-      add_read_spans(*nv, i, tensors_name, spans);
-      add_nvfp4_destination(parts, sharded ? &sh : nullptr, shards_name, i, targets, global_scales,
-                            in.desc ? "desc.global_scales" : "global_scales", convention, nv->device, "the tensors are",
-                            spans, result);
+      add_read_spans(*nv, i, "desc.tensors", spans);
+      add_nvfp4_destination(parts, sharded ? &sh : nullptr, i, targets, global_scales, desc.global_scale, nv->device,
+                            "the tensors are", spans, result);
       continue;
     }
     if (sharded) {  // this receiver's part of the trainer's tensor
@@ -343,14 +304,14 @@ ExportJobs import_mixed_tensor_jobs(const BucketTensors &in, const mxfp8_export_
       const CheckedDestination d = check_destination(targets, i, t.format, sh.values_bytes(), sh.scale_rows,
                                                      sh.scale_cols, columnwise, t.device, "the tensors are", fixup,
                                                      spans);
-      add_read_spans(t, i, tensors_name, spans);
+      add_read_spans(t, i, "desc.tensors", spans);
       add_shard_jobs(jobs, byte_pointer(dir.data->dl_tensor), t.cols, dir.source, sh, d, shard_name);
       continue;
     }
     const int64_t values_bytes = t.rows * t.cols;  // validated when the tensor was created
     const CheckedDestination d = check_destination(targets, i, t.format, values_bytes, dir.scale_rows,
                                                    dir.scale_cols, columnwise, t.device, "the tensors are", fixup, spans);
-    add_read_spans(t, i, tensors_name, spans);
+    add_read_spans(t, i, "desc.tensors", spans);
     add_tensor_jobs(jobs, byte_pointer(dir.data->dl_tensor), values_bytes, dir.source, columnwise, d);
   }
   check_no_overlap(spans);
@@ -358,48 +319,3 @@ ExportJobs import_mixed_tensor_jobs(const BucketTensors &in, const mxfp8_export_
 }
 
 }  // namespace mxfp8
-
-using namespace mxfp8;
-
-extern "C" MXFP8_API mxfp8_status mxfp8_import_bucket(const DLTensor *bucket, const mxfp8_bucket_manifest *manifest,
-                                                      const mxfp8_import_destination *destinations, void *stream) {
-  return guarded([&] {
-    const ExportJobs work = import_bucket_jobs(bucket, manifest, ImportTargets{destinations}, kManifestNames);
-    run_export_jobs(work, stream);
-  });
-}
-
-extern "C" MXFP8_API mxfp8_status mxfp8_import_tensors(const mxfp8_tensor *const *tensors, size_t count,
-                                                       const mxfp8_export_options *options,
-                                                       const mxfp8_import_destination *destinations) {
-  return guarded([&] {
-    const mxfp8_export_options o = read_options(options);
-    const ExportJobs work = import_tensor_jobs(tensors, nullptr, count, o, destinations);
-    run_jobs_on(work.device, work.jobs.data(), work.jobs.size(), o.stream);
-  });
-}
-
-extern "C" MXFP8_API mxfp8_status mxfp8_import_tensor_shards(const mxfp8_tensor *const *tensors,
-                                                             const mxfp8_shard *const *shards, size_t count,
-                                                             const mxfp8_export_options *options,
-                                                             const mxfp8_import_destination *destinations) {
-  return guarded([&] {
-    const mxfp8_export_options o = read_options(options);
-    const ExportJobs work = import_tensor_jobs(tensors, shards, count, o, destinations);
-    run_jobs_on(work.device, work.jobs.data(), work.jobs.size(), o.stream);
-  });
-}
-
-extern "C" MXFP8_API mxfp8_status mxfp8_import_tensors_mixed(const mxfp8_tensor *const *tensors,
-                                                             const mxfp8_nvfp4_tensor *const *nvfp4_tensors,
-                                                             const mxfp8_shard *const *shards, size_t count,
-                                                             const mxfp8_export_options *options,
-                                                             const mxfp8_import_destination *destinations,
-                                                             DLTensor *const *global_scales, int32_t global_scale) {
-  return guarded([&] {
-    const mxfp8_export_options o = read_options(options);
-    const ExportJobs work = import_mixed_tensor_jobs(BucketTensors{tensors, nvfp4_tensors, shards, count, true}, o,
-                                                     ImportTargets{destinations}, global_scales, global_scale);
-    run_export_jobs(work, o.stream);
-  });
-}

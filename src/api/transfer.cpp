@@ -1,8 +1,7 @@
-// The transfer (transfer.h): one description of many tensors, read once and handed to the job builders
-// every older transfer call already shares: tensors into a bucket (bucket.cpp), tensors or a bucket into
-// caller buffers (import.cpp), a bucket or tensors checked alone. What the desc adds over those calls is
-// composition (per-entry formats, directions, shards and layouts in one call, NVFP4 shards on both sides)
-// and one place that says which source goes to which destination.
+// The transfer (transfer.h): one description of many tensors, read once and handed to the job builder of
+// its destination: tensors into a bucket (bucket.cpp), tensors or a bucket into caller buffers
+// (import.cpp), a bucket (bucket_manifest.cpp) or tensors checked alone. This file is the one place that
+// says which source goes to which destination, and which desc arrays each of them reads.
 #include "api/transfer.hpp"
 
 #include <algorithm>
@@ -40,75 +39,17 @@ void refuse_unread(const void *field, const char *name, const mxfp8_transfer_des
          " does not read it: leave it NULL");
 }
 
-// The manifest the bucket checks and the import read (api/bucket_manifest.cpp), built from the desc:
-// its parts, formats, layouts and amax, with the desc's names in every message.
-struct DescManifest {
-  mxfp8_bucket_manifest manifest = MXFP8_BUCKET_MANIFEST_INIT;
-  std::vector<mxfp8_bucket_entry> entries;
-  std::vector<mxfp8_bucket_nvfp4_entry> nvfp4_entries;
-};
-
-void build_manifest(const mxfp8_transfer_desc &d, DescManifest &out) {
-  mxfp8_bucket_manifest &m = out.manifest;
-  m.count = d.count;
-  m.scale_fixup = d.scale_fixup;
-  m.global_scale = d.global_scale;
-  if (d.count == 0) return;
-  if (!d.parts_in) fail(MXFP8_ERROR_INVALID_ARGUMENT, "desc.parts_in is NULL");
-  // Required rather than defaulted: a 128x4 part the size of a compact one, or an E5M2 part read as
-  // E4M3, would import without an error and decode to noise.
-  if (!d.formats) fail(MXFP8_ERROR_INVALID_ARGUMENT, "desc.formats is NULL: say each entry's format");
-  if (!d.source_layouts)
-    fail(MXFP8_ERROR_INVALID_ARGUMENT, "desc.source_layouts is NULL: say the layout each entry's scales part is in");
-  out.entries.resize(d.count);
-  out.nvfp4_entries.resize(d.count, mxfp8_bucket_nvfp4_entry{0, 0, 0, 0u});
-  for (size_t i = 0; i < d.count; ++i) {
-    const mxfp8_bucket_part &p = d.parts_in[i];
-    out.entries[i] = entry_of(p);
-    if (d.formats[i] != MXFP8_FORMAT_NVFP4) {
-      if (p.amax_offset != 0 || p.amax_bytes != 0)
-        fail(MXFP8_ERROR_INVALID_ARGUMENT, IndexedName("desc.parts_in", i), " gives an amax part (", p.amax_bytes,
-             " bytes at byte ", p.amax_offset, ") but desc.formats[", i, "] is not MXFP8_FORMAT_NVFP4: an MXFP8 entry "
-             "has none (0, 0)");
-      continue;
-    }
-    if (!d.e4m3_maxes)
-      fail(MXFP8_ERROR_INVALID_ARGUMENT, "desc.e4m3_maxes is NULL but desc.formats[", i, "] is MXFP8_FORMAT_NVFP4: "
-           "say its E4M3_MAX (448, or 256 for Transformer Engine's 4over6 tensors)");
-    out.nvfp4_entries[i] = mxfp8_bucket_nvfp4_entry{p.amax_offset, p.amax_bytes, d.e4m3_maxes[i], 0u};
-  }
-  m.entries = out.entries.data();
-  m.nvfp4_entries = out.nvfp4_entries.data();
-  m.ndims = d.ndims;
-  m.shapes = d.shapes;
-  m.formats = d.formats;
-  m.directions = d.directions;
-  m.scales_layouts = d.source_layouts;
-  m.shards = d.shards;
-  m.global_scales = d.global_scales;
-  m.scales_ndims = d.scales_ndims;
-  m.scales_shapes = d.scales_shapes;
-}
+}  // namespace
 
 BucketTensors tensors_of(const mxfp8_transfer_desc &d) {
   BucketTensors in;
   in.tensors = d.tensors;
   in.shards = d.shards;
   in.count = d.count;
-  in.desc = true;
   in.directions = d.directions;
   in.layouts = d.target_layouts;
   return in;
 }
-
-// What the builders take besides the desc: rowwise unless the entry says, and the desc's fix-up.
-mxfp8_export_options options_of(const mxfp8_transfer_desc &d) {
-  mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
-  o.scale_fixup = d.scale_fixup;
-  return o;
-}
-
-}  // namespace
 
 mxfp8_transfer_desc read_transfer_desc(const mxfp8_transfer_desc *given, TransferVerb verb) {
   if (!given) fail(MXFP8_ERROR_INVALID_ARGUMENT, "desc is NULL");
@@ -172,27 +113,19 @@ mxfp8_transfer_desc read_transfer_desc(const mxfp8_transfer_desc *given, Transfe
 }
 
 ExportJobs transfer_jobs(const mxfp8_transfer_desc &d) {
-  const mxfp8_export_options o = options_of(d);
   if (d.source == MXFP8_TRANSFER_FROM_TENSORS) {
-    const BucketTensors in = tensors_of(d);
     if (d.destination == MXFP8_TRANSFER_TO_BUCKET) {
       if (d.count > 0 && !d.parts_out) fail(MXFP8_ERROR_INVALID_ARGUMENT, "desc.parts_out is NULL");
-      return tensor_bucket_jobs(in, o, BucketParts{nullptr, nullptr, d.parts_out}, d.bucket_out);
+      return tensor_bucket_jobs(tensors_of(d), d.scale_fixup, d.parts_out, d.bucket_out);
     }
-    if (d.destination == MXFP8_TRANSFER_TO_BUFFERS)
-      return import_mixed_tensor_jobs(in, o, ImportTargets{nullptr, d.values, d.scales, d.target_layouts, true},
-                                      d.global_scales, d.global_scale);
+    if (d.destination == MXFP8_TRANSFER_TO_BUFFERS) return import_tensor_jobs(d);
     // TO_NOTHING: every entry planned into a bucket no one fills runs every check of the source side.
     uint64_t total = 0;
-    plan_bucket_parts(in, &o, 1, &total);
+    plan_bucket_parts(tensors_of(d), d.scale_fixup, 1, &total);
     return ExportJobs{};
   }
-  DescManifest manifest;
-  build_manifest(d, manifest);
-  if (d.destination == MXFP8_TRANSFER_TO_BUFFERS)
-    return import_bucket_jobs(d.bucket_in, &manifest.manifest,
-                              ImportTargets{nullptr, d.values, d.scales, d.target_layouts, true}, kTransferNames);
-  check_bucket_manifest(d.bucket_in, &manifest.manifest, kTransferNames);  // TO_NOTHING
+  if (d.destination == MXFP8_TRANSFER_TO_BUFFERS) return import_bucket_jobs(d);
+  check_bucket_manifest(d);  // TO_NOTHING
   return ExportJobs{};
 }
 
@@ -205,9 +138,9 @@ extern "C" MXFP8_API mxfp8_status mxfp8_bucket_parts(const mxfp8_transfer_desc *
   return guarded([&] {
     const mxfp8_transfer_desc d = read_transfer_desc(desc, TransferVerb::PlanBucket);
     if (d.count > 0 && !parts) fail(MXFP8_ERROR_INVALID_ARGUMENT, "parts is NULL");
-    const mxfp8_export_options o = options_of(d);
     uint64_t total = 0;
-    const std::vector<mxfp8_bucket_part> planned = plan_bucket_parts(tensors_of(d), &o, alignment, total_bytes ? &total : nullptr);
+    const std::vector<mxfp8_bucket_part> planned =
+        plan_bucket_parts(tensors_of(d), d.scale_fixup, alignment, total_bytes ? &total : nullptr);
     std::copy(planned.begin(), planned.end(), parts);
     *total_bytes = total;
   });

@@ -1,5 +1,5 @@
 // The transfer description read and turned into work: what mxfp8_transfer, mxfp8_transfer_check,
-// mxfp8_transfer_prepare and mxfp8_bucket_parts share (transfer.cpp, prepared_export.cpp).
+// mxfp8_transfer_prepare and mxfp8_bucket_parts share (transfer.cpp, plan.cpp).
 #pragma once
 
 #include "mxfp8/mxfp8.h"

@@ -3,7 +3,7 @@
 # builds of a scratch copy of the sources, one with additions to the header and one with breaking changes.
 #   additions: a status value (MXFP8_NUM_STATUS moves), an enum type, a function, a field appended to a
 #              struct that opens with struct_size                                   -> the gate passes
-#   breaking:  a field's type (mxfp8_bucket_entry.values_bytes uint64_t -> uint32_t), an enum value
+#   breaking:  a field's type (mxfp8_grouped_desc.cols int64_t -> int32_t), an enum value
 #              (MXFP8_FORMAT_E5M2 2 -> 3), and a size-prefixed struct that grew while an old field changed
 #              type                                                                 -> abidiff reports each
 #   removal:   an EXPERIMENTAL function of the baseline renamed (mxfp8_grouped_expert) -> fails, then passes
@@ -42,7 +42,6 @@ build() {
 
 # The types each edit touches live in these headers (the umbrella, and the domain headers it includes).
 header=include/mxfp8/mxfp8.h tensor=include/mxfp8/tensor.h quantize=include/mxfp8/quantize.h
-transfer=include/mxfp8/transfer.h
 
 echo "--- additions: the gate must pass"
 copy_sources
@@ -64,14 +63,14 @@ grep -q "types unchanged, 1 added" "$scratch/additions.log" || fail "the added e
 echo "--- breaking changes: the gate must fail and name each"
 copy_sources
 cd "$scratch/src"
-edit $transfer 's/\buint64_t values_bytes;/uint32_t values_bytes;/'
+edit $tensor 's/\bint64_t cols;(\s+\/\* K, shared)/int32_t cols;$1/'
 edit $tensor 's/MXFP8_FORMAT_E5M2 = 2\b/MXFP8_FORMAT_E5M2 = 3/'
 edit $quantize 's/(typedef struct mxfp8_dequantize_options \{\n  uint32_t struct_size;[^\n]*\n  )int32_t direction;(.*?)(\n\} mxfp8_dequantize_options;)/$1int64_t direction;$2\n  int64_t gate_test_added;$3/s'
 build
 rc=0
 scripts/abi.sh check "$scratch/build/libmxfp8.so.0" >"$scratch/breaking.log" 2>&1 || rc=$?
 [ $rc -eq 1 ] || { cat "$scratch/breaking.log"; fail "the gate passed (exit $rc) a changed field type, enum value and struct"; }
-for expected in "type of 'uint64_t values_bytes' changed" "'mxfp8_format::MXFP8_FORMAT_E5M2' from value '2' to '3'" \
+for expected in "type of 'int64_t cols' changed" "'mxfp8_format::MXFP8_FORMAT_E5M2' from value '2' to '3'" \
     "type of 'int32_t direction' changed"; do
   grep -qF "$expected" "$scratch/breaking.log" || { cat "$scratch/breaking.log"; fail "abidiff did not report: $expected"; }
   echo "reported: $expected"

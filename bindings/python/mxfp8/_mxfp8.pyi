@@ -76,7 +76,7 @@ class Nvfp4Tensor:
     ) -> None: ...
 
 class PreparedExport:
-    """A batched export of compact scales, checked once (mxfp8_prepared_export)."""
+    """A batched export of compact scales, checked once (an mxfp8_plan of a transfer to buffers)."""
     def __init__(
         self, tensors: Sequence[Tensor], destinations: Sequence[Any], direction: int = 0, dlpack_stream: Optional[int] = None,
     ) -> None: ...
@@ -137,19 +137,19 @@ def import_bucket(
     shards: Optional[Sequence[Any]] = None, nvfp4_entries: Optional[Sequence[Sequence[int]]] = None,
     global_scales: Optional[list[Any]] = None, global_scale: int = 0, names: Sequence[str] = (),
     scales_shapes: Optional[Sequence[Sequence[int]]] = None,
-) -> Optional[ImportPlan]: ...  # mxfp8_import_bucket; an ImportPlan with prepare=True
+) -> Optional[ImportPlan]: ...  # mxfp8_transfer from a bucket; an ImportPlan with prepare=True
 def bucket_manifest_check(
     bucket: Any, entries: Sequence[Sequence[int]], shapes: Sequence[Sequence[int]], formats: Sequence[int],
     directions: Sequence[int], scales_layouts: Sequence[int], nvfp4_entries: Optional[Sequence[Sequence[int]]] = None,
     scales_shapes: Optional[Sequence[Sequence[int]]] = None,
-) -> None: ...  # mxfp8_bucket_manifest_check
+) -> None: ...  # mxfp8_transfer_check from a bucket to nothing
 def import_tensors(
     data: list[Any], scale_inv: list[Any], shapes: Sequence[Sequence[int]], formats: Sequence[int],
     swizzled: Sequence[bool], direction: int, values: list[Any], scales: list[Any], targets: Sequence[int],
     scale_fixup: int, stream: Optional[int], dlpack_stream: Any, prepare: bool, shards: Optional[Sequence[Any]] = None,
     amax: Optional[list[Any]] = None, e4m3_max: Optional[Sequence[int]] = None,
     global_scales: Optional[list[Any]] = None, global_scale: int = 0, names: Sequence[str] = (),
-) -> Optional[ImportPlan]: ...  # mxfp8_import_tensors; an ImportPlan with prepare=True; stream None: the framework's
+) -> Optional[ImportPlan]: ...  # mxfp8_transfer from tensors to buffers; an ImportPlan with prepare=True; stream None: the framework's
 def convert(
     data: Any, scale_inv: Any, shape: Sequence[int], format: int, swizzled: bool, direction: int, num_experts: int,
     grouped_scales: int, target: int, scale_fixup: int, values: Any, scales: Any, stream: Optional[int], dlpack_stream: Any,

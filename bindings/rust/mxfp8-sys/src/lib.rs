@@ -169,7 +169,7 @@ impl mxfp8_status {
 pub const MXFP8_FORMAT_E4M3: i32 = 1;
 /// `mxfp8_format`: float8_e5m2 values.
 pub const MXFP8_FORMAT_E5M2: i32 = 2;
-/// `mxfp8_format`: an NVFP4 entry of a bucket (`mxfp8_bucket_manifest::formats` only).
+/// `mxfp8_format`: an NVFP4 entry of a transfer from a bucket (`mxfp8_transfer_desc::formats` only).
 pub const MXFP8_FORMAT_NVFP4: i32 = 3;
 /// `mxfp8_scale_layout`: row-major, possibly padded.
 pub const MXFP8_SCALE_LAYOUT_ROW_MAJOR: i32 = 0;
@@ -224,12 +224,6 @@ pub struct mxfp8_tensor {
 /// `mxfp8_plan`: an opaque, immutable, thread-safe transfer, checked once (`mxfp8_transfer_prepare`).
 #[repr(C)]
 pub struct mxfp8_plan {
-    _private: [u8; 0],
-}
-
-/// `mxfp8_prepared_export`: an opaque, immutable, thread-safe batched or bucket export, checked once.
-#[repr(C)]
-pub struct mxfp8_prepared_export {
     _private: [u8; 0],
 }
 
@@ -288,7 +282,7 @@ pub type mxfp8_allocator = unsafe extern "C" fn(
     set_error: Option<unsafe extern "C" fn(*mut c_void, *const c_char, *const c_char)>,
 ) -> c_int;
 
-/// `mxfp8_export_options`: options of the exports, the batched export and buckets.
+/// `mxfp8_export_options`: options of the exports and the batched export.
 #[repr(C)]
 #[derive(Copy, Clone, Debug)]
 pub struct mxfp8_export_options {
@@ -312,7 +306,8 @@ pub struct mxfp8_export_options {
     pub scales_granularity: i32,
     /// Must be 0.
     pub reserved2: u32,
-    /// `MXFP8_SCALE_FIXUP_*` applied by the batched and bucket exports and the tensor import.
+    /// `MXFP8_SCALE_FIXUP_*` applied by `mxfp8_export_scales_batched` (a transfer has
+    /// `mxfp8_transfer_desc::scale_fixup`).
     pub scale_fixup: i32,
     /// Must be 0.
     pub reserved3: u32,
@@ -338,20 +333,6 @@ impl Default for mxfp8_export_options {
     }
 }
 
-/// `mxfp8_bucket_entry`: where one tensor's parts sit in a bucket, in bytes from its first byte.
-#[repr(C)]
-#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
-pub struct mxfp8_bucket_entry {
-    /// Offset of the values.
-    pub values_offset: u64,
-    /// `prod(shape)`: the values, row-major.
-    pub values_bytes: u64,
-    /// Offset of the compact scales.
-    pub scales_offset: u64,
-    /// The compact scales, row-major.
-    pub scales_bytes: u64,
-}
-
 /// `mxfp8_layout`: scales compact row-major, exactly `R * C` bytes.
 pub const MXFP8_LAYOUT_COMPACT: i32 = 0;
 /// `mxfp8_layout`: scales in the cuBLAS / CUTLASS 128x4 layout, flat, padding zero.
@@ -368,52 +349,6 @@ pub const MXFP8_LAYOUT_DEEPGEMM_FLOAT32: i32 = 5;
 pub const MXFP8_SCALE_FIXUP_NONE: i32 = 0;
 /// `mxfp8_scale_fixup`: E8M0 exponent byte 0 written as 1 (NeMo RL).
 pub const MXFP8_SCALE_FIXUP_ZERO_EXPONENT_AS_ONE: i32 = 1;
-
-/// `mxfp8_bucket_manifest`: what a bucket holds, as the sender describes it to the receiver (parallel
-/// arrays of `count` entries). Start from `Default` (`MXFP8_BUCKET_MANIFEST_INIT`).
-#[repr(C)]
-#[derive(Copy, Clone, Debug)]
-pub struct mxfp8_bucket_manifest {
-    /// `size_of::<mxfp8_bucket_manifest>()`.
-    pub struct_size: u32,
-    /// Must be 0.
-    pub reserved: u32,
-    /// Tensors in the bucket.
-    pub count: usize,
-    /// Where each tensor's values and scales lie.
-    pub entries: *const mxfp8_bucket_entry,
-    /// Each tensor's logical rank, 1..64.
-    pub ndims: *const i32,
-    /// Each tensor's logical shape.
-    pub shapes: *const *const i64,
-    /// `mxfp8_format` of each tensor's values; NULL: all E4M3.
-    pub formats: *const i32,
-    /// `mxfp8_direction` of each tensor's scales; NULL: all rowwise.
-    pub directions: *const i32,
-    /// `mxfp8_layout` of each tensor's scales in the bucket; NULL: all compact.
-    pub scales_layouts: *const i32,
-    /// `MXFP8_SCALE_FIXUP_*` the bucket import applies.
-    pub scale_fixup: i32,
-    /// Must be 0.
-    pub reserved2: u32,
-    /// The shard of tensor i that `destinations[i]` receives (resharding, appended); NULL, or a NULL
-    /// entry: the whole tensor.
-    pub shards: *const *const mxfp8_shard,
-    /// Where each NVFP4 entry's amax lies (appended with NVFP4 entries); read at NVFP4 entries only.
-    pub nvfp4_entries: *const mxfp8_bucket_nvfp4_entry,
-    /// Where each NVFP4 entry's second-level scale is written (float32); read at NVFP4 entries only.
-    pub global_scales: *const *mut DLTensor,
-    /// `mxfp8_nvfp4_global_scale` written to `global_scales`; default decode.
-    pub global_scale: i32,
-    /// Must be 0.
-    pub reserved3: u32,
-    /// Each entry's scales' rank, 1..64 (appended with `mxfp8_bucket_manifest_check`); NULL with
-    /// `scales_shapes`: not checked.
-    pub scales_ndims: *const i32,
-    /// The shape the sender gives each entry's scale matrix S, checked to name S (its last dimension S's
-    /// columns, the others multiplying to S's rows); NULL with `scales_ndims`: not checked.
-    pub scales_shapes: *const *const i64,
-}
 
 /// `mxfp8_bucket_part`: where one transfer entry's parts lie in a bucket (an array element, no
 /// `struct_size`).
@@ -539,47 +474,6 @@ impl Default for mxfp8_transfer_desc {
     }
 }
 
-/// `mxfp8_bucket_nvfp4_entry`: where an NVFP4 entry's float32 amax lies in a bucket and its E4M3_MAX
-/// (all zero for an MXFP8 entry).
-#[repr(C)]
-#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
-pub struct mxfp8_bucket_nvfp4_entry {
-    /// Offset of the amax, a multiple of 4.
-    pub amax_offset: u64,
-    /// 4 per amax: 4 (per tensor) or 4 * rows (per row).
-    pub amax_bytes: u64,
-    /// 448, or 256 for TE's 4over6 tensors.
-    pub e4m3_max: i32,
-    /// 0.
-    pub reserved: u32,
-}
-
-impl Default for mxfp8_bucket_manifest {
-    /// `MXFP8_BUCKET_MANIFEST_INIT`.
-    fn default() -> Self {
-        Self {
-            struct_size: core::mem::size_of::<Self>() as u32,
-            reserved: 0,
-            count: 0,
-            entries: core::ptr::null(),
-            ndims: core::ptr::null(),
-            shapes: core::ptr::null(),
-            formats: core::ptr::null(),
-            directions: core::ptr::null(),
-            scales_layouts: core::ptr::null(),
-            scale_fixup: MXFP8_SCALE_FIXUP_NONE,
-            reserved2: 0,
-            shards: core::ptr::null(),
-            nvfp4_entries: core::ptr::null(),
-            global_scales: core::ptr::null(),
-            global_scale: 0,
-            reserved3: 0,
-            scales_ndims: core::ptr::null(),
-            scales_shapes: core::ptr::null(),
-        }
-    }
-}
-
 /// In `mxfp8_shard::row_end` / `col_end`: the end of the dimension.
 pub const MXFP8_SHARD_END: i64 = -1;
 
@@ -621,20 +515,6 @@ impl Default for mxfp8_shard {
             row_pieces: core::ptr::null(),
         }
     }
-}
-
-/// `mxfp8_import_destination`: one tensor's destination, the engine's own parameter buffers.
-#[repr(C)]
-#[derive(Copy, Clone, Debug)]
-pub struct mxfp8_import_destination {
-    /// The values: uint8 or the float8 of the format, contiguous, `prod(shape)` elements.
-    pub values: *mut DLTensor,
-    /// The scales: uint8 or e8m0, contiguous, exactly the bytes `scales_layout` gives.
-    pub scales: *mut DLTensor,
-    /// `mxfp8_layout` the engine wants.
-    pub scales_layout: i32,
-    /// Must be 0.
-    pub reserved: u32,
 }
 
 /// `mxfp8_grouped_tensor`: an opaque, thread-safe handle on validated grouped MoE experts.
@@ -975,73 +855,6 @@ extern "C" {
         count: usize,
         options: *const mxfp8_export_options,
     ) -> mxfp8_status;
-    /// Plans a bucket: where each tensor's values and compact scales go, and the size needed.
-    pub fn mxfp8_bucket_plan(
-        tensors: *const *const mxfp8_tensor,
-        count: usize,
-        options: *const mxfp8_export_options,
-        alignment: u64,
-        entries: *mut mxfp8_bucket_entry,
-        total_bytes: *mut u64,
-    ) -> mxfp8_status;
-    /// Fills a bucket as a plan of the same tensors and options says.
-    pub fn mxfp8_export_bucket(
-        tensors: *const *const mxfp8_tensor,
-        count: usize,
-        options: *const mxfp8_export_options,
-        entries: *const mxfp8_bucket_entry,
-        bucket: *mut DLTensor,
-    ) -> mxfp8_status;
-    /// Checks a batched export once and keeps its jobs for `mxfp8_prepared_export_run`.
-    pub fn mxfp8_prepare_scales_batched(
-        tensors: *const *const mxfp8_tensor,
-        destinations: *const *mut DLTensor,
-        count: usize,
-        options: *const mxfp8_export_options,
-        out: *mut *mut mxfp8_prepared_export,
-    ) -> mxfp8_status;
-    /// Checks a bucket export once and keeps its jobs for `mxfp8_prepared_export_run`.
-    pub fn mxfp8_prepare_bucket(
-        tensors: *const *const mxfp8_tensor,
-        count: usize,
-        options: *const mxfp8_export_options,
-        entries: *const mxfp8_bucket_entry,
-        bucket: *mut DLTensor,
-        out: *mut *mut mxfp8_prepared_export,
-    ) -> mxfp8_status;
-    /// Writes every tensor of a bucket into the engine's parameters, scales in the layout each asks for.
-    pub fn mxfp8_import_bucket(
-        bucket: *const DLTensor,
-        manifest: *const mxfp8_bucket_manifest,
-        destinations: *const mxfp8_import_destination,
-        stream: *mut c_void,
-    ) -> mxfp8_status;
-    /// Checks a manifest against a bucket as `mxfp8_import_bucket` does before it looks at a destination
-    /// (parts sized for their shapes and inside, no byte in two parts, NVFP4 fields, shards, scales
-    /// shapes); reads the bucket's address and size only, never its bytes (any device).
-    pub fn mxfp8_bucket_manifest_check(bucket: *const DLTensor, manifest: *const mxfp8_bucket_manifest) -> mxfp8_status;
-    /// The direct path: tensors (e.g. a trainer's storage mapped over CUDA IPC) into the engine's parameters.
-    pub fn mxfp8_import_tensors(
-        tensors: *const *const mxfp8_tensor,
-        count: usize,
-        options: *const mxfp8_export_options,
-        destinations: *const mxfp8_import_destination,
-    ) -> mxfp8_status;
-    /// Checks a bucket import once and keeps its jobs for `mxfp8_prepared_export_run`.
-    pub fn mxfp8_prepare_import_bucket(
-        bucket: *const DLTensor,
-        manifest: *const mxfp8_bucket_manifest,
-        destinations: *const mxfp8_import_destination,
-        out: *mut *mut mxfp8_prepared_export,
-    ) -> mxfp8_status;
-    /// Checks a tensor import once and keeps its jobs (and a reference on every tensor).
-    pub fn mxfp8_prepare_import_tensors(
-        tensors: *const *const mxfp8_tensor,
-        count: usize,
-        options: *const mxfp8_export_options,
-        destinations: *const mxfp8_import_destination,
-        out: *mut *mut mxfp8_prepared_export,
-    ) -> mxfp8_status;
     /// Lays out the bucket of a FROM_TENSORS, TO_BUCKET transfer.
     pub fn mxfp8_bucket_parts(
         desc: *const mxfp8_transfer_desc,
@@ -1059,10 +872,6 @@ extern "C" {
     pub fn mxfp8_plan_run(plan: *const mxfp8_plan, stream: *mut c_void) -> mxfp8_status;
     /// Drops a plan and its tensor references (NULL is fine).
     pub fn mxfp8_plan_release(plan: *mut mxfp8_plan);
-    /// Runs a prepared export on `stream`: one launch, no check, no allocation, no synchronization.
-    pub fn mxfp8_prepared_export_run(prepared: *const mxfp8_prepared_export, stream: *mut c_void) -> mxfp8_status;
-    /// Drops a prepared export and its tensor references (NULL is fine).
-    pub fn mxfp8_prepared_export_release(prepared: *mut mxfp8_prepared_export);
     /// Validates grouped experts and wraps them in a handle, taking the buffers on success.
     pub fn mxfp8_grouped_tensor_create(desc: *const mxfp8_grouped_desc, out: *mut *mut mxfp8_grouped_tensor) -> mxfp8_status;
     /// Drops the caller's reference (NULL is fine).
@@ -1083,52 +892,6 @@ extern "C" {
         options: *const mxfp8_export_options,
         values: *mut *mut DLManagedTensorVersioned,
         scales: *mut *mut DLManagedTensorVersioned,
-    ) -> mxfp8_status;
-    /// Plans a bucket of shards (`shards` NULL or an entry NULL: the whole tensor).
-    pub fn mxfp8_bucket_plan_shards(
-        tensors: *const *const mxfp8_tensor,
-        shards: *const *const mxfp8_shard,
-        count: usize,
-        options: *const mxfp8_export_options,
-        alignment: u64,
-        entries: *mut mxfp8_bucket_entry,
-        total_bytes: *mut u64,
-    ) -> mxfp8_status;
-    /// Fills a bucket of shards as `mxfp8_bucket_plan_shards` planned it.
-    pub fn mxfp8_export_bucket_shards(
-        tensors: *const *const mxfp8_tensor,
-        shards: *const *const mxfp8_shard,
-        count: usize,
-        options: *const mxfp8_export_options,
-        entries: *const mxfp8_bucket_entry,
-        bucket: *mut DLTensor,
-    ) -> mxfp8_status;
-    /// Prepares `mxfp8_export_bucket_shards`.
-    pub fn mxfp8_prepare_bucket_shards(
-        tensors: *const *const mxfp8_tensor,
-        shards: *const *const mxfp8_shard,
-        count: usize,
-        options: *const mxfp8_export_options,
-        entries: *const mxfp8_bucket_entry,
-        bucket: *mut DLTensor,
-        out: *mut *mut mxfp8_prepared_export,
-    ) -> mxfp8_status;
-    /// `mxfp8_import_tensors` where `destinations[i]` receives `shards[i]` of `tensors[i]`.
-    pub fn mxfp8_import_tensor_shards(
-        tensors: *const *const mxfp8_tensor,
-        shards: *const *const mxfp8_shard,
-        count: usize,
-        options: *const mxfp8_export_options,
-        destinations: *const mxfp8_import_destination,
-    ) -> mxfp8_status;
-    /// Prepares `mxfp8_import_tensor_shards`.
-    pub fn mxfp8_prepare_import_tensor_shards(
-        tensors: *const *const mxfp8_tensor,
-        shards: *const *const mxfp8_shard,
-        count: usize,
-        options: *const mxfp8_export_options,
-        destinations: *const mxfp8_import_destination,
-        out: *mut *mut mxfp8_prepared_export,
     ) -> mxfp8_status;
     /// The chosen experts, in order, stacked: values `[count, N, K]`, scales `[count, N, ceil(K/32)]`.
     pub fn mxfp8_grouped_export_experts(
@@ -1208,63 +971,6 @@ extern "C" {
         values: *mut DLTensor,
         scales: *mut DLTensor,
         amax: *mut DLTensor,
-    ) -> mxfp8_status;
-    /// Plans a bucket of MXFP8 (`tensors[i]`) and NVFP4 (`nvfp4_tensors[i]`) entries.
-    pub fn mxfp8_bucket_plan_mixed(
-        tensors: *const *const mxfp8_tensor,
-        nvfp4_tensors: *const *const mxfp8_nvfp4_tensor,
-        count: usize,
-        options: *const mxfp8_export_options,
-        alignment: u64,
-        entries: *mut mxfp8_bucket_entry,
-        nvfp4_entries: *mut mxfp8_bucket_nvfp4_entry,
-        total_bytes: *mut u64,
-    ) -> mxfp8_status;
-    /// Fills a bucket of MXFP8 and NVFP4 entries as `mxfp8_bucket_plan_mixed` planned it.
-    pub fn mxfp8_export_bucket_mixed(
-        tensors: *const *const mxfp8_tensor,
-        nvfp4_tensors: *const *const mxfp8_nvfp4_tensor,
-        count: usize,
-        options: *const mxfp8_export_options,
-        entries: *const mxfp8_bucket_entry,
-        nvfp4_entries: *const mxfp8_bucket_nvfp4_entry,
-        bucket: *mut DLTensor,
-    ) -> mxfp8_status;
-    /// Prepares `mxfp8_export_bucket_mixed`.
-    pub fn mxfp8_prepare_bucket_mixed(
-        tensors: *const *const mxfp8_tensor,
-        nvfp4_tensors: *const *const mxfp8_nvfp4_tensor,
-        count: usize,
-        options: *const mxfp8_export_options,
-        entries: *const mxfp8_bucket_entry,
-        nvfp4_entries: *const mxfp8_bucket_nvfp4_entry,
-        bucket: *mut DLTensor,
-        out: *mut *mut mxfp8_prepared_export,
-    ) -> mxfp8_status;
-    /// The direct import of MXFP8 (`tensors[i]`) and NVFP4 (`nvfp4_tensors[i]`) storage into destinations,
-    /// `shards[i]` of each when `shards` and it are set; NVFP4 entry i's global scale goes to
-    /// `global_scales[i]` in the `global_scale` convention.
-    pub fn mxfp8_import_tensors_mixed(
-        tensors: *const *const mxfp8_tensor,
-        nvfp4_tensors: *const *const mxfp8_nvfp4_tensor,
-        shards: *const *const mxfp8_shard,
-        count: usize,
-        options: *const mxfp8_export_options,
-        destinations: *const mxfp8_import_destination,
-        global_scales: *const *mut DLTensor,
-        global_scale: i32,
-    ) -> mxfp8_status;
-    /// Prepares `mxfp8_import_tensors_mixed`.
-    pub fn mxfp8_prepare_import_tensors_mixed(
-        tensors: *const *const mxfp8_tensor,
-        nvfp4_tensors: *const *const mxfp8_nvfp4_tensor,
-        shards: *const *const mxfp8_shard,
-        count: usize,
-        options: *const mxfp8_export_options,
-        destinations: *const mxfp8_import_destination,
-        global_scales: *const *mut DLTensor,
-        global_scale: i32,
-        out: *mut *mut mxfp8_prepared_export,
     ) -> mxfp8_status;
     /// Quantizes `count` fused shards to NVFP4 under one shared per-tensor amax.
     pub fn mxfp8_nvfp4_quantize_fused_into(

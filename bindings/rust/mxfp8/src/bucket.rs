@@ -27,8 +27,20 @@ pub(crate) fn entry_of(p: &sys::mxfp8_bucket_part) -> BucketEntry {
     BucketEntry { values_offset: p.values_offset, values_bytes: p.values_bytes, scales_offset: p.scales_offset, scales_bytes: p.scales_bytes }
 }
 
-/// Where one tensor's parts sit in a bucket, in bytes from its first byte (`mxfp8_bucket_entry`).
-pub type BucketEntry = sys::mxfp8_bucket_entry;
+/// Where one tensor's parts sit in a bucket, in bytes from its first byte (the values and scales of
+/// the library's `mxfp8_bucket_part`).
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct BucketEntry {
+    /// Offset of the values.
+    pub values_offset: u64,
+    /// The values' bytes: `prod(shape)` row-major (a shard's `(rows, cols)`; an NVFP4 entry's packed,
+    /// `rows * cols / 2`).
+    pub values_bytes: u64,
+    /// Offset of the compact scales.
+    pub scales_offset: u64,
+    /// The compact scales, row-major.
+    pub scales_bytes: u64,
+}
 
 /// The layout of a bucket for some tensors (`mxfp8_bucket_parts`): tensor i's values at
 /// `entries()[i].values_offset`, its compact scales right after, every part aligned, in tensor order.

@@ -39,12 +39,14 @@ pub struct DeviceImportTarget {
 /// One buffer of a destination: address, bytes, device.
 pub(crate) type Part = (*const c_void, usize, sys::DLDevice);
 
-/// The destinations as the C call takes them; the DLTensors point into `shapes` and `dls`, which live
-/// as long as this does.
+/// The destinations as the transfer's arrays take them: entry i's values and scales DLTensors (which
+/// point into `shapes` and `dls`) and its scales' layout, all living as long as this does.
 pub(crate) struct Destinations {
     _shapes: Vec<[i64; 1]>,
     _dls: Vec<sys::DLTensor>,
-    structs: Vec<sys::mxfp8_import_destination>,
+    values: Vec<*mut sys::DLTensor>,
+    scales: Vec<*mut sys::DLTensor>,
+    layouts: Vec<i32>,
 }
 
 impl Destinations {
@@ -57,18 +59,11 @@ impl Destinations {
         }
         // Pointers into `dls` are taken after it stops growing.
         let base = dls.as_mut_ptr();
-        let structs = parts
-            .iter()
-            .enumerate()
-            .map(|(i, (_, _, layout))| sys::mxfp8_import_destination {
-                // SAFETY: 2i and 2i + 1 are inside dls, which has two entries per destination.
-                values: unsafe { base.add(2 * i) },
-                scales: unsafe { base.add(2 * i + 1) },
-                scales_layout: layout.to_raw(),
-                reserved: 0,
-            })
-            .collect();
-        Self { _shapes: shapes, _dls: dls, structs }
+        // SAFETY: 2i and 2i + 1 are inside dls, which has two entries per destination.
+        let values = (0..parts.len()).map(|i| unsafe { base.add(2 * i) }).collect();
+        let scales = (0..parts.len()).map(|i| unsafe { base.add(2 * i + 1) }).collect();
+        let layouts = parts.iter().map(|(.., layout)| layout.to_raw()).collect();
+        Self { _shapes: shapes, _dls: dls, values, scales, layouts }
     }
 
     pub(crate) fn host(targets: &mut [ImportTarget<'_>]) -> Self {
@@ -90,16 +85,16 @@ impl Destinations {
     }
 
     pub(crate) fn count(&self) -> usize {
-        self.structs.len()
+        self.layouts.len()
     }
 
-    /// One destination per entry, as the transfer reads them.
-    pub(crate) fn structs(&self) -> &[sys::mxfp8_import_destination] {
-        &self.structs
+    /// `t` into these destinations (their arrays live in this value: it must outlive the transfer's use).
+    pub(crate) fn receive(&self, t: Transfer) -> Transfer {
+        t.into_buffers(&self.values, &self.scales, &self.layouts)
     }
 }
 
-/// How a receiver reads a bucket: the `mxfp8_bucket_manifest` fields beyond the bytes. Start from
+/// How a receiver reads a bucket: what the transfer from it needs beyond the bytes. Start from
 /// [`BucketImport::new`] (compact scales, no fix-up, whole tensors) and set what differs.
 #[derive(Copy, Clone, Debug)]
 pub struct BucketImport<'m> {
@@ -126,17 +121,19 @@ impl<'m> BucketImport<'m> {
     }
 }
 
-/// One entry as the manifest's parallel arrays hold it.
+/// One manifest entry as the transfer from a bucket reads it (`Transfer::from_manifest`).
 pub(crate) struct RawEntry<'m> {
-    parts: sys::mxfp8_bucket_entry,
-    shape: &'m [i64],
-    format: i32,
-    /// All zero for an MXFP8 entry.
-    nvfp4: sys::mxfp8_bucket_nvfp4_entry,
-    /// The sender's shape of the scales (`manifest.scales_shapes`), which the library checks names S.
-    scales_shape: &'m [i64],
+    /// Where its values, scales and (NVFP4) amax lie in the bucket.
+    pub(crate) part: sys::mxfp8_bucket_part,
+    pub(crate) shape: &'m [i64],
+    /// `mxfp8_format`.
+    pub(crate) format: i32,
+    /// An NVFP4 entry's E4M3_MAX; 0 for an MXFP8 entry.
+    pub(crate) e4m3_max: i32,
+    /// The sender's shape of the scales, which the library checks names S.
+    pub(crate) scales_shape: &'m [i64],
     /// This entry's direction; None: the manifest's ([`ManifestFields::direction`]).
-    direction: Option<Direction>,
+    pub(crate) direction: Option<Direction>,
 }
 
 /// The manifest fields every entry shares.
@@ -145,87 +142,26 @@ pub(crate) struct ManifestFields<'m> {
     pub(crate) bucket_scales: Layout,
     pub(crate) scale_fixup: ScaleFixup,
     pub(crate) shards: Option<&'m [Shard]>,
-    /// For a manifest with NVFP4 entries: the `count` global scale destinations (NULL at MXFP8 entries)
-    /// and their `mxfp8_nvfp4_global_scale`; None leaves the NVFP4 fields NULL.
-    pub(crate) global_scales: Option<(*const *mut sys::DLTensor, i32)>,
-}
-
-/// An `mxfp8_bucket_manifest` and the arrays it points into (valid as long as this value).
-pub(crate) struct RawManifest {
-    _entries: Vec<sys::mxfp8_bucket_entry>,
-    _ndims: Vec<i32>,
-    _shapes: Vec<*const i64>,
-    _formats: Vec<i32>,
-    _directions: Vec<i32>,
-    _layouts: Vec<i32>,
-    _shards: Option<RawShards>,
-    _nvfp4: Vec<sys::mxfp8_bucket_nvfp4_entry>,
-    _scales_ndims: Vec<i32>,
-    _scales_shapes: Vec<*const i64>,
-    pub(crate) manifest: sys::mxfp8_bucket_manifest,
-}
-
-impl RawManifest {
-    pub(crate) fn new(entries: &[RawEntry<'_>], fields: &ManifestFields<'_>) -> Self {
-        let raw_entries: Vec<sys::mxfp8_bucket_entry> = entries.iter().map(|e| e.parts).collect();
-        let ndims: Vec<i32> = entries.iter().map(|e| e.shape.len() as i32).collect();
-        let shapes: Vec<*const i64> = entries.iter().map(|e| e.shape.as_ptr()).collect();
-        let formats: Vec<i32> = entries.iter().map(|e| e.format).collect();
-        let directions: Vec<i32> = entries.iter().map(|e| e.direction.unwrap_or(fields.direction).to_raw()).collect();
-        let layouts = vec![fields.bucket_scales.to_raw(); entries.len()];
-        let shards = fields.shards.map(RawShards::new);
-        let nvfp4: Vec<sys::mxfp8_bucket_nvfp4_entry> = entries.iter().map(|e| e.nvfp4).collect();
-        let has_nvfp4 = entries.iter().any(|e| e.format == sys::MXFP8_FORMAT_NVFP4);
-        let scales_ndims: Vec<i32> = entries.iter().map(|e| e.scales_shape.len() as i32).collect();
-        let scales_shapes: Vec<*const i64> = entries.iter().map(|e| e.scales_shape.as_ptr()).collect();
-        let (global_scales, global_scale) = fields.global_scales.unwrap_or((core::ptr::null(), 0));
-        // The Vecs' heap buffers do not move when they are moved into the struct below.
-        let manifest = sys::mxfp8_bucket_manifest {
-            count: entries.len(),
-            entries: raw_entries.as_ptr(),
-            ndims: ndims.as_ptr(),
-            shapes: shapes.as_ptr(),
-            formats: formats.as_ptr(),
-            directions: directions.as_ptr(),
-            scales_layouts: layouts.as_ptr(),
-            scale_fixup: fields.scale_fixup.to_raw(),
-            shards: shards.as_ref().map_or(core::ptr::null(), |s| s.as_ptr()),
-            nvfp4_entries: if has_nvfp4 || fields.global_scales.is_some() { nvfp4.as_ptr() } else { core::ptr::null() },
-            global_scales,
-            global_scale,
-            scales_ndims: scales_ndims.as_ptr(),
-            scales_shapes: scales_shapes.as_ptr(),
-            ..Default::default()
-        };
-        Self {
-            _entries: raw_entries,
-            _ndims: ndims,
-            _shapes: shapes,
-            _formats: formats,
-            _directions: directions,
-            _layouts: layouts,
-            _shards: shards,
-            _nvfp4: nvfp4,
-            _scales_ndims: scales_ndims,
-            _scales_shapes: scales_shapes,
-            manifest,
-        }
-    }
 }
 
 impl<'m> RawEntry<'m> {
     /// An entry of `shape` and `format` (`mxfp8_format`) whose values and scales (of `scales_shape`) lie
     /// at (offset, bytes).
-    pub(crate) fn new(
-        shape: &'m [i64],
-        format: i32,
-        values: (u64, u64),
-        scales: (u64, u64),
-        scales_shape: &'m [i64],
-        nvfp4: sys::mxfp8_bucket_nvfp4_entry,
-    ) -> Self {
-        let parts = sys::mxfp8_bucket_entry { values_offset: values.0, values_bytes: values.1, scales_offset: scales.0, scales_bytes: scales.1 };
-        Self { parts, shape, format, nvfp4, scales_shape, direction: None }
+    pub(crate) fn new(shape: &'m [i64], format: i32, values: (u64, u64), scales: (u64, u64), scales_shape: &'m [i64]) -> Self {
+        let part = sys::mxfp8_bucket_part {
+            values_offset: values.0,
+            values_bytes: values.1,
+            scales_offset: scales.0,
+            scales_bytes: scales.1,
+            ..Default::default()
+        };
+        Self { part, shape, format, e4m3_max: 0, scales_shape, direction: None }
+    }
+
+    /// An NVFP4 entry's amax at (offset, bytes), decoded with `e4m3_max`.
+    pub(crate) fn with_amax(self, amax: (u64, u64), e4m3_max: i32) -> Self {
+        let part = sys::mxfp8_bucket_part { amax_offset: amax.0, amax_bytes: amax.1, ..self.part };
+        Self { part, e4m3_max, ..self }
     }
 
     /// The entry read in `direction`, whatever the manifest's.
@@ -234,43 +170,19 @@ impl<'m> RawEntry<'m> {
     }
 }
 
-/// An MXFP8 manifest entry as the C manifest holds it.
+/// An MXFP8 manifest entry as the transfer reads it.
 pub(crate) fn raw_entry(e: &ManifestEntry) -> RawEntry<'_> {
     let (values, scales) = ((e.values_offset, e.values_bytes), (e.scales_offset, e.scales_bytes));
-    RawEntry::new(&e.shape, e.format.to_raw(), values, scales, &e.scales_shape, Default::default())
+    RawEntry::new(&e.shape, e.format.to_raw(), values, scales, &e.scales_shape)
 }
 
 /// Asks the library whether `entries` (compact scales) describe `bucket` (`mxfp8_transfer_check` of the bucket):
 /// the one set of manifest rules, which the unpacks run before they make a view, so that a view covers
 /// only a part the library accepted.
 pub(crate) fn check_manifest(bucket: Part, entries: &[RawEntry<'_>]) -> Result<(), Error> {
-    let fields =
-        ManifestFields { direction: Direction::Rowwise, bucket_scales: Layout::Compact, scale_fixup: ScaleFixup::None, shards: None, global_scales: None };
-    let m = RawManifest::new(entries, &fields);
-    // The manifest's arrays live in `m` for the call; the check reads the bucket's address and size,
-    // never its bytes.
-    with_byte_tensor(bucket.0, bucket.1, bucket.2, |dl| Transfer::from_manifest(dl, &m.manifest).into_nothing().check())
-}
-
-fn raw_manifest(import: &BucketImport<'_>, targets: usize) -> Result<RawManifest, Error> {
-    let entries = import.entries;
-    if entries.len() != targets {
-        return Err(invalid(format!("{} manifest entries but {} targets", entries.len(), targets)));
-    }
-    if let Some(shards) = import.shards {
-        if shards.len() != entries.len() {
-            return Err(invalid(format!("{} shards for {} manifest entries", shards.len(), entries.len())));
-        }
-    }
-    let raw: Vec<RawEntry<'_>> = entries.iter().map(raw_entry).collect();
-    let fields = ManifestFields {
-        direction: import.direction,
-        bucket_scales: import.bucket_scales,
-        scale_fixup: import.scale_fixup,
-        shards: import.shards,
-        global_scales: None,
-    };
-    Ok(RawManifest::new(&raw, &fields))
+    let fields = ManifestFields { direction: Direction::Rowwise, bucket_scales: Layout::Compact, scale_fixup: ScaleFixup::None, shards: None };
+    // The check reads the bucket's address and size, never its bytes.
+    with_byte_tensor(bucket.0, bucket.1, bucket.2, |dl| Transfer::from_manifest(dl, entries, &fields).into_nothing().check())
 }
 
 /// Writes every tensor of a host `bucket` into `targets[i]` (one per manifest entry, in order): values
@@ -294,7 +206,7 @@ pub fn import_bucket_host_with(bucket: &[u8], import: &BucketImport<'_>, targets
     let d = Destinations::host(targets);
     // SAFETY: every pointer refers to memory borrowed for this call (the bucket shared, the targets
     // exclusively); host work is done when the call returns.
-    unsafe { import_bucket_raw((bucket.as_ptr() as *const c_void, bucket.len(), HOST), import, &d, Stream::default()) }
+    unsafe { import_bucket_raw((bucket.as_ptr() as *const c_void, bucket.len(), HOST), import, &d, Stream::default(), None) }
 }
 
 /// [`import_bucket_host_with`] on device memory: one launch for the whole bucket (large values through
@@ -302,14 +214,36 @@ pub fn import_bucket_host_with(bucket: &[u8], import: &BucketImport<'_>, targets
 pub fn import_bucket_device(bucket: DeviceBytes, import: &BucketImport<'_>, targets: &[DeviceImportTarget], stream: Stream) -> Result<(), Error> {
     let d = Destinations::device(targets);
     // SAFETY: DeviceBytes' and Stream's constructors promised the memory and the stream.
-    unsafe { import_bucket_raw((bucket.as_ptr() as *const c_void, bucket.len(), bucket.device()), import, &d, stream) }
+    unsafe { import_bucket_raw((bucket.as_ptr() as *const c_void, bucket.len(), bucket.device()), import, &d, stream, None) }
 }
 
-unsafe fn import_bucket_raw(bucket: Part, import: &BucketImport<'_>, d: &Destinations, stream: Stream) -> Result<(), Error> {
-    let m = raw_manifest(import, d.count())?;
-    let mut shape = [bucket.1 as i64];
-    let dl = dl_tensor(bucket.0, bucket.2, UINT8, &mut shape);
-    Transfer::from_manifest(&dl, &m.manifest).into_buffers(&d.structs, core::ptr::null(), 0).run(stream.as_raw())
+/// The transfer from `bucket` (described by `import`) into `d`, run on `stream`, or with `prepare`
+/// prepared (the plan keeps the bucket's and the destinations' addresses: the caller keeps them valid).
+unsafe fn import_bucket_raw(bucket: Part, import: &BucketImport<'_>, d: &Destinations, stream: Stream,
+                            prepare: Option<&mut *mut sys::mxfp8_plan>) -> Result<(), Error> {
+    let entries = import.entries;
+    if entries.len() != d.count() {
+        return Err(invalid(format!("{} manifest entries but {} targets", entries.len(), d.count())));
+    }
+    if let Some(shards) = import.shards {
+        if shards.len() != entries.len() {
+            return Err(invalid(format!("{} shards for {} manifest entries", shards.len(), entries.len())));
+        }
+    }
+    let raw: Vec<RawEntry<'_>> = entries.iter().map(raw_entry).collect();
+    let fields = ManifestFields {
+        direction: import.direction,
+        bucket_scales: import.bucket_scales,
+        scale_fixup: import.scale_fixup,
+        shards: import.shards,
+    };
+    with_byte_tensor(bucket.0, bucket.1, bucket.2, |dl| {
+        let t = d.receive(Transfer::from_manifest(dl, &raw, &fields));
+        match prepare {
+            None => t.run(stream.as_raw()),
+            Some(out) => t.prepare(out),
+        }
+    })
 }
 
 /// The direct path on host memory: direction `options.direction` of `tensors[i]` into `targets[i]`, in
@@ -372,8 +306,7 @@ unsafe fn tensor_transfer(tensors: &[&Tensor], shards: Option<&[Shard]>, options
     let handles: Vec<*const sys::mxfp8_tensor> = tensors.iter().map(|t| t.as_raw()).collect();
     let o = options.to_sys();
     let raw = RawShards::new(shards.unwrap_or(&[]));
-    let t = Transfer::from_tensors(&handles, &o, if shards.is_some() { raw.as_ptr() } else { core::ptr::null() })
-        .into_buffers(&d.structs, core::ptr::null(), 0);
+    let t = d.receive(Transfer::from_tensors(&handles, &o, if shards.is_some() { raw.as_ptr() } else { core::ptr::null() }));
     match prepare {
         None => t.run(o.stream),
         Some(out) => t.prepare(out),
@@ -390,12 +323,7 @@ pub(crate) enum ImportSource<'x> {
 /// keeps the addresses of the bucket and the destinations, which the caller must keep valid.
 pub(crate) unsafe fn prepare_import(source: ImportSource<'_>, d: &Destinations, out: &mut *mut sys::mxfp8_plan) -> Result<(), Error> {
     match source {
-        ImportSource::Bucket(bucket, import) => {
-            let m = raw_manifest(import, d.count())?;
-            let mut shape = [bucket.1 as i64];
-            let dl = dl_tensor(bucket.0, bucket.2, UINT8, &mut shape);
-            Transfer::from_manifest(&dl, &m.manifest).into_buffers(&d.structs, core::ptr::null(), 0).prepare(out)
-        }
+        ImportSource::Bucket(bucket, import) => import_bucket_raw(bucket, import, d, Stream::default(), Some(out)),
         ImportSource::Tensors(tensors, shards, options) => tensor_transfer(tensors, shards, options, d, Some(out)),
     }
 }

@@ -1,12 +1,12 @@
-//! Buckets and imports that mix MXFP8 and NVFP4 tensors (the header's "NVFP4 in buckets and imports",
-//! experimental): an NVFP4 tensor is one more kind of entry of the same bucket, filled by the same one
-//! launch and imported by the same one call, so a model that keeps some layers in MXFP8 travels whole.
+//! Buckets and imports that mix MXFP8 and NVFP4 tensors (the header's transfer, experimental): an NVFP4
+//! tensor is one more kind of entry of the same bucket, filled by the same one launch and imported by the
+//! same one call, so a model that keeps some layers in MXFP8 travels whole.
 use std::ffi::c_void;
 use std::ptr;
 
 use crate::bucket::{entry_of, part_of, BucketEntry, BucketView, ManifestEntry};
 use crate::error::{invalid, Error};
-use crate::import::{check_manifest, raw_entry, DeviceImportTarget, Destinations, ImportTarget, ManifestFields, Part, RawEntry, RawManifest};
+use crate::import::{check_manifest, raw_entry, DeviceImportTarget, Destinations, ImportTarget, ManifestFields, Part, RawEntry};
 use crate::memory::{dl_tensor, with_byte_tensor, DeviceBytes, FLOAT32, HOST};
 use crate::nvfp4::{float32_elements, GlobalScale, Nvfp4Tensor};
 use crate::options::{Direction, ExportOptions, Layout, ScaleFixup, Stream};
@@ -58,9 +58,19 @@ impl Handles {
     }
 }
 
-/// Where an NVFP4 entry's float32 amax lies in a bucket and the E4M3_MAX it decodes with
-/// (`mxfp8_bucket_nvfp4_entry`); all zero for an MXFP8 entry.
-pub type Nvfp4BucketEntry = sys::mxfp8_bucket_nvfp4_entry;
+/// Where an NVFP4 entry's float32 amax lies in a bucket (the amax of the library's `mxfp8_bucket_part`)
+/// and the E4M3_MAX it decodes with; all zero for an MXFP8 entry.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Nvfp4BucketEntry {
+    /// Offset of the amax, a multiple of 4.
+    pub amax_offset: u64,
+    /// 4 per amax: 4 (per tensor) or 4 * rows (per row).
+    pub amax_bytes: u64,
+    /// 448, or 256 for Transformer Engine's 4over6 tensors.
+    pub e4m3_max: i32,
+    /// Always 0.
+    pub reserved: u32,
+}
 
 /// The layout of a bucket of MXFP8 and NVFP4 tensors (`mxfp8_bucket_parts`). Entry i is
 /// `tensors[i]`, its parts in bucket order, each at a multiple of the alignment:
@@ -351,6 +361,12 @@ impl MixedDestinations {
         Ok(Self::new(parts))
     }
 
+    /// `t` into these destinations, each NVFP4 entry's amax written to its global scale in `convention`
+    /// (`mxfp8_nvfp4_global_scale`); the arrays live in this value, which must outlive the transfer's use.
+    fn receive(&self, t: Transfer, convention: i32) -> Transfer {
+        self.destinations.receive(t).with_global_scales(self.global_ptrs.as_ptr(), convention)
+    }
+
     /// Checks that target i is of entry i's kind, given as "is NVFP4" (the C call would name a missing
     /// global scale; this names the mismatch). `what` names an entry, `whats` several.
     fn check_kinds(&self, nvfp4: impl ExactSizeIterator<Item = bool>, what: &str, whats: &str) -> Result<(), Error> {
@@ -415,11 +431,7 @@ pub(crate) unsafe fn import_tensors_mixed_raw(
     let handles = Handles::new(tensors).either();
     let o = options.to_sys();
     // Every tensor whole: the safe crate takes NVFP4 shards through import_bucket.
-    let t = Transfer::from_tensors(&handles, &o, ptr::null()).into_buffers(
-        d.destinations.structs(),
-        d.global_ptrs.as_ptr(),
-        global_scale.to_raw(),
-    );
+    let t = d.receive(Transfer::from_tensors(&handles, &o, ptr::null()), global_scale.to_raw());
     match prepare {
         None => t.run(o.stream),
         Some(out) => t.prepare(out),
@@ -506,14 +518,14 @@ impl MixedManifestEntry {
         }
     }
 
-    /// The entry as the C manifest's parallel arrays hold it.
+    /// The entry as the transfer reads it.
     fn raw(&self) -> RawEntry<'_> {
         match self {
             Self::Mxfp8(e) => raw_entry(e),
             Self::Nvfp4(e) => {
-                let amax = sys::mxfp8_bucket_nvfp4_entry { amax_offset: e.amax_offset, amax_bytes: e.amax_bytes, e4m3_max: e.e4m3_max, reserved: 0 };
                 let (values, scales) = ((e.values_offset, e.values_bytes), (e.scales_offset, e.scales_bytes));
-                RawEntry::new(&e.shape, sys::MXFP8_FORMAT_NVFP4, values, scales, &e.scales_shape, amax)
+                RawEntry::new(&e.shape, sys::MXFP8_FORMAT_NVFP4, values, scales, &e.scales_shape)
+                    .with_amax((e.amax_offset, e.amax_bytes), e.e4m3_max)
             }
         }
     }
@@ -610,10 +622,11 @@ impl MixedManifest {
     }
 }
 
-/// How a receiver reads a bucket of MXFP8 and NVFP4 tensors: the `mxfp8_bucket_manifest` fields beyond
-/// the bytes. Start from [`MixedBucketImport::new`] (compact scales, no fix-up, the decode global scale)
-/// and set what differs. Resharding is MXFP8-only, so there are no shards here (use
-/// [`BucketImport`](crate::BucketImport) for a bucket of MXFP8 tensors).
+/// How a receiver reads a bucket of MXFP8 and NVFP4 tensors: what the transfer from it needs beyond the
+/// bytes. Start from [`MixedBucketImport::new`] (compact scales, no fix-up, the decode global scale)
+/// and set what differs. This form takes whole tensors: the C transfer takes NVFP4 shards too
+/// (`mxfp8_transfer_desc::shards`), which this crate does not expose yet; for shards of a bucket of MXFP8
+/// tensors use [`BucketImport`](crate::BucketImport).
 #[derive(Copy, Clone, Debug)]
 pub struct MixedBucketImport<'m> {
     /// One entry per tensor, in bucket order.
@@ -676,17 +689,10 @@ pub(crate) unsafe fn import_bucket_mixed_raw(
 ) -> Result<(), Error> {
     d.check_kinds(import.entries.iter().map(MixedManifestEntry::is_nvfp4), "manifest entry", "manifest entries")?;
     let raw: Vec<RawEntry<'_>> = import.entries.iter().map(MixedManifestEntry::raw).collect();
-    let fields = ManifestFields {
-        direction: import.direction,
-        bucket_scales: import.bucket_scales,
-        scale_fixup: import.scale_fixup,
-        shards: None,
-        global_scales: Some((d.global_ptrs.as_ptr(), import.global_scale.to_raw())),
-    };
-    let m = RawManifest::new(&raw, &fields);
+    let fields =
+        ManifestFields { direction: import.direction, bucket_scales: import.bucket_scales, scale_fixup: import.scale_fixup, shards: None };
     with_byte_tensor(bucket.0, bucket.1, bucket.2, |dl| {
-        // The global scales and their convention travel in the manifest (its fields above).
-        let t = Transfer::from_manifest(dl, &m.manifest).into_buffers(d.destinations.structs(), ptr::null(), 0);
+        let t = d.receive(Transfer::from_manifest(dl, &raw, &fields), import.global_scale.to_raw());
         match prepare {
             None => t.run(stream.as_raw()),
             Some(out) => t.prepare(out),

@@ -5,22 +5,26 @@ use std::ffi::c_void;
 use std::ptr;
 
 use crate::error::{check, invalid, Error};
+use crate::import::{ManifestFields, RawEntry};
+use crate::shard::RawShards;
 use crate::sys;
 
 /// A desc and the arrays it points into. Moving the value moves no array (they live on the heap), so the
-/// desc stays valid; what it borrows from the caller (tensor handles, shards, destinations, the bucket)
-/// must outlive its use.
+/// desc stays valid; what it borrows from the caller (tensor handles, shards, manifest shapes,
+/// destinations, the bucket) must outlive its use.
 pub(crate) struct Transfer {
     pub desc: sys::mxfp8_transfer_desc,
     directions: Vec<i32>,
+    shards: Option<RawShards>,
     parts_in: Vec<sys::mxfp8_bucket_part>,
-    parts_out: Vec<sys::mxfp8_bucket_part>,
+    ndims: Vec<i32>,
+    shapes: Vec<*const i64>,
     formats: Vec<i32>,
     source_layouts: Vec<i32>,
     e4m3_maxes: Vec<i32>,
-    values: Vec<*mut sys::DLTensor>,
-    scales: Vec<*mut sys::DLTensor>,
-    targets: Vec<i32>,
+    scales_ndims: Vec<i32>,
+    scales_shapes: Vec<*const i64>,
+    parts_out: Vec<sys::mxfp8_bucket_part>,
 }
 
 impl Transfer {
@@ -28,14 +32,16 @@ impl Transfer {
         Self {
             desc: sys::mxfp8_transfer_desc::default(),
             directions: Vec::new(),
+            shards: None,
             parts_in: Vec::new(),
-            parts_out: Vec::new(),
+            ndims: Vec::new(),
+            shapes: Vec::new(),
             formats: Vec::new(),
             source_layouts: Vec::new(),
             e4m3_maxes: Vec::new(),
-            values: Vec::new(),
-            scales: Vec::new(),
-            targets: Vec::new(),
+            scales_ndims: Vec::new(),
+            scales_shapes: Vec::new(),
+            parts_out: Vec::new(),
         }
     }
 
@@ -64,48 +70,36 @@ impl Transfer {
         Ok(())
     }
 
-    /// From `bucket`, described by a manifest (the crate's manifests are built as the older
-    /// `mxfp8_bucket_manifest`): its parts and NVFP4 entries become the desc's parts, its formats,
-    /// layouts (compact when not given) and E4M3_MAX the desc's arrays; shards, fix-up and global scales
-    /// carry over.
-    pub fn from_manifest(bucket: *const sys::DLTensor, m: &sys::mxfp8_bucket_manifest) -> Self {
-        // The crate's manifests always carry their entries; NULL ones are left for the library to name.
-        let n = if m.entries.is_null() { 0 } else { m.count };
+    /// From `bucket`, described by the manifest's `entries` (each entry's parts, shape, format, E4M3_MAX,
+    /// scales shape and direction, else `fields.direction`) and the `fields` they share (the bucket's
+    /// scales layout, the fix-up, the shards).
+    pub fn from_manifest(bucket: *const sys::DLTensor, entries: &[RawEntry<'_>], fields: &ManifestFields<'_>) -> Self {
         let mut t = Self::empty();
-        // SAFETY: the manifest's arrays hold `count` elements each where set (the crate builds them so).
-        let at = |p: *const i32, i: usize, default: i32| if p.is_null() { default } else { unsafe { *p.add(i) } };
-        for i in 0..n {
-            let e = unsafe { *m.entries.add(i) };
-            let nv = if m.nvfp4_entries.is_null() { sys::mxfp8_bucket_nvfp4_entry::default() } else { unsafe { *m.nvfp4_entries.add(i) } };
-            t.parts_in.push(sys::mxfp8_bucket_part {
-                values_offset: e.values_offset,
-                values_bytes: e.values_bytes,
-                scales_offset: e.scales_offset,
-                scales_bytes: e.scales_bytes,
-                amax_offset: nv.amax_offset,
-                amax_bytes: nv.amax_bytes,
-            });
-            t.formats.push(at(m.formats, i, sys::MXFP8_FORMAT_E4M3));
-            t.source_layouts.push(at(m.scales_layouts, i, sys::MXFP8_LAYOUT_COMPACT));
-            t.e4m3_maxes.push(nv.e4m3_max);
-        }
+        t.directions = entries.iter().map(|e| e.direction.unwrap_or(fields.direction).to_raw()).collect();
+        t.shards = fields.shards.map(RawShards::new);
+        t.parts_in = entries.iter().map(|e| e.part).collect();
+        t.ndims = entries.iter().map(|e| e.shape.len() as i32).collect();
+        t.shapes = entries.iter().map(|e| e.shape.as_ptr()).collect();
+        t.formats = entries.iter().map(|e| e.format).collect();
+        t.source_layouts = vec![fields.bucket_scales.to_raw(); entries.len()];
+        t.e4m3_maxes = entries.iter().map(|e| e.e4m3_max).collect();
+        t.scales_ndims = entries.iter().map(|e| e.scales_shape.len() as i32).collect();
+        t.scales_shapes = entries.iter().map(|e| e.scales_shape.as_ptr()).collect();
         let d = &mut t.desc;
         d.source = sys::MXFP8_TRANSFER_FROM_BUCKET;
-        d.count = m.count;
+        d.count = entries.len();
         d.bucket_in = bucket;
-        d.parts_in = if m.entries.is_null() { ptr::null() } else { t.parts_in.as_ptr() };
-        d.ndims = m.ndims;
-        d.shapes = m.shapes;
+        d.directions = t.directions.as_ptr();
+        d.shards = t.shards.as_ref().map_or(ptr::null(), RawShards::as_ptr);
+        d.parts_in = t.parts_in.as_ptr();
+        d.ndims = t.ndims.as_ptr();
+        d.shapes = t.shapes.as_ptr();
         d.formats = t.formats.as_ptr();
-        d.directions = m.directions;
         d.source_layouts = t.source_layouts.as_ptr();
         d.e4m3_maxes = t.e4m3_maxes.as_ptr();
-        d.scales_ndims = m.scales_ndims;
-        d.scales_shapes = m.scales_shapes;
-        d.shards = m.shards;
-        d.scale_fixup = m.scale_fixup;
-        d.global_scales = m.global_scales;
-        d.global_scale = m.global_scale;
+        d.scales_ndims = t.scales_ndims.as_ptr();
+        d.scales_shapes = t.scales_shapes.as_ptr();
+        d.scale_fixup = fields.scale_fixup.to_raw();
         t
     }
 
@@ -118,29 +112,28 @@ impl Transfer {
         self
     }
 
-    /// Into the engine's buffers: `destinations[i]` receives entry i (values, scales in its layout); NVFP4
-    /// entries' global scales go to `global_scales` (NULL when there is none) in `convention`.
-    pub fn into_buffers(mut self, destinations: &[sys::mxfp8_import_destination], global_scales: *const *mut sys::DLTensor,
-                        convention: i32) -> Self {
-        self.values = destinations.iter().map(|d| d.values).collect();
-        self.scales = destinations.iter().map(|d| d.scales).collect();
-        self.targets = destinations.iter().map(|d| d.scales_layout).collect();
+    /// Into the engine's buffers: entry i's values to `values[i]` (NULL: its scales only), its scales to
+    /// `scales[i]` in `layouts[i]`. The arrays are borrowed: they must outlive the transfer's use.
+    pub fn into_buffers(mut self, values: &[*mut sys::DLTensor], scales: &[*mut sys::DLTensor], layouts: &[i32]) -> Self {
         let d = &mut self.desc;
         d.destination = sys::MXFP8_TRANSFER_TO_BUFFERS;
-        d.values = self.values.as_ptr();
-        d.scales = self.scales.as_ptr();
-        d.target_layouts = self.targets.as_ptr();
-        if !global_scales.is_null() {
-            d.global_scales = global_scales;
-            d.global_scale = convention;
-        }
+        d.values = values.as_ptr();
+        d.scales = scales.as_ptr();
+        d.target_layouts = layouts.as_ptr();
+        self
+    }
+
+    /// NVFP4 entries' global scales, in `convention` (`mxfp8_nvfp4_global_scale`), to `global_scales[i]`
+    /// (`count` pointers, NULL at MXFP8 entries; borrowed as [`into_buffers`](Self::into_buffers)' arrays).
+    pub fn with_global_scales(mut self, global_scales: *const *mut sys::DLTensor, convention: i32) -> Self {
+        self.desc.global_scales = global_scales;
+        self.desc.global_scale = convention;
         self
     }
 
     /// The source side alone, for `mxfp8_transfer_check`.
     pub fn into_nothing(mut self) -> Self {
         self.desc.destination = sys::MXFP8_TRANSFER_TO_NOTHING;
-        self.desc.global_scales = ptr::null();
         self
     }
 

@@ -1,7 +1,7 @@
 //! mxfp8-sys cannot drift from mxfp8.h: a C probe (tests/c/abi_probe.c) compiled here against the header
 //! prints every struct's size and field offsets and every field of every `*_INIT` macro, and this test
 //! compares them with the Rust declarations and their `Default` impls; a second test checks that every
-//! function and struct of the header is declared.
+//! function and struct of the header is declared, and that mxfp8-sys declares none the header lacks.
 //!
 //! The header is found through MXFP8_INCLUDE_DIR, else `pkg-config --cflags mxfp8`, else this repository's
 //! include/; DLPack's through MXFP8_DLPACK_INCLUDE_DIR, else pkg-config, else
@@ -96,17 +96,11 @@ fn rust_view() -> BTreeMap<String, i64> {
             columnwise_data, columnwise_scale_inv, block, reserved);
     layout!(r, mxfp8_export_options: struct_size, direction, values_dtype, scales_dtype, padded_scales, reserved, stream,
             allocator, scales_granularity, reserved2, scale_fixup, reserved3);
-    layout!(r, mxfp8_bucket_entry: values_offset, values_bytes, scales_offset, scales_bytes);
-    layout!(r, mxfp8_bucket_manifest: struct_size, reserved, count, entries, ndims, shapes, formats, directions,
-            scales_layouts, scale_fixup, reserved2, shards, nvfp4_entries, global_scales, global_scale, reserved3, scales_ndims,
-            scales_shapes);
-    layout!(r, mxfp8_bucket_nvfp4_entry: amax_offset, amax_bytes, e4m3_max, reserved);
     layout!(r, mxfp8_bucket_part: values_offset, values_bytes, scales_offset, scales_bytes, amax_offset, amax_bytes);
     layout!(r, mxfp8_transfer_desc: struct_size, source, destination, scale_fixup, global_scale, reserved, count,
             directions, shards, tensors, bucket_in, parts_in, ndims, shapes, formats, source_layouts, e4m3_maxes,
             scales_ndims, scales_shapes, target_layouts, values, scales, global_scales, bucket_out, parts_out);
     layout!(r, mxfp8_shard: struct_size, reserved, row_begin, row_end, col_begin, col_end, num_row_pieces, row_pieces);
-    layout!(r, mxfp8_import_destination: values, scales, scales_layout, reserved);
     layout!(r, mxfp8_grouped_desc: struct_size, format, scale_layout, scales, num_experts, reserved, cols, uniform_rows,
             expert_rows, scale_offsets, data, scale_inv);
     layout!(r, mxfp8_quantize_options: struct_size, format, block, scale_rounding, scales_layout, values_dtype,
@@ -128,9 +122,6 @@ fn rust_view() -> BTreeMap<String, i64> {
     init!(r, mxfp8_export_options: int struct_size, int direction, int values_dtype, int scales_dtype, int padded_scales,
           int reserved, ptr stream, fnptr allocator, int scales_granularity, int reserved2, int scale_fixup,
           int reserved3);
-    init!(r, mxfp8_bucket_manifest: int struct_size, int reserved, int count, ptr entries, ptr ndims, ptr shapes,
-          ptr formats, ptr directions, ptr scales_layouts, int scale_fixup, int reserved2, ptr shards,
-          ptr nvfp4_entries, ptr global_scales, int global_scale, int reserved3, ptr scales_ndims, ptr scales_shapes);
     init!(r, mxfp8_transfer_desc: int struct_size, int source, int destination, int scale_fixup, int global_scale,
           int reserved, int count, ptr directions, ptr shards, ptr tensors, ptr bucket_in, ptr parts_in, ptr ndims,
           ptr shapes, ptr formats, ptr source_layouts, ptr e4m3_maxes, ptr scales_ndims, ptr scales_shapes,
@@ -170,7 +161,8 @@ fn layouts_and_init_defaults_match_the_c_header() {
 }
 
 /// Every `MXFP8_API` function and every `typedef struct` of the header has a declaration in mxfp8-sys
-/// (read from its source, which sits next to this crate in the repository) and a line in the probe.
+/// (read from its source, which sits next to this crate in the repository) and a line in the probe, and
+/// every `mxfp8_` function and struct mxfp8-sys declares is in the header.
 #[test]
 fn every_function_and_struct_of_the_header_is_declared() {
     let Some((_, header)) = include_flags() else {
@@ -209,4 +201,15 @@ fn every_function_and_struct_of_the_header_is_declared() {
         assert!(sys_source.contains(&format!("pub struct {h} {{")), "mxfp8-sys does not declare handle {h}");
     }
     assert!(handles.len() >= 2, "{handles:?}");
+
+    // The other way: nothing the header has dropped is still declared.
+    let declared = |prefix: &str, end: char| -> Vec<String> {
+        sys_source.lines().filter_map(|l| l.trim_start().strip_prefix(prefix)).filter_map(|l| l.split_once(end))
+            .map(|(name, _)| name.trim().to_string()).filter(|name| name.starts_with("mxfp8_")).collect()
+    };
+    let stale: Vec<String> = declared("pub fn ", '(').into_iter().filter(|f| !functions.contains(&f.as_str())).collect();
+    assert!(stale.is_empty(), "mxfp8-sys declares functions the header does not: {stale:?}");
+    let stale: Vec<String> = declared("pub struct ", '{').into_iter()
+        .filter(|s| !structs.contains(&s.as_str()) && !handles.contains(&s.as_str())).collect();
+    assert!(stale.is_empty(), "mxfp8-sys declares structs the header does not: {stale:?}");
 }

@@ -1,4 +1,4 @@
-//! A receiver's manifest is checked by the library (`mxfp8_bucket_manifest_check`) before any view is
+//! A receiver's manifest is checked by the library (`mxfp8_transfer_check` of the bucket) before any view is
 //! made: the hand-written manifests below have parts of the right byte counts, inside the bucket, yet
 //! describe no bucket a sender filled (issue 31 items 6 and 10). The crate used to accept each of them.
 use mxfp8::{DeviceBytes, Format, Manifest, ManifestEntry, MixedManifest, MixedManifestEntry, Nvfp4ManifestEntry, Status};

@@ -62,30 +62,6 @@ int main(void) {
   FIELD(mxfp8_export_options, reserved2);
   FIELD(mxfp8_export_options, scale_fixup);
   FIELD(mxfp8_export_options, reserved3);
-  SIZE(mxfp8_bucket_entry);
-  FIELD(mxfp8_bucket_entry, values_offset);
-  FIELD(mxfp8_bucket_entry, values_bytes);
-  FIELD(mxfp8_bucket_entry, scales_offset);
-  FIELD(mxfp8_bucket_entry, scales_bytes);
-  SIZE(mxfp8_bucket_manifest);
-  FIELD(mxfp8_bucket_manifest, struct_size);
-  FIELD(mxfp8_bucket_manifest, reserved);
-  FIELD(mxfp8_bucket_manifest, count);
-  FIELD(mxfp8_bucket_manifest, entries);
-  FIELD(mxfp8_bucket_manifest, ndims);
-  FIELD(mxfp8_bucket_manifest, shapes);
-  FIELD(mxfp8_bucket_manifest, formats);
-  FIELD(mxfp8_bucket_manifest, directions);
-  FIELD(mxfp8_bucket_manifest, scales_layouts);
-  FIELD(mxfp8_bucket_manifest, scale_fixup);
-  FIELD(mxfp8_bucket_manifest, reserved2);
-  FIELD(mxfp8_bucket_manifest, shards);
-  FIELD(mxfp8_bucket_manifest, nvfp4_entries);
-  FIELD(mxfp8_bucket_manifest, global_scales);
-  FIELD(mxfp8_bucket_manifest, global_scale);
-  FIELD(mxfp8_bucket_manifest, reserved3);
-  FIELD(mxfp8_bucket_manifest, scales_ndims);
-  FIELD(mxfp8_bucket_manifest, scales_shapes);
   SIZE(mxfp8_bucket_part);
   FIELD(mxfp8_bucket_part, values_offset);
   FIELD(mxfp8_bucket_part, values_bytes);
@@ -119,11 +95,6 @@ int main(void) {
   FIELD(mxfp8_transfer_desc, global_scales);
   FIELD(mxfp8_transfer_desc, bucket_out);
   FIELD(mxfp8_transfer_desc, parts_out);
-  SIZE(mxfp8_bucket_nvfp4_entry);
-  FIELD(mxfp8_bucket_nvfp4_entry, amax_offset);
-  FIELD(mxfp8_bucket_nvfp4_entry, amax_bytes);
-  FIELD(mxfp8_bucket_nvfp4_entry, e4m3_max);
-  FIELD(mxfp8_bucket_nvfp4_entry, reserved);
   SIZE(mxfp8_shard);
   FIELD(mxfp8_shard, struct_size);
   FIELD(mxfp8_shard, reserved);
@@ -133,11 +104,6 @@ int main(void) {
   FIELD(mxfp8_shard, col_end);
   FIELD(mxfp8_shard, num_row_pieces);
   FIELD(mxfp8_shard, row_pieces);
-  SIZE(mxfp8_import_destination);
-  FIELD(mxfp8_import_destination, values);
-  FIELD(mxfp8_import_destination, scales);
-  FIELD(mxfp8_import_destination, scales_layout);
-  FIELD(mxfp8_import_destination, reserved);
   SIZE(mxfp8_grouped_desc);
   FIELD(mxfp8_grouped_desc, struct_size);
   FIELD(mxfp8_grouped_desc, format);
@@ -242,27 +208,6 @@ int main(void) {
     INIT_PTR(mxfp8_transfer_desc, v, global_scales);
     INIT_PTR(mxfp8_transfer_desc, v, bucket_out);
     INIT_PTR(mxfp8_transfer_desc, v, parts_out);
-  }
-  {
-    mxfp8_bucket_manifest v = MXFP8_BUCKET_MANIFEST_INIT;
-    INIT_INT(mxfp8_bucket_manifest, v, struct_size);
-    INIT_INT(mxfp8_bucket_manifest, v, reserved);
-    INIT_INT(mxfp8_bucket_manifest, v, count);
-    INIT_PTR(mxfp8_bucket_manifest, v, entries);
-    INIT_PTR(mxfp8_bucket_manifest, v, ndims);
-    INIT_PTR(mxfp8_bucket_manifest, v, shapes);
-    INIT_PTR(mxfp8_bucket_manifest, v, formats);
-    INIT_PTR(mxfp8_bucket_manifest, v, directions);
-    INIT_PTR(mxfp8_bucket_manifest, v, scales_layouts);
-    INIT_INT(mxfp8_bucket_manifest, v, scale_fixup);
-    INIT_INT(mxfp8_bucket_manifest, v, reserved2);
-    INIT_PTR(mxfp8_bucket_manifest, v, shards);
-    INIT_PTR(mxfp8_bucket_manifest, v, nvfp4_entries);
-    INIT_PTR(mxfp8_bucket_manifest, v, global_scales);
-    INIT_INT(mxfp8_bucket_manifest, v, global_scale);
-    INIT_INT(mxfp8_bucket_manifest, v, reserved3);
-    INIT_PTR(mxfp8_bucket_manifest, v, scales_ndims);
-    INIT_PTR(mxfp8_bucket_manifest, v, scales_shapes);
   }
   {
     mxfp8_shard v = MXFP8_SHARD_INIT;
