@@ -17,7 +17,7 @@
 //     (UBSan aborts on any wrapped product);
 //   - the newest calls (first byte 213 and up): mxfp8_layout_bytes against the header's formulas,
 //     mxfp8_convert and mxfp8_convert_grouped into every target with their outputs anywhere in an arena,
-//     mxfp8_export_shard with legal and illegal shards, and NVFP4 quantize -> describe -> export ->
+//     mxfp8_export_components of legal and illegal options.shard, and NVFP4 quantize -> describe -> export ->
 //     dequantize.
 #include <algorithm>
 #include <cstdint>
@@ -188,7 +188,7 @@ struct Described {
 
 // ---------------------------------------------------------------------------------------------------
 // Section 0: a hostile allocator behind mxfp8_export_components, mxfp8_grouped_export_stacked,
-// mxfp8_quantize and mxfp8_export_shard.
+// mxfp8_quantize and mxfp8_export_components with options.shard.
 // ---------------------------------------------------------------------------------------------------
 constexpr uint8_t kPoison = 0xA5;
 constexpr size_t kMargin = 64;
@@ -396,7 +396,7 @@ void through_allocator(Reader &in, const std::vector<Range> &reads, std::vector<
   }
   if (first_bad + 1 < g_alloc.events.size()) wrong("the allocator was called again after a bad result");
   // Outputs over a source or over each other: refused, either as soon as the overlapping allocation comes
-  // back (mxfp8_export_shard checks each copy as it is made) or once all are made (mxfp8_quantize).
+  // back (an options.shard export checks each copy as it is made) or once all are made (mxfp8_quantize).
   size_t calls_needed = outputs;
   if (want == MXFP8_OK) {
     for (size_t i = 0; i < g_alloc.made.size() && want == MXFP8_OK; ++i) {
@@ -438,7 +438,7 @@ void through_allocator(Reader &in, const std::vector<Range> &reads, std::vector<
 
 void section_allocator(Reader &in) {
   const int call = in.byte() % 4;
-  if (call == 3) {  // mxfp8_export_shard of row pieces: its scales and its values are both copies
+  if (call == 3) {  // an options.shard export of row pieces: its scales and its values are both copies
     Source t;
     plan_source(in, t, 200, 160);
     fill_scales(in, t);
@@ -468,10 +468,11 @@ void section_allocator(Reader &in) {
     mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
     o.direction = t.columnwise;
     o.allocator = hostile_allocator;
+    o.shard = &sh;
     through_allocator(
         in, {d.values_range(t), d.scales_range(t)}, {values.data(), scales.data()}, {t.values_bytes, t.scale_bytes}, 2,
         [&](std::vector<DLManagedTensorVersioned *> &outs) {
-          return mxfp8_export_shard(d.tensor, &sh, &o, &outs[1], &outs[0]);  // scales are made first
+          return mxfp8_export_components(d.tensor, &o, &outs[1], &outs[0]);  // scales are made first
         },
         [&](std::vector<DLManagedTensorVersioned *> &outs) {
           for (size_t i = 0; i < 2; ++i)
@@ -1379,7 +1380,10 @@ void section_options(Reader &in) {
     Newer<mxfp8_export_options> n{};
     n.known = MXFP8_EXPORT_OPTIONS_INIT;
     const size_t v1 = offsetof(mxfp8_export_options, allocator) + sizeof(void *);
-    const mxfp8_status sized = size_struct(in, n, {v1, offsetof(mxfp8_export_options, reserved2), sizeof(mxfp8_export_options)});
+    const mxfp8_status sized = size_struct(in, n, {v1, offsetof(mxfp8_export_options, reserved2),
+                                                   offsetof(mxfp8_export_options, shard),
+                                                   offsetof(mxfp8_export_options, global_scale),
+                                                   sizeof(mxfp8_export_options)});
     mxfp8_export_options &o = n.known;
     o.direction = in.byte() % 4 ? t.columnwise : field(in, 2);
     o.values_dtype = field(in, 2);
@@ -1389,13 +1393,18 @@ void section_options(Reader &in) {
     o.stream = reinterpret_cast<void *>(uintptr_t{0xDEAD} * (in.byte() % 2));  // host data: never used
     o.scales_granularity = in.byte() % 4 ? t.block32 : field(in, 2);
     o.reserved2 = reserved(in);
+    o.global_scale = field(in, 2);  // read by no MXFP8 export, but checked by every call taking the options
+    o.reserved4 = reserved(in);
     const size_t size = o.struct_size;
     const bool has_granularity = size >= offsetof(mxfp8_export_options, scales_granularity) + sizeof(int32_t);
     const bool has_reserved2 = size >= offsetof(mxfp8_export_options, reserved2) + sizeof(uint32_t);
+    const bool has_global_scale = size >= offsetof(mxfp8_export_options, global_scale) + sizeof(int32_t);
+    const bool has_reserved4 = size >= offsetof(mxfp8_export_options, reserved4) + sizeof(uint32_t);
     const int32_t granularity = has_granularity ? o.scales_granularity : 0;
     const auto in01 = [](int32_t v) { return v == 0 || v == 1; };
     bool valid = sized == MXFP8_OK && in01(o.direction) && in01(o.values_dtype) && in01(o.scales_dtype) &&
-                 in01(o.padded_scales) && o.reserved == 0 && in01(granularity) && (!has_reserved2 || o.reserved2 == 0);
+                 in01(o.padded_scales) && o.reserved == 0 && in01(granularity) && (!has_reserved2 || o.reserved2 == 0) &&
+                 (!has_global_scale || in01(o.global_scale)) && (!has_reserved4 || o.reserved4 == 0);
     mxfp8_status want = valid ? MXFP8_OK : sized != MXFP8_OK ? sized : MXFP8_ERROR_INVALID_ARGUMENT;
     if (valid && o.direction != t.columnwise) want = MXFP8_ERROR_MISSING_DATA;
     if (valid && want == MXFP8_OK && granularity == 1 && !t.block32) want = MXFP8_ERROR_INVALID_ARGUMENT;
@@ -1500,7 +1509,7 @@ void section_options(Reader &in) {
 // Section 5: the newest calls. mxfp8_layout_bytes against the header's formulas in 128-bit arithmetic;
 // mxfp8_convert into every target, its outputs placed anywhere in an arena (refused exactly when a size,
 // a layout's direction or row rule, or an overlap says so, with nothing written; otherwise the target's
-// bytes from its formula and nothing outside the outputs written); mxfp8_export_shard with shards legal
+// bytes from its formula and nothing outside the outputs written); options.shard exports with shards legal
 // or not (refused exactly when the header's boundary rules say so; otherwise the crop of the values and
 // of S); and an NVFP4 quantize whose outputs are described, exported and dequantized again.
 // ---------------------------------------------------------------------------------------------------
@@ -1729,14 +1738,15 @@ void newest_shard(Reader &in) {
   mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
   o.direction = t.columnwise;
   o.padded_scales = in.byte() % 2;
+  o.shard = &sh;
   DLManagedTensorVersioned *v = kSentinel, *sc = kSentinel;
-  const mxfp8_status st = mxfp8_export_shard(d.tensor, &sh, &o, &v, &sc);
+  const mxfp8_status st = mxfp8_export_components(d.tensor, &o, &v, &sc);
   if (!legal) {
-    if (st != MXFP8_ERROR_INVALID_ARGUMENT) wrong("mxfp8_export_shard accepted a shard the header refuses");
-    if (v != kSentinel || sc != kSentinel) wrong("a refused mxfp8_export_shard wrote an output");
+    if (st != MXFP8_ERROR_INVALID_ARGUMENT) wrong("options.shard: mxfp8_export_components accepted a shard the header refuses");
+    if (v != kSentinel || sc != kSentinel) wrong("a refused options.shard export wrote an output");
     return;
   }
-  if (st != MXFP8_OK) wrong("mxfp8_export_shard refused a legal shard");
+  if (st != MXFP8_OK) wrong("options.shard: mxfp8_export_components refused a legal shard");
   // The shard's values (n x width) and its S, crops of the tensor's, read through the outputs' strides.
   int64_t n = 0;
   for (auto &r : rows) n += r.second - r.first;
@@ -1745,7 +1755,7 @@ void newest_shard(Reader &in) {
   const DLTensor &vt = v->dl_tensor, &stt = sc->dl_tensor;
   if (vt.ndim != 2 || vt.shape[0] != n || vt.shape[1] != width || stt.ndim != 2 || stt.shape[0] != srows ||
       stt.shape[1] != scols)
-    wrong("mxfp8_export_shard's shapes differ from the header's");
+    wrong("options.shard: the export's shapes differ from the header's");
   const auto *vb = static_cast<const uint8_t *>(vt.data) + vt.byte_offset;
   const auto *sb = static_cast<const uint8_t *>(stt.data) + stt.byte_offset;
   int64_t at = 0;

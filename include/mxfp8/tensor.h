@@ -198,9 +198,20 @@ typedef struct mxfp8_export_options {
    * the rest of this struct) applied to every scale mxfp8_export_scales_batched writes (a transfer has
    * its own, mxfp8_transfer_desc.scale_fixup). mxfp8_export_components and mxfp8_grouped_export_stacked,
    * whose scales may be views, take only MXFP8_SCALE_FIXUP_NONE (MXFP8_ERROR_INVALID_ARGUMENT
-   * otherwise), as do mxfp8_export_shard and mxfp8_grouped_export_experts. */
+   * otherwise), as does mxfp8_grouped_export_experts. */
   int32_t scale_fixup;
   uint32_t reserved3;         /* must be 0 */
+  /* Added after the fields above (a smaller struct_size means NULL, MXFP8_NVFP4_GLOBAL_SCALE_DECODE, 0). */
+  /* mxfp8_export_components exports only this shard of the tensor (see mxfp8_shard in transfer.h for the
+   * legal boundaries and the outputs' shapes); read during the call only. NULL: the whole tensor. The
+   * other calls taking these options export whole tensors and refuse a set shard
+   * (MXFP8_ERROR_INVALID_ARGUMENT). */
+  const struct mxfp8_shard *shard;
+  /* mxfp8_nvfp4_global_scale (declared below), read by NVFP4 exports; default
+   * MXFP8_NVFP4_GLOBAL_SCALE_DECODE. No call of this version reads it yet; every one checks it is one of
+   * the enum's values. */
+  int32_t global_scale;
+  uint32_t reserved4;         /* must be 0 */
 } mxfp8_export_options;
 
 #define MXFP8_EXPORT_OPTIONS_INIT                                                     \
@@ -216,7 +227,10 @@ typedef struct mxfp8_export_options {
     MXFP8_SCALES_PER_32,                      /* scales_granularity */                \
     0u,                                       /* reserved2 */                         \
     0,                                        /* scale_fixup: MXFP8_SCALE_FIXUP_NONE */ \
-    0u                                        /* reserved3 */                         \
+    0u,                                       /* reserved3 */                         \
+    NULL,                                     /* shard: the whole tensor */           \
+    0,                                        /* global_scale: DECODE */              \
+    0u                                        /* reserved4 */                         \
   }
 
 /* Exports one direction of `tensor` as two DLPack tensors:
@@ -229,6 +243,23 @@ typedef struct mxfp8_export_options {
  *           columns with MXFP8_PADDED_SCALES_STRIDED_VIEW); otherwise a new contiguous buffer on the
  *           source's device, made by the unswizzle / crop copy, with DLPACK_FLAG_BITMASK_IS_COPIED set.
  *           With MXFP8_SCALES_PER_32X32: one per 32 x 32 block, (ceil(M/32), ceil(K/32)), always a copy.
+ *
+ * With options->shard set, only that shard (mxfp8_shard, transfer.h: its legal boundaries and its
+ * (rows, cols) matrix), as the whole is exported:
+ *
+ *   values: (rows, cols). A zero-copy view for one row range, whatever the columns: a strided view with
+ *           the tensor's row stride K (contiguous when the shard spans all of K); it shares memory
+ *           with the source like the whole tensor's values. Several row pieces: a copy.
+ *   scales: the shard's compact scales, (rows, ceil(cols/32)) rowwise, (ceil(rows/32), cols) columnwise.
+ *           A view when the tensor's scales are row-major and the shard's lie as one range whose rows are
+ *           contiguous (or with MXFP8_PADDED_SCALES_STRIDED_VIEW, any one range: a view with the stored
+ *           row stride); otherwise a copy, read straight from the stored (padded or swizzled) scales, of
+ *           only the shard's scales (the whole tensor's compact scales are never made). The copies of
+ *           both outputs take one kernel launch on options->stream for CUDA memory.
+ *
+ * A shard exports the stored per-32 scales: with options->shard set, options->scales_granularity must be
+ * MXFP8_SCALES_PER_32 (MXFP8_ERROR_INVALID_ARGUMENT otherwise). A shard that breaks a rule of mxfp8_shard
+ * is MXFP8_ERROR_INVALID_ARGUMENT naming the field (options.shard.col_begin, ...).
  *
  * Every output carries strides (never NULL when ndim > 0) and the DLPack version of the header the
  * library was built with. Views keep `tensor` alive; release each output by calling its deleter (once).
@@ -309,7 +340,7 @@ MXFP8_API mxfp8_status mxfp8_grouped_expert(const mxfp8_grouped_tensor *grouped,
 /* The experts stacked, the shape vLLM's MoE layers load: values [E, N, K] (a view) and scales
  * [E, N, ceil(K/32)] (a view when the scales are compact and back to back, else one copy made by one
  * launch for all experts). Needs experts of one row count N. Options as mxfp8_export_components
- * (rowwise; per-32 granularity). */
+ * (rowwise; per-32 granularity; options.shard NULL: a set one is MXFP8_ERROR_INVALID_ARGUMENT). */
 MXFP8_API mxfp8_status mxfp8_grouped_export_stacked(const mxfp8_grouped_tensor *grouped,
                                                     const mxfp8_export_options *options,
                                                     DLManagedTensorVersioned **values,

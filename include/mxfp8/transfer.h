@@ -28,8 +28,9 @@ extern "C" {
  *                    flat buffer work), on the device of the tensors. Must not overlap a source.
  *   All tensors live on one device. Every tensor and destination is checked before any work is queued,
  *   so a bad entry leaves every destination untouched.
- *   options: `direction` and `stream` are used; the dtype, padding and allocator fields do not apply
- *            (NULL options: rowwise, legacy default stream).
+ *   options: `direction`, `stream` and `scale_fixup` are used; the dtype, padding and allocator fields
+ *            do not apply, and a set `shard` is refused (MXFP8_ERROR_INVALID_ARGUMENT: the call exports
+ *            whole tensors) (NULL options: rowwise, legacy default stream).
  *
  * CUDA: queued on `stream`, the call does not wait. Host: done when the call returns. count == 0 is a
  * no-op. */
@@ -43,10 +44,10 @@ MXFP8_API mxfp8_status mxfp8_export_scales_batched(const mxfp8_tensor *const *te
 
 /* A trainer and its inference engine rarely share a parallel layout: the trainer may hold a whole weight
  * while each engine rank needs a tensor-parallel shard of it. A shard is one exported alone
- * (mxfp8_export_shard) or entry i of a transfer (desc.shards[i], on either side of a bucket). A shard is a range of rows (of
- * M = prod(lead): a shard of N for column-parallel weights) and a range of columns (of K: row-parallel
- * weights), or several row ranges concatenated (the Q, K and V rows of one rank of a fused QKV weight,
- * the gate and up rows of a fused gate-up weight). Its scales are read where they are stored (row-major,
+ * (mxfp8_export_components' options.shard) or entry i of a transfer (desc.shards[i], on either side of a
+ * bucket). A shard is a range of rows (of M = prod(lead): a shard of N for column-parallel weights) and
+ * a range of columns (of K: row-parallel weights), or several row ranges concatenated (the Q, K and V
+ * rows of one rank of a fused QKV weight, the gate and up rows of a fused gate-up weight). Its scales are read where they are stored (row-major,
  * padded, or swizzled, where a shard's rows and blocks are scattered through 128x4 tiles); the whole
  * tensor's compact scales are never made.
  *
@@ -121,26 +122,6 @@ typedef struct mxfp8_shard {
     0,                               /* num_row_pieces */         \
     NULL                             /* row_pieces: one range */  \
   }
-
-/* Exports one shard of direction `options->direction` of `tensor`, as mxfp8_export_components exports
- * the whole:
- *
- *   values: (rows, cols). A zero-copy view for one row range, whatever the columns: a strided view with
- *           the tensor's row stride K (contiguous when the shard spans all of K); it shares memory
- *           with the source like mxfp8_export_components' values. Several row pieces: a copy.
- *   scales: the shard's compact scales, (rows, ceil(cols/32)) rowwise, (ceil(rows/32), cols) columnwise.
- *           A view when the tensor's scales are row-major and the shard's lie as one range whose rows are
- *           contiguous (or with MXFP8_PADDED_SCALES_STRIDED_VIEW, any one range: a view with the stored
- *           row stride); otherwise a copy, read straight from the stored (padded or swizzled) scales, of
- *           only the shard's scales: one kernel launch on options->stream for CUDA memory.
- *
- * options as for mxfp8_export_components (NULL: its defaults); options->scales_granularity must be
- * MXFP8_SCALES_PER_32 and options->scale_fixup MXFP8_SCALE_FIXUP_NONE, as there. `shard` is read during the call only; NULL is an error (MXFP8_SHARD_INIT is the
- * whole tensor). Same ownership, stream, output and failure rules as mxfp8_export_components. */
-MXFP8_API mxfp8_status mxfp8_export_shard(const mxfp8_tensor *tensor, const mxfp8_shard *shard,
-                                          const mxfp8_export_options *options,
-                                          DLManagedTensorVersioned **values,
-                                          DLManagedTensorVersioned **scales);
 
 /* Expert parallelism: the experts one rank serves, from a grouped tensor (see "Grouped MoE experts"), in
  * the order given (experts[i] in 0..E-1; an expert may appear more than once), stacked as

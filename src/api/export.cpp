@@ -1,4 +1,5 @@
-// mxfp8_export_components: check the options, decide view or copy for each output, build the outputs.
+// mxfp8_export_components: check the options, decide view or copy for each output, build the outputs
+// (a shard's, options.shard, in shard.cpp).
 // mxfp8_nvfp4_export_components: the values view, the compact E4M3 block scales (the same view-or-copy,
 // export_scale_matrix, on a 16-value block matrix) and the second-level scale.
 #include <cstddef>
@@ -10,6 +11,7 @@
 #include "api/export_internal.hpp"
 #include "api/layouts.hpp"
 #include "api/outputs.hpp"
+#include "api/shard.hpp"
 #include "core/scale_source.hpp"
 #include "cuda/cuda_runtime.hpp"
 #include "core/dltensor_checks.hpp"
@@ -29,7 +31,8 @@ mxfp8_export_options read_options(const mxfp8_export_options *given) {
   const mxfp8_export_options o = read_sized_struct(
       given, defaults, kOptionsV1Size, "mxfp8_export_options", "MXFP8_EXPORT_OPTIONS_INIT",
       {offsetof(mxfp8_export_options, reserved2), offsetof(mxfp8_export_options, scale_fixup),
-       offsetof(mxfp8_export_options, reserved3)});
+       offsetof(mxfp8_export_options, reserved3), offsetof(mxfp8_export_options, shard),
+       offsetof(mxfp8_export_options, global_scale), offsetof(mxfp8_export_options, reserved4)});
   check_enum(o.direction, "options.direction",
              {{MXFP8_DIRECTION_ROWWISE, "MXFP8_DIRECTION_ROWWISE"}, {MXFP8_DIRECTION_COLUMNWISE, "MXFP8_DIRECTION_COLUMNWISE"}});
   check_enum(o.values_dtype, "options.values_dtype",
@@ -40,12 +43,22 @@ mxfp8_export_options read_options(const mxfp8_export_options *given) {
              {{MXFP8_SCALES_PER_32, "MXFP8_SCALES_PER_32"}, {MXFP8_SCALES_PER_32X32, "MXFP8_SCALES_PER_32X32"}});
   if (o.reserved2 != 0) fail(MXFP8_ERROR_INVALID_ARGUMENT, "options.reserved2 is ", o.reserved2, ", must be 0");
   if (o.reserved3 != 0) fail(MXFP8_ERROR_INVALID_ARGUMENT, "options.reserved3 is ", o.reserved3, ", must be 0");
+  check_enum(o.global_scale, "options.global_scale",
+             {{MXFP8_NVFP4_GLOBAL_SCALE_DECODE, "MXFP8_NVFP4_GLOBAL_SCALE_DECODE"},
+              {MXFP8_NVFP4_GLOBAL_SCALE_ENCODE, "MXFP8_NVFP4_GLOBAL_SCALE_ENCODE"}});
+  if (o.reserved4 != 0) fail(MXFP8_ERROR_INVALID_ARGUMENT, "options.reserved4 is ", o.reserved4, ", must be 0");
   zero_as_one(o.scale_fixup, "options.scale_fixup");
   check_enum(o.padded_scales, "options.padded_scales",
              {{MXFP8_PADDED_SCALES_COPY, "MXFP8_PADDED_SCALES_COPY"},
               {MXFP8_PADDED_SCALES_STRIDED_VIEW, "MXFP8_PADDED_SCALES_STRIDED_VIEW"}});
   if (o.reserved != 0) fail(MXFP8_ERROR_INVALID_ARGUMENT, "options.reserved is ", o.reserved, ", must be 0");
   return o;
+}
+
+void refuse_shard(const mxfp8_export_options &o, const char *call) {
+  if (o.shard)
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, "options.shard is set: ", call, " exports whole tensors; export a shard with "
+         "mxfp8_export_components (options.shard) or a transfer (desc.shards), or leave options.shard NULL");
 }
 
 void check_count(size_t count) {
@@ -303,8 +316,12 @@ extern "C" MXFP8_API mxfp8_status mxfp8_export_components(const mxfp8_tensor *te
       fail(MXFP8_ERROR_INVALID_ARGUMENT, "options.scale_fixup is ", o.scale_fixup, ": mxfp8_export_components returns "
            "views of the stored scales where it can, so it rewrites no byte; write the scales into a buffer of yours "
            "with mxfp8_export_scales_batched or mxfp8_convert");
+    if (o.shard && o.scales_granularity != MXFP8_SCALES_PER_32)
+      fail(MXFP8_ERROR_INVALID_ARGUMENT, "options.shard exports the stored per-32 scales: options.scales_granularity "
+           "must be MXFP8_SCALES_PER_32");
     const auto direction = static_cast<mxfp8_direction>(o.direction);
     const Direction &dir = require_direction(*tensor, direction);
+    if (o.shard) return export_shard(*tensor, dir, o, values, scales);
     // Scales first: they are the part that can fail (memory, CUDA); values are only a view.
     ManagedPtr scales_out = scales ? export_scales(*tensor, direction, o) : nullptr;
     ManagedPtr values_out = values ? export_values(*tensor, dir, o) : nullptr;

@@ -58,6 +58,7 @@ extern "C" MXFP8_API mxfp8_status mxfp8_export_scales_batched(const mxfp8_tensor
                                                               const mxfp8_export_options *options) {
   return guarded([&] {
     const mxfp8_export_options o = read_options(options);
+    refuse_shard(o, "mxfp8_export_scales_batched");
     const ExportJobs work = batched_jobs(tensors, destinations, count, o);
     run_jobs_on(work.device, work.jobs.data(), work.jobs.size(), o.stream);
   });

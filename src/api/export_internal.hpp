@@ -15,6 +15,9 @@
 namespace mxfp8 {
 
 mxfp8_export_options read_options(const mxfp8_export_options *given);
+// For the calls that take mxfp8_export_options but export whole tensors (`call` names the call): a set
+// options.shard is a choice they cannot honour, refused rather than ignored.
+void refuse_shard(const mxfp8_export_options &o, const char *call);
 // Fails for a tensor count no caller's array can hold (e.g. SIZE_MAX), before anything is reserved.
 void check_count(size_t count);
 // A copy from the caller's allocator must not land on the tensor it is made from, nor on `earlier`, a copy

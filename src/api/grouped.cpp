@@ -132,6 +132,7 @@ mxfp8_export_options stacked_export_options(const mxfp8_grouped_tensor *g, const
   if (values == scales)
     fail(MXFP8_ERROR_INVALID_ARGUMENT, "values and scales point to the same place: each output needs its own pointer");
   const mxfp8_export_options o = read_options(options);
+  refuse_shard(o, call);
   if (o.scale_fixup != MXFP8_SCALE_FIXUP_NONE)
     fail(MXFP8_ERROR_INVALID_ARGUMENT, "options.scale_fixup is ", o.scale_fixup, ": ", call,
          " returns views of the stored scales where it can, so it rewrites no byte; use mxfp8_convert_grouped");

@@ -1,5 +1,6 @@
 // Resharding: a caller's mxfp8_shard checked against a tensor, the jobs that read only the shard's bytes
-// out of the stored (row-major, padded or swizzled) scales, and mxfp8_export_shard.
+// out of the stored (row-major, padded or swizzled) scales, and the export of one shard
+// (mxfp8_export_components with options.shard).
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -248,38 +249,19 @@ ManagedPtr export_shard_scales(const mxfp8_tensor &t, const Direction &dir, cons
 }
 
 }  // namespace
-}  // namespace mxfp8
 
-using namespace mxfp8;
-
-extern "C" MXFP8_API mxfp8_status mxfp8_export_shard(const mxfp8_tensor *tensor, const mxfp8_shard *shard,
-                                                     const mxfp8_export_options *options,
-                                                     DLManagedTensorVersioned **values,
-                                                     DLManagedTensorVersioned **scales) {
-  return guarded([&] {
-    if (!tensor) fail(MXFP8_ERROR_INVALID_ARGUMENT, "tensor is NULL");
-    hold_for_call(*tensor);
-    if (!shard) fail(MXFP8_ERROR_INVALID_ARGUMENT, "shard is NULL: pass one set with MXFP8_SHARD_INIT (the whole tensor)");
-    if (!values && !scales) fail(MXFP8_ERROR_INVALID_ARGUMENT, "values and scales are both NULL: nothing to export");
-    if (values == scales)
-      fail(MXFP8_ERROR_INVALID_ARGUMENT, "values and scales point to the same place: each output needs its own pointer");
-    const mxfp8_export_options o = read_options(options);
-    if (o.scale_fixup != MXFP8_SCALE_FIXUP_NONE)
-      fail(MXFP8_ERROR_INVALID_ARGUMENT, "options.scale_fixup is ", o.scale_fixup, ": mxfp8_export_shard returns "
-           "views of the stored scales where it can, so it rewrites no byte, as mxfp8_export_components");
-    if (o.scales_granularity != MXFP8_SCALES_PER_32)
-      fail(MXFP8_ERROR_INVALID_ARGUMENT, "a shard exports the stored per-32 scales: options.scales_granularity must be "
-           "MXFP8_SCALES_PER_32");
-    const auto direction = static_cast<mxfp8_direction>(o.direction);
-    const Direction &dir = require_direction(*tensor, direction);
-    const Shard s = resolve_shard(shard, tensor->rows, tensor->cols, direction == MXFP8_DIRECTION_COLUMNWISE, "shard");
-    // Both outputs are made and checked before either copy is written (one launch for both); a failure on
-    // the way releases what was made.
-    std::vector<ScaleJob> jobs;
-    ManagedPtr scales_out = scales ? export_shard_scales(*tensor, dir, s, o, jobs) : nullptr;
-    ManagedPtr values_out = values ? export_shard_values(*tensor, dir, s, o, scales_out.get(), jobs) : nullptr;
-    run_jobs_on(tensor->device, jobs.data(), jobs.size(), o.stream);
-    if (scales) *scales = scales_out.release();
-    if (values) *values = values_out.release();
-  });
+void export_shard(const mxfp8_tensor &tensor, const Direction &dir, const mxfp8_export_options &o,
+                  DLManagedTensorVersioned **values, DLManagedTensorVersioned **scales) {
+  const bool columnwise = o.direction == MXFP8_DIRECTION_COLUMNWISE;
+  const Shard s = resolve_shard(o.shard, tensor.rows, tensor.cols, columnwise, "options.shard");
+  // Both outputs are made and checked before either copy is written (one launch for both); a failure on
+  // the way releases what was made.
+  std::vector<ScaleJob> jobs;
+  ManagedPtr scales_out = scales ? export_shard_scales(tensor, dir, s, o, jobs) : nullptr;
+  ManagedPtr values_out = values ? export_shard_values(tensor, dir, s, o, scales_out.get(), jobs) : nullptr;
+  run_jobs_on(tensor.device, jobs.data(), jobs.size(), o.stream);
+  if (scales) *scales = scales_out.release();
+  if (values) *values = values_out.release();
 }
+
+}  // namespace mxfp8

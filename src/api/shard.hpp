@@ -1,6 +1,6 @@
 // A caller's mxfp8_shard, checked against one direction of one tensor, and the jobs that move the shard's
-// values and compact scales straight out of the tensor's storage: what mxfp8_export_shard, the sharded
-// bucket export and the sharded import share.
+// values and compact scales straight out of the tensor's storage: what mxfp8_export_components with
+// options.shard, the sharded bucket export and the sharded import share.
 #pragma once
 
 #include <cstdint>
@@ -67,5 +67,13 @@ void add_shard_swizzled_scale_jobs(std::vector<ScaleJob> &jobs, const ScaleSourc
 // values (`cols` = K per row).
 void add_shard_value_jobs(std::vector<ScaleJob> &jobs, const uint8_t *values, int64_t cols, const Shard &shard,
                           uint8_t *dst);
+
+struct Direction;
+
+// mxfp8_export_components with options.shard set (the options read and checked, `dir` the direction they
+// name): resolves the shard, makes both outputs (views, or copies by one launch on o.stream) and writes
+// the non-NULL output pointers.
+void export_shard(const mxfp8_tensor &tensor, const Direction &dir, const mxfp8_export_options &o,
+                  DLManagedTensorVersioned **values, DLManagedTensorVersioned **scales);
 
 }  // namespace mxfp8

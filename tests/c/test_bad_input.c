@@ -235,8 +235,11 @@ typedef struct {
   const char *message;
 } export_case;
 
+#define OPTS_NEWER(size, dir, vd, sd, pad, res, granularity, res2, global_scale, res4)                      \
+  { (uint32_t)(size), dir, vd, sd, pad, res, NULL, NULL, granularity, res2, MXFP8_SCALE_FIXUP_NONE, 0u, NULL, \
+    global_scale, res4 }
 #define OPTS_ALL(size, dir, vd, sd, pad, res, granularity, res2) \
-  { (uint32_t)(size), dir, vd, sd, pad, res, NULL, NULL, granularity, res2, MXFP8_SCALE_FIXUP_NONE, 0u }
+  OPTS_NEWER(size, dir, vd, sd, pad, res, granularity, res2, MXFP8_NVFP4_GLOBAL_SCALE_DECODE, 0u)
 #define OPTS(size, dir, vd, sd, pad, res) OPTS_ALL(size, dir, vd, sd, pad, res, MXFP8_SCALES_PER_32, 0u)
 #define GOOD_SIZE sizeof(mxfp8_export_options)
 static const export_case kExportCases[] = {
@@ -252,6 +255,8 @@ static const export_case kExportCases[] = {
     {"scales_granularity unknown", 0, 0, 0, OPTS_ALL(GOOD_SIZE, 0, 0, 0, 0, 0, 2, 0), 1, MXFP8_ERROR_INVALID_ARGUMENT, "options.scales_granularity is 2"},
     {"reserved2 not zero", 0, 0, 0, OPTS_ALL(GOOD_SIZE, 0, 0, 0, 0, 0, 0, 3), 1, MXFP8_ERROR_INVALID_ARGUMENT, "options.reserved2 is 3"},
     {"32x32 scales of a tensor described as 1x32", 0, 0, 0, OPTS_ALL(GOOD_SIZE, 0, 0, 0, 0, 0, 1, 0), 1, MXFP8_ERROR_INVALID_ARGUMENT, "described with 1x32 blocks"},
+    {"global_scale unknown", 0, 0, 0, OPTS_NEWER(GOOD_SIZE, 0, 0, 0, 0, 0, 0, 0, 2, 0u), 1, MXFP8_ERROR_INVALID_ARGUMENT, "options.global_scale is 2, expected MXFP8_NVFP4_GLOBAL_SCALE_DECODE (0) or MXFP8_NVFP4_GLOBAL_SCALE_ENCODE (1)"},
+    {"reserved4 not zero", 0, 0, 0, OPTS_NEWER(GOOD_SIZE, 0, 0, 0, 0, 0, 0, 0, 0, 4u), 1, MXFP8_ERROR_INVALID_ARGUMENT, "options.reserved4 is 4, must be 0"},
 };
 
 static void test_bad_export_input(void **state) {
@@ -283,18 +288,19 @@ typedef struct {
   int64_t dst_elements;
   uint8_t dst_code;
   int32_t dst_device;
-  int null_tensor, null_destination, columnwise;
+  int null_tensor, null_destination, columnwise, shard;
   mxfp8_status status;
   const char *message;
 } batched_case;
 
 static const batched_case kBatchedCases[] = {
-    {"destination with the wrong number of scales", 199, kDLUInt, kDLCPU, 0, 0, 0, MXFP8_ERROR_INVALID_ARGUMENT, "destinations[1]: holds 199 elements (shape (199,)), needs exactly 200"},
-    {"destination of another dtype", 200, kDLFloat, kDLCPU, 0, 0, 0, MXFP8_ERROR_INVALID_ARGUMENT, "destinations[1]: dtype float8 is not an E8M0 scale byte"},
-    {"destination on another device", 200, kDLUInt, kDLCUDA, 0, 0, 0, MXFP8_ERROR_INVALID_ARGUMENT, "destinations[1] is on cuda:0 but the tensors are on cpu:0"},
-    {"a NULL tensor", 200, kDLUInt, kDLCPU, 1, 0, 0, MXFP8_ERROR_INVALID_ARGUMENT, "tensors[1] is NULL"},
-    {"a NULL destination", 200, kDLUInt, kDLCPU, 0, 1, 0, MXFP8_ERROR_INVALID_ARGUMENT, "destinations[1] is NULL"},
-    {"a direction the tensors lack", 200, kDLUInt, kDLCPU, 0, 0, 1, MXFP8_ERROR_MISSING_DATA, "no columnwise data"},
+    {"destination with the wrong number of scales", 199, kDLUInt, kDLCPU, 0, 0, 0, 0, MXFP8_ERROR_INVALID_ARGUMENT, "destinations[1]: holds 199 elements (shape (199,)), needs exactly 200"},
+    {"destination of another dtype", 200, kDLFloat, kDLCPU, 0, 0, 0, 0, MXFP8_ERROR_INVALID_ARGUMENT, "destinations[1]: dtype float8 is not an E8M0 scale byte"},
+    {"destination on another device", 200, kDLUInt, kDLCUDA, 0, 0, 0, 0, MXFP8_ERROR_INVALID_ARGUMENT, "destinations[1] is on cuda:0 but the tensors are on cpu:0"},
+    {"a NULL tensor", 200, kDLUInt, kDLCPU, 1, 0, 0, 0, MXFP8_ERROR_INVALID_ARGUMENT, "tensors[1] is NULL"},
+    {"a NULL destination", 200, kDLUInt, kDLCPU, 0, 1, 0, 0, MXFP8_ERROR_INVALID_ARGUMENT, "destinations[1] is NULL"},
+    {"a direction the tensors lack", 200, kDLUInt, kDLCPU, 0, 0, 1, 0, MXFP8_ERROR_MISSING_DATA, "no columnwise data"},
+    {"options.shard set (the call exports whole tensors)", 200, kDLUInt, kDLCPU, 0, 0, 0, 1, MXFP8_ERROR_INVALID_ARGUMENT, "options.shard is set: mxfp8_export_scales_batched exports whole tensors"},
 };
 
 static void test_bad_batched_input(void **state) {
@@ -313,6 +319,8 @@ static void test_bad_batched_input(void **state) {
   DLTensor *dsts[2] = {&dst0, c->null_destination ? NULL : &dst1};
   mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
   o.direction = c->columnwise;
+  const mxfp8_shard whole = MXFP8_SHARD_INIT; /* even the whole tensor: a choice the call cannot honour */
+  if (c->shard) o.shard = &whole;
   const mxfp8_status st = mxfp8_export_scales_batched(tensors, dsts, 2, &o);
   record_for_doc("mxfp8_export_scales_batched", c->name, st);
   EXPECT(st == c->status, "%s: status %d (%s)", c->name, st, mxfp8_last_error());
@@ -1065,7 +1073,7 @@ static mxfp8_status h_shard_rows_overflow(int *untouched) {
   shard.num_row_pieces = 2;
   shard.row_pieces = pieces;
   DLManagedTensorVersioned *sentinel = (DLManagedTensorVersioned *)(uintptr_t)0xBAD, *v = sentinel, *sc = sentinel;
-  const mxfp8_status st = mxfp8_export_shard(tensor, &shard, NULL, &v, &sc);
+  const mxfp8_status st = export_shard(tensor, &shard, NULL, &v, &sc);
   *untouched = v == sentinel && sc == sentinel;
   mxfp8_tensor_release(tensor);
   return st;
@@ -1729,7 +1737,7 @@ static const hostile_case kHostileCases[] = {
     {"mxfp8_transfer", "a destination over the tensor's own scales (tensors to buffers)", h_import_onto_own_scales, MXFP8_ERROR_INVALID_ARGUMENT, "desc.scales[0] and desc.tensors[0] rowwise_scale_inv overlap in memory"},
     {"mxfp8_transfer", "a direction the tensor does not have (tensors to buffers)", h_import_missing_direction, MXFP8_ERROR_MISSING_DATA, "the tensor has no columnwise data"},
     {"mxfp8_tensor_create", "scales of dtype complex64", h_scales_complex64, MXFP8_ERROR_INVALID_ARGUMENT, "dtype complex64 is not an E8M0 scale byte"},
-    {"mxfp8_export_shard", "row pieces whose rows add up past int64", h_shard_rows_overflow, MXFP8_ERROR_INVALID_ARGUMENT, "the shard's rows overflows int64"},
+    {"mxfp8_export_components", "an options.shard of row pieces whose rows add up past int64", h_shard_rows_overflow, MXFP8_ERROR_INVALID_ARGUMENT, "the shard's rows overflows int64"},
 };
 
 static void test_hostile_input(void **state) {
@@ -1909,12 +1917,12 @@ static void test_bad_convert_input(void **state) {
   free(f);
 }
 
-/* mxfp8_export_shard: boundaries the direction's scale blocks do not allow, ranges outside the tensor or
- * empty, malformed shards. Rowwise cases use the base (100, 48) tensor; columnwise ones the same shape
+/* mxfp8_export_components with options.shard: boundaries the direction's scale blocks do not allow, ranges
+ * outside the tensor or empty, malformed shards. Rowwise cases use the base (100, 48) tensor; columnwise ones the same shape
  * with columnwise data and TE-padded (4, 128) scales. Nothing is written, nothing is taken. */
 typedef struct {
   const char *name;
-  int columnwise, null_shard, granularity_32x32, direction_missing;
+  int columnwise, granularity_32x32, direction_missing;
   mxfp8_shard shard;
   int64_t pieces[4];
   size_t num_pieces;
@@ -1927,27 +1935,26 @@ typedef struct {
 #define SHARD(size, res, rb, re, cb, ce) { (uint32_t)(size), res, rb, re, cb, ce, 0, NULL }
 #define WHOLE SHARD(sizeof(mxfp8_shard), 0u, 0, MXFP8_SHARD_END, 0, MXFP8_SHARD_END)
 static const shard_case kShardCases[] = {
-    {"shard is NULL", 0, 1, 0, 0, WHOLE, {0}, 0, 0, MXFP8_ERROR_INVALID_ARGUMENT, "shard is NULL", 0},
-    {"shard struct_size 0", 0, 0, 0, 0, SHARD(0, 0u, 0, -1, 0, -1), {0}, 0, 0, MXFP8_ERROR_INVALID_ARGUMENT, "MXFP8_SHARD_INIT", 0},
-    {"shard reserved not zero", 0, 0, 0, 0, SHARD(sizeof(mxfp8_shard), 7u, 0, -1, 0, -1), {0}, 0, 0, MXFP8_ERROR_INVALID_ARGUMENT, "shard.reserved is 7", 0},
-    {"rowwise shard starting inside a K block", 0, 0, 0, 0, SHARD(sizeof(mxfp8_shard), 0u, 0, -1, 16, -1), {0}, 0, 0, MXFP8_ERROR_INVALID_ARGUMENT, "shard.col_begin is 16, not a multiple of 32", 0},
-    {"rowwise shard ending inside a K block", 0, 0, 0, 0, SHARD(sizeof(mxfp8_shard), 0u, 0, -1, 0, 40), {0}, 0, 0, MXFP8_ERROR_INVALID_ARGUMENT, "shard.col_end is 40, not a multiple of 32", 0},
-    {"columns past K", 0, 0, 0, 0, SHARD(sizeof(mxfp8_shard), 0u, 0, -1, 32, 64), {0}, 0, 0, MXFP8_ERROR_INVALID_ARGUMENT, "shard.col_end is 64, outside the tensor's 48 columns", 0},
-    {"rows past M", 0, 0, 0, 0, SHARD(sizeof(mxfp8_shard), 0u, 50, 101, 0, -1), {0}, 0, 0, MXFP8_ERROR_INVALID_ARGUMENT, "shard.row_end is 101, outside the tensor's 100 rows", 0},
-    {"negative row_begin", 0, 0, 0, 0, SHARD(sizeof(mxfp8_shard), 0u, -5, 10, 0, -1), {0}, 0, 0, MXFP8_ERROR_INVALID_ARGUMENT, "shard.row_begin is -5", 0},
-    {"empty row range", 0, 0, 0, 0, SHARD(sizeof(mxfp8_shard), 0u, 40, 40, 0, -1), {0}, 0, 0, MXFP8_ERROR_INVALID_ARGUMENT, "rows [40, 40) are empty", 0},
-    {"row range backwards", 0, 0, 0, 0, SHARD(sizeof(mxfp8_shard), 0u, 50, 40, 0, -1), {0}, 0, 0, MXFP8_ERROR_INVALID_ARGUMENT, "run backwards", 0},
-    {"empty column range", 0, 0, 0, 0, SHARD(sizeof(mxfp8_shard), 0u, 0, -1, 32, 32), {0}, 0, 0, MXFP8_ERROR_INVALID_ARGUMENT, "columns [32, 32) are empty", 0},
-    {"row_pieces NULL with a count", 0, 0, 0, 0, WHOLE, {0}, 2, 1, MXFP8_ERROR_INVALID_ARGUMENT, "shard.row_pieces is NULL but shard.num_row_pieces is 2", 0},
-    {"row_pieces and row_begin both set", 0, 0, 0, 0, SHARD(sizeof(mxfp8_shard), 0u, 10, -1, 0, -1), {0, 10, 20, 30}, 2, 0, MXFP8_ERROR_INVALID_ARGUMENT, "sets both row_begin / row_end", 0},
-    {"a row piece past M", 0, 0, 0, 0, WHOLE, {0, 10, 90, 120}, 2, 0, MXFP8_ERROR_INVALID_ARGUMENT, "shard.row_pieces[3] is 120, outside the tensor's 100 rows", 0},
-    {"an empty row piece", 0, 0, 0, 0, WHOLE, {0, 10, 20, 20}, 2, 0, MXFP8_ERROR_INVALID_ARGUMENT, "rows [20, 20) are empty", 0},
-    {"columnwise shard starting inside an M block", 1, 0, 0, 0, SHARD(sizeof(mxfp8_shard), 0u, 16, -1, 0, -1), {0}, 0, 0, MXFP8_ERROR_INVALID_ARGUMENT, "shard.row_begin is 16, not a multiple of 32", 0},
-    {"columnwise shard ending inside an M block", 1, 0, 0, 0, SHARD(sizeof(mxfp8_shard), 0u, 0, 50, 0, -1), {0}, 0, 0, MXFP8_ERROR_INVALID_ARGUMENT, "columnwise scale blocks run 32 along M", 0},
-    {"columnwise piece in the partial block before another", 1, 0, 0, 0, WHOLE, {64, 100, 0, 32}, 2, 0, MXFP8_ERROR_INVALID_ARGUMENT, "only its last piece may end in the tensor's partial last block", 0},
-    {"32x32 granularity", 0, 0, 1, 0, WHOLE, {0}, 0, 0, MXFP8_ERROR_INVALID_ARGUMENT, "options.scales_granularity must be MXFP8_SCALES_PER_32", 0},
-    {"a direction the tensor lacks", 0, 0, 0, 1, WHOLE, {0}, 0, 0, MXFP8_ERROR_MISSING_DATA, "no columnwise data", 0},
-    {"a scale fix-up (a shard may be a view of the stored scales)", 0, 0, 0, 0, SHARD(sizeof(mxfp8_shard), 0u, 0, 50, 0, -1), {0}, 0, 0, MXFP8_ERROR_INVALID_ARGUMENT, "options.scale_fixup is 1: mxfp8_export_shard returns views", 1},
+    {"shard struct_size 0", 0, 0, 0, SHARD(0, 0u, 0, -1, 0, -1), {0}, 0, 0, MXFP8_ERROR_INVALID_ARGUMENT, "options.shard.struct_size is 0", 0},
+    {"shard reserved not zero", 0, 0, 0, SHARD(sizeof(mxfp8_shard), 7u, 0, -1, 0, -1), {0}, 0, 0, MXFP8_ERROR_INVALID_ARGUMENT, "options.shard.reserved is 7", 0},
+    {"rowwise shard starting inside a K block", 0, 0, 0, SHARD(sizeof(mxfp8_shard), 0u, 0, -1, 16, -1), {0}, 0, 0, MXFP8_ERROR_INVALID_ARGUMENT, "options.shard.col_begin is 16, not a multiple of 32", 0},
+    {"rowwise shard ending inside a K block", 0, 0, 0, SHARD(sizeof(mxfp8_shard), 0u, 0, -1, 0, 40), {0}, 0, 0, MXFP8_ERROR_INVALID_ARGUMENT, "options.shard.col_end is 40, not a multiple of 32", 0},
+    {"columns past K", 0, 0, 0, SHARD(sizeof(mxfp8_shard), 0u, 0, -1, 32, 64), {0}, 0, 0, MXFP8_ERROR_INVALID_ARGUMENT, "options.shard.col_end is 64, outside the tensor's 48 columns", 0},
+    {"rows past M", 0, 0, 0, SHARD(sizeof(mxfp8_shard), 0u, 50, 101, 0, -1), {0}, 0, 0, MXFP8_ERROR_INVALID_ARGUMENT, "options.shard.row_end is 101, outside the tensor's 100 rows", 0},
+    {"negative row_begin", 0, 0, 0, SHARD(sizeof(mxfp8_shard), 0u, -5, 10, 0, -1), {0}, 0, 0, MXFP8_ERROR_INVALID_ARGUMENT, "options.shard.row_begin is -5", 0},
+    {"empty row range", 0, 0, 0, SHARD(sizeof(mxfp8_shard), 0u, 40, 40, 0, -1), {0}, 0, 0, MXFP8_ERROR_INVALID_ARGUMENT, "rows [40, 40) are empty", 0},
+    {"row range backwards", 0, 0, 0, SHARD(sizeof(mxfp8_shard), 0u, 50, 40, 0, -1), {0}, 0, 0, MXFP8_ERROR_INVALID_ARGUMENT, "run backwards", 0},
+    {"empty column range", 0, 0, 0, SHARD(sizeof(mxfp8_shard), 0u, 0, -1, 32, 32), {0}, 0, 0, MXFP8_ERROR_INVALID_ARGUMENT, "columns [32, 32) are empty", 0},
+    {"row_pieces NULL with a count", 0, 0, 0, WHOLE, {0}, 2, 1, MXFP8_ERROR_INVALID_ARGUMENT, "options.shard.row_pieces is NULL but options.shard.num_row_pieces is 2", 0},
+    {"row_pieces and row_begin both set", 0, 0, 0, SHARD(sizeof(mxfp8_shard), 0u, 10, -1, 0, -1), {0, 10, 20, 30}, 2, 0, MXFP8_ERROR_INVALID_ARGUMENT, "sets both row_begin / row_end", 0},
+    {"a row piece past M", 0, 0, 0, WHOLE, {0, 10, 90, 120}, 2, 0, MXFP8_ERROR_INVALID_ARGUMENT, "options.shard.row_pieces[3] is 120, outside the tensor's 100 rows", 0},
+    {"an empty row piece", 0, 0, 0, WHOLE, {0, 10, 20, 20}, 2, 0, MXFP8_ERROR_INVALID_ARGUMENT, "rows [20, 20) are empty", 0},
+    {"columnwise shard starting inside an M block", 1, 0, 0, SHARD(sizeof(mxfp8_shard), 0u, 16, -1, 0, -1), {0}, 0, 0, MXFP8_ERROR_INVALID_ARGUMENT, "options.shard.row_begin is 16, not a multiple of 32", 0},
+    {"columnwise shard ending inside an M block", 1, 0, 0, SHARD(sizeof(mxfp8_shard), 0u, 0, 50, 0, -1), {0}, 0, 0, MXFP8_ERROR_INVALID_ARGUMENT, "columnwise scale blocks run 32 along M", 0},
+    {"columnwise piece in the partial block before another", 1, 0, 0, WHOLE, {64, 100, 0, 32}, 2, 0, MXFP8_ERROR_INVALID_ARGUMENT, "only its last piece may end in the tensor's partial last block", 0},
+    {"32x32 granularity", 0, 1, 0, WHOLE, {0}, 0, 0, MXFP8_ERROR_INVALID_ARGUMENT, "options.shard exports the stored per-32 scales: options.scales_granularity must be MXFP8_SCALES_PER_32", 0},
+    {"a direction the tensor lacks", 0, 0, 1, WHOLE, {0}, 0, 0, MXFP8_ERROR_MISSING_DATA, "no columnwise data", 0},
+    {"a scale fix-up (a shard may be a view of the stored scales)", 0, 0, 0, SHARD(sizeof(mxfp8_shard), 0u, 0, 50, 0, -1), {0}, 0, 0, MXFP8_ERROR_INVALID_ARGUMENT, "options.scale_fixup is 1: mxfp8_export_components returns views", 1},
 };
 
 static void test_bad_shard_input(void **state) {
@@ -1978,8 +1985,11 @@ static void test_bad_shard_input(void **state) {
   const int allocations_before = poisoned_allocator_calls;
   DLManagedTensorVersioned *sentinel = (DLManagedTensorVersioned *)(uintptr_t)0xBAD;
   DLManagedTensorVersioned *values = sentinel, *scales = sentinel;
-  const mxfp8_status st = mxfp8_export_shard(tensor, c->null_shard ? NULL : &shard, &o, &values, &scales);
-  record_for_doc("mxfp8_export_shard", c->name, st);
+  o.shard = &shard;
+  const mxfp8_status st = mxfp8_export_components(tensor, &o, &values, &scales);
+  char input[160];
+  snprintf(input, sizeof input, "options.shard: %s", c->name);
+  record_for_doc("mxfp8_export_components", input, st);
   EXPECT(st == c->status, "%s: status %d (%s), expected %d", c->name, st, mxfp8_last_error(), c->status);
   assert_last_error_contains(c->message);
   EXPECT(values == sentinel && scales == sentinel, "%s: an output was written", c->name);

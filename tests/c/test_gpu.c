@@ -243,7 +243,7 @@ static void test_gpu_shard_equals_crop(void **state) {
           o.direction = columnwise;
           o.allocator = trial == 5 ? poisoned_device_allocator : NULL;
           DLManagedTensorVersioned *values = NULL, *scales = NULL;
-          EXPECT(mxfp8_export_shard(gt, &shard, &o, &values, &scales) == MXFP8_OK, "shard: %s", mxfp8_last_error());
+          EXPECT(export_shard(gt, &shard, &o, &values, &scales) == MXFP8_OK, "shard: %s", mxfp8_last_error());
           CUDA_OK(cudaDeviceSynchronize());
           const int64_t sr = scales->dl_tensor.shape[0], sc = scales->dl_tensor.shape[1];
           uint8_t *got = malloc((size_t)(sr * sc) + 1);

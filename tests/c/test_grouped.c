@@ -260,6 +260,14 @@ static void test_subset_of_experts_in_any_order(void **state) {
     assert_last_error_contains("count is 0");
     EXPECT(mxfp8_grouped_export_experts(g.g, NULL, 2, NULL, &v, &sc) == MXFP8_ERROR_INVALID_ARGUMENT, "NULL");
     assert_last_error_contains("experts is NULL");
+    /* a set options.shard (even the whole tensor) is a choice the stacked exports cannot honour */
+    mxfp8_export_options sharded = MXFP8_EXPORT_OPTIONS_INIT;
+    const mxfp8_shard whole = MXFP8_SHARD_INIT;
+    sharded.shard = &whole;
+    EXPECT(mxfp8_grouped_export_experts(g.g, out_of_range, 1, &sharded, &v, &sc) == MXFP8_ERROR_INVALID_ARGUMENT, "shard");
+    assert_last_error_contains("options.shard is set: mxfp8_grouped_export_experts exports whole tensors");
+    EXPECT(mxfp8_grouped_export_stacked(g.g, &sharded, &v, &sc) == MXFP8_ERROR_INVALID_ARGUMENT, "shard, stacked");
+    assert_last_error_contains("options.shard is set: mxfp8_grouped_export_stacked exports whole tensors");
     EXPECT(v == sentinel && sc == sentinel, "an output was written");
     mxfp8_grouped_tensor_release(g.g);
     free_group(&g, c->experts);

@@ -424,8 +424,8 @@ static void free_allocations(void) {
 #define SENTINEL ((DLManagedTensorVersioned *)(uintptr_t)0xBAD0)
 
 /* ---------------------------------------------------------------------------------------------------
- * mxfp8_export_shard: "Same ownership, stream, output and failure rules as mxfp8_export_components":
- * on failure no output is written and every tensor the allocator made is deleted once.
+ * mxfp8_export_components with options.shard: "Same ownership, stream, output and failure rules as
+ * mxfp8_export_components": on failure no output is written and every tensor the allocator made is deleted once.
  * --------------------------------------------------------------------------------------------------- */
 
 static void test_export_shard_allocator_failures(void **state) {
@@ -446,7 +446,7 @@ static void test_export_shard_allocator_failures(void **state) {
       mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
       o.allocator = chosen_allocator;
       DLManagedTensorVersioned *v = SENTINEL, *s = SENTINEL;
-      const mxfp8_status st = mxfp8_export_shard(r.t, &shard, &o, &v, &s);
+      const mxfp8_status st = export_shard(r.t, &shard, &o, &v, &s);
       EXPECT(st == want[m], "mode %d, bad call %d: status %d (%s)", m, bad, st, mxfp8_last_error());
       EXPECT(v == SENTINEL && s == SENTINEL, "mode %d, bad call %d: an output was written on failure", m, bad);
       /* "before anything is written": not even the first copy, into memory the allocator gave */
@@ -461,7 +461,7 @@ static void test_export_shard_allocator_failures(void **state) {
   mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
   o.allocator = chosen_allocator;
   DLManagedTensorVersioned *v = NULL, *s = NULL;
-  assert_int_equal(mxfp8_export_shard(r.t, &shard, &o, &v, &s), MXFP8_OK);
+  assert_int_equal(export_shard(r.t, &shard, &o, &v, &s), MXFP8_OK);
   const uint8_t *vb = (const uint8_t *)v->dl_tensor.data, *sb = (const uint8_t *)s->dl_tensor.data;
   assert_int_equal(v->dl_tensor.shape[0], 40);
   assert_int_equal(v->dl_tensor.shape[1], 64);
@@ -926,13 +926,13 @@ static void test_device_pointers_never_touched_without_cuda(void **state) {
   const int64_t pieces[4] = {0, 10, 20, 30};
   mxfp8_shard shard = MXFP8_SHARD_INIT;
   DLManagedTensorVersioned *v = SENTINEL, *sc = SENTINEL;
-  assert_int_equal(mxfp8_export_shard(t, &shard, NULL, &v, NULL), MXFP8_OK);
+  assert_int_equal(export_shard(t, &shard, NULL, &v, NULL), MXFP8_OK);
   EXPECT(v->dl_tensor.device.device_type == kDLCUDA, "the view is not on the device");
   release_managed(v);
   v = SENTINEL;
   shard.num_row_pieces = 2;
   shard.row_pieces = pieces;
-  mxfp8_status st = mxfp8_export_shard(t, &shard, NULL, &v, &sc);
+  mxfp8_status st = export_shard(t, &shard, NULL, &v, &sc);
   EXPECT(st == MXFP8_ERROR_UNSUPPORTED && v == SENTINEL && sc == SENTINEL, "shard copy: status %d (%s)", st,
          mxfp8_last_error());
   const mxfp8_tensor *ts[1] = {t};
@@ -1149,7 +1149,7 @@ static void test_convert_grouped_deepgemm_strided_extent(void **state) {
 
 /* "What a call writes must not share a byte ... with another of its outputs": a caller's allocator that
  * hands back, for a call's second copy, the memory of its first (mxfp8_quantize refuses this) makes
- * mxfp8_export_shard (values and scales copies of a shard of row pieces) and
+ * mxfp8_export_components with options.shard (values and scales copies of a shard of row pieces) and
  * mxfp8_nvfp4_export_components (scales and global scale copies) fail with
  * MXFP8_ERROR_INVALID_ARGUMENT, no output written, each allocation deleted once; never one output
  * silently written over the other. */
@@ -1165,8 +1165,8 @@ static void test_allocator_copies_over_each_other_are_refused(void **state) {
   mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
   o.allocator = chosen_allocator;
   DLManagedTensorVersioned *v = SENTINEL, *s = SENTINEL;
-  mxfp8_status st = mxfp8_export_shard(r.t, &shard, &o, &v, &s);
-  EXPECT(st == MXFP8_ERROR_INVALID_ARGUMENT, "mxfp8_export_shard: status %d (%s)", st, mxfp8_last_error());
+  mxfp8_status st = export_shard(r.t, &shard, &o, &v, &s);
+  EXPECT(st == MXFP8_ERROR_INVALID_ARGUMENT, "export_shard (options.shard): status %d (%s)", st, mxfp8_last_error());
   if (st == MXFP8_OK) {
     /* what the caller got: the scales copy, overwritten by the values copy */
     EXPECT(memcmp(s->dl_tensor.data, r.s + 70 * 3, 2) == 0, "the scales output was overwritten by the values");
@@ -1201,9 +1201,9 @@ static void test_allocator_copies_over_each_other_are_refused(void **state) {
 
 /* The allocator contract: "the same DLManagedTensorVersioned returned for two outputs of one call is
  * refused with MXFP8_ERROR_INVALID_ARGUMENT (and its deleter runs once, not twice)". Through every call
- * that makes two copies: mxfp8_quantize (values, then scales), mxfp8_export_shard (values, then scales)
- * and mxfp8_nvfp4_export_components (global scale, then scales). Owning the tensor twice would run its
- * deleter twice on the failure path: a double free in the caller's allocator. */
+ * that makes two copies: mxfp8_quantize (values, then scales), mxfp8_export_components with options.shard
+ * (values, then scales) and mxfp8_nvfp4_export_components (global scale, then scales). Owning the tensor
+ * twice would run its deleter twice on the failure path: a double free in the caller's allocator. */
 static void test_allocator_returning_one_tensor_twice_is_refused(void **state) {
   (void)state;
   float input[64 * 70];
@@ -1232,8 +1232,8 @@ static void test_allocator_returning_one_tensor_twice_is_refused(void **state) {
   mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
   o.allocator = chosen_allocator;
   v = sc = SENTINEL;
-  st = mxfp8_export_shard(r.t, &shard, &o, &v, &sc);
-  EXPECT(st == MXFP8_ERROR_INVALID_ARGUMENT, "mxfp8_export_shard: status %d (%s)", st, mxfp8_last_error());
+  st = export_shard(r.t, &shard, &o, &v, &sc);
+  EXPECT(st == MXFP8_ERROR_INVALID_ARGUMENT, "export_shard (options.shard): status %d (%s)", st, mxfp8_last_error());
   EXPECT(v == SENTINEL && sc == SENTINEL, "an output was written on failure");
   expect_allocations_deleted(0);
   free_allocations();
@@ -1400,7 +1400,7 @@ static void test_views_outlive_the_handle(void **state) {
   mxfp8_shard shard = MXFP8_SHARD_INIT;
   shard.row_begin = 10, shard.row_end = 60, shard.col_begin = 32, shard.col_end = 64;
   DLManagedTensorVersioned *v = NULL;
-  assert_int_equal(mxfp8_export_shard(r.t, &shard, NULL, &v, NULL), MXFP8_OK);
+  assert_int_equal(export_shard(r.t, &shard, NULL, &v, NULL), MXFP8_OK);
   mxfp8_tensor_release(r.t);
   r.t = NULL;
   EXPECT(r.data->deleter_calls == 0, "the data was deleted while a view of it lives");
@@ -1516,7 +1516,7 @@ static void test_empty_tensors_with_huge_dimensions_through_the_newest_calls(voi
     shard.num_row_pieces = 2;
     shard.row_pieces = pieces;
     DLManagedTensorVersioned *v = NULL, *sc = NULL;
-    mxfp8_status st = mxfp8_export_shard(t, &shard, NULL, &v, &sc);
+    mxfp8_status st = export_shard(t, &shard, NULL, &v, &sc);
     EXPECT(st == MXFP8_OK, "shape %d: export_shard %d (%s)", which, st, mxfp8_last_error());
     if (st == MXFP8_OK) release_managed(v), release_managed(sc);
     const mxfp8_tensor *ts[1] = {t};
@@ -1596,7 +1596,7 @@ static void test_newer_structs_of_the_newest_calls(void **state) {
     mxfp8_shard sh = MXFP8_SHARD_INIT;
     sh.row_end = 10;
     DLManagedTensorVersioned *v = SENTINEL;
-    st = mxfp8_export_shard(r.t, newer(&n, &sh, sizeof sh, tail), NULL, &v, NULL);
+    st = export_shard(r.t, newer(&n, &sh, sizeof sh, tail), NULL, &v, NULL);
     EXPECT(st == want, "shard, tail %d: %d (%s)", tail, st, mxfp8_last_error());
     if (st == MXFP8_OK) {
       EXPECT(v->dl_tensor.shape[0] == 10, "the shard's rows");
@@ -1682,7 +1682,7 @@ static void test_allocator_result_at_byte_offset_2_63(void **state) {
     expect_allocations_deleted(0);
     free_allocations();
   }
-  /* mxfp8_export_components (a padded copy), mxfp8_export_shard (pieces), mxfp8_grouped_export_experts */
+  /* mxfp8_export_components (a padded copy; options.shard of pieces), mxfp8_grouped_export_experts */
   rowwise_tensor r;
   make_rowwise(&r, 100, 64, 37);
   mxfp8_export_options eo = MXFP8_EXPORT_OPTIONS_INIT;
@@ -1700,7 +1700,7 @@ static void test_allocator_result_at_byte_offset_2_63(void **state) {
   for (int bad = 0; bad < 2; ++bad) {
     reset_allocator(bad, ALLOC_OFFSET_2_63, NULL);
     v = SENTINEL, sc = SENTINEL;
-    st = mxfp8_export_shard(r.t, &shard, &eo, &v, &sc);
+    st = export_shard(r.t, &shard, &eo, &v, &sc);
     EXPECT(st == MXFP8_ERROR_INVALID_ARGUMENT && v == SENTINEL && sc == SENTINEL, "export_shard, call %d: %d (%s)", bad,
            st, mxfp8_last_error());
     expect_allocations_deleted(0);
@@ -1818,7 +1818,7 @@ static void *run_exports(void *arg) {
     if (rep % 2) shard.num_row_pieces = 2, shard.row_pieces = pieces;
     else shard.row_begin = rep % 50, shard.row_end = 60;
     DLManagedTensorVersioned *v = NULL, *sc = NULL;
-    if (mxfp8_export_shard(j->t, &shard, NULL, &v, &sc) != MXFP8_OK) {
+    if (export_shard(j->t, &shard, NULL, &v, &sc) != MXFP8_OK) {
       j->failures++;
       continue;
     }

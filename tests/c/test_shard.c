@@ -1,8 +1,9 @@
-/* mxfp8_export_shard against an independent reference: the test draws the compact scales S itself, lays
- * them into the storage a producer uses (compact, TE-padded with poisoned padding, or swizzled from the
- * layout's permute form, padding poisoned), and expects exactly the crop of S and of the values that the
- * shard names, for random boundaries (last partial blocks, one-block and one-row shards, several row
- * pieces), in both directions. Inputs are never touched; copies land in poisoned buffers. */
+/* mxfp8_export_components with options.shard (through export_shard, test_support.c) against an independent
+ * reference: the test draws the compact scales S itself, lays them into the storage a producer uses
+ * (compact, TE-padded with poisoned padding, or swizzled from the layout's permute form, padding poisoned),
+ * and expects exactly the crop of S and of the values that the shard names, for random boundaries (last
+ * partial blocks, one-block and one-row shards, several row pieces), in both directions. Inputs are never
+ * touched; copies land in poisoned buffers. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -89,7 +90,7 @@ static void check_shard(const source *src, const mxfp8_shard *shard, int caller_
   if (caller_alloc) o.allocator = poisoned_allocator;
   if (strided_view) o.padded_scales = MXFP8_PADDED_SCALES_STRIDED_VIEW;
   DLManagedTensorVersioned *values = NULL, *scales = NULL;
-  const mxfp8_status st = mxfp8_export_shard(src->tensor, shard, &o, &values, &scales);
+  const mxfp8_status st = export_shard(src->tensor, shard, &o, &values, &scales);
   EXPECT(st == MXFP8_OK, "%s: %s", ctx, mxfp8_last_error());
 
   /* The shard's rows, in order, from the single range or the pieces. */
@@ -255,7 +256,7 @@ static void test_views_where_the_bytes_lie(void **state) {
       mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
       if (strided) o.padded_scales = MXFP8_PADDED_SCALES_STRIDED_VIEW;
       DLManagedTensorVersioned *scales = NULL;
-      EXPECT(mxfp8_export_shard(src.tensor, &shard, &o, NULL, &scales) == MXFP8_OK, "%s", mxfp8_last_error());
+      EXPECT(export_shard(src.tensor, &shard, &o, NULL, &scales) == MXFP8_OK, "%s", mxfp8_last_error());
       const int copied = (scales->flags & DLPACK_FLAG_BITMASK_IS_COPIED) != 0;
       const int expect_view = storage == STORAGE_COMPACT || (storage == STORAGE_PADDED && strided);
       EXPECT(copied == !expect_view, "%s strided %d: copied %d", kStorageNames[storage], strided, copied);
@@ -277,7 +278,7 @@ static void test_empty_tensor_and_single_outputs(void **state) {
   make_source(&src, 0, 64, 0, STORAGE_SWIZZLED, &rng);
   mxfp8_shard whole = MXFP8_SHARD_INIT;
   DLManagedTensorVersioned *values = NULL, *scales = NULL;
-  EXPECT(mxfp8_export_shard(src.tensor, &whole, NULL, &values, &scales) == MXFP8_OK, "%s", mxfp8_last_error());
+  EXPECT(export_shard(src.tensor, &whole, NULL, &values, &scales) == MXFP8_OK, "%s", mxfp8_last_error());
   EXPECT(values->dl_tensor.shape[0] == 0 && scales->dl_tensor.shape[0] == 0 && scales->dl_tensor.shape[1] == 2,
          "empty shard shapes");
   release_managed(values);
@@ -288,11 +289,11 @@ static void test_empty_tensor_and_single_outputs(void **state) {
   mxfp8_shard shard = MXFP8_SHARD_INIT;
   shard.col_begin = 32;
   values = NULL;
-  EXPECT(mxfp8_export_shard(src.tensor, &shard, NULL, &values, NULL) == MXFP8_OK, "%s", mxfp8_last_error());
+  EXPECT(export_shard(src.tensor, &shard, NULL, &values, NULL) == MXFP8_OK, "%s", mxfp8_last_error());
   EXPECT(values->dl_tensor.shape[1] == 32 && values->dl_tensor.strides[0] == 64, "a column shard's values keep the row stride");
   release_managed(values);
   scales = NULL;
-  EXPECT(mxfp8_export_shard(src.tensor, &shard, NULL, NULL, &scales) == MXFP8_OK, "%s", mxfp8_last_error());
+  EXPECT(export_shard(src.tensor, &shard, NULL, NULL, &scales) == MXFP8_OK, "%s", mxfp8_last_error());
   for (int64_t r = 0; r < 70; ++r)
     EXPECT(read_through_strides(&scales->dl_tensor, r) == src.s[r * 2 + 1], "scale row %lld", (long long)r);
   release_managed(scales);

@@ -195,3 +195,19 @@ int cuda_device_available(void) {
 #else
 int cuda_device_available(void) { return 0; }
 #endif
+
+mxfp8_status export_shard(const mxfp8_tensor *tensor, const mxfp8_shard *shard, const mxfp8_export_options *options,
+                          DLManagedTensorVersioned **values, DLManagedTensorVersioned **scales) {
+  mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
+  if (options) {
+    /* A smaller struct_size would make the library ignore the shard set below: a test mistake, not input. */
+    if (options->struct_size != sizeof o) {
+      fprintf(stderr, "export_shard: options.struct_size %u, the helper needs a full-size struct\n",
+              (unsigned)options->struct_size);
+      abort();
+    }
+    o = *options;
+  }
+  o.shard = shard;
+  return mxfp8_export_components(tensor, &o, values, scales);
+}

@@ -75,6 +75,12 @@ void release_managed(DLManagedTensorVersioned *m);
 /* 1 when a CUDA device is usable from this process (always 0 in a build without CUDA). */
 int cuda_device_available(void);
 
+/* One shard exported alone: mxfp8_export_components with `options` (NULL: MXFP8_EXPORT_OPTIONS_INIT,
+ * else a full-size struct, copied) and options.shard = `shard` (NULL: the whole tensor). What the tests
+ * written against mxfp8_export_shard (folded into options.shard) call. */
+mxfp8_status export_shard(const mxfp8_tensor *tensor, const mxfp8_shard *shard, const mxfp8_export_options *options,
+                          DLManagedTensorVersioned **values, DLManagedTensorVersioned **scales);
+
 
 
 /* A DLPack allocator (the mxfp8_export_options.allocator signature) that returns host buffers filled

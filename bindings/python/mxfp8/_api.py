@@ -71,9 +71,9 @@ def export_components(
             scales agree (ValueError naming the first that does not).
         stream: CUDA stream for the copy (torch/CuPy stream or int); default: torch's current stream
             for torch tensors, else the legacy default stream.
-        rows, cols: export only this shard (mxfp8_export_shard): rows ``(r0, r1)`` of M (or a list of
-            such ranges, concatenated: a rank's Q, K and V rows of a fused QKV weight) and K columns
-            ``(k0, k1)``; an end of None is the end of the dimension. Rowwise, k0 and k1 are multiples of
+        rows, cols: export only this shard (mxfp8_export_components' options.shard): rows ``(r0, r1)``
+            of M (or a list of such ranges, concatenated: a rank's Q, K and V rows of a fused QKV weight)
+            and K columns ``(k0, k1)``; an end of None is the end of the dimension. Rowwise, k0 and k1 are multiples of
             32 (or k1 = K); columnwise, every row boundary is a multiple of 32 (or M). The result is 2-D:
             values ``(rows, cols)`` (a strided view for one row range, else a copy) and the shard's
             compact scales, exactly the crop of the whole export, read straight from the stored (padded

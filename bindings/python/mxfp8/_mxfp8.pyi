@@ -41,7 +41,7 @@ class Tensor:
         row_begin: int = 0, row_end: int = -1, col_begin: int = 0, col_end: int = -1,
         row_pieces: Optional[Sequence[int]] = None, stream: Optional[int] = None,
         allocator: Optional[Callable[[list[int], tuple[int, int]], Any]] = None,
-    ) -> tuple[Any, Any]: ...  # mxfp8_export_shard; Arrays, or the framework's tensors (exchange mode)
+    ) -> tuple[Any, Any]: ...  # options.shard; Arrays, or the framework's tensors (exchange mode)
 
 class Grouped:
     def __init__(

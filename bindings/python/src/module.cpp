@@ -364,7 +364,7 @@ class Tensor {
                        });
   }
 
-  // One shard (mxfp8_export_shard): rows [row_begin, row_end) or the pieces (flat begin, end pairs), columns
+  // One shard (mxfp8_export_components with options.shard): rows [row_begin, row_end) or the pieces (flat begin, end pairs), columns
   // [col_begin, col_end); -1 ends are MXFP8_SHARD_END.
   py::tuple export_shard(int direction, int values_dtype, int scales_dtype, bool contiguous, int64_t row_begin,
                          int64_t row_end, int64_t col_begin, int64_t col_end,
@@ -384,9 +384,10 @@ class Tensor {
       shard.num_row_pieces = row_pieces->size() / 2;
       shard.row_pieces = row_pieces->data();
     }
+    o.shard = &shard;
     return export_with(o, exchange_for(api_, device_, stream), allocator,
                        [&](DLManagedTensorVersioned **v, DLManagedTensorVersioned **s) {
-                         return mxfp8_export_shard(handle_, &shard, &o, v, s);
+                         return mxfp8_export_components(handle_, &o, v, s);
                        });
   }
 

@@ -75,11 +75,11 @@ def test_open_ends_and_cols_only():
 
 
 @pytest.mark.parametrize("rows, cols, error, message", [
-    (None, (16, 48), ValueError, "shard.col_begin is 16, not a multiple of 32"),
-    (None, (0, 40), ValueError, "shard.col_end is 40, not a multiple of 32"),
-    ((50, 101), None, ValueError, "shard.row_end is 101, outside the tensor's 100 rows"),
+    (None, (16, 48), ValueError, "options.shard.col_begin is 16, not a multiple of 32"),
+    (None, (0, 40), ValueError, "options.shard.col_end is 40, not a multiple of 32"),
+    ((50, 101), None, ValueError, "options.shard.row_end is 101, outside the tensor's 100 rows"),
     ((40, 40), None, ValueError, "rows [40, 40) are empty"),
-    ([(0, 10), (90, 120)], None, ValueError, "shard.row_pieces[3] is 120"),
+    ([(0, 10), (90, 120)], None, ValueError, "options.shard.row_pieces[3] is 120"),
     (5, None, TypeError, "rows must be a (begin, end) pair"),
     (("a", 3), None, TypeError, "rows[0] must be an int"),
 ])

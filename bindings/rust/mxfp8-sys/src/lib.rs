@@ -311,6 +311,13 @@ pub struct mxfp8_export_options {
     pub scale_fixup: i32,
     /// Must be 0.
     pub reserved3: u32,
+    /// `mxfp8_export_components` exports only this shard; NULL: the whole tensor. The other calls
+    /// taking these options refuse a set one.
+    pub shard: *const mxfp8_shard,
+    /// `MXFP8_NVFP4_GLOBAL_SCALE_*`, read by NVFP4 exports (none yet); checked by every call.
+    pub global_scale: i32,
+    /// Must be 0.
+    pub reserved4: u32,
 }
 
 impl Default for mxfp8_export_options {
@@ -329,6 +336,9 @@ impl Default for mxfp8_export_options {
             reserved2: 0,
             scale_fixup: MXFP8_SCALE_FIXUP_NONE,
             reserved3: 0,
+            shard: core::ptr::null(),
+            global_scale: MXFP8_NVFP4_GLOBAL_SCALE_DECODE,
+            reserved4: 0,
         }
     }
 }
@@ -881,14 +891,6 @@ extern "C" {
     /// The experts stacked: values `[E, N, K]` and scales `[E, N, ceil(K/32)]`.
     pub fn mxfp8_grouped_export_stacked(
         grouped: *const mxfp8_grouped_tensor,
-        options: *const mxfp8_export_options,
-        values: *mut *mut DLManagedTensorVersioned,
-        scales: *mut *mut DLManagedTensorVersioned,
-    ) -> mxfp8_status;
-    /// One shard of one direction: values (a view for one row range) and the shard's compact scales.
-    pub fn mxfp8_export_shard(
-        tensor: *const mxfp8_tensor,
-        shard: *const mxfp8_shard,
         options: *const mxfp8_export_options,
         values: *mut *mut DLManagedTensorVersioned,
         scales: *mut *mut DLManagedTensorVersioned,

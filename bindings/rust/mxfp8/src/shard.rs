@@ -1,5 +1,6 @@
 //! Resharding: one shard of a tensor (rows of M, K columns, or several row ranges of a fused weight),
-//! exported straight from the stored scales (`mxfp8_export_shard`; the header's "Resharding" section).
+//! exported straight from the stored scales (`mxfp8_export_components` with `options.shard`; the header's
+//! "Resharding" section).
 use core::ops::Range;
 use core::ptr;
 
@@ -118,11 +119,14 @@ impl Tensor {
     /// Exports one shard of `options`' direction: values `(rows, cols)` (a strided view for one row range,
     /// else a copy) and the shard's compact scales, exactly the crop of [`Tensor::export`]'s.
     pub fn export_shard(&self, shard: &Shard, options: &ExportOptions) -> Result<Components, Error> {
-        let o = options.to_sys();
+        let mut o = options.to_sys();
         let (mut values, mut scales) = (ptr::null_mut(), ptr::null_mut());
-        // SAFETY: valid handle, options and shard (its pieces live for the call); both outputs are
-        // written only on success.
-        shard.with_raw(|raw| check(unsafe { sys::mxfp8_export_shard(self.as_raw(), raw, &o, &mut values, &mut scales) }))?;
+        // SAFETY: valid handle and options, whose shard (and its pieces) lives for the call; both
+        // outputs are written only on success.
+        shard.with_raw(|raw| {
+            o.shard = raw;
+            check(unsafe { sys::mxfp8_export_components(self.as_raw(), &o, &mut values, &mut scales) })
+        })?;
         // SAFETY: on success both are fresh managed tensors that we now own.
         unsafe {
             Ok(Components {

@@ -95,7 +95,7 @@ fn rust_view() -> BTreeMap<String, i64> {
     layout!(r, mxfp8_tensor_desc: struct_size, format, scale_layout, ndim, shape, rowwise_data, rowwise_scale_inv,
             columnwise_data, columnwise_scale_inv, block, reserved);
     layout!(r, mxfp8_export_options: struct_size, direction, values_dtype, scales_dtype, padded_scales, reserved, stream,
-            allocator, scales_granularity, reserved2, scale_fixup, reserved3);
+            allocator, scales_granularity, reserved2, scale_fixup, reserved3, shard, global_scale, reserved4);
     layout!(r, mxfp8_bucket_part: values_offset, values_bytes, scales_offset, scales_bytes, amax_offset, amax_bytes);
     layout!(r, mxfp8_transfer_desc: struct_size, source, destination, scale_fixup, global_scale, reserved, count,
             directions, shards, tensors, bucket_in, parts_in, ndims, shapes, formats, source_layouts, e4m3_maxes,
@@ -121,7 +121,7 @@ fn rust_view() -> BTreeMap<String, i64> {
           ptr rowwise_scale_inv, ptr columnwise_data, ptr columnwise_scale_inv, int block, int reserved);
     init!(r, mxfp8_export_options: int struct_size, int direction, int values_dtype, int scales_dtype, int padded_scales,
           int reserved, ptr stream, fnptr allocator, int scales_granularity, int reserved2, int scale_fixup,
-          int reserved3);
+          int reserved3, ptr shard, int global_scale, int reserved4);
     init!(r, mxfp8_transfer_desc: int struct_size, int source, int destination, int scale_fixup, int global_scale,
           int reserved, int count, ptr directions, ptr shards, ptr tensors, ptr bucket_in, ptr parts_in, ptr ndims,
           ptr shapes, ptr formats, ptr source_layouts, ptr e4m3_maxes, ptr scales_ndims, ptr scales_shapes,

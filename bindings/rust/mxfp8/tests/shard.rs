@@ -37,5 +37,5 @@ fn shards_of_a_swizzled_tensor_are_the_crop() {
     }
     let err = tensor.export_shard(&Shard::cols(16..200), &options).unwrap_err();
     assert_eq!(err.status, Status::InvalidArgument);
-    assert!(err.message.contains("shard.col_begin is 16, not a multiple of 32"), "{err}");
+    assert!(err.message.contains("options.shard.col_begin is 16, not a multiple of 32"), "{err}");
 }

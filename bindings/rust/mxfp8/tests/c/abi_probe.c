@@ -62,6 +62,9 @@ int main(void) {
   FIELD(mxfp8_export_options, reserved2);
   FIELD(mxfp8_export_options, scale_fixup);
   FIELD(mxfp8_export_options, reserved3);
+  FIELD(mxfp8_export_options, shard);
+  FIELD(mxfp8_export_options, global_scale);
+  FIELD(mxfp8_export_options, reserved4);
   SIZE(mxfp8_bucket_part);
   FIELD(mxfp8_bucket_part, values_offset);
   FIELD(mxfp8_bucket_part, values_bytes);
@@ -180,6 +183,9 @@ int main(void) {
     INIT_INT(mxfp8_export_options, v, reserved2);
     INIT_INT(mxfp8_export_options, v, scale_fixup);
     INIT_INT(mxfp8_export_options, v, reserved3);
+    INIT_PTR(mxfp8_export_options, v, shard);
+    INIT_INT(mxfp8_export_options, v, global_scale);
+    INIT_INT(mxfp8_export_options, v, reserved4);
   }
   {
     mxfp8_transfer_desc v = MXFP8_TRANSFER_DESC_INIT;
