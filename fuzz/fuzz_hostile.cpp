@@ -187,7 +187,7 @@ struct Described {
 };
 
 // ---------------------------------------------------------------------------------------------------
-// Section 0: a hostile allocator behind mxfp8_export_components, mxfp8_grouped_export_stacked,
+// Section 0: a hostile allocator behind mxfp8_export_components, mxfp8_grouped_export (all experts),
 // mxfp8_quantize and mxfp8_export_components with options.shard.
 // ---------------------------------------------------------------------------------------------------
 constexpr uint8_t kPoison = 0xA5;
@@ -541,7 +541,7 @@ void section_allocator(Reader &in) {
         });
     return;
   }
-  if (call == 1) {  // mxfp8_grouped_export_stacked of padded experts: one copy
+  if (call == 1) {  // mxfp8_grouped_export of all padded experts: one copy
     const int32_t experts = 1 + in.byte() % 4;
     const int64_t n = 1 + in.below(160), k = 1 + in.below(130), c = ceil32(k);
     const bool swizzled = in.byte() % 2;
@@ -573,7 +573,7 @@ void section_allocator(Reader &in) {
         in, {range_of(values.data(), static_cast<int64_t>(values.size())), range_of(scales.data(), static_cast<int64_t>(scales.size()))},
         {values.data(), scales.data()}, {static_cast<int64_t>(values.size()), static_cast<int64_t>(scales.size())}, 1,
         [&](std::vector<DLManagedTensorVersioned *> &outs) {
-          return mxfp8_grouped_export_stacked(g, &o, nullptr, &outs[0]);
+          return mxfp8_grouped_export(g, nullptr, 0, &o, nullptr, &outs[0]);
         },
         [&](std::vector<DLManagedTensorVersioned *> &outs) {
           const Allocated &a = *g_alloc.made[0];
@@ -1045,7 +1045,7 @@ void section_empty(Reader &in) {
     mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
     o.allocator = in.byte() % 2 ? counting_allocator : nullptr;
     DLManagedTensorVersioned *v = nullptr, *sc = nullptr;
-    const mxfp8_status stacked = mxfp8_grouped_export_stacked(g, &o, &v, &sc);
+    const mxfp8_status stacked = mxfp8_grouped_export(g, nullptr, 0, &o, &v, &sc);
     expect_ok(stacked, small, "stacking empty experts failed");
     if (stacked == MXFP8_OK) {
       v->deleter(v);
@@ -1215,7 +1215,7 @@ void section_edges(Reader &in) {
       mxfp8_tensor_release(t);
     }
     DLManagedTensorVersioned *v = nullptr;
-    const mxfp8_status stacked = mxfp8_grouped_export_stacked(g, nullptr, &v, nullptr);
+    const mxfp8_status stacked = mxfp8_grouped_export(g, nullptr, 0, nullptr, &v, nullptr);
     clean(stacked, "stacking edge-sized experts gave an unclean status");
     if (stacked == MXFP8_OK) {
       sane_view(v);

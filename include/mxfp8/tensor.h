@@ -196,9 +196,9 @@ typedef struct mxfp8_export_options {
   /* Added after the fields above (a smaller struct_size means MXFP8_SCALE_FIXUP_NONE): the
    * mxfp8_scale_fixup (declared in layout.h; this field and the enum's published values are stable like
    * the rest of this struct) applied to every scale mxfp8_export_scales_batched writes (a transfer has
-   * its own, mxfp8_transfer_desc.scale_fixup). mxfp8_export_components and mxfp8_grouped_export_stacked,
+   * its own, mxfp8_transfer_desc.scale_fixup). mxfp8_export_components and mxfp8_grouped_export,
    * whose scales may be views, take only MXFP8_SCALE_FIXUP_NONE (MXFP8_ERROR_INVALID_ARGUMENT
-   * otherwise), as does mxfp8_grouped_export_experts. */
+   * otherwise). */
   int32_t scale_fixup;
   uint32_t reserved3;         /* must be 0 */
   /* Added after the fields above (a smaller struct_size means NULL, MXFP8_NVFP4_GLOBAL_SCALE_DECODE, 0). */
@@ -337,14 +337,27 @@ MXFP8_API void mxfp8_grouped_tensor_release(mxfp8_grouped_tensor *grouped);
 MXFP8_API mxfp8_status mxfp8_grouped_expert(const mxfp8_grouped_tensor *grouped, int32_t expert,
                                             mxfp8_tensor **out);
 
-/* The experts stacked, the shape vLLM's MoE layers load: values [E, N, K] (a view) and scales
- * [E, N, ceil(K/32)] (a view when the scales are compact and back to back, else one copy made by one
- * launch for all experts). Needs experts of one row count N. Options as mxfp8_export_components
- * (rowwise; per-32 granularity; options.shard NULL: a set one is MXFP8_ERROR_INVALID_ARGUMENT). */
-MXFP8_API mxfp8_status mxfp8_grouped_export_stacked(const mxfp8_grouped_tensor *grouped,
-                                                    const mxfp8_export_options *options,
-                                                    DLManagedTensorVersioned **values,
-                                                    DLManagedTensorVersioned **scales);
+/* Experts stacked, the shape vLLM's MoE layers load: values [count, N, K] and compact scales
+ * [count, N, ceil(K/32)], rowwise.
+ *
+ *   experts NULL, count 0: every expert in order (count = E), which needs experts of one row count N.
+ *   otherwise:             the experts one rank serves (expert parallelism), in the order given
+ *                          (experts[i] in 0..E-1; an expert may appear more than once), which must share
+ *                          one row count N. count 0 with experts set (there would be no N) and experts
+ *                          NULL with count > 0 are MXFP8_ERROR_INVALID_ARGUMENT. `experts` is read during
+ *                          the call only.
+ *
+ * Each output is a view when the experts it holds lie back to back in the flat buffers in the order given
+ * (always so for every expert; the chosen ones when experts[i] == experts[0] + i), the scales only when
+ * packed MXFP8_GROUPED_SCALES_COMPACT with each expert's scales right after the one before; otherwise a
+ * copy. The copies of both outputs are made by one launch on options->stream (values of 4 MiB or more per
+ * expert moved as mxfp8_transfer moves them). Options as mxfp8_export_components, except: direction
+ * rowwise (columnwise is MXFP8_ERROR_MISSING_DATA), per-32 granularity, scale_fixup NONE and shard NULL
+ * (MXFP8_ERROR_INVALID_ARGUMENT otherwise). Ownership, allocation and output rules as
+ * mxfp8_export_components. */
+MXFP8_API mxfp8_status mxfp8_grouped_export(const mxfp8_grouped_tensor *grouped, const int32_t *experts, size_t count,
+                                            const mxfp8_export_options *options, DLManagedTensorVersioned **values,
+                                            DLManagedTensorVersioned **scales);
 
 /* ====================================================================================================
  * NVFP4: describing, exporting, swizzling and dequantizing                             [EXPERIMENTAL]

@@ -123,21 +123,6 @@ typedef struct mxfp8_shard {
     NULL                             /* row_pieces: one range */  \
   }
 
-/* Expert parallelism: the experts one rank serves, from a grouped tensor (see "Grouped MoE experts"), in
- * the order given (experts[i] in 0..E-1; an expert may appear more than once), stacked as
- * mxfp8_grouped_export_stacked stacks all of them: values [count, N, K] and compact scales
- * [count, N, ceil(K/32)]. The chosen experts must share one row count N. Each output is a view when
- * the chosen experts lie back to back in the flat buffers in the order given (experts[i] ==
- * experts[0] + i; scales only when packed MXFP8_GROUPED_SCALES_COMPACT), otherwise a copy; the copies
- * of both outputs are made by one launch on options->stream (values of 4 MiB or more per expert moved as
- * mxfp8_transfer moves them). Options, ownership and failures as mxfp8_grouped_export_stacked; count == 0 is an
- * error (there would be no N). `experts` is read during the call only. */
-MXFP8_API mxfp8_status mxfp8_grouped_export_experts(const mxfp8_grouped_tensor *grouped, const int32_t *experts,
-                                                    size_t count, const mxfp8_export_options *options,
-                                                    DLManagedTensorVersioned **values,
-                                                    DLManagedTensorVersioned **scales);
-
-
 /* ====================================================================================================
  * The transfer: one description of many tensors moved from where they are to where they go
  *                                                                                       [EXPERIMENTAL]

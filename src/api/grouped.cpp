@@ -1,5 +1,6 @@
 // Grouped MoE experts: one flat values buffer and one flat scale buffer, checked once, exported per
-// expert (as ordinary mxfp8_tensor handles viewing the flat buffers) or stacked [E, N, ...].
+// expert (as ordinary mxfp8_tensor handles viewing the flat buffers) or stacked [count, N, ...]
+// (mxfp8_grouped_export: every expert, or the chosen ones).
 #include "api/grouped.hpp"
 #include "api/outputs.hpp"
 
@@ -122,11 +123,11 @@ bool uniform_rows(const mxfp8_grouped_tensor &g) {
   return true;
 }
 
-// The argument checks both stacked exports make: a grouped tensor, two distinct output pointers (one may
-// be NULL), and options a stacked export of stored rowwise per-32 scales can honour.
-mxfp8_export_options stacked_export_options(const mxfp8_grouped_tensor *g, const mxfp8_export_options *options,
-                                            DLManagedTensorVersioned **values, DLManagedTensorVersioned **scales,
-                                            const char *call) {
+// The argument checks of mxfp8_grouped_export: a grouped tensor, two distinct output pointers (one may be
+// NULL), and options a stacked export of stored rowwise per-32 scales can honour.
+mxfp8_export_options grouped_export_options(const mxfp8_grouped_tensor *g, const mxfp8_export_options *options,
+                                            DLManagedTensorVersioned **values, DLManagedTensorVersioned **scales) {
+  const char *call = "mxfp8_grouped_export";
   if (!g) fail(MXFP8_ERROR_INVALID_ARGUMENT, "grouped is NULL");
   if (!values && !scales) fail(MXFP8_ERROR_INVALID_ARGUMENT, "values and scales are both NULL: nothing to export");
   if (values == scales)
@@ -208,63 +209,26 @@ extern "C" MXFP8_API mxfp8_status mxfp8_grouped_expert(const mxfp8_grouped_tenso
   });
 }
 
-extern "C" MXFP8_API mxfp8_status mxfp8_grouped_export_stacked(const mxfp8_grouped_tensor *g,
-                                                               const mxfp8_export_options *options,
-                                                               DLManagedTensorVersioned **values,
-                                                               DLManagedTensorVersioned **scales) {
-  return guarded([&] {
-    const mxfp8_export_options o = stacked_export_options(g, options, values, scales, "mxfp8_grouped_export_stacked");
-    hold_for_call(*g);
-    if (!uniform_rows(*g))
-      fail(MXFP8_ERROR_INVALID_ARGUMENT, "stacking needs experts of one row count; these have ", g->rows.front(),
-           " and ", *std::find_if(g->rows.begin(), g->rows.end(), [&](int64_t r) { return r != g->rows.front(); }),
-           " rows: export them per expert (mxfp8_grouped_expert)");
-    const auto experts = static_cast<int64_t>(g->rows.size());
-    const int64_t n = g->rows.front(), c = g->scale_cols;
-    const std::vector<int64_t> values_shape{experts, n, g->cols}, scales_shape{experts, n, c};
-    const DLDataType scale_dtype = scales_dtype(o.scales_dtype);
-
-    ManagedPtr scales_out;
-    if (scales) {
-      bool back_to_back = g->scale_packing == MXFP8_GROUPED_SCALES_COMPACT;
-      for (int64_t e = 0; e < experts && back_to_back; ++e) back_to_back = g->scale_offset[e] == e * n * c;
-      if (back_to_back) {
-        scales_out = make_view(keep_alive(g), g->scales->dl_tensor, scale_dtype, scales_shape,
-                               compact_strides(scales_shape), g->scales->flags & DLPACK_FLAG_BITMASK_READ_ONLY);
-      } else {
-        scales_out = allocate_copy(g->device, scale_dtype, scales_shape, Allocation{o.allocator, o.stream});
-        const int64_t copy_bytes = checked_numel(scales_out->dl_tensor, "scales");
-        std::vector<Span> spans{
-            span_of(byte_pointer(g->data->dl_tensor), checked_numel(g->data->dl_tensor, "data"), "desc.data", kNoIndex, false),
-            span_of(byte_pointer(g->scales->dl_tensor), checked_numel(g->scales->dl_tensor, "scale_inv"), "desc.scale_inv",
-                    kNoIndex, false),
-            span_of(copy_bytes > 0 ? byte_pointer(scales_out->dl_tensor) : nullptr, copy_bytes,
-                    "the scales copy from options.allocator", kNoIndex, true)};
-        check_no_overlap(spans);
-        std::vector<ScaleJob> jobs;
-        uint8_t *dst = byte_pointer(scales_out->dl_tensor);
-        for (int64_t e = 0; e < experts && n * c > 0; ++e) jobs.push_back(compact_job(g->sources[e], dst + e * n * c));
-        run_jobs_on(g->device, jobs.data(), jobs.size(), o.stream);
-      }
-    }
-    ManagedPtr values_out;
-    if (values) {
-      values_out = make_view(keep_alive(g), g->data->dl_tensor, values_dtype(g->format, o.values_dtype), values_shape,
-                             compact_strides(values_shape),
-                             g->data->flags & DLPACK_FLAG_BITMASK_READ_ONLY);
-    }
-    if (scales) *scales = scales_out.release();
-    if (values) *values = values_out.release();
-  });
-}
-
 namespace mxfp8 {
 namespace {
 
+// Every expert (experts NULL, count 0): one row count among them. Returns it.
+int64_t check_all_experts(const mxfp8_grouped_tensor &g) {
+  if (!uniform_rows(g))
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, "stacking needs experts of one row count; these have ", g.rows.front(),
+         " and ", *std::find_if(g.rows.begin(), g.rows.end(), [&](int64_t r) { return r != g.rows.front(); }),
+         " rows: export them per expert (mxfp8_grouped_expert) or choose experts of one row count");
+  return g.rows.front();
+}
+
 // The chosen experts, checked: each in range, one row count among them. Returns that row count.
 int64_t check_experts(const mxfp8_grouped_tensor &g, const int32_t *experts, size_t count) {
-  if (count == 0) fail(MXFP8_ERROR_INVALID_ARGUMENT, "count is 0: choose at least one expert");
-  if (!experts) fail(MXFP8_ERROR_INVALID_ARGUMENT, "experts is NULL");
+  if (count == 0)
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, "count is 0: choose at least one expert (experts NULL and count 0 export "
+         "all of them)");
+  if (!experts)
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, "experts is NULL but count is ", count, ": pass the chosen experts (experts "
+         "NULL and count 0 export all of them)");
   check_count(count);
   const auto total = static_cast<int64_t>(g.rows.size());
   for (size_t i = 0; i < count; ++i)
@@ -289,14 +253,24 @@ bool consecutive(const int32_t *experts, size_t count) {
 }  // namespace
 }  // namespace mxfp8
 
-extern "C" MXFP8_API mxfp8_status mxfp8_grouped_export_experts(const mxfp8_grouped_tensor *g, const int32_t *experts,
-                                                               size_t count, const mxfp8_export_options *options,
-                                                               DLManagedTensorVersioned **values,
-                                                               DLManagedTensorVersioned **scales) {
+extern "C" MXFP8_API mxfp8_status mxfp8_grouped_export(const mxfp8_grouped_tensor *g, const int32_t *experts,
+                                                       size_t count, const mxfp8_export_options *options,
+                                                       DLManagedTensorVersioned **values,
+                                                       DLManagedTensorVersioned **scales) {
   return guarded([&] {
-    const mxfp8_export_options o = stacked_export_options(g, options, values, scales, "mxfp8_grouped_export_experts");
+    const mxfp8_export_options o = grouped_export_options(g, options, values, scales);
     hold_for_call(*g);
-    const int64_t n = check_experts(*g, experts, count), c = g->scale_cols, k = g->cols;
+    // experts NULL and count 0: every expert in order, which is the same export of experts 0..E-1.
+    std::vector<int32_t> every;
+    const bool all = !experts && count == 0;
+    const int64_t n = all ? check_all_experts(*g) : check_experts(*g, experts, count);
+    if (all) {
+      every.resize(g->rows.size());
+      for (size_t e = 0; e < every.size(); ++e) every[e] = static_cast<int32_t>(e);
+      experts = every.data();
+      count = every.size();
+    }
+    const int64_t c = g->scale_cols, k = g->cols;
     const auto chosen = static_cast<int64_t>(count);
     const std::vector<int64_t> values_shape{chosen, n, k}, scales_shape{chosen, n, c};
     const bool in_order = consecutive(experts, count);

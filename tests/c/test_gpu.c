@@ -689,7 +689,7 @@ static void check_grouped_stacked(int E, int64_t n, int64_t k, uint64_t offset, 
   mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
   o.allocator = poisoned_device_allocator;
   DLManagedTensorVersioned *values = NULL, *scales = NULL;
-  EXPECT(mxfp8_grouped_export_stacked(g, &o, &values, &scales) == MXFP8_OK, "stacked: %s", mxfp8_last_error());
+  EXPECT(mxfp8_grouped_export(g, NULL, 0, &o, &values, &scales) == MXFP8_OK, "stacked: %s", mxfp8_last_error());
   EXPECT(values->dl_tensor.data == gd->device_alloc && values->dl_tensor.shape[0] == E, "values [E, N, K] view");
   uint8_t *got = download(&scales->dl_tensor, (size_t)(E * n * c));
   for (int64_t i = 0; i < E * n * c; ++i)

@@ -98,7 +98,7 @@ static void test_every_allocating_path_reports_out_of_memory(void **state) {
   /* The group borrows the same buffers (NULL deleters): the tensor above keeps them alive. */
   assert_int_equal(mxfp8_grouped_tensor_create(&g, &grouped), MXFP8_OK);
   DLManagedTensorVersioned *gv = sentinel, *gs = sentinel;
-  expect_oom(mxfp8_grouped_export_stacked(grouped, NULL, &gv, &gs), "grouped stacked copy");
+  expect_oom(mxfp8_grouped_export(grouped, NULL, 0, NULL, &gv, &gs), "grouped stacked copy");
   EXPECT(gv == sentinel && gs == sentinel, "grouped outputs written on failure");
   mxfp8_grouped_tensor_release(grouped);
   free_swizzled(&t, handle);

@@ -14,7 +14,9 @@ typedef struct {
   int64_t k;
   mxfp8_scale_layout layout;
   mxfp8_grouped_scales packing;
-  int gaps; /* explicit scale_offsets with poisoned gaps between experts */
+  /* explicit scale_offsets: 1, with poisoned gaps between experts; 2, with a poisoned lead before the
+   * first expert only (the experts' scales back to back after it) */
+  int gaps;
 } group_case;
 
 typedef struct {
@@ -31,7 +33,7 @@ static group make_group(const group_case *c, uint64_t *rng) {
   int64_t total_rows = 0, scale_bytes = 0;
   for (int e = 0; e < c->experts; ++e) {
     total_rows += c->rows[e];
-    g.offsets[e] = scale_bytes + (c->gaps ? 16 : 0);
+    g.offsets[e] = scale_bytes + (c->gaps == 1 || (c->gaps == 2 && e == 0) ? 16 : 0);
     const int64_t bytes = c->packing == MXFP8_GROUPED_SCALES_PADDED ? ref_round_up(c->rows[e], 128) * ref_round_up(cols, 4)
                                                                     : c->rows[e] * cols;
     scale_bytes = g.offsets[e] + bytes;
@@ -137,16 +139,20 @@ static void test_stacked_export_for_uniform_experts(void **state) {
       {4, {96, 96, 96, 96}, 200, MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED, MXFP8_GROUPED_SCALES_PADDED, 0},
       {4, {96, 96, 96, 96}, 200, MXFP8_SCALE_LAYOUT_ROW_MAJOR, MXFP8_GROUPED_SCALES_PADDED, 0},
       {4, {96, 96, 96, 96}, 200, MXFP8_SCALE_LAYOUT_ROW_MAJOR, MXFP8_GROUPED_SCALES_COMPACT, 0},
+      {4, {96, 96, 96, 96}, 200, MXFP8_SCALE_LAYOUT_ROW_MAJOR, MXFP8_GROUPED_SCALES_COMPACT, 1},
+      {4, {96, 96, 96, 96}, 200, MXFP8_SCALE_LAYOUT_ROW_MAJOR, MXFP8_GROUPED_SCALES_COMPACT, 2},
   };
-  for (int i = 0; i < 3; ++i) {
+  for (int i = 0; i < (int)(sizeof uniform / sizeof uniform[0]); ++i) {
     group g = make_group(&uniform[i], &rng);
     DLManagedTensorVersioned *values = NULL, *scales = NULL;
-    EXPECT(mxfp8_grouped_export_stacked(g.g, NULL, &values, &scales) == MXFP8_OK, "stacked: %s", mxfp8_last_error());
+    EXPECT(mxfp8_grouped_export(g.g, NULL, 0, NULL, &values, &scales) == MXFP8_OK, "stacked: %s", mxfp8_last_error());
     EXPECT(values->dl_tensor.ndim == 3 && values->dl_tensor.shape[0] == 4 && values->dl_tensor.shape[1] == 96 &&
                values->dl_tensor.shape[2] == 200 && values->dl_tensor.data == g.data->buffer,
            "values [E, N, K] view");
     EXPECT(scales->dl_tensor.ndim == 3 && scales->dl_tensor.shape[2] == 7, "scales [E, N, C]");
-    const int view = uniform[i].packing == MXFP8_GROUPED_SCALES_COMPACT;
+    /* "a view when ... compact with each expert's scales right after the one before", wherever the first
+     * starts */
+    const int view = uniform[i].packing == MXFP8_GROUPED_SCALES_COMPACT && uniform[i].gaps != 1;
     EXPECT(!!(scales->flags & DLPACK_FLAG_BITMASK_IS_COPIED) == !view, "case %d: view or copy", i);
     for (int e = 0; e < 4; ++e)
       for (int64_t j = 0; j < 96 * 7; ++j)
@@ -198,7 +204,7 @@ static void test_bad_grouped_descriptions(void **state) {
   d.expert_rows = uneven;
   assert_int_equal(mxfp8_grouped_tensor_create(&d, &g), MXFP8_OK);
   DLManagedTensorVersioned *v = NULL;
-  assert_int_equal(mxfp8_grouped_export_stacked(g, NULL, &v, NULL), MXFP8_ERROR_INVALID_ARGUMENT);
+  assert_int_equal(mxfp8_grouped_export(g, NULL, 0, NULL, &v, NULL), MXFP8_ERROR_INVALID_ARGUMENT);
   assert_last_error_contains("these have 150 and 50 rows");
   mxfp8_tensor *t = NULL;
   assert_int_equal(mxfp8_grouped_expert(g, 2, &t), MXFP8_ERROR_INVALID_ARGUMENT);
@@ -230,7 +236,7 @@ static void test_subset_of_experts_in_any_order(void **state) {
       mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
       o.allocator = poisoned_allocator;
       DLManagedTensorVersioned *values = NULL, *scales = NULL;
-      EXPECT(mxfp8_grouped_export_experts(g.g, choices[choice], count, &o, &values, &scales) == MXFP8_OK, "case %zu: %s",
+      EXPECT(mxfp8_grouped_export(g.g, choices[choice], count, &o, &values, &scales) == MXFP8_OK, "case %zu: %s",
              ci, mxfp8_last_error());
       EXPECT(values->dl_tensor.ndim == 3 && values->dl_tensor.shape[0] == (int64_t)count && values->dl_tensor.shape[1] == n &&
                  scales->dl_tensor.shape[2] == cols, "case %zu choice %zu: shapes", ci, choice);
@@ -254,20 +260,20 @@ static void test_subset_of_experts_in_any_order(void **state) {
     /* bad choices: nothing written */
     DLManagedTensorVersioned *sentinel = (DLManagedTensorVersioned *)(uintptr_t)0xBAD, *v = sentinel, *sc = sentinel;
     const int32_t out_of_range[2] = {1, 6};
-    EXPECT(mxfp8_grouped_export_experts(g.g, out_of_range, 2, NULL, &v, &sc) == MXFP8_ERROR_INVALID_ARGUMENT, "range");
+    EXPECT(mxfp8_grouped_export(g.g, out_of_range, 2, NULL, &v, &sc) == MXFP8_ERROR_INVALID_ARGUMENT, "range");
     assert_last_error_contains("experts[1] is 6, out of range: the group has 6 experts");
-    EXPECT(mxfp8_grouped_export_experts(g.g, out_of_range, 0, NULL, &v, &sc) == MXFP8_ERROR_INVALID_ARGUMENT, "count 0");
+    EXPECT(mxfp8_grouped_export(g.g, out_of_range, 0, NULL, &v, &sc) == MXFP8_ERROR_INVALID_ARGUMENT, "count 0");
     assert_last_error_contains("count is 0");
-    EXPECT(mxfp8_grouped_export_experts(g.g, NULL, 2, NULL, &v, &sc) == MXFP8_ERROR_INVALID_ARGUMENT, "NULL");
+    EXPECT(mxfp8_grouped_export(g.g, NULL, 2, NULL, &v, &sc) == MXFP8_ERROR_INVALID_ARGUMENT, "NULL");
     assert_last_error_contains("experts is NULL");
     /* a set options.shard (even the whole tensor) is a choice the stacked exports cannot honour */
     mxfp8_export_options sharded = MXFP8_EXPORT_OPTIONS_INIT;
     const mxfp8_shard whole = MXFP8_SHARD_INIT;
     sharded.shard = &whole;
-    EXPECT(mxfp8_grouped_export_experts(g.g, out_of_range, 1, &sharded, &v, &sc) == MXFP8_ERROR_INVALID_ARGUMENT, "shard");
-    assert_last_error_contains("options.shard is set: mxfp8_grouped_export_experts exports whole tensors");
-    EXPECT(mxfp8_grouped_export_stacked(g.g, &sharded, &v, &sc) == MXFP8_ERROR_INVALID_ARGUMENT, "shard, stacked");
-    assert_last_error_contains("options.shard is set: mxfp8_grouped_export_stacked exports whole tensors");
+    EXPECT(mxfp8_grouped_export(g.g, out_of_range, 1, &sharded, &v, &sc) == MXFP8_ERROR_INVALID_ARGUMENT, "shard");
+    assert_last_error_contains("options.shard is set: mxfp8_grouped_export exports whole tensors");
+    EXPECT(mxfp8_grouped_export(g.g, NULL, 0, &sharded, &v, &sc) == MXFP8_ERROR_INVALID_ARGUMENT, "shard, all");
+    assert_last_error_contains("options.shard is set: mxfp8_grouped_export exports whole tensors");
     EXPECT(v == sentinel && sc == sentinel, "an output was written");
     mxfp8_grouped_tensor_release(g.g);
     free_group(&g, c->experts);
@@ -276,7 +282,7 @@ static void test_subset_of_experts_in_any_order(void **state) {
   group g = make_group(&kCases[2], &rng);
   const int32_t mixed[2] = {0, 2};
   DLManagedTensorVersioned *v = NULL, *sc = NULL;
-  EXPECT(mxfp8_grouped_export_experts(g.g, mixed, 2, NULL, &v, &sc) == MXFP8_ERROR_INVALID_ARGUMENT, "mixed rows");
+  EXPECT(mxfp8_grouped_export(g.g, mixed, 2, NULL, &v, &sc) == MXFP8_ERROR_INVALID_ARGUMENT, "mixed rows");
   assert_last_error_contains("experts[1] (expert 2) has 200");
   mxfp8_grouped_tensor_release(g.g);
   free_group(&g, kCases[2].experts);

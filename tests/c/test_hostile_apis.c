@@ -479,11 +479,12 @@ static void test_export_shard_allocator_failures(void **state) {
 }
 
 /* ---------------------------------------------------------------------------------------------------
- * mxfp8_grouped_export_experts: "in the order given (an expert may appear more than once)"; "Options,
- * ownership and failures as mxfp8_grouped_export_stacked"; `experts` is read for `count` entries only.
+ * mxfp8_grouped_export of chosen experts: "in the order given (an expert may appear more than once)";
+ * "Ownership, allocation and output rules as mxfp8_export_components"; `experts` is read for `count`
+ * entries only.
  * --------------------------------------------------------------------------------------------------- */
 
-static void test_grouped_export_experts_repeats_and_failures(void **state) {
+static void test_grouped_export_chosen_experts_repeats_and_failures(void **state) {
   (void)state;
   enum { E = 3, N = 40, K = 70, C = 3 };
   const int64_t padded_expert = 128 * 4;
@@ -513,7 +514,7 @@ static void test_grouped_export_experts_repeats_and_failures(void **state) {
   mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
   o.allocator = chosen_allocator;
   DLManagedTensorVersioned *v = NULL, *s = NULL;
-  assert_int_equal(mxfp8_grouped_export_experts(grouped, experts, 3, &o, &v, &s), MXFP8_OK);
+  assert_int_equal(mxfp8_grouped_export(grouped, experts, 3, &o, &v, &s), MXFP8_OK);
   const uint8_t *vb = (const uint8_t *)v->dl_tensor.data, *sb = (const uint8_t *)s->dl_tensor.data;
   for (int i = 0; i < 3; ++i) {
     EXPECT(memcmp(vb + i * N * K, data->buffer + experts[i] * N * K, N * K) == 0, "values of pick %d", i);
@@ -530,7 +531,7 @@ static void test_grouped_export_experts_repeats_and_failures(void **state) {
     for (int bad = 0; bad < 2; ++bad) {
       reset_allocator(bad, modes[m], scales->buffer);
       v = SENTINEL, s = SENTINEL;
-      const mxfp8_status st = mxfp8_grouped_export_experts(grouped, experts, 3, &o, &v, &s);
+      const mxfp8_status st = mxfp8_grouped_export(grouped, experts, 3, &o, &v, &s);
       EXPECT(st != MXFP8_OK, "mode %d, bad call %d succeeded", m, bad);
       EXPECT(v == SENTINEL && s == SENTINEL, "mode %d, bad call %d: an output was written on failure", m, bad);
       expect_allocations_deleted(0);
@@ -541,7 +542,7 @@ static void test_grouped_export_experts_repeats_and_failures(void **state) {
   for (size_t i = 0; i < sizeof bad_picks / sizeof bad_picks[0]; ++i) {
     memcpy(experts, bad_picks[i], sizeof bad_picks[i]);
     v = SENTINEL, s = SENTINEL;
-    assert_int_equal(mxfp8_grouped_export_experts(grouped, experts, 3, NULL, &v, &s), MXFP8_ERROR_INVALID_ARGUMENT);
+    assert_int_equal(mxfp8_grouped_export(grouped, experts, 3, NULL, &v, &s), MXFP8_ERROR_INVALID_ARGUMENT);
     EXPECT(v == SENTINEL && s == SENTINEL, "bad pick %zu wrote an output", i);
   }
   free(experts);
@@ -1390,7 +1391,7 @@ static void test_shards_of_a_swizzled_bucket_part(void **state) {
 }
 
 /* "Views keep `tensor` alive": after the caller's release, the views of mxfp8_export_shard,
- * mxfp8_nvfp4_export_components and mxfp8_grouped_export_experts still read the source (in-place updates
+ * mxfp8_nvfp4_export_components and mxfp8_grouped_export (chosen experts) still read the source (in-place updates
  * show through), and the source's deleters run once, when the last view goes. The views are views: no
  * DLPACK_FLAG_BITMASK_IS_COPIED, the source's memory; consecutive experts give views, a repeat a copy. */
 static void test_views_outlive_the_handle(void **state) {
@@ -1443,8 +1444,8 @@ static void test_views_outlive_the_handle(void **state) {
   assert_int_equal(mxfp8_grouped_tensor_create(&g, &grouped), MXFP8_OK);
   const int32_t consecutive[2] = {1, 2}, repeated[2] = {2, 2};
   DLManagedTensorVersioned *gv = NULL, *gs = NULL, *rv = NULL, *rs = NULL;
-  assert_int_equal(mxfp8_grouped_export_experts(grouped, consecutive, 2, NULL, &gv, &gs), MXFP8_OK);
-  assert_int_equal(mxfp8_grouped_export_experts(grouped, repeated, 2, NULL, &rv, &rs), MXFP8_OK);
+  assert_int_equal(mxfp8_grouped_export(grouped, consecutive, 2, NULL, &gv, &gs), MXFP8_OK);
+  assert_int_equal(mxfp8_grouped_export(grouped, repeated, 2, NULL, &rv, &rs), MXFP8_OK);
   mxfp8_grouped_tensor_release(grouped);
   EXPECT(data->deleter_calls == 0 && scales->deleter_calls == 0, "grouped buffers deleted while views live");
   EXPECT((const uint8_t *)gv->dl_tensor.data + gv->dl_tensor.byte_offset == data->buffer + N * K &&
@@ -1552,7 +1553,7 @@ static void test_empty_tensors_with_huge_dimensions_through_the_newest_calls(voi
   }
   int32_t picks[3] = {999, 0, 999};
   DLManagedTensorVersioned *v = NULL, *sc = NULL;
-  assert_int_equal(mxfp8_grouped_export_experts(grouped, picks, 3, NULL, &v, &sc), MXFP8_OK);
+  assert_int_equal(mxfp8_grouped_export(grouped, picks, 3, NULL, &v, &sc), MXFP8_OK);
   release_managed(v);
   release_managed(sc);
   mxfp8_grouped_tensor_release(grouped);
@@ -1682,7 +1683,7 @@ static void test_allocator_result_at_byte_offset_2_63(void **state) {
     expect_allocations_deleted(0);
     free_allocations();
   }
-  /* mxfp8_export_components (a padded copy; options.shard of pieces), mxfp8_grouped_export_experts */
+  /* mxfp8_export_components (a padded copy; options.shard of pieces), mxfp8_grouped_export (chosen experts) */
   rowwise_tensor r;
   make_rowwise(&r, 100, 64, 37);
   mxfp8_export_options eo = MXFP8_EXPORT_OPTIONS_INIT;
@@ -1840,7 +1841,7 @@ static void *run_exports(void *arg) {
     release_managed(nvg);
     const int32_t picks[2] = {rep % 3, (rep + 1) % 3};
     DLManagedTensorVersioned *gv = NULL;
-    if (mxfp8_grouped_export_experts(j->g, picks, 2, NULL, &gv, NULL) != MXFP8_OK) {
+    if (mxfp8_grouped_export(j->g, picks, 2, NULL, &gv, NULL) != MXFP8_OK) {
       j->failures++;
       continue;
     }
@@ -1944,7 +1945,7 @@ static void test_null_pointer_arguments_of_the_newest_calls(void **state) {
   assert_int_equal(mxfp8_transfer_prepare(&import, NULL), MXFP8_ERROR_INVALID_ARGUMENT);
   const int32_t pick[1] = {0};
   DLManagedTensorVersioned *v = SENTINEL;
-  assert_int_equal(mxfp8_grouped_export_experts(NULL, pick, 1, NULL, &v, NULL), MXFP8_ERROR_INVALID_ARGUMENT);
+  assert_int_equal(mxfp8_grouped_export(NULL, pick, 1, NULL, &v, NULL), MXFP8_ERROR_INVALID_ARGUMENT);
   assert_int_equal(mxfp8_nvfp4_export_components(NULL, NULL, &v, NULL, NULL), MXFP8_ERROR_INVALID_ARGUMENT);
   EXPECT(v == SENTINEL, "an output written on failure");
   /* The fused quantize: a NULL entry of values or scales. */
@@ -2593,7 +2594,7 @@ int main(void) {
       cmocka_unit_test(test_convert_concurrently),
       cmocka_unit_test(test_convert_grouped_deepgemm_strided_extent),
       cmocka_unit_test(test_export_shard_allocator_failures),
-      cmocka_unit_test(test_grouped_export_experts_repeats_and_failures),
+      cmocka_unit_test(test_grouped_export_chosen_experts_repeats_and_failures),
       cmocka_unit_test(test_bucket_shards_refuse_fixup_and_write_nothing),
       cmocka_unit_test(test_import_tensor_shards_write_nothing_on_failure),
       cmocka_unit_test(test_shards_of_a_swizzled_bucket_part),

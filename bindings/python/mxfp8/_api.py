@@ -207,7 +207,7 @@ def export_grouped(
         stacked: return one Components with values [E, N, K] and scales [E, N, ceil(K/32)] (the shape
             vLLM's MoE layers load; one launch for all experts); else a list of per-expert Components.
         experts: only these experts, in this order (expert parallelism: the experts one rank serves),
-            stacked [len(experts), N, K] (mxfp8_grouped_export_experts: views when they lie back to back
+            stacked [len(experts), N, K] (mxfp8_grouped_export of them: views when they lie back to back
             in order, else copies made in one launch); they must share one row count. Needs stacked.
         Other arguments as export_components.
     """

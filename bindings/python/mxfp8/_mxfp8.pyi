@@ -57,7 +57,7 @@ class Grouped:
     def export_experts(
         self, experts: Sequence[int], *, values_dtype: int = 0, scales_dtype: int = 0, stream: Optional[int] = None,
         allocator: Optional[Callable[[list[int], tuple[int, int]], Any]] = None,
-    ) -> tuple[Any, Any]: ...  # mxfp8_grouped_export_experts
+    ) -> tuple[Any, Any]: ...  # mxfp8_grouped_export of the chosen experts
 
 class Nvfp4Tensor:
     def __init__(

@@ -452,19 +452,22 @@ class Grouped {
     o.scales_dtype = scales_dtype;
     return export_with(o, exchange_for(api_, device_, stream), allocator,
                        [&](DLManagedTensorVersioned **v, DLManagedTensorVersioned **s) {
-                         return mxfp8_grouped_export_stacked(handle_, &o, v, s);
+                         return mxfp8_grouped_export(handle_, nullptr, 0, &o, v, s);
                        });
   }
 
-  // The chosen experts, in this order (mxfp8_grouped_export_experts).
+  // The chosen experts, in this order (mxfp8_grouped_export with experts). An empty list stays a choice
+  // of none (refused by the library), never NULL and 0, which would mean every expert.
   py::tuple export_experts(const std::vector<int32_t> &experts, int values_dtype, int scales_dtype, py::object stream,
                            py::object allocator) {
     mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
     o.values_dtype = values_dtype;
     o.scales_dtype = scales_dtype;
+    static const int32_t none = 0;
+    const int32_t *chosen = experts.empty() ? &none : experts.data();
     return export_with(o, exchange_for(api_, device_, stream), allocator,
                        [&](DLManagedTensorVersioned **v, DLManagedTensorVersioned **s) {
-                         return mxfp8_grouped_export_experts(handle_, experts.data(), experts.size(), &o, v, s);
+                         return mxfp8_grouped_export(handle_, chosen, experts.size(), &o, v, s);
                        });
   }
 

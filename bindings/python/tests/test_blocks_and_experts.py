@@ -108,3 +108,11 @@ def test_a_subset_of_experts_in_a_given_order(swizzled, packing, chosen):
     assert scales.is_copy == (not in_order or packing != "compact")
     with pytest.raises(ValueError, match="experts\\[1\\] is 7, out of range"):
         mxfp8.export_grouped(data, flat, num_experts=7, swizzled=swizzled, scales=packing, experts=[0, 7])
+
+
+def test_an_empty_choice_of_experts_is_refused_not_all_of_them():
+    """experts=[] chooses none (refused: there would be no N); it is not the C call's NULL and 0, which
+    exports every expert."""
+    data, flat, _ = expert_group([64] * 3, 64, False, "compact", seed=3)
+    with pytest.raises(ValueError, match="count is 0: choose at least one expert"):
+        mxfp8.export_grouped(data, flat, num_experts=3, swizzled=False, scales="compact", experts=[])

@@ -888,15 +888,9 @@ extern "C" {
     pub fn mxfp8_grouped_tensor_release(grouped: *mut mxfp8_grouped_tensor);
     /// A new tensor handle viewing one expert.
     pub fn mxfp8_grouped_expert(grouped: *const mxfp8_grouped_tensor, expert: i32, out: *mut *mut mxfp8_tensor) -> mxfp8_status;
-    /// The experts stacked: values `[E, N, K]` and scales `[E, N, ceil(K/32)]`.
-    pub fn mxfp8_grouped_export_stacked(
-        grouped: *const mxfp8_grouped_tensor,
-        options: *const mxfp8_export_options,
-        values: *mut *mut DLManagedTensorVersioned,
-        scales: *mut *mut DLManagedTensorVersioned,
-    ) -> mxfp8_status;
-    /// The chosen experts, in order, stacked: values `[count, N, K]`, scales `[count, N, ceil(K/32)]`.
-    pub fn mxfp8_grouped_export_experts(
+    /// Experts stacked: values `[count, N, K]` and scales `[count, N, ceil(K/32)]`; `experts` NULL and
+    /// `count` 0: every expert, else the chosen ones in the order given.
+    pub fn mxfp8_grouped_export(
         grouped: *const mxfp8_grouped_tensor,
         experts: *const i32,
         count: usize,

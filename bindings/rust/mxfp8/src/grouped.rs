@@ -205,7 +205,7 @@ impl GroupedTensor {
         let o = options.to_sys();
         let (mut values, mut scales) = (ptr::null_mut(), ptr::null_mut());
         // SAFETY: valid handle and options; both outputs are written only on success.
-        check(unsafe { sys::mxfp8_grouped_export_stacked(self.raw.as_ptr(), &o, &mut values, &mut scales) })?;
+        check(unsafe { sys::mxfp8_grouped_export(self.raw.as_ptr(), ptr::null(), 0, &o, &mut values, &mut scales) })?;
         // SAFETY: fresh managed tensors that we now own.
         unsafe {
             Ok(Components {
@@ -215,7 +215,7 @@ impl GroupedTensor {
         }
     }
 
-    /// Expert parallelism (`mxfp8_grouped_export_experts`): the experts one rank serves, in the order
+    /// Expert parallelism (`mxfp8_grouped_export` of chosen experts): the experts one rank serves, in the order
     /// given (each in `0..E`, repeats allowed), stacked as [`export_stacked`](Self::export_stacked) stacks
     /// all of them: values `[count, N, K]` and compact scales `[count, N, ceil(K/32)]`. The chosen experts
     /// must share one row count N. Each output is a view when the chosen experts lie back to back in the
@@ -229,8 +229,9 @@ impl GroupedTensor {
         let o = options.to_sys();
         let (mut values, mut scales) = (ptr::null_mut(), ptr::null_mut());
         // SAFETY: valid handle, options and index array (read during the call only); both outputs are
-        // written only on success.
-        check(unsafe { sys::mxfp8_grouped_export_experts(self.raw.as_ptr(), indices.as_ptr(), indices.len(), &o, &mut values, &mut scales) })?;
+        // written only on success. An empty Vec's pointer is dangling, never NULL, so an empty list stays
+        // a choice of none (refused by the library), not NULL and 0 (every expert).
+        check(unsafe { sys::mxfp8_grouped_export(self.raw.as_ptr(), indices.as_ptr(), indices.len(), &o, &mut values, &mut scales) })?;
         // SAFETY: fresh managed tensors that we now own.
         unsafe {
             Ok(Components {
