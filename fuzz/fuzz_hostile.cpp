@@ -16,7 +16,7 @@
 //   - sizes and strides near INT64_MAX: a clean refusal or a description whose views carry sane strides
 //     (UBSan aborts on any wrapped product);
 //   - the newest calls (first byte 213 and up): mxfp8_layout_bytes against the header's formulas,
-//     mxfp8_convert and mxfp8_convert_grouped into every target with their outputs anywhere in an arena,
+//     mxfp8_convert and mxfp8_grouped_convert into every target with their outputs anywhere in an arena,
 //     mxfp8_export_components of legal and illegal options.shard, and NVFP4 quantize -> describe -> export ->
 //     dequantize.
 #include <algorithm>
@@ -1849,9 +1849,9 @@ void newest_nvfp4(Reader &in) {
   mxfp8_nvfp4_tensor_release(nv);
 }
 
-// mxfp8_convert_grouped: E experts of N rows (padded or compact, row-major or swizzled) into every target,
+// mxfp8_grouped_convert: E experts of N rows (padded or compact, row-major or swizzled) into every target,
 // the outputs anywhere in an arena: each expert's target bytes at e * B, or a refusal with nothing written.
-void newest_convert_grouped(Reader &in) {
+void newest_grouped_convert(Reader &in) {
   Arena arena(in);
   const int32_t target = static_cast<int32_t>(in.byte() % 6);
   const bool trtllm = target == MXFP8_LAYOUT_TRTLLM_SHUFFLED || target == MXFP8_LAYOUT_TRTLLM_SHUFFLED_GATED;
@@ -1904,31 +1904,31 @@ void newest_convert_grouped(Reader &in) {
   mxfp8_convert_options o = MXFP8_CONVERT_OPTIONS_INIT;
   o.target = target;
   arena.snapshot();
-  const mxfp8_status st = mxfp8_convert_grouped(g, &o, with_values ? &vt : nullptr, &ot);
+  const mxfp8_status st = mxfp8_grouped_convert(g, &o, with_values ? &vt : nullptr, &ot);
   mxfp8_grouped_tensor_release(g);
   if (refused) {
-    if (st != MXFP8_ERROR_INVALID_ARGUMENT) wrong("mxfp8_convert_grouped accepted what the header refuses");
-    if (arena.bytes != arena.before) wrong("a refused mxfp8_convert_grouped wrote something");
+    if (st != MXFP8_ERROR_INVALID_ARGUMENT) wrong("mxfp8_grouped_convert accepted what the header refuses");
+    if (arena.bytes != arena.before) wrong("a refused mxfp8_grouped_convert wrote something");
     return;
   }
-  if (st != MXFP8_OK) wrong("mxfp8_convert_grouped refused a valid call");
+  if (st != MXFP8_OK) wrong("mxfp8_grouped_convert refused a valid call");
   std::vector<uint8_t> expect(static_cast<size_t>(want), 0);
   for (int32_t e = 0; e < experts; ++e)
     for (int64_t r = 0; r < n; ++r)
       for (int64_t q = 0; q < c; ++q)
         expect_scale(expect, e * per_target, target, false, n, c, r, q, s[static_cast<size_t>((e * n + r) * c + q)]);
   if (want > 0 && std::memcmp(out, expect.data(), static_cast<size_t>(want)) != 0)
-    wrong("mxfp8_convert_grouped's scales differ");
+    wrong("mxfp8_grouped_convert's scales differ");
   if (with_values) {
     const uint8_t *src = arena.before.data() + (values - arena.bytes.data());
     for (int32_t e = 0; e < experts; ++e)
       for (int64_t j = 0; j < n; ++j) {
         const int64_t from = trtllm ? trtllm_source_row(target, n, j) : j;
         if (std::memcmp(vout + (e * n + j) * k, src + (e * n + from) * k, static_cast<size_t>(k)) != 0)
-          wrong("mxfp8_convert_grouped's values differ");
+          wrong("mxfp8_grouped_convert's values differ");
       }
   }
-  arena.unchanged_outside({outr, vr}, "mxfp8_convert_grouped wrote outside its outputs");
+  arena.unchanged_outside({outr, vr}, "mxfp8_grouped_convert wrote outside its outputs");
 }
 
 void section_newest(Reader &in) {
@@ -1937,7 +1937,7 @@ void section_newest(Reader &in) {
     case 1: newest_convert(in); break;
     case 2: newest_shard(in); break;
     case 3: newest_nvfp4(in); break;
-    default: newest_convert_grouped(in); break;
+    default: newest_grouped_convert(in); break;
   }
 }
 

@@ -199,7 +199,7 @@ ffi::Error swizzle_scales(Place place, ffi::AnyBuffer compact, ffi::Result<ffi::
 }
 
 // The scales (and, with two results, the values) of one tensor or of num_experts grouped experts of
-// equal rows in the layout `target` (mxfp8_convert, mxfp8_convert_grouped).
+// equal rows in the layout `target` (mxfp8_convert, mxfp8_grouped_convert).
 ffi::Error convert(Place place, ffi::AnyBuffer data, ffi::AnyBuffer scale_inv, ffi::RemainingRets results,
                    int32_t format, int32_t swizzled, int32_t direction, int32_t target, int32_t scale_fixup,
                    int32_t num_experts, int32_t grouped_scales) {
@@ -243,7 +243,7 @@ ffi::Error convert(Place place, ffi::AnyBuffer data, ffi::AnyBuffer scale_inv, f
   g.scale_inv = &lent[1];
   GroupedHandle t;
   if (auto e = check(mxfp8_grouped_tensor_create(&g, &t.handle)); e.failure()) return e;
-  return check(mxfp8_convert_grouped(t.handle, &o, values_tensor, out.get()));
+  return check(mxfp8_grouped_convert(t.handle, &o, values_tensor, out.get()));
 }
 
 // One direction of `input` quantized into XLA's two results (mxfp8_quantize_into).

@@ -133,7 +133,7 @@ typedef struct mxfp8_convert_options {
  *           values in the target's row order (a copy for every target but the TRT-LLM ones). Required
  *           by targets that permute value rows. The TRT-LLM targets lay the tensor out as one expert of
  *           M = prod(lead) rows; MXFP8_LAYOUT_TRTLLM_SHUFFLED_GATED refuses a tensor of more than 2
- *           dimensions (stacked experts: mxfp8_convert_grouped).
+ *           dimensions (stacked experts: mxfp8_grouped_convert).
  *
  * Columnwise: compact and 128x4 as mxfp8_layout says (128x4 swizzles S^T, as cuBLAS reads columnwise
  * scales); the DeepGEMM and TRT-LLM layouts are rowwise only and refuse it. Everything (options,
@@ -153,7 +153,7 @@ MXFP8_API mxfp8_status mxfp8_convert(const mxfp8_tensor *tensor, const mxfp8_con
  * [E, N, K] in the target's row order (the TRT-LLM targets permute each expert's rows: vLLM's
  * w13_weight / w2_weight). All experts in one launch (a second past about 300 experts; the TRT-LLM
  * targets' values one more, for all experts). Same checks and stream rules as mxfp8_convert. */
-MXFP8_API mxfp8_status mxfp8_convert_grouped(const mxfp8_grouped_tensor *grouped,
+MXFP8_API mxfp8_status mxfp8_grouped_convert(const mxfp8_grouped_tensor *grouped,
                                              const mxfp8_convert_options *options, DLTensor *values,
                                              DLTensor *scales);
 

@@ -1,4 +1,4 @@
-// mxfp8_convert and mxfp8_convert_grouped: a tensor's or grouped experts' scales, as the producer
+// mxfp8_convert and mxfp8_grouped_convert: a tensor's or grouped experts' scales, as the producer
 // stores them, written in an engine's layout (layouts.hpp) into caller buffers, values alongside.
 // Everything is checked first; the work is one job list run in one launch, the same jobs the import
 // runs.
@@ -67,7 +67,7 @@ ExportJobs convert_jobs(const mxfp8_tensor *t, const ConvertRequest &r, DLTensor
   if (r.target->value == MXFP8_LAYOUT_TRTLLM_SHUFFLED_GATED && t->shape.size() > 2)
     fail(MXFP8_ERROR_INVALID_ARGUMENT, "options.target is MXFP8_LAYOUT_TRTLLM_SHUFFLED_GATED, which interleaves the two "
          "halves of one expert's rows, but the tensor has shape ", format_shape(t->shape),
-         ": mxfp8_convert lays out one expert; convert stacked experts with mxfp8_convert_grouped");
+         ": mxfp8_convert lays out one expert; convert stacked experts with mxfp8_grouped_convert");
   const int64_t bytes = layout_bytes(*r.target, dir.scale_rows, dir.scale_cols, columnwise, "options.target");
   ExportJobs work;
   work.device = t->device;
@@ -87,7 +87,7 @@ ExportJobs convert_jobs(const mxfp8_tensor *t, const ConvertRequest &r, DLTensor
   return work;
 }
 
-ExportJobs convert_grouped_jobs(const mxfp8_grouped_tensor *g, const ConvertRequest &r, DLTensor *values,
+ExportJobs grouped_convert_jobs(const mxfp8_grouped_tensor *g, const ConvertRequest &r, DLTensor *values,
                                 DLTensor *scales) {
   if (!g) fail(MXFP8_ERROR_INVALID_ARGUMENT, "grouped is NULL");
   if (!scales) fail(MXFP8_ERROR_INVALID_ARGUMENT, "scales is NULL");
@@ -137,12 +137,12 @@ extern "C" MXFP8_API mxfp8_status mxfp8_convert(const mxfp8_tensor *tensor, cons
   });
 }
 
-extern "C" MXFP8_API mxfp8_status mxfp8_convert_grouped(const mxfp8_grouped_tensor *grouped,
+extern "C" MXFP8_API mxfp8_status mxfp8_grouped_convert(const mxfp8_grouped_tensor *grouped,
                                                         const mxfp8_convert_options *options, DLTensor *values,
                                                         DLTensor *scales) {
   return guarded([&] {
     const ConvertRequest r = read_convert_options(options);
-    const ExportJobs work = convert_grouped_jobs(grouped, r, values, scales);
+    const ExportJobs work = grouped_convert_jobs(grouped, r, values, scales);
     run_jobs_on(work.device, work.jobs.data(), work.jobs.size(), r.options.stream);
   });
 }

@@ -136,7 +136,7 @@ mxfp8_export_options grouped_export_options(const mxfp8_grouped_tensor *g, const
   refuse_shard(o, call);
   if (o.scale_fixup != MXFP8_SCALE_FIXUP_NONE)
     fail(MXFP8_ERROR_INVALID_ARGUMENT, "options.scale_fixup is ", o.scale_fixup, ": ", call,
-         " returns views of the stored scales where it can, so it rewrites no byte; use mxfp8_convert_grouped");
+         " returns views of the stored scales where it can, so it rewrites no byte; use mxfp8_grouped_convert");
   if (o.direction != MXFP8_DIRECTION_ROWWISE)
     fail(MXFP8_ERROR_MISSING_DATA, "grouped experts carry rowwise data only: export them with direction rowwise");
   if (o.scales_granularity != MXFP8_SCALES_PER_32)

@@ -39,7 +39,7 @@ CheckedDestination check_destination(const ImportTargets &targets, size_t i, int
   const LayoutInfo &layout = layout_info(d.layout, name);
   if (layout.permutes_value_rows)
     fail(MXFP8_ERROR_INVALID_ARGUMENT, name, " is ", layout.enum_name, " (", layout.value, "), which permutes value rows: "
-         "write it with mxfp8_convert or mxfp8_convert_grouped");
+         "write it with mxfp8_convert or mxfp8_grouped_convert");
   const int64_t scales_bytes = layout_bytes(layout, scale_rows, scale_cols, columnwise, name);
   if (!d.scales) fail(MXFP8_ERROR_INVALID_ARGUMENT, IndexedName("desc.scales", i), " is NULL");
   CheckedDestination out{nullptr, nullptr, 0, d.layout, zero_as_one};

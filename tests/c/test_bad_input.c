@@ -1750,7 +1750,7 @@ static void test_hostile_input(void **state) {
   EXPECT(untouched, "%s: an output, an input or a deleter count changed", c->name);
 }
 
-/* mxfp8_convert / mxfp8_convert_grouped / mxfp8_layout_bytes: the valid base is the (100, 48) tensor of
+/* mxfp8_convert / mxfp8_grouped_convert / mxfp8_layout_bytes: the valid base is the (100, 48) tensor of
  * setup_create (S is 100 x 2) converted into DeepGEMM's packed layout (4 * 1 * 100 = 400 bytes), values
  * alongside; grouped: 3 experts of 40 rows, K = 48, compact scales. Each case breaks one thing; the
  * outputs stay poisoned and the tensor's buffers unchanged. */
@@ -1764,7 +1764,7 @@ typedef struct {
   const mxfp8_tensor *tensor_arg;
   mxfp8_convert_options o;
   const mxfp8_convert_options *o_arg;
-  int grouped; /* run mxfp8_convert_grouped on a group of 3 x (40, 48) instead */
+  int grouped; /* run mxfp8_grouped_convert on a group of 3 x (40, 48) instead */
   int64_t expert_rows[3];
   int layout_bytes; /* run mxfp8_layout_bytes(o.target, o.direction, 100, 2) instead */
 } convert_fixture;
@@ -1862,14 +1862,14 @@ static const convert_case kConvertCases[] = {
     {"mxfp8_convert", "scales on another device", c_scales_on_cuda, MXFP8_ERROR_INVALID_ARGUMENT, "scales is on cuda:0 but the tensor is on cpu"},
     {"mxfp8_convert", "scales over the tensor's own scales", c_scales_over_tensor, MXFP8_ERROR_INVALID_ARGUMENT, "scales and the tensor's rowwise_scale_inv overlap in memory"},
     {"mxfp8_convert", "values over the scales output", c_values_over_scales, MXFP8_ERROR_INVALID_ARGUMENT, "overlap"},
-    {"mxfp8_convert_grouped", "DeepGEMM's strided int32 parameter of one expert for three", c_grouped_one_expert_parameter, MXFP8_ERROR_INVALID_ARGUMENT, "got 160 (shape (1, 40, 1), strides (40, 1, 40), int32); DeepGEMM's strided int32 form is ([3,] 40, 1) with strides ([40,] 1, 40)"},
-    {"mxfp8_convert_grouped", "experts of different row counts", c_grouped_uneven, MXFP8_ERROR_INVALID_ARGUMENT, "a stacked target needs experts of one row count; these have 40 and 41 rows"},
-    {"mxfp8_convert_grouped", "columnwise", c_grouped_columnwise, MXFP8_ERROR_MISSING_DATA, "grouped experts carry rowwise data only"},
-    {"mxfp8_convert_grouped", "stacked DeepGEMM scales one int32 short", c_grouped_short, MXFP8_ERROR_INVALID_ARGUMENT, "scales: DeepGEMM packed scales of 3 40 x 2 matrices are 480 bytes, got 476"},
+    {"mxfp8_grouped_convert", "DeepGEMM's strided int32 parameter of one expert for three", c_grouped_one_expert_parameter, MXFP8_ERROR_INVALID_ARGUMENT, "got 160 (shape (1, 40, 1), strides (40, 1, 40), int32); DeepGEMM's strided int32 form is ([3,] 40, 1) with strides ([40,] 1, 40)"},
+    {"mxfp8_grouped_convert", "experts of different row counts", c_grouped_uneven, MXFP8_ERROR_INVALID_ARGUMENT, "a stacked target needs experts of one row count; these have 40 and 41 rows"},
+    {"mxfp8_grouped_convert", "columnwise", c_grouped_columnwise, MXFP8_ERROR_MISSING_DATA, "grouped experts carry rowwise data only"},
+    {"mxfp8_grouped_convert", "stacked DeepGEMM scales one int32 short", c_grouped_short, MXFP8_ERROR_INVALID_ARGUMENT, "scales: DeepGEMM packed scales of 3 40 x 2 matrices are 480 bytes, got 476"},
     {"mxfp8_layout_bytes", "columnwise DeepGEMM", c_bytes_columnwise_deepgemm, MXFP8_ERROR_INVALID_ARGUMENT, "layout is MXFP8_LAYOUT_DEEPGEMM_PACKED, which lays out rowwise scales only"},
     {"mxfp8_layout_bytes", "negative rows", c_bytes_negative, MXFP8_ERROR_INVALID_ARGUMENT, "rows and cols are -1 and 2, must not be negative"},
     {"mxfp8_convert", "the TRT-LLM target for 100 rows", c_trtllm_rows, MXFP8_ERROR_INVALID_ARGUMENT, "options.target is MXFP8_LAYOUT_TRTLLM_SHUFFLED, which needs rows (per expert) a multiple of 128 (FlashInfer's shuffle_matrix_sf_a requires it; the values shuffle in blocks of 32 rows), got 100"},
-    {"mxfp8_convert_grouped", "the TRT-LLM gated target for experts of 40 rows", c_trtllm_gated_rows, MXFP8_ERROR_INVALID_ARGUMENT, "options.target is MXFP8_LAYOUT_TRTLLM_SHUFFLED_GATED, which needs rows (per expert) a multiple of 128"},
+    {"mxfp8_grouped_convert", "the TRT-LLM gated target for experts of 40 rows", c_trtllm_gated_rows, MXFP8_ERROR_INVALID_ARGUMENT, "options.target is MXFP8_LAYOUT_TRTLLM_SHUFFLED_GATED, which needs rows (per expert) a multiple of 128"},
     {"mxfp8_layout_bytes", "columnwise TRT-LLM", c_bytes_columnwise_trtllm, MXFP8_ERROR_INVALID_ARGUMENT, "layout is MXFP8_LAYOUT_TRTLLM_SHUFFLED, which lays out rowwise scales only"},
     {"mxfp8_convert", "scales with a byte_offset of 2^64 - 16 (data + byte_offset would wrap before the buffer)", c_scales_byte_offset_wraps, MXFP8_ERROR_INVALID_ARGUMENT, "scales: byte_offset 18446744073709551600 does not fit in int64"},
 };
@@ -1899,7 +1899,7 @@ static void test_bad_convert_input(void **state) {
     assert_int_equal(mxfp8_grouped_tensor_create(&d, &g), MXFP8_OK);
     if (f->s_shape[0] == 400) f->s_shape[0] = 480;
     f->v_shape[0] = 120 * 48;
-    st = mxfp8_convert_grouped(g, f->o_arg, f->v_arg, f->s_arg);
+    st = mxfp8_grouped_convert(g, f->o_arg, f->v_arg, f->s_arg);
     mxfp8_grouped_tensor_release(g);
     test_tensor_free(data);
     test_tensor_free(scales);

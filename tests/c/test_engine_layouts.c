@@ -1,4 +1,4 @@
-/* The engine-native targets (mxfp8_layout) on the host: mxfp8_convert and mxfp8_convert_grouped into
+/* The engine-native targets (mxfp8_layout) on the host: mxfp8_convert and mxfp8_grouped_convert into
  * compact, CUTLASS 128x4 and DeepGEMM packed buffers, the transfer (from tensors and from buckets)
  * with the new layouts, the scale fix-up, and round trips back to compact. Every expected byte comes from
  * engine_layouts_support.h (the consumers' documented procedures), sources are TE storage with poisoned
@@ -288,7 +288,7 @@ static void test_grouped_experts_convert_stacked(void **state) {
           out.tensor.ndim = 3;
           out.shape[0] = experts, out.shape[1] = n, out.shape[2] = c;
         }
-        assert_int_equal(mxfp8_convert_grouped(g, &o, &vals.tensor, &out.tensor), MXFP8_OK);
+        assert_int_equal(mxfp8_grouped_convert(g, &o, &vals.tensor, &out.tensor), MXFP8_OK);
         if (out.tensor.strides) /* the view ends before the last expert's last padding rows, 102 and 103 */
           expect_written_then_poison(out.bytes, want, experts * per_out - 8, experts * per_out, "grouped strided");
         else
@@ -483,7 +483,7 @@ static void test_prepared_import_into_deepgemm_parameters(void **state) {
 /* DeepGEMM's strided int32 form over storage of exactly its extent, rows % 4 != 0: the tensor describes
  * (G - 1) * p * mn_aligned + (p - 1) * mn_aligned + mn int32, fewer than the layout's G * p * mn_aligned;
  * the library writes every described int32 and nothing past it (the guard words stay poisoned). Through
- * mxfp8_convert, mxfp8_convert_grouped ([1, mn, p] and [G, mn, p]) and a FROM_TENSORS transfer. */
+ * mxfp8_convert, mxfp8_grouped_convert ([1, mn, p] and [G, mn, p]) and a FROM_TENSORS transfer. */
 static void test_deepgemm_strided_form_stays_in_its_extent(void **state) {
   (void)state;
   uint64_t rng = 61;
@@ -525,7 +525,7 @@ static void test_deepgemm_strided_form_stays_in_its_extent(void **state) {
         d.scale_inv = &scales->managed;
         mxfp8_grouped_tensor *g = NULL;
         assert_int_equal(mxfp8_grouped_tensor_create(&d, &g), MXFP8_OK);
-        assert_int_equal(mxfp8_convert_grouped(g, &o, NULL, &param), MXFP8_OK);
+        assert_int_equal(mxfp8_grouped_convert(g, &o, NULL, &param), MXFP8_OK);
         mxfp8_grouped_tensor_release(g);
         test_tensor_free(data);
         test_tensor_free(scales);

@@ -1,7 +1,7 @@
 /* The import on the GPU: buckets and TE storage in device memory written into device parameters (compact
  * and 128x4), compared byte for byte with references built from the layout's formula; a batch past one
  * launch's job capacity and large enough for the wide chunks; a prepared import replayed in a CUDA graph;
- * the engine-native targets (mxfp8_convert, mxfp8_convert_grouped, DeepGEMM bucket parts, the fix-up)
+ * the engine-native targets (mxfp8_convert, mxfp8_grouped_convert, DeepGEMM bucket parts, the fix-up)
  * against engine_layouts_support.h.
  * Every case skips without a device. */
 #include <stdlib.h>
@@ -378,7 +378,7 @@ static void test_gpu_grouped_convert_stacked(void **state) {
         mxfp8_convert_options o = MXFP8_CONVERT_OPTIONS_INIT;
         o.target = kEngineTargets[t];
         o.scale_fixup = fixup;
-        assert_int_equal(mxfp8_convert_grouped(g, &o, &vt, &ot), MXFP8_OK);
+        assert_int_equal(mxfp8_grouped_convert(g, &o, &vt, &ot), MXFP8_OK);
         CUDA_OK(cudaDeviceSynchronize());
         expect_device(po, want, oshape[0], fixup ? "grouped convert with fix-up" : "grouped convert", (int)ci);
         expect_device(pv, values, ovshape[0], "grouped convert values", (int)ci);

@@ -1,5 +1,5 @@
 /* The FlashInfer TRT-LLM MoE targets on the GPU: grouped experts in device memory (compact scales, and TE's
- * padded 128x4 swizzled ones) converted by mxfp8_convert_grouped into poisoned device parameters, compared
+ * padded 128x4 swizzled ones) converted by mxfp8_grouped_convert into poisoned device parameters, compared
  * byte for byte with trtllm_reference.h (vLLM's and FlashInfer's steps, one at a time); the bytes around
  * each output stay poisoned. A stream the caller made is honoured. Every case skips without a device.
  *
@@ -98,7 +98,7 @@ static void run_case(const struct TrtllmCase *tc, int index, cudaStream_t stream
     o.target = layouts[l];
     o.stream = stream;
     if (tc->fixup) o.scale_fixup = MXFP8_SCALE_FIXUP_ZERO_EXPONENT_AS_ONE;
-    assert_int_equal(mxfp8_convert_grouped(g, &o, &v, &s), MXFP8_OK);
+    assert_int_equal(mxfp8_grouped_convert(g, &o, &v, &s), MXFP8_OK);
     CUDA_OK(cudaStreamSynchronize(stream));
     expect_device(pv, v_offset, want_v, experts * n * k, l ? "gated values" : "values", index);
     expect_device(ps, s_offset, want_s, experts * n * cp, l ? "gated scales" : "scales", index);

@@ -1042,7 +1042,7 @@ static void test_engine_layouts_and_nvfp4_independent_of_the_split(void **state)
       DLTensor ot = host_bytes(out, 1, os), vt = host_bytes(values, 1, vs);
       mxfp8_convert_options o = MXFP8_CONVERT_OPTIONS_INIT;
       o.target = target;
-      assert_int_equal(mxfp8_convert_grouped(grouped, &o, &vt, &ot), MXFP8_OK);
+      assert_int_equal(mxfp8_grouped_convert(grouped, &o, &vt, &ot), MXFP8_OK);
       EXPECT(memcmp(out, want, (size_t)(E * expert_bytes)) == 0, "split %d, target %d: scales differ", split, target);
       EXPECT(memcmp(values, want_values, E * N * K) == 0, "split %d, target %d: values differ", split, target);
       free(out);
@@ -1094,10 +1094,10 @@ static void test_engine_layouts_and_nvfp4_independent_of_the_split(void **state)
   unsetenv("MXFP8_HOST_MIN_BYTES_PER_THREAD");
 }
 
-/* mxfp8_convert_grouped into DeepGEMM's strided [E, N, ceil(C/4)] int32 tensor, N % 4 != 0: "only the
+/* mxfp8_grouped_convert into DeepGEMM's strided [E, N, ceil(C/4)] int32 tensor, N % 4 != 0: "only the
  * last expert's last padding rows lie past the view's extent and are left alone"; every other byte is the
  * reference, padding zero. */
-static void test_convert_grouped_deepgemm_strided_extent(void **state) {
+static void test_grouped_convert_deepgemm_strided_extent(void **state) {
   (void)state;
   enum { E = 3, N = 37, K = 200, C = 7 };
   const int64_t padded_expert = 128 * 8, aligned = 40, packed = 2;
@@ -1136,7 +1136,7 @@ static void test_convert_grouped_deepgemm_strided_extent(void **state) {
   st.strides = strides;
   mxfp8_convert_options o = MXFP8_CONVERT_OPTIONS_INIT;
   o.target = MXFP8_LAYOUT_DEEPGEMM_PACKED;
-  assert_int_equal(mxfp8_convert_grouped(grouped, &o, NULL, &st), MXFP8_OK);
+  assert_int_equal(mxfp8_grouped_convert(grouped, &o, NULL, &st), MXFP8_OK);
   EXPECT(memcmp(out, want, (size_t)extent) == 0, "the extent differs from DeepGEMM's packing");
   EXPECT(all_poison(out + extent, (size_t)(total - extent)), "bytes past the view's extent were written");
   EXPECT(total - extent == 4 * (aligned - N), "the test's own extent arithmetic");
@@ -1548,7 +1548,7 @@ static void test_empty_tensors_with_huge_dimensions_through_the_newest_calls(voi
   for (int32_t target = 0; target <= TEST_LAST_LAYOUT; ++target) {
     mxfp8_convert_options o = MXFP8_CONVERT_OPTIONS_INIT;
     o.target = target;
-    const mxfp8_status st = mxfp8_convert_grouped(grouped, &o, &empty_v, &empty);
+    const mxfp8_status st = mxfp8_grouped_convert(grouped, &o, &empty_v, &empty);
     EXPECT(st == MXFP8_OK, "grouped target %d: status %d (%s)", target, st, mxfp8_last_error());
   }
   int32_t picks[3] = {999, 0, 999};
@@ -1901,7 +1901,7 @@ static void test_null_pointer_arguments_of_the_newest_calls(void **state) {
   int64_t bshape[1] = {sizeof buf};
   DLTensor bucket = host_bytes(buf, 1, bshape);
   mxfp8_plan *p = (mxfp8_plan *)(uintptr_t)0xBAD0;
-  assert_int_equal(mxfp8_convert_grouped(NULL, NULL, NULL, &bucket), MXFP8_ERROR_INVALID_ARGUMENT);
+  assert_int_equal(mxfp8_grouped_convert(NULL, NULL, NULL, &bucket), MXFP8_ERROR_INVALID_ARGUMENT);
   assert_int_equal(folded_bucket_plan(NULL, NULL, NULL, 1, NULL, 1, &e, NULL, &total), MXFP8_ERROR_INVALID_ARGUMENT);
   assert_int_equal(folded_bucket_plan(ts, NULL, NULL, 1, NULL, 1, NULL, NULL, &total), MXFP8_ERROR_INVALID_ARGUMENT);
   assert_int_equal(folded_bucket_plan(ts, NULL, NULL, 1, NULL, 1, &e, NULL, NULL), MXFP8_ERROR_INVALID_ARGUMENT);
@@ -2592,7 +2592,7 @@ int main(void) {
       cmocka_unit_test(test_convert_failure_writes_nothing),
       cmocka_unit_test(test_convert_deepgemm_strided_extent),
       cmocka_unit_test(test_convert_concurrently),
-      cmocka_unit_test(test_convert_grouped_deepgemm_strided_extent),
+      cmocka_unit_test(test_grouped_convert_deepgemm_strided_extent),
       cmocka_unit_test(test_export_shard_allocator_failures),
       cmocka_unit_test(test_grouped_export_chosen_experts_repeats_and_failures),
       cmocka_unit_test(test_bucket_shards_refuse_fixup_and_write_nothing),

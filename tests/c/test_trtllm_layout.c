@@ -1,4 +1,4 @@
-/* The FlashInfer TRT-LLM MoE targets on the host: mxfp8_convert_grouped and mxfp8_convert into
+/* The FlashInfer TRT-LLM MoE targets on the host: mxfp8_grouped_convert and mxfp8_convert into
  * MXFP8_LAYOUT_TRTLLM_SHUFFLED (w2) and MXFP8_LAYOUT_TRTLLM_SHUFFLED_GATED (w13 of SwiGLU experts),
  * against trtllm_reference.h (the consumers' steps, one at a time). Sources are TE storage (compact,
  * padded with poisoned padding, 128x4 swizzled), outputs are poisoned, K is not a multiple of 32 and
@@ -92,7 +92,7 @@ static void test_grouped_experts_match_flashinfers_steps(void **state) {
         DLTensor sc = {out_s, {kDLCPU, 0}, 3, {kDLUInt, 8, 1}, sshape, NULL, 0};
         mxfp8_convert_options o = MXFP8_CONVERT_OPTIONS_INIT;
         o.target = kLayouts[l];
-        assert_int_equal(mxfp8_convert_grouped(g, &o, &v, &sc), MXFP8_OK);
+        assert_int_equal(mxfp8_grouped_convert(g, &o, &v, &sc), MXFP8_OK);
         expect_same(out_v, want_v, experts * n * k, "values", kNames[l], experts, n, k);
         expect_same(out_s, want_s, experts * n * cp, "scales", kNames[l], experts, n, k);
         /* The round trip: the reference's row indices undo both, back to the compact source. */
@@ -174,7 +174,7 @@ static void test_one_tensor_is_one_expert(void **state) {
   memset(out_s, POISON, 2 * 128 * 4 + 1);
   o.target = MXFP8_LAYOUT_TRTLLM_SHUFFLED_GATED;
   assert_int_equal(mxfp8_convert(t.handle, &o, &v, &sc), MXFP8_ERROR_INVALID_ARGUMENT);
-  assert_last_error_contains("convert stacked experts with mxfp8_convert_grouped");
+  assert_last_error_contains("convert stacked experts with mxfp8_grouped_convert");
   EXPECT(out_v[0] == POISON && out_s[0] == POISON, "a refused convert wrote");
   free(out_v);
   free(out_s);

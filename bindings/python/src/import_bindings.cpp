@@ -377,7 +377,7 @@ py::object import_tensors(const py::list &data, const py::list &scale_inv, const
   return run_transfer(d, ex.stream, prepare, std::move(dst), std::move(globals), names);  // stream: the first take's
 }
 
-// mxfp8_convert (num_experts == 0: one tensor of `shape`) or mxfp8_convert_grouped (num_experts E
+// mxfp8_convert (num_experts == 0: one tensor of `shape`) or mxfp8_grouped_convert (num_experts E
 // experts of equal rows, `grouped_scales` an mxfp8_grouped_scales) into the caller's outputs.
 void convert(py::handle data, py::handle scale_inv, const std::vector<int64_t> &shape, int32_t format, bool swizzled,
              int32_t direction, int32_t num_experts, int32_t grouped_scales, int32_t target, int32_t scale_fixup,
@@ -416,7 +416,7 @@ void convert(py::handle data, py::handle scale_inv, const std::vector<int64_t> &
     s->release();
     {
       py::gil_scoped_release unlocked;
-      st = mxfp8_convert_grouped(g, &o, values, out->tensor());
+      st = mxfp8_grouped_convert(g, &o, values, out->tensor());
     }
     mxfp8_grouped_tensor_release(g);
   } else {
@@ -465,7 +465,7 @@ void register_import(py::module_ &m) {
   m.def("convert", &convert, py::arg("data"), py::arg("scale_inv"), py::arg("shape"), py::arg("format"),
         py::arg("swizzled"), py::arg("direction"), py::arg("num_experts"), py::arg("grouped_scales"), py::arg("target"),
         py::arg("scale_fixup"), py::arg("values"), py::arg("scales"), py::arg("stream"), py::arg("dlpack_stream"),
-        "mxfp8_convert (num_experts 0) or mxfp8_convert_grouped into the given outputs (values may be None).");
+        "mxfp8_convert (num_experts 0) or mxfp8_grouped_convert into the given outputs (values may be None).");
   m.def("layout_bytes", &layout_bytes, py::arg("layout"), py::arg("direction"), py::arg("rows"), py::arg("cols"),
         "mxfp8_layout_bytes.");
 }

@@ -141,7 +141,7 @@ def test_bad_input_gets_clear_errors():
     data, s = grouped(2, 128, 64, seed=1)
     with pytest.raises(ValueError, match="values is NULL, but options.target MXFP8_LAYOUT_TRTLLM_SHUFFLED permutes"):
         mxfp8.convert(data, s.reshape(-1), "trtllm", num_experts=2, scales="compact", swizzled=False)
-    with pytest.raises(ValueError, match="convert stacked experts with mxfp8_convert_grouped"):
+    with pytest.raises(ValueError, match="convert stacked experts with mxfp8_grouped_convert"):
         mxfp8.convert(data.reshape(2, 128, 64), s, "trtllm_gated", scales="compact", values=True, swizzled=False)
     cw_data, cw_buf, _ = make_mxfp8((256, 128), "padded", direction="columnwise", seed=4)
     with pytest.raises(ValueError, match="rowwise scales only"):

@@ -650,7 +650,7 @@ impl Default for mxfp8_dequantize_options {
     }
 }
 
-/// `mxfp8_convert_options`: options of `mxfp8_convert` and `mxfp8_convert_grouped`.
+/// `mxfp8_convert_options`: options of `mxfp8_convert` and `mxfp8_grouped_convert`.
 #[repr(C)]
 #[derive(Copy, Clone, Debug)]
 pub struct mxfp8_convert_options {
@@ -906,7 +906,7 @@ extern "C" {
         scales: *mut DLTensor,
     ) -> mxfp8_status;
     /// Grouped experts of one row count written stacked in an engine-native target, one launch.
-    pub fn mxfp8_convert_grouped(
+    pub fn mxfp8_grouped_convert(
         grouped: *const mxfp8_grouped_tensor,
         options: *const mxfp8_convert_options,
         values: *mut DLTensor,

@@ -178,7 +178,7 @@ impl Tensor {
 
 impl GroupedTensor {
     /// Writes all E experts (one row count N, rowwise) in layout `options.target`
-    /// (`mxfp8_convert_grouped`): expert e's scales at byte `e * B` of `scales`, B =
+    /// (`mxfp8_grouped_convert`): expert e's scales at byte `e * B` of `scales`, B =
     /// [`layout_bytes`]`(target, Rowwise, N, ceil(K/32))`, so `scales` holds exactly `E * B` bytes
     /// (DeepGEMM packed: its int32 `[E, N, ceil(sf_k/4)]`; float32: `[E, N, C]`); `values`, when given,
     /// `E * N * K` bytes stacked `[E, N, K]` in the target's row order (each expert's rows permuted for
@@ -186,7 +186,7 @@ impl GroupedTensor {
     pub fn convert_into(&self, options: &ConvertOptions, values: Option<&mut [u8]>, scales: &mut [u8]) -> Result<(), Error> {
         let o = options.to_sys();
         // SAFETY: as Tensor::convert_into.
-        Outputs::host(values, scales).with(|v, s| check(unsafe { sys::mxfp8_convert_grouped(self.as_raw(), &o, v, s) }))
+        Outputs::host(values, scales).with(|v, s| check(unsafe { sys::mxfp8_grouped_convert(self.as_raw(), &o, v, s) }))
     }
 
     /// [`convert_into`](Self::convert_into) on device memory: all experts in one launch queued on
@@ -194,6 +194,6 @@ impl GroupedTensor {
     pub fn convert_device(&self, options: &ConvertOptions, values: Option<DeviceBytes>, scales: DeviceBytes) -> Result<(), Error> {
         let o = options.to_sys();
         // SAFETY: DeviceBytes' constructor promised the memory for the queued work.
-        Outputs::device(values, scales).with(|v, s| check(unsafe { sys::mxfp8_convert_grouped(self.as_raw(), &o, v, s) }))
+        Outputs::device(values, scales).with(|v, s| check(unsafe { sys::mxfp8_grouped_convert(self.as_raw(), &o, v, s) }))
     }
 }
