@@ -4,6 +4,7 @@
  * and expects exactly the crop of S and of the values that the shard names, for random boundaries (last
  * partial blocks, one-block and one-row shards, several row pieces), in both directions. Inputs are never
  * touched; copies land in poisoned buffers. */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -296,6 +297,38 @@ static void test_empty_tensor_and_single_outputs(void **state) {
   EXPECT(export_shard(src.tensor, &shard, NULL, NULL, &scales) == MXFP8_OK, "%s", mxfp8_last_error());
   for (int64_t r = 0; r < 70; ++r)
     EXPECT(read_through_strides(&scales->dl_tensor, r) == src.s[r * 2 + 1], "scale row %lld", (long long)r);
+  release_managed(scales);
+  free_source(&src);
+}
+
+/* "A smaller struct_size means NULL": an options struct of the size before options.shard (56 bytes) exports
+ * the whole tensor, whatever its caller's memory holds where the shard pointer now lies; the same bytes with
+ * the full size are a shard (then the pointer is read). */
+static void test_older_options_have_no_shard(void **state) {
+  (void)state;
+  uint64_t rng = 17;
+  source src;
+  make_source(&src, 70, 64, 0, STORAGE_PADDED, &rng);
+  mxfp8_shard shard = MXFP8_SHARD_INIT;
+  shard.col_begin = 32;
+  mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
+  o.shard = &shard;
+  o.struct_size = (uint32_t)offsetof(mxfp8_export_options, shard);
+  DLManagedTensorVersioned *values = NULL, *scales = NULL;
+  EXPECT(mxfp8_export_components(src.tensor, &o, &values, &scales) == MXFP8_OK, "%s", mxfp8_last_error());
+  EXPECT(values->dl_tensor.shape[1] == 64 && scales->dl_tensor.shape[0] == 70 && scales->dl_tensor.shape[1] == 2,
+         "an older struct's export is the whole tensor");
+  for (int64_t i = 0; i < 70 * 2; ++i)
+    EXPECT(read_through_strides(&scales->dl_tensor, i) == src.s[i], "whole scale %lld", (long long)i);
+  release_managed(values);
+  release_managed(scales);
+  o.struct_size = (uint32_t)sizeof o;
+  values = NULL, scales = NULL;
+  EXPECT(mxfp8_export_components(src.tensor, &o, &values, &scales) == MXFP8_OK, "%s", mxfp8_last_error());
+  EXPECT(values->dl_tensor.shape[1] == 32 && scales->dl_tensor.shape[1] == 1, "the full struct's export is the shard");
+  for (int64_t r = 0; r < 70; ++r)
+    EXPECT(read_through_strides(&scales->dl_tensor, r) == src.s[r * 2 + 1], "shard scale row %lld", (long long)r);
+  release_managed(values);
   release_managed(scales);
   free_source(&src);
 }
@@ -652,6 +685,7 @@ int main(void) {
       cmocka_unit_test(test_row_pieces_concatenate),
       cmocka_unit_test(test_views_where_the_bytes_lie),
       cmocka_unit_test(test_empty_tensor_and_single_outputs),
+      cmocka_unit_test(test_older_options_have_no_shard),
       cmocka_unit_test(test_bucket_of_shards_holds_each_crop),
       cmocka_unit_test(test_bucket_shards_and_the_scale_fixup),
       cmocka_unit_test(test_import_takes_each_ranks_shard_of_a_whole_bucket),
