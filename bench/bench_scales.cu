@@ -577,11 +577,11 @@ Nvfp4QuantizeResult bench_nvfp4_quantize(int64_t rows, int64_t k) {
 }
 
 // NVFP4 export of a (rows, k) weight's GEMM-swizzled E4M3 scales (issue 22), the figure nvfp4_bench.py takes
-// from Python in a CUDA graph (export_us). `ms`: one mxfp8_nvfp4_export_components call on the legacy
-// stream, its three outputs asked for (the values view; the (rows, ceil(k/16)) scales unswizzled into a copy
+// from Python in a CUDA graph (export_us). `ms`: one mxfp8_export_components and one mxfp8_export_global_scale
+// on the legacy stream, the three outputs asked for (the values view; the (rows, ceil(k/16)) scales unswizzled into a copy
 // the library allocates; the decode global scale, a one-thread kernel) and released, rotating over enough
 // tensors (distinct swizzled buffers, one shared values buffer) to stay out of L2; `gpu_ms` / `host_us`: the
-// same call split into its GPU time alone and its host time; `unswizzle_ms`: mxfp8_unswizzle_scales of the
+// same calls split into their GPU time alone and its host time; `unswizzle_ms`: mxfp8_unswizzle_scales of the
 // same matrices into caller buffers (the scale kernel alone). `bytes` = the swizzled buffer read + the
 // compact matrix written, `copy_ms` a copy moving as many (bench/README.md, "Method").
 struct Nvfp4ExportResult {
@@ -608,7 +608,7 @@ Nvfp4ExportResult bench_nvfp4_export(int64_t rows, int64_t k) {
   const float one = 1.0f;
   cuda_check(cudaMemcpy(amax, &one, sizeof one, cudaMemcpyHostToDevice), "upload");
   int64_t vshape[2] = {rows, k / 2}, sshape[2] = {rp, cp}, ashape[1] = {1}, cshape[2] = {rows, c};
-  std::vector<mxfp8_nvfp4_tensor *> tensors(copies);
+  std::vector<mxfp8_tensor *> tensors(copies);
   // Borrowed (no deleter), and referenced by the handles until they are released: they outlive the loop.
   std::vector<DLManagedTensorVersioned> managed(3 * static_cast<size_t>(copies), DLManagedTensorVersioned{kCurrentDlpack});
   for (int i = 0; i < copies; ++i) {
@@ -617,16 +617,22 @@ Nvfp4ExportResult bench_nvfp4_export(int64_t rows, int64_t k) {
     scales.dl_tensor = bytes_tensor(swz[i], sshape, 2);
     am.dl_tensor = bytes_tensor(amax, ashape, 1);
     am.dl_tensor.dtype = DLDataType{kDLFloat, 32, 1};
-    mxfp8_nvfp4_tensor_desc desc = MXFP8_NVFP4_TENSOR_DESC_INIT;
+    mxfp8_tensor_desc desc = MXFP8_TENSOR_DESC_INIT;
+    desc.format = MXFP8_FORMAT_NVFP4;
+    desc.block = MXFP8_BLOCK_1X16;
+    desc.e4m3_max = 448;
     desc.scale_layout = MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED;
     desc.rowwise_data = &data;
     desc.rowwise_scale_inv = &scales;
     desc.rowwise_amax = &am;
-    mxfp8_check(mxfp8_nvfp4_tensor_create(&desc, &tensors[i]), "nvfp4 create");
+    mxfp8_check(mxfp8_tensor_create(&desc, &tensors[i]), "nvfp4 create");
   }
   auto export_one = [&](int i) {
     DLManagedTensorVersioned *v = nullptr, *s = nullptr, *g = nullptr;
-    mxfp8_check(mxfp8_nvfp4_export_components(tensors[i], nullptr, &v, &s, &g), "nvfp4 export");
+    mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
+    o.values_dtype = MXFP8_VALUES_UINT8;
+    mxfp8_check(mxfp8_export_components(tensors[i], &o, &v, &s), "nvfp4 export");
+    mxfp8_check(mxfp8_export_global_scale(tensors[i], &o, &g), "nvfp4 global scale");
     v->deleter(v);
     s->deleter(s);
     g->deleter(g);
@@ -639,7 +645,7 @@ Nvfp4ExportResult bench_nvfp4_export(int64_t rows, int64_t k) {
     mxfp8_check(mxfp8_unswizzle_scales(&s, &o, nullptr), "unswizzle");
   });
   r.copy_ms = copy_ms(bytes);
-  for (auto *t : tensors) mxfp8_nvfp4_tensor_release(t);
+  for (auto *t : tensors) mxfp8_tensor_release(t);
   for (int i = 0; i < copies; ++i) cudaFree(swz[i]), cudaFree(out[i]);
   cudaFree(values);
   cudaFree(amax);

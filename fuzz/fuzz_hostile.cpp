@@ -1346,7 +1346,11 @@ void section_options(Reader &in) {
     Newer<mxfp8_tensor_desc> d{};
     d.known = MXFP8_TENSOR_DESC_INIT;
     const size_t v1 = offsetof(mxfp8_tensor_desc, columnwise_scale_inv) + sizeof(void *);
-    const mxfp8_status sized = size_struct(in, d, {v1, offsetof(mxfp8_tensor_desc, reserved), sizeof(mxfp8_tensor_desc)});
+    const mxfp8_status sized = size_struct(in, d, {v1, offsetof(mxfp8_tensor_desc, reserved),
+                                                   offsetof(mxfp8_tensor_desc, rowwise_amax),
+                                                   offsetof(mxfp8_tensor_desc, columnwise_amax),
+                                                   offsetof(mxfp8_tensor_desc, e4m3_max),
+                                                   offsetof(mxfp8_tensor_desc, reserved2), sizeof(mxfp8_tensor_desc)});
     mxfp8_tensor_desc &desc = d.known;
     desc.format = field(in, 3);  // 0 is not a format: E4M3 = 1, E5M2 = 2
     desc.scale_layout = t.swizzled;
@@ -1820,19 +1824,22 @@ void newest_nvfp4(Reader &in) {
   Managed amax_m(&amax, {1}, DLDataType{kDLFloat, 32, 1});
   for (Managed *mm : {&data, &scale_buf, &amax_m}) mm->m.deleter = nullptr;
   int64_t logical[2] = {m, k};
-  mxfp8_nvfp4_tensor_desc desc = MXFP8_NVFP4_TENSOR_DESC_INIT;
+  mxfp8_tensor_desc desc = MXFP8_TENSOR_DESC_INIT;
+  desc.format = MXFP8_FORMAT_NVFP4;
+  desc.block = MXFP8_BLOCK_1X16;
+  desc.e4m3_max = 448;
   desc.scale_layout = layout == MXFP8_QUANTIZED_SCALES_SWIZZLED;
   desc.ndim = 2;
   desc.shape = logical;
   (direction ? desc.columnwise_data : desc.rowwise_data) = &data.m;
   (direction ? desc.columnwise_scale_inv : desc.rowwise_scale_inv) = &scale_buf.m;
   (direction ? desc.columnwise_amax : desc.rowwise_amax) = &amax_m.m;
-  mxfp8_nvfp4_tensor *nv = nullptr;
-  if (mxfp8_nvfp4_tensor_create(&desc, &nv) != MXFP8_OK) wrong("what the NVFP4 quantize wrote cannot be described");
-  mxfp8_nvfp4_export_options eo = MXFP8_NVFP4_EXPORT_OPTIONS_INIT;
+  mxfp8_tensor *nv = nullptr;
+  if (mxfp8_tensor_create(&desc, &nv) != MXFP8_OK) wrong("what the NVFP4 quantize wrote cannot be described");
+  mxfp8_export_options eo = MXFP8_EXPORT_OPTIONS_INIT;
   eo.direction = direction;
   DLManagedTensorVersioned *exported = nullptr;
-  if (mxfp8_nvfp4_export_components(nv, &eo, nullptr, &exported, nullptr) != MXFP8_OK) wrong("NVFP4 export failed");
+  if (mxfp8_export_components(nv, &eo, nullptr, &exported) != MXFP8_OK) wrong("NVFP4 export failed");
   const DLTensor &e = exported->dl_tensor;
   const auto *eb = static_cast<const uint8_t *>(e.data) + e.byte_offset;
   for (int64_t y = 0; y < lines; ++y)
@@ -1845,8 +1852,8 @@ void newest_nvfp4(Reader &in) {
   DLTensor dt{decoded.data(), kCpu, 1, DLDataType{kDLFloat, 32, 1}, &dshape, nullptr, 0};
   mxfp8_dequantize_options dq = MXFP8_DEQUANTIZE_OPTIONS_INIT;
   dq.direction = direction;
-  if (mxfp8_nvfp4_dequantize(nv, &dq, &dt) != MXFP8_OK) wrong("NVFP4 dequantize failed");
-  mxfp8_nvfp4_tensor_release(nv);
+  if (mxfp8_dequantize(nv, &dq, &dt) != MXFP8_OK) wrong("NVFP4 dequantize failed");
+  mxfp8_tensor_release(nv);
 }
 
 // mxfp8_grouped_convert: E experts of N rows (padded or compact, row-major or swizzled) into every target,

@@ -164,7 +164,6 @@ struct Owned {
 };
 using TensorHandle = Owned<mxfp8_tensor, mxfp8_tensor_release>;
 using GroupedHandle = Owned<mxfp8_grouped_tensor, mxfp8_grouped_tensor_release>;
-using Nvfp4Handle = Owned<mxfp8_nvfp4_tensor, mxfp8_nvfp4_tensor_release>;
 
 // One direction of an MXFP8 tensor as a producer stores it (its values' shape is the logical shape).
 ffi::Error describe(View &data, View &scales, int32_t format, int32_t swizzled, int32_t direction,
@@ -295,25 +294,27 @@ ffi::Error nvfp4_quantize(Place place, ffi::AnyBuffer input, ffi::Result<ffi::An
 }
 
 // One direction of a stored NVFP4 tensor (its logical shape taken from the packed values, as
-// mxfp8_nvfp4_tensor_create does with ndim 0) decoded into float32 or bfloat16 (mxfp8_nvfp4_dequantize).
+// mxfp8_tensor_create does with ndim 0) decoded into float32 or bfloat16 (mxfp8_dequantize).
 ffi::Error nvfp4_dequantize(Place place, ffi::AnyBuffer data, ffi::AnyBuffer scale_inv, ffi::AnyBuffer amax,
                             ffi::Result<ffi::AnyBuffer> output, int32_t swizzled, int32_t e4m3_max, int32_t direction) {
   View d(data, place, "data"), s(scale_inv, place, "scale_inv"), a(amax, place, "amax"), out(*output, place, "the result");
   if (auto e = usable(d, s, a, out); e.failure()) return e;
   DLManagedTensorVersioned lent[3] = {borrowed(d.tensor()), borrowed(s.tensor()), borrowed(a.tensor())};
-  mxfp8_nvfp4_tensor_desc desc = MXFP8_NVFP4_TENSOR_DESC_INIT;
+  mxfp8_tensor_desc desc = MXFP8_TENSOR_DESC_INIT;
+  desc.format = MXFP8_FORMAT_NVFP4;
+  desc.block = MXFP8_BLOCK_1X16;
   desc.scale_layout = swizzled ? MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED : MXFP8_SCALE_LAYOUT_ROW_MAJOR;
   desc.e4m3_max = e4m3_max;
   const bool columnwise = direction == MXFP8_DIRECTION_COLUMNWISE;
   (columnwise ? desc.columnwise_data : desc.rowwise_data) = &lent[0];
   (columnwise ? desc.columnwise_scale_inv : desc.rowwise_scale_inv) = &lent[1];
   (columnwise ? desc.columnwise_amax : desc.rowwise_amax) = &lent[2];
-  Nvfp4Handle t;
-  if (auto e = check(mxfp8_nvfp4_tensor_create(&desc, &t.handle)); e.failure()) return e;
+  TensorHandle t;
+  if (auto e = check(mxfp8_tensor_create(&desc, &t.handle)); e.failure()) return e;
   mxfp8_dequantize_options o = MXFP8_DEQUANTIZE_OPTIONS_INIT;
   o.direction = direction;
   o.stream = place.stream;
-  return check(mxfp8_nvfp4_dequantize(t.handle, &o, out.get()));
+  return check(mxfp8_dequantize(t.handle, &o, out.get()));
 }
 
 // ---- the two platforms ------------------------------------------------------------------------------

@@ -162,7 +162,14 @@ typedef struct mxfp8_dequantize_options {
  * bfloat16. Every NaN is written as 0x7FFFFFFF (float32) or 0x7FFF (bfloat16), on the host as on the GPU.
  * For verification, and for consumers that cannot take MXFP8. Host: done on return. CUDA: queued on
  * options->stream, with a stream-ordered scratch copy of the compact scales from the library's pool;
- * the call does not wait. */
+ * the call does not wait.
+ *
+ * An NVFP4 tensor (EXPERIMENTAL; mxfp8/tensor.h, "NVFP4 tensors", describes it and its decode formula):
+ * `output` holds R * C elements (any shape) of the stored matrix, so columnwise output is the (K, M)
+ * transpose TE stores. Each element is computed as TE's dequantize kernel does (that formula, in float),
+ * then rounded to nearest-even for bfloat16; every NaN (an E4M3 NaN scale 0x7F/0xFF, a NaN or Inf amax
+ * times zero) is written as above. Reads every scale layout in place; CUDA: one kernel queued on
+ * options->stream, no scratch. */
 MXFP8_API mxfp8_status mxfp8_dequantize(const mxfp8_tensor *tensor, const mxfp8_dequantize_options *options,
                                         DLTensor *output);
 
@@ -173,8 +180,8 @@ MXFP8_API mxfp8_status mxfp8_dequantize(const mxfp8_tensor *tensor, const mxfp8_
 /* NVFP4 is FP4 E2M1 values (+-{0, 0.5, 1, 1.5, 2, 3, 4, 6}), one E4M3 scale per 16 consecutive values
  * along K, and a second-level float32 `amax` (per tensor, or per row). An element decodes as
  * fp4 * e4m3_scale * amax / (6 * E4M3_MAX) (E4M3_MAX = 448, or 256 with 4over6's option); the exact
- * float order, which is what mxfp8_nvfp4_dequantize computes and which can round differently from
- * other orders, is the formula of the "NVFP4: describing..." section of mxfp8/tensor.h.
+ * float order, which is what mxfp8_dequantize computes and which can round differently from
+ * other orders, is the formula of the "NVFP4 tensors" comment of mxfp8/tensor.h.
  * The quantizer below is Transformer Engine's NVFP4 quantizer (1x16 blocks, rowwise or columnwise, round
  * to nearest even; TE's stochastic rounding, random Hadamard transform and 16x16 2-D blocks are not
  * offered), computed as TE's kernels compute it, every step a float32 operation rounded to nearest even:
@@ -198,7 +205,7 @@ MXFP8_API mxfp8_status mxfp8_dequantize(const mxfp8_tensor *tensor, const mxfp8_
  * (reference_nvfp4.py) writes code 0 for -0.0 and NaN; its kernels, and this library, do as above.
  * Values are packed two per byte, the even element in the low nibble: a row of K values takes K/2
  * bytes. K (M for columnwise) must be even, as Transformer Engine stores NVFP4 ((*lead, K/2) bytes) and
- * as mxfp8_nvfp4_tensor_create requires, so that every output can be described and dequantized. Partial
+ * as an NVFP4 mxfp8_tensor_desc requires, so that every output can be described and dequantized. Partial
  * blocks (K not a multiple of 16) use only their real elements.
  * ModelOpt's NVFP4QTensor.quantize (0.47) gives the same bytes except in three cases (pinned by the
  * Python test test_oracle_modelopt.py): an all-zero block (its scale 1.0, here 0); a block whose scale
@@ -242,7 +249,7 @@ typedef struct mxfp8_nvfp4_quantize_options {
    * values (K, M/2), scales (K, ceil(M/16)) or padded (roundup(K, 128), roundup(ceil(M/16), 4)),
    * the per-tensor amax is the same as rowwise. Per-row amax is rowwise only: Transformer Engine's
    * row_scaled_nvfp4 scales the rows of its rowwise data, and keeps one columnwise amax per tensor
-   * (mxfp8_nvfp4_tensor_create describes nothing else); columnwise with MXFP8_NVFP4_AMAX_PER_ROW is refused. */
+   * (an NVFP4 mxfp8_tensor_desc describes nothing else); columnwise with MXFP8_NVFP4_AMAX_PER_ROW is refused. */
   int32_t direction;
   uint32_t reserved; /* must be 0 (fills what would be padding before `stream`) */
   /* cudaStream_t the kernels run on (NULL: the legacy default stream); ignored for host memory. */
@@ -299,17 +306,6 @@ MXFP8_API mxfp8_status mxfp8_nvfp4_quantize_fused_into(const DLTensor *const *in
                                                        const mxfp8_nvfp4_quantize_options *options,
                                                        DLTensor *const *values, DLTensor *const *scales,
                                                        DLTensor *amax);
-
-/* NVFP4 (mxfp8/tensor.h, "NVFP4: describing...", describes the tensor and its decode formula).
- * Decodes one direction of `tensor` (options->direction; NULL options: rowwise, legacy default stream)
- * into `output`: float32 or bfloat16, contiguous, R * C elements (any shape) of the stored matrix, so
- * columnwise output is the (K, M) transpose TE stores; on the tensor's device, aligned to its element
- * size, sharing no byte with the tensor's buffers. Each element is computed as TE's dequantize kernel
- * does (that formula, in float), then rounded to nearest-even for bfloat16; every NaN (an E4M3 NaN
- * scale 0x7F/0xFF, a NaN or Inf amax times zero) is written as 0x7FFFFFFF (float32) or 0x7FFF (bfloat16). Reads every scale layout in place. Host: done on return. CUDA: one
- * kernel queued on options->stream; the call does not wait. */
-MXFP8_API mxfp8_status mxfp8_nvfp4_dequantize(const mxfp8_nvfp4_tensor *tensor,
-                                              const mxfp8_dequantize_options *options, DLTensor *output);
 
 #ifdef __cplusplus
 } /* extern "C" */

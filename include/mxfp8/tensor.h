@@ -1,5 +1,5 @@
-/* mxfp8/tensor.h: The tensors: an MXFP8 tensor, grouped MoE experts and an NVFP4 tensor as their producer stores
- * them, and exporting their values and compact scales.
+/* mxfp8/tensor.h: The tensors: an MXFP8 or NVFP4 tensor and grouped MoE experts as their producer stores
+ * them, and exporting their values, compact scales and (NVFP4) second-level scale.
  *
  * Part of the mxfp8 C API: include <mxfp8/mxfp8.h>, which includes this file after the conventions,
  * the version and the status codes every declaration here relies on. */
@@ -15,15 +15,15 @@ extern "C" {
 #endif
 
 /* ====================================================================================================
- * Describing an MXFP8 tensor                                                           [STABLE]
+ * Describing a tensor: MXFP8, or NVFP4 (whose rules are EXPERIMENTAL)                  [STABLE]
  * ==================================================================================================== */
 
-/* The FP8 encoding of the values. */
+/* The encoding of the values. */
 typedef enum mxfp8_format {
   MXFP8_FORMAT_E4M3 = 1, /* float8_e4m3fn, DLPack code kDLFloat8_e4m3fn (10) */
   MXFP8_FORMAT_E5M2 = 2, /* float8_e5m2,   DLPack code kDLFloat8_e5m2 (12) */
-  /* Not an MXFP8 encoding: marks an NVFP4 entry of a transfer from a bucket (mxfp8_transfer_desc.formats).
-   * mxfp8_tensor_desc and the other MXFP8 calls refuse it. */
+  /* NVFP4: FP4 E2M1 values, one E4M3 scale per 16 values, a float32 amax (below, "NVFP4 tensors"). What
+   * it accepts and how its tensors export may still change (EXPERIMENTAL, like every NVFP4 call). */
   MXFP8_FORMAT_NVFP4 = 3
 } mxfp8_format;
 
@@ -31,7 +31,7 @@ typedef enum mxfp8_format {
  *
  * Rowwise scales S (one per 32 consecutive values along K) form an R x C matrix with R = M = prod(lead)
  * and C = ceil(K/32). Columnwise scales (one per 32 consecutive rows) form an R x C matrix with
- * R = ceil(M/32) and C = K. A partial last block keeps its own scale, hence the ceil. */
+ * R = ceil(M/32) and C = K. A partial last block keeps its own scale, hence the ceil. (NVFP4: below.) */
 typedef enum mxfp8_scale_layout {
   /* Row-major (R', C') with R' >= R and C' >= C; the buffer's own shape gives R' and C' (leading dims
    * are flattened into rows). TE allocates R' = roundup(R, 128), C' = roundup(C, 4) for rowwise and
@@ -60,19 +60,73 @@ typedef enum mxfp8_block {
   MXFP8_BLOCK_1X32 = 0, /* one scale per 32 consecutive values (along K rowwise, along rows columnwise) */
   /* Transformer Engine's 2-D weight quantization: one scale per 32 x 32 block, stored as 1x32 scales in
    * which every row (rowwise) or column (columnwise) of a 32-wide block repeats the block's scale. */
-  MXFP8_BLOCK_32X32 = 1
+  MXFP8_BLOCK_32X32 = 1,
+  /* One scale per 16 consecutive values of a stored row: NVFP4's only block. An NVFP4 description must
+   * say it; an MXFP8 one may not. */
+  MXFP8_BLOCK_1X16 = 2
 } mxfp8_block;
 
-/* Everything that says what an MXFP8 tensor is and where its bytes are. Start from
- * MXFP8_TENSOR_DESC_INIT.
+/* NVFP4 tensors (Blackwell's 4-bit recipe), as Transformer Engine stores them (transformer_engine/pytorch/
+ * tensor/nvfp4_tensor.py, custom_recipes/reference_nvfp4.py, common/cast/nvfp4/dequantize_nvfp4.cuh):
  *
+ *   - values: FP4 E2M1 (sign, 2 exponent bits, 1 mantissa bit: 0, 0.5, 1, 1.5, 2, 3, 4, 6 and their
+ *     negatives; no Inf, no NaN), two per byte, the EVEN element in the LOW nibble (element 2i of a row
+ *     is byte i & 0xF, element 2i+1 is byte i >> 4). This is also DLPack's packing of kDLFloat4_e2m1fn.
+ *   - block scales: one FP8 E4M3 (float8_e4m3fn) per 16 consecutive values of a row (the last block of a
+ *     row may be shorter). For a stored matrix of R rows and C columns the scale matrix S is
+ *     R x ceil(C/16); TE allocates it padded to (roundup(R, 128), roundup(ceil(C/16), 4)), row-major or
+ *     in the same cuBLAS 128x4 layout as MXFP8 (MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED, S itself swizzled).
+ *   - second level: TE keeps amax (float32; one per tensor, or one per row with its row_scaled_nvfp4
+ *     option), and an element decodes as
+ *
+ *       x = e2m1(v) * ((e4m3(s) * amax) * float(1 / (6 * E4M3_MAX)))      computed in float, in this order
+ *
+ *     with E4M3_MAX = 448, or 256 with TE's "4over6" option (nvfp4_e4m3_max).
+ *   - directions: rowwise data is the (M, K) matrix, M = prod(lead), scaled along K. Columnwise data is
+ *     stored TRANSPOSED, the (K, M) matrix scaled along M, with scales padded to (roundup(K, 128),
+ *     roundup(ceil(M/16), 4)); so either direction is one stored matrix (R, C) = (M, K) or (K, M), scaled
+ *     along its rows, and everything about NVFP4 here speaks of that stored matrix. C must be even (rows
+ *     are whole bytes, as TE stores them); mxfp8_nvfp4_quantize_into refuses odd C, so all it writes can
+ *     be described. Per-row amax exists for rowwise data only (TE keeps one columnwise amax), and the
+ *     quantize refuses it for columnwise.
+ *
+ * Consumers: vLLM's ModelOpt NVFP4 loads uint8 values [N, K/2], row-major E4M3 scales [N, K/16] and
+ * weight_scale_2 = amax / (6 * 448) (MXFP8_NVFP4_GLOBAL_SCALE_DECODE); FlashInfer's nvfp4_quantize takes
+ * the encode scale 6 * 448 / amax (MXFP8_NVFP4_GLOBAL_SCALE_ENCODE); compressed-tensors stores that
+ * encode scale as its weight_global_scale. The cuBLAS layout of the block scales is the MXFP8 one on
+ * bytes: mxfp8_swizzle_scales and mxfp8_unswizzle_scales move NVFP4 scale matrices R x ceil(C/16) as
+ * they are (uint8 or float8_e4m3fn). */
+
+/* Everything that says what a tensor is and where its bytes are. Start from MXFP8_TENSOR_DESC_INIT.
+ *
+ * MXFP8 (format E4M3 or E5M2):
  * Data tensors: the tensor's shape (not transposed, also for columnwise data, as TE stores it), dtype
  * uint8 or the float8 code matching `format`, row-major contiguous (strides NULL or compact).
  * Scale tensors: dtype uint8 or kDLFloat8_e8m0fnu (14), laid out as `scale_layout` says; the last
  * dimension must have stride 1 and the leading dimensions must flatten into rows.
- * All four live on the same device: kDLCPU, kDLCUDA, kDLCUDAHost or kDLCUDAManaged.
  * At least one direction needs both its data and its scales; a direction with only one of the two is an
- * error.
+ * error. The NVFP4 fields (rowwise_amax, columnwise_amax, e4m3_max, reserved2) must stay NULL / 0.
+ *
+ * NVFP4 (format MXFP8_FORMAT_NVFP4, block MXFP8_BLOCK_1X16, e4m3_max 448 or 256): per direction three
+ * tensors, *_data, *_scale_inv and *_amax, given all three or not at all (at least one direction):
+ *   *_data:      the stored matrix (R, C) (rowwise (M, K), columnwise (K, M)), row-major contiguous, as
+ *                uint8 holding two values per byte, or kDLFloat4_e2m1fn with bits 4 and lanes 1 (not flagged
+ *                DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED). Its shape must say rows of C/2 bytes (C
+ *                float4 elements) one of two ways: leading dimensions whose product is R and a last
+ *                dimension of one row (TE's rowwise (*lead, K/2)), or a first dimension R and the others'
+ *                product one row (TE's columnwise (K, *lead) with its last dimension halved). C even.
+ *   *_scale_inv: the E4M3 block scales, uint8 or kDLFloat8_e4m3fn, laid out as `scale_layout` says for
+ *                the R x ceil(C/16) matrix S: row-major (R', C') with R' >= R, C' >= ceil(C/16), last
+ *                dimension stride 1, leading dimensions flattening into rows (compact or TE's padded
+ *                buffer), or GEMM-swizzled: contiguous, exactly roundup(R, 128) * roundup(ceil(C/16), 4)
+ *                bytes (S itself, never its transpose). Padding is never read.
+ *   *_amax:      float32, contiguous, one element (per tensor, any shape such as () or (1,)) or, rowwise
+ *                only, M elements (TE's row_scaled_nvfp4: amax of row r). Read by the calls that use it.
+ * Its logical shape (*lead, K): from `shape` when ndim > 0 (then each direction's data is checked against
+ * it), else from rowwise data ((*lead, K) as the data's leading dimensions and K = 2 * last for uint8),
+ * else from columnwise data as TE reads it back: (K, d1, ..., dn) gives (d1, ..., 2 * dn, K) for uint8.
+ *
+ * All buffers live on the same device: kDLCPU, kDLCUDA, kDLCUDAHost or kDLCUDAManaged.
  *
  * Ownership: on success, mxfp8_tensor_create takes every non-NULL DLManagedTensorVersioned given here
  * and calls its deleter exactly once, when the tensor and every view exported from it are released. A
@@ -91,6 +145,12 @@ typedef struct mxfp8_tensor_desc {
   /* Added in 0.1 after the fields above (older callers' smaller struct_size means 1x32). */
   int32_t block;        /* mxfp8_block */
   uint32_t reserved;    /* must be 0 */
+  /* Added for NVFP4 after the fields above (a smaller struct_size means NULL / 0, hence MXFP8 only);
+   * MXFP8 tensors leave them NULL / 0. */
+  DLManagedTensorVersioned *rowwise_amax;    /* float32: 1 element, or M (TE's row_scaled_nvfp4) */
+  DLManagedTensorVersioned *columnwise_amax; /* float32: 1 element */
+  int32_t e4m3_max;     /* NVFP4's E4M3_MAX: 448, or 256 for TE's 4over6 tensors; 0 = not said, refused */
+  uint32_t reserved2;   /* must be 0 */
 } mxfp8_tensor_desc;
 
 #define MXFP8_TENSOR_DESC_INIT                                                       \
@@ -105,11 +165,15 @@ typedef struct mxfp8_tensor_desc {
     NULL,                                  /* columnwise_data */                     \
     NULL,                                  /* columnwise_scale_inv */                \
     MXFP8_BLOCK_1X32,                      /* block */                               \
-    0u                                     /* reserved */                            \
+    0u,                                    /* reserved */                            \
+    NULL,                                  /* rowwise_amax */                        \
+    NULL,                                  /* columnwise_amax */                     \
+    0,                                     /* e4m3_max: NVFP4 must set it */         \
+    0u                                     /* reserved2 */                           \
   }
 
-/* An immutable, reference-counted handle on a validated MXFP8 tensor. Thread-safe: any number of
- * threads may export from one handle at once. */
+/* An immutable, reference-counted handle on a validated tensor of either format. Thread-safe: any
+ * number of threads may export from one handle at once. */
 typedef struct mxfp8_tensor mxfp8_tensor;
 
 /* Validates `desc` completely (shapes, dtypes, devices, buffer sizes, strides) and wraps it in a handle.
@@ -117,25 +181,32 @@ typedef struct mxfp8_tensor mxfp8_tensor;
  * `*out` is written only on success. Touches no tensor memory, launches nothing. */
 MXFP8_API mxfp8_status mxfp8_tensor_create(const mxfp8_tensor_desc *desc, mxfp8_tensor **out);
 
-/* Drops the caller's reference. Views exported from the tensor hold their own references, so they stay
- * valid; the input deleters run when the last reference goes. NULL is fine. Cannot fail. */
+/* Drops the caller's reference (either format). Views exported from the tensor hold their own
+ * references, so they stay valid; the input deleters run when the last reference goes. NULL is fine.
+ * Cannot fail. */
 MXFP8_API void mxfp8_tensor_release(mxfp8_tensor *tensor);
 
 /* ====================================================================================================
  * Exporting values and compact scales                                                  [STABLE]
  * ==================================================================================================== */
 
-/* The dtype of the exported values. */
+/* The dtype of the exported values, read per format: the format's own type, or its bytes. */
 typedef enum mxfp8_values_dtype {
-  MXFP8_VALUES_FP8 = 0,  /* kDLFloat8_e4m3fn or kDLFloat8_e5m2, by the tensor's format */
-  MXFP8_VALUES_UINT8 = 1 /* the same bytes as uint8, for consumers without float8 (CuPy, NumPy) */
+  /* The format's own type: kDLFloat8_e4m3fn or kDLFloat8_e5m2; for NVFP4 kDLFloat4_e2m1fn (17), bits 4,
+   * lanes 1, packed as DLPack defines it (two per byte, even element low), shape in elements. */
+  MXFP8_VALUES_FP8 = 0,
+  /* The same bytes as uint8, for consumers without float8 (CuPy, NumPy); for NVFP4 the packed bytes, two
+   * values each, what ModelOpt checkpoints and vLLM load. */
+  MXFP8_VALUES_UINT8 = 1
 } mxfp8_values_dtype;
 
-/* The dtype of the exported scales. Both are the E8M0 biased exponent byte: scale = 2^(byte - 127),
- * byte 255 is NaN. */
+/* The dtype of the exported scales, read per format: the stored scale byte either way. MXFP8: the E8M0
+ * biased exponent byte, scale = 2^(byte - 127), byte 255 is NaN. NVFP4: the E4M3 byte. */
 typedef enum mxfp8_scales_dtype {
-  MXFP8_SCALES_UINT8 = 0, /* uint8: the wire format vLLM and SGLang load */
-  MXFP8_SCALES_E8M0 = 1   /* kDLFloat8_e8m0fnu (14) */
+  MXFP8_SCALES_UINT8 = 0, /* uint8: the wire format vLLM and SGLang load (MXFP8 and NVFP4 alike) */
+  /* The format's scale type: kDLFloat8_e8m0fnu (14); for NVFP4 kDLFloat8_e4m3fn (10), what vLLM's
+   * weight_scale parameter holds. */
+  MXFP8_SCALES_E8M0 = 1
 } mxfp8_scales_dtype;
 
 /* What to do with row-major scales that carry padding columns (C' > C). */
@@ -154,8 +225,21 @@ typedef enum mxfp8_scales_granularity {
   MXFP8_SCALES_PER_32X32 = 1
 } mxfp8_scales_granularity;
 
-/* Options of mxfp8_export_components. Start from MXFP8_EXPORT_OPTIONS_INIT; NULL options mean the
- * defaults it sets. */
+/* Which second-level scale of an NVFP4 tensor mxfp8_export_global_scale returns (float32, one per amax).
+ * Also what a transfer writes to global_scales (mxfp8_transfer_desc.global_scale). */
+typedef enum mxfp8_nvfp4_global_scale {
+  /* amax / (6 * E4M3_MAX), a float division: the factor that decodes, ModelOpt's and vLLM's
+   * weight_scale_2. x = e2m1 * e4m3 * this, up to the rounding of the product. */
+  MXFP8_NVFP4_GLOBAL_SCALE_DECODE = 0,
+  /* (6 * E4M3_MAX) / amax, as Transformer Engine's quantizer computes it
+   * (compute_global_encode_scaling_factor_FP4, common/cast/nvfp4/core_nvfp4.cuh): capped at FLT_MAX (also
+   * for a NaN amax), and 1 when amax is zero or the quotient is zero (amax Inf). FlashInfer's
+   * nvfp4_quantize global_scale; compressed-tensors' weight_global_scale. */
+  MXFP8_NVFP4_GLOBAL_SCALE_ENCODE = 1
+} mxfp8_nvfp4_global_scale;
+
+/* Options of mxfp8_export_components (and mxfp8_export_global_scale). Start from
+ * MXFP8_EXPORT_OPTIONS_INIT; NULL options mean the defaults it sets. */
 typedef struct mxfp8_export_options {
   uint32_t struct_size; /* sizeof(mxfp8_export_options) */
   int32_t direction;    /* mxfp8_direction, default rowwise */
@@ -203,14 +287,11 @@ typedef struct mxfp8_export_options {
   uint32_t reserved3;         /* must be 0 */
   /* Added after the fields above (a smaller struct_size means NULL, MXFP8_NVFP4_GLOBAL_SCALE_DECODE, 0). */
   /* mxfp8_export_components exports only this shard of the tensor (see mxfp8_shard in transfer.h for the
-   * legal boundaries and the outputs' shapes); read during the call only. NULL: the whole tensor. The
-   * other calls taking these options export whole tensors and refuse a set shard
-   * (MXFP8_ERROR_INVALID_ARGUMENT). */
+   * legal boundaries and the outputs' shapes); read during the call only. NULL: the whole tensor. An
+   * NVFP4 tensor's shard is not exported yet (MXFP8_ERROR_UNSUPPORTED). The other calls taking these
+   * options export whole tensors and refuse a set shard (MXFP8_ERROR_INVALID_ARGUMENT). */
   const struct mxfp8_shard *shard;
-  /* mxfp8_nvfp4_global_scale (declared below), read by NVFP4 exports; default
-   * MXFP8_NVFP4_GLOBAL_SCALE_DECODE. No call of this version reads it yet; every one checks it is one of
-   * the enum's values. */
-  int32_t global_scale;
+  int32_t global_scale;       /* mxfp8_nvfp4_global_scale of mxfp8_export_global_scale; default decode */
   uint32_t reserved4;         /* must be 0 */
 } mxfp8_export_options;
 
@@ -229,7 +310,7 @@ typedef struct mxfp8_export_options {
     0,                                        /* scale_fixup: MXFP8_SCALE_FIXUP_NONE */ \
     0u,                                       /* reserved3 */                         \
     NULL,                                     /* shard: the whole tensor */           \
-    0,                                        /* global_scale: DECODE */              \
+    MXFP8_NVFP4_GLOBAL_SCALE_DECODE,          /* global_scale */                      \
     0u                                        /* reserved4 */                         \
   }
 
@@ -261,6 +342,14 @@ typedef struct mxfp8_export_options {
  * MXFP8_SCALES_PER_32 (MXFP8_ERROR_INVALID_ARGUMENT otherwise). A shard that breaks a rule of mxfp8_shard
  * is MXFP8_ERROR_INVALID_ARGUMENT naming the field (options.shard.col_begin, ...).
  *
+ * An NVFP4 tensor (EXPERIMENTAL) exports its stored matrix, with per-32 granularity only:
+ *
+ *   values: ALWAYS a zero-copy view: rowwise (*lead, K/2) uint8 or (*lead, K) float4; columnwise the
+ *           stored transpose, (K, M/2) uint8 or (K, M) float4. Even element in the low nibble.
+ *   scales: the E4M3 block scales, compact row-major: rowwise (*lead, ceil(K/16)), columnwise
+ *           (K, ceil(M/16)); a view or a copy by the same rules as above.
+ *   Its second-level scale comes from mxfp8_export_global_scale.
+ *
  * Every output carries strides (never NULL when ndim > 0) and the DLPack version of the header the
  * library was built with. Views keep `tensor` alive; release each output by calling its deleter (once).
  * Either output pointer may be NULL to skip that output, but not both. Both outputs are written only on
@@ -270,6 +359,21 @@ MXFP8_API mxfp8_status mxfp8_export_components(const mxfp8_tensor *tensor,
                                                const mxfp8_export_options *options,
                                                DLManagedTensorVersioned **values,
                                                DLManagedTensorVersioned **scales);
+
+/* ====================================================================================================
+ * NVFP4: the second-level scale                                                        [EXPERIMENTAL]
+ * ==================================================================================================== */
+
+/* The second-level scale of one direction (options->direction) of an NVFP4 tensor: float32, the amax's
+ * shape (one per tensor, or one per row), options->global_scale's convention of each amax; always a copy
+ * (allocated as mxfp8_export_components allocates copies: options->allocator must return a float32
+ * tensor for it). Host: done on return. CUDA: computed by a kernel on options->stream. Written only on
+ * success; release it by calling its deleter. Other options as mxfp8_export_components (values_dtype,
+ * scales_dtype, padded_scales, scales_granularity and scale_fixup are checked but not read). Fails with MXFP8_ERROR_INVALID_ARGUMENT for an MXFP8
+ * tensor (it has no second level), MXFP8_ERROR_MISSING_DATA when the tensor has no data for the direction,
+ * MXFP8_ERROR_UNSUPPORTED with options->shard set. Thread-safe. */
+MXFP8_API mxfp8_status mxfp8_export_global_scale(const mxfp8_tensor *tensor, const mxfp8_export_options *options,
+                                                 DLManagedTensorVersioned **global_scale);
 
 /* ====================================================================================================
  * Grouped MoE experts: E experts in one flat values buffer and one flat scale buffer   [EXPERIMENTAL]
@@ -358,183 +462,6 @@ MXFP8_API mxfp8_status mxfp8_grouped_expert(const mxfp8_grouped_tensor *grouped,
 MXFP8_API mxfp8_status mxfp8_grouped_export(const mxfp8_grouped_tensor *grouped, const int32_t *experts, size_t count,
                                             const mxfp8_export_options *options, DLManagedTensorVersioned **values,
                                             DLManagedTensorVersioned **scales);
-
-/* ====================================================================================================
- * NVFP4: describing, exporting, swizzling and dequantizing                             [EXPERIMENTAL]
- * ==================================================================================================== */
-
-/* NVFP4 (Blackwell's 4-bit recipe), as Transformer Engine stores it (transformer_engine/pytorch/tensor/
- * nvfp4_tensor.py, custom_recipes/reference_nvfp4.py, common/cast/nvfp4/dequantize_nvfp4.cuh):
- *
- *   - values: FP4 E2M1 (sign, 2 exponent bits, 1 mantissa bit: 0, 0.5, 1, 1.5, 2, 3, 4, 6 and their
- *     negatives; no Inf, no NaN), two per byte, the EVEN element in the LOW nibble (element 2i of a row
- *     is byte i & 0xF, element 2i+1 is byte i >> 4). This is also DLPack's packing of kDLFloat4_e2m1fn.
- *   - block scales: one FP8 E4M3 (float8_e4m3fn) per 16 consecutive values of a row (the last block of a
- *     row may be shorter). For a stored matrix of R rows and C columns the scale matrix S is
- *     R x ceil(C/16); TE allocates it padded to (roundup(R, 128), roundup(ceil(C/16), 4)), row-major or
- *     in the same cuBLAS 128x4 layout as MXFP8 (MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED, S itself swizzled).
- *   - second level: TE keeps amax (float32; one per tensor, or one per row with its row_scaled_nvfp4
- *     option), and an element decodes as
- *
- *       x = e2m1(v) * ((e4m3(s) * amax) * float(1 / (6 * E4M3_MAX)))      computed in float, in this order
- *
- *     with E4M3_MAX = 448, or 256 with TE's "4over6" option (nvfp4_e4m3_max).
- *   - directions: rowwise data is the (M, K) matrix, M = prod(lead), scaled along K. Columnwise data is
- *     stored TRANSPOSED, the (K, M) matrix scaled along M, with scales padded to (roundup(K, 128),
- *     roundup(ceil(M/16), 4)); so either direction is one stored matrix (R, C) = (M, K) or (K, M), scaled
- *     along its rows, and everything below speaks of that stored matrix. C must be even (rows are whole
- *     bytes, as TE stores them); mxfp8_nvfp4_quantize_into refuses odd C, so all it writes can be
- *     described here. Per-row amax exists for rowwise data only (TE keeps one columnwise amax), and the
- *     quantize refuses it for columnwise.
- *
- * Consumers: vLLM's ModelOpt NVFP4 loads uint8 values [N, K/2], row-major E4M3 scales [N, K/16] and
- * weight_scale_2 = amax / (6 * 448) (MXFP8_NVFP4_GLOBAL_SCALE_DECODE); FlashInfer's nvfp4_quantize takes
- * the encode scale 6 * 448 / amax (MXFP8_NVFP4_GLOBAL_SCALE_ENCODE); compressed-tensors stores that
- * encode scale as its weight_global_scale. The cuBLAS layout of the block scales is the MXFP8 one on
- * bytes: mxfp8_swizzle_scales and mxfp8_unswizzle_scales move NVFP4 scale matrices R x ceil(C/16) as
- * they are (uint8 or float8_e4m3fn). */
-
-/* The dtype of the exported values. Either way the bytes are the stored ones (even element low). */
-typedef enum mxfp8_nvfp4_values_dtype {
-  MXFP8_NVFP4_VALUES_UINT8 = 0,  /* packed bytes, (*lead, K/2) rowwise, (K, M/2) columnwise: what ModelOpt
-                                  * checkpoints and vLLM load */
-  MXFP8_NVFP4_VALUES_FLOAT4 = 1  /* kDLFloat4_e2m1fn (17), bits 4, lanes 1, packed as DLPack defines it:
-                                  * (*lead, K) rowwise, (K, M) columnwise, strides in elements */
-} mxfp8_nvfp4_values_dtype;
-
-/* The dtype of the exported block scales: the E4M3 byte either way. */
-typedef enum mxfp8_nvfp4_scales_dtype {
-  MXFP8_NVFP4_SCALES_UINT8 = 0, /* uint8 */
-  MXFP8_NVFP4_SCALES_E4M3 = 1   /* kDLFloat8_e4m3fn (10): what vLLM's weight_scale parameter holds */
-} mxfp8_nvfp4_scales_dtype;
-
-/* Which second-level scale an export returns (float32, one per amax). */
-typedef enum mxfp8_nvfp4_global_scale {
-  /* amax / (6 * E4M3_MAX), a float division: the factor that decodes, ModelOpt's and vLLM's
-   * weight_scale_2. x = e2m1 * e4m3 * this, up to the rounding of the product. */
-  MXFP8_NVFP4_GLOBAL_SCALE_DECODE = 0,
-  /* (6 * E4M3_MAX) / amax, as Transformer Engine's quantizer computes it
-   * (compute_global_encode_scaling_factor_FP4, common/cast/nvfp4/core_nvfp4.cuh): capped at FLT_MAX (also
-   * for a NaN amax), and 1 when amax is zero or the quotient is zero (amax Inf). FlashInfer's
-   * nvfp4_quantize global_scale; compressed-tensors' weight_global_scale. */
-  MXFP8_NVFP4_GLOBAL_SCALE_ENCODE = 1
-} mxfp8_nvfp4_global_scale;
-
-/* Everything that says what an NVFP4 tensor is and where its bytes are. Start from
- * MXFP8_NVFP4_TENSOR_DESC_INIT.
- *
- * Per direction, three tensors, all on one device (kDLCPU, kDLCUDA, kDLCUDAHost or kDLCUDAManaged):
- *   *_data:      the stored matrix (R, C) (rowwise (M, K), columnwise (K, M)), row-major contiguous, as
- *                uint8 holding two values per byte, or kDLFloat4_e2m1fn with bits 4 and lanes 1 (not flagged
- *                DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED). Its shape must say rows of C/2 bytes (C
- *                float4 elements) one of two ways: leading dimensions whose product is R and a last
- *                dimension of one row (TE's rowwise (*lead, K/2)), or a first dimension R and the others'
- *                product one row (TE's columnwise (K, *lead) with its last dimension halved). C even.
- *   *_scale_inv: the E4M3 block scales, uint8 or kDLFloat8_e4m3fn, laid out as `scale_layout` says for
- *                the R x ceil(C/16) matrix S: row-major (R', C') with R' >= R, C' >= ceil(C/16), last
- *                dimension stride 1, leading dimensions flattening into rows (compact or TE's padded
- *                buffer), or GEMM-swizzled: contiguous, exactly roundup(R, 128) * roundup(ceil(C/16), 4)
- *                bytes. Padding is never read.
- *   *_amax:      float32, contiguous, one element (per tensor, any shape such as () or (1,)) or, rowwise
- *                only, M elements (TE's row_scaled_nvfp4: amax of row r).
- * A direction is given with all three or not at all; at least one direction is given.
- *
- * The logical shape (*lead, K): from `shape` when ndim > 0 (then each direction's data is checked against
- * it), else from rowwise data ((*lead, K) as the data's leading dimensions and K = 2 * last for uint8),
- * else from columnwise data as TE reads it back: (K, d1, ..., dn) gives (d1, ..., 2 * dn, K) for uint8.
- *
- * Ownership: as mxfp8_tensor_desc. On success every non-NULL managed tensor is taken and its deleter runs
- * exactly once, when the tensor and every view exported from it are released; a NULL deleter marks
- * borrowed memory. On failure nothing is taken. The same managed tensor in two fields is an error. */
-typedef struct mxfp8_nvfp4_tensor_desc {
-  uint32_t struct_size; /* sizeof(mxfp8_nvfp4_tensor_desc) */
-  int32_t scale_layout; /* mxfp8_scale_layout of both directions' scales (TE's with_gemm_swizzled_scales) */
-  int32_t e4m3_max;     /* 448, or 256 for TE's 4over6 tensors (nvfp4_e4m3_max) */
-  int32_t ndim;         /* length of `shape`; 0 takes the logical shape from the data */
-  const int64_t *shape; /* the logical shape (*lead, K), copied */
-  DLManagedTensorVersioned *rowwise_data;
-  DLManagedTensorVersioned *rowwise_scale_inv;
-  DLManagedTensorVersioned *rowwise_amax;
-  DLManagedTensorVersioned *columnwise_data;
-  DLManagedTensorVersioned *columnwise_scale_inv;
-  DLManagedTensorVersioned *columnwise_amax;
-} mxfp8_nvfp4_tensor_desc;
-
-#define MXFP8_NVFP4_TENSOR_DESC_INIT                                                  \
-  {                                                                                   \
-    (uint32_t) sizeof(mxfp8_nvfp4_tensor_desc),  /* struct_size */                    \
-    MXFP8_SCALE_LAYOUT_ROW_MAJOR,                /* scale_layout */                   \
-    448,                                         /* e4m3_max */                       \
-    0,                                           /* ndim: the shape comes from data */ \
-    NULL,                                        /* shape */                          \
-    NULL,                                        /* rowwise_data */                   \
-    NULL,                                        /* rowwise_scale_inv */              \
-    NULL,                                        /* rowwise_amax */                   \
-    NULL,                                        /* columnwise_data */                \
-    NULL,                                        /* columnwise_scale_inv */           \
-    NULL                                         /* columnwise_amax */                \
-  }
-
-/* An immutable, reference-counted handle on a validated NVFP4 tensor. Thread-safe like mxfp8_tensor. */
-typedef struct mxfp8_nvfp4_tensor mxfp8_nvfp4_tensor;
-
-/* Validates `desc` completely and wraps it in a handle; `*out` is written only on success. Touches no
- * tensor memory (the amax is read by the calls that use it), launches nothing. */
-MXFP8_API mxfp8_status mxfp8_nvfp4_tensor_create(const mxfp8_nvfp4_tensor_desc *desc, mxfp8_nvfp4_tensor **out);
-
-/* Drops the caller's reference; views hold their own. NULL is fine. Cannot fail. */
-MXFP8_API void mxfp8_nvfp4_tensor_release(mxfp8_nvfp4_tensor *tensor);
-
-/* Options of mxfp8_nvfp4_export_components. Start from MXFP8_NVFP4_EXPORT_OPTIONS_INIT; NULL options
- * mean its defaults. */
-typedef struct mxfp8_nvfp4_export_options {
-  uint32_t struct_size;  /* sizeof(mxfp8_nvfp4_export_options) */
-  int32_t direction;     /* mxfp8_direction, default rowwise */
-  int32_t values_dtype;  /* mxfp8_nvfp4_values_dtype, default uint8 */
-  int32_t scales_dtype;  /* mxfp8_nvfp4_scales_dtype, default uint8 */
-  int32_t padded_scales; /* mxfp8_padded_scales, default copy */
-  int32_t global_scale;  /* mxfp8_nvfp4_global_scale, default decode */
-  void *stream;          /* cudaStream_t of the copies; as mxfp8_export_options.stream */
-  /* Allocates the copies; the same contract as mxfp8_export_options.allocator, except that the float32
-   * prototype of the global scale must come back float32 (a byte prototype may come back uint8). NULL:
-   * the library allocates. */
-  int (*allocator)(DLTensor *prototype, DLManagedTensorVersioned **out, void *error_ctx,
-                   void (*set_error)(void *error_ctx, const char *kind, const char *message));
-} mxfp8_nvfp4_export_options;
-
-#define MXFP8_NVFP4_EXPORT_OPTIONS_INIT                                                 \
-  {                                                                                     \
-    (uint32_t) sizeof(mxfp8_nvfp4_export_options),  /* struct_size */                   \
-    MXFP8_DIRECTION_ROWWISE,                        /* direction */                     \
-    MXFP8_NVFP4_VALUES_UINT8,                       /* values_dtype */                  \
-    MXFP8_NVFP4_SCALES_UINT8,                       /* scales_dtype */                  \
-    MXFP8_PADDED_SCALES_COPY,                       /* padded_scales */                 \
-    MXFP8_NVFP4_GLOBAL_SCALE_DECODE,                /* global_scale */                  \
-    NULL,                                           /* stream: the legacy default */    \
-    NULL                                            /* allocator: the library allocates */ \
-  }
-
-/* Exports one direction of `tensor` as up to three DLPack tensors:
- *
- *   values:       the stored data, ALWAYS a zero-copy view (in-place updates show through):
- *                 rowwise (*lead, K/2) uint8 or (*lead, K) float4; columnwise the stored transpose,
- *                 (K, M/2) uint8 or (K, M) float4. Even element in the low nibble.
- *   scales:       the E4M3 block scales, compact row-major: rowwise (*lead, ceil(K/16)), columnwise
- *                 (K, ceil(M/16)). A view when the buffer is row-major with no padding columns (or with
- *                 them and MXFP8_PADDED_SCALES_STRIDED_VIEW); otherwise a contiguous copy (crop, or the
- *                 unswizzle), flagged DLPACK_FLAG_BITMASK_IS_COPIED, as mxfp8_export_components makes it.
- *   global_scale: float32, the amax's shape, always a copy: `options->global_scale`'s convention of each
- *                 amax. CUDA: computed by a kernel on `options->stream`.
- *
- * Any output pointer may be NULL to skip it, but not all three. Outputs are written only on success; views
- * keep `tensor` alive; release each output by calling its deleter. Allocation and stream rules are those
- * of mxfp8_export_components. Fails with MXFP8_ERROR_MISSING_DATA when the tensor has no data for
- * `direction`. Thread-safe. */
-MXFP8_API mxfp8_status mxfp8_nvfp4_export_components(const mxfp8_nvfp4_tensor *tensor,
-                                                     const mxfp8_nvfp4_export_options *options,
-                                                     DLManagedTensorVersioned **values,
-                                                     DLManagedTensorVersioned **scales,
-                                                     DLManagedTensorVersioned **global_scale);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -177,7 +177,7 @@ typedef struct mxfp8_shard {
  *          AMAX, as Transformer Engine keeps it: both conventions are computed from it (the decode scale
  *          amax / (6 * E4M3_MAX), vLLM ModelOpt's weight_scale_2, and the encode scale
  *          (6 * E4M3_MAX) / amax that FlashInfer and compressed-tensors take), so the receiver gets either
- *          bit for bit as mxfp8_nvfp4_export_components computes it, which no single float of the other
+ *          bit for bit as mxfp8_export_global_scale computes it, which no single float of the other
  *          convention would allow (x / 2688 does not round-trip through * 2688 for every x). E4M3_MAX
  *          (448, or 256 for TE's 4over6 tensors) travels beside the bucket (desc.e4m3_maxes). A receiver
  *          that reads the bytes itself computes weight_scale_2 as the float32 division
@@ -227,7 +227,7 @@ typedef struct mxfp8_transfer_desc {
   const int32_t *directions;               /* mxfp8_direction; NULL: all rowwise */
   const struct mxfp8_shard *const *shards; /* NULL, or a NULL entry: the whole tensor */
 
-  /* FROM_TENSORS: one handle per entry, MXFP8 or NVFP4 (mxfp8_tensor or a cast mxfp8_nvfp4_tensor). */
+  /* FROM_TENSORS: one handle per entry, MXFP8 or NVFP4 (mxfp8_tensor_create makes both). */
   const mxfp8_tensor *const *tensors;
 
   /* FROM_BUCKET: the bucket (contiguous uint8, host or CUDA memory; only read) and what the sender says
@@ -263,7 +263,7 @@ typedef struct mxfp8_transfer_desc {
    *              mxfp8_convert); for MXFP8_LAYOUT_DEEPGEMM_FLOAT32 also float32 (R * C elements).
    *   global_scales[i]: float32, one element per amax (the shard's rows for a per-row amax), aligned to 4
    *              bytes, receiving desc.global_scale's convention of each amax, bit for bit what
-   *              mxfp8_nvfp4_export_components returns for the same amax and E4M3_MAX. */
+   *              mxfp8_export_global_scale returns for the same amax and E4M3_MAX. */
   DLTensor *const *values;        /* NULL, or a NULL entry: that entry's scales only */
   DLTensor *const *scales;        /* required */
   DLTensor *const *global_scales; /* read at NVFP4 entries only, required when there is one */

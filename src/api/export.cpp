@@ -1,7 +1,7 @@
 // mxfp8_export_components: check the options, decide view or copy for each output, build the outputs
-// (a shard's, options.shard, in shard.cpp).
-// mxfp8_nvfp4_export_components: the values view, the compact E4M3 block scales (the same view-or-copy,
-// export_scale_matrix, on a 16-value block matrix) and the second-level scale.
+// (a shard's, options.shard, in shard.cpp). An NVFP4 tensor gives the values view and the compact E4M3
+// block scales (the same view-or-copy, export_scale_matrix, on a 16-value block matrix);
+// mxfp8_export_global_scale its second-level scale.
 #include <cstddef>
 #include <functional>
 #include <vector>
@@ -201,26 +201,7 @@ ManagedPtr export_scales(const mxfp8_tensor &t, mxfp8_direction direction, const
                              [&](const DLManagedTensorVersioned &copy) { check_copy_lands_apart(t, copy); });
 }
 
-// ---- NVFP4 (mxfp8_nvfp4_export_components) ----
-
-mxfp8_nvfp4_export_options read_nvfp4_options(const mxfp8_nvfp4_export_options *given) {
-  const mxfp8_nvfp4_export_options defaults = MXFP8_NVFP4_EXPORT_OPTIONS_INIT;
-  const mxfp8_nvfp4_export_options o = read_sized_struct(
-      given, defaults, sizeof(mxfp8_nvfp4_export_options), "mxfp8_nvfp4_export_options", "MXFP8_NVFP4_EXPORT_OPTIONS_INIT");
-  check_enum(o.direction, "options.direction",
-             {{MXFP8_DIRECTION_ROWWISE, "MXFP8_DIRECTION_ROWWISE"}, {MXFP8_DIRECTION_COLUMNWISE, "MXFP8_DIRECTION_COLUMNWISE"}});
-  check_enum(o.values_dtype, "options.values_dtype",
-             {{MXFP8_NVFP4_VALUES_UINT8, "MXFP8_NVFP4_VALUES_UINT8"}, {MXFP8_NVFP4_VALUES_FLOAT4, "MXFP8_NVFP4_VALUES_FLOAT4"}});
-  check_enum(o.scales_dtype, "options.scales_dtype",
-             {{MXFP8_NVFP4_SCALES_UINT8, "MXFP8_NVFP4_SCALES_UINT8"}, {MXFP8_NVFP4_SCALES_E4M3, "MXFP8_NVFP4_SCALES_E4M3"}});
-  check_enum(o.padded_scales, "options.padded_scales",
-             {{MXFP8_PADDED_SCALES_COPY, "MXFP8_PADDED_SCALES_COPY"},
-              {MXFP8_PADDED_SCALES_STRIDED_VIEW, "MXFP8_PADDED_SCALES_STRIDED_VIEW"}});
-  check_enum(o.global_scale, "options.global_scale",
-             {{MXFP8_NVFP4_GLOBAL_SCALE_DECODE, "MXFP8_NVFP4_GLOBAL_SCALE_DECODE"},
-              {MXFP8_NVFP4_GLOBAL_SCALE_ENCODE, "MXFP8_NVFP4_GLOBAL_SCALE_ENCODE"}});
-  return o;
-}
+// ---- NVFP4 ----
 
 // The stored matrix's shape as an output: rowwise keeps the leading dimensions, (*lead, last);
 // columnwise is the 2-D transpose TE stores, (K, last).
@@ -231,8 +212,9 @@ std::vector<int64_t> stored_shape(const mxfp8_tensor &t, int32_t direction, int6
   return shape;
 }
 
-ManagedPtr export_values(const mxfp8_tensor &t, const Direction &dir, const mxfp8_nvfp4_export_options &o) {
-  const bool float4 = o.values_dtype == MXFP8_NVFP4_VALUES_FLOAT4;
+// MXFP8_VALUES_FP8 is the format's own type, float4_e2m1fn (in elements); MXFP8_VALUES_UINT8 its bytes.
+ManagedPtr export_nvfp4_values(const mxfp8_tensor &t, const Direction &dir, const mxfp8_export_options &o) {
+  const bool float4 = o.values_dtype == MXFP8_VALUES_FP8;
   const DLDataType dtype = float4 ? DLDataType{kDLFloat4_e2m1fn, 4, 1} : DLDataType{kDLUInt, 8, 1};
   std::vector<int64_t> shape = stored_shape(t, o.direction, float4 ? dir.cols : dir.cols / 2);
   std::vector<int64_t> strides = compact_strides(shape);  // in elements, as DLPack counts them
@@ -259,23 +241,20 @@ void check_lands_apart(const mxfp8_tensor &t, const DLManagedTensorVersioned &co
   check_no_overlap(spans);
 }
 
-// `global` is the call's global scale output, made first: a scales copy must not land on it either.
-ManagedPtr export_scales(const mxfp8_tensor &t, const Direction &dir, const mxfp8_nvfp4_export_options &o,
-                         const DLManagedTensorVersioned *global) {
-  const DLDataType dtype{static_cast<uint8_t>(o.scales_dtype == MXFP8_NVFP4_SCALES_E4M3 ? kDLFloat8_e4m3fn : kDLUInt), 8, 1};
+// MXFP8_SCALES_E8M0 is the format's scale type, float8_e4m3fn; MXFP8_SCALES_UINT8 its bytes.
+ManagedPtr export_nvfp4_scales(const mxfp8_tensor &t, const Direction &dir, const mxfp8_export_options &o) {
+  const DLDataType dtype{static_cast<uint8_t>(o.scales_dtype == MXFP8_SCALES_E8M0 ? kDLFloat8_e4m3fn : kDLUInt), 8, 1};
   return export_scale_matrix(dir, t.scale_layout == MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED, t.device, dtype,
                              stored_shape(t, o.direction, dir.scale_cols), o.padded_scales,
                              Allocation{o.allocator, o.stream}, [&] { return keep_alive(&t); },
                              [&](const DLManagedTensorVersioned &copy) {
-                               check_lands_apart(t, copy, "the scales copy from options.allocator", global);
+                               check_lands_apart(t, copy, "the scales copy from options.allocator");
                              });
 }
 
-// Always a copy, of the amax's own shape: a few floats. Made (and checked) before the scales, which are
-// written as they are made, so that a failure on either leaves every allocation unwritten; computed
-// after them, where the amax lives (compute_global_scale).
-ManagedPtr allocate_global_scale(const mxfp8_tensor &t, const Direction &dir,
-                                 const mxfp8_nvfp4_export_options &o) {
+// Always a copy, of the amax's own shape: a few floats, allocated and checked, then computed where the
+// amax lives (compute_global_scale).
+ManagedPtr allocate_global_scale(const mxfp8_tensor &t, const Direction &dir, const mxfp8_export_options &o) {
   const DLTensor &amax = dir.amax->dl_tensor;
   const std::vector<int64_t> shape(amax.shape, amax.shape + amax.ndim);
   ManagedPtr out = allocate_copy(t.device, DLDataType{kDLFloat, 32, 1}, shape, Allocation{o.allocator, o.stream});
@@ -286,7 +265,7 @@ ManagedPtr allocate_global_scale(const mxfp8_tensor &t, const Direction &dir,
   return out;
 }
 
-void compute_global_scale(const mxfp8_tensor &t, const Direction &dir, const mxfp8_nvfp4_export_options &o,
+void compute_global_scale(const mxfp8_tensor &t, const Direction &dir, const mxfp8_export_options &o,
                           DLManagedTensorVersioned &out) {
   if (dir.amax_count == 0) return;
   auto *dst = reinterpret_cast<float *>(byte_pointer(out.dl_tensor));
@@ -320,6 +299,21 @@ extern "C" MXFP8_API mxfp8_status mxfp8_export_components(const mxfp8_tensor *te
       fail(MXFP8_ERROR_INVALID_ARGUMENT, "options.shard exports the stored per-32 scales: options.scales_granularity "
            "must be MXFP8_SCALES_PER_32");
     const auto direction = static_cast<mxfp8_direction>(o.direction);
+    if (tensor->format == MXFP8_FORMAT_NVFP4) {
+      if (o.shard)
+        fail(MXFP8_ERROR_UNSUPPORTED, "options.shard is set for an NVFP4 tensor: its shards are not exported yet; "
+             "move NVFP4 shards with mxfp8_transfer (desc.shards)");
+      if (o.scales_granularity != MXFP8_SCALES_PER_32)
+        fail(MXFP8_ERROR_INVALID_ARGUMENT, "options.scales_granularity is ", o.scales_granularity, ": an NVFP4 tensor "
+             "exports its stored 1x16 block scales, options.scales_granularity must be MXFP8_SCALES_PER_32");
+      const Direction &dir = require_direction(*tensor, direction, /*nvfp4=*/true);
+      // Scales first: they are the part that can fail (memory, CUDA); values are only a view.
+      ManagedPtr scales_out = scales ? export_nvfp4_scales(*tensor, dir, o) : nullptr;
+      ManagedPtr values_out = values ? export_nvfp4_values(*tensor, dir, o) : nullptr;
+      if (scales) *scales = scales_out.release();
+      if (values) *values = values_out.release();
+      return;
+    }
     const Direction &dir = require_direction(*tensor, direction);
     if (o.shard) return export_shard(*tensor, dir, o, values, scales);
     // Scales first: they are the part that can fail (memory, CUDA); values are only a view.
@@ -330,29 +324,23 @@ extern "C" MXFP8_API mxfp8_status mxfp8_export_components(const mxfp8_tensor *te
   });
 }
 
-extern "C" MXFP8_API mxfp8_status mxfp8_nvfp4_export_components(const mxfp8_nvfp4_tensor *handle,
-                                                                const mxfp8_nvfp4_export_options *options,
-                                                                DLManagedTensorVersioned **values,
-                                                                DLManagedTensorVersioned **scales,
-                                                                DLManagedTensorVersioned **global_scale) {
+extern "C" MXFP8_API mxfp8_status mxfp8_export_global_scale(const mxfp8_tensor *tensor,
+                                                            const mxfp8_export_options *options,
+                                                            DLManagedTensorVersioned **global_scale) {
   return guarded([&] {
-    if (!handle) fail(MXFP8_ERROR_INVALID_ARGUMENT, "tensor is NULL");
-    const mxfp8_tensor *tensor = nvfp4_tensor(handle);
+    if (!tensor) fail(MXFP8_ERROR_INVALID_ARGUMENT, "tensor is NULL");
     hold_for_call(*tensor);
-    if (!values && !scales && !global_scale)
-      fail(MXFP8_ERROR_INVALID_ARGUMENT, "values, scales and global_scale are all NULL: nothing to export");
-    if ((values && (values == scales || values == global_scale)) || (scales && scales == global_scale))
-      fail(MXFP8_ERROR_INVALID_ARGUMENT, "two output pointers point to the same place: each output needs its own");
-    const mxfp8_nvfp4_export_options o = read_nvfp4_options(options);
+    if (!global_scale) fail(MXFP8_ERROR_INVALID_ARGUMENT, "global_scale is NULL: nothing to export");
+    const mxfp8_export_options o = read_options(options);
+    if (tensor->format != MXFP8_FORMAT_NVFP4)
+      fail(MXFP8_ERROR_INVALID_ARGUMENT, "the tensor is an MXFP8 tensor: it has no second-level scale "
+           "(mxfp8_export_global_scale takes NVFP4 tensors, desc.format MXFP8_FORMAT_NVFP4)");
+    if (o.shard)
+      fail(MXFP8_ERROR_UNSUPPORTED, "options.shard is set for an NVFP4 tensor: its shards are not exported yet; "
+           "move NVFP4 shards with mxfp8_transfer (desc.shards, desc.global_scales)");
     const Direction &dir = require_direction(*tensor, o.direction, /*nvfp4=*/true);
-    // The copies first: they are what can fail (memory, CUDA); the values are only a view. Both copies are
-    // allocated and checked before either is written.
-    ManagedPtr global_out = global_scale ? allocate_global_scale(*tensor, dir, o) : nullptr;
-    ManagedPtr scales_out = scales ? export_scales(*tensor, dir, o, global_out.get()) : nullptr;
-    if (global_scale) compute_global_scale(*tensor, dir, o, *global_out);
-    ManagedPtr values_out = values ? export_values(*tensor, dir, o) : nullptr;
-    if (scales) *scales = scales_out.release();
-    if (global_scale) *global_scale = global_out.release();
-    if (values) *values = values_out.release();
+    ManagedPtr out = allocate_global_scale(*tensor, dir, o);
+    compute_global_scale(*tensor, dir, o, *out);
+    *global_scale = out.release();
   });
 }

@@ -111,7 +111,7 @@ ManagedPtr export_scale_matrix(const Direction &dir, bool swizzled, DLDevice dev
                                const std::function<KeepAlive()> &owner,
                                const std::function<void(const DLManagedTensorVersioned &)> &check_copy);
 
-// The options of mxfp8_dequantize, which mxfp8_nvfp4_dequantize takes too (dequantize.cpp).
+// The options of mxfp8_dequantize, either format (dequantize.cpp).
 mxfp8_dequantize_options read_dequantize_options(const mxfp8_dequantize_options *given);
 
 // Runs the jobs where `device`'s memory lives: host loops, or one launch on `stream` (a cudaStream_t)

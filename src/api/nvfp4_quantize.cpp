@@ -46,7 +46,7 @@ mxfp8_nvfp4_quantize_options read_options(const mxfp8_nvfp4_quantize_options *gi
   if (o.reserved != 0)
     fail(MXFP8_ERROR_INVALID_ARGUMENT, "options.reserved is ", o.reserved, ", must be 0 (kept for later use)");
   // Transformer Engine's row_scaled_nvfp4 scales rows of the rowwise data only; its columnwise amax is one
-  // per tensor, and mxfp8_nvfp4_tensor_create describes nothing else.
+  // per tensor, and an NVFP4 mxfp8_tensor_desc describes nothing else.
   if (o.amax_scope == MXFP8_NVFP4_AMAX_PER_ROW && o.direction == MXFP8_DIRECTION_COLUMNWISE)
     fail(MXFP8_ERROR_INVALID_ARGUMENT, "options.amax_scope is MXFP8_NVFP4_AMAX_PER_ROW with options.direction "
          "MXFP8_DIRECTION_COLUMNWISE: Transformer Engine keeps one columnwise amax per tensor (row_scaled_nvfp4 is "
@@ -97,7 +97,7 @@ float *check_outputs(const std::vector<Input> &in, const mxfp8_nvfp4_quantize_op
     if (!scales[i]) fail(MXFP8_ERROR_INVALID_ARGUMENT, sname, " is NULL");
     const int64_t lines = columnwise ? in[i].cols : in[i].rows, length = columnwise ? in[i].rows : in[i].cols;
     // Transformer Engine stores a row of C values in C/2 bytes; an odd row cannot be stored or described
-    // (mxfp8_nvfp4_tensor_create refuses it), so it is refused here rather than padded.
+    // (an NVFP4 mxfp8_tensor_desc refuses it), so it is refused here rather than padded.
     if (length % 2 != 0)
       fail(MXFP8_ERROR_INVALID_ARGUMENT, fused ? cat("inputs[", n, "]") : std::string("the input"), ": ",
            columnwise ? "M" : "K", " = ", length, " is odd: NVFP4 stores two values per byte and every ",

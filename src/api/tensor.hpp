@@ -1,6 +1,5 @@
-// The validated, immutable, reference-counted tensor behind the opaque handles: an mxfp8_tensor of an
-// MXFP8 format, or of MXFP8_FORMAT_NVFP4 behind an mxfp8_nvfp4_tensor handle (one type inside, whose
-// NVFP4 fields MXFP8 tensors leave empty; the two public names fold into one in issue 32's step 8).
+// The validated, immutable, reference-counted tensor behind the opaque mxfp8_tensor handle: an MXFP8
+// format, or MXFP8_FORMAT_NVFP4 (one type, whose NVFP4 fields MXFP8 tensors leave empty).
 #pragma once
 
 #include <atomic>
@@ -86,12 +85,7 @@ void add_read_spans(const mxfp8_tensor &tensor, size_t index, const char *kind, 
 // MXFP8_ERROR_INVALID_ARGUMENT when its format is not the family the call takes (`nvfp4`).
 const Direction &require_direction(const mxfp8_tensor &tensor, int32_t direction, bool nvfp4 = false);
 
-// The NVFP4 handle at the C boundary: an mxfp8_tensor of format MXFP8_FORMAT_NVFP4, under the name the
-// EXPERIMENTAL NVFP4 calls take (the struct mxfp8_nvfp4_tensor is never defined).
-inline const mxfp8_tensor *nvfp4_tensor(const mxfp8_nvfp4_tensor *handle) {
-  return reinterpret_cast<const mxfp8_tensor *>(handle);
-}
-inline mxfp8_nvfp4_tensor *nvfp4_handle(mxfp8_tensor *tensor) { return reinterpret_cast<mxfp8_nvfp4_tensor *>(tensor); }
-// Validates an NVFP4 description into a tensor (what mxfp8_nvfp4_tensor_create does); takes nothing on failure.
-std::unique_ptr<mxfp8_tensor> create_nvfp4_tensor(const mxfp8_nvfp4_tensor_desc &desc);
+// Validates an NVFP4 description (desc.format MXFP8_FORMAT_NVFP4, read and its common fields checked by
+// create_tensor) into a tensor; takes nothing on failure.
+std::unique_ptr<mxfp8_tensor> create_nvfp4_tensor(const mxfp8_tensor_desc &desc);
 }  // namespace mxfp8

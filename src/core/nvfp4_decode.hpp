@@ -1,7 +1,7 @@
 // Decoding NVFP4, written once for host and device: the E2M1 values, the second-level scale in its two
-// conventions, and the job mxfp8_nvfp4_dequantize runs. The format is Transformer Engine's (the NVFP4
-// section of mxfp8.h lists the TE files each rule was read from); the E4M3 block scale decodes with
-// mx_numerics.hpp's fp8_decode.
+// conventions, and the job mxfp8_dequantize runs on an NVFP4 tensor. The format is Transformer Engine's
+// (the "NVFP4 tensors" comment of mxfp8/tensor.h lists the TE files each rule was read from); the E4M3
+// block scale decodes with mx_numerics.hpp's fp8_decode.
 #pragma once
 
 #include <cstdint>

@@ -2,6 +2,7 @@
  * nothing taken, written or freed. The table is also the source of docs/errors.md: with
  * MXFP8_ERRORS_MD=<path> the test writes each case with the status and message the library actually
  * returned, and ctest's errors_doc_is_current compares that with the committed file. */
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -87,7 +88,7 @@ static void newer_struct_nonzero_tail(create_fixture *f) {
   f->desc_arg = &f->newer.known;
 }
 static void format_zero(create_fixture *f) { f->desc.format = 0; }
-static void format_unknown(create_fixture *f) { f->desc.format = 3; }
+static void format_unknown(create_fixture *f) { f->desc.format = 4; }
 static void layout_unknown(create_fixture *f) { f->desc.scale_layout = 2; }
 static void ndim_negative(create_fixture *f) { f->desc.ndim = -1; }
 static void ndim_huge(create_fixture *f) { f->desc.ndim = 65; }
@@ -132,7 +133,12 @@ static void swizzled_not_contiguous(create_fixture *f) {
 }
 static void device_mismatch(create_fixture *f) { S(f)->device.device_type = kDLCUDA; }
 static void device_id_mismatch(create_fixture *f) { S(f)->device.device_id = 1; }
-static void block_unknown(create_fixture *f) { f->desc.block = 2; }
+static void block_unknown(create_fixture *f) { f->desc.block = 3; }
+static void block_1x16(create_fixture *f) { f->desc.block = MXFP8_BLOCK_1X16; }
+static void mxfp8_rowwise_amax(create_fixture *f) { f->desc.rowwise_amax = &f->col_data->managed; }
+static void mxfp8_columnwise_amax(create_fixture *f) { f->desc.columnwise_amax = &f->col_data->managed; }
+static void mxfp8_e4m3_max(create_fixture *f) { f->desc.e4m3_max = 448; }
+static void desc_reserved2(create_fixture *f) { f->desc.reserved2 = 6; }
 static void desc_reserved(create_fixture *f) { f->desc.reserved = 5; }
 static void device_unsupported(create_fixture *f) {
   D(f)->device.device_type = kDLVulkan; S(f)->device.device_type = kDLVulkan;
@@ -145,7 +151,7 @@ static const create_case kCreateCases[] = {
     {"struct_size smaller than version 1", small_struct_size, MXFP8_ERROR_INVALID_ARGUMENT, "struct_size is 8"},
     {"newer struct with unknown fields set", newer_struct_nonzero_tail, MXFP8_ERROR_UNSUPPORTED, "fields this build does not know"},
     {"format 0 (unset)", format_zero, MXFP8_ERROR_INVALID_ARGUMENT, "desc.format is 0"},
-    {"format unknown", format_unknown, MXFP8_ERROR_INVALID_ARGUMENT, "desc.format is 3"},
+    {"format unknown", format_unknown, MXFP8_ERROR_INVALID_ARGUMENT, "desc.format is 4, expected MXFP8_FORMAT_E4M3 (1) or MXFP8_FORMAT_E5M2 (2) or MXFP8_FORMAT_NVFP4 (3)"},
     {"scale_layout unknown", layout_unknown, MXFP8_ERROR_INVALID_ARGUMENT, "desc.scale_layout is 2"},
     {"ndim negative", ndim_negative, MXFP8_ERROR_INVALID_ARGUMENT, "desc.ndim is -1"},
     {"ndim above 64", ndim_huge, MXFP8_ERROR_INVALID_ARGUMENT, "desc.ndim is 65"},
@@ -179,8 +185,13 @@ static const create_case kCreateCases[] = {
     {"scales on another device type", device_mismatch, MXFP8_ERROR_INVALID_ARGUMENT, "is on cuda:0 but rowwise_data is on cpu:0"},
     {"scales on another device id", device_id_mismatch, MXFP8_ERROR_INVALID_ARGUMENT, "is on cpu:1"},
     {"unsupported device type", device_unsupported, MXFP8_ERROR_UNSUPPORTED, "device type 7:0 is not supported"},
-    {"block shape unknown", block_unknown, MXFP8_ERROR_INVALID_ARGUMENT, "desc.block is 2"},
+    {"block shape unknown", block_unknown, MXFP8_ERROR_INVALID_ARGUMENT, "desc.block is 3"},
+    {"block 1x16 (NVFP4's) on an MXFP8 tensor", block_1x16, MXFP8_ERROR_INVALID_ARGUMENT, "1x16 is NVFP4's block"},
     {"reserved field set", desc_reserved, MXFP8_ERROR_INVALID_ARGUMENT, "desc.reserved is 5"},
+    {"reserved2 field set", desc_reserved2, MXFP8_ERROR_INVALID_ARGUMENT, "desc.reserved2 is 6"},
+    {"rowwise amax on an MXFP8 tensor", mxfp8_rowwise_amax, MXFP8_ERROR_INVALID_ARGUMENT, "desc.rowwise_amax is set for an MXFP8 tensor"},
+    {"columnwise amax on an MXFP8 tensor", mxfp8_columnwise_amax, MXFP8_ERROR_INVALID_ARGUMENT, "desc.columnwise_amax is set for an MXFP8 tensor"},
+    {"e4m3_max on an MXFP8 tensor", mxfp8_e4m3_max, MXFP8_ERROR_INVALID_ARGUMENT, "desc.e4m3_max is 448 for an MXFP8 tensor"},
 };
 
 static void setup_create(create_fixture *f) {
@@ -671,21 +682,22 @@ static void test_bad_dequantize_input(void **state) {
   test_tensor_free(f.col_data);
 }
 
-/* NVFP4: mxfp8_nvfp4_tensor_create, mxfp8_nvfp4_export_components and mxfp8_nvfp4_dequantize against a
+/* NVFP4: mxfp8_tensor_create, mxfp8_export_components, mxfp8_export_global_scale and mxfp8_dequantize against a
  * valid (100, 48) tensor: rowwise uint8 values (100, 24), TE-padded E4M3 scales (128, 4) and one amax;
  * columnwise buffers (48, 50), (128, 8) and one amax ready for the cases that add them. */
-enum { NV_CREATE, NV_EXPORT, NV_DEQUANTIZE };
+enum { NV_CREATE, NV_EXPORT, NV_GLOBAL, NV_DEQUANTIZE };
 typedef struct {
   test_tensor *data, *scales, *amax, *col_data, *col_scales, *col_amax;
-  mxfp8_nvfp4_tensor_desc desc;
-  const mxfp8_nvfp4_tensor_desc *desc_arg;
-  mxfp8_nvfp4_tensor **out_arg;
+  mxfp8_tensor_desc desc;
+  const mxfp8_tensor_desc *desc_arg;
+  mxfp8_tensor **out_arg;
   int64_t shape[3];
-  mxfp8_nvfp4_export_options options;
+  mxfp8_export_options options;
   int outputs;          /* export: bit 0 values, 1 scales, 2 global scale; 8: values and scales share a pointer */
   uint8_t out_code, out_bits;
   int64_t out_elements;
   int direction;
+  mxfp8_shard shard;
 } nv_fixture;
 typedef void (*nv_mutator)(nv_fixture *f);
 typedef struct {
@@ -701,6 +713,13 @@ static void nv_out_null(nv_fixture *f) { f->out_arg = NULL; }
 static void nv_struct_size_zero(nv_fixture *f) { f->desc.struct_size = 0; }
 static void nv_layout_unknown(nv_fixture *f) { f->desc.scale_layout = 2; }
 static void nv_e4m3_max_300(nv_fixture *f) { f->desc.e4m3_max = 300; }
+static void nv_e4m3_max_0(nv_fixture *f) { f->desc.e4m3_max = 0; }
+static void nv_block_1x32(nv_fixture *f) { f->desc.block = MXFP8_BLOCK_1X32; }
+static void nv_reserved2(nv_fixture *f) { f->desc.reserved2 = 1; }
+/* A caller built before the NVFP4 fields: its desc ends at `reserved`, so e4m3_max reads as 0 (not said). */
+static void nv_old_size(nv_fixture *f) { f->desc.struct_size = (uint32_t)offsetof(mxfp8_tensor_desc, rowwise_amax); }
+static void nv_export_shard(nv_fixture *f) { f->options.shard = &f->shard; }
+static void nv_export_32x32(nv_fixture *f) { f->options.scales_granularity = MXFP8_SCALES_PER_32X32; }
 static void nv_no_amax(nv_fixture *f) { f->desc.rowwise_amax = NULL; }
 static void nv_no_data(nv_fixture *f) {
   f->desc.rowwise_data = NULL; f->desc.rowwise_scale_inv = NULL; f->desc.rowwise_amax = NULL;
@@ -746,7 +765,11 @@ static void nv_output_short(nv_fixture *f) { f->out_elements = 4799; }
 static const nv_case kNvfp4Cases[] = {
     {NV_CREATE, "desc is NULL", nv_desc_null, MXFP8_ERROR_INVALID_ARGUMENT, "desc is NULL"},
     {NV_CREATE, "out is NULL", nv_out_null, MXFP8_ERROR_INVALID_ARGUMENT, "out is NULL"},
-    {NV_CREATE, "struct_size 0", nv_struct_size_zero, MXFP8_ERROR_INVALID_ARGUMENT, "MXFP8_NVFP4_TENSOR_DESC_INIT"},
+    {NV_CREATE, "struct_size 0", nv_struct_size_zero, MXFP8_ERROR_INVALID_ARGUMENT, "MXFP8_TENSOR_DESC_INIT"},
+    {NV_CREATE, "a desc of the size before the NVFP4 fields", nv_old_size, MXFP8_ERROR_INVALID_ARGUMENT, "desc.e4m3_max is 0 (not set)"},
+    {NV_CREATE, "e4m3_max 0 (not said)", nv_e4m3_max_0, MXFP8_ERROR_INVALID_ARGUMENT, "desc.e4m3_max is 0 (not set)"},
+    {NV_CREATE, "block 1x32", nv_block_1x32, MXFP8_ERROR_INVALID_ARGUMENT, "desc.block is 0: an NVFP4 tensor has one scale per 16 values"},
+    {NV_CREATE, "reserved2 set", nv_reserved2, MXFP8_ERROR_INVALID_ARGUMENT, "desc.reserved2 is 1"},
     {NV_CREATE, "scale_layout unknown", nv_layout_unknown, MXFP8_ERROR_INVALID_ARGUMENT, "desc.scale_layout is 2"},
     {NV_CREATE, "e4m3_max neither 448 nor 256", nv_e4m3_max_300, MXFP8_ERROR_INVALID_ARGUMENT, "desc.e4m3_max is 300, expected 448 or 256"},
     {NV_CREATE, "a direction without its amax", nv_no_amax, MXFP8_ERROR_INVALID_ARGUMENT, "rowwise_amax is NULL but rowwise_data is given"},
@@ -764,12 +787,18 @@ static const nv_case kNvfp4Cases[] = {
     {NV_CREATE, "amax on another device", nv_amax_other_device, MXFP8_ERROR_INVALID_ARGUMENT, "rowwise_amax is on cuda:0 but rowwise_data is on cpu:0"},
     {NV_CREATE, "columnwise amax per row", nv_columnwise_amax_per_row, MXFP8_ERROR_INVALID_ARGUMENT, "columnwise_amax: holds 48 elements (shape (48,)), needs exactly 1"},
     {NV_CREATE, "1-D columnwise data and no shape", nv_columnwise_1d_without_shape, MXFP8_ERROR_INVALID_ARGUMENT, "without rowwise data, set desc.ndim and desc.shape"},
-    {NV_EXPORT, "all three outputs NULL", nv_export_nothing, MXFP8_ERROR_INVALID_ARGUMENT, "values, scales and global_scale are all NULL"},
-    {NV_EXPORT, "two outputs at one pointer", nv_export_same_pointer, MXFP8_ERROR_INVALID_ARGUMENT, "two output pointers point to the same place"},
+    {NV_EXPORT, "both outputs NULL", nv_export_nothing, MXFP8_ERROR_INVALID_ARGUMENT, "values and scales are both NULL"},
+    {NV_EXPORT, "two outputs at one pointer", nv_export_same_pointer, MXFP8_ERROR_INVALID_ARGUMENT, "values and scales point to the same place"},
     {NV_EXPORT, "values_dtype unknown", nv_export_values_dtype, MXFP8_ERROR_INVALID_ARGUMENT, "options.values_dtype is 5"},
-    {NV_EXPORT, "global_scale unknown", nv_export_global_scale, MXFP8_ERROR_INVALID_ARGUMENT, "options.global_scale is 2"},
-    {NV_EXPORT, "options struct_size too small", nv_export_small_struct, MXFP8_ERROR_INVALID_ARGUMENT, "MXFP8_NVFP4_EXPORT_OPTIONS_INIT"},
+    {NV_EXPORT, "options struct_size too small", nv_export_small_struct, MXFP8_ERROR_INVALID_ARGUMENT, "MXFP8_EXPORT_OPTIONS_INIT"},
     {NV_EXPORT, "a direction the tensor lacks", nv_missing_direction, MXFP8_ERROR_MISSING_DATA, "the NVFP4 tensor has no columnwise data"},
+    {NV_EXPORT, "per-32x32 granularity", nv_export_32x32, MXFP8_ERROR_INVALID_ARGUMENT, "must be MXFP8_SCALES_PER_32"},
+    {NV_EXPORT, "a shard (not yet for NVFP4)", nv_export_shard, MXFP8_ERROR_UNSUPPORTED, "options.shard is set for an NVFP4 tensor"},
+    {NV_GLOBAL, "global_scale NULL", nv_export_nothing, MXFP8_ERROR_INVALID_ARGUMENT, "global_scale is NULL"},
+    {NV_GLOBAL, "global_scale unknown", nv_export_global_scale, MXFP8_ERROR_INVALID_ARGUMENT, "options.global_scale is 2"},
+    {NV_GLOBAL, "options struct_size too small", nv_export_small_struct, MXFP8_ERROR_INVALID_ARGUMENT, "MXFP8_EXPORT_OPTIONS_INIT"},
+    {NV_GLOBAL, "a direction the tensor lacks", nv_missing_direction, MXFP8_ERROR_MISSING_DATA, "the NVFP4 tensor has no columnwise data"},
+    {NV_GLOBAL, "a shard (not yet for NVFP4)", nv_export_shard, MXFP8_ERROR_UNSUPPORTED, "options.shard is set for an NVFP4 tensor"},
     {NV_DEQUANTIZE, "output dtype float16", nv_output_float16, MXFP8_ERROR_INVALID_ARGUMENT, "output: dtype float16 is not float32 or bfloat16"},
     {NV_DEQUANTIZE, "output with the wrong element count", nv_output_short, MXFP8_ERROR_INVALID_ARGUMENT, "output: holds 4799 elements"},
     {NV_DEQUANTIZE, "a direction the tensor lacks", nv_missing_direction, MXFP8_ERROR_MISSING_DATA, "the NVFP4 tensor has no columnwise data"},
@@ -791,22 +820,24 @@ static void test_bad_nvfp4_input(void **state) {
   test_tensor *all[6] = {f.data, f.scales, f.amax, f.col_data, f.col_scales, f.col_amax};
   fill_random(f.data->buffer, f.data->bytes, &rng);
   fill_random_scales(f.scales->buffer, f.scales->bytes, &rng);
-  mxfp8_nvfp4_tensor_desc init = MXFP8_NVFP4_TENSOR_DESC_INIT;
+  mxfp8_tensor_desc init = NVFP4_TENSOR_DESC_INIT;
   f.desc = init;
   f.desc.rowwise_data = &f.data->managed;
   f.desc.rowwise_scale_inv = &f.scales->managed;
   f.desc.rowwise_amax = &f.amax->managed;
   f.desc_arg = &f.desc;
-  mxfp8_nvfp4_tensor *out = (mxfp8_nvfp4_tensor *)(uintptr_t)0xBAD;
+  mxfp8_tensor *out = (mxfp8_tensor *)(uintptr_t)0xBAD;
   f.out_arg = &out;
-  mxfp8_nvfp4_export_options options = MXFP8_NVFP4_EXPORT_OPTIONS_INIT;
+  mxfp8_export_options options = NVFP4_EXPORT_OPTIONS_INIT;
   f.options = options;
+  mxfp8_shard whole = MXFP8_SHARD_INIT;
+  f.shard = whole;
   f.outputs = 7;
   f.out_code = kDLFloat;
   f.out_bits = 32;
   f.out_elements = 4800;
-  mxfp8_nvfp4_tensor *tensor = NULL;
-  if (c->call != NV_CREATE) assert_int_equal(mxfp8_nvfp4_tensor_create(&f.desc, &tensor), MXFP8_OK);
+  mxfp8_tensor *tensor = NULL;
+  if (c->call != NV_CREATE) assert_int_equal(mxfp8_tensor_create(&f.desc, &tensor), MXFP8_OK);
   c->mutate(&f);
   uint8_t *before[6];
   for (int i = 0; i < 6; ++i) {
@@ -816,32 +847,38 @@ static void test_bad_nvfp4_input(void **state) {
   mxfp8_status st;
   const char *call;
   if (c->call == NV_CREATE) {
-    call = "mxfp8_nvfp4_tensor_create";
-    st = mxfp8_nvfp4_tensor_create(f.desc_arg, f.out_arg);
-    EXPECT(out == (mxfp8_nvfp4_tensor *)(uintptr_t)0xBAD, "%s: out was written", c->name);
+    call = "mxfp8_tensor_create";
+    st = mxfp8_tensor_create(f.desc_arg, f.out_arg);
+    EXPECT(out == (mxfp8_tensor *)(uintptr_t)0xBAD, "%s: out was written", c->name);
   } else if (c->call == NV_EXPORT) {
-    call = "mxfp8_nvfp4_export_components";
+    call = "mxfp8_export_components";
     DLManagedTensorVersioned *const untouched = (DLManagedTensorVersioned *)(uintptr_t)0xBAD;
-    DLManagedTensorVersioned *v = untouched, *s = untouched, *g = untouched;
-    st = mxfp8_nvfp4_export_components(tensor, &f.options, (f.outputs & 1) ? &v : NULL,
-                                       (f.outputs & 8) ? &v : (f.outputs & 2) ? &s : NULL, (f.outputs & 4) ? &g : NULL);
-    EXPECT(v == untouched && s == untouched && g == untouched, "%s: an output was written", c->name);
+    DLManagedTensorVersioned *v = untouched, *s = untouched;
+    st = mxfp8_export_components(tensor, &f.options, (f.outputs & 1) ? &v : NULL,
+                                 (f.outputs & 8) ? &v : (f.outputs & 2) ? &s : NULL);
+    EXPECT(v == untouched && s == untouched, "%s: an output was written", c->name);
+  } else if (c->call == NV_GLOBAL) {
+    call = "mxfp8_export_global_scale";
+    DLManagedTensorVersioned *const untouched = (DLManagedTensorVersioned *)(uintptr_t)0xBAD;
+    DLManagedTensorVersioned *g = untouched;
+    st = mxfp8_export_global_scale(tensor, &f.options, (f.outputs & 4) ? &g : NULL);
+    EXPECT(g == untouched, "%s: an output was written", c->name);
   } else {
-    call = "mxfp8_nvfp4_dequantize";
+    call = "mxfp8_dequantize";
     float o[4800];
     memset(o, POISON, sizeof o);
     int64_t shape[1] = {f.out_elements};
     DLTensor output = {o, {kDLCPU, 0}, 1, {f.out_code, f.out_bits, 1}, shape, NULL, 0};
     mxfp8_dequantize_options opts = MXFP8_DEQUANTIZE_OPTIONS_INIT;
     opts.direction = f.direction;
-    st = mxfp8_nvfp4_dequantize(tensor, &opts, &output);
+    st = mxfp8_dequantize(tensor, &opts, &output);
     const uint8_t *bytes = (const uint8_t *)o;
     for (size_t i = 0; i < sizeof o; ++i) EXPECT(bytes[i] == POISON, "%s: the output was written", c->name);
   }
   record_for_doc(call, c->name, st);
   EXPECT(st == c->status, "%s: status %d (%s), expected %d", c->name, st, mxfp8_last_error(), c->status);
   assert_last_error_contains(c->message);
-  mxfp8_nvfp4_tensor_release(tensor);
+  mxfp8_tensor_release(tensor);
   for (int i = 0; i < 6; ++i) {
     EXPECT(memcmp(before[i], all[i]->buffer, all[i]->bytes) == 0, "%s: an input was modified", c->name);
     EXPECT(all[i]->deleter_calls == (tensor && i < 3 ? 1 : 0), "%s: deleter of input %d ran %d times", c->name, i,
@@ -2009,9 +2046,9 @@ static void test_bad_shard_input(void **state) {
 enum { kNvbBucketBytes = 1536 };
 typedef struct {
   test_tensor *data, *scale_buf, *amax;
-  mxfp8_nvfp4_tensor *tensor;
-  const mxfp8_nvfp4_tensor *nv_arg[1];
-  const mxfp8_nvfp4_tensor *const *nv_list; /* desc.tensors */
+  mxfp8_tensor *tensor;
+  const mxfp8_tensor *nv_arg[1];
+  const mxfp8_tensor *const *nv_list; /* desc.tensors */
   mxfp8_export_options o;
   uint8_t bucket[kNvbBucketBytes], before[kNvbBucketBytes];
   int64_t bucket_shape[1];
@@ -2049,11 +2086,11 @@ static void setup_nvb(nvb_fixture *f) {
   fill_random(f->scale_buf->buffer, 160, &rng);
   const float amax = 3.5f;
   f->amax = test_float_tensor(1, &amax);
-  mxfp8_nvfp4_tensor_desc d = MXFP8_NVFP4_TENSOR_DESC_INIT;
+  mxfp8_tensor_desc d = NVFP4_TENSOR_DESC_INIT;
   d.rowwise_data = &f->data->managed;
   d.rowwise_scale_inv = &f->scale_buf->managed;
   d.rowwise_amax = &f->amax->managed;
-  assert_int_equal(mxfp8_nvfp4_tensor_create(&d, &f->tensor), MXFP8_OK);
+  assert_int_equal(mxfp8_tensor_create(&d, &f->tensor), MXFP8_OK);
   f->nv_arg[0] = f->tensor;
   f->nv_list = f->nv_arg;
   const mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
@@ -2230,7 +2267,7 @@ static void test_bad_nvfp4_bucket_input(void **state) {
   for (size_t i = 0; i < sizeof f->plan_entries; ++i) untouched &= pe[i] == 0x5A;
   for (size_t i = 0; i < sizeof f->plan_nv; ++i) untouched &= pn[i] == 0x5A;
   EXPECT(untouched, "%s: an output or the bucket was written", c->name);
-  mxfp8_nvfp4_tensor_release(f->tensor);
+  mxfp8_tensor_release(f->tensor);
   test_tensor_free(f->data);
   test_tensor_free(f->scale_buf);
   test_tensor_free(f->amax);

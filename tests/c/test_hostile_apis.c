@@ -661,7 +661,7 @@ static void test_import_tensor_shards_write_nothing_on_failure(void **state) {
  * scale matrix (so an export's scales are a copy), one amax. */
 typedef struct {
   test_tensor *data, *scales, *amax;
-  mxfp8_nvfp4_tensor *t;
+  mxfp8_tensor *t;
 } nv_tensor;
 
 static mxfp8_status make_nv(nv_tensor *n, int read_only, uint32_t amax_major) {
@@ -676,16 +676,16 @@ static mxfp8_status make_nv(nv_tensor *n, int read_only, uint32_t amax_major) {
     for (int x = 0; x < 3; ++x) n->scales->buffer[y * 4 + x] = (uint8_t)(0x20 + rng_next(&rng) % 0x40);
   if (read_only) n->data->managed.flags |= DLPACK_FLAG_BITMASK_READ_ONLY;
   n->amax->managed.version.major = amax_major;
-  mxfp8_nvfp4_tensor_desc d = MXFP8_NVFP4_TENSOR_DESC_INIT;
+  mxfp8_tensor_desc d = NVFP4_TENSOR_DESC_INIT;
   d.rowwise_data = &n->data->managed;
   d.rowwise_scale_inv = &n->scales->managed;
   d.rowwise_amax = &n->amax->managed;
   n->t = NULL;
-  return mxfp8_nvfp4_tensor_create(&d, &n->t);
+  return mxfp8_tensor_create(&d, &n->t);
 }
 
 static void free_nv(nv_tensor *n, int expected_deletes) {
-  mxfp8_nvfp4_tensor_release(n->t);
+  mxfp8_tensor_release(n->t);
   EXPECT(n->data->deleter_calls == expected_deletes && n->scales->deleter_calls == expected_deletes &&
              n->amax->deleter_calls == expected_deletes,
          "deleters ran %d %d %d times, expected %d", n->data->deleter_calls, n->scales->deleter_calls,
@@ -709,22 +709,23 @@ static void test_nvfp4_versions_and_read_only(void **state) {
   }
   assert_int_equal(make_nv(&n, 1, DLPACK_MAJOR_VERSION), MXFP8_OK);
   DLManagedTensorVersioned *v = NULL;
-  assert_int_equal(mxfp8_nvfp4_export_components(n.t, NULL, &v, NULL, NULL), MXFP8_OK);
+  assert_int_equal(nvfp4_export_components(n.t, NULL, &v, NULL, NULL), MXFP8_OK);
   EXPECT(v->flags & DLPACK_FLAG_BITMASK_READ_ONLY, "a view of read-only data is not flagged read-only");
   release_managed(v);
   free_nv(&n, 1);
 }
 
-/* mxfp8_nvfp4_export_components: "Outputs are written only on success"; "Allocation ... rules are those
- * of mxfp8_export_components": a failing allocator, a copy placed over the tensor, and (for the float32
- * global scale) a result not aligned to its elements leave every output as it was and every allocation
- * deleted once. */
+/* NVFP4 through mxfp8_export_components (the scales copy) and mxfp8_export_global_scale (the global scale
+ * copy): "Outputs are written only on success"; "Allocation ... rules are those of
+ * mxfp8_export_components": a failing allocator and a copy placed over the tensor leave every output as it
+ * was and every allocation deleted once, and the float32 global scale not aligned to its elements is
+ * refused. */
 static void test_nvfp4_export_allocator_failures(void **state) {
   (void)state;
   nv_tensor n;
   assert_int_equal(make_nv(&n, 0, DLPACK_MAJOR_VERSION), MXFP8_OK);
   const struct {
-    int bad_call;
+    int global; /* 0: mxfp8_export_components (values and scales), 1: mxfp8_export_global_scale */
     enum alloc_mode mode;
     mxfp8_status want;
   } cases[] = {
@@ -732,46 +733,42 @@ static void test_nvfp4_export_allocator_failures(void **state) {
       {0, ALLOC_OVER_SOURCE, MXFP8_ERROR_INVALID_ARGUMENT}, {1, ALLOC_OVER_SOURCE, MXFP8_ERROR_INVALID_ARGUMENT},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
-    reset_allocator(cases[i].bad_call, cases[i].mode, cases[i].bad_call ? n.amax->buffer : n.scales->buffer);
-    mxfp8_nvfp4_export_options o = MXFP8_NVFP4_EXPORT_OPTIONS_INIT;
+    reset_allocator(0, cases[i].mode, cases[i].global ? n.amax->buffer : n.scales->buffer);
+    mxfp8_export_options o = NVFP4_EXPORT_OPTIONS_INIT;
     o.allocator = chosen_allocator;
     DLManagedTensorVersioned *v = SENTINEL, *s = SENTINEL, *g = SENTINEL;
-    const mxfp8_status st = mxfp8_nvfp4_export_components(n.t, &o, &v, &s, &g);
+    const mxfp8_status st =
+        cases[i].global ? mxfp8_export_global_scale(n.t, &o, &g) : mxfp8_export_components(n.t, &o, &v, &s);
     EXPECT(st == cases[i].want, "case %zu: status %d (%s)", i, st, mxfp8_last_error());
     EXPECT(v == SENTINEL && s == SENTINEL && g == SENTINEL, "case %zu: an output was written on failure", i);
-    /* "before anything is written": an allocation made before the failing one holds what the allocator
-     * put there (POISON), not an output written and then thrown away */
-    for (int a = 0; a < cases[i].bad_call; ++a)
-      EXPECT(all_poison(g_alloc.made[a]->buffer, g_alloc.made[a]->bytes), "case %zu: allocation %d was written", i, a);
+    EXPECT(g_alloc.calls == 1, "case %zu: the allocator was called %d times", i, g_alloc.calls);
     expect_allocations_deleted(0);
     free_allocations();
   }
-  /* The float32 global scale placed at an odd byte_offset (whichever allocation it is): refused. */
-  int misaligned_refused = 0;
-  for (int bad = 0; bad < 2; ++bad) {
-    reset_allocator(bad, ALLOC_MISALIGNED, NULL);
-    mxfp8_nvfp4_export_options o = MXFP8_NVFP4_EXPORT_OPTIONS_INIT;
-    o.allocator = chosen_allocator;
-    DLManagedTensorVersioned *s = SENTINEL, *g = SENTINEL;
-    const mxfp8_status st = mxfp8_nvfp4_export_components(n.t, &o, NULL, &s, &g);
-    const int global_call = g_alloc.made[bad] && g_alloc.made[bad]->managed.dl_tensor.dtype.code == kDLFloat;
-    if (global_call) {
-      EXPECT(st == MXFP8_ERROR_INVALID_ARGUMENT && s == SENTINEL && g == SENTINEL, "misaligned global scale: %d", st);
-      misaligned_refused = 1;
-      expect_allocations_deleted(0);
-    } else if (st == MXFP8_OK) {  /* a byte output at an odd offset is fine */
-      release_managed(s);
-      release_managed(g);
-    }
-    free_allocations();
-  }
-  EXPECT(misaligned_refused, "no allocator call made the float32 global scale");
+  /* The float32 global scale placed at an odd byte_offset: refused. A byte output (the scales) at an odd
+   * offset is fine. */
+  reset_allocator(0, ALLOC_MISALIGNED, NULL);
+  mxfp8_export_options mo = NVFP4_EXPORT_OPTIONS_INIT;
+  mo.allocator = chosen_allocator;
+  DLManagedTensorVersioned *mg = SENTINEL;
+  mxfp8_status st = mxfp8_export_global_scale(n.t, &mo, &mg);
+  EXPECT(st == MXFP8_ERROR_INVALID_ARGUMENT && mg == SENTINEL, "misaligned global scale: %d", st);
+  assert_last_error_contains("not aligned to its 4-byte elements");
+  expect_allocations_deleted(0);
+  free_allocations();
+  reset_allocator(0, ALLOC_MISALIGNED, NULL);
+  DLManagedTensorVersioned *ms = SENTINEL;
+  st = mxfp8_export_components(n.t, &mo, NULL, &ms);
+  EXPECT(st == MXFP8_OK, "scales at an odd offset: %d (%s)", st, mxfp8_last_error());
+  if (st == MXFP8_OK) release_managed(ms);
+  free_allocations();
   /* A good run: the global scale is amax / (6 * 448), the scales the crop of the padded buffer. */
   reset_allocator(-1, ALLOC_GOOD, NULL);
-  mxfp8_nvfp4_export_options o = MXFP8_NVFP4_EXPORT_OPTIONS_INIT;
+  mxfp8_export_options o = NVFP4_EXPORT_OPTIONS_INIT;
   o.allocator = chosen_allocator;
   DLManagedTensorVersioned *s = NULL, *g = NULL;
-  assert_int_equal(mxfp8_nvfp4_export_components(n.t, &o, NULL, &s, &g), MXFP8_OK);
+  assert_int_equal(mxfp8_export_components(n.t, &o, NULL, &s), MXFP8_OK);
+  assert_int_equal(mxfp8_export_global_scale(n.t, &o, &g), MXFP8_OK);
   float got;
   memcpy(&got, g->dl_tensor.data, 4);
   EXPECT(got == 5.0f / (6.0f * 448.0f), "global scale %.9g", (double)got);
@@ -785,7 +782,7 @@ static void test_nvfp4_export_allocator_failures(void **state) {
   free_nv(&n, 1);
 }
 
-/* mxfp8_nvfp4_dequantize: the output shares no byte with the tensor's buffers (the amax included), and a
+/* mxfp8_dequantize: the output shares no byte with the tensor's buffers (the amax included), and a
  * refused call writes nothing. */
 static void test_nvfp4_dequantize_output_over_the_tensor(void **state) {
   (void)state;
@@ -800,14 +797,14 @@ static void test_nvfp4_dequantize_output_over_the_tensor(void **state) {
   shape[0] = 128;
   uint8_t scales_before[512];
   memcpy(scales_before, n.scales->buffer, 512);
-  mxfp8_status st = mxfp8_nvfp4_dequantize(n.t, NULL, &out);
+  mxfp8_status st = mxfp8_dequantize(n.t, NULL, &out);
   EXPECT(st == MXFP8_ERROR_INVALID_ARGUMENT, "an output over the scales: status %d", st);
   shape[0] = 40 * 48;
-  st = mxfp8_nvfp4_dequantize(n.t, NULL, &out); /* the right size now; still over the scales */
+  st = mxfp8_dequantize(n.t, NULL, &out); /* the right size now; still over the scales */
   EXPECT(st == MXFP8_ERROR_INVALID_ARGUMENT, "an output over the scales: status %d (%s)", st, mxfp8_last_error());
   EXPECT(memcmp(scales_before, n.scales->buffer, 512) == 0, "the scales were written");
   out.data = n.amax->buffer;
-  st = mxfp8_nvfp4_dequantize(n.t, NULL, &out);
+  st = mxfp8_dequantize(n.t, NULL, &out);
   EXPECT(st == MXFP8_ERROR_INVALID_ARGUMENT, "an output over the amax: status %d (%s)", st, mxfp8_last_error());
   EXPECT(memcmp(before, n.amax->buffer, 4) == 0, "the amax was written");
   free_nv(&n, 1);
@@ -952,22 +949,22 @@ static void test_device_pointers_never_touched_without_cuda(void **state) {
   DLManagedTensorVersioned na = borrowed_bytes((void *)(uintptr_t)0x400000, kDLCUDA, 1, one);
   na.dl_tensor.dtype.code = kDLFloat;
   na.dl_tensor.dtype.bits = 32;
-  mxfp8_nvfp4_tensor_desc nvdesc = MXFP8_NVFP4_TENSOR_DESC_INIT;
+  mxfp8_tensor_desc nvdesc = NVFP4_TENSOR_DESC_INIT;
   nvdesc.rowwise_data = &nd;
   nvdesc.rowwise_scale_inv = &ns2;
   nvdesc.rowwise_amax = &na;
-  mxfp8_nvfp4_tensor *nt = NULL;
-  assert_int_equal(mxfp8_nvfp4_tensor_create(&nvdesc, &nt), MXFP8_OK);
+  mxfp8_tensor *nt = NULL;
+  assert_int_equal(mxfp8_tensor_create(&nvdesc, &nt), MXFP8_OK);
   DLManagedTensorVersioned *g = SENTINEL;
   v = SENTINEL, sc = SENTINEL;
-  st = mxfp8_nvfp4_export_components(nt, NULL, &v, &sc, &g);
+  st = nvfp4_export_components(nt, NULL, &v, &sc, &g);
   EXPECT(st == MXFP8_ERROR_UNSUPPORTED && v == SENTINEL && sc == SENTINEL && g == SENTINEL, "nvfp4 export: %d (%s)", st,
          mxfp8_last_error());
   int64_t nout[1] = {40 * 48};
   DLTensor out = {(void *)(uintptr_t)0x500000, {kDLCUDA, 0}, 1, {kDLFloat, 32, 1}, nout, NULL, 0};
-  st = mxfp8_nvfp4_dequantize(nt, NULL, &out);
+  st = mxfp8_dequantize(nt, NULL, &out);
   EXPECT(st == MXFP8_ERROR_UNSUPPORTED, "nvfp4 dequantize: %d (%s)", st, mxfp8_last_error());
-  mxfp8_nvfp4_tensor_release(nt);
+  mxfp8_tensor_release(nt);
   int64_t ishape[2] = {40, 48}, qv[1] = {40 * 24}, qs[1] = {40 * 3};
   DLTensor in = {fake, {kDLCUDA, 0}, 2, {kDLFloat, 32, 1}, ishape, NULL, 0};
   DLTensor qvt = {(void *)(uintptr_t)0x200000, {kDLCUDA, 0}, 1, {kDLUInt, 8, 1}, qv, NULL, 0};
@@ -1150,8 +1147,7 @@ static void test_grouped_convert_deepgemm_strided_extent(void **state) {
 
 /* "What a call writes must not share a byte ... with another of its outputs": a caller's allocator that
  * hands back, for a call's second copy, the memory of its first (mxfp8_quantize refuses this) makes
- * mxfp8_export_components with options.shard (values and scales copies of a shard of row pieces) and
- * mxfp8_nvfp4_export_components (scales and global scale copies) fail with
+ * mxfp8_export_components with options.shard (values and scales copies of a shard of row pieces) fail with
  * MXFP8_ERROR_INVALID_ARGUMENT, no output written, each allocation deleted once; never one output
  * silently written over the other. */
 static void test_allocator_copies_over_each_other_are_refused(void **state) {
@@ -1180,31 +1176,16 @@ static void test_allocator_copies_over_each_other_are_refused(void **state) {
   free_allocations();
   free_rowwise(&r);
 
-  nv_tensor n;
-  assert_int_equal(make_nv(&n, 0, DLPACK_MAJOR_VERSION), MXFP8_OK);
-  reset_allocator(1, ALLOC_OVER_PREVIOUS, NULL);
-  mxfp8_nvfp4_export_options no = MXFP8_NVFP4_EXPORT_OPTIONS_INIT;
-  no.allocator = chosen_allocator;
-  DLManagedTensorVersioned *ns = SENTINEL, *g = SENTINEL;
-  st = mxfp8_nvfp4_export_components(n.t, &no, NULL, &ns, &g);
-  EXPECT(st == MXFP8_ERROR_INVALID_ARGUMENT, "mxfp8_nvfp4_export_components: status %d (%s)", st, mxfp8_last_error());
-  if (st == MXFP8_OK) {
-    EXPECT(memcmp(ns->dl_tensor.data, n.scales->buffer, 3) == 0, "the scales output was overwritten by the global scale");
-    release_managed(ns);
-    release_managed(g);
-  } else {
-    EXPECT(ns == SENTINEL && g == SENTINEL, "an output was written on failure");
-  }
-  expect_allocations_deleted(0);
-  free_allocations();
-  free_nv(&n, 1);
+  /* An NVFP4 tensor's export makes at most one copy per call (scales from mxfp8_export_components, the
+   * global scale from mxfp8_export_global_scale), so no NVFP4 call has two copies to place over each
+   * other. */
 }
 
 /* The allocator contract: "the same DLManagedTensorVersioned returned for two outputs of one call is
  * refused with MXFP8_ERROR_INVALID_ARGUMENT (and its deleter runs once, not twice)". Through every call
- * that makes two copies: mxfp8_quantize (values, then scales), mxfp8_export_components with options.shard
- * (values, then scales) and mxfp8_nvfp4_export_components (global scale, then scales). Owning the tensor
- * twice would run its deleter twice on the failure path: a double free in the caller's allocator. */
+ * that makes two copies: mxfp8_quantize (values, then scales) and mxfp8_export_components with options.shard
+ * (values, then scales); an NVFP4 export makes one copy per call. Owning the tensor twice would run its
+ * deleter twice on the failure path: a double free in the caller's allocator. */
 static void test_allocator_returning_one_tensor_twice_is_refused(void **state) {
   (void)state;
   float input[64 * 70];
@@ -1240,18 +1221,6 @@ static void test_allocator_returning_one_tensor_twice_is_refused(void **state) {
   free_allocations();
   free_rowwise(&r);
 
-  nv_tensor n;
-  assert_int_equal(make_nv(&n, 0, DLPACK_MAJOR_VERSION), MXFP8_OK);
-  reset_allocator(1, ALLOC_SAME_AS, NULL); /* same_as 0 */
-  mxfp8_nvfp4_export_options no = MXFP8_NVFP4_EXPORT_OPTIONS_INIT;
-  no.allocator = chosen_allocator;
-  DLManagedTensorVersioned *ns = SENTINEL, *g = SENTINEL;
-  st = mxfp8_nvfp4_export_components(n.t, &no, NULL, &ns, &g);
-  EXPECT(st == MXFP8_ERROR_INVALID_ARGUMENT, "mxfp8_nvfp4_export_components: status %d (%s)", st, mxfp8_last_error());
-  EXPECT(ns == SENTINEL && g == SENTINEL, "an output was written on failure");
-  expect_allocations_deleted(0);
-  free_allocations();
-  free_nv(&n, 1);
 
   /* A tensor of one call may come back in the next (the caller freed it in between): not refused. */
   reset_allocator(-1, ALLOC_GOOD, NULL);
@@ -1277,7 +1246,7 @@ static void test_allocator_returning_one_tensor_twice_is_refused(void **state) {
  * mxfp8_tensor_create) returned as an output "is refused with MXFP8_ERROR_INVALID_ARGUMENT, and not
  * released". Before, the failed checks released it, freeing the handle's scales under it: their deleter
  * then ran twice. Through mxfp8_export_components (the padded scales' copy gets the tensor's own scales)
- * and mxfp8_nvfp4_export_components (the global scale gets the amax, the same shape and dtype). */
+ * and nvfp4_export_components (the global scale gets the amax, the same shape and dtype). */
 static void test_allocator_returning_an_input_tensor_is_refused(void **state) {
   (void)state;
   rowwise_tensor r;
@@ -1298,11 +1267,11 @@ static void test_allocator_returning_an_input_tensor_is_refused(void **state) {
   assert_int_equal(make_nv(&n, 0, DLPACK_MAJOR_VERSION), MXFP8_OK);
   reset_allocator(0, ALLOC_GIVEN, NULL);
   g_alloc.given = &n.amax->managed;
-  mxfp8_nvfp4_export_options no = MXFP8_NVFP4_EXPORT_OPTIONS_INIT;
+  mxfp8_export_options no = NVFP4_EXPORT_OPTIONS_INIT;
   no.allocator = chosen_allocator;
   DLManagedTensorVersioned *g = SENTINEL;
-  st = mxfp8_nvfp4_export_components(n.t, &no, NULL, NULL, &g);
-  EXPECT(st == MXFP8_ERROR_INVALID_ARGUMENT, "mxfp8_nvfp4_export_components: status %d (%s)", st, mxfp8_last_error());
+  st = nvfp4_export_components(n.t, &no, NULL, NULL, &g);
+  EXPECT(st == MXFP8_ERROR_INVALID_ARGUMENT, "nvfp4_export_components: status %d (%s)", st, mxfp8_last_error());
   EXPECT(g == SENTINEL, "the global scale was written on failure");
   EXPECT(n.amax->deleter_calls == 0, "the handle's amax was released %d times by the call", n.amax->deleter_calls);
   free_nv(&n, 1);
@@ -1390,8 +1359,8 @@ static void test_shards_of_a_swizzled_bucket_part(void **state) {
   }
 }
 
-/* "Views keep `tensor` alive": after the caller's release, the views of mxfp8_export_shard,
- * mxfp8_nvfp4_export_components and mxfp8_grouped_export (chosen experts) still read the source (in-place updates
+/* "Views keep `tensor` alive": after the caller's release, the views of a shard (options.shard),
+ * nvfp4_export_components and mxfp8_grouped_export (chosen experts) still read the source (in-place updates
  * show through), and the source's deleters run once, when the last view goes. The views are views: no
  * DLPACK_FLAG_BITMASK_IS_COPIED, the source's memory; consecutive experts give views, a repeat a copy. */
 static void test_views_outlive_the_handle(void **state) {
@@ -1419,11 +1388,11 @@ static void test_views_outlive_the_handle(void **state) {
 
   nv_tensor n;
   assert_int_equal(make_nv(&n, 0, DLPACK_MAJOR_VERSION), MXFP8_OK);
-  mxfp8_nvfp4_export_options no = MXFP8_NVFP4_EXPORT_OPTIONS_INIT;
-  no.values_dtype = MXFP8_NVFP4_VALUES_FLOAT4;
+  mxfp8_export_options no = NVFP4_EXPORT_OPTIONS_INIT;
+  no.values_dtype = MXFP8_VALUES_FP8;
   DLManagedTensorVersioned *nvv = NULL;
-  assert_int_equal(mxfp8_nvfp4_export_components(n.t, &no, &nvv, NULL, NULL), MXFP8_OK);
-  mxfp8_nvfp4_tensor_release(n.t);
+  assert_int_equal(nvfp4_export_components(n.t, &no, &nvv, NULL, NULL), MXFP8_OK);
+  mxfp8_tensor_release(n.t);
   n.t = NULL;
   EXPECT(n.data->deleter_calls == 0, "NVFP4 data deleted while its view lives");
   EXPECT(nvv->dl_tensor.dtype.code == kDLFloat4_e2m1fn && nvv->dl_tensor.shape[1] == 48, "float4 view of (40, 48)");
@@ -1605,20 +1574,20 @@ static void test_newer_structs_of_the_newest_calls(void **state) {
     } else {
       EXPECT(v == SENTINEL, "an output on failure");
     }
-    /* mxfp8_nvfp4_export_options */
-    mxfp8_nvfp4_export_options eo = MXFP8_NVFP4_EXPORT_OPTIONS_INIT;
+    /* mxfp8_export_options */
+    mxfp8_export_options eo = NVFP4_EXPORT_OPTIONS_INIT;
     DLManagedTensorVersioned *g = SENTINEL;
-    st = mxfp8_nvfp4_export_components(nvt.t, newer(&n, &eo, sizeof eo, tail), NULL, NULL, &g);
+    st = nvfp4_export_components(nvt.t, newer(&n, &eo, sizeof eo, tail), NULL, NULL, &g);
     EXPECT(st == want, "nvfp4 export options, tail %d: %d (%s)", tail, st, mxfp8_last_error());
     if (st == MXFP8_OK) release_managed(g);
     else EXPECT(g == SENTINEL, "an output on failure");
-    /* mxfp8_dequantize_options for mxfp8_nvfp4_dequantize */
+    /* mxfp8_dequantize_options for mxfp8_dequantize */
     mxfp8_dequantize_options dq = MXFP8_DEQUANTIZE_OPTIONS_INIT;
     float *dout = malloc(40 * 48 * sizeof(float));
     memset(dout, POISON, 40 * 48 * sizeof(float));
     int64_t dshape[1] = {40 * 48};
     DLTensor dt = {dout, {kDLCPU, 0}, 1, {kDLFloat, 32, 1}, dshape, NULL, 0};
-    st = mxfp8_nvfp4_dequantize(nvt.t, newer(&n, &dq, sizeof dq, tail), &dt);
+    st = mxfp8_dequantize(nvt.t, newer(&n, &dq, sizeof dq, tail), &dt);
     EXPECT(st == want, "dequantize options, tail %d: %d (%s)", tail, st, mxfp8_last_error());
     if (tail) EXPECT(all_poison((const uint8_t *)dout, 40 * 48 * sizeof(float)), "dequantize wrote on failure");
     free(dout);
@@ -1636,24 +1605,24 @@ static void test_newer_structs_of_the_newest_calls(void **state) {
     st = mxfp8_nvfp4_quantize_into(&it, newer(&n, &qo, sizeof qo, tail), &qvt, &qst, &at);
     EXPECT(st == want, "nvfp4 quantize options, tail %d: %d (%s)", tail, st, mxfp8_last_error());
     if (tail) EXPECT(all_poison(qv, sizeof qv) && amax == -1.0f, "nvfp4 quantize wrote on failure");
-    /* mxfp8_nvfp4_tensor_desc */
-    mxfp8_nvfp4_tensor_desc nd = MXFP8_NVFP4_TENSOR_DESC_INIT;
+    /* mxfp8_tensor_desc */
+    mxfp8_tensor_desc nd = NVFP4_TENSOR_DESC_INIT;
     nd.rowwise_data = &nvt.data->managed;
     nd.rowwise_scale_inv = &nvt.scales->managed;
     nd.rowwise_amax = &nvt.amax->managed;
-    mxfp8_nvfp4_tensor *second = (mxfp8_nvfp4_tensor *)(uintptr_t)0xBAD0;
-    st = mxfp8_nvfp4_tensor_create(newer(&n, &nd, sizeof nd, tail), &second);
+    mxfp8_tensor *second = (mxfp8_tensor *)(uintptr_t)0xBAD0;
+    st = mxfp8_tensor_create(newer(&n, &nd, sizeof nd, tail), &second);
     EXPECT(st == want, "nvfp4 desc, tail %d: %d (%s)", tail, st, mxfp8_last_error());
     if (st == MXFP8_OK) {
       /* A second handle on nvt's managed tensors: their (counting) deleters run once more when it goes,
        * which the counts below forget. */
       DLManagedTensorVersioned *g2 = NULL;
-      assert_int_equal(mxfp8_nvfp4_export_components(second, NULL, NULL, NULL, &g2), MXFP8_OK);
+      assert_int_equal(nvfp4_export_components(second, NULL, NULL, NULL, &g2), MXFP8_OK);
       release_managed(g2);
-      mxfp8_nvfp4_tensor_release(second);
+      mxfp8_tensor_release(second);
       nvt.data->deleter_calls = nvt.scales->deleter_calls = nvt.amax->deleter_calls = 0;
     } else {
-      EXPECT(second == (mxfp8_nvfp4_tensor *)(uintptr_t)0xBAD0, "*out written on failure");
+      EXPECT(second == (mxfp8_tensor *)(uintptr_t)0xBAD0, "*out written on failure");
     }
   }
   free_nv(&nvt, 1);
@@ -1708,16 +1677,16 @@ static void test_allocator_result_at_byte_offset_2_63(void **state) {
     free_allocations();
   }
   free_rowwise(&r);
-  /* mxfp8_nvfp4_export_components */
+  /* nvfp4_export_components */
   nv_tensor n;
   assert_int_equal(make_nv(&n, 0, DLPACK_MAJOR_VERSION), MXFP8_OK);
-  mxfp8_nvfp4_export_options no = MXFP8_NVFP4_EXPORT_OPTIONS_INIT;
+  mxfp8_export_options no = NVFP4_EXPORT_OPTIONS_INIT;
   no.allocator = chosen_allocator;
   for (int bad = 0; bad < 2; ++bad) {
     reset_allocator(bad, ALLOC_OFFSET_2_63, NULL);
     DLManagedTensorVersioned *g = SENTINEL;
     sc = SENTINEL;
-    st = mxfp8_nvfp4_export_components(n.t, &no, NULL, &sc, &g);
+    st = nvfp4_export_components(n.t, &no, NULL, &sc, &g);
     EXPECT(st == MXFP8_ERROR_INVALID_ARGUMENT && sc == SENTINEL && g == SENTINEL, "nvfp4 export, call %d: %d (%s)", bad,
            st, mxfp8_last_error());
     expect_allocations_deleted(0);
@@ -1805,7 +1774,7 @@ static void test_nvfp4_given_amax_inside_the_input(void **state) {
  * deleter runs once, after the last view (ThreadSanitizer runs this test too). */
 typedef struct {
   const mxfp8_tensor *t;
-  const mxfp8_nvfp4_tensor *nv;
+  const mxfp8_tensor *nv;
   const mxfp8_grouped_tensor *g;
   const uint8_t *values, *s, *nv_scales, *g_values;
   int failures;
@@ -1830,7 +1799,7 @@ static void *run_exports(void *arg) {
     release_managed(v);
     release_managed(sc);
     DLManagedTensorVersioned *nvs = NULL, *nvg = NULL;
-    if (mxfp8_nvfp4_export_components(j->nv, NULL, NULL, &nvs, &nvg) != MXFP8_OK) {
+    if (nvfp4_export_components(j->nv, NULL, NULL, &nvs, &nvg) != MXFP8_OK) {
       j->failures++;
       continue;
     }
@@ -1946,7 +1915,7 @@ static void test_null_pointer_arguments_of_the_newest_calls(void **state) {
   const int32_t pick[1] = {0};
   DLManagedTensorVersioned *v = SENTINEL;
   assert_int_equal(mxfp8_grouped_export(NULL, pick, 1, NULL, &v, NULL), MXFP8_ERROR_INVALID_ARGUMENT);
-  assert_int_equal(mxfp8_nvfp4_export_components(NULL, NULL, &v, NULL, NULL), MXFP8_ERROR_INVALID_ARGUMENT);
+  assert_int_equal(nvfp4_export_components(NULL, NULL, &v, NULL, NULL), MXFP8_ERROR_INVALID_ARGUMENT);
   EXPECT(v == SENTINEL, "an output written on failure");
   /* The fused quantize: a NULL entry of values or scales. */
   float in[2 * 32] = {0};
@@ -2004,7 +1973,7 @@ static void make_mixed(mixed_fixture *f) {
   make_rowwise(&f->a, 20, 64, 71);
   assert_int_equal(make_nv(&f->n, 0, DLPACK_MAJOR_VERSION), MXFP8_OK);
   const mxfp8_tensor *ts[2] = {f->a.t, NULL};
-  const mxfp8_nvfp4_tensor *ns[2] = {NULL, f->n.t};
+  const mxfp8_tensor *ns[2] = {NULL, f->n.t};
   assert_int_equal(folded_bucket_plan(ts, ns, NULL, 2, NULL, 64, f->e, f->ne, &f->total), MXFP8_OK);
   f->ne[1].e4m3_max = 448; /* the sender's, from its tensor: a plan does not carry it */
   f->bucket = malloc((size_t)f->total);
@@ -2231,14 +2200,14 @@ static void test_mixed_fill_refuses_entries_it_did_not_plan(void **state) {
   mixed_fixture *f = malloc(sizeof *f);
   make_mixed(f);
   const mxfp8_tensor *ts[2] = {f->a.t, NULL};
-  const mxfp8_nvfp4_tensor *ns[2] = {NULL, f->n.t};
+  const mxfp8_tensor *ns[2] = {NULL, f->n.t};
   const mxfp8_tensor *both[2] = {f->a.t, NULL};
-  const mxfp8_nvfp4_tensor *nboth[2] = {NULL, f->n.t};
+  const mxfp8_tensor *nboth[2] = {NULL, f->n.t};
   for (int c = 0; c < 8; ++c) {
     bucket_entry e[2] = {f->e[0], f->e[1]};
     bucket_nvfp4_entry ne[2] = {f->ne[0], f->ne[1]};
     const mxfp8_tensor *const *tt = ts;
-    const mxfp8_nvfp4_tensor *const *nn = ns;
+    const mxfp8_tensor *const *nn = ns;
     const bucket_nvfp4_entry *nep = ne;
     switch (c) {
       case 0: ne[1].amax_offset = e[1].values_offset; break;            /* the amax over the values */
@@ -2265,7 +2234,7 @@ static void test_mixed_fill_refuses_entries_it_did_not_plan(void **state) {
   bucket_entry e0[1];
   bucket_nvfp4_entry n0[1];
   uint64_t total = 0;
-  const mxfp8_nvfp4_tensor *only[1] = {f->n.t};
+  const mxfp8_tensor *only[1] = {f->n.t};
   assert_int_equal(folded_bucket_plan(NULL, only, NULL, 1, NULL, 1, e0, n0, &total), MXFP8_OK);
   uint8_t *big = malloc((size_t)total + 16);
   int64_t bigs[1] = {(int64_t)total};
@@ -2285,7 +2254,7 @@ static void test_direct_mixed_import_overlaps(void **state) {
   mixed_fixture *f = malloc(sizeof *f);
   make_mixed(f);
   const mxfp8_tensor *ts[2] = {f->a.t, NULL};
-  const mxfp8_nvfp4_tensor *ns[2] = {NULL, f->n.t};
+  const mxfp8_tensor *ns[2] = {NULL, f->n.t};
   poison_mixed(f);
   assert_int_equal(folded_import_tensors(ts, ns, NULL, 2, NULL, f->d, f->globals, MXFP8_NVFP4_GLOBAL_SCALE_DECODE, NULL), MXFP8_OK);
   expect_mixed_imported(f);
@@ -2295,8 +2264,8 @@ static void test_direct_mixed_import_overlaps(void **state) {
     DLTensor *gl[2] = {NULL, &g2};
     import_destination d[2] = {f->d[0], f->d[1]};
     DLTensor v1 = f->dv1;
-    const mxfp8_nvfp4_tensor *ns2[2] = {NULL, f->n.t};
-    const mxfp8_nvfp4_tensor *const *nn = ns;
+    const mxfp8_tensor *ns2[2] = {NULL, f->n.t};
+    const mxfp8_tensor *const *nn = ns;
     switch (c) {
       case 0: g2.data = f->n.amax->buffer; break;       /* the global scale over the tensor's amax */
       case 1: g2.data = f->n.scales->buffer + 8; break;  /* over its block scales */
@@ -2323,7 +2292,7 @@ static void test_direct_mixed_import_overlaps(void **state) {
  * to order.) */
 typedef struct {
   const mxfp8_tensor *const *ts;
-  const mxfp8_nvfp4_tensor *const *ns;
+  const mxfp8_tensor *const *ns;
   const mixed_fixture *sources;
   pthread_barrier_t *prepared;
   mixed_fixture own; /* only the receiver's buffers and destinations are used */
@@ -2366,7 +2335,7 @@ static void test_prepared_mixed_plans_outlive_their_handles(void **state) {
   mixed_fixture *f = malloc(sizeof *f);
   make_mixed(f);
   const mxfp8_tensor *ts[2] = {f->a.t, NULL};
-  const mxfp8_nvfp4_tensor *ns[2] = {NULL, f->n.t};
+  const mxfp8_tensor *ns[2] = {NULL, f->n.t};
   mxfp8_plan *fill = NULL, *import = NULL, *from_bucket = NULL;
   assert_int_equal(folded_export_bucket(ts, ns, NULL, 2, NULL, f->e, f->ne, &f->bt, &fill), MXFP8_OK);
   assert_int_equal(folded_import_tensors(ts, ns, NULL, 2, NULL, f->d, f->globals, MXFP8_NVFP4_GLOBAL_SCALE_DECODE,
@@ -2389,7 +2358,7 @@ static void test_prepared_mixed_plans_outlive_their_handles(void **state) {
   pthread_barrier_wait(&prepared);
   /* The caller's handles go while the receivers run; the plans keep the sources. */
   mxfp8_tensor_release(f->a.t);
-  mxfp8_nvfp4_tensor_release(f->n.t);
+  mxfp8_tensor_release(f->n.t);
   for (int i = 0; i < kThreads; ++i) {
     pthread_join(threads[i], NULL);
     EXPECT(receivers[i].failures == 0, "receiver %d: %d failures", i, receivers[i].failures);
@@ -2471,7 +2440,7 @@ static void test_fused_quantize_overlaps_across_shards(void **state) {
 }
 
 /* Per-row amax entries through a mixed bucket: "the receiver gets either [convention] bit for bit as
- * mxfp8_nvfp4_export_components computes it", checked against the header's formulas (decode: amax /
+ * nvfp4_export_components computes it", checked against the header's formulas (decode: amax /
  * (6 * 448), a float division; encode: 2688 / amax capped at FLT_MAX, a NaN amax too, 1 for a zero amax
  * or a zero quotient) on amaxes at the edges (zeros, Inf, NaN, subnormal, FLT_MAX). And a bucket placed
  * over a source's amax is refused before anything is written. */
@@ -2498,13 +2467,13 @@ static void test_per_row_amax_edges_through_a_bucket(void **state) {
   uint8_t *arena = malloc(4096);
   memcpy(arena + 32, amaxes, sizeof amaxes);
   amax->managed.dl_tensor.data = arena + 32;
-  mxfp8_nvfp4_tensor_desc desc = MXFP8_NVFP4_TENSOR_DESC_INIT;
+  mxfp8_tensor_desc desc = NVFP4_TENSOR_DESC_INIT;
   desc.rowwise_data = &data->managed;
   desc.rowwise_scale_inv = &scales->managed;
   desc.rowwise_amax = &amax->managed;
-  mxfp8_nvfp4_tensor *t = NULL;
-  assert_int_equal(mxfp8_nvfp4_tensor_create(&desc, &t), MXFP8_OK);
-  const mxfp8_nvfp4_tensor *ns[1] = {t};
+  mxfp8_tensor *t = NULL;
+  assert_int_equal(mxfp8_tensor_create(&desc, &t), MXFP8_OK);
+  const mxfp8_tensor *ns[1] = {t};
   bucket_entry e[1];
   bucket_nvfp4_entry ne[1];
   uint64_t total = 0;
@@ -2550,10 +2519,10 @@ static void test_per_row_amax_edges_through_a_bucket(void **state) {
     m.global_scale = convention;
     memset(g, POISON, sizeof g);
     assert_int_equal(folded_import_bucket(&over, &m, &d, NULL, NULL), MXFP8_OK);
-    mxfp8_nvfp4_export_options o = MXFP8_NVFP4_EXPORT_OPTIONS_INIT;
+    mxfp8_export_options o = NVFP4_EXPORT_OPTIONS_INIT;
     o.global_scale = convention;
     DLManagedTensorVersioned *exported = NULL;
-    assert_int_equal(mxfp8_nvfp4_export_components(t, &o, NULL, NULL, &exported), MXFP8_OK);
+    assert_int_equal(nvfp4_export_components(t, &o, NULL, NULL, &exported), MXFP8_OK);
     for (int r = 0; r < R; ++r) {
       const float a = amaxes[r];
       float want;
@@ -2577,7 +2546,7 @@ static void test_per_row_amax_edges_through_a_bucket(void **state) {
     }
     release_managed(exported);
   }
-  mxfp8_nvfp4_tensor_release(t);
+  mxfp8_tensor_release(t);
   free(bucket);
   free(arena);
   test_tensor_free(data);

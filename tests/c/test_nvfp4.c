@@ -6,6 +6,8 @@
  * The GPU cases (same inputs on the device, bit for bit against the host) skip without a CUDA device. */
 #include <float.h>
 #include <math.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,7 +66,7 @@ typedef struct {
   float amax[512];
   int64_t amax_count;
   test_tensor *data, *scale_buf, *amax_t;
-  mxfp8_nvfp4_tensor *tensor;
+  mxfp8_tensor *tensor;
 } nv_fixture;
 
 /* Scale bytes: mostly ordinary E4M3 values, plus zero, -0, subnormals (0x01..0x07), the largest (0x7E =
@@ -130,7 +132,7 @@ static void build(nv_fixture *f, const nv_case *c, uint64_t seed) {
   }
   f->amax_t = test_float_tensor(f->amax_count, f->amax);
 
-  mxfp8_nvfp4_tensor_desc d = MXFP8_NVFP4_TENSOR_DESC_INIT;
+  mxfp8_tensor_desc d = NVFP4_TENSOR_DESC_INIT;
   d.scale_layout = c->layout == SWIZZLED ? MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED : MXFP8_SCALE_LAYOUT_ROW_MAJOR;
   d.e4m3_max = c->e4m3_max;
   const int64_t logical[2] = {c->M, c->K};
@@ -146,12 +148,12 @@ static void build(nv_fixture *f, const nv_case *c, uint64_t seed) {
     d.columnwise_scale_inv = &f->scale_buf->managed;
     d.columnwise_amax = &f->amax_t->managed;
   }
-  const mxfp8_status st = mxfp8_nvfp4_tensor_create(&d, &f->tensor);
+  const mxfp8_status st = mxfp8_tensor_create(&d, &f->tensor);
   EXPECT(st == MXFP8_OK, "create: %s", mxfp8_last_error());
 }
 
 static void teardown(nv_fixture *f) {
-  mxfp8_nvfp4_tensor_release(f->tensor);
+  mxfp8_tensor_release(f->tensor);
   /* Every input's deleter ran exactly once, when the last reference went. */
   EXPECT(f->data->deleter_calls == 1 && f->scale_buf->deleter_calls == 1 && f->amax_t->deleter_calls == 1,
          "deleters ran %d %d %d times", f->data->deleter_calls, f->scale_buf->deleter_calls, f->amax_t->deleter_calls);
@@ -190,7 +192,7 @@ static void dequantize_and_check(const nv_fixture *f, int bf16) {
   DLTensor o = {out, {kDLCPU, 0}, 1, {bf16 ? kDLBfloat : kDLFloat, bf16 ? 16 : 32, 1}, shape, NULL, 0};
   mxfp8_dequantize_options opts = MXFP8_DEQUANTIZE_OPTIONS_INIT;
   opts.direction = f->c.direction;
-  const mxfp8_status st = mxfp8_nvfp4_dequantize(f->tensor, &opts, &o);
+  const mxfp8_status st = mxfp8_dequantize(f->tensor, &opts, &o);
   EXPECT(st == MXFP8_OK, "dequantize: %s", mxfp8_last_error());
   check_dequantized(f, out, bf16);
   free(out);
@@ -225,13 +227,13 @@ static void test_export_values_scales_and_views(void **state) {
     nv_fixture f;
     build(&f, &kCases[i], 2000 + (uint64_t)i);
     for (int strided = 0; strided < 2; ++strided) {
-      mxfp8_nvfp4_export_options o = MXFP8_NVFP4_EXPORT_OPTIONS_INIT;
+      mxfp8_export_options o = NVFP4_EXPORT_OPTIONS_INIT;
       o.direction = f.c.direction;
-      o.scales_dtype = strided ? MXFP8_NVFP4_SCALES_E4M3 : MXFP8_NVFP4_SCALES_UINT8;
-      o.values_dtype = strided ? MXFP8_NVFP4_VALUES_FLOAT4 : MXFP8_NVFP4_VALUES_UINT8;
+      o.scales_dtype = strided ? MXFP8_SCALES_E8M0 : MXFP8_SCALES_UINT8;
+      o.values_dtype = strided ? MXFP8_VALUES_FP8 : MXFP8_VALUES_UINT8;
       o.padded_scales = strided ? MXFP8_PADDED_SCALES_STRIDED_VIEW : MXFP8_PADDED_SCALES_COPY;
       DLManagedTensorVersioned *v = NULL, *s = NULL;
-      EXPECT(mxfp8_nvfp4_export_components(f.tensor, &o, &v, &s, NULL) == MXFP8_OK, "%s", mxfp8_last_error());
+      EXPECT(nvfp4_export_components(f.tensor, &o, &v, &s, NULL) == MXFP8_OK, "%s", mxfp8_last_error());
       /* values: a view of the very bytes, shape (*lead, K/2) / (K, M/2), or float4 (.., K) / (K, M). */
       const DLTensor *vt = &v->dl_tensor;
       EXPECT(vt->data == f.data->buffer && vt->byte_offset == 0, "values are not a view");
@@ -272,8 +274,8 @@ static void test_views_keep_the_tensor_alive(void **state) {
   nv_fixture f;
   build(&f, &kCases[2], 7);
   DLManagedTensorVersioned *v = NULL;
-  EXPECT(mxfp8_nvfp4_export_components(f.tensor, NULL, &v, NULL, NULL) == MXFP8_OK, "%s", mxfp8_last_error());
-  mxfp8_nvfp4_tensor_release(f.tensor);
+  EXPECT(nvfp4_export_components(f.tensor, NULL, &v, NULL, NULL) == MXFP8_OK, "%s", mxfp8_last_error());
+  mxfp8_tensor_release(f.tensor);
   f.tensor = NULL;
   EXPECT(f.data->deleter_calls == 0, "deleter ran while a view lives");
   release(v);
@@ -295,14 +297,15 @@ static void test_global_scale_both_conventions(void **state) {
   const nv_case c = {12, 32, 0, PADDED, 1, 448, 0};
   nv_fixture f;
   build(&f, &c, 3);
+  DLManagedTensorVersioned *const untouched = (DLManagedTensorVersioned *)(uintptr_t)0xBAD;
   const float specials[12] = {2688.0f, 0.0f, INFINITY, NAN, 1e-38f, 448.0f, 6.0f, -0.0f, 1.0f, 3.0e38f, 12.5f, 1e-45f};
   memcpy(f.amax, specials, sizeof specials);
   memcpy(f.amax_t->buffer, specials, sizeof specials);
   for (int encode = 0; encode < 2; ++encode) {
-    mxfp8_nvfp4_export_options o = MXFP8_NVFP4_EXPORT_OPTIONS_INIT;
+    mxfp8_export_options o = NVFP4_EXPORT_OPTIONS_INIT;
     o.global_scale = encode ? MXFP8_NVFP4_GLOBAL_SCALE_ENCODE : MXFP8_NVFP4_GLOBAL_SCALE_DECODE;
-    DLManagedTensorVersioned *g = NULL;
-    EXPECT(mxfp8_nvfp4_export_components(f.tensor, &o, NULL, NULL, &g) == MXFP8_OK, "%s", mxfp8_last_error());
+    DLManagedTensorVersioned *g = untouched;
+    EXPECT(mxfp8_export_global_scale(f.tensor, &o, &g) == MXFP8_OK, "%s", mxfp8_last_error());
     const DLTensor *t = &g->dl_tensor;
     EXPECT(t->dtype.code == kDLFloat && t->dtype.bits == 32 && t->ndim == 1 && t->shape[0] == 12, "global scale shape");
     EXPECT(g->flags & DLPACK_FLAG_BITMASK_IS_COPIED, "global scale is a copy");
@@ -321,6 +324,111 @@ static void test_global_scale_both_conventions(void **state) {
     release(g);
   }
   teardown(&f);
+  /* E4M3_MAX 256 (4over6 tensors): decode amax / 1536, encode 1536 / amax, per-tensor amax. */
+  const nv_case c256 = {12, 32, 0, COMPACT, 0, 256, 0};
+  build(&f, &c256, 4);
+  const float amax = 3.0e3f;
+  memcpy(f.amax_t->buffer, &amax, sizeof amax);
+  for (int encode = 0; encode < 2; ++encode) {
+    mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
+    o.global_scale = encode ? MXFP8_NVFP4_GLOBAL_SCALE_ENCODE : MXFP8_NVFP4_GLOBAL_SCALE_DECODE;
+    DLManagedTensorVersioned *g = untouched;
+    EXPECT(mxfp8_export_global_scale(f.tensor, &o, &g) == MXFP8_OK, "%s", mxfp8_last_error());
+    const float want = encode ? 1536.0f / amax : amax / 1536.0f;
+    const float got = *(const float *)g->dl_tensor.data;
+    EXPECT(bits_of(got) == bits_of(want), "E4M3_MAX 256, %s: %.9g, want %.9g", encode ? "encode" : "decode",
+           (double)got, (double)want);
+    release(g);
+  }
+  teardown(&f);
+}
+
+/* One tensor for every format: with the defaults of mxfp8_export_options an NVFP4 tensor's values come as
+ * the format's own type, float4_e2m1fn, (M, K) elements over the same bytes; its scales as uint8. */
+static void test_default_options_export_float4_values(void **state) {
+  (void)state;
+  const nv_case c = {40, 48, 0, COMPACT, 0, 448, 0};
+  nv_fixture f;
+  build(&f, &c, 11);
+  DLManagedTensorVersioned *v = NULL, *s = NULL;
+  EXPECT(mxfp8_export_components(f.tensor, NULL, &v, &s) == MXFP8_OK, "%s", mxfp8_last_error());
+  const DLTensor *vt = &v->dl_tensor;
+  EXPECT(vt->dtype.code == kDLFloat4_e2m1fn && vt->dtype.bits == 4 && vt->dtype.lanes == 1, "values dtype %d/%d",
+         vt->dtype.code, vt->dtype.bits);
+  EXPECT(vt->ndim == 2 && vt->shape[0] == 40 && vt->shape[1] == 48, "values shape (%lld, %lld)",
+         (long long)vt->shape[0], (long long)vt->shape[1]);
+  EXPECT(vt->data == f.data->buffer, "values are not a view");
+  EXPECT(s->dl_tensor.dtype.code == kDLUInt && s->dl_tensor.dtype.bits == 8, "scales dtype %d", s->dl_tensor.dtype.code);
+  for (int64_t j = 0; j < f.R * f.SC; ++j) EXPECT(read_through_strides(&s->dl_tensor, j) == f.scales[j], "scale %lld", (long long)j);
+  release(v);
+  release(s);
+  teardown(&f);
+}
+
+/* A (4, 64) rowwise MXFP8 tensor over `data` and `scales`, from a desc whose struct_size is `size` and
+ * whose NVFP4 fields hold `junk` values (not read when size ends before them). */
+static mxfp8_status mxfp8_with(uint32_t size, int junk, test_tensor *data, test_tensor *scales, test_tensor *amax,
+                               mxfp8_tensor **out) {
+  mxfp8_tensor_desc d = MXFP8_TENSOR_DESC_INIT;
+  d.struct_size = size;
+  d.rowwise_data = &data->managed;
+  d.rowwise_scale_inv = &scales->managed;
+  if (junk) {
+    d.rowwise_amax = &amax->managed;
+    d.columnwise_amax = &amax->managed;
+    d.e4m3_max = 7;
+    d.reserved2 = 9;
+  }
+  return mxfp8_tensor_create(&d, out);
+}
+
+/* The STABLE desc grew by appending: a caller built before the NVFP4 fields (struct_size ending at
+ * `reserved`, or at `block` before that) still creates the MXFP8 tensor it did, whatever lies past its
+ * struct; the same bytes read as part of a full-size desc are refused. */
+static void test_old_size_desc_creates_mxfp8_as_before(void **state) {
+  (void)state;
+  uint64_t rng = 5;
+  const int64_t ds[2] = {4, 64}, ss[2] = {4, 2};
+  const float one = 1.0f;
+  test_tensor *data = test_tensor_new(2, ds, kDLUInt, 0), *scales = test_tensor_new(2, ss, kDLUInt, 0);
+  test_tensor *amax = test_float_tensor(1, &one);
+  fill_random(data->buffer, data->bytes, &rng);
+  fill_random_scales(scales->buffer, scales->bytes, &rng);
+  const uint32_t sizes[3] = {(uint32_t)offsetof(mxfp8_tensor_desc, rowwise_amax),
+                             (uint32_t)offsetof(mxfp8_tensor_desc, reserved), (uint32_t)sizeof(mxfp8_tensor_desc)};
+  EXPECT(sizes[0] == 64 && sizes[2] == 88, "the desc is %u bytes, its 0.1 prefix %u", sizes[2], sizes[0]);
+  for (int i = 0; i < 3; ++i) {
+    mxfp8_tensor *t = NULL;
+    const mxfp8_status st = mxfp8_with(sizes[i], 1, data, scales, amax, &t);
+    if (i == 2) {
+      EXPECT(st == MXFP8_ERROR_INVALID_ARGUMENT && t == NULL, "a full-size MXFP8 desc with NVFP4 fields set: %d", st);
+      continue;
+    }
+    EXPECT(st == MXFP8_OK, "struct_size %u: %s", sizes[i], mxfp8_last_error());
+    DLManagedTensorVersioned *v = NULL, *s = NULL;
+    EXPECT(mxfp8_export_components(t, NULL, &v, &s) == MXFP8_OK, "%s", mxfp8_last_error());
+    EXPECT(v->dl_tensor.dtype.code == kDLFloat8_e4m3fn && v->dl_tensor.data == data->buffer, "values as before");
+    EXPECT(s->dl_tensor.ndim == 2 && s->dl_tensor.shape[1] == 2, "scales shape as before");
+    for (int64_t j = 0; j < 8; ++j) EXPECT(read_through_strides(&s->dl_tensor, j) == scales->buffer[j], "scale %lld", (long long)j);
+    DLManagedTensorVersioned *g = (DLManagedTensorVersioned *)(uintptr_t)0xBAD;
+    EXPECT(mxfp8_export_global_scale(t, NULL, &g) == MXFP8_ERROR_INVALID_ARGUMENT, "an MXFP8 global scale");
+    assert_last_error_contains("it has no second-level scale");
+    EXPECT(g == (DLManagedTensorVersioned *)(uintptr_t)0xBAD, "global_scale written on failure");
+    float out[256];
+    int64_t n = 256;
+    DLTensor o = {out, {kDLCPU, 0}, 1, {kDLFloat, 32, 1}, &n, NULL, 0};
+    EXPECT(mxfp8_dequantize(t, NULL, &o) == MXFP8_OK, "%s", mxfp8_last_error());
+    for (int64_t j = 0; j < 256; ++j) {
+      const double want = ref_decode_e4m3(data->buffer[j]) * ref_decode_e8m0(scales->buffer[(j / 64) * 2 + (j % 64) / 32]);
+      EXPECT(bits_of(out[j]) == bits_of((float)want) || (isnan(out[j]) && isnan(want)), "element %lld", (long long)j);
+    }
+    release(v);
+    release(s);
+    mxfp8_tensor_release(t);
+  }
+  test_tensor_free(data);
+  test_tensor_free(scales);
+  test_tensor_free(amax);
 }
 
 /* The 128x4 swizzle of a 16-value-block E4M3 scale matrix (R, ceil(C/16)), both ways, with the byte-moving
@@ -365,8 +473,8 @@ static void test_swizzled_and_padded_agree(void **state) {
   int64_t shape[1] = {n};
   DLTensor ta = {oa, {kDLCPU, 0}, 1, {kDLFloat, 32, 1}, shape, NULL, 0}, tb = ta;
   tb.data = ob;
-  EXPECT(mxfp8_nvfp4_dequantize(fa.tensor, NULL, &ta) == MXFP8_OK, "%s", mxfp8_last_error());
-  EXPECT(mxfp8_nvfp4_dequantize(fb.tensor, NULL, &tb) == MXFP8_OK, "%s", mxfp8_last_error());
+  EXPECT(mxfp8_dequantize(fa.tensor, NULL, &ta) == MXFP8_OK, "%s", mxfp8_last_error());
+  EXPECT(mxfp8_dequantize(fb.tensor, NULL, &tb) == MXFP8_OK, "%s", mxfp8_last_error());
   EXPECT(memcmp(oa, ob, (size_t)n * 4) == 0, "swizzled and padded decode differently");
   free(oa);
   free(ob);
@@ -397,14 +505,14 @@ static void test_both_directions_in_te_shapes(void **state) {
     for (int64_t c = 0; c < 8; ++c) csc->buffer[r * 8 + c] = random_scale(&rng);
   const float ra = 5.0f, ca = 9.0f;
   test_tensor *ram = test_float_tensor(1, &ra), *cam = test_float_tensor(1, &ca);
-  mxfp8_nvfp4_tensor_desc d = MXFP8_NVFP4_TENSOR_DESC_INIT;
+  mxfp8_tensor_desc d = NVFP4_TENSOR_DESC_INIT;
   d.rowwise_data = &rd->managed; d.rowwise_scale_inv = &rsc->managed; d.rowwise_amax = &ram->managed;
   d.columnwise_data = &cd->managed; d.columnwise_scale_inv = &csc->managed; d.columnwise_amax = &cam->managed;
   for (int columnwise_only = 0; columnwise_only < 2; ++columnwise_only) {
-    mxfp8_nvfp4_tensor_desc dd = d;
+    mxfp8_tensor_desc dd = d;
     if (columnwise_only) dd.rowwise_data = dd.rowwise_scale_inv = dd.rowwise_amax = NULL;
-    mxfp8_nvfp4_tensor *t = NULL;
-    EXPECT(mxfp8_nvfp4_tensor_create(&dd, &t) == MXFP8_OK, "%s", mxfp8_last_error());
+    mxfp8_tensor *t = NULL;
+    EXPECT(mxfp8_tensor_create(&dd, &t) == MXFP8_OK, "%s", mxfp8_last_error());
     for (int dir = columnwise_only; dir < 2; ++dir) {
       const int64_t R = dir ? K : M, C = dir ? M : K;
       const uint8_t *codes = dir ? col_codes : row_codes, *scales = dir ? csc->buffer : rsc->buffer;
@@ -414,24 +522,24 @@ static void test_both_directions_in_te_shapes(void **state) {
       DLTensor o = {out, {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, shape, NULL, 0};
       mxfp8_dequantize_options opts = MXFP8_DEQUANTIZE_OPTIONS_INIT;
       opts.direction = dir;
-      EXPECT(mxfp8_nvfp4_dequantize(t, &opts, &o) == MXFP8_OK, "%s", mxfp8_last_error());
+      EXPECT(mxfp8_dequantize(t, &opts, &o) == MXFP8_OK, "%s", mxfp8_last_error());
       for (int64_t r = 0; r < R; ++r)
         for (int64_t c = 0; c < C; ++c) {
           const float want = ref_element(codes[r * C + c], scales[r * ld + c / 16], dir ? ca : ra, 448);
           EXPECT(bits_of(out[r * C + c]) == bits_of(want), "direction %d (%lld, %lld)", dir, (long long)r, (long long)c);
         }
       free(out);
-      mxfp8_nvfp4_export_options eo = MXFP8_NVFP4_EXPORT_OPTIONS_INIT;
+      mxfp8_export_options eo = NVFP4_EXPORT_OPTIONS_INIT;
       eo.direction = dir;
       DLManagedTensorVersioned *v = NULL, *s = NULL;
-      EXPECT(mxfp8_nvfp4_export_components(t, &eo, &v, &s, NULL) == MXFP8_OK, "%s", mxfp8_last_error());
+      EXPECT(nvfp4_export_components(t, &eo, &v, &s, NULL) == MXFP8_OK, "%s", mxfp8_last_error());
       /* rowwise keeps (2, 64, .); columnwise is the 2-D stored matrix (K, .) */
       EXPECT(v->dl_tensor.ndim == (dir ? 2 : 3) && v->dl_tensor.shape[v->dl_tensor.ndim - 1] == C / 2, "values shape");
       EXPECT(s->dl_tensor.shape[s->dl_tensor.ndim - 1] == (dir ? 8 : 3), "scales shape");
       release_managed(v);
       release_managed(s);
     }
-    mxfp8_nvfp4_tensor_release(t);
+    mxfp8_tensor_release(t);
   }
   test_tensor *all[6] = {rd, cd, rsc, csc, ram, cam};
   for (int i = 0; i < 6; ++i) {
@@ -469,7 +577,7 @@ static void test_gpu_matches_host(void **state) {
     void *allocs[3];
     DLManagedTensorVersioned dd = on_device(f.data, &allocs[0]), ds = on_device(f.scale_buf, &allocs[1]),
                              da = on_device(f.amax_t, &allocs[2]);
-    mxfp8_nvfp4_tensor_desc d = MXFP8_NVFP4_TENSOR_DESC_INIT;
+    mxfp8_tensor_desc d = NVFP4_TENSOR_DESC_INIT;
     d.scale_layout = f.c.layout == SWIZZLED ? MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED : MXFP8_SCALE_LAYOUT_ROW_MAJOR;
     d.e4m3_max = f.c.e4m3_max;
     const int64_t logical[2] = {f.c.M, f.c.K};
@@ -479,8 +587,8 @@ static void test_gpu_matches_host(void **state) {
     *(row ? &d.rowwise_data : &d.columnwise_data) = &dd;
     *(row ? &d.rowwise_scale_inv : &d.columnwise_scale_inv) = &ds;
     *(row ? &d.rowwise_amax : &d.columnwise_amax) = &da;
-    mxfp8_nvfp4_tensor *gt = NULL;
-    EXPECT(mxfp8_nvfp4_tensor_create(&d, &gt) == MXFP8_OK, "%s", mxfp8_last_error());
+    mxfp8_tensor *gt = NULL;
+    EXPECT(mxfp8_tensor_create(&d, &gt) == MXFP8_OK, "%s", mxfp8_last_error());
     const int64_t n = f.R * f.C;
     for (int bf16 = 0; bf16 < 2; ++bf16) {
       void *dev_out;
@@ -490,7 +598,7 @@ static void test_gpu_matches_host(void **state) {
       DLTensor o = {dev_out, {kDLCUDA, 0}, 1, {bf16 ? kDLBfloat : kDLFloat, bf16 ? 16 : 32, 1}, shape, NULL, 0};
       mxfp8_dequantize_options opts = MXFP8_DEQUANTIZE_OPTIONS_INIT;
       opts.direction = f.c.direction;
-      EXPECT(mxfp8_nvfp4_dequantize(gt, &opts, &o) == MXFP8_OK, "%s", mxfp8_last_error());
+      EXPECT(mxfp8_dequantize(gt, &opts, &o) == MXFP8_OK, "%s", mxfp8_last_error());
       uint8_t *host = malloc((size_t)n * 4 + 4);
       CUDA_OK(cudaMemcpy(host, dev_out, (size_t)n * 4 + 4, cudaMemcpyDeviceToHost));
       check_dequantized(&f, host, bf16);
@@ -498,12 +606,12 @@ static void test_gpu_matches_host(void **state) {
       cudaFree(dev_out);
     }
     for (int encode = 0; encode < 2; ++encode) {
-      mxfp8_nvfp4_export_options o = MXFP8_NVFP4_EXPORT_OPTIONS_INIT;
+      mxfp8_export_options o = NVFP4_EXPORT_OPTIONS_INIT;
       o.direction = f.c.direction;
       o.global_scale = encode;
       DLManagedTensorVersioned *s = NULL, *g = NULL, *gh = NULL;
-      EXPECT(mxfp8_nvfp4_export_components(gt, &o, NULL, &s, &g) == MXFP8_OK, "%s", mxfp8_last_error());
-      EXPECT(mxfp8_nvfp4_export_components(f.tensor, &o, NULL, NULL, &gh) == MXFP8_OK, "%s", mxfp8_last_error());
+      EXPECT(nvfp4_export_components(gt, &o, NULL, &s, &g) == MXFP8_OK, "%s", mxfp8_last_error());
+      EXPECT(nvfp4_export_components(f.tensor, &o, NULL, NULL, &gh) == MXFP8_OK, "%s", mxfp8_last_error());
       CUDA_OK(cudaDeviceSynchronize());
       const DLTensor *st = &s->dl_tensor;
       uint8_t *scales = malloc((size_t)(f.R * f.SC + 1));
@@ -520,7 +628,7 @@ static void test_gpu_matches_host(void **state) {
       release(g);
       release(gh);
     }
-    mxfp8_nvfp4_tensor_release(gt);
+    mxfp8_tensor_release(gt);
     for (int k = 0; k < 3; ++k) cudaFree(allocs[k]);
     teardown(&f);
   }
@@ -533,6 +641,8 @@ int main(void) {
       cmocka_unit_test(test_export_values_scales_and_views),
       cmocka_unit_test(test_views_keep_the_tensor_alive),
       cmocka_unit_test(test_global_scale_both_conventions),
+      cmocka_unit_test(test_default_options_export_float4_values),
+      cmocka_unit_test(test_old_size_desc_creates_mxfp8_as_before),
       cmocka_unit_test(test_swizzle_both_ways_for_16_value_blocks),
       cmocka_unit_test(test_swizzled_and_padded_agree),
       cmocka_unit_test(test_both_directions_in_te_shapes),

@@ -37,7 +37,7 @@ typedef struct {
   float amax[300];
   int64_t amax_count;
   test_tensor *data, *scale_buf, *amax_t;
-  mxfp8_nvfp4_tensor *tensor;
+  mxfp8_tensor *tensor;
 } nv_source;
 
 static uint32_t bits_of(float f) {
@@ -95,7 +95,7 @@ static void build_source(nv_source *f, const nv_spec *s, uint64_t *rng) {
     f->amax[9] = NAN;
   }
   f->amax_t = test_float_tensor(f->amax_count, f->amax);
-  mxfp8_nvfp4_tensor_desc d = MXFP8_NVFP4_TENSOR_DESC_INIT;
+  mxfp8_tensor_desc d = NVFP4_TENSOR_DESC_INIT;
   d.scale_layout = s->layout == SWIZZLED ? MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED : MXFP8_SCALE_LAYOUT_ROW_MAJOR;
   d.e4m3_max = s->e4m3_max;
   const int64_t logical[2] = {s->M, s->K};
@@ -110,11 +110,11 @@ static void build_source(nv_source *f, const nv_spec *s, uint64_t *rng) {
     d.columnwise_scale_inv = &f->scale_buf->managed;
     d.columnwise_amax = &f->amax_t->managed;
   }
-  EXPECT(mxfp8_nvfp4_tensor_create(&d, &f->tensor) == MXFP8_OK, "create: %s", mxfp8_last_error());
+  EXPECT(mxfp8_tensor_create(&d, &f->tensor) == MXFP8_OK, "create: %s", mxfp8_last_error());
 }
 
 static void free_source(nv_source *f) {
-  mxfp8_nvfp4_tensor_release(f->tensor);
+  mxfp8_tensor_release(f->tensor);
   test_tensor_free(f->data);
   test_tensor_free(f->scale_buf);
   test_tensor_free(f->amax_t);
@@ -214,7 +214,7 @@ static void check_bucket_parts(const uint8_t *bucket, const bucket_entry *e, con
 static void round_trip(const nv_spec *specs, int count, uint64_t alignment, int encode, int prepared) {
   uint64_t rng = 0x5EED + (uint64_t)count * 31 + alignment;
   nv_source *src = calloc((size_t)count, sizeof *src);
-  const mxfp8_nvfp4_tensor **handles = calloc((size_t)count, sizeof *handles);
+  const mxfp8_tensor **handles = calloc((size_t)count, sizeof *handles);
   for (int i = 0; i < count; ++i) {
     build_source(&src[i], &specs[i], &rng);
     handles[i] = src[i].tensor;
@@ -341,7 +341,7 @@ static void test_prepared_fill_keeps_its_nvfp4_tensors_alive(void **state) {
   const nv_spec spec = {130, 40, MXFP8_DIRECTION_ROWWISE, SWIZZLED, 1, 448, MXFP8_LAYOUT_COMPACT, 0};
   nv_source f;
   build_source(&f, &spec, &rng);
-  const mxfp8_nvfp4_tensor *handles[1] = {f.tensor};
+  const mxfp8_tensor *handles[1] = {f.tensor};
   bucket_entry e[1];
   bucket_nvfp4_entry nv[1];
   uint64_t total = 0;
@@ -352,7 +352,7 @@ static void test_prepared_fill_keeps_its_nvfp4_tensors_alive(void **state) {
   DLTensor b = {bucket, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, bshape, NULL, 0};
   mxfp8_plan *p = NULL;
   EXPECT(folded_export_bucket(NULL, handles, NULL, 1, NULL, e, nv, &b, &p) == MXFP8_OK, "prepare: %s", mxfp8_last_error());
-  mxfp8_nvfp4_tensor_release(f.tensor);
+  mxfp8_tensor_release(f.tensor);
   f.tensor = NULL;
   EXPECT(f.data->deleter_calls == 0 && f.scale_buf->deleter_calls == 0 && f.amax_t->deleter_calls == 0,
          "a deleter ran while the plan holds the tensor");
@@ -362,7 +362,7 @@ static void test_prepared_fill_keeps_its_nvfp4_tensors_alive(void **state) {
   EXPECT(f.data->deleter_calls == 1 && f.scale_buf->deleter_calls == 1 && f.amax_t->deleter_calls == 1,
          "deleters ran %d %d %d times", f.data->deleter_calls, f.scale_buf->deleter_calls, f.amax_t->deleter_calls);
   free(bucket);
-  free_source(&f); /* the handle is gone; mxfp8_nvfp4_tensor_release(NULL) is fine */
+  free_source(&f); /* the handle is gone; mxfp8_tensor_release(NULL) is fine */
 }
 
 /* One bucket, one fill, one import: an MXFP8 tensor between two NVFP4 ones. */
@@ -377,7 +377,7 @@ static void test_mixed_bucket_of_mxfp8_and_nvfp4_entries(void **state) {
   build_source(&nv_src[0], &nv_specs[0], &rng);
   build_source(&nv_src[1], &nv_specs[1], &rng);
   const mxfp8_tensor *tensors[3] = {NULL, mx.handle, NULL};
-  const mxfp8_nvfp4_tensor *nvfp4[3] = {nv_src[0].tensor, NULL, nv_src[1].tensor};
+  const mxfp8_tensor *nvfp4[3] = {nv_src[0].tensor, NULL, nv_src[1].tensor};
   bucket_entry entries[3];
   bucket_nvfp4_entry nv[3];
   memset(nv, 0x5A, sizeof nv);
@@ -469,7 +469,7 @@ static void test_amax_offset_not_a_multiple_of_4_is_refused(void **state) {
   const nv_spec spec = {64, 64, MXFP8_DIRECTION_ROWWISE, PADDED, 0, 448, MXFP8_LAYOUT_COMPACT, 0};
   nv_source src;
   build_source(&src, &spec, &rng);
-  const mxfp8_nvfp4_tensor *nvfp4[1] = {src.tensor};
+  const mxfp8_tensor *nvfp4[1] = {src.tensor};
   bucket_entry entry;
   bucket_nvfp4_entry nv;
   uint64_t total = 0;
@@ -524,7 +524,7 @@ static void test_direct_import_of_nvfp4_and_mxfp8_storage(void **state) {
       const spec mx_spec = {2, {40, 64, 0}, MXFP8_DIRECTION_ROWWISE, 0, MXFP8_LAYOUT_CUTLASS_128X4};
       te_tensor mx = make_te(&mx_spec, &rng); /* TE-padded row-major scales, padding poisoned */
       const mxfp8_tensor *tensors[3] = {NULL, mx.handle, NULL};
-      const mxfp8_nvfp4_tensor *nvfp4[3] = {src[0].tensor, NULL, src[1].tensor};
+      const mxfp8_tensor *nvfp4[3] = {src[0].tensor, NULL, src[1].tensor};
       nv_destination d0, d2;
       make_destination(&d0, &src[0]);
       make_destination(&d2, &src[1]);
@@ -572,7 +572,7 @@ static void test_direct_import_refusals_write_nothing(void **state) {
   build_source(&f, &spec, &rng);
   nv_destination d;
   make_destination(&d, &f);
-  const mxfp8_nvfp4_tensor *nvfp4[1] = {f.tensor};
+  const mxfp8_tensor *nvfp4[1] = {f.tensor};
   const import_destination dests[1] = {{&d.v, &d.s, MXFP8_LAYOUT_COMPACT}};
   EXPECT(folded_import_tensors(NULL, nvfp4, NULL, 1, NULL, dests, NULL, 0, NULL) == MXFP8_ERROR_INVALID_ARGUMENT, "no globals");
   assert_last_error_contains("desc.global_scales is NULL but entry 0 is an NVFP4 tensor");
@@ -750,7 +750,7 @@ static void import_nvfp4_shard_by(const nv_shard_case *c, int encode, int direct
            (long long)c->r0, (long long)c->r1, (long long)c->c0, (long long)c->c1, c->npieces, c->bucket_layout, c->target);
   mxfp8_status got;
   if (direct) {
-    const mxfp8_nvfp4_tensor *nvfp4[1] = {f.tensor};
+    const mxfp8_tensor *nvfp4[1] = {f.tensor};
     mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
     o.direction = c->direction;
     mxfp8_plan *p = NULL;
@@ -890,15 +890,15 @@ static void test_gpu_fill_and_import_match_the_host(void **state) {
   nv_source src[N];
   void *allocs[N][3];
   DLManagedTensorVersioned dev[N][3];
-  const mxfp8_nvfp4_tensor *host_handles[N];
-  mxfp8_nvfp4_tensor *dev_tensors[N];
+  const mxfp8_tensor *host_handles[N];
+  mxfp8_tensor *dev_tensors[N];
   for (int i = 0; i < N; ++i) {
     build_source(&src[i], &specs[i], &rng);
     host_handles[i] = src[i].tensor;
     dev[i][0] = on_device(src[i].data, &allocs[i][0]);
     dev[i][1] = on_device(src[i].scale_buf, &allocs[i][1]);
     dev[i][2] = on_device(src[i].amax_t, &allocs[i][2]);
-    mxfp8_nvfp4_tensor_desc d = MXFP8_NVFP4_TENSOR_DESC_INIT;
+    mxfp8_tensor_desc d = NVFP4_TENSOR_DESC_INIT;
     d.scale_layout = specs[i].layout == SWIZZLED ? MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED : MXFP8_SCALE_LAYOUT_ROW_MAJOR;
     d.e4m3_max = specs[i].e4m3_max;
     const int64_t logical[2] = {specs[i].M, specs[i].K};
@@ -907,7 +907,7 @@ static void test_gpu_fill_and_import_match_the_host(void **state) {
     d.rowwise_data = &dev[i][0];
     d.rowwise_scale_inv = &dev[i][1];
     d.rowwise_amax = &dev[i][2];
-    EXPECT(mxfp8_nvfp4_tensor_create(&d, &dev_tensors[i]) == MXFP8_OK, "create on device: %s", mxfp8_last_error());
+    EXPECT(mxfp8_tensor_create(&d, &dev_tensors[i]) == MXFP8_OK, "create on device: %s", mxfp8_last_error());
   }
   bucket_entry entries[N];
   bucket_nvfp4_entry nv[N];
@@ -924,7 +924,7 @@ static void test_gpu_fill_and_import_match_the_host(void **state) {
   CUDA_OK(cudaMalloc((void **)&dev_bucket, (size_t)total));
   CUDA_OK(cudaMemset(dev_bucket, 0xA5, (size_t)total));
   DLTensor db = {dev_bucket, {kDLCUDA, 0}, 1, {kDLUInt, 8, 1}, bshape, NULL, 0};
-  const mxfp8_nvfp4_tensor *dh[N] = {dev_tensors[0], dev_tensors[1], dev_tensors[2], dev_tensors[3]};
+  const mxfp8_tensor *dh[N] = {dev_tensors[0], dev_tensors[1], dev_tensors[2], dev_tensors[3]};
   EXPECT(folded_export_bucket(NULL, dh, NULL, N, NULL, entries, nv, &db, NULL) == MXFP8_OK, "device fill: %s", mxfp8_last_error());
   CUDA_OK(cudaDeviceSynchronize());
   CUDA_OK(cudaMemcpy(back, dev_bucket, (size_t)total, cudaMemcpyDeviceToHost));
@@ -993,7 +993,7 @@ static void test_gpu_fill_and_import_match_the_host(void **state) {
   cudaFree(dev_bucket);
   free(host_bucket), free(back);
   for (int i = 0; i < N; ++i) {
-    mxfp8_nvfp4_tensor_release(dev_tensors[i]);
+    mxfp8_tensor_release(dev_tensors[i]);
     for (int k = 0; k < 3; ++k) cudaFree(allocs[i][k]);
     free_source(&src[i]);
   }

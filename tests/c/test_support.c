@@ -167,6 +167,28 @@ void release_managed(DLManagedTensorVersioned *m) {
   if (m && m->deleter) m->deleter(m);
 }
 
+mxfp8_status nvfp4_export_components(const mxfp8_tensor *tensor, const mxfp8_export_options *options,
+                                     DLManagedTensorVersioned **values, DLManagedTensorVersioned **scales,
+                                     DLManagedTensorVersioned **global_scale) {
+  DLManagedTensorVersioned *v = NULL, *s = NULL, *g = NULL;
+  if (values || scales) {
+    const mxfp8_status st = mxfp8_export_components(tensor, options, values ? &v : NULL, scales ? &s : NULL);
+    if (st != MXFP8_OK) return st;
+  }
+  if (global_scale) {
+    const mxfp8_status st = mxfp8_export_global_scale(tensor, options, &g);
+    if (st != MXFP8_OK) {
+      release_managed(v);
+      release_managed(s);
+      return st;
+    }
+  }
+  if (values) *values = v;
+  if (scales) *scales = s;
+  if (global_scale) *global_scale = g;
+  return MXFP8_OK;
+}
+
 int poisoned_allocator_calls = 0;
 
 static void free_test_tensor_deleter(DLManagedTensorVersioned *self) {

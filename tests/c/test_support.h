@@ -81,6 +81,26 @@ int cuda_device_available(void);
 mxfp8_status export_shard(const mxfp8_tensor *tensor, const mxfp8_shard *shard, const mxfp8_export_options *options,
                           DLManagedTensorVersioned **values, DLManagedTensorVersioned **scales);
 
+/* An NVFP4 mxfp8_tensor_desc as the tests start from it: format NVFP4, 1x16 blocks, E4M3_MAX 448, written
+ * out field by field (not built from MXFP8_TENSOR_DESC_INIT, whose NVFP4 fields are "not said"). */
+#define NVFP4_TENSOR_DESC_INIT                                                                               \
+  {(uint32_t)sizeof(mxfp8_tensor_desc), MXFP8_FORMAT_NVFP4, MXFP8_SCALE_LAYOUT_ROW_MAJOR, 0, NULL, NULL, NULL, \
+   NULL, NULL, MXFP8_BLOCK_1X16, 0u, NULL, NULL, 448, 0u}
+
+/* The export options the NVFP4 tests start from: the defaults of mxfp8_export_options except uint8
+ * values (the NVFP4 export's old default, which the ported checks expect). */
+#define NVFP4_EXPORT_OPTIONS_INIT                                                                              \
+  {(uint32_t)sizeof(mxfp8_export_options), MXFP8_DIRECTION_ROWWISE, MXFP8_VALUES_UINT8, MXFP8_SCALES_UINT8,       \
+   MXFP8_PADDED_SCALES_COPY, 0u, NULL, NULL, MXFP8_SCALES_PER_32, 0u, 0, 0u, NULL, MXFP8_NVFP4_GLOBAL_SCALE_DECODE, \
+   0u}
+
+/* What the removed nvfp4_export_components did, as its two replacements: values and scales from
+ * mxfp8_export_components (when either is asked), then the global scale from mxfp8_export_global_scale
+ * (when asked). All or nothing: a failure of the second releases what the first made. */
+mxfp8_status nvfp4_export_components(const mxfp8_tensor *tensor, const mxfp8_export_options *options,
+                                     DLManagedTensorVersioned **values, DLManagedTensorVersioned **scales,
+                                     DLManagedTensorVersioned **global_scale);
+
 
 
 /* A DLPack allocator (the mxfp8_export_options.allocator signature) that returns host buffers filled

@@ -87,7 +87,7 @@ typedef struct {
   test_tensor *data, *scale_buf, *amax_t;
   const mxfp8_tensor *handle;
   mxfp8_tensor *mx;
-  mxfp8_nvfp4_tensor *nv;
+  mxfp8_tensor *nv;
   void *device[3]; /* the GPU case's copies of data, scales and amax */
 } source;
 
@@ -149,7 +149,7 @@ static void build_source(source *f, const spec *s, uint64_t *rng) {
     f->amax_t->bytes = (size_t)(4 * f->amax_count);
     f->device[2] = to_cuda(f->amax_t);
     f->e4m3_max = s->per_row ? 256 : 448;
-    mxfp8_nvfp4_tensor_desc d = MXFP8_NVFP4_TENSOR_DESC_INIT;
+    mxfp8_tensor_desc d = NVFP4_TENSOR_DESC_INIT;
     d.scale_layout = s->storage == SWIZZLED ? MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED : MXFP8_SCALE_LAYOUT_ROW_MAJOR;
     d.e4m3_max = f->e4m3_max;
     d.ndim = 2;
@@ -163,7 +163,7 @@ static void build_source(source *f, const spec *s, uint64_t *rng) {
       d.columnwise_scale_inv = &f->scale_buf->managed;
       d.columnwise_amax = &f->amax_t->managed;
     }
-    EXPECT(mxfp8_nvfp4_tensor_create(&d, &f->nv) == MXFP8_OK, "create: %s", mxfp8_last_error());
+    EXPECT(mxfp8_tensor_create(&d, &f->nv) == MXFP8_OK, "create: %s", mxfp8_last_error());
     /* One handle type in a transfer: the NVFP4 handle is an mxfp8_tensor of format NVFP4 (transfer.h). */
     f->handle = (const mxfp8_tensor *)f->nv;
     return;
@@ -187,7 +187,7 @@ static void build_source(source *f, const spec *s, uint64_t *rng) {
 static void free_source(source *f) {
   for (int i = 0; i < 3; ++i) device_free(f->device[i]);
   mxfp8_tensor_release(f->mx);
-  mxfp8_nvfp4_tensor_release(f->nv);
+  mxfp8_tensor_release(f->nv);
   test_tensor_free(f->data);
   test_tensor_free(f->scale_buf);
   test_tensor_free(f->amax_t);

@@ -37,7 +37,7 @@ static void release_arrays(translated *t) {
   free(t->scales);
 }
 
-static void from_tensors(translated *t, const mxfp8_tensor *const *tensors, const mxfp8_nvfp4_tensor *const *nvfp4,
+static void from_tensors(translated *t, const mxfp8_tensor *const *tensors, const mxfp8_tensor *const *nvfp4,
                          const mxfp8_shard *const *shards, size_t count, const mxfp8_export_options *options) {
   const mxfp8_transfer_desc init = MXFP8_TRANSFER_DESC_INIT;
   *t = (translated){0};
@@ -103,7 +103,7 @@ static mxfp8_status finish(translated *t, mxfp8_plan **out) {
   return s;
 }
 
-mxfp8_status folded_bucket_plan(const mxfp8_tensor *const *tensors, const mxfp8_nvfp4_tensor *const *nvfp4,
+mxfp8_status folded_bucket_plan(const mxfp8_tensor *const *tensors, const mxfp8_tensor *const *nvfp4,
                                 const mxfp8_shard *const *shards, size_t count, const mxfp8_export_options *options,
                                 uint64_t alignment, bucket_entry *entries, bucket_nvfp4_entry *nvfp4_entries,
                                 uint64_t *total_bytes) {
@@ -124,7 +124,7 @@ mxfp8_status folded_bucket_plan(const mxfp8_tensor *const *tensors, const mxfp8_
   return s;
 }
 
-mxfp8_status folded_export_bucket(const mxfp8_tensor *const *tensors, const mxfp8_nvfp4_tensor *const *nvfp4,
+mxfp8_status folded_export_bucket(const mxfp8_tensor *const *tensors, const mxfp8_tensor *const *nvfp4,
                                   const mxfp8_shard *const *shards, size_t count, const mxfp8_export_options *options,
                                   const bucket_entry *entries, const bucket_nvfp4_entry *nvfp4_entries,
                                   DLTensor *bucket, mxfp8_plan **out) {
@@ -136,7 +136,7 @@ mxfp8_status folded_export_bucket(const mxfp8_tensor *const *tensors, const mxfp
   return finish(&t, out);
 }
 
-mxfp8_status folded_import_tensors(const mxfp8_tensor *const *tensors, const mxfp8_nvfp4_tensor *const *nvfp4,
+mxfp8_status folded_import_tensors(const mxfp8_tensor *const *tensors, const mxfp8_tensor *const *nvfp4,
                                    const mxfp8_shard *const *shards, size_t count, const mxfp8_export_options *options,
                                    const import_destination *destinations, DLTensor *const *global_scales,
                                    int32_t global_scale, mxfp8_plan **out) {

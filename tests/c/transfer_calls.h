@@ -62,20 +62,20 @@ typedef struct {
 
 /* mxfp8_bucket_parts; entries / nvfp4_entries (NULL allowed when no entry is NVFP4) and *total_bytes
  * written on success only. */
-mxfp8_status folded_bucket_plan(const mxfp8_tensor *const *tensors, const mxfp8_nvfp4_tensor *const *nvfp4,
+mxfp8_status folded_bucket_plan(const mxfp8_tensor *const *tensors, const mxfp8_tensor *const *nvfp4,
                                 const mxfp8_shard *const *shards, size_t count, const mxfp8_export_options *options,
                                 uint64_t alignment, bucket_entry *entries, bucket_nvfp4_entry *nvfp4_entries,
                                 uint64_t *total_bytes);
 
 /* FROM_TENSORS -> TO_BUCKET at the parts `entries` (+ nvfp4_entries) say. out NULL: mxfp8_transfer;
  * otherwise mxfp8_transfer_prepare into *out. */
-mxfp8_status folded_export_bucket(const mxfp8_tensor *const *tensors, const mxfp8_nvfp4_tensor *const *nvfp4,
+mxfp8_status folded_export_bucket(const mxfp8_tensor *const *tensors, const mxfp8_tensor *const *nvfp4,
                                   const mxfp8_shard *const *shards, size_t count, const mxfp8_export_options *options,
                                   const bucket_entry *entries, const bucket_nvfp4_entry *nvfp4_entries,
                                   DLTensor *bucket, mxfp8_plan **out);
 
 /* FROM_TENSORS -> TO_BUFFERS (global_scales NULL when no entry is NVFP4). out as above. */
-mxfp8_status folded_import_tensors(const mxfp8_tensor *const *tensors, const mxfp8_nvfp4_tensor *const *nvfp4,
+mxfp8_status folded_import_tensors(const mxfp8_tensor *const *tensors, const mxfp8_tensor *const *nvfp4,
                                    const mxfp8_shard *const *shards, size_t count, const mxfp8_export_options *options,
                                    const import_destination *destinations, DLTensor *const *global_scales,
                                    int32_t global_scale, mxfp8_plan **out);

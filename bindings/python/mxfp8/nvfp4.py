@@ -18,7 +18,9 @@ from . import _args, _mxfp8
 from ._api import _DIRECTIONS, _as_torch, _choice, _flag, _inputs
 from ._quantize import _OUTPUT_DTYPES, _empty, _numpy_bfloat16_as_bits
 
-_VALUES_DTYPES = {"uint8": 0, "float4": 1}
+# mxfp8_values_dtype / mxfp8_scales_dtype, read per format: MXFP8_VALUES_FP8 (0) is NVFP4's own float4_e2m1fn,
+# MXFP8_SCALES_E8M0 (1) its float8_e4m3fn scale type.
+_VALUES_DTYPES = {"uint8": 1, "float4": 0}
 _SCALES_DTYPES = {"uint8": 0, "e4m3": 1}
 _GLOBAL_SCALES = {"decode": 0, "encode": 1}
 _E4M3_MAX = (448, 256)

@@ -160,10 +160,12 @@ GlobalScales take_global_scales(const std::optional<py::list> &list, Exchange &e
 // An NVFP4 tensor handle over a producer's data, scale_inv and amax of one direction (taken: the handle
 // owns them once created).
 template <class Where>
-mxfp8_nvfp4_tensor *make_nvfp4_tensor(std::unique_ptr<TakenTensor> &data, std::unique_ptr<TakenTensor> &scale_inv,
+mxfp8_tensor *make_nvfp4_tensor(std::unique_ptr<TakenTensor> &data, std::unique_ptr<TakenTensor> &scale_inv,
                                       std::unique_ptr<TakenTensor> &amax, const std::vector<int64_t> &shape, bool swizzled,
                                       int32_t e4m3_max, int32_t direction, Where where) {
-  mxfp8_nvfp4_tensor_desc desc = MXFP8_NVFP4_TENSOR_DESC_INIT;
+  mxfp8_tensor_desc desc = MXFP8_TENSOR_DESC_INIT;
+  desc.format = MXFP8_FORMAT_NVFP4;
+  desc.block = MXFP8_BLOCK_1X16;
   desc.scale_layout = swizzled ? MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED : MXFP8_SCALE_LAYOUT_ROW_MAJOR;
   desc.e4m3_max = e4m3_max;
   desc.ndim = static_cast<int32_t>(shape.size());
@@ -172,8 +174,8 @@ mxfp8_nvfp4_tensor *make_nvfp4_tensor(std::unique_ptr<TakenTensor> &data, std::u
   *(columnwise ? &desc.columnwise_data : &desc.rowwise_data) = data->managed;
   *(columnwise ? &desc.columnwise_scale_inv : &desc.rowwise_scale_inv) = scale_inv->managed;
   *(columnwise ? &desc.columnwise_amax : &desc.rowwise_amax) = amax->managed;
-  mxfp8_nvfp4_tensor *t = nullptr;
-  check_source(mxfp8_nvfp4_tensor_create(&desc, &t), where);
+  mxfp8_tensor *t = nullptr;
+  check_source(mxfp8_tensor_create(&desc, &t), where);
   data->release();  // owned by the tensor now
   scale_inv->release();
   amax->release();
@@ -320,13 +322,13 @@ py::object import_bucket(py::handle bucket, const std::vector<std::array<uint64_
 struct Handles {
   std::vector<const mxfp8_tensor *> tensors;
   std::vector<mxfp8_tensor *> t;
-  std::vector<mxfp8_nvfp4_tensor *> nv;
+  std::vector<mxfp8_tensor *> nv;
   Handles() = default;
   Handles(const Handles &) = delete;
   Handles &operator=(const Handles &) = delete;
   ~Handles() {
     for (mxfp8_tensor *h : t) mxfp8_tensor_release(h);
-    for (mxfp8_nvfp4_tensor *h : nv) mxfp8_nvfp4_tensor_release(h);
+    for (mxfp8_tensor *h : nv) mxfp8_tensor_release(h);
   }
 };
 
@@ -354,7 +356,7 @@ py::object import_tensors(const py::list &data, const py::list &scale_inv, const
       auto a = take((*amax)[i], label(names, i, "tensors", "['amax']", "amax").c_str(), ex, Access::Read);
       handles.nv.push_back(make_nvfp4_tensor(d, s, a, shapes[i], swizzled[i], e4m3_max ? (*e4m3_max)[i] : 448, direction,
                                              [&] { return source_label(names, i); }));
-      handles.tensors.push_back(reinterpret_cast<const mxfp8_tensor *>(handles.nv.back()));
+      handles.tensors.push_back(handles.nv.back());
       continue;
     }
     handles.t.push_back(make_tensor(*d, *s, shapes[i], formats[i], swizzled[i], direction,

@@ -1069,7 +1069,7 @@ py::object swizzle_fast(py::handle source, py::handle out, bool swizzle, py::han
 }
 
 // ---- NVFP4 -------------------------------------------------------------------------------------------
-// The Python handle on an mxfp8_nvfp4_tensor: one or both directions' data, block scales and amax, taken
+// The Python handle on an NVFP4 mxfp8_tensor: one or both directions' data, block scales and amax, taken
 // like Tensor's inputs (the inputs' framework's exchange API when `exchange`, else __dlpack__).
 class Nvfp4Tensor {
  public:
@@ -1077,7 +1077,9 @@ class Nvfp4Tensor {
               py::object columnwise_data, py::object columnwise_scale_inv, py::object columnwise_amax,
               std::optional<std::vector<int64_t>> shape, bool swizzled, int32_t e4m3_max, py::object stream,
               bool exchange) {
-    mxfp8_nvfp4_tensor_desc desc = MXFP8_NVFP4_TENSOR_DESC_INIT;
+    mxfp8_tensor_desc desc = MXFP8_TENSOR_DESC_INIT;
+    desc.format = MXFP8_FORMAT_NVFP4;
+    desc.block = MXFP8_BLOCK_1X16;
     desc.scale_layout = swizzled ? MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED : MXFP8_SCALE_LAYOUT_ROW_MAJOR;
     desc.e4m3_max = e4m3_max_ = e4m3_max;
     if (shape) {
@@ -1104,22 +1106,24 @@ class Nvfp4Tensor {
       if (!device_set_) device_ = taken[i]->managed->dl_tensor.device, device_set_ = true;
     }
     api_ = ex.api;
-    check(mxfp8_nvfp4_tensor_create(&desc, &handle_));
+    check(mxfp8_tensor_create(&desc, &handle_));
     for (auto &t : taken)
       if (t) t->release();  // the handle owns them now
   }
-  ~Nvfp4Tensor() { mxfp8_nvfp4_tensor_release(handle_); }
-  const mxfp8_nvfp4_tensor *handle() const { return handle_; }
+  ~Nvfp4Tensor() { mxfp8_tensor_release(handle_); }
+  const mxfp8_tensor *handle() const { return handle_; }
   const DLPackExchangeAPI *api() const { return api_; }
   DLDevice device() const { return device_; }
   int32_t e4m3_max() const { return e4m3_max_; }
   Nvfp4Tensor(const Nvfp4Tensor &) = delete;
   Nvfp4Tensor &operator=(const Nvfp4Tensor &) = delete;
 
-  // (values, scales, global_scale); stream None: the framework's current stream in exchange mode.
+  // (values, scales, global_scale): mxfp8_export_components, then mxfp8_export_global_scale, with the same
+  // options (values_dtype / scales_dtype as mxfp8_values_dtype / mxfp8_scales_dtype: FP8 (0) is float4 and
+  // E8M0 (1) float8_e4m3fn for NVFP4); stream None: the framework's current stream in exchange mode.
   py::tuple export_components(int direction, int values_dtype, int scales_dtype, bool contiguous, int global_scale,
                               py::object stream) {
-    mxfp8_nvfp4_export_options o = MXFP8_NVFP4_EXPORT_OPTIONS_INIT;
+    mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
     o.direction = direction;
     o.values_dtype = values_dtype;
     o.scales_dtype = scales_dtype;
@@ -1129,14 +1133,16 @@ class Nvfp4Tensor {
     o.stream = reinterpret_cast<void *>(ex.stream);
     if (ex.api && ex.device.device_type != kDLCUDAHost) o.allocator = ex.api->managed_tensor_allocator;
     DLManagedTensorVersioned *out[3] = {nullptr, nullptr, nullptr};
-    check(mxfp8_nvfp4_export_components(handle_, &o, &out[0], &out[1], &out[2]));
-    TakenTensor owners[3] = {{out[0]}, {out[1]}, {out[2]}};  // freed if handing one back fails
+    check(mxfp8_export_components(handle_, &o, &out[0], &out[1]));
+    TakenTensor owners[3] = {{out[0]}, {out[1]}, {nullptr}};  // freed if the global scale or a hand-back fails
+    check(mxfp8_export_global_scale(handle_, &o, &out[2]));
+    owners[2].managed = out[2];
     py::object result[3];
     for (int i = 0; i < 3; ++i) result[i] = hand_back(ex, owners[i].release());
     return py::make_tuple(result[0], result[1], result[2]);
   }
 
-  // mxfp8_nvfp4_dequantize into the DLPack object `output` (float32 or bfloat16).
+  // mxfp8_dequantize into the DLPack object `output` (float32 or bfloat16).
   void dequantize(int direction, py::object output, py::object stream, py::object dlpack_stream, bool bfloat16_bits) {
     mxfp8_dequantize_options o = MXFP8_DEQUANTIZE_OPTIONS_INIT;
     o.direction = direction;
@@ -1144,12 +1150,12 @@ class Nvfp4Tensor {
     o.stream = reinterpret_cast<void *>(ex.stream);
     with_borrowed(output, "out", ex, Access::Write, [&](DLTensor *out) {
       relabel_bfloat16(out, bfloat16_bits);
-      check(mxfp8_nvfp4_dequantize(handle_, &o, out));
+      check(mxfp8_dequantize(handle_, &o, out));
     });
   }
 
  private:
-  mxfp8_nvfp4_tensor *handle_ = nullptr;
+  mxfp8_tensor *handle_ = nullptr;
   int32_t e4m3_max_ = 0;
   const DLPackExchangeAPI *api_ = nullptr;  // set when made in exchange mode
   DLDevice device_{kDLCPU, 0};
@@ -1340,7 +1346,7 @@ PYBIND11_MODULE(_mxfp8, m) {
     return py::dict(py::arg("exchange_api") = taken_by_exchange_api, py::arg("dlpack") = taken_by_dunder_dlpack);
   }, "How many objects were taken through each path (for tests).");
   m.def("fast_exports", [] { return fast_exports; }, "How many calls the extension did alone, without the Python layer's path (for tests).");
-  py::class_<Nvfp4Tensor>(m, "Nvfp4Tensor", "An mxfp8_nvfp4_tensor handle over DLPack inputs.")
+  py::class_<Nvfp4Tensor>(m, "Nvfp4Tensor", "An NVFP4 mxfp8_tensor handle over DLPack inputs.")
       .def(py::init<py::object, py::object, py::object, py::object, py::object, py::object,
                     std::optional<std::vector<int64_t>>, bool, int32_t, py::object, bool>(),
            py::kw_only(), py::arg("rowwise_data") = py::none(), py::arg("rowwise_scale_inv") = py::none(),

@@ -1,4 +1,4 @@
-"""What mxfp8_nvfp4_quantize_into writes, mxfp8_nvfp4_tensor_create describes and mxfp8_nvfp4_dequantize
+"""What mxfp8_nvfp4_quantize_into writes, mxfp8_tensor_create describes (format NVFP4) and mxfp8_dequantize
 decodes: host quantize -> describe -> dequantize, rowwise and columnwise, per-tensor and per-row amax, every
 scale layout. The quantized bytes are checked against nvfp4_quantize_reference.py (TE's encode rule in
 NumPy) and the dequantized floats, bit for bit, against nvfp4_reference.py's decode of those reference

@@ -169,7 +169,8 @@ impl mxfp8_status {
 pub const MXFP8_FORMAT_E4M3: i32 = 1;
 /// `mxfp8_format`: float8_e5m2 values.
 pub const MXFP8_FORMAT_E5M2: i32 = 2;
-/// `mxfp8_format`: an NVFP4 entry of a transfer from a bucket (`mxfp8_transfer_desc::formats` only).
+/// `mxfp8_format`: NVFP4 (E2M1 values, E4M3 scales per 16, float32 amax): an `mxfp8_tensor_desc` of it, or an
+/// NVFP4 entry of a transfer from a bucket (`mxfp8_transfer_desc::formats`).
 pub const MXFP8_FORMAT_NVFP4: i32 = 3;
 /// `mxfp8_scale_layout`: row-major, possibly padded.
 pub const MXFP8_SCALE_LAYOUT_ROW_MAJOR: i32 = 0;
@@ -179,13 +180,13 @@ pub const MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED: i32 = 1;
 pub const MXFP8_DIRECTION_ROWWISE: i32 = 0;
 /// `mxfp8_direction`: values scaled along rows.
 pub const MXFP8_DIRECTION_COLUMNWISE: i32 = 1;
-/// `mxfp8_values_dtype`: the float8 dtype of the format.
+/// `mxfp8_values_dtype`: the format's own dtype (float8 of the format; float4_e2m1fn for NVFP4).
 pub const MXFP8_VALUES_FP8: i32 = 0;
 /// `mxfp8_values_dtype`: the same bytes as uint8.
 pub const MXFP8_VALUES_UINT8: i32 = 1;
 /// `mxfp8_scales_dtype`: uint8.
 pub const MXFP8_SCALES_UINT8: i32 = 0;
-/// `mxfp8_scales_dtype`: float8_e8m0fnu.
+/// `mxfp8_scales_dtype`: the format's scale dtype (float8_e8m0fnu; float8_e4m3fn for NVFP4).
 pub const MXFP8_SCALES_E8M0: i32 = 1;
 /// `mxfp8_padded_scales`: a contiguous copy.
 pub const MXFP8_PADDED_SCALES_COPY: i32 = 0;
@@ -195,6 +196,8 @@ pub const MXFP8_PADDED_SCALES_STRIDED_VIEW: i32 = 1;
 pub const MXFP8_BLOCK_1X32: i32 = 0;
 /// `mxfp8_block`: one scale per 32 x 32 block (stored repeated as 1x32 scales).
 pub const MXFP8_BLOCK_32X32: i32 = 1;
+/// `mxfp8_block`: one scale per 16 values of a stored row, NVFP4's only block.
+pub const MXFP8_BLOCK_1X16: i32 = 2;
 /// `mxfp8_scales_granularity`: the stored 1x32 scales.
 pub const MXFP8_SCALES_PER_32: i32 = 0;
 /// `mxfp8_scales_granularity`: one scale per 32 x 32 block.
@@ -227,7 +230,7 @@ pub struct mxfp8_plan {
     _private: [u8; 0],
 }
 
-/// `mxfp8_tensor_desc`: what an MXFP8 tensor is and where its bytes are (see the header for the rules).
+/// `mxfp8_tensor_desc`: what an MXFP8 or NVFP4 tensor is and where its bytes are (see the header for the rules).
 #[repr(C)]
 #[derive(Copy, Clone, Debug)]
 pub struct mxfp8_tensor_desc {
@@ -253,6 +256,14 @@ pub struct mxfp8_tensor_desc {
     pub block: i32,
     /// Must be 0.
     pub reserved: u32,
+    /// NVFP4: the rowwise float32 amax, one or one per row (taken on success); NULL for MXFP8.
+    pub rowwise_amax: *mut DLManagedTensorVersioned,
+    /// NVFP4: the columnwise float32 amax, one (taken on success); NULL for MXFP8.
+    pub columnwise_amax: *mut DLManagedTensorVersioned,
+    /// NVFP4: 448, or 256 for Transformer Engine's 4over6 tensors; 0 (not said) for MXFP8.
+    pub e4m3_max: i32,
+    /// Must be 0.
+    pub reserved2: u32,
 }
 
 impl Default for mxfp8_tensor_desc {
@@ -270,6 +281,10 @@ impl Default for mxfp8_tensor_desc {
             columnwise_scale_inv: core::ptr::null_mut(),
             block: MXFP8_BLOCK_1X32,
             reserved: 0,
+            rowwise_amax: core::ptr::null_mut(),
+            columnwise_amax: core::ptr::null_mut(),
+            e4m3_max: 0,
+            reserved2: 0,
         }
     }
 }
@@ -314,7 +329,7 @@ pub struct mxfp8_export_options {
     /// `mxfp8_export_components` exports only this shard; NULL: the whole tensor. The other calls
     /// taking these options refuse a set one.
     pub shard: *const mxfp8_shard,
-    /// `MXFP8_NVFP4_GLOBAL_SCALE_*`, read by NVFP4 exports (none yet); checked by every call.
+    /// `MXFP8_NVFP4_GLOBAL_SCALE_*` of `mxfp8_export_global_scale`.
     pub global_scale: i32,
     /// Must be 0.
     pub reserved4: u32,
@@ -679,109 +694,10 @@ impl Default for mxfp8_convert_options {
     }
 }
 
-/// `mxfp8_nvfp4_values_dtype`: packed bytes (uint8), two E2M1 values each, the even one in the low nibble.
-pub const MXFP8_NVFP4_VALUES_UINT8: i32 = 0;
-/// `mxfp8_nvfp4_values_dtype`: DLPack's packed float4_e2m1fn (bits 4, lanes 1).
-pub const MXFP8_NVFP4_VALUES_FLOAT4: i32 = 1;
-/// `mxfp8_nvfp4_scales_dtype`: uint8.
-pub const MXFP8_NVFP4_SCALES_UINT8: i32 = 0;
-/// `mxfp8_nvfp4_scales_dtype`: float8_e4m3fn.
-pub const MXFP8_NVFP4_SCALES_E4M3: i32 = 1;
 /// `mxfp8_nvfp4_global_scale`: amax / (6 * E4M3_MAX), vLLM ModelOpt's weight_scale_2.
 pub const MXFP8_NVFP4_GLOBAL_SCALE_DECODE: i32 = 0;
 /// `mxfp8_nvfp4_global_scale`: (6 * E4M3_MAX) / amax as Transformer Engine computes it.
 pub const MXFP8_NVFP4_GLOBAL_SCALE_ENCODE: i32 = 1;
-
-/// `mxfp8_nvfp4_tensor_desc`: an NVFP4 tensor as Transformer Engine stores it (see the header's NVFP4 section).
-#[repr(C)]
-#[derive(Copy, Clone, Debug)]
-pub struct mxfp8_nvfp4_tensor_desc {
-    /// `sizeof(mxfp8_nvfp4_tensor_desc)`.
-    pub struct_size: u32,
-    /// `MXFP8_SCALE_LAYOUT_*` of both directions' block scales.
-    pub scale_layout: i32,
-    /// 448, or 256 for Transformer Engine's 4over6 tensors.
-    pub e4m3_max: i32,
-    /// Length of `shape`; 0 takes the logical shape from the data.
-    pub ndim: i32,
-    /// The logical shape (*lead, K), copied.
-    pub shape: *const i64,
-    /// Packed values of the rowwise (M, K) matrix.
-    pub rowwise_data: *mut DLManagedTensorVersioned,
-    /// Its E4M3 block scales.
-    pub rowwise_scale_inv: *mut DLManagedTensorVersioned,
-    /// Its float32 amax: one, or one per row.
-    pub rowwise_amax: *mut DLManagedTensorVersioned,
-    /// Packed values of the columnwise data, the (K, M) transpose.
-    pub columnwise_data: *mut DLManagedTensorVersioned,
-    /// Its E4M3 block scales.
-    pub columnwise_scale_inv: *mut DLManagedTensorVersioned,
-    /// Its float32 amax (one).
-    pub columnwise_amax: *mut DLManagedTensorVersioned,
-}
-
-impl Default for mxfp8_nvfp4_tensor_desc {
-    /// `MXFP8_NVFP4_TENSOR_DESC_INIT`.
-    fn default() -> Self {
-        Self {
-            struct_size: core::mem::size_of::<Self>() as u32,
-            scale_layout: MXFP8_SCALE_LAYOUT_ROW_MAJOR,
-            e4m3_max: 448,
-            ndim: 0,
-            shape: core::ptr::null(),
-            rowwise_data: core::ptr::null_mut(),
-            rowwise_scale_inv: core::ptr::null_mut(),
-            rowwise_amax: core::ptr::null_mut(),
-            columnwise_data: core::ptr::null_mut(),
-            columnwise_scale_inv: core::ptr::null_mut(),
-            columnwise_amax: core::ptr::null_mut(),
-        }
-    }
-}
-
-/// `mxfp8_nvfp4_tensor`: an opaque, thread-safe handle on a validated NVFP4 tensor.
-#[repr(C)]
-pub struct mxfp8_nvfp4_tensor {
-    _private: [u8; 0],
-}
-
-/// `mxfp8_nvfp4_export_options`: options of `mxfp8_nvfp4_export_components`.
-#[repr(C)]
-#[derive(Copy, Clone, Debug)]
-pub struct mxfp8_nvfp4_export_options {
-    /// `sizeof(mxfp8_nvfp4_export_options)`.
-    pub struct_size: u32,
-    /// `MXFP8_DIRECTION_*`.
-    pub direction: i32,
-    /// `MXFP8_NVFP4_VALUES_*`.
-    pub values_dtype: i32,
-    /// `MXFP8_NVFP4_SCALES_*`.
-    pub scales_dtype: i32,
-    /// `MXFP8_PADDED_SCALES_*`.
-    pub padded_scales: i32,
-    /// `MXFP8_NVFP4_GLOBAL_SCALE_*`.
-    pub global_scale: i32,
-    /// The `cudaStream_t` copies run on (NULL: the legacy default stream).
-    pub stream: *mut c_void,
-    /// Allocates copies; None: the library allocates.
-    pub allocator: Option<mxfp8_allocator>,
-}
-
-impl Default for mxfp8_nvfp4_export_options {
-    /// `MXFP8_NVFP4_EXPORT_OPTIONS_INIT`.
-    fn default() -> Self {
-        Self {
-            struct_size: core::mem::size_of::<Self>() as u32,
-            direction: MXFP8_DIRECTION_ROWWISE,
-            values_dtype: MXFP8_NVFP4_VALUES_UINT8,
-            scales_dtype: MXFP8_NVFP4_SCALES_UINT8,
-            padded_scales: MXFP8_PADDED_SCALES_COPY,
-            global_scale: MXFP8_NVFP4_GLOBAL_SCALE_DECODE,
-            stream: core::ptr::null_mut(),
-            allocator: None,
-        }
-    }
-}
 
 /// `mxfp8_nvfp4_amax_scope`: one float32 amax for the tensor.
 pub const MXFP8_NVFP4_AMAX_PER_TENSOR: i32 = 0;
@@ -857,6 +773,12 @@ extern "C" {
         options: *const mxfp8_export_options,
         values: *mut *mut DLManagedTensorVersioned,
         scales: *mut *mut DLManagedTensorVersioned,
+    ) -> mxfp8_status;
+    /// An NVFP4 tensor's second-level scale of one direction (float32, the amax's shape), always a copy.
+    pub fn mxfp8_export_global_scale(
+        tensor: *const mxfp8_tensor,
+        options: *const mxfp8_export_options,
+        global_scale: *mut *mut DLManagedTensorVersioned,
     ) -> mxfp8_status;
     /// Writes the compact scales of `count` tensors into caller-owned buffers, in one launch.
     pub fn mxfp8_export_scales_batched(
@@ -939,24 +861,6 @@ extern "C" {
     /// Decodes one direction into a float32 or bfloat16 buffer.
     pub fn mxfp8_dequantize(
         tensor: *const mxfp8_tensor,
-        options: *const mxfp8_dequantize_options,
-        output: *mut DLTensor,
-    ) -> mxfp8_status;
-    /// Validates an NVFP4 description and wraps it in a handle, taking its managed tensors on success.
-    pub fn mxfp8_nvfp4_tensor_create(desc: *const mxfp8_nvfp4_tensor_desc, out: *mut *mut mxfp8_nvfp4_tensor) -> mxfp8_status;
-    /// Drops the caller's reference. NULL is fine. Cannot fail.
-    pub fn mxfp8_nvfp4_tensor_release(tensor: *mut mxfp8_nvfp4_tensor);
-    /// Values view, compact E4M3 scales and the global scale of one direction (each pointer may be NULL).
-    pub fn mxfp8_nvfp4_export_components(
-        tensor: *const mxfp8_nvfp4_tensor,
-        options: *const mxfp8_nvfp4_export_options,
-        values: *mut *mut DLManagedTensorVersioned,
-        scales: *mut *mut DLManagedTensorVersioned,
-        global_scale: *mut *mut DLManagedTensorVersioned,
-    ) -> mxfp8_status;
-    /// Decodes one direction's stored matrix into a float32 or bfloat16 buffer.
-    pub fn mxfp8_nvfp4_dequantize(
-        tensor: *const mxfp8_nvfp4_tensor,
         options: *const mxfp8_dequantize_options,
         output: *mut DLTensor,
     ) -> mxfp8_status;

@@ -44,9 +44,9 @@
 //! | `mxfp8_quantize` | [`quantize_host`], [`quantize_host_both`], [`quantize_raw`] |
 //! | `mxfp8_quantize_into` | [`quantize_into`] (host slices), [`quantize_into_device`] |
 //! | `mxfp8_dequantize` | [`Tensor::dequantize_host`], [`Tensor::dequantize_into`], [`Tensor::dequantize_into_device`] |
-//! | `mxfp8_nvfp4_tensor_create` / `_release` | [`Nvfp4TensorBuilder`] -> [`Nvfp4Tensor`] |
-//! | `mxfp8_nvfp4_export_components` | [`Nvfp4Tensor::export`] -> [`Nvfp4Components`], [`Nvfp4Tensor::global_scale`] ([`GlobalScale`]) |
-//! | `mxfp8_nvfp4_dequantize` | [`Nvfp4Tensor::dequantize_host`], [`Nvfp4Tensor::dequantize_into`], [`Nvfp4Tensor::dequantize_into_device`] |
+//! | `mxfp8_tensor_create` / `_release` of format NVFP4 | [`Nvfp4TensorBuilder`] -> [`Nvfp4Tensor`] |
+//! | `mxfp8_export_components` + `mxfp8_export_global_scale` of an NVFP4 tensor | [`Nvfp4Tensor::export`] -> [`Nvfp4Components`], [`Nvfp4Tensor::global_scale`] ([`GlobalScale`]) |
+//! | `mxfp8_dequantize` of an NVFP4 tensor | [`Nvfp4Tensor::dequantize_host`], [`Nvfp4Tensor::dequantize_into`], [`Nvfp4Tensor::dequantize_into_device`] |
 //! | `mxfp8_nvfp4_quantize_into` | [`nvfp4_quantize_into`], [`nvfp4_quantize_into_device`] ([`Nvfp4QuantizeOptions`]) |
 //! | `mxfp8_nvfp4_quantize_fused_into` | [`nvfp4_quantize_fused_into`], [`nvfp4_quantize_fused_into_device`] |
 //! | the transfer with NVFP4 entries (handles of either format) | [`MixedBucketPlan::new`] ([`MixedTensor`]: MXFP8 or NVFP4; [`Nvfp4BucketEntry`]), [`MixedBucketPlan::fill`] / [`fill_device`](MixedBucketPlan::fill_device), [`PreparedExport::bucket_mixed`] (and `_device`) |

@@ -41,7 +41,7 @@ impl<'t> From<&'t Nvfp4Tensor> for MixedTensor<'t> {
 /// The two parallel handle arrays the `_mixed` calls take: entry i set in exactly one, NULL in the other.
 struct Handles {
     mxfp8: Vec<*const sys::mxfp8_tensor>,
-    nvfp4: Vec<*const sys::mxfp8_nvfp4_tensor>,
+    nvfp4: Vec<*const sys::mxfp8_tensor>,
 }
 
 impl Handles {
@@ -54,7 +54,7 @@ impl Handles {
     /// One handle per entry, either format (an NVFP4 handle is an `mxfp8_tensor` of format NVFP4 to the
     /// transfer).
     fn either(&self) -> Vec<*const sys::mxfp8_tensor> {
-        self.mxfp8.iter().zip(&self.nvfp4).map(|(m, n)| if m.is_null() { *n as *const sys::mxfp8_tensor } else { *m }).collect()
+        self.mxfp8.iter().zip(&self.nvfp4).map(|(m, n)| if m.is_null() { *n } else { *m }).collect()
     }
 }
 

@@ -13,23 +13,26 @@ use crate::quantize::{check_numel, device_output, host_output, output_vec, Dequa
 use crate::sys;
 
 c_enum! {
-    /// The dtype of exported NVFP4 values (`mxfp8_nvfp4_values_dtype`); the bytes are the stored ones
-    /// either way, two values each, the even element in the low nibble.
-    Nvfp4ValuesDtype("mxfp8_nvfp4_values_dtype") {
+    /// The dtype of exported NVFP4 values (`mxfp8_values_dtype` read for NVFP4); the bytes are the stored
+    /// ones either way, two values each, the even element in the low nibble.
+    Nvfp4ValuesDtype("mxfp8_values_dtype") {
         /// Packed bytes, `(*lead, K/2)` rowwise, `(K, M/2)` columnwise: what ModelOpt checkpoints and vLLM load.
-        Uint8 = sys::MXFP8_NVFP4_VALUES_UINT8,
-        /// DLPack's `kDLFloat4_e2m1fn` (bits 4, lanes 1): `(*lead, K)` rowwise, `(K, M)` columnwise.
-        Float4 = sys::MXFP8_NVFP4_VALUES_FLOAT4,
+        Uint8 = sys::MXFP8_VALUES_UINT8,
+        /// DLPack's `kDLFloat4_e2m1fn` (bits 4, lanes 1): `(*lead, K)` rowwise, `(K, M)` columnwise
+        /// (`MXFP8_VALUES_FP8`, the format's own type).
+        Float4 = sys::MXFP8_VALUES_FP8,
     }
 }
 
 c_enum! {
-    /// The dtype of exported NVFP4 block scales (`mxfp8_nvfp4_scales_dtype`): the E4M3 byte either way.
-    Nvfp4ScalesDtype("mxfp8_nvfp4_scales_dtype") {
+    /// The dtype of exported NVFP4 block scales (`mxfp8_scales_dtype` read for NVFP4): the E4M3 byte
+    /// either way.
+    Nvfp4ScalesDtype("mxfp8_scales_dtype") {
         /// uint8.
-        Uint8 = sys::MXFP8_NVFP4_SCALES_UINT8,
-        /// float8_e4m3fn: what vLLM's `weight_scale` parameter holds.
-        E4M3 = sys::MXFP8_NVFP4_SCALES_E4M3,
+        Uint8 = sys::MXFP8_SCALES_UINT8,
+        /// float8_e4m3fn: what vLLM's `weight_scale` parameter holds (`MXFP8_SCALES_E8M0`, the format's
+        /// scale type).
+        E4M3 = sys::MXFP8_SCALES_E8M0,
     }
 }
 
@@ -78,10 +81,13 @@ c_enum! {
     }
 }
 
-/// Describes an NVFP4 tensor as Transformer Engine stores it (`mxfp8_nvfp4_tensor_desc`);
-/// [`build`](Self::build) validates it into an [`Nvfp4Tensor`]. Defaults are
-/// `MXFP8_NVFP4_TENSOR_DESC_INIT`'s, read from mxfp8-sys: row-major scales, E4M3_MAX 448, the shape
-/// from the data.
+/// E4M3_MAX of a tensor that does not say otherwise: Transformer Engine's default (256 is its 4over6).
+const DEFAULT_E4M3_MAX: i32 = 448;
+
+/// Describes an NVFP4 tensor as Transformer Engine stores it (an `mxfp8_tensor_desc` of format
+/// `MXFP8_FORMAT_NVFP4`, block `MXFP8_BLOCK_1X16`); [`build`](Self::build) validates it into an
+/// [`Nvfp4Tensor`]. Defaults: row-major scales (`MXFP8_TENSOR_DESC_INIT`'s, read from mxfp8-sys),
+/// E4M3_MAX 448, the shape from the data.
 ///
 /// Per direction three tensors on one device: the stored matrix (R, C) of packed values (rowwise
 /// `(M, K)` as `(*lead, K/2)` bytes; columnwise the transpose `(K, M)`, as `(K, M/2)` bytes; C even),
@@ -114,10 +120,11 @@ pub struct Nvfp4TensorBuilder {
 
 impl Default for Nvfp4TensorBuilder {
     fn default() -> Self {
-        let c = sys::mxfp8_nvfp4_tensor_desc::default();
+        let c = sys::mxfp8_tensor_desc::default();
         Self {
             layout: known(ScaleLayout::from_raw(c.scale_layout), "scale_layout"),
-            e4m3_max: c.e4m3_max,
+            // The C desc leaves E4M3_MAX "not said" (0, refused for NVFP4); TE's default is 448.
+            e4m3_max: DEFAULT_E4M3_MAX,
             shape: None,
             rowwise: None,
             columnwise: None,
@@ -161,7 +168,9 @@ impl Nvfp4TensorBuilder {
     /// owns the inputs; on failure they are dropped with the builder.
     pub fn build(self) -> Result<Nvfp4Tensor, Error> {
         let raw = |d: &Option<[ManagedTensor; 3]>, i: usize| d.as_ref().map_or(ptr::null_mut(), |d| d[i].as_raw());
-        let desc = sys::mxfp8_nvfp4_tensor_desc {
+        let desc = sys::mxfp8_tensor_desc {
+            format: sys::MXFP8_FORMAT_NVFP4,
+            block: sys::MXFP8_BLOCK_1X16,
             scale_layout: self.layout.to_raw(),
             e4m3_max: self.e4m3_max,
             ndim: self.shape.as_ref().map_or(0, |s| s.len() as i32),
@@ -177,7 +186,7 @@ impl Nvfp4TensorBuilder {
         let mut out = ptr::null_mut();
         // SAFETY: desc and its pointers are valid for the call; on success the library took the managed
         // tensors, so they must not be dropped here.
-        check(unsafe { sys::mxfp8_nvfp4_tensor_create(&desc, &mut out) })?;
+        check(unsafe { sys::mxfp8_tensor_create(&desc, &mut out) })?;
         let shape = match (&self.shape, &self.rowwise, &self.columnwise) {
             (Some(shape), _, _) => shape.clone(),
             (None, Some(r), _) => logical_shape_of_rowwise(&r[0]),
@@ -189,7 +198,7 @@ impl Nvfp4TensorBuilder {
                 part.into_raw();
             }
         }
-        let raw = NonNull::new(out).expect("mxfp8_nvfp4_tensor_create returned OK and NULL");
+        let raw = NonNull::new(out).expect("mxfp8_tensor_create returned OK and NULL");
         Ok(Nvfp4Tensor { raw, shape, e4m3_max: self.e4m3_max })
     }
 }
@@ -223,15 +232,16 @@ fn logical_shape_of_columnwise(data: &ManagedTensor) -> Vec<i64> {
     shape
 }
 
-/// A validated NVFP4 tensor (the C `mxfp8_nvfp4_tensor` handle). Immutable; export from it on any thread.
+/// A validated NVFP4 tensor (a C `mxfp8_tensor` handle of format NVFP4). Immutable; export from it on any
+/// thread.
 pub struct Nvfp4Tensor {
-    raw: NonNull<sys::mxfp8_nvfp4_tensor>,
+    raw: NonNull<sys::mxfp8_tensor>,
     shape: Vec<i64>,
     e4m3_max: i32,
 }
 
-// SAFETY: mxfp8.h: "An immutable, reference-counted handle on a validated NVFP4 tensor. Thread-safe like
-// mxfp8_tensor" (any number of threads may export from it at once; the reference count is atomic).
+// SAFETY: mxfp8/tensor.h: "An immutable, reference-counted handle on a validated tensor of either format.
+// Thread-safe" (any number of threads may export from it at once; the reference count is atomic).
 unsafe impl Send for Nvfp4Tensor {}
 unsafe impl Sync for Nvfp4Tensor {}
 
@@ -244,13 +254,14 @@ impl fmt::Debug for Nvfp4Tensor {
 impl Drop for Nvfp4Tensor {
     fn drop(&mut self) {
         // SAFETY: we own one reference; exported views hold their own.
-        unsafe { sys::mxfp8_nvfp4_tensor_release(self.raw.as_ptr()) }
+        unsafe { sys::mxfp8_tensor_release(self.raw.as_ptr()) }
     }
 }
 
-/// Options of [`Nvfp4Tensor::export`] (`mxfp8_nvfp4_export_options`). `Default` is
-/// `MXFP8_NVFP4_EXPORT_OPTIONS_INIT`, read from mxfp8-sys: rowwise, uint8 values and scales, padded
-/// scales copied, the decode global scale, the legacy default stream.
+/// Options of [`Nvfp4Tensor::export`] (an `mxfp8_export_options`). `Default` is
+/// `MXFP8_EXPORT_OPTIONS_INIT`, read from mxfp8-sys (rowwise, uint8 scales, padded scales copied, the
+/// decode global scale, the legacy default stream), except the values: uint8 packed bytes here, where the
+/// C default is the format's own float4.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct Nvfp4ExportOptions {
     direction: Direction,
@@ -263,10 +274,10 @@ pub struct Nvfp4ExportOptions {
 
 impl Default for Nvfp4ExportOptions {
     fn default() -> Self {
-        let c = sys::mxfp8_nvfp4_export_options::default();
+        let c = sys::mxfp8_export_options::default();
         Self {
             direction: known(Direction::from_raw(c.direction), "direction"),
-            values_dtype: known(Nvfp4ValuesDtype::from_raw(c.values_dtype), "values_dtype"),
+            values_dtype: Nvfp4ValuesDtype::Uint8,
             scales_dtype: known(Nvfp4ScalesDtype::from_raw(c.scales_dtype), "scales_dtype"),
             padded_scales: known(PaddedScales::from_raw(c.padded_scales), "padded_scales"),
             global_scale: known(GlobalScale::from_raw(c.global_scale), "global_scale"),
@@ -276,7 +287,7 @@ impl Default for Nvfp4ExportOptions {
 }
 
 impl Nvfp4ExportOptions {
-    /// The defaults (`MXFP8_NVFP4_EXPORT_OPTIONS_INIT`).
+    /// The defaults (`MXFP8_EXPORT_OPTIONS_INIT` with uint8 values).
     pub fn new() -> Self {
         Self::default()
     }
@@ -335,8 +346,8 @@ impl Nvfp4ExportOptions {
         self.stream
     }
     /// The C struct (no allocator: copies are allocated by the library).
-    pub fn to_sys(&self) -> sys::mxfp8_nvfp4_export_options {
-        sys::mxfp8_nvfp4_export_options {
+    pub fn to_sys(&self) -> sys::mxfp8_export_options {
+        sys::mxfp8_export_options {
             direction: self.direction.to_raw(),
             values_dtype: self.values_dtype.to_raw(),
             scales_dtype: self.scales_dtype.to_raw(),
@@ -374,37 +385,34 @@ impl Nvfp4Tensor {
     }
 
     /// The C handle, still owned by `self` (for calls into mxfp8-sys).
-    pub fn as_raw(&self) -> *const sys::mxfp8_nvfp4_tensor {
+    pub fn as_raw(&self) -> *const sys::mxfp8_tensor {
         self.raw.as_ptr()
     }
 
     /// Exports the values, compact block scales and global scale of `options`' direction
-    /// (`mxfp8_nvfp4_export_components`). CUDA: the copies and the global scale's kernel are queued on
+    /// (`mxfp8_export_components`, then `mxfp8_export_global_scale`). CUDA: the copies and the global scale's kernel are queued on
     /// the options' stream. Fails with [`Status::MissingData`](crate::Status::MissingData) when the tensor
     /// has no data for the direction.
     pub fn export(&self, options: &Nvfp4ExportOptions) -> Result<Nvfp4Components, Error> {
         let o = options.to_sys();
-        let (mut values, mut scales, mut global) = (ptr::null_mut(), ptr::null_mut(), ptr::null_mut());
+        let (mut values, mut scales) = (ptr::null_mut(), ptr::null_mut());
         // SAFETY: valid handle and options; the outputs are written only on success.
-        check(unsafe { sys::mxfp8_nvfp4_export_components(self.raw.as_ptr(), &o, &mut values, &mut scales, &mut global) })?;
-        // SAFETY: on success all three are fresh managed tensors that we now own.
-        unsafe {
-            Ok(Nvfp4Components {
-                values: ManagedTensor::from_raw(values).expect("values"),
-                scales: ManagedTensor::from_raw(scales).expect("scales"),
-                global_scale: ManagedTensor::from_raw(global).expect("global_scale"),
-            })
-        }
+        check(unsafe { sys::mxfp8_export_components(self.raw.as_ptr(), &o, &mut values, &mut scales) })?;
+        // SAFETY: on success both are fresh managed tensors that we now own (dropped if the global scale fails).
+        let (values, scales) = unsafe {
+            (ManagedTensor::from_raw(values).expect("values"), ManagedTensor::from_raw(scales).expect("scales"))
+        };
+        let global_scale = self.global_scale(options)?;
+        Ok(Nvfp4Components { values, scales, global_scale })
     }
 
     /// Only the global scale of `options`' direction, in its convention (float32, the amax's shape, a
-    /// copy): no values view and no scale copy are made.
+    /// copy; `mxfp8_export_global_scale`): no values view and no scale copy are made.
     pub fn global_scale(&self, options: &Nvfp4ExportOptions) -> Result<ManagedTensor, Error> {
         let o = options.to_sys();
         let mut global = ptr::null_mut();
-        let none = ptr::null_mut();
-        // SAFETY: valid handle and options; skipped outputs are NULL; the one output is written on success.
-        check(unsafe { sys::mxfp8_nvfp4_export_components(self.raw.as_ptr(), &o, none, none, &mut global) })?;
+        // SAFETY: valid handle and options; the output is written on success only.
+        check(unsafe { sys::mxfp8_export_global_scale(self.raw.as_ptr(), &o, &mut global) })?;
         // SAFETY: a fresh managed tensor that we now own.
         Ok(unsafe { ManagedTensor::from_raw(global) }.expect("global_scale"))
     }
@@ -418,14 +426,14 @@ impl Nvfp4Tensor {
         Ok(out)
     }
 
-    /// Decodes a tensor in host memory into `output` (`mxfp8_nvfp4_dequantize`): float32, or bfloat16
+    /// Decodes a tensor in host memory into `output` (`mxfp8_dequantize`): float32, or bfloat16
     /// rounded to nearest-even (NaN as 0x7FFF), exactly R * C elements of the stored matrix.
     pub fn dequantize_into(&self, output: DequantizeOutput<'_>, options: &DequantizeOptions) -> Result<(), Error> {
         let mut shape = [0i64];
         let mut t = host_output(output, &mut shape);
         let o = options.to_sys();
         // SAFETY: `t` describes the exclusively borrowed slice; a tensor on a device fails the device check.
-        check(unsafe { sys::mxfp8_nvfp4_dequantize(self.raw.as_ptr(), &o, &mut t) })
+        check(unsafe { sys::mxfp8_dequantize(self.raw.as_ptr(), &o, &mut t) })
     }
 
     /// Decodes a tensor in device memory into `output` (R * C elements of `dtype`): one kernel queued on
@@ -435,7 +443,7 @@ impl Nvfp4Tensor {
         let mut t = device_output(output, dtype, &mut shape)?;
         let o = options.to_sys();
         // SAFETY: DeviceBytes' constructor promised the memory for the queued work.
-        check(unsafe { sys::mxfp8_nvfp4_dequantize(self.raw.as_ptr(), &o, &mut t) })
+        check(unsafe { sys::mxfp8_dequantize(self.raw.as_ptr(), &o, &mut t) })
     }
 }
 

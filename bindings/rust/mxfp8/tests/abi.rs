@@ -93,7 +93,7 @@ fn rust_view() -> BTreeMap<String, i64> {
     layout!(r, DLPackVersion: major, minor);
     layout!(r, DLManagedTensorVersioned: version, manager_ctx, deleter, flags, dl_tensor);
     layout!(r, mxfp8_tensor_desc: struct_size, format, scale_layout, ndim, shape, rowwise_data, rowwise_scale_inv,
-            columnwise_data, columnwise_scale_inv, block, reserved);
+            columnwise_data, columnwise_scale_inv, block, reserved, rowwise_amax, columnwise_amax, e4m3_max, reserved2);
     layout!(r, mxfp8_export_options: struct_size, direction, values_dtype, scales_dtype, padded_scales, reserved, stream,
             allocator, scales_granularity, reserved2, scale_fixup, reserved3, shard, global_scale, reserved4);
     layout!(r, mxfp8_bucket_part: values_offset, values_bytes, scales_offset, scales_bytes, amax_offset, amax_bytes);
@@ -107,10 +107,6 @@ fn rust_view() -> BTreeMap<String, i64> {
             scales_dtype, reserved, stream, allocator);
     layout!(r, mxfp8_dequantize_options: struct_size, direction, stream);
     layout!(r, mxfp8_convert_options: struct_size, target, direction, scale_fixup, stream);
-    layout!(r, mxfp8_nvfp4_tensor_desc: struct_size, scale_layout, e4m3_max, ndim, shape, rowwise_data, rowwise_scale_inv,
-            rowwise_amax, columnwise_data, columnwise_scale_inv, columnwise_amax);
-    layout!(r, mxfp8_nvfp4_export_options: struct_size, direction, values_dtype, scales_dtype, padded_scales,
-            global_scale, stream, allocator);
     layout!(r, mxfp8_nvfp4_quantize_options: struct_size, amax_scope, amax_mode, four_over_six, e4m3_max, scales_layout,
             direction, reserved, stream);
     r.insert("mxfp8_status".into(), size_of::<mxfp8_status>() as i64);
@@ -118,7 +114,8 @@ fn rust_view() -> BTreeMap<String, i64> {
     r.insert("MXFP8_NUM_STATUS".into(), mxfp8_status::NUM_STATUS.0 as i64);
 
     init!(r, mxfp8_tensor_desc: int struct_size, int format, int scale_layout, int ndim, ptr shape, ptr rowwise_data,
-          ptr rowwise_scale_inv, ptr columnwise_data, ptr columnwise_scale_inv, int block, int reserved);
+          ptr rowwise_scale_inv, ptr columnwise_data, ptr columnwise_scale_inv, int block, int reserved,
+          ptr rowwise_amax, ptr columnwise_amax, int e4m3_max, int reserved2);
     init!(r, mxfp8_export_options: int struct_size, int direction, int values_dtype, int scales_dtype, int padded_scales,
           int reserved, ptr stream, fnptr allocator, int scales_granularity, int reserved2, int scale_fixup,
           int reserved3, ptr shard, int global_scale, int reserved4);
@@ -134,11 +131,6 @@ fn rust_view() -> BTreeMap<String, i64> {
           int values_dtype, int scales_dtype, int reserved, ptr stream, fnptr allocator);
     init!(r, mxfp8_dequantize_options: int struct_size, int direction, ptr stream);
     init!(r, mxfp8_convert_options: int struct_size, int target, int direction, int scale_fixup, ptr stream);
-    init!(r, mxfp8_nvfp4_tensor_desc: int struct_size, int scale_layout, int e4m3_max, int ndim, ptr shape,
-          ptr rowwise_data, ptr rowwise_scale_inv, ptr rowwise_amax, ptr columnwise_data, ptr columnwise_scale_inv,
-          ptr columnwise_amax);
-    init!(r, mxfp8_nvfp4_export_options: int struct_size, int direction, int values_dtype, int scales_dtype,
-          int padded_scales, int global_scale, ptr stream, fnptr allocator);
     init!(r, mxfp8_nvfp4_quantize_options: int struct_size, int amax_scope, int amax_mode, int four_over_six,
           int e4m3_max, int scales_layout, int direction, int reserved, ptr stream);
     r

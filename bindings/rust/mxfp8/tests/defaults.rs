@@ -14,11 +14,15 @@ fn safe_defaults_are_the_c_initializers() {
         (b.struct_size, b.direction, b.values_dtype, b.scales_dtype, b.padded_scales, b.reserved, b.stream, b.allocator.is_none(), b.scales_granularity, b.reserved2)
     );
     assert_eq!((a.scale_fixup, a.reserved3), (b.scale_fixup, b.reserved3));
-    let (a, b) = (Nvfp4ExportOptions::default().to_sys(), sys::mxfp8_nvfp4_export_options::default());
+    assert_eq!((a.shard, a.global_scale, a.reserved4), (b.shard, b.global_scale, b.reserved4));
+    // NVFP4 exports are mxfp8_export_options too; the crate keeps uint8 values where the C default is
+    // the format's own float4 (MXFP8_VALUES_FP8).
+    let (a, b) = (Nvfp4ExportOptions::default().to_sys(), sys::mxfp8_export_options::default());
     assert_eq!(
-        (a.struct_size, a.direction, a.values_dtype, a.scales_dtype, a.padded_scales, a.global_scale, a.stream, a.allocator.is_none()),
-        (b.struct_size, b.direction, b.values_dtype, b.scales_dtype, b.padded_scales, b.global_scale, b.stream, b.allocator.is_none())
+        (a.struct_size, a.direction, a.scales_dtype, a.padded_scales, a.global_scale, a.stream, a.allocator.is_none()),
+        (b.struct_size, b.direction, b.scales_dtype, b.padded_scales, b.global_scale, b.stream, b.allocator.is_none())
     );
+    assert_eq!((a.values_dtype, b.values_dtype), (sys::MXFP8_VALUES_UINT8, sys::MXFP8_VALUES_FP8));
     let (a, b) = (Nvfp4QuantizeOptions::default().to_sys(), sys::mxfp8_nvfp4_quantize_options::default());
     assert_eq!(
         (a.struct_size, a.amax_scope, a.amax_mode, a.four_over_six, a.e4m3_max, a.scales_layout, a.direction, a.reserved, a.stream),
@@ -32,7 +36,8 @@ fn safe_defaults_are_the_c_initializers() {
         )
         .build()
         .unwrap();
-    assert_eq!(nvfp4.e4m3_max(), sys::mxfp8_nvfp4_tensor_desc::default().e4m3_max);
+    // The C desc leaves E4M3_MAX "not said" (0, refused for NVFP4); the builder says TE's default, 448.
+    assert_eq!((nvfp4.e4m3_max(), sys::mxfp8_tensor_desc::default().e4m3_max), (448, 0));
     let (a, b) = (ConvertOptions::default().to_sys(), sys::mxfp8_convert_options::default());
     assert_eq!((a.struct_size, a.target, a.direction, a.scale_fixup, a.stream), (b.struct_size, b.target, b.direction, b.scale_fixup, b.stream));
     let (a, b) = (QuantizeOptions::default().to_sys(), sys::mxfp8_quantize_options::default());

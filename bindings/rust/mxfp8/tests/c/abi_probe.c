@@ -49,6 +49,10 @@ int main(void) {
   FIELD(mxfp8_tensor_desc, columnwise_scale_inv);
   FIELD(mxfp8_tensor_desc, block);
   FIELD(mxfp8_tensor_desc, reserved);
+  FIELD(mxfp8_tensor_desc, rowwise_amax);
+  FIELD(mxfp8_tensor_desc, columnwise_amax);
+  FIELD(mxfp8_tensor_desc, e4m3_max);
+  FIELD(mxfp8_tensor_desc, reserved2);
   SIZE(mxfp8_export_options);
   FIELD(mxfp8_export_options, struct_size);
   FIELD(mxfp8_export_options, direction);
@@ -168,6 +172,10 @@ int main(void) {
     INIT_PTR(mxfp8_tensor_desc, v, columnwise_scale_inv);
     INIT_INT(mxfp8_tensor_desc, v, block);
     INIT_INT(mxfp8_tensor_desc, v, reserved);
+    INIT_PTR(mxfp8_tensor_desc, v, rowwise_amax);
+    INIT_PTR(mxfp8_tensor_desc, v, columnwise_amax);
+    INIT_INT(mxfp8_tensor_desc, v, e4m3_max);
+    INIT_INT(mxfp8_tensor_desc, v, reserved2);
   }
   {
     mxfp8_export_options v = MXFP8_EXPORT_OPTIONS_INIT;
@@ -267,52 +275,6 @@ int main(void) {
     INIT_INT(mxfp8_convert_options, v, direction);
     INIT_INT(mxfp8_convert_options, v, scale_fixup);
     INIT_PTR(mxfp8_convert_options, v, stream);
-  }
-  SIZE(mxfp8_nvfp4_tensor_desc);
-  FIELD(mxfp8_nvfp4_tensor_desc, struct_size);
-  FIELD(mxfp8_nvfp4_tensor_desc, scale_layout);
-  FIELD(mxfp8_nvfp4_tensor_desc, e4m3_max);
-  FIELD(mxfp8_nvfp4_tensor_desc, ndim);
-  FIELD(mxfp8_nvfp4_tensor_desc, shape);
-  FIELD(mxfp8_nvfp4_tensor_desc, rowwise_data);
-  FIELD(mxfp8_nvfp4_tensor_desc, rowwise_scale_inv);
-  FIELD(mxfp8_nvfp4_tensor_desc, rowwise_amax);
-  FIELD(mxfp8_nvfp4_tensor_desc, columnwise_data);
-  FIELD(mxfp8_nvfp4_tensor_desc, columnwise_scale_inv);
-  FIELD(mxfp8_nvfp4_tensor_desc, columnwise_amax);
-  SIZE(mxfp8_nvfp4_export_options);
-  FIELD(mxfp8_nvfp4_export_options, struct_size);
-  FIELD(mxfp8_nvfp4_export_options, direction);
-  FIELD(mxfp8_nvfp4_export_options, values_dtype);
-  FIELD(mxfp8_nvfp4_export_options, scales_dtype);
-  FIELD(mxfp8_nvfp4_export_options, padded_scales);
-  FIELD(mxfp8_nvfp4_export_options, global_scale);
-  FIELD(mxfp8_nvfp4_export_options, stream);
-  FIELD(mxfp8_nvfp4_export_options, allocator);
-  {
-    const mxfp8_nvfp4_tensor_desc v = MXFP8_NVFP4_TENSOR_DESC_INIT;
-    INIT_INT(mxfp8_nvfp4_tensor_desc, v, struct_size);
-    INIT_INT(mxfp8_nvfp4_tensor_desc, v, scale_layout);
-    INIT_INT(mxfp8_nvfp4_tensor_desc, v, e4m3_max);
-    INIT_INT(mxfp8_nvfp4_tensor_desc, v, ndim);
-    INIT_PTR(mxfp8_nvfp4_tensor_desc, v, shape);
-    INIT_PTR(mxfp8_nvfp4_tensor_desc, v, rowwise_data);
-    INIT_PTR(mxfp8_nvfp4_tensor_desc, v, rowwise_scale_inv);
-    INIT_PTR(mxfp8_nvfp4_tensor_desc, v, rowwise_amax);
-    INIT_PTR(mxfp8_nvfp4_tensor_desc, v, columnwise_data);
-    INIT_PTR(mxfp8_nvfp4_tensor_desc, v, columnwise_scale_inv);
-    INIT_PTR(mxfp8_nvfp4_tensor_desc, v, columnwise_amax);
-  }
-  {
-    const mxfp8_nvfp4_export_options v = MXFP8_NVFP4_EXPORT_OPTIONS_INIT;
-    INIT_INT(mxfp8_nvfp4_export_options, v, struct_size);
-    INIT_INT(mxfp8_nvfp4_export_options, v, direction);
-    INIT_INT(mxfp8_nvfp4_export_options, v, values_dtype);
-    INIT_INT(mxfp8_nvfp4_export_options, v, scales_dtype);
-    INIT_INT(mxfp8_nvfp4_export_options, v, padded_scales);
-    INIT_INT(mxfp8_nvfp4_export_options, v, global_scale);
-    INIT_PTR(mxfp8_nvfp4_export_options, v, stream);
-    INIT_PTR(mxfp8_nvfp4_export_options, v, allocator);
   }
   {
     mxfp8_nvfp4_quantize_options v = MXFP8_NVFP4_QUANTIZE_OPTIONS_INIT;
