@@ -228,8 +228,9 @@ typedef enum mxfp8_scales_granularity {
 /* Which second-level scale of an NVFP4 tensor mxfp8_export_global_scale returns (float32, one per amax).
  * Also what a transfer writes to global_scales (mxfp8_transfer_desc.global_scale). */
 typedef enum mxfp8_nvfp4_global_scale {
-  /* amax / (6 * E4M3_MAX), a float division: the factor that decodes, ModelOpt's and vLLM's
-   * weight_scale_2. x = e2m1 * e4m3 * this, up to the rounding of the product. */
+  /* amax / (6 * E4M3_MAX), a float division (a NaN amax gives the canonical NaN 0x7FFFFFFF, on the host
+   * as on the GPU): the factor that decodes, ModelOpt's and vLLM's weight_scale_2. x = e2m1 * e4m3 * this,
+   * up to the rounding of the product. */
   MXFP8_NVFP4_GLOBAL_SCALE_DECODE = 0,
   /* (6 * E4M3_MAX) / amax, as Transformer Engine's quantizer computes it
    * (compute_global_encode_scaling_factor_FP4, common/cast/nvfp4/core_nvfp4.cuh): capped at FLT_MAX (also
@@ -288,8 +289,9 @@ typedef struct mxfp8_export_options {
   /* Added after the fields above (a smaller struct_size means NULL, MXFP8_NVFP4_GLOBAL_SCALE_DECODE, 0). */
   /* mxfp8_export_components exports only this shard of the tensor (see mxfp8_shard in transfer.h for the
    * legal boundaries and the outputs' shapes); read during the call only. NULL: the whole tensor. An
-   * NVFP4 tensor's shard is not exported yet (MXFP8_ERROR_UNSUPPORTED). The other calls taking these
-   * options export whole tensors and refuse a set shard (MXFP8_ERROR_INVALID_ARGUMENT). */
+   * NVFP4 tensor's shard is not exported yet, by mxfp8_export_components nor mxfp8_export_global_scale
+   * (MXFP8_ERROR_UNSUPPORTED). The batched and grouped exports export whole tensors and refuse a set
+   * shard (MXFP8_ERROR_INVALID_ARGUMENT). */
   const struct mxfp8_shard *shard;
   int32_t global_scale;       /* mxfp8_nvfp4_global_scale of mxfp8_export_global_scale; default decode */
   uint32_t reserved4;         /* must be 0 */
@@ -350,8 +352,10 @@ typedef struct mxfp8_export_options {
  *           (K, ceil(M/16)); a view or a copy by the same rules as above.
  *   Its second-level scale comes from mxfp8_export_global_scale.
  *
- * Every output carries strides (never NULL when ndim > 0) and the DLPack version of the header the
- * library was built with. Views keep `tensor` alive; release each output by calling its deleter (once).
+ * Every output the library makes (a view, or a copy in its own memory) carries strides (never NULL when
+ * ndim > 0) and the DLPack version of the header the library was built with; a copy in memory from
+ * options->allocator comes back as the allocator made it (its strides, which a contiguous tensor may
+ * leave NULL, and its version), with the dtype and DLPACK_FLAG_BITMASK_IS_COPIED set. Views keep `tensor` alive; release each output by calling its deleter (once).
  * Either output pointer may be NULL to skip that output, but not both. Both outputs are written only on
  * success. Thread-safe. Fails with MXFP8_ERROR_MISSING_DATA when the tensor has no data for `direction`.
  */
