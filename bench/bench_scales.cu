@@ -565,7 +565,9 @@ Nvfp4QuantizeResult bench_nvfp4_quantize(int64_t rows, int64_t k) {
     DLTensor s = bytes_tensor(scales[i], sshape, 1), a = bytes_tensor(amax[i], ashape, 1);
     x.dtype = DLDataType{kDLBfloat, 16, 1};
     a.dtype = DLDataType{kDLFloat, 32, 1};
-    mxfp8_check(mxfp8_nvfp4_quantize_into(&x, &o, &v, &s, &a), "nvfp4 quantize");
+    const DLTensor *inputs[1] = {&x};
+    DLTensor *value_list[1] = {&v}, *scale_list[1] = {&s};
+    mxfp8_check(mxfp8_nvfp4_quantize_into(inputs, 1, &o, value_list, scale_list, &a), "nvfp4 quantize");
   };
   r.ms = median_ms_per_iteration(copies, quantize);
   o.amax_mode = MXFP8_NVFP4_AMAX_GIVEN;  // each input's amax, as the runs above left it

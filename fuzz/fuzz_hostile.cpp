@@ -1806,7 +1806,9 @@ void newest_nvfp4(Reader &in) {
   mxfp8_nvfp4_quantize_options o = MXFP8_NVFP4_QUANTIZE_OPTIONS_INIT;
   o.direction = direction;
   o.scales_layout = layout;
-  const mxfp8_status q = mxfp8_nvfp4_quantize_into(&it, &o, &vt, &st, &at);
+  const DLTensor *inputs[1] = {&it};
+  DLTensor *value_list[1] = {&vt}, *scale_list[1] = {&st}, *compact_list[1] = {&ct};
+  const mxfp8_status q = mxfp8_nvfp4_quantize_into(inputs, 1, &o, value_list, scale_list, &at);
   if (length % 2) {
     if (q != MXFP8_ERROR_INVALID_ARGUMENT) wrong("an NVFP4 quantize of odd rows was not refused");
     if (values[0] != kPoison || scales[0] != kPoison || amax != -1.0f) wrong("a refused NVFP4 quantize wrote");
@@ -1814,7 +1816,7 @@ void newest_nvfp4(Reader &in) {
   }
   if (q != MXFP8_OK) wrong("a valid NVFP4 quantize failed");
   o.scales_layout = MXFP8_QUANTIZED_SCALES_COMPACT;
-  if (mxfp8_nvfp4_quantize_into(&it, &o, &vt, &ct, &cat) != MXFP8_OK || cat.data == nullptr || compact_amax != amax)
+  if (mxfp8_nvfp4_quantize_into(inputs, 1, &o, value_list, compact_list, &cat) != MXFP8_OK || cat.data == nullptr || compact_amax != amax)
     wrong("the compact NVFP4 quantize disagrees");
   // Describe what was written, export its scales (compact, whatever the layout) and dequantize it.
   Managed data(values.data(), {lines, length / 2}), scale_buf(scales.data(), {srows, scols});

@@ -290,7 +290,9 @@ ffi::Error nvfp4_quantize(Place place, ffi::AnyBuffer input, ffi::Result<ffi::An
   o.scales_layout = scales_layout;
   o.direction = direction;
   o.stream = place.stream;
-  return check(mxfp8_nvfp4_quantize_into(in.get(), &o, v.get(), s.get(), a.get()));
+  const DLTensor *inputs[1] = {in.get()};
+  DLTensor *value_list[1] = {v.get()}, *scale_list[1] = {s.get()};
+  return check(mxfp8_nvfp4_quantize_into(inputs, 1, &o, value_list, scale_list, a.get()));
 }
 
 // One direction of a stored NVFP4 tensor (its logical shape taken from the packed values, as

@@ -235,7 +235,7 @@ typedef enum mxfp8_nvfp4_4over6 {
   MXFP8_NVFP4_4OVER6_MSE = 2  /* 4over6, candidates compared by squared error (TE's "MSE") */
 } mxfp8_nvfp4_4over6;
 
-/* Options of the NVFP4 quantize calls. Start from MXFP8_NVFP4_QUANTIZE_OPTIONS_INIT; NULL means its
+/* Options of mxfp8_nvfp4_quantize_into. Start from MXFP8_NVFP4_QUANTIZE_OPTIONS_INIT; NULL means its
  * defaults. */
 typedef struct mxfp8_nvfp4_quantize_options {
   uint32_t struct_size;  /* sizeof(mxfp8_nvfp4_quantize_options) */
@@ -269,43 +269,40 @@ typedef struct mxfp8_nvfp4_quantize_options {
     NULL                                              /* stream: the legacy default stream */ \
   }
 
-/* Quantizes `input` (bfloat16, float16 or float32; row-major contiguous; data + byte_offset aligned to
- * the element size; ndim >= 1, logical shape (*lead, K) read as M = prod(lead) rows of K) to NVFP4 in
- * caller-owned buffers on the input's device (shapes for rowwise; columnwise swaps M and K, see
- * options.direction):
+/* Quantizes `count` inputs (count >= 1; each bfloat16, float16 or float32; row-major contiguous;
+ * data + byte_offset aligned to the element size; ndim >= 1, logical shape (*lead, K) read as M =
+ * prod(lead) rows of K) to NVFP4 in caller-owned buffers on the inputs' device: inputs[i] is written to
+ * values[i] and scales[i] (shapes for rowwise; columnwise swaps M and K, see options.direction):
  *
- *   values: uint8 (or any one-byte dtype), contiguous, M * K/2 elements (any shape, e.g. (*lead, K/2)),
- *           packed as described above. K must be even (M for columnwise).
- *   scales: uint8 or float8_e4m3fn, contiguous, exactly as many elements as options->scales_layout
+ *   values[i]: uint8 (or any one-byte dtype), contiguous, M * K/2 elements (any shape, e.g.
+ *           (*lead, K/2)), packed as described above. K must be even (M for columnwise).
+ *   scales[i]: uint8 or float8_e4m3fn, contiguous, exactly as many elements as options->scales_layout
  *           says, with one scale per 16 values: compact (M, ceil(K/16)); padded (roundup(M, 128),
  *           roundup(ceil(K/16), 4)), TE's allocation; or that padded matrix in the cuBLAS 128x4 GEMM
  *           layout (the MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED formula with 16-value blocks). Padding bytes
  *           are written as zero.
- *   amax:   float32, contiguous, 1 element (per tensor) or M (per row, rowwise only), aligned to 4
- *           bytes; written (MXFP8_NVFP4_AMAX_COMPUTE) or read (MXFP8_NVFP4_AMAX_GIVEN).
+ *   amax:   float32, contiguous, 1 element (per tensor) or M (per row, rowwise only, count 1 only),
+ *           aligned to 4 bytes; written (MXFP8_NVFP4_AMAX_COMPUTE) or read (MXFP8_NVFP4_AMAX_GIVEN).
  *
- * No buffer written may overlap the input or another buffer; a given amax (MXFP8_NVFP4_AMAX_GIVEN) is
- * only read, so, as any input, it may share bytes with the input. Everything is checked before anything
- * is written.
+ * count == 1 quantizes one tensor, with either amax scope. count > 1 quantizes fused shards (Q/K/V, or
+ * gate/up) that an engine stores as one tensor with one global scale: the inputs (same dtype, same K,
+ * same device; any row counts) share one per-tensor amax (options->amax_scope must be per tensor), so
+ * every shard's block scales are derived against the common S_enc. With MXFP8_NVFP4_AMAX_COMPUTE the
+ * shared amax is the largest of the shards' amaxes (what vLLM's ModelOpt loader takes as weight_scale_2 =
+ * amax / (6 * 448) when shards differ), written to `amax`; with MXFP8_NVFP4_AMAX_GIVEN it is read from
+ * there. Each shard comes out byte for byte as a count-1 call writes it with that amax given.
+ *
+ * No buffer written may overlap an input or another buffer; a given amax (MXFP8_NVFP4_AMAX_GIVEN) is
+ * only read, so, as any input, it may share bytes with the inputs (inputs may share bytes with each
+ * other). Everything is checked before anything is written.
  * Host memory: done when the call returns (large inputs on several threads, as mxfp8_quantize).
  * CUDA: queued on options->stream (a memset of the amax or of padded scales, an amax kernel when it is
- * computed, then the quantize kernel); the call does not wait, and the amax never leaves the device. */
-MXFP8_API mxfp8_status mxfp8_nvfp4_quantize_into(const DLTensor *input,
+ * computed, then the quantize kernel); the call does not wait, and the amax never leaves the device.
+ * The arrays are read during the call only. */
+MXFP8_API mxfp8_status mxfp8_nvfp4_quantize_into(const DLTensor *const *inputs, size_t count,
                                                  const mxfp8_nvfp4_quantize_options *options,
-                                                 DLTensor *values, DLTensor *scales, DLTensor *amax);
-
-/* Fused shards (Q/K/V, or gate/up) that an engine stores as one tensor with one global scale: quantizes
- * `count` inputs (same dtype, same K, same device; any row counts) under one shared per-tensor amax, so
- * every shard's block scales are re-derived against the common S_enc. With MXFP8_NVFP4_AMAX_COMPUTE the
- * shared amax is the largest of the shards' amaxes (what vLLM's ModelOpt loader takes as weight_scale_2
- * = amax / (6 * 448) when shards differ), written to `amax` (one float32); with MXFP8_NVFP4_AMAX_GIVEN it
- * is read from there. Shard i is written to values[i] and scales[i], with the rules of
- * mxfp8_nvfp4_quantize_into; options->amax_scope must be per tensor. The result is byte for byte what
- * mxfp8_nvfp4_quantize_into gives each shard with that amax given. Same stream and host rules. */
-MXFP8_API mxfp8_status mxfp8_nvfp4_quantize_fused_into(const DLTensor *const *inputs, size_t count,
-                                                       const mxfp8_nvfp4_quantize_options *options,
-                                                       DLTensor *const *values, DLTensor *const *scales,
-                                                       DLTensor *amax);
+                                                 DLTensor *const *values, DLTensor *const *scales,
+                                                 DLTensor *amax);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -1,5 +1,5 @@
-// mxfp8_nvfp4_quantize_into and mxfp8_nvfp4_quantize_fused_into: check the inputs, the options and
-// every caller buffer, work out the scale geometry (16-value blocks), then run the host loop or the
+// mxfp8_nvfp4_quantize_into (one input, or fused shards under one amax): check the inputs, the options
+// and every caller buffer, work out the scale geometry (16-value blocks), then run the host loop or the
 // CUDA kernels.
 #include <cstdint>
 #include <string>
@@ -81,37 +81,34 @@ int32_t selection_of(const mxfp8_nvfp4_quantize_options &o) {
   }
 }
 
-std::string indexed(const char *name, int32_t i, bool fused) { return fused ? cat(name, "[", i, "]") : std::string(name); }
-
-// Everything both calls check, given the inputs already read: each shard's values and scales, the
-// amax, and that nothing written overlaps anything else. Fills `shards`.
+// Each shard's values and scales, the amax, and that nothing written overlaps anything else, given the
+// inputs already read. Fills `shards`.
 float *check_outputs(const std::vector<Input> &in, const mxfp8_nvfp4_quantize_options &o, DLTensor *const *values,
-                     DLTensor *const *scales, DLTensor *amax, bool fused, std::vector<Nvfp4Shard> &shards) {
+                     DLTensor *const *scales, DLTensor *amax, std::vector<Nvfp4Shard> &shards) {
   const DLDevice &device = in[0].tensor->device;
   const bool columnwise = o.direction == MXFP8_DIRECTION_COLUMNWISE;
   std::vector<Span> spans;
   for (size_t i = 0; i < in.size(); ++i) {
-    const int32_t n = static_cast<int32_t>(i);
-    const std::string vname = indexed("values", n, fused), sname = indexed("scales", n, fused);
+    const std::string vname = cat("values[", i, "]"), sname = cat("scales[", i, "]");
     if (!values[i]) fail(MXFP8_ERROR_INVALID_ARGUMENT, vname, " is NULL");
     if (!scales[i]) fail(MXFP8_ERROR_INVALID_ARGUMENT, sname, " is NULL");
     const int64_t lines = columnwise ? in[i].cols : in[i].rows, length = columnwise ? in[i].rows : in[i].cols;
     // Transformer Engine stores a row of C values in C/2 bytes; an odd row cannot be stored or described
     // (an NVFP4 mxfp8_tensor_desc refuses it), so it is refused here rather than padded.
     if (length % 2 != 0)
-      fail(MXFP8_ERROR_INVALID_ARGUMENT, fused ? cat("inputs[", n, "]") : std::string("the input"), ": ",
-           columnwise ? "M" : "K", " = ", length, " is odd: NVFP4 stores two values per byte and every ",
+      fail(MXFP8_ERROR_INVALID_ARGUMENT, "inputs[", i, "]: ", columnwise ? "M" : "K", " = ", length,
+           " is odd: NVFP4 stores two values per byte and every ",
            columnwise ? "columnwise (K, M)" : "rowwise (M, K)", " row must fill whole bytes, as Transformer Engine "
            "stores it");
     const int64_t value_bytes = checked_mul(lines, length / 2, "the values' size");
     Nvfp4Shard s{in[i].tensor->data ? byte_pointer(*in[i].tensor) : nullptr, in[i].rows, nullptr,
                  scale_geometry(lines, length, o.scales_layout)};
-    const char *of = fused ? "inputs[0] is" : "the input is";
-    s.values = expect_buffer(*values[i], {vname.c_str(), Holds::Bytes, 0, &device, of, value_bytes});
-    s.scales.data = expect_buffer(*scales[i], {sname.c_str(), Holds::Fp8Values, MXFP8_FORMAT_E4M3, &device, of, s.scales.bytes});
-    spans.push_back(span_of(s.input, in[i].bytes, fused ? "inputs" : "input", fused ? i : kNoIndex, false));
-    spans.push_back(span_of(s.values, value_bytes, "values", fused ? i : kNoIndex, true));
-    spans.push_back(span_of(s.scales.data, s.scales.bytes, "scales", fused ? i : kNoIndex, true));
+    s.values = expect_buffer(*values[i], {vname.c_str(), Holds::Bytes, 0, &device, "inputs[0] is", value_bytes});
+    s.scales.data =
+        expect_buffer(*scales[i], {sname.c_str(), Holds::Fp8Values, MXFP8_FORMAT_E4M3, &device, "inputs[0] is", s.scales.bytes});
+    spans.push_back(span_of(s.input, in[i].bytes, "inputs", i, false));
+    spans.push_back(span_of(s.values, value_bytes, "values", i, true));
+    spans.push_back(span_of(s.scales.data, s.scales.bytes, "scales", i, true));
     shards.push_back(s);
   }
   if (!amax) fail(MXFP8_ERROR_INVALID_ARGUMENT, "amax is NULL");
@@ -120,7 +117,7 @@ float *check_outputs(const std::vector<Input> &in, const mxfp8_nvfp4_quantize_op
   if (!is_dtype(amax->dtype, kDLFloat, 32))
     fail(MXFP8_ERROR_INVALID_ARGUMENT, "amax: dtype ", format_dtype(amax->dtype), " is not float32");
   float *a = reinterpret_cast<float *>(
-      expect_buffer(*amax, {"amax", Holds::CheckedByCaller, 0, &device, fused ? "inputs[0] is" : "the input is", amax_count}));
+      expect_buffer(*amax, {"amax", Holds::CheckedByCaller, 0, &device, "inputs[0] is", amax_count}));
   if (a && reinterpret_cast<uintptr_t>(a) % alignof(float) != 0)
     fail(MXFP8_ERROR_INVALID_ARGUMENT, "amax: the data (data + byte_offset) is not aligned to its 4-byte elements");
   spans.push_back(span_of(a, amax_count * 4, "amax", kNoIndex, o.amax_mode == MXFP8_NVFP4_AMAX_COMPUTE));
@@ -143,7 +140,7 @@ void run(const std::vector<Input> &in, const mxfp8_nvfp4_quantize_options &o, co
   j.amax = amax;
   // Per-row amaxes of an empty tensor: nothing to compute or write.
   if (j.per_row_amax && !amax) return;
-  where_memory_lives(in[0].tensor->device, "input", [&] { nvfp4_quantize_host(j); },
+  where_memory_lives(in[0].tensor->device, "inputs[0]", [&] { nvfp4_quantize_host(j); },
                      [&] { cuda::nvfp4_quantize(j, o.stream); });
 }
 
@@ -152,30 +149,18 @@ void run(const std::vector<Input> &in, const mxfp8_nvfp4_quantize_options &o, co
 
 using namespace mxfp8;
 
-extern "C" MXFP8_API mxfp8_status mxfp8_nvfp4_quantize_into(const DLTensor *input,
+extern "C" MXFP8_API mxfp8_status mxfp8_nvfp4_quantize_into(const DLTensor *const *inputs, size_t count,
                                                             const mxfp8_nvfp4_quantize_options *options,
-                                                            DLTensor *values, DLTensor *scales, DLTensor *amax) {
-  return guarded([&] {
-    const std::vector<Input> in{read_input(input)};
-    const mxfp8_nvfp4_quantize_options o = read_options(options);
-    std::vector<Nvfp4Shard> shards;
-    float *a = check_outputs(in, o, &values, &scales, amax, false, shards);
-    run(in, o, shards, a);
-  });
-}
-
-extern "C" MXFP8_API mxfp8_status mxfp8_nvfp4_quantize_fused_into(const DLTensor *const *inputs, size_t count,
-                                                                  const mxfp8_nvfp4_quantize_options *options,
-                                                                  DLTensor *const *values, DLTensor *const *scales,
-                                                                  DLTensor *amax) {
+                                                            DLTensor *const *values, DLTensor *const *scales,
+                                                            DLTensor *amax) {
   return guarded([&] {
     if (!inputs) fail(MXFP8_ERROR_INVALID_ARGUMENT, "inputs is NULL");
-    if (count == 0) fail(MXFP8_ERROR_INVALID_ARGUMENT, "count is ", count, ": fused quantization needs at least one shard");
+    if (count == 0) fail(MXFP8_ERROR_INVALID_ARGUMENT, "count is ", count, ": quantization needs at least one input");
     if (!values) fail(MXFP8_ERROR_INVALID_ARGUMENT, "values is NULL");
     if (!scales) fail(MXFP8_ERROR_INVALID_ARGUMENT, "scales is NULL");
-    std::vector<Input> in;
     if (count > static_cast<size_t>(INT32_MAX))
-      fail(MXFP8_ERROR_INVALID_ARGUMENT, "count is ", count, ": at most ", INT32_MAX, " shards");
+      fail(MXFP8_ERROR_INVALID_ARGUMENT, "count is ", count, ": at most ", INT32_MAX, " inputs");
+    std::vector<Input> in;
     for (size_t i = 0; i < count; ++i) {
       const std::string name = cat("inputs[", i, "]");
       in.push_back(read_input(inputs[i], name.c_str()));
@@ -191,11 +176,12 @@ extern "C" MXFP8_API mxfp8_status mxfp8_nvfp4_quantize_fused_into(const DLTensor
              format_device(inputs[0]->device));
     }
     const mxfp8_nvfp4_quantize_options o = read_options(options);
-    if (o.amax_scope != MXFP8_NVFP4_AMAX_PER_TENSOR)
-      fail(MXFP8_ERROR_INVALID_ARGUMENT, "options.amax_scope is MXFP8_NVFP4_AMAX_PER_ROW: fused shards share one "
-           "per-tensor amax (quantize per-row shards one by one with mxfp8_nvfp4_quantize_into)");
+    // One input may take per-row amaxes; fused shards take the one amax they share.
+    if (count > 1 && o.amax_scope != MXFP8_NVFP4_AMAX_PER_TENSOR)
+      fail(MXFP8_ERROR_INVALID_ARGUMENT, "options.amax_scope is MXFP8_NVFP4_AMAX_PER_ROW with count ", count,
+           ": fused shards share one per-tensor amax (quantize per-row inputs one at a time, count 1)");
     std::vector<Nvfp4Shard> shards;
-    float *a = check_outputs(in, o, values, scales, amax, true, shards);
+    float *a = check_outputs(in, o, values, scales, amax, shards);
     run(in, o, shards, a);
   });
 }

@@ -53,8 +53,8 @@ static int write_doc(const char *path) {
              "E4M3 tensor with Transformer Engine's padded (128, 4) row-major scales on the CPU; for\n"
              "`mxfp8_quantize_into`, a float32 (70, 100) input with rowwise compact outputs; for the `mxfp8_nvfp4_*`\n"
              "description, export and dequantize calls, a (100, 48) NVFP4 tensor with uint8 values (100, 24), padded\n"
-             "(128, 4) E4M3 scales and one amax; for the NVFP4 quantize calls, the float32 (70, 100) input with values\n"
-             "(70, 50), compact scales (70, 7) and one float32 amax (the fused call: twice).\n\n"
+             "(128, 4) E4M3 scales and one amax; for `mxfp8_nvfp4_quantize_into`, count 1: the float32 (70, 100) input\n"
+             "with values (70, 50), compact scales (70, 7) and one float32 amax (the fused cases: count 2, twice).\n\n"
              "| call | bad input | status | message (`mxfp8_last_error()`) |\n|---|---|---|---|\n");
   for (int i = 0; i < doc_count; ++i) fprintf(f, "%s\n", doc_rows[i]);
   /* What only a GPU run can show; each row is a case of the named GPU test (run by bench/device/gpu_check.sh). */
@@ -457,10 +457,9 @@ static void test_bad_quantize_input(void **state) {
   free(f);
 }
 
-/* mxfp8_nvfp4_quantize_into and mxfp8_nvfp4_quantize_fused_into: a valid float32 (70, 100) input with
- * compact outputs (values (70, 50), scales (70, 7), one amax), which each case breaks. The fused call
- * takes the input twice, with a second pair of outputs. Nothing may be written: every output keeps its
- * poison. */
+/* mxfp8_nvfp4_quantize_into: a valid float32 (70, 100) input with compact outputs (values (70, 50),
+ * scales (70, 7), one amax), count 1, which each case breaks. The fused cases (count 2) take the input
+ * twice, with a second pair of outputs. Nothing may be written: every output keeps its poison. */
 typedef struct {
   float input[70 * 100];
   float input2[70 * 36];
@@ -471,11 +470,12 @@ typedef struct {
   DLTensor in, in2, v, v2, s, s2, a;
   mxfp8_nvfp4_quantize_options o;
   const mxfp8_nvfp4_quantize_options *o_arg;
-  DLTensor *in_arg, *v_arg, *s_arg, *a_arg;
+  DLTensor *a_arg;
   const DLTensor *inputs[2];
   DLTensor *values_list[2], *scales_list[2];
+  const DLTensor *const *inputs_arg;
+  DLTensor *const *values_arg, *const *scales_arg;
   size_t count;
-  int fused;
 } nvfp4_fixture;
 
 typedef void (*nvfp4_mutator)(nvfp4_fixture *f);
@@ -486,7 +486,7 @@ typedef struct {
   const char *message;
 } nvfp4_case;
 
-static void n_input_null(nvfp4_fixture *f) { f->in_arg = NULL; }
+static void n_input_null(nvfp4_fixture *f) { f->inputs[0] = NULL; }
 static void n_input_float64(nvfp4_fixture *f) { f->in.dtype.bits = 64; }
 static void n_input_strided(nvfp4_fixture *f) {
   f->bad_strides[0] = 1; f->bad_strides[1] = 70; f->in.strides = f->bad_strides;
@@ -500,8 +500,8 @@ static void n_e4m3_max(nvfp4_fixture *f) { f->o.e4m3_max = 300; }
 static void n_direction(nvfp4_fixture *f) { f->o.direction = 2; }
 static void n_columnwise_scales_shape(nvfp4_fixture *f) { f->o.direction = MXFP8_DIRECTION_COLUMNWISE; }
 static void n_e4m3_max_256_without_4over6(nvfp4_fixture *f) { f->o.e4m3_max = 256; }
-static void n_values_null(nvfp4_fixture *f) { f->v_arg = NULL; }
-static void n_scales_null(nvfp4_fixture *f) { f->s_arg = NULL; }
+static void n_values_null(nvfp4_fixture *f) { f->values_list[0] = NULL; }
+static void n_scales_null(nvfp4_fixture *f) { f->scales_list[0] = NULL; }
 static void n_amax_null(nvfp4_fixture *f) { f->a_arg = NULL; }
 static void n_values_unpacked(nvfp4_fixture *f) { f->values_shape[1] = 100; }
 static void n_values_float32(nvfp4_fixture *f) { f->v.dtype.code = kDLFloat; f->v.dtype.bits = 32; f->values_shape[1] = 12; }
@@ -514,13 +514,18 @@ static void n_amax_device(nvfp4_fixture *f) { f->a.device.device_type = kDLCUDA;
 static void n_amax_misaligned(nvfp4_fixture *f) { f->a.byte_offset = 2; }
 static void n_values_overlap_input(nvfp4_fixture *f) { f->v.data = f->input; }
 static void n_amax_overlap_scales(nvfp4_fixture *f) { f->a.data = f->scales; }
-static void n_fused_count(nvfp4_fixture *f) { f->fused = 1; f->count = 0; }
-static void n_fused_inputs_null(nvfp4_fixture *f) { f->fused = 1; f->inputs[1] = NULL; }
-static void n_fused_other_k(nvfp4_fixture *f) { f->fused = 1; f->in2_shape[1] = 36; }
-static void n_fused_other_dtype(nvfp4_fixture *f) { f->fused = 1; f->in2.dtype.bits = 16; f->in2.dtype.code = kDLBfloat; }
-static void n_fused_per_row(nvfp4_fixture *f) { f->fused = 1; f->o.amax_scope = MXFP8_NVFP4_AMAX_PER_ROW; }
-static void n_fused_same_values(nvfp4_fixture *f) { f->fused = 1; f->values_list[1] = &f->v; }
-static void n_fused_values2_count(nvfp4_fixture *f) { f->fused = 1; f->in2_shape[0] = 69; }
+static void n_count_zero(nvfp4_fixture *f) { f->count = 0; }
+static void n_inputs_array_null(nvfp4_fixture *f) { f->inputs_arg = NULL; }
+static void n_values_array_null(nvfp4_fixture *f) { f->values_arg = NULL; }
+static void n_scales_array_null(nvfp4_fixture *f) { f->scales_arg = NULL; }
+static void n_fused_values_entry_null(nvfp4_fixture *f) { f->count = 2; f->values_list[1] = NULL; }
+static void n_fused_scales_entry_null(nvfp4_fixture *f) { f->count = 2; f->scales_list[1] = NULL; }
+static void n_fused_inputs_null(nvfp4_fixture *f) { f->count = 2; f->inputs[1] = NULL; }
+static void n_fused_other_k(nvfp4_fixture *f) { f->count = 2; f->in2_shape[1] = 36; }
+static void n_fused_other_dtype(nvfp4_fixture *f) { f->count = 2; f->in2.dtype.bits = 16; f->in2.dtype.code = kDLBfloat; }
+static void n_fused_per_row(nvfp4_fixture *f) { f->count = 2; f->o.amax_scope = MXFP8_NVFP4_AMAX_PER_ROW; }
+static void n_fused_same_values(nvfp4_fixture *f) { f->count = 2; f->values_list[1] = &f->v; }
+static void n_fused_values2_count(nvfp4_fixture *f) { f->count = 2; f->in2_shape[0] = 69; }
 static void n_reserved(nvfp4_fixture *f) { f->o.reserved = 1; }
 static void n_columnwise_per_row(nvfp4_fixture *f) {
   f->o.direction = MXFP8_DIRECTION_COLUMNWISE; f->o.amax_scope = MXFP8_NVFP4_AMAX_PER_ROW;
@@ -528,14 +533,18 @@ static void n_columnwise_per_row(nvfp4_fixture *f) {
 static void n_odd_k(nvfp4_fixture *f) { f->in_shape[1] = 99; }
 static void n_columnwise_odd_m(nvfp4_fixture *f) { f->o.direction = MXFP8_DIRECTION_COLUMNWISE; f->in_shape[0] = 69; }
 static void n_fused_odd_m(nvfp4_fixture *f) {
-  f->fused = 1; f->o.direction = MXFP8_DIRECTION_COLUMNWISE; f->in2_shape[0] = 69;
+  f->count = 2; f->o.direction = MXFP8_DIRECTION_COLUMNWISE; f->in2_shape[0] = 69;
   f->scales_shape[0] = 100; f->scales_shape[1] = 5; /* shard 0, columnwise: (K, ceil(M/16)) */
 }
 
 static const nvfp4_case kNvfp4QuantizeCases[] = {
-    {"nvfp4: input is NULL", n_input_null, MXFP8_ERROR_INVALID_ARGUMENT, "input is NULL"},
-    {"nvfp4: input dtype float64", n_input_float64, MXFP8_ERROR_INVALID_ARGUMENT, "input: dtype float64 cannot be quantized"},
-    {"nvfp4: input not contiguous", n_input_strided, MXFP8_ERROR_INVALID_ARGUMENT, "input: strides (1, 70) are not row-major"},
+    {"nvfp4: inputs is NULL", n_inputs_array_null, MXFP8_ERROR_INVALID_ARGUMENT, "inputs is NULL"},
+    {"nvfp4: count 0", n_count_zero, MXFP8_ERROR_INVALID_ARGUMENT, "count is 0: quantization needs at least one input"},
+    {"nvfp4: values is NULL", n_values_array_null, MXFP8_ERROR_INVALID_ARGUMENT, "values is NULL"},
+    {"nvfp4: scales is NULL", n_scales_array_null, MXFP8_ERROR_INVALID_ARGUMENT, "scales is NULL"},
+    {"nvfp4: inputs[0] is NULL", n_input_null, MXFP8_ERROR_INVALID_ARGUMENT, "inputs[0] is NULL"},
+    {"nvfp4: input dtype float64", n_input_float64, MXFP8_ERROR_INVALID_ARGUMENT, "inputs[0]: dtype float64 cannot be quantized"},
+    {"nvfp4: input not contiguous", n_input_strided, MXFP8_ERROR_INVALID_ARGUMENT, "inputs[0]: strides (1, 70) are not row-major"},
     {"nvfp4: options struct_size 0", n_struct_size, MXFP8_ERROR_INVALID_ARGUMENT, "MXFP8_NVFP4_QUANTIZE_OPTIONS_INIT"},
     {"nvfp4: amax_scope unknown", n_amax_scope, MXFP8_ERROR_INVALID_ARGUMENT, "options.amax_scope is 2"},
     {"nvfp4: amax_mode unknown", n_amax_mode, MXFP8_ERROR_INVALID_ARGUMENT, "options.amax_mode is 2"},
@@ -543,33 +552,34 @@ static const nvfp4_case kNvfp4QuantizeCases[] = {
     {"nvfp4: scales_layout unknown", n_layout, MXFP8_ERROR_INVALID_ARGUMENT, "options.scales_layout is 3"},
     {"nvfp4: e4m3_max neither 448 nor 256", n_e4m3_max, MXFP8_ERROR_INVALID_ARGUMENT, "options.e4m3_max is 300, expected 448 or 256"},
     {"nvfp4: direction unknown", n_direction, MXFP8_ERROR_INVALID_ARGUMENT, "options.direction is 2"},
-    {"nvfp4: rowwise-sized scales for columnwise", n_columnwise_scales_shape, MXFP8_ERROR_INVALID_ARGUMENT, "scales: holds 490 elements (shape (70, 7)), needs exactly 500"},
+    {"nvfp4: rowwise-sized scales for columnwise", n_columnwise_scales_shape, MXFP8_ERROR_INVALID_ARGUMENT, "scales[0]: holds 490 elements (shape (70, 7)), needs exactly 500"},
     {"nvfp4: e4m3_max 256 without 4over6", n_e4m3_max_256_without_4over6, MXFP8_ERROR_INVALID_ARGUMENT, "E4M3_MAX 256 exists only for 4over6"},
-    {"nvfp4: values NULL", n_values_null, MXFP8_ERROR_INVALID_ARGUMENT, "values is NULL"},
-    {"nvfp4: scales NULL", n_scales_null, MXFP8_ERROR_INVALID_ARGUMENT, "scales is NULL"},
+    {"nvfp4: values[0] NULL", n_values_null, MXFP8_ERROR_INVALID_ARGUMENT, "values[0] is NULL"},
+    {"nvfp4: scales[0] NULL", n_scales_null, MXFP8_ERROR_INVALID_ARGUMENT, "scales[0] is NULL"},
     {"nvfp4: amax NULL", n_amax_null, MXFP8_ERROR_INVALID_ARGUMENT, "amax is NULL"},
-    {"nvfp4: values one byte per value (not packed)", n_values_unpacked, MXFP8_ERROR_INVALID_ARGUMENT, "values: holds 7000 elements (shape (70, 100)), needs exactly 3500"},
-    {"nvfp4: values dtype float32", n_values_float32, MXFP8_ERROR_INVALID_ARGUMENT, "values: dtype float32 is not a byte type"},
-    {"nvfp4: values on another device", n_values_device, MXFP8_ERROR_INVALID_ARGUMENT, "values is on cuda:0 but the input is on cpu:0"},
-    {"nvfp4: scales dtype float8_e8m0fnu", n_scales_e8m0, MXFP8_ERROR_INVALID_ARGUMENT, "scales: dtype float8_e8m0fnu does not hold E4M3 values"},
-    {"nvfp4: compact scales for the padded layout", n_scales_padded_expected, MXFP8_ERROR_INVALID_ARGUMENT, "scales: holds 490 elements (shape (70, 7)), needs exactly 1024"},
+    {"nvfp4: values one byte per value (not packed)", n_values_unpacked, MXFP8_ERROR_INVALID_ARGUMENT, "values[0]: holds 7000 elements (shape (70, 100)), needs exactly 3500"},
+    {"nvfp4: values dtype float32", n_values_float32, MXFP8_ERROR_INVALID_ARGUMENT, "values[0]: dtype float32 is not a byte type"},
+    {"nvfp4: values on another device", n_values_device, MXFP8_ERROR_INVALID_ARGUMENT, "values[0] is on cuda:0 but inputs[0] is on cpu:0"},
+    {"nvfp4: scales dtype float8_e8m0fnu", n_scales_e8m0, MXFP8_ERROR_INVALID_ARGUMENT, "scales[0]: dtype float8_e8m0fnu does not hold E4M3 values"},
+    {"nvfp4: compact scales for the padded layout", n_scales_padded_expected, MXFP8_ERROR_INVALID_ARGUMENT, "scales[0]: holds 490 elements (shape (70, 7)), needs exactly 1024"},
     {"nvfp4: amax dtype float16", n_amax_float16, MXFP8_ERROR_INVALID_ARGUMENT, "amax: dtype float16 is not float32"},
     {"nvfp4: one amax for per-row scaling", n_amax_per_row_count, MXFP8_ERROR_INVALID_ARGUMENT, "amax: holds 1 elements (shape (1,)), needs exactly 70"},
-    {"nvfp4: amax on another device", n_amax_device, MXFP8_ERROR_INVALID_ARGUMENT, "amax is on cuda:0 but the input is on cpu:0"},
+    {"nvfp4: amax on another device", n_amax_device, MXFP8_ERROR_INVALID_ARGUMENT, "amax is on cuda:0 but inputs[0] is on cpu:0"},
     {"nvfp4: amax not aligned to its elements", n_amax_misaligned, MXFP8_ERROR_INVALID_ARGUMENT, "amax: the data (data + byte_offset) is not aligned"},
-    {"nvfp4: values overlapping the input", n_values_overlap_input, MXFP8_ERROR_INVALID_ARGUMENT, "values and input overlap in memory"},
+    {"nvfp4: values overlapping the input", n_values_overlap_input, MXFP8_ERROR_INVALID_ARGUMENT, "values[0] and inputs[0] overlap in memory"},
     {"nvfp4: computed amax overlapping the scales", n_amax_overlap_scales, MXFP8_ERROR_INVALID_ARGUMENT, "overlap in memory"},
-    {"nvfp4 fused: count 0", n_fused_count, MXFP8_ERROR_INVALID_ARGUMENT, "count is 0: fused quantization needs at least one shard"},
     {"nvfp4 fused: an input NULL", n_fused_inputs_null, MXFP8_ERROR_INVALID_ARGUMENT, "inputs[1] is NULL"},
     {"nvfp4 fused: shards of different K", n_fused_other_k, MXFP8_ERROR_INVALID_ARGUMENT, "inputs[1]: K = 36 differs from inputs[0]'s K = 100"},
     {"nvfp4 fused: shards of different dtypes", n_fused_other_dtype, MXFP8_ERROR_INVALID_ARGUMENT, "inputs[1]: dtype bfloat16 differs from inputs[0]'s float32"},
-    {"nvfp4 fused: per-row amax", n_fused_per_row, MXFP8_ERROR_INVALID_ARGUMENT, "options.amax_scope is MXFP8_NVFP4_AMAX_PER_ROW: fused shards share one per-tensor amax"},
+    {"nvfp4 fused: per-row amax", n_fused_per_row, MXFP8_ERROR_INVALID_ARGUMENT, "options.amax_scope is MXFP8_NVFP4_AMAX_PER_ROW with count 2: fused shards share one per-tensor amax"},
+    {"nvfp4 fused: values[1] NULL", n_fused_values_entry_null, MXFP8_ERROR_INVALID_ARGUMENT, "values[1] is NULL"},
+    {"nvfp4 fused: scales[1] NULL", n_fused_scales_entry_null, MXFP8_ERROR_INVALID_ARGUMENT, "scales[1] is NULL"},
     {"nvfp4 fused: two shards into one values buffer", n_fused_same_values, MXFP8_ERROR_INVALID_ARGUMENT, "overlap in memory"},
     {"nvfp4 fused: a shard's values of the wrong size", n_fused_values2_count, MXFP8_ERROR_INVALID_ARGUMENT, "values[1]: holds 3500 elements (shape (70, 50)), needs exactly 3450"},
     {"nvfp4: options.reserved not 0", n_reserved, MXFP8_ERROR_INVALID_ARGUMENT, "options.reserved is 1, must be 0"},
     {"nvfp4: per-row amax for columnwise", n_columnwise_per_row, MXFP8_ERROR_INVALID_ARGUMENT, "Transformer Engine keeps one columnwise amax per tensor"},
-    {"nvfp4: odd K", n_odd_k, MXFP8_ERROR_INVALID_ARGUMENT, "the input: K = 99 is odd"},
-    {"nvfp4: odd M for columnwise", n_columnwise_odd_m, MXFP8_ERROR_INVALID_ARGUMENT, "the input: M = 69 is odd"},
+    {"nvfp4: odd K", n_odd_k, MXFP8_ERROR_INVALID_ARGUMENT, "inputs[0]: K = 99 is odd"},
+    {"nvfp4: odd M for columnwise", n_columnwise_odd_m, MXFP8_ERROR_INVALID_ARGUMENT, "inputs[0]: M = 69 is odd"},
     {"nvfp4 fused: a columnwise shard of odd M", n_fused_odd_m, MXFP8_ERROR_INVALID_ARGUMENT, "inputs[1]: M = 69 is odd"},
 };
 
@@ -598,14 +608,14 @@ static nvfp4_fixture *setup_nvfp4(void) {
   mxfp8_nvfp4_quantize_options init = MXFP8_NVFP4_QUANTIZE_OPTIONS_INIT;
   f->o = init;
   f->o_arg = &f->o;
-  f->in_arg = &f->in;
-  f->v_arg = &f->v;
-  f->s_arg = &f->s;
   f->a_arg = &f->a;
   f->inputs[0] = &f->in; f->inputs[1] = &f->in2;
   f->values_list[0] = &f->v; f->values_list[1] = &f->v2;
   f->scales_list[0] = &f->s; f->scales_list[1] = &f->s2;
-  f->count = 2;
+  f->inputs_arg = f->inputs;
+  f->values_arg = f->values_list;
+  f->scales_arg = f->scales_list;
+  f->count = 1;
   return f;
 }
 
@@ -613,11 +623,10 @@ static void test_bad_nvfp4_quantize_input(void **state) {
   const nvfp4_case *c = (const nvfp4_case *)*state;
   nvfp4_fixture *f = setup_nvfp4();
   c->mutate(f);
-  if (f->fused && f->in2_shape[1] == 36) f->in2.data = f->input2;
+  if (f->count == 2 && f->in2_shape[1] == 36) f->in2.data = f->input2;
   const mxfp8_status st =
-      f->fused ? mxfp8_nvfp4_quantize_fused_into(f->inputs, f->count, f->o_arg, f->values_list, f->scales_list, f->a_arg)
-               : mxfp8_nvfp4_quantize_into(f->in_arg, f->o_arg, f->v_arg, f->s_arg, f->a_arg);
-  record_for_doc(f->fused ? "mxfp8_nvfp4_quantize_fused_into" : "mxfp8_nvfp4_quantize_into", c->name, st);
+      mxfp8_nvfp4_quantize_into(f->inputs_arg, f->count, f->o_arg, f->values_arg, f->scales_arg, f->a_arg);
+  record_for_doc("mxfp8_nvfp4_quantize_into", c->name, st);
   EXPECT(st == c->status, "%s: status %d (%s), expected %d", c->name, st, mxfp8_last_error(), c->status);
   assert_last_error_contains(c->message);
   const uint8_t *regions[5] = {f->values, f->values2, f->scales, f->scales2, (const uint8_t *)f->amax};
@@ -627,13 +636,14 @@ static void test_bad_nvfp4_quantize_input(void **state) {
   free(f);
 }
 
-/* A valid call of each kind works, so that the cases above fail for the reason they name. */
+/* A valid call of each kind (count 1 and 2) works, so that the cases above fail for the reason they name. */
 static void test_nvfp4_fixture_is_valid(void **state) {
   (void)state;
   nvfp4_fixture *f = setup_nvfp4();
-  EXPECT(mxfp8_nvfp4_quantize_into(f->in_arg, f->o_arg, f->v_arg, f->s_arg, f->a_arg) == MXFP8_OK, "%s", mxfp8_last_error());
+  EXPECT(mxfp8_nvfp4_quantize_into(f->inputs_arg, 1, f->o_arg, f->values_arg, f->scales_arg, f->a_arg) == MXFP8_OK, "%s",
+         mxfp8_last_error());
   EXPECT(f->amax[0] == 48.5f, "amax %g", (double)f->amax[0]);
-  EXPECT(mxfp8_nvfp4_quantize_fused_into(f->inputs, 2, f->o_arg, f->values_list, f->scales_list, f->a_arg) == MXFP8_OK,
+  EXPECT(mxfp8_nvfp4_quantize_into(f->inputs_arg, 2, f->o_arg, f->values_arg, f->scales_arg, f->a_arg) == MXFP8_OK,
          "%s", mxfp8_last_error());
   EXPECT(memcmp(f->values, f->values2, 70 * 50) == 0, "the two shards of one input differ");
   free(f);

@@ -1,4 +1,4 @@
-/* mxfp8_nvfp4_quantize_into and mxfp8_nvfp4_quantize_fused_into on the GPU, byte for byte against the
+/* mxfp8_nvfp4_quantize_into (one input, and fused shards) on the GPU, byte for byte against the
  * host path (which bindings/python/tests/test_nvfp4_quantize.py pins to a NumPy reference of TE's rule):
  * every input type, 4over6 mode and E4M3_MAX, amax scope and mode, scale layout and direction, on shapes
  * that take the vector path (K a multiple of 16, aligned) and the element path (partial blocks, an input not
@@ -111,8 +111,8 @@ static int compare_one(int type, int64_t m, int64_t k, const mxfp8_nvfp4_quantiz
   CUDA_OK(cudaMemcpy(da, ha, sizeof(float) * (size_t)(amax_n + 1), cudaMemcpyHostToDevice));
   DLTensor hat = flat(ha, &amax_n, (DLDataType){kDLFloat, 32, 1}, kDLCPU);
   DLTensor dat = flat(da, &amax_n, (DLDataType){kDLFloat, 32, 1}, kDLCUDA);
-  assert_int_equal(mxfp8_nvfp4_quantize_into(&s.hin, o, &s.ht[0], &s.ht[1], &hat), MXFP8_OK);
-  const mxfp8_status st = mxfp8_nvfp4_quantize_into(&s.din, o, &s.dt[0], &s.dt[1], &dat);
+  assert_int_equal(mxfp8_nvfp4_quantize_into((const DLTensor *[]){&s.hin}, 1, o, (DLTensor *[]){&s.ht[0]}, (DLTensor *[]){&s.ht[1]}, &hat), MXFP8_OK);
+  const mxfp8_status st = mxfp8_nvfp4_quantize_into((const DLTensor *[]){&s.din}, 1, o, (DLTensor *[]){&s.dt[0]}, (DLTensor *[]){&s.dt[1]}, &dat);
   EXPECT(st == MXFP8_OK, "device quantize: %s", mxfp8_last_error());
   CUDA_OK(cudaDeviceSynchronize());
   char what[200];
@@ -213,8 +213,8 @@ static void test_gpu_nvfp4_fused_equals_host(void **state) {
       CUDA_OK(cudaMemcpy(da, ha, sizeof ha, cudaMemcpyHostToDevice));
       DLTensor hat = flat(ha, &one, (DLDataType){kDLFloat, 32, 1}, kDLCPU);
       DLTensor dat = flat(da, &one, (DLDataType){kDLFloat, 32, 1}, kDLCUDA);
-      assert_int_equal(mxfp8_nvfp4_quantize_fused_into(hin, 3, &o, hv, hs, &hat), MXFP8_OK);
-      EXPECT(mxfp8_nvfp4_quantize_fused_into(din, 3, &o, dv, ds, &dat) == MXFP8_OK, "%s", mxfp8_last_error());
+      assert_int_equal(mxfp8_nvfp4_quantize_into(hin, 3, &o, hv, hs, &hat), MXFP8_OK);
+      EXPECT(mxfp8_nvfp4_quantize_into(din, 3, &o, dv, ds, &dat) == MXFP8_OK, "%s", mxfp8_last_error());
       CUDA_OK(cudaDeviceSynchronize());
       char what[64];
       snprintf(what, sizeof what, "fused type %d 4over6 %d direction %d", type, o.four_over_six, o.direction);

@@ -810,9 +810,9 @@ static void test_nvfp4_dequantize_output_over_the_tensor(void **state) {
   free_nv(&n, 1);
 }
 
-/* mxfp8_nvfp4_quantize_into / _fused_into: with MXFP8_NVFP4_AMAX_GIVEN the amax "is not checked or
- * written"; the fused result "is byte for byte what mxfp8_nvfp4_quantize_into gives each shard with that
- * amax given", and its computed amax is the largest of the shards'. */
+/* mxfp8_nvfp4_quantize_into: with MXFP8_NVFP4_AMAX_GIVEN the amax "is not checked or written"; a fused
+ * call (count 3) writes each shard "byte for byte as a count-1 call writes it with that amax given", and
+ * its computed amax is the largest of the shards'. */
 static void test_nvfp4_fused_matches_single_with_the_shared_amax(void **state) {
   (void)state;
   enum { K = 48 };
@@ -845,13 +845,13 @@ static void test_nvfp4_fused_matches_single_with_the_shared_amax(void **state) {
   float shared = -1.0f;
   int64_t one[1] = {1};
   DLTensor amax = {&shared, {kDLCPU, 0}, 1, {kDLFloat, 32, 1}, one, NULL, 0};
-  assert_int_equal(mxfp8_nvfp4_quantize_fused_into(ins, 3, NULL, vs, ss, &amax), MXFP8_OK);
+  assert_int_equal(mxfp8_nvfp4_quantize_into(ins, 3, NULL, vs, ss, &amax), MXFP8_OK);
   /* Each shard alone computes its own amax; the shared one is the largest. */
   float largest = 0.0f;
   for (int i = 0; i < 3; ++i) {
     float own = -1.0f;
     DLTensor own_amax = {&own, {kDLCPU, 0}, 1, {kDLFloat, 32, 1}, one, NULL, 0};
-    assert_int_equal(mxfp8_nvfp4_quantize_into(&inputs[i], NULL, &single_v[i], &single_s[i], &own_amax), MXFP8_OK);
+    assert_int_equal(mxfp8_nvfp4_quantize_into((const DLTensor *[]){&inputs[i]}, 1, NULL, (DLTensor *[]){&single_v[i]}, (DLTensor *[]){&single_s[i]}, &own_amax), MXFP8_OK);
     if (own > largest) largest = own;
   }
   EXPECT(shared == largest, "shared amax %.9g, largest shard amax %.9g", (double)shared, (double)largest);
@@ -861,7 +861,7 @@ static void test_nvfp4_fused_matches_single_with_the_shared_amax(void **state) {
   for (int i = 0; i < 3; ++i) {
     float given = shared;
     DLTensor given_amax = {&given, {kDLCPU, 0}, 1, {kDLFloat, 32, 1}, one, NULL, 0};
-    assert_int_equal(mxfp8_nvfp4_quantize_into(&inputs[i], &o, &single_v[i], &single_s[i], &given_amax), MXFP8_OK);
+    assert_int_equal(mxfp8_nvfp4_quantize_into((const DLTensor *[]){&inputs[i]}, 1, &o, (DLTensor *[]){&single_v[i]}, (DLTensor *[]){&single_s[i]}, &given_amax), MXFP8_OK);
     EXPECT(memcmp(&given, &shared, 4) == 0, "a given amax was written");
     EXPECT(memcmp(svb[i], vb[i], (size_t)vshape[i][0]) == 0, "shard %d: values differ from the fused call's", i);
     EXPECT(memcmp(ssb[i], sb[i], (size_t)sshape[i][0]) == 0, "shard %d: scales differ from the fused call's", i);
@@ -871,14 +871,14 @@ static void test_nvfp4_fused_matches_single_with_the_shared_amax(void **state) {
   float nan_amax;
   memcpy(&nan_amax, &payload, 4);
   amax.data = &nan_amax;
-  assert_int_equal(mxfp8_nvfp4_quantize_fused_into(ins, 3, &o, vs, ss, &amax), MXFP8_OK);
+  assert_int_equal(mxfp8_nvfp4_quantize_into(ins, 3, &o, vs, ss, &amax), MXFP8_OK);
   EXPECT(memcmp(&nan_amax, &payload, 4) == 0, "the given NaN amax was rewritten");
   /* A given amax may not sit in a written output: refused, nothing written. */
   for (int i = 0; i < 3; ++i) memset(vb[i], POISON, (size_t)vshape[i][0]), memset(sb[i], POISON, (size_t)sshape[i][0]);
   float *inside = (float *)(void *)(vb[1] + 4);
   memcpy(vb[1] + 4, &shared, 4);
   amax.data = inside;
-  assert_int_equal(mxfp8_nvfp4_quantize_fused_into(ins, 3, &o, vs, ss, &amax), MXFP8_ERROR_INVALID_ARGUMENT);
+  assert_int_equal(mxfp8_nvfp4_quantize_into(ins, 3, &o, vs, ss, &amax), MXFP8_ERROR_INVALID_ARGUMENT);
   memset(vb[1] + 4, POISON, 4);
   for (int i = 0; i < 3; ++i)
     EXPECT(all_poison(vb[i], (size_t)vshape[i][0]) && all_poison(sb[i], (size_t)sshape[i][0]), "shard %d written", i);
@@ -970,11 +970,13 @@ static void test_device_pointers_never_touched_without_cuda(void **state) {
   DLTensor qvt = {(void *)(uintptr_t)0x200000, {kDLCUDA, 0}, 1, {kDLUInt, 8, 1}, qv, NULL, 0};
   DLTensor qst = {(void *)(uintptr_t)0x300000, {kDLCUDA, 0}, 1, {kDLUInt, 8, 1}, qs, NULL, 0};
   DLTensor qat = {(void *)(uintptr_t)0x400000, {kDLCUDA, 0}, 1, {kDLFloat, 32, 1}, one, NULL, 0};
-  st = mxfp8_nvfp4_quantize_into(&in, NULL, &qvt, &qst, &qat);
+  st = mxfp8_nvfp4_quantize_into((const DLTensor *[]){&in}, 1, NULL, (DLTensor *[]){&qvt}, (DLTensor *[]){&qst}, &qat);
   EXPECT(st == MXFP8_ERROR_UNSUPPORTED, "nvfp4 quantize: %d (%s)", st, mxfp8_last_error());
-  const DLTensor *ins[1] = {&in};
-  DLTensor *qvs[1] = {&qvt}, *qss[1] = {&qst};
-  st = mxfp8_nvfp4_quantize_fused_into(ins, 1, NULL, qvs, qss, &qat);
+  DLTensor qvt2 = qvt, qst2 = qst;
+  qvt2.data = (void *)(uintptr_t)0x600000, qst2.data = (void *)(uintptr_t)0x700000;
+  const DLTensor *ins[2] = {&in, &in};
+  DLTensor *qvs[2] = {&qvt, &qvt2}, *qss[2] = {&qst, &qst2};
+  st = mxfp8_nvfp4_quantize_into(ins, 2, NULL, qvs, qss, &qat);
   EXPECT(st == MXFP8_ERROR_UNSUPPORTED, "nvfp4 fused quantize: %d (%s)", st, mxfp8_last_error());
 #endif
 }
@@ -1077,7 +1079,7 @@ static void test_engine_layouts_and_nvfp4_independent_of_the_split(void **state)
         o.scales_layout = layout;
         o.four_over_six = (direction + layout) % 3;
         if (o.four_over_six) o.e4m3_max = 256;
-        assert_int_equal(mxfp8_nvfp4_quantize_into(&it, &o, &vt, &st, &at), MXFP8_OK);
+        assert_int_equal(mxfp8_nvfp4_quantize_into((const DLTensor *[]){&it}, 1, &o, (DLTensor *[]){&vt}, (DLTensor *[]){&st}, &at), MXFP8_OK);
       }
       EXPECT(memcmp(v[0], v[1], (size_t)(lines * length / 2)) == 0, "direction %d layout %d: values depend on the split",
              direction, layout);
@@ -1500,7 +1502,7 @@ static void test_empty_tensors_with_huge_dimensions_through_the_newest_calls(voi
     float amax = -1.0f;
     int64_t one[1] = {1};
     DLTensor at = {&amax, {kDLCPU, 0}, 1, {kDLFloat, 32, 1}, one, NULL, 0};
-    st = mxfp8_nvfp4_quantize_into(&in, NULL, &empty_v, &empty, &at);
+    st = mxfp8_nvfp4_quantize_into((const DLTensor *[]){&in}, 1, NULL, (DLTensor *[]){&empty_v}, (DLTensor *[]){&empty}, &at);
     EXPECT(st == MXFP8_OK && amax == 0.0f, "shape %d: nvfp4 quantize %d (%s), amax %g", which, st, mxfp8_last_error(),
            (double)amax);
   }
@@ -1602,7 +1604,7 @@ static void test_newer_structs_of_the_newest_calls(void **state) {
     DLTensor qvt = host_bytes(qv, 1, qvs), qst = host_bytes(qs, 1, qss);
     DLTensor at = {&amax, {kDLCPU, 0}, 1, {kDLFloat, 32, 1}, one, NULL, 0};
     mxfp8_nvfp4_quantize_options qo = MXFP8_NVFP4_QUANTIZE_OPTIONS_INIT;
-    st = mxfp8_nvfp4_quantize_into(&it, newer(&n, &qo, sizeof qo, tail), &qvt, &qst, &at);
+    st = mxfp8_nvfp4_quantize_into((const DLTensor *[]){&it}, 1, newer(&n, &qo, sizeof qo, tail), (DLTensor *[]){&qvt}, (DLTensor *[]){&qst}, &at);
     EXPECT(st == want, "nvfp4 quantize options, tail %d: %d (%s)", tail, st, mxfp8_last_error());
     if (tail) EXPECT(all_poison(qv, sizeof qv) && amax == -1.0f, "nvfp4 quantize wrote on failure");
     /* mxfp8_tensor_desc */
@@ -1758,14 +1760,14 @@ static void test_nvfp4_given_amax_inside_the_input(void **state) {
   DLTensor separate = {&separate_value, {kDLCPU, 0}, 1, {kDLFloat, 32, 1}, one, NULL, 0};
   mxfp8_nvfp4_quantize_options o = MXFP8_NVFP4_QUANTIZE_OPTIONS_INIT;
   o.amax_mode = MXFP8_NVFP4_AMAX_GIVEN;
-  assert_int_equal(mxfp8_nvfp4_quantize_into(&it, &o, &vt1, &st1, &inside), MXFP8_OK);
-  assert_int_equal(mxfp8_nvfp4_quantize_into(&it, &o, &vt2, &st2, &separate), MXFP8_OK);
+  assert_int_equal(mxfp8_nvfp4_quantize_into((const DLTensor *[]){&it}, 1, &o, (DLTensor *[]){&vt1}, (DLTensor *[]){&st1}, &inside), MXFP8_OK);
+  assert_int_equal(mxfp8_nvfp4_quantize_into((const DLTensor *[]){&it}, 1, &o, (DLTensor *[]){&vt2}, (DLTensor *[]){&st2}, &separate), MXFP8_OK);
   EXPECT(memcmp(v1, v2, sizeof v1) == 0 && memcmp(s1, s2, sizeof s1) == 0, "a given amax inside the input differs");
   EXPECT(in[5] == 7.5f, "the input changed");
   o.amax_mode = MXFP8_NVFP4_AMAX_COMPUTE;
   memset(v1, POISON, sizeof v1);
   memset(s1, POISON, sizeof s1);
-  assert_int_equal(mxfp8_nvfp4_quantize_into(&it, &o, &vt1, &st1, &inside), MXFP8_ERROR_INVALID_ARGUMENT);
+  assert_int_equal(mxfp8_nvfp4_quantize_into((const DLTensor *[]){&it}, 1, &o, (DLTensor *[]){&vt1}, (DLTensor *[]){&st1}, &inside), MXFP8_ERROR_INVALID_ARGUMENT);
   EXPECT(in[5] == 7.5f && all_poison(v1, sizeof v1) && all_poison(s1, sizeof s1), "a refused quantize wrote");
 }
 
@@ -1917,7 +1919,7 @@ static void test_null_pointer_arguments_of_the_newest_calls(void **state) {
   assert_int_equal(mxfp8_grouped_export(NULL, pick, 1, NULL, &v, NULL), MXFP8_ERROR_INVALID_ARGUMENT);
   assert_int_equal(nvfp4_export_components(NULL, NULL, &v, NULL, NULL), MXFP8_ERROR_INVALID_ARGUMENT);
   EXPECT(v == SENTINEL, "an output written on failure");
-  /* The fused quantize: a NULL entry of values or scales. */
+  /* The NVFP4 quantize: a NULL entry of values or scales. */
   float in[2 * 32] = {0};
   int64_t ishape[2] = {2, 32}, vs[1] = {32}, ss[1] = {4}, one[1] = {1};
   uint8_t qv[32], qs[4];
@@ -1927,12 +1929,12 @@ static void test_null_pointer_arguments_of_the_newest_calls(void **state) {
   DLTensor at = {&amax, {kDLCPU, 0}, 1, {kDLFloat, 32, 1}, one, NULL, 0};
   const DLTensor *ins[1] = {&it};
   DLTensor *vals[1] = {NULL}, *scs[1] = {&st};
-  assert_int_equal(mxfp8_nvfp4_quantize_fused_into(ins, 1, NULL, vals, scs, &at), MXFP8_ERROR_INVALID_ARGUMENT);
+  assert_int_equal(mxfp8_nvfp4_quantize_into(ins, 1, NULL, vals, scs, &at), MXFP8_ERROR_INVALID_ARGUMENT);
   vals[0] = &vt, scs[0] = NULL;
-  assert_int_equal(mxfp8_nvfp4_quantize_fused_into(ins, 1, NULL, vals, scs, &at), MXFP8_ERROR_INVALID_ARGUMENT);
+  assert_int_equal(mxfp8_nvfp4_quantize_into(ins, 1, NULL, vals, scs, &at), MXFP8_ERROR_INVALID_ARGUMENT);
   scs[0] = &st;
-  assert_int_equal(mxfp8_nvfp4_quantize_fused_into(ins, 1, NULL, vals, scs, NULL), MXFP8_ERROR_INVALID_ARGUMENT);
-  assert_int_equal(mxfp8_nvfp4_quantize_fused_into(ins, 1, NULL, vals, scs, &at), MXFP8_OK);
+  assert_int_equal(mxfp8_nvfp4_quantize_into(ins, 1, NULL, vals, scs, NULL), MXFP8_ERROR_INVALID_ARGUMENT);
+  assert_int_equal(mxfp8_nvfp4_quantize_into(ins, 1, NULL, vals, scs, &at), MXFP8_OK);
   free_rowwise(&r);
 }
 
@@ -2396,7 +2398,7 @@ static void test_prepared_mixed_plans_outlive_their_handles(void **state) {
   free(f);
 }
 
-/* mxfp8_nvfp4_quantize_fused_into: "No buffer written may overlap the input or another buffer" across
+/* mxfp8_nvfp4_quantize_into, fused: "No buffer written may overlap an input or another buffer" across
  * shards (shard 0's scales over shard 1's values, a computed amax over shard 1's input, shard 1's values
  * over shard 0's input); nothing is written on refusal. */
 static void test_fused_quantize_overlaps_across_shards(void **state) {
@@ -2427,7 +2429,7 @@ static void test_fused_quantize_overlaps_across_shards(void **state) {
     memset(arena, POISON, sizeof arena);
     float in0_before[4 * K];
     memcpy(in0_before, in0, sizeof in0);
-    const mxfp8_status st = mxfp8_nvfp4_quantize_fused_into(ins, 2, NULL, vals, scs, &ta);
+    const mxfp8_status st = mxfp8_nvfp4_quantize_into(ins, 2, NULL, vals, scs, &ta);
     if (c == 3) {
       EXPECT(st == MXFP8_OK, "apart: status %d (%s)", st, mxfp8_last_error());
       continue;

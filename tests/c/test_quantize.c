@@ -292,7 +292,7 @@ static void quantize_and_decode(const float *in, uint8_t *v, uint8_t *s, float *
   mxfp8_tensor_release(t);
   DLTensor nvt = host_tensor(nv, 2, nvshape, kDLUInt, 8), nst = host_tensor(ns, 2, nsshape, kDLUInt, 8),
            at = host_tensor(amax, 1, one, kDLFloat, 32);
-  assert_int_equal(mxfp8_nvfp4_quantize_into(&it, NULL, &nvt, &nst, &at), MXFP8_OK);
+  assert_int_equal(mxfp8_nvfp4_quantize_into((const DLTensor *[]){&it}, 1, NULL, (DLTensor *[]){&nvt}, (DLTensor *[]){&nst}, &at), MXFP8_OK);
 }
 
 /* "Subnormal inputs count like any other value (nothing is flushed to zero)": also for a caller whose
@@ -385,7 +385,7 @@ static void test_nvfp4_known_answers(void **state) {
   int64_t xs[2] = {2, 32}, vs[2] = {2, 16}, ss[2] = {2, 2}, as[1] = {1};
   DLTensor in = host_tensor(x, 2, xs, kDLFloat, 32), v = host_tensor(values, 2, vs, kDLUInt, 8);
   DLTensor sc = host_tensor(scales, 2, ss, kDLUInt, 8), a = host_tensor(amax, 1, as, kDLFloat, 32);
-  assert_int_equal(mxfp8_nvfp4_quantize_into(&in, NULL, &v, &sc, &a), MXFP8_OK);
+  assert_int_equal(mxfp8_nvfp4_quantize_into((const DLTensor *[]){&in}, 1, NULL, (DLTensor *[]){&v}, (DLTensor *[]){&sc}, &a), MXFP8_OK);
   assert_true(amax[0] == 2688.0f);
   const uint8_t want_values[32] = {0x27, 0x92, 0x87, 0x56, 0, 0, 0, 0, 0x07, 0, 0, 0, 0, 0, 0, 0,
                                    /* row 1: -2.5 * (1 / (scale * 1)) with scale e4m3(0.41666..) = 0.40625:
@@ -410,7 +410,7 @@ static void test_nvfp4_empty_lines_get_zero_amax(void **state) {
   DLTensor sc = host_tensor(scales, 1, vs, kDLUInt, 8), a = host_tensor(amax, 1, as, kDLFloat, 32);
   mxfp8_nvfp4_quantize_options o = MXFP8_NVFP4_QUANTIZE_OPTIONS_INIT;
   o.amax_scope = MXFP8_NVFP4_AMAX_PER_ROW;
-  assert_int_equal(mxfp8_nvfp4_quantize_into(&in, &o, &v, &sc, &a), MXFP8_OK);
+  assert_int_equal(mxfp8_nvfp4_quantize_into((const DLTensor *[]){&in}, 1, &o, (DLTensor *[]){&v}, (DLTensor *[]){&sc}, &a), MXFP8_OK);
   for (int i = 0; i < 5; ++i) EXPECT(amax[i] == 0.0f, "amax[%d] = %g", i, (double)amax[i]);
   uint32_t guard;
   memcpy(&guard, &amax[5], sizeof guard);

@@ -723,8 +723,9 @@ py::tuple quantize(py::object input, int format, int block, int rounding, int la
   return hand_back_all(ex, out);
 }
 
-// mxfp8_nvfp4_quantize_into (one input) or mxfp8_nvfp4_quantize_fused_into (fused=True) over DLPack
-// objects: every tensor is borrowed for the call; the outputs and amax are the caller's, written in place.
+// mxfp8_nvfp4_quantize_into over DLPack objects, one input or fused shards (fused=True names them x[i]
+// rather than x): every tensor is borrowed for the call; the outputs and amax are the caller's, written
+// in place.
 void nvfp4_quantize(const std::vector<py::object> &inputs, const std::vector<py::object> &values,
                     const std::vector<py::object> &scales, py::object amax, bool fused, int amax_scope, int amax_mode,
                     int four_over_six, int e4m3_max, int layout, int direction, py::object stream,
@@ -754,8 +755,7 @@ void nvfp4_quantize(const std::vector<py::object> &inputs, const std::vector<py:
   taken.push_back(take(amax, "amax", ex, amax_mode == MXFP8_NVFP4_AMAX_COMPUTE ? Access::Write : Access::Read));
   DLTensor *a = &taken.back()->managed->dl_tensor;
   o.stream = reinterpret_cast<void *>(ex.stream);
-  if (fused) check(mxfp8_nvfp4_quantize_fused_into(in.data(), in.size(), &o, v.data(), s.data(), a));
-  else check(mxfp8_nvfp4_quantize_into(in[0], &o, v[0], s[0], a));
+  check(mxfp8_nvfp4_quantize_into(in.data(), in.size(), &o, v.data(), s.data(), a));
 }
 
 // mxfp8_dequantize of one direction of `tensor` into the DLPack object `output` (float32 or bfloat16).
@@ -1306,7 +1306,7 @@ PYBIND11_MODULE(_mxfp8, m) {
         py::kw_only(), py::arg("fused"), py::arg("amax_scope"), py::arg("amax_mode"), py::arg("four_over_six"),
         py::arg("e4m3_max"), py::arg("layout"), py::arg("direction") = 0, py::arg("stream") = py::none(),
         py::arg("dlpack_stream") = py::none(), py::arg("bfloat16_bits") = false,
-        "mxfp8_nvfp4_quantize_into / _fused_into into caller buffers");
+        "mxfp8_nvfp4_quantize_into into caller buffers");
   m.def("dequantize", &dequantize, py::arg("tensor"), py::arg("direction"), py::arg("output"), py::arg("stream") = py::none(),
         py::arg("dlpack_stream") = py::none(), py::arg("bfloat16_bits") = false);
 

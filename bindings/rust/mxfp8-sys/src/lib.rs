@@ -864,16 +864,10 @@ extern "C" {
         options: *const mxfp8_dequantize_options,
         output: *mut DLTensor,
     ) -> mxfp8_status;
-    /// Quantizes to NVFP4 (packed E2M1 values, E4M3 block scales, float32 amax) into caller buffers.
+    /// Quantizes `count` inputs to NVFP4 (packed E2M1 values, E4M3 block scales, float32 amax) into
+    /// caller buffers: one input (count 1, either amax scope), or fused shards under one shared per-tensor
+    /// amax (count > 1).
     pub fn mxfp8_nvfp4_quantize_into(
-        input: *const DLTensor,
-        options: *const mxfp8_nvfp4_quantize_options,
-        values: *mut DLTensor,
-        scales: *mut DLTensor,
-        amax: *mut DLTensor,
-    ) -> mxfp8_status;
-    /// Quantizes `count` fused shards to NVFP4 under one shared per-tensor amax.
-    pub fn mxfp8_nvfp4_quantize_fused_into(
         inputs: *const *const DLTensor,
         count: usize,
         options: *const mxfp8_nvfp4_quantize_options,

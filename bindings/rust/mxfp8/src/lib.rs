@@ -47,8 +47,7 @@
 //! | `mxfp8_tensor_create` / `_release` of format NVFP4 | [`Nvfp4TensorBuilder`] -> [`Nvfp4Tensor`] |
 //! | `mxfp8_export_components` + `mxfp8_export_global_scale` of an NVFP4 tensor | [`Nvfp4Tensor::export`] -> [`Nvfp4Components`], [`Nvfp4Tensor::global_scale`] ([`GlobalScale`]) |
 //! | `mxfp8_dequantize` of an NVFP4 tensor | [`Nvfp4Tensor::dequantize_host`], [`Nvfp4Tensor::dequantize_into`], [`Nvfp4Tensor::dequantize_into_device`] |
-//! | `mxfp8_nvfp4_quantize_into` | [`nvfp4_quantize_into`], [`nvfp4_quantize_into_device`] ([`Nvfp4QuantizeOptions`]) |
-//! | `mxfp8_nvfp4_quantize_fused_into` | [`nvfp4_quantize_fused_into`], [`nvfp4_quantize_fused_into_device`] |
+//! | `mxfp8_nvfp4_quantize_into` | count 1: [`nvfp4_quantize_into`], [`nvfp4_quantize_into_device`] ([`Nvfp4QuantizeOptions`]); fused shards: [`nvfp4_quantize_fused_into`], [`nvfp4_quantize_fused_into_device`] |
 //! | the transfer with NVFP4 entries (handles of either format) | [`MixedBucketPlan::new`] ([`MixedTensor`]: MXFP8 or NVFP4; [`Nvfp4BucketEntry`]), [`MixedBucketPlan::fill`] / [`fill_device`](MixedBucketPlan::fill_device), [`PreparedExport::bucket_mixed`] (and `_device`) |
 //! | the transfer from a bucket with NVFP4 entries (their amax parts, `e4m3_maxes`, `global_scales`) | [`MixedBucketPlan::manifest`] -> [`MixedManifest`] ([`MixedManifestEntry`], [`Nvfp4ManifestEntry`]) -> [`MixedManifest::unpack`] ([`MixedBucketView`], [`Nvfp4BucketView`]); [`import_bucket_mixed_host`] ([`MixedBucketImport`]), [`import_bucket_mixed_device`], [`PreparedExport::import_bucket_mixed`] (and `_device`) |
 //! | the transfer from NVFP4 tensors into buffers | [`import_tensors_mixed_host`] ([`MixedImportTarget`], [`Nvfp4ImportTarget`]), [`import_tensors_mixed_device`] ([`DeviceMixedImportTarget`]), [`PreparedExport::import_tensors_mixed`] (and `_device`) |

@@ -657,9 +657,10 @@ pub fn nvfp4_quantize_into(
     let mut s = dl_tensor(output.scales.as_mut_ptr() as *const c_void, HOST, UINT8, &mut sshape);
     let mut a = dl_tensor(amax.as_mut_ptr() as *const c_void, HOST, FLOAT32, &mut ashape);
     let o = options.to_sys();
-    // SAFETY: every DLTensor describes a live host slice (the outputs exclusively borrowed); host work is
-    // done when the call returns.
-    check(unsafe { sys::mxfp8_nvfp4_quantize_into(&t, &o, &mut v, &mut s, &mut a) })
+    let (inputs, values, scales) = ([&t as *const sys::DLTensor], [&mut v as *mut sys::DLTensor], [&mut s as *mut sys::DLTensor]);
+    // SAFETY: every DLTensor describes a live host slice (the outputs exclusively borrowed); the arrays
+    // hold one pointer each; host work is done when the call returns.
+    check(unsafe { sys::mxfp8_nvfp4_quantize_into(inputs.as_ptr(), 1, &o, values.as_ptr(), scales.as_ptr(), &mut a) })
 }
 
 /// [`nvfp4_quantize_into`] on device memory: `input` holds `prod(shape)` elements of `dtype`, `amax`
@@ -681,8 +682,10 @@ pub fn nvfp4_quantize_into_device(
     let mut s = dl_tensor(scales.as_ptr(), scales.device(), UINT8, &mut sshape);
     let mut a = dl_tensor(amax.as_ptr(), amax.device(), FLOAT32, &mut ashape);
     let o = options.to_sys();
-    // SAFETY: DeviceBytes' constructor promised the memory for the queued work.
-    check(unsafe { sys::mxfp8_nvfp4_quantize_into(&t, &o, &mut v, &mut s, &mut a) })
+    let (inputs, values, scales) = ([&t as *const sys::DLTensor], [&mut v as *mut sys::DLTensor], [&mut s as *mut sys::DLTensor]);
+    // SAFETY: DeviceBytes' constructor promised the memory for the queued work; the arrays hold one
+    // pointer each, read during the call only.
+    check(unsafe { sys::mxfp8_nvfp4_quantize_into(inputs.as_ptr(), 1, &o, values.as_ptr(), scales.as_ptr(), &mut a) })
 }
 
 fn device_input_shape(input: &DeviceBytes, dtype: InputDtype, shape: &[i64]) -> Result<Vec<i64>, Error> {
@@ -705,6 +708,18 @@ pub(crate) fn float32_elements(bytes: &DeviceBytes, what: &str) -> Result<i64, E
     Ok((bytes.len() / 4) as i64)
 }
 
+/// The fused calls take one per-tensor amax, whatever the shard count (the C call takes per-row amaxes
+/// for a single input, count 1, which [`nvfp4_quantize_into`] is for).
+fn check_fused_scope(options: &Nvfp4QuantizeOptions) -> Result<(), Error> {
+    if matches!(options.amax_scope, AmaxScope::PerRow) {
+        return Err(invalid(
+            "options.amax_scope is AmaxScope::PerRow: fused shards share one per-tensor amax (quantize per-row \
+             shards one by one with nvfp4_quantize_into)",
+        ));
+    }
+    Ok(())
+}
+
 /// One shard of [`nvfp4_quantize_fused_into`]: a row-major host input of logical `shape` and the
 /// buffers its values and scales go to.
 #[derive(Debug)]
@@ -717,7 +732,7 @@ pub struct FusedShard<'a> {
     pub output: Nvfp4Output<'a>,
 }
 
-/// Fused shards under one global scale (`mxfp8_nvfp4_quantize_fused_into`): the Q/K/V or gate/up
+/// Fused shards under one global scale (`mxfp8_nvfp4_quantize_into` with `count` shards): the Q/K/V or gate/up
 /// shards an engine stores as one tensor with one `weight_scale_2`. Every shard (same dtype, same K) is
 /// quantized against one shared per-tensor amax, so each shard's block scales are re-derived against
 /// the common encode scale: with [`AmaxMode::Compute`] the shared amax is the largest of the shards'
@@ -725,6 +740,7 @@ pub struct FusedShard<'a> {
 /// byte for byte as [`nvfp4_quantize_into`] would write it with that amax given. The options' amax scope
 /// must be per tensor. Everything is checked before anything is written.
 pub fn nvfp4_quantize_fused_into(shards: &mut [FusedShard<'_>], options: &Nvfp4QuantizeOptions, amax: &mut f32) -> Result<(), Error> {
+    check_fused_scope(options)?;
     let mut shapes = Vec::with_capacity(shards.len());
     for shard in shards.iter() {
         let (_, len, _) = shard.input.parts();
@@ -749,7 +765,7 @@ pub fn nvfp4_quantize_fused_into(shards: &mut [FusedShard<'_>], options: &Nvfp4Q
     // SAFETY: every DLTensor describes a live host slice or the borrowed amax (outputs exclusively
     // borrowed); the arrays hold shards.len() pointers; host work is done when the call returns.
     check(unsafe {
-        sys::mxfp8_nvfp4_quantize_fused_into(input_ptrs.as_ptr(), input_ptrs.len(), &o, value_ptrs.as_ptr(), scale_ptrs.as_ptr(), &mut a)
+        sys::mxfp8_nvfp4_quantize_into(input_ptrs.as_ptr(), input_ptrs.len(), &o, value_ptrs.as_ptr(), scale_ptrs.as_ptr(), &mut a)
     })
 }
 
@@ -776,6 +792,7 @@ pub fn nvfp4_quantize_fused_into_device(
     options: &Nvfp4QuantizeOptions,
     amax: DeviceBytes,
 ) -> Result<(), Error> {
+    check_fused_scope(options)?;
     let mut shapes = Vec::with_capacity(shards.len());
     for shard in shards {
         shapes.push((device_input_shape(&shard.input, dtype, shard.shape)?, [shard.values.len() as i64], [shard.scales.len() as i64]));
@@ -797,6 +814,6 @@ pub fn nvfp4_quantize_fused_into_device(
     // SAFETY: DeviceBytes' constructor promised the memory for the queued work; the arrays hold
     // shards.len() pointers, read during the call only.
     check(unsafe {
-        sys::mxfp8_nvfp4_quantize_fused_into(input_ptrs.as_ptr(), input_ptrs.len(), &o, value_ptrs.as_ptr(), scale_ptrs.as_ptr(), &mut a)
+        sys::mxfp8_nvfp4_quantize_into(input_ptrs.as_ptr(), input_ptrs.len(), &o, value_ptrs.as_ptr(), scale_ptrs.as_ptr(), &mut a)
     })
 }

@@ -364,12 +364,14 @@ fn fused_shards_share_one_global_scale() {
     }
     // The reconcile is not a no-op: the smallest shard's own amax gives other block scales.
     assert_ne!(quantize_reference(&xs[0], rows[0], k, amax_of(&xs[0])).1, outs[0].1);
-    // Per-row scope is refused.
+    // Per-row scope is refused, one shard included (the C call takes per-row amaxes at count 1; the
+    // fused calls keep one shared amax).
     let mut v = poisoned(rows[0] * k / 2);
     let mut s = poisoned(rows[0] * 3);
     let mut one = [FusedShard { input: HostInput::F32(&xs[0]), shape: &shapes[0], output: Nvfp4Output { values: &mut v, scales: &mut s } }];
     let err = nvfp4_quantize_fused_into(&mut one, &Nvfp4QuantizeOptions::new().amax_scope(AmaxScope::PerRow), &mut amax).unwrap_err();
     assert_eq!(err.status, Status::InvalidArgument, "{err}");
+    assert!(err.message.contains("fused shards share one per-tensor amax"), "{err}");
 }
 
 /// The header's 4over6 quantizer of a stored (r, c) matrix with one amax and E4M3_MAX `e4m3_max`: each
