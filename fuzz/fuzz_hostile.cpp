@@ -1528,21 +1528,21 @@ int64_t expected_layout_bytes(int32_t layout, int32_t direction, int64_t rows, i
   const bool columnwise = direction == 1;
   if (columnwise && layout >= 2) return -1;  // DeepGEMM and TRT-LLM: rowwise only
   const Wide r = rows, c = cols;
-  if (layout == MXFP8_LAYOUT_DEEPGEMM_FLOAT32) {  // a float32 per scale, no padding
+  if (layout == MXFP8_SCALE_LAYOUT_DEEPGEMM_FLOAT32) {  // a float32 per scale, no padding
     const Wide scales = r * c;  // below 2^126; times 4 may not fit even 128 bits
     return scales > kInt64Max / 4 ? -1 : static_cast<int64_t>(scales * 4);
   }
   Wide parts[2] = {r, c};
   switch (layout) {
-    case MXFP8_LAYOUT_CUTLASS_128X4:
+    case MXFP8_SCALE_LAYOUT_128X4:
       parts[0] = wide_round_up(columnwise ? c : r, 128), parts[1] = wide_round_up(columnwise ? r : c, 4);
       break;
-    case MXFP8_LAYOUT_TRTLLM_SHUFFLED:
-    case MXFP8_LAYOUT_TRTLLM_SHUFFLED_GATED:
+    case MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED:
+    case MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED_GATED:
       if (rows % 128 != 0) return -1;
       parts[1] = wide_round_up(c, 4);
       break;
-    case MXFP8_LAYOUT_DEEPGEMM_PACKED:
+    case MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED:
       parts[0] = wide_round_up(c, 4), parts[1] = wide_round_up(r, 4);
       break;
     default: break;
@@ -1577,14 +1577,14 @@ void newest_layout_bytes(Reader &in) {
 // Where the target puts S(r, c) (R x C, rowwise unless `columnwise`), by the header's formulas.
 int64_t target_offset(int32_t target, bool columnwise, int64_t R, int64_t C, int64_t r, int64_t c) {
   switch (target) {
-    case MXFP8_LAYOUT_CUTLASS_128X4:
+    case MXFP8_SCALE_LAYOUT_128X4:
       return columnwise ? static_cast<int64_t>(ref_swizzled_index(c, r, round_up(R, 4)))
                         : static_cast<int64_t>(ref_swizzled_index(r, c, round_up(C, 4)));
-    case MXFP8_LAYOUT_DEEPGEMM_PACKED: return ((c / 4) * round_up(R, 4) + r) * 4 + c % 4;
-    case MXFP8_LAYOUT_TRTLLM_SHUFFLED:
-    case MXFP8_LAYOUT_TRTLLM_SHUFFLED_GATED: {
+    case MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED: return ((c / 4) * round_up(R, 4) + r) * 4 + c % 4;
+    case MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED:
+    case MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED_GATED: {
       // The gated target first interleaves: up row i (source N + i) to 2i, gate row i (source i) to 2i + 1.
-      if (target == MXFP8_LAYOUT_TRTLLM_SHUFFLED_GATED) r = r < R / 2 ? 2 * r + 1 : 2 * (r - R / 2);
+      if (target == MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED_GATED) r = r < R / 2 ? 2 * r + 1 : 2 * (r - R / 2);
       const int64_t moved = 32 * (r / 32) + 8 * (r % 4) + (r % 32) / 4;
       return static_cast<int64_t>(ref_swizzled_index(moved, c, round_up(C, 4)));
     }
@@ -1596,7 +1596,7 @@ int64_t target_offset(int32_t target, bool columnwise, int64_t R, int64_t C, int
 // float32 target the four little-endian bytes of the float32 whose bits are e << 23, as SGLang builds it.
 void expect_scale(std::vector<uint8_t> &expect, int64_t base, int32_t target, bool columnwise, int64_t R, int64_t C,
                   int64_t r, int64_t c, uint8_t e) {
-  if (target == MXFP8_LAYOUT_DEEPGEMM_FLOAT32) {
+  if (target == MXFP8_SCALE_LAYOUT_DEEPGEMM_FLOAT32) {
     const uint32_t bits = static_cast<uint32_t>(e) << 23;
     for (int b = 0; b < 4; ++b)
       expect[static_cast<size_t>(base + (r * C + c) * 4 + b)] = static_cast<uint8_t>(bits >> (8 * b));
@@ -1610,14 +1610,14 @@ int64_t trtllm_source_row(int32_t target, int64_t rows, int64_t j) {
   // Row 32b + i of the (gated) matrix goes to 32b + 8 (i % 4) + i / 4: invert it.
   const int64_t b = j / 32, p = j % 32, i = (p % 8) * 4 + p / 8;
   const int64_t g = 32 * b + i;
-  if (target != MXFP8_LAYOUT_TRTLLM_SHUFFLED_GATED) return g;
+  if (target != MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED_GATED) return g;
   return g % 2 == 0 ? rows / 2 + g / 2 : g / 2;
 }
 
 void newest_convert(Reader &in) {
   Arena arena(in);
   const int32_t target = static_cast<int32_t>(in.byte() % 6);
-  const bool trtllm = target == MXFP8_LAYOUT_TRTLLM_SHUFFLED || target == MXFP8_LAYOUT_TRTLLM_SHUFFLED_GATED;
+  const bool trtllm = target == MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED || target == MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED_GATED;
   Source t;
   plan_source(in, t, 150, 96, trtllm && in.byte() % 4 ? 128 : 0);  // every buffer fits the arena
   fill_scales(in, t);
@@ -1628,7 +1628,7 @@ void newest_convert(Reader &in) {
   const int64_t want = expected_layout_bytes(target, t.columnwise, t.rows, t.cols);
   bool refused = want < 0;
   // The scales output: the exact bytes, or a few off; now and then DeepGEMM's strided int32 form.
-  const bool strided = target == MXFP8_LAYOUT_DEEPGEMM_PACKED && !t.columnwise && in.byte() % 3 == 0;
+  const bool strided = target == MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED && !t.columnwise && in.byte() % 3 == 0;
   const int64_t aligned = round_up(t.rows, 4), packed = (t.cols + 3) / 4;
   int64_t size = want < 0 ? t.rows * t.cols : want;
   if (!strided && in.byte() % 6 == 0) size += static_cast<int64_t>(in.byte() % 9) - 4;
@@ -1863,7 +1863,7 @@ void newest_nvfp4(Reader &in) {
 void newest_grouped_convert(Reader &in) {
   Arena arena(in);
   const int32_t target = static_cast<int32_t>(in.byte() % 6);
-  const bool trtllm = target == MXFP8_LAYOUT_TRTLLM_SHUFFLED || target == MXFP8_LAYOUT_TRTLLM_SHUFFLED_GATED;
+  const bool trtllm = target == MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED || target == MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED_GATED;
   // TRT-LLM experts take 128 rows: fewer and narrower, so that sources and outputs fit the arena.
   const int32_t experts = 1 + in.byte() % (trtllm ? 2 : 4);
   const int64_t n = trtllm && in.byte() % 4 ? 128 : in.below(70), k = 1 + in.below(trtllm ? 24 : 100), c = (k + 31) / 32;

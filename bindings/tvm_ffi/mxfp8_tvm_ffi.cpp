@@ -134,12 +134,12 @@ void convert(TensorView data, TensorView scale_inv, TensorView scales, Optional<
   mxfp8_convert_options options = MXFP8_CONVERT_OPTIONS_INIT;
   // The names of mxfp8.convert and of a bucket manifest's "scales_layout".
   options.target = choose("target", target,
-                          {{"compact", MXFP8_LAYOUT_COMPACT},
-                           {"cutlass_128x4", MXFP8_LAYOUT_CUTLASS_128X4},
-                           {"trtllm", MXFP8_LAYOUT_TRTLLM_SHUFFLED},
-                           {"deepgemm", MXFP8_LAYOUT_DEEPGEMM_PACKED},
-                           {"trtllm_gated", MXFP8_LAYOUT_TRTLLM_SHUFFLED_GATED},
-                           {"deepgemm_float32", MXFP8_LAYOUT_DEEPGEMM_FLOAT32}});
+                          {{"compact", MXFP8_SCALE_LAYOUT_COMPACT},
+                           {"cutlass_128x4", MXFP8_SCALE_LAYOUT_128X4},
+                           {"trtllm", MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED},
+                           {"deepgemm", MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED},
+                           {"trtllm_gated", MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED_GATED},
+                           {"deepgemm_float32", MXFP8_SCALE_LAYOUT_DEEPGEMM_FLOAT32}});
   options.direction = dir;
   options.scale_fixup = zero_exponent_as_one ? MXFP8_SCALE_FIXUP_ZERO_EXPONENT_AS_ONE : MXFP8_SCALE_FIXUP_NONE;
   options.stream = stream_for(scales.device());

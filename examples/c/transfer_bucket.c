@@ -97,8 +97,8 @@ int main(void) {
     shapes[w] = shape;
     ndims[w] = 2;
     formats[w] = MXFP8_FORMAT_E4M3;
-    source_layouts[w] = MXFP8_LAYOUT_COMPACT; /* what the sender wrote (its target_layouts: NULL) */
-    targets[w] = MXFP8_LAYOUT_CUTLASS_128X4;
+    source_layouts[w] = MXFP8_SCALE_LAYOUT_COMPACT; /* what the sender wrote (its target_layouts: NULL) */
+    targets[w] = MXFP8_SCALE_LAYOUT_128X4;
     shards[w] = &half;
   }
   mxfp8_transfer_desc receive = MXFP8_TRANSFER_DESC_INIT;

@@ -18,68 +18,63 @@ extern "C" {
  * Engine layouts: where an engine wants the scale bytes, and the fix-ups some need      [EXPERIMENTAL]
  * ==================================================================================================== */
 
-/* The layout of one tensor's parts, as a bucket carries them or as an engine's parameters want them
- * (docs/api.md, "Engine layouts, shards, experts", says which engine loads which).
- * Values are row-major in every layout except the TRT-LLM ones, which permute value rows.
+/* The engine layouts: the values 2..5 of mxfp8_scale_layout (tensor.h), with COMPACT (0) and 128X4 (1)
+ * the layouts a call writes scales in (docs/api.md, "Engine layouts, shards, experts", says which engine
+ * loads which). Values are row-major in every layout except the TRT-LLM ones, which permute value rows.
  * Scales of a rowwise tensor form S (R x C) = (M, ceil(K/32)); of a columnwise tensor
- * S (R x C) = (ceil(M/32), K). Every layout can be a convert target (mxfp8_convert*); every layout but
- * the TRT-LLM ones (which permute value rows, while a bucket and an import keep values in row order) can
- * also be a transfer's target and a bucket part's layout (mxfp8_transfer_desc). The bytes
- * a layout gives for (R, C) are exact: a buffer or part
- * of any other size is refused, so scales are never decoded in a layout they are not in (nor
- * transformed twice). For grouped experts each expert's scales take that many bytes, back to back. */
-typedef enum mxfp8_layout {
-  /* Scales compact row-major, exactly R * C bytes: what a bucket carries by default and vLLM / SGLang load. */
-  MXFP8_LAYOUT_COMPACT = 0,
-  /* Scales in the cuBLAS / CUTLASS 128x4 layout (MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED), flat, exactly
-   * roundup(R, 128) * roundup(C, 4) bytes (columnwise: S^T swizzled, roundup(C, 128) * roundup(R, 4)),
-   * padding bytes zero: what a cuBLAS or CUTLASS MXFP8 GEMM (vLLM's FlashInfer-CUTLASS linear, SGLang's
-   * weight_scale_inv_swizzled) loads. */
-  MXFP8_LAYOUT_CUTLASS_128X4 = 1,
-  /* FlashInfer's TRT-LLM MoE weights (vLLM's MXFP8 MoE backend: what _shuffle_mxfp8_moe_weights makes of
-   * w2_weight and its scales), per expert of R rows, R a multiple of 128 (FlashInfer's requirement):
-   * FlashInfer's shuffle_matrix_a permutation (epilogue_tile_m 128) moves row 32b + i of the values
-   * and of S to row 32b + 8 * (i % 4) + i / 4; the permuted S is then laid out as
-   * MXFP8_LAYOUT_CUTLASS_128X4 (shuffle_matrix_sf_a), R * roundup(C, 4) bytes, padding zero:
-   *
-   *   byte offset of S(r, c) = swizzled offset of (32 * (r / 32) + 8 * (r % 4) + (r % 32) / 4, c)
-   *
-   * The values must be converted along (mxfp8_convert*): their rows move the same way. Rowwise only;
-   * not a bucket or import layout (a bucket's values are in row order). */
-  MXFP8_LAYOUT_TRTLLM_SHUFFLED = 2,
-  /* DeepGEMM's packed UE8M0 scales, for DeepGEMM on Blackwell (sm100 / sm120, where SGLang sets
-   * DEEPGEMM_SCALE_UE8M0: its weight_scale_inv_deepgemm; DeepGEMM's
-   * get_mn_major_tma_aligned_packed_ue8m0_tensor): the int32 tensor [mn, ceil(sf_k / 4)] with
-   * mn = R, sf_k = C, MN-major, strides (1, mn_aligned) in int32 elements, mn_aligned = roundup(R, 4).
-   * Int32 (m, j) holds the E8M0 bytes of S(m, 4j .. 4j+3), S(m, 4j) in its lowest byte, so in memory:
-   *
-   *   byte offset of S(r, c) = ((c / 4) * roundup(R, 4) + r) * 4 + c % 4
-   *
-   * exactly 4 * ceil(C / 4) * roundup(R, 4) bytes; padding bytes (columns C.. of the last int32 of a row,
-   * rows R .. mn_aligned) are zero (DeepGEMM's strided view, when R % 4 != 0, does not describe the
-   * last column's padding rows: those bytes are left as they are; see mxfp8_convert). Grouped experts stack to DeepGEMM's [G, mn, ceil(sf_k / 4)] with
-   * strides (ceil(sf_k / 4) * mn_aligned, 1, mn_aligned). Rowwise scales only (DeepGEMM packs along K):
-   * columnwise is refused with MXFP8_ERROR_INVALID_ARGUMENT. */
-  MXFP8_LAYOUT_DEEPGEMM_PACKED = 3,
-  /* The same for the gate-and-up projection of a gated activation (SwiGLU): what vLLM loads as
-   * w13_weight and its scales. The source rows are [gate (w1) rows 0 .. N-1; up (w3) rows N .. 2N-1],
-   * as vLLM's and SGLang's w13 and the checkpoints hold them (R = 2N). First vLLM's swap_w13_to_w31
-   * and FlashInfer's reorder_rows_for_gated_act_gemm: row 2i <- up row i (source N + i), row 2i + 1 <-
-   * gate row i (source i); then MXFP8_LAYOUT_TRTLLM_SHUFFLED's shuffle and 128x4 interleave. */
-  MXFP8_LAYOUT_TRTLLM_SHUFFLED_GATED = 4,
-  /* DeepGEMM's scales on Hopper (sm90, where SGLang does not set DEEPGEMM_SCALE_UE8M0): SGLang's
-   * weight_scale_inv_deepgemm there is float32 [R, C], row-major, each scale the float32 whose bits
-   * are its E8M0 byte << 23 (SGLang's _process_mxfp8_linear_weight_scale: (u8.to(int32) << 23)
-   * .view(float32)), so 2^(e - 127) for bytes 1..254, +0.0 for byte 0 and +inf for byte 255. In memory,
-   * little-endian:
-   *
-   *   bytes 4 * (r * C + c) .. + 3 of S(r, c) = 0, 0, (e & 1) << 7, e >> 1
-   *
-   * exactly 4 * R * C bytes, no padding. Grouped experts stack to [E, R, C]. Rowwise only, as
-   * MXFP8_LAYOUT_DEEPGEMM_PACKED. Read back (a bucket part in this layout), a scale is its float32's
-   * exponent field: the sign and mantissa bits, which this layout never sets, are not read. */
-  MXFP8_LAYOUT_DEEPGEMM_FLOAT32 = 5
-} mxfp8_layout;
+ * S (R x C) = (ceil(M/32), K). Every layout can be a convert target (mxfp8_convert, mxfp8_grouped_convert);
+ * every layout but the TRT-LLM ones (which permute value rows, while a bucket and a transfer keep values in
+ * row order) can also be a transfer's target and a bucket part's layout (mxfp8_transfer_desc). The bytes
+ * a layout gives for (R, C) are exact: a buffer or part of any other size is refused, so scales are never
+ * decoded in a layout they are not in (nor transformed twice). For grouped experts each expert's scales
+ * take that many bytes, back to back.
+ *
+ * MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED (2):
+ *   FlashInfer's TRT-LLM MoE weights (vLLM's MXFP8 MoE backend: what _shuffle_mxfp8_moe_weights makes of
+ *   w2_weight and its scales), per expert of R rows, R a multiple of 128 (FlashInfer's requirement):
+ *   FlashInfer's shuffle_matrix_a permutation (epilogue_tile_m 128) moves row 32b + i of the values
+ *   and of S to row 32b + 8 * (i % 4) + i / 4; the permuted S is then laid out as
+ *   MXFP8_SCALE_LAYOUT_128X4 (shuffle_matrix_sf_a), R * roundup(C, 4) bytes, padding zero:
+ *
+ *     byte offset of S(r, c) = swizzled offset of (32 * (r / 32) + 8 * (r % 4) + (r % 32) / 4, c)
+ *
+ *   The values must be converted along (mxfp8_convert*): their rows move the same way. Rowwise only;
+ *   not a bucket or import layout (a bucket's values are in row order).
+ *
+ * MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED (3):
+ *   DeepGEMM's packed UE8M0 scales, for DeepGEMM on Blackwell (sm100 / sm120, where SGLang sets
+ *   DEEPGEMM_SCALE_UE8M0: its weight_scale_inv_deepgemm; DeepGEMM's
+ *   get_mn_major_tma_aligned_packed_ue8m0_tensor): the int32 tensor [mn, ceil(sf_k / 4)] with
+ *   mn = R, sf_k = C, MN-major, strides (1, mn_aligned) in int32 elements, mn_aligned = roundup(R, 4).
+ *   Int32 (m, j) holds the E8M0 bytes of S(m, 4j .. 4j+3), S(m, 4j) in its lowest byte, so in memory:
+ *
+ *     byte offset of S(r, c) = ((c / 4) * roundup(R, 4) + r) * 4 + c % 4
+ *
+ *   exactly 4 * ceil(C / 4) * roundup(R, 4) bytes; padding bytes (columns C.. of the last int32 of a row,
+ *   rows R .. mn_aligned) are zero (DeepGEMM's strided view, when R % 4 != 0, does not describe the
+ *   last column's padding rows: those bytes are left as they are; see mxfp8_convert). Grouped experts stack to DeepGEMM's [G, mn, ceil(sf_k / 4)] with
+ *   strides (ceil(sf_k / 4) * mn_aligned, 1, mn_aligned). Rowwise scales only (DeepGEMM packs along K):
+ *   columnwise is refused with MXFP8_ERROR_INVALID_ARGUMENT.
+ *
+ * MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED_GATED (4):
+ *   The same for the gate-and-up projection of a gated activation (SwiGLU): what vLLM loads as
+ *   w13_weight and its scales. The source rows are [gate (w1) rows 0 .. N-1; up (w3) rows N .. 2N-1],
+ *   as vLLM's and SGLang's w13 and the checkpoints hold them (R = 2N). First vLLM's swap_w13_to_w31
+ *   and FlashInfer's reorder_rows_for_gated_act_gemm: row 2i <- up row i (source N + i), row 2i + 1 <-
+ *   gate row i (source i); then MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED's shuffle and 128x4 interleave.
+ *
+ * MXFP8_SCALE_LAYOUT_DEEPGEMM_FLOAT32 (5):
+ *   DeepGEMM's scales on Hopper (sm90, where SGLang does not set DEEPGEMM_SCALE_UE8M0): SGLang's
+ *   weight_scale_inv_deepgemm there is float32 [R, C], row-major, each scale the float32 whose bits
+ *   are its E8M0 byte << 23 (SGLang's _process_mxfp8_linear_weight_scale: (u8.to(int32) << 23)
+ *   .view(float32)), so 2^(e - 127) for bytes 1..254, +0.0 for byte 0 and +inf for byte 255. In memory,
+ *   little-endian:
+ *
+ *     bytes 4 * (r * C + c) .. + 3 of S(r, c) = 0, 0, (e & 1) << 7, e >> 1
+ *
+ *   exactly 4 * R * C bytes, no padding. Grouped experts stack to [E, R, C]. Rowwise only, as
+ *   MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED. Read back (a bucket part in this layout), a scale is its float32's
+ *   exponent field: the sign and mantissa bits, which this layout never sets, are not read. */
 
 /* A rewrite of scale bytes some consumers need, applied to every real scale a call writes (padding
  * stays zero). */
@@ -95,14 +90,14 @@ typedef enum mxfp8_scale_fixup {
  * Engine-native targets: a tensor or grouped experts converted into an engine's layout  [EXPERIMENTAL]
  * ==================================================================================================== */
 
-/* An engine loads MXFP8 weights in its kernels' own layout (mxfp8_layout; docs/api.md says which
+/* An engine loads MXFP8 weights in its kernels' own layout (mxfp8_scale_layout; docs/api.md says which
  * engine parameter takes which). These calls write it once, checked, from the scales as the producer
  * stores them (compact, padded or 128x4 swizzled, as described by mxfp8_tensor_create or
  * mxfp8_grouped_tensor_create), into caller buffers: no per-expert pass in the engine.
  * Options: start from MXFP8_CONVERT_OPTIONS_INIT; NULL means its defaults. */
 typedef struct mxfp8_convert_options {
   uint32_t struct_size; /* sizeof(mxfp8_convert_options) */
-  int32_t target;       /* mxfp8_layout the scales are written in, default MXFP8_LAYOUT_COMPACT */
+  int32_t target;       /* mxfp8_scale_layout the scales are written in, default MXFP8_SCALE_LAYOUT_COMPACT */
   int32_t direction;    /* mxfp8_direction read from an mxfp8_tensor, default rowwise (grouped: rowwise only) */
   int32_t scale_fixup;  /* mxfp8_scale_fixup, default none */
   void *stream;         /* cudaStream_t the work is queued on (NULL: the legacy default); unused for host memory */
@@ -111,7 +106,7 @@ typedef struct mxfp8_convert_options {
 #define MXFP8_CONVERT_OPTIONS_INIT                                                     \
   {                                                                                    \
     (uint32_t) sizeof(mxfp8_convert_options),  /* struct_size */                       \
-    MXFP8_LAYOUT_COMPACT,                      /* target */                            \
+    MXFP8_SCALE_LAYOUT_COMPACT,                      /* target */                            \
     MXFP8_DIRECTION_ROWWISE,                   /* direction */                         \
     MXFP8_SCALE_FIXUP_NONE,                    /* scale_fixup */                       \
     NULL                                       /* stream: the legacy default stream */ \
@@ -120,9 +115,9 @@ typedef struct mxfp8_convert_options {
 /* Writes direction options->direction of `tensor` in layout options->target:
  *
  *   scales: uint8, float8_e8m0fnu, or the engine's own element type (int32 for
- *           MXFP8_LAYOUT_DEEPGEMM_PACKED, float32 for MXFP8_LAYOUT_DEEPGEMM_FLOAT32), contiguous, exactly the
+ *           MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED, float32 for MXFP8_SCALE_LAYOUT_DEEPGEMM_FLOAT32), contiguous, exactly the
  *           bytes the target gives for the tensor's scale matrix (any shape), on the tensor's device;
- *           for MXFP8_LAYOUT_DEEPGEMM_PACKED also DeepGEMM's own strided int32 tensor (R, ceil(C/4)),
+ *           for MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED also DeepGEMM's own strided int32 tensor (R, ceil(C/4)),
  *           strides (1, roundup(R, 4)), also [1, R, ceil(C/4)]. Every byte is written, padding included
  *           (as zero), except that the library never writes past the extent a tensor describes: the
  *           strided form's extent ends at int32 (ceil(C/4) - 1) * roundup(R, 4) + R, so when R % 4 != 0
@@ -132,10 +127,10 @@ typedef struct mxfp8_convert_options {
  *   values: NULL, or uint8 / the float8 of the tensor's format, contiguous, prod(shape) elements: the
  *           values in the target's row order (a copy for every target but the TRT-LLM ones). Required
  *           by targets that permute value rows. The TRT-LLM targets lay the tensor out as one expert of
- *           M = prod(lead) rows; MXFP8_LAYOUT_TRTLLM_SHUFFLED_GATED refuses a tensor of more than 2
+ *           M = prod(lead) rows; MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED_GATED refuses a tensor of more than 2
  *           dimensions (stacked experts: mxfp8_grouped_convert).
  *
- * Columnwise: compact and 128x4 as mxfp8_layout says (128x4 swizzles S^T, as cuBLAS reads columnwise
+ * Columnwise: compact and 128x4 as mxfp8_scale_layout says (128x4 swizzles S^T, as cuBLAS reads columnwise
  * scales); the DeepGEMM and TRT-LLM layouts are rowwise only and refuse it. Everything (options,
  * dtypes, sizes, devices, no output sharing a byte with the tensor or with the other output) is checked
  * before anything is written. Host memory: done on return. CUDA: one launch on options->stream (plus a
@@ -146,7 +141,7 @@ MXFP8_API mxfp8_status mxfp8_convert(const mxfp8_tensor *tensor, const mxfp8_con
 
 /* The same for E grouped experts of one row count N (rowwise): expert e's scales are written at byte
  * e * B of `scales`, B the bytes the target gives for (N, ceil(K/32)), so the buffer holds E * B bytes
- * (for MXFP8_LAYOUT_DEEPGEMM_FLOAT32 float32 [E, N, C]; for MXFP8_LAYOUT_DEEPGEMM_PACKED DeepGEMM's int32
+ * (for MXFP8_SCALE_LAYOUT_DEEPGEMM_FLOAT32 float32 [E, N, C]; for MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED DeepGEMM's int32
  * [E, N, ceil(sf_k/4)], flat or with its strides
  * (ceil(sf_k/4) * roundup(N, 4), 1, roundup(N, 4)), where only the last expert's last padding rows lie
  * past the view's extent and are left alone, as for mxfp8_convert); values, when given, E * N * K elements, stacked

@@ -27,16 +27,21 @@ typedef enum mxfp8_format {
   MXFP8_FORMAT_NVFP4 = 3
 } mxfp8_format;
 
-/* How a scale buffer is laid out in memory. Either layout may be padded; padding is never read.
+/* Where the bytes of a scale matrix lie: in a tensor's storage (mxfp8_tensor_desc.scale_layout: the two
+ * STABLE values), and where a call writes scales (a transfer's target or bucket part, mxfp8_convert,
+ * mxfp8_layout_bytes: every value). One enum for every place; the 128x4 tiles have one name, 128X4.
  *
  * Rowwise scales S (one per 32 consecutive values along K) form an R x C matrix with R = M = prod(lead)
  * and C = ceil(K/32). Columnwise scales (one per 32 consecutive rows) form an R x C matrix with
  * R = ceil(M/32) and C = K. A partial last block keeps its own scale, hence the ceil. (NVFP4: below.) */
 typedef enum mxfp8_scale_layout {
-  /* Row-major (R', C') with R' >= R and C' >= C; the buffer's own shape gives R' and C' (leading dims
-   * are flattened into rows). TE allocates R' = roundup(R, 128), C' = roundup(C, 4) for rowwise and
-   * R' = roundup(R, 4), C' = roundup(C, 128) for columnwise. A compact (R, C) buffer is fine too. */
+  /* Row-major. As a tensor's storage: (R', C') with R' >= R and C' >= C; the buffer's own shape gives R'
+   * and C' (leading dims are flattened into rows), padding never read. TE allocates R' = roundup(R, 128),
+   * C' = roundup(C, 4) for rowwise and R' = roundup(R, 4), C' = roundup(C, 128) for columnwise; a compact
+   * (R, C) buffer is fine too. Where a call writes scales: compact, exactly R * C bytes (what vLLM and
+   * SGLang load), under its other name, MXFP8_SCALE_LAYOUT_COMPACT. */
   MXFP8_SCALE_LAYOUT_ROW_MAJOR = 0,
+  MXFP8_SCALE_LAYOUT_COMPACT = 0,
   /* The cuBLAS / CUTLASS block-scaling layout ("128x4" tiles). For rowwise scales, S padded to
    * Rp = roundup(R, 128), Cp = roundup(C, 4) and stored tile by tile:
    *
@@ -45,8 +50,17 @@ typedef enum mxfp8_scale_layout {
    * Columnwise scales are swizzled as their transpose: the matrix swizzled is S^T (C x R), so Rp and Cp
    * are roundup(K, 128) and roundup(ceil(M/32), 4). The buffer must be contiguous and hold exactly
    * Rp * Cp bytes: any other size means the caller's idea of the layout is wrong, and guessing would
-   * decode to noise. */
-  MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED = 1
+   * decode to noise. Written by a call: padding bytes zero (what a cuBLAS or CUTLASS MXFP8 GEMM loads:
+   * vLLM's FlashInfer-CUTLASS linear, SGLang's weight_scale_inv_swizzled). MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED
+   * is its name in 0.1 (STABLE, kept). */
+  MXFP8_SCALE_LAYOUT_128X4 = 1,
+  MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED = 1,
+  /* The engine layouts, written by calls only (never a tensor's storage; EXPERIMENTAL): layout.h,
+   * "Engine layouts", gives each one's bytes and which engine loads it. */
+  MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED = 2,
+  MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED = 3,
+  MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED_GATED = 4,
+  MXFP8_SCALE_LAYOUT_DEEPGEMM_FLOAT32 = 5
 } mxfp8_scale_layout;
 
 /* Which copy of the data an export reads. */

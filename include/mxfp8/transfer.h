@@ -84,7 +84,7 @@ MXFP8_API mxfp8_status mxfp8_export_scales_batched(const mxfp8_tensor *const *te
  * shape) or in buffers (sized for the shard), read from where it lies: the trainer's storage, or a bucket
  * of whole tensors (FROM_BUCKET: every rank maps one bucket and takes its own part). A shard keeps its
  * scale bytes as stored, so:
- *   - into an MXFP8_LAYOUT_CUTLASS_128X4 target: a shard of 128x4 scales (a swizzled tensor, a 128x4
+ *   - into an MXFP8_SCALE_LAYOUT_128X4 target: a shard of 128x4 scales (a swizzled tensor, a 128x4
  *     part) only when it is the whole matrix (otherwise take it into a compact target); a shard of
  *     row-major scales of one row range, or of several row pieces when its scales are rowwise and every
  *     piece but the last is a multiple of 128 rows (each piece fills whole tiles);
@@ -167,12 +167,12 @@ typedef struct mxfp8_shard {
  * plan's alignment; bytes between parts are left as they were:
  *   MXFP8: values, prod(shape) bytes row-major (the shard's (rows, cols) for a shard), then the scale
  *          matrix S (rowwise (M, ceil(K/32)), columnwise (ceil(M/32), K)) in the part's layout:
- *          MXFP8_LAYOUT_COMPACT (R * C bytes, what vLLM / SGLang load) unless target_layouts[i] says
+ *          MXFP8_SCALE_LAYOUT_COMPACT (R * C bytes, what vLLM / SGLang load) unless target_layouts[i] says
  *          otherwise.
  *   NVFP4: for the stored matrix of the entry's direction (rows x cols: rowwise (M, K), columnwise the
  *          (K, M) transpose TE stores; cols even): values of rows * cols / 2 bytes, two E2M1 codes a byte,
  *          the even element in the low nibble; the E4M3 block scales S (rows x ceil(cols / 16)) compact
- *          or in MXFP8_LAYOUT_CUTLASS_128X4; then the amax, float32, at a multiple of 4 bytes: one per
+ *          or in MXFP8_SCALE_LAYOUT_128X4; then the amax, float32, at a multiple of 4 bytes: one per
  *          tensor, or one per row (rowwise, TE's row_scaled_nvfp4). The second level ON THE WIRE IS THE
  *          AMAX, as Transformer Engine keeps it: both conventions are computed from it (the decode scale
  *          amax / (6 * E4M3_MAX), vLLM ModelOpt's weight_scale_2, and the encode scale
@@ -238,7 +238,7 @@ typedef struct mxfp8_transfer_desc {
   const int32_t *ndims;              /* logical rank, 1..64 */
   const int64_t *const *shapes;      /* logical shape (*lead, K) of what the part holds (a shard sent alone: the shard's) */
   const int32_t *formats;            /* mxfp8_format; required */
-  const int32_t *source_layouts;     /* mxfp8_layout of each scales part; required (a 128x4 part the size of a
+  const int32_t *source_layouts;     /* mxfp8_scale_layout of each scales part; required (a 128x4 part the size of a
                                         compact one would otherwise decode to noise) */
   const int32_t *e4m3_maxes;         /* read at NVFP4 entries, required when there is one: 448 or 256 */
   /* Optional (both or neither): the sender's shape of each entry's S, so that a shape that merely has the
@@ -248,8 +248,8 @@ typedef struct mxfp8_transfer_desc {
   const int32_t *scales_ndims;
   const int64_t *const *scales_shapes;
 
-  /* Destinations: the mxfp8_layout each entry's scales are written in (TO_BUFFERS and TO_BUCKET; NULL:
-   * all MXFP8_LAYOUT_COMPACT). NVFP4 entries: COMPACT or CUTLASS_128X4. */
+  /* Destinations: the mxfp8_scale_layout each entry's scales are written in (TO_BUFFERS and TO_BUCKET; NULL:
+   * all MXFP8_SCALE_LAYOUT_COMPACT). NVFP4 entries: COMPACT or CUTLASS_128X4. */
   const int32_t *target_layouts;
 
   /* TO_BUFFERS, each contiguous, on the sources' device, sharing no byte with a source or another buffer:
@@ -258,9 +258,9 @@ typedef struct mxfp8_transfer_desc {
    *              weight [N, K/2]).
    *   scales[i]: uint8 or float8_e8m0fnu (NVFP4: float8_e4m3fn), exactly the bytes target_layouts[i]
    *              gives (any shape: (R, C), flat, ...), every byte written, padding as zero; for
-   *              MXFP8_LAYOUT_DEEPGEMM_PACKED also int32 (a quarter as many elements) or DeepGEMM's own
+   *              MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED also int32 (a quarter as many elements) or DeepGEMM's own
    *              strided int32 (R, ceil(C/4)) tensor (what lies past the extent it describes is left, see
-   *              mxfp8_convert); for MXFP8_LAYOUT_DEEPGEMM_FLOAT32 also float32 (R * C elements).
+   *              mxfp8_convert); for MXFP8_SCALE_LAYOUT_DEEPGEMM_FLOAT32 also float32 (R * C elements).
    *   global_scales[i]: float32, one element per amax (the shard's rows for a per-row amax), aligned to 4
    *              bytes, receiving desc.global_scale's convention of each amax, bit for bit what
    *              mxfp8_export_global_scale returns for the same amax and E4M3_MAX. */

@@ -81,15 +81,15 @@ BucketEntry bucket_entry(const BucketTensors &in, size_t i, int32_t scale_fixup)
   if (e.layout->permutes_value_rows)
     fail(MXFP8_ERROR_INVALID_ARGUMENT, layout_name, " is ", e.layout->enum_name, " (", e.layout->value, "): a bucket "
          "carries values in row order, so its scales cannot be in a layout that permutes rows; write it with mxfp8_convert");
-  const bool engine = e.layout->value != MXFP8_LAYOUT_COMPACT && e.layout->value != MXFP8_LAYOUT_CUTLASS_128X4;
+  const bool engine = e.layout->value != MXFP8_SCALE_LAYOUT_COMPACT && e.layout->value != MXFP8_SCALE_LAYOUT_128X4;
   if (e.nvfp4 && engine)
     fail(MXFP8_ERROR_INVALID_ARGUMENT, layout_name, " is ", e.layout->enum_name, " for an NVFP4 entry: NVFP4 scales "
-         "travel MXFP8_LAYOUT_COMPACT or MXFP8_LAYOUT_CUTLASS_128X4 (the other layouts are MXFP8's)");
+         "travel MXFP8_SCALE_LAYOUT_COMPACT or MXFP8_SCALE_LAYOUT_128X4 (the other layouts are MXFP8's)");
   e.sharded = in.shards && in.shards[i];
   const IndexedName shard_name("desc.shards", i);
   if (e.sharded && engine)
     fail(MXFP8_ERROR_UNSUPPORTED, shard_name, " is set and ", layout_name, " is ", e.layout->enum_name, ": a shard is "
-         "written MXFP8_LAYOUT_COMPACT or MXFP8_LAYOUT_CUTLASS_128X4");
+         "written MXFP8_SCALE_LAYOUT_COMPACT or MXFP8_SCALE_LAYOUT_128X4");
   if (e.nvfp4) {
     if (e.sharded) e.shard = resolve_nvfp4_shard(in.shards[i], e.tensor->rows, e.tensor->cols, e.columnwise, shard_name);
     e.rows = e.sharded ? e.shard.rows : e.dir->rows;
@@ -119,7 +119,7 @@ BucketEntry bucket_entry(const BucketTensors &in, size_t i, int32_t scale_fixup)
 void add_entry_jobs(std::vector<ScaleJob> &jobs, const BucketEntry &e, int32_t scale_fixup, uint8_t *values,
                     uint8_t *scales, uint8_t *amax, const char *shard_name) {
   const Direction &dir = *e.dir;
-  const bool compact = e.layout->value == MXFP8_LAYOUT_COMPACT;
+  const bool compact = e.layout->value == MXFP8_SCALE_LAYOUT_COMPACT;
   if (!e.sharded) {
     // The whole tensor: its values copied, its scales written by the fastest job, fixed up if asked (MXFP8).
     add_copy_jobs(jobs, e.nvfp4 ? dir.data_begin : byte_pointer(dir.data->dl_tensor), values,

@@ -181,9 +181,9 @@ CheckedManifest check_bucket_manifest(const mxfp8_transfer_desc &m) {
         fail(MXFP8_ERROR_INVALID_ARGUMENT, "desc.shapes[", i, "] ", format_shape(shape, ndim), ": the stored ",
              e.columnwise ? "columnwise" : "rowwise", " rows of this NVFP4 entry have ", e.cols,
              " values, an odd count (two a byte)");
-      if (layout != MXFP8_LAYOUT_COMPACT && layout != MXFP8_LAYOUT_CUTLASS_128X4)
+      if (layout != MXFP8_SCALE_LAYOUT_COMPACT && layout != MXFP8_SCALE_LAYOUT_128X4)
         fail(MXFP8_ERROR_INVALID_ARGUMENT, field, " is ", e.layout->enum_name, " for an NVFP4 entry: NVFP4 scales travel "
-             "MXFP8_LAYOUT_COMPACT or MXFP8_LAYOUT_CUTLASS_128X4");
+             "MXFP8_SCALE_LAYOUT_COMPACT or MXFP8_SCALE_LAYOUT_128X4");
       e.scale_rows = e.rows;
       e.scale_cols = ceil_div(e.cols, kNvfp4BlockSize);
       e.values_bytes = checked_mul(e.rows, e.cols / 2, "manifest shape");

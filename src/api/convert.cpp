@@ -64,8 +64,8 @@ ExportJobs convert_jobs(const mxfp8_tensor *t, const ConvertRequest &r, DLTensor
   const auto direction = static_cast<mxfp8_direction>(r.options.direction);
   const bool columnwise = direction == MXFP8_DIRECTION_COLUMNWISE;
   const Direction &dir = require_direction(*t, direction);
-  if (r.target->value == MXFP8_LAYOUT_TRTLLM_SHUFFLED_GATED && t->shape.size() > 2)
-    fail(MXFP8_ERROR_INVALID_ARGUMENT, "options.target is MXFP8_LAYOUT_TRTLLM_SHUFFLED_GATED, which interleaves the two "
+  if (r.target->value == MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED_GATED && t->shape.size() > 2)
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, "options.target is MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED_GATED, which interleaves the two "
          "halves of one expert's rows, but the tensor has shape ", format_shape(t->shape),
          ": mxfp8_convert lays out one expert; convert stacked experts with mxfp8_grouped_convert");
   const int64_t bytes = layout_bytes(*r.target, dir.scale_rows, dir.scale_cols, columnwise, "options.target");

@@ -42,7 +42,7 @@ ExportJobs batched_jobs(const mxfp8_tensor *const *tensors, DLTensor *const *des
     spans.push_back(span_of(out, needed, "destinations", i, true));
     // An empty matrix moves nothing, however many rows it has: no job, so no loop over its rows.
     if (needed > 0)
-      jobs.push_back(scale_job(dir.source, MXFP8_LAYOUT_COMPACT, direction == MXFP8_DIRECTION_COLUMNWISE, out,
+      jobs.push_back(scale_job(dir.source, MXFP8_SCALE_LAYOUT_COMPACT, direction == MXFP8_DIRECTION_COLUMNWISE, out,
                                o.scale_fixup == MXFP8_SCALE_FIXUP_ZERO_EXPONENT_AS_ONE));
   }
   check_no_overlap(spans);

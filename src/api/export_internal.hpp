@@ -50,7 +50,7 @@ struct BucketTensors {
   mxfp8_direction direction_of(size_t i) const {
     return static_cast<mxfp8_direction>(directions ? directions[i] : MXFP8_DIRECTION_ROWWISE);
   }
-  int32_t layout_of(size_t i) const { return layouts ? layouts[i] : MXFP8_LAYOUT_COMPACT; }
+  int32_t layout_of(size_t i) const { return layouts ? layouts[i] : MXFP8_SCALE_LAYOUT_COMPACT; }
 };
 // The tensors side of a FROM_TENSORS desc (transfer.cpp).
 BucketTensors tensors_of(const mxfp8_transfer_desc &d);
@@ -83,7 +83,7 @@ struct ImportTargets {
     if (!scales) fail(MXFP8_ERROR_INVALID_ARGUMENT, "desc.scales is NULL");
   }
   Entry at(size_t i) const {
-    return Entry{values ? values[i] : nullptr, scales[i], layouts ? layouts[i] : static_cast<int32_t>(MXFP8_LAYOUT_COMPACT)};
+    return Entry{values ? values[i] : nullptr, scales[i], layouts ? layouts[i] : static_cast<int32_t>(MXFP8_SCALE_LAYOUT_COMPACT)};
   }
 };
 

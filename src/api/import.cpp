@@ -70,17 +70,17 @@ void add_tensor_jobs(std::vector<ScaleJob> &jobs, const uint8_t *values, int64_t
 // layouts and the fix-up are not combined with shards yet (`name` names the shard in the refusal).
 void add_shard_jobs(std::vector<ScaleJob> &jobs, const uint8_t *values, int64_t cols, const ScaleSource &source,
                     const Shard &sh, const CheckedDestination &d, const char *name) {
-  if (source.swizzled && source.layout != MXFP8_LAYOUT_CUTLASS_128X4)
+  if (source.swizzled && source.layout != MXFP8_SCALE_LAYOUT_128X4)
     fail(MXFP8_ERROR_UNSUPPORTED, name, ": a shard of scales carried in an engine layout (",
          layout_info(source.layout, name).enum_name, "); carry them compact or 128x4");
-  if (d.layout != MXFP8_LAYOUT_COMPACT && d.layout != MXFP8_LAYOUT_CUTLASS_128X4)
-    fail(MXFP8_ERROR_UNSUPPORTED, name, ": a shard is imported into MXFP8_LAYOUT_COMPACT or MXFP8_LAYOUT_CUTLASS_128X4 "
+  if (d.layout != MXFP8_SCALE_LAYOUT_COMPACT && d.layout != MXFP8_SCALE_LAYOUT_128X4)
+    fail(MXFP8_ERROR_UNSUPPORTED, name, ": a shard is imported into MXFP8_SCALE_LAYOUT_COMPACT or MXFP8_SCALE_LAYOUT_128X4 "
          "destinations only, not ", layout_info(d.layout, name).enum_name);
   if (d.zero_as_one)
     fail(MXFP8_ERROR_UNSUPPORTED, name, ": a shard is imported with its scale bytes as stored "
          "(scale_fixup MXFP8_SCALE_FIXUP_NONE)");
   if (d.values) add_shard_value_jobs(jobs, values, cols, sh, d.values);
-  if (d.layout == MXFP8_LAYOUT_COMPACT) add_shard_scale_jobs(jobs, source, sh, d.scales);
+  if (d.layout == MXFP8_SCALE_LAYOUT_COMPACT) add_shard_scale_jobs(jobs, source, sh, d.scales);
   else add_shard_swizzled_scale_jobs(jobs, source, sh, d.scales, name);
 }
 
@@ -114,9 +114,9 @@ void add_nvfp4_destination(const Nvfp4Parts &p, const Shard *sh, size_t i, const
   const ImportTargets::Entry d = targets.at(i);
   const IndexedName target_name("desc.target_layouts", i);
   const LayoutInfo &target = layout_info(d.layout, target_name);
-  if (target.value != MXFP8_LAYOUT_COMPACT && target.value != MXFP8_LAYOUT_CUTLASS_128X4)
+  if (target.value != MXFP8_SCALE_LAYOUT_COMPACT && target.value != MXFP8_SCALE_LAYOUT_128X4)
     fail(MXFP8_ERROR_INVALID_ARGUMENT, target_name, " is ", target.enum_name, " for an NVFP4 entry: NVFP4 scales are "
-         "imported MXFP8_LAYOUT_COMPACT or MXFP8_LAYOUT_CUTLASS_128X4 (the other layouts are MXFP8's)");
+         "imported MXFP8_SCALE_LAYOUT_COMPACT or MXFP8_SCALE_LAYOUT_128X4 (the other layouts are MXFP8's)");
   if (!d.scales) fail(MXFP8_ERROR_INVALID_ARGUMENT, IndexedName("desc.scales", i), " is NULL");
   DLTensor *global = global_scales ? global_scales[i] : nullptr;
   if (!global) fail(MXFP8_ERROR_INVALID_ARGUMENT, IndexedName("desc.global_scales", i), " is NULL for an NVFP4 entry");
@@ -155,7 +155,7 @@ void add_nvfp4_destination(const Nvfp4Parts &p, const Shard *sh, size_t i, const
   if (sh) {
     // NVFP4 scales are never a transpose (the stored matrix is one already): the rowwise shard jobs.
     if (values) add_shard_value_jobs(result.jobs, p.values, p.cols / 2, packed_value_bytes(*sh), values);
-    if (target.value == MXFP8_LAYOUT_COMPACT) add_shard_scale_jobs(result.jobs, p.scales, *sh, scales);
+    if (target.value == MXFP8_SCALE_LAYOUT_COMPACT) add_shard_scale_jobs(result.jobs, p.scales, *sh, scales);
     else add_shard_swizzled_scale_jobs(result.jobs, p.scales, *sh, scales, IndexedName("desc.shards", i));
     // A per-tensor amax is the shard's too: its block scales were computed against it.
     if (p.amax_count == 1) {
@@ -194,7 +194,7 @@ void add_nvfp4_entry(const mxfp8_transfer_desc &m, size_t i, const CheckedEntry 
          " of the bucket is not aligned to its 4-byte floats");
   const int64_t r = e.scale_rows, scale_cols = e.scale_cols;
   ScaleSource scales{nullptr, false, ByteMatrix{const_cast<uint8_t *>(e.scales), r, scale_cols, scale_cols, 1}, r, scale_cols};
-  if (e.layout->value == MXFP8_LAYOUT_CUTLASS_128X4) scales = ScaleSource{e.scales, false, ByteMatrix{}, r, scale_cols};
+  if (e.layout->value == MXFP8_SCALE_LAYOUT_128X4) scales = ScaleSource{e.scales, false, ByteMatrix{}, r, scale_cols};
   const Nvfp4Parts parts{e.values, scales, reinterpret_cast<const float *>(e.amax), e.amax_count, e.e4m3_max, e.rows, e.cols};
   add_nvfp4_destination(parts, e.sharded ? &e.shard : nullptr, i, targets, m.global_scales, m.global_scale, device,
                         "the bucket is", spans, result);
@@ -237,7 +237,7 @@ ExportJobs import_bucket_jobs(const mxfp8_transfer_desc &m) {
     }
     ScaleSource source{nullptr, e.columnwise, ByteMatrix{const_cast<uint8_t *>(e.scales), e.scale_rows, e.scale_cols, e.scale_cols, 1},
                        e.scale_rows, e.scale_cols};
-    if (e.layout->value != MXFP8_LAYOUT_COMPACT) {  // a packed layout: the 128x4 one, or an engine's
+    if (e.layout->value != MXFP8_SCALE_LAYOUT_COMPACT) {  // a packed layout: the 128x4 one, or an engine's
       source = ScaleSource{e.scales, e.columnwise, ByteMatrix{}, e.scale_rows, e.scale_cols};
       source.layout = e.layout->value;
     }

@@ -1,4 +1,4 @@
-// The mxfp8_layout table (layouts.hpp) and mxfp8_layout_bytes.
+// The mxfp8_scale_layout table (layouts.hpp) and mxfp8_layout_bytes.
 #include "api/layouts.hpp"
 
 #include <algorithm>
@@ -14,13 +14,13 @@ namespace {
 
 // value, enum name, label, columnwise, permutes value rows, the engine's 32-bit element type
 constexpr LayoutInfo kLayouts[] = {
-    {MXFP8_LAYOUT_COMPACT, "MXFP8_LAYOUT_COMPACT", "compact", true, false, kByteElements},
-    {MXFP8_LAYOUT_CUTLASS_128X4, "MXFP8_LAYOUT_CUTLASS_128X4", "128x4 swizzled", true, false, kByteElements},
-    {MXFP8_LAYOUT_TRTLLM_SHUFFLED, "MXFP8_LAYOUT_TRTLLM_SHUFFLED", "TRT-LLM shuffled", false, true, kByteElements},
-    {MXFP8_LAYOUT_DEEPGEMM_PACKED, "MXFP8_LAYOUT_DEEPGEMM_PACKED", "DeepGEMM packed", false, false, kDLInt},
-    {MXFP8_LAYOUT_TRTLLM_SHUFFLED_GATED, "MXFP8_LAYOUT_TRTLLM_SHUFFLED_GATED", "TRT-LLM shuffled gated", false, true,
+    {MXFP8_SCALE_LAYOUT_COMPACT, "MXFP8_SCALE_LAYOUT_COMPACT", "compact", true, false, kByteElements},
+    {MXFP8_SCALE_LAYOUT_128X4, "MXFP8_SCALE_LAYOUT_128X4", "128x4 swizzled", true, false, kByteElements},
+    {MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED, "MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED", "TRT-LLM shuffled", false, true, kByteElements},
+    {MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED, "MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED", "DeepGEMM packed", false, false, kDLInt},
+    {MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED_GATED, "MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED_GATED", "TRT-LLM shuffled gated", false, true,
      kByteElements},
-    {MXFP8_LAYOUT_DEEPGEMM_FLOAT32, "MXFP8_LAYOUT_DEEPGEMM_FLOAT32", "DeepGEMM float32", false, false, kDLFloat},
+    {MXFP8_SCALE_LAYOUT_DEEPGEMM_FLOAT32, "MXFP8_SCALE_LAYOUT_DEEPGEMM_FLOAT32", "DeepGEMM float32", false, false, kDLFloat},
 };
 
 // FlashInfer's shuffle_matrix_sf_a asserts M % 128 == 0 (and shuffle_matrix_a works in 32-row blocks).
@@ -41,26 +41,26 @@ int64_t layout_bytes(const LayoutInfo &layout, int64_t rows, int64_t cols, bool 
     fail(MXFP8_ERROR_INVALID_ARGUMENT, field, " is ", layout.enum_name, ", which lays out rowwise scales only (",
          "what its engine loads for a weight): it has no columnwise form; ask for rowwise scales");
   switch (layout.value) {
-    case MXFP8_LAYOUT_CUTLASS_128X4: {
+    case MXFP8_SCALE_LAYOUT_128X4: {
       // Columnwise scales are swizzled as their transpose.
       const int64_t sr = columnwise ? cols : rows, sc = columnwise ? rows : cols;
       return checked_mul(checked_round_up(sr, kTileRows, "the swizzled scales' padded row count"),
                          checked_round_up(sc, kTileCols, "the swizzled scales' padded column count"),
                          "swizzled scale size");
     }
-    case MXFP8_LAYOUT_TRTLLM_SHUFFLED:
-    case MXFP8_LAYOUT_TRTLLM_SHUFFLED_GATED:
+    case MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED:
+    case MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED_GATED:
       if (rows % kTrtllmRowMultiple != 0)
         fail(MXFP8_ERROR_INVALID_ARGUMENT, field, " is ", layout.enum_name, ", which needs rows (per expert) a multiple "
              "of ", kTrtllmRowMultiple, " (FlashInfer's shuffle_matrix_sf_a requires it; the values shuffle in blocks "
              "of 32 rows), got ", rows);
       return checked_mul(rows, checked_round_up(cols, kTileCols, "the TRT-LLM scales' padded column count"),
                          "TRT-LLM shuffled scale size");
-    case MXFP8_LAYOUT_DEEPGEMM_PACKED:
+    case MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED:
       return checked_mul(checked_round_up(cols, kPackedScalesPerWord, "the packed scales' padded K-block count"),
                          checked_round_up(rows, kDeepGemmMnAlignment, "the packed scales' aligned MN"),
                          "DeepGEMM packed scale size");
-    case MXFP8_LAYOUT_DEEPGEMM_FLOAT32:
+    case MXFP8_SCALE_LAYOUT_DEEPGEMM_FLOAT32:
       return checked_mul(checked_mul(rows, cols, "DeepGEMM float32 scale count"), kFloat32Bytes,
                          "DeepGEMM float32 scale size");
     default:
@@ -73,7 +73,7 @@ LayoutBuffer expect_layout_buffer(const DLTensor &t, const LayoutInfo &layout, i
   const int64_t numel = checked_numel(t, name);
   const bool words = layout.word_code != kByteElements && is_dtype(t.dtype, layout.word_code, 32);
   // [1, rows, packed] is one group too (SGLang's parameter for a single expert).
-  if (words && layout.value == MXFP8_LAYOUT_DEEPGEMM_PACKED && t.strides && (t.ndim == 3 || (t.ndim == 2 && groups == 1))) {
+  if (words && layout.value == MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED && t.strides && (t.ndim == 3 || (t.ndim == 2 && groups == 1))) {
     // The parameter DeepGEMM's get_mn_major_tma_aligned_packed_ue8m0_tensor returns: [G,] mn, packed
     // with strides ([packed * mn_aligned,] 1, mn_aligned) over a storage of exactly `bytes`.
     const int64_t packed = ceil_div(cols, kPackedScalesPerWord), aligned = round_up(rows, kDeepGemmMnAlignment);
@@ -108,7 +108,7 @@ LayoutBuffer expect_layout_buffer(const DLTensor &t, const LayoutInfo &layout, i
          uncountable ? cat(numel, " x 4 (more than int64 counts)") : cat(got),
          " (shape ", format_shape(t.shape, t.ndim), t.strides ? cat(", strides ", format_shape(t.strides, t.ndim)) : "",
          ", ", format_dtype(t.dtype), ")",
-         words && layout.value == MXFP8_LAYOUT_DEEPGEMM_PACKED
+         words && layout.value == MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED
              ? cat("; DeepGEMM's strided int32 form is ([", groups, ",] ", rows, ", ", ceil_div(cols, kPackedScalesPerWord),
                    ") with strides ([", ceil_div(cols, kPackedScalesPerWord) * round_up(rows, kDeepGemmMnAlignment), ",] 1, ",
                    round_up(rows, kDeepGemmMnAlignment), ")")

@@ -1,4 +1,4 @@
-// The table of mxfp8_layout values: one entry per layout, the one place the calls that take a layout
+// The table of mxfp8_scale_layout values: one entry per layout, the one place the calls that take a layout
 // (import, convert, the manifest) learn its name, which directions it takes and how many bytes it
 // gives. The index functions live in core/target_layout.hpp.
 #pragma once
@@ -13,7 +13,7 @@ namespace mxfp8 {
 
 struct LayoutInfo {
   int32_t value;
-  const char *enum_name;      // "MXFP8_LAYOUT_DEEPGEMM_PACKED"
+  const char *enum_name;      // "MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED"
   const char *label;          // in messages: "DeepGEMM packed"
   bool columnwise;            // takes columnwise scales
   bool permutes_value_rows;   // the values are written in another row order (a convert needs them)

@@ -165,7 +165,7 @@ void add_shard_swizzled_scale_jobs(std::vector<ScaleJob> &jobs, const ScaleSourc
   }
   if (source.swizzled)
     fail(MXFP8_ERROR_UNSUPPORTED, name, ": a shard of scales stored in the 128x4 layout cannot be written into a 128x4 "
-         "destination in one pass; carry them compact (MXFP8_LAYOUT_COMPACT, what a bucket carries by default) or ask "
+         "destination in one pass; carry them compact (MXFP8_SCALE_LAYOUT_COMPACT, what a bucket carries by default) or ask "
          "for a compact destination");
   if (shard.pieces.size() > 1 && shard.columnwise)
     fail(MXFP8_ERROR_UNSUPPORTED, name, ": columnwise 128x4 scales are swizzled as S^T, where row pieces are columns "

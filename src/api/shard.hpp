@@ -58,7 +58,7 @@ Shard packed_value_bytes(const Shard &stored);
 // The jobs writing the shard's compact scales, row-major, at `dst` (scale_rows x scale_cols), read from
 // `source` (the tensor's whole S, as stored).
 void add_shard_scale_jobs(std::vector<ScaleJob> &jobs, const ScaleSource &source, const Shard &shard, uint8_t *dst);
-// The same into the 128x4 swizzled layout (MXFP8_LAYOUT_CUTLASS_128X4: the shard's S, or S^T for
+// The same into the 128x4 swizzled layout (MXFP8_SCALE_LAYOUT_128X4: the shard's S, or S^T for
 // columnwise scales, padding zeroed). Fails with MXFP8_ERROR_UNSUPPORTED, naming `name`, for what one
 // pass cannot do: a window of a swizzled source, or row pieces that do not fill whole tiles.
 void add_shard_swizzled_scale_jobs(std::vector<ScaleJob> &jobs, const ScaleSource &source, const Shard &shard,

@@ -59,8 +59,8 @@ struct ScaleJob {
   int64_t swizzled_row0 = 0;
   int64_t swizzled_col0 = 0;
   int64_t swizzled_tile_stride = 0;
-  int32_t layout = MXFP8_LAYOUT_COMPACT;  // Layout: the target; PermuteRows: the layout whose row order
-  int32_t source_layout = MXFP8_LAYOUT_CUTLASS_128X4;
+  int32_t layout = MXFP8_SCALE_LAYOUT_COMPACT;  // Layout: the target; PermuteRows: the layout whose row order
+  int32_t source_layout = MXFP8_SCALE_LAYOUT_128X4;
   bool source_transposed = false;
   bool read_transposed = false;
   bool zero_as_one = false;  // MXFP8_SCALE_FIXUP_ZERO_EXPONENT_AS_ONE

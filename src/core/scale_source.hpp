@@ -23,9 +23,9 @@ struct ScaleSource {
   int64_t row0 = 0;
   int64_t col0 = 0;
   int64_t padded_cols = 0;
-  // The mxfp8_layout `swizzled` is in: the 128x4 layout as producers store it, or an engine layout a
+  // The mxfp8_scale_layout `swizzled` is in: the 128x4 layout as producers store it, or an engine layout a
   // bucket carries (then only layout jobs read it, never transposed nor cropped).
-  int32_t layout = MXFP8_LAYOUT_CUTLASS_128X4;
+  int32_t layout = MXFP8_SCALE_LAYOUT_128X4;
 };
 
 // The padded column count of the swizzled matrix that holds `s` (S, or S^T when transposed).
@@ -37,7 +37,7 @@ MXFP8_HOST_DEVICE inline int64_t swizzled_padded_cols(const ScaleSource &s) {
 
 MXFP8_HOST_DEVICE inline const uint8_t *scale_address(const ScaleSource &s, int64_t r, int64_t c) {
   if (!s.swizzled) return s.row_major.data + r * s.row_major.row_stride + c * s.row_major.col_stride;
-  if (s.layout != MXFP8_LAYOUT_CUTLASS_128X4) return s.swizzled + layout_offset(s.layout, s.rows, s.cols, r, c);
+  if (s.layout != MXFP8_SCALE_LAYOUT_128X4) return s.swizzled + layout_offset(s.layout, s.rows, s.cols, r, c);
   const int64_t padded = swizzled_padded_cols(s);
   r += s.row0;
   c += s.col0;
@@ -134,14 +134,14 @@ MXFP8_HOST_DEVICE inline ScaleSource layout_job_source(const ScaleJob &job) {
 // The job writing S in `layout` at `dst`, the fastest job that does it: the dedicated compact and 128x4
 // jobs for the layouts they write, a layout job for the others and whenever bytes are rewritten.
 inline ScaleJob scale_job(const ScaleSource &s, int32_t layout, bool columnwise, uint8_t *dst, bool zero_as_one) {
-  const bool packed_source = s.swizzled && s.layout != MXFP8_LAYOUT_CUTLASS_128X4;
+  const bool packed_source = s.swizzled && s.layout != MXFP8_SCALE_LAYOUT_128X4;
   if (!zero_as_one && !packed_source) {
-    if (layout == MXFP8_LAYOUT_COMPACT) return compact_job(s, dst);
-    if (layout == MXFP8_LAYOUT_CUTLASS_128X4 && (!s.swizzled || s.transposed == columnwise))
+    if (layout == MXFP8_SCALE_LAYOUT_COMPACT) return compact_job(s, dst);
+    if (layout == MXFP8_SCALE_LAYOUT_128X4 && (!s.swizzled || s.transposed == columnwise))
       return swizzled_job(s, columnwise, dst);
   }
   // 128x4 lays out columnwise scales transposed; the other layouts lay out S as it is.
-  return layout_job(s, layout, layout == MXFP8_LAYOUT_CUTLASS_128X4 && columnwise, dst, zero_as_one);
+  return layout_job(s, layout, layout == MXFP8_SCALE_LAYOUT_128X4 && columnwise, dst, zero_as_one);
 }
 
 // Block (br, bc) of the 32-wide blocks along `axis`: its first stored scale in *value, and the row-major

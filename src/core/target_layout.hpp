@@ -1,4 +1,4 @@
-// The engine layouts (mxfp8_layout) as index functions, usable on host and device: where scale (r, c) of
+// The engine layouts (mxfp8_scale_layout) as index functions, usable on host and device: where scale (r, c) of
 // an R x C matrix lies in a layout, and which scale (or padding) each byte of the layout holds. Adding a
 // layout is one case in each function below plus one entry in api/layouts.cpp (its name, byte count
 // and which directions it takes); the generic layout job (scale_job.hpp) and its host and CUDA loops
@@ -24,7 +24,7 @@ namespace mxfp8 {
 constexpr int64_t kPackedScalesPerWord = 4;
 constexpr int64_t kDeepGemmMnAlignment = 4;
 
-// DeepGEMM's float32 scales on Hopper (MXFP8_LAYOUT_DEEPGEMM_FLOAT32), as SGLang builds them
+// DeepGEMM's float32 scales on Hopper (MXFP8_SCALE_LAYOUT_DEEPGEMM_FLOAT32), as SGLang builds them
 // (sglang/srt/layers/quantization/fp8.py, Fp8LinearMethod._process_mxfp8_linear_weight_scale, when
 // DEEPGEMM_SCALE_UE8M0 is off): (u8.to(int32) << 23).view(float32), row-major [n, k / 32]. An E8M0 byte
 // is a float32's exponent field, so each scale takes one little-endian float32 whose two high bytes
@@ -32,7 +32,7 @@ constexpr int64_t kDeepGemmMnAlignment = 4;
 constexpr int kFloat32ExponentShift = 23;
 constexpr int64_t kFloat32Bytes = 4;
 
-// ---- The FlashInfer TRT-LLM MoE layouts (MXFP8_LAYOUT_TRTLLM_SHUFFLED, _TRTLLM_SHUFFLED_GATED) ----
+// ---- The FlashInfer TRT-LLM MoE layouts (MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED, _TRTLLM_SHUFFLED_GATED) ----
 //
 // What vLLM's FlashInfer TRT-LLM MXFP8 MoE backend loads (vLLM prepare_fp8_moe_layer_for_fi with
 // is_trtllm and _shuffle_mxfp8_moe_weights; FlashInfer's test_trtllm_gen_fused_moe.py does the same), per
@@ -44,7 +44,7 @@ constexpr int64_t kFloat32Bytes = 4;
 //     b. FlashInfer reorder_rows_for_gated_act_gemm (get_reorder_rows_for_gated_act_gemm_row_indices):
 //        row 2i <- row i, row 2i + 1 <- row N + i, interleaving the two halves.
 //     Together: row 2i <- up_i = source row N + i, row 2i + 1 <- gate_i = source row i.
-//     w2 (and w13 of a non-gated activation) skips this step (MXFP8_LAYOUT_TRTLLM_SHUFFLED).
+//     w2 (and w13 of a non-gated activation) skips this step (MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED).
 //  2. FlashInfer shuffle_matrix_a with epilogue_tile_m = 128 (get_shuffle_matrix_a_row_indices): 128 %
 //     128 == 0 selects blocks of 32 rows and srcToDstBlk32RowMap = {0, 8, 16, 24, 1, 9, 17, 25, ...,
 //     7, 15, 23, 31}: row 32b + i moves to row 32b + map[i], map[i] = 8 * (i % 4) + i / 4. So row
@@ -75,61 +75,61 @@ MXFP8_HOST_DEVICE inline Int trtllm_unshuffled_row(Int d) {
 // rows and the scale rows alike. Identity for every other layout.
 template <class Int>
 MXFP8_HOST_DEVICE inline Int layout_source_row(int32_t layout, Int rows, Int d) {
-  if (layout == MXFP8_LAYOUT_TRTLLM_SHUFFLED) return trtllm_unshuffled_row(d);
-  if (layout != MXFP8_LAYOUT_TRTLLM_SHUFFLED_GATED) return d;
+  if (layout == MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED) return trtllm_unshuffled_row(d);
+  if (layout != MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED_GATED) return d;
   const Int t = trtllm_unshuffled_row(d), half = rows / 2;  // t: the row of the interleaved matrix
   return t % 2 == 0 ? half + t / 2 : t / 2;                  // up_i at 2i, gate_i at 2i + 1
 }
 
 // Its inverse: the destination row of source row s.
 MXFP8_HOST_DEVICE inline int64_t layout_destination_row(int32_t layout, int64_t rows, int64_t s) {
-  if (layout == MXFP8_LAYOUT_TRTLLM_SHUFFLED) return trtllm_shuffled_row(s);
-  if (layout != MXFP8_LAYOUT_TRTLLM_SHUFFLED_GATED) return s;
+  if (layout == MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED) return trtllm_shuffled_row(s);
+  if (layout != MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED_GATED) return s;
   const int64_t half = rows / 2;
   return trtllm_shuffled_row(s < half ? 2 * s + 1 : 2 * (s - half));
 }
 
 MXFP8_HOST_DEVICE inline bool is_trtllm_layout(int32_t layout) {
-  return layout == MXFP8_LAYOUT_TRTLLM_SHUFFLED || layout == MXFP8_LAYOUT_TRTLLM_SHUFFLED_GATED;
+  return layout == MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED || layout == MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED_GATED;
 }
 
 // The bytes of an R x C matrix in `layout`, unchecked (api/layouts.cpp computes the same with checked
 // arithmetic before any job exists, so here nothing can overflow).
 MXFP8_HOST_DEVICE inline int64_t layout_size(int32_t layout, int64_t rows, int64_t cols) {
   switch (layout) {
-    case MXFP8_LAYOUT_CUTLASS_128X4:
+    case MXFP8_SCALE_LAYOUT_128X4:
       return (rows + kTileRows - 1) / kTileRows * kTileRows * ((cols + kTileCols - 1) / kTileCols * kTileCols);
-    case MXFP8_LAYOUT_DEEPGEMM_PACKED:
+    case MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED:
       return (cols + kPackedScalesPerWord - 1) / kPackedScalesPerWord * kPackedScalesPerWord *
              ((rows + kDeepGemmMnAlignment - 1) / kDeepGemmMnAlignment * kDeepGemmMnAlignment);
-    case MXFP8_LAYOUT_TRTLLM_SHUFFLED:
-    case MXFP8_LAYOUT_TRTLLM_SHUFFLED_GATED:  // rows % 128 == 0 (api/layouts.cpp checks it)
+    case MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED:
+    case MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED_GATED:  // rows % 128 == 0 (api/layouts.cpp checks it)
       return rows * ((cols + kTileCols - 1) / kTileCols * kTileCols);
-    case MXFP8_LAYOUT_DEEPGEMM_FLOAT32:
+    case MXFP8_SCALE_LAYOUT_DEEPGEMM_FLOAT32:
       return rows * cols * kFloat32Bytes;
-    default:  // MXFP8_LAYOUT_COMPACT
+    default:  // MXFP8_SCALE_LAYOUT_COMPACT
       return rows * cols;
   }
 }
 
 // Byte offset of scale (r, c), 0 <= r < rows, 0 <= c < cols: of its float32 for
-// MXFP8_LAYOUT_DEEPGEMM_FLOAT32 (layout_decode reads the scale there).
+// MXFP8_SCALE_LAYOUT_DEEPGEMM_FLOAT32 (layout_decode reads the scale there).
 MXFP8_HOST_DEVICE inline int64_t layout_offset(int32_t layout, int64_t rows, int64_t cols, int64_t r, int64_t c) {
   switch (layout) {
-    case MXFP8_LAYOUT_DEEPGEMM_FLOAT32:
+    case MXFP8_SCALE_LAYOUT_DEEPGEMM_FLOAT32:
       return (r * cols + c) * kFloat32Bytes;
-    case MXFP8_LAYOUT_CUTLASS_128X4:
+    case MXFP8_SCALE_LAYOUT_128X4:
       return swizzled_offset(r, c, (cols + kTileCols - 1) / kTileCols * kTileCols);
-    case MXFP8_LAYOUT_TRTLLM_SHUFFLED:
-    case MXFP8_LAYOUT_TRTLLM_SHUFFLED_GATED:
+    case MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED:
+    case MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED_GATED:
       return swizzled_offset(layout_destination_row(layout, rows, r), c, (cols + kTileCols - 1) / kTileCols * kTileCols);
-    case MXFP8_LAYOUT_DEEPGEMM_PACKED: {
+    case MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED: {
       // int32 (r, c / 4) of an MN-major [mn, ceil(sf_k / 4)] tensor with column stride mn_aligned;
       // little-endian, so the int32's lowest byte (the first in memory) holds the lowest K block.
       const int64_t mn_aligned = (rows + kDeepGemmMnAlignment - 1) / kDeepGemmMnAlignment * kDeepGemmMnAlignment;
       return ((c / kPackedScalesPerWord) * mn_aligned + r) * kPackedScalesPerWord + c % kPackedScalesPerWord;
     }
-    default:  // MXFP8_LAYOUT_COMPACT
+    default:  // MXFP8_SCALE_LAYOUT_COMPACT
       return r * cols + c;
   }
 }
@@ -138,9 +138,9 @@ MXFP8_HOST_DEVICE inline int64_t layout_offset(int32_t layout, int64_t rows, int
 MXFP8_HOST_DEVICE inline bool layout_element(int32_t layout, int64_t rows, int64_t cols, int64_t offset, int64_t *r,
                                              int64_t *c) {
   switch (layout) {
-    case MXFP8_LAYOUT_CUTLASS_128X4:
-    case MXFP8_LAYOUT_TRTLLM_SHUFFLED:
-    case MXFP8_LAYOUT_TRTLLM_SHUFFLED_GATED: {
+    case MXFP8_SCALE_LAYOUT_128X4:
+    case MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED:
+    case MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED_GATED: {
       const int64_t tile_cols = (cols + kTileCols - 1) / kTileCols;
       const int64_t tile = offset / kTileBytes, in_tile = offset % kTileBytes;
       *r = (tile / tile_cols) * kTileRows + ((in_tile % kLineBytes) / kTileCols) * kSubtileRows + in_tile / kLineBytes;
@@ -149,18 +149,18 @@ MXFP8_HOST_DEVICE inline bool layout_element(int32_t layout, int64_t rows, int64
       if (*r < rows) *r = layout_source_row(layout, rows, *r);
       break;
     }
-    case MXFP8_LAYOUT_DEEPGEMM_PACKED: {
+    case MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED: {
       const int64_t mn_aligned = (rows + kDeepGemmMnAlignment - 1) / kDeepGemmMnAlignment * kDeepGemmMnAlignment;
       const int64_t word = offset / kPackedScalesPerWord;
       *r = word % mn_aligned;
       *c = (word / mn_aligned) * kPackedScalesPerWord + offset % kPackedScalesPerWord;
       break;
     }
-    case MXFP8_LAYOUT_DEEPGEMM_FLOAT32:  // all four bytes of a float32 belong to its scale (layout_encode)
+    case MXFP8_SCALE_LAYOUT_DEEPGEMM_FLOAT32:  // all four bytes of a float32 belong to its scale (layout_encode)
       *r = offset / kFloat32Bytes / cols;
       *c = offset / kFloat32Bytes % cols;
       break;
-    default:  // MXFP8_LAYOUT_COMPACT
+    default:  // MXFP8_SCALE_LAYOUT_COMPACT
       *r = offset / cols;
       *c = offset % cols;
   }
@@ -168,15 +168,15 @@ MXFP8_HOST_DEVICE inline bool layout_element(int32_t layout, int64_t rows, int64
 }
 
 // Byte `offset` of the layout when it belongs to scale `e` (layout_element true): the scale itself, but
-// for MXFP8_LAYOUT_DEEPGEMM_FLOAT32 the byte of e << 23 that the offset is in.
+// for MXFP8_SCALE_LAYOUT_DEEPGEMM_FLOAT32 the byte of e << 23 that the offset is in.
 MXFP8_HOST_DEVICE inline uint8_t layout_encode(int32_t layout, uint8_t e, int64_t offset) {
-  if (layout != MXFP8_LAYOUT_DEEPGEMM_FLOAT32) return e;
+  if (layout != MXFP8_SCALE_LAYOUT_DEEPGEMM_FLOAT32) return e;
   return static_cast<uint8_t>((static_cast<uint32_t>(e) << kFloat32ExponentShift) >> (8 * (offset % kFloat32Bytes)));
 }
 
 // The scale at `at` (layout_offset's byte of it): the byte, or a float32's exponent field.
 MXFP8_HOST_DEVICE inline uint8_t layout_decode(int32_t layout, const uint8_t *at) {
-  if (layout != MXFP8_LAYOUT_DEEPGEMM_FLOAT32) return *at;
+  if (layout != MXFP8_SCALE_LAYOUT_DEEPGEMM_FLOAT32) return *at;
   return static_cast<uint8_t>((at[3] << 1) | (at[2] >> 7));  // bits 23..30, little-endian
 }
 
@@ -185,7 +185,7 @@ MXFP8_HOST_DEVICE inline uint8_t layout_decode(int32_t layout, const uint8_t *at
 // columns >= C): true for the 128x4, DeepGEMM and TRT-LLM layouts (the last permute whole rows). The CUDA layout job then reads a row-major
 // source one 32-bit word at a time.
 MXFP8_HOST_DEVICE inline bool layout_packs_row_words(int32_t layout) {
-  return layout == MXFP8_LAYOUT_CUTLASS_128X4 || layout == MXFP8_LAYOUT_DEEPGEMM_PACKED || is_trtllm_layout(layout);
+  return layout == MXFP8_SCALE_LAYOUT_128X4 || layout == MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED || is_trtllm_layout(layout);
 }
 
 }  // namespace mxfp8

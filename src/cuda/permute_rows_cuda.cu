@@ -271,9 +271,9 @@ void launch(const ValuesPart &values, const ScalesPart &scales, cudaStream_t str
     launch<Vec>(values, ScalesPart{}, stream);
     return launch<uint4>(ValuesPart{}, scales, stream);
   }
-  if (layout == MXFP8_LAYOUT_TRTLLM_SHUFFLED_GATED) return launch_kernel<Vec, MXFP8_LAYOUT_TRTLLM_SHUFFLED_GATED>(values, scales, stream);
-  if (layout == MXFP8_LAYOUT_TRTLLM_SHUFFLED || (values.tiles == 0 && scales.items == 0))
-    return launch_kernel<Vec, MXFP8_LAYOUT_TRTLLM_SHUFFLED>(values, scales, stream);
+  if (layout == MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED_GATED) return launch_kernel<Vec, MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED_GATED>(values, scales, stream);
+  if (layout == MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED || (values.tiles == 0 && scales.items == 0))
+    return launch_kernel<Vec, MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED>(values, scales, stream);
   fail(MXFP8_ERROR_INTERNAL, "the row permutation kernel writes the TRT-LLM layouts only, not layout ", layout);
 }
 

@@ -399,7 +399,7 @@ __device__ void store_layout_chunk(const Chunk &c) {
           for (int b = 0; b < valid; ++b)
             if (((word >> (8 * b)) & 0xFF) == 0) word |= 1u << (8 * b);
       }
-    } else if (layout == MXFP8_LAYOUT_DEEPGEMM_FLOAT32) {  // a word is one scale's float32
+    } else if (layout == MXFP8_SCALE_LAYOUT_DEEPGEMM_FLOAT32) {  // a word is one scale's float32
       int64_t r, cc;
       if (layout_element(layout, rows, cols, 4 * w, &r, &cc)) {
         uint8_t value = read_transposed ? read_scale(source, cc, r) : read_scale(source, r, cc);

@@ -19,7 +19,7 @@ void write_layout_host(const ScaleJob &job) {
   const int64_t pieces = (bytes + kBytesPerPiece - 1) / kBytesPerPiece;
   parallel_for(pieces, 2 * bytes, [&](int64_t p0, int64_t p1) {
     const int64_t end = p1 * kBytesPerPiece < bytes ? p1 * kBytesPerPiece : bytes;
-    const bool word_per_scale = job.layout == MXFP8_LAYOUT_DEEPGEMM_FLOAT32;  // pieces start at a word
+    const bool word_per_scale = job.layout == MXFP8_SCALE_LAYOUT_DEEPGEMM_FLOAT32;  // pieces start at a word
     uint8_t scale = 0;
     for (int64_t at = p0 * kBytesPerPiece; at < end; ++at) {
       int64_t r, c;

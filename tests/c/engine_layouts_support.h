@@ -1,4 +1,4 @@
-/* References for the engine layouts (mxfp8_layout), written from each consumer's documented behaviour
+/* References for the engine layouts (mxfp8_scale_layout), written from each consumer's documented behaviour
  * and never from the library's index functions:
  *   - DeepGEMM packed UE8M0, as DeepGEMM's own torch path builds it
  *     (get_mn_major_tma_aligned_packed_ue8m0_tensor_torch, csrc/jit_kernels/impls/smxx_layout.hpp):
@@ -73,15 +73,15 @@ static inline uint8_t *ref_zero_as_one(const uint8_t *s, int64_t n) {
 static inline uint8_t *ref_layout(const uint8_t *s, int64_t rows, int64_t cols, int32_t layout, int columnwise,
                                   int64_t *bytes) {
   uint8_t *out;
-  if (layout == MXFP8_LAYOUT_DEEPGEMM_FLOAT32) {
+  if (layout == MXFP8_SCALE_LAYOUT_DEEPGEMM_FLOAT32) {
     *bytes = 4 * rows * cols;
     out = malloc((size_t)*bytes + 1);
     ref_deepgemm_float32(s, rows * cols, out);
-  } else if (layout == MXFP8_LAYOUT_DEEPGEMM_PACKED) {
+  } else if (layout == MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED) {
     *bytes = ref_deepgemm_bytes(rows, cols);
     out = malloc((size_t)*bytes + 1);
     ref_deepgemm(s, rows, cols, out);
-  } else if (layout == MXFP8_LAYOUT_CUTLASS_128X4) {
+  } else if (layout == MXFP8_SCALE_LAYOUT_128X4) {
     *bytes = columnwise ? ref_cutlass_bytes(cols, rows) : ref_cutlass_bytes(rows, cols);
     out = malloc((size_t)*bytes + 1);
     ref_cutlass(s, rows, cols, columnwise, out);

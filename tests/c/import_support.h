@@ -15,8 +15,8 @@ typedef struct {
   int32_t ndim;
   int64_t shape[3];
   int32_t direction;
-  int32_t source_layout; /* bucket: mxfp8_layout; tensors: 0 padded row-major, 1 swizzled */
-  int32_t target;        /* mxfp8_layout of the destination */
+  int32_t source_layout; /* bucket: mxfp8_scale_layout; tensors: 0 padded row-major, 1 swizzled */
+  int32_t target;        /* mxfp8_scale_layout of the destination */
 } spec;
 
 /* The reference of one tensor: its values, its compact scales S (R x C), and both target layouts. */
@@ -69,7 +69,7 @@ static inline void write_swizzled_poisoned(const reference *ref, int col, uint8_
 }
 
 static inline int64_t target_bytes(const reference *ref, int32_t target) {
-  return target == MXFP8_LAYOUT_COMPACT ? ref->r * ref->c : ref->swizzled_bytes;
+  return target == MXFP8_SCALE_LAYOUT_COMPACT ? ref->r * ref->c : ref->swizzled_bytes;
 }
 
 typedef struct {

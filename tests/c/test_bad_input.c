@@ -1458,7 +1458,7 @@ static void setup_import(import_fixture *f) {
   f->ndims[0] = f->ndims[1] = 2;
   f->formats[0] = f->formats[1] = MXFP8_FORMAT_E4M3;
   f->directions[0] = f->directions[1] = MXFP8_DIRECTION_ROWWISE;
-  f->layouts[0] = f->layouts[1] = MXFP8_LAYOUT_COMPACT;
+  f->layouts[0] = f->layouts[1] = MXFP8_SCALE_LAYOUT_COMPACT;
   f->entries[0] = (bucket_entry){0, 4800, 4800, 200};
   f->entries[1] = (bucket_entry){5000, 2560, 7560, 80};
   bucket_manifest m = BUCKET_MANIFEST_INIT;
@@ -1481,8 +1481,8 @@ static void setup_import(import_fixture *f) {
   f->s0 = (DLTensor){f->scales0, {kDLCPU, 0}, 2, {kDLUInt, 8, 1}, f->s0_shape, NULL, 0};
   f->v1 = (DLTensor){f->values1, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, f->v1_shape, NULL, 0};
   f->s1 = (DLTensor){f->scales1, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, f->s1_shape, NULL, 0};
-  f->dst[0] = (import_destination){&f->v0, &f->s0, MXFP8_LAYOUT_COMPACT};
-  f->dst[1] = (import_destination){&f->v1, &f->s1, MXFP8_LAYOUT_CUTLASS_128X4};
+  f->dst[0] = (import_destination){&f->v0, &f->s0, MXFP8_SCALE_LAYOUT_COMPACT};
+  f->dst[1] = (import_destination){&f->v1, &f->s1, MXFP8_SCALE_LAYOUT_128X4};
   f->dst_arg = f->dst;
   f->call = 0;
   memcpy(f->before, f->bucket, sizeof f->bucket);
@@ -1508,10 +1508,10 @@ static void i_shape_negative(import_fixture *f) { f->shape1[0] = -40; }
 static void i_format_unknown(import_fixture *f) { f->formats[1] = 7; }
 static void i_direction_unknown(import_fixture *f) { f->directions[1] = 2; }
 static void i_layout_unknown(import_fixture *f) { f->layouts[1] = 9; }
-static void i_layout_trtllm(import_fixture *f) { f->layouts[1] = MXFP8_LAYOUT_TRTLLM_SHUFFLED; }
-static void i_layout_deepgemm_compact_part(import_fixture *f) { f->layouts[1] = MXFP8_LAYOUT_DEEPGEMM_PACKED; }
+static void i_layout_trtllm(import_fixture *f) { f->layouts[1] = MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED; }
+static void i_layout_deepgemm_compact_part(import_fixture *f) { f->layouts[1] = MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED; }
 static void i_values_bytes_wrong(import_fixture *f) { f->entries[1].values_bytes = 2559; }
-static void i_compact_part_called_swizzled(import_fixture *f) { f->layouts[1] = MXFP8_LAYOUT_CUTLASS_128X4; }
+static void i_compact_part_called_swizzled(import_fixture *f) { f->layouts[1] = MXFP8_SCALE_LAYOUT_128X4; }
 static void i_part_past_end(import_fixture *f) { f->entries[1].scales_offset = kImportBucketBytes - 79; }
 static void i_offset_near_2_64(import_fixture *f) { f->entries[1].values_offset = UINT64_MAX - 100; }
 static void i_bucket_null(import_fixture *f) { f->bucket_arg = NULL; }
@@ -1519,7 +1519,7 @@ static void i_bucket_float32(import_fixture *f) { f->bucket_tensor.dtype = (DLDa
 static void i_destinations_null(import_fixture *f) { f->dst_arg = NULL; }
 static void i_scales_null(import_fixture *f) { f->dst[1].scales = NULL; }
 static void i_target_unknown(import_fixture *f) { f->dst[1].scales_layout = 9; }
-static void i_target_trtllm(import_fixture *f) { f->dst[1].scales_layout = MXFP8_LAYOUT_TRTLLM_SHUFFLED; }
+static void i_target_trtllm(import_fixture *f) { f->dst[1].scales_layout = MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED; }
 static void i_manifest_fixup_unknown(import_fixture *f) { f->manifest.scale_fixup = 2; }
 static void i_values_float32(import_fixture *f) { f->v1.dtype = (DLDataType){kDLFloat, 32, 1}; f->v1_shape[0] = 640; }
 static void i_values_wrong_fp8(import_fixture *f) { f->v0.dtype.code = kDLFloat8_e5m2; }
@@ -1581,12 +1581,12 @@ static void i_shard_with_fixup(import_fixture *f) {
 }
 static void i_shard_into_deepgemm(import_fixture *f) {
   with_shard(f);
-  f->dst[1].scales_layout = MXFP8_LAYOUT_DEEPGEMM_PACKED;
+  f->dst[1].scales_layout = MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED;
   f->s1_shape[0] = 160; /* DeepGEMM packed scales of the 40 x 2 matrix */
 }
 static void i_shard_of_a_deepgemm_part(import_fixture *f) {
   with_shard(f);
-  f->layouts[1] = MXFP8_LAYOUT_DEEPGEMM_PACKED;
+  f->layouts[1] = MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED;
   f->entries[1].scales_offset = kImportBucketBytes - 160; /* the layout's size of the 40 x 2 matrix, after every part */
   f->entries[1].scales_bytes = 160;
 }
@@ -1608,8 +1608,8 @@ static const import_case kImportCases[] = {
     {"mxfp8_transfer", "a negative dimension", i_shape_negative, MXFP8_ERROR_INVALID_ARGUMENT, "desc.shapes[1] (-40, 64) has a negative dimension"},
     {"mxfp8_transfer", "an unknown format", i_format_unknown, MXFP8_ERROR_INVALID_ARGUMENT, "desc.formats[1] is 7, expected MXFP8_FORMAT_E4M3 (1) or MXFP8_FORMAT_E5M2 (2) or MXFP8_FORMAT_NVFP4 (3)"},
     {"mxfp8_transfer", "an unknown direction", i_direction_unknown, MXFP8_ERROR_INVALID_ARGUMENT, "desc.directions[1] is 2"},
-    {"mxfp8_transfer", "an unknown source layout", i_layout_unknown, MXFP8_ERROR_INVALID_ARGUMENT, "desc.source_layouts[1] is 9, expected MXFP8_LAYOUT_COMPACT (0) or MXFP8_LAYOUT_CUTLASS_128X4 (1) or MXFP8_LAYOUT_TRTLLM_SHUFFLED (2) or MXFP8_LAYOUT_DEEPGEMM_PACKED (3)"},
-    {"mxfp8_transfer", "a bucket part in the TRT-LLM layout (rows permuted)", i_layout_trtllm, MXFP8_ERROR_INVALID_ARGUMENT, "desc.source_layouts[1] is MXFP8_LAYOUT_TRTLLM_SHUFFLED (2)"},
+    {"mxfp8_transfer", "an unknown source layout", i_layout_unknown, MXFP8_ERROR_INVALID_ARGUMENT, "desc.source_layouts[1] is 9, expected MXFP8_SCALE_LAYOUT_COMPACT (0) or MXFP8_SCALE_LAYOUT_128X4 (1) or MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED (2) or MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED (3)"},
+    {"mxfp8_transfer", "a bucket part in the TRT-LLM layout (rows permuted)", i_layout_trtllm, MXFP8_ERROR_INVALID_ARGUMENT, "desc.source_layouts[1] is MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED (2)"},
     {"mxfp8_transfer", "compact scales recorded as DeepGEMM packed (a double transform)", i_layout_deepgemm_compact_part, MXFP8_ERROR_INVALID_ARGUMENT, "desc.parts_in[1] gives 80 bytes of scales, its shape and DeepGEMM packed layout give 160"},
     {"mxfp8_transfer", "an unknown desc.scale_fixup", i_manifest_fixup_unknown, MXFP8_ERROR_INVALID_ARGUMENT, "desc.scale_fixup is 2, expected MXFP8_SCALE_FIXUP_NONE (0) or MXFP8_SCALE_FIXUP_ZERO_EXPONENT_AS_ONE (1)"},
     {"mxfp8_transfer", "values bytes that do not match the shape", i_values_bytes_wrong, MXFP8_ERROR_INVALID_ARGUMENT, "desc.parts_in[1] gives 2559 bytes of values, its shape and row-major layout give 2560"},
@@ -1621,7 +1621,7 @@ static const import_case kImportCases[] = {
     {"mxfp8_transfer", "desc.scales NULL (no destinations)", i_destinations_null, MXFP8_ERROR_INVALID_ARGUMENT, "desc.scales is NULL"},
     {"mxfp8_transfer", "a destination without scales", i_scales_null, MXFP8_ERROR_INVALID_ARGUMENT, "desc.scales[1] is NULL"},
     {"mxfp8_transfer", "an unknown target layout", i_target_unknown, MXFP8_ERROR_INVALID_ARGUMENT, "desc.target_layouts[1] is 9"},
-    {"mxfp8_transfer", "a TRT-LLM target (rows permuted: mxfp8_convert writes it)", i_target_trtllm, MXFP8_ERROR_INVALID_ARGUMENT, "desc.target_layouts[1] is MXFP8_LAYOUT_TRTLLM_SHUFFLED (2)"},
+    {"mxfp8_transfer", "a TRT-LLM target (rows permuted: mxfp8_convert writes it)", i_target_trtllm, MXFP8_ERROR_INVALID_ARGUMENT, "desc.target_layouts[1] is MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED (2)"},
     {"mxfp8_transfer", "float32 values", i_values_float32, MXFP8_ERROR_INVALID_ARGUMENT, "desc.values[1]: dtype float32 does not hold E4M3 values"},
     {"mxfp8_transfer", "E5M2 values for an E4M3 tensor", i_values_wrong_fp8, MXFP8_ERROR_INVALID_ARGUMENT, "desc.values[0]: dtype float8_e5m2 does not hold E4M3 values"},
     {"mxfp8_transfer", "values one byte short", i_values_one_short, MXFP8_ERROR_INVALID_ARGUMENT, "desc.values[1]"},
@@ -1648,8 +1648,8 @@ static const import_case kImportCases[] = {
     {"mxfp8_transfer", "a shard starting inside a K block", i_shard_inside_a_block, MXFP8_ERROR_INVALID_ARGUMENT, "desc.shards[1].col_begin is 16, not a multiple of 32"},
     {"mxfp8_transfer", "a shard past the tensor's rows", i_shard_past_the_rows, MXFP8_ERROR_INVALID_ARGUMENT, "desc.shards[1].row_end is 41, outside the tensor's 40 rows"},
     {"mxfp8_transfer", "a shard with the scale fix-up", i_shard_with_fixup, MXFP8_ERROR_UNSUPPORTED, "desc.shards[1]: a shard is imported with its scale bytes as stored"},
-    {"mxfp8_transfer", "a shard into a DeepGEMM destination", i_shard_into_deepgemm, MXFP8_ERROR_UNSUPPORTED, "desc.shards[1]: a shard is imported into MXFP8_LAYOUT_COMPACT or MXFP8_LAYOUT_CUTLASS_128X4 destinations only, not MXFP8_LAYOUT_DEEPGEMM_PACKED"},
-    {"mxfp8_transfer", "a shard of a part in DeepGEMM's layout", i_shard_of_a_deepgemm_part, MXFP8_ERROR_UNSUPPORTED, "desc.shards[1]: a shard of scales carried in an engine layout (MXFP8_LAYOUT_DEEPGEMM_PACKED)"},
+    {"mxfp8_transfer", "a shard into a DeepGEMM destination", i_shard_into_deepgemm, MXFP8_ERROR_UNSUPPORTED, "desc.shards[1]: a shard is imported into MXFP8_SCALE_LAYOUT_COMPACT or MXFP8_SCALE_LAYOUT_128X4 destinations only, not MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED"},
+    {"mxfp8_transfer", "a shard of a part in DeepGEMM's layout", i_shard_of_a_deepgemm_part, MXFP8_ERROR_UNSUPPORTED, "desc.shards[1]: a shard of scales carried in an engine layout (MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED)"},
     {"mxfp8_transfer", "a shard into a destination sized for the whole tensor", i_shard_into_a_whole_sized_destination, MXFP8_ERROR_INVALID_ARGUMENT, "desc.values[1]"},
     {"mxfp8_transfer", "row pieces that split 128x4 tiles", i_shard_pieces_splitting_tiles, MXFP8_ERROR_UNSUPPORTED, "desc.shards[1]: row piece 0 has 10 rows; into a 128x4 destination"},
 };
@@ -1715,7 +1715,7 @@ static mxfp8_status import_tensors_onto(int onto_scales, int direction, int *unt
   int64_t vshape[1] = {4800}, sshape[1] = {200};
   DLTensor v = {values, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, vshape, NULL, 0};
   DLTensor s = {onto_scales ? m.f.scales->buffer + 8 : scales, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, sshape, NULL, 0};
-  import_destination d = {&v, &s, MXFP8_LAYOUT_COMPACT};
+  import_destination d = {&v, &s, MXFP8_SCALE_LAYOUT_COMPACT};
   mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
   o.direction = direction;
   const mxfp8_tensor *ts[1] = {m.tensor};
@@ -1827,7 +1827,7 @@ static void setup_convert(convert_fixture *f) {
   f->v_arg = &f->v, f->s_arg = &f->s;
   f->tensor_arg = f->m.tensor;
   mxfp8_convert_options o = MXFP8_CONVERT_OPTIONS_INIT;
-  o.target = MXFP8_LAYOUT_DEEPGEMM_PACKED;
+  o.target = MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED;
   f->o = o;
   f->o_arg = &f->o;
   f->grouped = 0;
@@ -1852,10 +1852,10 @@ static void c_fixup_unknown(convert_fixture *f) { f->o.scale_fixup = 7; }
 static void c_direction_unknown(convert_fixture *f) { f->o.direction = 2; }
 static void c_missing_direction(convert_fixture *f) { f->o.direction = MXFP8_DIRECTION_COLUMNWISE; }
 static void c_compact_sized(convert_fixture *f) { f->s_shape[0] = 200; }
-static void c_cutlass_compact_sized(convert_fixture *f) { f->o.target = MXFP8_LAYOUT_CUTLASS_128X4; f->s_shape[0] = 200; }
+static void c_cutlass_compact_sized(convert_fixture *f) { f->o.target = MXFP8_SCALE_LAYOUT_128X4; f->s_shape[0] = 200; }
 static void c_float32_scales(convert_fixture *f) { f->s.dtype = (DLDataType){kDLFloat, 32, 1}; f->s_shape[0] = 100; }
 static void c_int32_for_cutlass(convert_fixture *f) {
-  f->o.target = MXFP8_LAYOUT_CUTLASS_128X4;
+  f->o.target = MXFP8_SCALE_LAYOUT_128X4;
   f->s.dtype = (DLDataType){kDLInt, 32, 1};
   f->s_shape[0] = 128;
 }
@@ -1882,11 +1882,11 @@ static void c_bytes_columnwise_deepgemm(convert_fixture *f) {
   f->o.direction = MXFP8_DIRECTION_COLUMNWISE;
 }
 static void c_bytes_negative(convert_fixture *f) { f->layout_bytes = 2; }
-static void c_trtllm_rows(convert_fixture *f) { f->o.target = MXFP8_LAYOUT_TRTLLM_SHUFFLED; }
-static void c_trtllm_gated_rows(convert_fixture *f) { f->grouped = 1; f->o.target = MXFP8_LAYOUT_TRTLLM_SHUFFLED_GATED; }
+static void c_trtllm_rows(convert_fixture *f) { f->o.target = MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED; }
+static void c_trtllm_gated_rows(convert_fixture *f) { f->grouped = 1; f->o.target = MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED_GATED; }
 static void c_bytes_columnwise_trtllm(convert_fixture *f) {
   f->layout_bytes = 1;
-  f->o.target = MXFP8_LAYOUT_TRTLLM_SHUFFLED;
+  f->o.target = MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED;
   f->o.direction = MXFP8_DIRECTION_COLUMNWISE;
 }
 
@@ -1895,7 +1895,7 @@ static const convert_case kConvertCases[] = {
     {"mxfp8_convert", "tensor NULL", c_tensor_null, MXFP8_ERROR_INVALID_ARGUMENT, "tensor is NULL"},
     {"mxfp8_convert", "scales NULL", c_scales_null, MXFP8_ERROR_INVALID_ARGUMENT, "scales is NULL"},
     {"mxfp8_convert", "options struct_size 0", c_options_size_0, MXFP8_ERROR_INVALID_ARGUMENT, "initialize it with MXFP8_CONVERT_OPTIONS_INIT"},
-    {"mxfp8_convert", "an unknown target", c_target_unknown, MXFP8_ERROR_INVALID_ARGUMENT, "options.target is 9, expected MXFP8_LAYOUT_COMPACT (0) or"},
+    {"mxfp8_convert", "an unknown target", c_target_unknown, MXFP8_ERROR_INVALID_ARGUMENT, "options.target is 9, expected MXFP8_SCALE_LAYOUT_COMPACT (0) or"},
     {"mxfp8_convert", "an unknown scale fix-up", c_fixup_unknown, MXFP8_ERROR_INVALID_ARGUMENT, "options.scale_fixup is 7, expected MXFP8_SCALE_FIXUP_NONE (0)"},
     {"mxfp8_convert", "an unknown direction", c_direction_unknown, MXFP8_ERROR_INVALID_ARGUMENT, "options.direction is 2"},
     {"mxfp8_convert", "a direction the tensor lacks", c_missing_direction, MXFP8_ERROR_MISSING_DATA, "the tensor has no columnwise data"},
@@ -1913,11 +1913,11 @@ static const convert_case kConvertCases[] = {
     {"mxfp8_grouped_convert", "experts of different row counts", c_grouped_uneven, MXFP8_ERROR_INVALID_ARGUMENT, "a stacked target needs experts of one row count; these have 40 and 41 rows"},
     {"mxfp8_grouped_convert", "columnwise", c_grouped_columnwise, MXFP8_ERROR_MISSING_DATA, "grouped experts carry rowwise data only"},
     {"mxfp8_grouped_convert", "stacked DeepGEMM scales one int32 short", c_grouped_short, MXFP8_ERROR_INVALID_ARGUMENT, "scales: DeepGEMM packed scales of 3 40 x 2 matrices are 480 bytes, got 476"},
-    {"mxfp8_layout_bytes", "columnwise DeepGEMM", c_bytes_columnwise_deepgemm, MXFP8_ERROR_INVALID_ARGUMENT, "layout is MXFP8_LAYOUT_DEEPGEMM_PACKED, which lays out rowwise scales only"},
+    {"mxfp8_layout_bytes", "columnwise DeepGEMM", c_bytes_columnwise_deepgemm, MXFP8_ERROR_INVALID_ARGUMENT, "layout is MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED, which lays out rowwise scales only"},
     {"mxfp8_layout_bytes", "negative rows", c_bytes_negative, MXFP8_ERROR_INVALID_ARGUMENT, "rows and cols are -1 and 2, must not be negative"},
-    {"mxfp8_convert", "the TRT-LLM target for 100 rows", c_trtllm_rows, MXFP8_ERROR_INVALID_ARGUMENT, "options.target is MXFP8_LAYOUT_TRTLLM_SHUFFLED, which needs rows (per expert) a multiple of 128 (FlashInfer's shuffle_matrix_sf_a requires it; the values shuffle in blocks of 32 rows), got 100"},
-    {"mxfp8_grouped_convert", "the TRT-LLM gated target for experts of 40 rows", c_trtllm_gated_rows, MXFP8_ERROR_INVALID_ARGUMENT, "options.target is MXFP8_LAYOUT_TRTLLM_SHUFFLED_GATED, which needs rows (per expert) a multiple of 128"},
-    {"mxfp8_layout_bytes", "columnwise TRT-LLM", c_bytes_columnwise_trtllm, MXFP8_ERROR_INVALID_ARGUMENT, "layout is MXFP8_LAYOUT_TRTLLM_SHUFFLED, which lays out rowwise scales only"},
+    {"mxfp8_convert", "the TRT-LLM target for 100 rows", c_trtllm_rows, MXFP8_ERROR_INVALID_ARGUMENT, "options.target is MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED, which needs rows (per expert) a multiple of 128 (FlashInfer's shuffle_matrix_sf_a requires it; the values shuffle in blocks of 32 rows), got 100"},
+    {"mxfp8_grouped_convert", "the TRT-LLM gated target for experts of 40 rows", c_trtllm_gated_rows, MXFP8_ERROR_INVALID_ARGUMENT, "options.target is MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED_GATED, which needs rows (per expert) a multiple of 128"},
+    {"mxfp8_layout_bytes", "columnwise TRT-LLM", c_bytes_columnwise_trtllm, MXFP8_ERROR_INVALID_ARGUMENT, "layout is MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED, which lays out rowwise scales only"},
     {"mxfp8_convert", "scales with a byte_offset of 2^64 - 16 (data + byte_offset would wrap before the buffer)", c_scales_byte_offset_wraps, MXFP8_ERROR_INVALID_ARGUMENT, "scales: byte_offset 18446744073709551600 does not fit in int64"},
 };
 
@@ -2120,7 +2120,7 @@ static void setup_nvb(nvb_fixture *f) {
   f->ndims[0] = 2;
   f->formats[0] = MXFP8_FORMAT_NVFP4;
   f->directions[0] = MXFP8_DIRECTION_ROWWISE;
-  f->layouts[0] = MXFP8_LAYOUT_COMPACT;
+  f->layouts[0] = MXFP8_SCALE_LAYOUT_COMPACT;
   bucket_manifest m = BUCKET_MANIFEST_INIT;
   m.count = 1;
   m.entries = f->entries;
@@ -2140,7 +2140,7 @@ static void setup_nvb(nvb_fixture *f) {
   f->s = (DLTensor){f->scales, {kDLCPU, 0}, 1, {kDLFloat8_e4m3fn, 8, 1}, f->sshape, NULL, 0};
   f->g = (DLTensor){f->global, {kDLCPU, 0}, 1, {kDLFloat, 32, 1}, f->gshape, NULL, 0};
   f->globals[0] = &f->g;
-  f->dst[0] = (import_destination){&f->v, &f->s, MXFP8_LAYOUT_COMPACT};
+  f->dst[0] = (import_destination){&f->v, &f->s, MXFP8_SCALE_LAYOUT_COMPACT};
   const mxfp8_shard sh = MXFP8_SHARD_INIT;
   f->shard = sh;
   f->shards[0] = &f->shard;
@@ -2155,9 +2155,9 @@ static void nb_e4m3_max(nvb_fixture *f) { f->nv[0].e4m3_max = 300; }
 static void nb_amax_misaligned(nvb_fixture *f) { f->nv[0].amax_offset = 1442; }
 static void nb_amax_past_end(nvb_fixture *f) { f->nv[0].amax_offset = kNvbBucketBytes - 2; }
 static void nb_odd_cols(nvb_fixture *f) { f->shape[1] = 63; }
-static void nb_part_deepgemm(nvb_fixture *f) { f->layouts[0] = MXFP8_LAYOUT_DEEPGEMM_PACKED; }
-static void nb_target_deepgemm(nvb_fixture *f) { f->dst[0].scales_layout = MXFP8_LAYOUT_DEEPGEMM_PACKED; }
-static void nb_target_128x4_small(nvb_fixture *f) { f->dst[0].scales_layout = MXFP8_LAYOUT_CUTLASS_128X4; }
+static void nb_part_deepgemm(nvb_fixture *f) { f->layouts[0] = MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED; }
+static void nb_target_deepgemm(nvb_fixture *f) { f->dst[0].scales_layout = MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED; }
+static void nb_target_128x4_small(nvb_fixture *f) { f->dst[0].scales_layout = MXFP8_SCALE_LAYOUT_128X4; }
 static void nb_values_short(nvb_fixture *f) { f->vshape[0] = 1279; }
 static void nb_values_unpacked_count(nvb_fixture *f) { f->v.dtype = (DLDataType){kDLFloat4_e2m1fn, 4, 1}; }
 static void nb_values_float32(nvb_fixture *f) { f->v.dtype = (DLDataType){kDLFloat, 32, 1}; f->vshape[0] = 320; }
@@ -2227,8 +2227,8 @@ static const nvb_case kNvfp4BucketCases[] = {
     {"mxfp8_transfer_check", "a shard of an NVFP4 entry off its 16-value blocks", nb_check_shard, MXFP8_ERROR_INVALID_ARGUMENT, "desc.shards[0].col_begin is 8, not a multiple of 16 (nor the tensor's 64)"},
     {"mxfp8_transfer", "an amax past the end of the bucket", nb_amax_past_end, MXFP8_ERROR_INVALID_ARGUMENT, "desc.parts_in[0]: its 4 bytes of amax at byte 1534 run past the end of a bucket of 1536 bytes"},
     {"mxfp8_transfer", "an odd number of values per stored row", nb_odd_cols, MXFP8_ERROR_INVALID_ARGUMENT, "the stored rowwise rows of this NVFP4 entry have 63 values, an odd count"},
-    {"mxfp8_transfer", "NVFP4 scales carried in DeepGEMM's layout", nb_part_deepgemm, MXFP8_ERROR_INVALID_ARGUMENT, "desc.source_layouts[0] is MXFP8_LAYOUT_DEEPGEMM_PACKED for an NVFP4 entry"},
-    {"mxfp8_transfer", "an NVFP4 entry into a DeepGEMM destination", nb_target_deepgemm, MXFP8_ERROR_INVALID_ARGUMENT, "desc.target_layouts[0] is MXFP8_LAYOUT_DEEPGEMM_PACKED for an NVFP4 entry"},
+    {"mxfp8_transfer", "NVFP4 scales carried in DeepGEMM's layout", nb_part_deepgemm, MXFP8_ERROR_INVALID_ARGUMENT, "desc.source_layouts[0] is MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED for an NVFP4 entry"},
+    {"mxfp8_transfer", "an NVFP4 entry into a DeepGEMM destination", nb_target_deepgemm, MXFP8_ERROR_INVALID_ARGUMENT, "desc.target_layouts[0] is MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED for an NVFP4 entry"},
     {"mxfp8_transfer", "compact-sized scales for a 128x4 NVFP4 target", nb_target_128x4_small, MXFP8_ERROR_INVALID_ARGUMENT, "desc.scales[0]: 128x4 swizzled E4M3 scales of the 40 x 4 block matrix (one per 16 values) are 512 bytes, got 160"},
     {"mxfp8_transfer", "NVFP4 values one byte short", nb_values_short, MXFP8_ERROR_INVALID_ARGUMENT, "desc.values[0]"},
     {"mxfp8_transfer", "float4 values counted as bytes (half the elements)", nb_values_unpacked_count, MXFP8_ERROR_INVALID_ARGUMENT, "desc.values[0]"},

@@ -1,4 +1,4 @@
-/* The engine-native targets (mxfp8_layout) on the host: mxfp8_convert and mxfp8_grouped_convert into
+/* The engine-native targets (mxfp8_scale_layout) on the host: mxfp8_convert and mxfp8_grouped_convert into
  * compact, CUTLASS 128x4 and DeepGEMM packed buffers, the transfer (from tensors and from buckets)
  * with the new layouts, the scale fix-up, and round trips back to compact. Every expected byte comes from
  * engine_layouts_support.h (the consumers' documented procedures), sources are TE storage with poisoned
@@ -10,12 +10,12 @@
 #include "engine_layouts_support.h"
 #include "transfer_calls.h"
 
-static const int32_t kTargets[] = {MXFP8_LAYOUT_COMPACT, MXFP8_LAYOUT_CUTLASS_128X4, MXFP8_LAYOUT_DEEPGEMM_PACKED,
-                                   MXFP8_LAYOUT_DEEPGEMM_FLOAT32};
+static const int32_t kTargets[] = {MXFP8_SCALE_LAYOUT_COMPACT, MXFP8_SCALE_LAYOUT_128X4, MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED,
+                                   MXFP8_SCALE_LAYOUT_DEEPGEMM_FLOAT32};
 static const char *const kTargetNames[] = {"compact", "cutlass_128x4", "deepgemm", "deepgemm_float32"};
 
 static int is_deepgemm(int32_t layout) {
-  return layout == MXFP8_LAYOUT_DEEPGEMM_PACKED || layout == MXFP8_LAYOUT_DEEPGEMM_FLOAT32;
+  return layout == MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED || layout == MXFP8_SCALE_LAYOUT_DEEPGEMM_FLOAT32;
 }
 
 /* A poisoned host buffer of n bytes (one more, to catch a write past the end) and its DLTensor. */
@@ -118,10 +118,10 @@ static void test_deepgemm_accepts_the_engines_int32_parameter(void **state) {
   const spec s = {2, {102, 200, 0}, MXFP8_DIRECTION_ROWWISE, 0, 0}; /* mn 102 -> 104, sf_k 7 -> 2 words */
   te_tensor t = make_te(&s, &rng);
   int64_t n = 0;
-  uint8_t *want = ref_layout(t.ref.compact, t.ref.r, t.ref.c, MXFP8_LAYOUT_DEEPGEMM_PACKED, 0, &n);
+  uint8_t *want = ref_layout(t.ref.compact, t.ref.r, t.ref.c, MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED, 0, &n);
   assert_int_equal(n, 4 * 2 * 104);
   mxfp8_convert_options o = MXFP8_CONVERT_OPTIONS_INIT;
-  o.target = MXFP8_LAYOUT_DEEPGEMM_PACKED;
+  o.target = MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED;
   out_buffer flat;
   make_out(&flat, n, kDLInt, 32);
   assert_int_equal(mxfp8_convert(t.handle, &o, NULL, &flat.tensor), MXFP8_OK);
@@ -161,10 +161,10 @@ static void test_deepgemm_float32_carries_every_exponent(void **state) {
   for (int64_t y = 0; y < t.ref.r; ++y) /* the producer's row-major storage, rows roundup(17, 4) apart */
     memcpy(t.scales->buffer + y * 20, t.ref.compact + y * t.ref.c, (size_t)t.ref.c);
   int64_t n = 0;
-  uint8_t *want = ref_layout(t.ref.compact, t.ref.r, t.ref.c, MXFP8_LAYOUT_DEEPGEMM_FLOAT32, 0, &n);
+  uint8_t *want = ref_layout(t.ref.compact, t.ref.r, t.ref.c, MXFP8_SCALE_LAYOUT_DEEPGEMM_FLOAT32, 0, &n);
   assert_int_equal(n, 4 * 128 * 17);
   mxfp8_convert_options o = MXFP8_CONVERT_OPTIONS_INIT;
-  o.target = MXFP8_LAYOUT_DEEPGEMM_FLOAT32;
+  o.target = MXFP8_SCALE_LAYOUT_DEEPGEMM_FLOAT32;
   out_buffer param;
   make_out(&param, n, kDLFloat, 32);
   param.tensor.ndim = 2;
@@ -182,7 +182,7 @@ static void test_deepgemm_float32_carries_every_exponent(void **state) {
   EXPECT(param.bytes[0] == POISON, "a refused convert wrote");
   /* Back: the float32 bytes as a bucket part, imported to compact and to 128x4. */
   for (int to = 0; to < 2; ++to) {
-    const int32_t dst_layout = to ? MXFP8_LAYOUT_CUTLASS_128X4 : MXFP8_LAYOUT_COMPACT;
+    const int32_t dst_layout = to ? MXFP8_SCALE_LAYOUT_128X4 : MXFP8_SCALE_LAYOUT_COMPACT;
     int64_t m_bytes = 0;
     uint8_t *back = ref_layout(t.ref.compact, t.ref.r, t.ref.c, dst_layout, 0, &m_bytes);
     out_buffer bucket, values, scales;
@@ -190,7 +190,7 @@ static void test_deepgemm_float32_carries_every_exponent(void **state) {
     memcpy(bucket.bytes, t.ref.values, (size_t)t.ref.values_bytes);
     memcpy(bucket.bytes + t.ref.values_bytes, want, (size_t)n);
     bucket_entry entry = {0, (uint64_t)t.ref.values_bytes, (uint64_t)t.ref.values_bytes, (uint64_t)n};
-    const int32_t ndim = 2, layout = MXFP8_LAYOUT_DEEPGEMM_FLOAT32;
+    const int32_t ndim = 2, layout = MXFP8_SCALE_LAYOUT_DEEPGEMM_FLOAT32;
     const int64_t *shape = s.shape;
     bucket_manifest m = BUCKET_MANIFEST_INIT;
     m.count = 1;
@@ -210,7 +210,7 @@ static void test_deepgemm_float32_carries_every_exponent(void **state) {
   }
   /* Columnwise has no float32 form (DeepGEMM scales K blocks). */
   int64_t bytes = 0;
-  assert_int_equal(mxfp8_layout_bytes(MXFP8_LAYOUT_DEEPGEMM_FLOAT32, MXFP8_DIRECTION_COLUMNWISE, 4, 4, &bytes),
+  assert_int_equal(mxfp8_layout_bytes(MXFP8_SCALE_LAYOUT_DEEPGEMM_FLOAT32, MXFP8_DIRECTION_COLUMNWISE, 4, 4, &bytes),
                    MXFP8_ERROR_INVALID_ARGUMENT);
   assert_last_error_contains("rowwise scales only");
   free(param.bytes);
@@ -274,7 +274,7 @@ static void test_grouped_experts_convert_stacked(void **state) {
         out_buffer out, vals;
         make_out(&out, experts * per_out, kDLUInt, 8);
         make_out(&vals, experts * n * k, kDLUInt, 8);
-        if (kTargets[t] == MXFP8_LAYOUT_DEEPGEMM_PACKED && variant == 1) {
+        if (kTargets[t] == MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED && variant == 1) {
           /* As SGLang holds it: int32 [E, N, ceil(C/4)], strides (ceil(C/4) * 104, 1, 104). */
           out.tensor.dtype = (DLDataType){kDLInt, 32, 1};
           out.tensor.ndim = 3;
@@ -282,7 +282,7 @@ static void test_grouped_experts_convert_stacked(void **state) {
           out.strides[0] = 2 * 104, out.strides[1] = 1, out.strides[2] = 104;
           out.tensor.strides = out.strides;
         }
-        if (kTargets[t] == MXFP8_LAYOUT_DEEPGEMM_FLOAT32 && variant == 1) {
+        if (kTargets[t] == MXFP8_SCALE_LAYOUT_DEEPGEMM_FLOAT32 && variant == 1) {
           /* As SGLang holds it on Hopper: float32 [E, N, C]. */
           out.tensor.dtype = (DLDataType){kDLFloat, 32, 1};
           out.tensor.ndim = 3;
@@ -346,8 +346,8 @@ static void test_engine_layout_parts_round_trip_to_compact(void **state) {
       expect_bytes(scales.bytes, want, n, kTargetNames[from], kTargetNames[to]);
       expect_bytes(values.bytes, t.ref.values, t.ref.values_bytes, "round trip values", kTargetNames[to]);
       /* The part recorded in another layout than it is in: refused, nothing written. */
-      const int32_t wrong = kTargets[from] == MXFP8_LAYOUT_DEEPGEMM_PACKED ? MXFP8_LAYOUT_CUTLASS_128X4
-                                                                          : MXFP8_LAYOUT_DEEPGEMM_PACKED;
+      const int32_t wrong = kTargets[from] == MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED ? MXFP8_SCALE_LAYOUT_128X4
+                                                                          : MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED;
       m.scales_layouts = &wrong;
       memset(scales.bytes, POISON, (size_t)n + 1);
       assert_int_equal(folded_import_bucket(&bucket.tensor, &m, &dst, NULL, NULL), MXFP8_ERROR_INVALID_ARGUMENT);
@@ -403,7 +403,7 @@ static void test_scale_fixup_on_import_and_export(void **state) {
       memset(scales.bytes, POISON, (size_t)n + 1);
       assert_int_equal(folded_import_bucket(&bucket.tensor, &m, &dst, NULL, NULL), MXFP8_OK);
       expect_bytes(scales.bytes, want, n, fixup ? "from a bucket with fix-up" : "from a bucket", kTargetNames[k]);
-      if (kTargets[k] == MXFP8_LAYOUT_COMPACT) { /* the sender's side */
+      if (kTargets[k] == MXFP8_SCALE_LAYOUT_COMPACT) { /* the sender's side */
         DLTensor *dsts[1] = {&scales.tensor};
         memset(scales.bytes, POISON, (size_t)n + 1);
         assert_int_equal(mxfp8_export_scales_batched(&handle, dsts, 1, &o), MXFP8_OK);
@@ -436,11 +436,11 @@ static void test_prepared_import_into_deepgemm_parameters(void **state) {
   zero_some_scales(&t, &s, &rng);
   uint8_t *fixed = ref_zero_as_one(t.ref.compact, t.ref.r * t.ref.c);
   int64_t n = 0;
-  uint8_t *want = ref_layout(fixed, t.ref.r, t.ref.c, MXFP8_LAYOUT_DEEPGEMM_PACKED, 0, &n);
+  uint8_t *want = ref_layout(fixed, t.ref.r, t.ref.c, MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED, 0, &n);
   out_buffer values, scales;
   make_out(&values, t.ref.values_bytes, kDLUInt, 8);
   make_out(&scales, n, kDLInt, 32);
-  import_destination dst = {&values.tensor, &scales.tensor, MXFP8_LAYOUT_DEEPGEMM_PACKED};
+  import_destination dst = {&values.tensor, &scales.tensor, MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED};
   mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
   o.scale_fixup = MXFP8_SCALE_FIXUP_ZERO_EXPONENT_AS_ONE;
   const mxfp8_tensor *handle = t.handle;
@@ -455,7 +455,7 @@ static void test_prepared_import_into_deepgemm_parameters(void **state) {
   mxfp8_plan_release(plan);
 
   /* The bucket import into the same int32 parameter, without the fix-up: every byte as stored. */
-  uint8_t *plain = ref_layout(t.ref.compact, t.ref.r, t.ref.c, MXFP8_LAYOUT_DEEPGEMM_PACKED, 0, &n);
+  uint8_t *plain = ref_layout(t.ref.compact, t.ref.r, t.ref.c, MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED, 0, &n);
   out_buffer bucket;
   make_out(&bucket, t.ref.values_bytes + t.ref.r * t.ref.c, kDLUInt, 8);
   memcpy(bucket.bytes, t.ref.values, (size_t)t.ref.values_bytes);
@@ -496,7 +496,7 @@ static void test_deepgemm_strided_form_stays_in_its_extent(void **state) {
     uint8_t *want = malloc((size_t)(experts * per));
     for (int64_t e = 0; e < experts; ++e) {
       int64_t bytes = 0;
-      uint8_t *one = ref_layout(compact + e * kMn * c, kMn, c, MXFP8_LAYOUT_DEEPGEMM_PACKED, 0, &bytes);
+      uint8_t *one = ref_layout(compact + e * kMn * c, kMn, c, MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED, 0, &bytes);
       assert_int_equal(bytes, per);
       memcpy(want + e * per, one, (size_t)bytes);
       free(one);
@@ -504,7 +504,7 @@ static void test_deepgemm_strided_form_stays_in_its_extent(void **state) {
     uint8_t *storage = malloc((size_t)(extent + kGuard));
     int64_t shape[3] = {experts, kMn, kWords}, strides[3] = {kWords * kAligned, 1, kAligned};
     mxfp8_convert_options o = MXFP8_CONVERT_OPTIONS_INIT;
-    o.target = MXFP8_LAYOUT_DEEPGEMM_PACKED;
+    o.target = MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED;
     for (int form = 0; form < 3; ++form) { /* 0: [G, mn, p] grouped; 1: [mn, p] one tensor; 2: its import */
       if (form > 0 && experts > 1) break;
       memset(storage, POISON, (size_t)(extent + kGuard));
@@ -534,7 +534,7 @@ static void test_deepgemm_strided_form_stays_in_its_extent(void **state) {
         te_tensor t = make_te(&sp, &rng);
         /* the tensor draws its own scales: what is wanted, from them */
         int64_t bytes = 0;
-        uint8_t *one = ref_layout(t.ref.compact, kMn, c, MXFP8_LAYOUT_DEEPGEMM_PACKED, 0, &bytes);
+        uint8_t *one = ref_layout(t.ref.compact, kMn, c, MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED, 0, &bytes);
         memcpy(want, one, (size_t)bytes);
         free(one);
         if (form == 1) {
@@ -542,7 +542,7 @@ static void test_deepgemm_strided_form_stays_in_its_extent(void **state) {
         } else {
           out_buffer values;
           make_out(&values, t.ref.values_bytes, kDLUInt, 8);
-          import_destination dst = {&values.tensor, &param, MXFP8_LAYOUT_DEEPGEMM_PACKED};
+          import_destination dst = {&values.tensor, &param, MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED};
           const mxfp8_tensor *handle = t.handle;
           assert_int_equal(folded_import_tensors(&handle, NULL, NULL, 1, NULL, &dst, NULL, 0, NULL), MXFP8_OK);
           free(values.bytes);

@@ -378,7 +378,7 @@ static void test_gpu_shard_buckets_and_imports_equal_the_host(void **state) {
       h1.data = hv[i], h1.device.device_type = kDLCPU;
       h2.data = hsc[i], h2.shape = sshape[i], h2.device.device_type = kDLCPU;
       dvt[i] = a, dst[i] = b, hvt[i] = h1, hst[i] = h2;
-      const int32_t layout = target ? MXFP8_LAYOUT_CUTLASS_128X4 : MXFP8_LAYOUT_COMPACT;
+      const int32_t layout = target ? MXFP8_SCALE_LAYOUT_128X4 : MXFP8_SCALE_LAYOUT_COMPACT;
       dd[i] = (import_destination){&dvt[i], &dst[i], layout};
       hdst[i] = (import_destination){&hvt[i], &hst[i], layout};
     }

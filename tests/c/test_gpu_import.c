@@ -53,7 +53,7 @@ static void import_specs_on_device(const spec *specs, int n, int graph, uint64_t
   memset(host, POISON, at);
   for (int i = 0; i < n; ++i) {
     memcpy(host + entries[i].values_offset, ref[i].values, (size_t)ref[i].values_bytes);
-    if (layouts[i] == MXFP8_LAYOUT_COMPACT)
+    if (layouts[i] == MXFP8_SCALE_LAYOUT_COMPACT)
       memcpy(host + entries[i].scales_offset, ref[i].compact, (size_t)(ref[i].r * ref[i].c));
     else
       write_swizzled_poisoned(&ref[i], dirs[i] == MXFP8_DIRECTION_COLUMNWISE, host + entries[i].scales_offset);
@@ -102,7 +102,7 @@ static void import_specs_on_device(const spec *specs, int n, int graph, uint64_t
         free_reference(&ref[i]);
         ref[i] = make_reference(&specs[i], &rng);
         memcpy(host + entries[i].values_offset, ref[i].values, (size_t)ref[i].values_bytes);
-        if (layouts[i] == MXFP8_LAYOUT_COMPACT)
+        if (layouts[i] == MXFP8_SCALE_LAYOUT_COMPACT)
           memcpy(host + entries[i].scales_offset, ref[i].compact, (size_t)(ref[i].r * ref[i].c));
         else
           write_swizzled_poisoned(&ref[i], dirs[i] == MXFP8_DIRECTION_COLUMNWISE, host + entries[i].scales_offset);
@@ -123,8 +123,8 @@ static void import_specs_on_device(const spec *specs, int n, int graph, uint64_t
   }
   for (int i = 0; i < n; ++i) {
     expect_device(values[i], ref[i].values, ref[i].values_bytes, "values", i);
-    expect_device(scales[i], specs[i].target == MXFP8_LAYOUT_COMPACT ? ref[i].compact : ref[i].swizzled,
-                  dshapes[i][1], specs[i].target == MXFP8_LAYOUT_COMPACT ? "compact scales" : "swizzled scales", i);
+    expect_device(scales[i], specs[i].target == MXFP8_SCALE_LAYOUT_COMPACT ? ref[i].compact : ref[i].swizzled,
+                  dshapes[i][1], specs[i].target == MXFP8_SCALE_LAYOUT_COMPACT ? "compact scales" : "swizzled scales", i);
     CUDA_OK(cudaFree(values[i]));
     CUDA_OK(cudaFree(scales[i]));
     free_reference(&ref[i]);
@@ -136,17 +136,17 @@ static void import_specs_on_device(const spec *specs, int n, int graph, uint64_t
 }
 
 static const spec kSpecs[] = {
-    {2, {100, 48, 0}, MXFP8_DIRECTION_ROWWISE, MXFP8_LAYOUT_COMPACT, MXFP8_LAYOUT_COMPACT},
-    {2, {257, 33, 0}, MXFP8_DIRECTION_ROWWISE, MXFP8_LAYOUT_COMPACT, MXFP8_LAYOUT_CUTLASS_128X4},
-    {2, {31, 1000, 0}, MXFP8_DIRECTION_ROWWISE, MXFP8_LAYOUT_CUTLASS_128X4, MXFP8_LAYOUT_CUTLASS_128X4},
-    {2, {130, 200, 0}, MXFP8_DIRECTION_ROWWISE, MXFP8_LAYOUT_CUTLASS_128X4, MXFP8_LAYOUT_COMPACT},
-    {2, {70, 200, 0}, MXFP8_DIRECTION_COLUMNWISE, MXFP8_LAYOUT_COMPACT, MXFP8_LAYOUT_CUTLASS_128X4},
-    {2, {70, 33, 0}, MXFP8_DIRECTION_COLUMNWISE, MXFP8_LAYOUT_CUTLASS_128X4, MXFP8_LAYOUT_COMPACT},
-    {3, {3, 5, 40}, MXFP8_DIRECTION_ROWWISE, MXFP8_LAYOUT_COMPACT, MXFP8_LAYOUT_CUTLASS_128X4},
-    {2, {0, 64, 0}, MXFP8_DIRECTION_ROWWISE, MXFP8_LAYOUT_COMPACT, MXFP8_LAYOUT_CUTLASS_128X4},
-    {2, {256, 256, 0}, MXFP8_DIRECTION_COLUMNWISE, MXFP8_LAYOUT_CUTLASS_128X4, MXFP8_LAYOUT_CUTLASS_128X4},
-    {2, {1000, 8192, 0}, MXFP8_DIRECTION_ROWWISE, MXFP8_LAYOUT_COMPACT, MXFP8_LAYOUT_CUTLASS_128X4},
-    {2, {4096, 2880, 0}, MXFP8_DIRECTION_ROWWISE, MXFP8_LAYOUT_CUTLASS_128X4, MXFP8_LAYOUT_CUTLASS_128X4},
+    {2, {100, 48, 0}, MXFP8_DIRECTION_ROWWISE, MXFP8_SCALE_LAYOUT_COMPACT, MXFP8_SCALE_LAYOUT_COMPACT},
+    {2, {257, 33, 0}, MXFP8_DIRECTION_ROWWISE, MXFP8_SCALE_LAYOUT_COMPACT, MXFP8_SCALE_LAYOUT_128X4},
+    {2, {31, 1000, 0}, MXFP8_DIRECTION_ROWWISE, MXFP8_SCALE_LAYOUT_128X4, MXFP8_SCALE_LAYOUT_128X4},
+    {2, {130, 200, 0}, MXFP8_DIRECTION_ROWWISE, MXFP8_SCALE_LAYOUT_128X4, MXFP8_SCALE_LAYOUT_COMPACT},
+    {2, {70, 200, 0}, MXFP8_DIRECTION_COLUMNWISE, MXFP8_SCALE_LAYOUT_COMPACT, MXFP8_SCALE_LAYOUT_128X4},
+    {2, {70, 33, 0}, MXFP8_DIRECTION_COLUMNWISE, MXFP8_SCALE_LAYOUT_128X4, MXFP8_SCALE_LAYOUT_COMPACT},
+    {3, {3, 5, 40}, MXFP8_DIRECTION_ROWWISE, MXFP8_SCALE_LAYOUT_COMPACT, MXFP8_SCALE_LAYOUT_128X4},
+    {2, {0, 64, 0}, MXFP8_DIRECTION_ROWWISE, MXFP8_SCALE_LAYOUT_COMPACT, MXFP8_SCALE_LAYOUT_128X4},
+    {2, {256, 256, 0}, MXFP8_DIRECTION_COLUMNWISE, MXFP8_SCALE_LAYOUT_128X4, MXFP8_SCALE_LAYOUT_128X4},
+    {2, {1000, 8192, 0}, MXFP8_DIRECTION_ROWWISE, MXFP8_SCALE_LAYOUT_COMPACT, MXFP8_SCALE_LAYOUT_128X4},
+    {2, {4096, 2880, 0}, MXFP8_DIRECTION_ROWWISE, MXFP8_SCALE_LAYOUT_128X4, MXFP8_SCALE_LAYOUT_128X4},
 };
 enum { kSpecCount = sizeof(kSpecs) / sizeof(kSpecs[0]) };
 
@@ -173,8 +173,8 @@ static void test_gpu_import_of_many_and_large_tensors(void **state) {
   for (int i = 0; i < kMany; ++i) {
     const int big = i % 60 == 0;
     specs[i] = (spec){2, {big ? big_rows : 1 + i % 300, big ? 4096 : 32 + 7 * (i % 50), 0}, MXFP8_DIRECTION_ROWWISE,
-                      (i / 2) % 2 ? MXFP8_LAYOUT_CUTLASS_128X4 : MXFP8_LAYOUT_COMPACT,
-                      i % 2 ? MXFP8_LAYOUT_CUTLASS_128X4 : MXFP8_LAYOUT_COMPACT};
+                      (i / 2) % 2 ? MXFP8_SCALE_LAYOUT_128X4 : MXFP8_SCALE_LAYOUT_COMPACT,
+                      i % 2 ? MXFP8_SCALE_LAYOUT_128X4 : MXFP8_SCALE_LAYOUT_COMPACT};
   }
   import_specs_on_device(specs, kMany, 0, 63);
   free(specs);
@@ -217,7 +217,7 @@ static void test_gpu_direct_import_from_te_storage(void **state) {
       assert_int_equal(folded_import_tensors(ts, NULL, NULL, 1, &o, &d, NULL, 0, NULL), MXFP8_OK);
       CUDA_OK(cudaDeviceSynchronize());
       expect_device(pv, te.ref.values, vshape[0], "direct values", i);
-      expect_device(ps, target == MXFP8_LAYOUT_COMPACT ? te.ref.compact : te.ref.swizzled, sshape[0], "direct scales", i);
+      expect_device(ps, target == MXFP8_SCALE_LAYOUT_COMPACT ? te.ref.compact : te.ref.swizzled, sshape[0], "direct scales", i);
       mxfp8_tensor_release(t);
       CUDA_OK(cudaFree(pv));
       CUDA_OK(cudaFree(ps));
@@ -264,8 +264,8 @@ static void free_device_te(device_te *d) {
   CUDA_OK(cudaFree(d->scales));
 }
 
-static const int32_t kEngineTargets[] = {MXFP8_LAYOUT_COMPACT, MXFP8_LAYOUT_CUTLASS_128X4, MXFP8_LAYOUT_DEEPGEMM_PACKED,
-                                         MXFP8_LAYOUT_DEEPGEMM_FLOAT32};
+static const int32_t kEngineTargets[] = {MXFP8_SCALE_LAYOUT_COMPACT, MXFP8_SCALE_LAYOUT_128X4, MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED,
+                                         MXFP8_SCALE_LAYOUT_DEEPGEMM_FLOAT32};
 
 /* mxfp8_convert on device memory: every target, with and without the fix-up, into aligned and
  * unaligned (byte_offset 1) outputs, against the host references. */
@@ -287,7 +287,7 @@ static void test_gpu_convert_matches_the_engine_references(void **state) {
     device_te d = upload_te(&te, s);
     uint8_t *fixed = ref_zero_as_one(te.ref.compact, te.ref.r * te.ref.c);
     for (size_t k = 0; k < sizeof kEngineTargets / sizeof kEngineTargets[0]; ++k) {
-      if (col && (kEngineTargets[k] == MXFP8_LAYOUT_DEEPGEMM_PACKED || kEngineTargets[k] == MXFP8_LAYOUT_DEEPGEMM_FLOAT32))
+      if (col && (kEngineTargets[k] == MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED || kEngineTargets[k] == MXFP8_SCALE_LAYOUT_DEEPGEMM_FLOAT32))
         continue; /* refused (host test) */
       for (int variant = 0; variant < 4; ++variant) {
         const int fixup = variant & 1, offset = variant >> 1;
@@ -406,7 +406,7 @@ static void test_gpu_deepgemm_bucket_part_round_trips(void **state) {
   te_tensor te = make_te(&s, &rng);
   zero_some_scales(&te, &s, &rng);
   uint8_t *fixed = ref_zero_as_one(te.ref.compact, te.ref.r * te.ref.c);
-  static const int32_t part_layouts[2] = {MXFP8_LAYOUT_DEEPGEMM_PACKED, MXFP8_LAYOUT_DEEPGEMM_FLOAT32};
+  static const int32_t part_layouts[2] = {MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED, MXFP8_SCALE_LAYOUT_DEEPGEMM_FLOAT32};
   for (int pl = 0; pl < 2; ++pl) {
     const int32_t ndim = 2, layout = part_layouts[pl];
     int64_t part = 0;
@@ -462,14 +462,14 @@ static void test_gpu_deepgemm_strided_form_stays_in_its_extent(void **state) {
   te_tensor te = make_te(&s, &rng);
   device_te d = upload_te(&te, &s);
   int64_t n = 0;
-  uint8_t *want = ref_layout(te.ref.compact, te.ref.r, te.ref.c, MXFP8_LAYOUT_DEEPGEMM_PACKED, 0, &n);
+  uint8_t *want = ref_layout(te.ref.compact, te.ref.r, te.ref.c, MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED, 0, &n);
   const int64_t extent = 4 * (104 + 102), guard = 16;
   assert_true(extent < n);
   uint8_t *ps = poisoned_device((size_t)(extent + guard - 1)); /* extent + guard bytes, all POISON */
   int64_t shape[2] = {102, 2}, strides[2] = {1, 104};
   DLTensor st = {ps, {kDLCUDA, 0}, 2, {kDLInt, 32, 1}, shape, strides, 0};
   mxfp8_convert_options o = MXFP8_CONVERT_OPTIONS_INIT;
-  o.target = MXFP8_LAYOUT_DEEPGEMM_PACKED;
+  o.target = MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED;
   assert_int_equal(mxfp8_convert(d.handle, &o, NULL, &st), MXFP8_OK);
   CUDA_OK(cudaDeviceSynchronize());
   uint8_t *h = malloc((size_t)(extent + guard));

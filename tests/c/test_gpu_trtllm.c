@@ -49,7 +49,7 @@ struct TrtllmCase {
 };
 
 static void run_case(const struct TrtllmCase *tc, int index, cudaStream_t stream, uint64_t *rng) {
-  static const int32_t layouts[2] = {MXFP8_LAYOUT_TRTLLM_SHUFFLED, MXFP8_LAYOUT_TRTLLM_SHUFFLED_GATED};
+  static const int32_t layouts[2] = {MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED, MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED_GATED};
   const int64_t experts = tc->experts, n = tc->n, k = tc->k;
   const int64_t c = ref_ceil_div(k, 32), cp = ref_round_up(c, 4);
   uint8_t *values = malloc((size_t)(experts * n * k)), *compact = malloc((size_t)(experts * n * c));

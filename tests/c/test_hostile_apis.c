@@ -135,22 +135,22 @@ static void test_layout_bytes_formulas_and_failures(void **state) {
     for (int b = 0; b < n; ++b) {
       const int64_t R = sizes[a], C = sizes[b];
       int64_t got = -7;
-      assert_int_equal(mxfp8_layout_bytes(MXFP8_LAYOUT_COMPACT, 0, R, C, &got), MXFP8_OK);
+      assert_int_equal(mxfp8_layout_bytes(MXFP8_SCALE_LAYOUT_COMPACT, 0, R, C, &got), MXFP8_OK);
       EXPECT(got == R * C, "compact %lld x %lld: %lld", (long long)R, (long long)C, (long long)got);
-      assert_int_equal(mxfp8_layout_bytes(MXFP8_LAYOUT_COMPACT, 1, R, C, &got), MXFP8_OK);
+      assert_int_equal(mxfp8_layout_bytes(MXFP8_SCALE_LAYOUT_COMPACT, 1, R, C, &got), MXFP8_OK);
       EXPECT(got == R * C, "columnwise compact %lld x %lld: %lld", (long long)R, (long long)C, (long long)got);
-      assert_int_equal(mxfp8_layout_bytes(MXFP8_LAYOUT_CUTLASS_128X4, 0, R, C, &got), MXFP8_OK);
+      assert_int_equal(mxfp8_layout_bytes(MXFP8_SCALE_LAYOUT_128X4, 0, R, C, &got), MXFP8_OK);
       EXPECT(got == ref_round_up(R, 128) * ref_round_up(C, 4), "128x4 %lld x %lld: %lld", (long long)R, (long long)C,
              (long long)got);
-      assert_int_equal(mxfp8_layout_bytes(MXFP8_LAYOUT_CUTLASS_128X4, 1, R, C, &got), MXFP8_OK);
+      assert_int_equal(mxfp8_layout_bytes(MXFP8_SCALE_LAYOUT_128X4, 1, R, C, &got), MXFP8_OK);
       EXPECT(got == ref_round_up(C, 128) * ref_round_up(R, 4), "columnwise 128x4 %lld x %lld: %lld", (long long)R,
              (long long)C, (long long)got);
-      assert_int_equal(mxfp8_layout_bytes(MXFP8_LAYOUT_DEEPGEMM_PACKED, 0, R, C, &got), MXFP8_OK);
+      assert_int_equal(mxfp8_layout_bytes(MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED, 0, R, C, &got), MXFP8_OK);
       EXPECT(got == 4 * ref_ceil_div(C, 4) * ref_round_up(R, 4), "DeepGEMM %lld x %lld: %lld", (long long)R,
              (long long)C, (long long)got);
-      assert_int_equal(mxfp8_layout_bytes(MXFP8_LAYOUT_DEEPGEMM_FLOAT32, 0, R, C, &got), MXFP8_OK);
+      assert_int_equal(mxfp8_layout_bytes(MXFP8_SCALE_LAYOUT_DEEPGEMM_FLOAT32, 0, R, C, &got), MXFP8_OK);
       EXPECT(got == 4 * R * C, "DeepGEMM float32 %lld x %lld: %lld", (long long)R, (long long)C, (long long)got);
-      for (int32_t l = MXFP8_LAYOUT_TRTLLM_SHUFFLED; l <= MXFP8_LAYOUT_TRTLLM_SHUFFLED_GATED; l += 2) {
+      for (int32_t l = MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED; l <= MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED_GATED; l += 2) {
         got = -7;
         const mxfp8_status st = mxfp8_layout_bytes(l, 0, R, C, &got);
         if (R % 128 == 0) {
@@ -169,25 +169,25 @@ static void test_layout_bytes_formulas_and_failures(void **state) {
   } bad[] = {
       {-1, 0, 1, 1},
       {TEST_LAST_LAYOUT + 1, 0, 1, 1},
-      {MXFP8_LAYOUT_COMPACT, 2, 1, 1},
-      {MXFP8_LAYOUT_COMPACT, -1, 1, 1},
-      {MXFP8_LAYOUT_COMPACT, 0, INT64_MIN, 1},
-      {MXFP8_LAYOUT_COMPACT, 0, 1, -1},
-      {MXFP8_LAYOUT_COMPACT, 0, INT64_MAX, 2},
-      {MXFP8_LAYOUT_CUTLASS_128X4, 0, INT64_MAX, 1},
-      {MXFP8_LAYOUT_CUTLASS_128X4, 0, 1, INT64_MAX},
-      {MXFP8_LAYOUT_CUTLASS_128X4, 1, INT64_MAX - 3, 1},
-      {MXFP8_LAYOUT_DEEPGEMM_PACKED, 0, INT64_MAX, 1},
-      {MXFP8_LAYOUT_DEEPGEMM_PACKED, 0, 1, INT64_MAX},
-      {MXFP8_LAYOUT_DEEPGEMM_PACKED, 0, (int64_t)1 << 40, (int64_t)1 << 40},
-      {MXFP8_LAYOUT_DEEPGEMM_PACKED, 1, 4, 4},
-      {MXFP8_LAYOUT_DEEPGEMM_FLOAT32, 1, 4, 4},
-      {MXFP8_LAYOUT_DEEPGEMM_FLOAT32, 0, (int64_t)1 << 31, (int64_t)1 << 31}, /* 2^62 scales, 2^64 bytes */
-      {MXFP8_LAYOUT_DEEPGEMM_FLOAT32, 0, INT64_MAX, 2},
-      {MXFP8_LAYOUT_TRTLLM_SHUFFLED, 1, 128, 4},
-      {MXFP8_LAYOUT_TRTLLM_SHUFFLED_GATED, 1, 128, 4},
-      {MXFP8_LAYOUT_TRTLLM_SHUFFLED, 0, (int64_t)1 << 62, 8},
-      {MXFP8_LAYOUT_TRTLLM_SHUFFLED, 0, 128, INT64_MAX},
+      {MXFP8_SCALE_LAYOUT_COMPACT, 2, 1, 1},
+      {MXFP8_SCALE_LAYOUT_COMPACT, -1, 1, 1},
+      {MXFP8_SCALE_LAYOUT_COMPACT, 0, INT64_MIN, 1},
+      {MXFP8_SCALE_LAYOUT_COMPACT, 0, 1, -1},
+      {MXFP8_SCALE_LAYOUT_COMPACT, 0, INT64_MAX, 2},
+      {MXFP8_SCALE_LAYOUT_128X4, 0, INT64_MAX, 1},
+      {MXFP8_SCALE_LAYOUT_128X4, 0, 1, INT64_MAX},
+      {MXFP8_SCALE_LAYOUT_128X4, 1, INT64_MAX - 3, 1},
+      {MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED, 0, INT64_MAX, 1},
+      {MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED, 0, 1, INT64_MAX},
+      {MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED, 0, (int64_t)1 << 40, (int64_t)1 << 40},
+      {MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED, 1, 4, 4},
+      {MXFP8_SCALE_LAYOUT_DEEPGEMM_FLOAT32, 1, 4, 4},
+      {MXFP8_SCALE_LAYOUT_DEEPGEMM_FLOAT32, 0, (int64_t)1 << 31, (int64_t)1 << 31}, /* 2^62 scales, 2^64 bytes */
+      {MXFP8_SCALE_LAYOUT_DEEPGEMM_FLOAT32, 0, INT64_MAX, 2},
+      {MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED, 1, 128, 4},
+      {MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED_GATED, 1, 128, 4},
+      {MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED, 0, (int64_t)1 << 62, 8},
+      {MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED, 0, 128, INT64_MAX},
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; ++i) {
     int64_t got = -7;
@@ -196,7 +196,7 @@ static void test_layout_bytes_formulas_and_failures(void **state) {
     EXPECT(got == -7, "case %zu wrote *bytes on failure", i);
     EXPECT(strlen(mxfp8_last_error()) > 0, "case %zu has no message", i);
   }
-  assert_int_equal(mxfp8_layout_bytes(MXFP8_LAYOUT_COMPACT, 0, 1, 1, NULL), MXFP8_ERROR_INVALID_ARGUMENT);
+  assert_int_equal(mxfp8_layout_bytes(MXFP8_SCALE_LAYOUT_COMPACT, 0, 1, 1, NULL), MXFP8_ERROR_INVALID_ARGUMENT);
 }
 
 /* ---------------------------------------------------------------------------------------------------
@@ -263,7 +263,7 @@ static void test_convert_deepgemm_strided_extent(void **state) {
     const int64_t m = ms[i], k = 200; /* C = 7: two int32 columns, the last half padding */
     make_rowwise(&r, m, k, 10 + i);
     int64_t ref_bytes = 0;
-    uint8_t *ref = ref_layout(r.s, r.sr, r.sc, MXFP8_LAYOUT_DEEPGEMM_PACKED, 0, &ref_bytes);
+    uint8_t *ref = ref_layout(r.s, r.sr, r.sc, MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED, 0, &ref_bytes);
     const int64_t aligned = ref_round_up(m, 4), packed = ref_ceil_div(r.sc, 4);
     const int64_t extent = 4 * ((packed - 1) * aligned + m);
     uint8_t *block = malloc((size_t)(ref_bytes + 2 * 64));
@@ -275,7 +275,7 @@ static void test_convert_deepgemm_strided_extent(void **state) {
     s.strides = strides;
     s.byte_offset = 64;
     mxfp8_convert_options o = MXFP8_CONVERT_OPTIONS_INIT;
-    o.target = MXFP8_LAYOUT_DEEPGEMM_PACKED;
+    o.target = MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED;
     assert_int_equal(mxfp8_convert(r.t, &o, NULL, &s), MXFP8_OK);
     EXPECT(all_poison(block, 64), "m %lld: bytes before byte_offset written", (long long)m);
     EXPECT(memcmp(block + 64, ref, (size_t)extent) == 0, "m %lld: the extent differs from DeepGEMM's packing", (long long)m);
@@ -315,7 +315,7 @@ static void test_convert_concurrently(void **state) {
   convert_job jobs[kThreads];
   pthread_t threads[kThreads];
   for (int i = 0; i < kThreads; ++i) {
-    const int32_t target = i % 2 ? MXFP8_LAYOUT_DEEPGEMM_PACKED : MXFP8_LAYOUT_CUTLASS_128X4;
+    const int32_t target = i % 2 ? MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED : MXFP8_SCALE_LAYOUT_128X4;
     int64_t bytes = 0;
     assert_int_equal(mxfp8_layout_bytes(target, 0, r.sr, r.sc, &bytes), MXFP8_OK);
     jobs[i] = (convert_job){r.t, target, malloc((size_t)bytes), malloc((size_t)(r.m * r.k)), bytes, r.m * r.k, MXFP8_OK};
@@ -620,15 +620,15 @@ static void test_import_tensor_shards_write_nothing_on_failure(void **state) {
   int64_t v0s[1] = {sizeof v0}, s0s[1] = {sizeof s0}, v1s[1] = {sizeof v1}, s1s[1] = {64 * 2};
   DLTensor dv0 = host_bytes(v0, 1, v0s), ds0 = host_bytes(s0, 1, s0s), dv1 = host_bytes(v1, 1, v1s),
            ds1 = host_bytes(s1, 1, s1s);
-  import_destination dst[2] = {{&dv0, &ds0, MXFP8_LAYOUT_COMPACT}, {&dv1, &ds1, MXFP8_LAYOUT_COMPACT}};
+  import_destination dst[2] = {{&dv0, &ds0, MXFP8_SCALE_LAYOUT_COMPACT}, {&dv1, &ds1, MXFP8_SCALE_LAYOUT_COMPACT}};
   const struct {
     int32_t layout0, layout1;
     int64_t s1_bytes;
     mxfp8_status want;
   } cases[] = {
-      {MXFP8_LAYOUT_COMPACT, MXFP8_LAYOUT_TRTLLM_SHUFFLED, 64 * 4, MXFP8_ERROR_INVALID_ARGUMENT},
-      {MXFP8_LAYOUT_COMPACT, MXFP8_LAYOUT_COMPACT, 64 * 2 - 1, MXFP8_ERROR_INVALID_ARGUMENT},
-      {MXFP8_LAYOUT_DEEPGEMM_PACKED, MXFP8_LAYOUT_COMPACT, 64 * 2, MXFP8_ERROR_UNSUPPORTED},
+      {MXFP8_SCALE_LAYOUT_COMPACT, MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED, 64 * 4, MXFP8_ERROR_INVALID_ARGUMENT},
+      {MXFP8_SCALE_LAYOUT_COMPACT, MXFP8_SCALE_LAYOUT_COMPACT, 64 * 2 - 1, MXFP8_ERROR_INVALID_ARGUMENT},
+      {MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED, MXFP8_SCALE_LAYOUT_COMPACT, 64 * 2, MXFP8_ERROR_UNSUPPORTED},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
     memset(v0, POISON, sizeof v0), memset(s0, POISON, sizeof s0), memset(v1, POISON, sizeof v1), memset(s1, POISON, sizeof s1);
@@ -938,7 +938,7 @@ static void test_device_pointers_never_touched_without_cuda(void **state) {
   int64_t ns[1] = {20 * 2}, nvs[1] = {20 * 64};
   DLTensor ds = {(void *)(uintptr_t)0x200000, {kDLCUDA, 0}, 1, {kDLUInt, 8, 1}, ns, NULL, 0};
   DLTensor dv = {(void *)(uintptr_t)0x300000, {kDLCUDA, 0}, 1, {kDLUInt, 8, 1}, nvs, NULL, 0};
-  import_destination d = {&dv, &ds, MXFP8_LAYOUT_COMPACT};
+  import_destination d = {&dv, &ds, MXFP8_SCALE_LAYOUT_COMPACT};
   st = folded_import_tensors(ts, NULL, shards, 1, NULL, &d, NULL, 0, NULL);
   EXPECT(st == MXFP8_ERROR_UNSUPPORTED, "import of a shard: status %d (%s)", st, mxfp8_last_error());
   mxfp8_tensor_release(t);
@@ -1024,8 +1024,8 @@ static void test_engine_layouts_and_nvfp4_independent_of_the_split(void **state)
       uint8_t *out = malloc((size_t)(E * expert_bytes)), *want = malloc((size_t)(E * expert_bytes));
       for (int e = 0; e < E; ++e) {
         const uint8_t *se = s_ref + e * N * C, *ve = data->buffer + e * N * K;
-        if (target == MXFP8_LAYOUT_TRTLLM_SHUFFLED || target == MXFP8_LAYOUT_TRTLLM_SHUFFLED_GATED) {
-          ref_trtllm(ve, se, N, K, C, target == MXFP8_LAYOUT_TRTLLM_SHUFFLED_GATED, want_values + e * N * K,
+        if (target == MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED || target == MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED_GATED) {
+          ref_trtllm(ve, se, N, K, C, target == MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED_GATED, want_values + e * N * K,
                      want + e * expert_bytes);
         } else {
           int64_t b = 0;
@@ -1122,7 +1122,7 @@ static void test_grouped_convert_deepgemm_strided_extent(void **state) {
   uint8_t *want = malloc((size_t)total), *out = malloc((size_t)total);
   for (int e = 0; e < E; ++e) {
     int64_t b = 0;
-    uint8_t *r = ref_layout(s_ref + e * N * C, N, C, MXFP8_LAYOUT_DEEPGEMM_PACKED, 0, &b);
+    uint8_t *r = ref_layout(s_ref + e * N * C, N, C, MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED, 0, &b);
     assert_int_equal(b, expert_bytes);
     memcpy(want + e * expert_bytes, r, (size_t)b);
     free(r);
@@ -1134,7 +1134,7 @@ static void test_grouped_convert_deepgemm_strided_extent(void **state) {
   st.dtype.bits = 32;
   st.strides = strides;
   mxfp8_convert_options o = MXFP8_CONVERT_OPTIONS_INIT;
-  o.target = MXFP8_LAYOUT_DEEPGEMM_PACKED;
+  o.target = MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED;
   assert_int_equal(mxfp8_grouped_convert(grouped, &o, NULL, &st), MXFP8_OK);
   EXPECT(memcmp(out, want, (size_t)extent) == 0, "the extent differs from DeepGEMM's packing");
   EXPECT(all_poison(out + extent, (size_t)(total - extent)), "bytes past the view's extent were written");
@@ -1279,8 +1279,8 @@ static void test_allocator_returning_an_input_tensor_is_refused(void **state) {
   free_nv(&n, 1);
 }
 
-/* desc.shards of a FROM_BUCKET transfer with a part in MXFP8_LAYOUT_CUTLASS_128X4: "A shard of a bucket
- * part in MXFP8_LAYOUT_CUTLASS_128X4 may only go to a compact destination" (there: the crop of S, read out
+/* desc.shards of a FROM_BUCKET transfer with a part in MXFP8_SCALE_LAYOUT_128X4: "A shard of a bucket
+ * part in MXFP8_SCALE_LAYOUT_128X4 may only go to a compact destination" (there: the crop of S, read out
  * of the tiles), and into a 128x4 destination it is MXFP8_ERROR_UNSUPPORTED with nothing written. The
  * bucket is built here from the layout's formula. Both directions, row and column windows, partial blocks. */
 static void test_shards_of_a_swizzled_bucket_part(void **state) {
@@ -1307,7 +1307,7 @@ static void test_shards_of_a_swizzled_bucket_part(void **state) {
     bucket_entry entry = {values_offset, (uint64_t)(m * k), scales_offset, (uint64_t)swz};
     int64_t bshape[1] = {total};
     DLTensor bt = host_bytes(bucket, 1, bshape);
-    const int32_t ndims[1] = {2}, directions[1] = {columnwise}, layouts[1] = {MXFP8_LAYOUT_CUTLASS_128X4};
+    const int32_t ndims[1] = {2}, directions[1] = {columnwise}, layouts[1] = {MXFP8_SCALE_LAYOUT_128X4};
     const int64_t shape[2] = {m, k};
     const int64_t *shapes[1] = {shape};
     const struct {
@@ -1336,7 +1336,7 @@ static void test_shards_of_a_swizzled_bucket_part(void **state) {
         DLTensor dvt = host_bytes(dv, 1, vshape), dst = host_bytes(ds, 1, sshape);
         import_destination d = {&dvt, &dst, target};
         const mxfp8_status st = folded_import_bucket(&bt, &man, &d, NULL, NULL);
-        if (target == MXFP8_LAYOUT_CUTLASS_128X4) {
+        if (target == MXFP8_SCALE_LAYOUT_128X4) {
           EXPECT(st == MXFP8_ERROR_UNSUPPORTED, "col %d window %zu into 128x4: status %d (%s)", columnwise, w, st,
                  mxfp8_last_error());
           EXPECT(all_poison(dv, (size_t)(rows * cols)) && all_poison(ds, (size_t)need), "col %d window %zu: written",
@@ -1451,7 +1451,7 @@ static void test_deepgemm_destination_of_2_62_words(void **state) {
   s.dtype.code = kDLInt;
   s.dtype.bits = 32;
   mxfp8_convert_options o = MXFP8_CONVERT_OPTIONS_INIT;
-  o.target = MXFP8_LAYOUT_DEEPGEMM_PACKED;
+  o.target = MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED;
   const mxfp8_status st = mxfp8_convert(r.t, &o, NULL, &s);
   EXPECT(st == MXFP8_ERROR_INVALID_ARGUMENT, "status %d (%s)", st, mxfp8_last_error());
   assert_last_error_contains("got 4611686018427387904 x 4 (more than int64 counts)");
@@ -1493,7 +1493,7 @@ static void test_empty_tensors_with_huge_dimensions_through_the_newest_calls(voi
     if (st == MXFP8_OK) release_managed(v), release_managed(sc);
     const mxfp8_tensor *ts[1] = {t};
     const mxfp8_shard *shards[1] = {&shard};
-    import_destination d = {&empty_v, &empty, MXFP8_LAYOUT_COMPACT};
+    import_destination d = {&empty_v, &empty, MXFP8_SCALE_LAYOUT_COMPACT};
     st = folded_import_tensors(ts, NULL, shards, 1, NULL, &d, NULL, 0, NULL);
     EXPECT(st == MXFP8_OK, "shape %d: transfer of a shard %d (%s)", which, st, mxfp8_last_error());
     mxfp8_tensor_release(t);
@@ -1710,14 +1710,14 @@ static void test_prepared_shard_plans(void **state) {
   uint8_t values[50 * 64], scales[50 * 2 * 4];
   int64_t vs[1] = {50 * 64}, ss[1] = {50 * 2};
   DLTensor dv = host_bytes(values, 1, vs), ds = host_bytes(scales, 1, ss);
-  import_destination d = {&dv, &ds, MXFP8_LAYOUT_DEEPGEMM_PACKED};
+  import_destination d = {&dv, &ds, MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED};
   mxfp8_plan *p = (mxfp8_plan *)(uintptr_t)0xBAD0;
   int64_t need = 0;
-  assert_int_equal(mxfp8_layout_bytes(MXFP8_LAYOUT_DEEPGEMM_PACKED, 0, 50, 2, &need), MXFP8_OK);
+  assert_int_equal(mxfp8_layout_bytes(MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED, 0, 50, 2, &need), MXFP8_OK);
   ss[0] = need;
   assert_int_equal(folded_import_tensors(ts, NULL, shards, 1, NULL, &d, NULL, 0, &p), MXFP8_ERROR_UNSUPPORTED);
   EXPECT(p == (mxfp8_plan *)(uintptr_t)0xBAD0, "*out written on failure");
-  d.scales_layout = MXFP8_LAYOUT_COMPACT;
+  d.scales_layout = MXFP8_SCALE_LAYOUT_COMPACT;
   ss[0] = 50 * 2;
   assert_int_equal(folded_import_tensors(ts, NULL, shards, 1, NULL, &d, NULL, 0, &p), MXFP8_OK);
   mxfp8_tensor_release(r.t);
@@ -1899,7 +1899,7 @@ static void test_null_pointer_arguments_of_the_newest_calls(void **state) {
   assert_int_equal(mxfp8_plan_run(NULL, NULL), MXFP8_ERROR_INVALID_ARGUMENT);
   mxfp8_plan_release(NULL);
   EXPECT(p == (mxfp8_plan *)(uintptr_t)0xBAD0, "*out written on failure");
-  import_destination d = {NULL, NULL, MXFP8_LAYOUT_COMPACT};
+  import_destination d = {NULL, NULL, MXFP8_SCALE_LAYOUT_COMPACT};
   assert_int_equal(folded_import_tensors(ts, NULL, NULL, 1, NULL, &d, NULL, 0, NULL), MXFP8_ERROR_INVALID_ARGUMENT);
   assert_int_equal(folded_import_tensors(ts, NULL, NULL, 1, NULL, NULL, NULL, 0, NULL), MXFP8_ERROR_INVALID_ARGUMENT);
   assert_int_equal(folded_import_tensors(null_ts, NULL, NULL, 1, NULL, &d, NULL, 0, NULL), MXFP8_ERROR_INVALID_ARGUMENT);
@@ -1988,7 +1988,7 @@ static void make_mixed(mixed_fixture *f) {
   f->ndims[0] = f->ndims[1] = 2;
   f->formats[0] = MXFP8_FORMAT_E4M3, f->formats[1] = MXFP8_FORMAT_NVFP4;
   f->directions[0] = f->directions[1] = MXFP8_DIRECTION_ROWWISE;
-  f->layouts[0] = f->layouts[1] = MXFP8_LAYOUT_COMPACT;
+  f->layouts[0] = f->layouts[1] = MXFP8_SCALE_LAYOUT_COMPACT;
   f->globals[1] = &f->dg;
   const bucket_manifest init = BUCKET_MANIFEST_INIT;
   f->m = init;
@@ -2006,7 +2006,7 @@ static void make_mixed(mixed_fixture *f) {
   f->dv1 = host_bytes(f->v1, 1, f->v1s), f->ds1 = host_bytes(f->s1, 1, f->s1s);
   DLTensor g = {f->g, {kDLCPU, 0}, 1, {kDLFloat, 32, 1}, f->gs, NULL, 0};
   f->dg = g;
-  import_destination d0 = {&f->dv0, &f->ds0, MXFP8_LAYOUT_COMPACT}, d1 = {&f->dv1, &f->ds1, MXFP8_LAYOUT_COMPACT};
+  import_destination d0 = {&f->dv0, &f->ds0, MXFP8_SCALE_LAYOUT_COMPACT}, d1 = {&f->dv1, &f->ds1, MXFP8_SCALE_LAYOUT_COMPACT};
   f->d[0] = d0, f->d[1] = d1;
 }
 
@@ -2076,9 +2076,9 @@ static void x_shard(mixed_fixture *f) {
   f->shards[1] = &f->shard;
   f->m.shards = f->shards;
 }
-static void x_layout_deepgemm(mixed_fixture *f) { f->layouts[1] = MXFP8_LAYOUT_DEEPGEMM_PACKED; }
-static void x_layout_trtllm(mixed_fixture *f) { f->layouts[1] = MXFP8_LAYOUT_TRTLLM_SHUFFLED; }
-static void x_destination_deepgemm(mixed_fixture *f) { f->d[1].scales_layout = MXFP8_LAYOUT_DEEPGEMM_PACKED; }
+static void x_layout_deepgemm(mixed_fixture *f) { f->layouts[1] = MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED; }
+static void x_layout_trtllm(mixed_fixture *f) { f->layouts[1] = MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED; }
+static void x_destination_deepgemm(mixed_fixture *f) { f->d[1].scales_layout = MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED; }
 static void x_odd_columns(mixed_fixture *f) { f->shape1[1] = 47; }
 static void x_columnwise(mixed_fixture *f) { f->directions[1] = MXFP8_DIRECTION_COLUMNWISE; }
 static void x_rows_overflow(mixed_fixture *f) { f->shape1[0] = INT64_MAX; f->shape1[1] = 4; }
@@ -2328,7 +2328,7 @@ static void receiver_destinations(mixed_fixture *o) {
   DLTensor g = {o->g, {kDLCPU, 0}, 1, {kDLFloat, 32, 1}, o->gs, NULL, 0};
   o->dg = g;
   o->globals[0] = NULL, o->globals[1] = &o->dg;
-  import_destination d0 = {&o->dv0, &o->ds0, MXFP8_LAYOUT_COMPACT}, d1 = {&o->dv1, &o->ds1, MXFP8_LAYOUT_COMPACT};
+  import_destination d0 = {&o->dv0, &o->ds0, MXFP8_SCALE_LAYOUT_COMPACT}, d1 = {&o->dv1, &o->ds1, MXFP8_SCALE_LAYOUT_COMPACT};
   o->d[0] = d0, o->d[1] = d1;
 }
 
@@ -2507,7 +2507,7 @@ static void test_per_row_amax_edges_through_a_bucket(void **state) {
   DLTensor dv = host_bytes(v, 1, vs), ds = host_bytes(sc, 1, ss);
   DLTensor dg = {g, {kDLCPU, 0}, 1, {kDLFloat, 32, 1}, gs, NULL, 0};
   DLTensor *globals[1] = {&dg};
-  import_destination d = {&dv, &ds, MXFP8_LAYOUT_COMPACT};
+  import_destination d = {&dv, &ds, MXFP8_SCALE_LAYOUT_COMPACT};
   ne[0].e4m3_max = 448; /* the tensor's, which the sender says: a plan does not carry it */
   for (int convention = 0; convention < 2; ++convention) {
     bucket_manifest m = BUCKET_MANIFEST_INIT;

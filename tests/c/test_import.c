@@ -34,11 +34,11 @@ static void poison_parameter(parameter *p) {
 /* The destination holds exactly the reference, and the byte past it is untouched. */
 static void expect_parameter(const parameter *p, const reference *ref, int32_t target, const char *what, int i) {
   EXPECT(memcmp(p->values, ref->values, (size_t)ref->values_bytes) == 0, "%s: tensor %d values", what, i);
-  const uint8_t *want = target == MXFP8_LAYOUT_COMPACT ? ref->compact : ref->swizzled;
+  const uint8_t *want = target == MXFP8_SCALE_LAYOUT_COMPACT ? ref->compact : ref->swizzled;
   const int64_t n = target_bytes(ref, target);
   for (int64_t b = 0; b < n; ++b)
     EXPECT(p->scales[b] == want[b], "%s: tensor %d (%s) scale byte %lld is %u, expected %u", what, i,
-           target == MXFP8_LAYOUT_COMPACT ? "compact" : "swizzled", (long long)b, p->scales[b], want[b]);
+           target == MXFP8_SCALE_LAYOUT_COMPACT ? "compact" : "swizzled", (long long)b, p->scales[b], want[b]);
   EXPECT(p->values[ref->values_bytes] == POISON && p->scales[n] == POISON, "%s: tensor %d written past its end", what, i);
 }
 
@@ -52,16 +52,16 @@ static void free_parameter(parameter *p) {
 
 enum { kBucketTensors = 9 };
 static const spec kBucketSpecs[kBucketTensors] = {
-    {2, {100, 48, 0}, MXFP8_DIRECTION_ROWWISE, MXFP8_LAYOUT_COMPACT, MXFP8_LAYOUT_COMPACT},
-    {2, {257, 33, 0}, MXFP8_DIRECTION_ROWWISE, MXFP8_LAYOUT_COMPACT, MXFP8_LAYOUT_CUTLASS_128X4},
-    {2, {31, 1000, 0}, MXFP8_DIRECTION_ROWWISE, MXFP8_LAYOUT_CUTLASS_128X4, MXFP8_LAYOUT_CUTLASS_128X4},
-    {2, {130, 200, 0}, MXFP8_DIRECTION_ROWWISE, MXFP8_LAYOUT_CUTLASS_128X4, MXFP8_LAYOUT_COMPACT},
-    {2, {70, 200, 0}, MXFP8_DIRECTION_COLUMNWISE, MXFP8_LAYOUT_COMPACT, MXFP8_LAYOUT_CUTLASS_128X4},
-    {2, {70, 33, 0}, MXFP8_DIRECTION_COLUMNWISE, MXFP8_LAYOUT_CUTLASS_128X4, MXFP8_LAYOUT_COMPACT},
-    {3, {3, 5, 40}, MXFP8_DIRECTION_ROWWISE, MXFP8_LAYOUT_COMPACT, MXFP8_LAYOUT_CUTLASS_128X4},
-    {2, {0, 64, 0}, MXFP8_DIRECTION_ROWWISE, MXFP8_LAYOUT_COMPACT, MXFP8_LAYOUT_CUTLASS_128X4},
+    {2, {100, 48, 0}, MXFP8_DIRECTION_ROWWISE, MXFP8_SCALE_LAYOUT_COMPACT, MXFP8_SCALE_LAYOUT_COMPACT},
+    {2, {257, 33, 0}, MXFP8_DIRECTION_ROWWISE, MXFP8_SCALE_LAYOUT_COMPACT, MXFP8_SCALE_LAYOUT_128X4},
+    {2, {31, 1000, 0}, MXFP8_DIRECTION_ROWWISE, MXFP8_SCALE_LAYOUT_128X4, MXFP8_SCALE_LAYOUT_128X4},
+    {2, {130, 200, 0}, MXFP8_DIRECTION_ROWWISE, MXFP8_SCALE_LAYOUT_128X4, MXFP8_SCALE_LAYOUT_COMPACT},
+    {2, {70, 200, 0}, MXFP8_DIRECTION_COLUMNWISE, MXFP8_SCALE_LAYOUT_COMPACT, MXFP8_SCALE_LAYOUT_128X4},
+    {2, {70, 33, 0}, MXFP8_DIRECTION_COLUMNWISE, MXFP8_SCALE_LAYOUT_128X4, MXFP8_SCALE_LAYOUT_COMPACT},
+    {3, {3, 5, 40}, MXFP8_DIRECTION_ROWWISE, MXFP8_SCALE_LAYOUT_COMPACT, MXFP8_SCALE_LAYOUT_128X4},
+    {2, {0, 64, 0}, MXFP8_DIRECTION_ROWWISE, MXFP8_SCALE_LAYOUT_COMPACT, MXFP8_SCALE_LAYOUT_128X4},
     /* A whole tile grid: swizzled to swizzled is then a plain copy with no padding. */
-    {2, {256, 256, 0}, MXFP8_DIRECTION_COLUMNWISE, MXFP8_LAYOUT_CUTLASS_128X4, MXFP8_LAYOUT_CUTLASS_128X4},
+    {2, {256, 256, 0}, MXFP8_DIRECTION_COLUMNWISE, MXFP8_SCALE_LAYOUT_128X4, MXFP8_SCALE_LAYOUT_128X4},
 };
 
 typedef struct {
@@ -82,7 +82,7 @@ static void pack(bucket_fixture *f) {
   for (int i = 0; i < kBucketTensors; ++i) {
     const reference *ref = &f->ref[i];
     memcpy(f->bucket + f->entries[i].values_offset, ref->values, (size_t)ref->values_bytes);
-    if (f->layouts[i] == MXFP8_LAYOUT_COMPACT)
+    if (f->layouts[i] == MXFP8_SCALE_LAYOUT_COMPACT)
       memcpy(f->bucket + f->entries[i].scales_offset, ref->compact, (size_t)(ref->r * ref->c));
     else
       write_swizzled_poisoned(ref, f->directions[i] == MXFP8_DIRECTION_COLUMNWISE, f->bucket + f->entries[i].scales_offset);
@@ -173,7 +173,7 @@ static void test_exported_bucket_imports_into_swizzled_parameters(void **state) 
   (void)state;
   uint64_t rng = 21;
   enum { T = 2 };
-  const spec specs[T] = {{2, {200, 100, 0}, 0, 1, MXFP8_LAYOUT_CUTLASS_128X4}, {2, {45, 64, 0}, 0, 1, MXFP8_LAYOUT_COMPACT}};
+  const spec specs[T] = {{2, {200, 100, 0}, 0, 1, MXFP8_SCALE_LAYOUT_128X4}, {2, {45, 64, 0}, 0, 1, MXFP8_SCALE_LAYOUT_COMPACT}};
   reference ref[T];
   test_tensor *data[T], *scales[T];
   mxfp8_tensor *t[T];
@@ -291,15 +291,15 @@ static void test_prepared_direct_import_holds_its_tensors(void **state) {
   mxfp8_tensor *t = NULL;
   assert_int_equal(mxfp8_tensor_create(&desc, &t), MXFP8_OK);
   parameter p;
-  make_parameter(&p, &ref, MXFP8_LAYOUT_CUTLASS_128X4, kDLUInt);
-  import_destination dst = {&p.values_tensor, &p.scales_tensor, MXFP8_LAYOUT_CUTLASS_128X4};
+  make_parameter(&p, &ref, MXFP8_SCALE_LAYOUT_128X4, kDLUInt);
+  import_destination dst = {&p.values_tensor, &p.scales_tensor, MXFP8_SCALE_LAYOUT_128X4};
   mxfp8_plan *plan = NULL;
   const mxfp8_tensor *ts[1] = {t};
   assert_int_equal(folded_import_tensors(ts, NULL, NULL, 1, NULL, &dst, NULL, 0, &plan), MXFP8_OK);
   mxfp8_tensor_release(t);
   EXPECT(data->deleter_calls == 0 && scales->deleter_calls == 0, "the plan let its tensor go");
   assert_int_equal(mxfp8_plan_run(plan, NULL), MXFP8_OK);
-  expect_parameter(&p, &ref, MXFP8_LAYOUT_CUTLASS_128X4, "held", 0);
+  expect_parameter(&p, &ref, MXFP8_SCALE_LAYOUT_128X4, "held", 0);
   mxfp8_plan_release(plan);
   EXPECT(data->deleter_calls == 1 && scales->deleter_calls == 1, "deleters ran %d and %d times", data->deleter_calls,
          scales->deleter_calls);
@@ -314,7 +314,7 @@ static void test_a_bad_entry_writes_nothing(void **state) {
   (void)state;
   bucket_fixture f;
   make_bucket(&f, 51);
-  f.layouts[4] = MXFP8_LAYOUT_CUTLASS_128X4; /* tensor 4's part holds compact scales */
+  f.layouts[4] = MXFP8_SCALE_LAYOUT_128X4; /* tensor 4's part holds compact scales */
   assert_int_equal(folded_import_bucket(&f.bucket_tensor, &f.manifest, f.dst, NULL, NULL), MXFP8_ERROR_INVALID_ARGUMENT);
   assert_last_error_contains("desc.parts_in[4] gives 600 bytes of scales, its shape and 128x4 swizzled layout give 1024");
   for (int i = 0; i < kBucketTensors; ++i) {

@@ -25,7 +25,7 @@ typedef struct {
   int layout;    /* how the source stores its scales */
   int per_row;   /* one amax per row (rowwise only) */
   int e4m3_max;
-  int target;          /* mxfp8_layout of the destination's scales */
+  int target;          /* mxfp8_scale_layout of the destination's scales */
   int float4_values;   /* the destination's values are float4_e2m1fn */
 } nv_spec;
 
@@ -125,7 +125,7 @@ static void free_source(nv_source *f) {
 /* The reference of a destination's scales: compact S, or S swizzled (itself, never a transpose) with
  * zero padding. *bytes receives the size. */
 static uint8_t *ref_target_scales(const nv_source *f, int target, int64_t *bytes) {
-  if (target == MXFP8_LAYOUT_COMPACT) {
+  if (target == MXFP8_SCALE_LAYOUT_COMPACT) {
     *bytes = f->R * f->SC;
     uint8_t *out = malloc((size_t)*bytes + 1);
     memcpy(out, f->scales, (size_t)*bytes);
@@ -261,7 +261,7 @@ static void round_trip(const nv_spec *specs, int count, uint64_t alignment, int 
     shapes[i] = shapes_store[i];
     formats[i] = MXFP8_FORMAT_NVFP4;
     directions[i] = specs[i].direction;
-    layouts[i] = MXFP8_LAYOUT_COMPACT;
+    layouts[i] = MXFP8_SCALE_LAYOUT_COMPACT;
     make_destination(&dst[i], &src[i]);
     dests[i] = (import_destination){&dst[i].v, &dst[i].s, specs[i].target};
     globals[i] = &dst[i].g;
@@ -301,12 +301,12 @@ static void test_rowwise_entries_round_trip_every_source_layout(void **state) {
   (void)state;
   /* Partial blocks (K = 40: blocks of 16, 16, 8), rows not a multiple of 128, one row, a full tile. */
   const nv_spec specs[] = {
-      {130, 40, MXFP8_DIRECTION_ROWWISE, COMPACT, 0, 448, MXFP8_LAYOUT_COMPACT, 0},
-      {100, 48, MXFP8_DIRECTION_ROWWISE, PADDED, 1, 448, MXFP8_LAYOUT_CUTLASS_128X4, 0},
-      {1, 18, MXFP8_DIRECTION_ROWWISE, SWIZZLED, 0, 256, MXFP8_LAYOUT_COMPACT, 1},
-      {257, 100, MXFP8_DIRECTION_ROWWISE, SWIZZLED, 1, 448, MXFP8_LAYOUT_CUTLASS_128X4, 1},
-      {128, 64, MXFP8_DIRECTION_ROWWISE, PADDED, 0, 256, MXFP8_LAYOUT_CUTLASS_128X4, 0},
-      {0, 32, MXFP8_DIRECTION_ROWWISE, PADDED, 0, 448, MXFP8_LAYOUT_CUTLASS_128X4, 0}, /* empty: only the amax */
+      {130, 40, MXFP8_DIRECTION_ROWWISE, COMPACT, 0, 448, MXFP8_SCALE_LAYOUT_COMPACT, 0},
+      {100, 48, MXFP8_DIRECTION_ROWWISE, PADDED, 1, 448, MXFP8_SCALE_LAYOUT_128X4, 0},
+      {1, 18, MXFP8_DIRECTION_ROWWISE, SWIZZLED, 0, 256, MXFP8_SCALE_LAYOUT_COMPACT, 1},
+      {257, 100, MXFP8_DIRECTION_ROWWISE, SWIZZLED, 1, 448, MXFP8_SCALE_LAYOUT_128X4, 1},
+      {128, 64, MXFP8_DIRECTION_ROWWISE, PADDED, 0, 256, MXFP8_SCALE_LAYOUT_128X4, 0},
+      {0, 32, MXFP8_DIRECTION_ROWWISE, PADDED, 0, 448, MXFP8_SCALE_LAYOUT_128X4, 0}, /* empty: only the amax */
   };
   round_trip(specs, 6, 256, 0, 0);
   round_trip(specs, 6, 1, 1, 0); /* alignment 1: the amax still lands at a multiple of 4 */
@@ -316,8 +316,8 @@ static void test_columnwise_entries_carry_the_stored_transpose(void **state) {
   (void)state;
   /* Columnwise: the stored (K, M) matrix scaled along M; M = 34 has a partial block of 2. */
   const nv_spec specs[] = {
-      {34, 130, MXFP8_DIRECTION_COLUMNWISE, PADDED, 0, 448, MXFP8_LAYOUT_CUTLASS_128X4, 0},
-      {96, 20, MXFP8_DIRECTION_COLUMNWISE, SWIZZLED, 0, 256, MXFP8_LAYOUT_COMPACT, 1},
+      {34, 130, MXFP8_DIRECTION_COLUMNWISE, PADDED, 0, 448, MXFP8_SCALE_LAYOUT_128X4, 0},
+      {96, 20, MXFP8_DIRECTION_COLUMNWISE, SWIZZLED, 0, 256, MXFP8_SCALE_LAYOUT_COMPACT, 1},
   };
   round_trip(specs, 2, 64, 0, 0);
   round_trip(specs, 2, 16, 1, 0);
@@ -326,8 +326,8 @@ static void test_columnwise_entries_carry_the_stored_transpose(void **state) {
 static void test_prepared_fill_and_import_write_everything(void **state) {
   (void)state;
   const nv_spec specs[] = {
-      {130, 40, MXFP8_DIRECTION_ROWWISE, SWIZZLED, 1, 448, MXFP8_LAYOUT_CUTLASS_128X4, 0},
-      {7, 32, MXFP8_DIRECTION_ROWWISE, PADDED, 0, 448, MXFP8_LAYOUT_COMPACT, 1},
+      {130, 40, MXFP8_DIRECTION_ROWWISE, SWIZZLED, 1, 448, MXFP8_SCALE_LAYOUT_128X4, 0},
+      {7, 32, MXFP8_DIRECTION_ROWWISE, PADDED, 0, 448, MXFP8_SCALE_LAYOUT_COMPACT, 1},
   };
   round_trip(specs, 2, 256, 0, 1);
   round_trip(specs, 2, 256, 1, 1);
@@ -338,7 +338,7 @@ static void test_prepared_fill_and_import_write_everything(void **state) {
 static void test_prepared_fill_keeps_its_nvfp4_tensors_alive(void **state) {
   (void)state;
   uint64_t rng = 77;
-  const nv_spec spec = {130, 40, MXFP8_DIRECTION_ROWWISE, SWIZZLED, 1, 448, MXFP8_LAYOUT_COMPACT, 0};
+  const nv_spec spec = {130, 40, MXFP8_DIRECTION_ROWWISE, SWIZZLED, 1, 448, MXFP8_SCALE_LAYOUT_COMPACT, 0};
   nv_source f;
   build_source(&f, &spec, &rng);
   const mxfp8_tensor *handles[1] = {f.tensor};
@@ -369,10 +369,10 @@ static void test_prepared_fill_keeps_its_nvfp4_tensors_alive(void **state) {
 static void test_mixed_bucket_of_mxfp8_and_nvfp4_entries(void **state) {
   (void)state;
   uint64_t rng = 4242;
-  const spec mx_spec = {2, {100, 96, 0}, MXFP8_DIRECTION_ROWWISE, 1, MXFP8_LAYOUT_CUTLASS_128X4};
+  const spec mx_spec = {2, {100, 96, 0}, MXFP8_DIRECTION_ROWWISE, 1, MXFP8_SCALE_LAYOUT_128X4};
   te_tensor mx = make_te(&mx_spec, &rng); /* swizzled storage, poisoned padding */
-  const nv_spec nv_specs[2] = {{130, 40, MXFP8_DIRECTION_ROWWISE, SWIZZLED, 1, 448, MXFP8_LAYOUT_CUTLASS_128X4, 0},
-                               {64, 32, MXFP8_DIRECTION_ROWWISE, PADDED, 0, 256, MXFP8_LAYOUT_COMPACT, 1}};
+  const nv_spec nv_specs[2] = {{130, 40, MXFP8_DIRECTION_ROWWISE, SWIZZLED, 1, 448, MXFP8_SCALE_LAYOUT_128X4, 0},
+                               {64, 32, MXFP8_DIRECTION_ROWWISE, PADDED, 0, 256, MXFP8_SCALE_LAYOUT_COMPACT, 1}};
   nv_source nv_src[2];
   build_source(&nv_src[0], &nv_specs[0], &rng);
   build_source(&nv_src[1], &nv_specs[1], &rng);
@@ -413,7 +413,7 @@ static void test_mixed_bucket_of_mxfp8_and_nvfp4_entries(void **state) {
   DLTensor mv = {mx_values, {kDLCPU, 0}, 1, {kDLFloat8_e4m3fn, 8, 1}, mvs, NULL, 0};
   DLTensor ms = {mx_scales, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, mss, NULL, 0};
   const import_destination dests[3] = {{&d0.v, &d0.s, nv_specs[0].target},
-                                             {&mv, &ms, MXFP8_LAYOUT_CUTLASS_128X4},
+                                             {&mv, &ms, MXFP8_SCALE_LAYOUT_128X4},
                                              {&d2.v, &d2.s, nv_specs[1].target}};
   DLTensor *globals[3] = {&d0.g, NULL, &d2.g};
   const int64_t s0[2] = {130, 40}, s1[2] = {100, 96}, s2[2] = {64, 32};
@@ -466,7 +466,7 @@ static void test_mixed_bucket_of_mxfp8_and_nvfp4_entries(void **state) {
 static void test_amax_offset_not_a_multiple_of_4_is_refused(void **state) {
   (void)state;
   uint64_t rng = 77;
-  const nv_spec spec = {64, 64, MXFP8_DIRECTION_ROWWISE, PADDED, 0, 448, MXFP8_LAYOUT_COMPACT, 0};
+  const nv_spec spec = {64, 64, MXFP8_DIRECTION_ROWWISE, PADDED, 0, 448, MXFP8_SCALE_LAYOUT_COMPACT, 0};
   nv_source src;
   build_source(&src, &spec, &rng);
   const mxfp8_tensor *nvfp4[1] = {src.tensor};
@@ -485,7 +485,7 @@ static void test_amax_offset_not_a_multiple_of_4_is_refused(void **state) {
   nv_destination d;
   make_destination(&d, &src);
   DLTensor *globals[1] = {&d.g};
-  const import_destination dest = {&d.v, &d.s, MXFP8_LAYOUT_COMPACT};
+  const import_destination dest = {&d.v, &d.s, MXFP8_SCALE_LAYOUT_COMPACT};
   const int64_t shape[2] = {64, 64};
   const int64_t *shapes[1] = {shape};
   const int32_t ndims[1] = {2}, formats[1] = {MXFP8_FORMAT_NVFP4};
@@ -516,12 +516,12 @@ static void test_direct_import_of_nvfp4_and_mxfp8_storage(void **state) {
   for (int prepared = 0; prepared < 2; ++prepared)
     for (int encode = 0; encode < 2; ++encode) {
       uint64_t rng = 500 + (uint64_t)(2 * prepared + encode);
-      const nv_spec nv_specs[2] = {{130, 40, MXFP8_DIRECTION_ROWWISE, SWIZZLED, 1, 448, MXFP8_LAYOUT_CUTLASS_128X4, 0},
-                                   {100, 50, MXFP8_DIRECTION_ROWWISE, PADDED, 0, 256, MXFP8_LAYOUT_COMPACT, 1}};
+      const nv_spec nv_specs[2] = {{130, 40, MXFP8_DIRECTION_ROWWISE, SWIZZLED, 1, 448, MXFP8_SCALE_LAYOUT_128X4, 0},
+                                   {100, 50, MXFP8_DIRECTION_ROWWISE, PADDED, 0, 256, MXFP8_SCALE_LAYOUT_COMPACT, 1}};
       nv_source src[2];
       build_source(&src[0], &nv_specs[0], &rng);
       build_source(&src[1], &nv_specs[1], &rng);
-      const spec mx_spec = {2, {40, 64, 0}, MXFP8_DIRECTION_ROWWISE, 0, MXFP8_LAYOUT_CUTLASS_128X4};
+      const spec mx_spec = {2, {40, 64, 0}, MXFP8_DIRECTION_ROWWISE, 0, MXFP8_SCALE_LAYOUT_128X4};
       te_tensor mx = make_te(&mx_spec, &rng); /* TE-padded row-major scales, padding poisoned */
       const mxfp8_tensor *tensors[3] = {NULL, mx.handle, NULL};
       const mxfp8_tensor *nvfp4[3] = {src[0].tensor, NULL, src[1].tensor};
@@ -535,7 +535,7 @@ static void test_direct_import_of_nvfp4_and_mxfp8_storage(void **state) {
       DLTensor v = {mv, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, mvs, NULL, 0};
       DLTensor sc = {ms, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, mss, NULL, 0};
       const import_destination dests[3] = {{&d0.v, &d0.s, nv_specs[0].target},
-                                                 {&v, &sc, MXFP8_LAYOUT_CUTLASS_128X4},
+                                                 {&v, &sc, MXFP8_SCALE_LAYOUT_128X4},
                                                  {&d2.v, &d2.s, nv_specs[1].target}};
       DLTensor *globals[3] = {&d0.g, NULL, &d2.g};
       const int32_t convention = encode ? MXFP8_NVFP4_GLOBAL_SCALE_ENCODE : MXFP8_NVFP4_GLOBAL_SCALE_DECODE;
@@ -567,13 +567,13 @@ static void test_direct_import_of_nvfp4_and_mxfp8_storage(void **state) {
 static void test_direct_import_refusals_write_nothing(void **state) {
   (void)state;
   uint64_t rng = 901;
-  const nv_spec spec = {130, 40, MXFP8_DIRECTION_ROWWISE, SWIZZLED, 1, 448, MXFP8_LAYOUT_COMPACT, 0};
+  const nv_spec spec = {130, 40, MXFP8_DIRECTION_ROWWISE, SWIZZLED, 1, 448, MXFP8_SCALE_LAYOUT_COMPACT, 0};
   nv_source f;
   build_source(&f, &spec, &rng);
   nv_destination d;
   make_destination(&d, &f);
   const mxfp8_tensor *nvfp4[1] = {f.tensor};
-  const import_destination dests[1] = {{&d.v, &d.s, MXFP8_LAYOUT_COMPACT}};
+  const import_destination dests[1] = {{&d.v, &d.s, MXFP8_SCALE_LAYOUT_COMPACT}};
   EXPECT(folded_import_tensors(NULL, nvfp4, NULL, 1, NULL, dests, NULL, 0, NULL) == MXFP8_ERROR_INVALID_ARGUMENT, "no globals");
   assert_last_error_contains("desc.global_scales is NULL but entry 0 is an NVFP4 tensor");
   DLTensor over_amax = d.g;
@@ -606,7 +606,7 @@ static void test_direct_import_refusals_write_nothing(void **state) {
 typedef struct {
   int64_t M, K;
   int direction, per_row;
-  int bucket_layout; /* the scales part: MXFP8_LAYOUT_COMPACT or MXFP8_LAYOUT_CUTLASS_128X4 */
+  int bucket_layout; /* the scales part: MXFP8_SCALE_LAYOUT_COMPACT or MXFP8_SCALE_LAYOUT_128X4 */
   int target;
   int64_t r0, r1, c0, c1; /* logical rows / columns; MXFP8_SHARD_END allowed in r1, c1 */
   int npieces;            /* > 0: row pieces instead of r0..r1 */
@@ -677,7 +677,7 @@ static void shard_ref_new(shard_ref *r, const nv_source *f, const nv_shard_case 
       memcpy(compact + at * r->SC, f->scales + sr * f->SC + sc0 / 16, (size_t)r->SC);
       if (f->amax_count > 1) r->amax[at] = f->amax[sr];
     }
-  if (c->target == MXFP8_LAYOUT_COMPACT) {
+  if (c->target == MXFP8_SCALE_LAYOUT_COMPACT) {
     r->scales = compact;
     r->scales_bytes = r->rows * r->SC;
     return;
@@ -697,7 +697,7 @@ static void shard_ref_new(shard_ref *r, const nv_source *f, const nv_shard_case 
 static void import_nvfp4_shard_by(const nv_shard_case *c, int encode, int direct, int prepared, mxfp8_status expect,
                                   const char *message) {
   uint64_t rng = 0xC0FFEE + (uint64_t)(c->M * 7 + c->K + c->r0 + c->c0 + c->npieces);
-  const int storage = !direct ? COMPACT : c->bucket_layout == MXFP8_LAYOUT_CUTLASS_128X4 ? SWIZZLED : PADDED;
+  const int storage = !direct ? COMPACT : c->bucket_layout == MXFP8_SCALE_LAYOUT_128X4 ? SWIZZLED : PADDED;
   const nv_spec spec = {c->M, c->K, c->direction, storage, c->per_row, c->per_row ? 448 : 256, c->target, 0};
   nv_source f;
   build_source(&f, &spec, &rng);
@@ -800,7 +800,7 @@ static void import_nvfp4_shard(const nv_shard_case *c, int encode, mxfp8_status 
 static void test_a_receiver_imports_its_shard_of_an_nvfp4_entry(void **state) {
   (void)state;
   const int R = MXFP8_DIRECTION_ROWWISE, C = MXFP8_DIRECTION_COLUMNWISE;
-  const int CO = MXFP8_LAYOUT_COMPACT, SW = MXFP8_LAYOUT_CUTLASS_128X4;
+  const int CO = MXFP8_SCALE_LAYOUT_COMPACT, SW = MXFP8_SCALE_LAYOUT_128X4;
   const int64_t E = MXFP8_SHARD_END;
   /* K = 72: blocks 16, 16, 16, 16, 8; M = 130: a partial tile. Columnwise (M, K) = (100, 50): stored (50, 100). */
   const nv_shard_case ok[] = {
@@ -836,8 +836,8 @@ static void test_a_receiver_imports_its_shard_of_an_nvfp4_entry(void **state) {
 static void test_mxfp8_only_plan_is_the_mxfp8_bucket_layout(void **state) {
   (void)state;
   uint64_t rng = 99;
-  const spec a = {2, {100, 48, 0}, MXFP8_DIRECTION_ROWWISE, 0, MXFP8_LAYOUT_COMPACT};
-  const spec b = {3, {2, 20, 64}, MXFP8_DIRECTION_ROWWISE, 1, MXFP8_LAYOUT_COMPACT};
+  const spec a = {2, {100, 48, 0}, MXFP8_DIRECTION_ROWWISE, 0, MXFP8_SCALE_LAYOUT_COMPACT};
+  const spec b = {3, {2, 20, 64}, MXFP8_DIRECTION_ROWWISE, 1, MXFP8_SCALE_LAYOUT_COMPACT};
   te_tensor ta = make_te(&a, &rng), tb = make_te(&b, &rng);
   const mxfp8_tensor *tensors[2] = {ta.handle, tb.handle};
   bucket_entry plan[2];
@@ -881,10 +881,10 @@ static void test_gpu_fill_and_import_match_the_host(void **state) {
 #ifdef MXFP8_TEST_WITH_CUDA
   enum { N = 4 };
   const nv_spec specs[N] = {
-      {130, 40, MXFP8_DIRECTION_ROWWISE, SWIZZLED, 1, 448, MXFP8_LAYOUT_CUTLASS_128X4, 0},
-      {100, 48, MXFP8_DIRECTION_ROWWISE, PADDED, 0, 256, MXFP8_LAYOUT_COMPACT, 1},
-      {257, 100, MXFP8_DIRECTION_ROWWISE, COMPACT, 1, 448, MXFP8_LAYOUT_CUTLASS_128X4, 0},
-      {1, 18, MXFP8_DIRECTION_ROWWISE, SWIZZLED, 0, 448, MXFP8_LAYOUT_COMPACT, 0},
+      {130, 40, MXFP8_DIRECTION_ROWWISE, SWIZZLED, 1, 448, MXFP8_SCALE_LAYOUT_128X4, 0},
+      {100, 48, MXFP8_DIRECTION_ROWWISE, PADDED, 0, 256, MXFP8_SCALE_LAYOUT_COMPACT, 1},
+      {257, 100, MXFP8_DIRECTION_ROWWISE, COMPACT, 1, 448, MXFP8_SCALE_LAYOUT_128X4, 0},
+      {1, 18, MXFP8_DIRECTION_ROWWISE, SWIZZLED, 0, 448, MXFP8_SCALE_LAYOUT_COMPACT, 0},
   };
   uint64_t rng = 0x6A0;
   nv_source src[N];

@@ -221,7 +221,7 @@ static void test_preparing_over_cuda_memory_without_cuda(void **state) {
   m.entries = &entry;
   m.ndims = &ndim;
   m.shapes = shapes;
-  const import_destination d = {&v, &sc, MXFP8_LAYOUT_COMPACT};
+  const import_destination d = {&v, &sc, MXFP8_SCALE_LAYOUT_COMPACT};
   assert_int_equal(folded_import_bucket(&bucket, &m, &d, NULL, NULL), MXFP8_ERROR_UNSUPPORTED);
   assert_last_error_contains("built without CUDA");
   assert_int_equal(folded_import_bucket(&bucket, &m, &d, NULL, &plan), MXFP8_ERROR_UNSUPPORTED);

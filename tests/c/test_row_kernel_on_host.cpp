@@ -73,10 +73,10 @@ void run(const Case &t) {
   const bool scales_gated = t.gated != t.other_layout;
   auto slot = [&](int64_t e) { return t.order == 1 ? E - 1 - e : t.order == 2 ? (e + 1) % E : e; };
   std::vector<ScaleJob> jobs;
-  jobs.push_back(permuted_rows_job(t.gated ? MXFP8_LAYOUT_TRTLLM_SHUFFLED_GATED : MXFP8_LAYOUT_TRTLLM_SHUFFLED, V, VO, E, n, k));
+  jobs.push_back(permuted_rows_job(t.gated ? MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED_GATED : MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED, V, VO, E, n, k));
   for (int64_t e = 0; e < E; ++e) {  // what scale_job makes of a compact grouped source
     ScaleJob j{JobKind::Layout, nullptr, ByteMatrix{const_cast<uint8_t *>(S) + e * n * c, n, c, c, 1}, ByteMatrix{SO + slot(e) * n * cp, n, c, 0, 0}};
-    j.layout = scales_gated ? MXFP8_LAYOUT_TRTLLM_SHUFFLED_GATED : MXFP8_LAYOUT_TRTLLM_SHUFFLED;
+    j.layout = scales_gated ? MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED_GATED : MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED;
     j.zero_as_one = t.fixup;
     j.layout_bytes = n * cp;
     jobs.push_back(j);

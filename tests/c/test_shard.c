@@ -553,7 +553,7 @@ static void test_import_takes_each_ranks_shard_of_a_whole_bucket(void **state) {
         int64_t vshape[1] = {vb}, sshape[1] = {dst_scale_bytes};
         DLTensor dvt = {dv, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, vshape, NULL, 0};
         DLTensor dst = {ds, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, sshape, NULL, 0};
-        import_destination d = {&dvt, &dst, target ? MXFP8_LAYOUT_CUTLASS_128X4 : MXFP8_LAYOUT_COMPACT};
+        import_destination d = {&dvt, &dst, target ? MXFP8_SCALE_LAYOUT_128X4 : MXFP8_SCALE_LAYOUT_COMPACT};
         const int32_t ndims[1] = {2};
         const int64_t shape[2] = {m, k};
         const int64_t *shapes[1] = {shape};
@@ -596,7 +596,7 @@ static void test_import_refuses_pieces_that_split_tiles(void **state) {
   int64_t vshape[1] = {(int64_t)sizeof dv}, sshape[1] = {(int64_t)sizeof ds};
   DLTensor dvt = {dv, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, vshape, NULL, 0};
   DLTensor dst = {ds, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, sshape, NULL, 0};
-  import_destination d = {&dvt, &dst, MXFP8_LAYOUT_CUTLASS_128X4};
+  import_destination d = {&dvt, &dst, MXFP8_SCALE_LAYOUT_128X4};
   const int32_t ndims[1] = {2};
   const int64_t shape[2] = {300, 64};
   const int64_t *shapes[1] = {shape};
@@ -643,7 +643,7 @@ static void test_direct_import_of_shards(void **state) {
         int64_t vshape[1] = {vb}, sshape[1] = {dst_bytes};
         DLTensor dvt = {dv, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, vshape, NULL, 0};
         DLTensor dst = {ds, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, sshape, NULL, 0};
-        import_destination d = {&dvt, &dst, target ? MXFP8_LAYOUT_CUTLASS_128X4 : MXFP8_LAYOUT_COMPACT};
+        import_destination d = {&dvt, &dst, target ? MXFP8_SCALE_LAYOUT_128X4 : MXFP8_SCALE_LAYOUT_COMPACT};
         const mxfp8_tensor *tensors[1] = {src.tensor};
         const mxfp8_shard *shards[1] = {&shard};
         mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;

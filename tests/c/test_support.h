@@ -15,8 +15,8 @@
  * shows up as a wrong value (it is also NaN in E8M0). Test scales are drawn from 1..254. */
 #define POISON 0xFFu
 
-/* The last mxfp8_layout value: tests that loop over every layout go up to it. */
-#define TEST_LAST_LAYOUT MXFP8_LAYOUT_DEEPGEMM_FLOAT32
+/* The last mxfp8_scale_layout value: tests that loop over every layout go up to it. */
+#define TEST_LAST_LAYOUT MXFP8_SCALE_LAYOUT_DEEPGEMM_FLOAT32
 
 uint64_t rng_next(uint64_t *state);
 /* n random bytes; scales avoid POISON and 0. */

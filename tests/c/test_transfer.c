@@ -319,7 +319,7 @@ static void free_landing(landing *l) {
 
 /* S in a target layout: compact, or 128x4 (S^T for MXFP8 columnwise) with zero padding. */
 static uint8_t *in_layout(const landing *l, int layout, int64_t *bytes) {
-  if (layout == MXFP8_LAYOUT_COMPACT) {
+  if (layout == MXFP8_SCALE_LAYOUT_COMPACT) {
     *bytes = l->SR * l->SC;
     uint8_t *out = malloc((size_t)*bytes + 1);
     memcpy(out, l->S, (size_t)*bytes);
@@ -351,7 +351,7 @@ static uint32_t ref_decode_scale(float amax, int e4m3_max) {
 static mxfp8_status expected_status(const source *f, int kind, int target, int route) {
   const int col = f->s.direction == MXFP8_DIRECTION_COLUMNWISE;
   if (f->nvfp4 && col && kind == PIECES) return MXFP8_ERROR_UNSUPPORTED; /* several stored column windows */
-  if (kind == WHOLE || target != MXFP8_LAYOUT_CUTLASS_128X4) return MXFP8_OK;
+  if (kind == WHOLE || target != MXFP8_SCALE_LAYOUT_128X4) return MXFP8_OK;
   if (route == ROUTE_B) return MXFP8_OK; /* the shard travels compact and lands whole */
   /* A shard written 128x4: row pieces must fill whole tiles (rowwise, 128 rows each but the last), and
    * a window of 128x4-stored scales is not read into 128x4 in one pass. */
@@ -561,7 +561,7 @@ static mxfp8_status move(group *g, int route, int prepared, int kind, int target
   }
   /* Into a bucket: the sender's shard (B) or the whole tensor (C), scales compact, or 128x4 when the
    * whole tensor goes to a compact target (so the receiver unswizzles). */
-  const int part_layout = kind == WHOLE && target == MXFP8_LAYOUT_COMPACT ? MXFP8_LAYOUT_CUTLASS_128X4 : MXFP8_LAYOUT_COMPACT;
+  const int part_layout = kind == WHOLE && target == MXFP8_SCALE_LAYOUT_COMPACT ? MXFP8_SCALE_LAYOUT_128X4 : MXFP8_SCALE_LAYOUT_COMPACT;
   int32_t part_layouts[NSPECS];
   for (int i = 0; i < g->n; ++i) part_layouts[i] = part_layout;
   d.destination = MXFP8_TRANSFER_TO_BUCKET;
@@ -612,7 +612,7 @@ static void run_matrix(void) {
     for (int t = 0; t < 2; ++t)
       for (int route = 0; route < ROUTES; ++route)
         for (int prepared = 0; prepared < 2; ++prepared) {
-          const int target = t ? MXFP8_LAYOUT_CUTLASS_128X4 : MXFP8_LAYOUT_COMPACT;
+          const int target = t ? MXFP8_SCALE_LAYOUT_128X4 : MXFP8_SCALE_LAYOUT_COMPACT;
           if (route == ROUTE_C && kind == WHOLE) continue; /* route B's whole tensors are the same cell */
           source *accepted[NSPECS];
           int n = 0;
@@ -673,7 +673,7 @@ static void test_refusals(void **state) {
   landing l;
   cut(&l, &f, &sh);
   buffers b;
-  make_buffers(&b, &l, MXFP8_LAYOUT_COMPACT);
+  make_buffers(&b, &l, MXFP8_SCALE_LAYOUT_COMPACT);
   const mxfp8_tensor *tensors[1] = {f.handle};
   DLTensor *values[1] = {&b.v}, *scales[1] = {&b.s};
   const mxfp8_shard *shards[1] = {&sh.shard};
@@ -734,7 +734,7 @@ static void test_refusals(void **state) {
   d.scale_fixup = MXFP8_SCALE_FIXUP_ZERO_EXPONENT_AS_ONE;
   EXPECT(mxfp8_transfer(&d, NULL) == MXFP8_ERROR_UNSUPPORTED, "a shard with the fix-up");
   d.scale_fixup = MXFP8_SCALE_FIXUP_NONE;
-  int32_t trtllm[1] = {MXFP8_LAYOUT_TRTLLM_SHUFFLED};
+  int32_t trtllm[1] = {MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED};
   d.target_layouts = trtllm;
   d.shards = NULL;
   EXPECT(mxfp8_transfer(&d, NULL) == MXFP8_ERROR_INVALID_ARGUMENT, "a TRT-LLM target");
@@ -759,7 +759,7 @@ static void test_refusals(void **state) {
   d.bucket_out = NULL;
   d.parts_out = NULL;
   free(bytes);
-  int32_t deepgemm[1] = {MXFP8_LAYOUT_DEEPGEMM_PACKED};
+  int32_t deepgemm[1] = {MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED};
   d.target_layouts = deepgemm;
   d.shards = shards;
   EXPECT(mxfp8_bucket_parts(&d, 256, &part, &total) == MXFP8_ERROR_UNSUPPORTED, "a shard in DeepGEMM's layout");

@@ -1,5 +1,5 @@
 /* The FlashInfer TRT-LLM MoE targets on the host: mxfp8_grouped_convert and mxfp8_convert into
- * MXFP8_LAYOUT_TRTLLM_SHUFFLED (w2) and MXFP8_LAYOUT_TRTLLM_SHUFFLED_GATED (w13 of SwiGLU experts),
+ * MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED (w2) and MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED_GATED (w13 of SwiGLU experts),
  * against trtllm_reference.h (the consumers' steps, one at a time). Sources are TE storage (compact,
  * padded with poisoned padding, 128x4 swizzled), outputs are poisoned, K is not a multiple of 32 and
  * ceil(K/32) not of 4; the outputs are also undone with the reference's row indices back to the compact
@@ -12,7 +12,7 @@
 #include "transfer_calls.h"
 #include "trtllm_reference.h"
 
-static const int32_t kLayouts[2] = {MXFP8_LAYOUT_TRTLLM_SHUFFLED, MXFP8_LAYOUT_TRTLLM_SHUFFLED_GATED};
+static const int32_t kLayouts[2] = {MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED, MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED_GATED};
 static const char *const kNames[2] = {"trtllm", "trtllm_gated"};
 
 static uint8_t *poisoned(int64_t n) {
@@ -166,13 +166,13 @@ static void test_one_tensor_is_one_expert(void **state) {
   DLTensor v = {out_v, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, vshape, NULL, 0};
   DLTensor sc = {out_s, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, sshape, NULL, 0};
   mxfp8_convert_options o = MXFP8_CONVERT_OPTIONS_INIT;
-  o.target = MXFP8_LAYOUT_TRTLLM_SHUFFLED;
+  o.target = MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED;
   assert_int_equal(mxfp8_convert(t.handle, &o, &v, &sc), MXFP8_OK);
   expect_same(out_v, want_v, 2 * 128 * 64, "3-D values", "trtllm", 2, 128, 64);
   expect_same(out_s, want_s, 2 * 128 * 4, "3-D scales", "trtllm", 2, 128, 64);
   memset(out_v, POISON, 2 * 128 * 64 + 1);
   memset(out_s, POISON, 2 * 128 * 4 + 1);
-  o.target = MXFP8_LAYOUT_TRTLLM_SHUFFLED_GATED;
+  o.target = MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED_GATED;
   assert_int_equal(mxfp8_convert(t.handle, &o, &v, &sc), MXFP8_ERROR_INVALID_ARGUMENT);
   assert_last_error_contains("convert stacked experts with mxfp8_grouped_convert");
   EXPECT(out_v[0] == POISON && out_s[0] == POISON, "a refused convert wrote");
@@ -216,7 +216,7 @@ static void test_shapes_flashinfer_cannot_take_are_refused(void **state) {
     const mxfp8_tensor *handle = t.handle;
     import_destination dst = {&v, &sc, kLayouts[l]};
     assert_int_equal(folded_import_tensors(&handle, NULL, NULL, 1, NULL, &dst, NULL, 0, NULL), MXFP8_ERROR_INVALID_ARGUMENT);
-    assert_last_error_contains("desc.target_layouts[0] is MXFP8_LAYOUT_TRTLLM_SHUFFLED");
+    assert_last_error_contains("desc.target_layouts[0] is MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED");
     assert_last_error_contains("write it with mxfp8_convert");
     EXPECT(out_v[0] == POISON && out_s[0] == POISON, "a refused import wrote");
     free(out_v);

@@ -172,7 +172,7 @@ static void from_manifest(translated *t, const DLTensor *bucket, const bucket_ma
   t->e4m3_maxes = array_of(n, sizeof(int32_t));
   for (size_t i = 0; i < n; ++i) {
     t->formats[i] = m->formats ? m->formats[i] : MXFP8_FORMAT_E4M3;
-    t->source_layouts[i] = m->scales_layouts ? m->scales_layouts[i] : MXFP8_LAYOUT_COMPACT;
+    t->source_layouts[i] = m->scales_layouts ? m->scales_layouts[i] : MXFP8_SCALE_LAYOUT_COMPACT;
     t->e4m3_maxes[i] = m->nvfp4_entries ? m->nvfp4_entries[i].e4m3_max : 0;
   }
   t->desc.formats = t->formats;

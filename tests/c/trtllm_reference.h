@@ -1,4 +1,4 @@
-/* The FlashInfer TRT-LLM MoE layouts (MXFP8_LAYOUT_TRTLLM_SHUFFLED, _TRTLLM_SHUFFLED_GATED) rebuilt the
+/* The FlashInfer TRT-LLM MoE layouts (MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED, _TRTLLM_SHUFFLED_GATED) rebuilt the
  * way the consumers build them, one step at a time, never from the library's index functions:
  *   - vLLM swap_w13_to_w31 (gated only): the two halves of w13's rows swap, [gate; up] -> [up; gate];
  *   - FlashInfer get_reorder_rows_for_gated_act_gemm_row_indices (gated only): top = rows [0, (M+1)/2),

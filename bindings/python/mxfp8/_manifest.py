@@ -15,7 +15,7 @@ from . import _args
 from ._api import _DIRECTIONS, _FORMATS
 from ._args import choice
 
-LAYOUTS = {"compact": 0, "cutlass_128x4": 1, "trtllm": 2, "deepgemm": 3, "trtllm_gated": 4,  # mxfp8_layout
+LAYOUTS = {"compact": 0, "cutlass_128x4": 1, "trtllm": 2, "deepgemm": 3, "trtllm_gated": 4,  # mxfp8_scale_layout
            "deepgemm_float32": 5}
 # The element type an engine holds a layout's scales in, when it is not bytes (4 bytes an element).
 LAYOUT_WORDS = {"deepgemm": "int32", "deepgemm_float32": "float32"}

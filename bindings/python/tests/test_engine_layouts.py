@@ -182,7 +182,7 @@ def test_bad_input_gets_clear_errors():
             mxfp8.convert(cw_data, cw_buf, target, direction="columnwise", swizzled=False)
         with pytest.raises(ValueError, match="rowwise scales only"):
             mxfp8.scales_shape((70, 200), target, "columnwise")
-    with pytest.raises(ValueError, match="MXFP8_LAYOUT_TRTLLM_SHUFFLED, which needs rows \\(per expert\\) a multiple of 128"):
+    with pytest.raises(ValueError, match="MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED, which needs rows \\(per expert\\) a multiple of 128"):
         mxfp8.convert(data, buf, "trtllm", values=True, swizzled=False)
     with pytest.raises(ValueError, match="do not split into 3 experts"):
         mxfp8.convert(data, buf, "compact", num_experts=3, swizzled=False)

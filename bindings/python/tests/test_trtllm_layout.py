@@ -139,7 +139,7 @@ def test_bad_input_gets_clear_errors():
     with pytest.raises(ValueError, match="needs rows \\(per expert\\) a multiple of 128.*got 96"):
         mxfp8.convert(data, s.reshape(-1), "trtllm_gated", num_experts=2, scales="compact", values=True, swizzled=False)
     data, s = grouped(2, 128, 64, seed=1)
-    with pytest.raises(ValueError, match="values is NULL, but options.target MXFP8_LAYOUT_TRTLLM_SHUFFLED permutes"):
+    with pytest.raises(ValueError, match="values is NULL, but options.target MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED permutes"):
         mxfp8.convert(data, s.reshape(-1), "trtllm", num_experts=2, scales="compact", swizzled=False)
     with pytest.raises(ValueError, match="convert stacked experts with mxfp8_grouped_convert"):
         mxfp8.convert(data.reshape(2, 128, 64), s, "trtllm_gated", scales="compact", values=True, swizzled=False)

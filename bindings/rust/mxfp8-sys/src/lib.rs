@@ -358,18 +358,18 @@ impl Default for mxfp8_export_options {
     }
 }
 
-/// `mxfp8_layout`: scales compact row-major, exactly `R * C` bytes.
-pub const MXFP8_LAYOUT_COMPACT: i32 = 0;
-/// `mxfp8_layout`: scales in the cuBLAS / CUTLASS 128x4 layout, flat, padding zero.
-pub const MXFP8_LAYOUT_CUTLASS_128X4: i32 = 1;
-/// `mxfp8_layout`: FlashInfer TRT-LLM shuffled MoE weights (vLLM's `w2_weight`); `mxfp8_convert*` only.
-pub const MXFP8_LAYOUT_TRTLLM_SHUFFLED: i32 = 2;
-/// `mxfp8_layout`: DeepGEMM's packed UE8M0 scales (int32, MN-major, rowwise only).
-pub const MXFP8_LAYOUT_DEEPGEMM_PACKED: i32 = 3;
-/// `mxfp8_layout`: the same for a gated activation's gate-and-up rows (vLLM's `w13_weight`).
-pub const MXFP8_LAYOUT_TRTLLM_SHUFFLED_GATED: i32 = 4;
-/// `mxfp8_layout`: DeepGEMM's scales on Hopper: float32 `(R, C)`, each scale's bits `e << 23` (rowwise only).
-pub const MXFP8_LAYOUT_DEEPGEMM_FLOAT32: i32 = 5;
+/// `mxfp8_scale_layout`: scales compact row-major, exactly `R * C` bytes.
+pub const MXFP8_SCALE_LAYOUT_COMPACT: i32 = 0;
+/// `mxfp8_scale_layout`: scales in the cuBLAS / CUTLASS 128x4 layout, flat, padding zero.
+pub const MXFP8_SCALE_LAYOUT_128X4: i32 = 1;
+/// `mxfp8_scale_layout`: FlashInfer TRT-LLM shuffled MoE weights (vLLM's `w2_weight`); `mxfp8_convert*` only.
+pub const MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED: i32 = 2;
+/// `mxfp8_scale_layout`: DeepGEMM's packed UE8M0 scales (int32, MN-major, rowwise only).
+pub const MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED: i32 = 3;
+/// `mxfp8_scale_layout`: the same for a gated activation's gate-and-up rows (vLLM's `w13_weight`).
+pub const MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED_GATED: i32 = 4;
+/// `mxfp8_scale_layout`: DeepGEMM's scales on Hopper: float32 `(R, C)`, each scale's bits `e << 23` (rowwise only).
+pub const MXFP8_SCALE_LAYOUT_DEEPGEMM_FLOAT32: i32 = 5;
 /// `mxfp8_scale_fixup`: scale bytes as stored.
 pub const MXFP8_SCALE_FIXUP_NONE: i32 = 0;
 /// `mxfp8_scale_fixup`: E8M0 exponent byte 0 written as 1 (NeMo RL).
@@ -444,7 +444,7 @@ pub struct mxfp8_transfer_desc {
     pub shapes: *const *const i64,
     /// FROM_BUCKET: `mxfp8_format` of each entry; required.
     pub formats: *const i32,
-    /// FROM_BUCKET: `mxfp8_layout` of each scales part; required.
+    /// FROM_BUCKET: `mxfp8_scale_layout` of each scales part; required.
     pub source_layouts: *const i32,
     /// FROM_BUCKET: E4M3_MAX of each NVFP4 entry (448 or 256).
     pub e4m3_maxes: *const i32,
@@ -452,7 +452,7 @@ pub struct mxfp8_transfer_desc {
     pub scales_ndims: *const i32,
     /// FROM_BUCKET, optional with `scales_ndims`: the sender's shape of each scale matrix.
     pub scales_shapes: *const *const i64,
-    /// `mxfp8_layout` each entry's scales are written in; NULL: all compact.
+    /// `mxfp8_scale_layout` each entry's scales are written in; NULL: all compact.
     pub target_layouts: *const i32,
     /// TO_BUFFERS: values (NULL, or a NULL entry: scales only).
     pub values: *const *mut DLTensor,
@@ -671,7 +671,7 @@ impl Default for mxfp8_dequantize_options {
 pub struct mxfp8_convert_options {
     /// `sizeof(mxfp8_convert_options)`.
     pub struct_size: u32,
-    /// `mxfp8_layout` the scales are written in.
+    /// `mxfp8_scale_layout` the scales are written in.
     pub target: i32,
     /// `MXFP8_DIRECTION_*` read from a tensor.
     pub direction: i32,
@@ -686,7 +686,7 @@ impl Default for mxfp8_convert_options {
     fn default() -> Self {
         Self {
             struct_size: core::mem::size_of::<Self>() as u32,
-            target: MXFP8_LAYOUT_COMPACT,
+            target: MXFP8_SCALE_LAYOUT_COMPACT,
             direction: MXFP8_DIRECTION_ROWWISE,
             scale_fixup: MXFP8_SCALE_FIXUP_NONE,
             stream: core::ptr::null_mut(),

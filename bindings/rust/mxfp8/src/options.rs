@@ -51,30 +51,30 @@ c_enum! {
 }
 
 c_enum! {
-    /// The layout of one tensor's parts in a bucket or in an engine's parameters (`mxfp8_layout`). More
+    /// The layout of one tensor's parts in a bucket or in an engine's parameters (`mxfp8_scale_layout`). More
     /// layouts may come (engines add kernels), so matches need a `_` arm.
     #[non_exhaustive]
-    Layout("mxfp8_layout") {
+    Layout("mxfp8_scale_layout") {
         /// Scales compact row-major, exactly `R * C` bytes (what vLLM and SGLang load).
-        Compact = sys::MXFP8_LAYOUT_COMPACT,
+        Compact = sys::MXFP8_SCALE_LAYOUT_COMPACT,
         /// Scales in the cuBLAS / CUTLASS 128x4 layout, flat, padding zero.
-        Cutlass128x4 = sys::MXFP8_LAYOUT_CUTLASS_128X4,
+        Cutlass128x4 = sys::MXFP8_SCALE_LAYOUT_128X4,
         /// DeepGEMM's packed UE8M0 scales on Blackwell (SGLang's `weight_scale_inv_deepgemm` on sm100 /
         /// sm120): int32 `(R, ceil(C/4))` MN-major, rowwise only.
-        DeepgemmPacked = sys::MXFP8_LAYOUT_DEEPGEMM_PACKED,
+        DeepgemmPacked = sys::MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED,
         /// DeepGEMM's scales on Hopper (SGLang's `weight_scale_inv_deepgemm` on sm90): float32 `(R, C)`
         /// row-major, each scale the float32 whose bits are its E8M0 byte `<< 23`, `4 * R * C` bytes;
         /// rowwise only.
-        DeepgemmFloat32 = sys::MXFP8_LAYOUT_DEEPGEMM_FLOAT32,
+        DeepgemmFloat32 = sys::MXFP8_SCALE_LAYOUT_DEEPGEMM_FLOAT32,
         /// FlashInfer's TRT-LLM MoE weights (vLLM's `w2_weight`): value and scale rows permuted inside
         /// blocks of 32 (row `32b + i` to `32b + 8 * (i % 4) + i / 4`), the permuted scales then in the
         /// 128x4 layout, `R * roundup(C, 4)` bytes; R a multiple of 128 per expert. Rowwise only, and a
         /// convert target only ([`Tensor::convert_into`](crate::Tensor::convert_into)): the values move too.
-        TrtllmShuffled = sys::MXFP8_LAYOUT_TRTLLM_SHUFFLED,
+        TrtllmShuffled = sys::MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED,
         /// The same for a gated activation's gate-and-up weight (vLLM's `w13_weight`): rows
         /// `[gate; up]` first interleaved (row `2i` <- up row `i`, row `2i + 1` <- gate row `i`), then
         /// shuffled as [`Layout::TrtllmShuffled`].
-        TrtllmShuffledGated = sys::MXFP8_LAYOUT_TRTLLM_SHUFFLED_GATED,
+        TrtllmShuffledGated = sys::MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED_GATED,
     }
 }
 
