@@ -57,7 +57,12 @@ if [ "${BENCH_ONLY:-0}" != 1 ] && [ "${TESTS_ONLY:-0}" != 1 ]; then
 step "compute-sanitizer"
 for t in test_gpu test_gpu_quantize test_gpu_import test_gpu_trtllm test_nvfp4 test_gpu_nvfp4_quantize test_nvfp4_bucket; do
 for tool in memcheck racecheck initcheck synccheck; do
-  MXFP8_TEST_QUICK=1 timeout 200 compute-sanitizer --tool "$tool" --error-exitcode 9 build-gpu/tests/c/$t \
+  # initcheck does not see the bytes a TMA bulk copy (cp.async.bulk, the values route on sm_90) writes: a
+  # later read of them is reported as uninitialized (2026-12-06, H100: 261,632 reports in test_gpu's shard
+  # import, none with MXFP8_BULK_COPY=0 or MXFP8_COPY_ENGINE_MIN_BYTES=0, outputs bit-exact either way).
+  # So initcheck runs the cudaMemcpyAsync route; the other tools run the bulk copy.
+  bulk=1; [ "$tool" = initcheck ] && bulk=0
+  MXFP8_BULK_COPY=$bulk MXFP8_TEST_QUICK=1 timeout 200 compute-sanitizer --tool "$tool" --error-exitcode 9 build-gpu/tests/c/$t \
     >"$OUT/sanitizer-$tool.tmp" 2>&1
   rc=$?
   echo "$t $tool: exit $rc; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitizer-$tool.tmp" | tail -1)"
