@@ -20,6 +20,7 @@ extern "C" {
 
 /* The encoding of the values. */
 typedef enum mxfp8_format {
+  MXFP8_FORMAT_UNSET = 0, /* not said: refused by every call (MXFP8_TENSOR_DESC_INIT_UNSET sets it) */
   MXFP8_FORMAT_E4M3 = 1, /* float8_e4m3fn, DLPack code kDLFloat8_e4m3fn (10) */
   MXFP8_FORMAT_E5M2 = 2, /* float8_e5m2,   DLPack code kDLFloat8_e5m2 (12) */
   /* NVFP4: FP4 E2M1 values, one E4M3 scale per 16 values, a float32 amax (below, "NVFP4 tensors"). What
@@ -35,6 +36,7 @@ typedef enum mxfp8_format {
  * and C = ceil(K/32). Columnwise scales (one per 32 consecutive rows) form an R x C matrix with
  * R = ceil(M/32) and C = K. A partial last block keeps its own scale, hence the ceil. (NVFP4: below.) */
 typedef enum mxfp8_scale_layout {
+  MXFP8_SCALE_LAYOUT_UNSET = -1, /* not said: refused by every call (MXFP8_TENSOR_DESC_INIT_UNSET sets it) */
   /* Row-major. As a tensor's storage: (R', C') with R' >= R and C' >= C; the buffer's own shape gives R'
    * and C' (leading dims are flattened into rows), padding never read. TE allocates R' = roundup(R, 128),
    * C' = roundup(C, 4) for rowwise and R' = roundup(R, 4), C' = roundup(C, 128) for columnwise; a compact
@@ -172,6 +174,30 @@ typedef struct mxfp8_tensor_desc {
     (uint32_t) sizeof(mxfp8_tensor_desc),  /* struct_size */                         \
     MXFP8_FORMAT_E4M3,                     /* format */                              \
     MXFP8_SCALE_LAYOUT_ROW_MAJOR,          /* scale_layout */                        \
+    0,                                     /* ndim: the shape comes from the data */ \
+    NULL,                                  /* shape */                               \
+    NULL,                                  /* rowwise_data */                        \
+    NULL,                                  /* rowwise_scale_inv */                   \
+    NULL,                                  /* columnwise_data */                     \
+    NULL,                                  /* columnwise_scale_inv */                \
+    MXFP8_BLOCK_1X32,                      /* block */                               \
+    0u,                                    /* reserved */                            \
+    NULL,                                  /* rowwise_amax */                        \
+    NULL,                                  /* columnwise_amax */                     \
+    0,                                     /* e4m3_max: NVFP4 must set it */         \
+    0u                                     /* reserved2 */                           \
+  }
+
+/* What new code starts from: MXFP8_TENSOR_DESC_INIT with the format and the scale layout "not said", so
+ * mxfp8_tensor_create refuses the description until both are set (MXFP8_ERROR_INVALID_ARGUMENT naming
+ * the field). A layout left at ROW_MAJOR by MXFP8_TENSOR_DESC_INIT (STABLE: its meaning cannot change)
+ * decodes TE's 128x4-swizzled scales as row-major whenever the two sizes coincide; a layout never set is
+ * an error instead. Set it from Transformer Engine's _with_gemm_swizzled_scales. */
+#define MXFP8_TENSOR_DESC_INIT_UNSET                                                      \
+  {                                                                                  \
+    (uint32_t) sizeof(mxfp8_tensor_desc),  /* struct_size */                         \
+    MXFP8_FORMAT_UNSET,                    /* format: must be set */                 \
+    MXFP8_SCALE_LAYOUT_UNSET,              /* scale_layout: must be set */           \
     0,                                     /* ndim: the shape comes from the data */ \
     NULL,                                  /* shape */                               \
     NULL,                                  /* rowwise_data */                        \

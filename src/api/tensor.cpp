@@ -303,9 +303,18 @@ std::unique_ptr<mxfp8_tensor> create_tensor(const mxfp8_tensor_desc &desc_in) {
                         {offsetof(mxfp8_tensor_desc, reserved), offsetof(mxfp8_tensor_desc, rowwise_amax),
                          offsetof(mxfp8_tensor_desc, columnwise_amax), offsetof(mxfp8_tensor_desc, e4m3_max),
                          offsetof(mxfp8_tensor_desc, reserved2)});
+  // Fields a caller started from MXFP8_TENSOR_DESC_INIT_UNSET and never set: said as such, not as a
+  // value out of range.
+  if (desc.format == MXFP8_FORMAT_UNSET)
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, "desc.format is 0 (MXFP8_FORMAT_UNSET: not set): say MXFP8_FORMAT_E4M3, "
+         "MXFP8_FORMAT_E5M2 or MXFP8_FORMAT_NVFP4");
   check_enum(desc.format, "desc.format",
              {{MXFP8_FORMAT_E4M3, "MXFP8_FORMAT_E4M3"}, {MXFP8_FORMAT_E5M2, "MXFP8_FORMAT_E5M2"},
               {MXFP8_FORMAT_NVFP4, "MXFP8_FORMAT_NVFP4"}});
+  if (desc.scale_layout == MXFP8_SCALE_LAYOUT_UNSET)
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, "desc.scale_layout is -1 (MXFP8_SCALE_LAYOUT_UNSET: not set): say "
+         "MXFP8_SCALE_LAYOUT_ROW_MAJOR, or MXFP8_SCALE_LAYOUT_128X4 when the scales are in the 128x4 tiles "
+         "(Transformer Engine's _with_gemm_swizzled_scales)");
   check_enum(desc.scale_layout, "desc.scale_layout",
              {{MXFP8_SCALE_LAYOUT_ROW_MAJOR, "MXFP8_SCALE_LAYOUT_ROW_MAJOR"},
               {MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED, "MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED"}});

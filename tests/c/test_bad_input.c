@@ -90,6 +90,17 @@ static void newer_struct_nonzero_tail(create_fixture *f) {
 static void format_zero(create_fixture *f) { f->desc.format = 0; }
 static void format_unknown(create_fixture *f) { f->desc.format = 4; }
 static void layout_unknown(create_fixture *f) { f->desc.scale_layout = 2; }
+/* MXFP8_TENSOR_DESC_INIT_UNSET with everything else of the good desc: format, then layout, not set. */
+static void init_unset(create_fixture *f) {
+  const mxfp8_tensor_desc unset = MXFP8_TENSOR_DESC_INIT_UNSET;
+  mxfp8_tensor_desc d = f->desc;
+  d.format = unset.format, d.scale_layout = unset.scale_layout;
+  f->desc = d;
+}
+static void init_unset_layout(create_fixture *f) {
+  const mxfp8_tensor_desc unset = MXFP8_TENSOR_DESC_INIT_UNSET;
+  f->desc.scale_layout = unset.scale_layout;
+}
 static void ndim_negative(create_fixture *f) { f->desc.ndim = -1; }
 static void ndim_huge(create_fixture *f) { f->desc.ndim = 65; }
 static void shape_null(create_fixture *f) { f->desc.ndim = 2; f->desc.shape = NULL; }
@@ -153,6 +164,8 @@ static const create_case kCreateCases[] = {
     {"format 0 (unset)", format_zero, MXFP8_ERROR_INVALID_ARGUMENT, "desc.format is 0"},
     {"format unknown", format_unknown, MXFP8_ERROR_INVALID_ARGUMENT, "desc.format is 4, expected MXFP8_FORMAT_E4M3 (1) or MXFP8_FORMAT_E5M2 (2) or MXFP8_FORMAT_NVFP4 (3)"},
     {"scale_layout unknown", layout_unknown, MXFP8_ERROR_INVALID_ARGUMENT, "desc.scale_layout is 2"},
+    {"MXFP8_TENSOR_DESC_INIT_UNSET, format and layout never set", init_unset, MXFP8_ERROR_INVALID_ARGUMENT, "desc.format is 0 (MXFP8_FORMAT_UNSET: not set)"},
+    {"MXFP8_TENSOR_DESC_INIT_UNSET, the layout never set", init_unset_layout, MXFP8_ERROR_INVALID_ARGUMENT, "desc.scale_layout is -1 (MXFP8_SCALE_LAYOUT_UNSET: not set): say MXFP8_SCALE_LAYOUT_ROW_MAJOR"},
     {"ndim negative", ndim_negative, MXFP8_ERROR_INVALID_ARGUMENT, "desc.ndim is -1"},
     {"ndim above 64", ndim_huge, MXFP8_ERROR_INVALID_ARGUMENT, "desc.ndim is 65"},
     {"shape NULL with ndim > 0", shape_null, MXFP8_ERROR_INVALID_ARGUMENT, "desc.shape is NULL"},
@@ -208,6 +221,36 @@ static void setup_create(create_fixture *f) {
   f->desc.rowwise_data = &f->data->managed;
   f->desc.rowwise_scale_inv = &f->scales->managed;
   f->desc_arg = &f->desc;
+}
+
+/* The refused descs above leave the format or the layout unset; once both are set, a desc started from
+ * MXFP8_TENSOR_DESC_INIT_UNSET creates the tensor MXFP8_TENSOR_DESC_INIT does (same scales exported). */
+static void test_init_unset_once_set(void **state) {
+  (void)state;
+  create_fixture f;
+  setup_create(&f);
+  mxfp8_tensor_desc d = MXFP8_TENSOR_DESC_INIT_UNSET;
+  d.format = MXFP8_FORMAT_E4M3;
+  d.scale_layout = MXFP8_SCALE_LAYOUT_ROW_MAJOR;
+  d.rowwise_data = f.desc.rowwise_data;
+  d.rowwise_scale_inv = f.desc.rowwise_scale_inv;
+  mxfp8_tensor *a = NULL, *b = NULL;
+  assert_int_equal(mxfp8_tensor_create(&d, &a), MXFP8_OK);
+  assert_int_equal(mxfp8_tensor_create(&f.desc, &b), MXFP8_OK);
+  DLManagedTensorVersioned *sa = NULL, *sb = NULL;
+  assert_int_equal(mxfp8_export_components(a, NULL, NULL, &sa), MXFP8_OK);
+  assert_int_equal(mxfp8_export_components(b, NULL, NULL, &sb), MXFP8_OK);
+  const int64_t bytes = sa->dl_tensor.shape[0] * sa->dl_tensor.shape[1];
+  EXPECT(bytes > 0 && sa->dl_tensor.shape[0] == sb->dl_tensor.shape[0] && sa->dl_tensor.shape[1] == sb->dl_tensor.shape[1] &&
+             memcmp(sa->dl_tensor.data, sb->dl_tensor.data, (size_t)bytes) == 0,
+         "the same scales from both initializers");
+  sa->deleter(sa);
+  sb->deleter(sb);
+  mxfp8_tensor_release(a);
+  mxfp8_tensor_release(b);
+  test_tensor_free(f.data);
+  test_tensor_free(f.scales);
+  test_tensor_free(f.col_data);
 }
 
 static void test_bad_create_input(void **state) {
@@ -2299,7 +2342,7 @@ int main(void) {
     NS = sizeof(kShardCases) / sizeof(kShardCases[0]),
     NX = sizeof(kNvfp4BucketCases) / sizeof(kNvfp4BucketCases[0])
   };
-  struct CMUnitTest tests[NC + NE + NB + NQ + ND + NH + NI + NV + NN + NF + 1 + NS + NX];
+  struct CMUnitTest tests[NC + NE + NB + NQ + ND + NH + NI + NV + NN + NF + 1 + NS + NX + 1];
   for (int i = 0; i < NC; ++i) {
     struct CMUnitTest t = cmocka_unit_test_prestate(test_bad_create_input, (void *)&kCreateCases[i]);
     t.name = kCreateCases[i].name;
@@ -2361,6 +2404,7 @@ int main(void) {
     t.name = kNvfp4BucketCases[i].name;
     tests[NC + NE + NB + NQ + ND + NH + NI + NV + NN + NF + 1 + NS + i] = t;
   }
+  tests[NC + NE + NB + NQ + ND + NH + NI + NV + NN + NF + 1 + NS + NX] = (struct CMUnitTest)cmocka_unit_test(test_init_unset_once_set);
   const int failed = cmocka_run_group_tests_name("bad input (status, message, nothing taken or changed)", tests, NULL, NULL);
   const char *doc = getenv("MXFP8_ERRORS_MD");
   return failed || (doc && write_doc(doc));

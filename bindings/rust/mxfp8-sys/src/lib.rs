@@ -172,6 +172,10 @@ pub const MXFP8_FORMAT_E5M2: i32 = 2;
 /// `mxfp8_format`: NVFP4 (E2M1 values, E4M3 scales per 16, float32 amax): an `mxfp8_tensor_desc` of it, or an
 /// NVFP4 entry of a transfer from a bucket (`mxfp8_transfer_desc::formats`).
 pub const MXFP8_FORMAT_NVFP4: i32 = 3;
+/// `mxfp8_format`: not said (`MXFP8_TENSOR_DESC_INIT_UNSET`); refused by every call.
+pub const MXFP8_FORMAT_UNSET: i32 = 0;
+/// `mxfp8_scale_layout`: not said (`MXFP8_TENSOR_DESC_INIT_UNSET`); refused by every call.
+pub const MXFP8_SCALE_LAYOUT_UNSET: i32 = -1;
 /// `mxfp8_scale_layout`: row-major, possibly padded.
 pub const MXFP8_SCALE_LAYOUT_ROW_MAJOR: i32 = 0;
 /// `mxfp8_scale_layout`: the cuBLAS 128x4 block-scaling layout.
