@@ -328,10 +328,9 @@ typedef struct mxfp8_export_options {
   uint32_t reserved3;         /* must be 0 */
   /* Added after the fields above (a smaller struct_size means NULL, MXFP8_NVFP4_GLOBAL_SCALE_DECODE, 0). */
   /* mxfp8_export_components exports only this shard of the tensor (see mxfp8_shard in transfer.h for the
-   * legal boundaries and the outputs' shapes); read during the call only. NULL: the whole tensor. An
-   * NVFP4 tensor's shard is not exported yet, by mxfp8_export_components nor mxfp8_export_global_scale
-   * (MXFP8_ERROR_UNSUPPORTED). The batched and grouped exports export whole tensors and refuse a set
-   * shard (MXFP8_ERROR_INVALID_ARGUMENT). */
+   * legal boundaries and the outputs' shapes, NVFP4's included); read during the call only. NULL: the
+   * whole tensor. mxfp8_export_global_scale takes it too (an NVFP4 shard's second-level scale). The
+   * batched and grouped exports export whole tensors and refuse a set shard (MXFP8_ERROR_INVALID_ARGUMENT). */
   const struct mxfp8_shard *shard;
   int32_t global_scale;       /* mxfp8_nvfp4_global_scale of mxfp8_export_global_scale; default decode */
   uint32_t reserved4;         /* must be 0 */
@@ -391,6 +390,10 @@ typedef struct mxfp8_export_options {
  *   scales: the E4M3 block scales, compact row-major: rowwise (*lead, ceil(K/16)), columnwise
  *           (K, ceil(M/16)); a view or a copy by the same rules as above.
  *   Its second-level scale comes from mxfp8_export_global_scale.
+ *   With options->shard (the NVFP4 rules of mxfp8_shard in transfer.h): the shard of the stored matrix,
+ *   2-D (rows, cols) rowwise, (cols, rows) columnwise, values (.., cols/2) uint8 or (.., cols) float4 --
+ *   a view for one row range, a copy for several row pieces -- and its E4M3 scales (.., ceil(cols/16))
+ *   by the same rules as an MXFP8 shard's.
  *
  * Every output the library makes (a view, or a copy in its own memory) carries strides (never NULL when
  * ndim > 0) and the DLPack version of the header the library was built with; a copy in memory from
@@ -409,13 +412,16 @@ MXFP8_API mxfp8_status mxfp8_export_components(const mxfp8_tensor *tensor,
  * ==================================================================================================== */
 
 /* The second-level scale of one direction (options->direction) of an NVFP4 tensor: float32, the amax's
- * shape (one per tensor, or one per row), options->global_scale's convention of each amax; always a copy
+ * shape (one per tensor, or one per row), options->global_scale's convention of each amax; with
+ * options->shard, a per-tensor amax's one float still (the shard's block scales were computed against
+ * it) and a per-row amax's the shard's rows, piece by piece, shape (rows); always a copy
  * (allocated as mxfp8_export_components allocates copies: options->allocator must return a float32
  * tensor for it). Host: done on return. CUDA: computed by a kernel on options->stream. Written only on
  * success; release it by calling its deleter. Other options as mxfp8_export_components (values_dtype,
  * scales_dtype, padded_scales, scales_granularity and scale_fixup are checked but not read). Fails with MXFP8_ERROR_INVALID_ARGUMENT for an MXFP8
- * tensor (it has no second level), MXFP8_ERROR_MISSING_DATA when the tensor has no data for the direction,
- * MXFP8_ERROR_UNSUPPORTED with options->shard set. Thread-safe. */
+ * tensor (it has no second level) or a shard off the rules, MXFP8_ERROR_MISSING_DATA when the tensor has
+ * no data for the direction, MXFP8_ERROR_UNSUPPORTED for a columnwise shard of several row pieces (as
+ * mxfp8_export_components). Thread-safe. */
 MXFP8_API mxfp8_status mxfp8_export_global_scale(const mxfp8_tensor *tensor, const mxfp8_export_options *options,
                                                  DLManagedTensorVersioned **global_scale);
 

@@ -101,9 +101,9 @@ void check_copy_lands_apart(const mxfp8_tensor &t, const DLManagedTensorVersione
   spans.reserve(6);  // two directions' data and scales, the copy and an earlier one: one allocation
   add_read_spans(t, kNoIndex, "the tensor's", spans);
   const size_t copy_span = spans.size();
-  spans.push_back(span_of(byte_pointer(copy.dl_tensor), checked_numel(copy.dl_tensor, what), what, kNoIndex, true));
+  spans.push_back(span_of(byte_pointer(copy.dl_tensor), checked_bytes(copy.dl_tensor, what), what, kNoIndex, true));
   if (earlier && (earlier->flags & DLPACK_FLAG_BITMASK_IS_COPIED))
-    spans.push_back(span_of(byte_pointer(earlier->dl_tensor), checked_numel(earlier->dl_tensor, "the other copy"),
+    spans.push_back(span_of(byte_pointer(earlier->dl_tensor), checked_bytes(earlier->dl_tensor, "the other copy"),
                             "the call's other copy from options.allocator", kNoIndex, true));
   try {
     check_no_overlap(spans);
@@ -223,24 +223,6 @@ ManagedPtr export_nvfp4_values(const mxfp8_tensor &t, const Direction &dir, cons
                    src.flags & DLPACK_FLAG_BITMASK_READ_ONLY);
 }
 
-// The bytes of an output the library made (a copy), by its dtype.
-int64_t copy_bytes(const DLTensor &c, const char *what) {
-  return checked_numel(c, what) * ((c.dtype.bits * c.dtype.lanes + 7) / 8);
-}
-
-// A copy must not land on the tensor it is made from (a caller's allocator could put it there), nor on
-// `earlier`, a copy the same call made before it (ignored when NULL or a view).
-void check_lands_apart(const mxfp8_tensor &t, const DLManagedTensorVersioned &copy, const char *what,
-                       const DLManagedTensorVersioned *earlier = nullptr) {
-  std::vector<Span> spans;
-  add_read_spans(t, kNoIndex, "the tensor's", spans);
-  spans.push_back(span_of(byte_pointer(copy.dl_tensor), copy_bytes(copy.dl_tensor, what), what, kNoIndex, true));
-  if (earlier && (earlier->flags & DLPACK_FLAG_BITMASK_IS_COPIED))
-    spans.push_back(span_of(byte_pointer(earlier->dl_tensor), copy_bytes(earlier->dl_tensor, "the other copy"),
-                            "the call's other copy from options.allocator", kNoIndex, true));
-  check_no_overlap(spans);
-}
-
 // MXFP8_SCALES_E8M0 is the format's scale type, float8_e4m3fn; MXFP8_SCALES_UINT8 its bytes.
 ManagedPtr export_nvfp4_scales(const mxfp8_tensor &t, const Direction &dir, const mxfp8_export_options &o) {
   const DLDataType dtype{static_cast<uint8_t>(o.scales_dtype == MXFP8_SCALES_E8M0 ? kDLFloat8_e4m3fn : kDLUInt), 8, 1};
@@ -248,31 +230,41 @@ ManagedPtr export_nvfp4_scales(const mxfp8_tensor &t, const Direction &dir, cons
                              stored_shape(t, o.direction, dir.scale_cols), o.padded_scales,
                              Allocation{o.allocator, o.stream}, [&] { return keep_alive(&t); },
                              [&](const DLManagedTensorVersioned &copy) {
-                               check_lands_apart(t, copy, "the scales copy from options.allocator");
+                               check_copy_lands_apart(t, copy, "scales");
                              });
 }
 
-// Always a copy, of the amax's own shape: a few floats, allocated and checked, then computed where the
-// amax lives (compute_global_scale).
-ManagedPtr allocate_global_scale(const mxfp8_tensor &t, const Direction &dir, const mxfp8_export_options &o) {
+// Always a copy: a few floats, allocated and checked, then computed where the amax lives. A per-tensor amax
+// keeps its own shape, with or without options.shard (the shard's block scales were computed against it);
+// a per-row amax (TE's row_scaled_nvfp4) gives one float a row, the shard's rows piece by piece.
+ManagedPtr export_global_scale(const mxfp8_tensor &t, const Direction &dir, const mxfp8_export_options &o) {
   const DLTensor &amax = dir.amax->dl_tensor;
-  const std::vector<int64_t> shape(amax.shape, amax.shape + amax.ndim);
+  std::vector<int64_t> shape(amax.shape, amax.shape + amax.ndim);
+  std::vector<RowRange> pieces{RowRange{0, dir.amax_count}};
+  if (o.shard) {
+    const Shard s = resolve_nvfp4_shard(o.shard, t.rows, t.cols, o.direction == MXFP8_DIRECTION_COLUMNWISE,
+                                        "options.shard");
+    if (dir.amax_count > 1) {
+      pieces = s.pieces;
+      shape = {s.rows};
+    }
+  }
   ManagedPtr out = allocate_copy(t.device, DLDataType{kDLFloat, 32, 1}, shape, Allocation{o.allocator, o.stream});
-  if (dir.amax_count == 0) return out;
-  check_lands_apart(t, *out, "the global scale copy from options.allocator");
-  if (reinterpret_cast<uintptr_t>(byte_pointer(out->dl_tensor)) % alignof(float) != 0)
+  if (checked_numel(out->dl_tensor, "the global scale") == 0) return out;
+  check_copy_lands_apart(t, *out, "global scale");
+  auto *dst = reinterpret_cast<float *>(byte_pointer(out->dl_tensor));
+  if (reinterpret_cast<uintptr_t>(dst) % alignof(float) != 0)
     fail(MXFP8_ERROR_INVALID_ARGUMENT, "the global scale copy from options.allocator is not aligned to its 4-byte elements");
+  const bool encode = o.global_scale == MXFP8_NVFP4_GLOBAL_SCALE_ENCODE;
+  for (const RowRange &piece : pieces) {
+    const int64_t n = piece.end - piece.begin;
+    if (n == 0) continue;
+    const Nvfp4GlobalScaleJob job{dir.amax_data + piece.begin, dst, n, t.e4m3_max, encode};
+    where_memory_lives(
+        t.device, "amax", [&] { nvfp4_global_scale_host(job); }, [&] { cuda::nvfp4_global_scale(job, o.stream); });
+    dst += n;
+  }
   return out;
-}
-
-void compute_global_scale(const mxfp8_tensor &t, const Direction &dir, const mxfp8_export_options &o,
-                          DLManagedTensorVersioned &out) {
-  if (dir.amax_count == 0) return;
-  auto *dst = reinterpret_cast<float *>(byte_pointer(out.dl_tensor));
-  const Nvfp4GlobalScaleJob job{dir.amax_data, dst, dir.amax_count, t.e4m3_max,
-                                o.global_scale == MXFP8_NVFP4_GLOBAL_SCALE_ENCODE};
-  where_memory_lives(
-      t.device, "amax", [&] { nvfp4_global_scale_host(job); }, [&] { cuda::nvfp4_global_scale(job, o.stream); });
 }
 
 }  // namespace
@@ -300,13 +292,11 @@ extern "C" MXFP8_API mxfp8_status mxfp8_export_components(const mxfp8_tensor *te
            "must be MXFP8_SCALES_PER_32");
     const auto direction = static_cast<mxfp8_direction>(o.direction);
     if (tensor->format == MXFP8_FORMAT_NVFP4) {
-      if (o.shard)
-        fail(MXFP8_ERROR_UNSUPPORTED, "options.shard is set for an NVFP4 tensor: its shards are not exported yet; "
-             "move NVFP4 shards with mxfp8_transfer (desc.shards)");
       if (o.scales_granularity != MXFP8_SCALES_PER_32)
         fail(MXFP8_ERROR_INVALID_ARGUMENT, "options.scales_granularity is ", o.scales_granularity, ": an NVFP4 tensor "
              "exports its stored 1x16 block scales, options.scales_granularity must be MXFP8_SCALES_PER_32");
       const Direction &dir = require_direction(*tensor, direction, /*nvfp4=*/true);
+      if (o.shard) return export_shard(*tensor, dir, o, values, scales);
       // Scales first: they are the part that can fail (memory, CUDA); values are only a view.
       ManagedPtr scales_out = scales ? export_nvfp4_scales(*tensor, dir, o) : nullptr;
       ManagedPtr values_out = values ? export_nvfp4_values(*tensor, dir, o) : nullptr;
@@ -335,12 +325,7 @@ extern "C" MXFP8_API mxfp8_status mxfp8_export_global_scale(const mxfp8_tensor *
     if (tensor->format != MXFP8_FORMAT_NVFP4)
       fail(MXFP8_ERROR_INVALID_ARGUMENT, "the tensor is an MXFP8 tensor: it has no second-level scale "
            "(mxfp8_export_global_scale takes NVFP4 tensors, desc.format MXFP8_FORMAT_NVFP4)");
-    if (o.shard)
-      fail(MXFP8_ERROR_UNSUPPORTED, "options.shard is set for an NVFP4 tensor: its shards are not exported yet; "
-           "move NVFP4 shards with mxfp8_transfer (desc.shards, desc.global_scales)");
     const Direction &dir = require_direction(*tensor, o.direction, /*nvfp4=*/true);
-    ManagedPtr out = allocate_global_scale(*tensor, dir, o);
-    compute_global_scale(*tensor, dir, o, *out);
-    *global_scale = out.release();
+    *global_scale = export_global_scale(*tensor, dir, o).release();
   });
 }

@@ -17,8 +17,7 @@ void free_device(void *memory, void *stream) noexcept { cuda::free_async(memory,
 
 ManagedPtr allocate_copy(DLDevice device, DLDataType dtype, const std::vector<int64_t> &shape,
                          const Allocation &allocation) {
-  const int64_t element_bytes = (static_cast<int64_t>(dtype.bits) * dtype.lanes + 7) / 8;
-  const int64_t bytes = checked_mul(product(shape, 0, shape.size(), "the copy's size"), element_bytes, "the copy's size");
+  const int64_t bytes = bytes_of(product(shape, 0, shape.size(), "the copy's size"), dtype, "the copy's size");
   if (allocation.allocator && bytes > 0) return from_caller_allocator(device, dtype, shape, allocation.allocator);
   const bool host = memory_of(device, "copy") == Memory::Host;
   // malloc memory is plain host memory: a copy of a kDLCUDAHost (pinned) source is not pinned, and says so.

@@ -204,29 +204,38 @@ void add_shard_value_jobs(std::vector<ScaleJob> &jobs, const uint8_t *values, in
 namespace {
 
 // The values output: a view, or a copy whose jobs join `jobs`. `scales` is the call's scales output, made
-// first: a values copy must not land on it either.
+// first: a values copy must not land on it either. An NVFP4 tensor's shard is of its stored matrix
+// (resolve_nvfp4_shard), two values a byte: moved as bytes (packed_value_bytes), and given as
+// float4_e2m1fn elements (the default, MXFP8_VALUES_FP8) or as their uint8 bytes.
 ManagedPtr export_shard_values(const mxfp8_tensor &t, const Direction &dir, const Shard &s, const mxfp8_export_options &o,
                                const DLManagedTensorVersioned *scales, std::vector<ScaleJob> &jobs) {
   const DLManagedTensorVersioned &src = *dir.data;
-  const DLDataType dtype = values_dtype(t.format, o.values_dtype);
-  std::vector<int64_t> shape{s.rows, s.cols()};
-  if (s.pieces.size() == 1) {  // one range: a view with the tensor's row stride
+  const bool nvfp4 = t.format == MXFP8_FORMAT_NVFP4, float4 = nvfp4 && o.values_dtype == MXFP8_VALUES_FP8;
+  const DLDataType dtype = float4 ? DLDataType{kDLFloat4_e2m1fn, 4, 1} : values_dtype(t.format, o.values_dtype);
+  const Shard bytes = nvfp4 ? packed_value_bytes(s) : s;
+  const int64_t row_bytes = nvfp4 ? dir.cols / 2 : t.cols, per_byte = float4 ? 2 : 1;  // elements a byte
+  std::vector<int64_t> shape{s.rows, bytes.cols() * per_byte};
+  if (s.pieces.size() == 1) {  // one range: a view with the stored matrix's row stride
     DLTensor base = src.dl_tensor;
-    if (s.values_bytes() > 0)
-      base.byte_offset += static_cast<uint64_t>(s.pieces[0].begin * t.cols + s.col_begin);
-    return make_view(keep_alive(&t), base, dtype, std::move(shape), {t.cols, 1}, src.flags & DLPACK_FLAG_BITMASK_READ_ONLY);
+    if (bytes.values_bytes() > 0)
+      base.byte_offset += static_cast<uint64_t>(s.pieces[0].begin * row_bytes + bytes.col_begin);
+    return make_view(keep_alive(&t), base, dtype, std::move(shape), {row_bytes * per_byte, 1},
+                     src.flags & DLPACK_FLAG_BITMASK_READ_ONLY);
   }
   ManagedPtr out = allocate_copy(t.device, dtype, shape, Allocation{o.allocator, o.stream});
-  if (s.values_bytes() == 0) return out;
+  if (bytes.values_bytes() == 0) return out;
   check_copy_lands_apart(t, *out, "values", scales);
-  add_shard_value_jobs(jobs, dir.data_begin, t.cols, s, byte_pointer(out->dl_tensor));
+  add_shard_value_jobs(jobs, dir.data_begin, row_bytes, bytes, byte_pointer(out->dl_tensor));
   return out;
 }
 
 // The scales output: a view, or a copy whose jobs join `jobs`.
 ManagedPtr export_shard_scales(const mxfp8_tensor &t, const Direction &dir, const Shard &s, const mxfp8_export_options &o,
                                std::vector<ScaleJob> &jobs) {
-  const DLDataType dtype = scales_dtype(o.scales_dtype);
+  // NVFP4's block scales are E4M3 (MXFP8_SCALES_E8M0 asks for the format's own scale type).
+  const DLDataType dtype = t.format == MXFP8_FORMAT_NVFP4 && o.scales_dtype == MXFP8_SCALES_E8M0
+                               ? DLDataType{kDLFloat8_e4m3fn, 8, 1}
+                               : scales_dtype(o.scales_dtype);
   std::vector<int64_t> shape{s.scale_rows, s.scale_cols};
   if (!dir.source.swizzled && s.pieces.size() == 1) {
     const RowRange r = s.scale_rows_of(s.pieces[0]);
@@ -253,7 +262,9 @@ ManagedPtr export_shard_scales(const mxfp8_tensor &t, const Direction &dir, cons
 void export_shard(const mxfp8_tensor &tensor, const Direction &dir, const mxfp8_export_options &o,
                   DLManagedTensorVersioned **values, DLManagedTensorVersioned **scales) {
   const bool columnwise = o.direction == MXFP8_DIRECTION_COLUMNWISE;
-  const Shard s = resolve_shard(o.shard, tensor.rows, tensor.cols, columnwise, "options.shard");
+  const Shard s = tensor.format == MXFP8_FORMAT_NVFP4
+                      ? resolve_nvfp4_shard(o.shard, tensor.rows, tensor.cols, columnwise, "options.shard")
+                      : resolve_shard(o.shard, tensor.rows, tensor.cols, columnwise, "options.shard");
   // Both outputs are made and checked before either copy is written (one launch for both); a failure on
   // the way releases what was made.
   std::vector<ScaleJob> jobs;

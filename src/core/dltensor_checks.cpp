@@ -159,6 +159,13 @@ void check_scale_dtype(const DLTensor &t, const char *name, Holds holds) {
                : " is not a scale byte (uint8, float8_e8m0fnu or float8_e4m3fn)");
 }
 
+int64_t bytes_of(int64_t numel, DLDataType dtype, const char *name) {
+  const int64_t bits = checked_mul(numel, int64_t{dtype.bits} * dtype.lanes, name);
+  return bits / 8 + (bits % 8 != 0);
+}
+
+int64_t checked_bytes(const DLTensor &t, const char *name) { return bytes_of(checked_numel(t, name), t.dtype, name); }
+
 int64_t checked_numel(const DLTensor &t, const char *name) {
   if (t.ndim < 0) fail(MXFP8_ERROR_INVALID_ARGUMENT, name, ": ndim ", t.ndim, " is negative");
   if (t.ndim > kMaxDims)

@@ -63,6 +63,10 @@ void check_version(const DLManagedTensorVersioned &m, const char *name);
 // Product of the shape; fails on a NULL shape, more than kMaxDims, negative or overflowing dimensions, and
 // a byte_offset past int64 or past the end of the address space (data + byte_offset would wrap).
 int64_t checked_numel(const DLTensor &t, const char *name);
+// The bytes its elements take (checked_numel's count; a 4-bit dtype takes half a byte an element).
+int64_t checked_bytes(const DLTensor &t, const char *name);
+// The bytes `numel` elements of `dtype` take, rounded up to whole bytes.
+int64_t bytes_of(int64_t numel, DLDataType dtype, const char *name);
 // Row-major with no gaps (NULL strides count as compact; dimensions of size 1 are ignored).
 bool is_compact(const DLTensor &t);
 uint8_t *byte_pointer(const DLTensor &t);

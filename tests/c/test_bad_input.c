@@ -771,7 +771,8 @@ static void nv_block_1x32(nv_fixture *f) { f->desc.block = MXFP8_BLOCK_1X32; }
 static void nv_reserved2(nv_fixture *f) { f->desc.reserved2 = 1; }
 /* A caller built before the NVFP4 fields: its desc ends at `reserved`, so e4m3_max reads as 0 (not said). */
 static void nv_old_size(nv_fixture *f) { f->desc.struct_size = (uint32_t)offsetof(mxfp8_tensor_desc, rowwise_amax); }
-static void nv_export_shard(nv_fixture *f) { f->options.shard = &f->shard; }
+/* An NVFP4 shard's columns of K follow its 16-value blocks. */
+static void nv_export_shard(nv_fixture *f) { f->shard.col_begin = 8; f->options.shard = &f->shard; }
 static void nv_export_32x32(nv_fixture *f) { f->options.scales_granularity = MXFP8_SCALES_PER_32X32; }
 static void nv_no_amax(nv_fixture *f) { f->desc.rowwise_amax = NULL; }
 static void nv_no_data(nv_fixture *f) {
@@ -846,12 +847,12 @@ static const nv_case kNvfp4Cases[] = {
     {NV_EXPORT, "options struct_size too small", nv_export_small_struct, MXFP8_ERROR_INVALID_ARGUMENT, "MXFP8_EXPORT_OPTIONS_INIT"},
     {NV_EXPORT, "a direction the tensor lacks", nv_missing_direction, MXFP8_ERROR_MISSING_DATA, "the NVFP4 tensor has no columnwise data"},
     {NV_EXPORT, "per-32x32 granularity", nv_export_32x32, MXFP8_ERROR_INVALID_ARGUMENT, "must be MXFP8_SCALES_PER_32"},
-    {NV_EXPORT, "a shard (not yet for NVFP4)", nv_export_shard, MXFP8_ERROR_UNSUPPORTED, "options.shard is set for an NVFP4 tensor"},
+    {NV_EXPORT, "a shard off the 16-value blocks", nv_export_shard, MXFP8_ERROR_INVALID_ARGUMENT, "options.shard.col_begin"},
     {NV_GLOBAL, "global_scale NULL", nv_export_nothing, MXFP8_ERROR_INVALID_ARGUMENT, "global_scale is NULL"},
     {NV_GLOBAL, "global_scale unknown", nv_export_global_scale, MXFP8_ERROR_INVALID_ARGUMENT, "options.global_scale is 2"},
     {NV_GLOBAL, "options struct_size too small", nv_export_small_struct, MXFP8_ERROR_INVALID_ARGUMENT, "MXFP8_EXPORT_OPTIONS_INIT"},
     {NV_GLOBAL, "a direction the tensor lacks", nv_missing_direction, MXFP8_ERROR_MISSING_DATA, "the NVFP4 tensor has no columnwise data"},
-    {NV_GLOBAL, "a shard (not yet for NVFP4)", nv_export_shard, MXFP8_ERROR_UNSUPPORTED, "options.shard is set for an NVFP4 tensor"},
+    {NV_GLOBAL, "a shard off the 16-value blocks", nv_export_shard, MXFP8_ERROR_INVALID_ARGUMENT, "options.shard.col_begin"},
     {NV_DEQUANTIZE, "output dtype float16", nv_output_float16, MXFP8_ERROR_INVALID_ARGUMENT, "output: dtype float16 is not float32 or bfloat16"},
     {NV_DEQUANTIZE, "output with the wrong element count", nv_output_short, MXFP8_ERROR_INVALID_ARGUMENT, "output: holds 4799 elements"},
     {NV_DEQUANTIZE, "a direction the tensor lacks", nv_missing_direction, MXFP8_ERROR_MISSING_DATA, "the NVFP4 tensor has no columnwise data"},

@@ -268,6 +268,134 @@ static void test_export_values_scales_and_views(void **state) {
   }
 }
 
+/* options.shard of an NVFP4 tensor (transfer.h, "NVFP4 entries ... take shards"): the shard of its stored
+ * matrix, rowwise (rows, cols) of (M, K), columnwise the (cols, rows) transpose TE stores; values two a
+ * byte (float4_e2m1fn elements or their uint8 bytes), E4M3 scales one per 16 along its rows, and the
+ * global scale of a per-row amax the shard's rows, piece by piece. The references are cut from the
+ * fixture's codes and scales by those rules, and the global scales from the whole tensor's export. */
+typedef struct {
+  int64_t pieces[4]; /* stored rows [pieces[2p], pieces[2p + 1]) */
+  int npieces;
+  int64_t c0, c1;    /* stored columns */
+} stored_cut;
+
+/* The byte holding element (i, 2 * jb) of a 2-D values output, through its strides (in elements). */
+static uint8_t value_byte(const DLTensor *t, int64_t i, int64_t jb) {
+  const int64_t per_byte = t->dtype.bits == 4 ? 2 : 1;
+  const int64_t row_stride = t->strides ? t->strides[0] : t->shape[1];
+  return ((const uint8_t *)t->data)[t->byte_offset + i * row_stride / per_byte + jb];
+}
+
+static void check_shard_outputs(const nv_fixture *f, const stored_cut *cut, const DLManagedTensorVersioned *v,
+                                const DLManagedTensorVersioned *s, const DLManagedTensorVersioned *g,
+                                const float *whole_global, const char *what) {
+  const int64_t cols = cut->c1 - cut->c0, scale_cols = ref_ceil_div(cols, 16);
+  int64_t rows = 0;
+  for (int p = 0; p < cut->npieces; ++p) rows += cut->pieces[2 * p + 1] - cut->pieces[2 * p];
+  const DLTensor *vt = &v->dl_tensor, *st = &s->dl_tensor, *gt = &g->dl_tensor;
+  const int float4 = vt->dtype.code == kDLFloat4_e2m1fn;
+  EXPECT(vt->ndim == 2 && vt->shape[0] == rows && vt->shape[1] == (float4 ? cols : cols / 2),
+         "%s: values shape (%lld, %lld), want (%lld, %lld)", what, (long long)vt->shape[0], (long long)vt->shape[1],
+         (long long)rows, (long long)(float4 ? cols : cols / 2));
+  EXPECT(st->ndim == 2 && st->shape[0] == rows && st->shape[1] == scale_cols, "%s: scales shape (%lld, %lld)", what,
+         (long long)st->shape[0], (long long)st->shape[1]);
+  EXPECT(v->flags & DLPACK_FLAG_BITMASK_IS_COPIED ? cut->npieces > 1 : vt->data == f->data->buffer,
+         "%s: one range of values is a view of the stored bytes, several a copy", what);
+  int64_t i = 0;
+  for (int p = 0; p < cut->npieces; ++p)
+    for (int64_t r = cut->pieces[2 * p]; r < cut->pieces[2 * p + 1]; ++r, ++i) {
+      for (int64_t jb = 0; jb < cols / 2; ++jb) {
+        const int64_t c = cut->c0 + 2 * jb;
+        const uint8_t want = (uint8_t)(f->codes[r * f->C + c] | (f->codes[r * f->C + c + 1] << 4));
+        EXPECT(value_byte(vt, i, jb) == want, "%s: values byte (%lld, %lld) 0x%02x, want 0x%02x", what, (long long)i,
+               (long long)jb, value_byte(vt, i, jb), want);
+      }
+      for (int64_t k = 0; k < scale_cols; ++k) {
+        const uint8_t want = f->scales[r * f->SC + cut->c0 / 16 + k], got = read_through_strides(st, i * scale_cols + k);
+        EXPECT(got == want, "%s: scale (%lld, %lld) 0x%02x, want 0x%02x", what, (long long)i, (long long)k, got, want);
+      }
+      if (f->amax_count > 1)
+        EXPECT(bits_of(((const float *)gt->data)[i]) == bits_of(whole_global[r]), "%s: global scale of row %lld", what,
+               (long long)r);
+    }
+  const int64_t globals = f->amax_count > 1 ? rows : 1;
+  EXPECT(gt->ndim == 1 && gt->shape[0] == globals, "%s: %lld global scales, want %lld", what, (long long)gt->shape[0],
+         (long long)globals);
+  if (f->amax_count == 1)
+    EXPECT(bits_of(*(const float *)gt->data) == bits_of(whole_global[0]), "%s: a per-tensor amax is the shard's", what);
+}
+
+static void test_export_shards(void **state) {
+  (void)state;
+  for (int i = 0; i < NCASES; ++i) {
+    nv_fixture f;
+    build(&f, &kCases[i], 4000 + (uint64_t)i);
+    const int64_t M = f.c.M, K = f.c.K;
+    mxfp8_export_options o = NVFP4_EXPORT_OPTIONS_INIT;
+    o.direction = f.c.direction;
+    DLManagedTensorVersioned *whole = NULL;
+    EXPECT(mxfp8_export_global_scale(f.tensor, &o, &whole) == MXFP8_OK, "%s", mxfp8_last_error());
+    mxfp8_shard sh[2] = {MXFP8_SHARD_INIT, MXFP8_SHARD_INIT};
+    stored_cut cuts[2];
+    int nshards = 1;
+    if (f.c.direction == MXFP8_DIRECTION_ROWWISE) {
+      /* One range (rows inside, K from a block boundary) and two row pieces out of order. */
+      sh[0].row_begin = M > 2 ? 1 : 0;
+      sh[0].row_end = M > 2 ? M - 1 : MXFP8_SHARD_END;
+      sh[0].col_begin = K > 16 ? 16 : 0;
+      cuts[0] = (stored_cut){{sh[0].row_begin, M > 2 ? M - 1 : M}, 1, sh[0].col_begin, K};
+      if (M >= 2) {
+        static int64_t pieces[4];
+        pieces[0] = M - 1; pieces[1] = M; pieces[2] = 0; pieces[3] = 1;
+        sh[1].num_row_pieces = 2;
+        sh[1].row_pieces = pieces;
+        sh[1].col_end = K > 16 ? 16 : MXFP8_SHARD_END;
+        cuts[1] = (stored_cut){{M - 1, M, 0, 1}, 2, 0, K > 16 ? 16 : K};
+        nshards = 2;
+      }
+    } else {
+      /* Rows of M are stored columns (boundaries multiples of 16 or M); columns of K any. */
+      sh[0].row_begin = M > 16 ? 16 : 0;
+      sh[0].col_begin = K > 2 ? 1 : 0;
+      sh[0].col_end = K > 2 ? K - 1 : MXFP8_SHARD_END;
+      cuts[0] = (stored_cut){{sh[0].col_begin, K > 2 ? K - 1 : K}, 1, sh[0].row_begin, M};
+    }
+    for (int k = 0; k < nshards; ++k)
+      for (int float4 = 0; float4 < 2; ++float4) {
+        char what[96];
+        snprintf(what, sizeof what, "case %d shard %d %s", i, k, float4 ? "float4" : "uint8");
+        o.shard = &sh[k];
+        o.values_dtype = float4 ? MXFP8_VALUES_FP8 : MXFP8_VALUES_UINT8;
+        /* Byte copies over POISON (the test allocator makes 8-bit tensors): a byte not written shows. */
+        o.allocator = float4 ? NULL : poisoned_allocator;
+        DLManagedTensorVersioned *v = NULL, *s = NULL, *g = NULL;
+        EXPECT(mxfp8_export_components(f.tensor, &o, &v, &s) == MXFP8_OK, "%s: %s", what, mxfp8_last_error());
+        o.allocator = NULL;
+        EXPECT(mxfp8_export_global_scale(f.tensor, &o, &g) == MXFP8_OK, "%s: %s", what, mxfp8_last_error());
+        if (v && s && g) check_shard_outputs(&f, &cuts[k], v, s, g, (const float *)whole->dl_tensor.data, what);
+        release(v);
+        release(s);
+        release(g);
+      }
+    if (f.c.direction == MXFP8_DIRECTION_COLUMNWISE && M >= 32) {
+      /* Two ranges of M would be two column windows of the stored (K, M) matrix: refused, nothing written. */
+      static const int64_t pieces[4] = {0, 16, 16, 32};
+      mxfp8_shard two = MXFP8_SHARD_INIT;
+      two.num_row_pieces = 2;
+      two.row_pieces = pieces;
+      o.shard = &two;
+      DLManagedTensorVersioned *const untouched = (DLManagedTensorVersioned *)(uintptr_t)0xBAD;
+      DLManagedTensorVersioned *v = untouched, *g = untouched;
+      EXPECT(mxfp8_export_components(f.tensor, &o, &v, NULL) == MXFP8_ERROR_UNSUPPORTED, "case %d: pieces", i);
+      assert_last_error_contains("options.shard has 2 row pieces for a columnwise NVFP4 tensor");
+      EXPECT(mxfp8_export_global_scale(f.tensor, &o, &g) == MXFP8_ERROR_UNSUPPORTED, "case %d: pieces", i);
+      EXPECT(v == untouched && g == untouched, "case %d: an output was written", i);
+    }
+    release(whole);
+    teardown(&f);
+  }
+}
+
 /* The tensor outlives its handle while a view holds it. */
 static void test_views_keep_the_tensor_alive(void **state) {
   (void)state;
@@ -628,6 +756,33 @@ static void test_gpu_matches_host(void **state) {
       release(g);
       release(gh);
     }
+    if (row && f.c.M >= 2) {
+      /* A shard of two row pieces: values, scales and (per-row amax) global scales are copies made by the
+       * device's jobs, each equal to the host's byte for byte. */
+      const int64_t pieces[4] = {f.c.M - 1, f.c.M, 0, 1};
+      mxfp8_shard sh = MXFP8_SHARD_INIT;
+      sh.num_row_pieces = 2;
+      sh.row_pieces = pieces;
+      mxfp8_export_options o = NVFP4_EXPORT_OPTIONS_INIT;
+      o.shard = &sh;
+      DLManagedTensorVersioned *out[2][3] = {{NULL, NULL, NULL}, {NULL, NULL, NULL}};
+      EXPECT(nvfp4_export_components(gt, &o, &out[0][0], &out[0][1], &out[0][2]) == MXFP8_OK, "%s", mxfp8_last_error());
+      EXPECT(nvfp4_export_components(f.tensor, &o, &out[1][0], &out[1][1], &out[1][2]) == MXFP8_OK, "%s",
+             mxfp8_last_error());
+      CUDA_OK(cudaDeviceSynchronize());
+      const int64_t bytes[3] = {2 * (f.C / 2), 2 * f.SC, 4 * (f.amax_count > 1 ? 2 : 1)};
+      for (int k = 0; k < 3; ++k) {
+        const DLTensor *dev = &out[0][k]->dl_tensor, *host = &out[1][k]->dl_tensor;
+        EXPECT(out[0][k]->flags & DLPACK_FLAG_BITMASK_IS_COPIED, "shard output %d is a copy", k);
+        uint8_t *back = malloc((size_t)bytes[k]);
+        CUDA_OK(cudaMemcpy(back, (uint8_t *)dev->data + dev->byte_offset, (size_t)bytes[k], cudaMemcpyDeviceToHost));
+        EXPECT(memcmp(back, (uint8_t *)host->data + host->byte_offset, (size_t)bytes[k]) == 0,
+               "case %d: the device's shard output %d differs from the host's", i, k);
+        free(back);
+        release(out[0][k]);
+        release(out[1][k]);
+      }
+    }
     mxfp8_tensor_release(gt);
     for (int k = 0; k < 3; ++k) cudaFree(allocs[k]);
     teardown(&f);
@@ -639,6 +794,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_dequantize_matches_reference_every_layout),
       cmocka_unit_test(test_export_values_scales_and_views),
+      cmocka_unit_test(test_export_shards),
       cmocka_unit_test(test_views_keep_the_tensor_alive),
       cmocka_unit_test(test_global_scale_both_conventions),
       cmocka_unit_test(test_default_options_export_float4_values),
