@@ -6,9 +6,12 @@
  * The tensors are small host matrices (every check of the library is per tensor, whatever its size), so
  * the figure is the library's own host work with no binding in between: bench/python_import_host.py times the
  * same transfer from Python, and the difference is the binding's. A run over host memory also copies the
- * bytes on this CPU; `run` is reported beside the others so that part can be subtracted.
+ * bytes on this CPU; `run` is reported beside the others so that part can be subtracted. With --cuda (a
+ * build with CUDA) every buffer is device memory and the figures are host time: what each call costs the
+ * calling thread, its launches enqueued but not waited for (the GPU is not timed here; bench_scales and
+ * bench/refit_scale.py time it).
  *
- *   transfer_host_cost [--tensors N] [--reps R]     (one JSON object on stdout)
+ *   transfer_host_cost [--tensors N] [--reps R] [--cuda]     (one JSON object on stdout)
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +19,10 @@
 #include <time.h>
 
 #include <mxfp8/mxfp8.h>
+
+#ifdef MXFP8_BENCH_WITH_CUDA
+#include <cuda_runtime_api.h>
+#endif
 
 enum { kMaxReps = 100 };
 
@@ -52,6 +59,37 @@ static void *allocate(size_t bytes) {
 
 static size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
+static int on_cuda = 0;
+static DLDeviceType device_type(void) { return on_cuda ? kDLCUDA : kDLCPU; }
+
+/* `bytes` filled from `host` (or with 0x5a when NULL), on the device the run uses. */
+static void *buffer_on_device(const void *host, size_t bytes) {
+  void *p = allocate(bytes);
+  if (host) memcpy(p, host, bytes);
+  else memset(p, 0x5a, bytes);
+  if (!on_cuda) return p;
+#ifdef MXFP8_BENCH_WITH_CUDA
+  void *d = NULL;
+  if (cudaMalloc(&d, bytes ? bytes : 1) != cudaSuccess || cudaMemcpy(d, p, bytes, cudaMemcpyHostToDevice) != cudaSuccess) {
+    fprintf(stderr, "transfer_host_cost: CUDA allocation failed\n");
+    exit(1);
+  }
+  free(p);
+  return d;
+#else
+  return p;
+#endif
+}
+
+static void synchronize(void) {
+#ifdef MXFP8_BENCH_WITH_CUDA
+  if (on_cuda && cudaDeviceSynchronize() != cudaSuccess) {
+    fprintf(stderr, "transfer_host_cost: a queued run failed\n");
+    exit(1);
+  }
+#endif
+}
+
 /* A DLManagedTensorVersioned over memory this program owns (freed at exit, not by the deleter). */
 typedef struct {
   DLManagedTensorVersioned managed;
@@ -69,7 +107,7 @@ static DLManagedTensorVersioned *view_of(void *data, int64_t rows, int64_t cols,
   v->managed.version.minor = DLPACK_MINOR_VERSION;
   v->managed.deleter = no_delete;
   v->managed.dl_tensor.data = data;
-  v->managed.dl_tensor.device.device_type = kDLCPU;
+  v->managed.dl_tensor.device.device_type = device_type();
   v->managed.dl_tensor.ndim = 2;
   v->managed.dl_tensor.dtype = dtype;
   v->managed.dl_tensor.shape = v->shape;
@@ -79,9 +117,8 @@ static DLManagedTensorVersioned *view_of(void *data, int64_t rows, int64_t cols,
 static DLTensor *buffer_of(size_t bytes, int64_t *shape) {
   DLTensor *t = allocate(sizeof *t);
   memset(t, 0, sizeof *t);
-  t->data = allocate(bytes);
-  memset(t->data, 0x5a, bytes);
-  t->device.device_type = kDLCPU;
+  t->data = buffer_on_device(NULL, bytes);
+  t->device.device_type = device_type();
   t->ndim = 1;
   shape[0] = (int64_t)bytes;
   t->shape = shape;
@@ -94,11 +131,18 @@ int main(int argc, char **argv) {
   for (int i = 1; i < argc; ++i) {
     if (!strcmp(argv[i], "--tensors") && i + 1 < argc) count = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--cuda")) on_cuda = 1;
     else {
-      fprintf(stderr, "usage: %s [--tensors N] [--reps R]\n", argv[0]);
+      fprintf(stderr, "usage: %s [--tensors N] [--reps R] [--cuda]\n", argv[0]);
       return 2;
     }
   }
+#ifndef MXFP8_BENCH_WITH_CUDA
+  if (on_cuda) {
+    fprintf(stderr, "transfer_host_cost: --cuda needs a build with CUDA\n");
+    return 2;
+  }
+#endif
   if (count < 1 || reps < 1 || reps > kMaxReps) {
     fprintf(stderr, "transfer_host_cost: --tensors must be >= 1 and --reps 1..%d\n", kMaxReps);
     return 2;
@@ -118,6 +162,13 @@ int main(int argc, char **argv) {
     uint8_t *data = allocate((size_t)(rows * cols)), *scale = allocate(swizzled);
     for (int64_t b = 0; b < rows * cols; ++b) data[b] = (uint8_t)(b * 7 + i);
     for (size_t b = 0; b < swizzled; ++b) scale[b] = (uint8_t)(120 + (b + (size_t)i) % 13);
+    if (on_cuda) {
+      uint8_t *host_data = data, *host_scale = scale;
+      data = buffer_on_device(host_data, (size_t)(rows * cols));
+      scale = buffer_on_device(host_scale, swizzled);
+      free(host_data);
+      free(host_scale);
+    }
     mxfp8_tensor_desc desc = MXFP8_TENSOR_DESC_INIT;
     desc.scale_layout = MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED;
     desc.rowwise_data = view_of(data, rows, cols, fp8);
@@ -155,10 +206,12 @@ int main(int argc, char **argv) {
     t0 = now_us();
     check(mxfp8_plan_run(plan, NULL), "mxfp8_plan_run");
     run[r] = now_us() - t0;
+    synchronize();
     mxfp8_plan_release(plan);
     t0 = now_us();
     check(mxfp8_transfer(&desc, NULL), "mxfp8_transfer");
     immediate[r] = now_us() - t0;
+    synchronize();
     mxfp8_transfer_desc checked = desc;
     checked.destination = MXFP8_TRANSFER_TO_NOTHING;
     checked.values = NULL;
@@ -171,12 +224,13 @@ int main(int argc, char **argv) {
     check(mxfp8_export_scales_batched((const mxfp8_tensor *const *)tensors, compact, (size_t)experts, NULL),
           "mxfp8_export_scales_batched");
     batched[r] = now_us() - t0;
+    synchronize();
   }
   const double n = (double)count;
-  printf("{\"tensors\": %d, \"reps\": %d, \"per_tensor_us\": {\"tensor_create\": %.3f, \"prepare\": %.3f, "
-         "\"plan_run_host_memory\": %.3f, \"immediate_host_memory\": %.3f, \"check_sources\": %.3f}, "
-         "\"batched_export_us\": {\"experts\": %d, \"call_host_memory\": %.3f}}\n",
-         count, reps, median(create_us, count), median(prepare, reps) / n, median(run, reps) / n,
+  printf("{\"memory\": \"%s\", \"tensors\": %d, \"reps\": %d, \"per_tensor_us\": {\"tensor_create\": %.3f, "
+         "\"prepare\": %.3f, \"plan_run\": %.3f, \"immediate\": %.3f, \"check_sources\": %.3f}, "
+         "\"batched_export_us\": {\"experts\": %d, \"call\": %.3f}}\n",
+         on_cuda ? "cuda (host time of each call)" : "host (the copies done on this CPU)", count, reps, median(create_us, count), median(prepare, reps) / n, median(run, reps) / n,
          median(immediate, reps) / n, median(check_only, reps) / n, experts, median(batched, reps));
   for (int i = 0; i < count; ++i) mxfp8_tensor_release(tensors[i]);
   return 0;
