@@ -46,6 +46,7 @@ ExportJobs batched_jobs(const mxfp8_tensor *const *tensors, DLTensor *const *des
                                o.scale_fixup == MXFP8_SCALE_FIXUP_ZERO_EXPONENT_AS_ONE));
   }
   check_no_overlap(spans);
+  coalesce_jobs(jobs);
   return result;
 }
 

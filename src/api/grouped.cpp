@@ -317,6 +317,7 @@ extern "C" MXFP8_API mxfp8_status mxfp8_grouped_export(const mxfp8_grouped_tenso
       }
     }
     check_no_overlap(spans);
+    coalesce_jobs(jobs);
     run_jobs_on(g->device, jobs.data(), jobs.size(), o.stream);
     if (scales) *scales = scales_out.release();
     if (values) *values = values_out.release();

@@ -112,7 +112,10 @@ mxfp8_transfer_desc read_transfer_desc(const mxfp8_transfer_desc *given, Transfe
   return d;
 }
 
-ExportJobs transfer_jobs(const mxfp8_transfer_desc &d) {
+namespace {
+
+// The checks and jobs of the destination the desc names (the source's builder for it).
+ExportJobs jobs_for_destination(const mxfp8_transfer_desc &d) {
   if (d.source == MXFP8_TRANSFER_FROM_TENSORS) {
     if (d.destination == MXFP8_TRANSFER_TO_BUCKET) {
       if (d.count > 0 && !d.parts_out) fail(MXFP8_ERROR_INVALID_ARGUMENT, "desc.parts_out is NULL");
@@ -127,6 +130,14 @@ ExportJobs transfer_jobs(const mxfp8_transfer_desc &d) {
   if (d.destination == MXFP8_TRANSFER_TO_BUFFERS) return import_bucket_jobs(d);
   check_bucket_manifest(d);  // TO_NOTHING
   return ExportJobs{};
+}
+
+}  // namespace
+
+ExportJobs transfer_jobs(const mxfp8_transfer_desc &d) {
+  ExportJobs work = jobs_for_destination(d);
+  coalesce_jobs(work.jobs);  // once, so a plan runs the merged jobs at every step
+  return work;
 }
 
 }  // namespace mxfp8

@@ -85,6 +85,12 @@ inline ScaleJob permuted_rows_job(int32_t layout, const uint8_t *src, uint8_t *d
   return job;
 }
 
+// Merges each run of neighbouring jobs that are one matrix (job_coalescing.cpp): Copy jobs whose source
+// and destination rows both continue, and Unswizzle jobs of whole swizzled matrices stored back to back,
+// the first of whole 128-row tiles, into compact rows that continue (the experts of a grouped tensor
+// exported into one buffer). The bytes written are the same; only the job count changes. In place.
+void coalesce_jobs(std::vector<ScaleJob> &jobs);
+
 // The swizzled buffer of an R x C matrix: roundup(R, 128) * roundup(C, 4) contiguous bytes.
 // `dst` has R rows and C columns, any strides.
 void unswizzle_host(const uint8_t *swizzled, ByteMatrix dst);

@@ -687,17 +687,32 @@ int64_t fill_batch(JobBatch<kCapacity> &batch, const ScaleJob *jobs, size_t coun
   return blocks;
 }
 
+// The batch is the kernel's parameter, copied whole into every launch: a full one (~31 KiB) costs ~9 us
+// of host time more than a one-job one on an H100's host (transfer_host_cost --cuda, 2026-12-06: a batched
+// export of 1 tensor 3.0 us, of 2 tensors 12.2 us). So a launch takes the smallest of three sizes its jobs
+// fit: one job, up to kSmallBatch, or kMaxJobsPerLaunch (more jobs: several launches).
+constexpr int kSmallBatch = 16;
+
+template <class W, int kCapacity>
+void launch_next(const ScaleJob *jobs, size_t count, size_t &next, cudaStream_t stream) {
+  if constexpr (kCapacity == kMaxJobsPerLaunch) {
+    auto batch = std::make_unique<JobBatch<kCapacity>>();  // heap, not stack: ~31 KiB
+    launch_batch<W>(*batch, fill_batch<W>(*batch, jobs, count, next), stream);
+  } else {
+    JobBatch<kCapacity> batch;
+    launch_batch<W>(batch, fill_batch<W>(batch, jobs, count, next), stream);
+  }
+}
+
 template <class W>
 void run_jobs_with(const ScaleJob *jobs, size_t count, cudaStream_t stream) {
   size_t next = 0;
-  if (count == 1) {  // a small parameter block keeps a single export's launch cheap
-    JobBatch<1> one;
-    launch_batch<W>(one, fill_batch<W>(one, jobs, count, next), stream);
-    return;
+  while (next < count) {
+    const size_t left = count - next;
+    if (left == 1) launch_next<W, 1>(jobs, count, next, stream);
+    else if (left <= kSmallBatch) launch_next<W, kSmallBatch>(jobs, count, next, stream);
+    else launch_next<W, kMaxJobsPerLaunch>(jobs, count, next, stream);
   }
-  // Heap, not stack: the batch is ~30 KiB.
-  auto batch = std::make_unique<JobBatch<kMaxJobsPerLaunch>>();
-  while (next < count) launch_batch<W>(*batch, fill_batch<W>(*batch, jobs, count, next), stream);
 }
 
 // Wide chunks once the batch holds at least kWideChunksPerBlock of them per resident block.

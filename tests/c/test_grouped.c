@@ -79,6 +79,13 @@ static const group_case kCases[] = {
     {4, {64, 3, 200, 31}, 200, MXFP8_SCALE_LAYOUT_ROW_MAJOR, MXFP8_GROUPED_SCALES_COMPACT, 0},
     {4, {64, 3, 200, 31}, 200, MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED, MXFP8_GROUPED_SCALES_PADDED, 1},
     {3, {96, 96, 96}, 16, MXFP8_SCALE_LAYOUT_ROW_MAJOR, MXFP8_GROUPED_SCALES_COMPACT, 1},
+    /* Experts of whole 128-row tiles back to back: the batched export's jobs merge into one matrix (128 +
+     * 256 + 128, then the 100-row expert ends the run: the 128 after it is a job of its own). */
+    {6, {128, 256, 128, 100, 128, 128}, 48, MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED, MXFP8_GROUPED_SCALES_PADDED, 0},
+    /* The same rows with gaps between the experts' scales: nothing continues, nothing merges. */
+    {3, {128, 128, 256}, 48, MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED, MXFP8_GROUPED_SCALES_PADDED, 1},
+    /* Row-major compact scales back to back: their copies merge the same way. */
+    {4, {128, 7, 128, 128}, 300, MXFP8_SCALE_LAYOUT_ROW_MAJOR, MXFP8_GROUPED_SCALES_COMPACT, 0},
 };
 
 static void test_each_expert_exports_its_own_scales(void **state) {
@@ -141,12 +148,15 @@ static void test_stacked_export_for_uniform_experts(void **state) {
       {4, {96, 96, 96, 96}, 200, MXFP8_SCALE_LAYOUT_ROW_MAJOR, MXFP8_GROUPED_SCALES_COMPACT, 0},
       {4, {96, 96, 96, 96}, 200, MXFP8_SCALE_LAYOUT_ROW_MAJOR, MXFP8_GROUPED_SCALES_COMPACT, 1},
       {4, {96, 96, 96, 96}, 200, MXFP8_SCALE_LAYOUT_ROW_MAJOR, MXFP8_GROUPED_SCALES_COMPACT, 2},
+      /* whole tiles: the four experts' unswizzle jobs are one */
+      {4, {128, 128, 128, 128}, 200, MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED, MXFP8_GROUPED_SCALES_PADDED, 0},
   };
   for (int i = 0; i < (int)(sizeof uniform / sizeof uniform[0]); ++i) {
     group g = make_group(&uniform[i], &rng);
+    const int64_t n = uniform[i].rows[0];
     DLManagedTensorVersioned *values = NULL, *scales = NULL;
     EXPECT(mxfp8_grouped_export(g.g, NULL, 0, NULL, &values, &scales) == MXFP8_OK, "stacked: %s", mxfp8_last_error());
-    EXPECT(values->dl_tensor.ndim == 3 && values->dl_tensor.shape[0] == 4 && values->dl_tensor.shape[1] == 96 &&
+    EXPECT(values->dl_tensor.ndim == 3 && values->dl_tensor.shape[0] == 4 && values->dl_tensor.shape[1] == n &&
                values->dl_tensor.shape[2] == 200 && values->dl_tensor.data == g.data->buffer,
            "values [E, N, K] view");
     EXPECT(scales->dl_tensor.ndim == 3 && scales->dl_tensor.shape[2] == 7, "scales [E, N, C]");
@@ -155,8 +165,8 @@ static void test_stacked_export_for_uniform_experts(void **state) {
     const int view = uniform[i].packing == MXFP8_GROUPED_SCALES_COMPACT && uniform[i].gaps != 1;
     EXPECT(!!(scales->flags & DLPACK_FLAG_BITMASK_IS_COPIED) == !view, "case %d: view or copy", i);
     for (int e = 0; e < 4; ++e)
-      for (int64_t j = 0; j < 96 * 7; ++j)
-        EXPECT(read_through_strides(&scales->dl_tensor, e * 96 * 7 + j) == g.s[e][j], "case %d expert %d scale %lld", i, e,
+      for (int64_t j = 0; j < n * 7; ++j)
+        EXPECT(read_through_strides(&scales->dl_tensor, e * n * 7 + j) == g.s[e][j], "case %d expert %d scale %lld", i, e,
                (long long)j);
     mxfp8_grouped_tensor_release(g.g);
     release_managed(values);
@@ -217,6 +227,55 @@ static void test_bad_grouped_descriptions(void **state) {
 
 /* Expert parallelism: a subset of experts in a given order, stacked; views only where the chosen experts
  * lie back to back in order, copies (poisoned first) otherwise; every layout; bad choices refused. */
+/* Neighbouring swizzled sources are one matrix only when the first fills whole 128-row tiles. Here both
+ * tensors' scales are the same 128 x 4 tile (sources may share bytes: only writes are checked), the
+ * first using 100 of its rows: read as one matrix, the second's rows would be the first's rows 100.. of
+ * that tile. Both references come from the one buffer through the swizzle formula. */
+static void test_batched_merges_only_whole_tiles(void **state) {
+  (void)state;
+  uint64_t rng = 777;
+  enum { K = 128, C = 4, ROWS_A = 100, ROWS_B = 128, B_AT = 0, BYTES = 128 * C };
+  uint8_t *buffer = malloc(BYTES);
+  fill_random_scales(buffer, BYTES, &rng);
+  int64_t scale_shape[2] = {128, C};
+  DLManagedTensorVersioned scales_a = borrowed_bytes(buffer, kDLCPU, 2, scale_shape);
+  DLManagedTensorVersioned scales_b = borrowed_bytes(buffer, kDLCPU, 2, scale_shape);
+  scales_b.dl_tensor.byte_offset = B_AT;
+  const int64_t rows[2] = {ROWS_A, ROWS_B};
+  int64_t value_shapes[2][2] = {{ROWS_A, K}, {ROWS_B, K}};
+  uint8_t *values = calloc(ROWS_B * K, 1);
+  DLManagedTensorVersioned data[2] = {borrowed_bytes(values, kDLCPU, 2, value_shapes[0]),
+                                      borrowed_bytes(values, kDLCPU, 2, value_shapes[1])};
+  mxfp8_tensor *t[2];
+  for (int i = 0; i < 2; ++i) {
+    data[i].dl_tensor.dtype.code = kDLFloat8_e4m3fn;
+    mxfp8_tensor_desc d = MXFP8_TENSOR_DESC_INIT;
+    d.scale_layout = MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED;
+    d.rowwise_data = &data[i];
+    d.rowwise_scale_inv = i == 0 ? &scales_a : &scales_b;
+    EXPECT(mxfp8_tensor_create(&d, &t[i]) == MXFP8_OK, "create %d: %s", i, mxfp8_last_error());
+  }
+  uint8_t out[(ROWS_A + ROWS_B) * C];
+  memset(out, POISON, sizeof out);
+  int64_t sizes[2] = {ROWS_A * C, ROWS_B * C};
+  DLTensor dst[2] = {{out, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, &sizes[0], NULL, 0},
+                     {out, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, &sizes[1], NULL, (uint64_t)sizes[0]}};
+  DLTensor *dsts[2] = {&dst[0], &dst[1]};
+  EXPECT(mxfp8_export_scales_batched((const mxfp8_tensor *const *)t, dsts, 2, NULL) == MXFP8_OK, "%s",
+         mxfp8_last_error());
+  const int64_t at[2] = {0, B_AT};
+  for (int i = 0, o = 0; i < 2; ++i)
+    for (int64_t r = 0; r < rows[i]; ++r)
+      for (int64_t c = 0; c < C; ++c, ++o) {
+        const uint8_t want = buffer[at[i] + (int64_t)ref_swizzled_index(r, c, C)];
+        EXPECT(out[o] == want, "tensor %d scale (%lld, %lld): 0x%02x, want 0x%02x", i, (long long)r, (long long)c,
+               out[o], want);
+      }
+  for (int i = 0; i < 2; ++i) mxfp8_tensor_release(t[i]);
+  free(values);
+  free(buffer);
+}
+
 static void test_subset_of_experts_in_any_order(void **state) {
   (void)state;
   static const group_case uniform[] = {
@@ -294,6 +353,7 @@ int main(void) {
       cmocka_unit_test(test_stacked_export_for_uniform_experts),
       cmocka_unit_test(test_bad_grouped_descriptions),
       cmocka_unit_test(test_subset_of_experts_in_any_order),
+      cmocka_unit_test(test_batched_merges_only_whole_tiles),
   };
   return cmocka_run_group_tests_name("grouped MoE experts", tests, NULL, NULL);
 }
