@@ -4,7 +4,7 @@ use std::fmt;
 use std::ptr::{self, NonNull};
 
 use crate::error::{invalid, Error};
-use crate::memory::{numel, row_major_strides, FLOAT32, HOST, UINT8};
+use crate::memory::{numel, row_major_strides, Dtype, HOST};
 use crate::sys::{self, DLDeviceType};
 
 /// An owned DLPack tensor (`DLManagedTensorVersioned`). Dropping it calls its deleter exactly once.
@@ -42,8 +42,8 @@ impl Storage {
 
     fn dtype(&self) -> sys::DLDataType {
         match self {
-            Self::Bytes(_) => UINT8,
-            Self::F32(_) => FLOAT32,
+            Self::Bytes(_) => Dtype::U8.dl(),
+            Self::F32(_) => Dtype::F32.dl(),
         }
     }
 }
@@ -206,7 +206,7 @@ impl ManagedTensor {
     /// The elements of a float32 tensor in host memory in row-major order, read through its strides;
     /// None for device memory or another dtype.
     pub fn to_host_f32(&self) -> Option<Vec<f32>> {
-        if !self.in_host_memory() || self.dtype() != FLOAT32 {
+        if !self.in_host_memory() || self.dtype() != Dtype::F32.dl() {
             return None;
         }
         // SAFETY: a float32 tensor in host memory.
