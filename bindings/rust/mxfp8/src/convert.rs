@@ -3,7 +3,6 @@ use crate::error::{check, Error};
 use crate::memory::{Buf, BufMut};
 use crate::options::{Direction, Layout, Stream};
 use crate::sys;
-use crate::tensor::shaped;
 
 /// The bytes the scales of an `rows x cols` scale matrix S take in `layout` (`mxfp8_layout_bytes`):
 /// what an engine allocates before a convert or a transfer. `direction` says whether S is rowwise
@@ -24,7 +23,7 @@ pub fn layout_bytes(layout: Layout, direction: Direction, rows: i64, cols: i64) 
 /// `swizzled` holds exactly [`layout_bytes`]`(Cutlass128x4, Rowwise, rows, cols)` bytes; every byte is
 /// written, padding as zero. Device memory: queued on `stream`.
 pub fn swizzle_scales<'a, 'b>(compact: impl Into<Buf<'a>>, rows: usize, cols: usize, swizzled: impl Into<BufMut<'b>>, stream: Stream) -> Result<(), Error> {
-    let mut c = shaped(&compact.into().raw, &[rows as i64, cols as i64], "compact")?;
+    let mut c = compact.into().raw.shaped(&[rows as i64, cols as i64], "compact")?;
     let mut s = swizzled.into().raw.dl(None);
     // SAFETY: the buffers are borrowed (host) or promised (DeviceBytes) for the work; `c` is its size.
     check(unsafe { sys::mxfp8_swizzle_scales(c.ptr(), s.ptr(), stream.as_raw()) })
@@ -33,7 +32,7 @@ pub fn swizzle_scales<'a, 'b>(compact: impl Into<Buf<'a>>, rows: usize, cols: us
 /// The inverse (`mxfp8_unswizzle_scales`): the `rows x cols` row-major matrix held in `swizzled`.
 pub fn unswizzle_scales<'a, 'b>(swizzled: impl Into<Buf<'a>>, rows: usize, cols: usize, compact: impl Into<BufMut<'b>>, stream: Stream) -> Result<(), Error> {
     let mut s = swizzled.into().raw.dl(None);
-    let mut c = shaped(&compact.into().raw, &[rows as i64, cols as i64], "compact")?;
+    let mut c = compact.into().raw.shaped(&[rows as i64, cols as i64], "compact")?;
     // SAFETY: as in swizzle_scales.
     check(unsafe { sys::mxfp8_unswizzle_scales(s.ptr(), c.ptr(), stream.as_raw()) })
 }

@@ -98,7 +98,6 @@ impl GroupedBuilder {
         self.buffers = Some((data, scale_inv));
         self
     }
-
     /// Validates every expert's region in both buffers. On success the handle owns the buffers; on
     /// failure they are dropped with the builder.
     pub fn build(self) -> Result<GroupedTensor, Error> {
@@ -172,22 +171,18 @@ impl GroupedTensor {
     pub fn num_experts(&self) -> usize {
         self.rows.len()
     }
-
     /// Each expert's row count.
     pub fn expert_rows(&self) -> &[i64] {
         &self.rows
     }
-
     /// K.
     pub fn cols(&self) -> i64 {
         self.cols
     }
-
     /// The C handle, still owned by `self` (for calls into mxfp8-sys).
     pub fn as_raw(&self) -> *const sys::mxfp8_grouped_tensor {
         self.raw.as_ptr()
     }
-
     /// A tensor viewing expert `expert` (it keeps the buffers alive): export it, or put many experts in
     /// one batched export or bucket.
     pub fn expert(&self, expert: usize) -> Result<Tensor, Error> {
@@ -206,7 +201,6 @@ impl GroupedTensor {
         // SAFETY: NULL and 0 choose every expert.
         unsafe { self.export(ptr::null(), 0, options) }
     }
-
     /// Expert parallelism (`mxfp8_grouped_export` of chosen experts): the experts one rank serves, in the order
     /// given (each in `0..E`, repeats allowed), stacked as [`export_stacked`](Self::export_stacked) stacks
     /// all of them: values `[count, N, K]` and compact scales `[count, N, ceil(K/32)]`. The chosen experts

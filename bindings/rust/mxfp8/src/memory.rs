@@ -36,7 +36,6 @@ impl DeviceBytes {
     pub unsafe fn new(ptr: *mut c_void, len: usize, device: sys::DLDevice) -> Self {
         Self { ptr, len, device }
     }
-
     /// `len` bytes of CUDA device memory on GPU `device_id`.
     ///
     /// # Safety
@@ -44,22 +43,18 @@ impl DeviceBytes {
     pub unsafe fn cuda(ptr: *mut c_void, len: usize, device_id: i32) -> Self {
         Self { ptr, len, device: sys::DLDevice { device_type: DLDeviceType::CUDA, device_id } }
     }
-
     /// The address.
     pub fn as_ptr(&self) -> *mut c_void {
         self.ptr
     }
-
     /// The size in bytes.
     pub fn len(&self) -> usize {
         self.len
     }
-
     /// Whether the size is zero.
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
-
     /// Where the memory lives.
     pub fn device(&self) -> sys::DLDevice {
         self.device
@@ -130,12 +125,12 @@ impl Raw {
         Dl { t, _shape: shape }
     }
 
-    /// Fails unless the buffer holds exactly `prod(shape)` elements (a DLTensor of that shape over it).
-    pub fn check_shape(&self, shape: &[i64], what: &str) -> Result<(), Error> {
+    /// A DLTensor of `shape` over the buffer, after checking it holds exactly that many elements.
+    pub fn shaped(&self, shape: &[i64], what: &str) -> Result<Dl, Error> {
         if numel(shape) != Some(self.len) {
             return Err(invalid(format!("{what}: {} elements cannot have the shape {shape:?}", self.len)));
         }
-        Ok(())
+        Ok(self.dl(Some(shape)))
     }
 }
 

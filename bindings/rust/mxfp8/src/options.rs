@@ -61,14 +61,12 @@ c_enums! {
         /// DeepGEMM's packed UE8M0 scales on Blackwell (SGLang's `weight_scale_inv_deepgemm` on sm100 /
         /// sm120): int32 `(R, ceil(C/4))` MN-major, rowwise only.
         DeepgemmPacked = sys::MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED,
-        /// DeepGEMM's scales on Hopper (SGLang's `weight_scale_inv_deepgemm` on sm90): float32 `(R, C)`
-        /// row-major, each scale the float32 whose bits are its E8M0 byte `<< 23`, `4 * R * C` bytes;
-        /// rowwise only.
+        /// DeepGEMM's scales on Hopper (SGLang's `weight_scale_inv_deepgemm` on sm90): float32 `(R, C)`,
+        /// each the float32 whose bits are its E8M0 byte `<< 23`; rowwise only.
         DeepgemmFloat32 = sys::MXFP8_SCALE_LAYOUT_DEEPGEMM_FLOAT32,
-        /// FlashInfer's TRT-LLM MoE weights (vLLM's `w2_weight`): value and scale rows permuted inside
-        /// blocks of 32 (row `32b + i` to `32b + 8 * (i % 4) + i / 4`), the permuted scales then in the
-        /// 128x4 layout, `R * roundup(C, 4)` bytes; R a multiple of 128 per expert. Rowwise only, and a
-        /// convert target only ([`Tensor::convert_into`](crate::Tensor::convert_into)): the values move too.
+        /// FlashInfer's TRT-LLM MoE weights (vLLM's `w2_weight`): value and scale rows permuted inside blocks
+        /// of 32 (row `32b + i` to `32b + 8 * (i % 4) + i / 4`), the scales then in the 128x4 layout; R a
+        /// multiple of 128 per expert. Rowwise, a convert target only (the values move too).
         TrtllmShuffled = sys::MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED,
         /// The same for a gated activation's gate-and-up weight (vLLM's `w13_weight`): rows
         /// `[gate; up]` first interleaved (row `2i` <- up row `i`, row `2i + 1` <- gate row `i`), then
@@ -154,9 +152,8 @@ c_enums! {
         Rceil = sys::MXFP8_SCALE_ROUNDING_RCEIL,
         /// The OCP MX v1.0 rule: floor(log2(amax)) - emax.
         Floor = sys::MXFP8_SCALE_ROUNDING_FLOOR,
-        /// compressed-tensors' MX rule: amax rounded to a power of two (up from a mantissa of 1.75),
-        /// minus emax; bit-exact with compressed-tensors (llm-compressor's checkpoints). The engines' online
-        /// quantizers (vLLM, SGLang, ModelOpt, FlashInfer) round as [`ScaleRounding::Rceil`] does.
+        /// compressed-tensors' MX rule (llm-compressor's checkpoints): amax rounded to a power of two (up
+        /// from a mantissa of 1.75), minus emax. The engines' online quantizers round as `Rceil` does.
         CompressedTensors = sys::MXFP8_SCALE_ROUNDING_COMPRESSED_TENSORS,
     }
 
@@ -175,9 +172,8 @@ c_enums! {
         /// `amax / (6 * E4M3_MAX)`, a float division: the factor that decodes (ModelOpt's and vLLM's
         /// `weight_scale_2`).
         Decode = sys::MXFP8_NVFP4_GLOBAL_SCALE_DECODE,
-        /// `(6 * E4M3_MAX) / amax` as Transformer Engine's quantizer computes it: capped at `f32::MAX`
-        /// (also for a NaN amax), and 1 when amax is zero or the quotient is zero (amax Inf). FlashInfer's
-        /// `nvfp4_quantize` global scale; compressed-tensors' `weight_global_scale`.
+        /// `(6 * E4M3_MAX) / amax` as Transformer Engine computes it (capped at `f32::MAX`, also for NaN; 1
+        /// for a zero amax or quotient): FlashInfer's global scale, compressed-tensors' `weight_global_scale`.
         Encode = sys::MXFP8_NVFP4_GLOBAL_SCALE_ENCODE,
     }
 
@@ -235,7 +231,6 @@ impl Stream {
     pub unsafe fn from_raw(stream: *mut c_void) -> Self {
         Self(stream)
     }
-
     /// The `cudaStream_t`.
     pub fn as_raw(self) -> *mut c_void {
         self.0

@@ -7,7 +7,6 @@ use crate::managed::ManagedTensor;
 use crate::memory::{Buf, BufMut, Dl};
 use crate::options::{Direction, Nvfp4QuantizeOptions, QuantizeOptions};
 use crate::sys;
-use crate::tensor::shaped;
 
 /// One direction of a quantize: the FP8 values (the input's shape) and the E8M0 scales.
 #[derive(Debug)]
@@ -18,15 +17,10 @@ pub struct Quantized {
     pub scale_inv: ManagedTensor,
 }
 
-/// The input's DLTensor of `shape` (row-major), after checking the buffer holds that many elements.
-fn input_dl(input: &Buf<'_>, shape: &[i64]) -> Result<Dl, Error> {
-    shaped(&input.raw, shape, "input")
-}
-
 /// Quantizes a row-major tensor of `shape` (`mxfp8_quantize`) in `direction` into new buffers, allocated
 /// by the library on the input's device (CUDA work on `options`' stream).
 pub fn quantize<'a>(input: impl Into<Buf<'a>>, shape: &[i64], direction: Direction, options: &QuantizeOptions) -> Result<Quantized, Error> {
-    let mut t = input_dl(&input.into(), shape)?;
+    let mut t = input.into().raw.shaped(shape, "input")?;
     let o = options.to_sys();
     let mut out = [ptr::null_mut(); 2];
     let [d, s] = &mut out;
@@ -46,7 +40,7 @@ pub fn quantize<'a>(input: impl Into<Buf<'a>>, shape: &[i64], direction: Directi
 /// Quantizes in both directions in one call (one pass over the input): `(rowwise, columnwise)`. With
 /// 32x32 blocks both share every block's scale.
 pub fn quantize_both<'a>(input: impl Into<Buf<'a>>, shape: &[i64], options: &QuantizeOptions) -> Result<(Quantized, Quantized), Error> {
-    let mut t = input_dl(&input.into(), shape)?;
+    let mut t = input.into().raw.shaped(shape, "input")?;
     let o = options.to_sys();
     let mut out = [ptr::null_mut(); 4];
     let [rd, rs, cd, cs] = &mut out;
@@ -69,7 +63,7 @@ pub fn quantize_into<'a>(
     rowwise: Option<(BufMut<'_>, BufMut<'_>)>,
     columnwise: Option<(BufMut<'_>, BufMut<'_>)>,
 ) -> Result<(), Error> {
-    let mut t = input_dl(&input.into(), shape)?;
+    let mut t = input.into().raw.shaped(shape, "input")?;
     let mut outs: Vec<Option<Dl>> = [rowwise, columnwise]
         .into_iter()
         .flat_map(|d| match d {
@@ -119,7 +113,7 @@ pub struct Nvfp4Part<'a> {
 pub fn nvfp4_quantize_into<'a>(parts: Vec<Nvfp4Part<'_>>, options: &Nvfp4QuantizeOptions, amax: impl Into<BufMut<'a>>) -> Result<(), Error> {
     let mut inputs = Vec::with_capacity(parts.len());
     for p in &parts {
-        inputs.push(input_dl(&p.input, p.shape)?);
+        inputs.push(p.input.raw.shaped(p.shape, "input")?);
     }
     let mut values: Vec<Dl> = parts.iter().map(|p| p.values.raw.dl(None)).collect();
     let mut scales: Vec<Dl> = parts.iter().map(|p| p.scales.raw.dl(None)).collect();

@@ -21,27 +21,22 @@ impl Shard {
     pub fn whole() -> Self {
         Self::default()
     }
-
     /// Rows `rows` of M (a shard of N for a column-parallel weight).
     pub fn rows(rows: Range<i64>) -> Self {
         Self { rows: vec![rows], cols: None }
     }
-
     /// K columns `cols` (a shard of K for a row-parallel weight).
     pub fn cols(cols: Range<i64>) -> Self {
         Self { rows: Vec::new(), cols: Some(cols) }
     }
-
     /// Several row ranges, concatenated.
     pub fn row_pieces(pieces: &[Range<i64>]) -> Self {
         Self { rows: pieces.to_vec(), cols: None }
     }
-
     /// Whether this is the whole tensor (no row range, no column range).
     pub fn is_whole(&self) -> bool {
         self.rows.is_empty() && self.cols.is_none()
     }
-
     /// The shape of this shard of a tensor of logical `shape` `(*lead, K)`: the tensor's own shape for
     /// the whole tensor, else `(rows, cols)` (the sum of the row ranges or M, the column range or K),
     /// what a receiver's manifest and destinations describe. Ranges are not checked here (the library
@@ -93,7 +88,6 @@ impl RawShards {
         let pointers = structs.iter().zip(shards).map(|(b, s)| if s.is_whole() { ptr::null() } else { &b.0 as *const _ }).collect();
         Self { _structs: structs, pointers }
     }
-
     /// The array of `count` pointers (NULL when there are no shards at all).
     pub(crate) fn as_ptr(&self) -> *const *const sys::mxfp8_shard {
         if self.pointers.is_empty() {

@@ -4,7 +4,7 @@ use std::ptr::{self, NonNull};
 
 use crate::error::{check, invalid, Error};
 use crate::managed::ManagedTensor;
-use crate::memory::{numel, BufMut, Raw};
+use crate::memory::{numel, BufMut};
 use crate::options::{known, Block, ConvertOptions, DequantizeOptions, Direction, ExportOptions, Format, ScaleLayout};
 use crate::shard::RawShards;
 use crate::sys;
@@ -102,7 +102,6 @@ impl TensorBuilder {
         self.parts[direction as usize][2] = Some(amax);
         self
     }
-
     /// Validates everything (shapes, dtypes, devices, buffer sizes, amax counts). On success the tensor
     /// owns the inputs; on failure they are dropped with the builder.
     pub fn build(self) -> Result<Tensor, Error> {
@@ -238,37 +237,30 @@ impl Tensor {
     pub(crate) fn from_handle(raw: NonNull<sys::mxfp8_tensor>, shape: Vec<i64>, format: Format) -> Self {
         Self { raw, shape, format, block: Block::B1x32, e4m3_max: 0 }
     }
-
     /// The logical shape `(*lead, K)`.
     pub fn shape(&self) -> &[i64] {
         &self.shape
     }
-
     /// The encoding of the values.
     pub fn format(&self) -> Format {
         self.format
     }
-
     /// The block the tensor was described with ([`Block::B1x32`] for a grouped expert).
     pub fn block(&self) -> Block {
         self.block
     }
-
     /// NVFP4's E4M3_MAX (448 or 256); None for an MXFP8 tensor.
     pub fn e4m3_max(&self) -> Option<i32> {
         (self.format == Format::Nvfp4).then_some(self.e4m3_max)
     }
-
     /// The shape of the compact scales of `direction` (what an export and a bucket hold).
     pub fn scales_shape(&self, direction: Direction) -> Vec<i64> {
         compact_scales_shape(&self.shape, direction, self.format)
     }
-
     /// The C handle, still owned by `self` (for calls into mxfp8-sys).
     pub fn as_raw(&self) -> *const sys::mxfp8_tensor {
         self.raw.as_ptr()
     }
-
     /// Exports the values and compact scales of `options`' direction (`mxfp8_export_components`, with
     /// `options.shard` when set: values `(rows, cols)`, the shard's compact scales) and, for NVFP4, the
     /// global scale (`mxfp8_export_global_scale`). Fails with
@@ -313,16 +305,11 @@ impl Tensor {
         Ok(out)
     }
 
-    /// Writes direction `options.direction` of the tensor in layout `options.target` (`mxfp8_convert`),
-    /// from the scales as stored:
-    ///
-    /// - `scales`: exactly [`layout_bytes`](crate::layout_bytes) of the tensor's scale matrix; every byte
-    ///   is written, padding as zero.
-    /// - `values`: None, or `prod(shape)` bytes that receive the values in the target's row order (a
-    ///   copy, permuted for the TRT-LLM targets, which require it).
-    ///
-    /// Everything is checked before anything is written; device memory is written by one launch queued
-    /// on `options`' stream.
+    /// Writes direction `options.direction` in layout `options.target` (`mxfp8_convert`), from the scales
+    /// as stored: `scales` exactly [`layout_bytes`](crate::layout_bytes) of the scale matrix (every byte
+    /// written, padding zero); `values` None or `prod(shape)` bytes in the target's row order (the TRT-LLM
+    /// targets permute rows and require them). Checked before anything is written; device memory: one
+    /// launch on `options`' stream.
     pub fn convert_into<'a>(&self, options: &ConvertOptions, values: Option<BufMut<'a>>, scales: impl Into<BufMut<'a>>) -> Result<(), Error> {
         let o = options.to_sys();
         let mut v = values.map(|v| v.raw.dl(None));
@@ -346,10 +333,4 @@ pub fn export_scales_batched(tensors: &[&Tensor], destinations: Vec<BufMut<'_>>,
     let o = options.to_sys();
     // SAFETY: both arrays hold count elements; the buffers are borrowed or promised for the work.
     check(unsafe { sys::mxfp8_export_scales_batched(handles.as_ptr(), ptrs.as_ptr(), handles.len(), &o) })
-}
-
-/// A raw buffer's DLTensor shaped `shape`, after checking it holds exactly that many elements.
-pub(crate) fn shaped(raw: &Raw, shape: &[i64], what: &str) -> Result<crate::memory::Dl, Error> {
-    raw.check_shape(shape, what)?;
-    Ok(raw.dl(Some(shape)))
 }

@@ -6,7 +6,7 @@ use std::ptr::{self, NonNull};
 
 use crate::error::{check, invalid, Error};
 use crate::memory::{Buf, BufMut, Dl};
-use crate::options::{Direction, Format, GlobalScale, Layout, ScaleFixup, Stream};
+use crate::options::{known, Direction, Format, GlobalScale, Layout, ScaleFixup, Stream};
 use crate::shard::{RawShards, Shard};
 use crate::sys;
 use crate::tensor::{compact_scales_shape, Tensor};
@@ -107,73 +107,60 @@ pub struct Transfer<'t, 'm> {
 }
 
 impl<'t, 'm> Transfer<'t, 'm> {
+    /// The defaults of `MXFP8_TRANSFER_DESC_INIT` (read from mxfp8-sys), every bucket part compact.
     fn new(source: Source<'t, 'm>) -> Self {
-        Self {
-            source,
-            directions: None,
-            shards: None,
-            scale_fixup: ScaleFixup::None,
-            global_scale: GlobalScale::Decode,
-            source_layout: Layout::Compact,
-            destination: Destination::Nothing,
-            _not_sync: PhantomData,
-        }
+        let c = sys::mxfp8_transfer_desc::default();
+        let scale_fixup = known(ScaleFixup::from_raw(c.scale_fixup), "scale_fixup");
+        let global_scale = known(GlobalScale::from_raw(c.global_scale), "global_scale");
+        let (directions, shards, source_layout) = (None, None, Layout::Compact);
+        Self { source, directions, shards, scale_fixup, global_scale, source_layout, destination: Destination::Nothing, _not_sync: PhantomData }
     }
 
     /// From `tensors` (`FROM_TENSORS`), MXFP8 and NVFP4 alike, every entry rowwise until told otherwise.
     pub fn from_tensors(tensors: &[&'t Tensor]) -> Self {
         Self::new(Source::Tensors(tensors.to_vec()))
     }
-
     /// From a bucket (`FROM_BUCKET`, only read) that `manifest` describes: each entry's parts, shape,
     /// format, direction, scales shape and E4M3_MAX, all checked by the library.
     pub fn from_bucket(bucket: impl Into<Buf<'m>>, manifest: &'t Manifest) -> Self {
         Self::new(Source::Bucket(bucket.into(), manifest))
     }
-
     /// Every entry in `direction` (default: rowwise, or each manifest entry's own).
     pub fn direction(self, direction: Direction) -> Self {
         let n = self.count();
         self.directions(&vec![direction; n])
     }
-
     /// Entry i in `directions[i]` (one per entry).
     pub fn directions(mut self, directions: &[Direction]) -> Self {
         self.directions = Some(directions.to_vec());
         self
     }
-
     /// Entry i is `shards[i]` of its tensor (one per entry, [`Shard::whole`] for all of it): of the
     /// source tensor, or of the whole tensor a bucket entry holds.
     pub fn shards(mut self, shards: &[Shard]) -> Self {
         self.shards = Some(shards.to_vec());
         self
     }
-
     /// The rewrite of every MXFP8 scale written (whole tensors only; default none).
     pub fn scale_fixup(mut self, fixup: ScaleFixup) -> Self {
         self.scale_fixup = fixup;
         self
     }
-
     /// The convention NVFP4 amaxes are written in to [`Target::global_scale`] (default decode).
     pub fn global_scale(mut self, convention: GlobalScale) -> Self {
         self.global_scale = convention;
         self
     }
-
     /// The layout of a bucket source's scales parts, every entry (default [`Layout::Compact`]).
     pub fn source_layout(mut self, layout: Layout) -> Self {
         self.source_layout = layout;
         self
     }
-
     /// Into the engine's buffers (`TO_BUFFERS`), one target per entry.
     pub fn to_buffers(mut self, targets: Vec<Target<'m>>) -> Self {
         self.destination = Destination::Buffers(targets);
         self
     }
-
     /// Into `bucket` at `parts`, from [`bucket_parts`](Self::bucket_parts) of this transfer (`TO_BUCKET`).
     pub fn to_bucket(mut self, bucket: impl Into<BufMut<'m>>, parts: &[BucketPart]) -> Self {
         self.destination = Destination::Bucket(bucket.into(), parts.to_vec());
@@ -284,7 +271,8 @@ impl<'t, 'm> Transfer<'t, 'm> {
         let mut parts = vec![BucketPart::default(); self.count()];
         let mut total = 0u64;
         self.call(|d| {
-            let d = sys::mxfp8_transfer_desc { destination: sys::MXFP8_TRANSFER_TO_BUCKET, ..*d };
+            let (values, scales, global_scales) = (ptr::null(), ptr::null(), ptr::null());
+            let d = sys::mxfp8_transfer_desc { destination: sys::MXFP8_TRANSFER_TO_BUCKET, values, scales, global_scales, ..*d };
             // SAFETY: `parts` holds count elements; the desc's arrays live for the call.
             check(unsafe { sys::mxfp8_bucket_parts(&d, alignment, parts.as_mut_ptr(), &mut total) })
         })??;
@@ -300,20 +288,13 @@ impl<'t, 'm> Transfer<'t, 'm> {
         if names.len() != tensors.len() || parts.len() != tensors.len() {
             return Err(invalid(format!("{} names and {} parts for {} tensors", names.len(), parts.len(), tensors.len())));
         }
-        let entries = names
-            .into_iter()
-            .zip(tensors)
-            .zip(parts)
-            .enumerate()
-            .map(|(i, ((name, t), part))| {
-                let direction = self.directions.as_ref().and_then(|d| d.get(i).copied()).unwrap_or(Direction::Rowwise);
-                let shape = self.shards.as_ref().and_then(|s| s.get(i)).map_or_else(|| t.shape().to_vec(), |s| s.shape_of(t.shape()));
-                let scales_shape = compact_scales_shape(&shape, direction, t.format());
-                let e4m3_max = t.e4m3_max().unwrap_or(0);
-                ManifestEntry { name, shape, format: t.format(), direction, part: *part, scales_shape, e4m3_max }
-            })
-            .collect();
-        Ok(Manifest { entries })
+        let entry = |(i, ((name, t), part)): (usize, ((String, &&Tensor), &BucketPart))| {
+            let direction = self.directions.as_ref().and_then(|d| d.get(i).copied()).unwrap_or(Direction::Rowwise);
+            let shape = self.shards.as_ref().and_then(|s| s.get(i)).map_or_else(|| t.shape().to_vec(), |s| s.shape_of(t.shape()));
+            let scales_shape = compact_scales_shape(&shape, direction, t.format());
+            ManifestEntry { name, shape, format: t.format(), direction, part: *part, scales_shape, e4m3_max: t.e4m3_max().unwrap_or(0) }
+        };
+        Ok(Manifest { entries: names.into_iter().zip(tensors).zip(parts).enumerate().map(entry).collect() })
     }
 
     /// `mxfp8_transfer`: checks everything, then moves every entry. Device memory: one launch (and a
@@ -322,14 +303,12 @@ impl<'t, 'm> Transfer<'t, 'm> {
         // SAFETY: host buffers are borrowed for 'm, device ones promised (DeviceBytes) for the queued work.
         self.call(|d| check(unsafe { sys::mxfp8_transfer(d, stream.as_raw()) }))?
     }
-
     /// `mxfp8_transfer_check`: every check of [`run`](Self::run) (with no destination: the source side
     /// alone), nothing written.
     pub fn check(&self) -> Result<(), Error> {
         // SAFETY: the check reads addresses and sizes, never the bytes behind them.
         self.call(|d| check(unsafe { sys::mxfp8_transfer_check(d) }))?
     }
-
     /// `mxfp8_transfer_prepare`: the checks once, the work kept as a [`Plan`], which holds a reference on
     /// every source tensor (so it may outlive them) and keeps the memory (bucket, buffers) borrowed, device
     /// memory promised, for as long as it lives.
