@@ -86,20 +86,22 @@ impl Dtype {
     }
 }
 
-/// A buffer as a call describes it to the library: address, elements, device, element type.
+/// A buffer as a call describes it to the library: address, elements, device, element type, and whether
+/// it is a borrowed host slice (else DeviceBytes, whose memory Rust code never reads).
 #[derive(Copy, Clone, Debug)]
 pub(crate) struct Raw {
     pub ptr: *mut c_void,
     pub len: usize,
     pub device: sys::DLDevice,
     pub dtype: Dtype,
+    pub slice: bool,
 }
 
 pub(crate) const HOST: sys::DLDevice = sys::DLDevice { device_type: DLDeviceType::CPU, device_id: 0 };
 
 impl Raw {
     fn host(ptr: *const c_void, len: usize, dtype: Dtype) -> Self {
-        Self { ptr: ptr as *mut c_void, len, device: HOST, dtype }
+        Self { ptr: ptr as *mut c_void, len, device: HOST, dtype, slice: true }
     }
 
     fn device(bytes: DeviceBytes, dtype: Dtype) -> Result<Self, Error> {
@@ -107,7 +109,7 @@ impl Raw {
         if bytes.len % size != 0 {
             return Err(invalid(format!("{} bytes of device memory are not a whole number of {dtype:?} elements", bytes.len)));
         }
-        Ok(Self { ptr: bytes.ptr, len: bytes.len / size, device: bytes.device, dtype })
+        Ok(Self { ptr: bytes.ptr, len: bytes.len / size, device: bytes.device, dtype, slice: false })
     }
 
     /// A DLTensor over the buffer, of `shape` (None: one dimension of every element).
@@ -162,9 +164,9 @@ pub struct BufMut<'a> {
     _borrow: PhantomData<&'a mut [u8]>,
 }
 
-// SAFETY: a Buf is a shared borrow of host memory (as `&[u8]`, which is Send and Sync) or device memory
-// under DeviceBytes' promise (Send and Sync); a BufMut an exclusive borrow (as `&mut [u8]`), only written
-// by the library during a call that takes it, or by a Plan that carries its lifetime.
+// SAFETY: a Buf is a shared borrow of host memory (as `&[u8]`, Send and Sync) or DeviceBytes (Send and
+// Sync); a BufMut an exclusive borrow (as `&mut [u8]`), written only by the library, during a call that
+// takes it or by a Plan that carries its lifetime.
 unsafe impl Send for Buf<'_> {}
 unsafe impl Sync for Buf<'_> {}
 unsafe impl Send for BufMut<'_> {}
@@ -209,14 +211,14 @@ host_buffers!(u8 => U8, f32 => F32);
 impl From<DeviceBytes> for Buf<'static> {
     /// Device bytes as uint8.
     fn from(bytes: DeviceBytes) -> Self {
-        Buf { raw: Raw { ptr: bytes.ptr, len: bytes.len, device: bytes.device, dtype: Dtype::U8 }, _borrow: PhantomData }
+        Buf { raw: Raw::device(bytes, Dtype::U8).expect("bytes are whole uint8 elements"), _borrow: PhantomData }
     }
 }
 
 impl From<DeviceBytes> for BufMut<'static> {
     /// Device bytes as uint8.
     fn from(bytes: DeviceBytes) -> Self {
-        BufMut { raw: Raw { ptr: bytes.ptr, len: bytes.len, device: bytes.device, dtype: Dtype::U8 }, _borrow: PhantomData }
+        BufMut { raw: Raw::device(bytes, Dtype::U8).expect("bytes are whole uint8 elements"), _borrow: PhantomData }
     }
 }
 
@@ -241,13 +243,10 @@ impl<'a> Buf<'a> {
     pub fn is_empty(&self) -> bool {
         self.raw.len == 0
     }
-    /// The element type.
-    pub fn dtype(&self) -> Dtype {
-        self.raw.dtype
-    }
-    /// The bytes of a host buffer of [`Dtype::U8`]; None for device memory or wider elements.
+    /// The bytes of a buffer made from a host slice of bytes (or a part of one); None for [`DeviceBytes`]
+    /// (even of host memory: its promise covers the library's use, not a Rust borrow) or wider elements.
     pub fn as_host(&self) -> Option<&'a [u8]> {
-        if self.raw.device.device_type != DLDeviceType::CPU || self.raw.dtype != Dtype::U8 {
+        if !self.raw.slice || self.raw.dtype != Dtype::U8 {
             return None;
         }
         if self.raw.len == 0 {
@@ -256,11 +255,11 @@ impl<'a> Buf<'a> {
         // SAFETY: made from a `&'a [u8]`, or a sub-range of one that the library checked.
         Some(unsafe { std::slice::from_raw_parts(self.raw.ptr as *const u8, self.raw.len) })
     }
-    /// The memory of a device buffer; None for host memory.
+    /// The memory of a buffer made from [`DeviceBytes`] (or a part of one); None for a host slice.
     pub fn as_device(&self) -> Option<DeviceBytes> {
         let r = &self.raw;
         let bytes = r.len * (r.dtype.dl().bits as usize / 8);
-        (r.device.device_type != DLDeviceType::CPU).then_some(DeviceBytes { ptr: r.ptr, len: bytes, device: r.device })
+        (!r.slice).then_some(DeviceBytes { ptr: r.ptr, len: bytes, device: r.device })
     }
     /// Bytes `offset..offset + len` of a uint8 buffer, for a range the library has checked lies inside it.
     pub(crate) fn sub(&self, offset: u64, len: u64) -> Buf<'a> {

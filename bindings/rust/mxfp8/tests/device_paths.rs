@@ -64,10 +64,10 @@ fn device_wrappers_work_on_host_memory() {
     send.to_bucket(bytes_of(&mut bucket), &parts).run(Stream::default()).unwrap();
     let base = bucket.as_ptr() as usize;
     for (e, v) in parts.iter().zip(manifest.unpack(bytes_of(&mut bucket)).unwrap()) {
-        let (vs, ss) = (v.values.as_host().unwrap(), v.scales.as_host().unwrap());
+        let (vs, ss) = (v.values.as_device().unwrap(), v.scales.as_device().unwrap());
         assert_eq!((vs.as_ptr() as usize - base, vs.len()), (e.values_offset as usize, values.len()));
         assert_eq!((ss.as_ptr() as usize - base, ss.len()), (e.scales_offset as usize, compact.len()));
-        assert_eq!(ss, &compact[..]);
+        assert_eq!(&bucket[e.scales_offset as usize..][..compact.len()], &compact[..]);
     }
     assert_eq!(manifest.unpack(bytes_of(&mut bucket[1..])).unwrap_err().status, Status::InvalidArgument);
 

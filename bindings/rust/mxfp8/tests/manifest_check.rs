@@ -65,9 +65,10 @@ fn entries_over_the_same_bytes_are_refused() {
     let good = manifest(vec![one]);
     let views = good.unpack(device).unwrap();
     assert_eq!((views[0].values.len(), views[0].scales.len()), (4800, 192));
-    // DeviceBytes of kDLCPU memory are host memory: sub-ranges of the bucket at the manifest's offsets.
-    let at = views[0].scales.as_host().unwrap();
-    assert_eq!((at.as_ptr() as usize - bucket.as_ptr() as usize, at.len()), (4864, 192));
+    // Views of DeviceBytes are DeviceBytes (never Rust slices): sub-ranges at the manifest's offsets.
+    assert!(views[0].scales.as_host().is_none());
+    let at = views[0].scales.as_device().unwrap();
+    assert_eq!((at.as_ptr() as usize - bucket.as_ptr() as usize, at.len(), at.device()), (4864, 192, views[0].values.as_device().unwrap().device()));
 }
 
 #[test]
