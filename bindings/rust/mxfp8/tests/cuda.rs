@@ -430,7 +430,7 @@ fn mixed_buckets_and_imports_on_cuda_memory() {
     }
     // MXFP8 (133, 72) and NVFP4 (140, 40), both with swizzled scales (padding poisoned): partial blocks,
     // rows not a multiple of 128. The device results equal the host ones (checked against the references
-    // in tests/mixed.rs).
+    // in tests/transfer_mixed.rs).
     let (mh, md, mv, ms) = weight(133, 72, 61);
     let (r, k, c) = (140usize, 40usize, 3usize);
     let values = random_bytes(r * k / 2, 62, 0, 255);

@@ -1,4 +1,4 @@
-//! Prepared exports on host memory: the compact scales (checked against the layout's formula) at every
+//! Plans (Transfer::prepare) on host memory: the compact scales (checked against the layout's formula) at every
 //! run, from a plan that outlives the tensor handles it was made from; and the immediate call's refusals.
 mod common;
 

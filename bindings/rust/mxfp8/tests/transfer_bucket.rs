@@ -1,6 +1,6 @@
 //! Batched export and buckets on the host path, against references built here: tensors made from known
 //! compact scales (stored padded, swizzled by the layout formula, or columnwise), bucket offsets from the
-//! plan's documented rule (each part aligned, values then scales, in tensor order).
+//! transfer's documented rule (each part aligned, values then scales, in tensor order).
 mod common;
 use common::*;
 
