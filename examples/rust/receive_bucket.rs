@@ -14,9 +14,7 @@ use std::fs::File;
 use std::os::fd::AsRawFd;
 use std::path::Path;
 
-use mxfp8::{
-    quantize_host, swizzle_scales_host, Direction, Format, HostInput, Manifest, ManifestEntry, QuantizeOptions, QuantizedScales,
-};
+use mxfp8::{quantize, swizzle_scales, BucketPart, Direction, Format, Manifest, ManifestEntry, QuantizeOptions, QuantizedScales, Stream};
 
 extern "C" {
     // From the C library every Rust program on Linux links; declared here to keep the example free of
@@ -78,15 +76,20 @@ fn read_manifest(path: &Path) -> Result<Manifest, Box<dyn Error>> {
                 "e5m2" => Format::E5M2,
                 other => return Err(format!("{name}: unknown fp8_dtype {other}").into()),
             },
-            values_offset: vo.parse()?,
-            values_bytes: vb.parse()?,
-            scales_offset: so.parse()?,
-            scales_bytes: sb.parse()?,
+            direction: Direction::Rowwise,
+            part: BucketPart {
+                values_offset: vo.parse()?,
+                values_bytes: vb.parse()?,
+                scales_offset: so.parse()?,
+                scales_bytes: sb.parse()?,
+                ..Default::default()
+            },
             shape: dims(shape)?,
             scales_shape: dims(scales_shape)?,
+            e4m3_max: 0,
         });
     }
-    Ok(Manifest::new(entries))
+    Ok(Manifest { entries })
 }
 
 fn main() -> Result<(), Box<dyn Error>> {
@@ -101,23 +104,25 @@ fn main() -> Result<(), Box<dyn Error>> {
     let mut mismatches = Vec::new();
     for view in &views {
         // What an inference engine's load_weights does: copy the parts into its own parameters...
-        let (weight, weight_scale) = (view.values.to_vec(), view.scales.to_vec());
-        let (rows, cols) = (view.scales_shape[..view.scales_shape.len() - 1].iter().product::<i64>() as usize, *view.scales_shape.last().unwrap() as usize);
+        let e = view.entry;
+        let (weight, weight_scale) = (view.values.as_host().unwrap().to_vec(), view.scales.as_host().unwrap().to_vec());
+        let (rows, cols) = (e.scales_shape[..e.scales_shape.len() - 1].iter().product::<i64>() as usize, *e.scales_shape.last().unwrap() as usize);
         // ...and re-swizzle the scales for its GEMM.
-        let gemm_scales = swizzle_scales_host(&weight_scale, rows, cols)?;
+        let mut gemm_scales = vec![0u8; mxfp8::layout_bytes(mxfp8::Layout::Cutlass128x4, Direction::Rowwise, rows as i64, cols as i64)? as usize];
+        swizzle_scales(&weight_scale, rows, cols, &mut gemm_scales, Stream::default())?;
 
         // The check: the same master weights quantized here, compact and in TE's swizzled layout.
-        let raw = std::fs::read(Path::new(weights).join(format!("{}.f32", view.name)))?;
+        let raw = std::fs::read(Path::new(weights).join(format!("{}.f32", e.name)))?;
         let master: Vec<f32> = raw.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
-        let options = QuantizeOptions::new().format(view.format);
-        let compact = quantize_host(HostInput::F32(&master), view.shape, Direction::Rowwise, &options)?;
-        let te = quantize_host(HostInput::F32(&master), view.shape, Direction::Rowwise, &options.scales(QuantizedScales::Swizzled))?;
+        let options = QuantizeOptions::new().format(e.format);
+        let compact = quantize(&master, &e.shape, Direction::Rowwise, &options)?;
+        let te = quantize(&master, &e.shape, Direction::Rowwise, &options.scales(QuantizedScales::Swizzled))?;
         if compact.data.as_host_bytes() != Some(&weight[..]) {
-            mismatches.push(format!("{}: values differ", view.name));
+            mismatches.push(format!("{}: values differ", e.name));
         } else if compact.scale_inv.as_host_bytes() != Some(&weight_scale[..]) {
-            mismatches.push(format!("{}: scales differ", view.name));
+            mismatches.push(format!("{}: scales differ", e.name));
         } else if te.scale_inv.as_host_bytes() != Some(&gemm_scales[..]) {
-            mismatches.push(format!("{}: re-swizzled scales differ from the trainer's layout", view.name));
+            mismatches.push(format!("{}: re-swizzled scales differ from the trainer's layout", e.name));
         }
     }
     let bytes: usize = views.iter().map(|v| v.values.len() + v.scales.len()).sum();

@@ -4,7 +4,8 @@ use std::ptr::{self, NonNull};
 
 use crate::error::{check, invalid, Error};
 use crate::managed::ManagedTensor;
-use crate::options::{known, ExportOptions, Format, GroupedScales, ScaleLayout};
+use crate::memory::BufMut;
+use crate::options::{known, ConvertOptions, ExportOptions, Format, GroupedScales, ScaleLayout};
 use crate::sys;
 use crate::tensor::{Components, Tensor};
 
@@ -97,7 +98,6 @@ impl GroupedBuilder {
         self.buffers = Some((data, scale_inv));
         self
     }
-
     /// Validates every expert's region in both buffers. On success the handle owns the buffers; on
     /// failure they are dropped with the builder.
     pub fn build(self) -> Result<GroupedTensor, Error> {
@@ -171,22 +171,18 @@ impl GroupedTensor {
     pub fn num_experts(&self) -> usize {
         self.rows.len()
     }
-
     /// Each expert's row count.
     pub fn expert_rows(&self) -> &[i64] {
         &self.rows
     }
-
     /// K.
     pub fn cols(&self) -> i64 {
         self.cols
     }
-
     /// The C handle, still owned by `self` (for calls into mxfp8-sys).
     pub fn as_raw(&self) -> *const sys::mxfp8_grouped_tensor {
         self.raw.as_ptr()
     }
-
     /// A tensor viewing expert `expert` (it keeps the buffers alive): export it, or put many experts in
     /// one batched export or bucket.
     pub fn expert(&self, expert: usize) -> Result<Tensor, Error> {
@@ -202,19 +198,9 @@ impl GroupedTensor {
     /// `[E, N, ceil(K/32)]` (a view when compact and back to back, else one copy). Needs experts of one
     /// row count N; rowwise, per-32 scales.
     pub fn export_stacked(&self, options: &ExportOptions) -> Result<Components, Error> {
-        let o = options.to_sys();
-        let (mut values, mut scales) = (ptr::null_mut(), ptr::null_mut());
-        // SAFETY: valid handle and options; both outputs are written only on success.
-        check(unsafe { sys::mxfp8_grouped_export(self.raw.as_ptr(), ptr::null(), 0, &o, &mut values, &mut scales) })?;
-        // SAFETY: fresh managed tensors that we now own.
-        unsafe {
-            Ok(Components {
-                values: ManagedTensor::from_raw(values).expect("values"),
-                scales: ManagedTensor::from_raw(scales).expect("scales"),
-            })
-        }
+        // SAFETY: NULL and 0 choose every expert.
+        unsafe { self.export(ptr::null(), 0, options) }
     }
-
     /// Expert parallelism (`mxfp8_grouped_export` of chosen experts): the experts one rank serves, in the order
     /// given (each in `0..E`, repeats allowed), stacked as [`export_stacked`](Self::export_stacked) stacks
     /// all of them: values `[count, N, K]` and compact scales `[count, N, ceil(K/32)]`. The chosen experts
@@ -226,18 +212,31 @@ impl GroupedTensor {
             .iter()
             .map(|&e| i32::try_from(e).map_err(|_| invalid(format!("experts: {e} is out of range"))))
             .collect::<Result<Vec<i32>, Error>>()?;
+        // SAFETY: `indices.len()` indices, read during the call only. An empty Vec's pointer is dangling,
+        // never NULL, so an empty list stays a choice of none (refused by the library), not every expert.
+        unsafe { self.export(indices.as_ptr(), indices.len(), options) }
+    }
+
+    /// `mxfp8_grouped_export` of `count` experts at `experts`.
+    unsafe fn export(&self, experts: *const i32, count: usize, options: &ExportOptions) -> Result<Components, Error> {
         let o = options.to_sys();
         let (mut values, mut scales) = (ptr::null_mut(), ptr::null_mut());
-        // SAFETY: valid handle, options and index array (read during the call only); both outputs are
-        // written only on success. An empty Vec's pointer is dangling, never NULL, so an empty list stays
-        // a choice of none (refused by the library), not NULL and 0 (every expert).
-        check(unsafe { sys::mxfp8_grouped_export(self.raw.as_ptr(), indices.as_ptr(), indices.len(), &o, &mut values, &mut scales) })?;
-        // SAFETY: fresh managed tensors that we now own.
-        unsafe {
-            Ok(Components {
-                values: ManagedTensor::from_raw(values).expect("values"),
-                scales: ManagedTensor::from_raw(scales).expect("scales"),
-            })
-        }
+        // SAFETY: valid handle and options; both outputs are written only on success.
+        check(sys::mxfp8_grouped_export(self.raw.as_ptr(), experts, count, &o, &mut values, &mut scales))?;
+        Ok(Components::take(values, scales, None))
+    }
+
+    /// Writes all E experts (one row count N, rowwise) in layout `options.target`
+    /// (`mxfp8_grouped_convert`): expert e's scales at byte `e * B` of `scales`, B =
+    /// [`layout_bytes`](crate::layout_bytes)`(target, Rowwise, N, ceil(K/32))`, so `scales` holds exactly
+    /// `E * B` bytes; `values`, when given, `E * N * K` bytes stacked `[E, N, K]` in the target's row order
+    /// (each expert's rows permuted for the TRT-LLM targets). Same checks as [`Tensor::convert_into`];
+    /// device memory in one launch on `options`' stream.
+    pub fn convert_into<'a>(&self, options: &ConvertOptions, values: Option<BufMut<'a>>, scales: impl Into<BufMut<'a>>) -> Result<(), Error> {
+        let o = options.to_sys();
+        let mut v = values.map(|v| v.raw.dl(None));
+        let mut s = scales.into().raw.dl(None);
+        // SAFETY: the buffers are exclusively borrowed (host) or promised (DeviceBytes) for the work.
+        check(unsafe { sys::mxfp8_grouped_convert(self.as_raw(), &o, v.as_mut().map_or(ptr::null_mut(), |v| v.ptr()), s.ptr()) })
     }
 }

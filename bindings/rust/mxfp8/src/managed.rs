@@ -4,7 +4,7 @@ use std::fmt;
 use std::ptr::{self, NonNull};
 
 use crate::error::{invalid, Error};
-use crate::memory::{numel, row_major_strides, FLOAT32, HOST, UINT8};
+use crate::memory::{numel, row_major_strides, Dtype, HOST};
 use crate::sys::{self, DLDeviceType};
 
 /// An owned DLPack tensor (`DLManagedTensorVersioned`). Dropping it calls its deleter exactly once.
@@ -42,8 +42,8 @@ impl Storage {
 
     fn dtype(&self) -> sys::DLDataType {
         match self {
-            Self::Bytes(_) => UINT8,
-            Self::F32(_) => FLOAT32,
+            Self::Bytes(_) => Dtype::U8.dl(),
+            Self::F32(_) => Dtype::F32.dl(),
         }
     }
 }
@@ -114,36 +114,30 @@ impl ManagedTensor {
     pub unsafe fn from_raw(raw: *mut sys::DLManagedTensorVersioned) -> Option<Self> {
         NonNull::new(raw).map(|raw| Self { raw })
     }
-
     /// Gives up ownership: the caller must call the deleter (or hand the tensor on).
     pub fn into_raw(self) -> *mut sys::DLManagedTensorVersioned {
         let raw = self.raw.as_ptr();
         std::mem::forget(self);
         raw
     }
-
     /// The managed tensor, still owned by `self`.
     pub fn as_raw(&self) -> *mut sys::DLManagedTensorVersioned {
         self.raw.as_ptr()
     }
-
     /// The DLTensor inside.
     pub fn tensor(&self) -> &sys::DLTensor {
         // SAFETY: self.raw is valid until Drop.
         unsafe { &(*self.raw.as_ptr()).dl_tensor }
     }
-
     /// The `DLPACK_FLAG_BITMASK_*` flags.
     pub fn flags(&self) -> u64 {
         // SAFETY: as above.
         unsafe { (*self.raw.as_ptr()).flags }
     }
-
     /// The export made a new buffer (DLPACK_FLAG_BITMASK_IS_COPIED) rather than a view.
     pub fn is_copy(&self) -> bool {
         self.flags() & sys::DLPACK_FLAG_BITMASK_IS_COPIED != 0
     }
-
     /// The shape.
     pub fn shape(&self) -> &[i64] {
         let t = self.tensor();
@@ -168,12 +162,10 @@ impl ManagedTensor {
     pub fn device(&self) -> sys::DLDevice {
         self.tensor().device
     }
-
     /// The element type.
     pub fn dtype(&self) -> sys::DLDataType {
         self.tensor().dtype
     }
-
     /// The address of the first element (data + byte_offset), for device memory.
     pub fn data_ptr(&self) -> *mut c_void {
         let t = self.tensor();
@@ -187,7 +179,6 @@ impl ManagedTensor {
     fn element_count(&self) -> usize {
         numel(self.shape()).unwrap_or(0)
     }
-
     /// The bytes of a contiguous byte tensor in host memory; None for device memory, strided
     /// tensors or elements wider than a byte.
     pub fn as_host_bytes(&self) -> Option<&[u8]> {
@@ -206,7 +197,7 @@ impl ManagedTensor {
     /// The elements of a float32 tensor in host memory in row-major order, read through its strides;
     /// None for device memory or another dtype.
     pub fn to_host_f32(&self) -> Option<Vec<f32>> {
-        if !self.in_host_memory() || self.dtype() != FLOAT32 {
+        if !self.in_host_memory() || self.dtype() != Dtype::F32.dl() {
             return None;
         }
         // SAFETY: a float32 tensor in host memory.

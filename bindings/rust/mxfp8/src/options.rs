@@ -1,11 +1,12 @@
-//! The header's enums as Rust enums, the CUDA stream handle, and the export options.
+//! The header's enums as Rust enums, the CUDA stream handle, and every call's options (public fields
+//! that start from the C `*_INIT` defaults, read from mxfp8-sys, with a setter each).
 use std::ffi::c_void;
 use std::ptr;
 
 use crate::sys;
 
-macro_rules! c_enum {
-    ($(#[$m:meta])* $name:ident ($c_name:literal) { $($(#[$vm:meta])* $v:ident = $c:path),* $(,)? }) => {
+macro_rules! c_enums {
+    ($($(#[$m:meta])* $name:ident ($c_name:literal) { $($(#[$vm:meta])* $v:ident = $c:path),* $(,)? })*) => {$(
         $(#[$m])*
         #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
         pub enum $name {
@@ -26,21 +27,21 @@ macro_rules! c_enum {
                 None
             }
         }
-    };
+    )*};
 }
-pub(crate) use c_enum;
 
-c_enum! {
-    /// The FP8 encoding of the values (`mxfp8_format`).
+c_enums! {
+    /// The encoding of the values (`mxfp8_format`).
     Format("mxfp8_format") {
-        /// float8_e4m3fn (max 448).
+        /// MXFP8 float8_e4m3fn (max 448).
         E4M3 = sys::MXFP8_FORMAT_E4M3,
-        /// float8_e5m2 (max 57344).
+        /// MXFP8 float8_e5m2 (max 57344).
         E5M2 = sys::MXFP8_FORMAT_E5M2,
+        /// NVFP4 (experimental): FP4 E2M1 values two per byte, one E4M3 scale per 16 values, a float32
+        /// amax (the header's "NVFP4 tensors").
+        Nvfp4 = sys::MXFP8_FORMAT_NVFP4,
     }
-}
 
-c_enum! {
     /// How a stored scale buffer is laid out (`mxfp8_scale_layout`).
     ScaleLayout("mxfp8_scale_layout") {
         /// Row-major, possibly padded (Transformer Engine pads rowwise scales to 128 x 4).
@@ -48,9 +49,7 @@ c_enum! {
         /// The cuBLAS 128x4 block-scaling layout.
         GemmSwizzled = sys::MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED,
     }
-}
 
-c_enum! {
     /// The layout of one tensor's parts in a bucket or in an engine's parameters (`mxfp8_scale_layout`). More
     /// layouts may come (engines add kernels), so matches need a `_` arm.
     #[non_exhaustive]
@@ -62,23 +61,19 @@ c_enum! {
         /// DeepGEMM's packed UE8M0 scales on Blackwell (SGLang's `weight_scale_inv_deepgemm` on sm100 /
         /// sm120): int32 `(R, ceil(C/4))` MN-major, rowwise only.
         DeepgemmPacked = sys::MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED,
-        /// DeepGEMM's scales on Hopper (SGLang's `weight_scale_inv_deepgemm` on sm90): float32 `(R, C)`
-        /// row-major, each scale the float32 whose bits are its E8M0 byte `<< 23`, `4 * R * C` bytes;
-        /// rowwise only.
+        /// DeepGEMM's scales on Hopper (SGLang's `weight_scale_inv_deepgemm` on sm90): float32 `(R, C)`,
+        /// each the float32 whose bits are its E8M0 byte `<< 23`; rowwise only.
         DeepgemmFloat32 = sys::MXFP8_SCALE_LAYOUT_DEEPGEMM_FLOAT32,
-        /// FlashInfer's TRT-LLM MoE weights (vLLM's `w2_weight`): value and scale rows permuted inside
-        /// blocks of 32 (row `32b + i` to `32b + 8 * (i % 4) + i / 4`), the permuted scales then in the
-        /// 128x4 layout, `R * roundup(C, 4)` bytes; R a multiple of 128 per expert. Rowwise only, and a
-        /// convert target only ([`Tensor::convert_into`](crate::Tensor::convert_into)): the values move too.
+        /// FlashInfer's TRT-LLM MoE weights (vLLM's `w2_weight`): value and scale rows permuted inside blocks
+        /// of 32 (row `32b + i` to `32b + 8 * (i % 4) + i / 4`), the scales then in the 128x4 layout; R a
+        /// multiple of 128 per expert. Rowwise, a convert target only (the values move too).
         TrtllmShuffled = sys::MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED,
         /// The same for a gated activation's gate-and-up weight (vLLM's `w13_weight`): rows
         /// `[gate; up]` first interleaved (row `2i` <- up row `i`, row `2i + 1` <- gate row `i`), then
         /// shuffled as [`Layout::TrtllmShuffled`].
         TrtllmShuffledGated = sys::MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED_GATED,
     }
-}
 
-c_enum! {
     /// A rewrite of scale bytes some consumers need, applied to every real scale a call writes; padding
     /// stays zero (`mxfp8_scale_fixup`).
     #[non_exhaustive]
@@ -89,19 +84,17 @@ c_enum! {
         /// of zeros decodes to zeros either way.
         ZeroExponentAsOne = sys::MXFP8_SCALE_FIXUP_ZERO_EXPONENT_AS_ONE,
     }
-}
 
-c_enum! {
     /// How many values share one scale (`mxfp8_block`).
     Block("mxfp8_block") {
         /// One scale per 32 consecutive values.
         B1x32 = sys::MXFP8_BLOCK_1X32,
         /// Transformer Engine's 2-D weights: one scale per 32 x 32 block (stored repeated as 1x32 scales).
         B32x32 = sys::MXFP8_BLOCK_32X32,
+        /// One scale per 16 values of a stored row: NVFP4's only block.
+        B1x16 = sys::MXFP8_BLOCK_1X16,
     }
-}
 
-c_enum! {
     /// Which copy of the data a call reads (`mxfp8_direction`).
     Direction("mxfp8_direction") {
         /// Values scaled along K: scales `(*lead, ceil(K/32))`.
@@ -109,29 +102,24 @@ c_enum! {
         /// Values scaled along rows: scales `(ceil(M/32), K)`.
         Columnwise = sys::MXFP8_DIRECTION_COLUMNWISE,
     }
-}
 
-c_enum! {
-    /// The dtype of exported values (`mxfp8_values_dtype`).
+    /// The dtype of exported values (`mxfp8_values_dtype`, read per format).
     ValuesDtype("mxfp8_values_dtype") {
-        /// The float8 dtype of the tensor's format.
+        /// The format's own type: float8 of the format; NVFP4 `kDLFloat4_e2m1fn` (shape in elements).
         Fp8 = sys::MXFP8_VALUES_FP8,
-        /// The same bytes as uint8.
+        /// The same bytes as uint8 (NVFP4: packed, two values a byte, what vLLM loads).
         Uint8 = sys::MXFP8_VALUES_UINT8,
     }
-}
 
-c_enum! {
-    /// The dtype of exported scales (`mxfp8_scales_dtype`); both are the E8M0 byte, 2^(byte - 127).
+    /// The dtype of exported scales (`mxfp8_scales_dtype`, read per format): the stored scale byte either
+    /// way (MXFP8 the E8M0 byte, 2^(byte - 127); NVFP4 the E4M3 byte).
     ScalesDtype("mxfp8_scales_dtype") {
         /// uint8, what vLLM and SGLang load.
         Uint8 = sys::MXFP8_SCALES_UINT8,
-        /// float8_e8m0fnu.
+        /// The format's scale type: float8_e8m0fnu (NVFP4: float8_e4m3fn, vLLM's `weight_scale`).
         E8M0 = sys::MXFP8_SCALES_E8M0,
     }
-}
 
-c_enum! {
     /// What an export does with row-major scales that carry padding columns (`mxfp8_padded_scales`).
     PaddedScales("mxfp8_padded_scales") {
         /// A contiguous copy.
@@ -139,9 +127,7 @@ c_enum! {
         /// A zero-copy view whose row stride is the padded width.
         StridedView = sys::MXFP8_PADDED_SCALES_STRIDED_VIEW,
     }
-}
 
-c_enum! {
     /// Which scales an export returns (`mxfp8_scales_granularity`).
     ScalesGranularity("mxfp8_scales_granularity") {
         /// The stored 1x32 scales.
@@ -149,9 +135,7 @@ c_enum! {
         /// One scale per 32 x 32 block, `(ceil(M/32), ceil(K/32))`, for a [`Block::B32x32`] tensor.
         Per32x32 = sys::MXFP8_SCALES_PER_32X32,
     }
-}
 
-c_enum! {
     /// How the experts' scales sit in a grouped scale buffer (`mxfp8_grouped_scales`).
     GroupedScales("mxfp8_grouped_scales") {
         /// Each expert takes Transformer Engine's per-tensor allocation,
@@ -160,9 +144,7 @@ c_enum! {
         /// Each expert's `rows_e x ceil(K/32)` scales with no padding (row-major only).
         Compact = sys::MXFP8_GROUPED_SCALES_COMPACT,
     }
-}
 
-c_enum! {
     /// How a quantize chooses a block's E8M0 scale (`mxfp8_scale_rounding`).
     #[non_exhaustive]
     ScaleRounding("mxfp8_scale_rounding") {
@@ -170,14 +152,11 @@ c_enum! {
         Rceil = sys::MXFP8_SCALE_ROUNDING_RCEIL,
         /// The OCP MX v1.0 rule: floor(log2(amax)) - emax.
         Floor = sys::MXFP8_SCALE_ROUNDING_FLOOR,
-        /// compressed-tensors' MX rule: amax rounded to a power of two (up from a mantissa of 1.75),
-        /// minus emax; bit-exact with compressed-tensors (llm-compressor's checkpoints). The engines' online
-        /// quantizers (vLLM, SGLang, ModelOpt, FlashInfer) round as [`ScaleRounding::Rceil`] does.
+        /// compressed-tensors' MX rule (llm-compressor's checkpoints): amax rounded to a power of two (up
+        /// from a mantissa of 1.75), minus emax. The engines' online quantizers round as `Rceil` does.
         CompressedTensors = sys::MXFP8_SCALE_ROUNDING_COMPRESSED_TENSORS,
     }
-}
 
-c_enum! {
     /// The layout a quantize writes the scales in (`mxfp8_quantized_scales`).
     QuantizedScales("mxfp8_quantized_scales") {
         /// Compact row-major: what an export returns.
@@ -186,6 +165,42 @@ c_enum! {
         Padded = sys::MXFP8_QUANTIZED_SCALES_PADDED,
         /// The same buffer in the cuBLAS 128x4 layout.
         Swizzled = sys::MXFP8_QUANTIZED_SCALES_SWIZZLED,
+    }
+
+    /// Which second-level scale an export returns, float32, one per amax (`mxfp8_nvfp4_global_scale`).
+    GlobalScale("mxfp8_nvfp4_global_scale") {
+        /// `amax / (6 * E4M3_MAX)`, a float division: the factor that decodes (ModelOpt's and vLLM's
+        /// `weight_scale_2`).
+        Decode = sys::MXFP8_NVFP4_GLOBAL_SCALE_DECODE,
+        /// `(6 * E4M3_MAX) / amax` as Transformer Engine computes it (capped at `f32::MAX`, also for NaN; 1
+        /// for a zero amax or quotient): FlashInfer's global scale, compressed-tensors' `weight_global_scale`.
+        Encode = sys::MXFP8_NVFP4_GLOBAL_SCALE_ENCODE,
+    }
+
+    /// How many second-level amaxes a quantize uses (`mxfp8_nvfp4_amax_scope`).
+    AmaxScope("mxfp8_nvfp4_amax_scope") {
+        /// One float32 for the tensor (Transformer Engine's default).
+        PerTensor = sys::MXFP8_NVFP4_AMAX_PER_TENSOR,
+        /// One float32 per row, M of them (TE's `row_scaled_nvfp4`); rowwise only.
+        PerRow = sys::MXFP8_NVFP4_AMAX_PER_ROW,
+    }
+
+    /// Where a quantize's amax comes from (`mxfp8_nvfp4_amax_mode`).
+    AmaxMode("mxfp8_nvfp4_amax_mode") {
+        /// The quantize computes it (max |x|, NaN skipped, 0 when empty) and writes it to the amax buffer.
+        Compute = sys::MXFP8_NVFP4_AMAX_COMPUTE,
+        /// The quantize reads the amax buffer as given (any float32, used as TE would), and leaves it.
+        Given = sys::MXFP8_NVFP4_AMAX_GIVEN,
+    }
+
+    /// Transformer Engine's "4over6" block scale selection (`mxfp8_nvfp4_4over6`).
+    FourOverSix("mxfp8_nvfp4_4over6") {
+        /// TE's default NVFP4 quantizer.
+        Off = sys::MXFP8_NVFP4_4OVER6_OFF,
+        /// Each block quantized with a map-to-6 and a map-to-4 scale, kept by absolute error (TE's "MAE").
+        Mae = sys::MXFP8_NVFP4_4OVER6_MAE,
+        /// The same, compared by squared error (TE's "MSE").
+        Mse = sys::MXFP8_NVFP4_4OVER6_MSE,
     }
 }
 
@@ -216,7 +231,6 @@ impl Stream {
     pub unsafe fn from_raw(stream: *mut c_void) -> Self {
         Self(stream)
     }
-
     /// The `cudaStream_t`.
     pub fn as_raw(self) -> *mut c_void {
         self.0
@@ -229,24 +243,56 @@ impl Default for Stream {
     }
 }
 
-/// Options of [`Tensor::export`](crate::Tensor::export) and of the batched and bucket exports (which use
-/// only the direction and the stream). `Default` is `MXFP8_EXPORT_OPTIONS_INIT`, read from mxfp8-sys
-/// (whose defaults a test compares with the C macro).
+/// A setter per public field, and `new()`, the defaults.
+macro_rules! setters {
+    ($t:ident { $($field:ident: $ty:ty),* $(,)? }) => {
+        impl $t {
+            /// The defaults (the C `*_INIT` initializer).
+            pub fn new() -> Self {
+                Self::default()
+            }
+            $(
+                #[doc = concat!("Sets the `", stringify!($field), "` field.")]
+                pub fn $field(mut self, value: $ty) -> Self {
+                    self.$field = value;
+                    self
+                }
+            )*
+        }
+    };
+}
+
+/// Options of [`Tensor::export`](crate::Tensor::export), [`Tensor::global_scale`](crate::Tensor::global_scale),
+/// the grouped exports and [`export_scales_batched`](crate::export_scales_batched) (`mxfp8_export_options`).
+/// `Default` is `MXFP8_EXPORT_OPTIONS_INIT`, read from mxfp8-sys (whose defaults a test compares with the
+/// C macro).
 ///
 /// ```
 /// use mxfp8::{Direction, ExportOptions, ScalesDtype};
 /// let options = ExportOptions::new().direction(Direction::Columnwise).scales_dtype(ScalesDtype::E8M0);
-/// assert_eq!(options.get_direction(), Direction::Columnwise);
+/// assert_eq!(options.direction, Direction::Columnwise);
 /// ```
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ExportOptions {
-    direction: Direction,
-    values_dtype: ValuesDtype,
-    scales_dtype: ScalesDtype,
-    padded_scales: PaddedScales,
-    granularity: ScalesGranularity,
-    scale_fixup: ScaleFixup,
-    stream: Stream,
+    /// Which direction to export (default rowwise).
+    pub direction: Direction,
+    /// The dtype of the values (default the format's own: float8, NVFP4 float4).
+    pub values_dtype: ValuesDtype,
+    /// The dtype of the scales (default uint8).
+    pub scales_dtype: ScalesDtype,
+    /// Padded row-major scales as a copy (default) or a strided view.
+    pub padded_scales: PaddedScales,
+    /// Per-32 (default) or per-32x32 scales.
+    pub granularity: ScalesGranularity,
+    /// The fix-up of every scale the batched export writes (the other exports take only
+    /// [`ScaleFixup::None`]: the library refuses the rest).
+    pub scale_fixup: ScaleFixup,
+    /// The convention of an NVFP4 tensor's global scale (default decode).
+    pub global_scale: GlobalScale,
+    /// Only this shard of the tensor (default: the whole tensor; `options.shard` of the C export).
+    pub shard: Option<crate::Shard>,
+    /// The stream copies of CUDA memory run on (default: the legacy default stream).
+    pub stream: Stream,
 }
 
 impl Default for ExportOptions {
@@ -259,85 +305,27 @@ impl Default for ExportOptions {
             padded_scales: known(PaddedScales::from_raw(c.padded_scales), "padded_scales"),
             granularity: known(ScalesGranularity::from_raw(c.scales_granularity), "scales_granularity"),
             scale_fixup: known(ScaleFixup::from_raw(c.scale_fixup), "scale_fixup"),
+            global_scale: known(GlobalScale::from_raw(c.global_scale), "global_scale"),
+            shard: None,
             stream: Stream(c.stream),
         }
     }
 }
 
+setters!(ExportOptions {
+    direction: Direction,
+    values_dtype: ValuesDtype,
+    scales_dtype: ScalesDtype,
+    padded_scales: PaddedScales,
+    granularity: ScalesGranularity,
+    scale_fixup: ScaleFixup,
+    global_scale: GlobalScale,
+    shard: Option<crate::Shard>,
+    stream: Stream,
+});
+
 impl ExportOptions {
-    /// The defaults (`MXFP8_EXPORT_OPTIONS_INIT`).
-    pub fn new() -> Self {
-        Self::default()
-    }
-    /// Which direction to export (default rowwise).
-    pub fn direction(mut self, direction: Direction) -> Self {
-        self.direction = direction;
-        self
-    }
-    /// The dtype of the values (default float8).
-    pub fn values_dtype(mut self, dtype: ValuesDtype) -> Self {
-        self.values_dtype = dtype;
-        self
-    }
-    /// The dtype of the scales (default uint8).
-    pub fn scales_dtype(mut self, dtype: ScalesDtype) -> Self {
-        self.scales_dtype = dtype;
-        self
-    }
-    /// Padded row-major scales as a copy (default) or a strided view.
-    pub fn padded_scales(mut self, padded: PaddedScales) -> Self {
-        self.padded_scales = padded;
-        self
-    }
-    /// Per-32 (default) or per-32x32 scales.
-    pub fn granularity(mut self, granularity: ScalesGranularity) -> Self {
-        self.granularity = granularity;
-        self
-    }
-    /// The stream copies of CUDA memory run on (default: the legacy default stream).
-    pub fn stream(mut self, stream: Stream) -> Self {
-        self.stream = stream;
-        self
-    }
-    /// The scale fix-up applied to every scale written by the batched export, buckets and the tensor
-    /// import (default none). [`Tensor::export`](crate::Tensor::export), whose scales may be views,
-    /// [`GroupedTensor::export_stacked`](crate::GroupedTensor::export_stacked), the shard exports and
-    /// [`GroupedTensor::export_experts`](crate::GroupedTensor::export_experts) refuse anything but
-    /// [`ScaleFixup::None`] ([`Status::InvalidArgument`](crate::Status::InvalidArgument)); the calls with
-    /// shards refuse it for a tensor with a shard ([`Status::Unsupported`](crate::Status::Unsupported)).
-    pub fn scale_fixup(mut self, fixup: ScaleFixup) -> Self {
-        self.scale_fixup = fixup;
-        self
-    }
-    /// The scale fix-up set.
-    pub fn get_scale_fixup(&self) -> ScaleFixup {
-        self.scale_fixup
-    }
-    /// The direction set.
-    pub fn get_direction(&self) -> Direction {
-        self.direction
-    }
-    /// The values dtype set.
-    pub fn get_values_dtype(&self) -> ValuesDtype {
-        self.values_dtype
-    }
-    /// The scales dtype set.
-    pub fn get_scales_dtype(&self) -> ScalesDtype {
-        self.scales_dtype
-    }
-    /// The padded-scales choice set.
-    pub fn get_padded_scales(&self) -> PaddedScales {
-        self.padded_scales
-    }
-    /// The granularity set.
-    pub fn get_granularity(&self) -> ScalesGranularity {
-        self.granularity
-    }
-    /// The stream set.
-    pub fn get_stream(&self) -> Stream {
-        self.stream
-    }
-    /// The C struct (no allocator: copies are allocated by the library).
+    /// The C struct without the shard (no allocator: copies are allocated by the library).
     pub fn to_sys(&self) -> sys::mxfp8_export_options {
         sys::mxfp8_export_options {
             direction: self.direction.to_raw(),
@@ -347,7 +335,216 @@ impl ExportOptions {
             stream: self.stream.as_raw(),
             scales_granularity: self.granularity.to_raw(),
             scale_fixup: self.scale_fixup.to_raw(),
+            global_scale: self.global_scale.to_raw(),
             ..Default::default()
         }
     }
+}
+
+/// Options of [`Tensor::convert_into`](crate::Tensor::convert_into) and
+/// [`GroupedTensor::convert_into`](crate::GroupedTensor::convert_into) (`mxfp8_convert_options`).
+/// `Default` is `MXFP8_CONVERT_OPTIONS_INIT`: compact scales, rowwise, no fix-up, the legacy default stream.
+///
+/// ```
+/// use mxfp8::{ConvertOptions, Layout};
+/// let deepgemm = ConvertOptions::new().target(Layout::DeepgemmPacked);
+/// assert_eq!(deepgemm.target, Layout::DeepgemmPacked);
+/// ```
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct ConvertOptions {
+    /// The layout the scales are written in (default [`Layout::Compact`]).
+    pub target: Layout,
+    /// The direction read from a tensor (default rowwise; the DeepGEMM and TRT-LLM layouts are rowwise only).
+    pub direction: Direction,
+    /// The rewrite applied to every real scale written (default none).
+    pub scale_fixup: ScaleFixup,
+    /// The stream CUDA work is queued on (unused for host memory).
+    pub stream: Stream,
+}
+
+impl Default for ConvertOptions {
+    fn default() -> Self {
+        let c = sys::mxfp8_convert_options::default();
+        Self {
+            target: known(Layout::from_raw(c.target), "target"),
+            direction: known(Direction::from_raw(c.direction), "direction"),
+            scale_fixup: known(ScaleFixup::from_raw(c.scale_fixup), "scale_fixup"),
+            stream: Stream(c.stream),
+        }
+    }
+}
+
+setters!(ConvertOptions { target: Layout, direction: Direction, scale_fixup: ScaleFixup, stream: Stream });
+
+impl ConvertOptions {
+    /// The C struct.
+    pub fn to_sys(&self) -> sys::mxfp8_convert_options {
+        sys::mxfp8_convert_options {
+            target: self.target.to_raw(),
+            direction: self.direction.to_raw(),
+            scale_fixup: self.scale_fixup.to_raw(),
+            stream: self.stream.as_raw(),
+            ..Default::default()
+        }
+    }
+}
+
+/// Options of [`quantize`](crate::quantize), [`quantize_both`](crate::quantize_both) and
+/// [`quantize_into`](crate::quantize_into) (`mxfp8_quantize_options`). `Default` is
+/// `MXFP8_QUANTIZE_OPTIONS_INIT`: E4M3, 1x32 blocks, RCEIL, compact scales, float8 values, uint8 scales.
+///
+/// ```
+/// use mxfp8::{QuantizeOptions, QuantizedScales, ScaleRounding};
+/// let te_layout = QuantizeOptions::new().scales(QuantizedScales::Swizzled);
+/// assert_eq!(te_layout.rounding, ScaleRounding::Rceil);
+/// ```
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct QuantizeOptions {
+    /// The FP8 encoding.
+    pub format: Format,
+    /// 1x32 or 32x32 blocks.
+    pub block: Block,
+    /// How each block's scale is chosen.
+    pub rounding: ScaleRounding,
+    /// The layout the scales are written in.
+    pub scales: QuantizedScales,
+    /// The dtype of the values [`quantize`](crate::quantize) allocates.
+    pub values_dtype: ValuesDtype,
+    /// The dtype of the scales [`quantize`](crate::quantize) allocates.
+    pub scales_dtype: ScalesDtype,
+    /// The stream CUDA work runs on.
+    pub stream: Stream,
+}
+
+impl Default for QuantizeOptions {
+    fn default() -> Self {
+        let c = sys::mxfp8_quantize_options::default();
+        Self {
+            format: known(Format::from_raw(c.format), "format"),
+            block: known(Block::from_raw(c.block), "block"),
+            rounding: known(ScaleRounding::from_raw(c.scale_rounding), "scale_rounding"),
+            scales: known(QuantizedScales::from_raw(c.scales_layout), "scales_layout"),
+            values_dtype: known(ValuesDtype::from_raw(c.values_dtype), "values_dtype"),
+            scales_dtype: known(ScalesDtype::from_raw(c.scales_dtype), "scales_dtype"),
+            stream: Stream(c.stream),
+        }
+    }
+}
+
+setters!(QuantizeOptions {
+    format: Format,
+    block: Block,
+    rounding: ScaleRounding,
+    scales: QuantizedScales,
+    values_dtype: ValuesDtype,
+    scales_dtype: ScalesDtype,
+    stream: Stream,
+});
+
+impl QuantizeOptions {
+    /// The C struct (no allocator: the library allocates).
+    pub fn to_sys(&self) -> sys::mxfp8_quantize_options {
+        sys::mxfp8_quantize_options {
+            format: self.format.to_raw(),
+            block: self.block.to_raw(),
+            scale_rounding: self.rounding.to_raw(),
+            scales_layout: self.scales.to_raw(),
+            values_dtype: self.values_dtype.to_raw(),
+            scales_dtype: self.scales_dtype.to_raw(),
+            stream: self.stream.as_raw(),
+            ..Default::default()
+        }
+    }
+
+}
+
+/// Options of [`Tensor::dequantize_into`](crate::Tensor::dequantize_into) (`mxfp8_dequantize_options`).
+/// `Default` is `MXFP8_DEQUANTIZE_OPTIONS_INIT`: rowwise, the legacy default stream.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct DequantizeOptions {
+    /// Which direction to decode.
+    pub direction: Direction,
+    /// The stream CUDA work runs on.
+    pub stream: Stream,
+}
+
+impl Default for DequantizeOptions {
+    fn default() -> Self {
+        let c = sys::mxfp8_dequantize_options::default();
+        Self { direction: known(Direction::from_raw(c.direction), "direction"), stream: Stream(c.stream) }
+    }
+}
+
+setters!(DequantizeOptions { direction: Direction, stream: Stream });
+
+impl DequantizeOptions {
+    /// The C struct.
+    pub fn to_sys(&self) -> sys::mxfp8_dequantize_options {
+        sys::mxfp8_dequantize_options { direction: self.direction.to_raw(), stream: self.stream.as_raw(), ..Default::default() }
+    }
+}
+
+/// Options of [`nvfp4_quantize_into`](crate::nvfp4_quantize_into) (`mxfp8_nvfp4_quantize_options`).
+/// `Default` is `MXFP8_NVFP4_QUANTIZE_OPTIONS_INIT`: per-tensor amax, computed, no 4over6, E4M3_MAX 448,
+/// compact scales, rowwise, the legacy default stream.
+///
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Nvfp4QuantizeOptions {
+    /// One amax per tensor (default) or per row (rowwise, one input only).
+    pub amax_scope: AmaxScope,
+    /// Compute the amax (default) or read the one given.
+    pub amax_mode: AmaxMode,
+    /// TE's 4over6 selection (default off).
+    pub four_over_six: FourOverSix,
+    /// E4M3_MAX of the second level: 448 (default), or 256 with 4over6 only.
+    pub e4m3_max: i32,
+    /// The layout the block scales are written in: compact (default), TE's padded buffer, or that buffer
+    /// in the cuBLAS 128x4 layout.
+    pub scales: QuantizedScales,
+    /// Rowwise (default), or columnwise: the `(K, M)` transpose, blocked along M, as TE stores it.
+    pub direction: Direction,
+    /// The stream CUDA work runs on.
+    pub stream: Stream,
+}
+
+impl Default for Nvfp4QuantizeOptions {
+    fn default() -> Self {
+        let c = sys::mxfp8_nvfp4_quantize_options::default();
+        Self {
+            amax_scope: known(AmaxScope::from_raw(c.amax_scope), "amax_scope"),
+            amax_mode: known(AmaxMode::from_raw(c.amax_mode), "amax_mode"),
+            four_over_six: known(FourOverSix::from_raw(c.four_over_six), "four_over_six"),
+            e4m3_max: c.e4m3_max,
+            scales: known(QuantizedScales::from_raw(c.scales_layout), "scales_layout"),
+            direction: known(Direction::from_raw(c.direction), "direction"),
+            stream: Stream(c.stream),
+        }
+    }
+}
+
+setters!(Nvfp4QuantizeOptions {
+    amax_scope: AmaxScope,
+    amax_mode: AmaxMode,
+    four_over_six: FourOverSix,
+    e4m3_max: i32,
+    scales: QuantizedScales,
+    direction: Direction,
+    stream: Stream,
+});
+
+impl Nvfp4QuantizeOptions {
+    /// The C struct.
+    pub fn to_sys(&self) -> sys::mxfp8_nvfp4_quantize_options {
+        sys::mxfp8_nvfp4_quantize_options {
+            amax_scope: self.amax_scope.to_raw(),
+            amax_mode: self.amax_mode.to_raw(),
+            four_over_six: self.four_over_six.to_raw(),
+            e4m3_max: self.e4m3_max,
+            scales_layout: self.scales.to_raw(),
+            direction: self.direction.to_raw(),
+            stream: self.stream.as_raw(),
+            ..Default::default()
+        }
+    }
+
 }

@@ -1,14 +1,9 @@
-//! Resharding: one shard of a tensor (rows of M, K columns, or several row ranges of a fused weight),
-//! exported straight from the stored scales (`mxfp8_export_components` with `options.shard`; the header's
-//! "Resharding" section).
+//! Resharding: one shard of a tensor (rows of M, K columns, or several row ranges of a fused weight), for
+//! an export (`ExportOptions::shard`) or a transfer's entry (`Transfer::shards`; the header's "Resharding").
 use core::ops::Range;
 use core::ptr;
 
-use crate::error::{check, Error};
-use crate::managed::ManagedTensor;
-use crate::options::ExportOptions;
 use crate::sys;
-use crate::tensor::{Components, Tensor};
 
 /// Which part of a tensor: row ranges of M (concatenated in order; empty: every row) and a range of K
 /// columns (None: all of K). Rowwise, K boundaries are multiples of 32 (or K); columnwise, row
@@ -26,27 +21,22 @@ impl Shard {
     pub fn whole() -> Self {
         Self::default()
     }
-
     /// Rows `rows` of M (a shard of N for a column-parallel weight).
     pub fn rows(rows: Range<i64>) -> Self {
         Self { rows: vec![rows], cols: None }
     }
-
     /// K columns `cols` (a shard of K for a row-parallel weight).
     pub fn cols(cols: Range<i64>) -> Self {
         Self { rows: Vec::new(), cols: Some(cols) }
     }
-
     /// Several row ranges, concatenated.
     pub fn row_pieces(pieces: &[Range<i64>]) -> Self {
         Self { rows: pieces.to_vec(), cols: None }
     }
-
     /// Whether this is the whole tensor (no row range, no column range).
     pub fn is_whole(&self) -> bool {
         self.rows.is_empty() && self.cols.is_none()
     }
-
     /// The shape of this shard of a tensor of logical `shape` `(*lead, K)`: the tensor's own shape for
     /// the whole tensor, else `(rows, cols)` (the sum of the row ranges or M, the column range or K),
     /// what a receiver's manifest and destinations describe. Ranges are not checked here (the library
@@ -83,56 +73,27 @@ impl Shard {
         }
         (raw, pieces)
     }
-
-    /// Runs `f` with the C struct, whose piece array lives for the call.
-    pub(crate) fn with_raw<R>(&self, f: impl FnOnce(&sys::mxfp8_shard) -> R) -> R {
-        let (raw, _pieces) = self.to_raw();
-        f(&raw)
-    }
 }
 
 /// Shards as the C calls take them: one pointer per tensor, NULL for a whole one. The pointers point
-/// into the boxed structs and piece arrays held here, valid as long as this value.
+/// into the structs and piece arrays held here (heap buffers that never grow), valid as long as this value.
 pub(crate) struct RawShards {
-    _structs: Vec<Box<(sys::mxfp8_shard, Vec<i64>)>>,
+    _structs: Vec<(sys::mxfp8_shard, Vec<i64>)>,
     pointers: Vec<*const sys::mxfp8_shard>,
 }
 
 impl RawShards {
     pub(crate) fn new(shards: &[Shard]) -> Self {
-        let structs: Vec<Box<(sys::mxfp8_shard, Vec<i64>)>> = shards.iter().map(|s| Box::new(s.to_raw())).collect();
+        let structs: Vec<(sys::mxfp8_shard, Vec<i64>)> = shards.iter().map(Shard::to_raw).collect();
         let pointers = structs.iter().zip(shards).map(|(b, s)| if s.is_whole() { ptr::null() } else { &b.0 as *const _ }).collect();
         Self { _structs: structs, pointers }
     }
-
     /// The array of `count` pointers (NULL when there are no shards at all).
     pub(crate) fn as_ptr(&self) -> *const *const sys::mxfp8_shard {
         if self.pointers.is_empty() {
             ptr::null()
         } else {
             self.pointers.as_ptr()
-        }
-    }
-}
-
-impl Tensor {
-    /// Exports one shard of `options`' direction: values `(rows, cols)` (a strided view for one row range,
-    /// else a copy) and the shard's compact scales, exactly the crop of [`Tensor::export`]'s.
-    pub fn export_shard(&self, shard: &Shard, options: &ExportOptions) -> Result<Components, Error> {
-        let mut o = options.to_sys();
-        let (mut values, mut scales) = (ptr::null_mut(), ptr::null_mut());
-        // SAFETY: valid handle and options, whose shard (and its pieces) lives for the call; both
-        // outputs are written only on success.
-        shard.with_raw(|raw| {
-            o.shard = raw;
-            check(unsafe { sys::mxfp8_export_components(self.as_raw(), &o, &mut values, &mut scales) })
-        })?;
-        // SAFETY: on success both are fresh managed tensors that we now own.
-        unsafe {
-            Ok(Components {
-                values: ManagedTensor::from_raw(values).expect("values"),
-                scales: ManagedTensor::from_raw(scales).expect("scales"),
-            })
         }
     }
 }

@@ -1,24 +1,46 @@
-//! An MXFP8 tensor: describe, validate, export (one tensor, or many tensors' scales in one call).
-use std::ffi::c_void;
+//! One tensor of any format (MXFP8 E4M3/E5M2, NVFP4): describe, validate, export, decode, convert.
 use std::fmt;
 use std::ptr::{self, NonNull};
 
 use crate::error::{check, invalid, Error};
 use crate::managed::ManagedTensor;
-use crate::memory::{dl_tensor, DeviceBytes, HOST, UINT8};
-use crate::options::{known, Block, Direction, ExportOptions, Format, ScaleLayout};
+use crate::memory::{numel, BufMut};
+use crate::options::{known, Block, ConvertOptions, DequantizeOptions, Direction, ExportOptions, Format, ScaleLayout};
+use crate::shard::RawShards;
 use crate::sys;
 
-/// Describes an MXFP8 tensor; [`build`](Self::build) validates it into a [`Tensor`]. The defaults
-/// (format, scale layout, block) are `MXFP8_TENSOR_DESC_INIT`'s, read from mxfp8-sys.
+/// E4M3_MAX of an NVFP4 tensor that does not say otherwise: Transformer Engine's default (256 is its 4over6).
+const DEFAULT_E4M3_MAX: i32 = 448;
+
+/// Describes a tensor (`mxfp8_tensor_desc`); [`build`](Self::build) validates it into a [`Tensor`].
+/// The defaults (format, scale layout, block) are `MXFP8_TENSOR_DESC_INIT`'s, read from mxfp8-sys; an
+/// NVFP4 tensor ([`Format::Nvfp4`]) takes block 1x16 and E4M3_MAX 448 unless told otherwise, and one
+/// float32 amax per direction ([`amax`](Self::amax)).
+///
+/// ```
+/// # use mxfp8::{Direction, Format, ManagedTensor, TensorBuilder};
+/// # fn main() -> Result<(), mxfp8::Error> {
+/// // An NVFP4 (2, 32) tensor: 2 rows of 16 bytes, 2 scales per row, one amax.
+/// let tensor = TensorBuilder::new()
+///     .format(Format::Nvfp4)
+///     .rowwise(ManagedTensor::from_host_bytes(vec![0x21; 32], &[2, 16])?,
+///              ManagedTensor::from_host_bytes(vec![0x38; 4], &[2, 2])?)
+///     .amax(Direction::Rowwise, ManagedTensor::from_host_f32(vec![2688.0], &[1])?)
+///     .build()?;
+/// // 0x21: 0.5 (low nibble), 1.0 (high); scale 0x38 = 1.0; global decode 2688 / 2688 = 1.
+/// assert_eq!(&tensor.dequantize_host(Direction::Rowwise)?[..2], &[0.5, 1.0]);
+/// assert_eq!((tensor.shape(), tensor.e4m3_max()), (&[2, 32][..], Some(448)));
+/// # Ok(()) }
+/// ```
 #[derive(Debug)]
 pub struct TensorBuilder {
     format: Format,
     layout: ScaleLayout,
-    block: Block,
+    block: Option<Block>,
+    e4m3_max: Option<i32>,
     shape: Option<Vec<i64>>,
-    rowwise: Option<(ManagedTensor, ManagedTensor)>,
-    columnwise: Option<(ManagedTensor, ManagedTensor)>,
+    /// Rowwise then columnwise: data, scales, amax.
+    parts: [[Option<ManagedTensor>; 3]; 2],
 }
 
 impl Default for TensorBuilder {
@@ -27,97 +49,125 @@ impl Default for TensorBuilder {
         Self {
             format: known(Format::from_raw(c.format), "format"),
             layout: known(ScaleLayout::from_raw(c.scale_layout), "scale_layout"),
-            block: known(Block::from_raw(c.block), "block"),
+            block: None,
+            e4m3_max: None,
             shape: None,
-            rowwise: None,
-            columnwise: None,
+            parts: Default::default(),
         }
     }
 }
 
 impl TensorBuilder {
-    /// The defaults: E4M3, row-major scales, 1x32 blocks, the shape taken from the data.
+    /// The defaults: E4M3, row-major scales, the format's block, the shape taken from the data.
     pub fn new() -> Self {
         Self::default()
     }
-    /// The FP8 encoding of the values.
+    /// The encoding of the values.
     pub fn format(mut self, format: Format) -> Self {
         self.format = format;
         self
     }
-    /// The layout of both directions' scales.
+    /// The layout of both directions' scales (TE's `with_gemm_swizzled_scales`).
     pub fn scale_layout(mut self, layout: ScaleLayout) -> Self {
         self.layout = layout;
         self
     }
-    /// 1x32 or Transformer Engine's 32x32 blocks.
+    /// 1x32 or Transformer Engine's 32x32 blocks for MXFP8 (default 1x32); NVFP4's is 1x16.
     pub fn block(mut self, block: Block) -> Self {
-        self.block = block;
+        self.block = Some(block);
         self
     }
-    /// The logical shape `(*lead, K)`, checked against the data (default: the data's shape).
+    /// NVFP4's E4M3_MAX: 448 (default), or 256 for TE's 4over6 tensors (`nvfp4_e4m3_max`).
+    pub fn e4m3_max(mut self, e4m3_max: i32) -> Self {
+        self.e4m3_max = Some(e4m3_max);
+        self
+    }
+    /// The logical shape `(*lead, K)`, checked against the data (default: from the data).
     pub fn shape(mut self, shape: &[i64]) -> Self {
         self.shape = Some(shape.to_vec());
         self
     }
-    /// The rowwise values and scales.
+    /// The rowwise values and scales (NVFP4: packed `(*lead, K/2)` bytes and E4M3 block scales).
     pub fn rowwise(mut self, data: ManagedTensor, scale_inv: ManagedTensor) -> Self {
-        self.rowwise = Some((data, scale_inv));
+        (self.parts[0][0], self.parts[0][1]) = (Some(data), Some(scale_inv));
         self
     }
-    /// The columnwise values (in the tensor's shape, not transposed) and scales.
+    /// The columnwise values (MXFP8: in the tensor's shape; NVFP4: the stored `(K, M/2)` transpose) and scales.
     pub fn columnwise(mut self, data: ManagedTensor, scale_inv: ManagedTensor) -> Self {
-        self.columnwise = Some((data, scale_inv));
+        (self.parts[1][0], self.parts[1][1]) = (Some(data), Some(scale_inv));
         self
     }
-
-    /// Validates everything (shapes, dtypes, devices, buffer sizes). On success the tensor owns the
-    /// inputs; on failure they are dropped with the builder.
+    /// An NVFP4 direction's float32 amax: one, or (rowwise) one per row.
+    pub fn amax(mut self, direction: Direction, amax: ManagedTensor) -> Self {
+        self.parts[direction as usize][2] = Some(amax);
+        self
+    }
+    /// Validates everything (shapes, dtypes, devices, buffer sizes, amax counts). On success the tensor
+    /// owns the inputs; on failure they are dropped with the builder.
     pub fn build(self) -> Result<Tensor, Error> {
-        let raw_of = |pair: &Option<(ManagedTensor, ManagedTensor)>| match pair {
-            Some((d, s)) => (d.as_raw(), s.as_raw()),
-            None => (ptr::null_mut(), ptr::null_mut()),
-        };
-        let (rowwise_data, rowwise_scale_inv) = raw_of(&self.rowwise);
-        let (columnwise_data, columnwise_scale_inv) = raw_of(&self.columnwise);
+        let nvfp4 = self.format == Format::Nvfp4;
+        let block = self.block.unwrap_or(if nvfp4 { Block::B1x16 } else { Block::B1x32 });
+        let e4m3_max = self.e4m3_max.unwrap_or(if nvfp4 { DEFAULT_E4M3_MAX } else { 0 });
+        let raw = |d: usize, i: usize| self.parts[d][i].as_ref().map_or(ptr::null_mut(), ManagedTensor::as_raw);
         let desc = sys::mxfp8_tensor_desc {
             format: self.format.to_raw(),
             scale_layout: self.layout.to_raw(),
             ndim: self.shape.as_ref().map_or(0, |s| s.len() as i32),
             shape: self.shape.as_ref().map_or(ptr::null(), |s| s.as_ptr()),
-            rowwise_data,
-            rowwise_scale_inv,
-            columnwise_data,
-            columnwise_scale_inv,
-            block: self.block.to_raw(),
+            rowwise_data: raw(0, 0),
+            rowwise_scale_inv: raw(0, 1),
+            rowwise_amax: raw(0, 2),
+            columnwise_data: raw(1, 0),
+            columnwise_scale_inv: raw(1, 1),
+            columnwise_amax: raw(1, 2),
+            block: block.to_raw(),
+            e4m3_max,
             ..Default::default()
         };
         let mut out = ptr::null_mut();
         // SAFETY: desc and its pointers are valid for the call; on success the library took the
         // managed tensors, so they must not be dropped here.
         check(unsafe { sys::mxfp8_tensor_create(&desc, &mut out) })?;
-        let data_shape = self.rowwise.as_ref().or(self.columnwise.as_ref()).map(|(d, _)| d.shape().to_vec());
-        let shape = self.shape.or(data_shape).unwrap_or_default();
-        for pair in [self.rowwise, self.columnwise].into_iter().flatten() {
-            pair.0.into_raw();
-            pair.1.into_raw();
+        let [row, col] = self.parts;
+        let shape = match (self.shape, &row[0], &col[0]) {
+            (Some(shape), ..) => shape,
+            (None, Some(d), _) if nvfp4 => unpacked(d.shape(), d),
+            (None, None, Some(d)) if nvfp4 => match d.shape().split_first() {
+                // The header's rule for columnwise data: (K, d1, ..., dn) is (d1, ..., 2 * dn, K).
+                Some((&k, rest)) => unpacked(rest, d).into_iter().chain([k]).collect(),
+                None => Vec::new(),
+            },
+            (None, Some(d), _) | (None, None, Some(d)) => d.shape().to_vec(),
+            (None, None, None) => Vec::new(),
+        };
+        for part in row.into_iter().chain(col).flatten() {
+            part.into_raw();
         }
         let raw = NonNull::new(out).expect("mxfp8_tensor_create returned OK and NULL");
-        Ok(Tensor { raw, shape, format: self.format, block: self.block })
+        Ok(Tensor { raw, shape, format: self.format, block, e4m3_max })
     }
 }
 
-/// A validated MXFP8 tensor (the C `mxfp8_tensor` handle). Immutable; export from it on any thread.
+/// NVFP4 data dimensions with the last one counted in values: twice the bytes of uint8 data.
+fn unpacked(dims: &[i64], data: &ManagedTensor) -> Vec<i64> {
+    let mut shape = dims.to_vec();
+    if let (Some(last), 8) = (shape.last_mut(), data.dtype().bits) {
+        *last *= 2;
+    }
+    shape
+}
+
+/// A validated tensor of any format (the C `mxfp8_tensor` handle). Immutable; export from it on any thread.
 pub struct Tensor {
     pub(crate) raw: NonNull<sys::mxfp8_tensor>,
     shape: Vec<i64>,
     format: Format,
     block: Block,
+    e4m3_max: i32,
 }
 
-// SAFETY: mxfp8.h: "An immutable, reference-counted handle [...] Thread-safe: any number of threads may
-// export from one handle at once." Its reference count is atomic, so it may also be released (dropped)
-// on another thread than the one that made it.
+// SAFETY: tensor.h: an immutable, reference-counted handle, thread-safe: any number of threads may export
+// from one handle at once. Its reference count is atomic, so it may also be released on another thread.
 unsafe impl Send for Tensor {}
 unsafe impl Sync for Tensor {}
 
@@ -129,104 +179,158 @@ impl fmt::Debug for Tensor {
 
 impl Drop for Tensor {
     fn drop(&mut self) {
-        // SAFETY: we own one reference.
+        // SAFETY: we own one reference; exported views hold their own.
         unsafe { sys::mxfp8_tensor_release(self.raw.as_ptr()) }
     }
 }
 
-/// The values (always a view) and compact scales (a view or a copy) of one direction.
+/// One direction of an export. Each part keeps what it views alive on its own, so it may outlive the
+/// [`Tensor`].
 #[derive(Debug)]
 pub struct Components {
-    /// The FP8 values in the tensor's logical shape: a view that keeps its source alive.
+    /// The values, always a zero-copy view: the logical shape (NVFP4: the stored matrix, packed bytes
+    /// or float4).
     pub values: ManagedTensor,
-    /// The compact scales: `(*lead, ceil(K/32))` rowwise, `(ceil(M/32), K)` columnwise.
+    /// The compact scales (MXFP8 `(*lead, ceil(K/32))` rowwise, `(ceil(M/32), K)` columnwise; NVFP4
+    /// `(rows, ceil(cols/16))` of the stored matrix): a view, or a copy flagged as one.
     pub scales: ManagedTensor,
+    /// NVFP4 only: float32, the amax's shape, in the options' global-scale convention (a copy); None
+    /// for MXFP8.
+    pub global_scale: Option<ManagedTensor>,
+}
+
+impl Components {
+    /// The outputs of an export call.
+    ///
+    /// # Safety
+    /// Both are fresh managed tensors (non-NULL after a successful call) that the caller owns.
+    pub(crate) unsafe fn take(values: *mut sys::DLManagedTensorVersioned, scales: *mut sys::DLManagedTensorVersioned,
+                              global_scale: Option<ManagedTensor>) -> Self {
+        let take = |p| ManagedTensor::from_raw(p).expect("an export returned OK and no output");
+        Components { values: take(values), scales: take(scales), global_scale }
+    }
+}
+
+/// The C export options of `options` and the shard their `shard` points to (which must outlive them).
+fn with_shard(options: &ExportOptions) -> (sys::mxfp8_export_options, RawShards) {
+    let (mut o, shard) = (options.to_sys(), RawShards::new(options.shard.as_slice()));
+    if options.shard.is_some() {
+        // SAFETY: one pointer, into `shard`'s heap buffers, which move with it unchanged.
+        o.shard = unsafe { *shard.as_ptr() };
+    }
+    (o, shard)
 }
 
 /// The compact scale shape of a tensor of logical `shape` in `direction` (an empty shape is one value).
-pub fn compact_scales_shape(shape: &[i64], direction: Direction) -> Vec<i64> {
-    let Some((&k, lead)) = shape.split_last() else { return vec![1] };
-    match direction {
-        Direction::Rowwise => lead.iter().copied().chain([(k + 31) / 32]).collect(),
-        Direction::Columnwise => vec![(lead.iter().product::<i64>() + 31) / 32, k],
+pub(crate) fn compact_scales_shape(shape: &[i64], direction: Direction, format: Format) -> Vec<i64> {
+    let Some((&k, lead)) = shape.split_last() else { return vec![1, 1] };
+    let m = lead.iter().product::<i64>();
+    match (format, direction) {
+        (Format::Nvfp4, Direction::Rowwise) => vec![m, (k + 15) / 16],
+        (Format::Nvfp4, Direction::Columnwise) => vec![k, (m + 15) / 16],
+        (_, Direction::Rowwise) => lead.iter().copied().chain([(k + 31) / 32]).collect(),
+        (_, Direction::Columnwise) => vec![(m + 31) / 32, k],
     }
 }
 
 impl Tensor {
     pub(crate) fn from_handle(raw: NonNull<sys::mxfp8_tensor>, shape: Vec<i64>, format: Format) -> Self {
-        Self { raw, shape, format, block: Block::B1x32 }
+        Self { raw, shape, format, block: Block::B1x32, e4m3_max: 0 }
     }
-
     /// The logical shape `(*lead, K)`.
     pub fn shape(&self) -> &[i64] {
         &self.shape
     }
-
-    /// The FP8 encoding of the values.
+    /// The encoding of the values.
     pub fn format(&self) -> Format {
         self.format
     }
-
     /// The block the tensor was described with ([`Block::B1x32`] for a grouped expert).
     pub fn block(&self) -> Block {
         self.block
     }
-
+    /// NVFP4's E4M3_MAX (448 or 256); None for an MXFP8 tensor.
+    pub fn e4m3_max(&self) -> Option<i32> {
+        (self.format == Format::Nvfp4).then_some(self.e4m3_max)
+    }
     /// The shape of the compact scales of `direction` (what an export and a bucket hold).
     pub fn scales_shape(&self, direction: Direction) -> Vec<i64> {
-        compact_scales_shape(&self.shape, direction)
+        compact_scales_shape(&self.shape, direction, self.format)
     }
-
     /// The C handle, still owned by `self` (for calls into mxfp8-sys).
     pub fn as_raw(&self) -> *const sys::mxfp8_tensor {
         self.raw.as_ptr()
     }
-
-    /// Exports the values and compact scales of `options`' direction.
+    /// Exports the values and compact scales of `options`' direction (`mxfp8_export_components`, with
+    /// `options.shard` when set: values `(rows, cols)`, the shard's compact scales) and, for NVFP4, the
+    /// global scale (`mxfp8_export_global_scale`). Fails with
+    /// [`Status::MissingData`](crate::Status::MissingData) when the tensor has no data for the direction.
     pub fn export(&self, options: &ExportOptions) -> Result<Components, Error> {
-        let o = options.to_sys();
+        let (o, _shard) = with_shard(options);
         let (mut values, mut scales) = (ptr::null_mut(), ptr::null_mut());
         // SAFETY: valid handle and options; both outputs are written only on success.
         check(unsafe { sys::mxfp8_export_components(self.raw.as_ptr(), &o, &mut values, &mut scales) })?;
-        // SAFETY: on success both are fresh managed tensors that we now own.
-        unsafe {
-            Ok(Components {
-                values: ManagedTensor::from_raw(values).expect("values"),
-                scales: ManagedTensor::from_raw(scales).expect("scales"),
-            })
-        }
+        // SAFETY: on success both are fresh managed tensors that we now own (dropped if the global scale fails).
+        let parts = unsafe { Components::take(values, scales, None) };
+        let global_scale = if self.format == Format::Nvfp4 { Some(self.global_scale(options)?) } else { None };
+        Ok(Components { global_scale, ..parts })
+    }
+
+    /// An NVFP4 tensor's global scale of `options`' direction in its convention (float32, the amax's
+    /// shape, a copy; `mxfp8_export_global_scale`). An MXFP8 tensor has none:
+    /// [`Status::InvalidArgument`](crate::Status::InvalidArgument).
+    pub fn global_scale(&self, options: &ExportOptions) -> Result<ManagedTensor, Error> {
+        let (o, _shard) = with_shard(options);
+        let mut global = ptr::null_mut();
+        // SAFETY: valid handle and options; the output is written on success only.
+        check(unsafe { sys::mxfp8_export_global_scale(self.raw.as_ptr(), &o, &mut global) })?;
+        // SAFETY: a fresh managed tensor that we now own.
+        Ok(unsafe { ManagedTensor::from_raw(global) }.expect("global_scale"))
+    }
+
+    /// Decodes a tensor into `output` (`mxfp8_dequantize`): float32 or bfloat16 (rounded to nearest-even),
+    /// `prod(shape)` elements (NVFP4: the stored matrix of the direction), host or device memory on the
+    /// tensor's device; CUDA work is queued on `options`' stream.
+    pub fn dequantize_into<'a>(&self, output: impl Into<BufMut<'a>>, options: &DequantizeOptions) -> Result<(), Error> {
+        let mut t = output.into().raw.dl(None);
+        let o = options.to_sys();
+        // SAFETY: the buffer is exclusively borrowed (host) or promised (DeviceBytes) for the work.
+        check(unsafe { sys::mxfp8_dequantize(self.raw.as_ptr(), &o, t.ptr()) })
+    }
+
+    /// Decodes `direction` of a tensor in host memory to a new float32 vector (every NaN as 0x7FFFFFFF).
+    pub fn dequantize_host(&self, direction: Direction) -> Result<Vec<f32>, Error> {
+        let mut out = vec![0f32; numel(&self.shape).ok_or_else(|| invalid("the tensor's shape overflows"))?];
+        self.dequantize_into(&mut out, &DequantizeOptions::new().direction(direction))?;
+        Ok(out)
+    }
+
+    /// Writes direction `options.direction` in layout `options.target` (`mxfp8_convert`), from the scales
+    /// as stored: `scales` exactly [`layout_bytes`](crate::layout_bytes) of the scale matrix (every byte
+    /// written, padding zero); `values` None or `prod(shape)` bytes in the target's row order (the TRT-LLM
+    /// targets permute rows and require them). Checked before anything is written; device memory: one
+    /// launch on `options`' stream.
+    pub fn convert_into<'a>(&self, options: &ConvertOptions, values: Option<BufMut<'a>>, scales: impl Into<BufMut<'a>>) -> Result<(), Error> {
+        let o = options.to_sys();
+        let mut v = values.map(|v| v.raw.dl(None));
+        let mut s = scales.into().raw.dl(None);
+        // SAFETY: the buffers are exclusively borrowed (host) or promised (DeviceBytes) for the work.
+        check(unsafe { sys::mxfp8_convert(self.as_raw(), &o, v.as_mut().map_or(ptr::null_mut(), |v| v.ptr()), s.ptr()) })
     }
 }
 
-/// Writes the compact scales of every tensor (in `options`' direction) into `destinations[i]`, host
-/// memory, row-major as [`Tensor::export`] returns them: a whole model's scales in one call. Each slice
-/// must hold exactly that many bytes ([`Tensor::scales_shape`]); every entry is checked before anything is
-/// written, so a bad one leaves all destinations untouched.
-pub fn export_scales_batched(tensors: &[&Tensor], destinations: &mut [&mut [u8]], options: &ExportOptions) -> Result<(), Error> {
+/// Writes the compact scales of every tensor (in `options`' direction) into `destinations[i]`, row-major
+/// as [`Tensor::export`] returns them (`mxfp8_export_scales_batched`): a whole model's scales in one call
+/// (one launch per ~384 tensors on a device, queued on `options`' stream). Each destination holds
+/// exactly that many bytes ([`Tensor::scales_shape`]); every entry is checked before anything is written.
+pub fn export_scales_batched(tensors: &[&Tensor], destinations: Vec<BufMut<'_>>, options: &ExportOptions) -> Result<(), Error> {
     if tensors.len() != destinations.len() {
         return Err(invalid(format!("{} tensors but {} destinations", tensors.len(), destinations.len())));
     }
-    let mut shapes: Vec<[i64; 1]> = destinations.iter().map(|d| [d.len() as i64]).collect();
-    let dls: Vec<_> = destinations.iter_mut().zip(&mut shapes).map(|(d, s)| dl_tensor(d.as_mut_ptr() as *const c_void, HOST, UINT8, s)).collect();
-    // SAFETY: every DLTensor describes a live, exclusively borrowed host slice; host work is done on return.
-    unsafe { batched(tensors, dls, options) }
-}
-
-/// [`export_scales_batched`] into device memory: one kernel launch (per ~384 tensors) queued on
-/// `options`' stream; the call does not wait.
-pub fn export_scales_batched_device(tensors: &[&Tensor], destinations: &[DeviceBytes], options: &ExportOptions) -> Result<(), Error> {
-    if tensors.len() != destinations.len() {
-        return Err(invalid(format!("{} tensors but {} destinations", tensors.len(), destinations.len())));
-    }
-    let mut shapes: Vec<[i64; 1]> = destinations.iter().map(|d| [d.len() as i64]).collect();
-    let dls: Vec<_> = destinations.iter().zip(&mut shapes).map(|(d, s)| dl_tensor(d.as_ptr(), d.device(), UINT8, s)).collect();
-    // SAFETY: DeviceBytes' constructor promised the memory for the queued work.
-    unsafe { batched(tensors, dls, options) }
-}
-
-unsafe fn batched(tensors: &[&Tensor], mut dls: Vec<sys::DLTensor>, options: &ExportOptions) -> Result<(), Error> {
+    let mut dls: Vec<_> = destinations.iter().map(|d| d.raw.dl(None)).collect();
+    let ptrs: Vec<*mut sys::DLTensor> = dls.iter_mut().map(|d| d.ptr()).collect();
     let handles: Vec<*const sys::mxfp8_tensor> = tensors.iter().map(|t| t.as_raw()).collect();
-    let ptrs: Vec<*mut sys::DLTensor> = dls.iter_mut().map(|d| d as *mut _).collect();
     let o = options.to_sys();
-    check(sys::mxfp8_export_scales_batched(handles.as_ptr(), ptrs.as_ptr(), handles.len(), &o))
+    // SAFETY: both arrays hold count elements; the buffers are borrowed or promised for the work.
+    check(unsafe { sys::mxfp8_export_scales_batched(handles.as_ptr(), ptrs.as_ptr(), handles.len(), &o) })
 }

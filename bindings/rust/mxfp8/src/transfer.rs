@@ -1,172 +1,451 @@
-//! The library's one call for moving many tensors (`mxfp8_transfer_desc`), built from what the crate's
-//! buckets, imports and prepared exports hold: each of them is a desc from tensors or a bucket into a
-//! bucket, caller buffers or nothing (a check), run once, checked, or prepared.
-use std::ffi::c_void;
-use std::ptr;
+//! The transfer (`mxfp8_transfer_desc`): many tensors of either format, whole or sharded, from tensors or
+//! a bucket into a bucket, the engine's buffers or nothing (a check), run at once or prepared once into a
+//! [`Plan`] run every step; and the [`Manifest`] a receiver reads a bucket with.
+use std::marker::PhantomData;
+use std::ptr::{self, NonNull};
 
 use crate::error::{check, invalid, Error};
-use crate::import::{ManifestFields, RawEntry};
-use crate::shard::RawShards;
+use crate::memory::{Buf, BufMut, Dl};
+use crate::options::{known, Direction, Format, GlobalScale, Layout, ScaleFixup, Stream};
+use crate::shard::{RawShards, Shard};
 use crate::sys;
+use crate::tensor::{compact_scales_shape, Tensor};
 
-/// A desc and the arrays it points into. Moving the value moves no array (they live on the heap), so the
-/// desc stays valid; what it borrows from the caller (tensor handles, shards, manifest shapes,
-/// destinations, the bucket) must outlive its use.
-pub(crate) struct Transfer {
-    pub desc: sys::mxfp8_transfer_desc,
-    directions: Vec<i32>,
-    shards: Option<RawShards>,
-    parts_in: Vec<sys::mxfp8_bucket_part>,
-    ndims: Vec<i32>,
-    shapes: Vec<*const i64>,
-    formats: Vec<i32>,
-    source_layouts: Vec<i32>,
-    e4m3_maxes: Vec<i32>,
-    scales_ndims: Vec<i32>,
-    scales_shapes: Vec<*const i64>,
-    parts_out: Vec<sys::mxfp8_bucket_part>,
+/// Where one entry's parts sit in a bucket, in bytes from its first byte (`mxfp8_bucket_part`): values,
+/// scales, and (NVFP4) the float32 amax; an MXFP8 entry's amax fields are 0.
+pub type BucketPart = sys::mxfp8_bucket_part;
+
+/// One entry's destination among the engine's buffers (`TO_BUFFERS`), each written in place.
+#[derive(Debug)]
+pub struct Target<'a> {
+    /// The values (`prod(shape)` bytes; NVFP4 `rows * cols / 2`), or None for the scales only.
+    pub values: Option<BufMut<'a>>,
+    /// The scales, exactly the bytes `layout` gives ([`layout_bytes`](crate::layout_bytes)); padding zero.
+    pub scales: BufMut<'a>,
+    /// The layout the scales are written in (NVFP4: compact or 128x4).
+    pub layout: Layout,
+    /// An NVFP4 entry's global scale (float32, one per amax) in the transfer's convention.
+    pub global_scale: Option<BufMut<'a>>,
 }
 
-impl Transfer {
-    fn empty() -> Self {
-        Self {
-            desc: sys::mxfp8_transfer_desc::default(),
-            directions: Vec::new(),
-            shards: None,
-            parts_in: Vec::new(),
-            ndims: Vec::new(),
-            shapes: Vec::new(),
-            formats: Vec::new(),
-            source_layouts: Vec::new(),
-            e4m3_maxes: Vec::new(),
-            scales_ndims: Vec::new(),
-            scales_shapes: Vec::new(),
-            parts_out: Vec::new(),
+impl<'a> Target<'a> {
+    /// Values and scales in `layout`.
+    pub fn new(values: impl Into<BufMut<'a>>, scales: impl Into<BufMut<'a>>, layout: Layout) -> Self {
+        Self { values: Some(values.into()), scales: scales.into(), layout, global_scale: None }
+    }
+    /// Scales only (what a batched export of scales writes).
+    pub fn scales(scales: impl Into<BufMut<'a>>, layout: Layout) -> Self {
+        Self { values: None, scales: scales.into(), layout, global_scale: None }
+    }
+    /// With an NVFP4 entry's global scale.
+    pub fn global_scale(mut self, global_scale: impl Into<BufMut<'a>>) -> Self {
+        self.global_scale = Some(global_scale.into());
+        self
+    }
+}
+
+#[derive(Debug)]
+enum Source<'t, 'm> {
+    Tensors(Vec<&'t Tensor>),
+    Bucket(Buf<'m>, &'t Manifest),
+}
+
+#[derive(Debug)]
+enum Destination<'m> {
+    Nothing,
+    Buffers(Vec<Target<'m>>),
+    Bucket(BufMut<'m>, Vec<BucketPart>),
+}
+
+/// One transfer (`mxfp8_transfer_desc`), built as the desc is: a source (tensors of either format, or a
+/// bucket and its [`Manifest`]), per-entry direction and shard, and a destination (the engine's
+/// buffers, a bucket, or none: [`check`](Self::check) only). Every rule is the library's: this type
+/// translates, and an error carries the library's message naming the field. `'t` is the borrow of the
+/// tensors and the manifest (read during each call), `'m` that of the memory (bucket, buffers), which a
+/// prepared [`Plan`] keeps.
+///
+/// ```
+/// # use mxfp8::{Layout, ManagedTensor, Stream, Target, TensorBuilder, Transfer};
+/// # fn main() -> Result<(), mxfp8::Error> {
+/// let weight = TensorBuilder::new()
+///     .rowwise(ManagedTensor::from_host_bytes(vec![0x38; 4 * 64], &[4, 64])?,
+///              ManagedTensor::from_host_bytes(vec![127; 4 * 2], &[4, 2])?)
+///     .build()?;
+/// // Sender: a bucket, and the manifest a receiver reads it with.
+/// let send = Transfer::from_tensors(&[&weight]);
+/// let (parts, total) = send.bucket_parts(256)?;
+/// let manifest = send.manifest(["layer0.weight"], &parts)?;
+/// let mut bucket = vec![0u8; total as usize];
+/// send.to_bucket(&mut bucket, &parts).run(Stream::default())?;
+/// // Receiver: views the library checked, or a transfer into the engine's own buffers.
+/// assert_eq!(manifest.unpack(&bucket)?[0].scales.as_host(), Some(&[127u8; 8][..]));
+/// let (mut values, mut scales) = (vec![0u8; 256], vec![0u8; 8]);
+/// Transfer::from_bucket(&bucket, &manifest)
+///     .to_buffers(vec![Target::new(&mut values, &mut scales, Layout::Compact)])
+///     .run(Stream::default())?;
+/// assert_eq!((values[0], scales[0]), (0x38, 127));
+/// # Ok(()) }
+/// ```
+///
+/// A transfer is `Send` but not `Sync` (two runs at once would write the same destinations):
+///
+/// ```compile_fail
+/// fn sync<T: Sync>() {}
+/// sync::<mxfp8::Transfer<'static, 'static>>();
+/// ```
+#[derive(Debug)]
+pub struct Transfer<'t, 'm> {
+    source: Source<'t, 'm>,
+    directions: Option<Vec<Direction>>,
+    shards: Option<Vec<Shard>>,
+    scale_fixup: ScaleFixup,
+    global_scale: GlobalScale,
+    source_layout: Layout,
+    destination: Destination<'m>,
+    /// Send but not Sync: two runs at once from two threads would write the same destinations.
+    _not_sync: PhantomData<std::cell::Cell<()>>,
+}
+
+impl<'t, 'm> Transfer<'t, 'm> {
+    /// The defaults of `MXFP8_TRANSFER_DESC_INIT` (read from mxfp8-sys), every bucket part compact.
+    fn new(source: Source<'t, 'm>) -> Self {
+        let c = sys::mxfp8_transfer_desc::default();
+        let scale_fixup = known(ScaleFixup::from_raw(c.scale_fixup), "scale_fixup");
+        let global_scale = known(GlobalScale::from_raw(c.global_scale), "global_scale");
+        let (directions, shards, source_layout) = (None, None, Layout::Compact);
+        Self { source, directions, shards, scale_fixup, global_scale, source_layout, destination: Destination::Nothing, _not_sync: PhantomData }
+    }
+
+    /// From `tensors` (`FROM_TENSORS`), MXFP8 and NVFP4 alike, every entry rowwise until told otherwise.
+    pub fn from_tensors(tensors: &[&'t Tensor]) -> Self {
+        Self::new(Source::Tensors(tensors.to_vec()))
+    }
+    /// From a bucket (`FROM_BUCKET`, only read) that `manifest` describes: each entry's parts, shape,
+    /// format, direction, scales shape and E4M3_MAX, all checked by the library.
+    pub fn from_bucket(bucket: impl Into<Buf<'m>>, manifest: &'t Manifest) -> Self {
+        Self::new(Source::Bucket(bucket.into(), manifest))
+    }
+    /// Every entry in `direction` (default: rowwise, or each manifest entry's own).
+    pub fn direction(self, direction: Direction) -> Self {
+        let n = self.count();
+        self.directions(&vec![direction; n])
+    }
+    /// Entry i in `directions[i]` (one per entry).
+    pub fn directions(mut self, directions: &[Direction]) -> Self {
+        self.directions = Some(directions.to_vec());
+        self
+    }
+    /// Entry i is `shards[i]` of its tensor (one per entry, [`Shard::whole`] for all of it): of the
+    /// source tensor, or of the whole tensor a bucket entry holds.
+    pub fn shards(mut self, shards: &[Shard]) -> Self {
+        self.shards = Some(shards.to_vec());
+        self
+    }
+    /// The rewrite of every MXFP8 scale written (whole tensors only; default none).
+    pub fn scale_fixup(mut self, fixup: ScaleFixup) -> Self {
+        self.scale_fixup = fixup;
+        self
+    }
+    /// The convention NVFP4 amaxes are written in to [`Target::global_scale`] (default decode).
+    pub fn global_scale(mut self, convention: GlobalScale) -> Self {
+        self.global_scale = convention;
+        self
+    }
+    /// The layout of a bucket source's scales parts, every entry (default [`Layout::Compact`]).
+    pub fn source_layout(mut self, layout: Layout) -> Self {
+        self.source_layout = layout;
+        self
+    }
+    /// Into the engine's buffers (`TO_BUFFERS`), one target per entry.
+    pub fn to_buffers(mut self, targets: Vec<Target<'m>>) -> Self {
+        self.destination = Destination::Buffers(targets);
+        self
+    }
+    /// Into `bucket` at `parts`, from [`bucket_parts`](Self::bucket_parts) of this transfer (`TO_BUCKET`).
+    pub fn to_bucket(mut self, bucket: impl Into<BufMut<'m>>, parts: &[BucketPart]) -> Self {
+        self.destination = Destination::Bucket(bucket.into(), parts.to_vec());
+        self
+    }
+
+    fn count(&self) -> usize {
+        match &self.source {
+            Source::Tensors(t) => t.len(),
+            Source::Bucket(_, m) => m.entries.len(),
         }
     }
 
-    /// From `tensors` (handles of either format: an NVFP4 handle is an `mxfp8_tensor` of format NVFP4),
-    /// every entry in `options`' direction, with its scale fix-up; `shards` NULL or one pointer per tensor.
-    pub fn from_tensors(tensors: &[*const sys::mxfp8_tensor], options: &sys::mxfp8_export_options,
-                        shards: *const *const sys::mxfp8_shard) -> Self {
-        let mut t = Self::empty();
-        t.directions = vec![options.direction; tensors.len()];
-        t.desc.scale_fixup = options.scale_fixup;
-        t.desc.source = sys::MXFP8_TRANSFER_FROM_TENSORS;
-        t.desc.count = tensors.len();
-        t.desc.tensors = tensors.as_ptr();
-        t.desc.directions = t.directions.as_ptr();
-        t.desc.shards = shards;
-        t
-    }
-
-    /// Buckets and batched exports carry the stored per-32 scales: options asking for per-32x32 ones are
-    /// refused (the desc has no such field to ignore them in), as the calls before the transfer refused them.
-    pub fn stored_scales(options: &sys::mxfp8_export_options) -> Result<(), Error> {
-        if options.scales_granularity != sys::MXFP8_SCALES_PER_32 {
-            return Err(invalid("buckets and batched exports carry the stored per-32 scales: the options' granularity \
-                                must be ScalesGranularity::Per32"));
+    /// Builds the desc and its arrays, which live for the call of `f` (the Rust-side check is only that
+    /// every per-entry array has one element per entry: the library cannot see an array's length).
+    fn call<R>(&self, f: impl FnOnce(&sys::mxfp8_transfer_desc) -> R) -> Result<R, Error> {
+        let n = self.count();
+        let lengths = [
+            ("directions", self.directions.as_ref().map(Vec::len)),
+            ("shards", self.shards.as_ref().map(Vec::len)),
+            ("targets", if let Destination::Buffers(t) = &self.destination { Some(t.len()) } else { None }),
+            ("bucket parts", if let Destination::Bucket(_, p) = &self.destination { Some(p.len()) } else { None }),
+        ];
+        if let Some((what, len)) = lengths.iter().find_map(|(w, l)| l.filter(|&l| l != n).map(|l| (w, l))) {
+            return Err(invalid(format!("{len} {what} for {n} entries")));
         }
-        Ok(())
+        let (tensors, bucket_in, entries): (&[&Tensor], _, &[ManifestEntry]) = match &self.source {
+            Source::Tensors(t) => (t, None, &[]),
+            Source::Bucket(b, m) => (&[], Some(b), &m.entries),
+        };
+        let directions: Vec<i32> = match &self.directions {
+            Some(d) => d.iter().map(|d| d.to_raw()).collect(),
+            None if bucket_in.is_some() => entries.iter().map(|e| e.direction.to_raw()).collect(),
+            None => vec![Direction::Rowwise.to_raw(); n],
+        };
+        let shards = self.shards.as_deref().map(RawShards::new);
+        let handles: Vec<*const sys::mxfp8_tensor> = tensors.iter().map(|t| t.as_raw()).collect();
+        let mut bucket_dl = bucket_in.map(|b| b.raw.dl(None));
+        let parts_in: Vec<BucketPart> = entries.iter().map(|e| e.part).collect();
+        let ndims: Vec<i32> = entries.iter().map(|e| e.shape.len() as i32).collect();
+        let shapes: Vec<*const i64> = entries.iter().map(|e| e.shape.as_ptr()).collect();
+        let formats: Vec<i32> = entries.iter().map(|e| e.format.to_raw()).collect();
+        let source_layouts = vec![self.source_layout.to_raw(); entries.len()];
+        let e4m3_maxes: Vec<i32> = entries.iter().map(|e| e.e4m3_max).collect();
+        let scales_ndims: Vec<i32> = entries.iter().map(|e| e.scales_shape.len() as i32).collect();
+        let scales_shapes: Vec<*const i64> = entries.iter().map(|e| e.scales_shape.as_ptr()).collect();
+        let targets: &[Target<'_>] = if let Destination::Buffers(t) = &self.destination { t } else { &[] };
+        let mut values: Vec<Option<Dl>> = targets.iter().map(|t| t.values.as_ref().map(|v| v.raw.dl(None))).collect();
+        let mut scales: Vec<Dl> = targets.iter().map(|t| t.scales.raw.dl(None)).collect();
+        let mut globals: Vec<Option<Dl>> = targets.iter().map(|t| t.global_scale.as_ref().map(|g| g.raw.dl(None))).collect();
+        let layouts: Vec<i32> = targets.iter().map(|t| t.layout.to_raw()).collect();
+        let value_ptrs: Vec<*mut sys::DLTensor> = values.iter_mut().map(|v| v.as_mut().map_or(ptr::null_mut(), Dl::ptr)).collect();
+        let scale_ptrs: Vec<*mut sys::DLTensor> = scales.iter_mut().map(Dl::ptr).collect();
+        let global_ptrs: Vec<*mut sys::DLTensor> = globals.iter_mut().map(|g| g.as_mut().map_or(ptr::null_mut(), Dl::ptr)).collect();
+        let mut d = sys::mxfp8_transfer_desc {
+            scale_fixup: self.scale_fixup.to_raw(),
+            global_scale: self.global_scale.to_raw(),
+            count: n,
+            directions: directions.as_ptr(),
+            shards: shards.as_ref().map_or(ptr::null(), RawShards::as_ptr),
+            ..Default::default()
+        };
+        match &mut bucket_dl {
+            None => {
+                d.source = sys::MXFP8_TRANSFER_FROM_TENSORS;
+                d.tensors = handles.as_ptr();
+            }
+            Some(bucket) => {
+                d.source = sys::MXFP8_TRANSFER_FROM_BUCKET;
+                d.bucket_in = bucket.ptr();
+                d.parts_in = parts_in.as_ptr();
+                d.ndims = ndims.as_ptr();
+                d.shapes = shapes.as_ptr();
+                d.formats = formats.as_ptr();
+                d.source_layouts = source_layouts.as_ptr();
+                d.e4m3_maxes = e4m3_maxes.as_ptr();
+                if scales_ndims.iter().any(|&n| n > 0) {
+                    d.scales_ndims = scales_ndims.as_ptr();
+                    d.scales_shapes = scales_shapes.as_ptr();
+                }
+            }
+        }
+        let mut bucket_out = None;
+        match &self.destination {
+            Destination::Nothing => d.destination = sys::MXFP8_TRANSFER_TO_NOTHING,
+            Destination::Buffers(_) => {
+                d.destination = sys::MXFP8_TRANSFER_TO_BUFFERS;
+                d.values = value_ptrs.as_ptr();
+                d.scales = scale_ptrs.as_ptr();
+                d.target_layouts = layouts.as_ptr();
+                if globals.iter().any(Option::is_some) {
+                    d.global_scales = global_ptrs.as_ptr();
+                }
+            }
+            Destination::Bucket(bucket, parts) => {
+                d.destination = sys::MXFP8_TRANSFER_TO_BUCKET;
+                d.bucket_out = bucket_out.insert(bucket.raw.dl(None)).ptr();
+                d.parts_out = parts.as_ptr();
+            }
+        }
+        Ok(f(&d))
     }
 
-    /// From `bucket`, described by the manifest's `entries` (each entry's parts, shape, format, E4M3_MAX,
-    /// scales shape and direction, else `fields.direction`) and the `fields` they share (the bucket's
-    /// scales layout, the fix-up, the shards).
-    pub fn from_manifest(bucket: *const sys::DLTensor, entries: &[RawEntry<'_>], fields: &ManifestFields<'_>) -> Self {
-        let mut t = Self::empty();
-        t.directions = entries.iter().map(|e| e.direction.unwrap_or(fields.direction).to_raw()).collect();
-        t.shards = fields.shards.map(RawShards::new);
-        t.parts_in = entries.iter().map(|e| e.part).collect();
-        t.ndims = entries.iter().map(|e| e.shape.len() as i32).collect();
-        t.shapes = entries.iter().map(|e| e.shape.as_ptr()).collect();
-        t.formats = entries.iter().map(|e| e.format).collect();
-        t.source_layouts = vec![fields.bucket_scales.to_raw(); entries.len()];
-        t.e4m3_maxes = entries.iter().map(|e| e.e4m3_max).collect();
-        t.scales_ndims = entries.iter().map(|e| e.scales_shape.len() as i32).collect();
-        t.scales_shapes = entries.iter().map(|e| e.scales_shape.as_ptr()).collect();
-        let d = &mut t.desc;
-        d.source = sys::MXFP8_TRANSFER_FROM_BUCKET;
-        d.count = entries.len();
-        d.bucket_in = bucket;
-        d.directions = t.directions.as_ptr();
-        d.shards = t.shards.as_ref().map_or(ptr::null(), RawShards::as_ptr);
-        d.parts_in = t.parts_in.as_ptr();
-        d.ndims = t.ndims.as_ptr();
-        d.shapes = t.shapes.as_ptr();
-        d.formats = t.formats.as_ptr();
-        d.source_layouts = t.source_layouts.as_ptr();
-        d.e4m3_maxes = t.e4m3_maxes.as_ptr();
-        d.scales_ndims = t.scales_ndims.as_ptr();
-        d.scales_shapes = t.scales_shapes.as_ptr();
-        d.scale_fixup = fields.scale_fixup.to_raw();
-        t
-    }
-
-    /// Into `bucket` at `parts` (from [`bucket_parts`](Self::bucket_parts) for the same desc).
-    pub fn into_bucket(mut self, bucket: *mut sys::DLTensor, parts: Vec<sys::mxfp8_bucket_part>) -> Self {
-        self.parts_out = parts;
-        self.desc.destination = sys::MXFP8_TRANSFER_TO_BUCKET;
-        self.desc.bucket_out = bucket;
-        self.desc.parts_out = self.parts_out.as_ptr();
-        self
-    }
-
-    /// Into the engine's buffers: entry i's values to `values[i]` (NULL: its scales only), its scales to
-    /// `scales[i]` in `layouts[i]`. The arrays are borrowed: they must outlive the transfer's use.
-    pub fn into_buffers(mut self, values: &[*mut sys::DLTensor], scales: &[*mut sys::DLTensor], layouts: &[i32]) -> Self {
-        let d = &mut self.desc;
-        d.destination = sys::MXFP8_TRANSFER_TO_BUFFERS;
-        d.values = values.as_ptr();
-        d.scales = scales.as_ptr();
-        d.target_layouts = layouts.as_ptr();
-        self
-    }
-
-    /// NVFP4 entries' global scales, in `convention` (`mxfp8_nvfp4_global_scale`), to `global_scales[i]`
-    /// (`count` pointers, NULL at MXFP8 entries; borrowed as [`into_buffers`](Self::into_buffers)' arrays).
-    pub fn with_global_scales(mut self, global_scales: *const *mut sys::DLTensor, convention: i32) -> Self {
-        self.desc.global_scales = global_scales;
-        self.desc.global_scale = convention;
-        self
-    }
-
-    /// The source side alone, for `mxfp8_transfer_check`.
-    pub fn into_nothing(mut self) -> Self {
-        self.desc.destination = sys::MXFP8_TRANSFER_TO_NOTHING;
-        self
-    }
-
-    /// `mxfp8_bucket_parts`: lays out the bucket of a desc from tensors (every part at a multiple of
-    /// `alignment`); the parts and the bucket's size.
-    pub fn bucket_parts(mut self, alignment: u64) -> Result<(Vec<sys::mxfp8_bucket_part>, u64), Error> {
-        self.desc.destination = sys::MXFP8_TRANSFER_TO_BUCKET;
-        let mut parts = vec![sys::mxfp8_bucket_part::default(); self.desc.count];
+    /// `mxfp8_bucket_parts`: lays out the bucket of this transfer from tensors (entry i's values, scales
+    /// and NVFP4 amax, each at a multiple of `alignment`, a power of two; 256 suits every consumer's
+    /// vector loads): the parts and the bucket's size. Touches no tensor memory.
+    pub fn bucket_parts(&self, alignment: u64) -> Result<(Vec<BucketPart>, u64), Error> {
+        let mut parts = vec![BucketPart::default(); self.count()];
         let mut total = 0u64;
-        // SAFETY: `parts` holds count elements; the desc's arrays live in self or with the caller.
-        check(unsafe { sys::mxfp8_bucket_parts(&self.desc, alignment, parts.as_mut_ptr(), &mut total) })?;
+        self.call(|d| {
+            let (values, scales, global_scales) = (ptr::null(), ptr::null(), ptr::null());
+            let d = sys::mxfp8_transfer_desc { destination: sys::MXFP8_TRANSFER_TO_BUCKET, values, scales, global_scales, ..*d };
+            // SAFETY: `parts` holds count elements; the desc's arrays live for the call.
+            check(unsafe { sys::mxfp8_bucket_parts(&d, alignment, parts.as_mut_ptr(), &mut total) })
+        })??;
         Ok((parts, total))
     }
 
-    /// Runs the transfer on `stream` (NULL: the legacy default; host memory: done on return).
-    ///
-    /// # Safety
-    /// Every pointer of the desc refers to memory valid for the call (and, on a device, for the queued work).
-    pub unsafe fn run(&self, stream: *mut c_void) -> Result<(), Error> {
-        check(sys::mxfp8_transfer(&self.desc, stream))
+    /// The manifest a receiver needs for the bucket of this transfer from tensors laid out at `parts`,
+    /// naming the entries in order: each entry's shape (a shard's `(rows, cols)`), format, direction,
+    /// compact scales' shape and E4M3_MAX, which the receiver's library checks against the bucket.
+    pub fn manifest<S: Into<String>>(&self, names: impl IntoIterator<Item = S>, parts: &[BucketPart]) -> Result<Manifest, Error> {
+        let Source::Tensors(tensors) = &self.source else { return Err(invalid("a manifest describes a transfer from tensors")) };
+        let names: Vec<String> = names.into_iter().map(Into::into).collect();
+        if names.len() != tensors.len() || parts.len() != tensors.len() {
+            return Err(invalid(format!("{} names and {} parts for {} tensors", names.len(), parts.len(), tensors.len())));
+        }
+        let entry = |(i, ((name, t), part)): (usize, ((String, &&Tensor), &BucketPart))| {
+            let direction = self.directions.as_ref().and_then(|d| d.get(i).copied()).unwrap_or(Direction::Rowwise);
+            let shape = self.shards.as_ref().and_then(|s| s.get(i)).map_or_else(|| t.shape().to_vec(), |s| s.shape_of(t.shape()));
+            let scales_shape = compact_scales_shape(&shape, direction, t.format());
+            ManifestEntry { name, shape, format: t.format(), direction, part: *part, scales_shape, e4m3_max: t.e4m3_max().unwrap_or(0) }
+        };
+        Ok(Manifest { entries: names.into_iter().zip(tensors).zip(parts).enumerate().map(entry).collect() })
     }
 
-    /// `mxfp8_transfer_check`: every check, nothing written.
+    /// `mxfp8_transfer`: checks everything, then moves every entry. Device memory: one launch (and a
+    /// few more for large values and NVFP4 global scales) queued on `stream`; host memory: done on return.
+    pub fn run(&self, stream: Stream) -> Result<(), Error> {
+        // SAFETY: host buffers are borrowed for 'm, device ones promised (DeviceBytes) for the queued work.
+        self.call(|d| check(unsafe { sys::mxfp8_transfer(d, stream.as_raw()) }))?
+    }
+    /// `mxfp8_transfer_check`: every check of [`run`](Self::run) (with no destination: the source side
+    /// alone), nothing written.
     pub fn check(&self) -> Result<(), Error> {
         // SAFETY: the check reads addresses and sizes, never the bytes behind them.
-        check(unsafe { sys::mxfp8_transfer_check(&self.desc) })
+        self.call(|d| check(unsafe { sys::mxfp8_transfer_check(d) }))?
     }
+    /// `mxfp8_transfer_prepare`: the checks once, the work kept as a [`Plan`], which holds a reference on
+    /// every source tensor (so it may outlive them) and keeps the memory (bucket, buffers) borrowed, device
+    /// memory promised, for as long as it lives.
+    pub fn prepare(self) -> Result<Plan<'m>, Error> {
+        let mut raw = ptr::null_mut();
+        // SAFETY: the plan keeps the addresses of memory borrowed (or promised) for 'm, which Plan<'m> carries; the
+        // tensors' references are the plan's own.
+        self.call(|d| check(unsafe { sys::mxfp8_transfer_prepare(d, &mut raw) }))??;
+        Ok(Plan { raw: NonNull::new(raw).expect("mxfp8_transfer_prepare returned OK and NULL"), _memory: PhantomData })
+    }
+}
 
-    /// `mxfp8_transfer_prepare`: the checks once, the plan into `out`.
+/// An `mxfp8_plan`: a transfer checked once, its work kept. Each [`run`](Plan::run) is the launch alone
+/// (no check, no allocation, no synchronization), so it can be captured in a CUDA graph. The buffers stay
+/// borrowed (host) or promised (device) for the plan's lifetime `'a`.
+///
+/// A plan is `Send` but not `Sync`: its runs write the same destinations, so two at once would race.
+///
+/// ```compile_fail
+/// fn sync<T: Sync>() {}
+/// sync::<mxfp8::Plan<'static>>();
+/// ```
+///
+/// It cannot outlive the memory it writes:
+///
+/// ```compile_fail,E0597
+/// # use mxfp8::{Stream, Transfer};
+/// let plan = {
+///     let mut bucket = vec![0u8; 64];
+///     Transfer::from_tensors(&[]).to_bucket(&mut bucket, &[]).prepare().unwrap()
+/// }; // error: `bucket` does not live long enough
+/// plan.run(Stream::LEGACY_DEFAULT).unwrap();
+/// ```
+#[derive(Debug)]
+pub struct Plan<'a> {
+    raw: NonNull<sys::mxfp8_plan>,
+    _memory: PhantomData<&'a mut [u8]>,
+}
+
+// SAFETY: the plan is immutable and owns its tensor references (transfer.h: it may be run and released
+// from any thread); the borrowed memory is tied to 'a. Not Sync: two overlapping runs of one plan write
+// the same destinations, so `run(&self)` from two threads would be a data race in safe code.
+unsafe impl Send for Plan<'_> {}
+
+impl Plan<'_> {
+    /// `mxfp8_plan_run` on `stream` (host memory: done on return).
+    pub fn run(&self, stream: Stream) -> Result<(), Error> {
+        // SAFETY: the plan is live; the stream's validity is Stream::from_raw's promise.
+        check(unsafe { sys::mxfp8_plan_run(self.raw.as_ptr(), stream.as_raw()) })
+    }
+}
+
+impl Drop for Plan<'_> {
+    fn drop(&mut self) {
+        // SAFETY: the plan is live and dropped once.
+        unsafe { sys::mxfp8_plan_release(self.raw.as_ptr()) }
+    }
+}
+
+/// One entry of a bucket: what the receiver needs to find and shape its parts (the fields of a Python
+/// `mxfp8.export_bucket` manifest entry). Every field is public: a receiver rebuilds it from whatever the
+/// sender transmitted, and the library checks it against the bucket.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ManifestEntry {
+    /// The tensor's name.
+    pub name: String,
+    /// The logical shape of what the entry holds (a shard's `(rows, cols)`).
+    pub shape: Vec<i64>,
+    /// The encoding of the values.
+    pub format: Format,
+    /// The direction the entry carries (NVFP4: the stored matrix of that direction).
+    pub direction: Direction,
+    /// Where its values, scales and (NVFP4) amax lie.
+    pub part: BucketPart,
+    /// The shape of the scale matrix, compact (MXFP8 `(*lead, ceil(K/32))` rowwise; NVFP4
+    /// `(rows, ceil(cols/16))`); empty: not said (the library then checks bytes only).
+    pub scales_shape: Vec<i64>,
+    /// NVFP4's E4M3_MAX (448 or 256); 0 for MXFP8.
+    pub e4m3_max: i32,
+}
+
+/// What a bucket holds, entry by entry. Made by [`Transfer::manifest`] on the sending side, or rebuilt by
+/// the receiver (its fields are public).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Manifest {
+    /// The entries, in bucket order.
+    pub entries: Vec<ManifestEntry>,
+}
+
+/// One entry inside a bucket: sub-ranges of its memory (host slices through [`Buf::as_host`], device
+/// memory through [`Buf::as_device`]), of parts the library checked.
+#[derive(Copy, Clone, Debug)]
+pub struct BucketView<'b> {
+    /// The manifest's entry.
+    pub entry: &'b ManifestEntry,
+    /// The values, row-major (NVFP4: packed).
+    pub values: Buf<'b>,
+    /// The compact scales, row-major.
+    pub scales: Buf<'b>,
+    /// NVFP4: the float32 amaxes' bytes as the sender's memory holds them; empty for MXFP8.
+    pub amax: Buf<'b>,
+}
+
+impl BucketView<'_> {
+    /// The amaxes of a host bucket (one, or one per row; empty for MXFP8). The decode global scale
+    /// (`weight_scale_2`) is the float32 division `amax / (6 * E4M3_MAX)`.
+    pub fn amax_values(&self) -> Option<Vec<f32>> {
+        Some(self.amax.as_host()?.chunks_exact(4).map(|b| f32::from_ne_bytes([b[0], b[1], b[2], b[3]])).collect())
+    }
+}
+
+impl Manifest {
+    /// Every entry of a bucket (host or device) as views into it, after the library has checked the
+    /// manifest against the bucket (`mxfp8_transfer_check` to nothing: each part of exactly the bytes its
+    /// shape, format and direction give, inside the bucket, apart from the others, `scales_shape` the scale
+    /// matrix); its refusal comes back as the error. The views borrow the bucket:
     ///
-    /// # Safety
-    /// The plan keeps the bucket's and the destinations' addresses: the caller keeps them valid.
-    pub unsafe fn prepare(&self, out: &mut *mut sys::mxfp8_plan) -> Result<(), Error> {
-        check(sys::mxfp8_transfer_prepare(&self.desc, out))
+    /// ```compile_fail,E0597
+    /// # let manifest = mxfp8::Manifest::default();
+    /// let views = {
+    ///     let bucket = vec![0u8; 1024];
+    ///     manifest.unpack(&bucket).unwrap()
+    /// }; // error: `bucket` does not live long enough
+    /// println!("{}", views.len());
+    /// ```
+    pub fn unpack<'b, 'm: 'b>(&'b self, bucket: impl Into<Buf<'m>>) -> Result<Vec<BucketView<'b>>, Error> {
+        let bucket = bucket.into();
+        Transfer::from_bucket(bucket, self).check()?;
+        let view = |e: &'b ManifestEntry| {
+            let p = &e.part;
+            BucketView {
+                entry: e,
+                values: bucket.sub(p.values_offset, p.values_bytes),
+                scales: bucket.sub(p.scales_offset, p.scales_bytes),
+                amax: bucket.sub(p.amax_offset, p.amax_bytes),
+            }
+        };
+        Ok(self.entries.iter().map(view).collect())
     }
 }

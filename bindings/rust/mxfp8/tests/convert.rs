@@ -6,7 +6,7 @@ mod common;
 use common::*;
 
 use mxfp8::{
-    export_scales_batched, layout_bytes, ConvertOptions, Direction, ExportOptions, GroupedBuilder, GroupedScales, Layout,
+    export_scales_batched, layout_bytes, BufMut, ConvertOptions, Direction, ExportOptions, GroupedBuilder, GroupedScales, Layout,
     ManagedTensor, ScaleFixup, ScaleLayout, Status, Tensor, TensorBuilder,
 };
 
@@ -68,7 +68,7 @@ fn convert_writes_every_target_from_swizzled_storage() {
     ] {
         let bytes = layout_bytes(target, Direction::Rowwise, m as i64, c as i64).unwrap() as usize;
         let (mut out_scales, mut out_values) = (vec![POISON; bytes], vec![POISON; m * k]);
-        tensor.convert_into(&ConvertOptions::new().target(target), Some(&mut out_values), &mut out_scales).unwrap();
+        tensor.convert_into(&ConvertOptions::new().target(target), Some(BufMut::from(&mut out_values)), &mut out_scales).unwrap();
         assert_eq!(out_scales, want_scales, "{target:?} scales");
         assert_eq!(out_values, want_values, "{target:?} values");
     }
@@ -110,7 +110,7 @@ fn gated_target_interleaves_up_and_gate_then_shuffles() {
     let want_values = permute_rows(&interleave(&values, k), m, k, trtllm_destination_row);
     let want_scales = swizzle_reference(&permute_rows(&interleave(&scales, c), m, c, trtllm_destination_row), m, c, 0);
     let (mut out_values, mut out_scales) = (vec![POISON; m * k], vec![POISON; want_scales.len()]);
-    tensor.convert_into(&ConvertOptions::new().target(Layout::TrtllmShuffledGated), Some(&mut out_values), &mut out_scales).unwrap();
+    tensor.convert_into(&ConvertOptions::new().target(Layout::TrtllmShuffledGated), Some(BufMut::from(&mut out_values)), &mut out_scales).unwrap();
     assert_eq!(out_values, want_values);
     assert_eq!(out_scales, want_scales);
 }
@@ -147,7 +147,7 @@ fn wrong_sizes_are_refused_before_anything_is_written() {
     let (tensor, _, _) = swizzled(128, 64, 13, 1);
     let mut scales = vec![POISON; 128 * 4 - 1];
     let mut values = vec![POISON; 128 * 64];
-    let err = tensor.convert_into(&ConvertOptions::new().target(Layout::Cutlass128x4), Some(&mut values), &mut scales).unwrap_err();
+    let err = tensor.convert_into(&ConvertOptions::new().target(Layout::Cutlass128x4), Some(BufMut::from(&mut values)), &mut scales).unwrap_err();
     assert_eq!(err.status, Status::InvalidArgument, "{err}");
     assert!(err.message.contains("scales"), "{err}");
     assert!(scales.iter().chain(&values).all(|&b| b == POISON), "a failed convert wrote");
@@ -171,7 +171,7 @@ fn grouped_experts_convert_in_one_call() {
         .unwrap();
     let per_expert = layout_bytes(Layout::TrtllmShuffled, Direction::Rowwise, n as i64, c as i64).unwrap() as usize;
     let (mut out_values, mut out_scales) = (vec![POISON; e * n * k], vec![POISON; e * per_expert]);
-    grouped.convert_into(&ConvertOptions::new().target(Layout::TrtllmShuffled), Some(&mut out_values), &mut out_scales).unwrap();
+    grouped.convert_into(&ConvertOptions::new().target(Layout::TrtllmShuffled), Some(BufMut::from(&mut out_values)), &mut out_scales).unwrap();
     for x in 0..e {
         let (v, s) = (&values[x * n * k..(x + 1) * n * k], &scales[x * n * c..(x + 1) * n * c]);
         assert_eq!(out_values[x * n * k..(x + 1) * n * k], permute_rows(v, n, k, trtllm_destination_row)[..], "expert {x} values");
@@ -216,7 +216,7 @@ fn zero_exponent_fixup_rewrites_real_scales_only() {
     // The batched export applies ExportOptions' fix-up; the components export (views) refuses it.
     let export = ExportOptions::new().scale_fixup(ScaleFixup::ZeroExponentAsOne);
     let mut dest = vec![POISON; m * c];
-    export_scales_batched(&[&tensor], &mut [&mut dest[..]], &export).unwrap();
+    export_scales_batched(&[&tensor], vec![BufMut::from(&mut dest)], &export).unwrap();
     assert_eq!(dest, fixed);
     let err = tensor.export(&export).unwrap_err();
     assert_eq!(err.status, Status::InvalidArgument, "{err}");

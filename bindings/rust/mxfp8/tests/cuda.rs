@@ -1,4 +1,5 @@
-//! The `_device` wrappers on real CUDA memory, against the host path and the references of tests/common.
+//! The calls on real CUDA memory (DeviceBytes as Buf / BufMut), against the host path and the references
+//! of tests/common.
 //! Built only with `--features cuda-tests` (it links libcudart for cudaMalloc/cudaMemcpy); skips with a
 //! printed reason when no GPU is visible, unless MXFP8_REQUIRE_GPU=1. bench/device/gpu_check.sh runs it:
 //!
@@ -11,10 +12,9 @@ use common::*;
 use std::ffi::c_void;
 
 use mxfp8::{
-    export_scales_batched, export_scales_batched_device, quantize_into, quantize_into_device, swizzle_scales_device, sys,
-    unswizzle_scales_device, BucketPlan, DequantizeOptions, DequantizeOutput, DeviceBytes, Direction, ExportOptions, GroupedBuilder,
-    GroupedScales, HostInput, InputDtype, ManagedTensor, OutputDtype, QuantizeOptions, QuantizeOutput, QuantizedScales, ScaleLayout,
-    Stream, Tensor, TensorBuilder,
+    export_scales_batched, quantize_into, swizzle_scales, sys, unswizzle_scales, Buf, BufMut, DequantizeOptions, DeviceBytes, Direction, Dtype,
+    ExportOptions, Format, GroupedBuilder, GroupedScales, Layout, ManagedTensor, QuantizeOptions, QuantizedScales, ScaleLayout, Stream, Target,
+    Tensor, TensorBuilder, Transfer,
 };
 
 #[link(name = "cudart")]
@@ -61,6 +61,12 @@ impl DeviceBuf {
     fn bytes(&self) -> DeviceBytes {
         // SAFETY: memory of GPU 0 that this test keeps alive, and synchronizes on, past every use.
         unsafe { DeviceBytes::cuda(self.ptr, self.len, 0) }
+    }
+    fn f32_in(&self) -> Buf<'static> {
+        Buf::device(self.bytes(), Dtype::F32).unwrap()
+    }
+    fn f32_out(&self) -> BufMut<'static> {
+        BufMut::device(self.bytes(), Dtype::F32).unwrap()
     }
 }
 
@@ -178,51 +184,54 @@ fn device_wrappers_on_cuda_memory() {
 
     // batched
     let (da, db) = (DeviceBuf::new(scales_a.len(), POISON), DeviceBuf::new(scales_b.len(), POISON));
-    export_scales_batched_device(&[&dev_a, &dev_b], &[da.bytes(), db.bytes()], &ExportOptions::default()).unwrap();
+    export_scales_batched(&[&dev_a, &dev_b], vec![da.bytes().into(), db.bytes().into()], &ExportOptions::default()).unwrap();
     assert_eq!((da.to_host(), db.to_host()), (scales_a.clone(), scales_b.clone()));
 
     // bucket: the device fill equals the host fill of the same bytes, gaps untouched.
-    let host_plan = BucketPlan::new(&[&host_a, &host_b], &ExportOptions::default(), 256).unwrap();
-    let plan = BucketPlan::new(&[&dev_a, &dev_b], &ExportOptions::default(), 256).unwrap();
-    assert_eq!(plan.entries(), host_plan.entries());
-    let mut expected = vec![POISON; plan.total_bytes() as usize];
-    host_plan.fill(&mut expected).unwrap();
-    let bucket = DeviceBuf::new(plan.total_bytes() as usize, POISON);
-    plan.fill_device(bucket.bytes()).unwrap();
+    let host_send = Transfer::from_tensors(&[&host_a, &host_b]);
+    let (host_parts, host_total) = host_send.bucket_parts(256).unwrap();
+    let send = Transfer::from_tensors(&[&dev_a, &dev_b]);
+    let (parts, total) = send.bucket_parts(256).unwrap();
+    assert_eq!((&parts, total), (&host_parts, host_total));
+    let mut expected = vec![POISON; total as usize];
+    host_send.to_bucket(&mut expected, &host_parts).run(Stream::default()).unwrap();
+    let bucket = DeviceBuf::new(total as usize, POISON);
+    let manifest = send.manifest(["a", "b"], &parts).unwrap();
+    send.to_bucket(bucket.bytes(), &parts).run(Stream::default()).unwrap();
     assert!(bucket.to_host() == expected);
-    let manifest = plan.manifest(["a", "b"]).unwrap();
-    let views = manifest.unpack_device(bucket.bytes()).unwrap();
-    assert_eq!(read_back(views[1].scales.as_ptr(), views[1].scales.len()), scales_b);
-    assert_eq!(read_back(views[1].values.as_ptr(), views[1].values.len()), values_b);
+    let views = manifest.unpack(bucket.bytes()).unwrap();
+    let (vs, ss) = (views[1].values.as_device().unwrap(), views[1].scales.as_device().unwrap());
+    assert_eq!(read_back(ss.as_ptr(), ss.len()), scales_b);
+    assert_eq!(read_back(vs.as_ptr(), vs.len()), values_b);
 
     // swizzle both ways
     let (rows, cols) = (257usize, 3usize);
     let compact = DeviceBuf::from_host(&scales_a);
-    let swz = DeviceBuf::new(mxfp8::swizzled_len(rows, cols), POISON);
-    swizzle_scales_device(compact.bytes(), rows, cols, swz.bytes(), Stream::default()).unwrap();
+    let swz = DeviceBuf::new(mxfp8::layout_bytes(Layout::Cutlass128x4, Direction::Rowwise, rows as i64, cols as i64).unwrap() as usize, POISON);
+    swizzle_scales(compact.bytes(), rows, cols, swz.bytes(), Stream::default()).unwrap();
     assert_eq!(swz.to_host(), swizzle_reference(&scales_a, rows, cols, 0));
     let back = DeviceBuf::new(rows * cols, POISON);
-    unswizzle_scales_device(swz.bytes(), rows, cols, back.bytes(), Stream::default()).unwrap();
+    unswizzle_scales(swz.bytes(), rows, cols, back.bytes(), Stream::default()).unwrap();
     assert_eq!(back.to_host(), scales_a);
 
     // quantize_into: the device result equals the host one (bit-exact on both) and the reference.
     let (m, k) = (70usize, 100usize);
     let x = random_floats(m * k, 9);
     let options = QuantizeOptions::new().scales(QuantizedScales::Swizzled);
-    let slen = options.scales_shape(&[m as i64, k as i64], Direction::Rowwise).iter().product::<i64>() as usize;
+    let slen = quantized_scales_shape(QuantizedScales::Swizzled, &[m as i64, k as i64], Direction::Rowwise).iter().product::<i64>() as usize;
     let (mut hv, mut hs) = (vec![POISON; m * k], vec![POISON; slen]);
-    quantize_into(HostInput::F32(&x), &[m as i64, k as i64], &options, Some(QuantizeOutput { values: &mut hv, scales: &mut hs }), None).unwrap();
+    quantize_into(Buf::from(&x), &[m as i64, k as i64], &options, Some((BufMut::from(&mut hv), BufMut::from(&mut hs))), None).unwrap();
     let input = DeviceBuf::from_host(&x);
     let (dv, ds) = (DeviceBuf::new(m * k, POISON), DeviceBuf::new(slen, POISON));
-    quantize_into_device(input.bytes(), InputDtype::F32, &[m as i64, k as i64], &options, Some((dv.bytes(), ds.bytes())), None).unwrap();
+    quantize_into(input.f32_in(), &[m as i64, k as i64], &options, Some((dv.bytes().into(), ds.bytes().into())), None).unwrap();
     assert_eq!((dv.to_host(), ds.to_host()), (hv.clone(), hs));
     assert_eq!(hv, quantize_rowwise_reference(&x, m, k).0);
 
     // dequantize
     let mut expected = vec![0f32; 257 * 80];
-    host_a.dequantize_into(DequantizeOutput::F32(&mut expected), &DequantizeOptions::new()).unwrap();
+    host_a.dequantize_into(BufMut::from(&mut expected), &DequantizeOptions::new()).unwrap();
     let out = DeviceBuf::new(expected.len() * 4, 0xFF);
-    dev_a.dequantize_into_device(out.bytes(), OutputDtype::F32, &DequantizeOptions::new()).unwrap();
+    dev_a.dequantize_into(out.f32_out(), &DequantizeOptions::new()).unwrap();
     let got: Vec<f32> = out.to_host().chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
     assert!(got.iter().zip(&expected).all(|(a, b)| a.to_bits() == b.to_bits()));
 
@@ -243,12 +252,12 @@ fn device_wrappers_on_cuda_memory() {
     assert_eq!(read_back(stacked.scales.data_ptr(), e * n * c), per.concat());
     let experts: Vec<Tensor> = (0..e).map(|i| g.expert(i).unwrap()).collect();
     let dst = DeviceBuf::new(n * c, POISON);
-    export_scales_batched_device(&[&experts[2]], &[dst.bytes()], &ExportOptions::default()).unwrap();
+    export_scales_batched(&[&experts[2]], vec![dst.bytes().into()], &ExportOptions::default()).unwrap();
     assert_eq!(dst.to_host(), per[2]);
 
     // Host slices cannot receive a device tensor's scales: the library says why.
     let mut host_dst = vec![0u8; scales_a.len()];
-    let err = export_scales_batched(&[&dev_a], &mut [&mut host_dst[..]], &ExportOptions::default()).unwrap_err();
+    let err = export_scales_batched(&[&dev_a], vec![BufMut::from(&mut host_dst)], &ExportOptions::default()).unwrap_err();
     assert!(err.message.contains("cuda:0"), "{err}");
 }
 
@@ -262,10 +271,7 @@ fn f32_bits(values: &[f32]) -> Vec<u32> {
 
 #[test]
 fn engine_targets_imports_and_prepared_plans_on_cuda_memory() {
-    use mxfp8::{
-        import_bucket_device, import_bucket_host_with, import_tensor_shards_device, import_tensor_shards_host, import_tensors_device,
-        BucketImport, ConvertOptions, DeviceImportTarget, ImportTarget, Layout, PreparedExport, Shard,
-    };
+    use mxfp8::{ConvertOptions, Shard};
     if !gpu_present() {
         return;
     }
@@ -276,9 +282,9 @@ fn engine_targets_imports_and_prepared_plans_on_cuda_memory() {
         let options = ConvertOptions::new().target(target);
         let bytes = mxfp8::layout_bytes(target, Direction::Rowwise, 256, 7).unwrap() as usize;
         let (mut hv, mut hs) = (vec![POISON; 256 * 200], vec![POISON; bytes]);
-        host.convert_into(&options, Some(&mut hv), &mut hs).unwrap();
+        host.convert_into(&options, Some(BufMut::from(&mut hv)), &mut hs).unwrap();
         let (dv, ds) = (DeviceBuf::new(256 * 200, POISON), DeviceBuf::new(bytes, POISON));
-        dev.convert_device(&options, Some(dv.bytes()), ds.bytes()).unwrap();
+        dev.convert_into(&options, Some(dv.bytes().into()), ds.bytes()).unwrap();
         assert_eq!((dv.to_host(), ds.to_host()), (hv, hs), "{target:?}");
     }
     // grouped convert: 2 experts of (128, 64), compact scales, into the gated TRT-LLM layout.
@@ -292,58 +298,59 @@ fn engine_targets_imports_and_prepared_plans_on_cuda_memory() {
     let gd = build(device_tensor(&vals, &[(e * n * k) as i64]), device_tensor(&sc, &[sc.len() as i64]));
     let options = ConvertOptions::new().target(Layout::TrtllmShuffledGated);
     let (mut hv, mut hs) = (vec![POISON; e * n * k], vec![POISON; e * n * 4]);
-    gh.convert_into(&options, Some(&mut hv), &mut hs).unwrap();
+    gh.convert_into(&options, Some(BufMut::from(&mut hv)), &mut hs).unwrap();
     let (dv, ds) = (DeviceBuf::new(e * n * k, POISON), DeviceBuf::new(e * n * 4, POISON));
-    gd.convert_device(&options, Some(dv.bytes()), ds.bytes()).unwrap();
+    gd.convert_into(&options, Some(dv.bytes().into()), ds.bytes()).unwrap();
     assert_eq!((dv.to_host(), ds.to_host()), (hv, hs));
 
-    // The direct import, whole and a shard, device against host.
+    // The direct transfer, whole and a shard, device against host.
     let (m, kk, c) = (256usize, 200usize, 7usize);
+    let shard = [Shard::rows(200..256)];
     let (mut hv, mut hs) = (vec![POISON; 56 * kk], vec![POISON; 56 * c]);
-    import_tensor_shards_host(&[&host], &[Shard::rows(200..256)], &ExportOptions::default(), &mut [ImportTarget { values: &mut hv, scales: &mut hs, layout: Layout::Compact }]).unwrap();
+    Transfer::from_tensors(&[&host]).shards(&shard).to_buffers(vec![Target::new(&mut hv, &mut hs, Layout::Compact)]).run(Stream::default()).unwrap();
     let (dv, ds) = (DeviceBuf::new(56 * kk, POISON), DeviceBuf::new(56 * c, POISON));
-    let targets = [DeviceImportTarget { values: dv.bytes(), scales: ds.bytes(), layout: Layout::Compact }];
-    import_tensor_shards_device(&[&dev], &[Shard::rows(200..256)], &ExportOptions::default(), &targets).unwrap();
+    Transfer::from_tensors(&[&dev]).shards(&shard).to_buffers(vec![Target::new(dv.bytes(), ds.bytes(), Layout::Compact)]).run(Stream::default()).unwrap();
     assert_eq!((dv.to_host(), ds.to_host()), (hv, hs));
     let whole = mxfp8::layout_bytes(Layout::Cutlass128x4, Direction::Rowwise, m as i64, c as i64).unwrap() as usize;
     let (dv, ds) = (DeviceBuf::new(m * kk, POISON), DeviceBuf::new(whole, POISON));
-    let targets = [DeviceImportTarget { values: dv.bytes(), scales: ds.bytes(), layout: Layout::Cutlass128x4 }];
-    import_tensors_device(&[&dev], &ExportOptions::default(), &targets).unwrap();
+    Transfer::from_tensors(&[&dev]).to_buffers(vec![Target::new(dv.bytes(), ds.bytes(), Layout::Cutlass128x4)]).run(Stream::default()).unwrap();
     let (mut hv, mut hs) = (vec![POISON; m * kk], vec![POISON; whole]);
-    mxfp8::import_tensors_host(&[&host], &ExportOptions::default(), &mut [ImportTarget { values: &mut hv, scales: &mut hs, layout: Layout::Cutlass128x4 }]).unwrap();
+    Transfer::from_tensors(&[&host]).to_buffers(vec![Target::new(&mut hv, &mut hs, Layout::Cutlass128x4)]).run(Stream::default()).unwrap();
     assert_eq!((dv.to_host(), ds.to_host()), (hv.clone(), hs.clone()));
 
-    // A prepared device bucket fill, then the bucket imported on the device (immediate and prepared).
-    let plan = BucketPlan::new(&[&dev], &ExportOptions::default(), 256).unwrap();
-    let host_plan = BucketPlan::new(&[&host], &ExportOptions::default(), 256).unwrap();
-    let mut expected = vec![POISON; host_plan.total_bytes() as usize];
-    host_plan.fill(&mut expected).unwrap();
-    let bucket = DeviceBuf::new(plan.total_bytes() as usize, POISON);
-    let prepared = PreparedExport::bucket_device(&plan, bucket.bytes()).unwrap();
+    // A prepared device bucket fill, then the bucket received on the device (immediate and prepared).
+    let host_send = Transfer::from_tensors(&[&host]);
+    let (parts, total) = host_send.bucket_parts(256).unwrap();
+    let manifest = host_send.manifest(["w"], &parts).unwrap();
+    let mut expected = vec![POISON; total as usize];
+    host_send.to_bucket(&mut expected, &parts).run(Stream::default()).unwrap();
+    let bucket = DeviceBuf::new(total as usize, POISON);
+    let prepared = Transfer::from_tensors(&[&dev]).to_bucket(bucket.bytes(), &parts).prepare().unwrap();
     prepared.run(Stream::default()).unwrap();
     assert!(bucket.to_host() == expected);
-    let manifest = plan.manifest(["w"]).unwrap();
-    let import = BucketImport::new(&manifest.entries, Direction::Rowwise);
     let (mut hv2, mut hs2) = (vec![POISON; m * kk], vec![POISON; whole]);
-    import_bucket_host_with(&expected, &import, &mut [ImportTarget { values: &mut hv2, scales: &mut hs2, layout: Layout::Cutlass128x4 }]).unwrap();
+    Transfer::from_bucket(&expected, &manifest).to_buffers(vec![Target::new(&mut hv2, &mut hs2, Layout::Cutlass128x4)]).run(Stream::default()).unwrap();
     assert_eq!((&hv2, &hs2), (&hv, &hs));
     let (dv, ds) = (DeviceBuf::new(m * kk, POISON), DeviceBuf::new(whole, POISON));
-    let targets = [DeviceImportTarget { values: dv.bytes(), scales: ds.bytes(), layout: Layout::Cutlass128x4 }];
-    import_bucket_device(bucket.bytes(), &import, &targets, Stream::default()).unwrap();
+    Transfer::from_bucket(bucket.bytes(), &manifest)
+        .to_buffers(vec![Target::new(dv.bytes(), ds.bytes(), Layout::Cutlass128x4)])
+        .run(Stream::default())
+        .unwrap();
     assert_eq!((dv.to_host(), ds.to_host()), (hv.clone(), hs.clone()));
     let (dv, ds) = (DeviceBuf::new(m * kk, POISON), DeviceBuf::new(whole, POISON));
-    let targets = [DeviceImportTarget { values: dv.bytes(), scales: ds.bytes(), layout: Layout::Cutlass128x4 }];
-    PreparedExport::import_bucket_device(bucket.bytes(), &import, &targets).unwrap().run(Stream::default()).unwrap();
+    Transfer::from_bucket(bucket.bytes(), &manifest)
+        .to_buffers(vec![Target::new(dv.bytes(), ds.bytes(), Layout::Cutlass128x4)])
+        .prepare()
+        .unwrap()
+        .run(Stream::default())
+        .unwrap();
     assert_eq!((dv.to_host(), ds.to_host()), (hv, hs));
     drop(prepared);
 }
 
 #[test]
 fn nvfp4_on_cuda_memory() {
-    use mxfp8::{
-        nvfp4_quantize_fused_into, nvfp4_quantize_fused_into_device, nvfp4_quantize_into, nvfp4_quantize_into_device, AmaxScope,
-        DeviceFusedShard, FourOverSix, FusedShard, GlobalScale, Nvfp4ExportOptions, Nvfp4Output, Nvfp4QuantizeOptions, Nvfp4TensorBuilder,
-    };
+    use mxfp8::{nvfp4_quantize_into, AmaxScope, FourOverSix, GlobalScale, Nvfp4Part, Nvfp4QuantizeOptions, ValuesDtype};
     if !gpu_present() {
         return;
     }
@@ -354,17 +361,19 @@ fn nvfp4_on_cuda_memory() {
     // quantize_into: every option family, the device result equals the host one (checked against the
     // references in tests/nvfp4.rs).
     let cases = [
-        Nvfp4QuantizeOptions::new().scales(QuantizedScales::Swizzled),
-        Nvfp4QuantizeOptions::new().direction(Direction::Columnwise).scales(QuantizedScales::Padded),
-        Nvfp4QuantizeOptions::new().amax_scope(AmaxScope::PerRow),
-        Nvfp4QuantizeOptions::new().four_over_six(FourOverSix::Mse).e4m3_max(256),
+        (Nvfp4QuantizeOptions::new().scales(QuantizedScales::Swizzled), 1),
+        (Nvfp4QuantizeOptions::new().direction(Direction::Columnwise).scales(QuantizedScales::Padded), 1),
+        (Nvfp4QuantizeOptions::new().amax_scope(AmaxScope::PerRow), m),
+        (Nvfp4QuantizeOptions::new().four_over_six(FourOverSix::Mse).e4m3_max(256), 1),
     ];
-    for options in cases {
-        let (vlen, slen, alen) = (options.values_len(&shape).unwrap(), options.scales_shape(&shape).iter().product::<i64>() as usize, options.amax_len(&shape));
+    for (options, alen) in cases {
+        let (vlen, slen) = (m * k / 2, nvfp4_scales_len(options.scales, options.direction, &shape));
         let (mut hv, mut hs, mut ha) = (vec![POISON; vlen], vec![POISON; slen], vec![0f32; alen]);
-        nvfp4_quantize_into(HostInput::F32(&x), &shape, &options, Nvfp4Output { values: &mut hv, scales: &mut hs }, &mut ha).unwrap();
+        let part = Nvfp4Part { input: Buf::from(&x), shape: &shape, values: (&mut hv).into(), scales: (&mut hs).into() };
+        nvfp4_quantize_into(vec![part], &options, &mut ha).unwrap();
         let (dv, ds, da) = (DeviceBuf::new(vlen, POISON), DeviceBuf::new(slen, POISON), DeviceBuf::new(4 * alen, 0));
-        nvfp4_quantize_into_device(input.bytes(), InputDtype::F32, &shape, &options, dv.bytes(), ds.bytes(), da.bytes()).unwrap();
+        let part = Nvfp4Part { input: input.f32_in(), shape: &shape, values: dv.bytes().into(), scales: ds.bytes().into() };
+        nvfp4_quantize_into(vec![part], &options, da.f32_out()).unwrap();
         assert_eq!((dv.to_host(), ds.to_host(), f32s(&da.to_host())), (hv, hs, f32_bits(&ha)), "{options:?}");
     }
     // fused: two shards under one amax.
@@ -374,22 +383,24 @@ fn nvfp4_on_cuda_memory() {
     let options = Nvfp4QuantizeOptions::new();
     let sc = k.div_ceil(16);
     let (mut h1v, mut h1s, mut h2v, mut h2s, mut ha) = (vec![POISON; m * k / 2], vec![POISON; m * sc], vec![POISON; 30 * k / 2], vec![POISON; 30 * sc], 0f32);
-    let mut shards = [
-        FusedShard { input: HostInput::F32(&x), shape: &shape, output: Nvfp4Output { values: &mut h1v, scales: &mut h1s } },
-        FusedShard { input: HostInput::F32(&y), shape: &yshape, output: Nvfp4Output { values: &mut h2v, scales: &mut h2s } },
+    let shards = vec![
+        Nvfp4Part { input: Buf::from(&x), shape: &shape, values: (&mut h1v).into(), scales: (&mut h1s).into() },
+        Nvfp4Part { input: Buf::from(&y), shape: &yshape, values: (&mut h2v).into(), scales: (&mut h2s).into() },
     ];
-    nvfp4_quantize_fused_into(&mut shards, &options, &mut ha).unwrap();
+    nvfp4_quantize_into(shards, &options, std::slice::from_mut(&mut ha)).unwrap();
     let (d1v, d1s, d2v, d2s, da) =
         (DeviceBuf::new(m * k / 2, POISON), DeviceBuf::new(m * sc, POISON), DeviceBuf::new(30 * k / 2, POISON), DeviceBuf::new(30 * sc, POISON), DeviceBuf::new(4, 0));
-    let device_shards = [
-        DeviceFusedShard { input: input.bytes(), shape: &shape, values: d1v.bytes(), scales: d1s.bytes() },
-        DeviceFusedShard { input: input_y.bytes(), shape: &yshape, values: d2v.bytes(), scales: d2s.bytes() },
+    let device_shards = vec![
+        Nvfp4Part { input: input.f32_in(), shape: &shape, values: d1v.bytes().into(), scales: d1s.bytes().into() },
+        Nvfp4Part { input: input_y.f32_in(), shape: &yshape, values: d2v.bytes().into(), scales: d2s.bytes().into() },
     ];
-    nvfp4_quantize_fused_into_device(&device_shards, InputDtype::F32, &options, da.bytes()).unwrap();
+    nvfp4_quantize_into(device_shards, &options, da.f32_out()).unwrap();
     assert_eq!((d1v.to_host(), d1s.to_host(), d2v.to_host(), d2s.to_host(), f32s(&da.to_host())), (h1v.clone(), h1s.clone(), h2v, h2s, vec![ha.to_bits()]));
 
     // An NVFP4 tensor in CUDA memory: export (the global scale computed on the device), dequantize.
-    let build = |d: ManagedTensor, s: ManagedTensor, a: ManagedTensor| Nvfp4TensorBuilder::new().rowwise(d, s, a).build().unwrap();
+    let build = |d: ManagedTensor, s: ManagedTensor, a: ManagedTensor| {
+        TensorBuilder::new().format(Format::Nvfp4).rowwise(d, s).amax(Direction::Rowwise, a).build().unwrap()
+    };
     let th = build(
         ManagedTensor::from_host_bytes(h1v.clone(), &[m as i64, (k / 2) as i64]).unwrap(),
         ManagedTensor::from_host_bytes(h1s.clone(), &[m as i64, sc as i64]).unwrap(),
@@ -397,32 +408,29 @@ fn nvfp4_on_cuda_memory() {
     );
     let td = build(device_tensor(&h1v, &[m as i64, (k / 2) as i64]), device_tensor(&h1s, &[m as i64, sc as i64]), device_tensor_f32(&[ha], &[1]));
     for convention in [GlobalScale::Decode, GlobalScale::Encode] {
-        let options = Nvfp4ExportOptions::new().global_scale(convention);
+        let options = ExportOptions::new().values_dtype(ValuesDtype::Uint8).global_scale(convention);
         let (ph, pd) = (th.export(&options).unwrap(), td.export(&options).unwrap());
-        assert_eq!(pd.global_scale.device().device_type, sys::DLDeviceType::CUDA);
-        assert_eq!(f32s(&read_back(pd.global_scale.data_ptr(), 4)), f32_bits(&ph.global_scale.to_host_f32().unwrap()), "{convention:?}");
+        let (gh, gd) = (ph.global_scale.unwrap(), pd.global_scale.unwrap());
+        assert_eq!(gd.device().device_type, sys::DLDeviceType::CUDA);
+        assert_eq!(f32s(&read_back(gd.data_ptr(), 4)), f32_bits(&gh.to_host_f32().unwrap()), "{convention:?}");
         assert_eq!(read_back(pd.scales.data_ptr(), m * sc), h1s);
         assert_eq!(read_back(pd.values.data_ptr(), m * k / 2), h1v);
     }
     let expected = th.dequantize_host(Direction::Rowwise).unwrap();
     let out = DeviceBuf::new(m * k * 4, 0xFF);
-    td.dequantize_into_device(out.bytes(), OutputDtype::F32, &DequantizeOptions::new()).unwrap();
+    td.dequantize_into(out.f32_out(), &DequantizeOptions::new()).unwrap();
     assert_eq!(f32s(&out.to_host()), f32_bits(&expected));
 }
 
 #[test]
 fn mixed_buckets_and_imports_on_cuda_memory() {
-    use mxfp8::{
-        import_bucket_mixed_device, import_tensors_mixed_device, import_tensors_mixed_host, DeviceImportTarget, DeviceMixedImportTarget,
-        DeviceNvfp4ImportTarget, GlobalScale, ImportTarget, Layout, MixedBucketImport, MixedBucketPlan, MixedImportTarget, MixedTensor,
-        Nvfp4ImportTarget, Nvfp4TensorBuilder, PreparedExport,
-    };
+    use mxfp8::GlobalScale;
     if !gpu_present() {
         return;
     }
     // MXFP8 (133, 72) and NVFP4 (140, 40), both with swizzled scales (padding poisoned): partial blocks,
     // rows not a multiple of 128. The device results equal the host ones (checked against the references
-    // in tests/mixed.rs).
+    // in tests/transfer_mixed.rs).
     let (mh, md, mv, ms) = weight(133, 72, 61);
     let (r, k, c) = (140usize, 40usize, 3usize);
     let values = random_bytes(r * k / 2, 62, 0, 255);
@@ -430,7 +438,7 @@ fn mixed_buckets_and_imports_on_cuda_memory() {
     let swz = swizzle_reference(&scales, r, c, POISON);
     let (vshape, sshape) = ([r as i64, (k / 2) as i64], [256i64, 4]);
     let build = |d: ManagedTensor, s: ManagedTensor, a: ManagedTensor| {
-        Nvfp4TensorBuilder::new().scale_layout(ScaleLayout::GemmSwizzled).rowwise(d, s, a).build().unwrap()
+        TensorBuilder::new().format(Format::Nvfp4).scale_layout(ScaleLayout::GemmSwizzled).rowwise(d, s).amax(Direction::Rowwise, a).build().unwrap()
     };
     let nh = build(
         ManagedTensor::from_host_bytes(values.clone(), &vshape).unwrap(),
@@ -438,58 +446,49 @@ fn mixed_buckets_and_imports_on_cuda_memory() {
         ManagedTensor::from_host_f32(vec![5.5], &[1]).unwrap(),
     );
     let nd = build(device_tensor(&values, &vshape), device_tensor(&swz, &sshape), device_tensor_f32(&[5.5], &[1]));
-    let (host_tensors, dev_tensors) = ([MixedTensor::Mxfp8(&mh), MixedTensor::Nvfp4(&nh)], [MixedTensor::Mxfp8(&md), MixedTensor::Nvfp4(&nd)]);
+    let (host_tensors, dev_tensors) = ([&mh, &nh], [&md, &nd]);
 
     // The bucket: one launch, then its prepared form.
-    let host_plan = MixedBucketPlan::new(&host_tensors, &ExportOptions::default(), 256).unwrap();
-    let mut expected = vec![POISON; host_plan.total_bytes() as usize];
-    host_plan.fill(&mut expected).unwrap();
-    let plan = MixedBucketPlan::new(&dev_tensors, &ExportOptions::default(), 256).unwrap();
-    assert_eq!((plan.entries(), plan.nvfp4_entries()), (host_plan.entries(), host_plan.nvfp4_entries()));
-    let bucket = DeviceBuf::new(plan.total_bytes() as usize, POISON);
-    plan.fill_device(bucket.bytes()).unwrap();
+    let host_send = Transfer::from_tensors(&host_tensors);
+    let (host_parts, host_total) = host_send.bucket_parts(256).unwrap();
+    let mut expected = vec![POISON; host_total as usize];
+    host_send.to_bucket(&mut expected, &host_parts).run(Stream::default()).unwrap();
+    let send = Transfer::from_tensors(&dev_tensors);
+    let (parts, total) = send.bucket_parts(256).unwrap();
+    assert_eq!((&parts, total), (&host_parts, host_total));
+    let manifest = send.manifest(["w", "n"], &parts).unwrap();
+    let bucket = DeviceBuf::new(total as usize, POISON);
+    send.to_bucket(bucket.bytes(), &parts).run(Stream::default()).unwrap();
     assert!(bucket.to_host() == expected);
-    let again = DeviceBuf::new(plan.total_bytes() as usize, POISON);
-    let prepared = PreparedExport::bucket_mixed_device(&plan, again.bytes()).unwrap();
+    let again = DeviceBuf::new(total as usize, POISON);
+    let prepared = Transfer::from_tensors(&dev_tensors).to_bucket(again.bytes(), &parts).prepare().unwrap();
     prepared.run(Stream::default()).unwrap();
     assert!(again.to_host() == expected);
     drop(prepared);
-    let e = host_plan.entries();
+    let e = &host_parts;
     assert_eq!(&expected[e[0].values_offset as usize..][..mv.len()], &mv[..]);
     assert_eq!(&expected[e[0].scales_offset as usize..][..ms.len()], &ms[..]);
     assert_eq!(&expected[e[1].scales_offset as usize..][..scales.len()], &scales[..]);
 
-    // The direct import (and the import of the bucket) into an MXFP8 compact and an NVFP4 128x4 target,
+    // The direct transfer (and the one from the bucket) into an MXFP8 compact and an NVFP4 128x4 target,
     // with the encode global scale.
     let (mut hmv, mut hms, mut hnv, mut hns, mut hg) = (vec![POISON; mv.len()], vec![POISON; ms.len()], vec![POISON; values.len()], vec![POISON; swz.len()], [0f32]);
-    let mut targets = [
-        MixedImportTarget::Mxfp8(ImportTarget { values: &mut hmv, scales: &mut hms, layout: Layout::Compact }),
-        MixedImportTarget::Nvfp4(Nvfp4ImportTarget { values: &mut hnv, scales: &mut hns, layout: Layout::Cutlass128x4, global_scale: &mut hg }),
+    let targets = vec![
+        Target::new(&mut hmv, &mut hms, Layout::Compact),
+        Target::new(&mut hnv, &mut hns, Layout::Cutlass128x4).global_scale(&mut hg),
     ];
-    import_tensors_mixed_host(&host_tensors, &ExportOptions::default(), GlobalScale::Encode, &mut targets).unwrap();
+    Transfer::from_tensors(&host_tensors).global_scale(GlobalScale::Encode).to_buffers(targets).run(Stream::default()).unwrap();
     let host_result = (hmv, hms, hnv, hns, f32_bits(&hg));
     // The receiver of the device bucket writes the same, immediate and prepared.
-    let manifest = plan.manifest(["w", "n"]).unwrap();
-    let import = MixedBucketImport { global_scale: GlobalScale::Encode, ..MixedBucketImport::new(&manifest.entries, Direction::Rowwise) };
     for (from_bucket, prepared) in [(false, false), (false, true), (true, false), (true, true)] {
         let bufs = [mv.len(), ms.len(), values.len(), swz.len(), 4].map(|n| DeviceBuf::new(n, POISON));
-        let targets = [
-            DeviceMixedImportTarget::Mxfp8(DeviceImportTarget { values: bufs[0].bytes(), scales: bufs[1].bytes(), layout: Layout::Compact }),
-            DeviceMixedImportTarget::Nvfp4(DeviceNvfp4ImportTarget {
-                values: bufs[2].bytes(),
-                scales: bufs[3].bytes(),
-                layout: Layout::Cutlass128x4,
-                global_scale: bufs[4].bytes(),
-            }),
+        let targets = vec![
+            Target::new(bufs[0].bytes(), bufs[1].bytes(), Layout::Compact),
+            Target::new(bufs[2].bytes(), bufs[3].bytes(), Layout::Cutlass128x4).global_scale(bufs[4].f32_out()),
         ];
-        let options = ExportOptions::default();
-        let plan = match (from_bucket, prepared) {
-            (false, false) => import_tensors_mixed_device(&dev_tensors, &options, GlobalScale::Encode, &targets).map(|_| None),
-            (false, true) => PreparedExport::import_tensors_mixed_device(&dev_tensors, &options, GlobalScale::Encode, &targets).map(Some),
-            (true, false) => import_bucket_mixed_device(bucket.bytes(), &import, &targets, Stream::default()).map(|_| None),
-            (true, true) => PreparedExport::import_bucket_mixed_device(bucket.bytes(), &import, &targets).map(Some),
-        }
-        .unwrap();
+        let transfer = if from_bucket { Transfer::from_bucket(bucket.bytes(), &manifest) } else { Transfer::from_tensors(&dev_tensors) };
+        let transfer = transfer.global_scale(GlobalScale::Encode).to_buffers(targets);
+        let plan = if prepared { Some(transfer.prepare().unwrap()) } else { transfer.run(Stream::default()).map(|_| None).unwrap() };
         if let Some(plan) = &plan {
             plan.run(Stream::default()).unwrap();
         }

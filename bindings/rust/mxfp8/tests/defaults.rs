@@ -2,7 +2,7 @@
 //! field with the C `*_INIT` macros: so the safe defaults are the C defaults. This test closes the chain
 //! (safe default -> C struct == mxfp8-sys default), and checks the status enum and error type.
 use mxfp8::{
-    sys, Block, ConvertOptions, DequantizeOptions, Nvfp4ExportOptions, Nvfp4QuantizeOptions, Nvfp4TensorBuilder, Error, ExportOptions, Format, GroupedBuilder, GroupedScales, ManagedTensor, QuantizeOptions, Status,
+    sys, Block, ConvertOptions, DequantizeOptions, Direction, Nvfp4QuantizeOptions, Error, ExportOptions, Format, GroupedBuilder, GroupedScales, ManagedTensor, QuantizeOptions, Status,
     TensorBuilder,
 };
 
@@ -15,29 +15,24 @@ fn safe_defaults_are_the_c_initializers() {
     );
     assert_eq!((a.scale_fixup, a.reserved3), (b.scale_fixup, b.reserved3));
     assert_eq!((a.shard, a.global_scale, a.reserved4), (b.shard, b.global_scale, b.reserved4));
-    // NVFP4 exports are mxfp8_export_options too; the crate keeps uint8 values where the C default is
-    // the format's own float4 (MXFP8_VALUES_FP8).
-    let (a, b) = (Nvfp4ExportOptions::default().to_sys(), sys::mxfp8_export_options::default());
-    assert_eq!(
-        (a.struct_size, a.direction, a.scales_dtype, a.padded_scales, a.global_scale, a.stream, a.allocator.is_none()),
-        (b.struct_size, b.direction, b.scales_dtype, b.padded_scales, b.global_scale, b.stream, b.allocator.is_none())
-    );
-    assert_eq!((a.values_dtype, b.values_dtype), (sys::MXFP8_VALUES_UINT8, sys::MXFP8_VALUES_FP8));
+    // NVFP4 exports are the same mxfp8_export_options: one options type, the C default (the format's own
+    // type, float4 for NVFP4) included.
+    assert_eq!(a.values_dtype, sys::MXFP8_VALUES_FP8);
     let (a, b) = (Nvfp4QuantizeOptions::default().to_sys(), sys::mxfp8_nvfp4_quantize_options::default());
     assert_eq!(
         (a.struct_size, a.amax_scope, a.amax_mode, a.four_over_six, a.e4m3_max, a.scales_layout, a.direction, a.reserved, a.stream),
         (b.struct_size, b.amax_scope, b.amax_mode, b.four_over_six, b.e4m3_max, b.scales_layout, b.direction, b.reserved, b.stream)
     );
-    let nvfp4 = Nvfp4TensorBuilder::new()
-        .rowwise(
-            ManagedTensor::from_host_bytes(vec![0; 16], &[1, 16]).unwrap(),
-            ManagedTensor::from_host_bytes(vec![0x38; 2], &[1, 2]).unwrap(),
-            ManagedTensor::from_host_f32(vec![1.0], &[1]).unwrap(),
-        )
+    let nvfp4 = TensorBuilder::new()
+        .format(Format::Nvfp4)
+        .rowwise(ManagedTensor::from_host_bytes(vec![0; 16], &[1, 16]).unwrap(), ManagedTensor::from_host_bytes(vec![0x38; 2], &[1, 2]).unwrap())
+        .amax(Direction::Rowwise, ManagedTensor::from_host_f32(vec![1.0], &[1]).unwrap())
         .build()
         .unwrap();
-    // The C desc leaves E4M3_MAX "not said" (0, refused for NVFP4); the builder says TE's default, 448.
-    assert_eq!((nvfp4.e4m3_max(), sys::mxfp8_tensor_desc::default().e4m3_max), (448, 0));
+    // The C desc leaves E4M3_MAX "not said" (0, refused for NVFP4); the builder says TE's default, 448,
+    // and NVFP4's block, 1x16.
+    assert_eq!((nvfp4.e4m3_max(), sys::mxfp8_tensor_desc::default().e4m3_max), (Some(448), 0));
+    assert_eq!((nvfp4.format(), nvfp4.block(), nvfp4.shape()), (Format::Nvfp4, Block::B1x16, &[1, 32][..]));
     let (a, b) = (ConvertOptions::default().to_sys(), sys::mxfp8_convert_options::default());
     assert_eq!((a.struct_size, a.target, a.direction, a.scale_fixup, a.stream), (b.struct_size, b.target, b.direction, b.scale_fixup, b.stream));
     let (a, b) = (QuantizeOptions::default().to_sys(), sys::mxfp8_quantize_options::default());

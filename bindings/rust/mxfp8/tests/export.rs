@@ -2,7 +2,9 @@
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use mxfp8::{sys, Block, Direction, ExportOptions, Format, ManagedTensor, PaddedScales, ScaleLayout, ScalesGranularity, Status, TensorBuilder};
+mod common;
+
+use mxfp8::{sys, Block, Direction, ExportOptions, Format, ManagedTensor, PaddedScales, ScaleLayout, ScalesGranularity, Status, Stream, TensorBuilder};
 
 /// The cuBLAS layout offset, written here from the layout's permute form (independent of the library).
 fn swizzled_index(r: usize, c: usize, padded_cols: usize) -> usize {
@@ -136,15 +138,15 @@ fn errors_carry_status_and_message() {
 fn host_swizzle_round_trip() {
     let (rows, cols) = (300, 7);
     let s = random_bytes(rows * cols, 9, 1, 254);
-    let swz = mxfp8::swizzle_scales_host(&s, rows, cols).unwrap();
+    let swz = common::swizzle_host(&s, rows, cols).unwrap();
     assert_eq!(swz.len(), 384 * 8);
     for r in 0..rows {
         for c in 0..cols {
             assert_eq!(swz[swizzled_index(r, c, 8)], s[r * cols + c]);
         }
     }
-    assert_eq!(mxfp8::unswizzle_scales_host(&swz, rows, cols).unwrap(), s);
-    assert!(mxfp8::unswizzle_scales_host(&swz[..100], rows, cols).is_err());
+    assert_eq!(common::unswizzle_host(&swz, rows, cols).unwrap(), s);
+    assert!(common::unswizzle_host(&swz[..100], rows, cols).is_err());
 }
 
 // Drop order: counting deleters on foreign tensors.
@@ -202,7 +204,8 @@ fn inputs_are_freed_once_after_the_last_view() {
     assert!(!parts.scales.is_copy());
     drop(tensor);
     assert_eq!(DELETED.load(Ordering::SeqCst), 0);
-    let Components { values, scales } = parts;
+    let Components { values, scales, global_scale } = parts;
+    assert!(global_scale.is_none()); // MXFP8 has no second level
     drop(scales);
     assert_eq!(DELETED.load(Ordering::SeqCst), 0);
     assert_eq!(values.as_host_bytes().unwrap()[1000], 5);
@@ -270,7 +273,7 @@ fn host_swizzle_into_caller_slices() {
     let (rows, cols) = (129, 6);
     let s = random_bytes(rows * cols, 19, 1, 254);
     let mut swz = vec![POISON; 256 * 8];
-    mxfp8::swizzle_scales_into(&s, rows, cols, &mut swz).unwrap();
+    mxfp8::swizzle_scales(&s, rows, cols, &mut swz, Stream::default()).unwrap();
     for (i, &b) in swz.iter().enumerate() {
         let (tile, within) = (i / 512, i % 512);
         let (r, c) = ((tile / 2) * 128 + ((within % 16) / 4) * 32 + within / 16, (tile % 2) * 4 + within % 4);
@@ -278,11 +281,11 @@ fn host_swizzle_into_caller_slices() {
         assert_eq!(b, expected, "byte {i}");
     }
     let mut back = vec![POISON; rows * cols];
-    mxfp8::unswizzle_scales_into(&swz, rows, cols, &mut back).unwrap();
+    mxfp8::unswizzle_scales(&swz, rows, cols, &mut back, Stream::default()).unwrap();
     assert_eq!(back, s);
-    let err = mxfp8::swizzle_scales_into(&s, rows, cols, &mut swz[1..]).unwrap_err();
+    let err = mxfp8::swizzle_scales(&s, rows, cols, &mut swz[1..], Stream::default()).unwrap_err();
     assert_eq!(err.status, mxfp8::Status::InvalidArgument);
     assert!(err.message.contains("2047"), "{err}");
-    let err = mxfp8::unswizzle_scales_into(&swz, rows, cols, &mut back[1..]).unwrap_err();
-    assert!(err.message.contains("cannot be a 129 x 6 matrix"), "{err}");
+    let err = mxfp8::unswizzle_scales(&swz, rows, cols, &mut back[1..], Stream::default()).unwrap_err();
+    assert!(err.message.contains("cannot have the shape [129, 6]"), "{err}");
 }

@@ -4,7 +4,7 @@ mod common;
 use common::*;
 
 use mxfp8::{
-    export_scales_batched, BucketPlan, ExportOptions, GroupedBuilder, GroupedScales, ManagedTensor, ScaleLayout, Status, Tensor,
+    export_scales_batched, BufMut, ExportOptions, Stream, Transfer, GroupedBuilder, GroupedScales, ManagedTensor, ScaleLayout, Status, Tensor,
 };
 
 struct Experts {
@@ -74,15 +74,16 @@ fn every_expert_exports_its_own_scales_in_every_layout() {
             let ts: Vec<Tensor> = (0..4).map(|i| g.expert(i).unwrap()).collect();
             let refs: Vec<&Tensor> = ts.iter().collect();
             let mut out: Vec<Vec<u8>> = e.scales.iter().map(|s| vec![POISON; s.len()]).collect();
-            let mut slices: Vec<&mut [u8]> = out.iter_mut().map(|o| o.as_mut_slice()).collect();
-            export_scales_batched(&refs, &mut slices, &ExportOptions::default()).unwrap();
+            let slices: Vec<BufMut> = out.iter_mut().map(BufMut::from).collect();
+            export_scales_batched(&refs, slices, &ExportOptions::default()).unwrap();
             assert_eq!(out, e.scales);
-            let plan = BucketPlan::new(&refs, &ExportOptions::default(), 256).unwrap();
-            let mut bucket = vec![0u8; plan.total_bytes() as usize];
-            plan.fill(&mut bucket).unwrap();
-            let manifest = plan.manifest((0..4).map(|i| format!("experts.{i}"))).unwrap();
+            let send = Transfer::from_tensors(&refs);
+            let (parts, total) = send.bucket_parts(256).unwrap();
+            let mut bucket = vec![0u8; total as usize];
+            let manifest = send.manifest((0..4).map(|i| format!("experts.{i}")), &parts).unwrap();
+            send.to_bucket(&mut bucket, &parts).run(Stream::default()).unwrap();
             for (i, v) in manifest.unpack(&bucket).unwrap().iter().enumerate() {
-                assert_eq!((v.values, v.scales), (&e.values[i][..], &e.scales[i][..]));
+                assert_eq!((v.values.as_host().unwrap(), v.scales.as_host().unwrap()), (&e.values[i][..], &e.scales[i][..]));
             }
         }
     }

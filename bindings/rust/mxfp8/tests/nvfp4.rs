@@ -6,10 +6,8 @@ mod common;
 use common::*;
 
 use mxfp8::{
-    nvfp4_quantize_fused_into, nvfp4_quantize_into, AmaxMode, AmaxScope, DequantizeOptions, DequantizeOutput, Direction, FusedShard,
-    GlobalScale, HostInput, ManagedTensor, Nvfp4ExportOptions, Nvfp4Output, Nvfp4QuantizeOptions, Nvfp4ScalesDtype, Nvfp4TensorBuilder,
-    Nvfp4ValuesDtype, PaddedScales,
-    QuantizedScales, ScaleLayout, Status,
+    nvfp4_quantize_into, AmaxMode, AmaxScope, Buf, BufMut, DequantizeOptions, Direction, ExportOptions, Format, GlobalScale, ManagedTensor,
+    Nvfp4Part, Nvfp4QuantizeOptions, PaddedScales, QuantizedScales, ScaleLayout, ScalesDtype, Status, TensorBuilder, ValuesDtype,
 };
 
 const E2M1: [f32; 8] = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0];
@@ -117,28 +115,24 @@ fn export_and_dequantize_a_swizzled_tensor() {
     let mut scales = random_bytes(m * c, 52, 0x20, 0x50);
     scales[2 * c + 1] = 0x7F; // an E4M3 NaN scale (row 2, block 1) decodes its block to NaN
     let amax = 3.7f32;
-    let tensor = Nvfp4TensorBuilder::new()
+    let tensor = TensorBuilder::new().format(Format::Nvfp4)
         .scale_layout(ScaleLayout::GemmSwizzled)
-        .rowwise(
-            ManagedTensor::from_host_bytes(values.clone(), &[1, m as i64, (k / 2) as i64]).unwrap(),
-            ManagedTensor::from_host_bytes(swizzle_reference(&scales, m, c, POISON), &[128, 4]).unwrap(),
-            ManagedTensor::from_host_f32(vec![amax], &[1]).unwrap(),
-        )
+        .rowwise(ManagedTensor::from_host_bytes(values.clone(), &[1, m as i64, (k / 2) as i64]).unwrap(), ManagedTensor::from_host_bytes(swizzle_reference(&scales, m, c, POISON), &[128, 4]).unwrap()).amax(Direction::Rowwise, ManagedTensor::from_host_f32(vec![amax], &[1]).unwrap())
         .build()
         .unwrap();
     assert_eq!(tensor.shape(), &[1, m as i64, k as i64]);
-    let parts = tensor.export(&Nvfp4ExportOptions::default()).unwrap();
+    let parts = tensor.export(&ExportOptions::new().values_dtype(ValuesDtype::Uint8)).unwrap();
     assert_eq!(parts.values.shape(), &[1, m as i64, (k / 2) as i64]);
     assert_eq!(parts.values.as_host_bytes().unwrap(), &values[..]);
     assert!(!parts.values.is_copy());
     assert_eq!(parts.scales.shape(), &[1, m as i64, c as i64]);
     assert_eq!(parts.scales.to_host_vec().unwrap(), scales);
     assert!(parts.scales.is_copy());
-    assert_eq!(bits(&parts.global_scale.to_host_f32().unwrap()), bits(&[amax / 2688.0]));
-    let encode = tensor.global_scale(&Nvfp4ExportOptions::new().global_scale(GlobalScale::Encode)).unwrap();
+    assert_eq!(bits(&parts.global_scale.as_ref().unwrap().to_host_f32().unwrap()), bits(&[amax / 2688.0]));
+    let encode = tensor.global_scale(&ExportOptions::new().values_dtype(ValuesDtype::Uint8).global_scale(GlobalScale::Encode)).unwrap();
     assert_eq!(bits(&encode.to_host_f32().unwrap()), bits(&[2688.0 / amax]));
     // float4 values: the same bytes, described as (.., K) 4-bit elements.
-    let f4 = tensor.export(&Nvfp4ExportOptions::new().values_dtype(Nvfp4ValuesDtype::Float4)).unwrap();
+    let f4 = tensor.export(&ExportOptions::new().values_dtype(ValuesDtype::Uint8).values_dtype(ValuesDtype::Fp8)).unwrap();
     assert_eq!((f4.values.dtype().code.0, f4.values.dtype().bits), (17, 4));
     assert_eq!(f4.values.shape(), &[1, m as i64, k as i64]);
 
@@ -147,14 +141,14 @@ fn export_and_dequantize_a_swizzled_tensor() {
     assert_eq!(want[2 * k + 16..2 * k + 32].iter().filter(|&&b| b == 0x7FFF_FFFF).count(), 16, "the NaN scale's block");
     // bfloat16 output: the float32 result rounded to nearest-even.
     let mut bf16 = vec![0xEEEEu16; m * k];
-    tensor.dequantize_into(DequantizeOutput::Bf16Bits(&mut bf16), &DequantizeOptions::new()).unwrap();
+    tensor.dequantize_into(BufMut::bf16(&mut bf16), &DequantizeOptions::new()).unwrap();
     let want16: Vec<u16> = want.iter().map(|&b| if b == 0x7FFF_FFFF { 0x7FFF } else { f32_to_bf16(f32::from_bits(b)) }).collect();
     assert_eq!(bf16, want16);
     // The wrong output size and the missing direction.
     let mut short = vec![0f32; m * k - 1];
-    let err = tensor.dequantize_into(DequantizeOutput::F32(&mut short), &DequantizeOptions::new()).unwrap_err();
+    let err = tensor.dequantize_into(BufMut::from(&mut short), &DequantizeOptions::new()).unwrap_err();
     assert_eq!(err.status, Status::InvalidArgument, "{err}");
-    let err = tensor.export(&Nvfp4ExportOptions::new().direction(Direction::Columnwise)).unwrap_err();
+    let err = tensor.export(&ExportOptions::new().values_dtype(ValuesDtype::Uint8).direction(Direction::Columnwise)).unwrap_err();
     assert_eq!(err.status, Status::MissingData, "{err}");
 }
 
@@ -162,30 +156,22 @@ fn export_and_dequantize_a_swizzled_tensor() {
 fn global_scale_conventions_at_the_edges() {
     // Per-row amax (TE's row_scaled_nvfp4): zero, Inf, NaN, tiny, ordinary.
     let amax = [0.0f32, f32::INFINITY, f32::NAN, 1e-30, 448.0];
-    let tensor = Nvfp4TensorBuilder::new()
-        .rowwise(
-            ManagedTensor::from_host_bytes(vec![0x11; 5 * 8], &[5, 8]).unwrap(),
-            ManagedTensor::from_host_bytes(vec![0x38; 5], &[5, 1]).unwrap(),
-            ManagedTensor::from_host_f32(amax.to_vec(), &[5]).unwrap(),
-        )
+    let tensor = TensorBuilder::new().format(Format::Nvfp4)
+        .rowwise(ManagedTensor::from_host_bytes(vec![0x11; 5 * 8], &[5, 8]).unwrap(), ManagedTensor::from_host_bytes(vec![0x38; 5], &[5, 1]).unwrap()).amax(Direction::Rowwise, ManagedTensor::from_host_f32(amax.to_vec(), &[5]).unwrap())
         .build()
         .unwrap();
-    let encode = tensor.global_scale(&Nvfp4ExportOptions::new().global_scale(GlobalScale::Encode)).unwrap();
+    let encode = tensor.global_scale(&ExportOptions::new().values_dtype(ValuesDtype::Uint8).global_scale(GlobalScale::Encode)).unwrap();
     assert_eq!(encode.shape(), &[5]);
     let want: Vec<f32> = amax.iter().map(|&a| encode_scale(a)).collect();
     assert_eq!(bits(&encode.to_host_f32().unwrap()), bits(&want));
     assert_eq!(&want[..3], &[1.0, 1.0, f32::MAX]);
-    let decode = tensor.global_scale(&Nvfp4ExportOptions::new()).unwrap().to_host_f32().unwrap();
+    let decode = tensor.global_scale(&ExportOptions::new().values_dtype(ValuesDtype::Uint8)).unwrap().to_host_f32().unwrap();
     assert_eq!(bits(&decode[..2]), bits(&[0.0, f32::INFINITY]));
     assert!(decode[2].is_nan());
     assert_eq!(bits(&decode[3..]), bits(&[1e-30 / 2688.0, 448.0 / 2688.0]));
     // A per-row amax of the wrong count.
-    let err = Nvfp4TensorBuilder::new()
-        .rowwise(
-            ManagedTensor::from_host_bytes(vec![0x11; 5 * 8], &[5, 8]).unwrap(),
-            ManagedTensor::from_host_bytes(vec![0x38; 5], &[5, 1]).unwrap(),
-            ManagedTensor::from_host_f32(vec![1.0; 3], &[3]).unwrap(),
-        )
+    let err = TensorBuilder::new().format(Format::Nvfp4)
+        .rowwise(ManagedTensor::from_host_bytes(vec![0x11; 5 * 8], &[5, 8]).unwrap(), ManagedTensor::from_host_bytes(vec![0x38; 5], &[5, 1]).unwrap()).amax(Direction::Rowwise, ManagedTensor::from_host_f32(vec![1.0; 3], &[3]).unwrap())
         .build()
         .unwrap_err();
     assert_eq!(err.status, Status::InvalidArgument, "{err}");
@@ -201,28 +187,24 @@ fn columnwise_data_is_the_stored_transpose() {
     let sc = c.div_ceil(16);
     let values = random_bytes(r * c / 2, 61, 0, 255);
     let scales = random_bytes(r * sc, 62, 0x28, 0x48);
-    let tensor = Nvfp4TensorBuilder::new()
-        .columnwise(
-            ManagedTensor::from_host_bytes(values.clone(), &[r as i64, (c / 2) as i64]).unwrap(),
-            ManagedTensor::from_host_bytes(pad_reference(&scales, r, sc, 128, 4, POISON), &[128, 4]).unwrap(),
-            ManagedTensor::from_host_f32(vec![5.0], &[]).unwrap(),
-        )
+    let tensor = TensorBuilder::new().format(Format::Nvfp4)
+        .columnwise(ManagedTensor::from_host_bytes(values.clone(), &[r as i64, (c / 2) as i64]).unwrap(), ManagedTensor::from_host_bytes(pad_reference(&scales, r, sc, 128, 4, POISON), &[128, 4]).unwrap()).amax(Direction::Columnwise, ManagedTensor::from_host_f32(vec![5.0], &[]).unwrap())
         .build()
         .unwrap();
     assert_eq!(tensor.shape(), &[m as i64, k as i64], "(K, M/2) bytes read back as (M, K)");
-    let parts = tensor.export(&Nvfp4ExportOptions::new().direction(Direction::Columnwise)).unwrap();
+    let parts = tensor.export(&ExportOptions::new().values_dtype(ValuesDtype::Uint8).direction(Direction::Columnwise)).unwrap();
     assert_eq!(parts.values.shape(), &[r as i64, (c / 2) as i64]);
     assert_eq!(parts.scales.shape(), &[r as i64, sc as i64]);
     assert_eq!(parts.scales.to_host_vec().unwrap(), scales);
     // Padded row-major scales as a strided view (row stride 4) instead of a copy; E4M3 as their dtype.
     let view = tensor
-        .export(&Nvfp4ExportOptions::new().direction(Direction::Columnwise).padded_scales(PaddedScales::StridedView).scales_dtype(Nvfp4ScalesDtype::E4M3))
+        .export(&ExportOptions::new().values_dtype(ValuesDtype::Uint8).direction(Direction::Columnwise).padded_scales(PaddedScales::StridedView).scales_dtype(ScalesDtype::E8M0))
         .unwrap();
     assert!(!view.scales.is_copy());
     assert_eq!((view.scales.strides(), view.scales.dtype().code.0), (vec![4, 1], 10));
     assert_eq!(view.scales.to_host_vec().unwrap(), scales);
     let mut out = vec![f32::from_bits(0xEEEE_EEEE); r * c];
-    tensor.dequantize_into(DequantizeOutput::F32(&mut out), &DequantizeOptions::new().direction(Direction::Columnwise)).unwrap();
+    tensor.dequantize_into(BufMut::from(&mut out), &DequantizeOptions::new().direction(Direction::Columnwise)).unwrap();
     assert_eq!(bits(&out), dequantize_reference(&values, &scales, r, c, |_| 5.0));
 }
 
@@ -248,8 +230,7 @@ fn quantize_into_matches_the_reference_in_every_layout() {
     ] {
         let options = Nvfp4QuantizeOptions::new().scales(layout);
         let (mut values, mut scales, mut out_amax) = (poisoned(m * k / 2), poisoned(want.len()), [f32::NAN]);
-        assert_eq!(options.scales_shape(&[m as i64, k as i64]).iter().product::<i64>() as usize, want.len());
-        nvfp4_quantize_into(HostInput::F32(&x), &[m as i64, k as i64], &options, Nvfp4Output { values: &mut values, scales: &mut scales }, &mut out_amax)
+        nvfp4_quantize_into(vec![Nvfp4Part { input: Buf::from(&x), shape: &[m as i64, k as i64], values: BufMut::from(&mut values), scales: BufMut::from(&mut scales) }], &options, &mut out_amax)
             .unwrap();
         assert_eq!(out_amax[0].to_bits(), amax.to_bits());
         assert_eq!(values, want_values, "{layout:?} values");
@@ -261,16 +242,12 @@ fn quantize_into_matches_the_reference_in_every_layout() {
     let (want_values, want_scales) = quantize_reference(&xf, m, k, amax_of(&xf));
     let (mut values, mut scales, mut out_amax) = (poisoned(m * k / 2), poisoned(m * sc), [0f32]);
     let options = Nvfp4QuantizeOptions::new();
-    nvfp4_quantize_into(HostInput::Bf16Bits(&xb), &[m as i64, k as i64], &options, Nvfp4Output { values: &mut values, scales: &mut scales }, &mut out_amax)
+    nvfp4_quantize_into(vec![Nvfp4Part { input: Buf::bf16(&xb), shape: &[m as i64, k as i64], values: BufMut::from(&mut values), scales: BufMut::from(&mut scales) }], &options, &mut out_amax)
         .unwrap();
     assert_eq!((values, scales), (want_values.clone(), want_scales.clone()));
     // The quantized bytes describe a tensor that dequantizes by the decode rule.
-    let tensor = Nvfp4TensorBuilder::new()
-        .rowwise(
-            ManagedTensor::from_host_bytes(want_values.clone(), &[m as i64, (k / 2) as i64]).unwrap(),
-            ManagedTensor::from_host_bytes(want_scales.clone(), &[m as i64, sc as i64]).unwrap(),
-            ManagedTensor::from_host_f32(out_amax.to_vec(), &[1]).unwrap(),
-        )
+    let tensor = TensorBuilder::new().format(Format::Nvfp4)
+        .rowwise(ManagedTensor::from_host_bytes(want_values.clone(), &[m as i64, (k / 2) as i64]).unwrap(), ManagedTensor::from_host_bytes(want_scales.clone(), &[m as i64, sc as i64]).unwrap()).amax(Direction::Rowwise, ManagedTensor::from_host_f32(out_amax.to_vec(), &[1]).unwrap())
         .build()
         .unwrap();
     assert_eq!(bits(&tensor.dequantize_host(Direction::Rowwise).unwrap()), dequantize_reference(&want_values, &want_scales, m, k, |_| out_amax[0]));
@@ -285,14 +262,13 @@ fn columnwise_per_row_and_given_amax() {
     let xt = transpose_f32(&x, m, k);
     let (want_values, want_scales) = quantize_reference(&xt, k, m, amax_of(&x));
     let options = Nvfp4QuantizeOptions::new().direction(Direction::Columnwise);
-    assert_eq!(options.scales_shape(&shape), vec![k as i64, m.div_ceil(16) as i64]);
-    let (mut values, mut scales, mut amax) = (poisoned(options.values_len(&shape).unwrap()), poisoned(k * m.div_ceil(16)), [0f32]);
-    nvfp4_quantize_into(HostInput::F32(&x), &shape, &options, Nvfp4Output { values: &mut values, scales: &mut scales }, &mut amax).unwrap();
+    let (mut values, mut scales, mut amax) = (poisoned(k * m / 2), poisoned(k * m.div_ceil(16)), [0f32]);
+    nvfp4_quantize_into(vec![Nvfp4Part { input: Buf::from(&x), shape: &shape, values: BufMut::from(&mut values), scales: BufMut::from(&mut scales) }], &options, &mut amax).unwrap();
     assert_eq!((values, scales), (want_values, want_scales));
     // Per row: each row against its own amax.
     let options = Nvfp4QuantizeOptions::new().amax_scope(AmaxScope::PerRow);
-    let (mut values, mut scales, mut amax) = (poisoned(m * k / 2), poisoned(m * k.div_ceil(16)), vec![0f32; options.amax_len(&shape)]);
-    nvfp4_quantize_into(HostInput::F32(&x), &shape, &options, Nvfp4Output { values: &mut values, scales: &mut scales }, &mut amax).unwrap();
+    let (mut values, mut scales, mut amax) = (poisoned(m * k / 2), poisoned(m * k.div_ceil(16)), vec![0f32; m]);
+    nvfp4_quantize_into(vec![Nvfp4Part { input: Buf::from(&x), shape: &shape, values: BufMut::from(&mut values), scales: BufMut::from(&mut scales) }], &options, &mut amax).unwrap();
     for r in 0..m {
         let row = &x[r * k..(r + 1) * k];
         assert_eq!(amax[r].to_bits(), amax_of(row).to_bits(), "row {r}");
@@ -302,7 +278,7 @@ fn columnwise_per_row_and_given_amax() {
     // Given: the amax is read as the caller set it, and left alone.
     let options = Nvfp4QuantizeOptions::new().amax_mode(AmaxMode::Given);
     let (mut values, mut scales, mut amax) = (poisoned(m * k / 2), poisoned(m * 2), [10.0f32]);
-    nvfp4_quantize_into(HostInput::F32(&x), &shape, &options, Nvfp4Output { values: &mut values, scales: &mut scales }, &mut amax).unwrap();
+    nvfp4_quantize_into(vec![Nvfp4Part { input: Buf::from(&x), shape: &shape, values: BufMut::from(&mut values), scales: BufMut::from(&mut scales) }], &options, &mut amax).unwrap();
     assert_eq!(amax, [10.0]);
     assert_eq!((values, scales), quantize_reference(&x, m, k, 10.0));
 }
@@ -312,7 +288,7 @@ fn bad_quantize_calls_write_nothing() {
     let x = random_floats(4 * 15, 91);
     let (mut values, mut scales, mut amax) = (poisoned(30), poisoned(4), [f32::from_bits(0xEEEE_EEEE)]);
     // K = 15 is odd: rows of whole bytes cannot hold it.
-    let err = nvfp4_quantize_into(HostInput::F32(&x), &[4, 15], &Nvfp4QuantizeOptions::new(), Nvfp4Output { values: &mut values, scales: &mut scales }, &mut amax)
+    let err = nvfp4_quantize_into(vec![Nvfp4Part { input: Buf::from(&x), shape: &[4, 15], values: BufMut::from(&mut values), scales: BufMut::from(&mut scales) }], &Nvfp4QuantizeOptions::new(), &mut amax)
         .unwrap_err();
     assert_eq!(err.status, Status::InvalidArgument, "{err}");
     assert!(values.iter().chain(&scales).all(|&b| b == POISON) && amax[0].to_bits() == 0xEEEE_EEEE, "a failed quantize wrote");
@@ -320,11 +296,11 @@ fn bad_quantize_calls_write_nothing() {
     let x = random_floats(4 * 16, 92);
     let options = Nvfp4QuantizeOptions::new().amax_scope(AmaxScope::PerRow).direction(Direction::Columnwise);
     let (mut values, mut scales, mut amax) = (poisoned(32), poisoned(16), [0f32; 4]);
-    let err = nvfp4_quantize_into(HostInput::F32(&x), &[4, 16], &options, Nvfp4Output { values: &mut values, scales: &mut scales }, &mut amax).unwrap_err();
+    let err = nvfp4_quantize_into(vec![Nvfp4Part { input: Buf::from(&x), shape: &[4, 16], values: BufMut::from(&mut values), scales: BufMut::from(&mut scales) }], &options, &mut amax).unwrap_err();
     assert_eq!(err.status, Status::InvalidArgument, "{err}");
     // A scale buffer of the wrong size.
     let (mut values, mut scales, mut amax) = (poisoned(32), poisoned(5), [0f32]);
-    let err = nvfp4_quantize_into(HostInput::F32(&x), &[4, 16], &Nvfp4QuantizeOptions::new(), Nvfp4Output { values: &mut values, scales: &mut scales }, &mut amax)
+    let err = nvfp4_quantize_into(vec![Nvfp4Part { input: Buf::from(&x), shape: &[4, 16], values: BufMut::from(&mut values), scales: BufMut::from(&mut scales) }], &Nvfp4QuantizeOptions::new(), &mut amax)
         .unwrap_err();
     assert_eq!(err.status, Status::InvalidArgument, "{err}");
     assert!(err.message.contains("scales"), "{err}");
@@ -345,33 +321,36 @@ fn fused_shards_share_one_global_scale() {
     let shared = xs.iter().map(|x| amax_of(x)).fold(0f32, f32::max);
     let mut outs: Vec<(Vec<u8>, Vec<u8>)> = rows.iter().map(|&r| (poisoned(r * k / 2), poisoned(r * k.div_ceil(16)))).collect();
     let mut amax = 0f32;
-    let mut shards: Vec<FusedShard<'_>> = xs
+    let shards: Vec<Nvfp4Part<'_>> = xs
         .iter()
         .zip(&shapes)
         .zip(outs.iter_mut())
-        .map(|((x, shape), (v, s))| FusedShard { input: HostInput::F32(x), shape, output: Nvfp4Output { values: v, scales: s } })
+        .map(|((x, shape), (v, s))| Nvfp4Part { input: Buf::from(x), shape, values: v.into(), scales: s.into() })
         .collect();
-    nvfp4_quantize_fused_into(&mut shards, &Nvfp4QuantizeOptions::new(), &mut amax).unwrap();
-    drop(shards);
+    nvfp4_quantize_into(shards, &Nvfp4QuantizeOptions::new(), std::slice::from_mut(&mut amax)).unwrap();
     assert_eq!(amax.to_bits(), shared.to_bits());
     for (i, (x, out)) in xs.iter().zip(&outs).enumerate() {
         assert_eq!(*out, quantize_reference(x, rows[i], k, shared), "shard {i}");
         // What the single-tensor call writes with the shared amax given.
         let (mut v, mut s, mut a) = (poisoned(out.0.len()), poisoned(out.1.len()), [shared]);
         let given = Nvfp4QuantizeOptions::new().amax_mode(AmaxMode::Given);
-        nvfp4_quantize_into(HostInput::F32(x), &shapes[i], &given, Nvfp4Output { values: &mut v, scales: &mut s }, &mut a).unwrap();
+        nvfp4_quantize_into(vec![Nvfp4Part { input: Buf::from(x), shape: &shapes[i], values: BufMut::from(&mut v), scales: BufMut::from(&mut s) }], &given, &mut a).unwrap();
         assert_eq!((v, s), out.clone(), "shard {i}");
     }
     // The reconcile is not a no-op: the smallest shard's own amax gives other block scales.
     assert_ne!(quantize_reference(&xs[0], rows[0], k, amax_of(&xs[0])).1, outs[0].1);
-    // Per-row scope is refused, one shard included (the C call takes per-row amaxes at count 1; the
-    // fused calls keep one shared amax).
-    let mut v = poisoned(rows[0] * k / 2);
-    let mut s = poisoned(rows[0] * 3);
-    let mut one = [FusedShard { input: HostInput::F32(&xs[0]), shape: &shapes[0], output: Nvfp4Output { values: &mut v, scales: &mut s } }];
-    let err = nvfp4_quantize_fused_into(&mut one, &Nvfp4QuantizeOptions::new().amax_scope(AmaxScope::PerRow), &mut amax).unwrap_err();
+    // Per-row scope is refused for fused shards (the C call takes per-row amaxes at count 1 only): the
+    // library says so, and writes nothing.
+    let (mut v0, mut s0, mut v1, mut s1) = (poisoned(rows[0] * k / 2), poisoned(rows[0] * 3), poisoned(rows[1] * k / 2), poisoned(rows[1] * 3));
+    let two = vec![
+        Nvfp4Part { input: Buf::from(&xs[0]), shape: &shapes[0], values: (&mut v0).into(), scales: (&mut s0).into() },
+        Nvfp4Part { input: Buf::from(&xs[1]), shape: &shapes[1], values: (&mut v1).into(), scales: (&mut s1).into() },
+    ];
+    let mut row_amax = vec![0f32; rows[0] + rows[1]];
+    let err = nvfp4_quantize_into(two, &Nvfp4QuantizeOptions::new().amax_scope(AmaxScope::PerRow), &mut row_amax).unwrap_err();
     assert_eq!(err.status, Status::InvalidArgument, "{err}");
-    assert!(err.message.contains("fused shards share one per-tensor amax"), "{err}");
+    assert!(err.message.contains("amax_scope"), "{err}");
+    assert!(v0.iter().chain(&s0).chain(&v1).chain(&s1).all(|&b| b == POISON), "a refused quantize wrote");
 }
 
 /// The header's 4over6 quantizer of a stored (r, c) matrix with one amax and E4M3_MAX `e4m3_max`: each
@@ -417,7 +396,7 @@ fn four_over_six_matches_its_rule() {
     for (mode, e4m3_max) in [(FourOverSix::Mae, 448), (FourOverSix::Mse, 256), (FourOverSix::Mse, 448)] {
         let options = Nvfp4QuantizeOptions::new().four_over_six(mode).e4m3_max(e4m3_max);
         let (mut values, mut scales, mut out_amax) = (poisoned(m * k / 2), poisoned(m * 3), [0f32]);
-        nvfp4_quantize_into(HostInput::F32(&x), &[m as i64, k as i64], &options, Nvfp4Output { values: &mut values, scales: &mut scales }, &mut out_amax)
+        nvfp4_quantize_into(vec![Nvfp4Part { input: Buf::from(&x), shape: &[m as i64, k as i64], values: BufMut::from(&mut values), scales: BufMut::from(&mut scales) }], &options, &mut out_amax)
             .unwrap();
         let want = quantize_4over6_reference(&x, m, k, amax, e4m3_max as f32, mode == FourOverSix::Mse);
         assert_eq!((&values, &scales), (&want.0, &want.1), "{mode:?} {e4m3_max}");
@@ -426,16 +405,12 @@ fn four_over_six_matches_its_rule() {
             continue;
         }
         // A 4over6 tensor decodes with 1 / (6 * 256).
-        let tensor = Nvfp4TensorBuilder::new()
+        let tensor = TensorBuilder::new().format(Format::Nvfp4)
             .e4m3_max(256)
-            .rowwise(
-                ManagedTensor::from_host_bytes(values.clone(), &[m as i64, (k / 2) as i64]).unwrap(),
-                ManagedTensor::from_host_bytes(scales.clone(), &[m as i64, 3]).unwrap(),
-                ManagedTensor::from_host_f32(out_amax.to_vec(), &[1]).unwrap(),
-            )
+            .rowwise(ManagedTensor::from_host_bytes(values.clone(), &[m as i64, (k / 2) as i64]).unwrap(), ManagedTensor::from_host_bytes(scales.clone(), &[m as i64, 3]).unwrap()).amax(Direction::Rowwise, ManagedTensor::from_host_f32(out_amax.to_vec(), &[1]).unwrap())
             .build()
             .unwrap();
-        assert_eq!(tensor.e4m3_max(), 256);
+        assert_eq!(tensor.e4m3_max(), Some(256));
         let got = tensor.dequantize_host(Direction::Rowwise).unwrap();
         for (i, g) in got.iter().enumerate() {
             let (row, j) = (i / k, i % k);
@@ -446,7 +421,7 @@ fn four_over_six_matches_its_rule() {
     // E4M3_MAX 256 is 4over6's alone.
     let options = Nvfp4QuantizeOptions::new().e4m3_max(256);
     let (mut values, mut scales, mut out_amax) = (poisoned(m * k / 2), poisoned(m * 3), [0f32]);
-    let err = nvfp4_quantize_into(HostInput::F32(&x), &[m as i64, k as i64], &options, Nvfp4Output { values: &mut values, scales: &mut scales }, &mut out_amax)
+    let err = nvfp4_quantize_into(vec![Nvfp4Part { input: Buf::from(&x), shape: &[m as i64, k as i64], values: BufMut::from(&mut values), scales: BufMut::from(&mut scales) }], &options, &mut out_amax)
         .unwrap_err();
     assert_eq!(err.status, Status::InvalidArgument, "{err}");
 }

@@ -3,7 +3,7 @@
 mod common;
 
 use mxfp8::{
-    quantize_host, Direction, ExportOptions, HostInput, ManagedTensor, QuantizeOptions, QuantizedScales, ScaleLayout,
+    quantize, Buf, BufMut, Direction, ExportOptions, ManagedTensor, QuantizeOptions, QuantizedScales, ScaleLayout,
     ScaleRounding, TensorBuilder,
 };
 
@@ -15,28 +15,28 @@ fn known_answers() {
     x[0] = 1.0;
     x[32] = 500.0;
     x[65] = -0.0;
-    let q = quantize_host(HostInput::F32(&x), &[3, 32], Direction::Rowwise, &QuantizeOptions::default()).unwrap();
+    let q = quantize(Buf::from(&x), &[3, 32], Direction::Rowwise, &QuantizeOptions::default()).unwrap();
     assert_eq!(q.scale_inv.as_host_bytes().unwrap(), &[119, 128, 0]);
     let v = q.data.as_host_bytes().unwrap();
     assert_eq!((v[0], v[32], v[65]), (0x78, 0x78, 0x80));
     // FLOOR: 500 keeps scale 127 and saturates to 448 (0x7E). bfloat16 1.0 is 0x3F80.
     let floor = QuantizeOptions::new().rounding(ScaleRounding::Floor);
-    let q = quantize_host(HostInput::F32(&x), &[3, 32], Direction::Rowwise, &floor).unwrap();
+    let q = quantize(Buf::from(&x), &[3, 32], Direction::Rowwise, &floor).unwrap();
     assert_eq!(q.scale_inv.as_host_bytes().unwrap()[1], 127);
     assert_eq!(q.data.as_host_bytes().unwrap()[32], 0x7E);
     // compressed-tensors: 500 (mantissa 1.95 >= 1.75) rounds up to 2^9: scale 128, as RCEIL here; an Inf
     // makes its block's scale 255 and its finite values 0.
     let ct = QuantizeOptions::new().rounding(ScaleRounding::CompressedTensors);
     x[64] = f32::INFINITY;
-    let q = quantize_host(HostInput::F32(&x), &[3, 32], Direction::Rowwise, &ct).unwrap();
+    let q = quantize(Buf::from(&x), &[3, 32], Direction::Rowwise, &ct).unwrap();
     assert_eq!(q.scale_inv.as_host_bytes().unwrap(), &[119, 128, 255]);
     let v = q.data.as_host_bytes().unwrap();
     assert_eq!((v[0], v[32], v[64], v[65]), (0x78, 0x78, 0x7F, 0x80));
     x[64] = 0.0;
     let bf16 = [0x3F80u16; 32];
-    let q = quantize_host(HostInput::Bf16Bits(&bf16), &[1, 32], Direction::Rowwise, &QuantizeOptions::default()).unwrap();
+    let q = quantize(Buf::bf16(&bf16), &[1, 32], Direction::Rowwise, &QuantizeOptions::default()).unwrap();
     assert_eq!(q.scale_inv.as_host_bytes().unwrap(), &[119]);
-    let err = quantize_host(HostInput::F32(&x), &[4, 32], Direction::Rowwise, &QuantizeOptions::default()).unwrap_err();
+    let err = quantize(Buf::from(&x), &[4, 32], Direction::Rowwise, &QuantizeOptions::default()).unwrap_err();
     assert!(err.message.contains("cannot have the shape"), "{err}");
 }
 
@@ -45,9 +45,9 @@ fn swizzled_outputs_build_a_tensor_that_exports_the_compact_scales() {
     let (rows, k) = (100usize, 200usize);
     let x: Vec<f32> = (0..rows * k).map(|i| ((i * 7919) % 1000) as f32 * 0.37 - 185.0).collect();
     let shape = [rows as i64, k as i64];
-    let compact = quantize_host(HostInput::F32(&x), &shape, Direction::Rowwise, &QuantizeOptions::default()).unwrap();
+    let compact = quantize(Buf::from(&x), &shape, Direction::Rowwise, &QuantizeOptions::default()).unwrap();
     let te = QuantizeOptions::new().scales(QuantizedScales::Swizzled);
-    let swizzled = quantize_host(HostInput::F32(&x), &shape, Direction::Rowwise, &te).unwrap();
+    let swizzled = quantize(Buf::from(&x), &shape, Direction::Rowwise, &te).unwrap();
     assert_eq!(swizzled.scale_inv.shape(), &[128, 8]);
     let tensor = TensorBuilder::new()
         .scale_layout(ScaleLayout::GemmSwizzled)
@@ -69,7 +69,7 @@ fn swizzled_outputs_build_a_tensor_that_exports_the_compact_scales() {
 use common::*;
 
 use mxfp8::{
-    quantize_into, Block, DequantizeOptions, DequantizeOutput, QuantizeOutput, Status,
+    quantize_into, Block, DequantizeOptions, Status,
 };
 
 /// Every scale layout and both directions of quantize_into over caller slices, against the reference
@@ -89,29 +89,30 @@ fn quantize_into_matches_the_reference_in_every_layout() {
             QuantizedScales::Padded => (pad_reference(&rs, m, rc, 128, 4, 0), pad_reference(&cs, cr, k, 4, 128, 0)),
             QuantizedScales::Swizzled => (swizzle_reference(&rs, m, rc, 0), swizzle_reference(&transpose(&cs, cr, k), k, cr, 0)),
         };
-        let rshape = options.scales_shape(&shape, Direction::Rowwise);
-        let cshape = options.scales_shape(&shape, Direction::Columnwise);
+        let rshape = quantized_scales_shape(layout, &shape, Direction::Rowwise);
+        let cshape = quantized_scales_shape(layout, &shape, Direction::Columnwise);
         assert_eq!(rshape.iter().product::<i64>() as usize, row_scales.len(), "{layout:?}");
         assert_eq!(cshape.iter().product::<i64>() as usize, col_scales.len(), "{layout:?}");
         let (mut v1, mut s1) = (vec![POISON; m * k], vec![POISON; row_scales.len()]);
         let (mut v2, mut s2) = (vec![POISON; m * k], vec![POISON; col_scales.len()]);
         quantize_into(
-            HostInput::F32(&x),
+            Buf::from(&x),
             &shape,
             &options,
-            Some(QuantizeOutput { values: &mut v1, scales: &mut s1 }),
-            Some(QuantizeOutput { values: &mut v2, scales: &mut s2 }),
+            Some((BufMut::from(&mut v1), BufMut::from(&mut s1))),
+            Some((BufMut::from(&mut v2), BufMut::from(&mut s2))),
         )
         .unwrap();
         assert!(v1 == rv && s1 == row_scales, "rowwise {layout:?}");
         assert!(v2 == cv && s2 == col_scales, "columnwise {layout:?}");
-        // The allocating quantize agrees, and its scale shape is the one scales_shape predicts.
-        let q = quantize_host(HostInput::F32(&x), &shape, Direction::Columnwise, &options).unwrap();
+        // The allocating quantize agrees, and its scale shape is the header's.
+        let q = quantize(Buf::from(&x), &shape, Direction::Columnwise, &options).unwrap();
         assert_eq!(q.scale_inv.shape(), &cshape[..], "{layout:?}");
         assert_eq!(q.scale_inv.to_host_vec().unwrap(), col_scales);
     }
     // 32x32 blocks: compact scales are one per block.
-    assert_eq!(QuantizeOptions::new().block(Block::B32x32).scales_shape(&shape, Direction::Rowwise), vec![3, 4]);
+    let q = quantize(Buf::from(&x), &shape, Direction::Rowwise, &QuantizeOptions::new().block(Block::B32x32)).unwrap();
+    assert_eq!(q.scale_inv.shape(), &[3, 4]);
 }
 
 #[test]
@@ -123,18 +124,18 @@ fn quantize_into_reads_bfloat16_and_checks_its_buffers() {
     let (mut v, mut s) = (vec![POISON; m * k], vec![POISON; m * 2]);
     let shape = [m as i64, k as i64];
     let options = QuantizeOptions::new();
-    quantize_into(HostInput::Bf16Bits(&bits), &shape, &options, Some(QuantizeOutput { values: &mut v, scales: &mut s }), None).unwrap();
+    quantize_into(Buf::bf16(&bits), &shape, &options, Some((BufMut::from(&mut v), BufMut::from(&mut s))), None).unwrap();
     assert_eq!((v, s), (rv, rs));
 
     // A scale buffer of the wrong size: the library's error, and nothing written.
     let (mut v, mut s) = (vec![POISON; m * k], vec![POISON; m * 2 - 1]);
-    let err = quantize_into(HostInput::Bf16Bits(&bits), &shape, &options, Some(QuantizeOutput { values: &mut v, scales: &mut s }), None)
+    let err = quantize_into(Buf::bf16(&bits), &shape, &options, Some((BufMut::from(&mut v), BufMut::from(&mut s))), None)
         .unwrap_err();
     assert_eq!(err.status, Status::InvalidArgument);
     assert!(err.message.contains("rowwise_scale_inv"), "{err}");
     assert!(v.iter().chain(&s).all(|&b| b == POISON));
     // No direction at all.
-    let err = quantize_into(HostInput::Bf16Bits(&bits), &shape, &options, None, None).unwrap_err();
+    let err = quantize_into(Buf::bf16(&bits), &shape, &options, None, None).unwrap_err();
     assert_eq!(err.status, Status::InvalidArgument);
     assert!(!err.message.is_empty());
 }
@@ -164,14 +165,14 @@ fn dequantize_into_matches_the_decode_formula() {
             })
             .collect();
         let mut out = vec![f32::NAN; m * k];
-        tensor.dequantize_into(DequantizeOutput::F32(&mut out), &DequantizeOptions::new().direction(direction)).unwrap();
+        tensor.dequantize_into(BufMut::from(&mut out), &DequantizeOptions::new().direction(direction)).unwrap();
         assert!(out.iter().zip(&expected).all(|(a, b)| a.to_bits() == b.to_bits()), "{direction:?}");
         let mut bf = vec![0xFFFFu16; m * k];
-        tensor.dequantize_into(DequantizeOutput::Bf16Bits(&mut bf), &DequantizeOptions::new().direction(direction)).unwrap();
+        tensor.dequantize_into(BufMut::bf16(&mut bf), &DequantizeOptions::new().direction(direction)).unwrap();
         assert!(bf.iter().zip(&expected).all(|(&a, &b)| a == f32_to_bf16(b)), "{direction:?} bf16");
     }
     let mut short = vec![0f32; m * k - 1];
-    let err = tensor.dequantize_into(DequantizeOutput::F32(&mut short), &DequantizeOptions::new()).unwrap_err();
+    let err = tensor.dequantize_into(BufMut::from(&mut short), &DequantizeOptions::new()).unwrap_err();
     assert_eq!(err.status, Status::InvalidArgument);
     assert!(err.message.contains("output"), "{err}");
 }
@@ -180,7 +181,7 @@ fn dequantize_into_matches_the_decode_formula() {
 fn both_directions_in_one_call() {
     let (m, k) = (45usize, 70usize);
     let x = random_floats(m * k, 14);
-    let (r, c) = mxfp8::quantize_host_both(HostInput::F32(&x), &[m as i64, k as i64], &QuantizeOptions::new()).unwrap();
+    let (r, c) = mxfp8::quantize_both(Buf::from(&x), &[m as i64, k as i64], &QuantizeOptions::new()).unwrap();
     let ((rv, rs), (cv, cs)) = (quantize_rowwise_reference(&x, m, k), quantize_columnwise_reference(&x, m, k));
     assert_eq!((r.data.to_host_vec().unwrap(), r.scale_inv.to_host_vec().unwrap()), (rv, rs));
     assert_eq!((c.data.to_host_vec().unwrap(), c.scale_inv.to_host_vec().unwrap()), (cv, cs));
@@ -221,7 +222,7 @@ fn compressed_tensors_rounding_matches_its_rule() {
     x[7 * k + 40] = -1.25;
     x[8 * k] = f32::NAN;
     let ct = QuantizeOptions::new().rounding(ScaleRounding::CompressedTensors);
-    let q = quantize_host(HostInput::F32(&x), &[m as i64, k as i64], Direction::Rowwise, &ct).unwrap();
+    let q = quantize(Buf::from(&x), &[m as i64, k as i64], Direction::Rowwise, &ct).unwrap();
     let (values, scales) = (q.data.as_host_bytes().unwrap(), q.scale_inv.as_host_bytes().unwrap());
     let mut differs_from_rceil = 0;
     for r in 0..m {

@@ -1,4 +1,4 @@
-//! Tensor::export_shard on the host path against the crop of references built here (values and compact
+//! Tensor::export with ExportOptions::shard on the host path against the crop of references built here (values and compact
 //! scales drawn by the test, stored swizzled by the layout formula with poisoned padding).
 mod common;
 use common::*;
@@ -26,7 +26,7 @@ fn shards_of_a_swizzled_tensor_are_the_crop() {
         (Shard { rows: vec![200..300, 0..50], cols: Some(64..200) }, (200..300).chain(0..50).collect(), 64..k),
         (Shard::cols(32..96), (0..m).collect(), 32..96),
     ] {
-        let out = tensor.export_shard(&shard, &options).unwrap();
+        let out = tensor.export(&options.clone().shard(Some(shard.clone()))).unwrap();
         let want_values: Vec<u8> = rows.iter().flat_map(|&r| values[r * k + cols.start..r * k + cols.end].to_vec()).collect();
         let (c0, c1) = (cols.start / 32, cols.end.div_ceil(32));
         let want_scales: Vec<u8> = rows.iter().flat_map(|&r| scales[r * c + c0..r * c + c1].to_vec()).collect();
@@ -35,7 +35,7 @@ fn shards_of_a_swizzled_tensor_are_the_crop() {
         assert_eq!(out.scales.to_host_vec().unwrap(), want_scales, "{shard:?}");
         assert!(out.scales.is_copy());
     }
-    let err = tensor.export_shard(&Shard::cols(16..200), &options).unwrap_err();
+    let err = tensor.export(&options.clone().shard(Some(Shard::cols(16..200)))).unwrap_err();
     assert_eq!(err.status, Status::InvalidArgument);
     assert!(err.message.contains("options.shard.col_begin is 16, not a multiple of 32"), "{err}");
 }

@@ -229,3 +229,43 @@ pub fn permute_rows(x: &[u8], rows: usize, width: usize, destination: impl Fn(us
     }
     out
 }
+
+/// The cuBLAS 128x4 layout of a `rows x cols` host scale matrix, through the library (padding zero).
+pub fn swizzle_host(compact: &[u8], rows: usize, cols: usize) -> Result<Vec<u8>, mxfp8::Error> {
+    let len = mxfp8::layout_bytes(mxfp8::Layout::Cutlass128x4, mxfp8::Direction::Rowwise, rows as i64, cols as i64)?;
+    let mut out = vec![0u8; len as usize];
+    mxfp8::swizzle_scales(compact, rows, cols, &mut out, mxfp8::Stream::default())?;
+    Ok(out)
+}
+
+/// The row-major `rows x cols` matrix held in a swizzled host buffer, through the library.
+pub fn unswizzle_host(swizzled: &[u8], rows: usize, cols: usize) -> Result<Vec<u8>, mxfp8::Error> {
+    let mut out = vec![0u8; rows * cols];
+    mxfp8::unswizzle_scales(swizzled, rows, cols, &mut out, mxfp8::Stream::default())?;
+    Ok(out)
+}
+
+/// The shape of the scales an MXFP8 quantize of `shape` writes for `direction` in `layout` (the header's
+/// formulas): compact `(*lead, ceil(K/32))` / `(ceil(M/32), K)`, or TE's padded (and swizzled) buffer.
+pub fn quantized_scales_shape(layout: mxfp8::QuantizedScales, shape: &[i64], direction: mxfp8::Direction) -> Vec<i64> {
+    let (k, m) = (shape[shape.len() - 1], shape[..shape.len() - 1].iter().product::<i64>());
+    let up = |n: i64, d: i64| (n + d - 1) / d * d;
+    match (layout, direction) {
+        (mxfp8::QuantizedScales::Compact, mxfp8::Direction::Rowwise) => vec![m, (k + 31) / 32],
+        (mxfp8::QuantizedScales::Compact, _) => vec![(m + 31) / 32, k],
+        (_, mxfp8::Direction::Rowwise) => vec![up(m, 128), up((k + 31) / 32, 4)],
+        (_, _) => vec![up((m + 31) / 32, 4), up(k, 128)],
+    }
+}
+
+/// The bytes of the block scales an NVFP4 quantize of `shape` writes: the stored (R, C) matrix (rowwise
+/// (M, K), columnwise (K, M)), compact `R * ceil(C/16)` or padded / swizzled `roundup(R, 128) * roundup(ceil(C/16), 4)`.
+pub fn nvfp4_scales_len(layout: mxfp8::QuantizedScales, direction: mxfp8::Direction, shape: &[i64]) -> usize {
+    let (k, m) = (shape[shape.len() - 1], shape[..shape.len() - 1].iter().product::<i64>());
+    let (r, c) = if direction == mxfp8::Direction::Rowwise { (m, k) } else { (k, m) };
+    let up = |n: i64, d: i64| (n + d - 1) / d * d;
+    (match layout {
+        mxfp8::QuantizedScales::Compact => r * ((c + 15) / 16),
+        _ => up(r, 128) * up((c + 15) / 16, 4),
+    }) as usize
+}

@@ -1,9 +1,9 @@
-//! Prepared exports on host memory: the compact scales (checked against the layout's formula) at every
+//! Plans (Transfer::prepare) on host memory: the compact scales (checked against the layout's formula) at every
 //! run, from a plan that outlives the tensor handles it was made from; and the immediate call's refusals.
 mod common;
 
 use common::{random_bytes, swizzled_index};
-use mxfp8::{ExportOptions, ManagedTensor, PreparedExport, ScaleLayout, Status, Stream, TensorBuilder};
+use mxfp8::{Layout, ManagedTensor, ScaleLayout, Status, Stream, Target, TensorBuilder, Transfer};
 
 fn scales(n: usize, seed: u64) -> Vec<u8> {
     random_bytes(n, seed, 1, 254)
@@ -39,8 +39,9 @@ fn prepared_batched_export_writes_the_compact_scales_at_every_run() {
     let refs: Vec<_> = tensors.iter().collect();
     let mut outs: Vec<Vec<u8>> = expected.iter().map(|s| vec![0xEE; s.len()]).collect();
     {
-        let mut slices: Vec<&mut [u8]> = outs.iter_mut().map(|v| v.as_mut_slice()).collect();
-        let plan = PreparedExport::scales_batched(&refs, &mut slices, &ExportOptions::default()).unwrap();
+        let targets: Vec<Target> = outs.iter_mut().map(|v| Target::scales(v, Layout::Compact)).collect();
+        let plan = Transfer::from_tensors(&refs).to_buffers(targets).prepare().unwrap();
+        drop(refs);
         drop(tensors); // the plan holds its own references
         for _ in 0..2 {
             plan.run(Stream::LEGACY_DEFAULT).unwrap();
@@ -59,8 +60,7 @@ fn preparing_refuses_what_the_immediate_call_refuses() {
         .build()
         .unwrap();
     let mut wrong = vec![0u8; 199];
-    let mut slices: Vec<&mut [u8]> = vec![wrong.as_mut_slice()];
-    let err = PreparedExport::scales_batched(&[&tensor], &mut slices, &ExportOptions::default()).err().unwrap();
+    let err = Transfer::from_tensors(&[&tensor]).to_buffers(vec![Target::scales(&mut wrong, Layout::Compact)]).prepare().err().unwrap();
     assert_eq!(err.status, Status::InvalidArgument);
     // The prepared form is a transfer with scales-only destinations: its message names the desc's field.
     assert!(err.message.contains("desc.scales[0]") && err.message.contains("are 200 bytes, got 199"), "{}", err.message);

@@ -1,11 +1,10 @@
-//! The receiver's import on the host path: a bucket filled by BucketPlan, and TE storage directly, into
+//! The receiver's transfer on the host path: from a bucket a transfer filled, and from TE storage directly, into
 //! poisoned targets of both layouts, against references built here from the layout's formula.
 mod common;
 use common::*;
 
 use mxfp8::{
-    import_bucket_host, import_tensors_host, BucketPlan, Direction, ExportOptions, ImportTarget, Layout, ManagedTensor,
-    ScaleLayout, Status, Tensor, TensorBuilder,
+    Layout, ManagedTensor, ScaleLayout, Status, Stream, Target, Tensor, TensorBuilder, Transfer,
 };
 
 /// A (m, k) rowwise tensor with swizzled (padding poisoned) or TE-padded scales; its values and compact scales.
@@ -59,10 +58,11 @@ fn expected(scales: &[u8], m: usize, k: usize, layout: Layout) -> Vec<u8> {
 fn a_bucket_imports_into_each_tensors_own_layout() {
     let made: Vec<_> = SHAPES.iter().enumerate().map(|(i, &(m, k, s))| make(m, k, 10 + i as u64, s)).collect();
     let tensors: Vec<&Tensor> = made.iter().map(|t| &t.0).collect();
-    let plan = BucketPlan::new(&tensors, &ExportOptions::default(), 64).unwrap();
-    let mut bucket = vec![POISON; plan.total_bytes() as usize];
-    plan.fill(&mut bucket).unwrap();
-    let manifest = plan.manifest(["a", "b", "c"]).unwrap();
+    let send = Transfer::from_tensors(&tensors);
+    let (parts, total) = send.bucket_parts(64).unwrap();
+    let manifest = send.manifest(["a", "b", "c"], &parts).unwrap();
+    let mut bucket = vec![POISON; total as usize];
+    send.to_bucket(&mut bucket, &parts).run(Stream::default()).unwrap();
     let layouts = [Layout::Cutlass128x4, Layout::Compact, Layout::DeepgemmFloat32];
     let mut values: Vec<Vec<u8>> = made.iter().map(|t| vec![POISON; t.1.len()]).collect();
     let mut scales: Vec<Vec<u8>> = SHAPES
@@ -71,14 +71,8 @@ fn a_bucket_imports_into_each_tensors_own_layout() {
         .zip(layouts)
         .map(|((&(m, k, _), t), l)| vec![POISON; expected(&t.2, m, k, l).len()])
         .collect();
-    let mut targets: Vec<ImportTarget> = values
-        .iter_mut()
-        .zip(scales.iter_mut())
-        .zip(layouts)
-        .map(|((v, s), layout)| ImportTarget { values: v, scales: s, layout })
-        .collect();
-    import_bucket_host(&bucket, &manifest.entries, Direction::Rowwise, Layout::Compact, &mut targets).unwrap();
-    drop(targets);
+    let targets: Vec<Target> = values.iter_mut().zip(scales.iter_mut()).zip(layouts).map(|((v, s), layout)| Target::new(v, s, layout)).collect();
+    Transfer::from_bucket(&bucket, &manifest).to_buffers(targets).run(Stream::default()).unwrap();
     for (i, (&(m, k, _), t)) in SHAPES.iter().zip(&made).enumerate() {
         assert_eq!(values[i], t.1, "values of tensor {i}");
         assert_eq!(scales[i], expected(&t.2, m, k, layouts[i]), "scales of tensor {i}");
@@ -87,8 +81,11 @@ fn a_bucket_imports_into_each_tensors_own_layout() {
     // The manifest says the scales are swizzled, the bucket holds compact ones: refused, nothing written.
     let mut v = vec![POISON; made[0].1.len()];
     let mut s = vec![POISON; made[0].2.len()];
-    let err = import_bucket_host(&bucket, &manifest.entries[..1], Direction::Rowwise, Layout::Cutlass128x4,
-                                 &mut [ImportTarget { values: &mut v, scales: &mut s, layout: Layout::Compact }])
+    let first = mxfp8::Manifest { entries: manifest.entries[..1].to_vec() };
+    let err = Transfer::from_bucket(&bucket, &first)
+        .source_layout(Layout::Cutlass128x4)
+        .to_buffers(vec![Target::new(&mut v, &mut s, Layout::Compact)])
+        .run(Stream::default())
         .unwrap_err();
     assert_eq!(err.status, Status::InvalidArgument);
     assert!(err.message.contains("desc.parts_in[0] gives 200 bytes of scales"), "{}", err.message);
@@ -103,10 +100,8 @@ fn te_storage_imports_directly() {
         let mut values: Vec<Vec<u8>> = made.iter().map(|t| vec![POISON; t.1.len()]).collect();
         let mut scales: Vec<Vec<u8>> =
             SHAPES.iter().zip(&made).map(|(&(m, k, _), t)| vec![POISON; expected(&t.2, m, k, layout).len()]).collect();
-        let mut targets: Vec<ImportTarget> =
-            values.iter_mut().zip(scales.iter_mut()).map(|(v, s)| ImportTarget { values: v, scales: s, layout }).collect();
-        import_tensors_host(&tensors, &ExportOptions::default(), &mut targets).unwrap();
-        drop(targets);
+        let targets: Vec<Target> = values.iter_mut().zip(scales.iter_mut()).map(|(v, s)| Target::new(v, s, layout)).collect();
+        Transfer::from_tensors(&tensors).to_buffers(targets).run(Stream::default()).unwrap();
         for (i, (&(m, k, _), t)) in SHAPES.iter().zip(&made).enumerate() {
             assert_eq!(values[i], t.1, "values of tensor {i}");
             assert_eq!(scales[i], expected(&t.2, m, k, layout), "{layout:?} scales of tensor {i}");

@@ -1,12 +1,11 @@
-//! Shards in buckets, in the import calls and in their prepared forms, on the host path: every result
+//! Shards in buckets, in transfers into buffers and in their prepared forms, on the host path: every result
 //! against the crop of values and compact scales drawn by the test (stored swizzled or padded by the
 //! layout formulas, padding poisoned), into poisoned targets.
 mod common;
 use common::*;
 
 use mxfp8::{
-    import_bucket_host_with, import_tensor_shards_host, BucketImport, BucketPlan, Direction, ExportOptions, ImportTarget, Layout,
-    ManagedTensor, PreparedExport, ScaleFixup, ScaleLayout, Shard, Status, Stream, Tensor, TensorBuilder,
+    Layout, ManagedTensor, Manifest, ScaleFixup, ScaleLayout, Shard, Status, Stream, Target, Tensor, TensorBuilder, Transfer,
 };
 
 struct Weight {
@@ -54,36 +53,37 @@ fn a_bucket_of_shards_carries_each_part() {
     let c = weight(40, 64, 5, true, 1);
     let shards = [Shard::row_pieces(&[200..300, 0..50]), Shard::cols(64..200), Shard::whole()];
     let tensors = [&a.tensor, &b.tensor, &c.tensor];
-    let plan = BucketPlan::with_shards(&tensors, &shards, &ExportOptions::default(), 64).unwrap();
-    assert_eq!(plan.shards(), &shards);
-    let mut bucket = vec![POISON; plan.total_bytes() as usize];
-    plan.fill(&mut bucket).unwrap();
-    let manifest = plan.manifest(["a", "b", "c"]).unwrap();
+    let send = Transfer::from_tensors(&tensors).shards(&shards);
+    let (parts, total) = send.bucket_parts(64).unwrap();
+    let manifest = send.manifest(["a", "b", "c"], &parts).unwrap();
+    let mut bucket = vec![POISON; total as usize];
+    send.to_bucket(&mut bucket, &parts).run(Stream::default()).unwrap();
     let views = manifest.unpack(&bucket).unwrap();
     for ((w, shard), view) in [&a, &b, &c].iter().zip(&shards).zip(&views) {
         let (values, scales) = crop(w, shard);
-        assert_eq!(view.shape, &shard.shape_of(&[w.m as i64, w.k as i64])[..]);
-        assert_eq!((view.values, view.scales), (&values[..], &scales[..]), "{}", view.name);
-        assert_eq!(view.scales_shape, &[view.shape[0], (view.shape[1] + 31) / 32], "{}", view.name);
+        let e = view.entry;
+        assert_eq!(e.shape, shard.shape_of(&[w.m as i64, w.k as i64]));
+        assert_eq!((view.values.as_host().unwrap(), view.scales.as_host().unwrap()), (&values[..], &scales[..]), "{}", e.name);
+        assert_eq!(e.scales_shape, [e.shape[0], (e.shape[1] + 31) / 32], "{}", e.name);
     }
-    assert_eq!(views[0].shape, &[150, 200]);
-    assert_eq!(views[2].shape, &[40, 64]);
+    assert_eq!(views[0].entry.shape, [150, 200]);
+    assert_eq!(views[2].entry.shape, [40, 64]);
     // The prepared fill writes the same bytes at every run.
     let mut again = vec![POISON; bucket.len()];
     {
-        let prepared = PreparedExport::bucket(&plan, &mut again).unwrap();
+        let prepared = Transfer::from_tensors(&tensors).shards(&shards).to_bucket(&mut again, &parts).prepare().unwrap();
         prepared.run(Stream::LEGACY_DEFAULT).unwrap();
         prepared.run(Stream::LEGACY_DEFAULT).unwrap();
     }
     assert_eq!(again, bucket);
     // A shard boundary off the 32-blocks is named; a fix-up with shards is not offered.
-    let err = BucketPlan::with_shards(&tensors, &[Shard::whole(), Shard::cols(16..200), Shard::whole()], &ExportOptions::default(), 64).unwrap_err();
+    let err = Transfer::from_tensors(&tensors).shards(&[Shard::whole(), Shard::cols(16..200), Shard::whole()]).bucket_parts(64).unwrap_err();
     assert_eq!(err.status, Status::InvalidArgument, "{err}");
     assert!(err.message.contains("shards[1]"), "{err}");
-    let fixup = ExportOptions::new().scale_fixup(ScaleFixup::ZeroExponentAsOne);
-    let err = BucketPlan::with_shards(&tensors, &shards, &fixup, 64).and_then(|p| p.fill(&mut bucket)).unwrap_err();
+    let send = Transfer::from_tensors(&tensors).shards(&shards).scale_fixup(ScaleFixup::ZeroExponentAsOne);
+    let err = send.bucket_parts(64).and_then(|(parts, _)| send.to_bucket(&mut bucket, &parts).run(Stream::default())).unwrap_err();
     assert_eq!(err.status, Status::Unsupported, "{err}");
-    let err = BucketPlan::with_shards(&tensors, &shards[..2], &ExportOptions::default(), 64).unwrap_err();
+    let err = Transfer::from_tensors(&tensors).shards(&shards[..2]).bucket_parts(64).unwrap_err();
     assert_eq!(err.status, Status::InvalidArgument, "{err}");
 }
 
@@ -96,39 +96,37 @@ fn tensor_shards_import_into_compact_and_128x4_targets() {
     let (rows, c) = (237usize, 7usize);
     let want_128x4 = swizzle_reference(&scales, rows, c, 0);
     let (mut v1, mut s1, mut v2, mut s2) = (vec![POISON; values.len()], vec![POISON; scales.len()], vec![POISON; values.len()], vec![POISON; want_128x4.len()]);
-    {
-        let mut targets = [
-            ImportTarget { values: &mut v1, scales: &mut s1, layout: Layout::Compact },
-            ImportTarget { values: &mut v2, scales: &mut s2, layout: Layout::Cutlass128x4 },
-        ];
-        import_tensor_shards_host(&[&padded.tensor, &padded.tensor], &[shard.clone(), shard.clone()], &ExportOptions::default(), &mut targets).unwrap();
-    }
+    let targets = vec![Target::new(&mut v1, &mut s1, Layout::Compact), Target::new(&mut v2, &mut s2, Layout::Cutlass128x4)];
+    Transfer::from_tensors(&[&padded.tensor, &padded.tensor]).shards(&[shard.clone(), shard.clone()]).to_buffers(targets).run(Stream::default()).unwrap();
     assert_eq!((&v1, &s1), (&values, &scales));
     assert_eq!((&v2, &s2), (&values, &want_128x4));
     // Swizzled storage: a shard goes to a compact target only.
     let (sv, ss) = crop(&swizzled, &shard);
     let (mut v3, mut s3) = (vec![POISON; sv.len()], vec![POISON; ss.len()]);
-    let mut targets = [ImportTarget { values: &mut v3, scales: &mut s3, layout: Layout::Compact }];
-    import_tensor_shards_host(&[&swizzled.tensor], &[shard.clone()], &ExportOptions::default(), &mut targets).unwrap();
+    let one = [shard.clone()];
+    Transfer::from_tensors(&[&swizzled.tensor]).shards(&one).to_buffers(vec![Target::new(&mut v3, &mut s3, Layout::Compact)]).run(Stream::default()).unwrap();
     assert_eq!((&v3, &s3), (&sv, &ss));
     let (mut v4, mut s4) = (vec![POISON; sv.len()], vec![POISON; want_128x4.len()]);
-    let mut targets = [ImportTarget { values: &mut v4, scales: &mut s4, layout: Layout::Cutlass128x4 }];
-    let err = import_tensor_shards_host(&[&swizzled.tensor], &[shard.clone()], &ExportOptions::default(), &mut targets).unwrap_err();
+    let err = Transfer::from_tensors(&[&swizzled.tensor])
+        .shards(&one)
+        .to_buffers(vec![Target::new(&mut v4, &mut s4, Layout::Cutlass128x4)])
+        .run(Stream::default())
+        .unwrap_err();
     assert_eq!(err.status, Status::Unsupported, "{err}");
     assert!(v4.iter().chain(&s4).all(|&b| b == POISON), "a failed import wrote");
     // Prepared: the same bytes at every run.
     let (mut v5, mut s5) = (vec![POISON; values.len()], vec![POISON; want_128x4.len()]);
     {
-        let mut targets = [ImportTarget { values: &mut v5, scales: &mut s5, layout: Layout::Cutlass128x4 }];
-        let prepared = PreparedExport::import_tensor_shards(&[&padded.tensor], &[shard.clone()], &ExportOptions::default(), &mut targets).unwrap();
+        let targets = vec![Target::new(&mut v5, &mut s5, Layout::Cutlass128x4)];
+        let prepared = Transfer::from_tensors(&[&padded.tensor]).shards(&one).to_buffers(targets).prepare().unwrap();
         prepared.run(Stream::LEGACY_DEFAULT).unwrap();
     }
     assert_eq!((&v5, &s5), (&values, &want_128x4));
     // Whole tensors, prepared.
     let (mut v6, mut s6) = (vec![POISON; 300 * 200], vec![POISON; 300 * 7]);
     {
-        let mut targets = [ImportTarget { values: &mut v6, scales: &mut s6, layout: Layout::Compact }];
-        let prepared = PreparedExport::import_tensors(&[&swizzled.tensor], &ExportOptions::default(), &mut targets).unwrap();
+        let targets = vec![Target::new(&mut v6, &mut s6, Layout::Compact)];
+        let prepared = Transfer::from_tensors(&[&swizzled.tensor]).to_buffers(targets).prepare().unwrap();
         prepared.run(Stream::LEGACY_DEFAULT).unwrap();
     }
     assert_eq!((&v6, &s6), (&swizzled.values, &swizzled.scales));
@@ -139,39 +137,44 @@ fn a_receiver_takes_its_shard_of_a_bucket_and_the_fixup_applies() {
     // Scales from 0..=254, so some are the byte 0.
     let w = weight(300, 96, 21, true, 0);
     assert!(w.scales.contains(&0));
-    let plan = BucketPlan::new(&[&w.tensor], &ExportOptions::default(), 64).unwrap();
-    let mut bucket = vec![POISON; plan.total_bytes() as usize];
-    plan.fill(&mut bucket).unwrap();
-    let manifest = plan.manifest(["w"]).unwrap();
+    let send = Transfer::from_tensors(&[&w.tensor]);
+    let (parts, total) = send.bucket_parts(64).unwrap();
+    let manifest: Manifest = send.manifest(["w"], &parts).unwrap();
+    let mut bucket = vec![POISON; total as usize];
+    send.to_bucket(&mut bucket, &parts).run(Stream::default()).unwrap();
     // This rank's rows 150..300.
     let shards = [Shard::rows(150..300)];
     let (values, scales) = crop(&w, &shards[0]);
     let (mut v, mut s) = (vec![POISON; values.len()], vec![POISON; scales.len()]);
-    let import = BucketImport { shards: Some(&shards), ..BucketImport::new(&manifest.entries, Direction::Rowwise) };
-    import_bucket_host_with(&bucket, &import, &mut [ImportTarget { values: &mut v, scales: &mut s, layout: Layout::Compact }]).unwrap();
+    fn receive<'a>(bucket: &'a [u8], manifest: &'a Manifest, t: Target<'a>) -> Transfer<'a, 'a> {
+        Transfer::from_bucket(bucket, manifest).to_buffers(vec![t])
+    }
+    receive(&bucket, &manifest, Target::new(&mut v, &mut s, Layout::Compact)).shards(&shards).run(Stream::default()).unwrap();
     assert_eq!((&v, &s), (&values, &scales));
     // The whole tensor with the zero-exponent fix-up, into the 128x4 layout: padding stays zero.
     let fixed: Vec<u8> = w.scales.iter().map(|&b| b.max(1)).collect();
     let want = swizzle_reference(&fixed, 300, 3, 0);
-    let import = BucketImport { scale_fixup: ScaleFixup::ZeroExponentAsOne, ..BucketImport::new(&manifest.entries, Direction::Rowwise) };
     let (mut v, mut s) = (vec![POISON; 300 * 96], vec![POISON; want.len()]);
-    import_bucket_host_with(&bucket, &import, &mut [ImportTarget { values: &mut v, scales: &mut s, layout: Layout::Cutlass128x4 }]).unwrap();
+    receive(&bucket, &manifest, Target::new(&mut v, &mut s, Layout::Cutlass128x4)).scale_fixup(ScaleFixup::ZeroExponentAsOne).run(Stream::default()).unwrap();
     assert_eq!((&v, &s), (&w.values, &want));
     // Prepared, the same.
     let (mut v2, mut s2) = (vec![POISON; 300 * 96], vec![POISON; want.len()]);
     {
-        let mut targets = [ImportTarget { values: &mut v2, scales: &mut s2, layout: Layout::Cutlass128x4 }];
-        let prepared = PreparedExport::import_bucket(&bucket, &import, &mut targets).unwrap();
+        let target = Target::new(&mut v2, &mut s2, Layout::Cutlass128x4);
+        let prepared = receive(&bucket, &manifest, target).scale_fixup(ScaleFixup::ZeroExponentAsOne).prepare().unwrap();
         prepared.run(Stream::LEGACY_DEFAULT).unwrap();
     }
     assert_eq!((&v2, &s2), (&w.values, &want));
     // A fix-up with a shard is not offered; a shard list of the wrong length is refused here.
-    let import = BucketImport { shards: Some(&shards), scale_fixup: ScaleFixup::ZeroExponentAsOne, ..BucketImport::new(&manifest.entries, Direction::Rowwise) };
     let (mut v, mut s) = (vec![POISON; values.len()], vec![POISON; scales.len()]);
-    let err = import_bucket_host_with(&bucket, &import, &mut [ImportTarget { values: &mut v, scales: &mut s, layout: Layout::Compact }]).unwrap_err();
+    let err = receive(&bucket, &manifest, Target::new(&mut v, &mut s, Layout::Compact))
+        .shards(&shards)
+        .scale_fixup(ScaleFixup::ZeroExponentAsOne)
+        .run(Stream::default())
+        .unwrap_err();
     assert_eq!(err.status, Status::Unsupported, "{err}");
-    let import = BucketImport { shards: Some(&[]), ..BucketImport::new(&manifest.entries, Direction::Rowwise) };
-    let err = import_bucket_host_with(&bucket, &import, &mut [ImportTarget { values: &mut v, scales: &mut s, layout: Layout::Compact }]).unwrap_err();
+    let err = receive(&bucket, &manifest, Target::new(&mut v, &mut s, Layout::Compact)).shards(&[]).run(Stream::default()).unwrap_err();
     assert_eq!(err.status, Status::InvalidArgument, "{err}");
+    assert!(err.message.contains("0 shards for 1 entries"), "{err}");
     assert!(v.iter().chain(&s).all(|&b| b == POISON), "a failed import wrote");
 }

@@ -1,5 +1,5 @@
-//! Buckets and imports that mix MXFP8 and NVFP4 tensors, on the host path: plan, fill (and its prepared
-//! form), the direct import (and its prepared form) into poisoned targets, against references written here
+//! Transfers that mix MXFP8 and NVFP4 tensors, on the host path: bucket parts, fill (and its prepared
+//! form), the direct transfer into buffers (and its prepared form) into poisoned targets, against references written here
 //! from the header's rules: the stored scales are built from compact ones with the 128x4 formula (padding
 //! poisoned), so the compact scales and the 128x4 targets the library must produce are known without it;
 //! the global scales are the header's float formulas of the amax. Shapes have partial blocks (K not a
@@ -8,9 +8,8 @@ mod common;
 use common::*;
 
 use mxfp8::{
-    import_bucket_mixed_host, import_tensors_mixed_host, Direction, ExportOptions, Format, GlobalScale, ImportTarget, Layout, ManagedTensor,
-    ManifestEntry, MixedBucketImport, MixedBucketPlan, MixedBucketView, MixedImportTarget, MixedManifest, MixedManifestEntry, MixedTensor,
-    Nvfp4ImportTarget, Nvfp4Tensor, Nvfp4TensorBuilder, PreparedExport, ScaleLayout, Status, Stream, Tensor, TensorBuilder,
+    BucketPart, Direction, ExportOptions, Format, GlobalScale, Layout, ManagedTensor, Manifest, ScaleLayout, Status, Stream, Target, Tensor,
+    TensorBuilder, Transfer,
 };
 
 const ALIGNMENT: u64 = 64;
@@ -44,7 +43,7 @@ fn mxfp8(m: usize, k: usize, seed: u64) -> Mxfp8 {
 /// swizzled or TE-padded (padding poisoned), one amax or one per row; its packed values, compact E4M3
 /// scales and amaxes.
 struct Nvfp4 {
-    tensor: Nvfp4Tensor,
+    tensor: Tensor,
     values: Vec<u8>,
     scales: Vec<u8>,
     amax: Vec<f32>,
@@ -65,14 +64,10 @@ fn nvfp4(shape: &[usize], seed: u64, swizzled: bool, per_row: bool, e4m3_max: i3
     let stored = if swizzled { swizzle_reference(&scales, rows, c, POISON) } else { pad_reference(&scales, rows, c, rp, cp, POISON) };
     let mut data_shape: Vec<i64> = shape.iter().map(|&d| d as i64).collect();
     *data_shape.last_mut().unwrap() /= 2;
-    let tensor = Nvfp4TensorBuilder::new()
+    let tensor = TensorBuilder::new().format(Format::Nvfp4)
         .scale_layout(if swizzled { ScaleLayout::GemmSwizzled } else { ScaleLayout::RowMajor })
         .e4m3_max(e4m3_max)
-        .rowwise(
-            ManagedTensor::from_host_bytes(values.clone(), &data_shape).unwrap(),
-            ManagedTensor::from_host_bytes(stored, &[rp as i64, cp as i64]).unwrap(),
-            ManagedTensor::from_host_f32(amax.clone(), &[amax.len() as i64]).unwrap(),
-        )
+        .rowwise(ManagedTensor::from_host_bytes(values.clone(), &data_shape).unwrap(), ManagedTensor::from_host_bytes(stored, &[rp as i64, cp as i64]).unwrap()).amax(Direction::Rowwise, ManagedTensor::from_host_f32(amax.clone(), &[amax.len() as i64]).unwrap())
         .build()
         .unwrap();
     Nvfp4 { tensor, values, scales, amax, rows, k, e4m3_max }
@@ -85,8 +80,8 @@ fn inputs() -> (Mxfp8, Nvfp4, Nvfp4) {
     (mxfp8(133, 72, 7), nvfp4(&[2, 70, 40], 3, true, false, 448), nvfp4(&[45, 34], 5, false, true, 256))
 }
 
-fn mixed<'t>(a: &'t Mxfp8, b: &'t Nvfp4, c: &'t Nvfp4) -> Vec<MixedTensor<'t>> {
-    vec![MixedTensor::Mxfp8(&a.tensor), MixedTensor::Nvfp4(&b.tensor), (&c.tensor).into()]
+fn mixed<'t>(a: &'t Mxfp8, b: &'t Nvfp4, c: &'t Nvfp4) -> Vec<&'t Tensor> {
+    vec![&a.tensor, &b.tensor, &c.tensor]
 }
 
 fn f32_bytes(v: &[f32]) -> Vec<u8> {
@@ -110,21 +105,19 @@ fn encode_global(amax: f32, e4m3_max: i32) -> f32 {
     }
 }
 
-/// Checks the plan's layout against the header and returns the bucket the plan must fill, as the
+/// Checks the parts' layout against the header and returns the bucket the transfer must fill, as the
 /// expected (offset, bytes) parts.
-fn expected_parts(plan: &MixedBucketPlan<'_>, a: &Mxfp8, b: &Nvfp4, c: &Nvfp4) -> Vec<(u64, Vec<u8>)> {
-    let (e, n) = (plan.entries(), plan.nvfp4_entries());
-    assert_eq!((e.len(), n.len()), (3, 3));
+fn expected_parts(e: &[BucketPart], total: u64, a: &Mxfp8, b: &Nvfp4, c: &Nvfp4) -> Vec<(u64, Vec<u8>)> {
+    assert_eq!(e.len(), 3);
     let mut parts = vec![(e[0].values_offset, a.values.clone()), (e[0].scales_offset, a.scales.clone())];
-    assert_eq!(n[0], Default::default(), "an MXFP8 entry has an all-zero NVFP4 entry");
+    assert_eq!((e[0].amax_offset, e[0].amax_bytes), (0, 0), "an MXFP8 entry has no amax part");
     for (i, t) in [(1, b), (2, c)] {
         assert_eq!(e[i].values_bytes as usize, t.rows * t.k / 2);
         assert_eq!(e[i].scales_bytes as usize, t.rows * t.k.div_ceil(16));
-        assert_eq!(n[i].amax_bytes as usize, 4 * t.amax.len());
-        assert_eq!((n[i].e4m3_max, n[i].reserved), (t.e4m3_max, 0));
+        assert_eq!(e[i].amax_bytes as usize, 4 * t.amax.len());
         parts.push((e[i].values_offset, t.values.clone()));
         parts.push((e[i].scales_offset, t.scales.clone()));
-        parts.push((n[i].amax_offset, f32_bytes(&t.amax)));
+        parts.push((e[i].amax_offset, f32_bytes(&t.amax)));
     }
     assert_eq!((e[0].values_bytes as usize, e[0].scales_bytes as usize), (a.rows * a.k, a.rows * a.k.div_ceil(32)));
     // In bucket order, each at a multiple of the alignment, none overlapping, all inside.
@@ -134,7 +127,7 @@ fn expected_parts(plan: &MixedBucketPlan<'_>, a: &Mxfp8, b: &Nvfp4, c: &Nvfp4) -
         assert!(*offset >= end, "part at {offset} overlaps the one before (ending at {end})");
         end = offset + bytes.len() as u64;
     }
-    assert!(end <= plan.total_bytes());
+    assert!(end <= total);
     parts
 }
 
@@ -151,39 +144,38 @@ fn expected_bucket(parts: &[(u64, Vec<u8>)], total: u64) -> Vec<u8> {
 fn a_mixed_bucket_carries_values_compact_scales_and_amax() {
     let (a, b, c) = inputs();
     let tensors = mixed(&a, &b, &c);
-    let plan = MixedBucketPlan::new(&tensors, &ExportOptions::default(), ALIGNMENT).unwrap();
-    assert_eq!(plan.direction(), Direction::Rowwise);
-    let expected = expected_bucket(&expected_parts(&plan, &a, &b, &c), plan.total_bytes());
+    let send = Transfer::from_tensors(&tensors);
+    let (parts, total) = send.bucket_parts(ALIGNMENT).unwrap();
+    let expected = expected_bucket(&expected_parts(&parts, total, &a, &b, &c), total);
     // A bucket longer than needed: the tail is left as it was too.
-    let mut bucket = vec![POISON; plan.total_bytes() as usize + 17];
-    plan.fill(&mut bucket).unwrap();
+    let mut bucket = vec![POISON; total as usize + 17];
+    send.to_bucket(&mut bucket, &parts).run(Stream::default()).unwrap();
     assert_eq!(&bucket[..expected.len()], &expected[..]);
     assert!(bucket[expected.len()..].iter().all(|&x| x == POISON));
 
     // The prepared fill writes the same bytes, at every run.
     let mut again = vec![POISON; bucket.len()];
     {
-        let prepared = PreparedExport::bucket_mixed(&plan, &mut again).unwrap();
+        let prepared = Transfer::from_tensors(&tensors).to_bucket(&mut again, &parts).prepare().unwrap();
         prepared.run(Stream::LEGACY_DEFAULT).unwrap();
         prepared.run(Stream::LEGACY_DEFAULT).unwrap();
     }
     assert_eq!(again, bucket);
 
-    // A plan of the MXFP8 entry alone is BucketPlan's.
-    let alone = MixedBucketPlan::new(&tensors[..1], &ExportOptions::default(), ALIGNMENT).unwrap();
-    let classic = mxfp8::BucketPlan::new(&[&a.tensor], &ExportOptions::default(), ALIGNMENT).unwrap();
-    assert_eq!((alone.entries(), alone.total_bytes()), (classic.entries(), classic.total_bytes()));
+    // The MXFP8 entry alone is laid out as in a bucket of MXFP8 tensors only.
+    let (alone, alone_total) = Transfer::from_tensors(&tensors[..1]).bucket_parts(ALIGNMENT).unwrap();
+    let (classic, classic_total) = Transfer::from_tensors(&[&a.tensor]).bucket_parts(ALIGNMENT).unwrap();
+    assert_eq!((alone, alone_total), (classic, classic_total));
 }
 
 #[test]
-fn the_prepared_fill_outlives_its_plan() {
+fn the_prepared_fill_outlives_its_tensors() {
     let (a, b, c) = inputs();
-    let tensors = mixed(&a, &b, &c);
-    let plan = MixedBucketPlan::new(&tensors, &ExportOptions::default(), ALIGNMENT).unwrap();
-    let expected = expected_bucket(&expected_parts(&plan, &a, &b, &c), plan.total_bytes());
-    let mut bucket = vec![POISON; plan.total_bytes() as usize];
-    let prepared = PreparedExport::bucket_mixed(&plan, &mut bucket).unwrap();
-    drop(plan);
+    let (parts, total) = Transfer::from_tensors(&mixed(&a, &b, &c)).bucket_parts(ALIGNMENT).unwrap();
+    let expected = expected_bucket(&expected_parts(&parts, total, &a, &b, &c), total);
+    let mut bucket = vec![POISON; total as usize];
+    let prepared = Transfer::from_tensors(&mixed(&a, &b, &c)).to_bucket(&mut bucket, &parts).prepare().unwrap();
+    drop((a, b, c)); // the plan holds its own references on the tensors
     prepared.run(Stream::LEGACY_DEFAULT).unwrap();
     drop(prepared);
     assert_eq!(bucket, expected);
@@ -209,15 +201,12 @@ impl Targets {
         }
     }
 
-    fn borrow(&mut self) -> Vec<MixedImportTarget<'_>> {
+    fn borrow(&mut self) -> Vec<Target<'_>> {
         let mut out = Vec::new();
         let layouts = [Layout::Compact, Layout::Cutlass128x4, Layout::Compact];
         for (i, ((v, s), g)) in self.values.iter_mut().zip(self.scales.iter_mut()).zip(self.globals.iter_mut()).enumerate() {
-            out.push(if i == 0 {
-                MixedImportTarget::Mxfp8(ImportTarget { values: v, scales: s, layout: layouts[i] })
-            } else {
-                MixedImportTarget::Nvfp4(Nvfp4ImportTarget { values: v, scales: s, layout: layouts[i], global_scale: g })
-            });
+            let target = Target::new(v, s, layouts[i]);
+            out.push(if i == 0 { target } else { target.global_scale(g) });
         }
         out
     }
@@ -242,20 +231,23 @@ impl Targets {
     }
 }
 
+fn run(tensors: &[&Tensor], convention: GlobalScale, targets: Vec<Target<'_>>) -> Result<(), mxfp8::Error> {
+    Transfer::from_tensors(tensors).global_scale(convention).to_buffers(targets).run(Stream::default())
+}
+
 #[test]
 fn a_mixed_import_writes_engine_targets_in_both_global_scale_conventions() {
     let (a, b, c) = inputs();
     let tensors = mixed(&a, &b, &c);
     for (convention, global) in [(GlobalScale::Decode, decode_global as fn(f32, i32) -> f32), (GlobalScale::Encode, encode_global)] {
         let mut immediate = Targets::new(&a, &b, &c);
-        import_tensors_mixed_host(&tensors, &ExportOptions::default(), convention, &mut immediate.borrow()).unwrap();
+        run(&tensors, convention, immediate.borrow()).unwrap();
         immediate.check(&a, &b, &c, global);
 
         // The prepared form writes the same bytes, at every run, into targets it keeps borrowed.
         let mut prepared_targets = Targets::new(&a, &b, &c);
         {
-            let mut borrowed = prepared_targets.borrow();
-            let prepared = PreparedExport::import_tensors_mixed(&tensors, &ExportOptions::default(), convention, &mut borrowed).unwrap();
+            let prepared = Transfer::from_tensors(&tensors).global_scale(convention).to_buffers(prepared_targets.borrow()).prepare().unwrap();
             prepared.run(Stream::LEGACY_DEFAULT).unwrap();
             prepared.run(Stream::LEGACY_DEFAULT).unwrap();
         }
@@ -264,38 +256,41 @@ fn a_mixed_import_writes_engine_targets_in_both_global_scale_conventions() {
         assert_eq!(prepared_targets.globals.concat().iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
                    immediate.globals.concat().iter().map(|x| x.to_bits()).collect::<Vec<_>>());
     }
-    // The global scales agree with the NVFP4 export's own (Nvfp4Tensor::global_scale).
+    // The global scales agree with the NVFP4 export's own (Tensor::global_scale).
     let mut t = Targets::new(&a, &b, &c);
-    import_tensors_mixed_host(&tensors, &ExportOptions::default(), GlobalScale::Encode, &mut t.borrow()).unwrap();
-    let exported = c.tensor.global_scale(&mxfp8::Nvfp4ExportOptions::new().global_scale(GlobalScale::Encode)).unwrap();
+    run(&tensors, GlobalScale::Encode, t.borrow()).unwrap();
+    let exported = c.tensor.global_scale(&ExportOptions::new().global_scale(GlobalScale::Encode)).unwrap();
     assert_eq!(f32_bytes(&exported.to_host_f32().unwrap()), f32_bytes(&t.globals[2]));
+    // An MXFP8 tensor has no second level: the library says so.
+    let err = a.tensor.global_scale(&ExportOptions::new()).unwrap_err();
+    assert_eq!(err.status, Status::InvalidArgument, "{err}");
 }
 
 #[test]
 fn bad_buckets_fail_and_write_nothing() {
     let (a, b, c) = inputs();
     let tensors = mixed(&a, &b, &c);
-    let plan = MixedBucketPlan::new(&tensors, &ExportOptions::default(), ALIGNMENT).unwrap();
+    let (parts, total) = Transfer::from_tensors(&tensors).bucket_parts(ALIGNMENT).unwrap();
     // One byte short (the last part is an amax, so it would be written past the end).
-    let mut short = vec![POISON; plan.total_bytes() as usize - 1];
-    let err = plan.fill(&mut short).unwrap_err();
+    let mut short = vec![POISON; total as usize - 1];
+    let err = Transfer::from_tensors(&tensors).to_bucket(&mut short, &parts).run(Stream::default()).unwrap_err();
     assert_eq!(err.status, Status::InvalidArgument, "{err}");
     assert!(err.message.contains("bucket"), "{err}");
     assert!(short.iter().all(|&x| x == POISON));
-    let err = PreparedExport::bucket_mixed(&plan, &mut short).err().expect("an undersized bucket is refused when prepared");
+    let err = Transfer::from_tensors(&tensors).to_bucket(&mut short, &parts).prepare().expect_err("an undersized bucket is refused when prepared");
     assert_eq!(err.status, Status::InvalidArgument, "{err}");
     assert!(short.iter().all(|&x| x == POISON));
 
-    // An alignment that is not a power of two; a plan of nothing is empty.
-    let err = MixedBucketPlan::new(&tensors, &ExportOptions::default(), 48).unwrap_err();
+    // An alignment that is not a power of two; a transfer of nothing is empty.
+    let err = Transfer::from_tensors(&tensors).bucket_parts(48).unwrap_err();
     assert_eq!(err.status, Status::InvalidArgument, "{err}");
     assert!(err.message.contains("alignment"), "{err}");
-    let empty = MixedBucketPlan::new(&[], &ExportOptions::default(), ALIGNMENT).unwrap();
-    assert_eq!(empty.total_bytes(), 0);
-    empty.fill(&mut []).unwrap();
+    let (none, empty) = Transfer::from_tensors(&[]).bucket_parts(ALIGNMENT).unwrap();
+    assert_eq!((none.len(), empty), (0, 0));
+    Transfer::from_tensors(&[]).to_bucket(&mut [0u8; 0], &[]).run(Stream::default()).unwrap();
 
-    // A columnwise plan of tensors stored rowwise only: no data for the direction.
-    let err = MixedBucketPlan::new(&tensors, &ExportOptions::new().direction(Direction::Columnwise), ALIGNMENT).unwrap_err();
+    // A columnwise bucket of tensors stored rowwise only: no data for the direction.
+    let err = Transfer::from_tensors(&tensors).direction(Direction::Columnwise).bucket_parts(ALIGNMENT).unwrap_err();
     assert_eq!(err.status, Status::MissingData, "{err}");
 }
 
@@ -303,22 +298,27 @@ fn bad_buckets_fail_and_write_nothing() {
 fn bad_imports_fail_and_write_nothing() {
     let (a, b, c) = inputs();
     let tensors = mixed(&a, &b, &c);
-    let options = ExportOptions::default();
 
     // NVFP4 values one byte short (a target that does not match the tensor's shape).
     let mut t = Targets::new(&a, &b, &c);
     t.values[2].pop();
-    let err = import_tensors_mixed_host(&tensors, &options, GlobalScale::Decode, &mut t.borrow()).unwrap_err();
+    let err = run(&tensors, GlobalScale::Decode, t.borrow()).unwrap_err();
     assert_eq!(err.status, Status::InvalidArgument, "{err}");
     assert!(t.untouched(), "a failed import wrote to a target");
-    let err = PreparedExport::import_tensors_mixed(&tensors, &options, GlobalScale::Decode, &mut t.borrow()).err().expect("refused when prepared");
+    let err = Transfer::from_tensors(&tensors).to_buffers(t.borrow()).prepare().expect_err("refused when prepared");
     assert_eq!(err.status, Status::InvalidArgument, "{err}");
     assert!(t.untouched());
 
     // One global scale for a per-row amax of 45.
     let mut t = Targets::new(&a, &b, &c);
     t.globals[2].truncate(1);
-    let err = import_tensors_mixed_host(&tensors, &options, GlobalScale::Decode, &mut t.borrow()).unwrap_err();
+    let err = run(&tensors, GlobalScale::Decode, t.borrow()).unwrap_err();
+    assert_eq!(err.status, Status::InvalidArgument, "{err}");
+    assert!(t.untouched());
+    // No global scale at all for the NVFP4 entries.
+    let mut t = Targets::new(&a, &b, &c);
+    let bare: Vec<Target> = t.borrow().into_iter().map(|x| Target { global_scale: None, ..x }).collect();
+    let err = run(&tensors, GlobalScale::Decode, bare).unwrap_err();
     assert_eq!(err.status, Status::InvalidArgument, "{err}");
     assert!(t.untouched());
 
@@ -326,86 +326,87 @@ fn bad_imports_fail_and_write_nothing() {
     let mut t = Targets::new(&a, &b, &c);
     let len = t.scales[1].len();
     t.scales[1].truncate(len - 4);
-    let err = import_tensors_mixed_host(&tensors, &options, GlobalScale::Decode, &mut t.borrow()).unwrap_err();
+    let err = run(&tensors, GlobalScale::Decode, t.borrow()).unwrap_err();
     assert_eq!(err.status, Status::InvalidArgument, "{err}");
     assert!(t.untouched());
     let mut t = Targets::new(&a, &b, &c);
     let mut borrowed = t.borrow();
-    if let MixedImportTarget::Nvfp4(target) = &mut borrowed[2] {
-        target.layout = Layout::DeepgemmPacked;
-    }
-    let err = import_tensors_mixed_host(&tensors, &options, GlobalScale::Decode, &mut borrowed).unwrap_err();
+    borrowed[2].layout = Layout::DeepgemmPacked;
+    let err = run(&tensors, GlobalScale::Decode, borrowed).unwrap_err();
     assert_eq!(err.status, Status::InvalidArgument, "{err}");
-    drop(borrowed);
     assert!(t.untouched());
 
-    // A target of the other kind, named; and counts that differ.
+    // A target of the other entry (an NVFP4 entry's buffers for an MXFP8 tensor): its sizes are refused;
+    // and counts that differ.
     let mut t = Targets::new(&a, &b, &c);
     let swapped = [tensors[0], tensors[2], tensors[1]];
     let mut borrowed = t.borrow();
     borrowed.swap(0, 1);
-    let err = import_tensors_mixed_host(&swapped, &options, GlobalScale::Decode, &mut borrowed).unwrap_err();
+    let err = run(&swapped, GlobalScale::Decode, borrowed).unwrap_err();
     assert_eq!(err.status, Status::InvalidArgument, "{err}");
-    assert!(err.message.contains("targets[0] is an NVFP4 target for an MXFP8 tensor"), "{err}");
-    let err = import_tensors_mixed_host(&tensors[..2], &options, GlobalScale::Decode, &mut borrowed).unwrap_err();
+    assert!(err.message.contains("[0]"), "{err}");
+    let err = run(&tensors[..2], GlobalScale::Decode, t.borrow()).unwrap_err();
     assert_eq!(err.status, Status::InvalidArgument, "{err}");
-    assert!(err.message.contains("2 tensors but 3 targets"), "{err}");
-    // (The prepared form keeps the targets borrowed as long as they live.)
-    let err = PreparedExport::import_tensors_mixed(&swapped, &options, GlobalScale::Decode, &mut borrowed).err().expect("refused when prepared");
-    assert!(err.message.contains("targets[0]"), "{err}");
+    assert!(err.message.contains("3 targets for 2 entries"), "{err}");
+    let mut borrowed = t.borrow();
+    borrowed.swap(0, 1);
+    let err = Transfer::from_tensors(&swapped).to_buffers(borrowed).prepare().expect_err("refused when prepared");
+    assert!(err.message.contains("[0]"), "{err}");
     assert!(t.untouched());
 }
 
 /// What the sender transmits for `tensors` (named a, b, c): a filled bucket and its manifest.
-fn sent(tensors: &[MixedTensor<'_>]) -> (Vec<u8>, MixedManifest) {
-    let plan = MixedBucketPlan::new(tensors, &ExportOptions::default(), ALIGNMENT).unwrap();
-    let mut bucket = vec![POISON; plan.total_bytes() as usize];
-    plan.fill(&mut bucket).unwrap();
-    (bucket, plan.manifest(["a", "b", "c"]).unwrap())
+fn sent(tensors: &[&Tensor]) -> (Vec<u8>, Manifest) {
+    let send = Transfer::from_tensors(tensors);
+    let (parts, total) = send.bucket_parts(ALIGNMENT).unwrap();
+    let manifest = send.manifest(["a", "b", "c"], &parts).unwrap();
+    let mut bucket = vec![POISON; total as usize];
+    send.to_bucket(&mut bucket, &parts).run(Stream::default()).unwrap();
+    (bucket, manifest)
+}
+
+fn receive(bucket: &[u8], manifest: &Manifest, convention: GlobalScale, targets: Vec<Target<'_>>) -> Result<(), mxfp8::Error> {
+    Transfer::from_bucket(bucket, manifest).global_scale(convention).to_buffers(targets).run(Stream::default())
 }
 
 #[test]
 fn a_mixed_bucket_unpacks_and_imports_on_the_receiving_side() {
     let (a, b, c) = inputs();
     let tensors = mixed(&a, &b, &c);
-    let plan = MixedBucketPlan::new(&tensors, &ExportOptions::default(), ALIGNMENT).unwrap();
+    let send = Transfer::from_tensors(&tensors);
+    let (parts, _) = send.bucket_parts(ALIGNMENT).unwrap();
     let (bucket, manifest) = sent(&tensors);
-    assert!(plan.manifest(["a"]).is_err());
+    assert!(send.manifest(["a"], &parts).is_err());
 
     // The manifest: shapes and the compact scales' shapes from the format rules.
-    match &manifest.entries[0] {
-        MixedManifestEntry::Mxfp8(e) => {
-            assert_eq!((e.name.as_str(), &e.shape[..], &e.scales_shape[..]), ("a", &[133, 72][..], &[133, 3][..]))
-        }
-        other => panic!("entry 0 is {other:?}"),
-    }
+    let e = &manifest.entries[0];
+    assert_eq!((e.name.as_str(), &e.shape[..], &e.scales_shape[..], e.format), ("a", &[133, 72][..], &[133, 3][..], Format::E4M3));
     for (i, t, shape) in [(1, &b, vec![2, 70, 40]), (2, &c, vec![45, 34])] {
-        let MixedManifestEntry::Nvfp4(e) = &manifest.entries[i] else { panic!("entry {i} is not NVFP4") };
-        assert_eq!(e.shape, shape);
+        let e = &manifest.entries[i];
+        assert_eq!((e.format, &e.shape), (Format::Nvfp4, &shape));
         assert_eq!(e.scales_shape, vec![t.rows as i64, t.k.div_ceil(16) as i64]);
-        assert_eq!((e.amax_offset, e.amax_bytes, e.e4m3_max), (plan.nvfp4_entries()[i].amax_offset, 4 * t.amax.len() as u64, t.e4m3_max));
+        assert_eq!((e.part, e.part.amax_bytes, e.e4m3_max), (parts[i], 4 * t.amax.len() as u64, t.e4m3_max));
     }
 
     // Unpack: views of the packed values, compact scales and amax.
     let views = manifest.unpack(&bucket).unwrap();
-    let MixedBucketView::Mxfp8(v) = views[0] else { panic!("view 0 is not MXFP8") };
-    assert_eq!((v.name, v.values, v.scales), ("a", &a.values[..], &a.scales[..]));
+    let v = &views[0];
+    assert_eq!((v.entry.name.as_str(), v.values.as_host().unwrap(), v.scales.as_host().unwrap()), ("a", &a.values[..], &a.scales[..]));
     for (i, t) in [(1, &b), (2, &c)] {
-        let MixedBucketView::Nvfp4(v) = views[i] else { panic!("view {i} is not NVFP4") };
-        assert_eq!((v.values, v.scales, v.e4m3_max), (&t.values[..], &t.scales[..], t.e4m3_max));
-        assert_eq!(v.amax().iter().map(|x| x.to_bits()).collect::<Vec<_>>(), t.amax.iter().map(|x| x.to_bits()).collect::<Vec<_>>());
+        let v = &views[i];
+        assert_eq!((v.values.as_host().unwrap(), v.scales.as_host().unwrap(), v.entry.e4m3_max), (&t.values[..], &t.scales[..], t.e4m3_max));
+        let amax = v.amax_values().unwrap();
+        assert_eq!(amax.iter().map(|x| x.to_bits()).collect::<Vec<_>>(), t.amax.iter().map(|x| x.to_bits()).collect::<Vec<_>>());
     }
 
     // Import into engine targets, both conventions; the prepared form writes the same.
     for (convention, global) in [(GlobalScale::Decode, decode_global as fn(f32, i32) -> f32), (GlobalScale::Encode, encode_global)] {
-        let import = MixedBucketImport { global_scale: convention, ..MixedBucketImport::new(&manifest.entries, Direction::Rowwise) };
         let mut immediate = Targets::new(&a, &b, &c);
-        import_bucket_mixed_host(&bucket, &import, &mut immediate.borrow()).unwrap();
+        receive(&bucket, &manifest, convention, immediate.borrow()).unwrap();
         immediate.check(&a, &b, &c, global);
         let mut prepared = Targets::new(&a, &b, &c);
         {
-            let mut borrowed = prepared.borrow();
-            let plan = PreparedExport::import_bucket_mixed(&bucket, &import, &mut borrowed).unwrap();
+            let plan = Transfer::from_bucket(&bucket, &manifest).global_scale(convention).to_buffers(prepared.borrow()).prepare().unwrap();
             plan.run(Stream::LEGACY_DEFAULT).unwrap();
         }
         prepared.check(&a, &b, &c, global);
@@ -423,44 +424,37 @@ fn bad_manifests_fail_and_write_nothing() {
     let err = manifest.unpack(short).unwrap_err();
     assert!(err.message.contains("desc.parts_in[2]: its 180 bytes of amax at byte 14336 run past the end of a bucket of 14515 bytes"), "{err}");
     let mut t = Targets::new(&a, &b, &c);
-    let err = import_bucket_mixed_host(short, &MixedBucketImport::new(&manifest.entries, Direction::Rowwise), &mut t.borrow()).unwrap_err();
+    let err = receive(short, &manifest, GlobalScale::Decode, t.borrow()).unwrap_err();
     assert_eq!(err.status, Status::InvalidArgument, "{err}");
     assert!(t.untouched());
 
     // An NVFP4 entry described as MXFP8 (same parts, shape and an MXFP8 target): its sizes do not match.
-    let MixedManifestEntry::Nvfp4(e) = &manifest.entries[2] else { panic!() };
     let mut lying = manifest.clone();
-    lying.entries[2] = MixedManifestEntry::Mxfp8(ManifestEntry {
-        name: e.name.clone(),
-        shape: e.shape.clone(),
-        format: Format::E4M3,
-        values_offset: e.values_offset,
-        values_bytes: e.values_bytes,
-        scales_offset: e.scales_offset,
-        scales_bytes: e.scales_bytes,
-        scales_shape: vec![45, 2],
-    });
+    let e = &mut lying.entries[2];
+    (e.format, e.e4m3_max, e.scales_shape) = (Format::E4M3, 0, vec![45, 2]);
+    e.part.amax_offset = 0;
+    e.part.amax_bytes = 0;
     let err = lying.unpack(&bucket).unwrap_err();
     assert!(err.message.contains("desc.parts_in[2] gives 765 bytes of values, its shape and row-major layout give 1530"), "{err}");
     let mut t = Targets::new(&a, &b, &c);
     let (mut v, mut s) = (vec![POISON; 45 * 34], vec![POISON; 45 * 2]);
     {
         let mut borrowed = t.borrow();
-        borrowed[2] = MixedImportTarget::Mxfp8(ImportTarget { values: &mut v, scales: &mut s, layout: Layout::Compact });
-        let err = import_bucket_mixed_host(&bucket, &MixedBucketImport::new(&lying.entries, Direction::Rowwise), &mut borrowed).unwrap_err();
+        borrowed[2] = Target::new(&mut v, &mut s, Layout::Compact);
+        let err = receive(&bucket, &lying, GlobalScale::Decode, borrowed).unwrap_err();
         assert_eq!(err.status, Status::InvalidArgument, "{err}");
     }
     assert!(t.untouched() && v.iter().chain(&s).all(|&x| x == POISON));
 
-    // A target of the other kind is named; a count that differs is refused.
+    // Another entry's target is refused; a count that differs is refused.
     let mut t = Targets::new(&a, &b, &c);
     let mut borrowed = t.borrow();
     borrowed.swap(0, 1);
-    let err = import_bucket_mixed_host(&bucket, &MixedBucketImport::new(&manifest.entries, Direction::Rowwise), &mut borrowed).unwrap_err();
-    assert!(err.message.contains("targets[0] is an NVFP4 target for an MXFP8 manifest entry"), "{err}");
-    let err = import_bucket_mixed_host(&bucket, &MixedBucketImport::new(&manifest.entries[..2], Direction::Rowwise), &mut borrowed).unwrap_err();
-    assert!(err.message.contains("2 manifest entries but 3 targets"), "{err}");
-    drop(borrowed);
+    let err = receive(&bucket, &manifest, GlobalScale::Decode, borrowed).unwrap_err();
+    assert!(err.status == Status::InvalidArgument && err.message.contains("[0]"), "{err}");
+    let two = Manifest { entries: manifest.entries[..2].to_vec() };
+    let err = receive(&bucket, &two, GlobalScale::Decode, t.borrow()).unwrap_err();
+    assert!(err.message.contains("3 targets for 2 entries"), "{err}");
     assert!(t.untouched());
 }
 
@@ -482,40 +476,38 @@ fn a_columnwise_mixed_bucket_carries_the_stored_transposes() {
     let (r, c) = (140usize, 50usize);
     let nv = random_bytes(r * c / 2, 83, 0, 255);
     let ns = random_bytes(r * 4, 84, 0x01, 0x7E);
-    let b = Nvfp4TensorBuilder::new()
+    let b = TensorBuilder::new()
+        .format(Format::Nvfp4)
         .columnwise(
             ManagedTensor::from_host_bytes(nv.clone(), &[r as i64, (c / 2) as i64]).unwrap(),
             ManagedTensor::from_host_bytes(pad_reference(&ns, r, 4, 256, 4, POISON), &[256, 4]).unwrap(),
-            ManagedTensor::from_host_f32(vec![9.25], &[1]).unwrap(),
         )
+        .amax(Direction::Columnwise, ManagedTensor::from_host_f32(vec![9.25], &[1]).unwrap())
         .build()
         .unwrap();
-    let options = ExportOptions::new().direction(Direction::Columnwise);
-    let tensors = [MixedTensor::Mxfp8(&a), MixedTensor::Nvfp4(&b)];
-    let plan = MixedBucketPlan::new(&tensors, &options, ALIGNMENT).unwrap();
-    assert_eq!(plan.direction(), Direction::Columnwise);
-    let mut bucket = vec![POISON; plan.total_bytes() as usize];
-    plan.fill(&mut bucket).unwrap();
-    let manifest = plan.manifest(["a", "b"]).unwrap();
+    let tensors = [&a, &b];
+    let send = Transfer::from_tensors(&tensors).direction(Direction::Columnwise);
+    let (parts, total) = send.bucket_parts(ALIGNMENT).unwrap();
+    let manifest = send.manifest(["a", "b"], &parts).unwrap();
+    assert!(manifest.entries.iter().all(|e| e.direction == Direction::Columnwise));
+    let mut bucket = vec![POISON; total as usize];
+    send.to_bucket(&mut bucket, &parts).run(Stream::default()).unwrap();
     let views = manifest.unpack(&bucket).unwrap();
-    let MixedBucketView::Mxfp8(v) = views[0] else { panic!("view 0 is not MXFP8") };
-    assert_eq!((v.values, v.scales, v.scales_shape), (&mv[..], &ms[..], &[3, 150][..]));
-    let MixedBucketView::Nvfp4(v) = views[1] else { panic!("view 1 is not NVFP4") };
-    assert_eq!((v.shape, v.values, v.scales, v.scales_shape), (&[50, 140][..], &nv[..], &ns[..], &[140, 4][..]));
-    assert_eq!(v.amax(), vec![9.25]);
+    let v = &views[0];
+    assert_eq!((v.values.as_host().unwrap(), v.scales.as_host().unwrap(), &v.entry.scales_shape[..]), (&mv[..], &ms[..], &[3, 150][..]));
+    let v = &views[1];
+    assert_eq!((&v.entry.shape[..], v.values.as_host().unwrap(), v.scales.as_host().unwrap(), &v.entry.scales_shape[..]), (&[50, 140][..], &nv[..], &ns[..], &[140, 4][..]));
+    assert_eq!(v.amax_values(), Some(vec![9.25]));
 
     // The receiver: the bucket and the direct path write the same compact targets.
     let expected = (mv.clone(), ms.clone(), nv.clone(), ns.clone(), (9.25f32 / 2688.0).to_bits());
     for from_bucket in [true, false] {
         let (mut v0, mut s0, mut v1, mut s1, mut g) = (vec![POISON; mv.len()], vec![POISON; ms.len()], vec![POISON; nv.len()], vec![POISON; ns.len()], [0f32]);
-        let mut targets = [
-            MixedImportTarget::Mxfp8(ImportTarget { values: &mut v0, scales: &mut s0, layout: Layout::Compact }),
-            MixedImportTarget::Nvfp4(Nvfp4ImportTarget { values: &mut v1, scales: &mut s1, layout: Layout::Compact, global_scale: &mut g }),
-        ];
+        let targets = vec![Target::new(&mut v0, &mut s0, Layout::Compact), Target::new(&mut v1, &mut s1, Layout::Compact).global_scale(&mut g)];
         if from_bucket {
-            import_bucket_mixed_host(&bucket, &MixedBucketImport::new(&manifest.entries, Direction::Columnwise), &mut targets).unwrap();
+            receive(&bucket, &manifest, GlobalScale::Decode, targets).unwrap();
         } else {
-            import_tensors_mixed_host(&tensors, &options, GlobalScale::Decode, &mut targets).unwrap();
+            Transfer::from_tensors(&tensors).direction(Direction::Columnwise).to_buffers(targets).run(Stream::default()).unwrap();
         }
         assert!((v0, s0, v1, s1, g[0].to_bits()) == expected, "from the bucket: {from_bucket}");
     }
