@@ -85,10 +85,13 @@ double median_ms_per_iteration(int iterations, Body body) {
 // One call split into its two costs, medians over kRepetitions: `gpu_ms`, the GPU time alone (a spin
 // kernel holds the stream while the host enqueues the call, so the events around it see no host time),
 // and `host_us`, the host wall clock of the call itself. A batched call is GPU-bound when host_us is
-// below gpu_ms (the queue then hides it), host-bound otherwise.
+// below gpu_ms (the queue then hides it), host-bound otherwise. `host_us_loop` is the same host time as
+// the mean of kLoopCalls calls back to back behind one long spin: the device machine's host clock spreads
+// ~2x between single calls of the same tree (bench/LOG.md), a loop of them much less.
 struct Split {
-  double gpu_ms, host_us;
+  double gpu_ms, host_us, host_us_loop;
 };
+constexpr int kLoopCalls = 64;
 
 template <class Body>
 Split split_costs(int iterations, Body body) {
@@ -108,11 +111,16 @@ Split split_costs(int iterations, Body body) {
     cuda_check(cudaEventElapsedTime(&ms, start, stop), "elapsed");
     gpu.push_back(ms);
   }
+  spin_kernel<<<1, 1>>>(40000000);  // ~20 ms: longer than kLoopCalls host-bound calls
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < kLoopCalls; ++i) body(i % iterations);
+  const double loop_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+  cuda_check(cudaDeviceSynchronize(), "after the host loop");
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
   std::sort(gpu.begin(), gpu.end());
   std::sort(host.begin(), host.end());
-  return Split{gpu[gpu.size() / 2], host[host.size() / 2]};
+  return Split{gpu[gpu.size() / 2], host[host.size() / 2], loop_us / kLoopCalls};
 }
 
 DLTensor bytes_tensor(void *data, int64_t *shape, int ndim) {
@@ -803,10 +811,11 @@ int main(int argc, char **argv) {
               m.tensors, (long long)m.bytes, m.ms, m.copy_ms, m.split.gpu_ms, m.split.host_us);
   const MoeResult moe = bench_moe();
   std::printf(", \"moe\": {\"experts\": %d, \"bytes\": %lld, \"ms\": %.4f, \"copy_ms\": %.4f, \"gpu_ms\": %.4f, "
-              "\"host_us\": %.1f, \"gpu_ms_1536x4096\": %.4f, \"gpu_ms_4096x768\": %.4f, \"grouped_export\": "
-              "{\"calls\": 2, \"gpu_ms\": %.4f, \"host_us\": %.1f}}",
-              moe.experts, (long long)moe.bytes, moe.ms, moe.copy_ms, moe.split.gpu_ms, moe.split.host_us, moe.group_gpu_ms[0],
-              moe.group_gpu_ms[1], moe.grouped.gpu_ms, moe.grouped.host_us);
+              "\"host_us\": %.1f, \"host_us_loop\": %.1f, \"gpu_ms_1536x4096\": %.4f, \"gpu_ms_4096x768\": %.4f, "
+              "\"grouped_export\": {\"calls\": 2, \"gpu_ms\": %.4f, \"host_us\": %.1f, \"host_us_loop\": %.1f}}",
+              moe.experts, (long long)moe.bytes, moe.ms, moe.copy_ms, moe.split.gpu_ms, moe.split.host_us,
+              moe.split.host_us_loop, moe.group_gpu_ms[0], moe.group_gpu_ms[1], moe.grouped.gpu_ms, moe.grouped.host_us,
+              moe.grouped.host_us_loop);
   double unswizzle_us = 0, floor_us = 0;
   const double export_us = bench_tiny_us(unswizzle_us, floor_us);
   std::printf(", \"tiny\": {\"us\": %.2f, \"unswizzle_into_buffer_us\": %.2f, \"empty_kernel_and_sync_us\": %.2f}",
