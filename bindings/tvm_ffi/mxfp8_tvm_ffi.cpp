@@ -127,19 +127,23 @@ void dequantize(TensorView data, TensorView scale_inv, TensorView output, String
   check(mxfp8_dequantize(tensor.get(), &options, mutable_dl_tensor(output)));
 }
 
+// The scale layouts a destination takes, by the names of mxfp8.convert and a bucket manifest.
+int32_t scale_layout(const String &target) {
+  return choose("target", target,
+                {{"compact", MXFP8_SCALE_LAYOUT_COMPACT},
+                 {"cutlass_128x4", MXFP8_SCALE_LAYOUT_128X4},
+                 {"trtllm", MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED},
+                 {"deepgemm", MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED},
+                 {"trtllm_gated", MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED_GATED},
+                 {"deepgemm_float32", MXFP8_SCALE_LAYOUT_DEEPGEMM_FLOAT32}});
+}
+
 void convert(TensorView data, TensorView scale_inv, TensorView scales, Optional<TensorView> values, String target,
              String fp8_dtype, bool swizzled, String direction_name, bool zero_exponent_as_one) {
   const int32_t dir = direction(direction_name);
   DescribedTensor tensor(dl_tensor(data), dl_tensor(scale_inv), fp8_format(fp8_dtype), swizzled, dir);
   mxfp8_convert_options options = MXFP8_CONVERT_OPTIONS_INIT;
-  // The names of mxfp8.convert and of a bucket manifest's "scales_layout".
-  options.target = choose("target", target,
-                          {{"compact", MXFP8_SCALE_LAYOUT_COMPACT},
-                           {"cutlass_128x4", MXFP8_SCALE_LAYOUT_128X4},
-                           {"trtllm", MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED},
-                           {"deepgemm", MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED},
-                           {"trtllm_gated", MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED_GATED},
-                           {"deepgemm_float32", MXFP8_SCALE_LAYOUT_DEEPGEMM_FLOAT32}});
+  options.target = scale_layout(target);
   options.direction = dir;
   options.scale_fixup = zero_exponent_as_one ? MXFP8_SCALE_FIXUP_ZERO_EXPONENT_AS_ONE : MXFP8_SCALE_FIXUP_NONE;
   options.stream = stream_for(scales.device());
@@ -215,6 +219,149 @@ Array<int64_t> export_bucket(Array<Tensor> data, Array<Tensor> scale_inv, Tensor
   b.desc.bucket_out = mutable_dl_tensor(bucket);
   check(mxfp8_transfer(&b.desc, stream_for(bucket.device())));
   return manifest(b);
+}
+
+// ---- The transfer into a receiver's buffers (an import), immediate or prepared ----
+
+// Tensors described, their destinations, and the transfer between them (its desc points into the vectors
+// and the arrays, all held here: a prepared plan keeps this whole object alive with it, so the caller's
+// tensors outlive every run).
+struct TensorsToBuffers {
+  Array<Tensor> data, scale_inv, values, scales;
+  std::vector<std::unique_ptr<DescribedTensor>> described;
+  std::vector<const mxfp8_tensor *> handles;
+  std::vector<int32_t> directions, layouts;
+  std::vector<DLTensor *> values_out, scales_out;
+  mxfp8_transfer_desc desc = MXFP8_TRANSFER_DESC_INIT;
+  DLDevice device{kDLCPU, 0};
+
+  TensorsToBuffers(Array<Tensor> data_list, Array<Tensor> scale_inv_list, Optional<Array<Tensor>> values_list,
+                   Array<Tensor> scales_list, const String &fp8_dtype, bool swizzled, const String &direction_name,
+                   const String &target, bool zero_exponent_as_one)
+      : data(std::move(data_list)), scale_inv(std::move(scale_inv_list)), scales(std::move(scales_list)) {
+    const size_t n = data.size();
+    const auto same_count = [n](const char *name, size_t count) {
+      if (count != n)
+        raise("ValueError", std::string("invalid argument: ") + name + ": " + std::to_string(count) +
+                                " tensors for " + std::to_string(n) + " data tensors");
+    };
+    same_count("scale_inv_list", scale_inv.size());
+    same_count("scales_list", scales.size());
+    if (values_list.has_value()) {
+      values = values_list.value();
+      same_count("values_list", values.size());
+    }
+    const int32_t format = fp8_format(fp8_dtype), dir = direction(direction_name), layout = scale_layout(target);
+    for (size_t i = 0; i < n; ++i) {
+      described.push_back(std::make_unique<DescribedTensor>(*data[i].GetDLTensorPtr(), *scale_inv[i].GetDLTensorPtr(),
+                                                            format, swizzled, dir));
+      handles.push_back(described.back()->get());
+      scales_out.push_back(const_cast<DLTensor *>(scales[i].GetDLTensorPtr()));
+      if (values_list.has_value()) values_out.push_back(const_cast<DLTensor *>(values[i].GetDLTensorPtr()));
+    }
+    directions.assign(n, dir);
+    layouts.assign(n, layout);
+    if (n > 0) device = scales[0].GetDLTensorPtr()->device;
+    desc.source = MXFP8_TRANSFER_FROM_TENSORS;
+    desc.destination = MXFP8_TRANSFER_TO_BUFFERS;
+    desc.scale_fixup = zero_exponent_as_one ? MXFP8_SCALE_FIXUP_ZERO_EXPONENT_AS_ONE : MXFP8_SCALE_FIXUP_NONE;
+    desc.count = n;
+    desc.tensors = handles.data();
+    desc.directions = directions.data();
+    desc.target_layouts = layouts.data();
+    desc.scales = scales_out.data();
+    desc.values = values_list.has_value() ? values_out.data() : nullptr;
+  }
+  TensorsToBuffers(const TensorsToBuffers &) = delete;
+  TensorsToBuffers &operator=(const TensorsToBuffers &) = delete;
+};
+
+void import_tensors(Array<Tensor> data_list, Array<Tensor> scale_inv_list, Optional<Array<Tensor>> values_list,
+                    Array<Tensor> scales_list, String fp8_dtype, bool swizzled, String direction_name, String target,
+                    bool zero_exponent_as_one) {
+  TensorsToBuffers t(data_list, scale_inv_list, values_list, scales_list, fp8_dtype, swizzled, direction_name, target,
+                     zero_exponent_as_one);
+  check(mxfp8_transfer(&t.desc, stream_for(t.device)));
+}
+
+// A prepared transfer: its checks made once (mxfp8_transfer_prepare), returned as a function of no
+// arguments that runs it (mxfp8_plan_run) on the stream tvm-ffi's environment holds at each call. The
+// function owns the plan and the caller's tensors (so their memory outlives every run); dropping the
+// function releases them.
+tvm::ffi::Function prepare_import_tensors(Array<Tensor> data_list, Array<Tensor> scale_inv_list,
+                                          Optional<Array<Tensor>> values_list, Array<Tensor> scales_list,
+                                          String fp8_dtype, bool swizzled, String direction_name, String target,
+                                          bool zero_exponent_as_one) {
+  struct Prepared {
+    std::unique_ptr<TensorsToBuffers> transfer;
+    mxfp8_plan *plan = nullptr;
+    ~Prepared() { mxfp8_plan_release(plan); }
+  };
+  auto prepared = std::make_shared<Prepared>();
+  prepared->transfer = std::make_unique<TensorsToBuffers>(data_list, scale_inv_list, values_list, scales_list, fp8_dtype,
+                                                          swizzled, direction_name, target, zero_exponent_as_one);
+  check(mxfp8_transfer_prepare(&prepared->transfer->desc, &prepared->plan));
+  return tvm::ffi::Function::FromTyped(
+      [prepared]() { check(mxfp8_plan_run(prepared->plan, stream_for(prepared->transfer->device))); });
+}
+
+// ---- NVFP4 ----
+
+int32_t global_scale_convention(const String &name) {
+  return choose("global_scale", name,
+                {{"decode", MXFP8_NVFP4_GLOBAL_SCALE_DECODE}, {"encode", MXFP8_NVFP4_GLOBAL_SCALE_ENCODE}});
+}
+
+// The values view (packed uint8) of one direction of an NVFP4 tensor as TE stores it, and its compact
+// E4M3 block scales and second-level scale written into the caller's buffers in one transfer.
+Tensor nvfp4_export(Tensor data, TensorView scale_inv, TensorView amax, TensorView scales, TensorView global_scale,
+                    bool swizzled, String direction_name, int64_t e4m3_max, String convention) {
+  const int32_t dir = direction(direction_name);
+  DescribedTensor tensor(*data.GetDLTensorPtr(), dl_tensor(scale_inv), dl_tensor(amax), swizzled, dir,
+                         static_cast<int32_t>(e4m3_max));
+  mxfp8_export_options options = MXFP8_EXPORT_OPTIONS_INIT;
+  options.direction = dir;
+  options.values_dtype = MXFP8_VALUES_UINT8;
+  DLManagedTensorVersioned *values_out = nullptr;
+  check(mxfp8_export_components(tensor.get(), &options, &values_out, nullptr));
+  ManagedPtr values(values_out);
+  Tensor view = view_of(data, values->dl_tensor);
+
+  const mxfp8_tensor *handles[1] = {tensor.get()};
+  const int32_t directions[1] = {dir};
+  DLTensor *scales_out[1] = {mutable_dl_tensor(scales)}, *global_out[1] = {mutable_dl_tensor(global_scale)};
+  mxfp8_transfer_desc desc = MXFP8_TRANSFER_DESC_INIT;
+  desc.source = MXFP8_TRANSFER_FROM_TENSORS;
+  desc.destination = MXFP8_TRANSFER_TO_BUFFERS;
+  desc.global_scale = global_scale_convention(convention);
+  desc.count = 1;
+  desc.tensors = handles;
+  desc.directions = directions;
+  desc.scales = scales_out;
+  desc.global_scales = global_out;
+  check(mxfp8_transfer(&desc, stream_for(scales.device())));
+  return view;
+}
+
+void nvfp4_quantize(TensorView input, TensorView values, TensorView scales, TensorView amax, String scales_layout,
+                    String amax_scope, bool amax_given, String direction_name, int64_t e4m3_max, String four_over_six) {
+  mxfp8_nvfp4_quantize_options options = MXFP8_NVFP4_QUANTIZE_OPTIONS_INIT;
+  options.scales_layout = choose("scales", scales_layout,
+                                 {{"compact", MXFP8_QUANTIZED_SCALES_COMPACT},
+                                  {"padded", MXFP8_QUANTIZED_SCALES_PADDED},
+                                  {"swizzled", MXFP8_QUANTIZED_SCALES_SWIZZLED}});
+  options.amax_scope =
+      choose("amax_scope", amax_scope, {{"tensor", MXFP8_NVFP4_AMAX_PER_TENSOR}, {"row", MXFP8_NVFP4_AMAX_PER_ROW}});
+  options.amax_mode = amax_given ? MXFP8_NVFP4_AMAX_GIVEN : MXFP8_NVFP4_AMAX_COMPUTE;
+  options.four_over_six = choose("four_over_six", four_over_six,
+                                 {{"off", MXFP8_NVFP4_4OVER6_OFF}, {"mae", MXFP8_NVFP4_4OVER6_MAE},
+                                  {"mse", MXFP8_NVFP4_4OVER6_MSE}});
+  options.e4m3_max = static_cast<int32_t>(e4m3_max);
+  options.direction = direction(direction_name);
+  options.stream = stream_for(input.device());
+  const DLTensor *inputs[1] = {&dl_tensor(input)};
+  DLTensor *values_out[1] = {mutable_dl_tensor(values)}, *scales_out[1] = {mutable_dl_tensor(scales)};
+  check(mxfp8_nvfp4_quantize_into(inputs, 1, &options, values_out, scales_out, mutable_dl_tensor(amax)));
 }
 
 }  // namespace
@@ -295,3 +442,40 @@ TVM_FFI_DLL_EXPORT_TYPED_FUNC_DOC(export_bucket, R"(export_bucket(data_list, sca
 Packs every tensor's values and compact scales into `bucket` (contiguous uint8, at least total_bytes,
 on the tensors' device) in one launch (mxfp8_transfer); bytes between parts are left as they were.
 Returns the manifest of bucket_plan.)");
+
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(import_tensors, mxfp8_tvm_ffi::import_tensors);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC_DOC(import_tensors, R"(import_tensors(data_list, scale_inv_list, values_list, scales_list, fp8_dtype, swizzled, direction, target, zero_exponent_as_one)
+
+A receiver's import (mxfp8_transfer, tensors to buffers): each tensor's values (values_list[i], or
+values_list None for scales only) and its scales in `target`'s layout ("compact", "cutlass_128x4",
+"trtllm", "deepgemm", "trtllm_gated", "deepgemm_float32"; see convert) written into the caller's buffers,
+straight from the tensors as stored (see export_scales), every entry checked before anything is written,
+in as few launches as the jobs allow, on the current stream of the buffers' device.)");
+
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(prepare_import_tensors, mxfp8_tvm_ffi::prepare_import_tensors);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC_DOC(prepare_import_tensors, R"(prepare_import_tensors(data_list, scale_inv_list, values_list, scales_list, fp8_dtype, swizzled, direction, target, zero_exponent_as_one) -> run
+
+import_tensors checked once (mxfp8_transfer_prepare): returns a function of no arguments that moves the
+same bytes again (mxfp8_plan_run) with no checks and no allocation, on the current stream of the buffers'
+device at the time of the call (capturable in a CUDA graph). The function holds every tensor given (their
+memory stays valid while it lives); let it go to release the plan.)");
+
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(nvfp4_export, mxfp8_tvm_ffi::nvfp4_export);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC_DOC(nvfp4_export, R"(nvfp4_export(data, scale_inv, amax, scales, global_scale, swizzled, direction, e4m3_max, global_scale_convention) -> values
+
+One direction of an NVFP4 tensor as Transformer Engine stores it (data: packed uint8 (*lead, K/2), or
+columnwise (K, M/2); scale_inv: E4M3 block scales, row-major or, with swizzled, in the 128x4 layout;
+amax: float32, one or one a row; e4m3_max 448 or 256): returns a zero-copy uint8 view of the values
+(mxfp8_export_components) and writes, in one transfer (mxfp8_transfer), the compact E4M3 scales
+(R, ceil(C/16)) into `scales` and the second-level scale of each amax into `global_scale` (float32, as
+many as the amax; global_scale_convention "decode" = amax / (6 * e4m3_max), vLLM's weight_scale_2, or
+"encode", its reciprocal as Transformer Engine computes it).)");
+
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(nvfp4_quantize, mxfp8_tvm_ffi::nvfp4_quantize);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC_DOC(nvfp4_quantize, R"(nvfp4_quantize(x, values, scales, amax, scales_layout, amax_scope, amax_given, direction, e4m3_max, four_over_six)
+
+Quantizes x (bfloat16, float16 or float32, (*lead, K), K even) to NVFP4 bit for bit as Transformer
+Engine does (mxfp8_nvfp4_quantize_into) into the caller's buffers: values (uint8, M * K/2), scales (uint8
+or float8_e4m3fn; scales_layout "compact", "padded" or "swizzled"), amax (float32: 1 for amax_scope
+"tensor", M for "row"; written, or read when amax_given); direction "columnwise" quantizes the
+transpose; e4m3_max 448 (or 256 with four_over_six "mae" / "mse").)");

@@ -37,7 +37,8 @@ def poisoned(shape, dtype=np.uint8):
 
 
 FUNCTIONS = ["version", "unswizzle_scales", "swizzle_scales", "export_scales", "quantize", "dequantize",
-             "convert", "bucket_plan", "export_bucket"]
+             "convert", "bucket_plan", "export_bucket", "import_tensors", "prepare_import_tensors", "nvfp4_export",
+             "nvfp4_quantize"]
 
 
 @pytest.mark.parametrize("name", FUNCTIONS)
@@ -177,6 +178,131 @@ def test_bucket_plan_and_export_bucket_pack_values_and_compact_scales():
         np.testing.assert_array_equal(bucket[s_off : s_off + s_bytes], s.reshape(-1))
         end = s_off + s_bytes
     assert total >= end
+
+
+# ---- the import (tensors into a receiver's buffers), immediate and prepared
+
+
+IMPORT_SHAPES = [(200, 96), (1, 33), (130, 64 + 5), (256, 128)]
+
+
+def _import_sources(storage, seed=0):
+    return [make_mxfp8(shape, storage, seed=seed + i) for i, shape in enumerate(IMPORT_SHAPES)]
+
+
+def _target_bytes(s, target):
+    return s.reshape(-1) if target == "compact" else swizzle_reference(s)
+
+
+@pytest.mark.parametrize("storage", ["compact", "padded", "swizzled"])
+@pytest.mark.parametrize("target", ["compact", "cutlass_128x4"])
+def test_import_tensors_writes_values_and_scales_in_the_target_layout(storage, target):
+    sources = _import_sources(storage, seed=3)
+    values = [poisoned(d.size) for d, _, _ in sources]
+    scales = [poisoned(_target_bytes(s, target).size) for _, _, s in sources]
+    mod.import_tensors([d for d, _, _ in sources], [b for _, b, _ in sources], values, scales, "e4m3",
+                       storage == "swizzled", "rowwise", target, False)
+    for (d, _, s), v, sc in zip(sources, values, scales):
+        np.testing.assert_array_equal(v, d.reshape(-1))
+        np.testing.assert_array_equal(sc, _target_bytes(s, target))
+
+
+def test_import_tensors_to_an_engine_layout_matches_convert():
+    sources = _import_sources("swizzled", seed=11)[-1:]  # (256, 128): whole tiles, as DeepGEMM takes them
+    (d, b, s), = sources
+    want = poisoned(_deepgemm_bytes(s).size)
+    mod.convert(d, b, want, None, "deepgemm", "e4m3", True, "rowwise", False)
+    got = poisoned(want.size)
+    mod.import_tensors([d], [b], None, [got], "e4m3", True, "rowwise", "deepgemm", False)
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(got, _deepgemm_bytes(s))
+
+
+def test_prepared_import_runs_again_on_new_bytes_and_keeps_its_tensors():
+    sources = _import_sources("swizzled", seed=5)
+    data = [d for d, _, _ in sources]
+    values = [poisoned(d.size) for d in data]
+    scales = [poisoned(swizzle_reference(s).size) for _, _, s in sources]
+    run = mod.prepare_import_tensors(data, [b for _, b, _ in sources], values, scales, "e4m3", True, "rowwise",
+                                     "cutlass_128x4", False)
+    assert all((v == POISON).all() for v in values)  # preparing moves nothing
+    run()
+    for d, v in zip(data, values):
+        np.testing.assert_array_equal(v, d.reshape(-1))
+    # A new optimizer step writes the same storage: the next run moves the new bytes.
+    for d in data:
+        d[...] = 255 - d
+    run()
+    for d, v in zip(data, values):
+        np.testing.assert_array_equal(v, d.reshape(-1))
+    # The run holds the tensors it was given: with every other reference gone, a run still reads them.
+    expected = [d.reshape(-1).copy() for d in data]
+    probe = weakref.ref(data[0])
+    del data, sources
+    gc.collect()
+    assert probe() is not None
+    for v in values:
+        v[...] = POISON
+    run()
+    for want, v in zip(expected, values):
+        np.testing.assert_array_equal(v, want)
+    del run
+    gc.collect()
+    assert probe() is None  # dropping the run released the tensors
+
+
+def test_import_refusals_name_the_problem_and_write_nothing():
+    (d, b, s), = _import_sources("compact", seed=7)[:1]
+    scales = poisoned(s.size)
+    with pytest.raises(ValueError, match="1 tensors for 2 data tensors"):
+        mod.import_tensors([d, d], [b, b], None, [scales], "e4m3", False, "rowwise", "compact", False)
+    with pytest.raises(ValueError, match=r'^invalid argument: target: expected one of "compact", "cutlass_128x4"'):
+        mod.prepare_import_tensors([d], [b], None, [scales], "e4m3", False, "rowwise", "128x4", False)
+    with pytest.raises(ValueError, match=r"^invalid argument: desc\.scales\[0\]"):  # one byte short
+        mod.import_tensors([d], [b], None, [poisoned(s.size - 1)], "e4m3", False, "rowwise", "compact", False)
+    assert (scales == POISON).all()
+
+
+# ---- NVFP4
+
+
+@pytest.mark.parametrize("per_row", [False, True])
+@pytest.mark.parametrize("layout", ["compact", "swizzled"])
+def test_nvfp4_quantize_then_export_round_trips_the_reference(per_row, layout):
+    import nvfp4_quantize_reference as ref
+
+    m, k = 130, 96 + 16
+    x = np.random.default_rng(21).standard_normal((m, k)).astype(np.float32) * 3
+    want_values, want_scales, want_amax = ref.quantize(x, per_row=per_row)
+    stored_scales = ref.swizzled(want_scales) if layout == "swizzled" else want_scales
+    values, scales = poisoned((m, k // 2)), poisoned(stored_scales.shape)
+    amax = np.full(m if per_row else 1, np.nan, np.float32)
+    mod.nvfp4_quantize(x, values, scales, amax, layout, "row" if per_row else "tensor", False, "rowwise", 448, "off")
+    np.testing.assert_array_equal(values, want_values)
+    np.testing.assert_array_equal(scales.reshape(-1), stored_scales.reshape(-1))
+    np.testing.assert_array_equal(amax, want_amax)
+
+    compact, global_scale = poisoned(want_scales.shape), np.full(amax.shape, np.nan, np.float32)
+    view = mod.nvfp4_export(values, scales, amax, compact, global_scale, layout == "swizzled", "rowwise", 448, "decode")
+    np.testing.assert_array_equal(np.from_dlpack(view), want_values)
+    assert np.from_dlpack(view).ctypes.data == values.ctypes.data  # a view, not a copy
+    np.testing.assert_array_equal(compact, want_scales)
+    np.testing.assert_array_equal(global_scale, (want_amax / np.float32(6 * 448)).astype(np.float32))
+    mod.nvfp4_export(values, scales, amax, compact, global_scale, layout == "swizzled", "rowwise", 448, "encode")
+    np.testing.assert_array_equal(global_scale, ref.encode_scale(want_amax, 448).reshape(-1))
+
+
+def test_nvfp4_refusals_name_the_problem_and_write_nothing():
+    values, scales, amax = poisoned((64, 16)), poisoned((64, 2)), np.ones(1, np.float32)
+    compact, global_scale = poisoned((64, 2)), np.full(1, np.nan, np.float32)
+    with pytest.raises(ValueError, match=r'^invalid argument: global_scale: expected one of "decode", "encode"'):
+        mod.nvfp4_export(values, scales, amax, compact, global_scale, False, "rowwise", 448, "weight_scale_2")
+    with pytest.raises(ValueError, match="^invalid argument: "):  # E4M3_MAX is 448 or 256
+        mod.nvfp4_export(values, scales, amax, compact, global_scale, False, "rowwise", 447, "decode")
+    with pytest.raises(ValueError, match="^invalid argument: "):  # x must be even along K
+        mod.nvfp4_quantize(np.ones((4, 33), np.float32), poisoned((4, 16)), poisoned((4, 3)), np.ones(1, np.float32),
+                           "compact", "tensor", False, "rowwise", 448, "off")
+    assert (compact == POISON).all() and np.isnan(global_scale).all()
 
 
 # ---- errors: the library's status name and message, as the Python exception the pybind11 binding raises
