@@ -5,7 +5,7 @@
 
 #include "core/error.hpp"
 #include "api/export_internal.hpp"
-#include "api/transfer.hpp"
+#include "transfer/desc.hpp"
 #include "api/tensor.hpp"
 #include "cuda/cuda_runtime.hpp"
 

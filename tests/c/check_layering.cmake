@@ -1,11 +1,12 @@
-# Fails when a layer of src/ includes from a layer above it (src/README.md): api/ sits on top; host/ and
-# cuda/ include nothing from api/; core/, at the bottom, includes nothing from api/, host/ or cuda/ (it
-# knows no handle, no allocator and no CUDA runtime).
+# Fails when a layer of src/ includes from a layer above it (src/README.md): api/ and transfer/ (the
+# transfer's builders, which api/ calls) sit on top; host/ and cuda/ include nothing from either; core/, at
+# the bottom, includes nothing from api/, transfer/, host/ or cuda/ (it knows no handle, no allocator and no
+# CUDA runtime).
 # Usage: cmake -DSOURCE_DIR=<repository>/src -P check_layering.cmake
 get_filename_component(SOURCE_DIR "${SOURCE_DIR}" ABSOLUTE)
 set(offenders "")
 set(count 0)
-foreach(layer_and_above IN ITEMS "core:api|host|cuda" "host:api" "cuda:api")
+foreach(layer_and_above IN ITEMS "core:api|transfer|host|cuda" "host:api|transfer" "cuda:api|transfer")
   string(REPLACE ":" ";" pair "${layer_and_above}")
   list(GET pair 0 layer)
   list(GET pair 1 above)

@@ -1,4 +1,4 @@
-#include "api/bucket_manifest.hpp"
+#include "transfer/from_bucket.hpp"
 
 #include <algorithm>
 #include <cstddef>
@@ -11,6 +11,7 @@
 #include "core/shape.hpp"
 #include "core/sized_struct.hpp"
 #include "core/swizzle_index.hpp"
+#include "transfer/jobs.hpp"
 
 namespace mxfp8 {
 

@@ -18,6 +18,7 @@
 #include "core/memory_span.hpp"
 #include "core/shape.hpp"
 #include "api/shard.hpp"
+#include "transfer/jobs.hpp"
 
 namespace mxfp8 {
 

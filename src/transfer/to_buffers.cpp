@@ -5,7 +5,6 @@
 #include <cstddef>
 #include <vector>
 
-#include "api/bucket_manifest.hpp"
 #include "api/export_internal.hpp"
 #include "api/layouts.hpp"
 #include "api/tensor.hpp"
@@ -15,6 +14,8 @@
 #include "core/memory_span.hpp"
 #include "core/shape.hpp"
 #include "api/shard.hpp"
+#include "transfer/from_bucket.hpp"
+#include "transfer/jobs.hpp"
 
 namespace mxfp8 {
 namespace {
@@ -201,18 +202,6 @@ void add_nvfp4_entry(const mxfp8_transfer_desc &m, size_t i, const CheckedEntry 
 }
 
 }  // namespace
-
-void add_copy_jobs(std::vector<ScaleJob> &jobs, const uint8_t *src, uint8_t *dst, int64_t bytes) {
-  const int64_t rows = bytes / kCopyRowBytes, tail = bytes % kCopyRowBytes;
-  auto *s = const_cast<uint8_t *>(src);
-  if (rows > 0)
-    jobs.push_back(copy_job(ByteMatrix{s, rows, kCopyRowBytes, kCopyRowBytes, 1},
-                            ByteMatrix{dst, rows, kCopyRowBytes, kCopyRowBytes, 1}));
-  if (tail > 0) {
-    const int64_t done = rows * kCopyRowBytes;
-    jobs.push_back(copy_job(ByteMatrix{s + done, 1, tail, tail, 1}, ByteMatrix{dst + done, 1, tail, tail, 1}));
-  }
-}
 
 ExportJobs import_bucket_jobs(const mxfp8_transfer_desc &m) {
   const CheckedManifest checked = check_bucket_manifest(m);
