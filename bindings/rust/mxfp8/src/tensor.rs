@@ -212,7 +212,8 @@ impl Components {
 }
 
 /// The C export options of `options` and the shard their `shard` points to (which must outlive them).
-fn with_shard(options: &ExportOptions) -> (sys::mxfp8_export_options, RawShards) {
+/// Every export passes the shard on, so that the exports of whole tensors refuse it rather than drop it.
+pub(crate) fn with_shard(options: &ExportOptions) -> (sys::mxfp8_export_options, RawShards) {
     let (mut o, shard) = (options.to_sys(), RawShards::new(options.shard.as_slice()));
     if options.shard.is_some() {
         // SAFETY: one pointer, into `shard`'s heap buffers, which move with it unchanged.
@@ -330,7 +331,7 @@ pub fn export_scales_batched(tensors: &[&Tensor], destinations: Vec<BufMut<'_>>,
     let mut dls: Vec<_> = destinations.iter().map(|d| d.raw.dl(None)).collect();
     let ptrs: Vec<*mut sys::DLTensor> = dls.iter_mut().map(|d| d.ptr()).collect();
     let handles: Vec<*const sys::mxfp8_tensor> = tensors.iter().map(|t| t.as_raw()).collect();
-    let o = options.to_sys();
+    let (o, _shard) = with_shard(options);
     // SAFETY: both arrays hold count elements; the buffers are borrowed or promised for the work.
     check(unsafe { sys::mxfp8_export_scales_batched(handles.as_ptr(), ptrs.as_ptr(), handles.len(), &o) })
 }
