@@ -225,12 +225,14 @@ pub(crate) fn with_shard(options: &ExportOptions) -> (sys::mxfp8_export_options,
 /// The compact scale shape of a tensor of logical `shape` in `direction` (an empty shape is one value).
 pub(crate) fn compact_scales_shape(shape: &[i64], direction: Direction, format: Format) -> Vec<i64> {
     let Some((&k, lead)) = shape.split_last() else { return vec![1, 1] };
-    let m = lead.iter().product::<i64>();
+    // Without overflow for any dimensions (K may be i64::MAX when M is 0; a shard's shape is unchecked).
+    let m = lead.iter().fold(1i64, |m, &d| m.saturating_mul(d));
+    let ceil = |n: i64, b: i64| n / b + i64::from(n % b > 0);
     match (format, direction) {
-        (Format::Nvfp4, Direction::Rowwise) => vec![m, (k + 15) / 16],
-        (Format::Nvfp4, Direction::Columnwise) => vec![k, (m + 15) / 16],
-        (_, Direction::Rowwise) => lead.iter().copied().chain([(k + 31) / 32]).collect(),
-        (_, Direction::Columnwise) => vec![(m + 31) / 32, k],
+        (Format::Nvfp4, Direction::Rowwise) => vec![m, ceil(k, 16)],
+        (Format::Nvfp4, Direction::Columnwise) => vec![k, ceil(m, 16)],
+        (_, Direction::Rowwise) => lead.iter().copied().chain([ceil(k, 32)]).collect(),
+        (_, Direction::Columnwise) => vec![ceil(m, 32), k],
     }
 }
 
