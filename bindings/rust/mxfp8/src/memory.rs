@@ -284,10 +284,12 @@ pub(crate) fn numel(shape: &[i64]) -> Option<usize> {
     shape.iter().try_fold(1usize, |n, &d| usize::try_from(d).ok().and_then(|d| n.checked_mul(d)))
 }
 
+/// The row-major strides of `shape`, saturating: exact for every shape whose elements fit, and without
+/// overflow for a shape of no elements whose other dimensions multiply past i64 (any strides describe it).
 pub(crate) fn row_major_strides(shape: &[i64]) -> Vec<i64> {
     let mut strides = vec![1i64; shape.len()];
     for i in (0..shape.len().saturating_sub(1)).rev() {
-        strides[i] = strides[i + 1] * shape[i + 1];
+        strides[i] = strides[i + 1].saturating_mul(shape[i + 1]);
     }
     strides
 }
