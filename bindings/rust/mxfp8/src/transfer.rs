@@ -281,13 +281,17 @@ impl<'t, 'm> Transfer<'t, 'm> {
 
     /// The manifest a receiver needs for the bucket of this transfer from tensors laid out at `parts`,
     /// naming the entries in order: each entry's shape (a shard's `(rows, cols)`), format, direction,
-    /// compact scales' shape and E4M3_MAX, which the receiver's library checks against the bucket.
+    /// compact scales' shape and E4M3_MAX, which the receiver's library checks against the bucket. The
+    /// transfer is [`check`](Self::check)ed first: its refusal (an entry's direction or shard) is the error.
     pub fn manifest<S: Into<String>>(&self, names: impl IntoIterator<Item = S>, parts: &[BucketPart]) -> Result<Manifest, Error> {
         let Source::Tensors(tensors) = &self.source else { return Err(invalid("a manifest describes a transfer from tensors")) };
         let names: Vec<String> = names.into_iter().map(Into::into).collect();
         if names.len() != tensors.len() || parts.len() != tensors.len() {
             return Err(invalid(format!("{} names and {} parts for {} tensors", names.len(), parts.len(), tensors.len())));
         }
+        // The entries below read directions[i] and shards[i]: arrays of one element per entry, of
+        // directions and shards the library accepts for these tensors.
+        self.check()?;
         let entry = |(i, ((name, t), part)): (usize, ((String, &&Tensor), &BucketPart))| {
             let direction = self.directions.as_ref().and_then(|d| d.get(i).copied()).unwrap_or(Direction::Rowwise);
             let shape = self.shards.as_ref().and_then(|s| s.get(i)).map_or_else(|| t.shape().to_vec(), |s| s.shape_of(t.shape()));
