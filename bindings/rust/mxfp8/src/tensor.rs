@@ -82,7 +82,7 @@ impl TensorBuilder {
         self.e4m3_max = Some(e4m3_max);
         self
     }
-    /// The logical shape `(*lead, K)`, checked against the data (default: from the data).
+    /// The logical shape `(*lead, K)`, checked against the data (default, or empty: from the data).
     pub fn shape(mut self, shape: &[i64]) -> Self {
         self.shape = Some(shape.to_vec());
         self
@@ -129,7 +129,8 @@ impl TensorBuilder {
         // managed tensors, so they must not be dropped here.
         check(unsafe { sys::mxfp8_tensor_create(&desc, &mut out) })?;
         let [row, col] = self.parts;
-        let shape = match (self.shape, &row[0], &col[0]) {
+        // A shape given (ndim > 0), else the data's: the header's ndim 0, an empty shape included.
+        let shape = match (self.shape.filter(|s| !s.is_empty()), &row[0], &col[0]) {
             (Some(shape), ..) => shape,
             (None, Some(d), _) if nvfp4 => unpacked(d.shape(), d),
             (None, None, Some(d)) if nvfp4 => match d.shape().split_first() {

@@ -301,3 +301,18 @@ fn empty_tensors_of_huge_dimensions_do_not_panic() {
     assert_eq!(t.to_host_vec(), Some(vec![]));
     assert!(ManagedTensor::from_host_f32(vec![], &[0, 1 << 40, 1 << 40]).is_ok());
 }
+
+/// An empty `shape(&[])` is the header's "ndim 0: the logical shape comes from the data": Tensor::shape
+/// is then the data's too. It used to be `[]`, so dequantize_host allocated 1 element and failed, and a
+/// manifest described a rank-0 entry.
+#[test]
+fn an_empty_logical_shape_takes_the_datas() {
+    let tensor = TensorBuilder::new()
+        .shape(&[])
+        .rowwise(ManagedTensor::from_host_bytes(vec![0x38; 4 * 64], &[4, 64]).unwrap(),
+                 ManagedTensor::from_host_bytes(vec![127; 4 * 2], &[4, 2]).unwrap())
+        .build()
+        .unwrap();
+    assert_eq!(tensor.shape(), &[4, 64]);
+    assert_eq!(tensor.dequantize_host(Direction::Rowwise).unwrap().len(), 256);
+}
