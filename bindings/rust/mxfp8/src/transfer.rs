@@ -388,7 +388,8 @@ pub struct ManifestEntry {
     /// Where its values, scales and (NVFP4) amax lie.
     pub part: BucketPart,
     /// The shape of the scale matrix, compact (MXFP8 `(*lead, ceil(K/32))` rowwise; NVFP4
-    /// `(rows, ceil(cols/16))`); empty: not said (the library then checks bytes only).
+    /// `(rows, ceil(cols/16))`); empty in every entry: not said (the library then checks bytes only). The
+    /// library takes the scale shapes of all entries or of none: one left empty among others is refused.
     pub scales_shape: Vec<i64>,
     /// NVFP4's E4M3_MAX (448 or 256); 0 for MXFP8.
     pub e4m3_max: i32,

@@ -148,3 +148,21 @@ fn a_senders_manifest_is_of_a_transfer_the_library_accepts() {
     assert_eq!((m.entries[0].direction, &m.entries[0].scales_shape[..]), (Direction::Columnwise, &[2, 64][..]));
     assert_eq!((m.entries[1].direction, &m.entries[1].scales_shape[..]), (Direction::Rowwise, &[64, 2][..]));
 }
+
+/// `scales_shape` empty is "not said" for a whole manifest only: the C desc takes every entry's scale
+/// shape or none, so one entry without it among entries with it is refused (the field's doc said any
+/// entry could leave it empty).
+#[test]
+fn scales_shapes_are_given_for_every_entry_or_none() {
+    let w = sender_weight();
+    let send = mxfp8::Transfer::from_tensors(&[&w, &w]);
+    let (parts, total) = send.bucket_parts(256).unwrap();
+    let mut bucket = vec![0u8; total as usize];
+    let mut m = send.manifest(["a", "b"], &parts).unwrap();
+    send.to_bucket(&mut bucket, &parts).run(mxfp8::Stream::default()).unwrap();
+    m.entries[1].scales_shape.clear();
+    let err = m.unpack(&bucket).unwrap_err();
+    assert!(err.message.contains("desc.scales_ndims[1] is 0"), "{err}");
+    m.entries[0].scales_shape.clear();
+    assert_eq!(m.unpack(&bucket).unwrap().len(), 2);
+}
