@@ -31,8 +31,10 @@ impl DeviceBytes {
     /// `ptr` must point to `len` bytes allocated on `device` (for kDLCUDA, memory of that GPU) that
     /// stay allocated, and that nothing else reads or writes unordered with this crate's use of them,
     /// until every piece of work that a call taking this value queued on its stream has completed (for a
-    /// [`Plan`](crate::Plan), until its last run has completed). Memory a call only reads (an input) may
-    /// be shared with other readers.
+    /// [`Plan`](crate::Plan), until its last run has completed). "This value" is every copy of it (it is
+    /// `Copy`) and every part of it a [`Buf::as_device`] gives, which safe code may pass to any call,
+    /// as a [`Buf`] or a [`BufMut`]: memory that other code reads meanwhile may be shared only while no
+    /// copy of this value is passed as a `BufMut` (a call that only reads it may share it with readers).
     pub unsafe fn new(ptr: *mut c_void, len: usize, device: sys::DLDevice) -> Self {
         Self { ptr, len, device }
     }
