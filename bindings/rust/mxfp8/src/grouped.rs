@@ -7,7 +7,7 @@ use crate::managed::ManagedTensor;
 use crate::memory::BufMut;
 use crate::options::{known, ConvertOptions, ExportOptions, Format, GroupedScales, ScaleLayout};
 use crate::sys;
-use crate::tensor::{Components, Tensor};
+use crate::tensor::{with_shard, Components, Tensor};
 
 /// Describes grouped experts (`mxfp8_grouped_desc`): expert e has shape `(rows_e, K)` and its values
 /// start at row `rows_0 + ... + rows_{e-1}` of the values buffer. Defaults are
@@ -219,7 +219,7 @@ impl GroupedTensor {
 
     /// `mxfp8_grouped_export` of `count` experts at `experts`.
     unsafe fn export(&self, experts: *const i32, count: usize, options: &ExportOptions) -> Result<Components, Error> {
-        let o = options.to_sys();
+        let (o, _shard) = with_shard(options);
         let (mut values, mut scales) = (ptr::null_mut(), ptr::null_mut());
         // SAFETY: valid handle and options; both outputs are written only on success.
         check(sys::mxfp8_grouped_export(self.raw.as_ptr(), experts, count, &o, &mut values, &mut scales))?;

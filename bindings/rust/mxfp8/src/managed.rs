@@ -109,8 +109,13 @@ impl ManagedTensor {
     ///
     /// # Safety
     /// `raw` must be a valid DLManagedTensorVersioned that nobody else will release, whose memory stays
-    /// valid until its deleter runs, whose deleter may be called from any thread, and whose memory is
-    /// not written while Rust code reads it through this value or the library reads it.
+    /// valid until its deleter runs (a NULL deleter: for as long as this value and every tensor, plan and
+    /// view made from it live), whose deleter may be called from any thread, and whose memory is not
+    /// written while Rust code reads it through this value or the library reads it. CUDA work is queued
+    /// and not waited for, and dropping the last owner (this value, a [`Tensor`](crate::Tensor) built
+    /// from it, its views, a [`Plan`](crate::Plan)) runs the deleter at once: device memory must stay
+    /// valid until the work queued on it before that has completed (a stream-ordered free, as a
+    /// framework's caching allocator does, or a synchronize before the last drop).
     pub unsafe fn from_raw(raw: *mut sys::DLManagedTensorVersioned) -> Option<Self> {
         NonNull::new(raw).map(|raw| Self { raw })
     }

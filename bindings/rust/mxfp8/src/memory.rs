@@ -31,8 +31,10 @@ impl DeviceBytes {
     /// `ptr` must point to `len` bytes allocated on `device` (for kDLCUDA, memory of that GPU) that
     /// stay allocated, and that nothing else reads or writes unordered with this crate's use of them,
     /// until every piece of work that a call taking this value queued on its stream has completed (for a
-    /// [`Plan`](crate::Plan), until its last run has completed). Memory a call only reads (an input) may
-    /// be shared with other readers.
+    /// [`Plan`](crate::Plan), until its last run has completed). "This value" is every copy of it (it is
+    /// `Copy`) and every part of it a [`Buf::as_device`] gives, which safe code may pass to any call,
+    /// as a [`Buf`] or a [`BufMut`]: memory that other code reads meanwhile may be shared only while no
+    /// copy of this value is passed as a `BufMut` (a call that only reads it may share it with readers).
     pub unsafe fn new(ptr: *mut c_void, len: usize, device: sys::DLDevice) -> Self {
         Self { ptr, len, device }
     }
@@ -284,10 +286,12 @@ pub(crate) fn numel(shape: &[i64]) -> Option<usize> {
     shape.iter().try_fold(1usize, |n, &d| usize::try_from(d).ok().and_then(|d| n.checked_mul(d)))
 }
 
+/// The row-major strides of `shape`, saturating: exact for every shape whose elements fit, and without
+/// overflow for a shape of no elements whose other dimensions multiply past i64 (any strides describe it).
 pub(crate) fn row_major_strides(shape: &[i64]) -> Vec<i64> {
     let mut strides = vec![1i64; shape.len()];
     for i in (0..shape.len().saturating_sub(1)).rev() {
-        strides[i] = strides[i + 1] * shape[i + 1];
+        strides[i] = strides[i + 1].saturating_mul(shape[i + 1]);
     }
     strides
 }

@@ -289,7 +289,8 @@ pub struct ExportOptions {
     pub scale_fixup: ScaleFixup,
     /// The convention of an NVFP4 tensor's global scale (default decode).
     pub global_scale: GlobalScale,
-    /// Only this shard of the tensor (default: the whole tensor; `options.shard` of the C export).
+    /// Only this shard of the tensor (default: the whole tensor; `options.shard` of the C export). The
+    /// batched and grouped exports export whole tensors and refuse a shard.
     pub shard: Option<crate::Shard>,
     /// The stream copies of CUDA memory run on (default: the legacy default stream).
     pub stream: Stream,

@@ -45,9 +45,10 @@ impl Shard {
         if self.is_whole() {
             return shape.to_vec();
         }
-        let (k, m) = shape.split_last().map_or((1, 1), |(&k, lead)| (k, lead.iter().product::<i64>()));
-        let rows = if self.rows.is_empty() { m } else { self.rows.iter().map(|r| r.end - r.start).sum() };
-        let cols = self.cols.as_ref().map_or(k, |c| c.end - c.start);
+        // Saturating: the ranges are not checked yet, and a shape that overflowed would be refused anyway.
+        let (k, m) = shape.split_last().map_or((1, 1), |(&k, lead)| (k, lead.iter().fold(1i64, |m, &d| m.saturating_mul(d))));
+        let rows = if self.rows.is_empty() { m } else { self.rows.iter().fold(0i64, |n, r| n.saturating_add(r.end.saturating_sub(r.start))) };
+        let cols = self.cols.as_ref().map_or(k, |c| c.end.saturating_sub(c.start));
         vec![rows, cols]
     }
 

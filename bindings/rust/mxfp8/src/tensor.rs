@@ -82,7 +82,7 @@ impl TensorBuilder {
         self.e4m3_max = Some(e4m3_max);
         self
     }
-    /// The logical shape `(*lead, K)`, checked against the data (default: from the data).
+    /// The logical shape `(*lead, K)`, checked against the data (default, or empty: from the data).
     pub fn shape(mut self, shape: &[i64]) -> Self {
         self.shape = Some(shape.to_vec());
         self
@@ -129,7 +129,8 @@ impl TensorBuilder {
         // managed tensors, so they must not be dropped here.
         check(unsafe { sys::mxfp8_tensor_create(&desc, &mut out) })?;
         let [row, col] = self.parts;
-        let shape = match (self.shape, &row[0], &col[0]) {
+        // A shape given (ndim > 0), else the data's: the header's ndim 0, an empty shape included.
+        let shape = match (self.shape.filter(|s| !s.is_empty()), &row[0], &col[0]) {
             (Some(shape), ..) => shape,
             (None, Some(d), _) if nvfp4 => unpacked(d.shape(), d),
             (None, None, Some(d)) if nvfp4 => match d.shape().split_first() {
@@ -212,7 +213,8 @@ impl Components {
 }
 
 /// The C export options of `options` and the shard their `shard` points to (which must outlive them).
-fn with_shard(options: &ExportOptions) -> (sys::mxfp8_export_options, RawShards) {
+/// Every export passes the shard on, so that the exports of whole tensors refuse it rather than drop it.
+pub(crate) fn with_shard(options: &ExportOptions) -> (sys::mxfp8_export_options, RawShards) {
     let (mut o, shard) = (options.to_sys(), RawShards::new(options.shard.as_slice()));
     if options.shard.is_some() {
         // SAFETY: one pointer, into `shard`'s heap buffers, which move with it unchanged.
@@ -224,12 +226,14 @@ fn with_shard(options: &ExportOptions) -> (sys::mxfp8_export_options, RawShards)
 /// The compact scale shape of a tensor of logical `shape` in `direction` (an empty shape is one value).
 pub(crate) fn compact_scales_shape(shape: &[i64], direction: Direction, format: Format) -> Vec<i64> {
     let Some((&k, lead)) = shape.split_last() else { return vec![1, 1] };
-    let m = lead.iter().product::<i64>();
+    // Without overflow for any dimensions (K may be i64::MAX when M is 0; a shard's shape is unchecked).
+    let m = lead.iter().fold(1i64, |m, &d| m.saturating_mul(d));
+    let ceil = |n: i64, b: i64| n / b + i64::from(n % b > 0);
     match (format, direction) {
-        (Format::Nvfp4, Direction::Rowwise) => vec![m, (k + 15) / 16],
-        (Format::Nvfp4, Direction::Columnwise) => vec![k, (m + 15) / 16],
-        (_, Direction::Rowwise) => lead.iter().copied().chain([(k + 31) / 32]).collect(),
-        (_, Direction::Columnwise) => vec![(m + 31) / 32, k],
+        (Format::Nvfp4, Direction::Rowwise) => vec![m, ceil(k, 16)],
+        (Format::Nvfp4, Direction::Columnwise) => vec![k, ceil(m, 16)],
+        (_, Direction::Rowwise) => lead.iter().copied().chain([ceil(k, 32)]).collect(),
+        (_, Direction::Columnwise) => vec![ceil(m, 32), k],
     }
 }
 
@@ -330,7 +334,7 @@ pub fn export_scales_batched(tensors: &[&Tensor], destinations: Vec<BufMut<'_>>,
     let mut dls: Vec<_> = destinations.iter().map(|d| d.raw.dl(None)).collect();
     let ptrs: Vec<*mut sys::DLTensor> = dls.iter_mut().map(|d| d.ptr()).collect();
     let handles: Vec<*const sys::mxfp8_tensor> = tensors.iter().map(|t| t.as_raw()).collect();
-    let o = options.to_sys();
+    let (o, _shard) = with_shard(options);
     // SAFETY: both arrays hold count elements; the buffers are borrowed or promised for the work.
     check(unsafe { sys::mxfp8_export_scales_batched(handles.as_ptr(), ptrs.as_ptr(), handles.len(), &o) })
 }

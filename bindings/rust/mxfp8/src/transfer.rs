@@ -281,13 +281,17 @@ impl<'t, 'm> Transfer<'t, 'm> {
 
     /// The manifest a receiver needs for the bucket of this transfer from tensors laid out at `parts`,
     /// naming the entries in order: each entry's shape (a shard's `(rows, cols)`), format, direction,
-    /// compact scales' shape and E4M3_MAX, which the receiver's library checks against the bucket.
+    /// compact scales' shape and E4M3_MAX, which the receiver's library checks against the bucket. The
+    /// transfer is [`check`](Self::check)ed first: its refusal (an entry's direction or shard) is the error.
     pub fn manifest<S: Into<String>>(&self, names: impl IntoIterator<Item = S>, parts: &[BucketPart]) -> Result<Manifest, Error> {
         let Source::Tensors(tensors) = &self.source else { return Err(invalid("a manifest describes a transfer from tensors")) };
         let names: Vec<String> = names.into_iter().map(Into::into).collect();
         if names.len() != tensors.len() || parts.len() != tensors.len() {
             return Err(invalid(format!("{} names and {} parts for {} tensors", names.len(), parts.len(), tensors.len())));
         }
+        // The entries below read directions[i] and shards[i]: arrays of one element per entry, of
+        // directions and shards the library accepts for these tensors.
+        self.check()?;
         let entry = |(i, ((name, t), part)): (usize, ((String, &&Tensor), &BucketPart))| {
             let direction = self.directions.as_ref().and_then(|d| d.get(i).copied()).unwrap_or(Direction::Rowwise);
             let shape = self.shards.as_ref().and_then(|s| s.get(i)).map_or_else(|| t.shape().to_vec(), |s| s.shape_of(t.shape()));
@@ -384,7 +388,8 @@ pub struct ManifestEntry {
     /// Where its values, scales and (NVFP4) amax lie.
     pub part: BucketPart,
     /// The shape of the scale matrix, compact (MXFP8 `(*lead, ceil(K/32))` rowwise; NVFP4
-    /// `(rows, ceil(cols/16))`); empty: not said (the library then checks bytes only).
+    /// `(rows, ceil(cols/16))`); empty in every entry: not said (the library then checks bytes only). The
+    /// library takes the scale shapes of all entries or of none: one left empty among others is refused.
     pub scales_shape: Vec<i64>,
     /// NVFP4's E4M3_MAX (448 or 256); 0 for MXFP8.
     pub e4m3_max: i32,

@@ -289,3 +289,30 @@ fn host_swizzle_into_caller_slices() {
     let err = mxfp8::unswizzle_scales(&swz, rows, cols, &mut back[1..], Stream::default()).unwrap_err();
     assert!(err.message.contains("cannot have the shape [129, 6]"), "{err}");
 }
+
+/// A tensor of no elements may have dimensions whose product overflows past the zero (the library takes
+/// one: any strides describe no memory): from_host_bytes and strides() used to panic computing the
+/// row-major strides ("attempt to multiply with overflow").
+#[test]
+fn empty_tensors_of_huge_dimensions_do_not_panic() {
+    let t = ManagedTensor::from_host_bytes(vec![], &[0, 1 << 40, 1 << 40]).unwrap();
+    assert_eq!(t.strides().len(), 3);
+    assert_eq!(t.as_host_bytes(), Some(&[][..]));
+    assert_eq!(t.to_host_vec(), Some(vec![]));
+    assert!(ManagedTensor::from_host_f32(vec![], &[0, 1 << 40, 1 << 40]).is_ok());
+}
+
+/// An empty `shape(&[])` is the header's "ndim 0: the logical shape comes from the data": Tensor::shape
+/// is then the data's too. It used to be `[]`, so dequantize_host allocated 1 element and failed, and a
+/// manifest described a rank-0 entry.
+#[test]
+fn an_empty_logical_shape_takes_the_datas() {
+    let tensor = TensorBuilder::new()
+        .shape(&[])
+        .rowwise(ManagedTensor::from_host_bytes(vec![0x38; 4 * 64], &[4, 64]).unwrap(),
+                 ManagedTensor::from_host_bytes(vec![127; 4 * 2], &[4, 2]).unwrap())
+        .build()
+        .unwrap();
+    assert_eq!(tensor.shape(), &[4, 64]);
+    assert_eq!(tensor.dequantize_host(Direction::Rowwise).unwrap().len(), 256);
+}

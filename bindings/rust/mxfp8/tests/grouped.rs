@@ -185,3 +185,26 @@ fn export_experts_stacks_the_chosen_experts() {
         assert_eq!(err.status, Status::InvalidArgument, "{bad:?}: {err}");
     }
 }
+
+/// `ExportOptions::shard` is refused by the exports that export whole tensors (the batched export and the
+/// grouped ones; the header: "refuse a set shard"), not silently dropped: it used to export every row.
+#[test]
+fn whole_tensor_exports_refuse_a_shard() {
+    let (rows, k) = ([64usize, 64], 64usize);
+    let (e, _) = experts(&rows, k, ScaleLayout::RowMajor, GroupedScales::Compact, 0, 70);
+    let g = build(&e, &rows, k, ScaleLayout::RowMajor, GroupedScales::Compact, None);
+    let sharded = ExportOptions::new().shard(Some(mxfp8::Shard::rows(0..32)));
+    let refused = |err: mxfp8::Error| {
+        assert_eq!(err.status, Status::InvalidArgument, "{err}");
+        assert!(err.message.contains("shard"), "{err}");
+    };
+    refused(g.export_stacked(&sharded).unwrap_err());
+    refused(g.export_experts(&[1], &sharded).unwrap_err());
+    let expert = g.expert(0).unwrap();
+    let mut out = vec![0u8; 64 * 2];
+    refused(export_scales_batched(&[&expert], vec![BufMut::from(&mut out)], &sharded).unwrap_err());
+    assert!(out.iter().all(|&b| b == 0), "nothing written");
+    // The whole tensor (no shard) is still exported.
+    export_scales_batched(&[&expert], vec![BufMut::from(&mut out)], &ExportOptions::default()).unwrap();
+    assert_eq!(out, e.scales[0]);
+}

@@ -39,3 +39,24 @@ fn shards_of_a_swizzled_tensor_are_the_crop() {
     assert_eq!(err.status, Status::InvalidArgument);
     assert!(err.message.contains("options.shard.col_begin is 16, not a multiple of 32"), "{err}");
 }
+
+/// Shapes the crate computes (a shard's, a tensor's compact scales) from ranges and dimensions no one
+/// has checked yet, or from the widest tensor the library accepts, never overflow: they used to panic
+/// ("attempt to subtract with overflow", "attempt to add with overflow") before the library could refuse.
+#[test]
+fn computed_shapes_never_overflow() {
+    let whole = [4i64, 64];
+    // Unchecked ranges (Shard::shape_of does not check): no panic, the library refuses them later.
+    let _ = Shard::rows(i64::MIN..i64::MAX).shape_of(&whole);
+    let _ = Shard { rows: vec![], cols: Some(std::ops::Range { start: i64::MAX, end: i64::MIN }) }.shape_of(&whole);
+    let _ = Shard::row_pieces(&[0..i64::MAX, 0..i64::MAX]).shape_of(&whole);
+    let _ = Shard::cols(0..8).shape_of(&[i64::MAX, i64::MAX, 8]);
+    // (0, i64::MAX): no values, ceil(K / 32) = 2^58 scale columns, accepted by the library.
+    let tensor = TensorBuilder::new()
+        .rowwise(ManagedTensor::from_host_bytes(vec![], &[0, i64::MAX]).unwrap(),
+                 ManagedTensor::from_host_bytes(vec![], &[0, 1 << 58]).unwrap())
+        .build()
+        .unwrap();
+    assert_eq!(tensor.scales_shape(Direction::Rowwise), [0, 1 << 58]);
+    assert_eq!(tensor.scales_shape(Direction::Columnwise), [0, i64::MAX]);
+}

@@ -115,3 +115,54 @@ fn nvfp4_entries_are_checked_by_the_library() {
     let err = unpack_nvfp4(ManifestEntry { part: BucketPart { amax_offset: 2044, ..nvfp4_entry().part }, ..nvfp4_entry() }).unwrap_err();
     refused(err, "desc.parts_in[0] amax (bytes 2044..2048) and desc.parts_in[0] values (bytes 0..2048) overlap");
 }
+
+fn sender_weight() -> mxfp8::Tensor {
+    mxfp8::TensorBuilder::new()
+        .rowwise(mxfp8::ManagedTensor::from_host_bytes(vec![0x38; 64 * 64], &[64, 64]).unwrap(),
+                 mxfp8::ManagedTensor::from_host_bytes(vec![127; 64 * 2], &[64, 2]).unwrap())
+        .columnwise(mxfp8::ManagedTensor::from_host_bytes(vec![0x38; 64 * 64], &[64, 64]).unwrap(),
+                    mxfp8::ManagedTensor::from_host_bytes(vec![127; 2 * 64], &[2, 64]).unwrap())
+        .build()
+        .unwrap()
+}
+
+/// A sender's manifest describes the transfer it is made from, which the library checks first: per-entry
+/// arrays of the wrong length and shards the library refuses used to be read past (a missing direction
+/// silently rowwise, an unchecked shard's shape) into a manifest of entries the bucket does not hold.
+#[test]
+fn a_senders_manifest_is_of_a_transfer_the_library_accepts() {
+    let w = sender_weight();
+    let parts = [BucketPart::default(); 2];
+    let err = mxfp8::Transfer::from_tensors(&[&w, &w]).directions(&[Direction::Columnwise]).manifest(["a", "b"], &parts).unwrap_err();
+    assert_eq!(err.status, Status::InvalidArgument);
+    assert!(err.message.contains("1 directions for 2 entries"), "{err}");
+    let err = mxfp8::Transfer::from_tensors(&[&w, &w]).shards(&[mxfp8::Shard::rows(0..32)]).manifest(["a", "b"], &parts).unwrap_err();
+    assert!(err.message.contains("1 shards for 2 entries"), "{err}");
+    let err = mxfp8::Transfer::from_tensors(&[&w]).shards(&[mxfp8::Shard::cols(0..100)]).manifest(["a"], &parts[..1]).unwrap_err();
+    assert_eq!(err.status, Status::InvalidArgument);
+    assert!(err.message.contains("desc.shards[0]"), "{err}");
+    // Aligned arrays: the entries say what the transfer moves.
+    let send = mxfp8::Transfer::from_tensors(&[&w, &w]).directions(&[Direction::Columnwise, Direction::Rowwise]);
+    let (parts, _) = send.bucket_parts(256).unwrap();
+    let m = send.manifest(["a", "b"], &parts).unwrap();
+    assert_eq!((m.entries[0].direction, &m.entries[0].scales_shape[..]), (Direction::Columnwise, &[2, 64][..]));
+    assert_eq!((m.entries[1].direction, &m.entries[1].scales_shape[..]), (Direction::Rowwise, &[64, 2][..]));
+}
+
+/// `scales_shape` empty is "not said" for a whole manifest only: the C desc takes every entry's scale
+/// shape or none, so one entry without it among entries with it is refused (the field's doc said any
+/// entry could leave it empty).
+#[test]
+fn scales_shapes_are_given_for_every_entry_or_none() {
+    let w = sender_weight();
+    let send = mxfp8::Transfer::from_tensors(&[&w, &w]);
+    let (parts, total) = send.bucket_parts(256).unwrap();
+    let mut bucket = vec![0u8; total as usize];
+    let mut m = send.manifest(["a", "b"], &parts).unwrap();
+    send.to_bucket(&mut bucket, &parts).run(mxfp8::Stream::default()).unwrap();
+    m.entries[1].scales_shape.clear();
+    let err = m.unpack(&bucket).unwrap_err();
+    assert!(err.message.contains("desc.scales_ndims[1] is 0"), "{err}");
+    m.entries[0].scales_shape.clear();
+    assert_eq!(m.unpack(&bucket).unwrap().len(), 2);
+}
