@@ -13,16 +13,20 @@ use crate::sys;
 const DEFAULT_E4M3_MAX: i32 = 448;
 
 /// Describes a tensor (`mxfp8_tensor_desc`); [`build`](Self::build) validates it into a [`Tensor`].
-/// The defaults (format, scale layout, block) are `MXFP8_TENSOR_DESC_INIT`'s, read from mxfp8-sys; an
-/// NVFP4 tensor ([`Format::Nvfp4`]) takes block 1x16 and E4M3_MAX 448 unless told otherwise, and one
-/// float32 amax per direction ([`amax`](Self::amax)).
+/// The scale layout has no default: [`scale_layout`](Self::scale_layout) must say it (a build without it
+/// fails with the library's message, `MXFP8_SCALE_LAYOUT_UNSET`), since Transformer Engine's swizzled
+/// scales and row-major ones of the same shape cannot be told apart, and a guess would decode to noise.
+/// The format defaults to `MXFP8_TENSOR_DESC_INIT`'s (E4M3), the block to the format's; an NVFP4 tensor
+/// ([`Format::Nvfp4`]) takes E4M3_MAX 448 unless told otherwise, and one float32 amax per direction
+/// ([`amax`](Self::amax)).
 ///
 /// ```
-/// # use mxfp8::{Direction, Format, ManagedTensor, TensorBuilder};
+/// # use mxfp8::{Direction, Format, ManagedTensor, ScaleLayout, TensorBuilder};
 /// # fn main() -> Result<(), mxfp8::Error> {
 /// // An NVFP4 (2, 32) tensor: 2 rows of 16 bytes, 2 scales per row, one amax.
 /// let tensor = TensorBuilder::new()
 ///     .format(Format::Nvfp4)
+///     .scale_layout(ScaleLayout::RowMajor)
 ///     .rowwise(ManagedTensor::from_host_bytes(vec![0x21; 32], &[2, 16])?,
 ///              ManagedTensor::from_host_bytes(vec![0x38; 4], &[2, 2])?)
 ///     .amax(Direction::Rowwise, ManagedTensor::from_host_f32(vec![2688.0], &[1])?)
@@ -35,7 +39,7 @@ const DEFAULT_E4M3_MAX: i32 = 448;
 #[derive(Debug)]
 pub struct TensorBuilder {
     format: Format,
-    layout: ScaleLayout,
+    layout: Option<ScaleLayout>,
     block: Option<Block>,
     e4m3_max: Option<i32>,
     shape: Option<Vec<i64>>,
@@ -48,7 +52,7 @@ impl Default for TensorBuilder {
         let c = sys::mxfp8_tensor_desc::default();
         Self {
             format: known(Format::from_raw(c.format), "format"),
-            layout: known(ScaleLayout::from_raw(c.scale_layout), "scale_layout"),
+            layout: None,
             block: None,
             e4m3_max: None,
             shape: None,
@@ -58,7 +62,7 @@ impl Default for TensorBuilder {
 }
 
 impl TensorBuilder {
-    /// The defaults: E4M3, row-major scales, the format's block, the shape taken from the data.
+    /// The defaults: E4M3, the format's block, the shape taken from the data; the scale layout unsaid.
     pub fn new() -> Self {
         Self::default()
     }
@@ -67,9 +71,9 @@ impl TensorBuilder {
         self.format = format;
         self
     }
-    /// The layout of both directions' scales (TE's `with_gemm_swizzled_scales`).
+    /// The layout of both directions' scales (TE's `with_gemm_swizzled_scales`): required.
     pub fn scale_layout(mut self, layout: ScaleLayout) -> Self {
-        self.layout = layout;
+        self.layout = Some(layout);
         self
     }
     /// 1x32 or Transformer Engine's 32x32 blocks for MXFP8 (default 1x32); NVFP4's is 1x16.
@@ -111,7 +115,7 @@ impl TensorBuilder {
         let raw = |d: usize, i: usize| self.parts[d][i].as_ref().map_or(ptr::null_mut(), ManagedTensor::as_raw);
         let desc = sys::mxfp8_tensor_desc {
             format: self.format.to_raw(),
-            scale_layout: self.layout.to_raw(),
+            scale_layout: self.layout.map_or(sys::MXFP8_SCALE_LAYOUT_UNSET, ScaleLayout::to_raw),
             ndim: self.shape.as_ref().map_or(0, |s| s.len() as i32),
             shape: self.shape.as_ref().map_or(ptr::null(), |s| s.as_ptr()),
             rowwise_data: raw(0, 0),

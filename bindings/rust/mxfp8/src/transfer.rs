@@ -65,9 +65,9 @@ enum Destination<'m> {
 /// prepared [`Plan`] keeps.
 ///
 /// ```
-/// # use mxfp8::{Layout, ManagedTensor, Stream, Target, TensorBuilder, Transfer};
+/// # use mxfp8::{Layout, ManagedTensor, ScaleLayout, Stream, Target, TensorBuilder, Transfer};
 /// # fn main() -> Result<(), mxfp8::Error> {
-/// let weight = TensorBuilder::new()
+/// let weight = TensorBuilder::new().scale_layout(ScaleLayout::RowMajor)
 ///     .rowwise(ManagedTensor::from_host_bytes(vec![0x38; 4 * 64], &[4, 64])?,
 ///              ManagedTensor::from_host_bytes(vec![127; 4 * 2], &[4, 2])?)
 ///     .build()?;

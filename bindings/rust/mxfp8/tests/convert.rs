@@ -121,7 +121,7 @@ fn columnwise_convert_swizzles_the_transpose() {
     let r = m.div_ceil(32);
     let values = random_bytes(m * k, 11, 0, 255);
     let scales = random_bytes(r * k, 12, 1, 254); // compact (ceil(M/32), K)
-    let tensor = TensorBuilder::new()
+    let tensor = TensorBuilder::new().scale_layout(ScaleLayout::RowMajor)
         .columnwise(
             ManagedTensor::from_host_bytes(values, &[m as i64, k as i64]).unwrap(),
             ManagedTensor::from_host_bytes(scales.clone(), &[r as i64, k as i64]).unwrap(),
@@ -199,7 +199,7 @@ fn zero_exponent_fixup_rewrites_real_scales_only() {
     let scales: Vec<u8> = scales.iter().map(|&s| s % 4).collect();
     let tensor = {
         drop(tensor);
-        TensorBuilder::new()
+        TensorBuilder::new().scale_layout(ScaleLayout::RowMajor)
             .rowwise(
                 ManagedTensor::from_host_bytes(random_bytes(m * k, 32, 0, 255), &[m as i64, k as i64]).unwrap(),
                 ManagedTensor::from_host_bytes(scales.clone(), &[m as i64, c as i64]).unwrap(),

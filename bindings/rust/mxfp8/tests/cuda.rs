@@ -399,7 +399,7 @@ fn nvfp4_on_cuda_memory() {
 
     // An NVFP4 tensor in CUDA memory: export (the global scale computed on the device), dequantize.
     let build = |d: ManagedTensor, s: ManagedTensor, a: ManagedTensor| {
-        TensorBuilder::new().format(Format::Nvfp4).rowwise(d, s).amax(Direction::Rowwise, a).build().unwrap()
+        TensorBuilder::new().scale_layout(ScaleLayout::RowMajor).format(Format::Nvfp4).rowwise(d, s).amax(Direction::Rowwise, a).build().unwrap()
     };
     let th = build(
         ManagedTensor::from_host_bytes(h1v.clone(), &[m as i64, (k / 2) as i64]).unwrap(),

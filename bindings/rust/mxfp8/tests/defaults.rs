@@ -2,7 +2,7 @@
 //! field with the C `*_INIT` macros: so the safe defaults are the C defaults. This test closes the chain
 //! (safe default -> C struct == mxfp8-sys default), and checks the status enum and error type.
 use mxfp8::{
-    sys, Block, ConvertOptions, DequantizeOptions, Direction, Nvfp4QuantizeOptions, Error, ExportOptions, Format, GroupedBuilder, GroupedScales, ManagedTensor, QuantizeOptions, Status,
+    sys, Block, ConvertOptions, DequantizeOptions, Direction, Nvfp4QuantizeOptions, Error, ExportOptions, Format, GroupedBuilder, GroupedScales, ManagedTensor, QuantizeOptions, ScaleLayout, Status,
     TensorBuilder,
 };
 
@@ -23,7 +23,7 @@ fn safe_defaults_are_the_c_initializers() {
         (a.struct_size, a.amax_scope, a.amax_mode, a.four_over_six, a.e4m3_max, a.scales_layout, a.direction, a.reserved, a.stream),
         (b.struct_size, b.amax_scope, b.amax_mode, b.four_over_six, b.e4m3_max, b.scales_layout, b.direction, b.reserved, b.stream)
     );
-    let nvfp4 = TensorBuilder::new()
+    let nvfp4 = TensorBuilder::new().scale_layout(ScaleLayout::RowMajor)
         .format(Format::Nvfp4)
         .rowwise(ManagedTensor::from_host_bytes(vec![0; 16], &[1, 16]).unwrap(), ManagedTensor::from_host_bytes(vec![0x38; 2], &[1, 2]).unwrap())
         .amax(Direction::Rowwise, ManagedTensor::from_host_f32(vec![1.0], &[1]).unwrap())
@@ -45,7 +45,7 @@ fn safe_defaults_are_the_c_initializers() {
 
     // The builders' defaults show in what they build.
     let d = sys::mxfp8_tensor_desc::default();
-    let t = TensorBuilder::new()
+    let t = TensorBuilder::new().scale_layout(ScaleLayout::RowMajor)
         .rowwise(ManagedTensor::from_host_bytes(vec![0; 64], &[2, 32]).unwrap(), ManagedTensor::from_host_bytes(vec![1; 2], &[2, 1]).unwrap())
         .build()
         .unwrap();
@@ -59,6 +59,19 @@ fn safe_defaults_are_the_c_initializers() {
         .build()
         .unwrap();
     assert_eq!(e.expert(0).unwrap().format().to_raw(), g.format);
+}
+
+// The scale layout has no default: a tensor described without it is refused by the library, by name,
+// rather than read as row-major (Transformer Engine's swizzled scales of the same shape would decode to
+// noise).
+#[test]
+fn a_tensor_without_a_scale_layout_is_refused() {
+    let err = TensorBuilder::new()
+        .rowwise(ManagedTensor::from_host_bytes(vec![0; 64], &[2, 32]).unwrap(), ManagedTensor::from_host_bytes(vec![1; 2], &[2, 1]).unwrap())
+        .build()
+        .unwrap_err();
+    assert_eq!(err.status, Status::InvalidArgument);
+    assert!(err.message.contains("desc.scale_layout is -1 (MXFP8_SCALE_LAYOUT_UNSET"), "{}", err.message);
 }
 
 #[test]

@@ -90,7 +90,7 @@ fn padded_scales_copy_or_strided_view() {
     for r in 0..rows {
         padded[r * 4..r * 4 + 2].copy_from_slice(&scales[r * 2..r * 2 + 2]);
     }
-    let tensor = TensorBuilder::new()
+    let tensor = TensorBuilder::new().scale_layout(ScaleLayout::RowMajor)
         .rowwise(
             ManagedTensor::from_host_bytes(vec![0x38; rows * k], &[rows as i64, k as i64]).unwrap(),
             ManagedTensor::from_host_bytes(padded, &[128, 4]).unwrap(),
@@ -121,7 +121,7 @@ fn errors_carry_status_and_message() {
     assert!(err.message.contains("need 128 x 4 = 512 bytes, got 200"), "{}", err.message);
     assert!(err.to_string().starts_with("invalid argument: "));
 
-    let tensor = TensorBuilder::new()
+    let tensor = TensorBuilder::new().scale_layout(ScaleLayout::RowMajor)
         .rowwise(
             ManagedTensor::from_host_bytes(vec![0; 64 * 64], &[64, 64]).unwrap(),
             ManagedTensor::from_host_bytes(vec![1; 64 * 2], &[64, 2]).unwrap(),
@@ -196,7 +196,7 @@ fn foreign(bytes: Vec<u8>, shape: [i64; 2]) -> ManagedTensor {
 #[test]
 fn inputs_are_freed_once_after_the_last_view() {
     DELETED.store(0, Ordering::SeqCst);
-    let tensor = TensorBuilder::new()
+    let tensor = TensorBuilder::new().scale_layout(ScaleLayout::RowMajor)
         .rowwise(foreign(vec![5; 8 * 128], [8, 128]), foreign(vec![120; 8 * 4], [8, 4]))
         .build()
         .unwrap();
@@ -213,7 +213,7 @@ fn inputs_are_freed_once_after_the_last_view() {
     assert_eq!(DELETED.load(Ordering::SeqCst), 2);
 
     // A failed build drops (and so frees) its inputs exactly once.
-    let err = TensorBuilder::new()
+    let err = TensorBuilder::new().scale_layout(ScaleLayout::RowMajor)
         .rowwise(foreign(vec![5; 8 * 128], [8, 128]), foreign(vec![120; 4], [1, 4]))
         .build();
     assert!(err.is_err());
@@ -255,7 +255,7 @@ fn block_scales_of_a_2d_quantized_weight() {
         padded[r * 4] = blocks[(r / 32) * 2];
         padded[r * 4 + 1] = blocks[(r / 32) * 2 + 1];
     }
-    let tensor = TensorBuilder::new()
+    let tensor = TensorBuilder::new().scale_layout(ScaleLayout::RowMajor)
         .block(Block::B32x32)
         .rowwise(
             ManagedTensor::from_host_bytes(vec![0x38; 64 * 64], &[64, 64]).unwrap(),
@@ -307,7 +307,7 @@ fn empty_tensors_of_huge_dimensions_do_not_panic() {
 /// manifest described a rank-0 entry.
 #[test]
 fn an_empty_logical_shape_takes_the_datas() {
-    let tensor = TensorBuilder::new()
+    let tensor = TensorBuilder::new().scale_layout(ScaleLayout::RowMajor)
         .shape(&[])
         .rowwise(ManagedTensor::from_host_bytes(vec![0x38; 4 * 64], &[4, 64]).unwrap(),
                  ManagedTensor::from_host_bytes(vec![127; 4 * 2], &[4, 2]).unwrap())

@@ -156,7 +156,7 @@ fn export_and_dequantize_a_swizzled_tensor() {
 fn global_scale_conventions_at_the_edges() {
     // Per-row amax (TE's row_scaled_nvfp4): zero, Inf, NaN, tiny, ordinary.
     let amax = [0.0f32, f32::INFINITY, f32::NAN, 1e-30, 448.0];
-    let tensor = TensorBuilder::new().format(Format::Nvfp4)
+    let tensor = TensorBuilder::new().scale_layout(ScaleLayout::RowMajor).format(Format::Nvfp4)
         .rowwise(ManagedTensor::from_host_bytes(vec![0x11; 5 * 8], &[5, 8]).unwrap(), ManagedTensor::from_host_bytes(vec![0x38; 5], &[5, 1]).unwrap()).amax(Direction::Rowwise, ManagedTensor::from_host_f32(amax.to_vec(), &[5]).unwrap())
         .build()
         .unwrap();
@@ -170,7 +170,7 @@ fn global_scale_conventions_at_the_edges() {
     assert!(decode[2].is_nan());
     assert_eq!(bits(&decode[3..]), bits(&[1e-30 / 2688.0, 448.0 / 2688.0]));
     // A per-row amax of the wrong count.
-    let err = TensorBuilder::new().format(Format::Nvfp4)
+    let err = TensorBuilder::new().scale_layout(ScaleLayout::RowMajor).format(Format::Nvfp4)
         .rowwise(ManagedTensor::from_host_bytes(vec![0x11; 5 * 8], &[5, 8]).unwrap(), ManagedTensor::from_host_bytes(vec![0x38; 5], &[5, 1]).unwrap()).amax(Direction::Rowwise, ManagedTensor::from_host_f32(vec![1.0; 3], &[3]).unwrap())
         .build()
         .unwrap_err();
@@ -187,7 +187,7 @@ fn columnwise_data_is_the_stored_transpose() {
     let sc = c.div_ceil(16);
     let values = random_bytes(r * c / 2, 61, 0, 255);
     let scales = random_bytes(r * sc, 62, 0x28, 0x48);
-    let tensor = TensorBuilder::new().format(Format::Nvfp4)
+    let tensor = TensorBuilder::new().scale_layout(ScaleLayout::RowMajor).format(Format::Nvfp4)
         .columnwise(ManagedTensor::from_host_bytes(values.clone(), &[r as i64, (c / 2) as i64]).unwrap(), ManagedTensor::from_host_bytes(pad_reference(&scales, r, sc, 128, 4, POISON), &[128, 4]).unwrap()).amax(Direction::Columnwise, ManagedTensor::from_host_f32(vec![5.0], &[]).unwrap())
         .build()
         .unwrap();
@@ -246,7 +246,7 @@ fn quantize_into_matches_the_reference_in_every_layout() {
         .unwrap();
     assert_eq!((values, scales), (want_values.clone(), want_scales.clone()));
     // The quantized bytes describe a tensor that dequantizes by the decode rule.
-    let tensor = TensorBuilder::new().format(Format::Nvfp4)
+    let tensor = TensorBuilder::new().scale_layout(ScaleLayout::RowMajor).format(Format::Nvfp4)
         .rowwise(ManagedTensor::from_host_bytes(want_values.clone(), &[m as i64, (k / 2) as i64]).unwrap(), ManagedTensor::from_host_bytes(want_scales.clone(), &[m as i64, sc as i64]).unwrap()).amax(Direction::Rowwise, ManagedTensor::from_host_f32(out_amax.to_vec(), &[1]).unwrap())
         .build()
         .unwrap();
@@ -405,7 +405,7 @@ fn four_over_six_matches_its_rule() {
             continue;
         }
         // A 4over6 tensor decodes with 1 / (6 * 256).
-        let tensor = TensorBuilder::new().format(Format::Nvfp4)
+        let tensor = TensorBuilder::new().scale_layout(ScaleLayout::RowMajor).format(Format::Nvfp4)
             .e4m3_max(256)
             .rowwise(ManagedTensor::from_host_bytes(values.clone(), &[m as i64, (k / 2) as i64]).unwrap(), ManagedTensor::from_host_bytes(scales.clone(), &[m as i64, 3]).unwrap()).amax(Direction::Rowwise, ManagedTensor::from_host_f32(out_amax.to_vec(), &[1]).unwrap())
             .build()

@@ -149,7 +149,7 @@ fn dequantize_into_matches_the_decode_formula() {
     let values: Vec<u8> = values.iter().enumerate().map(|(i, &v)| if i % 3 == 0 { v | 0x80 } else { v }).collect();
     let rs = random_bytes(m * c, 12, 100, 150);
     let cs = random_bytes(cr * k, 13, 100, 150);
-    let tensor = TensorBuilder::new()
+    let tensor = TensorBuilder::new().scale_layout(ScaleLayout::RowMajor)
         .rowwise(ManagedTensor::from_host_bytes(values.clone(), &[m as i64, k as i64]).unwrap(),
                  ManagedTensor::from_host_bytes(rs.clone(), &[m as i64, c as i64]).unwrap())
         .columnwise(ManagedTensor::from_host_bytes(values.clone(), &[m as i64, k as i64]).unwrap(),

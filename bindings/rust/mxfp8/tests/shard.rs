@@ -52,7 +52,7 @@ fn computed_shapes_never_overflow() {
     let _ = Shard::row_pieces(&[0..i64::MAX, 0..i64::MAX]).shape_of(&whole);
     let _ = Shard::cols(0..8).shape_of(&[i64::MAX, i64::MAX, 8]);
     // (0, i64::MAX): no values, ceil(K / 32) = 2^58 scale columns, accepted by the library.
-    let tensor = TensorBuilder::new()
+    let tensor = TensorBuilder::new().scale_layout(ScaleLayout::RowMajor)
         .rowwise(ManagedTensor::from_host_bytes(vec![], &[0, i64::MAX]).unwrap(),
                  ManagedTensor::from_host_bytes(vec![], &[0, 1 << 58]).unwrap())
         .build()

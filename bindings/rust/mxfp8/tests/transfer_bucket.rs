@@ -41,7 +41,7 @@ fn make(m: usize, k: usize, seed: u64, swizzled: bool, direction: Direction) -> 
             let scales = random_bytes(r * k, seed + 1, 1, 254);
             let (rp, cp) = (r.div_ceil(4) * 4, k.div_ceil(128) * 128);
             let stored = pad_reference(&scales, r, k, rp, cp, POISON);
-            let tensor = TensorBuilder::new()
+            let tensor = TensorBuilder::new().scale_layout(ScaleLayout::RowMajor)
                 .columnwise(
                     ManagedTensor::from_host_bytes(values.clone(), &shape).unwrap(),
                     ManagedTensor::from_host_bytes(stored, &[rp as i64, cp as i64]).unwrap(),

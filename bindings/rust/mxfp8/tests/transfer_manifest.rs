@@ -1,7 +1,7 @@
 //! A receiver's manifest is checked by the library (`mxfp8_transfer_check` of the bucket) before any view is
 //! made: the hand-written manifests below have parts of the right byte counts, inside the bucket, yet
 //! describe no bucket a sender filled (issue 31 items 6 and 10). The crate used to accept each of them.
-use mxfp8::{BucketPart, DeviceBytes, Direction, Format, Manifest, ManifestEntry, Status};
+use mxfp8::{BucketPart, DeviceBytes, Direction, Format, Manifest, ManifestEntry, ScaleLayout, Status};
 
 /// One (48, 100) E4M3 tensor of `direction`: 4800 bytes of values at 0, its compact scales at 4864.
 fn entry_of(direction: Direction, scales_shape: &[i64], scales_bytes: u64) -> ManifestEntry {
@@ -117,7 +117,7 @@ fn nvfp4_entries_are_checked_by_the_library() {
 }
 
 fn sender_weight() -> mxfp8::Tensor {
-    mxfp8::TensorBuilder::new()
+    mxfp8::TensorBuilder::new().scale_layout(ScaleLayout::RowMajor)
         .rowwise(mxfp8::ManagedTensor::from_host_bytes(vec![0x38; 64 * 64], &[64, 64]).unwrap(),
                  mxfp8::ManagedTensor::from_host_bytes(vec![127; 64 * 2], &[64, 2]).unwrap())
         .columnwise(mxfp8::ManagedTensor::from_host_bytes(vec![0x38; 64 * 64], &[64, 64]).unwrap(),

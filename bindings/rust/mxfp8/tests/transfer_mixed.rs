@@ -466,7 +466,7 @@ fn a_columnwise_mixed_bucket_carries_the_stored_transposes() {
     let (m, k) = (70usize, 150usize);
     let mv = random_bytes(m * k, 81, 0, 255);
     let ms = random_bytes(3 * k, 82, 1, 254);
-    let a = TensorBuilder::new()
+    let a = TensorBuilder::new().scale_layout(ScaleLayout::RowMajor)
         .columnwise(
             ManagedTensor::from_host_bytes(mv.clone(), &[m as i64, k as i64]).unwrap(),
             ManagedTensor::from_host_bytes(pad_reference(&ms, 3, k, 4, 256, POISON), &[4, 256]).unwrap(),
@@ -476,7 +476,7 @@ fn a_columnwise_mixed_bucket_carries_the_stored_transposes() {
     let (r, c) = (140usize, 50usize);
     let nv = random_bytes(r * c / 2, 83, 0, 255);
     let ns = random_bytes(r * 4, 84, 0x01, 0x7E);
-    let b = TensorBuilder::new()
+    let b = TensorBuilder::new().scale_layout(ScaleLayout::RowMajor)
         .format(Format::Nvfp4)
         .columnwise(
             ManagedTensor::from_host_bytes(nv.clone(), &[r as i64, (c / 2) as i64]).unwrap(),

@@ -52,7 +52,7 @@ fn prepared_batched_export_writes_the_compact_scales_at_every_run() {
 
 #[test]
 fn preparing_refuses_what_the_immediate_call_refuses() {
-    let tensor = TensorBuilder::new()
+    let tensor = TensorBuilder::new().scale_layout(ScaleLayout::RowMajor)
         .rowwise(
             ManagedTensor::from_host_bytes(vec![0; 100 * 48], &[100, 48]).unwrap(),
             ManagedTensor::from_host_bytes(scales(200, 3), &[100, 2]).unwrap(),
