@@ -83,6 +83,13 @@ if [ "$what" = test ] && ! ls "$VIRTUAL_ENV"/wheels/sglang-*.whl >/dev/null 2>&1
   stage "downloading the sglang wheel into $VIRTUAL_ENV/wheels (a test oracle, not installed)"
   run_logged sglang-wheel "" python3 -m pip download -q --no-deps "sglang==0.5.23" -d "$VIRTUAL_ENV/wheels"
 fi
+# FlashInfer's pure torch helpers (the TRT-LLM row shuffles) are a test oracle the same way
+# (bindings/python/tests/test_trtllm_layout.py imports them from the unpacked wheel; its kernels are JIT-built
+# and need a GPU, so the wheel is not installed).
+if [ "$what" = test ] && ! ls "$VIRTUAL_ENV"/wheels/flashinfer_python-*.whl >/dev/null 2>&1; then
+  stage "downloading the flashinfer-python wheel into $VIRTUAL_ENV/wheels (a test oracle, not installed)"
+  run_logged flashinfer-wheel "" python3 -m pip download -q --no-deps "flashinfer-python==0.7.2.post1" -d "$VIRTUAL_ENV/wheels"
+fi
 python3 -m tvm_ffi.config --dlpack-includedir >/dev/null ||
   { echo "install_deps.sh: apache-tvm-ffi is installed but gives no dlpack include folder" >&2; exit 1; }
 stage_done

@@ -65,3 +65,31 @@ def decode(values_u8, scales, fp8_dtype, direction="rowwise"):
     else:
         s = np.repeat(s, 32, axis=0)[: v.shape[0]]
     return v * s
+
+
+def import_from_wheel(module: str, wheel_glob: str):
+    """`module` as its installed package gives it, else from a wheel that scripts/install_deps.sh downloaded
+    into the venv's wheels/ (a test oracle, not installed: its dependencies are far larger than the pure
+    torch functions the tests read), unpacked once into wheels/unpacked/ and put on sys.path. Skips when
+    neither is there."""
+    import importlib
+    import pathlib
+    import sys
+    import zipfile
+
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        pass
+    wheels = sorted((pathlib.Path(sys.prefix) / "wheels").glob(wheel_glob))
+    if not wheels:
+        pytest.skip(f"{module} is not installed and no {wheel_glob} is in {sys.prefix}/wheels "
+                    "(scripts/install_deps.sh test downloads it there)")
+    unpacked = wheels[-1].parent / "unpacked" / wheels[-1].stem
+    if not unpacked.exists():
+        staging = unpacked.with_name(unpacked.name + ".partial")
+        with zipfile.ZipFile(wheels[-1]) as wheel:
+            wheel.extractall(staging)
+        staging.rename(unpacked)
+    sys.path.insert(0, str(unpacked))
+    return importlib.import_module(module)

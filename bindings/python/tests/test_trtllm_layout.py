@@ -3,13 +3,16 @@ experts), against a NumPy reference that runs the consumers' steps one at a time
 _shuffle_mxfp8_moe_weights and prepare_fp8_moe_layer_for_fi do them: vLLM's swap_w13_to_w31, FlashInfer's
 reorder_rows_for_gated_act_gemm, shuffle_matrix_a (epilogue_tile_m 128, its srcToDstBlk32RowMap table) and
 shuffle_matrix_sf_a (the same rows, then block_scale_interleave: the 128x4 layout, here from its permute
-form). Against FlashInfer's own row-index helpers too where flashinfer imports. Random data, poisoned
-outputs, partial K, round trips back to compact, bad input; torch on CUDA where there is a GPU."""
+form). Against FlashInfer's own functions too, from its wheel (scripts/install_deps.sh downloads it; the
+pure torch ones run on the CPU): its row-index helpers, and its shuffle_matrix_a and
+reorder_rows_for_gated_act_gemm applied to the values, the same rows then the 128x4 formula for the scales
+(shuffle_matrix_sf_a's block_scale_interleave is a JIT-built kernel). Random data, poisoned outputs,
+partial K, round trips back to compact, bad input; torch on CUDA where there is a GPU."""
 import numpy as np
 import pytest
 
 import mxfp8
-from conftest import make_mxfp8, round_up, swizzle_reference
+from conftest import import_from_wheel, make_mxfp8, round_up, swizzle_reference
 
 POISON = 0xFF
 SRC_TO_DST_BLK32_ROW_MAP = [0, 8, 16, 24, 1, 9, 17, 25, 2, 10, 18, 26, 3, 11, 19, 27,
@@ -119,19 +122,42 @@ def test_the_gated_layout_interleaves_up_before_gate():
     np.testing.assert_array_equal(out.values[:, 0], np.where(parity == 0, 2, 1))
 
 
-def test_matches_flashinfers_own_row_indices():
-    """Where FlashInfer imports (it needs torch), its helpers give the reference's rows."""
+def _flashinfer():
+    """FlashInfer's pure torch helpers (flashinfer-python 0.7.2.post1, as its wheel ships them)."""
     torch = pytest.importorskip("torch")
-    try:
-        from flashinfer.fused_moe.core import get_reorder_rows_for_gated_act_gemm_row_indices
-        from flashinfer.utils import get_shuffle_matrix_a_row_indices
-    except Exception as e:  # not installed, or needs a GPU to import
-        pytest.skip(f"flashinfer not importable: {e}")
+    import_from_wheel("flashinfer", "flashinfer_python-*.whl")
+    from flashinfer.fused_moe.core import get_reorder_rows_for_gated_act_gemm_row_indices, reorder_rows_for_gated_act_gemm
+    from flashinfer.quantization.fp4_quantization import shuffle_matrix_a
+    from flashinfer.utils import get_shuffle_matrix_a_row_indices
+
+    return torch, get_shuffle_matrix_a_row_indices, get_reorder_rows_for_gated_act_gemm_row_indices, \
+        shuffle_matrix_a, reorder_rows_for_gated_act_gemm
+
+
+def test_matches_flashinfers_own_row_indices():
+    torch, shuffle_rows, gated_rows, _, _ = _flashinfer()
     for m in (128, 256, 768):
         x = torch.zeros(m, 4, dtype=torch.uint8)
-        np.testing.assert_array_equal(get_shuffle_matrix_a_row_indices(x, 128).numpy(), shuffle_matrix_a_row_indices(m))
-        np.testing.assert_array_equal(get_reorder_rows_for_gated_act_gemm_row_indices(x).numpy(),
-                                      gated_act_gemm_row_indices(m))
+        np.testing.assert_array_equal(shuffle_rows(x, 128).numpy(), shuffle_matrix_a_row_indices(m))
+        np.testing.assert_array_equal(gated_rows(x).numpy(), gated_act_gemm_row_indices(m))
+
+
+@pytest.mark.parametrize("target", ["trtllm", "trtllm_gated"])
+@pytest.mark.parametrize("n,k", [(128, 200), (384, 96)])
+def test_matches_flashinfers_own_shuffle_of_values_and_scale_rows(target, n, k):
+    """vLLM's steps with FlashInfer's own functions: swap, reorder_rows_for_gated_act_gemm, shuffle_matrix_a
+    (values and, before the 128x4 interleave, scale rows)."""
+    torch, shuffle_rows, _, shuffle_matrix_a, reorder_gated = _flashinfer()
+    data, s = grouped(1, n, k, seed=n * k)
+    w, sc = torch.from_numpy(data), torch.from_numpy(s[0])
+    if target == "trtllm_gated":
+        w, sc = torch.cat([w[n // 2:], w[:n // 2]]), torch.cat([sc[n // 2:], sc[:n // 2]])  # vLLM swap_w13_to_w31
+        w, sc = reorder_gated(w), reorder_gated(sc)
+    want_values = shuffle_matrix_a(w, 128).numpy()
+    want_scale_rows = sc[shuffle_rows(sc, 128)].numpy()
+    out = mxfp8.convert(data, s.reshape(-1), target, num_experts=1, scales="compact", values=True, swizzled=False)
+    np.testing.assert_array_equal(out.values[0], want_values)
+    np.testing.assert_array_equal(out.scales[0], swizzle_reference(want_scale_rows).reshape(n, -1))
 
 
 def test_bad_input_gets_clear_errors():
