@@ -2,7 +2,8 @@
 "cutlass_128x4", "deepgemm" and "deepgemm_float32", each checked against a reference written here from the
 consumer's own procedure (DeepGEMM's torch path of get_mn_major_tma_aligned_packed_ue8m0_tensor: pad, view
 the bytes as little-endian int32, store MN-major; SGLang's Hopper DeepGEMM scales, (u8 as int32 << 23)
-viewed as float32; the cuBLAS 128x4 permute form), never from the library. Partial
+viewed as float32; the cuBLAS 128x4 permute form), never from the library; and "deepgemm" against SGLang's own
+packing functions read from its wheel. Partial
 shapes, poisoned outputs, round trips back to compact, the zero-exponent fix-up, bad input. Host arrays
 always; torch (CPU, and CUDA where there is a GPU) when installed."""
 import numpy as np
@@ -46,6 +47,57 @@ def reference(s, target, direction="rowwise"):
     if target == "cutlass_128x4":
         return swizzle_reference(s if direction == "rowwise" else s.T.copy())
     return deepgemm_reference(s)[0].view(np.uint8)
+
+
+def _sglang_deepgemm_packing(monkeypatch):
+    """SGLang's own pack_mxfp8_weight_scale_for_deepgemm and its torch path of DeepGEMM's packing
+    (_get_mn_major_tma_aligned_packed_ue8m0_tensor_torch_impl), read unchanged from the sglang wheel that
+    scripts/install_deps.sh downloads (sglang/srt/layers/quantization/fp8_utils.py; only these two
+    definitions are executed, the module's imports are far larger). The two DeepGEMM helpers they import are
+    given here as DeepGEMM defines them (align: round up; get_tma_aligned_size: to 16 bytes), and DeepGEMM's
+    packing entry point is SGLang's torch path, as SGLang's own use_torch_impl=True does."""
+    import ast
+    import pathlib
+    import sys
+    import types
+    import zipfile
+
+    torch = pytest.importorskip("torch")
+    wheels = sorted((pathlib.Path(sys.prefix) / "wheels").glob("sglang-*.whl"))
+    if not wheels:
+        pytest.skip(f"no sglang wheel in {sys.prefix}/wheels (scripts/install_deps.sh test downloads it there)")
+    with zipfile.ZipFile(wheels[-1]) as wheel:
+        source = wheel.read("sglang/srt/layers/quantization/fp8_utils.py").decode()
+    wanted = ("pack_mxfp8_weight_scale_for_deepgemm", "_get_mn_major_tma_aligned_packed_ue8m0_tensor_torch_impl")
+    defs = [node for node in ast.parse(source).body if isinstance(node, ast.FunctionDef) and node.name in wanted]
+    assert sorted(d.name for d in defs) == sorted(wanted), "the sglang wheel no longer defines these"
+    namespace = {"torch": torch}
+    exec(compile(ast.Module(body=defs, type_ignores=[]), "sglang/srt/layers/quantization/fp8_utils.py", "exec"), namespace)
+    utils = types.ModuleType("deep_gemm.utils")
+    utils.align = lambda x, y: (x + y - 1) // y * y
+    utils.get_tma_aligned_size = lambda x, element_size: utils.align(x, 16 // element_size)
+    layout = types.ModuleType("deep_gemm.utils.layout")
+    layout.get_mn_major_tma_aligned_packed_ue8m0_tensor = namespace[wanted[1]]
+    for name, module in (("deep_gemm", types.ModuleType("deep_gemm")), ("deep_gemm.utils", utils),
+                         ("deep_gemm.utils.layout", layout)):
+        monkeypatch.setitem(sys.modules, name, module)
+    utils.layout = layout
+    sys.modules["deep_gemm"].utils = utils
+    return torch, namespace[wanted[0]]
+
+
+@pytest.mark.parametrize("n,k", [(256, 512), (100, 128), (130, 96), (4096, 768)])
+def test_deepgemm_matches_sglangs_own_packing(monkeypatch, n, k):
+    """SGLang's Blackwell weight_scale_inv_deepgemm (fp8_utils.pack_mxfp8_weight_scale_for_deepgemm, K a
+    multiple of 32 as SGLang requires) against convert(..., "deepgemm"): the same int32 tensor, shape,
+    strides and every word."""
+    torch, pack = _sglang_deepgemm_packing(monkeypatch)
+    data, buf, s = make_mxfp8((n, k), "swizzled", seed=n + k)
+    want = pack(torch.from_numpy(s), n, k)
+    got = mxfp8.convert(data, buf, "deepgemm", swizzled=True).scales
+    assert got.dtype == np.int32 and got.shape == tuple(want.shape)
+    assert got.strides == tuple(4 * x for x in want.stride())
+    np.testing.assert_array_equal(got, want.numpy())
 
 
 @pytest.mark.parametrize("target", TARGETS)
