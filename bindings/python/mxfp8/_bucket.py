@@ -237,12 +237,12 @@ def _fill(handles, plan, bucket, dir_code: int, inputs, bucket_name: str, shards
 
 
 def _prepare_fill(handles, plan, bucket, dir_code: int, inputs, bucket_name: str, shards):
-    """The prepared form of _fill (a PreparedExport whose run() fills the bucket)."""
+    """The prepared form of _fill (an _mxfp8.Plan whose run() fills the bucket)."""
     if isinstance(plan, _MixedPlan):
         return _mxfp8.prepare_bucket_mixed(handles, plan.entries, plan.nvfp4_entries, bucket, direction=dir_code,
                                            dlpack_stream=inputs.dlpack_stream, bucket_name=bucket_name, shards=shards)
-    return _mxfp8.PreparedExport.for_bucket(handles, plan, bucket, direction=dir_code, dlpack_stream=inputs.dlpack_stream,
-                                            bucket_name=bucket_name, shards=shards)
+    return _mxfp8.prepare_bucket(handles, plan, bucket, direction=dir_code, dlpack_stream=inputs.dlpack_stream,
+                                 bucket_name=bucket_name, shards=shards)
 
 
 def _plan_bucket(specs: List[_Spec], direction: str, dir_code: int, alignment: int, inputs):

@@ -19,8 +19,8 @@ from __future__ import annotations
 from typing import Any, List, Mapping, Optional, Sequence, Tuple
 
 from . import _args, _manifest, _shard
-from ._bucket import _Spec
-from ._manifest import FORMAT_NVFP4 as _FORMAT_NVFP4, LAYOUT_WORDS, LAYOUTS
+from ._manifest import LAYOUT_WORDS, LAYOUTS
+from ._plan import Plan
 from ._mxfp8 import import_bucket as _c_import_bucket, import_tensors as _c_import_tensors
 from ._mxfp8 import layout_bytes as _c_layout_bytes
 
@@ -105,47 +105,6 @@ def _call_stream(first: Any, stream: Any) -> Tuple[bool, Optional[int], Optional
     return cuda, stream_ptr, _dlpack_stream(cuda, stream_ptr)
 
 
-def _destinations(names: List[str], params: Mapping[str, Any], layout: str, nvfp4: Optional[List[bool]] = None):
-    """The parameter buffers of each name: (values, scales[, layout]) for an MXFP8 tensor; for an NVFP4
-    entry (nvfp4[i]) (values, scales, global_scale[, layout]). Returns (values, scales, targets,
-    global_scales), global_scales None at MXFP8 entries."""
-    values, scales, targets, globals_ = [], [], [], []
-    missing = [n for n in names if n not in params]
-    if missing:
-        raise KeyError(f"params has no entry for {missing[:5]}{' ...' if len(missing) > 5 else ''}")
-    for i, name in enumerate(names):
-        p = params[name]
-        if nvfp4 is not None and nvfp4[i]:
-            if len(p) not in (3, 4) or isinstance(p[2], str):
-                raise ValueError(f"params[{name!r}] is an NVFP4 entry: it must be (values, scales, global_scale) or "
-                                 "(values, scales, global_scale, layout)")
-            globals_.append(p[2])
-            p = (p[0], p[1]) + tuple(p[3:])
-        else:
-            globals_.append(None)
-        if len(p) not in (2, 3):
-            raise ValueError(f"params[{name!r}] must be (values, scales) or (values, scales, layout)")
-        values.append(p[0])
-        scales.append(p[1])
-        targets.append(_code(f"params[{name!r}] layout", p[2] if len(p) == 3 else layout, LAYOUTS))
-    return values, scales, targets, globals_
-
-
-class ImportPlan:
-    """A prepared import: every check done once; each ``run`` is one launch with no allocation and no
-    synchronization (capturable in a CUDA graph). Keeps the bucket (or sources) and the parameters
-    alive; their addresses must not change while the plan is used."""
-
-    def __init__(self, plan: Any, keep: Tuple[Any, ...], cuda: bool, first: Any):
-        self._plan, self._keep, self._cuda, self._first = plan, keep, cuda, first
-
-    def run(self, stream: Any = None) -> None:
-        """Runs the import on `stream` (torch's current stream by default for torch tensors). Threads may
-        share a plan: its runs are serialised (the C library forbids overlapping runs of one plan)."""
-        _, stream_ptr = _cuda_and_stream(self._first, stream) if self._cuda else (False, 0)
-        self._plan.run(stream_ptr)
-
-
 def _shards(names: List[str], shards: Optional[Mapping[str, Mapping[str, Any]]]):
     """The C library's shard fields per manifest entry (None: whole), from {name: {"rows", "cols"}}."""
     if shards is None:
@@ -172,18 +131,13 @@ def _bucket_call(bucket: Any, manifest: List[Mapping[str, Any]], params: Mapping
                  shards: Optional[Mapping[str, Mapping[str, Any]]] = None, global_scale: str = "decode"):
     read = _manifest.read(manifest)  # what it means, the C library checks
     names = [e["name"] for e in read.entries]
-    values, scales, targets, globals_ = _destinations(names, params, layout, read.nvfp4)
-    shard_fields = _shards(names, shards)
-    convention = _code("global_scale", global_scale, _GLOBAL_SCALES)
     cuda, stream_ptr, dlpack_stream = _call_stream(bucket, stream)
-    result = _c_import_bucket(
-        bucket, values=values, scales=scales, targets=targets, scale_fixup=_fixup(zero_exponent_as_one),
-        stream=stream_ptr, dlpack_stream=dlpack_stream, prepare=prepare, shards=shard_fields,
-        global_scales=globals_ if any(read.nvfp4) else None, global_scale=convention,
-        names=[repr(n) for n in names], **read.lists)
-    if prepare:
-        return ImportPlan(result, (bucket, values, scales, globals_), cuda, bucket)
-    return None
+    core = _c_import_bucket(
+        bucket, names=names, params=params, layout=_code("layout", layout, LAYOUTS), layouts=LAYOUTS,
+        scale_fixup=_fixup(zero_exponent_as_one), stream=stream_ptr, dlpack_stream=dlpack_stream, prepare=prepare,
+        shards=_shards(names, shards), global_scale=_code("global_scale", global_scale, _GLOBAL_SCALES),
+        **read.lists)
+    return Plan(core, cuda) if prepare else None
 
 
 def import_bucket(bucket: Any, manifest: List[Mapping[str, Any]], params: Mapping[str, Any], *,
@@ -218,7 +172,7 @@ def import_bucket(bucket: Any, manifest: List[Mapping[str, Any]], params: Mappin
 def prepare_import_bucket(bucket: Any, manifest: List[Mapping[str, Any]], params: Mapping[str, Any], *,
                           layout: str = "compact", zero_exponent_as_one: bool = False,
                           shards: Optional[Mapping[str, Mapping[str, Any]]] = None,
-                          global_scale: str = "decode") -> ImportPlan:
+                          global_scale: str = "decode") -> Plan:
     """import_bucket checked once; ``plan.run(stream)`` imports whatever the bucket holds at each run."""
     return _bucket_call(bucket, manifest, params, layout, None, True, zero_exponent_as_one, shards, global_scale)
 
@@ -230,36 +184,17 @@ def _tensors_call(tensors: Mapping[str, Mapping[str, Any]], params: Mapping[str,
         raise TypeError(f"tensors must be a dict name -> {{'data', 'scale_inv', ...}}, got {type(tensors).__name__}")
     if not tensors:
         raise ValueError("tensors is empty: nothing to import")
-    # The sources are read as export_bucket reads its specs (one parser: unknown keys, non-bool "swizzled"
-    # and an e4m3_max that is not the int 448 or 256 are refused there, not taken for something else).
-    specs = [_Spec(name, spec) for name, spec in tensors.items()]
-    names = [s.name for s in specs]
-    for s in specs:
-        if s.shard is not None:
-            raise ValueError(f"{s.where} has 'rows' / 'cols': import_tensors takes a receiver's shard as "
-                             "shards={name: {'rows': ..., 'cols': ...}}")
-    nvfp4 = [s.nvfp4 for s in specs]
-    values, scales, targets, globals_ = _destinations(names, params, layout, nvfp4)
-    shard_fields = _shards(names, shards)
-    dir_code = _code("direction", direction, _DIRECTIONS)
-    first = specs[0].data
-    cuda, stream_ptr, dlpack_stream = _call_stream(first, stream)
-    data = [s.data for s in specs]
-    scale_inv = [s.scale_inv for s in specs]
-    nvfp4_fields = {}
-    if any(nvfp4):  # the trainer's NVFP4 storage, straight into (values, scales, global_scale)
-        nvfp4_fields = dict(amax=[s.amax if s.nvfp4 else None for s in specs],
-                            e4m3_max=[s.e4m3_max if s.nvfp4 else 448 for s in specs], global_scales=globals_,
-                            global_scale=_code("global_scale", global_scale, _GLOBAL_SCALES))
-    shapes = [list(s.nvfp4_shape(dir_code) if s.nvfp4 else s.shape) for s in specs]
-    result = _c_import_tensors(
-        data, scale_inv, shapes, [_FORMAT_NVFP4 if s.nvfp4 else s.format for s in specs],
-        [s.swizzled for s in specs], dir_code,
-        values, scales, targets, _fixup(zero_exponent_as_one), stream_ptr, dlpack_stream, prepare,
-        shard_fields, names=[repr(n) for n in names], **nvfp4_fields)
-    if prepare:
-        return ImportPlan(result, (data, scale_inv, values, scales, globals_, nvfp4_fields.get("amax")), cuda, first)
-    return None
+    tensors = tensors if type(tensors) is dict else dict(tensors)
+    # Each source spec (read as export_bucket reads its specs) and its params entry are read by the
+    # extension: one call, no Python work per tensor (issue 33).
+    first = next(iter(tensors.values()))
+    first = first.get("data") if isinstance(first, Mapping) else None
+    cuda, stream_ptr, dlpack_stream = _call_stream(first, stream) if first is not None else (False, stream, None)
+    core = _c_import_tensors(
+        tensors, params, _code("direction", direction, _DIRECTIONS), _code("layout", layout, LAYOUTS), LAYOUTS,
+        _fixup(zero_exponent_as_one), stream_ptr, dlpack_stream, prepare,
+        _shards(list(tensors), shards), _code("global_scale", global_scale, _GLOBAL_SCALES))
+    return Plan(core, cuda) if prepare else None
 
 
 def import_tensors(tensors: Mapping[str, Mapping[str, Any]], params: Mapping[str, Any], *,
@@ -284,6 +219,6 @@ def prepare_import_tensors(tensors: Mapping[str, Mapping[str, Any]], params: Map
                            direction: str = "rowwise", layout: str = "compact",
                            zero_exponent_as_one: bool = False,
                            shards: Optional[Mapping[str, Mapping[str, Any]]] = None,
-                           global_scale: str = "decode") -> ImportPlan:
+                           global_scale: str = "decode") -> Plan:
     """import_tensors checked once; ``plan.run(stream)`` moves whatever the sources hold at each run."""
     return _tensors_call(tensors, params, direction, layout, None, True, zero_exponent_as_one, shards, global_scale)

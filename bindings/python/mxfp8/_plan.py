@@ -10,6 +10,26 @@ from ._bucket import (_bucket_bytes, _bucket_groups, _compact_scales_shapes, _pl
                       _spec_handle, _spec_inputs, _specs)
 
 
+class Plan:
+    """A prepared transfer: the C library's mxfp8_plan (every check done once) and what it writes. Each
+    ``run`` is one launch with no Python work per tensor, no allocation and no synchronization (capturable
+    in a CUDA graph). The plan holds its sources and destinations: their addresses must not change while
+    it is used (a producer that reallocates a source makes a new plan).
+
+    Made by mxfp8.prepare_import_tensors and mxfp8.prepare_import_bucket (into the engine's parameters)."""
+
+    __slots__ = ("_core", "_cuda")
+
+    def __init__(self, core: Any, cuda: bool):
+        self._core, self._cuda = core, cuda
+
+    def run(self, stream: Any = None) -> None:
+        """Runs the transfer, as the sources hold them now, on `stream` (default: the framework's current
+        stream for torch tensors, else the legacy default stream); the call does not wait. Threads may
+        share a plan: its runs are serialised (the C library forbids overlapping runs of one plan)."""
+        self._core.run(None if stream is None else _args.stream_pointer(stream, None, None, self._cuda))
+
+
 def _new_bytes(inputs, specs, nbytes: int, what: str) -> Any:
     """A new uint8 buffer of `nbytes` where the tensors are: torch.empty for torch inputs, numpy.empty for
     host memory; other CUDA inputs must bring their own (`what` says which argument)."""
@@ -84,7 +104,7 @@ class ExportPlan:
         ends = {s.name: offsets[s.name] + _args.numel(self._shapes[s.name]) for s in specs}
         destinations = [out[offsets[s.name]:ends[s.name]] for s in specs]
         names = [f"out[{offsets[s.name]}:{ends[s.name]}] (the scales of {s.where})" for s in specs]
-        self._plan = _mxfp8.PreparedExport(handles, destinations, direction=dir_code,
+        self._plan = _mxfp8.prepare_export(handles, destinations, direction=dir_code,
                                            dlpack_stream=inputs.dlpack_stream, names=names)
 
     def export(self, stream: Any = None) -> Any:

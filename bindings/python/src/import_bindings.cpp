@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <cstring>
 #include <cstdlib>
 #include <cstdint>
 #include <memory>
@@ -29,43 +30,105 @@ namespace {
 
 using namespace mxfp8_python;
 
-// The destinations of one call, as the desc's parallel arrays: the taken tensors stay alive for the call
-// (and a preparation).
+// A checker of mxfp8._args (flag, choice, e4m3_max, shape), called for a value the common case does not
+// take: it words every refusal, so a value is refused with one message whichever binding path reads it.
+py::object python_check(const char *name) {
+  static py::handle args = py::module_::import("mxfp8._args").release();  // kept for the process's life
+  return args.attr(name);
+}
+
+// Element i of a sequence the caller passed.
+py::object item(const py::object &sequence, Py_ssize_t i) {
+  PyObject *o = PyTuple_CheckExact(sequence.ptr()) ? Py_NewRef(PyTuple_GET_ITEM(sequence.ptr(), i))
+                                                   : PySequence_GetItem(sequence.ptr(), i);
+  if (!o) throw py::error_already_set();
+  return py::reinterpret_steal<py::object>(o);
+}
+
+// What the caller called entry i's key, lazily: owner[repr(key)]part.
+Name entry_name(const char *owner, py::handle key, const char *part) { return Name(owner, key, part); }
+
+// A layout word's code: from `table` (mxfp8._manifest.LAYOUTS) for a known word, else the Python layer's
+// refusal, said of `name`.
+int32_t layout_code(py::handle value, const py::dict &table, const Name &name) {
+  if (PyUnicode_Check(value.ptr()))
+    if (PyObject *code = PyDict_GetItemWithError(table.ptr(), value.ptr())) return static_cast<int32_t>(PyLong_AsLong(code));
+  if (PyErr_Occurred()) throw py::error_already_set();
+  python_check("choice")(name.str() + " layout", value, table);  // raises
+  throw std::logic_error("layout_code: the Python check took an unknown layout");
+}
+
+// The destinations of one call, as the desc's parallel arrays, read from the caller's params dict: the
+// taken tensors stay alive for the call (and a prepared plan's life).
 struct Destinations {
   std::vector<std::unique_ptr<TakenTensor>> taken;
-  std::vector<DLTensor *> values, scales;
+  std::vector<DLTensor *> values, scales, global_scales;
   std::vector<int32_t> layouts;
+  bool any_nvfp4 = false;
   // The desc's destination fields (TO_BUFFERS) over these arrays.
   void describe(mxfp8_transfer_desc &d) const {
     d.destination = MXFP8_TRANSFER_TO_BUFFERS;
     d.values = values.data();
     d.scales = scales.data();
     d.target_layouts = layouts.data();
+    d.global_scales = any_nvfp4 ? global_scales.data() : nullptr;
+  }
+  DLTensor *take_one(py::handle obj, py::handle key, const char *part, Exchange &ex) {
+    taken.push_back(take(obj, entry_name("params", key, part), ex, Access::Write));
+    return taken.back()->tensor();
   }
 };
 
-// What the caller called a part of entry i: "params['w'][1]" (owner params, part [1]) when the Python layer
-// passed the entries' names (their repr), else "fallback[i]". A refusal names what the user passed, not
-// the binding's lists.
-std::string label(const std::vector<std::string> &names, size_t i, const char *owner, const char *part,
-                  const char *fallback) {
-  if (i < names.size()) return std::string(owner) + "[" + names[i] + "]" + part;
-  return std::string(fallback) + "[" + std::to_string(i) + "]";
-}
-
-Destinations take_destinations(const py::list &values, const py::list &scales, const std::vector<int32_t> &layouts,
-                               Exchange &ex, const std::vector<std::string> &names) {
-  const size_t n = values.size();
-  if (scales.size() != n || layouts.size() != n)
-    throw py::value_error("values, scales and layouts must have one entry per tensor");
-  Destinations d;
-  d.taken.reserve(2 * n);
-  d.layouts = layouts;
+// params[key] of every key in turn: (values, scales[, layout]) for an MXFP8 entry, (values, scales,
+// global_scale[, layout]) where nvfp4[i]; `layout` (a code) where an entry names none.
+Destinations take_params(py::handle params, const std::vector<py::handle> &keys, const std::vector<bool> &nvfp4,
+                         int32_t layout, const py::dict &layouts, Exchange &ex) {
+  const size_t n = keys.size();
+  std::vector<py::object> entries(n);
+  py::list missing;
   for (size_t i = 0; i < n; ++i) {
-    d.taken.push_back(take(values[i], label(names, i, "params", "[0]", "values").c_str(), ex, Access::Write));
-    d.taken.push_back(take(scales[i], label(names, i, "params", "[1]", "scales").c_str(), ex, Access::Write));
-    d.values.push_back(d.taken[2 * i]->tensor());
-    d.scales.push_back(d.taken[2 * i + 1]->tensor());
+    PyObject *p = PyDict_Check(params.ptr()) ? PyDict_GetItemWithError(params.ptr(), keys[i].ptr()) : nullptr;
+    if (!p && PyErr_Occurred()) throw py::error_already_set();
+    if (p) {
+      entries[i] = py::reinterpret_borrow<py::object>(p);
+    } else if (!PyDict_Check(params.ptr()) && PyMapping_HasKey(params.ptr(), keys[i].ptr())) {
+      entries[i] = py::reinterpret_steal<py::object>(PyObject_GetItem(params.ptr(), keys[i].ptr()));
+      if (!entries[i]) throw py::error_already_set();
+    } else {
+      missing.append(keys[i]);
+    }
+  }
+  if (!missing.empty()) {
+    const bool more = missing.size() > 5;
+    const std::string shown = py::repr(missing[py::slice(0, 5, 1)]).cast<std::string>();
+    PyErr_SetString(PyExc_KeyError, ("params has no entry for " + shown + (more ? " ..." : "")).c_str());
+    throw py::error_already_set();
+  }
+  Destinations d;
+  d.taken.reserve(3 * n);
+  d.values.reserve(n);
+  d.scales.reserve(n);
+  d.global_scales.reserve(n);
+  d.layouts.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    const py::handle key = keys[i];
+    const py::object &p = entries[i];
+    const Py_ssize_t size = PySequence_Check(p.ptr()) && !PyUnicode_Check(p.ptr()) ? PySequence_Size(p.ptr()) : -1;
+    if (size < 0) PyErr_Clear();
+    const bool nv = nvfp4[i];
+    if (nv && (size < 3 || size > 4 || PyUnicode_Check(item(p, 2).ptr())))
+      throw py::value_error(entry_name("params", key, "").str() + " is an NVFP4 entry: it must be (values, scales, "
+                            "global_scale) or (values, scales, global_scale, layout)");
+    if (!nv && (size < 2 || size > 3))
+      throw py::value_error(entry_name("params", key, "").str() +
+                            " must be (values, scales) or (values, scales, layout)");
+    const Py_ssize_t layout_at = nv ? 3 : 2;
+    d.layouts.push_back(size > layout_at ? layout_code(item(p, layout_at), layouts, entry_name("params", key, ""))
+                                         : layout);
+    d.values.push_back(d.take_one(item(p, 0), key, "[0]", ex));
+    d.scales.push_back(d.take_one(item(p, 1), key, "[1]", ex));
+    d.global_scales.push_back(nv ? d.take_one(item(p, 2), key, "[2]", ex) : nullptr);
+    d.any_nvfp4 = d.any_nvfp4 || nv;
   }
   return d;
 }
@@ -81,8 +144,8 @@ void check_source(mxfp8_status status, Where where) {
 }
 
 // A refusal of a whole call whose message indexes one entry (shards[2], destinations[0].values, ...):
-// the caller's name of that entry (names[i], a repr) is added, "... (entry 2 is 'layers.3.w')".
-void check_entries(mxfp8_status status, const std::vector<std::string> &names) {
+// the caller's name of that entry (keys[i], its repr) is added, "... (entry 2 is 'layers.3.w')".
+void check_entries(mxfp8_status status, const std::vector<py::handle> &keys) {
   if (status == MXFP8_OK) return;
   // A plain scan: the std::regex this was crashed the CUDA build's module on every such refusal on the
   // device (Python 3.12, SIGSEGV; not seen on this machine's 3.11), cause not pinned down.
@@ -99,15 +162,10 @@ void check_entries(mxfp8_status status, const std::vector<std::string> &names) {
     char *end = nullptr;
     const unsigned long long i = std::strtoull(message.c_str() + open + 1, &end, 10);
     if (end == message.c_str() + open + 1 || *end != ']') continue;
-    if (i < names.size()) message += " (entry " + std::to_string(i) + " is " + names[i] + ")";
+    if (i < keys.size()) message += " (entry " + std::to_string(i) + " is " + py::repr(keys[i]).cast<std::string>() + ")";
     break;
   }
   raise_status(status, message);
-}
-
-// "tensors[<repr>]" for entry i when the Python layer passed the names, else nothing.
-std::string source_label(const std::vector<std::string> &names, size_t i) {
-  return i < names.size() ? "tensors[" + names[i] + "]" : std::string();
 }
 
 // A tensor handle over a producer's data and scale_inv (taken: the handle owns them once created).
@@ -131,30 +189,6 @@ mxfp8_tensor *make_tensor(TakenTensor &data, TakenTensor &scale_inv, const std::
   data.release();  // owned by the tensor now
   scale_inv.release();
   return t;
-}
-
-// The destinations of NVFP4 entries' global scales: DLTensor pointers (NULL where the Python list holds
-// None, at MXFP8 entries) and the taken tensors behind them, alive for the call.
-struct GlobalScales {
-  std::vector<DLTensor *> tensors;
-  std::vector<std::unique_ptr<TakenTensor>> taken;
-  DLTensor *const *data() const { return tensors.empty() ? nullptr : tensors.data(); }
-};
-
-GlobalScales take_global_scales(const std::optional<py::list> &list, Exchange &ex,
-                                const std::vector<std::string> &names) {
-  GlobalScales g;
-  if (!list) return g;
-  for (size_t i = 0; i < list->size(); ++i) {
-    py::handle t = (*list)[i];
-    if (t.is_none()) {
-      g.tensors.push_back(nullptr);
-      continue;
-    }
-    g.taken.push_back(take(t, label(names, i, "params", "[2]", "global_scales").c_str(), ex, Access::Write));
-    g.tensors.push_back(g.taken.back()->tensor());
-  }
-  return g;
 }
 
 // An NVFP4 tensor handle over a producer's data, scale_inv and amax of one direction (taken: the handle
@@ -181,36 +215,6 @@ mxfp8_tensor *make_nvfp4_tensor(std::unique_ptr<TakenTensor> &data, std::unique_
   amax->release();
   return t;
 }
-
-// A prepared import: checked once, run every step (one launch, no allocation, no synchronization). It
-// keeps every destination taken (so the framework's storage stays alive, whatever becomes of the caller's
-// params) for its whole life; the library's plan holds the sources.
-class ImportPlan {
- public:
-  ImportPlan(mxfp8_plan *p, Destinations &&destinations, GlobalScales &&globals)
-      : plan_(p), destinations_(std::move(destinations)), globals_(std::move(globals)) {}
-  ~ImportPlan() { mxfp8_plan_release(plan_); }
-  ImportPlan(const ImportPlan &) = delete;
-  ImportPlan &operator=(const ImportPlan &) = delete;
-  // Runs of one plan write the same bytes, so the header forbids two at once; the run drops the GIL, so
-  // two Python threads could otherwise enter together. Serialised here (the queueing, on CUDA: runs queued
-  // on two streams must still be ordered by the caller, as for any two writes of the same buffer).
-  void run(uintptr_t stream) {
-    mxfp8_status st;
-    {
-      py::gil_scoped_release unlocked;
-      std::lock_guard<std::mutex> one_run_at_a_time(running_);
-      st = mxfp8_plan_run(plan_, reinterpret_cast<void *>(stream));
-    }
-    check(st);
-  }
-
- private:
-  mxfp8_plan *plan_;
-  Destinations destinations_;
-  GlobalScales globals_;
-  std::mutex running_;
-};
 
 // The desc's source side for a bucket (FROM_BUCKET) over the Python layer's lists (which outlive it): what
 // import_bucket and bucket_manifest_check both describe. parts: (values_offset, values_bytes, scales_offset,
@@ -274,109 +278,197 @@ void bucket_manifest_check(py::handle bucket, const std::vector<std::array<uint6
   check(mxfp8_transfer_check(&source.desc));
 }
 
-// The transfer `d`, run on `stream` or prepared: an ImportPlan keeping the destinations, or None.
-py::object run_transfer(const mxfp8_transfer_desc &d, uintptr_t stream, bool prepare, Destinations &&dst,
-                        GlobalScales &&globals, const std::vector<std::string> &names) {
+// The transfer `d`, run on `stream` or prepared: a Plan keeping the destinations, or None.
+py::object run_transfer(const mxfp8_transfer_desc &d, const Exchange &ex, bool prepare, Destinations &&dst,
+                        const std::vector<py::handle> &keys) {
   mxfp8_status st;
   mxfp8_plan *plan = nullptr;
   {
     py::gil_scoped_release unlocked;
-    st = prepare ? mxfp8_transfer_prepare(&d, &plan) : mxfp8_transfer(&d, reinterpret_cast<void *>(stream));
+    st = prepare ? mxfp8_transfer_prepare(&d, &plan) : mxfp8_transfer(&d, reinterpret_cast<void *>(ex.stream));
   }
-  check_entries(st, names);
-  if (prepare) return py::cast(std::make_unique<ImportPlan>(plan, std::move(dst), std::move(globals)));
+  check_entries(st, keys);
+  if (prepare) return py::cast(std::make_unique<Plan>(plan, std::move(dst.taken), ex));
   return py::none();
+}
+
+// The keys of a list of names (the manifest's, which the Python layer read).
+std::vector<py::handle> handles_of(const py::list &names) {
+  std::vector<py::handle> keys;
+  keys.reserve(names.size());
+  for (py::handle name : names) keys.push_back(name);
+  return keys;
 }
 
 py::object import_bucket(py::handle bucket, const std::vector<std::array<uint64_t, 4>> &entries,
                          const std::vector<std::vector<int64_t>> &shapes, const std::vector<int32_t> &formats,
                          const std::vector<int32_t> &directions, const std::vector<int32_t> &scales_layouts,
-                         const py::list &values, const py::list &scales, const std::vector<int32_t> &targets,
+                         const py::list &names, py::handle params, int32_t layout, const py::dict &layouts,
                          int32_t scale_fixup, py::object stream, py::object dlpack_stream, bool prepare,
                          const std::optional<std::vector<py::object>> &shards,
                          const std::optional<std::vector<std::array<uint64_t, 3>>> &nvfp4_entries,
-                         const std::optional<py::list> &global_scales, int32_t global_scale,
-                         const std::vector<std::string> &names,
-                         const std::optional<std::vector<std::vector<int64_t>>> &scales_shapes) {
+                         int32_t global_scale, const std::optional<std::vector<std::vector<int64_t>>> &scales_shapes) {
   const size_t n = entries.size();
   const ShardList shard_list(shards, n);
-  if (global_scales && global_scales->size() != n)
-    throw py::value_error("the manifest's lists must have one entry per tensor");
+  if (names.size() != n) throw py::value_error("the manifest's lists must have one entry per tensor");
+  const std::vector<py::handle> keys = handles_of(names);
+  std::vector<bool> nvfp4(n);
+  for (size_t i = 0; i < n; ++i) nvfp4[i] = formats[i] == MXFP8_FORMAT_NVFP4;
   Exchange ex = exchange_for_objects(bucket, stream, std::move(dlpack_stream));
   auto taken_bucket = take(bucket, "bucket", ex, Access::Read);  // in exchange mode, fixes the stream
-  Destinations dst = take_destinations(values, scales, targets, ex, names);
-  GlobalScales globals = take_global_scales(global_scales, ex, names);
+  Destinations dst = take_params(params, keys, nvfp4, layout, layouts, ex);
   BucketSource source(taken_bucket->tensor(), entries, shapes, formats, directions, scales_layouts, nvfp4_entries,
                       scales_shapes);
   mxfp8_transfer_desc &d = source.desc;
   dst.describe(d);
   d.scale_fixup = scale_fixup;
   d.shards = shard_list.data();
-  d.global_scales = globals.data();
   d.global_scale = global_scale;
-  return run_transfer(d, ex.stream, prepare, std::move(dst), std::move(globals), names);
+  return run_transfer(d, ex, prepare, std::move(dst), keys);
 }
 
 // Handles over the sources of one import, of either format (an NVFP4 handle is an mxfp8_tensor of format
 // NVFP4 to the transfer); the tensors own their managed inputs once created.
 struct Handles {
   std::vector<const mxfp8_tensor *> tensors;
-  std::vector<mxfp8_tensor *> t;
-  std::vector<mxfp8_tensor *> nv;
   Handles() = default;
   Handles(const Handles &) = delete;
   Handles &operator=(const Handles &) = delete;
   ~Handles() {
-    for (mxfp8_tensor *h : t) mxfp8_tensor_release(h);
-    for (mxfp8_tensor *h : nv) mxfp8_tensor_release(h);
+    for (const mxfp8_tensor *h : tensors) mxfp8_tensor_release(const_cast<mxfp8_tensor *>(h));
   }
 };
 
-py::object import_tensors(const py::list &data, const py::list &scale_inv, const std::vector<std::vector<int64_t>> &shapes,
-                          const std::vector<int32_t> &formats, const std::vector<bool> &swizzled, int32_t direction,
-                          const py::list &values, const py::list &scales, const std::vector<int32_t> &targets,
-                          int32_t scale_fixup, py::object stream, py::object dlpack_stream, bool prepare,
-                          const std::optional<std::vector<py::object>> &shards, const std::optional<py::list> &amax,
-                          const std::optional<std::vector<int32_t>> &e4m3_max, const std::optional<py::list> &global_scales,
-                          int32_t global_scale, const std::vector<std::string> &names) {
-  const size_t n = data.size();
+// The keys a source spec may have (mxfp8._bucket._SPEC_KEYS, as export_bucket reads them).
+constexpr const char *kSpecKeys[] = {"data", "scale_inv", "fp8_dtype", "swizzled", "shape", "rows", "cols",
+                                     "format", "amax", "e4m3_max"};
+
+// One source spec of import_tensors, read as export_bucket reads its specs: unknown keys refused, data and
+// scale_inv required, "format" "mxfp8" or "nvfp4", "swizzled" a real bool, MXFP8's "fp8_dtype" and
+// NVFP4's "amax" / "e4m3_max" on their own format only, a shard refused (the receiver's shards= says it).
+// The common values are read here; any other goes to the Python checker that words its refusal.
+struct Source {
+  py::handle data, scale_inv, amax;
+  bool nvfp4 = false, swizzled = false;
+  int32_t format = MXFP8_FORMAT_E4M3, e4m3_max = 448;
+  std::vector<int64_t> shape;  // empty: the library reads the logical shape from the data
+
+  Source(py::handle key, py::handle spec_object) {
+    const auto where = [&] { return "tensors[" + py::repr(key).cast<std::string>() + "]"; };
+    py::dict spec;
+    if (PyDict_Check(spec_object.ptr())) {
+      spec = py::reinterpret_borrow<py::dict>(spec_object);
+    } else {
+      static py::handle mapping = py::object(py::module_::import("collections.abc").attr("Mapping")).release();
+      if (!py::isinstance(spec_object, mapping))
+        throw py::type_error(where() + " must be a dict with 'data' and 'scale_inv', got " +
+                             py::str(py::type::of(spec_object).attr("__name__")).cast<std::string>());
+      spec = py::dict(py::reinterpret_borrow<py::object>(spec_object));
+    }
+    PyObject *k, *v;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(spec.ptr(), &pos, &k, &v)) {
+      if (PyUnicode_Check(k)) {
+        const char *name = PyUnicode_AsUTF8(k);
+        if (name && std::any_of(std::begin(kSpecKeys), std::end(kSpecKeys), [&](const char *s) { return !strcmp(s, name); }))
+          continue;
+        PyErr_Clear();
+      }
+      std::string known;
+      for (const char *s : kSpecKeys) known += (known.empty() ? "" : ", ") + std::string(s);
+      throw py::value_error(where() + " has an unknown key " + py::repr(k).cast<std::string>() + " (known: " + known + ")");
+    }
+    const auto get = [&](const char *key) -> py::handle {
+      PyObject *value = PyDict_GetItemString(spec.ptr(), key);
+      return value;
+    };
+    for (const char *key : {"data", "scale_inv"})
+      if (!get(key) || get(key).is_none()) throw py::value_error(where() + " has no '" + key + "'");
+    data = get("data");
+    scale_inv = get("scale_inv");
+    if (py::handle f = get("format")) {
+      static py::handle formats = py::dict(py::arg("mxfp8") = 0, py::arg("nvfp4") = 1).release();
+      nvfp4 = python_check("choice")(where() + "['format']", f, formats).cast<int>() == 1;
+    }
+    if (py::handle s = get("swizzled"))
+      swizzled = s.ptr() == Py_True || (s.ptr() != Py_False && python_check("flag")(where() + "['swizzled']", s).cast<bool>());
+    if (get("rows") || get("cols"))
+      throw py::value_error(where() + " has 'rows' / 'cols': import_tensors takes a receiver's shard as "
+                            "shards={name: {'rows': ..., 'cols': ...}}");
+    static const char *const kNvfp4Only[] = {"amax", "e4m3_max"}, *const kMxfp8Only[] = {"fp8_dtype"};
+    for (const char *key : nvfp4 ? std::vector<const char *>(std::begin(kMxfp8Only), std::end(kMxfp8Only))
+                                 : std::vector<const char *>(std::begin(kNvfp4Only), std::end(kNvfp4Only)))
+      if (get(key))
+        throw py::value_error(where() + " has '" + key + "', " +
+                              (nvfp4 ? "which NVFP4 tensors do not take (their values are E2M1)"
+                                     : "which only NVFP4 tensors take (set 'format': 'nvfp4')"));
+    if (nvfp4) {
+      format = MXFP8_FORMAT_NVFP4;
+      amax = get("amax");
+      if (!amax || amax.is_none())
+        throw py::value_error(where() + " has no 'amax': an NVFP4 tensor needs its float32 amax (per tensor or per row)");
+      if (py::handle m = get("e4m3_max"))
+        e4m3_max = python_check("e4m3_max")(where() + "['e4m3_max']", m).cast<int32_t>();
+    } else if (py::handle d = get("fp8_dtype")) {
+      static py::handle dtypes = py::dict(py::arg("e4m3") = 1, py::arg("e5m2") = 2).release();
+      format = python_check("choice")(where() + "['fp8_dtype']", d, dtypes).cast<int32_t>();
+    }
+    if (py::handle given = get("shape")) {
+      shape = python_check("shape")(where() + "['shape']", given).cast<std::vector<int64_t>>();
+      if (shape.empty())
+        throw py::value_error(where() + "['shape'] is empty: an " + (nvfp4 ? "NVFP4" : "MXFP8") +
+                              " tensor needs a last dimension K");
+    }
+  }
+};
+
+// import_tensors / prepare_import_tensors: every source spec of `tensors` and its params entry read here
+// (no Python work per tensor), the handles made, one transfer run or prepared.
+py::object import_tensors(const py::dict &tensors, py::handle params, int32_t direction, int32_t layout,
+                          const py::dict &layouts, int32_t scale_fixup, py::object stream, py::object dlpack_stream,
+                          bool prepare, const std::optional<std::vector<py::object>> &shards, int32_t global_scale) {
+  const size_t n = tensors.size();
   const ShardList shard_list(shards, n);
-  if (scale_inv.size() != n || shapes.size() != n || formats.size() != n || swizzled.size() != n ||
-      (amax && amax->size() != n) || (e4m3_max && e4m3_max->size() != n) || (global_scales && global_scales->size() != n))
-    throw py::value_error("data, scale_inv, shapes, formats and swizzled must have one entry per tensor");
-  const py::handle first = n ? PyList_GET_ITEM(data.ptr(), 0) : Py_None;  // None: no framework, count 0 a no-op
+  std::vector<py::handle> keys;
+  std::vector<Source> sources;
+  keys.reserve(n);
+  sources.reserve(n);
+  PyObject *k, *v;
+  Py_ssize_t pos = 0;
+  while (PyDict_Next(tensors.ptr(), &pos, &k, &v)) {
+    keys.push_back(k);
+    sources.emplace_back(k, v);
+  }
+  std::vector<bool> nvfp4(n);
+  for (size_t i = 0; i < n; ++i) nvfp4[i] = sources[i].nvfp4;
+  const py::handle first = n ? sources[0].data : py::handle(Py_None);  // None: no framework, count 0 a no-op
   Exchange ex = exchange_for_objects(first, stream, std::move(dlpack_stream));
-  // With `amax`, entry i is NVFP4 where amax[i] is not None, else MXFP8.
   Handles handles;
   handles.tensors.reserve(n);
   for (size_t i = 0; i < n; ++i) {
-    auto d = take(data[i], label(names, i, "tensors", "['data']", "data").c_str(), ex, Access::Read);
-    auto s = take(scale_inv[i], label(names, i, "tensors", "['scale_inv']", "scale_inv").c_str(), ex, Access::Read);
-    if (amax && !(*amax)[i].is_none()) {
-      auto a = take((*amax)[i], label(names, i, "tensors", "['amax']", "amax").c_str(), ex, Access::Read);
-      handles.nv.push_back(make_nvfp4_tensor(d, s, a, shapes[i], swizzled[i], e4m3_max ? (*e4m3_max)[i] : 448, direction,
-                                             [&] { return source_label(names, i); }));
-      handles.tensors.push_back(handles.nv.back());
-      continue;
+    const Source &src = sources[i];
+    const auto where = [&] { return "tensors[" + py::repr(keys[i]).cast<std::string>() + "]"; };
+    auto d = take(src.data, entry_name("tensors", keys[i], "['data']"), ex, Access::Read);
+    auto s = take(src.scale_inv, entry_name("tensors", keys[i], "['scale_inv']"), ex, Access::Read);
+    if (src.nvfp4) {
+      auto a = take(src.amax, entry_name("tensors", keys[i], "['amax']"), ex, Access::Read);
+      handles.tensors.push_back(make_nvfp4_tensor(d, s, a, src.shape, src.swizzled, src.e4m3_max, direction, where));
+    } else {
+      handles.tensors.push_back(make_tensor(*d, *s, src.shape, src.format, src.swizzled, direction, where));
     }
-    handles.t.push_back(make_tensor(*d, *s, shapes[i], formats[i], swizzled[i], direction,
-                                    [&] { return source_label(names, i); }));
-    handles.tensors.push_back(handles.t.back());
   }
-  Destinations dst = take_destinations(values, scales, targets, ex, names);
-  GlobalScales globals = take_global_scales(global_scales, ex, names);
+  Destinations dst = take_params(params, keys, nvfp4, layout, layouts, ex);
   const std::vector<int32_t> directions(n, direction);
   mxfp8_transfer_desc d = MXFP8_TRANSFER_DESC_INIT;
   d.source = MXFP8_TRANSFER_FROM_TENSORS;
   d.count = n;
   d.tensors = handles.tensors.data();
   d.directions = directions.data();
-  d.shards = shards ? shard_list.data() : nullptr;
+  d.shards = shard_list.data();
   dst.describe(d);
   d.scale_fixup = scale_fixup;
-  d.global_scales = globals.data();
   d.global_scale = global_scale;
-  return run_transfer(d, ex.stream, prepare, std::move(dst), std::move(globals), names);  // stream: the first take's
+  return run_transfer(d, ex, prepare, std::move(dst), keys);  // stream: the first take's
 }
 
 // mxfp8_convert (num_experts == 0: one tensor of `shape`) or mxfp8_grouped_convert (num_experts E
@@ -441,29 +533,22 @@ int64_t layout_bytes(int32_t layout, int32_t direction, int64_t rows, int64_t co
 }  // namespace
 
 void register_import(py::module_ &m) {
-  py::class_<ImportPlan>(m, "ImportPlan", "A prepared import: checked once, one launch per run.")
-      .def("run", &ImportPlan::run, py::arg("stream") = 0,
-           "Runs the import on `stream` (a cudaStream_t as an int; 0: the legacy default stream).");
   m.def("import_bucket", &import_bucket, py::arg("bucket"), py::arg("entries"), py::arg("shapes"), py::arg("formats"),
-        py::arg("directions"), py::arg("scales_layouts"), py::arg("values"), py::arg("scales"), py::arg("targets"),
-        py::arg("scale_fixup"), py::arg("stream"), py::arg("dlpack_stream"), py::arg("prepare"),
-        py::arg("shards") = py::none(), py::arg("nvfp4_entries") = py::none(), py::arg("global_scales") = py::none(),
-        py::arg("global_scale") = 0, py::arg("names") = std::vector<std::string>(), py::arg("scales_shapes") = py::none(),
-        "mxfp8_transfer from a bucket to buffers (or mxfp8_transfer_prepare with prepare=True, returning an ImportPlan); "
-        "nvfp4_entries [(amax_offset, amax_bytes, e4m3_max)] and global_scales (None at MXFP8 entries) for NVFP4 "
-        "entries (formats 3); names (each entry's repr) label refusals params[name][part].");
+        py::arg("directions"), py::arg("scales_layouts"), py::arg("names"), py::arg("params"), py::arg("layout"),
+        py::arg("layouts"), py::arg("scale_fixup"), py::arg("stream"), py::arg("dlpack_stream"), py::arg("prepare"),
+        py::arg("shards") = py::none(), py::arg("nvfp4_entries") = py::none(), py::arg("global_scale") = 0,
+        py::arg("scales_shapes") = py::none(),
+        "mxfp8_transfer from a bucket into params[names[i]] (or mxfp8_transfer_prepare with prepare=True, returning a "
+        "Plan); nvfp4_entries [(amax_offset, amax_bytes, e4m3_max)] for NVFP4 entries (formats 3).");
   m.def("bucket_manifest_check", &bucket_manifest_check, py::arg("bucket"), py::arg("entries"), py::arg("shapes"),
         py::arg("formats"), py::arg("directions"), py::arg("scales_layouts"), py::arg("nvfp4_entries") = py::none(),
         py::arg("scales_shapes") = py::none(), "mxfp8_transfer_check of a bucket alone (MXFP8_TRANSFER_TO_NOTHING).");
-  m.def("import_tensors", &import_tensors, py::arg("data"), py::arg("scale_inv"), py::arg("shapes"), py::arg("formats"),
-        py::arg("swizzled"), py::arg("direction"), py::arg("values"), py::arg("scales"), py::arg("targets"),
-        py::arg("scale_fixup"), py::arg("stream"), py::arg("dlpack_stream"), py::arg("prepare"),
-        py::arg("shards") = py::none(), py::arg("amax") = py::none(), py::arg("e4m3_max") = py::none(),
-        py::arg("global_scales") = py::none(), py::arg("global_scale") = 0,
-        py::arg("names") = std::vector<std::string>(),
-        "mxfp8_transfer from tensors to buffers (or mxfp8_transfer_prepare with prepare=True, returning an "
-        "ImportPlan); amax (None at MXFP8 entries), e4m3_max and global_scales for NVFP4 entries. stream None: the "
-        "first source's framework's current stream (its DLPack exchange API) or the legacy default stream.");
+  m.def("import_tensors", &import_tensors, py::arg("tensors"), py::arg("params"), py::arg("direction"),
+        py::arg("layout"), py::arg("layouts"), py::arg("scale_fixup"), py::arg("stream"), py::arg("dlpack_stream"),
+        py::arg("prepare"), py::arg("shards") = py::none(), py::arg("global_scale") = 0,
+        "mxfp8_transfer from the source specs of `tensors` into params[name] (or mxfp8_transfer_prepare with "
+        "prepare=True, returning a Plan). stream None: the first source's framework's current stream (its DLPack "
+        "exchange API) or the legacy default stream.");
   m.def("convert", &convert, py::arg("data"), py::arg("scale_inv"), py::arg("shape"), py::arg("format"),
         py::arg("swizzled"), py::arg("direction"), py::arg("num_experts"), py::arg("grouped_scales"), py::arg("target"),
         py::arg("scale_fixup"), py::arg("values"), py::arg("scales"), py::arg("stream"), py::arg("dlpack_stream"),

@@ -585,76 +585,57 @@ void export_bucket(const std::vector<Tensor *> &tensors, const std::vector<Entry
   fill_bucket(t, std::move(bucket), bucket_name, ex);
 }
 
-// A prepared transfer (mxfp8_plan) from tensors: their compact scales into `destinations` (a batched
-// export), or their values and scales into a bucket, checked once. It keeps each destination taken (so the
-// framework's storage stays alive) for its whole life; the tensors are held by the library's plan. Each
-// run is one launch on the framework's current stream (exchange mode) or the given stream.
-class PreparedExport {
- public:
-  // names[i] says what destinations[i] is to the caller (messages name it; default "destinations[i]").
-  PreparedExport(const std::vector<Tensor *> &tensors, const std::vector<py::object> &destinations, int direction,
-                 py::object dlpack_stream, const std::optional<std::vector<std::string>> &names) {
-    if (tensors.empty()) throw py::value_error("tensors is empty: nothing to prepare");
-    if (tensors.size() != destinations.size())
-      throw py::value_error(std::to_string(tensors.size()) + " tensors but " + std::to_string(destinations.size()) +
-                            " destinations");
-    api_ = tensors[0]->api();
-    device_ = tensors[0]->device();
-    Exchange ex = exchange_for(api_, device_, py::none(), std::move(dlpack_stream));
-    std::vector<DLTensor *> dls;
-    if (names && names->size() != destinations.size())
-      throw py::value_error("names must have one entry per destination");
-    for (size_t i = 0; i < destinations.size(); ++i) {
-      const std::string name = names ? (*names)[i] : "destinations[" + std::to_string(i) + "]";
-      taken_.push_back(take(destinations[i], name.c_str(), ex, Access::Write));
-      dls.push_back(&taken_.back()->managed->dl_tensor);
-    }
-    const auto h = handles(tensors);
-    const ShardList whole(std::nullopt, h.size());
-    TensorTransfer t(h, direction, whole);
-    t.to_scales(dls);
-    check(mxfp8_transfer_prepare(&t.desc, &plan_));
-  }
-  // A prepared bucket fill: `tensors` (handles of either format, api and device those of the first) into
-  // `bucket` at the parts of `plan` (and, NVFP4, `nvfp4_plan`); with `shards`, each tensor's shard.
-  static std::unique_ptr<PreparedExport> for_bucket(const std::vector<const mxfp8_tensor *> &tensors,
-                                                    const DLPackExchangeAPI *api, DLDevice device,
-                                                    const std::vector<EntryRow> &plan,
-                                                    const std::vector<Nvfp4Row> *nvfp4_plan, py::object bucket,
-                                                    int direction, py::object dlpack_stream,
-                                                    const std::string &bucket_name,
-                                                    const std::optional<std::vector<py::object>> &shards,
-                                                    const std::vector<int32_t> &e4m3_maxes = {}) {
-    if (tensors.empty()) throw py::value_error("tensors is empty: nothing to prepare");
-    std::unique_ptr<PreparedExport> p(new PreparedExport());
-    p->api_ = api;
-    p->device_ = device;
-    Exchange ex = exchange_for(p->api_, p->device_, py::none(), std::move(dlpack_stream));
-    p->taken_.push_back(take(bucket, bucket_name.c_str(), ex, Access::Write));
-    const ShardList shard_list(shards, tensors.size());
-    TensorTransfer t(tensors, direction, shard_list);
-    t.set_parts(plan, nvfp4_plan, e4m3_maxes);
-    t.desc.bucket_out = &p->taken_.back()->managed->dl_tensor;
-    check(mxfp8_transfer_prepare(&t.desc, &p->plan_));
-    return p;
-  }
-  ~PreparedExport() { mxfp8_plan_release(plan_); }
-  PreparedExport(const PreparedExport &) = delete;
-  PreparedExport &operator=(const PreparedExport &) = delete;
+// The prepared transfers from tensors (a Plan: checked once, each run one launch on the framework's current
+// stream in exchange mode, else on the given stream), keeping each destination taken; the tensors are held
+// by the library's plan.
 
-  void run(py::object stream) {
-    const Exchange ex = exchange_for(api_, device_, stream);
-    check(mxfp8_plan_run(plan_, reinterpret_cast<void *>(ex.stream)));
+// Their compact scales into `destinations` (a batched export); names[i] says what destinations[i] is to the
+// caller (messages name it; default "destinations[i]").
+std::unique_ptr<Plan> prepare_export(const std::vector<Tensor *> &tensors, const std::vector<py::object> &destinations,
+                                     int direction, py::object dlpack_stream,
+                                     const std::optional<std::vector<std::string>> &names) {
+  if (tensors.empty()) throw py::value_error("tensors is empty: nothing to prepare");
+  if (tensors.size() != destinations.size())
+    throw py::value_error(std::to_string(tensors.size()) + " tensors but " + std::to_string(destinations.size()) +
+                          " destinations");
+  if (names && names->size() != destinations.size()) throw py::value_error("names must have one entry per destination");
+  Exchange ex = exchange_for(tensors[0]->api(), tensors[0]->device(), py::none(), std::move(dlpack_stream));
+  std::vector<std::unique_ptr<TakenTensor>> taken;
+  std::vector<DLTensor *> dls;
+  for (size_t i = 0; i < destinations.size(); ++i) {
+    const std::string name = names ? (*names)[i] : "destinations[" + std::to_string(i) + "]";
+    taken.push_back(take(destinations[i], name.c_str(), ex, Access::Write));
+    dls.push_back(taken.back()->tensor());
   }
+  const auto h = handles(tensors);
+  const ShardList whole(std::nullopt, h.size());
+  TensorTransfer t(h, direction, whole);
+  t.to_scales(dls);
+  mxfp8_plan *plan = nullptr;
+  check(mxfp8_transfer_prepare(&t.desc, &plan));
+  return std::make_unique<Plan>(plan, std::move(taken), ex);
+}
 
- private:
-  PreparedExport() = default;
-
-  mxfp8_plan *plan_ = nullptr;
-  std::vector<std::unique_ptr<TakenTensor>> taken_;
-  const DLPackExchangeAPI *api_ = nullptr;
-  DLDevice device_{kDLCPU, 0};
-};
+// A bucket fill: `tensors` (handles of either format, api and device those of the first) into `bucket` at
+// the parts of `plan` (and, NVFP4, `nvfp4_plan`); with `shards`, each tensor's shard.
+std::unique_ptr<Plan> prepare_fill(const std::vector<const mxfp8_tensor *> &tensors, const DLPackExchangeAPI *api,
+                                   DLDevice device, const std::vector<EntryRow> &plan,
+                                   const std::vector<Nvfp4Row> *nvfp4_plan, py::object bucket, int direction,
+                                   py::object dlpack_stream, const std::string &bucket_name,
+                                   const std::optional<std::vector<py::object>> &shards,
+                                   const std::vector<int32_t> &e4m3_maxes = {}) {
+  if (tensors.empty()) throw py::value_error("tensors is empty: nothing to prepare");
+  Exchange ex = exchange_for(api, device, py::none(), std::move(dlpack_stream));
+  std::vector<std::unique_ptr<TakenTensor>> taken;
+  taken.push_back(take(bucket, bucket_name.c_str(), ex, Access::Write));
+  const ShardList shard_list(shards, tensors.size());
+  TensorTransfer t(tensors, direction, shard_list);
+  t.set_parts(plan, nvfp4_plan, e4m3_maxes);
+  t.desc.bucket_out = taken.back()->tensor();
+  mxfp8_plan *p = nullptr;
+  check(mxfp8_transfer_prepare(&t.desc, &p));
+  return std::make_unique<Plan>(p, std::move(taken), ex);
+}
 
 // stream None: exchange mode through the source's framework (or the legacy stream without one).
 void swizzle_pair(py::object source, py::object destination, bool swizzle, py::object stream, py::object dlpack_stream) {
@@ -1214,24 +1195,24 @@ void export_bucket_mixed(const py::list &tensors, const std::vector<EntryRow> &p
   fill_bucket(t, std::move(bucket), bucket_name, ex);
 }
 
-std::unique_ptr<PreparedExport> prepare_bucket_mixed(const py::list &tensors, const std::vector<EntryRow> &plan,
+std::unique_ptr<Plan> prepare_bucket_mixed(const py::list &tensors, const std::vector<EntryRow> &plan,
                                                      const std::vector<Nvfp4Row> &nvfp4_plan, py::object bucket,
                                                      int direction, py::object dlpack_stream,
                                                      const std::string &bucket_name,
                                                      const std::optional<std::vector<py::object>> &shards) {
   const MixedHandles h = mixed_handles(tensors);
-  return PreparedExport::for_bucket(h.tensors, h.api, h.device, plan, &nvfp4_plan, std::move(bucket), direction,
-                                    std::move(dlpack_stream), bucket_name, shards, h.e4m3_maxes);
+  return prepare_fill(h.tensors, h.api, h.device, plan, &nvfp4_plan, std::move(bucket), direction,
+                      std::move(dlpack_stream), bucket_name, shards, h.e4m3_maxes);
 }
 
-// PreparedExport.for_bucket over MXFP8 Tensors: shards as bucket_plan takes them.
-std::unique_ptr<PreparedExport> prepare_bucket(const std::vector<Tensor *> &tensors, const std::vector<EntryRow> &plan,
+// prepare_fill over MXFP8 Tensors: shards as bucket_plan takes them.
+std::unique_ptr<Plan> prepare_bucket(const std::vector<Tensor *> &tensors, const std::vector<EntryRow> &plan,
                                                py::object bucket, int direction, py::object dlpack_stream,
                                                const std::string &bucket_name,
                                                const std::optional<std::vector<py::object>> &shards) {
   if (tensors.empty()) throw py::value_error("tensors is empty: nothing to prepare");
-  return PreparedExport::for_bucket(handles(tensors), tensors[0]->api(), tensors[0]->device(), plan, nullptr,
-                                    std::move(bucket), direction, std::move(dlpack_stream), bucket_name, shards);
+  return prepare_fill(handles(tensors), tensors[0]->api(), tensors[0]->device(), plan, nullptr, std::move(bucket),
+                      direction, std::move(dlpack_stream), bucket_name, shards);
 }
 
 }  // namespace
@@ -1285,16 +1266,17 @@ PYBIND11_MODULE(_mxfp8, m) {
   m.def("export_bucket", &export_bucket, py::arg("tensors"), py::arg("plan"), py::arg("bucket"),
         py::arg("direction") = 0, py::arg("stream") = py::none(), py::arg("dlpack_stream") = py::none(),
         py::arg("bucket_name") = "bucket", py::arg("shards") = py::none());
-  py::class_<PreparedExport>(m, "PreparedExport", "A batched export of compact scales, checked once (an mxfp8_plan).")
-      .def(py::init<const std::vector<Tensor *> &, const std::vector<py::object> &, int, py::object,
-                    const std::optional<std::vector<std::string>> &>(),
-           py::arg("tensors"), py::arg("destinations"), py::arg("direction") = 0, py::arg("dlpack_stream") = py::none(),
-           py::arg("names") = py::none())
-      .def_static("for_bucket", &prepare_bucket, py::arg("tensors"), py::arg("plan"), py::arg("bucket"),
-                  py::arg("direction") = 0, py::arg("dlpack_stream") = py::none(), py::arg("bucket_name") = "bucket",
-                  py::arg("shards") = py::none(),
-                  "A bucket fill (values and compact scales, or shards) checked once (mxfp8_transfer_prepare).")
-      .def("run", &PreparedExport::run, py::arg("stream") = py::none());
+  py::class_<Plan>(m, "Plan", "A prepared transfer (an mxfp8_plan) and the objects it writes: mxfp8.Plan's core.")
+      .def("run", &Plan::run, py::arg("stream") = py::none(),
+           "mxfp8_plan_run on `stream` (a cudaStream_t as an int; None: the framework's current stream, else the "
+           "legacy default stream).");
+  m.def("prepare_export", &prepare_export, py::arg("tensors"), py::arg("destinations"), py::arg("direction") = 0,
+        py::arg("dlpack_stream") = py::none(), py::arg("names") = py::none(),
+        "The compact scales of `tensors` into `destinations`, checked once (mxfp8_transfer_prepare): a Plan.");
+  m.def("prepare_bucket", &prepare_bucket, py::arg("tensors"), py::arg("plan"), py::arg("bucket"),
+        py::arg("direction") = 0, py::arg("dlpack_stream") = py::none(), py::arg("bucket_name") = "bucket",
+        py::arg("shards") = py::none(),
+        "A bucket fill (values and compact scales, or shards) checked once (mxfp8_transfer_prepare): a Plan.");
   m.def("swizzle_pair", &swizzle_pair, py::arg("source"), py::arg("destination"), py::arg("swizzle"),
         py::arg("stream") = py::none(), py::arg("dlpack_stream") = py::none());
 
@@ -1370,6 +1352,6 @@ PYBIND11_MODULE(_mxfp8, m) {
   m.def("prepare_bucket_mixed", &prepare_bucket_mixed, py::arg("tensors"), py::arg("plan"), py::arg("nvfp4_plan"),
         py::arg("bucket"), py::kw_only(), py::arg("direction") = 0, py::arg("dlpack_stream") = py::none(),
         py::arg("bucket_name") = "bucket", py::arg("shards") = py::none(),
-        "mxfp8_transfer_prepare of that fill, as a PreparedExport.");
+        "mxfp8_transfer_prepare of that fill, as a Plan.");
   register_import(m);
 }
