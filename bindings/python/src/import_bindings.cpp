@@ -32,9 +32,8 @@ using namespace mxfp8_python;
 
 // A checker of mxfp8._args (flag, choice, e4m3_max, shape), called for a value the common case does not
 // take: it words every refusal, so a value is refused with one message whichever binding path reads it.
-py::object python_check(const char *name) {
-  static py::handle args = py::module_::import("mxfp8._args").release();  // kept for the process's life
-  return args.attr(name);
+py::object python_check(const char *name, const char *module = "mxfp8._args") {
+  return py::module_::import(module).attr(name);  // sys.modules' entry: a dict lookup, paid only off the common case
 }
 
 // Element i of a sequence the caller passed.
@@ -48,14 +47,15 @@ py::object item(const py::object &sequence, Py_ssize_t i) {
 // What the caller called entry i's key, lazily: owner[repr(key)]part.
 Name entry_name(const char *owner, py::handle key, const char *part) { return Name(owner, key, part); }
 
-// A layout word's code: from `table` (mxfp8._manifest.LAYOUTS) for a known word, else the Python layer's
-// refusal, said of `name`.
-int32_t layout_code(py::handle value, const py::dict &table, const Name &name) {
+// A word's code in `table` (a dict word -> int) for a known word, else the refusal of the Python checker
+// (`module`.`checker`(what(), value, table)): one wording for every path.
+template <class What>
+int32_t choice_code(py::handle value, py::handle table, What what, const char *checker = "choice",
+                    const char *module = "mxfp8._args") {
   if (PyUnicode_Check(value.ptr()))
     if (PyObject *code = PyDict_GetItemWithError(table.ptr(), value.ptr())) return static_cast<int32_t>(PyLong_AsLong(code));
   if (PyErr_Occurred()) throw py::error_already_set();
-  python_check("choice")(name.str() + " layout", value, table);  // raises
-  throw std::logic_error("layout_code: the Python check took an unknown layout");
+  return python_check(checker, module)(what(), value, table).template cast<int32_t>();  // raises for every word not in table
 }
 
 // The destinations of one call, as the desc's parallel arrays, read from the caller's params dict: the
@@ -123,7 +123,8 @@ Destinations take_params(py::handle params, const std::vector<py::handle> &keys,
       throw py::value_error(entry_name("params", key, "").str() +
                             " must be (values, scales) or (values, scales, layout)");
     const Py_ssize_t layout_at = nv ? 3 : 2;
-    d.layouts.push_back(size > layout_at ? layout_code(item(p, layout_at), layouts, entry_name("params", key, ""))
+    d.layouts.push_back(size > layout_at ? choice_code(item(p, layout_at), layouts, [&] { return entry_name("params", key, "").str() + " layout"; },
+                                                     "_code", "mxfp8._import")
                                          : layout);
     d.values.push_back(d.take_one(item(p, 0), key, "[0]", ex));
     d.scales.push_back(d.take_one(item(p, 1), key, "[1]", ex));
@@ -339,9 +340,24 @@ struct Handles {
   }
 };
 
-// The keys a source spec may have (mxfp8._bucket._SPEC_KEYS, as export_bucket reads them).
+// The keys a source spec may have (mxfp8._bucket._SPEC_KEYS, as export_bucket reads them), interned once:
+// a spec's keys are matched by address (a Python literal's keys are interned) before by value.
 constexpr const char *kSpecKeys[] = {"data", "scale_inv", "fp8_dtype", "swizzled", "shape", "rows", "cols",
                                      "format", "amax", "e4m3_max"};
+constexpr size_t kNumSpecKeys = sizeof(kSpecKeys) / sizeof(kSpecKeys[0]);
+enum SpecKey { kData, kScaleInv, kFp8Dtype, kSwizzled, kShape, kRows, kCols, kFormat, kAmax, kE4m3Max };
+
+int spec_key_index(PyObject *key) {
+  static PyObject *interned[kNumSpecKeys] = {};
+  if (!interned[0])
+    for (size_t i = 0; i < kNumSpecKeys; ++i) interned[i] = PyUnicode_InternFromString(kSpecKeys[i]);
+  for (size_t i = 0; i < kNumSpecKeys; ++i)
+    if (key == interned[i]) return static_cast<int>(i);
+  if (PyUnicode_Check(key))
+    for (size_t i = 0; i < kNumSpecKeys; ++i)
+      if (PyUnicode_Compare(key, interned[i]) == 0) return static_cast<int>(i);
+  return -1;
+}
 
 // One source spec of import_tensors, read as export_bucket reads its specs: unknown keys refused, data and
 // scale_inv required, "format" "mxfp8" or "nvfp4", "swizzled" a real bool, MXFP8's "fp8_dtype" and
@@ -352,10 +368,10 @@ struct Source {
   bool nvfp4 = false, swizzled = false;
   int32_t format = MXFP8_FORMAT_E4M3, e4m3_max = 448;
   std::vector<int64_t> shape;  // empty: the library reads the logical shape from the data
+  py::dict spec;               // holds what the handles above borrow (a copy when the caller's is not a dict)
 
   Source(py::handle key, py::handle spec_object) {
     const auto where = [&] { return "tensors[" + py::repr(key).cast<std::string>() + "]"; };
-    py::dict spec;
     if (PyDict_Check(spec_object.ptr())) {
       spec = py::reinterpret_borrow<py::dict>(spec_object);
     } else {
@@ -365,55 +381,50 @@ struct Source {
                              py::str(py::type::of(spec_object).attr("__name__")).cast<std::string>());
       spec = py::dict(py::reinterpret_borrow<py::object>(spec_object));
     }
+    PyObject *values[kNumSpecKeys] = {};
     PyObject *k, *v;
     Py_ssize_t pos = 0;
     while (PyDict_Next(spec.ptr(), &pos, &k, &v)) {
-      if (PyUnicode_Check(k)) {
-        const char *name = PyUnicode_AsUTF8(k);
-        if (name && std::any_of(std::begin(kSpecKeys), std::end(kSpecKeys), [&](const char *s) { return !strcmp(s, name); }))
-          continue;
-        PyErr_Clear();
+      const int i = spec_key_index(k);
+      if (i >= 0) {
+        values[i] = v;
+        continue;
       }
       std::string known;
-      for (const char *s : kSpecKeys) known += (known.empty() ? "" : ", ") + std::string(s);
+      for (const char *name : kSpecKeys) known += (known.empty() ? "" : ", ") + std::string(name);
       throw py::value_error(where() + " has an unknown key " + py::repr(k).cast<std::string>() + " (known: " + known + ")");
     }
-    const auto get = [&](const char *key) -> py::handle {
-      PyObject *value = PyDict_GetItemString(spec.ptr(), key);
-      return value;
-    };
-    for (const char *key : {"data", "scale_inv"})
-      if (!get(key) || get(key).is_none()) throw py::value_error(where() + " has no '" + key + "'");
-    data = get("data");
-    scale_inv = get("scale_inv");
-    if (py::handle f = get("format")) {
+    const auto get = [&](SpecKey key) -> py::handle { return values[key]; };
+    for (SpecKey key : {kData, kScaleInv})
+      if (!get(key) || get(key).is_none()) throw py::value_error(where() + " has no '" + kSpecKeys[key] + "'");
+    data = get(kData);
+    scale_inv = get(kScaleInv);
+    if (py::handle f = get(kFormat)) {
       static py::handle formats = py::dict(py::arg("mxfp8") = 0, py::arg("nvfp4") = 1).release();
-      nvfp4 = python_check("choice")(where() + "['format']", f, formats).cast<int>() == 1;
+      nvfp4 = choice_code(f, formats, [&] { return where() + "['format']"; }) == 1;
     }
-    if (py::handle s = get("swizzled"))
+    if (py::handle s = get(kSwizzled))
       swizzled = s.ptr() == Py_True || (s.ptr() != Py_False && python_check("flag")(where() + "['swizzled']", s).cast<bool>());
-    if (get("rows") || get("cols"))
+    if (get(kRows) || get(kCols))
       throw py::value_error(where() + " has 'rows' / 'cols': import_tensors takes a receiver's shard as "
                             "shards={name: {'rows': ..., 'cols': ...}}");
-    static const char *const kNvfp4Only[] = {"amax", "e4m3_max"}, *const kMxfp8Only[] = {"fp8_dtype"};
-    for (const char *key : nvfp4 ? std::vector<const char *>(std::begin(kMxfp8Only), std::end(kMxfp8Only))
-                                 : std::vector<const char *>(std::begin(kNvfp4Only), std::end(kNvfp4Only)))
-      if (get(key))
-        throw py::value_error(where() + " has '" + key + "', " +
+    for (SpecKey key : {kAmax, kE4m3Max, kFp8Dtype})
+      if (get(key) && nvfp4 == (key == kFp8Dtype))
+        throw py::value_error(where() + " has '" + kSpecKeys[key] + "', " +
                               (nvfp4 ? "which NVFP4 tensors do not take (their values are E2M1)"
                                      : "which only NVFP4 tensors take (set 'format': 'nvfp4')"));
     if (nvfp4) {
       format = MXFP8_FORMAT_NVFP4;
-      amax = get("amax");
+      amax = get(kAmax);
       if (!amax || amax.is_none())
         throw py::value_error(where() + " has no 'amax': an NVFP4 tensor needs its float32 amax (per tensor or per row)");
-      if (py::handle m = get("e4m3_max"))
+      if (py::handle m = get(kE4m3Max))
         e4m3_max = python_check("e4m3_max")(where() + "['e4m3_max']", m).cast<int32_t>();
-    } else if (py::handle d = get("fp8_dtype")) {
+    } else if (py::handle d = get(kFp8Dtype)) {
       static py::handle dtypes = py::dict(py::arg("e4m3") = 1, py::arg("e5m2") = 2).release();
-      format = python_check("choice")(where() + "['fp8_dtype']", d, dtypes).cast<int32_t>();
+      format = choice_code(d, dtypes, [&] { return where() + "['fp8_dtype']"; });
     }
-    if (py::handle given = get("shape")) {
+    if (py::handle given = get(kShape)) {
       shape = python_check("shape")(where() + "['shape']", given).cast<std::vector<int64_t>>();
       if (shape.empty())
         throw py::value_error(where() + "['shape'] is empty: an " + (nvfp4 ? "NVFP4" : "MXFP8") +
