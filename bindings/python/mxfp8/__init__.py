@@ -17,7 +17,7 @@ from ._import import (import_bucket, import_tensors, layout_bytes, prepare_impor
                       scales_shape)
 from ._mxfp8 import Array
 from ._nvfp4_quantize import NVFP4Quantized, nvfp4_quantize, nvfp4_quantize_fused
-from ._plan import BucketPlan, ExportPlan, Plan
+from ._plan import Plan, prepare_buckets, prepare_export
 from ._quantize import Quantized, dequantize, quantize
 from ._tvm_ffi import tvm_ffi_library_path
 from . import nvfp4
@@ -27,10 +27,8 @@ ImportPlan = Plan  # the former name of the plans prepare_import_* return; remov
 __version__ = "0.1.0"
 __all__ = [
     "Array",
-    "BucketPlan",
     "Components",
     "Converted",
-    "ExportPlan",
     "ImportPlan",
     "NVFP4Quantized",
     "Plan",
@@ -48,6 +46,8 @@ __all__ = [
     "layout_bytes",
     "nvfp4_quantize",
     "nvfp4_quantize_fused",
+    "prepare_buckets",
+    "prepare_export",
     "prepare_import_bucket",
     "prepare_import_tensors",
     "quantize",
