@@ -83,31 +83,24 @@ def prepare_export(
     tensors: Sequence[Tensor], destinations: Sequence[Any], direction: int = 0, dlpack_stream: Optional[int] = None,
     names: Optional[Sequence[str]] = None,
 ) -> Plan: ...  # mxfp8_transfer_prepare, tensors to scales-only buffers
-def prepare_bucket(
-    tensors: Sequence[Tensor], plan: Sequence[tuple[int, int, int, int]], bucket: Any, direction: int = 0,
-    dlpack_stream: Optional[int] = None, bucket_name: str = "bucket", shards: Optional[Sequence[Any]] = None,
-) -> Plan: ...  # mxfp8_transfer_prepare, tensors to a bucket
 def bucket_plan(
-    tensors: Sequence[Tensor], direction: int = 0, alignment: int = 256, shards: Optional[Sequence[Any]] = None,
-) -> tuple[list[tuple[int, int, int, int]], int]: ...
-def export_bucket(
-    tensors: Sequence[Tensor], plan: Sequence[tuple[int, int, int, int]], bucket: Any, direction: int = 0,
-    stream: Optional[int] = None, dlpack_stream: Optional[int] = None, bucket_name: str = "bucket",
-    shards: Optional[Sequence[Any]] = None,
-) -> None: ...
-def bucket_plan_mixed(
     tensors: list[Union[Tensor, Nvfp4Tensor]], direction: int = 0, alignment: int = 256,
-) -> tuple[list[tuple[int, int, int, int]], list[tuple[int, int, int]], int]: ...
-def export_bucket_mixed(
+    shards: Optional[Sequence[Any]] = None,
+) -> tuple[list[tuple[int, int, int, int]], list[tuple[int, int, int]], int]: ...  # mxfp8_bucket_parts
+def bucket_entry_bytes(
+    tensors: list[Union[Tensor, Nvfp4Tensor]], direction: int = 0, alignment: int = 256,
+    shards: Optional[Sequence[Any]] = None, names: Sequence[str] = (),
+) -> list[int]: ...  # each entry's bytes in a bucket of its own
+def export_bucket(
     tensors: list[Union[Tensor, Nvfp4Tensor]], plan: list[tuple[int, int, int, int]],
     nvfp4_plan: list[tuple[int, int, int]], bucket: Any, *, direction: int = 0, stream: Optional[int] = None,
-    dlpack_stream: Optional[int] = None, bucket_name: str = "bucket",
+    dlpack_stream: Optional[int] = None, bucket_name: str = "bucket", shards: Optional[Sequence[Any]] = None,
 ) -> None: ...
-def prepare_bucket_mixed(
+def prepare_bucket(
     tensors: list[Union[Tensor, Nvfp4Tensor]], plan: list[tuple[int, int, int, int]],
     nvfp4_plan: list[tuple[int, int, int]], bucket: Any, *, direction: int = 0, dlpack_stream: Optional[int] = None,
-    bucket_name: str = "bucket",
-) -> Any: ...
+    bucket_name: str = "bucket", shards: Optional[Sequence[Any]] = None,
+) -> Plan: ...  # mxfp8_transfer_prepare, tensors to a bucket
 def swizzle_pair(
     source: Any, destination: Any, swizzle: bool, stream: Optional[int] = None, dlpack_stream: Optional[int] = None,
 ) -> None: ...

@@ -6,7 +6,7 @@ from typing import Any, Dict, List, Mapping, Optional
 
 from . import _args, _mxfp8
 from ._api import _DIRECTIONS, _choice
-from ._bucket import (_bucket_bytes, _bucket_groups, _compact_scales_shapes, _plan_bucket, _prepare_fill,
+from ._bucket import (_bucket_bytes, _compact_scales_shapes, _new_bucket, _planned_buckets, _prepare_fill,
                       _spec_handle, _spec_inputs, _specs, unpack_bucket)
 
 
@@ -58,18 +58,6 @@ class Plan:
         return unpack_bucket(self.buffer, self.manifest) if self.manifest is not None else {}
 
 
-def _new_bytes(inputs, specs, nbytes: int, what: str) -> Any:
-    """A new uint8 buffer of `nbytes` where the tensors are: torch.empty for torch inputs, numpy.empty for
-    host memory; other CUDA inputs must bring their own (`what` says which argument)."""
-    if inputs.torch is not None:
-        return inputs.torch.empty(nbytes, dtype=inputs.torch.uint8, device=specs[0].data.device)
-    if not inputs.cuda:
-        import numpy
-
-        return numpy.empty(nbytes, dtype=numpy.uint8)
-    raise ValueError(f"pass {what} {nbytes} bytes (no torch to allocate one)")
-
-
 def prepare_export(tensors: Mapping[str, Mapping[str, Any]], *, direction: str = "rowwise", out: Any = None) -> Plan:
     """The compact scales of many MXFP8 tensors, checked once: ``plan.run()`` writes them all in one launch
     into ``plan.buffer`` (`out`), back to back in the order of `tensors`; ``plan.views()`` gives each.
@@ -103,7 +91,7 @@ def prepare_export(tensors: Mapping[str, Mapping[str, Any]], *, direction: str =
         offsets.append(at)
         at += _args.numel(shapes[-1])
     if out is None:
-        out = _new_bytes(inputs, specs, at, "out=: a CUDA buffer of")
+        out = _new_bucket(inputs, specs, at, "out=: a CUDA buffer of")
     elif _bucket_bytes(out, "out") < at:  # said of `out`, not of the slices of it the library sees
         raise ValueError(f"out holds {_bucket_bytes(out)} bytes but the compact scales of these tensors take {at}")
     ends = [o + _args.numel(shape) for o, shape in zip(offsets, shapes)]
@@ -144,14 +132,13 @@ def prepare_buckets(tensors: Mapping[str, Mapping[str, Any]], *, bucket_bytes: i
     inputs = _spec_inputs(specs, None)
     if buffer is not None:
         inputs.check_output("buffer", buffer)
-    planned = [_plan_bucket(group, direction, dir_code, alignment, inputs)
-               for group in _bucket_groups(specs, dir_code, alignment, bucket_bytes)]
+    planned = _planned_buckets(specs, direction, dir_code, alignment, bucket_bytes, inputs)
     largest = max(total for _, _, _, total, _ in planned)
     if buffer is None:
-        buffer = _new_bytes(inputs, specs, largest, "buffer=: a CUDA buffer of at least")
+        buffer = _new_bucket(inputs, specs, largest, "buffer=: a CUDA buffer of at least")
     elif _args.numel(buffer.shape) < largest:
         raise ValueError(f"buffer holds {_args.numel(buffer.shape)} bytes, the largest bucket needs {largest}: "
                          "make it at least bucket_bytes and as large as the largest tensor")
-    return [Plan(_prepare_fill(handles, entries, buffer[:total], dir_code, inputs, "buffer", shards), inputs.cuda,
+    return [Plan(_prepare_fill(handles, parts, buffer[:total], dir_code, inputs, "buffer", shards), inputs.cuda,
                  buffer[:total], manifest)
-            for handles, manifest, entries, total, shards in planned]
+            for handles, manifest, parts, total, shards in planned]

@@ -546,17 +546,6 @@ struct TensorTransfer {
   }
 };
 
-// Plans a bucket: [(values_offset, values_bytes, scales_offset, scales_bytes)], total bytes.
-// shards: None (whole tensors), or per tensor None or _shard.shard_fields' dict.
-py::tuple bucket_plan(const std::vector<Tensor *> &tensors, int direction, uint64_t alignment,
-                      const std::optional<std::vector<py::object>> &shards) {
-  const auto h = handles(tensors);
-  const ShardList shard_list(shards, tensors.size());
-  TensorTransfer t(h, direction, shard_list);
-  const py::tuple planned = t.plan(alignment);
-  return py::make_tuple(planned[0], planned[2]);
-}
-
 // Borrows a DLPack object's tensor for the length of one call.
 template <class Call>
 void with_borrowed(py::handle obj, const char *name, Exchange &ex, Access access, Call call) {
@@ -570,19 +559,6 @@ void fill_bucket(TensorTransfer &t, py::object bucket, const std::string &bucket
     t.desc.bucket_out = b;
     check(mxfp8_transfer(&t.desc, reinterpret_cast<void *>(ex.stream)));
   });
-}
-
-// stream None: the framework's current stream when the tensors were made in exchange mode.
-void export_bucket(const std::vector<Tensor *> &tensors, const std::vector<EntryRow> &plan,
-                   py::object bucket, int direction, py::object stream, py::object dlpack_stream,
-                   const std::string &bucket_name, const std::optional<std::vector<py::object>> &shards) {
-  Exchange ex = tensors.empty() ? exchange_for(nullptr, DLDevice{kDLCPU, 0}, stream, dlpack_stream)
-                                : exchange_for(tensors[0]->api(), tensors[0]->device(), stream, dlpack_stream);
-  const auto h = handles(tensors);
-  const ShardList shard_list(shards, tensors.size());
-  TensorTransfer t(h, direction, shard_list);
-  t.set_parts(plan, nullptr);
-  fill_bucket(t, std::move(bucket), bucket_name, ex);
 }
 
 // The prepared transfers from tensors (a Plan: checked once, each run one launch on the framework's current
@@ -1175,7 +1151,7 @@ MixedHandles mixed_handles(const py::list &tensors) {
 
 // ([(values_offset, values_bytes, scales_offset, scales_bytes)], [(amax_offset, amax_bytes, e4m3_max)]
 // (zeros at MXFP8 entries), total bytes).
-py::tuple bucket_plan_mixed(const py::list &tensors, int direction, uint64_t alignment,
+py::tuple bucket_plan(const py::list &tensors, int direction, uint64_t alignment,
                             const std::optional<std::vector<py::object>> &shards) {
   const MixedHandles h = mixed_handles(tensors);
   const ShardList shard_list(shards, h.tensors.size());
@@ -1183,8 +1159,37 @@ py::tuple bucket_plan_mixed(const py::list &tensors, int direction, uint64_t ali
   return t.plan(alignment, h.e4m3_maxes);
 }
 
+// Each entry's bytes in a bucket of its own (mxfp8_bucket_parts of that entry alone): what iter_buckets and
+// prepare_buckets group tensors by, so that no size is computed outside the library.
+// A refusal names the entry by names[i] (the caller's "tensors['w']"), the library's message being about a
+// desc of that entry alone.
+std::vector<uint64_t> bucket_entry_bytes(const py::list &tensors, int direction, uint64_t alignment,
+                                         const std::optional<std::vector<py::object>> &shards,
+                                         const std::vector<std::string> &names) {
+  const MixedHandles h = mixed_handles(tensors);
+  const ShardList shard_list(shards, h.tensors.size());
+  std::vector<uint64_t> bytes;
+  bytes.reserve(h.tensors.size());
+  const int32_t dir = direction;
+  for (size_t i = 0; i < h.tensors.size(); ++i) {
+    mxfp8_transfer_desc d = MXFP8_TRANSFER_DESC_INIT;
+    d.source = MXFP8_TRANSFER_FROM_TENSORS;
+    d.destination = MXFP8_TRANSFER_TO_BUCKET;
+    d.count = 1;
+    d.tensors = &h.tensors[i];
+    d.directions = &dir;
+    d.shards = shard_list.data() ? shard_list.data() + i : nullptr;
+    mxfp8_bucket_part part{};
+    uint64_t total = 0;
+    const mxfp8_status st = mxfp8_bucket_parts(&d, alignment, &part, &total);
+    if (st != MXFP8_OK) raise_status(st, (i < names.size() ? names[i] + ": " : std::string()) + mxfp8_last_error());
+    bytes.push_back(total);
+  }
+  return bytes;
+}
+
 // stream None: the framework's current stream in exchange mode.
-void export_bucket_mixed(const py::list &tensors, const std::vector<EntryRow> &plan, const std::vector<Nvfp4Row> &nvfp4_plan,
+void export_bucket(const py::list &tensors, const std::vector<EntryRow> &plan, const std::vector<Nvfp4Row> &nvfp4_plan,
                          py::object bucket, int direction, py::object stream, py::object dlpack_stream,
                          const std::string &bucket_name, const std::optional<std::vector<py::object>> &shards) {
   const MixedHandles h = mixed_handles(tensors);
@@ -1195,7 +1200,7 @@ void export_bucket_mixed(const py::list &tensors, const std::vector<EntryRow> &p
   fill_bucket(t, std::move(bucket), bucket_name, ex);
 }
 
-std::unique_ptr<Plan> prepare_bucket_mixed(const py::list &tensors, const std::vector<EntryRow> &plan,
+std::unique_ptr<Plan> prepare_bucket(const py::list &tensors, const std::vector<EntryRow> &plan,
                                                      const std::vector<Nvfp4Row> &nvfp4_plan, py::object bucket,
                                                      int direction, py::object dlpack_stream,
                                                      const std::string &bucket_name,
@@ -1203,16 +1208,6 @@ std::unique_ptr<Plan> prepare_bucket_mixed(const py::list &tensors, const std::v
   const MixedHandles h = mixed_handles(tensors);
   return prepare_fill(h.tensors, h.api, h.device, plan, &nvfp4_plan, std::move(bucket), direction,
                       std::move(dlpack_stream), bucket_name, shards, h.e4m3_maxes);
-}
-
-// prepare_fill over MXFP8 Tensors: shards as bucket_plan takes them.
-std::unique_ptr<Plan> prepare_bucket(const std::vector<Tensor *> &tensors, const std::vector<EntryRow> &plan,
-                                               py::object bucket, int direction, py::object dlpack_stream,
-                                               const std::string &bucket_name,
-                                               const std::optional<std::vector<py::object>> &shards) {
-  if (tensors.empty()) throw py::value_error("tensors is empty: nothing to prepare");
-  return prepare_fill(handles(tensors), tensors[0]->api(), tensors[0]->device(), plan, nullptr, std::move(bucket),
-                      direction, std::move(dlpack_stream), bucket_name, shards);
 }
 
 }  // namespace
@@ -1261,11 +1256,6 @@ PYBIND11_MODULE(_mxfp8, m) {
            py::arg("row_end") = MXFP8_SHARD_END, py::arg("col_begin") = 0, py::arg("col_end") = MXFP8_SHARD_END,
            py::arg("row_pieces") = py::none(), py::arg("stream") = py::none(), py::arg("allocator") = py::none());
 
-  m.def("bucket_plan", &bucket_plan, py::arg("tensors"), py::arg("direction") = 0, py::arg("alignment") = 256,
-        py::arg("shards") = py::none());
-  m.def("export_bucket", &export_bucket, py::arg("tensors"), py::arg("plan"), py::arg("bucket"),
-        py::arg("direction") = 0, py::arg("stream") = py::none(), py::arg("dlpack_stream") = py::none(),
-        py::arg("bucket_name") = "bucket", py::arg("shards") = py::none());
   py::class_<Plan>(m, "Plan", "A prepared transfer (an mxfp8_plan) and the objects it writes: mxfp8.Plan's core.")
       .def("run", &Plan::run, py::arg("stream") = py::none(),
            "mxfp8_plan_run on `stream` (a cudaStream_t as an int; None: the framework's current stream, else the "
@@ -1273,10 +1263,6 @@ PYBIND11_MODULE(_mxfp8, m) {
   m.def("prepare_export", &prepare_export, py::arg("tensors"), py::arg("destinations"), py::arg("direction") = 0,
         py::arg("dlpack_stream") = py::none(), py::arg("names") = py::none(),
         "The compact scales of `tensors` into `destinations`, checked once (mxfp8_transfer_prepare): a Plan.");
-  m.def("prepare_bucket", &prepare_bucket, py::arg("tensors"), py::arg("plan"), py::arg("bucket"),
-        py::arg("direction") = 0, py::arg("dlpack_stream") = py::none(), py::arg("bucket_name") = "bucket",
-        py::arg("shards") = py::none(),
-        "A bucket fill (values and compact scales, or shards) checked once (mxfp8_transfer_prepare): a Plan.");
   m.def("swizzle_pair", &swizzle_pair, py::arg("source"), py::arg("destination"), py::arg("swizzle"),
         py::arg("stream") = py::none(), py::arg("dlpack_stream") = py::none());
 
@@ -1341,15 +1327,18 @@ PYBIND11_MODULE(_mxfp8, m) {
            py::arg("global_scale") = 0, py::arg("stream") = py::none())
       .def("dequantize", &Nvfp4Tensor::dequantize, py::arg("direction"), py::arg("output"),
            py::arg("stream") = py::none(), py::arg("dlpack_stream") = py::none(), py::arg("bfloat16_bits") = false);
-  m.def("bucket_plan_mixed", &bucket_plan_mixed, py::arg("tensors"), py::arg("direction") = 0, py::arg("alignment") = 256,
+  m.def("bucket_plan", &bucket_plan, py::arg("tensors"), py::arg("direction") = 0, py::arg("alignment") = 256,
         py::arg("shards") = py::none(),
         "mxfp8_bucket_parts over Tensor and Nvfp4Tensor handles (shards: None, or per tensor None or a shard): "
         "(entries, nvfp4_entries, total bytes).");
-  m.def("export_bucket_mixed", &export_bucket_mixed, py::arg("tensors"), py::arg("plan"), py::arg("nvfp4_plan"),
+  m.def("bucket_entry_bytes", &bucket_entry_bytes, py::arg("tensors"), py::arg("direction") = 0,
+        py::arg("alignment") = 256, py::arg("shards") = py::none(), py::arg("names") = std::vector<std::string>(),
+        "Each entry's bytes in a bucket of its own (mxfp8_bucket_parts of it alone); names[i] labels a refusal.");
+  m.def("export_bucket", &export_bucket, py::arg("tensors"), py::arg("plan"), py::arg("nvfp4_plan"),
         py::arg("bucket"), py::kw_only(), py::arg("direction") = 0, py::arg("stream") = py::none(),
         py::arg("dlpack_stream") = py::none(), py::arg("bucket_name") = "bucket", py::arg("shards") = py::none(),
         "mxfp8_transfer into a bucket of Tensor and Nvfp4Tensor entries.");
-  m.def("prepare_bucket_mixed", &prepare_bucket_mixed, py::arg("tensors"), py::arg("plan"), py::arg("nvfp4_plan"),
+  m.def("prepare_bucket", &prepare_bucket, py::arg("tensors"), py::arg("plan"), py::arg("nvfp4_plan"),
         py::arg("bucket"), py::kw_only(), py::arg("direction") = 0, py::arg("dlpack_stream") = py::none(),
         py::arg("bucket_name") = "bucket", py::arg("shards") = py::none(),
         "mxfp8_transfer_prepare of that fill, as a Plan.");

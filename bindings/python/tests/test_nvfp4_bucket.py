@@ -290,12 +290,12 @@ def test_a_plan_row_with_another_e4m3_max_is_refused():
     spec, _ = nvfp4_source((64, 64), "compact", "rowwise", False, 448, seed=33)
     t = _mxfp8.Nvfp4Tensor(rowwise_data=spec["data"], rowwise_scale_inv=spec["scale_inv"], rowwise_amax=spec["amax"],
                            shape=list(spec["shape"]), swizzled=False, e4m3_max=448, stream=None, exchange=False)
-    entries, nvfp4_entries, total = _mxfp8.bucket_plan_mixed([t])
+    entries, nvfp4_entries, total = _mxfp8.bucket_plan([t])
     bucket = np.zeros(total, np.uint8)
     (ao, ab, e4m3_max), = nvfp4_entries
     assert e4m3_max == 448
     with pytest.raises(ValueError, match=r"nvfp4_plan\[0\] gives e4m3_max 256, tensors\[0\] has 448"):
-        _mxfp8.export_bucket_mixed([t], entries, [(ao, ab, 256)], bucket)
+        _mxfp8.export_bucket([t], entries, [(ao, ab, 256)], bucket)
     assert not bucket.any()
 
 
