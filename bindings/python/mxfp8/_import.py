@@ -19,16 +19,14 @@ from __future__ import annotations
 from typing import Any, List, Mapping, Optional, Sequence, Tuple
 
 from . import _args, _manifest, _shard
+from ._api import _DIRECTIONS, _FORMATS
 from ._manifest import LAYOUT_WORDS, LAYOUTS
 from ._plan import Plan
 from ._mxfp8 import import_bucket as _c_import_bucket, import_tensors as _c_import_tensors
 from ._mxfp8 import layout_bytes as _c_layout_bytes
 
 _FIXUP = {False: 0, True: 1}  # mxfp8_scale_fixup: none, zero exponent as one
-_FORMATS = {"e4m3": 1, "e5m2": 2}
 _GLOBAL_SCALES = {"decode": 0, "encode": 1}  # mxfp8_nvfp4_global_scale
-_DIRECTIONS = {"rowwise": 0, "columnwise": 1}
-_CUDA_DEVICES = (2, 13)  # kDLCUDA, kDLCUDAManaged
 
 
 def _code(name: str, value: str, table: Mapping[str, int]) -> int:
@@ -48,14 +46,10 @@ def scales_shape(shape: Sequence[int], layout: str = "compact", direction: str =
     m, k = _args.numel(shape[:-1]), shape[-1]
     col = _code("direction", direction, _DIRECTIONS) == 1
     r, c = (-(-m // 32), k) if col else (m, -(-k // 32))
-    code = _code("layout", layout, LAYOUTS)
-    if code == 0 or layout == "deepgemm_float32":
-        layout_bytes(layout, r, c, direction)  # the direction check
+    nbytes = layout_bytes(layout, r, c, direction)  # the library's size (and its direction check)
+    if layout in ("compact", "deepgemm_float32"):
         return (r, c) if col else (*shape[:-1], c)
-    if code != 1:
-        return (layout_bytes(layout, r, c, direction) // (4 if layout in LAYOUT_WORDS else 1),)
-    sr, sc = (c, r) if col else (r, c)
-    return (0,) if sr == 0 or sc == 0 else (_args.round_up(sr, 128) * _args.round_up(sc, 4),)
+    return (nbytes // (4 if layout in LAYOUT_WORDS else 1),)
 
 
 def layout_bytes(layout: str, rows: int, cols: int, direction: str = "rowwise") -> int:
@@ -70,39 +64,12 @@ def _fixup(value: Any) -> int:
     return _FIXUP[value]
 
 
-def _cuda_and_stream(obj: Any, stream: Any) -> Tuple[bool, int]:
-    """Whether `obj` lives in CUDA memory, and the cudaStream_t to run on (torch's current stream when
-    `stream` is None and `obj` is a torch tensor; 0, the legacy default stream, otherwise)."""
-    cuda = obj.__dlpack_device__()[0] in _CUDA_DEVICES
-    if not cuda:
-        if stream is not None:
-            raise ValueError("stream is only meaningful for CUDA memory")
-        return False, 0
-    if stream is None:
-        if type(obj).__module__.startswith("torch"):
-            import torch
-
-            return True, torch.cuda.current_stream(obj.device).cuda_stream
-        return True, 0
-    for attribute in ("cuda_stream", "ptr"):  # torch.cuda.Stream, cupy.cuda.Stream
-        if hasattr(stream, attribute):
-            return True, int(getattr(stream, attribute))
-    return True, int(stream)
-
-
-def _dlpack_stream(cuda: bool, stream_ptr: int):
-    return (stream_ptr or 1) if cuda else None
-
-
-def _call_stream(first: Any, stream: Any) -> Tuple[bool, Optional[int], Optional[int]]:
-    """(cuda, stream, dlpack_stream) of an import whose first object is `first`. With no stream given and
-    `first` of a framework with a DLPack C exchange API (torch), stream None: the extension asks the
-    framework for its current stream and takes its objects through the API, no __dlpack__ call per buffer
-    (at 3008 tensors that call was most of the host time, issue 33)."""
-    if stream is None and _args.has_exchange_api(first):
-        return first.__dlpack_device__()[0] in _CUDA_DEVICES, None, None
-    cuda, stream_ptr = _cuda_and_stream(first, stream)
-    return cuda, stream_ptr, _dlpack_stream(cuda, stream_ptr)
+def _call_stream(first: Any, stream: Any, name: str) -> Tuple[bool, Optional[int], Optional[int]]:
+    """(cuda, stream, dlpack_stream) of a call whose first object is `first` (`name` to the caller), as
+    _args.inputs decides them: stream None with a framework that has a DLPack C exchange API (torch) leaves
+    the framework's current stream to the extension, which takes its objects through the API."""
+    inputs = _args.inputs(stream, **{name: first})
+    return inputs.cuda, inputs.stream, inputs.dlpack_stream
 
 
 def _shards(names: List[str], shards: Optional[Mapping[str, Mapping[str, Any]]]):
@@ -131,7 +98,7 @@ def _bucket_call(bucket: Any, manifest: List[Mapping[str, Any]], params: Mapping
                  shards: Optional[Mapping[str, Mapping[str, Any]]] = None, global_scale: str = "decode"):
     read = _manifest.read(manifest)  # what it means, the C library checks
     names = [e["name"] for e in read.entries]
-    cuda, stream_ptr, dlpack_stream = _call_stream(bucket, stream)
+    cuda, stream_ptr, dlpack_stream = _call_stream(bucket, stream, "bucket")
     core = _c_import_bucket(
         bucket, names=names, params=params, layout=_code("layout", layout, LAYOUTS), layouts=LAYOUTS,
         scale_fixup=_fixup(zero_exponent_as_one), stream=stream_ptr, dlpack_stream=dlpack_stream, prepare=prepare,
@@ -187,9 +154,10 @@ def _tensors_call(tensors: Mapping[str, Mapping[str, Any]], params: Mapping[str,
     tensors = tensors if type(tensors) is dict else dict(tensors)
     # Each source spec (read as export_bucket reads its specs) and its params entry are read by the
     # extension: one call, no Python work per tensor (issue 33).
-    first = next(iter(tensors.values()))
-    first = first.get("data") if isinstance(first, Mapping) else None
-    cuda, stream_ptr, dlpack_stream = _call_stream(first, stream) if first is not None else (False, stream, None)
+    name, first = next(iter(tensors.items()))
+    first = first.get("data") if isinstance(first, Mapping) else None  # a bad spec: the extension says why
+    cuda, stream_ptr, dlpack_stream = (_call_stream(first, stream, f"tensors[{name!r}]['data']") if first is not None
+                                       else (False, stream, None))
     core = _c_import_tensors(
         tensors, params, _code("direction", direction, _DIRECTIONS), _code("layout", layout, LAYOUTS), LAYOUTS,
         _fixup(zero_exponent_as_one), stream_ptr, dlpack_stream, prepare,

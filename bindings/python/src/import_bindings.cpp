@@ -11,6 +11,7 @@
 #include <array>
 #include <cctype>
 #include <cstring>
+#include <initializer_list>
 #include <cstdlib>
 #include <cstdint>
 #include <memory>
@@ -169,51 +170,29 @@ void check_entries(mxfp8_status status, const std::vector<py::handle> &keys) {
   raise_status(status, message);
 }
 
-// A tensor handle over a producer's data and scale_inv (taken: the handle owns them once created).
+// A tensor handle over a producer's data and scale_inv of one direction, and for NVFP4 (format
+// MXFP8_FORMAT_NVFP4) its amax (taken: the handle owns them once created).
 template <class Where>
 mxfp8_tensor *make_tensor(TakenTensor &data, TakenTensor &scale_inv, const std::vector<int64_t> &shape, int32_t format,
-                          bool swizzled, int32_t direction, Where where) {
+                          bool swizzled, int32_t direction, Where where, TakenTensor *amax = nullptr,
+                          int32_t e4m3_max = 0) {
   mxfp8_tensor_desc desc = MXFP8_TENSOR_DESC_INIT;
   desc.format = format;
   desc.scale_layout = swizzled ? MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED : MXFP8_SCALE_LAYOUT_ROW_MAJOR;
   desc.ndim = static_cast<int32_t>(shape.size());
   desc.shape = shape.data();
-  if (direction == MXFP8_DIRECTION_COLUMNWISE) {
-    desc.columnwise_data = data.managed;
-    desc.columnwise_scale_inv = scale_inv.managed;
-  } else {
-    desc.rowwise_data = data.managed;
-    desc.rowwise_scale_inv = scale_inv.managed;
+  const bool columnwise = direction == MXFP8_DIRECTION_COLUMNWISE;
+  *(columnwise ? &desc.columnwise_data : &desc.rowwise_data) = data.managed;
+  *(columnwise ? &desc.columnwise_scale_inv : &desc.rowwise_scale_inv) = scale_inv.managed;
+  if (format == MXFP8_FORMAT_NVFP4) {
+    desc.block = MXFP8_BLOCK_1X16;
+    desc.e4m3_max = e4m3_max;
+    *(columnwise ? &desc.columnwise_amax : &desc.rowwise_amax) = amax->managed;
   }
   mxfp8_tensor *t = nullptr;
   check_source(mxfp8_tensor_create(&desc, &t), where);
-  data.release();  // owned by the tensor now
-  scale_inv.release();
-  return t;
-}
-
-// An NVFP4 tensor handle over a producer's data, scale_inv and amax of one direction (taken: the handle
-// owns them once created).
-template <class Where>
-mxfp8_tensor *make_nvfp4_tensor(std::unique_ptr<TakenTensor> &data, std::unique_ptr<TakenTensor> &scale_inv,
-                                      std::unique_ptr<TakenTensor> &amax, const std::vector<int64_t> &shape, bool swizzled,
-                                      int32_t e4m3_max, int32_t direction, Where where) {
-  mxfp8_tensor_desc desc = MXFP8_TENSOR_DESC_INIT;
-  desc.format = MXFP8_FORMAT_NVFP4;
-  desc.block = MXFP8_BLOCK_1X16;
-  desc.scale_layout = swizzled ? MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED : MXFP8_SCALE_LAYOUT_ROW_MAJOR;
-  desc.e4m3_max = e4m3_max;
-  desc.ndim = static_cast<int32_t>(shape.size());
-  desc.shape = shape.data();
-  const bool columnwise = direction == MXFP8_DIRECTION_COLUMNWISE;
-  *(columnwise ? &desc.columnwise_data : &desc.rowwise_data) = data->managed;
-  *(columnwise ? &desc.columnwise_scale_inv : &desc.rowwise_scale_inv) = scale_inv->managed;
-  *(columnwise ? &desc.columnwise_amax : &desc.rowwise_amax) = amax->managed;
-  mxfp8_tensor *t = nullptr;
-  check_source(mxfp8_tensor_create(&desc, &t), where);
-  data->release();  // owned by the tensor now
-  scale_inv->release();
-  amax->release();
+  for (TakenTensor *owned : {&data, &scale_inv, amax})  // owned by the tensor now
+    if (owned) owned->release();
   return t;
 }
 
@@ -461,12 +440,9 @@ py::object import_tensors(const py::dict &tensors, py::handle params, int32_t di
     const auto where = [&] { return "tensors[" + py::repr(keys[i]).cast<std::string>() + "]"; };
     auto d = take(src.data, entry_name("tensors", keys[i], "['data']"), ex, Access::Read);
     auto s = take(src.scale_inv, entry_name("tensors", keys[i], "['scale_inv']"), ex, Access::Read);
-    if (src.nvfp4) {
-      auto a = take(src.amax, entry_name("tensors", keys[i], "['amax']"), ex, Access::Read);
-      handles.tensors.push_back(make_nvfp4_tensor(d, s, a, src.shape, src.swizzled, src.e4m3_max, direction, where));
-    } else {
-      handles.tensors.push_back(make_tensor(*d, *s, src.shape, src.format, src.swizzled, direction, where));
-    }
+    auto a = src.nvfp4 ? take(src.amax, entry_name("tensors", keys[i], "['amax']"), ex, Access::Read) : nullptr;
+    handles.tensors.push_back(
+        make_tensor(*d, *s, src.shape, src.format, src.swizzled, direction, where, a.get(), src.e4m3_max));
   }
   Destinations dst = take_params(params, keys, nvfp4, layout, layouts, ex);
   const std::vector<int32_t> directions(n, direction);
