@@ -5,13 +5,9 @@ from __future__ import annotations
 from typing import Any, Dict, List, Mapping, Tuple
 
 from . import _args, _manifest, _mxfp8, _shard, nvfp4
-from ._api import _DIRECTIONS, _FORMATS, Components, _choice, _flag, _has_exchange_api, _inputs
+from ._api import _DIRECTIONS, _FORMATS, Components, _choice, _has_exchange_api, _inputs
 
-_SPEC_FORMATS = {"mxfp8": 0, "nvfp4": 1}
-
-_SPEC_KEYS = ("data", "scale_inv", "fp8_dtype", "swizzled", "shape", "rows", "cols", "format", "amax", "e4m3_max")
-_MXFP8_ONLY_KEYS = ("fp8_dtype",)
-_NVFP4_ONLY_KEYS = ("amax", "e4m3_max")
+_FP8_DTYPES = {code: name for name, code in _FORMATS.items()}
 
 
 def _compact_scales_shapes(shape) -> Tuple[tuple, tuple]:
@@ -48,65 +44,26 @@ def _nvfp4_logical_shape(where: str, data: Any, direction: int) -> tuple:
 
 
 class _Spec:
-    """One entry of export_bucket's `tensors`, its keys checked."""
+    """One entry of export_bucket's `tensors`, read and checked by the extension (_mxfp8.read_spec, the
+    reader import_tensors uses): unknown keys, data and scale_inv, "format", a real bool "swizzled", each
+    format's own keys, E4M3_MAX, "shape"; the shard ("rows" / "cols", as export_components takes them:
+    the bucket carries only it, as a 2-D (rows, cols) tensor) by _shard."""
 
     def __init__(self, name: Any, spec: Any):
-        where = f"tensors[{name!r}]"
-        if not isinstance(spec, Mapping):
-            raise TypeError(f"{where} must be a dict with 'data' and 'scale_inv', got {type(spec).__name__}")
-        unknown = [k for k in spec if k not in _SPEC_KEYS]
-        if unknown:
-            raise ValueError(f"{where} has an unknown key {unknown[0]!r} (known: {', '.join(_SPEC_KEYS)})")
-        for key in ("data", "scale_inv"):
-            if spec.get(key) is None:
-                raise ValueError(f"{where} has no {key!r}")
-        self.name, self.where = name, where
-        self.data, self.scale_inv = spec["data"], spec["scale_inv"]
-        # "format": "nvfp4" makes the entry an NVFP4 tensor (packed E2M1 values, E4M3 block scales, amax),
-        # which travels as a new kind of bucket entry (mxfp8_bucket_parts of one transfer).
-        self.nvfp4 = _choice(f"{where}['format']", spec.get("format", "mxfp8"), _SPEC_FORMATS) == 1
-        self.swizzled = _flag(f"{where}['swizzled']", spec.get("swizzled", False))
+        self.name, self.where = name, f"tensors[{name!r}]"
+        (self.data, self.scale_inv, self.amax, self.nvfp4, self.swizzled, self.format, self.e4m3_max, given,
+         sharded) = _mxfp8.read_spec(name, spec)
+        self.shard = _shard.shard_spec(f"{self.where}: ", spec) if sharded else None
         if self.nvfp4:
-            self._init_nvfp4(spec)
+            self.given_shape = None if given is None else tuple(given)
             return
-        for key in _NVFP4_ONLY_KEYS:
-            if key in spec:
-                raise ValueError(f"{where} has {key!r}, which only NVFP4 tensors take (set 'format': 'nvfp4')")
-        self.fp8_dtype = spec.get("fp8_dtype", "e4m3")
-        self.format = _choice(f"{where}['fp8_dtype']", self.fp8_dtype, _FORMATS)
-        given = spec.get("shape")
-        if given is not None:
-            self.shape = tuple(_args.shape(f"{where}['shape']", given))
-            if not self.shape:
-                raise ValueError(f"{where}['shape'] is empty: an MXFP8 tensor needs a last dimension K")
-        else:
-            self.shape = tuple(int(d) for d in self.data.shape)
-            if not self.shape:
-                raise ValueError(f"{where}['data'] is 0-dimensional: an MXFP8 tensor needs a last dimension K")
-        # A shard ("rows" / "cols", as export_components takes them): the bucket carries only it, as a
-        # 2-D (rows, cols) tensor.
-        self.shard = _shard.shard_spec(f"{where}: ", spec)
+        self.fp8_dtype = _FP8_DTYPES[self.format]
+        self.shape = tuple(given if given is not None else (int(d) for d in self.data.shape))
+        if not self.shape:
+            raise ValueError(f"{self.where}['data'] is 0-dimensional: an MXFP8 tensor needs a last dimension K")
         self.packed_shape = self.shape
         if self.shard is not None:
             self.packed_shape = _shard.shard_shape(self.shard, _args.numel(self.shape[:-1]), self.shape[-1])
-
-    def _init_nvfp4(self, spec: Mapping[str, Any]) -> None:
-        where = self.where
-        for key in _MXFP8_ONLY_KEYS:
-            if key in spec:
-                raise ValueError(f"{where} has {key!r}, which NVFP4 tensors do not take (their values are E2M1)")
-        if spec.get("amax") is None:
-            raise ValueError(f"{where} has no 'amax': an NVFP4 tensor needs its float32 amax (per tensor or per row)")
-        self.amax = spec["amax"]
-        self.e4m3_max = _args.e4m3_max(f"{where}['e4m3_max']", spec.get("e4m3_max", 448))
-        self.given_shape = spec.get("shape")
-        if self.given_shape is not None:
-            self.given_shape = tuple(_args.shape(f"{where}['shape']", self.given_shape))
-            if not self.given_shape:
-                raise ValueError(f"{where}['shape'] is empty: an NVFP4 tensor needs a last dimension K")
-        # A shard ("rows" / "cols" of the logical (M, K), as for MXFP8): the bucket carries only it, the
-        # library reading it from the stored matrix (columnwise: 16-aligned rows of M, one range).
-        self.shard = _shard.shard_spec(f"{where}: ", spec)
 
     def nvfp4_shape(self, direction: int) -> tuple:
         """The logical shape of an NVFP4 spec read in `direction`."""

@@ -131,6 +131,7 @@ def bucket_manifest_check(
     directions: Sequence[int], scales_layouts: Sequence[int], nvfp4_entries: Optional[Sequence[Sequence[int]]] = None,
     scales_shapes: Optional[Sequence[Sequence[int]]] = None,
 ) -> None: ...  # mxfp8_transfer_check from a bucket to nothing
+def read_spec(name: Any, spec: Mapping[str, Any]) -> tuple[Any, Any, Any, bool, bool, int, int, Optional[list[int]], bool]: ...
 def import_tensors(
     tensors: dict[Any, Mapping[str, Any]], params: Mapping[Any, Any], direction: int, layout: int,
     layouts: dict[str, int], scale_fixup: int, stream: Optional[int], dlpack_stream: Any, prepare: bool,

@@ -319,7 +319,7 @@ struct Handles {
   }
 };
 
-// The keys a source spec may have (mxfp8._bucket._SPEC_KEYS, as export_bucket reads them), interned once:
+// The keys a source spec may have (every reader of a spec: import_tensors, and _Spec through read_spec), interned once:
 // a spec's keys are matched by address (a Python literal's keys are interned) before by value.
 constexpr const char *kSpecKeys[] = {"data", "scale_inv", "fp8_dtype", "swizzled", "shape", "rows", "cols",
                                      "format", "amax", "e4m3_max"};
@@ -349,7 +349,10 @@ struct Source {
   std::vector<int64_t> shape;  // empty: the library reads the logical shape from the data
   py::dict spec;               // holds what the handles above borrow (a copy when the caller's is not a dict)
 
-  Source(py::handle key, py::handle spec_object) {
+  bool sharded = false;         // "rows" or "cols" given (what the shard is, _shard.shard_spec reads)
+
+  // shards: whether the caller takes a shard in the spec (export_bucket) or refuses one (import_tensors).
+  Source(py::handle key, py::handle spec_object, bool shards = false) {
     const auto where = [&] { return "tensors[" + py::repr(key).cast<std::string>() + "]"; };
     if (PyDict_Check(spec_object.ptr())) {
       spec = py::reinterpret_borrow<py::dict>(spec_object);
@@ -384,7 +387,8 @@ struct Source {
     }
     if (py::handle s = get(kSwizzled))
       swizzled = s.ptr() == Py_True || (s.ptr() != Py_False && python_check("flag")(where() + "['swizzled']", s).cast<bool>());
-    if (get(kRows) || get(kCols))
+    sharded = get(kRows) || get(kCols);
+    if (sharded && !shards)
       throw py::value_error(where() + " has 'rows' / 'cols': import_tensors takes a receiver's shard as "
                             "shards={name: {'rows': ..., 'cols': ...}}");
     for (SpecKey key : {kAmax, kE4m3Max, kFp8Dtype})
@@ -411,6 +415,14 @@ struct Source {
     }
   }
 };
+
+// One spec read for the Python layer's _Spec (export_bucket, iter_buckets, prepare_*): (data, scale_inv,
+// amax or None, nvfp4, swizzled, format, e4m3_max, shape or None, sharded), by the rules import_tensors reads.
+py::tuple read_spec(py::handle key, py::handle spec) {
+  const Source s(key, spec, true);
+  return py::make_tuple(s.data, s.scale_inv, s.amax ? s.amax : py::none(), s.nvfp4, s.swizzled, s.format, s.e4m3_max,
+                        s.shape.empty() ? py::object(py::none()) : py::cast(s.shape), s.sharded);
+}
 
 // import_tensors / prepare_import_tensors: every source spec of `tensors` and its params entry read here
 // (no Python work per tensor), the handles made, one transfer run or prepared.
@@ -530,6 +542,9 @@ void register_import(py::module_ &m) {
   m.def("bucket_manifest_check", &bucket_manifest_check, py::arg("bucket"), py::arg("entries"), py::arg("shapes"),
         py::arg("formats"), py::arg("directions"), py::arg("scales_layouts"), py::arg("nvfp4_entries") = py::none(),
         py::arg("scales_shapes") = py::none(), "mxfp8_transfer_check of a bucket alone (MXFP8_TRANSFER_TO_NOTHING).");
+  m.def("read_spec", &read_spec, py::arg("name"), py::arg("spec"),
+        "A source spec read and checked (the one reader of every spec): (data, scale_inv, amax, nvfp4, swizzled, "
+        "format, e4m3_max, shape or None, sharded).");
   m.def("import_tensors", &import_tensors, py::arg("tensors"), py::arg("params"), py::arg("direction"),
         py::arg("layout"), py::arg("layouts"), py::arg("scale_fixup"), py::arg("stream"), py::arg("dlpack_stream"),
         py::arg("prepare"), py::arg("shards") = py::none(), py::arg("global_scale") = 0,
