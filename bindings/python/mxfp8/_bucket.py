@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Tuple
 
-from . import _args, _manifest, _mxfp8, _shard, nvfp4
+import operator
+
+from . import _args, _mxfp8, _shard, nvfp4
 from ._api import _DIRECTIONS, _FORMATS, Components, _choice, _has_exchange_api, _inputs
 
 _FP8_DTYPES = {code: name for name, code in _FORMATS.items()}
@@ -265,18 +267,19 @@ def _bucket_bytes(bucket: Any, name: str = "bucket") -> int:
 
 
 def _check_manifest(bucket: Any, manifest: Any) -> List[dict]:
-    """The manifest read (Python types, names) and checked by the C library (mxfp8_transfer_check of the bucket:
-    sizes, bounds, overlaps, scale shapes, NVFP4 fields, as import_bucket checks them), every entry's
-    scales compact. Returns the entries with Python ints and tuples (an NVFP4 entry with its
-    values_shape)."""
-    read = _manifest.read(manifest, need_scales_shape=True)
-    for i, e in enumerate(read.entries):
+    """The manifest checked by the extension and the C library (mxfp8_transfer_check of the bucket: types,
+    names, sizes, bounds, overlaps, scale shapes, NVFP4 fields, as import_bucket checks them), every entry's
+    scales compact. Returns the entries with Python ints and tuples (an NVFP4 entry with its values_shape)."""
+    _mxfp8.bucket_manifest_check(bucket, manifest, need_scales_shape=True)
+    entries = []
+    for i, e in enumerate(manifest):
         _check_compact(f"manifest[{i}]", e)
-    _mxfp8.bucket_manifest_check(bucket, **read.lists)
-    for e, kind in zip(read.entries, read.nvfp4):
-        if kind:
-            e["values_shape"] = _nvfp4_parts_shapes(e["shape"], e["direction_code"])[0]
-    return read.entries
+        e = {k: (operator.index(v) if k.endswith(("_offset", "_bytes")) else v) for k, v in e.items()}
+        e.update(shape=tuple(int(d) for d in e["shape"]), scales_shape=tuple(int(d) for d in e["scales_shape"]))
+        if e.get("format") == "nvfp4":
+            e["values_shape"] = _nvfp4_parts_shapes(e["shape"], _DIRECTIONS[e["direction"]])[0]
+        entries.append(e)
+    return entries
 
 
 def _check_compact(where: str, e: Mapping[str, Any]) -> None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any, List, Mapping, Optional, Sequence, Tuple
 
-from . import _args, _manifest, _shard
+from . import _args, _shard
 from ._api import _DIRECTIONS, _FORMATS
 from ._manifest import LAYOUT_WORDS, LAYOUTS
 from ._plan import Plan
@@ -96,14 +96,12 @@ def _shards(names: List[str], shards: Optional[Mapping[str, Mapping[str, Any]]])
 def _bucket_call(bucket: Any, manifest: List[Mapping[str, Any]], params: Mapping[str, Any], layout: str,
                  stream: Any, prepare: bool, zero_exponent_as_one: bool = False,
                  shards: Optional[Mapping[str, Mapping[str, Any]]] = None, global_scale: str = "decode"):
-    read = _manifest.read(manifest)  # what it means, the C library checks
-    names = [e["name"] for e in read.entries]
     cuda, stream_ptr, dlpack_stream = _call_stream(bucket, stream, "bucket")
+    if shards is not None:  # the manifest's names, for the shards' order (the extension reads the rest)
+        shards = _shards([e.get("name") if isinstance(e, Mapping) else None for e in manifest], shards)
     core = _c_import_bucket(
-        bucket, names=names, params=params, layout=_code("layout", layout, LAYOUTS), layouts=LAYOUTS,
-        scale_fixup=_fixup(zero_exponent_as_one), stream=stream_ptr, dlpack_stream=dlpack_stream, prepare=prepare,
-        shards=_shards(names, shards), global_scale=_code("global_scale", global_scale, _GLOBAL_SCALES),
-        **read.lists)
+        bucket, manifest, params, _code("layout", layout, LAYOUTS), LAYOUTS, _fixup(zero_exponent_as_one), stream_ptr,
+        dlpack_stream, prepare, shards, _code("global_scale", global_scale, _GLOBAL_SCALES))
     return Plan(core, cuda) if prepare else None
 
 

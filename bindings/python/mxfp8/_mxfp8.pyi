@@ -120,17 +120,13 @@ def dequantize(
     bfloat16_bits: bool = False,
 ) -> None: ...
 def import_bucket(
-    bucket: Any, entries: Sequence[Sequence[int]], shapes: Sequence[Sequence[int]], formats: Sequence[int],
-    directions: Sequence[int], scales_layouts: Sequence[int], names: list[Any], params: Mapping[Any, Any], layout: int,
-    layouts: dict[str, int], scale_fixup: int, stream: Optional[int], dlpack_stream: Any, prepare: bool,
-    shards: Optional[Sequence[Any]] = None, nvfp4_entries: Optional[Sequence[Sequence[int]]] = None,
-    global_scale: int = 0, scales_shapes: Optional[Sequence[Sequence[int]]] = None,
-) -> Optional[Plan]: ...  # mxfp8_transfer from a bucket into params[names[i]]; a Plan with prepare=True
+    bucket: Any, manifest: Sequence[Mapping[str, Any]], params: Mapping[Any, Any], layout: int, layouts: dict[str, int],
+    scale_fixup: int, stream: Optional[int], dlpack_stream: Any, prepare: bool, shards: Optional[Sequence[Any]] = None,
+    global_scale: int = 0,
+) -> Optional[Plan]: ...  # mxfp8_transfer from a bucket into params[name]; a Plan with prepare=True
 def bucket_manifest_check(
-    bucket: Any, entries: Sequence[Sequence[int]], shapes: Sequence[Sequence[int]], formats: Sequence[int],
-    directions: Sequence[int], scales_layouts: Sequence[int], nvfp4_entries: Optional[Sequence[Sequence[int]]] = None,
-    scales_shapes: Optional[Sequence[Sequence[int]]] = None,
-) -> None: ...  # mxfp8_transfer_check from a bucket to nothing
+    bucket: Any, manifest: Sequence[Mapping[str, Any]], need_scales_shape: bool = False,
+) -> None: ...  # the manifest read, then mxfp8_transfer_check from the bucket to nothing
 def read_spec(name: Any, spec: Mapping[str, Any]) -> tuple[Any, Any, Any, bool, bool, int, int, Optional[list[int]], bool]: ...
 def import_tensors(
     tensors: dict[Any, Mapping[str, Any]], params: Mapping[Any, Any], direction: int, layout: int,

@@ -196,35 +196,137 @@ mxfp8_tensor *make_tensor(TakenTensor &data, TakenTensor &scale_inv, const std::
   return t;
 }
 
-// The desc's source side for a bucket (FROM_BUCKET) over the Python layer's lists (which outlive it): what
-// import_bucket and bucket_manifest_check both describe. parts: (values_offset, values_bytes, scales_offset,
-// scales_bytes); nvfp4_entries: (amax_offset, amax_bytes, e4m3_max) per entry; scales_shapes: each entry's
-// "scales_shape", or none (not checked).
+// A Python table of the package (a dict word -> code), looked up once.
+py::handle python_table(const char *module, const char *name) {
+  return py::object(py::module_::import(module).attr(name)).release();  // kept for the process's life
+}
+
+// A manifest number: a Python int (not a bool) in [0, high]; any other value goes to mxfp8._args.integer,
+// which takes what has __index__ and words every refusal.
+template <class What>
+uint64_t manifest_int(py::handle value, uint64_t high, What what) {
+  if (PyLong_CheckExact(value.ptr())) {
+    const unsigned long long v = PyLong_AsUnsignedLongLong(value.ptr());
+    if (!PyErr_Occurred() && v <= high) return v;
+    PyErr_Clear();
+  }
+  return python_check("integer")(what(), value, 0, high).template cast<uint64_t>();
+}
+
+// A manifest shape: a list or tuple of Python ints, else what mxfp8._args.shape makes of it (or refuses).
+template <class What>
+std::vector<int64_t> manifest_shape(py::handle value, What what) {
+  if (PyList_CheckExact(value.ptr()) || PyTuple_CheckExact(value.ptr())) {
+    std::vector<int64_t> shape;
+    const py::sequence items = py::reinterpret_borrow<py::sequence>(value);
+    for (py::handle d : items) {
+      if (!PyLong_CheckExact(d.ptr())) break;
+      const long long v = PyLong_AsLongLong(d.ptr());
+      if (PyErr_Occurred()) break;
+      shape.push_back(v);
+    }
+    PyErr_Clear();
+    if (shape.size() == items.size()) return shape;
+  }
+  return python_check("shape")(what(), value).template cast<std::vector<int64_t>>();
+}
+
+// The keys every manifest entry needs, and an NVFP4 entry's besides.
+constexpr const char *kParts[] = {"values_offset", "values_bytes", "scales_offset", "scales_bytes"};
+constexpr const char *kNvfp4Keys[] = {"direction", "scales_shape", "amax_offset", "amax_bytes", "e4m3_max"};
+
+// A bucket manifest (export_bucket's list of dicts, or a sender's JSON of it) read into the desc's
+// FROM_BUCKET lists, for import_bucket and every reader of a manifest (unpack_bucket, sglang). Only what
+// Python alone sees is checked here: a list of dicts, the keys each entry needs, names hashable and unique,
+// numbers that are Python ints of their C field's range, known words (mxfp8._args words each refusal). What
+// the manifest means (each part's size against its shape, direction and layout; parts inside the bucket
+// and apart; scale shapes; NVFP4 amax and e4m3_max) is mxfp8_transfer_check's, the check mxfp8_transfer
+// makes: every receiver, in every binding, refuses the same manifests with the same message
+// (desc.parts_in[i] there is manifest[i] here). need_scales_shape: every entry must give "scales_shape"
+// and (MXFP8) "fp8_dtype", as unpack_bucket shapes its views by them; else scale shapes are checked when
+// every entry gives one.
 struct BucketSource {
+  py::list entries;              // the manifest's entries (dicts), which the names below are borrowed from
+  std::vector<py::handle> names;
   std::vector<mxfp8_bucket_part> parts;
-  std::vector<int32_t> ndims, scales_ndims, e4m3_maxes;
+  std::vector<std::vector<int64_t>> shape_store, scales_shape_store;
   std::vector<const int64_t *> shapes, scales_shapes;
+  std::vector<int32_t> ndims, scales_ndims, formats, directions, layouts, e4m3_maxes;
+  std::vector<bool> nvfp4;
   mxfp8_transfer_desc desc = MXFP8_TRANSFER_DESC_INIT;
 
-  BucketSource(const DLTensor *bucket, const std::vector<std::array<uint64_t, 4>> &entries,
-               const std::vector<std::vector<int64_t>> &shape_list, const std::vector<int32_t> &formats,
-               const std::vector<int32_t> &directions, const std::vector<int32_t> &scales_layouts,
-               const std::optional<std::vector<std::array<uint64_t, 3>>> &nvfp4_entries,
-               const std::optional<std::vector<std::vector<int64_t>>> &scales_shape_list) {
+  BucketSource(const DLTensor *bucket, py::handle manifest, bool need_scales_shape) {
+    static const py::handle mapping = python_table("collections.abc", "Mapping");
+    static const py::handle entry_formats = python_table("mxfp8._manifest", "ENTRY_FORMATS");
+    static const py::handle fp8_dtypes = python_table("mxfp8._api", "_FORMATS");
+    static const py::handle direction_codes = python_table("mxfp8._api", "_DIRECTIONS");
+    static const py::handle layout_codes = python_table("mxfp8._manifest", "LAYOUTS");
+    if (PyUnicode_Check(manifest.ptr()) || PyBytes_Check(manifest.ptr()) || py::isinstance(manifest, mapping) ||
+        !py::hasattr(manifest, "__iter__"))
+      throw py::type_error("manifest must be the list export_bucket returned, got " +
+                           py::str(py::type::of(manifest).attr("__name__")).cast<std::string>());
+    entries = py::reinterpret_steal<py::list>(PySequence_List(manifest.ptr()));
+    if (!entries) throw py::error_already_set();
     const size_t n = entries.size();
-    if (shape_list.size() != n || formats.size() != n || directions.size() != n || scales_layouts.size() != n ||
-        (nvfp4_entries && nvfp4_entries->size() != n) || (scales_shape_list && scales_shape_list->size() != n))
-      throw py::value_error("the manifest's lists must have one entry per tensor");
+    const py::set seen;
     for (size_t i = 0; i < n; ++i) {
-      const auto &[offset, bytes, e4m3_max] = nvfp4_entries ? (*nvfp4_entries)[i] : std::array<uint64_t, 3>{0, 0, 0};
-      parts.push_back(mxfp8_bucket_part{entries[i][0], entries[i][1], entries[i][2], entries[i][3], offset, bytes});
-      e4m3_maxes.push_back(static_cast<int32_t>(e4m3_max));  // the Python layer checked it fits int32
-      ndims.push_back(static_cast<int32_t>(shape_list[i].size()));
-      shapes.push_back(shape_list[i].data());
-      if (scales_shape_list) {
-        scales_ndims.push_back(static_cast<int32_t>((*scales_shape_list)[i].size()));
-        scales_shapes.push_back((*scales_shape_list)[i].data());
+      const std::string where = "manifest[" + std::to_string(i) + "]";
+      py::handle e = entries[i];
+      if (!PyDict_Check(e.ptr())) {
+        if (!py::isinstance(e, mapping))
+          throw py::type_error(where + " must be a dict, got " + py::str(py::type::of(e).attr("__name__")).cast<std::string>());
+        entries[i] = py::dict(py::reinterpret_borrow<py::object>(e));
+        e = entries[i];
       }
+      const auto get = [&](const char *key) -> py::handle { return PyDict_GetItemString(e.ptr(), key); };
+      const auto field = [&](const char *key) { return [&where, key] { return where + "['" + key + "']"; }; };
+      const py::handle format = get("format");
+      const bool nv = format && choice_code(format, entry_formats, field("format")) == 1;
+      const auto require = [&](const char *key) {
+        if (!get(key)) throw py::value_error(where + " has no '" + key + "'");
+      };
+      for (const char *key : {"name", "shape"}) require(key);
+      for (const char *key : kParts) require(key);
+      if (nv) {
+        for (const char *key : kNvfp4Keys) require(key);
+      } else if (need_scales_shape) {
+        for (const char *key : {"fp8_dtype", "scales_shape"}) require(key);
+      }
+      const py::handle name = get("name");
+      if (PyObject_Hash(name.ptr()) == -1) {
+        PyErr_Clear();
+        throw py::type_error(where + "['name'] must be hashable, got " +
+                             py::str(py::type::of(name).attr("__name__")).cast<std::string>());
+      }
+      if (PySet_Contains(seen.ptr(), name.ptr()) == 1)
+        throw py::value_error(where + "['name'] " + py::repr(name).cast<std::string>() + " appears twice");
+      PySet_Add(seen.ptr(), name.ptr());
+      names.push_back(name);
+      shape_store.push_back(manifest_shape(get("shape"), field("shape")));
+      uint64_t part[6] = {};
+      for (size_t k = 0; k < 4; ++k) part[k] = manifest_int(get(kParts[k]), UINT64_MAX, field(kParts[k]));
+      if (nv)
+        for (size_t k = 2; k < 4; ++k) part[k + 2] = manifest_int(get(kNvfp4Keys[k]), UINT64_MAX, field(kNvfp4Keys[k]));
+      parts.push_back(mxfp8_bucket_part{part[0], part[1], part[2], part[3], part[4], part[5]});
+      if (const py::handle scales_shape = get("scales_shape"))
+        scales_shape_store.push_back(manifest_shape(scales_shape, field("scales_shape")));
+      e4m3_maxes.push_back(nv ? static_cast<int32_t>(manifest_int(get("e4m3_max"), INT32_MAX, field("e4m3_max"))) : 0);
+      const py::handle fp8_dtype = get("fp8_dtype");
+      formats.push_back(nv ? MXFP8_FORMAT_NVFP4 : fp8_dtype ? choice_code(fp8_dtype, fp8_dtypes, field("fp8_dtype"))
+                                                           : MXFP8_FORMAT_E4M3);
+      const py::handle direction = get("direction"), layout = get("scales_layout");
+      directions.push_back(direction ? choice_code(direction, direction_codes, field("direction")) : 0);
+      layouts.push_back(layout ? choice_code(layout, layout_codes, field("scales_layout")) : MXFP8_SCALE_LAYOUT_COMPACT);
+      nvfp4.push_back(nv);
+    }
+    for (const auto &shape : shape_store) {
+      ndims.push_back(static_cast<int32_t>(shape.size()));
+      shapes.push_back(shape.data());
+    }
+    const bool every_scales_shape = n > 0 && scales_shape_store.size() == n;
+    for (size_t i = 0; every_scales_shape && i < n; ++i) {
+      scales_ndims.push_back(static_cast<int32_t>(scales_shape_store[i].size()));
+      scales_shapes.push_back(scales_shape_store[i].data());
     }
     desc.source = MXFP8_TRANSFER_FROM_BUCKET;
     desc.destination = MXFP8_TRANSFER_TO_NOTHING;
@@ -235,26 +337,21 @@ struct BucketSource {
     desc.shapes = shapes.data();
     desc.formats = formats.data();
     desc.directions = directions.data();
-    desc.source_layouts = scales_layouts.data();
+    desc.source_layouts = layouts.data();
     desc.e4m3_maxes = e4m3_maxes.data();
-    desc.scales_ndims = scales_shape_list ? scales_ndims.data() : nullptr;
-    desc.scales_shapes = scales_shape_list ? scales_shapes.data() : nullptr;
+    desc.scales_ndims = every_scales_shape ? scales_ndims.data() : nullptr;
+    desc.scales_shapes = every_scales_shape ? scales_shapes.data() : nullptr;
   }
   BucketSource(const BucketSource &) = delete;  // the desc points into the vectors
   BucketSource &operator=(const BucketSource &) = delete;
 };
 
 // mxfp8_transfer_check of the bucket alone (TO_NOTHING): the C library's reading of a manifest (what the
-// import checks before it looks at a destination), for unpack_bucket's views. Only the bucket's address
-// and size are read.
-void bucket_manifest_check(py::handle bucket, const std::vector<std::array<uint64_t, 4>> &entries,
-                           const std::vector<std::vector<int64_t>> &shapes, const std::vector<int32_t> &formats,
-                           const std::vector<int32_t> &directions, const std::vector<int32_t> &scales_layouts,
-                           const std::optional<std::vector<std::array<uint64_t, 3>>> &nvfp4_entries,
-                           const std::optional<std::vector<std::vector<int64_t>>> &scales_shapes) {
+// import checks before it looks at a destination), for unpack_bucket's views and SGLang's payload. Only
+// the bucket's address and size are read.
+void bucket_manifest_check(py::handle bucket, py::handle manifest, bool need_scales_shape) {
   auto taken_bucket = take_dlpack(bucket, "bucket", py::none(), Access::Read);
-  BucketSource source(taken_bucket->tensor(), entries, shapes, formats, directions, scales_layouts, nvfp4_entries,
-                      scales_shapes);
+  BucketSource source(taken_bucket->tensor(), manifest, need_scales_shape);
   check(mxfp8_transfer_check(&source.desc));
 }
 
@@ -272,39 +369,20 @@ py::object run_transfer(const mxfp8_transfer_desc &d, const Exchange &ex, bool p
   return py::none();
 }
 
-// The keys of a list of names (the manifest's, which the Python layer read).
-std::vector<py::handle> handles_of(const py::list &names) {
-  std::vector<py::handle> keys;
-  keys.reserve(names.size());
-  for (py::handle name : names) keys.push_back(name);
-  return keys;
-}
-
-py::object import_bucket(py::handle bucket, const std::vector<std::array<uint64_t, 4>> &entries,
-                         const std::vector<std::vector<int64_t>> &shapes, const std::vector<int32_t> &formats,
-                         const std::vector<int32_t> &directions, const std::vector<int32_t> &scales_layouts,
-                         const py::list &names, py::handle params, int32_t layout, const py::dict &layouts,
-                         int32_t scale_fixup, py::object stream, py::object dlpack_stream, bool prepare,
-                         const std::optional<std::vector<py::object>> &shards,
-                         const std::optional<std::vector<std::array<uint64_t, 3>>> &nvfp4_entries,
-                         int32_t global_scale, const std::optional<std::vector<std::vector<int64_t>>> &scales_shapes) {
-  const size_t n = entries.size();
-  const ShardList shard_list(shards, n);
-  if (names.size() != n) throw py::value_error("the manifest's lists must have one entry per tensor");
-  const std::vector<py::handle> keys = handles_of(names);
-  std::vector<bool> nvfp4(n);
-  for (size_t i = 0; i < n; ++i) nvfp4[i] = formats[i] == MXFP8_FORMAT_NVFP4;
+py::object import_bucket(py::handle bucket, py::handle manifest, py::handle params, int32_t layout,
+                         const py::dict &layouts, int32_t scale_fixup, py::object stream, py::object dlpack_stream,
+                         bool prepare, const std::optional<std::vector<py::object>> &shards, int32_t global_scale) {
   Exchange ex = exchange_for_objects(bucket, stream, std::move(dlpack_stream));
   auto taken_bucket = take(bucket, "bucket", ex, Access::Read);  // in exchange mode, fixes the stream
-  Destinations dst = take_params(params, keys, nvfp4, layout, layouts, ex);
-  BucketSource source(taken_bucket->tensor(), entries, shapes, formats, directions, scales_layouts, nvfp4_entries,
-                      scales_shapes);
+  BucketSource source(taken_bucket->tensor(), manifest, false);
+  const ShardList shard_list(shards, source.names.size());
+  Destinations dst = take_params(params, source.names, source.nvfp4, layout, layouts, ex);
   mxfp8_transfer_desc &d = source.desc;
   dst.describe(d);
   d.scale_fixup = scale_fixup;
   d.shards = shard_list.data();
   d.global_scale = global_scale;
-  return run_transfer(d, ex, prepare, std::move(dst), keys);
+  return run_transfer(d, ex, prepare, std::move(dst), source.names);
 }
 
 // Handles over the sources of one import, of either format (an NVFP4 handle is an mxfp8_tensor of format
@@ -532,16 +610,13 @@ int64_t layout_bytes(int32_t layout, int32_t direction, int64_t rows, int64_t co
 }  // namespace
 
 void register_import(py::module_ &m) {
-  m.def("import_bucket", &import_bucket, py::arg("bucket"), py::arg("entries"), py::arg("shapes"), py::arg("formats"),
-        py::arg("directions"), py::arg("scales_layouts"), py::arg("names"), py::arg("params"), py::arg("layout"),
+  m.def("import_bucket", &import_bucket, py::arg("bucket"), py::arg("manifest"), py::arg("params"), py::arg("layout"),
         py::arg("layouts"), py::arg("scale_fixup"), py::arg("stream"), py::arg("dlpack_stream"), py::arg("prepare"),
-        py::arg("shards") = py::none(), py::arg("nvfp4_entries") = py::none(), py::arg("global_scale") = 0,
-        py::arg("scales_shapes") = py::none(),
-        "mxfp8_transfer from a bucket into params[names[i]] (or mxfp8_transfer_prepare with prepare=True, returning a "
-        "Plan); nvfp4_entries [(amax_offset, amax_bytes, e4m3_max)] for NVFP4 entries (formats 3).");
-  m.def("bucket_manifest_check", &bucket_manifest_check, py::arg("bucket"), py::arg("entries"), py::arg("shapes"),
-        py::arg("formats"), py::arg("directions"), py::arg("scales_layouts"), py::arg("nvfp4_entries") = py::none(),
-        py::arg("scales_shapes") = py::none(), "mxfp8_transfer_check of a bucket alone (MXFP8_TRANSFER_TO_NOTHING).");
+        py::arg("shards") = py::none(), py::arg("global_scale") = 0,
+        "mxfp8_transfer from a bucket its manifest describes into params[name] (or mxfp8_transfer_prepare with "
+        "prepare=True, returning a Plan).");
+  m.def("bucket_manifest_check", &bucket_manifest_check, py::arg("bucket"), py::arg("manifest"),
+        py::arg("need_scales_shape") = false, "mxfp8_transfer_check of a bucket alone (MXFP8_TRANSFER_TO_NOTHING).");
   m.def("read_spec", &read_spec, py::arg("name"), py::arg("spec"),
         "A source spec read and checked (the one reader of every spec): (data, scale_inv, amax, nvfp4, swizzled, "
         "format, e4m3_max, shape or None, sharded).");
