@@ -11,6 +11,8 @@ NumPy arrays go through __dlpack__. Figures are the median of `--reps` calls, in
   prepare    mxfp8.prepare_import_tensors: every check, the plan built, nothing written
   run        plan.run(): the copies alone (on a GPU a launch)
   immediate  mxfp8.import_tensors: the checks, then the copies
+  bucket_*   the same receiver from a bucket: prepare_import_bucket and import_bucket of one bucket
+             holding every source (export_bucket's, compact scales; the manifest read by the extension)
   c          the same three from C (mxfp8_tensor_create of each source + mxfp8_transfer_prepare /
              mxfp8_plan_run / mxfp8_transfer), when --c-bench names the built bench/host_transfer
   overhead   Python - C for prepare and immediate: what the binding adds per tensor
@@ -80,8 +82,13 @@ def measure(tensors, params, reps):
     n = len(tensors)
     call = calls(tensors, params)
     plan = call["prepare"]()
+    bucket, manifest = mxfp8.export_bucket(tensors)
     return {"prepare_us": median_us(call["prepare"], n, reps), "run_us": median_us(plan.run, n, reps),
-            "immediate_us": median_us(call["immediate"], n, reps)}
+            "immediate_us": median_us(call["immediate"], n, reps),
+            "bucket_prepare_us": median_us(lambda: mxfp8.prepare_import_bucket(bucket, manifest, params,
+                                                                               layout="cutlass_128x4"), n, reps),
+            "bucket_immediate_us": median_us(lambda: mxfp8.import_bucket(bucket, manifest, params,
+                                                                         layout="cutlass_128x4"), n, reps)}
 
 
 def c_figures(path, layers, experts, reps):
@@ -120,11 +127,13 @@ def main():
     first = next(iter(t))
     assert torch.equal(p[first][0], t[first]["data"].view(torch.uint8)), "the import did not write the values"
     print(f"{n} tensors ({args.layers} x {args.experts} x {SHAPES}), median of {args.reps}, µs per tensor")
-    print(f"{'':10} {'prepare':>9} {'run':>8} {'immediate':>10}")
+    print(f"{'':10} {'prepare':>9} {'run':>8} {'immediate':>10} {'bucket prepare':>15} {'bucket immediate':>17}")
     for kind in ("torch_cpu", "numpy", "c"):
         if kind in results:
             r = results[kind]
-            print(f"{kind:10} {r['prepare_us']:9.2f} {r['run_us']:8.2f} {r['immediate_us']:10.2f}")
+            bucket = (f" {r['bucket_prepare_us']:15.2f} {r['bucket_immediate_us']:17.2f}" if "bucket_prepare_us" in r
+                      else "")
+            print(f"{kind:10} {r['prepare_us']:9.2f} {r['run_us']:8.2f} {r['immediate_us']:10.2f}{bucket}")
     if "c" in results:
         for kind in ("torch_cpu", "numpy"):
             r, c = results[kind], results["c"]
