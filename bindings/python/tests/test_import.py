@@ -126,6 +126,25 @@ def test_direct_import_from_te_storage(direction, prepared):
     check(params, expected, direction)
 
 
+@pytest.mark.parametrize("prepared", [False, True])
+def test_direct_import_reads_any_mapping(prepared):
+    """The extension reads the specs and the params itself: read-only mappings of every level (the tensors,
+    each spec, the params) import as dicts do, and a prepared plan keeps what it reads alive after the
+    caller's mappings are gone."""
+    from types import MappingProxyType
+    specs, expected = sources(seed=40)
+    layouts = {name: ("compact" if i % 2 else "cutlass_128x4") for i, name in enumerate(specs)}
+    params = poisoned_params(expected, layouts)
+    tensors = MappingProxyType({name: MappingProxyType(dict(spec)) for name, spec in specs.items()})
+    call = mxfp8.prepare_import_tensors if prepared else mxfp8.import_tensors
+    plan = call(tensors, MappingProxyType(params))
+    if prepared:
+        assert isinstance(plan, mxfp8.Plan) and plan.buffer is None and plan.manifest is None
+        del tensors, specs  # the plan holds the sources, and the parameters it writes
+        plan.run()
+    check(params, expected)
+
+
 def test_bad_parameters_are_refused_before_anything_is_written():
     specs, expected = sources()
     bucket, manifest = mxfp8.export_bucket(specs)
