@@ -1,21 +1,23 @@
-// The receiver's import for Python: one mxfp8_transfer_desc (from a bucket or from tensors, to the
-// engine's buffers) run by mxfp8_transfer, checked by mxfp8_transfer_check or prepared once, over DLPack
-// producers. A translation layer only: it takes each object's DLTensor as every other call of the
-// extension does (dlpack_take.hpp: the framework's DLPack C exchange API when the caller left the stream
-// to it, else __dlpack__), fills the desc, and lets the library check everything.
+// The receiver's import for Python, and the one reader of what callers describe tensors with: a source
+// spec (Source: import_tensors' sources, and export_bucket's through read_spec), a params dict
+// (take_params) and a bucket manifest (BucketSource), each read here with no Python object per entry. One
+// mxfp8_transfer_desc (from a bucket or from tensors, to the engine's buffers) is run by mxfp8_transfer,
+// checked by mxfp8_transfer_check or prepared once (a Plan). A translation layer only: it takes each
+// object's DLTensor as every other call of the extension does (dlpack_take.hpp: the framework's DLPack C
+// exchange API when the caller left the stream to it, else __dlpack__), fills the desc, and lets the
+// library check what the tensors mean. An uncommon value (a NumPy int, an unknown word) goes to the Python
+// checker of mxfp8._args, so a refusal has one wording whichever path reads it.
 // register_import adds the functions to a module (the extension calls it from its PYBIND11_MODULE).
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
 #include <algorithm>
-#include <array>
 #include <cctype>
+#include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <initializer_list>
-#include <cstdlib>
-#include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -45,9 +47,6 @@ py::object item(const py::object &sequence, Py_ssize_t i) {
   return py::reinterpret_steal<py::object>(o);
 }
 
-// What the caller called entry i's key, lazily: owner[repr(key)]part.
-Name entry_name(const char *owner, py::handle key, const char *part) { return Name(owner, key, part); }
-
 // A word's code in `table` (a dict word -> int) for a known word, else the refusal of the Python checker
 // (`module`.`checker`(what(), value, table)): one wording for every path.
 template <class What>
@@ -75,7 +74,7 @@ struct Destinations {
     d.global_scales = any_nvfp4 ? global_scales.data() : nullptr;
   }
   DLTensor *take_one(py::handle obj, py::handle key, const char *part, Exchange &ex) {
-    taken.push_back(take(obj, entry_name("params", key, part), ex, Access::Write));
+    taken.push_back(take(obj, Name("params", key, part), ex, Access::Write));
     return taken.back()->tensor();
   }
 };
@@ -118,14 +117,14 @@ Destinations take_params(py::handle params, const std::vector<py::handle> &keys,
     if (size < 0) PyErr_Clear();
     const bool nv = nvfp4[i];
     if (nv && (size < 3 || size > 4 || PyUnicode_Check(item(p, 2).ptr())))
-      throw py::value_error(entry_name("params", key, "").str() + " is an NVFP4 entry: it must be (values, scales, "
+      throw py::value_error(Name("params", key, "").str() + " is an NVFP4 entry: it must be (values, scales, "
                             "global_scale) or (values, scales, global_scale, layout)");
     if (!nv && (size < 2 || size > 3))
-      throw py::value_error(entry_name("params", key, "").str() +
+      throw py::value_error(Name("params", key, "").str() +
                             " must be (values, scales) or (values, scales, layout)");
     const Py_ssize_t layout_at = nv ? 3 : 2;
-    d.layouts.push_back(size > layout_at ? choice_code(item(p, layout_at), layouts, [&] { return entry_name("params", key, "").str() + " layout"; },
-                                                     "_code", "mxfp8._import")
+    const auto what = [&] { return Name("params", key, "").str() + " layout"; };
+    d.layouts.push_back(size > layout_at ? choice_code(item(p, layout_at), layouts, what, "_code", "mxfp8._import")
                                          : layout);
     d.values.push_back(d.take_one(item(p, 0), key, "[0]", ex));
     d.scales.push_back(d.take_one(item(p, 1), key, "[1]", ex));
@@ -528,9 +527,9 @@ py::object import_tensors(const py::dict &tensors, py::handle params, int32_t di
   for (size_t i = 0; i < n; ++i) {
     const Source &src = sources[i];
     const auto where = [&] { return "tensors[" + py::repr(keys[i]).cast<std::string>() + "]"; };
-    auto d = take(src.data, entry_name("tensors", keys[i], "['data']"), ex, Access::Read);
-    auto s = take(src.scale_inv, entry_name("tensors", keys[i], "['scale_inv']"), ex, Access::Read);
-    auto a = src.nvfp4 ? take(src.amax, entry_name("tensors", keys[i], "['amax']"), ex, Access::Read) : nullptr;
+    auto d = take(src.data, Name("tensors", keys[i], "['data']"), ex, Access::Read);
+    auto s = take(src.scale_inv, Name("tensors", keys[i], "['scale_inv']"), ex, Access::Read);
+    auto a = src.nvfp4 ? take(src.amax, Name("tensors", keys[i], "['amax']"), ex, Access::Read) : nullptr;
     handles.tensors.push_back(
         make_tensor(*d, *s, src.shape, src.format, src.swizzled, direction, where, a.get(), src.e4m3_max));
   }
