@@ -381,6 +381,7 @@ py::object import_bucket(py::handle bucket, py::handle manifest, py::handle para
   d.scale_fixup = scale_fixup;
   d.shards = shard_list.data();
   d.global_scale = global_scale;
+  dst.taken.push_back(std::move(taken_bucket));  // a plan keeps the bucket it reads (desc.bucket_in stays valid)
   return run_transfer(d, ex, prepare, std::move(dst), source.names);
 }
 
