@@ -13,6 +13,9 @@ Needs a CUDA device and torch. Writes OUT/python_overhead.json (or OUT itself wh
               "breakdown": {"tiny_us", "tiny_c_us", "torch_empty_us", "fast_entry_views_us"},
               "model_empty_loop_ms", "model_clone_loop_ms", "model_loop_into_ms", "model_torch_into_ms",
               "targets": {...}}}
+"calls": unswizzle_scales, swizzle_scales, quantize, dequantize, export_te, convert (to "deepgemm"),
+import_tensors (one tensor into (values, cutlass_128x4 scales) parameters) and plan_run (the run of the
+same import prepared once by prepare_import_tensors).
 "breakdown" splits the tiny swizzled export without a sync (what each call of a per-tensor loop costs the
 host): the same from C with a handle made once, the allocation PyTorch makes for the copy, and the
 extension's entry called directly for the views-only export (no Python frame of ours).
@@ -267,6 +270,14 @@ def main():
 
     from mx_reference_torch import quantize_rowwise  # the PyTorch quantize baseline (run_bench put it on the path)
 
+    source = {"w": {"data": data, "scale_inv": swz, "swizzled": True}}
+    params = {"w": (torch.empty_like(data, dtype=torch.uint8), torch.empty_like(swz), "cutlass_128x4")}
+    import_plan = mxfp8.prepare_import_tensors(source, params)
+
+    def copy_by_hand():
+        params["w"][0].copy_(data.view(torch.uint8))
+        params["w"][1].copy_(swz)
+
     calls = {
         "unswizzle_scales": (lambda: mxfp8.unswizzle_scales(swz, 128, cols, out_compact),
                              lambda: torch_unswizzle(swz, 128, cols)),
@@ -274,6 +285,11 @@ def main():
         "quantize": (lambda: mxfp8.quantize(x), lambda: quantize_rowwise(x)),
         "dequantize": (lambda: mxfp8.dequantize(q.rowwise_data, q.rowwise_scale_inv, swizzled=True, out=out_f32), None),
         "export_te": (lambda: mxfp8.export_te(TEStorage()), lambda: torch_unswizzle(swz, 128, cols)),
+        "convert": (lambda: mxfp8.convert(data, swz, "deepgemm", swizzled=True), lambda: torch_unswizzle(swz, 128, cols)),
+        # The receiver's transfer of the same tensor into (values, 128x4 scales) parameters: immediate, and
+        # the run of the plan prepared once; torch's equivalent is the two copies of a layout-keeping loop.
+        "import_tensors": (lambda: mxfp8.import_tensors(source, params), lambda: copy_by_hand()),
+        "plan_run": (import_plan.run, lambda: copy_by_hand()),
     }
     r["calls"] = {}
     for name, (ours, theirs) in calls.items():
@@ -309,12 +325,9 @@ def main():
         if not torch.equal(o, torch_unswizzle(s, d.shape[0], c)):
             raise SystemExit(f"the caller-buffer loops disagree on a ({d.shape[0]}, {c}) scale matrix")
     r["model_batched_c_ms"], _keep = c_batched_ms(lib, weights)
-    if hasattr(mxfp8, "ExportPlan"):
-        plan = mxfp8.ExportPlan({f"w{i}": {"data": d, "scale_inv": s, "swizzled": True}
+    plan = mxfp8.prepare_export({f"w{i}": {"data": d, "scale_inv": s, "swizzled": True}
                                  for i, (d, s, _) in enumerate(weights)})
-        r["model_plan_ms"] = round(host_us(plan.export, calls=30, warmup=3, sync=True) / 1000, 3)
-    else:
-        r["model_plan_ms"] = None
+    r["model_plan_ms"] = round(host_us(plan.run, calls=30, warmup=3, sync=True) / 1000, 3)
     print(f"model ({len(weights)} weights): loop {r['model_loop_ms']} ms, plan {r['model_plan_ms']} ms, "
           f"batched from C {r['model_batched_c_ms']} ms, torch loop {r['model_torch_ms']} ms", flush=True)
     print(f"model floors: torch.empty_like loop {r['model_empty_loop_ms']} ms, clone loop "

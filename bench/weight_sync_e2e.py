@@ -8,7 +8,7 @@ from the trainer's storage into the parameters, timed three ways in the same run
 
   direct    the receiver maps the trainer's storage over CUDA IPC once, mxfp8.prepare_import_tensors;
             each step is one launch (plan.run), the layout transform fused. No bucket.
-  bucketed  the trainer fills one 1 GiB IPC-shared bucket from an mxfp8.BucketPlan (one launch a bucket),
+  bucketed  the trainer fills one 1 GiB IPC-shared bucket from mxfp8.prepare_buckets plans (one launch a bucket),
             the receiver writes it into its parameters with the mxfp8.prepare_import_bucket plan of that
             bucket (one launch a bucket); both sides planned once, before the first step.
   bucketed_unprepared  the same with no plan kept: mxfp8.iter_buckets and mxfp8.import_bucket, every
@@ -22,7 +22,7 @@ its stream, sends the bucket's index; the receiver imports, waits for its stream
 The GPU idles through every handshake. Two more paths hand over pipelined, with the same memory (two
 512 MiB buckets instead of one of 1 GiB) and no stream synchronize until the end:
 
-  bucketed_pipelined  BucketPlan fills bucket i into buffer i % 2 and records a CUDA IPC event; the
+  bucketed_pipelined  a prepare_buckets plan fills bucket i into buffer i % 2 and records a CUDA IPC event; the
             receiver's stream waits on that event (on the GPU) and runs its import plan, then records an
             event of its own that the trainer's stream waits on before it fills that buffer again. The
             host messages only say "enqueued", so the processes' host work overlaps the GPU's.
@@ -39,7 +39,7 @@ step the parameters are poisoned and after it they are checked bit for bit again
 torch (both outside the timed part); any mismatch fails the run.
 
 With CUDA events, the trainer alone, no transport, the same rounds: copy_ms, one device-to-device copy of
-the same bytes (values + compact scales); bucket_fill_ms, BucketPlan.fill of every bucket; clone_permute_ms,
+the same bytes (values + compact scales); bucket_fill_ms, the run of every bucket's plan; clone_permute_ms,
 the hand-written export of the same tensors (per tensor: values .clone(), scales through the same torch
 permute/crop the by-hand path uses, each freed before the next, as frameworks send them); by_hand_fill_ms,
 the by-hand path's own fill of every bucket. The direct path's device memory: what its plans took, the
@@ -426,15 +426,15 @@ def main():
         raise SystemExit("weight_sync_e2e: the receiver did not get ready")
 
     # The bucket groups, from one planning pass (the same for every step).
-    plan = mxfp8.BucketPlan(storage, bucket_bytes=bucket_bytes, buffer=bucket)
-    groups = plan.manifests
-    ask("prepare_buckets", None, plan.sizes, plan.manifests)
+    plans = mxfp8.prepare_buckets(storage, bucket_bytes=bucket_bytes, buffer=bucket)
+    groups = [p.manifest for p in plans]
+    ask("prepare_buckets", None, [p.buffer.numel() for p in plans], groups)
     torch.cuda.synchronize()
     stream = torch.cuda.current_stream()
 
     def bucketed(layout):
-        for i in range(len(plan)):
-            plan.fill(i)
+        for i, plan in enumerate(plans):
+            plan.run()
             stream.synchronize()  # the bucket is complete before the receiver reads it
             ask("bucketed", layout, i)
 
@@ -458,9 +458,10 @@ def main():
 
     def set_up_pipelined(half, memory):
         buffers = [memory[:half + (1 << 19)], memory[half + (1 << 19):]]
-        pipe["plans"] = [mxfp8.BucketPlan(storage, bucket_bytes=half, buffer=b) for b in buffers]  # same groups
+        pipe["plans"] = [mxfp8.prepare_buckets(storage, bucket_bytes=half, buffer=b) for b in buffers]  # same groups
         pipe["buffers"] = buffers
-        ask("prepare_pipelined", buffers, filled, released, pipe["plans"][0].sizes, pipe["plans"][0].manifests)
+        ask("prepare_pipelined", buffers, filled, released, [p.buffer.numel() for p in pipe["plans"][0]],
+            [p.manifest for p in pipe["plans"][0]])
 
     def pipelined(kind, layout):
         plans, buffers = pipe["plans"], pipe["buffers"]
@@ -470,9 +471,9 @@ def main():
                 expect(("released", i - 2))
                 stream.wait_event(released[i % 2])
             if kind == "bucketed_pipelined":
-                plans[i % 2].fill(i)
+                plans[i % 2][i].run()
             else:
-                fill_by_hand(storage, buffers[i % 2], plans[0].manifests[i])
+                fill_by_hand(storage, buffers[i % 2], plans[0][i].manifest)
             filled[i % 2].record(stream)
             conn.send((kind, layout, i, i == count - 1))
         for i in range(max(count - 2, 0), count):
@@ -556,7 +557,7 @@ def main():
     start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     bodies = {
         "copy": lambda: copied["dst"].copy_(copied["src"]),
-        "bucket_fill": lambda: [plan.fill(i) for i in range(len(plan))],
+        "bucket_fill": lambda: [plan.run() for plan in plans],
         "bucket_fill_unprepared": lambda: [None for _ in mxfp8.iter_buckets(storage, bucket_bytes=bucket_bytes,
                                                                              buffer=bucket)],
         "clone_permute": lambda: clone_permute(torch, storage, shapes),
@@ -593,7 +594,7 @@ def main():
         "steps_checked": steps_checked[0],  # steps whose parameters were poisoned before and checked after
         # Top level: the slower of the two engine layouts' medians; both, with their spread, are below.
         **worst,
-        **events,  # copy, bucket_fill (BucketPlan), bucket_fill_unprepared (iter_buckets), clone_permute,
+        **events,  # copy, bucket_fill (prepare_buckets), bucket_fill_unprepared (iter_buckets), clone_permute,
                    # by_hand_fill: medians, CUDA events
         "event_stats_ms": {name: summary(timed[name]) for name in EVENT_TIMED},
         "bucket_import_ms": import_ms,  # the receiver's import plans alone, every bucket, per layout

@@ -688,7 +688,7 @@ int64_t fill_batch(JobBatch<kCapacity> &batch, const ScaleJob *jobs, size_t coun
 }
 
 // The batch is the kernel's parameter, copied whole into every launch: a full one (~31 KiB) costs ~9 us
-// of host time more than a one-job one on an H100's host (transfer_host_cost --cuda, 2026-12-06: a batched
+// of host time more than a one-job one on an H100's host (bench/host_transfer --cuda's ancestor, 2026-12-06: a batched
 // export of 1 tensor 3.0 us, of 2 tensors 12.2 us). So a launch takes the smallest of three sizes its jobs
 // fit: one job, up to kSmallBatch, or kMaxJobsPerLaunch (more jobs: several launches).
 constexpr int kSmallBatch = 16;

@@ -13,24 +13,25 @@ JAX, CuPy, NumPy); with torch inputs the results are torch tensors.
 from ._api import Components, export_components, export_grouped, export_te
 from ._convert import Converted, convert
 from ._bucket import export_bucket, iter_buckets, swizzle_scales, unpack_bucket, unswizzle_scales
-from ._import import (ImportPlan, import_bucket, import_tensors, layout_bytes, prepare_import_bucket,
-                      prepare_import_tensors, scales_shape)
+from ._import import (import_bucket, import_tensors, layout_bytes, prepare_import_bucket, prepare_import_tensors,
+                      scales_shape)
 from ._mxfp8 import Array
 from ._nvfp4_quantize import NVFP4Quantized, nvfp4_quantize, nvfp4_quantize_fused
-from ._plan import BucketPlan, ExportPlan
+from ._plan import Plan, prepare_buckets, prepare_export
 from ._quantize import Quantized, dequantize, quantize
 from ._tvm_ffi import tvm_ffi_library_path
 from . import nvfp4
 
+ImportPlan = Plan  # the former name of the plans prepare_import_* return; removed in the next release
+
 __version__ = "0.1.0"
 __all__ = [
     "Array",
-    "BucketPlan",
     "Components",
     "Converted",
-    "ExportPlan",
     "ImportPlan",
     "NVFP4Quantized",
+    "Plan",
     "Quantized",
     "convert",
     "dequantize",
@@ -45,6 +46,8 @@ __all__ = [
     "layout_bytes",
     "nvfp4_quantize",
     "nvfp4_quantize_fused",
+    "prepare_buckets",
+    "prepare_export",
     "prepare_import_bucket",
     "prepare_import_tensors",
     "quantize",

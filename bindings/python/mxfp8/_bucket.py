@@ -4,14 +4,12 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Tuple
 
-from . import _args, _manifest, _mxfp8, _shard, nvfp4
-from ._api import _DIRECTIONS, _FORMATS, Components, _choice, _flag, _has_exchange_api, _inputs
+import operator
 
-_SPEC_FORMATS = {"mxfp8": 0, "nvfp4": 1}
+from . import _args, _mxfp8, _shard, nvfp4
+from ._api import _DIRECTIONS, _FORMATS, Components, _choice, _has_exchange_api, _inputs
 
-_SPEC_KEYS = ("data", "scale_inv", "fp8_dtype", "swizzled", "shape", "rows", "cols", "format", "amax", "e4m3_max")
-_MXFP8_ONLY_KEYS = ("fp8_dtype",)
-_NVFP4_ONLY_KEYS = ("amax", "e4m3_max")
+_FP8_DTYPES = {code: name for name, code in _FORMATS.items()}
 
 
 def _compact_scales_shapes(shape) -> Tuple[tuple, tuple]:
@@ -48,65 +46,26 @@ def _nvfp4_logical_shape(where: str, data: Any, direction: int) -> tuple:
 
 
 class _Spec:
-    """One entry of export_bucket's `tensors`, its keys checked."""
+    """One entry of export_bucket's `tensors`, read and checked by the extension (_mxfp8.read_spec, the
+    reader import_tensors uses): unknown keys, data and scale_inv, "format", a real bool "swizzled", each
+    format's own keys, E4M3_MAX, "shape"; the shard ("rows" / "cols", as export_components takes them:
+    the bucket carries only it, as a 2-D (rows, cols) tensor) by _shard."""
 
     def __init__(self, name: Any, spec: Any):
-        where = f"tensors[{name!r}]"
-        if not isinstance(spec, Mapping):
-            raise TypeError(f"{where} must be a dict with 'data' and 'scale_inv', got {type(spec).__name__}")
-        unknown = [k for k in spec if k not in _SPEC_KEYS]
-        if unknown:
-            raise ValueError(f"{where} has an unknown key {unknown[0]!r} (known: {', '.join(_SPEC_KEYS)})")
-        for key in ("data", "scale_inv"):
-            if spec.get(key) is None:
-                raise ValueError(f"{where} has no {key!r}")
-        self.name, self.where = name, where
-        self.data, self.scale_inv = spec["data"], spec["scale_inv"]
-        # "format": "nvfp4" makes the entry an NVFP4 tensor (packed E2M1 values, E4M3 block scales, amax),
-        # which travels as a new kind of bucket entry (mxfp8_bucket_parts of one transfer).
-        self.nvfp4 = _choice(f"{where}['format']", spec.get("format", "mxfp8"), _SPEC_FORMATS) == 1
-        self.swizzled = _flag(f"{where}['swizzled']", spec.get("swizzled", False))
+        self.name, self.where = name, f"tensors[{name!r}]"
+        (self.data, self.scale_inv, self.amax, self.nvfp4, self.swizzled, self.format, self.e4m3_max, given,
+         sharded) = _mxfp8.read_spec(name, spec)
+        self.shard = _shard.shard_spec(f"{self.where}: ", spec) if sharded else None
         if self.nvfp4:
-            self._init_nvfp4(spec)
+            self.given_shape = None if given is None else tuple(given)
             return
-        for key in _NVFP4_ONLY_KEYS:
-            if key in spec:
-                raise ValueError(f"{where} has {key!r}, which only NVFP4 tensors take (set 'format': 'nvfp4')")
-        self.fp8_dtype = spec.get("fp8_dtype", "e4m3")
-        self.format = _choice(f"{where}['fp8_dtype']", self.fp8_dtype, _FORMATS)
-        given = spec.get("shape")
-        if given is not None:
-            self.shape = tuple(_args.shape(f"{where}['shape']", given))
-            if not self.shape:
-                raise ValueError(f"{where}['shape'] is empty: an MXFP8 tensor needs a last dimension K")
-        else:
-            self.shape = tuple(int(d) for d in self.data.shape)
-            if not self.shape:
-                raise ValueError(f"{where}['data'] is 0-dimensional: an MXFP8 tensor needs a last dimension K")
-        # A shard ("rows" / "cols", as export_components takes them): the bucket carries only it, as a
-        # 2-D (rows, cols) tensor.
-        self.shard = _shard.shard_spec(f"{where}: ", spec)
+        self.fp8_dtype = _FP8_DTYPES[self.format]
+        self.shape = tuple(given if given is not None else (int(d) for d in self.data.shape))
+        if not self.shape:
+            raise ValueError(f"{self.where}['data'] is 0-dimensional: an MXFP8 tensor needs a last dimension K")
         self.packed_shape = self.shape
         if self.shard is not None:
             self.packed_shape = _shard.shard_shape(self.shard, _args.numel(self.shape[:-1]), self.shape[-1])
-
-    def _init_nvfp4(self, spec: Mapping[str, Any]) -> None:
-        where = self.where
-        for key in _MXFP8_ONLY_KEYS:
-            if key in spec:
-                raise ValueError(f"{where} has {key!r}, which NVFP4 tensors do not take (their values are E2M1)")
-        if spec.get("amax") is None:
-            raise ValueError(f"{where} has no 'amax': an NVFP4 tensor needs its float32 amax (per tensor or per row)")
-        self.amax = spec["amax"]
-        self.e4m3_max = _args.e4m3_max(f"{where}['e4m3_max']", spec.get("e4m3_max", 448))
-        self.given_shape = spec.get("shape")
-        if self.given_shape is not None:
-            self.given_shape = tuple(_args.shape(f"{where}['shape']", self.given_shape))
-            if not self.given_shape:
-                raise ValueError(f"{where}['shape'] is empty: an NVFP4 tensor needs a last dimension K")
-        # A shard ("rows" / "cols" of the logical (M, K), as for MXFP8): the bucket carries only it, the
-        # library reading it from the stored matrix (columnwise: 16-aligned rows of M, one range).
-        self.shard = _shard.shard_spec(f"{where}: ", spec)
 
     def nvfp4_shape(self, direction: int) -> tuple:
         """The logical shape of an NVFP4 spec read in `direction`."""
@@ -120,18 +79,6 @@ class _Spec:
         if self.shard is None:
             return shape
         return _shard.shard_shape(self.shard, _args.numel(shape[:-1]), shape[-1])
-
-    def packed_bytes(self, direction: int, alignment: int) -> int:
-        if self.nvfp4:
-            shape = self.nvfp4_packed_shape(direction)
-            values, scales = _nvfp4_parts_shapes(shape, direction)
-            # One amax per tensor, or (rowwise) one per row that travels.
-            per_row = _args.numel(tuple(self.amax.shape)) > 1
-            amax = 4 * (_args.numel(shape[:-1]) if per_row else 1)
-            return (_args.round_up(_args.numel(values), alignment) + _args.round_up(_args.numel(scales), alignment) +
-                    _args.round_up(amax, max(alignment, 4)))
-        scales = _args.numel(_compact_scales_shapes(self.packed_shape)[direction])
-        return _args.round_up(_args.numel(self.packed_shape), alignment) + _args.round_up(scales, alignment)
 
 
 def _spec_inputs(specs: List[_Spec], stream: Any):
@@ -214,66 +161,47 @@ def export_bucket(
         ValueError: bad input (messages name the tensor, e.g. tensors['w']['scale_inv']), tensors or the
         bucket on different devices, a read-only bucket; TypeError: an argument of the wrong type.
     """
-    return _export_bucket(tensors, direction, alignment, bucket, stream, "bucket")
-
-
-class _MixedPlan:
-    """The layout of a bucket holding NVFP4 entries (mxfp8_bucket_parts): the entries and the NVFP4
-    entries' amax parts, as _mxfp8.export_bucket_mixed and prepare_bucket_mixed take them."""
-
-    def __init__(self, entries, nvfp4_entries):
-        self.entries, self.nvfp4_entries = entries, nvfp4_entries
+    specs = _specs(tensors)
+    if not specs:
+        raise ValueError("tensors is empty: nothing to pack")
+    dir_code = _choice("direction", direction, _DIRECTIONS)
+    alignment = _args.power_of_two("alignment", alignment)
+    inputs = _spec_inputs(specs, stream)
+    if bucket is not None:
+        inputs.check_output("bucket", bucket)
+    handles = [_spec_handle(spec, dir_code, inputs) for spec in specs]
+    manifest, plan, total, shards = _plan_bucket(specs, handles, direction, dir_code, alignment)
+    if bucket is None:
+        bucket = _new_bucket(inputs, specs, total, "bucket=: a CUDA buffer of at least")
+    _fill(handles, plan, bucket, dir_code, inputs, "bucket", shards)
+    return bucket, manifest
 
 
 def _fill(handles, plan, bucket, dir_code: int, inputs, bucket_name: str, shards) -> None:
-    """Fills `bucket` as `plan` says, in one launch (mxfp8_transfer into the bucket)."""
-    if isinstance(plan, _MixedPlan):
-        _mxfp8.export_bucket_mixed(handles, plan.entries, plan.nvfp4_entries, bucket, direction=dir_code,
-                                   stream=inputs.stream, dlpack_stream=inputs.dlpack_stream, bucket_name=bucket_name,
-                                   shards=shards)
-    else:
-        _mxfp8.export_bucket(handles, plan, bucket, direction=dir_code, stream=inputs.stream,
-                             dlpack_stream=inputs.dlpack_stream, bucket_name=bucket_name, shards=shards)
+    """Fills `bucket` as `plan` (the parts of _plan_bucket) says, in one launch (mxfp8_transfer into it)."""
+    _mxfp8.export_bucket(handles, *plan, bucket, direction=dir_code, stream=inputs.stream,
+                         dlpack_stream=inputs.dlpack_stream, bucket_name=bucket_name, shards=shards)
 
 
 def _prepare_fill(handles, plan, bucket, dir_code: int, inputs, bucket_name: str, shards):
-    """The prepared form of _fill (a PreparedExport whose run() fills the bucket)."""
-    if isinstance(plan, _MixedPlan):
-        return _mxfp8.prepare_bucket_mixed(handles, plan.entries, plan.nvfp4_entries, bucket, direction=dir_code,
-                                           dlpack_stream=inputs.dlpack_stream, bucket_name=bucket_name, shards=shards)
-    return _mxfp8.PreparedExport.for_bucket(handles, plan, bucket, direction=dir_code, dlpack_stream=inputs.dlpack_stream,
-                                            bucket_name=bucket_name, shards=shards)
+    """The prepared form of _fill (an _mxfp8.Plan whose run() fills the bucket)."""
+    return _mxfp8.prepare_bucket(handles, *plan, bucket, direction=dir_code, dlpack_stream=inputs.dlpack_stream,
+                                 bucket_name=bucket_name, shards=shards)
 
 
-def _plan_bucket(specs: List[_Spec], direction: str, dir_code: int, alignment: int, inputs):
-    """The library's handles on `specs`, the bucket's manifest, its layout (mxfp8_bucket_parts' values and scales parts,
-    or a _MixedPlan when a spec is NVFP4), its size in bytes, and the specs' shards (None when every
-    tensor is whole; else one entry per tensor, None or the shard, as _mxfp8.bucket_plan / export_bucket
-    take them)."""
-    if any(spec.nvfp4 for spec in specs):
-        return _plan_mixed_bucket(specs, direction, dir_code, alignment, inputs)
-    handles, manifest = [], []
+def _shards_of(specs: List[_Spec]):
+    """The specs' shards as the extension takes them: None when every tensor is whole."""
+    return [spec.shard for spec in specs] if any(spec.shard is not None for spec in specs) else None
+
+
+def _plan_bucket(specs: List[_Spec], handles: List[Any], direction: str, dir_code: int, alignment: int):
+    """The bucket of `specs` (their `handles`): its manifest, its layout (mxfp8_bucket_parts' values and
+    scales parts, and the NVFP4 entries' amax parts), its size in bytes and the specs' shards. An NVFP4
+    entry says "format": "nvfp4" with its amax part and E4M3_MAX (the amax travels; import_bucket writes
+    the decode or encode global scale from it). A shard is described as the 2-D (rows, cols) tensor the
+    bucket carries."""
+    manifest = []
     for spec in specs:
-        handles.append(_spec_handle(spec, dir_code, inputs))
-        # direction and scales_layout: what mxfp8.import_bucket needs to know about the parts. A shard is
-        # described as the 2-D (rows, cols) tensor the bucket carries.
-        manifest.append({"name": spec.name, "shape": spec.packed_shape, "fp8_dtype": spec.fp8_dtype,
-                         "scales_shape": _compact_scales_shapes(spec.packed_shape)[dir_code],
-                         "direction": direction, "scales_layout": "compact"})
-    shards = [spec.shard for spec in specs] if any(spec.shard is not None for spec in specs) else None
-    plan, total = _mxfp8.bucket_plan(handles, direction=dir_code, alignment=alignment, shards=shards)
-    for entry, (vo, vb, so, sb) in zip(manifest, plan):
-        entry.update(values_offset=vo, values_bytes=vb, scales_offset=so, scales_bytes=sb)
-    return handles, manifest, plan, total, shards
-
-
-def _plan_mixed_bucket(specs: List[_Spec], direction: str, dir_code: int, alignment: int, inputs):
-    """_plan_bucket for a bucket with NVFP4 entries: one manifest entry per tensor, NVFP4 ones saying
-    "format": "nvfp4" with their amax part and E4M3_MAX (the amax travels; import_bucket writes the
-    decode or encode global scale from it)."""
-    handles, manifest = [], []
-    for spec in specs:
-        handles.append(_spec_handle(spec, dir_code, inputs))
         if spec.nvfp4:
             shape = spec.nvfp4_packed_shape(dir_code)
             manifest.append({"name": spec.name, "format": "nvfp4", "shape": shape, "direction": direction,
@@ -283,54 +211,44 @@ def _plan_mixed_bucket(specs: List[_Spec], direction: str, dir_code: int, alignm
             manifest.append({"name": spec.name, "shape": spec.packed_shape, "fp8_dtype": spec.fp8_dtype,
                              "scales_shape": _compact_scales_shapes(spec.packed_shape)[dir_code],
                              "direction": direction, "scales_layout": "compact"})
-    shards = [spec.shard for spec in specs] if any(spec.shard is not None for spec in specs) else None
-    entries, nvfp4_entries, total = _mxfp8.bucket_plan_mixed(handles, direction=dir_code, alignment=alignment,
-                                                             shards=shards)
+    shards = _shards_of(specs)
+    entries, nvfp4_entries, total = _mxfp8.bucket_plan(handles, direction=dir_code, alignment=alignment, shards=shards)
     for entry, (vo, vb, so, sb), (ao, ab, _) in zip(manifest, entries, nvfp4_entries):
         entry.update(values_offset=vo, values_bytes=vb, scales_offset=so, scales_bytes=sb)
         if entry.get("format") == "nvfp4":
             entry.update(amax_offset=ao, amax_bytes=ab)
-    return handles, manifest, _MixedPlan(entries, nvfp4_entries), total, shards
+    return manifest, (entries, nvfp4_entries), total, shards
 
 
-def _bucket_groups(specs: List[_Spec], dir_code: int, alignment: int, bucket_bytes: int) -> List[List[_Spec]]:
-    """Consecutive groups of `specs` whose packed size fits `bucket_bytes`; a tensor larger than that is
-    a group alone."""
+def _planned_buckets(specs: List[_Spec], direction: str, dir_code: int, alignment: int, bucket_bytes: int, inputs):
+    """The buckets of iter_buckets and prepare_buckets: consecutive groups of `specs` whose sizes (the
+    library's, each tensor alone) fit `bucket_bytes`, a tensor larger than that alone; per group (handles,
+    manifest, parts, total bytes, shards)."""
+    handles = [_spec_handle(spec, dir_code, inputs) for spec in specs]
+    sizes = _mxfp8.bucket_entry_bytes(handles, direction=dir_code, alignment=alignment, shards=_shards_of(specs),
+                                      names=[spec.where for spec in specs])
     groups, size = [], 0
-    for spec in specs:
-        n = spec.packed_bytes(dir_code, alignment)
-        if groups and groups[-1] and size + n <= bucket_bytes:
-            groups[-1].append(spec)
+    for i, n in enumerate(sizes):
+        if groups and size + n <= bucket_bytes:
+            groups[-1].append(i)
             size += n
         else:
-            groups.append([spec])
+            groups.append([i])
             size = n
-    return groups
+    return [(group_handles, *_plan_bucket([specs[i] for i in group], group_handles, direction, dir_code, alignment))
+            for group in groups for group_handles in ([handles[i] for i in group],)]
 
 
-def _export_bucket(tensors, direction, alignment, bucket, stream, bucket_name: str):
-    """export_bucket, with errors about the bucket naming the caller's argument (`buffer` for
-    iter_buckets)."""
-    specs = _specs(tensors)
-    if not specs:
-        raise ValueError("tensors is empty: nothing to pack")
-    dir_code = _choice("direction", direction, _DIRECTIONS)
-    alignment = _args.power_of_two("alignment", alignment)
-    inputs = _spec_inputs(specs, stream)
-    if bucket is not None:
-        inputs.check_output(bucket_name, bucket)
-    handles, manifest, plan, total, shards = _plan_bucket(specs, direction, dir_code, alignment, inputs)
-    if bucket is None:
-        if inputs.torch is not None:
-            bucket = inputs.torch.empty(total, dtype=inputs.torch.uint8, device=specs[0].data.device)
-        elif not inputs.cuda:
-            import numpy
+def _new_bucket(inputs, specs, total: int, what: str) -> Any:
+    """A new uint8 buffer of `total` bytes where the tensors are: torch.empty for torch inputs, numpy.empty
+    for host memory; other CUDA inputs must bring their own (`what` says which argument)."""
+    if inputs.torch is not None:
+        return inputs.torch.empty(total, dtype=inputs.torch.uint8, device=specs[0].data.device)
+    if not inputs.cuda:
+        import numpy
 
-            bucket = numpy.empty(total, dtype=numpy.uint8)
-        else:
-            raise ValueError("pass bucket=: a CUDA buffer of at least %d bytes (no torch to allocate one)" % total)
-    _fill(handles, plan, bucket, dir_code, inputs, bucket_name, shards)
-    return bucket, manifest
+        return numpy.empty(total, dtype=numpy.uint8)
+    raise ValueError(f"pass {what} {total} bytes (no torch to allocate one)")
 
 
 def _bucket_bytes(bucket: Any, name: str = "bucket") -> int:
@@ -349,18 +267,19 @@ def _bucket_bytes(bucket: Any, name: str = "bucket") -> int:
 
 
 def _check_manifest(bucket: Any, manifest: Any) -> List[dict]:
-    """The manifest read (Python types, names) and checked by the C library (mxfp8_transfer_check of the bucket:
-    sizes, bounds, overlaps, scale shapes, NVFP4 fields, as import_bucket checks them), every entry's
-    scales compact. Returns the entries with Python ints and tuples (an NVFP4 entry with its
-    values_shape)."""
-    read = _manifest.read(manifest, need_scales_shape=True)
-    for i, e in enumerate(read.entries):
+    """The manifest checked by the extension and the C library (mxfp8_transfer_check of the bucket: types,
+    names, sizes, bounds, overlaps, scale shapes, NVFP4 fields, as import_bucket checks them), every entry's
+    scales compact. Returns the entries with Python ints and tuples (an NVFP4 entry with its values_shape)."""
+    _mxfp8.bucket_manifest_check(bucket, manifest, need_scales_shape=True)
+    entries = []
+    for i, e in enumerate(manifest):
         _check_compact(f"manifest[{i}]", e)
-    _mxfp8.bucket_manifest_check(bucket, **read.lists)
-    for e, kind in zip(read.entries, read.nvfp4):
-        if kind:
-            e["values_shape"] = _nvfp4_parts_shapes(e["shape"], e["direction_code"])[0]
-    return read.entries
+        e = {k: (operator.index(v) if k.endswith(("_offset", "_bytes")) else v) for k, v in e.items()}
+        e.update(shape=tuple(int(d) for d in e["shape"]), scales_shape=tuple(int(d) for d in e["scales_shape"]))
+        if e.get("format") == "nvfp4":
+            e["values_shape"] = _nvfp4_parts_shapes(e["shape"], _DIRECTIONS[e["direction"]])[0]
+        entries.append(e)
+    return entries
 
 
 def _check_compact(where: str, e: Mapping[str, Any]) -> None:
@@ -496,17 +415,19 @@ def iter_buckets(
     dir_code = _choice("direction", direction, _DIRECTIONS)
     alignment = _args.power_of_two("alignment", alignment)
     bucket_bytes = _args.integer("bucket_bytes", bucket_bytes, 1)
-    specs = _specs(tensors)  # every spec checked before the first bucket is filled
+    specs = _specs(tensors)  # every spec checked, and planned, before the first bucket is filled
+    if not specs:
+        return
+    inputs = _spec_inputs(specs, stream)
     caller_buffer = buffer is not None
-    for group in _bucket_groups(specs, dir_code, alignment, bucket_bytes):
-        group_tensors = {spec.name: tensors[spec.name] for spec in group}
-        total = sum(spec.packed_bytes(dir_code, alignment) for spec in group)
+    if caller_buffer:
+        inputs.check_output("buffer", buffer)
+    for handles, manifest, plan, total, shards in _planned_buckets(specs, direction, dir_code, alignment,
+                                                                   bucket_bytes, inputs):
         if buffer is None or _args.numel(buffer.shape) < total:
             if caller_buffer:
                 raise ValueError(f"buffer holds {_args.numel(buffer.shape)} bytes, a bucket needs {total}: "
                                  "make it at least bucket_bytes and as large as the largest tensor")
-            # let export_bucket allocate one of the right size, then keep it
-            buffer, manifest = _export_bucket(group_tensors, direction, alignment, None, stream, "buffer")
-            yield buffer, manifest
-        else:
-            yield _export_bucket(group_tensors, direction, alignment, buffer[:total], stream, "buffer")
+            buffer = _new_bucket(inputs, specs, total, "buffer=: a CUDA buffer of at least")  # kept, grown as needed
+        _fill(handles, plan, buffer[:total], dir_code, inputs, "buffer", shards)
+        yield buffer[:total], manifest

@@ -125,10 +125,7 @@ def convert(
         raise ValueError("shape must have at least one dimension (K)")
     experts = 0 if num_experts is None else _args.integer("num_experts", num_experts, 1, _args.INT32_MAX)
     col = _code("direction", direction, _DIRECTIONS) == 1
-    m = 1
-    for d in dims[:-1]:
-        m *= d
-    k = dims[-1]
+    m, k = _args.numel(dims[:-1]), dims[-1]
     lead = dims[:-1]
     if experts:
         if m % experts:
@@ -136,7 +133,7 @@ def convert(
         m //= experts
         lead = (m,)
     r, c = (-(-m // 32), k) if col else (m, -(-k // 32))
-    _, stream_ptr, dlpack_stream = _call_stream(data, stream)
+    _, stream_ptr, dlpack_stream = _call_stream(data, stream, "data")
     per = layout_bytes(target, r, c, direction)
     word = LAYOUT_WORDS.get(target)
     flat = None

@@ -18,17 +18,15 @@ from __future__ import annotations
 
 from typing import Any, List, Mapping, Optional, Sequence, Tuple
 
-from . import _args, _manifest, _shard
-from ._bucket import _Spec
-from ._manifest import FORMAT_NVFP4 as _FORMAT_NVFP4, LAYOUT_WORDS, LAYOUTS
+from . import _args, _shard
+from ._api import _DIRECTIONS, _FORMATS
+from ._manifest import LAYOUT_WORDS, LAYOUTS
+from ._plan import Plan
 from ._mxfp8 import import_bucket as _c_import_bucket, import_tensors as _c_import_tensors
 from ._mxfp8 import layout_bytes as _c_layout_bytes
 
 _FIXUP = {False: 0, True: 1}  # mxfp8_scale_fixup: none, zero exponent as one
-_FORMATS = {"e4m3": 1, "e5m2": 2}
 _GLOBAL_SCALES = {"decode": 0, "encode": 1}  # mxfp8_nvfp4_global_scale
-_DIRECTIONS = {"rowwise": 0, "columnwise": 1}
-_CUDA_DEVICES = (2, 13)  # kDLCUDA, kDLCUDAManaged
 
 
 def _code(name: str, value: str, table: Mapping[str, int]) -> int:
@@ -48,14 +46,10 @@ def scales_shape(shape: Sequence[int], layout: str = "compact", direction: str =
     m, k = _args.numel(shape[:-1]), shape[-1]
     col = _code("direction", direction, _DIRECTIONS) == 1
     r, c = (-(-m // 32), k) if col else (m, -(-k // 32))
-    code = _code("layout", layout, LAYOUTS)
-    if code == 0 or layout == "deepgemm_float32":
-        layout_bytes(layout, r, c, direction)  # the direction check
+    nbytes = layout_bytes(layout, r, c, direction)  # the library's size (and its direction check)
+    if layout in ("compact", "deepgemm_float32"):
         return (r, c) if col else (*shape[:-1], c)
-    if code != 1:
-        return (layout_bytes(layout, r, c, direction) // (4 if layout in LAYOUT_WORDS else 1),)
-    sr, sc = (c, r) if col else (r, c)
-    return (0,) if sr == 0 or sc == 0 else (_args.round_up(sr, 128) * _args.round_up(sc, 4),)
+    return (nbytes // (4 if layout in LAYOUT_WORDS else 1),)
 
 
 def layout_bytes(layout: str, rows: int, cols: int, direction: str = "rowwise") -> int:
@@ -70,80 +64,12 @@ def _fixup(value: Any) -> int:
     return _FIXUP[value]
 
 
-def _cuda_and_stream(obj: Any, stream: Any) -> Tuple[bool, int]:
-    """Whether `obj` lives in CUDA memory, and the cudaStream_t to run on (torch's current stream when
-    `stream` is None and `obj` is a torch tensor; 0, the legacy default stream, otherwise)."""
-    cuda = obj.__dlpack_device__()[0] in _CUDA_DEVICES
-    if not cuda:
-        if stream is not None:
-            raise ValueError("stream is only meaningful for CUDA memory")
-        return False, 0
-    if stream is None:
-        if type(obj).__module__.startswith("torch"):
-            import torch
-
-            return True, torch.cuda.current_stream(obj.device).cuda_stream
-        return True, 0
-    for attribute in ("cuda_stream", "ptr"):  # torch.cuda.Stream, cupy.cuda.Stream
-        if hasattr(stream, attribute):
-            return True, int(getattr(stream, attribute))
-    return True, int(stream)
-
-
-def _dlpack_stream(cuda: bool, stream_ptr: int):
-    return (stream_ptr or 1) if cuda else None
-
-
-def _call_stream(first: Any, stream: Any) -> Tuple[bool, Optional[int], Optional[int]]:
-    """(cuda, stream, dlpack_stream) of an import whose first object is `first`. With no stream given and
-    `first` of a framework with a DLPack C exchange API (torch), stream None: the extension asks the
-    framework for its current stream and takes its objects through the API, no __dlpack__ call per buffer
-    (at 3008 tensors that call was most of the host time, issue 33)."""
-    if stream is None and _args.has_exchange_api(first):
-        return first.__dlpack_device__()[0] in _CUDA_DEVICES, None, None
-    cuda, stream_ptr = _cuda_and_stream(first, stream)
-    return cuda, stream_ptr, _dlpack_stream(cuda, stream_ptr)
-
-
-def _destinations(names: List[str], params: Mapping[str, Any], layout: str, nvfp4: Optional[List[bool]] = None):
-    """The parameter buffers of each name: (values, scales[, layout]) for an MXFP8 tensor; for an NVFP4
-    entry (nvfp4[i]) (values, scales, global_scale[, layout]). Returns (values, scales, targets,
-    global_scales), global_scales None at MXFP8 entries."""
-    values, scales, targets, globals_ = [], [], [], []
-    missing = [n for n in names if n not in params]
-    if missing:
-        raise KeyError(f"params has no entry for {missing[:5]}{' ...' if len(missing) > 5 else ''}")
-    for i, name in enumerate(names):
-        p = params[name]
-        if nvfp4 is not None and nvfp4[i]:
-            if len(p) not in (3, 4) or isinstance(p[2], str):
-                raise ValueError(f"params[{name!r}] is an NVFP4 entry: it must be (values, scales, global_scale) or "
-                                 "(values, scales, global_scale, layout)")
-            globals_.append(p[2])
-            p = (p[0], p[1]) + tuple(p[3:])
-        else:
-            globals_.append(None)
-        if len(p) not in (2, 3):
-            raise ValueError(f"params[{name!r}] must be (values, scales) or (values, scales, layout)")
-        values.append(p[0])
-        scales.append(p[1])
-        targets.append(_code(f"params[{name!r}] layout", p[2] if len(p) == 3 else layout, LAYOUTS))
-    return values, scales, targets, globals_
-
-
-class ImportPlan:
-    """A prepared import: every check done once; each ``run`` is one launch with no allocation and no
-    synchronization (capturable in a CUDA graph). Keeps the bucket (or sources) and the parameters
-    alive; their addresses must not change while the plan is used."""
-
-    def __init__(self, plan: Any, keep: Tuple[Any, ...], cuda: bool, first: Any):
-        self._plan, self._keep, self._cuda, self._first = plan, keep, cuda, first
-
-    def run(self, stream: Any = None) -> None:
-        """Runs the import on `stream` (torch's current stream by default for torch tensors). Threads may
-        share a plan: its runs are serialised (the C library forbids overlapping runs of one plan)."""
-        _, stream_ptr = _cuda_and_stream(self._first, stream) if self._cuda else (False, 0)
-        self._plan.run(stream_ptr)
+def _call_stream(first: Any, stream: Any, name: str) -> Tuple[bool, Optional[int], Optional[int]]:
+    """(cuda, stream, dlpack_stream) of a call whose first object is `first` (`name` to the caller), as
+    _args.inputs decides them: stream None with a framework that has a DLPack C exchange API (torch) leaves
+    the framework's current stream to the extension, which takes its objects through the API."""
+    inputs = _args.inputs(stream, **{name: first})
+    return inputs.cuda, inputs.stream, inputs.dlpack_stream
 
 
 def _shards(names: List[str], shards: Optional[Mapping[str, Mapping[str, Any]]]):
@@ -170,20 +96,13 @@ def _shards(names: List[str], shards: Optional[Mapping[str, Mapping[str, Any]]])
 def _bucket_call(bucket: Any, manifest: List[Mapping[str, Any]], params: Mapping[str, Any], layout: str,
                  stream: Any, prepare: bool, zero_exponent_as_one: bool = False,
                  shards: Optional[Mapping[str, Mapping[str, Any]]] = None, global_scale: str = "decode"):
-    read = _manifest.read(manifest)  # what it means, the C library checks
-    names = [e["name"] for e in read.entries]
-    values, scales, targets, globals_ = _destinations(names, params, layout, read.nvfp4)
-    shard_fields = _shards(names, shards)
-    convention = _code("global_scale", global_scale, _GLOBAL_SCALES)
-    cuda, stream_ptr, dlpack_stream = _call_stream(bucket, stream)
-    result = _c_import_bucket(
-        bucket, values=values, scales=scales, targets=targets, scale_fixup=_fixup(zero_exponent_as_one),
-        stream=stream_ptr, dlpack_stream=dlpack_stream, prepare=prepare, shards=shard_fields,
-        global_scales=globals_ if any(read.nvfp4) else None, global_scale=convention,
-        names=[repr(n) for n in names], **read.lists)
-    if prepare:
-        return ImportPlan(result, (bucket, values, scales, globals_), cuda, bucket)
-    return None
+    cuda, stream_ptr, dlpack_stream = _call_stream(bucket, stream, "bucket")
+    if shards is not None:  # the manifest's names, for the shards' order (the extension reads the rest)
+        shards = _shards([e.get("name") if isinstance(e, Mapping) else None for e in manifest], shards)
+    core = _c_import_bucket(
+        bucket, manifest, params, _code("layout", layout, LAYOUTS), LAYOUTS, _fixup(zero_exponent_as_one), stream_ptr,
+        dlpack_stream, prepare, shards, _code("global_scale", global_scale, _GLOBAL_SCALES))
+    return Plan(core, cuda) if prepare else None
 
 
 def import_bucket(bucket: Any, manifest: List[Mapping[str, Any]], params: Mapping[str, Any], *,
@@ -218,7 +137,7 @@ def import_bucket(bucket: Any, manifest: List[Mapping[str, Any]], params: Mappin
 def prepare_import_bucket(bucket: Any, manifest: List[Mapping[str, Any]], params: Mapping[str, Any], *,
                           layout: str = "compact", zero_exponent_as_one: bool = False,
                           shards: Optional[Mapping[str, Mapping[str, Any]]] = None,
-                          global_scale: str = "decode") -> ImportPlan:
+                          global_scale: str = "decode") -> Plan:
     """import_bucket checked once; ``plan.run(stream)`` imports whatever the bucket holds at each run."""
     return _bucket_call(bucket, manifest, params, layout, None, True, zero_exponent_as_one, shards, global_scale)
 
@@ -230,36 +149,18 @@ def _tensors_call(tensors: Mapping[str, Mapping[str, Any]], params: Mapping[str,
         raise TypeError(f"tensors must be a dict name -> {{'data', 'scale_inv', ...}}, got {type(tensors).__name__}")
     if not tensors:
         raise ValueError("tensors is empty: nothing to import")
-    # The sources are read as export_bucket reads its specs (one parser: unknown keys, non-bool "swizzled"
-    # and an e4m3_max that is not the int 448 or 256 are refused there, not taken for something else).
-    specs = [_Spec(name, spec) for name, spec in tensors.items()]
-    names = [s.name for s in specs]
-    for s in specs:
-        if s.shard is not None:
-            raise ValueError(f"{s.where} has 'rows' / 'cols': import_tensors takes a receiver's shard as "
-                             "shards={name: {'rows': ..., 'cols': ...}}")
-    nvfp4 = [s.nvfp4 for s in specs]
-    values, scales, targets, globals_ = _destinations(names, params, layout, nvfp4)
-    shard_fields = _shards(names, shards)
-    dir_code = _code("direction", direction, _DIRECTIONS)
-    first = specs[0].data
-    cuda, stream_ptr, dlpack_stream = _call_stream(first, stream)
-    data = [s.data for s in specs]
-    scale_inv = [s.scale_inv for s in specs]
-    nvfp4_fields = {}
-    if any(nvfp4):  # the trainer's NVFP4 storage, straight into (values, scales, global_scale)
-        nvfp4_fields = dict(amax=[s.amax if s.nvfp4 else None for s in specs],
-                            e4m3_max=[s.e4m3_max if s.nvfp4 else 448 for s in specs], global_scales=globals_,
-                            global_scale=_code("global_scale", global_scale, _GLOBAL_SCALES))
-    shapes = [list(s.nvfp4_shape(dir_code) if s.nvfp4 else s.shape) for s in specs]
-    result = _c_import_tensors(
-        data, scale_inv, shapes, [_FORMAT_NVFP4 if s.nvfp4 else s.format for s in specs],
-        [s.swizzled for s in specs], dir_code,
-        values, scales, targets, _fixup(zero_exponent_as_one), stream_ptr, dlpack_stream, prepare,
-        shard_fields, names=[repr(n) for n in names], **nvfp4_fields)
-    if prepare:
-        return ImportPlan(result, (data, scale_inv, values, scales, globals_, nvfp4_fields.get("amax")), cuda, first)
-    return None
+    tensors = tensors if type(tensors) is dict else dict(tensors)
+    # Each source spec (read as export_bucket reads its specs) and its params entry are read by the
+    # extension: one call, no Python work per tensor (issue 33).
+    name, first = next(iter(tensors.items()))
+    first = first.get("data") if isinstance(first, Mapping) else None  # a bad spec: the extension says why
+    cuda, stream_ptr, dlpack_stream = (_call_stream(first, stream, f"tensors[{name!r}]['data']") if first is not None
+                                       else (False, stream, None))
+    core = _c_import_tensors(
+        tensors, params, _code("direction", direction, _DIRECTIONS), _code("layout", layout, LAYOUTS), LAYOUTS,
+        _fixup(zero_exponent_as_one), stream_ptr, dlpack_stream, prepare,
+        _shards(list(tensors), shards), _code("global_scale", global_scale, _GLOBAL_SCALES))
+    return Plan(core, cuda) if prepare else None
 
 
 def import_tensors(tensors: Mapping[str, Mapping[str, Any]], params: Mapping[str, Any], *,
@@ -284,6 +185,6 @@ def prepare_import_tensors(tensors: Mapping[str, Mapping[str, Any]], params: Map
                            direction: str = "rowwise", layout: str = "compact",
                            zero_exponent_as_one: bool = False,
                            shards: Optional[Mapping[str, Mapping[str, Any]]] = None,
-                           global_scale: str = "decode") -> ImportPlan:
+                           global_scale: str = "decode") -> Plan:
     """import_tensors checked once; ``plan.run(stream)`` moves whatever the sources hold at each run."""
     return _tensors_call(tensors, params, direction, layout, None, True, zero_exponent_as_one, shards, global_scale)

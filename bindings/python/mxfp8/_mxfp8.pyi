@@ -1,4 +1,4 @@
-from typing import Any, Callable, Optional, Sequence, Union
+from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
 version: int
 header_version: int
@@ -75,43 +75,32 @@ class Nvfp4Tensor:
         bfloat16_bits: bool = False,
     ) -> None: ...
 
-class PreparedExport:
-    """A batched export of compact scales, checked once (an mxfp8_plan of a transfer to buffers)."""
-    def __init__(
-        self, tensors: Sequence[Tensor], destinations: Sequence[Any], direction: int = 0, dlpack_stream: Optional[int] = None,
-    ) -> None: ...
-    @staticmethod
-    def for_bucket(
-        tensors: Sequence[Tensor], plan: Sequence[tuple[int, int, int, int]], bucket: Any, direction: int = 0,
-        dlpack_stream: Optional[int] = None, bucket_name: str = "bucket", shards: Optional[Sequence[Any]] = None,
-    ) -> PreparedExport: ...  # mxfp8_prepare_bucket / mxfp8_prepare_bucket_shards
-    def run(self, stream: Optional[int] = None) -> None: ...
+class Plan:
+    """A prepared transfer (an mxfp8_plan) and the objects it writes: mxfp8.Plan's core."""
+    def run(self, stream: Optional[int] = None) -> None: ...  # None: the framework's current stream, else 0
 
-class ImportPlan:
-    """A prepared import: checked once, one launch per run."""
-    def run(self, stream: int = 0) -> None: ...
-
+def prepare_export(
+    tensors: Sequence[Tensor], destinations: Sequence[Any], direction: int = 0, dlpack_stream: Optional[int] = None,
+    names: Optional[Sequence[str]] = None,
+) -> Plan: ...  # mxfp8_transfer_prepare, tensors to scales-only buffers
 def bucket_plan(
-    tensors: Sequence[Tensor], direction: int = 0, alignment: int = 256, shards: Optional[Sequence[Any]] = None,
-) -> tuple[list[tuple[int, int, int, int]], int]: ...
-def export_bucket(
-    tensors: Sequence[Tensor], plan: Sequence[tuple[int, int, int, int]], bucket: Any, direction: int = 0,
-    stream: Optional[int] = None, dlpack_stream: Optional[int] = None, bucket_name: str = "bucket",
-    shards: Optional[Sequence[Any]] = None,
-) -> None: ...
-def bucket_plan_mixed(
     tensors: list[Union[Tensor, Nvfp4Tensor]], direction: int = 0, alignment: int = 256,
-) -> tuple[list[tuple[int, int, int, int]], list[tuple[int, int, int]], int]: ...
-def export_bucket_mixed(
+    shards: Optional[Sequence[Any]] = None,
+) -> tuple[list[tuple[int, int, int, int]], list[tuple[int, int, int]], int]: ...  # mxfp8_bucket_parts
+def bucket_entry_bytes(
+    tensors: list[Union[Tensor, Nvfp4Tensor]], direction: int = 0, alignment: int = 256,
+    shards: Optional[Sequence[Any]] = None, names: Sequence[str] = (),
+) -> list[int]: ...  # each entry's bytes in a bucket of its own
+def export_bucket(
     tensors: list[Union[Tensor, Nvfp4Tensor]], plan: list[tuple[int, int, int, int]],
     nvfp4_plan: list[tuple[int, int, int]], bucket: Any, *, direction: int = 0, stream: Optional[int] = None,
-    dlpack_stream: Optional[int] = None, bucket_name: str = "bucket",
+    dlpack_stream: Optional[int] = None, bucket_name: str = "bucket", shards: Optional[Sequence[Any]] = None,
 ) -> None: ...
-def prepare_bucket_mixed(
+def prepare_bucket(
     tensors: list[Union[Tensor, Nvfp4Tensor]], plan: list[tuple[int, int, int, int]],
     nvfp4_plan: list[tuple[int, int, int]], bucket: Any, *, direction: int = 0, dlpack_stream: Optional[int] = None,
-    bucket_name: str = "bucket",
-) -> Any: ...
+    bucket_name: str = "bucket", shards: Optional[Sequence[Any]] = None,
+) -> Plan: ...  # mxfp8_transfer_prepare, tensors to a bucket
 def swizzle_pair(
     source: Any, destination: Any, swizzle: bool, stream: Optional[int] = None, dlpack_stream: Optional[int] = None,
 ) -> None: ...
@@ -131,25 +120,19 @@ def dequantize(
     bfloat16_bits: bool = False,
 ) -> None: ...
 def import_bucket(
-    bucket: Any, entries: Sequence[Sequence[int]], shapes: Sequence[Sequence[int]], formats: Sequence[int],
-    directions: Sequence[int], scales_layouts: Sequence[int], values: list[Any], scales: list[Any],
-    targets: Sequence[int], scale_fixup: int, stream: Optional[int], dlpack_stream: Any, prepare: bool,
-    shards: Optional[Sequence[Any]] = None, nvfp4_entries: Optional[Sequence[Sequence[int]]] = None,
-    global_scales: Optional[list[Any]] = None, global_scale: int = 0, names: Sequence[str] = (),
-    scales_shapes: Optional[Sequence[Sequence[int]]] = None,
-) -> Optional[ImportPlan]: ...  # mxfp8_transfer from a bucket; an ImportPlan with prepare=True
-def bucket_manifest_check(
-    bucket: Any, entries: Sequence[Sequence[int]], shapes: Sequence[Sequence[int]], formats: Sequence[int],
-    directions: Sequence[int], scales_layouts: Sequence[int], nvfp4_entries: Optional[Sequence[Sequence[int]]] = None,
-    scales_shapes: Optional[Sequence[Sequence[int]]] = None,
-) -> None: ...  # mxfp8_transfer_check from a bucket to nothing
-def import_tensors(
-    data: list[Any], scale_inv: list[Any], shapes: Sequence[Sequence[int]], formats: Sequence[int],
-    swizzled: Sequence[bool], direction: int, values: list[Any], scales: list[Any], targets: Sequence[int],
+    bucket: Any, manifest: Sequence[Mapping[str, Any]], params: Mapping[Any, Any], layout: int, layouts: dict[str, int],
     scale_fixup: int, stream: Optional[int], dlpack_stream: Any, prepare: bool, shards: Optional[Sequence[Any]] = None,
-    amax: Optional[list[Any]] = None, e4m3_max: Optional[Sequence[int]] = None,
-    global_scales: Optional[list[Any]] = None, global_scale: int = 0, names: Sequence[str] = (),
-) -> Optional[ImportPlan]: ...  # mxfp8_transfer from tensors to buffers; an ImportPlan with prepare=True; stream None: the framework's
+    global_scale: int = 0,
+) -> Optional[Plan]: ...  # mxfp8_transfer from a bucket into params[name]; a Plan with prepare=True
+def bucket_manifest_check(
+    bucket: Any, manifest: Sequence[Mapping[str, Any]], need_scales_shape: bool = False,
+) -> None: ...  # the manifest read, then mxfp8_transfer_check from the bucket to nothing
+def read_spec(name: Any, spec: Mapping[str, Any]) -> tuple[Any, Any, Any, bool, bool, int, int, Optional[list[int]], bool]: ...
+def import_tensors(
+    tensors: dict[Any, Mapping[str, Any]], params: Mapping[Any, Any], direction: int, layout: int,
+    layouts: dict[str, int], scale_fixup: int, stream: Optional[int], dlpack_stream: Any, prepare: bool,
+    shards: Optional[Sequence[Any]] = None, global_scale: int = 0,
+) -> Optional[Plan]: ...  # mxfp8_transfer from the source specs into params[name]; a Plan with prepare=True
 def convert(
     data: Any, scale_inv: Any, shape: Sequence[int], format: int, swizzled: bool, direction: int, num_experts: int,
     grouped_scales: int, target: int, scale_fixup: int, values: Any, scales: Any, stream: Optional[int], dlpack_stream: Any,

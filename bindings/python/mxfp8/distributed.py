@@ -12,7 +12,7 @@ process group (NCCL for CUDA tensors, gloo for CPU tensors; gloo moves CUDA tens
 `connect` sends the manifests once (a broadcast object) and every receiver checks its parameters against
 them: a receiver whose model differs fails there, naming the first mismatched tensor, before any byte is
 written, and the sender fails with it. Each `send` is then only bytes: bucket k+1 is filled (one launch,
-BucketPlan) while bucket k is on the wire (two buffers), and a commit (the step number) follows the last.
+prepare_buckets) while bucket k is on the wire (two buffers), and a commit (the step number) follows the last.
 
 **An update is all or nothing per step.** A receiver takes a step's buckets into a staging buffer (the
 model's bytes on the wire: the sum of the bucket sizes, on its device) and imports them into its
@@ -35,7 +35,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Mapping, Optional
 
 from ._import import prepare_import_bucket
-from ._plan import BucketPlan
+from ._plan import prepare_buckets
 
 PROTOCOL = 1  # the handshake's version; a receiver refuses another
 
@@ -60,7 +60,7 @@ def _torch():
 
 
 class Sender:
-    """The trainer's side: `tensors` (name -> bucket spec, as BucketPlan and iter_buckets take them: MXFP8
+    """The trainer's side: `tensors` (name -> bucket spec, as prepare_buckets and iter_buckets take them: MXFP8
     or NVFP4 storage, torch tensors on the device the group moves) broadcast in buckets at every `send`.
 
     Args:
@@ -75,12 +75,13 @@ class Sender:
     def __init__(self, tensors: Mapping[str, Mapping[str, Any]], *, bucket_bytes: int = 1 << 28,
                  alignment: int = 256):
         torch = _torch()
-        self._plans = [BucketPlan(tensors, bucket_bytes=bucket_bytes, alignment=alignment) for _ in range(2)]
-        if not isinstance(self._plans[0].buffer, torch.Tensor):
+        # Two buffers, the same groups: plans[slot][k] fills bucket k into buffer `slot`.
+        self._plans = [prepare_buckets(tensors, bucket_bytes=bucket_bytes, alignment=alignment) for _ in range(2)]
+        if not isinstance(self._plans[0][0].buffer, torch.Tensor):
             raise TypeError("Sender's tensors must be torch tensors (torch.distributed moves torch tensors): wrap "
                             "NumPy storage with torch.from_numpy, which shares its memory")
-        self.manifests: List[List[Dict[str, Any]]] = self._plans[0].manifests
-        self.sizes: List[int] = self._plans[0].sizes
+        self.manifests: List[List[Dict[str, Any]]] = [plan.manifest for plan in self._plans[0]]
+        self.sizes: List[int] = [int(plan.buffer.numel()) for plan in self._plans[0]]
         self.step = 0  # the last step sent whole
         self._group, self._src = None, None
 
@@ -120,14 +121,14 @@ class Sender:
                 slot = bucket % 2
                 if pending[slot] is not None:  # its buffer is still on the wire
                     pending[slot].wait()
-                view = self._plans[slot].fill(bucket)
+                view = self._plans[slot][bucket].run()
                 pending[slot] = dist.broadcast(view, src=self._src, group=self._group, async_op=True)
             for work in pending:
                 if work is not None:
                     work.wait()
             bucket = len(self.sizes)
             commit = torch.tensor([step, len(self.sizes), PROTOCOL], dtype=torch.int64,
-                                  device=self._plans[0].buffer.device)
+                                  device=self._plans[0][0].buffer.device)
             dist.broadcast(commit, src=self._src, group=self._group)
         except Exception as err:
             self._src = None  # the group is broken: connect again, on a new one

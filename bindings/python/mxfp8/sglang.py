@@ -4,7 +4,7 @@ SGLang's ``update_weights_from_tensor(..., load_format="flattened_bucket")`` tak
 ``{"flattened_tensor": uint8 buffer, "metadata": [FlattenedTensorMetadata(name, shape, dtype, start_idx,
 end_idx, numel)]}`` and rebuilds each tensor as ``flattened_tensor[start_idx:end_idx].view(dtype)
 .reshape(shape)`` (byte offsets, SGLang's tensor_bucket.py with ``supports_multi_dtypes``), then hands
-them to ``model.load_weights``. A bucket of mxfp8.iter_buckets / BucketPlan already holds each tensor's
+them to ``model.load_weights``. A bucket of mxfp8.iter_buckets / prepare_buckets already holds each tensor's
 values and compact E8M0 scales at byte offsets, so the bucket itself is that buffer: only the metadata is
 new.
 
@@ -25,34 +25,31 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping
 
-from . import _manifest
+from . import _mxfp8
 
 _DTYPES = {"e4m3": "float8_e4m3fn", "e5m2": "float8_e5m2"}
 
 
 def flattened_bucket(bucket: Any, manifest: List[Mapping[str, Any]], metadata_type: Any) -> Dict[str, Any]:
     """SGLang's flattened-bucket payload over `bucket` (a 1-D uint8 torch tensor: the bytes are shared, not
-    copied) for the entries of `manifest` (iter_buckets' or BucketPlan's, compact scales, rowwise MXFP8).
+    copied) for the entries of `manifest` (iter_buckets' or a prepare_buckets plan's, compact scales, rowwise MXFP8).
 
     metadata_type: SGLang's ``FlattenedTensorMetadata`` (the payload is pickled for SGLang, which checks
     the type), or any class taking the same fields."""
     import torch
 
     if not isinstance(bucket, torch.Tensor) or bucket.dtype != torch.uint8 or bucket.dim() != 1:
-        raise TypeError("bucket must be the 1-D uint8 torch tensor iter_buckets / BucketPlan filled")
-    read = _manifest.read(manifest)
+        raise TypeError("bucket must be the 1-D uint8 torch tensor iter_buckets / a prepare_buckets plan filled")
+    _mxfp8.bucket_manifest_check(bucket, manifest)  # the manifest read, and checked against the bucket
     metadata = []
-    for entry, nvfp4 in zip(read.entries, read.nvfp4):
+    for entry in manifest:
         name = entry["name"]
         where = f"manifest entry {name!r}"
-        if nvfp4:
+        if entry.get("format") == "nvfp4":
             raise ValueError(f"{where} is NVFP4: SGLang's ModelOpt loader needs weight_scale_2, which a bucket "
                              "does not carry (it carries the amax)")
         if entry.get("direction", "rowwise") != "rowwise" or entry.get("scales_layout", "compact") != "compact":
             raise ValueError(f"{where}: SGLang loads rowwise values with compact scales")
-        end = max(entry["values_offset"] + entry["values_bytes"], entry["scales_offset"] + entry["scales_bytes"])
-        if end > bucket.numel():
-            raise ValueError(f"{where} ends at byte {end}, past the bucket's {bucket.numel()}")
         shape = tuple(entry["shape"])
         rows = 1
         for d in shape[:-1]:

@@ -10,9 +10,11 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include <dlpack/dlpack.h>
 #include <mxfp8/mxfp8.h>
@@ -72,19 +74,31 @@ struct TakenTensor {
   DLTensor *tensor() const { return &managed->dl_tensor; }
 };
 
+// What the caller called an object: a fixed name, or owner[repr(key)]part ("params['w'][1]") for an entry
+// of the caller's dict, formatted only when a message needs it (a call over thousands of tensors that
+// succeeds builds no string).
+struct Name {
+  const char *text = nullptr;
+  const char *owner = nullptr, *part = nullptr;
+  py::handle key;
+  Name(const char *fixed) : text(fixed) {}  // NOLINT: a C string is a name
+  Name(const char *owner_, py::handle key_, const char *part_) : owner(owner_), part(part_), key(key_) {}
+  std::string str() const { return text ? text : std::string(owner) + "[" + py::repr(key).cast<std::string>() + "]" + part; }
+};
+
 // What the library will do with a tensor taken from a producer: only read it, or write into it.
 enum class Access { Read, Write };
 
 // A versioned tensor of another major version is deleted unread (DLPack: its other fields may not be laid
 // out as we think); a tensor the library would write into must not be flagged read-only.
-inline void check_taken(const DLManagedTensorVersioned &managed, const char *name, Access access) {
+inline void check_taken(const DLManagedTensorVersioned &managed, const Name &name, Access access) {
   const DLPackVersion version = managed.version;
   if (version.major != DLPACK_MAJOR_VERSION)
-    throw py::value_error(std::string(name) + ": DLPack version " + std::to_string(version.major) + "." +
+    throw py::value_error(name.str() + ": DLPack version " + std::to_string(version.major) + "." +
                           std::to_string(version.minor) + " is not supported (this build of mxfp8 reads DLPack " +
                           std::to_string(DLPACK_MAJOR_VERSION) + ".x)");
   if (access == Access::Write && (managed.flags & DLPACK_FLAG_BITMASK_READ_ONLY))
-    throw py::value_error(std::string(name) + " is read-only (its producer flagged it DLPACK_FLAG_BITMASK_READ_ONLY, " +
+    throw py::value_error(name.str() + " is read-only (its producer flagged it DLPACK_FLAG_BITMASK_READ_ONLY, " +
                           "e.g. a NumPy array with flags.writeable False): mxfp8 writes its result there");
 }
 
@@ -92,18 +106,31 @@ inline void check_taken(const DLManagedTensorVersioned &managed, const char *nam
 inline size_t taken_by_exchange_api = 0, taken_by_dunder_dlpack = 0, fast_exports = 0;  // fast: calls done by the extension alone
 
 // Consumes obj.__dlpack__(...): asks for a versioned capsule, accepts a legacy one.
-inline std::unique_ptr<TakenTensor> take_dlpack(py::handle obj, const char *name, py::object stream,
-                                         Access access = Access::Read) {
+// One vectorcall of obj.__dlpack__(stream=..., max_version=...) (the method, keyword names and version
+// made once: at thousands of buffers a call, pybind11's keyword call cost more than the library's checks).
+inline py::object call_dunder_dlpack(py::handle obj, const py::object &stream, bool with_max_version) {
+  static PyObject *method = PyUnicode_InternFromString("__dlpack__");
+  static PyObject *both = Py_BuildValue("(ss)", "stream", "max_version");
+  static PyObject *stream_only = Py_BuildValue("(s)", "stream");
+  static PyObject *max_version = Py_BuildValue("(ii)", DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION);
+  PyObject *args[] = {obj.ptr(), stream.ptr(), max_version};
+  PyObject *result = PyObject_VectorcallMethod(method, args, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET,
+                                               with_max_version ? both : stream_only);
+  if (!result) throw py::error_already_set();
+  return py::reinterpret_steal<py::object>(result);
+}
+
+inline std::unique_ptr<TakenTensor> take_dlpack(py::handle obj, const Name &name, const py::object &stream,
+                                                Access access = Access::Read) {
   if (!py::hasattr(obj, "__dlpack__"))
-    throw py::type_error(std::string(name) + ": expected an object with __dlpack__ (torch, JAX, CuPy, NumPy), got " +
+    throw py::type_error(name.str() + ": expected an object with __dlpack__ (torch, JAX, CuPy, NumPy), got " +
                          py::str(py::type::of(obj)).cast<std::string>());
   py::object capsule;
   try {
-    capsule = obj.attr("__dlpack__")(py::arg("stream") = stream,
-                                     py::arg("max_version") = py::make_tuple(DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION));
+    capsule = call_dunder_dlpack(obj, stream, true);
   } catch (py::error_already_set &e) {
     if (!e.matches(PyExc_TypeError)) throw;
-    capsule = obj.attr("__dlpack__")(py::arg("stream") = stream);  // a producer older than DLPack 1.0
+    capsule = call_dunder_dlpack(obj, stream, false);  // a producer older than DLPack 1.0
   }
   ++taken_by_dunder_dlpack;
   auto taken = std::make_unique<TakenTensor>();
@@ -123,7 +150,7 @@ inline std::unique_ptr<TakenTensor> take_dlpack(py::handle obj, const char *name
     w->versioned.dl_tensor = legacy->dl_tensor;
     taken->managed = &w->versioned;
   } else {
-    throw py::type_error(std::string(name) + ".__dlpack__() did not return a DLPack capsule");
+    throw py::type_error(name.str() + ".__dlpack__() did not return a DLPack capsule");
   }
   return taken;
 }
@@ -221,26 +248,66 @@ struct Exchange {
 // Takes obj for one call: through the exchange API when it is the call's framework's, else __dlpack__.
 // In exchange mode the first object taken is the framework's, and its device fixes the stream.
 // take() of an object of the call's framework, into `into`.
-inline void take_from_framework(py::handle obj, const char *name, Exchange &ex, Access access, TakenTensor &into) {
+inline void take_from_framework(py::handle obj, const Name &name, Exchange &ex, Access access, TakenTensor &into) {
   if (ex.api->managed_tensor_from_py_object_no_sync(obj.ptr(), &into.managed) != 0 || !into.managed) {
     into.managed = nullptr;
-    raise_exchange_failure(name);
+    raise_exchange_failure(name.str());
   }
   ++taken_by_exchange_api;
   check_taken(*into.managed, name, access);
   if (!ex.resolved) ex.resolve(into.managed->dl_tensor.device);
 }
 
-inline std::unique_ptr<TakenTensor> take(py::handle obj, const char *name, Exchange &ex, Access access = Access::Read) {
+inline std::unique_ptr<TakenTensor> take(py::handle obj, const Name &name, Exchange &ex, Access access = Access::Read) {
   if (ex.api && exchange_api_of(obj) == ex.api) {
     auto taken = std::make_unique<TakenTensor>();
     take_from_framework(obj, name, ex, access, *taken);
     return taken;
   }
-  if (!ex.resolved) throw std::logic_error(std::string(name) + ": exchange mode needs the framework's object first");
+  if (!ex.resolved) throw std::logic_error(name.str() + ": exchange mode needs the framework's object first");
   return take_dlpack(obj, name, ex.dlpack_stream_argument(), access);
 }
 
+
+// The one prepared transfer of the binding (the core of mxfp8.Plan, whatever made it: an export, a bucket
+// fill, an import): the library's plan, the objects it writes (taken, so their storage stays alive whatever
+// becomes of the caller's references; the plan itself holds the sources), and the framework whose current
+// stream a run takes when given none.
+class Plan {
+ public:
+  Plan(mxfp8_plan *plan, std::vector<std::unique_ptr<TakenTensor>> &&keep, const Exchange &ex)
+      : plan_(plan), keep_(std::move(keep)), api_(ex.api), device_(ex.device) {}
+  ~Plan() { mxfp8_plan_release(plan_); }
+  Plan(const Plan &) = delete;
+  Plan &operator=(const Plan &) = delete;
+  // stream: a cudaStream_t as an int, or None: the framework's current stream (exchange mode), else the
+  // legacy default stream. Runs of one plan write the same bytes, so the header forbids two at once; the
+  // run drops the GIL, so two Python threads could otherwise enter together: serialised here (on CUDA, runs
+  // queued on two streams must still be ordered by the caller, as any two writes of one buffer).
+  void run(const py::object &stream) {
+    intptr_t s = stream.is_none() ? 0 : stream.cast<intptr_t>();
+    if (stream.is_none() && api_ && is_cuda(device_)) {
+      void *current = nullptr;
+      if (api_->current_work_stream(device_.device_type, device_.device_id, &current) != 0)
+        raise_exchange_failure("current_work_stream");
+      s = reinterpret_cast<intptr_t>(current);
+    }
+    mxfp8_status st;
+    {
+      py::gil_scoped_release unlocked;
+      std::lock_guard<std::mutex> one_run_at_a_time(running_);
+      st = mxfp8_plan_run(plan_, reinterpret_cast<void *>(s));
+    }
+    check(st);
+  }
+
+ private:
+  mxfp8_plan *plan_;
+  std::vector<std::unique_ptr<TakenTensor>> keep_;
+  const DLPackExchangeAPI *api_;
+  DLDevice device_;
+  std::mutex running_;
+};
 
 // The Exchange of a call on Python objects. stream None: the first object's framework's current stream,
 // every object of that framework taken through its DLPack C exchange API (resolved when `first` is

@@ -1,19 +1,23 @@
-// The receiver's import for Python: one mxfp8_transfer_desc (from a bucket or from tensors, to the
-// engine's buffers) run by mxfp8_transfer, checked by mxfp8_transfer_check or prepared once, over DLPack
-// producers. A translation layer only: it takes each object's DLTensor as every other call of the
-// extension does (dlpack_take.hpp: the framework's DLPack C exchange API when the caller left the stream
-// to it, else __dlpack__), fills the desc, and lets the library check everything.
+// The receiver's import for Python, and the one reader of what callers describe tensors with: a source
+// spec (Source: import_tensors' sources, and export_bucket's through read_spec), a params dict
+// (take_params) and a bucket manifest (BucketSource), each read here with no Python object per entry. One
+// mxfp8_transfer_desc (from a bucket or from tensors, to the engine's buffers) is run by mxfp8_transfer,
+// checked by mxfp8_transfer_check or prepared once (a Plan). A translation layer only: it takes each
+// object's DLTensor as every other call of the extension does (dlpack_take.hpp: the framework's DLPack C
+// exchange API when the caller left the stream to it, else __dlpack__), fills the desc, and lets the
+// library check what the tensors mean. An uncommon value (a NumPy int, an unknown word) goes to the Python
+// checker of mxfp8._args, so a refusal has one wording whichever path reads it.
 // register_import adds the functions to a module (the extension calls it from its PYBIND11_MODULE).
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
 #include <algorithm>
-#include <array>
 #include <cctype>
-#include <cstdlib>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <initializer_list>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -29,43 +33,103 @@ namespace {
 
 using namespace mxfp8_python;
 
-// The destinations of one call, as the desc's parallel arrays: the taken tensors stay alive for the call
-// (and a preparation).
+// A checker of mxfp8._args (flag, choice, e4m3_max, shape), called for a value the common case does not
+// take: it words every refusal, so a value is refused with one message whichever binding path reads it.
+py::object python_check(const char *name, const char *module = "mxfp8._args") {
+  return py::module_::import(module).attr(name);  // sys.modules' entry: a dict lookup, paid only off the common case
+}
+
+// Element i of a sequence the caller passed.
+py::object item(const py::object &sequence, Py_ssize_t i) {
+  PyObject *o = PyTuple_CheckExact(sequence.ptr()) ? Py_NewRef(PyTuple_GET_ITEM(sequence.ptr(), i))
+                                                   : PySequence_GetItem(sequence.ptr(), i);
+  if (!o) throw py::error_already_set();
+  return py::reinterpret_steal<py::object>(o);
+}
+
+// A word's code in `table` (a dict word -> int) for a known word, else the refusal of the Python checker
+// (`module`.`checker`(what(), value, table)): one wording for every path.
+template <class What>
+int32_t choice_code(py::handle value, py::handle table, What what, const char *checker = "choice",
+                    const char *module = "mxfp8._args") {
+  if (PyUnicode_Check(value.ptr()))
+    if (PyObject *code = PyDict_GetItemWithError(table.ptr(), value.ptr())) return static_cast<int32_t>(PyLong_AsLong(code));
+  if (PyErr_Occurred()) throw py::error_already_set();
+  return python_check(checker, module)(what(), value, table).template cast<int32_t>();  // raises for every word not in table
+}
+
+// The destinations of one call, as the desc's parallel arrays, read from the caller's params dict: the
+// taken tensors stay alive for the call (and a prepared plan's life).
 struct Destinations {
   std::vector<std::unique_ptr<TakenTensor>> taken;
-  std::vector<DLTensor *> values, scales;
+  std::vector<DLTensor *> values, scales, global_scales;
   std::vector<int32_t> layouts;
+  bool any_nvfp4 = false;
   // The desc's destination fields (TO_BUFFERS) over these arrays.
   void describe(mxfp8_transfer_desc &d) const {
     d.destination = MXFP8_TRANSFER_TO_BUFFERS;
     d.values = values.data();
     d.scales = scales.data();
     d.target_layouts = layouts.data();
+    d.global_scales = any_nvfp4 ? global_scales.data() : nullptr;
+  }
+  DLTensor *take_one(py::handle obj, py::handle key, const char *part, Exchange &ex) {
+    taken.push_back(take(obj, Name("params", key, part), ex, Access::Write));
+    return taken.back()->tensor();
   }
 };
 
-// What the caller called a part of entry i: "params['w'][1]" (owner params, part [1]) when the Python layer
-// passed the entries' names (their repr), else "fallback[i]". A refusal names what the user passed, not
-// the binding's lists.
-std::string label(const std::vector<std::string> &names, size_t i, const char *owner, const char *part,
-                  const char *fallback) {
-  if (i < names.size()) return std::string(owner) + "[" + names[i] + "]" + part;
-  return std::string(fallback) + "[" + std::to_string(i) + "]";
-}
-
-Destinations take_destinations(const py::list &values, const py::list &scales, const std::vector<int32_t> &layouts,
-                               Exchange &ex, const std::vector<std::string> &names) {
-  const size_t n = values.size();
-  if (scales.size() != n || layouts.size() != n)
-    throw py::value_error("values, scales and layouts must have one entry per tensor");
-  Destinations d;
-  d.taken.reserve(2 * n);
-  d.layouts = layouts;
+// params[key] of every key in turn: (values, scales[, layout]) for an MXFP8 entry, (values, scales,
+// global_scale[, layout]) where nvfp4[i]; `layout` (a code) where an entry names none.
+Destinations take_params(py::handle params, const std::vector<py::handle> &keys, const std::vector<bool> &nvfp4,
+                         int32_t layout, const py::dict &layouts, Exchange &ex) {
+  const size_t n = keys.size();
+  std::vector<py::object> entries(n);
+  py::list missing;
   for (size_t i = 0; i < n; ++i) {
-    d.taken.push_back(take(values[i], label(names, i, "params", "[0]", "values").c_str(), ex, Access::Write));
-    d.taken.push_back(take(scales[i], label(names, i, "params", "[1]", "scales").c_str(), ex, Access::Write));
-    d.values.push_back(d.taken[2 * i]->tensor());
-    d.scales.push_back(d.taken[2 * i + 1]->tensor());
+    PyObject *p = PyDict_Check(params.ptr()) ? PyDict_GetItemWithError(params.ptr(), keys[i].ptr()) : nullptr;
+    if (!p && PyErr_Occurred()) throw py::error_already_set();
+    if (p) {
+      entries[i] = py::reinterpret_borrow<py::object>(p);
+    } else if (!PyDict_Check(params.ptr()) && PyMapping_HasKey(params.ptr(), keys[i].ptr())) {
+      entries[i] = py::reinterpret_steal<py::object>(PyObject_GetItem(params.ptr(), keys[i].ptr()));
+      if (!entries[i]) throw py::error_already_set();
+    } else {
+      missing.append(keys[i]);
+    }
+  }
+  if (!missing.empty()) {
+    const bool more = missing.size() > 5;
+    const std::string shown = py::repr(missing[py::slice(0, 5, 1)]).cast<std::string>();
+    PyErr_SetString(PyExc_KeyError, ("params has no entry for " + shown + (more ? " ..." : "")).c_str());
+    throw py::error_already_set();
+  }
+  Destinations d;
+  d.taken.reserve(3 * n);
+  d.values.reserve(n);
+  d.scales.reserve(n);
+  d.global_scales.reserve(n);
+  d.layouts.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    const py::handle key = keys[i];
+    const py::object &p = entries[i];
+    const Py_ssize_t size = PySequence_Check(p.ptr()) && !PyUnicode_Check(p.ptr()) ? PySequence_Size(p.ptr()) : -1;
+    if (size < 0) PyErr_Clear();
+    const bool nv = nvfp4[i];
+    if (nv && (size < 3 || size > 4 || PyUnicode_Check(item(p, 2).ptr())))
+      throw py::value_error(Name("params", key, "").str() + " is an NVFP4 entry: it must be (values, scales, "
+                            "global_scale) or (values, scales, global_scale, layout)");
+    if (!nv && (size < 2 || size > 3))
+      throw py::value_error(Name("params", key, "").str() +
+                            " must be (values, scales) or (values, scales, layout)");
+    const Py_ssize_t layout_at = nv ? 3 : 2;
+    const auto what = [&] { return Name("params", key, "").str() + " layout"; };
+    d.layouts.push_back(size > layout_at ? choice_code(item(p, layout_at), layouts, what, "_code", "mxfp8._import")
+                                         : layout);
+    d.values.push_back(d.take_one(item(p, 0), key, "[0]", ex));
+    d.scales.push_back(d.take_one(item(p, 1), key, "[1]", ex));
+    d.global_scales.push_back(nv ? d.take_one(item(p, 2), key, "[2]", ex) : nullptr);
+    d.any_nvfp4 = d.any_nvfp4 || nv;
   }
   return d;
 }
@@ -81,8 +145,8 @@ void check_source(mxfp8_status status, Where where) {
 }
 
 // A refusal of a whole call whose message indexes one entry (shards[2], destinations[0].values, ...):
-// the caller's name of that entry (names[i], a repr) is added, "... (entry 2 is 'layers.3.w')".
-void check_entries(mxfp8_status status, const std::vector<std::string> &names) {
+// the caller's name of that entry (keys[i], its repr) is added, "... (entry 2 is 'layers.3.w')".
+void check_entries(mxfp8_status status, const std::vector<py::handle> &keys) {
   if (status == MXFP8_OK) return;
   // A plain scan: the std::regex this was crashed the CUDA build's module on every such refusal on the
   // device (Python 3.12, SIGSEGV; not seen on this machine's 3.11), cause not pinned down.
@@ -99,148 +163,169 @@ void check_entries(mxfp8_status status, const std::vector<std::string> &names) {
     char *end = nullptr;
     const unsigned long long i = std::strtoull(message.c_str() + open + 1, &end, 10);
     if (end == message.c_str() + open + 1 || *end != ']') continue;
-    if (i < names.size()) message += " (entry " + std::to_string(i) + " is " + names[i] + ")";
+    if (i < keys.size()) message += " (entry " + std::to_string(i) + " is " + py::repr(keys[i]).cast<std::string>() + ")";
     break;
   }
   raise_status(status, message);
 }
 
-// "tensors[<repr>]" for entry i when the Python layer passed the names, else nothing.
-std::string source_label(const std::vector<std::string> &names, size_t i) {
-  return i < names.size() ? "tensors[" + names[i] + "]" : std::string();
-}
-
-// A tensor handle over a producer's data and scale_inv (taken: the handle owns them once created).
+// A tensor handle over a producer's data and scale_inv of one direction, and for NVFP4 (format
+// MXFP8_FORMAT_NVFP4) its amax (taken: the handle owns them once created).
 template <class Where>
 mxfp8_tensor *make_tensor(TakenTensor &data, TakenTensor &scale_inv, const std::vector<int64_t> &shape, int32_t format,
-                          bool swizzled, int32_t direction, Where where) {
+                          bool swizzled, int32_t direction, Where where, TakenTensor *amax = nullptr,
+                          int32_t e4m3_max = 0) {
   mxfp8_tensor_desc desc = MXFP8_TENSOR_DESC_INIT;
   desc.format = format;
   desc.scale_layout = swizzled ? MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED : MXFP8_SCALE_LAYOUT_ROW_MAJOR;
   desc.ndim = static_cast<int32_t>(shape.size());
   desc.shape = shape.data();
-  if (direction == MXFP8_DIRECTION_COLUMNWISE) {
-    desc.columnwise_data = data.managed;
-    desc.columnwise_scale_inv = scale_inv.managed;
-  } else {
-    desc.rowwise_data = data.managed;
-    desc.rowwise_scale_inv = scale_inv.managed;
-  }
-  mxfp8_tensor *t = nullptr;
-  check_source(mxfp8_tensor_create(&desc, &t), where);
-  data.release();  // owned by the tensor now
-  scale_inv.release();
-  return t;
-}
-
-// The destinations of NVFP4 entries' global scales: DLTensor pointers (NULL where the Python list holds
-// None, at MXFP8 entries) and the taken tensors behind them, alive for the call.
-struct GlobalScales {
-  std::vector<DLTensor *> tensors;
-  std::vector<std::unique_ptr<TakenTensor>> taken;
-  DLTensor *const *data() const { return tensors.empty() ? nullptr : tensors.data(); }
-};
-
-GlobalScales take_global_scales(const std::optional<py::list> &list, Exchange &ex,
-                                const std::vector<std::string> &names) {
-  GlobalScales g;
-  if (!list) return g;
-  for (size_t i = 0; i < list->size(); ++i) {
-    py::handle t = (*list)[i];
-    if (t.is_none()) {
-      g.tensors.push_back(nullptr);
-      continue;
-    }
-    g.taken.push_back(take(t, label(names, i, "params", "[2]", "global_scales").c_str(), ex, Access::Write));
-    g.tensors.push_back(g.taken.back()->tensor());
-  }
-  return g;
-}
-
-// An NVFP4 tensor handle over a producer's data, scale_inv and amax of one direction (taken: the handle
-// owns them once created).
-template <class Where>
-mxfp8_tensor *make_nvfp4_tensor(std::unique_ptr<TakenTensor> &data, std::unique_ptr<TakenTensor> &scale_inv,
-                                      std::unique_ptr<TakenTensor> &amax, const std::vector<int64_t> &shape, bool swizzled,
-                                      int32_t e4m3_max, int32_t direction, Where where) {
-  mxfp8_tensor_desc desc = MXFP8_TENSOR_DESC_INIT;
-  desc.format = MXFP8_FORMAT_NVFP4;
-  desc.block = MXFP8_BLOCK_1X16;
-  desc.scale_layout = swizzled ? MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED : MXFP8_SCALE_LAYOUT_ROW_MAJOR;
-  desc.e4m3_max = e4m3_max;
-  desc.ndim = static_cast<int32_t>(shape.size());
-  desc.shape = shape.data();
   const bool columnwise = direction == MXFP8_DIRECTION_COLUMNWISE;
-  *(columnwise ? &desc.columnwise_data : &desc.rowwise_data) = data->managed;
-  *(columnwise ? &desc.columnwise_scale_inv : &desc.rowwise_scale_inv) = scale_inv->managed;
-  *(columnwise ? &desc.columnwise_amax : &desc.rowwise_amax) = amax->managed;
+  *(columnwise ? &desc.columnwise_data : &desc.rowwise_data) = data.managed;
+  *(columnwise ? &desc.columnwise_scale_inv : &desc.rowwise_scale_inv) = scale_inv.managed;
+  if (format == MXFP8_FORMAT_NVFP4) {
+    desc.block = MXFP8_BLOCK_1X16;
+    desc.e4m3_max = e4m3_max;
+    *(columnwise ? &desc.columnwise_amax : &desc.rowwise_amax) = amax->managed;
+  }
   mxfp8_tensor *t = nullptr;
   check_source(mxfp8_tensor_create(&desc, &t), where);
-  data->release();  // owned by the tensor now
-  scale_inv->release();
-  amax->release();
+  for (TakenTensor *owned : {&data, &scale_inv, amax})  // owned by the tensor now
+    if (owned) owned->release();
   return t;
 }
 
-// A prepared import: checked once, run every step (one launch, no allocation, no synchronization). It
-// keeps every destination taken (so the framework's storage stays alive, whatever becomes of the caller's
-// params) for its whole life; the library's plan holds the sources.
-class ImportPlan {
- public:
-  ImportPlan(mxfp8_plan *p, Destinations &&destinations, GlobalScales &&globals)
-      : plan_(p), destinations_(std::move(destinations)), globals_(std::move(globals)) {}
-  ~ImportPlan() { mxfp8_plan_release(plan_); }
-  ImportPlan(const ImportPlan &) = delete;
-  ImportPlan &operator=(const ImportPlan &) = delete;
-  // Runs of one plan write the same bytes, so the header forbids two at once; the run drops the GIL, so
-  // two Python threads could otherwise enter together. Serialised here (the queueing, on CUDA: runs queued
-  // on two streams must still be ordered by the caller, as for any two writes of the same buffer).
-  void run(uintptr_t stream) {
-    mxfp8_status st;
-    {
-      py::gil_scoped_release unlocked;
-      std::lock_guard<std::mutex> one_run_at_a_time(running_);
-      st = mxfp8_plan_run(plan_, reinterpret_cast<void *>(stream));
-    }
-    check(st);
+// A Python table of the package (a dict word -> code), looked up once.
+py::handle python_table(const char *module, const char *name) {
+  return py::object(py::module_::import(module).attr(name)).release();  // kept for the process's life
+}
+
+// A manifest number: a Python int (not a bool) in [0, high]; any other value goes to mxfp8._args.integer,
+// which takes what has __index__ and words every refusal.
+template <class What>
+uint64_t manifest_int(py::handle value, uint64_t high, What what) {
+  if (PyLong_CheckExact(value.ptr())) {
+    const unsigned long long v = PyLong_AsUnsignedLongLong(value.ptr());
+    if (!PyErr_Occurred() && v <= high) return v;
+    PyErr_Clear();
   }
+  return python_check("integer")(what(), value, 0, high).template cast<uint64_t>();
+}
 
- private:
-  mxfp8_plan *plan_;
-  Destinations destinations_;
-  GlobalScales globals_;
-  std::mutex running_;
-};
+// A manifest shape: a list or tuple of Python ints, else what mxfp8._args.shape makes of it (or refuses).
+template <class What>
+std::vector<int64_t> manifest_shape(py::handle value, What what) {
+  if (PyList_CheckExact(value.ptr()) || PyTuple_CheckExact(value.ptr())) {
+    std::vector<int64_t> shape;
+    const py::sequence items = py::reinterpret_borrow<py::sequence>(value);
+    for (py::handle d : items) {
+      if (!PyLong_CheckExact(d.ptr())) break;
+      const long long v = PyLong_AsLongLong(d.ptr());
+      if (PyErr_Occurred()) break;
+      shape.push_back(v);
+    }
+    PyErr_Clear();
+    if (shape.size() == items.size()) return shape;
+  }
+  return python_check("shape")(what(), value).template cast<std::vector<int64_t>>();
+}
 
-// The desc's source side for a bucket (FROM_BUCKET) over the Python layer's lists (which outlive it): what
-// import_bucket and bucket_manifest_check both describe. parts: (values_offset, values_bytes, scales_offset,
-// scales_bytes); nvfp4_entries: (amax_offset, amax_bytes, e4m3_max) per entry; scales_shapes: each entry's
-// "scales_shape", or none (not checked).
+// The keys every manifest entry needs, and an NVFP4 entry's besides.
+constexpr const char *kParts[] = {"values_offset", "values_bytes", "scales_offset", "scales_bytes"};
+constexpr const char *kNvfp4Keys[] = {"direction", "scales_shape", "amax_offset", "amax_bytes", "e4m3_max"};
+
+// A bucket manifest (export_bucket's list of dicts, or a sender's JSON of it) read into the desc's
+// FROM_BUCKET lists, for import_bucket and every reader of a manifest (unpack_bucket, sglang). Only what
+// Python alone sees is checked here: a list of dicts, the keys each entry needs, names hashable and unique,
+// numbers that are Python ints of their C field's range, known words (mxfp8._args words each refusal). What
+// the manifest means (each part's size against its shape, direction and layout; parts inside the bucket
+// and apart; scale shapes; NVFP4 amax and e4m3_max) is mxfp8_transfer_check's, the check mxfp8_transfer
+// makes: every receiver, in every binding, refuses the same manifests with the same message
+// (desc.parts_in[i] there is manifest[i] here). need_scales_shape: every entry must give "scales_shape"
+// and (MXFP8) "fp8_dtype", as unpack_bucket shapes its views by them; else scale shapes are checked when
+// every entry gives one.
 struct BucketSource {
+  py::list entries;              // the manifest's entries (dicts), which the names below are borrowed from
+  std::vector<py::handle> names;
   std::vector<mxfp8_bucket_part> parts;
-  std::vector<int32_t> ndims, scales_ndims, e4m3_maxes;
+  std::vector<std::vector<int64_t>> shape_store, scales_shape_store;
   std::vector<const int64_t *> shapes, scales_shapes;
+  std::vector<int32_t> ndims, scales_ndims, formats, directions, layouts, e4m3_maxes;
+  std::vector<bool> nvfp4;
   mxfp8_transfer_desc desc = MXFP8_TRANSFER_DESC_INIT;
 
-  BucketSource(const DLTensor *bucket, const std::vector<std::array<uint64_t, 4>> &entries,
-               const std::vector<std::vector<int64_t>> &shape_list, const std::vector<int32_t> &formats,
-               const std::vector<int32_t> &directions, const std::vector<int32_t> &scales_layouts,
-               const std::optional<std::vector<std::array<uint64_t, 3>>> &nvfp4_entries,
-               const std::optional<std::vector<std::vector<int64_t>>> &scales_shape_list) {
+  BucketSource(const DLTensor *bucket, py::handle manifest, bool need_scales_shape) {
+    static const py::handle mapping = python_table("collections.abc", "Mapping");
+    static const py::handle entry_formats = python_table("mxfp8._manifest", "ENTRY_FORMATS");
+    static const py::handle fp8_dtypes = python_table("mxfp8._api", "_FORMATS");
+    static const py::handle direction_codes = python_table("mxfp8._api", "_DIRECTIONS");
+    static const py::handle layout_codes = python_table("mxfp8._manifest", "LAYOUTS");
+    if (PyUnicode_Check(manifest.ptr()) || PyBytes_Check(manifest.ptr()) || py::isinstance(manifest, mapping) ||
+        !py::hasattr(manifest, "__iter__"))
+      throw py::type_error("manifest must be the list export_bucket returned, got " +
+                           py::str(py::type::of(manifest).attr("__name__")).cast<std::string>());
+    entries = py::reinterpret_steal<py::list>(PySequence_List(manifest.ptr()));
+    if (!entries) throw py::error_already_set();
     const size_t n = entries.size();
-    if (shape_list.size() != n || formats.size() != n || directions.size() != n || scales_layouts.size() != n ||
-        (nvfp4_entries && nvfp4_entries->size() != n) || (scales_shape_list && scales_shape_list->size() != n))
-      throw py::value_error("the manifest's lists must have one entry per tensor");
+    const py::set seen;
     for (size_t i = 0; i < n; ++i) {
-      const auto &[offset, bytes, e4m3_max] = nvfp4_entries ? (*nvfp4_entries)[i] : std::array<uint64_t, 3>{0, 0, 0};
-      parts.push_back(mxfp8_bucket_part{entries[i][0], entries[i][1], entries[i][2], entries[i][3], offset, bytes});
-      e4m3_maxes.push_back(static_cast<int32_t>(e4m3_max));  // the Python layer checked it fits int32
-      ndims.push_back(static_cast<int32_t>(shape_list[i].size()));
-      shapes.push_back(shape_list[i].data());
-      if (scales_shape_list) {
-        scales_ndims.push_back(static_cast<int32_t>((*scales_shape_list)[i].size()));
-        scales_shapes.push_back((*scales_shape_list)[i].data());
+      const std::string where = "manifest[" + std::to_string(i) + "]";
+      py::handle e = entries[i];
+      if (!PyDict_Check(e.ptr())) {
+        if (!py::isinstance(e, mapping))
+          throw py::type_error(where + " must be a dict, got " + py::str(py::type::of(e).attr("__name__")).cast<std::string>());
+        entries[i] = py::dict(py::reinterpret_borrow<py::object>(e));
+        e = entries[i];
       }
+      const auto get = [&](const char *key) -> py::handle { return PyDict_GetItemString(e.ptr(), key); };
+      const auto field = [&](const char *key) { return [&where, key] { return where + "['" + key + "']"; }; };
+      const py::handle format = get("format");
+      const bool nv = format && choice_code(format, entry_formats, field("format")) == 1;
+      const auto require = [&](const char *key) {
+        if (!get(key)) throw py::value_error(where + " has no '" + key + "'");
+      };
+      for (const char *key : {"name", "shape"}) require(key);
+      for (const char *key : kParts) require(key);
+      if (nv) {
+        for (const char *key : kNvfp4Keys) require(key);
+      } else if (need_scales_shape) {
+        for (const char *key : {"fp8_dtype", "scales_shape"}) require(key);
+      }
+      const py::handle name = get("name");
+      if (PyObject_Hash(name.ptr()) == -1) {
+        PyErr_Clear();
+        throw py::type_error(where + "['name'] must be hashable, got " +
+                             py::str(py::type::of(name).attr("__name__")).cast<std::string>());
+      }
+      if (PySet_Contains(seen.ptr(), name.ptr()) == 1)
+        throw py::value_error(where + "['name'] " + py::repr(name).cast<std::string>() + " appears twice");
+      PySet_Add(seen.ptr(), name.ptr());
+      names.push_back(name);
+      shape_store.push_back(manifest_shape(get("shape"), field("shape")));
+      uint64_t part[6] = {};
+      for (size_t k = 0; k < 4; ++k) part[k] = manifest_int(get(kParts[k]), UINT64_MAX, field(kParts[k]));
+      if (nv)
+        for (size_t k = 2; k < 4; ++k) part[k + 2] = manifest_int(get(kNvfp4Keys[k]), UINT64_MAX, field(kNvfp4Keys[k]));
+      parts.push_back(mxfp8_bucket_part{part[0], part[1], part[2], part[3], part[4], part[5]});
+      if (const py::handle scales_shape = get("scales_shape"))
+        scales_shape_store.push_back(manifest_shape(scales_shape, field("scales_shape")));
+      e4m3_maxes.push_back(nv ? static_cast<int32_t>(manifest_int(get("e4m3_max"), INT32_MAX, field("e4m3_max"))) : 0);
+      const py::handle fp8_dtype = get("fp8_dtype");
+      formats.push_back(nv ? MXFP8_FORMAT_NVFP4 : fp8_dtype ? choice_code(fp8_dtype, fp8_dtypes, field("fp8_dtype"))
+                                                           : MXFP8_FORMAT_E4M3);
+      const py::handle direction = get("direction"), layout = get("scales_layout");
+      directions.push_back(direction ? choice_code(direction, direction_codes, field("direction")) : 0);
+      layouts.push_back(layout ? choice_code(layout, layout_codes, field("scales_layout")) : MXFP8_SCALE_LAYOUT_COMPACT);
+      nvfp4.push_back(nv);
+    }
+    for (const auto &shape : shape_store) {
+      ndims.push_back(static_cast<int32_t>(shape.size()));
+      shapes.push_back(shape.data());
+    }
+    const bool every_scales_shape = n > 0 && scales_shape_store.size() == n;
+    for (size_t i = 0; every_scales_shape && i < n; ++i) {
+      scales_ndims.push_back(static_cast<int32_t>(scales_shape_store[i].size()));
+      scales_shapes.push_back(scales_shape_store[i].data());
     }
     desc.source = MXFP8_TRANSFER_FROM_BUCKET;
     desc.destination = MXFP8_TRANSFER_TO_NOTHING;
@@ -251,132 +336,216 @@ struct BucketSource {
     desc.shapes = shapes.data();
     desc.formats = formats.data();
     desc.directions = directions.data();
-    desc.source_layouts = scales_layouts.data();
+    desc.source_layouts = layouts.data();
     desc.e4m3_maxes = e4m3_maxes.data();
-    desc.scales_ndims = scales_shape_list ? scales_ndims.data() : nullptr;
-    desc.scales_shapes = scales_shape_list ? scales_shapes.data() : nullptr;
+    desc.scales_ndims = every_scales_shape ? scales_ndims.data() : nullptr;
+    desc.scales_shapes = every_scales_shape ? scales_shapes.data() : nullptr;
   }
   BucketSource(const BucketSource &) = delete;  // the desc points into the vectors
   BucketSource &operator=(const BucketSource &) = delete;
 };
 
 // mxfp8_transfer_check of the bucket alone (TO_NOTHING): the C library's reading of a manifest (what the
-// import checks before it looks at a destination), for unpack_bucket's views. Only the bucket's address
-// and size are read.
-void bucket_manifest_check(py::handle bucket, const std::vector<std::array<uint64_t, 4>> &entries,
-                           const std::vector<std::vector<int64_t>> &shapes, const std::vector<int32_t> &formats,
-                           const std::vector<int32_t> &directions, const std::vector<int32_t> &scales_layouts,
-                           const std::optional<std::vector<std::array<uint64_t, 3>>> &nvfp4_entries,
-                           const std::optional<std::vector<std::vector<int64_t>>> &scales_shapes) {
+// import checks before it looks at a destination), for unpack_bucket's views and SGLang's payload. Only
+// the bucket's address and size are read.
+void bucket_manifest_check(py::handle bucket, py::handle manifest, bool need_scales_shape) {
   auto taken_bucket = take_dlpack(bucket, "bucket", py::none(), Access::Read);
-  BucketSource source(taken_bucket->tensor(), entries, shapes, formats, directions, scales_layouts, nvfp4_entries,
-                      scales_shapes);
+  BucketSource source(taken_bucket->tensor(), manifest, need_scales_shape);
   check(mxfp8_transfer_check(&source.desc));
 }
 
-// The transfer `d`, run on `stream` or prepared: an ImportPlan keeping the destinations, or None.
-py::object run_transfer(const mxfp8_transfer_desc &d, uintptr_t stream, bool prepare, Destinations &&dst,
-                        GlobalScales &&globals, const std::vector<std::string> &names) {
+// The transfer `d`, run on `stream` or prepared: a Plan keeping the destinations, or None.
+py::object run_transfer(const mxfp8_transfer_desc &d, const Exchange &ex, bool prepare, Destinations &&dst,
+                        const std::vector<py::handle> &keys) {
   mxfp8_status st;
   mxfp8_plan *plan = nullptr;
   {
     py::gil_scoped_release unlocked;
-    st = prepare ? mxfp8_transfer_prepare(&d, &plan) : mxfp8_transfer(&d, reinterpret_cast<void *>(stream));
+    st = prepare ? mxfp8_transfer_prepare(&d, &plan) : mxfp8_transfer(&d, reinterpret_cast<void *>(ex.stream));
   }
-  check_entries(st, names);
-  if (prepare) return py::cast(std::make_unique<ImportPlan>(plan, std::move(dst), std::move(globals)));
+  check_entries(st, keys);
+  if (prepare) return py::cast(std::make_unique<Plan>(plan, std::move(dst.taken), ex));
   return py::none();
 }
 
-py::object import_bucket(py::handle bucket, const std::vector<std::array<uint64_t, 4>> &entries,
-                         const std::vector<std::vector<int64_t>> &shapes, const std::vector<int32_t> &formats,
-                         const std::vector<int32_t> &directions, const std::vector<int32_t> &scales_layouts,
-                         const py::list &values, const py::list &scales, const std::vector<int32_t> &targets,
-                         int32_t scale_fixup, py::object stream, py::object dlpack_stream, bool prepare,
-                         const std::optional<std::vector<py::object>> &shards,
-                         const std::optional<std::vector<std::array<uint64_t, 3>>> &nvfp4_entries,
-                         const std::optional<py::list> &global_scales, int32_t global_scale,
-                         const std::vector<std::string> &names,
-                         const std::optional<std::vector<std::vector<int64_t>>> &scales_shapes) {
-  const size_t n = entries.size();
-  const ShardList shard_list(shards, n);
-  if (global_scales && global_scales->size() != n)
-    throw py::value_error("the manifest's lists must have one entry per tensor");
+py::object import_bucket(py::handle bucket, py::handle manifest, py::handle params, int32_t layout,
+                         const py::dict &layouts, int32_t scale_fixup, py::object stream, py::object dlpack_stream,
+                         bool prepare, const std::optional<std::vector<py::object>> &shards, int32_t global_scale) {
   Exchange ex = exchange_for_objects(bucket, stream, std::move(dlpack_stream));
   auto taken_bucket = take(bucket, "bucket", ex, Access::Read);  // in exchange mode, fixes the stream
-  Destinations dst = take_destinations(values, scales, targets, ex, names);
-  GlobalScales globals = take_global_scales(global_scales, ex, names);
-  BucketSource source(taken_bucket->tensor(), entries, shapes, formats, directions, scales_layouts, nvfp4_entries,
-                      scales_shapes);
+  BucketSource source(taken_bucket->tensor(), manifest, false);
+  const ShardList shard_list(shards, source.names.size());
+  Destinations dst = take_params(params, source.names, source.nvfp4, layout, layouts, ex);
   mxfp8_transfer_desc &d = source.desc;
   dst.describe(d);
   d.scale_fixup = scale_fixup;
   d.shards = shard_list.data();
-  d.global_scales = globals.data();
   d.global_scale = global_scale;
-  return run_transfer(d, ex.stream, prepare, std::move(dst), std::move(globals), names);
+  dst.taken.push_back(std::move(taken_bucket));  // a plan keeps the bucket it reads (desc.bucket_in stays valid)
+  return run_transfer(d, ex, prepare, std::move(dst), source.names);
 }
 
 // Handles over the sources of one import, of either format (an NVFP4 handle is an mxfp8_tensor of format
 // NVFP4 to the transfer); the tensors own their managed inputs once created.
 struct Handles {
   std::vector<const mxfp8_tensor *> tensors;
-  std::vector<mxfp8_tensor *> t;
-  std::vector<mxfp8_tensor *> nv;
   Handles() = default;
   Handles(const Handles &) = delete;
   Handles &operator=(const Handles &) = delete;
   ~Handles() {
-    for (mxfp8_tensor *h : t) mxfp8_tensor_release(h);
-    for (mxfp8_tensor *h : nv) mxfp8_tensor_release(h);
+    for (const mxfp8_tensor *h : tensors) mxfp8_tensor_release(const_cast<mxfp8_tensor *>(h));
   }
 };
 
-py::object import_tensors(const py::list &data, const py::list &scale_inv, const std::vector<std::vector<int64_t>> &shapes,
-                          const std::vector<int32_t> &formats, const std::vector<bool> &swizzled, int32_t direction,
-                          const py::list &values, const py::list &scales, const std::vector<int32_t> &targets,
-                          int32_t scale_fixup, py::object stream, py::object dlpack_stream, bool prepare,
-                          const std::optional<std::vector<py::object>> &shards, const std::optional<py::list> &amax,
-                          const std::optional<std::vector<int32_t>> &e4m3_max, const std::optional<py::list> &global_scales,
-                          int32_t global_scale, const std::vector<std::string> &names) {
-  const size_t n = data.size();
+// The keys a source spec may have (every reader of a spec: import_tensors, and _Spec through read_spec), interned once:
+// a spec's keys are matched by address (a Python literal's keys are interned) before by value.
+constexpr const char *kSpecKeys[] = {"data", "scale_inv", "fp8_dtype", "swizzled", "shape", "rows", "cols",
+                                     "format", "amax", "e4m3_max"};
+constexpr size_t kNumSpecKeys = sizeof(kSpecKeys) / sizeof(kSpecKeys[0]);
+enum SpecKey { kData, kScaleInv, kFp8Dtype, kSwizzled, kShape, kRows, kCols, kFormat, kAmax, kE4m3Max };
+
+int spec_key_index(PyObject *key) {
+  static PyObject *interned[kNumSpecKeys] = {};
+  if (!interned[0])
+    for (size_t i = 0; i < kNumSpecKeys; ++i) interned[i] = PyUnicode_InternFromString(kSpecKeys[i]);
+  for (size_t i = 0; i < kNumSpecKeys; ++i)
+    if (key == interned[i]) return static_cast<int>(i);
+  if (PyUnicode_Check(key))
+    for (size_t i = 0; i < kNumSpecKeys; ++i)
+      if (PyUnicode_Compare(key, interned[i]) == 0) return static_cast<int>(i);
+  return -1;
+}
+
+// One source spec of import_tensors, read as export_bucket reads its specs: unknown keys refused, data and
+// scale_inv required, "format" "mxfp8" or "nvfp4", "swizzled" a real bool, MXFP8's "fp8_dtype" and
+// NVFP4's "amax" / "e4m3_max" on their own format only, a shard refused (the receiver's shards= says it).
+// The common values are read here; any other goes to the Python checker that words its refusal.
+struct Source {
+  py::handle data, scale_inv, amax;
+  bool nvfp4 = false, swizzled = false;
+  int32_t format = MXFP8_FORMAT_E4M3, e4m3_max = 448;
+  std::vector<int64_t> shape;  // empty: the library reads the logical shape from the data
+  py::dict spec;               // holds what the handles above borrow (a copy when the caller's is not a dict)
+
+  bool sharded = false;         // "rows" or "cols" given (what the shard is, _shard.shard_spec reads)
+
+  // shards: whether the caller takes a shard in the spec (export_bucket) or refuses one (import_tensors).
+  Source(py::handle key, py::handle spec_object, bool shards = false) {
+    const auto where = [&] { return "tensors[" + py::repr(key).cast<std::string>() + "]"; };
+    if (PyDict_Check(spec_object.ptr())) {
+      spec = py::reinterpret_borrow<py::dict>(spec_object);
+    } else {
+      static py::handle mapping = py::object(py::module_::import("collections.abc").attr("Mapping")).release();
+      if (!py::isinstance(spec_object, mapping))
+        throw py::type_error(where() + " must be a dict with 'data' and 'scale_inv', got " +
+                             py::str(py::type::of(spec_object).attr("__name__")).cast<std::string>());
+      spec = py::dict(py::reinterpret_borrow<py::object>(spec_object));
+    }
+    PyObject *values[kNumSpecKeys] = {};
+    PyObject *k, *v;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(spec.ptr(), &pos, &k, &v)) {
+      const int i = spec_key_index(k);
+      if (i >= 0) {
+        values[i] = v;
+        continue;
+      }
+      std::string known;
+      for (const char *name : kSpecKeys) known += (known.empty() ? "" : ", ") + std::string(name);
+      throw py::value_error(where() + " has an unknown key " + py::repr(k).cast<std::string>() + " (known: " + known + ")");
+    }
+    const auto get = [&](SpecKey key) -> py::handle { return values[key]; };
+    for (SpecKey key : {kData, kScaleInv})
+      if (!get(key) || get(key).is_none()) throw py::value_error(where() + " has no '" + kSpecKeys[key] + "'");
+    data = get(kData);
+    scale_inv = get(kScaleInv);
+    if (py::handle f = get(kFormat)) {
+      static py::handle formats = py::dict(py::arg("mxfp8") = 0, py::arg("nvfp4") = 1).release();
+      nvfp4 = choice_code(f, formats, [&] { return where() + "['format']"; }) == 1;
+    }
+    if (py::handle s = get(kSwizzled))
+      swizzled = s.ptr() == Py_True || (s.ptr() != Py_False && python_check("flag")(where() + "['swizzled']", s).cast<bool>());
+    sharded = get(kRows) || get(kCols);
+    if (sharded && !shards)
+      throw py::value_error(where() + " has 'rows' / 'cols': import_tensors takes a receiver's shard as "
+                            "shards={name: {'rows': ..., 'cols': ...}}");
+    for (SpecKey key : {kAmax, kE4m3Max, kFp8Dtype})
+      if (get(key) && nvfp4 == (key == kFp8Dtype))
+        throw py::value_error(where() + " has '" + kSpecKeys[key] + "', " +
+                              (nvfp4 ? "which NVFP4 tensors do not take (their values are E2M1)"
+                                     : "which only NVFP4 tensors take (set 'format': 'nvfp4')"));
+    if (nvfp4) {
+      format = MXFP8_FORMAT_NVFP4;
+      amax = get(kAmax);
+      if (!amax || amax.is_none())
+        throw py::value_error(where() + " has no 'amax': an NVFP4 tensor needs its float32 amax (per tensor or per row)");
+      if (py::handle m = get(kE4m3Max))
+        e4m3_max = python_check("e4m3_max")(where() + "['e4m3_max']", m).cast<int32_t>();
+    } else if (py::handle d = get(kFp8Dtype)) {
+      static py::handle dtypes = py::dict(py::arg("e4m3") = 1, py::arg("e5m2") = 2).release();
+      format = choice_code(d, dtypes, [&] { return where() + "['fp8_dtype']"; });
+    }
+    if (py::handle given = get(kShape)) {
+      shape = python_check("shape")(where() + "['shape']", given).cast<std::vector<int64_t>>();
+      if (shape.empty())
+        throw py::value_error(where() + "['shape'] is empty: an " + (nvfp4 ? "NVFP4" : "MXFP8") +
+                              " tensor needs a last dimension K");
+    }
+  }
+};
+
+// One spec read for the Python layer's _Spec (export_bucket, iter_buckets, prepare_*): (data, scale_inv,
+// amax or None, nvfp4, swizzled, format, e4m3_max, shape or None, sharded), by the rules import_tensors reads.
+py::tuple read_spec(py::handle key, py::handle spec) {
+  const Source s(key, spec, true);
+  return py::make_tuple(s.data, s.scale_inv, s.amax ? s.amax : py::none(), s.nvfp4, s.swizzled, s.format, s.e4m3_max,
+                        s.shape.empty() ? py::object(py::none()) : py::cast(s.shape), s.sharded);
+}
+
+// import_tensors / prepare_import_tensors: every source spec of `tensors` and its params entry read here
+// (no Python work per tensor), the handles made, one transfer run or prepared.
+py::object import_tensors(const py::dict &tensors, py::handle params, int32_t direction, int32_t layout,
+                          const py::dict &layouts, int32_t scale_fixup, py::object stream, py::object dlpack_stream,
+                          bool prepare, const std::optional<std::vector<py::object>> &shards, int32_t global_scale) {
+  const size_t n = tensors.size();
   const ShardList shard_list(shards, n);
-  if (scale_inv.size() != n || shapes.size() != n || formats.size() != n || swizzled.size() != n ||
-      (amax && amax->size() != n) || (e4m3_max && e4m3_max->size() != n) || (global_scales && global_scales->size() != n))
-    throw py::value_error("data, scale_inv, shapes, formats and swizzled must have one entry per tensor");
-  const py::handle first = n ? PyList_GET_ITEM(data.ptr(), 0) : Py_None;  // None: no framework, count 0 a no-op
+  std::vector<py::handle> keys;
+  std::vector<Source> sources;
+  keys.reserve(n);
+  sources.reserve(n);
+  PyObject *k, *v;
+  Py_ssize_t pos = 0;
+  while (PyDict_Next(tensors.ptr(), &pos, &k, &v)) {
+    keys.push_back(k);
+    sources.emplace_back(k, v);
+  }
+  std::vector<bool> nvfp4(n);
+  for (size_t i = 0; i < n; ++i) nvfp4[i] = sources[i].nvfp4;
+  const py::handle first = n ? sources[0].data : py::handle(Py_None);  // None: no framework, count 0 a no-op
   Exchange ex = exchange_for_objects(first, stream, std::move(dlpack_stream));
-  // With `amax`, entry i is NVFP4 where amax[i] is not None, else MXFP8.
   Handles handles;
   handles.tensors.reserve(n);
   for (size_t i = 0; i < n; ++i) {
-    auto d = take(data[i], label(names, i, "tensors", "['data']", "data").c_str(), ex, Access::Read);
-    auto s = take(scale_inv[i], label(names, i, "tensors", "['scale_inv']", "scale_inv").c_str(), ex, Access::Read);
-    if (amax && !(*amax)[i].is_none()) {
-      auto a = take((*amax)[i], label(names, i, "tensors", "['amax']", "amax").c_str(), ex, Access::Read);
-      handles.nv.push_back(make_nvfp4_tensor(d, s, a, shapes[i], swizzled[i], e4m3_max ? (*e4m3_max)[i] : 448, direction,
-                                             [&] { return source_label(names, i); }));
-      handles.tensors.push_back(handles.nv.back());
-      continue;
-    }
-    handles.t.push_back(make_tensor(*d, *s, shapes[i], formats[i], swizzled[i], direction,
-                                    [&] { return source_label(names, i); }));
-    handles.tensors.push_back(handles.t.back());
+    const Source &src = sources[i];
+    const auto where = [&] { return "tensors[" + py::repr(keys[i]).cast<std::string>() + "]"; };
+    auto d = take(src.data, Name("tensors", keys[i], "['data']"), ex, Access::Read);
+    auto s = take(src.scale_inv, Name("tensors", keys[i], "['scale_inv']"), ex, Access::Read);
+    auto a = src.nvfp4 ? take(src.amax, Name("tensors", keys[i], "['amax']"), ex, Access::Read) : nullptr;
+    handles.tensors.push_back(
+        make_tensor(*d, *s, src.shape, src.format, src.swizzled, direction, where, a.get(), src.e4m3_max));
   }
-  Destinations dst = take_destinations(values, scales, targets, ex, names);
-  GlobalScales globals = take_global_scales(global_scales, ex, names);
+  Destinations dst = take_params(params, keys, nvfp4, layout, layouts, ex);
   const std::vector<int32_t> directions(n, direction);
   mxfp8_transfer_desc d = MXFP8_TRANSFER_DESC_INIT;
   d.source = MXFP8_TRANSFER_FROM_TENSORS;
   d.count = n;
   d.tensors = handles.tensors.data();
   d.directions = directions.data();
-  d.shards = shards ? shard_list.data() : nullptr;
+  d.shards = shard_list.data();
   dst.describe(d);
   d.scale_fixup = scale_fixup;
-  d.global_scales = globals.data();
   d.global_scale = global_scale;
-  return run_transfer(d, ex.stream, prepare, std::move(dst), std::move(globals), names);  // stream: the first take's
+  return run_transfer(d, ex, prepare, std::move(dst), keys);  // stream: the first take's
 }
 
 // mxfp8_convert (num_experts == 0: one tensor of `shape`) or mxfp8_grouped_convert (num_experts E
@@ -441,29 +610,22 @@ int64_t layout_bytes(int32_t layout, int32_t direction, int64_t rows, int64_t co
 }  // namespace
 
 void register_import(py::module_ &m) {
-  py::class_<ImportPlan>(m, "ImportPlan", "A prepared import: checked once, one launch per run.")
-      .def("run", &ImportPlan::run, py::arg("stream") = 0,
-           "Runs the import on `stream` (a cudaStream_t as an int; 0: the legacy default stream).");
-  m.def("import_bucket", &import_bucket, py::arg("bucket"), py::arg("entries"), py::arg("shapes"), py::arg("formats"),
-        py::arg("directions"), py::arg("scales_layouts"), py::arg("values"), py::arg("scales"), py::arg("targets"),
-        py::arg("scale_fixup"), py::arg("stream"), py::arg("dlpack_stream"), py::arg("prepare"),
-        py::arg("shards") = py::none(), py::arg("nvfp4_entries") = py::none(), py::arg("global_scales") = py::none(),
-        py::arg("global_scale") = 0, py::arg("names") = std::vector<std::string>(), py::arg("scales_shapes") = py::none(),
-        "mxfp8_transfer from a bucket to buffers (or mxfp8_transfer_prepare with prepare=True, returning an ImportPlan); "
-        "nvfp4_entries [(amax_offset, amax_bytes, e4m3_max)] and global_scales (None at MXFP8 entries) for NVFP4 "
-        "entries (formats 3); names (each entry's repr) label refusals params[name][part].");
-  m.def("bucket_manifest_check", &bucket_manifest_check, py::arg("bucket"), py::arg("entries"), py::arg("shapes"),
-        py::arg("formats"), py::arg("directions"), py::arg("scales_layouts"), py::arg("nvfp4_entries") = py::none(),
-        py::arg("scales_shapes") = py::none(), "mxfp8_transfer_check of a bucket alone (MXFP8_TRANSFER_TO_NOTHING).");
-  m.def("import_tensors", &import_tensors, py::arg("data"), py::arg("scale_inv"), py::arg("shapes"), py::arg("formats"),
-        py::arg("swizzled"), py::arg("direction"), py::arg("values"), py::arg("scales"), py::arg("targets"),
-        py::arg("scale_fixup"), py::arg("stream"), py::arg("dlpack_stream"), py::arg("prepare"),
-        py::arg("shards") = py::none(), py::arg("amax") = py::none(), py::arg("e4m3_max") = py::none(),
-        py::arg("global_scales") = py::none(), py::arg("global_scale") = 0,
-        py::arg("names") = std::vector<std::string>(),
-        "mxfp8_transfer from tensors to buffers (or mxfp8_transfer_prepare with prepare=True, returning an "
-        "ImportPlan); amax (None at MXFP8 entries), e4m3_max and global_scales for NVFP4 entries. stream None: the "
-        "first source's framework's current stream (its DLPack exchange API) or the legacy default stream.");
+  m.def("import_bucket", &import_bucket, py::arg("bucket"), py::arg("manifest"), py::arg("params"), py::arg("layout"),
+        py::arg("layouts"), py::arg("scale_fixup"), py::arg("stream"), py::arg("dlpack_stream"), py::arg("prepare"),
+        py::arg("shards") = py::none(), py::arg("global_scale") = 0,
+        "mxfp8_transfer from a bucket its manifest describes into params[name] (or mxfp8_transfer_prepare with "
+        "prepare=True, returning a Plan).");
+  m.def("bucket_manifest_check", &bucket_manifest_check, py::arg("bucket"), py::arg("manifest"),
+        py::arg("need_scales_shape") = false, "mxfp8_transfer_check of a bucket alone (MXFP8_TRANSFER_TO_NOTHING).");
+  m.def("read_spec", &read_spec, py::arg("name"), py::arg("spec"),
+        "A source spec read and checked (the one reader of every spec): (data, scale_inv, amax, nvfp4, swizzled, "
+        "format, e4m3_max, shape or None, sharded).");
+  m.def("import_tensors", &import_tensors, py::arg("tensors"), py::arg("params"), py::arg("direction"),
+        py::arg("layout"), py::arg("layouts"), py::arg("scale_fixup"), py::arg("stream"), py::arg("dlpack_stream"),
+        py::arg("prepare"), py::arg("shards") = py::none(), py::arg("global_scale") = 0,
+        "mxfp8_transfer from the source specs of `tensors` into params[name] (or mxfp8_transfer_prepare with "
+        "prepare=True, returning a Plan). stream None: the first source's framework's current stream (its DLPack "
+        "exchange API) or the legacy default stream.");
   m.def("convert", &convert, py::arg("data"), py::arg("scale_inv"), py::arg("shape"), py::arg("format"),
         py::arg("swizzled"), py::arg("direction"), py::arg("num_experts"), py::arg("grouped_scales"), py::arg("target"),
         py::arg("scale_fixup"), py::arg("values"), py::arg("scales"), py::arg("stream"), py::arg("dlpack_stream"),

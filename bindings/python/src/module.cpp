@@ -546,17 +546,6 @@ struct TensorTransfer {
   }
 };
 
-// Plans a bucket: [(values_offset, values_bytes, scales_offset, scales_bytes)], total bytes.
-// shards: None (whole tensors), or per tensor None or _shard.shard_fields' dict.
-py::tuple bucket_plan(const std::vector<Tensor *> &tensors, int direction, uint64_t alignment,
-                      const std::optional<std::vector<py::object>> &shards) {
-  const auto h = handles(tensors);
-  const ShardList shard_list(shards, tensors.size());
-  TensorTransfer t(h, direction, shard_list);
-  const py::tuple planned = t.plan(alignment);
-  return py::make_tuple(planned[0], planned[2]);
-}
-
 // Borrows a DLPack object's tensor for the length of one call.
 template <class Call>
 void with_borrowed(py::handle obj, const char *name, Exchange &ex, Access access, Call call) {
@@ -572,89 +561,57 @@ void fill_bucket(TensorTransfer &t, py::object bucket, const std::string &bucket
   });
 }
 
-// stream None: the framework's current stream when the tensors were made in exchange mode.
-void export_bucket(const std::vector<Tensor *> &tensors, const std::vector<EntryRow> &plan,
-                   py::object bucket, int direction, py::object stream, py::object dlpack_stream,
-                   const std::string &bucket_name, const std::optional<std::vector<py::object>> &shards) {
-  Exchange ex = tensors.empty() ? exchange_for(nullptr, DLDevice{kDLCPU, 0}, stream, dlpack_stream)
-                                : exchange_for(tensors[0]->api(), tensors[0]->device(), stream, dlpack_stream);
+// The prepared transfers from tensors (a Plan: checked once, each run one launch on the framework's current
+// stream in exchange mode, else on the given stream), keeping each destination taken; the tensors are held
+// by the library's plan.
+
+// Their compact scales into `destinations` (a batched export); names[i] says what destinations[i] is to the
+// caller (messages name it; default "destinations[i]").
+std::unique_ptr<Plan> prepare_export(const std::vector<Tensor *> &tensors, const std::vector<py::object> &destinations,
+                                     int direction, py::object dlpack_stream,
+                                     const std::optional<std::vector<std::string>> &names) {
+  if (tensors.empty()) throw py::value_error("tensors is empty: nothing to prepare");
+  if (tensors.size() != destinations.size())
+    throw py::value_error(std::to_string(tensors.size()) + " tensors but " + std::to_string(destinations.size()) +
+                          " destinations");
+  if (names && names->size() != destinations.size()) throw py::value_error("names must have one entry per destination");
+  Exchange ex = exchange_for(tensors[0]->api(), tensors[0]->device(), py::none(), std::move(dlpack_stream));
+  std::vector<std::unique_ptr<TakenTensor>> taken;
+  std::vector<DLTensor *> dls;
+  for (size_t i = 0; i < destinations.size(); ++i) {
+    const std::string name = names ? (*names)[i] : "destinations[" + std::to_string(i) + "]";
+    taken.push_back(take(destinations[i], name.c_str(), ex, Access::Write));
+    dls.push_back(taken.back()->tensor());
+  }
   const auto h = handles(tensors);
-  const ShardList shard_list(shards, tensors.size());
-  TensorTransfer t(h, direction, shard_list);
-  t.set_parts(plan, nullptr);
-  fill_bucket(t, std::move(bucket), bucket_name, ex);
+  const ShardList whole(std::nullopt, h.size());
+  TensorTransfer t(h, direction, whole);
+  t.to_scales(dls);
+  mxfp8_plan *plan = nullptr;
+  check(mxfp8_transfer_prepare(&t.desc, &plan));
+  return std::make_unique<Plan>(plan, std::move(taken), ex);
 }
 
-// A prepared transfer (mxfp8_plan) from tensors: their compact scales into `destinations` (a batched
-// export), or their values and scales into a bucket, checked once. It keeps each destination taken (so the
-// framework's storage stays alive) for its whole life; the tensors are held by the library's plan. Each
-// run is one launch on the framework's current stream (exchange mode) or the given stream.
-class PreparedExport {
- public:
-  // names[i] says what destinations[i] is to the caller (messages name it; default "destinations[i]").
-  PreparedExport(const std::vector<Tensor *> &tensors, const std::vector<py::object> &destinations, int direction,
-                 py::object dlpack_stream, const std::optional<std::vector<std::string>> &names) {
-    if (tensors.empty()) throw py::value_error("tensors is empty: nothing to prepare");
-    if (tensors.size() != destinations.size())
-      throw py::value_error(std::to_string(tensors.size()) + " tensors but " + std::to_string(destinations.size()) +
-                            " destinations");
-    api_ = tensors[0]->api();
-    device_ = tensors[0]->device();
-    Exchange ex = exchange_for(api_, device_, py::none(), std::move(dlpack_stream));
-    std::vector<DLTensor *> dls;
-    if (names && names->size() != destinations.size())
-      throw py::value_error("names must have one entry per destination");
-    for (size_t i = 0; i < destinations.size(); ++i) {
-      const std::string name = names ? (*names)[i] : "destinations[" + std::to_string(i) + "]";
-      taken_.push_back(take(destinations[i], name.c_str(), ex, Access::Write));
-      dls.push_back(&taken_.back()->managed->dl_tensor);
-    }
-    const auto h = handles(tensors);
-    const ShardList whole(std::nullopt, h.size());
-    TensorTransfer t(h, direction, whole);
-    t.to_scales(dls);
-    check(mxfp8_transfer_prepare(&t.desc, &plan_));
-  }
-  // A prepared bucket fill: `tensors` (handles of either format, api and device those of the first) into
-  // `bucket` at the parts of `plan` (and, NVFP4, `nvfp4_plan`); with `shards`, each tensor's shard.
-  static std::unique_ptr<PreparedExport> for_bucket(const std::vector<const mxfp8_tensor *> &tensors,
-                                                    const DLPackExchangeAPI *api, DLDevice device,
-                                                    const std::vector<EntryRow> &plan,
-                                                    const std::vector<Nvfp4Row> *nvfp4_plan, py::object bucket,
-                                                    int direction, py::object dlpack_stream,
-                                                    const std::string &bucket_name,
-                                                    const std::optional<std::vector<py::object>> &shards,
-                                                    const std::vector<int32_t> &e4m3_maxes = {}) {
-    if (tensors.empty()) throw py::value_error("tensors is empty: nothing to prepare");
-    std::unique_ptr<PreparedExport> p(new PreparedExport());
-    p->api_ = api;
-    p->device_ = device;
-    Exchange ex = exchange_for(p->api_, p->device_, py::none(), std::move(dlpack_stream));
-    p->taken_.push_back(take(bucket, bucket_name.c_str(), ex, Access::Write));
-    const ShardList shard_list(shards, tensors.size());
-    TensorTransfer t(tensors, direction, shard_list);
-    t.set_parts(plan, nvfp4_plan, e4m3_maxes);
-    t.desc.bucket_out = &p->taken_.back()->managed->dl_tensor;
-    check(mxfp8_transfer_prepare(&t.desc, &p->plan_));
-    return p;
-  }
-  ~PreparedExport() { mxfp8_plan_release(plan_); }
-  PreparedExport(const PreparedExport &) = delete;
-  PreparedExport &operator=(const PreparedExport &) = delete;
-
-  void run(py::object stream) {
-    const Exchange ex = exchange_for(api_, device_, stream);
-    check(mxfp8_plan_run(plan_, reinterpret_cast<void *>(ex.stream)));
-  }
-
- private:
-  PreparedExport() = default;
-
-  mxfp8_plan *plan_ = nullptr;
-  std::vector<std::unique_ptr<TakenTensor>> taken_;
-  const DLPackExchangeAPI *api_ = nullptr;
-  DLDevice device_{kDLCPU, 0};
-};
+// A bucket fill: `tensors` (handles of either format, api and device those of the first) into `bucket` at
+// the parts of `plan` (and, NVFP4, `nvfp4_plan`); with `shards`, each tensor's shard.
+std::unique_ptr<Plan> prepare_fill(const std::vector<const mxfp8_tensor *> &tensors, const DLPackExchangeAPI *api,
+                                   DLDevice device, const std::vector<EntryRow> &plan,
+                                   const std::vector<Nvfp4Row> *nvfp4_plan, py::object bucket, int direction,
+                                   py::object dlpack_stream, const std::string &bucket_name,
+                                   const std::optional<std::vector<py::object>> &shards,
+                                   const std::vector<int32_t> &e4m3_maxes = {}) {
+  if (tensors.empty()) throw py::value_error("tensors is empty: nothing to prepare");
+  Exchange ex = exchange_for(api, device, py::none(), std::move(dlpack_stream));
+  std::vector<std::unique_ptr<TakenTensor>> taken;
+  taken.push_back(take(bucket, bucket_name.c_str(), ex, Access::Write));
+  const ShardList shard_list(shards, tensors.size());
+  TensorTransfer t(tensors, direction, shard_list);
+  t.set_parts(plan, nvfp4_plan, e4m3_maxes);
+  t.desc.bucket_out = taken.back()->tensor();
+  mxfp8_plan *p = nullptr;
+  check(mxfp8_transfer_prepare(&t.desc, &p));
+  return std::make_unique<Plan>(p, std::move(taken), ex);
+}
 
 // stream None: exchange mode through the source's framework (or the legacy stream without one).
 void swizzle_pair(py::object source, py::object destination, bool swizzle, py::object stream, py::object dlpack_stream) {
@@ -1194,7 +1151,7 @@ MixedHandles mixed_handles(const py::list &tensors) {
 
 // ([(values_offset, values_bytes, scales_offset, scales_bytes)], [(amax_offset, amax_bytes, e4m3_max)]
 // (zeros at MXFP8 entries), total bytes).
-py::tuple bucket_plan_mixed(const py::list &tensors, int direction, uint64_t alignment,
+py::tuple bucket_plan(const py::list &tensors, int direction, uint64_t alignment,
                             const std::optional<std::vector<py::object>> &shards) {
   const MixedHandles h = mixed_handles(tensors);
   const ShardList shard_list(shards, h.tensors.size());
@@ -1202,8 +1159,37 @@ py::tuple bucket_plan_mixed(const py::list &tensors, int direction, uint64_t ali
   return t.plan(alignment, h.e4m3_maxes);
 }
 
+// Each entry's bytes in a bucket of its own (mxfp8_bucket_parts of that entry alone): what iter_buckets and
+// prepare_buckets group tensors by, so that no size is computed outside the library.
+// A refusal names the entry by names[i] (the caller's "tensors['w']"), the library's message being about a
+// desc of that entry alone.
+std::vector<uint64_t> bucket_entry_bytes(const py::list &tensors, int direction, uint64_t alignment,
+                                         const std::optional<std::vector<py::object>> &shards,
+                                         const std::vector<std::string> &names) {
+  const MixedHandles h = mixed_handles(tensors);
+  const ShardList shard_list(shards, h.tensors.size());
+  std::vector<uint64_t> bytes;
+  bytes.reserve(h.tensors.size());
+  const int32_t dir = direction;
+  for (size_t i = 0; i < h.tensors.size(); ++i) {
+    mxfp8_transfer_desc d = MXFP8_TRANSFER_DESC_INIT;
+    d.source = MXFP8_TRANSFER_FROM_TENSORS;
+    d.destination = MXFP8_TRANSFER_TO_BUCKET;
+    d.count = 1;
+    d.tensors = &h.tensors[i];
+    d.directions = &dir;
+    d.shards = shard_list.data() ? shard_list.data() + i : nullptr;
+    mxfp8_bucket_part part{};
+    uint64_t total = 0;
+    const mxfp8_status st = mxfp8_bucket_parts(&d, alignment, &part, &total);
+    if (st != MXFP8_OK) raise_status(st, (i < names.size() ? names[i] + ": " : std::string()) + mxfp8_last_error());
+    bytes.push_back(total);
+  }
+  return bytes;
+}
+
 // stream None: the framework's current stream in exchange mode.
-void export_bucket_mixed(const py::list &tensors, const std::vector<EntryRow> &plan, const std::vector<Nvfp4Row> &nvfp4_plan,
+void export_bucket(const py::list &tensors, const std::vector<EntryRow> &plan, const std::vector<Nvfp4Row> &nvfp4_plan,
                          py::object bucket, int direction, py::object stream, py::object dlpack_stream,
                          const std::string &bucket_name, const std::optional<std::vector<py::object>> &shards) {
   const MixedHandles h = mixed_handles(tensors);
@@ -1214,24 +1200,14 @@ void export_bucket_mixed(const py::list &tensors, const std::vector<EntryRow> &p
   fill_bucket(t, std::move(bucket), bucket_name, ex);
 }
 
-std::unique_ptr<PreparedExport> prepare_bucket_mixed(const py::list &tensors, const std::vector<EntryRow> &plan,
+std::unique_ptr<Plan> prepare_bucket(const py::list &tensors, const std::vector<EntryRow> &plan,
                                                      const std::vector<Nvfp4Row> &nvfp4_plan, py::object bucket,
                                                      int direction, py::object dlpack_stream,
                                                      const std::string &bucket_name,
                                                      const std::optional<std::vector<py::object>> &shards) {
   const MixedHandles h = mixed_handles(tensors);
-  return PreparedExport::for_bucket(h.tensors, h.api, h.device, plan, &nvfp4_plan, std::move(bucket), direction,
-                                    std::move(dlpack_stream), bucket_name, shards, h.e4m3_maxes);
-}
-
-// PreparedExport.for_bucket over MXFP8 Tensors: shards as bucket_plan takes them.
-std::unique_ptr<PreparedExport> prepare_bucket(const std::vector<Tensor *> &tensors, const std::vector<EntryRow> &plan,
-                                               py::object bucket, int direction, py::object dlpack_stream,
-                                               const std::string &bucket_name,
-                                               const std::optional<std::vector<py::object>> &shards) {
-  if (tensors.empty()) throw py::value_error("tensors is empty: nothing to prepare");
-  return PreparedExport::for_bucket(handles(tensors), tensors[0]->api(), tensors[0]->device(), plan, nullptr,
-                                    std::move(bucket), direction, std::move(dlpack_stream), bucket_name, shards);
+  return prepare_fill(h.tensors, h.api, h.device, plan, &nvfp4_plan, std::move(bucket), direction,
+                      std::move(dlpack_stream), bucket_name, shards, h.e4m3_maxes);
 }
 
 }  // namespace
@@ -1280,21 +1256,13 @@ PYBIND11_MODULE(_mxfp8, m) {
            py::arg("row_end") = MXFP8_SHARD_END, py::arg("col_begin") = 0, py::arg("col_end") = MXFP8_SHARD_END,
            py::arg("row_pieces") = py::none(), py::arg("stream") = py::none(), py::arg("allocator") = py::none());
 
-  m.def("bucket_plan", &bucket_plan, py::arg("tensors"), py::arg("direction") = 0, py::arg("alignment") = 256,
-        py::arg("shards") = py::none());
-  m.def("export_bucket", &export_bucket, py::arg("tensors"), py::arg("plan"), py::arg("bucket"),
-        py::arg("direction") = 0, py::arg("stream") = py::none(), py::arg("dlpack_stream") = py::none(),
-        py::arg("bucket_name") = "bucket", py::arg("shards") = py::none());
-  py::class_<PreparedExport>(m, "PreparedExport", "A batched export of compact scales, checked once (an mxfp8_plan).")
-      .def(py::init<const std::vector<Tensor *> &, const std::vector<py::object> &, int, py::object,
-                    const std::optional<std::vector<std::string>> &>(),
-           py::arg("tensors"), py::arg("destinations"), py::arg("direction") = 0, py::arg("dlpack_stream") = py::none(),
-           py::arg("names") = py::none())
-      .def_static("for_bucket", &prepare_bucket, py::arg("tensors"), py::arg("plan"), py::arg("bucket"),
-                  py::arg("direction") = 0, py::arg("dlpack_stream") = py::none(), py::arg("bucket_name") = "bucket",
-                  py::arg("shards") = py::none(),
-                  "A bucket fill (values and compact scales, or shards) checked once (mxfp8_transfer_prepare).")
-      .def("run", &PreparedExport::run, py::arg("stream") = py::none());
+  py::class_<Plan>(m, "Plan", "A prepared transfer (an mxfp8_plan) and the objects it writes: mxfp8.Plan's core.")
+      .def("run", &Plan::run, py::arg("stream") = py::none(),
+           "mxfp8_plan_run on `stream` (a cudaStream_t as an int; None: the framework's current stream, else the "
+           "legacy default stream).");
+  m.def("prepare_export", &prepare_export, py::arg("tensors"), py::arg("destinations"), py::arg("direction") = 0,
+        py::arg("dlpack_stream") = py::none(), py::arg("names") = py::none(),
+        "The compact scales of `tensors` into `destinations`, checked once (mxfp8_transfer_prepare): a Plan.");
   m.def("swizzle_pair", &swizzle_pair, py::arg("source"), py::arg("destination"), py::arg("swizzle"),
         py::arg("stream") = py::none(), py::arg("dlpack_stream") = py::none());
 
@@ -1359,17 +1327,20 @@ PYBIND11_MODULE(_mxfp8, m) {
            py::arg("global_scale") = 0, py::arg("stream") = py::none())
       .def("dequantize", &Nvfp4Tensor::dequantize, py::arg("direction"), py::arg("output"),
            py::arg("stream") = py::none(), py::arg("dlpack_stream") = py::none(), py::arg("bfloat16_bits") = false);
-  m.def("bucket_plan_mixed", &bucket_plan_mixed, py::arg("tensors"), py::arg("direction") = 0, py::arg("alignment") = 256,
+  m.def("bucket_plan", &bucket_plan, py::arg("tensors"), py::arg("direction") = 0, py::arg("alignment") = 256,
         py::arg("shards") = py::none(),
         "mxfp8_bucket_parts over Tensor and Nvfp4Tensor handles (shards: None, or per tensor None or a shard): "
         "(entries, nvfp4_entries, total bytes).");
-  m.def("export_bucket_mixed", &export_bucket_mixed, py::arg("tensors"), py::arg("plan"), py::arg("nvfp4_plan"),
+  m.def("bucket_entry_bytes", &bucket_entry_bytes, py::arg("tensors"), py::arg("direction") = 0,
+        py::arg("alignment") = 256, py::arg("shards") = py::none(), py::arg("names") = std::vector<std::string>(),
+        "Each entry's bytes in a bucket of its own (mxfp8_bucket_parts of it alone); names[i] labels a refusal.");
+  m.def("export_bucket", &export_bucket, py::arg("tensors"), py::arg("plan"), py::arg("nvfp4_plan"),
         py::arg("bucket"), py::kw_only(), py::arg("direction") = 0, py::arg("stream") = py::none(),
         py::arg("dlpack_stream") = py::none(), py::arg("bucket_name") = "bucket", py::arg("shards") = py::none(),
         "mxfp8_transfer into a bucket of Tensor and Nvfp4Tensor entries.");
-  m.def("prepare_bucket_mixed", &prepare_bucket_mixed, py::arg("tensors"), py::arg("plan"), py::arg("nvfp4_plan"),
+  m.def("prepare_bucket", &prepare_bucket, py::arg("tensors"), py::arg("plan"), py::arg("nvfp4_plan"),
         py::arg("bucket"), py::kw_only(), py::arg("direction") = 0, py::arg("dlpack_stream") = py::none(),
         py::arg("bucket_name") = "bucket", py::arg("shards") = py::none(),
-        "mxfp8_transfer_prepare of that fill, as a PreparedExport.");
+        "mxfp8_transfer_prepare of that fill, as a Plan.");
   register_import(m);
 }

@@ -1,4 +1,4 @@
-"""NVFP4 tensors in buckets on CUDA torch tensors: export_bucket, BucketPlan, unpack_bucket, import_bucket
+"""NVFP4 tensors in buckets on CUDA torch tensors: export_bucket, prepare_buckets, unpack_bucket, import_bucket
 and prepare_import_bucket on the device, the bucket byte for byte the host's and every parameter the
 reference of test_nvfp4_bucket.py. Skips without a CUDA device."""
 import numpy as np
@@ -63,9 +63,9 @@ def test_cuda_bucket_matches_the_host_and_the_reference(convention):
 def test_cuda_bucket_plan_and_prepared_import():
     sources = [nvfp4_source((130, 40 + 16 * i), "swizzled", "rowwise", i % 2 == 0, 448, seed=i) for i in range(4)]
     tensors = {f"w{i}": cuda_spec(spec) for i, (spec, _) in enumerate(sources)}
-    plan = mxfp8.BucketPlan(tensors, bucket_bytes=8192)
-    for i, manifest in enumerate(plan.manifests):
-        bucket = plan.fill(i)
+    for plan in mxfp8.prepare_buckets(tensors, bucket_bytes=8192):
+        manifest = plan.manifest
+        bucket = plan.run()
         params = {e["name"]: cuda_params(params_for(sources[int(e["name"][1:])][1], "cutlass_128x4")) for e in manifest}
         imported = mxfp8.prepare_import_bucket(bucket, manifest, params)
         imported.run()

@@ -173,7 +173,7 @@ def test_quantize_runs_on_the_current_stream_with_torchs_allocator():
 
 
 def test_export_plan_on_cuda_replays_in_a_torch_cuda_graph():
-    """ExportPlan.export() allocates and synchronizes nothing: torch captures it in a CUDA graph, and each
+    """A prepare_export plan's run() allocates and synchronizes nothing: torch captures it in a CUDA graph, and each
     replay writes the scales the sources hold at that replay."""
     shapes = [(100, 48), (257, 200), (1000, 8192 + 48)]
     tensors, expected = {}, {}
@@ -181,18 +181,18 @@ def test_export_plan_on_cuda_replays_in_a_torch_cuda_graph():
         data, buf, s = make_mxfp8(shape, "swizzled", seed=40 + i)
         tensors[f"w{i}"] = {"data": cuda(data), "scale_inv": cuda(buf), "swizzled": True}
         expected[f"w{i}"] = s
-    plan = mxfp8.ExportPlan(tensors)
+    plan = mxfp8.prepare_export(tensors)
     views = plan.views()
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):  # torch's rule: run once on a side stream before capturing
-        plan.export()
+        plan.run()
     torch.cuda.current_stream().wait_stream(side)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        plan.export()
+        plan.run()
     for step in range(2):
-        plan.out.fill_(0xEE)
+        plan.buffer.fill_(0xEE)
         graph.replay()
         torch.cuda.synchronize()
         for name, s in expected.items():

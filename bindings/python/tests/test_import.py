@@ -126,6 +126,56 @@ def test_direct_import_from_te_storage(direction, prepared):
     check(params, expected, direction)
 
 
+@pytest.mark.parametrize("prepared", [False, True])
+def test_direct_import_reads_any_mapping(prepared):
+    """The extension reads the specs and the params itself: read-only mappings of every level (the tensors,
+    each spec, the params) import as dicts do, and a prepared plan keeps what it reads alive after the
+    caller's mappings are gone."""
+    from types import MappingProxyType
+    specs, expected = sources(seed=40)
+    layouts = {name: ("compact" if i % 2 else "cutlass_128x4") for i, name in enumerate(specs)}
+    params = poisoned_params(expected, layouts)
+    tensors = MappingProxyType({name: MappingProxyType(dict(spec)) for name, spec in specs.items()})
+    call = mxfp8.prepare_import_tensors if prepared else mxfp8.import_tensors
+    plan = call(tensors, MappingProxyType(params))
+    if prepared:
+        assert isinstance(plan, mxfp8.Plan) and plan.buffer is None and plan.manifest is None
+        del tensors, specs  # the plan holds the sources, and the parameters it writes
+        plan.run()
+    check(params, expected)
+
+
+def test_a_prepared_import_keeps_what_it_reads_and_writes_alive():
+    """A Plan holds the bucket it reads (or the sources) and the parameters it writes for its whole life,
+    whatever becomes of the caller's references, and lets them go with it."""
+    import gc
+    import weakref
+    specs, expected = sources(seed=50)
+    layouts = {name: "cutlass_128x4" for name in specs}
+    bucket, manifest = mxfp8.export_bucket(specs)
+    for prepare, source in ((lambda p: mxfp8.prepare_import_bucket(bucket, manifest, p), "bucket"),
+                            (lambda p: mxfp8.prepare_import_tensors(specs, p), "specs")):
+        params = poisoned_params(expected, layouts)
+        held = [weakref.ref(a) for p in params.values() for a in p[:2]]
+        held += [weakref.ref(bucket)] if source == "bucket" else [weakref.ref(s["scale_inv"]) for s in specs.values()]
+        plan = prepare(params)
+        del params
+        if source == "bucket":
+            del bucket
+        else:
+            del specs
+        gc.collect()
+        assert all(h() is not None for h in held)
+        plan.run()
+        check({name: (values(), scales(), "cutlass_128x4") for name, values, scales in
+               zip(expected, held[0:8:2], held[1:8:2])}, expected)
+        del plan
+        gc.collect()
+        assert all(h() is None for h in held)
+        specs, expected = sources(seed=60)
+        bucket, manifest = mxfp8.export_bucket(specs)
+
+
 def test_bad_parameters_are_refused_before_anything_is_written():
     specs, expected = sources()
     bucket, manifest = mxfp8.export_bucket(specs)

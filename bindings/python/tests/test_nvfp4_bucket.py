@@ -1,4 +1,4 @@
-"""NVFP4 tensors in buckets, on host arrays: export_bucket / iter_buckets / BucketPlan with "format": "nvfp4"
+"""NVFP4 tensors in buckets, on host arrays: export_bucket / iter_buckets / prepare_buckets with "format": "nvfp4"
 specs (whole, or the sender's shard of each), unpack_bucket and import_bucket / prepare_import_bucket on the
 receiver, against nvfp4_reference
 (written from the format's rules) and conftest's permute-form swizzle: every source scale layout with
@@ -130,10 +130,11 @@ def test_iter_buckets_and_bucket_plan_group_nvfp4_tensors():
             seen.append(name)
     assert seen == list(tensors) and len(seen) == 5
 
-    plan = mxfp8.BucketPlan(tensors, bucket_bytes=8192)
-    assert len(plan) > 1
-    for i, manifest in enumerate(plan.manifests):
-        bucket = plan.fill(i)
+    plans = mxfp8.prepare_buckets(tensors, bucket_bytes=8192)
+    assert len(plans) > 1
+    for plan in plans:
+        manifest = plan.manifest
+        bucket = plan.run()
         params = {e["name"]: params_for(refs[e["name"]], "cutlass_128x4") for e in manifest}
         imported = mxfp8.prepare_import_bucket(bucket, manifest, params, global_scale="encode")
         assert all(np.all(p[0] == POISON) for p in params.values())  # preparing writes nothing
@@ -174,8 +175,8 @@ def test_bad_nvfp4_specs_are_refused():
         mxfp8.export_bucket({"w": {k: v for k, v in spec.items() if k != "format"}})
     with pytest.raises(ValueError, match="e4m3_max"):
         mxfp8.export_bucket({"w": dict(spec, e4m3_max=300)})
-    with pytest.raises(ValueError, match="ExportPlan exports MXFP8 scales"):
-        mxfp8.ExportPlan({"w": spec})
+    with pytest.raises(ValueError, match="prepare_export exports MXFP8 scales"):
+        mxfp8.prepare_export({"w": spec})
     with pytest.raises(ValueError, match=r"columnwise_data: shape \(40, 32\) does not hold the stored 64 x 40 matrix"):
         mxfp8.export_bucket({"w": spec}, direction="columnwise")
 
@@ -260,8 +261,8 @@ def test_a_bucket_of_nvfp4_shards(case, route):
     if route == "iter_buckets":
         (bucket, manifest), = list(mxfp8.iter_buckets(tensors, direction=direction, bucket_bytes=1 << 20))
     else:
-        plan = mxfp8.BucketPlan(tensors, direction=direction, bucket_bytes=1 << 20)
-        ((bucket, manifest),) = [(b.copy(), m) for b, m in plan]
+        plans = mxfp8.prepare_buckets(tensors, direction=direction, bucket_bytes=1 << 20)
+        ((bucket, manifest),) = [(p.run().copy(), p.manifest) for p in plans]
     w, m = manifest
     assert w["format"] == "nvfp4" and w["amax_bytes"] == 4 * want[2].size
     np.testing.assert_array_equal(bucket[w["amax_offset"]:][:w["amax_bytes"]], want[2].view(np.uint8))
@@ -289,12 +290,12 @@ def test_a_plan_row_with_another_e4m3_max_is_refused():
     spec, _ = nvfp4_source((64, 64), "compact", "rowwise", False, 448, seed=33)
     t = _mxfp8.Nvfp4Tensor(rowwise_data=spec["data"], rowwise_scale_inv=spec["scale_inv"], rowwise_amax=spec["amax"],
                            shape=list(spec["shape"]), swizzled=False, e4m3_max=448, stream=None, exchange=False)
-    entries, nvfp4_entries, total = _mxfp8.bucket_plan_mixed([t])
+    entries, nvfp4_entries, total = _mxfp8.bucket_plan([t])
     bucket = np.zeros(total, np.uint8)
     (ao, ab, e4m3_max), = nvfp4_entries
     assert e4m3_max == 448
     with pytest.raises(ValueError, match=r"nvfp4_plan\[0\] gives e4m3_max 256, tensors\[0\] has 448"):
-        _mxfp8.export_bucket_mixed([t], entries, [(ao, ab, 256)], bucket)
+        _mxfp8.export_bucket([t], entries, [(ao, ab, 256)], bucket)
     assert not bucket.any()
 
 

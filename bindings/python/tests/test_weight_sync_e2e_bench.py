@@ -170,18 +170,19 @@ def test_clone_permute_runs_the_by_hand_unswizzle_on_every_tensor(bench, monkeyp
 
 @pytest.mark.parametrize("layout", ["compact", "cutlass_128x4"])
 def test_by_hand_bucket_matches_the_library_bucket_and_lands_bit_exact(bench, layout):
-    """The by-hand fill writes the same bucket bytes as BucketPlan.fill (so the paths move the same data),
+    """The by-hand fill writes the same bucket bytes as a prepare_buckets plan's run (so the paths move the same data),
     and the by-hand import puts every weight into the parameters bit for bit."""
     torch = pytest.importorskip("torch")
     shapes = {f"layers.{n}.{i}": s for n in range(2) for i, s in enumerate(bench.SMOKE_LAYER)}
     storage = storage_of(torch, shapes, 2)
     specs = {n: {key: spec[key] for key in ("data", "scale_inv", "swizzled")} for n, spec in storage.items()}
-    plan = mxfp8.BucketPlan(specs, bucket_bytes=1 << 20)
-    assert len(plan) >= 1
-    by_hand = torch.full((plan.buffer.numel(),), 0xAB, dtype=torch.uint8)
-    for i, manifest in enumerate(plan.manifests):
+    plans = mxfp8.prepare_buckets(specs, bucket_bytes=1 << 20)
+    assert len(plans) >= 1
+    by_hand = torch.full((max(p.buffer.numel() for p in plans),), 0xAB, dtype=torch.uint8)
+    for plan in plans:
+        manifest = plan.manifest
         bench.fill_by_hand(specs, by_hand, manifest)
-        ours = plan.fill(i)
+        ours = plan.run()
         for e in manifest:
             for part in ("values", "scales"):
                 lo, hi = e[f"{part}_offset"], e[f"{part}_offset"] + e[f"{part}_bytes"]
