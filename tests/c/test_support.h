@@ -119,4 +119,15 @@ int poisoned_allocator(DLTensor *prototype, DLManagedTensorVersioned **out, void
       fail();                                                      \
     }                                                              \
   } while (0)
+
+/* The transfer desc a test starts from: MXFP8_TRANSFER_DESC_INIT with its source, destination and count
+ * (every array NULL: the test sets those its transfer needs). */
+static inline mxfp8_transfer_desc transfer_desc(int32_t source, int32_t destination, size_t count) {
+  mxfp8_transfer_desc d = MXFP8_TRANSFER_DESC_INIT;
+  d.source = source;
+  d.destination = destination;
+  d.count = count;
+  return d;
+}
+
 #endif

@@ -15,7 +15,6 @@
 
 #include "import_support.h"
 #include "test_gpu_support.h"
-#include "transfer_calls.h"
 
 enum { COMPACT = 0, PADDED = 1, SWIZZLED = 2 };
 
@@ -195,8 +194,8 @@ static void check_destination(const nv_destination *d, const nv_source *f, int e
 }
 
 /* The bucket's parts of an NVFP4 entry: the stored bytes, compact scales and the amax as TE keeps it. */
-static void check_bucket_parts(const uint8_t *bucket, const bucket_entry *e, const bucket_nvfp4_entry *n,
-                               const nv_source *f, uint64_t alignment) {
+static void check_bucket_parts(const uint8_t *bucket, const mxfp8_bucket_part *e, const nv_source *f, uint64_t alignment) {
+  const mxfp8_bucket_part *n = e;
   EXPECT(e->values_bytes == (uint64_t)(f->R * f->C / 2) && e->scales_bytes == (uint64_t)(f->R * f->SC),
          "planned %llu + %llu bytes", (unsigned long long)e->values_bytes, (unsigned long long)e->scales_bytes);
   EXPECT(n->amax_bytes == (uint64_t)(4 * f->amax_count), "planned amax %llu bytes", (unsigned long long)n->amax_bytes);
@@ -219,40 +218,42 @@ static void round_trip(const nv_spec *specs, int count, uint64_t alignment, int 
     build_source(&src[i], &specs[i], &rng);
     handles[i] = src[i].tensor;
   }
-  mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
-  o.direction = specs[0].direction;
-  bucket_entry *entries = calloc((size_t)count, sizeof *entries);
-  bucket_nvfp4_entry *nv = calloc((size_t)count, sizeof *nv);
+  int32_t *directions = calloc((size_t)count, sizeof *directions);
+  for (int i = 0; i < count; ++i) directions[i] = specs[0].direction;
+  mxfp8_transfer_desc send = transfer_desc(MXFP8_TRANSFER_FROM_TENSORS, MXFP8_TRANSFER_TO_BUCKET, (size_t)count);
+  send.tensors = handles;
+  send.directions = directions;
+  mxfp8_bucket_part *entries = calloc((size_t)count, sizeof *entries);
   uint64_t total = 0;
-  EXPECT(folded_bucket_plan(NULL, handles, NULL, (size_t)count, &o, alignment, entries, nv, &total) == MXFP8_OK, "plan: %s",
-         mxfp8_last_error());
+  EXPECT(mxfp8_bucket_parts(&send, alignment, entries, &total) == MXFP8_OK, "plan: %s", mxfp8_last_error());
   uint8_t *bucket = malloc((size_t)total + 1);
   memset(bucket, 0xA5, (size_t)total + 1);
   int64_t bshape[1] = {(int64_t)total};
   DLTensor b = {bucket, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, bshape, NULL, 0};
+  send.bucket_out = &b;
+  send.parts_out = entries;
   if (prepared) {
     mxfp8_plan *p = NULL;
-    EXPECT(folded_export_bucket(NULL, handles, NULL, (size_t)count, &o, entries, nv, &b, &p) == MXFP8_OK, "prepare: %s",
-           mxfp8_last_error());
+    EXPECT(mxfp8_transfer_prepare(&send, &p) == MXFP8_OK, "prepare: %s", mxfp8_last_error());
     EXPECT(bucket[0] == 0xA5, "preparing wrote the bucket");
     EXPECT(mxfp8_plan_run(p, NULL) == MXFP8_OK, "run: %s", mxfp8_last_error());
     mxfp8_plan_release(p);
   } else {
-    EXPECT(folded_export_bucket(NULL, handles, NULL, (size_t)count, &o, entries, nv, &b, NULL) == MXFP8_OK, "fill: %s",
-           mxfp8_last_error());
+    EXPECT(mxfp8_transfer(&send, NULL) == MXFP8_OK, "fill: %s", mxfp8_last_error());
   }
   EXPECT(bucket[total] == 0xA5, "a byte past the bucket was written");
-  for (int i = 0; i < count; ++i) check_bucket_parts(bucket, &entries[i], &nv[i], &src[i], alignment);
+  for (int i = 0; i < count; ++i) check_bucket_parts(bucket, &entries[i], &src[i], alignment);
 
   /* The receiver knows only the bytes and the manifest; the sender's manifest says each entry's E4M3_MAX
    * (the plan leaves it to the sender, who has the tensor). */
-  for (int i = 0; i < count; ++i) nv[i].e4m3_max = specs[i].e4m3_max;
+  int32_t *e4m3_maxes = calloc((size_t)count, sizeof *e4m3_maxes);
+  for (int i = 0; i < count; ++i) e4m3_maxes[i] = specs[i].e4m3_max;
   int32_t *ndims = calloc((size_t)count, sizeof *ndims), *formats = calloc((size_t)count, sizeof *formats);
-  int32_t *directions = calloc((size_t)count, sizeof *directions), *layouts = calloc((size_t)count, sizeof *layouts);
+  int32_t *layouts = calloc((size_t)count, sizeof *layouts), *targets = calloc((size_t)count, sizeof *targets);
   int64_t(*shapes_store)[2] = calloc((size_t)count, sizeof *shapes_store);
   const int64_t **shapes = calloc((size_t)count, sizeof *shapes);
   nv_destination *dst = calloc((size_t)count, sizeof *dst);
-  import_destination *dests = calloc((size_t)count, sizeof *dests);
+  DLTensor **values = calloc((size_t)count, sizeof *values), **scales = calloc((size_t)count, sizeof *scales);
   DLTensor **globals = calloc((size_t)count, sizeof *globals);
   for (int i = 0; i < count; ++i) {
     ndims[i] = 2;
@@ -263,28 +264,33 @@ static void round_trip(const nv_spec *specs, int count, uint64_t alignment, int 
     directions[i] = specs[i].direction;
     layouts[i] = MXFP8_SCALE_LAYOUT_COMPACT;
     make_destination(&dst[i], &src[i]);
-    dests[i] = (import_destination){&dst[i].v, &dst[i].s, specs[i].target};
+    values[i] = &dst[i].v;
+    scales[i] = &dst[i].s;
+    targets[i] = specs[i].target;
     globals[i] = &dst[i].g;
   }
-  bucket_manifest m = BUCKET_MANIFEST_INIT;
-  m.count = (size_t)count;
-  m.entries = entries;
+  mxfp8_transfer_desc m = transfer_desc(MXFP8_TRANSFER_FROM_BUCKET, MXFP8_TRANSFER_TO_BUFFERS, (size_t)count);
+  m.bucket_in = &b;
+  m.parts_in = entries;
   m.ndims = ndims;
   m.shapes = shapes;
   m.formats = formats;
   m.directions = directions;
-  m.scales_layouts = layouts;
-  m.nvfp4_entries = nv;
+  m.source_layouts = layouts;
+  m.e4m3_maxes = e4m3_maxes;
+  m.values = values;
+  m.scales = scales;
+  m.target_layouts = targets;
   m.global_scales = globals;
   m.global_scale = encode ? MXFP8_NVFP4_GLOBAL_SCALE_ENCODE : MXFP8_NVFP4_GLOBAL_SCALE_DECODE;
   if (prepared) {
     mxfp8_plan *p = NULL;
-    EXPECT(folded_import_bucket(&b, &m, dests, NULL, &p) == MXFP8_OK, "prepare import: %s", mxfp8_last_error());
+    EXPECT(mxfp8_transfer_prepare(&m, &p) == MXFP8_OK, "prepare import: %s", mxfp8_last_error());
     EXPECT(dst[0].values[0] == POISON && bits_of(dst[0].global[0]) == 0xFFFFFFFFu, "preparing wrote a destination");
     EXPECT(mxfp8_plan_run(p, NULL) == MXFP8_OK, "run import: %s", mxfp8_last_error());
     mxfp8_plan_release(p);
   } else {
-    EXPECT(folded_import_bucket(&b, &m, dests, NULL, NULL) == MXFP8_OK, "import: %s", mxfp8_last_error());
+    EXPECT(mxfp8_transfer(&m, NULL) == MXFP8_OK, "import: %s", mxfp8_last_error());
   }
   for (int i = 0; i < count; ++i) {
     char what[64];
@@ -293,8 +299,8 @@ static void round_trip(const nv_spec *specs, int count, uint64_t alignment, int 
     free_destination(&dst[i]);
     free_source(&src[i]);
   }
-  free(globals), free(dests), free(dst), free(shapes), free(shapes_store), free(layouts), free(directions), free(formats);
-  free(ndims), free(bucket), free(nv), free(entries), free(handles), free(src);
+  free(globals), free(values), free(scales), free(targets), free(dst), free(shapes), free(shapes_store), free(layouts);
+  free(directions), free(formats), free(e4m3_maxes), free(ndims), free(bucket), free(entries), free(handles), free(src);
 }
 
 static void test_rowwise_entries_round_trip_every_source_layout(void **state) {
@@ -342,22 +348,25 @@ static void test_prepared_fill_keeps_its_nvfp4_tensors_alive(void **state) {
   nv_source f;
   build_source(&f, &spec, &rng);
   const mxfp8_tensor *handles[1] = {f.tensor};
-  bucket_entry e[1];
-  bucket_nvfp4_entry nv[1];
+  mxfp8_transfer_desc send = transfer_desc(MXFP8_TRANSFER_FROM_TENSORS, MXFP8_TRANSFER_TO_BUCKET, 1);
+  send.tensors = handles;
+  mxfp8_bucket_part e[1];
   uint64_t total = 0;
-  EXPECT(folded_bucket_plan(NULL, handles, NULL, 1, NULL, 64, e, nv, &total) == MXFP8_OK, "plan: %s", mxfp8_last_error());
+  EXPECT(mxfp8_bucket_parts(&send, 64, e, &total) == MXFP8_OK, "plan: %s", mxfp8_last_error());
   uint8_t *bucket = malloc((size_t)total);
   memset(bucket, 0xA5, (size_t)total);
   int64_t bshape[1] = {(int64_t)total};
   DLTensor b = {bucket, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, bshape, NULL, 0};
+  send.bucket_out = &b;
+  send.parts_out = e;
   mxfp8_plan *p = NULL;
-  EXPECT(folded_export_bucket(NULL, handles, NULL, 1, NULL, e, nv, &b, &p) == MXFP8_OK, "prepare: %s", mxfp8_last_error());
+  EXPECT(mxfp8_transfer_prepare(&send, &p) == MXFP8_OK, "prepare: %s", mxfp8_last_error());
   mxfp8_tensor_release(f.tensor);
   f.tensor = NULL;
   EXPECT(f.data->deleter_calls == 0 && f.scale_buf->deleter_calls == 0 && f.amax_t->deleter_calls == 0,
          "a deleter ran while the plan holds the tensor");
   EXPECT(mxfp8_plan_run(p, NULL) == MXFP8_OK, "run: %s", mxfp8_last_error());
-  check_bucket_parts(bucket, &e[0], &nv[0], &f, 64);
+  check_bucket_parts(bucket, &e[0], &f, 64);
   mxfp8_plan_release(p);
   EXPECT(f.data->deleter_calls == 1 && f.scale_buf->deleter_calls == 1 && f.amax_t->deleter_calls == 1,
          "deleters ran %d %d %d times", f.data->deleter_calls, f.scale_buf->deleter_calls, f.amax_t->deleter_calls);
@@ -376,33 +385,33 @@ static void test_mixed_bucket_of_mxfp8_and_nvfp4_entries(void **state) {
   nv_source nv_src[2];
   build_source(&nv_src[0], &nv_specs[0], &rng);
   build_source(&nv_src[1], &nv_specs[1], &rng);
-  const mxfp8_tensor *tensors[3] = {NULL, mx.handle, NULL};
-  const mxfp8_tensor *nvfp4[3] = {nv_src[0].tensor, NULL, nv_src[1].tensor};
-  bucket_entry entries[3];
-  bucket_nvfp4_entry nv[3];
-  memset(nv, 0x5A, sizeof nv);
+  const mxfp8_tensor *tensors[3] = {nv_src[0].tensor, mx.handle, nv_src[1].tensor};
+  mxfp8_bucket_part entries[3];
+  memset(entries, 0x5A, sizeof entries);
   uint64_t total = 0;
   /* The sender's E8M0 fix-up too rewrites MXFP8 scales only (the NVFP4 sources hold zero scale bytes). */
-  mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
-  o.scale_fixup = MXFP8_SCALE_FIXUP_ZERO_EXPONENT_AS_ONE;
-  EXPECT(folded_bucket_plan(tensors, nvfp4, NULL, 3, &o, 256, entries, nv, &total) == MXFP8_OK, "plan: %s",
-         mxfp8_last_error());
-  EXPECT(nv[1].amax_offset == 0 && nv[1].amax_bytes == 0, "the MXFP8 entry's amax part is not empty");
+  mxfp8_transfer_desc send = transfer_desc(MXFP8_TRANSFER_FROM_TENSORS, MXFP8_TRANSFER_TO_BUCKET, 3);
+  send.tensors = tensors;
+  send.scale_fixup = MXFP8_SCALE_FIXUP_ZERO_EXPONENT_AS_ONE;
+  EXPECT(mxfp8_bucket_parts(&send, 256, entries, &total) == MXFP8_OK, "plan: %s", mxfp8_last_error());
+  EXPECT(entries[1].amax_offset == 0 && entries[1].amax_bytes == 0, "the MXFP8 entry's amax part is not empty");
   EXPECT(entries[1].values_bytes == 9600 && entries[1].scales_bytes == 300, "MXFP8 entry planned %llu + %llu",
          (unsigned long long)entries[1].values_bytes, (unsigned long long)entries[1].scales_bytes);
   uint8_t *bucket = malloc((size_t)total);
   memset(bucket, 0xA5, (size_t)total);
   int64_t bshape[1] = {(int64_t)total};
   DLTensor b = {bucket, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, bshape, NULL, 0};
-  EXPECT(folded_export_bucket(tensors, nvfp4, NULL, 3, &o, entries, nv, &b, NULL) == MXFP8_OK, "fill: %s", mxfp8_last_error());
-  check_bucket_parts(bucket, &entries[0], &nv[0], &nv_src[0], 256);
-  check_bucket_parts(bucket, &entries[2], &nv[2], &nv_src[1], 256);
+  send.bucket_out = &b;
+  send.parts_out = entries;
+  EXPECT(mxfp8_transfer(&send, NULL) == MXFP8_OK, "fill: %s", mxfp8_last_error());
+  check_bucket_parts(bucket, &entries[0], &nv_src[0], 256);
+  check_bucket_parts(bucket, &entries[2], &nv_src[1], 256);
   EXPECT(memcmp(bucket + entries[1].values_offset, mx.ref.values, 9600) == 0, "MXFP8 values differ");
   EXPECT(memcmp(bucket + entries[1].scales_offset, mx.ref.compact, 300) == 0, "MXFP8 scales differ");
 
   /* The receiver: MXFP8 into a 128x4 parameter, NVFP4 as the specs ask; the sender's manifest says each
    * NVFP4 entry's E4M3_MAX. */
-  nv[0].e4m3_max = nv_specs[0].e4m3_max, nv[2].e4m3_max = nv_specs[1].e4m3_max;
+  const int32_t e4m3_maxes[3] = {nv_specs[0].e4m3_max, 0, nv_specs[1].e4m3_max};
   nv_destination d0, d2;
   make_destination(&d0, &nv_src[0]);
   make_destination(&d2, &nv_src[1]);
@@ -412,21 +421,25 @@ static void test_mixed_bucket_of_mxfp8_and_nvfp4_entries(void **state) {
   int64_t mvs[1] = {9600}, mss[1] = {512};
   DLTensor mv = {mx_values, {kDLCPU, 0}, 1, {kDLFloat8_e4m3fn, 8, 1}, mvs, NULL, 0};
   DLTensor ms = {mx_scales, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, mss, NULL, 0};
-  const import_destination dests[3] = {{&d0.v, &d0.s, nv_specs[0].target},
-                                             {&mv, &ms, MXFP8_SCALE_LAYOUT_128X4},
-                                             {&d2.v, &d2.s, nv_specs[1].target}};
+  DLTensor *values[3] = {&d0.v, &mv, &d2.v}, *scales[3] = {&d0.s, &ms, &d2.s};
+  const int32_t targets[3] = {nv_specs[0].target, MXFP8_SCALE_LAYOUT_128X4, nv_specs[1].target};
   DLTensor *globals[3] = {&d0.g, NULL, &d2.g};
   const int64_t s0[2] = {130, 40}, s1[2] = {100, 96}, s2[2] = {64, 32};
   const int64_t *shapes[3] = {s0, s1, s2};
   const int32_t ndims[3] = {2, 2, 2};
   const int32_t formats[3] = {MXFP8_FORMAT_NVFP4, MXFP8_FORMAT_E4M3, MXFP8_FORMAT_NVFP4};
-  bucket_manifest m = BUCKET_MANIFEST_INIT;
-  m.count = 3;
-  m.entries = entries;
+  const int32_t compact[3] = {MXFP8_SCALE_LAYOUT_COMPACT, MXFP8_SCALE_LAYOUT_COMPACT, MXFP8_SCALE_LAYOUT_COMPACT};
+  mxfp8_transfer_desc m = transfer_desc(MXFP8_TRANSFER_FROM_BUCKET, MXFP8_TRANSFER_TO_BUFFERS, 3);
+  m.bucket_in = &b;
+  m.parts_in = entries;
   m.ndims = ndims;
   m.shapes = shapes;
   m.formats = formats;
-  m.nvfp4_entries = nv;
+  m.source_layouts = compact;
+  m.e4m3_maxes = e4m3_maxes;
+  m.values = values;
+  m.scales = scales;
+  m.target_layouts = targets;
   m.global_scales = globals;
   /* The E8M0 fix-up rewrites MXFP8 scales only: NVFP4's E4M3 bytes travel as stored. */
   m.scale_fixup = MXFP8_SCALE_FIXUP_ZERO_EXPONENT_AS_ONE;
@@ -436,17 +449,19 @@ static void test_mixed_bucket_of_mxfp8_and_nvfp4_entries(void **state) {
   const int64_t *scales_shapes[3] = {ss0, ss1, ss2};
   m.scales_ndims = ndims;
   m.scales_shapes = scales_shapes;
-  bucket_manifest unchecked_globals = m;
-  unchecked_globals.global_scales = NULL;
-  EXPECT(folded_manifest_check(&b, &unchecked_globals) == MXFP8_OK, "check: %s", mxfp8_last_error());
+  mxfp8_transfer_desc check = m; /* the source side alone: no buffers, no global_scales */
+  check.destination = MXFP8_TRANSFER_TO_NOTHING;
+  check.values = check.scales = check.global_scales = NULL;
+  check.target_layouts = NULL;
+  EXPECT(mxfp8_transfer_check(&check) == MXFP8_OK, "check: %s", mxfp8_last_error());
   /* (32, 4): the 128 bytes of entry 2's 64 x 2 E4M3 scales, but not their shape. */
   const int64_t wrong[2] = {32, 4};
   scales_shapes[2] = wrong;
-  EXPECT(folded_manifest_check(&b, &m) == MXFP8_ERROR_INVALID_ARGUMENT, "a wrong scales shape was accepted");
+  EXPECT(mxfp8_transfer_check(&check) == MXFP8_ERROR_INVALID_ARGUMENT, "a wrong scales shape was accepted");
   assert_last_error_contains("desc.scales_shapes[2] is (32, 4), not the NVFP4 rowwise scale matrix of shape (64, 32), which is 64 x 2");
-  EXPECT(folded_import_bucket(&b, &m, dests, NULL, NULL) == MXFP8_ERROR_INVALID_ARGUMENT, "a wrong scales shape was imported");
+  EXPECT(mxfp8_transfer(&m, NULL) == MXFP8_ERROR_INVALID_ARGUMENT, "a wrong scales shape was imported");
   scales_shapes[2] = ss2;
-  EXPECT(folded_import_bucket(&b, &m, dests, NULL, NULL) == MXFP8_OK, "import: %s", mxfp8_last_error());
+  EXPECT(mxfp8_transfer(&m, NULL) == MXFP8_OK, "import: %s", mxfp8_last_error());
   check_destination(&d0, &nv_src[0], 0, "NVFP4 entry 0");
   check_destination(&d2, &nv_src[1], 0, "NVFP4 entry 2");
   EXPECT(memcmp(mx_values, mx.ref.values, sizeof mx_values) == 0, "MXFP8 values differ after import");
@@ -470,40 +485,52 @@ static void test_amax_offset_not_a_multiple_of_4_is_refused(void **state) {
   nv_source src;
   build_source(&src, &spec, &rng);
   const mxfp8_tensor *nvfp4[1] = {src.tensor};
-  bucket_entry entry;
-  bucket_nvfp4_entry nv;
+  mxfp8_transfer_desc send = transfer_desc(MXFP8_TRANSFER_FROM_TENSORS, MXFP8_TRANSFER_TO_BUCKET, 1);
+  send.tensors = nvfp4;
+  mxfp8_bucket_part entry;
   uint64_t total = 0;
-  EXPECT(folded_bucket_plan(NULL, nvfp4, NULL, 1, NULL, 16, &entry, &nv, &total) == MXFP8_OK, "plan: %s", mxfp8_last_error());
+  EXPECT(mxfp8_bucket_parts(&send, 16, &entry, &total) == MXFP8_OK, "plan: %s", mxfp8_last_error());
   float *storage = malloc((size_t)total + 8); /* float: an aligned start */
   uint8_t *at = (uint8_t *)storage + 2;
   int64_t bshape[1] = {(int64_t)total + 2}, fshape[1] = {(int64_t)total};
   DLTensor b = {at, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, bshape, NULL, 0};
   DLTensor filled = {at + 2, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, fshape, NULL, 0}; /* the planned bucket, 2 bytes in */
-  EXPECT(folded_export_bucket(NULL, nvfp4, NULL, 1, NULL, &entry, &nv, &filled, NULL) == MXFP8_OK, "fill: %s", mxfp8_last_error());
-  entry.values_offset += 2, entry.scales_offset += 2, nv.amax_offset += 2;
-  nv.e4m3_max = spec.e4m3_max;
+  send.bucket_out = &filled;
+  send.parts_out = &entry;
+  EXPECT(mxfp8_transfer(&send, NULL) == MXFP8_OK, "fill: %s", mxfp8_last_error());
+  entry.values_offset += 2, entry.scales_offset += 2, entry.amax_offset += 2;
+  const int32_t e4m3_maxes[1] = {spec.e4m3_max};
   nv_destination d;
   make_destination(&d, &src);
   DLTensor *globals[1] = {&d.g};
-  const import_destination dest = {&d.v, &d.s, MXFP8_SCALE_LAYOUT_COMPACT};
+  DLTensor *values[1] = {&d.v}, *scales[1] = {&d.s};
+  const int32_t targets[1] = {MXFP8_SCALE_LAYOUT_COMPACT};
   const int64_t shape[2] = {64, 64};
   const int64_t *shapes[1] = {shape};
-  const int32_t ndims[1] = {2}, formats[1] = {MXFP8_FORMAT_NVFP4};
-  bucket_manifest m = BUCKET_MANIFEST_INIT;
-  m.count = 1;
-  m.entries = &entry;
+  const int32_t ndims[1] = {2}, formats[1] = {MXFP8_FORMAT_NVFP4}, compact[1] = {MXFP8_SCALE_LAYOUT_COMPACT};
+  mxfp8_transfer_desc m = transfer_desc(MXFP8_TRANSFER_FROM_BUCKET, MXFP8_TRANSFER_TO_BUFFERS, 1);
+  m.bucket_in = &b;
+  m.parts_in = &entry;
   m.ndims = ndims;
   m.shapes = shapes;
   m.formats = formats;
-  m.nvfp4_entries = &nv;
+  m.source_layouts = compact;
+  m.e4m3_maxes = e4m3_maxes;
+  m.values = values;
+  m.scales = scales;
+  m.target_layouts = targets;
   m.global_scales = globals;
-  EXPECT(folded_import_bucket(&b, &m, &dest, NULL, NULL) == MXFP8_ERROR_INVALID_ARGUMENT, "an amax at offset %llu was imported",
-         (unsigned long long)nv.amax_offset);
+  EXPECT(mxfp8_transfer(&m, NULL) == MXFP8_ERROR_INVALID_ARGUMENT, "an amax at offset %llu was imported",
+         (unsigned long long)entry.amax_offset);
   assert_last_error_contains("desc.parts_in[0].amax_offset is");
   assert_last_error_contains("not a multiple of 4");
   const uint8_t *v = (const uint8_t *)d.v.data;
   for (int64_t i = 0; i < d.v.shape[0]; ++i) EXPECT(v[i] == POISON, "values byte %lld written", (long long)i);
-  EXPECT(folded_manifest_check(&b, &m) == MXFP8_ERROR_INVALID_ARGUMENT, "the check accepted the amax offset");
+  mxfp8_transfer_desc check = m;
+  check.destination = MXFP8_TRANSFER_TO_NOTHING;
+  check.values = check.scales = check.global_scales = NULL;
+  check.target_layouts = NULL;
+  EXPECT(mxfp8_transfer_check(&check) == MXFP8_ERROR_INVALID_ARGUMENT, "the check accepted the amax offset");
   free_destination(&d);
   free(storage);
   free_source(&src);
@@ -523,8 +550,7 @@ static void test_direct_import_of_nvfp4_and_mxfp8_storage(void **state) {
       build_source(&src[1], &nv_specs[1], &rng);
       const spec mx_spec = {2, {40, 64, 0}, MXFP8_DIRECTION_ROWWISE, 0, MXFP8_SCALE_LAYOUT_128X4};
       te_tensor mx = make_te(&mx_spec, &rng); /* TE-padded row-major scales, padding poisoned */
-      const mxfp8_tensor *tensors[3] = {NULL, mx.handle, NULL};
-      const mxfp8_tensor *nvfp4[3] = {src[0].tensor, NULL, src[1].tensor};
+      const mxfp8_tensor *tensors[3] = {src[0].tensor, mx.handle, src[1].tensor};
       nv_destination d0, d2;
       make_destination(&d0, &src[0]);
       make_destination(&d2, &src[1]);
@@ -534,21 +560,24 @@ static void test_direct_import_of_nvfp4_and_mxfp8_storage(void **state) {
       int64_t mvs[1] = {2560}, mss[1] = {512};
       DLTensor v = {mv, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, mvs, NULL, 0};
       DLTensor sc = {ms, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, mss, NULL, 0};
-      const import_destination dests[3] = {{&d0.v, &d0.s, nv_specs[0].target},
-                                                 {&v, &sc, MXFP8_SCALE_LAYOUT_128X4},
-                                                 {&d2.v, &d2.s, nv_specs[1].target}};
+      DLTensor *values[3] = {&d0.v, &v, &d2.v}, *scales[3] = {&d0.s, &sc, &d2.s};
+      const int32_t targets[3] = {nv_specs[0].target, MXFP8_SCALE_LAYOUT_128X4, nv_specs[1].target};
       DLTensor *globals[3] = {&d0.g, NULL, &d2.g};
-      const int32_t convention = encode ? MXFP8_NVFP4_GLOBAL_SCALE_ENCODE : MXFP8_NVFP4_GLOBAL_SCALE_DECODE;
+      mxfp8_transfer_desc t = transfer_desc(MXFP8_TRANSFER_FROM_TENSORS, MXFP8_TRANSFER_TO_BUFFERS, 3);
+      t.tensors = tensors;
+      t.values = values;
+      t.scales = scales;
+      t.target_layouts = targets;
+      t.global_scales = globals;
+      t.global_scale = encode ? MXFP8_NVFP4_GLOBAL_SCALE_ENCODE : MXFP8_NVFP4_GLOBAL_SCALE_DECODE;
       if (prepared) {
         mxfp8_plan *p = NULL;
-        EXPECT(folded_import_tensors(tensors, nvfp4, NULL, 3, NULL, dests, globals, convention, &p) == MXFP8_OK,
-               "prepare: %s", mxfp8_last_error());
+        EXPECT(mxfp8_transfer_prepare(&t, &p) == MXFP8_OK, "prepare: %s", mxfp8_last_error());
         EXPECT(d0.values[0] == POISON && mv[0] == POISON, "preparing wrote a destination");
         EXPECT(mxfp8_plan_run(p, NULL) == MXFP8_OK, "run: %s", mxfp8_last_error());
         mxfp8_plan_release(p);
       } else {
-        EXPECT(folded_import_tensors(tensors, nvfp4, NULL, 3, NULL, dests, globals, convention, NULL) == MXFP8_OK, "import: %s",
-               mxfp8_last_error());
+        EXPECT(mxfp8_transfer(&t, NULL) == MXFP8_OK, "import: %s", mxfp8_last_error());
       }
       check_destination(&d0, &src[0], encode, "direct NVFP4 entry 0");
       check_destination(&d2, &src[1], encode, "direct NVFP4 entry 2");
@@ -573,20 +602,29 @@ static void test_direct_import_refusals_write_nothing(void **state) {
   nv_destination d;
   make_destination(&d, &f);
   const mxfp8_tensor *nvfp4[1] = {f.tensor};
-  const import_destination dests[1] = {{&d.v, &d.s, MXFP8_SCALE_LAYOUT_COMPACT}};
-  EXPECT(folded_import_tensors(NULL, nvfp4, NULL, 1, NULL, dests, NULL, 0, NULL) == MXFP8_ERROR_INVALID_ARGUMENT, "no globals");
+  DLTensor *values[1] = {&d.v}, *scales[1] = {&d.s};
+  const int32_t targets[1] = {MXFP8_SCALE_LAYOUT_COMPACT};
+  mxfp8_transfer_desc t = transfer_desc(MXFP8_TRANSFER_FROM_TENSORS, MXFP8_TRANSFER_TO_BUFFERS, 1);
+  t.tensors = nvfp4;
+  t.values = values;
+  t.scales = scales;
+  t.target_layouts = targets;
+  EXPECT(mxfp8_transfer(&t, NULL) == MXFP8_ERROR_INVALID_ARGUMENT, "no globals");
   assert_last_error_contains("desc.global_scales is NULL but entry 0 is an NVFP4 tensor");
   DLTensor over_amax = d.g;
   over_amax.data = f.amax_t->buffer; /* the trainer's own amax */
   DLTensor *globals[1] = {&over_amax};
-  EXPECT(folded_import_tensors(NULL, nvfp4, NULL, 1, NULL, dests, globals, 0, NULL) == MXFP8_ERROR_INVALID_ARGUMENT, "over amax");
+  t.global_scales = globals;
+  EXPECT(mxfp8_transfer(&t, NULL) == MXFP8_ERROR_INVALID_ARGUMENT, "over amax");
   assert_last_error_contains("overlap");
   globals[0] = &d.g;
-  EXPECT(folded_import_tensors(NULL, nvfp4, NULL, 1, NULL, dests, globals, 2, NULL) == MXFP8_ERROR_INVALID_ARGUMENT, "convention");
+  t.global_scale = 2;
+  EXPECT(mxfp8_transfer(&t, NULL) == MXFP8_ERROR_INVALID_ARGUMENT, "convention");
   assert_last_error_contains("desc.global_scale is 2, expected MXFP8_NVFP4_GLOBAL_SCALE_DECODE (0)");
-  mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
-  o.direction = MXFP8_DIRECTION_COLUMNWISE;
-  EXPECT(folded_import_tensors(NULL, nvfp4, NULL, 1, &o, dests, globals, 0, NULL) == MXFP8_ERROR_MISSING_DATA, "columnwise");
+  const int32_t columnwise[1] = {MXFP8_DIRECTION_COLUMNWISE};
+  t.global_scale = MXFP8_NVFP4_GLOBAL_SCALE_DECODE;
+  t.directions = columnwise;
+  EXPECT(mxfp8_transfer(&t, NULL) == MXFP8_ERROR_MISSING_DATA, "columnwise");
   int untouched = 1;
   for (int64_t i = 0; i < d.values_bytes; ++i) untouched &= d.values[i] == POISON;
   for (int64_t i = 0; i < d.scales_bytes; ++i) untouched &= d.scales[i] == POISON;
@@ -617,8 +655,7 @@ typedef struct {
 typedef struct {
   uint8_t *bytes;
   int64_t size;
-  bucket_entry entry;
-  bucket_nvfp4_entry nv;
+  mxfp8_bucket_part part;
 } hand_bucket;
 
 static void hand_bucket_new(hand_bucket *b, const nv_source *f, int layout) {
@@ -631,8 +668,7 @@ static void hand_bucket_new(hand_bucket *b, const nv_source *f, int layout) {
   memcpy(b->bytes, f->packed, (size_t)vb);
   memcpy(b->bytes + so, scales, (size_t)sb);
   memcpy(b->bytes + ao, f->amax, (size_t)(4 * f->amax_count));
-  b->entry = (bucket_entry){0, (uint64_t)vb, (uint64_t)so, (uint64_t)sb};
-  b->nv = (bucket_nvfp4_entry){(uint64_t)ao, (uint64_t)(4 * f->amax_count), f->s.e4m3_max};
+  b->part = (mxfp8_bucket_part){0, (uint64_t)vb, (uint64_t)so, (uint64_t)sb, (uint64_t)ao, (uint64_t)(4 * f->amax_count)};
   free(scales);
 }
 
@@ -716,13 +752,14 @@ static void import_nvfp4_shard_by(const nv_shard_case *c, int encode, int direct
   DLTensor sc = {scales, {kDLCPU, 0}, 1, {kDLFloat8_e4m3fn, 8, 1}, sshape, NULL, 0};
   DLTensor g = {global, {kDLCPU, 0}, 1, {kDLFloat, 32, 1}, gshape, NULL, 0};
   DLTensor *globals[1] = {&g};
-  const import_destination dest = {&v, &sc, c->target};
+  DLTensor *vs[1] = {&v}, *scs[1] = {&sc};
+  const int32_t targets[1] = {c->target};
   int64_t bshape[1] = {hb.size};
   DLTensor b = {hb.bytes, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, bshape, NULL, 0};
   const int64_t shape[2] = {c->M, c->K};
   const int64_t *shapes[1] = {shape};
   const int32_t ndims[1] = {2}, formats[1] = {MXFP8_FORMAT_NVFP4}, directions[1] = {c->direction};
-  const int32_t layouts[1] = {c->bucket_layout};
+  const int32_t layouts[1] = {c->bucket_layout}, e4m3_maxes[1] = {f.s.e4m3_max};
   mxfp8_shard shard = MXFP8_SHARD_INIT;
   shard.row_begin = c->npieces ? 0 : c->r0;
   shard.row_end = c->npieces ? MXFP8_SHARD_END : c->r1;
@@ -731,16 +768,13 @@ static void import_nvfp4_shard_by(const nv_shard_case *c, int encode, int direct
   shard.num_row_pieces = (size_t)c->npieces;
   shard.row_pieces = c->npieces ? c->pieces : NULL;
   const mxfp8_shard *shards[1] = {&shard};
-  bucket_manifest m = BUCKET_MANIFEST_INIT;
-  m.count = 1;
-  m.entries = &hb.entry;
-  m.ndims = ndims;
-  m.shapes = shapes;
-  m.formats = formats;
+  /* The receiver's side, either source: the entry's direction and shard, its buffers. */
+  mxfp8_transfer_desc m = transfer_desc(MXFP8_TRANSFER_FROM_BUCKET, MXFP8_TRANSFER_TO_BUFFERS, 1);
   m.directions = directions;
-  m.scales_layouts = layouts;
   m.shards = shards;
-  m.nvfp4_entries = &hb.nv;
+  m.values = vs;
+  m.scales = scs;
+  m.target_layouts = targets;
   m.global_scales = globals;
   m.global_scale = encode ? MXFP8_NVFP4_GLOBAL_SCALE_ENCODE : MXFP8_NVFP4_GLOBAL_SCALE_DECODE;
   char what[200];
@@ -751,18 +785,24 @@ static void import_nvfp4_shard_by(const nv_shard_case *c, int encode, int direct
   mxfp8_status got;
   if (direct) {
     const mxfp8_tensor *nvfp4[1] = {f.tensor};
-    mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
-    o.direction = c->direction;
+    m.source = MXFP8_TRANSFER_FROM_TENSORS;
+    m.tensors = nvfp4;
     mxfp8_plan *p = NULL;
-    got = prepared ? folded_import_tensors(NULL, nvfp4, shards, 1, &o, &dest, globals, m.global_scale, &p)
-                   : folded_import_tensors(NULL, nvfp4, shards, 1, &o, &dest, globals, m.global_scale, NULL);
+    got = prepared ? mxfp8_transfer_prepare(&m, &p) : mxfp8_transfer(&m, NULL);
     if (p) {
       EXPECT(values[0] == POISON, "%s: preparing wrote a destination", what);
       EXPECT(mxfp8_plan_run(p, NULL) == MXFP8_OK, "%s: run: %s", what, mxfp8_last_error());
       mxfp8_plan_release(p);
     }
   } else {
-    got = folded_import_bucket(&b, &m, &dest, NULL, NULL);
+    m.bucket_in = &b;
+    m.parts_in = &hb.part;
+    m.ndims = ndims;
+    m.shapes = shapes;
+    m.formats = formats;
+    m.source_layouts = layouts;
+    m.e4m3_maxes = e4m3_maxes;
+    got = mxfp8_transfer(&m, NULL);
   }
   EXPECT(got == expect, "%s: status %d, want %d (%s)", what, (int)got, (int)expect, mxfp8_last_error());
   if (expect == MXFP8_OK) {
@@ -775,8 +815,13 @@ static void import_nvfp4_shard_by(const nv_shard_case *c, int encode, int direct
       EXPECT(bits_of(global[i]) == exp, "%s: global scale %lld is 0x%08x, want 0x%08x", what, (long long)i,
              bits_of(global[i]), exp);
     }
-    if (!direct)
-      EXPECT(folded_manifest_check(&b, &m) == MXFP8_OK, "%s: the check refused what the import took", what);
+    if (!direct) {
+      mxfp8_transfer_desc check = m;
+      check.destination = MXFP8_TRANSFER_TO_NOTHING;
+      check.values = check.scales = check.global_scales = NULL;
+      check.target_layouts = NULL;
+      EXPECT(mxfp8_transfer_check(&check) == MXFP8_OK, "%s: the check refused what the import took", what);
+    }
   } else {
     assert_last_error_contains(message);
     for (int64_t i = 0; i < want.values_bytes; ++i) EXPECT(values[i] == POISON, "%s: refused, values written", what);
@@ -840,19 +885,20 @@ static void test_mxfp8_only_plan_is_the_mxfp8_bucket_layout(void **state) {
   const spec b = {3, {2, 20, 64}, MXFP8_DIRECTION_ROWWISE, 1, MXFP8_SCALE_LAYOUT_COMPACT};
   te_tensor ta = make_te(&a, &rng), tb = make_te(&b, &rng);
   const mxfp8_tensor *tensors[2] = {ta.handle, tb.handle};
-  bucket_entry plan[2];
-  bucket_nvfp4_entry nv[2];
-  memset(nv, 0x5A, sizeof nv);
+  mxfp8_transfer_desc send = transfer_desc(MXFP8_TRANSFER_FROM_TENSORS, MXFP8_TRANSFER_TO_BUCKET, 2);
+  send.tensors = tensors;
+  mxfp8_bucket_part plan[2];
+  memset(plan, 0x5A, sizeof plan);
   uint64_t total = 0;
-  EXPECT(folded_bucket_plan(tensors, NULL, NULL, 2, NULL, 128, plan, nv, &total) == MXFP8_OK, "plan: %s", mxfp8_last_error());
-  /* (100, 48): 4800 values, 100 x 2 scales; (2, 20, 64): 2560 values, 40 x 2 scales. */
-  const bucket_entry want[2] = {{0, 4800, 4864, 200}, {5120, 2560, 7680, 80}};
+  EXPECT(mxfp8_bucket_parts(&send, 128, plan, &total) == MXFP8_OK, "plan: %s", mxfp8_last_error());
+  /* (100, 48): 4800 values, 100 x 2 scales; (2, 20, 64): 2560 values, 40 x 2 scales; no amax part. */
+  const mxfp8_bucket_part want[2] = {{0, 4800, 4864, 200, 0, 0}, {5120, 2560, 7680, 80, 0, 0}};
   for (int i = 0; i < 2; ++i)
-    EXPECT(memcmp(&plan[i], &want[i], sizeof want[i]) == 0 && nv[i].amax_offset == 0 && nv[i].amax_bytes == 0,
+    EXPECT(memcmp(&plan[i], &want[i], sizeof want[i]) == 0 && plan[i].amax_offset == 0 && plan[i].amax_bytes == 0,
            "entry %d planned at %llu + %llu, %llu + %llu, amax %llu + %llu", i, (unsigned long long)plan[i].values_offset,
            (unsigned long long)plan[i].values_bytes, (unsigned long long)plan[i].scales_offset,
-           (unsigned long long)plan[i].scales_bytes, (unsigned long long)nv[i].amax_offset,
-           (unsigned long long)nv[i].amax_bytes);
+           (unsigned long long)plan[i].scales_bytes, (unsigned long long)plan[i].amax_offset,
+           (unsigned long long)plan[i].amax_bytes);
   EXPECT(total == 7760, "total %llu", (unsigned long long)total);
   free_te(&ta);
   free_te(&tb);
@@ -909,27 +955,31 @@ static void test_gpu_fill_and_import_match_the_host(void **state) {
     d.rowwise_amax = &dev[i][2];
     EXPECT(mxfp8_tensor_create(&d, &dev_tensors[i]) == MXFP8_OK, "create on device: %s", mxfp8_last_error());
   }
-  bucket_entry entries[N];
-  bucket_nvfp4_entry nv[N];
+  mxfp8_transfer_desc send = transfer_desc(MXFP8_TRANSFER_FROM_TENSORS, MXFP8_TRANSFER_TO_BUCKET, N);
+  send.tensors = host_handles;
+  mxfp8_bucket_part entries[N];
   uint64_t total = 0;
-  EXPECT(folded_bucket_plan(NULL, host_handles, NULL, N, NULL, 256, entries, nv, &total) == MXFP8_OK, "plan: %s",
-         mxfp8_last_error());
+  EXPECT(mxfp8_bucket_parts(&send, 256, entries, &total) == MXFP8_OK, "plan: %s", mxfp8_last_error());
   uint8_t *host_bucket = malloc((size_t)total), *back = malloc((size_t)total);
   memset(host_bucket, 0xA5, (size_t)total);
   int64_t bshape[1] = {(int64_t)total};
   DLTensor hb = {host_bucket, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, bshape, NULL, 0};
-  EXPECT(folded_export_bucket(NULL, host_handles, NULL, N, NULL, entries, nv, &hb, NULL) == MXFP8_OK, "host fill: %s",
-         mxfp8_last_error());
+  send.bucket_out = &hb;
+  send.parts_out = entries;
+  EXPECT(mxfp8_transfer(&send, NULL) == MXFP8_OK, "host fill: %s", mxfp8_last_error());
   uint8_t *dev_bucket = NULL;
   CUDA_OK(cudaMalloc((void **)&dev_bucket, (size_t)total));
   CUDA_OK(cudaMemset(dev_bucket, 0xA5, (size_t)total));
   DLTensor db = {dev_bucket, {kDLCUDA, 0}, 1, {kDLUInt, 8, 1}, bshape, NULL, 0};
   const mxfp8_tensor *dh[N] = {dev_tensors[0], dev_tensors[1], dev_tensors[2], dev_tensors[3]};
-  EXPECT(folded_export_bucket(NULL, dh, NULL, N, NULL, entries, nv, &db, NULL) == MXFP8_OK, "device fill: %s", mxfp8_last_error());
+  send.tensors = dh;
+  send.bucket_out = &db;
+  EXPECT(mxfp8_transfer(&send, NULL) == MXFP8_OK, "device fill: %s", mxfp8_last_error());
   CUDA_OK(cudaDeviceSynchronize());
   CUDA_OK(cudaMemcpy(back, dev_bucket, (size_t)total, cudaMemcpyDeviceToHost));
   EXPECT(memcmp(back, host_bucket, (size_t)total) == 0, "the device bucket differs from the host bucket");
-  for (int i = 0; i < N; ++i) nv[i].e4m3_max = specs[i].e4m3_max; /* the sender's manifest says it */
+  int32_t e4m3_maxes[N], compact[N]; /* the sender's manifest says each E4M3_MAX */
+  for (int i = 0; i < N; ++i) e4m3_maxes[i] = specs[i].e4m3_max, compact[i] = MXFP8_SCALE_LAYOUT_COMPACT;
 
   /* 0: the FROM_BUCKET transfer; 1: prepared, encode; 2: the direct path from the device tensors. */
   for (int prepared = 0; prepared < 3; ++prepared) {
@@ -937,8 +987,8 @@ static void test_gpu_fill_and_import_match_the_host(void **state) {
     uint8_t *dv[N], *ds[N], *dg[N];
     DLTensor v[N], sc[N], g[N];
     DLTensor *globals[N];
-    import_destination dests[N];
-    int32_t ndims[N], formats[N];
+    DLTensor *values[N], *scales[N];
+    int32_t targets[N], ndims[N], formats[N];
     int64_t shapes_store[N][2];
     const int64_t *shapes[N];
     for (int i = 0; i < N; ++i) {
@@ -950,32 +1000,41 @@ static void test_gpu_fill_and_import_match_the_host(void **state) {
       v[i].data = dv[i], sc[i].data = ds[i], g[i].data = dg[i];
       v[i].device = sc[i].device = g[i].device = (DLDevice){kDLCUDA, 0};
       globals[i] = &g[i];
-      dests[i] = (import_destination){&v[i], &sc[i], specs[i].target};
+      values[i] = &v[i], scales[i] = &sc[i], targets[i] = specs[i].target;
       ndims[i] = 2, formats[i] = MXFP8_FORMAT_NVFP4;
       shapes_store[i][0] = specs[i].M, shapes_store[i][1] = specs[i].K;
       shapes[i] = shapes_store[i];
     }
-    bucket_manifest m = BUCKET_MANIFEST_INIT;
-    m.count = N;
-    m.entries = entries;
+    mxfp8_transfer_desc m = transfer_desc(MXFP8_TRANSFER_FROM_BUCKET, MXFP8_TRANSFER_TO_BUFFERS, N);
+    m.bucket_in = &db;
+    m.parts_in = entries;
     m.ndims = ndims;
     m.shapes = shapes;
     m.formats = formats;
-    m.nvfp4_entries = nv;
+    m.source_layouts = compact;
+    m.e4m3_maxes = e4m3_maxes;
+    m.values = values;
+    m.scales = scales;
+    m.target_layouts = targets;
     m.global_scales = globals;
     m.global_scale = prepared == 1 ? MXFP8_NVFP4_GLOBAL_SCALE_ENCODE : MXFP8_NVFP4_GLOBAL_SCALE_DECODE;
     if (prepared == 2) {
-      EXPECT(folded_import_tensors(NULL, dh, NULL, N, NULL, dests, globals, MXFP8_NVFP4_GLOBAL_SCALE_DECODE, NULL) == MXFP8_OK,
-             "direct import: %s", mxfp8_last_error());
+      mxfp8_transfer_desc t = transfer_desc(MXFP8_TRANSFER_FROM_TENSORS, MXFP8_TRANSFER_TO_BUFFERS, N);
+      t.tensors = dh;
+      t.values = values;
+      t.scales = scales;
+      t.target_layouts = targets;
+      t.global_scales = globals;
+      EXPECT(mxfp8_transfer(&t, NULL) == MXFP8_OK, "direct import: %s", mxfp8_last_error());
       CUDA_OK(cudaDeviceSynchronize());
     } else if (prepared) {
       mxfp8_plan *p = NULL;
-      EXPECT(folded_import_bucket(&db, &m, dests, NULL, &p) == MXFP8_OK, "prepare: %s", mxfp8_last_error());
+      EXPECT(mxfp8_transfer_prepare(&m, &p) == MXFP8_OK, "prepare: %s", mxfp8_last_error());
       EXPECT(mxfp8_plan_run(p, NULL) == MXFP8_OK, "run: %s", mxfp8_last_error());
       CUDA_OK(cudaDeviceSynchronize());
       mxfp8_plan_release(p);
     } else {
-      EXPECT(folded_import_bucket(&db, &m, dests, NULL, NULL) == MXFP8_OK, "import: %s", mxfp8_last_error());
+      EXPECT(mxfp8_transfer(&m, NULL) == MXFP8_OK, "import: %s", mxfp8_last_error());
       CUDA_OK(cudaDeviceSynchronize());
     }
     for (int i = 0; i < N; ++i) {
