@@ -130,4 +130,17 @@ static inline mxfp8_transfer_desc transfer_desc(int32_t source, int32_t destinat
   return d;
 }
 
+/* mxfp8_transfer_check of the source side of `d` alone (TO_NOTHING: its destination fields cleared), as a
+ * receiver checks a sender's description of a bucket before reading its bytes. */
+static inline mxfp8_status transfer_check_source(const mxfp8_transfer_desc *d) {
+  mxfp8_transfer_desc c = *d;
+  c.destination = MXFP8_TRANSFER_TO_NOTHING;
+  c.global_scale = MXFP8_NVFP4_GLOBAL_SCALE_DECODE;
+  c.target_layouts = NULL;
+  c.values = c.scales = c.global_scales = NULL;
+  c.bucket_out = NULL;
+  c.parts_out = NULL;
+  return mxfp8_transfer_check(&c);
+}
+
 #endif

@@ -449,15 +449,11 @@ static void test_mixed_bucket_of_mxfp8_and_nvfp4_entries(void **state) {
   const int64_t *scales_shapes[3] = {ss0, ss1, ss2};
   m.scales_ndims = ndims;
   m.scales_shapes = scales_shapes;
-  mxfp8_transfer_desc check = m; /* the source side alone: no buffers, no global_scales */
-  check.destination = MXFP8_TRANSFER_TO_NOTHING;
-  check.values = check.scales = check.global_scales = NULL;
-  check.target_layouts = NULL;
-  EXPECT(mxfp8_transfer_check(&check) == MXFP8_OK, "check: %s", mxfp8_last_error());
+  EXPECT(transfer_check_source(&m) == MXFP8_OK, "check: %s", mxfp8_last_error());
   /* (32, 4): the 128 bytes of entry 2's 64 x 2 E4M3 scales, but not their shape. */
   const int64_t wrong[2] = {32, 4};
   scales_shapes[2] = wrong;
-  EXPECT(mxfp8_transfer_check(&check) == MXFP8_ERROR_INVALID_ARGUMENT, "a wrong scales shape was accepted");
+  EXPECT(transfer_check_source(&m) == MXFP8_ERROR_INVALID_ARGUMENT, "a wrong scales shape was accepted");
   assert_last_error_contains("desc.scales_shapes[2] is (32, 4), not the NVFP4 rowwise scale matrix of shape (64, 32), which is 64 x 2");
   EXPECT(mxfp8_transfer(&m, NULL) == MXFP8_ERROR_INVALID_ARGUMENT, "a wrong scales shape was imported");
   scales_shapes[2] = ss2;
@@ -526,11 +522,7 @@ static void test_amax_offset_not_a_multiple_of_4_is_refused(void **state) {
   assert_last_error_contains("not a multiple of 4");
   const uint8_t *v = (const uint8_t *)d.v.data;
   for (int64_t i = 0; i < d.v.shape[0]; ++i) EXPECT(v[i] == POISON, "values byte %lld written", (long long)i);
-  mxfp8_transfer_desc check = m;
-  check.destination = MXFP8_TRANSFER_TO_NOTHING;
-  check.values = check.scales = check.global_scales = NULL;
-  check.target_layouts = NULL;
-  EXPECT(mxfp8_transfer_check(&check) == MXFP8_ERROR_INVALID_ARGUMENT, "the check accepted the amax offset");
+  EXPECT(transfer_check_source(&m) == MXFP8_ERROR_INVALID_ARGUMENT, "the check accepted the amax offset");
   free_destination(&d);
   free(storage);
   free_source(&src);
@@ -816,11 +808,7 @@ static void import_nvfp4_shard_by(const nv_shard_case *c, int encode, int direct
              bits_of(global[i]), exp);
     }
     if (!direct) {
-      mxfp8_transfer_desc check = m;
-      check.destination = MXFP8_TRANSFER_TO_NOTHING;
-      check.values = check.scales = check.global_scales = NULL;
-      check.target_layouts = NULL;
-      EXPECT(mxfp8_transfer_check(&check) == MXFP8_OK, "%s: the check refused what the import took", what);
+      EXPECT(transfer_check_source(&m) == MXFP8_OK, "%s: the check refused what the import took", what);
     }
   } else {
     assert_last_error_contains(message);
