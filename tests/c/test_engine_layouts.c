@@ -8,7 +8,6 @@
 #include <string.h>
 
 #include "engine_layouts_support.h"
-#include "transfer_calls.h"
 
 static const int32_t kTargets[] = {MXFP8_SCALE_LAYOUT_COMPACT, MXFP8_SCALE_LAYOUT_128X4, MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED,
                                    MXFP8_SCALE_LAYOUT_DEEPGEMM_FLOAT32};
@@ -59,6 +58,37 @@ static const spec kSpecs_[kSpecs] = {
     {2, {70, 200, 0}, MXFP8_DIRECTION_COLUMNWISE, 0, 0},
     {2, {70, 33, 0}, MXFP8_DIRECTION_COLUMNWISE, 1, 0},
 };
+
+/* The transfer into an engine's parameter, one rowwise MXFP8 entry: values (may be NULL) and scales in
+ * `target`, with `fixup`; from a bucket holding the entry's values and its scales part in `part_layout`
+ * (tensor_into: from the trainer's tensor, immediate with plan NULL, else prepared into *plan). */
+static mxfp8_status part_into(const DLTensor *bucket, const mxfp8_bucket_part *part, const int64_t *shape, int32_t part_layout,
+                              int32_t fixup, DLTensor *values, DLTensor *scales, int32_t target) {
+  const int32_t ndim = 2, format = MXFP8_FORMAT_E4M3;
+  mxfp8_transfer_desc d = transfer_desc(MXFP8_TRANSFER_FROM_BUCKET, MXFP8_TRANSFER_TO_BUFFERS, 1);
+  d.bucket_in = bucket;
+  d.parts_in = part;
+  d.ndims = &ndim;
+  d.shapes = &shape;
+  d.formats = &format;
+  d.source_layouts = &part_layout;
+  d.scale_fixup = fixup;
+  d.values = &values;
+  d.scales = &scales;
+  d.target_layouts = &target;
+  return mxfp8_transfer(&d, NULL);
+}
+
+static mxfp8_status tensor_into(const mxfp8_tensor *tensor, int32_t fixup, DLTensor *values, DLTensor *scales, int32_t target,
+                                mxfp8_plan **plan) {
+  mxfp8_transfer_desc d = transfer_desc(MXFP8_TRANSFER_FROM_TENSORS, MXFP8_TRANSFER_TO_BUFFERS, 1);
+  d.tensors = &tensor;
+  d.scale_fixup = fixup;
+  d.values = &values;
+  d.scales = &scales;
+  d.target_layouts = &target;
+  return plan ? mxfp8_transfer_prepare(&d, plan) : mxfp8_transfer(&d, NULL);
+}
 
 static void test_convert_writes_each_target_exactly(void **state) {
   (void)state;
@@ -189,19 +219,12 @@ static void test_deepgemm_float32_carries_every_exponent(void **state) {
     make_out(&bucket, t.ref.values_bytes + n, kDLUInt, 8);
     memcpy(bucket.bytes, t.ref.values, (size_t)t.ref.values_bytes);
     memcpy(bucket.bytes + t.ref.values_bytes, want, (size_t)n);
-    bucket_entry entry = {0, (uint64_t)t.ref.values_bytes, (uint64_t)t.ref.values_bytes, (uint64_t)n};
-    const int32_t ndim = 2, layout = MXFP8_SCALE_LAYOUT_DEEPGEMM_FLOAT32;
-    const int64_t *shape = s.shape;
-    bucket_manifest m = BUCKET_MANIFEST_INIT;
-    m.count = 1;
-    m.entries = &entry;
-    m.ndims = &ndim;
-    m.shapes = &shape;
-    m.scales_layouts = &layout;
+    const mxfp8_bucket_part entry = {0, (uint64_t)t.ref.values_bytes, (uint64_t)t.ref.values_bytes, (uint64_t)n, 0, 0};
     make_out(&values, t.ref.values_bytes, kDLUInt, 8);
     make_out(&scales, m_bytes, kDLUInt, 8);
-    import_destination dst = {&values.tensor, &scales.tensor, dst_layout};
-    assert_int_equal(folded_import_bucket(&bucket.tensor, &m, &dst, NULL, NULL), MXFP8_OK);
+    assert_int_equal(part_into(&bucket.tensor, &entry, s.shape, MXFP8_SCALE_LAYOUT_DEEPGEMM_FLOAT32, MXFP8_SCALE_FIXUP_NONE,
+                               &values.tensor, &scales.tensor, dst_layout),
+                     MXFP8_OK);
     expect_bytes(scales.bytes, back, m_bytes, "float32 part imported", to ? "cutlass_128x4" : "compact");
     free(bucket.bytes);
     free(values.bytes);
@@ -329,28 +352,22 @@ static void test_engine_layout_parts_round_trip_to_compact(void **state) {
       mxfp8_convert_options o = MXFP8_CONVERT_OPTIONS_INIT;
       o.target = kTargets[from];
       assert_int_equal(mxfp8_convert(t.handle, &o, NULL, &part_tensor), MXFP8_OK);
-      bucket_entry entry = {0, (uint64_t)t.ref.values_bytes, (uint64_t)t.ref.values_bytes, (uint64_t)part};
-      const int32_t ndim = 2, layout = kTargets[from];
-      const int64_t *shape = s.shape;
-      bucket_manifest m = BUCKET_MANIFEST_INIT;
-      m.count = 1;
-      m.entries = &entry;
-      m.ndims = &ndim;
-      m.shapes = &shape;
-      m.scales_layouts = &layout;
+      const mxfp8_bucket_part entry = {0, (uint64_t)t.ref.values_bytes, (uint64_t)t.ref.values_bytes, (uint64_t)part, 0, 0};
       out_buffer values, scales;
       make_out(&values, t.ref.values_bytes, kDLUInt, 8);
       make_out(&scales, n, kDLUInt, 8);
-      import_destination dst = {&values.tensor, &scales.tensor, kTargets[to]};
-      assert_int_equal(folded_import_bucket(&bucket.tensor, &m, &dst, NULL, NULL), MXFP8_OK);
+      assert_int_equal(part_into(&bucket.tensor, &entry, s.shape, kTargets[from], MXFP8_SCALE_FIXUP_NONE, &values.tensor,
+                                 &scales.tensor, kTargets[to]),
+                       MXFP8_OK);
       expect_bytes(scales.bytes, want, n, kTargetNames[from], kTargetNames[to]);
       expect_bytes(values.bytes, t.ref.values, t.ref.values_bytes, "round trip values", kTargetNames[to]);
       /* The part recorded in another layout than it is in: refused, nothing written. */
       const int32_t wrong = kTargets[from] == MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED ? MXFP8_SCALE_LAYOUT_128X4
                                                                           : MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED;
-      m.scales_layouts = &wrong;
       memset(scales.bytes, POISON, (size_t)n + 1);
-      assert_int_equal(folded_import_bucket(&bucket.tensor, &m, &dst, NULL, NULL), MXFP8_ERROR_INVALID_ARGUMENT);
+      assert_int_equal(part_into(&bucket.tensor, &entry, s.shape, wrong, MXFP8_SCALE_FIXUP_NONE, &values.tensor, &scales.tensor,
+                                 kTargets[to]),
+                       MXFP8_ERROR_INVALID_ARGUMENT);
       assert_last_error_contains("desc.parts_in[0] gives");
       assert_last_error_contains("the manifest does not describe this bucket");
       EXPECT(scales.bytes[0] == POISON, "a refused import wrote");
@@ -378,11 +395,10 @@ static void test_scale_fixup_on_import_and_export(void **state) {
       out_buffer values, scales;
       make_out(&values, t.ref.values_bytes, kDLUInt, 8);
       make_out(&scales, n, kDLUInt, 8);
-      import_destination dst = {&values.tensor, &scales.tensor, kTargets[k]};
       mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
       o.scale_fixup = fixup;
       const mxfp8_tensor *handle = t.handle;
-      assert_int_equal(folded_import_tensors(&handle, NULL, NULL, 1, &o, &dst, NULL, 0, NULL), MXFP8_OK);
+      assert_int_equal(tensor_into(handle, fixup, &values.tensor, &scales.tensor, kTargets[k], NULL), MXFP8_OK);
       expect_bytes(scales.bytes, want, n, fixup ? "from tensors with fix-up" : "from tensors", kTargetNames[k]);
       /* The bucket path: the receiver's desc carries the fix-up. */
       const int64_t total = t.ref.values_bytes + t.ref.r * t.ref.c;
@@ -390,18 +406,12 @@ static void test_scale_fixup_on_import_and_export(void **state) {
       make_out(&bucket, total, kDLUInt, 8);
       memcpy(bucket.bytes, t.ref.values, (size_t)t.ref.values_bytes);
       memcpy(bucket.bytes + t.ref.values_bytes, t.ref.compact, (size_t)(t.ref.r * t.ref.c));
-      bucket_entry entry = {0, (uint64_t)t.ref.values_bytes, (uint64_t)t.ref.values_bytes,
-                                  (uint64_t)(t.ref.r * t.ref.c)};
-      const int32_t ndim = 2;
-      const int64_t *shape = s.shape;
-      bucket_manifest m = BUCKET_MANIFEST_INIT;
-      m.count = 1;
-      m.entries = &entry;
-      m.ndims = &ndim;
-      m.shapes = &shape;
-      m.scale_fixup = fixup;
+      const mxfp8_bucket_part entry = {0, (uint64_t)t.ref.values_bytes, (uint64_t)t.ref.values_bytes,
+                                       (uint64_t)(t.ref.r * t.ref.c), 0, 0};
       memset(scales.bytes, POISON, (size_t)n + 1);
-      assert_int_equal(folded_import_bucket(&bucket.tensor, &m, &dst, NULL, NULL), MXFP8_OK);
+      assert_int_equal(part_into(&bucket.tensor, &entry, s.shape, MXFP8_SCALE_LAYOUT_COMPACT, fixup, &values.tensor,
+                                 &scales.tensor, kTargets[k]),
+                       MXFP8_OK);
       expect_bytes(scales.bytes, want, n, fixup ? "from a bucket with fix-up" : "from a bucket", kTargetNames[k]);
       if (kTargets[k] == MXFP8_SCALE_LAYOUT_COMPACT) { /* the sender's side */
         DLTensor *dsts[1] = {&scales.tensor};
@@ -440,12 +450,10 @@ static void test_prepared_import_into_deepgemm_parameters(void **state) {
   out_buffer values, scales;
   make_out(&values, t.ref.values_bytes, kDLUInt, 8);
   make_out(&scales, n, kDLInt, 32);
-  import_destination dst = {&values.tensor, &scales.tensor, MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED};
-  mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
-  o.scale_fixup = MXFP8_SCALE_FIXUP_ZERO_EXPONENT_AS_ONE;
-  const mxfp8_tensor *handle = t.handle;
   mxfp8_plan *plan = NULL;
-  assert_int_equal(folded_import_tensors(&handle, NULL, NULL, 1, &o, &dst, NULL, 0, &plan), MXFP8_OK);
+  assert_int_equal(tensor_into(t.handle, MXFP8_SCALE_FIXUP_ZERO_EXPONENT_AS_ONE, &values.tensor, &scales.tensor,
+                               MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED, &plan),
+                   MXFP8_OK);
   EXPECT(scales.bytes[0] == POISON, "preparing wrote the parameter");
   for (int run = 0; run < 2; ++run) {
     memset(scales.bytes, POISON, (size_t)n + 1);
@@ -460,16 +468,12 @@ static void test_prepared_import_into_deepgemm_parameters(void **state) {
   make_out(&bucket, t.ref.values_bytes + t.ref.r * t.ref.c, kDLUInt, 8);
   memcpy(bucket.bytes, t.ref.values, (size_t)t.ref.values_bytes);
   memcpy(bucket.bytes + t.ref.values_bytes, t.ref.compact, (size_t)(t.ref.r * t.ref.c));
-  bucket_entry entry = {0, (uint64_t)t.ref.values_bytes, (uint64_t)t.ref.values_bytes, (uint64_t)(t.ref.r * t.ref.c)};
-  const int32_t ndim = 2;
-  const int64_t *shape = s.shape;
-  bucket_manifest m = BUCKET_MANIFEST_INIT;
-  m.count = 1;
-  m.entries = &entry;
-  m.ndims = &ndim;
-  m.shapes = &shape;
+  const mxfp8_bucket_part entry = {0, (uint64_t)t.ref.values_bytes, (uint64_t)t.ref.values_bytes, (uint64_t)(t.ref.r * t.ref.c),
+                                   0, 0};
   memset(scales.bytes, POISON, (size_t)n + 1);
-  assert_int_equal(folded_import_bucket(&bucket.tensor, &m, &dst, NULL, NULL), MXFP8_OK);
+  assert_int_equal(part_into(&bucket.tensor, &entry, s.shape, MXFP8_SCALE_LAYOUT_COMPACT, MXFP8_SCALE_FIXUP_NONE,
+                             &values.tensor, &scales.tensor, MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED),
+                   MXFP8_OK);
   expect_bytes(scales.bytes, plain, n, "bucket import", "deepgemm");
   free(bucket.bytes);
   free(plain);
@@ -542,9 +546,9 @@ static void test_deepgemm_strided_form_stays_in_its_extent(void **state) {
         } else {
           out_buffer values;
           make_out(&values, t.ref.values_bytes, kDLUInt, 8);
-          import_destination dst = {&values.tensor, &param, MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED};
-          const mxfp8_tensor *handle = t.handle;
-          assert_int_equal(folded_import_tensors(&handle, NULL, NULL, 1, NULL, &dst, NULL, 0, NULL), MXFP8_OK);
+          assert_int_equal(tensor_into(t.handle, MXFP8_SCALE_FIXUP_NONE, &values.tensor, &param,
+                                       MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED, NULL),
+                           MXFP8_OK);
           free(values.bytes);
         }
         free_te(&t);

@@ -7,7 +7,6 @@
 #include <string.h>
 
 #include "test_support.h"
-#include "transfer_calls.h"
 
 /* An allocator whose tensors start `kOffset` bytes into their allocation, expressed as byte_offset, the
  * way a framework hands out a slice of a larger buffer. */
@@ -140,12 +139,16 @@ static void test_empty_tensors_with_huge_dimensions_cost_nothing(void **state) {
     DLManagedTensorVersioned *s = NULL;
     assert_int_equal(mxfp8_export_components(t, NULL, NULL, &s), MXFP8_OK);
     release_managed(s);
-    bucket_entry e;
+    mxfp8_transfer_desc to_bucket = transfer_desc(MXFP8_TRANSFER_FROM_TENSORS, MXFP8_TRANSFER_TO_BUCKET, 1);
+    to_bucket.tensors = ts;
+    mxfp8_bucket_part e;
     uint64_t total = 1;
-    assert_int_equal(folded_bucket_plan(ts, NULL, NULL, 1, NULL, 256, &e, NULL, &total), MXFP8_OK);
+    assert_int_equal(mxfp8_bucket_parts(&to_bucket, 256, &e, &total), MXFP8_OK);
     assert_int_equal(total, 0);
     DLTensor bucket = {NULL, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, none, NULL, 0};
-    assert_int_equal(folded_export_bucket(ts, NULL, NULL, 1, NULL, &e, NULL, &bucket, NULL), MXFP8_OK);
+    to_bucket.bucket_out = &bucket;
+    to_bucket.parts_out = &e;
+    assert_int_equal(mxfp8_transfer(&to_bucket, NULL), MXFP8_OK);
     mxfp8_tensor_release(t);
   }
   /* The same through the low-level pair and a grouped expert. */
@@ -228,7 +231,8 @@ static void test_empty_buffers_with_null_data(void **state) {
   assert_int_equal(mxfp8_swizzle_scales(&compact, &swizzled, NULL), MXFP8_OK);
   assert_int_equal(mxfp8_unswizzle_scales(&swizzled, &compact, NULL), MXFP8_OK);
   /* count 0 needs nothing else, for a transfer into a bucket as for batched exports */
-  assert_int_equal(folded_export_bucket(NULL, NULL, NULL, 0, NULL, NULL, NULL, NULL, NULL), MXFP8_OK);
+  const mxfp8_transfer_desc empty = transfer_desc(MXFP8_TRANSFER_FROM_TENSORS, MXFP8_TRANSFER_TO_BUCKET, 0);
+  assert_int_equal(mxfp8_transfer(&empty, NULL), MXFP8_OK);
   assert_int_equal(mxfp8_export_scales_batched(NULL, NULL, 0, NULL), MXFP8_OK);
 }
 

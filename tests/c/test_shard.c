@@ -10,7 +10,6 @@
 #include <string.h>
 
 #include "test_support.h"
-#include "transfer_calls.h"
 
 enum storage { STORAGE_COMPACT, STORAGE_PADDED, STORAGE_SWIZZLED };
 static const char *const kStorageNames[] = {"compact", "padded", "swizzled"};
@@ -400,23 +399,27 @@ static void test_bucket_of_shards_holds_each_crop(void **state) {
         }
         shards[i] = i == 3 ? NULL : &shard[i];
       }
-      mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
-      o.direction = columnwise;
-      bucket_entry entries[N];
+      mxfp8_transfer_desc d = transfer_desc(MXFP8_TRANSFER_FROM_TENSORS, MXFP8_TRANSFER_TO_BUCKET, N);
+      d.tensors = tensors;
+      d.directions = all_in_direction(columnwise);
+      d.shards = shards;
+      mxfp8_bucket_part entries[N];
       uint64_t total = 0;
-      EXPECT(folded_bucket_plan(tensors, NULL, shards, N, &o, 64, entries, NULL, &total) == MXFP8_OK, "plan: %s", mxfp8_last_error());
+      EXPECT(mxfp8_bucket_parts(&d, 64, entries, &total) == MXFP8_OK, "plan: %s", mxfp8_last_error());
+      d.parts_out = entries;
       for (int prepared = 0; prepared < 2; ++prepared) {
         uint8_t *bucket = (uint8_t *)malloc(total + 1);
         memset(bucket, POISON, total);
         int64_t shape[1] = {(int64_t)total};
         DLTensor b = {bucket, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, shape, NULL, 0};
+        d.bucket_out = &b;
         if (prepared) {
           mxfp8_plan *plan = NULL;
-          EXPECT(folded_export_bucket(tensors, NULL, shards, N, &o, entries, NULL, &b, &plan) == MXFP8_OK, "%s", mxfp8_last_error());
+          EXPECT(mxfp8_transfer_prepare(&d, &plan) == MXFP8_OK, "%s", mxfp8_last_error());
           EXPECT(mxfp8_plan_run(plan, NULL) == MXFP8_OK, "%s", mxfp8_last_error());
           mxfp8_plan_release(plan);
         } else {
-          EXPECT(folded_export_bucket(tensors, NULL, shards, N, &o, entries, NULL, &b, NULL) == MXFP8_OK, "%s", mxfp8_last_error());
+          EXPECT(mxfp8_transfer(&d, NULL) == MXFP8_OK, "%s", mxfp8_last_error());
         }
         for (int i = 0; i < N; ++i) {
           mxfp8_shard whole = MXFP8_SHARD_INIT;
@@ -466,25 +469,28 @@ static void test_bucket_shards_and_the_scale_fixup(void **state) {
   mxfp8_shard shard = MXFP8_SHARD_INIT;
   shard.row_begin = 10, shard.row_end = 70;
   const mxfp8_shard *none[N] = {NULL, NULL}, *one[N] = {&shard, NULL};
-  mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
-  o.scale_fixup = MXFP8_SCALE_FIXUP_ZERO_EXPONENT_AS_ONE;
   for (int sharded = 0; sharded < 2; ++sharded) {
-    const mxfp8_shard *const *shards = sharded ? one : none;
-    bucket_entry entries[N];
+    mxfp8_transfer_desc d = transfer_desc(MXFP8_TRANSFER_FROM_TENSORS, MXFP8_TRANSFER_TO_BUCKET, N);
+    d.tensors = tensors;
+    d.shards = sharded ? one : none;
+    d.scale_fixup = MXFP8_SCALE_FIXUP_ZERO_EXPONENT_AS_ONE;
+    mxfp8_bucket_part entries[N];
     uint64_t total = 0;
     if (sharded) {  /* the plan refuses the combination too (nothing written), so it is planned without it */
-      const mxfp8_status planned = folded_bucket_plan(tensors, NULL, shards, N, &o, 64, entries, NULL, &total);
+      const mxfp8_status planned = mxfp8_bucket_parts(&d, 64, entries, &total);
       EXPECT(planned == MXFP8_ERROR_UNSUPPORTED && total == 0, "plan: status %d: %s", planned, mxfp8_last_error());
       assert_non_null(strstr(mxfp8_last_error(), "desc.shards[0] is set"));
-      o.scale_fixup = MXFP8_SCALE_FIXUP_NONE;
+      d.scale_fixup = MXFP8_SCALE_FIXUP_NONE;
     }
-    EXPECT(folded_bucket_plan(tensors, NULL, shards, N, &o, 64, entries, NULL, &total) == MXFP8_OK, "%s", mxfp8_last_error());
-    o.scale_fixup = MXFP8_SCALE_FIXUP_ZERO_EXPONENT_AS_ONE;
+    EXPECT(mxfp8_bucket_parts(&d, 64, entries, &total) == MXFP8_OK, "%s", mxfp8_last_error());
+    d.scale_fixup = MXFP8_SCALE_FIXUP_ZERO_EXPONENT_AS_ONE;
     uint8_t *bucket = (uint8_t *)malloc(total + 1);
     memset(bucket, POISON, total);
     int64_t shape[1] = {(int64_t)total};
     DLTensor b = {bucket, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, shape, NULL, 0};
-    const mxfp8_status st = folded_export_bucket(tensors, NULL, shards, N, &o, entries, NULL, &b, NULL);
+    d.bucket_out = &b;
+    d.parts_out = entries;
+    const mxfp8_status st = mxfp8_transfer(&d, NULL);
     if (sharded) {
       EXPECT(st == MXFP8_ERROR_UNSUPPORTED, "status %d: %s", st, mxfp8_last_error());
       assert_non_null(strstr(mxfp8_last_error(), "desc.shards[0] is set"));
@@ -517,16 +523,20 @@ static void test_import_takes_each_ranks_shard_of_a_whole_bucket(void **state) {
   for (int columnwise = 0; columnwise < 2; ++columnwise) {
     source src;
     make_source(&src, m, k, columnwise, STORAGE_SWIZZLED, &rng);
-    mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
-    o.direction = columnwise;
     const mxfp8_tensor *tensors[1] = {src.tensor};
-    bucket_entry entry;
+    const int32_t directions[1] = {columnwise};
+    mxfp8_transfer_desc send = transfer_desc(MXFP8_TRANSFER_FROM_TENSORS, MXFP8_TRANSFER_TO_BUCKET, 1);
+    send.tensors = tensors;
+    send.directions = directions;
+    mxfp8_bucket_part entry;
     uint64_t total = 0;
-    EXPECT(folded_bucket_plan(tensors, NULL, NULL, 1, &o, 256, &entry, NULL, &total) == MXFP8_OK, "%s", mxfp8_last_error());
+    EXPECT(mxfp8_bucket_parts(&send, 256, &entry, &total) == MXFP8_OK, "%s", mxfp8_last_error());
     uint8_t *bucket = (uint8_t *)malloc(total + 1);
     int64_t bshape[1] = {(int64_t)total};
     DLTensor b = {bucket, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, bshape, NULL, 0};
-    EXPECT(folded_export_bucket(tensors, NULL, NULL, 1, &o, &entry, NULL, &b, NULL) == MXFP8_OK, "%s", mxfp8_last_error());
+    send.bucket_out = &b;
+    send.parts_out = &entry;
+    EXPECT(mxfp8_transfer(&send, NULL) == MXFP8_OK, "%s", mxfp8_last_error());
     /* rank r of TP-2 along N (rows) and along K, plus a two-piece rank (rowwise) */
     for (int rank = 0; rank < 5; ++rank)
       for (int target = 0; target < 2; ++target) {
@@ -553,16 +563,18 @@ static void test_import_takes_each_ranks_shard_of_a_whole_bucket(void **state) {
         int64_t vshape[1] = {vb}, sshape[1] = {dst_scale_bytes};
         DLTensor dvt = {dv, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, vshape, NULL, 0};
         DLTensor dst = {ds, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, sshape, NULL, 0};
-        import_destination d = {&dvt, &dst, target ? MXFP8_SCALE_LAYOUT_128X4 : MXFP8_SCALE_LAYOUT_COMPACT};
-        const int32_t ndims[1] = {2};
+        DLTensor *out_values[1] = {&dvt}, *out_scales[1] = {&dst};
+        const int32_t targets[1] = {target ? MXFP8_SCALE_LAYOUT_128X4 : MXFP8_SCALE_LAYOUT_COMPACT};
+        const int32_t ndims[1] = {2}, formats[1] = {MXFP8_FORMAT_E4M3}, compact[1] = {MXFP8_SCALE_LAYOUT_COMPACT};
         const int64_t shape[2] = {m, k};
         const int64_t *shapes[1] = {shape};
-        const int32_t directions[1] = {columnwise};
         const mxfp8_shard *shards[1] = {&shard};
-        bucket_manifest man = BUCKET_MANIFEST_INIT;
-        man.count = 1, man.entries = &entry, man.ndims = ndims, man.shapes = shapes, man.directions = directions;
-        man.shards = shards;
-        EXPECT(folded_import_bucket(&b, &man, &d, NULL, NULL) == MXFP8_OK, "col %d rank %d target %d: %s", columnwise, rank, target,
+        mxfp8_transfer_desc receive = transfer_desc(MXFP8_TRANSFER_FROM_BUCKET, MXFP8_TRANSFER_TO_BUFFERS, 1);
+        receive.bucket_in = &b, receive.parts_in = &entry, receive.ndims = ndims, receive.shapes = shapes;
+        receive.formats = formats, receive.source_layouts = compact, receive.directions = directions;
+        receive.shards = shards;
+        receive.values = out_values, receive.scales = out_scales, receive.target_layouts = targets;
+        EXPECT(mxfp8_transfer(&receive, NULL) == MXFP8_OK, "col %d rank %d target %d: %s", columnwise, rank, target,
                mxfp8_last_error());
         EXPECT(memcmp(dv, v, (size_t)vb) == 0, "col %d rank %d target %d: values", columnwise, rank, target);
         EXPECT(memcmp(ds, target ? want_swz : sc, (size_t)dst_scale_bytes) == 0, "col %d rank %d target %d: scales", columnwise,
@@ -581,13 +593,17 @@ static void test_import_refuses_pieces_that_split_tiles(void **state) {
   source src;
   make_source(&src, 300, 64, 0, STORAGE_PADDED, &rng);
   const mxfp8_tensor *tensors[1] = {src.tensor};
-  bucket_entry entry;
+  mxfp8_transfer_desc send = transfer_desc(MXFP8_TRANSFER_FROM_TENSORS, MXFP8_TRANSFER_TO_BUCKET, 1);
+  send.tensors = tensors;
+  mxfp8_bucket_part entry;
   uint64_t total = 0;
-  EXPECT(folded_bucket_plan(tensors, NULL, NULL, 1, NULL, 256, &entry, NULL, &total) == MXFP8_OK, "%s", mxfp8_last_error());
+  EXPECT(mxfp8_bucket_parts(&send, 256, &entry, &total) == MXFP8_OK, "%s", mxfp8_last_error());
   uint8_t *bucket = (uint8_t *)malloc(total + 1);
   int64_t bshape[1] = {(int64_t)total};
   DLTensor b = {bucket, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, bshape, NULL, 0};
-  EXPECT(folded_export_bucket(tensors, NULL, NULL, 1, NULL, &entry, NULL, &b, NULL) == MXFP8_OK, "%s", mxfp8_last_error());
+  send.bucket_out = &b;
+  send.parts_out = &entry;
+  EXPECT(mxfp8_transfer(&send, NULL) == MXFP8_OK, "%s", mxfp8_last_error());
   int64_t pieces[4] = {0, 100, 200, 300};
   mxfp8_shard shard = MXFP8_SHARD_INIT;
   shard.num_row_pieces = 2, shard.row_pieces = pieces;
@@ -596,14 +612,17 @@ static void test_import_refuses_pieces_that_split_tiles(void **state) {
   int64_t vshape[1] = {(int64_t)sizeof dv}, sshape[1] = {(int64_t)sizeof ds};
   DLTensor dvt = {dv, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, vshape, NULL, 0};
   DLTensor dst = {ds, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, sshape, NULL, 0};
-  import_destination d = {&dvt, &dst, MXFP8_SCALE_LAYOUT_128X4};
-  const int32_t ndims[1] = {2};
+  DLTensor *out_values[1] = {&dvt}, *out_scales[1] = {&dst};
+  const int32_t targets[1] = {MXFP8_SCALE_LAYOUT_128X4};
+  const int32_t ndims[1] = {2}, formats[1] = {MXFP8_FORMAT_E4M3}, compact[1] = {MXFP8_SCALE_LAYOUT_COMPACT};
   const int64_t shape[2] = {300, 64};
   const int64_t *shapes[1] = {shape};
   const mxfp8_shard *shards[1] = {&shard};
-  bucket_manifest man = BUCKET_MANIFEST_INIT;
-  man.count = 1, man.entries = &entry, man.ndims = ndims, man.shapes = shapes, man.shards = shards;
-  EXPECT(folded_import_bucket(&b, &man, &d, NULL, NULL) == MXFP8_ERROR_UNSUPPORTED, "status: %s", mxfp8_last_error());
+  mxfp8_transfer_desc receive = transfer_desc(MXFP8_TRANSFER_FROM_BUCKET, MXFP8_TRANSFER_TO_BUFFERS, 1);
+  receive.bucket_in = &b, receive.parts_in = &entry, receive.ndims = ndims, receive.shapes = shapes;
+  receive.formats = formats, receive.source_layouts = compact, receive.shards = shards;
+  receive.values = out_values, receive.scales = out_scales, receive.target_layouts = targets;
+  EXPECT(mxfp8_transfer(&receive, NULL) == MXFP8_ERROR_UNSUPPORTED, "status: %s", mxfp8_last_error());
   assert_last_error_contains("desc.shards[0]: row piece 0 has 100 rows");
   for (size_t i = 0; i < sizeof dv; ++i) EXPECT(dv[i] == POISON, "values written");
   for (size_t i = 0; i < sizeof ds; ++i) EXPECT(ds[i] == POISON, "scales written");
@@ -643,22 +662,25 @@ static void test_direct_import_of_shards(void **state) {
         int64_t vshape[1] = {vb}, sshape[1] = {dst_bytes};
         DLTensor dvt = {dv, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, vshape, NULL, 0};
         DLTensor dst = {ds, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, sshape, NULL, 0};
-        import_destination d = {&dvt, &dst, target ? MXFP8_SCALE_LAYOUT_128X4 : MXFP8_SCALE_LAYOUT_COMPACT};
+        DLTensor *out_values[1] = {&dvt}, *out_scales[1] = {&dst};
+        const int32_t targets[1] = {target ? MXFP8_SCALE_LAYOUT_128X4 : MXFP8_SCALE_LAYOUT_COMPACT};
         const mxfp8_tensor *tensors[1] = {src.tensor};
         const mxfp8_shard *shards[1] = {&shard};
-        mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
-        o.direction = columnwise;
+        const int32_t directions[1] = {columnwise};
+        mxfp8_transfer_desc d = transfer_desc(MXFP8_TRANSFER_FROM_TENSORS, MXFP8_TRANSFER_TO_BUFFERS, 1);
+        d.tensors = tensors, d.directions = directions, d.shards = shards;
+        d.values = out_values, d.scales = out_scales, d.target_layouts = targets;
         for (int prepared = 0; prepared < 2; ++prepared) {
           memset(dv, POISON, (size_t)vb);
           memset(ds, POISON, (size_t)dst_bytes);
           mxfp8_status st;
           if (prepared) {
             mxfp8_plan *plan = NULL;
-            st = folded_import_tensors(tensors, NULL, shards, 1, &o, &d, NULL, 0, &plan);
+            st = mxfp8_transfer_prepare(&d, &plan);
             if (st == MXFP8_OK) st = mxfp8_plan_run(plan, NULL);
             mxfp8_plan_release(plan);
           } else {
-            st = folded_import_tensors(tensors, NULL, shards, 1, &o, &d, NULL, 0, NULL);
+            st = mxfp8_transfer(&d, NULL);
           }
           char ctx[120];
           snprintf(ctx, sizeof ctx, "%s %s target %d prepared %d", kStorageNames[storage], columnwise ? "columnwise" : "rowwise",

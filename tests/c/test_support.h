@@ -130,6 +130,10 @@ static inline mxfp8_transfer_desc transfer_desc(int32_t source, int32_t destinat
   return d;
 }
 
+/* desc.directions for a transfer whose entries (at most TEST_MAX_ENTRIES) all go in `direction`. */
+#define TEST_MAX_ENTRIES 64
+const int32_t *all_in_direction(int32_t direction);
+
 /* mxfp8_transfer_check of the source side of `d` alone (TO_NOTHING: its destination fields cleared), as a
  * receiver checks a sender's description of a bucket before reading its bytes. */
 static inline mxfp8_status transfer_check_source(const mxfp8_transfer_desc *d) {
