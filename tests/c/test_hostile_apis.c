@@ -11,7 +11,6 @@
 #include "engine_layouts_support.h"
 #include "trtllm_reference.h"
 #include "test_support.h"
-#include "transfer_calls.h"
 
 /* ---------------------------------------------------------------------------------------------------
  * Fixtures
@@ -568,34 +567,38 @@ static void test_bucket_shards_refuse_fixup_and_write_nothing(void **state) {
   mxfp8_shard half = MXFP8_SHARD_INIT;
   half.row_end = 50;
   const mxfp8_shard *shards[2] = {NULL, &half};
-  mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
-  o.scale_fixup = MXFP8_SCALE_FIXUP_ZERO_EXPONENT_AS_ONE;
-  bucket_entry entries[2];
+  mxfp8_transfer_desc d = transfer_desc(MXFP8_TRANSFER_FROM_TENSORS, MXFP8_TRANSFER_TO_BUCKET, 2);
+  d.tensors = ts;
+  d.shards = shards;
+  d.scale_fixup = MXFP8_SCALE_FIXUP_ZERO_EXPONENT_AS_ONE;
+  mxfp8_bucket_part entries[2];
   memset(entries, POISON, sizeof entries);
   uint64_t total = 12345;
-  mxfp8_status st = folded_bucket_plan(ts, NULL, shards, 2, &o, 256, entries, NULL, &total);
+  mxfp8_status st = mxfp8_bucket_parts(&d, 256, entries, &total);
   EXPECT(st == MXFP8_ERROR_UNSUPPORTED, "plan with a shard and a fix-up returned %d (%s)", st, mxfp8_last_error());
   EXPECT(total == 12345 && all_poison((const uint8_t *)entries, sizeof entries), "a failed plan wrote its outputs");
   /* A bad second shard: nothing of the first entry written either. */
   mxfp8_shard bad = MXFP8_SHARD_INIT;
   bad.col_begin = 16;
   shards[1] = &bad;
-  o.scale_fixup = MXFP8_SCALE_FIXUP_NONE;
-  st = folded_bucket_plan(ts, NULL, shards, 2, &o, 256, entries, NULL, &total);
+  d.scale_fixup = MXFP8_SCALE_FIXUP_NONE;
+  st = mxfp8_bucket_parts(&d, 256, entries, &total);
   assert_int_equal(st, MXFP8_ERROR_INVALID_ARGUMENT);
   EXPECT(total == 12345 && all_poison((const uint8_t *)entries, sizeof entries), "a failed plan wrote its outputs");
   /* The export of a good plan with the fix-up set: UNSUPPORTED, the bucket untouched; prepare likewise. */
   shards[1] = &half;
-  assert_int_equal(folded_bucket_plan(ts, NULL, shards, 2, &o, 256, entries, NULL, &total), MXFP8_OK);
+  assert_int_equal(mxfp8_bucket_parts(&d, 256, entries, &total), MXFP8_OK);
   uint8_t *bucket = malloc((size_t)total);
   memset(bucket, POISON, (size_t)total);
   int64_t bshape[1] = {(int64_t)total};
   DLTensor bt = host_bytes(bucket, 1, bshape);
-  o.scale_fixup = MXFP8_SCALE_FIXUP_ZERO_EXPONENT_AS_ONE;
-  assert_int_equal(folded_export_bucket(ts, NULL, shards, 2, &o, entries, NULL, &bt, NULL), MXFP8_ERROR_UNSUPPORTED);
+  d.scale_fixup = MXFP8_SCALE_FIXUP_ZERO_EXPONENT_AS_ONE;
+  d.bucket_out = &bt;
+  d.parts_out = entries;
+  assert_int_equal(mxfp8_transfer(&d, NULL), MXFP8_ERROR_UNSUPPORTED);
   EXPECT(all_poison(bucket, (size_t)total), "a refused bucket export wrote the bucket");
   mxfp8_plan *p = (mxfp8_plan *)(uintptr_t)0xBAD0;
-  assert_int_equal(folded_export_bucket(ts, NULL, shards, 2, &o, entries, NULL, &bt, &p), MXFP8_ERROR_UNSUPPORTED);
+  assert_int_equal(mxfp8_transfer_prepare(&d, &p), MXFP8_ERROR_UNSUPPORTED);
   EXPECT(p == (mxfp8_plan *)(uintptr_t)0xBAD0, "a refused preparation wrote *out");
   free(bucket);
   free_rowwise(&a);
@@ -620,7 +623,10 @@ static void test_import_tensor_shards_write_nothing_on_failure(void **state) {
   int64_t v0s[1] = {sizeof v0}, s0s[1] = {sizeof s0}, v1s[1] = {sizeof v1}, s1s[1] = {64 * 2};
   DLTensor dv0 = host_bytes(v0, 1, v0s), ds0 = host_bytes(s0, 1, s0s), dv1 = host_bytes(v1, 1, v1s),
            ds1 = host_bytes(s1, 1, s1s);
-  import_destination dst[2] = {{&dv0, &ds0, MXFP8_SCALE_LAYOUT_COMPACT}, {&dv1, &ds1, MXFP8_SCALE_LAYOUT_COMPACT}};
+  DLTensor *values[2] = {&dv0, &dv1}, *scales[2] = {&ds0, &ds1};
+  int32_t targets[2];
+  mxfp8_transfer_desc d = transfer_desc(MXFP8_TRANSFER_FROM_TENSORS, MXFP8_TRANSFER_TO_BUFFERS, 2);
+  d.tensors = ts, d.shards = shards, d.values = values, d.scales = scales, d.target_layouts = targets;
   const struct {
     int32_t layout0, layout1;
     int64_t s1_bytes;
@@ -632,8 +638,8 @@ static void test_import_tensor_shards_write_nothing_on_failure(void **state) {
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
     memset(v0, POISON, sizeof v0), memset(s0, POISON, sizeof s0), memset(v1, POISON, sizeof v1), memset(s1, POISON, sizeof s1);
-    dst[0].scales_layout = cases[i].layout0;
-    dst[1].scales_layout = cases[i].layout1;
+    targets[0] = cases[i].layout0;
+    targets[1] = cases[i].layout1;
     s1s[0] = cases[i].s1_bytes;
     int64_t s0_need = 0;
     assert_int_equal(mxfp8_layout_bytes(cases[i].layout0, 0, 100, 2, &s0_need), MXFP8_OK);
@@ -641,13 +647,13 @@ static void test_import_tensor_shards_write_nothing_on_failure(void **state) {
     memset(s0_buf, POISON, (size_t)s0_need);
     int64_t s0n[1] = {s0_need};
     DLTensor ds0b = host_bytes(s0_buf, 1, s0n);
-    dst[0].scales = &ds0b;
-    const mxfp8_status st = folded_import_tensors(ts, NULL, shards, 2, NULL, dst, NULL, 0, NULL);
+    scales[0] = &ds0b;
+    const mxfp8_status st = mxfp8_transfer(&d, NULL);
     EXPECT(st == cases[i].want, "case %zu: status %d (%s)", i, st, mxfp8_last_error());
     EXPECT(all_poison(v0, sizeof v0) && all_poison(s0_buf, (size_t)s0_need), "case %zu: destination 0 written", i);
     EXPECT(all_poison(v1, sizeof v1) && all_poison(s1, sizeof s1), "case %zu: destination 1 written", i);
     free(s0_buf);
-    dst[0].scales = &ds0;
+    scales[0] = &ds0;
   }
   free_rowwise(&a);
   free_rowwise(&b);
@@ -938,8 +944,10 @@ static void test_device_pointers_never_touched_without_cuda(void **state) {
   int64_t ns[1] = {20 * 2}, nvs[1] = {20 * 64};
   DLTensor ds = {(void *)(uintptr_t)0x200000, {kDLCUDA, 0}, 1, {kDLUInt, 8, 1}, ns, NULL, 0};
   DLTensor dv = {(void *)(uintptr_t)0x300000, {kDLCUDA, 0}, 1, {kDLUInt, 8, 1}, nvs, NULL, 0};
-  import_destination d = {&dv, &ds, MXFP8_SCALE_LAYOUT_COMPACT};
-  st = folded_import_tensors(ts, NULL, shards, 1, NULL, &d, NULL, 0, NULL);
+  DLTensor *dvs[1] = {&dv}, *dss[1] = {&ds};
+  mxfp8_transfer_desc d = transfer_desc(MXFP8_TRANSFER_FROM_TENSORS, MXFP8_TRANSFER_TO_BUFFERS, 1);
+  d.tensors = ts, d.shards = shards, d.values = dvs, d.scales = dss;
+  st = mxfp8_transfer(&d, NULL);
   EXPECT(st == MXFP8_ERROR_UNSUPPORTED, "import of a shard: status %d (%s)", st, mxfp8_last_error());
   mxfp8_tensor_release(t);
 
@@ -1304,10 +1312,11 @@ static void test_shards_of_a_swizzled_bucket_part(void **state) {
                                            : ref_swizzled_index(y, x, ref_round_up(mc, 4)))] = S[y * C + x];
     for (int64_t i = scales_offset; i < total; ++i) /* padding zero, as the layout has it */
       if (bucket[i] == POISON) bucket[i] = 0;
-    bucket_entry entry = {values_offset, (uint64_t)(m * k), scales_offset, (uint64_t)swz};
+    const mxfp8_bucket_part entry = {values_offset, (uint64_t)(m * k), scales_offset, (uint64_t)swz, 0, 0};
     int64_t bshape[1] = {total};
     DLTensor bt = host_bytes(bucket, 1, bshape);
     const int32_t ndims[1] = {2}, directions[1] = {columnwise}, layouts[1] = {MXFP8_SCALE_LAYOUT_128X4};
+    const int32_t formats[1] = {MXFP8_FORMAT_E4M3};
     const int64_t shape[2] = {m, k};
     const int64_t *shapes[1] = {shape};
     const struct {
@@ -1322,10 +1331,10 @@ static void test_shards_of_a_swizzled_bucket_part(void **state) {
       const int64_t sr = columnwise ? ref_ceil_div(rows, 32) : rows, sc = columnwise ? cols : ref_ceil_div(cols, 32);
       const int64_t y0 = columnwise ? windows[w].r0 / 32 : windows[w].r0, x0 = columnwise ? windows[w].c0 : windows[w].c0 / 32;
       const mxfp8_shard *shards[1] = {&shard};
-      bucket_manifest man = BUCKET_MANIFEST_INIT;
-      man.count = 1, man.entries = &entry, man.ndims = ndims, man.shapes = shapes, man.directions = directions;
-      man.scales_layouts = layouts;
-      man.shards = shards;
+      mxfp8_transfer_desc d = transfer_desc(MXFP8_TRANSFER_FROM_BUCKET, MXFP8_TRANSFER_TO_BUFFERS, 1);
+      d.bucket_in = &bt, d.parts_in = &entry, d.ndims = ndims, d.shapes = shapes, d.directions = directions;
+      d.formats = formats, d.source_layouts = layouts;
+      d.shards = shards;
       uint8_t *dv = malloc((size_t)(rows * cols)), *ds = malloc((size_t)(sr * sc) + 4096);
       for (int target = 0; target < 2; ++target) {
         memset(dv, POISON, (size_t)(rows * cols));
@@ -1334,8 +1343,9 @@ static void test_shards_of_a_swizzled_bucket_part(void **state) {
         assert_int_equal(mxfp8_layout_bytes(target, columnwise, sr, sc, &need), MXFP8_OK);
         int64_t vshape[1] = {rows * cols}, sshape[1] = {need};
         DLTensor dvt = host_bytes(dv, 1, vshape), dst = host_bytes(ds, 1, sshape);
-        import_destination d = {&dvt, &dst, target};
-        const mxfp8_status st = folded_import_bucket(&bt, &man, &d, NULL, NULL);
+        DLTensor *dvs[1] = {&dvt}, *dss[1] = {&dst};
+        d.values = dvs, d.scales = dss, d.target_layouts = &target;
+        const mxfp8_status st = mxfp8_transfer(&d, NULL);
         if (target == MXFP8_SCALE_LAYOUT_128X4) {
           EXPECT(st == MXFP8_ERROR_UNSUPPORTED, "col %d window %zu into 128x4: status %d (%s)", columnwise, w, st,
                  mxfp8_last_error());
@@ -1493,8 +1503,10 @@ static void test_empty_tensors_with_huge_dimensions_through_the_newest_calls(voi
     if (st == MXFP8_OK) release_managed(v), release_managed(sc);
     const mxfp8_tensor *ts[1] = {t};
     const mxfp8_shard *shards[1] = {&shard};
-    import_destination d = {&empty_v, &empty, MXFP8_SCALE_LAYOUT_COMPACT};
-    st = folded_import_tensors(ts, NULL, shards, 1, NULL, &d, NULL, 0, NULL);
+    DLTensor *dvs[1] = {&empty_v}, *dss[1] = {&empty};
+    mxfp8_transfer_desc d = transfer_desc(MXFP8_TRANSFER_FROM_TENSORS, MXFP8_TRANSFER_TO_BUFFERS, 1);
+    d.tensors = ts, d.shards = shards, d.values = dvs, d.scales = dss;
+    st = mxfp8_transfer(&d, NULL);
     EXPECT(st == MXFP8_OK, "shape %d: transfer of a shard %d (%s)", which, st, mxfp8_last_error());
     mxfp8_tensor_release(t);
     /* NVFP4 quantize of the same empty input. */
@@ -1710,16 +1722,19 @@ static void test_prepared_shard_plans(void **state) {
   uint8_t values[50 * 64], scales[50 * 2 * 4];
   int64_t vs[1] = {50 * 64}, ss[1] = {50 * 2};
   DLTensor dv = host_bytes(values, 1, vs), ds = host_bytes(scales, 1, ss);
-  import_destination d = {&dv, &ds, MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED};
+  DLTensor *dvs[1] = {&dv}, *dss[1] = {&ds};
+  int32_t target = MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED;
+  mxfp8_transfer_desc d = transfer_desc(MXFP8_TRANSFER_FROM_TENSORS, MXFP8_TRANSFER_TO_BUFFERS, 1);
+  d.tensors = ts, d.shards = shards, d.values = dvs, d.scales = dss, d.target_layouts = &target;
   mxfp8_plan *p = (mxfp8_plan *)(uintptr_t)0xBAD0;
   int64_t need = 0;
   assert_int_equal(mxfp8_layout_bytes(MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED, 0, 50, 2, &need), MXFP8_OK);
   ss[0] = need;
-  assert_int_equal(folded_import_tensors(ts, NULL, shards, 1, NULL, &d, NULL, 0, &p), MXFP8_ERROR_UNSUPPORTED);
+  assert_int_equal(mxfp8_transfer_prepare(&d, &p), MXFP8_ERROR_UNSUPPORTED);
   EXPECT(p == (mxfp8_plan *)(uintptr_t)0xBAD0, "*out written on failure");
-  d.scales_layout = MXFP8_SCALE_LAYOUT_COMPACT;
+  target = MXFP8_SCALE_LAYOUT_COMPACT;
   ss[0] = 50 * 2;
-  assert_int_equal(folded_import_tensors(ts, NULL, shards, 1, NULL, &d, NULL, 0, &p), MXFP8_OK);
+  assert_int_equal(mxfp8_transfer_prepare(&d, &p), MXFP8_OK);
   mxfp8_tensor_release(r.t);
   r.t = NULL;
   EXPECT(r.data->deleter_calls == 0, "the source was deleted while a plan holds it");
@@ -1866,30 +1881,39 @@ static void test_null_pointer_arguments_of_the_newest_calls(void **state) {
   rowwise_tensor r;
   make_rowwise(&r, 64, 64, 61);
   const mxfp8_tensor *ts[1] = {r.t};
-  bucket_entry e;
+  mxfp8_bucket_part e;
   uint64_t total = 77;
   uint8_t buf[64 * 64 + 64 * 2];
   int64_t bshape[1] = {sizeof buf};
   DLTensor bucket = host_bytes(buf, 1, bshape);
   mxfp8_plan *p = (mxfp8_plan *)(uintptr_t)0xBAD0;
   assert_int_equal(mxfp8_grouped_convert(NULL, NULL, NULL, &bucket), MXFP8_ERROR_INVALID_ARGUMENT);
-  assert_int_equal(folded_bucket_plan(NULL, NULL, NULL, 1, NULL, 1, &e, NULL, &total), MXFP8_ERROR_INVALID_ARGUMENT);
-  assert_int_equal(folded_bucket_plan(ts, NULL, NULL, 1, NULL, 1, NULL, NULL, &total), MXFP8_ERROR_INVALID_ARGUMENT);
-  assert_int_equal(folded_bucket_plan(ts, NULL, NULL, 1, NULL, 1, &e, NULL, NULL), MXFP8_ERROR_INVALID_ARGUMENT);
-  EXPECT(total == 77, "a failed plan wrote the total");
+  /* desc.tensors, the parts and the total of mxfp8_bucket_parts; tensors, parts_out and bucket_out of the
+   * transfer and its preparation. */
   const mxfp8_tensor *null_ts[1] = {NULL};
-  assert_int_equal(folded_bucket_plan(null_ts, NULL, NULL, 1, NULL, 1, &e, NULL, &total), MXFP8_ERROR_INVALID_ARGUMENT);
-  assert_int_equal(folded_bucket_plan(ts, NULL, NULL, 1, NULL, 1, &e, NULL, &total), MXFP8_OK);
-  assert_int_equal(folded_export_bucket(ts, NULL, NULL, 1, NULL, NULL, NULL, &bucket, NULL), MXFP8_ERROR_INVALID_ARGUMENT);
-  assert_int_equal(folded_export_bucket(ts, NULL, NULL, 1, NULL, &e, NULL, NULL, NULL), MXFP8_ERROR_INVALID_ARGUMENT);
-  assert_int_equal(folded_export_bucket(NULL, NULL, NULL, 1, NULL, &e, NULL, &bucket, NULL), MXFP8_ERROR_INVALID_ARGUMENT);
-  assert_int_equal(folded_export_bucket(ts, NULL, NULL, 1, NULL, NULL, NULL, &bucket, &p), MXFP8_ERROR_INVALID_ARGUMENT);
+  mxfp8_transfer_desc plan = transfer_desc(MXFP8_TRANSFER_FROM_TENSORS, MXFP8_TRANSFER_TO_BUCKET, 1);
+  assert_int_equal(mxfp8_bucket_parts(&plan, 1, &e, &total), MXFP8_ERROR_INVALID_ARGUMENT);
+  plan.tensors = ts;
+  assert_int_equal(mxfp8_bucket_parts(&plan, 1, NULL, &total), MXFP8_ERROR_INVALID_ARGUMENT);
+  assert_int_equal(mxfp8_bucket_parts(&plan, 1, &e, NULL), MXFP8_ERROR_INVALID_ARGUMENT);
+  EXPECT(total == 77, "a failed plan wrote the total");
+  plan.tensors = null_ts;
+  assert_int_equal(mxfp8_bucket_parts(&plan, 1, &e, &total), MXFP8_ERROR_INVALID_ARGUMENT);
+  plan.tensors = ts;
+  assert_int_equal(mxfp8_bucket_parts(&plan, 1, &e, &total), MXFP8_OK);
+  mxfp8_transfer_desc fill = plan;
+  fill.bucket_out = &bucket;
+  assert_int_equal(mxfp8_transfer(&fill, NULL), MXFP8_ERROR_INVALID_ARGUMENT); /* parts_out NULL */
+  fill.bucket_out = NULL, fill.parts_out = &e;
+  assert_int_equal(mxfp8_transfer(&fill, NULL), MXFP8_ERROR_INVALID_ARGUMENT);
+  fill.bucket_out = &bucket, fill.tensors = NULL;
+  assert_int_equal(mxfp8_transfer(&fill, NULL), MXFP8_ERROR_INVALID_ARGUMENT);
+  fill.tensors = ts, fill.parts_out = NULL;
+  assert_int_equal(mxfp8_transfer_prepare(&fill, &p), MXFP8_ERROR_INVALID_ARGUMENT);
   EXPECT(p == (mxfp8_plan *)(uintptr_t)0xBAD0, "*out written on failure");
   /* A NULL desc for every verb, a NULL out of an otherwise good preparation, a NULL plan to run. */
-  mxfp8_bucket_part part = {e.values_offset, e.values_bytes, e.scales_offset, e.scales_bytes, 0, 0};
-  mxfp8_transfer_desc fill = MXFP8_TRANSFER_DESC_INIT;
-  fill.source = MXFP8_TRANSFER_FROM_TENSORS, fill.destination = MXFP8_TRANSFER_TO_BUCKET, fill.count = 1;
-  fill.tensors = ts, fill.bucket_out = &bucket, fill.parts_out = &part;
+  mxfp8_bucket_part part = e;
+  fill.parts_out = &part;
   assert_int_equal(mxfp8_transfer_check(&fill), MXFP8_OK);
   assert_int_equal(mxfp8_transfer_prepare(&fill, NULL), MXFP8_ERROR_INVALID_ARGUMENT);
   assert_int_equal(mxfp8_bucket_parts(NULL, 1, &part, &total), MXFP8_ERROR_INVALID_ARGUMENT);
@@ -1899,11 +1923,17 @@ static void test_null_pointer_arguments_of_the_newest_calls(void **state) {
   assert_int_equal(mxfp8_plan_run(NULL, NULL), MXFP8_ERROR_INVALID_ARGUMENT);
   mxfp8_plan_release(NULL);
   EXPECT(p == (mxfp8_plan *)(uintptr_t)0xBAD0, "*out written on failure");
-  import_destination d = {NULL, NULL, MXFP8_SCALE_LAYOUT_COMPACT};
-  assert_int_equal(folded_import_tensors(ts, NULL, NULL, 1, NULL, &d, NULL, 0, NULL), MXFP8_ERROR_INVALID_ARGUMENT);
-  assert_int_equal(folded_import_tensors(ts, NULL, NULL, 1, NULL, NULL, NULL, 0, NULL), MXFP8_ERROR_INVALID_ARGUMENT);
-  assert_int_equal(folded_import_tensors(null_ts, NULL, NULL, 1, NULL, &d, NULL, 0, NULL), MXFP8_ERROR_INVALID_ARGUMENT);
-  assert_int_equal(folded_import_tensors(ts, NULL, NULL, 1, NULL, &d, NULL, 0, &p), MXFP8_ERROR_INVALID_ARGUMENT);
+  /* A NULL scales[0] (and values[0]), NULL values and scales arrays, a NULL tensor: refused. */
+  DLTensor *null_buffers[1] = {NULL};
+  mxfp8_transfer_desc into = transfer_desc(MXFP8_TRANSFER_FROM_TENSORS, MXFP8_TRANSFER_TO_BUFFERS, 1);
+  into.tensors = ts, into.values = null_buffers, into.scales = null_buffers;
+  assert_int_equal(mxfp8_transfer(&into, NULL), MXFP8_ERROR_INVALID_ARGUMENT);
+  into.values = into.scales = NULL;
+  assert_int_equal(mxfp8_transfer(&into, NULL), MXFP8_ERROR_INVALID_ARGUMENT);
+  into.values = into.scales = null_buffers, into.tensors = null_ts;
+  assert_int_equal(mxfp8_transfer(&into, NULL), MXFP8_ERROR_INVALID_ARGUMENT);
+  into.tensors = ts;
+  assert_int_equal(mxfp8_transfer_prepare(&into, &p), MXFP8_ERROR_INVALID_ARGUMENT);
   EXPECT(p == (mxfp8_plan *)(uintptr_t)0xBAD0, "*out written on failure");
   uint8_t iv[64 * 64], is[64 * 2];
   int64_t ivs[1] = {sizeof iv}, iss[1] = {sizeof is};
@@ -1948,66 +1978,95 @@ static void test_null_pointer_arguments_of_the_newest_calls(void **state) {
 typedef struct {
   rowwise_tensor a;
   nv_tensor n;
-  bucket_entry e[2];
-  bucket_nvfp4_entry ne[2];
+  const mxfp8_tensor *tensors[2]; /* the sender's: a.t, n.t */
+  mxfp8_bucket_part e[2];
+  int32_t e4m3_maxes[2];
   uint64_t total;
   uint8_t *bucket;
   int64_t bucket_shape[1];
   DLTensor bt;
-  /* the manifest's arrays */
+  /* the receiver's desc and its arrays */
   int64_t shape0[2], shape1[2];
   const int64_t *shapes[2];
   int32_t ndims[2], formats[2], directions[2], layouts[2];
   const mxfp8_shard *shards[2];
   mxfp8_shard shard;
   DLTensor *globals[2];
-  bucket_manifest m;
+  mxfp8_transfer_desc m; /* FROM_BUCKET -> TO_BUFFERS */
   /* the receiver's buffers */
   uint8_t v0[20 * 64], s0[20 * 2], v1[40 * 24], s1[40 * 3];
   float g[2];
   int64_t v0s[1], s0s[1], v1s[1], s1s[1], gs[1];
   DLTensor dv0, ds0, dv1, ds1, dg;
-  import_destination d[2];
+  DLTensor *values[2], *scales[2];
+  int32_t targets[2];
 } mixed_fixture;
+
+/* The sender's transfers of the fixture's tensors: into the bucket, or straight into the receiver's
+ * buffers (global_scales, decode). */
+static mxfp8_transfer_desc mixed_fill(mixed_fixture *f) {
+  mxfp8_transfer_desc d = transfer_desc(MXFP8_TRANSFER_FROM_TENSORS, MXFP8_TRANSFER_TO_BUCKET, 2);
+  d.tensors = f->tensors;
+  d.bucket_out = &f->bt;
+  d.parts_out = f->e;
+  return d;
+}
+
+static mxfp8_transfer_desc mixed_direct(mixed_fixture *f) {
+  mxfp8_transfer_desc d = transfer_desc(MXFP8_TRANSFER_FROM_TENSORS, MXFP8_TRANSFER_TO_BUFFERS, 2);
+  d.tensors = f->tensors;
+  d.values = f->values;
+  d.scales = f->scales;
+  d.target_layouts = f->targets;
+  d.global_scales = f->globals;
+  return d;
+}
+
+/* The receiver's buffers of `o`, poisoned by poison_mixed, compact, one global scale for entry 1. */
+static void receiver_destinations(mixed_fixture *o) {
+  o->v0s[0] = sizeof o->v0, o->s0s[0] = sizeof o->s0, o->v1s[0] = sizeof o->v1, o->s1s[0] = sizeof o->s1, o->gs[0] = 1;
+  o->dv0 = host_bytes(o->v0, 1, o->v0s), o->ds0 = host_bytes(o->s0, 1, o->s0s);
+  o->dv1 = host_bytes(o->v1, 1, o->v1s), o->ds1 = host_bytes(o->s1, 1, o->s1s);
+  DLTensor g = {o->g, {kDLCPU, 0}, 1, {kDLFloat, 32, 1}, o->gs, NULL, 0};
+  o->dg = g;
+  o->globals[0] = NULL, o->globals[1] = &o->dg;
+  o->values[0] = &o->dv0, o->scales[0] = &o->ds0, o->targets[0] = MXFP8_SCALE_LAYOUT_COMPACT;
+  o->values[1] = &o->dv1, o->scales[1] = &o->ds1, o->targets[1] = MXFP8_SCALE_LAYOUT_COMPACT;
+}
 
 static void make_mixed(mixed_fixture *f) {
   memset(f, 0, sizeof *f);
   make_rowwise(&f->a, 20, 64, 71);
   assert_int_equal(make_nv(&f->n, 0, DLPACK_MAJOR_VERSION), MXFP8_OK);
-  const mxfp8_tensor *ts[2] = {f->a.t, NULL};
-  const mxfp8_tensor *ns[2] = {NULL, f->n.t};
-  assert_int_equal(folded_bucket_plan(ts, ns, NULL, 2, NULL, 64, f->e, f->ne, &f->total), MXFP8_OK);
-  f->ne[1].e4m3_max = 448; /* the sender's, from its tensor: a plan does not carry it */
+  f->tensors[0] = f->a.t, f->tensors[1] = f->n.t;
+  mxfp8_transfer_desc fill = mixed_fill(f);
+  assert_int_equal(mxfp8_bucket_parts(&fill, 64, f->e, &f->total), MXFP8_OK);
+  f->e4m3_maxes[0] = 0, f->e4m3_maxes[1] = 448; /* the sender's, from its tensor: a plan does not carry it */
   f->bucket = malloc((size_t)f->total);
   memset(f->bucket, 0x5A, (size_t)f->total);
   f->bucket_shape[0] = (int64_t)f->total;
   f->bt = host_bytes(f->bucket, 1, f->bucket_shape);
-  assert_int_equal(folded_export_bucket(ts, ns, NULL, 2, NULL, f->e, f->ne, &f->bt, NULL), MXFP8_OK);
+  assert_int_equal(mxfp8_transfer(&fill, NULL), MXFP8_OK);
   f->shape0[0] = 20, f->shape0[1] = 64, f->shape1[0] = 40, f->shape1[1] = 48;
   f->shapes[0] = f->shape0, f->shapes[1] = f->shape1;
   f->ndims[0] = f->ndims[1] = 2;
   f->formats[0] = MXFP8_FORMAT_E4M3, f->formats[1] = MXFP8_FORMAT_NVFP4;
   f->directions[0] = f->directions[1] = MXFP8_DIRECTION_ROWWISE;
   f->layouts[0] = f->layouts[1] = MXFP8_SCALE_LAYOUT_COMPACT;
-  f->globals[1] = &f->dg;
-  const bucket_manifest init = BUCKET_MANIFEST_INIT;
-  f->m = init;
-  f->m.count = 2;
-  f->m.entries = f->e;
+  receiver_destinations(f);
+  f->m = transfer_desc(MXFP8_TRANSFER_FROM_BUCKET, MXFP8_TRANSFER_TO_BUFFERS, 2);
+  f->m.bucket_in = &f->bt;
+  f->m.parts_in = f->e;
   f->m.ndims = f->ndims;
   f->m.shapes = f->shapes;
   f->m.formats = f->formats;
   f->m.directions = f->directions;
-  f->m.scales_layouts = f->layouts;
-  f->m.nvfp4_entries = f->ne;
+  f->m.source_layouts = f->layouts;
+  f->m.e4m3_maxes = f->e4m3_maxes;
+  f->m.values = f->values;
+  f->m.scales = f->scales;
+  f->m.target_layouts = f->targets;
   f->m.global_scales = f->globals;
-  f->v0s[0] = sizeof f->v0, f->s0s[0] = sizeof f->s0, f->v1s[0] = sizeof f->v1, f->s1s[0] = sizeof f->s1, f->gs[0] = 1;
-  f->dv0 = host_bytes(f->v0, 1, f->v0s), f->ds0 = host_bytes(f->s0, 1, f->s0s);
-  f->dv1 = host_bytes(f->v1, 1, f->v1s), f->ds1 = host_bytes(f->s1, 1, f->s1s);
-  DLTensor g = {f->g, {kDLCPU, 0}, 1, {kDLFloat, 32, 1}, f->gs, NULL, 0};
-  f->dg = g;
-  import_destination d0 = {&f->dv0, &f->ds0, MXFP8_SCALE_LAYOUT_COMPACT}, d1 = {&f->dv1, &f->ds1, MXFP8_SCALE_LAYOUT_COMPACT};
-  f->d[0] = d0, f->d[1] = d1;
 }
 
 static void poison_mixed(mixed_fixture *f) {
@@ -2040,32 +2099,35 @@ static void free_mixed(mixed_fixture *f) {
 }
 
 typedef void (*mixed_mutator)(mixed_fixture *f);
-static void x_amax_at_the_end(mixed_fixture *f) { f->ne[1].amax_offset = f->total; }
-static void x_amax_offset_huge(mixed_fixture *f) { f->ne[1].amax_offset = UINT64_MAX - 3; }
-static void x_amax_offset_wraps(mixed_fixture *f) { f->ne[1].amax_offset = UINT64_MAX - 1; f->ne[1].amax_bytes = 4; }
-static void x_amax_bytes_8(mixed_fixture *f) { f->ne[1].amax_bytes = 8; }
-static void x_amax_bytes_huge(mixed_fixture *f) { f->ne[1].amax_bytes = UINT64_MAX - 3; }
-static void x_amax_bytes_odd(mixed_fixture *f) { f->ne[1].amax_bytes = 5; }
-static void x_amax_per_row_past_the_end(mixed_fixture *f) { f->ne[1].amax_bytes = 4 * 40; }
-static void x_amax_misaligned(mixed_fixture *f) { f->ne[1].amax_offset += 2; }
-static void x_e4m3_max(mixed_fixture *f) { f->ne[1].e4m3_max = 300; }
+static void x_amax_at_the_end(mixed_fixture *f) { f->e[1].amax_offset = f->total; }
+static void x_amax_offset_huge(mixed_fixture *f) { f->e[1].amax_offset = UINT64_MAX - 3; }
+static void x_amax_offset_wraps(mixed_fixture *f) { f->e[1].amax_offset = UINT64_MAX - 1; f->e[1].amax_bytes = 4; }
+static void x_amax_bytes_8(mixed_fixture *f) { f->e[1].amax_bytes = 8; }
+static void x_amax_bytes_huge(mixed_fixture *f) { f->e[1].amax_bytes = UINT64_MAX - 3; }
+static void x_amax_bytes_odd(mixed_fixture *f) { f->e[1].amax_bytes = 5; }
+static void x_amax_per_row_past_the_end(mixed_fixture *f) { f->e[1].amax_bytes = 4 * 40; }
+static void x_amax_misaligned(mixed_fixture *f) { f->e[1].amax_offset += 2; }
+static void x_e4m3_max(mixed_fixture *f) { f->e4m3_maxes[1] = 300; }
 static void x_nvfp4_as_e4m3(mixed_fixture *f) { f->formats[1] = MXFP8_FORMAT_E4M3; }
 static void x_nvfp4_as_e5m2(mixed_fixture *f) { f->formats[1] = MXFP8_FORMAT_E5M2; }
 static void x_mxfp8_as_nvfp4(mixed_fixture *f) { f->formats[0] = MXFP8_FORMAT_NVFP4; }
 static void x_mxfp8_as_nvfp4_with_an_entry(mixed_fixture *f) {
   f->formats[0] = MXFP8_FORMAT_NVFP4;
-  f->ne[0] = f->ne[1];
+  f->e[0].amax_offset = f->e[1].amax_offset, f->e[0].amax_bytes = f->e[1].amax_bytes;
+  f->e4m3_maxes[0] = f->e4m3_maxes[1];
   f->globals[0] = &f->dg;
 }
 static void x_format_7(mixed_fixture *f) { f->formats[1] = 7; }
 static void x_format_7_at_the_mxfp8_entry(mixed_fixture *f) { f->formats[0] = 7; }
-static void x_no_nvfp4_entries(mixed_fixture *f) { f->m.nvfp4_entries = NULL; }
+static void x_no_nvfp4_entries(mixed_fixture *f) { /* no amax parts, no E4M3_MAX */
+  for (int i = 0; i < 2; ++i) f->e[i].amax_offset = f->e[i].amax_bytes = 0, f->e4m3_maxes[i] = 0;
+}
 static void x_no_global_scales(mixed_fixture *f) { f->m.global_scales = NULL; }
 static void x_global_null(mixed_fixture *f) { f->globals[1] = NULL; }
 static void x_global_float16(mixed_fixture *f) { f->dg.dtype.bits = 16; }
 static void x_global_two(mixed_fixture *f) { f->gs[0] = 2; }
 static void x_global_over_values(mixed_fixture *f) { f->dg.data = f->v1 + 16; }
-static void x_global_over_bucket_amax(mixed_fixture *f) { f->dg.data = f->bucket + f->ne[1].amax_offset; }
+static void x_global_over_bucket_amax(mixed_fixture *f) { f->dg.data = f->bucket + f->e[1].amax_offset; }
 static void x_global_misaligned(mixed_fixture *f) { f->dg.byte_offset = 1; }
 static void x_global_on_cuda(mixed_fixture *f) { f->dg.device.device_type = kDLCUDA; }
 /* One row of the NVFP4 entry, into destinations sized for all of it. */
@@ -2078,7 +2140,7 @@ static void x_shard(mixed_fixture *f) {
 }
 static void x_layout_deepgemm(mixed_fixture *f) { f->layouts[1] = MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED; }
 static void x_layout_trtllm(mixed_fixture *f) { f->layouts[1] = MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED; }
-static void x_destination_deepgemm(mixed_fixture *f) { f->d[1].scales_layout = MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED; }
+static void x_destination_deepgemm(mixed_fixture *f) { f->targets[1] = MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED; }
 static void x_odd_columns(mixed_fixture *f) { f->shape1[1] = 47; }
 static void x_columnwise(mixed_fixture *f) { f->directions[1] = MXFP8_DIRECTION_COLUMNWISE; }
 static void x_rows_overflow(mixed_fixture *f) { f->shape1[0] = INT64_MAX; f->shape1[1] = 4; }
@@ -2148,38 +2210,28 @@ static void test_hostile_manifest_of_a_mixed_bucket(void **state) {
   mixed_fixture *f = malloc(sizeof *f);
   make_mixed(f);
   poison_mixed(f);
-  assert_int_equal(folded_import_bucket(&f->bt, &f->m, f->d, NULL, NULL), MXFP8_OK);
+  assert_int_equal(mxfp8_transfer(&f->m, NULL), MXFP8_OK);
   expect_mixed_imported(f);
   for (size_t c = 0; c < sizeof cases / sizeof cases[0]; ++c) {
     free_mixed(f);
     make_mixed(f);
     cases[c].mutate(f);
     poison_mixed(f);
-    const mxfp8_status st = folded_import_bucket(&f->bt, &f->m, f->d, NULL, NULL);
+    const mxfp8_status st = mxfp8_transfer(&f->m, NULL);
     EXPECT(st == cases[c].want, "case %zu: status %d, expected %d (%s)", c, st, cases[c].want, mxfp8_last_error());
     EXPECT(strstr(mxfp8_last_error(), cases[c].names) != NULL, "case %zu: the message does not name %s: %s", c,
            cases[c].names, mxfp8_last_error());
     EXPECT(mixed_untouched(f), "case %zu: a destination was written on failure", c);
     mxfp8_plan *p = (mxfp8_plan *)(uintptr_t)0xBAD0;
-    EXPECT(folded_import_bucket(&f->bt, &f->m, f->d, NULL, &p) == cases[c].want, "case %zu: the preparation", c);
+    EXPECT(mxfp8_transfer_prepare(&f->m, &p) == cases[c].want, "case %zu: the preparation", c);
     EXPECT(p == (mxfp8_plan *)(uintptr_t)0xBAD0, "case %zu: *out written on failure", c);
   }
-  /* A count of SIZE_MAX: refused before any array is read. The desc is written out here (the manifest's
-   * translation would make arrays of `count` elements); it is good with the true count. */
+  /* A count of SIZE_MAX: refused before any array is read; the desc is good with the true count. */
   free_mixed(f);
   make_mixed(f);
   poison_mixed(f);
-  mxfp8_bucket_part parts[2];
-  for (int i = 0; i < 2; ++i)
-    parts[i] = (mxfp8_bucket_part){f->e[i].values_offset, f->e[i].values_bytes, f->e[i].scales_offset,
-                                   f->e[i].scales_bytes, f->ne[i].amax_offset, f->ne[i].amax_bytes};
-  const int32_t e4m3_maxes[2] = {0, 448};
-  DLTensor *values[2] = {&f->dv0, &f->dv1}, *scales[2] = {&f->ds0, &f->ds1};
-  mxfp8_transfer_desc desc = MXFP8_TRANSFER_DESC_INIT;
-  desc.source = MXFP8_TRANSFER_FROM_BUCKET, desc.destination = MXFP8_TRANSFER_TO_BUFFERS, desc.count = 2;
-  desc.bucket_in = &f->bt, desc.parts_in = parts, desc.ndims = f->ndims, desc.shapes = f->shapes;
-  desc.formats = f->formats, desc.directions = f->directions, desc.source_layouts = f->layouts;
-  desc.e4m3_maxes = e4m3_maxes, desc.values = values, desc.scales = scales, desc.global_scales = f->globals;
+  mxfp8_transfer_desc desc = f->m;
+  desc.target_layouts = NULL; /* all compact, as the fixture's */
   assert_int_equal(mxfp8_transfer_check(&desc), MXFP8_OK);
   desc.count = SIZE_MAX;
   const mxfp8_status st = mxfp8_transfer(&desc, NULL);
@@ -2201,49 +2253,46 @@ static void test_mixed_fill_refuses_entries_it_did_not_plan(void **state) {
   (void)state;
   mixed_fixture *f = malloc(sizeof *f);
   make_mixed(f);
-  const mxfp8_tensor *ts[2] = {f->a.t, NULL};
-  const mxfp8_tensor *ns[2] = {NULL, f->n.t};
-  const mxfp8_tensor *both[2] = {f->a.t, NULL};
-  const mxfp8_tensor *nboth[2] = {NULL, f->n.t};
   for (int c = 0; c < 8; ++c) {
-    bucket_entry e[2] = {f->e[0], f->e[1]};
-    bucket_nvfp4_entry ne[2] = {f->ne[0], f->ne[1]};
-    const mxfp8_tensor *const *tt = ts;
-    const mxfp8_tensor *const *nn = ns;
-    const bucket_nvfp4_entry *nep = ne;
+    mxfp8_bucket_part e[2] = {f->e[0], f->e[1]};
+    const mxfp8_tensor *tensors[2] = {f->a.t, f->n.t};
     switch (c) {
-      case 0: ne[1].amax_offset = e[1].values_offset; break;            /* the amax over the values */
-      case 1: ne[1].amax_offset = e[0].scales_offset & ~(uint64_t)3; break; /* over entry 0's scales */
-      case 2: ne[1].amax_offset += 2; break;                            /* not at a multiple of 4 */
-      case 3: ne[1].amax_offset = f->total; break;                      /* past the end */
-      case 4: ne[1].amax_offset = UINT64_MAX - 3; break;                /* far past, near wrapping */
-      case 5: nep = NULL; break;                                        /* no amax parts */
-      case 6: both[1] = f->a.t; tt = both; nn = nboth; break;           /* entry 1 the MXFP8 tensor */
-      case 7: nboth[1] = NULL; tt = ts; nn = nboth; break;              /* entry 1 neither */
+      case 0: e[1].amax_offset = e[1].values_offset; break;             /* the amax over the values */
+      case 1: e[1].amax_offset = e[0].scales_offset & ~(uint64_t)3; break; /* over entry 0's scales */
+      case 2: e[1].amax_offset += 2; break;                             /* not at a multiple of 4 */
+      case 3: e[1].amax_offset = f->total; break;                       /* past the end */
+      case 4: e[1].amax_offset = UINT64_MAX - 3; break;                 /* far past, near wrapping */
+      case 5: e[0].amax_offset = e[0].amax_bytes = e[1].amax_offset = e[1].amax_bytes = 0; break; /* no amax parts */
+      case 6: tensors[1] = f->a.t; break;                               /* entry 1 the MXFP8 tensor */
+      case 7: tensors[1] = NULL; break;                                 /* entry 1 neither */
     }
+    mxfp8_transfer_desc fill = mixed_fill(f);
+    fill.tensors = tensors;
+    fill.parts_out = e;
     memset(f->bucket, POISON, (size_t)f->total);
-    const mxfp8_status st = folded_export_bucket(tt, nn, NULL, 2, NULL, e, nep, &f->bt, NULL);
+    const mxfp8_status st = mxfp8_transfer(&fill, NULL);
     EXPECT(st == MXFP8_ERROR_INVALID_ARGUMENT, "case %d: status %d (%s)", c, st, mxfp8_last_error());
     EXPECT(strstr(mxfp8_last_error(), "[1]") != NULL, "case %d: the message names no entry: %s", c, mxfp8_last_error());
     EXPECT(all_poison(f->bucket, (size_t)f->total), "case %d: the bucket was written on failure", c);
     mxfp8_plan *p = (mxfp8_plan *)(uintptr_t)0xBAD0;
-    EXPECT(folded_export_bucket(tt, nn, NULL, 2, NULL, e, nep, &f->bt, &p) == MXFP8_ERROR_INVALID_ARGUMENT &&
-               p == (mxfp8_plan *)(uintptr_t)0xBAD0,
+    EXPECT(mxfp8_transfer_prepare(&fill, &p) == MXFP8_ERROR_INVALID_ARGUMENT && p == (mxfp8_plan *)(uintptr_t)0xBAD0,
            "case %d: the preparation", c);
-    both[1] = NULL, nboth[1] = f->n.t;
   }
   /* An NVFP4-only bucket (tensors NULL): its amax part is the tensor's amax, byte for byte. */
-  bucket_entry e0[1];
-  bucket_nvfp4_entry n0[1];
+  mxfp8_bucket_part e0[1];
   uint64_t total = 0;
   const mxfp8_tensor *only[1] = {f->n.t};
-  assert_int_equal(folded_bucket_plan(NULL, only, NULL, 1, NULL, 1, e0, n0, &total), MXFP8_OK);
+  mxfp8_transfer_desc one = transfer_desc(MXFP8_TRANSFER_FROM_TENSORS, MXFP8_TRANSFER_TO_BUCKET, 1);
+  one.tensors = only;
+  assert_int_equal(mxfp8_bucket_parts(&one, 1, e0, &total), MXFP8_OK);
   uint8_t *big = malloc((size_t)total + 16);
   int64_t bigs[1] = {(int64_t)total};
   DLTensor bb = host_bytes(big, 1, bigs);
   memset(big, POISON, (size_t)total);
-  assert_int_equal(folded_export_bucket(NULL, only, NULL, 1, NULL, e0, n0, &bb, NULL), MXFP8_OK);
-  EXPECT(memcmp(big + n0[0].amax_offset, f->n.amax->buffer, 4) == 0, "the amax part");
+  one.bucket_out = &bb;
+  one.parts_out = e0;
+  assert_int_equal(mxfp8_transfer(&one, NULL), MXFP8_OK);
+  EXPECT(memcmp(big + e0[0].amax_offset, f->n.amax->buffer, 4) == 0, "the amax part");
   free(big);
   free_mixed(f);
   free(f);
@@ -2255,28 +2304,27 @@ static void test_direct_mixed_import_overlaps(void **state) {
   (void)state;
   mixed_fixture *f = malloc(sizeof *f);
   make_mixed(f);
-  const mxfp8_tensor *ts[2] = {f->a.t, NULL};
-  const mxfp8_tensor *ns[2] = {NULL, f->n.t};
   poison_mixed(f);
-  assert_int_equal(folded_import_tensors(ts, ns, NULL, 2, NULL, f->d, f->globals, MXFP8_NVFP4_GLOBAL_SCALE_DECODE, NULL), MXFP8_OK);
+  const mxfp8_transfer_desc direct = mixed_direct(f);
+  assert_int_equal(mxfp8_transfer(&direct, NULL), MXFP8_OK);
   expect_mixed_imported(f);
   const uint8_t amax_before[4] = {f->n.amax->buffer[0], f->n.amax->buffer[1], f->n.amax->buffer[2], f->n.amax->buffer[3]};
   for (int c = 0; c < 5; ++c) {
     DLTensor g2 = f->dg;
     DLTensor *gl[2] = {NULL, &g2};
-    import_destination d[2] = {f->d[0], f->d[1]};
+    DLTensor *values[2] = {f->values[0], f->values[1]};
     DLTensor v1 = f->dv1;
-    const mxfp8_tensor *ns2[2] = {NULL, f->n.t};
-    const mxfp8_tensor *const *nn = ns;
     switch (c) {
       case 0: g2.data = f->n.amax->buffer; break;       /* the global scale over the tensor's amax */
       case 1: g2.data = f->n.scales->buffer + 8; break;  /* over its block scales */
       case 2: g2.data = f->a.data->buffer + 4; break;    /* over entry 0's MXFP8 values */
       case 3: g2.data = f->s0 + 4; break;                /* over entry 0's destination scales */
-      case 4: v1.data = f->n.data->buffer; d[1].values = &v1; nn = ns2; break; /* values over their own source */
+      case 4: v1.data = f->n.data->buffer; values[1] = &v1; break; /* values over their own source */
     }
     poison_mixed(f);
-    const mxfp8_status st = folded_import_tensors(ts, nn, NULL, 2, NULL, d, gl, MXFP8_NVFP4_GLOBAL_SCALE_ENCODE, NULL);
+    mxfp8_transfer_desc d = mixed_direct(f);
+    d.values = values, d.global_scales = gl, d.global_scale = MXFP8_NVFP4_GLOBAL_SCALE_ENCODE;
+    const mxfp8_status st = mxfp8_transfer(&d, NULL);
     EXPECT(st == MXFP8_ERROR_INVALID_ARGUMENT, "case %d: status %d (%s)", c, st, mxfp8_last_error());
     EXPECT(mixed_untouched(f), "case %d: a destination was written on failure", c);
     EXPECT(memcmp(amax_before, f->n.amax->buffer, 4) == 0, "case %d: the amax was written", c);
@@ -2293,8 +2341,7 @@ static void test_direct_mixed_import_overlaps(void **state) {
  * once writes the same destinations from each: a race on the caller's bytes, which the header now says
  * to order.) */
 typedef struct {
-  const mxfp8_tensor *const *ts;
-  const mxfp8_tensor *const *ns;
+  const mxfp8_tensor *const *tensors;
   const mixed_fixture *sources;
   pthread_barrier_t *prepared;
   mixed_fixture own; /* only the receiver's buffers and destinations are used */
@@ -2305,9 +2352,9 @@ static void *receive_on_a_thread(void *arg) {
   receiver_thread *r = arg;
   mixed_fixture *o = &r->own;
   mxfp8_plan *plan = NULL;
-  if (folded_import_tensors(r->ts, r->ns, NULL, 2, NULL, o->d, o->globals, MXFP8_NVFP4_GLOBAL_SCALE_DECODE,
-                            &plan) != MXFP8_OK)
-    ++r->failures;
+  mxfp8_transfer_desc d = mixed_direct(o);
+  d.tensors = r->tensors;
+  if (mxfp8_transfer_prepare(&d, &plan) != MXFP8_OK) ++r->failures;
   pthread_barrier_wait(r->prepared);
   for (int i = 0; i < 20 && plan; ++i) {
     poison_mixed(o);
@@ -2321,37 +2368,23 @@ static void *receive_on_a_thread(void *arg) {
   return NULL;
 }
 
-static void receiver_destinations(mixed_fixture *o) {
-  o->v0s[0] = sizeof o->v0, o->s0s[0] = sizeof o->s0, o->v1s[0] = sizeof o->v1, o->s1s[0] = sizeof o->s1, o->gs[0] = 1;
-  o->dv0 = host_bytes(o->v0, 1, o->v0s), o->ds0 = host_bytes(o->s0, 1, o->s0s);
-  o->dv1 = host_bytes(o->v1, 1, o->v1s), o->ds1 = host_bytes(o->s1, 1, o->s1s);
-  DLTensor g = {o->g, {kDLCPU, 0}, 1, {kDLFloat, 32, 1}, o->gs, NULL, 0};
-  o->dg = g;
-  o->globals[0] = NULL, o->globals[1] = &o->dg;
-  import_destination d0 = {&o->dv0, &o->ds0, MXFP8_SCALE_LAYOUT_COMPACT}, d1 = {&o->dv1, &o->ds1, MXFP8_SCALE_LAYOUT_COMPACT};
-  o->d[0] = d0, o->d[1] = d1;
-}
-
 static void test_prepared_mixed_plans_outlive_their_handles(void **state) {
   (void)state;
   mixed_fixture *f = malloc(sizeof *f);
   make_mixed(f);
-  const mxfp8_tensor *ts[2] = {f->a.t, NULL};
-  const mxfp8_tensor *ns[2] = {NULL, f->n.t};
+  const mxfp8_tensor *ts[2] = {f->a.t, f->n.t};
   mxfp8_plan *fill = NULL, *import = NULL, *from_bucket = NULL;
-  assert_int_equal(folded_export_bucket(ts, ns, NULL, 2, NULL, f->e, f->ne, &f->bt, &fill), MXFP8_OK);
-  assert_int_equal(folded_import_tensors(ts, ns, NULL, 2, NULL, f->d, f->globals, MXFP8_NVFP4_GLOBAL_SCALE_DECODE,
-                                         &import),
-                   MXFP8_OK);
-  assert_int_equal(folded_import_bucket(&f->bt, &f->m, f->d, NULL, &from_bucket), MXFP8_OK);
+  const mxfp8_transfer_desc to_bucket = mixed_fill(f), direct = mixed_direct(f);
+  assert_int_equal(mxfp8_transfer_prepare(&to_bucket, &fill), MXFP8_OK);
+  assert_int_equal(mxfp8_transfer_prepare(&direct, &import), MXFP8_OK);
+  assert_int_equal(mxfp8_transfer_prepare(&f->m, &from_bucket), MXFP8_OK);
   enum { kThreads = 4 };
   pthread_t threads[kThreads];
   receiver_thread *receivers = calloc(kThreads, sizeof *receivers);
   pthread_barrier_t prepared;
   pthread_barrier_init(&prepared, NULL, kThreads + 1);
   for (int i = 0; i < kThreads; ++i) {
-    receivers[i].ts = ts;
-    receivers[i].ns = ns;
+    receivers[i].tensors = ts;
     receivers[i].sources = f;
     receivers[i].prepared = &prepared;
     receiver_destinations(&receivers[i].own);
@@ -2476,12 +2509,13 @@ static void test_per_row_amax_edges_through_a_bucket(void **state) {
   mxfp8_tensor *t = NULL;
   assert_int_equal(mxfp8_tensor_create(&desc, &t), MXFP8_OK);
   const mxfp8_tensor *ns[1] = {t};
-  bucket_entry e[1];
-  bucket_nvfp4_entry ne[1];
+  mxfp8_transfer_desc fill = transfer_desc(MXFP8_TRANSFER_FROM_TENSORS, MXFP8_TRANSFER_TO_BUCKET, 1);
+  fill.tensors = ns;
+  mxfp8_bucket_part e[1];
   uint64_t total = 0;
-  assert_int_equal(folded_bucket_plan(NULL, ns, NULL, 1, NULL, 16, e, ne, &total), MXFP8_OK);
-  EXPECT(ne[0].amax_bytes == 4 * R && ne[0].amax_offset % 4 == 0, "the amax part: %llu bytes at %llu",
-         (unsigned long long)ne[0].amax_bytes, (unsigned long long)ne[0].amax_offset);
+  assert_int_equal(mxfp8_bucket_parts(&fill, 16, e, &total), MXFP8_OK);
+  EXPECT(e[0].amax_bytes == 4 * R && e[0].amax_offset % 4 == 0, "the amax part: %llu bytes at %llu",
+         (unsigned long long)e[0].amax_bytes, (unsigned long long)e[0].amax_offset);
   assert_true(total + 64 <= 4096);
   /* A bucket of the planned size over the source's amax (which lives inside it): refused, nothing
    * written. The amax tensor was described pointing into `arena`. */
@@ -2489,38 +2523,42 @@ static void test_per_row_amax_edges_through_a_bucket(void **state) {
   int64_t bucket_shape[1] = {(int64_t)total};
   DLTensor over = host_bytes(arena, 1, bucket_shape);
   memset(arena, POISON, 32);
-  EXPECT(folded_export_bucket(NULL, ns, NULL, 1, NULL, e, ne, &over, NULL) == MXFP8_ERROR_INVALID_ARGUMENT,
-         "a bucket over the source's amax was filled");
+  fill.bucket_out = &over;
+  fill.parts_out = e;
+  EXPECT(mxfp8_transfer(&fill, NULL) == MXFP8_ERROR_INVALID_ARGUMENT, "a bucket over the source's amax was filled");
   assert_last_error_contains("desc.tensors[0]");
   EXPECT(all_poison(arena, 32) && memcmp(arena + 32, amaxes, sizeof amaxes) == 0, "the arena was written");
   uint8_t *bucket = malloc((size_t)total);
   over.data = bucket;
-  assert_int_equal(folded_export_bucket(NULL, ns, NULL, 1, NULL, e, ne, &over, NULL), MXFP8_OK);
-  EXPECT(memcmp(bucket + ne[0].amax_offset, amaxes, sizeof amaxes) == 0, "the amax part is the amax, bit for bit");
+  assert_int_equal(mxfp8_transfer(&fill, NULL), MXFP8_OK);
+  EXPECT(memcmp(bucket + e[0].amax_offset, amaxes, sizeof amaxes) == 0, "the amax part is the amax, bit for bit");
 
   int64_t shape[2] = {R, C};
   const int64_t *shapes[1] = {shape};
-  int32_t ndims[1] = {2}, formats[1] = {MXFP8_FORMAT_NVFP4};
+  int32_t ndims[1] = {2}, formats[1] = {MXFP8_FORMAT_NVFP4}, compact[1] = {MXFP8_SCALE_LAYOUT_COMPACT};
   uint8_t v[R * C / 2], sc[R * C / 16];
   float g[R];
   int64_t vs[1] = {sizeof v}, ss[1] = {sizeof sc}, gs[1] = {R};
   DLTensor dv = host_bytes(v, 1, vs), ds = host_bytes(sc, 1, ss);
   DLTensor dg = {g, {kDLCPU, 0}, 1, {kDLFloat, 32, 1}, gs, NULL, 0};
   DLTensor *globals[1] = {&dg};
-  import_destination d = {&dv, &ds, MXFP8_SCALE_LAYOUT_COMPACT};
-  ne[0].e4m3_max = 448; /* the tensor's, which the sender says: a plan does not carry it */
+  DLTensor *dvs[1] = {&dv}, *dss[1] = {&ds};
+  const int32_t e4m3_maxes[1] = {448}; /* the tensor's, which the sender says: a plan does not carry it */
   for (int convention = 0; convention < 2; ++convention) {
-    bucket_manifest m = BUCKET_MANIFEST_INIT;
-    m.count = 1;
-    m.entries = e;
+    mxfp8_transfer_desc m = transfer_desc(MXFP8_TRANSFER_FROM_BUCKET, MXFP8_TRANSFER_TO_BUFFERS, 1);
+    m.bucket_in = &over;
+    m.parts_in = e;
     m.ndims = ndims;
     m.shapes = shapes;
     m.formats = formats;
-    m.nvfp4_entries = ne;
+    m.source_layouts = compact;
+    m.e4m3_maxes = e4m3_maxes;
+    m.values = dvs;
+    m.scales = dss;
     m.global_scales = globals;
     m.global_scale = convention;
     memset(g, POISON, sizeof g);
-    assert_int_equal(folded_import_bucket(&over, &m, &d, NULL, NULL), MXFP8_OK);
+    assert_int_equal(mxfp8_transfer(&m, NULL), MXFP8_OK);
     mxfp8_export_options o = NVFP4_EXPORT_OPTIONS_INIT;
     o.global_scale = convention;
     DLManagedTensorVersioned *exported = NULL;
