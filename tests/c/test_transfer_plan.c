@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "test_support.h"
+#include "tensor_fixtures.h"
 
 enum { kTensors = 3 };
 static const int64_t kRows[kTensors] = {100, 257, 31}, kCols[kTensors] = {48, 200, 1000};
@@ -244,6 +245,53 @@ static void test_preparing_over_cuda_memory_without_cuda(void **state) {
 #endif
 }
 
+/* Prepared shard plans: "*out on success only"; a plan "holds a reference on every source tensor" (the
+ * sources' deleters wait for the plan); each run writes the shard again. */
+static void test_prepared_shard_plans(void **state) {
+  (void)state;
+  rowwise_tensor r;
+  make_rowwise(&r, 100, 96, 41);
+  const mxfp8_tensor *ts[1] = {r.t};
+  mxfp8_shard shard = MXFP8_SHARD_INIT;
+  shard.row_begin = 20, shard.row_end = 70, shard.col_begin = 32;
+  const mxfp8_shard *shards[1] = {&shard};
+  uint8_t values[50 * 64], scales[50 * 2 * 4];
+  int64_t vs[1] = {50 * 64}, ss[1] = {50 * 2};
+  DLTensor dv = host_bytes(values, 1, vs), ds = host_bytes(scales, 1, ss);
+  DLTensor *dvs[1] = {&dv}, *dss[1] = {&ds};
+  int32_t target = MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED;
+  mxfp8_transfer_desc d = transfer_desc(MXFP8_TRANSFER_FROM_TENSORS, MXFP8_TRANSFER_TO_BUFFERS, 1);
+  d.tensors = ts, d.shards = shards, d.values = dvs, d.scales = dss, d.target_layouts = &target;
+  mxfp8_plan *p = (mxfp8_plan *)(uintptr_t)0xBAD0;
+  int64_t need = 0;
+  assert_int_equal(mxfp8_layout_bytes(MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED, 0, 50, 2, &need), MXFP8_OK);
+  ss[0] = need;
+  assert_int_equal(mxfp8_transfer_prepare(&d, &p), MXFP8_ERROR_UNSUPPORTED);
+  EXPECT(p == (mxfp8_plan *)(uintptr_t)0xBAD0, "*out written on failure");
+  target = MXFP8_SCALE_LAYOUT_COMPACT;
+  ss[0] = 50 * 2;
+  assert_int_equal(mxfp8_transfer_prepare(&d, &p), MXFP8_OK);
+  mxfp8_tensor_release(r.t);
+  r.t = NULL;
+  EXPECT(r.data->deleter_calls == 0, "the source was deleted while a plan holds it");
+  for (int run = 0; run < 2; ++run) {
+    memset(values, POISON, sizeof values);
+    memset(scales, POISON, sizeof scales);
+    assert_int_equal(mxfp8_plan_run(p, NULL), MXFP8_OK);
+    for (int y = 0; y < 50; ++y) {
+      EXPECT(memcmp(values + y * 64, r.data->buffer + (20 + y) * 96 + 32, 64) == 0, "run %d: values row %d", run, y);
+      EXPECT(memcmp(scales + y * 2, r.s + (20 + y) * 3 + 1, 2) == 0, "run %d: scales row %d", run, y);
+    }
+    EXPECT(all_poison(scales + 100, sizeof scales - 100), "run %d: written past the destination", run);
+  }
+  mxfp8_plan_release(p);
+  EXPECT(r.data->deleter_calls == 1 && r.scales->deleter_calls == 1, "deleters ran %d, %d times after the plan went",
+         r.data->deleter_calls, r.scales->deleter_calls);
+  test_tensor_free(r.data);
+  test_tensor_free(r.scales);
+  free(r.s);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_prepared_batched_writes_what_the_immediate_call_writes),
@@ -251,6 +299,7 @@ int main(void) {
       cmocka_unit_test(test_prepared_export_keeps_its_sources_alive),
       cmocka_unit_test(test_preparing_refuses_what_the_call_refuses),
       cmocka_unit_test(test_preparing_over_cuda_memory_without_cuda),
+      cmocka_unit_test(test_prepared_shard_plans),
   };
   return cmocka_run_group_tests_name("prepared transfers", tests, NULL, NULL);
 }
