@@ -1,6 +1,6 @@
 /* Many threads at once: each creating, exporting and releasing its own tensors; all exporting from one
- * shared handle and releasing their views in their own order; and mxfp8_last_error staying per thread.
- * Run under ThreadSanitizer by scripts/test.sh. */
+ * shared handle and releasing their views in their own order (whole tensors, shards, NVFP4 and grouped
+ * experts); and mxfp8_last_error staying per thread. Run under ThreadSanitizer by scripts/test.sh. */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
 #include <stdio.h>
@@ -163,7 +163,7 @@ static void *run_exports(void *arg) {
   return NULL;
 }
 
-static void test_exports_of_the_newest_calls_concurrently(void **state) {
+static void test_shard_nvfp4_and_grouped_exports_concurrently(void **state) {
   (void)state;
   rowwise_tensor r;
   make_rowwise(&r, 100, 96, 53);
@@ -202,7 +202,7 @@ static void test_exports_of_the_newest_calls_concurrently(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_threads_create_export_and_release_concurrently),
-      cmocka_unit_test(test_exports_of_the_newest_calls_concurrently),
+      cmocka_unit_test(test_shard_nvfp4_and_grouped_exports_concurrently),
   };
   return cmocka_run_group_tests_name("concurrency", tests, NULL, NULL);
 }

@@ -1,9 +1,10 @@
 /* The engine-native targets (mxfp8_scale_layout) on the host: mxfp8_convert and mxfp8_grouped_convert into
- * compact, CUTLASS 128x4 and DeepGEMM packed buffers, the transfer (from tensors and from buckets)
- * with the new layouts, the scale fix-up, and round trips back to compact. Every expected byte comes from
- * engine_layouts_support.h (the consumers' documented procedures), sources are TE storage with poisoned
- * padding, outputs are poisoned, and shapes are partial: rows not a multiple of 4 or 128, K not a
- * multiple of 32, ceil(K/32) not a multiple of 4. */
+ * compact, CUTLASS 128x4 and DeepGEMM packed buffers, the transfer (from tensors and from buckets) with
+ * the new layouts, the scale fix-up, and round trips back to compact; mxfp8_layout_bytes' formulas;
+ * refused converts writing nothing, DeepGEMM's strided form kept in its extent, converts on many threads.
+ * Every expected byte comes from engine_layouts_support.h (the consumers' documented procedures), sources
+ * are TE storage with poisoned padding, outputs are poisoned, and shapes are partial: rows not a multiple
+ * of 4 or 128, K not a multiple of 32, ceil(K/32) not a multiple of 4. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>

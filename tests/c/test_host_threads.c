@@ -277,8 +277,8 @@ static void test_unswizzle_same_bytes_threaded(void **state) {
 }
 
 /* ---------------------------------------------------------------------------------------------------
- * "The bytes written never depend on the split": the newest host loops (engine layouts, the TRT-LLM row
- * permutation, the NVFP4 quantize) with every call split (MXFP8_HOST_MIN_BYTES_PER_THREAD=0) and with
+ * "The bytes written never depend on the split": the host loops of the engine layouts (the TRT-LLM row
+ * permutation) and of the NVFP4 quantize, with every call split (MXFP8_HOST_MIN_BYTES_PER_THREAD=0) and with
  * none (MXFP8_HOST_THREADS=1), against the references.
  * --------------------------------------------------------------------------------------------------- */
 

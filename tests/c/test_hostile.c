@@ -1,7 +1,9 @@
-/* Hostile but valid input: what the library must get right, not refuse. Allocators that place their
- * tensor at a byte_offset, empty tensors with astronomically many rows (work must follow bytes, not a
- * dimension), NULL data for empty buffers, pinned-memory sources whose copies are not pinned, and calls
- * whose inputs legitimately share bytes. The refusals are in test_bad_input.c (and docs/errors.md). */
+/* The conventions every call keeps against a hostile caller. Valid input the library must get right, not
+ * refuse: allocators that place their tensor at a byte_offset, empty tensors with astronomically many rows
+ * (work must follow bytes, not a dimension), NULL data for empty buffers, pinned-memory sources whose
+ * copies are not pinned, calls whose inputs legitimately share bytes, option structs from a newer caller.
+ * And input that must be refused without a write: a byte_offset past int64, device pointers in a build
+ * without CUDA, NULL arguments. The table of single refusals is test_bad_input.c (and docs/errors.md). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -452,8 +454,8 @@ static void test_device_pointers_never_touched_without_cuda(void **state) {
 
 /* "Work is proportional to the bytes moved: an empty tensor costs nothing, however large its other
  * dimensions. Empty buffers may have a NULL data pointer." Empty tensors of 2^40 rows (or 2^40 columns)
- * through the newest calls: each returns at once (ctest's timeout would catch a loop over 2^40 rows). */
-static void test_empty_tensors_with_huge_dimensions_through_the_newest_calls(void **state) {
+ * through shards, the transfer, convert, the grouped calls and NVFP4 quantize: each returns at once (ctest's timeout would catch a loop over 2^40 rows). */
+static void test_empty_tensors_with_huge_dimensions_through_shards_convert_grouped_and_nvfp4(void **state) {
   (void)state;
   const int64_t big = (int64_t)1 << 40; /* a multiple of 128: the TRT-LLM targets take it */
   const int64_t shapes[2][2] = {{big, 0}, {0, big}};
@@ -525,7 +527,7 @@ static void test_empty_tensors_with_huge_dimensions_through_the_newest_calls(voi
 }
 
 /* "A struct from a newer caller is accepted when the fields this library does not know are zero": the
- * newest option structs given with 16 more bytes, zero (works as the struct alone) or not (refused with
+ * option structs of convert, dequantize and the NVFP4 export given with 16 more bytes, zero (works as the struct alone) or not (refused with
  * MXFP8_ERROR_UNSUPPORTED, "not something this build can do", nothing written). */
 typedef struct {
   uint8_t bytes[256];
@@ -540,7 +542,7 @@ static void *newer(newer_struct *n, const void *known, size_t size, int tail_byt
   return n->bytes;
 }
 
-static void test_newer_structs_of_the_newest_calls(void **state) {
+static void test_newer_option_structs_of_convert_dequantize_and_nvfp4(void **state) {
   (void)state;
   rowwise_tensor r;
   make_rowwise(&r, 100, 64, 29);
@@ -625,9 +627,9 @@ static void test_newer_structs_of_the_newest_calls(void **state) {
   free_rowwise(&r);
 }
 
-/* NULL in every pointer argument the newest calls take (where the header does not make NULL mean
- * something): MXFP8_ERROR_INVALID_ARGUMENT, never a crash, no output written. */
-static void test_null_pointer_arguments_of_the_newest_calls(void **state) {
+/* NULL in every pointer argument the transfer, the grouped calls and NVFP4 take (where the header does
+ * not make NULL mean something): MXFP8_ERROR_INVALID_ARGUMENT, never a crash, no output written. */
+static void test_null_pointer_arguments_of_the_transfer_grouped_and_nvfp4(void **state) {
   (void)state;
   rowwise_tensor r;
   make_rowwise(&r, 64, 64, 61);
@@ -730,9 +732,9 @@ int main(void) {
       cmocka_unit_test(test_inputs_may_share_bytes),
       cmocka_unit_test(test_destination_byte_offset_past_int64_is_refused),
       cmocka_unit_test(test_device_pointers_never_touched_without_cuda),
-      cmocka_unit_test(test_empty_tensors_with_huge_dimensions_through_the_newest_calls),
-      cmocka_unit_test(test_newer_structs_of_the_newest_calls),
-      cmocka_unit_test(test_null_pointer_arguments_of_the_newest_calls),
+      cmocka_unit_test(test_empty_tensors_with_huge_dimensions_through_shards_convert_grouped_and_nvfp4),
+      cmocka_unit_test(test_newer_option_structs_of_convert_dequantize_and_nvfp4),
+      cmocka_unit_test(test_null_pointer_arguments_of_the_transfer_grouped_and_nvfp4),
   };
   return cmocka_run_group_tests_name("hostile but valid input", tests, NULL, NULL);
 }

@@ -1,6 +1,6 @@
 /* Ownership: each input deleter runs exactly once, only after the handle and every view are released,
- * in whatever order; copies own their memory; borrowed (NULL-deleter) inputs work; failures take
- * nothing. */
+ * in whatever order (views of shards, NVFP4 exports and grouped experts too); copies own their memory;
+ * borrowed (NULL-deleter) inputs work; failures take nothing. */
 #include <string.h>
 
 #include "test_support.h"

@@ -2,7 +2,9 @@
  * rules (E2M1 table, E4M3 bits, even element in the low nibble, the 128x4 swizzle from its permute form,
  * TE's decode formula), never from the library. Every layout (compact, TE-padded with poisoned padding,
  * swizzled with poisoned padding), both directions (columnwise stored transposed), per-tensor and per-row
- * amax, both E4M3_MAX variants, partial blocks, rows not a multiple of 128, special scales and amaxes.
+ * amax, both E4M3_MAX variants, partial blocks, rows not a multiple of 128, special scales and amaxes;
+ * the DLPack version and read-only flag of its buffers, outputs over the tensor's own bytes, the fused
+ * quantize of shards against the single one.
  * The GPU cases (same inputs on the device, bit for bit against the host) skip without a CUDA device. */
 #include <float.h>
 #include <math.h>

@@ -1,9 +1,12 @@
-/* mxfp8_export_components with options.shard (through export_shard, test_support.c) against an independent
- * reference: the test draws the compact scales S itself, lays them into the storage a producer uses
- * (compact, TE-padded with poisoned padding, or swizzled from the layout's permute form, padding poisoned),
- * and expects exactly the crop of S and of the values that the shard names, for random boundaries (last
- * partial blocks, one-block and one-row shards, several row pieces), in both directions. Inputs are never
- * touched; copies land in poisoned buffers. */
+/* Shards: one exported alone (mxfp8_export_components with options.shard, through export_shard in
+ * test_support.c) and entries of a transfer (desc.shards: a bucket of shards, each rank's shard of a bucket
+ * of whole tensors, a shard straight from the trainer's storage), against an independent reference: the
+ * test draws the compact scales S itself, lays them into the storage a producer uses (compact, TE-padded
+ * with poisoned padding, or swizzled from the layout's permute form, padding poisoned), and expects
+ * exactly the crop of S and of the values that the shard names, for random boundaries (last partial
+ * blocks, one-block and one-row shards, several row pieces), in both directions. Inputs are never
+ * touched; copies land in poisoned buffers; what a shard cannot do (the scale fix-up, engine layouts,
+ * windows of 128x4 tiles into 128x4) is refused with nothing written. */
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -2,11 +2,13 @@
  * transfer on the receiver (and the direct path, FROM_TENSORS to TO_BUFFERS), round trip against
  * references written in this file from the format's rules (two E2M1 codes a byte, one E4M3 scale per 16
  * values of a row, the 128x4 swizzle from its permute form in test_support.c, the amax and its two
- * conventions from their definitions), never from the library. Sources in every scale layout (compact, TE-padded and swizzled, padding poisoned), both
- * directions (columnwise stored transposed), partial blocks, rows not a multiple of 128, per-row amax and
- * its special values, 4over6's E4M3_MAX; destinations poisoned; a bucket mixing MXFP8 and NVFP4 entries;
- * the prepared forms. The GPU case (the same on device memory, the bucket byte for byte the host's) skips
- * without a CUDA device. Bad input is in test_bad_input.c. */
+ * conventions from their definitions), never from the library. Sources in every scale layout (compact,
+ * TE-padded and swizzled, padding poisoned), both directions (columnwise stored transposed), partial
+ * blocks, rows not a multiple of 128, per-row amax and its special values, 4over6's E4M3_MAX;
+ * destinations poisoned; buckets mixing MXFP8 and NVFP4 entries, and a hostile sender's description of
+ * one corrupted field by field; overlaps of amax parts and global scales; the prepared forms, their
+ * lifetime and receivers on several threads. The GPU case (the same on device memory, the bucket byte
+ * for byte the host's) skips without a CUDA device. The table of single refusals is test_bad_input.c. */
 #include <float.h>
 #include <math.h>
 #include <pthread.h>

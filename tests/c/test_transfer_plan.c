@@ -1,6 +1,7 @@
 /* Prepared transfers (mxfp8_transfer_prepare, mxfp8_plan_run): checked once, run many times. A run writes
  * what the immediate mxfp8_transfer writes, reads the sources as they are at the run (an optimizer step
- * between runs shows), holds its tensors alive, and preparation refuses what the immediate call refuses.
+ * between runs shows), holds its tensors alive (shards too), and preparation refuses what the immediate
+ * call refuses.
  * The reference is the layout's permute form (ref_swizzled_index), not the library. */
 #include <stdint.h>
 #include <stdlib.h>
