@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "test_support.h"
 #include "tensor_fixtures.h"
+#include "test_support.h"
 
 enum { THREADS = 8, ITERATIONS = 150 };
 

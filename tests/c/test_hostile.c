@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "test_support.h"
 #include "tensor_fixtures.h"
+#include "test_support.h"
 
 /* An allocator whose tensors start `kOffset` bytes into their allocation, expressed as byte_offset, the
  * way a framework hands out a slice of a larger buffer. */

@@ -3,8 +3,8 @@
  * borrowed (NULL-deleter) inputs work; failures take nothing. */
 #include <string.h>
 
-#include "test_support.h"
 #include "tensor_fixtures.h"
+#include "test_support.h"
 
 typedef struct {
   test_tensor *data, *scales;

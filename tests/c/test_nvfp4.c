@@ -14,8 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "test_gpu_support.h"
 #include "tensor_fixtures.h"
+#include "test_gpu_support.h"
 
 /* E2M1 codes 0..7; bit 3 is the sign. */
 static const float kE2m1[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};

@@ -12,8 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "test_support.h"
 #include "tensor_fixtures.h"
+#include "test_support.h"
 
 enum storage { STORAGE_COMPACT, STORAGE_PADDED, STORAGE_SWIZZLED };
 static const char *const kStorageNames[] = {"compact", "padded", "swizzled"};

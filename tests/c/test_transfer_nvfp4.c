@@ -17,8 +17,8 @@
 #include <string.h>
 
 #include "import_support.h"
-#include "test_gpu_support.h"
 #include "tensor_fixtures.h"
+#include "test_gpu_support.h"
 
 enum { COMPACT = 0, PADDED = 1, SWIZZLED = 2 };
 

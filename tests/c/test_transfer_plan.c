@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "test_support.h"
 #include "tensor_fixtures.h"
+#include "test_support.h"
 
 enum { kTensors = 3 };
 static const int64_t kRows[kTensors] = {100, 257, 31}, kCols[kTensors] = {48, 200, 1000};
