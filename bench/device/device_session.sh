@@ -62,7 +62,7 @@ fi
 step "GPU test executables"
 if [ "${SKIP_C:-0}" = 1 ]; then echo "skipped (SKIP_C=1)"; else
 for t in test_gpu test_gpu_quantize test_gpu_failures test_gpu_import test_gpu_trtllm test_nvfp4 test_gpu_nvfp4_quantize \
-         test_nvfp4_bucket; do
+         test_transfer_nvfp4; do
   [ -x build-gpu/tests/c/$t ] || continue
   # The tests take any MXFP8_TEST_QUICK, even 0, as quick mode (fewer configurations): pass it only if set.
   env ${MXFP8_TEST_QUICK:+MXFP8_TEST_QUICK=1} timeout 120 build-gpu/tests/c/$t >"$LOGS/$t.log" 2>&1 ||

@@ -39,7 +39,7 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | t
 
 step "C test suite (ctest)"
 (cd build-gpu && ctest --output-on-failure 2>&1) | tee "$OUT/ctest.log" || status=1
-for t in test_gpu test_gpu_quantize test_gpu_failures test_gpu_import test_gpu_trtllm test_nvfp4 test_gpu_nvfp4_quantize test_nvfp4_bucket; do build-gpu/tests/c/$t 2>&1 | tee -a "$OUT/ctest.log" | tail -4; done
+for t in test_gpu test_gpu_quantize test_gpu_failures test_gpu_import test_gpu_trtllm test_nvfp4 test_gpu_nvfp4_quantize test_transfer_nvfp4; do build-gpu/tests/c/$t 2>&1 | tee -a "$OUT/ctest.log" | tail -4; done
 # Every value byte through the kernel (no cudaMemcpyAsync for large parts): the wide-chunk copy path.
 # And every large-enough plain copy off the kernel (threshold 1 byte): the bulk copy, then cudaMemcpyAsync.
 for t in test_gpu test_gpu_import; do
@@ -55,7 +55,7 @@ grep -q "SKIPPED" "$OUT/ctest.log" && { echo "GPU cases were skipped on a GPU ma
 
 if [ "${BENCH_ONLY:-0}" != 1 ] && [ "${TESTS_ONLY:-0}" != 1 ]; then
 step "compute-sanitizer"
-for t in test_gpu test_gpu_quantize test_gpu_import test_gpu_trtllm test_nvfp4 test_gpu_nvfp4_quantize test_nvfp4_bucket; do
+for t in test_gpu test_gpu_quantize test_gpu_import test_gpu_trtllm test_nvfp4 test_gpu_nvfp4_quantize test_transfer_nvfp4; do
 for tool in memcheck racecheck initcheck synccheck; do
   # initcheck does not see the bytes a TMA bulk copy (cp.async.bulk, the values route on sm_90) writes: a
   # later read of them is reported as uninitialized (2026-12-06, H100: 261,632 reports in test_gpu's shard

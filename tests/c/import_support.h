@@ -1,6 +1,7 @@
-/* What the import tests (test_import.c on the host, test_gpu_import.c on the device) share: tensors
- * described by a spec, their reference bytes built from the layout's permute form (ref_swizzled_index),
- * never by the library, and Transformer Engine storage made from them. */
+/* What the receiver's tests (test_transfer_buffers.c and test_transfer_nvfp4.c on the host,
+ * test_gpu_import.c on the device) share: tensors described by a spec, their reference bytes built from
+ * the layout's permute form (ref_swizzled_index), never by the library, and Transformer Engine storage
+ * made from them. */
 #ifndef MXFP8_IMPORT_SUPPORT_H_
 #define MXFP8_IMPORT_SUPPORT_H_
 

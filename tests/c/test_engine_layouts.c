@@ -1,14 +1,16 @@
 /* The engine-native targets (mxfp8_scale_layout) on the host: mxfp8_convert and mxfp8_grouped_convert into
- * compact, CUTLASS 128x4 and DeepGEMM packed buffers, the transfer (from tensors and from buckets)
- * with the new layouts, the scale fix-up, and round trips back to compact. Every expected byte comes from
- * engine_layouts_support.h (the consumers' documented procedures), sources are TE storage with poisoned
- * padding, outputs are poisoned, and shapes are partial: rows not a multiple of 4 or 128, K not a
- * multiple of 32, ceil(K/32) not a multiple of 4. */
+ * compact, CUTLASS 128x4 and DeepGEMM packed buffers, the transfer (from tensors and from buckets) with
+ * the new layouts, the scale fix-up, and round trips back to compact; mxfp8_layout_bytes' formulas;
+ * refused converts writing nothing, DeepGEMM's strided form kept in its extent, converts on many threads.
+ * Every expected byte comes from engine_layouts_support.h (the consumers' documented procedures), sources
+ * are TE storage with poisoned padding, outputs are poisoned, and shapes are partial: rows not a multiple
+ * of 4 or 128, K not a multiple of 32, ceil(K/32) not a multiple of 4. */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "engine_layouts_support.h"
-#include "transfer_calls.h"
+#include "tensor_fixtures.h"
 
 static const int32_t kTargets[] = {MXFP8_SCALE_LAYOUT_COMPACT, MXFP8_SCALE_LAYOUT_128X4, MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED,
                                    MXFP8_SCALE_LAYOUT_DEEPGEMM_FLOAT32};
@@ -59,6 +61,37 @@ static const spec kSpecs_[kSpecs] = {
     {2, {70, 200, 0}, MXFP8_DIRECTION_COLUMNWISE, 0, 0},
     {2, {70, 33, 0}, MXFP8_DIRECTION_COLUMNWISE, 1, 0},
 };
+
+/* The transfer into an engine's parameter, one rowwise MXFP8 entry: values (may be NULL) and scales in
+ * `target`, with `fixup`; from a bucket holding the entry's values and its scales part in `part_layout`
+ * (tensor_into: from the trainer's tensor, immediate with plan NULL, else prepared into *plan). */
+static mxfp8_status part_into(const DLTensor *bucket, const mxfp8_bucket_part *part, const int64_t *shape, int32_t part_layout,
+                              int32_t fixup, DLTensor *values, DLTensor *scales, int32_t target) {
+  const int32_t ndim = 2, format = MXFP8_FORMAT_E4M3;
+  mxfp8_transfer_desc d = transfer_desc(MXFP8_TRANSFER_FROM_BUCKET, MXFP8_TRANSFER_TO_BUFFERS, 1);
+  d.bucket_in = bucket;
+  d.parts_in = part;
+  d.ndims = &ndim;
+  d.shapes = &shape;
+  d.formats = &format;
+  d.source_layouts = &part_layout;
+  d.scale_fixup = fixup;
+  d.values = &values;
+  d.scales = &scales;
+  d.target_layouts = &target;
+  return mxfp8_transfer(&d, NULL);
+}
+
+static mxfp8_status tensor_into(const mxfp8_tensor *tensor, int32_t fixup, DLTensor *values, DLTensor *scales, int32_t target,
+                                mxfp8_plan **plan) {
+  mxfp8_transfer_desc d = transfer_desc(MXFP8_TRANSFER_FROM_TENSORS, MXFP8_TRANSFER_TO_BUFFERS, 1);
+  d.tensors = &tensor;
+  d.scale_fixup = fixup;
+  d.values = &values;
+  d.scales = &scales;
+  d.target_layouts = &target;
+  return plan ? mxfp8_transfer_prepare(&d, plan) : mxfp8_transfer(&d, NULL);
+}
 
 static void test_convert_writes_each_target_exactly(void **state) {
   (void)state;
@@ -189,19 +222,12 @@ static void test_deepgemm_float32_carries_every_exponent(void **state) {
     make_out(&bucket, t.ref.values_bytes + n, kDLUInt, 8);
     memcpy(bucket.bytes, t.ref.values, (size_t)t.ref.values_bytes);
     memcpy(bucket.bytes + t.ref.values_bytes, want, (size_t)n);
-    bucket_entry entry = {0, (uint64_t)t.ref.values_bytes, (uint64_t)t.ref.values_bytes, (uint64_t)n};
-    const int32_t ndim = 2, layout = MXFP8_SCALE_LAYOUT_DEEPGEMM_FLOAT32;
-    const int64_t *shape = s.shape;
-    bucket_manifest m = BUCKET_MANIFEST_INIT;
-    m.count = 1;
-    m.entries = &entry;
-    m.ndims = &ndim;
-    m.shapes = &shape;
-    m.scales_layouts = &layout;
+    const mxfp8_bucket_part entry = {0, (uint64_t)t.ref.values_bytes, (uint64_t)t.ref.values_bytes, (uint64_t)n, 0, 0};
     make_out(&values, t.ref.values_bytes, kDLUInt, 8);
     make_out(&scales, m_bytes, kDLUInt, 8);
-    import_destination dst = {&values.tensor, &scales.tensor, dst_layout};
-    assert_int_equal(folded_import_bucket(&bucket.tensor, &m, &dst, NULL, NULL), MXFP8_OK);
+    assert_int_equal(part_into(&bucket.tensor, &entry, s.shape, MXFP8_SCALE_LAYOUT_DEEPGEMM_FLOAT32, MXFP8_SCALE_FIXUP_NONE,
+                               &values.tensor, &scales.tensor, dst_layout),
+                     MXFP8_OK);
     expect_bytes(scales.bytes, back, m_bytes, "float32 part imported", to ? "cutlass_128x4" : "compact");
     free(bucket.bytes);
     free(values.bytes);
@@ -329,28 +355,22 @@ static void test_engine_layout_parts_round_trip_to_compact(void **state) {
       mxfp8_convert_options o = MXFP8_CONVERT_OPTIONS_INIT;
       o.target = kTargets[from];
       assert_int_equal(mxfp8_convert(t.handle, &o, NULL, &part_tensor), MXFP8_OK);
-      bucket_entry entry = {0, (uint64_t)t.ref.values_bytes, (uint64_t)t.ref.values_bytes, (uint64_t)part};
-      const int32_t ndim = 2, layout = kTargets[from];
-      const int64_t *shape = s.shape;
-      bucket_manifest m = BUCKET_MANIFEST_INIT;
-      m.count = 1;
-      m.entries = &entry;
-      m.ndims = &ndim;
-      m.shapes = &shape;
-      m.scales_layouts = &layout;
+      const mxfp8_bucket_part entry = {0, (uint64_t)t.ref.values_bytes, (uint64_t)t.ref.values_bytes, (uint64_t)part, 0, 0};
       out_buffer values, scales;
       make_out(&values, t.ref.values_bytes, kDLUInt, 8);
       make_out(&scales, n, kDLUInt, 8);
-      import_destination dst = {&values.tensor, &scales.tensor, kTargets[to]};
-      assert_int_equal(folded_import_bucket(&bucket.tensor, &m, &dst, NULL, NULL), MXFP8_OK);
+      assert_int_equal(part_into(&bucket.tensor, &entry, s.shape, kTargets[from], MXFP8_SCALE_FIXUP_NONE, &values.tensor,
+                                 &scales.tensor, kTargets[to]),
+                       MXFP8_OK);
       expect_bytes(scales.bytes, want, n, kTargetNames[from], kTargetNames[to]);
       expect_bytes(values.bytes, t.ref.values, t.ref.values_bytes, "round trip values", kTargetNames[to]);
       /* The part recorded in another layout than it is in: refused, nothing written. */
       const int32_t wrong = kTargets[from] == MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED ? MXFP8_SCALE_LAYOUT_128X4
                                                                           : MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED;
-      m.scales_layouts = &wrong;
       memset(scales.bytes, POISON, (size_t)n + 1);
-      assert_int_equal(folded_import_bucket(&bucket.tensor, &m, &dst, NULL, NULL), MXFP8_ERROR_INVALID_ARGUMENT);
+      assert_int_equal(part_into(&bucket.tensor, &entry, s.shape, wrong, MXFP8_SCALE_FIXUP_NONE, &values.tensor, &scales.tensor,
+                                 kTargets[to]),
+                       MXFP8_ERROR_INVALID_ARGUMENT);
       assert_last_error_contains("desc.parts_in[0] gives");
       assert_last_error_contains("the manifest does not describe this bucket");
       EXPECT(scales.bytes[0] == POISON, "a refused import wrote");
@@ -378,11 +398,10 @@ static void test_scale_fixup_on_import_and_export(void **state) {
       out_buffer values, scales;
       make_out(&values, t.ref.values_bytes, kDLUInt, 8);
       make_out(&scales, n, kDLUInt, 8);
-      import_destination dst = {&values.tensor, &scales.tensor, kTargets[k]};
       mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
       o.scale_fixup = fixup;
       const mxfp8_tensor *handle = t.handle;
-      assert_int_equal(folded_import_tensors(&handle, NULL, NULL, 1, &o, &dst, NULL, 0, NULL), MXFP8_OK);
+      assert_int_equal(tensor_into(handle, fixup, &values.tensor, &scales.tensor, kTargets[k], NULL), MXFP8_OK);
       expect_bytes(scales.bytes, want, n, fixup ? "from tensors with fix-up" : "from tensors", kTargetNames[k]);
       /* The bucket path: the receiver's desc carries the fix-up. */
       const int64_t total = t.ref.values_bytes + t.ref.r * t.ref.c;
@@ -390,18 +409,12 @@ static void test_scale_fixup_on_import_and_export(void **state) {
       make_out(&bucket, total, kDLUInt, 8);
       memcpy(bucket.bytes, t.ref.values, (size_t)t.ref.values_bytes);
       memcpy(bucket.bytes + t.ref.values_bytes, t.ref.compact, (size_t)(t.ref.r * t.ref.c));
-      bucket_entry entry = {0, (uint64_t)t.ref.values_bytes, (uint64_t)t.ref.values_bytes,
-                                  (uint64_t)(t.ref.r * t.ref.c)};
-      const int32_t ndim = 2;
-      const int64_t *shape = s.shape;
-      bucket_manifest m = BUCKET_MANIFEST_INIT;
-      m.count = 1;
-      m.entries = &entry;
-      m.ndims = &ndim;
-      m.shapes = &shape;
-      m.scale_fixup = fixup;
+      const mxfp8_bucket_part entry = {0, (uint64_t)t.ref.values_bytes, (uint64_t)t.ref.values_bytes,
+                                       (uint64_t)(t.ref.r * t.ref.c), 0, 0};
       memset(scales.bytes, POISON, (size_t)n + 1);
-      assert_int_equal(folded_import_bucket(&bucket.tensor, &m, &dst, NULL, NULL), MXFP8_OK);
+      assert_int_equal(part_into(&bucket.tensor, &entry, s.shape, MXFP8_SCALE_LAYOUT_COMPACT, fixup, &values.tensor,
+                                 &scales.tensor, kTargets[k]),
+                       MXFP8_OK);
       expect_bytes(scales.bytes, want, n, fixup ? "from a bucket with fix-up" : "from a bucket", kTargetNames[k]);
       if (kTargets[k] == MXFP8_SCALE_LAYOUT_COMPACT) { /* the sender's side */
         DLTensor *dsts[1] = {&scales.tensor};
@@ -440,12 +453,10 @@ static void test_prepared_import_into_deepgemm_parameters(void **state) {
   out_buffer values, scales;
   make_out(&values, t.ref.values_bytes, kDLUInt, 8);
   make_out(&scales, n, kDLInt, 32);
-  import_destination dst = {&values.tensor, &scales.tensor, MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED};
-  mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
-  o.scale_fixup = MXFP8_SCALE_FIXUP_ZERO_EXPONENT_AS_ONE;
-  const mxfp8_tensor *handle = t.handle;
   mxfp8_plan *plan = NULL;
-  assert_int_equal(folded_import_tensors(&handle, NULL, NULL, 1, &o, &dst, NULL, 0, &plan), MXFP8_OK);
+  assert_int_equal(tensor_into(t.handle, MXFP8_SCALE_FIXUP_ZERO_EXPONENT_AS_ONE, &values.tensor, &scales.tensor,
+                               MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED, &plan),
+                   MXFP8_OK);
   EXPECT(scales.bytes[0] == POISON, "preparing wrote the parameter");
   for (int run = 0; run < 2; ++run) {
     memset(scales.bytes, POISON, (size_t)n + 1);
@@ -460,16 +471,12 @@ static void test_prepared_import_into_deepgemm_parameters(void **state) {
   make_out(&bucket, t.ref.values_bytes + t.ref.r * t.ref.c, kDLUInt, 8);
   memcpy(bucket.bytes, t.ref.values, (size_t)t.ref.values_bytes);
   memcpy(bucket.bytes + t.ref.values_bytes, t.ref.compact, (size_t)(t.ref.r * t.ref.c));
-  bucket_entry entry = {0, (uint64_t)t.ref.values_bytes, (uint64_t)t.ref.values_bytes, (uint64_t)(t.ref.r * t.ref.c)};
-  const int32_t ndim = 2;
-  const int64_t *shape = s.shape;
-  bucket_manifest m = BUCKET_MANIFEST_INIT;
-  m.count = 1;
-  m.entries = &entry;
-  m.ndims = &ndim;
-  m.shapes = &shape;
+  const mxfp8_bucket_part entry = {0, (uint64_t)t.ref.values_bytes, (uint64_t)t.ref.values_bytes, (uint64_t)(t.ref.r * t.ref.c),
+                                   0, 0};
   memset(scales.bytes, POISON, (size_t)n + 1);
-  assert_int_equal(folded_import_bucket(&bucket.tensor, &m, &dst, NULL, NULL), MXFP8_OK);
+  assert_int_equal(part_into(&bucket.tensor, &entry, s.shape, MXFP8_SCALE_LAYOUT_COMPACT, MXFP8_SCALE_FIXUP_NONE,
+                             &values.tensor, &scales.tensor, MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED),
+                   MXFP8_OK);
   expect_bytes(scales.bytes, plain, n, "bucket import", "deepgemm");
   free(bucket.bytes);
   free(plain);
@@ -542,9 +549,9 @@ static void test_deepgemm_strided_form_stays_in_its_extent(void **state) {
         } else {
           out_buffer values;
           make_out(&values, t.ref.values_bytes, kDLUInt, 8);
-          import_destination dst = {&values.tensor, &param, MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED};
-          const mxfp8_tensor *handle = t.handle;
-          assert_int_equal(folded_import_tensors(&handle, NULL, NULL, 1, NULL, &dst, NULL, 0, NULL), MXFP8_OK);
+          assert_int_equal(tensor_into(t.handle, MXFP8_SCALE_FIXUP_NONE, &values.tensor, &param,
+                                       MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED, NULL),
+                           MXFP8_OK);
           free(values.bytes);
         }
         free_te(&t);
@@ -562,6 +569,295 @@ static void test_deepgemm_strided_form_stays_in_its_extent(void **state) {
   }
 }
 
+/* ---------------------------------------------------------------------------------------------------
+ * mxfp8_layout_bytes
+ * --------------------------------------------------------------------------------------------------- */
+
+/* "in *bytes": the byte counts of every layout, from the formulas in the header (written here), for sizes
+ * that are not multiples of anything; on failure *bytes is left as it was. */
+static void test_layout_bytes_formulas_and_failures(void **state) {
+  (void)state;
+  const int64_t sizes[] = {0, 1, 3, 4, 5, 31, 100, 127, 128, 129, 255, 256, 1000};
+  const int n = (int)(sizeof sizes / sizeof sizes[0]);
+  for (int a = 0; a < n; ++a)
+    for (int b = 0; b < n; ++b) {
+      const int64_t R = sizes[a], C = sizes[b];
+      int64_t got = -7;
+      assert_int_equal(mxfp8_layout_bytes(MXFP8_SCALE_LAYOUT_COMPACT, 0, R, C, &got), MXFP8_OK);
+      EXPECT(got == R * C, "compact %lld x %lld: %lld", (long long)R, (long long)C, (long long)got);
+      assert_int_equal(mxfp8_layout_bytes(MXFP8_SCALE_LAYOUT_COMPACT, 1, R, C, &got), MXFP8_OK);
+      EXPECT(got == R * C, "columnwise compact %lld x %lld: %lld", (long long)R, (long long)C, (long long)got);
+      assert_int_equal(mxfp8_layout_bytes(MXFP8_SCALE_LAYOUT_128X4, 0, R, C, &got), MXFP8_OK);
+      EXPECT(got == ref_round_up(R, 128) * ref_round_up(C, 4), "128x4 %lld x %lld: %lld", (long long)R, (long long)C,
+             (long long)got);
+      assert_int_equal(mxfp8_layout_bytes(MXFP8_SCALE_LAYOUT_128X4, 1, R, C, &got), MXFP8_OK);
+      EXPECT(got == ref_round_up(C, 128) * ref_round_up(R, 4), "columnwise 128x4 %lld x %lld: %lld", (long long)R,
+             (long long)C, (long long)got);
+      assert_int_equal(mxfp8_layout_bytes(MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED, 0, R, C, &got), MXFP8_OK);
+      EXPECT(got == 4 * ref_ceil_div(C, 4) * ref_round_up(R, 4), "DeepGEMM %lld x %lld: %lld", (long long)R,
+             (long long)C, (long long)got);
+      assert_int_equal(mxfp8_layout_bytes(MXFP8_SCALE_LAYOUT_DEEPGEMM_FLOAT32, 0, R, C, &got), MXFP8_OK);
+      EXPECT(got == 4 * R * C, "DeepGEMM float32 %lld x %lld: %lld", (long long)R, (long long)C, (long long)got);
+      for (int32_t l = MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED; l <= MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED_GATED; l += 2) {
+        got = -7;
+        const mxfp8_status st = mxfp8_layout_bytes(l, 0, R, C, &got);
+        if (R % 128 == 0) {
+          assert_int_equal(st, MXFP8_OK);
+          EXPECT(got == R * ref_round_up(C, 4), "TRT-LLM %lld x %lld: %lld", (long long)R, (long long)C, (long long)got);
+        } else {
+          assert_int_equal(st, MXFP8_ERROR_INVALID_ARGUMENT);
+          assert_int_equal(got, -7);
+        }
+      }
+    }
+  /* Failures: unknown layouts and directions, negative sizes, sizes whose byte count overflows int64. */
+  const struct {
+    int32_t layout, direction;
+    int64_t rows, cols;
+  } bad[] = {
+      {-1, 0, 1, 1},
+      {TEST_LAST_LAYOUT + 1, 0, 1, 1},
+      {MXFP8_SCALE_LAYOUT_COMPACT, 2, 1, 1},
+      {MXFP8_SCALE_LAYOUT_COMPACT, -1, 1, 1},
+      {MXFP8_SCALE_LAYOUT_COMPACT, 0, INT64_MIN, 1},
+      {MXFP8_SCALE_LAYOUT_COMPACT, 0, 1, -1},
+      {MXFP8_SCALE_LAYOUT_COMPACT, 0, INT64_MAX, 2},
+      {MXFP8_SCALE_LAYOUT_128X4, 0, INT64_MAX, 1},
+      {MXFP8_SCALE_LAYOUT_128X4, 0, 1, INT64_MAX},
+      {MXFP8_SCALE_LAYOUT_128X4, 1, INT64_MAX - 3, 1},
+      {MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED, 0, INT64_MAX, 1},
+      {MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED, 0, 1, INT64_MAX},
+      {MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED, 0, (int64_t)1 << 40, (int64_t)1 << 40},
+      {MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED, 1, 4, 4},
+      {MXFP8_SCALE_LAYOUT_DEEPGEMM_FLOAT32, 1, 4, 4},
+      {MXFP8_SCALE_LAYOUT_DEEPGEMM_FLOAT32, 0, (int64_t)1 << 31, (int64_t)1 << 31}, /* 2^62 scales, 2^64 bytes */
+      {MXFP8_SCALE_LAYOUT_DEEPGEMM_FLOAT32, 0, INT64_MAX, 2},
+      {MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED, 1, 128, 4},
+      {MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED_GATED, 1, 128, 4},
+      {MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED, 0, (int64_t)1 << 62, 8},
+      {MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED, 0, 128, INT64_MAX},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; ++i) {
+    int64_t got = -7;
+    const mxfp8_status st = mxfp8_layout_bytes(bad[i].layout, bad[i].direction, bad[i].rows, bad[i].cols, &got);
+    EXPECT(st == MXFP8_ERROR_INVALID_ARGUMENT, "case %zu returned %d", i, st);
+    EXPECT(got == -7, "case %zu wrote *bytes on failure", i);
+    EXPECT(strlen(mxfp8_last_error()) > 0, "case %zu has no message", i);
+  }
+  assert_int_equal(mxfp8_layout_bytes(MXFP8_SCALE_LAYOUT_COMPACT, 0, 1, 1, NULL), MXFP8_ERROR_INVALID_ARGUMENT);
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * mxfp8_convert
+ * --------------------------------------------------------------------------------------------------- */
+
+/* "Everything ... is checked before anything is written": a call that fails on its values output (the
+ * second checked) writes no scale byte, and one that fails on its scales writes no value. */
+static void test_convert_failure_writes_nothing(void **state) {
+  (void)state;
+  rowwise_tensor r;
+  make_rowwise(&r, 128, 64, 2);
+  const int64_t sbytes = 128 * 2 * 4; /* the largest target: DeepGEMM float32 (128x4, DeepGEMM packed and TRT-LLM take 512) */
+  /* The scales buffer is as large as the values, so that a values output laid over it is real memory. */
+  uint8_t *scales = malloc((size_t)(128 * 64)), *values = malloc((size_t)(128 * 64 + 1));
+  int64_t sshape[1] = {sbytes}, vshape[1] = {128 * 64 - 1}, good_v[1] = {128 * 64};
+  DLTensor s = host_bytes(scales, 1, sshape), v = host_bytes(values, 1, vshape);
+  for (int32_t target = 0; target <= TEST_LAST_LAYOUT; ++target) {
+    int64_t need = 0;
+    assert_int_equal(mxfp8_layout_bytes(target, 0, 128, 2, &need), MXFP8_OK);
+    sshape[0] = need;
+    mxfp8_convert_options o = MXFP8_CONVERT_OPTIONS_INIT;
+    o.target = target;
+    /* values one byte short */
+    memset(scales, POISON, (size_t)sbytes);
+    memset(values, POISON, (size_t)(128 * 64 + 1));
+    v.shape = vshape;
+    assert_int_equal(mxfp8_convert(r.t, &o, &v, &s), MXFP8_ERROR_INVALID_ARGUMENT);
+    EXPECT(all_poison(scales, (size_t)need), "target %d: scales written although the values were refused", target);
+    EXPECT(all_poison(values, 128 * 64 + 1), "target %d: values written on failure", target);
+    /* scales one byte short, values right */
+    v.shape = good_v;
+    sshape[0] = need - 1;
+    assert_int_equal(mxfp8_convert(r.t, &o, &v, &s), MXFP8_ERROR_INVALID_ARGUMENT);
+    EXPECT(all_poison(scales, (size_t)need), "target %d: scales written on failure", target);
+    EXPECT(all_poison(values, 128 * 64 + 1), "target %d: values written although the scales were refused", target);
+    /* the values output over the tensor's own values (an in-place convert) */
+    sshape[0] = need;
+    DLTensor alias = host_bytes(r.data->buffer, 1, good_v);
+    memcpy(values, r.data->buffer, 128 * 64);
+    assert_int_equal(mxfp8_convert(r.t, &o, &alias, &s), MXFP8_ERROR_INVALID_ARGUMENT);
+    EXPECT(memcmp(values, r.data->buffer, 128 * 64) == 0, "target %d: the source values changed", target);
+    EXPECT(all_poison(scales, (size_t)need), "target %d: scales written although the values alias the source", target);
+    /* the scales output over the values output: one buffer for both */
+    DLTensor v_over_s = host_bytes(scales, 1, good_v);
+    memset(scales, POISON, 128 * 64);
+    assert_int_equal(mxfp8_convert(r.t, &o, &v_over_s, &s), MXFP8_ERROR_INVALID_ARGUMENT);
+    EXPECT(all_poison(scales, 128 * 64), "target %d: written with both outputs in one buffer", target);
+  }
+  free(scales);
+  free(values);
+  free_rowwise(&r);
+}
+
+/* "Every byte is written, padding included (as zero), except that the library never writes past the
+ * extent a tensor describes": DeepGEMM's strided int32 (R, ceil(C/4)) with strides (1, roundup(R, 4)) for
+ * R % 4 != 0: the last column's padding rows keep their bytes, everything else is the reference; and the
+ * destination's byte_offset is honoured. */
+static void test_convert_deepgemm_strided_extent(void **state) {
+  (void)state;
+  const int64_t ms[] = {1, 5, 37, 102};
+  for (size_t i = 0; i < sizeof ms / sizeof ms[0]; ++i) {
+    rowwise_tensor r;
+    const int64_t m = ms[i], k = 200; /* C = 7: two int32 columns, the last half padding */
+    make_rowwise(&r, m, k, 10 + i);
+    int64_t ref_bytes = 0;
+    uint8_t *ref = ref_layout(r.s, r.sr, r.sc, MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED, 0, &ref_bytes);
+    const int64_t aligned = ref_round_up(m, 4), packed = ref_ceil_div(r.sc, 4);
+    const int64_t extent = 4 * ((packed - 1) * aligned + m);
+    uint8_t *block = malloc((size_t)(ref_bytes + 2 * 64));
+    memset(block, POISON, (size_t)(ref_bytes + 2 * 64));
+    int64_t shape[2] = {m, packed}, strides[2] = {1, aligned};
+    DLTensor s = host_bytes(block, 2, shape);
+    s.dtype.code = kDLInt;
+    s.dtype.bits = 32;
+    s.strides = strides;
+    s.byte_offset = 64;
+    mxfp8_convert_options o = MXFP8_CONVERT_OPTIONS_INIT;
+    o.target = MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED;
+    assert_int_equal(mxfp8_convert(r.t, &o, NULL, &s), MXFP8_OK);
+    EXPECT(all_poison(block, 64), "m %lld: bytes before byte_offset written", (long long)m);
+    EXPECT(memcmp(block + 64, ref, (size_t)extent) == 0, "m %lld: the extent differs from DeepGEMM's packing", (long long)m);
+    EXPECT(all_poison(block + 64 + extent, (size_t)(ref_bytes - extent + 64)), "m %lld: bytes past the extent written",
+           (long long)m);
+    free(block);
+    free(ref);
+    free_rowwise(&r);
+  }
+}
+
+/* Thread-safe: one tensor converted by several threads at once, each into its own buffers, gives each
+ * the reference bytes. */
+typedef struct {
+  const mxfp8_tensor *t;
+  int32_t target;
+  uint8_t *scales, *values;
+  int64_t scale_bytes, value_bytes;
+  mxfp8_status status;
+} convert_job;
+
+static void *run_convert(void *arg) {
+  convert_job *j = arg;
+  int64_t sshape[1] = {j->scale_bytes}, vshape[1] = {j->value_bytes};
+  DLTensor s = host_bytes(j->scales, 1, sshape), v = host_bytes(j->values, 1, vshape);
+  mxfp8_convert_options o = MXFP8_CONVERT_OPTIONS_INIT;
+  o.target = j->target;
+  for (int rep = 0; rep < 20 && j->status == MXFP8_OK; ++rep) j->status = mxfp8_convert(j->t, &o, &v, &s);
+  return NULL;
+}
+
+static void test_convert_concurrently(void **state) {
+  (void)state;
+  rowwise_tensor r;
+  make_rowwise(&r, 256, 96, 3);
+  enum { kThreads = 4 };
+  convert_job jobs[kThreads];
+  pthread_t threads[kThreads];
+  for (int i = 0; i < kThreads; ++i) {
+    const int32_t target = i % 2 ? MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED : MXFP8_SCALE_LAYOUT_128X4;
+    int64_t bytes = 0;
+    assert_int_equal(mxfp8_layout_bytes(target, 0, r.sr, r.sc, &bytes), MXFP8_OK);
+    jobs[i] = (convert_job){r.t, target, malloc((size_t)bytes), malloc((size_t)(r.m * r.k)), bytes, r.m * r.k, MXFP8_OK};
+    memset(jobs[i].scales, POISON, (size_t)bytes);
+    assert_int_equal(pthread_create(&threads[i], NULL, run_convert, &jobs[i]), 0);
+  }
+  for (int i = 0; i < kThreads; ++i) {
+    assert_int_equal(pthread_join(threads[i], NULL), 0);
+    assert_int_equal(jobs[i].status, MXFP8_OK);
+    int64_t ref_bytes = 0;
+    uint8_t *ref = ref_layout(r.s, r.sr, r.sc, jobs[i].target, 0, &ref_bytes);
+    assert_int_equal(ref_bytes, jobs[i].scale_bytes);
+    EXPECT(memcmp(ref, jobs[i].scales, (size_t)ref_bytes) == 0, "thread %d: scales differ from the reference", i);
+    EXPECT(memcmp(r.data->buffer, jobs[i].values, (size_t)(r.m * r.k)) == 0, "thread %d: values differ", i);
+    free(ref);
+    free(jobs[i].scales);
+    free(jobs[i].values);
+  }
+  free_rowwise(&r);
+}
+
+/* mxfp8_grouped_convert into DeepGEMM's strided [E, N, ceil(C/4)] int32 tensor, N % 4 != 0: "only the
+ * last expert's last padding rows lie past the view's extent and are left alone"; every other byte is the
+ * reference, padding zero. */
+static void test_grouped_convert_deepgemm_strided_extent(void **state) {
+  (void)state;
+  enum { E = 3, N = 37, K = 200, C = 7 };
+  const int64_t padded_expert = 128 * 8, aligned = 40, packed = 2;
+  int64_t dshape[1] = {E * N * K}, sshape[1] = {E * padded_expert};
+  test_tensor *data = test_tensor_new(1, dshape, kDLUInt, 1), *scales = test_tensor_new(1, sshape, kDLUInt, 1);
+  uint64_t rng = 31;
+  fill_random(data->buffer, data->bytes, &rng);
+  uint8_t *s_ref = malloc(E * N * C);
+  fill_random_scales(s_ref, E * N * C, &rng);
+  for (int e = 0; e < E; ++e)
+    for (int y = 0; y < N; ++y)
+      for (int x = 0; x < C; ++x) scales->buffer[e * padded_expert + y * 8 + x] = s_ref[(e * N + y) * C + x];
+  mxfp8_grouped_desc g = MXFP8_GROUPED_DESC_INIT;
+  g.num_experts = E;
+  g.cols = K;
+  g.uniform_rows = N;
+  g.data = &data->managed;
+  g.scale_inv = &scales->managed;
+  mxfp8_grouped_tensor *grouped = NULL;
+  assert_int_equal(mxfp8_grouped_tensor_create(&g, &grouped), MXFP8_OK);
+  const int64_t expert_bytes = 4 * packed * aligned, total = E * expert_bytes;
+  const int64_t extent = 4 * ((E - 1) * packed * aligned + (N - 1) + (packed - 1) * aligned + 1);
+  uint8_t *want = malloc((size_t)total), *out = malloc((size_t)total);
+  for (int e = 0; e < E; ++e) {
+    int64_t b = 0;
+    uint8_t *r = ref_layout(s_ref + e * N * C, N, C, MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED, 0, &b);
+    assert_int_equal(b, expert_bytes);
+    memcpy(want + e * expert_bytes, r, (size_t)b);
+    free(r);
+  }
+  memset(out, POISON, (size_t)total);
+  int64_t shape[3] = {E, N, packed}, strides[3] = {packed * aligned, 1, aligned};
+  DLTensor st = host_bytes(out, 3, shape);
+  st.dtype.code = kDLInt;
+  st.dtype.bits = 32;
+  st.strides = strides;
+  mxfp8_convert_options o = MXFP8_CONVERT_OPTIONS_INIT;
+  o.target = MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED;
+  assert_int_equal(mxfp8_grouped_convert(grouped, &o, NULL, &st), MXFP8_OK);
+  EXPECT(memcmp(out, want, (size_t)extent) == 0, "the extent differs from DeepGEMM's packing");
+  EXPECT(all_poison(out + extent, (size_t)(total - extent)), "bytes past the view's extent were written");
+  EXPECT(total - extent == 4 * (aligned - N), "the test's own extent arithmetic");
+  free(want);
+  free(out);
+  free(s_ref);
+  mxfp8_grouped_tensor_release(grouped);
+  test_tensor_free(data);
+  test_tensor_free(scales);
+}
+
+/* An int32 DeepGEMM destination of 2^62 elements (2^64 bytes, past int64): refused as the wrong size,
+ * with no wrapped arithmetic on the way (UBSan aborts on a signed overflow, in a message too). */
+static void test_deepgemm_destination_of_2_62_words(void **state) {
+  (void)state;
+  rowwise_tensor r;
+  make_rowwise(&r, 100, 48, 23);
+  uint8_t dummy[16];
+  int64_t shape[1] = {(int64_t)1 << 62};
+  DLTensor s = host_bytes(dummy, 1, shape);
+  s.dtype.code = kDLInt;
+  s.dtype.bits = 32;
+  mxfp8_convert_options o = MXFP8_CONVERT_OPTIONS_INIT;
+  o.target = MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED;
+  const mxfp8_status st = mxfp8_convert(r.t, &o, NULL, &s);
+  EXPECT(st == MXFP8_ERROR_INVALID_ARGUMENT, "status %d (%s)", st, mxfp8_last_error());
+  assert_last_error_contains("got 4611686018427387904 x 4 (more than int64 counts)");
+  free_rowwise(&r);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_convert_writes_each_target_exactly),
@@ -572,6 +868,12 @@ int main(void) {
       cmocka_unit_test(test_scale_fixup_on_import_and_export),
       cmocka_unit_test(test_prepared_import_into_deepgemm_parameters),
       cmocka_unit_test(test_deepgemm_strided_form_stays_in_its_extent),
+      cmocka_unit_test(test_layout_bytes_formulas_and_failures),
+      cmocka_unit_test(test_convert_failure_writes_nothing),
+      cmocka_unit_test(test_convert_deepgemm_strided_extent),
+      cmocka_unit_test(test_convert_concurrently),
+      cmocka_unit_test(test_grouped_convert_deepgemm_strided_extent),
+      cmocka_unit_test(test_deepgemm_destination_of_2_62_words),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

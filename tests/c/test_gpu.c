@@ -8,7 +8,6 @@
 #include <string.h>
 
 #include "test_gpu_support.h"
-#include "transfer_calls.h"
 
 #ifdef MXFP8_TEST_WITH_CUDA
 
@@ -322,11 +321,13 @@ static void test_gpu_shard_buckets_and_imports_equal_the_host(void **state) {
   sh[2].col_begin = 256, sh[2].col_end = 1056;                     /* a K shard with a partial last block */
   sh[3].row_begin = 128, sh[3].row_end = 384;
   const mxfp8_shard *shards[T] = {&sh[0], &sh[1], &sh[2], &sh[3]};
-  bucket_entry entries[T], host_entries[T];
+  mxfp8_transfer_desc gpu = transfer_desc(MXFP8_TRANSFER_FROM_TENSORS, MXFP8_TRANSFER_TO_BUCKET, T), host = gpu;
+  gpu.tensors = (const mxfp8_tensor *const *)gt, gpu.shards = shards;
+  host.tensors = (const mxfp8_tensor *const *)ht, host.shards = shards;
+  mxfp8_bucket_part entries[T], host_entries[T];
   uint64_t total = 0, host_total = 0;
-  assert_int_equal(folded_bucket_plan((const mxfp8_tensor *const *)gt, NULL, shards, T, NULL, 256, entries, NULL, &total), MXFP8_OK);
-  assert_int_equal(folded_bucket_plan((const mxfp8_tensor *const *)ht, NULL, shards, T, NULL, 256, host_entries, NULL, &host_total),
-                   MXFP8_OK);
+  assert_int_equal(mxfp8_bucket_parts(&gpu, 256, entries, &total), MXFP8_OK);
+  assert_int_equal(mxfp8_bucket_parts(&host, 256, host_entries, &host_total), MXFP8_OK);
   assert_int_equal(total, host_total);
   uint8_t *d_bucket, *host_bucket = malloc(total), *got = malloc(total);
   CUDA_OK(cudaMalloc((void **)&d_bucket, total));
@@ -335,10 +336,10 @@ static void test_gpu_shard_buckets_and_imports_equal_the_host(void **state) {
   int64_t bshape[1] = {(int64_t)total};
   DLTensor db = {d_bucket, {kDLCUDA, 0}, 1, {kDLUInt, 8, 1}, bshape, NULL, 0};
   DLTensor hb = {host_bucket, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, bshape, NULL, 0};
-  EXPECT(folded_export_bucket((const mxfp8_tensor *const *)gt, NULL, shards, T, NULL, entries, NULL, &db, NULL) == MXFP8_OK, "gpu: %s",
-         mxfp8_last_error());
-  EXPECT(folded_export_bucket((const mxfp8_tensor *const *)ht, NULL, shards, T, NULL, host_entries, NULL, &hb, NULL) == MXFP8_OK, "host: %s",
-         mxfp8_last_error());
+  gpu.bucket_out = &db, gpu.parts_out = entries;
+  host.bucket_out = &hb, host.parts_out = host_entries;
+  EXPECT(mxfp8_transfer(&gpu, NULL) == MXFP8_OK, "gpu: %s", mxfp8_last_error());
+  EXPECT(mxfp8_transfer(&host, NULL) == MXFP8_OK, "host: %s", mxfp8_last_error());
   CUDA_OK(cudaMemcpy(got, d_bucket, total, cudaMemcpyDeviceToHost));
   EXPECT(memcmp(got, host_bucket, total) == 0, "the GPU bucket of shards differs from the host one");
   cudaFree(d_bucket);
@@ -346,22 +347,27 @@ static void test_gpu_shard_buckets_and_imports_equal_the_host(void **state) {
   free(got);
 
   /* The receiver: a whole bucket on each side, each tensor's shard imported into compact and 128x4. */
-  assert_int_equal(folded_bucket_plan((const mxfp8_tensor *const *)gt, NULL, NULL, T, NULL, 256, entries, NULL, &total), MXFP8_OK);
+  gpu.shards = host.shards = NULL;
+  assert_int_equal(mxfp8_bucket_parts(&gpu, 256, entries, &total), MXFP8_OK);
   uint8_t *whole_d, *whole_h = malloc(total);
   CUDA_OK(cudaMalloc((void **)&whole_d, total));
   bshape[0] = (int64_t)total;
   DLTensor wd = {whole_d, {kDLCUDA, 0}, 1, {kDLUInt, 8, 1}, bshape, NULL, 0};
   DLTensor wh = {whole_h, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, bshape, NULL, 0};
-  assert_int_equal(folded_export_bucket((const mxfp8_tensor *const *)gt, NULL, NULL, T, NULL, entries, NULL, &wd, NULL), MXFP8_OK);
-  assert_int_equal(folded_export_bucket((const mxfp8_tensor *const *)ht, NULL, NULL, T, NULL, entries, NULL, &wh, NULL), MXFP8_OK);
-  int32_t ndims[T];
+  gpu.bucket_out = &wd, gpu.parts_out = entries;
+  host.bucket_out = &wh, host.parts_out = entries;
+  assert_int_equal(mxfp8_transfer(&gpu, NULL), MXFP8_OK);
+  assert_int_equal(mxfp8_transfer(&host, NULL), MXFP8_OK);
+  int32_t ndims[T], formats[T], compact[T];
   const int64_t *shape_ptrs[T];
   for (int i = 0; i < T; ++i) ndims[i] = 2, shape_ptrs[i] = shapes[i];
+  for (int i = 0; i < T; ++i) formats[i] = MXFP8_FORMAT_E4M3, compact[i] = MXFP8_SCALE_LAYOUT_COMPACT;
   for (int target = 0; target < 2; ++target) {
     int64_t vbytes[T], sbytes[T], vshape[T][1], sshape[T][1];
     uint8_t *dv[T], *ds[T], *hv[T], *hsc[T];
     DLTensor dvt[T], dst[T], hvt[T], hst[T];
-    import_destination dd[T], hdst[T];
+    DLTensor *dvals[T], *dscales[T], *hvals[T], *hscales[T];
+    int32_t layouts[T];
     for (int i = 0; i < T; ++i) {
       vbytes[i] = (int64_t)host_entries[i].values_bytes; /* the shard's sizes, from its bucket plan */
       const int64_t shard_cols = (sh[i].col_end == MXFP8_SHARD_END ? shapes[i][1] : sh[i].col_end) - sh[i].col_begin;
@@ -379,13 +385,16 @@ static void test_gpu_shard_buckets_and_imports_equal_the_host(void **state) {
       h2.data = hsc[i], h2.shape = sshape[i], h2.device.device_type = kDLCPU;
       dvt[i] = a, dst[i] = b, hvt[i] = h1, hst[i] = h2;
       const int32_t layout = target ? MXFP8_SCALE_LAYOUT_128X4 : MXFP8_SCALE_LAYOUT_COMPACT;
-      dd[i] = (import_destination){&dvt[i], &dst[i], layout};
-      hdst[i] = (import_destination){&hvt[i], &hst[i], layout};
+      dvals[i] = &dvt[i], dscales[i] = &dst[i], hvals[i] = &hvt[i], hscales[i] = &hst[i], layouts[i] = layout;
     }
-    bucket_manifest man = BUCKET_MANIFEST_INIT;
-    man.count = T, man.entries = entries, man.ndims = ndims, man.shapes = shape_ptrs, man.shards = shards;
-    EXPECT(folded_import_bucket(&wd, &man, dd, NULL, NULL) == MXFP8_OK, "gpu import target %d: %s", target, mxfp8_last_error());
-    EXPECT(folded_import_bucket(&wh, &man, hdst, NULL, NULL) == MXFP8_OK, "host import target %d: %s", target, mxfp8_last_error());
+    mxfp8_transfer_desc receive = transfer_desc(MXFP8_TRANSFER_FROM_BUCKET, MXFP8_TRANSFER_TO_BUFFERS, T), host_receive;
+    receive.parts_in = entries, receive.ndims = ndims, receive.shapes = shape_ptrs, receive.shards = shards;
+    receive.formats = formats, receive.source_layouts = compact, receive.target_layouts = layouts;
+    host_receive = receive;
+    receive.bucket_in = &wd, receive.values = dvals, receive.scales = dscales;
+    host_receive.bucket_in = &wh, host_receive.values = hvals, host_receive.scales = hscales;
+    EXPECT(mxfp8_transfer(&receive, NULL) == MXFP8_OK, "gpu import target %d: %s", target, mxfp8_last_error());
+    EXPECT(mxfp8_transfer(&host_receive, NULL) == MXFP8_OK, "host import target %d: %s", target, mxfp8_last_error());
     CUDA_OK(cudaDeviceSynchronize());
     for (int i = 0; i < T; ++i) {
       uint8_t *gv = download(&dvt[i], (size_t)vbytes[i]), *gsc = download(&dst[i], (size_t)sbytes[i]);
@@ -767,10 +776,13 @@ static void test_gpu_bucket_equals_host_bucket(void **state) {
     gs[i] = upload(hs[i], 0);
     gt[i] = create_on(&gd[i]->managed, &gs[i]->managed, storage, 0);
   }
-  bucket_entry entries[T], host_entries[T];
+  mxfp8_transfer_desc gpu = transfer_desc(MXFP8_TRANSFER_FROM_TENSORS, MXFP8_TRANSFER_TO_BUCKET, T), host = gpu;
+  gpu.tensors = (const mxfp8_tensor *const *)gt;
+  host.tensors = (const mxfp8_tensor *const *)ht;
+  mxfp8_bucket_part entries[T], host_entries[T];
   uint64_t total = 0, host_total = 0;
-  assert_int_equal(folded_bucket_plan((const mxfp8_tensor *const *)gt, NULL, NULL, T, NULL, 256, entries, NULL, &total), MXFP8_OK);
-  assert_int_equal(folded_bucket_plan((const mxfp8_tensor *const *)ht, NULL, NULL, T, NULL, 256, host_entries, NULL, &host_total), MXFP8_OK);
+  assert_int_equal(mxfp8_bucket_parts(&gpu, 256, entries, &total), MXFP8_OK);
+  assert_int_equal(mxfp8_bucket_parts(&host, 256, host_entries, &host_total), MXFP8_OK);
   assert_int_equal(total, host_total);
   uint8_t *d_bucket, *host_bucket = malloc(total), *got = malloc(total);
   CUDA_OK(cudaMalloc((void **)&d_bucket, total));
@@ -779,8 +791,10 @@ static void test_gpu_bucket_equals_host_bucket(void **state) {
   int64_t bshape[1] = {(int64_t)total};
   DLTensor db = {d_bucket, {kDLCUDA, 0}, 1, {kDLUInt, 8, 1}, bshape, NULL, 0};
   DLTensor hb = {host_bucket, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, bshape, NULL, 0};
-  EXPECT(folded_export_bucket((const mxfp8_tensor *const *)gt, NULL, NULL, T, NULL, entries, NULL, &db, NULL) == MXFP8_OK, "gpu: %s", mxfp8_last_error());
-  EXPECT(folded_export_bucket((const mxfp8_tensor *const *)ht, NULL, NULL, T, NULL, host_entries, NULL, &hb, NULL) == MXFP8_OK, "host: %s", mxfp8_last_error());
+  gpu.bucket_out = &db, gpu.parts_out = entries;
+  host.bucket_out = &hb, host.parts_out = host_entries;
+  EXPECT(mxfp8_transfer(&gpu, NULL) == MXFP8_OK, "gpu: %s", mxfp8_last_error());
+  EXPECT(mxfp8_transfer(&host, NULL) == MXFP8_OK, "host: %s", mxfp8_last_error());
   CUDA_OK(cudaMemcpy(got, d_bucket, total, cudaMemcpyDeviceToHost));
   EXPECT(memcmp(got, host_bucket, total) == 0, "the GPU bucket differs from the host bucket");
   for (int i = 0; i < T; ++i) {
@@ -869,8 +883,10 @@ static void test_prepared_export_replays_in_a_cuda_graph(void **state) {
     dst[i] = &dst_tensors[i];
   }
   mxfp8_plan *plan = NULL;
-  EXPECT(folded_prepare_scales_batched((const mxfp8_tensor *const *)t, dst, N, NULL, &plan) == MXFP8_OK, "prepare: %s",
-         mxfp8_last_error());
+  mxfp8_transfer_desc scales_only = transfer_desc(MXFP8_TRANSFER_FROM_TENSORS, MXFP8_TRANSFER_TO_BUFFERS, N);
+  scales_only.tensors = (const mxfp8_tensor *const *)t;
+  scales_only.scales = dst;
+  EXPECT(mxfp8_transfer_prepare(&scales_only, &plan) == MXFP8_OK, "prepare: %s", mxfp8_last_error());
   cudaStream_t stream;
   CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   cudaGraph_t graph;

@@ -10,7 +10,6 @@
 #include "engine_layouts_support.h"
 #include "import_support.h"
 #include "test_gpu_support.h"
-#include "transfer_calls.h"
 
 #ifdef MXFP8_TEST_WITH_CUDA
 
@@ -33,14 +32,16 @@ static void expect_device(const uint8_t *d, const uint8_t *want, int64_t n, cons
 static void import_specs_on_device(const spec *specs, int n, int graph, uint64_t seed) {
   uint64_t rng = seed;
   reference *ref = calloc((size_t)n, sizeof *ref);
-  bucket_entry *entries = calloc((size_t)n, sizeof *entries);
+  mxfp8_bucket_part *entries = calloc((size_t)n, sizeof *entries);
   int32_t *ndims = calloc((size_t)n, sizeof *ndims), *dirs = calloc((size_t)n, sizeof *dirs),
-          *layouts = calloc((size_t)n, sizeof *layouts);
+          *layouts = calloc((size_t)n, sizeof *layouts), *formats = calloc((size_t)n, sizeof *formats),
+          *targets = calloc((size_t)n, sizeof *targets);
   const int64_t **shapes = calloc((size_t)n, sizeof *shapes);
   uint64_t at = 1;
   for (int i = 0; i < n; ++i) {
     ref[i] = make_reference(&specs[i], &rng);
     ndims[i] = specs[i].ndim, shapes[i] = specs[i].shape, dirs[i] = specs[i].direction, layouts[i] = specs[i].source_layout;
+    formats[i] = MXFP8_FORMAT_E4M3, targets[i] = specs[i].target;
     entries[i].values_offset = at;
     entries[i].values_bytes = (uint64_t)ref[i].values_bytes;
     at += entries[i].values_bytes + (i % 3 == 0 ? 0 : 13);
@@ -65,7 +66,7 @@ static void import_specs_on_device(const spec *specs, int n, int graph, uint64_t
   uint8_t **values = calloc((size_t)n, sizeof *values), **scales = calloc((size_t)n, sizeof *scales);
   int64_t(*dshapes)[2] = calloc((size_t)n, sizeof *dshapes);
   DLTensor *dv = calloc((size_t)n, sizeof *dv), *ds = calloc((size_t)n, sizeof *ds);
-  import_destination *dst = calloc((size_t)n, sizeof *dst);
+  DLTensor **dvs = calloc((size_t)n, sizeof *dvs), **dss = calloc((size_t)n, sizeof *dss);
   for (int i = 0; i < n; ++i) {
     dshapes[i][0] = ref[i].values_bytes;
     dshapes[i][1] = target_bytes(&ref[i], specs[i].target);
@@ -73,23 +74,27 @@ static void import_specs_on_device(const spec *specs, int n, int graph, uint64_t
     scales[i] = poisoned_device((size_t)dshapes[i][1]);
     dv[i] = device_bytes(values[i], &dshapes[i][0]);
     ds[i] = device_bytes(scales[i], &dshapes[i][1]);
-    dst[i] = (import_destination){&dv[i], &ds[i], specs[i].target};
+    dvs[i] = &dv[i], dss[i] = &ds[i];
   }
-  bucket_manifest m = BUCKET_MANIFEST_INIT;
-  m.count = (size_t)n;
-  m.entries = entries;
+  mxfp8_transfer_desc m = transfer_desc(MXFP8_TRANSFER_FROM_BUCKET, MXFP8_TRANSFER_TO_BUFFERS, (size_t)n);
+  m.bucket_in = &bucket_tensor;
+  m.parts_in = entries;
   m.ndims = ndims;
   m.shapes = shapes;
+  m.formats = formats;
   m.directions = dirs;
-  m.scales_layouts = layouts;
+  m.source_layouts = layouts;
+  m.values = dvs;
+  m.scales = dss;
+  m.target_layouts = targets;
   cudaStream_t stream;
   CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   if (!graph) {
-    assert_int_equal(folded_import_bucket(&bucket_tensor, &m, dst, stream, NULL), MXFP8_OK);
+    assert_int_equal(mxfp8_transfer(&m, stream), MXFP8_OK);
     CUDA_OK(cudaStreamSynchronize(stream));
   } else {
     mxfp8_plan *plan = NULL;
-    assert_int_equal(folded_import_bucket(&bucket_tensor, &m, dst, NULL, &plan), MXFP8_OK);
+    assert_int_equal(mxfp8_transfer_prepare(&m, &plan), MXFP8_OK);
     cudaGraph_t g;
     cudaGraphExec_t exec;
     CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
@@ -131,8 +136,8 @@ static void import_specs_on_device(const spec *specs, int n, int graph, uint64_t
   }
   CUDA_OK(cudaStreamDestroy(stream));
   CUDA_OK(cudaFree(bucket));
-  free(host), free(ref), free(entries), free(ndims), free(dirs), free(layouts), free(shapes);
-  free(values), free(scales), free(dshapes), free(dv), free(ds), free(dst);
+  free(host), free(ref), free(entries), free(ndims), free(dirs), free(layouts), free(formats), free(targets), free(shapes);
+  free(values), free(scales), free(dshapes), free(dv), free(ds), free(dvs), free(dss);
 }
 
 static const spec kSpecs[] = {
@@ -210,11 +215,12 @@ static void test_gpu_direct_import_from_te_storage(void **state) {
       int64_t vshape[1] = {te.ref.values_bytes}, sshape[1] = {target_bytes(&te.ref, target)};
       uint8_t *pv = poisoned_device((size_t)vshape[0]), *ps = poisoned_device((size_t)sshape[0]);
       DLTensor v = device_bytes(pv, vshape), s = device_bytes(ps, sshape);
-      import_destination d = {&v, &s, target};
-      mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
-      o.direction = te_specs[i].direction;
+      DLTensor *vs[1] = {&v}, *ss[1] = {&s};
+      const int32_t directions[1] = {te_specs[i].direction}, targets[1] = {target};
       const mxfp8_tensor *ts[1] = {t};
-      assert_int_equal(folded_import_tensors(ts, NULL, NULL, 1, &o, &d, NULL, 0, NULL), MXFP8_OK);
+      mxfp8_transfer_desc d = transfer_desc(MXFP8_TRANSFER_FROM_TENSORS, MXFP8_TRANSFER_TO_BUFFERS, 1);
+      d.tensors = ts, d.directions = directions, d.values = vs, d.scales = ss, d.target_layouts = targets;
+      assert_int_equal(mxfp8_transfer(&d, NULL), MXFP8_OK);
       CUDA_OK(cudaDeviceSynchronize());
       expect_device(pv, te.ref.values, vshape[0], "direct values", i);
       expect_device(ps, target == MXFP8_SCALE_LAYOUT_COMPACT ? te.ref.compact : te.ref.swizzled, sshape[0], "direct scales", i);
@@ -418,24 +424,28 @@ static void test_gpu_deepgemm_bucket_part_round_trips(void **state) {
     uint8_t *bucket = to_device(host, (size_t)total);
     int64_t bshape[1] = {total};
     DLTensor bt = device_bytes(bucket, bshape);
-    bucket_entry entry = {0, (uint64_t)te.ref.values_bytes, (uint64_t)te.ref.values_bytes + 5, (uint64_t)part};
+    const mxfp8_bucket_part entry = {0, (uint64_t)te.ref.values_bytes, (uint64_t)te.ref.values_bytes + 5, (uint64_t)part, 0, 0};
+    const int32_t format = MXFP8_FORMAT_E4M3;
     const int64_t *shape = s.shape;
     for (int target = 0; target < 2; ++target)
       for (int fixup = 0; fixup < 2; ++fixup) {
-        bucket_manifest m = BUCKET_MANIFEST_INIT;
-        m.count = 1;
-        m.entries = &entry;
+        mxfp8_transfer_desc m = transfer_desc(MXFP8_TRANSFER_FROM_BUCKET, MXFP8_TRANSFER_TO_BUFFERS, 1);
+        m.bucket_in = &bt;
+        m.parts_in = &entry;
         m.ndims = &ndim;
         m.shapes = &shape;
-        m.scales_layouts = &layout;
+        m.formats = &format;
+        m.source_layouts = &layout;
         m.scale_fixup = fixup;
         int64_t n = 0;
         uint8_t *want = ref_layout(fixup ? fixed : te.ref.compact, te.ref.r, te.ref.c, target, 0, &n);
         int64_t vshape[1] = {te.ref.values_bytes}, sshape[1] = {n};
         uint8_t *pv = poisoned_device((size_t)vshape[0]), *ps = poisoned_device((size_t)n);
         DLTensor vt = device_bytes(pv, vshape), st = device_bytes(ps, sshape);
-        import_destination d = {&vt, &st, target};
-        assert_int_equal(folded_import_bucket(&bt, &m, &d, NULL, NULL), MXFP8_OK);
+        DLTensor *vs[1] = {&vt}, *ss[1] = {&st};
+        const int32_t targets[1] = {target};
+        m.values = vs, m.scales = ss, m.target_layouts = targets;
+        assert_int_equal(mxfp8_transfer(&m, NULL), MXFP8_OK);
         CUDA_OK(cudaDeviceSynchronize());
         expect_device(ps, want, n, fixup ? "DeepGEMM part, fix-up" : "DeepGEMM part", 10 * pl + target);
         expect_device(pv, te.ref.values, vshape[0], "DeepGEMM part values", 10 * pl + target);

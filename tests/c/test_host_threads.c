@@ -15,7 +15,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine_layouts_support.h"
+#include "tensor_fixtures.h"
 #include "test_support.h"
+#include "trtllm_reference.h"
 
 typedef struct {
   const char *threads;   /* MXFP8_HOST_THREADS, NULL: unset */
@@ -273,11 +276,124 @@ static void test_unswizzle_same_bytes_threaded(void **state) {
   print_message("unswizzle: %d outputs equal to the 1-thread build\n", compared);
 }
 
+/* ---------------------------------------------------------------------------------------------------
+ * "The bytes written never depend on the split": the host loops of the engine layouts (the TRT-LLM row
+ * permutation) and of the NVFP4 quantize, with every call split (MXFP8_HOST_MIN_BYTES_PER_THREAD=0) and with
+ * none (MXFP8_HOST_THREADS=1), against the references.
+ * --------------------------------------------------------------------------------------------------- */
+
+static void set_split(int split) {
+  unsetenv("MXFP8_HOST_THREADS");
+  unsetenv("MXFP8_HOST_MIN_BYTES_PER_THREAD");
+  if (split) setenv("MXFP8_HOST_MIN_BYTES_PER_THREAD", "0", 1);
+  else setenv("MXFP8_HOST_THREADS", "1", 1);
+}
+
+static void test_engine_layouts_and_nvfp4_independent_of_the_split(void **state) {
+  (void)state;
+  enum { E = 3, N = 256, K = 200, C = 7 };
+  const int64_t padded_expert = N * 8; /* roundup(N, 128) x roundup(7, 4) */
+  int64_t dshape[1] = {E * N * K}, sshape[1] = {E * padded_expert};
+  test_tensor *data = test_tensor_new(1, dshape, kDLUInt, 1), *scales = test_tensor_new(1, sshape, kDLUInt, 1);
+  uint64_t rng = 21;
+  fill_random(data->buffer, data->bytes, &rng);
+  uint8_t *s_ref = malloc(E * N * C);
+  fill_random_scales(s_ref, E * N * C, &rng);
+  for (int e = 0; e < E; ++e)
+    for (int y = 0; y < N; ++y)
+      for (int x = 0; x < C; ++x) scales->buffer[e * padded_expert + y * 8 + x] = s_ref[(e * N + y) * C + x];
+  mxfp8_grouped_desc g = MXFP8_GROUPED_DESC_INIT;
+  g.num_experts = E;
+  g.cols = K;
+  g.uniform_rows = N;
+  g.data = &data->managed;
+  g.scale_inv = &scales->managed;
+  mxfp8_grouped_tensor *grouped = NULL;
+  assert_int_equal(mxfp8_grouped_tensor_create(&g, &grouped), MXFP8_OK);
+  uint8_t *values = malloc(E * N * K), *want_values = malloc(E * N * K);
+  for (int split = 0; split < 2; ++split) {
+    set_split(split);
+    for (int32_t target = 0; target <= TEST_LAST_LAYOUT; ++target) {
+      int64_t expert_bytes = 0;
+      assert_int_equal(mxfp8_layout_bytes(target, 0, N, C, &expert_bytes), MXFP8_OK);
+      uint8_t *out = malloc((size_t)(E * expert_bytes)), *want = malloc((size_t)(E * expert_bytes));
+      for (int e = 0; e < E; ++e) {
+        const uint8_t *se = s_ref + e * N * C, *ve = data->buffer + e * N * K;
+        if (target == MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED || target == MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED_GATED) {
+          ref_trtllm(ve, se, N, K, C, target == MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED_GATED, want_values + e * N * K,
+                     want + e * expert_bytes);
+        } else {
+          int64_t b = 0;
+          uint8_t *r = ref_layout(se, N, C, target, 0, &b);
+          memcpy(want + e * expert_bytes, r, (size_t)b);
+          memcpy(want_values + e * N * K, ve, N * K);
+          free(r);
+        }
+      }
+      memset(out, POISON, (size_t)(E * expert_bytes));
+      memset(values, POISON, E * N * K);
+      int64_t os[1] = {E * expert_bytes}, vs[1] = {E * N * K};
+      DLTensor ot = host_bytes(out, 1, os), vt = host_bytes(values, 1, vs);
+      mxfp8_convert_options o = MXFP8_CONVERT_OPTIONS_INIT;
+      o.target = target;
+      assert_int_equal(mxfp8_grouped_convert(grouped, &o, &vt, &ot), MXFP8_OK);
+      EXPECT(memcmp(out, want, (size_t)(E * expert_bytes)) == 0, "split %d, target %d: scales differ", split, target);
+      EXPECT(memcmp(values, want_values, E * N * K) == 0, "split %d, target %d: values differ", split, target);
+      free(out);
+      free(want);
+    }
+  }
+  free(values);
+  free(want_values);
+  free(s_ref);
+  mxfp8_grouped_tensor_release(grouped);
+  test_tensor_free(data);
+  test_tensor_free(scales);
+
+  /* NVFP4: the same bytes whichever way the rows are split, both directions, every scale layout. */
+  enum { M = 300, KQ = 96 };
+  float *in = malloc(M * KQ * sizeof(float));
+  fill_quantize_input(in, 2, M * KQ, &rng);
+  int64_t ishape[2] = {M, KQ};
+  DLTensor it = {in, {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, ishape, NULL, 0};
+  for (int direction = 0; direction < 2; ++direction)
+    for (int layout = 0; layout < 3; ++layout) {
+      const int64_t lines = direction ? KQ : M, length = direction ? M : KQ, sc = ref_ceil_div(length, 16);
+      const int64_t sbytes = layout ? ref_round_up(lines, 128) * ref_round_up(sc, 4) : lines * sc;
+      uint8_t *v[2], *sb[2];
+      float amax[2];
+      for (int split = 0; split < 2; ++split) {
+        set_split(split);
+        v[split] = malloc((size_t)(lines * length / 2));
+        sb[split] = malloc((size_t)sbytes);
+        int64_t vn[1] = {lines * length / 2}, sn[1] = {sbytes}, one[1] = {1};
+        DLTensor vt = host_bytes(v[split], 1, vn), st = host_bytes(sb[split], 1, sn);
+        DLTensor at = {&amax[split], {kDLCPU, 0}, 1, {kDLFloat, 32, 1}, one, NULL, 0};
+        mxfp8_nvfp4_quantize_options o = MXFP8_NVFP4_QUANTIZE_OPTIONS_INIT;
+        o.direction = direction;
+        o.scales_layout = layout;
+        o.four_over_six = (direction + layout) % 3;
+        if (o.four_over_six) o.e4m3_max = 256;
+        assert_int_equal(mxfp8_nvfp4_quantize_into((const DLTensor *[]){&it}, 1, &o, (DLTensor *[]){&vt}, (DLTensor *[]){&st}, &at), MXFP8_OK);
+      }
+      EXPECT(memcmp(v[0], v[1], (size_t)(lines * length / 2)) == 0, "direction %d layout %d: values depend on the split",
+             direction, layout);
+      EXPECT(memcmp(sb[0], sb[1], (size_t)sbytes) == 0, "direction %d layout %d: scales depend on the split", direction,
+             layout);
+      EXPECT(memcmp(&amax[0], &amax[1], 4) == 0, "direction %d layout %d: amax depends on the split", direction, layout);
+      for (int i = 0; i < 2; ++i) free(v[i]), free(sb[i]);
+    }
+  free(in);
+  unsetenv("MXFP8_HOST_THREADS");
+  unsetenv("MXFP8_HOST_MIN_BYTES_PER_THREAD");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_quantize_same_bytes_threaded_and_on_every_instruction_set),
       cmocka_unit_test(test_dequantize_same_bytes_threaded_and_on_every_instruction_set),
       cmocka_unit_test(test_unswizzle_same_bytes_threaded),
+      cmocka_unit_test(test_engine_layouts_and_nvfp4_independent_of_the_split),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -1,8 +1,9 @@
 /* Ownership: each input deleter runs exactly once, only after the handle and every view are released,
- * in whatever order; copies own their memory; borrowed (NULL-deleter) inputs work; failures take
- * nothing. */
+ * in whatever order (views of shards, NVFP4 exports and grouped experts too); copies own their memory;
+ * borrowed (NULL-deleter) inputs work; failures take nothing. */
 #include <string.h>
 
+#include "tensor_fixtures.h"
 #include "test_support.h"
 
 typedef struct {
@@ -130,6 +131,84 @@ static void test_failed_copy_leaks_nothing_and_reports_the_allocator(void **stat
   done(&f);
 }
 
+/* "Views keep `tensor` alive": after the caller's release, the views of a shard (options.shard),
+ * nvfp4_export_components and mxfp8_grouped_export (chosen experts) still read the source (in-place updates
+ * show through), and the source's deleters run once, when the last view goes. The views are views: no
+ * DLPACK_FLAG_BITMASK_IS_COPIED, the source's memory; consecutive experts give views, a repeat a copy. */
+static void test_views_outlive_the_handle(void **state) {
+  (void)state;
+  rowwise_tensor r;
+  make_rowwise(&r, 100, 96, 17);
+  mxfp8_shard shard = MXFP8_SHARD_INIT;
+  shard.row_begin = 10, shard.row_end = 60, shard.col_begin = 32, shard.col_end = 64;
+  DLManagedTensorVersioned *v = NULL;
+  assert_int_equal(export_shard(r.t, &shard, NULL, &v, NULL), MXFP8_OK);
+  mxfp8_tensor_release(r.t);
+  r.t = NULL;
+  EXPECT(r.data->deleter_calls == 0, "the data was deleted while a view of it lives");
+  EXPECT(!(v->flags & DLPACK_FLAG_BITMASK_IS_COPIED), "a view flagged as a copy");
+  EXPECT(v->dl_tensor.strides && v->dl_tensor.strides[0] == 96 && v->dl_tensor.strides[1] == 1, "the view's strides");
+  r.data->buffer[20 * 96 + 40] ^= 0x5A; /* an in-place update of the source shows through */
+  const uint8_t *vb = (const uint8_t *)v->dl_tensor.data + v->dl_tensor.byte_offset;
+  EXPECT(vb[10 * 96 + 8] == r.data->buffer[20 * 96 + 40], "the view does not show the source's bytes");
+  release_managed(v);
+  EXPECT(r.data->deleter_calls == 1 && r.scales->deleter_calls == 1, "deleters ran %d, %d times",
+         r.data->deleter_calls, r.scales->deleter_calls);
+  test_tensor_free(r.data);
+  test_tensor_free(r.scales);
+  free(r.s);
+
+  nv_tensor n;
+  assert_int_equal(make_nv(&n, 0, DLPACK_MAJOR_VERSION), MXFP8_OK);
+  mxfp8_export_options no = NVFP4_EXPORT_OPTIONS_INIT;
+  no.values_dtype = MXFP8_VALUES_FP8;
+  DLManagedTensorVersioned *nvv = NULL;
+  assert_int_equal(nvfp4_export_components(n.t, &no, &nvv, NULL, NULL), MXFP8_OK);
+  mxfp8_tensor_release(n.t);
+  n.t = NULL;
+  EXPECT(n.data->deleter_calls == 0, "NVFP4 data deleted while its view lives");
+  EXPECT(nvv->dl_tensor.dtype.code == kDLFloat4_e2m1fn && nvv->dl_tensor.shape[1] == 48, "float4 view of (40, 48)");
+  EXPECT(nvv->dl_tensor.data == n.data->buffer && !(nvv->flags & DLPACK_FLAG_BITMASK_IS_COPIED), "not a view");
+  release_managed(nvv);
+  free_nv(&n, 1);
+
+  enum { E = 4, N = 8, K = 64 };
+  int64_t dshape[1] = {E * N * K}, sshape[1] = {E * N * 2};
+  test_tensor *data = test_tensor_new(1, dshape, kDLUInt, 1), *scales = test_tensor_new(1, sshape, kDLUInt, 1);
+  uint64_t rng = 19;
+  fill_random(data->buffer, data->bytes, &rng);
+  fill_random_scales(scales->buffer, scales->bytes, &rng);
+  mxfp8_grouped_desc g = MXFP8_GROUPED_DESC_INIT;
+  g.num_experts = E, g.cols = K, g.uniform_rows = N, g.scales = MXFP8_GROUPED_SCALES_COMPACT;
+  g.data = &data->managed, g.scale_inv = &scales->managed;
+  mxfp8_grouped_tensor *grouped = NULL;
+  assert_int_equal(mxfp8_grouped_tensor_create(&g, &grouped), MXFP8_OK);
+  const int32_t consecutive[2] = {1, 2}, repeated[2] = {2, 2};
+  DLManagedTensorVersioned *gv = NULL, *gs = NULL, *rv = NULL, *rs = NULL;
+  assert_int_equal(mxfp8_grouped_export(grouped, consecutive, 2, NULL, &gv, &gs), MXFP8_OK);
+  assert_int_equal(mxfp8_grouped_export(grouped, repeated, 2, NULL, &rv, &rs), MXFP8_OK);
+  mxfp8_grouped_tensor_release(grouped);
+  EXPECT(data->deleter_calls == 0 && scales->deleter_calls == 0, "grouped buffers deleted while views live");
+  EXPECT((const uint8_t *)gv->dl_tensor.data + gv->dl_tensor.byte_offset == data->buffer + N * K &&
+             !(gv->flags & DLPACK_FLAG_BITMASK_IS_COPIED), "consecutive experts' values are not a view");
+  EXPECT((const uint8_t *)gs->dl_tensor.data + gs->dl_tensor.byte_offset == scales->buffer + N * 2 &&
+             !(gs->flags & DLPACK_FLAG_BITMASK_IS_COPIED), "consecutive compact experts' scales are not a view");
+  EXPECT((rv->flags & DLPACK_FLAG_BITMASK_IS_COPIED) && (rs->flags & DLPACK_FLAG_BITMASK_IS_COPIED), "a repeat is a copy");
+  for (int i = 0; i < 2; ++i) {
+    EXPECT(memcmp((const uint8_t *)rv->dl_tensor.data + i * N * K, data->buffer + 2 * N * K, N * K) == 0, "repeat %d", i);
+    EXPECT(memcmp((const uint8_t *)rs->dl_tensor.data + i * N * 2, scales->buffer + 2 * N * 2, N * 2) == 0, "repeat %d", i);
+  }
+  release_managed(rv);
+  release_managed(rs);
+  release_managed(gv);
+  EXPECT(data->deleter_calls == 0, "deleted while the scales view lives");
+  release_managed(gs);
+  EXPECT(data->deleter_calls == 1 && scales->deleter_calls == 1, "grouped deleters ran %d, %d times",
+         data->deleter_calls, scales->deleter_calls);
+  test_tensor_free(data);
+  test_tensor_free(scales);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_every_release_order_runs_each_deleter_once_at_the_end),
@@ -138,6 +217,7 @@ int main(void) {
       cmocka_unit_test(test_borrowed_inputs_with_null_deleters),
       cmocka_unit_test(test_release_null_is_fine),
       cmocka_unit_test(test_failed_copy_leaks_nothing_and_reports_the_allocator),
+      cmocka_unit_test(test_views_outlive_the_handle),
   };
   return cmocka_run_group_tests_name("lifetime and ownership", tests, NULL, NULL);
 }

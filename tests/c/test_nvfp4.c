@@ -2,7 +2,9 @@
  * rules (E2M1 table, E4M3 bits, even element in the low nibble, the 128x4 swizzle from its permute form,
  * TE's decode formula), never from the library. Every layout (compact, TE-padded with poisoned padding,
  * swizzled with poisoned padding), both directions (columnwise stored transposed), per-tensor and per-row
- * amax, both E4M3_MAX variants, partial blocks, rows not a multiple of 128, special scales and amaxes.
+ * amax, both E4M3_MAX variants, partial blocks, rows not a multiple of 128, special scales and amaxes;
+ * the DLPack version and read-only flag of its buffers, outputs over the tensor's own bytes, the fused
+ * quantize of shards against the single one.
  * The GPU cases (same inputs on the device, bit for bit against the host) skip without a CUDA device. */
 #include <float.h>
 #include <math.h>
@@ -12,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tensor_fixtures.h"
 #include "test_gpu_support.h"
 
 /* E2M1 codes 0..7; bit 3 is the sign. */
@@ -790,6 +793,202 @@ static void test_gpu_matches_host(void **state) {
 #endif
 }
 
+/* The DLPack version is checked before anything else, and on failure nothing is taken: "A
+ * DLManagedTensorVersioned whose version.major is not this header's DLPACK_MAJOR_VERSION is refused";
+ * read-only data gives a read-only values view. */
+static void test_nvfp4_versions_and_read_only(void **state) {
+  (void)state;
+  nv_tensor n;
+  const uint32_t majors[] = {0, DLPACK_MAJOR_VERSION + 1, 0xFFFFFFFFu};
+  for (size_t i = 0; i < sizeof majors / sizeof majors[0]; ++i) {
+    EXPECT(make_nv(&n, 0, majors[i]) != MXFP8_OK, "an amax of DLPack major %u was accepted", majors[i]);
+    EXPECT(n.t == NULL, "*out written on failure");
+    free_nv(&n, 0);
+  }
+  assert_int_equal(make_nv(&n, 1, DLPACK_MAJOR_VERSION), MXFP8_OK);
+  DLManagedTensorVersioned *v = NULL;
+  assert_int_equal(nvfp4_export_components(n.t, NULL, &v, NULL, NULL), MXFP8_OK);
+  EXPECT(v->flags & DLPACK_FLAG_BITMASK_READ_ONLY, "a view of read-only data is not flagged read-only");
+  release_managed(v);
+  free_nv(&n, 1);
+}
+
+/* mxfp8_dequantize: the output shares no byte with the tensor's buffers (the amax included), and a
+ * refused call writes nothing. */
+static void test_nvfp4_dequantize_output_over_the_tensor(void **state) {
+  (void)state;
+  nv_tensor n;
+  assert_int_equal(make_nv(&n, 0, DLPACK_MAJOR_VERSION), MXFP8_OK);
+  int64_t shape[1] = {40 * 48};
+  DLTensor out = {n.amax->buffer, {kDLCPU, 0}, 1, {kDLFloat, 32, 1}, shape, NULL, 0};
+  const uint8_t before[4] = {n.amax->buffer[0], n.amax->buffer[1], n.amax->buffer[2], n.amax->buffer[3]};
+  /* An output over the scales (a float32 view of their 512 bytes, then of the right element count, which
+   * overlaps them too), then over the amax. */
+  out.data = n.scales->buffer;
+  shape[0] = 128;
+  uint8_t scales_before[512];
+  memcpy(scales_before, n.scales->buffer, 512);
+  mxfp8_status st = mxfp8_dequantize(n.t, NULL, &out);
+  EXPECT(st == MXFP8_ERROR_INVALID_ARGUMENT, "an output over the scales: status %d", st);
+  shape[0] = 40 * 48;
+  st = mxfp8_dequantize(n.t, NULL, &out); /* the right size now; still over the scales */
+  EXPECT(st == MXFP8_ERROR_INVALID_ARGUMENT, "an output over the scales: status %d (%s)", st, mxfp8_last_error());
+  EXPECT(memcmp(scales_before, n.scales->buffer, 512) == 0, "the scales were written");
+  out.data = n.amax->buffer;
+  st = mxfp8_dequantize(n.t, NULL, &out);
+  EXPECT(st == MXFP8_ERROR_INVALID_ARGUMENT, "an output over the amax: status %d (%s)", st, mxfp8_last_error());
+  EXPECT(memcmp(before, n.amax->buffer, 4) == 0, "the amax was written");
+  free_nv(&n, 1);
+}
+
+/* mxfp8_nvfp4_quantize_into: with MXFP8_NVFP4_AMAX_GIVEN the amax "is not checked or written"; a fused
+ * call (count 3) writes each shard "byte for byte as a count-1 call writes it with that amax given", and
+ * its computed amax is the largest of the shards'. */
+static void test_nvfp4_fused_matches_single_with_the_shared_amax(void **state) {
+  (void)state;
+  enum { K = 48 };
+  const int64_t rows[3] = {10, 33, 2};
+  float *in[3];
+  uint64_t rng = 12;
+  for (int i = 0; i < 3; ++i) {
+    in[i] = malloc((size_t)(rows[i] * K) * sizeof(float));
+    fill_quantize_input(in[i], 2, (size_t)(rows[i] * K), &rng);
+  }
+  int64_t ishape[3][2], vshape[3][1], sshape[3][1];
+  DLTensor inputs[3], values[3], scales[3], single_v[3], single_s[3];
+  uint8_t *vb[3], *sb[3], *svb[3], *ssb[3];
+  for (int i = 0; i < 3; ++i) {
+    ishape[i][0] = rows[i], ishape[i][1] = K;
+    vshape[i][0] = rows[i] * K / 2;
+    sshape[i][0] = rows[i] * 3;
+    inputs[i] = (DLTensor){in[i], {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, ishape[i], NULL, 0};
+    vb[i] = malloc((size_t)vshape[i][0]), sb[i] = malloc((size_t)sshape[i][0]);
+    svb[i] = malloc((size_t)vshape[i][0]), ssb[i] = malloc((size_t)sshape[i][0]);
+    memset(vb[i], POISON, (size_t)vshape[i][0]);
+    memset(svb[i], 0x11, (size_t)vshape[i][0]);
+    values[i] = host_bytes(vb[i], 1, vshape[i]);
+    scales[i] = host_bytes(sb[i], 1, sshape[i]);
+    single_v[i] = host_bytes(svb[i], 1, vshape[i]);
+    single_s[i] = host_bytes(ssb[i], 1, sshape[i]);
+  }
+  const DLTensor *ins[3] = {&inputs[0], &inputs[1], &inputs[2]};
+  DLTensor *vs[3] = {&values[0], &values[1], &values[2]}, *ss[3] = {&scales[0], &scales[1], &scales[2]};
+  float shared = -1.0f;
+  int64_t one[1] = {1};
+  DLTensor amax = {&shared, {kDLCPU, 0}, 1, {kDLFloat, 32, 1}, one, NULL, 0};
+  assert_int_equal(mxfp8_nvfp4_quantize_into(ins, 3, NULL, vs, ss, &amax), MXFP8_OK);
+  /* Each shard alone computes its own amax; the shared one is the largest. */
+  float largest = 0.0f;
+  for (int i = 0; i < 3; ++i) {
+    float own = -1.0f;
+    DLTensor own_amax = {&own, {kDLCPU, 0}, 1, {kDLFloat, 32, 1}, one, NULL, 0};
+    assert_int_equal(mxfp8_nvfp4_quantize_into((const DLTensor *[]){&inputs[i]}, 1, NULL, (DLTensor *[]){&single_v[i]}, (DLTensor *[]){&single_s[i]}, &own_amax), MXFP8_OK);
+    if (own > largest) largest = own;
+  }
+  EXPECT(shared == largest, "shared amax %.9g, largest shard amax %.9g", (double)shared, (double)largest);
+  /* With the shared amax given, each shard alone is the fused result; the given amax is left as it is. */
+  mxfp8_nvfp4_quantize_options o = MXFP8_NVFP4_QUANTIZE_OPTIONS_INIT;
+  o.amax_mode = MXFP8_NVFP4_AMAX_GIVEN;
+  for (int i = 0; i < 3; ++i) {
+    float given = shared;
+    DLTensor given_amax = {&given, {kDLCPU, 0}, 1, {kDLFloat, 32, 1}, one, NULL, 0};
+    assert_int_equal(mxfp8_nvfp4_quantize_into((const DLTensor *[]){&inputs[i]}, 1, &o, (DLTensor *[]){&single_v[i]}, (DLTensor *[]){&single_s[i]}, &given_amax), MXFP8_OK);
+    EXPECT(memcmp(&given, &shared, 4) == 0, "a given amax was written");
+    EXPECT(memcmp(svb[i], vb[i], (size_t)vshape[i][0]) == 0, "shard %d: values differ from the fused call's", i);
+    EXPECT(memcmp(ssb[i], sb[i], (size_t)sshape[i][0]) == 0, "shard %d: scales differ from the fused call's", i);
+  }
+  /* A NaN with a payload given to the fused call: used, and its bits left alone. */
+  const uint32_t payload = 0x7FC01234u;
+  float nan_amax;
+  memcpy(&nan_amax, &payload, 4);
+  amax.data = &nan_amax;
+  assert_int_equal(mxfp8_nvfp4_quantize_into(ins, 3, &o, vs, ss, &amax), MXFP8_OK);
+  EXPECT(memcmp(&nan_amax, &payload, 4) == 0, "the given NaN amax was rewritten");
+  /* A given amax may not sit in a written output: refused, nothing written. */
+  for (int i = 0; i < 3; ++i) memset(vb[i], POISON, (size_t)vshape[i][0]), memset(sb[i], POISON, (size_t)sshape[i][0]);
+  float *inside = (float *)(void *)(vb[1] + 4);
+  memcpy(vb[1] + 4, &shared, 4);
+  amax.data = inside;
+  assert_int_equal(mxfp8_nvfp4_quantize_into(ins, 3, &o, vs, ss, &amax), MXFP8_ERROR_INVALID_ARGUMENT);
+  memset(vb[1] + 4, POISON, 4);
+  for (int i = 0; i < 3; ++i)
+    EXPECT(all_poison(vb[i], (size_t)vshape[i][0]) && all_poison(sb[i], (size_t)sshape[i][0]), "shard %d written", i);
+  for (int i = 0; i < 3; ++i) free(in[i]), free(vb[i]), free(sb[i]), free(svb[i]), free(ssb[i]);
+}
+
+/* mxfp8_nvfp4_quantize_into: "No buffer written may overlap the input or another buffer; a given amax is
+ * only read, so, as any input, it may share bytes with the input": a given amax inside the input works
+ * (the same bytes as a separate copy of it), a computed one there is refused with nothing written. */
+static void test_nvfp4_given_amax_inside_the_input(void **state) {
+  (void)state;
+  enum { M = 8, K = 32 };
+  float in[M * K];
+  uint64_t rng = 43;
+  fill_quantize_input(in, 2, M * K, &rng);
+  in[5] = 7.5f; /* the amax the call is given, read from inside the input */
+  uint8_t v1[M * K / 2], s1[M * 2], v2[M * K / 2], s2[M * 2];
+  int64_t ishape[2] = {M, K}, vs[1] = {M * K / 2}, ss[1] = {M * 2}, one[1] = {1};
+  DLTensor it = {in, {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, ishape, NULL, 0};
+  DLTensor vt1 = host_bytes(v1, 1, vs), st1 = host_bytes(s1, 1, ss), vt2 = host_bytes(v2, 1, vs), st2 = host_bytes(s2, 1, ss);
+  DLTensor inside = {in + 5, {kDLCPU, 0}, 1, {kDLFloat, 32, 1}, one, NULL, 0};
+  float separate_value = 7.5f;
+  DLTensor separate = {&separate_value, {kDLCPU, 0}, 1, {kDLFloat, 32, 1}, one, NULL, 0};
+  mxfp8_nvfp4_quantize_options o = MXFP8_NVFP4_QUANTIZE_OPTIONS_INIT;
+  o.amax_mode = MXFP8_NVFP4_AMAX_GIVEN;
+  assert_int_equal(mxfp8_nvfp4_quantize_into((const DLTensor *[]){&it}, 1, &o, (DLTensor *[]){&vt1}, (DLTensor *[]){&st1}, &inside), MXFP8_OK);
+  assert_int_equal(mxfp8_nvfp4_quantize_into((const DLTensor *[]){&it}, 1, &o, (DLTensor *[]){&vt2}, (DLTensor *[]){&st2}, &separate), MXFP8_OK);
+  EXPECT(memcmp(v1, v2, sizeof v1) == 0 && memcmp(s1, s2, sizeof s1) == 0, "a given amax inside the input differs");
+  EXPECT(in[5] == 7.5f, "the input changed");
+  o.amax_mode = MXFP8_NVFP4_AMAX_COMPUTE;
+  memset(v1, POISON, sizeof v1);
+  memset(s1, POISON, sizeof s1);
+  assert_int_equal(mxfp8_nvfp4_quantize_into((const DLTensor *[]){&it}, 1, &o, (DLTensor *[]){&vt1}, (DLTensor *[]){&st1}, &inside), MXFP8_ERROR_INVALID_ARGUMENT);
+  EXPECT(in[5] == 7.5f && all_poison(v1, sizeof v1) && all_poison(s1, sizeof s1), "a refused quantize wrote");
+}
+
+/* mxfp8_nvfp4_quantize_into, fused: "No buffer written may overlap an input or another buffer" across
+ * shards (shard 0's scales over shard 1's values, a computed amax over shard 1's input, shard 1's values
+ * over shard 0's input); nothing is written on refusal. */
+static void test_fused_quantize_overlaps_across_shards(void **state) {
+  (void)state;
+  enum { K = 32 };
+  float in0[4 * K], in1[6 * K];
+  uint64_t rng = 5;
+  for (int i = 0; i < 4 * K; ++i) in0[i] = (float)((int)(rng_next(&rng) % 200) - 100) / 8.0f;
+  for (int i = 0; i < 6 * K; ++i) in1[i] = (float)((int)(rng_next(&rng) % 200) - 100) / 8.0f;
+  uint8_t arena[4 * 16 + 4 * 2 + 6 * 16 + 6 * 2 + 8];
+  int64_t is0[2] = {4, K}, is1[2] = {6, K}, vs0[1] = {4 * 16}, ss0[1] = {4 * 2}, vs1[1] = {6 * 16}, ss1[1] = {6 * 2},
+          one[1] = {1};
+  for (int c = 0; c < 4; ++c) {
+    float in1_copy[6 * K];
+    memcpy(in1_copy, in1, sizeof in1);
+    DLTensor i0 = {in0, {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, is0, NULL, 0};
+    DLTensor i1 = {in1_copy, {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, is1, NULL, 0};
+    uint8_t *v0 = arena, *s0 = v0 + 64, *v1 = s0 + 8, *s1 = v1 + 96;
+    float *a = (float *)(void *)(arena + sizeof arena - 8);
+    if (c == 0) s0 = v1 + 4;                 /* shard 0's scales over shard 1's values */
+    if (c == 1) a = in1_copy + 3;            /* a computed amax over shard 1's input */
+    if (c == 2) v1 = (uint8_t *)in0;         /* shard 1's values over shard 0's input */
+    DLTensor tv0 = host_bytes(v0, 1, vs0), ts0 = host_bytes(s0, 1, ss0), tv1 = host_bytes(v1, 1, vs1),
+             ts1 = host_bytes(s1, 1, ss1);
+    DLTensor ta = {a, {kDLCPU, 0}, 1, {kDLFloat, 32, 1}, one, NULL, 0};
+    const DLTensor *ins[2] = {&i0, &i1};
+    DLTensor *vals[2] = {&tv0, &tv1}, *scs[2] = {&ts0, &ts1};
+    memset(arena, POISON, sizeof arena);
+    float in0_before[4 * K];
+    memcpy(in0_before, in0, sizeof in0);
+    const mxfp8_status st = mxfp8_nvfp4_quantize_into(ins, 2, NULL, vals, scs, &ta);
+    if (c == 3) {
+      EXPECT(st == MXFP8_OK, "apart: status %d (%s)", st, mxfp8_last_error());
+      continue;
+    }
+    EXPECT(st == MXFP8_ERROR_INVALID_ARGUMENT, "case %d: status %d (%s)", c, st, mxfp8_last_error());
+    EXPECT(all_poison(arena, sizeof arena), "case %d: an output was written on failure", c);
+    EXPECT(memcmp(in1_copy, in1, sizeof in1) == 0 && memcmp(in0, in0_before, sizeof in0) == 0,
+           "case %d: an input was written", c);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_dequantize_matches_reference_every_layout),
@@ -803,6 +1002,11 @@ int main(void) {
       cmocka_unit_test(test_swizzled_and_padded_agree),
       cmocka_unit_test(test_both_directions_in_te_shapes),
       cmocka_unit_test(test_gpu_matches_host),
+      cmocka_unit_test(test_nvfp4_versions_and_read_only),
+      cmocka_unit_test(test_nvfp4_dequantize_output_over_the_tensor),
+      cmocka_unit_test(test_nvfp4_fused_matches_single_with_the_shared_amax),
+      cmocka_unit_test(test_nvfp4_given_amax_inside_the_input),
+      cmocka_unit_test(test_fused_quantize_overlaps_across_shards),
   };
   return cmocka_run_group_tests_name("NVFP4", tests, NULL, NULL);
 }

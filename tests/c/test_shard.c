@@ -1,16 +1,19 @@
-/* mxfp8_export_components with options.shard (through export_shard, test_support.c) against an independent
- * reference: the test draws the compact scales S itself, lays them into the storage a producer uses
- * (compact, TE-padded with poisoned padding, or swizzled from the layout's permute form, padding poisoned),
- * and expects exactly the crop of S and of the values that the shard names, for random boundaries (last
- * partial blocks, one-block and one-row shards, several row pieces), in both directions. Inputs are never
- * touched; copies land in poisoned buffers. */
+/* Shards: one exported alone (mxfp8_export_components with options.shard, through export_shard in
+ * test_support.c) and entries of a transfer (desc.shards: a bucket of shards, each rank's shard of a bucket
+ * of whole tensors, a shard straight from the trainer's storage), against an independent reference: the
+ * test draws the compact scales S itself, lays them into the storage a producer uses (compact, TE-padded
+ * with poisoned padding, or swizzled from the layout's permute form, padding poisoned), and expects
+ * exactly the crop of S and of the values that the shard names, for random boundaries (last partial
+ * blocks, one-block and one-row shards, several row pieces), in both directions. Inputs are never
+ * touched; copies land in poisoned buffers; what a shard cannot do (the scale fix-up, engine layouts,
+ * windows of 128x4 tiles into 128x4) is refused with nothing written. */
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "tensor_fixtures.h"
 #include "test_support.h"
-#include "transfer_calls.h"
 
 enum storage { STORAGE_COMPACT, STORAGE_PADDED, STORAGE_SWIZZLED };
 static const char *const kStorageNames[] = {"compact", "padded", "swizzled"};
@@ -400,23 +403,27 @@ static void test_bucket_of_shards_holds_each_crop(void **state) {
         }
         shards[i] = i == 3 ? NULL : &shard[i];
       }
-      mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
-      o.direction = columnwise;
-      bucket_entry entries[N];
+      mxfp8_transfer_desc d = transfer_desc(MXFP8_TRANSFER_FROM_TENSORS, MXFP8_TRANSFER_TO_BUCKET, N);
+      d.tensors = tensors;
+      d.directions = all_in_direction(columnwise);
+      d.shards = shards;
+      mxfp8_bucket_part entries[N];
       uint64_t total = 0;
-      EXPECT(folded_bucket_plan(tensors, NULL, shards, N, &o, 64, entries, NULL, &total) == MXFP8_OK, "plan: %s", mxfp8_last_error());
+      EXPECT(mxfp8_bucket_parts(&d, 64, entries, &total) == MXFP8_OK, "plan: %s", mxfp8_last_error());
+      d.parts_out = entries;
       for (int prepared = 0; prepared < 2; ++prepared) {
         uint8_t *bucket = (uint8_t *)malloc(total + 1);
         memset(bucket, POISON, total);
         int64_t shape[1] = {(int64_t)total};
         DLTensor b = {bucket, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, shape, NULL, 0};
+        d.bucket_out = &b;
         if (prepared) {
           mxfp8_plan *plan = NULL;
-          EXPECT(folded_export_bucket(tensors, NULL, shards, N, &o, entries, NULL, &b, &plan) == MXFP8_OK, "%s", mxfp8_last_error());
+          EXPECT(mxfp8_transfer_prepare(&d, &plan) == MXFP8_OK, "%s", mxfp8_last_error());
           EXPECT(mxfp8_plan_run(plan, NULL) == MXFP8_OK, "%s", mxfp8_last_error());
           mxfp8_plan_release(plan);
         } else {
-          EXPECT(folded_export_bucket(tensors, NULL, shards, N, &o, entries, NULL, &b, NULL) == MXFP8_OK, "%s", mxfp8_last_error());
+          EXPECT(mxfp8_transfer(&d, NULL) == MXFP8_OK, "%s", mxfp8_last_error());
         }
         for (int i = 0; i < N; ++i) {
           mxfp8_shard whole = MXFP8_SHARD_INIT;
@@ -466,25 +473,28 @@ static void test_bucket_shards_and_the_scale_fixup(void **state) {
   mxfp8_shard shard = MXFP8_SHARD_INIT;
   shard.row_begin = 10, shard.row_end = 70;
   const mxfp8_shard *none[N] = {NULL, NULL}, *one[N] = {&shard, NULL};
-  mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
-  o.scale_fixup = MXFP8_SCALE_FIXUP_ZERO_EXPONENT_AS_ONE;
   for (int sharded = 0; sharded < 2; ++sharded) {
-    const mxfp8_shard *const *shards = sharded ? one : none;
-    bucket_entry entries[N];
+    mxfp8_transfer_desc d = transfer_desc(MXFP8_TRANSFER_FROM_TENSORS, MXFP8_TRANSFER_TO_BUCKET, N);
+    d.tensors = tensors;
+    d.shards = sharded ? one : none;
+    d.scale_fixup = MXFP8_SCALE_FIXUP_ZERO_EXPONENT_AS_ONE;
+    mxfp8_bucket_part entries[N];
     uint64_t total = 0;
     if (sharded) {  /* the plan refuses the combination too (nothing written), so it is planned without it */
-      const mxfp8_status planned = folded_bucket_plan(tensors, NULL, shards, N, &o, 64, entries, NULL, &total);
+      const mxfp8_status planned = mxfp8_bucket_parts(&d, 64, entries, &total);
       EXPECT(planned == MXFP8_ERROR_UNSUPPORTED && total == 0, "plan: status %d: %s", planned, mxfp8_last_error());
       assert_non_null(strstr(mxfp8_last_error(), "desc.shards[0] is set"));
-      o.scale_fixup = MXFP8_SCALE_FIXUP_NONE;
+      d.scale_fixup = MXFP8_SCALE_FIXUP_NONE;
     }
-    EXPECT(folded_bucket_plan(tensors, NULL, shards, N, &o, 64, entries, NULL, &total) == MXFP8_OK, "%s", mxfp8_last_error());
-    o.scale_fixup = MXFP8_SCALE_FIXUP_ZERO_EXPONENT_AS_ONE;
+    EXPECT(mxfp8_bucket_parts(&d, 64, entries, &total) == MXFP8_OK, "%s", mxfp8_last_error());
+    d.scale_fixup = MXFP8_SCALE_FIXUP_ZERO_EXPONENT_AS_ONE;
     uint8_t *bucket = (uint8_t *)malloc(total + 1);
     memset(bucket, POISON, total);
     int64_t shape[1] = {(int64_t)total};
     DLTensor b = {bucket, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, shape, NULL, 0};
-    const mxfp8_status st = folded_export_bucket(tensors, NULL, shards, N, &o, entries, NULL, &b, NULL);
+    d.bucket_out = &b;
+    d.parts_out = entries;
+    const mxfp8_status st = mxfp8_transfer(&d, NULL);
     if (sharded) {
       EXPECT(st == MXFP8_ERROR_UNSUPPORTED, "status %d: %s", st, mxfp8_last_error());
       assert_non_null(strstr(mxfp8_last_error(), "desc.shards[0] is set"));
@@ -517,16 +527,20 @@ static void test_import_takes_each_ranks_shard_of_a_whole_bucket(void **state) {
   for (int columnwise = 0; columnwise < 2; ++columnwise) {
     source src;
     make_source(&src, m, k, columnwise, STORAGE_SWIZZLED, &rng);
-    mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
-    o.direction = columnwise;
     const mxfp8_tensor *tensors[1] = {src.tensor};
-    bucket_entry entry;
+    const int32_t directions[1] = {columnwise};
+    mxfp8_transfer_desc send = transfer_desc(MXFP8_TRANSFER_FROM_TENSORS, MXFP8_TRANSFER_TO_BUCKET, 1);
+    send.tensors = tensors;
+    send.directions = directions;
+    mxfp8_bucket_part entry;
     uint64_t total = 0;
-    EXPECT(folded_bucket_plan(tensors, NULL, NULL, 1, &o, 256, &entry, NULL, &total) == MXFP8_OK, "%s", mxfp8_last_error());
+    EXPECT(mxfp8_bucket_parts(&send, 256, &entry, &total) == MXFP8_OK, "%s", mxfp8_last_error());
     uint8_t *bucket = (uint8_t *)malloc(total + 1);
     int64_t bshape[1] = {(int64_t)total};
     DLTensor b = {bucket, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, bshape, NULL, 0};
-    EXPECT(folded_export_bucket(tensors, NULL, NULL, 1, &o, &entry, NULL, &b, NULL) == MXFP8_OK, "%s", mxfp8_last_error());
+    send.bucket_out = &b;
+    send.parts_out = &entry;
+    EXPECT(mxfp8_transfer(&send, NULL) == MXFP8_OK, "%s", mxfp8_last_error());
     /* rank r of TP-2 along N (rows) and along K, plus a two-piece rank (rowwise) */
     for (int rank = 0; rank < 5; ++rank)
       for (int target = 0; target < 2; ++target) {
@@ -553,16 +567,18 @@ static void test_import_takes_each_ranks_shard_of_a_whole_bucket(void **state) {
         int64_t vshape[1] = {vb}, sshape[1] = {dst_scale_bytes};
         DLTensor dvt = {dv, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, vshape, NULL, 0};
         DLTensor dst = {ds, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, sshape, NULL, 0};
-        import_destination d = {&dvt, &dst, target ? MXFP8_SCALE_LAYOUT_128X4 : MXFP8_SCALE_LAYOUT_COMPACT};
-        const int32_t ndims[1] = {2};
+        DLTensor *out_values[1] = {&dvt}, *out_scales[1] = {&dst};
+        const int32_t targets[1] = {target ? MXFP8_SCALE_LAYOUT_128X4 : MXFP8_SCALE_LAYOUT_COMPACT};
+        const int32_t ndims[1] = {2}, formats[1] = {MXFP8_FORMAT_E4M3}, compact[1] = {MXFP8_SCALE_LAYOUT_COMPACT};
         const int64_t shape[2] = {m, k};
         const int64_t *shapes[1] = {shape};
-        const int32_t directions[1] = {columnwise};
         const mxfp8_shard *shards[1] = {&shard};
-        bucket_manifest man = BUCKET_MANIFEST_INIT;
-        man.count = 1, man.entries = &entry, man.ndims = ndims, man.shapes = shapes, man.directions = directions;
-        man.shards = shards;
-        EXPECT(folded_import_bucket(&b, &man, &d, NULL, NULL) == MXFP8_OK, "col %d rank %d target %d: %s", columnwise, rank, target,
+        mxfp8_transfer_desc receive = transfer_desc(MXFP8_TRANSFER_FROM_BUCKET, MXFP8_TRANSFER_TO_BUFFERS, 1);
+        receive.bucket_in = &b, receive.parts_in = &entry, receive.ndims = ndims, receive.shapes = shapes;
+        receive.formats = formats, receive.source_layouts = compact, receive.directions = directions;
+        receive.shards = shards;
+        receive.values = out_values, receive.scales = out_scales, receive.target_layouts = targets;
+        EXPECT(mxfp8_transfer(&receive, NULL) == MXFP8_OK, "col %d rank %d target %d: %s", columnwise, rank, target,
                mxfp8_last_error());
         EXPECT(memcmp(dv, v, (size_t)vb) == 0, "col %d rank %d target %d: values", columnwise, rank, target);
         EXPECT(memcmp(ds, target ? want_swz : sc, (size_t)dst_scale_bytes) == 0, "col %d rank %d target %d: scales", columnwise,
@@ -581,13 +597,17 @@ static void test_import_refuses_pieces_that_split_tiles(void **state) {
   source src;
   make_source(&src, 300, 64, 0, STORAGE_PADDED, &rng);
   const mxfp8_tensor *tensors[1] = {src.tensor};
-  bucket_entry entry;
+  mxfp8_transfer_desc send = transfer_desc(MXFP8_TRANSFER_FROM_TENSORS, MXFP8_TRANSFER_TO_BUCKET, 1);
+  send.tensors = tensors;
+  mxfp8_bucket_part entry;
   uint64_t total = 0;
-  EXPECT(folded_bucket_plan(tensors, NULL, NULL, 1, NULL, 256, &entry, NULL, &total) == MXFP8_OK, "%s", mxfp8_last_error());
+  EXPECT(mxfp8_bucket_parts(&send, 256, &entry, &total) == MXFP8_OK, "%s", mxfp8_last_error());
   uint8_t *bucket = (uint8_t *)malloc(total + 1);
   int64_t bshape[1] = {(int64_t)total};
   DLTensor b = {bucket, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, bshape, NULL, 0};
-  EXPECT(folded_export_bucket(tensors, NULL, NULL, 1, NULL, &entry, NULL, &b, NULL) == MXFP8_OK, "%s", mxfp8_last_error());
+  send.bucket_out = &b;
+  send.parts_out = &entry;
+  EXPECT(mxfp8_transfer(&send, NULL) == MXFP8_OK, "%s", mxfp8_last_error());
   int64_t pieces[4] = {0, 100, 200, 300};
   mxfp8_shard shard = MXFP8_SHARD_INIT;
   shard.num_row_pieces = 2, shard.row_pieces = pieces;
@@ -596,14 +616,17 @@ static void test_import_refuses_pieces_that_split_tiles(void **state) {
   int64_t vshape[1] = {(int64_t)sizeof dv}, sshape[1] = {(int64_t)sizeof ds};
   DLTensor dvt = {dv, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, vshape, NULL, 0};
   DLTensor dst = {ds, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, sshape, NULL, 0};
-  import_destination d = {&dvt, &dst, MXFP8_SCALE_LAYOUT_128X4};
-  const int32_t ndims[1] = {2};
+  DLTensor *out_values[1] = {&dvt}, *out_scales[1] = {&dst};
+  const int32_t targets[1] = {MXFP8_SCALE_LAYOUT_128X4};
+  const int32_t ndims[1] = {2}, formats[1] = {MXFP8_FORMAT_E4M3}, compact[1] = {MXFP8_SCALE_LAYOUT_COMPACT};
   const int64_t shape[2] = {300, 64};
   const int64_t *shapes[1] = {shape};
   const mxfp8_shard *shards[1] = {&shard};
-  bucket_manifest man = BUCKET_MANIFEST_INIT;
-  man.count = 1, man.entries = &entry, man.ndims = ndims, man.shapes = shapes, man.shards = shards;
-  EXPECT(folded_import_bucket(&b, &man, &d, NULL, NULL) == MXFP8_ERROR_UNSUPPORTED, "status: %s", mxfp8_last_error());
+  mxfp8_transfer_desc receive = transfer_desc(MXFP8_TRANSFER_FROM_BUCKET, MXFP8_TRANSFER_TO_BUFFERS, 1);
+  receive.bucket_in = &b, receive.parts_in = &entry, receive.ndims = ndims, receive.shapes = shapes;
+  receive.formats = formats, receive.source_layouts = compact, receive.shards = shards;
+  receive.values = out_values, receive.scales = out_scales, receive.target_layouts = targets;
+  EXPECT(mxfp8_transfer(&receive, NULL) == MXFP8_ERROR_UNSUPPORTED, "status: %s", mxfp8_last_error());
   assert_last_error_contains("desc.shards[0]: row piece 0 has 100 rows");
   for (size_t i = 0; i < sizeof dv; ++i) EXPECT(dv[i] == POISON, "values written");
   for (size_t i = 0; i < sizeof ds; ++i) EXPECT(ds[i] == POISON, "scales written");
@@ -643,22 +666,25 @@ static void test_direct_import_of_shards(void **state) {
         int64_t vshape[1] = {vb}, sshape[1] = {dst_bytes};
         DLTensor dvt = {dv, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, vshape, NULL, 0};
         DLTensor dst = {ds, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, sshape, NULL, 0};
-        import_destination d = {&dvt, &dst, target ? MXFP8_SCALE_LAYOUT_128X4 : MXFP8_SCALE_LAYOUT_COMPACT};
+        DLTensor *out_values[1] = {&dvt}, *out_scales[1] = {&dst};
+        const int32_t targets[1] = {target ? MXFP8_SCALE_LAYOUT_128X4 : MXFP8_SCALE_LAYOUT_COMPACT};
         const mxfp8_tensor *tensors[1] = {src.tensor};
         const mxfp8_shard *shards[1] = {&shard};
-        mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
-        o.direction = columnwise;
+        const int32_t directions[1] = {columnwise};
+        mxfp8_transfer_desc d = transfer_desc(MXFP8_TRANSFER_FROM_TENSORS, MXFP8_TRANSFER_TO_BUFFERS, 1);
+        d.tensors = tensors, d.directions = directions, d.shards = shards;
+        d.values = out_values, d.scales = out_scales, d.target_layouts = targets;
         for (int prepared = 0; prepared < 2; ++prepared) {
           memset(dv, POISON, (size_t)vb);
           memset(ds, POISON, (size_t)dst_bytes);
           mxfp8_status st;
           if (prepared) {
             mxfp8_plan *plan = NULL;
-            st = folded_import_tensors(tensors, NULL, shards, 1, &o, &d, NULL, 0, &plan);
+            st = mxfp8_transfer_prepare(&d, &plan);
             if (st == MXFP8_OK) st = mxfp8_plan_run(plan, NULL);
             mxfp8_plan_release(plan);
           } else {
-            st = folded_import_tensors(tensors, NULL, shards, 1, &o, &d, NULL, 0, NULL);
+            st = mxfp8_transfer(&d, NULL);
           }
           char ctx[120];
           snprintf(ctx, sizeof ctx, "%s %s target %d prepared %d", kStorageNames[storage], columnwise ? "columnwise" : "rowwise",
@@ -679,6 +705,197 @@ static void test_direct_import_of_shards(void **state) {
       }
 }
 
+/* ---------------------------------------------------------------------------------------------------
+ * Buckets of shards: "a shard ... with scale_fixup: UNSUPPORTED" (for mxfp8_bucket_parts, mxfp8_transfer
+ * and mxfp8_transfer_prepare alike), and a failed mxfp8_bucket_parts writes neither the parts nor the total
+ * ("written on success only").
+ * --------------------------------------------------------------------------------------------------- */
+
+static void test_bucket_shards_refuse_fixup_and_write_nothing(void **state) {
+  (void)state;
+  rowwise_tensor a, b;
+  make_rowwise(&a, 100, 96, 6);
+  make_rowwise(&b, 64, 40, 7);
+  const mxfp8_tensor *ts[2] = {a.t, b.t};
+  mxfp8_shard half = MXFP8_SHARD_INIT;
+  half.row_end = 50;
+  const mxfp8_shard *shards[2] = {NULL, &half};
+  mxfp8_transfer_desc d = transfer_desc(MXFP8_TRANSFER_FROM_TENSORS, MXFP8_TRANSFER_TO_BUCKET, 2);
+  d.tensors = ts;
+  d.shards = shards;
+  d.scale_fixup = MXFP8_SCALE_FIXUP_ZERO_EXPONENT_AS_ONE;
+  mxfp8_bucket_part entries[2];
+  memset(entries, POISON, sizeof entries);
+  uint64_t total = 12345;
+  mxfp8_status st = mxfp8_bucket_parts(&d, 256, entries, &total);
+  EXPECT(st == MXFP8_ERROR_UNSUPPORTED, "plan with a shard and a fix-up returned %d (%s)", st, mxfp8_last_error());
+  EXPECT(total == 12345 && all_poison((const uint8_t *)entries, sizeof entries), "a failed plan wrote its outputs");
+  /* A bad second shard: nothing of the first entry written either. */
+  mxfp8_shard bad = MXFP8_SHARD_INIT;
+  bad.col_begin = 16;
+  shards[1] = &bad;
+  d.scale_fixup = MXFP8_SCALE_FIXUP_NONE;
+  st = mxfp8_bucket_parts(&d, 256, entries, &total);
+  assert_int_equal(st, MXFP8_ERROR_INVALID_ARGUMENT);
+  EXPECT(total == 12345 && all_poison((const uint8_t *)entries, sizeof entries), "a failed plan wrote its outputs");
+  /* The export of a good plan with the fix-up set: UNSUPPORTED, the bucket untouched; prepare likewise. */
+  shards[1] = &half;
+  assert_int_equal(mxfp8_bucket_parts(&d, 256, entries, &total), MXFP8_OK);
+  uint8_t *bucket = malloc((size_t)total);
+  memset(bucket, POISON, (size_t)total);
+  int64_t bshape[1] = {(int64_t)total};
+  DLTensor bt = host_bytes(bucket, 1, bshape);
+  d.scale_fixup = MXFP8_SCALE_FIXUP_ZERO_EXPONENT_AS_ONE;
+  d.bucket_out = &bt;
+  d.parts_out = entries;
+  assert_int_equal(mxfp8_transfer(&d, NULL), MXFP8_ERROR_UNSUPPORTED);
+  EXPECT(all_poison(bucket, (size_t)total), "a refused bucket export wrote the bucket");
+  mxfp8_plan *p = (mxfp8_plan *)(uintptr_t)0xBAD0;
+  assert_int_equal(mxfp8_transfer_prepare(&d, &p), MXFP8_ERROR_UNSUPPORTED);
+  EXPECT(p == (mxfp8_plan *)(uintptr_t)0xBAD0, "a refused preparation wrote *out");
+  free(bucket);
+  free_rowwise(&a);
+  free_rowwise(&b);
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * Imports: "checked before anything is written" across destinations; shards refused into engine layouts
+ * with MXFP8_ERROR_UNSUPPORTED.
+ * --------------------------------------------------------------------------------------------------- */
+
+static void test_import_tensor_shards_write_nothing_on_failure(void **state) {
+  (void)state;
+  rowwise_tensor a, b;
+  make_rowwise(&a, 100, 96, 8);
+  make_rowwise(&b, 64, 40, 9);
+  const mxfp8_tensor *ts[2] = {a.t, b.t};
+  mxfp8_shard cols = MXFP8_SHARD_INIT;
+  cols.col_end = 64;
+  const mxfp8_shard *shards[2] = {&cols, NULL};
+  uint8_t v0[100 * 64], s0[100 * 2], v1[64 * 40], s1[64 * 2 * 4];
+  int64_t v0s[1] = {sizeof v0}, s0s[1] = {sizeof s0}, v1s[1] = {sizeof v1}, s1s[1] = {64 * 2};
+  DLTensor dv0 = host_bytes(v0, 1, v0s), ds0 = host_bytes(s0, 1, s0s), dv1 = host_bytes(v1, 1, v1s),
+           ds1 = host_bytes(s1, 1, s1s);
+  DLTensor *values[2] = {&dv0, &dv1}, *scales[2] = {&ds0, &ds1};
+  int32_t targets[2];
+  mxfp8_transfer_desc d = transfer_desc(MXFP8_TRANSFER_FROM_TENSORS, MXFP8_TRANSFER_TO_BUFFERS, 2);
+  d.tensors = ts, d.shards = shards, d.values = values, d.scales = scales, d.target_layouts = targets;
+  const struct {
+    int32_t layout0, layout1;
+    int64_t s1_bytes;
+    mxfp8_status want;
+  } cases[] = {
+      {MXFP8_SCALE_LAYOUT_COMPACT, MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED, 64 * 4, MXFP8_ERROR_INVALID_ARGUMENT},
+      {MXFP8_SCALE_LAYOUT_COMPACT, MXFP8_SCALE_LAYOUT_COMPACT, 64 * 2 - 1, MXFP8_ERROR_INVALID_ARGUMENT},
+      {MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED, MXFP8_SCALE_LAYOUT_COMPACT, 64 * 2, MXFP8_ERROR_UNSUPPORTED},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
+    memset(v0, POISON, sizeof v0), memset(s0, POISON, sizeof s0), memset(v1, POISON, sizeof v1), memset(s1, POISON, sizeof s1);
+    targets[0] = cases[i].layout0;
+    targets[1] = cases[i].layout1;
+    s1s[0] = cases[i].s1_bytes;
+    int64_t s0_need = 0;
+    assert_int_equal(mxfp8_layout_bytes(cases[i].layout0, 0, 100, 2, &s0_need), MXFP8_OK);
+    uint8_t *s0_buf = malloc((size_t)s0_need);
+    memset(s0_buf, POISON, (size_t)s0_need);
+    int64_t s0n[1] = {s0_need};
+    DLTensor ds0b = host_bytes(s0_buf, 1, s0n);
+    scales[0] = &ds0b;
+    const mxfp8_status st = mxfp8_transfer(&d, NULL);
+    EXPECT(st == cases[i].want, "case %zu: status %d (%s)", i, st, mxfp8_last_error());
+    EXPECT(all_poison(v0, sizeof v0) && all_poison(s0_buf, (size_t)s0_need), "case %zu: destination 0 written", i);
+    EXPECT(all_poison(v1, sizeof v1) && all_poison(s1, sizeof s1), "case %zu: destination 1 written", i);
+    free(s0_buf);
+    scales[0] = &ds0;
+  }
+  free_rowwise(&a);
+  free_rowwise(&b);
+}
+
+/* desc.shards of a FROM_BUCKET transfer with a part in MXFP8_SCALE_LAYOUT_128X4: "A shard of a bucket
+ * part in MXFP8_SCALE_LAYOUT_128X4 may only go to a compact destination" (there: the crop of S, read out
+ * of the tiles), and into a 128x4 destination it is MXFP8_ERROR_UNSUPPORTED with nothing written. The
+ * bucket is built here from the layout's formula. Both directions, row and column windows, partial blocks. */
+static void test_shards_of_a_swizzled_bucket_part(void **state) {
+  (void)state;
+  const int64_t m = 300, k = 200;
+  uint64_t rng = 47;
+  for (int columnwise = 0; columnwise < 2; ++columnwise) {
+    const int64_t R = columnwise ? ref_ceil_div(m, 32) : m, C = columnwise ? k : ref_ceil_div(k, 32);
+    const int64_t mr = columnwise ? C : R, mc = columnwise ? R : C; /* the matrix swizzled: S or S^T */
+    const int64_t swz = ref_round_up(mr, 128) * ref_round_up(mc, 4);
+    uint8_t *S = malloc((size_t)(R * C));
+    fill_random_scales(S, (size_t)(R * C), &rng);
+    const uint64_t values_offset = 0, scales_offset = (uint64_t)ref_round_up(m * k, 256);
+    const int64_t total = (int64_t)scales_offset + swz;
+    uint8_t *bucket = malloc((size_t)total);
+    memset(bucket, POISON, (size_t)total);
+    fill_random(bucket, (size_t)(m * k), &rng);
+    for (int64_t y = 0; y < R; ++y)
+      for (int64_t x = 0; x < C; ++x)
+        bucket[scales_offset + (columnwise ? ref_swizzled_index(x, y, ref_round_up(mc, 4))
+                                           : ref_swizzled_index(y, x, ref_round_up(mc, 4)))] = S[y * C + x];
+    for (int64_t i = scales_offset; i < total; ++i) /* padding zero, as the layout has it */
+      if (bucket[i] == POISON) bucket[i] = 0;
+    const mxfp8_bucket_part entry = {values_offset, (uint64_t)(m * k), scales_offset, (uint64_t)swz, 0, 0};
+    int64_t bshape[1] = {total};
+    DLTensor bt = host_bytes(bucket, 1, bshape);
+    const int32_t ndims[1] = {2}, directions[1] = {columnwise}, layouts[1] = {MXFP8_SCALE_LAYOUT_128X4};
+    const int32_t formats[1] = {MXFP8_FORMAT_E4M3};
+    const int64_t shape[2] = {m, k};
+    const int64_t *shapes[1] = {shape};
+    const struct {
+      int64_t r0, r1, c0, c1;
+    } windows[] = {{0, 96, 0, -1}, {64, 300, 32, 200}, {288, 300, 0, 64}, {128, 160, 160, 200}};
+    for (size_t w = 0; w < sizeof windows / sizeof windows[0]; ++w) {
+      mxfp8_shard shard = MXFP8_SHARD_INIT;
+      shard.row_begin = windows[w].r0, shard.row_end = windows[w].r1;
+      shard.col_begin = windows[w].c0, shard.col_end = windows[w].c1;
+      const int64_t c1 = windows[w].c1 < 0 ? k : windows[w].c1;
+      const int64_t rows = windows[w].r1 - windows[w].r0, cols = c1 - windows[w].c0;
+      const int64_t sr = columnwise ? ref_ceil_div(rows, 32) : rows, sc = columnwise ? cols : ref_ceil_div(cols, 32);
+      const int64_t y0 = columnwise ? windows[w].r0 / 32 : windows[w].r0, x0 = columnwise ? windows[w].c0 : windows[w].c0 / 32;
+      const mxfp8_shard *shards[1] = {&shard};
+      mxfp8_transfer_desc d = transfer_desc(MXFP8_TRANSFER_FROM_BUCKET, MXFP8_TRANSFER_TO_BUFFERS, 1);
+      d.bucket_in = &bt, d.parts_in = &entry, d.ndims = ndims, d.shapes = shapes, d.directions = directions;
+      d.formats = formats, d.source_layouts = layouts;
+      d.shards = shards;
+      uint8_t *dv = malloc((size_t)(rows * cols)), *ds = malloc((size_t)(sr * sc) + 4096);
+      for (int target = 0; target < 2; ++target) {
+        memset(dv, POISON, (size_t)(rows * cols));
+        memset(ds, POISON, (size_t)(sr * sc) + 4096);
+        int64_t need = 0;
+        assert_int_equal(mxfp8_layout_bytes(target, columnwise, sr, sc, &need), MXFP8_OK);
+        int64_t vshape[1] = {rows * cols}, sshape[1] = {need};
+        DLTensor dvt = host_bytes(dv, 1, vshape), dst = host_bytes(ds, 1, sshape);
+        DLTensor *dvs[1] = {&dvt}, *dss[1] = {&dst};
+        d.values = dvs, d.scales = dss, d.target_layouts = &target;
+        const mxfp8_status st = mxfp8_transfer(&d, NULL);
+        if (target == MXFP8_SCALE_LAYOUT_128X4) {
+          EXPECT(st == MXFP8_ERROR_UNSUPPORTED, "col %d window %zu into 128x4: status %d (%s)", columnwise, w, st,
+                 mxfp8_last_error());
+          EXPECT(all_poison(dv, (size_t)(rows * cols)) && all_poison(ds, (size_t)need), "col %d window %zu: written",
+                 columnwise, w);
+          continue;
+        }
+        EXPECT(st == MXFP8_OK, "col %d window %zu: status %d (%s)", columnwise, w, st, mxfp8_last_error());
+        for (int64_t y = 0; y < rows; ++y)
+          EXPECT(memcmp(dv + y * cols, bucket + (windows[w].r0 + y) * k + windows[w].c0, (size_t)cols) == 0,
+                 "col %d window %zu: values row %lld", columnwise, w, (long long)y);
+        for (int64_t y = 0; y < sr; ++y)
+          for (int64_t x = 0; x < sc; ++x)
+            EXPECT(ds[y * sc + x] == S[(y0 + y) * C + x0 + x], "col %d window %zu: scale (%lld, %lld)", columnwise, w,
+                   (long long)y, (long long)x);
+        EXPECT(all_poison(ds + sr * sc, 4096), "col %d window %zu: written past the destination", columnwise, w);
+      }
+      free(dv);
+      free(ds);
+    }
+    free(S);
+    free(bucket);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_random_shards_match_the_crop),
@@ -691,6 +908,9 @@ int main(void) {
       cmocka_unit_test(test_import_takes_each_ranks_shard_of_a_whole_bucket),
       cmocka_unit_test(test_import_refuses_pieces_that_split_tiles),
       cmocka_unit_test(test_direct_import_of_shards),
+      cmocka_unit_test(test_bucket_shards_refuse_fixup_and_write_nothing),
+      cmocka_unit_test(test_import_tensor_shards_write_nothing_on_failure),
+      cmocka_unit_test(test_shards_of_a_swizzled_bucket_part),
   };
   return cmocka_run_group_tests_name("shard export", tests, NULL, NULL);
 }

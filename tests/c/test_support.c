@@ -233,3 +233,12 @@ mxfp8_status export_shard(const mxfp8_tensor *tensor, const mxfp8_shard *shard, 
   o.shard = shard;
   return mxfp8_export_components(tensor, &o, values, scales);
 }
+
+const int32_t *all_in_direction(int32_t direction) {
+#define COL8 MXFP8_DIRECTION_COLUMNWISE, MXFP8_DIRECTION_COLUMNWISE, MXFP8_DIRECTION_COLUMNWISE, MXFP8_DIRECTION_COLUMNWISE, \
+             MXFP8_DIRECTION_COLUMNWISE, MXFP8_DIRECTION_COLUMNWISE, MXFP8_DIRECTION_COLUMNWISE, MXFP8_DIRECTION_COLUMNWISE
+  static const int32_t rowwise[TEST_MAX_ENTRIES] = {0};
+  static const int32_t columnwise[TEST_MAX_ENTRIES] = {COL8, COL8, COL8, COL8, COL8, COL8, COL8, COL8};
+#undef COL8
+  return direction == MXFP8_DIRECTION_COLUMNWISE ? columnwise : rowwise;
+}

@@ -119,4 +119,32 @@ int poisoned_allocator(DLTensor *prototype, DLManagedTensorVersioned **out, void
       fail();                                                      \
     }                                                              \
   } while (0)
+
+/* The transfer desc a test starts from: MXFP8_TRANSFER_DESC_INIT with its source, destination and count
+ * (every array NULL: the test sets those its transfer needs). */
+static inline mxfp8_transfer_desc transfer_desc(int32_t source, int32_t destination, size_t count) {
+  mxfp8_transfer_desc d = MXFP8_TRANSFER_DESC_INIT;
+  d.source = source;
+  d.destination = destination;
+  d.count = count;
+  return d;
+}
+
+/* desc.directions for a transfer whose entries (at most TEST_MAX_ENTRIES) all go in `direction`. */
+#define TEST_MAX_ENTRIES 64
+const int32_t *all_in_direction(int32_t direction);
+
+/* mxfp8_transfer_check of the source side of `d` alone (TO_NOTHING: its destination fields cleared), as a
+ * receiver checks a sender's description of a bucket before reading its bytes. */
+static inline mxfp8_status transfer_check_source(const mxfp8_transfer_desc *d) {
+  mxfp8_transfer_desc c = *d;
+  c.destination = MXFP8_TRANSFER_TO_NOTHING;
+  c.global_scale = MXFP8_NVFP4_GLOBAL_SCALE_DECODE;
+  c.target_layouts = NULL;
+  c.values = c.scales = c.global_scales = NULL;
+  c.bucket_out = NULL;
+  c.parts_out = NULL;
+  return mxfp8_transfer_check(&c);
+}
+
 #endif

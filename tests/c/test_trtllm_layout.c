@@ -9,7 +9,6 @@
 
 #include "engine_layouts_support.h"
 #include "import_support.h"
-#include "transfer_calls.h"
 #include "trtllm_reference.h"
 
 static const int32_t kLayouts[2] = {MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED, MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED_GATED};
@@ -214,8 +213,13 @@ static void test_shapes_flashinfer_cannot_take_are_refused(void **state) {
     EXPECT(out_v[0] == POISON && out_s[0] == POISON, "a refused convert wrote");
     /* A TO_BUFFERS transfer whose target layout is a TRT-LLM one. */
     const mxfp8_tensor *handle = t.handle;
-    import_destination dst = {&v, &sc, kLayouts[l]};
-    assert_int_equal(folded_import_tensors(&handle, NULL, NULL, 1, NULL, &dst, NULL, 0, NULL), MXFP8_ERROR_INVALID_ARGUMENT);
+    DLTensor *values[1] = {&v}, *scales[1] = {&sc};
+    mxfp8_transfer_desc d = transfer_desc(MXFP8_TRANSFER_FROM_TENSORS, MXFP8_TRANSFER_TO_BUFFERS, 1);
+    d.tensors = &handle;
+    d.values = values;
+    d.scales = scales;
+    d.target_layouts = &kLayouts[l];
+    assert_int_equal(mxfp8_transfer(&d, NULL), MXFP8_ERROR_INVALID_ARGUMENT);
     assert_last_error_contains("desc.target_layouts[0] is MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED");
     assert_last_error_contains("write it with mxfp8_convert");
     EXPECT(out_v[0] == POISON && out_s[0] == POISON, "a refused import wrote");

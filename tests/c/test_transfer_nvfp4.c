@@ -2,20 +2,23 @@
  * transfer on the receiver (and the direct path, FROM_TENSORS to TO_BUFFERS), round trip against
  * references written in this file from the format's rules (two E2M1 codes a byte, one E4M3 scale per 16
  * values of a row, the 128x4 swizzle from its permute form in test_support.c, the amax and its two
- * conventions from their definitions), never from the library. Sources in every scale layout (compact, TE-padded and swizzled, padding poisoned), both
- * directions (columnwise stored transposed), partial blocks, rows not a multiple of 128, per-row amax and
- * its special values, 4over6's E4M3_MAX; destinations poisoned; a bucket mixing MXFP8 and NVFP4 entries;
- * the prepared forms. The GPU case (the same on device memory, the bucket byte for byte the host's) skips
- * without a CUDA device. Bad input is in test_bad_input.c. */
+ * conventions from their definitions), never from the library. Sources in every scale layout (compact,
+ * TE-padded and swizzled, padding poisoned), both directions (columnwise stored transposed), partial
+ * blocks, rows not a multiple of 128, per-row amax and its special values, 4over6's E4M3_MAX;
+ * destinations poisoned; buckets mixing MXFP8 and NVFP4 entries, and a hostile sender's description of
+ * one corrupted field by field; overlaps of amax parts and global scales; the prepared forms, their
+ * lifetime and receivers on several threads. The GPU case (the same on device memory, the bucket byte
+ * for byte the host's) skips without a CUDA device. The table of single refusals is test_bad_input.c. */
 #include <float.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "import_support.h"
+#include "tensor_fixtures.h"
 #include "test_gpu_support.h"
-#include "transfer_calls.h"
 
 enum { COMPACT = 0, PADDED = 1, SWIZZLED = 2 };
 
@@ -195,8 +198,8 @@ static void check_destination(const nv_destination *d, const nv_source *f, int e
 }
 
 /* The bucket's parts of an NVFP4 entry: the stored bytes, compact scales and the amax as TE keeps it. */
-static void check_bucket_parts(const uint8_t *bucket, const bucket_entry *e, const bucket_nvfp4_entry *n,
-                               const nv_source *f, uint64_t alignment) {
+static void check_bucket_parts(const uint8_t *bucket, const mxfp8_bucket_part *e, const nv_source *f, uint64_t alignment) {
+  const mxfp8_bucket_part *n = e;
   EXPECT(e->values_bytes == (uint64_t)(f->R * f->C / 2) && e->scales_bytes == (uint64_t)(f->R * f->SC),
          "planned %llu + %llu bytes", (unsigned long long)e->values_bytes, (unsigned long long)e->scales_bytes);
   EXPECT(n->amax_bytes == (uint64_t)(4 * f->amax_count), "planned amax %llu bytes", (unsigned long long)n->amax_bytes);
@@ -219,40 +222,42 @@ static void round_trip(const nv_spec *specs, int count, uint64_t alignment, int 
     build_source(&src[i], &specs[i], &rng);
     handles[i] = src[i].tensor;
   }
-  mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
-  o.direction = specs[0].direction;
-  bucket_entry *entries = calloc((size_t)count, sizeof *entries);
-  bucket_nvfp4_entry *nv = calloc((size_t)count, sizeof *nv);
+  int32_t *directions = calloc((size_t)count, sizeof *directions);
+  for (int i = 0; i < count; ++i) directions[i] = specs[0].direction;
+  mxfp8_transfer_desc send = transfer_desc(MXFP8_TRANSFER_FROM_TENSORS, MXFP8_TRANSFER_TO_BUCKET, (size_t)count);
+  send.tensors = handles;
+  send.directions = directions;
+  mxfp8_bucket_part *entries = calloc((size_t)count, sizeof *entries);
   uint64_t total = 0;
-  EXPECT(folded_bucket_plan(NULL, handles, NULL, (size_t)count, &o, alignment, entries, nv, &total) == MXFP8_OK, "plan: %s",
-         mxfp8_last_error());
+  EXPECT(mxfp8_bucket_parts(&send, alignment, entries, &total) == MXFP8_OK, "plan: %s", mxfp8_last_error());
   uint8_t *bucket = malloc((size_t)total + 1);
   memset(bucket, 0xA5, (size_t)total + 1);
   int64_t bshape[1] = {(int64_t)total};
   DLTensor b = {bucket, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, bshape, NULL, 0};
+  send.bucket_out = &b;
+  send.parts_out = entries;
   if (prepared) {
     mxfp8_plan *p = NULL;
-    EXPECT(folded_export_bucket(NULL, handles, NULL, (size_t)count, &o, entries, nv, &b, &p) == MXFP8_OK, "prepare: %s",
-           mxfp8_last_error());
+    EXPECT(mxfp8_transfer_prepare(&send, &p) == MXFP8_OK, "prepare: %s", mxfp8_last_error());
     EXPECT(bucket[0] == 0xA5, "preparing wrote the bucket");
     EXPECT(mxfp8_plan_run(p, NULL) == MXFP8_OK, "run: %s", mxfp8_last_error());
     mxfp8_plan_release(p);
   } else {
-    EXPECT(folded_export_bucket(NULL, handles, NULL, (size_t)count, &o, entries, nv, &b, NULL) == MXFP8_OK, "fill: %s",
-           mxfp8_last_error());
+    EXPECT(mxfp8_transfer(&send, NULL) == MXFP8_OK, "fill: %s", mxfp8_last_error());
   }
   EXPECT(bucket[total] == 0xA5, "a byte past the bucket was written");
-  for (int i = 0; i < count; ++i) check_bucket_parts(bucket, &entries[i], &nv[i], &src[i], alignment);
+  for (int i = 0; i < count; ++i) check_bucket_parts(bucket, &entries[i], &src[i], alignment);
 
   /* The receiver knows only the bytes and the manifest; the sender's manifest says each entry's E4M3_MAX
    * (the plan leaves it to the sender, who has the tensor). */
-  for (int i = 0; i < count; ++i) nv[i].e4m3_max = specs[i].e4m3_max;
+  int32_t *e4m3_maxes = calloc((size_t)count, sizeof *e4m3_maxes);
+  for (int i = 0; i < count; ++i) e4m3_maxes[i] = specs[i].e4m3_max;
   int32_t *ndims = calloc((size_t)count, sizeof *ndims), *formats = calloc((size_t)count, sizeof *formats);
-  int32_t *directions = calloc((size_t)count, sizeof *directions), *layouts = calloc((size_t)count, sizeof *layouts);
+  int32_t *layouts = calloc((size_t)count, sizeof *layouts), *targets = calloc((size_t)count, sizeof *targets);
   int64_t(*shapes_store)[2] = calloc((size_t)count, sizeof *shapes_store);
   const int64_t **shapes = calloc((size_t)count, sizeof *shapes);
   nv_destination *dst = calloc((size_t)count, sizeof *dst);
-  import_destination *dests = calloc((size_t)count, sizeof *dests);
+  DLTensor **values = calloc((size_t)count, sizeof *values), **scales = calloc((size_t)count, sizeof *scales);
   DLTensor **globals = calloc((size_t)count, sizeof *globals);
   for (int i = 0; i < count; ++i) {
     ndims[i] = 2;
@@ -263,28 +268,33 @@ static void round_trip(const nv_spec *specs, int count, uint64_t alignment, int 
     directions[i] = specs[i].direction;
     layouts[i] = MXFP8_SCALE_LAYOUT_COMPACT;
     make_destination(&dst[i], &src[i]);
-    dests[i] = (import_destination){&dst[i].v, &dst[i].s, specs[i].target};
+    values[i] = &dst[i].v;
+    scales[i] = &dst[i].s;
+    targets[i] = specs[i].target;
     globals[i] = &dst[i].g;
   }
-  bucket_manifest m = BUCKET_MANIFEST_INIT;
-  m.count = (size_t)count;
-  m.entries = entries;
+  mxfp8_transfer_desc m = transfer_desc(MXFP8_TRANSFER_FROM_BUCKET, MXFP8_TRANSFER_TO_BUFFERS, (size_t)count);
+  m.bucket_in = &b;
+  m.parts_in = entries;
   m.ndims = ndims;
   m.shapes = shapes;
   m.formats = formats;
   m.directions = directions;
-  m.scales_layouts = layouts;
-  m.nvfp4_entries = nv;
+  m.source_layouts = layouts;
+  m.e4m3_maxes = e4m3_maxes;
+  m.values = values;
+  m.scales = scales;
+  m.target_layouts = targets;
   m.global_scales = globals;
   m.global_scale = encode ? MXFP8_NVFP4_GLOBAL_SCALE_ENCODE : MXFP8_NVFP4_GLOBAL_SCALE_DECODE;
   if (prepared) {
     mxfp8_plan *p = NULL;
-    EXPECT(folded_import_bucket(&b, &m, dests, NULL, &p) == MXFP8_OK, "prepare import: %s", mxfp8_last_error());
+    EXPECT(mxfp8_transfer_prepare(&m, &p) == MXFP8_OK, "prepare import: %s", mxfp8_last_error());
     EXPECT(dst[0].values[0] == POISON && bits_of(dst[0].global[0]) == 0xFFFFFFFFu, "preparing wrote a destination");
     EXPECT(mxfp8_plan_run(p, NULL) == MXFP8_OK, "run import: %s", mxfp8_last_error());
     mxfp8_plan_release(p);
   } else {
-    EXPECT(folded_import_bucket(&b, &m, dests, NULL, NULL) == MXFP8_OK, "import: %s", mxfp8_last_error());
+    EXPECT(mxfp8_transfer(&m, NULL) == MXFP8_OK, "import: %s", mxfp8_last_error());
   }
   for (int i = 0; i < count; ++i) {
     char what[64];
@@ -293,8 +303,8 @@ static void round_trip(const nv_spec *specs, int count, uint64_t alignment, int 
     free_destination(&dst[i]);
     free_source(&src[i]);
   }
-  free(globals), free(dests), free(dst), free(shapes), free(shapes_store), free(layouts), free(directions), free(formats);
-  free(ndims), free(bucket), free(nv), free(entries), free(handles), free(src);
+  free(globals), free(values), free(scales), free(targets), free(dst), free(shapes), free(shapes_store), free(layouts);
+  free(directions), free(formats), free(e4m3_maxes), free(ndims), free(bucket), free(entries), free(handles), free(src);
 }
 
 static void test_rowwise_entries_round_trip_every_source_layout(void **state) {
@@ -342,22 +352,25 @@ static void test_prepared_fill_keeps_its_nvfp4_tensors_alive(void **state) {
   nv_source f;
   build_source(&f, &spec, &rng);
   const mxfp8_tensor *handles[1] = {f.tensor};
-  bucket_entry e[1];
-  bucket_nvfp4_entry nv[1];
+  mxfp8_transfer_desc send = transfer_desc(MXFP8_TRANSFER_FROM_TENSORS, MXFP8_TRANSFER_TO_BUCKET, 1);
+  send.tensors = handles;
+  mxfp8_bucket_part e[1];
   uint64_t total = 0;
-  EXPECT(folded_bucket_plan(NULL, handles, NULL, 1, NULL, 64, e, nv, &total) == MXFP8_OK, "plan: %s", mxfp8_last_error());
+  EXPECT(mxfp8_bucket_parts(&send, 64, e, &total) == MXFP8_OK, "plan: %s", mxfp8_last_error());
   uint8_t *bucket = malloc((size_t)total);
   memset(bucket, 0xA5, (size_t)total);
   int64_t bshape[1] = {(int64_t)total};
   DLTensor b = {bucket, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, bshape, NULL, 0};
+  send.bucket_out = &b;
+  send.parts_out = e;
   mxfp8_plan *p = NULL;
-  EXPECT(folded_export_bucket(NULL, handles, NULL, 1, NULL, e, nv, &b, &p) == MXFP8_OK, "prepare: %s", mxfp8_last_error());
+  EXPECT(mxfp8_transfer_prepare(&send, &p) == MXFP8_OK, "prepare: %s", mxfp8_last_error());
   mxfp8_tensor_release(f.tensor);
   f.tensor = NULL;
   EXPECT(f.data->deleter_calls == 0 && f.scale_buf->deleter_calls == 0 && f.amax_t->deleter_calls == 0,
          "a deleter ran while the plan holds the tensor");
   EXPECT(mxfp8_plan_run(p, NULL) == MXFP8_OK, "run: %s", mxfp8_last_error());
-  check_bucket_parts(bucket, &e[0], &nv[0], &f, 64);
+  check_bucket_parts(bucket, &e[0], &f, 64);
   mxfp8_plan_release(p);
   EXPECT(f.data->deleter_calls == 1 && f.scale_buf->deleter_calls == 1 && f.amax_t->deleter_calls == 1,
          "deleters ran %d %d %d times", f.data->deleter_calls, f.scale_buf->deleter_calls, f.amax_t->deleter_calls);
@@ -376,33 +389,33 @@ static void test_mixed_bucket_of_mxfp8_and_nvfp4_entries(void **state) {
   nv_source nv_src[2];
   build_source(&nv_src[0], &nv_specs[0], &rng);
   build_source(&nv_src[1], &nv_specs[1], &rng);
-  const mxfp8_tensor *tensors[3] = {NULL, mx.handle, NULL};
-  const mxfp8_tensor *nvfp4[3] = {nv_src[0].tensor, NULL, nv_src[1].tensor};
-  bucket_entry entries[3];
-  bucket_nvfp4_entry nv[3];
-  memset(nv, 0x5A, sizeof nv);
+  const mxfp8_tensor *tensors[3] = {nv_src[0].tensor, mx.handle, nv_src[1].tensor};
+  mxfp8_bucket_part entries[3];
+  memset(entries, 0x5A, sizeof entries);
   uint64_t total = 0;
   /* The sender's E8M0 fix-up too rewrites MXFP8 scales only (the NVFP4 sources hold zero scale bytes). */
-  mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
-  o.scale_fixup = MXFP8_SCALE_FIXUP_ZERO_EXPONENT_AS_ONE;
-  EXPECT(folded_bucket_plan(tensors, nvfp4, NULL, 3, &o, 256, entries, nv, &total) == MXFP8_OK, "plan: %s",
-         mxfp8_last_error());
-  EXPECT(nv[1].amax_offset == 0 && nv[1].amax_bytes == 0, "the MXFP8 entry's amax part is not empty");
+  mxfp8_transfer_desc send = transfer_desc(MXFP8_TRANSFER_FROM_TENSORS, MXFP8_TRANSFER_TO_BUCKET, 3);
+  send.tensors = tensors;
+  send.scale_fixup = MXFP8_SCALE_FIXUP_ZERO_EXPONENT_AS_ONE;
+  EXPECT(mxfp8_bucket_parts(&send, 256, entries, &total) == MXFP8_OK, "plan: %s", mxfp8_last_error());
+  EXPECT(entries[1].amax_offset == 0 && entries[1].amax_bytes == 0, "the MXFP8 entry's amax part is not empty");
   EXPECT(entries[1].values_bytes == 9600 && entries[1].scales_bytes == 300, "MXFP8 entry planned %llu + %llu",
          (unsigned long long)entries[1].values_bytes, (unsigned long long)entries[1].scales_bytes);
   uint8_t *bucket = malloc((size_t)total);
   memset(bucket, 0xA5, (size_t)total);
   int64_t bshape[1] = {(int64_t)total};
   DLTensor b = {bucket, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, bshape, NULL, 0};
-  EXPECT(folded_export_bucket(tensors, nvfp4, NULL, 3, &o, entries, nv, &b, NULL) == MXFP8_OK, "fill: %s", mxfp8_last_error());
-  check_bucket_parts(bucket, &entries[0], &nv[0], &nv_src[0], 256);
-  check_bucket_parts(bucket, &entries[2], &nv[2], &nv_src[1], 256);
+  send.bucket_out = &b;
+  send.parts_out = entries;
+  EXPECT(mxfp8_transfer(&send, NULL) == MXFP8_OK, "fill: %s", mxfp8_last_error());
+  check_bucket_parts(bucket, &entries[0], &nv_src[0], 256);
+  check_bucket_parts(bucket, &entries[2], &nv_src[1], 256);
   EXPECT(memcmp(bucket + entries[1].values_offset, mx.ref.values, 9600) == 0, "MXFP8 values differ");
   EXPECT(memcmp(bucket + entries[1].scales_offset, mx.ref.compact, 300) == 0, "MXFP8 scales differ");
 
   /* The receiver: MXFP8 into a 128x4 parameter, NVFP4 as the specs ask; the sender's manifest says each
    * NVFP4 entry's E4M3_MAX. */
-  nv[0].e4m3_max = nv_specs[0].e4m3_max, nv[2].e4m3_max = nv_specs[1].e4m3_max;
+  const int32_t e4m3_maxes[3] = {nv_specs[0].e4m3_max, 0, nv_specs[1].e4m3_max};
   nv_destination d0, d2;
   make_destination(&d0, &nv_src[0]);
   make_destination(&d2, &nv_src[1]);
@@ -412,21 +425,25 @@ static void test_mixed_bucket_of_mxfp8_and_nvfp4_entries(void **state) {
   int64_t mvs[1] = {9600}, mss[1] = {512};
   DLTensor mv = {mx_values, {kDLCPU, 0}, 1, {kDLFloat8_e4m3fn, 8, 1}, mvs, NULL, 0};
   DLTensor ms = {mx_scales, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, mss, NULL, 0};
-  const import_destination dests[3] = {{&d0.v, &d0.s, nv_specs[0].target},
-                                             {&mv, &ms, MXFP8_SCALE_LAYOUT_128X4},
-                                             {&d2.v, &d2.s, nv_specs[1].target}};
+  DLTensor *values[3] = {&d0.v, &mv, &d2.v}, *scales[3] = {&d0.s, &ms, &d2.s};
+  const int32_t targets[3] = {nv_specs[0].target, MXFP8_SCALE_LAYOUT_128X4, nv_specs[1].target};
   DLTensor *globals[3] = {&d0.g, NULL, &d2.g};
   const int64_t s0[2] = {130, 40}, s1[2] = {100, 96}, s2[2] = {64, 32};
   const int64_t *shapes[3] = {s0, s1, s2};
   const int32_t ndims[3] = {2, 2, 2};
   const int32_t formats[3] = {MXFP8_FORMAT_NVFP4, MXFP8_FORMAT_E4M3, MXFP8_FORMAT_NVFP4};
-  bucket_manifest m = BUCKET_MANIFEST_INIT;
-  m.count = 3;
-  m.entries = entries;
+  const int32_t compact[3] = {MXFP8_SCALE_LAYOUT_COMPACT, MXFP8_SCALE_LAYOUT_COMPACT, MXFP8_SCALE_LAYOUT_COMPACT};
+  mxfp8_transfer_desc m = transfer_desc(MXFP8_TRANSFER_FROM_BUCKET, MXFP8_TRANSFER_TO_BUFFERS, 3);
+  m.bucket_in = &b;
+  m.parts_in = entries;
   m.ndims = ndims;
   m.shapes = shapes;
   m.formats = formats;
-  m.nvfp4_entries = nv;
+  m.source_layouts = compact;
+  m.e4m3_maxes = e4m3_maxes;
+  m.values = values;
+  m.scales = scales;
+  m.target_layouts = targets;
   m.global_scales = globals;
   /* The E8M0 fix-up rewrites MXFP8 scales only: NVFP4's E4M3 bytes travel as stored. */
   m.scale_fixup = MXFP8_SCALE_FIXUP_ZERO_EXPONENT_AS_ONE;
@@ -436,17 +453,15 @@ static void test_mixed_bucket_of_mxfp8_and_nvfp4_entries(void **state) {
   const int64_t *scales_shapes[3] = {ss0, ss1, ss2};
   m.scales_ndims = ndims;
   m.scales_shapes = scales_shapes;
-  bucket_manifest unchecked_globals = m;
-  unchecked_globals.global_scales = NULL;
-  EXPECT(folded_manifest_check(&b, &unchecked_globals) == MXFP8_OK, "check: %s", mxfp8_last_error());
+  EXPECT(transfer_check_source(&m) == MXFP8_OK, "check: %s", mxfp8_last_error());
   /* (32, 4): the 128 bytes of entry 2's 64 x 2 E4M3 scales, but not their shape. */
   const int64_t wrong[2] = {32, 4};
   scales_shapes[2] = wrong;
-  EXPECT(folded_manifest_check(&b, &m) == MXFP8_ERROR_INVALID_ARGUMENT, "a wrong scales shape was accepted");
+  EXPECT(transfer_check_source(&m) == MXFP8_ERROR_INVALID_ARGUMENT, "a wrong scales shape was accepted");
   assert_last_error_contains("desc.scales_shapes[2] is (32, 4), not the NVFP4 rowwise scale matrix of shape (64, 32), which is 64 x 2");
-  EXPECT(folded_import_bucket(&b, &m, dests, NULL, NULL) == MXFP8_ERROR_INVALID_ARGUMENT, "a wrong scales shape was imported");
+  EXPECT(mxfp8_transfer(&m, NULL) == MXFP8_ERROR_INVALID_ARGUMENT, "a wrong scales shape was imported");
   scales_shapes[2] = ss2;
-  EXPECT(folded_import_bucket(&b, &m, dests, NULL, NULL) == MXFP8_OK, "import: %s", mxfp8_last_error());
+  EXPECT(mxfp8_transfer(&m, NULL) == MXFP8_OK, "import: %s", mxfp8_last_error());
   check_destination(&d0, &nv_src[0], 0, "NVFP4 entry 0");
   check_destination(&d2, &nv_src[1], 0, "NVFP4 entry 2");
   EXPECT(memcmp(mx_values, mx.ref.values, sizeof mx_values) == 0, "MXFP8 values differ after import");
@@ -470,40 +485,48 @@ static void test_amax_offset_not_a_multiple_of_4_is_refused(void **state) {
   nv_source src;
   build_source(&src, &spec, &rng);
   const mxfp8_tensor *nvfp4[1] = {src.tensor};
-  bucket_entry entry;
-  bucket_nvfp4_entry nv;
+  mxfp8_transfer_desc send = transfer_desc(MXFP8_TRANSFER_FROM_TENSORS, MXFP8_TRANSFER_TO_BUCKET, 1);
+  send.tensors = nvfp4;
+  mxfp8_bucket_part entry;
   uint64_t total = 0;
-  EXPECT(folded_bucket_plan(NULL, nvfp4, NULL, 1, NULL, 16, &entry, &nv, &total) == MXFP8_OK, "plan: %s", mxfp8_last_error());
+  EXPECT(mxfp8_bucket_parts(&send, 16, &entry, &total) == MXFP8_OK, "plan: %s", mxfp8_last_error());
   float *storage = malloc((size_t)total + 8); /* float: an aligned start */
   uint8_t *at = (uint8_t *)storage + 2;
   int64_t bshape[1] = {(int64_t)total + 2}, fshape[1] = {(int64_t)total};
   DLTensor b = {at, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, bshape, NULL, 0};
   DLTensor filled = {at + 2, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, fshape, NULL, 0}; /* the planned bucket, 2 bytes in */
-  EXPECT(folded_export_bucket(NULL, nvfp4, NULL, 1, NULL, &entry, &nv, &filled, NULL) == MXFP8_OK, "fill: %s", mxfp8_last_error());
-  entry.values_offset += 2, entry.scales_offset += 2, nv.amax_offset += 2;
-  nv.e4m3_max = spec.e4m3_max;
+  send.bucket_out = &filled;
+  send.parts_out = &entry;
+  EXPECT(mxfp8_transfer(&send, NULL) == MXFP8_OK, "fill: %s", mxfp8_last_error());
+  entry.values_offset += 2, entry.scales_offset += 2, entry.amax_offset += 2;
+  const int32_t e4m3_maxes[1] = {spec.e4m3_max};
   nv_destination d;
   make_destination(&d, &src);
   DLTensor *globals[1] = {&d.g};
-  const import_destination dest = {&d.v, &d.s, MXFP8_SCALE_LAYOUT_COMPACT};
+  DLTensor *values[1] = {&d.v}, *scales[1] = {&d.s};
+  const int32_t targets[1] = {MXFP8_SCALE_LAYOUT_COMPACT};
   const int64_t shape[2] = {64, 64};
   const int64_t *shapes[1] = {shape};
-  const int32_t ndims[1] = {2}, formats[1] = {MXFP8_FORMAT_NVFP4};
-  bucket_manifest m = BUCKET_MANIFEST_INIT;
-  m.count = 1;
-  m.entries = &entry;
+  const int32_t ndims[1] = {2}, formats[1] = {MXFP8_FORMAT_NVFP4}, compact[1] = {MXFP8_SCALE_LAYOUT_COMPACT};
+  mxfp8_transfer_desc m = transfer_desc(MXFP8_TRANSFER_FROM_BUCKET, MXFP8_TRANSFER_TO_BUFFERS, 1);
+  m.bucket_in = &b;
+  m.parts_in = &entry;
   m.ndims = ndims;
   m.shapes = shapes;
   m.formats = formats;
-  m.nvfp4_entries = &nv;
+  m.source_layouts = compact;
+  m.e4m3_maxes = e4m3_maxes;
+  m.values = values;
+  m.scales = scales;
+  m.target_layouts = targets;
   m.global_scales = globals;
-  EXPECT(folded_import_bucket(&b, &m, &dest, NULL, NULL) == MXFP8_ERROR_INVALID_ARGUMENT, "an amax at offset %llu was imported",
-         (unsigned long long)nv.amax_offset);
+  EXPECT(mxfp8_transfer(&m, NULL) == MXFP8_ERROR_INVALID_ARGUMENT, "an amax at offset %llu was imported",
+         (unsigned long long)entry.amax_offset);
   assert_last_error_contains("desc.parts_in[0].amax_offset is");
   assert_last_error_contains("not a multiple of 4");
   const uint8_t *v = (const uint8_t *)d.v.data;
   for (int64_t i = 0; i < d.v.shape[0]; ++i) EXPECT(v[i] == POISON, "values byte %lld written", (long long)i);
-  EXPECT(folded_manifest_check(&b, &m) == MXFP8_ERROR_INVALID_ARGUMENT, "the check accepted the amax offset");
+  EXPECT(transfer_check_source(&m) == MXFP8_ERROR_INVALID_ARGUMENT, "the check accepted the amax offset");
   free_destination(&d);
   free(storage);
   free_source(&src);
@@ -523,8 +546,7 @@ static void test_direct_import_of_nvfp4_and_mxfp8_storage(void **state) {
       build_source(&src[1], &nv_specs[1], &rng);
       const spec mx_spec = {2, {40, 64, 0}, MXFP8_DIRECTION_ROWWISE, 0, MXFP8_SCALE_LAYOUT_128X4};
       te_tensor mx = make_te(&mx_spec, &rng); /* TE-padded row-major scales, padding poisoned */
-      const mxfp8_tensor *tensors[3] = {NULL, mx.handle, NULL};
-      const mxfp8_tensor *nvfp4[3] = {src[0].tensor, NULL, src[1].tensor};
+      const mxfp8_tensor *tensors[3] = {src[0].tensor, mx.handle, src[1].tensor};
       nv_destination d0, d2;
       make_destination(&d0, &src[0]);
       make_destination(&d2, &src[1]);
@@ -534,21 +556,24 @@ static void test_direct_import_of_nvfp4_and_mxfp8_storage(void **state) {
       int64_t mvs[1] = {2560}, mss[1] = {512};
       DLTensor v = {mv, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, mvs, NULL, 0};
       DLTensor sc = {ms, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, mss, NULL, 0};
-      const import_destination dests[3] = {{&d0.v, &d0.s, nv_specs[0].target},
-                                                 {&v, &sc, MXFP8_SCALE_LAYOUT_128X4},
-                                                 {&d2.v, &d2.s, nv_specs[1].target}};
+      DLTensor *values[3] = {&d0.v, &v, &d2.v}, *scales[3] = {&d0.s, &sc, &d2.s};
+      const int32_t targets[3] = {nv_specs[0].target, MXFP8_SCALE_LAYOUT_128X4, nv_specs[1].target};
       DLTensor *globals[3] = {&d0.g, NULL, &d2.g};
-      const int32_t convention = encode ? MXFP8_NVFP4_GLOBAL_SCALE_ENCODE : MXFP8_NVFP4_GLOBAL_SCALE_DECODE;
+      mxfp8_transfer_desc t = transfer_desc(MXFP8_TRANSFER_FROM_TENSORS, MXFP8_TRANSFER_TO_BUFFERS, 3);
+      t.tensors = tensors;
+      t.values = values;
+      t.scales = scales;
+      t.target_layouts = targets;
+      t.global_scales = globals;
+      t.global_scale = encode ? MXFP8_NVFP4_GLOBAL_SCALE_ENCODE : MXFP8_NVFP4_GLOBAL_SCALE_DECODE;
       if (prepared) {
         mxfp8_plan *p = NULL;
-        EXPECT(folded_import_tensors(tensors, nvfp4, NULL, 3, NULL, dests, globals, convention, &p) == MXFP8_OK,
-               "prepare: %s", mxfp8_last_error());
+        EXPECT(mxfp8_transfer_prepare(&t, &p) == MXFP8_OK, "prepare: %s", mxfp8_last_error());
         EXPECT(d0.values[0] == POISON && mv[0] == POISON, "preparing wrote a destination");
         EXPECT(mxfp8_plan_run(p, NULL) == MXFP8_OK, "run: %s", mxfp8_last_error());
         mxfp8_plan_release(p);
       } else {
-        EXPECT(folded_import_tensors(tensors, nvfp4, NULL, 3, NULL, dests, globals, convention, NULL) == MXFP8_OK, "import: %s",
-               mxfp8_last_error());
+        EXPECT(mxfp8_transfer(&t, NULL) == MXFP8_OK, "import: %s", mxfp8_last_error());
       }
       check_destination(&d0, &src[0], encode, "direct NVFP4 entry 0");
       check_destination(&d2, &src[1], encode, "direct NVFP4 entry 2");
@@ -573,20 +598,29 @@ static void test_direct_import_refusals_write_nothing(void **state) {
   nv_destination d;
   make_destination(&d, &f);
   const mxfp8_tensor *nvfp4[1] = {f.tensor};
-  const import_destination dests[1] = {{&d.v, &d.s, MXFP8_SCALE_LAYOUT_COMPACT}};
-  EXPECT(folded_import_tensors(NULL, nvfp4, NULL, 1, NULL, dests, NULL, 0, NULL) == MXFP8_ERROR_INVALID_ARGUMENT, "no globals");
+  DLTensor *values[1] = {&d.v}, *scales[1] = {&d.s};
+  const int32_t targets[1] = {MXFP8_SCALE_LAYOUT_COMPACT};
+  mxfp8_transfer_desc t = transfer_desc(MXFP8_TRANSFER_FROM_TENSORS, MXFP8_TRANSFER_TO_BUFFERS, 1);
+  t.tensors = nvfp4;
+  t.values = values;
+  t.scales = scales;
+  t.target_layouts = targets;
+  EXPECT(mxfp8_transfer(&t, NULL) == MXFP8_ERROR_INVALID_ARGUMENT, "no globals");
   assert_last_error_contains("desc.global_scales is NULL but entry 0 is an NVFP4 tensor");
   DLTensor over_amax = d.g;
   over_amax.data = f.amax_t->buffer; /* the trainer's own amax */
   DLTensor *globals[1] = {&over_amax};
-  EXPECT(folded_import_tensors(NULL, nvfp4, NULL, 1, NULL, dests, globals, 0, NULL) == MXFP8_ERROR_INVALID_ARGUMENT, "over amax");
+  t.global_scales = globals;
+  EXPECT(mxfp8_transfer(&t, NULL) == MXFP8_ERROR_INVALID_ARGUMENT, "over amax");
   assert_last_error_contains("overlap");
   globals[0] = &d.g;
-  EXPECT(folded_import_tensors(NULL, nvfp4, NULL, 1, NULL, dests, globals, 2, NULL) == MXFP8_ERROR_INVALID_ARGUMENT, "convention");
+  t.global_scale = 2;
+  EXPECT(mxfp8_transfer(&t, NULL) == MXFP8_ERROR_INVALID_ARGUMENT, "convention");
   assert_last_error_contains("desc.global_scale is 2, expected MXFP8_NVFP4_GLOBAL_SCALE_DECODE (0)");
-  mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
-  o.direction = MXFP8_DIRECTION_COLUMNWISE;
-  EXPECT(folded_import_tensors(NULL, nvfp4, NULL, 1, &o, dests, globals, 0, NULL) == MXFP8_ERROR_MISSING_DATA, "columnwise");
+  const int32_t columnwise[1] = {MXFP8_DIRECTION_COLUMNWISE};
+  t.global_scale = MXFP8_NVFP4_GLOBAL_SCALE_DECODE;
+  t.directions = columnwise;
+  EXPECT(mxfp8_transfer(&t, NULL) == MXFP8_ERROR_MISSING_DATA, "columnwise");
   int untouched = 1;
   for (int64_t i = 0; i < d.values_bytes; ++i) untouched &= d.values[i] == POISON;
   for (int64_t i = 0; i < d.scales_bytes; ++i) untouched &= d.scales[i] == POISON;
@@ -617,8 +651,7 @@ typedef struct {
 typedef struct {
   uint8_t *bytes;
   int64_t size;
-  bucket_entry entry;
-  bucket_nvfp4_entry nv;
+  mxfp8_bucket_part part;
 } hand_bucket;
 
 static void hand_bucket_new(hand_bucket *b, const nv_source *f, int layout) {
@@ -631,8 +664,7 @@ static void hand_bucket_new(hand_bucket *b, const nv_source *f, int layout) {
   memcpy(b->bytes, f->packed, (size_t)vb);
   memcpy(b->bytes + so, scales, (size_t)sb);
   memcpy(b->bytes + ao, f->amax, (size_t)(4 * f->amax_count));
-  b->entry = (bucket_entry){0, (uint64_t)vb, (uint64_t)so, (uint64_t)sb};
-  b->nv = (bucket_nvfp4_entry){(uint64_t)ao, (uint64_t)(4 * f->amax_count), f->s.e4m3_max};
+  b->part = (mxfp8_bucket_part){0, (uint64_t)vb, (uint64_t)so, (uint64_t)sb, (uint64_t)ao, (uint64_t)(4 * f->amax_count)};
   free(scales);
 }
 
@@ -716,13 +748,14 @@ static void import_nvfp4_shard_by(const nv_shard_case *c, int encode, int direct
   DLTensor sc = {scales, {kDLCPU, 0}, 1, {kDLFloat8_e4m3fn, 8, 1}, sshape, NULL, 0};
   DLTensor g = {global, {kDLCPU, 0}, 1, {kDLFloat, 32, 1}, gshape, NULL, 0};
   DLTensor *globals[1] = {&g};
-  const import_destination dest = {&v, &sc, c->target};
+  DLTensor *vs[1] = {&v}, *scs[1] = {&sc};
+  const int32_t targets[1] = {c->target};
   int64_t bshape[1] = {hb.size};
   DLTensor b = {hb.bytes, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, bshape, NULL, 0};
   const int64_t shape[2] = {c->M, c->K};
   const int64_t *shapes[1] = {shape};
   const int32_t ndims[1] = {2}, formats[1] = {MXFP8_FORMAT_NVFP4}, directions[1] = {c->direction};
-  const int32_t layouts[1] = {c->bucket_layout};
+  const int32_t layouts[1] = {c->bucket_layout}, e4m3_maxes[1] = {f.s.e4m3_max};
   mxfp8_shard shard = MXFP8_SHARD_INIT;
   shard.row_begin = c->npieces ? 0 : c->r0;
   shard.row_end = c->npieces ? MXFP8_SHARD_END : c->r1;
@@ -731,16 +764,13 @@ static void import_nvfp4_shard_by(const nv_shard_case *c, int encode, int direct
   shard.num_row_pieces = (size_t)c->npieces;
   shard.row_pieces = c->npieces ? c->pieces : NULL;
   const mxfp8_shard *shards[1] = {&shard};
-  bucket_manifest m = BUCKET_MANIFEST_INIT;
-  m.count = 1;
-  m.entries = &hb.entry;
-  m.ndims = ndims;
-  m.shapes = shapes;
-  m.formats = formats;
+  /* The receiver's side, either source: the entry's direction and shard, its buffers. */
+  mxfp8_transfer_desc m = transfer_desc(MXFP8_TRANSFER_FROM_BUCKET, MXFP8_TRANSFER_TO_BUFFERS, 1);
   m.directions = directions;
-  m.scales_layouts = layouts;
   m.shards = shards;
-  m.nvfp4_entries = &hb.nv;
+  m.values = vs;
+  m.scales = scs;
+  m.target_layouts = targets;
   m.global_scales = globals;
   m.global_scale = encode ? MXFP8_NVFP4_GLOBAL_SCALE_ENCODE : MXFP8_NVFP4_GLOBAL_SCALE_DECODE;
   char what[200];
@@ -751,18 +781,24 @@ static void import_nvfp4_shard_by(const nv_shard_case *c, int encode, int direct
   mxfp8_status got;
   if (direct) {
     const mxfp8_tensor *nvfp4[1] = {f.tensor};
-    mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
-    o.direction = c->direction;
+    m.source = MXFP8_TRANSFER_FROM_TENSORS;
+    m.tensors = nvfp4;
     mxfp8_plan *p = NULL;
-    got = prepared ? folded_import_tensors(NULL, nvfp4, shards, 1, &o, &dest, globals, m.global_scale, &p)
-                   : folded_import_tensors(NULL, nvfp4, shards, 1, &o, &dest, globals, m.global_scale, NULL);
+    got = prepared ? mxfp8_transfer_prepare(&m, &p) : mxfp8_transfer(&m, NULL);
     if (p) {
       EXPECT(values[0] == POISON, "%s: preparing wrote a destination", what);
       EXPECT(mxfp8_plan_run(p, NULL) == MXFP8_OK, "%s: run: %s", what, mxfp8_last_error());
       mxfp8_plan_release(p);
     }
   } else {
-    got = folded_import_bucket(&b, &m, &dest, NULL, NULL);
+    m.bucket_in = &b;
+    m.parts_in = &hb.part;
+    m.ndims = ndims;
+    m.shapes = shapes;
+    m.formats = formats;
+    m.source_layouts = layouts;
+    m.e4m3_maxes = e4m3_maxes;
+    got = mxfp8_transfer(&m, NULL);
   }
   EXPECT(got == expect, "%s: status %d, want %d (%s)", what, (int)got, (int)expect, mxfp8_last_error());
   if (expect == MXFP8_OK) {
@@ -775,8 +811,9 @@ static void import_nvfp4_shard_by(const nv_shard_case *c, int encode, int direct
       EXPECT(bits_of(global[i]) == exp, "%s: global scale %lld is 0x%08x, want 0x%08x", what, (long long)i,
              bits_of(global[i]), exp);
     }
-    if (!direct)
-      EXPECT(folded_manifest_check(&b, &m) == MXFP8_OK, "%s: the check refused what the import took", what);
+    if (!direct) {
+      EXPECT(transfer_check_source(&m) == MXFP8_OK, "%s: the check refused what the import took", what);
+    }
   } else {
     assert_last_error_contains(message);
     for (int64_t i = 0; i < want.values_bytes; ++i) EXPECT(values[i] == POISON, "%s: refused, values written", what);
@@ -840,19 +877,20 @@ static void test_mxfp8_only_plan_is_the_mxfp8_bucket_layout(void **state) {
   const spec b = {3, {2, 20, 64}, MXFP8_DIRECTION_ROWWISE, 1, MXFP8_SCALE_LAYOUT_COMPACT};
   te_tensor ta = make_te(&a, &rng), tb = make_te(&b, &rng);
   const mxfp8_tensor *tensors[2] = {ta.handle, tb.handle};
-  bucket_entry plan[2];
-  bucket_nvfp4_entry nv[2];
-  memset(nv, 0x5A, sizeof nv);
+  mxfp8_transfer_desc send = transfer_desc(MXFP8_TRANSFER_FROM_TENSORS, MXFP8_TRANSFER_TO_BUCKET, 2);
+  send.tensors = tensors;
+  mxfp8_bucket_part plan[2];
+  memset(plan, 0x5A, sizeof plan);
   uint64_t total = 0;
-  EXPECT(folded_bucket_plan(tensors, NULL, NULL, 2, NULL, 128, plan, nv, &total) == MXFP8_OK, "plan: %s", mxfp8_last_error());
-  /* (100, 48): 4800 values, 100 x 2 scales; (2, 20, 64): 2560 values, 40 x 2 scales. */
-  const bucket_entry want[2] = {{0, 4800, 4864, 200}, {5120, 2560, 7680, 80}};
+  EXPECT(mxfp8_bucket_parts(&send, 128, plan, &total) == MXFP8_OK, "plan: %s", mxfp8_last_error());
+  /* (100, 48): 4800 values, 100 x 2 scales; (2, 20, 64): 2560 values, 40 x 2 scales; no amax part. */
+  const mxfp8_bucket_part want[2] = {{0, 4800, 4864, 200, 0, 0}, {5120, 2560, 7680, 80, 0, 0}};
   for (int i = 0; i < 2; ++i)
-    EXPECT(memcmp(&plan[i], &want[i], sizeof want[i]) == 0 && nv[i].amax_offset == 0 && nv[i].amax_bytes == 0,
+    EXPECT(memcmp(&plan[i], &want[i], sizeof want[i]) == 0 && plan[i].amax_offset == 0 && plan[i].amax_bytes == 0,
            "entry %d planned at %llu + %llu, %llu + %llu, amax %llu + %llu", i, (unsigned long long)plan[i].values_offset,
            (unsigned long long)plan[i].values_bytes, (unsigned long long)plan[i].scales_offset,
-           (unsigned long long)plan[i].scales_bytes, (unsigned long long)nv[i].amax_offset,
-           (unsigned long long)nv[i].amax_bytes);
+           (unsigned long long)plan[i].scales_bytes, (unsigned long long)plan[i].amax_offset,
+           (unsigned long long)plan[i].amax_bytes);
   EXPECT(total == 7760, "total %llu", (unsigned long long)total);
   free_te(&ta);
   free_te(&tb);
@@ -909,27 +947,31 @@ static void test_gpu_fill_and_import_match_the_host(void **state) {
     d.rowwise_amax = &dev[i][2];
     EXPECT(mxfp8_tensor_create(&d, &dev_tensors[i]) == MXFP8_OK, "create on device: %s", mxfp8_last_error());
   }
-  bucket_entry entries[N];
-  bucket_nvfp4_entry nv[N];
+  mxfp8_transfer_desc send = transfer_desc(MXFP8_TRANSFER_FROM_TENSORS, MXFP8_TRANSFER_TO_BUCKET, N);
+  send.tensors = host_handles;
+  mxfp8_bucket_part entries[N];
   uint64_t total = 0;
-  EXPECT(folded_bucket_plan(NULL, host_handles, NULL, N, NULL, 256, entries, nv, &total) == MXFP8_OK, "plan: %s",
-         mxfp8_last_error());
+  EXPECT(mxfp8_bucket_parts(&send, 256, entries, &total) == MXFP8_OK, "plan: %s", mxfp8_last_error());
   uint8_t *host_bucket = malloc((size_t)total), *back = malloc((size_t)total);
   memset(host_bucket, 0xA5, (size_t)total);
   int64_t bshape[1] = {(int64_t)total};
   DLTensor hb = {host_bucket, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, bshape, NULL, 0};
-  EXPECT(folded_export_bucket(NULL, host_handles, NULL, N, NULL, entries, nv, &hb, NULL) == MXFP8_OK, "host fill: %s",
-         mxfp8_last_error());
+  send.bucket_out = &hb;
+  send.parts_out = entries;
+  EXPECT(mxfp8_transfer(&send, NULL) == MXFP8_OK, "host fill: %s", mxfp8_last_error());
   uint8_t *dev_bucket = NULL;
   CUDA_OK(cudaMalloc((void **)&dev_bucket, (size_t)total));
   CUDA_OK(cudaMemset(dev_bucket, 0xA5, (size_t)total));
   DLTensor db = {dev_bucket, {kDLCUDA, 0}, 1, {kDLUInt, 8, 1}, bshape, NULL, 0};
   const mxfp8_tensor *dh[N] = {dev_tensors[0], dev_tensors[1], dev_tensors[2], dev_tensors[3]};
-  EXPECT(folded_export_bucket(NULL, dh, NULL, N, NULL, entries, nv, &db, NULL) == MXFP8_OK, "device fill: %s", mxfp8_last_error());
+  send.tensors = dh;
+  send.bucket_out = &db;
+  EXPECT(mxfp8_transfer(&send, NULL) == MXFP8_OK, "device fill: %s", mxfp8_last_error());
   CUDA_OK(cudaDeviceSynchronize());
   CUDA_OK(cudaMemcpy(back, dev_bucket, (size_t)total, cudaMemcpyDeviceToHost));
   EXPECT(memcmp(back, host_bucket, (size_t)total) == 0, "the device bucket differs from the host bucket");
-  for (int i = 0; i < N; ++i) nv[i].e4m3_max = specs[i].e4m3_max; /* the sender's manifest says it */
+  int32_t e4m3_maxes[N], compact[N]; /* the sender's manifest says each E4M3_MAX */
+  for (int i = 0; i < N; ++i) e4m3_maxes[i] = specs[i].e4m3_max, compact[i] = MXFP8_SCALE_LAYOUT_COMPACT;
 
   /* 0: the FROM_BUCKET transfer; 1: prepared, encode; 2: the direct path from the device tensors. */
   for (int prepared = 0; prepared < 3; ++prepared) {
@@ -937,8 +979,8 @@ static void test_gpu_fill_and_import_match_the_host(void **state) {
     uint8_t *dv[N], *ds[N], *dg[N];
     DLTensor v[N], sc[N], g[N];
     DLTensor *globals[N];
-    import_destination dests[N];
-    int32_t ndims[N], formats[N];
+    DLTensor *values[N], *scales[N];
+    int32_t targets[N], ndims[N], formats[N];
     int64_t shapes_store[N][2];
     const int64_t *shapes[N];
     for (int i = 0; i < N; ++i) {
@@ -950,32 +992,41 @@ static void test_gpu_fill_and_import_match_the_host(void **state) {
       v[i].data = dv[i], sc[i].data = ds[i], g[i].data = dg[i];
       v[i].device = sc[i].device = g[i].device = (DLDevice){kDLCUDA, 0};
       globals[i] = &g[i];
-      dests[i] = (import_destination){&v[i], &sc[i], specs[i].target};
+      values[i] = &v[i], scales[i] = &sc[i], targets[i] = specs[i].target;
       ndims[i] = 2, formats[i] = MXFP8_FORMAT_NVFP4;
       shapes_store[i][0] = specs[i].M, shapes_store[i][1] = specs[i].K;
       shapes[i] = shapes_store[i];
     }
-    bucket_manifest m = BUCKET_MANIFEST_INIT;
-    m.count = N;
-    m.entries = entries;
+    mxfp8_transfer_desc m = transfer_desc(MXFP8_TRANSFER_FROM_BUCKET, MXFP8_TRANSFER_TO_BUFFERS, N);
+    m.bucket_in = &db;
+    m.parts_in = entries;
     m.ndims = ndims;
     m.shapes = shapes;
     m.formats = formats;
-    m.nvfp4_entries = nv;
+    m.source_layouts = compact;
+    m.e4m3_maxes = e4m3_maxes;
+    m.values = values;
+    m.scales = scales;
+    m.target_layouts = targets;
     m.global_scales = globals;
     m.global_scale = prepared == 1 ? MXFP8_NVFP4_GLOBAL_SCALE_ENCODE : MXFP8_NVFP4_GLOBAL_SCALE_DECODE;
     if (prepared == 2) {
-      EXPECT(folded_import_tensors(NULL, dh, NULL, N, NULL, dests, globals, MXFP8_NVFP4_GLOBAL_SCALE_DECODE, NULL) == MXFP8_OK,
-             "direct import: %s", mxfp8_last_error());
+      mxfp8_transfer_desc t = transfer_desc(MXFP8_TRANSFER_FROM_TENSORS, MXFP8_TRANSFER_TO_BUFFERS, N);
+      t.tensors = dh;
+      t.values = values;
+      t.scales = scales;
+      t.target_layouts = targets;
+      t.global_scales = globals;
+      EXPECT(mxfp8_transfer(&t, NULL) == MXFP8_OK, "direct import: %s", mxfp8_last_error());
       CUDA_OK(cudaDeviceSynchronize());
     } else if (prepared) {
       mxfp8_plan *p = NULL;
-      EXPECT(folded_import_bucket(&db, &m, dests, NULL, &p) == MXFP8_OK, "prepare: %s", mxfp8_last_error());
+      EXPECT(mxfp8_transfer_prepare(&m, &p) == MXFP8_OK, "prepare: %s", mxfp8_last_error());
       EXPECT(mxfp8_plan_run(p, NULL) == MXFP8_OK, "run: %s", mxfp8_last_error());
       CUDA_OK(cudaDeviceSynchronize());
       mxfp8_plan_release(p);
     } else {
-      EXPECT(folded_import_bucket(&db, &m, dests, NULL, NULL) == MXFP8_OK, "import: %s", mxfp8_last_error());
+      EXPECT(mxfp8_transfer(&m, NULL) == MXFP8_OK, "import: %s", mxfp8_last_error());
       CUDA_OK(cudaDeviceSynchronize());
     }
     for (int i = 0; i < N; ++i) {
@@ -1000,6 +1051,589 @@ static void test_gpu_fill_and_import_match_the_host(void **state) {
 #endif
 }
 
+/* ---------------------------------------------------------------------------------------------------
+ * The second probe: NVFP4 in buckets and imports, a hostile sender's manifest, prepared mixed plans.
+ * --------------------------------------------------------------------------------------------------- */
+
+/* A mixed bucket: entry 0 an MXFP8 (20, 64) tensor, entry 1 the (40, 48) NVFP4 tensor of make_nv, planned
+ * and filled by the library; the receiver's manifest and destinations for it, which the tests below
+ * corrupt one field at a time as a hostile (or buggy) sender would. */
+typedef struct {
+  rowwise_tensor a;
+  nv_tensor n;
+  const mxfp8_tensor *tensors[2]; /* the sender's: a.t, n.t */
+  mxfp8_bucket_part e[2];
+  int32_t e4m3_maxes[2];
+  uint64_t total;
+  uint8_t *bucket;
+  int64_t bucket_shape[1];
+  DLTensor bt;
+  /* the receiver's desc and its arrays */
+  int64_t shape0[2], shape1[2];
+  const int64_t *shapes[2];
+  int32_t ndims[2], formats[2], directions[2], layouts[2];
+  const mxfp8_shard *shards[2];
+  mxfp8_shard shard;
+  DLTensor *globals[2];
+  mxfp8_transfer_desc m; /* FROM_BUCKET -> TO_BUFFERS */
+  /* the receiver's buffers */
+  uint8_t v0[20 * 64], s0[20 * 2], v1[40 * 24], s1[40 * 3];
+  float g[2];
+  int64_t v0s[1], s0s[1], v1s[1], s1s[1], gs[1];
+  DLTensor dv0, ds0, dv1, ds1, dg;
+  DLTensor *values[2], *scales[2];
+  int32_t targets[2];
+} mixed_fixture;
+
+/* The sender's transfers of the fixture's tensors: into the bucket, or straight into the receiver's
+ * buffers (global_scales, decode). */
+static mxfp8_transfer_desc mixed_fill(mixed_fixture *f) {
+  mxfp8_transfer_desc d = transfer_desc(MXFP8_TRANSFER_FROM_TENSORS, MXFP8_TRANSFER_TO_BUCKET, 2);
+  d.tensors = f->tensors;
+  d.bucket_out = &f->bt;
+  d.parts_out = f->e;
+  return d;
+}
+
+static mxfp8_transfer_desc mixed_direct(mixed_fixture *f) {
+  mxfp8_transfer_desc d = transfer_desc(MXFP8_TRANSFER_FROM_TENSORS, MXFP8_TRANSFER_TO_BUFFERS, 2);
+  d.tensors = f->tensors;
+  d.values = f->values;
+  d.scales = f->scales;
+  d.target_layouts = f->targets;
+  d.global_scales = f->globals;
+  return d;
+}
+
+/* The receiver's buffers of `o`, poisoned by poison_mixed, compact, one global scale for entry 1. */
+static void receiver_destinations(mixed_fixture *o) {
+  o->v0s[0] = sizeof o->v0, o->s0s[0] = sizeof o->s0, o->v1s[0] = sizeof o->v1, o->s1s[0] = sizeof o->s1, o->gs[0] = 1;
+  o->dv0 = host_bytes(o->v0, 1, o->v0s), o->ds0 = host_bytes(o->s0, 1, o->s0s);
+  o->dv1 = host_bytes(o->v1, 1, o->v1s), o->ds1 = host_bytes(o->s1, 1, o->s1s);
+  DLTensor g = {o->g, {kDLCPU, 0}, 1, {kDLFloat, 32, 1}, o->gs, NULL, 0};
+  o->dg = g;
+  o->globals[0] = NULL, o->globals[1] = &o->dg;
+  o->values[0] = &o->dv0, o->scales[0] = &o->ds0, o->targets[0] = MXFP8_SCALE_LAYOUT_COMPACT;
+  o->values[1] = &o->dv1, o->scales[1] = &o->ds1, o->targets[1] = MXFP8_SCALE_LAYOUT_COMPACT;
+}
+
+static void make_mixed(mixed_fixture *f) {
+  memset(f, 0, sizeof *f);
+  make_rowwise(&f->a, 20, 64, 71);
+  assert_int_equal(make_nv(&f->n, 0, DLPACK_MAJOR_VERSION), MXFP8_OK);
+  f->tensors[0] = f->a.t, f->tensors[1] = f->n.t;
+  mxfp8_transfer_desc fill = mixed_fill(f);
+  assert_int_equal(mxfp8_bucket_parts(&fill, 64, f->e, &f->total), MXFP8_OK);
+  f->e4m3_maxes[0] = 0, f->e4m3_maxes[1] = 448; /* the sender's, from its tensor: a plan does not carry it */
+  f->bucket = malloc((size_t)f->total);
+  memset(f->bucket, 0x5A, (size_t)f->total);
+  f->bucket_shape[0] = (int64_t)f->total;
+  f->bt = host_bytes(f->bucket, 1, f->bucket_shape);
+  assert_int_equal(mxfp8_transfer(&fill, NULL), MXFP8_OK);
+  f->shape0[0] = 20, f->shape0[1] = 64, f->shape1[0] = 40, f->shape1[1] = 48;
+  f->shapes[0] = f->shape0, f->shapes[1] = f->shape1;
+  f->ndims[0] = f->ndims[1] = 2;
+  f->formats[0] = MXFP8_FORMAT_E4M3, f->formats[1] = MXFP8_FORMAT_NVFP4;
+  f->directions[0] = f->directions[1] = MXFP8_DIRECTION_ROWWISE;
+  f->layouts[0] = f->layouts[1] = MXFP8_SCALE_LAYOUT_COMPACT;
+  receiver_destinations(f);
+  f->m = transfer_desc(MXFP8_TRANSFER_FROM_BUCKET, MXFP8_TRANSFER_TO_BUFFERS, 2);
+  f->m.bucket_in = &f->bt;
+  f->m.parts_in = f->e;
+  f->m.ndims = f->ndims;
+  f->m.shapes = f->shapes;
+  f->m.formats = f->formats;
+  f->m.directions = f->directions;
+  f->m.source_layouts = f->layouts;
+  f->m.e4m3_maxes = f->e4m3_maxes;
+  f->m.values = f->values;
+  f->m.scales = f->scales;
+  f->m.target_layouts = f->targets;
+  f->m.global_scales = f->globals;
+}
+
+static void poison_mixed(mixed_fixture *f) {
+  memset(f->v0, POISON, sizeof f->v0);
+  memset(f->s0, POISON, sizeof f->s0);
+  memset(f->v1, POISON, sizeof f->v1);
+  memset(f->s1, POISON, sizeof f->s1);
+  memset(f->g, POISON, sizeof f->g);
+}
+
+static int mixed_untouched(const mixed_fixture *f) {
+  return all_poison(f->v0, sizeof f->v0) && all_poison(f->s0, sizeof f->s0) && all_poison(f->v1, sizeof f->v1) &&
+         all_poison(f->s1, sizeof f->s1) && all_poison((const uint8_t *)f->g, sizeof f->g);
+}
+
+/* What a correct import wrote, from the sources (not from the bucket). */
+static void expect_mixed_imported(const mixed_fixture *f) {
+  EXPECT(memcmp(f->v0, f->a.data->buffer, sizeof f->v0) == 0, "entry 0's values");
+  EXPECT(memcmp(f->s0, f->a.s, sizeof f->s0) == 0, "entry 0's scales");
+  EXPECT(memcmp(f->v1, f->n.data->buffer, sizeof f->v1) == 0, "entry 1's values");
+  for (int y = 0; y < 40; ++y)
+    for (int x = 0; x < 3; ++x) EXPECT(f->s1[y * 3 + x] == f->n.scales->buffer[y * 4 + x], "entry 1's scale (%d, %d)", y, x);
+  EXPECT(f->g[0] == 5.0f / (6.0f * 448.0f), "entry 1's global scale %.9g", (double)f->g[0]);
+}
+
+static void free_mixed(mixed_fixture *f) {
+  free(f->bucket);
+  free_rowwise(&f->a);
+  free_nv(&f->n, 1);
+}
+
+typedef void (*mixed_mutator)(mixed_fixture *f);
+static void x_amax_at_the_end(mixed_fixture *f) { f->e[1].amax_offset = f->total; }
+static void x_amax_offset_huge(mixed_fixture *f) { f->e[1].amax_offset = UINT64_MAX - 3; }
+static void x_amax_offset_wraps(mixed_fixture *f) { f->e[1].amax_offset = UINT64_MAX - 1; f->e[1].amax_bytes = 4; }
+static void x_amax_bytes_8(mixed_fixture *f) { f->e[1].amax_bytes = 8; }
+static void x_amax_bytes_huge(mixed_fixture *f) { f->e[1].amax_bytes = UINT64_MAX - 3; }
+static void x_amax_bytes_odd(mixed_fixture *f) { f->e[1].amax_bytes = 5; }
+static void x_amax_per_row_past_the_end(mixed_fixture *f) { f->e[1].amax_bytes = 4 * 40; }
+static void x_amax_misaligned(mixed_fixture *f) { f->e[1].amax_offset += 2; }
+static void x_e4m3_max(mixed_fixture *f) { f->e4m3_maxes[1] = 300; }
+static void x_nvfp4_as_e4m3(mixed_fixture *f) { f->formats[1] = MXFP8_FORMAT_E4M3; }
+static void x_nvfp4_as_e5m2(mixed_fixture *f) { f->formats[1] = MXFP8_FORMAT_E5M2; }
+static void x_mxfp8_as_nvfp4(mixed_fixture *f) { f->formats[0] = MXFP8_FORMAT_NVFP4; }
+static void x_mxfp8_as_nvfp4_with_an_entry(mixed_fixture *f) {
+  f->formats[0] = MXFP8_FORMAT_NVFP4;
+  f->e[0].amax_offset = f->e[1].amax_offset, f->e[0].amax_bytes = f->e[1].amax_bytes;
+  f->e4m3_maxes[0] = f->e4m3_maxes[1];
+  f->globals[0] = &f->dg;
+}
+static void x_format_7(mixed_fixture *f) { f->formats[1] = 7; }
+static void x_format_7_at_the_mxfp8_entry(mixed_fixture *f) { f->formats[0] = 7; }
+static void x_no_nvfp4_entries(mixed_fixture *f) { /* no amax parts, no E4M3_MAX */
+  for (int i = 0; i < 2; ++i) f->e[i].amax_offset = f->e[i].amax_bytes = 0, f->e4m3_maxes[i] = 0;
+}
+static void x_no_global_scales(mixed_fixture *f) { f->m.global_scales = NULL; }
+static void x_global_null(mixed_fixture *f) { f->globals[1] = NULL; }
+static void x_global_float16(mixed_fixture *f) { f->dg.dtype.bits = 16; }
+static void x_global_two(mixed_fixture *f) { f->gs[0] = 2; }
+static void x_global_over_values(mixed_fixture *f) { f->dg.data = f->v1 + 16; }
+static void x_global_over_bucket_amax(mixed_fixture *f) { f->dg.data = f->bucket + f->e[1].amax_offset; }
+static void x_global_misaligned(mixed_fixture *f) { f->dg.byte_offset = 1; }
+static void x_global_on_cuda(mixed_fixture *f) { f->dg.device.device_type = kDLCUDA; }
+/* One row of the NVFP4 entry, into destinations sized for all of it. */
+static void x_shard(mixed_fixture *f) {
+  const mxfp8_shard init = MXFP8_SHARD_INIT;
+  f->shard = init;
+  f->shard.row_end = 1;
+  f->shards[1] = &f->shard;
+  f->m.shards = f->shards;
+}
+static void x_layout_deepgemm(mixed_fixture *f) { f->layouts[1] = MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED; }
+static void x_layout_trtllm(mixed_fixture *f) { f->layouts[1] = MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED; }
+static void x_destination_deepgemm(mixed_fixture *f) { f->targets[1] = MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED; }
+static void x_odd_columns(mixed_fixture *f) { f->shape1[1] = 47; }
+static void x_columnwise(mixed_fixture *f) { f->directions[1] = MXFP8_DIRECTION_COLUMNWISE; }
+static void x_rows_overflow(mixed_fixture *f) { f->shape1[0] = INT64_MAX; f->shape1[1] = 4; }
+static void x_cols_huge(mixed_fixture *f) { f->shape1[0] = 1; f->shape1[1] = INT64_MAX - 1; }
+static void x_values_offset_huge(mixed_fixture *f) { f->e[1].values_offset = UINT64_MAX; }
+static void x_scales_bytes(mixed_fixture *f) { f->e[1].scales_bytes += 1; }
+static void x_values_bytes_mxfp8(mixed_fixture *f) { f->e[1].values_bytes = 40 * 48; }
+static void x_global_scale_enum(mixed_fixture *f) { f->m.global_scale = 2; }
+static void x_destination_values_over_scales0(mixed_fixture *f) { f->dv1.data = f->s0; f->v1s[0] = sizeof f->s0; }
+static void x_destination_values_float4_count(mixed_fixture *f) { f->dv1.dtype.code = kDLFloat4_e2m1fn; f->dv1.dtype.bits = 4; }
+static void x_destination_scales_e8m0(mixed_fixture *f) { f->ds1.dtype.code = kDLFloat8_e8m0fnu; }
+static void x_ndim_0(mixed_fixture *f) { f->ndims[1] = 0; }
+
+/* A FROM_BUCKET, TO_BUFFERS transfer with an NVFP4 entry: "Checks everything (desc, every source, part,
+ * shard, destination, overlap), then moves every entry", refused "before anything is written, with one
+ * status and a message naming the field"; "A manifest that says an entry is MXFP8 when the bucket holds
+ * NVFP4 (or the other way round) is refused". Each case corrupts one field of a valid manifest; the
+ * destinations and the global scale stay as they were; mxfp8_transfer_prepare refuses alike. */
+static void test_hostile_manifest_of_a_mixed_bucket(void **state) {
+  (void)state;
+  const struct {
+    mixed_mutator mutate;
+    mxfp8_status want;
+    const char *names;
+  } cases[] = {
+      {x_amax_at_the_end, MXFP8_ERROR_INVALID_ARGUMENT, "desc.parts_in[1]"},
+      {x_amax_offset_huge, MXFP8_ERROR_INVALID_ARGUMENT, "desc.parts_in[1]"},
+      {x_amax_offset_wraps, MXFP8_ERROR_INVALID_ARGUMENT, "desc.parts_in[1]"},
+      {x_amax_bytes_8, MXFP8_ERROR_INVALID_ARGUMENT, "desc.parts_in[1].amax_bytes"},
+      {x_amax_bytes_huge, MXFP8_ERROR_INVALID_ARGUMENT, "desc.parts_in[1].amax_bytes"},
+      {x_amax_bytes_odd, MXFP8_ERROR_INVALID_ARGUMENT, "desc.parts_in[1].amax_bytes"},
+      {x_amax_per_row_past_the_end, MXFP8_ERROR_INVALID_ARGUMENT, "desc.parts_in[1]"},
+      {x_amax_misaligned, MXFP8_ERROR_INVALID_ARGUMENT, "desc.parts_in[1]"},
+      {x_e4m3_max, MXFP8_ERROR_INVALID_ARGUMENT, "desc.e4m3_maxes[1]"},
+      {x_nvfp4_as_e4m3, MXFP8_ERROR_INVALID_ARGUMENT, "desc.parts_in[1]"},
+      {x_nvfp4_as_e5m2, MXFP8_ERROR_INVALID_ARGUMENT, "desc.parts_in[1]"},
+      {x_mxfp8_as_nvfp4, MXFP8_ERROR_INVALID_ARGUMENT, "[0]"},
+      {x_mxfp8_as_nvfp4_with_an_entry, MXFP8_ERROR_INVALID_ARGUMENT, "[0]"},
+      {x_format_7, MXFP8_ERROR_INVALID_ARGUMENT, "desc.formats[1]"},
+      {x_format_7_at_the_mxfp8_entry, MXFP8_ERROR_INVALID_ARGUMENT, "desc.formats[0] is 7"},
+      {x_no_nvfp4_entries, MXFP8_ERROR_INVALID_ARGUMENT, "desc.e4m3_maxes[1]"},
+      {x_no_global_scales, MXFP8_ERROR_INVALID_ARGUMENT, "desc.global_scales"},
+      {x_global_null, MXFP8_ERROR_INVALID_ARGUMENT, "desc.global_scales[1]"},
+      {x_global_float16, MXFP8_ERROR_INVALID_ARGUMENT, "desc.global_scales[1]"},
+      {x_global_two, MXFP8_ERROR_INVALID_ARGUMENT, "desc.global_scales[1]"},
+      {x_global_over_values, MXFP8_ERROR_INVALID_ARGUMENT, "desc.global_scales[1]"},
+      {x_global_over_bucket_amax, MXFP8_ERROR_INVALID_ARGUMENT, "desc.global_scales[1]"},
+      {x_global_misaligned, MXFP8_ERROR_INVALID_ARGUMENT, "desc.global_scales[1]"},
+      {x_global_on_cuda, MXFP8_ERROR_INVALID_ARGUMENT, "desc.global_scales[1]"},
+      {x_shard, MXFP8_ERROR_INVALID_ARGUMENT, "desc.values[1]"},
+      {x_layout_deepgemm, MXFP8_ERROR_INVALID_ARGUMENT, "desc.source_layouts[1]"},
+      {x_layout_trtllm, MXFP8_ERROR_INVALID_ARGUMENT, "desc.source_layouts[1]"},
+      {x_destination_deepgemm, MXFP8_ERROR_INVALID_ARGUMENT, "desc.target_layouts[1]"},
+      {x_odd_columns, MXFP8_ERROR_INVALID_ARGUMENT, "desc.shapes[1]"},
+      {x_columnwise, MXFP8_ERROR_INVALID_ARGUMENT, "desc.parts_in[1]"},
+      {x_rows_overflow, MXFP8_ERROR_INVALID_ARGUMENT, "shape overflows int64"},
+      {x_cols_huge, MXFP8_ERROR_INVALID_ARGUMENT, "desc.parts_in[1]"},
+      {x_values_offset_huge, MXFP8_ERROR_INVALID_ARGUMENT, "desc.parts_in[1]"},
+      {x_scales_bytes, MXFP8_ERROR_INVALID_ARGUMENT, "desc.parts_in[1]"},
+      {x_values_bytes_mxfp8, MXFP8_ERROR_INVALID_ARGUMENT, "desc.parts_in[1]"},
+      {x_global_scale_enum, MXFP8_ERROR_INVALID_ARGUMENT, "desc.global_scale"},
+      {x_destination_values_over_scales0, MXFP8_ERROR_INVALID_ARGUMENT, "desc.values[1]"},
+      {x_destination_values_float4_count, MXFP8_ERROR_INVALID_ARGUMENT, "desc.values[1]"},
+      {x_destination_scales_e8m0, MXFP8_ERROR_INVALID_ARGUMENT, "desc.scales[1]"},
+      {x_ndim_0, MXFP8_ERROR_INVALID_ARGUMENT, "desc.ndims[1]"},
+  };
+  mixed_fixture *f = malloc(sizeof *f);
+  make_mixed(f);
+  poison_mixed(f);
+  assert_int_equal(mxfp8_transfer(&f->m, NULL), MXFP8_OK);
+  expect_mixed_imported(f);
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; ++c) {
+    free_mixed(f);
+    make_mixed(f);
+    cases[c].mutate(f);
+    poison_mixed(f);
+    const mxfp8_status st = mxfp8_transfer(&f->m, NULL);
+    EXPECT(st == cases[c].want, "case %zu: status %d, expected %d (%s)", c, st, cases[c].want, mxfp8_last_error());
+    EXPECT(strstr(mxfp8_last_error(), cases[c].names) != NULL, "case %zu: the message does not name %s: %s", c,
+           cases[c].names, mxfp8_last_error());
+    EXPECT(mixed_untouched(f), "case %zu: a destination was written on failure", c);
+    mxfp8_plan *p = (mxfp8_plan *)(uintptr_t)0xBAD0;
+    EXPECT(mxfp8_transfer_prepare(&f->m, &p) == cases[c].want, "case %zu: the preparation", c);
+    EXPECT(p == (mxfp8_plan *)(uintptr_t)0xBAD0, "case %zu: *out written on failure", c);
+  }
+  /* A count of SIZE_MAX: refused before any array is read; the desc is good with the true count. */
+  free_mixed(f);
+  make_mixed(f);
+  poison_mixed(f);
+  mxfp8_transfer_desc desc = f->m;
+  desc.target_layouts = NULL; /* all compact, as the fixture's */
+  assert_int_equal(mxfp8_transfer_check(&desc), MXFP8_OK);
+  desc.count = SIZE_MAX;
+  const mxfp8_status st = mxfp8_transfer(&desc, NULL);
+  EXPECT(st == MXFP8_ERROR_INVALID_ARGUMENT, "count SIZE_MAX: status %d (%s)", st, mxfp8_last_error());
+  assert_last_error_contains("count is 18446744073709551615");
+  EXPECT(mixed_untouched(f), "count SIZE_MAX: a destination was written on failure");
+  assert_int_equal(mxfp8_transfer_check(&desc), MXFP8_ERROR_INVALID_ARGUMENT);
+  mxfp8_plan *p = (mxfp8_plan *)(uintptr_t)0xBAD0;
+  EXPECT(mxfp8_transfer_prepare(&desc, &p) == MXFP8_ERROR_INVALID_ARGUMENT && p == (mxfp8_plan *)(uintptr_t)0xBAD0,
+         "count SIZE_MAX: the preparation");
+  free_mixed(f);
+  free(f);
+}
+
+/* A FROM_TENSORS, TO_BUCKET transfer of the mixed bucket: parts_out is "the plan of mxfp8_bucket_parts
+ * for this desc (each part checked against it: the right size, inside the bucket, apart from the
+ * others)", the amax part included; a refused fill writes no byte of the bucket. */
+static void test_mixed_fill_refuses_entries_it_did_not_plan(void **state) {
+  (void)state;
+  mixed_fixture *f = malloc(sizeof *f);
+  make_mixed(f);
+  for (int c = 0; c < 8; ++c) {
+    mxfp8_bucket_part e[2] = {f->e[0], f->e[1]};
+    const mxfp8_tensor *tensors[2] = {f->a.t, f->n.t};
+    switch (c) {
+      case 0: e[1].amax_offset = e[1].values_offset; break;             /* the amax over the values */
+      case 1: e[1].amax_offset = e[0].scales_offset & ~(uint64_t)3; break; /* over entry 0's scales */
+      case 2: e[1].amax_offset += 2; break;                             /* not at a multiple of 4 */
+      case 3: e[1].amax_offset = f->total; break;                       /* past the end */
+      case 4: e[1].amax_offset = UINT64_MAX - 3; break;                 /* far past, near wrapping */
+      case 5: e[0].amax_offset = e[0].amax_bytes = e[1].amax_offset = e[1].amax_bytes = 0; break; /* no amax parts */
+      case 6: tensors[1] = f->a.t; break;                               /* entry 1 the MXFP8 tensor */
+      case 7: tensors[1] = NULL; break;                                 /* entry 1 neither */
+    }
+    mxfp8_transfer_desc fill = mixed_fill(f);
+    fill.tensors = tensors;
+    fill.parts_out = e;
+    memset(f->bucket, POISON, (size_t)f->total);
+    const mxfp8_status st = mxfp8_transfer(&fill, NULL);
+    EXPECT(st == MXFP8_ERROR_INVALID_ARGUMENT, "case %d: status %d (%s)", c, st, mxfp8_last_error());
+    EXPECT(strstr(mxfp8_last_error(), "[1]") != NULL, "case %d: the message names no entry: %s", c, mxfp8_last_error());
+    EXPECT(all_poison(f->bucket, (size_t)f->total), "case %d: the bucket was written on failure", c);
+    mxfp8_plan *p = (mxfp8_plan *)(uintptr_t)0xBAD0;
+    EXPECT(mxfp8_transfer_prepare(&fill, &p) == MXFP8_ERROR_INVALID_ARGUMENT && p == (mxfp8_plan *)(uintptr_t)0xBAD0,
+           "case %d: the preparation", c);
+  }
+  /* An NVFP4-only bucket (tensors NULL): its amax part is the tensor's amax, byte for byte. */
+  mxfp8_bucket_part e0[1];
+  uint64_t total = 0;
+  const mxfp8_tensor *only[1] = {f->n.t};
+  mxfp8_transfer_desc one = transfer_desc(MXFP8_TRANSFER_FROM_TENSORS, MXFP8_TRANSFER_TO_BUCKET, 1);
+  one.tensors = only;
+  assert_int_equal(mxfp8_bucket_parts(&one, 1, e0, &total), MXFP8_OK);
+  uint8_t *big = malloc((size_t)total + 16);
+  int64_t bigs[1] = {(int64_t)total};
+  DLTensor bb = host_bytes(big, 1, bigs);
+  memset(big, POISON, (size_t)total);
+  one.bucket_out = &bb;
+  one.parts_out = e0;
+  assert_int_equal(mxfp8_transfer(&one, NULL), MXFP8_OK);
+  EXPECT(memcmp(big + e0[0].amax_offset, f->n.amax->buffer, 4) == 0, "the amax part");
+  free(big);
+  free_mixed(f);
+  free(f);
+}
+
+/* A FROM_TENSORS, TO_BUFFERS transfer of MXFP8 and NVFP4 entries: "no written byte belongs to two outputs
+ * or to a source", the amax included; global_scales[i] joins the overlap checks; a refusal writes nothing. */
+static void test_direct_mixed_import_overlaps(void **state) {
+  (void)state;
+  mixed_fixture *f = malloc(sizeof *f);
+  make_mixed(f);
+  poison_mixed(f);
+  const mxfp8_transfer_desc direct = mixed_direct(f);
+  assert_int_equal(mxfp8_transfer(&direct, NULL), MXFP8_OK);
+  expect_mixed_imported(f);
+  const uint8_t amax_before[4] = {f->n.amax->buffer[0], f->n.amax->buffer[1], f->n.amax->buffer[2], f->n.amax->buffer[3]};
+  for (int c = 0; c < 5; ++c) {
+    DLTensor g2 = f->dg;
+    DLTensor *gl[2] = {NULL, &g2};
+    DLTensor *values[2] = {f->values[0], f->values[1]};
+    DLTensor v1 = f->dv1;
+    switch (c) {
+      case 0: g2.data = f->n.amax->buffer; break;       /* the global scale over the tensor's amax */
+      case 1: g2.data = f->n.scales->buffer + 8; break;  /* over its block scales */
+      case 2: g2.data = f->a.data->buffer + 4; break;    /* over entry 0's MXFP8 values */
+      case 3: g2.data = f->s0 + 4; break;                /* over entry 0's destination scales */
+      case 4: v1.data = f->n.data->buffer; values[1] = &v1; break; /* values over their own source */
+    }
+    poison_mixed(f);
+    mxfp8_transfer_desc d = mixed_direct(f);
+    d.values = values, d.global_scales = gl, d.global_scale = MXFP8_NVFP4_GLOBAL_SCALE_ENCODE;
+    const mxfp8_status st = mxfp8_transfer(&d, NULL);
+    EXPECT(st == MXFP8_ERROR_INVALID_ARGUMENT, "case %d: status %d (%s)", c, st, mxfp8_last_error());
+    EXPECT(mixed_untouched(f), "case %d: a destination was written on failure", c);
+    EXPECT(memcmp(amax_before, f->n.amax->buffer, 4) == 0, "case %d: the amax was written", c);
+  }
+  free_mixed(f);
+  free(f);
+}
+
+/* Prepared mixed plans: the plan "holds a reference on every source tensor", of both kinds (a run after
+ * the caller released its handles exports what they held; the deleters run at the plan's release), and
+ * "immutable, thread-safe to run": receivers on 4 threads each prepare their own plan from the same handles
+ * (references taken concurrently), run it while the caller drops its handles, and release it; every
+ * receiver gets the sources' bytes and every deleter runs once. (One plan run from several threads at
+ * once writes the same destinations from each: a race on the caller's bytes, which the header now says
+ * to order.) */
+typedef struct {
+  const mxfp8_tensor *const *tensors;
+  const mixed_fixture *sources;
+  pthread_barrier_t *prepared;
+  mixed_fixture own; /* only the receiver's buffers and destinations are used */
+  int failures;
+} receiver_thread;
+
+static void *receive_on_a_thread(void *arg) {
+  receiver_thread *r = arg;
+  mixed_fixture *o = &r->own;
+  mxfp8_plan *plan = NULL;
+  mxfp8_transfer_desc d = mixed_direct(o);
+  d.tensors = r->tensors;
+  if (mxfp8_transfer_prepare(&d, &plan) != MXFP8_OK) ++r->failures;
+  pthread_barrier_wait(r->prepared);
+  for (int i = 0; i < 20 && plan; ++i) {
+    poison_mixed(o);
+    if (mxfp8_plan_run(plan, NULL) != MXFP8_OK) ++r->failures;
+    const mixed_fixture *src = r->sources;
+    if (memcmp(o->v0, src->a.data->buffer, sizeof o->v0) != 0 || memcmp(o->s0, src->a.s, sizeof o->s0) != 0 ||
+        memcmp(o->v1, src->n.data->buffer, sizeof o->v1) != 0 || o->g[0] != 5.0f / (6.0f * 448.0f))
+      ++r->failures;
+  }
+  mxfp8_plan_release(plan);
+  return NULL;
+}
+
+static void test_prepared_mixed_plans_outlive_their_handles(void **state) {
+  (void)state;
+  mixed_fixture *f = malloc(sizeof *f);
+  make_mixed(f);
+  const mxfp8_tensor *ts[2] = {f->a.t, f->n.t};
+  mxfp8_plan *fill = NULL, *import = NULL, *from_bucket = NULL;
+  const mxfp8_transfer_desc to_bucket = mixed_fill(f), direct = mixed_direct(f);
+  assert_int_equal(mxfp8_transfer_prepare(&to_bucket, &fill), MXFP8_OK);
+  assert_int_equal(mxfp8_transfer_prepare(&direct, &import), MXFP8_OK);
+  assert_int_equal(mxfp8_transfer_prepare(&f->m, &from_bucket), MXFP8_OK);
+  enum { kThreads = 4 };
+  pthread_t threads[kThreads];
+  receiver_thread *receivers = calloc(kThreads, sizeof *receivers);
+  pthread_barrier_t prepared;
+  pthread_barrier_init(&prepared, NULL, kThreads + 1);
+  for (int i = 0; i < kThreads; ++i) {
+    receivers[i].tensors = ts;
+    receivers[i].sources = f;
+    receivers[i].prepared = &prepared;
+    receiver_destinations(&receivers[i].own);
+    assert_int_equal(pthread_create(&threads[i], NULL, receive_on_a_thread, &receivers[i]), 0);
+  }
+  pthread_barrier_wait(&prepared);
+  /* The caller's handles go while the receivers run; the plans keep the sources. */
+  mxfp8_tensor_release(f->a.t);
+  mxfp8_tensor_release(f->n.t);
+  for (int i = 0; i < kThreads; ++i) {
+    pthread_join(threads[i], NULL);
+    EXPECT(receivers[i].failures == 0, "receiver %d: %d failures", i, receivers[i].failures);
+  }
+  pthread_barrier_destroy(&prepared);
+  free(receivers);
+  EXPECT(f->a.data->deleter_calls == 0 && f->n.data->deleter_calls == 0 && f->n.amax->deleter_calls == 0,
+         "a source was deleted while a plan held it");
+  memset(f->bucket, POISON, (size_t)f->total);
+  assert_int_equal(mxfp8_plan_run(fill, NULL), MXFP8_OK);
+  poison_mixed(f);
+  assert_int_equal(mxfp8_plan_run(from_bucket, NULL), MXFP8_OK);
+  expect_mixed_imported(f);
+  poison_mixed(f);
+  assert_int_equal(mxfp8_plan_run(import, NULL), MXFP8_OK);
+  expect_mixed_imported(f);
+  mxfp8_plan_release(fill);
+  mxfp8_plan_release(from_bucket);
+  EXPECT(f->n.data->deleter_calls == 0, "the import plan still holds the NVFP4 tensor");
+  mxfp8_plan_release(import);
+  EXPECT(f->a.data->deleter_calls == 1 && f->a.scales->deleter_calls == 1, "the MXFP8 deleters ran %d %d times",
+         f->a.data->deleter_calls, f->a.scales->deleter_calls);
+  EXPECT(f->n.data->deleter_calls == 1 && f->n.scales->deleter_calls == 1 && f->n.amax->deleter_calls == 1,
+         "the NVFP4 deleters ran %d %d %d times", f->n.data->deleter_calls, f->n.scales->deleter_calls,
+         f->n.amax->deleter_calls);
+  f->a.t = NULL;
+  f->n.t = NULL;
+  free(f->bucket);
+  test_tensor_free(f->a.data);
+  test_tensor_free(f->a.scales);
+  free(f->a.s);
+  test_tensor_free(f->n.data);
+  test_tensor_free(f->n.scales);
+  test_tensor_free(f->n.amax);
+  free(f);
+}
+
+/* Per-row amax entries through a mixed bucket: "the receiver gets either [convention] bit for bit as
+ * nvfp4_export_components computes it", checked against the header's formulas (decode: amax /
+ * (6 * 448), a float division; encode: 2688 / amax capped at FLT_MAX, a NaN amax too, 1 for a zero amax
+ * or a zero quotient) on amaxes at the edges (zeros, Inf, NaN, subnormal, FLT_MAX). And a bucket placed
+ * over a source's amax is refused before anything is written. */
+static uint32_t float_bits(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  return u;
+}
+
+static void test_per_row_amax_edges_through_a_bucket(void **state) {
+  (void)state;
+  enum { R = 8, C = 32 };
+  const int64_t dshape[2] = {R, C / 2}, sshape[2] = {R, C / 16};
+  test_tensor *data = test_tensor_new(2, dshape, kDLUInt, 1), *scales = test_tensor_new(2, sshape, kDLUInt, 1);
+  uint64_t rng = 3;
+  fill_random(data->buffer, data->bytes, &rng);
+  for (int i = 0; i < R * C / 16; ++i) scales->buffer[i] = (uint8_t)(0x30 + i);
+  const float inf = 1.0f / 0.0f;
+  float nan;
+  const uint32_t nan_bits = 0x7FC00001u; /* a payload: the decode writes the canonical NaN */
+  memcpy(&nan, &nan_bits, 4);
+  const float amaxes[R] = {0.0f, -0.0f, inf, nan, 1e-45f, 3.4028235e38f, 5.0f, 448.0f};
+  test_tensor *amax = test_float_tensor(R, amaxes);
+  uint8_t *arena = malloc(4096);
+  memcpy(arena + 32, amaxes, sizeof amaxes);
+  amax->managed.dl_tensor.data = arena + 32;
+  mxfp8_tensor_desc desc = NVFP4_TENSOR_DESC_INIT;
+  desc.rowwise_data = &data->managed;
+  desc.rowwise_scale_inv = &scales->managed;
+  desc.rowwise_amax = &amax->managed;
+  mxfp8_tensor *t = NULL;
+  assert_int_equal(mxfp8_tensor_create(&desc, &t), MXFP8_OK);
+  const mxfp8_tensor *ns[1] = {t};
+  mxfp8_transfer_desc fill = transfer_desc(MXFP8_TRANSFER_FROM_TENSORS, MXFP8_TRANSFER_TO_BUCKET, 1);
+  fill.tensors = ns;
+  mxfp8_bucket_part e[1];
+  uint64_t total = 0;
+  assert_int_equal(mxfp8_bucket_parts(&fill, 16, e, &total), MXFP8_OK);
+  EXPECT(e[0].amax_bytes == 4 * R && e[0].amax_offset % 4 == 0, "the amax part: %llu bytes at %llu",
+         (unsigned long long)e[0].amax_bytes, (unsigned long long)e[0].amax_offset);
+  assert_true(total + 64 <= 4096);
+  /* A bucket of the planned size over the source's amax (which lives inside it): refused, nothing
+   * written. The amax tensor was described pointing into `arena`. */
+  EXPECT(memcmp(arena + 32, amaxes, sizeof amaxes) == 0, "the amax as described");
+  int64_t bucket_shape[1] = {(int64_t)total};
+  DLTensor over = host_bytes(arena, 1, bucket_shape);
+  memset(arena, POISON, 32);
+  fill.bucket_out = &over;
+  fill.parts_out = e;
+  EXPECT(mxfp8_transfer(&fill, NULL) == MXFP8_ERROR_INVALID_ARGUMENT, "a bucket over the source's amax was filled");
+  assert_last_error_contains("desc.tensors[0]");
+  EXPECT(all_poison(arena, 32) && memcmp(arena + 32, amaxes, sizeof amaxes) == 0, "the arena was written");
+  uint8_t *bucket = malloc((size_t)total);
+  over.data = bucket;
+  assert_int_equal(mxfp8_transfer(&fill, NULL), MXFP8_OK);
+  EXPECT(memcmp(bucket + e[0].amax_offset, amaxes, sizeof amaxes) == 0, "the amax part is the amax, bit for bit");
+
+  int64_t shape[2] = {R, C};
+  const int64_t *shapes[1] = {shape};
+  int32_t ndims[1] = {2}, formats[1] = {MXFP8_FORMAT_NVFP4}, compact[1] = {MXFP8_SCALE_LAYOUT_COMPACT};
+  uint8_t v[R * C / 2], sc[R * C / 16];
+  float g[R];
+  int64_t vs[1] = {sizeof v}, ss[1] = {sizeof sc}, gs[1] = {R};
+  DLTensor dv = host_bytes(v, 1, vs), ds = host_bytes(sc, 1, ss);
+  DLTensor dg = {g, {kDLCPU, 0}, 1, {kDLFloat, 32, 1}, gs, NULL, 0};
+  DLTensor *globals[1] = {&dg};
+  DLTensor *dvs[1] = {&dv}, *dss[1] = {&ds};
+  const int32_t e4m3_maxes[1] = {448}; /* the tensor's, which the sender says: a plan does not carry it */
+  for (int convention = 0; convention < 2; ++convention) {
+    mxfp8_transfer_desc m = transfer_desc(MXFP8_TRANSFER_FROM_BUCKET, MXFP8_TRANSFER_TO_BUFFERS, 1);
+    m.bucket_in = &over;
+    m.parts_in = e;
+    m.ndims = ndims;
+    m.shapes = shapes;
+    m.formats = formats;
+    m.source_layouts = compact;
+    m.e4m3_maxes = e4m3_maxes;
+    m.values = dvs;
+    m.scales = dss;
+    m.global_scales = globals;
+    m.global_scale = convention;
+    memset(g, POISON, sizeof g);
+    assert_int_equal(mxfp8_transfer(&m, NULL), MXFP8_OK);
+    mxfp8_export_options o = NVFP4_EXPORT_OPTIONS_INIT;
+    o.global_scale = convention;
+    DLManagedTensorVersioned *exported = NULL;
+    assert_int_equal(nvfp4_export_components(t, &o, NULL, NULL, &exported), MXFP8_OK);
+    for (int r = 0; r < R; ++r) {
+      const float a = amaxes[r];
+      float want;
+      if (convention == MXFP8_NVFP4_GLOBAL_SCALE_DECODE) {
+        want = a / (6.0f * 448.0f);
+      } else {
+        want = 2688.0f / a;
+        if (want != want || want > 3.4028235e38f) want = 3.4028235e38f;
+        /* zero by its bits, as the header defines it: the Release build of this test on the H200 machine
+         * (2026-12-04) took the float compare `a == 0.0f || want == 0.0f` as true for a = 1e-45f and
+         * expected 1.0, while the library (and this build elsewhere) gave FLT_MAX. MXCSR there was
+         * clean (no denormals-are-zero); the cause was not found, so the reference does not depend on it */
+        if ((float_bits(a) & 0x7FFFFFFFu) == 0 || (float_bits(want) & 0x7FFFFFFFu) == 0) want = 1.0f;
+      }
+      const uint32_t got = float_bits(g[r]), from_export = float_bits(((const float *)exported->dl_tensor.data)[r]);
+      const int nan_ok = want != want && got == 0x7FFFFFFFu;
+      EXPECT(got == float_bits(want) || nan_ok, "convention %d, amax %g: 0x%08x, expected 0x%08x", convention, (double)a,
+             got, float_bits(want));
+      EXPECT(got == from_export, "convention %d, row %d: the import's 0x%08x, the export's 0x%08x", convention, r, got,
+             from_export);
+    }
+    release_managed(exported);
+  }
+  mxfp8_tensor_release(t);
+  free(bucket);
+  free(arena);
+  test_tensor_free(data);
+  test_tensor_free(scales);
+  test_tensor_free(amax);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_rowwise_entries_round_trip_every_source_layout),
@@ -1013,6 +1647,11 @@ int main(void) {
       cmocka_unit_test(test_direct_import_refusals_write_nothing),
       cmocka_unit_test(test_a_receiver_imports_its_shard_of_an_nvfp4_entry),
       cmocka_unit_test(test_gpu_fill_and_import_match_the_host),
+      cmocka_unit_test(test_hostile_manifest_of_a_mixed_bucket),
+      cmocka_unit_test(test_mixed_fill_refuses_entries_it_did_not_plan),
+      cmocka_unit_test(test_direct_mixed_import_overlaps),
+      cmocka_unit_test(test_prepared_mixed_plans_outlive_their_handles),
+      cmocka_unit_test(test_per_row_amax_edges_through_a_bucket),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,12 +1,12 @@
-/* Buckets: values and compact scales of several tensors (every layout, both directions, partial
- * blocks) planned and packed into one poisoned buffer; the bytes between parts stay untouched; plans
- * that do not fit the tensors or the bucket are refused. */
+/* The sender's side of the transfer: FROM_TENSORS -> TO_BUCKET. mxfp8_bucket_parts lays out the values
+ * and compact scales of several tensors (every stored layout, both directions, partial blocks) and the
+ * transfer packs them into one poisoned buffer; the bytes between parts stay untouched; parts that do not
+ * fit the tensors or the bucket are refused. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "test_support.h"
-#include "transfer_calls.h"
 
 enum { N = 4 };
 
@@ -66,13 +66,21 @@ static void release_fixture(fixture *f) {
   }
 }
 
+/* Every tensor of the fixture, rowwise, into a bucket (bucket_out and parts_out set by the test). */
+static mxfp8_transfer_desc to_bucket(const fixture *f) {
+  mxfp8_transfer_desc d = transfer_desc(MXFP8_TRANSFER_FROM_TENSORS, MXFP8_TRANSFER_TO_BUCKET, N);
+  d.tensors = (const mxfp8_tensor *const *)f->t;
+  return d;
+}
+
 static void test_bucket_packs_values_and_compact_scales(void **state) {
   (void)state;
   uint64_t rng = 900;
   fixture f = make(0, &rng);
-  bucket_entry entries[N];
+  mxfp8_transfer_desc d = to_bucket(&f);
+  mxfp8_bucket_part entries[N];
   uint64_t total = 0;
-  assert_int_equal(folded_bucket_plan((const mxfp8_tensor *const *)f.t, NULL, NULL, N, NULL, 256, entries, NULL, &total), MXFP8_OK);
+  assert_int_equal(mxfp8_bucket_parts(&d, 256, entries, &total), MXFP8_OK);
   uint64_t end = 0;
   for (int i = 0; i < N; ++i) {
     EXPECT(entries[i].values_offset % 256 == 0 && entries[i].scales_offset % 256 == 0, "alignment");
@@ -86,7 +94,9 @@ static void test_bucket_packs_values_and_compact_scales(void **state) {
   memset(bucket, POISON, total);
   int64_t bshape[1] = {(int64_t)total};
   DLTensor b = {bucket, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, bshape, NULL, 0};
-  assert_int_equal(folded_export_bucket((const mxfp8_tensor *const *)f.t, NULL, NULL, N, NULL, entries, NULL, &b, NULL), MXFP8_OK);
+  d.bucket_out = &b;
+  d.parts_out = entries;
+  assert_int_equal(mxfp8_transfer(&d, NULL), MXFP8_OK);
   uint64_t covered = 0;
   for (int i = 0; i < N; ++i) {
     EXPECT(memcmp(bucket + entries[i].values_offset, f.data[i]->buffer, f.data[i]->bytes) == 0, "values %d", i);
@@ -106,17 +116,25 @@ static void test_bucket_of_columnwise_scales(void **state) {
   uint64_t rng = 901;
   fixture f = make(1, &rng);
   /* every entry columnwise (desc.directions): the columnwise tensor alone, then the rowwise-only ones too */
-  mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
-  o.direction = MXFP8_DIRECTION_COLUMNWISE;
-  bucket_entry e;
+  const int32_t columnwise[N] = {MXFP8_DIRECTION_COLUMNWISE, MXFP8_DIRECTION_COLUMNWISE, MXFP8_DIRECTION_COLUMNWISE,
+                                 MXFP8_DIRECTION_COLUMNWISE};
+  mxfp8_transfer_desc d = transfer_desc(MXFP8_TRANSFER_FROM_TENSORS, MXFP8_TRANSFER_TO_BUCKET, 1);
+  d.tensors = (const mxfp8_tensor *const *)&f.t[N - 1];
+  d.directions = columnwise;
+  mxfp8_bucket_part e;
   uint64_t total = 0;
-  assert_int_equal(folded_bucket_plan((const mxfp8_tensor *const *)&f.t[N - 1], NULL, NULL, 1, &o, 1, &e, NULL, &total), MXFP8_OK);
+  assert_int_equal(mxfp8_bucket_parts(&d, 1, &e, &total), MXFP8_OK);
   uint8_t *bucket = malloc(total);
   int64_t bshape[1] = {(int64_t)total};
   DLTensor b = {bucket, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, bshape, NULL, 0};
-  assert_int_equal(folded_export_bucket((const mxfp8_tensor *const *)&f.t[N - 1], NULL, NULL, 1, &o, &e, NULL, &b, NULL), MXFP8_OK);
+  d.bucket_out = &b;
+  d.parts_out = &e;
+  assert_int_equal(mxfp8_transfer(&d, NULL), MXFP8_OK);
   assert_memory_equal(bucket + e.scales_offset, f.s[N - 1], (size_t)f.s_bytes[N - 1]);
-  assert_int_equal(folded_bucket_plan((const mxfp8_tensor *const *)f.t, NULL, NULL, N, &o, 1, &e, NULL, &total), MXFP8_ERROR_MISSING_DATA);
+  mxfp8_bucket_part all[N];
+  mxfp8_transfer_desc every = to_bucket(&f);
+  every.directions = columnwise;
+  assert_int_equal(mxfp8_bucket_parts(&every, 1, all, &total), MXFP8_ERROR_MISSING_DATA);
   free(bucket);
   release_fixture(&f);
 }
@@ -125,16 +143,19 @@ static void test_plans_that_do_not_fit_are_refused(void **state) {
   (void)state;
   uint64_t rng = 902;
   fixture f = make(0, &rng);
-  bucket_entry entries[N], bad[N];
+  mxfp8_transfer_desc d = to_bucket(&f);
+  mxfp8_bucket_part entries[N], bad[N];
   uint64_t total = 0;
-  assert_int_equal(folded_bucket_plan((const mxfp8_tensor *const *)f.t, NULL, NULL, N, NULL, 3, entries, NULL, &total), MXFP8_ERROR_INVALID_ARGUMENT);
+  assert_int_equal(mxfp8_bucket_parts(&d, 3, entries, &total), MXFP8_ERROR_INVALID_ARGUMENT);
   assert_last_error_contains("alignment is 3");
-  assert_int_equal(folded_bucket_plan((const mxfp8_tensor *const *)f.t, NULL, NULL, N, NULL, 16, entries, NULL, &total), MXFP8_OK);
+  assert_int_equal(mxfp8_bucket_parts(&d, 16, entries, &total), MXFP8_OK);
   uint8_t *bucket = malloc(total);
   memset(bucket, POISON, total);
   int64_t bshape[1] = {(int64_t)total - 1}; /* one byte short */
   DLTensor b = {bucket, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, bshape, NULL, 0};
-  assert_int_equal(folded_export_bucket((const mxfp8_tensor *const *)f.t, NULL, NULL, N, NULL, entries, NULL, &b, NULL), MXFP8_ERROR_INVALID_ARGUMENT);
+  d.bucket_out = &b;
+  d.parts_out = entries;
+  assert_int_equal(mxfp8_transfer(&d, NULL), MXFP8_ERROR_INVALID_ARGUMENT);
   char want[160]; /* the last part is the first that does not fit */
   snprintf(want, sizeof want, "desc.parts_out[%d]: its %llu bytes of scales at byte %llu run past the end of a bucket of %llu bytes",
            N - 1, (unsigned long long)entries[N - 1].scales_bytes, (unsigned long long)entries[N - 1].scales_offset,
@@ -143,11 +164,12 @@ static void test_plans_that_do_not_fit_are_refused(void **state) {
   bshape[0] = (int64_t)total;
   memcpy(bad, entries, sizeof bad);
   bad[1].values_offset = bad[0].values_offset + 8; /* on top of tensor 0's values */
-  assert_int_equal(folded_export_bucket((const mxfp8_tensor *const *)f.t, NULL, NULL, N, NULL, bad, NULL, &b, NULL), MXFP8_ERROR_INVALID_ARGUMENT);
+  d.parts_out = bad;
+  assert_int_equal(mxfp8_transfer(&d, NULL), MXFP8_ERROR_INVALID_ARGUMENT);
   assert_last_error_contains("desc.parts_out[1] values and desc.parts_out[0] values overlap in memory");
   memcpy(bad, entries, sizeof bad);
   bad[2].scales_bytes -= 1;
-  assert_int_equal(folded_export_bucket((const mxfp8_tensor *const *)f.t, NULL, NULL, N, NULL, bad, NULL, &b, NULL), MXFP8_ERROR_INVALID_ARGUMENT);
+  assert_int_equal(mxfp8_transfer(&d, NULL), MXFP8_ERROR_INVALID_ARGUMENT);
   assert_last_error_contains("plan the bucket with mxfp8_bucket_parts for this desc");
   for (uint64_t j = 0; j < total; ++j) EXPECT(bucket[j] == POISON, "a refused export wrote byte %llu", (unsigned long long)j);
   free(bucket);

@@ -1,12 +1,11 @@
-/* The receiver's import: a bucket (described by its manifest) or a trainer's tensors written into
- * engine parameters, compact or 128x4 swizzled. Every expected byte is built here from the layout's
+/* The receiver's side of the transfer, TO_BUFFERS: a bucket (FROM_BUCKET, described by the sender's
+ * parts) or a trainer's tensors (FROM_TENSORS) written into engine parameters, compact or 128x4 swizzled. Every expected byte is built here from the layout's
  * permute form (ref_swizzled_index), never by the library; destinations and every padding byte of the
  * sources are poisoned, shapes are partial along rows and K, and columnwise entries are included. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "import_support.h"
-#include "transfer_calls.h"
 
 /* The engine's parameter buffers of one tensor, poisoned. */
 typedef struct {
@@ -67,11 +66,12 @@ static const spec kBucketSpecs[kBucketTensors] = {
 typedef struct {
   reference ref[kBucketTensors];
   parameter param[kBucketTensors];
-  import_destination dst[kBucketTensors];
-  bucket_entry entries[kBucketTensors];
-  int32_t ndims[kBucketTensors], directions[kBucketTensors], layouts[kBucketTensors];
+  DLTensor *values[kBucketTensors], *scales[kBucketTensors];
+  int32_t targets[kBucketTensors];
+  mxfp8_bucket_part entries[kBucketTensors];
+  int32_t ndims[kBucketTensors], directions[kBucketTensors], layouts[kBucketTensors], formats[kBucketTensors];
   const int64_t *shapes[kBucketTensors];
-  bucket_manifest manifest;
+  mxfp8_transfer_desc desc; /* FROM_BUCKET -> TO_BUFFERS over the arrays above */
   uint8_t *bucket;
   int64_t bucket_shape[1];
   DLTensor bucket_tensor;
@@ -106,21 +106,29 @@ static void make_bucket(bucket_fixture *f, uint64_t seed) {
     f->entries[i].scales_bytes = (uint64_t)target_bytes(&f->ref[i], s->source_layout);
     at += f->entries[i].scales_bytes + 7;
     make_parameter(&f->param[i], &f->ref[i], s->target, i % 3 == 0 ? kDLFloat8_e4m3fn : kDLUInt);
-    f->dst[i] = (import_destination){&f->param[i].values_tensor, &f->param[i].scales_tensor, s->target};
+    f->values[i] = &f->param[i].values_tensor;
+    f->scales[i] = &f->param[i].scales_tensor;
+    f->targets[i] = s->target;
+    f->formats[i] = MXFP8_FORMAT_E4M3;
+    f->entries[i].amax_offset = f->entries[i].amax_bytes = 0;
   }
   f->bucket_shape[0] = (int64_t)at;
   f->bucket = malloc(at);
   memset(f->bucket, POISON, at);
   f->bucket_tensor = (DLTensor){f->bucket, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, f->bucket_shape, NULL, 0};
   pack(f);
-  bucket_manifest m = BUCKET_MANIFEST_INIT;
-  m.count = kBucketTensors;
-  m.entries = f->entries;
-  m.ndims = f->ndims;
-  m.shapes = f->shapes;
-  m.directions = f->directions;
-  m.scales_layouts = f->layouts;
-  f->manifest = m;
+  mxfp8_transfer_desc d = transfer_desc(MXFP8_TRANSFER_FROM_BUCKET, MXFP8_TRANSFER_TO_BUFFERS, kBucketTensors);
+  d.bucket_in = &f->bucket_tensor;
+  d.parts_in = f->entries;
+  d.ndims = f->ndims;
+  d.shapes = f->shapes;
+  d.formats = f->formats;
+  d.directions = f->directions;
+  d.source_layouts = f->layouts;
+  d.values = f->values;
+  d.scales = f->scales;
+  d.target_layouts = f->targets;
+  f->desc = d;
 }
 
 static void free_bucket(bucket_fixture *f) {
@@ -137,7 +145,7 @@ static void test_bucket_import_writes_every_layout_exactly(void **state) {
   make_bucket(&f, 11);
   uint8_t *before = malloc((size_t)f.bucket_shape[0]);
   memcpy(before, f.bucket, (size_t)f.bucket_shape[0]);
-  assert_int_equal(folded_import_bucket(&f.bucket_tensor, &f.manifest, f.dst, NULL, NULL), MXFP8_OK);
+  assert_int_equal(mxfp8_transfer(&f.desc, NULL), MXFP8_OK);
   for (int i = 0; i < kBucketTensors; ++i) expect_parameter(&f.param[i], &f.ref[i], kBucketSpecs[i].target, "import", i);
   EXPECT(memcmp(before, f.bucket, (size_t)f.bucket_shape[0]) == 0, "the bucket was written");
   free(before);
@@ -149,7 +157,7 @@ static void test_prepared_bucket_import_reads_the_bucket_at_each_run(void **stat
   bucket_fixture f;
   make_bucket(&f, 12);
   mxfp8_plan *plan = NULL;
-  assert_int_equal(folded_import_bucket(&f.bucket_tensor, &f.manifest, f.dst, NULL, &plan), MXFP8_OK);
+  assert_int_equal(mxfp8_transfer_prepare(&f.desc, &plan), MXFP8_OK);
   for (int i = 0; i < kBucketTensors; ++i) EXPECT(f.param[i].scales[0] == POISON, "preparing wrote destination %d", i);
   for (int step = 0; step < 3; ++step) {
     /* A new refit: new values and scales in the same bucket, parameters poisoned again. */
@@ -168,7 +176,7 @@ static void test_prepared_bucket_import_reads_the_bucket_at_each_run(void **stat
 }
 
 /* The two halves meet: a TO_BUCKET transfer on the sender, a FROM_BUCKET one on the receiver with the
- * manifest the plan gives (scales_layouts NULL: compact). */
+ * parts mxfp8_bucket_parts gave (compact scales: the sender's target_layouts were NULL). */
 static void test_exported_bucket_imports_into_swizzled_parameters(void **state) {
   (void)state;
   uint64_t rng = 21;
@@ -178,7 +186,8 @@ static void test_exported_bucket_imports_into_swizzled_parameters(void **state) 
   test_tensor *data[T], *scales[T];
   mxfp8_tensor *t[T];
   parameter p[T];
-  import_destination dst[T];
+  DLTensor *out_values[T], *out_scales[T];
+  int32_t targets[T];
   for (int i = 0; i < T; ++i) {
     ref[i] = make_reference(&specs[i], &rng);
     data[i] = test_tensor_new(2, specs[i].shape, kDLUInt, 0);
@@ -192,23 +201,34 @@ static void test_exported_bucket_imports_into_swizzled_parameters(void **state) 
     desc.rowwise_scale_inv = &scales[i]->managed;
     assert_int_equal(mxfp8_tensor_create(&desc, &t[i]), MXFP8_OK);
     make_parameter(&p[i], &ref[i], specs[i].target, kDLUInt);
-    dst[i] = (import_destination){&p[i].values_tensor, &p[i].scales_tensor, specs[i].target};
+    out_values[i] = &p[i].values_tensor, out_scales[i] = &p[i].scales_tensor, targets[i] = specs[i].target;
   }
-  bucket_entry entries[T];
+  mxfp8_transfer_desc send = transfer_desc(MXFP8_TRANSFER_FROM_TENSORS, MXFP8_TRANSFER_TO_BUCKET, T);
+  send.tensors = (const mxfp8_tensor *const *)t;
+  mxfp8_bucket_part entries[T];
   uint64_t total = 0;
-  assert_int_equal(folded_bucket_plan((const mxfp8_tensor *const *)t, NULL, NULL, T, NULL, 256, entries, NULL, &total), MXFP8_OK);
+  assert_int_equal(mxfp8_bucket_parts(&send, 256, entries, &total), MXFP8_OK);
   uint8_t *bytes = malloc(total);
   int64_t bshape[1] = {(int64_t)total};
   DLTensor bucket = {bytes, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, bshape, NULL, 0};
-  assert_int_equal(folded_export_bucket((const mxfp8_tensor *const *)t, NULL, NULL, T, NULL, entries, NULL, &bucket, NULL), MXFP8_OK);
+  send.bucket_out = &bucket;
+  send.parts_out = entries;
+  assert_int_equal(mxfp8_transfer(&send, NULL), MXFP8_OK);
   int32_t ndims[T] = {2, 2};
   const int64_t *shapes[T] = {specs[0].shape, specs[1].shape};
-  bucket_manifest m = BUCKET_MANIFEST_INIT;
-  m.count = T;
-  m.entries = entries;
-  m.ndims = ndims;
-  m.shapes = shapes;
-  assert_int_equal(folded_import_bucket(&bucket, &m, dst, NULL, NULL), MXFP8_OK);
+  const int32_t formats[T] = {MXFP8_FORMAT_E4M3, MXFP8_FORMAT_E4M3};
+  const int32_t compact[T] = {MXFP8_SCALE_LAYOUT_COMPACT, MXFP8_SCALE_LAYOUT_COMPACT};
+  mxfp8_transfer_desc receive = transfer_desc(MXFP8_TRANSFER_FROM_BUCKET, MXFP8_TRANSFER_TO_BUFFERS, T);
+  receive.bucket_in = &bucket;
+  receive.parts_in = entries;
+  receive.ndims = ndims;
+  receive.shapes = shapes;
+  receive.formats = formats;
+  receive.source_layouts = compact;
+  receive.values = out_values;
+  receive.scales = out_scales;
+  receive.target_layouts = targets;
+  assert_int_equal(mxfp8_transfer(&receive, NULL), MXFP8_OK);
   for (int i = 0; i < T; ++i) expect_parameter(&p[i], &ref[i], specs[i].target, "round trip", i);
   free(bytes);
   for (int i = 0; i < T; ++i) {
@@ -232,8 +252,8 @@ static const spec kDirectSpecs[kDirect] = {
     {3, {2, 64, 96}, MXFP8_DIRECTION_ROWWISE, 1, 0},
 };
 
-/* Each TE tensor into compact and into swizzled parameters, immediate and prepared (one direction per
- * call, as the options say). */
+/* Each TE tensor into compact and into swizzled parameters, immediate and prepared (the tensors of one
+ * direction per transfer). */
 static void test_direct_import_from_te_storage(void **state) {
   (void)state;
   uint64_t rng = 31;
@@ -244,26 +264,32 @@ static void test_direct_import_from_te_storage(void **state) {
       for (int32_t direction = 0; direction < 2; ++direction) {
         const mxfp8_tensor *tensors[kDirect];
         parameter p[kDirect];
-        import_destination dst[kDirect];
+        DLTensor *values[kDirect], *scales[kDirect];
+        int32_t targets[kDirect], directions[kDirect];
         int idx[kDirect], n = 0;
         for (int i = 0; i < kDirect; ++i) {
           if (kDirectSpecs[i].direction != direction) continue;
           idx[n] = i;
           tensors[n] = te[i].handle;
           make_parameter(&p[n], &te[i].ref, target, kDLUInt);
-          dst[n] = (import_destination){&p[n].values_tensor, &p[n].scales_tensor, target};
+          values[n] = &p[n].values_tensor, scales[n] = &p[n].scales_tensor, targets[n] = target;
+          directions[n] = direction;
           ++n;
         }
-        mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
-        o.direction = direction;
+        mxfp8_transfer_desc d = transfer_desc(MXFP8_TRANSFER_FROM_TENSORS, MXFP8_TRANSFER_TO_BUFFERS, (size_t)n);
+        d.tensors = tensors;
+        d.directions = directions;
+        d.values = values;
+        d.scales = scales;
+        d.target_layouts = targets;
         if (prepared) {
           mxfp8_plan *plan = NULL;
-          assert_int_equal(folded_import_tensors(tensors, NULL, NULL, (size_t)n, &o, dst, NULL, 0, &plan), MXFP8_OK);
+          assert_int_equal(mxfp8_transfer_prepare(&d, &plan), MXFP8_OK);
           for (int j = 0; j < n; ++j) EXPECT(p[j].values[0] == POISON, "preparing wrote tensor %d", idx[j]);
           assert_int_equal(mxfp8_plan_run(plan, NULL), MXFP8_OK);
           mxfp8_plan_release(plan);
         } else {
-          assert_int_equal(folded_import_tensors(tensors, NULL, NULL, (size_t)n, &o, dst, NULL, 0, NULL), MXFP8_OK);
+          assert_int_equal(mxfp8_transfer(&d, NULL), MXFP8_OK);
         }
         for (int j = 0; j < n; ++j) {
           expect_parameter(&p[j], &te[idx[j]].ref, target, prepared ? "prepared direct" : "direct", idx[j]);
@@ -292,10 +318,16 @@ static void test_prepared_direct_import_holds_its_tensors(void **state) {
   assert_int_equal(mxfp8_tensor_create(&desc, &t), MXFP8_OK);
   parameter p;
   make_parameter(&p, &ref, MXFP8_SCALE_LAYOUT_128X4, kDLUInt);
-  import_destination dst = {&p.values_tensor, &p.scales_tensor, MXFP8_SCALE_LAYOUT_128X4};
+  DLTensor *out_values[1] = {&p.values_tensor}, *out_scales[1] = {&p.scales_tensor};
+  const int32_t targets[1] = {MXFP8_SCALE_LAYOUT_128X4};
   mxfp8_plan *plan = NULL;
   const mxfp8_tensor *ts[1] = {t};
-  assert_int_equal(folded_import_tensors(ts, NULL, NULL, 1, NULL, &dst, NULL, 0, &plan), MXFP8_OK);
+  mxfp8_transfer_desc d = transfer_desc(MXFP8_TRANSFER_FROM_TENSORS, MXFP8_TRANSFER_TO_BUFFERS, 1);
+  d.tensors = ts;
+  d.values = out_values;
+  d.scales = out_scales;
+  d.target_layouts = targets;
+  assert_int_equal(mxfp8_transfer_prepare(&d, &plan), MXFP8_OK);
   mxfp8_tensor_release(t);
   EXPECT(data->deleter_calls == 0 && scales->deleter_calls == 0, "the plan let its tensor go");
   assert_int_equal(mxfp8_plan_run(plan, NULL), MXFP8_OK);
@@ -315,7 +347,7 @@ static void test_a_bad_entry_writes_nothing(void **state) {
   bucket_fixture f;
   make_bucket(&f, 51);
   f.layouts[4] = MXFP8_SCALE_LAYOUT_128X4; /* tensor 4's part holds compact scales */
-  assert_int_equal(folded_import_bucket(&f.bucket_tensor, &f.manifest, f.dst, NULL, NULL), MXFP8_ERROR_INVALID_ARGUMENT);
+  assert_int_equal(mxfp8_transfer(&f.desc, NULL), MXFP8_ERROR_INVALID_ARGUMENT);
   assert_last_error_contains("desc.parts_in[4] gives 600 bytes of scales, its shape and 128x4 swizzled layout give 1024");
   for (int i = 0; i < kBucketTensors; ++i) {
     for (int64_t b = 0; b <= f.param[i].values_shape[0]; ++b) EXPECT(f.param[i].values[b] == POISON, "tensor %d values written", i);
@@ -344,16 +376,18 @@ static void test_manifest_check_accepts_what_the_sender_wrote(void **state) {
     }
     scales_shapes[i] = scales_shape[i];
   }
-  EXPECT(folded_manifest_check(&f.bucket_tensor, &f.manifest) == MXFP8_OK, "check: %s", mxfp8_last_error());
-  f.manifest.scales_ndims = scales_ndims;
-  f.manifest.scales_shapes = scales_shapes;
-  EXPECT(folded_manifest_check(&f.bucket_tensor, &f.manifest) == MXFP8_OK, "check: %s", mxfp8_last_error());
+  EXPECT(transfer_check_source(&f.desc) == MXFP8_OK, "check: %s", mxfp8_last_error());
+  f.desc.scales_ndims = scales_ndims;
+  f.desc.scales_shapes = scales_shapes;
+  EXPECT(transfer_check_source(&f.desc) == MXFP8_OK, "check: %s", mxfp8_last_error());
   DLTensor on_gpu = f.bucket_tensor;
   on_gpu.device = (DLDevice){kDLCUDA, 0};
-  EXPECT(folded_manifest_check(&on_gpu, &f.manifest) == MXFP8_OK, "check of a CUDA bucket: %s", mxfp8_last_error());
-  EXPECT(folded_manifest_check(NULL, &(bucket_manifest)BUCKET_MANIFEST_INIT) == MXFP8_OK,
-         "an empty manifest needs no bucket: %s", mxfp8_last_error());
-  assert_int_equal(folded_import_bucket(&f.bucket_tensor, &f.manifest, f.dst, NULL, NULL), MXFP8_OK);
+  mxfp8_transfer_desc gpu = f.desc;
+  gpu.bucket_in = &on_gpu;
+  EXPECT(transfer_check_source(&gpu) == MXFP8_OK, "check of a CUDA bucket: %s", mxfp8_last_error());
+  const mxfp8_transfer_desc empty = transfer_desc(MXFP8_TRANSFER_FROM_BUCKET, MXFP8_TRANSFER_TO_NOTHING, 0);
+  EXPECT(mxfp8_transfer_check(&empty) == MXFP8_OK, "an empty bucket description needs no bucket: %s", mxfp8_last_error());
+  assert_int_equal(mxfp8_transfer(&f.desc, NULL), MXFP8_OK);
   for (int i = 0; i < kBucketTensors; ++i) expect_parameter(&f.param[i], &f.ref[i], kBucketSpecs[i].target, "checked shapes", i);
   free_bucket(&f);
 }
@@ -366,17 +400,17 @@ static void test_parts_sharing_bucket_bytes_are_refused(void **state) {
   bucket_fixture f;
   make_bucket(&f, 71);
   f.entries[0].scales_offset = f.entries[0].values_offset + 64;
-  assert_int_equal(folded_manifest_check(&f.bucket_tensor, &f.manifest), MXFP8_ERROR_INVALID_ARGUMENT);
+  assert_int_equal(transfer_check_source(&f.desc), MXFP8_ERROR_INVALID_ARGUMENT);
   assert_last_error_contains("desc.parts_in[0] scales (bytes 67..267) and desc.parts_in[0] values (bytes 3..4803) "
                              "overlap in the bucket");
-  assert_int_equal(folded_import_bucket(&f.bucket_tensor, &f.manifest, f.dst, NULL, NULL), MXFP8_ERROR_INVALID_ARGUMENT);
+  assert_int_equal(mxfp8_transfer(&f.desc, NULL), MXFP8_ERROR_INVALID_ARGUMENT);
   assert_last_error_contains("desc.parts_in[0] scales (bytes 67..267) and desc.parts_in[0] values (bytes 3..4803) "
                              "overlap in the bucket");
   /* Two entries over the same bytes: tensor 1's values said to start where tensor 0's do. */
   free_bucket(&f);
   make_bucket(&f, 72);
   f.entries[1].values_offset = f.entries[0].values_offset;
-  assert_int_equal(folded_import_bucket(&f.bucket_tensor, &f.manifest, f.dst, NULL, NULL), MXFP8_ERROR_INVALID_ARGUMENT);
+  assert_int_equal(mxfp8_transfer(&f.desc, NULL), MXFP8_ERROR_INVALID_ARGUMENT);
   assert_last_error_contains("desc.parts_in[0] values");
   assert_last_error_contains("overlap in the bucket");
   for (int i = 0; i < kBucketTensors; ++i) {
