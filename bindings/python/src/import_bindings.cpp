@@ -245,7 +245,10 @@ constexpr const char *kNvfp4Keys[] = {"direction", "scales_shape", "amax_offset"
 // and (MXFP8) "fp8_dtype", as unpack_bucket shapes its views by them; else scale shapes are checked when
 // every entry gives one.
 struct BucketSource {
-  py::list entries;              // the manifest's entries (dicts), which the names below are borrowed from
+  py::list entries;              // the manifest's entries (dicts)
+  // Each entry's name, held: a caller's code that runs while the manifest is read (a checker, a
+  // __dlpack__) may rewrite the entry; `names` borrows from `held_names`.
+  std::vector<py::object> held_names;
   std::vector<py::handle> names;
   std::vector<mxfp8_bucket_part> parts;
   std::vector<std::vector<int64_t>> shape_store, scales_shape_store;
@@ -277,9 +280,12 @@ struct BucketSource {
         entries[i] = py::dict(py::reinterpret_borrow<py::object>(e));
         e = entries[i];
       }
-      const auto get = [&](const char *key) -> py::handle { return PyDict_GetItemString(e.ptr(), key); };
+      // Held, not borrowed: a checker called below is Python code that may change the entry.
+      const auto get = [&](const char *key) {
+        return py::reinterpret_borrow<py::object>(PyDict_GetItemString(e.ptr(), key));
+      };
       const auto field = [&](const char *key) { return [&where, key] { return where + "['" + key + "']"; }; };
-      const py::handle format = get("format");
+      const py::object format = get("format");
       const bool nv = format && choice_code(format, entry_formats, field("format")) == 1;
       const auto require = [&](const char *key) {
         if (!get(key)) throw py::value_error(where + " has no '" + key + "'");
@@ -291,7 +297,7 @@ struct BucketSource {
       } else if (need_scales_shape) {
         for (const char *key : {"fp8_dtype", "scales_shape"}) require(key);
       }
-      const py::handle name = get("name");
+      const py::object name = get("name");
       if (PyObject_Hash(name.ptr()) == -1) {
         PyErr_Clear();
         throw py::type_error(where + "['name'] must be hashable, got " +
@@ -300,6 +306,7 @@ struct BucketSource {
       if (PySet_Contains(seen.ptr(), name.ptr()) == 1)
         throw py::value_error(where + "['name'] " + py::repr(name).cast<std::string>() + " appears twice");
       PySet_Add(seen.ptr(), name.ptr());
+      held_names.push_back(name);
       names.push_back(name);
       shape_store.push_back(manifest_shape(get("shape"), field("shape")));
       uint64_t part[6] = {};
@@ -307,13 +314,13 @@ struct BucketSource {
       if (nv)
         for (size_t k = 2; k < 4; ++k) part[k + 2] = manifest_int(get(kNvfp4Keys[k]), UINT64_MAX, field(kNvfp4Keys[k]));
       parts.push_back(mxfp8_bucket_part{part[0], part[1], part[2], part[3], part[4], part[5]});
-      if (const py::handle scales_shape = get("scales_shape"))
+      if (const py::object scales_shape = get("scales_shape"))
         scales_shape_store.push_back(manifest_shape(scales_shape, field("scales_shape")));
       e4m3_maxes.push_back(nv ? static_cast<int32_t>(manifest_int(get("e4m3_max"), INT32_MAX, field("e4m3_max"))) : 0);
-      const py::handle fp8_dtype = get("fp8_dtype");
+      const py::object fp8_dtype = get("fp8_dtype");
       formats.push_back(nv ? MXFP8_FORMAT_NVFP4 : fp8_dtype ? choice_code(fp8_dtype, fp8_dtypes, field("fp8_dtype"))
                                                            : MXFP8_FORMAT_E4M3);
-      const py::handle direction = get("direction"), layout = get("scales_layout");
+      const py::object direction = get("direction"), layout = get("scales_layout");
       directions.push_back(direction ? choice_code(direction, direction_codes, field("direction")) : 0);
       layouts.push_back(layout ? choice_code(layout, layout_codes, field("scales_layout")) : MXFP8_SCALE_LAYOUT_COMPACT);
       nvfp4.push_back(nv);
@@ -421,7 +428,7 @@ int spec_key_index(PyObject *key) {
 // NVFP4's "amax" / "e4m3_max" on their own format only, a shard refused (the receiver's shards= says it).
 // The common values are read here; any other goes to the Python checker that words its refusal.
 struct Source {
-  py::handle data, scale_inv, amax;
+  py::object data, scale_inv, amax;  // held: the caller's dict may change while its tensors are taken
   bool nvfp4 = false, swizzled = false;
   int32_t format = MXFP8_FORMAT_E4M3, e4m3_max = 448;
   std::vector<int64_t> shape;  // empty: the library reads the logical shape from the data
@@ -441,20 +448,20 @@ struct Source {
                              py::str(py::type::of(spec_object).attr("__name__")).cast<std::string>());
       spec = py::dict(py::reinterpret_borrow<py::object>(spec_object));
     }
-    PyObject *values[kNumSpecKeys] = {};
+    py::object values[kNumSpecKeys];  // held: a checker below is Python code that may change the spec
     PyObject *k, *v;
     Py_ssize_t pos = 0;
     while (PyDict_Next(spec.ptr(), &pos, &k, &v)) {
       const int i = spec_key_index(k);
       if (i >= 0) {
-        values[i] = v;
+        values[i] = py::reinterpret_borrow<py::object>(v);
         continue;
       }
       std::string known;
       for (const char *name : kSpecKeys) known += (known.empty() ? "" : ", ") + std::string(name);
       throw py::value_error(where() + " has an unknown key " + py::repr(k).cast<std::string>() + " (known: " + known + ")");
     }
-    const auto get = [&](SpecKey key) -> py::handle { return values[key]; };
+    const auto get = [&](SpecKey key) -> const py::object & { return values[key]; };
     for (SpecKey key : {kData, kScaleInv})
       if (!get(key) || get(key).is_none()) throw py::value_error(where() + " has no '" + kSpecKeys[key] + "'");
     data = get(kData);
@@ -507,7 +514,11 @@ py::tuple read_spec(py::handle key, py::handle spec) {
 py::object import_tensors(const py::dict &tensors, py::handle params, int32_t direction, int32_t layout,
                           const py::dict &layouts, int32_t scale_fixup, py::object stream, py::object dlpack_stream,
                           bool prepare, const std::optional<std::vector<py::object>> &shards, int32_t global_scale) {
-  const size_t n = tensors.size();
+  // A copy walked (it holds the keys and specs): a checker or __dlpack__ the call runs is Python code that
+  // may change the caller's dict.
+  const py::dict snapshot = py::reinterpret_steal<py::dict>(PyDict_Copy(tensors.ptr()));
+  if (!snapshot) throw py::error_already_set();
+  const size_t n = snapshot.size();
   const ShardList shard_list(shards, n);
   std::vector<py::handle> keys;
   std::vector<Source> sources;
@@ -515,7 +526,7 @@ py::object import_tensors(const py::dict &tensors, py::handle params, int32_t di
   sources.reserve(n);
   PyObject *k, *v;
   Py_ssize_t pos = 0;
-  while (PyDict_Next(tensors.ptr(), &pos, &k, &v)) {
+  while (PyDict_Next(snapshot.ptr(), &pos, &k, &v)) {
     keys.push_back(k);
     sources.emplace_back(k, v);
   }

@@ -320,3 +320,109 @@ def test_capsules_are_not_leaked_by_refusals():
         mxfp8.import_bucket(bucket, manifest, {"w": (Producer(forged), read_only(poisoned(200)))})
     assert forged.deleted == 1
     assert (values == POISON).all()
+
+
+# ------------------------------------------------------------ side effects while the extension reads ---
+def _run_with_debug_allocator(body):
+    """Runs `body` (a script over `make_mxfp8`, `np`, `mxfp8`, `gc`) in a child whose allocator overwrites
+    freed memory (PYTHONMALLOC=debug), so an object used after it was freed crashes instead of passing."""
+    import os
+
+    script = textwrap.dedent("""
+        import gc, sys
+        import numpy as np
+        sys.path.insert(0, %r)
+        import mxfp8
+        from conftest import make_mxfp8
+    """) % str(__import__("pathlib").Path(__file__).parent) + textwrap.dedent(body) + "\nprint('done')\n"
+    env = dict(os.environ, PYTHONMALLOC="debug")
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=env)
+    assert result.returncode == 0, (result.returncode, result.stdout[-2000:], result.stderr[-2000:])
+    assert "done" in result.stdout
+
+
+def test_a_source_spec_changed_by_a_dlpack_call_keeps_what_was_read_alive():
+    # data's __dlpack__ replaces the spec's scale_inv (its last reference): the extension read the spec
+    # first, so it must hold what it read, not a borrowed pointer into the caller's dict.
+    _run_with_debug_allocator("""
+        data, buf, s = make_mxfp8((100, 48), "padded", seed=3)
+
+        class Rewrites:
+            def __init__(self, a, spec): self.a, self.spec = a, spec
+            def __dlpack_device__(self): return self.a.__dlpack_device__()
+            def __dlpack__(self, **kw):
+                self.spec["scale_inv"] = None
+                gc.collect()
+                return self.a.__dlpack__(**kw)
+
+        for prepare in (False, True):
+            spec = {"scale_inv": buf.copy(), "swizzled": False}
+            spec["data"] = Rewrites(data, spec)
+            values, scales = np.empty(data.size, np.uint8), np.empty(s.size, np.uint8)
+            call = mxfp8.prepare_import_tensors if prepare else mxfp8.import_tensors
+            plan = call({"w": spec}, {"w": (values, scales)})
+            if prepare:
+                plan.run()
+            assert (values == data.reshape(-1)).all() and (scales == s.reshape(-1)).all()
+    """)
+
+
+def test_the_tensors_dict_emptied_while_a_spec_is_read_is_safe():
+    # A spec's shape whose iteration empties `tensors` (the dict the extension walks) and frees its specs.
+    _run_with_debug_allocator("""
+        data, buf, s = make_mxfp8((100, 48), "padded", seed=3)
+        tensors = {}
+
+        class Shape:
+            def __len__(self): return 2
+            def __getitem__(self, i): return (100, 48)[i]
+            def __iter__(self):
+                tensors.clear()
+                gc.collect()
+                return iter((100, 48))
+
+        tensors["w"] = {"data": data.copy(), "scale_inv": buf.copy(), "shape": Shape()}
+        tensors["x"] = {"data": data.copy(), "scale_inv": buf.copy()}
+        params = {k: (np.empty(data.size, np.uint8), np.empty(s.size, np.uint8)) for k in ("w", "x")}
+        mxfp8.import_tensors(tensors, params)
+        assert all((v == data.reshape(-1)).all() and (sc == s.reshape(-1)).all() for v, sc in params.values())
+
+        tensors = {}  # grown instead: the call imports the tensors it was given
+        class Grows(Shape):
+            def __iter__(self):
+                for i in range(40):
+                    tensors[f"n{i}"] = {"data": data, "scale_inv": buf}
+                return iter((100, 48))
+
+        tensors["w"] = {"data": data, "scale_inv": buf, "shape": Grows()}
+        values, scales = np.empty(data.size, np.uint8), np.empty(s.size, np.uint8)
+        mxfp8.import_tensors(tensors, {"w": (values, scales)})
+        assert (values == data.reshape(-1)).all()
+    """)
+
+
+def test_a_manifest_changed_by_a_dlpack_call_keeps_the_names_alive():
+    # A destination's __dlpack__ renames the manifest entry: the name the extension read (and names in
+    # its refusals) must still be alive.
+    _run_with_debug_allocator("""
+        data, buf, s = make_mxfp8((100, 48), "padded", seed=3)
+        bucket, manifest = mxfp8.export_bucket({"w": {"data": data, "scale_inv": buf}})
+
+        class Renames:
+            def __init__(self, a): self.a = a
+            def __dlpack_device__(self): return self.a.__dlpack_device__()
+            def __dlpack__(self, **kw):
+                manifest[0]["name"] = "zzz"
+                gc.collect()
+                return self.a.__dlpack__(**kw)
+
+        for scales_size in (s.size, 3):
+            manifest[0]["name"] = "".join(["wei", "ght"])  # not interned: the entry holds its only reference
+            values, scales = np.empty(data.size, np.uint8), np.empty(scales_size, np.uint8)
+            try:
+                mxfp8.import_bucket(bucket, manifest, {"weight": (Renames(values), scales)})
+            except ValueError as e:
+                assert "'weight'" in str(e), str(e)
+            else:
+                assert scales_size == s.size and (values == data.reshape(-1)).all()
+    """)
