@@ -93,17 +93,28 @@ def _spec_inputs(specs: List[_Spec], stream: Any):
     return _inputs(stream, **objects)
 
 
-def _spec_handle(spec: _Spec, dir_code: int, inputs) -> Any:
-    """The library's handle on one spec's direction; its errors name the spec (tensors['w']: ...)."""
+def _plan_object(obj: Any) -> Any:
+    """What a plan holds of a source: a torch tensor as a new alias (detach()), whose storage stays the one
+    the plan was made over when the caller's tensor is given another (``t.data = x``, module.to()); the
+    extension takes a plan's destinations and buckets the same way (its plan_object)."""
+    torch = _args.torch_module(obj)
+    return obj.detach() if torch is not None else obj
+
+
+def _spec_handle(spec: _Spec, dir_code: int, inputs, plan: bool = False) -> Any:
+    """The library's handle on one spec's direction; its errors name the spec (tensors['w']: ...). plan:
+    the handle of a prepared transfer (its sources held as _plan_object makes them)."""
     prefix = "rowwise" if dir_code == 0 else "columnwise"
+    held = _plan_object if plan else (lambda obj: obj)
+    data, scale_inv = held(spec.data), held(spec.scale_inv)
     try:
         if spec.nvfp4:
             return _mxfp8.Nvfp4Tensor(
-                **{f"{prefix}_data": spec.data, f"{prefix}_scale_inv": spec.scale_inv, f"{prefix}_amax": spec.amax},
+                **{f"{prefix}_data": data, f"{prefix}_scale_inv": scale_inv, f"{prefix}_amax": held(spec.amax)},
                 shape=None if spec.given_shape is None else list(spec.given_shape), swizzled=spec.swizzled,
                 e4m3_max=int(spec.e4m3_max), stream=inputs.dlpack_stream, exchange=inputs.exchange)
         return _mxfp8.Tensor(
-            **{f"{prefix}_data": spec.data, f"{prefix}_scale_inv": spec.scale_inv},
+            **{f"{prefix}_data": data, f"{prefix}_scale_inv": scale_inv},
             shape=list(spec.shape), format=spec.format, swizzled=spec.swizzled, stream=inputs.dlpack_stream,
             data_name=f"{spec.where}['data']", scale_inv_name=f"{spec.where}['scale_inv']",
             exchange=inputs.exchange)
@@ -220,11 +231,12 @@ def _plan_bucket(specs: List[_Spec], handles: List[Any], direction: str, dir_cod
     return manifest, (entries, nvfp4_entries), total, shards
 
 
-def _planned_buckets(specs: List[_Spec], direction: str, dir_code: int, alignment: int, bucket_bytes: int, inputs):
+def _planned_buckets(specs: List[_Spec], direction: str, dir_code: int, alignment: int, bucket_bytes: int, inputs,
+                     plan: bool = False):
     """The buckets of iter_buckets and prepare_buckets: consecutive groups of `specs` whose sizes (the
     library's, each tensor alone) fit `bucket_bytes`, a tensor larger than that alone; per group (handles,
     manifest, parts, total bytes, shards)."""
-    handles = [_spec_handle(spec, dir_code, inputs) for spec in specs]
+    handles = [_spec_handle(spec, dir_code, inputs, plan) for spec in specs]
     sizes = _mxfp8.bucket_entry_bytes(handles, direction=dir_code, alignment=alignment, shards=_shards_of(specs),
                                       names=[spec.where for spec in specs])
     groups, size = [], 0

@@ -27,7 +27,10 @@ class Plan:
     The contract: the plan holds its sources (a reference on each tensor's buffers, so their memory can
     never be freed under it) and what it writes; their addresses must not change while it is used. A
     producer that reallocates a source (a new storage for a parameter) makes a new plan: this one would go
-    on moving the old storage it keeps alive.
+    on moving the old storage it keeps alive (a torch tensor is held as an alias of itself, so ``t.data =
+    x`` or ``t.set_(...)`` leaves the plan the old storage). A storage resized in place (torch's
+    ``t.resize_`` past its size, ``t.untyped_storage().resize_(n)``) frees its old memory whoever holds it:
+    no plan may be run over it after that.
 
     Attributes:
         buffer: what each run writes and returns: an export's `out`, a bucket's bytes (a view of the
@@ -86,7 +89,7 @@ def prepare_export(tensors: Mapping[str, Mapping[str, Any]], *, direction: str =
         inputs.check_output("out", out)
     handles, shapes, offsets, at = [], [], [], 0
     for spec in specs:
-        handles.append(_spec_handle(spec, dir_code, inputs))
+        handles.append(_spec_handle(spec, dir_code, inputs, plan=True))
         shapes.append(_compact_scales_shapes(spec.shape)[dir_code])
         offsets.append(at)
         at += _args.numel(shapes[-1])
@@ -132,7 +135,7 @@ def prepare_buckets(tensors: Mapping[str, Mapping[str, Any]], *, bucket_bytes: i
     inputs = _spec_inputs(specs, None)
     if buffer is not None:
         inputs.check_output("buffer", buffer)
-    planned = _planned_buckets(specs, direction, dir_code, alignment, bucket_bytes, inputs)
+    planned = _planned_buckets(specs, direction, dir_code, alignment, bucket_bytes, inputs, plan=True)
     largest = max(total for _, _, _, total, _ in planned)
     if buffer is None:
         buffer = _new_bucket(inputs, specs, largest, "buffer=: a CUDA buffer of at least")

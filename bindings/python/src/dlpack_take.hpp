@@ -269,6 +269,28 @@ inline std::unique_ptr<TakenTensor> take(py::handle obj, const Name &name, Excha
 }
 
 
+// What a plan takes of `obj`: a torch tensor as a new alias of it (detach()), any other object as it is.
+// A torch tensor's DLPack export holds the tensor, not its storage, and `t.data = x` or `t.set_(...)`
+// (module.to(), an engine's weight reload) gives that tensor another storage and frees the old one, which
+// a plan would go on reading and writing; the alias nobody else holds keeps the storage it was made over.
+inline py::object plan_object(py::handle obj) {
+  static PyObject *tensor_type = nullptr;  // torch.Tensor once torch is imported (no torch object before)
+  if (!tensor_type) {
+    static PyObject *torch_name = PyUnicode_InternFromString("torch");
+    if (PyObject *torch = PyImport_GetModule(torch_name)) {
+      tensor_type = PyObject_GetAttrString(torch, "Tensor");  // kept for the process's life
+      Py_DECREF(torch);
+    }
+    if (!tensor_type && PyErr_Occurred()) throw py::error_already_set();
+  }
+  if (tensor_type) {
+    const int is_tensor = PyObject_IsInstance(obj.ptr(), tensor_type);
+    if (is_tensor < 0) throw py::error_already_set();
+    if (is_tensor) return obj.attr("detach")();
+  }
+  return py::reinterpret_borrow<py::object>(obj);
+}
+
 // The one prepared transfer of the binding (the core of mxfp8.Plan, whatever made it: an export, a bucket
 // fill, an import): the library's plan, the objects it writes (taken, so their storage stays alive whatever
 // becomes of the caller's references; the plan itself holds the sources), and the framework whose current

@@ -73,8 +73,10 @@ struct Destinations {
     d.target_layouts = layouts.data();
     d.global_scales = any_nvfp4 ? global_scales.data() : nullptr;
   }
+  bool prepare = false;  // for a plan: each object taken as plan_object makes it
   DLTensor *take_one(py::handle obj, py::handle key, const char *part, Exchange &ex) {
-    taken.push_back(take(obj, Name("params", key, part), ex, Access::Write));
+    taken.push_back(take(prepare ? plan_object(obj) : py::reinterpret_borrow<py::object>(obj),
+                         Name("params", key, part), ex, Access::Write));
     return taken.back()->tensor();
   }
 };
@@ -82,7 +84,7 @@ struct Destinations {
 // params[key] of every key in turn: (values, scales[, layout]) for an MXFP8 entry, (values, scales,
 // global_scale[, layout]) where nvfp4[i]; `layout` (a code) where an entry names none.
 Destinations take_params(py::handle params, const std::vector<py::handle> &keys, const std::vector<bool> &nvfp4,
-                         int32_t layout, const py::dict &layouts, Exchange &ex) {
+                         int32_t layout, const py::dict &layouts, Exchange &ex, bool prepare) {
   const size_t n = keys.size();
   std::vector<py::object> entries(n);
   py::list missing;
@@ -105,6 +107,7 @@ Destinations take_params(py::handle params, const std::vector<py::handle> &keys,
     throw py::error_already_set();
   }
   Destinations d;
+  d.prepare = prepare;
   d.taken.reserve(3 * n);
   d.values.reserve(n);
   d.scales.reserve(n);
@@ -379,10 +382,11 @@ py::object import_bucket(py::handle bucket, py::handle manifest, py::handle para
                          const py::dict &layouts, int32_t scale_fixup, py::object stream, py::object dlpack_stream,
                          bool prepare, const std::optional<std::vector<py::object>> &shards, int32_t global_scale) {
   Exchange ex = exchange_for_objects(bucket, stream, std::move(dlpack_stream));
-  auto taken_bucket = take(bucket, "bucket", ex, Access::Read);  // in exchange mode, fixes the stream
+  auto taken_bucket = take(prepare ? plan_object(bucket) : py::reinterpret_borrow<py::object>(bucket), "bucket", ex,
+                           Access::Read);  // in exchange mode, fixes the stream
   BucketSource source(taken_bucket->tensor(), manifest, false);
   const ShardList shard_list(shards, source.names.size());
-  Destinations dst = take_params(params, source.names, source.nvfp4, layout, layouts, ex);
+  Destinations dst = take_params(params, source.names, source.nvfp4, layout, layouts, ex, prepare);
   mxfp8_transfer_desc &d = source.desc;
   dst.describe(d);
   d.scale_fixup = scale_fixup;
@@ -539,13 +543,14 @@ py::object import_tensors(const py::dict &tensors, py::handle params, int32_t di
   for (size_t i = 0; i < n; ++i) {
     const Source &src = sources[i];
     const auto where = [&] { return "tensors[" + py::repr(keys[i]).cast<std::string>() + "]"; };
-    auto d = take(src.data, Name("tensors", keys[i], "['data']"), ex, Access::Read);
-    auto s = take(src.scale_inv, Name("tensors", keys[i], "['scale_inv']"), ex, Access::Read);
-    auto a = src.nvfp4 ? take(src.amax, Name("tensors", keys[i], "['amax']"), ex, Access::Read) : nullptr;
+    const auto held = [&](const py::object &obj) { return prepare ? plan_object(obj) : obj; };  // a plan's: its alias
+    auto d = take(held(src.data), Name("tensors", keys[i], "['data']"), ex, Access::Read);
+    auto s = take(held(src.scale_inv), Name("tensors", keys[i], "['scale_inv']"), ex, Access::Read);
+    auto a = src.nvfp4 ? take(held(src.amax), Name("tensors", keys[i], "['amax']"), ex, Access::Read) : nullptr;
     handles.tensors.push_back(
         make_tensor(*d, *s, src.shape, src.format, src.swizzled, direction, where, a.get(), src.e4m3_max));
   }
-  Destinations dst = take_params(params, keys, nvfp4, layout, layouts, ex);
+  Destinations dst = take_params(params, keys, nvfp4, layout, layouts, ex, prepare);
   const std::vector<int32_t> directions(n, direction);
   mxfp8_transfer_desc d = MXFP8_TRANSFER_DESC_INIT;
   d.source = MXFP8_TRANSFER_FROM_TENSORS;

@@ -580,7 +580,7 @@ std::unique_ptr<Plan> prepare_export(const std::vector<Tensor *> &tensors, const
   std::vector<DLTensor *> dls;
   for (size_t i = 0; i < destinations.size(); ++i) {
     const std::string name = names ? (*names)[i] : "destinations[" + std::to_string(i) + "]";
-    taken.push_back(take(destinations[i], name.c_str(), ex, Access::Write));
+    taken.push_back(take(plan_object(destinations[i]), name.c_str(), ex, Access::Write));  // the plan's alias
     dls.push_back(taken.back()->tensor());
   }
   const auto h = handles(tensors);
@@ -603,7 +603,7 @@ std::unique_ptr<Plan> prepare_fill(const std::vector<const mxfp8_tensor *> &tens
   if (tensors.empty()) throw py::value_error("tensors is empty: nothing to prepare");
   Exchange ex = exchange_for(api, device, py::none(), std::move(dlpack_stream));
   std::vector<std::unique_ptr<TakenTensor>> taken;
-  taken.push_back(take(bucket, bucket_name.c_str(), ex, Access::Write));
+  taken.push_back(take(plan_object(bucket), bucket_name.c_str(), ex, Access::Write));  // the plan's alias
   const ShardList shard_list(shards, tensors.size());
   TensorTransfer t(tensors, direction, shard_list);
   t.set_parts(plan, nvfp4_plan, e4m3_maxes);

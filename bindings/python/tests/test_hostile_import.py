@@ -426,3 +426,69 @@ def test_a_manifest_changed_by_a_dlpack_call_keeps_the_names_alive():
             else:
                 assert scales_size == s.size and (values == data.reshape(-1)).all()
     """)
+
+
+# ------------------------------------------------- a torch tensor retargeted after a plan was made ---
+def test_plans_keep_the_storage_of_a_torch_tensor_whose_data_is_replaced():
+    # `t.data = other` (module.to(), an engine's weight reload) gives the tensor another storage; a DLPack
+    # export holds the tensor, not its storage, so a plan holding only the export read and wrote freed
+    # memory (heap corruption). A plan holds what it was made over: the old storages stay alive.
+    pytest.importorskip("torch")
+    _run_with_debug_allocator("""
+        import torch
+        data, buf, s = make_mxfp8((256, 128), "swizzled", seed=3)
+
+        def retarget(*tensors):
+            for t in tensors:
+                t.data = torch.full(t.shape, 0x55, dtype=t.dtype)
+            gc.collect()
+            return [torch.full((1 << 15,), 9, dtype=torch.uint8) for _ in range(64)]  # reuses freed memory
+
+        def unchanged(junk):
+            return all(bool((j == 9).all()) for j in junk)
+
+        # prepare_import_tensors: sources and destinations
+        src_d, src_s = torch.from_numpy(data.copy()), torch.from_numpy(buf.copy())
+        values, scales = torch.empty(data.size, dtype=torch.uint8), torch.empty(s.size, dtype=torch.uint8)
+        plan = mxfp8.prepare_import_tensors({"w": {"data": src_d, "scale_inv": src_s, "swizzled": True}},
+                                            {"w": (values, scales)})
+        old_values = values.detach()
+        junk = retarget(src_d, src_s, values, scales)
+        plan.run()
+        assert unchanged(junk), "prepare_import_tensors wrote freed memory"
+        assert (old_values.numpy() == data.reshape(-1)).all()
+
+        # prepare_import_bucket: the bucket and the destinations
+        bucket, manifest = mxfp8.export_bucket({"w": {"data": torch.from_numpy(data), "scale_inv": torch.from_numpy(buf),
+                                                      "swizzled": True}})
+        values, scales = torch.empty(data.size, dtype=torch.uint8), torch.empty(s.size, dtype=torch.uint8)
+        plan = mxfp8.prepare_import_bucket(bucket, manifest, {"w": (values, scales)})
+        old_values = values.detach()
+        junk = retarget(bucket, values, scales)
+        plan.run()
+        assert unchanged(junk), "prepare_import_bucket wrote freed memory"
+        assert (old_values.numpy() == data.reshape(-1)).all()
+
+        # prepare_export: the sources and out
+        src_d, src_s = torch.from_numpy(data.copy()), torch.from_numpy(buf.copy())
+        out = torch.empty(s.size, dtype=torch.uint8)
+        plan = mxfp8.prepare_export({"w": {"data": src_d, "scale_inv": src_s, "swizzled": True}}, out=out)
+        view = plan.views()["w"]
+        junk = retarget(src_d, src_s, out)
+        plan.run()
+        assert unchanged(junk), "prepare_export wrote freed memory"
+        assert (view.numpy() == s).all()
+
+        # prepare_buckets: the sources and the buffer
+        src_d, src_s = torch.from_numpy(data.copy()), torch.from_numpy(buf.copy())
+        buffer = torch.empty(1 << 16, dtype=torch.uint8)
+        plans = mxfp8.prepare_buckets({"w": {"data": src_d, "scale_inv": src_s, "swizzled": True}}, bucket_bytes=1 << 16,
+                                      buffer=buffer)
+        filled = plans[0].buffer
+        junk = retarget(src_d, src_s, buffer)
+        plans[0].run()
+        assert unchanged(junk), "prepare_buckets wrote freed memory"
+        parts = mxfp8.unpack_bucket(filled, plans[0].manifest)["w"]
+        assert (parts.scales.numpy() == s).all()
+    """)
+
