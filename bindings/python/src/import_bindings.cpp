@@ -236,6 +236,25 @@ std::vector<int64_t> manifest_shape(py::handle value, What what) {
 // The keys every manifest entry needs, and an NVFP4 entry's besides.
 constexpr const char *kParts[] = {"values_offset", "values_bytes", "scales_offset", "scales_bytes"};
 constexpr const char *kNvfp4Keys[] = {"direction", "scales_shape", "amax_offset", "amax_bytes", "e4m3_max"};
+// Every key an entry may have: another is refused, as a spec's is (a misspelt "direction" or
+// "scales_layout" would otherwise describe the other matrix, of the same size for square tensors).
+constexpr const char *kManifestKeys[] = {"name", "shape", "format", "fp8_dtype", "direction", "scales_layout",
+                                         "scales_shape", "values_offset", "values_bytes", "scales_offset",
+                                         "scales_bytes", "amax_offset", "amax_bytes", "e4m3_max"};
+
+// Whether `key` is one of kManifestKeys (matched by address, a literal's keys being interned, then by value).
+bool manifest_key(PyObject *key) {
+  constexpr size_t n = sizeof(kManifestKeys) / sizeof(kManifestKeys[0]);
+  static PyObject *interned[n] = {};
+  if (!interned[0])
+    for (size_t i = 0; i < n; ++i) interned[i] = PyUnicode_InternFromString(kManifestKeys[i]);
+  for (size_t i = 0; i < n; ++i)
+    if (key == interned[i]) return true;
+  if (PyUnicode_Check(key))
+    for (size_t i = 0; i < n; ++i)
+      if (PyUnicode_Compare(key, interned[i]) == 0) return true;
+  return false;
+}
 
 // A bucket manifest (export_bucket's list of dicts, or a sender's JSON of it) read into the desc's
 // FROM_BUCKET lists, for import_bucket and every reader of a manifest (unpack_bucket, sglang). Only what
@@ -288,6 +307,17 @@ struct BucketSource {
         return py::reinterpret_borrow<py::object>(PyDict_GetItemString(e.ptr(), key));
       };
       const auto field = [&](const char *key) { return [&where, key] { return where + "['" + key + "']"; }; };
+      {
+        PyObject *k, *v;
+        Py_ssize_t pos = 0;
+        while (PyDict_Next(e.ptr(), &pos, &k, &v))
+          if (!manifest_key(k)) {
+            std::string known;
+            for (const char *name : kManifestKeys) known += (known.empty() ? "" : ", ") + std::string(name);
+            throw py::value_error(where + " has an unknown key " + py::repr(k).cast<std::string>() + " (known: " +
+                                  known + ")");
+          }
+      }
       const py::object format = get("format");
       const bool nv = format && choice_code(format, entry_formats, field("format")) == 1;
       const auto require = [&](const char *key) {

@@ -492,3 +492,22 @@ def test_plans_keep_the_storage_of_a_torch_tensor_whose_data_is_replaced():
         assert (parts.scales.numpy() == s).all()
     """)
 
+
+# ------------------------------------------------------------------ a manifest's misspelt keys ---
+@pytest.mark.parametrize("key, value", [("directon", "columnwise"), ("scale_layout", "cutlass_128x4"),
+                                        ("fp8dtype", "e5m2"), ("Format", "nvfp4")])
+def test_a_manifest_entry_with_an_unknown_key_is_refused(key, value):
+    # A 128 x 128 tensor's scales take 512 bytes rowwise and columnwise, compact and swizzled: a misspelt
+    # "direction" or "scales_layout" (a hand-written or JSON manifest, no scales_shape) passed every size
+    # check and imported the scales as the wrong matrix. Unknown keys are refused as a spec's are.
+    bucket, manifest, data, s = bucket_of_one((128, 128))
+    entry = {k: v for k, v in manifest[0].items() if k != "scales_shape"}
+    entry[key] = value
+    values, scales = poisoned(data.size), poisoned(s.size)
+    for call in (lambda: mxfp8.import_bucket(bucket, [entry], {"w": (values, scales)}),
+                 lambda: mxfp8.prepare_import_bucket(bucket, [entry], {"w": (values, scales)}),
+                 lambda: mxfp8.unpack_bucket(bucket, [entry])):
+        with pytest.raises(ValueError, match=rf"manifest\[0\] has an unknown key '{key}'"):
+            call()
+    assert (values == POISON).all() and (scales == POISON).all()
+
