@@ -2,7 +2,7 @@
 manifest a receiver needs to rebuild them; and the scale swizzle both ways for the import side."""
 from __future__ import annotations
 
-from typing import Any, Dict, List, Mapping, Tuple
+from typing import Any, Dict, Iterator, List, Mapping, Tuple
 
 import operator
 
@@ -278,10 +278,17 @@ def _bucket_bytes(bucket: Any, name: str = "bucket") -> int:
     return int(dims[0])
 
 
+def _read_once(manifest: Any) -> Any:
+    """A manifest given as an iterator (a generator over a sender's JSON), as a list: the extension's check
+    reads it, and the caller's Python reads it again."""
+    return list(manifest) if isinstance(manifest, Iterator) else manifest
+
+
 def _check_manifest(bucket: Any, manifest: Any) -> List[dict]:
     """The manifest checked by the extension and the C library (mxfp8_transfer_check of the bucket: types,
     names, sizes, bounds, overlaps, scale shapes, NVFP4 fields, as import_bucket checks them), every entry's
     scales compact. Returns the entries with Python ints and tuples (an NVFP4 entry with its values_shape)."""
+    manifest = _read_once(manifest)
     _mxfp8.bucket_manifest_check(bucket, manifest, need_scales_shape=True)
     entries = []
     for i, e in enumerate(manifest):

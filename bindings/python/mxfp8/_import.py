@@ -21,6 +21,7 @@ from typing import Any, List, Mapping, Optional, Sequence, Tuple
 from . import _args, _shard
 from ._api import _DIRECTIONS, _FORMATS
 from ._manifest import LAYOUT_WORDS, LAYOUTS
+from ._bucket import _read_once
 from ._plan import Plan
 from ._mxfp8 import import_bucket as _c_import_bucket, import_tensors as _c_import_tensors
 from ._mxfp8 import layout_bytes as _c_layout_bytes
@@ -98,6 +99,7 @@ def _bucket_call(bucket: Any, manifest: List[Mapping[str, Any]], params: Mapping
                  shards: Optional[Mapping[str, Mapping[str, Any]]] = None, global_scale: str = "decode"):
     cuda, stream_ptr, dlpack_stream = _call_stream(bucket, stream, "bucket")
     if shards is not None:  # the manifest's names, for the shards' order (the extension reads the rest)
+        manifest = _read_once(manifest)
         shards = _shards([e.get("name") if isinstance(e, Mapping) else None for e in manifest], shards)
     core = _c_import_bucket(
         bucket, manifest, params, _code("layout", layout, LAYOUTS), LAYOUTS, _fixup(zero_exponent_as_one), stream_ptr,

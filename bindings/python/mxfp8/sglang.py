@@ -26,6 +26,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Mapping
 
 from . import _mxfp8
+from ._bucket import _read_once
 
 _DTYPES = {"e4m3": "float8_e4m3fn", "e5m2": "float8_e5m2"}
 
@@ -40,6 +41,7 @@ def flattened_bucket(bucket: Any, manifest: List[Mapping[str, Any]], metadata_ty
 
     if not isinstance(bucket, torch.Tensor) or bucket.dtype != torch.uint8 or bucket.dim() != 1:
         raise TypeError("bucket must be the 1-D uint8 torch tensor iter_buckets / a prepare_buckets plan filled")
+    manifest = _read_once(manifest)  # read here and by the check
     _mxfp8.bucket_manifest_check(bucket, manifest)  # the manifest read, and checked against the bucket
     metadata = []
     for entry in manifest:

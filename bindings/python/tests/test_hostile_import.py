@@ -511,3 +511,21 @@ def test_a_manifest_entry_with_an_unknown_key_is_refused(key, value):
             call()
     assert (values == POISON).all() and (scales == POISON).all()
 
+
+# ------------------------------------------------------------- a manifest given as an iterator ---
+def test_a_manifest_given_as_an_iterator_is_read_once_and_whole():
+    # The extension reads a manifest through the iterator protocol; unpack_bucket, sglang.flattened_bucket
+    # and import_bucket(shards=) then read it again in Python: an iterator (a generator over a sender's
+    # JSON) was empty by then, and unpack_bucket returned {} for a bucket the check had just accepted.
+    bucket, manifest, data, s = bucket_of_one((128, 64))
+    parts = mxfp8.unpack_bucket(bucket, (e for e in manifest))
+    assert list(parts) == ["w"] and (parts["w"].values == data).all()
+    values, scales = poisoned(32 * 64), poisoned(32 * 2)
+    mxfp8.import_bucket(bucket, iter(manifest), {"w": (values, scales)}, shards={"w": {"rows": (0, 32)}})
+    np.testing.assert_array_equal(values, data[:32].reshape(-1))
+    np.testing.assert_array_equal(scales, s[:32].reshape(-1))
+    torch = pytest.importorskip("torch")
+    sglang = __import__("importlib").import_module("mxfp8.sglang")
+    payload = sglang.flattened_bucket(torch.from_numpy(bucket), iter(manifest), lambda **fields: fields)
+    assert [m["name"] for m in payload["metadata"]] == ["w.weight", "w.weight_scale_inv"]
+
