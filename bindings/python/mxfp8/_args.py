@@ -55,9 +55,12 @@ def flag(name: str, value: Any) -> bool:
 
 def integer(name: str, value: Any, low: int = -INT64_MAX - 1, high: int = INT64_MAX) -> int:
     """An int (anything with __index__ but a bool) in [low, high]."""
-    if isinstance(value, bool) or not hasattr(type(value), "__index__"):
-        raise TypeError(f"{name} must be an int, got {value!r} ({type(value).__name__})")
-    v = operator.index(value)
+    try:
+        if isinstance(value, bool):
+            raise TypeError
+        v = operator.index(value)  # an array of several elements has __index__ but refuses
+    except TypeError:
+        raise TypeError(f"{name} must be an int, got {value!r} ({type(value).__name__})") from None
     if not low <= v <= high:
         raise ValueError(f"{name} is {v}, expected {low} to {high}")
     return v

@@ -31,7 +31,11 @@ _GLOBAL_SCALES = {"decode": 0, "encode": 1}  # mxfp8_nvfp4_global_scale
 
 
 def _code(name: str, value: str, table: Mapping[str, int]) -> int:
-    if value not in table:
+    try:
+        known = value in table
+    except TypeError:  # unhashable (an array given where a word goes): refused as any other value
+        known = False
+    if not known:
         raise ValueError(f"{name} is {value!r}, expected one of {', '.join(map(repr, table))}")
     return table[value]
 

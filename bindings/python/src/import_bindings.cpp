@@ -86,19 +86,23 @@ struct Destinations {
 Destinations take_params(py::handle params, const std::vector<py::handle> &keys, const std::vector<bool> &nvfp4,
                          int32_t layout, const py::dict &layouts, Exchange &ex, bool prepare) {
   const size_t n = keys.size();
+  const bool dict = PyDict_Check(params.ptr());
+  static const py::handle mapping = py::object(py::module_::import("collections.abc").attr("Mapping")).release();
+  if (!dict && !py::isinstance(params, mapping))
+    throw py::type_error("params must be a mapping name -> (values, scales[, ...]), got " +
+                         py::str(py::type::of(params).attr("__name__")).cast<std::string>());
   std::vector<py::object> entries(n);
   py::list missing;
   for (size_t i = 0; i < n; ++i) {
-    PyObject *p = PyDict_Check(params.ptr()) ? PyDict_GetItemWithError(params.ptr(), keys[i].ptr()) : nullptr;
+    // A dict's entry, or a mapping's params[key]: its KeyError is a missing entry, any other error its own.
+    PyObject *p = dict ? Py_XNewRef(PyDict_GetItemWithError(params.ptr(), keys[i].ptr()))
+                       : PyObject_GetItem(params.ptr(), keys[i].ptr());
+    if (!p && !dict && PyErr_ExceptionMatches(PyExc_KeyError)) PyErr_Clear();
     if (!p && PyErr_Occurred()) throw py::error_already_set();
-    if (p) {
-      entries[i] = py::reinterpret_borrow<py::object>(p);
-    } else if (!PyDict_Check(params.ptr()) && PyMapping_HasKey(params.ptr(), keys[i].ptr())) {
-      entries[i] = py::reinterpret_steal<py::object>(PyObject_GetItem(params.ptr(), keys[i].ptr()));
-      if (!entries[i]) throw py::error_already_set();
-    } else {
+    if (p)
+      entries[i] = py::reinterpret_steal<py::object>(p);
+    else
       missing.append(keys[i]);
-    }
   }
   if (!missing.empty()) {
     const bool more = missing.size() > 5;

@@ -529,3 +529,29 @@ def test_a_manifest_given_as_an_iterator_is_read_once_and_whole():
     payload = sglang.flattened_bucket(torch.from_numpy(bucket), iter(manifest), lambda **fields: fields)
     assert [m["name"] for m in payload["metadata"]] == ["w.weight", "w.weight_scale_inv"]
 
+
+# ------------------------------------------------------------- refusals name the argument ---
+def test_refusals_of_params_and_shapes_name_the_argument():
+    bucket, manifest, data, s = bucket_of_one()
+    values, scales = poisoned(data.size), poisoned(s.size)
+    # an MXFP8 entry given NVFP4's (values, scales, global_scale): the third is not a layout
+    with pytest.raises(ValueError, match=r"params\['w'\] layout is array"):
+        mxfp8.import_bucket(bucket, manifest, {"w": (values, scales, np.zeros(1, np.float32))})
+    # params that is not a mapping, or a mapping whose lookup fails for its own reason
+    for params in (None, [("w", (values, scales))]):
+        with pytest.raises(TypeError, match="params must be a mapping"):
+            mxfp8.import_bucket(bucket, manifest, params)
+
+    class Broken(__import__("collections.abc").abc.Mapping):
+        def __getitem__(self, key): raise RuntimeError("the engine's registry is closed")
+        def __iter__(self): return iter(["w"])
+        def __len__(self): return 1
+
+    with pytest.raises(RuntimeError, match="registry is closed"):
+        mxfp8.import_bucket(bucket, manifest, Broken())
+    # a shape dimension that is an array of several elements
+    sources = {"w": {"data": data, "scale_inv": make_mxfp8((100, 48), "padded", seed=3)[1],
+                     "shape": np.array([[100, 48]])}}
+    with pytest.raises(TypeError, match=r"tensors\['w'\]\['shape'\]\[0\] must be an int"):
+        mxfp8.import_tensors(sources, {"w": (values, scales)})
+    assert (values == POISON).all() and (scales == POISON).all()
