@@ -441,6 +441,7 @@ def iter_buckets(
     caller_buffer = buffer is not None
     if caller_buffer:
         inputs.check_output("buffer", buffer)
+        _bucket_bytes(buffer, "buffer")  # 1-D bytes: each bucket is buffer[:total]
     for handles, manifest, plan, total, shards in _planned_buckets(specs, direction, dir_code, alignment,
                                                                    bucket_bytes, inputs):
         if buffer is None or _args.numel(buffer.shape) < total:

@@ -135,6 +135,7 @@ def prepare_buckets(tensors: Mapping[str, Mapping[str, Any]], *, bucket_bytes: i
     inputs = _spec_inputs(specs, None)
     if buffer is not None:
         inputs.check_output("buffer", buffer)
+        _bucket_bytes(buffer, "buffer")  # 1-D bytes: each bucket is buffer[:total]
     planned = _planned_buckets(specs, direction, dir_code, alignment, bucket_bytes, inputs, plan=True)
     largest = max(total for _, _, _, total, _ in planned)
     if buffer is None:

@@ -548,3 +548,15 @@ def test_a_device_the_library_does_not_know_is_a_type_error():
     data, buf, _ = one_tensor()
     with pytest.raises(ValueError, match=r"scale_inv is on cpu:0 but data is on type 7:0"):
         mxfp8.export_components(DeviceOnly((7, 0)), buf, swizzled=False)
+
+
+def test_a_buffer_of_several_dimensions_is_refused_by_iter_buckets_and_prepare_buckets():
+    # Each bucket is buffer[:total]: of a 2-D buffer that slices rows, so the bucket handed on was the
+    # whole 2-D buffer, not the `total` bytes its manifest describes (unpack_bucket then refused it).
+    data, buf, _ = make_mxfp8((128, 64), "padded", seed=1)
+    tensors = {"w": {"data": data, "scale_inv": buf}}
+    for buffer in (np.zeros((1024, 1024), np.uint8), np.zeros((), np.uint8)):
+        with pytest.raises(ValueError, match="buffer must be a 1-D byte buffer"):
+            mxfp8.prepare_buckets(tensors, bucket_bytes=1 << 20, buffer=buffer)
+        with pytest.raises(ValueError, match="buffer must be a 1-D byte buffer"):
+            list(mxfp8.iter_buckets(tensors, bucket_bytes=1 << 20, buffer=buffer))
