@@ -96,7 +96,8 @@ def _spec_inputs(specs: List[_Spec], stream: Any):
 def _plan_object(obj: Any) -> Any:
     """What a plan holds of a source: a torch tensor as a new alias (detach()), whose storage stays the one
     the plan was made over when the caller's tensor is given another (``t.data = x``, module.to()); the
-    extension takes a plan's destinations and buckets the same way (its plan_object)."""
+    extension pins the storages of the import plans' tensors and of every plan's destinations and bucket
+    (its storage_of) to the same end."""
     torch = _args.torch_module(obj)
     return obj.detach() if torch is not None else obj
 

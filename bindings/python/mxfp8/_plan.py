@@ -27,8 +27,8 @@ class Plan:
     The contract: the plan holds its sources (a reference on each tensor's buffers, so their memory can
     never be freed under it) and what it writes; their addresses must not change while it is used. A
     producer that reallocates a source (a new storage for a parameter) makes a new plan: this one would go
-    on moving the old storage it keeps alive (a torch tensor is held as an alias of itself, so ``t.data =
-    x`` or ``t.set_(...)`` leaves the plan the old storage). A storage resized in place (torch's
+    on moving the old storage it keeps alive (it holds each torch tensor's storage, so ``t.data = x`` or
+    ``t.set_(...)`` leaves the plan the old storage). A storage resized in place (torch's
     ``t.resize_`` past its size, ``t.untyped_storage().resize_(n)``) frees its old memory whoever holds it:
     no plan may be run over it after that.
 

@@ -73,10 +73,16 @@ struct Destinations {
     d.target_layouts = layouts.data();
     d.global_scales = any_nvfp4 ? global_scales.data() : nullptr;
   }
-  bool prepare = false;  // for a plan: each object taken as plan_object makes it
+  bool prepare = false;           // for a plan: each torch tensor's storage pinned (storage_of)
+  std::vector<py::object> pins;  // a plan's: the storages of its torch sources, destinations and bucket
+  void pin(py::handle obj) {
+    if (!prepare) return;
+    py::object storage = storage_of(obj);
+    if (!storage.is_none()) pins.push_back(std::move(storage));
+  }
   DLTensor *take_one(py::handle obj, py::handle key, const char *part, Exchange &ex) {
-    taken.push_back(take(prepare ? plan_object(obj) : py::reinterpret_borrow<py::object>(obj),
-                         Name("params", key, part), ex, Access::Write));
+    pin(obj);
+    taken.push_back(take(obj, Name("params", key, part), ex, Access::Write));
     return taken.back()->tensor();
   }
 };
@@ -408,7 +414,7 @@ py::object run_transfer(const mxfp8_transfer_desc &d, const Exchange &ex, bool p
     st = prepare ? mxfp8_transfer_prepare(&d, &plan) : mxfp8_transfer(&d, reinterpret_cast<void *>(ex.stream));
   }
   check_entries(st, keys);
-  if (prepare) return py::cast(std::make_unique<Plan>(plan, std::move(dst.taken), ex));
+  if (prepare) return py::cast(std::make_unique<Plan>(plan, std::move(dst.taken), ex, std::move(dst.pins)));
   return py::none();
 }
 
@@ -416,11 +422,11 @@ py::object import_bucket(py::handle bucket, py::handle manifest, py::handle para
                          const py::dict &layouts, int32_t scale_fixup, py::object stream, py::object dlpack_stream,
                          bool prepare, const std::optional<std::vector<py::object>> &shards, int32_t global_scale) {
   Exchange ex = exchange_for_objects(bucket, stream, std::move(dlpack_stream));
-  auto taken_bucket = take(prepare ? plan_object(bucket) : py::reinterpret_borrow<py::object>(bucket), "bucket", ex,
-                           Access::Read);  // in exchange mode, fixes the stream
+  auto taken_bucket = take(bucket, "bucket", ex, Access::Read);  // in exchange mode, fixes the stream
   BucketSource source(taken_bucket->tensor(), manifest, false);
   const ShardList shard_list(shards, source.names.size());
   Destinations dst = take_params(params, source.names, source.nvfp4, layout, layouts, ex, prepare);
+  dst.pin(bucket);
   mxfp8_transfer_desc &d = source.desc;
   dst.describe(d);
   d.scale_fixup = scale_fixup;
@@ -574,17 +580,23 @@ py::object import_tensors(const py::dict &tensors, py::handle params, int32_t di
   Exchange ex = exchange_for_objects(first, stream, std::move(dlpack_stream));
   Handles handles;
   handles.tensors.reserve(n);
+  std::vector<py::object> source_pins;
   for (size_t i = 0; i < n; ++i) {
     const Source &src = sources[i];
     const auto where = [&] { return "tensors[" + py::repr(keys[i]).cast<std::string>() + "]"; };
-    const auto held = [&](const py::object &obj) { return prepare ? plan_object(obj) : obj; };  // a plan's: its alias
-    auto d = take(held(src.data), Name("tensors", keys[i], "['data']"), ex, Access::Read);
-    auto s = take(held(src.scale_inv), Name("tensors", keys[i], "['scale_inv']"), ex, Access::Read);
-    auto a = src.nvfp4 ? take(held(src.amax), Name("tensors", keys[i], "['amax']"), ex, Access::Read) : nullptr;
+    if (prepare)  // a plan's sources: their storages pinned with the destinations' (take_params, below)
+      for (py::handle obj : {py::handle(src.data), py::handle(src.scale_inv), src.nvfp4 ? py::handle(src.amax) : py::handle(Py_None)}) {
+        py::object storage = storage_of(obj);
+        if (!storage.is_none()) source_pins.push_back(std::move(storage));
+      }
+    auto d = take(src.data, Name("tensors", keys[i], "['data']"), ex, Access::Read);
+    auto s = take(src.scale_inv, Name("tensors", keys[i], "['scale_inv']"), ex, Access::Read);
+    auto a = src.nvfp4 ? take(src.amax, Name("tensors", keys[i], "['amax']"), ex, Access::Read) : nullptr;
     handles.tensors.push_back(
         make_tensor(*d, *s, src.shape, src.format, src.swizzled, direction, where, a.get(), src.e4m3_max));
   }
   Destinations dst = take_params(params, keys, nvfp4, layout, layouts, ex, prepare);
+  for (py::object &storage : source_pins) dst.pins.push_back(std::move(storage));
   const std::vector<int32_t> directions(n, direction);
   mxfp8_transfer_desc d = MXFP8_TRANSFER_DESC_INIT;
   d.source = MXFP8_TRANSFER_FROM_TENSORS;

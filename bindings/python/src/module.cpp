@@ -577,10 +577,12 @@ std::unique_ptr<Plan> prepare_export(const std::vector<Tensor *> &tensors, const
   if (names && names->size() != destinations.size()) throw py::value_error("names must have one entry per destination");
   Exchange ex = exchange_for(tensors[0]->api(), tensors[0]->device(), py::none(), std::move(dlpack_stream));
   std::vector<std::unique_ptr<TakenTensor>> taken;
+  std::vector<py::object> pins;
   std::vector<DLTensor *> dls;
   for (size_t i = 0; i < destinations.size(); ++i) {
     const std::string name = names ? (*names)[i] : "destinations[" + std::to_string(i) + "]";
-    taken.push_back(take(plan_object(destinations[i]), name.c_str(), ex, Access::Write));  // the plan's alias
+    if (py::object storage = storage_of(destinations[i]); !storage.is_none()) pins.push_back(std::move(storage));
+    taken.push_back(take(destinations[i], name.c_str(), ex, Access::Write));
     dls.push_back(taken.back()->tensor());
   }
   const auto h = handles(tensors);
@@ -589,7 +591,7 @@ std::unique_ptr<Plan> prepare_export(const std::vector<Tensor *> &tensors, const
   t.to_scales(dls);
   mxfp8_plan *plan = nullptr;
   check(mxfp8_transfer_prepare(&t.desc, &plan));
-  return std::make_unique<Plan>(plan, std::move(taken), ex);
+  return std::make_unique<Plan>(plan, std::move(taken), ex, std::move(pins));
 }
 
 // A bucket fill: `tensors` (handles of either format, api and device those of the first) into `bucket` at
@@ -603,14 +605,16 @@ std::unique_ptr<Plan> prepare_fill(const std::vector<const mxfp8_tensor *> &tens
   if (tensors.empty()) throw py::value_error("tensors is empty: nothing to prepare");
   Exchange ex = exchange_for(api, device, py::none(), std::move(dlpack_stream));
   std::vector<std::unique_ptr<TakenTensor>> taken;
-  taken.push_back(take(plan_object(bucket), bucket_name.c_str(), ex, Access::Write));  // the plan's alias
+  std::vector<py::object> pins;
+  if (py::object storage = storage_of(bucket); !storage.is_none()) pins.push_back(std::move(storage));
+  taken.push_back(take(bucket, bucket_name.c_str(), ex, Access::Write));
   const ShardList shard_list(shards, tensors.size());
   TensorTransfer t(tensors, direction, shard_list);
   t.set_parts(plan, nvfp4_plan, e4m3_maxes);
   t.desc.bucket_out = taken.back()->tensor();
   mxfp8_plan *p = nullptr;
   check(mxfp8_transfer_prepare(&t.desc, &p));
-  return std::make_unique<Plan>(p, std::move(taken), ex);
+  return std::make_unique<Plan>(p, std::move(taken), ex, std::move(pins));
 }
 
 // stream None: exchange mode through the source's framework (or the legacy stream without one).
