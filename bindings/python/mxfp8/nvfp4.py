@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple, Optional, Sequence
 
-from . import _args, _mxfp8
+from . import _args, _mxfp8, _shard
 from ._api import _DIRECTIONS, _as_torch, _choice, _flag, _inputs
 from ._quantize import _OUTPUT_DTYPES, _empty, _numpy_bfloat16_as_bits
 
@@ -73,8 +73,10 @@ def export_components(
     contiguous: bool = True,
     global_scale: str = "decode",
     stream: Any = None,
+    rows: Any = None,
+    cols: Any = None,
 ) -> Components:
-    """Export the values, compact E4M3 block scales and second-level scale of one direction.
+    """Export the values, compact E4M3 block scales and second-level scale of one direction, or of a shard.
 
     Args:
         data: the packed values of `direction` (TE's _rowwise_data (*lead, K/2) or _columnwise_data
@@ -93,6 +95,12 @@ def export_components(
         contiguous: padded row-major scales come back as a contiguous copy (True) or a strided view.
         global_scale: "decode" or "encode" (see Components).
         stream: CUDA stream for the copies, as mxfp8.export_components takes it.
+        rows, cols: export only this shard of the logical (M, K) tensor, as mxfp8.export_components takes
+            them, on NVFP4's 16-value blocks: rowwise, k0 and k1 multiples of 16 (or k1 = K), rows any
+            (pieces too); columnwise (the stored (K, M) transpose), rows' boundaries multiples of 16 (or M)
+            and one range only, columns any. The result is the shard of the stored matrix, 2-D: values
+            (a view for one row range, else a copy), its compact scales, and the global scale of a per-row
+            amax for the shard's rows (a per-tensor amax's one float).
 
     Returns:
         Components(values, scales, global_scale): torch tensors for torch inputs, else mxfp8.Array
@@ -110,7 +118,8 @@ def export_components(
     tensor = _tensor(data, scale_inv, amax, shape, swizzled, direction, e4m3_max, inputs)
     values, scales, scale2 = tensor.export_components(direction=_DIRECTIONS[direction], values_dtype=vd,
                                                       scales_dtype=sd, contiguous=contiguous, global_scale=gs,
-                                                      stream=inputs.stream)
+                                                      stream=inputs.stream, sharded=_shard.is_shard(rows, cols),
+                                                      **_shard.shard_fields(rows, cols))
     return Components(_as_torch(inputs.torch, values), _as_torch(inputs.torch, scales), _as_torch(inputs.torch, scale2))
 
 

@@ -1081,10 +1081,23 @@ class Nvfp4Tensor {
 
   // (values, scales, global_scale): mxfp8_export_components, then mxfp8_export_global_scale, with the same
   // options (values_dtype / scales_dtype as mxfp8_values_dtype / mxfp8_scales_dtype: FP8 (0) is float4 and
-  // E8M0 (1) float8_e4m3fn for NVFP4); stream None: the framework's current stream in exchange mode.
+  // E8M0 (1) float8_e4m3fn for NVFP4); stream None: the framework's current stream in exchange mode. With
+  // `sharded`, options.shard of the row and column ranges given as Tensor::export_shard takes them.
   py::tuple export_components(int direction, int values_dtype, int scales_dtype, bool contiguous, int global_scale,
-                              py::object stream) {
+                              py::object stream, bool sharded, int64_t row_begin, int64_t row_end, int64_t col_begin,
+                              int64_t col_end, std::optional<std::vector<int64_t>> row_pieces) {
+    mxfp8_shard shard = MXFP8_SHARD_INIT;
+    shard.row_begin = row_begin;
+    shard.row_end = row_end;
+    shard.col_begin = col_begin;
+    shard.col_end = col_end;
+    if (row_pieces) {
+      if (row_pieces->size() % 2 != 0) throw py::value_error("rows: pieces come as (begin, end) pairs");
+      shard.num_row_pieces = row_pieces->size() / 2;
+      shard.row_pieces = row_pieces->data();
+    }
     mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
+    if (sharded) o.shard = &shard;
     o.direction = direction;
     o.values_dtype = values_dtype;
     o.scales_dtype = scales_dtype;
@@ -1328,7 +1341,9 @@ PYBIND11_MODULE(_mxfp8, m) {
            py::arg("stream") = py::none(), py::arg("exchange") = false)
       .def("export_components", &Nvfp4Tensor::export_components, py::kw_only(), py::arg("direction") = 0,
            py::arg("values_dtype") = 0, py::arg("scales_dtype") = 0, py::arg("contiguous") = true,
-           py::arg("global_scale") = 0, py::arg("stream") = py::none())
+           py::arg("global_scale") = 0, py::arg("stream") = py::none(), py::arg("sharded") = false,
+           py::arg("row_begin") = 0, py::arg("row_end") = MXFP8_SHARD_END, py::arg("col_begin") = 0,
+           py::arg("col_end") = MXFP8_SHARD_END, py::arg("row_pieces") = py::none())
       .def("dequantize", &Nvfp4Tensor::dequantize, py::arg("direction"), py::arg("output"),
            py::arg("stream") = py::none(), py::arg("dlpack_stream") = py::none(), py::arg("bfloat16_bits") = false);
   m.def("bucket_plan", &bucket_plan, py::arg("tensors"), py::arg("direction") = 0, py::arg("alignment") = 256,

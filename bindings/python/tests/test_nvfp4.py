@@ -97,6 +97,39 @@ def test_export_components(layout, direction):
     assert g.dtype == np.float32 and g.shape == (1,) and g[0] == np.float32(7.25) / np.float32(2688.0)
 
 
+@pytest.mark.parametrize("layout", ["compact", "padded", "swizzled"])
+@pytest.mark.parametrize("direction, per_row", [("rowwise", False), ("rowwise", True), ("columnwise", False)])
+def test_export_of_a_shard_is_the_cut_of_the_stored_matrix(layout, direction, per_row):
+    """rows / cols (options.shard): the shard of the stored matrix, cut here from the codes and scales the
+    tensor was built from; one row range a view, row pieces a copy; a per-row amax's global scales the
+    shard's rows."""
+    m, k = 130, 80
+    data, buf, amax, codes, scales = make((m, k), layout, direction, per_row, seed=31)
+    whole = np.from_dlpack(mxfp8.nvfp4.export_components(data, buf, amax, shape=(m, k), swizzled=layout == "swizzled",
+                                                         direction=direction).global_scale)
+    if direction == "rowwise":
+        cases = [((1, m - 1), (16, None), [(1, m - 1)], (16, k)),
+                 ([(m - 1, m), (0, 1)], (0, 48), [(m - 1, m), (0, 1)], (0, 48))]
+    else:  # rows of M are stored columns, columns of K stored rows
+        cases = [((16, None), (1, k - 1), [(1, k - 1)], (16, m))]
+    for rows, cols, stored_rows, (c0, c1) in cases:
+        parts = mxfp8.nvfp4.export_components(data, buf, amax, shape=(m, k), swizzled=layout == "swizzled",
+                                              direction=direction, rows=rows, cols=cols)
+        want_codes = np.concatenate([codes[r0:r1, c0:c1] for r0, r1 in stored_rows])
+        want_scales = np.concatenate([scales[r0:r1, c0 // 16:c0 // 16 + -(-(c1 - c0) // 16)] for r0, r1 in stored_rows])
+        values = np.from_dlpack(parts.values)
+        np.testing.assert_array_equal(values, pack(want_codes))
+        assert np.shares_memory(values, data) == (len(stored_rows) == 1)  # one range: a view
+        np.testing.assert_array_equal(np.from_dlpack(parts.scales), want_scales)
+        g = np.from_dlpack(parts.global_scale)
+        want_g = np.concatenate([whole[r0:r1] for r0, r1 in stored_rows]) if per_row else whole
+        np.testing.assert_array_equal(g, want_g)
+    with pytest.raises(ValueError, match=r"options\.shard\.(col|row)_begin is 8"):  # off the 16-value blocks
+        mxfp8.nvfp4.export_components(data, buf, amax, shape=(m, k), swizzled=layout == "swizzled",
+                                      direction=direction, rows=None if direction == "rowwise" else (8, None),
+                                      cols=(8, None) if direction == "rowwise" else None)
+
+
 def test_padded_scales_as_a_strided_view():
     data, buf, amax, codes, scales = make((130, 40), "padded", "rowwise", False, seed=5)
     parts = mxfp8.nvfp4.export_components(data, buf, amax, contiguous=False, swizzled=False)
