@@ -70,3 +70,20 @@ def test_cuda_fused_shards_and_given_amax_on_a_side_stream():
     np.testing.assert_array_equal(q.values.cpu().numpy(), ev)
     np.testing.assert_array_equal(q.scales.cpu().numpy(), es)
     assert given.item() == 0.25
+
+
+@pytest.mark.parametrize("per_row", [False, True])
+@pytest.mark.parametrize("rows", [(1, 199), [(199, 200), (0, 3)]], ids=["range", "pieces"])
+def test_cuda_export_of_a_shard_matches_the_host(rows, per_row):
+    """mxfp8.nvfp4.export_components(rows=, cols=) of CUDA torch tensors (copies through torch's allocator
+    for row pieces) is the host export of the same bytes, every part."""
+    x = specials(np.random.default_rng(12), (200, 96))
+    q = mxfp8.nvfp4_quantize(to_cuda(x, "float32"), per_row=per_row, scales="swizzled")
+    kwargs = dict(shape=(200, 96), swizzled=True, rows=rows, cols=(32, None))
+    dev = mxfp8.nvfp4.export_components(q.values, q.scales, q.amax, **kwargs)
+    host = mxfp8.nvfp4.export_components(q.values.cpu().numpy(), q.scales.cpu().numpy(), q.amax.cpu().numpy(), **kwargs)
+    torch.cuda.synchronize()
+    for name in ("values", "scales", "global_scale"):
+        got, want = getattr(dev, name), np.from_dlpack(getattr(host, name))
+        assert got.is_cuda, name
+        np.testing.assert_array_equal(got.cpu().numpy().view(np.uint8), want.view(np.uint8), err_msg=name)
