@@ -292,6 +292,23 @@ Exchange exchange_for(const DLPackExchangeAPI *api, DLDevice device, const py::o
 }
 
 // The Python handle on an mxfp8_tensor.
+// An mxfp8_shard of rows [row_begin, row_end) or the pieces (flat begin, end pairs, read during the call:
+// they must outlive it) and columns [col_begin, col_end); -1 ends are MXFP8_SHARD_END.
+mxfp8_shard shard_of(int64_t row_begin, int64_t row_end, int64_t col_begin, int64_t col_end,
+                     const std::optional<std::vector<int64_t>> &row_pieces) {
+  mxfp8_shard shard = MXFP8_SHARD_INIT;
+  shard.row_begin = row_begin;
+  shard.row_end = row_end;
+  shard.col_begin = col_begin;
+  shard.col_end = col_end;
+  if (row_pieces) {
+    if (row_pieces->size() % 2 != 0) throw py::value_error("rows: pieces come as (begin, end) pairs");
+    shard.num_row_pieces = row_pieces->size() / 2;
+    shard.row_pieces = row_pieces->data();
+  }
+  return shard;
+}
+
 class Tensor {
  public:
   // Takes over a handle the library made (a grouped expert).
@@ -374,16 +391,7 @@ class Tensor {
     o.values_dtype = values_dtype;
     o.scales_dtype = scales_dtype;
     o.padded_scales = contiguous ? MXFP8_PADDED_SCALES_COPY : MXFP8_PADDED_SCALES_STRIDED_VIEW;
-    mxfp8_shard shard = MXFP8_SHARD_INIT;
-    shard.row_begin = row_begin;
-    shard.row_end = row_end;
-    shard.col_begin = col_begin;
-    shard.col_end = col_end;
-    if (row_pieces) {
-      if (row_pieces->size() % 2 != 0) throw py::value_error("rows: pieces come as (begin, end) pairs");
-      shard.num_row_pieces = row_pieces->size() / 2;
-      shard.row_pieces = row_pieces->data();
-    }
+    const mxfp8_shard shard = shard_of(row_begin, row_end, col_begin, col_end, row_pieces);
     o.shard = &shard;
     return export_with(o, exchange_for(api_, device_, stream), allocator,
                        [&](DLManagedTensorVersioned **v, DLManagedTensorVersioned **s) {
@@ -1086,16 +1094,7 @@ class Nvfp4Tensor {
   py::tuple export_components(int direction, int values_dtype, int scales_dtype, bool contiguous, int global_scale,
                               py::object stream, bool sharded, int64_t row_begin, int64_t row_end, int64_t col_begin,
                               int64_t col_end, std::optional<std::vector<int64_t>> row_pieces) {
-    mxfp8_shard shard = MXFP8_SHARD_INIT;
-    shard.row_begin = row_begin;
-    shard.row_end = row_end;
-    shard.col_begin = col_begin;
-    shard.col_end = col_end;
-    if (row_pieces) {
-      if (row_pieces->size() % 2 != 0) throw py::value_error("rows: pieces come as (begin, end) pairs");
-      shard.num_row_pieces = row_pieces->size() / 2;
-      shard.row_pieces = row_pieces->data();
-    }
+    const mxfp8_shard shard = shard_of(row_begin, row_end, col_begin, col_end, row_pieces);
     mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
     if (sharded) o.shard = &shard;
     o.direction = direction;
