@@ -101,6 +101,10 @@ typedef struct mxfp8_convert_options {
   int32_t direction;    /* mxfp8_direction read from an mxfp8_tensor, default rowwise (grouped: rowwise only) */
   int32_t scale_fixup;  /* mxfp8_scale_fixup, default none */
   void *stream;         /* cudaStream_t the work is queued on (NULL: the legacy default); unused for host memory */
+  /* Padding to an engine's alignment, in the same launch (rowwise; see "Padding" below). 0: none. */
+  int64_t pad_rows_to;  /* each expert's rows (of the gated target, each half's) to a multiple of this */
+  int64_t pad_cols_to;  /* K to a multiple of this, a multiple of 32 */
+  int32_t pad_scale;    /* E8M0 byte of a padding scale, default 127 (2^0, vLLM's); not 255 (NaN) */
 } mxfp8_convert_options;
 
 #define MXFP8_CONVERT_OPTIONS_INIT                                                     \
@@ -109,8 +113,25 @@ typedef struct mxfp8_convert_options {
     MXFP8_SCALE_LAYOUT_COMPACT,                      /* target */                            \
     MXFP8_DIRECTION_ROWWISE,                   /* direction */                         \
     MXFP8_SCALE_FIXUP_NONE,                    /* scale_fixup */                       \
-    NULL                                       /* stream: the legacy default stream */ \
+    NULL,                                      /* stream: the legacy default stream */ \
+    0,                                         /* pad_rows_to: no padding */           \
+    0,                                         /* pad_cols_to: no padding */           \
+    127                                        /* pad_scale: 2^0 */                    \
   }
+
+/* Padding (options->pad_rows_to, pad_cols_to): an engine whose kernels need aligned sizes loads the
+ * weight padded. With padding, the call writes the padded weight: each expert's N rows become
+ * N' = roundup(N, pad_rows_to) (MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED_GATED: each half, [gate; up] with
+ * N = 2I becoming [gate, zeros; up, zeros] of N' = 2 roundup(I, pad_rows_to)), K becomes
+ * K' = roundup(K, pad_cols_to), padding values are zero and padding scales (the scale matrix grows to
+ * N' x K' / 32) options->pad_scale, all before the target's row order and layout: the target lays out
+ * the padded matrix, so its sizes are those of (N', K' / 32) and the values output holds N' x K'
+ * bytes an expert. This is vLLM's align_mxfp8_moe_weights_for_fi_trtllm (vLLM 0.33, the FlashInfer
+ * TRT-LLM MXFP8 MoE backend: intermediate size to 128, hidden size to 256, scale 127), which pads w13
+ * [E, 2I, H] with pad_rows_to 128 and pad_cols_to 256 and w2 [E, H, I] with pad_rows_to 256 and
+ * pad_cols_to 128, then swaps and shuffles: the TRT-LLM targets with these options give its result.
+ * Any target takes padding; the scale_fixup rewrites the real scales only. Rowwise only; the values
+ * output is required (the padded values are a new array). */
 
 /* Writes direction options->direction of `tensor` in layout options->target:
  *
@@ -124,9 +145,10 @@ typedef struct mxfp8_convert_options {
  *           the last column's padding rows R .. roundup(R, 4) - 1 (the last 4 * (roundup(R, 4) - R)
  *           bytes of the layout) are left as they are. DeepGEMM reads only rows < R, and the storage
  *           get_mn_major_tma_aligned_packed_ue8m0_tensor allocates holds the whole layout.
- *   values: NULL, or uint8 / the float8 of the tensor's format, contiguous, prod(shape) elements: the
- *           values in the target's row order (a copy for every target but the TRT-LLM ones). Required
- *           by targets that permute value rows. The TRT-LLM targets lay the tensor out as one expert of
+ *   values: NULL, or uint8 / the float8 of the tensor's format, contiguous, prod(shape) elements
+ *           (padded: M' x K', M' the padded rows of M = prod(lead)): the values in the target's row
+ *           order (a copy for every target but the TRT-LLM ones). Required by targets that permute
+ *           value rows and by padding. The TRT-LLM targets lay the tensor out as one expert of
  *           M = prod(lead) rows; MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED_GATED refuses a tensor of more than 2
  *           dimensions (stacked experts: mxfp8_grouped_convert).
  *

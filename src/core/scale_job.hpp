@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "mxfp8/mxfp8.h"
+#include "core/padding.hpp"
 
 namespace mxfp8 {
 
@@ -41,7 +42,10 @@ enum class JobKind : uint8_t {
   Layout,
   // The values of a layout that permutes rows (the TRT-LLM ones): `dst` (row-major, rows a multiple of
   // group_rows: experts stacked) row g * group_rows + d is `src` row g * group_rows +
-  // layout_source_row(layout, group_rows, d), every byte of it.
+  // layout_source_row(layout, group_rows, d), every byte of it. Padded (`pad`): dst is the padded
+  // matrices, group_rows theirs; layout_source_row names a padded row, padded_source_row its row in
+  // src (groups of pad.rows rows of pad.cols bytes), and padding rows and columns are zeros. Also the
+  // values of a padded convert into a layout that keeps row order (layout: compact, the identity).
   PermuteRows,
 };
 
@@ -68,6 +72,8 @@ struct ScaleJob {
   // Layout jobs: the bytes written, a prefix of the layout (-1: all of it). A strided destination may
   // describe less than the whole layout (api/layouts.hpp, LayoutBuffer); the rest is left alone.
   int64_t layout_bytes = -1;
+  // Layout and PermuteRows jobs: dst is the padded matrix of a source of pad.rows x pad.cols (padding.hpp).
+  Padding pad = {};
 };
 
 // The Copy job dst = src.
@@ -82,6 +88,16 @@ inline ScaleJob permuted_rows_job(int32_t layout, const uint8_t *src, uint8_t *d
                ByteMatrix{dst, rows, cols, cols, 1}};
   job.layout = layout;
   job.group_rows = group_rows;
+  return job;
+}
+
+// The same from `groups` matrices of pad.rows x pad.cols bytes into their padded matrices of
+// padded_rows x padded_cols, padding zero.
+inline ScaleJob padded_rows_job(int32_t layout, const uint8_t *src, uint8_t *dst, int64_t groups, int64_t padded_rows,
+                                int64_t padded_cols, const Padding &pad) {
+  ScaleJob job = permuted_rows_job(layout, src, dst, groups, padded_rows, padded_cols);
+  job.src = ByteMatrix{const_cast<uint8_t *>(src), groups * pad.rows, pad.cols, pad.cols, 1};
+  job.pad = pad;
   return job;
 }
 

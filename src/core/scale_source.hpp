@@ -107,33 +107,53 @@ inline ScaleJob swizzled_job(const ScaleSource &s, bool transposed, uint8_t *dst
 
 // The job writing M in `layout` at `dst` (every byte, padding as zeros): M = S, or S^T when
 // `transposed` (columnwise scales in a layout that lays out their transpose); byte 0 written as 1 when
-// `zero_as_one`.
-inline ScaleJob layout_job(const ScaleSource &s, int32_t layout, bool transposed, uint8_t *dst, bool zero_as_one) {
+// `zero_as_one`. Padded (pad.rows != 0, rowwise only): M is S padded to padded_rows x padded_cols.
+inline ScaleJob layout_job(const ScaleSource &s, int32_t layout, bool transposed, uint8_t *dst, bool zero_as_one,
+                           const Padding &pad = {}, int64_t padded_rows = 0, int64_t padded_cols = 0) {
   // A layout job reads S through layout_job_source, which has no window: shards never reach here (the
   // import refuses engine layouts and the fix-up for them), and this keeps it so.
   if (s.padded_cols) fail(MXFP8_ERROR_INTERNAL, "a layout job reading a window of a swizzled matrix");
+  if (pad.rows && (transposed || pad.rows != s.rows || pad.cols != s.cols))
+    fail(MXFP8_ERROR_INTERNAL, "a padded layout job of another matrix than its source, or transposed");
   ScaleJob job{JobKind::Layout, s.swizzled, s.row_major,
                ByteMatrix{dst, transposed ? s.cols : s.rows, transposed ? s.rows : s.cols, 0, 0}};
+  if (pad.rows) job.dst.rows = padded_rows, job.dst.cols = padded_cols;
   job.layout = layout;
   job.source_layout = s.layout;
   job.source_transposed = s.transposed;
   job.read_transposed = transposed;
   job.zero_as_one = zero_as_one;
+  job.pad = pad;
   return job;
 }
 
 // The source a layout job reads, as a ScaleSource of S.
 MXFP8_HOST_DEVICE inline ScaleSource layout_job_source(const ScaleJob &job) {
-  const int64_t rows = job.read_transposed ? job.dst.cols : job.dst.rows;
-  const int64_t cols = job.read_transposed ? job.dst.rows : job.dst.cols;
+  const int64_t rows = job.pad.rows ? job.pad.rows : job.read_transposed ? job.dst.cols : job.dst.rows;
+  const int64_t cols = job.pad.rows ? job.pad.cols : job.read_transposed ? job.dst.rows : job.dst.cols;
   ScaleSource s{job.swizzled, job.source_transposed, job.src, rows, cols};
   s.layout = job.source_layout;
   return s;
 }
 
+// Scale (r, c) of the matrix a layout job writes (of padded_rows rows; S itself, unless `pad` pads it):
+// S's, byte 0 as 1 when `zero_as_one`, or pad.scale for padding.
+MXFP8_HOST_DEVICE inline uint8_t layout_job_scale(const ScaleSource &s, const Padding &pad, int64_t padded_rows, int64_t r,
+                                                  int64_t c, bool zero_as_one) {
+  if (pad.rows) {
+    r = padded_source_row<int64_t>(pad.rows, padded_rows, pad.halves, r);
+    if (r == kPaddingRow<int64_t> || c >= pad.cols) return pad.scale;
+  }
+  const uint8_t v = read_scale(s, r, c);
+  return zero_as_one && v == 0 ? uint8_t{1} : v;
+}
+
 // The job writing S in `layout` at `dst`, the fastest job that does it: the dedicated compact and 128x4
-// jobs for the layouts they write, a layout job for the others and whenever bytes are rewritten.
-inline ScaleJob scale_job(const ScaleSource &s, int32_t layout, bool columnwise, uint8_t *dst, bool zero_as_one) {
+// jobs for the layouts they write, a layout job for the others and whenever bytes are rewritten or S is
+// padded (to padded_rows x padded_cols, by `pad`).
+inline ScaleJob scale_job(const ScaleSource &s, int32_t layout, bool columnwise, uint8_t *dst, bool zero_as_one,
+                          const Padding &pad = {}, int64_t padded_rows = 0, int64_t padded_cols = 0) {
+  if (pad.rows) return layout_job(s, layout, false, dst, zero_as_one, pad, padded_rows, padded_cols);
   const bool packed_source = s.swizzled && s.layout != MXFP8_SCALE_LAYOUT_128X4;
   if (!zero_as_one && !packed_source) {
     if (layout == MXFP8_SCALE_LAYOUT_COMPACT) return compact_job(s, dst);

@@ -28,6 +28,7 @@
 #include "cuda/cuda_check.cuh"
 #include "core/error.hpp"
 #include "core/scale_job.hpp"
+#include "core/padding.hpp"
 #include "core/shape.hpp"
 #include "core/swizzle_index.hpp"
 #include "core/target_layout.hpp"
@@ -47,7 +48,9 @@ constexpr int64_t kMaxTileRows = 32;      // divides every expert's row count (t
 constexpr int kTilesPerScaleItem = 8;     // 32 scale columns: one 32-byte sector of each source row
 constexpr int kTilesPerHalf = 4;          // 16 columns: one 16-byte load a row
 
-// The values: a row-permuted copy, in units of the kernel's vector type.
+// The values: a row-permuted copy, in units of the kernel's vector type. Padded (`padded`, a kernel
+// template parameter): the destination is each expert's padded matrix, whose row r is source row
+// padded_source_row(src_group_rows, group_rows, halves, r) of src_per_row vectors (padding.hpp), zeros past.
 struct ValuesPart {
   const void *src;
   void *dst;
@@ -56,8 +59,12 @@ struct ValuesPart {
   uint32_t tile_rows;        // T
   uint32_t tiles_per_group;  // group_rows / T
   uint32_t tiles;            // of all experts; 0: no values in this launch
-  int32_t layout;
+  int32_t layout;            // a TRT-LLM layout, or compact: row order kept (a padded convert's values)
   uint64_t per_row_inverse;  // ceil(2^32 / per_row)
+  uint32_t src_per_row;      // the source's, = per_row unless padded
+  uint32_t src_group_rows;   // the source's, = group_rows unless padded
+  int32_t halves;
+  int32_t padded;
 };
 
 // The scales: `groups` row-major matrices of rows x cols, group g's at src + g * src_group_stride, each
@@ -77,6 +84,13 @@ struct ScalesPart {
   int32_t layout;
   int32_t load_bytes;        // 16, 4 or 1: how the source rows are read
   int32_t zero_as_one;       // MXFP8_SCALE_FIXUP_ZERO_EXPONENT_AS_ONE
+  // Padded (`padded`): rows x cols is each group's padded matrix, of a source of src_rows x src_cols;
+  // padding scales are pad_scale. Else src_rows, src_cols = rows, cols.
+  uint32_t src_rows;
+  uint32_t src_cols;
+  int32_t halves;
+  int32_t padded;
+  uint32_t pad_scale;
 };
 
 // Columns c0 .. c0 + 15 of one source row, `valid` of them (at most 16) existing, as 4 little-endian
@@ -103,18 +117,34 @@ __device__ uint4 load_scale_words(const uint8_t *row, int32_t valid, int load_by
   return make_uint4(w[0], w[1], w[2], w[3]);
 }
 
+// Bytes [from, to) of the 16 in `v` (little-endian words) set to `pad`: a padded matrix's padding columns.
+__device__ uint4 pad_scale_words(uint4 v, int32_t from, int32_t to, uint32_t pad) {
+  uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (int b = 0; b < 16; ++b)
+    if (b >= from && b < to) w[b / 4] = (w[b / 4] & ~(0xFFu << (8 * (b % 4)))) | (pad << (8 * (b % 4)));
+  return make_uint4(w[0], w[1], w[2], w[3]);
+}
+
 // A scale item, in two halves of 4 tiles (16 columns): each lane loads 16 bytes of each of its 4 rows,
 // then writes line `lane` of the half's tiles.
-template <int32_t kLayout>
+template <int32_t kLayout, bool kPadded>
 __device__ void scale_item(const ScalesPart &p, uint32_t item, uint32_t lane) {
   const uint32_t group = item / p.items_per_group, in_group = item - group * p.items_per_group;
   const uint32_t tile_row = in_group / p.col_groups, col_group = in_group - tile_row * p.col_groups;
   const uint8_t *src = p.src + group * p.src_group_stride;
   const uint8_t *rows[4];  // the source rows of destination rows lane + 32 k of the tile row
+  uint32_t row_cols[4];    // the scales each of them holds: 0 for a padding row
 #pragma unroll
   for (int k = 0; k < 4; ++k) {
     const uint32_t d = tile_row * static_cast<uint32_t>(kTileRows) + k * static_cast<uint32_t>(kSubtileRows) + lane;
-    rows[k] = src + static_cast<int64_t>(layout_source_row<uint32_t>(kLayout, p.rows, d)) * p.src_row_stride;
+    uint32_t from = layout_source_row<uint32_t>(kLayout, p.rows, d);
+    row_cols[k] = p.src_cols;
+    if constexpr (kPadded) {
+      from = padded_source_row<uint32_t>(p.src_rows, p.rows, p.halves != 0, from);
+      if (from == kPaddingRow<uint32_t>) from = 0, row_cols[k] = 0;
+    }
+    rows[k] = src + static_cast<int64_t>(from) * p.src_row_stride;
   }
   uint8_t *out = p.dst + group * p.dst_group_stride + static_cast<int64_t>(tile_row) * p.tile_cols * kTileBytes + lane * kLineBytes;
 #pragma unroll
@@ -125,7 +155,14 @@ __device__ void scale_item(const ScalesPart &p, uint32_t item, uint32_t lane) {
     const int32_t valid = static_cast<int32_t>(min(p.cols - c0, 16u));
     uint4 words[4];  // of rows lane + 32 k: a word per tile
 #pragma unroll
-    for (int k = 0; k < 4; ++k) words[k] = load_scale_words(rows[k] + c0, valid, p.load_bytes, p.zero_as_one);
+    for (int k = 0; k < 4; ++k) {
+      if constexpr (kPadded) {  // the row's scales, then padding to the padded matrix's columns
+        const int32_t held = static_cast<int32_t>(min(row_cols[k] > c0 ? row_cols[k] - c0 : 0u, 16u));
+        words[k] = pad_scale_words(load_scale_words(rows[k] + c0, held, p.load_bytes, p.zero_as_one), held, valid, p.pad_scale);
+      } else {
+        words[k] = load_scale_words(rows[k] + c0, valid, p.load_bytes, p.zero_as_one);
+      }
+    }
     const uint32_t tiles = min(p.tile_cols - first_tile, static_cast<uint32_t>(kTilesPerHalf));
     uint8_t *line = out + first_tile * kTileBytes;
     __stcs(reinterpret_cast<uint4 *>(line), make_uint4(words[0].x, words[1].x, words[2].x, words[3].x));
@@ -135,11 +172,11 @@ __device__ void scale_item(const ScalesPart &p, uint32_t item, uint32_t lane) {
   }
 }
 
-template <class Vec, int32_t kLayout>
+template <class Vec, int32_t kLayout, bool kPadded>
 __device__ void value_tile(const ValuesPart &p, uint32_t tile, uint32_t lane) {
   const uint32_t group = tile / p.tiles_per_group, d0 = (tile - group * p.tiles_per_group) * p.tile_rows;
   const int64_t group_vectors = static_cast<int64_t>(p.group_rows) * p.per_row;
-  const Vec *from = static_cast<const Vec *>(p.src) + group * group_vectors;
+  const Vec *from = static_cast<const Vec *>(p.src) + group * static_cast<int64_t>(p.src_group_rows) * p.src_per_row;
   Vec *to = static_cast<Vec *>(p.dst) + group * group_vectors + static_cast<int64_t>(d0) * p.per_row;
   const uint32_t tile_vectors = p.tile_rows * p.per_row;
   for (uint32_t pass = 0; pass < tile_vectors; pass += kLanes * kUnroll) {  // more than one pass: T = 1
@@ -152,8 +189,14 @@ __device__ void value_tile(const ValuesPart &p, uint32_t tile, uint32_t lane) {
       // per_row <= 128, and a multiply by per_row_inverse = ceil(2^32 / per_row) is exact (its error,
       // under i / 2^32, stays below 1 / per_row).
       const uint32_t r = p.tile_rows == 1 ? 0u : static_cast<uint32_t>((static_cast<uint64_t>(i) * p.per_row_inverse) >> 32);
-      const uint32_t source = layout_source_row<uint32_t>(kLayout, p.group_rows, d0 + r);
-      v[u] = __ldcs(from + static_cast<int64_t>(source) * p.per_row + (i - r * p.per_row));  // read once
+      const uint32_t source = layout_source_row<uint32_t>(kLayout, p.group_rows, d0 + r), col = i - r * p.per_row;
+      if constexpr (kPadded) {
+        const uint32_t held = padded_source_row<uint32_t>(p.src_group_rows, p.group_rows, p.halves != 0, source);
+        v[u] = held == kPaddingRow<uint32_t> || col >= p.src_per_row ? Vec{}
+                                                                     : __ldcs(from + static_cast<int64_t>(held) * p.src_per_row + col);
+      } else {
+        v[u] = __ldcs(from + static_cast<int64_t>(source) * p.per_row + col);  // read once
+      }
     }
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
@@ -163,19 +206,21 @@ __device__ void value_tile(const ValuesPart &p, uint32_t tile, uint32_t lane) {
   }
 }
 
-// kLayout: the TRT-LLM layout of the values and scales, a constant so that the row map folds.
-template <class Vec, int32_t kLayout>
+// kLayout: the TRT-LLM layout of the values and scales (or compact, the identity, for a padded convert's
+// values), a constant so that the row map folds; kPadded: both parts write padded matrices.
+template <class Vec, int32_t kLayout, bool kPadded>
 __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm) permute_rows_kernel(const ValuesPart values, const ScalesPart scales) {
   const uint32_t lane = threadIdx.x % kLanes, warps = gridDim.x * kWarpsPerBlock;
   uint32_t item = blockIdx.x * kWarpsPerBlock + threadIdx.x / kLanes;
-  for (; item < scales.items; item += warps) scale_item<kLayout>(scales, item, lane);
-  for (item -= scales.items; item < values.tiles; item += warps) value_tile<Vec, kLayout>(values, item, lane);
+  for (; item < scales.items; item += warps) scale_item<kLayout, kPadded>(scales, item, lane);
+  for (item -= scales.items; item < values.tiles; item += warps) value_tile<Vec, kLayout, kPadded>(values, item, lane);
 }
 
-// Rows per tile: the largest power of two up to 32 whose rows hold at most kLanes * kUnroll vectors.
-uint32_t tile_rows_for(int64_t per_row) {
+// Rows per tile: the largest power of two up to 32 that divides an expert's rows and whose rows hold at
+// most kLanes * kUnroll vectors.
+uint32_t tile_rows_for(int64_t per_row, int64_t group_rows) {
   uint32_t rows = 1;
-  while (rows < kMaxTileRows && 2 * rows * per_row <= int64_t{kLanes} * kUnroll) rows *= 2;
+  while (rows < kMaxTileRows && 2 * rows * per_row <= int64_t{kLanes} * kUnroll && group_rows % (2 * rows) == 0) rows *= 2;
   return rows;
 }
 
@@ -190,11 +235,13 @@ uint32_t checked_uint32(int64_t v, const char *what) {
 // The values part of a row-permuted copy job, in units of Vec.
 template <class Vec>
 ValuesPart values_part(const ScaleJob &job) {
-  ValuesPart p{job.src.data, job.dst.data, 0, 0, 0, 0, 0, job.layout, 0};
+  ValuesPart p{job.src.data, job.dst.data, 0, 0, 0, 0, 0, job.layout, 0, 0, 0, job.pad.halves, job.pad.rows != 0};
   const int64_t per_row = job.dst.cols / static_cast<int64_t>(sizeof(Vec));
   p.per_row = checked_uint32(per_row, "vectors a row");
   p.group_rows = checked_uint32(job.group_rows, "rows of one expert");
-  p.tile_rows = tile_rows_for(per_row);
+  p.src_per_row = job.pad.rows ? checked_uint32(job.pad.cols / static_cast<int64_t>(sizeof(Vec)), "vectors a row") : p.per_row;
+  p.src_group_rows = job.pad.rows ? checked_uint32(job.pad.rows, "rows of one expert") : p.group_rows;
+  p.tile_rows = tile_rows_for(per_row, job.group_rows);
   p.tiles_per_group = p.group_rows / p.tile_rows;
   p.per_row_inverse = ((uint64_t{1} << 32) + p.per_row - 1) / p.per_row;
   p.tiles = checked_uint32(job.dst.rows / p.tile_rows, "row tiles");
@@ -203,14 +250,17 @@ ValuesPart values_part(const ScaleJob &job) {
 }
 
 void check_values_job(const ScaleJob &job) {
-  if (job.src.row_stride != job.dst.cols || job.dst.row_stride != job.dst.cols || job.src.col_stride != 1 ||
-      job.dst.col_stride != 1 || job.group_rows <= 0 || job.group_rows % kMaxTileRows != 0 ||
+  const int64_t src_cols = job.pad.rows ? job.pad.cols : job.dst.cols;
+  if (job.src.row_stride != src_cols || job.dst.row_stride != job.dst.cols || job.src.col_stride != 1 ||
+      job.dst.col_stride != 1 || job.group_rows <= 0 || (is_trtllm_layout(job.layout) && job.group_rows % kMaxTileRows != 0) ||
       job.dst.rows % job.group_rows != 0)
-    fail(MXFP8_ERROR_INTERNAL, "a row permutation job needs dense row-major matrices of whole groups of 32 rows");
+    fail(MXFP8_ERROR_INTERNAL, "a row permutation job needs dense row-major matrices of whole groups (of 32 rows for the TRT-LLM layouts)");
 }
 
 bool fits(const ScaleJob &job, uintptr_t bytes) {
-  return job.dst.cols % static_cast<int64_t>(bytes) == 0 && aligned(job.src.data, bytes) && aligned(job.dst.data, bytes);
+  const auto b = static_cast<int64_t>(bytes);
+  return job.dst.cols % b == 0 && (!job.pad.rows || job.pad.cols % b == 0) && aligned(job.src.data, bytes) &&
+         aligned(job.dst.data, bytes);
 }
 
 // A layout job this kernel writes: a TRT-LLM layout, all of it, of a row-major S with 128-row tile rows,
@@ -218,14 +268,15 @@ bool fits(const ScaleJob &job, uintptr_t bytes) {
 bool takes_scale_job(const ScaleJob &j) {
   return j.kind == JobKind::Layout && is_trtllm_layout(j.layout) && !j.swizzled && !j.read_transposed && j.src.col_stride == 1 &&
          j.src.data && j.dst.rows > 0 && j.dst.cols > 0 && j.dst.rows % kTileRows == 0 && j.dst.rows <= INT32_MAX &&
-         j.dst.cols <= INT32_MAX && j.src.row_stride >= j.dst.cols &&
+         j.dst.cols <= INT32_MAX && j.src.row_stride >= (j.pad.rows ? j.pad.cols : j.dst.cols) &&
          (j.layout_bytes < 0 || j.layout_bytes >= layout_size(j.layout, j.dst.rows, j.dst.cols)) && aligned(j.dst.data, 16);
 }
 
 // Whether `next` continues a scale run from `prev` at the run's strides (the first pair sets them).
 bool continues_run(const ScaleJob &prev, const ScaleJob &next, int64_t src_step, int64_t dst_step) {
   return next.layout == prev.layout && next.zero_as_one == prev.zero_as_one && next.dst.rows == prev.dst.rows &&
-         next.dst.cols == prev.dst.cols && next.src.row_stride == prev.src.row_stride &&
+         next.dst.cols == prev.dst.cols && next.src.row_stride == prev.src.row_stride && next.pad.rows == prev.pad.rows &&
+         next.pad.cols == prev.pad.cols && next.pad.halves == prev.pad.halves && next.pad.scale == prev.pad.scale &&
          next.src.data - prev.src.data == src_step && next.dst.data - prev.dst.data == dst_step;
 }
 
@@ -246,35 +297,52 @@ ScalesPart scales_part(const ScaleJob *jobs, size_t count) {
   p.items = checked_uint32(static_cast<int64_t>(count) * p.items_per_group, "scale items");
   p.layout = first.layout;
   p.zero_as_one = first.zero_as_one;
+  p.padded = first.pad.rows != 0;
+  p.src_rows = p.padded ? static_cast<uint32_t>(first.pad.rows) : p.rows;  // at most rows
+  p.src_cols = p.padded ? static_cast<uint32_t>(first.pad.cols) : p.cols;
+  p.halves = first.pad.halves;
+  p.pad_scale = first.pad.scale;
   auto rows_fit = [&](int64_t bytes) {
-    return aligned(p.src, bytes) && p.src_row_stride % bytes == 0 && p.src_group_stride % bytes == 0 && p.cols % bytes == 0;
+    return aligned(p.src, bytes) && p.src_row_stride % bytes == 0 && p.src_group_stride % bytes == 0 && p.src_cols % bytes == 0;
   };
   p.load_bytes = rows_fit(16) ? 16 : rows_fit(4) ? 4 : 1;
   return p;
 }
 
-template <class Vec, int32_t kLayout>
+template <class Vec, int32_t kLayout, bool kPadded>
 void launch_kernel(const ValuesPart &values, const ScalesPart &scales, cudaStream_t stream) {
   const int64_t items = int64_t{values.tiles} + scales.items;
   if (items == 0) return;
-  constexpr auto kernel = permute_rows_kernel<Vec, kLayout>;
+  constexpr auto kernel = permute_rows_kernel<Vec, kLayout, kPadded>;
   const int64_t grid = std::min<int64_t>(ceil_div(items, kWarpsPerBlock), resident_blocks<kernel>(kThreads));
   checked_uint32(items + grid * kWarpsPerBlock, "work items");  // a warp's item index never wraps
   kernel<<<static_cast<unsigned>(grid), kThreads, 0, stream>>>(values, scales);
   check(cudaGetLastError(), "launching the row permutation kernel");
 }
 
+template <class Vec, bool kPadded>
+void launch_layout(int32_t layout, const ValuesPart &values, const ScalesPart &scales, cudaStream_t stream) {
+  if (layout == MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED_GATED)
+    return launch_kernel<Vec, MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED_GATED, kPadded>(values, scales, stream);
+  if (layout == MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED || (values.tiles == 0 && scales.items == 0))
+    return launch_kernel<Vec, MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED, kPadded>(values, scales, stream);
+  if constexpr (kPadded)  // a padded convert into a layout that keeps row order: its values alone
+    if (layout == MXFP8_SCALE_LAYOUT_COMPACT && scales.items == 0)
+      return launch_kernel<Vec, MXFP8_SCALE_LAYOUT_COMPACT, true>(values, scales, stream);
+  fail(MXFP8_ERROR_INTERNAL, "the row permutation kernel writes the TRT-LLM layouts (and padded values in row order) only, "
+       "not layout ", layout);
+}
+
 template <class Vec>
 void launch(const ValuesPart &values, const ScalesPart &scales, cudaStream_t stream) {
   const int32_t layout = values.tiles ? values.layout : scales.layout;
-  if (values.tiles && scales.items && scales.layout != layout) {  // not one convert's: one launch each
-    launch<Vec>(values, ScalesPart{}, stream);
+  const bool padded = values.tiles ? values.padded : scales.padded;
+  if (values.tiles && scales.items && (scales.layout != layout || scales.padded != values.padded)) {
+    launch<Vec>(values, ScalesPart{}, stream);  // not one convert's: one launch each
     return launch<uint4>(ValuesPart{}, scales, stream);
   }
-  if (layout == MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED_GATED) return launch_kernel<Vec, MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED_GATED>(values, scales, stream);
-  if (layout == MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED || (values.tiles == 0 && scales.items == 0))
-    return launch_kernel<Vec, MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED>(values, scales, stream);
-  fail(MXFP8_ERROR_INTERNAL, "the row permutation kernel writes the TRT-LLM layouts only, not layout ", layout);
+  if (padded) return launch_layout<Vec, true>(layout, values, scales, stream);
+  launch_layout<Vec, false>(layout, values, scales, stream);
 }
 
 // One launch: the values job (or none) and a scale run (or none).

@@ -71,6 +71,16 @@ using Wide = Width<64>;
 constexpr int kWideChunksPerBlock = 8;
 
 
+// Two fields of a job that only some kinds read: tile jobs their chunking, layout jobs their padding.
+struct TileShape {
+  int32_t direct;     // narrow matrix: chunks are runs of whole tiles, scattered without a gather
+  int32_t tile_rows;  // ceil(rows / 128)
+};
+struct PaddedFrom {   // a padded layout job's source, S (rows x cols) of ScaleJob::pad; rows 0: not padded
+  int32_t rows;
+  int32_t cols;
+};
+
 // One matrix of a launch, as the kernel sees it.
 struct DeviceJob {
   const uint8_t *swizzled;  // NULL: copy from src instead
@@ -86,9 +96,11 @@ struct DeviceJob {
   int32_t chunks_per_row;   // ceil(tile_cols / W::kTilesPerChunk)
   int32_t first_block;
   int32_t word_stores;      // dst rows are 4-byte aligned with col_stride 1
-  int32_t direct;           // narrow matrix: chunks are runs of whole tiles, scattered without a gather
-  int32_t tile_rows;        // ceil(rows / 128)
-  // Layout jobs: the target layout, the source's layout and three flags (layout_job_bits).
+  union {                   // by kind: a job stays 104 bytes
+    TileShape tiles;        // every kind but Layout
+    PaddedFrom padded;      // Layout
+  };
+  // Layout jobs: the target layout, the source's layout, four flags and the padding scale (layout_job_bits).
   int32_t layout_bits;
   // A window of a larger swizzled matrix (ScaleJob::swizzled_row0 ...): tile rows of the source are
   // src_tile_stride tiles apart. An origin inside a tile (window_row0, window_col0 not 0) makes every
@@ -102,15 +114,17 @@ struct DeviceJob {
 };
 
 // A layout job's description in DeviceJob::layout_bits: the target layout (bits 0-7), the source's
-// packed layout (8-15), and three flags.
-constexpr int32_t kSourceTransposed = 1 << 16, kReadTransposed = 1 << 17, kZeroAsOne = 1 << 18;
+// packed layout (8-15), four flags, and the byte of a padding scale (24-31).
+constexpr int32_t kSourceTransposed = 1 << 16, kReadTransposed = 1 << 17, kZeroAsOne = 1 << 18, kPadHalves = 1 << 19;
+constexpr int kPadScaleShift = 24;
 // Output words of a layout job's chunk: 4 per thread, as the other chunks move 4 vectors per thread.
 template <class W>
 constexpr int64_t kLayoutWordsPerChunk = int64_t{W::kThreads} * 4;
 
 int32_t layout_job_bits(const ScaleJob &j) {
   return j.layout | (j.source_layout << 8) | (j.source_transposed ? kSourceTransposed : 0) |
-         (j.read_transposed ? kReadTransposed : 0) | (j.zero_as_one ? kZeroAsOne : 0);
+         (j.read_transposed ? kReadTransposed : 0) | (j.zero_as_one ? kZeroAsOne : 0) | (j.pad.halves ? kPadHalves : 0) |
+         static_cast<int32_t>(static_cast<uint32_t>(j.pad.scale) << kPadScaleShift);
 }
 
 template <int kCapacity>
@@ -157,11 +171,11 @@ __device__ Chunk locate(const JobBatch<kCapacity> &batch, int32_t chunk, int &jo
   const DeviceJob &job = batch.jobs[job_index];
   const int local = chunk - job.first_block;
   if (job.kind == JobKind::Layout) return Chunk{&job, local, 0, 0, 0};  // linear_tile: the chunk's index
-  if (job.direct) {
+  if (job.tiles.direct) {
     const int per_chunk = direct_tile_rows_per_chunk(W::kTilesPerChunk, job.tile_cols);
     const int tile_row = local * per_chunk;
     return Chunk{&job, static_cast<int64_t>(tile_row) * job.tile_cols, tile_row, 0,
-                 min(per_chunk, job.tile_rows - tile_row) * job.tile_cols};
+                 min(per_chunk, job.tiles.tile_rows - tile_row) * job.tile_cols};
   }
   const int tile_row = local / job.chunks_per_row;
   const int first_tile = (local % job.chunks_per_row) * W::kTilesPerChunk;
@@ -206,7 +220,7 @@ __device__ void load_chunk(const Chunk &c, uint4 (&regs)[W::kVectorsPerThread]) 
 template <class W>
 __device__ void stage_chunk(const Chunk &c, const uint4 (&regs)[W::kVectorsPerThread], uint32_t *tiles) {
   if (c.job->kind != JobKind::Unswizzle || c.job->gather) return;
-  if (c.job->direct) {  // compact order, padded (core/direct_chunk.hpp)
+  if (c.job->tiles.direct) {  // compact order, padded (core/direct_chunk.hpp)
     const int tile_cols = c.job->tile_cols;
     const int vectors = c.tiles * kVectorsPerTile;
     if (vector_loads(c)) {
@@ -362,15 +376,20 @@ __device__ void store_swizzled_chunk(const Chunk &c) {
 // A layout job's chunk: thread t writes output words t, t + kThreads, ... of the chunk's run, so the
 // warp's stores are contiguous. Each word is gathered through the layout's inverse index: for layouts
 // whose words are 4 columns of one row (layout_packs_row_words) one lookup and, from a row-major source
-// with aligned rows, one 32-bit load per word; otherwise byte by byte.
-template <class W>
+// with aligned rows, one 32-bit load per word; otherwise byte by byte. kPadded: the job pads S
+// (DeviceJob::padded), a separate body so that the common one keeps its registers.
+template <class W, bool kPadded>
 __device__ void store_layout_chunk(const Chunk &c) {
   const DeviceJob job = *c.job;
   const int32_t bits = job.layout_bits;
   const int32_t layout = bits & 0xFF;
   const bool read_transposed = bits & kReadTransposed, zero_as_one = bits & kZeroAsOne;
-  const int64_t rows = job.rows, cols = job.cols;  // of the matrix laid out: S, or S^T
-  const int64_t s_rows = read_transposed ? cols : rows, s_cols = read_transposed ? rows : cols;
+  const int64_t rows = job.rows, cols = job.cols;  // of the matrix laid out: S, S^T, or S padded
+  const Padding pad = kPadded ? Padding{job.padded.rows, job.padded.cols, (bits & kPadHalves) != 0,
+                                        static_cast<uint8_t>(static_cast<uint32_t>(bits) >> kPadScaleShift)}
+                              : Padding{};
+  const int64_t s_rows = pad.rows ? pad.rows : read_transposed ? cols : rows;
+  const int64_t s_cols = pad.rows ? pad.cols : read_transposed ? rows : cols;
   ScaleSource source{job.swizzled, (bits & kSourceTransposed) != 0,
                      ByteMatrix{const_cast<uint8_t *>(job.src), s_rows, s_cols, job.src_row_stride, job.src_col_stride},
                      s_rows, s_cols};
@@ -390,28 +409,30 @@ __device__ void store_layout_chunk(const Chunk &c) {
       int64_t r, c0;
       if (layout_element(layout, rows, cols, 4 * w, &r, &c0)) {
         const int valid = c0 + 4 <= cols ? 4 : static_cast<int>(cols - c0);
-        if (word_loads && valid == 4) {
-          word = __ldg(reinterpret_cast<const uint32_t *>(job.src + r * job.src_row_stride + c0));
+        const int64_t from = pad.rows ? padded_source_row<int64_t>(pad.rows, rows, pad.halves, r) : r;
+        if (word_loads && valid == 4 && from != kPaddingRow<int64_t> && c0 + 4 <= s_cols) {  // 4 scales of S
+          word = __ldg(reinterpret_cast<const uint32_t *>(job.src + from * job.src_row_stride + c0));
+          if (zero_as_one)
+            for (int b = 0; b < 4; ++b)
+              if (((word >> (8 * b)) & 0xFF) == 0) word |= 1u << (8 * b);
         } else {
-          for (int b = 0; b < valid; ++b) word |= static_cast<uint32_t>(read_scale(source, r, c0 + b)) << (8 * b);
-        }
-        if (zero_as_one)
           for (int b = 0; b < valid; ++b)
-            if (((word >> (8 * b)) & 0xFF) == 0) word |= 1u << (8 * b);
+            word |= static_cast<uint32_t>(layout_job_scale(source, pad, rows, r, c0 + b, zero_as_one)) << (8 * b);
+        }
       }
     } else if (layout == MXFP8_SCALE_LAYOUT_DEEPGEMM_FLOAT32) {  // a word is one scale's float32
       int64_t r, cc;
       if (layout_element(layout, rows, cols, 4 * w, &r, &cc)) {
-        uint8_t value = read_transposed ? read_scale(source, cc, r) : read_scale(source, r, cc);
-        if (zero_as_one && value == 0) value = 1;
+        const uint8_t value = read_transposed ? layout_job_scale(source, pad, rows, cc, r, zero_as_one)
+                                              : layout_job_scale(source, pad, rows, r, cc, zero_as_one);
         word = static_cast<uint32_t>(value) << kFloat32ExponentShift;
       }
     } else {
       for (int b = 0; b < 4 && 4 * w + b < bytes; ++b) {
         int64_t r, cc;
         if (!layout_element(layout, rows, cols, 4 * w + b, &r, &cc)) continue;
-        uint8_t value = read_transposed ? read_scale(source, cc, r) : read_scale(source, r, cc);
-        if (zero_as_one && value == 0) value = 1;
+        const uint8_t value = read_transposed ? layout_job_scale(source, pad, rows, cc, r, zero_as_one)
+                                              : layout_job_scale(source, pad, rows, r, cc, zero_as_one);
         word |= static_cast<uint32_t>(layout_encode(layout, value, 4 * w + b)) << (8 * b);
       }
     }
@@ -456,13 +477,14 @@ constexpr int kLayoutGatherPaths = 2;  // engine layout jobs and windows startin
 template <class W, int kPaths>
 __device__ void store_chunk(const Chunk &c, const uint32_t *tiles) {
   if constexpr ((kPaths & kLayoutGatherPaths) != 0) {
-    if (c.job->kind == JobKind::Layout) return store_layout_chunk<W>(c);
+    if (c.job->kind == JobKind::Layout)
+      return c.job->padded.rows ? store_layout_chunk<W, true>(c) : store_layout_chunk<W, false>(c);
     if (c.job->gather) return store_gather_chunk<W>(c);
   }
   if constexpr ((kPaths & kSwizzlePath) != 0) {
     if (c.job->kind == JobKind::Swizzle || c.job->kind == JobKind::SwizzledCopy) return store_swizzled_chunk<W>(c);
   }
-  if (c.job->direct) return store_direct_chunk<W>(c, tiles);
+  if (c.job->tiles.direct) return store_direct_chunk<W>(c, tiles);
   // A register copy: through the pointer, every global store below could alias the job's fields.
   const DeviceJob job = *c.job;
   constexpr int kQuads = W::kTilesPerChunk / 4;
@@ -671,8 +693,11 @@ int64_t fill_batch(JobBatch<kCapacity> &batch, const ScaleJob *jobs, size_t coun
     j.first_block = checked_int32(blocks, "blocks in one launch");
     j.word_stores = in.dst.col_stride == 1 && (reinterpret_cast<uintptr_t>(in.dst.data) & 3) == 0 &&
                     (in.dst.row_stride & 3) == 0;
-    j.direct = is_direct(in, W::kTilesPerChunk);
-    j.tile_rows = static_cast<int32_t>(ceil_div(j.rows, kTileRows));
+    if (layout) {
+      j.padded = PaddedFrom{checked_int32(in.pad.rows, "padded scale rows"), checked_int32(in.pad.cols, "padded scale columns")};
+    } else {
+      j.tiles = TileShape{is_direct(in, W::kTilesPerChunk), static_cast<int32_t>(ceil_div(j.rows, kTileRows))};
+    }
     // Swizzle jobs write (and copy) whole tiles of their own matrix; only Unswizzle jobs read windows.
     if (in.kind != JobKind::Unswizzle && (in.swizzled_row0 || in.swizzled_col0 || (in.swizzled_tile_stride && in.swizzled_tile_stride != j.tile_cols)))
       fail(MXFP8_ERROR_INTERNAL, "a job other than an unswizzle reading a window of a swizzled matrix");

@@ -26,8 +26,8 @@ void write_layout_host(const ScaleJob &job) {
       uint8_t v = 0;
       if (layout_element(job.layout, rows, cols, at, &r, &c)) {
         if (!word_per_scale || at % kFloat32Bytes == 0) {  // a float32's four bytes hold one scale
-          scale = job.read_transposed ? read_scale(source, c, r) : read_scale(source, r, c);
-          if (job.zero_as_one && scale == 0) scale = 1;
+          scale = job.read_transposed ? layout_job_scale(source, job.pad, rows, c, r, job.zero_as_one)
+                                      : layout_job_scale(source, job.pad, rows, r, c, job.zero_as_one);
         }
         v = layout_encode(job.layout, scale, at);
       }

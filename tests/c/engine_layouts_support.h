@@ -120,4 +120,43 @@ static inline void zero_some_scales(te_tensor *t, const spec *s, uint64_t *rng) 
     }
 }
 
+/* n bytes of POISON and one more, to catch a write past the end. */
+static inline uint8_t *poisoned(int64_t n) {
+  uint8_t *p = malloc((size_t)n + 1);
+  memset(p, POISON, (size_t)n + 1);
+  return p;
+}
+
+/* Grouped experts stored as TE stores them (variant 0 compact, 1 padded row-major, 2 padded swizzled),
+ * converted stacked in one call. */
+static inline mxfp8_grouped_tensor *make_grouped(const uint8_t *values, const uint8_t *compact, int64_t experts, int64_t n,
+                                          int64_t k, int variant, test_tensor **data, test_tensor **scales) {
+  const int64_t c = ref_ceil_div(k, 32);
+  const int64_t per = variant == 0 ? n * c : ref_round_up(n, 128) * ref_round_up(c, 4);
+  const int64_t values_shape[2] = {experts * n, k}, scales_shape[1] = {experts * per};
+  *data = test_tensor_new(2, values_shape, kDLUInt, 0);
+  *scales = test_tensor_new(1, scales_shape, kDLUInt, 0); /* poisoned padding */
+  memcpy((*data)->buffer, values, (size_t)(experts * n * k));
+  for (int64_t e = 0; e < experts; ++e)
+    for (int64_t y = 0; y < n; ++y)
+      for (int64_t x = 0; x < c; ++x) {
+        uint8_t *at = (*scales)->buffer + e * per;
+        const uint8_t v = compact[(e * n + y) * c + x];
+        if (variant == 0) at[y * c + x] = v;
+        else if (variant == 1) at[y * ref_round_up(c, 4) + x] = v;
+        else at[ref_swizzled_index(y, x, ref_round_up(c, 4))] = v;
+      }
+  mxfp8_grouped_desc d = MXFP8_GROUPED_DESC_INIT;
+  d.scale_layout = variant == 2 ? MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED : MXFP8_SCALE_LAYOUT_ROW_MAJOR;
+  d.scales = variant == 0 ? MXFP8_GROUPED_SCALES_COMPACT : MXFP8_GROUPED_SCALES_PADDED;
+  d.num_experts = (int32_t)experts;
+  d.cols = k;
+  d.uniform_rows = n;
+  d.data = &(*data)->managed;
+  d.scale_inv = &(*scales)->managed;
+  mxfp8_grouped_tensor *g = NULL;
+  assert_int_equal(mxfp8_grouped_tensor_create(&d, &g), MXFP8_OK);
+  return g;
+}
+
 #endif
