@@ -99,6 +99,9 @@ def convert(
     values: Any = False,
     out: Any = None,
     zero_exponent_as_one: bool = False,
+    pad_rows_to: int = 0,
+    pad_cols_to: int = 0,
+    pad_scale: int = 127,
     stream: Any = None,
 ) -> Converted:
     """Writes the scales of one MXFP8 tensor (or of `num_experts` grouped experts of equal rows, stacked)
@@ -116,6 +119,13 @@ def convert(
         out: the buffer to write the scales into (any shape of exactly the target's bytes, or the
             engine's own parameter); default: a new one, returned shaped as the engine's parameter.
         zero_exponent_as_one: write E8M0 exponent byte 0 as 1 (NeMo RL #3477); padding stays 0.
+        pad_rows_to, pad_cols_to, pad_scale: an engine's padding, in the same launch (rowwise; 0: none):
+            each expert's N rows to a multiple of pad_rows_to (``"trtllm_gated"``: each half of
+            [gate; up] on its own), K to a multiple of pad_cols_to (a multiple of 32), padding values 0
+            and padding scales the E8M0 byte pad_scale; the target then lays out the padded weight, and
+            the values (required) come back padded, [E, N', K']. vLLM's FlashInfer TRT-LLM MXFP8 MoE
+            (``align_mxfp8_moe_weights_for_fi_trtllm``): w13 with ``pad_rows_to=128, pad_cols_to=256``,
+            w2 with ``pad_rows_to=256, pad_cols_to=128``, pad_scale 127.
         stream: CUDA stream (torch's current stream by default for torch tensors).
     """
     if target not in LAYOUTS:
@@ -131,6 +141,12 @@ def convert(
         if m % experts:
             raise ValueError(f"the experts' {m} rows do not split into {experts} experts of equal size")
         m //= experts
+        lead = (m,)
+    rows_to, cols_to = _args.integer("pad_rows_to", pad_rows_to), _args.integer("pad_cols_to", pad_cols_to)
+    if rows_to > 1 or cols_to > 0:  # the padded extent (mxfp8_convert_options; the library checks the outputs')
+        halves = 2 if target == "trtllm_gated" and m % 2 == 0 else 1
+        m = halves * -(-(m // halves) // rows_to) * rows_to if rows_to > 1 else m
+        k = -(-k // cols_to) * cols_to if cols_to > 0 and cols_to % 32 == 0 else k
         lead = (m,)
     r, c = (-(-m // 32), k) if col else (m, -(-k // 32))
     _, stream_ptr, dlpack_stream = _call_stream(data, stream, "data")
@@ -149,9 +165,10 @@ def convert(
         values_out = values
     _c_convert(data, scale_inv, list(dims), _code("fp8_dtype", fp8_dtype, _FORMATS), _args.flag("swizzled", swizzled),
                int(col), experts, _code("scales", scales, _GROUPED_SCALES), LAYOUTS[target], _fixup(zero_exponent_as_one),
-               values_out, out, stream_ptr, dlpack_stream)
+               rows_to, cols_to, _args.integer("pad_scale", pad_scale, -(2**31), 2**31 - 1), values_out, out, stream_ptr,
+               dlpack_stream)
     if flat is not None:
         out = _engine_parameter(flat, target, experts, lead if not col else (r,), r, c)
     if values is True:
-        values_out = values_out.reshape(*((experts, m) if experts else dims[:-1]), k)
+        values_out = values_out.reshape(*((experts, m) if experts else lead), k)
     return Converted(values_out, out)

@@ -611,10 +611,12 @@ py::object import_tensors(const py::dict &tensors, py::handle params, int32_t di
 }
 
 // mxfp8_convert (num_experts == 0: one tensor of `shape`) or mxfp8_grouped_convert (num_experts E
-// experts of equal rows, `grouped_scales` an mxfp8_grouped_scales) into the caller's outputs.
+// experts of equal rows, `grouped_scales` an mxfp8_grouped_scales) into the caller's outputs, padded by
+// pad_rows_to / pad_cols_to / pad_scale (mxfp8_convert_options).
 void convert(py::handle data, py::handle scale_inv, const std::vector<int64_t> &shape, int32_t format, bool swizzled,
              int32_t direction, int32_t num_experts, int32_t grouped_scales, int32_t target, int32_t scale_fixup,
-             py::object values_out, py::handle scales_out, py::object stream, py::object dlpack_stream) {
+             int64_t pad_rows_to, int64_t pad_cols_to, int32_t pad_scale, py::object values_out, py::handle scales_out,
+             py::object stream, py::object dlpack_stream) {
   Exchange ex = exchange_for_objects(data, stream, std::move(dlpack_stream));  // stream None: as for the imports
   auto d = take(data, "data", ex, Access::Read);
   auto s = take(scale_inv, "scale_inv", ex, Access::Read);
@@ -624,6 +626,9 @@ void convert(py::handle data, py::handle scale_inv, const std::vector<int64_t> &
   o.target = target;
   o.direction = direction;
   o.scale_fixup = scale_fixup;
+  o.pad_rows_to = pad_rows_to;
+  o.pad_cols_to = pad_cols_to;
+  o.pad_scale = pad_scale;
   o.stream = reinterpret_cast<void *>(ex.stream);
   DLTensor *values = v ? v->tensor() : nullptr;
   mxfp8_status st;
@@ -690,7 +695,8 @@ void register_import(py::module_ &m) {
         "exchange API) or the legacy default stream.");
   m.def("convert", &convert, py::arg("data"), py::arg("scale_inv"), py::arg("shape"), py::arg("format"),
         py::arg("swizzled"), py::arg("direction"), py::arg("num_experts"), py::arg("grouped_scales"), py::arg("target"),
-        py::arg("scale_fixup"), py::arg("values"), py::arg("scales"), py::arg("stream"), py::arg("dlpack_stream"),
+        py::arg("scale_fixup"), py::arg("pad_rows_to"), py::arg("pad_cols_to"), py::arg("pad_scale"), py::arg("values"),
+        py::arg("scales"), py::arg("stream"), py::arg("dlpack_stream"),
         "mxfp8_convert (num_experts 0) or mxfp8_grouped_convert into the given outputs (values may be None).");
   m.def("layout_bytes", &layout_bytes, py::arg("layout"), py::arg("direction"), py::arg("rows"), py::arg("cols"),
         "mxfp8_layout_bytes.");

@@ -67,6 +67,29 @@ def decode(values_u8, scales, fp8_dtype, direction="rowwise"):
     return v * s
 
 
+VLLM_ORACLE = "vllm-0.33.0"  # scripts/install_deps.sh keeps two files of that wheel under wheels/VLLM_ORACLE
+
+
+def vllm_functions(relative_path: str, names, namespace: dict) -> dict:
+    """The top-level functions `names` of vLLM's `relative_path` (e.g. "vllm/utils/math_utils.py"), as
+    scripts/install_deps.sh kept it from the vLLM wheel, defined unchanged in `namespace` (which gives them
+    the module globals they use) and returned there. vLLM's modules import the whole engine, so the functions
+    are compiled from the file's own syntax tree rather than imported. Skips when the file is not there."""
+    import ast
+    import pathlib
+    import sys
+
+    path = pathlib.Path(sys.prefix) / "wheels" / VLLM_ORACLE / relative_path
+    if not path.exists():
+        pytest.skip(f"{path} is not there (scripts/install_deps.sh test keeps it from the vllm wheel)")
+    tree = ast.parse(path.read_text(), str(path))
+    found = [node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name in names]
+    missing = set(names) - {node.name for node in found}
+    assert not missing, f"{path} has no {sorted(missing)}: vLLM changed; read it again"
+    exec(compile(ast.Module(body=found, type_ignores=[]), str(path), "exec"), namespace)
+    return namespace
+
+
 def import_from_wheel(module: str, wheel_glob: str):
     """`module` as its installed package gives it, else from a wheel that scripts/install_deps.sh downloaded
     into the venv's wheels/ (a test oracle, not installed: its dependencies are far larger than the pure

@@ -7,12 +7,14 @@ form). Against FlashInfer's own functions too, from its wheel (scripts/install_d
 pure torch ones run on the CPU): its row-index helpers, and its shuffle_matrix_a and
 reorder_rows_for_gated_act_gemm applied to the values, the same rows then the 128x4 formula for the scales
 (shuffle_matrix_sf_a's block_scale_interleave is a JIT-built kernel). Random data, poisoned outputs,
-partial K, round trips back to compact, bad input; torch on CUDA where there is a GPU."""
+partial K, round trips back to compact, bad input; torch on CUDA where there is a GPU. And vLLM's own padding
+before that shuffle (align_mxfp8_moe_weights_for_fi_trtllm, run unchanged from the file install_deps.sh keeps
+of its wheel) against convert's pad_rows_to / pad_cols_to."""
 import numpy as np
 import pytest
 
 import mxfp8
-from conftest import import_from_wheel, make_mxfp8, round_up, swizzle_reference
+from conftest import import_from_wheel, make_mxfp8, round_up, swizzle_reference, vllm_functions
 
 POISON = 0xFF
 SRC_TO_DST_BLK32_ROW_MAP = [0, 8, 16, 24, 1, 9, 17, 25, 2, 10, 18, 26, 3, 11, 19, 27,
@@ -201,3 +203,63 @@ def test_torch_cuda_matches_the_reference():
                 what = f"{target} {experts}x{n}x{k} fix-up {fixup} expert {e}"
                 np.testing.assert_array_equal(got_v[e], w_ref, err_msg=what)
                 np.testing.assert_array_equal(got_s[e], s_ref, err_msg=what)
+
+
+def _vllm_alignment():
+    """vLLM 0.33's align_mxfp8_moe_weights_for_fi_trtllm and the align_moe_weights_for_fi it calls, with
+    vLLM's round_up, compiled unchanged from its files (conftest.vllm_functions)."""
+    torch = pytest.importorskip("torch")
+
+    class QuietLogger:  # vLLM's logger says once that it pads
+        def info_once(self, *args, **kwargs):
+            pass
+
+    math_utils = vllm_functions("vllm/utils/math_utils.py", ["round_up"], {})
+    return vllm_functions("vllm/model_executor/layers/quantization/utils/flashinfer_utils.py",
+                          ["align_moe_weights_for_fi", "align_mxfp8_moe_weights_for_fi_trtllm"],
+                          {"torch": torch, "round_up": math_utils["round_up"], "logger": QuietLogger()})
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+@pytest.mark.parametrize("experts,inter,hidden", [(2, 72, 320), (3, 128, 96), (1, 40, 256), (2, 128, 256), (2, 96, 2880)])
+def test_padding_is_vllms_alignment_before_its_trtllm_shuffle(device, experts, inter, hidden):
+    """vLLM's prepare_fp8_moe_layer_for_fi for MXFP8 on the TRT-LLM MoE: align_mxfp8_moe_weights_for_fi_trtllm
+    (intermediate to 128, hidden to 256, scale 127; vLLM's code), then its swap and FlashInfer's shuffle (the
+    reference above), against one convert of the unpadded experts with pad_rows_to / pad_cols_to."""
+    torch = pytest.importorskip("torch")
+    if device == "cuda" and (not torch.cuda.is_available() or not mxfp8._mxfp8.with_cuda):
+        pytest.skip("needs a CUDA device and a CUDA build of mxfp8")
+    align = _vllm_alignment()["align_mxfp8_moe_weights_for_fi_trtllm"]
+    rng = np.random.default_rng(inter * hidden)
+    w13 = rng.integers(0, 256, (experts, 2 * inter, hidden), dtype=np.uint8)
+    w2 = rng.integers(0, 256, (experts, hidden, inter), dtype=np.uint8)
+    s13 = rng.integers(1, 255, (experts, 2 * inter, -(-hidden // 32)), dtype=np.uint8)
+    s2 = rng.integers(1, 255, (experts, hidden, -(-inter // 32)), dtype=np.uint8)
+    on = lambda a: torch.from_numpy(a).to(device)  # noqa: E731
+    pw13, pw2, ps13, ps2, inter_p, hidden_p = align(on(w13), on(w2), on(s13), on(s2), True, 128, 256)
+    assert (inter_p, hidden_p) == (round_up(inter, 128), round_up(hidden, 256))
+    cases = [("w13", w13, s13, pw13, ps13, "trtllm_gated", 128, 256), ("w2", w2, s2, pw2, ps2, "trtllm", 256, 128)]
+    for name, w, s, padded_w, padded_s, target, rows_to, cols_to in cases:
+        n, k = w.shape[1:]
+        got = mxfp8.convert(on(w.reshape(experts * n, k)), on(s.reshape(-1)), target, num_experts=experts, scales="compact",
+                            values=True, swizzled=False, pad_rows_to=rows_to, pad_cols_to=cols_to)
+        np_, kp = padded_w.shape[1:]
+        assert got.values.shape == (experts, np_, kp), name
+        assert got.scales.shape == (experts, np_, round_up(padded_s.shape[2], 4)), name
+        got_v, got_s = got.values.cpu().numpy(), got.scales.cpu().numpy()
+        for e in range(experts):
+            w_ref, s_ref = trtllm_reference(padded_w[e].cpu().numpy(), padded_s[e].cpu().numpy(), target == "trtllm_gated")
+            np.testing.assert_array_equal(got_v[e], w_ref, err_msg=f"{name} expert {e} values")
+            np.testing.assert_array_equal(got_s[e], s_ref, err_msg=f"{name} expert {e} scales")
+
+
+def test_padding_is_refused_where_it_cannot_apply():
+    data, s = grouped(2, 144, 200, seed=5)
+    with pytest.raises(ValueError, match="pad_cols_to is 48, not a multiple of 32"):
+        mxfp8.convert(data, s.reshape(-1), "trtllm", num_experts=2, scales="compact", values=True, swizzled=False,
+                      pad_rows_to=128, pad_cols_to=48)
+    with pytest.raises(ValueError, match="the padded values must be written with their scales"):
+        mxfp8.convert(data, s.reshape(-1), "compact", num_experts=2, scales="compact", swizzled=False, pad_rows_to=128)
+    with pytest.raises(ValueError, match="255 is NaN"):
+        mxfp8.convert(data, s.reshape(-1), "trtllm", num_experts=2, scales="compact", values=True, swizzled=False,
+                      pad_rows_to=128, pad_scale=255)

@@ -683,6 +683,12 @@ pub struct mxfp8_convert_options {
     pub scale_fixup: i32,
     /// The `cudaStream_t` the work is queued on.
     pub stream: *mut c_void,
+    /// Each expert's rows (of the gated target, each half's) padded to a multiple of this; 0: none.
+    pub pad_rows_to: i64,
+    /// K padded to a multiple of this (a multiple of 32); 0: none.
+    pub pad_cols_to: i64,
+    /// The E8M0 byte of a padding scale (default 127).
+    pub pad_scale: i32,
 }
 
 impl Default for mxfp8_convert_options {
@@ -694,6 +700,9 @@ impl Default for mxfp8_convert_options {
             direction: MXFP8_DIRECTION_ROWWISE,
             scale_fixup: MXFP8_SCALE_FIXUP_NONE,
             stream: core::ptr::null_mut(),
+            pad_rows_to: 0,
+            pad_cols_to: 0,
+            pad_scale: 127,
         }
     }
 }

@@ -361,6 +361,14 @@ pub struct ConvertOptions {
     pub scale_fixup: ScaleFixup,
     /// The stream CUDA work is queued on (unused for host memory).
     pub stream: Stream,
+    /// An engine's padding, in the same launch (`mxfp8_convert_options.pad_rows_to`, rowwise; 0: none):
+    /// each expert's rows (of [`Layout::TrtllmShuffledGated`], each half's) to a multiple of this. The
+    /// outputs then hold the padded weight. vLLM's TRT-LLM MoE: w13 128, w2 256.
+    pub pad_rows_to: i64,
+    /// K padded to a multiple of this, a multiple of 32 (`pad_cols_to`; 0: none). vLLM: w13 256, w2 128.
+    pub pad_cols_to: i64,
+    /// The E8M0 byte of a padding scale (`pad_scale`, default 127 = 2^0, vLLM's).
+    pub pad_scale: i32,
 }
 
 impl Default for ConvertOptions {
@@ -371,11 +379,22 @@ impl Default for ConvertOptions {
             direction: known(Direction::from_raw(c.direction), "direction"),
             scale_fixup: known(ScaleFixup::from_raw(c.scale_fixup), "scale_fixup"),
             stream: Stream(c.stream),
+            pad_rows_to: c.pad_rows_to,
+            pad_cols_to: c.pad_cols_to,
+            pad_scale: c.pad_scale,
         }
     }
 }
 
-setters!(ConvertOptions { target: Layout, direction: Direction, scale_fixup: ScaleFixup, stream: Stream });
+setters!(ConvertOptions {
+    target: Layout,
+    direction: Direction,
+    scale_fixup: ScaleFixup,
+    stream: Stream,
+    pad_rows_to: i64,
+    pad_cols_to: i64,
+    pad_scale: i32
+});
 
 impl ConvertOptions {
     /// The C struct.
@@ -385,6 +404,9 @@ impl ConvertOptions {
             direction: self.direction.to_raw(),
             scale_fixup: self.scale_fixup.to_raw(),
             stream: self.stream.as_raw(),
+            pad_rows_to: self.pad_rows_to,
+            pad_cols_to: self.pad_cols_to,
+            pad_scale: self.pad_scale,
             ..Default::default()
         }
     }

@@ -221,3 +221,43 @@ fn zero_exponent_fixup_rewrites_real_scales_only() {
     let err = tensor.export(&export).unwrap_err();
     assert_eq!(err.status, Status::InvalidArgument, "{err}");
 }
+
+#[test]
+fn padding_writes_the_padded_weight_in_the_target() {
+    // w2 of vLLM's TRT-LLM MoE: 2 experts of (H = 200, I = 72), padded to (256, 128): values zero past the
+    // weight, scales 127 (C 3 -> 4), then the shuffle of the padded matrix.
+    let (e, n, k, np, kp) = (2usize, 200usize, 72usize, 256usize, 128usize);
+    let (c, cp) = (k.div_ceil(32), kp / 32);
+    let values = random_bytes(e * n * k, 31, 0, 255);
+    let scales = random_bytes(e * n * c, 32, 1, 254);
+    let grouped = GroupedBuilder::new()
+        .uniform_experts(e as i32, n as i64, k as i64)
+        .scales(GroupedScales::Compact)
+        .buffers(
+            ManagedTensor::from_host_bytes(values.clone(), &[(e * n) as i64, k as i64]).unwrap(),
+            ManagedTensor::from_host_bytes(scales.clone(), &[(e * n * c) as i64]).unwrap(),
+        )
+        .build()
+        .unwrap();
+    let options = ConvertOptions::new().target(Layout::TrtllmShuffled).pad_rows_to(256).pad_cols_to(128);
+    assert_eq!(options.pad_scale, 127);
+    let per_expert = layout_bytes(Layout::TrtllmShuffled, Direction::Rowwise, np as i64, cp as i64).unwrap() as usize;
+    let (mut out_values, mut out_scales) = (vec![POISON; e * np * kp], vec![POISON; e * per_expert]);
+    grouped.convert_into(&options, Some(BufMut::from(&mut out_values)), &mut out_scales).unwrap();
+    for x in 0..e {
+        let (mut pv, mut ps) = (vec![0u8; np * kp], vec![127u8; np * cp]);
+        for r in 0..n {
+            pv[r * kp..r * kp + k].copy_from_slice(&values[(x * n + r) * k..(x * n + r + 1) * k]);
+            ps[r * cp..r * cp + c].copy_from_slice(&scales[(x * n + r) * c..(x * n + r + 1) * c]);
+        }
+        let got_values = &out_values[x * np * kp..(x + 1) * np * kp];
+        assert_eq!(got_values, &permute_rows(&pv, np, kp, trtllm_destination_row)[..], "expert {x} values");
+        let want = swizzle_reference(&permute_rows(&ps, np, cp, trtllm_destination_row), np, cp, 0);
+        assert_eq!(out_scales[x * per_expert..(x + 1) * per_expert], want[..], "expert {x} scales");
+    }
+    // The unpadded sizes are refused, nothing written.
+    let (mut small_values, mut small_scales) = (vec![POISON; e * 256 * k], vec![POISON; e * per_expert]);
+    let err = grouped.convert_into(&options, Some(BufMut::from(&mut small_values)), &mut small_scales).unwrap_err();
+    assert_eq!(err.status, Status::InvalidArgument, "{err}");
+    assert!(small_values.iter().chain(&small_scales).all(|&b| b == POISON), "a refused convert wrote");
+}
