@@ -12,3 +12,7 @@ if [ -d .carry/cmocka ]; then
   carried_cmake_args+=(-DCMOCKA_INCLUDE_DIR="$PWD/.carry/cmocka/usr/include" -DCMOCKA_LIBRARY="$carried_cmocka")
   export LD_LIBRARY_PATH="$(dirname "$carried_cmocka")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 fi
+# The peers' files the Python tests use as oracles (conftest.oracle_wheels): vLLM's padding, carried small.
+if [ -d .carry/test-wheels ]; then
+  export MXFP8_TEST_WHEELS="$PWD/.carry/test-wheels"
+fi

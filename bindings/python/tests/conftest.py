@@ -70,6 +70,16 @@ def decode(values_u8, scales, fp8_dtype, direction="rowwise"):
 VLLM_ORACLE = "vllm-0.33.0"  # scripts/install_deps.sh keeps two files of that wheel under wheels/VLLM_ORACLE
 
 
+def oracle_wheels():
+    """Where scripts/install_deps.sh puts the peers' wheels the tests read: the venv's wheels/, or
+    $MXFP8_TEST_WHEELS (the device machine's carried copy, bench/device/carried_deps.sh)."""
+    import os
+    import pathlib
+    import sys
+
+    return pathlib.Path(os.environ.get("MXFP8_TEST_WHEELS") or pathlib.Path(sys.prefix) / "wheels")
+
+
 def vllm_functions(relative_path: str, names, namespace: dict) -> dict:
     """The top-level functions `names` of vLLM's `relative_path` (e.g. "vllm/utils/math_utils.py"), as
     scripts/install_deps.sh kept it from the vLLM wheel, defined unchanged in `namespace` (which gives them
@@ -79,7 +89,7 @@ def vllm_functions(relative_path: str, names, namespace: dict) -> dict:
     import pathlib
     import sys
 
-    path = pathlib.Path(sys.prefix) / "wheels" / VLLM_ORACLE / relative_path
+    path = oracle_wheels() / VLLM_ORACLE / relative_path
     if not path.exists():
         pytest.skip(f"{path} is not there (scripts/install_deps.sh test keeps it from the vllm wheel)")
     tree = ast.parse(path.read_text(), str(path))
@@ -104,7 +114,7 @@ def import_from_wheel(module: str, wheel_glob: str):
         return importlib.import_module(module)
     except ImportError:
         pass
-    wheels = sorted((pathlib.Path(sys.prefix) / "wheels").glob(wheel_glob))
+    wheels = sorted(oracle_wheels().glob(wheel_glob))
     if not wheels:
         pytest.skip(f"{module} is not installed and no {wheel_glob} is in {sys.prefix}/wheels "
                     "(scripts/install_deps.sh test downloads it there)")
