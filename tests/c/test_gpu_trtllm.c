@@ -65,7 +65,7 @@ static void run_case(const struct TrtllmCase *tc, int index, cudaStream_t stream
   if (tc->fixup)
     for (int64_t i = 0; i < experts * n * c; i += 5) compact[i] = 0, expected[i] = 1;
   /* TE's swizzled storage per expert (padding poisoned), or compact scales back to back. */
-  const int64_t per = tc->swizzled ? n * cp : n * c;
+  const int64_t per = tc->swizzled ? ref_round_up(n, 128) * cp : n * c;
   uint8_t *stored = malloc((size_t)(experts * per));
   memset(stored, POISON, (size_t)(experts * per));
   for (int64_t e = 0; e < experts; ++e)
