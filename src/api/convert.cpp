@@ -139,7 +139,9 @@ ExportJobs convert_jobs(const mxfp8_tensor *t, const ConvertRequest &r, DLTensor
     fail(MXFP8_ERROR_INVALID_ARGUMENT, "options.target is MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED_GATED, which interleaves the two "
          "halves of one expert's rows, but the tensor has shape ", format_shape(t->shape),
          ": mxfp8_convert lays out one expert; convert stacked experts with mxfp8_grouped_convert");
-  const Extent extent = padded_extent(r, t->rows, t->cols, dir.scale_cols);  // rowwise when padded: scale_rows = rows
+  if (r.padding && dir.scale_rows != t->rows)  // rowwise scales hold one row per value row (padded_extent's premise)
+    fail(MXFP8_ERROR_INTERNAL, "rowwise scales of ", dir.scale_rows, " rows for ", t->rows, " value rows");
+  const Extent extent = padded_extent(r, t->rows, t->cols, dir.scale_cols);
   const int64_t scale_rows = r.padding ? extent.rows : dir.scale_rows;
   const int64_t bytes = layout_bytes(*r.target, scale_rows, extent.scale_cols, columnwise, "options.target");
   ExportJobs work;
