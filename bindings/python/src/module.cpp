@@ -617,8 +617,9 @@ void relabel_bfloat16(DLTensor *t, bool bfloat16_bits) {
 }
 
 // quantize's four results for Python (None where not asked for); none leaks if one fails.
-py::tuple hand_back_all(const Exchange &ex, DLManagedTensorVersioned *(&out)[4]) {
-  py::object result[4];
+// `back` hands one back.
+template <class Back>
+void hand_back_all(DLManagedTensorVersioned *(&out)[4], py::object (&result)[4], Back back) {
   for (int i = 0; i < 4; ++i) {
     if (!out[i]) {
       result[i] = py::none();
@@ -627,14 +628,13 @@ py::tuple hand_back_all(const Exchange &ex, DLManagedTensorVersioned *(&out)[4])
     DLManagedTensorVersioned *managed = out[i];
     out[i] = nullptr;
     try {
-      result[i] = hand_back(ex, managed);
+      result[i] = back(managed);
     } catch (...) {
       for (int j = i + 1; j < 4; ++j)
         if (out[j] && out[j]->deleter) out[j]->deleter(out[j]);
       throw;
     }
   }
-  return py::make_tuple(result[0], result[1], result[2], result[3]);
 }
 
 // mxfp8_nvfp4_quantize_into over DLPack objects, one input or fused shards (fused=True names them x[i]
@@ -1154,12 +1154,8 @@ py::object quantize_entry(PyObject *const *args) {
     return mxfp8_quantize(taken[0].tensor(), &o, row ? &out[0] : nullptr, row ? &out[1] : nullptr,
                           col ? &out[2] : nullptr, col ? &out[3] : nullptr);
   }));
-  py::tuple parts = hand_back_all(call.ex, out);
   py::object p[4];
-  for (int i = 0; i < 4; ++i) {
-    p[i] = parts[i];
-    if (!p[i].is_none() && !call.ex.api && !call.torch().is_none()) p[i] = call.torch().attr("from_dlpack")(p[i]);
-  }
+  hand_back_all(out, p, [&](DLManagedTensorVersioned *m) { return call.result(m); });
   if (call.plain) ++fast_exports;
   return named_tuple(quantized_type, {&p[0], &p[1], &p[2], &p[3]});
 }
