@@ -813,6 +813,75 @@ DevicePair dlpack_device_of(const char *name, py::handle obj) {
                        ", not a (device_type, device_id) pair");
 }
 
+// The torch module when obj is a torch tensor, else None (_args.torch_module; torch is not imported here).
+py::object torch_of(py::handle obj) {
+  const std::string module = py::str(py::type::of(obj).attr("__module__"));
+  if (module.rfind("torch", 0) != 0) return py::none();
+  PyObject *t = imported("torch");
+  if (!t) return py::none();
+  py::object torch = py::reinterpret_steal<py::object>(t);
+  return py::isinstance(obj, torch.attr("Tensor")) ? torch : py::none();
+}
+
+// A cudaStream_t as an int (_args.stream_pointer): from torch / CuPy stream objects or ints; None: torch's
+// current stream on data's device for torch inputs, else the legacy default stream (0).
+int64_t stream_pointer(py::handle stream, py::handle torch, py::handle data, bool cuda) {
+  if (!cuda) {
+    if (!stream.is_none()) throw py::value_error("stream is only meaningful for CUDA tensors");
+    return 0;
+  }
+  if (stream.is_none()) {
+    if (torch.is_none()) return 0;
+    return torch.attr("cuda").attr("current_stream")(data.attr("device")).attr("cuda_stream").cast<int64_t>();
+  }
+  py::object value = py::reinterpret_borrow<py::object>(stream);
+  for (const char *attribute : {"cuda_stream", "ptr"})  // torch.cuda.Stream, cupy.cuda.Stream
+    if (py::hasattr(stream, attribute)) {
+      value = stream.attr(attribute);
+      break;
+    }
+  if (PyBool_Check(value.ptr()) || !py::hasattr(py::type::of(value), "__index__"))
+    throw py::type_error("stream must be a torch.cuda.Stream, a cupy.cuda.Stream, an int (a cudaStream_t) or None, got " +
+                         repr_of(stream) + " (" + type_name(stream) + ")");
+  bool ignored = false;
+  return integer("stream", value, ignored, 0, INT64_MAX);
+}
+
+// name's device `d` against the first input's: host memory is one kind; else a ValueError naming both.
+void same_device(const std::string &name, DevicePair d, const std::string &first_name, DevicePair first, bool output) {
+  if (same_memory(d, first)) return;
+  throw py::value_error(name + " is on " + format_device(d) + " but " + first_name + " is on " + format_device(first) +
+                        (output ? ": the output must be on the inputs' device" : ": all buffers must share one device"));
+}
+
+bool is_cuda(DevicePair d) { return d.first == kDLCUDA || d.first == kDLCUDAManaged; }
+
+// _args.inputs: (torch, cuda, stream, first name, first device, exchange) of a call on `objects` (a dict,
+// the first entry deciding): every device asked and compared before any __dlpack__ call; exchange when
+// the caller gave no stream and the first object's framework has a DLPack C exchange API (stream None:
+// the extension asks the framework), else the stream as stream_pointer reads it.
+py::tuple inputs_of(py::handle stream, const py::dict &objects) {
+  if (objects.empty()) throw py::value_error("inputs: no objects");
+  std::string first_name;
+  py::handle first;
+  DevicePair first_device{kDLCPU, 0};
+  for (auto [key, obj] : objects) {
+    const std::string name = py::str(key);
+    const DevicePair d = dlpack_device_of(name.c_str(), obj);
+    if (!first) {
+      first_name = name, first = obj, first_device = d;
+      continue;
+    }
+    same_device(name, d, first_name, first_device, false);
+  }
+  py::object torch = torch_of(first);
+  const bool cuda = is_cuda(first_device);
+  py::tuple device = py::make_tuple(first_device.first, first_device.second);
+  if (stream.is_none() && exchange_api_of(first))
+    return py::make_tuple(torch, cuda, py::none(), first_name, device, true);
+  return py::make_tuple(torch, cuda, stream_pointer(stream, torch, first, cuda), first_name, device, false);
+}
+
 // One call's objects (as _args.inputs decides): the first input decides the framework and the stream. With
 // no stream and a first input whose framework has an exchange API, each of that framework's objects is
 // taken through it (its device compared once taken: taking runs no producer code) and any other is asked
@@ -857,8 +926,8 @@ class Call {
     device_ = devices[0];
     for (size_t i = 1; i < n; ++i) same_device(names[i], devices[i], false);
     if (!out.is_none()) out_device(out_name, out);
-    const bool cuda = device_.first == kDLCUDA || device_.first == kDLCUDAManaged;
-    const int64_t s = stream_pointer(stream, cuda);
+    const bool cuda = is_cuda(device_);
+    const int64_t s = stream_pointer(stream, torch(), first_, cuda);
     ex = Exchange::explicit_stream(s, cuda ? py::object(py::int_(s ? s : 1)) : py::object(py::none()));
     ex.device = DLDevice{static_cast<DLDeviceType>(device_.first), static_cast<int32_t>(device_.second)};
     for (size_t i = 0; i < n; ++i) into[i].managed = take_dlpack(inputs[i], names[i], ex.dlpack_stream, Access::Read)->release();
@@ -877,13 +946,7 @@ class Call {
   py::object torch() {
     if (!torch_known_) {
       torch_known_ = true;
-      torch_ = py::none();
-      const std::string module = py::str(py::type::of(first_).attr("__module__"));
-      if (module.rfind("torch", 0) == 0)
-        if (PyObject *t = imported("torch")) {
-          py::object torch = py::reinterpret_steal<py::object>(t);
-          if (py::isinstance(first_, torch.attr("Tensor"))) torch_ = torch;
-        }
+      torch_ = torch_of(first_);
     }
     return torch_;
   }
@@ -921,41 +984,14 @@ class Call {
   }
 
   bool framework_allocates() const { return ex.api && ex.device.device_type != kDLCUDAHost; }
-  bool cuda() const { return device_.first == kDLCUDA || device_.first == kDLCUDAManaged; }
+  bool cuda() const { return is_cuda(device_); }
   py::handle first() const { return first_; }
 
  private:
   void same_device(const char *name, DevicePair d, bool output) const {
-    if (same_memory(d, device_)) return;
-    throw py::value_error(std::string(name) + " is on " + format_device(d) + " but " + first_name_ + " is on " +
-                          format_device(device_) +
-                          (output ? ": the output must be on the inputs' device" : ": all buffers must share one device"));
+    ::same_device(name, d, first_name_, device_, output);
   }
   void out_device(const char *name, py::handle out) { same_device(name, dlpack_device_of(name, out), true); }
-
-  // _args.stream_pointer: a cudaStream_t as an int, from torch/CuPy stream objects, ints, or torch's current stream.
-  int64_t stream_pointer(py::handle stream, bool cuda) {
-    if (!cuda) {
-      if (!stream.is_none()) throw py::value_error("stream is only meaningful for CUDA tensors");
-      return 0;
-    }
-    if (stream.is_none()) {
-      py::object torch = this->torch();
-      if (torch.is_none()) return 0;
-      return torch.attr("cuda").attr("current_stream")(first_.attr("device")).attr("cuda_stream").cast<int64_t>();
-    }
-    py::object value = py::reinterpret_borrow<py::object>(stream);
-    for (const char *attribute : {"cuda_stream", "ptr"})  // torch.cuda.Stream, cupy.cuda.Stream
-      if (py::hasattr(stream, attribute)) {
-        value = stream.attr(attribute);
-        break;
-      }
-    if (PyBool_Check(value.ptr()) || !py::hasattr(py::type::of(value), "__index__"))
-      throw py::type_error("stream must be a torch.cuda.Stream, a cupy.cuda.Stream, an int (a cudaStream_t) or None, got " +
-                           repr_of(stream) + " (" + type_name(stream) + ")");
-    bool ignored = false;
-    return integer("stream", value, ignored, 0, INT64_MAX);
-  }
 
   py::handle first_;
   const char *first_name_ = "";
@@ -1579,6 +1615,16 @@ PYBIND11_MODULE(_mxfp8, m) {
     m.add_object(def.ml_name, py::reinterpret_steal<py::object>(PyCFunction_NewEx(&def, nullptr, m.attr("__name__").ptr())));
   m.def("set_result_types", &set_result_types, py::arg("components"), py::arg("quantized") = py::none(),
         "The Components and Quantized classes export_components and quantize return (the Python layer calls this once).");
+  m.def("inputs", &inputs_of, py::arg("stream"), py::arg("objects"),
+        "_args.inputs: (torch, cuda, stream, first name, first device, exchange) of a call on the dict `objects`.");
+  m.def("check_output", [](const std::string &name, py::handle obj, const std::string &first_name,
+                           std::pair<int64_t, int64_t> device) {
+    same_device(name, dlpack_device_of(name.c_str(), obj), first_name, device, true);
+  }, py::arg("name"), py::arg("obj"), py::arg("first_name"), py::arg("device"),
+        "An output lives where the inputs do (asked with __dlpack_device__ only); a ValueError naming both.");
+  m.def("stream_pointer", &stream_pointer, py::arg("stream"), py::arg("torch"), py::arg("data"), py::arg("cuda"),
+        "A cudaStream_t as an int, from a torch / CuPy stream, an int, or torch's current stream (None).");
+  m.def("torch_of", &torch_of, py::arg("obj"), "The torch module when obj is a torch tensor, else None.");
   m.def("has_exchange_api", [](py::handle obj) { return exchange_api_of(obj) != nullptr; }, py::arg("obj"),
         "Whether obj's type publishes a DLPack C exchange API this build uses.");
   m.def("taken_counts", [] {
