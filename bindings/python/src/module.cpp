@@ -743,6 +743,7 @@ int64_t integer(const char *name, py::handle value, bool &plain, int64_t low = I
     plain = false;
     PyObject *i = PyBool_Check(value.ptr()) ? nullptr : PyNumber_Index(value.ptr());
     if (!i) {
+      if (PyErr_Occurred() && !PyErr_ExceptionMatches(PyExc_TypeError)) throw py::error_already_set();
       PyErr_Clear();
       throw py::type_error(label() + " must be an int, got " + repr_of(value) + " (" + type_name(value) + ")");
     }
