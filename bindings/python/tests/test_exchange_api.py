@@ -292,6 +292,28 @@ def test_the_extension_refuses_every_bad_argument_in_the_python_layers_words(fw,
     assert mxfp8._mxfp8.fast_exports() == before
 
 
+@pytest.mark.parametrize("wrap", ["exchange", "numpy"])
+def test_the_entry_takes_every_argument_form_the_python_layer_took(fw, wrap):
+    # NumPy's bools and ints, a str subclass, a shape given as an array: accepted as before (issue 33 moved
+    # their reading into the extension); such a call is not plain, whatever the framework.
+    class Name(str):
+        pass
+
+    w = fw.Array if wrap == "exchange" else (lambda a: a)
+    data, buf, s = make_mxfp8((100, 48), "swizzled", seed=36)
+    before = mxfp8._mxfp8.fast_exports()
+    values, scales = mxfp8.export_components(w(data), w(buf), swizzled=np.bool_(True), contiguous=np.True_,
+                                             shape=np.array([100, 48]), fp8_dtype=Name("e4m3"))
+    assert np.array_equal(np.from_dlpack(scales) if wrap == "numpy" else scales.array, s)
+    compact = mxfp8.unswizzle_scales(w(swizzle_reference(s)), np.int64(100), np.int32(2))
+    # the framework's own array, as a plain call gives (the Python layer used to make a NumPy one here)
+    assert isinstance(compact, np.ndarray if wrap == "numpy" else fw.Array)
+    assert np.array_equal(compact if wrap == "numpy" else compact.array, s)
+    q = mxfp8.quantize(w(np.ones((4, 64), np.float32)), rowwise=np.bool_(False), columnwise=np.True_)
+    assert q.rowwise_data is None and q.columnwise_data is not None
+    assert mxfp8._mxfp8.fast_exports() == before
+
+
 def test_mixed_devices_are_refused_before_any_dlpack_call(fw):
     from dlpack_forge import DeviceOnly
 
