@@ -95,14 +95,7 @@ def export_components(
                               contiguous, block, stream, rows, cols)
 
 
-def _torch_allocator(torch, data):
-    """With torch inputs, copies come from PyTorch's caching allocator on the data's device; pinned
-    when the library asks for kDLCUDAHost memory (the device of a pinned input, where torch says so)."""
-    if torch is None:
-        return None
-    device = data.device
-    return lambda shape, dl_device: torch.empty(shape, dtype=torch.uint8, device=device,
-                                                pin_memory=dl_device[0] == _args.KDL_CUDA_HOST)
+_torch_allocator = _mxfp8.torch_allocator  # (torch, data): torch.empty on data's device for torch inputs, else None
 
 
 def _components(torch, values, scales) -> Components:

@@ -848,6 +848,17 @@ int64_t stream_pointer(py::handle stream, py::handle torch, py::handle data, boo
   return integer("stream", value, ignored, 0, INT64_MAX);
 }
 
+// The allocator of the library's copies for torch inputs (None for others): PyTorch's caching allocator on
+// data's device, pinned when the library asks for kDLCUDAHost memory (the device of a pinned input).
+py::object torch_allocator(py::handle torch_module, py::handle data) {
+  if (torch_module.is_none()) return py::none();
+  py::object torch = py::reinterpret_borrow<py::object>(torch_module), device = data.attr("device");
+  return py::cpp_function([torch, device](std::vector<int64_t> shape, py::tuple dl_device) -> py::object {
+    return torch.attr("empty")(shape, py::arg("dtype") = torch.attr("uint8"), py::arg("device") = device,
+                               py::arg("pin_memory") = dl_device[0].cast<int>() == kDLCUDAHost);
+  });
+}
+
 // name's device `d` against the first input's: host memory is one kind; else a ValueError naming both.
 void same_device(const std::string &name, DevicePair d, const std::string &first_name, DevicePair first, bool output) {
   if (same_memory(d, first)) return;
@@ -952,18 +963,11 @@ class Call {
     return torch_;
   }
 
-  // Who makes the library's copies when not the framework's C allocator: PyTorch's caching allocator on
-  // the first input's device for torch inputs (pinned when the library asks for kDLCUDAHost memory), else
-  // None (the library's own).
+  // Who makes the library's copies when not the framework's C allocator: torch_allocator's (None: the
+  // library's own).
   py::object allocator() {
     if (ex.api && ex.device.device_type != kDLCUDAHost) return py::none();
-    py::object torch = this->torch();
-    if (torch.is_none()) return py::none();
-    py::object device = first_.attr("device");
-    return py::cpp_function([torch, device](std::vector<int64_t> shape, py::tuple dl_device) -> py::object {
-      return torch.attr("empty")(shape, py::arg("dtype") = torch.attr("uint8"), py::arg("device") = device,
-                                 py::arg("pin_memory") = dl_device[0].cast<int>() == kDLCUDAHost);
-    });
+    return torch_allocator(torch(), first_);
   }
 
   // A result: the framework's tensor in exchange mode, else an Array (a torch tensor for torch inputs).
@@ -1625,6 +1629,8 @@ PYBIND11_MODULE(_mxfp8, m) {
         "An output lives where the inputs do (asked with __dlpack_device__ only); a ValueError naming both.");
   m.def("stream_pointer", &stream_pointer, py::arg("stream"), py::arg("torch"), py::arg("data"), py::arg("cuda"),
         "A cudaStream_t as an int, from a torch / CuPy stream, an int, or torch's current stream (None).");
+  m.def("torch_allocator", &torch_allocator, py::arg("torch"), py::arg("data"),
+        "The allocator of the library's copies for torch inputs (torch.empty on data's device; None without torch).");
   m.def("torch_of", &torch_of, py::arg("obj"), "The torch module when obj is a torch tensor, else None.");
   m.def("has_exchange_api", [](py::handle obj) { return exchange_api_of(obj) != nullptr; }, py::arg("obj"),
         "Whether obj's type publishes a DLPack C exchange API this build uses.");
