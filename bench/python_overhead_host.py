@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """The host cost of export_components from Python on CPU tensors (issue 15), where no GPU is at hand.
 
-CPU torch tensors take the same path as CUDA ones (the DLPack C exchange API, the extension's fast entry,
-the C library's checks), less the CUDA calls (the current stream, the kernel launch, the device
+CPU torch tensors take the same path as CUDA ones (the DLPack C exchange API, the plain case of the
+extension's export_components entry, the C library's checks), less the CUDA calls (the current stream, the kernel launch, the device
 allocation): what this measures is the per-call Python, binding and library work that bench/python_overhead.py
 sees on top of them on a GPU machine. Figures are the best of `--reps` runs of `--calls` calls (the machine is
 shared: the minimum is the least disturbed), in µs per call:

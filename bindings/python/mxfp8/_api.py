@@ -1,13 +1,13 @@
 """The Python API: argument names in, C library calls out. Layouts, shapes, dtypes and sizes are the C
-library's to check; Python types and devices (before any __dlpack__ call) are checked in _args."""
+library's to check. export_components (like quantize, dequantize and the swizzles) is one call of the
+extension, which checks its Python arguments and devices itself; the other calls check theirs in _args."""
 from __future__ import annotations
 
 from typing import Any, NamedTuple, Optional, Sequence
 
-from . import _args, _mxfp8, _shard
+from . import _args, _mxfp8
 from ._args import choice as _choice
 from ._args import flag as _flag
-from ._args import has_exchange_api as _has_exchange_api  # for _bucket and _quantize
 from ._args import inputs as _inputs
 
 _FORMATS = {"e4m3": 1, "e5m2": 2}
@@ -30,8 +30,8 @@ class Components(NamedTuple):
     scales: Any
 
 
-_mxfp8.set_result_types(Components)  # what export_components_fast returns
-_export_components_fast = _mxfp8.export_components_fast  # one global lookup a call, not two
+_mxfp8.set_result_types(Components)  # what the extension's export_components returns
+_export_components = _mxfp8.export_components  # one global lookup a call, not two
 
 
 def export_components(
@@ -91,78 +91,11 @@ def export_components(
         (swizzled and contiguous must be bools, shape a sequence of ints); RuntimeError: a CUDA failure.
         Messages come from the C library, or name the Python argument for what only Python sees.
     """
-    if stream is None and rows is None and cols is None:
-        # The common case (a framework with the DLPack exchange API, no explicit stream, plain arguments)
-        # runs in the extension alone, which returns the Components itself; NotImplemented: anything else.
-        done = _export_components_fast(data, scale_inv, shape, fp8_dtype, swizzled, direction, values_dtype,
-                                       scales_dtype, contiguous, block)
-        if done is not NotImplemented:
-            return done
-    elif _shard.is_shard(rows, cols):
-        return _export_shard(data, scale_inv, shape, fp8_dtype, swizzled, direction, values_dtype, scales_dtype,
-                             contiguous, block, stream, rows, cols)
-    inputs = _inputs(stream, data=data, scale_inv=scale_inv)
-    block_scales = _choice("block", block, _BLOCKS) == 1
-    vd = _choice("values_dtype", values_dtype, _VALUES_DTYPES)
-    sd = _choice("scales_dtype", scales_dtype, _SCALES_DTYPES)
-    contiguous = _flag("contiguous", contiguous)
-    tensor = _tensor(data, scale_inv, shape, fp8_dtype, swizzled, direction, block, inputs)
-    values, scales = tensor.export_components(
-        direction=_DIRECTIONS[direction],
-        values_dtype=vd,
-        scales_dtype=sd,
-        contiguous=contiguous,
-        block_scales=block_scales,
-        stream=inputs.stream,
-        allocator=_torch_allocator(inputs.torch, data),
-    )
-    return _components(inputs.torch, values, scales)
+    return _export_components(data, scale_inv, shape, fp8_dtype, swizzled, direction, values_dtype, scales_dtype,
+                              contiguous, block, stream, rows, cols)
 
 
-def _export_shard(data, scale_inv, shape, fp8_dtype, swizzled, direction, values_dtype, scales_dtype, contiguous,
-                  block, stream, rows, cols) -> Components:
-    inputs = _inputs(stream, data=data, scale_inv=scale_inv)
-    if _choice("block", block, _BLOCKS) != 0:
-        raise ValueError("rows / cols: a shard exports the stored per-32 scales, so block must be \"1x32\"")
-    fields = _shard.shard_fields(rows, cols)
-    tensor = _tensor(data, scale_inv, shape, fp8_dtype, swizzled, direction, block, inputs)
-    values, scales = tensor.export_shard(
-        direction=_DIRECTIONS[direction],
-        values_dtype=_choice("values_dtype", values_dtype, _VALUES_DTYPES),
-        scales_dtype=_choice("scales_dtype", scales_dtype, _SCALES_DTYPES),
-        contiguous=_flag("contiguous", contiguous),
-        stream=inputs.stream,
-        allocator=_torch_allocator(inputs.torch, data),
-        **fields,
-    )
-    return _components(inputs.torch, values, scales)
-
-
-def _tensor(data, scale_inv, shape, fp8_dtype, swizzled, direction, block, inputs,
-            names=("data", "scale_inv")) -> _mxfp8.Tensor:
-    """The library's handle on one direction's data and scale_inv (which it checks)."""
-    prefix = "rowwise" if _choice("direction", direction, _DIRECTIONS) == 0 else "columnwise"
-    return _mxfp8.Tensor(
-        **{f"{prefix}_data": data, f"{prefix}_scale_inv": scale_inv},
-        shape=None if shape is None else _args.shape("shape", shape),
-        format=_choice("fp8_dtype", fp8_dtype, _FORMATS),
-        swizzled=_flag("swizzled", swizzled),
-        block=_choice("block", block, _BLOCKS),
-        stream=inputs.dlpack_stream,
-        data_name=names[0],
-        scale_inv_name=names[1],
-        exchange=inputs.exchange,
-    )
-
-
-def _torch_allocator(torch, data):
-    """With torch inputs, copies come from PyTorch's caching allocator on the data's device; pinned
-    when the library asks for kDLCUDAHost memory (the device of a pinned input, where torch says so)."""
-    if torch is None:
-        return None
-    device = data.device
-    return lambda shape, dl_device: torch.empty(shape, dtype=torch.uint8, device=device,
-                                                pin_memory=dl_device[0] == _args.KDL_CUDA_HOST)
+_torch_allocator = _mxfp8.torch_allocator  # (torch, data): torch.empty on data's device for torch inputs, else None
 
 
 def _components(torch, values, scales) -> Components:

@@ -1,7 +1,11 @@
 """The Python arguments the C library cannot see, checked before anything is called: Python types (real
 bools, ints that fit the C field), the devices of every object before any ``__dlpack__`` call (a CUDA
 stream handed to a host tensor's ``__dlpack__`` fails in the producer's own terms), and the stream.
-Every message names the Python argument; layouts, shapes and dtypes stay the C library's to check."""
+Every message names the Python argument; layouts, shapes and dtypes stay the C library's to check.
+
+The devices and the stream are the extension's to decide (``_mxfp8.inputs``, the rules its entries for
+export_components, quantize, dequantize and the swizzles apply to their own objects): the calls that
+still read their arguments here ask it, so that one set of rules serves every entry point."""
 from __future__ import annotations
 
 import operator
@@ -15,9 +19,7 @@ INT64_MAX = 2**63 - 1
 UINT64_MAX = 2**64 - 1
 
 KDL_CUDA_HOST = 3
-CUDA_DEVICES = (2, 13)  # kDLCUDA, kDLCUDAManaged
 HOST_DEVICES = (1, KDL_CUDA_HOST)  # kDLCPU, kDLCUDAHost (pinned)
-_DEVICE_NAMES = {1: "cpu", 2: "cuda", 3: "cuda_host", 13: "cuda_managed"}  # as the C library writes them
 
 
 def numel(shape: Sequence[int]) -> int:
@@ -100,30 +102,6 @@ def last_dimension(name: str, obj: Any) -> int:
     return int(dims[-1])
 
 
-def dlpack_producer(name: str, obj: Any) -> Tuple[int, int]:
-    """obj's (device_type, device_id), asked with __dlpack_device__ (which moves nothing)."""
-    if not hasattr(obj, "__dlpack__") or not hasattr(obj, "__dlpack_device__"):
-        raise TypeError(f"{name}: expected an object with __dlpack__ (torch, JAX, CuPy, NumPy), got {type(obj).__name__}")
-    device = obj.__dlpack_device__()
-    try:
-        device_type, device_id = device
-        return int(operator.index(device_type)), int(operator.index(device_id))
-    except (TypeError, ValueError):
-        raise TypeError(f"{name}.__dlpack_device__() returned {device!r}, not a (device_type, device_id) pair") from None
-
-
-def format_device(device: Tuple[int, int]) -> str:
-    name = _DEVICE_NAMES.get(device[0])
-    return f"{name}:{device[1]}" if name else f"type {device[0]}:{device[1]}"
-
-
-def same_memory(a: Tuple[int, int], b: Tuple[int, int]) -> bool:
-    """Whether two objects may be handed over with the same __dlpack__ stream. Host memory (plain or
-    pinned) is one class here: torch says kDLCUDAHost for a pinned tensor in __dlpack_device__ and may say
-    kDLCPU in its capsule; the C library compares the capsules' devices exactly."""
-    return a == b or (a[0] in HOST_DEVICES and b[0] in HOST_DEVICES)
-
-
 class Inputs(NamedTuple):
     """What the inputs decide: torch (the module, for torch inputs: outputs are then torch tensors from
     PyTorch's allocator), whether they live on CUDA, the stream as a cudaStream_t value, the first
@@ -145,68 +123,20 @@ class Inputs(NamedTuple):
         return (self.stream or 1) if self.cuda else None
 
     def check_output(self, name: str, obj: Any) -> None:
-        """An object the library writes into lives where the inputs do."""
-        device = dlpack_producer(name, obj)
-        if not same_memory(device, self.device):
-            raise ValueError(f"{name} is on {format_device(device)} but {self.name} is on "
-                             f"{format_device(self.device)}: the output must be on the inputs' device")
+        """An object the library writes into lives where the inputs do (host memory, plain or pinned, is
+        one kind: torch says kDLCUDAHost for a pinned tensor in __dlpack_device__ and may say kDLCPU in its
+        capsule); asked with __dlpack_device__ only."""
+        _mxfp8.check_output(name, obj, self.name, self.device)
 
 
 def inputs(stream: Any, **objects: Any) -> Inputs:
     """Checks the named inputs are DLPack producers on one device (before any __dlpack__ call); the
-    first decides the framework and the stream."""
-    devices = {name: dlpack_producer(name, obj) for name, obj in objects.items()}
-    first_name, first = next(iter(objects.items()))
-    first_device = devices[first_name]
-    for name, device in devices.items():
-        if not same_memory(device, first_device):
-            raise ValueError(f"{name} is on {format_device(device)} but {first_name} is on "
-                             f"{format_device(first_device)}: all buffers must share one device")
-    torch = torch_module(first)
-    cuda = first_device[0] in CUDA_DEVICES
-    if stream is None and has_exchange_api(first):
-        return Inputs(torch, cuda, None, first_name, first_device, True)
-    return Inputs(torch, cuda, stream_pointer(stream, torch, first, cuda), first_name, first_device)
+    first decides the framework and the stream (the extension's rules: _mxfp8.inputs)."""
+    return Inputs(*_mxfp8.inputs(stream, objects))
 
 
-_EXCHANGE_API: dict = {}  # type -> whether it publishes a DLPack C exchange API the extension uses
-
-
-def has_exchange_api(obj: Any) -> bool:
-    kind = type(obj)
-    known = _EXCHANGE_API.get(kind)
-    if known is None:
-        known = _EXCHANGE_API[kind] = _mxfp8.has_exchange_api(obj)
-    return known
-
-
-def torch_module(obj: Any):
-    module = type(obj).__module__
-    if module.startswith("torch"):
-        import torch
-
-        if isinstance(obj, torch.Tensor):
-            return torch
-    return None
-
-
-def stream_pointer(stream: Any, torch, data: Any, cuda: bool) -> int:
-    """A cudaStream_t as an int: from torch/CuPy stream objects, ints, or torch's current stream."""
-    if not cuda:
-        if stream is not None:
-            raise ValueError("stream is only meaningful for CUDA tensors")
-        return 0
-    if stream is None:
-        return torch.cuda.current_stream(data.device).cuda_stream if torch is not None else 0
-    value = stream
-    for attribute in ("cuda_stream", "ptr"):  # torch.cuda.Stream, cupy.cuda.Stream
-        if hasattr(stream, attribute):
-            value = getattr(stream, attribute)
-            break
-    if isinstance(value, bool) or not hasattr(type(value), "__index__"):
-        raise TypeError("stream must be a torch.cuda.Stream, a cupy.cuda.Stream, an int (a cudaStream_t) or None, "
-                        f"got {stream!r} ({type(stream).__name__})")
-    return integer("stream", value, 0, INT64_MAX)
+torch_module = _mxfp8.torch_of  # the torch module for a torch tensor, else None
+stream_pointer = _mxfp8.stream_pointer  # (stream, torch, data, cuda): a cudaStream_t as an int
 
 
 def sequence_of_ints(name: str, value: Optional[Sequence[Any]], low: int = -INT64_MAX - 1) -> Optional[list]:

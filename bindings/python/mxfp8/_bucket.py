@@ -7,7 +7,9 @@ from typing import Any, Dict, Iterator, List, Mapping, Tuple
 import operator
 
 from . import _args, _mxfp8, _shard, nvfp4
-from ._api import _DIRECTIONS, _FORMATS, Components, _choice, _has_exchange_api, _inputs
+from ._api import _DIRECTIONS, _FORMATS, Components, _choice, _inputs
+
+_swizzle_scales = _mxfp8.swizzle_scales  # both directions: the extension's one call (swizzle True / False)
 
 _FP8_DTYPES = {code: name for name, code in _FORMATS.items()}
 
@@ -367,54 +369,13 @@ def swizzle_scales(compact: Any, out: Any = None, *, stream: Any = None) -> Any:
     """The cuBLAS 128x4 layout of a (R, C) compact scale matrix, padding zero: what a consumer that feeds
     cuBLAS needs. `out`: roundup(R,128) * roundup(C,4) writeable bytes on compact's device; None: a new
     1-D buffer like `compact`."""
-    if stream is None and _has_exchange_api(compact):  # the common case, in the extension alone
-        done = _mxfp8.swizzle_fast(compact, out, True, None, None, stream)
-        if done is not NotImplemented:
-            return done
-    inputs = _inputs(stream, compact=compact)
-    cols = _args.last_dimension("compact", compact)
-    rows = _args.numel(tuple(compact.shape)[:-1])
-    if out is None:
-        n = _args.round_up(rows, 128) * _args.round_up(cols, 4)
-        if inputs.torch is not None:
-            out = inputs.torch.empty(n, dtype=inputs.torch.uint8, device=compact.device)
-        else:
-            import numpy
-
-            out = numpy.empty(n, dtype=numpy.uint8)
-    else:
-        inputs.check_output("out", out)
-    _mxfp8.swizzle_pair(compact, out, True, stream=inputs.stream, dlpack_stream=inputs.dlpack_stream)
-    return out
+    return _swizzle_scales(compact, out, True, None, None, stream)
 
 
 def unswizzle_scales(swizzled: Any, rows: int, cols: int, out: Any = None, *, stream: Any = None) -> Any:
     """The (rows, cols) compact scale matrix held in a swizzled buffer (into `out`, writeable, on
     swizzled's device, when given)."""
-    if stream is None and _has_exchange_api(swizzled):  # the common case, in the extension alone
-        done = _mxfp8.swizzle_fast(swizzled, out, False, rows, cols, stream)
-        if done is not NotImplemented:
-            return done
-    inputs = _inputs(stream, swizzled=swizzled)
-    rows = _args.integer("rows", rows, 0)
-    cols = _args.integer("cols", cols, 0)
-    if out is None:
-        if inputs.torch is not None:
-            out = inputs.torch.empty((rows, cols), dtype=inputs.torch.uint8, device=swizzled.device)
-        else:
-            import numpy
-
-            out = numpy.empty((rows, cols), dtype=numpy.uint8)
-    else:
-        inputs.check_output("out", out)
-        # The library reads (R, C) from out's shape; rows and cols that disagree would be ignored.
-        out_cols = _args.last_dimension("out", out)
-        out_rows = _args.numel(tuple(out.shape)[:-1])
-        if (out_rows, out_cols) != (rows, cols):
-            raise ValueError(f"out holds a {out_rows} x {out_cols} matrix (shape {tuple(int(d) for d in out.shape)}), "
-                             f"but rows, cols are {rows}, {cols}")
-    _mxfp8.swizzle_pair(swizzled, out, False, stream=inputs.stream, dlpack_stream=inputs.dlpack_stream)
-    return out
+    return _swizzle_scales(swizzled, out, False, rows, cols, stream)
 
 
 def iter_buckets(

@@ -36,12 +36,6 @@ class Tensor:
         block_scales: bool = False, stream: Optional[int] = None,
         allocator: Optional[Callable[[list[int], tuple[int, int]], Any]] = None,
     ) -> tuple[Any, Any]: ...  # Arrays, or the framework's tensors (exchange mode)
-    def export_shard(
-        self, *, direction: int = 0, values_dtype: int = 0, scales_dtype: int = 0, contiguous: bool = True,
-        row_begin: int = 0, row_end: int = -1, col_begin: int = 0, col_end: int = -1,
-        row_pieces: Optional[Sequence[int]] = None, stream: Optional[int] = None,
-        allocator: Optional[Callable[[list[int], tuple[int, int]], Any]] = None,
-    ) -> tuple[Any, Any]: ...  # options.shard; Arrays, or the framework's tensors (exchange mode)
 
 class Grouped:
     def __init__(
@@ -102,24 +96,11 @@ def prepare_bucket(
     nvfp4_plan: list[tuple[int, int, int]], bucket: Any, *, direction: int = 0, dlpack_stream: Optional[int] = None,
     bucket_name: str = "bucket", shards: Optional[Sequence[Any]] = None,
 ) -> Plan: ...  # mxfp8_transfer_prepare, tensors to a bucket
-def swizzle_pair(
-    source: Any, destination: Any, swizzle: bool, stream: Optional[int] = None, dlpack_stream: Optional[int] = None,
-) -> None: ...
 def nvfp4_quantize(
     inputs: Sequence[Any], values: Sequence[Any], scales: Sequence[Any], amax: Any, *, fused: bool, amax_scope: int,
     amax_mode: int, four_over_six: int, e4m3_max: int, layout: int, direction: int = 0, stream: Optional[int] = None,
     dlpack_stream: Optional[int] = None, bfloat16_bits: bool = False,
 ) -> None: ...  # writes values, scales (and amax when computed) in place
-def quantize(
-    input: Any, *, format: int = 1, block: int = 0, rounding: int = 0, layout: int = 0, rowwise: bool = True,
-    columnwise: bool = False, values_dtype: int = 0, scales_dtype: int = 0, stream: Optional[int] = None,
-    allocator: Optional[Callable[[list[int], tuple[int, int]], Any]] = None, dlpack_stream: Optional[int] = None,
-    bfloat16_bits: bool = False,
-) -> tuple[Any, Any, Any, Any]: ...  # Arrays, or the framework's tensors through its exchange API
-def dequantize(
-    tensor: Tensor, direction: int, output: Any, stream: Optional[int] = None, dlpack_stream: Optional[int] = None,
-    bfloat16_bits: bool = False,
-) -> None: ...
 def import_bucket(
     bucket: Any, manifest: Sequence[Mapping[str, Any]], params: Mapping[Any, Any], layout: int, layouts: dict[str, int],
     scale_fixup: int, stream: Optional[int], dlpack_stream: Any, prepare: bool, shards: Optional[Sequence[Any]] = None,
@@ -139,21 +120,29 @@ def convert(
     grouped_scales: int, target: int, scale_fixup: int, values: Any, scales: Any, stream: Optional[int], dlpack_stream: Any,
 ) -> None: ...  # mxfp8_convert (num_experts 0) or mxfp8_grouped_convert into the given outputs
 def layout_bytes(layout: int, direction: int, rows: int, cols: int) -> int: ...
+def inputs(
+    stream: Any, objects: dict[str, Any],
+) -> tuple[Any, bool, Optional[int], str, tuple[int, int], bool]: ...  # _args.Inputs' fields
+def check_output(name: str, obj: Any, first_name: str, device: tuple[int, int]) -> None: ...
+def stream_pointer(stream: Any, torch: Any, data: Any, cuda: bool) -> int: ...
+def torch_allocator(torch: Any, data: Any) -> Optional[Callable[[list[int], tuple[int, int]], Any]]: ...
+def torch_of(obj: Any) -> Any: ...  # the torch module for a torch tensor, else None
 def has_exchange_api(obj: Any) -> bool: ...
 def taken_counts() -> dict[str, int]: ...
 def fast_exports() -> int: ...
-def set_result_types(components: type) -> None: ...  # the Components class export_components_fast returns
-# The fast paths (no Python work per call): the result, or NotImplemented when the Python layer must decide.
-def export_components_fast(
+def set_result_types(components: type, quantized: Optional[type] = None) -> None: ...  # what export_components / quantize return
+# The Python API's calls, each one call of the extension (METH_FASTCALL: positional only): every argument
+# form the Python function takes, checked here; the plain case (exchange API tensors) runs no Python code.
+def export_components(
     data: Any, scale_inv: Any, shape: Any, fp8_dtype: Any, swizzled: Any, direction: Any, values_dtype: Any,
-    scales_dtype: Any, contiguous: Any, block: Any, /,
-) -> Any: ...  # a Components (METH_FASTCALL: positional only)
-def dequantize_fast(
+    scales_dtype: Any, contiguous: Any, block: Any, stream: Any, rows: Any, cols: Any, /,
+) -> Any: ...  # a Components
+def dequantize(
     data: Any, scale_inv: Any, shape: Any, fp8_dtype: Any, swizzled: Any, direction: Any, block: Any, dtype: Any,
     out: Any, stream: Any, /,
-) -> Any: ...
-def quantize_fast(
+) -> Any: ...  # out, or the new array
+def quantize(
     x: Any, fp8_dtype: Any, block: Any, rounding: Any, scales: Any, rowwise: Any, columnwise: Any, values_dtype: Any,
-    scales_dtype: Any, stream: Any, /,
-) -> Any: ...  # (rowwise_data, rowwise_scale_inv, columnwise_data, columnwise_scale_inv)
-def swizzle_fast(source: Any, out: Any, swizzle: bool, rows: Any, cols: Any, stream: Any, /) -> Any: ...
+    scales_dtype: Any, stream: Any, allocator: Optional[Callable[[list[int], tuple[int, int]], Any]] = None, /,
+) -> Any: ...  # a Quantized (rowwise_data, rowwise_scale_inv, columnwise_data, columnwise_scale_inv)
+def swizzle_scales(source: Any, out: Any, swizzle: bool, rows: Any, cols: Any, stream: Any, /) -> Any: ...  # out or the new buffer

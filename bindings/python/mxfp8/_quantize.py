@@ -3,23 +3,10 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple, Optional, Sequence
 
-from . import _args, _mxfp8
-from ._api import (
-    _BLOCKS,
-    _DIRECTIONS,
-    _FORMATS,
-    _SCALES_DTYPES,
-    _VALUES_DTYPES,
-    _as_torch,
-    _choice,
-    _flag,
-    _has_exchange_api,
-    _inputs,
-    _tensor,
-    _torch_allocator,
-)
+from . import _mxfp8
+from ._api import Components
 
-_ROUNDINGS = {"rceil": 0, "floor": 1, "compressed_tensors": 2}
+_ROUNDINGS = {"rceil": 0, "floor": 1, "compressed_tensors": 2}  # jax.py's (the extension has its own tables)
 _SCALE_LAYOUTS = {"compact": 0, "padded": 1, "swizzled": 2}
 _OUTPUT_DTYPES = ("float32", "bfloat16")
 
@@ -35,6 +22,10 @@ class Quantized(NamedTuple):
     rowwise_scale_inv: Any
     columnwise_data: Any
     columnwise_scale_inv: Any
+
+
+_mxfp8.set_result_types(Components, Quantized)  # what the extension's export_components and quantize return
+_quantize, _dequantize = _mxfp8.quantize, _mxfp8.dequantize  # one global lookup a call
 
 
 def quantize(
@@ -77,36 +68,7 @@ def quantize(
         Quantized(rowwise_data, rowwise_scale_inv, columnwise_data, columnwise_scale_inv): torch tensors
         for a torch input (allocated by PyTorch), else mxfp8.Array objects.
     """
-    if stream is None and _has_exchange_api(x):  # the common case, in the extension alone
-        done = _mxfp8.quantize_fast(x, fp8_dtype, block, rounding, scales, rowwise, columnwise, values_dtype,
-                                    scales_dtype, stream)
-        if done is not NotImplemented:
-            return Quantized(*done)
-    inputs = _inputs(stream, x=x)
-    rowwise, columnwise = _flag("rowwise", rowwise), _flag("columnwise", columnwise)
-    if not rowwise and not columnwise:
-        raise ValueError("rowwise and columnwise are both False: ask for at least one direction")
-    options = dict(
-        format=_choice("fp8_dtype", fp8_dtype, _FORMATS),
-        block=_choice("block", block, _BLOCKS),
-        rounding=_choice("rounding", rounding, _ROUNDINGS),
-        layout=_choice("scales", scales, _SCALE_LAYOUTS),
-        values_dtype=_choice("values_dtype", values_dtype, _VALUES_DTYPES),
-        scales_dtype=_choice("scales_dtype", scales_dtype, _SCALES_DTYPES),
-    )
-    x, bfloat16_bits = _numpy_bfloat16_as_bits(x)
-    torch = inputs.torch
-    parts = _mxfp8.quantize(
-        x,
-        rowwise=rowwise,
-        columnwise=columnwise,
-        stream=inputs.stream,
-        allocator=_torch_allocator(torch, x),
-        dlpack_stream=inputs.dlpack_stream,
-        bfloat16_bits=bfloat16_bits,
-        **options,
-    )
-    return Quantized(*(None if p is None else _as_torch(torch, p) for p in parts))
+    return _quantize(x, fp8_dtype, block, rounding, scales, rowwise, columnwise, values_dtype, scales_dtype, stream)
 
 
 def dequantize(
@@ -141,24 +103,7 @@ def dequantize(
         ValueError: as export_components, and `out` on another device than data (checked before any
         DLPack call) or flagged read-only (a NumPy array with flags.writeable False).
     """
-    if stream is None and _has_exchange_api(data):  # the common case, in the extension alone
-        done = _mxfp8.dequantize_fast(data, scale_inv, shape, fp8_dtype, swizzled, direction, block, dtype, out,
-                                      stream)
-        if done is not NotImplemented:
-            return done
-    inputs = _inputs(stream, data=data, scale_inv=scale_inv)
-    if out is not None:
-        inputs.check_output("out", out)  # before any __dlpack__ call
-    if dtype not in _OUTPUT_DTYPES:
-        raise ValueError(f"dtype must be one of {list(_OUTPUT_DTYPES)}, got {dtype!r}")
-    tensor = _tensor(data, scale_inv, shape, fp8_dtype, swizzled, direction, block, inputs)
-    if out is None:
-        shape = _args.shape("shape", shape) if shape is not None else tuple(data.shape)
-        out = _empty(inputs.torch, inputs.cuda, data, tuple(int(d) for d in shape), dtype)
-    target, bfloat16_bits = _numpy_bfloat16_as_bits(out)
-    _mxfp8.dequantize(tensor, _DIRECTIONS[direction], target, stream=inputs.stream,
-                      dlpack_stream=inputs.dlpack_stream, bfloat16_bits=bfloat16_bits)
-    return out
+    return _dequantize(data, scale_inv, shape, fp8_dtype, swizzled, direction, block, dtype, out, stream)
 
 
 def _numpy_bfloat16_as_bits(a: Any):

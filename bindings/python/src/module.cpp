@@ -381,24 +381,6 @@ class Tensor {
                        });
   }
 
-  // One shard (mxfp8_export_components with options.shard): rows [row_begin, row_end) or the pieces (flat begin, end pairs), columns
-  // [col_begin, col_end); -1 ends are MXFP8_SHARD_END.
-  py::tuple export_shard(int direction, int values_dtype, int scales_dtype, bool contiguous, int64_t row_begin,
-                         int64_t row_end, int64_t col_begin, int64_t col_end,
-                         std::optional<std::vector<int64_t>> row_pieces, py::object stream, py::object allocator) {
-    mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
-    o.direction = direction;
-    o.values_dtype = values_dtype;
-    o.scales_dtype = scales_dtype;
-    o.padded_scales = contiguous ? MXFP8_PADDED_SCALES_COPY : MXFP8_PADDED_SCALES_STRIDED_VIEW;
-    const mxfp8_shard shard = shard_of(row_begin, row_end, col_begin, col_end, row_pieces);
-    o.shard = &shard;
-    return export_with(o, exchange_for(api_, device_, stream), allocator,
-                       [&](DLManagedTensorVersioned **v, DLManagedTensorVersioned **s) {
-                         return mxfp8_export_components(handle_, &o, v, s);
-                       });
-  }
-
  private:
   mxfp8_tensor *handle_ = nullptr;
   const DLPackExchangeAPI *api_ = nullptr;  // set when made in exchange mode
@@ -625,17 +607,6 @@ std::unique_ptr<Plan> prepare_fill(const std::vector<const mxfp8_tensor *> &tens
   return std::make_unique<Plan>(p, std::move(taken), ex, std::move(pins));
 }
 
-// stream None: exchange mode through the source's framework (or the legacy stream without one).
-void swizzle_pair(py::object source, py::object destination, bool swizzle, py::object stream, py::object dlpack_stream) {
-  Exchange ex = exchange_for_objects(source, stream, dlpack_stream);
-  with_borrowed(source, swizzle ? "compact" : "swizzled", ex, Access::Read, [&](DLTensor *src) {
-    with_borrowed(destination, "out", ex, Access::Write, [&](DLTensor *dst) {
-      void *s = reinterpret_cast<void *>(ex.stream);
-      check(swizzle ? mxfp8_swizzle_scales(src, dst, s) : mxfp8_unswizzle_scales(src, dst, s));
-    });
-  });
-}
-
 // NumPy cannot export bfloat16 (ml_dtypes) through DLPack: such arrays come as their uint16 bits, with
 // `bfloat16_bits` set, and are relabelled here.
 void relabel_bfloat16(DLTensor *t, bool bfloat16_bits) {
@@ -646,8 +617,9 @@ void relabel_bfloat16(DLTensor *t, bool bfloat16_bits) {
 }
 
 // quantize's four results for Python (None where not asked for); none leaks if one fails.
-py::tuple hand_back_all(const Exchange &ex, DLManagedTensorVersioned *(&out)[4]) {
-  py::object result[4];
+// `back` hands one back.
+template <class Back>
+void hand_back_all(DLManagedTensorVersioned *(&out)[4], py::object (&result)[4], Back back) {
   for (int i = 0; i < 4; ++i) {
     if (!out[i]) {
       result[i] = py::none();
@@ -656,40 +628,13 @@ py::tuple hand_back_all(const Exchange &ex, DLManagedTensorVersioned *(&out)[4])
     DLManagedTensorVersioned *managed = out[i];
     out[i] = nullptr;
     try {
-      result[i] = hand_back(ex, managed);
+      result[i] = back(managed);
     } catch (...) {
       for (int j = i + 1; j < 4; ++j)
         if (out[j] && out[j]->deleter) out[j]->deleter(out[j]);
       throw;
     }
   }
-  return py::make_tuple(result[0], result[1], result[2], result[3]);
-}
-
-// mxfp8_quantize of a DLPack input: (rowwise_data, rowwise_scale_inv, columnwise_data,
-// columnwise_scale_inv), None for a direction not asked for.
-py::tuple quantize(py::object input, int format, int block, int rounding, int layout, bool rowwise, bool columnwise,
-                   int values_dtype, int scales_dtype, py::object stream, py::object allocator, py::object dlpack_stream,
-                   bool bfloat16_bits) {
-  mxfp8_quantize_options o = MXFP8_QUANTIZE_OPTIONS_INIT;
-  o.format = format;
-  o.block = block;
-  o.scale_rounding = rounding;
-  o.scales_layout = layout;
-  o.values_dtype = values_dtype;
-  o.scales_dtype = scales_dtype;
-  Exchange ex = exchange_for_objects(input, stream, dlpack_stream);
-  DLManagedTensorVersioned *out[4] = {};
-  with_borrowed(input, "x", ex, Access::Read, [&](DLTensor *x) {
-    relabel_bfloat16(x, bfloat16_bits);
-    o.stream = reinterpret_cast<void *>(ex.stream);
-    choose_allocator(o, ex, allocator);
-    check(with_allocator(allocator, [&] {
-      return mxfp8_quantize(x, &o, rowwise ? &out[0] : nullptr, rowwise ? &out[1] : nullptr,
-                            columnwise ? &out[2] : nullptr, columnwise ? &out[3] : nullptr);
-    }));
-  });
-  return hand_back_all(ex, out);
 }
 
 // mxfp8_nvfp4_quantize_into over DLPack objects, one input or fused shards (fused=True names them x[i]
@@ -727,38 +672,30 @@ void nvfp4_quantize(const std::vector<py::object> &inputs, const std::vector<py:
   check(mxfp8_nvfp4_quantize_into(in.data(), in.size(), &o, v.data(), s.data(), a));
 }
 
-// mxfp8_dequantize of one direction of `tensor` into the DLPack object `output` (float32 or bfloat16).
-// stream None: the framework's current stream when `tensor` was made in exchange mode.
-void dequantize(const Tensor &tensor, int direction, py::object output, py::object stream, py::object dlpack_stream,
-                bool bfloat16_bits) {
-  mxfp8_dequantize_options o = MXFP8_DEQUANTIZE_OPTIONS_INIT;
-  o.direction = direction;
-  Exchange ex = exchange_for(tensor.api(), tensor.device(), stream, dlpack_stream);
-  o.stream = reinterpret_cast<void *>(ex.stream);
-  with_borrowed(output, "out", ex, Access::Write, [&](DLTensor *out) {
-    relabel_bfloat16(out, bfloat16_bits);
-    check(mxfp8_dequantize(tensor.handle(), &o, out));
-  });
-}
+// ---- The Python API's calls, each done here end to end (issues 15 and 33) ------------------------------
+// export_components, quantize, dequantize and swizzle_scales / unswizzle_scales: each Python function is
+// one call of its entry below, the only implementation of the call. The entry checks every argument (the
+// messages name the Python argument, worded as _args words them), takes every object (the framework's
+// DLPack C exchange API when the caller left the stream to it, else __dlpack__: versioned or legacy
+// capsules, version and read-only checks, all in dlpack_take.hpp), runs the library and hands the results
+// back. The plain case (the framework's tensors with an exchange API, plain str / bool / int / tuple
+// arguments, no stream) calls no Python code and makes no Python object but the results.
 
-// ---- export_components in one call (issue 15: no Python work per call that C++ can do) ---------------
-// The common case, done here end to end: the caller left the stream to the inputs' framework, both
-// inputs are that framework's tensors (with the DLPack C exchange API) on one device, and every argument
-// is a plain valid value. Anything else returns NotImplemented and the Python layer runs its own checks
-// and the __dlpack__ path, so every error message stays the one the Python layer words.
+std::string repr_of(py::handle obj) { return py::repr(obj).cast<std::string>(); }
 
-// A str argument's code in `table`, or nothing (the Python layer then says what is wrong).
+// _args.choice: a str among `table`'s keys (`keys`: how the message lists them).
 template <size_t N>
-std::optional<int> plain_choice(py::handle value, const std::pair<const char *, int> (&table)[N]) {
-  if (!PyUnicode_CheckExact(value.ptr())) return std::nullopt;
-  const char *s = PyUnicode_AsUTF8(value.ptr());
-  if (!s) {
-    PyErr_Clear();
-    return std::nullopt;
+int choice(const char *name, py::handle value, const std::pair<const char *, int> (&table)[N], const char *keys) {
+  if (PyUnicode_Check(value.ptr())) {
+    Py_ssize_t size = 0;
+    if (const char *s = PyUnicode_AsUTF8AndSize(value.ptr(), &size)) {
+      for (const auto &[key, code] : table)
+        if (std::strlen(key) == static_cast<size_t>(size) && std::memcmp(key, s, size) == 0) return code;
+    } else {
+      PyErr_Clear();
+    }
   }
-  for (const auto &[key, code] : table)
-    if (std::strcmp(key, s) == 0) return code;
-  return std::nullopt;
+  throw py::value_error(std::string(name) + " must be one of " + keys + ", got " + repr_of(value));
 }
 
 constexpr std::pair<const char *, int> kFormats[] = {{"e4m3", MXFP8_FORMAT_E4M3}, {"e5m2", MXFP8_FORMAT_E5M2}};
@@ -767,74 +704,341 @@ constexpr std::pair<const char *, int> kDirections[] = {{"rowwise", MXFP8_DIRECT
 constexpr std::pair<const char *, int> kValuesDtypes[] = {{"fp8", 0}, {"uint8", 1}};
 constexpr std::pair<const char *, int> kScalesDtypes[] = {{"uint8", 0}, {"e8m0", 1}};
 constexpr std::pair<const char *, int> kBlocks[] = {{"1x32", 0}, {"32x32", 1}};
+constexpr std::pair<const char *, int> kRoundings[] = {{"rceil", 0}, {"floor", 1}, {"compressed_tensors", 2}};
+constexpr std::pair<const char *, int> kLayouts[] = {{"compact", 0}, {"padded", 1}, {"swizzled", 2}};
+constexpr std::pair<const char *, int> kOutputs[] = {{"float32", 0}, {"bfloat16", 1}};
 
-// Host memory (plain or pinned) is one kind here, as in the Python layer's device check.
-bool same_memory(DLDevice a, DLDevice b) {
-  auto host = [](DLDevice d) { return d.device_type == kDLCPU || d.device_type == kDLCUDAHost; };
-  return (a.device_type == b.device_type && a.device_id == b.device_id) || (host(a) && host(b));
+// A module already imported (numpy, torch), or nullptr; no import is attempted.
+PyObject *imported(const char *name) {
+  PyObject *module_name = PyUnicode_FromString(name);
+  if (!module_name) throw py::error_already_set();
+  PyObject *module = PyImport_GetModule(module_name);
+  Py_DECREF(module_name);
+  if (!module && PyErr_Occurred()) throw py::error_already_set();
+  return module;
 }
 
-py::object not_implemented() { return py::reinterpret_borrow<py::object>(Py_NotImplemented); }
+// _args.flag: a real bool, or NumPy's (which makes the call not plain).
+bool flag(const char *name, py::handle value, bool &plain) {
+  if (value.ptr() == Py_True) return true;
+  if (value.ptr() == Py_False) return false;
+  if (PyObject *numpy = imported("numpy")) {
+    py::object np = py::reinterpret_steal<py::object>(numpy);
+    if (py::isinstance(value, np.attr("bool_"))) {
+      plain = false;
+      return value.cast<bool>();
+    }
+  }
+  throw py::type_error(std::string(name) + " must be True or False, got " + repr_of(value) + " (" + type_name(value) + ")");
+}
 
-// The inputs of a fast call, taken through one framework's exchange API on one device, as a handle.
+// _args.integer: an int (anything with __index__ but a bool) in [low, high]; name[index] when index >= 0.
+int64_t integer(const char *name, py::handle value, bool &plain, int64_t low = INT64_MIN, int64_t high = INT64_MAX,
+                Py_ssize_t index = -1) {
+  auto label = [&] { return index < 0 ? std::string(name) : std::string(name) + "[" + std::to_string(index) + "]"; };
+  py::object number;
+  if (PyLong_CheckExact(value.ptr())) {
+    number = py::reinterpret_borrow<py::object>(value);
+  } else {
+    plain = false;
+    PyObject *i = PyBool_Check(value.ptr()) ? nullptr : PyNumber_Index(value.ptr());
+    if (!i) {
+      if (PyErr_Occurred() && !PyErr_ExceptionMatches(PyExc_TypeError)) throw py::error_already_set();
+      PyErr_Clear();
+      throw py::type_error(label() + " must be an int, got " + repr_of(value) + " (" + type_name(value) + ")");
+    }
+    number = py::reinterpret_steal<py::object>(i);
+  }
+  int overflow = 0;
+  const long long v = PyLong_AsLongLongAndOverflow(number.ptr(), &overflow);
+  if (v == -1 && PyErr_Occurred()) throw py::error_already_set();
+  if (overflow || v < low || v > high)
+    throw py::value_error(label() + " is " + py::str(number).cast<std::string>() + ", expected " + std::to_string(low) +
+                          " to " + std::to_string(high));
+  return v;
+}
+
+// _args.shape: a sequence of ints that fit int64 (the library checks what they mean).
+std::vector<int64_t> shape_arg(const char *name, py::handle value, bool &plain) {
+  std::vector<int64_t> dims;
+  PyObject *o = value.ptr();
+  if (PyTuple_CheckExact(o) || PyList_CheckExact(o)) {
+    const Py_ssize_t n = PySequence_Fast_GET_SIZE(o);
+    dims.reserve(n);
+    for (Py_ssize_t i = 0; i < n; ++i) dims.push_back(integer(name, PySequence_Fast_GET_ITEM(o, i), plain, INT64_MIN, INT64_MAX, i));
+    return dims;
+  }
+  plain = false;
+  if (PyUnicode_Check(o) || PyBytes_Check(o) || !py::hasattr(value, "__len__") || !py::hasattr(value, "__getitem__"))
+    throw py::type_error(std::string(name) + " must be a sequence of ints, got " + repr_of(value) + " (" + type_name(value) + ")");
+  Py_ssize_t i = 0;
+  for (py::handle d : py::reinterpret_borrow<py::iterable>(value)) dims.push_back(integer(name, d, plain, INT64_MIN, INT64_MAX, i++));
+  return dims;
+}
+
+// Devices as _args compares them: (device_type, device_id), host memory (plain or pinned) one kind.
+using DevicePair = std::pair<int64_t, int64_t>;
+DevicePair pair_of(DLDevice d) { return {d.device_type, d.device_id}; }
+bool same_memory(DevicePair a, DevicePair b) {
+  auto host = [](DevicePair d) { return d.first == kDLCPU || d.first == kDLCUDAHost; };
+  return a == b || (host(a) && host(b));
+}
+std::string format_device(DevicePair d) {
+  const char *name = d.first == kDLCPU ? "cpu" : d.first == kDLCUDA ? "cuda" : d.first == kDLCUDAHost ? "cuda_host"
+                     : d.first == kDLCUDAManaged ? "cuda_managed" : nullptr;
+  return (name ? std::string(name) : "type " + std::to_string(d.first)) + ":" + std::to_string(d.second);
+}
+
+// _args.dlpack_producer: obj's device, asked with __dlpack_device__ (which moves nothing).
+DevicePair dlpack_device_of(const char *name, py::handle obj) {
+  if (!py::hasattr(obj, "__dlpack__") || !py::hasattr(obj, "__dlpack_device__"))
+    throw py::type_error(std::string(name) + ": expected an object with __dlpack__ (torch, JAX, CuPy, NumPy), got " +
+                         type_name(obj));
+  py::object device = obj.attr("__dlpack_device__")();
+  if (PyTuple_Check(device.ptr()) || PyList_Check(device.ptr())) {
+    py::sequence seq = py::reinterpret_borrow<py::sequence>(device);
+    if (seq.size() == 2) {
+      PyObject *a = PyNumber_Index(py::object(seq[0]).ptr());
+      PyObject *b = a ? PyNumber_Index(py::object(seq[1]).ptr()) : nullptr;
+      if (a && b) {
+        DevicePair d{PyLong_AsLongLong(a), PyLong_AsLongLong(b)};
+        Py_DECREF(a);
+        Py_DECREF(b);
+        if (!PyErr_Occurred()) return d;
+      }
+      Py_XDECREF(a);
+      PyErr_Clear();
+    }
+  }
+  throw py::type_error(std::string(name) + ".__dlpack_device__() returned " + repr_of(device) +
+                       ", not a (device_type, device_id) pair");
+}
+
+// The torch module when obj is a torch tensor, else None (_args.torch_module; torch is not imported here).
+py::object torch_of(py::handle obj) {
+  const std::string module = py::str(py::type::of(obj).attr("__module__"));
+  if (module.rfind("torch", 0) != 0) return py::none();
+  PyObject *t = imported("torch");
+  if (!t) return py::none();
+  py::object torch = py::reinterpret_steal<py::object>(t);
+  return py::isinstance(obj, torch.attr("Tensor")) ? torch : py::none();
+}
+
+// A cudaStream_t as an int (_args.stream_pointer): from torch / CuPy stream objects or ints; None: torch's
+// current stream on data's device for torch inputs, else the legacy default stream (0).
+int64_t stream_pointer(py::handle stream, py::handle torch, py::handle data, bool cuda) {
+  if (!cuda) {
+    if (!stream.is_none()) throw py::value_error("stream is only meaningful for CUDA tensors");
+    return 0;
+  }
+  if (stream.is_none()) {
+    if (torch.is_none()) return 0;
+    return torch.attr("cuda").attr("current_stream")(data.attr("device")).attr("cuda_stream").cast<int64_t>();
+  }
+  py::object value = py::reinterpret_borrow<py::object>(stream);
+  for (const char *attribute : {"cuda_stream", "ptr"})  // torch.cuda.Stream, cupy.cuda.Stream
+    if (py::hasattr(stream, attribute)) {
+      value = stream.attr(attribute);
+      break;
+    }
+  if (PyBool_Check(value.ptr()) || !py::hasattr(py::type::of(value), "__index__"))
+    throw py::type_error("stream must be a torch.cuda.Stream, a cupy.cuda.Stream, an int (a cudaStream_t) or None, got " +
+                         repr_of(stream) + " (" + type_name(stream) + ")");
+  bool ignored = false;
+  return integer("stream", value, ignored, 0, INT64_MAX);
+}
+
+// The allocator of the library's copies for torch inputs (None for others): PyTorch's caching allocator on
+// data's device, pinned when the library asks for kDLCUDAHost memory (the device of a pinned input).
+py::object torch_allocator(py::handle torch_module, py::handle data) {
+  if (torch_module.is_none()) return py::none();
+  py::object torch = py::reinterpret_borrow<py::object>(torch_module), device = data.attr("device");
+  return py::cpp_function([torch, device](std::vector<int64_t> shape, py::tuple dl_device) -> py::object {
+    return torch.attr("empty")(shape, py::arg("dtype") = torch.attr("uint8"), py::arg("device") = device,
+                               py::arg("pin_memory") = dl_device[0].cast<int>() == kDLCUDAHost);
+  });
+}
+
+// name's device `d` against the first input's: host memory is one kind; else a ValueError naming both.
+void same_device(const std::string &name, DevicePair d, const std::string &first_name, DevicePair first, bool output) {
+  if (same_memory(d, first)) return;
+  throw py::value_error(name + " is on " + format_device(d) + " but " + first_name + " is on " + format_device(first) +
+                        (output ? ": the output must be on the inputs' device" : ": all buffers must share one device"));
+}
+
+bool is_cuda(DevicePair d) { return d.first == kDLCUDA || d.first == kDLCUDAManaged; }
+
+// _args.inputs: (torch, cuda, stream, first name, first device, exchange) of a call on `objects` (a dict,
+// the first entry deciding): every device asked and compared before any __dlpack__ call; exchange when
+// the caller gave no stream and the first object's framework has a DLPack C exchange API (stream None:
+// the extension asks the framework), else the stream as stream_pointer reads it.
+py::tuple inputs_of(py::handle stream, const py::dict &objects) {
+  if (objects.empty()) throw py::value_error("inputs: no objects");
+  std::string first_name;
+  py::handle first;
+  DevicePair first_device{kDLCPU, 0};
+  for (auto [key, obj] : objects) {
+    const std::string name = py::str(key);
+    const DevicePair d = dlpack_device_of(name.c_str(), obj);
+    if (!first) {
+      first_name = name, first = obj, first_device = d;
+      continue;
+    }
+    same_device(name, d, first_name, first_device, false);
+  }
+  py::object torch = torch_of(first);
+  const bool cuda = is_cuda(first_device);
+  py::tuple device = py::make_tuple(first_device.first, first_device.second);
+  if (stream.is_none() && exchange_api_of(first))
+    return py::make_tuple(torch, cuda, py::none(), first_name, device, true);
+  return py::make_tuple(torch, cuda, stream_pointer(stream, torch, first, cuda), first_name, device, false);
+}
+
+// One call's objects (as _args.inputs decides): the first input decides the framework and the stream. With
+// no stream and a first input whose framework has an exchange API, each of that framework's objects is
+// taken through it (its device compared once taken: taking runs no producer code) and any other is asked
+// its device before its capsule; else every device is compared before any __dlpack__ call, and the stream
+// is the caller's (torch's current one for a torch tensor).
+class Call {
+ public:
+  Exchange ex;
+  bool plain = true;  // no Python code run for an argument, every object taken through the exchange API
+
+  // Takes inputs[i] (named names[i]) for reading into into[i]; `out` (named out_name; None: none) is an
+  // output whose device is checked here, before any capsule, and taken by take_output.
+  void take_inputs(py::handle stream, size_t n, const char *const *names, const py::handle *inputs, TakenTensor *into,
+                   py::handle out = py::none(), const char *out_name = "out") {
+    first_ = inputs[0];
+    first_name_ = names[0];
+    const DLPackExchangeAPI *api = stream.is_none() ? exchange_api_of(first_) : nullptr;
+    if (api) {
+      ex = Exchange{api};
+      take_from_framework(first_, first_name_, ex, Access::Read, into[0]);
+      device_ = pair_of(ex.device);
+      bool others = false;
+      for (size_t i = 1; i < n; ++i) {
+        if (exchange_api_of(inputs[i]) != api) {
+          others = true;
+          same_device(names[i], dlpack_device_of(names[i], inputs[i]), false);
+          continue;
+        }
+        take_from_framework(inputs[i], names[i], ex, Access::Read, into[i]);
+        same_device(names[i], pair_of(into[i].managed->dl_tensor.device), false);
+      }
+      if (!out.is_none() && exchange_api_of(out) != api) out_device(out_name, out);
+      if (!others) return;
+      plain = false;
+      for (size_t i = 1; i < n; ++i)
+        if (!into[i].managed) into[i].managed = take(inputs[i], names[i], ex)->release();
+      return;
+    }
+    plain = false;
+    DevicePair devices[4];
+    for (size_t i = 0; i < n; ++i) devices[i] = dlpack_device_of(names[i], inputs[i]);
+    device_ = devices[0];
+    for (size_t i = 1; i < n; ++i) same_device(names[i], devices[i], false);
+    if (!out.is_none()) out_device(out_name, out);
+    const bool cuda = is_cuda(device_);
+    const int64_t s = stream_pointer(stream, torch(), first_, cuda);
+    ex = Exchange::explicit_stream(s, cuda ? py::object(py::int_(s ? s : 1)) : py::object(py::none()));
+    ex.device = DLDevice{static_cast<DLDeviceType>(device_.first), static_cast<int32_t>(device_.second)};
+    for (size_t i = 0; i < n; ++i) into[i].managed = take_dlpack(inputs[i], names[i], ex.dlpack_stream, Access::Read)->release();
+  }
+
+  // An output the library writes into (its device checked by take_inputs when not the framework's).
+  std::unique_ptr<TakenTensor> take_output(py::handle out, const char *name = "out") {
+    const bool framework = ex.api && exchange_api_of(out) == ex.api;
+    if (!framework) plain = false;
+    auto taken = take(out, name, ex, Access::Write);
+    if (framework) same_device(name, pair_of(taken->managed->dl_tensor.device), true);
+    return taken;
+  }
+
+  // The torch module when the first input is a torch tensor, else None.
+  py::object torch() {
+    if (!torch_known_) {
+      torch_known_ = true;
+      torch_ = torch_of(first_);
+    }
+    return torch_;
+  }
+
+  // Who makes the library's copies when not the framework's C allocator: torch_allocator's (None: the
+  // library's own).
+  py::object allocator() {
+    if (ex.api && ex.device.device_type != kDLCUDAHost) return py::none();
+    return torch_allocator(torch(), first_);
+  }
+
+  // A result: the framework's tensor in exchange mode, else an Array (a torch tensor for torch inputs).
+  py::object result(DLManagedTensorVersioned *managed) {
+    py::object r = hand_back(ex, managed);
+    if (!ex.api && !this->torch().is_none()) r = torch_.attr("from_dlpack")(r);
+    return r;
+  }
+
+  // A new byte (or `dtype`) array of `shape` like the first input where the framework cannot make one:
+  // torch.empty for torch inputs, numpy.empty otherwise.
+  py::object new_bytes(const std::vector<int64_t> &shape) {
+    py::tuple dims = py::cast(shape);
+    py::object torch = this->torch();
+    if (!torch.is_none())
+      return torch.attr("empty")(dims, py::arg("dtype") = torch.attr("uint8"), py::arg("device") = first_.attr("device"));
+    py::module_ numpy = py::module_::import("numpy");
+    return numpy.attr("empty")(dims, py::arg("dtype") = numpy.attr("uint8"));
+  }
+
+  bool framework_allocates() const { return ex.api && ex.device.device_type != kDLCUDAHost; }
+  bool cuda() const { return is_cuda(device_); }
+  py::handle first() const { return first_; }
+
+ private:
+  void same_device(const char *name, DevicePair d, bool output) const {
+    ::same_device(name, d, first_name_, device_, output);
+  }
+  void out_device(const char *name, py::handle out) { same_device(name, dlpack_device_of(name, out), true); }
+
+  py::handle first_;
+  const char *first_name_ = "";
+  DevicePair device_{kDLCPU, 0};
+  bool torch_known_ = false;
+  py::object torch_;
+};
+
+// NumPy cannot export ml_dtypes' bfloat16 through DLPack: such an array goes as its uint16 bits (the
+// second member says so), relabelled by relabel_bfloat16 once taken.
+std::pair<py::object, bool> numpy_bfloat16_as_bits(py::handle a) {
+  py::object obj = py::reinterpret_borrow<py::object>(a);
+  if (py::str(py::type::of(a).attr("__module__")).cast<std::string>() != "numpy") return {obj, false};
+  py::object dtype = py::getattr(a, "dtype", py::none());
+  if (py::str(py::getattr(dtype, "name", py::str(""))).cast<std::string>() != "bfloat16") return {obj, false};
+  return {obj.attr("view")(py::module_::import("numpy").attr("uint16")), true};
+}
+
 struct ReleaseTensor {
   void operator()(mxfp8_tensor *t) const { mxfp8_tensor_release(t); }
 };
-struct FastTensor {
-  std::unique_ptr<mxfp8_tensor, ReleaseTensor> tensor;
-  Exchange ex;
-  int direction = 0, block = 0;
-  std::unique_ptr<TakenTensor> out;  // `out` when given, taken (and its device checked) before the handle is made
-};
+using TensorHandle = std::unique_ptr<mxfp8_tensor, ReleaseTensor>;
 
-// data and scale_inv as export_components takes them, or nothing when the Python layer must decide.
-std::optional<FastTensor> fast_tensor(py::handle data, py::handle scale_inv, py::handle shape, py::handle fp8_dtype,
-                                      py::handle swizzled, py::handle direction, py::handle block,
-                                      py::handle out = py::none()) {
-  const DLPackExchangeAPI *api = exchange_api_of(data);
-  if (!api || exchange_api_of(scale_inv) != api) return std::nullopt;
-  if (!PyBool_Check(swizzled.ptr())) return std::nullopt;
-  const auto format = plain_choice(fp8_dtype, kFormats), dir = plain_choice(direction, kDirections);
-  const auto blk = plain_choice(block, kBlocks);
-  if (!format || !dir || !blk) return std::nullopt;
-  std::vector<int64_t> dims;
-  if (!shape.is_none()) {
-    if (!PyTuple_Check(shape.ptr()) && !PyList_Check(shape.ptr())) return std::nullopt;
-    for (py::handle d : py::reinterpret_borrow<py::sequence>(shape)) {
-      const auto v = as_int64(d);
-      if (!v) return std::nullopt;
-      dims.push_back(*v);
-    }
-  }
-  Exchange ex{api};
-  TakenTensor taken_data, taken_scales;  // both the framework's: no __dlpack__ call, nothing on the heap
-  take_from_framework(data, "data", ex, Access::Read, taken_data);
-  take_from_framework(scale_inv, "scale_inv", ex, Access::Read, taken_scales);
-  const DLDevice device = taken_data.managed->dl_tensor.device;
-  if (!same_memory(taken_scales.managed->dl_tensor.device, device) || device.device_type == kDLCUDAHost)
-    return std::nullopt;  // the Python layer names both devices (pinned copies need its allocator)
-  std::unique_ptr<TakenTensor> taken_out;
-  if (!out.is_none()) {
-    if (exchange_api_of(out) != api) return std::nullopt;
-    taken_out = take(out, "out", ex, Access::Write);
-    if (!same_memory(taken_out->managed->dl_tensor.device, device)) return std::nullopt;
-  }
+// The library's handle on one direction's data and scale_inv (taken into `taken`, which it then owns).
+TensorHandle tensor_of(TakenTensor (&taken)[2], const std::optional<std::vector<int64_t>> &shape, int format,
+                       bool swizzled, int direction, int block) {
   mxfp8_tensor_desc desc = MXFP8_TENSOR_DESC_INIT;
-  desc.format = *format;
-  desc.scale_layout = swizzled.ptr() == Py_True ? MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED : MXFP8_SCALE_LAYOUT_ROW_MAJOR;
-  desc.block = *blk;
-  if (!shape.is_none()) {
-    desc.ndim = static_cast<int32_t>(dims.size());
-    desc.shape = dims.data();
+  desc.format = format;
+  desc.scale_layout = swizzled ? MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED : MXFP8_SCALE_LAYOUT_ROW_MAJOR;
+  desc.block = block;
+  if (shape) {
+    desc.ndim = static_cast<int32_t>(shape->size());
+    desc.shape = shape->data();
   }
-  const bool rowwise = *dir == MXFP8_DIRECTION_ROWWISE;
-  (rowwise ? desc.rowwise_data : desc.columnwise_data) = taken_data.managed;
-  (rowwise ? desc.rowwise_scale_inv : desc.columnwise_scale_inv) = taken_scales.managed;
+  const bool rowwise = direction == MXFP8_DIRECTION_ROWWISE;
+  (rowwise ? desc.rowwise_data : desc.columnwise_data) = taken[0].managed;
+  (rowwise ? desc.rowwise_scale_inv : desc.columnwise_scale_inv) = taken[1].managed;
   mxfp8_tensor *handle = nullptr;
   check(mxfp8_tensor_create(&desc, &handle));
-  taken_data.release();  // the handle owns them now
-  taken_scales.release();
-  return FastTensor{std::unique_ptr<mxfp8_tensor, ReleaseTensor>(handle), std::move(ex), *dir, *blk, std::move(taken_out)};
+  taken[0].release();  // the handle owns them now
+  taken[1].release();
+  return TensorHandle(handle);
 }
 
 // A new tensor from the framework's allocator, owned here until handed back.
@@ -857,66 +1061,277 @@ std::unique_ptr<TakenTensor> allocate(const Exchange &ex, DLDataType dtype, std:
   return t;
 }
 
-// The class export_components returns (mxfp8.Components, a NamedTuple), handed over once by the Python
-// layer (set_result_types): the fast path builds it directly, with no Python-level __new__ call.
-PyTypeObject *components_type = nullptr;  // a strong reference, kept for the life of the process
+// The classes export_components and quantize return (mxfp8.Components and mxfp8.Quantized, NamedTuples),
+// handed over once by the Python layer (set_result_types) and built here with no Python-level __new__ call.
+PyTypeObject *components_type = nullptr;  // strong references, kept for the life of the process
+PyTypeObject *quantized_type = nullptr;
 
-// (values, scales) as a Components (a plain tuple before set_result_types ran).
-py::object components(py::object values, py::object scales) {
-  PyTypeObject *type = components_type ? components_type : &PyTuple_Type;
-  // What tuple.__new__(Components, (values, scales)) does for a tuple subclass without a __dict__.
-  PyObject *result = type == &PyTuple_Type ? PyTuple_New(2) : type->tp_alloc(type, 2);
+// items as a `type` (a plain tuple before set_result_types ran).
+py::object named_tuple(PyTypeObject *type, std::initializer_list<py::object *> items) {
+  if (!type) type = &PyTuple_Type;
+  const Py_ssize_t n = static_cast<Py_ssize_t>(items.size());
+  // What tuple.__new__(type, items) does for a tuple subclass without a __dict__.
+  PyObject *result = type == &PyTuple_Type ? PyTuple_New(n) : type->tp_alloc(type, n);
   if (!result) throw py::error_already_set();
-  PyTuple_SET_ITEM(result, 0, values.release().ptr());
-  PyTuple_SET_ITEM(result, 1, scales.release().ptr());
+  Py_ssize_t i = 0;
+  for (py::object *item : items) PyTuple_SET_ITEM(result, i++, item->release().ptr());
   return py::reinterpret_steal<py::object>(result);
 }
 
-void set_result_types(py::handle components_class) {
-  auto *type = reinterpret_cast<PyTypeObject *>(components_class.ptr());
-  if (!PyType_Check(components_class.ptr()) || !PyType_IsSubtype(type, &PyTuple_Type) || type->tp_dictoffset != 0)
+PyTypeObject *result_type(py::handle cls) {
+  auto *type = reinterpret_cast<PyTypeObject *>(cls.ptr());
+  if (!PyType_Check(cls.ptr()) || !PyType_IsSubtype(type, &PyTuple_Type) || type->tp_dictoffset != 0)
     throw py::type_error("set_result_types: Components must be a tuple subclass without a __dict__ (a NamedTuple)");
   Py_INCREF(type);
+  return type;
+}
+
+void set_result_types(py::handle components_class, py::handle quantized_class) {
+  PyTypeObject *c = result_type(components_class);
+  PyTypeObject *q = quantized_class.is_none() ? nullptr : result_type(quantized_class);
   Py_XDECREF(reinterpret_cast<PyObject *>(components_type));
-  components_type = type;
+  components_type = c;
+  if (q) {
+    Py_XDECREF(reinterpret_cast<PyObject *>(quantized_type));
+    quantized_type = q;
+  }
+}
+
+// Runs `call` with `allocator` (None: no Python allocator) as call_python_allocator's.
+template <class Run>
+mxfp8_status run_with(py::object &allocator, Run run) {
+  return allocator.is_none() ? run() : with_allocator(allocator, run);
 }
 
 // export_components(data, scale_inv, shape, fp8_dtype, swizzled, direction, values_dtype, scales_dtype,
-// contiguous, block) for one framework's tensors, on its current stream: a Components, or NotImplemented.
-py::object export_components_fast(PyObject *const *args) {
+// contiguous, block, stream, rows, cols): a Components.
+py::object export_components_entry(PyObject *const *args) {
   py::handle data = args[0], scale_inv = args[1], shape = args[2], fp8_dtype = args[3], swizzled = args[4],
-             direction = args[5], values_dtype = args[6], scales_dtype = args[7], contiguous = args[8], block = args[9];
-  if (!PyBool_Check(contiguous.ptr())) return not_implemented();
-  const auto vd = plain_choice(values_dtype, kValuesDtypes), sd = plain_choice(scales_dtype, kScalesDtypes);
-  if (!vd || !sd) return not_implemented();
-  auto fast = fast_tensor(data, scale_inv, shape, fp8_dtype, swizzled, direction, block);
-  if (!fast) return not_implemented();
+             direction = args[5], values_dtype = args[6], scales_dtype = args[7], contiguous = args[8],
+             block = args[9], stream = args[10], rows = args[11], cols = args[12];
+  bool plain = true;
+  const bool sharded = !rows.is_none() || !cols.is_none();
+  const int blk = choice("block", block, kBlocks, "['1x32', '32x32']");
+  mxfp8_shard shard = MXFP8_SHARD_INIT;
+  std::optional<std::vector<int64_t>> row_pieces;
+  if (sharded) {
+    plain = false;
+    if (blk != 0) throw py::value_error("rows / cols: a shard exports the stored per-32 scales, so block must be \"1x32\"");
+    py::dict f = py::module_::import("mxfp8._shard").attr("shard_fields")(rows, cols);
+    if (!f["row_pieces"].is_none()) row_pieces = f["row_pieces"].cast<std::vector<int64_t>>();
+    shard = shard_of(f["row_begin"].cast<int64_t>(), f["row_end"].cast<int64_t>(), f["col_begin"].cast<int64_t>(),
+                     f["col_end"].cast<int64_t>(), row_pieces);
+  }
+  const int vd = choice("values_dtype", values_dtype, kValuesDtypes, "['fp8', 'uint8']");
+  const int sd = choice("scales_dtype", scales_dtype, kScalesDtypes, "['e8m0', 'uint8']");
+  const bool copy = flag("contiguous", contiguous, plain);
+  const int dir = choice("direction", direction, kDirections, "['columnwise', 'rowwise']");
+  std::optional<std::vector<int64_t>> dims;
+  if (!shape.is_none()) dims = shape_arg("shape", shape, plain);
+  const int format = choice("fp8_dtype", fp8_dtype, kFormats, "['e4m3', 'e5m2']");
+  const bool swz = flag("swizzled", swizzled, plain);
+  Call call;
+  call.plain = plain;
+  static const char *const names[2] = {"data", "scale_inv"};
+  const py::handle inputs[2] = {data, scale_inv};
+  TakenTensor taken[2];
+  call.take_inputs(stream, 2, names, inputs, taken);
+  TensorHandle tensor = tensor_of(taken, dims, format, swz, dir, blk);
   mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
-  o.direction = fast->direction;
-  o.values_dtype = *vd;
-  o.scales_dtype = *sd;
-  o.padded_scales = contiguous.ptr() == Py_True ? MXFP8_PADDED_SCALES_COPY : MXFP8_PADDED_SCALES_STRIDED_VIEW;
-  o.scales_granularity = fast->block == 1 ? MXFP8_SCALES_PER_32X32 : MXFP8_SCALES_PER_32;
-  o.stream = reinterpret_cast<void *>(fast->ex.stream);  // the stream taking the inputs resolved
-  o.allocator = fast->ex.api->managed_tensor_allocator;   // never pinned memory here (fast_tensor refuses it)
+  o.direction = dir;
+  o.values_dtype = vd;
+  o.scales_dtype = sd;
+  o.padded_scales = copy ? MXFP8_PADDED_SCALES_COPY : MXFP8_PADDED_SCALES_STRIDED_VIEW;
+  o.scales_granularity = blk == 1 ? MXFP8_SCALES_PER_32X32 : MXFP8_SCALES_PER_32;
+  if (sharded) o.shard = &shard;
+  o.stream = reinterpret_cast<void *>(call.ex.stream);
+  py::object allocator = call.allocator();
+  choose_allocator(o, call.ex, allocator);
   DLManagedTensorVersioned *values = nullptr, *scales = nullptr;
-  check(mxfp8_export_components(fast->tensor.get(), &o, &values, &scales));
-  TakenTensor scales_owner{scales};  // freed if handing the values back fails
-  py::object v = hand_back(fast->ex, values);
-  py::object result = components(std::move(v), hand_back(fast->ex, scales_owner.release()));
-  ++fast_exports;
+  check(run_with(allocator, [&] { return mxfp8_export_components(tensor.get(), &o, &values, &scales); }));
+  TakenTensor values_owner{values}, scales_owner{scales};  // freed if handing one back fails
+  py::object v = call.result(values_owner.release());
+  py::object s = call.result(scales_owner.release());
+  if (call.plain) ++fast_exports;
+  return named_tuple(components_type, {&v, &s});
+}
+
+// quantize(x, fp8_dtype, block, rounding, scales, rowwise, columnwise, values_dtype, scales_dtype, stream
+// [, allocator]): a Quantized (None for a direction not asked for). allocator (not given by mxfp8.quantize):
+// a Python callable alloc(shape, dl_device) making the library's copies instead of the framework's or torch's.
+py::object quantize_entry(PyObject *const *args) {
+  py::handle x = args[0], fp8_dtype = args[1], block = args[2], rounding = args[3], scales = args[4],
+             rowwise = args[5], columnwise = args[6], values_dtype = args[7], scales_dtype = args[8], stream = args[9],
+             given_allocator = args[10];
+  bool plain = true;
+  const bool row = flag("rowwise", rowwise, plain), col = flag("columnwise", columnwise, plain);
+  if (!row && !col) throw py::value_error("rowwise and columnwise are both False: ask for at least one direction");
+  mxfp8_quantize_options o = MXFP8_QUANTIZE_OPTIONS_INIT;
+  o.format = choice("fp8_dtype", fp8_dtype, kFormats, "['e4m3', 'e5m2']");
+  o.block = choice("block", block, kBlocks, "['1x32', '32x32']");
+  o.scale_rounding = choice("rounding", rounding, kRoundings, "['compressed_tensors', 'floor', 'rceil']");
+  o.scales_layout = choice("scales", scales, kLayouts, "['compact', 'padded', 'swizzled']");
+  o.values_dtype = choice("values_dtype", values_dtype, kValuesDtypes, "['fp8', 'uint8']");
+  o.scales_dtype = choice("scales_dtype", scales_dtype, kScalesDtypes, "['e8m0', 'uint8']");
+  Call call;
+  call.plain = plain;
+  bool bfloat16_bits = false;
+  py::object input = py::reinterpret_borrow<py::object>(x);
+  if (!exchange_api_of(x)) std::tie(input, bfloat16_bits) = numpy_bfloat16_as_bits(x);
+  static const char *const names[1] = {"x"};
+  const py::handle inputs[1] = {input};
+  TakenTensor taken[1];
+  call.take_inputs(stream, 1, names, inputs, taken);
+  relabel_bfloat16(taken[0].tensor(), bfloat16_bits);
+  o.stream = reinterpret_cast<void *>(call.ex.stream);
+  py::object allocator = given_allocator.is_none() ? call.allocator() : py::reinterpret_borrow<py::object>(given_allocator);
+  if (!given_allocator.is_none()) {
+    call.plain = false;
+    o.allocator = call_python_allocator;
+  }
+  if (given_allocator.is_none()) choose_allocator(o, call.ex, allocator);
+  DLManagedTensorVersioned *out[4] = {};
+  check(run_with(allocator, [&] {
+    return mxfp8_quantize(taken[0].tensor(), &o, row ? &out[0] : nullptr, row ? &out[1] : nullptr,
+                          col ? &out[2] : nullptr, col ? &out[3] : nullptr);
+  }));
+  py::object p[4];
+  hand_back_all(out, p, [&](DLManagedTensorVersioned *m) { return call.result(m); });
+  if (call.plain) ++fast_exports;
+  return named_tuple(quantized_type, {&p[0], &p[1], &p[2], &p[3]});
+}
+
+// dequantize(data, scale_inv, shape, fp8_dtype, swizzled, direction, block, dtype, out, stream): out, or a
+// new array (the framework's in exchange mode, else _quantize._empty's).
+py::object dequantize_entry(PyObject *const *args) {
+  py::handle data = args[0], scale_inv = args[1], shape = args[2], fp8_dtype = args[3], swizzled = args[4],
+             direction = args[5], block = args[6], dtype = args[7], out = args[8], stream = args[9];
+  bool plain = true;
+  const int output = choice("dtype", dtype, kOutputs, "['float32', 'bfloat16']");
+  const int dir = choice("direction", direction, kDirections, "['columnwise', 'rowwise']");
+  std::optional<std::vector<int64_t>> dims;
+  if (!shape.is_none()) dims = shape_arg("shape", shape, plain);
+  const int format = choice("fp8_dtype", fp8_dtype, kFormats, "['e4m3', 'e5m2']");
+  const bool swz = flag("swizzled", swizzled, plain);
+  const int blk = choice("block", block, kBlocks, "['1x32', '32x32']");
+  Call call;
+  call.plain = plain;
+  static const char *const names[2] = {"data", "scale_inv"};
+  const py::handle inputs[2] = {data, scale_inv};
+  TakenTensor taken[2];
+  call.take_inputs(stream, 2, names, inputs, taken, out);
+  const std::vector<int64_t> logical =
+      dims ? *dims : std::vector<int64_t>(taken[0].tensor()->shape, taken[0].tensor()->shape + taken[0].tensor()->ndim);
+  TensorHandle tensor = tensor_of(taken, dims, format, swz, dir, blk);
+  std::unique_ptr<TakenTensor> target;
+  py::object result = py::reinterpret_borrow<py::object>(out);
+  bool bfloat16_bits = false;
+  if (out.is_none() && call.framework_allocates()) {
+    target = allocate(call.ex, output == 0 ? DLDataType{kDLFloat, 32, 1} : DLDataType{kDLBfloat, 16, 1}, logical, "out");
+  } else {
+    if (out.is_none())
+      result = py::module_::import("mxfp8._quantize").attr("_empty")(call.torch(), call.cuda(), call.first(),
+                                                                     py::tuple(py::cast(logical)), dtype);
+    py::object bits = result;
+    if (!exchange_api_of(result)) std::tie(bits, bfloat16_bits) = numpy_bfloat16_as_bits(result);
+    target = call.take_output(bits);
+    relabel_bfloat16(target->tensor(), bfloat16_bits);
+  }
+  mxfp8_dequantize_options o = MXFP8_DEQUANTIZE_OPTIONS_INIT;
+  o.direction = dir;
+  o.stream = reinterpret_cast<void *>(call.ex.stream);
+  check(mxfp8_dequantize(tensor.get(), &o, target->tensor()));
+  if (call.plain) ++fast_exports;
+  if (result.is_none()) return hand_back(call.ex, target->release());
+  return result;
+}
+
+// swizzle_scales(source, out, True, None, None, stream) / unswizzle_scales(source, out, False, rows, cols,
+// stream): out, or a new buffer (the framework's in exchange mode, else a torch or NumPy one).
+py::object swizzle_entry(PyObject *const *args) {
+  py::handle source = args[0], out = args[1], swizzle_flag = args[2], rows = args[3], cols = args[4], stream = args[5];
+  const bool swizzle = swizzle_flag.ptr() == Py_True;
+  const char *name = swizzle ? "compact" : "swizzled";
+  bool plain = true;
+  int64_t r = 0, c = 0;
+  if (!swizzle) {
+    r = integer("rows", rows, plain, 0);
+    c = integer("cols", cols, plain, 0);
+  }
+  Call call;
+  call.plain = plain;
+  const char *const names[1] = {name};
+  const py::handle inputs[1] = {source};
+  TakenTensor taken[1];
+  call.take_inputs(stream, 1, names, inputs, taken, out);
+  const DLTensor &s = *taken[0].tensor();
+  std::vector<int64_t> shape{r, c};
+  if (swizzle) {  // roundup(R, 128) x roundup(C, 4) bytes for the (R, C) matrix of `source`
+    if (s.ndim < 1) throw py::value_error(std::string(name) + " is 0-dimensional: expected its last dimension to be K");
+    int64_t rr = 1, n = 0;
+    bool overflow = false;
+    for (int32_t i = 0; i + 1 < s.ndim; ++i) overflow |= s.shape[i] < 0 || __builtin_mul_overflow(rr, s.shape[i], &rr);
+    const int64_t cc = s.shape[s.ndim - 1];
+    overflow |= cc < 0 || rr > INT64_MAX - 127 || cc > INT64_MAX - 3 ||
+                __builtin_mul_overflow((rr + 127) / 128 * 128, (cc + 3) / 4 * 4, &n);
+    if (overflow) throw py::value_error(std::string(name) + ": its swizzled size does not fit in int64");
+    shape = {n};
+  }
+  std::unique_ptr<TakenTensor> dst;
+  py::object result = py::reinterpret_borrow<py::object>(out);
+  if (out.is_none()) {
+    if (call.framework_allocates()) {
+      dst = allocate(call.ex, DLDataType{kDLUInt, 8, 1}, shape, "out");
+    } else {
+      result = call.new_bytes(shape);
+      dst = call.take_output(result);
+    }
+  } else {
+    dst = call.take_output(out);
+    // unswizzle_scales(swizzled, rows, cols, out): an out that is not the (rows, cols) matrix is refused
+    // (the library would read out's shape and ignore rows and cols).
+    const DLTensor &o = *dst->tensor();
+    if (!swizzle) {
+      if (o.ndim < 1) throw py::value_error("out is 0-dimensional: expected its last dimension to be K");
+      py::object out_rows = py::int_(1);
+      py::list dims_list;
+      for (int32_t i = 0; i < o.ndim; ++i) {
+        dims_list.append(o.shape[i]);
+        if (i + 1 < o.ndim) out_rows = out_rows * py::int_(o.shape[i]);
+      }
+      const int64_t out_cols = o.shape[o.ndim - 1];
+      if (!out_rows.equal(py::int_(r)) || out_cols != c)
+        throw py::value_error("out holds a " + py::str(out_rows).cast<std::string>() + " x " + std::to_string(out_cols) +
+                              " matrix (shape " + repr_of(py::tuple(dims_list)) + "), but rows, cols are " +
+                              std::to_string(r) + ", " + std::to_string(c));
+    }
+  }
+  void *st = reinterpret_cast<void *>(call.ex.stream);
+  check(swizzle ? mxfp8_swizzle_scales(taken[0].tensor(), dst->tensor(), st)
+                : mxfp8_unswizzle_scales(taken[0].tensor(), dst->tensor(), st));
+  if (call.plain) ++fast_exports;
+  if (result.is_none()) return hand_back(call.ex, dst->release());
   return result;
 }
 
 // A METH_FASTCALL entry over `body`: no pybind11 argument dispatch for the calls made every step; a C++
 // exception becomes the Python exception pybind11 would raise for it.
-template <py::object (*Body)(PyObject *const *), Py_ssize_t kArgs>
+// kOptional trailing arguments may be left out (the body sees them as None).
+template <py::object (*Body)(PyObject *const *), Py_ssize_t kArgs, Py_ssize_t kOptional = 0>
 PyObject *fastcall(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
-  if (nargs != kArgs) {
-    PyErr_Format(PyExc_TypeError, "expected %zd positional arguments, got %zd", kArgs, nargs);
+  if (nargs < kArgs - kOptional || nargs > kArgs) {
+    if (kOptional)
+      PyErr_Format(PyExc_TypeError, "expected %zd to %zd positional arguments, got %zd", kArgs - kOptional, kArgs, nargs);
+    else
+      PyErr_Format(PyExc_TypeError, "expected %zd positional arguments, got %zd", kArgs, nargs);
     return nullptr;
   }
   try {
+    if (nargs < kArgs) {
+      PyObject *all[kArgs];
+      for (Py_ssize_t i = 0; i < kArgs; ++i) all[i] = i < nargs ? args[i] : Py_None;
+      return Body(all).release().ptr();
+    }
     return Body(args).release().ptr();
   } catch (py::error_already_set &e) {
     e.restore();
@@ -925,118 +1340,6 @@ PyObject *fastcall(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
   }
   return nullptr;
 }
-
-// dequantize, as the Python layer does it, for one framework's tensors (out None: one from its allocator).
-py::object dequantize_fast(py::handle data, py::handle scale_inv, py::handle shape, py::handle fp8_dtype,
-                           py::handle swizzled, py::handle direction, py::handle block, py::handle dtype,
-                           py::handle out, py::handle stream) {
-  constexpr std::pair<const char *, int> kOutputs[] = {{"float32", 0}, {"bfloat16", 1}};
-  const auto output = plain_choice(dtype, kOutputs);
-  if (!stream.is_none() || !output) return not_implemented();
-  auto fast = fast_tensor(data, scale_inv, shape, fp8_dtype, swizzled, direction, block, out);
-  if (!fast) return not_implemented();
-  Exchange &ex = fast->ex;
-  std::unique_ptr<TakenTensor> target = std::move(fast->out);
-  if (out.is_none()) {
-    std::vector<int64_t> dims;
-    py::object logical = shape.is_none() ? py::reinterpret_borrow<py::object>(data).attr("shape")
-                                         : py::reinterpret_borrow<py::object>(shape);
-    for (py::handle v : logical) dims.push_back(v.cast<int64_t>());
-    target = allocate(ex, *output == 0 ? DLDataType{kDLFloat, 32, 1} : DLDataType{kDLBfloat, 16, 1}, dims, "out");
-  }
-  mxfp8_dequantize_options o = MXFP8_DEQUANTIZE_OPTIONS_INIT;
-  o.direction = fast->direction;
-  o.stream = reinterpret_cast<void *>(ex.stream);
-  check(mxfp8_dequantize(fast->tensor.get(), &o, &target->managed->dl_tensor));
-  ++fast_exports;
-  if (!out.is_none()) return py::reinterpret_borrow<py::object>(out);
-  return hand_back(ex, target->release());
-}
-
-// quantize, as the Python layer does it, for one framework's tensor.
-py::object quantize_fast(py::handle x, py::handle fp8_dtype, py::handle block, py::handle rounding, py::handle scales,
-                         py::handle rowwise, py::handle columnwise, py::handle values_dtype, py::handle scales_dtype,
-                         py::handle stream) {
-  constexpr std::pair<const char *, int> kRoundings[] = {{"rceil", 0}, {"floor", 1}, {"compressed_tensors", 2}};
-  constexpr std::pair<const char *, int> kLayouts[] = {{"compact", 0}, {"padded", 1}, {"swizzled", 2}};
-  if (!stream.is_none() || !PyBool_Check(rowwise.ptr()) || !PyBool_Check(columnwise.ptr())) return not_implemented();
-  const bool row = rowwise.ptr() == Py_True, col = columnwise.ptr() == Py_True;
-  const auto format = plain_choice(fp8_dtype, kFormats), blk = plain_choice(block, kBlocks);
-  const auto rnd = plain_choice(rounding, kRoundings), layout = plain_choice(scales, kLayouts);
-  const auto vd = plain_choice(values_dtype, kValuesDtypes), sd = plain_choice(scales_dtype, kScalesDtypes);
-  if (!(row || col) || !format || !blk || !rnd || !layout || !vd || !sd) return not_implemented();
-  const DLPackExchangeAPI *api = exchange_api_of(x);
-  if (!api) return not_implemented();
-  Exchange ex{api};
-  auto input = take(x, "x", ex);
-  if (ex.device.device_type == kDLCUDAHost) return not_implemented();
-  mxfp8_quantize_options o = MXFP8_QUANTIZE_OPTIONS_INIT;
-  o.format = *format;
-  o.block = *blk;
-  o.scale_rounding = *rnd;
-  o.scales_layout = *layout;
-  o.values_dtype = *vd;
-  o.scales_dtype = *sd;
-  o.stream = reinterpret_cast<void *>(ex.stream);
-  o.allocator = api->managed_tensor_allocator;
-  DLManagedTensorVersioned *out[4] = {};
-  check(mxfp8_quantize(&input->managed->dl_tensor, &o, row ? &out[0] : nullptr, row ? &out[1] : nullptr,
-                       col ? &out[2] : nullptr, col ? &out[3] : nullptr));
-  ++fast_exports;
-  return hand_back_all(ex, out);
-}
-
-// swizzle_scales / unswizzle_scales, as the Python layer does them, for one framework's tensors.
-py::object swizzle_fast(py::handle source, py::handle out, bool swizzle, py::handle rows, py::handle cols,
-                        py::handle stream) {
-  if (!stream.is_none()) return not_implemented();
-  const DLPackExchangeAPI *api = exchange_api_of(source);
-  if (!api || (!out.is_none() && exchange_api_of(out) != api)) return not_implemented();
-  std::vector<int64_t> shape;
-  if (!swizzle) {
-    const auto r = as_int64(rows), c = as_int64(cols);
-    if (!r || !c || *r < 0 || *c < 0) return not_implemented();
-    shape = {*r, *c};
-  }
-  Exchange ex{api};
-  auto src = take(source, swizzle ? "compact" : "swizzled", ex);
-  if (ex.device.device_type == kDLCUDAHost) return not_implemented();
-  const DLTensor &s = src->managed->dl_tensor;
-  std::unique_ptr<TakenTensor> dst;
-  if (out.is_none()) {
-    if (swizzle) {  // roundup(R, 128) x roundup(C, 4) bytes for the (R, C) matrix of `source`
-      if (s.ndim < 1 || !s.shape) return not_implemented();
-      int64_t r = 1, n = 0;
-      for (int32_t i = 0; i + 1 < s.ndim; ++i)
-        if (s.shape[i] < 0 || __builtin_mul_overflow(r, s.shape[i], &r)) return not_implemented();
-      const int64_t c = s.shape[s.ndim - 1];
-      if (c < 0 || r > INT64_MAX - 127 || c > INT64_MAX - 3 ||
-          __builtin_mul_overflow((r + 127) / 128 * 128, (c + 3) / 4 * 4, &n))
-        return not_implemented();
-      shape = {n};
-    }
-    dst = allocate(ex, DLDataType{kDLUInt, 8, 1}, shape, "out");
-  } else {
-    dst = take(out, "out", ex, Access::Write);
-    if (!same_memory(dst->managed->dl_tensor.device, ex.device)) return not_implemented();
-    // unswizzle_scales(swizzled, rows, cols, out): an out that is not the (rows, cols) matrix is the
-    // Python layer's ValueError (the library would read out's shape and ignore rows and cols).
-    if (!swizzle) {
-      const DLTensor &o = dst->managed->dl_tensor;
-      int64_t r = 1;
-      for (int32_t i = 0; i + 1 < o.ndim; ++i)
-        if (__builtin_mul_overflow(r, o.shape[i], &r)) return not_implemented();
-      if (o.ndim < 1 || r != shape[0] || o.shape[o.ndim - 1] != shape[1]) return not_implemented();
-    }
-  }
-  void *st = reinterpret_cast<void *>(ex.stream);
-  check(swizzle ? mxfp8_swizzle_scales(&s, &dst->managed->dl_tensor, st)
-                : mxfp8_unswizzle_scales(&s, &dst->managed->dl_tensor, st));
-  ++fast_exports;
-  if (!out.is_none()) return py::reinterpret_borrow<py::object>(out);
-  return hand_back(ex, dst->release());
-}
-
 // ---- NVFP4 -------------------------------------------------------------------------------------------
 // The Python handle on an NVFP4 mxfp8_tensor: one or both directions' data, block scales and amax, taken
 // like Tensor's inputs (the inputs' framework's exchange API when `exchange`, else __dlpack__).
@@ -1266,11 +1569,7 @@ PYBIND11_MODULE(_mxfp8, m) {
            py::arg("exchange") = false)
       .def("export_components", &Tensor::export_components, py::kw_only(), py::arg("direction") = 0,
            py::arg("values_dtype") = 0, py::arg("scales_dtype") = 0, py::arg("contiguous") = true,
-           py::arg("block_scales") = false, py::arg("stream") = py::none(), py::arg("allocator") = py::none())
-      .def("export_shard", &Tensor::export_shard, py::kw_only(), py::arg("direction") = 0, py::arg("values_dtype") = 0,
-           py::arg("scales_dtype") = 0, py::arg("contiguous") = true, py::arg("row_begin") = 0,
-           py::arg("row_end") = MXFP8_SHARD_END, py::arg("col_begin") = 0, py::arg("col_end") = MXFP8_SHARD_END,
-           py::arg("row_pieces") = py::none(), py::arg("stream") = py::none(), py::arg("allocator") = py::none());
+           py::arg("block_scales") = false, py::arg("stream") = py::none(), py::arg("allocator") = py::none());
 
   py::class_<Plan>(m, "Plan", "A prepared transfer (an mxfp8_plan) and the objects it writes: mxfp8.Plan's core.")
       .def("run", &Plan::run, py::arg("stream") = py::none(),
@@ -1279,20 +1578,11 @@ PYBIND11_MODULE(_mxfp8, m) {
   m.def("prepare_export", &prepare_export, py::arg("tensors"), py::arg("destinations"), py::arg("direction") = 0,
         py::arg("dlpack_stream") = py::none(), py::arg("names") = py::none(),
         "The compact scales of `tensors` into `destinations`, checked once (mxfp8_transfer_prepare): a Plan.");
-  m.def("swizzle_pair", &swizzle_pair, py::arg("source"), py::arg("destination"), py::arg("swizzle"),
-        py::arg("stream") = py::none(), py::arg("dlpack_stream") = py::none());
-
-  m.def("quantize", &quantize, py::arg("input"), py::kw_only(), py::arg("format") = 1, py::arg("block") = 0,
-        py::arg("rounding") = 0, py::arg("layout") = 0, py::arg("rowwise") = true, py::arg("columnwise") = false,
-        py::arg("values_dtype") = 0, py::arg("scales_dtype") = 0, py::arg("stream") = py::none(),
-        py::arg("allocator") = py::none(), py::arg("dlpack_stream") = py::none(), py::arg("bfloat16_bits") = false);
   m.def("nvfp4_quantize", &nvfp4_quantize, py::arg("inputs"), py::arg("values"), py::arg("scales"), py::arg("amax"),
         py::kw_only(), py::arg("fused"), py::arg("amax_scope"), py::arg("amax_mode"), py::arg("four_over_six"),
         py::arg("e4m3_max"), py::arg("layout"), py::arg("direction") = 0, py::arg("stream") = py::none(),
         py::arg("dlpack_stream") = py::none(), py::arg("bfloat16_bits") = false,
         "mxfp8_nvfp4_quantize_into into caller buffers");
-  m.def("dequantize", &dequantize, py::arg("tensor"), py::arg("direction"), py::arg("output"), py::arg("stream") = py::none(),
-        py::arg("dlpack_stream") = py::none(), py::arg("bfloat16_bits") = false);
 
   py::class_<Grouped>(m, "Grouped", "An mxfp8_grouped_tensor handle over flat DLPack inputs.")
       .def(py::init<py::object, py::object, int32_t, int64_t, std::optional<std::vector<int64_t>>, int64_t,
@@ -1307,29 +1597,48 @@ PYBIND11_MODULE(_mxfp8, m) {
       .def("export_experts", &Grouped::export_experts, py::arg("experts"), py::kw_only(), py::arg("values_dtype") = 0,
            py::arg("scales_dtype") = 0, py::arg("stream") = py::none(), py::arg("allocator") = py::none());
 
-  static PyMethodDef export_components_fast_def = {
-      "export_components_fast", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(
-                                    fastcall<export_components_fast, 10>)),
-      METH_FASTCALL,
-      "export_components_fast(data, scale_inv, shape, fp8_dtype, swizzled, direction, values_dtype, scales_dtype, "
-      "contiguous, block)\n--\n\nexport_components end to end for a framework with the DLPack exchange API, on its "
-      "current stream: a Components; NotImplemented otherwise."};
-  m.add_object("export_components_fast",
-               py::reinterpret_steal<py::object>(PyCFunction_NewEx(&export_components_fast_def, nullptr, m.attr("__name__").ptr())));
-  m.def("set_result_types", &set_result_types, py::arg("components"),
-        "The Components class export_components_fast returns (the Python layer calls this once).");
-  m.def("dequantize_fast", &dequantize_fast, "dequantize end to end for a framework with the DLPack exchange API; "
-        "NotImplemented otherwise.");
-  m.def("quantize_fast", &quantize_fast, "quantize end to end for a framework with the DLPack exchange API; "
-        "NotImplemented otherwise.");
-  m.def("swizzle_fast", &swizzle_fast, "swizzle_scales / unswizzle_scales end to end for a framework with the DLPack "
-        "exchange API; NotImplemented otherwise.");
+  // The Python API's calls (METH_FASTCALL, positional: each Python function passes its arguments on).
+  static PyMethodDef entries[] = {
+      {"export_components", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(fastcall<export_components_entry, 13>)),
+       METH_FASTCALL,
+       "export_components(data, scale_inv, shape, fp8_dtype, swizzled, direction, values_dtype, scales_dtype, "
+       "contiguous, block, stream, rows, cols)\n--\n\nmxfp8.export_components: a Components."},
+      {"quantize", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(fastcall<quantize_entry, 11, 1>)), METH_FASTCALL,
+       "quantize(x, fp8_dtype, block, rounding, scales, rowwise, columnwise, values_dtype, scales_dtype, stream, "
+       "allocator=None)\n--\n\nmxfp8.quantize: a Quantized. allocator (positional; mxfp8.quantize passes none): "
+       "alloc(shape, dl_device) makes the library's copies."},
+      {"dequantize", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(fastcall<dequantize_entry, 10>)),
+       METH_FASTCALL,
+       "dequantize(data, scale_inv, shape, fp8_dtype, swizzled, direction, block, dtype, out, stream)\n--\n\n"
+       "mxfp8.dequantize: out, or the new array."},
+      {"swizzle_scales", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(fastcall<swizzle_entry, 6>)),
+       METH_FASTCALL,
+       "swizzle_scales(source, out, swizzle, rows, cols, stream)\n--\n\nmxfp8.swizzle_scales (swizzle True) and "
+       "mxfp8.unswizzle_scales (swizzle False; rows and cols its arguments): out, or the new buffer."},
+  };
+  for (PyMethodDef &def : entries)
+    m.add_object(def.ml_name, py::reinterpret_steal<py::object>(PyCFunction_NewEx(&def, nullptr, m.attr("__name__").ptr())));
+  m.def("set_result_types", &set_result_types, py::arg("components"), py::arg("quantized") = py::none(),
+        "The Components and Quantized classes export_components and quantize return (the Python layer calls this once).");
+  m.def("inputs", &inputs_of, py::arg("stream"), py::arg("objects"),
+        "_args.inputs: (torch, cuda, stream, first name, first device, exchange) of a call on the dict `objects`.");
+  m.def("check_output", [](const std::string &name, py::handle obj, const std::string &first_name,
+                           std::pair<int64_t, int64_t> device) {
+    same_device(name, dlpack_device_of(name.c_str(), obj), first_name, device, true);
+  }, py::arg("name"), py::arg("obj"), py::arg("first_name"), py::arg("device"),
+        "An output lives where the inputs do (asked with __dlpack_device__ only); a ValueError naming both.");
+  m.def("stream_pointer", &stream_pointer, py::arg("stream"), py::arg("torch"), py::arg("data"), py::arg("cuda"),
+        "A cudaStream_t as an int, from a torch / CuPy stream, an int, or torch's current stream (None).");
+  m.def("torch_allocator", &torch_allocator, py::arg("torch"), py::arg("data"),
+        "The allocator of the library's copies for torch inputs (torch.empty on data's device; None without torch).");
+  m.def("torch_of", &torch_of, py::arg("obj"), "The torch module when obj is a torch tensor, else None.");
   m.def("has_exchange_api", [](py::handle obj) { return exchange_api_of(obj) != nullptr; }, py::arg("obj"),
         "Whether obj's type publishes a DLPack C exchange API this build uses.");
   m.def("taken_counts", [] {
     return py::dict(py::arg("exchange_api") = taken_by_exchange_api, py::arg("dlpack") = taken_by_dunder_dlpack);
   }, "How many objects were taken through each path (for tests).");
-  m.def("fast_exports", [] { return fast_exports; }, "How many calls the extension did alone, without the Python layer's path (for tests).");
+  m.def("fast_exports", [] { return fast_exports; }, "How many calls of the Python API were plain: every object taken through its framework's exchange API, no "
+        "Python code run for an argument (for tests).");
   py::class_<Nvfp4Tensor>(m, "Nvfp4Tensor", "An NVFP4 mxfp8_tensor handle over DLPack inputs.")
       .def(py::init<py::object, py::object, py::object, py::object, py::object, py::object,
                     std::optional<std::vector<int64_t>>, bool, int32_t, py::object, bool>(),

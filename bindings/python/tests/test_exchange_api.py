@@ -223,7 +223,7 @@ def test_export_components_runs_in_the_extension_alone(fw):
     assert mxfp8._mxfp8.fast_exports() - before == 2
     assert isinstance(values, fw.Array) and np.array_equal(scales.array, s)
     assert fw.calls["__dlpack__"] == 0
-    # NumPy, an explicit stream, or anything unusual: the Python layer's path
+    # NumPy, a NumPy scale_inv, or a shape Python code must read: the same entry, but not a plain call
     before = mxfp8._mxfp8.fast_exports()
     mxfp8.export_components(data, buf, swizzled=True)
     mxfp8.export_components(fw.Array(data), buf, swizzled=True)
@@ -241,10 +241,11 @@ def test_the_fast_path_returns_the_components_itself(fw):
     assert np.array_equal(result.scales.array, s) and np.shares_memory(result.values.array, data)
 
 
-def test_the_fast_entry_checks_its_arguments_and_leaves_other_frameworks_alone(fw):
-    fast = mxfp8._mxfp8.export_components_fast
-    with pytest.raises(TypeError, match="expected 10 positional arguments, got 2"):
-        fast(1, 2)
+def test_the_entry_checks_its_arguments_and_takes_every_other_framework_itself(fw):
+    # One entry for every call (issue 33): no NotImplemented; other frameworks go through __dlpack__ there.
+    entry = mxfp8._mxfp8.export_components
+    with pytest.raises(TypeError, match="expected 13 positional arguments, got 2"):
+        entry(1, 2)
     with pytest.raises(TypeError, match="a tuple subclass without a __dict__"):
         mxfp8._mxfp8.set_result_types(dict)
 
@@ -253,14 +254,20 @@ def test_the_fast_entry_checks_its_arguments_and_leaves_other_frameworks_alone(f
 
     with pytest.raises(TypeError, match="a tuple subclass without a __dict__"):
         mxfp8._mxfp8.set_result_types(WithDict)
-    data, buf, _ = make_mxfp8((100, 48), "padded", seed=35)
+    data, buf, s = make_mxfp8((100, 48), "padded", seed=35)
+    args = (None, "e4m3", False, "rowwise", "fp8", "uint8", True, "1x32", None, None, None)
     before, counts = mxfp8._mxfp8.fast_exports(), taken()
-    assert fast(data, buf, None, "e4m3", False, "rowwise", "fp8", "uint8", True, "1x32") is NotImplemented  # NumPy
-    assert fast(fw.Array(data), buf, None, "e4m3", False, "rowwise", "fp8", "uint8", True, "1x32") is NotImplemented
-    assert mxfp8._mxfp8.fast_exports() == before and delta(counts) == {"exchange_api": 0, "dlpack": 0}
+    numpy_result = entry(data, buf, *args)  # NumPy: __dlpack__, in the same entry
+    assert type(numpy_result) is mxfp8.Components and np.array_equal(np.from_dlpack(numpy_result.scales), s)
+    assert delta(counts) == {"exchange_api": 0, "dlpack": 2}
+    counts = taken()
+    mixed = entry(fw.Array(data), buf, *args)  # the framework's data, NumPy scales
+    assert type(mixed) is mxfp8.Components and np.array_equal(np.from_dlpack(mixed.scales), s)
+    assert delta(counts) == {"exchange_api": 1, "dlpack": 1}
+    assert mxfp8._mxfp8.fast_exports() == before  # neither call was plain
     # a failure inside the entry is the exception the library's status maps to, with its message
     with pytest.raises(ValueError, match=r"does not match the tensor's shape \(100, 64\)"):
-        fast(fw.Array(data), fw.Array(buf), (100, 64), "e4m3", False, "rowwise", "fp8", "uint8", True, "1x32")
+        entry(fw.Array(data), fw.Array(buf), (100, 64), *args[1:])
 
 
 @pytest.mark.parametrize(
@@ -277,7 +284,7 @@ def test_the_fast_entry_checks_its_arguments_and_leaves_other_frameworks_alone(f
         ({"stream": 5}, ValueError, "stream is only meaningful for CUDA"),
     ],
 )
-def test_the_extension_leaves_every_bad_argument_to_the_python_layer(fw, kwargs, error, message):
+def test_the_extension_refuses_every_bad_argument_in_the_python_layers_words(fw, kwargs, error, message):
     data, buf, _ = make_mxfp8((100, 48), "padded", seed=32)
     before = mxfp8._mxfp8.fast_exports()
     with pytest.raises(error, match=message):
@@ -285,7 +292,29 @@ def test_the_extension_leaves_every_bad_argument_to_the_python_layer(fw, kwargs,
     assert mxfp8._mxfp8.fast_exports() == before
 
 
-def test_mixed_devices_leave_the_extension_before_any_dlpack_call(fw):
+@pytest.mark.parametrize("wrap", ["exchange", "numpy"])
+def test_the_entry_takes_every_argument_form_the_python_layer_took(fw, wrap):
+    # NumPy's bools and ints, a str subclass, a shape given as an array: accepted as before (issue 33 moved
+    # their reading into the extension); such a call is not plain, whatever the framework.
+    class Name(str):
+        pass
+
+    w = fw.Array if wrap == "exchange" else (lambda a: a)
+    data, buf, s = make_mxfp8((100, 48), "swizzled", seed=36)
+    before = mxfp8._mxfp8.fast_exports()
+    values, scales = mxfp8.export_components(w(data), w(buf), swizzled=np.bool_(True), contiguous=np.True_,
+                                             shape=np.array([100, 48]), fp8_dtype=Name("e4m3"))
+    assert np.array_equal(np.from_dlpack(scales) if wrap == "numpy" else scales.array, s)
+    compact = mxfp8.unswizzle_scales(w(swizzle_reference(s)), np.int64(100), np.int32(2))
+    # the framework's own array, as a plain call gives (the Python layer used to make a NumPy one here)
+    assert isinstance(compact, np.ndarray if wrap == "numpy" else fw.Array)
+    assert np.array_equal(compact if wrap == "numpy" else compact.array, s)
+    q = mxfp8.quantize(w(np.ones((4, 64), np.float32)), rowwise=np.bool_(False), columnwise=np.True_)
+    assert q.rowwise_data is None and q.columnwise_data is not None
+    assert mxfp8._mxfp8.fast_exports() == before
+
+
+def test_mixed_devices_are_refused_before_any_dlpack_call(fw):
     from dlpack_forge import DeviceOnly
 
     data, _, _ = make_mxfp8((128, 64), "padded", seed=33)
@@ -332,7 +361,7 @@ def test_quantize_dequantize_and_swizzles_run_in_the_extension_alone(fw):
         (lambda a: mxfp8.swizzle_scales(a.zero_d), ValueError, "compact is 0-dimensional"),
     ],
 )
-def test_the_extension_leaves_bad_arguments_to_the_python_layer_everywhere(fw, call, error, message):
+def test_the_extension_refuses_bad_arguments_in_the_python_layers_words_everywhere(fw, call, error, message):
     import types
 
     data, buf, _ = make_mxfp8((128, 64), "compact", seed=41)

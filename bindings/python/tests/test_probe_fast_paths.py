@@ -1,8 +1,8 @@
-"""The second adversarial probe through Python (host memory; runs in CI): the extension's fast paths
-(export_components, dequantize, quantize, swizzle_scales / unswizzle_scales with torch tensors, which
-carry the DLPack C exchange API) against the Python layer's path (the same call with NumPy arrays), and
-the NVFP4 calls. Each case checks the exception's type and message; the fast-path comparisons need torch
-and skip without it."""
+"""The second adversarial probe through Python (host memory; runs in CI): the extension's one entry per
+call (export_components, dequantize, quantize, swizzle_scales / unswizzle_scales) on torch tensors, which
+carry the DLPack C exchange API (the plain, fast case), against the same entry on NumPy arrays (taken
+through __dlpack__), and the NVFP4 calls. Each case checks the exception's type and message; the
+torch-against-NumPy comparisons need torch and skip without it."""
 import numpy as np
 import pytest
 
@@ -29,8 +29,8 @@ COMPACT = rng.integers(1, 255, (70, 3), dtype=np.uint8)
 
 
 # Each case: a name, and a function of a converter (torch.from_numpy, or the identity for NumPy) making
-# the call. The NumPy call takes the Python layer's path; the torch one the extension's, which must answer
-# bad input with the same exception and message (it hands anything it does not check to the Python layer).
+# the call. The NumPy call goes through __dlpack__, the torch one through the exchange API; both must answer
+# bad input with the same exception and message (one entry checks both: issue 33).
 def _cases():
     E, DQ, Q, SW, US = (mxfp8.export_components, mxfp8.dequantize, mxfp8.quantize, mxfp8.swizzle_scales,
                         mxfp8.unswizzle_scales)
@@ -90,7 +90,7 @@ def test_fast_path_raises_what_the_python_layer_raises(name, call):
 
 
 def test_the_fast_paths_run_on_plain_torch_inputs():
-    """The comparisons above compare the extension's path, not two runs of the Python layer."""
+    """The torch calls compared above are plain calls (the exchange API), not __dlpack__ ones as NumPy's are."""
     torch = pytest.importorskip("torch")
     before = _mxfp8.fast_exports()
     mxfp8.export_components(torch.from_numpy(DATA), torch.from_numpy(SCALES), swizzled=False)

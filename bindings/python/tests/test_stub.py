@@ -39,10 +39,18 @@ def test_the_stub_names_every_method_of_each_class():
         assert public(stubbed) - {"__init__"} == real, cls
 
 
-def test_the_fast_path_signature_matches_the_call_the_python_layer_makes():
+def test_the_entry_signature_matches_the_call_the_python_layer_makes():
     tree = ast.parse(STUB.read_text())
-    (fast,) = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "export_components_fast"]
-    assert [a.arg for a in fast.args.posonlyargs] == ["data", "scale_inv", "shape", "fp8_dtype", "swizzled", "direction",
-                                                      "values_dtype", "scales_dtype", "contiguous", "block"]
-    assert _mxfp8.export_components_fast.__text_signature__ == (
-        "(data, scale_inv, shape, fp8_dtype, swizzled, direction, values_dtype, scales_dtype, contiguous, block)")
+    (entry,) = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "export_components"]
+    assert [a.arg for a in entry.args.posonlyargs] == ["data", "scale_inv", "shape", "fp8_dtype", "swizzled", "direction",
+                                                       "values_dtype", "scales_dtype", "contiguous", "block", "stream",
+                                                       "rows", "cols"]
+    assert _mxfp8.export_components.__text_signature__ == (
+        "(data, scale_inv, shape, fp8_dtype, swizzled, direction, values_dtype, scales_dtype, contiguous, block, stream, "
+        "rows, cols)")
+    # and the Python function passes its own parameters, in this order
+    import inspect
+
+    import mxfp8
+
+    assert list(inspect.signature(mxfp8.export_components).parameters) == [a.arg for a in entry.args.posonlyargs]
