@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# A/B of the Python-side benchmarks on one machine: installs the package from each tree in turn (each in
+# its own build folder, so a reinstall in a later round only copies) and runs this tree's bench/ scripts
+# against it, round after round, so machine-to-machine spread cancels out.
+#   OUT=dir [ROUNDS=2] [BENCHES="python_overhead engine_layouts"] bash bench/device/ab_python.sh DIR...
+# Each DIR is a repository root (e.g. `git archive <rev> | tar -x -C .ab/<rev>`, carried in the ignored
+# folder .ab/). Writes $OUT/ab-<i>-<round>-<bench>.json (i = the tree's position) and prints a summary of
+# python_overhead's calls and engine_layouts' fractions of a copy.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+OUT=${OUT:?set OUT}
+ROUNDS=${ROUNDS:-2}
+BENCHES=${BENCHES:-python_overhead engine_layouts}
+here=$PWD
+source bench/device/carried_deps.sh
+for round in $(seq 1 "$ROUNDS"); do
+  i=0
+  for tree in "$@"; do
+    i=$((i + 1))
+    echo "=== round $round, tree $i ($tree) $(date +%T)"
+    (cd "$tree" && CMAKE_BUILD_PARALLEL_LEVEL=16 python3 -m pip install --no-build-isolation --no-deps -q \
+      -C cmake.define.CMAKE_CUDA_ARCHITECTURES=90-real -C build-dir=build-ab-py "${carried_pip_args[@]}" .) \
+      >"/tmp/ab-pip-$i.log" 2>&1 || { echo "the package of $tree did not install:"; tail -5 "/tmp/ab-pip-$i.log"; exit 1; }
+    for b in $BENCHES; do
+      (cd /tmp && timeout 300 python3 "$here/bench/$b.py" --out "$OUT/ab-$i-$round-$b.json") >"/tmp/ab-$i-$round-$b.log" 2>&1 ||
+        { echo "$b failed on $tree:"; tail -5 "/tmp/ab-$i-$round-$b.log"; }
+    done
+  done
+done
+python3 - "$OUT" <<'PY'
+import glob, json, os, re, sys
+rows = {}
+for f in sorted(glob.glob(os.path.join(sys.argv[1], "ab-*.json"))):
+    i, rnd, bench = re.match(r".*ab-(\d+)-(\d+)-(\w+)\.json", f).groups()
+    r = json.load(open(f))
+    if bench == "python_overhead":
+        for name, c in r["python"]["calls"].items():
+            rows.setdefault(f"python {name} us", {}).setdefault(i, []).append(c["us"])
+    elif bench == "engine_layouts":
+        for layout, e in r.items():
+            if isinstance(e, dict) and "fraction_of_copy" in e:
+                rows.setdefault(f"engine_layouts {layout} fraction_of_copy", {}).setdefault(i, []).append(e["fraction_of_copy"])
+                for part, ms in e.get("device_parts", {}).items():
+                    rows.setdefault(f"engine_layouts {layout} {part} ms", {}).setdefault(i, []).append(ms)
+for name, by_tree in rows.items():
+    print(name, {t: v for t, v in sorted(by_tree.items())})
+PY
