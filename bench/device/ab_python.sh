@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A/B of the Python-side benchmarks on one machine: installs the package from each tree in turn (each in
 # its own build folder, so a reinstall in a later round only copies) and runs this tree's bench/ scripts
-# against it, round after round, so machine-to-machine spread cancels out.
+# against it (the tree's own script where it has one: a script may use what only its tree's package has),
+# round after round, so machine-to-machine spread cancels out.
 #   OUT=dir [ROUNDS=2] [BENCHES="python_overhead engine_layouts"] bash bench/device/ab_python.sh DIR...
 # Each DIR is a repository root (e.g. `git archive <rev> | tar -x -C .ab/<rev>`, carried in the ignored
 # folder .ab/). Writes $OUT/ab-<i>-<round>-<bench>.json (i = the tree's position) and prints a summary of
@@ -22,7 +23,9 @@ for round in $(seq 1 "$ROUNDS"); do
       -C cmake.define.CMAKE_CUDA_ARCHITECTURES=90-real -C build-dir=build-ab-py "${carried_pip_args[@]}" .) \
       >"/tmp/ab-pip-$i.log" 2>&1 || { echo "the package of $tree did not install:"; tail -5 "/tmp/ab-pip-$i.log"; exit 1; }
     for b in $BENCHES; do
-      (cd /tmp && timeout 300 python3 "$here/bench/$b.py" --out "$OUT/ab-$i-$round-$b.json") >"/tmp/ab-$i-$round-$b.log" 2>&1 ||
+      case $tree in /*) script="$tree/bench/$b.py" ;; *) script="$here/$tree/bench/$b.py" ;; esac
+      [ -f "$script" ] || script="$here/bench/$b.py"
+      (cd /tmp && timeout 300 python3 "$script" --out "$OUT/ab-$i-$round-$b.json") >"/tmp/ab-$i-$round-$b.log" 2>&1 ||
         { echo "$b failed on $tree:"; tail -5 "/tmp/ab-$i-$round-$b.log"; }
     done
   done
