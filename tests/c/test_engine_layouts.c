@@ -255,31 +255,8 @@ static void test_grouped_experts_convert_stacked(void **state) {
     uint8_t *compact = malloc((size_t)(experts * n * c));
     fill_random_scales(compact, (size_t)(experts * n * c), &rng);
     add_zero_scales(compact, experts * n * c, &rng);
-    const int64_t per = variant == 0 ? n * c : ref_round_up(n, 128) * ref_round_up(c, 4);
-    const int64_t values_shape[2] = {experts * n, k}, scales_shape[1] = {experts * per};
-    test_tensor *data = test_tensor_new(2, values_shape, kDLUInt, 0);
-    test_tensor *scales = test_tensor_new(1, scales_shape, kDLUInt, 0); /* poisoned padding */
-    memcpy(data->buffer, values, (size_t)(experts * n * k));
-    for (int64_t e = 0; e < experts; ++e) {
-      const uint8_t *se = compact + e * n * c;
-      uint8_t *at = scales->buffer + e * per;
-      for (int64_t y = 0; y < n; ++y)
-        for (int64_t x = 0; x < c; ++x) {
-          if (variant == 0) at[y * c + x] = se[y * c + x];
-          else if (variant == 1) at[y * ref_round_up(c, 4) + x] = se[y * c + x];
-          else at[ref_swizzled_index(y, x, ref_round_up(c, 4))] = se[y * c + x];
-        }
-    }
-    mxfp8_grouped_desc d = MXFP8_GROUPED_DESC_INIT;
-    d.scale_layout = variant == 2 ? MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED : MXFP8_SCALE_LAYOUT_ROW_MAJOR;
-    d.scales = variant == 0 ? MXFP8_GROUPED_SCALES_COMPACT : MXFP8_GROUPED_SCALES_PADDED;
-    d.num_experts = (int32_t)experts;
-    d.cols = k;
-    d.uniform_rows = n;
-    d.data = &data->managed;
-    d.scale_inv = &scales->managed;
-    mxfp8_grouped_tensor *g = NULL;
-    assert_int_equal(mxfp8_grouped_tensor_create(&d, &g), MXFP8_OK);
+    test_tensor *data, *scales;
+    mxfp8_grouped_tensor *g = make_grouped(values, compact, experts, n, k, variant, &data, &scales);
     for (int fixup = 0; fixup < 2; ++fixup)
       for (size_t t = 0; t < sizeof kTargets / sizeof kTargets[0]; ++t) {
         int64_t per_out = 0;
