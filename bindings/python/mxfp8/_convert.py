@@ -147,6 +147,8 @@ def convert(
         halves = 2 if target == "trtllm_gated" and m % 2 == 0 else 1
         m = halves * -(-(m // halves) // rows_to) * rows_to if rows_to > 1 else m
         k = -(-k // cols_to) * cols_to if cols_to > 0 and cols_to % 32 == 0 else k
+        if m > _args.INT64_MAX:  # the gated target's 2 * roundup(I, pad_rows_to): refused as the library does
+            raise ValueError(f"the padded rows overflows int64 ({m} rows an expert for pad_rows_to {rows_to})")
         lead = (m,)
     r, c = (-(-m // 32), k) if col else (m, -(-k // 32))
     _, stream_ptr, dlpack_stream = _call_stream(data, stream, "data")

@@ -263,3 +263,16 @@ def test_padding_is_refused_where_it_cannot_apply():
     with pytest.raises(ValueError, match="255 is NaN"):
         mxfp8.convert(data, s.reshape(-1), "trtllm", num_experts=2, scales="compact", values=True, swizzled=False,
                       pad_rows_to=128, pad_scale=255)
+
+
+@pytest.mark.parametrize("num_experts", [None, 2])
+@pytest.mark.parametrize("pad_rows_to", [2**62, 2**63 - 1])
+def test_gated_padding_past_int64_is_a_value_error(num_experts, pad_rows_to):
+    """The gated target pads each half: 2 * roundup(I, pad_rows_to) can pass int64 where pad_rows_to fits. The
+    library refuses that ("the padded rows overflows int64"); the wrapper's own extent must not hand the
+    bindings an int they cannot take (a TypeError about layout_bytes' signature)."""
+    data, s = grouped(2, 128, 64, seed=7)
+    kw = dict(num_experts=num_experts, scales="compact") if num_experts else {}
+    with pytest.raises(ValueError, match="overflows int64"):
+        mxfp8.convert(data if num_experts else data[:128], s.reshape(-1) if num_experts else s[0], "trtllm_gated",
+                      values=True, swizzled=False, pad_rows_to=pad_rows_to, **kw)
