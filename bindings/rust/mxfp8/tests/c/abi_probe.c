@@ -141,6 +141,9 @@ int main(void) {
   FIELD(mxfp8_convert_options, direction);
   FIELD(mxfp8_convert_options, scale_fixup);
   FIELD(mxfp8_convert_options, stream);
+  FIELD(mxfp8_convert_options, pad_rows_to);
+  FIELD(mxfp8_convert_options, pad_cols_to);
+  FIELD(mxfp8_convert_options, pad_scale);
   SIZE(mxfp8_nvfp4_quantize_options);
   FIELD(mxfp8_nvfp4_quantize_options, struct_size);
   FIELD(mxfp8_nvfp4_quantize_options, amax_scope);
@@ -275,6 +278,9 @@ int main(void) {
     INIT_INT(mxfp8_convert_options, v, direction);
     INIT_INT(mxfp8_convert_options, v, scale_fixup);
     INIT_PTR(mxfp8_convert_options, v, stream);
+    INIT_INT(mxfp8_convert_options, v, pad_rows_to);
+    INIT_INT(mxfp8_convert_options, v, pad_cols_to);
+    INIT_INT(mxfp8_convert_options, v, pad_scale);
   }
   {
     mxfp8_nvfp4_quantize_options v = MXFP8_NVFP4_QUANTIZE_OPTIONS_INIT;
