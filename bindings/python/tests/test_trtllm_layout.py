@@ -276,3 +276,60 @@ def test_gated_padding_past_int64_is_a_value_error(num_experts, pad_rows_to):
     with pytest.raises(ValueError, match="overflows int64"):
         mxfp8.convert(data if num_experts else data[:128], s.reshape(-1) if num_experts else s[0], "trtllm_gated",
                       values=True, swizzled=False, pad_rows_to=pad_rows_to, **kw)
+
+
+def _padded_in_layout(s, target):
+    """A padded compact S in `target`, from mxfp8/layout.h's formulas (flat bytes)."""
+    r, c = s.shape
+    if target == "compact":
+        return s.reshape(-1)
+    if target == "cutlass_128x4":
+        return swizzle_reference(s)
+    if target == "deepgemm":  # byte ((c / 4) * roundup(R, 4) + r) * 4 + c % 4
+        out = np.zeros(4 * -(-c // 4) * round_up(r, 4), np.uint8)
+        rr, cc = np.meshgrid(np.arange(r), np.arange(c), indexing="ij")
+        out[((cc // 4) * round_up(r, 4) + rr) * 4 + cc % 4] = s
+        return out
+    if target == "deepgemm_float32":  # bytes 0, 0, (e & 1) << 7, e >> 1
+        out = np.zeros((r, c, 4), np.uint8)
+        out[..., 2], out[..., 3] = (s & 1) << 7, s >> 1
+        return out.reshape(-1)
+    return trtllm_reference(np.zeros((r, 1), np.uint8), s, target == "trtllm_gated")[1].reshape(-1)
+
+
+@pytest.mark.parametrize("target", ["compact", "cutlass_128x4", "deepgemm", "deepgemm_float32", "trtllm", "trtllm_gated"])
+@pytest.mark.parametrize("storage", ["compact", "swizzled"])
+def test_padding_with_the_fixup_rewrites_real_scales_only(target, storage):
+    """The fix-up writes a real byte 0 as 1; padding scales are pad_scale, 0 here, and stay 0 (the header:
+    "the scale_fixup rewrites the real scales only"). Grouped experts from compact or swizzled storage into
+    every target, padded rows (each half for the gated one) and K, outputs inside poisoned guards."""
+    gated = target == "trtllm_gated"
+    experts, n, k = 2, (2 * 72 if gated else 200), 200
+    rows_to, cols_to = (128, 256) if target.startswith("trtllm") else (48, 256)
+    data, s = grouped(experts, n, k, seed=11)
+    s[:, ::7, 1] = 0  # real zeros, for the fix-up
+    c = s.shape[2]
+    src = s.reshape(-1) if storage == "compact" else np.concatenate([swizzle_reference(x) for x in s])
+    halves, half = (2, n // 2) if gated else (1, n)
+    ph = round_up(half, rows_to)
+    np_, kp = halves * ph, round_up(k, cols_to)
+    want_v, want_s = [], []
+    for e in range(experts):
+        pv, ps = np.zeros((np_, kp), np.uint8), np.zeros((np_, kp // 32), np.uint8)  # pad_scale 0
+        for h in range(halves):
+            pv[h * ph:h * ph + half, :k] = data[e * n + h * half:e * n + (h + 1) * half]
+            ps[h * ph:h * ph + half, :c] = np.where(s[e, h * half:(h + 1) * half] == 0, 1, s[e, h * half:(h + 1) * half])
+        if target.startswith("trtllm"):
+            pv = trtllm_reference(pv, ps, gated)[0]
+        want_v.append(pv.reshape(-1))
+        want_s.append(_padded_in_layout(ps, target))
+    want_v, want_s = np.concatenate(want_v), np.concatenate(want_s)
+    guard = 64
+    vbuf, sbuf = np.full(want_v.size + 2 * guard, POISON, np.uint8), np.full(want_s.size + 2 * guard, POISON, np.uint8)
+    mxfp8.convert(data, src, target, num_experts=experts, scales="compact" if storage == "compact" else "padded",
+                  swizzled=storage == "swizzled", values=vbuf[guard:-guard], out=sbuf[guard:-guard],
+                  zero_exponent_as_one=True, pad_rows_to=rows_to, pad_cols_to=cols_to, pad_scale=0)
+    np.testing.assert_array_equal(vbuf[guard:-guard], want_v)
+    np.testing.assert_array_equal(sbuf[guard:-guard], want_s)
+    assert (vbuf[:guard] == POISON).all() and (vbuf[-guard:] == POISON).all()
+    assert (sbuf[:guard] == POISON).all() and (sbuf[-guard:] == POISON).all()
