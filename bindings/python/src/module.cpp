@@ -1517,7 +1517,10 @@ py::object convert_entry(PyObject *const *args) {
   const std::vector<int64_t> &alloc_shape = deepgemm ? std::vector<int64_t>{count} : pshape;
   std::unique_ptr<TakenTensor> scales_out, values_out;
   py::object scales_obj = py::reinterpret_borrow<py::object>(out), values_obj = py::none();
-  const bool framework = call.framework_allocates() && (!deepgemm || !call.torch().is_none());
+  // DeepGEMM's view of rows not a multiple of 4 does not reach the layout's end: made with torch's as_strided
+  // (the storage the whole allocation), so it is the framework's allocation only for torch.
+  const bool exact_view = r % 4 == 0;
+  const bool framework = call.framework_allocates() && (!deepgemm || exact_view || !call.torch().is_none());
   if (out.is_none()) {
     if (framework) {
       scales_out = allocate(call.ex, scale_dtype, alloc_shape, "out");
@@ -1579,12 +1582,12 @@ py::object convert_entry(PyObject *const *args) {
   if (out.is_none()) {
     // DeepGEMM's view made by the framework from DLPack strides when its extent is the whole layout (rows a
     // multiple of 4: torch then gives it the allocation's storage, as as_strided does); else as_strided.
-    if (framework && deepgemm && r % 4 == 0) {
+    if (framework && deepgemm && exact_view) {
       scales_obj = hand_back(call.ex, StridedView::make(scales_out->release(), pshape, pstrides));
     } else if (framework) {
       scales_obj = hand_back(call.ex, scales_out->release());
     }
-    if (deepgemm && !(framework && r % 4 == 0)) {  // DeepGEMM's strided view of the flat layout (the library wrote every byte of it)
+    if (deepgemm && !(framework && exact_view)) {  // DeepGEMM's strided view of the flat layout (the library wrote every byte of it)
       py::tuple view_shape = py::cast(pshape), view_strides = py::cast(pstrides);
       if (!call.torch().is_none()) {
         scales_obj = scales_obj.attr("as_strided")(view_shape, view_strides);
