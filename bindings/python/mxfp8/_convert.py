@@ -28,14 +28,11 @@ Targets, and the parameter each engine loads (docs/api.md, "Engine layouts, shar
 """
 from __future__ import annotations
 
-import sys
-from typing import Any, NamedTuple, Optional, Tuple
+from typing import Any, NamedTuple, Optional
 
-from . import _args
-from ._import import LAYOUT_WORDS, LAYOUTS, _call_stream, _code, _DIRECTIONS, _fixup, _FORMATS, layout_bytes
-from ._mxfp8 import convert as _c_convert
+from . import _mxfp8
 
-_GROUPED_SCALES = {"padded": 0, "compact": 1}
+_GROUPED_SCALES = {"padded": 0, "compact": 1}  # mxfp8_grouped_scales (mxfp8.jax.convert's scales=)
 
 
 class Converted(NamedTuple):
@@ -46,43 +43,8 @@ class Converted(NamedTuple):
     scales: Any
 
 
-def _is_torch(obj: Any) -> bool:
-    return type(obj).__module__.startswith("torch")
-
-
-def _empty(like: Any, count: int, dtype: str) -> Any:
-    """A new 1-D buffer of `count` elements next to `like`: torch for torch inputs, NumPy on the host."""
-    if _is_torch(like):
-        import torch
-
-        return torch.empty(count, dtype=getattr(torch, dtype), device=like.device)
-    if like.__dlpack_device__()[0] not in _args.HOST_DEVICES:
-        raise TypeError("outputs are allocated here for torch tensors and host arrays only: pass values= and "
-                        "out= buffers of your framework (JAX: mxfp8.jax.convert allocates them, inside jit too)")
-    import numpy
-
-    return numpy.empty(count, dtype=dtype)
-
-
-def _strided(flat: Any, shape: Tuple[int, ...], strides: Tuple[int, ...]) -> Any:
-    if _is_torch(flat):
-        return flat.as_strided(shape, strides)
-    import numpy
-
-    return numpy.lib.stride_tricks.as_strided(flat, shape, tuple(s * flat.itemsize for s in strides), writeable=True)
-
-
-def _engine_parameter(flat: Any, target: str, experts: int, lead: Tuple[int, ...], r: int, c: int) -> Any:
-    """The flat scales output viewed as the target's engine parameter."""
-    g = (experts,) if experts else ()
-    if target in ("compact", "deepgemm_float32"):
-        return flat.reshape(*g, *lead, c)
-    if target == "deepgemm":
-        packed, aligned = -(-c // 4), -(-r // 4) * 4
-        return _strided(flat, (*g, r, packed), ((packed * aligned,) if experts else ()) + (1, aligned))
-    if target in ("trtllm", "trtllm_gated"):  # vLLM's [E, M, C] parameter (C % 4 == 0 there)
-        return flat.reshape(*g, r, -(-c // 4) * 4)
-    return flat.reshape(*g, -1)  # cutlass_128x4: flat per matrix
+_mxfp8.set_result_types(converted=Converted)  # what the extension's convert returns
+_c_convert = _mxfp8.convert  # one global lookup a call
 
 
 def convert(
@@ -128,49 +90,8 @@ def convert(
             w2 with ``pad_rows_to=256, pad_cols_to=128``, pad_scale 127.
         stream: CUDA stream (torch's current stream by default for torch tensors).
     """
-    if target not in LAYOUTS:
-        raise ValueError(f"target is {target!r}, expected one of {', '.join(map(repr, LAYOUTS))}")
-    dims = tuple(_args.shape("shape", shape if shape is not None else data.shape))
-    if not dims:
-        raise ValueError("shape must have at least one dimension (K)")
-    experts = 0 if num_experts is None else _args.integer("num_experts", num_experts, 1, _args.INT32_MAX)
-    col = _code("direction", direction, _DIRECTIONS) == 1
-    m, k = _args.numel(dims[:-1]), dims[-1]
-    lead = dims[:-1]
-    if experts:
-        if m % experts:
-            raise ValueError(f"the experts' {m} rows do not split into {experts} experts of equal size")
-        m //= experts
-        lead = (m,)
-    rows_to, cols_to = _args.integer("pad_rows_to", pad_rows_to), _args.integer("pad_cols_to", pad_cols_to)
-    if rows_to > 1 or cols_to > 0:  # the padded extent (mxfp8_convert_options; the library checks the outputs')
-        halves = 2 if target == "trtllm_gated" and m % 2 == 0 else 1
-        m = halves * -(-(m // halves) // rows_to) * rows_to if rows_to > 1 else m
-        k = -(-k // cols_to) * cols_to if cols_to > 0 and cols_to % 32 == 0 else k
-        if m > _args.INT64_MAX:  # the gated target's 2 * roundup(I, pad_rows_to): refused as the library does
-            raise ValueError(f"the padded rows overflows int64 ({m} rows an expert for pad_rows_to {rows_to})")
-        lead = (m,)
-    r, c = (-(-m // 32), k) if col else (m, -(-k // 32))
-    _, stream_ptr, dlpack_stream = _call_stream(data, stream, "data")
-    per = layout_bytes(target, r, c, direction)
-    word = LAYOUT_WORDS.get(target)
-    flat = None
-    if out is None:
-        flat = _empty(data, max(experts, 1) * per // (4 if word else 1), word or "uint8")
-        out = flat
-    values_out = None
-    if values is True:
-        values_out = _empty(data, max(experts, 1) * m * k, "uint8")
-        if _is_torch(data):
-            values_out = values_out.view(data.dtype)
-    elif values is not False and values is not None:
-        values_out = values
-    _c_convert(data, scale_inv, list(dims), _code("fp8_dtype", fp8_dtype, _FORMATS), _args.flag("swizzled", swizzled),
-               int(col), experts, _code("scales", scales, _GROUPED_SCALES), LAYOUTS[target], _fixup(zero_exponent_as_one),
-               rows_to, cols_to, _args.integer("pad_scale", pad_scale, -(2**31), 2**31 - 1), values_out, out, stream_ptr,
-               dlpack_stream)
-    if flat is not None:
-        out = _engine_parameter(flat, target, experts, lead if not col else (r,), r, c)
-    if values is True:
-        values_out = values_out.reshape(*((experts, m) if experts else lead), k)
-    return Converted(values_out, out)
+    # One call of the extension (issue 33): it reads every argument, resolves the stream once, allocates
+    # the new outputs in the inputs' framework shaped as the engine's parameter (DeepGEMM's strided int32
+    # view, the padded extents), and runs mxfp8_convert / mxfp8_grouped_convert.
+    return _c_convert(data, scale_inv, target, shape, fp8_dtype, swizzled, direction, num_experts, scales, values, out,
+                    zero_exponent_as_one, pad_rows_to, pad_cols_to, pad_scale, stream)

@@ -115,10 +115,6 @@ def import_tensors(
     layouts: dict[str, int], scale_fixup: int, stream: Optional[int], dlpack_stream: Any, prepare: bool,
     shards: Optional[Sequence[Any]] = None, global_scale: int = 0,
 ) -> Optional[Plan]: ...  # mxfp8_transfer from the source specs into params[name]; a Plan with prepare=True
-def convert(
-    data: Any, scale_inv: Any, shape: Sequence[int], format: int, swizzled: bool, direction: int, num_experts: int,
-    grouped_scales: int, target: int, scale_fixup: int, values: Any, scales: Any, stream: Optional[int], dlpack_stream: Any,
-) -> None: ...  # mxfp8_convert (num_experts 0) or mxfp8_grouped_convert into the given outputs
 def layout_bytes(layout: int, direction: int, rows: int, cols: int) -> int: ...
 def inputs(
     stream: Any, objects: dict[str, Any],
@@ -130,7 +126,9 @@ def torch_of(obj: Any) -> Any: ...  # the torch module for a torch tensor, else 
 def has_exchange_api(obj: Any) -> bool: ...
 def taken_counts() -> dict[str, int]: ...
 def fast_exports() -> int: ...
-def set_result_types(components: type, quantized: Optional[type] = None) -> None: ...  # what export_components / quantize return
+def set_result_types(
+    components: Optional[type] = None, quantized: Optional[type] = None, converted: Optional[type] = None,
+) -> None: ...  # what export_components / quantize / convert return
 # The Python API's calls, each one call of the extension (METH_FASTCALL: positional only): every argument
 # form the Python function takes, checked here; the plain case (exchange API tensors) runs no Python code.
 def export_components(
@@ -146,3 +144,8 @@ def quantize(
     scales_dtype: Any, stream: Any, allocator: Optional[Callable[[list[int], tuple[int, int]], Any]] = None, /,
 ) -> Any: ...  # a Quantized (rowwise_data, rowwise_scale_inv, columnwise_data, columnwise_scale_inv)
 def swizzle_scales(source: Any, out: Any, swizzle: bool, rows: Any, cols: Any, stream: Any, /) -> Any: ...  # out or the new buffer
+def convert(
+    data: Any, scale_inv: Any, target: Any, shape: Any, fp8_dtype: Any, swizzled: Any, direction: Any, num_experts: Any,
+    scales: Any, values: Any, out: Any, zero_exponent_as_one: Any, pad_rows_to: Any, pad_cols_to: Any, pad_scale: Any,
+    stream: Any, /,
+) -> Any: ...  # a Converted (values, scales): mxfp8_convert (num_experts None) or mxfp8_grouped_convert

@@ -610,64 +610,6 @@ py::object import_tensors(const py::dict &tensors, py::handle params, int32_t di
   return run_transfer(d, ex, prepare, std::move(dst), keys);  // stream: the first take's
 }
 
-// mxfp8_convert (num_experts == 0: one tensor of `shape`) or mxfp8_grouped_convert (num_experts E
-// experts of equal rows, `grouped_scales` an mxfp8_grouped_scales) into the caller's outputs, padded by
-// pad_rows_to / pad_cols_to / pad_scale (mxfp8_convert_options).
-void convert(py::handle data, py::handle scale_inv, const std::vector<int64_t> &shape, int32_t format, bool swizzled,
-             int32_t direction, int32_t num_experts, int32_t grouped_scales, int32_t target, int32_t scale_fixup,
-             int64_t pad_rows_to, int64_t pad_cols_to, int32_t pad_scale, py::object values_out, py::handle scales_out,
-             py::object stream, py::object dlpack_stream) {
-  Exchange ex = exchange_for_objects(data, stream, std::move(dlpack_stream));  // stream None: as for the imports
-  auto d = take(data, "data", ex, Access::Read);
-  auto s = take(scale_inv, "scale_inv", ex, Access::Read);
-  std::unique_ptr<TakenTensor> v = values_out.is_none() ? nullptr : take(values_out, "values", ex, Access::Write);
-  auto out = take(scales_out, "out", ex, Access::Write);
-  mxfp8_convert_options o = MXFP8_CONVERT_OPTIONS_INIT;
-  o.target = target;
-  o.direction = direction;
-  o.scale_fixup = scale_fixup;
-  o.pad_rows_to = pad_rows_to;
-  o.pad_cols_to = pad_cols_to;
-  o.pad_scale = pad_scale;
-  o.stream = reinterpret_cast<void *>(ex.stream);
-  DLTensor *values = v ? v->tensor() : nullptr;
-  mxfp8_status st;
-  if (num_experts > 0) {
-    if (shape.size() < 2) throw py::value_error("grouped experts need a shape (*, K)");
-    int64_t rows = 1;
-    for (size_t i = 0; i + 1 < shape.size(); ++i) rows *= shape[i];
-    if (rows % num_experts != 0)
-      throw py::value_error("the experts' " + std::to_string(rows) + " rows do not split into " +
-                            std::to_string(num_experts) + " experts of equal size");
-    mxfp8_grouped_desc desc = MXFP8_GROUPED_DESC_INIT;
-    desc.format = format;
-    desc.scale_layout = swizzled ? MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED : MXFP8_SCALE_LAYOUT_ROW_MAJOR;
-    desc.scales = grouped_scales;
-    desc.num_experts = num_experts;
-    desc.cols = shape.back();
-    desc.uniform_rows = rows / num_experts;
-    desc.data = d->managed;
-    desc.scale_inv = s->managed;
-    mxfp8_grouped_tensor *g = nullptr;
-    check(mxfp8_grouped_tensor_create(&desc, &g));
-    d->release();  // owned by the group now
-    s->release();
-    {
-      py::gil_scoped_release unlocked;
-      st = mxfp8_grouped_convert(g, &o, values, out->tensor());
-    }
-    mxfp8_grouped_tensor_release(g);
-  } else {
-    mxfp8_tensor *t = make_tensor(*d, *s, shape, format, swizzled, direction, [] { return std::string(); });
-    {
-      py::gil_scoped_release unlocked;
-      st = mxfp8_convert(t, &o, values, out->tensor());
-    }
-    mxfp8_tensor_release(t);
-  }
-  check(st);
-}
-
 int64_t layout_bytes(int32_t layout, int32_t direction, int64_t rows, int64_t cols) {
   int64_t bytes = 0;
   check(mxfp8_layout_bytes(layout, direction, rows, cols, &bytes));
@@ -693,11 +635,6 @@ void register_import(py::module_ &m) {
         "mxfp8_transfer from the source specs of `tensors` into params[name] (or mxfp8_transfer_prepare with "
         "prepare=True, returning a Plan). stream None: the first source's framework's current stream (its DLPack "
         "exchange API) or the legacy default stream.");
-  m.def("convert", &convert, py::arg("data"), py::arg("scale_inv"), py::arg("shape"), py::arg("format"),
-        py::arg("swizzled"), py::arg("direction"), py::arg("num_experts"), py::arg("grouped_scales"), py::arg("target"),
-        py::arg("scale_fixup"), py::arg("pad_rows_to"), py::arg("pad_cols_to"), py::arg("pad_scale"), py::arg("values"),
-        py::arg("scales"), py::arg("stream"), py::arg("dlpack_stream"),
-        "mxfp8_convert (num_experts 0) or mxfp8_grouped_convert into the given outputs (values may be None).");
   m.def("layout_bytes", &layout_bytes, py::arg("layout"), py::arg("direction"), py::arg("rows"), py::arg("cols"),
         "mxfp8_layout_bytes.");
 }

@@ -673,7 +673,7 @@ void nvfp4_quantize(const std::vector<py::object> &inputs, const std::vector<py:
 }
 
 // ---- The Python API's calls, each done here end to end (issues 15 and 33) ------------------------------
-// export_components, quantize, dequantize and swizzle_scales / unswizzle_scales: each Python function is
+// export_components, quantize, dequantize, swizzle_scales / unswizzle_scales and convert: each Python function is
 // one call of its entry below, the only implementation of the call. The entry checks every argument (the
 // messages name the Python argument, worded as _args words them), takes every object (the framework's
 // DLPack C exchange API when the caller left the stream to it, else __dlpack__: versioned or legacy
@@ -988,7 +988,14 @@ class Call {
     return numpy.attr("empty")(dims, py::arg("dtype") = numpy.attr("uint8"));
   }
 
+  // An output the caller gave (None: none): its device checked now, before any capsule, unless it is the
+  // framework's (take_output checks it once taken).
+  void check_output(const char *name, py::handle obj) {
+    if (!obj.is_none() && !(ex.api && exchange_api_of(obj) == ex.api)) out_device(name, obj);
+  }
+
   bool framework_allocates() const { return ex.api && ex.device.device_type != kDLCUDAHost; }
+  int64_t device_type() const { return device_.first; }
   bool cuda() const { return is_cuda(device_); }
   py::handle first() const { return first_; }
 
@@ -1065,6 +1072,7 @@ std::unique_ptr<TakenTensor> allocate(const Exchange &ex, DLDataType dtype, std:
 // handed over once by the Python layer (set_result_types) and built here with no Python-level __new__ call.
 PyTypeObject *components_type = nullptr;  // strong references, kept for the life of the process
 PyTypeObject *quantized_type = nullptr;
+PyTypeObject *converted_type = nullptr;
 
 // items as a `type` (a plain tuple before set_result_types ran).
 py::object named_tuple(PyTypeObject *type, std::initializer_list<py::object *> items) {
@@ -1086,7 +1094,13 @@ PyTypeObject *result_type(py::handle cls) {
   return type;
 }
 
-void set_result_types(py::handle components_class, py::handle quantized_class) {
+void set_result_types(py::handle components_class, py::handle quantized_class, py::handle converted_class) {
+  if (!converted_class.is_none()) {
+    PyTypeObject *v = result_type(converted_class);
+    Py_XDECREF(reinterpret_cast<PyObject *>(converted_type));
+    converted_type = v;
+  }
+  if (components_class.is_none()) return;
   PyTypeObject *c = result_type(components_class);
   PyTypeObject *q = quantized_class.is_none() ? nullptr : result_type(quantized_class);
   Py_XDECREF(reinterpret_cast<PyObject *>(components_type));
@@ -1312,6 +1326,281 @@ py::object swizzle_entry(PyObject *const *args) {
   if (call.plain) ++fast_exports;
   if (result.is_none()) return hand_back(call.ex, dst->release());
   return result;
+}
+
+// _import._code's refusal: "name is 'x', expected one of 'a', 'b'" (the words of `table`, in order).
+template <size_t N>
+int code_of(const char *name, py::handle value, const std::pair<const char *, int> (&table)[N]) {
+  if (PyUnicode_Check(value.ptr())) {
+    Py_ssize_t size = 0;
+    if (const char *s = PyUnicode_AsUTF8AndSize(value.ptr(), &size)) {
+      for (const auto &[key, code] : table)
+        if (std::strlen(key) == static_cast<size_t>(size) && std::memcmp(key, s, size) == 0) return code;
+    } else {
+      PyErr_Clear();
+    }
+  }
+  std::string keys;
+  for (const auto &[key, code] : table) keys += (keys.empty() ? "'" : ", '") + std::string(key) + "'";
+  throw py::value_error(std::string(name) + " is " + repr_of(value) + ", expected one of " + keys);
+}
+
+constexpr std::pair<const char *, int> kTargets[] = {
+    {"compact", MXFP8_SCALE_LAYOUT_COMPACT},           {"cutlass_128x4", MXFP8_SCALE_LAYOUT_128X4},
+    {"trtllm", MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED},    {"deepgemm", MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED},
+    {"trtllm_gated", MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED_GATED}, {"deepgemm_float32", MXFP8_SCALE_LAYOUT_DEEPGEMM_FLOAT32}};
+constexpr std::pair<const char *, int> kConvertFormats[] = {{"e4m3", MXFP8_FORMAT_E4M3}, {"e5m2", MXFP8_FORMAT_E5M2}};
+constexpr std::pair<const char *, int> kConvertDirections[] = {{"rowwise", MXFP8_DIRECTION_ROWWISE},
+                                                               {"columnwise", MXFP8_DIRECTION_COLUMNWISE}};
+constexpr std::pair<const char *, int> kGroupedScales[] = {{"padded", MXFP8_GROUPED_SCALES_PADDED},
+                                                           {"compact", MXFP8_GROUPED_SCALES_COMPACT}};
+
+// ceil(a / b) for b > 0, as Python's -(-a // b) (a may be negative: a shape the library then refuses).
+int64_t ceil_div(int64_t a, int64_t b) { return a >= 0 ? a / b + (a % b != 0) : a / b; }
+
+int64_t times(int64_t a, int64_t b, const char *what) {
+  int64_t r = 0;
+  if (__builtin_mul_overflow(a, b, &r)) throw py::value_error(std::string(what) + " overflows int64");
+  return r;
+}
+
+int64_t round_up(int64_t a, int64_t b, const char *what) { return times(ceil_div(a, b), b, what); }
+
+// A new array of `shape` (element type `dtype`, a torch / NumPy name) next to the first input where the
+// framework does not allocate: torch.empty for torch inputs, numpy.empty in host memory (_convert._empty's rules).
+py::object new_array(Call &call, const std::vector<int64_t> &shape, py::handle dtype_obj, const char *dtype) {
+  py::tuple dims = py::cast(shape);
+  py::object torch = call.torch();
+  if (!torch.is_none())
+    return torch.attr("empty")(dims, py::arg("dtype") = dtype_obj ? py::reinterpret_borrow<py::object>(dtype_obj)
+                                                                 : torch.attr(dtype),
+                               py::arg("device") = call.first().attr("device"));
+  if (call.device_type() != kDLCPU && call.device_type() != kDLCUDAHost)
+    throw py::type_error("outputs are allocated here for torch tensors and host arrays only: pass values= and "
+                         "out= buffers of your framework (JAX: mxfp8.jax.convert allocates them, inside jit too)");
+  py::module_ numpy = py::module_::import("numpy");
+  return numpy.attr("empty")(dims, py::arg("dtype") = dtype);
+}
+
+// A managed tensor over `base`'s data with its own shape and strides (in elements), `base` released with
+// it: DeepGEMM's strided view of a flat allocation, handed to the framework without a Python call.
+struct StridedView {
+  DLManagedTensorVersioned versioned{};
+  DLManagedTensorVersioned *base = nullptr;
+  std::vector<int64_t> shape, strides;
+  static void deleter(DLManagedTensorVersioned *self) {
+    auto *v = static_cast<StridedView *>(self->manager_ctx);
+    if (v->base && v->base->deleter) v->base->deleter(v->base);
+    delete v;
+  }
+  static DLManagedTensorVersioned *make(DLManagedTensorVersioned *base, std::vector<int64_t> shape,
+                                        std::vector<int64_t> strides) {
+    auto *v = new StridedView;
+    v->base = base;
+    v->shape = std::move(shape);
+    v->strides = std::move(strides);
+    v->versioned.version = base->version;
+    v->versioned.manager_ctx = v;
+    v->versioned.deleter = deleter;
+    v->versioned.flags = base->flags;
+    v->versioned.dl_tensor = base->dl_tensor;
+    v->versioned.dl_tensor.ndim = static_cast<int32_t>(v->shape.size());
+    v->versioned.dl_tensor.shape = v->shape.data();
+    v->versioned.dl_tensor.strides = v->strides.data();
+    return &v->versioned;
+  }
+};
+
+// convert(data, scale_inv, target, shape, fp8_dtype, swizzled, direction, num_experts, scales, values, out,
+// zero_exponent_as_one, pad_rows_to, pad_cols_to, pad_scale, stream): a Converted (values None unless asked
+// for). New outputs are the inputs' framework's (its allocator in exchange mode, else torch.empty /
+// numpy.empty), the scales shaped as the target's engine parameter (_convert's docs).
+py::object convert_entry(PyObject *const *args) {
+  py::handle data = args[0], scale_inv = args[1], target_arg = args[2], shape = args[3], fp8_dtype = args[4],
+             swizzled = args[5], direction = args[6], num_experts = args[7], scales = args[8], values = args[9],
+             out = args[10], zero_exponent_as_one = args[11], pad_rows_to = args[12], pad_cols_to = args[13],
+             pad_scale = args[14], stream = args[15];
+  bool plain = true;
+  const int target = code_of("target", target_arg, kTargets);
+  std::optional<std::vector<int64_t>> given;
+  if (!shape.is_none()) given = shape_arg("shape", shape, plain);
+  const int64_t experts = num_experts.is_none() ? 0 : integer("num_experts", num_experts, plain, 1, INT32_MAX);
+  const int dir = code_of("direction", direction, kConvertDirections);
+  const bool col = dir == MXFP8_DIRECTION_COLUMNWISE;
+  const int64_t rows_to = integer("pad_rows_to", pad_rows_to, plain), cols_to = integer("pad_cols_to", pad_cols_to, plain);
+  const int format = code_of("fp8_dtype", fp8_dtype, kConvertFormats);
+  const bool swz = flag("swizzled", swizzled, plain);
+  const int grouped_scales = code_of("scales", scales, kGroupedScales);
+  if (!PyBool_Check(zero_exponent_as_one.ptr()))
+    throw py::type_error("zero_exponent_as_one must be True or False, got " + repr_of(zero_exponent_as_one));
+  const int32_t fill = static_cast<int32_t>(integer("pad_scale", pad_scale, plain, INT32_MIN, INT32_MAX));
+  const bool new_values = values.ptr() == Py_True;
+  const bool given_values = !new_values && values.ptr() != Py_False && !values.is_none();
+
+  Call call;
+  call.plain = plain;
+  static const char *const names[2] = {"data", "scale_inv"};
+  const py::handle inputs[2] = {data, scale_inv};
+  TakenTensor taken[2];
+  call.take_inputs(stream, 2, names, inputs, taken, out);
+  if (given_values) call.check_output("values", values);
+  const DLTensor &d = *taken[0].tensor();
+  const DLDataType data_dtype = d.dtype;
+  const std::vector<int64_t> dims = given ? *given : std::vector<int64_t>(d.shape, d.shape + d.ndim);
+  if (dims.empty()) throw py::value_error("shape must have at least one dimension (K)");
+
+  // The engine parameter's extents (_convert's arithmetic before the fold): M rows (per expert), K, and the
+  // padded extents of mxfp8_convert_options (the library checks the outputs' sizes against them).
+  int64_t m = 1, k = dims.back();
+  for (size_t i = 0; i + 1 < dims.size(); ++i) m = times(m, dims[i], "the shape's rows");
+  std::vector<int64_t> lead(dims.begin(), dims.end() - 1);
+  if (experts) {
+    if (m % experts)
+      throw py::value_error("the experts' " + std::to_string(m) + " rows do not split into " + std::to_string(experts) +
+                            " experts of equal size");
+    m /= experts;
+    lead = {m};
+    if (dims.size() < 2) throw py::value_error("grouped experts need a shape (*, K)");
+  }
+  const int64_t expert_rows = m;  // the source's, before padding
+  if (rows_to > 1 || cols_to > 0) {
+    const int64_t halves = target == MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED_GATED && m % 2 == 0 ? 2 : 1;
+    if (rows_to > 1) m = times(halves, round_up(m / halves, rows_to, "the padded rows"), "the padded rows");
+    if (cols_to > 0 && cols_to % 32 == 0) k = round_up(k, cols_to, "the padded K");
+    if (m != expert_rows) lead = {m};  // padded rows: one matrix of M' rows; else the lead dims stay
+  }
+  const int64_t r = col ? ceil_div(m, 32) : m, c = col ? k : ceil_div(k, 32);
+  int64_t per = 0;
+  check(mxfp8_layout_bytes(target, dir, r, c, &per));
+  const bool deepgemm = target == MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED;
+  const bool words = deepgemm || target == MXFP8_SCALE_LAYOUT_DEEPGEMM_FLOAT32;
+  const int64_t count = times(std::max<int64_t>(experts, 1), per, "the scales' bytes") / (words ? 4 : 1);
+
+  // The target's engine parameter: its shape (and DeepGEMM's strides, in elements).
+  std::vector<int64_t> pshape, pstrides;
+  if (experts) pshape.push_back(experts);
+  const int64_t packed = ceil_div(c, 4), aligned = round_up(r, 4, "the aligned rows");
+  switch (target) {
+    case MXFP8_SCALE_LAYOUT_COMPACT:
+    case MXFP8_SCALE_LAYOUT_DEEPGEMM_FLOAT32:
+      if (col) pshape.push_back(r);
+      else pshape.insert(pshape.end(), lead.begin(), lead.end());
+      pshape.push_back(c);
+      break;
+    case MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED:
+      pshape.insert(pshape.end(), {r, packed});
+      if (experts) pstrides.push_back(times(packed, aligned, "the scales' strides"));
+      pstrides.insert(pstrides.end(), {1, aligned});
+      break;
+    case MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED:
+    case MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED_GATED:  // vLLM's [E, M, C] parameter (C % 4 == 0 there)
+      pshape.insert(pshape.end(), {r, round_up(c, 4, "the scales' columns")});
+      break;
+    default:  // cutlass_128x4: flat per matrix
+      pshape.push_back(experts ? per : count);
+  }
+  if (!deepgemm) {
+    int64_t n = 1;
+    for (int64_t e : pshape) n = times(n, e, "the scales' elements");
+    if (n != count)
+      throw std::runtime_error("convert: the engine parameter's shape does not hold the layout's bytes");
+  }
+  std::vector<int64_t> vshape = experts ? std::vector<int64_t>{experts, m} : lead;
+  vshape.push_back(k);
+
+  // New outputs: the framework's allocator in exchange mode (DeepGEMM's strided view is made with torch's
+  // as_strided, so other frameworks' come from numpy), else torch.empty / numpy.empty.
+  const char *word = deepgemm ? "int32" : target == MXFP8_SCALE_LAYOUT_DEEPGEMM_FLOAT32 ? "float32" : "uint8";
+  const DLDataType scale_dtype = deepgemm ? DLDataType{kDLInt, 32, 1}
+                                 : words  ? DLDataType{kDLFloat, 32, 1}
+                                          : DLDataType{kDLUInt, 8, 1};
+  const std::vector<int64_t> &alloc_shape = deepgemm ? std::vector<int64_t>{count} : pshape;
+  std::unique_ptr<TakenTensor> scales_out, values_out;
+  py::object scales_obj = py::reinterpret_borrow<py::object>(out), values_obj = py::none();
+  // DeepGEMM's view of rows not a multiple of 4 does not reach the layout's end: made with torch's as_strided
+  // (the storage the whole allocation), so it is the framework's allocation only for torch.
+  const bool exact_view = r % 4 == 0;
+  const bool framework = call.framework_allocates() && (!deepgemm || exact_view || !call.torch().is_none());
+  if (out.is_none()) {
+    if (framework) {
+      scales_out = allocate(call.ex, scale_dtype, alloc_shape, "out");
+    } else {
+      scales_obj = new_array(call, alloc_shape, py::handle(), word);
+      scales_out = call.take_output(scales_obj, "out");
+    }
+  }
+  if (new_values) {
+    if (call.framework_allocates()) {
+      const bool byte = data_dtype.bits == 8 && data_dtype.lanes == 1;
+      values_out = allocate(call.ex, byte ? data_dtype : DLDataType{kDLUInt, 8, 1}, vshape, "values");
+    } else {
+      py::object torch = call.torch();
+      values_obj = new_array(call, vshape, torch.is_none() ? py::handle() : py::handle(data.attr("dtype")), "uint8");
+      values_out = call.take_output(values_obj, "values");
+    }
+  } else if (given_values) {
+    values_obj = py::reinterpret_borrow<py::object>(values);
+    values_out = call.take_output(values, "values");
+  }
+  if (!out.is_none()) scales_out = call.take_output(out, "out");
+
+  mxfp8_convert_options o = MXFP8_CONVERT_OPTIONS_INIT;
+  o.target = target;
+  o.direction = dir;
+  o.scale_fixup = zero_exponent_as_one.ptr() == Py_True ? MXFP8_SCALE_FIXUP_ZERO_EXPONENT_AS_ONE : MXFP8_SCALE_FIXUP_NONE;
+  o.pad_rows_to = rows_to;
+  o.pad_cols_to = cols_to;
+  o.pad_scale = fill;
+  o.stream = reinterpret_cast<void *>(call.ex.stream);
+  DLTensor *v = values_out ? values_out->tensor() : nullptr;
+  mxfp8_status st;
+  if (experts > 0) {
+    mxfp8_grouped_desc desc = MXFP8_GROUPED_DESC_INIT;
+    desc.format = format;
+    desc.scale_layout = swz ? MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED : MXFP8_SCALE_LAYOUT_ROW_MAJOR;
+    desc.scales = grouped_scales;
+    desc.num_experts = static_cast<int32_t>(experts);
+    desc.cols = dims.back();
+    desc.uniform_rows = expert_rows;
+    desc.data = taken[0].managed;
+    desc.scale_inv = taken[1].managed;
+    mxfp8_grouped_tensor *g = nullptr;
+    check(mxfp8_grouped_tensor_create(&desc, &g));
+    taken[0].release();  // owned by the group now
+    taken[1].release();
+    {
+      py::gil_scoped_release unlocked;
+      st = mxfp8_grouped_convert(g, &o, v, scales_out->tensor());
+    }
+    mxfp8_grouped_tensor_release(g);
+  } else {
+    TensorHandle tensor = tensor_of(taken, dims, format, swz, dir, MXFP8_BLOCK_1X32);
+    py::gil_scoped_release unlocked;
+    st = mxfp8_convert(tensor.get(), &o, v, scales_out->tensor());
+  }
+  check(st);
+  if (out.is_none()) {
+    // DeepGEMM's view made by the framework from DLPack strides when its extent is the whole layout (rows a
+    // multiple of 4: torch then gives it the allocation's storage, as as_strided does); else as_strided.
+    if (framework && deepgemm && exact_view) {
+      scales_obj = hand_back(call.ex, StridedView::make(scales_out->release(), pshape, pstrides));
+    } else if (framework) {
+      scales_obj = hand_back(call.ex, scales_out->release());
+    }
+    if (deepgemm && !(framework && exact_view)) {  // DeepGEMM's strided view of the flat layout (the library wrote every byte of it)
+      py::tuple view_shape = py::cast(pshape), view_strides = py::cast(pstrides);
+      if (!call.torch().is_none()) {
+        scales_obj = scales_obj.attr("as_strided")(view_shape, view_strides);
+      } else {
+        for (size_t i = 0; i < pstrides.size(); ++i) view_strides[i] = py::int_(pstrides[i] * 4);
+        scales_obj = py::module_::import("numpy.lib.stride_tricks").attr("as_strided")(
+            scales_obj, view_shape, view_strides, py::arg("writeable") = true);
+      }
+    }
+  }
+  if (new_values && call.framework_allocates()) values_obj = hand_back(call.ex, values_out->release());
+  if (call.plain) ++fast_exports;
+  return named_tuple(converted_type, {&values_obj, &scales_obj});
 }
 
 // A METH_FASTCALL entry over `body`: no pybind11 argument dispatch for the calls made every step; a C++
@@ -1611,6 +1900,9 @@ PYBIND11_MODULE(_mxfp8, m) {
        METH_FASTCALL,
        "dequantize(data, scale_inv, shape, fp8_dtype, swizzled, direction, block, dtype, out, stream)\n--\n\n"
        "mxfp8.dequantize: out, or the new array."},
+      {"convert", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(fastcall<convert_entry, 16>)), METH_FASTCALL,
+       "convert(data, scale_inv, target, shape, fp8_dtype, swizzled, direction, num_experts, scales, values, out, "
+       "zero_exponent_as_one, pad_rows_to, pad_cols_to, pad_scale, stream)\n--\n\nmxfp8.convert: a Converted."},
       {"swizzle_scales", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(fastcall<swizzle_entry, 6>)),
        METH_FASTCALL,
        "swizzle_scales(source, out, swizzle, rows, cols, stream)\n--\n\nmxfp8.swizzle_scales (swizzle True) and "
@@ -1618,8 +1910,10 @@ PYBIND11_MODULE(_mxfp8, m) {
   };
   for (PyMethodDef &def : entries)
     m.add_object(def.ml_name, py::reinterpret_steal<py::object>(PyCFunction_NewEx(&def, nullptr, m.attr("__name__").ptr())));
-  m.def("set_result_types", &set_result_types, py::arg("components"), py::arg("quantized") = py::none(),
-        "The Components and Quantized classes export_components and quantize return (the Python layer calls this once).");
+  m.def("set_result_types", &set_result_types, py::arg("components") = py::none(), py::arg("quantized") = py::none(),
+        py::arg("converted") = py::none(),
+        "The Components, Quantized and Converted classes export_components, quantize and convert return (the Python "
+        "layer calls this once).");
   m.def("inputs", &inputs_of, py::arg("stream"), py::arg("objects"),
         "_args.inputs: (torch, cuda, stream, first name, first device, exchange) of a call on the dict `objects`.");
   m.def("check_output", [](const std::string &name, py::handle obj, const std::string &first_name,

@@ -461,3 +461,20 @@ def test_convert_takes_the_framework_buffers_through_the_exchange_api(fw):
     assert delta(counts) == {"exchange_api": 4, "dlpack": 0}
     assert fw.calls["__dlpack__"] == 0
     assert np.array_equal(values.array, data) and np.array_equal(out.array, swizzle_reference(s).reshape(-1))
+
+
+def test_convert_allocates_its_outputs_in_the_framework(fw):
+    """convert is one call of the extension (issue 33): its new outputs come from the inputs' framework's
+    allocator, the scales shaped as the engine's parameter (DeepGEMM's strided int32 view), no Python code."""
+    data, buf, s = make_mxfp8((256, 96), "padded", seed=121)
+    before, counts = mxfp8._mxfp8.fast_exports(), taken()
+    got = mxfp8.convert(fw.Array(data), fw.Array(buf), "deepgemm", swizzled=False, values=True)
+    assert mxfp8._mxfp8.fast_exports() - before == 1
+    assert delta(counts) == {"exchange_api": 2, "dlpack": 0}
+    assert type(got) is mxfp8.Converted
+    assert isinstance(got.values, fw.Array) and isinstance(got.scales, fw.Array)
+    assert fw.calls["allocator"] == 2 and fw.calls["__dlpack__"] == 0
+    scales = got.scales.array
+    assert scales.shape == (256, 1) and scales.dtype == np.int32 and scales.strides == (4, 4 * 256)
+    np.testing.assert_array_equal(scales, mxfp8.convert(data, buf, "deepgemm", swizzled=False).scales)
+    np.testing.assert_array_equal(got.values.array, data)

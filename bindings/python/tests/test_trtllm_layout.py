@@ -333,3 +333,21 @@ def test_padding_with_the_fixup_rewrites_real_scales_only(target, storage):
     np.testing.assert_array_equal(sbuf[guard:-guard], want_s)
     assert (vbuf[:guard] == POISON).all() and (vbuf[-guard:] == POISON).all()
     assert (sbuf[:guard] == POISON).all() and (sbuf[-guard:] == POISON).all()
+
+
+def test_padding_keeps_a_tensors_lead_dims_unless_its_rows_grow():
+    """A (2, 64, 96) weight: K padded alone keeps (2, 64, ...); rows padded make one matrix of the padded rows."""
+    rng = np.random.default_rng(11)
+    data = rng.integers(0, 256, (2, 64, 96), dtype=np.uint8)
+    s = rng.integers(1, 255, (2, 64, 3), dtype=np.uint8)
+    k_only = mxfp8.convert(data, s, "compact", swizzled=False, values=True, pad_cols_to=128)
+    assert k_only.values.shape == (2, 64, 128) and k_only.scales.shape == (2, 64, 4)
+    np.testing.assert_array_equal(k_only.values[..., :96], data)
+    assert (k_only.values[..., 96:] == 0).all() and (k_only.scales[..., 3] == 127).all()
+    aligned = mxfp8.convert(data, s, "compact", swizzled=False, values=True, pad_rows_to=128)  # 128 rows already
+    assert aligned.values.shape == (2, 64, 96)
+    np.testing.assert_array_equal(aligned.values, data)
+    grown = mxfp8.convert(data, s, "compact", swizzled=False, values=True, pad_rows_to=256, pad_cols_to=128)
+    assert grown.values.shape == (256, 128) and grown.scales.shape == (256, 4)
+    np.testing.assert_array_equal(grown.values[:128, :96], data.reshape(128, 96))
+    assert (grown.values[128:] == 0).all() and (grown.scales[128:] == 127).all()
