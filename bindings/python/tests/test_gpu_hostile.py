@@ -106,7 +106,8 @@ def test_an_allocator_returning_host_memory_for_a_cuda_input():
         tensor.export_components(allocator=host_allocator)
     x = torch.randn(256, 512, device="cuda")
     with pytest.raises(ValueError, match=r"cpu:0.*cuda:0|cuda:0.*cpu:0"):
-        mxfp8._mxfp8.quantize(x, allocator=host_allocator, stream=0, dlpack_stream=1)  # not the exchange API
+        # a given stream (0, the legacy default): the __dlpack__ route, not the exchange API
+        mxfp8._mxfp8.quantize(x, "e4m3", "1x32", "rceil", "compact", True, False, "fp8", "uint8", 0, host_allocator)
     assert handed_out and all((a == POISON).all() for a in handed_out)
     assert context_still_works()
 
