@@ -41,6 +41,21 @@ constexpr int kMaxExchangeApiHops = 16;
   }
 }
 
+// The desc every tensor handle of the extension starts from: `format`, `block`, scales in the 128x4
+// swizzled layout or row-major, and `shape` when given (the desc points into it: keep it alive until
+// mxfp8_tensor_create returns); the caller sets the buffers.
+inline mxfp8_tensor_desc tensor_desc(int32_t format, int32_t block, bool swizzled, const std::vector<int64_t> *shape) {
+  mxfp8_tensor_desc desc = MXFP8_TENSOR_DESC_INIT;
+  desc.format = format;
+  desc.block = block;
+  desc.scale_layout = swizzled ? MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED : MXFP8_SCALE_LAYOUT_ROW_MAJOR;
+  if (shape) {
+    desc.ndim = static_cast<int32_t>(shape->size());
+    desc.shape = shape->data();
+  }
+  return desc;
+}
+
 inline void check(mxfp8_status status) {
   if (status != MXFP8_OK) raise_status(status);
 }

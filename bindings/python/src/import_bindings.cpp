@@ -188,16 +188,12 @@ template <class Where>
 mxfp8_tensor *make_tensor(TakenTensor &data, TakenTensor &scale_inv, const std::vector<int64_t> &shape, int32_t format,
                           bool swizzled, int32_t direction, Where where, TakenTensor *amax = nullptr,
                           int32_t e4m3_max = 0) {
-  mxfp8_tensor_desc desc = MXFP8_TENSOR_DESC_INIT;
-  desc.format = format;
-  desc.scale_layout = swizzled ? MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED : MXFP8_SCALE_LAYOUT_ROW_MAJOR;
-  desc.ndim = static_cast<int32_t>(shape.size());
-  desc.shape = shape.data();
+  const bool nvfp4 = format == MXFP8_FORMAT_NVFP4;
+  mxfp8_tensor_desc desc = tensor_desc(format, nvfp4 ? MXFP8_BLOCK_1X16 : MXFP8_BLOCK_1X32, swizzled, &shape);
   const bool columnwise = direction == MXFP8_DIRECTION_COLUMNWISE;
   *(columnwise ? &desc.columnwise_data : &desc.rowwise_data) = data.managed;
   *(columnwise ? &desc.columnwise_scale_inv : &desc.rowwise_scale_inv) = scale_inv.managed;
-  if (format == MXFP8_FORMAT_NVFP4) {
-    desc.block = MXFP8_BLOCK_1X16;
+  if (nvfp4) {
     desc.e4m3_max = e4m3_max;
     *(columnwise ? &desc.columnwise_amax : &desc.rowwise_amax) = amax->managed;
   }

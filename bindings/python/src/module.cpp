@@ -321,14 +321,7 @@ class Tensor {
          py::object columnwise_scale_inv, std::optional<std::vector<int64_t>> shape, int format, bool swizzled,
          int block, py::object stream, std::optional<std::string> data_name, std::optional<std::string> scale_inv_name,
          bool exchange) {
-    mxfp8_tensor_desc desc = MXFP8_TENSOR_DESC_INIT;
-    desc.format = format;
-    desc.scale_layout = swizzled ? MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED : MXFP8_SCALE_LAYOUT_ROW_MAJOR;
-    desc.block = block;
-    if (shape) {
-      desc.ndim = static_cast<int32_t>(shape->size());
-      desc.shape = shape->data();
-    }
+    mxfp8_tensor_desc desc = tensor_desc(format, block, swizzled, shape ? &*shape : nullptr);
     std::unique_ptr<TakenTensor> taken[4];
     py::object inputs[4] = {rowwise_data, rowwise_scale_inv, columnwise_data, columnwise_scale_inv};
     // How errors name the inputs: the caller's argument names when given (one direction's data and scales).
@@ -1030,14 +1023,7 @@ using TensorHandle = std::unique_ptr<mxfp8_tensor, ReleaseTensor>;
 // The library's handle on one direction's data and scale_inv (taken into `taken`, which it then owns).
 TensorHandle tensor_of(TakenTensor (&taken)[2], const std::optional<std::vector<int64_t>> &shape, int format,
                        bool swizzled, int direction, int block) {
-  mxfp8_tensor_desc desc = MXFP8_TENSOR_DESC_INIT;
-  desc.format = format;
-  desc.scale_layout = swizzled ? MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED : MXFP8_SCALE_LAYOUT_ROW_MAJOR;
-  desc.block = block;
-  if (shape) {
-    desc.ndim = static_cast<int32_t>(shape->size());
-    desc.shape = shape->data();
-  }
+  mxfp8_tensor_desc desc = tensor_desc(format, block, swizzled, shape ? &*shape : nullptr);
   const bool rowwise = direction == MXFP8_DIRECTION_ROWWISE;
   (rowwise ? desc.rowwise_data : desc.columnwise_data) = taken[0].managed;
   (rowwise ? desc.rowwise_scale_inv : desc.columnwise_scale_inv) = taken[1].managed;
@@ -1638,15 +1624,8 @@ class Nvfp4Tensor {
               py::object columnwise_data, py::object columnwise_scale_inv, py::object columnwise_amax,
               std::optional<std::vector<int64_t>> shape, bool swizzled, int32_t e4m3_max, py::object stream,
               bool exchange) {
-    mxfp8_tensor_desc desc = MXFP8_TENSOR_DESC_INIT;
-    desc.format = MXFP8_FORMAT_NVFP4;
-    desc.block = MXFP8_BLOCK_1X16;
-    desc.scale_layout = swizzled ? MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED : MXFP8_SCALE_LAYOUT_ROW_MAJOR;
+    mxfp8_tensor_desc desc = tensor_desc(MXFP8_FORMAT_NVFP4, MXFP8_BLOCK_1X16, swizzled, shape ? &*shape : nullptr);
     desc.e4m3_max = e4m3_max_ = e4m3_max;
-    if (shape) {
-      desc.ndim = static_cast<int32_t>(shape->size());
-      desc.shape = shape->data();
-    }
     py::object inputs[6] = {rowwise_data, rowwise_scale_inv, rowwise_amax, columnwise_data, columnwise_scale_inv,
                             columnwise_amax};
     const char *names[6] = {"data", "scale_inv", "amax", "columnwise data", "columnwise scale_inv", "columnwise amax"};
