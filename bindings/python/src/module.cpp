@@ -676,18 +676,25 @@ void nvfp4_quantize(const std::vector<py::object> &inputs, const std::vector<py:
 
 std::string repr_of(py::handle obj) { return py::repr(obj).cast<std::string>(); }
 
+// The code of a str `value` among `table`'s keys, or nothing (not a str, or not a key).
+template <size_t N>
+std::optional<int> lookup(py::handle value, const std::pair<const char *, int> (&table)[N]) {
+  if (!PyUnicode_Check(value.ptr())) return std::nullopt;
+  Py_ssize_t size = 0;
+  const char *s = PyUnicode_AsUTF8AndSize(value.ptr(), &size);
+  if (!s) {
+    PyErr_Clear();
+    return std::nullopt;
+  }
+  for (const auto &[key, code] : table)
+    if (std::strlen(key) == static_cast<size_t>(size) && std::memcmp(key, s, size) == 0) return code;
+  return std::nullopt;
+}
+
 // _args.choice: a str among `table`'s keys (`keys`: how the message lists them).
 template <size_t N>
 int choice(const char *name, py::handle value, const std::pair<const char *, int> (&table)[N], const char *keys) {
-  if (PyUnicode_Check(value.ptr())) {
-    Py_ssize_t size = 0;
-    if (const char *s = PyUnicode_AsUTF8AndSize(value.ptr(), &size)) {
-      for (const auto &[key, code] : table)
-        if (std::strlen(key) == static_cast<size_t>(size) && std::memcmp(key, s, size) == 0) return code;
-    } else {
-      PyErr_Clear();
-    }
-  }
+  if (const auto code = lookup(value, table)) return *code;
   throw py::value_error(std::string(name) + " must be one of " + keys + ", got " + repr_of(value));
 }
 
@@ -1317,15 +1324,7 @@ py::object swizzle_entry(PyObject *const *args) {
 // _import._code's refusal: "name is 'x', expected one of 'a', 'b'" (the words of `table`, in order).
 template <size_t N>
 int code_of(const char *name, py::handle value, const std::pair<const char *, int> (&table)[N]) {
-  if (PyUnicode_Check(value.ptr())) {
-    Py_ssize_t size = 0;
-    if (const char *s = PyUnicode_AsUTF8AndSize(value.ptr(), &size)) {
-      for (const auto &[key, code] : table)
-        if (std::strlen(key) == static_cast<size_t>(size) && std::memcmp(key, s, size) == 0) return code;
-    } else {
-      PyErr_Clear();
-    }
-  }
+  if (const auto code = lookup(value, table)) return *code;
   std::string keys;
   for (const auto &[key, code] : table) keys += (keys.empty() ? "'" : ", '") + std::string(key) + "'";
   throw py::value_error(std::string(name) + " is " + repr_of(value) + ", expected one of " + keys);
