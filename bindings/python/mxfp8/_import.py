@@ -24,7 +24,7 @@ from ._manifest import LAYOUT_WORDS, LAYOUTS
 from ._bucket import _read_once
 from ._plan import Plan
 from ._mxfp8 import import_bucket as _c_import_bucket, import_tensors as _c_import_tensors
-from ._mxfp8 import layout_bytes as _c_layout_bytes
+from ._mxfp8 import has_exchange_api as _has_exchange_api, layout_bytes as _c_layout_bytes
 
 _FIXUP = {False: 0, True: 1}  # mxfp8_scale_fixup: none, zero exponent as one
 _GLOBAL_SCALES = {"decode": 0, "encode": 1}  # mxfp8_nvfp4_global_scale
@@ -69,10 +69,14 @@ def _fixup(value: Any) -> int:
     return _FIXUP[value]
 
 
-def _call_stream(first: Any, stream: Any, name: str) -> Tuple[bool, Optional[int], Optional[int]]:
+def _call_stream(first: Any, stream: Any, name: str, prepare: bool) -> Tuple[bool, Optional[int], Optional[int]]:
     """(cuda, stream, dlpack_stream) of a call whose first object is `first` (`name` to the caller), as
     _args.inputs decides them: stream None with a framework that has a DLPack C exchange API (torch) leaves
-    the framework's current stream to the extension, which takes its objects through the API."""
+    the framework's current stream to the extension, which takes its objects through the API. An immediate
+    call of that kind needs nothing else (cuda is a plan's), so it skips asking `first` its device here: the
+    extension takes it through the API and compares every device."""
+    if stream is None and not prepare and _has_exchange_api(first):
+        return False, None, None
     inputs = _args.inputs(stream, **{name: first})
     return inputs.cuda, inputs.stream, inputs.dlpack_stream
 
@@ -101,7 +105,7 @@ def _shards(names: List[str], shards: Optional[Mapping[str, Mapping[str, Any]]])
 def _bucket_call(bucket: Any, manifest: List[Mapping[str, Any]], params: Mapping[str, Any], layout: str,
                  stream: Any, prepare: bool, zero_exponent_as_one: bool = False,
                  shards: Optional[Mapping[str, Mapping[str, Any]]] = None, global_scale: str = "decode"):
-    cuda, stream_ptr, dlpack_stream = _call_stream(bucket, stream, "bucket")
+    cuda, stream_ptr, dlpack_stream = _call_stream(bucket, stream, "bucket", prepare)
     if shards is not None:  # the manifest's names, for the shards' order (the extension reads the rest)
         manifest = _read_once(manifest)
         shards = _shards([e.get("name") if isinstance(e, Mapping) else None for e in manifest], shards)
@@ -160,7 +164,7 @@ def _tensors_call(tensors: Mapping[str, Mapping[str, Any]], params: Mapping[str,
     # extension: one call, no Python work per tensor (issue 33).
     name, first = next(iter(tensors.items()))
     first = first.get("data") if isinstance(first, Mapping) else None  # a bad spec: the extension says why
-    cuda, stream_ptr, dlpack_stream = (_call_stream(first, stream, f"tensors[{name!r}]['data']") if first is not None
+    cuda, stream_ptr, dlpack_stream = (_call_stream(first, stream, f"tensors[{name!r}]['data']", prepare) if first is not None
                                        else (False, stream, None))
     core = _c_import_tensors(
         tensors, params, _code("direction", direction, _DIRECTIONS), _code("layout", layout, LAYOUTS), LAYOUTS,
