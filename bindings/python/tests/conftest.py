@@ -86,8 +86,6 @@ def vllm_functions(relative_path: str, names, namespace: dict) -> dict:
     the module globals they use) and returned there. vLLM's modules import the whole engine, so the functions
     are compiled from the file's own syntax tree rather than imported. Skips when the file is not there."""
     import ast
-    import pathlib
-    import sys
 
     path = oracle_wheels() / VLLM_ORACLE / relative_path
     if not path.exists():
@@ -106,7 +104,6 @@ def import_from_wheel(module: str, wheel_glob: str):
     torch functions the tests read), unpacked once into wheels/unpacked/ and put on sys.path. Skips when
     neither is there."""
     import importlib
-    import pathlib
     import sys
     import zipfile
 
@@ -116,7 +113,7 @@ def import_from_wheel(module: str, wheel_glob: str):
         pass
     wheels = sorted(oracle_wheels().glob(wheel_glob))
     if not wheels:
-        pytest.skip(f"{module} is not installed and no {wheel_glob} is in {sys.prefix}/wheels "
+        pytest.skip(f"{module} is not installed and no {wheel_glob} is in {oracle_wheels()} "
                     "(scripts/install_deps.sh test downloads it there)")
     unpacked = wheels[-1].parent / "unpacked" / wheels[-1].stem
     if not unpacked.exists():
