@@ -6,7 +6,7 @@ mod common;
 use common::*;
 
 use mxfp8::{
-    export_scales_batched, layout_bytes, BufMut, ConvertOptions, Direction, ExportOptions, GroupedBuilder, GroupedScales, Layout,
+    export_scales_batched, layout_bytes, BufMut, ConvertOptions, Direction, ExportOptions, GroupedBuilder, GroupedScales, GroupedTensor, Layout,
     ManagedTensor, ScaleFixup, ScaleLayout, Status, Tensor, TensorBuilder,
 };
 
@@ -153,6 +153,19 @@ fn wrong_sizes_are_refused_before_anything_is_written() {
     assert!(scales.iter().chain(&values).all(|&b| b == POISON), "a failed convert wrote");
 }
 
+/// `e` experts of (n, k) stored with compact scales back to back.
+fn compact_experts(values: &[u8], scales: &[u8], e: usize, n: usize, k: usize) -> GroupedTensor {
+    GroupedBuilder::new()
+        .uniform_experts(e as i32, n as i64, k as i64)
+        .scales(GroupedScales::Compact)
+        .buffers(
+            ManagedTensor::from_host_bytes(values.to_vec(), &[(e * n) as i64, k as i64]).unwrap(),
+            ManagedTensor::from_host_bytes(scales.to_vec(), &[scales.len() as i64]).unwrap(),
+        )
+        .build()
+        .unwrap()
+}
+
 #[test]
 fn grouped_experts_convert_in_one_call() {
     // 3 experts of (128, 96), compact scales back to back.
@@ -160,15 +173,7 @@ fn grouped_experts_convert_in_one_call() {
     let c = k.div_ceil(32);
     let values = random_bytes(e * n * k, 21, 0, 255);
     let scales = random_bytes(e * n * c, 22, 1, 254);
-    let grouped = GroupedBuilder::new()
-        .uniform_experts(e as i32, n as i64, k as i64)
-        .scales(GroupedScales::Compact)
-        .buffers(
-            ManagedTensor::from_host_bytes(values.clone(), &[(e * n) as i64, k as i64]).unwrap(),
-            ManagedTensor::from_host_bytes(scales.clone(), &[(e * n * c) as i64]).unwrap(),
-        )
-        .build()
-        .unwrap();
+    let grouped = compact_experts(&values, &scales, e, n, k);
     let per_expert = layout_bytes(Layout::TrtllmShuffled, Direction::Rowwise, n as i64, c as i64).unwrap() as usize;
     let (mut out_values, mut out_scales) = (vec![POISON; e * n * k], vec![POISON; e * per_expert]);
     grouped.convert_into(&ConvertOptions::new().target(Layout::TrtllmShuffled), Some(BufMut::from(&mut out_values)), &mut out_scales).unwrap();
@@ -230,15 +235,7 @@ fn padding_writes_the_padded_weight_in_the_target() {
     let (c, cp) = (k.div_ceil(32), kp / 32);
     let values = random_bytes(e * n * k, 31, 0, 255);
     let scales = random_bytes(e * n * c, 32, 1, 254);
-    let grouped = GroupedBuilder::new()
-        .uniform_experts(e as i32, n as i64, k as i64)
-        .scales(GroupedScales::Compact)
-        .buffers(
-            ManagedTensor::from_host_bytes(values.clone(), &[(e * n) as i64, k as i64]).unwrap(),
-            ManagedTensor::from_host_bytes(scales.clone(), &[(e * n * c) as i64]).unwrap(),
-        )
-        .build()
-        .unwrap();
+    let grouped = compact_experts(&values, &scales, e, n, k);
     let options = ConvertOptions::new().target(Layout::TrtllmShuffled).pad_rows_to(256).pad_cols_to(128);
     assert_eq!(options.pad_scale, 127);
     let per_expert = layout_bytes(Layout::TrtllmShuffled, Direction::Rowwise, np as i64, cp as i64).unwrap() as usize;
