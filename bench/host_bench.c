@@ -5,6 +5,18 @@
  *   dequantize: those values and scales -> BF16 (mxfp8_dequantize);
  *   unswizzle:  its (4096, 256) scales, swizzled -> compact (mxfp8_unswizzle_scales).
  *
+ * and, for the host cost of one immediate grouped MoE export (issue 36; --grouped alone runs only these):
+ *
+ *   grouped:    mxfp8_grouped_export of every expert of 256 experts with GEMM-swizzled, padded scales, the
+ *               scales alone (a copy, unswizzled) as bench_scales.cu's MoE case calls it, once with
+ *               experts of (128, 256) and once with tiny experts of (1, 32) (mostly the call's own host
+ *               cost); and once choosing all 256 tiny experts in reverse order, values and scales (both
+ *               copies). Each call (its output released) timed alone, MXFP8_HOST_THREADS=1, the median
+ *               and minimum in microseconds over --grouped-calls calls. Then the checks alone: every
+ *               expert of (128, 256) with row-major compact scales, values and scales (both views);
+ *               and the immediate call as a loader holding no handle makes it: mxfp8_grouped_tensor_create,
+ *               the export, the release, for the tiny swizzled experts and the (128, 256) views.
+ *
  * Each once with MXFP8_HOST_THREADS=1 and once with the variable unset (every core the process may run
  * on). The copy moves the same number of bytes counting read + write, as bench_scales.cu does: a memcpy
  * of (bytes read + bytes written) / 2. Every figure is the median (and the minimum) of --reps timed runs
@@ -12,7 +24,8 @@
  * The weight (64 MiB of input) is larger than this machine's last-level cache, so the runs are mostly
  * cold; nothing else is done to flush caches.
  *
- *   host_bench [--reps N] [--out FILE] [--note TEXT]    (JSON on stdout, and in FILE when given) */
+ *   host_bench [--reps N] [--grouped] [--grouped-calls N] [--out FILE] [--note TEXT]
+ *   (JSON on stdout, and in FILE when given) */
 #define _GNU_SOURCE
 #include <sched.h>
 #include <stdint.h>
@@ -121,6 +134,111 @@ static void time_operation(FILE *out, const char *name, operation op, bench *b, 
           one.min, all.min, copy.min, one.cpu_median, all.cpu_median, copy.cpu_median, last ? "" : ",");
 }
 
+/* ---- The grouped MoE export (issue 36) ---- */
+
+enum { kExperts = 256 };
+
+static void no_delete(DLManagedTensorVersioned *self) { (void)self; }
+
+typedef struct {
+  mxfp8_grouped_desc desc;
+  mxfp8_grouped_tensor *grouped;
+  const int32_t *experts; /* NULL: every expert */
+  size_t count;
+  int values; /* export the values too */
+  int create; /* each call creates the grouped tensor from `desc` and releases it (an immediate call) */
+  DLManagedTensorVersioned data_m, scales_m;
+  int64_t data_shape[2], scales_shape[1];
+  void *data, *scales;
+} grouped_case;
+
+/* 256 experts of (rows, cols), their scales GEMM-swizzled and padded, or row-major and compact. */
+static void grouped_setup(grouped_case *g, int64_t rows, int64_t cols, int swizzled) {
+  const int64_t scale_cols = (cols + 31) / 32;
+  const int64_t per_expert = swizzled ? (rows + 127) / 128 * 128 * ((scale_cols + 3) / 4 * 4) : rows * scale_cols;
+  g->data = allocate((size_t)(kExperts * rows * cols));
+  g->scales = allocate((size_t)(kExperts * per_expert));
+  g->data_shape[0] = kExperts * rows, g->data_shape[1] = cols;
+  g->scales_shape[0] = kExperts * per_expert;
+  memset(&g->data_m, 0, sizeof g->data_m);
+  memset(&g->scales_m, 0, sizeof g->scales_m);
+  g->data_m.version.major = DLPACK_MAJOR_VERSION, g->data_m.version.minor = DLPACK_MINOR_VERSION;
+  g->scales_m.version = g->data_m.version;
+  const DLTensor data_t = {g->data, {kDLCPU, 0}, 2, {kDLUInt, 8, 1}, g->data_shape, NULL, 0};
+  const DLTensor scales_t = {g->scales, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, g->scales_shape, NULL, 0};
+  g->data_m.dl_tensor = data_t, g->scales_m.dl_tensor = scales_t;
+  g->data_m.deleter = g->scales_m.deleter = no_delete;
+  const mxfp8_grouped_desc init = MXFP8_GROUPED_DESC_INIT;
+  g->desc = init;
+  g->desc.scale_layout = swizzled ? MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED : MXFP8_SCALE_LAYOUT_ROW_MAJOR;
+  g->desc.scales = swizzled ? MXFP8_GROUPED_SCALES_PADDED : MXFP8_GROUPED_SCALES_COMPACT;
+  g->desc.num_experts = kExperts;
+  g->desc.cols = cols;
+  g->desc.uniform_rows = rows;
+  g->desc.data = &g->data_m;
+  g->desc.scale_inv = &g->scales_m;
+  check(mxfp8_grouped_tensor_create(&g->desc, &g->grouped), "mxfp8_grouped_tensor_create");
+}
+
+static void grouped_call(const grouped_case *g) {
+  DLManagedTensorVersioned *values = NULL, *scales = NULL;
+  mxfp8_grouped_tensor *grouped = g->grouped;
+  if (g->create) check(mxfp8_grouped_tensor_create(&g->desc, &grouped), "mxfp8_grouped_tensor_create");
+  check(mxfp8_grouped_export(grouped, g->experts, g->count, NULL, g->values ? &values : NULL, &scales),
+        "mxfp8_grouped_export");
+  if (values && values->deleter) values->deleter(values);
+  if (scales->deleter) scales->deleter(scales);
+  if (g->create) mxfp8_grouped_tensor_release(grouped);
+}
+
+/* Median and minimum, in microseconds, of `calls` calls timed one at a time after a few warm-ups. */
+static void time_grouped(FILE *out, const char *name, const grouped_case *g, int calls, int last) {
+  double *us = (double *)malloc((size_t)calls * sizeof *us);
+  if (!us) exit(1);
+  for (int i = 0; i < 16; ++i) grouped_call(g);
+  const double c0 = clock_ms(CLOCK_PROCESS_CPUTIME_ID);
+  for (int i = 0; i < calls; ++i) {
+    const double t0 = now_ms();
+    grouped_call(g);
+    us[i] = (now_ms() - t0) * 1e3;
+  }
+  const double cpu_us = (clock_ms(CLOCK_PROCESS_CPUTIME_ID) - c0) * 1e3 / calls;
+  qsort(us, (size_t)calls, sizeof us[0], compare_doubles);
+  fprintf(out, "    \"%s\": {\"us_median\": %.2f, \"us_min\": %.2f, \"us_p90\": %.2f, \"cpu_us_mean\": %.2f}%s\n", name,
+          us[calls / 2], us[0], us[calls * 9 / 10], cpu_us, last ? "" : ",");
+  free(us);
+}
+
+static void time_grouped_cases(FILE *out, int calls) {
+  setenv("MXFP8_HOST_THREADS", "1", 1);
+  grouped_case small, tiny, views;
+  memset(&small, 0, sizeof small);
+  memset(&tiny, 0, sizeof tiny);
+  memset(&views, 0, sizeof views);
+  grouped_setup(&small, 128, 256, 1);
+  grouped_setup(&tiny, 1, 32, 1);
+  grouped_setup(&views, 128, 256, 0);
+  views.values = 1;
+  static int32_t reversed[kExperts];
+  for (int e = 0; e < kExperts; ++e) reversed[e] = kExperts - 1 - e;
+  grouped_case tiny_chosen = tiny, tiny_created = tiny, views_created = views;
+  tiny_chosen.experts = reversed, tiny_chosen.count = kExperts, tiny_chosen.values = 1;
+  tiny_created.create = 1, views_created.create = 1;
+  fprintf(out, "  \"grouped\": {\n    \"experts\": %d, \"calls\": %d, \"threads\": 1,\n", kExperts, calls);
+  time_grouped(out, "all_128x256_scales", &small, calls, 0);
+  time_grouped(out, "all_1x32_scales", &tiny, calls, 0);
+  time_grouped(out, "reversed_1x32_values_scales", &tiny_chosen, calls, 0);
+  time_grouped(out, "all_128x256_views", &views, calls, 0);
+  time_grouped(out, "create_all_1x32_scales", &tiny_created, calls, 0);
+  time_grouped(out, "create_all_128x256_views", &views_created, calls, 1);
+  fprintf(out, "  }");
+  mxfp8_grouped_tensor_release(small.grouped);
+  mxfp8_grouped_tensor_release(tiny.grouped);
+  mxfp8_grouped_tensor_release(views.grouped);
+  free(small.data), free(small.scales), free(tiny.data), free(tiny.scales), free(views.data), free(views.scales);
+  unsetenv("MXFP8_HOST_THREADS");
+}
+
 static void cpu_model(char *buf, size_t n) {
   snprintf(buf, n, "unknown");
   FILE *f = fopen("/proc/cpuinfo", "r");
@@ -146,23 +264,8 @@ static void load_average(char *buf, size_t n) {
   fclose(f);
 }
 
-int main(int argc, char **argv) {
-  int reps = 5;
-  const char *out_path = NULL, *note = "";
-  for (int i = 1; i < argc; ++i) {
-    if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--out") && i + 1 < argc) out_path = argv[++i];
-    else if (!strcmp(argv[i], "--note") && i + 1 < argc) note = argv[++i];
-    else {
-      fprintf(stderr, "usage: %s [--reps N] [--out FILE] [--note TEXT]\n", argv[0]);
-      return 2;
-    }
-  }
-  if (reps < 1 || reps > kMaxReps) {
-    fprintf(stderr, "host_bench: --reps must be 1..%d\n", kMaxReps);
-    return 2;
-  }
-
+/* The (4096, 8192) weight's three operations. */
+static void time_weight(FILE *out, int reps) {
   bench b;
   memset(&b, 0, sizeof b);
   const size_t n = (size_t)kRows * kCols, scale_bytes = (size_t)kRows * kScaleCols;
@@ -199,6 +302,37 @@ int main(int argc, char **argv) {
   const size_t copy_max = n * 2 + n + scale_bytes; /* the largest operation's bytes moved */
   b.copy_src = allocate(copy_max), b.copy_dst = allocate(copy_max);
 
+  time_operation(out, "quantize", run_quantize, &b, n * 2 + n + scale_bytes, reps, 0);
+  time_operation(out, "dequantize", run_dequantize, &b, n + scale_bytes + n * 2, reps, 0);
+  time_operation(out, "unswizzle", run_unswizzle, &b, swizzled_bytes + scale_bytes, reps, 0);
+  mxfp8_tensor_release(b.tensor);
+  free(input), free(b.values.data), free(b.scales.data), free(b.swizzled.data), free(b.compact.data);
+  free(b.output.data), free(b.copy_src), free(b.copy_dst);
+}
+
+int main(int argc, char **argv) {
+  int reps = 5, grouped_only = 0, grouped_calls = 5000;
+  const char *out_path = NULL, *note = "";
+  for (int i = 1; i < argc; ++i) {
+    if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--out") && i + 1 < argc) out_path = argv[++i];
+    else if (!strcmp(argv[i], "--note") && i + 1 < argc) note = argv[++i];
+    else if (!strcmp(argv[i], "--grouped")) grouped_only = 1;
+    else if (!strcmp(argv[i], "--grouped-calls") && i + 1 < argc) grouped_calls = atoi(argv[++i]);
+    else {
+      fprintf(stderr, "usage: %s [--reps N] [--grouped] [--grouped-calls N] [--out FILE] [--note TEXT]\n", argv[0]);
+      return 2;
+    }
+  }
+  if (reps < 1 || reps > kMaxReps) {
+    fprintf(stderr, "host_bench: --reps must be 1..%d\n", kMaxReps);
+    return 2;
+  }
+  if (grouped_calls < 1) {
+    fprintf(stderr, "host_bench: --grouped-calls must be at least 1\n");
+    return 2;
+  }
+
   cpu_set_t set;
   const int cores = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
   char model[256], load[64], date[32];
@@ -213,10 +347,9 @@ int main(int argc, char **argv) {
   fprintf(out, "{\n  \"date\": \"%s\",\n  \"cpu\": \"%s\",\n  \"cores\": %d,\n  \"load_average_1min_at_start\": %s,\n",
           date, model, cores, load);
   fprintf(out, "  \"shape\": [%d, %d],\n  \"reps\": %d,\n  \"note\": \"%s\",\n", kRows, kCols, reps, note);
-  time_operation(out, "quantize", run_quantize, &b, n * 2 + n + scale_bytes, reps, 0);
-  time_operation(out, "dequantize", run_dequantize, &b, n + scale_bytes + n * 2, reps, 0);
-  time_operation(out, "unswizzle", run_unswizzle, &b, swizzled_bytes + scale_bytes, reps, 1);
-  fprintf(out, "}\n");
+  if (!grouped_only) time_weight(out, reps);
+  time_grouped_cases(out, grouped_calls);
+  fprintf(out, "\n}\n");
   fclose(out);
   fputs(text, stdout);
   if (out_path) {
@@ -227,8 +360,5 @@ int main(int argc, char **argv) {
     }
   }
   free(text);
-  mxfp8_tensor_release(b.tensor);
-  free(input), free(b.values.data), free(b.scales.data), free(b.swizzled.data), free(b.compact.data);
-  free(b.output.data), free(b.copy_src), free(b.copy_dst);
   return 0;
 }
