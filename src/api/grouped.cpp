@@ -31,9 +31,12 @@ std::vector<int64_t> expert_scale_shape(const mxfp8_grouped_tensor &g, int64_t r
           checked_round_up(g.scale_cols, kTileCols, "an expert's padded scale column count")};
 }
 
+// The same shape's bytes, with the same checks (and messages), making no vector: create runs it per expert.
 int64_t expert_scale_bytes(const mxfp8_grouped_tensor &g, int64_t rows) {
-  const std::vector<int64_t> shape = expert_scale_shape(g, rows);
-  return checked_mul(shape[0], shape[1], "an expert's scale size");
+  if (g.scale_packing == MXFP8_GROUPED_SCALES_COMPACT) return checked_mul(rows, g.scale_cols, "an expert's scale size");
+  const int64_t padded_rows = checked_round_up(rows, kTileRows, "an expert's padded scale row count");
+  const int64_t padded_cols = checked_round_up(g.scale_cols, kTileCols, "an expert's padded scale column count");
+  return checked_mul(padded_rows, padded_cols, "an expert's scale size");
 }
 
 std::unique_ptr<mxfp8_grouped_tensor> create_grouped(const mxfp8_grouped_desc &given) {
@@ -67,6 +70,11 @@ std::unique_ptr<mxfp8_grouped_tensor> create_grouped(const mxfp8_grouped_desc &g
   g->scale_packing = static_cast<mxfp8_grouped_scales>(d.scales);
   g->cols = d.cols;
   g->scale_cols = ceil_div(d.cols, kBlockSize);
+  const auto experts = static_cast<size_t>(d.num_experts);
+  g->rows.reserve(experts);
+  g->first_row.reserve(experts);
+  g->scale_offset.reserve(experts);
+  g->sources.reserve(experts);
   int64_t total_rows = 0, scale_end = 0;
   for (int32_t e = 0; e < d.num_experts; ++e) {
     const int64_t rows = d.expert_rows ? d.expert_rows[e] : d.uniform_rows;
