@@ -78,18 +78,25 @@ void run_jobs_on(DLDevice device, const ScaleJob *jobs, size_t count, void *stre
   where_memory_lives(device, "scales", [&] { run_jobs_host(jobs, count); }, [&] { cuda::run_jobs(jobs, count, stream); });
 }
 
-void add_copy_jobs(std::vector<ScaleJob> &jobs, const uint8_t *src, uint8_t *dst, int64_t bytes) {
+size_t copy_jobs(const uint8_t *src, uint8_t *dst, int64_t bytes, ScaleJob parts[2]) {
   const int64_t rows = bytes / kCopyRowBytes, tail = bytes % kCopyRowBytes;
   auto *s = const_cast<uint8_t *>(src);
+  size_t made = 0;
   if (rows > 0)
-    jobs.push_back(copy_job(ByteMatrix{s, rows, kCopyRowBytes, kCopyRowBytes, 1},
-                            ByteMatrix{dst, rows, kCopyRowBytes, kCopyRowBytes, 1}));
+    parts[made++] = copy_job(ByteMatrix{s, rows, kCopyRowBytes, kCopyRowBytes, 1},
+                             ByteMatrix{dst, rows, kCopyRowBytes, kCopyRowBytes, 1});
   if (tail > 0) {
     const int64_t done = rows * kCopyRowBytes;
-    jobs.push_back(copy_job(ByteMatrix{s + done, 1, tail, tail, 1}, ByteMatrix{dst + done, 1, tail, tail, 1}));
+    parts[made++] = copy_job(ByteMatrix{s + done, 1, tail, tail, 1}, ByteMatrix{dst + done, 1, tail, tail, 1});
   }
+  return made;
 }
 
+void add_copy_jobs(std::vector<ScaleJob> &jobs, const uint8_t *src, uint8_t *dst, int64_t bytes) {
+  ScaleJob parts[2];
+  const size_t made = copy_jobs(src, dst, bytes, parts);
+  jobs.insert(jobs.end(), parts, parts + made);
+}
 
 void run_export_jobs(const ExportJobs &work, void *stream) {
   run_jobs_on(work.device, work.jobs.data(), work.jobs.size(), stream);

@@ -42,7 +42,9 @@ ExportJobs batched_jobs(const mxfp8_tensor *const *tensors, DLTensor *const *des
 // A flat copy of `bytes` becomes rows of kCopyRowBytes plus a one-row tail, so that the scale kernel's
 // row-segment jobs move it (16 bytes at a time when aligned) in the same launch as the scales.
 constexpr int64_t kCopyRowBytes = 4096;
-// Appends the jobs that copy `bytes` contiguous bytes from src to dst.
+// The jobs that copy `bytes` contiguous bytes from src to dst, written to `parts`: returns how many (0 to 2).
+size_t copy_jobs(const uint8_t *src, uint8_t *dst, int64_t bytes, ScaleJob parts[2]);
+// Appends those jobs.
 void add_copy_jobs(std::vector<ScaleJob> &jobs, const uint8_t *src, uint8_t *dst, int64_t bytes);
 
 // Strides of a (*lead, C) view over rows that are `row_stride` bytes apart.

@@ -268,32 +268,39 @@ extern "C" MXFP8_API mxfp8_status mxfp8_grouped_export(const mxfp8_grouped_tenso
   return guarded([&] {
     const mxfp8_export_options o = grouped_export_options(g, options, values, scales);
     hold_for_call(*g);
-    // experts NULL and count 0: every expert in order, which is the same export of experts 0..E-1.
-    std::vector<int32_t> every;
+    // experts NULL and count 0: every expert in order, which is the same export of experts 0..E-1 (read
+    // as such below; no array of them is made).
     const bool all = !experts && count == 0;
     const int64_t n = all ? check_all_experts(*g) : check_experts(*g, experts, count);
-    if (all) {
-      every.resize(g->rows.size());
-      for (size_t e = 0; e < every.size(); ++e) every[e] = static_cast<int32_t>(e);
-      experts = every.data();
-      count = every.size();
-    }
+    if (all) count = g->rows.size();
+    const auto expert = [&](size_t i) { return all ? i : static_cast<size_t>(experts[i]); };
     const int64_t c = g->scale_cols, k = g->cols;
     const auto chosen = static_cast<int64_t>(count);
     const std::vector<int64_t> values_shape{chosen, n, k}, scales_shape{chosen, n, c};
-    const bool in_order = consecutive(experts, count);
+    const bool in_order = all || consecutive(experts, count);
     const uint64_t read_only = DLPACK_FLAG_BITMASK_READ_ONLY;
 
-    // Views where the bytes already lie so; everything else is copied in one launch.
+    // Views where the bytes already lie so; everything else is copied in one launch. The jobs merge as
+    // they are made (append_coalesced: experts of whole 128-row tiles stored back to back are one job),
+    // and room for them is made at most twice: a few, then what every expert left could need.
     ManagedPtr values_out, scales_out;
     std::vector<ScaleJob> jobs;
-    std::vector<Span> spans{
-        span_of(byte_pointer(g->data->dl_tensor), checked_numel(g->data->dl_tensor, "data"), "desc.data", kNoIndex, false),
-        span_of(byte_pointer(g->scales->dl_tensor), checked_numel(g->scales->dl_tensor, "scale_inv"), "desc.scale_inv",
-                kNoIndex, false)};
+    jobs.reserve(4);
+    size_t jobs_left = 0;  // an upper bound on the jobs still to be appended
+    const auto append = [&](const ScaleJob &job) {
+      if (jobs.size() == jobs.capacity()) jobs.reserve(jobs.size() + jobs_left);
+      append_coalesced(jobs, job);
+      --jobs_left;
+    };
+    std::vector<Span> spans;
+    spans.reserve(4);
+    spans.push_back(
+        span_of(byte_pointer(g->data->dl_tensor), checked_numel(g->data->dl_tensor, "data"), "desc.data", kNoIndex, false));
+    spans.push_back(span_of(byte_pointer(g->scales->dl_tensor), checked_numel(g->scales->dl_tensor, "scale_inv"),
+                            "desc.scale_inv", kNoIndex, false));
     if (values) {
       if (in_order) {
-        values_out = make_view(keep_alive(g), offset_by(g->data->dl_tensor, g->first_row[experts[0]] * k),
+        values_out = make_view(keep_alive(g), offset_by(g->data->dl_tensor, g->first_row[expert(0)] * k),
                                values_dtype(g->format, o.values_dtype), values_shape, compact_strides(values_shape),
                                g->data->flags & read_only);
       } else {
@@ -303,16 +310,20 @@ extern "C" MXFP8_API mxfp8_status mxfp8_grouped_export(const mxfp8_grouped_tenso
         const int64_t bytes = chosen * n * k;
         spans.push_back(span_of(bytes > 0 ? dst : nullptr, bytes, "the values copy from options.allocator", kNoIndex, true));
         const uint8_t *src = byte_pointer(g->data->dl_tensor);
-        for (size_t i = 0; i < count && n * k > 0; ++i)
-          add_copy_jobs(jobs, src + g->first_row[experts[i]] * k, dst + static_cast<int64_t>(i) * n * k, n * k);
+        ScaleJob parts[2];
+        for (size_t i = 0; i < count && n * k > 0; ++i) {
+          const size_t made = copy_jobs(src + g->first_row[expert(i)] * k, dst + static_cast<int64_t>(i) * n * k, n * k, parts);
+          if (i == 0) jobs_left = made * count;
+          for (size_t p = 0; p < made; ++p) append(parts[p]);
+        }
       }
     }
     if (scales) {
       bool view = in_order && g->scale_packing == MXFP8_GROUPED_SCALES_COMPACT;
       for (size_t i = 1; i < count && view; ++i)
-        view = g->scale_offset[experts[i]] == g->scale_offset[experts[0]] + static_cast<int64_t>(i) * n * c;
+        view = g->scale_offset[expert(i)] == g->scale_offset[expert(0)] + static_cast<int64_t>(i) * n * c;
       if (view) {
-        scales_out = make_view(keep_alive(g), offset_by(g->scales->dl_tensor, g->scale_offset[experts[0]]),
+        scales_out = make_view(keep_alive(g), offset_by(g->scales->dl_tensor, g->scale_offset[expert(0)]),
                                scales_dtype(o.scales_dtype), scales_shape, compact_strides(scales_shape),
                                g->scales->flags & read_only);
       } else {
@@ -320,12 +331,12 @@ extern "C" MXFP8_API mxfp8_status mxfp8_grouped_export(const mxfp8_grouped_tenso
         uint8_t *dst = byte_pointer(scales_out->dl_tensor);
         const int64_t bytes = chosen * n * c;
         spans.push_back(span_of(bytes > 0 ? dst : nullptr, bytes, "the scales copy from options.allocator", kNoIndex, true));
+        if (n * c > 0) jobs_left += count;
         for (size_t i = 0; i < count && n * c > 0; ++i)
-          jobs.push_back(compact_job(g->sources[experts[i]], dst + static_cast<int64_t>(i) * n * c));
+          append(compact_job(g->sources[expert(i)], dst + static_cast<int64_t>(i) * n * c));
       }
     }
     check_no_overlap(spans);
-    coalesce_jobs(jobs);
     run_jobs_on(g->device, jobs.data(), jobs.size(), o.stream);
     if (scales) *scales = scales_out.release();
     if (values) *values = values_out.release();

@@ -47,20 +47,29 @@ bool mergeable(const ScaleJob &a, const ScaleJob &b) {
   }
 }
 
+// Folds `next` into `into` (mergeable(into, next) holds).
+void merge_into(ScaleJob &into, const ScaleJob &next) {
+  into.dst.rows += next.dst.rows;
+  if (into.kind == JobKind::Copy) into.src.rows += next.src.rows;
+}
+
 }  // namespace
 
 void coalesce_jobs(std::vector<ScaleJob> &jobs) {
   size_t kept = 0;
   for (size_t i = 0; i < jobs.size(); ++i) {
     if (kept > 0 && mergeable(jobs[kept - 1], jobs[i])) {
-      ScaleJob &into = jobs[kept - 1];
-      into.dst.rows += jobs[i].dst.rows;
-      if (into.kind == JobKind::Copy) into.src.rows += jobs[i].src.rows;
+      merge_into(jobs[kept - 1], jobs[i]);
       continue;
     }
     jobs[kept++] = jobs[i];
   }
   jobs.resize(kept);
+}
+
+void append_coalesced(std::vector<ScaleJob> &jobs, const ScaleJob &job) {
+  if (!jobs.empty() && mergeable(jobs.back(), job)) return merge_into(jobs.back(), job);
+  jobs.push_back(job);
 }
 
 }  // namespace mxfp8

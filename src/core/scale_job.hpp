@@ -106,6 +106,9 @@ inline ScaleJob padded_rows_job(int32_t layout, const uint8_t *src, uint8_t *dst
 // the first of whole 128-row tiles, into compact rows that continue (the experts of a grouped tensor
 // exported into one buffer). The bytes written are the same; only the job count changes. In place.
 void coalesce_jobs(std::vector<ScaleJob> &jobs);
+// Appends `job`, merged into the last job when coalesce_jobs would merge the two: jobs appended one by one
+// this way are what coalesce_jobs makes of the same jobs appended plainly, without holding every one.
+void append_coalesced(std::vector<ScaleJob> &jobs, const ScaleJob &job);
 
 // The swizzled buffer of an R x C matrix: roundup(R, 128) * roundup(C, 4) contiguous bytes.
 // `dst` has R rows and C columns, any strides.

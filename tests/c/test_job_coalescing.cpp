@@ -1,5 +1,6 @@
 // coalesce_jobs (src/core/job_coalescing.cpp): which neighbouring jobs become one, and that the merged list
-// writes exactly the bytes the original list writes. Each case is a list of Copy / Unswizzle jobs over one
+// writes exactly the bytes the original list writes (and that append_coalesced, job by job, makes the same
+// list). Each case is a list of Copy / Unswizzle jobs over one
 // arena of random bytes; both lists run through a transcription of the jobs' meaning written here from
 // the swizzle formula (the 128x4 tile: 32 rows of 16 bytes, row r's 4 bytes at (r % 32) * 16 +
 // (r % 128 / 32) * 4), into destinations poisoned first, and the results must be equal byte for byte,
@@ -68,12 +69,29 @@ ScaleJob copy(Arena &a, size_t from, size_t to, int64_t rows, int64_t cols, int6
 
 size_t tiles_bytes(int64_t rows, int64_t cols) { return static_cast<size_t>((rows + 127) / 128 * 128 * ((cols + 3) / 4 * 4)); }
 
+// The fields a merge changes or compares, equal.
+bool same_job(const ScaleJob &x, const ScaleJob &y) {
+  const auto same = [](const ByteMatrix &m, const ByteMatrix &n) {
+    return m.data == n.data && m.rows == n.rows && m.cols == n.cols && m.row_stride == n.row_stride &&
+           m.col_stride == n.col_stride;
+  };
+  return x.kind == y.kind && x.swizzled == y.swizzled && same(x.src, y.src) && same(x.dst, y.dst) &&
+         x.swizzled_row0 == y.swizzled_row0 && x.swizzled_col0 == y.swizzled_col0 &&
+         x.swizzled_tile_stride == y.swizzled_tile_stride && x.zero_as_one == y.zero_as_one;
+}
+
 void check(const char *name, Arena &a, std::vector<ScaleJob> jobs, size_t want_count) {
   std::vector<uint8_t> before(kArena);
   std::memset(a.out.data(), 0xEE, kArena);
   for (const ScaleJob &j : jobs) run(j);
   before = a.out;
+  // append_coalesced, one job at a time, makes the list coalesce_jobs makes of them all.
+  std::vector<ScaleJob> appended;
+  for (const ScaleJob &j : jobs) append_coalesced(appended, j);
   coalesce_jobs(jobs);
+  bool same = appended.size() == jobs.size();
+  for (size_t i = 0; same && i < jobs.size(); ++i) same = same_job(appended[i], jobs[i]);
+  expect(same, name, "append_coalesced made another list than coalesce_jobs");
   char detail[96];
   std::snprintf(detail, sizeof detail, "%zu jobs after coalescing, want %zu", jobs.size(), want_count);
   expect(jobs.size() == want_count, name, detail);
