@@ -76,8 +76,20 @@ struct ScaleJob {
   Padding pad = {};
 };
 
+// ScaleJob{kind, swizzled, src, dst}, every other field its default, set field by field: the braced form
+// zeroes the whole job first (GCC: a `rep stos` of its 176 bytes, ~9 ns on the host, paid per expert by
+// a grouped export).
+inline ScaleJob make_job(JobKind kind, const uint8_t *swizzled, ByteMatrix src, ByteMatrix dst) {
+  ScaleJob job;  // the fields with defaults take them; the four below have none
+  job.kind = kind;
+  job.swizzled = swizzled;
+  job.src = src;
+  job.dst = dst;
+  return job;
+}
+
 // The Copy job dst = src.
-inline ScaleJob copy_job(ByteMatrix src, ByteMatrix dst) { return ScaleJob{JobKind::Copy, nullptr, src, dst}; }
+inline ScaleJob copy_job(ByteMatrix src, ByteMatrix dst) { return make_job(JobKind::Copy, nullptr, src, dst); }
 
 // The PermuteRows job of `groups` stacked matrices of group_rows x cols bytes (both row-major, dense):
 // the values of `layout`.

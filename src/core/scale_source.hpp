@@ -74,7 +74,8 @@ inline ScaleSource crop(const ScaleSource &s, int64_t r0, int64_t r1, int64_t c0
 inline ScaleJob swizzled_window_job(const ScaleSource &s, ByteMatrix dst) {
   const int64_t padded = swizzled_padded_cols(s), stride = padded / kTileCols;
   const int64_t r0 = s.transposed ? s.col0 : s.row0, c0 = s.transposed ? s.row0 : s.col0;
-  ScaleJob job{JobKind::Unswizzle, s.swizzled + ((r0 / kTileRows) * stride + c0 / kTileCols) * kTileBytes, ByteMatrix{}, dst};
+  ScaleJob job = make_job(JobKind::Unswizzle, s.swizzled + ((r0 / kTileRows) * stride + c0 / kTileCols) * kTileBytes,
+                          ByteMatrix{nullptr, 0, 0, 0, 0}, dst);
   job.swizzled_row0 = r0 % kTileRows;
   job.swizzled_col0 = c0 % kTileCols;
   job.swizzled_tile_stride = stride;
