@@ -282,13 +282,14 @@ extern "C" MXFP8_API mxfp8_status mxfp8_grouped_export(const mxfp8_grouped_tenso
 
     // Views where the bytes already lie so; everything else is copied in one launch. The jobs merge as
     // they are made (append_coalesced: experts of whole 128-row tiles stored back to back are one job),
-    // and room for them is made at most twice: a few, then what every expert left could need.
+    // and room for them is made at most twice: a few at the first job (none for views alone), then what
+    // every expert left could need.
     ManagedPtr values_out, scales_out;
     std::vector<ScaleJob> jobs;
-    jobs.reserve(4);
     size_t jobs_left = 0;  // an upper bound on the jobs still to be appended
     const auto append = [&](const ScaleJob &job) {
-      if (jobs.size() == jobs.capacity()) jobs.reserve(jobs.size() + jobs_left);
+      if (jobs.size() == jobs.capacity())
+        jobs.reserve(jobs.empty() ? std::min<size_t>(4, jobs_left) : jobs.size() + jobs_left);
       append_coalesced(jobs, job);
       --jobs_left;
     };
