@@ -48,7 +48,7 @@ int host_threads_for(int64_t units, int64_t bytes) {
   return static_cast<int>(std::max<int64_t>(1, threads));
 }
 
-void parallel_for(int64_t units, int64_t bytes, const std::function<void(int64_t, int64_t)> &body) {
+void parallel_ranges(int64_t units, int64_t bytes, const std::function<void(int64_t, int64_t)> &body) {
   const int threads = host_threads_for(units, bytes);
   if (threads == 1) return body(0, units);
   auto begin_of = [&](int t) { return units * t / threads; };

@@ -33,6 +33,14 @@ int host_threads_for(int64_t units, int64_t bytes);
 // host_threads_for(units, bytes) threads. Returns when every range is done. If a range throws, the first
 // exception (by range order) is rethrown here, on the caller's thread, after every thread has joined; if a
 // thread cannot be started, its range runs on the caller's thread.
-void parallel_for(int64_t units, int64_t bytes, const std::function<void(int64_t, int64_t)> &body);
+void parallel_ranges(int64_t units, int64_t bytes, const std::function<void(int64_t, int64_t)> &body);
+
+// The same for any callable: the std::function holds a reference to `body` (kept in place, never on the
+// heap), where a lambda of more than two captures would be copied to a heap allocation at every call,
+// once per job when a call runs many small jobs (a grouped export of tiny experts: one per expert).
+template <class Body>
+void parallel_for(int64_t units, int64_t bytes, const Body &body) {
+  parallel_ranges(units, bytes, std::cref(body));
+}
 
 }  // namespace mxfp8
