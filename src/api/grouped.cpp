@@ -285,8 +285,16 @@ extern "C" MXFP8_API mxfp8_status mxfp8_grouped_export(const mxfp8_grouped_tenso
     // and room for them is made at most twice: a few at the first job (none for views alone), then what
     // every expert left could need.
     ManagedPtr values_out, scales_out;
+    bool scales_view = scales && in_order && g->scale_packing == MXFP8_GROUPED_SCALES_COMPACT;
+    for (size_t i = 1; i < count && scales_view; ++i)
+      scales_view = g->scale_offset[expert(i)] == g->scale_offset[expert(0)] + static_cast<int64_t>(i) * n * c;
+    // An upper bound on the jobs still to be appended: each expert's copy jobs (whole rows of
+    // kCopyRowBytes and a tail), and one scale job each.
+    size_t jobs_left = 0;
+    if (values && !in_order && n * k > 0)
+      jobs_left += count * static_cast<size_t>((n * k >= kCopyRowBytes) + (n * k % kCopyRowBytes != 0));
+    if (scales && !scales_view && n * c > 0) jobs_left += count;
     std::vector<ScaleJob> jobs;
-    size_t jobs_left = 0;  // an upper bound on the jobs still to be appended
     const auto append = [&](const ScaleJob &job) {
       if (jobs.size() == jobs.capacity())
         jobs.reserve(jobs.empty() ? std::min<size_t>(4, jobs_left) : jobs.size() + jobs_left);
@@ -314,16 +322,12 @@ extern "C" MXFP8_API mxfp8_status mxfp8_grouped_export(const mxfp8_grouped_tenso
         ScaleJob parts[2];
         for (size_t i = 0; i < count && n * k > 0; ++i) {
           const size_t made = copy_jobs(src + g->first_row[expert(i)] * k, dst + static_cast<int64_t>(i) * n * k, n * k, parts);
-          if (i == 0) jobs_left = made * count;
           for (size_t p = 0; p < made; ++p) append(parts[p]);
         }
       }
     }
     if (scales) {
-      bool view = in_order && g->scale_packing == MXFP8_GROUPED_SCALES_COMPACT;
-      for (size_t i = 1; i < count && view; ++i)
-        view = g->scale_offset[expert(i)] == g->scale_offset[expert(0)] + static_cast<int64_t>(i) * n * c;
-      if (view) {
+      if (scales_view) {
         scales_out = make_view(keep_alive(g), offset_by(g->scales->dl_tensor, g->scale_offset[expert(0)]),
                                scales_dtype(o.scales_dtype), scales_shape, compact_strides(scales_shape),
                                g->scales->flags & read_only);
@@ -332,7 +336,6 @@ extern "C" MXFP8_API mxfp8_status mxfp8_grouped_export(const mxfp8_grouped_tenso
         uint8_t *dst = byte_pointer(scales_out->dl_tensor);
         const int64_t bytes = chosen * n * c;
         spans.push_back(span_of(bytes > 0 ? dst : nullptr, bytes, "the scales copy from options.allocator", kNoIndex, true));
-        if (n * c > 0) jobs_left += count;
         for (size_t i = 0; i < count && n * c > 0; ++i)
           append(compact_job(g->sources[expert(i)], dst + static_cast<int64_t>(i) * n * c));
       }
