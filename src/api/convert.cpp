@@ -191,8 +191,8 @@ ExportJobs grouped_convert_jobs(const mxfp8_grouped_tensor *g, const ConvertRequ
       checked_mul(checked_mul(experts, extent.rows, "the experts' values"), extent.cols, "the experts' values");
   uint8_t *values_out = check_values_output(values, r, g->format, values_bytes, g->device, "the experts are", spans);
   check_no_overlap(spans);
-  // The experts' values are back to back in row order (mxfp8_grouped_desc): one job for all of them.
   work.jobs.reserve(2 + (expert_bytes > 0 ? static_cast<size_t>(experts) : 0));  // once, not grown job by job
+  // The experts' values are back to back in row order (mxfp8_grouped_desc): one job for all of them.
   if (values_out) add_values_jobs(work.jobs, r, byte_pointer(data), values_out, experts, n, g->cols, extent);
   if (expert_bytes > 0)
     for (int64_t e = 0; e < experts; ++e) {
