@@ -50,8 +50,11 @@ Refused, with the entry named: NVFP4 entries (vLLM's ModelOpt NVFP4 also wants i
 """
 from __future__ import annotations
 
+import base64
 import datetime
 import functools
+import os
+import pickle
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Dict, List, Mapping, Tuple
 
@@ -182,11 +185,14 @@ def _classes() -> Dict[str, type]:
     @dataclass
     class MXFP8WeightTransferUpdateInfo(WeightTransferUpdateInfo):
         """One bucket: its manifest (a prepare_buckets plan's / iter_buckets'), its size in bytes, and for
-        "ipc" its CUDA IPC handle per GPU UUID (torch's reduce_tensor args, as vLLM's ipc engine sends)."""
+        "ipc" its CUDA IPC handle per GPU UUID (torch's reduce_tensor args), under vLLM's ipc engine's keys:
+        ``ipc_handles``, or ``ipc_handles_pickled`` (base64 of their pickle, what vLLM's HTTP client sends;
+        read only with VLLM_ALLOW_INSECURE_SERIALIZATION=1, as vLLM's ipc engine reads it)."""
 
         manifest: List[Dict[str, Any]]
         bucket_bytes: int
-        ipc_handle: Optional[Dict[str, tuple]] = None
+        ipc_handles: Optional[Dict[str, tuple]] = None
+        ipc_handles_pickled: Optional[str] = None
 
         def __post_init__(self) -> None:
             if not isinstance(self.manifest, list) or not self.manifest:
@@ -194,8 +200,16 @@ def _classes() -> Dict[str, type]:
                                  f"entries, got {self.manifest!r:.80}")
             if type(self.bucket_bytes) is not int or self.bucket_bytes <= 0:
                 raise ValueError(f"update_info['bucket_bytes'] must be a positive int, got {self.bucket_bytes!r}")
-            if self.ipc_handle is not None and not isinstance(self.ipc_handle, dict):
-                raise ValueError("update_info['ipc_handle'] must map GPU UUIDs to rebuild_cuda_tensor args")
+            if self.ipc_handles_pickled is not None:
+                if self.ipc_handles is not None:
+                    raise ValueError("update_info gives both ipc_handles and ipc_handles_pickled")
+                if not int(os.environ.get("VLLM_ALLOW_INSECURE_SERIALIZATION", "0")):  # vLLM's envs.py reading
+                    raise ValueError("refusing to unpickle ipc_handles_pickled without "
+                                     "VLLM_ALLOW_INSECURE_SERIALIZATION=1")
+                self.ipc_handles = pickle.loads(base64.b64decode(self.ipc_handles_pickled))
+                self.ipc_handles_pickled = None
+            if self.ipc_handles is not None and not isinstance(self.ipc_handles, dict):
+                raise ValueError("update_info['ipc_handles'] must map GPU UUIDs to rebuild_cuda_tensor args")
 
     class MXFP8WeightTransferEngine(WeightTransferEngine[MXFP8WeightTransferInitInfo,
                                                          MXFP8WeightTransferUpdateInfo]):
@@ -246,21 +260,21 @@ def _classes() -> Dict[str, type]:
             if self.transport is None:
                 raise RuntimeError("mxfp8 weight transfer not initialized: call init_transfer_engine first")
             if self.transport != "ipc":
-                if info.ipc_handle is not None:
+                if info.ipc_handles is not None:
                     raise ValueError(f"update_info carries an IPC handle, but the transport is {self.transport!r}")
                 bucket = torch.empty(info.bucket_bytes, dtype=torch.uint8, device=self.device)
                 _broadcast(self.group, self.transport, bucket)
                 return bucket
-            if info.ipc_handle is None:
-                raise ValueError("transport 'ipc': update_info must carry the bucket's ipc_handle")
+            if info.ipc_handles is None:
+                raise ValueError("transport 'ipc': update_info must carry the bucket's ipc_handles")
             from torch.multiprocessing.reductions import rebuild_cuda_tensor
 
             index = self.device.index if self.device.index is not None else torch.cuda.current_device()
             uuid = str(torch.cuda.get_device_properties(index).uuid)
-            if uuid not in info.ipc_handle:
+            if uuid not in info.ipc_handles:
                 raise ValueError(f"no IPC handle for this worker's GPU {uuid}; the handles are for "
-                                 f"{list(info.ipc_handle)}")
-            args = list(info.ipc_handle[uuid])
+                                 f"{list(info.ipc_handles)}")
+            args = list(info.ipc_handles[uuid])
             args[6] = index  # reduce_tensor's device index, the receiver's here (as vLLM's ipc engine does)
             shared = rebuild_cuda_tensor(*args)
             if shared.dtype != torch.uint8 or shared.dim() != 1 or shared.numel() != info.bucket_bytes:
@@ -359,7 +373,7 @@ def _classes() -> Dict[str, type]:
                     from torch.multiprocessing.reductions import reduce_tensor
 
                     uuid = str(torch.cuda.get_device_properties(bucket.device.index).uuid)
-                    info["ipc_handle"] = {uuid: reduce_tensor(bucket)[1]}
+                    info["ipc_handles"] = {uuid: reduce_tensor(bucket)[1]}
                     self.client.update_weights(info)
                     continue
                 rpc = ThreadPoolExecutor(max_workers=1)

@@ -6,10 +6,13 @@ source) over a gloo group on the CPU into a model whose parameters start poisone
 steps. The few vLLM modules those files import that the tests do not exercise are stubs: the logger, the
 @config decorator, ParallelConfig, and the layerwise-reload and MTP-check hooks (recorded). Skips without
 the kept files."""
+import base64
 import contextlib
 import dataclasses
 import importlib
+import json
 import logging
+import pickle
 import subprocess
 import sys
 import types
@@ -131,7 +134,7 @@ class Client:
         self.engine.start_weight_update()
 
     def update_weights(self, update_info):
-        self.engine.update_weights(update_info)
+        self.engine.update_weights(json.loads(json.dumps(update_info)))  # as vLLM's HTTP route carries it
 
     def finish_weight_update(self, weight_version=None):
         self.engine.finish_weight_update()
@@ -247,7 +250,7 @@ def test_what_vllms_mxfp8_linears_cannot_load_is_refused(vllm):
         mxfp8.vllm.vllm_weights(bucket.numpy(), manifest)
 
 
-def test_bad_init_and_update_info_are_refused(vllm):
+def test_bad_init_and_update_info_are_refused(vllm, monkeypatch):
     engine = make_engine(vllm, Model(SHAPES))
     with pytest.raises(ValueError, match="transport must be one of"):
         engine.parse_init_info({"transport": "tcp"})
@@ -261,6 +264,13 @@ def test_bad_init_and_update_info_are_refused(vllm):
         engine.parse_update_info({"manifest": [{"name": "w"}], "bucket_bytes": True})
     with pytest.raises(ValueError, match="Invalid update_info"):
         engine.parse_update_info({"manifest": [{"name": "w"}]})
+    pickled = base64.b64encode(pickle.dumps({"GPU-0": (1, 2)})).decode()
+    monkeypatch.delenv("VLLM_ALLOW_INSECURE_SERIALIZATION", raising=False)
+    with pytest.raises(ValueError, match="without VLLM_ALLOW_INSECURE_SERIALIZATION=1"):
+        engine.parse_update_info({"manifest": [{"name": "w"}], "bucket_bytes": 256, "ipc_handles_pickled": pickled})
+    monkeypatch.setenv("VLLM_ALLOW_INSECURE_SERIALIZATION", "1")  # what vLLM's HTTP client sends, read back
+    info = engine.parse_update_info({"manifest": [{"name": "w"}], "bucket_bytes": 256, "ipc_handles_pickled": pickled})
+    assert info.ipc_handles == {"GPU-0": (1, 2)} and info.ipc_handles_pickled is None
     engine.init_transfer_engine(engine.parse_init_info({"transport": "ipc"}))
     with pytest.raises(ValueError, match="must carry the bucket's ipc_handle"):
         engine.update_weights({"manifest": [{"name": "w"}], "bucket_bytes": 256})
