@@ -10,8 +10,10 @@ import base64
 import contextlib
 import dataclasses
 import importlib
+import importlib.util
 import json
 import logging
+import pathlib
 import pickle
 import subprocess
 import sys
@@ -290,3 +292,35 @@ def test_import_needs_no_vllm():
     if out.split() == ["installed"]:
         pytest.skip("vLLM is installed here")
     assert out.split() == ["vllm"]
+
+
+def test_the_example_syncs_every_step_into_the_model(vllm, capsys):
+    """examples/weight_sync/vllm_engine.py's sync, with the in-process worker instead of vLLM's HTTP client:
+    after each step every parameter holds the bytes of the trainer's storage (requantized each step)."""
+    spec = importlib.util.spec_from_file_location(
+        "vllm_engine_example", pathlib.Path(__file__).resolve().parents[3] / "examples/weight_sync/vllm_engine.py")
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    shapes = {"layers.a": (48, 96), "layers.b": (20, 72)}  # 72: a partial last block
+    components = {name: mxfp8.quantize(torch.randn(shape, generator=torch.Generator().manual_seed(i)))
+                  for i, (name, shape) in enumerate(shapes.items())}
+    storage = example.Storage({n: (q.rowwise_data, q.rowwise_scale_inv) for n, q in components.items()})
+    model = Model({n.split(".")[1]: s for n, s in shapes.items()})
+    engine = make_engine(vllm, model)
+    before = {n: s["data"].view(torch.uint8).clone() for n, s in storage.specs.items()}
+    checked = []
+
+    def check(step):
+        params = dict(model.named_parameters())
+        for name, spec in storage.specs.items():
+            assert torch.equal(params[f"{name}.weight"].data.view(torch.uint8), spec["data"].view(torch.uint8))
+            assert torch.equal(params[f"{name}.weight_scale"].data, spec["scale_inv"])
+        checked.append(step)
+
+    init = mxfp8.vllm.MXFP8TrainerInitInfo(rank=0, transport="gloo", master_address="127.0.0.1", master_port=0,
+                                            world_size=2, bucket_bytes=2048)
+    example.sync(Client(engine), storage, init, steps=2, on_step=check)
+    engine.shutdown()
+    assert checked == [1, 2]
+    assert any(not torch.equal(before[n], s["data"].view(torch.uint8)) for n, s in storage.specs.items())
+    assert "step 2: 2 bucket(s)" in capsys.readouterr().out
