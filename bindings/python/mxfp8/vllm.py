@@ -56,7 +56,8 @@ import functools
 import os
 import pickle
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Dict, List, Mapping, Tuple
+from typing import Any, ClassVar, Dict, List, Mapping, Optional, Tuple  # module level: dataclasses reads
+# ClassVar in the string annotations (from __future__ import annotations) through this module's namespace
 
 from ._bucket import _read_once, unpack_bucket
 
@@ -89,7 +90,7 @@ def vllm_weights(bucket: Any, manifest: List[Mapping[str, Any]]) -> List[Tuple[s
                              "vLLM's ModelOpt NVFP4 layers also want input scales, which a bucket does not carry")
         if entry["fp8_dtype"] != "e4m3":
             raise ValueError(f"{where} holds {entry['fp8_dtype']} values: vLLM's MXFP8 weights are float8_e4m3fn")
-        if entry["direction"] != "rowwise":
+        if entry.get("direction", "rowwise") != "rowwise":
             raise ValueError(f"{where} is {entry['direction']}: vLLM's MXFP8 linears load rowwise [N, K] weights")
         module = name[:-len(".weight")] if name.endswith(".weight") else name
         for suffix in (".weight", ".weight_scale"):
@@ -158,8 +159,7 @@ def _check_rendezvous(where: str, info: Any) -> None:
 @functools.lru_cache(maxsize=None)
 def _classes() -> Dict[str, type]:
     """The engine classes, made on first use over vLLM's base classes (imported here, not at import)."""
-    from dataclasses import dataclass, field
-    from typing import ClassVar, Optional
+    from dataclasses import dataclass
 
     import torch
 

@@ -174,6 +174,14 @@ def test_registered_in_vllms_factories_and_made_by_them(vllm):
     assert issubclass(engine.init_info_cls, vllm.base.WeightTransferInitInfo)
     assert issubclass(engine.update_info_cls, vllm.base.WeightTransferUpdateInfo)
     assert issubclass(mxfp8.vllm.MXFP8TrainerInitInfo, vllm.base.TrainerInitInfo)
+    fields = {cls: [f.name for f in dataclasses.fields(cls)] for cls in (
+        engine.init_info_cls, engine.update_info_cls, mxfp8.vllm.MXFP8TrainerInitInfo)}
+    assert fields == {  # backend is the trainer info's ClassVar (vLLM's factory key), not a field
+        engine.init_info_cls: ["transport", "master_address", "master_port", "rank_offset", "world_size"],
+        engine.update_info_cls: ["manifest", "bucket_bytes", "ipc_handles", "ipc_handles_pickled"],
+        mxfp8.vllm.MXFP8TrainerInitInfo: ["rank", "transport", "master_address", "master_port", "world_size",
+                                          "bucket_bytes"]}
+    assert mxfp8.vllm.MXFP8TrainerInitInfo.backend == "mxfp8"
     assert factory.WeightTransferTrainerFactory._registry["mxfp8"]() is mxfp8.vllm.MXFP8TrainerWeightTransferEngine
     mxfp8.vllm.register()  # again: nothing happens (vLLM's own register_engine refuses a second one)
     with pytest.raises(ValueError, match="already registered"):
