@@ -10,6 +10,7 @@ import base64
 import contextlib
 import dataclasses
 import importlib
+import importlib.metadata
 import importlib.util
 import json
 import logging
@@ -51,6 +52,8 @@ class Reload:
 @pytest.fixture(scope="module")
 def vllm():
     """vLLM's weight_transfer modules, as its files define them, imported under their own names."""
+    if sys.version_info < (3, 11):
+        pytest.skip("vLLM 0.33 needs Python 3.11 (its base.py imports typing.Self)")
     root = oracle_wheels() / VLLM_ORACLE
     missing = [f for f in KEPT if not (root / f).exists()]
     if missing:
@@ -187,6 +190,9 @@ def test_registered_in_vllms_factories_and_made_by_them(vllm):
     with pytest.raises(ValueError, match="already registered"):
         factory.WeightTransferEngineFactory.register_engine("mxfp8", "mxfp8.vllm", "MXFP8WeightTransferEngine")
     assert isinstance(Client(engine), vllm.base.VLLMWeightSyncClient)
+    # what vLLM's load_general_plugins runs in each of its processes
+    plugins = {e.name: e for e in importlib.metadata.entry_points(group="vllm.general_plugins")}
+    assert plugins["mxfp8"].load() is mxfp8.vllm.register
 
 
 def test_trainer_to_worker_round_trip_over_gloo_byte_for_byte(vllm):
