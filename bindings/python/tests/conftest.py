@@ -67,7 +67,7 @@ def decode(values_u8, scales, fp8_dtype, direction="rowwise"):
     return v * s
 
 
-VLLM_ORACLE = "vllm-0.33.0"  # scripts/install_deps.sh keeps two files of that wheel under wheels/VLLM_ORACLE
+VLLM_ORACLE = "vllm-0.33.0"  # scripts/install_deps.sh keeps a few files of that wheel under wheels/VLLM_ORACLE
 
 
 def oracle_wheels():
