@@ -115,6 +115,21 @@ def register() -> None:
             factory.register_engine(BACKEND, __name__, class_name)
 
 
+def _plugin() -> None:
+    """The package's ``vllm.general_plugins`` entry point: vLLM calls it in every process at startup, and a
+    plugin that raises stops vLLM. So a vLLM without the weight-transfer framework (before 0.33) only says
+    why the "mxfp8" backend is not there, and starts."""
+    try:
+        import vllm.distributed.weight_transfer.factory  # noqa: F401
+    except ImportError as e:
+        import logging
+
+        logging.getLogger(__name__).warning("mxfp8: this vLLM has no weight-transfer framework (%s); the "
+                                            "\"mxfp8\" backend is not registered", e)
+        return
+    register()
+
+
 def __getattr__(name: str) -> Any:
     if name in _CLASSES:
         return _classes()[name]

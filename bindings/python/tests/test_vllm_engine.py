@@ -192,7 +192,23 @@ def test_registered_in_vllms_factories_and_made_by_them(vllm):
     assert isinstance(Client(engine), vllm.base.VLLMWeightSyncClient)
     # what vLLM's load_general_plugins runs in each of its processes
     plugins = {e.name: e for e in importlib.metadata.entry_points(group="vllm.general_plugins")}
-    assert plugins["mxfp8"].load() is mxfp8.vllm.register
+    plugin = plugins["mxfp8"].load()
+    assert plugin is mxfp8.vllm._plugin
+    plugin()  # registered already: nothing happens
+    assert factory.WeightTransferEngineFactory._registry["mxfp8"]() is mxfp8.vllm.MXFP8WeightTransferEngine
+
+
+def test_the_plugin_leaves_a_vllm_without_weight_transfer_starting(monkeypatch, caplog):
+    """vLLM runs its general plugins at startup and stops on one that raises: before 0.33 there is no
+    weight-transfer framework, and the plugin only says so."""
+    monkeypatch.setitem(sys.modules, "vllm", types.ModuleType("vllm"))  # a vLLM without the framework
+    for name in [n for n in sys.modules if n.startswith("vllm.")]:
+        monkeypatch.delitem(sys.modules, name)
+    with caplog.at_level(logging.WARNING, logger="mxfp8.vllm"):
+        mxfp8.vllm._plugin()
+    assert "no weight-transfer framework" in caplog.text
+    with pytest.raises(ImportError):
+        mxfp8.vllm.register()  # asked for by name, the missing framework is an error
 
 
 def test_trainer_to_worker_round_trip_over_gloo_byte_for_byte(vllm):
