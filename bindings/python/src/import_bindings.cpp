@@ -6,7 +6,8 @@
 // object's DLTensor as every other call of the extension does (dlpack_take.hpp: the framework's DLPack C
 // exchange API when the caller left the stream to it, else __dlpack__), fills the desc, and lets the
 // library check what the tensors mean. An uncommon value (a NumPy int, an unknown word) goes to the Python
-// checker of mxfp8._args, so a refusal has one wording whichever path reads it.
+// checker of mxfp8._args (or mxfp8._import), so a refusal has one wording whichever path reads it.
+// import_tensors is the whole of mxfp8.import_tensors (a METH_FASTCALL entry: every argument read here).
 // register_import adds the functions to a module (the extension calls it from its PYBIND11_MODULE).
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
