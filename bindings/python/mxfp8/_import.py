@@ -152,27 +152,6 @@ def prepare_import_bucket(bucket: Any, manifest: List[Mapping[str, Any]], params
     return _bucket_call(bucket, manifest, params, layout, None, True, zero_exponent_as_one, shards, global_scale)
 
 
-def _tensors_call(tensors: Mapping[str, Mapping[str, Any]], params: Mapping[str, Any], direction: str, layout: str,
-                  stream: Any, prepare: bool, zero_exponent_as_one: bool = False,
-                  shards: Optional[Mapping[str, Mapping[str, Any]]] = None, global_scale: str = "decode"):
-    if not isinstance(tensors, Mapping):
-        raise TypeError(f"tensors must be a dict name -> {{'data', 'scale_inv', ...}}, got {type(tensors).__name__}")
-    if not tensors:
-        raise ValueError("tensors is empty: nothing to import")
-    tensors = tensors if type(tensors) is dict else dict(tensors)
-    # Each source spec (read as export_bucket reads its specs) and its params entry are read by the
-    # extension: one call, no Python work per tensor (issue 33).
-    name, first = next(iter(tensors.items()))
-    first = first.get("data") if isinstance(first, Mapping) else None  # a bad spec: the extension says why
-    cuda, stream_ptr, dlpack_stream = (_call_stream(first, stream, f"tensors[{name!r}]['data']", prepare) if first is not None
-                                       else (False, stream, None))
-    core = _c_import_tensors(
-        tensors, params, _code("direction", direction, _DIRECTIONS), _code("layout", layout, LAYOUTS), LAYOUTS,
-        _fixup(zero_exponent_as_one), stream_ptr, dlpack_stream, prepare,
-        _shards(list(tensors), shards), _code("global_scale", global_scale, _GLOBAL_SCALES))
-    return Plan(core, cuda) if prepare else None
-
-
 def import_tensors(tensors: Mapping[str, Mapping[str, Any]], params: Mapping[str, Any], *,
                    direction: str = "rowwise", layout: str = "compact", stream: Any = None,
                    zero_exponent_as_one: bool = False,
@@ -188,7 +167,9 @@ def import_tensors(tensors: Mapping[str, Mapping[str, Any]], params: Mapping[str
     export_bucket takes it) goes into ``(values, scales, global_scale[, layout])`` parameters as import_bucket
     writes an NVFP4 entry, with the amax in the `global_scale` convention (desc.global_scale),
     and takes shards as import_bucket takes an NVFP4 entry's (rows and 16-aligned columns of (M, K))."""
-    _tensors_call(tensors, params, direction, layout, stream, False, zero_exponent_as_one, shards, global_scale)
+    # One call of the extension (issue 33): it reads every argument as _code, _fixup and _shards read them,
+    # each source spec and its params entry, and runs the transfer.
+    _c_import_tensors(tensors, params, direction, layout, stream, zero_exponent_as_one, shards, global_scale, False)
 
 
 def prepare_import_tensors(tensors: Mapping[str, Mapping[str, Any]], params: Mapping[str, Any], *,
@@ -197,4 +178,5 @@ def prepare_import_tensors(tensors: Mapping[str, Mapping[str, Any]], params: Map
                            shards: Optional[Mapping[str, Mapping[str, Any]]] = None,
                            global_scale: str = "decode") -> Plan:
     """import_tensors checked once; ``plan.run(stream)`` moves whatever the sources hold at each run."""
-    return _tensors_call(tensors, params, direction, layout, None, True, zero_exponent_as_one, shards, global_scale)
+    return Plan(*_c_import_tensors(tensors, params, direction, layout, None, zero_exponent_as_one, shards, global_scale,
+                                   True))

@@ -1,4 +1,4 @@
-from typing import Any, Callable, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, Mapping, Optional, Sequence, Tuple, Union
 
 version: int
 header_version: int
@@ -111,10 +111,9 @@ def bucket_manifest_check(
 ) -> None: ...  # the manifest read, then mxfp8_transfer_check from the bucket to nothing
 def read_spec(name: Any, spec: Mapping[str, Any]) -> tuple[Any, Any, Any, bool, bool, int, int, Optional[list[int]], bool]: ...
 def import_tensors(
-    tensors: dict[Any, Mapping[str, Any]], params: Mapping[Any, Any], direction: int, layout: int,
-    layouts: dict[str, int], scale_fixup: int, stream: Optional[int], dlpack_stream: Any, prepare: bool,
-    shards: Optional[Sequence[Any]] = None, global_scale: int = 0,
-) -> Optional[Plan]: ...  # mxfp8_transfer from the source specs into params[name]; a Plan with prepare=True
+    tensors: Mapping[Any, Mapping[str, Any]], params: Mapping[Any, Any], direction: str, layout: str, stream: Any,
+    zero_exponent_as_one: bool, shards: Optional[Mapping[Any, Any]], global_scale: str, prepare: bool,
+) -> Optional[Tuple[Plan, bool]]: ...  # mxfp8.import_tensors (None); prepare: (Plan, cuda) for mxfp8.Plan
 def layout_bytes(layout: int, direction: int, rows: int, cols: int) -> int: ...
 def inputs(
     stream: Any, objects: dict[str, Any],

@@ -364,4 +364,31 @@ inline Exchange exchange_for_objects(py::handle first, const py::object &stream,
   return ex;
 }
 
+// A METH_FASTCALL entry over `body`: no pybind11 argument dispatch for the calls made every step; a C++
+// exception becomes the Python exception pybind11 would raise for it.
+// kOptional trailing arguments may be left out (the body sees them as None).
+template <py::object (*Body)(PyObject *const *), Py_ssize_t kArgs, Py_ssize_t kOptional = 0>
+inline PyObject *fastcall(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
+  if (nargs < kArgs - kOptional || nargs > kArgs) {
+    if (kOptional)
+      PyErr_Format(PyExc_TypeError, "expected %zd to %zd positional arguments, got %zd", kArgs - kOptional, kArgs, nargs);
+    else
+      PyErr_Format(PyExc_TypeError, "expected %zd positional arguments, got %zd", kArgs, nargs);
+    return nullptr;
+  }
+  try {
+    if (nargs < kArgs) {
+      PyObject *all[kArgs];
+      for (Py_ssize_t i = 0; i < kArgs; ++i) all[i] = i < nargs ? args[i] : Py_None;
+      return Body(all).release().ptr();
+    }
+    return Body(args).release().ptr();
+  } catch (py::error_already_set &e) {
+    e.restore();
+  } catch (...) {
+    py::detail::try_translate_exceptions();
+  }
+  return nullptr;
+}
+
 }  // namespace mxfp8_python

@@ -6,7 +6,8 @@
 // object's DLTensor as every other call of the extension does (dlpack_take.hpp: the framework's DLPack C
 // exchange API when the caller left the stream to it, else __dlpack__), fills the desc, and lets the
 // library check what the tensors mean. An uncommon value (a NumPy int, an unknown word) goes to the Python
-// checker of mxfp8._args, so a refusal has one wording whichever path reads it.
+// checker of mxfp8._args (or mxfp8._import), so a refusal has one wording whichever path reads it.
+// import_tensors is the whole of mxfp8.import_tensors (a METH_FASTCALL entry: every argument read here).
 // register_import adds the functions to a module (the extension calls it from its PYBIND11_MODULE).
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -90,7 +91,7 @@ struct Destinations {
 // params[key] of every key in turn: (values, scales[, layout]) for an MXFP8 entry, (values, scales,
 // global_scale[, layout]) where nvfp4[i]; `layout` (a code) where an entry names none.
 Destinations take_params(py::handle params, const std::vector<py::handle> &keys, const std::vector<bool> &nvfp4,
-                         int32_t layout, const py::dict &layouts, Exchange &ex, bool prepare) {
+                         int32_t layout, py::handle layouts, Exchange &ex, bool prepare) {
   const size_t n = keys.size();
   const bool dict = PyDict_Check(params.ptr());
   static const py::handle mapping = py::object(py::module_::import("collections.abc").attr("Mapping")).release();
@@ -98,7 +99,7 @@ Destinations take_params(py::handle params, const std::vector<py::handle> &keys,
     throw py::type_error("params must be a mapping name -> (values, scales[, ...]), got " +
                          py::str(py::type::of(params).attr("__name__")).cast<std::string>());
   std::vector<py::object> entries(n);
-  py::list missing;
+  std::vector<py::handle> missing;
   for (size_t i = 0; i < n; ++i) {
     // A dict's entry, or a mapping's params[key]: its KeyError is a missing entry, any other error its own.
     PyObject *p = dict ? Py_XNewRef(PyDict_GetItemWithError(params.ptr(), keys[i].ptr()))
@@ -108,11 +109,13 @@ Destinations take_params(py::handle params, const std::vector<py::handle> &keys,
     if (p)
       entries[i] = py::reinterpret_steal<py::object>(p);
     else
-      missing.append(keys[i]);
+      missing.push_back(keys[i]);
   }
   if (!missing.empty()) {
     const bool more = missing.size() > 5;
-    const std::string shown = py::repr(missing[py::slice(0, 5, 1)]).cast<std::string>();
+    py::list first_five;
+    for (size_t i = 0; i < missing.size() && i < 5; ++i) first_five.append(missing[i]);
+    const std::string shown = py::repr(first_five).cast<std::string>();
     PyErr_SetString(PyExc_KeyError, ("params has no entry for " + shown + (more ? " ..." : "")).c_str());
     throw py::error_already_set();
   }
@@ -549,31 +552,76 @@ py::tuple read_spec(py::handle key, py::handle spec) {
                         s.shape.empty() ? py::object(py::none()) : py::cast(s.shape), s.sharded);
 }
 
-// import_tensors / prepare_import_tensors: every source spec of `tensors` and its params entry read here
-// (no Python work per tensor), the handles made, one transfer run or prepared.
-py::object import_tensors(const py::dict &tensors, py::handle params, int32_t direction, int32_t layout,
-                          const py::dict &layouts, int32_t scale_fixup, py::object stream, py::object dlpack_stream,
-                          bool prepare, const std::optional<std::vector<py::object>> &shards, int32_t global_scale) {
-  // A copy walked (it holds the keys and specs): a checker or __dlpack__ the call runs is Python code that
-  // may change the caller's dict.
-  const py::dict snapshot = py::reinterpret_steal<py::dict>(PyDict_Copy(tensors.ptr()));
-  if (!snapshot) throw py::error_already_set();
-  const size_t n = snapshot.size();
-  const ShardList shard_list(shards, n);
-  std::vector<py::handle> keys;
-  std::vector<Source> sources;
-  keys.reserve(n);
-  sources.reserve(n);
+// import_tensors / prepare_import_tensors (tensors, params, direction, layout, stream, zero_exponent_as_one,
+// shards, global_scale, prepare): the whole call, every argument read here as mxfp8._import read it (its
+// checkers word the uncommon refusals), every source spec and its params entry read (no Python work per
+// tensor), the handles made, one transfer run (None) or prepared ((Plan, cuda) for mxfp8.Plan).
+py::object import_tensors(PyObject *const *args) {
+  const py::handle tensors = args[0], params = args[1], stream = args[4], shards = args[6];
+  const bool prepare = args[8] == Py_True;
+  static const py::handle mapping = python_table("collections.abc", "Mapping");
+  if (!PyDict_Check(tensors.ptr()) && !py::isinstance(tensors, mapping))
+    throw py::type_error("tensors must be a dict name -> {'data', 'scale_inv', ...}, got " +
+                         py::str(py::type::of(tensors).attr("__name__")).cast<std::string>());
+  // The keys and specs held (a snapshot, with no dict made): a checker or __dlpack__ the call runs is Python
+  // code that may change the caller's dict (a mapping is read as dict(tensors)).
+  py::object given = py::reinterpret_borrow<py::object>(tensors);
+  if (!PyDict_CheckExact(tensors.ptr()))
+    given = py::reinterpret_steal<py::object>(PyObject_CallOneArg(reinterpret_cast<PyObject *>(&PyDict_Type), tensors.ptr()));
+  if (!given) throw py::error_already_set();
+  std::vector<py::object> held;  // key, spec, key, spec, ...
+  held.reserve(2 * PyDict_GET_SIZE(given.ptr()));
   PyObject *k, *v;
-  Py_ssize_t pos = 0;
-  while (PyDict_Next(snapshot.ptr(), &pos, &k, &v)) {
-    keys.push_back(k);
-    sources.emplace_back(k, v);
+  for (Py_ssize_t pos = 0; PyDict_Next(given.ptr(), &pos, &k, &v);) {
+    held.push_back(py::reinterpret_borrow<py::object>(k));
+    held.push_back(py::reinterpret_borrow<py::object>(v));
   }
+  const size_t n = held.size() / 2;
+  if (!n) throw py::value_error("tensors is empty: nothing to import");
+  std::vector<py::handle> keys(n);
+  for (size_t i = 0; i < n; ++i) keys[i] = held[2 * i];
+  // The stream, decided by the first source's data as _args.inputs decides it (a bad spec: the specs'
+  // reading below says why). With no stream, an immediate call on a framework with an exchange API skips
+  // asking that object its device: the transfer takes it through the API and compares every device.
+  static PyObject *data_key = PyUnicode_InternFromString("data");
+  py::object first = py::none(), stream_ptr = py::reinterpret_borrow<py::object>(stream), dlpack_stream = py::none();
+  const py::handle first_spec = held[1];
+  if (PyDict_CheckExact(first_spec.ptr())) {
+    if (PyObject *d = PyDict_GetItemWithError(first_spec.ptr(), data_key)) first = py::reinterpret_borrow<py::object>(d);
+    if (PyErr_Occurred()) throw py::error_already_set();
+  } else if (py::isinstance(first_spec, mapping)) {
+    first = first_spec.attr("get")("data");
+  }
+  bool cuda = false;
+  if (!first.is_none() && (prepare || !stream.is_none() || !exchange_api_of(first))) {
+    py::dict objects;
+    objects[py::str("tensors[" + py::repr(keys[0]).cast<std::string>() + "]['data']")] = first;
+    const py::tuple in = python_check("inputs", "mxfp8._mxfp8")(stream, objects);  // (torch, cuda, stream, ...)
+    cuda = in[1].cast<bool>();
+    stream_ptr = in[2];
+    if (cuda) dlpack_stream = !stream_ptr.is_none() && stream_ptr.cast<intptr_t>() ? stream_ptr : py::int_(1);
+  }
+  // The words, read as _import._code reads them (its wording for a refusal).
+  static const py::handle direction_words = python_table("mxfp8._api", "_DIRECTIONS"),
+                          layouts = python_table("mxfp8._manifest", "LAYOUTS"),
+                          global_scales = python_table("mxfp8._import", "_GLOBAL_SCALES");
+  const auto code = [](const char *name, py::handle value, py::handle table) {
+    return choice_code(value, table, [&] { return std::string(name); }, "_code", "mxfp8._import");
+  };
+  const int32_t direction = code("direction", args[2], direction_words), layout = code("layout", args[3], layouts);
+  const int32_t scale_fixup = PyBool_Check(args[5]) ? args[5] == Py_True
+                                                    : python_check("_fixup", "mxfp8._import")(py::handle(args[5])).cast<int32_t>();
+  const ShardList shard_list(shards.is_none() ? std::nullopt
+                                              : std::optional(python_check("_shards", "mxfp8._import")(py::cast(keys), shards)
+                                                                  .cast<std::vector<py::object>>()),
+                             n);
+  const int32_t global_scale = code("global_scale", args[7], global_scales);
+  std::vector<Source> sources;
+  sources.reserve(n);
+  for (size_t i = 0; i < n; ++i) sources.emplace_back(keys[i], held[2 * i + 1]);
   std::vector<bool> nvfp4(n);
   for (size_t i = 0; i < n; ++i) nvfp4[i] = sources[i].nvfp4;
-  const py::handle first = n ? sources[0].data : py::handle(Py_None);  // None: no framework, count 0 a no-op
-  Exchange ex = exchange_for_objects(first, stream, std::move(dlpack_stream));
+  Exchange ex = exchange_for_objects(sources[0].data, stream_ptr, std::move(dlpack_stream));
   Handles handles;
   handles.tensors.reserve(n);
   std::vector<py::object> source_pins;
@@ -603,7 +651,8 @@ py::object import_tensors(const py::dict &tensors, py::handle params, int32_t di
   dst.describe(d);
   d.scale_fixup = scale_fixup;
   d.global_scale = global_scale;
-  return run_transfer(d, ex, prepare, std::move(dst), keys);  // stream: the first take's
+  py::object plan = run_transfer(d, ex, prepare, std::move(dst), keys);  // stream: the first take's
+  return prepare ? py::make_tuple(plan, cuda) : plan;
 }
 
 int64_t layout_bytes(int32_t layout, int32_t direction, int64_t rows, int64_t cols) {
@@ -625,12 +674,12 @@ void register_import(py::module_ &m) {
   m.def("read_spec", &read_spec, py::arg("name"), py::arg("spec"),
         "A source spec read and checked (the one reader of every spec): (data, scale_inv, amax, nvfp4, swizzled, "
         "format, e4m3_max, shape or None, sharded).");
-  m.def("import_tensors", &import_tensors, py::arg("tensors"), py::arg("params"), py::arg("direction"),
-        py::arg("layout"), py::arg("layouts"), py::arg("scale_fixup"), py::arg("stream"), py::arg("dlpack_stream"),
-        py::arg("prepare"), py::arg("shards") = py::none(), py::arg("global_scale") = 0,
-        "mxfp8_transfer from the source specs of `tensors` into params[name] (or mxfp8_transfer_prepare with "
-        "prepare=True, returning a Plan). stream None: the first source's framework's current stream (its DLPack "
-        "exchange API) or the legacy default stream.");
+  static PyMethodDef entry = {
+      "import_tensors", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(fastcall<import_tensors, 9>)),
+      METH_FASTCALL,
+      "import_tensors(tensors, params, direction, layout, stream, zero_exponent_as_one, shards, global_scale, "
+      "prepare)\n--\n\nmxfp8.import_tensors (None) and prepare_import_tensors (prepare True: (Plan, cuda))."};
+  m.add_object(entry.ml_name, py::reinterpret_steal<py::object>(PyCFunction_NewEx(&entry, nullptr, m.attr("__name__").ptr())));
   m.def("layout_bytes", &layout_bytes, py::arg("layout"), py::arg("direction"), py::arg("rows"), py::arg("cols"),
         "mxfp8_layout_bytes.");
 }

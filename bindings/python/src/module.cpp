@@ -1588,32 +1588,6 @@ py::object convert_entry(PyObject *const *args) {
   return named_tuple(converted_type, {&values_obj, &scales_obj});
 }
 
-// A METH_FASTCALL entry over `body`: no pybind11 argument dispatch for the calls made every step; a C++
-// exception becomes the Python exception pybind11 would raise for it.
-// kOptional trailing arguments may be left out (the body sees them as None).
-template <py::object (*Body)(PyObject *const *), Py_ssize_t kArgs, Py_ssize_t kOptional = 0>
-PyObject *fastcall(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
-  if (nargs < kArgs - kOptional || nargs > kArgs) {
-    if (kOptional)
-      PyErr_Format(PyExc_TypeError, "expected %zd to %zd positional arguments, got %zd", kArgs - kOptional, kArgs, nargs);
-    else
-      PyErr_Format(PyExc_TypeError, "expected %zd positional arguments, got %zd", kArgs, nargs);
-    return nullptr;
-  }
-  try {
-    if (nargs < kArgs) {
-      PyObject *all[kArgs];
-      for (Py_ssize_t i = 0; i < kArgs; ++i) all[i] = i < nargs ? args[i] : Py_None;
-      return Body(all).release().ptr();
-    }
-    return Body(args).release().ptr();
-  } catch (py::error_already_set &e) {
-    e.restore();
-  } catch (...) {
-    py::detail::try_translate_exceptions();
-  }
-  return nullptr;
-}
 // ---- NVFP4 -------------------------------------------------------------------------------------------
 // The Python handle on an NVFP4 mxfp8_tensor: one or both directions' data, block scales and amax, taken
 // like Tensor's inputs (the inputs' framework's exchange API when `exchange`, else __dlpack__).
