@@ -201,7 +201,8 @@ ffi::Error swizzle_scales(Place place, ffi::AnyBuffer compact, ffi::Result<ffi::
 // equal rows in the layout `target` (mxfp8_convert, mxfp8_grouped_convert).
 ffi::Error convert(Place place, ffi::AnyBuffer data, ffi::AnyBuffer scale_inv, ffi::RemainingRets results,
                    int32_t format, int32_t swizzled, int32_t direction, int32_t target, int32_t scale_fixup,
-                   int32_t num_experts, int32_t grouped_scales) {
+                   int32_t num_experts, int32_t grouped_scales, int64_t pad_rows_to, int64_t pad_cols_to,
+                   int32_t pad_scale) {
   if (results.size() != 1 && results.size() != 2)
     return ffi::Error::InvalidArgument("mxfp8: convert returns the scales, or the values and the scales");
   auto scales_out = results.get<ffi::AnyBuffer>(results.size() - 1);
@@ -220,6 +221,9 @@ ffi::Error convert(Place place, ffi::AnyBuffer data, ffi::AnyBuffer scale_inv, f
   o.target = target;
   o.direction = direction;
   o.scale_fixup = scale_fixup;
+  o.pad_rows_to = pad_rows_to;
+  o.pad_cols_to = pad_cols_to;
+  o.pad_scale = pad_scale;
   o.stream = place.stream;
   if (num_experts == 0) {
     DLManagedTensorVersioned lent[2];
@@ -351,7 +355,10 @@ auto convert_binding(B b) {
       .template Attr<int32_t>("target")
       .template Attr<int32_t>("scale_fixup")
       .template Attr<int32_t>("num_experts")
-      .template Attr<int32_t>("grouped_scales");
+      .template Attr<int32_t>("grouped_scales")
+      .template Attr<int64_t>("pad_rows_to")
+      .template Attr<int64_t>("pad_cols_to")
+      .template Attr<int32_t>("pad_scale");
 }
 template <class B>
 auto quantize_binding(B b) {

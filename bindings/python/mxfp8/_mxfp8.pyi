@@ -148,3 +148,6 @@ def convert(
     scales: Any, values: Any, out: Any, zero_exponent_as_one: Any, pad_rows_to: Any, pad_cols_to: Any, pad_scale: Any,
     stream: Any, /,
 ) -> Any: ...  # a Converted (values, scales): mxfp8_convert (num_experts None) or mxfp8_grouped_convert
+def engine_parameter(
+    shape: Any, target: Any, direction: Any, num_experts: Any, pad_rows_to: Any, pad_cols_to: Any, /,
+) -> Tuple[Tuple[int, ...], Tuple[int, ...], int]: ...  # (values shape, scales shape, one matrix's scale bytes)

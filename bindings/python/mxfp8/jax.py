@@ -32,7 +32,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _args, nvfp4 as _nvfp4
+from . import _args, _mxfp8, nvfp4 as _nvfp4
 from ._convert import _GROUPED_SCALES
 from ._import import _DIRECTIONS, _FORMATS, _code, _fixup, layout_bytes
 from ._manifest import LAYOUT_WORDS, LAYOUTS
@@ -94,10 +94,12 @@ def _operand(name: str, array: Any) -> Any:
     return array
 
 
-def _call(name: str, results: Any, operands: Sequence[Tuple[str, Any]], **attributes: int) -> Any:
+def _call(name: str, results: Any, operands: Sequence[Tuple[str, Any]], **attributes: Any) -> Any:
     _registered()
     call = jax.ffi.ffi_call(f"mxfp8_{name}", results, vmap_method="sequential")
-    return call(*(_operand(n, a) for n, a in operands), **{k: np.int32(v) for k, v in attributes.items()})
+    # int32 attributes, but for those given as np.int64 (the padding's extents, int64 in the C options)
+    return call(*(_operand(n, a) for n, a in operands),
+                **{k: v if isinstance(v, np.int64) else np.int32(v) for k, v in attributes.items()})
 
 
 def _scale_matrix(name: str, shape: Sequence[int], direction: str) -> Tuple[int, int]:
@@ -162,7 +164,8 @@ class Converted(NamedTuple):
 
 def convert(data: jax.Array, scale_inv: jax.Array, target: str, *, swizzled: bool, direction: str = "rowwise",
             fp8_dtype: Optional[str] = None, num_experts: Optional[int] = None, scales: str = "padded",
-            values: bool = False, zero_exponent_as_one: bool = False) -> Converted:
+            values: bool = False, zero_exponent_as_one: bool = False, pad_rows_to: int = 0, pad_cols_to: int = 0,
+            pad_scale: int = 127) -> Converted:
     """One MXFP8 tensor (or `num_experts` grouped experts of equal rows, stacked) in the engine layout
     `target`, as :func:`mxfp8.convert` writes it (its docs list the targets and the engine parameter
     each one is). data: the values (float8, or uint8 with fp8_dtype), whose shape is the logical shape;
@@ -173,38 +176,34 @@ def convert(data: jax.Array, scale_inv: jax.Array, target: str, *, swizzled: boo
     per expert, ``"cutlass_128x4"`` flat per matrix, and ``"deepgemm"`` as the int32 storage of DeepGEMM's
     MN-major tensor, flat per expert (JAX arrays have no strides: ``storage.reshape(ceil(C/4),
     roundup(N, 4)).T[:N]`` is the logical ``[N, ceil(C/4)]``). values=True also returns the values in the
-    target's row order (required by the TRT-LLM targets, which permute rows)."""
+    target's row order (required by the TRT-LLM targets, which permute rows).
+
+    pad_rows_to / pad_cols_to / pad_scale: the engine's padding, as :func:`mxfp8.convert` takes it (vLLM's
+    MXFP8 MoE alignment before its TRT-LLM shuffle: ``pad_rows_to=128, pad_cols_to=256`` for w13,
+    ``256, 128`` for w2); the padded weight is a new array, so values=True is required."""
     if target not in LAYOUTS:
         raise ValueError(f"target is {target!r}, expected one of {', '.join(map(repr, LAYOUTS))}")
     shape = tuple(int(d) for d in _operand("data", data).shape)
     if not shape:
         raise ValueError("data is 0-dimensional: an MXFP8 tensor needs a last dimension K")
     experts = 0 if num_experts is None else _args.integer("num_experts", num_experts, 1, _args.INT32_MAX)
-    lead = shape[:-1]
-    rows = _args.numel(lead)
-    if experts:
-        if rows % experts:
-            raise ValueError(f"the experts' {rows} rows do not split into {experts} experts of equal size")
-        lead = (rows // experts,)
-    r, c = _scale_matrix("data", lead + shape[-1:], direction)
-    per = layout_bytes(target, r, c, direction)  # the library's rule: refuses what the target cannot take
+    # The engine parameter's shapes (padded when asked) and one matrix's scale bytes: the extension's rule,
+    # the one mxfp8.convert allocates by (it refuses what the target cannot take).
+    values_shape, scales_shape, per = _mxfp8.engine_parameter(shape, target, direction, num_experts, pad_rows_to,
+                                                              pad_cols_to)
     word = LAYOUT_WORDS.get(target)
-    groups = (experts,) if experts else ()
-    if target in ("compact", "deepgemm_float32"):
-        scales_shape = groups + ((r, c) if direction == "columnwise" else lead + (c,))
-    elif target in ("trtllm", "trtllm_gated"):
-        scales_shape = groups + (r, -(-c // 4) * 4)
-    else:
-        scales_shape = groups + (per // (4 if word else 1),)
+    if target == "deepgemm":  # no strides in JAX: the int32 storage, flat per expert
+        scales_shape = ((experts,) if experts else ()) + (per // 4,)
     dtype = {"int32": jnp.int32, "float32": jnp.float32}.get(word, jnp.uint8)
     results = [jax.ShapeDtypeStruct(scales_shape, dtype)]
     if values is not None and _args.flag("values", values):  # None: not asked for, as mxfp8.convert takes it
-        results.insert(0, jax.ShapeDtypeStruct(groups + ((rows // experts,) if experts else lead) + shape[-1:],
-                                               data.dtype))
+        results.insert(0, jax.ShapeDtypeStruct(values_shape, data.dtype))
     out = _call("convert", results, [("data", data), ("scale_inv", scale_inv)], format=_fp8_format(data, fp8_dtype),
                 swizzled=_args.flag("swizzled", swizzled), direction=_code("direction", direction, _DIRECTIONS),
                 target=LAYOUTS[target], scale_fixup=_fixup(zero_exponent_as_one), num_experts=experts,
-                grouped_scales=_code("scales", scales, _GROUPED_SCALES))
+                grouped_scales=_code("scales", scales, _GROUPED_SCALES), pad_rows_to=np.int64(pad_rows_to),
+                pad_cols_to=np.int64(pad_cols_to),  # read as integers by engine_parameter; checked by the library
+                pad_scale=_args.integer("pad_scale", pad_scale, -2**31, _args.INT32_MAX))
     return Converted(out[0], out[1]) if len(out) == 2 else Converted(None, out[0])
 
 

@@ -1396,6 +1396,90 @@ struct StridedView {
   }
 };
 
+// What mxfp8.convert writes for a source of logical shape `dims` (K last; `experts` > 0: that many grouped
+// experts of equal rows, stacked), as the engine's parameter: the values' shape (padded when asked), the
+// scales' shape (and DeepGEMM's strides, in elements, over a flat storage of `count` elements), and the
+// bytes of one matrix's scales in the layout. The padded extents follow mxfp8_convert_options (the library
+// checks the outputs' sizes against them); a pad_cols_to the library refuses is left to its message.
+struct EngineParameter {
+  std::vector<int64_t> values, scales, strides;
+  int64_t r = 0, c = 0, per = 0, count = 0, expert_rows = 0;
+};
+
+EngineParameter engine_parameter(const std::vector<int64_t> &dims, int64_t experts, int target, int dir, int64_t rows_to,
+                                 int64_t cols_to) {
+  if (dims.empty()) throw py::value_error("shape must have at least one dimension (K)");
+  const bool col = dir == MXFP8_DIRECTION_COLUMNWISE;
+  EngineParameter p;
+  int64_t m = 1, k = dims.back();
+  for (size_t i = 0; i + 1 < dims.size(); ++i) m = times(m, dims[i], "the shape's rows");
+  std::vector<int64_t> lead(dims.begin(), dims.end() - 1);
+  if (experts) {
+    if (m % experts)
+      throw py::value_error("the experts' " + std::to_string(m) + " rows do not split into " + std::to_string(experts) +
+                            " experts of equal size");
+    m /= experts;
+    lead = {m};
+    if (dims.size() < 2) throw py::value_error("grouped experts need a shape (*, K)");
+  }
+  p.expert_rows = m;  // the source's, before padding
+  if (rows_to > 1 || cols_to > 0) {
+    const int64_t halves = target == MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED_GATED && m % 2 == 0 ? 2 : 1;
+    if (rows_to > 1) m = times(halves, round_up(m / halves, rows_to, "the padded rows"), "the padded rows");
+    if (cols_to > 0 && cols_to % 32 == 0) k = round_up(k, cols_to, "the padded K");
+    if (m != p.expert_rows) lead = {m};  // padded rows: one matrix of M' rows; else the lead dims stay
+  }
+  const int64_t r = col ? ceil_div(m, 32) : m, c = col ? k : ceil_div(k, 32);
+  check(mxfp8_layout_bytes(target, dir, r, c, &p.per));
+  const bool deepgemm = target == MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED;
+  const bool words = deepgemm || target == MXFP8_SCALE_LAYOUT_DEEPGEMM_FLOAT32;
+  p.r = r;
+  p.c = c;
+  p.count = times(std::max<int64_t>(experts, 1), p.per, "the scales' bytes") / (words ? 4 : 1);
+  if (experts) p.scales.push_back(experts);
+  const int64_t packed = ceil_div(c, 4), aligned = round_up(r, 4, "the aligned rows");
+  switch (target) {
+    case MXFP8_SCALE_LAYOUT_COMPACT:
+    case MXFP8_SCALE_LAYOUT_DEEPGEMM_FLOAT32:
+      if (col) p.scales.push_back(r);
+      else p.scales.insert(p.scales.end(), lead.begin(), lead.end());
+      p.scales.push_back(c);
+      break;
+    case MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED:
+      p.scales.insert(p.scales.end(), {r, packed});
+      if (experts) p.strides.push_back(times(packed, aligned, "the scales' strides"));
+      p.strides.insert(p.strides.end(), {1, aligned});
+      break;
+    case MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED:
+    case MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED_GATED:  // vLLM's [E, M, C] parameter (C % 4 == 0 there)
+      p.scales.insert(p.scales.end(), {r, round_up(c, 4, "the scales' columns")});
+      break;
+    default:  // cutlass_128x4: flat per matrix
+      p.scales.push_back(experts ? p.per : p.count);
+  }
+  if (!deepgemm) {
+    int64_t n = 1;
+    for (int64_t e : p.scales) n = times(n, e, "the scales' elements");
+    if (n != p.count) throw std::runtime_error("convert: the engine parameter's shape does not hold the layout's bytes");
+  }
+  p.values = experts ? std::vector<int64_t>{experts, m} : lead;
+  p.values.push_back(k);
+  return p;
+}
+
+// engine_parameter(shape, target, direction, num_experts, pad_rows_to, pad_cols_to): (values shape, scales
+// shape, the bytes of one matrix's scales in the layout), for mxfp8.jax.convert's results.
+py::object engine_parameter_entry(PyObject *const *args) {
+  bool plain = true;
+  const std::vector<int64_t> dims = shape_arg("shape", args[0], plain);
+  const int target = code_of("target", args[1], kTargets);
+  const int dir = code_of("direction", args[2], kConvertDirections);
+  const int64_t experts = py::handle(args[3]).is_none() ? 0 : integer("num_experts", args[3], plain, 1, INT32_MAX);
+  const EngineParameter p = engine_parameter(dims, experts, target, dir, integer("pad_rows_to", args[4], plain),
+                                             integer("pad_cols_to", args[5], plain));
+  return py::make_tuple(py::tuple(py::cast(p.values)), py::tuple(py::cast(p.scales)), p.per);
+}
+
 // convert(data, scale_inv, target, shape, fp8_dtype, swizzled, direction, num_experts, scales, values, out,
 // zero_exponent_as_one, pad_rows_to, pad_cols_to, pad_scale, stream): a Converted (values None unless asked
 // for). New outputs are the inputs' framework's (its allocator in exchange mode, else torch.empty /
@@ -1411,7 +1495,6 @@ py::object convert_entry(PyObject *const *args) {
   if (!shape.is_none()) given = shape_arg("shape", shape, plain);
   const int64_t experts = num_experts.is_none() ? 0 : integer("num_experts", num_experts, plain, 1, INT32_MAX);
   const int dir = code_of("direction", direction, kConvertDirections);
-  const bool col = dir == MXFP8_DIRECTION_COLUMNWISE;
   const int64_t rows_to = integer("pad_rows_to", pad_rows_to, plain), cols_to = integer("pad_cols_to", pad_cols_to, plain);
   const int format = code_of("fp8_dtype", fp8_dtype, kConvertFormats);
   const bool swz = flag("swizzled", swizzled, plain);
@@ -1432,66 +1515,11 @@ py::object convert_entry(PyObject *const *args) {
   const DLTensor &d = *taken[0].tensor();
   const DLDataType data_dtype = d.dtype;
   const std::vector<int64_t> dims = given ? *given : std::vector<int64_t>(d.shape, d.shape + d.ndim);
-  if (dims.empty()) throw py::value_error("shape must have at least one dimension (K)");
-
-  // The engine parameter's extents (_convert's arithmetic before the fold): M rows (per expert), K, and the
-  // padded extents of mxfp8_convert_options (the library checks the outputs' sizes against them).
-  int64_t m = 1, k = dims.back();
-  for (size_t i = 0; i + 1 < dims.size(); ++i) m = times(m, dims[i], "the shape's rows");
-  std::vector<int64_t> lead(dims.begin(), dims.end() - 1);
-  if (experts) {
-    if (m % experts)
-      throw py::value_error("the experts' " + std::to_string(m) + " rows do not split into " + std::to_string(experts) +
-                            " experts of equal size");
-    m /= experts;
-    lead = {m};
-    if (dims.size() < 2) throw py::value_error("grouped experts need a shape (*, K)");
-  }
-  const int64_t expert_rows = m;  // the source's, before padding
-  if (rows_to > 1 || cols_to > 0) {
-    const int64_t halves = target == MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED_GATED && m % 2 == 0 ? 2 : 1;
-    if (rows_to > 1) m = times(halves, round_up(m / halves, rows_to, "the padded rows"), "the padded rows");
-    if (cols_to > 0 && cols_to % 32 == 0) k = round_up(k, cols_to, "the padded K");
-    if (m != expert_rows) lead = {m};  // padded rows: one matrix of M' rows; else the lead dims stay
-  }
-  const int64_t r = col ? ceil_div(m, 32) : m, c = col ? k : ceil_div(k, 32);
-  int64_t per = 0;
-  check(mxfp8_layout_bytes(target, dir, r, c, &per));
+  const EngineParameter param = engine_parameter(dims, experts, target, dir, rows_to, cols_to);
+  const std::vector<int64_t> &pshape = param.scales, &pstrides = param.strides, &vshape = param.values;
+  const int64_t r = param.r, count = param.count, expert_rows = param.expert_rows;
   const bool deepgemm = target == MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED;
   const bool words = deepgemm || target == MXFP8_SCALE_LAYOUT_DEEPGEMM_FLOAT32;
-  const int64_t count = times(std::max<int64_t>(experts, 1), per, "the scales' bytes") / (words ? 4 : 1);
-
-  // The target's engine parameter: its shape (and DeepGEMM's strides, in elements).
-  std::vector<int64_t> pshape, pstrides;
-  if (experts) pshape.push_back(experts);
-  const int64_t packed = ceil_div(c, 4), aligned = round_up(r, 4, "the aligned rows");
-  switch (target) {
-    case MXFP8_SCALE_LAYOUT_COMPACT:
-    case MXFP8_SCALE_LAYOUT_DEEPGEMM_FLOAT32:
-      if (col) pshape.push_back(r);
-      else pshape.insert(pshape.end(), lead.begin(), lead.end());
-      pshape.push_back(c);
-      break;
-    case MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED:
-      pshape.insert(pshape.end(), {r, packed});
-      if (experts) pstrides.push_back(times(packed, aligned, "the scales' strides"));
-      pstrides.insert(pstrides.end(), {1, aligned});
-      break;
-    case MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED:
-    case MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED_GATED:  // vLLM's [E, M, C] parameter (C % 4 == 0 there)
-      pshape.insert(pshape.end(), {r, round_up(c, 4, "the scales' columns")});
-      break;
-    default:  // cutlass_128x4: flat per matrix
-      pshape.push_back(experts ? per : count);
-  }
-  if (!deepgemm) {
-    int64_t n = 1;
-    for (int64_t e : pshape) n = times(n, e, "the scales' elements");
-    if (n != count)
-      throw std::runtime_error("convert: the engine parameter's shape does not hold the layout's bytes");
-  }
-  std::vector<int64_t> vshape = experts ? std::vector<int64_t>{experts, m} : lead;
-  vshape.push_back(k);
 
   // New outputs: the framework's allocator in exchange mode (DeepGEMM's strided view is made with torch's
   // as_strided, so other frameworks' come from numpy), else torch.empty / numpy.empty.
@@ -1855,6 +1883,10 @@ PYBIND11_MODULE(_mxfp8, m) {
       {"convert", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(fastcall<convert_entry, 16>)), METH_FASTCALL,
        "convert(data, scale_inv, target, shape, fp8_dtype, swizzled, direction, num_experts, scales, values, out, "
        "zero_exponent_as_one, pad_rows_to, pad_cols_to, pad_scale, stream)\n--\n\nmxfp8.convert: a Converted."},
+      {"engine_parameter", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(fastcall<engine_parameter_entry, 6>)),
+       METH_FASTCALL,
+       "engine_parameter(shape, target, direction, num_experts, pad_rows_to, pad_cols_to)\n--\n\n(values shape, "
+       "scales shape, bytes of one matrix's scales): what mxfp8.convert writes, as the engine's parameter."},
       {"swizzle_scales", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(fastcall<swizzle_entry, 6>)),
        METH_FASTCALL,
        "swizzle_scales(source, out, swizzle, rows, cols, stream)\n--\n\nmxfp8.swizzle_scales (swizzle True) and "

@@ -116,6 +116,40 @@ def test_grouped_experts_in_one_call(put, target):
     assert got.scales.shape[0] == experts and got.values.shape == (experts, n, k)
 
 
+@pytest.mark.parametrize("target,pad", [("trtllm_gated", (128, 256)), ("trtllm", (256, 128)), ("compact", (64, 0)),
+                                        ("cutlass_128x4", (0, 64))])
+def test_grouped_experts_padded_as_the_engine_pads_them(put, target, pad):
+    """vLLM's MoE alignment (pad_rows_to / pad_cols_to, scale byte 127) in the same call: the padded shapes
+    and bytes are mxfp8.convert's (which test_trtllm_layout holds to vLLM's own align function), inside jit;
+    experts of 2 x 72 rows and K = 200 (a partial block), so every extent grows."""
+    experts, n, k = 3, 144, 200
+    c = -(-k // 32)
+    rng = np.random.default_rng(11)
+    data = rng.integers(0, 256, (experts * n, k), dtype=np.uint8)
+    s = rng.integers(1, 255, (experts, n, c), dtype=np.uint8)
+    rows_to, cols_to = pad
+    want = mxfp8.convert(data, s.reshape(-1), target, num_experts=experts, scales="compact", swizzled=False,
+                         values=True, pad_rows_to=rows_to, pad_cols_to=cols_to)
+    d, b = put(data, s.reshape(-1))
+    got = jax.jit(lambda d, b: mj.convert(d, b, target, num_experts=experts, scales="compact", swizzled=False,
+                                          values=True, pad_rows_to=rows_to, pad_cols_to=cols_to))(d, b)
+    assert got.values.shape == np.asarray(want.values).shape and got.values.shape != (experts, n, k)
+    assert got.scales.shape == np.asarray(want.scales).shape
+    np.testing.assert_array_equal(bytes_of(got.values), bytes_of(want.values))
+    np.testing.assert_array_equal(bytes_of(got.scales), bytes_of(want.scales))
+    if rows_to or cols_to:  # a padded byte other than vLLM's 127 shows
+        other = mj.convert(d, b, target, num_experts=experts, scales="compact", swizzled=False, values=True,
+                           pad_rows_to=rows_to, pad_cols_to=cols_to, pad_scale=126)
+        assert not np.array_equal(bytes_of(other.scales), bytes_of(want.scales))
+
+
+def test_padding_without_values_is_refused_with_the_librarys_message():
+    data, buf, s = make_mxfp8((128, 64), "compact", seed=5)
+    with pytest.raises(Exception, match="pad_rows_to / pad_cols_to pad the weight"):
+        np.asarray(mj.convert(jnp.asarray(data.view(np.uint8)), jnp.asarray(buf), "compact", swizzled=False,
+                              fp8_dtype="e4m3", pad_rows_to=256).scales)
+
+
 @pytest.mark.parametrize("dtype", [np.float32, "bfloat16"])
 @pytest.mark.parametrize("direction", ["rowwise", "columnwise"])
 @pytest.mark.parametrize("scales", ["compact", "padded", "swizzled"])
