@@ -81,3 +81,53 @@ def test_what_sglang_cannot_load_is_refused(tb):
         mxfp8.sglang.flattened_bucket(bucket, manifest, tb.FlattenedTensorMetadata)
     with pytest.raises(TypeError, match="1-D uint8 torch tensor"):
         mxfp8.sglang.flattened_bucket(bucket.numpy(), manifest, tb.FlattenedTensorMetadata)
+
+
+def test_the_example_posts_every_bucket_as_sglangs_route_takes_it(tb, monkeypatch):
+    """examples/weight_sync/sglang_bucket.py's sync, with a `post` that does what SGLang's server does with the
+    body (base64 -> the serializer's pickle -> FlattenedTensorBucket.reconstruct_tensors -> load_weights): small
+    buckets so one buffer is refilled several times, every tensor checked byte for byte when it is posted."""
+    import base64
+    import io
+    import json
+    import pickle
+    from multiprocessing.reduction import ForkingPickler
+
+    monkeypatch.setitem(sys.modules, tb.__name__, tb)  # its metadata class pickles by module name
+    spec = importlib.util.spec_from_file_location(
+        "sglang_bucket_example", pathlib.Path(__file__).resolve().parents[3] / "examples/weight_sync/sglang_bucket.py")
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+
+    def serialize(obj, output_str=False):  # SGLang's MultiprocessingSerializer.serialize: ForkingPickler, base64
+        buf = io.BytesIO()
+        ForkingPickler(buf).dump(obj)
+        return base64.b64encode(buf.getvalue()).decode() if output_str else buf.getvalue()
+
+    storage, want = {}, {}
+    for i, shape in enumerate([(130, 96), (64, 544), (3, 40, 64), (256, 200)]):
+        data, buf, s = make_mxfp8(shape, "swizzled" if i % 2 else "padded", seed=10 + i)
+        name = f"model.layers.{i}.self_attn.o_proj"
+        storage[name] = {"data": torch.from_numpy(data.view(np.uint8)).view(torch.float8_e4m3fn),
+                         "scale_inv": torch.from_numpy(buf), "swizzled": bool(i % 2)}
+        want[f"{name}.weight"] = data.view(np.uint8)
+        want[f"{name}.weight_scale_inv"] = s.reshape(-1, s.shape[-1])
+    loaded, routes = {}, []
+
+    def post(route, body):
+        routes.append(route)
+        body = json.loads(json.dumps(body))  # as it crosses HTTP
+        if route == "/flush_cache":
+            return
+        assert body["load_format"] == "flattened_bucket" and body["flush_cache"] is False
+        assert len(body["serialized_named_tensors"]) == 2  # one per TP rank
+        payload = pickle.loads(base64.b64decode(body["serialized_named_tensors"][1]))
+        bucket = tb.FlattenedTensorBucket(flattened_tensor=payload["flattened_tensor"], metadata=payload["metadata"])
+        for name, tensor in bucket.reconstruct_tensors():  # load_weights: copied now, the buffer is refilled next
+            loaded[name] = tensor.view(torch.uint8).numpy().copy()
+
+    count, sent = example.sync(storage, post, tb.FlattenedTensorMetadata, serialize, tp_size=2, bucket_bytes=1 << 14)
+    assert count > 1 and sent > 0 and routes == ["/update_weights_from_tensor"] * count + ["/flush_cache"]
+    assert sorted(loaded) == sorted(want)
+    for name, expected in want.items():
+        assert np.array_equal(loaded[name].reshape(expected.shape), expected), name
