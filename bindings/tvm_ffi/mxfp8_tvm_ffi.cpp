@@ -22,6 +22,7 @@
 #include <tvm/ffi/optional.h>
 #include <tvm/ffi/string.h>
 
+#include <deque>
 #include <memory>
 #include <optional>
 #include <string>
@@ -139,13 +140,17 @@ int32_t scale_layout(const String &target) {
 }
 
 void convert(TensorView data, TensorView scale_inv, TensorView scales, Optional<TensorView> values, String target,
-             String fp8_dtype, bool swizzled, String direction_name, bool zero_exponent_as_one) {
+             String fp8_dtype, bool swizzled, String direction_name, bool zero_exponent_as_one, int64_t pad_rows_to,
+             int64_t pad_cols_to, int64_t pad_scale) {
   const int32_t dir = direction(direction_name);
   DescribedTensor tensor(dl_tensor(data), dl_tensor(scale_inv), fp8_format(fp8_dtype), swizzled, dir);
   mxfp8_convert_options options = MXFP8_CONVERT_OPTIONS_INIT;
   options.target = scale_layout(target);
   options.direction = dir;
   options.scale_fixup = zero_exponent_as_one ? MXFP8_SCALE_FIXUP_ZERO_EXPONENT_AS_ONE : MXFP8_SCALE_FIXUP_NONE;
+  options.pad_rows_to = pad_rows_to;
+  options.pad_cols_to = pad_cols_to;
+  options.pad_scale = int32_argument("pad_scale", pad_scale);
   options.stream = stream_for(scales.device());
   // Optional::value() returns a copy: keep it here so the pointer stays valid for the call.
   std::optional<TensorView> held;
@@ -223,86 +228,187 @@ Array<int64_t> export_bucket(Array<Tensor> data, Array<Tensor> scale_inv, Tensor
 
 // ---- The transfer into a receiver's buffers (an import), immediate or prepared ----
 
-// Tensors described, their destinations, and the transfer between them (its desc points into the vectors
-// and the arrays, all held here: a prepared plan keeps this whole object alive with it, so the caller's
-// tensors outlive every run).
-struct TensorsToBuffers {
-  Array<Tensor> data, scale_inv, values, scales;
+// One transfer into caller buffers and everything its desc points into: the caller's tensors (held, so
+// that a prepared plan's tensors outlive every run), their descriptions, and the per-entry arrays. Built
+// in place by the from_* and to_buffers steps below, never copied (the desc points into it).
+struct Transfer {
+  std::deque<Array<Tensor>> held;  // a deque: hold() hands out references that later holds keep valid
+  Optional<Tensor> bucket;
   std::vector<std::unique_ptr<DescribedTensor>> described;
   std::vector<const mxfp8_tensor *> handles;
-  std::vector<int32_t> directions, layouts;
-  std::vector<DLTensor *> values_out, scales_out;
+  std::vector<int32_t> directions, layouts, formats, source_layouts, ndims;
+  std::deque<std::vector<int64_t>> shape_values;
+  std::vector<const int64_t *> shapes;
+  std::vector<mxfp8_bucket_part> parts;
+  std::vector<DLTensor *> values_out, scales_out, global_out;
   mxfp8_transfer_desc desc = MXFP8_TRANSFER_DESC_INIT;
   DLDevice device{kDLCPU, 0};
+  const char *entries = "entries";  // what the entries are, for a count that does not match
 
-  TensorsToBuffers(Array<Tensor> data_list, Array<Tensor> scale_inv_list, Optional<Array<Tensor>> values_list,
-                   Array<Tensor> scales_list, const String &fp8_dtype, bool swizzled, const String &direction_name,
-                   const String &target, bool zero_exponent_as_one)
-      : data(std::move(data_list)), scale_inv(std::move(scale_inv_list)), scales(std::move(scales_list)) {
-    const size_t n = data.size();
-    const auto same_count = [n](const char *name, size_t count) {
-      if (count != n)
-        raise("ValueError", std::string("invalid argument: ") + name + ": " + std::to_string(count) +
-                                " tensors for " + std::to_string(n) + " data tensors");
-    };
-    same_count("scale_inv_list", scale_inv.size());
-    same_count("scales_list", scales.size());
-    if (values_list.has_value()) {
-      values = values_list.value();
-      same_count("values_list", values.size());
-    }
-    const int32_t format = fp8_format(fp8_dtype), dir = direction(direction_name), layout = scale_layout(target);
-    for (size_t i = 0; i < n; ++i) {
-      described.push_back(std::make_unique<DescribedTensor>(*data[i].GetDLTensorPtr(), *scale_inv[i].GetDLTensorPtr(),
-                                                            format, swizzled, dir));
-      handles.push_back(described.back()->get());
-      scales_out.push_back(const_cast<DLTensor *>(scales[i].GetDLTensorPtr()));
-      if (values_list.has_value()) values_out.push_back(const_cast<DLTensor *>(values[i].GetDLTensorPtr()));
-    }
-    directions.assign(n, dir);
-    layouts.assign(n, layout);
-    if (n > 0) device = scales[0].GetDLTensorPtr()->device;
-    desc.source = MXFP8_TRANSFER_FROM_TENSORS;
-    desc.destination = MXFP8_TRANSFER_TO_BUFFERS;
-    desc.scale_fixup = zero_exponent_as_one ? MXFP8_SCALE_FIXUP_ZERO_EXPONENT_AS_ONE : MXFP8_SCALE_FIXUP_NONE;
-    desc.count = n;
-    desc.tensors = handles.data();
-    desc.directions = directions.data();
-    desc.target_layouts = layouts.data();
-    desc.scales = scales_out.data();
-    desc.values = values_list.has_value() ? values_out.data() : nullptr;
+  Transfer() = default;
+  Transfer(const Transfer &) = delete;
+  Transfer &operator=(const Transfer &) = delete;
+
+  // `list`, held for the transfer; a ValueError unless it has one tensor per entry.
+  const Array<Tensor> &hold(const char *name, Array<Tensor> list, size_t count) {
+    if (list.size() != count)
+      raise("ValueError", std::string("invalid argument: ") + name + ": " + std::to_string(list.size()) +
+                              " tensors for " + std::to_string(count) + " " + entries);
+    held.push_back(std::move(list));
+    return held.back();
   }
-  TensorsToBuffers(const TensorsToBuffers &) = delete;
-  TensorsToBuffers &operator=(const TensorsToBuffers &) = delete;
+  // The DLTensors of `list` (held), one per entry.
+  std::vector<DLTensor *> &outputs(const char *name, Array<Tensor> list, std::vector<DLTensor *> &out) {
+    for (const Tensor &t : hold(name, std::move(list), desc.count)) out.push_back(const_cast<DLTensor *>(t.GetDLTensorPtr()));
+    return out;
+  }
 };
 
-void import_tensors(Array<Tensor> data_list, Array<Tensor> scale_inv_list, Optional<Array<Tensor>> values_list,
-                    Array<Tensor> scales_list, String fp8_dtype, bool swizzled, String direction_name, String target,
-                    bool zero_exponent_as_one) {
-  TensorsToBuffers t(data_list, scale_inv_list, values_list, scales_list, fp8_dtype, swizzled, direction_name, target,
-                     zero_exponent_as_one);
-  check(mxfp8_transfer(&t.desc, stream_for(t.device)));
+// FROM_TENSORS: data[i] + scale_inv[i] (+ amax[i] for NVFP4: `amax` given), all of one format, storage and
+// direction.
+void from_tensors(Transfer &t, Array<Tensor> data_list, Array<Tensor> scale_inv_list, Optional<Array<Tensor>> amax_list,
+                  int32_t format, bool swizzled, int32_t dir, int64_t e4m3_max) {
+  const size_t n = data_list.size();
+  t.entries = "data tensors";
+  const Array<Tensor> &data = t.hold("data_list", std::move(data_list), n);
+  const Array<Tensor> &scale_inv = t.hold("scale_inv_list", std::move(scale_inv_list), n);
+  const Array<Tensor> *amax = amax_list.has_value() ? &t.hold("amax_list", amax_list.value(), n) : nullptr;
+  for (size_t i = 0; i < n; ++i) {
+    const DLTensor &d = *data[i].GetDLTensorPtr(), &s = *scale_inv[i].GetDLTensorPtr();
+    t.described.push_back(amax ? std::make_unique<DescribedTensor>(d, s, *(*amax)[i].GetDLTensorPtr(), swizzled, dir,
+                                                                   int32_argument("e4m3_max", e4m3_max))
+                               : std::make_unique<DescribedTensor>(d, s, format, swizzled, dir));
+    t.handles.push_back(t.described.back()->get());
+  }
+  t.directions.assign(n, dir);
+  t.desc.source = MXFP8_TRANSFER_FROM_TENSORS;
+  t.desc.count = n;
+  t.desc.tensors = t.handles.data();
+  t.desc.directions = t.directions.data();
 }
+
+// FROM_BUCKET: the bucket an export_bucket filled, read by its manifest ([total_bytes, then values_offset,
+// values_bytes, scales_offset, scales_bytes a tensor]) and each tensor's logical shape; compact scales.
+void from_bucket(Transfer &t, Tensor bucket, const Array<int64_t> &manifest, const Array<Array<int64_t>> &shapes,
+                 int32_t format, int32_t dir) {
+  const size_t n = shapes.size();
+  if (manifest.size() != 1 + 4 * n)
+    raise("ValueError", "invalid argument: manifest: " + std::to_string(manifest.size()) + " integers for " +
+                            std::to_string(n) + " shapes, expected 1 + 4 * " + std::to_string(n) +
+                            " (export_bucket's manifest)");
+  for (size_t i = 0; i < n; ++i) {
+    const auto at = [&](size_t k) { return static_cast<uint64_t>(manifest[1 + 4 * i + k]); };
+    t.parts.push_back(mxfp8_bucket_part{at(0), at(1), at(2), at(3), 0, 0});
+    t.shape_values.emplace_back(shapes[i].begin(), shapes[i].end());
+    t.shapes.push_back(t.shape_values.back().data());
+    t.ndims.push_back(static_cast<int32_t>(shapes[i].size()));
+  }
+  t.entries = "shapes";
+  t.formats.assign(n, format);
+  t.source_layouts.assign(n, MXFP8_SCALE_LAYOUT_COMPACT);
+  t.directions.assign(n, dir);
+  t.bucket = std::move(bucket);
+  t.device = t.bucket.value().GetDLTensorPtr()->device;
+  t.desc.source = MXFP8_TRANSFER_FROM_BUCKET;
+  t.desc.count = n;
+  t.desc.bucket_in = t.bucket.value().GetDLTensorPtr();
+  t.desc.parts_in = t.parts.data();
+  t.desc.ndims = t.ndims.data();
+  t.desc.shapes = t.shapes.data();
+  t.desc.formats = t.formats.data();
+  t.desc.source_layouts = t.source_layouts.data();
+  t.desc.directions = t.directions.data();
+}
+
+// TO_BUFFERS: values (or None: scales only), scales in `target`'s layout, and for NVFP4 entries the global
+// scales (`global_scales` given) in `convention`.
+void to_buffers(Transfer &t, Optional<Array<Tensor>> values, Array<Tensor> scales,
+                Optional<Array<Tensor>> global_scales, const String &target, bool zero_exponent_as_one,
+                int32_t convention = MXFP8_NVFP4_GLOBAL_SCALE_DECODE) {
+  t.desc.destination = MXFP8_TRANSFER_TO_BUFFERS;
+  t.desc.scale_fixup = zero_exponent_as_one ? MXFP8_SCALE_FIXUP_ZERO_EXPONENT_AS_ONE : MXFP8_SCALE_FIXUP_NONE;
+  t.desc.global_scale = convention;
+  t.layouts.assign(t.desc.count, scale_layout(target));
+  t.desc.target_layouts = t.layouts.data();
+  t.desc.scales = t.outputs("scales_list", std::move(scales), t.scales_out).data();
+  if (values.has_value()) t.desc.values = t.outputs("values_list", values.value(), t.values_out).data();
+  if (global_scales.has_value())
+    t.desc.global_scales = t.outputs("global_scales_list", global_scales.value(), t.global_out).data();
+  if (!t.bucket.has_value() && !t.scales_out.empty()) t.device = t.scales_out[0]->device;
+}
+
+// Runs a transfer now, on the environment's stream of its device.
+void run_now(const Transfer &t) { check(mxfp8_transfer(&t.desc, stream_for(t.device))); }
 
 // A prepared transfer: its checks made once (mxfp8_transfer_prepare), returned as a function of no
 // arguments that runs it (mxfp8_plan_run) on the stream tvm-ffi's environment holds at each call. The
 // function owns the plan and the caller's tensors (so their memory outlives every run); dropping the
 // function releases them.
-tvm::ffi::Function prepare_import_tensors(Array<Tensor> data_list, Array<Tensor> scale_inv_list,
-                                          Optional<Array<Tensor>> values_list, Array<Tensor> scales_list,
-                                          String fp8_dtype, bool swizzled, String direction_name, String target,
-                                          bool zero_exponent_as_one) {
+tvm::ffi::Function prepare(std::unique_ptr<Transfer> transfer) {
   struct Prepared {
-    std::unique_ptr<TensorsToBuffers> transfer;
+    std::unique_ptr<Transfer> transfer;
     mxfp8_plan *plan = nullptr;
     ~Prepared() { mxfp8_plan_release(plan); }
   };
   auto prepared = std::make_shared<Prepared>();
-  prepared->transfer = std::make_unique<TensorsToBuffers>(data_list, scale_inv_list, values_list, scales_list, fp8_dtype,
-                                                          swizzled, direction_name, target, zero_exponent_as_one);
+  prepared->transfer = std::move(transfer);
   check(mxfp8_transfer_prepare(&prepared->transfer->desc, &prepared->plan));
   return tvm::ffi::Function::FromTyped(
       [prepared]() { check(mxfp8_plan_run(prepared->plan, stream_for(prepared->transfer->device))); });
+}
+
+// MXFP8 tensors into buffers.
+std::unique_ptr<Transfer> tensors_to_buffers(Array<Tensor> data_list, Array<Tensor> scale_inv_list,
+                                             Optional<Array<Tensor>> values_list, Array<Tensor> scales_list,
+                                             const String &fp8_dtype, bool swizzled, const String &direction_name,
+                                             const String &target, bool zero_exponent_as_one) {
+  auto t = std::make_unique<Transfer>();
+  from_tensors(*t, std::move(data_list), std::move(scale_inv_list), std::nullopt, fp8_format(fp8_dtype), swizzled,
+               direction(direction_name), 0);
+  to_buffers(*t, std::move(values_list), std::move(scales_list), std::nullopt, target, zero_exponent_as_one);
+  return t;
+}
+
+void import_tensors(Array<Tensor> data_list, Array<Tensor> scale_inv_list, Optional<Array<Tensor>> values_list,
+                    Array<Tensor> scales_list, String fp8_dtype, bool swizzled, String direction_name, String target,
+                    bool zero_exponent_as_one) {
+  run_now(*tensors_to_buffers(data_list, scale_inv_list, values_list, scales_list, fp8_dtype, swizzled,
+                              direction_name, target, zero_exponent_as_one));
+}
+
+tvm::ffi::Function prepare_import_tensors(Array<Tensor> data_list, Array<Tensor> scale_inv_list,
+                                          Optional<Array<Tensor>> values_list, Array<Tensor> scales_list,
+                                          String fp8_dtype, bool swizzled, String direction_name, String target,
+                                          bool zero_exponent_as_one) {
+  return prepare(tensors_to_buffers(data_list, scale_inv_list, values_list, scales_list, fp8_dtype, swizzled,
+                                    direction_name, target, zero_exponent_as_one));
+}
+
+// A bucket of MXFP8 tensors (export_bucket's) into buffers.
+std::unique_ptr<Transfer> bucket_to_buffers(Tensor bucket, const Array<int64_t> &manifest,
+                                            const Array<Array<int64_t>> &shapes, Optional<Array<Tensor>> values_list,
+                                            Array<Tensor> scales_list, const String &fp8_dtype,
+                                            const String &direction_name, const String &target,
+                                            bool zero_exponent_as_one) {
+  auto t = std::make_unique<Transfer>();
+  from_bucket(*t, std::move(bucket), manifest, shapes, fp8_format(fp8_dtype), direction(direction_name));
+  to_buffers(*t, std::move(values_list), std::move(scales_list), std::nullopt, target, zero_exponent_as_one);
+  return t;
+}
+
+void import_bucket(Tensor bucket, Array<int64_t> manifest, Array<Array<int64_t>> shapes,
+                   Optional<Array<Tensor>> values_list, Array<Tensor> scales_list, String fp8_dtype,
+                   String direction_name, String target, bool zero_exponent_as_one) {
+  run_now(*bucket_to_buffers(bucket, manifest, shapes, values_list, scales_list, fp8_dtype, direction_name, target,
+                             zero_exponent_as_one));
+}
+
+tvm::ffi::Function prepare_import_bucket(Tensor bucket, Array<int64_t> manifest, Array<Array<int64_t>> shapes,
+                                         Optional<Array<Tensor>> values_list, Array<Tensor> scales_list,
+                                         String fp8_dtype, String direction_name, String target,
+                                         bool zero_exponent_as_one) {
+  return prepare(bucket_to_buffers(bucket, manifest, shapes, values_list, scales_list, fp8_dtype, direction_name,
+                                   target, zero_exponent_as_one));
 }
 
 // ---- NVFP4 ----
@@ -312,13 +418,44 @@ int32_t global_scale_convention(const String &name) {
                 {{"decode", MXFP8_NVFP4_GLOBAL_SCALE_DECODE}, {"encode", MXFP8_NVFP4_GLOBAL_SCALE_ENCODE}});
 }
 
+// NVFP4 tensors (TE's storage of one direction) into buffers: values, E4M3 scales, global scales.
+std::unique_ptr<Transfer> nvfp4_tensors_to_buffers(Array<Tensor> data_list, Array<Tensor> scale_inv_list,
+                                                   Array<Tensor> amax_list, Optional<Array<Tensor>> values_list,
+                                                   Array<Tensor> scales_list, Array<Tensor> global_scales_list,
+                                                   bool swizzled, const String &direction_name, const String &target,
+                                                   int64_t e4m3_max, const String &convention) {
+  auto t = std::make_unique<Transfer>();
+  from_tensors(*t, std::move(data_list), std::move(scale_inv_list), std::move(amax_list), MXFP8_FORMAT_NVFP4, swizzled,
+               direction(direction_name), e4m3_max);
+  to_buffers(*t, std::move(values_list), std::move(scales_list), std::move(global_scales_list), target, false,
+             global_scale_convention(convention));
+  return t;
+}
+
+void nvfp4_import_tensors(Array<Tensor> data_list, Array<Tensor> scale_inv_list, Array<Tensor> amax_list,
+                          Optional<Array<Tensor>> values_list, Array<Tensor> scales_list,
+                          Array<Tensor> global_scales_list, bool swizzled, String direction_name, String target,
+                          int64_t e4m3_max, String convention) {
+  run_now(*nvfp4_tensors_to_buffers(data_list, scale_inv_list, amax_list, values_list, scales_list, global_scales_list,
+                                    swizzled, direction_name, target, e4m3_max, convention));
+}
+
+tvm::ffi::Function prepare_nvfp4_import_tensors(Array<Tensor> data_list, Array<Tensor> scale_inv_list,
+                                                Array<Tensor> amax_list, Optional<Array<Tensor>> values_list,
+                                                Array<Tensor> scales_list, Array<Tensor> global_scales_list,
+                                                bool swizzled, String direction_name, String target,
+                                                int64_t e4m3_max, String convention) {
+  return prepare(nvfp4_tensors_to_buffers(data_list, scale_inv_list, amax_list, values_list, scales_list,
+                                          global_scales_list, swizzled, direction_name, target, e4m3_max, convention));
+}
+
 // The values view (packed uint8) of one direction of an NVFP4 tensor as TE stores it, and its compact
 // E4M3 block scales and second-level scale written into the caller's buffers in one transfer.
 Tensor nvfp4_export(Tensor data, TensorView scale_inv, TensorView amax, TensorView scales, TensorView global_scale,
                     bool swizzled, String direction_name, int64_t e4m3_max, String convention) {
   const int32_t dir = direction(direction_name);
   DescribedTensor tensor(*data.GetDLTensorPtr(), dl_tensor(scale_inv), dl_tensor(amax), swizzled, dir,
-                         static_cast<int32_t>(e4m3_max));
+                         int32_argument("e4m3_max", e4m3_max));
   mxfp8_export_options options = MXFP8_EXPORT_OPTIONS_INIT;
   options.direction = dir;
   options.values_dtype = MXFP8_VALUES_UINT8;
@@ -356,7 +493,7 @@ void nvfp4_quantize(TensorView input, TensorView values, TensorView scales, Tens
   options.four_over_six = choose("four_over_six", four_over_six,
                                  {{"off", MXFP8_NVFP4_4OVER6_OFF}, {"mae", MXFP8_NVFP4_4OVER6_MAE},
                                   {"mse", MXFP8_NVFP4_4OVER6_MSE}});
-  options.e4m3_max = static_cast<int32_t>(e4m3_max);
+  options.e4m3_max = int32_argument("e4m3_max", e4m3_max);
   options.direction = direction(direction_name);
   options.stream = stream_for(input.device());
   const DLTensor *inputs[1] = {&dl_tensor(input)};
@@ -413,7 +550,7 @@ element count): value * 2^(scale - 127), NaN for scale 255 (mxfp8_dequantize). A
 export_scales.)");
 
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(convert, mxfp8_tvm_ffi::convert);
-TVM_FFI_DLL_EXPORT_TYPED_FUNC_DOC(convert, R"(convert(data, scale_inv, scales, values, target, fp8_dtype, swizzled, direction, zero_exponent_as_one)
+TVM_FFI_DLL_EXPORT_TYPED_FUNC_DOC(convert, R"(convert(data, scale_inv, scales, values, target, fp8_dtype, swizzled, direction, zero_exponent_as_one, pad_rows_to, pad_cols_to, pad_scale)
 
 Writes one direction of an MXFP8 tensor in the layout an engine's kernels load (mxfp8_convert), into
 your buffers, every byte of them (padding as zero):
@@ -426,6 +563,10 @@ your buffers, every byte of them (padding as zero):
     the target's row order.
   data, scale_inv, fp8_dtype, swizzled, direction: as export_scales. zero_exponent_as_one: write scale
     byte 0 as 1 (NeMo RL's fix-up).
+  pad_rows_to, pad_cols_to: 0 for none, or the padded weight an engine's kernels load (rowwise; values
+    required): M rows to a multiple of pad_rows_to (trtllm_gated: each half), K to a multiple of
+    pad_cols_to (a multiple of 32), padding values zero and padding scales the E8M0 byte pad_scale (127,
+    2^0, is vLLM's; 255 is refused); `values` and `scales` are then sized for the padded matrix.
 Grouped experts: the Python package's mxfp8.convert(..., num_experts=).)");
 
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(bucket_plan, mxfp8_tvm_ffi::bucket_plan);
@@ -459,6 +600,42 @@ import_tensors checked once (mxfp8_transfer_prepare): returns a function of no a
 same bytes again (mxfp8_plan_run) with no checks and no allocation, on the current stream of the buffers'
 device at the time of the call (capturable in a CUDA graph). The function holds every tensor given (their
 memory stays valid while it lives); let it go to release the plan.)");
+
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(import_bucket, mxfp8_tvm_ffi::import_bucket);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC_DOC(import_bucket, R"(import_bucket(bucket, manifest, shapes, values_list, scales_list, fp8_dtype, direction, target, zero_exponent_as_one)
+
+A receiver's import of a bucket that export_bucket filled (mxfp8_transfer, bucket to buffers): `bucket`
+(contiguous uint8, host or CUDA memory, only read), `manifest` the integers export_bucket returned
+([total_bytes, then values_offset, values_bytes, scales_offset, scales_bytes a tensor]) and `shapes` each
+tensor's logical shape (*lead, K), sent beside the bytes; every part is checked against its shape,
+fp8_dtype and direction before anything is written. Writes each tensor's values (values_list[i], or
+values_list None for scales only) and its scales in `target`'s layout (as import_tensors) into the
+caller's buffers, on the current stream of the bucket's device.)");
+
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(prepare_import_bucket, mxfp8_tvm_ffi::prepare_import_bucket);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC_DOC(prepare_import_bucket, R"(prepare_import_bucket(bucket, manifest, shapes, values_list, scales_list, fp8_dtype, direction, target, zero_exponent_as_one) -> run
+
+import_bucket checked once (mxfp8_transfer_prepare): returns a function of no arguments that moves the
+bucket's current bytes again (mxfp8_plan_run), no checks and no allocation, on the current stream of the
+bucket's device at the time of the call. It holds the bucket and the buffers; let it go to release the
+plan.)");
+
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(nvfp4_import_tensors, mxfp8_tvm_ffi::nvfp4_import_tensors);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC_DOC(nvfp4_import_tensors, R"(nvfp4_import_tensors(data_list, scale_inv_list, amax_list, values_list, scales_list, global_scales_list, swizzled, direction, target, e4m3_max, global_scale_convention)
+
+A receiver's import of NVFP4 tensors (mxfp8_transfer, tensors to buffers), each one direction as
+Transformer Engine stores it (data, scale_inv, amax: see nvfp4_export; all sharing swizzled, direction
+and e4m3_max, 448 or 256): its values (values_list[i]: uint8 of the stored matrix's rows * cols / 2, or
+values_list None), its E4M3 block scales in `target`'s layout ("compact" (R, ceil(C/16)) or
+"cutlass_128x4"; the engine layouts are MXFP8 only and refused) and the second-level scale of each amax
+(global_scales_list[i], float32, as many as the amax; global_scale_convention "decode" or "encode", see
+nvfp4_export) into the caller's buffers, every entry checked before anything is written.)");
+
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(prepare_nvfp4_import_tensors, mxfp8_tvm_ffi::prepare_nvfp4_import_tensors);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC_DOC(prepare_nvfp4_import_tensors, R"(prepare_nvfp4_import_tensors(data_list, scale_inv_list, amax_list, values_list, scales_list, global_scales_list, swizzled, direction, target, e4m3_max, global_scale_convention) -> run
+
+nvfp4_import_tensors checked once (mxfp8_transfer_prepare): returns a function of no arguments that runs
+it again (mxfp8_plan_run) on the current stream of the buffers' device; it holds every tensor given.)");
 
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(nvfp4_export, mxfp8_tvm_ffi::nvfp4_export);
 TVM_FFI_DLL_EXPORT_TYPED_FUNC_DOC(nvfp4_export, R"(nvfp4_export(data, scale_inv, amax, scales, global_scale, swizzled, direction, e4m3_max, global_scale_convention) -> values

@@ -37,8 +37,9 @@ def poisoned(shape, dtype=np.uint8):
 
 
 FUNCTIONS = ["version", "unswizzle_scales", "swizzle_scales", "export_scales", "quantize", "dequantize",
-             "convert", "bucket_plan", "export_bucket", "import_tensors", "prepare_import_tensors", "nvfp4_export",
-             "nvfp4_quantize"]
+             "convert", "bucket_plan", "export_bucket", "import_tensors", "prepare_import_tensors", "import_bucket",
+             "prepare_import_bucket", "nvfp4_export", "nvfp4_quantize", "nvfp4_import_tensors",
+             "prepare_nvfp4_import_tensors"]
 
 
 @pytest.mark.parametrize("name", FUNCTIONS)
@@ -211,7 +212,7 @@ def test_import_tensors_to_an_engine_layout_matches_convert():
     sources = _import_sources("swizzled", seed=11)[-1:]  # (256, 128): whole tiles, as DeepGEMM takes them
     (d, b, s), = sources
     want = poisoned(_deepgemm_bytes(s).size)
-    mod.convert(d, b, want, None, "deepgemm", "e4m3", True, "rowwise", False)
+    mod.convert(d, b, want, None, "deepgemm", "e4m3", True, "rowwise", False, 0, 0, 127)
     got = poisoned(want.size)
     mod.import_tensors([d], [b], None, [got], "e4m3", True, "rowwise", "deepgemm", False)
     np.testing.assert_array_equal(got, want)
@@ -376,11 +377,11 @@ def test_convert_writes_each_target_from_any_storage(storage, target, shape):
             "deepgemm_float32": (s.astype(np.int32) << 23).view(np.uint8).reshape(-1)}[target]
     scales = poisoned(want.size)
     values = poisoned(data.size)
-    mod.convert(data, buf, scales, values, target, "e4m3", storage == "swizzled", "rowwise", False)
+    mod.convert(data, buf, scales, values, target, "e4m3", storage == "swizzled", "rowwise", False, 0, 0, 127)
     np.testing.assert_array_equal(scales, want)
     np.testing.assert_array_equal(values, data.reshape(-1))
     scales_only = poisoned(want.size)
-    mod.convert(data, buf, scales_only, None, target, "e4m3", storage == "swizzled", "rowwise", False)
+    mod.convert(data, buf, scales_only, None, target, "e4m3", storage == "swizzled", "rowwise", False, 0, 0, 127)
     np.testing.assert_array_equal(scales_only, want)
 
 
@@ -388,7 +389,7 @@ def test_convert_writes_each_target_from_any_storage(storage, target, shape):
 def test_convert_columnwise_128x4_swizzles_the_transpose(storage):
     data, buf, s = make_mxfp8((200, 72), storage, "columnwise", seed=5)
     scales = poisoned(round_up(s.shape[1], 128) * round_up(s.shape[0], 4))
-    mod.convert(data, buf, scales, None, "cutlass_128x4", "e4m3", storage == "swizzled", "columnwise", False)
+    mod.convert(data, buf, scales, None, "cutlass_128x4", "e4m3", storage == "swizzled", "columnwise", False, 0, 0, 127)
     np.testing.assert_array_equal(scales, swizzle_reference(s.T))
 
 
@@ -399,7 +400,7 @@ def test_convert_to_the_trtllm_layouts_moves_value_and_scale_rows(target):
     data, buf, s = make_mxfp8((256, 200), "swizzled", seed=9)
     w_ref, s_ref = trtllm_reference(data, s, target == "trtllm_gated")
     values, scales = poisoned(data.shape), poisoned(s_ref.shape)
-    mod.convert(data, buf, scales, values, target, "e4m3", True, "rowwise", False)
+    mod.convert(data, buf, scales, values, target, "e4m3", True, "rowwise", False, 0, 0, 127)
     np.testing.assert_array_equal(values, w_ref)
     np.testing.assert_array_equal(scales, s_ref)
 
@@ -408,10 +409,73 @@ def test_convert_fixup_writes_zero_exponents_as_one():
     data, buf, s = make_mxfp8((64, 64), "compact", seed=13)
     s[0, 0] = buf[0, 0] = 0
     scales = poisoned(s.size)
-    mod.convert(data, buf, scales, None, "compact", "e4m3", False, "rowwise", True)
+    mod.convert(data, buf, scales, None, "compact", "e4m3", False, "rowwise", True, 0, 0, 127)
     want = s.reshape(-1).copy()
     want[want == 0] = 1
     np.testing.assert_array_equal(scales, want)
+
+
+def _padded_reference(data, s, rows_to, cols_to, pad_scale):
+    """The padded weight from the rule: (M, K) values to (roundup(M, rows_to), roundup(K, cols_to)) with zeros,
+    S to (M', K' / 32) with pad_scale, the real parts where they were."""
+    m, k = s.shape[0], data.shape[-1]
+    mp = round_up(m, rows_to) if rows_to else m
+    kp = round_up(k, cols_to) if cols_to else k
+    values = np.zeros((mp, kp), np.uint8)
+    values[:m, :k] = data.reshape(m, k)
+    scales = np.full((mp, -(-kp // 32)), pad_scale, np.uint8)
+    scales[:m, : s.shape[1]] = s
+    return values, scales
+
+
+@pytest.mark.parametrize("target", ["compact", "cutlass_128x4", "deepgemm"])
+@pytest.mark.parametrize("shape, rows_to, cols_to", [((130, 72), 128, 256), ((3, 40, 72), 128, 0),
+                                                     ((257, 33), 0, 64), ((128, 256), 128, 256)])
+def test_convert_pads_rows_and_columns_to_an_engines_alignment(target, shape, rows_to, cols_to):
+    data, buf, s = make_mxfp8(shape, "swizzled", seed=shape[0] + cols_to)
+    want_values, want_s = _padded_reference(data, s, rows_to, cols_to, 127)
+    want = {"compact": want_s.reshape(-1), "cutlass_128x4": swizzle_reference(want_s),
+            "deepgemm": _deepgemm_bytes(want_s)}[target]
+    values, scales = poisoned(want_values.size), poisoned(want.size)
+    mod.convert(data, buf, scales, values, target, "e4m3", True, "rowwise", False, rows_to, cols_to, 127)
+    np.testing.assert_array_equal(values, want_values.reshape(-1))
+    np.testing.assert_array_equal(scales, want)
+
+
+def test_convert_padding_takes_the_callers_pad_scale_and_the_trtllm_targets():
+    from test_trtllm_layout import trtllm_reference
+
+    data, buf, s = make_mxfp8((200, 200), "padded", seed=19)
+    want_values, want_s = _padded_reference(data, s, 128, 256, 100)
+    scales, values = poisoned(want_s.size), poisoned(want_values.size)
+    mod.convert(data, buf, scales, values, "compact", "e4m3", False, "rowwise", False, 128, 256, 100)
+    np.testing.assert_array_equal(scales, want_s.reshape(-1))
+    np.testing.assert_array_equal(values, want_values.reshape(-1))
+    # trtllm: the padded matrix (256 rows) laid out as the target lays out any 256-row weight
+    w_ref, s_ref = trtllm_reference(want_values, want_s, False)
+    scales, values = poisoned(s_ref.shape), poisoned(w_ref.shape)
+    mod.convert(data, buf, scales, values, "trtllm", "e4m3", False, "rowwise", False, 128, 256, 100)
+    np.testing.assert_array_equal(values, w_ref)
+    np.testing.assert_array_equal(scales, s_ref)
+
+
+def test_convert_padding_refusals_name_the_option_and_write_nothing():
+    data, buf, s = make_mxfp8((100, 64), "compact", seed=23)
+    scales, values = poisoned(128 * 2), poisoned(128 * 64)
+    with pytest.raises(ValueError, match="^invalid argument: options.pad_cols_to is 48, not a multiple of 32"):
+        mod.convert(data, buf, scales, values, "compact", "e4m3", False, "rowwise", False, 128, 48, 127)
+    with pytest.raises(ValueError, match="^invalid argument: options.pad_scale is 255"):
+        mod.convert(data, buf, scales, values, "compact", "e4m3", False, "rowwise", False, 128, 0, 255)
+    with pytest.raises(ValueError, match="^invalid argument: pad_scale: 4294967423 does not fit in an int32"):
+        mod.convert(data, buf, scales, values, "compact", "e4m3", False, "rowwise", False, 128, 0, 2**32 + 127)
+    with pytest.raises(ValueError, match="^invalid argument: values is NULL, but options.pad_rows_to"):
+        mod.convert(data, buf, scales, None, "compact", "e4m3", False, "rowwise", False, 128, 0, 127)
+    with pytest.raises(ValueError, match="^invalid argument: options.pad_rows_to and pad_cols_to are -1 and 0"):
+        mod.convert(data, buf, scales, values, "compact", "e4m3", False, "rowwise", False, -1, 0, 127)
+    with pytest.raises(ValueError, match="^invalid argument: "):  # sized for the unpadded weight
+        mod.convert(data, buf, poisoned(s.size), poisoned(data.size), "compact", "e4m3", False, "rowwise", False,
+                    128, 0, 127)
+    assert (scales == POISON).all() and (values == POISON).all()
 
 
 def test_convert_refusals_name_the_problem_and_write_nothing():
@@ -419,11 +483,12 @@ def test_convert_refusals_name_the_problem_and_write_nothing():
     scales = poisoned(s.size)
     with pytest.raises(ValueError, match=r'^invalid argument: target: expected one of "compact", "cutlass_128x4", '
                                          r'"trtllm", "deepgemm", "trtllm_gated", "deepgemm_float32", got "cutlass"'):
-        mod.convert(data, buf, scales, None, "cutlass", "e4m3", False, "rowwise", False)
+        mod.convert(data, buf, scales, None, "cutlass", "e4m3", False, "rowwise", False, 0, 0, 127)
     with pytest.raises(ValueError, match="^invalid argument: "):  # 100 rows: not a multiple of 128
-        mod.convert(data, buf, poisoned((100, 4)), poisoned(data.shape), "trtllm", "e4m3", False, "rowwise", False)
+        mod.convert(data, buf, poisoned((100, 4)), poisoned(data.shape), "trtllm", "e4m3", False, "rowwise", False,
+                    0, 0, 127)
     with pytest.raises(ValueError, match="^invalid argument: "):  # one byte short
-        mod.convert(data, buf, poisoned(s.size - 1), None, "compact", "e4m3", False, "rowwise", False)
+        mod.convert(data, buf, poisoned(s.size - 1), None, "compact", "e4m3", False, "rowwise", False, 0, 0, 127)
     assert (scales == POISON).all()
 
 
