@@ -264,6 +264,117 @@ def test_import_refusals_name_the_problem_and_write_nothing():
     assert (scales == POISON).all()
 
 
+# ---- the import of a bucket (export_bucket's bytes and manifest) into a receiver's buffers
+
+
+BUCKET_SHAPES = [(200, 96), (1, 33), (3, 40, 64 + 5), (256, 128)]
+
+
+def _sent_bucket(seed, direction="rowwise"):
+    """A bucket packed here from the wire format (values, then compact S, each at a multiple of 256), its
+    manifest, and the tensors' values and S."""
+    tensors = [make_mxfp8(shape, "compact", direction, seed=seed + i) for i, shape in enumerate(BUCKET_SHAPES)]
+    manifest, parts, end = [], [], 0
+    for d, _, s in tensors:
+        v_off = round_up(end, 256)
+        s_off = round_up(v_off + d.size, 256)
+        manifest += [v_off, d.size, s_off, s.size]
+        parts.append((v_off, d.reshape(-1), s_off, s.reshape(-1)))
+        end = s_off + s.size
+    bucket = poisoned(end)
+    for v_off, v, s_off, sc in parts:
+        bucket[v_off : v_off + v.size] = v
+        bucket[s_off : s_off + sc.size] = sc
+    return bucket, [end] + manifest, tensors
+
+
+@pytest.mark.parametrize("target", ["compact", "cutlass_128x4"])
+@pytest.mark.parametrize("direction", ["rowwise", "columnwise"])
+def test_import_bucket_writes_values_and_scales_in_the_target_layout(target, direction):
+    bucket, manifest, tensors = _sent_bucket(31, direction)
+    sent = bucket.copy()
+    swizzled = (lambda s: swizzle_reference(s)) if direction == "rowwise" else (lambda s: swizzle_reference(s.T))
+    want = [s.reshape(-1) if target == "compact" else swizzled(s) for _, _, s in tensors]
+    values = [poisoned(d.size) for d, _, _ in tensors]
+    scales = [poisoned(w.size) for w in want]
+    mod.import_bucket(bucket, manifest, BUCKET_SHAPES, values, scales, "e5m2", direction, target, False)
+    for (d, _, _), v, sc, w in zip(tensors, values, scales, want):
+        np.testing.assert_array_equal(v, d.reshape(-1))
+        np.testing.assert_array_equal(sc, w)
+    np.testing.assert_array_equal(bucket, sent)  # only read
+    scales_only = [poisoned(w.size) for w in want]
+    mod.import_bucket(bucket, manifest, BUCKET_SHAPES, None, scales_only, "e5m2", direction, target, False)
+    for sc, w in zip(scales_only, want):
+        np.testing.assert_array_equal(sc, w)
+
+
+def test_import_bucket_reads_what_export_bucket_wrote_with_the_fixup():
+    shapes = [(130, 64 + 5), (64, 64)]
+    tensors = [make_mxfp8(shape, "swizzled", seed=40 + i) for i, shape in enumerate(shapes)]
+    for _, buf, s in tensors:  # one zero exponent each, in S and where the swizzled storage keeps it
+        s[0, 0] = 0
+        buf.reshape(-1)[0] = 0
+    bucket = poisoned(mod.bucket_plan([d for d, _, _ in tensors], [b for _, b, _ in tensors], "e4m3", True,
+                                      "rowwise", 64)[0])
+    manifest = mod.export_bucket([d for d, _, _ in tensors], [b for _, b, _ in tensors], bucket, "e4m3", True,
+                                 "rowwise", 64)
+    scales = [poisoned(s.size) for _, _, s in tensors]
+    values = [poisoned(d.size) for d, _, _ in tensors]
+    mod.import_bucket(bucket, manifest, shapes, values, scales, "e4m3", "rowwise", "compact", True)
+    for (d, _, s), v, sc in zip(tensors, values, scales):
+        want = s.reshape(-1).copy()
+        want[want == 0] = 1
+        np.testing.assert_array_equal(sc, want)
+        np.testing.assert_array_equal(v, d.reshape(-1))
+
+
+def test_prepared_bucket_import_moves_the_buckets_new_bytes_and_holds_it():
+    bucket, manifest, tensors = _sent_bucket(50)
+    values = [poisoned(d.size) for d, _, _ in tensors]
+    scales = [poisoned(s.size) for _, _, s in tensors]
+    run = mod.prepare_import_bucket(bucket, manifest, BUCKET_SHAPES, values, scales, "e4m3", "rowwise", "compact",
+                                    False)
+    assert all((v == POISON).all() for v in values) and all((s == POISON).all() for s in scales)
+    run()
+    for (d, _, s), v, sc in zip(tensors, values, scales):
+        np.testing.assert_array_equal(v, d.reshape(-1))
+        np.testing.assert_array_equal(sc, s.reshape(-1))
+    bucket[...] = 255 - bucket  # the next step's bytes, in the same bucket
+    run()
+    for (d, _, s), v, sc in zip(tensors, values, scales):
+        np.testing.assert_array_equal(v, 255 - d.reshape(-1))
+        np.testing.assert_array_equal(sc, 255 - s.reshape(-1))
+    probe = weakref.ref(bucket)
+    del bucket
+    gc.collect()
+    assert probe() is not None  # the run holds the bucket
+    del run
+    gc.collect()
+    assert probe() is None
+
+
+def test_import_bucket_refusals_name_the_problem_and_write_nothing():
+    bucket, manifest, tensors = _sent_bucket(60)
+    scales = [poisoned(s.size) for _, _, s in tensors]
+    with pytest.raises(ValueError, match=r"^invalid argument: manifest: 16 integers for 4 shapes, expected 1 \+ 4 \* 4"):
+        mod.import_bucket(bucket, manifest[:-1], BUCKET_SHAPES, None, scales, "e4m3", "rowwise", "compact", False)
+    with pytest.raises(ValueError, match="^invalid argument: scales_list: 3 tensors for 4 shapes"):
+        mod.import_bucket(bucket, manifest, BUCKET_SHAPES, None, scales[:3], "e4m3", "rowwise", "compact", False)
+    wrong = BUCKET_SHAPES[:-1] + [(256, 127)]  # one column short of what the part holds
+    with pytest.raises(ValueError, match=r"^invalid argument: desc\.parts_in\[3\]"):
+        mod.prepare_import_bucket(bucket, manifest, wrong, None, scales, "e4m3", "rowwise", "compact", False)
+    past_the_end = list(manifest)
+    past_the_end[-2] = bucket.size  # the last scales part starts at the bucket's end
+    with pytest.raises(ValueError, match=r"^invalid argument: desc\.parts_in\[3\]"):
+        mod.import_bucket(bucket, past_the_end, BUCKET_SHAPES, None, scales, "e4m3", "rowwise", "compact", False)
+    with pytest.raises(ValueError, match=r"^invalid argument: desc\.scales\[1\]"):  # one byte short
+        mod.import_bucket(bucket, manifest, BUCKET_SHAPES, None, [scales[0], poisoned(scales[1].size - 1)] + scales[2:],
+                          "e4m3", "rowwise", "compact", False)
+    with pytest.raises(ValueError, match='^invalid argument: target: expected one of "compact"'):
+        mod.import_bucket(bucket, manifest, BUCKET_SHAPES, None, scales, "e4m3", "rowwise", "128x4", False)
+    assert all((s == POISON).all() for s in scales)
+
+
 # ---- NVFP4
 
 
@@ -304,6 +415,106 @@ def test_nvfp4_refusals_name_the_problem_and_write_nothing():
         mod.nvfp4_quantize(np.ones((4, 33), np.float32), poisoned((4, 16)), poisoned((4, 3)), np.ones(1, np.float32),
                            "compact", "tensor", False, "rowwise", 448, "off")
     assert (compact == POISON).all() and np.isnan(global_scale).all()
+
+
+NVFP4_SHAPES = [(130, 96 + 16), (1, 40), (33, 2)]  # stored (rows, cols): cols even, not all multiples of 16
+
+
+def _nvfp4_sources(storage, per_row, seed):
+    """NVFP4 stored matrices from the format's rules (nvfp4_reference): (data, scale_inv as stored, amax,
+    compact E4M3 S)."""
+    import nvfp4_reference as ref
+
+    out = []
+    for i, (rows, cols) in enumerate(NVFP4_SHAPES):
+        codes, s = ref.random_case(rows, cols, seed + i)
+        rng = np.random.default_rng(seed + i)
+        amax = rng.uniform(0.5, 600.0, rows if per_row else 1).astype(np.float32)
+        amax[0] = 0.0  # a zero amax: decode 0, encode 1
+        out.append((ref.pack(codes), ref.store_scales(s, storage), amax, s))
+    return out
+
+
+@pytest.mark.parametrize("storage", ["compact", "padded", "swizzled"])
+@pytest.mark.parametrize("target", ["compact", "cutlass_128x4"])
+@pytest.mark.parametrize("per_row", [False, True])
+@pytest.mark.parametrize("convention", ["decode", "encode"])
+def test_nvfp4_import_tensors_writes_values_scales_and_global_scales(storage, target, per_row, convention):
+    import nvfp4_reference as ref
+
+    sources = _nvfp4_sources(storage, per_row, seed=70)
+    want_scales = [s.reshape(-1) if target == "compact" else swizzle_reference(s) for _, _, _, s in sources]
+    want_global = [(a / np.float32(6 * 448)).astype(np.float32) if convention == "decode" else ref.encode_scale(a, 448)
+                   for _, _, a, _ in sources]
+    values = [poisoned(d.size) for d, _, _, _ in sources]
+    scales = [poisoned(w.size) for w in want_scales]
+    global_scales = [np.full(a.shape, np.nan, np.float32) for _, _, a, _ in sources]
+    mod.nvfp4_import_tensors([d for d, _, _, _ in sources], [b for _, b, _, _ in sources],
+                             [a for _, _, a, _ in sources], values, scales, global_scales, storage == "swizzled",
+                             "rowwise", target, 448, convention)
+    for (d, _, _, _), v, sc, w, g, wg in zip(sources, values, scales, want_scales, global_scales, want_global):
+        np.testing.assert_array_equal(v, d.reshape(-1))
+        np.testing.assert_array_equal(sc, w)
+        np.testing.assert_array_equal(g, wg)
+
+
+def test_nvfp4_import_columnwise_reads_the_stored_transpose_and_4over6():
+    """A columnwise entry is TE's stored (K, M) matrix: the same bytes land; E4M3_MAX 256 divides by 6 * 256."""
+    sources = _nvfp4_sources("swizzled", False, seed=80)
+    values = [poisoned(d.size) for d, _, _, _ in sources]
+    scales = [poisoned(s.size) for _, _, _, s in sources]
+    global_scales = [np.full(1, np.nan, np.float32) for _ in sources]
+    mod.nvfp4_import_tensors([d for d, _, _, _ in sources], [b for _, b, _, _ in sources],
+                             [a for _, _, a, _ in sources], None, scales, global_scales, True, "columnwise",
+                             "compact", 256, "decode")
+    for (_, _, a, s), sc, g in zip(sources, scales, global_scales):
+        np.testing.assert_array_equal(sc, s.reshape(-1))
+        np.testing.assert_array_equal(g, (a / np.float32(6 * 256)).astype(np.float32))
+    assert all((v == POISON).all() for v in values)  # values_list None: scales and global scales only
+
+
+def test_prepared_nvfp4_import_runs_again_on_new_bytes():
+    sources = _nvfp4_sources("padded", True, seed=90)
+    data, amax = [d for d, _, _, _ in sources], [a for _, _, a, _ in sources]
+    values = [poisoned(d.size) for d in data]
+    scales = [poisoned(s.size) for _, _, _, s in sources]
+    global_scales = [np.full(a.shape, np.nan, np.float32) for a in amax]
+    run = mod.prepare_nvfp4_import_tensors(data, [b for _, b, _, _ in sources], amax, values, scales, global_scales,
+                                           False, "rowwise", "compact", 448, "decode")
+    assert all((v == POISON).all() for v in values) and all(np.isnan(g).all() for g in global_scales)
+    run()
+    for d in data:
+        d[...] = 255 - d
+    for a in amax:
+        a *= 2
+    run()
+    for d, v, a, g, (_, _, _, s), sc in zip(data, values, amax, global_scales, sources, scales):
+        np.testing.assert_array_equal(v, d.reshape(-1))
+        np.testing.assert_array_equal(g, (a / np.float32(6 * 448)).astype(np.float32))
+        np.testing.assert_array_equal(sc, s.reshape(-1))
+
+
+def test_nvfp4_import_refusals_name_the_problem_and_write_nothing():
+    (d, b, a, s), = _nvfp4_sources("compact", False, seed=95)[:1]
+    scales, global_scale = poisoned(s.size), np.full(1, np.nan, np.float32)
+    args = ([d], [b], [a], None, [scales], [global_scale], False, "rowwise")
+    with pytest.raises(ValueError, match="^invalid argument: amax_list: 2 tensors for 1 data tensors"):
+        mod.nvfp4_import_tensors([d], [b], [a, a], None, [scales], [global_scale], False, "rowwise", "compact", 448,
+                                 "decode")
+    with pytest.raises(ValueError, match="^invalid argument: global_scales_list: 0 tensors for 1 data tensors"):
+        mod.nvfp4_import_tensors([d], [b], [a], None, [scales], [], False, "rowwise", "compact", 448, "decode")
+    with pytest.raises(ValueError, match="^invalid argument: .*NVFP4"):  # an engine layout is MXFP8's
+        mod.nvfp4_import_tensors(*args, "deepgemm", 448, "decode")
+    with pytest.raises(ValueError, match="^invalid argument: "):  # E4M3_MAX is 448 or 256
+        mod.prepare_nvfp4_import_tensors(*args, "compact", 447, "decode")
+    with pytest.raises(ValueError, match="^invalid argument: e4m3_max: 4294967744 does not fit in an int32"):
+        mod.nvfp4_import_tensors(*args, "compact", 2**32 + 448, "decode")
+    with pytest.raises(ValueError, match='^invalid argument: global_scale: expected one of "decode", "encode"'):
+        mod.nvfp4_import_tensors(*args, "compact", 448, "weight_scale_2")
+    with pytest.raises(ValueError, match=r"^invalid argument: desc\.scales\[0\]"):  # one byte short
+        mod.nvfp4_import_tensors([d], [b], [a], None, [poisoned(s.size - 1)], [global_scale], False, "rowwise",
+                                 "compact", 448, "decode")
+    assert (scales == POISON).all() and np.isnan(global_scale).all()
 
 
 # ---- errors: the library's status name and message, as the Python exception the pybind11 binding raises
