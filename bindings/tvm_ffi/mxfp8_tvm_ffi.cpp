@@ -159,76 +159,9 @@ void convert(TensorView data, TensorView scale_inv, TensorView scales, Optional<
   check(mxfp8_convert(tensor.get(), &options, values_out, mutable_dl_tensor(scales)));
 }
 
-// The tensors of a bucket, described for one call, and the transfer from them (its desc points into the
-// vectors: one per call, never copied).
-struct BucketTensors {
-  std::vector<std::unique_ptr<DescribedTensor>> described;
-  std::vector<const mxfp8_tensor *> handles;
-  std::vector<int32_t> directions;
-  mxfp8_transfer_desc desc = MXFP8_TRANSFER_DESC_INIT;  // from the handles to a bucket
-  std::vector<mxfp8_bucket_part> parts;
-  uint64_t total_bytes = 0;
-  BucketTensors() = default;
-  BucketTensors(const BucketTensors &) = delete;
-  BucketTensors &operator=(const BucketTensors &) = delete;
-};
+// ---- Transfers: a bucket's export, and the import into a receiver's buffers, immediate or prepared ----
 
-// Describes data[i] + scale_inv[i] and plans their bucket (mxfp8_bucket_parts of a transfer from them).
-void plan_bucket(const Array<Tensor> &data, const Array<Tensor> &scale_inv, const String &fp8_dtype, bool swizzled,
-                 const String &direction_name, int64_t alignment, BucketTensors &b) {
-  if (data.size() != scale_inv.size())
-    raise("ValueError", "invalid argument: scale_inv: " + std::to_string(scale_inv.size()) + " scale tensors for " +
-                            std::to_string(data.size()) + " data tensors");
-  if (alignment < 1)  // the C call takes a uint64: a negative one must not wrap into a power of two
-    raise("ValueError", "invalid argument: alignment: expected a power of two >= 1, got " + std::to_string(alignment));
-  const int32_t format = fp8_format(fp8_dtype);
-  const int32_t dir = direction(direction_name);
-  for (size_t i = 0; i < data.size(); ++i) {
-    b.described.push_back(std::make_unique<DescribedTensor>(*data[i].GetDLTensorPtr(), *scale_inv[i].GetDLTensorPtr(),
-                                                            format, swizzled, dir));
-    b.handles.push_back(b.described.back()->get());
-  }
-  b.directions.assign(data.size(), dir);
-  b.desc.source = MXFP8_TRANSFER_FROM_TENSORS;
-  b.desc.destination = MXFP8_TRANSFER_TO_BUCKET;
-  b.desc.count = b.handles.size();
-  b.desc.tensors = b.handles.data();
-  b.desc.directions = b.directions.data();
-  b.parts.resize(data.size());
-  check(mxfp8_bucket_parts(&b.desc, static_cast<uint64_t>(alignment), b.parts.data(), &b.total_bytes));
-  b.desc.parts_out = b.parts.data();
-}
-
-// The plan as integers: [total_bytes, then per tensor values_offset, values_bytes, scales_offset,
-// scales_bytes], all in bytes from the bucket's first byte.
-Array<int64_t> manifest(const BucketTensors &b) {
-  std::vector<int64_t> out{static_cast<int64_t>(b.total_bytes)};
-  for (const mxfp8_bucket_part &e : b.parts) {
-    for (uint64_t v : {e.values_offset, e.values_bytes, e.scales_offset, e.scales_bytes})
-      out.push_back(static_cast<int64_t>(v));
-  }
-  return Array<int64_t>(out.begin(), out.end());
-}
-
-Array<int64_t> bucket_plan(Array<Tensor> data, Array<Tensor> scale_inv, String fp8_dtype, bool swizzled,
-                           String direction_name, int64_t alignment) {
-  BucketTensors b;
-  plan_bucket(data, scale_inv, fp8_dtype, swizzled, direction_name, alignment, b);
-  return manifest(b);
-}
-
-Array<int64_t> export_bucket(Array<Tensor> data, Array<Tensor> scale_inv, TensorView bucket, String fp8_dtype,
-                             bool swizzled, String direction_name, int64_t alignment) {
-  BucketTensors b;
-  plan_bucket(data, scale_inv, fp8_dtype, swizzled, direction_name, alignment, b);
-  b.desc.bucket_out = mutable_dl_tensor(bucket);
-  check(mxfp8_transfer(&b.desc, stream_for(bucket.device())));
-  return manifest(b);
-}
-
-// ---- The transfer into a receiver's buffers (an import), immediate or prepared ----
-
-// One transfer into caller buffers and everything its desc points into: the caller's tensors (held, so
+// One transfer and everything its desc points into: the caller's tensors (held, so
 // that a prepared plan's tensors outlive every run), their descriptions, and the per-entry arrays. Built
 // in place by the from_* and to_buffers steps below, never copied (the desc points into it).
 struct Transfer {
@@ -236,10 +169,12 @@ struct Transfer {
   Optional<Tensor> bucket;
   std::vector<std::unique_ptr<DescribedTensor>> described;
   std::vector<const mxfp8_tensor *> handles;
-  std::vector<int32_t> directions, layouts, formats, source_layouts, ndims;
+  std::vector<int32_t> directions, layouts, formats, source_layouts, ndims, e4m3_maxes;
   std::deque<std::vector<int64_t>> shape_values;
   std::vector<const int64_t *> shapes;
   std::vector<mxfp8_bucket_part> parts;
+  uint64_t total_bytes = 0;
+  bool nvfp4 = false;  // every entry NVFP4 (else every entry MXFP8)
   std::vector<DLTensor *> values_out, scales_out, global_out;
   mxfp8_transfer_desc desc = MXFP8_TRANSFER_DESC_INIT;
   DLDevice device{kDLCPU, 0};
@@ -280,6 +215,7 @@ void from_tensors(Transfer &t, Array<Tensor> data_list, Array<Tensor> scale_inv_
                                : std::make_unique<DescribedTensor>(d, s, format, swizzled, dir));
     t.handles.push_back(t.described.back()->get());
   }
+  t.nvfp4 = amax != nullptr;
   t.directions.assign(n, dir);
   t.desc.source = MXFP8_TRANSFER_FROM_TENSORS;
   t.desc.count = n;
@@ -287,26 +223,31 @@ void from_tensors(Transfer &t, Array<Tensor> data_list, Array<Tensor> scale_inv_
   t.desc.directions = t.directions.data();
 }
 
-// FROM_BUCKET: the bucket an export_bucket filled, read by its manifest ([total_bytes, then values_offset,
-// values_bytes, scales_offset, scales_bytes a tensor]) and each tensor's logical shape; compact scales.
+// FROM_BUCKET: the bucket an export_bucket (nvfp4_export_bucket: `nvfp4`) filled, read by its manifest
+// (see manifest() below) and each tensor's logical shape; compact scales.
 void from_bucket(Transfer &t, Tensor bucket, const Array<int64_t> &manifest, const Array<Array<int64_t>> &shapes,
-                 int32_t format, int32_t dir) {
-  const size_t n = shapes.size();
-  if (manifest.size() != 1 + 4 * n)
+                 int32_t format, int32_t dir, int64_t e4m3_max = 0) {
+  const size_t n = shapes.size(), width = format == MXFP8_FORMAT_NVFP4 ? 6 : 4;
+  if (manifest.size() != 1 + width * n)
     raise("ValueError", "invalid argument: manifest: " + std::to_string(manifest.size()) + " integers for " +
-                            std::to_string(n) + " shapes, expected 1 + 4 * " + std::to_string(n) +
-                            " (export_bucket's manifest)");
+                            std::to_string(n) + " shapes, expected 1 + " + std::to_string(width) + " * " +
+                            std::to_string(n) + (width == 6 ? " (nvfp4_export_bucket's manifest)" : " (export_bucket's manifest)"));
   for (size_t i = 0; i < n; ++i) {
-    const auto at = [&](size_t k) { return static_cast<uint64_t>(manifest[1 + 4 * i + k]); };
-    t.parts.push_back(mxfp8_bucket_part{at(0), at(1), at(2), at(3), 0, 0});
+    const auto at = [&](size_t k) { return k < width ? static_cast<uint64_t>(manifest[1 + width * i + k]) : 0; };
+    t.parts.push_back(mxfp8_bucket_part{at(0), at(1), at(2), at(3), at(4), at(5)});
     t.shape_values.emplace_back(shapes[i].begin(), shapes[i].end());
     t.shapes.push_back(t.shape_values.back().data());
     t.ndims.push_back(static_cast<int32_t>(shapes[i].size()));
   }
   t.entries = "shapes";
+  t.nvfp4 = format == MXFP8_FORMAT_NVFP4;
   t.formats.assign(n, format);
   t.source_layouts.assign(n, MXFP8_SCALE_LAYOUT_COMPACT);
   t.directions.assign(n, dir);
+  if (t.nvfp4) {
+    t.e4m3_maxes.assign(n, int32_argument("e4m3_max", e4m3_max));
+    t.desc.e4m3_maxes = t.e4m3_maxes.data();
+  }
   t.bucket = std::move(bucket);
   t.device = t.bucket.value().GetDLTensorPtr()->device;
   t.desc.source = MXFP8_TRANSFER_FROM_BUCKET;
@@ -355,6 +296,56 @@ tvm::ffi::Function prepare(std::unique_ptr<Transfer> transfer) {
   check(mxfp8_transfer_prepare(&prepared->transfer->desc, &prepared->plan));
   return tvm::ffi::Function::FromTyped(
       [prepared]() { check(mxfp8_plan_run(prepared->plan, stream_for(prepared->transfer->device))); });
+}
+
+// TO_BUCKET, planned (mxfp8_bucket_parts): each entry's parts at multiples of `alignment`, compact scales.
+void plan_bucket(Transfer &t, int64_t alignment) {
+  if (alignment < 1)  // the C call takes a uint64: a negative one must not wrap into a power of two
+    raise("ValueError", "invalid argument: alignment: expected a power of two >= 1, got " + std::to_string(alignment));
+  t.desc.destination = MXFP8_TRANSFER_TO_BUCKET;
+  t.parts.resize(t.desc.count);
+  check(mxfp8_bucket_parts(&t.desc, static_cast<uint64_t>(alignment), t.parts.data(), &t.total_bytes));
+  t.desc.parts_out = t.parts.data();
+}
+
+// The plan as integers: [total_bytes, then per tensor values_offset, values_bytes, scales_offset,
+// scales_bytes (and for NVFP4 amax_offset, amax_bytes)], all in bytes from the bucket's first byte.
+Array<int64_t> manifest(const Transfer &t) {
+  std::vector<int64_t> out{static_cast<int64_t>(t.total_bytes)};
+  for (const mxfp8_bucket_part &e : t.parts) {
+    for (uint64_t v : {e.values_offset, e.values_bytes, e.scales_offset, e.scales_bytes})
+      out.push_back(static_cast<int64_t>(v));
+    if (t.nvfp4) {
+      out.push_back(static_cast<int64_t>(e.amax_offset));
+      out.push_back(static_cast<int64_t>(e.amax_bytes));
+    }
+  }
+  return Array<int64_t>(out.begin(), out.end());
+}
+
+// The manifest of the planned bucket, after filling `bucket` when one is given.
+Array<int64_t> export_planned(Transfer &t, int64_t alignment, Optional<TensorView> bucket) {
+  plan_bucket(t, alignment);
+  if (bucket.has_value()) {
+    TensorView out = bucket.value();
+    t.desc.bucket_out = mutable_dl_tensor(out);
+    check(mxfp8_transfer(&t.desc, stream_for(out.device())));
+  }
+  return manifest(t);
+}
+
+Array<int64_t> bucket_plan(Array<Tensor> data, Array<Tensor> scale_inv, String fp8_dtype, bool swizzled,
+                           String direction_name, int64_t alignment) {
+  Transfer t;
+  from_tensors(t, data, scale_inv, std::nullopt, fp8_format(fp8_dtype), swizzled, direction(direction_name), 0);
+  return export_planned(t, alignment, std::nullopt);
+}
+
+Array<int64_t> export_bucket(Array<Tensor> data, Array<Tensor> scale_inv, TensorView bucket, String fp8_dtype,
+                             bool swizzled, String direction_name, int64_t alignment) {
+  Transfer t;
+  from_tensors(t, data, scale_inv, std::nullopt, fp8_format(fp8_dtype), swizzled, direction(direction_name), 0);
+  return export_planned(t, alignment, bucket);
 }
 
 // MXFP8 tensors into buffers.
@@ -447,6 +438,58 @@ tvm::ffi::Function prepare_nvfp4_import_tensors(Array<Tensor> data_list, Array<T
                                                 int64_t e4m3_max, String convention) {
   return prepare(nvfp4_tensors_to_buffers(data_list, scale_inv_list, amax_list, values_list, scales_list,
                                           global_scales_list, swizzled, direction_name, target, e4m3_max, convention));
+}
+
+// NVFP4 tensors described (TE's storage of one direction), for a bucket's plan or export.
+Array<int64_t> nvfp4_export_planned(Array<Tensor> data_list, Array<Tensor> scale_inv_list, Array<Tensor> amax_list,
+                                    Optional<TensorView> bucket, bool swizzled, const String &direction_name,
+                                    int64_t e4m3_max, int64_t alignment) {
+  Transfer t;
+  from_tensors(t, std::move(data_list), std::move(scale_inv_list), std::move(amax_list), MXFP8_FORMAT_NVFP4, swizzled,
+               direction(direction_name), e4m3_max);
+  return export_planned(t, alignment, bucket);
+}
+
+Array<int64_t> nvfp4_bucket_plan(Array<Tensor> data_list, Array<Tensor> scale_inv_list, Array<Tensor> amax_list,
+                                 bool swizzled, String direction_name, int64_t e4m3_max, int64_t alignment) {
+  return nvfp4_export_planned(data_list, scale_inv_list, amax_list, std::nullopt, swizzled, direction_name, e4m3_max,
+                              alignment);
+}
+
+Array<int64_t> nvfp4_export_bucket(Array<Tensor> data_list, Array<Tensor> scale_inv_list, Array<Tensor> amax_list,
+                                   TensorView bucket, bool swizzled, String direction_name, int64_t e4m3_max,
+                                   int64_t alignment) {
+  return nvfp4_export_planned(data_list, scale_inv_list, amax_list, bucket, swizzled, direction_name, e4m3_max,
+                              alignment);
+}
+
+// A bucket of NVFP4 tensors (nvfp4_export_bucket's) into buffers.
+std::unique_ptr<Transfer> nvfp4_bucket_to_buffers(Tensor bucket, const Array<int64_t> &manifest,
+                                                  const Array<Array<int64_t>> &shapes,
+                                                  Optional<Array<Tensor>> values_list, Array<Tensor> scales_list,
+                                                  Array<Tensor> global_scales_list, const String &direction_name,
+                                                  const String &target, int64_t e4m3_max, const String &convention) {
+  auto t = std::make_unique<Transfer>();
+  from_bucket(*t, std::move(bucket), manifest, shapes, MXFP8_FORMAT_NVFP4, direction(direction_name), e4m3_max);
+  to_buffers(*t, std::move(values_list), std::move(scales_list), std::move(global_scales_list), target, false,
+             global_scale_convention(convention));
+  return t;
+}
+
+void nvfp4_import_bucket(Tensor bucket, Array<int64_t> manifest, Array<Array<int64_t>> shapes,
+                         Optional<Array<Tensor>> values_list, Array<Tensor> scales_list,
+                         Array<Tensor> global_scales_list, String direction_name, String target, int64_t e4m3_max,
+                         String convention) {
+  run_now(*nvfp4_bucket_to_buffers(bucket, manifest, shapes, values_list, scales_list, global_scales_list,
+                                   direction_name, target, e4m3_max, convention));
+}
+
+tvm::ffi::Function prepare_nvfp4_import_bucket(Tensor bucket, Array<int64_t> manifest, Array<Array<int64_t>> shapes,
+                                               Optional<Array<Tensor>> values_list, Array<Tensor> scales_list,
+                                               Array<Tensor> global_scales_list, String direction_name,
+                                               String target, int64_t e4m3_max, String convention) {
+  return prepare(nvfp4_bucket_to_buffers(bucket, manifest, shapes, values_list, scales_list, global_scales_list,
+                                         direction_name, target, e4m3_max, convention));
 }
 
 // The values view (packed uint8) of one direction of an NVFP4 tensor as TE stores it, and its compact
@@ -636,6 +679,37 @@ TVM_FFI_DLL_EXPORT_TYPED_FUNC_DOC(prepare_nvfp4_import_tensors, R"(prepare_nvfp4
 
 nvfp4_import_tensors checked once (mxfp8_transfer_prepare): returns a function of no arguments that runs
 it again (mxfp8_plan_run) on the current stream of the buffers' device; it holds every tensor given.)");
+
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(nvfp4_bucket_plan, mxfp8_tvm_ffi::nvfp4_bucket_plan);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC_DOC(nvfp4_bucket_plan, R"(nvfp4_bucket_plan(data_list, scale_inv_list, amax_list, swizzled, direction, e4m3_max, alignment) -> manifest
+
+bucket_plan for NVFP4 tensors as Transformer Engine stores them (see nvfp4_export; all sharing swizzled,
+direction and e4m3_max) (mxfp8_bucket_parts): [total_bytes, then values_offset, values_bytes,
+scales_offset, scales_bytes, amax_offset, amax_bytes for each tensor], in bytes from the bucket's first
+byte: the packed values, the compact E4M3 scales and the float32 amax of each, every part at a multiple
+of `alignment` (the amax also of 4). Touches no tensor memory.)");
+
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(nvfp4_export_bucket, mxfp8_tvm_ffi::nvfp4_export_bucket);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC_DOC(nvfp4_export_bucket, R"(nvfp4_export_bucket(data_list, scale_inv_list, amax_list, bucket, swizzled, direction, e4m3_max, alignment) -> manifest
+
+Packs every NVFP4 tensor's values, compact E4M3 scales and amax (the second level travels as the amax)
+into `bucket` (contiguous uint8, at least total_bytes, on the tensors' device) in one transfer
+(mxfp8_transfer); bytes between parts are left as they were. Returns nvfp4_bucket_plan's manifest.)");
+
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(nvfp4_import_bucket, mxfp8_tvm_ffi::nvfp4_import_bucket);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC_DOC(nvfp4_import_bucket, R"(nvfp4_import_bucket(bucket, manifest, shapes, values_list, scales_list, global_scales_list, direction, target, e4m3_max, global_scale_convention)
+
+A receiver's import of a bucket that nvfp4_export_bucket filled (mxfp8_transfer, bucket to buffers):
+its manifest, each tensor's logical shape (*lead, K), the direction and e4m3_max it was sent with; writes
+values (uint8, the stored matrix's rows * cols / 2, or values_list None), E4M3 scales in `target`'s
+layout ("compact" or "cutlass_128x4") and each amax's second-level scale (float32,
+global_scale_convention "decode" or "encode") into the caller's buffers, every part checked first.)");
+
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(prepare_nvfp4_import_bucket, mxfp8_tvm_ffi::prepare_nvfp4_import_bucket);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC_DOC(prepare_nvfp4_import_bucket, R"(prepare_nvfp4_import_bucket(bucket, manifest, shapes, values_list, scales_list, global_scales_list, direction, target, e4m3_max, global_scale_convention) -> run
+
+nvfp4_import_bucket checked once (mxfp8_transfer_prepare): a function of no arguments that moves the
+bucket's current bytes again (mxfp8_plan_run); it holds the bucket and the buffers.)");
 
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(nvfp4_export, mxfp8_tvm_ffi::nvfp4_export);
 TVM_FFI_DLL_EXPORT_TYPED_FUNC_DOC(nvfp4_export, R"(nvfp4_export(data, scale_inv, amax, scales, global_scale, swizzled, direction, e4m3_max, global_scale_convention) -> values

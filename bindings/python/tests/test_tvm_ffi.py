@@ -39,7 +39,8 @@ def poisoned(shape, dtype=np.uint8):
 FUNCTIONS = ["version", "unswizzle_scales", "swizzle_scales", "export_scales", "quantize", "dequantize",
              "convert", "bucket_plan", "export_bucket", "import_tensors", "prepare_import_tensors", "import_bucket",
              "prepare_import_bucket", "nvfp4_export", "nvfp4_quantize", "nvfp4_import_tensors",
-             "prepare_nvfp4_import_tensors"]
+             "prepare_nvfp4_import_tensors", "nvfp4_bucket_plan", "nvfp4_export_bucket", "nvfp4_import_bucket",
+             "prepare_nvfp4_import_bucket"]
 
 
 @pytest.mark.parametrize("name", FUNCTIONS)
@@ -517,6 +518,83 @@ def test_nvfp4_import_refusals_name_the_problem_and_write_nothing():
     assert (scales == POISON).all() and np.isnan(global_scale).all()
 
 
+@pytest.mark.parametrize("storage", ["compact", "swizzled"])
+@pytest.mark.parametrize("per_row", [False, True])
+def test_nvfp4_bucket_carries_values_scales_and_amax_and_imports_into_buffers(storage, per_row):
+    import nvfp4_reference as ref
+
+    sources = _nvfp4_sources(storage, per_row, seed=100)
+    data, bufs, amax = [d for d, _, _, _ in sources], [b for _, b, _, _ in sources], [a for _, _, a, _ in sources]
+    plan = list(mod.nvfp4_bucket_plan(data, bufs, amax, storage == "swizzled", "rowwise", 448, 64))
+    total, parts = plan[0], np.array(plan[1:]).reshape(-1, 6)
+    bucket = poisoned(total)
+    assert list(mod.nvfp4_export_bucket(data, bufs, amax, bucket, storage == "swizzled", "rowwise", 448, 64)) == plan
+    end = 0
+    for (d, _, a, s), (v_off, v_bytes, s_off, s_bytes, a_off, a_bytes) in zip(sources, parts):
+        assert v_off >= end and v_off % 64 == 0 and s_off % 64 == 0 and a_off % 64 == 0
+        np.testing.assert_array_equal(bucket[v_off : v_off + v_bytes], d.reshape(-1))
+        np.testing.assert_array_equal(bucket[s_off : s_off + s_bytes], s.reshape(-1))  # compact on the wire
+        np.testing.assert_array_equal(bucket[a_off : a_off + a_bytes].view(np.float32), a)  # the amax itself
+        end = a_off + a_bytes
+
+    values = [poisoned(d.size) for d in data]
+    scales = [poisoned(swizzle_reference(s).size) for _, _, _, s in sources]
+    global_scales = [np.full(a.shape, np.nan, np.float32) for a in amax]
+    mod.nvfp4_import_bucket(bucket, plan, NVFP4_SHAPES, values, scales, global_scales, "rowwise", "cutlass_128x4",
+                            448, "encode")
+    for (d, _, a, s), v, sc, g in zip(sources, values, scales, global_scales):
+        np.testing.assert_array_equal(v, d.reshape(-1))
+        np.testing.assert_array_equal(sc, swizzle_reference(s))
+        np.testing.assert_array_equal(g, ref.encode_scale(a, 448))
+
+
+def test_prepared_nvfp4_bucket_import_moves_the_new_amax():
+    sources = _nvfp4_sources("compact", False, seed=110)
+    data, bufs, amax = [d for d, _, _, _ in sources], [b for _, b, _, _ in sources], [a for _, _, a, _ in sources]
+    bucket = poisoned(mod.nvfp4_bucket_plan(data, bufs, amax, False, "rowwise", 256, 256)[0])
+    manifest = mod.nvfp4_export_bucket(data, bufs, amax, bucket, False, "rowwise", 256, 256)
+    scales = [poisoned(s.size) for _, _, _, s in sources]
+    global_scales = [np.full(1, np.nan, np.float32) for _ in sources]
+    run = mod.prepare_nvfp4_import_bucket(bucket, manifest, NVFP4_SHAPES, None, scales, global_scales, "rowwise",
+                                          "compact", 256, "decode")
+    assert all(np.isnan(g).all() for g in global_scales)
+    for a in amax:
+        a *= 4
+    mod.nvfp4_export_bucket(data, bufs, amax, bucket, False, "rowwise", 256, 256)  # the next step, same bucket
+    run()
+    for (_, _, a, s), sc, g in zip(sources, scales, global_scales):
+        np.testing.assert_array_equal(sc, s.reshape(-1))
+        np.testing.assert_array_equal(g, (a / np.float32(6 * 256)).astype(np.float32))
+
+
+def test_nvfp4_bucket_refusals_name_the_problem_and_write_nothing():
+    sources = _nvfp4_sources("compact", False, seed=120)
+    data, bufs, amax = [d for d, _, _, _ in sources], [b for _, b, _, _ in sources], [a for _, _, a, _ in sources]
+    plan = list(mod.nvfp4_bucket_plan(data, bufs, amax, False, "rowwise", 448, 16))
+    bucket = poisoned(plan[0] - 1)  # a byte short
+    with pytest.raises(ValueError, match="^invalid argument: "):
+        mod.nvfp4_export_bucket(data, bufs, amax, bucket, False, "rowwise", 448, 16)
+    assert (bucket == POISON).all()
+    with pytest.raises(ValueError, match="^invalid argument: amax_list: 2 tensors for 3 data tensors"):
+        mod.nvfp4_bucket_plan(data, bufs, amax[:2], False, "rowwise", 448, 16)
+    with pytest.raises(ValueError, match="alignment: expected a power of two >= 1"):
+        mod.nvfp4_bucket_plan(data, bufs, amax, False, "rowwise", 448, 0)
+    bucket = poisoned(plan[0])
+    mod.nvfp4_export_bucket(data, bufs, amax, bucket, False, "rowwise", 448, 16)
+    scales = [poisoned(s.size) for _, _, _, s in sources]
+    global_scales = [np.full(1, np.nan, np.float32) for _ in sources]
+    with pytest.raises(ValueError, match=r"^invalid argument: manifest: 13 integers for 3 shapes, expected 1 \+ 6 \* 3"):
+        mod.nvfp4_import_bucket(bucket, plan[:13], NVFP4_SHAPES, None, scales, global_scales, "rowwise", "compact",
+                                448, "decode")
+    with pytest.raises(ValueError, match="^invalid argument: "):  # an MXFP8 reading of NVFP4 parts
+        mod.import_bucket(bucket, [plan[0]] + [x for i in range(3) for x in plan[1 + 6 * i : 5 + 6 * i]],
+                          NVFP4_SHAPES, None, scales, "e4m3", "rowwise", "compact", False)
+    with pytest.raises(ValueError, match="^invalid argument: "):  # E4M3_MAX is 448 or 256
+        mod.prepare_nvfp4_import_bucket(bucket, plan, NVFP4_SHAPES, None, scales, global_scales, "rowwise",
+                                        "compact", 300, "decode")
+    assert all((sc == POISON).all() for sc in scales) and all(np.isnan(g).all() for g in global_scales)
+
+
 # ---- errors: the library's status name and message, as the Python exception the pybind11 binding raises
 
 
@@ -535,7 +613,7 @@ def test_a_mismatched_bucket_raises_before_anything_is_written():
     with pytest.raises(ValueError, match="^invalid argument: "):
         mod.export_bucket([data], [buf], bucket, "e4m3", False, "rowwise", 256)
     assert (bucket == POISON).all()
-    with pytest.raises(ValueError, match="1 scale tensors for 2 data tensors"):
+    with pytest.raises(ValueError, match="^invalid argument: scale_inv_list: 1 tensors for 2 data tensors"):
         mod.bucket_plan([data, data], [buf], "e4m3", False, "rowwise", 256)
     with pytest.raises(ValueError, match="alignment: expected a power of two >= 1"):
         mod.bucket_plan([data], [buf], "e4m3", False, "rowwise", -(2**63))  # as a uint64: 2^63, a power of two
