@@ -194,7 +194,8 @@ struct Transfer {
   }
   // The DLTensors of `list` (held), one per entry.
   std::vector<DLTensor *> &outputs(const char *name, Array<Tensor> list, std::vector<DLTensor *> &out) {
-    for (const Tensor &t : hold(name, std::move(list), desc.count)) out.push_back(const_cast<DLTensor *>(t.GetDLTensorPtr()));
+    for (const Tensor &t : hold(name, std::move(list), desc.count))
+      out.push_back(const_cast<DLTensor *>(t.GetDLTensorPtr()));
     return out;
   }
 };
@@ -231,7 +232,8 @@ void from_bucket(Transfer &t, Tensor bucket, const Array<int64_t> &manifest, con
   if (manifest.size() != 1 + width * n)
     raise("ValueError", "invalid argument: manifest: " + std::to_string(manifest.size()) + " integers for " +
                             std::to_string(n) + " shapes, expected 1 + " + std::to_string(width) + " * " +
-                            std::to_string(n) + (width == 6 ? " (nvfp4_export_bucket's manifest)" : " (export_bucket's manifest)"));
+                            std::to_string(n) +
+                            (width == 6 ? " (nvfp4_export_bucket's manifest)" : " (export_bucket's manifest)"));
   for (size_t i = 0; i < n; ++i) {
     const auto at = [&](size_t k) { return k < width ? static_cast<uint64_t>(manifest[1 + width * i + k]) : 0; };
     t.parts.push_back(mxfp8_bucket_part{at(0), at(1), at(2), at(3), at(4), at(5)});

@@ -357,7 +357,8 @@ def test_prepared_bucket_import_moves_the_buckets_new_bytes_and_holds_it():
 def test_import_bucket_refusals_name_the_problem_and_write_nothing():
     bucket, manifest, tensors = _sent_bucket(60)
     scales = [poisoned(s.size) for _, _, s in tensors]
-    with pytest.raises(ValueError, match=r"^invalid argument: manifest: 16 integers for 4 shapes, expected 1 \+ 4 \* 4"):
+    with pytest.raises(ValueError,
+                       match=r"^invalid argument: manifest: 16 integers for 4 shapes, expected 1 \+ 4 \* 4"):
         mod.import_bucket(bucket, manifest[:-1], BUCKET_SHAPES, None, scales, "e4m3", "rowwise", "compact", False)
     with pytest.raises(ValueError, match="^invalid argument: scales_list: 3 tensors for 4 shapes"):
         mod.import_bucket(bucket, manifest, BUCKET_SHAPES, None, scales[:3], "e4m3", "rowwise", "compact", False)
@@ -583,7 +584,8 @@ def test_nvfp4_bucket_refusals_name_the_problem_and_write_nothing():
     mod.nvfp4_export_bucket(data, bufs, amax, bucket, False, "rowwise", 448, 16)
     scales = [poisoned(s.size) for _, _, _, s in sources]
     global_scales = [np.full(1, np.nan, np.float32) for _ in sources]
-    with pytest.raises(ValueError, match=r"^invalid argument: manifest: 13 integers for 3 shapes, expected 1 \+ 6 \* 3"):
+    with pytest.raises(ValueError,
+                       match=r"^invalid argument: manifest: 13 integers for 3 shapes, expected 1 \+ 6 \* 3"):
         mod.nvfp4_import_bucket(bucket, plan[:13], NVFP4_SHAPES, None, scales, global_scales, "rowwise", "compact",
                                 448, "decode")
     with pytest.raises(ValueError, match="^invalid argument: "):  # an MXFP8 reading of NVFP4 parts
