@@ -10,6 +10,7 @@
 #include <tvm/ffi/extra/c_env_api.h>
 #include <tvm/ffi/string.h>
 
+#include <cstdint>
 #include <cstring>
 #include <initializer_list>
 #include <string>
@@ -58,6 +59,14 @@ inline int32_t choose(const char *argument, const tvm::ffi::String &given, std::
   }
   raise("ValueError", std::string("invalid argument: ") + argument + ": expected one of " + known + ", got \"" +
                           std::string(given) + "\"");
+}
+
+// An integer argument of an int32 option: tvm-ffi passes an int64, which must not wrap into a legal value.
+inline int32_t int32_argument(const char *argument, int64_t value) {
+  if (value < INT32_MIN || value > INT32_MAX)
+    raise("ValueError", std::string("invalid argument: ") + argument + ": " + std::to_string(value) +
+                            " does not fit in an int32");
+  return static_cast<int32_t>(value);
 }
 
 inline int32_t fp8_format(const tvm::ffi::String &fp8_dtype) {

@@ -22,6 +22,7 @@
 #include <tvm/ffi/optional.h>
 #include <tvm/ffi/string.h>
 
+#include <deque>
 #include <memory>
 #include <optional>
 #include <string>
@@ -139,13 +140,17 @@ int32_t scale_layout(const String &target) {
 }
 
 void convert(TensorView data, TensorView scale_inv, TensorView scales, Optional<TensorView> values, String target,
-             String fp8_dtype, bool swizzled, String direction_name, bool zero_exponent_as_one) {
+             String fp8_dtype, bool swizzled, String direction_name, bool zero_exponent_as_one, int64_t pad_rows_to,
+             int64_t pad_cols_to, int64_t pad_scale) {
   const int32_t dir = direction(direction_name);
   DescribedTensor tensor(dl_tensor(data), dl_tensor(scale_inv), fp8_format(fp8_dtype), swizzled, dir);
   mxfp8_convert_options options = MXFP8_CONVERT_OPTIONS_INIT;
   options.target = scale_layout(target);
   options.direction = dir;
   options.scale_fixup = zero_exponent_as_one ? MXFP8_SCALE_FIXUP_ZERO_EXPONENT_AS_ONE : MXFP8_SCALE_FIXUP_NONE;
+  options.pad_rows_to = pad_rows_to;
+  options.pad_cols_to = pad_cols_to;
+  options.pad_scale = int32_argument("pad_scale", pad_scale);
   options.stream = stream_for(scales.device());
   // Optional::value() returns a copy: keep it here so the pointer stays valid for the call.
   std::optional<TensorView> held;
@@ -154,155 +159,249 @@ void convert(TensorView data, TensorView scale_inv, TensorView scales, Optional<
   check(mxfp8_convert(tensor.get(), &options, values_out, mutable_dl_tensor(scales)));
 }
 
-// The tensors of a bucket, described for one call, and the transfer from them (its desc points into the
-// vectors: one per call, never copied).
-struct BucketTensors {
+// ---- Transfers: a bucket's export, and the import into a receiver's buffers, immediate or prepared ----
+
+// One transfer and everything its desc points into: the caller's tensors (held, so
+// that a prepared plan's tensors outlive every run), their descriptions, and the per-entry arrays. Built
+// in place by the from_* and to_buffers steps below, never copied (the desc points into it).
+struct Transfer {
+  std::deque<Array<Tensor>> held;  // a deque: hold() hands out references that later holds keep valid
+  Optional<Tensor> bucket;
   std::vector<std::unique_ptr<DescribedTensor>> described;
   std::vector<const mxfp8_tensor *> handles;
-  std::vector<int32_t> directions;
-  mxfp8_transfer_desc desc = MXFP8_TRANSFER_DESC_INIT;  // from the handles to a bucket
+  std::vector<int32_t> directions, layouts, formats, source_layouts, ndims, e4m3_maxes;
+  std::deque<std::vector<int64_t>> shape_values;
+  std::vector<const int64_t *> shapes;
   std::vector<mxfp8_bucket_part> parts;
   uint64_t total_bytes = 0;
-  BucketTensors() = default;
-  BucketTensors(const BucketTensors &) = delete;
-  BucketTensors &operator=(const BucketTensors &) = delete;
-};
-
-// Describes data[i] + scale_inv[i] and plans their bucket (mxfp8_bucket_parts of a transfer from them).
-void plan_bucket(const Array<Tensor> &data, const Array<Tensor> &scale_inv, const String &fp8_dtype, bool swizzled,
-                 const String &direction_name, int64_t alignment, BucketTensors &b) {
-  if (data.size() != scale_inv.size())
-    raise("ValueError", "invalid argument: scale_inv: " + std::to_string(scale_inv.size()) + " scale tensors for " +
-                            std::to_string(data.size()) + " data tensors");
-  if (alignment < 1)  // the C call takes a uint64: a negative one must not wrap into a power of two
-    raise("ValueError", "invalid argument: alignment: expected a power of two >= 1, got " + std::to_string(alignment));
-  const int32_t format = fp8_format(fp8_dtype);
-  const int32_t dir = direction(direction_name);
-  for (size_t i = 0; i < data.size(); ++i) {
-    b.described.push_back(std::make_unique<DescribedTensor>(*data[i].GetDLTensorPtr(), *scale_inv[i].GetDLTensorPtr(),
-                                                            format, swizzled, dir));
-    b.handles.push_back(b.described.back()->get());
-  }
-  b.directions.assign(data.size(), dir);
-  b.desc.source = MXFP8_TRANSFER_FROM_TENSORS;
-  b.desc.destination = MXFP8_TRANSFER_TO_BUCKET;
-  b.desc.count = b.handles.size();
-  b.desc.tensors = b.handles.data();
-  b.desc.directions = b.directions.data();
-  b.parts.resize(data.size());
-  check(mxfp8_bucket_parts(&b.desc, static_cast<uint64_t>(alignment), b.parts.data(), &b.total_bytes));
-  b.desc.parts_out = b.parts.data();
-}
-
-// The plan as integers: [total_bytes, then per tensor values_offset, values_bytes, scales_offset,
-// scales_bytes], all in bytes from the bucket's first byte.
-Array<int64_t> manifest(const BucketTensors &b) {
-  std::vector<int64_t> out{static_cast<int64_t>(b.total_bytes)};
-  for (const mxfp8_bucket_part &e : b.parts) {
-    for (uint64_t v : {e.values_offset, e.values_bytes, e.scales_offset, e.scales_bytes})
-      out.push_back(static_cast<int64_t>(v));
-  }
-  return Array<int64_t>(out.begin(), out.end());
-}
-
-Array<int64_t> bucket_plan(Array<Tensor> data, Array<Tensor> scale_inv, String fp8_dtype, bool swizzled,
-                           String direction_name, int64_t alignment) {
-  BucketTensors b;
-  plan_bucket(data, scale_inv, fp8_dtype, swizzled, direction_name, alignment, b);
-  return manifest(b);
-}
-
-Array<int64_t> export_bucket(Array<Tensor> data, Array<Tensor> scale_inv, TensorView bucket, String fp8_dtype,
-                             bool swizzled, String direction_name, int64_t alignment) {
-  BucketTensors b;
-  plan_bucket(data, scale_inv, fp8_dtype, swizzled, direction_name, alignment, b);
-  b.desc.bucket_out = mutable_dl_tensor(bucket);
-  check(mxfp8_transfer(&b.desc, stream_for(bucket.device())));
-  return manifest(b);
-}
-
-// ---- The transfer into a receiver's buffers (an import), immediate or prepared ----
-
-// Tensors described, their destinations, and the transfer between them (its desc points into the vectors
-// and the arrays, all held here: a prepared plan keeps this whole object alive with it, so the caller's
-// tensors outlive every run).
-struct TensorsToBuffers {
-  Array<Tensor> data, scale_inv, values, scales;
-  std::vector<std::unique_ptr<DescribedTensor>> described;
-  std::vector<const mxfp8_tensor *> handles;
-  std::vector<int32_t> directions, layouts;
-  std::vector<DLTensor *> values_out, scales_out;
+  bool nvfp4 = false;  // every entry NVFP4 (else every entry MXFP8)
+  std::vector<DLTensor *> values_out, scales_out, global_out;
   mxfp8_transfer_desc desc = MXFP8_TRANSFER_DESC_INIT;
   DLDevice device{kDLCPU, 0};
+  const char *entries = "entries";  // what the entries are, for a count that does not match
 
-  TensorsToBuffers(Array<Tensor> data_list, Array<Tensor> scale_inv_list, Optional<Array<Tensor>> values_list,
-                   Array<Tensor> scales_list, const String &fp8_dtype, bool swizzled, const String &direction_name,
-                   const String &target, bool zero_exponent_as_one)
-      : data(std::move(data_list)), scale_inv(std::move(scale_inv_list)), scales(std::move(scales_list)) {
-    const size_t n = data.size();
-    const auto same_count = [n](const char *name, size_t count) {
-      if (count != n)
-        raise("ValueError", std::string("invalid argument: ") + name + ": " + std::to_string(count) +
-                                " tensors for " + std::to_string(n) + " data tensors");
-    };
-    same_count("scale_inv_list", scale_inv.size());
-    same_count("scales_list", scales.size());
-    if (values_list.has_value()) {
-      values = values_list.value();
-      same_count("values_list", values.size());
-    }
-    const int32_t format = fp8_format(fp8_dtype), dir = direction(direction_name), layout = scale_layout(target);
-    for (size_t i = 0; i < n; ++i) {
-      described.push_back(std::make_unique<DescribedTensor>(*data[i].GetDLTensorPtr(), *scale_inv[i].GetDLTensorPtr(),
-                                                            format, swizzled, dir));
-      handles.push_back(described.back()->get());
-      scales_out.push_back(const_cast<DLTensor *>(scales[i].GetDLTensorPtr()));
-      if (values_list.has_value()) values_out.push_back(const_cast<DLTensor *>(values[i].GetDLTensorPtr()));
-    }
-    directions.assign(n, dir);
-    layouts.assign(n, layout);
-    if (n > 0) device = scales[0].GetDLTensorPtr()->device;
-    desc.source = MXFP8_TRANSFER_FROM_TENSORS;
-    desc.destination = MXFP8_TRANSFER_TO_BUFFERS;
-    desc.scale_fixup = zero_exponent_as_one ? MXFP8_SCALE_FIXUP_ZERO_EXPONENT_AS_ONE : MXFP8_SCALE_FIXUP_NONE;
-    desc.count = n;
-    desc.tensors = handles.data();
-    desc.directions = directions.data();
-    desc.target_layouts = layouts.data();
-    desc.scales = scales_out.data();
-    desc.values = values_list.has_value() ? values_out.data() : nullptr;
+  Transfer() = default;
+  Transfer(const Transfer &) = delete;
+  Transfer &operator=(const Transfer &) = delete;
+
+  // `list`, held for the transfer; a ValueError unless it has one tensor per entry.
+  const Array<Tensor> &hold(const char *name, Array<Tensor> list, size_t count) {
+    if (list.size() != count)
+      raise("ValueError", std::string("invalid argument: ") + name + ": " + std::to_string(list.size()) +
+                              " tensors for " + std::to_string(count) + " " + entries);
+    held.push_back(std::move(list));
+    return held.back();
   }
-  TensorsToBuffers(const TensorsToBuffers &) = delete;
-  TensorsToBuffers &operator=(const TensorsToBuffers &) = delete;
+  // The DLTensors of `list` (held), one per entry.
+  std::vector<DLTensor *> &outputs(const char *name, Array<Tensor> list, std::vector<DLTensor *> &out) {
+    for (const Tensor &t : hold(name, std::move(list), desc.count))
+      out.push_back(const_cast<DLTensor *>(t.GetDLTensorPtr()));
+    return out;
+  }
 };
 
-void import_tensors(Array<Tensor> data_list, Array<Tensor> scale_inv_list, Optional<Array<Tensor>> values_list,
-                    Array<Tensor> scales_list, String fp8_dtype, bool swizzled, String direction_name, String target,
-                    bool zero_exponent_as_one) {
-  TensorsToBuffers t(data_list, scale_inv_list, values_list, scales_list, fp8_dtype, swizzled, direction_name, target,
-                     zero_exponent_as_one);
-  check(mxfp8_transfer(&t.desc, stream_for(t.device)));
+// FROM_TENSORS: data[i] + scale_inv[i] (+ amax[i] for NVFP4: `amax` given), all of one format, storage and
+// direction.
+void from_tensors(Transfer &t, Array<Tensor> data_list, Array<Tensor> scale_inv_list, Optional<Array<Tensor>> amax_list,
+                  int32_t format, bool swizzled, int32_t dir, int64_t e4m3_max) {
+  const size_t n = data_list.size();
+  t.entries = "data tensors";
+  const Array<Tensor> &data = t.hold("data_list", std::move(data_list), n);
+  const Array<Tensor> &scale_inv = t.hold("scale_inv_list", std::move(scale_inv_list), n);
+  const Array<Tensor> *amax = amax_list.has_value() ? &t.hold("amax_list", amax_list.value(), n) : nullptr;
+  for (size_t i = 0; i < n; ++i) {
+    const DLTensor &d = *data[i].GetDLTensorPtr(), &s = *scale_inv[i].GetDLTensorPtr();
+    t.described.push_back(amax ? std::make_unique<DescribedTensor>(d, s, *(*amax)[i].GetDLTensorPtr(), swizzled, dir,
+                                                                   int32_argument("e4m3_max", e4m3_max))
+                               : std::make_unique<DescribedTensor>(d, s, format, swizzled, dir));
+    t.handles.push_back(t.described.back()->get());
+  }
+  t.nvfp4 = amax != nullptr;
+  t.directions.assign(n, dir);
+  t.desc.source = MXFP8_TRANSFER_FROM_TENSORS;
+  t.desc.count = n;
+  t.desc.tensors = t.handles.data();
+  t.desc.directions = t.directions.data();
 }
+
+// FROM_BUCKET: the bucket an export_bucket (nvfp4_export_bucket: `nvfp4`) filled, read by its manifest
+// (see manifest() below) and each tensor's logical shape; compact scales.
+void from_bucket(Transfer &t, Tensor bucket, const Array<int64_t> &manifest, const Array<Array<int64_t>> &shapes,
+                 int32_t format, int32_t dir, int64_t e4m3_max = 0) {
+  const size_t n = shapes.size(), width = format == MXFP8_FORMAT_NVFP4 ? 6 : 4;
+  if (manifest.size() != 1 + width * n)
+    raise("ValueError", "invalid argument: manifest: " + std::to_string(manifest.size()) + " integers for " +
+                            std::to_string(n) + " shapes, expected 1 + " + std::to_string(width) + " * " +
+                            std::to_string(n) +
+                            (width == 6 ? " (nvfp4_export_bucket's manifest)" : " (export_bucket's manifest)"));
+  for (size_t i = 0; i < n; ++i) {
+    const auto at = [&](size_t k) { return k < width ? static_cast<uint64_t>(manifest[1 + width * i + k]) : 0; };
+    t.parts.push_back(mxfp8_bucket_part{at(0), at(1), at(2), at(3), at(4), at(5)});
+    t.shape_values.emplace_back(shapes[i].begin(), shapes[i].end());
+    t.shapes.push_back(t.shape_values.back().data());
+    t.ndims.push_back(static_cast<int32_t>(shapes[i].size()));
+  }
+  t.entries = "shapes";
+  t.nvfp4 = format == MXFP8_FORMAT_NVFP4;
+  t.formats.assign(n, format);
+  t.source_layouts.assign(n, MXFP8_SCALE_LAYOUT_COMPACT);
+  t.directions.assign(n, dir);
+  if (t.nvfp4) {
+    t.e4m3_maxes.assign(n, int32_argument("e4m3_max", e4m3_max));
+    t.desc.e4m3_maxes = t.e4m3_maxes.data();
+  }
+  t.bucket = std::move(bucket);
+  t.device = t.bucket.value().GetDLTensorPtr()->device;
+  t.desc.source = MXFP8_TRANSFER_FROM_BUCKET;
+  t.desc.count = n;
+  t.desc.bucket_in = t.bucket.value().GetDLTensorPtr();
+  t.desc.parts_in = t.parts.data();
+  t.desc.ndims = t.ndims.data();
+  t.desc.shapes = t.shapes.data();
+  t.desc.formats = t.formats.data();
+  t.desc.source_layouts = t.source_layouts.data();
+  t.desc.directions = t.directions.data();
+}
+
+// TO_BUFFERS: values (or None: scales only), scales in `target`'s layout, and for NVFP4 entries the global
+// scales (`global_scales` given) in `convention`.
+void to_buffers(Transfer &t, Optional<Array<Tensor>> values, Array<Tensor> scales,
+                Optional<Array<Tensor>> global_scales, const String &target, bool zero_exponent_as_one,
+                int32_t convention = MXFP8_NVFP4_GLOBAL_SCALE_DECODE) {
+  t.desc.destination = MXFP8_TRANSFER_TO_BUFFERS;
+  t.desc.scale_fixup = zero_exponent_as_one ? MXFP8_SCALE_FIXUP_ZERO_EXPONENT_AS_ONE : MXFP8_SCALE_FIXUP_NONE;
+  t.desc.global_scale = convention;
+  t.layouts.assign(t.desc.count, scale_layout(target));
+  t.desc.target_layouts = t.layouts.data();
+  t.desc.scales = t.outputs("scales_list", std::move(scales), t.scales_out).data();
+  if (values.has_value()) t.desc.values = t.outputs("values_list", values.value(), t.values_out).data();
+  if (global_scales.has_value())
+    t.desc.global_scales = t.outputs("global_scales_list", global_scales.value(), t.global_out).data();
+  if (!t.bucket.has_value() && !t.scales_out.empty()) t.device = t.scales_out[0]->device;
+}
+
+// Runs a transfer now, on the environment's stream of its device.
+void run_now(const Transfer &t) { check(mxfp8_transfer(&t.desc, stream_for(t.device))); }
 
 // A prepared transfer: its checks made once (mxfp8_transfer_prepare), returned as a function of no
 // arguments that runs it (mxfp8_plan_run) on the stream tvm-ffi's environment holds at each call. The
 // function owns the plan and the caller's tensors (so their memory outlives every run); dropping the
 // function releases them.
-tvm::ffi::Function prepare_import_tensors(Array<Tensor> data_list, Array<Tensor> scale_inv_list,
-                                          Optional<Array<Tensor>> values_list, Array<Tensor> scales_list,
-                                          String fp8_dtype, bool swizzled, String direction_name, String target,
-                                          bool zero_exponent_as_one) {
+tvm::ffi::Function prepare(std::unique_ptr<Transfer> transfer) {
   struct Prepared {
-    std::unique_ptr<TensorsToBuffers> transfer;
+    std::unique_ptr<Transfer> transfer;
     mxfp8_plan *plan = nullptr;
     ~Prepared() { mxfp8_plan_release(plan); }
   };
   auto prepared = std::make_shared<Prepared>();
-  prepared->transfer = std::make_unique<TensorsToBuffers>(data_list, scale_inv_list, values_list, scales_list, fp8_dtype,
-                                                          swizzled, direction_name, target, zero_exponent_as_one);
+  prepared->transfer = std::move(transfer);
   check(mxfp8_transfer_prepare(&prepared->transfer->desc, &prepared->plan));
   return tvm::ffi::Function::FromTyped(
       [prepared]() { check(mxfp8_plan_run(prepared->plan, stream_for(prepared->transfer->device))); });
+}
+
+// TO_BUCKET, planned (mxfp8_bucket_parts): each entry's parts at multiples of `alignment`, compact scales.
+void plan_bucket(Transfer &t, int64_t alignment) {
+  if (alignment < 1)  // the C call takes a uint64: a negative one must not wrap into a power of two
+    raise("ValueError", "invalid argument: alignment: expected a power of two >= 1, got " + std::to_string(alignment));
+  t.desc.destination = MXFP8_TRANSFER_TO_BUCKET;
+  t.parts.resize(t.desc.count);
+  check(mxfp8_bucket_parts(&t.desc, static_cast<uint64_t>(alignment), t.parts.data(), &t.total_bytes));
+  t.desc.parts_out = t.parts.data();
+}
+
+// The plan as integers: [total_bytes, then per tensor values_offset, values_bytes, scales_offset,
+// scales_bytes (and for NVFP4 amax_offset, amax_bytes)], all in bytes from the bucket's first byte.
+Array<int64_t> manifest(const Transfer &t) {
+  std::vector<int64_t> out{static_cast<int64_t>(t.total_bytes)};
+  for (const mxfp8_bucket_part &e : t.parts) {
+    for (uint64_t v : {e.values_offset, e.values_bytes, e.scales_offset, e.scales_bytes})
+      out.push_back(static_cast<int64_t>(v));
+    if (t.nvfp4) {
+      out.push_back(static_cast<int64_t>(e.amax_offset));
+      out.push_back(static_cast<int64_t>(e.amax_bytes));
+    }
+  }
+  return Array<int64_t>(out.begin(), out.end());
+}
+
+// The manifest of the planned bucket, after filling `bucket` when one is given.
+Array<int64_t> export_planned(Transfer &t, int64_t alignment, Optional<TensorView> bucket) {
+  plan_bucket(t, alignment);
+  if (bucket.has_value()) {
+    TensorView out = bucket.value();
+    t.desc.bucket_out = mutable_dl_tensor(out);
+    check(mxfp8_transfer(&t.desc, stream_for(out.device())));
+  }
+  return manifest(t);
+}
+
+Array<int64_t> bucket_plan(Array<Tensor> data, Array<Tensor> scale_inv, String fp8_dtype, bool swizzled,
+                           String direction_name, int64_t alignment) {
+  Transfer t;
+  from_tensors(t, data, scale_inv, std::nullopt, fp8_format(fp8_dtype), swizzled, direction(direction_name), 0);
+  return export_planned(t, alignment, std::nullopt);
+}
+
+Array<int64_t> export_bucket(Array<Tensor> data, Array<Tensor> scale_inv, TensorView bucket, String fp8_dtype,
+                             bool swizzled, String direction_name, int64_t alignment) {
+  Transfer t;
+  from_tensors(t, data, scale_inv, std::nullopt, fp8_format(fp8_dtype), swizzled, direction(direction_name), 0);
+  return export_planned(t, alignment, bucket);
+}
+
+// MXFP8 tensors into buffers.
+std::unique_ptr<Transfer> tensors_to_buffers(Array<Tensor> data_list, Array<Tensor> scale_inv_list,
+                                             Optional<Array<Tensor>> values_list, Array<Tensor> scales_list,
+                                             const String &fp8_dtype, bool swizzled, const String &direction_name,
+                                             const String &target, bool zero_exponent_as_one) {
+  auto t = std::make_unique<Transfer>();
+  from_tensors(*t, std::move(data_list), std::move(scale_inv_list), std::nullopt, fp8_format(fp8_dtype), swizzled,
+               direction(direction_name), 0);
+  to_buffers(*t, std::move(values_list), std::move(scales_list), std::nullopt, target, zero_exponent_as_one);
+  return t;
+}
+
+void import_tensors(Array<Tensor> data_list, Array<Tensor> scale_inv_list, Optional<Array<Tensor>> values_list,
+                    Array<Tensor> scales_list, String fp8_dtype, bool swizzled, String direction_name, String target,
+                    bool zero_exponent_as_one) {
+  run_now(*tensors_to_buffers(data_list, scale_inv_list, values_list, scales_list, fp8_dtype, swizzled,
+                              direction_name, target, zero_exponent_as_one));
+}
+
+tvm::ffi::Function prepare_import_tensors(Array<Tensor> data_list, Array<Tensor> scale_inv_list,
+                                          Optional<Array<Tensor>> values_list, Array<Tensor> scales_list,
+                                          String fp8_dtype, bool swizzled, String direction_name, String target,
+                                          bool zero_exponent_as_one) {
+  return prepare(tensors_to_buffers(data_list, scale_inv_list, values_list, scales_list, fp8_dtype, swizzled,
+                                    direction_name, target, zero_exponent_as_one));
+}
+
+// A bucket of MXFP8 tensors (export_bucket's) into buffers.
+std::unique_ptr<Transfer> bucket_to_buffers(Tensor bucket, const Array<int64_t> &manifest,
+                                            const Array<Array<int64_t>> &shapes, Optional<Array<Tensor>> values_list,
+                                            Array<Tensor> scales_list, const String &fp8_dtype,
+                                            const String &direction_name, const String &target,
+                                            bool zero_exponent_as_one) {
+  auto t = std::make_unique<Transfer>();
+  from_bucket(*t, std::move(bucket), manifest, shapes, fp8_format(fp8_dtype), direction(direction_name));
+  to_buffers(*t, std::move(values_list), std::move(scales_list), std::nullopt, target, zero_exponent_as_one);
+  return t;
+}
+
+void import_bucket(Tensor bucket, Array<int64_t> manifest, Array<Array<int64_t>> shapes,
+                   Optional<Array<Tensor>> values_list, Array<Tensor> scales_list, String fp8_dtype,
+                   String direction_name, String target, bool zero_exponent_as_one) {
+  run_now(*bucket_to_buffers(bucket, manifest, shapes, values_list, scales_list, fp8_dtype, direction_name, target,
+                             zero_exponent_as_one));
+}
+
+tvm::ffi::Function prepare_import_bucket(Tensor bucket, Array<int64_t> manifest, Array<Array<int64_t>> shapes,
+                                         Optional<Array<Tensor>> values_list, Array<Tensor> scales_list,
+                                         String fp8_dtype, String direction_name, String target,
+                                         bool zero_exponent_as_one) {
+  return prepare(bucket_to_buffers(bucket, manifest, shapes, values_list, scales_list, fp8_dtype, direction_name,
+                                   target, zero_exponent_as_one));
 }
 
 // ---- NVFP4 ----
@@ -312,13 +411,96 @@ int32_t global_scale_convention(const String &name) {
                 {{"decode", MXFP8_NVFP4_GLOBAL_SCALE_DECODE}, {"encode", MXFP8_NVFP4_GLOBAL_SCALE_ENCODE}});
 }
 
+// NVFP4 tensors (TE's storage of one direction) into buffers: values, E4M3 scales, global scales.
+std::unique_ptr<Transfer> nvfp4_tensors_to_buffers(Array<Tensor> data_list, Array<Tensor> scale_inv_list,
+                                                   Array<Tensor> amax_list, Optional<Array<Tensor>> values_list,
+                                                   Array<Tensor> scales_list, Array<Tensor> global_scales_list,
+                                                   bool swizzled, const String &direction_name, const String &target,
+                                                   int64_t e4m3_max, const String &convention) {
+  auto t = std::make_unique<Transfer>();
+  from_tensors(*t, std::move(data_list), std::move(scale_inv_list), std::move(amax_list), MXFP8_FORMAT_NVFP4, swizzled,
+               direction(direction_name), e4m3_max);
+  to_buffers(*t, std::move(values_list), std::move(scales_list), std::move(global_scales_list), target, false,
+             global_scale_convention(convention));
+  return t;
+}
+
+void nvfp4_import_tensors(Array<Tensor> data_list, Array<Tensor> scale_inv_list, Array<Tensor> amax_list,
+                          Optional<Array<Tensor>> values_list, Array<Tensor> scales_list,
+                          Array<Tensor> global_scales_list, bool swizzled, String direction_name, String target,
+                          int64_t e4m3_max, String convention) {
+  run_now(*nvfp4_tensors_to_buffers(data_list, scale_inv_list, amax_list, values_list, scales_list, global_scales_list,
+                                    swizzled, direction_name, target, e4m3_max, convention));
+}
+
+tvm::ffi::Function prepare_nvfp4_import_tensors(Array<Tensor> data_list, Array<Tensor> scale_inv_list,
+                                                Array<Tensor> amax_list, Optional<Array<Tensor>> values_list,
+                                                Array<Tensor> scales_list, Array<Tensor> global_scales_list,
+                                                bool swizzled, String direction_name, String target,
+                                                int64_t e4m3_max, String convention) {
+  return prepare(nvfp4_tensors_to_buffers(data_list, scale_inv_list, amax_list, values_list, scales_list,
+                                          global_scales_list, swizzled, direction_name, target, e4m3_max, convention));
+}
+
+// NVFP4 tensors described (TE's storage of one direction), for a bucket's plan or export.
+Array<int64_t> nvfp4_export_planned(Array<Tensor> data_list, Array<Tensor> scale_inv_list, Array<Tensor> amax_list,
+                                    Optional<TensorView> bucket, bool swizzled, const String &direction_name,
+                                    int64_t e4m3_max, int64_t alignment) {
+  Transfer t;
+  from_tensors(t, std::move(data_list), std::move(scale_inv_list), std::move(amax_list), MXFP8_FORMAT_NVFP4, swizzled,
+               direction(direction_name), e4m3_max);
+  return export_planned(t, alignment, bucket);
+}
+
+Array<int64_t> nvfp4_bucket_plan(Array<Tensor> data_list, Array<Tensor> scale_inv_list, Array<Tensor> amax_list,
+                                 bool swizzled, String direction_name, int64_t e4m3_max, int64_t alignment) {
+  return nvfp4_export_planned(data_list, scale_inv_list, amax_list, std::nullopt, swizzled, direction_name, e4m3_max,
+                              alignment);
+}
+
+Array<int64_t> nvfp4_export_bucket(Array<Tensor> data_list, Array<Tensor> scale_inv_list, Array<Tensor> amax_list,
+                                   TensorView bucket, bool swizzled, String direction_name, int64_t e4m3_max,
+                                   int64_t alignment) {
+  return nvfp4_export_planned(data_list, scale_inv_list, amax_list, bucket, swizzled, direction_name, e4m3_max,
+                              alignment);
+}
+
+// A bucket of NVFP4 tensors (nvfp4_export_bucket's) into buffers.
+std::unique_ptr<Transfer> nvfp4_bucket_to_buffers(Tensor bucket, const Array<int64_t> &manifest,
+                                                  const Array<Array<int64_t>> &shapes,
+                                                  Optional<Array<Tensor>> values_list, Array<Tensor> scales_list,
+                                                  Array<Tensor> global_scales_list, const String &direction_name,
+                                                  const String &target, int64_t e4m3_max, const String &convention) {
+  auto t = std::make_unique<Transfer>();
+  from_bucket(*t, std::move(bucket), manifest, shapes, MXFP8_FORMAT_NVFP4, direction(direction_name), e4m3_max);
+  to_buffers(*t, std::move(values_list), std::move(scales_list), std::move(global_scales_list), target, false,
+             global_scale_convention(convention));
+  return t;
+}
+
+void nvfp4_import_bucket(Tensor bucket, Array<int64_t> manifest, Array<Array<int64_t>> shapes,
+                         Optional<Array<Tensor>> values_list, Array<Tensor> scales_list,
+                         Array<Tensor> global_scales_list, String direction_name, String target, int64_t e4m3_max,
+                         String convention) {
+  run_now(*nvfp4_bucket_to_buffers(bucket, manifest, shapes, values_list, scales_list, global_scales_list,
+                                   direction_name, target, e4m3_max, convention));
+}
+
+tvm::ffi::Function prepare_nvfp4_import_bucket(Tensor bucket, Array<int64_t> manifest, Array<Array<int64_t>> shapes,
+                                               Optional<Array<Tensor>> values_list, Array<Tensor> scales_list,
+                                               Array<Tensor> global_scales_list, String direction_name,
+                                               String target, int64_t e4m3_max, String convention) {
+  return prepare(nvfp4_bucket_to_buffers(bucket, manifest, shapes, values_list, scales_list, global_scales_list,
+                                         direction_name, target, e4m3_max, convention));
+}
+
 // The values view (packed uint8) of one direction of an NVFP4 tensor as TE stores it, and its compact
 // E4M3 block scales and second-level scale written into the caller's buffers in one transfer.
 Tensor nvfp4_export(Tensor data, TensorView scale_inv, TensorView amax, TensorView scales, TensorView global_scale,
                     bool swizzled, String direction_name, int64_t e4m3_max, String convention) {
   const int32_t dir = direction(direction_name);
   DescribedTensor tensor(*data.GetDLTensorPtr(), dl_tensor(scale_inv), dl_tensor(amax), swizzled, dir,
-                         static_cast<int32_t>(e4m3_max));
+                         int32_argument("e4m3_max", e4m3_max));
   mxfp8_export_options options = MXFP8_EXPORT_OPTIONS_INIT;
   options.direction = dir;
   options.values_dtype = MXFP8_VALUES_UINT8;
@@ -356,7 +538,7 @@ void nvfp4_quantize(TensorView input, TensorView values, TensorView scales, Tens
   options.four_over_six = choose("four_over_six", four_over_six,
                                  {{"off", MXFP8_NVFP4_4OVER6_OFF}, {"mae", MXFP8_NVFP4_4OVER6_MAE},
                                   {"mse", MXFP8_NVFP4_4OVER6_MSE}});
-  options.e4m3_max = static_cast<int32_t>(e4m3_max);
+  options.e4m3_max = int32_argument("e4m3_max", e4m3_max);
   options.direction = direction(direction_name);
   options.stream = stream_for(input.device());
   const DLTensor *inputs[1] = {&dl_tensor(input)};
@@ -413,7 +595,7 @@ element count): value * 2^(scale - 127), NaN for scale 255 (mxfp8_dequantize). A
 export_scales.)");
 
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(convert, mxfp8_tvm_ffi::convert);
-TVM_FFI_DLL_EXPORT_TYPED_FUNC_DOC(convert, R"(convert(data, scale_inv, scales, values, target, fp8_dtype, swizzled, direction, zero_exponent_as_one)
+TVM_FFI_DLL_EXPORT_TYPED_FUNC_DOC(convert, R"(convert(data, scale_inv, scales, values, target, fp8_dtype, swizzled, direction, zero_exponent_as_one, pad_rows_to, pad_cols_to, pad_scale)
 
 Writes one direction of an MXFP8 tensor in the layout an engine's kernels load (mxfp8_convert), into
 your buffers, every byte of them (padding as zero):
@@ -426,6 +608,10 @@ your buffers, every byte of them (padding as zero):
     the target's row order.
   data, scale_inv, fp8_dtype, swizzled, direction: as export_scales. zero_exponent_as_one: write scale
     byte 0 as 1 (NeMo RL's fix-up).
+  pad_rows_to, pad_cols_to: 0 for none, or the padded weight an engine's kernels load (rowwise; values
+    required): M rows to a multiple of pad_rows_to (trtllm_gated: each half), K to a multiple of
+    pad_cols_to (a multiple of 32), padding values zero and padding scales the E8M0 byte pad_scale (127,
+    2^0, is vLLM's; 255 is refused); `values` and `scales` are then sized for the padded matrix.
 Grouped experts: the Python package's mxfp8.convert(..., num_experts=).)");
 
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(bucket_plan, mxfp8_tvm_ffi::bucket_plan);
@@ -459,6 +645,73 @@ import_tensors checked once (mxfp8_transfer_prepare): returns a function of no a
 same bytes again (mxfp8_plan_run) with no checks and no allocation, on the current stream of the buffers'
 device at the time of the call (capturable in a CUDA graph). The function holds every tensor given (their
 memory stays valid while it lives); let it go to release the plan.)");
+
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(import_bucket, mxfp8_tvm_ffi::import_bucket);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC_DOC(import_bucket, R"(import_bucket(bucket, manifest, shapes, values_list, scales_list, fp8_dtype, direction, target, zero_exponent_as_one)
+
+A receiver's import of a bucket that export_bucket filled (mxfp8_transfer, bucket to buffers): `bucket`
+(contiguous uint8, host or CUDA memory, only read), `manifest` the integers export_bucket returned
+([total_bytes, then values_offset, values_bytes, scales_offset, scales_bytes a tensor]) and `shapes` each
+tensor's logical shape (*lead, K), sent beside the bytes; every part is checked against its shape,
+fp8_dtype and direction before anything is written. Writes each tensor's values (values_list[i], or
+values_list None for scales only) and its scales in `target`'s layout (as import_tensors) into the
+caller's buffers, on the current stream of the bucket's device.)");
+
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(prepare_import_bucket, mxfp8_tvm_ffi::prepare_import_bucket);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC_DOC(prepare_import_bucket, R"(prepare_import_bucket(bucket, manifest, shapes, values_list, scales_list, fp8_dtype, direction, target, zero_exponent_as_one) -> run
+
+import_bucket checked once (mxfp8_transfer_prepare): returns a function of no arguments that moves the
+bucket's current bytes again (mxfp8_plan_run), no checks and no allocation, on the current stream of the
+bucket's device at the time of the call. It holds the bucket and the buffers; let it go to release the
+plan.)");
+
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(nvfp4_import_tensors, mxfp8_tvm_ffi::nvfp4_import_tensors);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC_DOC(nvfp4_import_tensors, R"(nvfp4_import_tensors(data_list, scale_inv_list, amax_list, values_list, scales_list, global_scales_list, swizzled, direction, target, e4m3_max, global_scale_convention)
+
+A receiver's import of NVFP4 tensors (mxfp8_transfer, tensors to buffers), each one direction as
+Transformer Engine stores it (data, scale_inv, amax: see nvfp4_export; all sharing swizzled, direction
+and e4m3_max, 448 or 256): its values (values_list[i]: uint8 of the stored matrix's rows * cols / 2, or
+values_list None), its E4M3 block scales in `target`'s layout ("compact" (R, ceil(C/16)) or
+"cutlass_128x4"; the engine layouts are MXFP8 only and refused) and the second-level scale of each amax
+(global_scales_list[i], float32, as many as the amax; global_scale_convention "decode" or "encode", see
+nvfp4_export) into the caller's buffers, every entry checked before anything is written.)");
+
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(prepare_nvfp4_import_tensors, mxfp8_tvm_ffi::prepare_nvfp4_import_tensors);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC_DOC(prepare_nvfp4_import_tensors, R"(prepare_nvfp4_import_tensors(data_list, scale_inv_list, amax_list, values_list, scales_list, global_scales_list, swizzled, direction, target, e4m3_max, global_scale_convention) -> run
+
+nvfp4_import_tensors checked once (mxfp8_transfer_prepare): returns a function of no arguments that runs
+it again (mxfp8_plan_run) on the current stream of the buffers' device; it holds every tensor given.)");
+
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(nvfp4_bucket_plan, mxfp8_tvm_ffi::nvfp4_bucket_plan);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC_DOC(nvfp4_bucket_plan, R"(nvfp4_bucket_plan(data_list, scale_inv_list, amax_list, swizzled, direction, e4m3_max, alignment) -> manifest
+
+bucket_plan for NVFP4 tensors as Transformer Engine stores them (see nvfp4_export; all sharing swizzled,
+direction and e4m3_max) (mxfp8_bucket_parts): [total_bytes, then values_offset, values_bytes,
+scales_offset, scales_bytes, amax_offset, amax_bytes for each tensor], in bytes from the bucket's first
+byte: the packed values, the compact E4M3 scales and the float32 amax of each, every part at a multiple
+of `alignment` (the amax also of 4). Touches no tensor memory.)");
+
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(nvfp4_export_bucket, mxfp8_tvm_ffi::nvfp4_export_bucket);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC_DOC(nvfp4_export_bucket, R"(nvfp4_export_bucket(data_list, scale_inv_list, amax_list, bucket, swizzled, direction, e4m3_max, alignment) -> manifest
+
+Packs every NVFP4 tensor's values, compact E4M3 scales and amax (the second level travels as the amax)
+into `bucket` (contiguous uint8, at least total_bytes, on the tensors' device) in one transfer
+(mxfp8_transfer); bytes between parts are left as they were. Returns nvfp4_bucket_plan's manifest.)");
+
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(nvfp4_import_bucket, mxfp8_tvm_ffi::nvfp4_import_bucket);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC_DOC(nvfp4_import_bucket, R"(nvfp4_import_bucket(bucket, manifest, shapes, values_list, scales_list, global_scales_list, direction, target, e4m3_max, global_scale_convention)
+
+A receiver's import of a bucket that nvfp4_export_bucket filled (mxfp8_transfer, bucket to buffers):
+its manifest, each tensor's logical shape (*lead, K), the direction and e4m3_max it was sent with; writes
+values (uint8, the stored matrix's rows * cols / 2, or values_list None), E4M3 scales in `target`'s
+layout ("compact" or "cutlass_128x4") and each amax's second-level scale (float32,
+global_scale_convention "decode" or "encode") into the caller's buffers, every part checked first.)");
+
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(prepare_nvfp4_import_bucket, mxfp8_tvm_ffi::prepare_nvfp4_import_bucket);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC_DOC(prepare_nvfp4_import_bucket, R"(prepare_nvfp4_import_bucket(bucket, manifest, shapes, values_list, scales_list, global_scales_list, direction, target, e4m3_max, global_scale_convention) -> run
+
+nvfp4_import_bucket checked once (mxfp8_transfer_prepare): a function of no arguments that moves the
+bucket's current bytes again (mxfp8_plan_run); it holds the bucket and the buffers.)");
 
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(nvfp4_export, mxfp8_tvm_ffi::nvfp4_export);
 TVM_FFI_DLL_EXPORT_TYPED_FUNC_DOC(nvfp4_export, R"(nvfp4_export(data, scale_inv, amax, scales, global_scale, swizzled, direction, e4m3_max, global_scale_convention) -> values

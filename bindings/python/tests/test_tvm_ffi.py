@@ -37,8 +37,10 @@ def poisoned(shape, dtype=np.uint8):
 
 
 FUNCTIONS = ["version", "unswizzle_scales", "swizzle_scales", "export_scales", "quantize", "dequantize",
-             "convert", "bucket_plan", "export_bucket", "import_tensors", "prepare_import_tensors", "nvfp4_export",
-             "nvfp4_quantize"]
+             "convert", "bucket_plan", "export_bucket", "import_tensors", "prepare_import_tensors", "import_bucket",
+             "prepare_import_bucket", "nvfp4_export", "nvfp4_quantize", "nvfp4_import_tensors",
+             "prepare_nvfp4_import_tensors", "nvfp4_bucket_plan", "nvfp4_export_bucket", "nvfp4_import_bucket",
+             "prepare_nvfp4_import_bucket"]
 
 
 @pytest.mark.parametrize("name", FUNCTIONS)
@@ -211,7 +213,7 @@ def test_import_tensors_to_an_engine_layout_matches_convert():
     sources = _import_sources("swizzled", seed=11)[-1:]  # (256, 128): whole tiles, as DeepGEMM takes them
     (d, b, s), = sources
     want = poisoned(_deepgemm_bytes(s).size)
-    mod.convert(d, b, want, None, "deepgemm", "e4m3", True, "rowwise", False)
+    mod.convert(d, b, want, None, "deepgemm", "e4m3", True, "rowwise", False, 0, 0, 127)
     got = poisoned(want.size)
     mod.import_tensors([d], [b], None, [got], "e4m3", True, "rowwise", "deepgemm", False)
     np.testing.assert_array_equal(got, want)
@@ -263,6 +265,118 @@ def test_import_refusals_name_the_problem_and_write_nothing():
     assert (scales == POISON).all()
 
 
+# ---- the import of a bucket (export_bucket's bytes and manifest) into a receiver's buffers
+
+
+BUCKET_SHAPES = [(200, 96), (1, 33), (3, 40, 64 + 5), (256, 128)]
+
+
+def _sent_bucket(seed, direction="rowwise"):
+    """A bucket packed here from the wire format (values, then compact S, each at a multiple of 256), its
+    manifest, and the tensors' values and S."""
+    tensors = [make_mxfp8(shape, "compact", direction, seed=seed + i) for i, shape in enumerate(BUCKET_SHAPES)]
+    manifest, parts, end = [], [], 0
+    for d, _, s in tensors:
+        v_off = round_up(end, 256)
+        s_off = round_up(v_off + d.size, 256)
+        manifest += [v_off, d.size, s_off, s.size]
+        parts.append((v_off, d.reshape(-1), s_off, s.reshape(-1)))
+        end = s_off + s.size
+    bucket = poisoned(end)
+    for v_off, v, s_off, sc in parts:
+        bucket[v_off : v_off + v.size] = v
+        bucket[s_off : s_off + sc.size] = sc
+    return bucket, [end] + manifest, tensors
+
+
+@pytest.mark.parametrize("target", ["compact", "cutlass_128x4"])
+@pytest.mark.parametrize("direction", ["rowwise", "columnwise"])
+def test_import_bucket_writes_values_and_scales_in_the_target_layout(target, direction):
+    bucket, manifest, tensors = _sent_bucket(31, direction)
+    sent = bucket.copy()
+    swizzled = (lambda s: swizzle_reference(s)) if direction == "rowwise" else (lambda s: swizzle_reference(s.T))
+    want = [s.reshape(-1) if target == "compact" else swizzled(s) for _, _, s in tensors]
+    values = [poisoned(d.size) for d, _, _ in tensors]
+    scales = [poisoned(w.size) for w in want]
+    mod.import_bucket(bucket, manifest, BUCKET_SHAPES, values, scales, "e5m2", direction, target, False)
+    for (d, _, _), v, sc, w in zip(tensors, values, scales, want):
+        np.testing.assert_array_equal(v, d.reshape(-1))
+        np.testing.assert_array_equal(sc, w)
+    np.testing.assert_array_equal(bucket, sent)  # only read
+    scales_only = [poisoned(w.size) for w in want]
+    mod.import_bucket(bucket, manifest, BUCKET_SHAPES, None, scales_only, "e5m2", direction, target, False)
+    for sc, w in zip(scales_only, want):
+        np.testing.assert_array_equal(sc, w)
+
+
+def test_import_bucket_reads_what_export_bucket_wrote_with_the_fixup():
+    shapes = [(130, 64 + 5), (64, 64)]
+    tensors = [make_mxfp8(shape, "swizzled", seed=40 + i) for i, shape in enumerate(shapes)]
+    for _, buf, s in tensors:  # one zero exponent each, in S and where the swizzled storage keeps it
+        s[0, 0] = 0
+        buf.reshape(-1)[0] = 0
+    bucket = poisoned(mod.bucket_plan([d for d, _, _ in tensors], [b for _, b, _ in tensors], "e4m3", True,
+                                      "rowwise", 64)[0])
+    manifest = mod.export_bucket([d for d, _, _ in tensors], [b for _, b, _ in tensors], bucket, "e4m3", True,
+                                 "rowwise", 64)
+    scales = [poisoned(s.size) for _, _, s in tensors]
+    values = [poisoned(d.size) for d, _, _ in tensors]
+    mod.import_bucket(bucket, manifest, shapes, values, scales, "e4m3", "rowwise", "compact", True)
+    for (d, _, s), v, sc in zip(tensors, values, scales):
+        want = s.reshape(-1).copy()
+        want[want == 0] = 1
+        np.testing.assert_array_equal(sc, want)
+        np.testing.assert_array_equal(v, d.reshape(-1))
+
+
+def test_prepared_bucket_import_moves_the_buckets_new_bytes_and_holds_it():
+    bucket, manifest, tensors = _sent_bucket(50)
+    values = [poisoned(d.size) for d, _, _ in tensors]
+    scales = [poisoned(s.size) for _, _, s in tensors]
+    run = mod.prepare_import_bucket(bucket, manifest, BUCKET_SHAPES, values, scales, "e4m3", "rowwise", "compact",
+                                    False)
+    assert all((v == POISON).all() for v in values) and all((s == POISON).all() for s in scales)
+    run()
+    for (d, _, s), v, sc in zip(tensors, values, scales):
+        np.testing.assert_array_equal(v, d.reshape(-1))
+        np.testing.assert_array_equal(sc, s.reshape(-1))
+    bucket[...] = 255 - bucket  # the next step's bytes, in the same bucket
+    run()
+    for (d, _, s), v, sc in zip(tensors, values, scales):
+        np.testing.assert_array_equal(v, 255 - d.reshape(-1))
+        np.testing.assert_array_equal(sc, 255 - s.reshape(-1))
+    probe = weakref.ref(bucket)
+    del bucket
+    gc.collect()
+    assert probe() is not None  # the run holds the bucket
+    del run
+    gc.collect()
+    assert probe() is None
+
+
+def test_import_bucket_refusals_name_the_problem_and_write_nothing():
+    bucket, manifest, tensors = _sent_bucket(60)
+    scales = [poisoned(s.size) for _, _, s in tensors]
+    with pytest.raises(ValueError,
+                       match=r"^invalid argument: manifest: 16 integers for 4 shapes, expected 1 \+ 4 \* 4"):
+        mod.import_bucket(bucket, manifest[:-1], BUCKET_SHAPES, None, scales, "e4m3", "rowwise", "compact", False)
+    with pytest.raises(ValueError, match="^invalid argument: scales_list: 3 tensors for 4 shapes"):
+        mod.import_bucket(bucket, manifest, BUCKET_SHAPES, None, scales[:3], "e4m3", "rowwise", "compact", False)
+    wrong = BUCKET_SHAPES[:-1] + [(256, 127)]  # one column short of what the part holds
+    with pytest.raises(ValueError, match=r"^invalid argument: desc\.parts_in\[3\]"):
+        mod.prepare_import_bucket(bucket, manifest, wrong, None, scales, "e4m3", "rowwise", "compact", False)
+    past_the_end = list(manifest)
+    past_the_end[-2] = bucket.size  # the last scales part starts at the bucket's end
+    with pytest.raises(ValueError, match=r"^invalid argument: desc\.parts_in\[3\]"):
+        mod.import_bucket(bucket, past_the_end, BUCKET_SHAPES, None, scales, "e4m3", "rowwise", "compact", False)
+    with pytest.raises(ValueError, match=r"^invalid argument: desc\.scales\[1\]"):  # one byte short
+        mod.import_bucket(bucket, manifest, BUCKET_SHAPES, None, [scales[0], poisoned(scales[1].size - 1)] + scales[2:],
+                          "e4m3", "rowwise", "compact", False)
+    with pytest.raises(ValueError, match='^invalid argument: target: expected one of "compact"'):
+        mod.import_bucket(bucket, manifest, BUCKET_SHAPES, None, scales, "e4m3", "rowwise", "128x4", False)
+    assert all((s == POISON).all() for s in scales)
+
+
 # ---- NVFP4
 
 
@@ -305,6 +419,184 @@ def test_nvfp4_refusals_name_the_problem_and_write_nothing():
     assert (compact == POISON).all() and np.isnan(global_scale).all()
 
 
+NVFP4_SHAPES = [(130, 96 + 16), (1, 40), (33, 2)]  # stored (rows, cols): cols even, not all multiples of 16
+
+
+def _nvfp4_sources(storage, per_row, seed):
+    """NVFP4 stored matrices from the format's rules (nvfp4_reference): (data, scale_inv as stored, amax,
+    compact E4M3 S)."""
+    import nvfp4_reference as ref
+
+    out = []
+    for i, (rows, cols) in enumerate(NVFP4_SHAPES):
+        codes, s = ref.random_case(rows, cols, seed + i)
+        rng = np.random.default_rng(seed + i)
+        amax = rng.uniform(0.5, 600.0, rows if per_row else 1).astype(np.float32)
+        amax[0] = 0.0  # a zero amax: decode 0, encode 1
+        out.append((ref.pack(codes), ref.store_scales(s, storage), amax, s))
+    return out
+
+
+@pytest.mark.parametrize("storage", ["compact", "padded", "swizzled"])
+@pytest.mark.parametrize("target", ["compact", "cutlass_128x4"])
+@pytest.mark.parametrize("per_row", [False, True])
+@pytest.mark.parametrize("convention", ["decode", "encode"])
+def test_nvfp4_import_tensors_writes_values_scales_and_global_scales(storage, target, per_row, convention):
+    import nvfp4_reference as ref
+
+    sources = _nvfp4_sources(storage, per_row, seed=70)
+    want_scales = [s.reshape(-1) if target == "compact" else swizzle_reference(s) for _, _, _, s in sources]
+    want_global = [(a / np.float32(6 * 448)).astype(np.float32) if convention == "decode" else ref.encode_scale(a, 448)
+                   for _, _, a, _ in sources]
+    values = [poisoned(d.size) for d, _, _, _ in sources]
+    scales = [poisoned(w.size) for w in want_scales]
+    global_scales = [np.full(a.shape, np.nan, np.float32) for _, _, a, _ in sources]
+    mod.nvfp4_import_tensors([d for d, _, _, _ in sources], [b for _, b, _, _ in sources],
+                             [a for _, _, a, _ in sources], values, scales, global_scales, storage == "swizzled",
+                             "rowwise", target, 448, convention)
+    for (d, _, _, _), v, sc, w, g, wg in zip(sources, values, scales, want_scales, global_scales, want_global):
+        np.testing.assert_array_equal(v, d.reshape(-1))
+        np.testing.assert_array_equal(sc, w)
+        np.testing.assert_array_equal(g, wg)
+
+
+def test_nvfp4_import_columnwise_reads_the_stored_transpose_and_4over6():
+    """A columnwise entry is TE's stored (K, M) matrix: the same bytes land; E4M3_MAX 256 divides by 6 * 256."""
+    sources = _nvfp4_sources("swizzled", False, seed=80)
+    values = [poisoned(d.size) for d, _, _, _ in sources]
+    scales = [poisoned(s.size) for _, _, _, s in sources]
+    global_scales = [np.full(1, np.nan, np.float32) for _ in sources]
+    mod.nvfp4_import_tensors([d for d, _, _, _ in sources], [b for _, b, _, _ in sources],
+                             [a for _, _, a, _ in sources], None, scales, global_scales, True, "columnwise",
+                             "compact", 256, "decode")
+    for (_, _, a, s), sc, g in zip(sources, scales, global_scales):
+        np.testing.assert_array_equal(sc, s.reshape(-1))
+        np.testing.assert_array_equal(g, (a / np.float32(6 * 256)).astype(np.float32))
+    assert all((v == POISON).all() for v in values)  # values_list None: scales and global scales only
+
+
+def test_prepared_nvfp4_import_runs_again_on_new_bytes():
+    sources = _nvfp4_sources("padded", True, seed=90)
+    data, amax = [d for d, _, _, _ in sources], [a for _, _, a, _ in sources]
+    values = [poisoned(d.size) for d in data]
+    scales = [poisoned(s.size) for _, _, _, s in sources]
+    global_scales = [np.full(a.shape, np.nan, np.float32) for a in amax]
+    run = mod.prepare_nvfp4_import_tensors(data, [b for _, b, _, _ in sources], amax, values, scales, global_scales,
+                                           False, "rowwise", "compact", 448, "decode")
+    assert all((v == POISON).all() for v in values) and all(np.isnan(g).all() for g in global_scales)
+    run()
+    for d in data:
+        d[...] = 255 - d
+    for a in amax:
+        a *= 2
+    run()
+    for d, v, a, g, (_, _, _, s), sc in zip(data, values, amax, global_scales, sources, scales):
+        np.testing.assert_array_equal(v, d.reshape(-1))
+        np.testing.assert_array_equal(g, (a / np.float32(6 * 448)).astype(np.float32))
+        np.testing.assert_array_equal(sc, s.reshape(-1))
+
+
+def test_nvfp4_import_refusals_name_the_problem_and_write_nothing():
+    (d, b, a, s), = _nvfp4_sources("compact", False, seed=95)[:1]
+    scales, global_scale = poisoned(s.size), np.full(1, np.nan, np.float32)
+    args = ([d], [b], [a], None, [scales], [global_scale], False, "rowwise")
+    with pytest.raises(ValueError, match="^invalid argument: amax_list: 2 tensors for 1 data tensors"):
+        mod.nvfp4_import_tensors([d], [b], [a, a], None, [scales], [global_scale], False, "rowwise", "compact", 448,
+                                 "decode")
+    with pytest.raises(ValueError, match="^invalid argument: global_scales_list: 0 tensors for 1 data tensors"):
+        mod.nvfp4_import_tensors([d], [b], [a], None, [scales], [], False, "rowwise", "compact", 448, "decode")
+    with pytest.raises(ValueError, match="^invalid argument: .*NVFP4"):  # an engine layout is MXFP8's
+        mod.nvfp4_import_tensors(*args, "deepgemm", 448, "decode")
+    with pytest.raises(ValueError, match="^invalid argument: "):  # E4M3_MAX is 448 or 256
+        mod.prepare_nvfp4_import_tensors(*args, "compact", 447, "decode")
+    with pytest.raises(ValueError, match="^invalid argument: e4m3_max: 4294967744 does not fit in an int32"):
+        mod.nvfp4_import_tensors(*args, "compact", 2**32 + 448, "decode")
+    with pytest.raises(ValueError, match='^invalid argument: global_scale: expected one of "decode", "encode"'):
+        mod.nvfp4_import_tensors(*args, "compact", 448, "weight_scale_2")
+    with pytest.raises(ValueError, match=r"^invalid argument: desc\.scales\[0\]"):  # one byte short
+        mod.nvfp4_import_tensors([d], [b], [a], None, [poisoned(s.size - 1)], [global_scale], False, "rowwise",
+                                 "compact", 448, "decode")
+    assert (scales == POISON).all() and np.isnan(global_scale).all()
+
+
+@pytest.mark.parametrize("storage", ["compact", "swizzled"])
+@pytest.mark.parametrize("per_row", [False, True])
+def test_nvfp4_bucket_carries_values_scales_and_amax_and_imports_into_buffers(storage, per_row):
+    import nvfp4_reference as ref
+
+    sources = _nvfp4_sources(storage, per_row, seed=100)
+    data, bufs, amax = [d for d, _, _, _ in sources], [b for _, b, _, _ in sources], [a for _, _, a, _ in sources]
+    plan = list(mod.nvfp4_bucket_plan(data, bufs, amax, storage == "swizzled", "rowwise", 448, 64))
+    total, parts = plan[0], np.array(plan[1:]).reshape(-1, 6)
+    bucket = poisoned(total)
+    assert list(mod.nvfp4_export_bucket(data, bufs, amax, bucket, storage == "swizzled", "rowwise", 448, 64)) == plan
+    end = 0
+    for (d, _, a, s), (v_off, v_bytes, s_off, s_bytes, a_off, a_bytes) in zip(sources, parts):
+        assert v_off >= end and v_off % 64 == 0 and s_off % 64 == 0 and a_off % 64 == 0
+        np.testing.assert_array_equal(bucket[v_off : v_off + v_bytes], d.reshape(-1))
+        np.testing.assert_array_equal(bucket[s_off : s_off + s_bytes], s.reshape(-1))  # compact on the wire
+        np.testing.assert_array_equal(bucket[a_off : a_off + a_bytes].view(np.float32), a)  # the amax itself
+        end = a_off + a_bytes
+
+    values = [poisoned(d.size) for d in data]
+    scales = [poisoned(swizzle_reference(s).size) for _, _, _, s in sources]
+    global_scales = [np.full(a.shape, np.nan, np.float32) for a in amax]
+    mod.nvfp4_import_bucket(bucket, plan, NVFP4_SHAPES, values, scales, global_scales, "rowwise", "cutlass_128x4",
+                            448, "encode")
+    for (d, _, a, s), v, sc, g in zip(sources, values, scales, global_scales):
+        np.testing.assert_array_equal(v, d.reshape(-1))
+        np.testing.assert_array_equal(sc, swizzle_reference(s))
+        np.testing.assert_array_equal(g, ref.encode_scale(a, 448))
+
+
+def test_prepared_nvfp4_bucket_import_moves_the_new_amax():
+    sources = _nvfp4_sources("compact", False, seed=110)
+    data, bufs, amax = [d for d, _, _, _ in sources], [b for _, b, _, _ in sources], [a for _, _, a, _ in sources]
+    bucket = poisoned(mod.nvfp4_bucket_plan(data, bufs, amax, False, "rowwise", 256, 256)[0])
+    manifest = mod.nvfp4_export_bucket(data, bufs, amax, bucket, False, "rowwise", 256, 256)
+    scales = [poisoned(s.size) for _, _, _, s in sources]
+    global_scales = [np.full(1, np.nan, np.float32) for _ in sources]
+    run = mod.prepare_nvfp4_import_bucket(bucket, manifest, NVFP4_SHAPES, None, scales, global_scales, "rowwise",
+                                          "compact", 256, "decode")
+    assert all(np.isnan(g).all() for g in global_scales)
+    for a in amax:
+        a *= 4
+    mod.nvfp4_export_bucket(data, bufs, amax, bucket, False, "rowwise", 256, 256)  # the next step, same bucket
+    run()
+    for (_, _, a, s), sc, g in zip(sources, scales, global_scales):
+        np.testing.assert_array_equal(sc, s.reshape(-1))
+        np.testing.assert_array_equal(g, (a / np.float32(6 * 256)).astype(np.float32))
+
+
+def test_nvfp4_bucket_refusals_name_the_problem_and_write_nothing():
+    sources = _nvfp4_sources("compact", False, seed=120)
+    data, bufs, amax = [d for d, _, _, _ in sources], [b for _, b, _, _ in sources], [a for _, _, a, _ in sources]
+    plan = list(mod.nvfp4_bucket_plan(data, bufs, amax, False, "rowwise", 448, 16))
+    bucket = poisoned(plan[0] - 1)  # a byte short
+    with pytest.raises(ValueError, match="^invalid argument: "):
+        mod.nvfp4_export_bucket(data, bufs, amax, bucket, False, "rowwise", 448, 16)
+    assert (bucket == POISON).all()
+    with pytest.raises(ValueError, match="^invalid argument: amax_list: 2 tensors for 3 data tensors"):
+        mod.nvfp4_bucket_plan(data, bufs, amax[:2], False, "rowwise", 448, 16)
+    with pytest.raises(ValueError, match="alignment: expected a power of two >= 1"):
+        mod.nvfp4_bucket_plan(data, bufs, amax, False, "rowwise", 448, 0)
+    bucket = poisoned(plan[0])
+    mod.nvfp4_export_bucket(data, bufs, amax, bucket, False, "rowwise", 448, 16)
+    scales = [poisoned(s.size) for _, _, _, s in sources]
+    global_scales = [np.full(1, np.nan, np.float32) for _ in sources]
+    with pytest.raises(ValueError,
+                       match=r"^invalid argument: manifest: 13 integers for 3 shapes, expected 1 \+ 6 \* 3"):
+        mod.nvfp4_import_bucket(bucket, plan[:13], NVFP4_SHAPES, None, scales, global_scales, "rowwise", "compact",
+                                448, "decode")
+    with pytest.raises(ValueError, match="^invalid argument: "):  # an MXFP8 reading of NVFP4 parts
+        mod.import_bucket(bucket, [plan[0]] + [x for i in range(3) for x in plan[1 + 6 * i : 5 + 6 * i]],
+                          NVFP4_SHAPES, None, scales, "e4m3", "rowwise", "compact", False)
+    with pytest.raises(ValueError, match="^invalid argument: "):  # E4M3_MAX is 448 or 256
+        mod.prepare_nvfp4_import_bucket(bucket, plan, NVFP4_SHAPES, None, scales, global_scales, "rowwise",
+                                        "compact", 300, "decode")
+    assert all((sc == POISON).all() for sc in scales) and all(np.isnan(g).all() for g in global_scales)
+
+
 # ---- errors: the library's status name and message, as the Python exception the pybind11 binding raises
 
 
@@ -323,7 +615,7 @@ def test_a_mismatched_bucket_raises_before_anything_is_written():
     with pytest.raises(ValueError, match="^invalid argument: "):
         mod.export_bucket([data], [buf], bucket, "e4m3", False, "rowwise", 256)
     assert (bucket == POISON).all()
-    with pytest.raises(ValueError, match="1 scale tensors for 2 data tensors"):
+    with pytest.raises(ValueError, match="^invalid argument: scale_inv_list: 1 tensors for 2 data tensors"):
         mod.bucket_plan([data, data], [buf], "e4m3", False, "rowwise", 256)
     with pytest.raises(ValueError, match="alignment: expected a power of two >= 1"):
         mod.bucket_plan([data], [buf], "e4m3", False, "rowwise", -(2**63))  # as a uint64: 2^63, a power of two
@@ -376,11 +668,11 @@ def test_convert_writes_each_target_from_any_storage(storage, target, shape):
             "deepgemm_float32": (s.astype(np.int32) << 23).view(np.uint8).reshape(-1)}[target]
     scales = poisoned(want.size)
     values = poisoned(data.size)
-    mod.convert(data, buf, scales, values, target, "e4m3", storage == "swizzled", "rowwise", False)
+    mod.convert(data, buf, scales, values, target, "e4m3", storage == "swizzled", "rowwise", False, 0, 0, 127)
     np.testing.assert_array_equal(scales, want)
     np.testing.assert_array_equal(values, data.reshape(-1))
     scales_only = poisoned(want.size)
-    mod.convert(data, buf, scales_only, None, target, "e4m3", storage == "swizzled", "rowwise", False)
+    mod.convert(data, buf, scales_only, None, target, "e4m3", storage == "swizzled", "rowwise", False, 0, 0, 127)
     np.testing.assert_array_equal(scales_only, want)
 
 
@@ -388,7 +680,7 @@ def test_convert_writes_each_target_from_any_storage(storage, target, shape):
 def test_convert_columnwise_128x4_swizzles_the_transpose(storage):
     data, buf, s = make_mxfp8((200, 72), storage, "columnwise", seed=5)
     scales = poisoned(round_up(s.shape[1], 128) * round_up(s.shape[0], 4))
-    mod.convert(data, buf, scales, None, "cutlass_128x4", "e4m3", storage == "swizzled", "columnwise", False)
+    mod.convert(data, buf, scales, None, "cutlass_128x4", "e4m3", storage == "swizzled", "columnwise", False, 0, 0, 127)
     np.testing.assert_array_equal(scales, swizzle_reference(s.T))
 
 
@@ -399,7 +691,7 @@ def test_convert_to_the_trtllm_layouts_moves_value_and_scale_rows(target):
     data, buf, s = make_mxfp8((256, 200), "swizzled", seed=9)
     w_ref, s_ref = trtllm_reference(data, s, target == "trtllm_gated")
     values, scales = poisoned(data.shape), poisoned(s_ref.shape)
-    mod.convert(data, buf, scales, values, target, "e4m3", True, "rowwise", False)
+    mod.convert(data, buf, scales, values, target, "e4m3", True, "rowwise", False, 0, 0, 127)
     np.testing.assert_array_equal(values, w_ref)
     np.testing.assert_array_equal(scales, s_ref)
 
@@ -408,10 +700,73 @@ def test_convert_fixup_writes_zero_exponents_as_one():
     data, buf, s = make_mxfp8((64, 64), "compact", seed=13)
     s[0, 0] = buf[0, 0] = 0
     scales = poisoned(s.size)
-    mod.convert(data, buf, scales, None, "compact", "e4m3", False, "rowwise", True)
+    mod.convert(data, buf, scales, None, "compact", "e4m3", False, "rowwise", True, 0, 0, 127)
     want = s.reshape(-1).copy()
     want[want == 0] = 1
     np.testing.assert_array_equal(scales, want)
+
+
+def _padded_reference(data, s, rows_to, cols_to, pad_scale):
+    """The padded weight from the rule: (M, K) values to (roundup(M, rows_to), roundup(K, cols_to)) with zeros,
+    S to (M', K' / 32) with pad_scale, the real parts where they were."""
+    m, k = s.shape[0], data.shape[-1]
+    mp = round_up(m, rows_to) if rows_to else m
+    kp = round_up(k, cols_to) if cols_to else k
+    values = np.zeros((mp, kp), np.uint8)
+    values[:m, :k] = data.reshape(m, k)
+    scales = np.full((mp, -(-kp // 32)), pad_scale, np.uint8)
+    scales[:m, : s.shape[1]] = s
+    return values, scales
+
+
+@pytest.mark.parametrize("target", ["compact", "cutlass_128x4", "deepgemm"])
+@pytest.mark.parametrize("shape, rows_to, cols_to", [((130, 72), 128, 256), ((3, 40, 72), 128, 0),
+                                                     ((257, 33), 0, 64), ((128, 256), 128, 256)])
+def test_convert_pads_rows_and_columns_to_an_engines_alignment(target, shape, rows_to, cols_to):
+    data, buf, s = make_mxfp8(shape, "swizzled", seed=shape[0] + cols_to)
+    want_values, want_s = _padded_reference(data, s, rows_to, cols_to, 127)
+    want = {"compact": want_s.reshape(-1), "cutlass_128x4": swizzle_reference(want_s),
+            "deepgemm": _deepgemm_bytes(want_s)}[target]
+    values, scales = poisoned(want_values.size), poisoned(want.size)
+    mod.convert(data, buf, scales, values, target, "e4m3", True, "rowwise", False, rows_to, cols_to, 127)
+    np.testing.assert_array_equal(values, want_values.reshape(-1))
+    np.testing.assert_array_equal(scales, want)
+
+
+def test_convert_padding_takes_the_callers_pad_scale_and_the_trtllm_targets():
+    from test_trtllm_layout import trtllm_reference
+
+    data, buf, s = make_mxfp8((200, 200), "padded", seed=19)
+    want_values, want_s = _padded_reference(data, s, 128, 256, 100)
+    scales, values = poisoned(want_s.size), poisoned(want_values.size)
+    mod.convert(data, buf, scales, values, "compact", "e4m3", False, "rowwise", False, 128, 256, 100)
+    np.testing.assert_array_equal(scales, want_s.reshape(-1))
+    np.testing.assert_array_equal(values, want_values.reshape(-1))
+    # trtllm: the padded matrix (256 rows) laid out as the target lays out any 256-row weight
+    w_ref, s_ref = trtllm_reference(want_values, want_s, False)
+    scales, values = poisoned(s_ref.shape), poisoned(w_ref.shape)
+    mod.convert(data, buf, scales, values, "trtllm", "e4m3", False, "rowwise", False, 128, 256, 100)
+    np.testing.assert_array_equal(values, w_ref)
+    np.testing.assert_array_equal(scales, s_ref)
+
+
+def test_convert_padding_refusals_name_the_option_and_write_nothing():
+    data, buf, s = make_mxfp8((100, 64), "compact", seed=23)
+    scales, values = poisoned(128 * 2), poisoned(128 * 64)
+    with pytest.raises(ValueError, match="^invalid argument: options.pad_cols_to is 48, not a multiple of 32"):
+        mod.convert(data, buf, scales, values, "compact", "e4m3", False, "rowwise", False, 128, 48, 127)
+    with pytest.raises(ValueError, match="^invalid argument: options.pad_scale is 255"):
+        mod.convert(data, buf, scales, values, "compact", "e4m3", False, "rowwise", False, 128, 0, 255)
+    with pytest.raises(ValueError, match="^invalid argument: pad_scale: 4294967423 does not fit in an int32"):
+        mod.convert(data, buf, scales, values, "compact", "e4m3", False, "rowwise", False, 128, 0, 2**32 + 127)
+    with pytest.raises(ValueError, match="^invalid argument: values is NULL, but options.pad_rows_to"):
+        mod.convert(data, buf, scales, None, "compact", "e4m3", False, "rowwise", False, 128, 0, 127)
+    with pytest.raises(ValueError, match="^invalid argument: options.pad_rows_to and pad_cols_to are -1 and 0"):
+        mod.convert(data, buf, scales, values, "compact", "e4m3", False, "rowwise", False, -1, 0, 127)
+    with pytest.raises(ValueError, match="^invalid argument: "):  # sized for the unpadded weight
+        mod.convert(data, buf, poisoned(s.size), poisoned(data.size), "compact", "e4m3", False, "rowwise", False,
+                    128, 0, 127)
+    assert (scales == POISON).all() and (values == POISON).all()
 
 
 def test_convert_refusals_name_the_problem_and_write_nothing():
@@ -419,11 +774,12 @@ def test_convert_refusals_name_the_problem_and_write_nothing():
     scales = poisoned(s.size)
     with pytest.raises(ValueError, match=r'^invalid argument: target: expected one of "compact", "cutlass_128x4", '
                                          r'"trtllm", "deepgemm", "trtllm_gated", "deepgemm_float32", got "cutlass"'):
-        mod.convert(data, buf, scales, None, "cutlass", "e4m3", False, "rowwise", False)
+        mod.convert(data, buf, scales, None, "cutlass", "e4m3", False, "rowwise", False, 0, 0, 127)
     with pytest.raises(ValueError, match="^invalid argument: "):  # 100 rows: not a multiple of 128
-        mod.convert(data, buf, poisoned((100, 4)), poisoned(data.shape), "trtllm", "e4m3", False, "rowwise", False)
+        mod.convert(data, buf, poisoned((100, 4)), poisoned(data.shape), "trtllm", "e4m3", False, "rowwise", False,
+                    0, 0, 127)
     with pytest.raises(ValueError, match="^invalid argument: "):  # one byte short
-        mod.convert(data, buf, poisoned(s.size - 1), None, "compact", "e4m3", False, "rowwise", False)
+        mod.convert(data, buf, poisoned(s.size - 1), None, "compact", "e4m3", False, "rowwise", False, 0, 0, 127)
     assert (scales == POISON).all()
 
 
