@@ -26,7 +26,9 @@ PyNcclCommunicator, made by its ``nccl_common`` helpers as its "nccl" engine mak
 rank 0, the workers from ``rank_offset``), ``"gloo"`` (a torch.distributed ProcessGroupGloo on a TCPStore of
 its own: host memory, or for tests) or ``"ipc"`` (one CUDA IPC handle per bucket, per GPU UUID, as vLLM's
 "ipc" engine sends them; the worker copies the bucket, so the trainer may refill it once update_weights
-returned). The update info of a bucket is its manifest and size; the worker checks the manifest against the
+returned). The update info of a bucket is its manifest and size; over "nccl" / "gloo" the trainer broadcasts
+the bucket's byte count (one int64) before the bytes, so the worker receives the length sent and refuses a
+size the update info got wrong after it, the group still in step. The worker checks the manifest against the
 bytes (the C library's check) and hands ``model.load_weights`` views of the bucket:
 
     X.weight        float8_e4m3fn, the entry's shape ([N, K] for a linear)
@@ -277,8 +279,17 @@ def _classes() -> Dict[str, type]:
             if self.transport != "ipc":
                 if info.ipc_handles is not None:
                     raise ValueError(f"update_info carries an IPC handle, but the transport is {self.transport!r}")
-                bucket = torch.empty(info.bucket_bytes, dtype=torch.uint8, device=self.device)
+                # the trainer's own count first: the receive is the length the trainer sends whatever the
+                # update info says (a collective of another length aborts gloo, and leaves NCCL hung or out
+                # of step), and a wrong bucket_bytes is refused after it, the group still in step
+                count = torch.empty(1, dtype=torch.int64, device=self.device)
+                _broadcast(self.group, self.transport, count)
+                sent = int(count.item())
+                bucket = torch.empty(sent, dtype=torch.uint8, device=self.device)
                 _broadcast(self.group, self.transport, bucket)
+                if sent != info.bucket_bytes:
+                    raise ValueError(f"the trainer sent a bucket of {sent} bytes, update_info['bucket_bytes'] "
+                                     f"says {info.bucket_bytes}")
                 return bucket
             if info.ipc_handles is None:
                 raise ValueError("transport 'ipc': update_info must carry the bucket's ipc_handles")
@@ -396,6 +407,8 @@ def _classes() -> Dict[str, type]:
                     future = rpc.submit(self.client.update_weights, info)
                     if future.done():
                         future.result()  # refused before any collective: say so instead of hanging
+                    count = torch.tensor([bucket.numel()], dtype=torch.int64, device=bucket.device)
+                    _broadcast(self.group, self.transport, count)  # what the worker receives next
                     _broadcast(self.group, self.transport, bucket)
                     future.result()
                 finally:

@@ -354,3 +354,53 @@ def test_the_example_syncs_every_step_into_the_model(vllm, capsys):
     assert checked == [1, 2]
     assert any(not torch.equal(before[n], s["data"].view(torch.uint8)) for n, s in storage.specs.items())
     assert "step 2: 2 bucket(s)" in capsys.readouterr().out
+
+
+class Recording(Client):
+    """Client, recording the RPCs, and changing each update_info (as JSON) with `lie` before the worker gets it."""
+
+    def __init__(self, engine, lie=None):
+        super().__init__(engine)
+        self.lie, self.calls = lie, []
+
+    def start_weight_update(self):
+        self.calls.append("start")
+        super().start_weight_update()
+
+    def update_weights(self, update_info):
+        self.calls.append("update")
+        info = json.loads(json.dumps(update_info))
+        if self.lie is not None:
+            self.lie(info)
+        self.engine.update_weights(info)
+
+
+def gloo_trainer(engine, client, specs, bucket_bytes=4096):
+    init = mxfp8.vllm.MXFP8TrainerInitInfo(rank=0, transport="gloo", master_address="127.0.0.1", master_port=0,
+                                            world_size=2, bucket_bytes=bucket_bytes)
+    return mxfp8.vllm.MXFP8TrainerWeightTransferEngine.trainer_init(init, client=client, source=specs)
+
+
+@pytest.mark.parametrize("lie", [1, -1, 1 << 62], ids=["larger", "smaller", "huge"])
+def test_a_bucket_size_the_update_info_gets_wrong_is_refused_after_the_bytes(vllm, lie):
+    """The worker sizes its receive from the trainer's own count, sent ahead of the bytes, and checks
+    update_info['bucket_bytes'] against it after: a wrong size is a ValueError and the group stays in step
+    (it was a gloo receive of the wrong length: an abort of the worker process for a smaller size, a hang for
+    a huge one, a silent accept for a larger one; with NCCL, a collective of mismatched counts)."""
+    model = Model(SHAPES)
+    engine = make_engine(vllm, model)
+    client = Recording(engine, lie=lambda info: info.update(bucket_bytes=info["bucket_bytes"] + lie))
+    specs, want = storage(seed=40)
+    trainer = gloo_trainer(engine, client, specs)
+    try:
+        with pytest.raises(ValueError, match=r"the trainer sent a bucket of \d+ bytes, update_info\['bucket_bytes'\] "
+                                             r"says \d+"):
+            trainer.send_weights()
+        client.lie = None  # the same group, in step: the next update goes through, byte for byte
+        trainer.send_weights()
+        params = dict(model.named_parameters())
+        for name, expected in want.items():
+            assert np.array_equal(params[name].data.view(torch.uint8).numpy(), expected), name
+    finally:
+        trainer.shutdown()
+        engine.shutdown()
