@@ -389,6 +389,8 @@ def _classes() -> Dict[str, type]:
             update_weights receives it), finish_weight_update."""
             if not self.is_sender:
                 return
+            if self.transport != "ipc" and self.group is None:  # before any RPC: no worker waits on a broadcast
+                raise RuntimeError("this mxfp8 trainer engine is shut down: make a new one with trainer_init")
             self.client.start_weight_update()
             for plan in self.plans:
                 bucket = plan.run()  # on torch's current stream, which NCCL's broadcast follows

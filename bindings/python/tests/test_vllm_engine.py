@@ -404,3 +404,20 @@ def test_a_bucket_size_the_update_info_gets_wrong_is_refused_after_the_bytes(vll
     finally:
         trainer.shutdown()
         engine.shutdown()
+
+
+def test_a_trainer_shut_down_sends_nothing(vllm):
+    """send_weights after shutdown refuses before any RPC (it opened the workers' update and left them in a
+    broadcast no trainer joins: with NCCL, a hang)."""
+    engine = make_engine(vllm, Model(SHAPES))
+    client = Recording(engine)
+    trainer = gloo_trainer(engine, client, storage(seed=50)[0])
+    trainer.shutdown()
+    trainer.shutdown()  # twice: nothing
+    try:
+        with pytest.raises(RuntimeError, match="shut down"):
+            trainer.send_weights()
+        assert client.calls == []
+    finally:
+        engine.shutdown()
+        engine.shutdown()
