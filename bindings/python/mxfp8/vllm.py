@@ -162,15 +162,29 @@ def _broadcast(group: Any, transport: str, tensor: Any) -> None:
         group.broadcast([tensor], options).wait()
 
 
-def _check_rendezvous(where: str, info: Any) -> None:
+def _check_int(where: str, info: Any, field: str, low: int, high: Optional[int] = None, why: str = "") -> None:
+    value = getattr(info, field)
+    if type(value) is not int:  # JSON may carry a string, a float or a bool here
+        raise ValueError(f"{where}: {field} must be an int, got {value!r}")
+    if value < low or (high is not None and value > high):
+        bounds = f"{low}..{high}" if high is not None else f"at least {low}"
+        raise ValueError(f"{where}: {field} must be {bounds}{why}, got {value}")
+
+
+def _check_rendezvous(where: str, info: Any, worker: bool) -> None:
     if info.transport not in TRANSPORTS:
         raise ValueError(f"{where}: transport must be one of {TRANSPORTS}, got {info.transport!r}")
+    if worker:
+        _check_int(where, info, "rank_offset", 1, why=" (the trainer is rank 0)")
     if info.transport != "ipc":
         missing = [f for f in ("master_address", "master_port", "world_size") if getattr(info, f) is None]
         if missing:
             raise ValueError(f"{where}: transport {info.transport!r} needs {', '.join(missing)}")
-        if info.world_size < 2:
-            raise ValueError(f"{where}: world_size counts the trainer and every worker, got {info.world_size}")
+        if not isinstance(info.master_address, str):
+            raise ValueError(f"{where}: master_address must be a str, got {info.master_address!r}")
+        # port 0: the trainer's own TCPStore (gloo) picks one and tells the workers; a worker is told that one
+        _check_int(where, info, "master_port", 0 if info.transport == "gloo" and not worker else 1, 65535)
+        _check_int(where, info, "world_size", 2, why=" (world_size counts the trainer and every worker)")
 
 
 @functools.lru_cache(maxsize=None)
@@ -197,7 +211,7 @@ def _classes() -> Dict[str, type]:
         world_size: Optional[int] = None
 
         def __post_init__(self) -> None:
-            _check_rendezvous("MXFP8WeightTransferInitInfo", self)
+            _check_rendezvous("MXFP8WeightTransferInitInfo", self, worker=True)
 
     @dataclass
     class MXFP8WeightTransferUpdateInfo(WeightTransferUpdateInfo):
@@ -242,6 +256,14 @@ def _classes() -> Dict[str, type]:
 
         def init_transfer_engine(self, init_info: MXFP8WeightTransferInitInfo) -> None:
             self.shutdown()
+            if init_info.transport != "ipc":  # as vLLM's nccl_common._worker_group_rank counts
+                pc = self.parallel_config
+                rank = init_info.rank_offset + pc.data_parallel_index * pc.world_size + pc.rank
+                if rank >= init_info.world_size:
+                    raise ValueError(
+                        f"this worker is rank {rank} of the transfer group (rank_offset {init_info.rank_offset} + "
+                        f"data-parallel index {pc.data_parallel_index} * TP*PP {pc.world_size} + rank {pc.rank}), "
+                        f"past world_size {init_info.world_size}: world_size counts the trainer and every worker")
             if init_info.transport == "nccl":
                 from vllm.distributed.weight_transfer.nccl_common import (NCCLWeightTransferInitInfo,
                                                                           worker_init_process_group)
@@ -250,8 +272,6 @@ def _classes() -> Dict[str, type]:
                     master_address=init_info.master_address, master_port=init_info.master_port,
                     rank_offset=init_info.rank_offset, world_size=init_info.world_size), self.parallel_config)
             elif init_info.transport == "gloo":
-                pc = self.parallel_config
-                rank = init_info.rank_offset + pc.data_parallel_index * pc.world_size + pc.rank
                 self.group = _gloo_group(init_info.master_address, init_info.master_port, rank,
                                          init_info.world_size)
             self.transport = init_info.transport
@@ -334,7 +354,7 @@ def _classes() -> Dict[str, type]:
         bucket_bytes: int = 1 << 28
 
         def __post_init__(self) -> None:
-            _check_rendezvous("MXFP8TrainerInitInfo", self)
+            _check_rendezvous("MXFP8TrainerInitInfo", self, worker=False)
 
     class MXFP8TrainerWeightTransferEngine(TrainerWeightTransferEngine[MXFP8TrainerInitInfo]):
         """The trainer side. ``source`` is the MXFP8 storage, name -> spec as mxfp8.prepare_buckets takes

@@ -421,3 +421,41 @@ def test_a_trainer_shut_down_sends_nothing(vllm):
     finally:
         engine.shutdown()
         engine.shutdown()
+
+
+GLOO = {"transport": "gloo", "master_address": "127.0.0.1", "master_port": 29500, "world_size": 2}
+
+
+@pytest.mark.parametrize("bad", [{"rank_offset": "1"}, {"rank_offset": True}, {"rank_offset": 0}, {"rank_offset": -1},
+                                 {"world_size": 2.0}, {"world_size": True}, {"master_port": "29500"},
+                                 {"master_port": 0}, {"master_port": 1 << 16}, {"master_port": True},
+                                 {"master_address": 127}], ids=repr)
+def test_init_info_of_the_wrong_type_or_range_is_refused_when_parsed(vllm, bad):
+    """What JSON can carry into the worker's init info: a string, a float or a bool for an int, a rank_offset
+    that puts a worker on the trainer's rank 0, a port outside 1..65535, each refused by parse_init_info and
+    naming the field (they were accepted, and failed later inside the rendezvous, or not at all)."""
+    engine = make_engine(vllm, Model(SHAPES))
+    field = next(iter(bad))
+    with pytest.raises(ValueError, match=field):
+        engine.parse_init_info(dict(GLOO, **bad))
+
+
+def test_the_trainers_port_0_is_for_gloo_only(vllm):
+    """Port 0 lets the trainer's own TCPStore (gloo) pick a port and tell the workers; vLLM's NCCL rendezvous
+    would tell them 0."""
+    mxfp8.vllm.MXFP8TrainerInitInfo(rank=0, transport="gloo", master_address="h", master_port=0, world_size=2)
+    with pytest.raises(ValueError, match="master_port"):
+        mxfp8.vllm.MXFP8TrainerInitInfo(rank=0, transport="nccl", master_address="h", master_port=0, world_size=2)
+
+
+def test_a_worker_rank_past_the_world_is_refused_before_the_rendezvous(vllm):
+    """rank_offset + DP index * TP*PP + rank must be below world_size: a world_size that does not count every
+    worker is said as such, before any connection (it was gloo's 'rank < size' enforce from inside the group,
+    or for NCCL, vLLM's rendezvous waiting)."""
+    import torch.distributed as dist
+
+    store = dist.TCPStore("127.0.0.1", 0, 2, is_master=True, wait_for_workers=False)
+    engine = make_engine(vllm, Model(SHAPES))
+    with pytest.raises(ValueError, match=r"rank 2 .*world_size 2"):
+        engine.init_transfer_engine(engine.parse_init_info(dict(GLOO, master_port=store.port, rank_offset=2)))
+    assert engine.group is None and engine.transport is None
