@@ -84,8 +84,10 @@ def vllm_weights(bucket: Any, manifest: List[Mapping[str, Any]]) -> List[Tuple[s
     manifest = _read_once(manifest)  # read by the check and here
     parts = unpack_bucket(bucket, manifest)  # every entry checked against the bytes
     pairs, seen = [], set()
-    for entry in manifest:
+    for i, entry in enumerate(manifest):
         name = entry["name"]
+        if not isinstance(name, str):  # the C library's check takes any name; vLLM's are strings
+            raise TypeError(f"manifest[{i}]['name'] must be a str (a vLLM parameter name), got {name!r}")
         where = f"manifest entry {name!r}"
         if entry.get("format") == "nvfp4":
             raise ValueError(f"{where} is NVFP4: this engine hands vLLM MXFP8 linears (weight, weight_scale); "
@@ -95,6 +97,8 @@ def vllm_weights(bucket: Any, manifest: List[Mapping[str, Any]]) -> List[Tuple[s
         if entry.get("direction", "rowwise") != "rowwise":
             raise ValueError(f"{where} is {entry['direction']}: vLLM's MXFP8 linears load rowwise [N, K] weights")
         module = name[:-len(".weight")] if name.endswith(".weight") else name
+        if not module:
+            raise ValueError(f"{where} has no module name: vLLM loads <module>.weight and <module>.weight_scale")
         for suffix in (".weight", ".weight_scale"):
             if module + suffix in seen:
                 raise ValueError(f"{where} gives {module + suffix!r} again (entries {module!r} and "

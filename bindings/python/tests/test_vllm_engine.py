@@ -459,3 +459,16 @@ def test_a_worker_rank_past_the_world_is_refused_before_the_rendezvous(vllm):
     with pytest.raises(ValueError, match=r"rank 2 .*world_size 2"):
         engine.init_transfer_engine(engine.parse_init_info(dict(GLOO, master_port=store.port, rank_offset=2)))
     assert engine.group is None and engine.transport is None
+
+
+def test_entry_names_vllm_cannot_have_are_refused(vllm):
+    """The C library's check takes any name; vLLM's parameter names are non-empty strings."""
+    data, buf, _ = make_mxfp8((64, 64), "compact", seed=5)
+    bucket, manifest = mxfp8.export_bucket({"w": {"data": torch.from_numpy(data), "scale_inv": torch.from_numpy(buf),
+                                                  "swizzled": False}})
+    for name in (5, None, b"w"):
+        with pytest.raises(TypeError, match=r"manifest\[0\]\['name'\] must be a str"):
+            mxfp8.vllm.vllm_weights(bucket, [dict(manifest[0], name=name)])
+    for name in ("", ".weight"):
+        with pytest.raises(ValueError, match="no module name"):
+            mxfp8.vllm.vllm_weights(bucket, [dict(manifest[0], name=name)])
