@@ -55,6 +55,7 @@ from __future__ import annotations
 import base64
 import datetime
 import functools
+import inspect
 import os
 import pickle
 from concurrent.futures import ThreadPoolExecutor
@@ -324,9 +325,18 @@ def _classes() -> Dict[str, type]:
             if uuid not in info.ipc_handles:
                 raise ValueError(f"no IPC handle for this worker's GPU {uuid}; the handles are for "
                                  f"{list(info.ipc_handles)}")
-            args = list(info.ipc_handles[uuid])
+            args = info.ipc_handles[uuid]
+            wrong = ValueError(f"the IPC handle for this worker's GPU {uuid} is not torch's reduce_tensor args "
+                               f"(rebuild_cuda_tensor's): {args!r:.80}")
+            arity = len(inspect.signature(rebuild_cuda_tensor).parameters)
+            if not isinstance(args, (list, tuple)) or len(args) != arity:
+                raise wrong
+            args = list(args)
             args[6] = index  # reduce_tensor's device index, the receiver's here (as vLLM's ipc engine does)
-            shared = rebuild_cuda_tensor(*args)
+            try:
+                shared = rebuild_cuda_tensor(*args)
+            except TypeError as e:
+                raise wrong from e
             if shared.dtype != torch.uint8 or shared.dim() != 1 or shared.numel() != info.bucket_bytes:
                 raise ValueError(f"the IPC handle is a {shared.dtype} tensor of shape {tuple(shared.shape)}, "
                                  f"not the bucket of {info.bucket_bytes} bytes")

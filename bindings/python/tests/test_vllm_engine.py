@@ -472,3 +472,19 @@ def test_entry_names_vllm_cannot_have_are_refused(vllm):
     for name in ("", ".weight"):
         with pytest.raises(ValueError, match="no module name"):
             mxfp8.vllm.vllm_weights(bucket, [dict(manifest[0], name=name)])
+
+
+@pytest.mark.parametrize("args", [(1, 2), None, "not a tuple", [None] * 15], ids=["short", "None", "str", "Nones"])
+def test_an_ipc_handle_that_is_not_reduce_tensors_args_is_refused(vllm, monkeypatch, args):
+    """The handle of this worker's GPU must be torch's reduce_tensor args (rebuild_cuda_tensor's): anything
+    else is a ValueError saying so (it was an IndexError at args[6] or a TypeError from inside torch). The GPU
+    is stood in for: this runs on the CPU."""
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index: types.SimpleNamespace(uuid="GPU-0"))
+    engine = make_engine(vllm, Model(SHAPES))
+    engine.init_transfer_engine(engine.parse_init_info({"transport": "ipc"}))
+    info = {"manifest": [{"name": "w"}], "bucket_bytes": 256}
+    with pytest.raises(ValueError, match="GPU GPU-0 is not torch's reduce_tensor args"):
+        engine.update_weights(dict(info, ipc_handles={"GPU-0": args}))
+    with pytest.raises(ValueError, match=r"no IPC handle for this worker's GPU GPU-0; the handles are for \['GPU-1'\]"):
+        engine.update_weights(dict(info, ipc_handles={"GPU-1": args}))
