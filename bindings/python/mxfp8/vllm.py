@@ -35,10 +35,12 @@ bytes (the C library's check) and hands ``model.load_weights`` views of the buck
     X.weight_scale  uint8 E8M0, compact: [N, ceil(K/32)] ((*lead, ceil(K/32)) for more dimensions)
 
 for every manifest entry ``X`` (or ``X.weight``). These are the names and dtypes vLLM 0.33's MXFP8 linears
-register: ModelOpt MXFP8 (``KMxfp8Static`` in quantization/modelopt.py), compressed-tensors
-(``CompressedTensorsW8A8Mxfp8``) and the online MXFP8 method (quantization/online/mxfp8.py) all hold
-``weight`` float8_e4m3fn [N, K] and ``weight_scale`` uint8 [N, K // 32]; all three need K % 32 == 0 (a
-partial last block is handed over as it is, and their loaders refuse it). The names are checkpoint names
+register for a serialized MXFP8 checkpoint: ModelOpt MXFP8 (``KMxfp8Static`` in quantization/modelopt.py) and
+compressed-tensors (``CompressedTensorsW8A8Mxfp8``) both hold ``weight`` float8_e4m3fn [N, K] and
+``weight_scale`` uint8 [N, K // 32], and need K % 32 == 0 (a partial last block is handed over as it is, and
+their loaders refuse it). Not vLLM's online MXFP8 (quantization/online/mxfp8.py, ``Mxfp8OnlineLinearMethod``):
+it loads the checkpoint's bf16/fp16 ``weight`` and quantizes it after loading, so it has no ``weight_scale``
+to load and its ``weight`` is not float8. The names are checkpoint names
 (``q_proj``, not the fused ``qkv_proj``): the weights go through ``model.load_weights`` inside vLLM's
 layerwise reload (``initialize_layerwise_reload`` at start, ``finalize_layerwise_reload`` at finish, as
 vLLM's nccl and ipc engines do), so the kernel's own post-processing (the scale swizzle, a transpose) runs
