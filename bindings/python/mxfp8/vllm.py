@@ -26,17 +26,21 @@ PyNcclCommunicator, made by its ``nccl_common`` helpers as its "nccl" engine mak
 rank 0, the workers from ``rank_offset``), ``"gloo"`` (a torch.distributed ProcessGroupGloo on a TCPStore of
 its own: host memory, or for tests) or ``"ipc"`` (one CUDA IPC handle per bucket, per GPU UUID, as vLLM's
 "ipc" engine sends them; the worker copies the bucket, so the trainer may refill it once update_weights
-returned). The update info of a bucket is its manifest and size; the worker checks the manifest against the
+returned). The update info of a bucket is its manifest and size; over "nccl" / "gloo" the trainer broadcasts
+the bucket's byte count (one int64) before the bytes, so the worker receives the length sent and refuses a
+size the update info got wrong after it, the group still in step. The worker checks the manifest against the
 bytes (the C library's check) and hands ``model.load_weights`` views of the bucket:
 
     X.weight        float8_e4m3fn, the entry's shape ([N, K] for a linear)
     X.weight_scale  uint8 E8M0, compact: [N, ceil(K/32)] ((*lead, ceil(K/32)) for more dimensions)
 
 for every manifest entry ``X`` (or ``X.weight``). These are the names and dtypes vLLM 0.33's MXFP8 linears
-register: ModelOpt MXFP8 (``KMxfp8Static`` in quantization/modelopt.py), compressed-tensors
-(``CompressedTensorsW8A8Mxfp8``) and the online MXFP8 method (quantization/online/mxfp8.py) all hold
-``weight`` float8_e4m3fn [N, K] and ``weight_scale`` uint8 [N, K // 32]; all three need K % 32 == 0 (a
-partial last block is handed over as it is, and their loaders refuse it). The names are checkpoint names
+register for a serialized MXFP8 checkpoint: ModelOpt MXFP8 (``KMxfp8Static`` in quantization/modelopt.py) and
+compressed-tensors (``CompressedTensorsW8A8Mxfp8``) both hold ``weight`` float8_e4m3fn [N, K] and
+``weight_scale`` uint8 [N, K // 32], and need K % 32 == 0 (a partial last block is handed over as it is, and
+their loaders refuse it). Not vLLM's online MXFP8 (quantization/online/mxfp8.py, ``Mxfp8OnlineLinearMethod``):
+it loads the checkpoint's bf16/fp16 ``weight`` and quantizes it after loading, so it has no ``weight_scale``
+to load and its ``weight`` is not float8. The names are checkpoint names
 (``q_proj``, not the fused ``qkv_proj``): the weights go through ``model.load_weights`` inside vLLM's
 layerwise reload (``initialize_layerwise_reload`` at start, ``finalize_layerwise_reload`` at finish, as
 vLLM's nccl and ipc engines do), so the kernel's own post-processing (the scale swizzle, a transpose) runs
@@ -53,6 +57,7 @@ from __future__ import annotations
 import base64
 import datetime
 import functools
+import inspect
 import os
 import pickle
 from concurrent.futures import ThreadPoolExecutor
@@ -82,8 +87,10 @@ def vllm_weights(bucket: Any, manifest: List[Mapping[str, Any]]) -> List[Tuple[s
     manifest = _read_once(manifest)  # read by the check and here
     parts = unpack_bucket(bucket, manifest)  # every entry checked against the bytes
     pairs, seen = [], set()
-    for entry in manifest:
+    for i, entry in enumerate(manifest):
         name = entry["name"]
+        if not isinstance(name, str):  # the C library's check takes any name; vLLM's are strings
+            raise TypeError(f"manifest[{i}]['name'] must be a str (a vLLM parameter name), got {name!r}")
         where = f"manifest entry {name!r}"
         if entry.get("format") == "nvfp4":
             raise ValueError(f"{where} is NVFP4: this engine hands vLLM MXFP8 linears (weight, weight_scale); "
@@ -93,6 +100,8 @@ def vllm_weights(bucket: Any, manifest: List[Mapping[str, Any]]) -> List[Tuple[s
         if entry.get("direction", "rowwise") != "rowwise":
             raise ValueError(f"{where} is {entry['direction']}: vLLM's MXFP8 linears load rowwise [N, K] weights")
         module = name[:-len(".weight")] if name.endswith(".weight") else name
+        if not module:
+            raise ValueError(f"{where} has no module name: vLLM loads <module>.weight and <module>.weight_scale")
         for suffix in (".weight", ".weight_scale"):
             if module + suffix in seen:
                 raise ValueError(f"{where} gives {module + suffix!r} again (entries {module!r} and "
@@ -160,15 +169,29 @@ def _broadcast(group: Any, transport: str, tensor: Any) -> None:
         group.broadcast([tensor], options).wait()
 
 
-def _check_rendezvous(where: str, info: Any) -> None:
+def _check_int(where: str, info: Any, field: str, low: int, high: Optional[int] = None, why: str = "") -> None:
+    value = getattr(info, field)
+    if type(value) is not int:  # JSON may carry a string, a float or a bool here
+        raise ValueError(f"{where}: {field} must be an int, got {value!r}")
+    if value < low or (high is not None and value > high):
+        bounds = f"{low}..{high}" if high is not None else f"at least {low}"
+        raise ValueError(f"{where}: {field} must be {bounds}{why}, got {value}")
+
+
+def _check_rendezvous(where: str, info: Any, worker: bool) -> None:
     if info.transport not in TRANSPORTS:
         raise ValueError(f"{where}: transport must be one of {TRANSPORTS}, got {info.transport!r}")
+    if worker:
+        _check_int(where, info, "rank_offset", 1, why=" (the trainer is rank 0)")
     if info.transport != "ipc":
         missing = [f for f in ("master_address", "master_port", "world_size") if getattr(info, f) is None]
         if missing:
             raise ValueError(f"{where}: transport {info.transport!r} needs {', '.join(missing)}")
-        if info.world_size < 2:
-            raise ValueError(f"{where}: world_size counts the trainer and every worker, got {info.world_size}")
+        if not isinstance(info.master_address, str):
+            raise ValueError(f"{where}: master_address must be a str, got {info.master_address!r}")
+        # port 0: the trainer's own TCPStore (gloo) picks one and tells the workers; a worker is told that one
+        _check_int(where, info, "master_port", 0 if info.transport == "gloo" and not worker else 1, 65535)
+        _check_int(where, info, "world_size", 2, why=" (world_size counts the trainer and every worker)")
 
 
 @functools.lru_cache(maxsize=None)
@@ -195,7 +218,7 @@ def _classes() -> Dict[str, type]:
         world_size: Optional[int] = None
 
         def __post_init__(self) -> None:
-            _check_rendezvous("MXFP8WeightTransferInitInfo", self)
+            _check_rendezvous("MXFP8WeightTransferInitInfo", self, worker=True)
 
     @dataclass
     class MXFP8WeightTransferUpdateInfo(WeightTransferUpdateInfo):
@@ -240,6 +263,14 @@ def _classes() -> Dict[str, type]:
 
         def init_transfer_engine(self, init_info: MXFP8WeightTransferInitInfo) -> None:
             self.shutdown()
+            if init_info.transport != "ipc":  # as vLLM's nccl_common._worker_group_rank counts
+                pc = self.parallel_config
+                rank = init_info.rank_offset + pc.data_parallel_index * pc.world_size + pc.rank
+                if rank >= init_info.world_size:
+                    raise ValueError(
+                        f"this worker is rank {rank} of the transfer group (rank_offset {init_info.rank_offset} + "
+                        f"data-parallel index {pc.data_parallel_index} * TP*PP {pc.world_size} + rank {pc.rank}), "
+                        f"past world_size {init_info.world_size}: world_size counts the trainer and every worker")
             if init_info.transport == "nccl":
                 from vllm.distributed.weight_transfer.nccl_common import (NCCLWeightTransferInitInfo,
                                                                           worker_init_process_group)
@@ -248,8 +279,6 @@ def _classes() -> Dict[str, type]:
                     master_address=init_info.master_address, master_port=init_info.master_port,
                     rank_offset=init_info.rank_offset, world_size=init_info.world_size), self.parallel_config)
             elif init_info.transport == "gloo":
-                pc = self.parallel_config
-                rank = init_info.rank_offset + pc.data_parallel_index * pc.world_size + pc.rank
                 self.group = _gloo_group(init_info.master_address, init_info.master_port, rank,
                                          init_info.world_size)
             self.transport = init_info.transport
@@ -277,8 +306,17 @@ def _classes() -> Dict[str, type]:
             if self.transport != "ipc":
                 if info.ipc_handles is not None:
                     raise ValueError(f"update_info carries an IPC handle, but the transport is {self.transport!r}")
-                bucket = torch.empty(info.bucket_bytes, dtype=torch.uint8, device=self.device)
+                # the trainer's own count first: the receive is the length the trainer sends whatever the
+                # update info says (a collective of another length aborts gloo, and leaves NCCL hung or out
+                # of step), and a wrong bucket_bytes is refused after it, the group still in step
+                count = torch.empty(1, dtype=torch.int64, device=self.device)
+                _broadcast(self.group, self.transport, count)
+                sent = int(count.item())
+                bucket = torch.empty(sent, dtype=torch.uint8, device=self.device)
                 _broadcast(self.group, self.transport, bucket)
+                if sent != info.bucket_bytes:
+                    raise ValueError(f"the trainer sent a bucket of {sent} bytes, update_info['bucket_bytes'] "
+                                     f"says {info.bucket_bytes}")
                 return bucket
             if info.ipc_handles is None:
                 raise ValueError("transport 'ipc': update_info must carry the bucket's ipc_handles")
@@ -289,9 +327,18 @@ def _classes() -> Dict[str, type]:
             if uuid not in info.ipc_handles:
                 raise ValueError(f"no IPC handle for this worker's GPU {uuid}; the handles are for "
                                  f"{list(info.ipc_handles)}")
-            args = list(info.ipc_handles[uuid])
+            args = info.ipc_handles[uuid]
+            wrong = ValueError(f"the IPC handle for this worker's GPU {uuid} is not torch's reduce_tensor args "
+                               f"(rebuild_cuda_tensor's): {args!r:.80}")
+            arity = len(inspect.signature(rebuild_cuda_tensor).parameters)
+            if not isinstance(args, (list, tuple)) or len(args) != arity:
+                raise wrong
+            args = list(args)
             args[6] = index  # reduce_tensor's device index, the receiver's here (as vLLM's ipc engine does)
-            shared = rebuild_cuda_tensor(*args)
+            try:
+                shared = rebuild_cuda_tensor(*args)
+            except TypeError as e:
+                raise wrong from e
             if shared.dtype != torch.uint8 or shared.dim() != 1 or shared.numel() != info.bucket_bytes:
                 raise ValueError(f"the IPC handle is a {shared.dtype} tensor of shape {tuple(shared.shape)}, "
                                  f"not the bucket of {info.bucket_bytes} bytes")
@@ -323,7 +370,7 @@ def _classes() -> Dict[str, type]:
         bucket_bytes: int = 1 << 28
 
         def __post_init__(self) -> None:
-            _check_rendezvous("MXFP8TrainerInitInfo", self)
+            _check_rendezvous("MXFP8TrainerInitInfo", self, worker=False)
 
     class MXFP8TrainerWeightTransferEngine(TrainerWeightTransferEngine[MXFP8TrainerInitInfo]):
         """The trainer side. ``source`` is the MXFP8 storage, name -> spec as mxfp8.prepare_buckets takes
@@ -378,6 +425,8 @@ def _classes() -> Dict[str, type]:
             update_weights receives it), finish_weight_update."""
             if not self.is_sender:
                 return
+            if self.transport != "ipc" and self.group is None:  # before any RPC: no worker waits on a broadcast
+                raise RuntimeError("this mxfp8 trainer engine is shut down: make a new one with trainer_init")
             self.client.start_weight_update()
             for plan in self.plans:
                 bucket = plan.run()  # on torch's current stream, which NCCL's broadcast follows
@@ -396,6 +445,8 @@ def _classes() -> Dict[str, type]:
                     future = rpc.submit(self.client.update_weights, info)
                     if future.done():
                         future.result()  # refused before any collective: say so instead of hanging
+                    count = torch.tensor([bucket.numel()], dtype=torch.int64, device=bucket.device)
+                    _broadcast(self.group, self.transport, count)  # what the worker receives next
                     _broadcast(self.group, self.transport, bucket)
                     future.result()
                 finally:

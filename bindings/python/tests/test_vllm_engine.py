@@ -354,3 +354,137 @@ def test_the_example_syncs_every_step_into_the_model(vllm, capsys):
     assert checked == [1, 2]
     assert any(not torch.equal(before[n], s["data"].view(torch.uint8)) for n, s in storage.specs.items())
     assert "step 2: 2 bucket(s)" in capsys.readouterr().out
+
+
+class Recording(Client):
+    """Client, recording the RPCs, and changing each update_info (as JSON) with `lie` before the worker gets it."""
+
+    def __init__(self, engine, lie=None):
+        super().__init__(engine)
+        self.lie, self.calls = lie, []
+
+    def start_weight_update(self):
+        self.calls.append("start")
+        super().start_weight_update()
+
+    def update_weights(self, update_info):
+        self.calls.append("update")
+        info = json.loads(json.dumps(update_info))
+        if self.lie is not None:
+            self.lie(info)
+        self.engine.update_weights(info)
+
+
+def gloo_trainer(engine, client, specs, bucket_bytes=4096):
+    init = mxfp8.vllm.MXFP8TrainerInitInfo(rank=0, transport="gloo", master_address="127.0.0.1", master_port=0,
+                                            world_size=2, bucket_bytes=bucket_bytes)
+    return mxfp8.vllm.MXFP8TrainerWeightTransferEngine.trainer_init(init, client=client, source=specs)
+
+
+@pytest.mark.parametrize("lie", [1, -1, 1 << 62], ids=["larger", "smaller", "huge"])
+def test_a_bucket_size_the_update_info_gets_wrong_is_refused_after_the_bytes(vllm, lie):
+    """The worker sizes its receive from the trainer's own count, sent ahead of the bytes, and checks
+    update_info['bucket_bytes'] against it after: a wrong size is a ValueError and the group stays in step
+    (it was a gloo receive of the wrong length: an abort of the worker process for a smaller size, a hang for
+    a huge one, a silent accept for a larger one; with NCCL, a collective of mismatched counts)."""
+    model = Model(SHAPES)
+    engine = make_engine(vllm, model)
+    client = Recording(engine, lie=lambda info: info.update(bucket_bytes=info["bucket_bytes"] + lie))
+    specs, want = storage(seed=40)
+    trainer = gloo_trainer(engine, client, specs)
+    try:
+        with pytest.raises(ValueError, match=r"the trainer sent a bucket of \d+ bytes, update_info\['bucket_bytes'\] "
+                                             r"says \d+"):
+            trainer.send_weights()
+        client.lie = None  # the same group, in step: the next update goes through, byte for byte
+        trainer.send_weights()
+        params = dict(model.named_parameters())
+        for name, expected in want.items():
+            assert np.array_equal(params[name].data.view(torch.uint8).numpy(), expected), name
+    finally:
+        trainer.shutdown()
+        engine.shutdown()
+
+
+def test_a_trainer_shut_down_sends_nothing(vllm):
+    """send_weights after shutdown refuses before any RPC (it opened the workers' update and left them in a
+    broadcast no trainer joins: with NCCL, a hang)."""
+    engine = make_engine(vllm, Model(SHAPES))
+    client = Recording(engine)
+    trainer = gloo_trainer(engine, client, storage(seed=50)[0])
+    trainer.shutdown()
+    trainer.shutdown()  # twice: nothing
+    try:
+        with pytest.raises(RuntimeError, match="shut down"):
+            trainer.send_weights()
+        assert client.calls == []
+    finally:
+        engine.shutdown()
+        engine.shutdown()
+
+
+GLOO = {"transport": "gloo", "master_address": "127.0.0.1", "master_port": 29500, "world_size": 2}
+
+
+@pytest.mark.parametrize("bad", [{"rank_offset": "1"}, {"rank_offset": True}, {"rank_offset": 0}, {"rank_offset": -1},
+                                 {"world_size": 2.0}, {"world_size": True}, {"master_port": "29500"},
+                                 {"master_port": 0}, {"master_port": 1 << 16}, {"master_port": True},
+                                 {"master_address": 127}], ids=repr)
+def test_init_info_of_the_wrong_type_or_range_is_refused_when_parsed(vllm, bad):
+    """What JSON can carry into the worker's init info: a string, a float or a bool for an int, a rank_offset
+    that puts a worker on the trainer's rank 0, a port outside 1..65535, each refused by parse_init_info and
+    naming the field (they were accepted, and failed later inside the rendezvous, or not at all)."""
+    engine = make_engine(vllm, Model(SHAPES))
+    field = next(iter(bad))
+    with pytest.raises(ValueError, match=field):
+        engine.parse_init_info(dict(GLOO, **bad))
+
+
+def test_the_trainers_port_0_is_for_gloo_only(vllm):
+    """Port 0 lets the trainer's own TCPStore (gloo) pick a port and tell the workers; vLLM's NCCL rendezvous
+    would tell them 0."""
+    mxfp8.vllm.MXFP8TrainerInitInfo(rank=0, transport="gloo", master_address="h", master_port=0, world_size=2)
+    with pytest.raises(ValueError, match="master_port"):
+        mxfp8.vllm.MXFP8TrainerInitInfo(rank=0, transport="nccl", master_address="h", master_port=0, world_size=2)
+
+
+def test_a_worker_rank_past_the_world_is_refused_before_the_rendezvous(vllm):
+    """rank_offset + DP index * TP*PP + rank must be below world_size: a world_size that does not count every
+    worker is said as such, before any connection (it was gloo's 'rank < size' enforce from inside the group,
+    or for NCCL, vLLM's rendezvous waiting)."""
+    import torch.distributed as dist
+
+    store = dist.TCPStore("127.0.0.1", 0, 2, is_master=True, wait_for_workers=False)
+    engine = make_engine(vllm, Model(SHAPES))
+    with pytest.raises(ValueError, match=r"rank 2 .*world_size 2"):
+        engine.init_transfer_engine(engine.parse_init_info(dict(GLOO, master_port=store.port, rank_offset=2)))
+    assert engine.group is None and engine.transport is None
+
+
+def test_entry_names_vllm_cannot_have_are_refused(vllm):
+    """The C library's check takes any name; vLLM's parameter names are non-empty strings."""
+    data, buf, _ = make_mxfp8((64, 64), "compact", seed=5)
+    bucket, manifest = mxfp8.export_bucket({"w": {"data": torch.from_numpy(data), "scale_inv": torch.from_numpy(buf),
+                                                  "swizzled": False}})
+    for name in (5, None, b"w"):
+        with pytest.raises(TypeError, match=r"manifest\[0\]\['name'\] must be a str"):
+            mxfp8.vllm.vllm_weights(bucket, [dict(manifest[0], name=name)])
+    for name in ("", ".weight"):
+        with pytest.raises(ValueError, match="no module name"):
+            mxfp8.vllm.vllm_weights(bucket, [dict(manifest[0], name=name)])
+
+
+@pytest.mark.parametrize("args", [(1, 2), None, "not a tuple", [None] * 15], ids=["short", "None", "str", "Nones"])
+def test_an_ipc_handle_that_is_not_reduce_tensors_args_is_refused(vllm, monkeypatch, args):
+    """The handle of this worker's GPU must be torch's reduce_tensor args (rebuild_cuda_tensor's): anything
+    else is a ValueError saying so (it was an IndexError at args[6] or a TypeError from inside torch). The GPU
+    is stood in for: this runs on the CPU."""
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index: types.SimpleNamespace(uuid="GPU-0"))
+    engine = make_engine(vllm, Model(SHAPES))
+    engine.init_transfer_engine(engine.parse_init_info({"transport": "ipc"}))
+    info = {"manifest": [{"name": "w"}], "bucket_bytes": 256}
+    with pytest.raises(ValueError, match="GPU GPU-0 is not torch's reduce_tensor args"):
+        engine.update_weights(dict(info, ipc_handles={"GPU-0": args}))
+    with pytest.raises(ValueError, match=r"no IPC handle for this worker's GPU GPU-0; the handles are for \['GPU-1'\]"):
+        engine.update_weights(dict(info, ipc_handles={"GPU-1": args}))
