@@ -51,6 +51,13 @@ kernel vLLM picked (FlashInfer's swizzled scales, a transposed weight), not comp
 Refused, with the entry named: NVFP4 entries (vLLM's ModelOpt NVFP4 also wants input scales), E5M2 values
 (vLLM's MXFP8 is E4M3), columnwise buckets. vLLM is imported only when the engine classes are first used:
 ``import mxfp8`` and ``import mxfp8.vllm`` do not need it.
+
+Limits (as of vLLM 0.33): one trainer rank sends, so ``"ipc"`` serves the one worker on the trainer's GPU (a
+worker on another GPU is refused with its GPU named; use "nccl" for TP > 1). As in vLLM's own nccl engine, a
+worker that refuses an update before its broadcast (bad update info) leaves the trainer in the collective
+(gloo gives up after its timeout, NCCL never), and a refused init leaves it in the rendezvous until the
+store's 10-minute timeout; vLLM then holds the update open, and its layerwise reload keeps layers not yet
+loaded unusable until an update resends every weight.
 """
 from __future__ import annotations
 
