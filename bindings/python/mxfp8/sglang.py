@@ -25,8 +25,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping
 
-from . import _mxfp8
-from ._bucket import _read_once
+from ._engine_bucket import engine_entries
 
 _DTYPES = {"e4m3": "float8_e4m3fn", "e5m2": "float8_e5m2"}
 
@@ -39,25 +38,15 @@ def flattened_bucket(bucket: Any, manifest: List[Mapping[str, Any]], metadata_ty
     the type), or any class taking the same fields."""
     import torch
 
-    if not isinstance(bucket, torch.Tensor) or bucket.dtype != torch.uint8 or bucket.dim() != 1:
-        raise TypeError("bucket must be the 1-D uint8 torch tensor iter_buckets / a prepare_buckets plan filled")
-    manifest = _read_once(manifest)  # read here and by the check
-    _mxfp8.bucket_manifest_check(bucket, manifest)  # the manifest read, and checked against the bucket
     metadata = []
-    for entry in manifest:
-        name = entry["name"]
-        where = f"manifest entry {name!r}"
-        if entry.get("format") == "nvfp4":
-            raise ValueError(f"{where} is NVFP4: SGLang's ModelOpt loader needs weight_scale_2, which a bucket "
-                             "does not carry (it carries the amax)")
-        if entry.get("direction", "rowwise") != "rowwise" or entry.get("scales_layout", "compact") != "compact":
-            raise ValueError(f"{where}: SGLang loads rowwise values with compact scales")
+    for entry, module in engine_entries(bucket, manifest, "SGLang", ".weight_scale_inv",
+                                        "SGLang's ModelOpt loader needs weight_scale_2, which a bucket does not "
+                                        "carry (it carries the amax)"):
         shape = tuple(entry["shape"])
         rows = 1
         for d in shape[:-1]:
             rows *= d
         scales_shape = (rows, -(-shape[-1] // 32))  # [N, ceil(K/32)], leading dimensions flattened
-        module = name[:-len(".weight")] if name.endswith(".weight") else name
         parts = ((f"{module}.weight", getattr(torch, _DTYPES[entry.get("fp8_dtype", "e4m3")]), shape,
                   entry["values_offset"], entry["values_bytes"]),
                  (f"{module}.weight_scale_inv", torch.uint8, scales_shape, entry["scales_offset"],

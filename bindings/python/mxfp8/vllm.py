@@ -71,7 +71,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ClassVar, Dict, List, Mapping, Optional, Tuple  # module level: dataclasses reads
 # ClassVar in the string annotations (from __future__ import annotations) through this module's namespace
 
-from ._bucket import _read_once, unpack_bucket
+from ._bucket import unpack_bucket
+from ._engine_bucket import engine_entries
 
 BACKEND = "mxfp8"  # the name the engines register under (WeightTransferConfig(backend=BACKEND))
 TRANSPORTS = ("nccl", "gloo", "ipc")
@@ -86,35 +87,17 @@ def vllm_weights(bucket: Any, manifest: List[Mapping[str, Any]]) -> List[Tuple[s
     ``X.weight_scale`` uint8 compact E8M0 for every entry ``X`` / ``X.weight``, views of the bucket (no copy).
 
     The manifest is checked against the bucket first (mxfp8.unpack_bucket: the C library's check)."""
-    import torch
-
-    if not isinstance(bucket, torch.Tensor) or bucket.dtype != torch.uint8 or bucket.dim() != 1:
-        raise TypeError("bucket must be the 1-D uint8 torch tensor iter_buckets / a prepare_buckets plan filled, "
-                        f"got {type(bucket).__name__}")
-    manifest = _read_once(manifest)  # read by the check and here
-    parts = unpack_bucket(bucket, manifest)  # every entry checked against the bytes
-    pairs, seen = [], set()
-    for i, entry in enumerate(manifest):
-        name = entry["name"]
-        if not isinstance(name, str):  # the C library's check takes any name; vLLM's are strings
-            raise TypeError(f"manifest[{i}]['name'] must be a str (a vLLM parameter name), got {name!r}")
-        where = f"manifest entry {name!r}"
-        if entry.get("format") == "nvfp4":
-            raise ValueError(f"{where} is NVFP4: this engine hands vLLM MXFP8 linears (weight, weight_scale); "
-                             "vLLM's ModelOpt NVFP4 layers also want input scales, which a bucket does not carry")
+    entries = engine_entries(bucket, manifest, "vLLM", ".weight_scale",
+                             "this engine hands vLLM MXFP8 linears (weight, weight_scale); vLLM's ModelOpt NVFP4 "
+                             "layers also want input scales, which a bucket does not carry")
+    parts = unpack_bucket(bucket, [entry for entry, _ in entries])  # views of the bucket
+    pairs = []
+    for entry, module in entries:
         if entry["fp8_dtype"] != "e4m3":
-            raise ValueError(f"{where} holds {entry['fp8_dtype']} values: vLLM's MXFP8 weights are float8_e4m3fn")
-        if entry.get("direction", "rowwise") != "rowwise":
-            raise ValueError(f"{where} is {entry['direction']}: vLLM's MXFP8 linears load rowwise [N, K] weights")
-        module = name[:-len(".weight")] if name.endswith(".weight") else name
-        if not module:
-            raise ValueError(f"{where} has no module name: vLLM loads <module>.weight and <module>.weight_scale")
-        for suffix in (".weight", ".weight_scale"):
-            if module + suffix in seen:
-                raise ValueError(f"{where} gives {module + suffix!r} again (entries {module!r} and "
-                                 f"{module + '.weight'!r} are the same vLLM parameter)")
-            seen.add(module + suffix)
-        pairs += [(f"{module}.weight", parts[name].values), (f"{module}.weight_scale", parts[name].scales)]
+            raise ValueError(f"manifest entry {entry['name']!r} holds {entry['fp8_dtype']} values: vLLM's MXFP8 "
+                             "weights are float8_e4m3fn")
+        part = parts[entry["name"]]
+        pairs += [(f"{module}.weight", part.values), (f"{module}.weight_scale", part.scales)]
     return pairs
 
 

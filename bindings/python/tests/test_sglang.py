@@ -81,6 +81,11 @@ def test_what_sglang_cannot_load_is_refused(tb):
         mxfp8.sglang.flattened_bucket(bucket, manifest, tb.FlattenedTensorMetadata)
     with pytest.raises(TypeError, match="1-D uint8 torch tensor"):
         mxfp8.sglang.flattened_bucket(bucket.numpy(), manifest, tb.FlattenedTensorMetadata)
+    data, buf, _ = make_mxfp8((64, 64), "compact", seed=4)
+    rowwise = {"data": torch.from_numpy(data.view(np.uint8)), "scale_inv": torch.from_numpy(buf), "swizzled": False}
+    bucket, manifest = mxfp8.export_bucket({"w": rowwise, "w.weight": rowwise})  # one SGLang parameter, twice
+    with pytest.raises(ValueError, match="gives 'w.weight' again"):
+        mxfp8.sglang.flattened_bucket(bucket, manifest, tb.FlattenedTensorMetadata)
 
 
 def test_the_example_posts_every_bucket_as_sglangs_route_takes_it(tb, monkeypatch):
