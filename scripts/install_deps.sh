@@ -90,18 +90,20 @@ if [ "$what" = test ] && ! ls "$VIRTUAL_ENV"/wheels/flashinfer_python-*.whl >/de
   stage "downloading the flashinfer-python wheel into $VIRTUAL_ENV/wheels (a test oracle, not installed)"
   run_logged flashinfer-wheel "" python3 -m pip download -q --no-deps "flashinfer-python==0.7.2.post1" -d "$VIRTUAL_ENV/wheels"
 fi
-# vLLM's files are test oracles, read unchanged: its MXFP8 MoE padding (align_mxfp8_moe_weights_for_fi_trtllm,
+# vLLM's files are test oracles, read unchanged: its 128x4 swizzle and online quantizer (mxfp8_utils.py,
+# test_oracle_vllm.py), its MXFP8 MoE padding (align_mxfp8_moe_weights_for_fi_trtllm,
 # flashinfer_utils.py) and the round_up it uses (bindings/python/tests/test_trtllm_layout.py runs them), and its
 # weight-transfer base classes, factory and config (bindings/python/tests/test_vllm_engine.py runs mxfp8.vllm's
 # engine through them). The 336 MB wheel is downloaded into a temporary folder, those files kept under
 # $VIRTUAL_ENV/wheels/vllm-0.33.0, the wheel deleted; a kept folder missing one of them is made again.
 vllm_kept="$VIRTUAL_ENV/wheels/vllm-0.33.0"
 vllm_files="vllm/model_executor/layers/quantization/utils/flashinfer_utils.py vllm/utils/math_utils.py
+vllm/model_executor/layers/quantization/utils/mxfp8_utils.py
 vllm/distributed/weight_transfer/base.py vllm/distributed/weight_transfer/factory.py vllm/config/weight_transfer.py"
 vllm_missing=0
 for f in $vllm_files; do [ -f "$vllm_kept/$f" ] || vllm_missing=1; done
 if [ "$what" = test ] && [ "$vllm_missing" = 1 ]; then
-  stage "downloading the vllm wheel (five of its files are a test oracle; the wheel is not kept)"
+  stage "downloading the vllm wheel (six of its files are a test oracle; the wheel is not kept)"
   vllm_tmp=$(mktemp -d)
   run_logged vllm-wheel "" python3 -m pip download -q --no-deps "vllm==0.33.0" -d "$vllm_tmp"
   python3 - "$vllm_tmp" "$vllm_kept" $vllm_files <<'PY'
