@@ -60,7 +60,7 @@ void copy_matrix_host(ByteMatrix src, ByteMatrix dst) {
   if (src.rows == 0 || src.cols == 0) return;
   if (src.col_stride == 1 && dst.col_stride == 1) {
     // Both sides dense (rows back to back: the merged job of experts' compact scales): one copy, not one a
-    // row (2-byte rows of 32768 experts' scales took ~1 ns a byte).
+    // row (the 32768 2-byte rows of 256 experts of 128 rows took ~1.4 ns a row).
     if (src.row_stride == src.cols && dst.row_stride == dst.cols) {
       std::memcpy(dst.data, src.data, static_cast<size_t>(src.rows * src.cols));
       return;
