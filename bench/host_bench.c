@@ -17,6 +17,20 @@
  *               and the immediate call as a loader holding no handle makes it: mxfp8_grouped_tensor_create,
  *               the export, the release, for the tiny swizzled experts and the (128, 256) views.
  *
+ * and, for the host cost of an immediate batched MoE export (issue 36; --batched alone runs only these):
+ *
+ *   batched:    mxfp8_export_scales_batched of 256 expert tensors (handles made once by mxfp8_grouped_expert
+ *               from two grouped tensors of 128 experts, GEMM-swizzled padded scales, as bench_scales.cu's
+ *               `moe` case makes them) into 256 caller DLTensors, byte offsets into one host bucket in
+ *               order; once with experts of (128, 64) (each group's jobs merge into one: the call's per-
+ *               expert checks, then one unswizzle of 64 KiB), once with tiny experts of (1, 32) (one
+ *               1-scale job an expert, unmerged), and once with experts of (128, 64) whose scales are
+ *               row-major and compact (the same checks an expert; each group's jobs merge into one copy
+ *               of 32 KiB, so the figure is mostly the per-expert checks and jobs: the swizzled case's host
+ *               unswizzle of 64 KiB takes ~100 us on this box, which on a GPU is a kernel's work). Each
+ *               call timed alone, MXFP8_HOST_THREADS=1, median, minimum and p90 in microseconds over
+ *               --grouped-calls calls.
+ *
  * Each once with MXFP8_HOST_THREADS=1 and once with the variable unset (every core the process may run
  * on). The copy moves the same number of bytes counting read + write, as bench_scales.cu does: a memcpy
  * of (bytes read + bytes written) / 2. Every figure is the median (and the minimum) of --reps timed runs
@@ -24,7 +38,7 @@
  * The weight (64 MiB of input) is larger than this machine's last-level cache, so the runs are mostly
  * cold; nothing else is done to flush caches.
  *
- *   host_bench [--reps N] [--grouped] [--grouped-calls N] [--out FILE] [--note TEXT]
+ *   host_bench [--reps N] [--grouped] [--batched] [--grouped-calls N] [--out FILE] [--note TEXT]
  *   (JSON on stdout, and in FILE when given) */
 #define _GNU_SOURCE
 #include <sched.h>
@@ -239,6 +253,87 @@ static void time_grouped_cases(FILE *out, int calls) {
   unsetenv("MXFP8_HOST_THREADS");
 }
 
+/* ---- The batched export of expert handles (issue 36) ---- */
+
+enum { kGroupExperts = 128 };
+
+typedef struct {
+  grouped_case groups[2];
+  mxfp8_tensor *experts[kExperts];
+  DLTensor dst[kExperts];
+  DLTensor *dst_ptrs[kExperts];
+  int64_t sizes[kExperts];
+  uint8_t *bucket;
+} batched_case;
+
+/* Two grouped tensors of 128 experts of (rows, cols), swizzled padded scales; 256 expert handles; their
+ * compact scales' destinations back to back in one bucket. */
+static void batched_setup(batched_case *b, int64_t rows, int64_t cols, int swizzled) {
+  memset(b, 0, sizeof *b);
+  const int64_t c = (cols + 31) / 32, per_expert = rows * c;
+  b->bucket = (uint8_t *)allocate((size_t)(kExperts * per_expert));
+  for (int g = 0; g < 2; ++g) {
+    /* grouped_setup makes kExperts (256) experts; the first 128 of each are used, as bench_scales' groups */
+    grouped_setup(&b->groups[g], rows, cols, swizzled);
+    for (int e = 0; e < kGroupExperts; ++e) {
+      const int i = g * kGroupExperts + e;
+      check(mxfp8_grouped_expert(b->groups[g].grouped, e, &b->experts[i]), "mxfp8_grouped_expert");
+      b->sizes[i] = per_expert;
+      const DLTensor d = {b->bucket, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, &b->sizes[i], NULL, (uint64_t)(i * per_expert)};
+      b->dst[i] = d;
+      b->dst_ptrs[i] = &b->dst[i];
+    }
+  }
+}
+
+static void batched_release(batched_case *b) {
+  for (int i = 0; i < kExperts; ++i) mxfp8_tensor_release(b->experts[i]);
+  for (int g = 0; g < 2; ++g) {
+    mxfp8_grouped_tensor_release(b->groups[g].grouped);
+    free(b->groups[g].data), free(b->groups[g].scales);
+  }
+  free(b->bucket);
+}
+
+static void batched_call(const batched_case *b) {
+  check(mxfp8_export_scales_batched((const mxfp8_tensor *const *)b->experts, b->dst_ptrs, kExperts, NULL),
+        "mxfp8_export_scales_batched");
+}
+
+static void time_batched(FILE *out, const char *name, const batched_case *b, int calls, int last) {
+  double *us = (double *)malloc((size_t)calls * sizeof *us);
+  if (!us) exit(1);
+  for (int i = 0; i < 16; ++i) batched_call(b);
+  const double c0 = clock_ms(CLOCK_PROCESS_CPUTIME_ID);
+  for (int i = 0; i < calls; ++i) {
+    const double t0 = now_ms();
+    batched_call(b);
+    us[i] = (now_ms() - t0) * 1e3;
+  }
+  const double cpu_us = (clock_ms(CLOCK_PROCESS_CPUTIME_ID) - c0) * 1e3 / calls;
+  qsort(us, (size_t)calls, sizeof us[0], compare_doubles);
+  fprintf(out, "    \"%s\": {\"us_median\": %.2f, \"us_min\": %.2f, \"us_p90\": %.2f, \"cpu_us_mean\": %.2f}%s\n", name,
+          us[calls / 2], us[0], us[calls * 9 / 10], cpu_us, last ? "" : ",");
+  free(us);
+}
+
+static void time_batched_cases(FILE *out, int calls) {
+  setenv("MXFP8_HOST_THREADS", "1", 1);
+  static batched_case small, tiny, row_major;
+  batched_setup(&small, 128, 64, 1);
+  batched_setup(&tiny, 1, 32, 1);
+  batched_setup(&row_major, 128, 64, 0);
+  fprintf(out, "  \"batched\": {\n    \"experts\": %d, \"calls\": %d, \"threads\": 1,\n", kExperts, calls);
+  time_batched(out, "experts_128x64", &small, calls, 0);
+  time_batched(out, "experts_1x32", &tiny, calls, 0);
+  time_batched(out, "experts_128x64_row_major", &row_major, calls, 1);
+  fprintf(out, "  }");
+  batched_release(&small);
+  batched_release(&tiny);
+  batched_release(&row_major);
+  unsetenv("MXFP8_HOST_THREADS");
+}
+
 static void cpu_model(char *buf, size_t n) {
   snprintf(buf, n, "unknown");
   FILE *f = fopen("/proc/cpuinfo", "r");
@@ -311,16 +406,17 @@ static void time_weight(FILE *out, int reps) {
 }
 
 int main(int argc, char **argv) {
-  int reps = 5, grouped_only = 0, grouped_calls = 5000;
+  int reps = 5, grouped_only = 0, batched_only = 0, grouped_calls = 5000;
   const char *out_path = NULL, *note = "";
   for (int i = 1; i < argc; ++i) {
     if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--out") && i + 1 < argc) out_path = argv[++i];
     else if (!strcmp(argv[i], "--note") && i + 1 < argc) note = argv[++i];
     else if (!strcmp(argv[i], "--grouped")) grouped_only = 1;
+    else if (!strcmp(argv[i], "--batched")) batched_only = 1;
     else if (!strcmp(argv[i], "--grouped-calls") && i + 1 < argc) grouped_calls = atoi(argv[++i]);
     else {
-      fprintf(stderr, "usage: %s [--reps N] [--grouped] [--grouped-calls N] [--out FILE] [--note TEXT]\n", argv[0]);
+      fprintf(stderr, "usage: %s [--reps N] [--grouped] [--batched] [--grouped-calls N] [--out FILE] [--note TEXT]\n", argv[0]);
       return 2;
     }
   }
@@ -347,8 +443,12 @@ int main(int argc, char **argv) {
   fprintf(out, "{\n  \"date\": \"%s\",\n  \"cpu\": \"%s\",\n  \"cores\": %d,\n  \"load_average_1min_at_start\": %s,\n",
           date, model, cores, load);
   fprintf(out, "  \"shape\": [%d, %d],\n  \"reps\": %d,\n  \"note\": \"%s\",\n", kRows, kCols, reps, note);
-  if (!grouped_only) time_weight(out, reps);
-  time_grouped_cases(out, grouped_calls);
+  if (!grouped_only && !batched_only) time_weight(out, reps);
+  if (!batched_only || grouped_only) time_grouped_cases(out, grouped_calls);
+  if (!grouped_only || batched_only) {
+    if (!batched_only || grouped_only) fprintf(out, ",\n");
+    time_batched_cases(out, grouped_calls);
+  }
   fprintf(out, "\n}\n");
   fclose(out);
   fputs(text, stdout);

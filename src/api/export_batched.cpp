@@ -39,14 +39,15 @@ ExportJobs batched_jobs(const mxfp8_tensor *const *tensors, DLTensor *const *des
     const int64_t needed = dir.scale_rows * dir.scale_cols;
     uint8_t *out = expect_indexed_buffer(*dst, {"destinations", Holds::ScaleBytes, 0, &device, "the tensors are", needed}, i);
     add_read_spans(*t, i, "tensors", spans);
-    spans.push_back(span_of(out, needed, "destinations", i, true));
-    // An empty matrix moves nothing, however many rows it has: no job, so no loop over its rows.
+    add_span(spans, out, static_cast<uint64_t>(needed), "destinations", i, true);
+    // An empty matrix moves nothing, however many rows it has: no job, so no loop over its rows. Merged as
+    // it is appended (the list coalesce_jobs makes): the experts of a grouped tensor exported back to back
+    // are one job, and a job merged is never copied into the list.
     if (needed > 0)
-      jobs.push_back(scale_job(dir.source, MXFP8_SCALE_LAYOUT_COMPACT, direction == MXFP8_DIRECTION_COLUMNWISE, out,
-                               o.scale_fixup == MXFP8_SCALE_FIXUP_ZERO_EXPONENT_AS_ONE));
+      append_coalesced(jobs, scale_job(dir.source, MXFP8_SCALE_LAYOUT_COMPACT, direction == MXFP8_DIRECTION_COLUMNWISE,
+                                       out, o.scale_fixup == MXFP8_SCALE_FIXUP_ZERO_EXPONENT_AS_ONE));
   }
   check_no_overlap(spans);
-  coalesce_jobs(jobs);
   return result;
 }
 

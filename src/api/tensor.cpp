@@ -394,13 +394,11 @@ void add_read_spans(const mxfp8_tensor &tensor, size_t index, const char *kind, 
   for (int d = 0; d < 2; ++d) {
     const Direction &dir = tensor.directions[d];
     if (!dir.present()) continue;
-    spans.push_back(Span{reinterpret_cast<uintptr_t>(dir.data_begin), static_cast<uint64_t>(dir.data_bytes), kind,
-                         index, false, kDataNames[d]});
-    spans.push_back(Span{reinterpret_cast<uintptr_t>(dir.scales_begin), static_cast<uint64_t>(dir.scales_bytes), kind,
-                         index, false, kScaleNames[d]});
+    add_span(spans, dir.data_begin, static_cast<uint64_t>(dir.data_bytes), kind, index, false, kDataNames[d]);
+    add_span(spans, dir.scales_begin, static_cast<uint64_t>(dir.scales_bytes), kind, index, false, kScaleNames[d]);
     if (dir.amax_data)
-      spans.push_back(Span{reinterpret_cast<uintptr_t>(dir.amax_data),
-                           static_cast<uint64_t>(dir.amax_count) * sizeof(float), kind, index, false, kAmaxNames[d]});
+      add_span(spans, dir.amax_data, static_cast<uint64_t>(dir.amax_count) * sizeof(float), kind, index, false,
+               kAmaxNames[d]);
   }
 }
 

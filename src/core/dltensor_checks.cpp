@@ -135,13 +135,14 @@ uint8_t *expect_buffer(const DLTensor &t, const BufferCheck &c) {
   return byte_pointer(t);
 }
 
-uint8_t *expect_indexed_buffer(const DLTensor &t, BufferCheck check, size_t index, const char *suffix) {
+uint8_t *expect_indexed_buffer(const DLTensor &t, const BufferCheck &check, size_t index, const char *suffix) {
   try {
     return expect_buffer(t, check);
   } catch (const Error &) {
     const IndexedName name(check.name, index, suffix);
-    check.name = name;
-    expect_buffer(t, check);  // the checks only read, so this fails the same way, now naming the argument
+    BufferCheck named = check;
+    named.name = name;
+    expect_buffer(t, named);  // the checks only read, so this fails the same way, now naming the argument
     throw;
   }
 }

@@ -51,7 +51,9 @@ struct BufferCheck {
 uint8_t *expect_buffer(const DLTensor &t, const BufferCheck &check);
 // The same for argument `check.name[index]suffix` of a batched call (e.g. "destinations[7].values"):
 // the name is formatted only when a check fails, since these run once per tensor of a whole model.
-uint8_t *expect_indexed_buffer(const DLTensor &t, BufferCheck check, size_t index, const char *suffix = "");
+// `check` by reference: a BufferCheck passed by value is copied onto the stack 16 bytes at a time from the
+// 8-byte stores that just built it (a failed store-to-load forward, a stall per tensor).
+uint8_t *expect_indexed_buffer(const DLTensor &t, const BufferCheck &check, size_t index, const char *suffix = "");
 // uint8 or float8_e8m0fnu, the two dtypes an E8M0 scale byte may carry.
 void check_scale_dtype(const DLTensor &t, const char *name);
 // The dtypes of `holds` (ScaleBytes, E4m3ScaleBytes or AnyScaleBytes) for a scale buffer.

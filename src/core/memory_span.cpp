@@ -43,10 +43,14 @@ void check_no_overlap(const std::vector<Span> &spans) {
   };
   // Written spans in address order: each must start at or after the furthest end before it. Only they
   // are sorted (a batched call over a model has a few read spans for each written one).
+  // The count and the first span held in locals: writes.push_back could alias spans' own fields for all the
+  // compiler knows, which reloaded and re-divided spans.size() on every span (a batched call has ~3 a tensor).
+  const size_t count = spans.size();
+  const Span *const all = spans.data();
   std::vector<uint32_t> writes;
-  writes.reserve(spans.size());
-  for (size_t i = 0; i < spans.size(); ++i)
-    if (spans[i].written && spans[i].bytes > 0) writes.push_back(static_cast<uint32_t>(i));
+  writes.reserve(count);
+  for (size_t i = 0; i < count; ++i)
+    if (all[i].written && all[i].bytes > 0) writes.push_back(static_cast<uint32_t>(i));
   const auto before = [&](uint32_t a, uint32_t b) { return later(b, a); };
   if (!std::is_sorted(writes.begin(), writes.end(), before))  // destinations laid out in order: no sort
     std::sort(writes.begin(), writes.end(), before);
@@ -59,8 +63,8 @@ void check_no_overlap(const std::vector<Span> &spans) {
   // range as a whole (the usual case: sources and destinations in different allocations) skip the search.
   if (writes.empty()) return;
   const uintptr_t written_begin = spans[writes.front()].begin, written_end = end_of(&spans[writes.back()]);
-  for (size_t i = 0; i < spans.size(); ++i) {
-    const Span &r = spans[i];
+  for (size_t i = 0; i < count; ++i) {
+    const Span &r = all[i];
     if (r.written || r.bytes == 0 || end_of(&r) <= written_begin || r.begin >= written_end) continue;
     const auto w = std::partition_point(writes.begin(), writes.end(),
                                         [&](uint32_t k) { return end_of(&spans[k]) <= r.begin; });

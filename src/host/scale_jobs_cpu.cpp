@@ -59,6 +59,12 @@ void swizzle_host(ByteMatrix src, uint8_t *swizzled) {
 void copy_matrix_host(ByteMatrix src, ByteMatrix dst) {
   if (src.rows == 0 || src.cols == 0) return;
   if (src.col_stride == 1 && dst.col_stride == 1) {
+    // Both sides dense (rows back to back: the merged job of experts' compact scales): one copy, not one a
+    // row (the 32768 2-byte rows of 256 experts of 128 rows took ~1.4 ns a row).
+    if (src.row_stride == src.cols && dst.row_stride == dst.cols) {
+      std::memcpy(dst.data, src.data, static_cast<size_t>(src.rows * src.cols));
+      return;
+    }
     for (int64_t r = 0; r < src.rows; ++r)
       std::memcpy(dst.data + r * dst.row_stride, src.data + r * src.row_stride,
                   static_cast<size_t>(src.cols));
