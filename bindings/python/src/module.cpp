@@ -800,6 +800,17 @@ std::optional<DevicePair> jax_device(const char *name, py::handle obj) {
   PyObject *sharding = jax_single_device_sharding(obj);
   if (!sharding) return std::nullopt;
   py::object owned = py::reinterpret_steal<py::object>(sharding);
+  // A deleted (or donated) array: __dlpack_device__ raises what JAX raises for it, as before the route.
+  static PyObject *is_deleted_name = PyUnicode_InternFromString("is_deleted");
+  PyObject *deleted = PyObject_CallMethodNoArgs(obj.ptr(), is_deleted_name);
+  if (!deleted) {
+    if (!PyErr_ExceptionMatches(PyExc_Exception)) throw py::error_already_set();
+    PyErr_Clear();
+    return std::nullopt;
+  }
+  const bool is_deleted = deleted != Py_False;
+  Py_DECREF(deleted);
+  if (is_deleted) return std::nullopt;
   static PyObject *memory_kind_name = PyUnicode_InternFromString("memory_kind");
   static PyObject *device_name = PyUnicode_InternFromString("_device");
   static PyObject *device_memory = PyUnicode_InternFromString("device");
