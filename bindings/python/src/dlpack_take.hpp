@@ -180,10 +180,16 @@ struct JaxNames {
   PyObject *export_buffer = nullptr;  // jaxlib._jax.buffer_to_dlpack_managed_tensor
 };
 
+// Set when jaxlib's function refused its arguments (jax_capsule): no route from then on.
+inline bool &jax_route_off() {
+  static bool off = false;
+  return off;
+}
+
 inline const JaxNames *jax_names(PyObject *obj) {
   static JaxNames names;  // strong references, kept for the process's life
   static bool looked = false;
-  if (looked) return names.array ? &names : nullptr;
+  if (looked) return names.array && !jax_route_off() ? &names : nullptr;
   // Until a jax.Array is seen, nothing is looked up (no import: a jax.Array means jaxlib is imported).
   if (std::strcmp(Py_TYPE(obj)->tp_name, "jaxlib._jax.ArrayImpl") != 0) return nullptr;
   looked = true;
@@ -251,6 +257,9 @@ inline py::object jax_capsule(py::handle obj, const py::object &stream) {
   PyObject *capsule = PyObject_Vectorcall(names->export_buffer, args + 1, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, stream_only);
   if (!capsule) {
     if (!PyErr_ExceptionMatches(PyExc_Exception)) throw py::error_already_set();
+    // A TypeError: a jaxlib whose function takes other arguments; the route is off for the process (it
+    // costs only speed), rather than failing every call before __dlpack__.
+    if (PyErr_ExceptionMatches(PyExc_TypeError)) jax_route_off() = true;
     PyErr_Clear();  // __dlpack__ says why, in JAX's words
     return py::none();
   }

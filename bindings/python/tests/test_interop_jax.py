@@ -173,3 +173,57 @@ def test_sharded_arrays_go_through_dunder_dlpack():
     assert got["replicated"] == "BufferError" and got["replicated_counts"] == [0, 0]
     assert got["one_device_mesh"] and got["one_device_mesh_counts"] == [1, 1]  # the mesh's array by __dlpack__
     assert got["second_device"] and got["second_device_counts"] == [2, 0]
+
+
+FAILING_EXPORT = r"""
+import json, sys
+import jax, jax.numpy as jnp, numpy as np
+import jaxlib._jax
+import mxfp8
+sys.path.insert(0, sys.argv[1])
+from conftest import make_mxfp8
+
+real = jaxlib._jax.buffer_to_dlpack_managed_tensor
+calls = {"n": 0}
+def export(buffer, stream=None):  # what the route finds (looked up on its first jax.Array)
+    calls["n"] += 1
+    if calls["n"] == 1:
+        raise RuntimeError("a failure of the export (not its arguments)")
+    if calls["n"] == 3:
+        raise TypeError("another signature")
+    return real(buffer, stream=stream)
+jaxlib._jax.buffer_to_dlpack_managed_tensor = export  # JAX's own __dlpack__ calls it too
+
+def counts():
+    return [mxfp8._mxfp8.taken_by_jax(), mxfp8._mxfp8.taken_counts()["dlpack"]]
+
+data, buf, s = make_mxfp8((128, 64), "compact", seed=10)
+x, b = jnp.asarray(data), jnp.asarray(buf)
+out = []
+for _ in range(3):
+    before = counts()
+    r = mxfp8.export_components(x, b, swizzled=False, values_dtype="uint8")
+    ok = bool(np.array_equal(np.from_dlpack(r.values), data) and np.array_equal(np.from_dlpack(r.scales), s))
+    out.append([ok] + [a - c for a, c in zip(counts(), before)])
+print(json.dumps(out))
+"""
+
+
+def test_a_failing_route_falls_back_to_dunder_dlpack():
+    """A call of jaxlib's function that raises hands the array to __dlpack__ (which says why in JAX's words,
+    or exports it); a TypeError (a jaxlib whose function takes other arguments) turns the route off."""
+    import json
+    import os
+    import pathlib
+    import subprocess
+    import sys
+
+    here = str(pathlib.Path(__file__).resolve().parent)
+    run = subprocess.run([sys.executable, "-c", FAILING_EXPORT, here], capture_output=True, text=True,
+                         env=dict(os.environ, JAX_PLATFORMS="cpu"), timeout=300)
+    assert run.returncode == 0, run.stderr
+    got = json.loads(run.stdout.strip().splitlines()[-1])
+    # 1st export: data's route call fails (RuntimeError) -> __dlpack__ (JAX's call 2 works); scale_inv by
+    # the route (call 3: TypeError -> off) -> __dlpack__ (call 4). Then every array asks __dlpack__.
+    assert got[0] == [True, 0, 2]
+    assert got[1] == [True, 0, 2] and got[2] == [True, 0, 2]
