@@ -169,9 +169,10 @@ inline std::unique_ptr<TakenTensor> take_capsule(const py::object &capsule, cons
 // array is refused there) and synchronizes: stream None, the host waits until the buffer is computed; a
 // CUDA stream, that stream waits for it (0.36 us). That function exports the array's FIRST buffer whatever
 // the sharding, so the binding calls it itself only for an array that lies on one device by its type:
-// exactly jaxlib._jax.ArrayImpl with a jaxlib._jax.SingleDeviceSharding, passing the stream __dlpack__
-// would have been passed. Anything else (another sharding, even of one device; a jaxlib without these
-// names; a call that raises) goes through __dlpack__, which raises JAX's own errors.
+// exactly jaxlib._jax.ArrayImpl with a jaxlib._jax.SingleDeviceSharding, on a device of this process
+// (jax_devices), passing the stream __dlpack__ would have been passed. Anything else (another sharding,
+// even of one device; a device not yet known; a jaxlib without these names; a call that raises) goes
+// through __dlpack__, which raises JAX's own errors.
 
 // What the route needs from jaxlib, looked up once (nullptr: no route).
 struct JaxNames {
@@ -245,13 +246,34 @@ inline PyObject *jax_single_device_sharding(py::handle obj, const JaxNames **nam
 // How many objects the route took (tests read it to prove the route was or was not taken).
 inline size_t taken_by_jax = 0;
 
+// The JAX devices whose arrays answered __dlpack_device__ (module.cpp's jax_device asks it once a device, for
+// an array in the device's "device" memory kind): (DLPack device type, id) by jax Device object, each kept
+// alive (the map never sees a reused address); the GIL guards it. A device here holds an array of this
+// process: jaxlib's export of an array with no local buffer would read past an empty list (JAX's __dlpack__
+// refuses it in Python), so the route takes only arrays on a device found here.
+inline std::unordered_map<PyObject *, std::pair<int64_t, int64_t>> &jax_devices() {
+  static std::unordered_map<PyObject *, std::pair<int64_t, int64_t>> known;
+  return known;
+}
+
+// sharding._device (a new reference), or nullptr (error cleared as jax_attr does).
+inline PyObject *jax_device_of_sharding(PyObject *sharding) {
+  static PyObject *device_name = PyUnicode_InternFromString("_device");
+  return jax_attr(sharding, device_name);
+}
+
 // obj's capsule through the route, or None where the route does not apply or failed (the caller then asks
 // __dlpack__). stream: what __dlpack__ would have been given.
 inline py::object jax_capsule(py::handle obj, const py::object &stream) {
   const JaxNames *names = nullptr;
   PyObject *sharding = jax_single_device_sharding(obj, &names);
   if (!sharding) return py::none();
+  PyObject *device = jax_device_of_sharding(sharding);
   Py_DECREF(sharding);
+  if (!device) return py::none();
+  const bool local = jax_devices().count(device) != 0;
+  Py_DECREF(device);
+  if (!local) return py::none();  // not yet known to be this process's: __dlpack__ decides
   static PyObject *stream_only = Py_BuildValue("(s)", "stream");
   PyObject *args[] = {nullptr, obj.ptr(), stream.ptr()};
   PyObject *capsule = PyObject_Vectorcall(names->export_buffer, args + 1, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, stream_only);

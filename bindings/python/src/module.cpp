@@ -812,16 +812,15 @@ std::optional<DevicePair> jax_device(const char *name, py::handle obj) {
   Py_DECREF(deleted);
   if (is_deleted) return std::nullopt;
   static PyObject *memory_kind_name = PyUnicode_InternFromString("memory_kind");
-  static PyObject *device_name = PyUnicode_InternFromString("_device");
   static PyObject *device_memory = PyUnicode_InternFromString("device");
   PyObject *kind = jax_attr(sharding, memory_kind_name);
   if (!kind) return std::nullopt;
   const int is_device_memory = PyUnicode_Check(kind) ? PyUnicode_Compare(kind, device_memory) == 0 : 0;
   Py_DECREF(kind);
   if (!is_device_memory) return std::nullopt;  // pinned or unpinned host memory: __dlpack_device__ decides
-  PyObject *device = jax_attr(sharding, device_name);
+  PyObject *device = jax_device_of_sharding(sharding);
   if (!device) return std::nullopt;
-  static std::unordered_map<PyObject *, DevicePair> known;  // the GIL guards it; devices kept alive
+  auto &known = jax_devices();
   if (auto it = known.find(device); it != known.end()) {
     Py_DECREF(device);
     return it->second;
@@ -833,7 +832,8 @@ std::optional<DevicePair> jax_device(const char *name, py::handle obj) {
     Py_DECREF(device);
     throw;
   }
-  known.emplace(device, d);  // keeps the reference
+  // keeps the reference (unless another thread, while __dlpack_device__ ran, put the device there first)
+  if (!known.emplace(device, d).second) Py_DECREF(device);
   return d;
 }
 

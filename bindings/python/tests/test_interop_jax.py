@@ -129,6 +129,13 @@ def counts():
 out = {}
 cpus = jax.devices("cpu")
 data, buf, s = make_mxfp8((256, 96), "swizzled", seed=9)
+pinned = jax.sharding.SingleDeviceSharding(cpus[0], memory_kind="pinned_host")
+for name in ["pinned_first", "device", "pinned_again"]:
+    kind = jax.sharding.SingleDeviceSharding(cpus[0]) if name == "device" else pinned
+    before = counts()
+    r = mxfp8.export_components(jax.device_put(data, kind), jax.device_put(buf, kind), swizzled=True)
+    out[name] = bool(np.array_equal(np.from_dlpack(r.scales), s))
+    out[name + "_counts"] = [a - c for a, c in zip(counts(), before)]
 b = jnp.asarray(buf)
 for name, sharding in [("split", NamedSharding(Mesh(np.array(cpus), ("x",)), P("x"))),
                        ("replicated", NamedSharding(Mesh(np.array(cpus), ("x",)), P()))]:
@@ -169,6 +176,11 @@ def test_sharded_arrays_go_through_dunder_dlpack():
     assert run.returncode == 0, run.stderr
     got = json.loads(run.stdout.strip().splitlines()[-1])
     # refused by its __dlpack_device__ (asked before any capsule), not exported as its first shard
+    # The route takes an array only on a device whose arrays already answered __dlpack_device__ (device
+    # memory kind): the first pinned-host arrays of the process go through __dlpack__, later ones not.
+    assert got["pinned_first"] and got["pinned_first_counts"] == [0, 2]
+    assert got["device"] and got["device_counts"] == [2, 0]
+    assert got["pinned_again"] and got["pinned_again_counts"] == [2, 0]
     assert got["split"] == "BufferError" and got["split_counts"] == [0, 0]
     assert got["replicated"] == "BufferError" and got["replicated_counts"] == [0, 0]
     assert got["one_device_mesh"] and got["one_device_mesh_counts"] == [1, 1]  # the mesh's array by __dlpack__
