@@ -837,12 +837,14 @@ std::optional<DevicePair> jax_device(const char *name, py::handle obj) {
   return d;
 }
 
-// _args.dlpack_producer: obj's device, asked with __dlpack_device__ (which moves nothing).
+// _args.dlpack_producer: obj's device, as its __dlpack_device__ says (which moves nothing); remembered per
+// device for a jax.Array (jax_device), else asked.
 DevicePair dlpack_device_of(const char *name, py::handle obj) {
   if (const auto d = jax_device(name, obj)) return *d;
   return asked_dlpack_device(name, obj);
 }
 
+// obj.__dlpack_device__(), checked to be a (device_type, device_id) pair.
 DevicePair asked_dlpack_device(const char *name, py::handle obj) {
   if (!py::hasattr(obj, "__dlpack__") || !py::hasattr(obj, "__dlpack_device__"))
     throw py::type_error(std::string(name) + ": expected an object with __dlpack__ (torch, JAX, CuPy, NumPy), got " +
