@@ -789,8 +789,63 @@ std::string format_device(DevicePair d) {
   return (name ? std::string(name) : "type " + std::to_string(d.first)) + ":" + std::to_string(d.second);
 }
 
-// _args.dlpack_producer: obj's device, asked with __dlpack_device__ (which moves nothing).
+DevicePair asked_dlpack_device(const char *name, py::handle obj);
+
+// A jax.Array's device as its __dlpack_device__ says it (dlpack_take.hpp's JAX route): that Python method's
+// answer depends only on the array's device and memory kind (platform, CUDA or ROCm, pinned host memory,
+// local hardware id), so for an array on one device (jax_single_device_sharding) in the "device" memory
+// kind it is asked once per jax Device and remembered (0.8 us a call otherwise). Nothing: not such an
+// array; ask __dlpack_device__.
+std::optional<DevicePair> jax_device(const char *name, py::handle obj) {
+  PyObject *sharding = jax_single_device_sharding(obj);
+  if (!sharding) return std::nullopt;
+  py::object owned = py::reinterpret_steal<py::object>(sharding);
+  // A deleted (or donated) array: __dlpack_device__ raises what JAX raises for it, as before the route.
+  static PyObject *is_deleted_name = PyUnicode_InternFromString("is_deleted");
+  PyObject *deleted = PyObject_CallMethodNoArgs(obj.ptr(), is_deleted_name);
+  if (!deleted) {
+    if (!PyErr_ExceptionMatches(PyExc_Exception)) throw py::error_already_set();
+    PyErr_Clear();
+    return std::nullopt;
+  }
+  const bool is_deleted = deleted != Py_False;
+  Py_DECREF(deleted);
+  if (is_deleted) return std::nullopt;
+  static PyObject *memory_kind_name = PyUnicode_InternFromString("memory_kind");
+  static PyObject *device_memory = PyUnicode_InternFromString("device");
+  PyObject *kind = jax_attr(sharding, memory_kind_name);
+  if (!kind) return std::nullopt;
+  const int is_device_memory = PyUnicode_Check(kind) ? PyUnicode_Compare(kind, device_memory) == 0 : 0;
+  Py_DECREF(kind);
+  if (!is_device_memory) return std::nullopt;  // pinned or unpinned host memory: __dlpack_device__ decides
+  PyObject *device = jax_device_of_sharding(sharding);
+  if (!device) return std::nullopt;
+  auto &known = jax_devices();
+  if (auto it = known.find(device); it != known.end()) {
+    Py_DECREF(device);
+    return it->second;
+  }
+  DevicePair d;
+  try {
+    d = asked_dlpack_device(name, obj);
+  } catch (...) {
+    Py_DECREF(device);
+    throw;
+  }
+  // keeps the reference (unless another thread, while __dlpack_device__ ran, put the device there first)
+  if (!known.emplace(device, d).second) Py_DECREF(device);
+  return d;
+}
+
+// _args.dlpack_producer: obj's device, as its __dlpack_device__ says (which moves nothing); remembered per
+// device for a jax.Array (jax_device), else asked.
 DevicePair dlpack_device_of(const char *name, py::handle obj) {
+  if (const auto d = jax_device(name, obj)) return *d;
+  return asked_dlpack_device(name, obj);
+}
+
+// obj.__dlpack_device__(), checked to be a (device_type, device_id) pair.
+DevicePair asked_dlpack_device(const char *name, py::handle obj) {
   if (!py::hasattr(obj, "__dlpack__") || !py::hasattr(obj, "__dlpack_device__"))
     throw py::type_error(std::string(name) + ": expected an object with __dlpack__ (torch, JAX, CuPy, NumPy), got " +
                          type_name(obj));
@@ -1915,6 +1970,8 @@ PYBIND11_MODULE(_mxfp8, m) {
   m.def("taken_counts", [] {
     return py::dict(py::arg("exchange_api") = taken_by_exchange_api, py::arg("dlpack") = taken_by_dunder_dlpack);
   }, "How many objects were taken through each path (for tests).");
+  m.def("taken_by_jax", [] { return taken_by_jax; },
+        "How many jax.Arrays were taken through jaxlib's C++ export rather than __dlpack__ (for tests).");
   m.def("fast_exports", [] { return fast_exports; }, "How many calls of the Python API were plain: every object taken through its framework's exchange API, no "
         "Python code run for an argument (for tests).");
   py::class_<Nvfp4Tensor>(m, "Nvfp4Tensor", "An NVFP4 mxfp8_tensor handle over DLPack inputs.")
