@@ -205,15 +205,15 @@ static void grouped_call(const grouped_case *g) {
   if (g->create) mxfp8_grouped_tensor_release(grouped);
 }
 
-/* Median and minimum, in microseconds, of `calls` calls timed one at a time after a few warm-ups. */
-static void time_grouped(FILE *out, const char *name, const grouped_case *g, int calls, int last) {
+/* Median and minimum, in microseconds, of `calls` calls of call(arg) timed one at a time after a few warm-ups. */
+static void time_calls(FILE *out, const char *name, void (*call)(const void *), const void *arg, int calls, int last) {
   double *us = (double *)malloc((size_t)calls * sizeof *us);
   if (!us) exit(1);
-  for (int i = 0; i < 16; ++i) grouped_call(g);
+  for (int i = 0; i < 16; ++i) call(arg);
   const double c0 = clock_ms(CLOCK_PROCESS_CPUTIME_ID);
   for (int i = 0; i < calls; ++i) {
     const double t0 = now_ms();
-    grouped_call(g);
+    call(arg);
     us[i] = (now_ms() - t0) * 1e3;
   }
   const double cpu_us = (clock_ms(CLOCK_PROCESS_CPUTIME_ID) - c0) * 1e3 / calls;
@@ -221,6 +221,12 @@ static void time_grouped(FILE *out, const char *name, const grouped_case *g, int
   fprintf(out, "    \"%s\": {\"us_median\": %.2f, \"us_min\": %.2f, \"us_p90\": %.2f, \"cpu_us_mean\": %.2f}%s\n", name,
           us[calls / 2], us[0], us[calls * 9 / 10], cpu_us, last ? "" : ",");
   free(us);
+}
+
+static void grouped_call_of(const void *g) { grouped_call((const grouped_case *)g); }
+
+static void time_grouped(FILE *out, const char *name, const grouped_case *g, int calls, int last) {
+  time_calls(out, name, grouped_call_of, g, calls, last);
 }
 
 static void time_grouped_cases(FILE *out, int calls) {
@@ -300,21 +306,10 @@ static void batched_call(const batched_case *b) {
         "mxfp8_export_scales_batched");
 }
 
+static void batched_call_of(const void *b) { batched_call((const batched_case *)b); }
+
 static void time_batched(FILE *out, const char *name, const batched_case *b, int calls, int last) {
-  double *us = (double *)malloc((size_t)calls * sizeof *us);
-  if (!us) exit(1);
-  for (int i = 0; i < 16; ++i) batched_call(b);
-  const double c0 = clock_ms(CLOCK_PROCESS_CPUTIME_ID);
-  for (int i = 0; i < calls; ++i) {
-    const double t0 = now_ms();
-    batched_call(b);
-    us[i] = (now_ms() - t0) * 1e3;
-  }
-  const double cpu_us = (clock_ms(CLOCK_PROCESS_CPUTIME_ID) - c0) * 1e3 / calls;
-  qsort(us, (size_t)calls, sizeof us[0], compare_doubles);
-  fprintf(out, "    \"%s\": {\"us_median\": %.2f, \"us_min\": %.2f, \"us_p90\": %.2f, \"cpu_us_mean\": %.2f}%s\n", name,
-          us[calls / 2], us[0], us[calls * 9 / 10], cpu_us, last ? "" : ",");
-  free(us);
+  time_calls(out, name, batched_call_of, b, calls, last);
 }
 
 static void time_batched_cases(FILE *out, int calls) {
