@@ -41,9 +41,15 @@ def delta(before):
     return after[0] - before[0], after[1] - before[1]
 
 
+def on_cpu(a):
+    """`a` on JAX's CPU device (where JAX has a GPU, jnp.asarray puts arrays there: these tests read the
+    results with NumPy, and bench/jax_overhead.py checks the route bit for bit on the GPU)."""
+    return jax.device_put(jnp.asarray(a), jax.devices("cpu")[0])
+
+
 def test_single_device_jax_arrays_take_the_route_and_stay_views():
     data, buf, s = make_mxfp8((257, 96), "swizzled", seed=5)
-    x, b = jnp.asarray(data), jnp.asarray(buf)
+    x, b = on_cpu(data), on_cpu(buf)
     before = counts()
     values, scales = mxfp8.export_components(x, b, swizzled=True, values_dtype="uint8")
     assert delta(before) == (2, 0)  # neither asked __dlpack__
@@ -69,8 +75,8 @@ def test_an_array_still_being_computed_is_waited_for():
             return a ^ (f[0, 0] > 1e30).astype(jnp.uint8), f
         return jax.lax.fori_loop(0, 60, body, (d, f))[0]
 
-    f = jnp.asarray(np.random.default_rng(0).standard_normal((512, 512), np.float32) / 32)
-    d, b = jnp.asarray(data), jnp.asarray(buf)
+    f = on_cpu(np.random.default_rng(0).standard_normal((512, 512), np.float32) / 32)
+    d, b = on_cpu(data), on_cpu(buf)
     jax.block_until_ready(slow(d, f))  # compiled
     x = slow(d, f)
     assert not x.is_ready()  # still computing when the export starts
@@ -89,9 +95,9 @@ def test_non_default_layouts_reach_the_library_as_strides():
     column_major = lambda a: jax.device_put(jnp.asarray(a), Format(Layout(major_to_minor=(1, 0)), sharding))
     before = counts()
     with pytest.raises(ValueError, match=r"rowwise_data: strides \(1, 256\) are not row-major"):
-        mxfp8.export_components(column_major(data), jnp.asarray(buf), swizzled=False)
+        mxfp8.export_components(column_major(data), on_cpu(buf), swizzled=False)
     with pytest.raises(ValueError, match=r"rowwise_scale_inv: the last dimension must have stride 1"):
-        mxfp8.export_components(jnp.asarray(data), column_major(buf), swizzled=False)
+        mxfp8.export_components(on_cpu(data), column_major(buf), swizzled=False)
     assert delta(before) == (4, 0)
 
 
