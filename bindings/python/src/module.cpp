@@ -961,6 +961,14 @@ class Call {
 
   // Takes inputs[i] (named names[i]) for reading into into[i]; `out` (named out_name; None: none) is an
   // output whose device is checked here, before any capsule, and taken by take_output.
+  // An MXFP8 tensor's two inputs, data and scale_inv, into taken[0] and taken[1] (export, dequantize, convert).
+  void take_tensor(py::handle stream, py::handle data, py::handle scale_inv, TakenTensor *taken,
+                   py::handle out = py::none()) {
+    static const char *const names[2] = {"data", "scale_inv"};
+    const py::handle inputs[2] = {data, scale_inv};
+    take_inputs(stream, 2, names, inputs, taken, out);
+  }
+
   void take_inputs(py::handle stream, size_t n, const char *const *names, const py::handle *inputs, TakenTensor *into,
                    py::handle out = py::none(), const char *out_name = "out") {
     first_ = inputs[0];
@@ -1194,10 +1202,8 @@ py::object export_components_entry(PyObject *const *args) {
   const bool swz = flag("swizzled", swizzled, plain);
   Call call;
   call.plain = plain;
-  static const char *const names[2] = {"data", "scale_inv"};
-  const py::handle inputs[2] = {data, scale_inv};
   TakenTensor taken[2];
-  call.take_inputs(stream, 2, names, inputs, taken);
+  call.take_tensor(stream, data, scale_inv, taken);
   TensorHandle tensor = tensor_of(taken, dims, format, swz, dir, blk);
   mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
   o.direction = dir;
@@ -1278,10 +1284,8 @@ py::object dequantize_entry(PyObject *const *args) {
   const int blk = choice("block", block, kBlocks, "['1x32', '32x32']");
   Call call;
   call.plain = plain;
-  static const char *const names[2] = {"data", "scale_inv"};
-  const py::handle inputs[2] = {data, scale_inv};
   TakenTensor taken[2];
-  call.take_inputs(stream, 2, names, inputs, taken, out);
+  call.take_tensor(stream, data, scale_inv, taken, out);
   const std::vector<int64_t> logical =
       dims ? *dims : std::vector<int64_t>(taken[0].tensor()->shape, taken[0].tensor()->shape + taken[0].tensor()->ndim);
   TensorHandle tensor = tensor_of(taken, dims, format, swz, dir, blk);
@@ -1562,10 +1566,8 @@ py::object convert_entry(PyObject *const *args) {
 
   Call call;
   call.plain = plain;
-  static const char *const names[2] = {"data", "scale_inv"};
-  const py::handle inputs[2] = {data, scale_inv};
   TakenTensor taken[2];
-  call.take_inputs(stream, 2, names, inputs, taken, out);
+  call.take_tensor(stream, data, scale_inv, taken, out);
   if (given_values) call.check_output("values", values);
   const DLTensor &d = *taken[0].tensor();
   const DLDataType data_dtype = d.dtype;
