@@ -253,10 +253,12 @@ struct Profiler {
   }
 };
 
-// One weight's swizzled scales, unswizzled into a compact buffer.
+// One weight's swizzled scales, unswizzled into a compact buffer (`ms`), and the other direction,
+// mxfp8_swizzle_scales of the compact scales into the 128x4 layout (`swizzle_ms`: what an importer that
+// feeds cuBLAS runs); the same bytes move either way.
 struct ShapeResult {
   int64_t rows, k, bytes;
-  double ms, copy_ms;
+  double ms, swizzle_ms, copy_ms;
 };
 
 // With a profiler: only its case `weight_<rows>x<k>` (no result).
@@ -277,19 +279,24 @@ ShapeResult bench_shape(int64_t rows, int64_t k, Profiler *profiler = nullptr) {
     DLTensor s = bytes_tensor(swz[i], sshape, 1), o = bytes_tensor(out[i], cshape, 2);
     mxfp8_check(mxfp8_unswizzle_scales(&s, &o, nullptr), "unswizzle");
   };
-  double ms = 0;
+  const auto swizzle = [&](int i) {
+    DLTensor s = bytes_tensor(swz[i], sshape, 1), o = bytes_tensor(out[i], cshape, 2);
+    mxfp8_check(mxfp8_swizzle_scales(&o, &s, nullptr), "swizzle");
+  };
+  double ms = 0, swizzle_ms = 0;
   if (profiler) {
     const std::string name = "weight_" + std::to_string(rows) + "x" + std::to_string(k);
     profiler->run(name.c_str(), bytes, copies, call);
   } else {
     ms = median_ms_per_iteration(copies, call);
+    swizzle_ms = median_ms_per_iteration(copies, swizzle);
   }
   for (int i = 0; i < copies; ++i) {
     cudaFree(swz[i]);
     cudaFree(out[i]);
   }
-  if (profiler) return ShapeResult{rows, k, bytes, 0, 0};
-  return ShapeResult{rows, k, bytes, ms, copy_ms(bytes)};
+  if (profiler) return ShapeResult{rows, k, bytes, 0, 0, 0};
+  return ShapeResult{rows, k, bytes, ms, swizzle_ms, copy_ms(bytes)};
 }
 
 // A whole 80-layer model: 320 swizzled weights, exported in one batched call into one buffer.
@@ -797,12 +804,16 @@ int main(int argc, char **argv) {
   cuda_check(cudaGetDeviceProperties(&prop, 0), "properties");
   const double peak_ms = copy_ms(2ll << 30);  // a 1 GiB copy: 2 GiB moved
   std::printf("{\"gpu\": \"%s\", \"copy_peak_gbps\": %.1f, \"shapes\": {", prop.name, (2ll << 30) / peak_ms / 1e6);
-  for (size_t i = 0; i < layer.size(); ++i) {
-    const ShapeResult r = bench_shape(layer[i].first, layer[i].second);
-    std::printf("%s\"%lldx%lld\": {\"bytes\": %lld, \"unswizzle_ms\": %.5f, \"copy_ms\": %.5f, \"unswizzle_gbps\": %.1f, "
-                "\"copy_gbps\": %.1f}",
-                i ? ", " : "", (long long)r.rows, (long long)r.k, (long long)r.bytes, r.ms, r.copy_ms,
-                r.bytes / r.ms / 1e6, r.bytes / r.copy_ms / 1e6);
+  // The model's four weights, then two larger scale matrices (65536 x 1024 and 262144 x 896 scales: the
+  // sizes issue 36 quotes for the swizzle direction).
+  std::vector<std::pair<int64_t, int64_t>> shapes = layer;
+  shapes.insert(shapes.end(), {{65536, 32768}, {262144, 28672}});
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    const ShapeResult r = bench_shape(shapes[i].first, shapes[i].second);
+    std::printf("%s\"%lldx%lld\": {\"bytes\": %lld, \"unswizzle_ms\": %.5f, \"swizzle_ms\": %.5f, \"copy_ms\": %.5f, "
+                "\"unswizzle_gbps\": %.1f, \"swizzle_gbps\": %.1f, \"copy_gbps\": %.1f}",
+                i ? ", " : "", (long long)r.rows, (long long)r.k, (long long)r.bytes, r.ms, r.swizzle_ms, r.copy_ms,
+                r.bytes / r.ms / 1e6, r.bytes / r.swizzle_ms / 1e6, r.bytes / r.copy_ms / 1e6);
     std::fflush(stdout);
   }
   const ModelResult m = bench_model(layer, 80);

@@ -123,12 +123,14 @@ step "examples on the GPU"
 grep -E "bit-exact|OK|FAIL|Error" "$LOGS/examples.log" | tail -8
 
 step "benchmarks"
-timeout 60 build-gpu/bench/bench_scales >"$OUT/bench_scales.json" 2>"$LOGS/bench_scales.err" || status=1
+timeout 120 build-gpu/bench/bench_scales >"$OUT/bench_scales.json" 2>"$LOGS/bench_scales.err" || status=1
 python3 - "$OUT/bench_scales.json" <<'PY' || true
 import json, sys
 r = json.load(open(sys.argv[1]))
 print("model", r["whole_model"], "\nmoe", r["moe"])
-print({k: round(v["copy_ms"] / v["unswizzle_ms"], 3) for k, v in r["shapes"].items()})
+print("fraction of copy, unswizzle / swizzle:",
+      {k: (round(v["copy_ms"] / v["unswizzle_ms"], 3), round(v["copy_ms"] / v.get("swizzle_ms", float("nan")), 3))
+       for k, v in r["shapes"].items()})
 if "nvfp4_export" in r:  # fractions of a same-size copy: the whole export call, its scale kernel alone
     e = r["nvfp4_export"]
     print("nvfp4 export", e["ms"], "ms:", round(e["copy_ms"] / e["ms"], 3), "of copy; GPU alone", e["gpu_ms"],

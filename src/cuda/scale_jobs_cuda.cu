@@ -555,59 +555,67 @@ __global__ void __launch_bounds__(W::kThreads, W::kMinBlocksPerSm) produce_compa
   }
 }
 
-// The inverse: one block writes one chunk of the swizzled buffer (padding as zeros) from 128 rows x
-// 4 * W::kTilesPerChunk columns of the compact matrix, gathered through shared memory.
-template <class W>
-__global__ void __launch_bounds__(W::kThreads) swizzle_kernel(ByteMatrix src, uint8_t *swizzled, int32_t tile_cols,
-                                                           int32_t chunks_per_row) {
-  __shared__ uint32_t tiles[W::kSmemWords];
-  const int tile_row = static_cast<int>(blockIdx.x) / chunks_per_row;
-  const int first_tile = (static_cast<int>(blockIdx.x) % chunks_per_row) * W::kTilesPerChunk;
-  const int tiles_here = min(W::kTilesPerChunk, tile_cols - first_tile);
-  const bool word_loads = src.col_stride == 1 && (reinterpret_cast<uintptr_t>(src.data) & 3) == 0 && (src.row_stride & 3) == 0;
-  // Every load of a thread first, into registers, then every store to shared memory: the loads are
-  // independent, so all of them are in flight at once. Loaded and stored one at a time (the compiler does
-  // not move a global load above a shared store), a small matrix waited out 16 load latencies a thread:
-  // a floor of about 12 us whatever its size.
-  constexpr int kWordsPerThread = kTileRows * W::kTilesPerChunk / W::kThreads;
-  static_assert(kTileRows * W::kTilesPerChunk % W::kThreads == 0, "a chunk's words split evenly over the threads");
-  uint32_t words[kWordsPerThread];
+// The inverse, mxfp8_swizzle_scales: a transpose of 4 x 4 words in registers, no shared memory. One
+// thread takes quad q (tiles 4q .. 4q + 3) of a tile row and line l of each of its tiles: it reads the
+// 16 bytes of columns 16q .. 16q + 15 from each of rows l, l + 32, l + 64 and l + 96 (one vector a row)
+// and writes line l of the four tiles, each the words of those four rows for one tile. A warp is 8
+// quads x 4 consecutive lines, so a load instruction reads 4 rows x 128 contiguous bytes and a store
+// writes 8 runs of 64 bytes. Quads are numbered across tile rows (p = tile row * quads + q) so a
+// narrow matrix does not leave lanes idle at every tile row's end. Rows and columns past the matrix
+// are the layout's zero padding; unaligned or strided rows fall back to words or bytes.
+// (A chunk through shared memory, as the unswizzle does, waited out a barrier per chunk: 0.60-0.79 of
+// a copy at large sizes on the H100/H200, bench/LOG.md.)
+constexpr int kSwizzleThreads = 256;
+constexpr int kSwizzleQuadsPerWarp = 8, kSwizzleLinesPerWarp = 4;
+
+__device__ uint32_t compact_word(const ByteMatrix &src, int64_t r, int64_t c, bool word_loads) {
+  const int64_t valid = src.cols - c < kTileCols ? src.cols - c : kTileCols;
+  if (valid <= 0) return 0;
+  const uint8_t *p = src.data + r * src.row_stride + c * src.col_stride;
+  if (word_loads && valid == kTileCols) return __ldg(reinterpret_cast<const uint32_t *>(p));
+  uint32_t w = 0;
+  for (int b = 0; b < valid; ++b) w |= static_cast<uint32_t>(p[b * src.col_stride]) << (8 * b);
+  return w;
+}
+
+__global__ void __launch_bounds__(kSwizzleThreads) swizzle_kernel(ByteMatrix src, uint8_t *swizzled, int32_t tile_cols,
+                                                               int32_t quads_per_row, int64_t quads) {
+  const int64_t thread = static_cast<int64_t>(blockIdx.x) * kSwizzleThreads + threadIdx.x;
+  const int64_t warp = thread / 32;
+  const int lane = static_cast<int>(thread % 32);
+  constexpr int kLineGroups = static_cast<int>(kSubtileRows) / kSwizzleLinesPerWarp;  // 8 warps a quad group
+  const int64_t p = (warp / kLineGroups) * kSwizzleQuadsPerWarp + lane / kSwizzleLinesPerWarp;
+  const int line = static_cast<int>(warp % kLineGroups) * kSwizzleLinesPerWarp + lane % kSwizzleLinesPerWarp;
+  if (p >= quads) return;
+  const int64_t tile_row = p / quads_per_row;
+  const int q = static_cast<int>(p % quads_per_row);
+  const int64_t col = static_cast<int64_t>(q) * 4 * kTileCols;
+  const bool word_loads = src.col_stride == 1 && ((reinterpret_cast<uintptr_t>(src.data) | src.row_stride) & 3) == 0;
+  const bool vector_loads = src.col_stride == 1 && ((reinterpret_cast<uintptr_t>(src.data) | src.row_stride) & 15) == 0 &&
+                            col + 4 * kTileCols <= src.cols;
+  uint32_t words[4][4];  // [sub-tile s: row line + 32 s][tile 4q + t]
 #pragma unroll
-  for (int k = 0; k < kWordsPerThread; ++k) {
-    const int i = static_cast<int>(threadIdx.x) + k * W::kThreads;
-    const int j = i % W::kTilesPerChunk;
-    const int64_t r = static_cast<int64_t>(tile_row) * kTileRows + i / W::kTilesPerChunk;
-    const int64_t c = static_cast<int64_t>(first_tile + j) * kTileCols;
-    uint32_t w = 0;
-    if (j < tiles_here && r < src.rows) {
-      const int valid = static_cast<int>(c + kTileCols <= src.cols ? kTileCols : (c < src.cols ? src.cols - c : 0));
-      const uint8_t *p = src.data + r * src.row_stride + c * src.col_stride;
-      if (word_loads && valid == 4) {
-        w = __ldg(reinterpret_cast<const uint32_t *>(p));
-      } else {
-        for (int b = 0; b < valid; ++b) w |= static_cast<uint32_t>(p[b * src.col_stride]) << (8 * b);
-      }
-    }
-    words[k] = w;
-  }
-#pragma unroll
-  for (int k = 0; k < kWordsPerThread; ++k) {
-    const int i = static_cast<int>(threadIdx.x) + k * W::kThreads;
-    if (i % W::kTilesPerChunk < tiles_here)
-      tiles[(i / W::kTilesPerChunk) * W::kSmemRowStride + i % W::kTilesPerChunk] = words[k];
-  }
-  __syncthreads();
-  uint8_t *chunk = swizzled + (static_cast<int64_t>(tile_row) * tile_cols + first_tile) * kTileBytes;
-  const int vectors = tiles_here * kVectorsPerTile;
-  const bool aligned = (reinterpret_cast<uintptr_t>(chunk) & 15) == 0;
-  for (int i = threadIdx.x; i < vectors; i += W::kThreads) {
-    const uint32_t *s = tiles + (i % kVectorsPerTile) * W::kSmemRowStride + i / kVectorsPerTile;
-    const uint32_t w[4] = {s[0], s[kSubtileRows * W::kSmemRowStride], s[2 * kSubtileRows * W::kSmemRowStride],
-                           s[3 * kSubtileRows * W::kSmemRowStride]};
-    if (aligned) {
-      reinterpret_cast<uint4 *>(chunk)[i] = make_uint4(w[0], w[1], w[2], w[3]);
+  for (int s = 0; s < 4; ++s) {
+    const int64_t r = tile_row * kTileRows + s * kSubtileRows + line;
+    if (r >= src.rows) {
+      for (int t = 0; t < 4; ++t) words[s][t] = 0;
+    } else if (vector_loads) {
+      const uint4 v = __ldg(reinterpret_cast<const uint4 *>(src.data + r * src.row_stride + col));
+      words[s][0] = v.x, words[s][1] = v.y, words[s][2] = v.z, words[s][3] = v.w;
     } else {
-      for (int b = 0; b < 16; ++b) chunk[16 * i + b] = static_cast<uint8_t>(w[b / 4] >> (8 * (b % 4)));
+      for (int t = 0; t < 4; ++t) words[s][t] = compact_word(src, r, col + t * kTileCols, word_loads);
+    }
+  }
+  uint8_t *const line0 = swizzled + (tile_row * tile_cols + 4 * q) * kTileBytes + line * kLineBytes;
+  const bool vector_stores = (reinterpret_cast<uintptr_t>(swizzled) & 15) == 0;
+#pragma unroll
+  for (int t = 0; t < 4; ++t) {
+    if (4 * q + t >= tile_cols) break;
+    uint8_t *out = line0 + t * kTileBytes;
+    if (vector_stores) {
+      *reinterpret_cast<uint4 *>(out) = make_uint4(words[0][t], words[1][t], words[2][t], words[3][t]);
+    } else {
+      for (int b = 0; b < 16; ++b) out[b] = static_cast<uint8_t>(words[b / 4][t] >> (8 * (b % 4)));
     }
   }
 }
@@ -830,12 +838,14 @@ void copy_matrix(ByteMatrix src, ByteMatrix dst, void *stream) {
 void swizzle(ByteMatrix src, uint8_t *swizzled, void *stream) {
   const int64_t tile_rows = ceil_div(src.rows, kTileRows);
   const int32_t tile_cols = checked_int32(ceil_div(src.cols, kTileCols), "scale tile columns");
-  const int32_t chunks = static_cast<int32_t>(ceil_div(tile_cols, Narrow::kTilesPerChunk));
-  const int64_t blocks = tile_rows * chunks;
-  if (blocks == 0) return;
+  const int32_t quads_per_row = static_cast<int32_t>(ceil_div(tile_cols, 4));
+  const int64_t quads = tile_rows * quads_per_row;
+  if (quads == 0) return;
+  // Each quad group of kSwizzleQuadsPerWarp quads takes 8 warps (one per 4 lines): a block of 256 threads.
+  const int64_t blocks = ceil_div(quads, kSwizzleQuadsPerWarp);
   checked_int32(blocks, "blocks in one launch");
-  swizzle_kernel<Narrow><<<static_cast<unsigned>(blocks), Narrow::kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
-      src, swizzled, tile_cols, chunks);
+  swizzle_kernel<<<static_cast<unsigned>(blocks), kSwizzleThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+      src, swizzled, tile_cols, quads_per_row, quads);
   check(cudaGetLastError(), "launching the scale swizzle kernel");
 }
 

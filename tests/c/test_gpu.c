@@ -813,37 +813,62 @@ static void test_gpu_bucket_equals_host_bucket(void **state) {
   free(got);
 }
 
+/* mxfp8_swizzle_scales and back, against the layout's formula, on the shapes and strides that take each
+ * of the swizzle kernel's load and store paths: 16-byte row vectors (rows whose stride is a multiple of
+ * 16, whole quads of tiles), 32-bit words (a partial last quad, rows 4-byte aligned), bytes (unaligned or
+ * strided rows, a transposed view), unaligned swizzled output (byte stores), several tile rows in one
+ * warp (3 quads a tile row), and partial tiles (rows past the matrix are zero padding). */
 static void test_gpu_swizzle_pair_matches_formula(void **state) {
   (void)state;
   REQUIRE_GPU();
   uint64_t rng = 5150;
-  static const int64_t sizes[][2] = {{1, 1}, {100, 2}, {257, 33}, {300, 7}, {4096, 256}, {31, 129}};
-  for (size_t n = 0; n < sizeof sizes / sizeof sizes[0]; ++n) {
-    const int64_t r = sizes[n][0], c = sizes[n][1], rp = ref_round_up(r, 128), cp = ref_round_up(c, 4);
-    uint8_t *s = malloc((size_t)(r * c)), *expected = calloc((size_t)(rp * cp), 1), *got = malloc((size_t)(rp * cp));
-    fill_random_scales(s, (size_t)(r * c), &rng);
+  /* rows, cols, row stride (0: dense), transposed (col stride = rows' extent, row stride 1),
+   * byte offset of the compact source, byte offset of the swizzled output */
+  static const struct { int64_t r, c, row_stride, transposed, src_off, swz_off; } cases[] = {
+      {1, 1, 0, 0, 0, 0},       {100, 2, 0, 0, 0, 0},  {257, 33, 0, 0, 0, 0},   {300, 7, 0, 0, 0, 0},
+      {4096, 256, 0, 0, 0, 0},  {31, 129, 0, 0, 0, 0}, {1000, 48, 0, 0, 0, 0},  {300, 40, 64, 0, 0, 0},
+      {129, 64, 80, 0, 4, 0},   {200, 37, 0, 0, 1, 0}, {130, 20, 0, 1, 0, 0},   {260, 32, 0, 0, 0, 3},
+  };
+  for (size_t n = 0; n < sizeof cases / sizeof cases[0]; ++n) {
+    const int64_t r = cases[n].r, c = cases[n].c, rp = ref_round_up(r, 128), cp = ref_round_up(c, 4);
+    const int64_t rs = cases[n].transposed ? 1 : cases[n].row_stride ? cases[n].row_stride : c;
+    const int64_t cs = cases[n].transposed ? r : 1;
+    const int64_t src_off = cases[n].src_off, swz_off = cases[n].swz_off;
+    const int64_t src_bytes = src_off + (r - 1) * rs + (c - 1) * cs + 1;
+    uint8_t *src = malloc((size_t)src_bytes), *s = malloc((size_t)(r * c));
+    uint8_t *expected = calloc((size_t)(rp * cp), 1), *got = malloc((size_t)(rp * cp));
+    fill_random_scales(src, (size_t)src_bytes, &rng);
+    for (int64_t y = 0; y < r; ++y)
+      for (int64_t x = 0; x < c; ++x) s[y * c + x] = src[src_off + y * rs + x * cs];
     for (int64_t y = 0; y < r; ++y)
       for (int64_t x = 0; x < c; ++x) expected[ref_swizzled_index(y, x, cp)] = s[y * c + x];
-    uint8_t *d_compact, *d_swz, *d_back;
-    CUDA_OK(cudaMalloc((void **)&d_compact, (size_t)(r * c)));
-    CUDA_OK(cudaMalloc((void **)&d_swz, (size_t)(rp * cp)));
+    uint8_t *d_src, *d_swz, *d_back;
+    CUDA_OK(cudaMalloc((void **)&d_src, (size_t)src_bytes));
+    CUDA_OK(cudaMalloc((void **)&d_swz, (size_t)(swz_off + rp * cp)));
     CUDA_OK(cudaMalloc((void **)&d_back, (size_t)(r * c)));
-    CUDA_OK(cudaMemcpy(d_compact, s, (size_t)(r * c), cudaMemcpyHostToDevice));
-    CUDA_OK(cudaMemset(d_swz, POISON, (size_t)(rp * cp)));
+    CUDA_OK(cudaMemcpy(d_src, src, (size_t)src_bytes, cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemset(d_swz, POISON, (size_t)(swz_off + rp * cp)));
     CUDA_OK(cudaMemset(d_back, POISON, (size_t)(r * c)));
-    int64_t cshape[2] = {r, c}, sshape[1] = {rp * cp};
-    DLTensor compact = {d_compact, {kDLCUDA, 0}, 2, {kDLUInt, 8, 1}, cshape, NULL, 0};
-    DLTensor swizzled = {d_swz, {kDLCUDA, 0}, 1, {kDLUInt, 8, 1}, sshape, NULL, 0};
+    int64_t cshape[2] = {r, c}, cstrides[2] = {rs, cs}, sshape[1] = {rp * cp};
+    DLTensor compact = {d_src + src_off, {kDLCUDA, 0}, 2, {kDLUInt, 8, 1}, cshape, cstrides, 0};
+    DLTensor swizzled = {d_swz + swz_off, {kDLCUDA, 0}, 1, {kDLUInt, 8, 1}, sshape, NULL, 0};
     DLTensor back = {d_back, {kDLCUDA, 0}, 2, {kDLUInt, 8, 1}, cshape, NULL, 0};
-    assert_int_equal(mxfp8_swizzle_scales(&compact, &swizzled, NULL), MXFP8_OK);
+    EXPECT(mxfp8_swizzle_scales(&compact, &swizzled, NULL) == MXFP8_OK, "case %zu: %s", n, mxfp8_last_error());
     assert_int_equal(mxfp8_unswizzle_scales(&swizzled, &back, NULL), MXFP8_OK);
-    CUDA_OK(cudaMemcpy(got, d_swz, (size_t)(rp * cp), cudaMemcpyDeviceToHost));
-    EXPECT(memcmp(got, expected, (size_t)(rp * cp)) == 0, "%lld x %lld: swizzled bytes (padding must be 0)", (long long)r, (long long)c);
+    CUDA_OK(cudaMemcpy(got, d_swz + swz_off, (size_t)(rp * cp), cudaMemcpyDeviceToHost));
+    EXPECT(memcmp(got, expected, (size_t)(rp * cp)) == 0, "%lld x %lld (case %zu): swizzled bytes (padding must be 0)",
+           (long long)r, (long long)c, n);
+    if (swz_off) {
+      uint8_t before[16];
+      CUDA_OK(cudaMemcpy(before, d_swz, (size_t)swz_off, cudaMemcpyDeviceToHost));
+      for (int64_t i = 0; i < swz_off; ++i) EXPECT(before[i] == POISON, "case %zu: a byte before the output written", n);
+    }
     CUDA_OK(cudaMemcpy(got, d_back, (size_t)(r * c), cudaMemcpyDeviceToHost));
-    EXPECT(memcmp(got, s, (size_t)(r * c)) == 0, "%lld x %lld: round trip", (long long)r, (long long)c);
-    cudaFree(d_compact);
+    EXPECT(memcmp(got, s, (size_t)(r * c)) == 0, "%lld x %lld (case %zu): round trip", (long long)r, (long long)c, n);
+    cudaFree(d_src);
     cudaFree(d_swz);
     cudaFree(d_back);
+    free(src);
     free(s);
     free(expected);
     free(got);
