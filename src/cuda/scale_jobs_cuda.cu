@@ -2,9 +2,15 @@
 //
 // Both directions work on "chunks": W::kTilesPerChunk consecutive 128x4 tiles of one tile row. In the
 // swizzled buffer a chunk is one contiguous run of W::kTilesPerChunk * 512 bytes; in the compact matrix it
-// is 128 rows x (4 * W::kTilesPerChunk) columns. A thread block moves one chunk through shared memory, so
-// that both its global reads and its global writes are coalesced: 16-byte vectors on the swizzled side,
-// runs of 4 * W::kTilesPerChunk bytes along each compact row on the other.
+// is 128 rows x (4 * W::kTilesPerChunk) columns. A thread block moves one chunk at a time, so that both
+// its global reads and its global writes are coalesced: 16-byte vectors on the swizzled side, runs of
+// 4 * W::kTilesPerChunk bytes along each compact row on the other.
+//
+// A launch of aligned, not direct unswizzles alone (a plain export's) moves each chunk in registers: a
+// thread loads line l of 4 tiles (16 bytes each: 4 scales of rows l, l + 32, l + 64, l + 96 per tile) and
+// stores 16 consecutive scales of each of those 4 rows, a 4 x 4 word transpose with no shared memory and
+// no barrier (store_transposed_chunk; mxfp8_swizzle_scales' kernel is its mirror). Other launches stage
+// chunks through shared memory:
 //
 // Shared memory holds a chunk in its compact form, one 32-bit word (4 scales) per row and tile:
 // word (r, j) at r * (tiles per chunk + 1) + j. The padding word keeps both access patterns nearly free
@@ -212,6 +218,72 @@ __device__ void load_chunk(const Chunk &c, uint4 (&regs)[W::kVectorsPerThread]) 
   for (int v = 0; v < W::kVectorsPerThread; ++v) {
     const int i = threadIdx.x + v * W::kThreads;
     if (i < vectors) regs[v] = __ldg(src + i);
+  }
+}
+
+// The quad of tiles (4q .. 4q + 3 of the chunk) and the line l of each that a thread moves in registers.
+// A warp takes 8 quads x 4 consecutive lines, so its loads are 8 runs of 64 bytes and its stores 4 rows x
+// 128 contiguous bytes; 8 warps cover the 32 lines of 8 quads.
+struct QuadLine {
+  int quad, line;
+};
+__device__ QuadLine quad_line() {
+  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+  return QuadLine{(warp / 8) * 8 + lane / 4, (warp % 8) * 4 + lane % 4};
+}
+
+// The loads of an in-register chunk: line l of tiles 4q .. 4q + 3 (quad_line), 16 bytes each.
+template <class W>
+__device__ void load_transposed_chunk(const Chunk &c, uint4 (&regs)[W::kVectorsPerThread]) {
+  static_assert(W::kVectorsPerThread == 4 && W::kThreads == W::kTilesPerChunk * 8, "a thread moves one line of a quad");
+  const uint4 *src = reinterpret_cast<const uint4 *>(swizzled_chunk(c));
+  const QuadLine at = quad_line();
+#pragma unroll
+  for (int t = 0; t < 4; ++t)
+    if (4 * at.quad + t < c.tiles) regs[t] = __ldg(src + (4 * at.quad + t) * kVectorsPerTile + at.line);
+}
+
+__device__ uint32_t word_of(const uint4 &v, int s) { return s == 0 ? v.x : s == 1 ? v.y : s == 2 ? v.z : v.w; }
+
+// Writes an in-register chunk: the thread holds line l of 4 tiles, i.e. 4 scales of rows l, l + 32,
+// l + 64 and l + 96 in each tile; transposed, that is 16 consecutive scales (one 16-byte store) of each
+// of the 4 rows. Partial quads, unaligned or strided rows fall back to words or bytes.
+template <class W>
+__device__ void store_transposed_chunk(const Chunk &c, const uint4 (&regs)[W::kVectorsPerThread]) {
+  const QuadLine at = quad_line();
+  const int first = 4 * at.quad;
+  if (first >= c.tiles) return;
+  // Only the fields it needs, in registers (through the pointer, every store could alias the job).
+  uint8_t *const dst = c.job->dst;
+  const int64_t row_stride = c.job->dst_row_stride, col_stride = c.job->dst_col_stride;
+  const int rows = c.job->rows, cols = c.job->cols;
+  const bool word_stores = c.job->word_stores;
+  const int col = (c.first_tile + first) * static_cast<int>(kTileCols);
+  const bool vector = word_stores && first + 4 <= c.tiles && col + 4 * static_cast<int>(kTileCols) <= cols &&
+                      ((reinterpret_cast<uintptr_t>(dst) | static_cast<uintptr_t>(row_stride)) & 15) == 0;
+#pragma unroll
+  for (int s = 0; s < 4; ++s) {
+    const int r = c.tile_row * static_cast<int>(kTileRows) + s * static_cast<int>(kSubtileRows) + at.line;
+    if (r >= rows) break;
+    uint8_t *out = dst + r * row_stride + col * col_stride;
+    if (vector) {
+      *reinterpret_cast<uint4 *>(out) =
+          make_uint4(word_of(regs[0], s), word_of(regs[1], s), word_of(regs[2], s), word_of(regs[3], s));
+      continue;
+    }
+#pragma unroll
+    for (int t = 0; t < 4; ++t) {
+      const int cj = col + t * static_cast<int>(kTileCols);
+      if (first + t >= c.tiles || cj >= cols) break;
+      const int valid = cj + static_cast<int>(kTileCols) <= cols ? static_cast<int>(kTileCols) : cols - cj;
+      const uint32_t w = word_of(regs[t], s);
+      uint8_t *o = out + t * kTileCols * col_stride;
+      if (word_stores && valid == 4) {
+        *reinterpret_cast<uint32_t *>(o) = w;
+      } else {
+        for (int b = 0; b < valid; ++b) o[b * col_stride] = static_cast<uint8_t>(w >> (8 * b));
+      }
+    }
   }
 }
 
@@ -474,6 +546,10 @@ __device__ void store_gather_chunk(const Chunk &c) {
 constexpr int kPlainPaths = 0;
 constexpr int kSwizzlePath = 1;        // Swizzle and SwizzledCopy jobs: the 128x4 layout written
 constexpr int kLayoutGatherPaths = 2;  // engine layout jobs and windows starting inside a tile
+// A launch of aligned unswizzles alone (not direct, not a gather; the common export): every chunk moves
+// through registers (store_transposed_chunk), no shared memory, no barrier. A separate instantiation,
+// so that the others keep their registers.
+constexpr int kInRegisters = 4;
 template <class W, int kPaths>
 __device__ void store_chunk(const Chunk &c, const uint32_t *tiles) {
   if constexpr ((kPaths & kLayoutGatherPaths) != 0) {
@@ -534,12 +610,22 @@ __device__ void store_chunk(const Chunk &c, const uint32_t *tiles) {
 template <class W, int kCapacity, int kPaths>
 __global__ void __launch_bounds__(W::kThreads, W::kMinBlocksPerSm) produce_compact_kernel(const __grid_constant__ JobBatch<kCapacity> batch,
                                                                    int32_t total_chunks) {
-  __shared__ __align__(16) uint32_t tiles[W::kSmemWords];
   int32_t chunk = static_cast<int32_t>(blockIdx.x);
   if (chunk >= total_chunks) return;
   int job_index = 0;
   uint4 regs[W::kVectorsPerThread];
   Chunk current = locate<W>(batch, chunk, job_index);
+  if constexpr (kPaths == kInRegisters) {
+    load_transposed_chunk<W>(current, regs);
+    while (true) {
+      store_transposed_chunk<W>(current, regs);  // the stores do not wait: the next loads follow at once
+      chunk += static_cast<int32_t>(gridDim.x);
+      if (chunk >= total_chunks) return;
+      current = locate<W>(batch, chunk, job_index);
+      load_transposed_chunk<W>(current, regs);
+    }
+  }
+  __shared__ __align__(16) uint32_t tiles[W::kSmemWords];
   load_chunk<W>(current, regs);
   while (true) {
     stage_chunk<W>(current, regs, tiles);
@@ -637,12 +723,16 @@ template <class W, int kCapacity>
 void launch_batch(const JobBatch<kCapacity> &batch, int64_t chunks, cudaStream_t stream) {
   if (chunks == 0) return;
   int paths = kPlainPaths;
+  bool in_registers = true;
   for (int i = 0; i < batch.count; ++i) {
     const DeviceJob &j = batch.jobs[i];
     if (j.kind == JobKind::Layout || j.gather != 0) paths |= kLayoutGatherPaths;
     else if (j.kind == JobKind::Swizzle || j.kind == JobKind::SwizzledCopy) paths |= kSwizzlePath;
+    in_registers = in_registers && j.kind == JobKind::Unswizzle && !j.gather && !j.tiles.direct &&
+                   (reinterpret_cast<uintptr_t>(j.swizzled) & 15) == 0;
   }
-  if (paths & kLayoutGatherPaths) launch_kernel<W, kCapacity, kSwizzlePath | kLayoutGatherPaths>(batch, chunks, stream);
+  if (in_registers) launch_kernel<W, kCapacity, kInRegisters>(batch, chunks, stream);
+  else if (paths & kLayoutGatherPaths) launch_kernel<W, kCapacity, kSwizzlePath | kLayoutGatherPaths>(batch, chunks, stream);
   else if (paths & kSwizzlePath) launch_kernel<W, kCapacity, kSwizzlePath>(batch, chunks, stream);
   else launch_kernel<W, kCapacity, kPlainPaths>(batch, chunks, stream);
 }

@@ -817,7 +817,8 @@ static void test_gpu_bucket_equals_host_bucket(void **state) {
  * of the swizzle kernel's load and store paths: 16-byte row vectors (rows whose stride is a multiple of
  * 16, whole quads of tiles), 32-bit words (a partial last quad, rows 4-byte aligned), bytes (unaligned or
  * strided rows, a transposed view), unaligned swizzled output (byte stores), several tile rows in one
- * warp (3 quads a tile row), and partial tiles (rows past the matrix are zero padding). */
+ * warp (3 quads a tile row), and partial tiles (rows past the matrix are zero padding); the round trip
+ * back takes the unswizzle's paths for the same shapes (in registers from 17 tiles a row). */
 static void test_gpu_swizzle_pair_matches_formula(void **state) {
   (void)state;
   REQUIRE_GPU();
@@ -828,6 +829,9 @@ static void test_gpu_swizzle_pair_matches_formula(void **state) {
       {1, 1, 0, 0, 0, 0},       {100, 2, 0, 0, 0, 0},  {257, 33, 0, 0, 0, 0},   {300, 7, 0, 0, 0, 0},
       {4096, 256, 0, 0, 0, 0},  {31, 129, 0, 0, 0, 0}, {1000, 48, 0, 0, 0, 0},  {300, 40, 64, 0, 0, 0},
       {129, 64, 80, 0, 4, 0},   {200, 37, 0, 0, 1, 0}, {130, 20, 0, 1, 0, 0},   {260, 32, 0, 0, 0, 3},
+      /* and back through the unswizzle's in-register chunks (rows of more than 16 tiles): 16-byte rows with a
+       * partial last chunk (40 tiles: 32 + 8), 4-byte rows with a partial last quad (21 tiles), byte rows */
+      {200, 160, 0, 0, 0, 0},   {260, 84, 0, 0, 0, 0}, {130, 130, 0, 0, 0, 0},
   };
   for (size_t n = 0; n < sizeof cases / sizeof cases[0]; ++n) {
     const int64_t r = cases[n].r, c = cases[n].c, rp = ref_round_up(r, 128), cp = ref_round_up(c, 4);
