@@ -36,7 +36,11 @@ for t, tree in enumerate(trees, 1):
         print(" ", part, "ms", [r[part]["ms"] for r in runs], "copy", [r[part]["copy_ms"] for r in runs],
               {k: [r[part][k] for r in runs] for k in runs[0][part] if k.startswith(("gpu", "host"))})
     for k in runs[0]["shapes"]:
-        print(" ", k, "fraction of copy", [round(r["shapes"][k]["copy_ms"] / r["shapes"][k]["unswizzle_ms"], 3) for r in runs])
+        print(" ", k, "fraction of copy: unswizzle", [round(r["shapes"][k]["copy_ms"] / r["shapes"][k]["unswizzle_ms"], 3) for r in runs],
+              "swizzle", [round(r["shapes"][k]["copy_ms"] / r["shapes"][k]["swizzle_ms"], 3) for r in runs if "swizzle_ms" in r["shapes"][k]])
+    if "nvfp4_export" in runs[0]:
+        print("  nvfp4 export fraction of copy", [round(r["nvfp4_export"]["copy_ms"] / r["nvfp4_export"]["ms"], 3) for r in runs],
+              "its unswizzle alone", [round(r["nvfp4_export"]["copy_ms"] / r["nvfp4_export"]["unswizzle_ms"], 3) for r in runs])
     if "nvfp4_quantize" in runs[0]:  # bench/LOG.md, "NVFP4 quantize": what each fraction is against
         f = [r["nvfp4_quantize"] for r in runs]
         print("  nvfp4 quantize ms (amax computed)", [x["ms"] for x in f], "given amax", [x["given_amax_ms"] for x in f])
