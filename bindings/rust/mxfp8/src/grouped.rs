@@ -5,7 +5,7 @@ use std::ptr::{self, NonNull};
 use crate::error::{check, invalid, Error};
 use crate::managed::ManagedTensor;
 use crate::memory::BufMut;
-use crate::options::{known, ConvertOptions, ExportOptions, Format, GroupedScales, ScaleLayout};
+use crate::options::{CField, ConvertOptions, ExportOptions, Format, GroupedScales, ScaleLayout};
 use crate::sys;
 use crate::tensor::{with_shard, Components, Tensor};
 
@@ -42,9 +42,9 @@ impl Default for GroupedBuilder {
     fn default() -> Self {
         let c = sys::mxfp8_grouped_desc::default();
         Self {
-            format: known(Format::from_raw(c.format), "format"),
-            layout: known(ScaleLayout::from_raw(c.scale_layout), "scale_layout"),
-            scales: known(GroupedScales::from_raw(c.scales), "scales"),
+            format: CField::from_c(c.format, "format"),
+            layout: CField::from_c(c.scale_layout, "scale_layout"),
+            scales: CField::from_c(c.scales, "scales"),
             cols: c.cols,
             rows: Vec::new(),
             uniform: Some((c.num_experts, c.uniform_rows)),

@@ -5,7 +5,7 @@ use std::ptr::{self, NonNull};
 use crate::error::{check, invalid, Error};
 use crate::managed::ManagedTensor;
 use crate::memory::{numel, BufMut};
-use crate::options::{known, Block, ConvertOptions, DequantizeOptions, Direction, ExportOptions, Format, ScaleLayout};
+use crate::options::{CField, Block, ConvertOptions, DequantizeOptions, Direction, ExportOptions, Format, ScaleLayout};
 use crate::shard::RawShards;
 use crate::sys;
 
@@ -51,7 +51,7 @@ impl Default for TensorBuilder {
     fn default() -> Self {
         let c = sys::mxfp8_tensor_desc::default();
         Self {
-            format: known(Format::from_raw(c.format), "format"),
+            format: CField::from_c(c.format, "format"),
             layout: None,
             block: None,
             e4m3_max: None,

@@ -6,7 +6,7 @@ use std::ptr::{self, NonNull};
 
 use crate::error::{check, invalid, Error};
 use crate::memory::{Buf, BufMut, Dl};
-use crate::options::{known, Direction, Format, GlobalScale, Layout, ScaleFixup, Stream};
+use crate::options::{CField, Direction, Format, GlobalScale, Layout, ScaleFixup, Stream};
 use crate::shard::{RawShards, Shard};
 use crate::sys;
 use crate::tensor::{compact_scales_shape, Tensor};
@@ -110,8 +110,8 @@ impl<'t, 'm> Transfer<'t, 'm> {
     /// The defaults of `MXFP8_TRANSFER_DESC_INIT` (read from mxfp8-sys), every bucket part compact.
     fn new(source: Source<'t, 'm>) -> Self {
         let c = sys::mxfp8_transfer_desc::default();
-        let scale_fixup = known(ScaleFixup::from_raw(c.scale_fixup), "scale_fixup");
-        let global_scale = known(GlobalScale::from_raw(c.global_scale), "global_scale");
+        let scale_fixup = CField::from_c(c.scale_fixup, "scale_fixup");
+        let global_scale = CField::from_c(c.global_scale, "global_scale");
         let (directions, shards, source_layout) = (None, None, Layout::Compact);
         Self { source, directions, shards, scale_fixup, global_scale, source_layout, destination: Destination::Nothing, _not_sync: PhantomData }
     }
