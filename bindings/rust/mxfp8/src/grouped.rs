@@ -20,8 +20,8 @@ use crate::tensor::{with_shard, Components, Tensor};
 /// let experts = GroupedBuilder::new()
 ///     .uniform_experts(4, 64, 96)
 ///     .scales(GroupedScales::Compact)
-///     .buffers(ManagedTensor::from_host_bytes(vec![0x38; 4 * 64 * 96], &[4, 64, 96])?,
-///              ManagedTensor::from_host_bytes(vec![127; 4 * 64 * 3], &[4 * 64 * 3])?)
+///     .buffers(ManagedTensor::from_host(vec![0x38; 4 * 64 * 96], &[4, 64, 96])?,
+///              ManagedTensor::from_host(vec![127; 4 * 64 * 3], &[4 * 64 * 3])?)
 ///     .build()?;
 /// assert_eq!(experts.expert(3)?.shape(), &[64, 96]);
 /// # Ok(()) }

@@ -15,8 +15,8 @@
 //! let tensor = TensorBuilder::new()
 //!     .format(Format::E4M3)
 //!     .scale_layout(ScaleLayout::GemmSwizzled)
-//!     .rowwise(ManagedTensor::from_host_bytes(vec![0x38; 100 * 48], &[100, 48])?,
-//!              ManagedTensor::from_host_bytes(swizzled, &[128, 4])?)
+//!     .rowwise(ManagedTensor::from_host(vec![0x38; 100 * 48], &[100, 48])?,
+//!              ManagedTensor::from_host(swizzled, &[128, 4])?)
 //!     .build()?;
 //! let parts = tensor.export(&ExportOptions::default())?;
 //! assert_eq!(parts.scales.shape(), &[100, 2]);
@@ -82,7 +82,7 @@ pub use convert::{layout_bytes, swizzle_scales, unswizzle_scales};
 pub use error::{Error, Status};
 pub use grouped::{GroupedBuilder, GroupedTensor};
 pub use managed::ManagedTensor;
-pub use memory::{Buf, BufMut, DeviceBytes, Dtype};
+pub use memory::{Buf, BufMut, DeviceBytes, Dtype, Element};
 pub use options::{
     AmaxMode, AmaxScope, Block, ConvertOptions, DequantizeOptions, Direction, ExportOptions, Format, FourOverSix, GlobalScale,
     GroupedScales, Layout, Nvfp4QuantizeOptions, PaddedScales, QuantizeOptions, QuantizedScales, ScaleFixup, ScaleLayout, ScaleRounding,

@@ -27,9 +27,9 @@ const DEFAULT_E4M3_MAX: i32 = 448;
 /// let tensor = TensorBuilder::new()
 ///     .format(Format::Nvfp4)
 ///     .scale_layout(ScaleLayout::RowMajor)
-///     .rowwise(ManagedTensor::from_host_bytes(vec![0x21; 32], &[2, 16])?,
-///              ManagedTensor::from_host_bytes(vec![0x38; 4], &[2, 2])?)
-///     .amax(Direction::Rowwise, ManagedTensor::from_host_f32(vec![2688.0], &[1])?)
+///     .rowwise(ManagedTensor::from_host(vec![0x21; 32], &[2, 16])?,
+///              ManagedTensor::from_host(vec![0x38; 4], &[2, 2])?)
+///     .amax(Direction::Rowwise, ManagedTensor::from_host(vec![2688.0], &[1])?)
 ///     .build()?;
 /// // 0x21: 0.5 (low nibble), 1.0 (high); scale 0x38 = 1.0; global decode 2688 / 2688 = 1.
 /// assert_eq!(&tensor.dequantize_host(Direction::Rowwise)?[..2], &[0.5, 1.0]);

@@ -68,8 +68,8 @@ enum Destination<'m> {
 /// # use mxfp8::{Layout, ManagedTensor, ScaleLayout, Stream, Target, TensorBuilder, Transfer};
 /// # fn main() -> Result<(), mxfp8::Error> {
 /// let weight = TensorBuilder::new().scale_layout(ScaleLayout::RowMajor)
-///     .rowwise(ManagedTensor::from_host_bytes(vec![0x38; 4 * 64], &[4, 64])?,
-///              ManagedTensor::from_host_bytes(vec![127; 4 * 2], &[4, 2])?)
+///     .rowwise(ManagedTensor::from_host(vec![0x38; 4 * 64], &[4, 64])?,
+///              ManagedTensor::from_host(vec![127; 4 * 2], &[4, 2])?)
 ///     .build()?;
 /// // Sender: a bucket, and the manifest a receiver reads it with.
 /// let send = Transfer::from_tensors(&[&weight]);

@@ -52,8 +52,8 @@ fn swizzled_outputs_build_a_tensor_that_exports_the_compact_scales() {
     let tensor = TensorBuilder::new()
         .scale_layout(ScaleLayout::GemmSwizzled)
         .rowwise(
-            ManagedTensor::from_host_bytes(swizzled.data.to_host_vec().unwrap(), &shape).unwrap(),
-            ManagedTensor::from_host_bytes(swizzled.scale_inv.to_host_vec().unwrap(), &[128, 8]).unwrap(),
+            ManagedTensor::from_host(swizzled.data.to_host::<u8>().unwrap(), &shape).unwrap(),
+            ManagedTensor::from_host(swizzled.scale_inv.to_host::<u8>().unwrap(), &[128, 8]).unwrap(),
         )
         .build()
         .unwrap();
@@ -108,7 +108,7 @@ fn quantize_into_matches_the_reference_in_every_layout() {
         // The allocating quantize agrees, and its scale shape is the header's.
         let q = quantize(Buf::from(&x), &shape, Direction::Columnwise, &options).unwrap();
         assert_eq!(q.scale_inv.shape(), &cshape[..], "{layout:?}");
-        assert_eq!(q.scale_inv.to_host_vec().unwrap(), col_scales);
+        assert_eq!(q.scale_inv.to_host::<u8>().unwrap(), col_scales);
     }
     // 32x32 blocks: compact scales are one per block.
     let q = quantize(Buf::from(&x), &shape, Direction::Rowwise, &QuantizeOptions::new().block(Block::B32x32)).unwrap();
@@ -150,10 +150,10 @@ fn dequantize_into_matches_the_decode_formula() {
     let rs = random_bytes(m * c, 12, 100, 150);
     let cs = random_bytes(cr * k, 13, 100, 150);
     let tensor = TensorBuilder::new().scale_layout(ScaleLayout::RowMajor)
-        .rowwise(ManagedTensor::from_host_bytes(values.clone(), &[m as i64, k as i64]).unwrap(),
-                 ManagedTensor::from_host_bytes(rs.clone(), &[m as i64, c as i64]).unwrap())
-        .columnwise(ManagedTensor::from_host_bytes(values.clone(), &[m as i64, k as i64]).unwrap(),
-                    ManagedTensor::from_host_bytes(cs.clone(), &[cr as i64, k as i64]).unwrap())
+        .rowwise(ManagedTensor::from_host(values.clone(), &[m as i64, k as i64]).unwrap(),
+                 ManagedTensor::from_host(rs.clone(), &[m as i64, c as i64]).unwrap())
+        .columnwise(ManagedTensor::from_host(values.clone(), &[m as i64, k as i64]).unwrap(),
+                    ManagedTensor::from_host(cs.clone(), &[cr as i64, k as i64]).unwrap())
         .build()
         .unwrap();
     for direction in [Direction::Rowwise, Direction::Columnwise] {
@@ -183,8 +183,8 @@ fn both_directions_in_one_call() {
     let x = random_floats(m * k, 14);
     let (r, c) = mxfp8::quantize_both(Buf::from(&x), &[m as i64, k as i64], &QuantizeOptions::new()).unwrap();
     let ((rv, rs), (cv, cs)) = (quantize_rowwise_reference(&x, m, k), quantize_columnwise_reference(&x, m, k));
-    assert_eq!((r.data.to_host_vec().unwrap(), r.scale_inv.to_host_vec().unwrap()), (rv, rs));
-    assert_eq!((c.data.to_host_vec().unwrap(), c.scale_inv.to_host_vec().unwrap()), (cv, cs));
+    assert_eq!((r.data.to_host::<u8>().unwrap(), r.scale_inv.to_host::<u8>().unwrap()), (rv, rs));
+    assert_eq!((c.data.to_host::<u8>().unwrap(), c.scale_inv.to_host::<u8>().unwrap()), (cv, cs));
     assert_eq!(c.scale_inv.shape(), &[2, 70]);
 }
 
