@@ -194,36 +194,31 @@ impl GroupedTensor {
         Ok(Tensor::from_handle(raw, vec![self.rows[expert], self.cols], self.format))
     }
 
-    /// The experts stacked, as vLLM's MoE layers load them: values `[E, N, K]` (a view) and scales
-    /// `[E, N, ceil(K/32)]` (a view when compact and back to back, else one copy). Needs experts of one
-    /// row count N; rowwise, per-32 scales.
-    pub fn export_stacked(&self, options: &ExportOptions) -> Result<Components, Error> {
-        // SAFETY: NULL and 0 choose every expert.
-        unsafe { self.export(ptr::null(), 0, options) }
-    }
-    /// Expert parallelism (`mxfp8_grouped_export` of chosen experts): the experts one rank serves, in the order
-    /// given (each in `0..E`, repeats allowed), stacked as [`export_stacked`](Self::export_stacked) stacks
-    /// all of them: values `[count, N, K]` and compact scales `[count, N, ceil(K/32)]`. The chosen experts
-    /// must share one row count N. Each output is a view when the chosen experts lie back to back in the
-    /// order given (scales only when packed [`GroupedScales::Compact`]), otherwise a copy (one launch on
-    /// `options`' stream for CUDA memory). An empty list is an error (there would be no N).
-    pub fn export_experts(&self, experts: &[usize], options: &ExportOptions) -> Result<Components, Error> {
+    /// The experts stacked (`mxfp8_grouped_export`): `None` every expert, as vLLM's MoE layers load them,
+    /// or (expert parallelism) `Some` of the experts one rank serves, in the order given (each in `0..E`,
+    /// repeats allowed; an empty list is an error, there would be no N). Values `[count, N, K]` and compact
+    /// scales `[count, N, ceil(K/32)]`; the experts must share one row count N; rowwise, per-32 scales.
+    /// Each output is a view when the experts lie back to back in that order (scales only when packed
+    /// [`GroupedScales::Compact`]), otherwise a copy (one launch on
+    /// `options`' stream for CUDA memory).
+    pub fn export(&self, experts: Option<&[usize]>, options: &ExportOptions) -> Result<Components, Error> {
         let indices = experts
-            .iter()
-            .map(|&e| i32::try_from(e).map_err(|_| invalid(format!("experts: {e} is out of range"))))
-            .collect::<Result<Vec<i32>, Error>>()?;
-        // SAFETY: `indices.len()` indices, read during the call only. An empty Vec's pointer is dangling,
-        // never NULL, so an empty list stays a choice of none (refused by the library), not every expert.
-        unsafe { self.export(indices.as_ptr(), indices.len(), options) }
-    }
-
-    /// `mxfp8_grouped_export` of `count` experts at `experts`.
-    unsafe fn export(&self, experts: *const i32, count: usize, options: &ExportOptions) -> Result<Components, Error> {
+            .map(|experts| {
+                let index = |&e: &usize| i32::try_from(e).map_err(|_| invalid(format!("experts: {e} is out of range")));
+                experts.iter().map(index).collect::<Result<Vec<i32>, Error>>()
+            })
+            .transpose()?;
+        // NULL and 0 choose every expert. An empty Vec's pointer is dangling, never NULL, so an empty list
+        // stays a choice of none (refused by the library), not every expert.
+        let (experts, count) = indices.as_ref().map_or((ptr::null(), 0), |i| (i.as_ptr(), i.len()));
         let (o, _shard) = with_shard(options);
         let (mut values, mut scales) = (ptr::null_mut(), ptr::null_mut());
-        // SAFETY: valid handle and options; both outputs are written only on success.
-        check(sys::mxfp8_grouped_export(self.raw.as_ptr(), experts, count, &o, &mut values, &mut scales))?;
-        Ok(Components::take(values, scales, None))
+        // SAFETY: valid handle and options; `count` indices read during the call; both outputs are
+        // written only on success, fresh managed tensors that we then own.
+        unsafe {
+            check(sys::mxfp8_grouped_export(self.raw.as_ptr(), experts, count, &o, &mut values, &mut scales))?;
+            Ok(Components::take(values, scales, None))
+        }
     }
 
     /// Writes all E experts (one row count N, rowwise) in layout `options.target`

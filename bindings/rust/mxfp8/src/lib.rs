@@ -39,7 +39,7 @@
 //! | `mxfp8_export_scales_batched` | [`export_scales_batched`] |
 //! | `mxfp8_transfer` / `mxfp8_transfer_check` / `mxfp8_bucket_parts` | [`Transfer`] ([`Transfer::from_tensors`] / [`from_bucket`](Transfer::from_bucket), [`to_buffers`](Transfer::to_buffers) ([`Target`]) / [`to_bucket`](Transfer::to_bucket)): [`run`](Transfer::run), [`check`](Transfer::check), [`bucket_parts`](Transfer::bucket_parts) ([`BucketPart`]); [`Transfer::manifest`] -> [`Manifest::unpack`] -> [`BucketView`] (views of parts the library checked) |
 //! | `mxfp8_transfer_prepare` / `mxfp8_plan_run` / `mxfp8_plan_release` | [`Transfer::prepare`] -> [`Plan::run`] (drop releases) |
-//! | `mxfp8_grouped_*` | [`GroupedBuilder`] -> [`GroupedTensor::expert`], [`GroupedTensor::export_stacked`], [`GroupedTensor::export_experts`] |
+//! | `mxfp8_grouped_*` | [`GroupedBuilder`] -> [`GroupedTensor::expert`], [`GroupedTensor::export`] |
 //! | `mxfp8_convert` / `mxfp8_grouped_convert` / `mxfp8_layout_bytes` | [`Tensor::convert_into`], [`GroupedTensor::convert_into`] ([`ConvertOptions`], [`Layout`], [`ScaleFixup`]), [`layout_bytes`] |
 //! | `mxfp8_swizzle_scales` / `mxfp8_unswizzle_scales` | [`swizzle_scales`], [`unswizzle_scales`] |
 //! | `mxfp8_quantize` | [`quantize`], [`quantize_both`] |

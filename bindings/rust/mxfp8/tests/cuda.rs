@@ -248,7 +248,7 @@ fn device_wrappers_on_cuda_memory() {
         .buffers(device_tensor(&vals, &[(e * n) as i64, k as i64]), device_tensor(&flat, &[flat.len() as i64]))
         .build()
         .unwrap();
-    let stacked = g.export_stacked(&ExportOptions::default()).unwrap();
+    let stacked = g.export(None, &ExportOptions::default()).unwrap();
     assert_eq!(read_back(stacked.scales.data_ptr(), e * n * c), per.concat());
     let experts: Vec<Tensor> = (0..e).map(|i| g.expert(i).unwrap()).collect();
     let dst = DeviceBuf::new(n * c, POISON);

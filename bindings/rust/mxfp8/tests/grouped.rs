@@ -104,7 +104,7 @@ fn stacked_export_of_uniform_experts() {
             )
             .build()
             .unwrap();
-        let parts = g.export_stacked(&ExportOptions::default()).unwrap();
+        let parts = g.export(None, &ExportOptions::default()).unwrap();
         assert_eq!(parts.values.shape(), &[3, n as i64, k as i64]);
         assert_eq!(parts.scales.shape(), &[3, n as i64, 3]);
         assert!(!parts.values.is_copy());
@@ -120,7 +120,7 @@ fn grouped_errors_carry_the_librarys_message() {
     let (rows, k) = ([64usize, 32], 64usize);
     let (e, _) = experts(&rows, k, ScaleLayout::RowMajor, GroupedScales::Compact, 0, 60);
     let g = build(&e, &rows, k, ScaleLayout::RowMajor, GroupedScales::Compact, None);
-    let err = g.export_stacked(&ExportOptions::default()).unwrap_err();
+    let err = g.export(None, &ExportOptions::default()).unwrap_err();
     assert_eq!(err.status, Status::InvalidArgument);
     assert!(err.message.contains("stacking needs experts of one row count; these have 64 and 32 rows"), "{err}");
     let err = g.expert(2).unwrap_err();
@@ -173,7 +173,7 @@ fn export_experts_stacks_the_chosen_experts() {
         .build()
         .unwrap();
     for (chosen, view) in [(vec![2usize, 3], true), (vec![3, 1, 3], false)] {
-        let out = grouped.export_experts(&chosen, &ExportOptions::default()).unwrap();
+        let out = grouped.export(Some(&chosen[..]), &ExportOptions::default()).unwrap();
         assert_eq!(out.values.shape(), &[chosen.len() as i64, 64, k as i64]);
         assert_eq!(out.scales.shape(), &[chosen.len() as i64, 64, 3]);
         assert_eq!(out.values.to_host::<u8>().unwrap(), chosen.iter().flat_map(|&x| e.values[x].clone()).collect::<Vec<u8>>(), "{chosen:?}");
@@ -181,7 +181,7 @@ fn export_experts_stacks_the_chosen_experts() {
         assert_eq!((out.values.is_copy(), out.scales.is_copy()), (!view, !view), "{chosen:?}");
     }
     for bad in [vec![], vec![4usize]] {
-        let err = grouped.export_experts(&bad, &ExportOptions::default()).unwrap_err();
+        let err = grouped.export(Some(&bad[..]), &ExportOptions::default()).unwrap_err();
         assert_eq!(err.status, Status::InvalidArgument, "{bad:?}: {err}");
     }
 }
@@ -198,8 +198,8 @@ fn whole_tensor_exports_refuse_a_shard() {
         assert_eq!(err.status, Status::InvalidArgument, "{err}");
         assert!(err.message.contains("shard"), "{err}");
     };
-    refused(g.export_stacked(&sharded).unwrap_err());
-    refused(g.export_experts(&[1], &sharded).unwrap_err());
+    refused(g.export(None, &sharded).unwrap_err());
+    refused(g.export(Some(&[1]), &sharded).unwrap_err());
     let expert = g.expert(0).unwrap();
     let mut out = vec![0u8; 64 * 2];
     refused(export_scales_batched(&[&expert], vec![BufMut::from(&mut out)], &sharded).unwrap_err());
