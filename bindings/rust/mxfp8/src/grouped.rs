@@ -7,7 +7,7 @@ use crate::managed::ManagedTensor;
 use crate::memory::BufMut;
 use crate::options::{CField, ConvertOptions, ExportOptions, Format, GroupedScales, ScaleLayout};
 use crate::sys;
-use crate::tensor::{with_shard, Components, Tensor};
+use crate::tensor::{convert_call, with_shard, Components, Tensor};
 
 /// Describes grouped experts (`mxfp8_grouped_desc`): expert e has shape `(rows_e, K)` and its values
 /// start at row `rows_0 + ... + rows_{e-1}` of the values buffer. Defaults are
@@ -228,10 +228,7 @@ impl GroupedTensor {
     /// (each expert's rows permuted for the TRT-LLM targets). Same checks as [`Tensor::convert_into`];
     /// device memory in one launch on `options`' stream.
     pub fn convert_into<'a>(&self, options: &ConvertOptions, values: Option<BufMut<'a>>, scales: impl Into<BufMut<'a>>) -> Result<(), Error> {
-        let o = options.to_sys();
-        let mut v = values.map(|v| v.raw.dl(None));
-        let mut s = scales.into().raw.dl(None);
-        // SAFETY: the buffers are exclusively borrowed (host) or promised (DeviceBytes) for the work.
-        check(unsafe { sys::mxfp8_grouped_convert(self.as_raw(), &o, v.as_mut().map_or(ptr::null_mut(), |v| v.ptr()), s.ptr()) })
+        // SAFETY: a valid handle; the arguments are convert_call's.
+        convert_call(options, values, scales.into(), |o, v, s| unsafe { sys::mxfp8_grouped_convert(self.as_raw(), o, v, s) })
     }
 }

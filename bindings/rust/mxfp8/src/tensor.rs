@@ -4,7 +4,7 @@ use std::ptr::{self, NonNull};
 
 use crate::error::{check, invalid, Error};
 use crate::managed::ManagedTensor;
-use crate::memory::{numel, BufMut};
+use crate::memory::{numel, BufMut, Dl};
 use crate::options::{CField, Block, ConvertOptions, DequantizeOptions, Direction, ExportOptions, Format, ScaleLayout};
 use crate::shard::RawShards;
 use crate::sys;
@@ -319,12 +319,18 @@ impl Tensor {
     /// targets permute rows and require them). Checked before anything is written; device memory: one
     /// launch on `options`' stream.
     pub fn convert_into<'a>(&self, options: &ConvertOptions, values: Option<BufMut<'a>>, scales: impl Into<BufMut<'a>>) -> Result<(), Error> {
-        let o = options.to_sys();
-        let mut v = values.map(|v| v.raw.dl(None));
-        let mut s = scales.into().raw.dl(None);
-        // SAFETY: the buffers are exclusively borrowed (host) or promised (DeviceBytes) for the work.
-        check(unsafe { sys::mxfp8_convert(self.as_raw(), &o, v.as_mut().map_or(ptr::null_mut(), |v| v.ptr()), s.ptr()) })
+        // SAFETY: a valid handle; the arguments are convert_call's.
+        convert_call(options, values, scales.into(), |o, v, s| unsafe { sys::mxfp8_convert(self.as_raw(), o, v, s) })
     }
+}
+
+/// A convert of one tensor or of grouped experts (`mxfp8_convert` and `mxfp8_grouped_convert` take the
+/// same options and buffers): `call` gets the C options and the buffers, valid for the call, exclusively
+/// borrowed (host) or promised (DeviceBytes) for the work.
+pub(crate) fn convert_call(options: &ConvertOptions, values: Option<BufMut<'_>>, scales: BufMut<'_>,
+                           call: impl FnOnce(&sys::mxfp8_convert_options, *mut sys::DLTensor, *mut sys::DLTensor) -> sys::mxfp8_status) -> Result<(), Error> {
+    let (mut v, mut s) = (values.map(|v| v.raw.dl(None)), scales.raw.dl(None));
+    check(call(&options.to_sys(), v.as_mut().map_or(ptr::null_mut(), Dl::ptr), s.ptr()))
 }
 
 /// Writes the compact scales of every tensor (in `options`' direction) into `destinations[i]`, row-major
