@@ -45,7 +45,7 @@
 //! | `mxfp8_quantize` | [`quantize`], [`quantize_both`] |
 //! | `mxfp8_quantize_into` | [`quantize_into`] ([`QuantizeOptions`]) |
 //! | `mxfp8_nvfp4_quantize_into` | [`nvfp4_quantize_into`] ([`Nvfp4Part`], [`Nvfp4QuantizeOptions`]) |
-//! | `mxfp8_dequantize` | [`Tensor::dequantize_into`] ([`DequantizeOptions`]), [`Tensor::dequantize_host`] |
+//! | `mxfp8_dequantize` | [`Tensor::dequantize_into`] ([`DequantizeOptions`]) |
 //! | `mxfp8_version`, `mxfp8_status_string`, `mxfp8_last_error` | [`version`], [`Status`], [`Error`] |
 //!
 //! Not offered safely: the option structs' `allocator` callbacks (outputs are allocated by the

@@ -4,7 +4,7 @@ use std::ptr::{self, NonNull};
 
 use crate::error::{check, invalid, Error};
 use crate::managed::ManagedTensor;
-use crate::memory::{numel, BufMut, Dl};
+use crate::memory::{BufMut, Dl};
 use crate::options::{CField, Block, ConvertOptions, DequantizeOptions, Direction, ExportOptions, Format, ScaleLayout};
 use crate::shard::RawShards;
 use crate::sys;
@@ -21,7 +21,7 @@ const DEFAULT_E4M3_MAX: i32 = 448;
 /// ([`amax`](Self::amax)).
 ///
 /// ```
-/// # use mxfp8::{Direction, Format, ManagedTensor, ScaleLayout, TensorBuilder};
+/// # use mxfp8::{DequantizeOptions, Direction, Format, ManagedTensor, ScaleLayout, TensorBuilder};
 /// # fn main() -> Result<(), mxfp8::Error> {
 /// // An NVFP4 (2, 32) tensor: 2 rows of 16 bytes, 2 scales per row, one amax.
 /// let tensor = TensorBuilder::new()
@@ -32,7 +32,9 @@ const DEFAULT_E4M3_MAX: i32 = 448;
 ///     .amax(Direction::Rowwise, ManagedTensor::from_host(vec![2688.0], &[1])?)
 ///     .build()?;
 /// // 0x21: 0.5 (low nibble), 1.0 (high); scale 0x38 = 1.0; global decode 2688 / 2688 = 1.
-/// assert_eq!(&tensor.dequantize_host(Direction::Rowwise)?[..2], &[0.5, 1.0]);
+/// let mut decoded = [0f32; 64];
+/// tensor.dequantize_into(&mut decoded, &DequantizeOptions::new())?;
+/// assert_eq!(&decoded[..2], &[0.5, 1.0]);
 /// assert_eq!((tensor.shape(), tensor.e4m3_max()), (&[2, 32][..], Some(448)));
 /// # Ok(()) }
 /// ```
@@ -304,13 +306,6 @@ impl Tensor {
         let o = options.to_sys();
         // SAFETY: the buffer is exclusively borrowed (host) or promised (DeviceBytes) for the work.
         check(unsafe { sys::mxfp8_dequantize(self.raw.as_ptr(), &o, t.ptr()) })
-    }
-
-    /// Decodes `direction` of a tensor in host memory to a new float32 vector (every NaN as 0x7FFFFFFF).
-    pub fn dequantize_host(&self, direction: Direction) -> Result<Vec<f32>, Error> {
-        let mut out = vec![0f32; numel(&self.shape).ok_or_else(|| invalid("the tensor's shape overflows"))?];
-        self.dequantize_into(&mut out, &DequantizeOptions::new().direction(direction))?;
-        Ok(out)
     }
 
     /// Writes direction `options.direction` in layout `options.target` (`mxfp8_convert`), from the scales

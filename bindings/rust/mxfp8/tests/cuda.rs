@@ -416,7 +416,7 @@ fn nvfp4_on_cuda_memory() {
         assert_eq!(read_back(pd.scales.data_ptr(), m * sc), h1s);
         assert_eq!(read_back(pd.values.data_ptr(), m * k / 2), h1v);
     }
-    let expected = th.dequantize_host(Direction::Rowwise).unwrap();
+    let expected = common::dequantize_host(&th, Direction::Rowwise).unwrap();
     let out = DeviceBuf::new(m * k * 4, 0xFF);
     td.dequantize_into(out.f32_out(), &DequantizeOptions::new()).unwrap();
     assert_eq!(f32s(&out.to_host()), f32_bits(&expected));

@@ -72,7 +72,7 @@ fn device_wrappers_work_on_host_memory() {
     assert_eq!(manifest.unpack(bytes_of(&mut bucket[1..])).unwrap_err().status, Status::InvalidArgument);
 
     // Dequantize into DeviceBytes equals dequantize into a slice.
-    let expected = tensor.dequantize_host(Direction::Rowwise).unwrap();
+    let expected = common::dequantize_host(&tensor, Direction::Rowwise).unwrap();
     let mut out = vec![f32::NAN; rows * k];
     tensor.dequantize_into(f32_out(&mut out), &DequantizeOptions::new()).unwrap();
     assert!(out.iter().zip(&expected).all(|(a, b)| a.to_bits() == b.to_bits()));
@@ -205,7 +205,7 @@ fn nvfp4_device_wrappers_on_host_memory() {
         .amax(Direction::Rowwise, ManagedTensor::from_host(ha.to_vec(), &[1]).unwrap())
         .build()
         .unwrap();
-    let expected = tensor.dequantize_host(Direction::Rowwise).unwrap();
+    let expected = common::dequantize_host(&tensor, Direction::Rowwise).unwrap();
     let mut out = vec![f32::NAN; m * k];
     tensor.dequantize_into(f32_out(&mut out), &DequantizeOptions::new()).unwrap();
     assert!(out.iter().zip(&expected).all(|(a, b)| a.to_bits() == b.to_bits()));

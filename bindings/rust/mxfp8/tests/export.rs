@@ -314,5 +314,5 @@ fn an_empty_logical_shape_takes_the_datas() {
         .build()
         .unwrap();
     assert_eq!(tensor.shape(), &[4, 64]);
-    assert_eq!(tensor.dequantize_host(Direction::Rowwise).unwrap().len(), 256);
+    assert_eq!(common::dequantize_host(&tensor, Direction::Rowwise).unwrap().len(), 256);
 }

@@ -137,7 +137,7 @@ fn export_and_dequantize_a_swizzled_tensor() {
     assert_eq!(f4.values.shape(), &[1, m as i64, k as i64]);
 
     let want = dequantize_reference(&values, &scales, m, k, |_| amax);
-    assert_eq!(bits(&tensor.dequantize_host(Direction::Rowwise).unwrap()), want);
+    assert_eq!(bits(&common::dequantize_host(&tensor, Direction::Rowwise).unwrap()), want);
     assert_eq!(want[2 * k + 16..2 * k + 32].iter().filter(|&&b| b == 0x7FFF_FFFF).count(), 16, "the NaN scale's block");
     // bfloat16 output: the float32 result rounded to nearest-even.
     let mut bf16 = vec![0xEEEEu16; m * k];
@@ -250,7 +250,7 @@ fn quantize_into_matches_the_reference_in_every_layout() {
         .rowwise(ManagedTensor::from_host(want_values.clone(), &[m as i64, (k / 2) as i64]).unwrap(), ManagedTensor::from_host(want_scales.clone(), &[m as i64, sc as i64]).unwrap()).amax(Direction::Rowwise, ManagedTensor::from_host(out_amax.to_vec(), &[1]).unwrap())
         .build()
         .unwrap();
-    assert_eq!(bits(&tensor.dequantize_host(Direction::Rowwise).unwrap()), dequantize_reference(&want_values, &want_scales, m, k, |_| out_amax[0]));
+    assert_eq!(bits(&common::dequantize_host(&tensor, Direction::Rowwise).unwrap()), dequantize_reference(&want_values, &want_scales, m, k, |_| out_amax[0]));
 }
 
 #[test]
@@ -411,7 +411,7 @@ fn four_over_six_matches_its_rule() {
             .build()
             .unwrap();
         assert_eq!(tensor.e4m3_max(), Some(256));
-        let got = tensor.dequantize_host(Direction::Rowwise).unwrap();
+        let got = common::dequantize_host(&tensor, Direction::Rowwise).unwrap();
         for (i, g) in got.iter().enumerate() {
             let (row, j) = (i / k, i % k);
             let want = decode_e2m1(nibble(&values[row * k / 2..], j)) * ((decode_e4m3(scales[row * 3 + j / 16]) as f32 * amax) * (1.0f32 / 1536.0));
