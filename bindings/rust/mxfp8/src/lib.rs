@@ -42,7 +42,7 @@
 //! | `mxfp8_grouped_*` | [`GroupedBuilder`] -> [`GroupedTensor::expert`], [`GroupedTensor::export`] |
 //! | `mxfp8_convert` / `mxfp8_grouped_convert` / `mxfp8_layout_bytes` | [`Tensor::convert_into`], [`GroupedTensor::convert_into`] ([`ConvertOptions`], [`Layout`], [`ScaleFixup`]), [`layout_bytes`] |
 //! | `mxfp8_swizzle_scales` / `mxfp8_unswizzle_scales` | [`swizzle_scales`], [`unswizzle_scales`] |
-//! | `mxfp8_quantize` | [`quantize`], [`quantize_both`] |
+//! | `mxfp8_quantize` | [`quantize`] |
 //! | `mxfp8_quantize_into` | [`quantize_into`] ([`QuantizeOptions`]) |
 //! | `mxfp8_nvfp4_quantize_into` | [`nvfp4_quantize_into`] ([`Nvfp4Part`], [`Nvfp4QuantizeOptions`]) |
 //! | `mxfp8_dequantize` | [`Tensor::dequantize_into`] ([`DequantizeOptions`]) |
@@ -88,7 +88,7 @@ pub use options::{
     GroupedScales, Layout, Nvfp4QuantizeOptions, PaddedScales, QuantizeOptions, QuantizedScales, ScaleFixup, ScaleLayout, ScaleRounding,
     ScalesDtype, ScalesGranularity, Stream, ValuesDtype,
 };
-pub use quantize::{nvfp4_quantize_into, quantize, quantize_both, quantize_into, Nvfp4Part, Quantized};
+pub use quantize::{nvfp4_quantize_into, quantize, quantize_into, Nvfp4Part, Quantized};
 pub use shard::Shard;
 pub use tensor::{export_scales_batched, Components, Tensor, TensorBuilder};
 pub use transfer::{BucketPart, BucketView, Manifest, ManifestEntry, Plan, Target, Transfer};

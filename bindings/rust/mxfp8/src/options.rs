@@ -406,8 +406,7 @@ options! {
 }
 
 options! {
-    /// Options of [`quantize`](crate::quantize), [`quantize_both`](crate::quantize_both) and
-    /// [`quantize_into`](crate::quantize_into) (`mxfp8_quantize_options`). `Default` is
+    /// Options of [`quantize`](crate::quantize) and [`quantize_into`](crate::quantize_into) (`mxfp8_quantize_options`). `Default` is
     /// `MXFP8_QUANTIZE_OPTIONS_INIT`: E4M3, 1x32 blocks, RCEIL, compact scales, float8 values, uint8 scales.
     ///
     /// ```
