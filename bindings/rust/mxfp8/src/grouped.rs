@@ -1,8 +1,8 @@
 //! Grouped MoE experts: E experts stored back to back in one values buffer and one scale buffer.
-use std::fmt;
-use std::ptr::{self, NonNull};
+use std::ptr;
 
 use crate::error::{check, invalid, Error};
+use crate::handle::Handle;
 use crate::managed::ManagedTensor;
 use crate::memory::BufMut;
 use crate::options::{CField, ConvertOptions, ExportOptions, Format, GroupedScales, ScaleLayout};
@@ -124,9 +124,8 @@ impl GroupedBuilder {
             scale_inv,
             ..Default::default()
         };
-        let mut out = ptr::null_mut();
         // SAFETY: desc and its arrays are valid for the call; on success the library took the buffers.
-        check(unsafe { sys::mxfp8_grouped_tensor_create(&desc, &mut out) })?;
+        let raw = Handle::make("mxfp8_grouped_tensor_create", |out| unsafe { sys::mxfp8_grouped_tensor_create(&desc, out) })?;
         if let Some((d, s)) = self.buffers {
             d.into_raw();
             s.into_raw();
@@ -135,35 +134,18 @@ impl GroupedBuilder {
             Some((e, rows)) => vec![rows; e as usize],
             None => self.rows,
         };
-        let raw = NonNull::new(out).expect("mxfp8_grouped_tensor_create returned OK and NULL");
         Ok(GroupedTensor { raw, rows, cols: self.cols, format: self.format })
     }
 }
 
-/// Validated grouped experts (the C `mxfp8_grouped_tensor` handle).
+/// Validated grouped experts (the C `mxfp8_grouped_tensor` handle, released on drop). Thread-safe like
+/// [`Tensor`].
+#[derive(Debug)]
 pub struct GroupedTensor {
-    raw: NonNull<sys::mxfp8_grouped_tensor>,
+    raw: Handle<sys::mxfp8_grouped_tensor>,
     rows: Vec<i64>,
     cols: i64,
     format: Format,
-}
-
-// SAFETY: mxfp8.h: "An immutable, reference-counted handle on validated grouped experts. Thread-safe like
-// mxfp8_tensor" (any number of threads may export from it at once; the reference count is atomic).
-unsafe impl Send for GroupedTensor {}
-unsafe impl Sync for GroupedTensor {}
-
-impl fmt::Debug for GroupedTensor {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("GroupedTensor").field("rows", &self.rows).field("cols", &self.cols).field("format", &self.format).finish()
-    }
-}
-
-impl Drop for GroupedTensor {
-    fn drop(&mut self) {
-        // SAFETY: we own one reference; experts and views hold their own.
-        unsafe { sys::mxfp8_grouped_tensor_release(self.raw.as_ptr()) }
-    }
 }
 
 impl GroupedTensor {
@@ -187,10 +169,8 @@ impl GroupedTensor {
     /// one batched export or bucket.
     pub fn expert(&self, expert: usize) -> Result<Tensor, Error> {
         let index = i32::try_from(expert).map_err(|_| invalid(format!("expert {expert} is out of range")))?;
-        let mut out = ptr::null_mut();
         // SAFETY: valid handle; the library checks the index.
-        check(unsafe { sys::mxfp8_grouped_expert(self.raw.as_ptr(), index, &mut out) })?;
-        let raw = NonNull::new(out).expect("mxfp8_grouped_expert returned OK and NULL");
+        let raw = Handle::make("mxfp8_grouped_expert", |out| unsafe { sys::mxfp8_grouped_expert(self.raw.as_ptr(), index, out) })?;
         Ok(Tensor::from_handle(raw, vec![self.rows[expert], self.cols], self.format))
     }
 

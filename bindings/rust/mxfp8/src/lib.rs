@@ -70,6 +70,7 @@ pub use mxfp8_sys as sys;
 mod convert;
 mod error;
 mod grouped;
+mod handle;
 mod managed;
 mod memory;
 mod options;

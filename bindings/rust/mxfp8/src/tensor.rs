@@ -1,8 +1,8 @@
 //! One tensor of any format (MXFP8 E4M3/E5M2, NVFP4): describe, validate, export, decode, convert.
-use std::fmt;
-use std::ptr::{self, NonNull};
+use std::ptr;
 
 use crate::error::{check, invalid, Error};
+use crate::handle::Handle;
 use crate::managed::ManagedTensor;
 use crate::memory::{BufMut, Dl};
 use crate::options::{CField, Block, ConvertOptions, DequantizeOptions, Direction, ExportOptions, Format, ScaleLayout};
@@ -130,10 +130,9 @@ impl TensorBuilder {
             e4m3_max,
             ..Default::default()
         };
-        let mut out = ptr::null_mut();
         // SAFETY: desc and its pointers are valid for the call; on success the library took the
         // managed tensors, so they must not be dropped here.
-        check(unsafe { sys::mxfp8_tensor_create(&desc, &mut out) })?;
+        let raw = Handle::make("mxfp8_tensor_create", |out| unsafe { sys::mxfp8_tensor_create(&desc, out) })?;
         let [row, col] = self.parts;
         // A shape given (ndim > 0), else the data's: the header's ndim 0, an empty shape included.
         let shape = match (self.shape.filter(|s| !s.is_empty()), &row[0], &col[0]) {
@@ -150,7 +149,6 @@ impl TensorBuilder {
         for part in row.into_iter().chain(col).flatten() {
             part.into_raw();
         }
-        let raw = NonNull::new(out).expect("mxfp8_tensor_create returned OK and NULL");
         Ok(Tensor { raw, shape, format: self.format, block, e4m3_max })
     }
 }
@@ -164,31 +162,15 @@ fn unpacked(dims: &[i64], data: &ManagedTensor) -> Vec<i64> {
     shape
 }
 
-/// A validated tensor of any format (the C `mxfp8_tensor` handle). Immutable; export from it on any thread.
+/// A validated tensor of any format (the C `mxfp8_tensor` handle, released on drop). Immutable: export
+/// from it on any thread.
+#[derive(Debug)]
 pub struct Tensor {
-    pub(crate) raw: NonNull<sys::mxfp8_tensor>,
+    raw: Handle<sys::mxfp8_tensor>,
     shape: Vec<i64>,
     format: Format,
     block: Block,
     e4m3_max: i32,
-}
-
-// SAFETY: tensor.h: an immutable, reference-counted handle, thread-safe: any number of threads may export
-// from one handle at once. Its reference count is atomic, so it may also be released on another thread.
-unsafe impl Send for Tensor {}
-unsafe impl Sync for Tensor {}
-
-impl fmt::Debug for Tensor {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Tensor").field("shape", &self.shape).field("format", &self.format).field("block", &self.block).finish()
-    }
-}
-
-impl Drop for Tensor {
-    fn drop(&mut self) {
-        // SAFETY: we own one reference; exported views hold their own.
-        unsafe { sys::mxfp8_tensor_release(self.raw.as_ptr()) }
-    }
 }
 
 /// One direction of an export. Each part keeps what it views alive on its own, so it may outlive the
@@ -244,7 +226,7 @@ pub(crate) fn compact_scales_shape(shape: &[i64], direction: Direction, format: 
 }
 
 impl Tensor {
-    pub(crate) fn from_handle(raw: NonNull<sys::mxfp8_tensor>, shape: Vec<i64>, format: Format) -> Self {
+    pub(crate) fn from_handle(raw: Handle<sys::mxfp8_tensor>, shape: Vec<i64>, format: Format) -> Self {
         Self { raw, shape, format, block: Block::B1x32, e4m3_max: 0 }
     }
     /// The logical shape `(*lead, K)`.

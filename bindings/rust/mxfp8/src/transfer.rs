@@ -2,9 +2,10 @@
 //! a bucket into a bucket, the engine's buffers or nothing (a check), run at once or prepared once into a
 //! [`Plan`] run every step; and the [`Manifest`] a receiver reads a bucket with.
 use std::marker::PhantomData;
-use std::ptr::{self, NonNull};
+use std::ptr;
 
 use crate::error::{check, invalid, Error};
+use crate::handle::Handle;
 use crate::memory::{Buf, BufMut, Dl};
 use crate::options::{CField, Direction, Format, GlobalScale, Layout, ScaleFixup, Stream};
 use crate::shard::{RawShards, Shard};
@@ -317,11 +318,10 @@ impl<'t, 'm> Transfer<'t, 'm> {
     /// every source tensor (so it may outlive them) and keeps the memory (bucket, buffers) borrowed, device
     /// memory promised, for as long as it lives.
     pub fn prepare(self) -> Result<Plan<'m>, Error> {
-        let mut raw = ptr::null_mut();
         // SAFETY: the plan keeps the addresses of memory borrowed (or promised) for 'm, which Plan<'m> carries; the
         // tensors' references are the plan's own.
-        self.call(|d| check(unsafe { sys::mxfp8_transfer_prepare(d, &mut raw) }))??;
-        Ok(Plan { raw: NonNull::new(raw).expect("mxfp8_transfer_prepare returned OK and NULL"), _memory: PhantomData })
+        let raw = self.call(|d| Handle::make("mxfp8_transfer_prepare", |out| unsafe { sys::mxfp8_transfer_prepare(d, out) }))??;
+        Ok(Plan { raw, _memory: PhantomData })
     }
 }
 
@@ -348,27 +348,18 @@ impl<'t, 'm> Transfer<'t, 'm> {
 /// ```
 #[derive(Debug)]
 pub struct Plan<'a> {
-    raw: NonNull<sys::mxfp8_plan>,
-    _memory: PhantomData<&'a mut [u8]>,
+    /// The plan owns its tensor references (transfer.h: it may be run and released from any thread).
+    raw: Handle<sys::mxfp8_plan>,
+    /// The memory it writes, borrowed for 'a. Not Sync (`&mut` is, a Cell is not): two overlapping
+    /// runs of one plan write the same destinations, so `run(&self)` from two threads would be a data race.
+    _memory: PhantomData<(&'a mut [u8], std::cell::Cell<()>)>,
 }
-
-// SAFETY: the plan is immutable and owns its tensor references (transfer.h: it may be run and released
-// from any thread); the borrowed memory is tied to 'a. Not Sync: two overlapping runs of one plan write
-// the same destinations, so `run(&self)` from two threads would be a data race in safe code.
-unsafe impl Send for Plan<'_> {}
 
 impl Plan<'_> {
     /// `mxfp8_plan_run` on `stream` (host memory: done on return).
     pub fn run(&self, stream: Stream) -> Result<(), Error> {
         // SAFETY: the plan is live; the stream's validity is Stream::from_raw's promise.
         check(unsafe { sys::mxfp8_plan_run(self.raw.as_ptr(), stream.as_raw()) })
-    }
-}
-
-impl Drop for Plan<'_> {
-    fn drop(&mut self) {
-        // SAFETY: the plan is live and dropped once.
-        unsafe { sys::mxfp8_plan_release(self.raw.as_ptr()) }
     }
 }
 
