@@ -25,7 +25,8 @@ unsafe impl Send for DeviceBytes {}
 unsafe impl Sync for DeviceBytes {}
 
 impl DeviceBytes {
-    /// Device memory at `ptr` on `device`.
+    /// Device memory at `ptr` on `device` (CUDA memory of GPU `i`: `DLDevice { device_type:
+    /// DLDeviceType::CUDA, device_id: i }`).
     ///
     /// # Safety
     /// `ptr` must point to `len` bytes allocated on `device` (for kDLCUDA, memory of that GPU) that
@@ -37,13 +38,6 @@ impl DeviceBytes {
     /// copy of this value is passed as a `BufMut` (a call that only reads it may share it with readers).
     pub unsafe fn new(ptr: *mut c_void, len: usize, device: sys::DLDevice) -> Self {
         Self { ptr, len, device }
-    }
-    /// `len` bytes of CUDA device memory on GPU `device_id`.
-    ///
-    /// # Safety
-    /// As [`DeviceBytes::new`] with `device` = `(kDLCUDA, device_id)`.
-    pub unsafe fn cuda(ptr: *mut c_void, len: usize, device_id: i32) -> Self {
-        Self { ptr, len, device: sys::DLDevice { device_type: DLDeviceType::CUDA, device_id } }
     }
     /// The address.
     pub fn as_ptr(&self) -> *mut c_void {

@@ -60,7 +60,7 @@ impl DeviceBuf {
     }
     fn bytes(&self) -> DeviceBytes {
         // SAFETY: memory of GPU 0 that this test keeps alive, and synchronizes on, past every use.
-        unsafe { DeviceBytes::cuda(self.ptr, self.len, 0) }
+        unsafe { DeviceBytes::new(self.ptr, self.len, mxfp8::sys::DLDevice { device_type: mxfp8::sys::DLDeviceType::CUDA, device_id: 0 }) }
     }
     fn f32_in(&self) -> Buf<'static> {
         Buf::device(self.bytes(), Dtype::F32).unwrap()
