@@ -59,20 +59,13 @@ impl GroupedBuilder {
     pub fn new() -> Self {
         Self::default()
     }
-    /// The FP8 encoding of every expert.
-    pub fn format(mut self, format: Format) -> Self {
-        self.format = format;
-        self
-    }
-    /// The layout of every expert's scales.
-    pub fn scale_layout(mut self, layout: ScaleLayout) -> Self {
-        self.layout = layout;
-        self
-    }
-    /// How the experts' scales sit in the scale buffer.
-    pub fn scales(mut self, scales: GroupedScales) -> Self {
-        self.scales = scales;
-        self
+    setters! {
+        /// The FP8 encoding of every expert.
+        format(format: Format) => format = format;
+        /// The layout of every expert's scales.
+        scale_layout(layout: ScaleLayout) => layout = layout;
+        /// How the experts' scales sit in the scale buffer.
+        scales(scales: GroupedScales) => scales = scales;
     }
     /// `num_experts` experts of `rows` x `cols` each.
     pub fn uniform_experts(mut self, num_experts: i32, rows: i64, cols: i64) -> Self {
@@ -88,15 +81,11 @@ impl GroupedBuilder {
         self.cols = cols;
         self
     }
-    /// The byte offset of each expert's scales in the scale buffer (default: back to back).
-    pub fn scale_offsets(mut self, offsets: &[i64]) -> Self {
-        self.scale_offsets = Some(offsets.to_vec());
-        self
-    }
-    /// The flat values (`sum(rows_e) * K` elements, any shape) and scales.
-    pub fn buffers(mut self, data: ManagedTensor, scale_inv: ManagedTensor) -> Self {
-        self.buffers = Some((data, scale_inv));
-        self
+    setters! {
+        /// The byte offset of each expert's scales in the scale buffer (default: back to back).
+        scale_offsets(offsets: &[i64]) => scale_offsets = Some(offsets.to_vec());
+        /// The flat values (`sum(rows_e) * K` elements, any shape) and scales.
+        buffers(data: ManagedTensor, scale_inv: ManagedTensor) => buffers = Some((data, scale_inv));
     }
     /// Validates every expert's region in both buffers. On success the handle owns the buffers; on
     /// failure they are dropped with the builder.

@@ -67,6 +67,18 @@
 
 pub use mxfp8_sys as sys;
 
+/// Builder methods that set one field, `name(args) => field = value;`: each a `fn name(mut self, args)
+/// -> Self` with its doc.
+macro_rules! setters {
+    ($($(#[$m:meta])* $name:ident($($arg:ident: $ty:ty),*) => $field:ident = $value:expr;)*) => {$(
+        $(#[$m])*
+        pub fn $name(mut self, $($arg: $ty),*) -> Self {
+            self.$field = $value;
+            self
+        }
+    )*};
+}
+
 mod convert;
 mod error;
 mod grouped;

@@ -313,22 +313,10 @@ macro_rules! options {
             pub fn new() -> Self {
                 Self::default()
             }
-            $(
-                #[doc = concat!("Sets `", stringify!($field), "`:")]
-                $(#[$fm])*
-                pub fn $field(mut self, value: $ty) -> Self {
-                    self.$field = value;
-                    self
-                }
-            )*
-            $($(
-                #[doc = concat!("Sets `", stringify!($ef), "`:")]
-                $(#[$em])*
-                pub fn $ef(mut self, value: $ety) -> Self {
-                    self.$ef = value;
-                    self
-                }
-            )*)?
+            setters! {
+                $(#[doc = concat!("Sets `", stringify!($field), "`:")] $(#[$fm])* $field(value: $ty) => $field = value;)*
+                $($(#[doc = concat!("Sets `", stringify!($ef), "`:")] $(#[$em])* $ef(value: $ety) => $ef = value;)*)?
+            }
             #[doc = concat!("The C struct (`", stringify!($c), "`; no allocator: the library allocates).")]
             pub fn to_sys(&self) -> sys::$c {
                 sys::$c { $($cf: self.$field.to_c(),)* ..Default::default() }

@@ -68,30 +68,17 @@ impl TensorBuilder {
     pub fn new() -> Self {
         Self::default()
     }
-    /// The encoding of the values.
-    pub fn format(mut self, format: Format) -> Self {
-        self.format = format;
-        self
-    }
-    /// The layout of both directions' scales (TE's `with_gemm_swizzled_scales`): required.
-    pub fn scale_layout(mut self, layout: ScaleLayout) -> Self {
-        self.layout = Some(layout);
-        self
-    }
-    /// 1x32 or Transformer Engine's 32x32 blocks for MXFP8 (default 1x32); NVFP4's is 1x16.
-    pub fn block(mut self, block: Block) -> Self {
-        self.block = Some(block);
-        self
-    }
-    /// NVFP4's E4M3_MAX: 448 (default), or 256 for TE's 4over6 tensors (`nvfp4_e4m3_max`).
-    pub fn e4m3_max(mut self, e4m3_max: i32) -> Self {
-        self.e4m3_max = Some(e4m3_max);
-        self
-    }
-    /// The logical shape `(*lead, K)`, checked against the data (default, or empty: from the data).
-    pub fn shape(mut self, shape: &[i64]) -> Self {
-        self.shape = Some(shape.to_vec());
-        self
+    setters! {
+        /// The encoding of the values.
+        format(format: Format) => format = format;
+        /// The layout of both directions' scales (TE's `with_gemm_swizzled_scales`): required.
+        scale_layout(layout: ScaleLayout) => layout = Some(layout);
+        /// 1x32 or Transformer Engine's 32x32 blocks for MXFP8 (default 1x32); NVFP4's is 1x16.
+        block(block: Block) => block = Some(block);
+        /// NVFP4's E4M3_MAX: 448 (default), or 256 for TE's 4over6 tensors (`nvfp4_e4m3_max`).
+        e4m3_max(e4m3_max: i32) => e4m3_max = Some(e4m3_max);
+        /// The logical shape `(*lead, K)`, checked against the data (default, or empty: from the data).
+        shape(shape: &[i64]) => shape = Some(shape.to_vec());
     }
     /// The rowwise values and scales (NVFP4: packed `(*lead, K/2)` bytes and E4M3 block scales).
     pub fn rowwise(mut self, data: ManagedTensor, scale_inv: ManagedTensor) -> Self {

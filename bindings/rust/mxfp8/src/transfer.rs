@@ -38,10 +38,9 @@ impl<'a> Target<'a> {
     pub fn scales(scales: impl Into<BufMut<'a>>, layout: Layout) -> Self {
         Self { values: None, scales: scales.into(), layout, global_scale: None }
     }
-    /// With an NVFP4 entry's global scale.
-    pub fn global_scale(mut self, global_scale: impl Into<BufMut<'a>>) -> Self {
-        self.global_scale = Some(global_scale.into());
-        self
+    setters! {
+        /// With an NVFP4 entry's global scale.
+        global_scale(global_scale: impl Into<BufMut<'a>>) => global_scale = Some(global_scale.into());
     }
 }
 
@@ -131,41 +130,22 @@ impl<'t, 'm> Transfer<'t, 'm> {
         let n = self.count();
         self.directions(&vec![direction; n])
     }
-    /// Entry i in `directions[i]` (one per entry).
-    pub fn directions(mut self, directions: &[Direction]) -> Self {
-        self.directions = Some(directions.to_vec());
-        self
-    }
-    /// Entry i is `shards[i]` of its tensor (one per entry, [`Shard::whole`] for all of it): of the
-    /// source tensor, or of the whole tensor a bucket entry holds.
-    pub fn shards(mut self, shards: &[Shard]) -> Self {
-        self.shards = Some(shards.to_vec());
-        self
-    }
-    /// The rewrite of every MXFP8 scale written (whole tensors only; default none).
-    pub fn scale_fixup(mut self, fixup: ScaleFixup) -> Self {
-        self.scale_fixup = fixup;
-        self
-    }
-    /// The convention NVFP4 amaxes are written in to [`Target::global_scale`] (default decode).
-    pub fn global_scale(mut self, convention: GlobalScale) -> Self {
-        self.global_scale = convention;
-        self
-    }
-    /// The layout of a bucket source's scales parts, every entry (default [`Layout::Compact`]).
-    pub fn source_layout(mut self, layout: Layout) -> Self {
-        self.source_layout = layout;
-        self
-    }
-    /// Into the engine's buffers (`TO_BUFFERS`), one target per entry.
-    pub fn to_buffers(mut self, targets: Vec<Target<'m>>) -> Self {
-        self.destination = Destination::Buffers(targets);
-        self
-    }
-    /// Into `bucket` at `parts`, from [`bucket_parts`](Self::bucket_parts) of this transfer (`TO_BUCKET`).
-    pub fn to_bucket(mut self, bucket: impl Into<BufMut<'m>>, parts: &[BucketPart]) -> Self {
-        self.destination = Destination::Bucket(bucket.into(), parts.to_vec());
-        self
+    setters! {
+        /// Entry i in `directions[i]` (one per entry).
+        directions(directions: &[Direction]) => directions = Some(directions.to_vec());
+        /// Entry i is `shards[i]` of its tensor (one per entry, [`Shard::whole`] for all of it): of the
+        /// source tensor, or of the whole tensor a bucket entry holds.
+        shards(shards: &[Shard]) => shards = Some(shards.to_vec());
+        /// The rewrite of every MXFP8 scale written (whole tensors only; default none).
+        scale_fixup(fixup: ScaleFixup) => scale_fixup = fixup;
+        /// The convention NVFP4 amaxes are written in to [`Target::global_scale`] (default decode).
+        global_scale(convention: GlobalScale) => global_scale = convention;
+        /// The layout of a bucket source's scales parts, every entry (default [`Layout::Compact`]).
+        source_layout(layout: Layout) => source_layout = layout;
+        /// Into the engine's buffers (`TO_BUFFERS`), one target per entry.
+        to_buffers(targets: Vec<Target<'m>>) => destination = Destination::Buffers(targets);
+        /// Into `bucket` at `parts`, from [`bucket_parts`](Self::bucket_parts) of this transfer (`TO_BUCKET`).
+        to_bucket(bucket: impl Into<BufMut<'m>>, parts: &[BucketPart]) => destination = Destination::Bucket(bucket.into(), parts.to_vec());
     }
 
     fn count(&self) -> usize {
