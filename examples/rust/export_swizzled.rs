@@ -15,8 +15,8 @@ fn main() -> Result<(), mxfp8::Error> {
         .format(Format::E4M3)
         .scale_layout(ScaleLayout::GemmSwizzled)
         .rowwise(
-            ManagedTensor::from_host_bytes(values, &[rows as i64, k as i64])?,
-            ManagedTensor::from_host_bytes(swizzled, &[256, 4])?,
+            ManagedTensor::from_host(values, &[rows as i64, k as i64])?,
+            ManagedTensor::from_host(swizzled, &[256, 4])?,
         )
         .build()?;
     let parts = tensor.export(&ExportOptions::default())?;

@@ -115,8 +115,8 @@ fn main() -> Result<(), Box<dyn Error>> {
         let raw = std::fs::read(Path::new(weights).join(format!("{}.f32", e.name)))?;
         let master: Vec<f32> = raw.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
         let options = QuantizeOptions::new().format(e.format);
-        let compact = quantize(&master, &e.shape, Direction::Rowwise, &options)?;
-        let te = quantize(&master, &e.shape, Direction::Rowwise, &options.scales(QuantizedScales::Swizzled))?;
+        let compact = quantize(&master, &e.shape, &[Direction::Rowwise], &options)?.remove(0);
+        let te = quantize(&master, &e.shape, &[Direction::Rowwise], &options.scales(QuantizedScales::Swizzled))?.remove(0);
         if compact.data.as_host_bytes() != Some(&weight[..]) {
             mismatches.push(format!("{}: values differ", e.name));
         } else if compact.scale_inv.as_host_bytes() != Some(&weight_scale[..]) {

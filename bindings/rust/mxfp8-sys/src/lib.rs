@@ -15,6 +15,28 @@
 #![no_std]
 
 use core::ffi::{c_char, c_int, c_void};
+use core::ptr::{null, null_mut};
+
+/// A versioned struct of the header: it opens with `struct_size` (written by `Default`), and each field
+/// carries the value its `*_INIT` macro gives it, so that `Default` is that macro restated line by line.
+macro_rules! c_struct {
+    ($(#[$m:meta])* pub struct $name:ident { $($(#[$fm:meta])* $field:ident: $ty:ty = $default:expr,)* }) => {
+        $(#[$m])*
+        #[repr(C)]
+        #[derive(Copy, Clone, Debug)]
+        pub struct $name {
+            #[doc = concat!("`sizeof(", stringify!($name), ")`.")]
+            pub struct_size: u32,
+            $($(#[$fm])* pub $field: $ty,)*
+        }
+        impl Default for $name {
+            #[doc = concat!("The header's `*_INIT` macro of `", stringify!($name), "`: the value beside each field.")]
+            fn default() -> Self {
+                Self { struct_size: core::mem::size_of::<Self>() as u32, $($field: $default,)* }
+            }
+        }
+    };
+}
 
 // ------------------------------------------------------------------------------------------------
 // DLPack
@@ -234,62 +256,37 @@ pub struct mxfp8_plan {
     _private: [u8; 0],
 }
 
-/// `mxfp8_tensor_desc`: what an MXFP8 or NVFP4 tensor is and where its bytes are (see the header for the rules).
-#[repr(C)]
-#[derive(Copy, Clone, Debug)]
-pub struct mxfp8_tensor_desc {
-    /// `sizeof(mxfp8_tensor_desc)`.
-    pub struct_size: u32,
-    /// `MXFP8_FORMAT_*`.
-    pub format: i32,
-    /// `MXFP8_SCALE_LAYOUT_*`, for both directions.
-    pub scale_layout: i32,
-    /// Length of `shape`; 0 takes the logical shape from the data tensor.
-    pub ndim: i32,
-    /// The logical shape `(*lead, K)`, copied; NULL when `ndim` is 0.
-    pub shape: *const i64,
-    /// Rowwise FP8 values (taken on success).
-    pub rowwise_data: *mut DLManagedTensorVersioned,
-    /// Rowwise E8M0 scales (taken on success).
-    pub rowwise_scale_inv: *mut DLManagedTensorVersioned,
-    /// Columnwise FP8 values, in the tensor's shape (taken on success).
-    pub columnwise_data: *mut DLManagedTensorVersioned,
-    /// Columnwise E8M0 scales (taken on success).
-    pub columnwise_scale_inv: *mut DLManagedTensorVersioned,
-    /// `MXFP8_BLOCK_*`.
-    pub block: i32,
-    /// Must be 0.
-    pub reserved: u32,
-    /// NVFP4: the rowwise float32 amax, one or one per row (taken on success); NULL for MXFP8.
-    pub rowwise_amax: *mut DLManagedTensorVersioned,
-    /// NVFP4: the columnwise float32 amax, one (taken on success); NULL for MXFP8.
-    pub columnwise_amax: *mut DLManagedTensorVersioned,
-    /// NVFP4: 448, or 256 for Transformer Engine's 4over6 tensors; 0 (not said) for MXFP8.
-    pub e4m3_max: i32,
-    /// Must be 0.
-    pub reserved2: u32,
-}
-
-impl Default for mxfp8_tensor_desc {
-    /// `MXFP8_TENSOR_DESC_INIT`.
-    fn default() -> Self {
-        Self {
-            struct_size: core::mem::size_of::<Self>() as u32,
-            format: MXFP8_FORMAT_E4M3,
-            scale_layout: MXFP8_SCALE_LAYOUT_ROW_MAJOR,
-            ndim: 0,
-            shape: core::ptr::null(),
-            rowwise_data: core::ptr::null_mut(),
-            rowwise_scale_inv: core::ptr::null_mut(),
-            columnwise_data: core::ptr::null_mut(),
-            columnwise_scale_inv: core::ptr::null_mut(),
-            block: MXFP8_BLOCK_1X32,
-            reserved: 0,
-            rowwise_amax: core::ptr::null_mut(),
-            columnwise_amax: core::ptr::null_mut(),
-            e4m3_max: 0,
-            reserved2: 0,
-        }
+c_struct! {
+    /// `mxfp8_tensor_desc`: what an MXFP8 or NVFP4 tensor is and where its bytes are (see the header for the rules).
+    pub struct mxfp8_tensor_desc {
+        /// `MXFP8_FORMAT_*`.
+        format: i32 = MXFP8_FORMAT_E4M3,
+        /// `MXFP8_SCALE_LAYOUT_*`, for both directions.
+        scale_layout: i32 = MXFP8_SCALE_LAYOUT_ROW_MAJOR,
+        /// Length of `shape`; 0 takes the logical shape from the data tensor.
+        ndim: i32 = 0,
+        /// The logical shape `(*lead, K)`, copied; NULL when `ndim` is 0.
+        shape: *const i64 = null(),
+        /// Rowwise FP8 values (taken on success).
+        rowwise_data: *mut DLManagedTensorVersioned = null_mut(),
+        /// Rowwise E8M0 scales (taken on success).
+        rowwise_scale_inv: *mut DLManagedTensorVersioned = null_mut(),
+        /// Columnwise FP8 values, in the tensor's shape (taken on success).
+        columnwise_data: *mut DLManagedTensorVersioned = null_mut(),
+        /// Columnwise E8M0 scales (taken on success).
+        columnwise_scale_inv: *mut DLManagedTensorVersioned = null_mut(),
+        /// `MXFP8_BLOCK_*`.
+        block: i32 = MXFP8_BLOCK_1X32,
+        /// Must be 0.
+        reserved: u32 = 0,
+        /// NVFP4: the rowwise float32 amax, one or one per row (taken on success); NULL for MXFP8.
+        rowwise_amax: *mut DLManagedTensorVersioned = null_mut(),
+        /// NVFP4: the columnwise float32 amax, one (taken on success); NULL for MXFP8.
+        columnwise_amax: *mut DLManagedTensorVersioned = null_mut(),
+        /// NVFP4: 448, or 256 for Transformer Engine's 4over6 tensors; 0 (not said) for MXFP8.
+        e4m3_max: i32 = 0,
+        /// Must be 0.
+        reserved2: u32 = 0,
     }
 }
 
@@ -301,64 +298,39 @@ pub type mxfp8_allocator = unsafe extern "C" fn(
     set_error: Option<unsafe extern "C" fn(*mut c_void, *const c_char, *const c_char)>,
 ) -> c_int;
 
-/// `mxfp8_export_options`: options of the exports and the batched export.
-#[repr(C)]
-#[derive(Copy, Clone, Debug)]
-pub struct mxfp8_export_options {
-    /// `sizeof(mxfp8_export_options)`.
-    pub struct_size: u32,
-    /// `MXFP8_DIRECTION_*`.
-    pub direction: i32,
-    /// `MXFP8_VALUES_*`.
-    pub values_dtype: i32,
-    /// `MXFP8_SCALES_UINT8` or `MXFP8_SCALES_E8M0`.
-    pub scales_dtype: i32,
-    /// `MXFP8_PADDED_SCALES_*`.
-    pub padded_scales: i32,
-    /// Must be 0.
-    pub reserved: u32,
-    /// The `cudaStream_t` copies run on (NULL: the legacy default stream).
-    pub stream: *mut c_void,
-    /// Allocates copies; None: the library allocates.
-    pub allocator: Option<mxfp8_allocator>,
-    /// `MXFP8_SCALES_PER_32` or `MXFP8_SCALES_PER_32X32`.
-    pub scales_granularity: i32,
-    /// Must be 0.
-    pub reserved2: u32,
-    /// `MXFP8_SCALE_FIXUP_*` applied by `mxfp8_export_scales_batched` (a transfer has
-    /// `mxfp8_transfer_desc::scale_fixup`).
-    pub scale_fixup: i32,
-    /// Must be 0.
-    pub reserved3: u32,
-    /// `mxfp8_export_components` exports only this shard; NULL: the whole tensor. The other calls
-    /// taking these options refuse a set one.
-    pub shard: *const mxfp8_shard,
-    /// `MXFP8_NVFP4_GLOBAL_SCALE_*` of `mxfp8_export_global_scale`.
-    pub global_scale: i32,
-    /// Must be 0.
-    pub reserved4: u32,
-}
-
-impl Default for mxfp8_export_options {
-    /// `MXFP8_EXPORT_OPTIONS_INIT`.
-    fn default() -> Self {
-        Self {
-            struct_size: core::mem::size_of::<Self>() as u32,
-            direction: MXFP8_DIRECTION_ROWWISE,
-            values_dtype: MXFP8_VALUES_FP8,
-            scales_dtype: MXFP8_SCALES_UINT8,
-            padded_scales: MXFP8_PADDED_SCALES_COPY,
-            reserved: 0,
-            stream: core::ptr::null_mut(),
-            allocator: None,
-            scales_granularity: MXFP8_SCALES_PER_32,
-            reserved2: 0,
-            scale_fixup: MXFP8_SCALE_FIXUP_NONE,
-            reserved3: 0,
-            shard: core::ptr::null(),
-            global_scale: MXFP8_NVFP4_GLOBAL_SCALE_DECODE,
-            reserved4: 0,
-        }
+c_struct! {
+    /// `mxfp8_export_options`: options of the exports and the batched export.
+    pub struct mxfp8_export_options {
+        /// `MXFP8_DIRECTION_*`.
+        direction: i32 = MXFP8_DIRECTION_ROWWISE,
+        /// `MXFP8_VALUES_*`.
+        values_dtype: i32 = MXFP8_VALUES_FP8,
+        /// `MXFP8_SCALES_UINT8` or `MXFP8_SCALES_E8M0`.
+        scales_dtype: i32 = MXFP8_SCALES_UINT8,
+        /// `MXFP8_PADDED_SCALES_*`.
+        padded_scales: i32 = MXFP8_PADDED_SCALES_COPY,
+        /// Must be 0.
+        reserved: u32 = 0,
+        /// The `cudaStream_t` copies run on (NULL: the legacy default stream).
+        stream: *mut c_void = null_mut(),
+        /// Allocates copies; None: the library allocates.
+        allocator: Option<mxfp8_allocator> = None,
+        /// `MXFP8_SCALES_PER_32` or `MXFP8_SCALES_PER_32X32`.
+        scales_granularity: i32 = MXFP8_SCALES_PER_32,
+        /// Must be 0.
+        reserved2: u32 = 0,
+        /// `MXFP8_SCALE_FIXUP_*` applied by `mxfp8_export_scales_batched` (a transfer has
+        /// `mxfp8_transfer_desc::scale_fixup`).
+        scale_fixup: i32 = MXFP8_SCALE_FIXUP_NONE,
+        /// Must be 0.
+        reserved3: u32 = 0,
+        /// `mxfp8_export_components` exports only this shard; NULL: the whole tensor. The other calls
+        /// taking these options refuse a set one.
+        shard: *const mxfp8_shard = null(),
+        /// `MXFP8_NVFP4_GLOBAL_SCALE_*` of `mxfp8_export_global_scale`.
+        global_scale: i32 = MXFP8_NVFP4_GLOBAL_SCALE_DECODE,
+        /// Must be 0.
+        reserved4: u32 = 0,
     }
 }
 
@@ -413,136 +385,83 @@ pub const MXFP8_TRANSFER_TO_BUCKET: i32 = 2;
 /// `mxfp8_transfer_destination`: nothing (`mxfp8_transfer_check` of the source side only).
 pub const MXFP8_TRANSFER_TO_NOTHING: i32 = 3;
 
+c_struct! {
 /// `mxfp8_transfer_desc`: one transfer of `count` entries (per-entry parallel arrays; see transfer.h).
-/// Start from `Default` (`MXFP8_TRANSFER_DESC_INIT`).
-#[repr(C)]
-#[derive(Copy, Clone, Debug)]
-pub struct mxfp8_transfer_desc {
-    /// `size_of::<mxfp8_transfer_desc>()`.
-    pub struct_size: u32,
-    /// `MXFP8_TRANSFER_FROM_*`; must be set.
-    pub source: i32,
-    /// `MXFP8_TRANSFER_TO_*`; must be set.
-    pub destination: i32,
-    /// `MXFP8_SCALE_FIXUP_*` of every MXFP8 scale written (whole tensors only).
-    pub scale_fixup: i32,
-    /// `mxfp8_nvfp4_global_scale` written to `global_scales`; default decode.
-    pub global_scale: i32,
-    /// Must be 0.
-    pub reserved: u32,
-    /// Entries.
-    pub count: usize,
-    /// `mxfp8_direction` of each entry; NULL: all rowwise.
-    pub directions: *const i32,
-    /// Each entry's shard; NULL, or a NULL entry: the whole tensor.
-    pub shards: *const *const mxfp8_shard,
-    /// FROM_TENSORS: one handle per entry, either format.
-    pub tensors: *const *const mxfp8_tensor,
-    /// FROM_BUCKET: the bucket.
-    pub bucket_in: *const DLTensor,
-    /// FROM_BUCKET: where each entry's parts lie.
-    pub parts_in: *const mxfp8_bucket_part,
-    /// FROM_BUCKET: each entry's logical rank.
-    pub ndims: *const i32,
-    /// FROM_BUCKET: each entry's logical shape.
-    pub shapes: *const *const i64,
-    /// FROM_BUCKET: `mxfp8_format` of each entry; required.
-    pub formats: *const i32,
-    /// FROM_BUCKET: `mxfp8_scale_layout` of each scales part; required.
-    pub source_layouts: *const i32,
-    /// FROM_BUCKET: E4M3_MAX of each NVFP4 entry (448 or 256).
-    pub e4m3_maxes: *const i32,
-    /// FROM_BUCKET, optional with `scales_shapes`: each scale matrix's rank.
-    pub scales_ndims: *const i32,
-    /// FROM_BUCKET, optional with `scales_ndims`: the sender's shape of each scale matrix.
-    pub scales_shapes: *const *const i64,
-    /// `mxfp8_scale_layout` each entry's scales are written in; NULL: all compact.
-    pub target_layouts: *const i32,
-    /// TO_BUFFERS: values (NULL, or a NULL entry: scales only).
-    pub values: *const *mut DLTensor,
-    /// TO_BUFFERS: scales.
-    pub scales: *const *mut DLTensor,
-    /// TO_BUFFERS: each NVFP4 entry's second-level scales (float32).
-    pub global_scales: *const *mut DLTensor,
-    /// TO_BUCKET: the bucket.
-    pub bucket_out: *mut DLTensor,
-    /// TO_BUCKET: its parts, from `mxfp8_bucket_parts`.
-    pub parts_out: *const mxfp8_bucket_part,
-}
-
-impl Default for mxfp8_transfer_desc {
-    /// `MXFP8_TRANSFER_DESC_INIT`.
-    fn default() -> Self {
-        Self {
-            struct_size: core::mem::size_of::<Self>() as u32,
-            source: MXFP8_TRANSFER_SOURCE_UNSET,
-            destination: MXFP8_TRANSFER_DESTINATION_UNSET,
-            scale_fixup: MXFP8_SCALE_FIXUP_NONE,
-            global_scale: MXFP8_NVFP4_GLOBAL_SCALE_DECODE,
-            reserved: 0,
-            count: 0,
-            directions: core::ptr::null(),
-            shards: core::ptr::null(),
-            tensors: core::ptr::null(),
-            bucket_in: core::ptr::null(),
-            parts_in: core::ptr::null(),
-            ndims: core::ptr::null(),
-            shapes: core::ptr::null(),
-            formats: core::ptr::null(),
-            source_layouts: core::ptr::null(),
-            e4m3_maxes: core::ptr::null(),
-            scales_ndims: core::ptr::null(),
-            scales_shapes: core::ptr::null(),
-            target_layouts: core::ptr::null(),
-            values: core::ptr::null(),
-            scales: core::ptr::null(),
-            global_scales: core::ptr::null(),
-            bucket_out: core::ptr::null_mut(),
-            parts_out: core::ptr::null(),
-        }
+    /// Start from `Default` (`MXFP8_TRANSFER_DESC_INIT`).
+    pub struct mxfp8_transfer_desc {
+        /// `MXFP8_TRANSFER_FROM_*`; must be set.
+        source: i32 = MXFP8_TRANSFER_SOURCE_UNSET,
+        /// `MXFP8_TRANSFER_TO_*`; must be set.
+        destination: i32 = MXFP8_TRANSFER_DESTINATION_UNSET,
+        /// `MXFP8_SCALE_FIXUP_*` of every MXFP8 scale written (whole tensors only).
+        scale_fixup: i32 = MXFP8_SCALE_FIXUP_NONE,
+        /// `mxfp8_nvfp4_global_scale` written to `global_scales`; default decode.
+        global_scale: i32 = MXFP8_NVFP4_GLOBAL_SCALE_DECODE,
+        /// Must be 0.
+        reserved: u32 = 0,
+        /// Entries.
+        count: usize = 0,
+        /// `mxfp8_direction` of each entry; NULL: all rowwise.
+        directions: *const i32 = null(),
+        /// Each entry's shard; NULL, or a NULL entry: the whole tensor.
+        shards: *const *const mxfp8_shard = null(),
+        /// FROM_TENSORS: one handle per entry, either format.
+        tensors: *const *const mxfp8_tensor = null(),
+        /// FROM_BUCKET: the bucket.
+        bucket_in: *const DLTensor = null(),
+        /// FROM_BUCKET: where each entry's parts lie.
+        parts_in: *const mxfp8_bucket_part = null(),
+        /// FROM_BUCKET: each entry's logical rank.
+        ndims: *const i32 = null(),
+        /// FROM_BUCKET: each entry's logical shape.
+        shapes: *const *const i64 = null(),
+        /// FROM_BUCKET: `mxfp8_format` of each entry; required.
+        formats: *const i32 = null(),
+        /// FROM_BUCKET: `mxfp8_scale_layout` of each scales part; required.
+        source_layouts: *const i32 = null(),
+        /// FROM_BUCKET: E4M3_MAX of each NVFP4 entry (448 or 256).
+        e4m3_maxes: *const i32 = null(),
+        /// FROM_BUCKET, optional with `scales_shapes`: each scale matrix's rank.
+        scales_ndims: *const i32 = null(),
+        /// FROM_BUCKET, optional with `scales_ndims`: the sender's shape of each scale matrix.
+        scales_shapes: *const *const i64 = null(),
+        /// `mxfp8_scale_layout` each entry's scales are written in; NULL: all compact.
+        target_layouts: *const i32 = null(),
+        /// TO_BUFFERS: values (NULL, or a NULL entry: scales only).
+        values: *const *mut DLTensor = null(),
+        /// TO_BUFFERS: scales.
+        scales: *const *mut DLTensor = null(),
+        /// TO_BUFFERS: each NVFP4 entry's second-level scales (float32).
+        global_scales: *const *mut DLTensor = null(),
+        /// TO_BUCKET: the bucket.
+        bucket_out: *mut DLTensor = null_mut(),
+        /// TO_BUCKET: its parts, from `mxfp8_bucket_parts`.
+        parts_out: *const mxfp8_bucket_part = null(),
     }
 }
 
 /// In `mxfp8_shard::row_end` / `col_end`: the end of the dimension.
 pub const MXFP8_SHARD_END: i64 = -1;
 
+c_struct! {
 /// `mxfp8_shard`: rows `[row_begin, row_end)` (or `num_row_pieces` ranges in `row_pieces`, concatenated)
-/// and K columns `[col_begin, col_end)` of one tensor. Start from `Default` (`MXFP8_SHARD_INIT`, the whole
-/// tensor).
-#[repr(C)]
-#[derive(Copy, Clone, Debug)]
-pub struct mxfp8_shard {
-    /// `size_of::<mxfp8_shard>()`.
-    pub struct_size: u32,
-    /// Must be 0.
-    pub reserved: u32,
-    /// First row of M = prod(lead).
-    pub row_begin: i64,
-    /// One past the last row, or `MXFP8_SHARD_END`.
-    pub row_end: i64,
-    /// First column of K.
-    pub col_begin: i64,
-    /// One past the last column, or `MXFP8_SHARD_END`.
-    pub col_end: i64,
-    /// Row pieces: how many begin / end pairs `row_pieces` holds; 0: the one range.
-    pub num_row_pieces: usize,
-    /// `2 * num_row_pieces` begins and ends, concatenated in order; NULL with 0 pieces.
-    pub row_pieces: *const i64,
-}
-
-impl Default for mxfp8_shard {
-    /// `MXFP8_SHARD_INIT`: the whole tensor.
-    fn default() -> Self {
-        Self {
-            struct_size: core::mem::size_of::<Self>() as u32,
-            reserved: 0,
-            row_begin: 0,
-            row_end: MXFP8_SHARD_END,
-            col_begin: 0,
-            col_end: MXFP8_SHARD_END,
-            num_row_pieces: 0,
-            row_pieces: core::ptr::null(),
-        }
+    /// and K columns `[col_begin, col_end)` of one tensor. Start from `Default` (`MXFP8_SHARD_INIT`, the whole
+    /// tensor).
+    pub struct mxfp8_shard {
+        /// Must be 0.
+        reserved: u32 = 0,
+        /// First row of M = prod(lead).
+        row_begin: i64 = 0,
+        /// One past the last row, or `MXFP8_SHARD_END`.
+        row_end: i64 = MXFP8_SHARD_END,
+        /// First column of K.
+        col_begin: i64 = 0,
+        /// One past the last column, or `MXFP8_SHARD_END`.
+        col_end: i64 = MXFP8_SHARD_END,
+        /// Row pieces: how many begin / end pairs `row_pieces` holds; 0: the one range.
+        num_row_pieces: usize = 0,
+        /// `2 * num_row_pieces` begins and ends, concatenated in order; NULL with 0 pieces.
+        row_pieces: *const i64 = null(),
     }
 }
 
@@ -552,158 +471,85 @@ pub struct mxfp8_grouped_tensor {
     _private: [u8; 0],
 }
 
-/// `mxfp8_grouped_desc`: E experts of shapes `(rows_e, K)` stored back to back in two flat buffers.
-#[repr(C)]
-#[derive(Copy, Clone, Debug)]
-pub struct mxfp8_grouped_desc {
-    /// `sizeof(mxfp8_grouped_desc)`.
-    pub struct_size: u32,
-    /// `MXFP8_FORMAT_*`.
-    pub format: i32,
-    /// `MXFP8_SCALE_LAYOUT_*` of every expert's scales.
-    pub scale_layout: i32,
-    /// `MXFP8_GROUPED_SCALES_*`.
-    pub scales: i32,
-    /// E >= 1.
-    pub num_experts: i32,
-    /// Must be 0.
-    pub reserved: u32,
-    /// K, shared by all experts.
-    pub cols: i64,
-    /// Rows of every expert when `expert_rows` is NULL.
-    pub uniform_rows: i64,
-    /// E row counts (copied), or NULL.
-    pub expert_rows: *const i64,
-    /// E byte offsets of each expert's scales in `scale_inv` (copied), or NULL: back to back.
-    pub scale_offsets: *const i64,
-    /// The flat values (taken on success).
-    pub data: *mut DLManagedTensorVersioned,
-    /// The flat scales (taken on success).
-    pub scale_inv: *mut DLManagedTensorVersioned,
-}
-
-impl Default for mxfp8_grouped_desc {
-    /// `MXFP8_GROUPED_DESC_INIT`.
-    fn default() -> Self {
-        Self {
-            struct_size: core::mem::size_of::<Self>() as u32,
-            format: MXFP8_FORMAT_E4M3,
-            scale_layout: MXFP8_SCALE_LAYOUT_ROW_MAJOR,
-            scales: MXFP8_GROUPED_SCALES_PADDED,
-            num_experts: 0,
-            reserved: 0,
-            cols: 0,
-            uniform_rows: 0,
-            expert_rows: core::ptr::null(),
-            scale_offsets: core::ptr::null(),
-            data: core::ptr::null_mut(),
-            scale_inv: core::ptr::null_mut(),
-        }
+c_struct! {
+    /// `mxfp8_grouped_desc`: E experts of shapes `(rows_e, K)` stored back to back in two flat buffers.
+    pub struct mxfp8_grouped_desc {
+        /// `MXFP8_FORMAT_*`.
+        format: i32 = MXFP8_FORMAT_E4M3,
+        /// `MXFP8_SCALE_LAYOUT_*` of every expert's scales.
+        scale_layout: i32 = MXFP8_SCALE_LAYOUT_ROW_MAJOR,
+        /// `MXFP8_GROUPED_SCALES_*`.
+        scales: i32 = MXFP8_GROUPED_SCALES_PADDED,
+        /// E >= 1.
+        num_experts: i32 = 0,
+        /// Must be 0.
+        reserved: u32 = 0,
+        /// K, shared by all experts.
+        cols: i64 = 0,
+        /// Rows of every expert when `expert_rows` is NULL.
+        uniform_rows: i64 = 0,
+        /// E row counts (copied), or NULL.
+        expert_rows: *const i64 = null(),
+        /// E byte offsets of each expert's scales in `scale_inv` (copied), or NULL: back to back.
+        scale_offsets: *const i64 = null(),
+        /// The flat values (taken on success).
+        data: *mut DLManagedTensorVersioned = null_mut(),
+        /// The flat scales (taken on success).
+        scale_inv: *mut DLManagedTensorVersioned = null_mut(),
     }
 }
 
-/// `mxfp8_quantize_options`: options of `mxfp8_quantize` and `mxfp8_quantize_into`.
-#[repr(C)]
-#[derive(Copy, Clone, Debug)]
-pub struct mxfp8_quantize_options {
-    /// `sizeof(mxfp8_quantize_options)`.
-    pub struct_size: u32,
-    /// `MXFP8_FORMAT_*`.
-    pub format: i32,
-    /// `MXFP8_BLOCK_*`.
-    pub block: i32,
-    /// `MXFP8_SCALE_ROUNDING_*`.
-    pub scale_rounding: i32,
-    /// `MXFP8_QUANTIZED_SCALES_*`.
-    pub scales_layout: i32,
-    /// `MXFP8_VALUES_*` of the values `mxfp8_quantize` allocates.
-    pub values_dtype: i32,
-    /// `MXFP8_SCALES_UINT8` or `MXFP8_SCALES_E8M0` of the scales `mxfp8_quantize` allocates.
-    pub scales_dtype: i32,
-    /// Must be 0.
-    pub reserved: u32,
-    /// The `cudaStream_t` the kernel runs on (NULL: the legacy default stream).
-    pub stream: *mut c_void,
-    /// Allocates `mxfp8_quantize`'s outputs; None: the library allocates.
-    pub allocator: Option<mxfp8_allocator>,
-}
-
-impl Default for mxfp8_quantize_options {
-    /// `MXFP8_QUANTIZE_OPTIONS_INIT`.
-    fn default() -> Self {
-        Self {
-            struct_size: core::mem::size_of::<Self>() as u32,
-            format: MXFP8_FORMAT_E4M3,
-            block: MXFP8_BLOCK_1X32,
-            scale_rounding: MXFP8_SCALE_ROUNDING_RCEIL,
-            scales_layout: MXFP8_QUANTIZED_SCALES_COMPACT,
-            values_dtype: MXFP8_VALUES_FP8,
-            scales_dtype: MXFP8_SCALES_UINT8,
-            reserved: 0,
-            stream: core::ptr::null_mut(),
-            allocator: None,
-        }
+c_struct! {
+    /// `mxfp8_quantize_options`: options of `mxfp8_quantize` and `mxfp8_quantize_into`.
+    pub struct mxfp8_quantize_options {
+        /// `MXFP8_FORMAT_*`.
+        format: i32 = MXFP8_FORMAT_E4M3,
+        /// `MXFP8_BLOCK_*`.
+        block: i32 = MXFP8_BLOCK_1X32,
+        /// `MXFP8_SCALE_ROUNDING_*`.
+        scale_rounding: i32 = MXFP8_SCALE_ROUNDING_RCEIL,
+        /// `MXFP8_QUANTIZED_SCALES_*`.
+        scales_layout: i32 = MXFP8_QUANTIZED_SCALES_COMPACT,
+        /// `MXFP8_VALUES_*` of the values `mxfp8_quantize` allocates.
+        values_dtype: i32 = MXFP8_VALUES_FP8,
+        /// `MXFP8_SCALES_UINT8` or `MXFP8_SCALES_E8M0` of the scales `mxfp8_quantize` allocates.
+        scales_dtype: i32 = MXFP8_SCALES_UINT8,
+        /// Must be 0.
+        reserved: u32 = 0,
+        /// The `cudaStream_t` the kernel runs on (NULL: the legacy default stream).
+        stream: *mut c_void = null_mut(),
+        /// Allocates `mxfp8_quantize`'s outputs; None: the library allocates.
+        allocator: Option<mxfp8_allocator> = None,
     }
 }
 
-/// `mxfp8_dequantize_options`: options of `mxfp8_dequantize`.
-#[repr(C)]
-#[derive(Copy, Clone, Debug)]
-pub struct mxfp8_dequantize_options {
-    /// `sizeof(mxfp8_dequantize_options)`.
-    pub struct_size: u32,
-    /// `MXFP8_DIRECTION_*`.
-    pub direction: i32,
-    /// The `cudaStream_t` the kernel runs on.
-    pub stream: *mut c_void,
-}
-
-impl Default for mxfp8_dequantize_options {
-    /// `MXFP8_DEQUANTIZE_OPTIONS_INIT`.
-    fn default() -> Self {
-        Self {
-            struct_size: core::mem::size_of::<Self>() as u32,
-            direction: MXFP8_DIRECTION_ROWWISE,
-            stream: core::ptr::null_mut(),
-        }
+c_struct! {
+    /// `mxfp8_dequantize_options`: options of `mxfp8_dequantize`.
+    pub struct mxfp8_dequantize_options {
+        /// `MXFP8_DIRECTION_*`.
+        direction: i32 = MXFP8_DIRECTION_ROWWISE,
+        /// The `cudaStream_t` the kernel runs on.
+        stream: *mut c_void = null_mut(),
     }
 }
 
-/// `mxfp8_convert_options`: options of `mxfp8_convert` and `mxfp8_grouped_convert`.
-#[repr(C)]
-#[derive(Copy, Clone, Debug)]
-pub struct mxfp8_convert_options {
-    /// `sizeof(mxfp8_convert_options)`.
-    pub struct_size: u32,
-    /// `mxfp8_scale_layout` the scales are written in.
-    pub target: i32,
-    /// `MXFP8_DIRECTION_*` read from a tensor.
-    pub direction: i32,
-    /// `MXFP8_SCALE_FIXUP_*`.
-    pub scale_fixup: i32,
-    /// The `cudaStream_t` the work is queued on.
-    pub stream: *mut c_void,
-    /// Each expert's rows (of the gated target, each half's) padded to a multiple of this; 0: none.
-    pub pad_rows_to: i64,
-    /// K padded to a multiple of this (a multiple of 32); 0: none.
-    pub pad_cols_to: i64,
-    /// The E8M0 byte of a padding scale (default 127).
-    pub pad_scale: i32,
-}
-
-impl Default for mxfp8_convert_options {
-    /// `MXFP8_CONVERT_OPTIONS_INIT`.
-    fn default() -> Self {
-        Self {
-            struct_size: core::mem::size_of::<Self>() as u32,
-            target: MXFP8_SCALE_LAYOUT_COMPACT,
-            direction: MXFP8_DIRECTION_ROWWISE,
-            scale_fixup: MXFP8_SCALE_FIXUP_NONE,
-            stream: core::ptr::null_mut(),
-            pad_rows_to: 0,
-            pad_cols_to: 0,
-            pad_scale: 127,
-        }
+c_struct! {
+    /// `mxfp8_convert_options`: options of `mxfp8_convert` and `mxfp8_grouped_convert`.
+    pub struct mxfp8_convert_options {
+        /// `mxfp8_scale_layout` the scales are written in.
+        target: i32 = MXFP8_SCALE_LAYOUT_COMPACT,
+        /// `MXFP8_DIRECTION_*` read from a tensor.
+        direction: i32 = MXFP8_DIRECTION_ROWWISE,
+        /// `MXFP8_SCALE_FIXUP_*`.
+        scale_fixup: i32 = MXFP8_SCALE_FIXUP_NONE,
+        /// The `cudaStream_t` the work is queued on.
+        stream: *mut c_void = null_mut(),
+        /// Each expert's rows (of the gated target, each half's) padded to a multiple of this; 0: none.
+        pad_rows_to: i64 = 0,
+        /// K padded to a multiple of this (a multiple of 32); 0: none.
+        pad_cols_to: i64 = 0,
+        /// The E8M0 byte of a padding scale (default 127).
+        pad_scale: i32 = 127,
     }
 }
 
@@ -727,44 +573,25 @@ pub const MXFP8_NVFP4_4OVER6_MAE: i32 = 1;
 /// `mxfp8_nvfp4_4over6`: 4over6, candidates compared by squared error.
 pub const MXFP8_NVFP4_4OVER6_MSE: i32 = 2;
 
-/// `mxfp8_nvfp4_quantize_options`: options of the NVFP4 quantize calls.
-#[repr(C)]
-#[derive(Copy, Clone, Debug)]
-pub struct mxfp8_nvfp4_quantize_options {
-    /// `sizeof(mxfp8_nvfp4_quantize_options)`.
-    pub struct_size: u32,
-    /// `MXFP8_NVFP4_AMAX_PER_*`.
-    pub amax_scope: i32,
-    /// `MXFP8_NVFP4_AMAX_COMPUTE` or `MXFP8_NVFP4_AMAX_GIVEN`.
-    pub amax_mode: i32,
-    /// `MXFP8_NVFP4_4OVER6_*`.
-    pub four_over_six: i32,
-    /// E4M3_MAX of the second level: 448, or 256 with 4over6.
-    pub e4m3_max: i32,
-    /// `MXFP8_QUANTIZED_SCALES_*`.
-    pub scales_layout: i32,
-    /// `MXFP8_DIRECTION_*` (columnwise: the transpose, as TE stores it).
-    pub direction: i32,
-    /// Must be 0.
-    pub reserved: u32,
-    /// The `cudaStream_t` the kernels run on.
-    pub stream: *mut c_void,
-}
-
-impl Default for mxfp8_nvfp4_quantize_options {
-    /// `MXFP8_NVFP4_QUANTIZE_OPTIONS_INIT`.
-    fn default() -> Self {
-        Self {
-            struct_size: core::mem::size_of::<Self>() as u32,
-            amax_scope: MXFP8_NVFP4_AMAX_PER_TENSOR,
-            amax_mode: MXFP8_NVFP4_AMAX_COMPUTE,
-            four_over_six: MXFP8_NVFP4_4OVER6_OFF,
-            e4m3_max: 448,
-            scales_layout: MXFP8_QUANTIZED_SCALES_COMPACT,
-            direction: MXFP8_DIRECTION_ROWWISE,
-            reserved: 0,
-            stream: core::ptr::null_mut(),
-        }
+c_struct! {
+    /// `mxfp8_nvfp4_quantize_options`: options of the NVFP4 quantize calls.
+    pub struct mxfp8_nvfp4_quantize_options {
+        /// `MXFP8_NVFP4_AMAX_PER_*`.
+        amax_scope: i32 = MXFP8_NVFP4_AMAX_PER_TENSOR,
+        /// `MXFP8_NVFP4_AMAX_COMPUTE` or `MXFP8_NVFP4_AMAX_GIVEN`.
+        amax_mode: i32 = MXFP8_NVFP4_AMAX_COMPUTE,
+        /// `MXFP8_NVFP4_4OVER6_*`.
+        four_over_six: i32 = MXFP8_NVFP4_4OVER6_OFF,
+        /// E4M3_MAX of the second level: 448, or 256 with 4over6.
+        e4m3_max: i32 = 448,
+        /// `MXFP8_QUANTIZED_SCALES_*`.
+        scales_layout: i32 = MXFP8_QUANTIZED_SCALES_COMPACT,
+        /// `MXFP8_DIRECTION_*` (columnwise: the transpose, as TE stores it).
+        direction: i32 = MXFP8_DIRECTION_ROWWISE,
+        /// Must be 0.
+        reserved: u32 = 0,
+        /// The `cudaStream_t` the kernels run on.
+        stream: *mut c_void = null_mut(),
     }
 }
 

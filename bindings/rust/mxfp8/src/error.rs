@@ -25,31 +25,28 @@ pub enum Status {
     Unknown(i32),
 }
 
+/// Each named status and its C value.
+const STATUSES: [(Status, sys::mxfp8_status); 6] = [
+    (Status::InvalidArgument, sys::mxfp8_status::ERROR_INVALID_ARGUMENT),
+    (Status::MissingData, sys::mxfp8_status::ERROR_MISSING_DATA),
+    (Status::Unsupported, sys::mxfp8_status::ERROR_UNSUPPORTED),
+    (Status::OutOfMemory, sys::mxfp8_status::ERROR_OUT_OF_MEMORY),
+    (Status::Cuda, sys::mxfp8_status::ERROR_CUDA),
+    (Status::Internal, sys::mxfp8_status::ERROR_INTERNAL),
+];
+
 impl Status {
     /// The status of a C value; None for `MXFP8_OK`.
     pub fn from_raw(status: sys::mxfp8_status) -> Option<Self> {
-        Some(match status {
-            sys::mxfp8_status::OK => return None,
-            sys::mxfp8_status::ERROR_INVALID_ARGUMENT => Self::InvalidArgument,
-            sys::mxfp8_status::ERROR_MISSING_DATA => Self::MissingData,
-            sys::mxfp8_status::ERROR_UNSUPPORTED => Self::Unsupported,
-            sys::mxfp8_status::ERROR_OUT_OF_MEMORY => Self::OutOfMemory,
-            sys::mxfp8_status::ERROR_CUDA => Self::Cuda,
-            sys::mxfp8_status::ERROR_INTERNAL => Self::Internal,
-            other => Self::Unknown(other.0),
-        })
+        let named = STATUSES.iter().find(|(_, c)| *c == status).map(|(s, _)| *s);
+        (status != sys::mxfp8_status::OK).then(|| named.unwrap_or(Self::Unknown(status.0)))
     }
 
     /// The C value.
     pub fn to_raw(self) -> sys::mxfp8_status {
         match self {
-            Self::InvalidArgument => sys::mxfp8_status::ERROR_INVALID_ARGUMENT,
-            Self::MissingData => sys::mxfp8_status::ERROR_MISSING_DATA,
-            Self::Unsupported => sys::mxfp8_status::ERROR_UNSUPPORTED,
-            Self::OutOfMemory => sys::mxfp8_status::ERROR_OUT_OF_MEMORY,
-            Self::Cuda => sys::mxfp8_status::ERROR_CUDA,
-            Self::Internal => sys::mxfp8_status::ERROR_INTERNAL,
             Self::Unknown(v) => sys::mxfp8_status(v),
+            named => STATUSES.iter().find(|(s, _)| *s == named).expect("every named status is in STATUSES").1,
         }
     }
 

@@ -1,13 +1,13 @@
 //! Grouped MoE experts: E experts stored back to back in one values buffer and one scale buffer.
-use std::fmt;
-use std::ptr::{self, NonNull};
+use std::ptr;
 
 use crate::error::{check, invalid, Error};
+use crate::handle::Handle;
 use crate::managed::ManagedTensor;
 use crate::memory::BufMut;
-use crate::options::{known, ConvertOptions, ExportOptions, Format, GroupedScales, ScaleLayout};
+use crate::options::{CField, ConvertOptions, ExportOptions, Format, GroupedScales, ScaleLayout};
 use crate::sys;
-use crate::tensor::{with_shard, Components, Tensor};
+use crate::tensor::{convert_call, with_shard, Components, Tensor};
 
 /// Describes grouped experts (`mxfp8_grouped_desc`): expert e has shape `(rows_e, K)` and its values
 /// start at row `rows_0 + ... + rows_{e-1}` of the values buffer. Defaults are
@@ -20,8 +20,8 @@ use crate::tensor::{with_shard, Components, Tensor};
 /// let experts = GroupedBuilder::new()
 ///     .uniform_experts(4, 64, 96)
 ///     .scales(GroupedScales::Compact)
-///     .buffers(ManagedTensor::from_host_bytes(vec![0x38; 4 * 64 * 96], &[4, 64, 96])?,
-///              ManagedTensor::from_host_bytes(vec![127; 4 * 64 * 3], &[4 * 64 * 3])?)
+///     .buffers(ManagedTensor::from_host(vec![0x38; 4 * 64 * 96], &[4, 64, 96])?,
+///              ManagedTensor::from_host(vec![127; 4 * 64 * 3], &[4 * 64 * 3])?)
 ///     .build()?;
 /// assert_eq!(experts.expert(3)?.shape(), &[64, 96]);
 /// # Ok(()) }
@@ -42,9 +42,9 @@ impl Default for GroupedBuilder {
     fn default() -> Self {
         let c = sys::mxfp8_grouped_desc::default();
         Self {
-            format: known(Format::from_raw(c.format), "format"),
-            layout: known(ScaleLayout::from_raw(c.scale_layout), "scale_layout"),
-            scales: known(GroupedScales::from_raw(c.scales), "scales"),
+            format: CField::from_c(c.format, "format"),
+            layout: CField::from_c(c.scale_layout, "scale_layout"),
+            scales: CField::from_c(c.scales, "scales"),
             cols: c.cols,
             rows: Vec::new(),
             uniform: Some((c.num_experts, c.uniform_rows)),
@@ -59,20 +59,13 @@ impl GroupedBuilder {
     pub fn new() -> Self {
         Self::default()
     }
-    /// The FP8 encoding of every expert.
-    pub fn format(mut self, format: Format) -> Self {
-        self.format = format;
-        self
-    }
-    /// The layout of every expert's scales.
-    pub fn scale_layout(mut self, layout: ScaleLayout) -> Self {
-        self.layout = layout;
-        self
-    }
-    /// How the experts' scales sit in the scale buffer.
-    pub fn scales(mut self, scales: GroupedScales) -> Self {
-        self.scales = scales;
-        self
+    setters! {
+        /// The FP8 encoding of every expert.
+        format(format: Format) => format = format;
+        /// The layout of every expert's scales.
+        scale_layout(layout: ScaleLayout) => layout = layout;
+        /// How the experts' scales sit in the scale buffer.
+        scales(scales: GroupedScales) => scales = scales;
     }
     /// `num_experts` experts of `rows` x `cols` each.
     pub fn uniform_experts(mut self, num_experts: i32, rows: i64, cols: i64) -> Self {
@@ -88,15 +81,11 @@ impl GroupedBuilder {
         self.cols = cols;
         self
     }
-    /// The byte offset of each expert's scales in the scale buffer (default: back to back).
-    pub fn scale_offsets(mut self, offsets: &[i64]) -> Self {
-        self.scale_offsets = Some(offsets.to_vec());
-        self
-    }
-    /// The flat values (`sum(rows_e) * K` elements, any shape) and scales.
-    pub fn buffers(mut self, data: ManagedTensor, scale_inv: ManagedTensor) -> Self {
-        self.buffers = Some((data, scale_inv));
-        self
+    setters! {
+        /// The byte offset of each expert's scales in the scale buffer (default: back to back).
+        scale_offsets(offsets: &[i64]) => scale_offsets = Some(offsets.to_vec());
+        /// The flat values (`sum(rows_e) * K` elements, any shape) and scales.
+        buffers(data: ManagedTensor, scale_inv: ManagedTensor) => buffers = Some((data, scale_inv));
     }
     /// Validates every expert's region in both buffers. On success the handle owns the buffers; on
     /// failure they are dropped with the builder.
@@ -124,9 +113,8 @@ impl GroupedBuilder {
             scale_inv,
             ..Default::default()
         };
-        let mut out = ptr::null_mut();
         // SAFETY: desc and its arrays are valid for the call; on success the library took the buffers.
-        check(unsafe { sys::mxfp8_grouped_tensor_create(&desc, &mut out) })?;
+        let raw = Handle::make("mxfp8_grouped_tensor_create", |out| unsafe { sys::mxfp8_grouped_tensor_create(&desc, out) })?;
         if let Some((d, s)) = self.buffers {
             d.into_raw();
             s.into_raw();
@@ -135,35 +123,18 @@ impl GroupedBuilder {
             Some((e, rows)) => vec![rows; e as usize],
             None => self.rows,
         };
-        let raw = NonNull::new(out).expect("mxfp8_grouped_tensor_create returned OK and NULL");
         Ok(GroupedTensor { raw, rows, cols: self.cols, format: self.format })
     }
 }
 
-/// Validated grouped experts (the C `mxfp8_grouped_tensor` handle).
+/// Validated grouped experts (the C `mxfp8_grouped_tensor` handle, released on drop). Thread-safe like
+/// [`Tensor`].
+#[derive(Debug)]
 pub struct GroupedTensor {
-    raw: NonNull<sys::mxfp8_grouped_tensor>,
+    raw: Handle<sys::mxfp8_grouped_tensor>,
     rows: Vec<i64>,
     cols: i64,
     format: Format,
-}
-
-// SAFETY: mxfp8.h: "An immutable, reference-counted handle on validated grouped experts. Thread-safe like
-// mxfp8_tensor" (any number of threads may export from it at once; the reference count is atomic).
-unsafe impl Send for GroupedTensor {}
-unsafe impl Sync for GroupedTensor {}
-
-impl fmt::Debug for GroupedTensor {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("GroupedTensor").field("rows", &self.rows).field("cols", &self.cols).field("format", &self.format).finish()
-    }
-}
-
-impl Drop for GroupedTensor {
-    fn drop(&mut self) {
-        // SAFETY: we own one reference; experts and views hold their own.
-        unsafe { sys::mxfp8_grouped_tensor_release(self.raw.as_ptr()) }
-    }
 }
 
 impl GroupedTensor {
@@ -187,43 +158,36 @@ impl GroupedTensor {
     /// one batched export or bucket.
     pub fn expert(&self, expert: usize) -> Result<Tensor, Error> {
         let index = i32::try_from(expert).map_err(|_| invalid(format!("expert {expert} is out of range")))?;
-        let mut out = ptr::null_mut();
         // SAFETY: valid handle; the library checks the index.
-        check(unsafe { sys::mxfp8_grouped_expert(self.raw.as_ptr(), index, &mut out) })?;
-        let raw = NonNull::new(out).expect("mxfp8_grouped_expert returned OK and NULL");
+        let raw = Handle::make("mxfp8_grouped_expert", |out| unsafe { sys::mxfp8_grouped_expert(self.raw.as_ptr(), index, out) })?;
         Ok(Tensor::from_handle(raw, vec![self.rows[expert], self.cols], self.format))
     }
 
-    /// The experts stacked, as vLLM's MoE layers load them: values `[E, N, K]` (a view) and scales
-    /// `[E, N, ceil(K/32)]` (a view when compact and back to back, else one copy). Needs experts of one
-    /// row count N; rowwise, per-32 scales.
-    pub fn export_stacked(&self, options: &ExportOptions) -> Result<Components, Error> {
-        // SAFETY: NULL and 0 choose every expert.
-        unsafe { self.export(ptr::null(), 0, options) }
-    }
-    /// Expert parallelism (`mxfp8_grouped_export` of chosen experts): the experts one rank serves, in the order
-    /// given (each in `0..E`, repeats allowed), stacked as [`export_stacked`](Self::export_stacked) stacks
-    /// all of them: values `[count, N, K]` and compact scales `[count, N, ceil(K/32)]`. The chosen experts
-    /// must share one row count N. Each output is a view when the chosen experts lie back to back in the
-    /// order given (scales only when packed [`GroupedScales::Compact`]), otherwise a copy (one launch on
-    /// `options`' stream for CUDA memory). An empty list is an error (there would be no N).
-    pub fn export_experts(&self, experts: &[usize], options: &ExportOptions) -> Result<Components, Error> {
+    /// The experts stacked (`mxfp8_grouped_export`): `None` every expert, as vLLM's MoE layers load them,
+    /// or (expert parallelism) `Some` of the experts one rank serves, in the order given (each in `0..E`,
+    /// repeats allowed; an empty list is an error, there would be no N). Values `[count, N, K]` and compact
+    /// scales `[count, N, ceil(K/32)]`; the experts must share one row count N; rowwise, per-32 scales.
+    /// Each output is a view when the experts lie back to back in that order (scales only when packed
+    /// [`GroupedScales::Compact`]), otherwise a copy (one launch on
+    /// `options`' stream for CUDA memory).
+    pub fn export(&self, experts: Option<&[usize]>, options: &ExportOptions) -> Result<Components, Error> {
         let indices = experts
-            .iter()
-            .map(|&e| i32::try_from(e).map_err(|_| invalid(format!("experts: {e} is out of range"))))
-            .collect::<Result<Vec<i32>, Error>>()?;
-        // SAFETY: `indices.len()` indices, read during the call only. An empty Vec's pointer is dangling,
-        // never NULL, so an empty list stays a choice of none (refused by the library), not every expert.
-        unsafe { self.export(indices.as_ptr(), indices.len(), options) }
-    }
-
-    /// `mxfp8_grouped_export` of `count` experts at `experts`.
-    unsafe fn export(&self, experts: *const i32, count: usize, options: &ExportOptions) -> Result<Components, Error> {
+            .map(|experts| {
+                let index = |&e: &usize| i32::try_from(e).map_err(|_| invalid(format!("experts: {e} is out of range")));
+                experts.iter().map(index).collect::<Result<Vec<i32>, Error>>()
+            })
+            .transpose()?;
+        // NULL and 0 choose every expert. An empty Vec's pointer is dangling, never NULL, so an empty list
+        // stays a choice of none (refused by the library), not every expert.
+        let (experts, count) = indices.as_ref().map_or((ptr::null(), 0), |i| (i.as_ptr(), i.len()));
         let (o, _shard) = with_shard(options);
         let (mut values, mut scales) = (ptr::null_mut(), ptr::null_mut());
-        // SAFETY: valid handle and options; both outputs are written only on success.
-        check(sys::mxfp8_grouped_export(self.raw.as_ptr(), experts, count, &o, &mut values, &mut scales))?;
-        Ok(Components::take(values, scales, None))
+        // SAFETY: valid handle and options; `count` indices read during the call; both outputs are
+        // written only on success, fresh managed tensors that we then own.
+        unsafe {
+            check(sys::mxfp8_grouped_export(self.raw.as_ptr(), experts, count, &o, &mut values, &mut scales))?;
+            Ok(Components::take(values, scales, None))
+        }
     }
 
     /// Writes all E experts (one row count N, rowwise) in layout `options.target`
@@ -233,10 +197,7 @@ impl GroupedTensor {
     /// (each expert's rows permuted for the TRT-LLM targets). Same checks as [`Tensor::convert_into`];
     /// device memory in one launch on `options`' stream.
     pub fn convert_into<'a>(&self, options: &ConvertOptions, values: Option<BufMut<'a>>, scales: impl Into<BufMut<'a>>) -> Result<(), Error> {
-        let o = options.to_sys();
-        let mut v = values.map(|v| v.raw.dl(None));
-        let mut s = scales.into().raw.dl(None);
-        // SAFETY: the buffers are exclusively borrowed (host) or promised (DeviceBytes) for the work.
-        check(unsafe { sys::mxfp8_grouped_convert(self.as_raw(), &o, v.as_mut().map_or(ptr::null_mut(), |v| v.ptr()), s.ptr()) })
+        // SAFETY: a valid handle; the arguments are convert_call's.
+        convert_call(options, values, scales.into(), |o, v, s| unsafe { sys::mxfp8_grouped_convert(self.as_raw(), o, v, s) })
     }
 }

@@ -15,8 +15,8 @@
 //! let tensor = TensorBuilder::new()
 //!     .format(Format::E4M3)
 //!     .scale_layout(ScaleLayout::GemmSwizzled)
-//!     .rowwise(ManagedTensor::from_host_bytes(vec![0x38; 100 * 48], &[100, 48])?,
-//!              ManagedTensor::from_host_bytes(swizzled, &[128, 4])?)
+//!     .rowwise(ManagedTensor::from_host(vec![0x38; 100 * 48], &[100, 48])?,
+//!              ManagedTensor::from_host(swizzled, &[128, 4])?)
 //!     .build()?;
 //! let parts = tensor.export(&ExportOptions::default())?;
 //! assert_eq!(parts.scales.shape(), &[100, 2]);
@@ -39,13 +39,13 @@
 //! | `mxfp8_export_scales_batched` | [`export_scales_batched`] |
 //! | `mxfp8_transfer` / `mxfp8_transfer_check` / `mxfp8_bucket_parts` | [`Transfer`] ([`Transfer::from_tensors`] / [`from_bucket`](Transfer::from_bucket), [`to_buffers`](Transfer::to_buffers) ([`Target`]) / [`to_bucket`](Transfer::to_bucket)): [`run`](Transfer::run), [`check`](Transfer::check), [`bucket_parts`](Transfer::bucket_parts) ([`BucketPart`]); [`Transfer::manifest`] -> [`Manifest::unpack`] -> [`BucketView`] (views of parts the library checked) |
 //! | `mxfp8_transfer_prepare` / `mxfp8_plan_run` / `mxfp8_plan_release` | [`Transfer::prepare`] -> [`Plan::run`] (drop releases) |
-//! | `mxfp8_grouped_*` | [`GroupedBuilder`] -> [`GroupedTensor::expert`], [`GroupedTensor::export_stacked`], [`GroupedTensor::export_experts`] |
+//! | `mxfp8_grouped_*` | [`GroupedBuilder`] -> [`GroupedTensor::expert`], [`GroupedTensor::export`] |
 //! | `mxfp8_convert` / `mxfp8_grouped_convert` / `mxfp8_layout_bytes` | [`Tensor::convert_into`], [`GroupedTensor::convert_into`] ([`ConvertOptions`], [`Layout`], [`ScaleFixup`]), [`layout_bytes`] |
 //! | `mxfp8_swizzle_scales` / `mxfp8_unswizzle_scales` | [`swizzle_scales`], [`unswizzle_scales`] |
-//! | `mxfp8_quantize` | [`quantize`], [`quantize_both`] |
+//! | `mxfp8_quantize` | [`quantize`] |
 //! | `mxfp8_quantize_into` | [`quantize_into`] ([`QuantizeOptions`]) |
 //! | `mxfp8_nvfp4_quantize_into` | [`nvfp4_quantize_into`] ([`Nvfp4Part`], [`Nvfp4QuantizeOptions`]) |
-//! | `mxfp8_dequantize` | [`Tensor::dequantize_into`] ([`DequantizeOptions`]), [`Tensor::dequantize_host`] |
+//! | `mxfp8_dequantize` | [`Tensor::dequantize_into`] ([`DequantizeOptions`]) |
 //! | `mxfp8_version`, `mxfp8_status_string`, `mxfp8_last_error` | [`version`], [`Status`], [`Error`] |
 //!
 //! Not offered safely: the option structs' `allocator` callbacks (outputs are allocated by the
@@ -67,9 +67,22 @@
 
 pub use mxfp8_sys as sys;
 
+/// Builder methods that set one field, `name(args) => field = value;`: each a `fn name(mut self, args)
+/// -> Self` with its doc.
+macro_rules! setters {
+    ($($(#[$m:meta])* $name:ident($($arg:ident: $ty:ty),*) => $field:ident = $value:expr;)*) => {$(
+        $(#[$m])*
+        pub fn $name(mut self, $($arg: $ty),*) -> Self {
+            self.$field = $value;
+            self
+        }
+    )*};
+}
+
 mod convert;
 mod error;
 mod grouped;
+mod handle;
 mod managed;
 mod memory;
 mod options;
@@ -82,13 +95,13 @@ pub use convert::{layout_bytes, swizzle_scales, unswizzle_scales};
 pub use error::{Error, Status};
 pub use grouped::{GroupedBuilder, GroupedTensor};
 pub use managed::ManagedTensor;
-pub use memory::{Buf, BufMut, DeviceBytes, Dtype};
+pub use memory::{Buf, BufMut, DeviceBytes, Dtype, Element};
 pub use options::{
     AmaxMode, AmaxScope, Block, ConvertOptions, DequantizeOptions, Direction, ExportOptions, Format, FourOverSix, GlobalScale,
     GroupedScales, Layout, Nvfp4QuantizeOptions, PaddedScales, QuantizeOptions, QuantizedScales, ScaleFixup, ScaleLayout, ScaleRounding,
     ScalesDtype, ScalesGranularity, Stream, ValuesDtype,
 };
-pub use quantize::{nvfp4_quantize_into, quantize, quantize_both, quantize_into, Nvfp4Part, Quantized};
+pub use quantize::{nvfp4_quantize_into, quantize, quantize_into, Nvfp4Part, Quantized};
 pub use shard::Shard;
 pub use tensor::{export_scales_batched, Components, Tensor, TensorBuilder};
 pub use transfer::{BucketPart, BucketView, Manifest, ManifestEntry, Plan, Target, Transfer};

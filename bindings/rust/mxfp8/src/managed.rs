@@ -4,7 +4,7 @@ use std::fmt;
 use std::ptr::{self, NonNull};
 
 use crate::error::{invalid, Error};
-use crate::memory::{numel, row_major_strides, Dtype, HOST};
+use crate::memory::{numel, row_major_strides, Element, HOST};
 use crate::sys::{self, DLDeviceType};
 
 /// An owned DLPack tensor (`DLManagedTensorVersioned`). Dropping it calls its deleter exactly once.
@@ -18,89 +18,56 @@ pub struct ManagedTensor {
 unsafe impl Send for ManagedTensor {}
 unsafe impl Sync for ManagedTensor {}
 
-/// Host memory owned by a ManagedTensor made in Rust.
-struct HostBytes {
+/// Host memory owned by a ManagedTensor made in Rust: the elements kept in a Vec of their own type, so
+/// that the buffer has their alignment.
+struct HostTensor<T> {
     managed: sys::DLManagedTensorVersioned,
-    storage: Storage,
+    elements: Vec<T>,
     shape: Vec<i64>,
     strides: Vec<i64>,
 }
 
-/// The elements, kept in a Vec of their own type so that the buffer has their alignment.
-enum Storage {
-    Bytes(Vec<u8>),
-    F32(Vec<f32>),
-}
-
-impl Storage {
-    fn as_mut_ptr(&mut self) -> *mut c_void {
-        match self {
-            Self::Bytes(v) => v.as_mut_ptr() as *mut c_void,
-            Self::F32(v) => v.as_mut_ptr() as *mut c_void,
-        }
-    }
-
-    fn dtype(&self) -> sys::DLDataType {
-        match self {
-            Self::Bytes(_) => Dtype::U8.dl(),
-            Self::F32(_) => Dtype::F32.dl(),
-        }
-    }
-}
-
-unsafe extern "C" fn drop_host_bytes(self_: *mut sys::DLManagedTensorVersioned) {
-    // SAFETY: manager_ctx is the Box leaked in from_host_bytes, and DLPack calls the deleter once.
-    drop(unsafe { Box::from_raw((*self_).manager_ctx as *mut HostBytes) });
+unsafe extern "C" fn drop_host_tensor<T>(self_: *mut sys::DLManagedTensorVersioned) {
+    // SAFETY: manager_ctx is the Box leaked in from_host, and DLPack calls the deleter once.
+    drop(unsafe { Box::from_raw((*self_).manager_ctx as *mut HostTensor<T>) });
 }
 
 impl ManagedTensor {
-    /// A uint8 host tensor of `shape` over `bytes` (row-major); fails if the sizes disagree.
-    pub fn from_host_bytes(bytes: Vec<u8>, shape: &[i64]) -> Result<Self, Error> {
-        if numel(shape) != Some(bytes.len()) {
-            return Err(invalid(format!("{} bytes cannot have shape {:?}", bytes.len(), shape)));
+    /// A host tensor of `shape` over `elements` (row-major): uint8 bytes, or float32 values (e.g. an
+    /// NVFP4 amax); fails if the sizes disagree.
+    pub fn from_host<T: Element>(elements: Vec<T>, shape: &[i64]) -> Result<Self, Error> {
+        if numel(shape) != Some(elements.len()) {
+            return Err(invalid(format!("{} {} cannot have shape {:?}", elements.len(), T::NAME, shape)));
         }
-        Ok(Self::from_storage(Storage::Bytes(bytes), shape))
-    }
-
-    /// A float32 host tensor of `shape` over `values` (row-major), e.g. an NVFP4 amax; fails if the sizes
-    /// disagree.
-    pub fn from_host_f32(values: Vec<f32>, shape: &[i64]) -> Result<Self, Error> {
-        if numel(shape) != Some(values.len()) {
-            return Err(invalid(format!("{} float32 values cannot have shape {:?}", values.len(), shape)));
-        }
-        Ok(Self::from_storage(Storage::F32(values), shape))
-    }
-
-    fn from_storage(storage: Storage, shape: &[i64]) -> Self {
-        let mut host = Box::new(HostBytes {
+        let mut host = Box::new(HostTensor {
             managed: sys::DLManagedTensorVersioned {
                 version: sys::DLPackVersion { major: 1, minor: 1 },
                 manager_ctx: ptr::null_mut(),
-                deleter: Some(drop_host_bytes),
+                deleter: Some(drop_host_tensor::<T>),
                 flags: 0,
                 dl_tensor: sys::DLTensor {
                     data: ptr::null_mut(),
                     device: HOST,
                     ndim: shape.len() as i32,
-                    dtype: storage.dtype(),
+                    dtype: T::DTYPE.dl(),
                     shape: ptr::null_mut(),
                     strides: ptr::null_mut(),
                     byte_offset: 0,
                 },
             },
-            storage,
+            elements,
             shape: shape.to_vec(),
             strides: row_major_strides(shape),
         });
         // The Vecs' heap buffers do not move when the Box does.
-        host.managed.dl_tensor.data = host.storage.as_mut_ptr();
+        host.managed.dl_tensor.data = host.elements.as_mut_ptr() as *mut c_void;
         host.managed.dl_tensor.shape = host.shape.as_mut_ptr();
         host.managed.dl_tensor.strides = host.strides.as_mut_ptr();
         let raw = Box::into_raw(host);
-        // SAFETY: raw is a valid, leaked HostBytes; `managed` is one of its fields.
+        // SAFETY: raw is a valid, leaked HostTensor; `managed` is one of its fields.
         unsafe {
             (*raw).managed.manager_ctx = raw as *mut c_void;
-            Self { raw: NonNull::new_unchecked(ptr::addr_of_mut!((*raw).managed)) }
+            Ok(Self { raw: NonNull::new_unchecked(ptr::addr_of_mut!((*raw).managed)) })
         }
     }
 
@@ -199,24 +166,15 @@ impl ManagedTensor {
         Some(unsafe { std::slice::from_raw_parts(self.data_ptr() as *const u8, n) })
     }
 
-    /// The elements of a float32 tensor in host memory in row-major order, read through its strides;
-    /// None for device memory or another dtype.
-    pub fn to_host_f32(&self) -> Option<Vec<f32>> {
-        if !self.in_host_memory() || self.dtype() != Dtype::F32.dl() {
+    /// The elements of a tensor in host memory in row-major order, read through its strides: `u8` for
+    /// any one-byte elements (FP8 values, scales), `f32` for float32; None for device memory or another
+    /// dtype.
+    pub fn to_host<T: Element>(&self) -> Option<Vec<T>> {
+        if !self.in_host_memory() || !T::reads(self.dtype()) {
             return None;
         }
-        // SAFETY: a float32 tensor in host memory.
-        Some(unsafe { self.gather::<f32>() })
-    }
-
-    /// The elements of a byte tensor in host memory in row-major order, read through its strides; None
-    /// for device memory or elements wider than a byte.
-    pub fn to_host_vec(&self) -> Option<Vec<u8>> {
-        if !self.in_host_memory() || self.dtype().bits != 8 {
-            return None;
-        }
-        // SAFETY: a tensor of one-byte elements in host memory.
-        Some(unsafe { self.gather::<u8>() })
+        // SAFETY: a tensor in host memory whose elements are `T`s.
+        Some(unsafe { self.gather::<T>() })
     }
 
     /// Every element in row-major order, read through the strides.

@@ -25,7 +25,8 @@ unsafe impl Send for DeviceBytes {}
 unsafe impl Sync for DeviceBytes {}
 
 impl DeviceBytes {
-    /// Device memory at `ptr` on `device`.
+    /// Device memory at `ptr` on `device` (CUDA memory of GPU `i`: `DLDevice { device_type:
+    /// DLDeviceType::CUDA, device_id: i }`).
     ///
     /// # Safety
     /// `ptr` must point to `len` bytes allocated on `device` (for kDLCUDA, memory of that GPU) that
@@ -37,13 +38,6 @@ impl DeviceBytes {
     /// copy of this value is passed as a `BufMut` (a call that only reads it may share it with readers).
     pub unsafe fn new(ptr: *mut c_void, len: usize, device: sys::DLDevice) -> Self {
         Self { ptr, len, device }
-    }
-    /// `len` bytes of CUDA device memory on GPU `device_id`.
-    ///
-    /// # Safety
-    /// As [`DeviceBytes::new`] with `device` = `(kDLCUDA, device_id)`.
-    pub unsafe fn cuda(ptr: *mut c_void, len: usize, device_id: i32) -> Self {
-        Self { ptr, len, device: sys::DLDevice { device_type: DLDeviceType::CUDA, device_id } }
     }
     /// The address.
     pub fn as_ptr(&self) -> *mut c_void {
@@ -174,41 +168,71 @@ unsafe impl Sync for Buf<'_> {}
 unsafe impl Send for BufMut<'_> {}
 unsafe impl Sync for BufMut<'_> {}
 
-macro_rules! host_buffers {
-    ($($t:ty => $dtype:ident),*) => {$(
-        impl<'a> From<&'a [$t]> for Buf<'a> {
-            fn from(s: &'a [$t]) -> Self {
-                Buf { raw: Raw::host(s.as_ptr() as *const c_void, s.len(), Dtype::$dtype), _borrow: PhantomData }
-            }
-        }
-        impl<'a> From<&'a Vec<$t>> for Buf<'a> {
-            fn from(s: &'a Vec<$t>) -> Self {
-                s.as_slice().into()
-            }
-        }
-        impl<'a, const N: usize> From<&'a [$t; N]> for Buf<'a> {
-            fn from(s: &'a [$t; N]) -> Self {
-                s.as_slice().into()
-            }
-        }
-        impl<'a> From<&'a mut [$t]> for BufMut<'a> {
-            fn from(s: &'a mut [$t]) -> Self {
-                BufMut { raw: Raw::host(s.as_mut_ptr() as *const c_void, s.len(), Dtype::$dtype), _borrow: PhantomData }
-            }
-        }
-        impl<'a> From<&'a mut Vec<$t>> for BufMut<'a> {
-            fn from(s: &'a mut Vec<$t>) -> Self {
-                s.as_mut_slice().into()
-            }
-        }
-        impl<'a, const N: usize> From<&'a mut [$t; N]> for BufMut<'a> {
-            fn from(s: &'a mut [$t; N]) -> Self {
-                s.as_mut_slice().into()
-            }
-        }
-    )*};
+/// An element type of host memory that [`Buf`], [`BufMut`] and [`ManagedTensor`](crate::ManagedTensor)
+/// take as a slice or a `Vec` of its own type: `u8` (FP8 values, scales, buckets) and `f32`. Sealed:
+/// bfloat16 and float16 bits are `u16`s, which say neither, so they come through [`Buf::bf16`],
+/// [`Buf::f16`] and [`BufMut::bf16`].
+pub trait Element: Copy + Send + Sync + 'static + sealed::Sealed {
+    /// The dtype the library reads it as.
+    const DTYPE: Dtype;
+    /// What a count of them is called in an error ("bytes").
+    const NAME: &'static str;
+    /// Whether a tensor of `dtype` can be read as these elements (`u8`: any one-byte element).
+    fn reads(dtype: sys::DLDataType) -> bool;
 }
-host_buffers!(u8 => U8, f32 => F32);
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for u8 {}
+    impl Sealed for f32 {}
+}
+
+impl Element for u8 {
+    const DTYPE: Dtype = Dtype::U8;
+    const NAME: &'static str = "bytes";
+    fn reads(dtype: sys::DLDataType) -> bool {
+        dtype.bits == 8
+    }
+}
+
+impl Element for f32 {
+    const DTYPE: Dtype = Dtype::F32;
+    const NAME: &'static str = "float32 values";
+    fn reads(dtype: sys::DLDataType) -> bool {
+        dtype == Dtype::F32.dl()
+    }
+}
+
+impl<'a, T: Element> From<&'a [T]> for Buf<'a> {
+    fn from(s: &'a [T]) -> Self {
+        Buf { raw: Raw::host(s.as_ptr() as *const c_void, s.len(), T::DTYPE), _borrow: PhantomData }
+    }
+}
+impl<'a, T: Element> From<&'a Vec<T>> for Buf<'a> {
+    fn from(s: &'a Vec<T>) -> Self {
+        s.as_slice().into()
+    }
+}
+impl<'a, T: Element, const N: usize> From<&'a [T; N]> for Buf<'a> {
+    fn from(s: &'a [T; N]) -> Self {
+        s.as_slice().into()
+    }
+}
+impl<'a, T: Element> From<&'a mut [T]> for BufMut<'a> {
+    fn from(s: &'a mut [T]) -> Self {
+        BufMut { raw: Raw::host(s.as_mut_ptr() as *const c_void, s.len(), T::DTYPE), _borrow: PhantomData }
+    }
+}
+impl<'a, T: Element> From<&'a mut Vec<T>> for BufMut<'a> {
+    fn from(s: &'a mut Vec<T>) -> Self {
+        s.as_mut_slice().into()
+    }
+}
+impl<'a, T: Element, const N: usize> From<&'a mut [T; N]> for BufMut<'a> {
+    fn from(s: &'a mut [T; N]) -> Self {
+        s.as_mut_slice().into()
+    }
+}
 
 impl From<DeviceBytes> for Buf<'static> {
     /// Device bytes as uint8.

@@ -27,6 +27,15 @@ macro_rules! c_enums {
                 None
             }
         }
+        impl CField for $name {
+            type C = i32;
+            fn from_c(c: i32, field: &str) -> Self {
+                known(Self::from_raw(c), field)
+            }
+            fn to_c(self) -> i32 {
+                self.to_raw()
+            }
+        }
     )*};
 }
 
@@ -209,6 +218,31 @@ pub(crate) fn known<T>(value: Option<T>, field: &str) -> T {
     value.unwrap_or_else(|| panic!("mxfp8-sys's default {field} is not a value this crate knows"))
 }
 
+/// A field of a C struct as its Rust type: a header enum, a number, or the stream.
+pub(crate) trait CField: Sized {
+    /// The C field's type.
+    type C;
+    /// The value of a C default (`field` names it in the panic on a value this crate does not know).
+    fn from_c(c: Self::C, field: &str) -> Self;
+    /// The C value.
+    fn to_c(self) -> Self::C;
+}
+
+macro_rules! plain_fields {
+    ($($t:ty),*) => {$(
+        impl CField for $t {
+            type C = $t;
+            fn from_c(c: $t, _: &str) -> Self {
+                c
+            }
+            fn to_c(self) -> $t {
+                self
+            }
+        }
+    )*};
+}
+plain_fields!(i32, i64);
+
 /// A `cudaStream_t` that CUDA work is queued on. Host-memory calls ignore it.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Stream(*mut c_void);
@@ -243,331 +277,182 @@ impl Default for Stream {
     }
 }
 
-/// A setter per public field, and `new()`, the defaults.
-macro_rules! setters {
-    ($t:ident { $($field:ident: $ty:ty),* $(,)? }) => {
-        impl $t {
-            /// The defaults (the C `*_INIT` initializer).
+
+impl CField for Stream {
+    type C = *mut c_void;
+    fn from_c(c: *mut c_void, _: &str) -> Self {
+        Self(c)
+    }
+    fn to_c(self) -> *mut c_void {
+        self.0
+    }
+}
+
+/// An options struct over a C one: each public field names the C field it travels in (`= c_field`),
+/// and its doc is also its setter's; `Default` reads the C `*_INIT` values from mxfp8-sys (a test compares
+/// them with the C macros), and `to_sys` writes them back (no allocator: the library allocates).
+/// Fields after `;` are Rust's own (default `Default::default()`), not in the C struct.
+macro_rules! options {
+    ($(#[$m:meta])* $name:ident($c:ident) {
+        $($(#[$fm:meta])* $field:ident: $ty:ty = $cf:ident,)*
+        $(; $($(#[$em:meta])* $ef:ident: $ety:ty,)*)?
+    }) => {
+        $(#[$m])*
+        pub struct $name {
+            $($(#[$fm])* pub $field: $ty,)*
+            $($($(#[$em])* pub $ef: $ety,)*)?
+        }
+        impl Default for $name {
+            fn default() -> Self {
+                let c = sys::$c::default();
+                Self { $($field: CField::from_c(c.$cf, stringify!($cf)),)* $($($ef: Default::default(),)*)? }
+            }
+        }
+        impl $name {
+            #[doc = concat!("The defaults (`", stringify!($c), "`'s C `*_INIT` initializer).")]
             pub fn new() -> Self {
                 Self::default()
             }
-            $(
-                #[doc = concat!("Sets the `", stringify!($field), "` field.")]
-                pub fn $field(mut self, value: $ty) -> Self {
-                    self.$field = value;
-                    self
-                }
-            )*
+            setters! {
+                $(#[doc = concat!("Sets `", stringify!($field), "`:")] $(#[$fm])* $field(value: $ty) => $field = value;)*
+                $($(#[doc = concat!("Sets `", stringify!($ef), "`:")] $(#[$em])* $ef(value: $ety) => $ef = value;)*)?
+            }
+            #[doc = concat!("The C struct (`", stringify!($c), "`; no allocator: the library allocates).")]
+            pub fn to_sys(&self) -> sys::$c {
+                sys::$c { $($cf: self.$field.to_c(),)* ..Default::default() }
+            }
         }
     };
 }
 
-/// Options of [`Tensor::export`](crate::Tensor::export), [`Tensor::global_scale`](crate::Tensor::global_scale),
-/// the grouped exports and [`export_scales_batched`](crate::export_scales_batched) (`mxfp8_export_options`).
-/// `Default` is `MXFP8_EXPORT_OPTIONS_INIT`, read from mxfp8-sys (whose defaults a test compares with the
-/// C macro).
-///
-/// ```
-/// use mxfp8::{Direction, ExportOptions, ScalesDtype};
-/// let options = ExportOptions::new().direction(Direction::Columnwise).scales_dtype(ScalesDtype::E8M0);
-/// assert_eq!(options.direction, Direction::Columnwise);
-/// ```
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ExportOptions {
-    /// Which direction to export (default rowwise).
-    pub direction: Direction,
-    /// The dtype of the values (default the format's own: float8, NVFP4 float4).
-    pub values_dtype: ValuesDtype,
-    /// The dtype of the scales (default uint8).
-    pub scales_dtype: ScalesDtype,
-    /// Padded row-major scales as a copy (default) or a strided view.
-    pub padded_scales: PaddedScales,
-    /// Per-32 (default) or per-32x32 scales.
-    pub granularity: ScalesGranularity,
-    /// The fix-up of every scale the batched export writes (the other exports take only
-    /// [`ScaleFixup::None`]: the library refuses the rest).
-    pub scale_fixup: ScaleFixup,
-    /// The convention of an NVFP4 tensor's global scale (default decode).
-    pub global_scale: GlobalScale,
-    /// Only this shard of the tensor (default: the whole tensor; `options.shard` of the C export). The
-    /// batched and grouped exports export whole tensors and refuse a shard.
-    pub shard: Option<crate::Shard>,
-    /// The stream copies of CUDA memory run on (default: the legacy default stream).
-    pub stream: Stream,
-}
-
-impl Default for ExportOptions {
-    fn default() -> Self {
-        let c = sys::mxfp8_export_options::default();
-        Self {
-            direction: known(Direction::from_raw(c.direction), "direction"),
-            values_dtype: known(ValuesDtype::from_raw(c.values_dtype), "values_dtype"),
-            scales_dtype: known(ScalesDtype::from_raw(c.scales_dtype), "scales_dtype"),
-            padded_scales: known(PaddedScales::from_raw(c.padded_scales), "padded_scales"),
-            granularity: known(ScalesGranularity::from_raw(c.scales_granularity), "scales_granularity"),
-            scale_fixup: known(ScaleFixup::from_raw(c.scale_fixup), "scale_fixup"),
-            global_scale: known(GlobalScale::from_raw(c.global_scale), "global_scale"),
-            shard: None,
-            stream: Stream(c.stream),
-        }
+options! {
+    /// Options of [`Tensor::export`](crate::Tensor::export), [`Tensor::global_scale`](crate::Tensor::global_scale),
+    /// the grouped exports and [`export_scales_batched`](crate::export_scales_batched) (`mxfp8_export_options`).
+    /// `Default` is `MXFP8_EXPORT_OPTIONS_INIT`. [`to_sys`](Self::to_sys) leaves the shard out (the
+    /// exports point the C struct at it themselves).
+    ///
+    /// ```
+    /// use mxfp8::{Direction, ExportOptions, ScalesDtype};
+    /// let options = ExportOptions::new().direction(Direction::Columnwise).scales_dtype(ScalesDtype::E8M0);
+    /// assert_eq!(options.direction, Direction::Columnwise);
+    /// ```
+    #[derive(Clone, Debug, PartialEq, Eq)]
+    ExportOptions(mxfp8_export_options) {
+        /// Which direction to export (default rowwise).
+        direction: Direction = direction,
+        /// The dtype of the values (default the format's own: float8, NVFP4 float4).
+        values_dtype: ValuesDtype = values_dtype,
+        /// The dtype of the scales (default uint8).
+        scales_dtype: ScalesDtype = scales_dtype,
+        /// Padded row-major scales as a copy (default) or a strided view.
+        padded_scales: PaddedScales = padded_scales,
+        /// Per-32 (default) or per-32x32 scales.
+        granularity: ScalesGranularity = scales_granularity,
+        /// The fix-up of every scale the batched export writes (the other exports take only
+        /// [`ScaleFixup::None`]: the library refuses the rest).
+        scale_fixup: ScaleFixup = scale_fixup,
+        /// The convention of an NVFP4 tensor's global scale (default decode).
+        global_scale: GlobalScale = global_scale,
+        /// The stream copies of CUDA memory run on (default: the legacy default stream).
+        stream: Stream = stream,
+        ;
+        /// Only this shard of the tensor (default: the whole tensor; `options.shard` of the C export). The
+        /// batched and grouped exports export whole tensors and refuse a shard.
+        shard: Option<crate::Shard>,
     }
 }
 
-setters!(ExportOptions {
-    direction: Direction,
-    values_dtype: ValuesDtype,
-    scales_dtype: ScalesDtype,
-    padded_scales: PaddedScales,
-    granularity: ScalesGranularity,
-    scale_fixup: ScaleFixup,
-    global_scale: GlobalScale,
-    shard: Option<crate::Shard>,
-    stream: Stream,
-});
-
-impl ExportOptions {
-    /// The C struct without the shard (no allocator: copies are allocated by the library).
-    pub fn to_sys(&self) -> sys::mxfp8_export_options {
-        sys::mxfp8_export_options {
-            direction: self.direction.to_raw(),
-            values_dtype: self.values_dtype.to_raw(),
-            scales_dtype: self.scales_dtype.to_raw(),
-            padded_scales: self.padded_scales.to_raw(),
-            stream: self.stream.as_raw(),
-            scales_granularity: self.granularity.to_raw(),
-            scale_fixup: self.scale_fixup.to_raw(),
-            global_scale: self.global_scale.to_raw(),
-            ..Default::default()
-        }
+options! {
+    /// Options of [`Tensor::convert_into`](crate::Tensor::convert_into) and
+    /// [`GroupedTensor::convert_into`](crate::GroupedTensor::convert_into) (`mxfp8_convert_options`).
+    /// `Default` is `MXFP8_CONVERT_OPTIONS_INIT`: compact scales, rowwise, no fix-up, the legacy default stream.
+    ///
+    /// ```
+    /// use mxfp8::{ConvertOptions, Layout};
+    /// let deepgemm = ConvertOptions::new().target(Layout::DeepgemmPacked);
+    /// assert_eq!(deepgemm.target, Layout::DeepgemmPacked);
+    /// ```
+    #[derive(Copy, Clone, Debug, PartialEq, Eq)]
+    ConvertOptions(mxfp8_convert_options) {
+        /// The layout the scales are written in (default [`Layout::Compact`]).
+        target: Layout = target,
+        /// The direction read from a tensor (default rowwise; the DeepGEMM and TRT-LLM layouts are rowwise only).
+        direction: Direction = direction,
+        /// The rewrite applied to every real scale written (default none).
+        scale_fixup: ScaleFixup = scale_fixup,
+        /// The stream CUDA work is queued on (unused for host memory).
+        stream: Stream = stream,
+        /// An engine's padding, in the same launch (`mxfp8_convert_options.pad_rows_to`, rowwise; 0: none):
+        /// each expert's rows (of [`Layout::TrtllmShuffledGated`], each half's) to a multiple of this. The
+        /// outputs then hold the padded weight. vLLM's TRT-LLM MoE: w13 128, w2 256.
+        pad_rows_to: i64 = pad_rows_to,
+        /// K padded to a multiple of this, a multiple of 32 (`pad_cols_to`; 0: none). vLLM: w13 256, w2 128.
+        pad_cols_to: i64 = pad_cols_to,
+        /// The E8M0 byte of a padding scale (`pad_scale`, default 127 = 2^0, vLLM's).
+        pad_scale: i32 = pad_scale,
     }
 }
 
-/// Options of [`Tensor::convert_into`](crate::Tensor::convert_into) and
-/// [`GroupedTensor::convert_into`](crate::GroupedTensor::convert_into) (`mxfp8_convert_options`).
-/// `Default` is `MXFP8_CONVERT_OPTIONS_INIT`: compact scales, rowwise, no fix-up, the legacy default stream.
-///
-/// ```
-/// use mxfp8::{ConvertOptions, Layout};
-/// let deepgemm = ConvertOptions::new().target(Layout::DeepgemmPacked);
-/// assert_eq!(deepgemm.target, Layout::DeepgemmPacked);
-/// ```
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub struct ConvertOptions {
-    /// The layout the scales are written in (default [`Layout::Compact`]).
-    pub target: Layout,
-    /// The direction read from a tensor (default rowwise; the DeepGEMM and TRT-LLM layouts are rowwise only).
-    pub direction: Direction,
-    /// The rewrite applied to every real scale written (default none).
-    pub scale_fixup: ScaleFixup,
-    /// The stream CUDA work is queued on (unused for host memory).
-    pub stream: Stream,
-    /// An engine's padding, in the same launch (`mxfp8_convert_options.pad_rows_to`, rowwise; 0: none):
-    /// each expert's rows (of [`Layout::TrtllmShuffledGated`], each half's) to a multiple of this. The
-    /// outputs then hold the padded weight. vLLM's TRT-LLM MoE: w13 128, w2 256.
-    pub pad_rows_to: i64,
-    /// K padded to a multiple of this, a multiple of 32 (`pad_cols_to`; 0: none). vLLM: w13 256, w2 128.
-    pub pad_cols_to: i64,
-    /// The E8M0 byte of a padding scale (`pad_scale`, default 127 = 2^0, vLLM's).
-    pub pad_scale: i32,
-}
-
-impl Default for ConvertOptions {
-    fn default() -> Self {
-        let c = sys::mxfp8_convert_options::default();
-        Self {
-            target: known(Layout::from_raw(c.target), "target"),
-            direction: known(Direction::from_raw(c.direction), "direction"),
-            scale_fixup: known(ScaleFixup::from_raw(c.scale_fixup), "scale_fixup"),
-            stream: Stream(c.stream),
-            pad_rows_to: c.pad_rows_to,
-            pad_cols_to: c.pad_cols_to,
-            pad_scale: c.pad_scale,
-        }
+options! {
+    /// Options of [`quantize`](crate::quantize) and [`quantize_into`](crate::quantize_into) (`mxfp8_quantize_options`). `Default` is
+    /// `MXFP8_QUANTIZE_OPTIONS_INIT`: E4M3, 1x32 blocks, RCEIL, compact scales, float8 values, uint8 scales.
+    ///
+    /// ```
+    /// use mxfp8::{QuantizeOptions, QuantizedScales, ScaleRounding};
+    /// let te_layout = QuantizeOptions::new().scales(QuantizedScales::Swizzled);
+    /// assert_eq!(te_layout.rounding, ScaleRounding::Rceil);
+    /// ```
+    #[derive(Copy, Clone, Debug, PartialEq, Eq)]
+    QuantizeOptions(mxfp8_quantize_options) {
+        /// The FP8 encoding.
+        format: Format = format,
+        /// 1x32 or 32x32 blocks.
+        block: Block = block,
+        /// How each block's scale is chosen.
+        rounding: ScaleRounding = scale_rounding,
+        /// The layout the scales are written in.
+        scales: QuantizedScales = scales_layout,
+        /// The dtype of the values [`quantize`](crate::quantize) allocates.
+        values_dtype: ValuesDtype = values_dtype,
+        /// The dtype of the scales [`quantize`](crate::quantize) allocates.
+        scales_dtype: ScalesDtype = scales_dtype,
+        /// The stream CUDA work runs on.
+        stream: Stream = stream,
     }
 }
 
-setters!(ConvertOptions {
-    target: Layout,
-    direction: Direction,
-    scale_fixup: ScaleFixup,
-    stream: Stream,
-    pad_rows_to: i64,
-    pad_cols_to: i64,
-    pad_scale: i32
-});
-
-impl ConvertOptions {
-    /// The C struct.
-    pub fn to_sys(&self) -> sys::mxfp8_convert_options {
-        sys::mxfp8_convert_options {
-            target: self.target.to_raw(),
-            direction: self.direction.to_raw(),
-            scale_fixup: self.scale_fixup.to_raw(),
-            stream: self.stream.as_raw(),
-            pad_rows_to: self.pad_rows_to,
-            pad_cols_to: self.pad_cols_to,
-            pad_scale: self.pad_scale,
-            ..Default::default()
-        }
+options! {
+    /// Options of [`Tensor::dequantize_into`](crate::Tensor::dequantize_into) (`mxfp8_dequantize_options`).
+    /// `Default` is `MXFP8_DEQUANTIZE_OPTIONS_INIT`: rowwise, the legacy default stream.
+    #[derive(Copy, Clone, Debug, PartialEq, Eq)]
+    DequantizeOptions(mxfp8_dequantize_options) {
+        /// Which direction to decode.
+        direction: Direction = direction,
+        /// The stream CUDA work runs on.
+        stream: Stream = stream,
     }
 }
 
-/// Options of [`quantize`](crate::quantize), [`quantize_both`](crate::quantize_both) and
-/// [`quantize_into`](crate::quantize_into) (`mxfp8_quantize_options`). `Default` is
-/// `MXFP8_QUANTIZE_OPTIONS_INIT`: E4M3, 1x32 blocks, RCEIL, compact scales, float8 values, uint8 scales.
-///
-/// ```
-/// use mxfp8::{QuantizeOptions, QuantizedScales, ScaleRounding};
-/// let te_layout = QuantizeOptions::new().scales(QuantizedScales::Swizzled);
-/// assert_eq!(te_layout.rounding, ScaleRounding::Rceil);
-/// ```
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub struct QuantizeOptions {
-    /// The FP8 encoding.
-    pub format: Format,
-    /// 1x32 or 32x32 blocks.
-    pub block: Block,
-    /// How each block's scale is chosen.
-    pub rounding: ScaleRounding,
-    /// The layout the scales are written in.
-    pub scales: QuantizedScales,
-    /// The dtype of the values [`quantize`](crate::quantize) allocates.
-    pub values_dtype: ValuesDtype,
-    /// The dtype of the scales [`quantize`](crate::quantize) allocates.
-    pub scales_dtype: ScalesDtype,
-    /// The stream CUDA work runs on.
-    pub stream: Stream,
-}
-
-impl Default for QuantizeOptions {
-    fn default() -> Self {
-        let c = sys::mxfp8_quantize_options::default();
-        Self {
-            format: known(Format::from_raw(c.format), "format"),
-            block: known(Block::from_raw(c.block), "block"),
-            rounding: known(ScaleRounding::from_raw(c.scale_rounding), "scale_rounding"),
-            scales: known(QuantizedScales::from_raw(c.scales_layout), "scales_layout"),
-            values_dtype: known(ValuesDtype::from_raw(c.values_dtype), "values_dtype"),
-            scales_dtype: known(ScalesDtype::from_raw(c.scales_dtype), "scales_dtype"),
-            stream: Stream(c.stream),
-        }
+options! {
+    /// Options of [`nvfp4_quantize_into`](crate::nvfp4_quantize_into) (`mxfp8_nvfp4_quantize_options`).
+    /// `Default` is `MXFP8_NVFP4_QUANTIZE_OPTIONS_INIT`: per-tensor amax, computed, no 4over6, E4M3_MAX 448,
+    /// compact scales, rowwise, the legacy default stream.
+    #[derive(Copy, Clone, Debug, PartialEq, Eq)]
+    Nvfp4QuantizeOptions(mxfp8_nvfp4_quantize_options) {
+        /// One amax per tensor (default) or per row (rowwise, one input only).
+        amax_scope: AmaxScope = amax_scope,
+        /// Compute the amax (default) or read the one given.
+        amax_mode: AmaxMode = amax_mode,
+        /// TE's 4over6 selection (default off).
+        four_over_six: FourOverSix = four_over_six,
+        /// E4M3_MAX of the second level: 448 (default), or 256 with 4over6 only.
+        e4m3_max: i32 = e4m3_max,
+        /// The layout the block scales are written in: compact (default), TE's padded buffer, or that buffer
+        /// in the cuBLAS 128x4 layout.
+        scales: QuantizedScales = scales_layout,
+        /// Rowwise (default), or columnwise: the `(K, M)` transpose, blocked along M, as TE stores it.
+        direction: Direction = direction,
+        /// The stream CUDA work runs on.
+        stream: Stream = stream,
     }
-}
-
-setters!(QuantizeOptions {
-    format: Format,
-    block: Block,
-    rounding: ScaleRounding,
-    scales: QuantizedScales,
-    values_dtype: ValuesDtype,
-    scales_dtype: ScalesDtype,
-    stream: Stream,
-});
-
-impl QuantizeOptions {
-    /// The C struct (no allocator: the library allocates).
-    pub fn to_sys(&self) -> sys::mxfp8_quantize_options {
-        sys::mxfp8_quantize_options {
-            format: self.format.to_raw(),
-            block: self.block.to_raw(),
-            scale_rounding: self.rounding.to_raw(),
-            scales_layout: self.scales.to_raw(),
-            values_dtype: self.values_dtype.to_raw(),
-            scales_dtype: self.scales_dtype.to_raw(),
-            stream: self.stream.as_raw(),
-            ..Default::default()
-        }
-    }
-
-}
-
-/// Options of [`Tensor::dequantize_into`](crate::Tensor::dequantize_into) (`mxfp8_dequantize_options`).
-/// `Default` is `MXFP8_DEQUANTIZE_OPTIONS_INIT`: rowwise, the legacy default stream.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub struct DequantizeOptions {
-    /// Which direction to decode.
-    pub direction: Direction,
-    /// The stream CUDA work runs on.
-    pub stream: Stream,
-}
-
-impl Default for DequantizeOptions {
-    fn default() -> Self {
-        let c = sys::mxfp8_dequantize_options::default();
-        Self { direction: known(Direction::from_raw(c.direction), "direction"), stream: Stream(c.stream) }
-    }
-}
-
-setters!(DequantizeOptions { direction: Direction, stream: Stream });
-
-impl DequantizeOptions {
-    /// The C struct.
-    pub fn to_sys(&self) -> sys::mxfp8_dequantize_options {
-        sys::mxfp8_dequantize_options { direction: self.direction.to_raw(), stream: self.stream.as_raw(), ..Default::default() }
-    }
-}
-
-/// Options of [`nvfp4_quantize_into`](crate::nvfp4_quantize_into) (`mxfp8_nvfp4_quantize_options`).
-/// `Default` is `MXFP8_NVFP4_QUANTIZE_OPTIONS_INIT`: per-tensor amax, computed, no 4over6, E4M3_MAX 448,
-/// compact scales, rowwise, the legacy default stream.
-///
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub struct Nvfp4QuantizeOptions {
-    /// One amax per tensor (default) or per row (rowwise, one input only).
-    pub amax_scope: AmaxScope,
-    /// Compute the amax (default) or read the one given.
-    pub amax_mode: AmaxMode,
-    /// TE's 4over6 selection (default off).
-    pub four_over_six: FourOverSix,
-    /// E4M3_MAX of the second level: 448 (default), or 256 with 4over6 only.
-    pub e4m3_max: i32,
-    /// The layout the block scales are written in: compact (default), TE's padded buffer, or that buffer
-    /// in the cuBLAS 128x4 layout.
-    pub scales: QuantizedScales,
-    /// Rowwise (default), or columnwise: the `(K, M)` transpose, blocked along M, as TE stores it.
-    pub direction: Direction,
-    /// The stream CUDA work runs on.
-    pub stream: Stream,
-}
-
-impl Default for Nvfp4QuantizeOptions {
-    fn default() -> Self {
-        let c = sys::mxfp8_nvfp4_quantize_options::default();
-        Self {
-            amax_scope: known(AmaxScope::from_raw(c.amax_scope), "amax_scope"),
-            amax_mode: known(AmaxMode::from_raw(c.amax_mode), "amax_mode"),
-            four_over_six: known(FourOverSix::from_raw(c.four_over_six), "four_over_six"),
-            e4m3_max: c.e4m3_max,
-            scales: known(QuantizedScales::from_raw(c.scales_layout), "scales_layout"),
-            direction: known(Direction::from_raw(c.direction), "direction"),
-            stream: Stream(c.stream),
-        }
-    }
-}
-
-setters!(Nvfp4QuantizeOptions {
-    amax_scope: AmaxScope,
-    amax_mode: AmaxMode,
-    four_over_six: FourOverSix,
-    e4m3_max: i32,
-    scales: QuantizedScales,
-    direction: Direction,
-    stream: Stream,
-});
-
-impl Nvfp4QuantizeOptions {
-    /// The C struct.
-    pub fn to_sys(&self) -> sys::mxfp8_nvfp4_quantize_options {
-        sys::mxfp8_nvfp4_quantize_options {
-            amax_scope: self.amax_scope.to_raw(),
-            amax_mode: self.amax_mode.to_raw(),
-            four_over_six: self.four_over_six.to_raw(),
-            e4m3_max: self.e4m3_max,
-            scales_layout: self.scales.to_raw(),
-            direction: self.direction.to_raw(),
-            stream: self.stream.as_raw(),
-            ..Default::default()
-        }
-    }
-
 }

@@ -2,7 +2,7 @@
 //! new buffers or the caller's, host or device memory alike.
 use std::ptr;
 
-use crate::error::{check, Error};
+use crate::error::{check, invalid, Error};
 use crate::managed::ManagedTensor;
 use crate::memory::{Buf, BufMut, Dl};
 use crate::options::{Direction, Nvfp4QuantizeOptions, QuantizeOptions};
@@ -17,38 +17,28 @@ pub struct Quantized {
     pub scale_inv: ManagedTensor,
 }
 
-/// Quantizes a row-major tensor of `shape` (`mxfp8_quantize`) in `direction` into new buffers, allocated
-/// by the library on the input's device (CUDA work on `options`' stream).
-pub fn quantize<'a>(input: impl Into<Buf<'a>>, shape: &[i64], direction: Direction, options: &QuantizeOptions) -> Result<Quantized, Error> {
+/// Quantizes a row-major tensor of `shape` (`mxfp8_quantize`) in each of `directions` (one pass over the
+/// input for both; with 32x32 blocks both share every block's scale) into new buffers, allocated by the
+/// library on the input's device (CUDA work on `options`' stream): one [`Quantized`] per direction, in
+/// the order given.
+pub fn quantize<'a>(input: impl Into<Buf<'a>>, shape: &[i64], directions: &[Direction], options: &QuantizeOptions) -> Result<Vec<Quantized>, Error> {
     let mut t = input.into().raw.shaped(shape, "input")?;
-    let o = options.to_sys();
-    let mut out = [ptr::null_mut(); 2];
-    let [d, s] = &mut out;
-    let none = ptr::null_mut();
-    // SAFETY: the input is borrowed (host) or promised (DeviceBytes) for the work; outputs written on success.
-    check(unsafe {
-        match direction {
-            Direction::Rowwise => sys::mxfp8_quantize(t.ptr(), &o, d, s, none, none),
-            Direction::Columnwise => sys::mxfp8_quantize(t.ptr(), &o, none, none, d, s),
+    let mut wanted = [false; 2];
+    for &d in directions {
+        if std::mem::replace(&mut wanted[d as usize], true) {
+            return Err(invalid(format!("directions: {d:?} given twice")));
         }
-    })?;
-    // SAFETY: fresh managed tensors that we now own.
+    }
+    // Rowwise then columnwise: data, scales; NULL for a direction not wanted.
+    let mut out = [[ptr::null_mut(); 2]; 2];
+    let [row, col] = &mut out;
+    let [rd, rs] = row.each_mut().map(|p| if wanted[0] { p as *mut _ } else { ptr::null_mut() });
+    let [cd, cs] = col.each_mut().map(|p| if wanted[1] { p as *mut _ } else { ptr::null_mut() });
+    // SAFETY: the input is borrowed (host) or promised (DeviceBytes) for the work; outputs written on success.
+    check(unsafe { sys::mxfp8_quantize(t.ptr(), &options.to_sys(), rd, rs, cd, cs) })?;
+    // SAFETY: fresh managed tensors that we now own, each taken once (a direction is given once).
     let take = |p| unsafe { ManagedTensor::from_raw(p) }.expect("quantize returned OK and no output");
-    Ok(Quantized { data: take(out[0]), scale_inv: take(out[1]) })
-}
-
-/// Quantizes in both directions in one call (one pass over the input): `(rowwise, columnwise)`. With
-/// 32x32 blocks both share every block's scale.
-pub fn quantize_both<'a>(input: impl Into<Buf<'a>>, shape: &[i64], options: &QuantizeOptions) -> Result<(Quantized, Quantized), Error> {
-    let mut t = input.into().raw.shaped(shape, "input")?;
-    let o = options.to_sys();
-    let mut out = [ptr::null_mut(); 4];
-    let [rd, rs, cd, cs] = &mut out;
-    // SAFETY: as in quantize; the four outputs are written only on success.
-    check(unsafe { sys::mxfp8_quantize(t.ptr(), &o, rd, rs, cd, cs) })?;
-    // SAFETY: fresh managed tensors that we now own.
-    let take = |p| unsafe { ManagedTensor::from_raw(p) }.expect("quantize returned OK and no output");
-    Ok((Quantized { data: take(out[0]), scale_inv: take(out[1]) }, Quantized { data: take(out[2]), scale_inv: take(out[3]) }))
+    Ok(directions.iter().map(|&d| Quantized { data: take(out[d as usize][0]), scale_inv: take(out[d as usize][1]) }).collect())
 }
 
 /// Quantizes a row-major tensor of `shape` into the caller's buffers (`mxfp8_quantize_into`), for the

@@ -1,11 +1,11 @@
 //! One tensor of any format (MXFP8 E4M3/E5M2, NVFP4): describe, validate, export, decode, convert.
-use std::fmt;
-use std::ptr::{self, NonNull};
+use std::ptr;
 
 use crate::error::{check, invalid, Error};
+use crate::handle::Handle;
 use crate::managed::ManagedTensor;
-use crate::memory::{numel, BufMut};
-use crate::options::{known, Block, ConvertOptions, DequantizeOptions, Direction, ExportOptions, Format, ScaleLayout};
+use crate::memory::{BufMut, Dl};
+use crate::options::{CField, Block, ConvertOptions, DequantizeOptions, Direction, ExportOptions, Format, ScaleLayout};
 use crate::shard::RawShards;
 use crate::sys;
 
@@ -21,18 +21,20 @@ const DEFAULT_E4M3_MAX: i32 = 448;
 /// ([`amax`](Self::amax)).
 ///
 /// ```
-/// # use mxfp8::{Direction, Format, ManagedTensor, ScaleLayout, TensorBuilder};
+/// # use mxfp8::{DequantizeOptions, Direction, Format, ManagedTensor, ScaleLayout, TensorBuilder};
 /// # fn main() -> Result<(), mxfp8::Error> {
 /// // An NVFP4 (2, 32) tensor: 2 rows of 16 bytes, 2 scales per row, one amax.
 /// let tensor = TensorBuilder::new()
 ///     .format(Format::Nvfp4)
 ///     .scale_layout(ScaleLayout::RowMajor)
-///     .rowwise(ManagedTensor::from_host_bytes(vec![0x21; 32], &[2, 16])?,
-///              ManagedTensor::from_host_bytes(vec![0x38; 4], &[2, 2])?)
-///     .amax(Direction::Rowwise, ManagedTensor::from_host_f32(vec![2688.0], &[1])?)
+///     .rowwise(ManagedTensor::from_host(vec![0x21; 32], &[2, 16])?,
+///              ManagedTensor::from_host(vec![0x38; 4], &[2, 2])?)
+///     .amax(Direction::Rowwise, ManagedTensor::from_host(vec![2688.0], &[1])?)
 ///     .build()?;
 /// // 0x21: 0.5 (low nibble), 1.0 (high); scale 0x38 = 1.0; global decode 2688 / 2688 = 1.
-/// assert_eq!(&tensor.dequantize_host(Direction::Rowwise)?[..2], &[0.5, 1.0]);
+/// let mut decoded = [0f32; 64];
+/// tensor.dequantize_into(&mut decoded, &DequantizeOptions::new())?;
+/// assert_eq!(&decoded[..2], &[0.5, 1.0]);
 /// assert_eq!((tensor.shape(), tensor.e4m3_max()), (&[2, 32][..], Some(448)));
 /// # Ok(()) }
 /// ```
@@ -51,7 +53,7 @@ impl Default for TensorBuilder {
     fn default() -> Self {
         let c = sys::mxfp8_tensor_desc::default();
         Self {
-            format: known(Format::from_raw(c.format), "format"),
+            format: CField::from_c(c.format, "format"),
             layout: None,
             block: None,
             e4m3_max: None,
@@ -66,30 +68,17 @@ impl TensorBuilder {
     pub fn new() -> Self {
         Self::default()
     }
-    /// The encoding of the values.
-    pub fn format(mut self, format: Format) -> Self {
-        self.format = format;
-        self
-    }
-    /// The layout of both directions' scales (TE's `with_gemm_swizzled_scales`): required.
-    pub fn scale_layout(mut self, layout: ScaleLayout) -> Self {
-        self.layout = Some(layout);
-        self
-    }
-    /// 1x32 or Transformer Engine's 32x32 blocks for MXFP8 (default 1x32); NVFP4's is 1x16.
-    pub fn block(mut self, block: Block) -> Self {
-        self.block = Some(block);
-        self
-    }
-    /// NVFP4's E4M3_MAX: 448 (default), or 256 for TE's 4over6 tensors (`nvfp4_e4m3_max`).
-    pub fn e4m3_max(mut self, e4m3_max: i32) -> Self {
-        self.e4m3_max = Some(e4m3_max);
-        self
-    }
-    /// The logical shape `(*lead, K)`, checked against the data (default, or empty: from the data).
-    pub fn shape(mut self, shape: &[i64]) -> Self {
-        self.shape = Some(shape.to_vec());
-        self
+    setters! {
+        /// The encoding of the values.
+        format(format: Format) => format = format;
+        /// The layout of both directions' scales (TE's `with_gemm_swizzled_scales`): required.
+        scale_layout(layout: ScaleLayout) => layout = Some(layout);
+        /// 1x32 or Transformer Engine's 32x32 blocks for MXFP8 (default 1x32); NVFP4's is 1x16.
+        block(block: Block) => block = Some(block);
+        /// NVFP4's E4M3_MAX: 448 (default), or 256 for TE's 4over6 tensors (`nvfp4_e4m3_max`).
+        e4m3_max(e4m3_max: i32) => e4m3_max = Some(e4m3_max);
+        /// The logical shape `(*lead, K)`, checked against the data (default, or empty: from the data).
+        shape(shape: &[i64]) => shape = Some(shape.to_vec());
     }
     /// The rowwise values and scales (NVFP4: packed `(*lead, K/2)` bytes and E4M3 block scales).
     pub fn rowwise(mut self, data: ManagedTensor, scale_inv: ManagedTensor) -> Self {
@@ -128,10 +117,9 @@ impl TensorBuilder {
             e4m3_max,
             ..Default::default()
         };
-        let mut out = ptr::null_mut();
         // SAFETY: desc and its pointers are valid for the call; on success the library took the
         // managed tensors, so they must not be dropped here.
-        check(unsafe { sys::mxfp8_tensor_create(&desc, &mut out) })?;
+        let raw = Handle::make("mxfp8_tensor_create", |out| unsafe { sys::mxfp8_tensor_create(&desc, out) })?;
         let [row, col] = self.parts;
         // A shape given (ndim > 0), else the data's: the header's ndim 0, an empty shape included.
         let shape = match (self.shape.filter(|s| !s.is_empty()), &row[0], &col[0]) {
@@ -148,7 +136,6 @@ impl TensorBuilder {
         for part in row.into_iter().chain(col).flatten() {
             part.into_raw();
         }
-        let raw = NonNull::new(out).expect("mxfp8_tensor_create returned OK and NULL");
         Ok(Tensor { raw, shape, format: self.format, block, e4m3_max })
     }
 }
@@ -162,31 +149,15 @@ fn unpacked(dims: &[i64], data: &ManagedTensor) -> Vec<i64> {
     shape
 }
 
-/// A validated tensor of any format (the C `mxfp8_tensor` handle). Immutable; export from it on any thread.
+/// A validated tensor of any format (the C `mxfp8_tensor` handle, released on drop). Immutable: export
+/// from it on any thread.
+#[derive(Debug)]
 pub struct Tensor {
-    pub(crate) raw: NonNull<sys::mxfp8_tensor>,
+    raw: Handle<sys::mxfp8_tensor>,
     shape: Vec<i64>,
     format: Format,
     block: Block,
     e4m3_max: i32,
-}
-
-// SAFETY: tensor.h: an immutable, reference-counted handle, thread-safe: any number of threads may export
-// from one handle at once. Its reference count is atomic, so it may also be released on another thread.
-unsafe impl Send for Tensor {}
-unsafe impl Sync for Tensor {}
-
-impl fmt::Debug for Tensor {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Tensor").field("shape", &self.shape).field("format", &self.format).field("block", &self.block).finish()
-    }
-}
-
-impl Drop for Tensor {
-    fn drop(&mut self) {
-        // SAFETY: we own one reference; exported views hold their own.
-        unsafe { sys::mxfp8_tensor_release(self.raw.as_ptr()) }
-    }
 }
 
 /// One direction of an export. Each part keeps what it views alive on its own, so it may outlive the
@@ -242,7 +213,7 @@ pub(crate) fn compact_scales_shape(shape: &[i64], direction: Direction, format: 
 }
 
 impl Tensor {
-    pub(crate) fn from_handle(raw: NonNull<sys::mxfp8_tensor>, shape: Vec<i64>, format: Format) -> Self {
+    pub(crate) fn from_handle(raw: Handle<sys::mxfp8_tensor>, shape: Vec<i64>, format: Format) -> Self {
         Self { raw, shape, format, block: Block::B1x32, e4m3_max: 0 }
     }
     /// The logical shape `(*lead, K)`.
@@ -306,25 +277,24 @@ impl Tensor {
         check(unsafe { sys::mxfp8_dequantize(self.raw.as_ptr(), &o, t.ptr()) })
     }
 
-    /// Decodes `direction` of a tensor in host memory to a new float32 vector (every NaN as 0x7FFFFFFF).
-    pub fn dequantize_host(&self, direction: Direction) -> Result<Vec<f32>, Error> {
-        let mut out = vec![0f32; numel(&self.shape).ok_or_else(|| invalid("the tensor's shape overflows"))?];
-        self.dequantize_into(&mut out, &DequantizeOptions::new().direction(direction))?;
-        Ok(out)
-    }
-
     /// Writes direction `options.direction` in layout `options.target` (`mxfp8_convert`), from the scales
     /// as stored: `scales` exactly [`layout_bytes`](crate::layout_bytes) of the scale matrix (every byte
     /// written, padding zero); `values` None or `prod(shape)` bytes in the target's row order (the TRT-LLM
     /// targets permute rows and require them). Checked before anything is written; device memory: one
     /// launch on `options`' stream.
     pub fn convert_into<'a>(&self, options: &ConvertOptions, values: Option<BufMut<'a>>, scales: impl Into<BufMut<'a>>) -> Result<(), Error> {
-        let o = options.to_sys();
-        let mut v = values.map(|v| v.raw.dl(None));
-        let mut s = scales.into().raw.dl(None);
-        // SAFETY: the buffers are exclusively borrowed (host) or promised (DeviceBytes) for the work.
-        check(unsafe { sys::mxfp8_convert(self.as_raw(), &o, v.as_mut().map_or(ptr::null_mut(), |v| v.ptr()), s.ptr()) })
+        // SAFETY: a valid handle; the arguments are convert_call's.
+        convert_call(options, values, scales.into(), |o, v, s| unsafe { sys::mxfp8_convert(self.as_raw(), o, v, s) })
     }
+}
+
+/// A convert of one tensor or of grouped experts (`mxfp8_convert` and `mxfp8_grouped_convert` take the
+/// same options and buffers): `call` gets the C options and the buffers, valid for the call, exclusively
+/// borrowed (host) or promised (DeviceBytes) for the work.
+pub(crate) fn convert_call(options: &ConvertOptions, values: Option<BufMut<'_>>, scales: BufMut<'_>,
+                           call: impl FnOnce(&sys::mxfp8_convert_options, *mut sys::DLTensor, *mut sys::DLTensor) -> sys::mxfp8_status) -> Result<(), Error> {
+    let (mut v, mut s) = (values.map(|v| v.raw.dl(None)), scales.raw.dl(None));
+    check(call(&options.to_sys(), v.as_mut().map_or(ptr::null_mut(), Dl::ptr), s.ptr()))
 }
 
 /// Writes the compact scales of every tensor (in `options`' direction) into `destinations[i]`, row-major

@@ -2,11 +2,12 @@
 //! a bucket into a bucket, the engine's buffers or nothing (a check), run at once or prepared once into a
 //! [`Plan`] run every step; and the [`Manifest`] a receiver reads a bucket with.
 use std::marker::PhantomData;
-use std::ptr::{self, NonNull};
+use std::ptr;
 
 use crate::error::{check, invalid, Error};
+use crate::handle::Handle;
 use crate::memory::{Buf, BufMut, Dl};
-use crate::options::{known, Direction, Format, GlobalScale, Layout, ScaleFixup, Stream};
+use crate::options::{CField, Direction, Format, GlobalScale, Layout, ScaleFixup, Stream};
 use crate::shard::{RawShards, Shard};
 use crate::sys;
 use crate::tensor::{compact_scales_shape, Tensor};
@@ -37,10 +38,9 @@ impl<'a> Target<'a> {
     pub fn scales(scales: impl Into<BufMut<'a>>, layout: Layout) -> Self {
         Self { values: None, scales: scales.into(), layout, global_scale: None }
     }
-    /// With an NVFP4 entry's global scale.
-    pub fn global_scale(mut self, global_scale: impl Into<BufMut<'a>>) -> Self {
-        self.global_scale = Some(global_scale.into());
-        self
+    setters! {
+        /// With an NVFP4 entry's global scale.
+        global_scale(global_scale: impl Into<BufMut<'a>>) => global_scale = Some(global_scale.into());
     }
 }
 
@@ -68,8 +68,8 @@ enum Destination<'m> {
 /// # use mxfp8::{Layout, ManagedTensor, ScaleLayout, Stream, Target, TensorBuilder, Transfer};
 /// # fn main() -> Result<(), mxfp8::Error> {
 /// let weight = TensorBuilder::new().scale_layout(ScaleLayout::RowMajor)
-///     .rowwise(ManagedTensor::from_host_bytes(vec![0x38; 4 * 64], &[4, 64])?,
-///              ManagedTensor::from_host_bytes(vec![127; 4 * 2], &[4, 2])?)
+///     .rowwise(ManagedTensor::from_host(vec![0x38; 4 * 64], &[4, 64])?,
+///              ManagedTensor::from_host(vec![127; 4 * 2], &[4, 2])?)
 ///     .build()?;
 /// // Sender: a bucket, and the manifest a receiver reads it with.
 /// let send = Transfer::from_tensors(&[&weight]);
@@ -110,8 +110,8 @@ impl<'t, 'm> Transfer<'t, 'm> {
     /// The defaults of `MXFP8_TRANSFER_DESC_INIT` (read from mxfp8-sys), every bucket part compact.
     fn new(source: Source<'t, 'm>) -> Self {
         let c = sys::mxfp8_transfer_desc::default();
-        let scale_fixup = known(ScaleFixup::from_raw(c.scale_fixup), "scale_fixup");
-        let global_scale = known(GlobalScale::from_raw(c.global_scale), "global_scale");
+        let scale_fixup = CField::from_c(c.scale_fixup, "scale_fixup");
+        let global_scale = CField::from_c(c.global_scale, "global_scale");
         let (directions, shards, source_layout) = (None, None, Layout::Compact);
         Self { source, directions, shards, scale_fixup, global_scale, source_layout, destination: Destination::Nothing, _not_sync: PhantomData }
     }
@@ -130,41 +130,22 @@ impl<'t, 'm> Transfer<'t, 'm> {
         let n = self.count();
         self.directions(&vec![direction; n])
     }
-    /// Entry i in `directions[i]` (one per entry).
-    pub fn directions(mut self, directions: &[Direction]) -> Self {
-        self.directions = Some(directions.to_vec());
-        self
-    }
-    /// Entry i is `shards[i]` of its tensor (one per entry, [`Shard::whole`] for all of it): of the
-    /// source tensor, or of the whole tensor a bucket entry holds.
-    pub fn shards(mut self, shards: &[Shard]) -> Self {
-        self.shards = Some(shards.to_vec());
-        self
-    }
-    /// The rewrite of every MXFP8 scale written (whole tensors only; default none).
-    pub fn scale_fixup(mut self, fixup: ScaleFixup) -> Self {
-        self.scale_fixup = fixup;
-        self
-    }
-    /// The convention NVFP4 amaxes are written in to [`Target::global_scale`] (default decode).
-    pub fn global_scale(mut self, convention: GlobalScale) -> Self {
-        self.global_scale = convention;
-        self
-    }
-    /// The layout of a bucket source's scales parts, every entry (default [`Layout::Compact`]).
-    pub fn source_layout(mut self, layout: Layout) -> Self {
-        self.source_layout = layout;
-        self
-    }
-    /// Into the engine's buffers (`TO_BUFFERS`), one target per entry.
-    pub fn to_buffers(mut self, targets: Vec<Target<'m>>) -> Self {
-        self.destination = Destination::Buffers(targets);
-        self
-    }
-    /// Into `bucket` at `parts`, from [`bucket_parts`](Self::bucket_parts) of this transfer (`TO_BUCKET`).
-    pub fn to_bucket(mut self, bucket: impl Into<BufMut<'m>>, parts: &[BucketPart]) -> Self {
-        self.destination = Destination::Bucket(bucket.into(), parts.to_vec());
-        self
+    setters! {
+        /// Entry i in `directions[i]` (one per entry).
+        directions(directions: &[Direction]) => directions = Some(directions.to_vec());
+        /// Entry i is `shards[i]` of its tensor (one per entry, [`Shard::whole`] for all of it): of the
+        /// source tensor, or of the whole tensor a bucket entry holds.
+        shards(shards: &[Shard]) => shards = Some(shards.to_vec());
+        /// The rewrite of every MXFP8 scale written (whole tensors only; default none).
+        scale_fixup(fixup: ScaleFixup) => scale_fixup = fixup;
+        /// The convention NVFP4 amaxes are written in to [`Target::global_scale`] (default decode).
+        global_scale(convention: GlobalScale) => global_scale = convention;
+        /// The layout of a bucket source's scales parts, every entry (default [`Layout::Compact`]).
+        source_layout(layout: Layout) => source_layout = layout;
+        /// Into the engine's buffers (`TO_BUFFERS`), one target per entry.
+        to_buffers(targets: Vec<Target<'m>>) => destination = Destination::Buffers(targets);
+        /// Into `bucket` at `parts`, from [`bucket_parts`](Self::bucket_parts) of this transfer (`TO_BUCKET`).
+        to_bucket(bucket: impl Into<BufMut<'m>>, parts: &[BucketPart]) => destination = Destination::Bucket(bucket.into(), parts.to_vec());
     }
 
     fn count(&self) -> usize {
@@ -317,11 +298,10 @@ impl<'t, 'm> Transfer<'t, 'm> {
     /// every source tensor (so it may outlive them) and keeps the memory (bucket, buffers) borrowed, device
     /// memory promised, for as long as it lives.
     pub fn prepare(self) -> Result<Plan<'m>, Error> {
-        let mut raw = ptr::null_mut();
         // SAFETY: the plan keeps the addresses of memory borrowed (or promised) for 'm, which Plan<'m> carries; the
         // tensors' references are the plan's own.
-        self.call(|d| check(unsafe { sys::mxfp8_transfer_prepare(d, &mut raw) }))??;
-        Ok(Plan { raw: NonNull::new(raw).expect("mxfp8_transfer_prepare returned OK and NULL"), _memory: PhantomData })
+        let raw = self.call(|d| Handle::make("mxfp8_transfer_prepare", |out| unsafe { sys::mxfp8_transfer_prepare(d, out) }))??;
+        Ok(Plan { raw, _memory: PhantomData })
     }
 }
 
@@ -348,27 +328,18 @@ impl<'t, 'm> Transfer<'t, 'm> {
 /// ```
 #[derive(Debug)]
 pub struct Plan<'a> {
-    raw: NonNull<sys::mxfp8_plan>,
-    _memory: PhantomData<&'a mut [u8]>,
+    /// The plan owns its tensor references (transfer.h: it may be run and released from any thread).
+    raw: Handle<sys::mxfp8_plan>,
+    /// The memory it writes, borrowed for 'a. Not Sync (`&mut` is, a Cell is not): two overlapping
+    /// runs of one plan write the same destinations, so `run(&self)` from two threads would be a data race.
+    _memory: PhantomData<(&'a mut [u8], std::cell::Cell<()>)>,
 }
-
-// SAFETY: the plan is immutable and owns its tensor references (transfer.h: it may be run and released
-// from any thread); the borrowed memory is tied to 'a. Not Sync: two overlapping runs of one plan write
-// the same destinations, so `run(&self)` from two threads would be a data race in safe code.
-unsafe impl Send for Plan<'_> {}
 
 impl Plan<'_> {
     /// `mxfp8_plan_run` on `stream` (host memory: done on return).
     pub fn run(&self, stream: Stream) -> Result<(), Error> {
         // SAFETY: the plan is live; the stream's validity is Stream::from_raw's promise.
         check(unsafe { sys::mxfp8_plan_run(self.raw.as_ptr(), stream.as_raw()) })
-    }
-}
-
-impl Drop for Plan<'_> {
-    fn drop(&mut self) {
-        // SAFETY: the plan is live and dropped once.
-        unsafe { sys::mxfp8_plan_release(self.raw.as_ptr()) }
     }
 }
 

@@ -19,8 +19,8 @@ fn swizzled(m: usize, k: usize, seed: u64, low: u8) -> (Tensor, Vec<u8>, Vec<u8>
     let tensor = TensorBuilder::new()
         .scale_layout(ScaleLayout::GemmSwizzled)
         .rowwise(
-            ManagedTensor::from_host_bytes(values.clone(), &[m as i64, k as i64]).unwrap(),
-            ManagedTensor::from_host_bytes(stored, &[(round_up(m, 128)) as i64, round_up(c, 4) as i64]).unwrap(),
+            ManagedTensor::from_host(values.clone(), &[m as i64, k as i64]).unwrap(),
+            ManagedTensor::from_host(stored, &[(round_up(m, 128)) as i64, round_up(c, 4) as i64]).unwrap(),
         )
         .build()
         .unwrap();
@@ -123,8 +123,8 @@ fn columnwise_convert_swizzles_the_transpose() {
     let scales = random_bytes(r * k, 12, 1, 254); // compact (ceil(M/32), K)
     let tensor = TensorBuilder::new().scale_layout(ScaleLayout::RowMajor)
         .columnwise(
-            ManagedTensor::from_host_bytes(values, &[m as i64, k as i64]).unwrap(),
-            ManagedTensor::from_host_bytes(scales.clone(), &[r as i64, k as i64]).unwrap(),
+            ManagedTensor::from_host(values, &[m as i64, k as i64]).unwrap(),
+            ManagedTensor::from_host(scales.clone(), &[r as i64, k as i64]).unwrap(),
         )
         .build()
         .unwrap();
@@ -159,8 +159,8 @@ fn compact_experts(values: &[u8], scales: &[u8], e: usize, n: usize, k: usize) -
         .uniform_experts(e as i32, n as i64, k as i64)
         .scales(GroupedScales::Compact)
         .buffers(
-            ManagedTensor::from_host_bytes(values.to_vec(), &[(e * n) as i64, k as i64]).unwrap(),
-            ManagedTensor::from_host_bytes(scales.to_vec(), &[scales.len() as i64]).unwrap(),
+            ManagedTensor::from_host(values.to_vec(), &[(e * n) as i64, k as i64]).unwrap(),
+            ManagedTensor::from_host(scales.to_vec(), &[scales.len() as i64]).unwrap(),
         )
         .build()
         .unwrap()
@@ -206,8 +206,8 @@ fn zero_exponent_fixup_rewrites_real_scales_only() {
         drop(tensor);
         TensorBuilder::new().scale_layout(ScaleLayout::RowMajor)
             .rowwise(
-                ManagedTensor::from_host_bytes(random_bytes(m * k, 32, 0, 255), &[m as i64, k as i64]).unwrap(),
-                ManagedTensor::from_host_bytes(scales.clone(), &[m as i64, c as i64]).unwrap(),
+                ManagedTensor::from_host(random_bytes(m * k, 32, 0, 255), &[m as i64, k as i64]).unwrap(),
+                ManagedTensor::from_host(scales.clone(), &[m as i64, c as i64]).unwrap(),
             )
             .build()
             .unwrap()

@@ -60,7 +60,7 @@ impl DeviceBuf {
     }
     fn bytes(&self) -> DeviceBytes {
         // SAFETY: memory of GPU 0 that this test keeps alive, and synchronizes on, past every use.
-        unsafe { DeviceBytes::cuda(self.ptr, self.len, 0) }
+        unsafe { DeviceBytes::new(self.ptr, self.len, mxfp8::sys::DLDevice { device_type: mxfp8::sys::DLDeviceType::CUDA, device_id: 0 }) }
     }
     fn f32_in(&self) -> Buf<'static> {
         Buf::device(self.bytes(), Dtype::F32).unwrap()
@@ -163,7 +163,7 @@ fn weight(m: usize, k: usize, seed: u64) -> (Tensor, Tensor, Vec<u8>, Vec<u8>) {
     let shape = [m as i64, k as i64];
     let sshape = [swz.len() as i64];
     let build = |d: ManagedTensor, s: ManagedTensor| TensorBuilder::new().scale_layout(ScaleLayout::GemmSwizzled).rowwise(d, s).build().unwrap();
-    let host = build(ManagedTensor::from_host_bytes(values.clone(), &shape).unwrap(), ManagedTensor::from_host_bytes(swz.clone(), &sshape).unwrap());
+    let host = build(ManagedTensor::from_host(values.clone(), &shape).unwrap(), ManagedTensor::from_host(swz.clone(), &sshape).unwrap());
     let device = build(device_tensor(&values, &shape), device_tensor(&swz, &sshape));
     (host, device, values, scales)
 }
@@ -248,7 +248,7 @@ fn device_wrappers_on_cuda_memory() {
         .buffers(device_tensor(&vals, &[(e * n) as i64, k as i64]), device_tensor(&flat, &[flat.len() as i64]))
         .build()
         .unwrap();
-    let stacked = g.export_stacked(&ExportOptions::default()).unwrap();
+    let stacked = g.export(None, &ExportOptions::default()).unwrap();
     assert_eq!(read_back(stacked.scales.data_ptr(), e * n * c), per.concat());
     let experts: Vec<Tensor> = (0..e).map(|i| g.expert(i).unwrap()).collect();
     let dst = DeviceBuf::new(n * c, POISON);
@@ -294,7 +294,7 @@ fn engine_targets_imports_and_prepared_plans_on_cuda_memory() {
     let build = |d: ManagedTensor, s: ManagedTensor| {
         GroupedBuilder::new().scales(GroupedScales::Compact).uniform_experts(e as i32, n as i64, k as i64).buffers(d, s).build().unwrap()
     };
-    let gh = build(ManagedTensor::from_host_bytes(vals.clone(), &[(e * n * k) as i64]).unwrap(), ManagedTensor::from_host_bytes(sc.clone(), &[sc.len() as i64]).unwrap());
+    let gh = build(ManagedTensor::from_host(vals.clone(), &[(e * n * k) as i64]).unwrap(), ManagedTensor::from_host(sc.clone(), &[sc.len() as i64]).unwrap());
     let gd = build(device_tensor(&vals, &[(e * n * k) as i64]), device_tensor(&sc, &[sc.len() as i64]));
     let options = ConvertOptions::new().target(Layout::TrtllmShuffledGated);
     let (mut hv, mut hs) = (vec![POISON; e * n * k], vec![POISON; e * n * 4]);
@@ -402,9 +402,9 @@ fn nvfp4_on_cuda_memory() {
         TensorBuilder::new().scale_layout(ScaleLayout::RowMajor).format(Format::Nvfp4).rowwise(d, s).amax(Direction::Rowwise, a).build().unwrap()
     };
     let th = build(
-        ManagedTensor::from_host_bytes(h1v.clone(), &[m as i64, (k / 2) as i64]).unwrap(),
-        ManagedTensor::from_host_bytes(h1s.clone(), &[m as i64, sc as i64]).unwrap(),
-        ManagedTensor::from_host_f32(vec![ha], &[1]).unwrap(),
+        ManagedTensor::from_host(h1v.clone(), &[m as i64, (k / 2) as i64]).unwrap(),
+        ManagedTensor::from_host(h1s.clone(), &[m as i64, sc as i64]).unwrap(),
+        ManagedTensor::from_host(vec![ha], &[1]).unwrap(),
     );
     let td = build(device_tensor(&h1v, &[m as i64, (k / 2) as i64]), device_tensor(&h1s, &[m as i64, sc as i64]), device_tensor_f32(&[ha], &[1]));
     for convention in [GlobalScale::Decode, GlobalScale::Encode] {
@@ -412,11 +412,11 @@ fn nvfp4_on_cuda_memory() {
         let (ph, pd) = (th.export(&options).unwrap(), td.export(&options).unwrap());
         let (gh, gd) = (ph.global_scale.unwrap(), pd.global_scale.unwrap());
         assert_eq!(gd.device().device_type, sys::DLDeviceType::CUDA);
-        assert_eq!(f32s(&read_back(gd.data_ptr(), 4)), f32_bits(&gh.to_host_f32().unwrap()), "{convention:?}");
+        assert_eq!(f32s(&read_back(gd.data_ptr(), 4)), f32_bits(&gh.to_host::<f32>().unwrap()), "{convention:?}");
         assert_eq!(read_back(pd.scales.data_ptr(), m * sc), h1s);
         assert_eq!(read_back(pd.values.data_ptr(), m * k / 2), h1v);
     }
-    let expected = th.dequantize_host(Direction::Rowwise).unwrap();
+    let expected = common::dequantize_host(&th, Direction::Rowwise).unwrap();
     let out = DeviceBuf::new(m * k * 4, 0xFF);
     td.dequantize_into(out.f32_out(), &DequantizeOptions::new()).unwrap();
     assert_eq!(f32s(&out.to_host()), f32_bits(&expected));
@@ -441,9 +441,9 @@ fn mixed_buckets_and_imports_on_cuda_memory() {
         TensorBuilder::new().format(Format::Nvfp4).scale_layout(ScaleLayout::GemmSwizzled).rowwise(d, s).amax(Direction::Rowwise, a).build().unwrap()
     };
     let nh = build(
-        ManagedTensor::from_host_bytes(values.clone(), &vshape).unwrap(),
-        ManagedTensor::from_host_bytes(swz.clone(), &sshape).unwrap(),
-        ManagedTensor::from_host_f32(vec![5.5], &[1]).unwrap(),
+        ManagedTensor::from_host(values.clone(), &vshape).unwrap(),
+        ManagedTensor::from_host(swz.clone(), &sshape).unwrap(),
+        ManagedTensor::from_host(vec![5.5], &[1]).unwrap(),
     );
     let nd = build(device_tensor(&values, &vshape), device_tensor(&swz, &sshape), device_tensor_f32(&[5.5], &[1]));
     let (host_tensors, dev_tensors) = ([&mh, &nh], [&md, &nd]);

@@ -25,8 +25,8 @@ fn safe_defaults_are_the_c_initializers() {
     );
     let nvfp4 = TensorBuilder::new().scale_layout(ScaleLayout::RowMajor)
         .format(Format::Nvfp4)
-        .rowwise(ManagedTensor::from_host_bytes(vec![0; 16], &[1, 16]).unwrap(), ManagedTensor::from_host_bytes(vec![0x38; 2], &[1, 2]).unwrap())
-        .amax(Direction::Rowwise, ManagedTensor::from_host_f32(vec![1.0], &[1]).unwrap())
+        .rowwise(ManagedTensor::from_host(vec![0; 16], &[1, 16]).unwrap(), ManagedTensor::from_host(vec![0x38; 2], &[1, 2]).unwrap())
+        .amax(Direction::Rowwise, ManagedTensor::from_host(vec![1.0], &[1]).unwrap())
         .build()
         .unwrap();
     // The C desc leaves E4M3_MAX "not said" (0, refused for NVFP4); the builder says TE's default, 448,
@@ -46,7 +46,7 @@ fn safe_defaults_are_the_c_initializers() {
     // The builders' defaults show in what they build.
     let d = sys::mxfp8_tensor_desc::default();
     let t = TensorBuilder::new().scale_layout(ScaleLayout::RowMajor)
-        .rowwise(ManagedTensor::from_host_bytes(vec![0; 64], &[2, 32]).unwrap(), ManagedTensor::from_host_bytes(vec![1; 2], &[2, 1]).unwrap())
+        .rowwise(ManagedTensor::from_host(vec![0; 64], &[2, 32]).unwrap(), ManagedTensor::from_host(vec![1; 2], &[2, 1]).unwrap())
         .build()
         .unwrap();
     assert_eq!((t.format().to_raw(), t.block().to_raw()), (d.format, d.block));
@@ -55,7 +55,7 @@ fn safe_defaults_are_the_c_initializers() {
     assert_eq!(GroupedScales::from_raw(g.scales), Some(GroupedScales::Padded));
     let e = GroupedBuilder::new()
         .uniform_experts(1, 2, 32)
-        .buffers(ManagedTensor::from_host_bytes(vec![0; 64], &[2, 32]).unwrap(), ManagedTensor::from_host_bytes(vec![1; 512], &[128, 4]).unwrap())
+        .buffers(ManagedTensor::from_host(vec![0; 64], &[2, 32]).unwrap(), ManagedTensor::from_host(vec![1; 512], &[128, 4]).unwrap())
         .build()
         .unwrap();
     assert_eq!(e.expert(0).unwrap().format().to_raw(), g.format);
@@ -67,7 +67,7 @@ fn safe_defaults_are_the_c_initializers() {
 #[test]
 fn a_tensor_without_a_scale_layout_is_refused() {
     let err = TensorBuilder::new()
-        .rowwise(ManagedTensor::from_host_bytes(vec![0; 64], &[2, 32]).unwrap(), ManagedTensor::from_host_bytes(vec![1; 2], &[2, 1]).unwrap())
+        .rowwise(ManagedTensor::from_host(vec![0; 64], &[2, 32]).unwrap(), ManagedTensor::from_host(vec![1; 2], &[2, 1]).unwrap())
         .build()
         .unwrap_err();
     assert_eq!(err.status, Status::InvalidArgument);
@@ -91,7 +91,7 @@ fn statuses_and_errors() {
     assert_eq!(Status::from_raw(sys::mxfp8_status::OK), None);
     assert_eq!(Status::from_raw(sys::mxfp8_status(99)), Some(Status::Unknown(99)));
     assert_eq!(Status::Unknown(99).name(), "unknown status");
-    let err = ManagedTensor::from_host_bytes(vec![0; 10], &[3, 3]).unwrap_err();
+    let err = ManagedTensor::from_host(vec![0; 10], &[3, 3]).unwrap_err();
     let boxed: Box<dyn std::error::Error + Send + Sync> = Box::new(err.clone());
     assert_eq!(boxed.to_string(), "invalid argument: 10 bytes cannot have shape [3, 3]");
     assert_eq!(err, Error { status: Status::InvalidArgument, message: "10 bytes cannot have shape [3, 3]".into() });

@@ -49,8 +49,8 @@ fn device_wrappers_work_on_host_memory() {
     let tensor = TensorBuilder::new()
         .scale_layout(ScaleLayout::GemmSwizzled)
         .rowwise(
-            ManagedTensor::from_host_bytes(values.clone(), &[rows as i64, k as i64]).unwrap(),
-            ManagedTensor::from_host_bytes(swizzled.clone(), &[swizzled.len() as i64]).unwrap(),
+            ManagedTensor::from_host(values.clone(), &[rows as i64, k as i64]).unwrap(),
+            ManagedTensor::from_host(swizzled.clone(), &[swizzled.len() as i64]).unwrap(),
         )
         .build()
         .unwrap();
@@ -72,7 +72,7 @@ fn device_wrappers_work_on_host_memory() {
     assert_eq!(manifest.unpack(bytes_of(&mut bucket[1..])).unwrap_err().status, Status::InvalidArgument);
 
     // Dequantize into DeviceBytes equals dequantize into a slice.
-    let expected = tensor.dequantize_host(Direction::Rowwise).unwrap();
+    let expected = common::dequantize_host(&tensor, Direction::Rowwise).unwrap();
     let mut out = vec![f32::NAN; rows * k];
     tensor.dequantize_into(f32_out(&mut out), &DequantizeOptions::new()).unwrap();
     assert!(out.iter().zip(&expected).all(|(a, b)| a.to_bits() == b.to_bits()));
@@ -107,8 +107,8 @@ fn swizzled_tensor(m: usize, k: usize, seed: u64) -> (mxfp8::Tensor, Vec<u8>, Ve
     let tensor = TensorBuilder::new()
         .scale_layout(ScaleLayout::GemmSwizzled)
         .rowwise(
-            ManagedTensor::from_host_bytes(values.clone(), &[m as i64, k as i64]).unwrap(),
-            ManagedTensor::from_host_bytes(swizzle_reference(&scales, m, c, POISON), &[swizzled_len(m, c) as i64]).unwrap(),
+            ManagedTensor::from_host(values.clone(), &[m as i64, k as i64]).unwrap(),
+            ManagedTensor::from_host(swizzle_reference(&scales, m, c, POISON), &[swizzled_len(m, c) as i64]).unwrap(),
         )
         .build()
         .unwrap();
@@ -136,7 +136,7 @@ fn convert_and_import_device_wrappers_on_host_memory() {
     let grouped = GroupedBuilder::new()
         .uniform_experts(e as i32, n as i64, kk as i64)
         .scales(GroupedScales::Compact)
-        .buffers(ManagedTensor::from_host_bytes(gv, &[(e * n * kk) as i64]).unwrap(), ManagedTensor::from_host_bytes(gs.clone(), &[(e * n * 2) as i64]).unwrap())
+        .buffers(ManagedTensor::from_host(gv, &[(e * n * kk) as i64]).unwrap(), ManagedTensor::from_host(gs.clone(), &[(e * n * 2) as i64]).unwrap())
         .build()
         .unwrap();
     let per = 4 * n;
@@ -199,13 +199,13 @@ fn nvfp4_device_wrappers_on_host_memory() {
         .format(Format::Nvfp4)
         .scale_layout(ScaleLayout::GemmSwizzled)
         .rowwise(
-            ManagedTensor::from_host_bytes(hv.clone(), &[m as i64, (k / 2) as i64]).unwrap(),
-            ManagedTensor::from_host_bytes(hs.clone(), &[128, 4]).unwrap(),
+            ManagedTensor::from_host(hv.clone(), &[m as i64, (k / 2) as i64]).unwrap(),
+            ManagedTensor::from_host(hs.clone(), &[128, 4]).unwrap(),
         )
-        .amax(Direction::Rowwise, ManagedTensor::from_host_f32(ha.to_vec(), &[1]).unwrap())
+        .amax(Direction::Rowwise, ManagedTensor::from_host(ha.to_vec(), &[1]).unwrap())
         .build()
         .unwrap();
-    let expected = tensor.dequantize_host(Direction::Rowwise).unwrap();
+    let expected = common::dequantize_host(&tensor, Direction::Rowwise).unwrap();
     let mut out = vec![f32::NAN; m * k];
     tensor.dequantize_into(f32_out(&mut out), &DequantizeOptions::new()).unwrap();
     assert!(out.iter().zip(&expected).all(|(a, b)| a.to_bits() == b.to_bits()));

@@ -59,8 +59,8 @@ fn swizzled_export_decodes_exactly() {
         .format(Format::E4M3)
         .scale_layout(ScaleLayout::GemmSwizzled)
         .rowwise(
-            ManagedTensor::from_host_bytes(values.clone(), &[rows as i64, k as i64]).unwrap(),
-            ManagedTensor::from_host_bytes(swz, &[rp as i64, 4]).unwrap(),
+            ManagedTensor::from_host(values.clone(), &[rows as i64, k as i64]).unwrap(),
+            ManagedTensor::from_host(swz, &[rp as i64, 4]).unwrap(),
         )
         .build()
         .unwrap();
@@ -92,8 +92,8 @@ fn padded_scales_copy_or_strided_view() {
     }
     let tensor = TensorBuilder::new().scale_layout(ScaleLayout::RowMajor)
         .rowwise(
-            ManagedTensor::from_host_bytes(vec![0x38; rows * k], &[rows as i64, k as i64]).unwrap(),
-            ManagedTensor::from_host_bytes(padded, &[128, 4]).unwrap(),
+            ManagedTensor::from_host(vec![0x38; rows * k], &[rows as i64, k as i64]).unwrap(),
+            ManagedTensor::from_host(padded, &[128, 4]).unwrap(),
         )
         .build()
         .unwrap();
@@ -104,7 +104,7 @@ fn padded_scales_copy_or_strided_view() {
     assert!(!view.scales.is_copy());
     assert_eq!(view.scales.strides(), vec![4, 1]);
     assert!(view.scales.as_host_bytes().is_none()); // not contiguous
-    assert_eq!(view.scales.to_host_vec().unwrap(), scales);
+    assert_eq!(view.scales.to_host::<u8>().unwrap(), scales);
 }
 
 #[test]
@@ -112,8 +112,8 @@ fn errors_carry_status_and_message() {
     let err = TensorBuilder::new()
         .scale_layout(ScaleLayout::GemmSwizzled)
         .rowwise(
-            ManagedTensor::from_host_bytes(vec![0; 100 * 48], &[100, 48]).unwrap(),
-            ManagedTensor::from_host_bytes(vec![1; 200], &[100, 2]).unwrap(),
+            ManagedTensor::from_host(vec![0; 100 * 48], &[100, 48]).unwrap(),
+            ManagedTensor::from_host(vec![1; 200], &[100, 2]).unwrap(),
         )
         .build()
         .unwrap_err();
@@ -123,15 +123,15 @@ fn errors_carry_status_and_message() {
 
     let tensor = TensorBuilder::new().scale_layout(ScaleLayout::RowMajor)
         .rowwise(
-            ManagedTensor::from_host_bytes(vec![0; 64 * 64], &[64, 64]).unwrap(),
-            ManagedTensor::from_host_bytes(vec![1; 64 * 2], &[64, 2]).unwrap(),
+            ManagedTensor::from_host(vec![0; 64 * 64], &[64, 64]).unwrap(),
+            ManagedTensor::from_host(vec![1; 64 * 2], &[64, 2]).unwrap(),
         )
         .build()
         .unwrap();
     let err = tensor.export(&ExportOptions::new().direction(Direction::Columnwise)).unwrap_err();
     assert_eq!(err.status, Status::MissingData);
     assert!(err.message.contains("no columnwise data"));
-    assert!(ManagedTensor::from_host_bytes(vec![0; 10], &[3, 3]).is_err());
+    assert!(ManagedTensor::from_host(vec![0; 10], &[3, 3]).is_err());
 }
 
 #[test]
@@ -229,8 +229,8 @@ fn tensors_are_shared_across_threads() {
         TensorBuilder::new()
             .scale_layout(ScaleLayout::GemmSwizzled)
             .rowwise(
-                ManagedTensor::from_host_bytes(values, &[512, 256]).unwrap(),
-                ManagedTensor::from_host_bytes(swz, &[512, 8]).unwrap(),
+                ManagedTensor::from_host(values, &[512, 256]).unwrap(),
+                ManagedTensor::from_host(swz, &[512, 8]).unwrap(),
             )
             .build()
             .unwrap(),
@@ -238,7 +238,7 @@ fn tensors_are_shared_across_threads() {
     let handles: Vec<_> = (0..4)
         .map(|_| {
             let t = tensor.clone();
-            std::thread::spawn(move || t.export(&ExportOptions::default()).unwrap().scales.to_host_vec().unwrap())
+            std::thread::spawn(move || t.export(&ExportOptions::default()).unwrap().scales.to_host::<u8>().unwrap())
         })
         .collect();
     for h in handles {
@@ -258,8 +258,8 @@ fn block_scales_of_a_2d_quantized_weight() {
     let tensor = TensorBuilder::new().scale_layout(ScaleLayout::RowMajor)
         .block(Block::B32x32)
         .rowwise(
-            ManagedTensor::from_host_bytes(vec![0x38; 64 * 64], &[64, 64]).unwrap(),
-            ManagedTensor::from_host_bytes(padded, &[128, 4]).unwrap(),
+            ManagedTensor::from_host(vec![0x38; 64 * 64], &[64, 64]).unwrap(),
+            ManagedTensor::from_host(padded, &[128, 4]).unwrap(),
         )
         .build()
         .unwrap();
@@ -291,15 +291,15 @@ fn host_swizzle_into_caller_slices() {
 }
 
 /// A tensor of no elements may have dimensions whose product overflows past the zero (the library takes
-/// one: any strides describe no memory): from_host_bytes and strides() used to panic computing the
+/// one: any strides describe no memory): from_host and strides() used to panic computing the
 /// row-major strides ("attempt to multiply with overflow").
 #[test]
 fn empty_tensors_of_huge_dimensions_do_not_panic() {
-    let t = ManagedTensor::from_host_bytes(vec![], &[0, 1 << 40, 1 << 40]).unwrap();
+    let t = ManagedTensor::from_host(Vec::<u8>::new(), &[0, 1 << 40, 1 << 40]).unwrap();
     assert_eq!(t.strides().len(), 3);
     assert_eq!(t.as_host_bytes(), Some(&[][..]));
-    assert_eq!(t.to_host_vec(), Some(vec![]));
-    assert!(ManagedTensor::from_host_f32(vec![], &[0, 1 << 40, 1 << 40]).is_ok());
+    assert_eq!(t.to_host::<u8>(), Some(vec![]));
+    assert!(ManagedTensor::from_host(Vec::<f32>::new(), &[0, 1 << 40, 1 << 40]).is_ok());
 }
 
 /// An empty `shape(&[])` is the header's "ndim 0: the logical shape comes from the data": Tensor::shape
@@ -309,10 +309,10 @@ fn empty_tensors_of_huge_dimensions_do_not_panic() {
 fn an_empty_logical_shape_takes_the_datas() {
     let tensor = TensorBuilder::new().scale_layout(ScaleLayout::RowMajor)
         .shape(&[])
-        .rowwise(ManagedTensor::from_host_bytes(vec![0x38; 4 * 64], &[4, 64]).unwrap(),
-                 ManagedTensor::from_host_bytes(vec![127; 4 * 2], &[4, 2]).unwrap())
+        .rowwise(ManagedTensor::from_host(vec![0x38; 4 * 64], &[4, 64]).unwrap(),
+                 ManagedTensor::from_host(vec![127; 4 * 2], &[4, 2]).unwrap())
         .build()
         .unwrap();
     assert_eq!(tensor.shape(), &[4, 64]);
-    assert_eq!(tensor.dequantize_host(Direction::Rowwise).unwrap().len(), 256);
+    assert_eq!(common::dequantize_host(&tensor, Direction::Rowwise).unwrap().len(), 256);
 }

@@ -41,8 +41,8 @@ fn experts(rows: &[usize], k: usize, layout: ScaleLayout, scales: GroupedScales,
 fn build(e: &Experts, rows: &[usize], k: usize, layout: ScaleLayout, scales: GroupedScales, offsets: Option<&[i64]>) -> mxfp8::GroupedTensor {
     let rows64: Vec<i64> = rows.iter().map(|&r| r as i64).collect();
     let mut b = GroupedBuilder::new().scale_layout(layout).scales(scales).experts(&rows64, k as i64).buffers(
-        ManagedTensor::from_host_bytes(e.flat_values.clone(), &[e.flat_values.len() as i64]).unwrap(),
-        ManagedTensor::from_host_bytes(e.flat_scales.clone(), &[e.flat_scales.len() as i64]).unwrap(),
+        ManagedTensor::from_host(e.flat_values.clone(), &[e.flat_values.len() as i64]).unwrap(),
+        ManagedTensor::from_host(e.flat_scales.clone(), &[e.flat_scales.len() as i64]).unwrap(),
     );
     if let Some(o) = offsets {
         b = b.scale_offsets(o);
@@ -67,8 +67,8 @@ fn every_expert_exports_its_own_scales_in_every_layout() {
                 let t = g.expert(i).unwrap();
                 assert_eq!(t.shape(), &[r as i64, k as i64]);
                 let parts = t.export(&ExportOptions::default()).unwrap();
-                assert_eq!(parts.values.to_host_vec().unwrap(), e.values[i], "{layout:?} {scales:?} gap {gap} expert {i}");
-                assert_eq!(parts.scales.to_host_vec().unwrap(), e.scales[i], "{layout:?} {scales:?} gap {gap} expert {i}");
+                assert_eq!(parts.values.to_host::<u8>().unwrap(), e.values[i], "{layout:?} {scales:?} gap {gap} expert {i}");
+                assert_eq!(parts.scales.to_host::<u8>().unwrap(), e.scales[i], "{layout:?} {scales:?} gap {gap} expert {i}");
             }
             // Many experts at once: batched into slices, and packed into a bucket.
             let ts: Vec<Tensor> = (0..4).map(|i| g.expert(i).unwrap()).collect();
@@ -99,19 +99,19 @@ fn stacked_export_of_uniform_experts() {
             .scales(scales)
             .uniform_experts(3, n as i64, k as i64)
             .buffers(
-                ManagedTensor::from_host_bytes(e.flat_values.clone(), &[3, n as i64, k as i64]).unwrap(),
-                ManagedTensor::from_host_bytes(e.flat_scales.clone(), &[e.flat_scales.len() as i64]).unwrap(),
+                ManagedTensor::from_host(e.flat_values.clone(), &[3, n as i64, k as i64]).unwrap(),
+                ManagedTensor::from_host(e.flat_scales.clone(), &[e.flat_scales.len() as i64]).unwrap(),
             )
             .build()
             .unwrap();
-        let parts = g.export_stacked(&ExportOptions::default()).unwrap();
+        let parts = g.export(None, &ExportOptions::default()).unwrap();
         assert_eq!(parts.values.shape(), &[3, n as i64, k as i64]);
         assert_eq!(parts.scales.shape(), &[3, n as i64, 3]);
         assert!(!parts.values.is_copy());
         // A view exactly when the scales are compact and back to back.
         assert_eq!(parts.scales.is_copy(), scales == GroupedScales::Padded);
-        assert_eq!(parts.values.to_host_vec().unwrap(), e.flat_values);
-        assert_eq!(parts.scales.to_host_vec().unwrap(), e.scales.concat(), "{layout:?}");
+        assert_eq!(parts.values.to_host::<u8>().unwrap(), e.flat_values);
+        assert_eq!(parts.scales.to_host::<u8>().unwrap(), e.scales.concat(), "{layout:?}");
     }
 }
 
@@ -120,7 +120,7 @@ fn grouped_errors_carry_the_librarys_message() {
     let (rows, k) = ([64usize, 32], 64usize);
     let (e, _) = experts(&rows, k, ScaleLayout::RowMajor, GroupedScales::Compact, 0, 60);
     let g = build(&e, &rows, k, ScaleLayout::RowMajor, GroupedScales::Compact, None);
-    let err = g.export_stacked(&ExportOptions::default()).unwrap_err();
+    let err = g.export(None, &ExportOptions::default()).unwrap_err();
     assert_eq!(err.status, Status::InvalidArgument);
     assert!(err.message.contains("stacking needs experts of one row count; these have 64 and 32 rows"), "{err}");
     let err = g.expert(2).unwrap_err();
@@ -132,8 +132,8 @@ fn grouped_errors_carry_the_librarys_message() {
         .scales(GroupedScales::Compact)
         .uniform_experts(2, 64, k as i64)
         .buffers(
-            ManagedTensor::from_host_bytes(vec![0; 2 * 64 * k], &[2 * 64 * k as i64]).unwrap(),
-            ManagedTensor::from_host_bytes(vec![0; 2 * 64 * 2 - 1], &[2 * 64 * 2 - 1]).unwrap(),
+            ManagedTensor::from_host(vec![0; 2 * 64 * k], &[2 * 64 * k as i64]).unwrap(),
+            ManagedTensor::from_host(vec![0; 2 * 64 * 2 - 1], &[2 * 64 * 2 - 1]).unwrap(),
         )
         .build()
         .unwrap_err();
@@ -150,7 +150,7 @@ fn experts_are_exported_from_many_threads() {
     let handles: Vec<_> = (0..4)
         .map(|i| {
             let g = g.clone();
-            std::thread::spawn(move || g.expert(i).unwrap().export(&ExportOptions::default()).unwrap().scales.to_host_vec().unwrap())
+            std::thread::spawn(move || g.expert(i).unwrap().export(&ExportOptions::default()).unwrap().scales.to_host::<u8>().unwrap())
         })
         .collect();
     for (i, h) in handles.into_iter().enumerate() {
@@ -167,21 +167,21 @@ fn export_experts_stacks_the_chosen_experts() {
         .uniform_experts(4, 64, k as i64)
         .scales(GroupedScales::Compact)
         .buffers(
-            ManagedTensor::from_host_bytes(e.flat_values.clone(), &[4 * 64, k as i64]).unwrap(),
-            ManagedTensor::from_host_bytes(e.flat_scales.clone(), &[e.flat_scales.len() as i64]).unwrap(),
+            ManagedTensor::from_host(e.flat_values.clone(), &[4 * 64, k as i64]).unwrap(),
+            ManagedTensor::from_host(e.flat_scales.clone(), &[e.flat_scales.len() as i64]).unwrap(),
         )
         .build()
         .unwrap();
     for (chosen, view) in [(vec![2usize, 3], true), (vec![3, 1, 3], false)] {
-        let out = grouped.export_experts(&chosen, &ExportOptions::default()).unwrap();
+        let out = grouped.export(Some(&chosen[..]), &ExportOptions::default()).unwrap();
         assert_eq!(out.values.shape(), &[chosen.len() as i64, 64, k as i64]);
         assert_eq!(out.scales.shape(), &[chosen.len() as i64, 64, 3]);
-        assert_eq!(out.values.to_host_vec().unwrap(), chosen.iter().flat_map(|&x| e.values[x].clone()).collect::<Vec<u8>>(), "{chosen:?}");
-        assert_eq!(out.scales.to_host_vec().unwrap(), chosen.iter().flat_map(|&x| e.scales[x].clone()).collect::<Vec<u8>>(), "{chosen:?}");
+        assert_eq!(out.values.to_host::<u8>().unwrap(), chosen.iter().flat_map(|&x| e.values[x].clone()).collect::<Vec<u8>>(), "{chosen:?}");
+        assert_eq!(out.scales.to_host::<u8>().unwrap(), chosen.iter().flat_map(|&x| e.scales[x].clone()).collect::<Vec<u8>>(), "{chosen:?}");
         assert_eq!((out.values.is_copy(), out.scales.is_copy()), (!view, !view), "{chosen:?}");
     }
     for bad in [vec![], vec![4usize]] {
-        let err = grouped.export_experts(&bad, &ExportOptions::default()).unwrap_err();
+        let err = grouped.export(Some(&bad[..]), &ExportOptions::default()).unwrap_err();
         assert_eq!(err.status, Status::InvalidArgument, "{bad:?}: {err}");
     }
 }
@@ -198,8 +198,8 @@ fn whole_tensor_exports_refuse_a_shard() {
         assert_eq!(err.status, Status::InvalidArgument, "{err}");
         assert!(err.message.contains("shard"), "{err}");
     };
-    refused(g.export_stacked(&sharded).unwrap_err());
-    refused(g.export_experts(&[1], &sharded).unwrap_err());
+    refused(g.export(None, &sharded).unwrap_err());
+    refused(g.export(Some(&[1]), &sharded).unwrap_err());
     let expert = g.expert(0).unwrap();
     let mut out = vec![0u8; 64 * 2];
     refused(export_scales_batched(&[&expert], vec![BufMut::from(&mut out)], &sharded).unwrap_err());

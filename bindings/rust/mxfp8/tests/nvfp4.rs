@@ -117,7 +117,7 @@ fn export_and_dequantize_a_swizzled_tensor() {
     let amax = 3.7f32;
     let tensor = TensorBuilder::new().format(Format::Nvfp4)
         .scale_layout(ScaleLayout::GemmSwizzled)
-        .rowwise(ManagedTensor::from_host_bytes(values.clone(), &[1, m as i64, (k / 2) as i64]).unwrap(), ManagedTensor::from_host_bytes(swizzle_reference(&scales, m, c, POISON), &[128, 4]).unwrap()).amax(Direction::Rowwise, ManagedTensor::from_host_f32(vec![amax], &[1]).unwrap())
+        .rowwise(ManagedTensor::from_host(values.clone(), &[1, m as i64, (k / 2) as i64]).unwrap(), ManagedTensor::from_host(swizzle_reference(&scales, m, c, POISON), &[128, 4]).unwrap()).amax(Direction::Rowwise, ManagedTensor::from_host(vec![amax], &[1]).unwrap())
         .build()
         .unwrap();
     assert_eq!(tensor.shape(), &[1, m as i64, k as i64]);
@@ -126,18 +126,18 @@ fn export_and_dequantize_a_swizzled_tensor() {
     assert_eq!(parts.values.as_host_bytes().unwrap(), &values[..]);
     assert!(!parts.values.is_copy());
     assert_eq!(parts.scales.shape(), &[1, m as i64, c as i64]);
-    assert_eq!(parts.scales.to_host_vec().unwrap(), scales);
+    assert_eq!(parts.scales.to_host::<u8>().unwrap(), scales);
     assert!(parts.scales.is_copy());
-    assert_eq!(bits(&parts.global_scale.as_ref().unwrap().to_host_f32().unwrap()), bits(&[amax / 2688.0]));
+    assert_eq!(bits(&parts.global_scale.as_ref().unwrap().to_host::<f32>().unwrap()), bits(&[amax / 2688.0]));
     let encode = tensor.global_scale(&ExportOptions::new().values_dtype(ValuesDtype::Uint8).global_scale(GlobalScale::Encode)).unwrap();
-    assert_eq!(bits(&encode.to_host_f32().unwrap()), bits(&[2688.0 / amax]));
+    assert_eq!(bits(&encode.to_host::<f32>().unwrap()), bits(&[2688.0 / amax]));
     // float4 values: the same bytes, described as (.., K) 4-bit elements.
     let f4 = tensor.export(&ExportOptions::new().values_dtype(ValuesDtype::Uint8).values_dtype(ValuesDtype::Fp8)).unwrap();
     assert_eq!((f4.values.dtype().code.0, f4.values.dtype().bits), (17, 4));
     assert_eq!(f4.values.shape(), &[1, m as i64, k as i64]);
 
     let want = dequantize_reference(&values, &scales, m, k, |_| amax);
-    assert_eq!(bits(&tensor.dequantize_host(Direction::Rowwise).unwrap()), want);
+    assert_eq!(bits(&common::dequantize_host(&tensor, Direction::Rowwise).unwrap()), want);
     assert_eq!(want[2 * k + 16..2 * k + 32].iter().filter(|&&b| b == 0x7FFF_FFFF).count(), 16, "the NaN scale's block");
     // bfloat16 output: the float32 result rounded to nearest-even.
     let mut bf16 = vec![0xEEEEu16; m * k];
@@ -157,21 +157,21 @@ fn global_scale_conventions_at_the_edges() {
     // Per-row amax (TE's row_scaled_nvfp4): zero, Inf, NaN, tiny, ordinary.
     let amax = [0.0f32, f32::INFINITY, f32::NAN, 1e-30, 448.0];
     let tensor = TensorBuilder::new().scale_layout(ScaleLayout::RowMajor).format(Format::Nvfp4)
-        .rowwise(ManagedTensor::from_host_bytes(vec![0x11; 5 * 8], &[5, 8]).unwrap(), ManagedTensor::from_host_bytes(vec![0x38; 5], &[5, 1]).unwrap()).amax(Direction::Rowwise, ManagedTensor::from_host_f32(amax.to_vec(), &[5]).unwrap())
+        .rowwise(ManagedTensor::from_host(vec![0x11; 5 * 8], &[5, 8]).unwrap(), ManagedTensor::from_host(vec![0x38; 5], &[5, 1]).unwrap()).amax(Direction::Rowwise, ManagedTensor::from_host(amax.to_vec(), &[5]).unwrap())
         .build()
         .unwrap();
     let encode = tensor.global_scale(&ExportOptions::new().values_dtype(ValuesDtype::Uint8).global_scale(GlobalScale::Encode)).unwrap();
     assert_eq!(encode.shape(), &[5]);
     let want: Vec<f32> = amax.iter().map(|&a| encode_scale(a)).collect();
-    assert_eq!(bits(&encode.to_host_f32().unwrap()), bits(&want));
+    assert_eq!(bits(&encode.to_host::<f32>().unwrap()), bits(&want));
     assert_eq!(&want[..3], &[1.0, 1.0, f32::MAX]);
-    let decode = tensor.global_scale(&ExportOptions::new().values_dtype(ValuesDtype::Uint8)).unwrap().to_host_f32().unwrap();
+    let decode = tensor.global_scale(&ExportOptions::new().values_dtype(ValuesDtype::Uint8)).unwrap().to_host::<f32>().unwrap();
     assert_eq!(bits(&decode[..2]), bits(&[0.0, f32::INFINITY]));
     assert!(decode[2].is_nan());
     assert_eq!(bits(&decode[3..]), bits(&[1e-30 / 2688.0, 448.0 / 2688.0]));
     // A per-row amax of the wrong count.
     let err = TensorBuilder::new().scale_layout(ScaleLayout::RowMajor).format(Format::Nvfp4)
-        .rowwise(ManagedTensor::from_host_bytes(vec![0x11; 5 * 8], &[5, 8]).unwrap(), ManagedTensor::from_host_bytes(vec![0x38; 5], &[5, 1]).unwrap()).amax(Direction::Rowwise, ManagedTensor::from_host_f32(vec![1.0; 3], &[3]).unwrap())
+        .rowwise(ManagedTensor::from_host(vec![0x11; 5 * 8], &[5, 8]).unwrap(), ManagedTensor::from_host(vec![0x38; 5], &[5, 1]).unwrap()).amax(Direction::Rowwise, ManagedTensor::from_host(vec![1.0; 3], &[3]).unwrap())
         .build()
         .unwrap_err();
     assert_eq!(err.status, Status::InvalidArgument, "{err}");
@@ -188,21 +188,21 @@ fn columnwise_data_is_the_stored_transpose() {
     let values = random_bytes(r * c / 2, 61, 0, 255);
     let scales = random_bytes(r * sc, 62, 0x28, 0x48);
     let tensor = TensorBuilder::new().scale_layout(ScaleLayout::RowMajor).format(Format::Nvfp4)
-        .columnwise(ManagedTensor::from_host_bytes(values.clone(), &[r as i64, (c / 2) as i64]).unwrap(), ManagedTensor::from_host_bytes(pad_reference(&scales, r, sc, 128, 4, POISON), &[128, 4]).unwrap()).amax(Direction::Columnwise, ManagedTensor::from_host_f32(vec![5.0], &[]).unwrap())
+        .columnwise(ManagedTensor::from_host(values.clone(), &[r as i64, (c / 2) as i64]).unwrap(), ManagedTensor::from_host(pad_reference(&scales, r, sc, 128, 4, POISON), &[128, 4]).unwrap()).amax(Direction::Columnwise, ManagedTensor::from_host(vec![5.0], &[]).unwrap())
         .build()
         .unwrap();
     assert_eq!(tensor.shape(), &[m as i64, k as i64], "(K, M/2) bytes read back as (M, K)");
     let parts = tensor.export(&ExportOptions::new().values_dtype(ValuesDtype::Uint8).direction(Direction::Columnwise)).unwrap();
     assert_eq!(parts.values.shape(), &[r as i64, (c / 2) as i64]);
     assert_eq!(parts.scales.shape(), &[r as i64, sc as i64]);
-    assert_eq!(parts.scales.to_host_vec().unwrap(), scales);
+    assert_eq!(parts.scales.to_host::<u8>().unwrap(), scales);
     // Padded row-major scales as a strided view (row stride 4) instead of a copy; E4M3 as their dtype.
     let view = tensor
         .export(&ExportOptions::new().values_dtype(ValuesDtype::Uint8).direction(Direction::Columnwise).padded_scales(PaddedScales::StridedView).scales_dtype(ScalesDtype::E8M0))
         .unwrap();
     assert!(!view.scales.is_copy());
     assert_eq!((view.scales.strides(), view.scales.dtype().code.0), (vec![4, 1], 10));
-    assert_eq!(view.scales.to_host_vec().unwrap(), scales);
+    assert_eq!(view.scales.to_host::<u8>().unwrap(), scales);
     let mut out = vec![f32::from_bits(0xEEEE_EEEE); r * c];
     tensor.dequantize_into(BufMut::from(&mut out), &DequantizeOptions::new().direction(Direction::Columnwise)).unwrap();
     assert_eq!(bits(&out), dequantize_reference(&values, &scales, r, c, |_| 5.0));
@@ -247,10 +247,10 @@ fn quantize_into_matches_the_reference_in_every_layout() {
     assert_eq!((values, scales), (want_values.clone(), want_scales.clone()));
     // The quantized bytes describe a tensor that dequantizes by the decode rule.
     let tensor = TensorBuilder::new().scale_layout(ScaleLayout::RowMajor).format(Format::Nvfp4)
-        .rowwise(ManagedTensor::from_host_bytes(want_values.clone(), &[m as i64, (k / 2) as i64]).unwrap(), ManagedTensor::from_host_bytes(want_scales.clone(), &[m as i64, sc as i64]).unwrap()).amax(Direction::Rowwise, ManagedTensor::from_host_f32(out_amax.to_vec(), &[1]).unwrap())
+        .rowwise(ManagedTensor::from_host(want_values.clone(), &[m as i64, (k / 2) as i64]).unwrap(), ManagedTensor::from_host(want_scales.clone(), &[m as i64, sc as i64]).unwrap()).amax(Direction::Rowwise, ManagedTensor::from_host(out_amax.to_vec(), &[1]).unwrap())
         .build()
         .unwrap();
-    assert_eq!(bits(&tensor.dequantize_host(Direction::Rowwise).unwrap()), dequantize_reference(&want_values, &want_scales, m, k, |_| out_amax[0]));
+    assert_eq!(bits(&common::dequantize_host(&tensor, Direction::Rowwise).unwrap()), dequantize_reference(&want_values, &want_scales, m, k, |_| out_amax[0]));
 }
 
 #[test]
@@ -407,11 +407,11 @@ fn four_over_six_matches_its_rule() {
         // A 4over6 tensor decodes with 1 / (6 * 256).
         let tensor = TensorBuilder::new().scale_layout(ScaleLayout::RowMajor).format(Format::Nvfp4)
             .e4m3_max(256)
-            .rowwise(ManagedTensor::from_host_bytes(values.clone(), &[m as i64, (k / 2) as i64]).unwrap(), ManagedTensor::from_host_bytes(scales.clone(), &[m as i64, 3]).unwrap()).amax(Direction::Rowwise, ManagedTensor::from_host_f32(out_amax.to_vec(), &[1]).unwrap())
+            .rowwise(ManagedTensor::from_host(values.clone(), &[m as i64, (k / 2) as i64]).unwrap(), ManagedTensor::from_host(scales.clone(), &[m as i64, 3]).unwrap()).amax(Direction::Rowwise, ManagedTensor::from_host(out_amax.to_vec(), &[1]).unwrap())
             .build()
             .unwrap();
         assert_eq!(tensor.e4m3_max(), Some(256));
-        let got = tensor.dequantize_host(Direction::Rowwise).unwrap();
+        let got = common::dequantize_host(&tensor, Direction::Rowwise).unwrap();
         for (i, g) in got.iter().enumerate() {
             let (row, j) = (i / k, i % k);
             let want = decode_e2m1(nibble(&values[row * k / 2..], j)) * ((decode_e4m3(scales[row * 3 + j / 16]) as f32 * amax) * (1.0f32 / 1536.0));

@@ -3,7 +3,7 @@
 mod common;
 
 use mxfp8::{
-    quantize, Buf, BufMut, Direction, ExportOptions, ManagedTensor, QuantizeOptions, QuantizedScales, ScaleLayout,
+    quantize, Buf, BufMut, Direction, ExportOptions, ManagedTensor, QuantizeOptions, Quantized, QuantizedScales, ScaleLayout,
     ScaleRounding, TensorBuilder,
 };
 
@@ -15,28 +15,28 @@ fn known_answers() {
     x[0] = 1.0;
     x[32] = 500.0;
     x[65] = -0.0;
-    let q = quantize(Buf::from(&x), &[3, 32], Direction::Rowwise, &QuantizeOptions::default()).unwrap();
+    let q = quantize(Buf::from(&x), &[3, 32], &[Direction::Rowwise], &QuantizeOptions::default()).unwrap().remove(0);
     assert_eq!(q.scale_inv.as_host_bytes().unwrap(), &[119, 128, 0]);
     let v = q.data.as_host_bytes().unwrap();
     assert_eq!((v[0], v[32], v[65]), (0x78, 0x78, 0x80));
     // FLOOR: 500 keeps scale 127 and saturates to 448 (0x7E). bfloat16 1.0 is 0x3F80.
     let floor = QuantizeOptions::new().rounding(ScaleRounding::Floor);
-    let q = quantize(Buf::from(&x), &[3, 32], Direction::Rowwise, &floor).unwrap();
+    let q = quantize(Buf::from(&x), &[3, 32], &[Direction::Rowwise], &floor).unwrap().remove(0);
     assert_eq!(q.scale_inv.as_host_bytes().unwrap()[1], 127);
     assert_eq!(q.data.as_host_bytes().unwrap()[32], 0x7E);
     // compressed-tensors: 500 (mantissa 1.95 >= 1.75) rounds up to 2^9: scale 128, as RCEIL here; an Inf
     // makes its block's scale 255 and its finite values 0.
     let ct = QuantizeOptions::new().rounding(ScaleRounding::CompressedTensors);
     x[64] = f32::INFINITY;
-    let q = quantize(Buf::from(&x), &[3, 32], Direction::Rowwise, &ct).unwrap();
+    let q = quantize(Buf::from(&x), &[3, 32], &[Direction::Rowwise], &ct).unwrap().remove(0);
     assert_eq!(q.scale_inv.as_host_bytes().unwrap(), &[119, 128, 255]);
     let v = q.data.as_host_bytes().unwrap();
     assert_eq!((v[0], v[32], v[64], v[65]), (0x78, 0x78, 0x7F, 0x80));
     x[64] = 0.0;
     let bf16 = [0x3F80u16; 32];
-    let q = quantize(Buf::bf16(&bf16), &[1, 32], Direction::Rowwise, &QuantizeOptions::default()).unwrap();
+    let q = quantize(Buf::bf16(&bf16), &[1, 32], &[Direction::Rowwise], &QuantizeOptions::default()).unwrap().remove(0);
     assert_eq!(q.scale_inv.as_host_bytes().unwrap(), &[119]);
-    let err = quantize(Buf::from(&x), &[4, 32], Direction::Rowwise, &QuantizeOptions::default()).unwrap_err();
+    let err = quantize(Buf::from(&x), &[4, 32], &[Direction::Rowwise], &QuantizeOptions::default()).unwrap_err();
     assert!(err.message.contains("cannot have the shape"), "{err}");
 }
 
@@ -45,22 +45,22 @@ fn swizzled_outputs_build_a_tensor_that_exports_the_compact_scales() {
     let (rows, k) = (100usize, 200usize);
     let x: Vec<f32> = (0..rows * k).map(|i| ((i * 7919) % 1000) as f32 * 0.37 - 185.0).collect();
     let shape = [rows as i64, k as i64];
-    let compact = quantize(Buf::from(&x), &shape, Direction::Rowwise, &QuantizeOptions::default()).unwrap();
+    let compact = quantize(Buf::from(&x), &shape, &[Direction::Rowwise], &QuantizeOptions::default()).unwrap().remove(0);
     let te = QuantizeOptions::new().scales(QuantizedScales::Swizzled);
-    let swizzled = quantize(Buf::from(&x), &shape, Direction::Rowwise, &te).unwrap();
+    let swizzled = quantize(Buf::from(&x), &shape, &[Direction::Rowwise], &te).unwrap().remove(0);
     assert_eq!(swizzled.scale_inv.shape(), &[128, 8]);
     let tensor = TensorBuilder::new()
         .scale_layout(ScaleLayout::GemmSwizzled)
         .rowwise(
-            ManagedTensor::from_host_bytes(swizzled.data.to_host_vec().unwrap(), &shape).unwrap(),
-            ManagedTensor::from_host_bytes(swizzled.scale_inv.to_host_vec().unwrap(), &[128, 8]).unwrap(),
+            ManagedTensor::from_host(swizzled.data.to_host::<u8>().unwrap(), &shape).unwrap(),
+            ManagedTensor::from_host(swizzled.scale_inv.to_host::<u8>().unwrap(), &[128, 8]).unwrap(),
         )
         .build()
         .unwrap();
     let parts = tensor.export(&ExportOptions::default()).unwrap();
     assert_eq!(parts.scales.as_host_bytes().unwrap(), compact.scale_inv.as_host_bytes().unwrap());
     // Decoding undoes the quantization to within E4M3's 3 mantissa bits for the block's large values.
-    let y = tensor.dequantize_host(Direction::Rowwise).unwrap();
+    let y = common::dequantize_host(&tensor, Direction::Rowwise).unwrap();
     for (a, b) in x.iter().zip(&y) {
         assert!((a - b).abs() <= a.abs() / 16.0 + 4.0, "{a} decoded as {b}");
     }
@@ -106,12 +106,12 @@ fn quantize_into_matches_the_reference_in_every_layout() {
         assert!(v1 == rv && s1 == row_scales, "rowwise {layout:?}");
         assert!(v2 == cv && s2 == col_scales, "columnwise {layout:?}");
         // The allocating quantize agrees, and its scale shape is the header's.
-        let q = quantize(Buf::from(&x), &shape, Direction::Columnwise, &options).unwrap();
+        let q = quantize(Buf::from(&x), &shape, &[Direction::Columnwise], &options).unwrap().remove(0);
         assert_eq!(q.scale_inv.shape(), &cshape[..], "{layout:?}");
-        assert_eq!(q.scale_inv.to_host_vec().unwrap(), col_scales);
+        assert_eq!(q.scale_inv.to_host::<u8>().unwrap(), col_scales);
     }
     // 32x32 blocks: compact scales are one per block.
-    let q = quantize(Buf::from(&x), &shape, Direction::Rowwise, &QuantizeOptions::new().block(Block::B32x32)).unwrap();
+    let q = quantize(Buf::from(&x), &shape, &[Direction::Rowwise], &QuantizeOptions::new().block(Block::B32x32)).unwrap().remove(0);
     assert_eq!(q.scale_inv.shape(), &[3, 4]);
 }
 
@@ -150,10 +150,10 @@ fn dequantize_into_matches_the_decode_formula() {
     let rs = random_bytes(m * c, 12, 100, 150);
     let cs = random_bytes(cr * k, 13, 100, 150);
     let tensor = TensorBuilder::new().scale_layout(ScaleLayout::RowMajor)
-        .rowwise(ManagedTensor::from_host_bytes(values.clone(), &[m as i64, k as i64]).unwrap(),
-                 ManagedTensor::from_host_bytes(rs.clone(), &[m as i64, c as i64]).unwrap())
-        .columnwise(ManagedTensor::from_host_bytes(values.clone(), &[m as i64, k as i64]).unwrap(),
-                    ManagedTensor::from_host_bytes(cs.clone(), &[cr as i64, k as i64]).unwrap())
+        .rowwise(ManagedTensor::from_host(values.clone(), &[m as i64, k as i64]).unwrap(),
+                 ManagedTensor::from_host(rs.clone(), &[m as i64, c as i64]).unwrap())
+        .columnwise(ManagedTensor::from_host(values.clone(), &[m as i64, k as i64]).unwrap(),
+                    ManagedTensor::from_host(cs.clone(), &[cr as i64, k as i64]).unwrap())
         .build()
         .unwrap();
     for direction in [Direction::Rowwise, Direction::Columnwise] {
@@ -178,14 +178,19 @@ fn dequantize_into_matches_the_decode_formula() {
 }
 
 #[test]
-fn both_directions_in_one_call() {
+fn both_directions_in_one_call_in_the_order_given() {
     let (m, k) = (45usize, 70usize);
     let x = random_floats(m * k, 14);
-    let (r, c) = mxfp8::quantize_both(Buf::from(&x), &[m as i64, k as i64], &QuantizeOptions::new()).unwrap();
+    let shape = [m as i64, k as i64];
+    let both = [Direction::Columnwise, Direction::Rowwise];
+    let [c, r]: [Quantized; 2] = quantize(Buf::from(&x), &shape, &both, &QuantizeOptions::new()).unwrap().try_into().unwrap();
     let ((rv, rs), (cv, cs)) = (quantize_rowwise_reference(&x, m, k), quantize_columnwise_reference(&x, m, k));
-    assert_eq!((r.data.to_host_vec().unwrap(), r.scale_inv.to_host_vec().unwrap()), (rv, rs));
-    assert_eq!((c.data.to_host_vec().unwrap(), c.scale_inv.to_host_vec().unwrap()), (cv, cs));
+    assert_eq!((r.data.to_host::<u8>().unwrap(), r.scale_inv.to_host::<u8>().unwrap()), (rv, rs));
+    assert_eq!((c.data.to_host::<u8>().unwrap(), c.scale_inv.to_host::<u8>().unwrap()), (cv, cs));
     assert_eq!(c.scale_inv.shape(), &[2, 70]);
+    // A direction given twice would be two owners of one output: refused before the call.
+    let err = quantize(Buf::from(&x), &shape, &[Direction::Rowwise; 2], &QuantizeOptions::new()).unwrap_err();
+    assert!(err.message.contains("Rowwise given twice"), "{err}");
 }
 
 /// compressed-tensors' MX scale of a block's amax (E4M3, emax 8), from the header's rule: the amax
@@ -222,7 +227,7 @@ fn compressed_tensors_rounding_matches_its_rule() {
     x[7 * k + 40] = -1.25;
     x[8 * k] = f32::NAN;
     let ct = QuantizeOptions::new().rounding(ScaleRounding::CompressedTensors);
-    let q = quantize(Buf::from(&x), &[m as i64, k as i64], Direction::Rowwise, &ct).unwrap();
+    let q = quantize(Buf::from(&x), &[m as i64, k as i64], &[Direction::Rowwise], &ct).unwrap().remove(0);
     let (values, scales) = (q.data.as_host_bytes().unwrap(), q.scale_inv.as_host_bytes().unwrap());
     let mut differs_from_rceil = 0;
     for r in 0..m {

@@ -15,8 +15,8 @@ fn shards_of_a_swizzled_tensor_are_the_crop() {
     let tensor = TensorBuilder::new()
         .scale_layout(ScaleLayout::GemmSwizzled)
         .rowwise(
-            ManagedTensor::from_host_bytes(values.clone(), &[m as i64, k as i64]).unwrap(),
-            ManagedTensor::from_host_bytes(swizzle_reference(&scales, m, c, POISON), &[rp as i64, cp as i64]).unwrap(),
+            ManagedTensor::from_host(values.clone(), &[m as i64, k as i64]).unwrap(),
+            ManagedTensor::from_host(swizzle_reference(&scales, m, c, POISON), &[rp as i64, cp as i64]).unwrap(),
         )
         .build()
         .unwrap();
@@ -31,8 +31,8 @@ fn shards_of_a_swizzled_tensor_are_the_crop() {
         let (c0, c1) = (cols.start / 32, cols.end.div_ceil(32));
         let want_scales: Vec<u8> = rows.iter().flat_map(|&r| scales[r * c + c0..r * c + c1].to_vec()).collect();
         assert_eq!(out.values.shape(), &[rows.len() as i64, cols.len() as i64]);
-        assert_eq!(out.values.to_host_vec().unwrap(), want_values, "{shard:?}");
-        assert_eq!(out.scales.to_host_vec().unwrap(), want_scales, "{shard:?}");
+        assert_eq!(out.values.to_host::<u8>().unwrap(), want_values, "{shard:?}");
+        assert_eq!(out.scales.to_host::<u8>().unwrap(), want_scales, "{shard:?}");
         assert!(out.scales.is_copy());
     }
     let err = tensor.export(&options.clone().shard(Some(Shard::cols(16..200)))).unwrap_err();
@@ -53,8 +53,8 @@ fn computed_shapes_never_overflow() {
     let _ = Shard::cols(0..8).shape_of(&[i64::MAX, i64::MAX, 8]);
     // (0, i64::MAX): no values, ceil(K / 32) = 2^58 scale columns, accepted by the library.
     let tensor = TensorBuilder::new().scale_layout(ScaleLayout::RowMajor)
-        .rowwise(ManagedTensor::from_host_bytes(vec![], &[0, i64::MAX]).unwrap(),
-                 ManagedTensor::from_host_bytes(vec![], &[0, 1 << 58]).unwrap())
+        .rowwise(ManagedTensor::from_host(Vec::<u8>::new(), &[0, i64::MAX]).unwrap(),
+                 ManagedTensor::from_host(Vec::<u8>::new(), &[0, 1 << 58]).unwrap())
         .build()
         .unwrap();
     assert_eq!(tensor.scales_shape(Direction::Rowwise), [0, 1 << 58]);

@@ -29,8 +29,8 @@ fn make(m: usize, k: usize, seed: u64, swizzled: bool, direction: Direction) -> 
             let tensor = TensorBuilder::new()
                 .scale_layout(if swizzled { ScaleLayout::GemmSwizzled } else { ScaleLayout::RowMajor })
                 .rowwise(
-                    ManagedTensor::from_host_bytes(values.clone(), &shape).unwrap(),
-                    ManagedTensor::from_host_bytes(stored, &[rp as i64, cp as i64]).unwrap(),
+                    ManagedTensor::from_host(values.clone(), &shape).unwrap(),
+                    ManagedTensor::from_host(stored, &[rp as i64, cp as i64]).unwrap(),
                 )
                 .build()
                 .unwrap();
@@ -43,8 +43,8 @@ fn make(m: usize, k: usize, seed: u64, swizzled: bool, direction: Direction) -> 
             let stored = pad_reference(&scales, r, k, rp, cp, POISON);
             let tensor = TensorBuilder::new().scale_layout(ScaleLayout::RowMajor)
                 .columnwise(
-                    ManagedTensor::from_host_bytes(values.clone(), &shape).unwrap(),
-                    ManagedTensor::from_host_bytes(stored, &[rp as i64, cp as i64]).unwrap(),
+                    ManagedTensor::from_host(values.clone(), &shape).unwrap(),
+                    ManagedTensor::from_host(stored, &[rp as i64, cp as i64]).unwrap(),
                 )
                 .build()
                 .unwrap();

@@ -17,8 +17,8 @@ fn make(m: usize, k: usize, seed: u64, swizzled: bool) -> (Tensor, Vec<u8>, Vec<
     let tensor = TensorBuilder::new()
         .scale_layout(if swizzled { ScaleLayout::GemmSwizzled } else { ScaleLayout::RowMajor })
         .rowwise(
-            ManagedTensor::from_host_bytes(values.clone(), &[m as i64, k as i64]).unwrap(),
-            ManagedTensor::from_host_bytes(stored, &[rp as i64, cp as i64]).unwrap(),
+            ManagedTensor::from_host(values.clone(), &[m as i64, k as i64]).unwrap(),
+            ManagedTensor::from_host(stored, &[rp as i64, cp as i64]).unwrap(),
         )
         .build()
         .unwrap();

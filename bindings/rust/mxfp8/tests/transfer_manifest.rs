@@ -118,10 +118,10 @@ fn nvfp4_entries_are_checked_by_the_library() {
 
 fn sender_weight() -> mxfp8::Tensor {
     mxfp8::TensorBuilder::new().scale_layout(ScaleLayout::RowMajor)
-        .rowwise(mxfp8::ManagedTensor::from_host_bytes(vec![0x38; 64 * 64], &[64, 64]).unwrap(),
-                 mxfp8::ManagedTensor::from_host_bytes(vec![127; 64 * 2], &[64, 2]).unwrap())
-        .columnwise(mxfp8::ManagedTensor::from_host_bytes(vec![0x38; 64 * 64], &[64, 64]).unwrap(),
-                    mxfp8::ManagedTensor::from_host_bytes(vec![127; 2 * 64], &[2, 64]).unwrap())
+        .rowwise(mxfp8::ManagedTensor::from_host(vec![0x38; 64 * 64], &[64, 64]).unwrap(),
+                 mxfp8::ManagedTensor::from_host(vec![127; 64 * 2], &[64, 2]).unwrap())
+        .columnwise(mxfp8::ManagedTensor::from_host(vec![0x38; 64 * 64], &[64, 64]).unwrap(),
+                    mxfp8::ManagedTensor::from_host(vec![127; 2 * 64], &[2, 64]).unwrap())
         .build()
         .unwrap()
 }

@@ -31,8 +31,8 @@ fn mxfp8(m: usize, k: usize, seed: u64) -> Mxfp8 {
     let tensor = TensorBuilder::new()
         .scale_layout(ScaleLayout::GemmSwizzled)
         .rowwise(
-            ManagedTensor::from_host_bytes(values.clone(), &[m as i64, k as i64]).unwrap(),
-            ManagedTensor::from_host_bytes(stored, &[round_up(m, 128) as i64, round_up(c, 4) as i64]).unwrap(),
+            ManagedTensor::from_host(values.clone(), &[m as i64, k as i64]).unwrap(),
+            ManagedTensor::from_host(stored, &[round_up(m, 128) as i64, round_up(c, 4) as i64]).unwrap(),
         )
         .build()
         .unwrap();
@@ -67,7 +67,7 @@ fn nvfp4(shape: &[usize], seed: u64, swizzled: bool, per_row: bool, e4m3_max: i3
     let tensor = TensorBuilder::new().format(Format::Nvfp4)
         .scale_layout(if swizzled { ScaleLayout::GemmSwizzled } else { ScaleLayout::RowMajor })
         .e4m3_max(e4m3_max)
-        .rowwise(ManagedTensor::from_host_bytes(values.clone(), &data_shape).unwrap(), ManagedTensor::from_host_bytes(stored, &[rp as i64, cp as i64]).unwrap()).amax(Direction::Rowwise, ManagedTensor::from_host_f32(amax.clone(), &[amax.len() as i64]).unwrap())
+        .rowwise(ManagedTensor::from_host(values.clone(), &data_shape).unwrap(), ManagedTensor::from_host(stored, &[rp as i64, cp as i64]).unwrap()).amax(Direction::Rowwise, ManagedTensor::from_host(amax.clone(), &[amax.len() as i64]).unwrap())
         .build()
         .unwrap();
     Nvfp4 { tensor, values, scales, amax, rows, k, e4m3_max }
@@ -260,7 +260,7 @@ fn a_mixed_import_writes_engine_targets_in_both_global_scale_conventions() {
     let mut t = Targets::new(&a, &b, &c);
     run(&tensors, GlobalScale::Encode, t.borrow()).unwrap();
     let exported = c.tensor.global_scale(&ExportOptions::new().global_scale(GlobalScale::Encode)).unwrap();
-    assert_eq!(f32_bytes(&exported.to_host_f32().unwrap()), f32_bytes(&t.globals[2]));
+    assert_eq!(f32_bytes(&exported.to_host::<f32>().unwrap()), f32_bytes(&t.globals[2]));
     // An MXFP8 tensor has no second level: the library says so.
     let err = a.tensor.global_scale(&ExportOptions::new()).unwrap_err();
     assert_eq!(err.status, Status::InvalidArgument, "{err}");
@@ -468,8 +468,8 @@ fn a_columnwise_mixed_bucket_carries_the_stored_transposes() {
     let ms = random_bytes(3 * k, 82, 1, 254);
     let a = TensorBuilder::new().scale_layout(ScaleLayout::RowMajor)
         .columnwise(
-            ManagedTensor::from_host_bytes(mv.clone(), &[m as i64, k as i64]).unwrap(),
-            ManagedTensor::from_host_bytes(pad_reference(&ms, 3, k, 4, 256, POISON), &[4, 256]).unwrap(),
+            ManagedTensor::from_host(mv.clone(), &[m as i64, k as i64]).unwrap(),
+            ManagedTensor::from_host(pad_reference(&ms, 3, k, 4, 256, POISON), &[4, 256]).unwrap(),
         )
         .build()
         .unwrap();
@@ -479,10 +479,10 @@ fn a_columnwise_mixed_bucket_carries_the_stored_transposes() {
     let b = TensorBuilder::new().scale_layout(ScaleLayout::RowMajor)
         .format(Format::Nvfp4)
         .columnwise(
-            ManagedTensor::from_host_bytes(nv.clone(), &[r as i64, (c / 2) as i64]).unwrap(),
-            ManagedTensor::from_host_bytes(pad_reference(&ns, r, 4, 256, 4, POISON), &[256, 4]).unwrap(),
+            ManagedTensor::from_host(nv.clone(), &[r as i64, (c / 2) as i64]).unwrap(),
+            ManagedTensor::from_host(pad_reference(&ns, r, 4, 256, 4, POISON), &[256, 4]).unwrap(),
         )
-        .amax(Direction::Columnwise, ManagedTensor::from_host_f32(vec![9.25], &[1]).unwrap())
+        .amax(Direction::Columnwise, ManagedTensor::from_host(vec![9.25], &[1]).unwrap())
         .build()
         .unwrap();
     let tensors = [&a, &b];

@@ -28,8 +28,8 @@ fn prepared_batched_export_writes_the_compact_scales_at_every_run() {
             TensorBuilder::new()
                 .scale_layout(ScaleLayout::GemmSwizzled)
                 .rowwise(
-                    ManagedTensor::from_host_bytes(vec![0x38; rows * k], &[rows as i64, k as i64]).unwrap(),
-                    ManagedTensor::from_host_bytes(swz, &[(rp * cp) as i64]).unwrap(),
+                    ManagedTensor::from_host(vec![0x38; rows * k], &[rows as i64, k as i64]).unwrap(),
+                    ManagedTensor::from_host(swz, &[(rp * cp) as i64]).unwrap(),
                 )
                 .build()
                 .unwrap(),
@@ -54,8 +54,8 @@ fn prepared_batched_export_writes_the_compact_scales_at_every_run() {
 fn preparing_refuses_what_the_immediate_call_refuses() {
     let tensor = TensorBuilder::new().scale_layout(ScaleLayout::RowMajor)
         .rowwise(
-            ManagedTensor::from_host_bytes(vec![0; 100 * 48], &[100, 48]).unwrap(),
-            ManagedTensor::from_host_bytes(scales(200, 3), &[100, 2]).unwrap(),
+            ManagedTensor::from_host(vec![0; 100 * 48], &[100, 48]).unwrap(),
+            ManagedTensor::from_host(scales(200, 3), &[100, 2]).unwrap(),
         )
         .build()
         .unwrap();

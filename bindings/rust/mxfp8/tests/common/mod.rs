@@ -269,3 +269,10 @@ pub fn nvfp4_scales_len(layout: mxfp8::QuantizedScales, direction: mxfp8::Direct
         _ => up(r, 128) * up((c + 15) / 16, 4),
     }) as usize
 }
+
+/// Decodes `direction` of a tensor in host memory to a new float32 vector of `prod(shape)` elements.
+pub fn dequantize_host(tensor: &mxfp8::Tensor, direction: mxfp8::Direction) -> Result<Vec<f32>, mxfp8::Error> {
+    let mut out = vec![0f32; tensor.shape().iter().product::<i64>() as usize];
+    tensor.dequantize_into(&mut out, &mxfp8::DequantizeOptions::new().direction(direction))?;
+    Ok(out)
+}
