@@ -170,7 +170,8 @@ inline std::unique_ptr<TakenTensor> take_capsule(const py::object &capsule, cons
 // CUDA stream, that stream waits for it (0.36 us). That function exports the array's FIRST buffer whatever
 // the sharding, so the binding calls it itself only for an array that lies on one device by its type:
 // exactly jaxlib._jax.ArrayImpl with a jaxlib._jax.SingleDeviceSharding, on a device of this process
-// (jax_devices), passing the stream __dlpack__ would have been passed. Anything else (another sharding,
+// (jax_devices), handing it addressable_data(0) as __dlpack__ does and the stream __dlpack__ would have
+// been passed. Anything else (another sharding,
 // even of one device; a device not yet known; a jaxlib without these names; a call that raises) goes
 // through __dlpack__, which raises JAX's own errors.
 
@@ -274,9 +275,22 @@ inline py::object jax_capsule(py::handle obj, const py::object &stream) {
   const bool local = jax_devices().count(device) != 0;
   Py_DECREF(device);
   if (!local) return py::none();  // not yet known to be this process's: __dlpack__ decides
+  // The array's shard (addressable_data(0): a new ArrayImpl over the same buffer), exported as __dlpack__
+  // exports it, never the caller's array itself: jaxlib's export holds an external reference on the
+  // buffer of the array it is given, and the caller's x.delete() while that reference lived (a view
+  // export_components returned) destroyed the buffer under it, a CHECK failure that aborted the process.
+  static PyObject *addressable_data = PyUnicode_InternFromString("addressable_data");
+  static PyObject *zero = PyLong_FromLong(0);
+  PyObject *shard = PyObject_CallMethodOneArg(obj.ptr(), addressable_data, zero);
+  if (!shard) {
+    if (!PyErr_ExceptionMatches(PyExc_Exception)) throw py::error_already_set();
+    PyErr_Clear();  // __dlpack__ says why, in JAX's words
+    return py::none();
+  }
   static PyObject *stream_only = Py_BuildValue("(s)", "stream");
-  PyObject *args[] = {nullptr, obj.ptr(), stream.ptr()};
+  PyObject *args[] = {nullptr, shard, stream.ptr()};
   PyObject *capsule = PyObject_Vectorcall(names->export_buffer, args + 1, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, stream_only);
+  Py_DECREF(shard);  // the capsule holds what it needs of it
   if (!capsule) {
     if (!PyErr_ExceptionMatches(PyExc_Exception)) throw py::error_already_set();
     // A TypeError: a jaxlib whose function takes other arguments; the route is off for the process (it

@@ -274,3 +274,42 @@ def test_a_jax_array_is_never_written(how):
     for a in (out, values, scales):
         assert not np.asarray(a).any()
 
+
+
+DELETED_UNDER_A_VIEW = r"""
+import json, sys
+import jax, jax.numpy as jnp, numpy as np
+import mxfp8
+sys.path.insert(0, sys.argv[1])
+from conftest import make_mxfp8
+
+data, buf, s = make_mxfp8((128, 64), "compact", seed=14)
+cpu = jax.devices("cpu")[0]
+mxfp8.export_components(jax.device_put(data, cpu), jax.device_put(buf, cpu), swizzled=False)  # device known
+x, b = jax.device_put(data, cpu), jax.device_put(buf, cpu)
+before = mxfp8._mxfp8.taken_by_jax()
+values, scales = mxfp8.export_components(x, b, swizzled=False, values_dtype="uint8")
+taken = mxfp8._mxfp8.taken_by_jax() - before
+x.delete()
+b.delete()
+junk = [jnp.full(data.shape, 7, jnp.uint8) + i for i in range(8)]  # reuse of freed memory would show
+print(json.dumps([taken, bool(np.array_equal(np.from_dlpack(values), data)),
+                  bool(np.array_equal(np.from_dlpack(scales), s))]))
+"""
+
+
+def test_deleting_an_array_under_its_view_keeps_the_view():
+    """The route exports the array's shard (addressable_data(0)), as __dlpack__ does: exporting the
+    caller's array itself let x.delete() destroy the buffer while the view's external reference held it
+    (XLA's CHECK failure aborted the process). A subprocess, so that the abort fails only this test."""
+    import json
+    import os
+    import pathlib
+    import subprocess
+    import sys
+
+    here = str(pathlib.Path(__file__).resolve().parent)
+    run = subprocess.run([sys.executable, "-c", DELETED_UNDER_A_VIEW, here], capture_output=True, text=True,
+                         env=dict(os.environ, JAX_PLATFORMS="cpu"), timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert json.loads(run.stdout.strip().splitlines()[-1]) == [2, True, True]
