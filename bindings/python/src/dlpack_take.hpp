@@ -1,8 +1,8 @@
 // Every Python object the extension reads or writes goes through here: the one capsule path of the
 // binding (module.cpp's calls and import_bindings.cpp's alike). It takes a tensor from a producer through
 // the framework's DLPack C exchange API or through __dlpack__ (versioned or legacy capsule), refuses a
-// tensor of another DLPack major version unread and a read-only tensor the library would write into, and
-// maps the library's statuses to Python exceptions. A call that writes into an object takes it with
+// tensor of another DLPack major version unread and a read-only tensor (or a jax.Array) the library would
+// write into, and maps the library's statuses to Python exceptions. A call that writes into an object takes it with
 // Access::Write; nothing else checks the read-only flag, so no entry point may take its objects another way.
 #pragma once
 
@@ -170,7 +170,8 @@ inline std::unique_ptr<TakenTensor> take_capsule(const py::object &capsule, cons
 // CUDA stream, that stream waits for it (0.36 us). That function exports the array's FIRST buffer whatever
 // the sharding, so the binding calls it itself only for an array that lies on one device by its type:
 // exactly jaxlib._jax.ArrayImpl with a jaxlib._jax.SingleDeviceSharding, on a device of this process
-// (jax_devices), passing the stream __dlpack__ would have been passed. Anything else (another sharding,
+// (jax_devices), handing it addressable_data(0) as __dlpack__ does and the stream __dlpack__ would have
+// been passed. Anything else (another sharding,
 // even of one device; a device not yet known; a jaxlib without these names; a call that raises) goes
 // through __dlpack__, which raises JAX's own errors.
 
@@ -274,9 +275,22 @@ inline py::object jax_capsule(py::handle obj, const py::object &stream) {
   const bool local = jax_devices().count(device) != 0;
   Py_DECREF(device);
   if (!local) return py::none();  // not yet known to be this process's: __dlpack__ decides
+  // The array's shard (addressable_data(0): a new ArrayImpl over the same buffer), exported as __dlpack__
+  // exports it, never the caller's array itself: jaxlib's export holds an external reference on the
+  // buffer of the array it is given, and the caller's x.delete() while that reference lived (a view
+  // export_components returned) destroyed the buffer under it, a CHECK failure that aborted the process.
+  static PyObject *addressable_data = PyUnicode_InternFromString("addressable_data");
+  static PyObject *zero = PyLong_FromLong(0);
+  PyObject *shard = PyObject_CallMethodOneArg(obj.ptr(), addressable_data, zero);
+  if (!shard) {
+    if (!PyErr_ExceptionMatches(PyExc_Exception)) throw py::error_already_set();
+    PyErr_Clear();  // __dlpack__ says why, in JAX's words
+    return py::none();
+  }
   static PyObject *stream_only = Py_BuildValue("(s)", "stream");
-  PyObject *args[] = {nullptr, obj.ptr(), stream.ptr()};
+  PyObject *args[] = {nullptr, shard, stream.ptr()};
   PyObject *capsule = PyObject_Vectorcall(names->export_buffer, args + 1, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, stream_only);
+  Py_DECREF(shard);  // the capsule holds what it needs of it
   if (!capsule) {
     if (!PyErr_ExceptionMatches(PyExc_Exception)) throw py::error_already_set();
     // A TypeError: a jaxlib whose function takes other arguments; the route is off for the process (it
@@ -289,8 +303,9 @@ inline py::object jax_capsule(py::handle obj, const py::object &stream) {
   return py::reinterpret_steal<py::object>(capsule);
 }
 
-inline std::unique_ptr<TakenTensor> take_dlpack(py::handle obj, const Name &name, const py::object &stream,
-                                                Access access = Access::Read) {
+// take_dlpack without the jax.Array rule: the route for a jax.Array on one device, else __dlpack__.
+inline std::unique_ptr<TakenTensor> take_jax_or_dunder(py::handle obj, const Name &name, const py::object &stream,
+                                                       Access access) {
   if (py::object capsule = jax_capsule(obj, stream); !capsule.is_none()) return take_capsule(capsule, name, access);
   if (!py::hasattr(obj, "__dlpack__"))
     throw py::type_error(name.str() + ": expected an object with __dlpack__ (torch, JAX, CuPy, NumPy), got " +
@@ -304,6 +319,28 @@ inline std::unique_ptr<TakenTensor> take_dlpack(py::handle obj, const Name &name
   }
   ++taken_by_dunder_dlpack;
   return take_capsule(capsule, name, access);
+}
+
+// Whether obj is a jax.Array (jaxlib's ArrayImpl, by its type's name: no import, no Python call).
+inline bool is_jax_array(py::handle obj) {
+  const char *type = Py_TYPE(obj.ptr())->tp_name;
+  const size_t n = std::strlen(type);
+  constexpr char kSuffix[] = ".ArrayImpl";
+  constexpr size_t kSuffixLength = sizeof(kSuffix) - 1;
+  return std::strncmp(type, "jaxlib.", 7) == 0 && n > kSuffixLength &&
+         std::strcmp(type + n - kSuffixLength, kSuffix) == 0;
+}
+
+inline std::unique_ptr<TakenTensor> take_dlpack(py::handle obj, const Name &name, const py::object &stream,
+                                                Access access = Access::Read) {
+  // JAX arrays never change (XLA may share or reuse their buffers), but jaxlib exports them as legacy
+  // capsules, which cannot say read-only: a jax.Array is refused as a destination here, by its type, before
+  // any export, whichever way (the route or __dlpack__) it would have been taken.
+  if (access == Access::Write && is_jax_array(obj))
+    throw py::value_error(name.str() + " is a jax.Array, which JAX never lets change (XLA may share or reuse its "
+                          "buffer): mxfp8 writes its result there. Write into NumPy or torch buffers, or call "
+                          "mxfp8.jax, which returns new arrays (inside jax.jit too)");
+  return take_jax_or_dunder(obj, name, stream, access);
 }
 
 

@@ -50,12 +50,12 @@ FLAG_READ_ONLY = 1
 KDL_CPU, KDL_CUDA, KDL_CUDA_HOST, KDL_CUDA_MANAGED = 1, 2, 3, 13
 KDL_UINT, KDL_FLOAT, KDL_BFLOAT = 1, 2, 4
 
-_capsule_new = ctypes.pythonapi.PyCapsule_New
-_capsule_new.restype = ctypes.py_object
-_capsule_new.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
-_capsule_is_valid = ctypes.pythonapi.PyCapsule_IsValid
-_capsule_is_valid.restype = ctypes.c_int
-_capsule_is_valid.argtypes = [ctypes.py_object, ctypes.c_char_p]
+# Prototypes of our own: ctypes.pythonapi.PyCapsule_New is one object per process, whose argtypes
+# jax.ffi.pycapsule sets to its own (a destructor CFUNCTYPE, refusing None) when mxfp8.jax registers its targets.
+_capsule_new = ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p)(
+    ("PyCapsule_New", ctypes.pythonapi))
+_capsule_is_valid = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object, ctypes.c_char_p)(
+    ("PyCapsule_IsValid", ctypes.pythonapi))
 _NAMES = {b"dltensor_versioned": ctypes.c_char_p(b"dltensor_versioned"), b"dltensor": ctypes.c_char_p(b"dltensor"),
           b"something_else": ctypes.c_char_p(b"something_else")}
 

@@ -245,3 +245,71 @@ def test_a_failing_route_falls_back_to_dunder_dlpack():
     # the route (call 3: TypeError -> off) -> __dlpack__ (call 4). Then every array asks __dlpack__.
     assert got[0] == [True, 0, 2]
     assert got[1] == [True, 0, 2] and got[2] == [True, 0, 2]
+
+
+def _one_device_mesh(a):
+    """`a` on one CPU device through a NamedSharding (not a SingleDeviceSharding): it takes __dlpack__."""
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+    mesh = Mesh(np.array(jax.devices("cpu")[:1]), ("x",))
+    return jax.device_put(jnp.asarray(a), NamedSharding(mesh, PartitionSpec()))
+
+
+@pytest.mark.parametrize("how", ["route", "dunder"])
+def test_a_jax_array_is_never_written(how):
+    """JAX arrays never change (XLA may share or reuse a buffer), but jaxlib's capsules are legacy ones, which
+    cannot say read-only: a jax.Array given as a destination is refused by name before anything is written,
+    whichever way it would have been taken (the route, or __dlpack__ for a one-device mesh)."""
+    data, buf, s = make_mxfp8((128, 64), "compact", seed=12)
+    put = on_cpu if how == "route" else _one_device_mesh
+    mxfp8.export_components(on_cpu(data), on_cpu(buf), swizzled=False)  # the CPU device known to the route
+    out, values, scales = put(np.zeros(s.shape, np.uint8)), put(np.zeros(data.shape, np.uint8)), put(np.zeros_like(s))
+    before = mxfp8._mxfp8.taken_by_jax()
+    with pytest.raises(ValueError, match=r"^out is a jax\.Array, which JAX never lets change"):
+        mxfp8.convert(data, buf, "compact", swizzled=False, out=out)
+    spec = {"w": {"data": data, "scale_inv": buf, "swizzled": False, "fp8_dtype": "e4m3"}}
+    with pytest.raises(ValueError, match=r"^params\['w'\]\[0\] is a jax\.Array"):
+        mxfp8.import_tensors(spec, {"w": (values, scales)})
+    assert mxfp8._mxfp8.taken_by_jax() == before  # refused before any export
+    for a in (out, values, scales):
+        assert not np.asarray(a).any()
+
+
+
+DELETED_UNDER_A_VIEW = r"""
+import json, sys
+import jax, jax.numpy as jnp, numpy as np
+import mxfp8
+sys.path.insert(0, sys.argv[1])
+from conftest import make_mxfp8
+
+data, buf, s = make_mxfp8((128, 64), "compact", seed=14)
+cpu = jax.devices("cpu")[0]
+mxfp8.export_components(jax.device_put(data, cpu), jax.device_put(buf, cpu), swizzled=False)  # device known
+x, b = jax.device_put(data, cpu), jax.device_put(buf, cpu)
+before = mxfp8._mxfp8.taken_by_jax()
+values, scales = mxfp8.export_components(x, b, swizzled=False, values_dtype="uint8")
+taken = mxfp8._mxfp8.taken_by_jax() - before
+x.delete()
+b.delete()
+junk = [jnp.full(data.shape, 7, jnp.uint8) + i for i in range(8)]  # reuse of freed memory would show
+print(json.dumps([taken, bool(np.array_equal(np.from_dlpack(values), data)),
+                  bool(np.array_equal(np.from_dlpack(scales), s))]))
+"""
+
+
+def test_deleting_an_array_under_its_view_keeps_the_view():
+    """The route exports the array's shard (addressable_data(0)), as __dlpack__ does: exporting the
+    caller's array itself let x.delete() destroy the buffer while the view's external reference held it
+    (XLA's CHECK failure aborted the process). A subprocess, so that the abort fails only this test."""
+    import json
+    import os
+    import pathlib
+    import subprocess
+    import sys
+
+    here = str(pathlib.Path(__file__).resolve().parent)
+    run = subprocess.run([sys.executable, "-c", DELETED_UNDER_A_VIEW, here], capture_output=True, text=True,
+                         env=dict(os.environ, JAX_PLATFORMS="cpu"), timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert json.loads(run.stdout.strip().splitlines()[-1]) == [2, True, True]
