@@ -309,11 +309,59 @@ mxfp8_shard shard_of(int64_t row_begin, int64_t row_end, int64_t col_begin, int6
   return shard;
 }
 
-class Tensor {
+// What Tensor and Nvfp4Tensor share: the library's handle on DLPack inputs, and the exchange API (set when
+// made in exchange mode) and device it was made in, from which each call's stream follows.
+class Handle {
+ public:
+  ~Handle() { mxfp8_tensor_release(handle_); }
+  Handle(const Handle &) = delete;
+  Handle &operator=(const Handle &) = delete;
+
+  const mxfp8_tensor *handle() const { return handle_; }
+  const DLPackExchangeAPI *api() const { return api_; }
+  DLDevice device() const { return device_; }
+
+ protected:
+  Handle() = default;
+  Handle(mxfp8_tensor *handle, const DLPackExchangeAPI *api, DLDevice device)
+      : handle_(handle), api_(api), device_(device) {}
+
+  // Takes inputs[i] (None: not given; names[i] in messages) into *fields[i] of `desc` and makes the handle,
+  // which then owns them. exchange: every input through the first given one's framework's DLPack exchange
+  // API (its type has one); else __dlpack__ on `stream`.
+  template <size_t N>
+  void create(mxfp8_tensor_desc &desc, const py::object (&inputs)[N], const char *const (&names)[N],
+              DLManagedTensorVersioned **const (&fields)[N], bool exchange, py::object stream) {
+    Exchange ex = Exchange::explicit_stream(0, stream);
+    for (size_t i = 0; exchange && i < N; ++i)
+      if (!inputs[i].is_none()) {
+        ex = Exchange{exchange_api_of(inputs[i])};
+        if (!ex.api) throw py::type_error(std::string(names[i]) + ": its type has no usable DLPack exchange API");
+        break;
+      }
+    std::unique_ptr<TakenTensor> taken[N];
+    bool device_set = false;
+    for (size_t i = 0; i < N; ++i) {
+      if (inputs[i].is_none()) continue;
+      taken[i] = take(inputs[i], names[i], ex);
+      *fields[i] = taken[i]->managed;
+      if (!device_set) device_ = taken[i]->managed->dl_tensor.device, device_set = true;
+    }
+    api_ = ex.api;
+    check(mxfp8_tensor_create(&desc, &handle_));
+    for (auto &t : taken)
+      if (t) t->release();  // the handle owns them now
+  }
+
+  mxfp8_tensor *handle_ = nullptr;
+  const DLPackExchangeAPI *api_ = nullptr;
+  DLDevice device_{kDLCPU, 0};
+};
+
+class Tensor : public Handle {
  public:
   // Takes over a handle the library made (a grouped expert).
-  Tensor(mxfp8_tensor *handle, const DLPackExchangeAPI *api, DLDevice device)
-      : handle_(handle), api_(api), device_(device) {}
+  Tensor(mxfp8_tensor *handle, const DLPackExchangeAPI *api, DLDevice device) : Handle(handle, api, device) {}
 
   // exchange: take the inputs through their framework's DLPack exchange API (the first input's type
   // has one); `stream` is then not used.
@@ -322,41 +370,17 @@ class Tensor {
          int block, py::object stream, std::optional<std::string> data_name, std::optional<std::string> scale_inv_name,
          bool exchange) {
     mxfp8_tensor_desc desc = tensor_desc(format, block, swizzled, shape ? &*shape : nullptr);
-    std::unique_ptr<TakenTensor> taken[4];
-    py::object inputs[4] = {rowwise_data, rowwise_scale_inv, columnwise_data, columnwise_scale_inv};
+    const py::object inputs[4] = {rowwise_data, rowwise_scale_inv, columnwise_data, columnwise_scale_inv};
     // How errors name the inputs: the caller's argument names when given (one direction's data and scales).
     const char *names[4] = {"rowwise_data", "rowwise_scale_inv", "columnwise_data", "columnwise_scale_inv"};
     for (int d = 0; d < 2; ++d) {
       if (data_name && !inputs[2 * d].is_none()) names[2 * d] = data_name->c_str();
       if (scale_inv_name && !inputs[2 * d + 1].is_none()) names[2 * d + 1] = scale_inv_name->c_str();
     }
-    DLManagedTensorVersioned **fields[4] = {&desc.rowwise_data, &desc.rowwise_scale_inv, &desc.columnwise_data,
-                                            &desc.columnwise_scale_inv};
-    Exchange ex = Exchange::explicit_stream(0, stream);
-    for (int i = 0; exchange && i < 4; ++i)
-      if (!inputs[i].is_none()) {
-        ex = Exchange{exchange_api_of(inputs[i])};
-        if (!ex.api) throw py::type_error(std::string(names[i]) + ": its type has no usable DLPack exchange API");
-        break;
-      }
-    for (int i = 0; i < 4; ++i) {
-      if (inputs[i].is_none()) continue;
-      taken[i] = take(inputs[i], names[i], ex);
-      *fields[i] = taken[i]->managed;
-      if (!device_set_) device_ = taken[i]->managed->dl_tensor.device, device_set_ = true;
-    }
-    api_ = ex.api;
-    check(mxfp8_tensor_create(&desc, &handle_));
-    for (auto &t : taken)
-      if (t) t->release();  // the handle owns them now
+    DLManagedTensorVersioned **const fields[4] = {&desc.rowwise_data, &desc.rowwise_scale_inv, &desc.columnwise_data,
+                                                  &desc.columnwise_scale_inv};
+    create(desc, inputs, names, fields, exchange, stream);
   }
-  ~Tensor() { mxfp8_tensor_release(handle_); }
-  Tensor(const Tensor &) = delete;
-  Tensor &operator=(const Tensor &) = delete;
-
-  const mxfp8_tensor *handle() const { return handle_; }
-  const DLPackExchangeAPI *api() const { return api_; }
-  DLDevice device() const { return device_; }
 
   // stream None: the framework's current stream for a handle made in exchange mode, else the legacy
   // default stream.
@@ -373,12 +397,6 @@ class Tensor {
                          return mxfp8_export_components(handle_, &o, v, s);
                        });
   }
-
- private:
-  mxfp8_tensor *handle_ = nullptr;
-  const DLPackExchangeAPI *api_ = nullptr;  // set when made in exchange mode
-  DLDevice device_{kDLCPU, 0};
-  bool device_set_ = false;
 };
 
 // The Python handle on grouped MoE experts (rowwise).
@@ -1393,9 +1411,6 @@ constexpr std::pair<const char *, int> kTargets[] = {
     {"compact", MXFP8_SCALE_LAYOUT_COMPACT},           {"cutlass_128x4", MXFP8_SCALE_LAYOUT_128X4},
     {"trtllm", MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED},    {"deepgemm", MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED},
     {"trtllm_gated", MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED_GATED}, {"deepgemm_float32", MXFP8_SCALE_LAYOUT_DEEPGEMM_FLOAT32}};
-constexpr std::pair<const char *, int> kConvertFormats[] = {{"e4m3", MXFP8_FORMAT_E4M3}, {"e5m2", MXFP8_FORMAT_E5M2}};
-constexpr std::pair<const char *, int> kConvertDirections[] = {{"rowwise", MXFP8_DIRECTION_ROWWISE},
-                                                               {"columnwise", MXFP8_DIRECTION_COLUMNWISE}};
 constexpr std::pair<const char *, int> kGroupedScales[] = {{"padded", MXFP8_GROUPED_SCALES_PADDED},
                                                            {"compact", MXFP8_GROUPED_SCALES_COMPACT}};
 
@@ -1532,7 +1547,7 @@ py::object engine_parameter_entry(PyObject *const *args) {
   bool plain = true;
   const std::vector<int64_t> dims = shape_arg("shape", args[0], plain);
   const int target = code_of("target", args[1], kTargets);
-  const int dir = code_of("direction", args[2], kConvertDirections);
+  const int dir = code_of("direction", args[2], kDirections);
   const int64_t experts = py::handle(args[3]).is_none() ? 0 : integer("num_experts", args[3], plain, 1, INT32_MAX);
   const EngineParameter p = engine_parameter(dims, experts, target, dir, integer("pad_rows_to", args[4], plain),
                                              integer("pad_cols_to", args[5], plain));
@@ -1553,9 +1568,9 @@ py::object convert_entry(PyObject *const *args) {
   std::optional<std::vector<int64_t>> given;
   if (!shape.is_none()) given = shape_arg("shape", shape, plain);
   const int64_t experts = num_experts.is_none() ? 0 : integer("num_experts", num_experts, plain, 1, INT32_MAX);
-  const int dir = code_of("direction", direction, kConvertDirections);
+  const int dir = code_of("direction", direction, kDirections);
   const int64_t rows_to = integer("pad_rows_to", pad_rows_to, plain), cols_to = integer("pad_cols_to", pad_cols_to, plain);
-  const int format = code_of("fp8_dtype", fp8_dtype, kConvertFormats);
+  const int format = code_of("fp8_dtype", fp8_dtype, kFormats);
   const bool swz = flag("swizzled", swizzled, plain);
   const int grouped_scales = code_of("scales", scales, kGroupedScales);
   if (!PyBool_Check(zero_exponent_as_one.ptr()))
@@ -1676,7 +1691,7 @@ py::object convert_entry(PyObject *const *args) {
 // ---- NVFP4 -------------------------------------------------------------------------------------------
 // The Python handle on an NVFP4 mxfp8_tensor: one or both directions' data, block scales and amax, taken
 // like Tensor's inputs (the inputs' framework's exchange API when `exchange`, else __dlpack__).
-class Nvfp4Tensor {
+class Nvfp4Tensor : public Handle {
  public:
   Nvfp4Tensor(py::object rowwise_data, py::object rowwise_scale_inv, py::object rowwise_amax,
               py::object columnwise_data, py::object columnwise_scale_inv, py::object columnwise_amax,
@@ -1684,37 +1699,15 @@ class Nvfp4Tensor {
               bool exchange) {
     mxfp8_tensor_desc desc = tensor_desc(MXFP8_FORMAT_NVFP4, MXFP8_BLOCK_1X16, swizzled, shape ? &*shape : nullptr);
     desc.e4m3_max = e4m3_max_ = e4m3_max;
-    py::object inputs[6] = {rowwise_data, rowwise_scale_inv, rowwise_amax, columnwise_data, columnwise_scale_inv,
-                            columnwise_amax};
-    const char *names[6] = {"data", "scale_inv", "amax", "columnwise data", "columnwise scale_inv", "columnwise amax"};
-    DLManagedTensorVersioned **fields[6] = {&desc.rowwise_data,    &desc.rowwise_scale_inv,    &desc.rowwise_amax,
-                                            &desc.columnwise_data, &desc.columnwise_scale_inv, &desc.columnwise_amax};
-    Exchange ex = Exchange::explicit_stream(0, stream);
-    for (int i = 0; exchange && i < 6; ++i)
-      if (!inputs[i].is_none()) {
-        ex = Exchange{exchange_api_of(inputs[i])};
-        if (!ex.api) throw py::type_error(std::string(names[i]) + ": its type has no usable DLPack exchange API");
-        break;
-      }
-    std::unique_ptr<TakenTensor> taken[6];
-    for (int i = 0; i < 6; ++i) {
-      if (inputs[i].is_none()) continue;
-      taken[i] = take(inputs[i], names[i], ex);
-      *fields[i] = taken[i]->managed;
-      if (!device_set_) device_ = taken[i]->managed->dl_tensor.device, device_set_ = true;
-    }
-    api_ = ex.api;
-    check(mxfp8_tensor_create(&desc, &handle_));
-    for (auto &t : taken)
-      if (t) t->release();  // the handle owns them now
+    const py::object inputs[6] = {rowwise_data,    rowwise_scale_inv,    rowwise_amax,
+                                  columnwise_data, columnwise_scale_inv, columnwise_amax};
+    static const char *const names[6] = {"data",           "scale_inv",           "amax",
+                                         "columnwise data", "columnwise scale_inv", "columnwise amax"};
+    DLManagedTensorVersioned **const fields[6] = {&desc.rowwise_data,    &desc.rowwise_scale_inv,    &desc.rowwise_amax,
+                                                  &desc.columnwise_data, &desc.columnwise_scale_inv, &desc.columnwise_amax};
+    create(desc, inputs, names, fields, exchange, stream);
   }
-  ~Nvfp4Tensor() { mxfp8_tensor_release(handle_); }
-  const mxfp8_tensor *handle() const { return handle_; }
-  const DLPackExchangeAPI *api() const { return api_; }
-  DLDevice device() const { return device_; }
   int32_t e4m3_max() const { return e4m3_max_; }
-  Nvfp4Tensor(const Nvfp4Tensor &) = delete;
-  Nvfp4Tensor &operator=(const Nvfp4Tensor &) = delete;
 
   // (values, scales, global_scale): mxfp8_export_components, then mxfp8_export_global_scale, with the same
   // options (values_dtype / scales_dtype as mxfp8_values_dtype / mxfp8_scales_dtype: FP8 (0) is float4 and
@@ -1757,11 +1750,7 @@ class Nvfp4Tensor {
   }
 
  private:
-  mxfp8_tensor *handle_ = nullptr;
   int32_t e4m3_max_ = 0;
-  const DLPackExchangeAPI *api_ = nullptr;  // set when made in exchange mode
-  DLDevice device_{kDLCPU, 0};
-  bool device_set_ = false;
 };
 // ---- Buckets of MXFP8 and NVFP4 entries ---------------------------------------------------------------
 // The handles of a mixed bucket: entry i is a Tensor or an Nvfp4Tensor (an mxfp8_tensor of format NVFP4 to
@@ -1784,7 +1773,7 @@ MixedHandles mixed_handles(const py::list &tensors) {
       h.tensors.push_back(x.handle()), h.e4m3_maxes.push_back(0), api = x.api(), device = x.device();
     } else if (py::isinstance<Nvfp4Tensor>(t)) {
       const Nvfp4Tensor &x = t.cast<const Nvfp4Tensor &>();
-      h.tensors.push_back(reinterpret_cast<const mxfp8_tensor *>(x.handle())), h.e4m3_maxes.push_back(x.e4m3_max());
+      h.tensors.push_back(x.handle()), h.e4m3_maxes.push_back(x.e4m3_max());
       api = x.api(), device = x.device();
     } else {
       throw py::type_error("tensors[" + std::to_string(i) + "] is neither a Tensor nor an Nvfp4Tensor");
