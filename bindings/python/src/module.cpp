@@ -3,6 +3,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <tuple>
 
 #include <cstring>
@@ -709,11 +710,23 @@ std::optional<int> lookup(py::handle value, const std::pair<const char *, int> (
   return std::nullopt;
 }
 
-// _args.choice: a str among `table`'s keys (`keys`: how the message lists them).
+// `table`'s keys as Python prints them, "'a', 'b'": in the table's order, or sorted (_args.choice's
+// sorted(table)).
 template <size_t N>
-int choice(const char *name, py::handle value, const std::pair<const char *, int> (&table)[N], const char *keys) {
+std::string keys_of(const std::pair<const char *, int> (&table)[N], bool sorted) {
+  std::vector<std::string> keys;
+  for (const auto &entry : table) keys.push_back(entry.first);
+  if (sorted) std::sort(keys.begin(), keys.end());
+  std::string listed;
+  for (const std::string &key : keys) listed += (listed.empty() ? "'" : ", '") + key + "'";
+  return listed;
+}
+
+// _args.choice: a str among `table`'s keys (the message lists them sorted, or in the table's order).
+template <size_t N>
+int choice(const char *name, py::handle value, const std::pair<const char *, int> (&table)[N], bool sorted = true) {
   if (const auto code = lookup(value, table)) return *code;
-  throw py::value_error(std::string(name) + " must be one of " + keys + ", got " + repr_of(value));
+  throw py::value_error(std::string(name) + " must be one of [" + keys_of(table, sorted) + "], got " + repr_of(value));
 }
 
 constexpr std::pair<const char *, int> kFormats[] = {{"e4m3", MXFP8_FORMAT_E4M3}, {"e5m2", MXFP8_FORMAT_E5M2}};
@@ -1199,7 +1212,7 @@ py::object export_components_entry(PyObject *const *args) {
              block = args[9], stream = args[10], rows = args[11], cols = args[12];
   bool plain = true;
   const bool sharded = !rows.is_none() || !cols.is_none();
-  const int blk = choice("block", block, kBlocks, "['1x32', '32x32']");
+  const int blk = choice("block", block, kBlocks);
   mxfp8_shard shard = MXFP8_SHARD_INIT;
   std::optional<std::vector<int64_t>> row_pieces;
   if (sharded) {
@@ -1210,13 +1223,13 @@ py::object export_components_entry(PyObject *const *args) {
     shard = shard_of(f["row_begin"].cast<int64_t>(), f["row_end"].cast<int64_t>(), f["col_begin"].cast<int64_t>(),
                      f["col_end"].cast<int64_t>(), row_pieces);
   }
-  const int vd = choice("values_dtype", values_dtype, kValuesDtypes, "['fp8', 'uint8']");
-  const int sd = choice("scales_dtype", scales_dtype, kScalesDtypes, "['e8m0', 'uint8']");
+  const int vd = choice("values_dtype", values_dtype, kValuesDtypes);
+  const int sd = choice("scales_dtype", scales_dtype, kScalesDtypes);
   const bool copy = flag("contiguous", contiguous, plain);
-  const int dir = choice("direction", direction, kDirections, "['columnwise', 'rowwise']");
+  const int dir = choice("direction", direction, kDirections);
   std::optional<std::vector<int64_t>> dims;
   if (!shape.is_none()) dims = shape_arg("shape", shape, plain);
-  const int format = choice("fp8_dtype", fp8_dtype, kFormats, "['e4m3', 'e5m2']");
+  const int format = choice("fp8_dtype", fp8_dtype, kFormats);
   const bool swz = flag("swizzled", swizzled, plain);
   Call call;
   call.plain = plain;
@@ -1253,12 +1266,12 @@ py::object quantize_entry(PyObject *const *args) {
   const bool row = flag("rowwise", rowwise, plain), col = flag("columnwise", columnwise, plain);
   if (!row && !col) throw py::value_error("rowwise and columnwise are both False: ask for at least one direction");
   mxfp8_quantize_options o = MXFP8_QUANTIZE_OPTIONS_INIT;
-  o.format = choice("fp8_dtype", fp8_dtype, kFormats, "['e4m3', 'e5m2']");
-  o.block = choice("block", block, kBlocks, "['1x32', '32x32']");
-  o.scale_rounding = choice("rounding", rounding, kRoundings, "['compressed_tensors', 'floor', 'rceil']");
-  o.scales_layout = choice("scales", scales, kLayouts, "['compact', 'padded', 'swizzled']");
-  o.values_dtype = choice("values_dtype", values_dtype, kValuesDtypes, "['fp8', 'uint8']");
-  o.scales_dtype = choice("scales_dtype", scales_dtype, kScalesDtypes, "['e8m0', 'uint8']");
+  o.format = choice("fp8_dtype", fp8_dtype, kFormats);
+  o.block = choice("block", block, kBlocks);
+  o.scale_rounding = choice("rounding", rounding, kRoundings);
+  o.scales_layout = choice("scales", scales, kLayouts);
+  o.values_dtype = choice("values_dtype", values_dtype, kValuesDtypes);
+  o.scales_dtype = choice("scales_dtype", scales_dtype, kScalesDtypes);
   Call call;
   call.plain = plain;
   bool bfloat16_bits = false;
@@ -1293,13 +1306,13 @@ py::object dequantize_entry(PyObject *const *args) {
   py::handle data = args[0], scale_inv = args[1], shape = args[2], fp8_dtype = args[3], swizzled = args[4],
              direction = args[5], block = args[6], dtype = args[7], out = args[8], stream = args[9];
   bool plain = true;
-  const int output = choice("dtype", dtype, kOutputs, "['float32', 'bfloat16']");
-  const int dir = choice("direction", direction, kDirections, "['columnwise', 'rowwise']");
+  const int output = choice("dtype", dtype, kOutputs, false);
+  const int dir = choice("direction", direction, kDirections);
   std::optional<std::vector<int64_t>> dims;
   if (!shape.is_none()) dims = shape_arg("shape", shape, plain);
-  const int format = choice("fp8_dtype", fp8_dtype, kFormats, "['e4m3', 'e5m2']");
+  const int format = choice("fp8_dtype", fp8_dtype, kFormats);
   const bool swz = flag("swizzled", swizzled, plain);
-  const int blk = choice("block", block, kBlocks, "['1x32', '32x32']");
+  const int blk = choice("block", block, kBlocks);
   Call call;
   call.plain = plain;
   TakenTensor taken[2];
@@ -1402,9 +1415,7 @@ py::object swizzle_entry(PyObject *const *args) {
 template <size_t N>
 int code_of(const char *name, py::handle value, const std::pair<const char *, int> (&table)[N]) {
   if (const auto code = lookup(value, table)) return *code;
-  std::string keys;
-  for (const auto &[key, code] : table) keys += (keys.empty() ? "'" : ", '") + std::string(key) + "'";
-  throw py::value_error(std::string(name) + " is " + repr_of(value) + ", expected one of " + keys);
+  throw py::value_error(std::string(name) + " is " + repr_of(value) + ", expected one of " + keys_of(table, false));
 }
 
 constexpr std::pair<const char *, int> kTargets[] = {
