@@ -178,16 +178,15 @@ def export_grouped(
         exchange=inputs.exchange,
     )
     allocator = _torch_allocator(inputs.torch, data)
+    chosen = None  # every expert
     if experts is not None:
         if isinstance(experts, (str, bytes)) or not hasattr(experts, "__len__"):
             raise TypeError(f"experts must be a sequence of ints, got {experts!r}")
         chosen = [_args.integer(f"experts[{i}]", e, -_args.INT32_MAX - 1, _args.INT32_MAX) for i, e in enumerate(experts)]
         if not stacked:
             raise ValueError("experts= returns the chosen experts stacked: leave stacked=True")
-        return _components(inputs.torch, *grouped.export_experts(chosen, values_dtype=vd, scales_dtype=sd,
-                                                                 stream=inputs.stream, allocator=allocator))
     if stacked:
-        return _components(inputs.torch, *grouped.export_stacked(values_dtype=vd, scales_dtype=sd,
+        return _components(inputs.torch, *grouped.export_experts(chosen, values_dtype=vd, scales_dtype=sd,
                                                                  stream=inputs.stream, allocator=allocator))
     parts = []
     for e in range(num_experts):

@@ -44,14 +44,10 @@ class Grouped:
         packing: int = 0, stream: Optional[int] = None, exchange: bool = False,
     ) -> None: ...
     def expert(self, expert: int) -> Tensor: ...
-    def export_stacked(
-        self, *, values_dtype: int = 0, scales_dtype: int = 0, stream: Optional[int] = None,
-        allocator: Optional[Callable[[list[int], tuple[int, int]], Any]] = None,
-    ) -> tuple[Any, Any]: ...  # Arrays, or the framework's tensors (exchange mode)
     def export_experts(
-        self, experts: Sequence[int], *, values_dtype: int = 0, scales_dtype: int = 0, stream: Optional[int] = None,
-        allocator: Optional[Callable[[list[int], tuple[int, int]], Any]] = None,
-    ) -> tuple[Any, Any]: ...  # mxfp8_grouped_export of the chosen experts
+        self, experts: Optional[Sequence[int]] = None, *, values_dtype: int = 0, scales_dtype: int = 0,
+        stream: Optional[int] = None, allocator: Optional[Callable[[list[int], tuple[int, int]], Any]] = None,
+    ) -> tuple[Any, Any]: ...  # mxfp8_grouped_export of every expert stacked (None) or of the chosen ones
 
 class Nvfp4Tensor:
     def __init__(

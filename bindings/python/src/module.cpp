@@ -448,28 +448,19 @@ class Grouped {
     return std::make_unique<Tensor>(t, api_, device_);
   }
 
-  py::tuple export_stacked(int values_dtype, int scales_dtype, py::object stream, py::object allocator) {
-    mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
-    o.values_dtype = values_dtype;
-    o.scales_dtype = scales_dtype;
-    return export_with(o, exchange_for(api_, device_, stream), allocator,
-                       [&](DLManagedTensorVersioned **v, DLManagedTensorVersioned **s) {
-                         return mxfp8_grouped_export(handle_, nullptr, 0, &o, v, s);
-                       });
-  }
-
-  // The chosen experts, in this order (mxfp8_grouped_export with experts). An empty list stays a choice
-  // of none (refused by the library), never NULL and 0, which would mean every expert.
-  py::tuple export_experts(const std::vector<int32_t> &experts, int values_dtype, int scales_dtype, py::object stream,
-                           py::object allocator) {
+  // mxfp8_grouped_export of every expert stacked (experts None) or of the chosen ones, in this order. An
+  // empty list stays a choice of none (refused by the library), never NULL and 0, which would mean every expert.
+  py::tuple export_experts(const std::optional<std::vector<int32_t>> &experts, int values_dtype, int scales_dtype,
+                           py::object stream, py::object allocator) {
     mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
     o.values_dtype = values_dtype;
     o.scales_dtype = scales_dtype;
     static const int32_t none = 0;
-    const int32_t *chosen = experts.empty() ? &none : experts.data();
+    const int32_t *chosen = !experts ? nullptr : experts->empty() ? &none : experts->data();
+    const size_t count = experts ? experts->size() : 0;
     return export_with(o, exchange_for(api_, device_, stream), allocator,
                        [&](DLManagedTensorVersioned **v, DLManagedTensorVersioned **s) {
-                         return mxfp8_grouped_export(handle_, chosen, experts.size(), &o, v, s);
+                         return mxfp8_grouped_export(handle_, chosen, count, &o, v, s);
                        });
   }
 
@@ -1918,9 +1909,7 @@ PYBIND11_MODULE(_mxfp8, m) {
            py::arg("format") = 1, py::arg("swizzled") = false, py::arg("packing") = 0, py::arg("stream") = py::none(),
            py::arg("exchange") = false)
       .def("expert", &Grouped::expert, py::arg("expert"))
-      .def("export_stacked", &Grouped::export_stacked, py::kw_only(), py::arg("values_dtype") = 0,
-           py::arg("scales_dtype") = 0, py::arg("stream") = py::none(), py::arg("allocator") = py::none())
-      .def("export_experts", &Grouped::export_experts, py::arg("experts"), py::kw_only(), py::arg("values_dtype") = 0,
+      .def("export_experts", &Grouped::export_experts, py::arg("experts") = py::none(), py::kw_only(), py::arg("values_dtype") = 0,
            py::arg("scales_dtype") = 0, py::arg("stream") = py::none(), py::arg("allocator") = py::none());
 
   // The Python API's calls (METH_FASTCALL, positional: each Python function passes its arguments on).
