@@ -1804,20 +1804,16 @@ std::vector<uint64_t> bucket_entry_bytes(const py::list &tensors, int direction,
                                          const std::vector<std::string> &names) {
   const MixedHandles h = mixed_handles(tensors);
   const ShardList shard_list(shards, h.tensors.size());
+  TensorTransfer t(h.tensors, direction, shard_list);
+  t.desc.count = 1;  // entry i alone: the desc's arrays from entry i on
   std::vector<uint64_t> bytes;
   bytes.reserve(h.tensors.size());
-  const int32_t dir = direction;
   for (size_t i = 0; i < h.tensors.size(); ++i) {
-    mxfp8_transfer_desc d = MXFP8_TRANSFER_DESC_INIT;
-    d.source = MXFP8_TRANSFER_FROM_TENSORS;
-    d.destination = MXFP8_TRANSFER_TO_BUCKET;
-    d.count = 1;
-    d.tensors = &h.tensors[i];
-    d.directions = &dir;
-    d.shards = shard_list.data() ? shard_list.data() + i : nullptr;
+    t.desc.tensors = h.tensors.data() + i;
+    if (shard_list.data()) t.desc.shards = shard_list.data() + i;
     mxfp8_bucket_part part{};
     uint64_t total = 0;
-    const mxfp8_status st = mxfp8_bucket_parts(&d, alignment, &part, &total);
+    const mxfp8_status st = mxfp8_bucket_parts(&t.desc, alignment, &part, &total);
     if (st != MXFP8_OK) raise_status(st, (i < names.size() ? names[i] + ": " : std::string()) + mxfp8_last_error());
     bytes.push_back(total);
   }
