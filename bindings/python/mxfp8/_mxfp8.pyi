@@ -58,8 +58,7 @@ class Nvfp4Tensor:
     ) -> None: ...
     def export_components(
         self, *, direction: int = 0, values_dtype: int = 0, scales_dtype: int = 0, contiguous: bool = True,
-        global_scale: int = 0, stream: Optional[int] = None, sharded: bool = False, row_begin: int = 0,
-        row_end: int = -1, col_begin: int = 0, col_end: int = -1, row_pieces: Optional[list[int]] = None,
+        global_scale: int = 0, stream: Optional[int] = None, shard: Optional[dict[str, Any]] = None,
     ) -> tuple[Any, Any, Any]: ...  # Arrays, or the framework's tensors (exchange mode)
     def dequantize(
         self, direction: int, output: Any, stream: Optional[int] = None, dlpack_stream: Optional[int] = None,

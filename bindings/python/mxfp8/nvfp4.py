@@ -116,10 +116,10 @@ def export_components(
     gs = _choice("global_scale", global_scale, _GLOBAL_SCALES)
     contiguous = _flag("contiguous", contiguous)
     tensor = _tensor(data, scale_inv, amax, shape, swizzled, direction, e4m3_max, inputs)
+    shard = _shard.shard_fields(rows, cols) if _shard.is_shard(rows, cols) else None
     values, scales, scale2 = tensor.export_components(direction=_DIRECTIONS[direction], values_dtype=vd,
                                                       scales_dtype=sd, contiguous=contiguous, global_scale=gs,
-                                                      stream=inputs.stream, sharded=_shard.is_shard(rows, cols),
-                                                      **_shard.shard_fields(rows, cols))
+                                                      stream=inputs.stream, shard=shard)
     return Components(_as_torch(inputs.torch, values), _as_torch(inputs.torch, scales), _as_torch(inputs.torch, scale2))
 
 

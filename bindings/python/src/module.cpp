@@ -292,24 +292,6 @@ Exchange exchange_for(const DLPackExchangeAPI *api, DLDevice device, const py::o
   return Exchange::explicit_stream(stream.is_none() ? 0 : stream.cast<intptr_t>(), std::move(dlpack_stream));
 }
 
-// The Python handle on an mxfp8_tensor.
-// An mxfp8_shard of rows [row_begin, row_end) or the pieces (flat begin, end pairs, read during the call:
-// they must outlive it) and columns [col_begin, col_end); -1 ends are MXFP8_SHARD_END.
-mxfp8_shard shard_of(int64_t row_begin, int64_t row_end, int64_t col_begin, int64_t col_end,
-                     const std::optional<std::vector<int64_t>> &row_pieces) {
-  mxfp8_shard shard = MXFP8_SHARD_INIT;
-  shard.row_begin = row_begin;
-  shard.row_end = row_end;
-  shard.col_begin = col_begin;
-  shard.col_end = col_end;
-  if (row_pieces) {
-    if (row_pieces->size() % 2 != 0) throw py::value_error("rows: pieces come as (begin, end) pairs");
-    shard.num_row_pieces = row_pieces->size() / 2;
-    shard.row_pieces = row_pieces->data();
-  }
-  return shard;
-}
-
 // What Tensor and Nvfp4Tensor share: the library's handle on DLPack inputs, and the exchange API (set when
 // made in exchange mode) and device it was made in, from which each call's stream follows.
 class Handle {
@@ -1204,15 +1186,11 @@ py::object export_components_entry(PyObject *const *args) {
   bool plain = true;
   const bool sharded = !rows.is_none() || !cols.is_none();
   const int blk = choice("block", block, kBlocks);
-  mxfp8_shard shard = MXFP8_SHARD_INIT;
-  std::optional<std::vector<int64_t>> row_pieces;
+  std::optional<ShardList> shard;
   if (sharded) {
     plain = false;
     if (blk != 0) throw py::value_error("rows / cols: a shard exports the stored per-32 scales, so block must be \"1x32\"");
-    py::dict f = py::module_::import("mxfp8._shard").attr("shard_fields")(rows, cols);
-    if (!f["row_pieces"].is_none()) row_pieces = f["row_pieces"].cast<std::vector<int64_t>>();
-    shard = shard_of(f["row_begin"].cast<int64_t>(), f["row_end"].cast<int64_t>(), f["col_begin"].cast<int64_t>(),
-                     f["col_end"].cast<int64_t>(), row_pieces);
+    shard.emplace(std::vector<py::object>{py::module_::import("mxfp8._shard").attr("shard_fields")(rows, cols)}, 1);
   }
   const int vd = choice("values_dtype", values_dtype, kValuesDtypes);
   const int sd = choice("scales_dtype", scales_dtype, kScalesDtypes);
@@ -1233,7 +1211,7 @@ py::object export_components_entry(PyObject *const *args) {
   o.scales_dtype = sd;
   o.padded_scales = copy ? MXFP8_PADDED_SCALES_COPY : MXFP8_PADDED_SCALES_STRIDED_VIEW;
   o.scales_granularity = blk == 1 ? MXFP8_SCALES_PER_32X32 : MXFP8_SCALES_PER_32;
-  if (sharded) o.shard = &shard;
+  if (shard) o.shard = shard->data()[0];
   o.stream = reinterpret_cast<void *>(call.ex.stream);
   py::object allocator = call.allocator();
   choose_allocator(o, call.ex, allocator);
@@ -1713,14 +1691,13 @@ class Nvfp4Tensor : public Handle {
 
   // (values, scales, global_scale): mxfp8_export_components, then mxfp8_export_global_scale, with the same
   // options (values_dtype / scales_dtype as mxfp8_values_dtype / mxfp8_scales_dtype: FP8 (0) is float4 and
-  // E8M0 (1) float8_e4m3fn for NVFP4); stream None: the framework's current stream in exchange mode. With
-  // `sharded`, options.shard of the row and column ranges given as Tensor::export_shard takes them.
+  // E8M0 (1) float8_e4m3fn for NVFP4); stream None: the framework's current stream in exchange mode.
+  // shard: None, or options.shard as _shard.shard_fields gives it.
   py::tuple export_components(int direction, int values_dtype, int scales_dtype, bool contiguous, int global_scale,
-                              py::object stream, bool sharded, int64_t row_begin, int64_t row_end, int64_t col_begin,
-                              int64_t col_end, std::optional<std::vector<int64_t>> row_pieces) {
-    const mxfp8_shard shard = shard_of(row_begin, row_end, col_begin, col_end, row_pieces);
+                              py::object stream, py::object shard) {
+    const ShardList shards(shard.is_none() ? std::nullopt : std::optional<std::vector<py::object>>({shard}), 1);
     mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
-    if (sharded) o.shard = &shard;
+    if (shards.data()) o.shard = shards.data()[0];
     o.direction = direction;
     o.values_dtype = values_dtype;
     o.scales_dtype = scales_dtype;
@@ -1971,9 +1948,7 @@ PYBIND11_MODULE(_mxfp8, m) {
            py::arg("stream") = py::none(), py::arg("exchange") = false)
       .def("export_components", &Nvfp4Tensor::export_components, py::kw_only(), py::arg("direction") = 0,
            py::arg("values_dtype") = 0, py::arg("scales_dtype") = 0, py::arg("contiguous") = true,
-           py::arg("global_scale") = 0, py::arg("stream") = py::none(), py::arg("sharded") = false,
-           py::arg("row_begin") = 0, py::arg("row_end") = MXFP8_SHARD_END, py::arg("col_begin") = 0,
-           py::arg("col_end") = MXFP8_SHARD_END, py::arg("row_pieces") = py::none())
+           py::arg("global_scale") = 0, py::arg("stream") = py::none(), py::arg("shard") = py::none())
       .def("dequantize", &Nvfp4Tensor::dequantize, py::arg("direction"), py::arg("output"),
            py::arg("stream") = py::none(), py::arg("dlpack_stream") = py::none(), py::arg("bfloat16_bits") = false);
   m.def("bucket_plan", &bucket_plan, py::arg("tensors"), py::arg("direction") = 0, py::arg("alignment") = 256,
