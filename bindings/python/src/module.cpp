@@ -246,10 +246,11 @@ int call_python_allocator(DLTensor *prototype, DLManagedTensorVersioned **out, v
   return -1;
 }
 
-// Runs `call` with `allocator` (a Python callable or None) as the one call_python_allocator uses; raises
-// what the binding refused of the allocator's results.
+// Runs `call` with `allocator` (a Python callable, or None: none) as the one call_python_allocator uses;
+// raises what the binding refused of the allocator's results.
 template <class Call>
 mxfp8_status with_allocator(py::object &allocator, Call call) {
+  if (allocator.is_none()) return call();
   py::object *previous = current_allocator;
   std::string *previous_refusal = allocator_refusal;
   std::string refusal;
@@ -262,26 +263,38 @@ mxfp8_status with_allocator(py::object &allocator, Call call) {
   return status;
 }
 
-// Who allocates the library's copies: the framework's C allocator in exchange mode (but for pinned host
-// memory, which it may not make), else the Python callable `allocator` when given, else the library.
+// Whether the framework's C allocator makes the library's copies: in exchange mode, but for pinned host
+// memory, which it may not make.
+bool framework_allocates(const Exchange &ex) { return ex.api && ex.device.device_type != kDLCUDAHost; }
+
+// Who allocates the library's copies: the framework (framework_allocates), else the Python callable
+// `allocator` when given, else the library.
 template <class Options>
 void choose_allocator(Options &o, const Exchange &ex, const py::object &allocator) {
-  if (ex.api && ex.device.device_type != kDLCUDAHost)
+  if (framework_allocates(ex))
     o.allocator = ex.api->managed_tensor_allocator;  // the same signature as ours (DLPack's allocator)
   else if (!allocator.is_none())
     o.allocator = call_python_allocator;
 }
 
-// Runs one export call on `ex`'s stream with its allocator, into two results.
-template <class Call>
-py::tuple export_with(mxfp8_export_options &o, const Exchange &ex, py::object allocator, Call call) {
+// Runs one export call on `ex`'s stream with its allocator (choose_allocator's), into two results that
+// `back` hands back (hand_back's by default).
+template <class Call, class Back>
+std::pair<py::object, py::object> export_pair(mxfp8_export_options &o, const Exchange &ex, py::object &allocator,
+                                              Call call, Back back) {
   o.stream = reinterpret_cast<void *>(ex.stream);
   choose_allocator(o, ex, allocator);
   DLManagedTensorVersioned *values = nullptr, *scales = nullptr;
   check(with_allocator(allocator, [&] { return call(&values, &scales); }));
-  TakenTensor scales_owner{scales};  // freed if handing the values back fails
-  py::object v = hand_back(ex, values);
-  return py::make_tuple(v, hand_back(ex, scales_owner.release()));
+  TakenTensor values_owner{values}, scales_owner{scales};  // freed if handing one back fails
+  py::object v = back(values_owner.release());
+  return {std::move(v), back(scales_owner.release())};
+}
+
+template <class Call>
+py::tuple export_with(mxfp8_export_options &o, const Exchange &ex, py::object allocator, Call call) {
+  auto [v, s] = export_pair(o, ex, allocator, call, [&](DLManagedTensorVersioned *m) { return hand_back(ex, m); });
+  return py::make_tuple(v, s);
 }
 
 // The Exchange of a call on a handle made in exchange mode (`api`, on `device`): the framework's current
@@ -1033,7 +1046,7 @@ class Call {
   // Who makes the library's copies when not the framework's C allocator: torch_allocator's (None: the
   // library's own).
   py::object allocator() {
-    if (ex.api && ex.device.device_type != kDLCUDAHost) return py::none();
+    if (framework_allocates()) return py::none();
     return torch_allocator(torch(), first_);
   }
 
@@ -1061,7 +1074,7 @@ class Call {
     if (!obj.is_none() && !(ex.api && exchange_api_of(obj) == ex.api)) out_device(name, obj);
   }
 
-  bool framework_allocates() const { return ex.api && ex.device.device_type != kDLCUDAHost; }
+  bool framework_allocates() const { return ::framework_allocates(ex); }
   int64_t device_type() const { return device_.first; }
   bool cuda() const { return is_cuda(device_); }
   py::handle first() const { return first_; }
@@ -1171,12 +1184,6 @@ void set_result_types(py::handle components_class, py::handle quantized_class, p
   }
 }
 
-// Runs `call` with `allocator` (None: no Python allocator) as call_python_allocator's.
-template <class Run>
-mxfp8_status run_with(py::object &allocator, Run run) {
-  return allocator.is_none() ? run() : with_allocator(allocator, run);
-}
-
 // export_components(data, scale_inv, shape, fp8_dtype, swizzled, direction, values_dtype, scales_dtype,
 // contiguous, block, stream, rows, cols): a Components.
 py::object export_components_entry(PyObject *const *args) {
@@ -1212,14 +1219,13 @@ py::object export_components_entry(PyObject *const *args) {
   o.padded_scales = copy ? MXFP8_PADDED_SCALES_COPY : MXFP8_PADDED_SCALES_STRIDED_VIEW;
   o.scales_granularity = blk == 1 ? MXFP8_SCALES_PER_32X32 : MXFP8_SCALES_PER_32;
   if (shard) o.shard = shard->data()[0];
-  o.stream = reinterpret_cast<void *>(call.ex.stream);
   py::object allocator = call.allocator();
-  choose_allocator(o, call.ex, allocator);
-  DLManagedTensorVersioned *values = nullptr, *scales = nullptr;
-  check(run_with(allocator, [&] { return mxfp8_export_components(tensor.get(), &o, &values, &scales); }));
-  TakenTensor values_owner{values}, scales_owner{scales};  // freed if handing one back fails
-  py::object v = call.result(values_owner.release());
-  py::object s = call.result(scales_owner.release());
+  auto [v, s] = export_pair(
+      o, call.ex, allocator,
+      [&](DLManagedTensorVersioned **v, DLManagedTensorVersioned **s) {
+        return mxfp8_export_components(tensor.get(), &o, v, s);
+      },
+      [&](DLManagedTensorVersioned *m) { return call.result(m); });
   if (call.plain) ++fast_exports;
   return named_tuple(components_type, {&v, &s});
 }
@@ -1259,7 +1265,7 @@ py::object quantize_entry(PyObject *const *args) {
   }
   if (given_allocator.is_none()) choose_allocator(o, call.ex, allocator);
   DLManagedTensorVersioned *out[4] = {};
-  check(run_with(allocator, [&] {
+  check(with_allocator(allocator, [&] {
     return mxfp8_quantize(taken[0].tensor(), &o, row ? &out[0] : nullptr, row ? &out[1] : nullptr,
                           col ? &out[2] : nullptr, col ? &out[3] : nullptr);
   }));
@@ -1705,7 +1711,7 @@ class Nvfp4Tensor : public Handle {
     o.global_scale = global_scale;
     const Exchange ex = exchange_for(api_, device_, stream);
     o.stream = reinterpret_cast<void *>(ex.stream);
-    if (ex.api && ex.device.device_type != kDLCUDAHost) o.allocator = ex.api->managed_tensor_allocator;
+    choose_allocator(o, ex, py::none());
     DLManagedTensorVersioned *out[3] = {nullptr, nullptr, nullptr};
     check(mxfp8_export_components(handle_, &o, &out[0], &out[1]));
     TakenTensor owners[3] = {{out[0]}, {out[1]}, {nullptr}};  // freed if the global scale or a hand-back fails
