@@ -62,8 +62,7 @@ class Nvfp4Tensor:
     ) -> tuple[Any, Any, Any]: ...  # Arrays, or the framework's tensors (exchange mode)
     def dequantize(
         self, direction: int, output: Any, stream: Optional[int] = None, dlpack_stream: Optional[int] = None,
-        bfloat16_bits: bool = False,
-    ) -> None: ...
+    ) -> None: ...  # a NumPy bfloat16 output (ml_dtypes) is taken as its uint16 bits
 
 class Plan:
     """A prepared transfer (an mxfp8_plan) and the objects it writes: mxfp8.Plan's core."""
@@ -94,8 +93,8 @@ def prepare_bucket(
 def nvfp4_quantize(
     inputs: Sequence[Any], values: Sequence[Any], scales: Sequence[Any], amax: Any, *, fused: bool, amax_scope: int,
     amax_mode: int, four_over_six: int, e4m3_max: int, layout: int, direction: int = 0, stream: Optional[int] = None,
-    dlpack_stream: Optional[int] = None, bfloat16_bits: bool = False,
-) -> None: ...  # writes values, scales (and amax when computed) in place
+    dlpack_stream: Optional[int] = None,
+) -> None: ...  # NumPy bfloat16 inputs (ml_dtypes) are taken as their uint16 bits; writes values, scales (and amax when computed) in place
 def import_bucket(
     bucket: Any, manifest: Sequence[Mapping[str, Any]], params: Mapping[Any, Any], layout: int, layouts: dict[str, int],
     scale_fixup: int, stream: Optional[int], dlpack_stream: Any, prepare: bool, shards: Optional[Sequence[Any]] = None,

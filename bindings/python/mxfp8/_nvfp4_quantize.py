@@ -5,7 +5,6 @@ from typing import Any, List, NamedTuple, Optional, Sequence
 
 from . import _args, _mxfp8
 from ._api import _choice, _inputs
-from ._quantize import _numpy_bfloat16_as_bits
 
 _SCALE_LAYOUTS = {"compact": 0, "padded": 1, "swizzled": 2}
 _FOUR_OVER_SIX = {"off": 0, "mae": 1, "mse": 2}
@@ -111,11 +110,9 @@ def nvfp4_quantize(
     mode = _AMAX_GIVEN if amax is not None else _AMAX_COMPUTE
     if amax is None:
         amax = _empty(inputs, x, (lines if per_row else 1,), "float32")
-    x, bfloat16_bits = _numpy_bfloat16_as_bits(x)
     _mxfp8.nvfp4_quantize([x], [values], [scale_buffer], amax, fused=False,
                           amax_scope=_AMAX_PER_ROW if per_row else _AMAX_PER_TENSOR, amax_mode=mode,
-                          direction=int(columnwise),
-                          stream=inputs.stream, dlpack_stream=inputs.dlpack_stream, bfloat16_bits=bfloat16_bits,
+                          direction=int(columnwise), stream=inputs.stream, dlpack_stream=inputs.dlpack_stream,
                           **options)
     return NVFP4Quantized(values, scale_buffer, amax)
 
@@ -146,8 +143,7 @@ def nvfp4_quantize_fused(
     if amax is not None:
         named["amax"] = amax
     inputs = _inputs(stream, **named)
-    values, scale_buffers, xs = [], [], []
-    bfloat16_bits = None
+    values, scale_buffers = [], []
     for i, s in enumerate(shards):
         shape = tuple(int(d) for d in s.shape)
         if len(shape) < 1:
@@ -155,15 +151,10 @@ def nvfp4_quantize_fused(
         values_shape, scales_shape, _ = _shapes(shape, scales, columnwise)
         values.append(_empty(inputs, s, values_shape, "uint8"))
         scale_buffers.append(_empty(inputs, s, scales_shape, "uint8"))
-        x, bits = _numpy_bfloat16_as_bits(s)
-        if bfloat16_bits is not None and bits != bfloat16_bits:
-            raise ValueError(f"shards[{i}]: dtype differs from shards[0]'s: fused shards share one dtype")
-        bfloat16_bits = bits
-        xs.append(x)
     mode = _AMAX_GIVEN if amax is not None else _AMAX_COMPUTE
     if amax is None:
         amax = _empty(inputs, shards[0], (1,), "float32")
-    _mxfp8.nvfp4_quantize(xs, values, scale_buffers, amax, fused=True, amax_scope=_AMAX_PER_TENSOR, amax_mode=mode,
-                          direction=int(columnwise), stream=inputs.stream, dlpack_stream=inputs.dlpack_stream, bfloat16_bits=bool(bfloat16_bits),
+    _mxfp8.nvfp4_quantize(shards, values, scale_buffers, amax, fused=True, amax_scope=_AMAX_PER_TENSOR, amax_mode=mode,
+                          direction=int(columnwise), stream=inputs.stream, dlpack_stream=inputs.dlpack_stream,
                           **options)
     return [NVFP4Quantized(v, s, amax) for v, s in zip(values, scale_buffers)]

@@ -106,16 +106,6 @@ def dequantize(
     return _dequantize(data, scale_inv, shape, fp8_dtype, swizzled, direction, block, dtype, out, stream)
 
 
-def _numpy_bfloat16_as_bits(a: Any):
-    """NumPy cannot export ml_dtypes' bfloat16 through DLPack: pass its bits, and say so."""
-    dtype = getattr(a, "dtype", None)
-    if type(a).__module__ == "numpy" and getattr(dtype, "name", "") == "bfloat16":
-        import numpy
-
-        return a.view(numpy.uint16), True
-    return a, False
-
-
 def _empty(torch, cuda: bool, like: Any, shape: tuple, dtype: str) -> Any:
     if torch is not None:
         return torch.empty(shape, dtype=getattr(torch, dtype), device=like.device)

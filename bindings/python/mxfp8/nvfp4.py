@@ -16,7 +16,7 @@ from typing import Any, NamedTuple, Optional, Sequence
 
 from . import _args, _mxfp8, _shard
 from ._api import _DIRECTIONS, _as_torch, _choice, _flag, _inputs
-from ._quantize import _OUTPUT_DTYPES, _empty, _numpy_bfloat16_as_bits
+from ._quantize import _OUTPUT_DTYPES, _empty
 
 # mxfp8_values_dtype / mxfp8_scales_dtype, read per format: MXFP8_VALUES_FP8 (0) is NVFP4's own float4_e2m1fn,
 # MXFP8_SCALES_E8M0 (1) its float8_e4m3fn scale type.
@@ -163,9 +163,7 @@ def dequantize(
     tensor = _tensor(data, scale_inv, amax, shape, swizzled, direction, e4m3_max, inputs)
     if out is None:
         out = _empty(inputs.torch, inputs.cuda, data, _stored_shape(data, shape, column), dtype)
-    target, bfloat16_bits = _numpy_bfloat16_as_bits(out)
-    tensor.dequantize(_DIRECTIONS[direction], target, stream=inputs.stream, dlpack_stream=inputs.dlpack_stream,
-                      bfloat16_bits=bfloat16_bits)
+    tensor.dequantize(_DIRECTIONS[direction], out, stream=inputs.stream, dlpack_stream=inputs.dlpack_stream)
     return out
 
 

@@ -605,13 +605,29 @@ std::unique_ptr<Plan> prepare_fill(const std::vector<const mxfp8_tensor *> &tens
   return std::make_unique<Plan>(p, std::move(taken), ex, std::move(pins));
 }
 
-// NumPy cannot export bfloat16 (ml_dtypes) through DLPack: such arrays come as their uint16 bits, with
-// `bfloat16_bits` set, and are relabelled here.
+// NumPy cannot export ml_dtypes' bfloat16 through DLPack: such an array goes as its uint16 bits (the
+// second member says so), relabelled by relabel_bfloat16 once taken.
+std::pair<py::object, bool> numpy_bfloat16_as_bits(py::handle a) {
+  py::object obj = py::reinterpret_borrow<py::object>(a);
+  if (py::str(py::type::of(a).attr("__module__")).cast<std::string>() != "numpy") return {obj, false};
+  py::object dtype = py::getattr(a, "dtype", py::none());
+  if (py::str(py::getattr(dtype, "name", py::str(""))).cast<std::string>() != "bfloat16") return {obj, false};
+  return {obj.attr("view")(py::module_::import("numpy").attr("uint16")), true};
+}
+
 void relabel_bfloat16(DLTensor *t, bool bfloat16_bits) {
   if (!bfloat16_bits) return;
   if (t->dtype.code != kDLUInt || t->dtype.bits != 16 || t->dtype.lanes != 1)
     throw py::value_error("bfloat16_bits needs a uint16 array");
   t->dtype = DLDataType{kDLBfloat, 16, 1};
+}
+
+// take() of an object that may be such a NumPy bfloat16 array.
+std::unique_ptr<TakenTensor> take_bfloat16(py::handle obj, const char *name, Exchange &ex, Access access) {
+  auto [bits, bfloat16_bits] = numpy_bfloat16_as_bits(obj);
+  auto taken = take(bits, name, ex, access);
+  relabel_bfloat16(taken->tensor(), bfloat16_bits);
+  return taken;
 }
 
 // quantize's four results for Python (None where not asked for); none leaks if one fails.
@@ -641,7 +657,7 @@ void hand_back_all(DLManagedTensorVersioned *(&out)[4], py::object (&result)[4],
 void nvfp4_quantize(const std::vector<py::object> &inputs, const std::vector<py::object> &values,
                     const std::vector<py::object> &scales, py::object amax, bool fused, int amax_scope, int amax_mode,
                     int four_over_six, int e4m3_max, int layout, int direction, py::object stream,
-                    py::object dlpack_stream, bool bfloat16_bits) {
+                    py::object dlpack_stream) {
   if (inputs.empty() || inputs.size() != values.size() || inputs.size() != scales.size())
     throw py::value_error("nvfp4_quantize: inputs, values and scales must be non-empty and of one length");
   mxfp8_nvfp4_quantize_options o = MXFP8_NVFP4_QUANTIZE_OPTIONS_INIT;
@@ -656,9 +672,8 @@ void nvfp4_quantize(const std::vector<py::object> &inputs, const std::vector<py:
   std::vector<DLTensor *> in, v, s;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const std::string n = fused ? "[" + std::to_string(i) + "]" : "";
-    taken.push_back(take(inputs[i], ("x" + n).c_str(), ex, Access::Read));
+    taken.push_back(take_bfloat16(inputs[i], ("x" + n).c_str(), ex, Access::Read));
     in.push_back(&taken.back()->managed->dl_tensor);
-    relabel_bfloat16(in.back(), bfloat16_bits);
     taken.push_back(take(values[i], ("values" + n).c_str(), ex, Access::Write));
     v.push_back(&taken.back()->managed->dl_tensor);
     taken.push_back(take(scales[i], ("scales" + n).c_str(), ex, Access::Write));
@@ -1091,16 +1106,6 @@ class Call {
   bool torch_known_ = false;
   py::object torch_;
 };
-
-// NumPy cannot export ml_dtypes' bfloat16 through DLPack: such an array goes as its uint16 bits (the
-// second member says so), relabelled by relabel_bfloat16 once taken.
-std::pair<py::object, bool> numpy_bfloat16_as_bits(py::handle a) {
-  py::object obj = py::reinterpret_borrow<py::object>(a);
-  if (py::str(py::type::of(a).attr("__module__")).cast<std::string>() != "numpy") return {obj, false};
-  py::object dtype = py::getattr(a, "dtype", py::none());
-  if (py::str(py::getattr(dtype, "name", py::str(""))).cast<std::string>() != "bfloat16") return {obj, false};
-  return {obj.attr("view")(py::module_::import("numpy").attr("uint16")), true};
-}
 
 struct ReleaseTensor {
   void operator()(mxfp8_tensor *t) const { mxfp8_tensor_release(t); }
@@ -1723,15 +1728,12 @@ class Nvfp4Tensor : public Handle {
   }
 
   // mxfp8_dequantize into the DLPack object `output` (float32 or bfloat16).
-  void dequantize(int direction, py::object output, py::object stream, py::object dlpack_stream, bool bfloat16_bits) {
+  void dequantize(int direction, py::object output, py::object stream, py::object dlpack_stream) {
     mxfp8_dequantize_options o = MXFP8_DEQUANTIZE_OPTIONS_INIT;
     o.direction = direction;
     Exchange ex = exchange_for(api_, device_, stream, dlpack_stream);
     o.stream = reinterpret_cast<void *>(ex.stream);
-    with_borrowed(output, "out", ex, Access::Write, [&](DLTensor *out) {
-      relabel_bfloat16(out, bfloat16_bits);
-      check(mxfp8_dequantize(handle_, &o, out));
-    });
+    check(mxfp8_dequantize(handle_, &o, take_bfloat16(output, "out", ex, Access::Write)->tensor()));
   }
 
  private:
@@ -1877,7 +1879,7 @@ PYBIND11_MODULE(_mxfp8, m) {
   m.def("nvfp4_quantize", &nvfp4_quantize, py::arg("inputs"), py::arg("values"), py::arg("scales"), py::arg("amax"),
         py::kw_only(), py::arg("fused"), py::arg("amax_scope"), py::arg("amax_mode"), py::arg("four_over_six"),
         py::arg("e4m3_max"), py::arg("layout"), py::arg("direction") = 0, py::arg("stream") = py::none(),
-        py::arg("dlpack_stream") = py::none(), py::arg("bfloat16_bits") = false,
+        py::arg("dlpack_stream") = py::none(),
         "mxfp8_nvfp4_quantize_into into caller buffers");
 
   py::class_<Grouped>(m, "Grouped", "An mxfp8_grouped_tensor handle over flat DLPack inputs.")
@@ -1956,7 +1958,7 @@ PYBIND11_MODULE(_mxfp8, m) {
            py::arg("values_dtype") = 0, py::arg("scales_dtype") = 0, py::arg("contiguous") = true,
            py::arg("global_scale") = 0, py::arg("stream") = py::none(), py::arg("shard") = py::none())
       .def("dequantize", &Nvfp4Tensor::dequantize, py::arg("direction"), py::arg("output"),
-           py::arg("stream") = py::none(), py::arg("dlpack_stream") = py::none(), py::arg("bfloat16_bits") = false);
+           py::arg("stream") = py::none(), py::arg("dlpack_stream") = py::none());
   m.def("bucket_plan", &bucket_plan, py::arg("tensors"), py::arg("direction") = 0, py::arg("alignment") = 256,
         py::arg("shards") = py::none(),
         "mxfp8_bucket_parts over Tensor and Nvfp4Tensor handles (shards: None, or per tensor None or a shard): "
