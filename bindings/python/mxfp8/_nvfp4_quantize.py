@@ -5,6 +5,7 @@ from typing import Any, List, NamedTuple, Optional, Sequence
 
 from . import _args, _mxfp8
 from ._api import _choice, _inputs
+from ._quantize import _empty
 
 _SCALE_LAYOUTS = {"compact": 0, "padded": 1, "swizzled": 2}
 _FOUR_OVER_SIX = {"off": 0, "mae": 1, "mse": 2}
@@ -39,21 +40,6 @@ def _shapes(shape: tuple, layout: str, columnwise: bool):
     c = -(-k // 16)
     scales = tuple(lead) + (c,) if layout == "compact" else (_args.round_up(m, 128), _args.round_up(c, 4))
     return tuple(lead) + (-(-k // 2),), scales, m
-
-
-def _empty(inputs, like: Any, shape: tuple, dtype: str) -> Any:
-    torch = inputs.torch
-    if torch is not None:
-        return torch.empty(shape, dtype=getattr(torch, dtype), device=like.device)
-    if not inputs.cuda:
-        import numpy
-
-        return numpy.empty(shape, dtype=getattr(numpy, dtype))
-    try:
-        import cupy
-    except ImportError:
-        raise TypeError("CUDA inputs that are not torch tensors need CuPy for the outputs") from None
-    return cupy.empty(shape, dtype=getattr(cupy, dtype))
 
 
 def _options(four_over_six: Optional[str], e4m3_max: int, scales: str) -> dict:
@@ -105,11 +91,11 @@ def nvfp4_quantize(
     if len(shape) < 1:
         raise ValueError("x is 0-dimensional: quantizing needs a last dimension K to block")
     values_shape, scales_shape, lines = _shapes(shape, scales, columnwise)
-    values = _empty(inputs, x, values_shape, "uint8")
-    scale_buffer = _empty(inputs, x, scales_shape, "uint8")
+    values = _empty(inputs.torch, inputs.cuda, x, values_shape, "uint8")
+    scale_buffer = _empty(inputs.torch, inputs.cuda, x, scales_shape, "uint8")
     mode = _AMAX_GIVEN if amax is not None else _AMAX_COMPUTE
     if amax is None:
-        amax = _empty(inputs, x, (lines if per_row else 1,), "float32")
+        amax = _empty(inputs.torch, inputs.cuda, x, (lines if per_row else 1,), "float32")
     _mxfp8.nvfp4_quantize([x], [values], [scale_buffer], amax, fused=False,
                           amax_scope=_AMAX_PER_ROW if per_row else _AMAX_PER_TENSOR, amax_mode=mode,
                           direction=int(columnwise), stream=inputs.stream, dlpack_stream=inputs.dlpack_stream,
@@ -149,11 +135,11 @@ def nvfp4_quantize_fused(
         if len(shape) < 1:
             raise ValueError(f"shards[{i}] is 0-dimensional: quantizing needs a last dimension K to block")
         values_shape, scales_shape, _ = _shapes(shape, scales, columnwise)
-        values.append(_empty(inputs, s, values_shape, "uint8"))
-        scale_buffers.append(_empty(inputs, s, scales_shape, "uint8"))
+        values.append(_empty(inputs.torch, inputs.cuda, s, values_shape, "uint8"))
+        scale_buffers.append(_empty(inputs.torch, inputs.cuda, s, scales_shape, "uint8"))
     mode = _AMAX_GIVEN if amax is not None else _AMAX_COMPUTE
     if amax is None:
-        amax = _empty(inputs, shards[0], (1,), "float32")
+        amax = _empty(inputs.torch, inputs.cuda, shards[0], (1,), "float32")
     _mxfp8.nvfp4_quantize(shards, values, scale_buffers, amax, fused=True, amax_scope=_AMAX_PER_TENSOR, amax_mode=mode,
                           direction=int(columnwise), stream=inputs.stream, dlpack_stream=inputs.dlpack_stream,
                           **options)

@@ -107,13 +107,15 @@ def dequantize(
 
 
 def _empty(torch, cuda: bool, like: Any, shape: tuple, dtype: str) -> Any:
+    """A new `dtype` array (a torch / NumPy name) of `shape` next to `like`: torch's for a torch input,
+    NumPy's on the host (bfloat16 through ml_dtypes), CuPy's for other CUDA inputs."""
     if torch is not None:
         return torch.empty(shape, dtype=getattr(torch, dtype), device=like.device)
     if not cuda:
         import numpy
 
-        if dtype == "float32":
-            return numpy.empty(shape, dtype=numpy.float32)
+        if dtype != "bfloat16":
+            return numpy.empty(shape, dtype=getattr(numpy, dtype))
         try:
             import ml_dtypes
         except ImportError:
@@ -122,7 +124,8 @@ def _empty(torch, cuda: bool, like: Any, shape: tuple, dtype: str) -> Any:
     try:
         import cupy
     except ImportError:
-        raise TypeError("pass out= for CUDA inputs that are not torch tensors (or install CuPy)") from None
-    if dtype != "float32":
+        raise TypeError("the outputs of CUDA inputs that are not torch tensors need CuPy: install it, or pass out= "
+                        "where the call takes one") from None
+    if dtype == "bfloat16":
         raise ValueError("CuPy has no bfloat16: use dtype='float32' or pass out=")
-    return cupy.empty(shape, dtype=cupy.float32)
+    return cupy.empty(shape, dtype=getattr(cupy, dtype))
