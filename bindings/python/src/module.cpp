@@ -501,20 +501,18 @@ struct TensorTransfer {
   // The plan's rows as the desc's parts: the values and scales parts, and (NVFP4) the amax part. An NVFP4
   // row's E4M3_MAX, which the receiver's manifest carries, must be its tensor's (`e4m3_maxes`, 0 at MXFP8
   // entries): the transfer itself reads it from the tensor, so a row that disagrees would go unnoticed.
-  void set_parts(const std::vector<EntryRow> &plan, const std::vector<Nvfp4Row> *nvfp4_plan,
-                 const std::vector<int32_t> &e4m3_maxes = {}) {
-    if (nvfp4_plan && nvfp4_plan->size() != plan.size())
-      throw py::value_error("the plan's lists must have one entry per tensor");
-    for (size_t i = 0; nvfp4_plan && i < plan.size() && i < e4m3_maxes.size(); ++i)
-      if (e4m3_maxes[i] != 0 && std::get<2>((*nvfp4_plan)[i]) != e4m3_maxes[i])
+  void set_parts(const std::vector<EntryRow> &plan, const std::vector<Nvfp4Row> &nvfp4_plan,
+                 const std::vector<int32_t> &e4m3_maxes) {
+    if (nvfp4_plan.size() != plan.size()) throw py::value_error("the plan's lists must have one entry per tensor");
+    for (size_t i = 0; i < plan.size() && i < e4m3_maxes.size(); ++i)
+      if (e4m3_maxes[i] != 0 && std::get<2>(nvfp4_plan[i]) != e4m3_maxes[i])
         throw py::value_error("nvfp4_plan[" + std::to_string(i) + "] gives e4m3_max " +
-                              std::to_string(std::get<2>((*nvfp4_plan)[i])) + ", tensors[" + std::to_string(i) +
+                              std::to_string(std::get<2>(nvfp4_plan[i])) + ", tensors[" + std::to_string(i) +
                               "] has " + std::to_string(e4m3_maxes[i]) + ": plan the bucket for these tensors");
     parts.clear();
     for (size_t i = 0; i < plan.size(); ++i) {
       const auto &[vo, vb, so, sb] = plan[i];
-      const uint64_t ao = nvfp4_plan ? std::get<0>((*nvfp4_plan)[i]) : 0, ab = nvfp4_plan ? std::get<1>((*nvfp4_plan)[i]) : 0;
-      parts.push_back(mxfp8_bucket_part{vo, vb, so, sb, ao, ab});
+      parts.push_back(mxfp8_bucket_part{vo, vb, so, sb, std::get<0>(nvfp4_plan[i]), std::get<1>(nvfp4_plan[i])});
     }
     desc.parts_out = parts.data();
   }
@@ -534,20 +532,22 @@ struct TensorTransfer {
   }
 };
 
-// Borrows a DLPack object's tensor for the length of one call.
-template <class Call>
-void with_borrowed(py::handle obj, const char *name, Exchange &ex, Access access, Call call) {
-  auto taken = take(obj, name, ex, access);
-  call(&taken->managed->dl_tensor);
-}
-
-// Fills the bucket of `t` at the plan's parts, on the stream `ex` resolved.
-void fill_bucket(TensorTransfer &t, py::object bucket, const std::string &bucket_name, Exchange &ex) {
-  with_borrowed(bucket, bucket_name.c_str(), ex, Access::Write, [&](DLTensor *b) {
-    t.desc.bucket_out = b;
-    check(mxfp8_transfer(&t.desc, reinterpret_cast<void *>(ex.stream)));
-  });
-}
+// What a Plan keeps of the objects it writes: each taken (the desc points at its tensor) and, for a view,
+// its storage (storage_of) held.
+struct PlanDestinations {
+  std::vector<std::unique_ptr<TakenTensor>> taken;
+  std::vector<py::object> pins;
+  DLTensor *add(py::handle obj, const std::string &name, Exchange &ex) {
+    if (py::object storage = storage_of(obj); !storage.is_none()) pins.push_back(std::move(storage));
+    taken.push_back(take(obj, name.c_str(), ex, Access::Write));
+    return taken.back()->tensor();
+  }
+  std::unique_ptr<Plan> prepare(const mxfp8_transfer_desc &desc, const Exchange &ex) {
+    mxfp8_plan *plan = nullptr;
+    check(mxfp8_transfer_prepare(&desc, &plan));
+    return std::make_unique<Plan>(plan, std::move(taken), ex, std::move(pins));
+  }
+};
 
 // The prepared transfers from tensors (a Plan: checked once, each run one launch on the framework's current
 // stream in exchange mode, else on the given stream), keeping each destination taken; the tensors are held
@@ -564,45 +564,15 @@ std::unique_ptr<Plan> prepare_export(const std::vector<Tensor *> &tensors, const
                           " destinations");
   if (names && names->size() != destinations.size()) throw py::value_error("names must have one entry per destination");
   Exchange ex = exchange_for(tensors[0]->api(), tensors[0]->device(), py::none(), std::move(dlpack_stream));
-  std::vector<std::unique_ptr<TakenTensor>> taken;
-  std::vector<py::object> pins;
+  PlanDestinations kept;
   std::vector<DLTensor *> dls;
-  for (size_t i = 0; i < destinations.size(); ++i) {
-    const std::string name = names ? (*names)[i] : "destinations[" + std::to_string(i) + "]";
-    if (py::object storage = storage_of(destinations[i]); !storage.is_none()) pins.push_back(std::move(storage));
-    taken.push_back(take(destinations[i], name.c_str(), ex, Access::Write));
-    dls.push_back(taken.back()->tensor());
-  }
+  for (size_t i = 0; i < destinations.size(); ++i)
+    dls.push_back(kept.add(destinations[i], names ? (*names)[i] : "destinations[" + std::to_string(i) + "]", ex));
   const auto h = handles(tensors);
   const ShardList whole(std::nullopt, h.size());
   TensorTransfer t(h, direction, whole);
   t.to_scales(dls);
-  mxfp8_plan *plan = nullptr;
-  check(mxfp8_transfer_prepare(&t.desc, &plan));
-  return std::make_unique<Plan>(plan, std::move(taken), ex, std::move(pins));
-}
-
-// A bucket fill: `tensors` (handles of either format, api and device those of the first) into `bucket` at
-// the parts of `plan` (and, NVFP4, `nvfp4_plan`); with `shards`, each tensor's shard.
-std::unique_ptr<Plan> prepare_fill(const std::vector<const mxfp8_tensor *> &tensors, const DLPackExchangeAPI *api,
-                                   DLDevice device, const std::vector<EntryRow> &plan,
-                                   const std::vector<Nvfp4Row> *nvfp4_plan, py::object bucket, int direction,
-                                   py::object dlpack_stream, const std::string &bucket_name,
-                                   const std::optional<std::vector<py::object>> &shards,
-                                   const std::vector<int32_t> &e4m3_maxes = {}) {
-  if (tensors.empty()) throw py::value_error("tensors is empty: nothing to prepare");
-  Exchange ex = exchange_for(api, device, py::none(), std::move(dlpack_stream));
-  std::vector<std::unique_ptr<TakenTensor>> taken;
-  std::vector<py::object> pins;
-  if (py::object storage = storage_of(bucket); !storage.is_none()) pins.push_back(std::move(storage));
-  taken.push_back(take(bucket, bucket_name.c_str(), ex, Access::Write));
-  const ShardList shard_list(shards, tensors.size());
-  TensorTransfer t(tensors, direction, shard_list);
-  t.set_parts(plan, nvfp4_plan, e4m3_maxes);
-  t.desc.bucket_out = taken.back()->tensor();
-  mxfp8_plan *p = nullptr;
-  check(mxfp8_transfer_prepare(&t.desc, &p));
-  return std::make_unique<Plan>(p, std::move(taken), ex, std::move(pins));
+  return kept.prepare(t.desc, ex);
 }
 
 // NumPy cannot export ml_dtypes' bfloat16 through DLPack: such an array goes as its uint16 bits (the
@@ -1805,26 +1775,40 @@ std::vector<uint64_t> bucket_entry_bytes(const py::list &tensors, int direction,
   return bytes;
 }
 
+// A bucket fill: `tensors` (their exchange API and device those of the first) into a bucket at the parts of
+// `plan` and `nvfp4_plan`; with `shards`, each tensor's shard.
+struct BucketFill {
+  MixedHandles h;
+  ShardList shard_list;
+  TensorTransfer t;
+  BucketFill(const py::list &tensors, const std::vector<EntryRow> &plan, const std::vector<Nvfp4Row> &nvfp4_plan,
+             int direction, const std::optional<std::vector<py::object>> &shards)
+      : h(mixed_handles(tensors)), shard_list(shards, h.tensors.size()), t(h.tensors, direction, shard_list) {
+    t.set_parts(plan, nvfp4_plan, h.e4m3_maxes);
+  }
+};
+
 // stream None: the framework's current stream in exchange mode.
 void export_bucket(const py::list &tensors, const std::vector<EntryRow> &plan, const std::vector<Nvfp4Row> &nvfp4_plan,
-                         py::object bucket, int direction, py::object stream, py::object dlpack_stream,
-                         const std::string &bucket_name, const std::optional<std::vector<py::object>> &shards) {
-  const MixedHandles h = mixed_handles(tensors);
-  Exchange ex = exchange_for(h.api, h.device, stream, dlpack_stream);
-  const ShardList shard_list(shards, h.tensors.size());
-  TensorTransfer t(h.tensors, direction, shard_list);
-  t.set_parts(plan, &nvfp4_plan, h.e4m3_maxes);
-  fill_bucket(t, std::move(bucket), bucket_name, ex);
+                   py::object bucket, int direction, py::object stream, py::object dlpack_stream,
+                   const std::string &bucket_name, const std::optional<std::vector<py::object>> &shards) {
+  BucketFill fill(tensors, plan, nvfp4_plan, direction, shards);
+  Exchange ex = exchange_for(fill.h.api, fill.h.device, stream, dlpack_stream);
+  auto taken = take(bucket, bucket_name.c_str(), ex, Access::Write);
+  fill.t.desc.bucket_out = taken->tensor();
+  check(mxfp8_transfer(&fill.t.desc, reinterpret_cast<void *>(ex.stream)));
 }
 
 std::unique_ptr<Plan> prepare_bucket(const py::list &tensors, const std::vector<EntryRow> &plan,
-                                                     const std::vector<Nvfp4Row> &nvfp4_plan, py::object bucket,
-                                                     int direction, py::object dlpack_stream,
-                                                     const std::string &bucket_name,
-                                                     const std::optional<std::vector<py::object>> &shards) {
-  const MixedHandles h = mixed_handles(tensors);
-  return prepare_fill(h.tensors, h.api, h.device, plan, &nvfp4_plan, std::move(bucket), direction,
-                      std::move(dlpack_stream), bucket_name, shards, h.e4m3_maxes);
+                                     const std::vector<Nvfp4Row> &nvfp4_plan, py::object bucket, int direction,
+                                     py::object dlpack_stream, const std::string &bucket_name,
+                                     const std::optional<std::vector<py::object>> &shards) {
+  if (tensors.empty()) throw py::value_error("tensors is empty: nothing to prepare");
+  BucketFill fill(tensors, plan, nvfp4_plan, direction, shards);
+  Exchange ex = exchange_for(fill.h.api, fill.h.device, py::none(), std::move(dlpack_stream));
+  PlanDestinations kept;
+  fill.t.desc.bucket_out = kept.add(bucket, bucket_name, ex);
+  return kept.prepare(fill.t.desc, ex);
 }
 
 }  // namespace
