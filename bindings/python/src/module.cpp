@@ -1313,15 +1313,15 @@ py::object swizzle_entry(PyObject *const *args) {
   call.take_inputs(stream, 1, names, inputs, taken, out);
   const DLTensor &s = *taken[0].tensor();
   std::vector<int64_t> shape{r, c};
-  if (swizzle) {  // roundup(R, 128) x roundup(C, 4) bytes for the (R, C) matrix of `source`
+  if (swizzle) {  // the bytes of the (R, C) matrix of `source` in the 128x4 layout, as the library sizes it
     if (s.ndim < 1) throw py::value_error(std::string(name) + " is 0-dimensional: expected its last dimension to be K");
     int64_t rr = 1, n = 0;
     bool overflow = false;
     for (int32_t i = 0; i + 1 < s.ndim; ++i) overflow |= s.shape[i] < 0 || __builtin_mul_overflow(rr, s.shape[i], &rr);
-    const int64_t cc = s.shape[s.ndim - 1];
-    overflow |= cc < 0 || rr > INT64_MAX - 127 || cc > INT64_MAX - 3 ||
-                __builtin_mul_overflow((rr + 127) / 128 * 128, (cc + 3) / 4 * 4, &n);
     if (overflow) throw py::value_error(std::string(name) + ": its swizzled size does not fit in int64");
+    const mxfp8_status st =
+        mxfp8_layout_bytes(MXFP8_SCALE_LAYOUT_128X4, MXFP8_DIRECTION_ROWWISE, rr, s.shape[s.ndim - 1], &n);
+    if (st != MXFP8_OK) raise_status(st, std::string(name) + ": " + mxfp8_last_error());
     shape = {n};
   }
   std::unique_ptr<TakenTensor> dst;
