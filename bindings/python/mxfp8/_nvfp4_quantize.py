@@ -32,21 +32,17 @@ class NVFP4Quantized(NamedTuple):
 def _shapes(shape: tuple, layout: str, columnwise: bool):
     """(values shape, scales shape, lines) of a (*lead, K) input."""
     lead, k = shape[:-1], shape[-1]
-    m = 1
-    for d in lead:
-        m *= int(d)
+    m = _args.numel(lead)
     if columnwise:  # the transpose (K, M), blocked along M
         lead, k, m = (k,), m, k
-    c = -(-k // 16)
+    c = _args.ceil_div(k, 16)
     scales = tuple(lead) + (c,) if layout == "compact" else (_args.round_up(m, 128), _args.round_up(c, 4))
-    return tuple(lead) + (-(-k // 2),), scales, m
+    return tuple(lead) + (_args.ceil_div(k, 2),), scales, m
 
 
 def _options(four_over_six: Optional[str], e4m3_max: int, scales: str) -> dict:
     mode = _choice("four_over_six", "off" if four_over_six is None else four_over_six, _FOUR_OVER_SIX)
-    e4m3_max = _args.integer("e4m3_max", e4m3_max, 0)
-    if e4m3_max not in (448, 256):
-        raise ValueError(f"e4m3_max must be 448 or 256, got {e4m3_max}")
+    e4m3_max = _args.e4m3_max("e4m3_max", e4m3_max)
     return dict(four_over_six=mode, e4m3_max=e4m3_max, layout=_choice("scales", scales, _SCALE_LAYOUTS))
 
 
