@@ -2,7 +2,7 @@
 manifest a receiver needs to rebuild them; and the scale swizzle both ways for the import side."""
 from __future__ import annotations
 
-from typing import Any, Dict, Iterator, List, Mapping, Tuple
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
 
 import operator
 
@@ -127,10 +127,14 @@ def _spec_handle(spec: _Spec, dir_code: int, inputs, plan: bool = False) -> Any:
         raise type(e)(f"{spec.where}: {e}") from None
 
 
-def _specs(tensors: Any) -> List[_Spec]:
+def _specs(tensors: Any, nothing_to: Optional[str] = None) -> List[_Spec]:
+    """Every entry of `tensors` read; none is refused as "nothing to `nothing_to`" when that is given."""
     if not isinstance(tensors, Mapping):
         raise TypeError(f"tensors must be a dict name -> {{'data', 'scale_inv', ...}}, got {type(tensors).__name__}")
-    return [_Spec(name, spec) for name, spec in tensors.items()]
+    specs = [_Spec(name, spec) for name, spec in tensors.items()]
+    if not specs and nothing_to:
+        raise ValueError(f"tensors is empty: nothing to {nothing_to}")
+    return specs
 
 
 def export_bucket(
@@ -175,9 +179,7 @@ def export_bucket(
         ValueError: bad input (messages name the tensor, e.g. tensors['w']['scale_inv']), tensors or the
         bucket on different devices, a read-only bucket; TypeError: an argument of the wrong type.
     """
-    specs = _specs(tensors)
-    if not specs:
-        raise ValueError("tensors is empty: nothing to pack")
+    specs = _specs(tensors, "pack")
     dir_code = _choice("direction", direction, _DIRECTIONS)
     alignment = _args.power_of_two("alignment", alignment)
     inputs = _spec_inputs(specs, stream)

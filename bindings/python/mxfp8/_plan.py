@@ -72,9 +72,7 @@ def prepare_export(tensors: Mapping[str, Mapping[str, Any]], *, direction: str =
         out: a contiguous, writeable 1-D uint8 buffer on the tensors' device, at least the scales' size;
             None: a new one of exactly that size (torch.empty for torch inputs, numpy.empty for host memory).
     """
-    specs = _specs(tensors)
-    if not specs:
-        raise ValueError("tensors is empty: nothing to export")
+    specs = _specs(tensors, "export")
     dir_code = _choice("direction", direction, _DIRECTIONS)
     for spec in specs:
         if spec.nvfp4:
@@ -126,9 +124,7 @@ def prepare_buckets(tensors: Mapping[str, Mapping[str, Any]], *, bucket_bytes: i
         buffer: the 1-D byte buffer every bucket is filled into, at least as large as the largest bucket;
             None: a new one of that size (torch.empty for torch inputs, numpy.empty for host memory).
     """
-    specs = _specs(tensors)
-    if not specs:
-        raise ValueError("tensors is empty: nothing to export")
+    specs = _specs(tensors, "export")
     dir_code = _choice("direction", direction, _DIRECTIONS)
     alignment = _args.power_of_two("alignment", alignment)
     bucket_bytes = _args.integer("bucket_bytes", bucket_bytes, 1)
