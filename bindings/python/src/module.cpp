@@ -1685,16 +1685,16 @@ class Nvfp4Tensor : public Handle {
     o.padded_scales = contiguous ? MXFP8_PADDED_SCALES_COPY : MXFP8_PADDED_SCALES_STRIDED_VIEW;
     o.global_scale = global_scale;
     const Exchange ex = exchange_for(api_, device_, stream);
-    o.stream = reinterpret_cast<void *>(ex.stream);
-    choose_allocator(o, ex, py::none());
-    DLManagedTensorVersioned *out[3] = {nullptr, nullptr, nullptr};
-    check(mxfp8_export_components(handle_, &o, &out[0], &out[1]));
-    TakenTensor owners[3] = {{out[0]}, {out[1]}, {nullptr}};  // freed if the global scale or a hand-back fails
-    check(mxfp8_export_global_scale(handle_, &o, &out[2]));
-    owners[2].managed = out[2];
-    py::object result[3];
-    for (int i = 0; i < 3; ++i) result[i] = hand_back(ex, owners[i].release());
-    return py::make_tuple(result[0], result[1], result[2]);
+    py::object no_allocator = py::none();  // the framework's in exchange mode, else the library's
+    auto [values, scales] = export_pair(
+        o, ex, no_allocator,
+        [&](DLManagedTensorVersioned **v, DLManagedTensorVersioned **s) {
+          return mxfp8_export_components(handle_, &o, v, s);
+        },
+        [&](DLManagedTensorVersioned *m) { return hand_back(ex, m); });
+    DLManagedTensorVersioned *global = nullptr;
+    check(mxfp8_export_global_scale(handle_, &o, &global));
+    return py::make_tuple(values, scales, hand_back(ex, global));
   }
 
   // mxfp8_dequantize into the DLPack object `output` (float32 or bfloat16).
