@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <tuple>
+#include <type_traits>
 
 #include <cstring>
 #include <memory>
@@ -39,6 +40,10 @@ struct Owned {
   }
 };
 
+// The capsule names of DLPack's two managed tensors.
+template <class Managed>
+constexpr const char *kCapsuleName = std::is_same_v<Managed, DLManagedTensorVersioned> ? "dltensor_versioned" : "dltensor";
+
 // What a capsule carries: a copy of the DLTensor (pointing into the shared owner's shape and strides)
 // plus a reference on the owner, so each __dlpack__ call can be consumed independently.
 template <class Managed>
@@ -46,18 +51,14 @@ struct Export {
   Managed managed{};
   std::shared_ptr<Owned> owner;
   static void deleter(Managed *self) { delete static_cast<Export *>(self->manager_ctx); }
-};
-
-template <class Managed>
-void capsule_destructor(PyObject *capsule, const char *name) {
-  // Only an unconsumed capsule still owns its tensor.
-  if (PyCapsule_IsValid(capsule, name)) {
-    auto *m = static_cast<Managed *>(PyCapsule_GetPointer(capsule, name));
-    if (m && m->deleter) m->deleter(m);
+  static void capsule_destructor(PyObject *capsule) {
+    // Only an unconsumed capsule still owns its tensor.
+    if (PyCapsule_IsValid(capsule, kCapsuleName<Managed>)) {
+      auto *m = static_cast<Managed *>(PyCapsule_GetPointer(capsule, kCapsuleName<Managed>));
+      if (m && m->deleter) m->deleter(m);
+    }
   }
-}
-void versioned_capsule_destructor(PyObject *c) { capsule_destructor<DLManagedTensorVersioned>(c, "dltensor_versioned"); }
-void legacy_capsule_destructor(PyObject *c) { capsule_destructor<DLManagedTensor>(c, "dltensor"); }
+};
 
 std::string type_name(py::handle obj) { return py::str(py::type::of(obj).attr("__name__")).cast<std::string>(); }
 
@@ -143,25 +144,10 @@ class Array {
       throw py::type_error("__dlpack__: stream must be None or an int (a CUDA stream handle; -1: do not synchronize), got " +
                            type_name(stream));
     synchronize_consumer(stream);
-    if (versioned) {
-      auto *e = new Export<DLManagedTensorVersioned>;
-      e->owner = owner_;
-      e->managed.version = DLPackVersion{DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
-      e->managed.manager_ctx = e;
-      e->managed.deleter = Export<DLManagedTensorVersioned>::deleter;
-      e->managed.flags = owner_->managed->flags;
-      e->managed.dl_tensor = tensor();
-      return py::reinterpret_steal<py::object>(
-          PyCapsule_New(&e->managed, "dltensor_versioned", versioned_capsule_destructor));
-    }
+    if (versioned) return capsule<DLManagedTensorVersioned>();
     if (owner_->managed->flags & DLPACK_FLAG_BITMASK_READ_ONLY)
       throw py::buffer_error("a read-only tensor needs a consumer that speaks DLPack >= 1.0 (max_version)");
-    auto *e = new Export<DLManagedTensor>;
-    e->owner = owner_;
-    e->managed.manager_ctx = e;
-    e->managed.deleter = Export<DLManagedTensor>::deleter;
-    e->managed.dl_tensor = tensor();
-    return py::reinterpret_steal<py::object>(PyCapsule_New(&e->managed, "dltensor", legacy_capsule_destructor));
+    return capsule<DLManagedTensor>();
   }
 
   std::vector<int64_t> shape() const { return {tensor().shape, tensor().shape + tensor().ndim}; }
@@ -174,6 +160,22 @@ class Array {
   }
 
  private:
+  // A new capsule of this array (a versioned or a legacy managed tensor) sharing its owner.
+  template <class Managed>
+  py::object capsule() const {
+    auto *e = new Export<Managed>;
+    e->owner = owner_;
+    e->managed.manager_ctx = e;
+    e->managed.deleter = Export<Managed>::deleter;
+    e->managed.dl_tensor = tensor();
+    if constexpr (std::is_same_v<Managed, DLManagedTensorVersioned>) {
+      e->managed.version = DLPackVersion{DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
+      e->managed.flags = owner_->managed->flags;
+    }
+    return py::reinterpret_steal<py::object>(
+        PyCapsule_New(&e->managed, kCapsuleName<Managed>, Export<Managed>::capsule_destructor));
+  }
+
   // DLPack's stream rule: the consumer's `stream` must not run ahead of the work that produced this
   // array (queued on producer_stream_). -1 means the consumer takes care of it.
   void synchronize_consumer(py::object stream) const {
