@@ -97,10 +97,6 @@ class Backend:
         except ImportError:
             return w
 
-    def device_array(self, a: np.ndarray):
-        """A host array on the backend's device (a torch CUDA tensor, or the array itself)."""
-        return self.torch.from_numpy(np.ascontiguousarray(a)).cuda() if self.torch else np.ascontiguousarray(a)
-
     def sync(self):
         if self.torch:
             self.torch.cuda.synchronize()
