@@ -1084,6 +1084,20 @@ struct ReleaseTensor {
 };
 using TensorHandle = std::unique_ptr<mxfp8_tensor, ReleaseTensor>;
 
+// One direction of an MXFP8 tensor as export_components and dequantize describe it: direction, shape (None:
+// data's), fp8_dtype and swizzled, read in that order.
+struct TensorArgs {
+  int direction;
+  std::optional<std::vector<int64_t>> shape;
+  int format;
+  bool swizzled;
+  TensorArgs(py::handle direction_arg, py::handle shape_arg_, py::handle fp8_dtype, py::handle swizzled_arg, bool &plain)
+      : direction(choice("direction", direction_arg, kDirections)),
+        shape(shape_arg_.is_none() ? std::nullopt : std::optional(shape_arg("shape", shape_arg_, plain))),
+        format(choice("fp8_dtype", fp8_dtype, kFormats)),
+        swizzled(flag("swizzled", swizzled_arg, plain)) {}
+};
+
 // The library's handle on one direction's data and scale_inv (taken into `taken`, which it then owns).
 TensorHandle tensor_of(TakenTensor (&taken)[2], const std::optional<std::vector<int64_t>> &shape, int format,
                        bool swizzled, int direction, int block) {
@@ -1179,18 +1193,14 @@ py::object export_components_entry(PyObject *const *args) {
   const int vd = choice("values_dtype", values_dtype, kValuesDtypes);
   const int sd = choice("scales_dtype", scales_dtype, kScalesDtypes);
   const bool copy = flag("contiguous", contiguous, plain);
-  const int dir = choice("direction", direction, kDirections);
-  std::optional<std::vector<int64_t>> dims;
-  if (!shape.is_none()) dims = shape_arg("shape", shape, plain);
-  const int format = choice("fp8_dtype", fp8_dtype, kFormats);
-  const bool swz = flag("swizzled", swizzled, plain);
+  const TensorArgs a(direction, shape, fp8_dtype, swizzled, plain);
   Call call;
   call.plain = plain;
   TakenTensor taken[2];
   call.take_tensor(stream, data, scale_inv, taken);
-  TensorHandle tensor = tensor_of(taken, dims, format, swz, dir, blk);
+  TensorHandle tensor = tensor_of(taken, a.shape, a.format, a.swizzled, a.direction, blk);
   mxfp8_export_options o = MXFP8_EXPORT_OPTIONS_INIT;
-  o.direction = dir;
+  o.direction = a.direction;
   o.values_dtype = vd;
   o.scales_dtype = sd;
   o.padded_scales = copy ? MXFP8_PADDED_SCALES_COPY : MXFP8_PADDED_SCALES_STRIDED_VIEW;
@@ -1259,19 +1269,15 @@ py::object dequantize_entry(PyObject *const *args) {
              direction = args[5], block = args[6], dtype = args[7], out = args[8], stream = args[9];
   bool plain = true;
   const int output = choice("dtype", dtype, kOutputs, false);
-  const int dir = choice("direction", direction, kDirections);
-  std::optional<std::vector<int64_t>> dims;
-  if (!shape.is_none()) dims = shape_arg("shape", shape, plain);
-  const int format = choice("fp8_dtype", fp8_dtype, kFormats);
-  const bool swz = flag("swizzled", swizzled, plain);
+  const TensorArgs a(direction, shape, fp8_dtype, swizzled, plain);
   const int blk = choice("block", block, kBlocks);
   Call call;
   call.plain = plain;
   TakenTensor taken[2];
   call.take_tensor(stream, data, scale_inv, taken, out);
   const std::vector<int64_t> logical =
-      dims ? *dims : std::vector<int64_t>(taken[0].tensor()->shape, taken[0].tensor()->shape + taken[0].tensor()->ndim);
-  TensorHandle tensor = tensor_of(taken, dims, format, swz, dir, blk);
+      a.shape ? *a.shape : std::vector<int64_t>(taken[0].tensor()->shape, taken[0].tensor()->shape + taken[0].tensor()->ndim);
+  TensorHandle tensor = tensor_of(taken, a.shape, a.format, a.swizzled, a.direction, blk);
   std::unique_ptr<TakenTensor> target;
   py::object result = py::reinterpret_borrow<py::object>(out);
   bool bfloat16_bits = false;
@@ -1287,7 +1293,7 @@ py::object dequantize_entry(PyObject *const *args) {
     relabel_bfloat16(target->tensor(), bfloat16_bits);
   }
   mxfp8_dequantize_options o = MXFP8_DEQUANTIZE_OPTIONS_INIT;
-  o.direction = dir;
+  o.direction = a.direction;
   o.stream = reinterpret_cast<void *>(call.ex.stream);
   check(mxfp8_dequantize(tensor.get(), &o, target->tensor()));
   if (call.plain) ++fast_exports;
