@@ -510,7 +510,7 @@ struct Source {
     data = get(kData);
     scale_inv = get(kScaleInv);
     if (py::handle f = get(kFormat)) {
-      static py::handle formats = py::dict(py::arg("mxfp8") = 0, py::arg("nvfp4") = 1).release();
+      static const py::handle formats = python_table("mxfp8._manifest", "ENTRY_FORMATS");
       nvfp4 = choice_code(f, formats, [&] { return where() + "['format']"; }) == 1;
     }
     if (py::handle s = get(kSwizzled))
@@ -532,7 +532,7 @@ struct Source {
       if (py::handle m = get(kE4m3Max))
         e4m3_max = python_check("e4m3_max")(where() + "['e4m3_max']", m).cast<int32_t>();
     } else if (py::handle d = get(kFp8Dtype)) {
-      static py::handle dtypes = py::dict(py::arg("e4m3") = 1, py::arg("e5m2") = 2).release();
+      static const py::handle dtypes = python_table("mxfp8._api", "_FORMATS");
       format = choice_code(d, dtypes, [&] { return where() + "['fp8_dtype']"; });
     }
     if (py::handle given = get(kShape)) {
