@@ -90,6 +90,23 @@ struct TakenTensor {
   DLTensor *tensor() const { return &managed->dl_tensor; }
 };
 
+// The library's handle on one direction's data and scale_inv (and an NVFP4 tensor's amax) over `desc`
+// (tensor_desc's, buffers unset); the taken tensors are the handle's once it is made. `checked` raises
+// for a refusal, worded for its caller.
+template <class Checked>
+mxfp8_tensor *one_direction_tensor(mxfp8_tensor_desc desc, int32_t direction, TakenTensor &data, TakenTensor &scale_inv,
+                                   TakenTensor *amax, Checked checked) {
+  const bool columnwise = direction == MXFP8_DIRECTION_COLUMNWISE;
+  *(columnwise ? &desc.columnwise_data : &desc.rowwise_data) = data.managed;
+  *(columnwise ? &desc.columnwise_scale_inv : &desc.rowwise_scale_inv) = scale_inv.managed;
+  if (amax) *(columnwise ? &desc.columnwise_amax : &desc.rowwise_amax) = amax->managed;
+  mxfp8_tensor *t = nullptr;
+  checked(mxfp8_tensor_create(&desc, &t));
+  for (TakenTensor *owned : {&data, &scale_inv, amax})  // the handle's now
+    if (owned) owned->release();
+  return t;
+}
+
 // What the caller called an object: a fixed name, or owner[repr(key)]part ("params['w'][1]") for an entry
 // of the caller's dict, formatted only when a message needs it (a call over thousands of tensors that
 // succeeds builds no string).

@@ -185,28 +185,6 @@ void check_entries(mxfp8_status status, const std::vector<py::handle> &keys) {
   raise_status(status, message);
 }
 
-// A tensor handle over a producer's data and scale_inv of one direction, and for NVFP4 (format
-// MXFP8_FORMAT_NVFP4) its amax (taken: the handle owns them once created).
-template <class Where>
-mxfp8_tensor *make_tensor(TakenTensor &data, TakenTensor &scale_inv, const std::vector<int64_t> &shape, int32_t format,
-                          bool swizzled, int32_t direction, Where where, TakenTensor *amax = nullptr,
-                          int32_t e4m3_max = 0) {
-  const bool nvfp4 = format == MXFP8_FORMAT_NVFP4;
-  mxfp8_tensor_desc desc = tensor_desc(format, nvfp4 ? MXFP8_BLOCK_1X16 : MXFP8_BLOCK_1X32, swizzled, &shape);
-  const bool columnwise = direction == MXFP8_DIRECTION_COLUMNWISE;
-  *(columnwise ? &desc.columnwise_data : &desc.rowwise_data) = data.managed;
-  *(columnwise ? &desc.columnwise_scale_inv : &desc.rowwise_scale_inv) = scale_inv.managed;
-  if (nvfp4) {
-    desc.e4m3_max = e4m3_max;
-    *(columnwise ? &desc.columnwise_amax : &desc.rowwise_amax) = amax->managed;
-  }
-  mxfp8_tensor *t = nullptr;
-  check_source(mxfp8_tensor_create(&desc, &t), where);
-  for (TakenTensor *owned : {&data, &scale_inv, amax})  // owned by the tensor now
-    if (owned) owned->release();
-  return t;
-}
-
 // A Python table of the package (a dict word -> code), looked up once.
 py::handle python_table(const char *module, const char *name) {
   return py::object(py::module_::import(module).attr(name)).release();  // kept for the process's life
@@ -636,8 +614,11 @@ py::object import_tensors(PyObject *const *args) {
     auto d = take(src.data, Name("tensors", keys[i], "['data']"), ex, Access::Read);
     auto s = take(src.scale_inv, Name("tensors", keys[i], "['scale_inv']"), ex, Access::Read);
     auto a = src.nvfp4 ? take(src.amax, Name("tensors", keys[i], "['amax']"), ex, Access::Read) : nullptr;
+    mxfp8_tensor_desc desc =
+        tensor_desc(src.format, src.nvfp4 ? MXFP8_BLOCK_1X16 : MXFP8_BLOCK_1X32, src.swizzled, &src.shape);
+    if (src.nvfp4) desc.e4m3_max = src.e4m3_max;
     handles.tensors.push_back(
-        make_tensor(*d, *s, src.shape, src.format, src.swizzled, direction, where, a.get(), src.e4m3_max));
+        one_direction_tensor(desc, direction, *d, *s, a.get(), [&](mxfp8_status st) { check_source(st, where); }));
   }
   Destinations dst = take_params(params, keys, nvfp4, layout, layouts, ex, prepare);
   for (py::object &storage : source_pins) dst.pins.push_back(std::move(storage));

@@ -1101,15 +1101,8 @@ struct TensorArgs {
 // The library's handle on one direction's data and scale_inv (taken into `taken`, which it then owns).
 TensorHandle tensor_of(TakenTensor (&taken)[2], const std::optional<std::vector<int64_t>> &shape, int format,
                        bool swizzled, int direction, int block) {
-  mxfp8_tensor_desc desc = tensor_desc(format, block, swizzled, shape ? &*shape : nullptr);
-  const bool rowwise = direction == MXFP8_DIRECTION_ROWWISE;
-  (rowwise ? desc.rowwise_data : desc.columnwise_data) = taken[0].managed;
-  (rowwise ? desc.rowwise_scale_inv : desc.columnwise_scale_inv) = taken[1].managed;
-  mxfp8_tensor *handle = nullptr;
-  check(mxfp8_tensor_create(&desc, &handle));
-  taken[0].release();  // the handle owns them now
-  taken[1].release();
-  return TensorHandle(handle);
+  return TensorHandle(one_direction_tensor(tensor_desc(format, block, swizzled, shape ? &*shape : nullptr), direction,
+                                           taken[0], taken[1], nullptr, check));
 }
 
 // A new tensor from the framework's allocator, owned here until handed back.
