@@ -397,6 +397,19 @@ class Tensor : public Handle {
   }
 };
 
+// The desc of E grouped experts (Grouped's and convert's); the caller sets the per-expert lists and buffers.
+mxfp8_grouped_desc grouped_desc(int format, bool swizzled, int packing, int32_t num_experts, int64_t cols,
+                                int64_t uniform_rows) {
+  mxfp8_grouped_desc desc = MXFP8_GROUPED_DESC_INIT;
+  desc.format = format;
+  desc.scale_layout = swizzled ? MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED : MXFP8_SCALE_LAYOUT_ROW_MAJOR;
+  desc.scales = packing;
+  desc.num_experts = num_experts;
+  desc.cols = cols;
+  desc.uniform_rows = uniform_rows;
+  return desc;
+}
+
 // The Python handle on grouped MoE experts (rowwise).
 class Grouped {
  public:
@@ -404,25 +417,17 @@ class Grouped {
           std::optional<std::vector<int64_t>> expert_rows, int64_t uniform_rows,
           std::optional<std::vector<int64_t>> scale_offsets, int format, bool swizzled, int packing, py::object stream,
           bool exchange) {
-    mxfp8_grouped_desc desc = MXFP8_GROUPED_DESC_INIT;
-    desc.format = format;
-    desc.scale_layout = swizzled ? MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED : MXFP8_SCALE_LAYOUT_ROW_MAJOR;
-    desc.scales = packing;
-    desc.num_experts = num_experts;
-    desc.cols = cols;
-    desc.uniform_rows = uniform_rows;
-    if (expert_rows) {
-      if (static_cast<int64_t>(expert_rows->size()) != num_experts)
-        throw py::value_error("expert_rows has " + std::to_string(expert_rows->size()) + " entries for " +
+    mxfp8_grouped_desc desc = grouped_desc(format, swizzled, packing, num_experts, cols, uniform_rows);
+    // A per-expert list (None: not given) of one entry per expert.
+    auto per_expert = [&](const char *name, const std::optional<std::vector<int64_t>> &list) -> const int64_t * {
+      if (!list) return nullptr;
+      if (static_cast<int64_t>(list->size()) != num_experts)
+        throw py::value_error(std::string(name) + " has " + std::to_string(list->size()) + " entries for " +
                               std::to_string(num_experts) + " experts");
-      desc.expert_rows = expert_rows->data();
-    }
-    if (scale_offsets) {
-      if (static_cast<int64_t>(scale_offsets->size()) != num_experts)
-        throw py::value_error("scale_offsets has " + std::to_string(scale_offsets->size()) + " entries for " +
-                              std::to_string(num_experts) + " experts");
-      desc.scale_offsets = scale_offsets->data();
-    }
+      return list->data();
+    };
+    desc.expert_rows = per_expert("expert_rows", expert_rows);
+    desc.scale_offsets = per_expert("scale_offsets", scale_offsets);
     Exchange ex = exchange ? Exchange{exchange_api_of(data)} : Exchange::explicit_stream(0, stream);
     if (exchange && !ex.api) throw py::type_error("data: its type has no usable DLPack exchange API");
     auto taken_data = take(data, "data", ex);
@@ -1602,13 +1607,8 @@ py::object convert_entry(PyObject *const *args) {
   DLTensor *v = values_out ? values_out->tensor() : nullptr;
   mxfp8_status st;
   if (experts > 0) {
-    mxfp8_grouped_desc desc = MXFP8_GROUPED_DESC_INIT;
-    desc.format = format;
-    desc.scale_layout = swz ? MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED : MXFP8_SCALE_LAYOUT_ROW_MAJOR;
-    desc.scales = grouped_scales;
-    desc.num_experts = static_cast<int32_t>(experts);
-    desc.cols = dims.back();
-    desc.uniform_rows = expert_rows;
+    mxfp8_grouped_desc desc =
+        grouped_desc(format, swz, grouped_scales, static_cast<int32_t>(experts), dims.back(), expert_rows);
     desc.data = taken[0].managed;
     desc.scale_inv = taken[1].managed;
     mxfp8_grouped_tensor *g = nullptr;
