@@ -6,7 +6,7 @@
 // its global reads and its global writes are coalesced: 16-byte vectors on the swizzled side, runs of
 // 4 * W::kTilesPerChunk bytes along each compact row on the other.
 //
-// A launch of aligned, not direct unswizzles alone (a plain export's) moves each chunk in registers: a
+// A launch of aligned, not direct unswizzles alone in narrow chunks moves each chunk in registers: a
 // thread loads line l of 4 tiles (16 bytes each: 4 scales of rows l, l + 32, l + 64, l + 96 per tile) and
 // stores 16 consecutive scales of each of those 4 rows, a 4 x 4 word transpose with no shared memory and
 // no barrier (store_transposed_chunk; mxfp8_swizzle_scales' kernel is its mirror). Other launches stage
@@ -38,6 +38,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <memory>
+#include <type_traits>
 #include <vector>
 
 #include "cuda/bulk_copy.cuh"
@@ -546,9 +547,13 @@ __device__ void store_gather_chunk(const Chunk &c) {
 constexpr int kPlainPaths = 0;
 constexpr int kSwizzlePath = 1;        // Swizzle and SwizzledCopy jobs: the 128x4 layout written
 constexpr int kLayoutGatherPaths = 2;  // engine layout jobs and windows starting inside a tile
-// A launch of aligned unswizzles alone (not direct, not a gather; the common export): every chunk moves
-// through registers (store_transposed_chunk), no shared memory, no barrier. A separate instantiation,
-// so that the others keep their registers.
+// A launch of aligned unswizzles alone (not direct, not a gather; the common export) in narrow chunks:
+// every chunk moves through registers (store_transposed_chunk), no shared memory, no barrier. A separate
+// instantiation, so that the others keep their registers. Wide launches (at least kWideChunksPerBlock
+// chunks a resident block) keep the shared-memory pipeline, whose next loads are in flight while a chunk
+// is stored: in registers a block stores, then loads, and waits out each load (H100, bench/LOG.md
+// 2026-12-06: the whole model 1.528 -> 1.687 ms in registers, single matrices in narrow launches
+// 0.73-0.90 -> 0.84-0.94 of a copy).
 constexpr int kInRegisters = 4;
 template <class W, int kPaths>
 __device__ void store_chunk(const Chunk &c, const uint32_t *tiles) {
@@ -731,8 +736,10 @@ void launch_batch(const JobBatch<kCapacity> &batch, int64_t chunks, cudaStream_t
     in_registers = in_registers && j.kind == JobKind::Unswizzle && !j.gather && !j.tiles.direct &&
                    (reinterpret_cast<uintptr_t>(j.swizzled) & 15) == 0;
   }
-  if (in_registers) launch_kernel<W, kCapacity, kInRegisters>(batch, chunks, stream);
-  else if (paths & kLayoutGatherPaths) launch_kernel<W, kCapacity, kSwizzlePath | kLayoutGatherPaths>(batch, chunks, stream);
+  if constexpr (std::is_same_v<W, Narrow>) {
+    if (in_registers) return launch_kernel<W, kCapacity, kInRegisters>(batch, chunks, stream);
+  }
+  if (paths & kLayoutGatherPaths) launch_kernel<W, kCapacity, kSwizzlePath | kLayoutGatherPaths>(batch, chunks, stream);
   else if (paths & kSwizzlePath) launch_kernel<W, kCapacity, kSwizzlePath>(batch, chunks, stream);
   else launch_kernel<W, kCapacity, kPlainPaths>(batch, chunks, stream);
 }
