@@ -2,8 +2,9 @@
 // binding (module.cpp's calls and import_bindings.cpp's alike). It takes a tensor from a producer through
 // the framework's DLPack C exchange API or through __dlpack__ (versioned or legacy capsule), refuses a
 // tensor of another DLPack major version unread and a read-only tensor (or a jax.Array) the library would
-// write into, and maps the library's statuses to Python exceptions. A call that writes into an object takes it with
-// Access::Write; nothing else checks the read-only flag, so no entry point may take its objects another way.
+// write into, and maps the library's statuses to Python exceptions. A call that writes into an object takes
+// it with Access::Write; nothing else checks the read-only flag, so no entry point may take its objects
+// another way.
 #pragma once
 
 #include <pybind11/pybind11.h>
@@ -188,9 +189,8 @@ inline std::unique_ptr<TakenTensor> take_capsule(const py::object &capsule, cons
 // the sharding, so the binding calls it itself only for an array that lies on one device by its type:
 // exactly jaxlib._jax.ArrayImpl with a jaxlib._jax.SingleDeviceSharding, on a device of this process
 // (jax_devices), handing it addressable_data(0) as __dlpack__ does and the stream __dlpack__ would have
-// been passed. Anything else (another sharding,
-// even of one device; a device not yet known; a jaxlib without these names; a call that raises) goes
-// through __dlpack__, which raises JAX's own errors.
+// been passed. Anything else (another sharding, even of one device; a device not yet known; a jaxlib
+// without these names; a call that raises) goes through __dlpack__, which raises JAX's own errors.
 
 // What the route needs from jaxlib, looked up once (nullptr: no route).
 struct JaxNames {
