@@ -4,7 +4,8 @@
  * library's one call. Sources are TE storage (compact, padded row-major with poisoned padding, 128x4
  * swizzled), outputs are poisoned; shapes pad rows only, K only, both, and neither (aligned already);
  * K is not a multiple of 32 in some. The row-order layouts take padding too, and every bad option is
- * refused before anything is written. */
+ * refused before anything is written, with options.flags = MXFP8_CONVERT_CHECK_ONLY as without it;
+ * with it an accepted convert writes nothing, even at addresses nobody owns. */
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -149,8 +150,10 @@ static void test_bad_padding_is_refused(void **state) {
       {128, 256, 127, MXFP8_DIRECTION_COLUMNWISE, 0, "pad a rowwise weight"},
       {128, 256, 127, MXFP8_DIRECTION_ROWWISE, 1, "values is NULL, but options.pad_rows_to / pad_cols_to pad the weight"},
   };
+  for (int check_only = 0; check_only < 2; ++check_only) /* the same refusal, status and message, checked only */
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
     mxfp8_convert_options o = MXFP8_CONVERT_OPTIONS_INIT;
+    o.flags = check_only ? MXFP8_CONVERT_CHECK_ONLY : 0u;
     /* a target that keeps row order, so that only the padding asks for the values */
     o.target = cases[i].no_values ? MXFP8_SCALE_LAYOUT_COMPACT : MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED_GATED;
     o.pad_rows_to = cases[i].rows_to;
@@ -168,12 +171,70 @@ static void test_bad_padding_is_refused(void **state) {
   mxfp8_convert_options o = MXFP8_CONVERT_OPTIONS_INIT;
   o.target = MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED_GATED;
   o.pad_rows_to = 128;
-  assert_int_equal(mxfp8_convert(t.handle, &o, &v, &s), MXFP8_ERROR_INVALID_ARGUMENT);
-  assert_last_error_contains("an odd count");
-  EXPECT(out_v[0] == POISON && out_s[0] == POISON, "a refused convert wrote");
+  for (int check_only = 0; check_only < 2; ++check_only) {
+    o.flags = check_only ? MXFP8_CONVERT_CHECK_ONLY : 0u;
+    assert_int_equal(mxfp8_convert(t.handle, &o, &v, &s), MXFP8_ERROR_INVALID_ARGUMENT);
+    assert_last_error_contains("an odd count");
+    EXPECT(out_v[0] == POISON && out_s[0] == POISON, "a refused convert wrote");
+  }
   free_te(&t);
   free(out_v);
   free(out_s);
+}
+
+/* MXFP8_CONVERT_CHECK_ONLY accepts what the convert accepts and writes nothing: outputs described at
+ * addresses no memory backs (their bytes are never touched), a single tensor and grouped experts, a
+ * target that permutes rows with padding; then the real convert of the same request succeeds. Unknown
+ * flag bits are refused. */
+static void test_check_only_writes_nothing(void **state) {
+  (void)state;
+  uint64_t rng = 305;
+  const int64_t experts = 2, n = 2 * 72, k = 200, c = ref_ceil_div(k, 32);
+  uint8_t *values = malloc((size_t)(experts * n * k)), *compact = malloc((size_t)(experts * n * c));
+  fill_random(values, (size_t)(experts * n * k), &rng);
+  fill_random_scales(compact, (size_t)(experts * n * c), &rng);
+  test_tensor *data, *scales;
+  mxfp8_grouped_tensor *g = make_grouped(values, compact, experts, n, k, 2, &data, &scales); /* 128x4 swizzled */
+  const spec sp = {2, {n, k, 0}, MXFP8_DIRECTION_ROWWISE, 1, 0};
+  te_tensor t = make_te(&sp, &rng);
+  /* Padded (128, 256), gated: each expert 256 x 256 values and 256 x 8 scales. */
+  int64_t vshape[3] = {experts, 256, 256}, sshape[1] = {experts * 256 * 8};
+  DLTensor v = {(void *)(uintptr_t)(UINT64_C(1) << 40), {kDLCPU, 0}, 3, {kDLUInt, 8, 1}, vshape, NULL, 0};
+  DLTensor s = {(void *)(uintptr_t)(UINT64_C(2) << 40), {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, sshape, NULL, 0};
+  mxfp8_convert_options o = MXFP8_CONVERT_OPTIONS_INIT;
+  o.target = MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED_GATED;
+  o.pad_rows_to = 128;
+  o.pad_cols_to = 256;
+  o.flags = MXFP8_CONVERT_CHECK_ONLY;
+  assert_int_equal(mxfp8_grouped_convert(g, &o, &v, &s), MXFP8_OK);
+  vshape[0] = 1;
+  sshape[0] = 256 * 8;
+  assert_int_equal(mxfp8_convert(t.handle, &o, &v, &s), MXFP8_OK);
+  sshape[0] = 256 * 8 - 1; /* a size the convert refuses is refused as well */
+  assert_int_equal(mxfp8_convert(t.handle, &o, &v, &s), MXFP8_ERROR_INVALID_ARGUMENT);
+  o.flags = 2;
+  sshape[0] = 256 * 8;
+  assert_int_equal(mxfp8_convert(t.handle, &o, &v, &s), MXFP8_ERROR_INVALID_ARGUMENT);
+  assert_last_error_contains("options.flags is 2, expected MXFP8_CONVERT_CHECK_ONLY (1) or 0");
+  /* The same request, converted, into real buffers (poisoned, so that a write shows). */
+  uint8_t *out_v = poisoned(256 * 256), *out_s = poisoned(256 * 8);
+  v.data = out_v;
+  s.data = out_s;
+  o.flags = MXFP8_CONVERT_CHECK_ONLY;
+  assert_int_equal(mxfp8_convert(t.handle, &o, &v, &s), MXFP8_OK);
+  EXPECT(out_v[0] == POISON && out_v[256 * 256 - 1] == POISON && out_s[0] == POISON && out_s[256 * 8 - 1] == POISON,
+         "a checked-only convert wrote");
+  o.flags = 0;
+  assert_int_equal(mxfp8_convert(t.handle, &o, &v, &s), MXFP8_OK);
+  EXPECT(out_s[0] != POISON || out_s[1] != POISON, "the convert itself wrote nothing");
+  free(out_v);
+  free(out_s);
+  free_te(&t);
+  mxfp8_grouped_tensor_release(g);
+  test_tensor_free(data);
+  test_tensor_free(scales);
+  free(values);
+  free(compact);
 }
 
 /* A caller built before the padding fields (struct_size ends at `stream`) pads nothing, whatever follows
@@ -197,6 +258,16 @@ static void test_an_older_caller_pads_nothing(void **state) {
   o.struct_size = (uint32_t)offsetof(mxfp8_convert_options, pad_cols_to);
   assert_int_equal(mxfp8_convert(t.handle, &o, &v, &s), MXFP8_ERROR_INVALID_ARGUMENT);
   assert_last_error_contains("which ends inside a field");
+  /* A caller built before `flags` (48 bytes) converts, whatever lies in its struct's last 4 bytes of
+   * padding and past it. */
+  memset(out_v, POISON, 128 * 64);
+  o.struct_size = (uint32_t)offsetof(mxfp8_convert_options, flags);
+  o.pad_rows_to = 0;
+  o.pad_cols_to = 0;
+  memset((char *)&o + offsetof(mxfp8_convert_options, pad_scale) + sizeof o.pad_scale, 0xFF,
+         sizeof o - offsetof(mxfp8_convert_options, pad_scale) - sizeof o.pad_scale);
+  assert_int_equal(mxfp8_convert(t.handle, &o, &v, &s), MXFP8_OK);
+  expect_bytes(out_v, t.ref.values, 128 * 64, "values of a caller without flags", 0, 0);
   free(out_v);
   free(out_s);
   free_te(&t);
@@ -207,6 +278,7 @@ int main(void) {
       cmocka_unit_test(test_padded_experts_match_vllms_alignment_then_shuffle),
       cmocka_unit_test(test_padding_into_row_order_layouts),
       cmocka_unit_test(test_bad_padding_is_refused),
+      cmocka_unit_test(test_check_only_writes_nothing),
       cmocka_unit_test(test_an_older_caller_pads_nothing),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

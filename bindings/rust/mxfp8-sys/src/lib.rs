@@ -550,8 +550,13 @@ c_struct! {
         pad_cols_to: i64 = 0,
         /// The E8M0 byte of a padding scale (default 127).
         pad_scale: i32 = 127,
+        /// `MXFP8_CONVERT_CHECK_ONLY` or 0.
+        flags: u64 = 0,
     }
 }
+
+/// `mxfp8_convert_options.flags`: every check of the call, then return without writing or launching.
+pub const MXFP8_CONVERT_CHECK_ONLY: u64 = 1;
 
 /// `mxfp8_nvfp4_global_scale`: amax / (6 * E4M3_MAX), vLLM ModelOpt's weight_scale_2.
 pub const MXFP8_NVFP4_GLOBAL_SCALE_DECODE: i32 = 0;

@@ -241,7 +241,7 @@ macro_rules! plain_fields {
         }
     )*};
 }
-plain_fields!(i32, i64);
+plain_fields!(i32, i64, u64);
 
 /// A `cudaStream_t` that CUDA work is queued on. Host-memory calls ignore it.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
@@ -362,6 +362,10 @@ options! {
     }
 }
 
+/// [`ConvertOptions::flags`]: every check of the convert, then return without writing or launching anything
+/// (`MXFP8_CONVERT_CHECK_ONLY`).
+pub const CONVERT_CHECK_ONLY: u64 = sys::MXFP8_CONVERT_CHECK_ONLY;
+
 options! {
     /// Options of [`Tensor::convert_into`](crate::Tensor::convert_into) and
     /// [`GroupedTensor::convert_into`](crate::GroupedTensor::convert_into) (`mxfp8_convert_options`).
@@ -390,6 +394,9 @@ options! {
         pad_cols_to: i64 = pad_cols_to,
         /// The E8M0 byte of a padding scale (`pad_scale`, default 127 = 2^0, vLLM's).
         pad_scale: i32 = pad_scale,
+        /// `flags`: 0 (default), or [`CONVERT_CHECK_ONLY`](crate::CONVERT_CHECK_ONLY): every check of the call,
+        /// nothing written or launched (buffers' addresses and sizes are read, never their bytes).
+        flags: u64 = flags,
     }
 }
 

@@ -106,7 +106,8 @@ fn rust_view() -> BTreeMap<String, i64> {
     layout!(r, mxfp8_quantize_options: struct_size, format, block, scale_rounding, scales_layout, values_dtype,
             scales_dtype, reserved, stream, allocator);
     layout!(r, mxfp8_dequantize_options: struct_size, direction, stream);
-    layout!(r, mxfp8_convert_options: struct_size, target, direction, scale_fixup, stream, pad_rows_to, pad_cols_to, pad_scale);
+    layout!(r, mxfp8_convert_options: struct_size, target, direction, scale_fixup, stream, pad_rows_to, pad_cols_to, pad_scale,
+            flags);
     layout!(r, mxfp8_nvfp4_quantize_options: struct_size, amax_scope, amax_mode, four_over_six, e4m3_max, scales_layout,
             direction, reserved, stream);
     r.insert("mxfp8_status".into(), size_of::<mxfp8_status>() as i64);
@@ -131,7 +132,7 @@ fn rust_view() -> BTreeMap<String, i64> {
           int values_dtype, int scales_dtype, int reserved, ptr stream, fnptr allocator);
     init!(r, mxfp8_dequantize_options: int struct_size, int direction, ptr stream);
     init!(r, mxfp8_convert_options: int struct_size, int target, int direction, int scale_fixup, ptr stream, int pad_rows_to,
-          int pad_cols_to, int pad_scale);
+          int pad_cols_to, int pad_scale, int flags);
     init!(r, mxfp8_nvfp4_quantize_options: int struct_size, int amax_scope, int amax_mode, int four_over_six,
           int e4m3_max, int scales_layout, int direction, int reserved, ptr stream);
     r

@@ -144,6 +144,7 @@ int main(void) {
   FIELD(mxfp8_convert_options, pad_rows_to);
   FIELD(mxfp8_convert_options, pad_cols_to);
   FIELD(mxfp8_convert_options, pad_scale);
+  FIELD(mxfp8_convert_options, flags);
   SIZE(mxfp8_nvfp4_quantize_options);
   FIELD(mxfp8_nvfp4_quantize_options, struct_size);
   FIELD(mxfp8_nvfp4_quantize_options, amax_scope);
@@ -281,6 +282,7 @@ int main(void) {
     INIT_INT(mxfp8_convert_options, v, pad_rows_to);
     INIT_INT(mxfp8_convert_options, v, pad_cols_to);
     INIT_INT(mxfp8_convert_options, v, pad_scale);
+    INIT_INT(mxfp8_convert_options, v, flags);
   }
   {
     mxfp8_nvfp4_quantize_options v = MXFP8_NVFP4_QUANTIZE_OPTIONS_INIT;
