@@ -10,6 +10,8 @@
 
 #include <cstdint>
 #include <cstring>
+#include <exception>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -22,10 +24,13 @@ namespace ffi = xla::ffi;
 
 namespace {
 
-// Where a handler runs: the device of every buffer, and the stream (NULL on the host).
+// Where a handler runs: the device of every buffer, and the stream (NULL on the host). check_only: a
+// trace-time check (mxfp8_xla_check), whose buffers are shapes at made-up addresses: the library checks
+// them and nothing runs.
 struct Place {
   DLDevice device;
   void *stream;
+  bool check_only = false;
 };
 
 // A failed status as an XLA error: the status name and the library's message, which JAX raises as
@@ -118,11 +123,13 @@ ffi::Error unsupported_type(const char *name, ffi::DataType type) {
 // reaches the library: a buffer of an element type with no DLPack counterpart has no dtype to pass.
 class View {
  public:
-  View(const ffi::AnyBuffer &buffer, const Place &place, const char *name) : name_(name), type_(buffer.element_type()) {
-    const auto dims = buffer.dimensions();
+  View(const ffi::AnyBuffer &buffer, const Place &place, const char *name)
+      : View(buffer.dimensions(), buffer.element_type(), buffer.untyped_data(), place, name) {}
+  View(ffi::Span<const int64_t> dims, ffi::DataType type, void *data, const Place &place, const char *name)
+      : name_(name), type_(type) {
     shape_.assign(dims.begin(), dims.end());
     known_ = dl_dtype(type_, &tensor_.dtype);
-    tensor_.data = buffer.untyped_data();
+    tensor_.data = data;
     tensor_.device = place.device;
     tensor_.ndim = static_cast<int32_t>(shape_.size());
     tensor_.shape = shape_.data();
@@ -199,32 +206,28 @@ ffi::Error swizzle_scales(Place place, ffi::AnyBuffer compact, ffi::Result<ffi::
 
 // The scales (and, with two results, the values) of one tensor or of num_experts grouped experts of
 // equal rows in the layout `target` (mxfp8_convert, mxfp8_grouped_convert).
-ffi::Error convert(Place place, ffi::AnyBuffer data, ffi::AnyBuffer scale_inv, ffi::RemainingRets results,
-                   int32_t format, int32_t swizzled, int32_t direction, int32_t target, int32_t scale_fixup,
-                   int32_t num_experts, int32_t grouped_scales, int64_t pad_rows_to, int64_t pad_cols_to,
-                   int32_t pad_scale) {
-  if (results.size() != 1 && results.size() != 2)
-    return ffi::Error::InvalidArgument("mxfp8: convert returns the scales, or the values and the scales");
-  auto scales_out = results.get<ffi::AnyBuffer>(results.size() - 1);
-  if (scales_out.has_error()) return scales_out.error();
-  View d(data, place, "data"), s(scale_inv, place, "scale_inv"), out(**scales_out, place, "the scales result");
+// The attributes of a convert, in the binding's order.
+struct ConvertAttributes {
+  int32_t format, swizzled, direction, target, scale_fixup, num_experts, grouped_scales;
+  int64_t pad_rows_to, pad_cols_to;
+  int32_t pad_scale;
+};
+
+ffi::Error convert_views(const Place &place, View &d, View &s, View *values, View &out, const ConvertAttributes &a) {
   if (auto e = usable(d, s, out); e.failure()) return e;
-  std::optional<View> values;
-  if (results.size() == 2) {
-    auto v = results.get<ffi::AnyBuffer>(0);
-    if (v.has_error()) return v.error();
-    values.emplace(**v, place, "the values result");
+  if (values)
     if (auto e = usable(*values); e.failure()) return e;
-  }
   DLTensor *values_tensor = values ? values->get() : nullptr;
+  const int32_t format = a.format, swizzled = a.swizzled, direction = a.direction, num_experts = a.num_experts;
   mxfp8_convert_options o = MXFP8_CONVERT_OPTIONS_INIT;
-  o.target = target;
+  o.target = a.target;
   o.direction = direction;
-  o.scale_fixup = scale_fixup;
-  o.pad_rows_to = pad_rows_to;
-  o.pad_cols_to = pad_cols_to;
-  o.pad_scale = pad_scale;
+  o.scale_fixup = a.scale_fixup;
+  o.pad_rows_to = a.pad_rows_to;
+  o.pad_cols_to = a.pad_cols_to;
+  o.pad_scale = a.pad_scale;
   o.stream = place.stream;
+  o.flags = place.check_only ? MXFP8_CHECK_ONLY : 0u;
   if (num_experts == 0) {
     DLManagedTensorVersioned lent[2];
     TensorHandle t;
@@ -238,7 +241,7 @@ ffi::Error convert(Place place, ffi::AnyBuffer data, ffi::AnyBuffer scale_inv, f
   mxfp8_grouped_desc g = MXFP8_GROUPED_DESC_INIT;
   g.format = format;
   g.scale_layout = swizzled ? MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED : MXFP8_SCALE_LAYOUT_ROW_MAJOR;
-  g.scales = grouped_scales;
+  g.scales = a.grouped_scales;
   g.num_experts = num_experts;
   g.cols = dt.ndim > 0 ? dt.shape[dt.ndim - 1] : 0;
   g.uniform_rows = num_experts > 0 ? rows / num_experts : 0;
@@ -247,6 +250,26 @@ ffi::Error convert(Place place, ffi::AnyBuffer data, ffi::AnyBuffer scale_inv, f
   GroupedHandle t;
   if (auto e = check(mxfp8_grouped_tensor_create(&g, &t.handle)); e.failure()) return e;
   return check(mxfp8_grouped_convert(t.handle, &o, values_tensor, out.get()));
+}
+
+ffi::Error convert(Place place, ffi::AnyBuffer data, ffi::AnyBuffer scale_inv, ffi::RemainingRets results,
+                   int32_t format, int32_t swizzled, int32_t direction, int32_t target, int32_t scale_fixup,
+                   int32_t num_experts, int32_t grouped_scales, int64_t pad_rows_to, int64_t pad_cols_to,
+                   int32_t pad_scale) {
+  if (results.size() != 1 && results.size() != 2)
+    return ffi::Error::InvalidArgument("mxfp8: convert returns the scales, or the values and the scales");
+  auto scales_out = results.get<ffi::AnyBuffer>(results.size() - 1);
+  if (scales_out.has_error()) return scales_out.error();
+  View d(data, place, "data"), s(scale_inv, place, "scale_inv"), out(**scales_out, place, "the scales result");
+  std::optional<View> values;
+  if (results.size() == 2) {
+    auto v = results.get<ffi::AnyBuffer>(0);
+    if (v.has_error()) return v.error();
+    values.emplace(**v, place, "the values result");
+  }
+  return convert_views(place, d, s, values ? &*values : nullptr, out,
+                       {format, swizzled, direction, target, scale_fixup, num_experts, grouped_scales, pad_rows_to,
+                        pad_cols_to, pad_scale});
 }
 
 // One direction of `input` quantized into XLA's two results (mxfp8_quantize_into).
@@ -266,17 +289,24 @@ ffi::Error quantize(Place place, ffi::AnyBuffer input, ffi::Result<ffi::AnyBuffe
 }
 
 // One direction of a stored MXFP8 tensor decoded into float32 or bfloat16 (mxfp8_dequantize).
-ffi::Error dequantize(Place place, ffi::AnyBuffer data, ffi::AnyBuffer scale_inv, ffi::Result<ffi::AnyBuffer> output,
-                      int32_t format, int32_t swizzled, int32_t direction) {
-  View d(data, place, "data"), s(scale_inv, place, "scale_inv"), out(*output, place, "the result");
+// Checked only: the tensor (mxfp8_tensor_create touches no memory); the result's shape and type are
+// the caller's own (mxfp8.jax makes them from the data).
+ffi::Error dequantize_views(const Place &place, View &d, View &s, View &out, int32_t format, int32_t swizzled,
+                            int32_t direction) {
   if (auto e = usable(d, s, out); e.failure()) return e;
   DLManagedTensorVersioned lent[2];
   TensorHandle t;
-  if (auto e = describe(d, s, format, swizzled, direction, lent, t); e.failure()) return e;
+  if (auto e = describe(d, s, format, swizzled, direction, lent, t); e.failure() || place.check_only) return e;
   mxfp8_dequantize_options o = MXFP8_DEQUANTIZE_OPTIONS_INIT;
   o.direction = direction;
   o.stream = place.stream;
   return check(mxfp8_dequantize(t.handle, &o, out.get()));
+}
+
+ffi::Error dequantize(Place place, ffi::AnyBuffer data, ffi::AnyBuffer scale_inv, ffi::Result<ffi::AnyBuffer> output,
+                      int32_t format, int32_t swizzled, int32_t direction) {
+  View d(data, place, "data"), s(scale_inv, place, "scale_inv"), out(*output, place, "the result");
+  return dequantize_views(place, d, s, out, format, swizzled, direction);
 }
 
 // One direction of `input` quantized to NVFP4 (mxfp8_nvfp4_quantize_into), the amax computed into the
@@ -301,9 +331,8 @@ ffi::Error nvfp4_quantize(Place place, ffi::AnyBuffer input, ffi::Result<ffi::An
 
 // One direction of a stored NVFP4 tensor (its logical shape taken from the packed values, as
 // mxfp8_tensor_create does with ndim 0) decoded into float32 or bfloat16 (mxfp8_dequantize).
-ffi::Error nvfp4_dequantize(Place place, ffi::AnyBuffer data, ffi::AnyBuffer scale_inv, ffi::AnyBuffer amax,
-                            ffi::Result<ffi::AnyBuffer> output, int32_t swizzled, int32_t e4m3_max, int32_t direction) {
-  View d(data, place, "data"), s(scale_inv, place, "scale_inv"), a(amax, place, "amax"), out(*output, place, "the result");
+ffi::Error nvfp4_dequantize_views(const Place &place, View &d, View &s, View &a, View &out, int32_t swizzled,
+                                  int32_t e4m3_max, int32_t direction) {
   if (auto e = usable(d, s, a, out); e.failure()) return e;
   DLManagedTensorVersioned lent[3] = {borrowed(d.tensor()), borrowed(s.tensor()), borrowed(a.tensor())};
   mxfp8_tensor_desc desc = MXFP8_TENSOR_DESC_INIT;
@@ -316,11 +345,99 @@ ffi::Error nvfp4_dequantize(Place place, ffi::AnyBuffer data, ffi::AnyBuffer sca
   (columnwise ? desc.columnwise_scale_inv : desc.rowwise_scale_inv) = &lent[1];
   (columnwise ? desc.columnwise_amax : desc.rowwise_amax) = &lent[2];
   TensorHandle t;
-  if (auto e = check(mxfp8_tensor_create(&desc, &t.handle)); e.failure()) return e;
+  if (auto e = check(mxfp8_tensor_create(&desc, &t.handle)); e.failure() || place.check_only) return e;
   mxfp8_dequantize_options o = MXFP8_DEQUANTIZE_OPTIONS_INIT;
   o.direction = direction;
   o.stream = place.stream;
   return check(mxfp8_dequantize(t.handle, &o, out.get()));
+}
+
+ffi::Error nvfp4_dequantize(Place place, ffi::AnyBuffer data, ffi::AnyBuffer scale_inv, ffi::AnyBuffer amax,
+                            ffi::Result<ffi::AnyBuffer> output, int32_t swizzled, int32_t e4m3_max, int32_t direction) {
+  View d(data, place, "data"), s(scale_inv, place, "scale_inv"), a(amax, place, "amax"), out(*output, place, "the result");
+  return nvfp4_dequantize_views(place, d, s, a, out, swizzled, e4m3_max, direction);
+}
+
+// ---- trace-time checks (mxfp8_xla_check) -------------------------------------------------------------
+
+// An attribute list as mxfp8.jax passes it to ffi_call: names and values.
+struct Attributes {
+  const char *const *names;
+  const int64_t *values;
+  int32_t count;
+
+  // The value of `name`; `missing` set when there is none.
+  int64_t operator()(const char *name, bool &missing) const {
+    for (int32_t i = 0; i < count; ++i)
+      if (std::strcmp(names[i], name) == 0) return values[i];
+    missing = true;
+    return 0;
+  }
+};
+
+}  // namespace
+
+// One operand of a call as a tracer knows it: its shape and JAX's name of its element type. C layout:
+// mxfp8.jax fills it through ctypes.
+struct mxfp8_xla_operand {
+  int32_t ndim;
+  const int64_t *shape;
+  const char *dtype;
+};
+
+namespace {
+
+// A check's operands as Views, each at an address of its own that no memory backs (a terabyte apart,
+// so that the library's overlap checks see distinct buffers; only addresses and sizes are read).
+class CheckedOperands {
+ public:
+  CheckedOperands(const mxfp8_xla_operand *operands, int32_t count, const Place &place, const char *const *names) {
+    views_.reserve(static_cast<size_t>(count));
+    for (int32_t i = 0; i < count; ++i) {
+      ffi::DataType type = ffi::DataType::INVALID;
+      for (const TakenType &t : kTakenTypes)
+        if (jax_type_name(t.xla) == operands[i].dtype) type = t.xla;
+      void *address = reinterpret_cast<void *>(static_cast<uintptr_t>(i + 1) << 40);
+      views_.emplace_back(std::make_unique<View>(ffi::Span<const int64_t>(operands[i].shape, operands[i].ndim), type,
+                                                 address, place, names[i]));
+    }
+  }
+  View &operator[](size_t i) { return *views_[i]; }
+
+ private:
+  std::vector<std::unique_ptr<View>> views_;
+};
+
+// The check of `operation` on its operands (arguments, then results) and attributes: the handler's own
+// path with Place::check_only, so the library's checks run as the call would run them and nothing else.
+ffi::Error check_operation(const std::string &operation, const mxfp8_xla_operand *operands, int32_t count,
+                           const Attributes &attribute) {
+  const Place place{{kDLCPU, 0}, nullptr, true};
+  bool missing = false;
+  auto a32 = [&](const char *name) { return static_cast<int32_t>(attribute(name, missing)); };
+  if (operation == "convert" && (count == 3 || count == 4)) {
+    static const char *const kNames[] = {"data", "scale_inv", "the values result", "the scales result"};
+    const char *const names[] = {kNames[0], kNames[1], count == 4 ? kNames[2] : kNames[3], kNames[3]};
+    CheckedOperands v(operands, count, place, names);
+    const ConvertAttributes a{a32("format"), a32("swizzled"), a32("direction"), a32("target"), a32("scale_fixup"),
+                              a32("num_experts"), a32("grouped_scales"), attribute("pad_rows_to", missing),
+                              attribute("pad_cols_to", missing), a32("pad_scale")};
+    if (!missing) return convert_views(place, v[0], v[1], count == 4 ? &v[2] : nullptr, v[count - 1], a);
+  } else if (operation == "dequantize" && count == 3) {
+    static const char *const names[] = {"data", "scale_inv", "the result"};
+    CheckedOperands v(operands, count, place, names);
+    const int32_t format = a32("format"), swizzled = a32("swizzled"), direction = a32("direction");
+    if (!missing) return dequantize_views(place, v[0], v[1], v[2], format, swizzled, direction);
+  } else if (operation == "nvfp4_dequantize" && count == 4) {
+    static const char *const names[] = {"data", "scale_inv", "amax", "the result"};
+    CheckedOperands v(operands, count, place, names);
+    const int32_t swizzled = a32("swizzled"), e4m3_max = a32("e4m3_max"), direction = a32("direction");
+    if (!missing) return nvfp4_dequantize_views(place, v[0], v[1], v[2], v[3], swizzled, e4m3_max, direction);
+  } else {
+    return ffi::Error::InvalidArgument("mxfp8: no trace-time check of " + operation + " with " + std::to_string(count) +
+                                       " operands");
+  }
+  return ffi::Error::InvalidArgument("mxfp8: the check of " + operation + " lacks an attribute of its call");
 }
 
 // ---- the two platforms ------------------------------------------------------------------------------
@@ -423,3 +540,29 @@ MXFP8_XLA_OPERATION(quantize, quantize_binding);
 MXFP8_XLA_OPERATION(dequantize, dequantize_binding);
 MXFP8_XLA_OPERATION(nvfp4_quantize, nvfp4_quantize_binding);
 MXFP8_XLA_OPERATION(nvfp4_dequantize, nvfp4_dequantize_binding);
+
+// What mxfp8.jax calls at trace time, before it adds a call to the program: the operation's checks on
+// `count` operands (its arguments, then its results) described by shape and type, and its attributes
+// by name. Returns 0 when the call would be taken; otherwise the XLA error code the handler would
+// return at run time (kInvalidArgument for a refused input, kUnimplemented for what the library does
+// not do) with its message, the library's own, in *message (valid until the thread's next check).
+// Touches no buffer and launches nothing: the check runs the host path with MXFP8_CHECK_ONLY,
+// or stops after mxfp8_tensor_create, which reads addresses and sizes only.
+extern "C" __attribute__((visibility("default"))) int32_t mxfp8_xla_check(const char *operation,
+                                                                         const mxfp8_xla_operand *operands,
+                                                                         int32_t count, const char *const *names,
+                                                                         const int64_t *values, int32_t num_attributes,
+                                                                         const char **message) {
+  static thread_local std::string text;
+  try {
+    const ffi::Error e = check_operation(operation, operands, count, Attributes{names, values, num_attributes});
+    if (e.success()) return 0;
+    text = e.message();
+    *message = text.c_str();
+    return static_cast<int32_t>(e.errc().value_or(ffi::ErrorCode::kInternal));
+  } catch (const std::exception &x) {  // an allocation: no exception leaves a C entry point
+    text = std::string("mxfp8: the trace-time check failed: ") + x.what();
+    *message = text.c_str();
+    return static_cast<int32_t>(ffi::ErrorCode::kInternal);
+  }
+}

@@ -105,16 +105,10 @@ typedef struct mxfp8_convert_options {
   int64_t pad_rows_to;  /* each expert's rows (of the gated target, each half's) to a multiple of this */
   int64_t pad_cols_to;  /* K to a multiple of this, a multiple of 32 */
   int32_t pad_scale;    /* E8M0 byte of a padding scale, default 127 (2^0, vLLM's); not 255 (NaN) */
-  /* MXFP8_CONVERT_CHECK_ONLY or 0. 64 bits wide so that it starts past the 4 bytes of padding that end
-   * the previous version of this struct (48 bytes), which a caller built against it may leave unset. */
+  /* MXFP8_CHECK_ONLY or 0. 64 bits wide so that it starts past the 4 bytes of padding that end the
+   * previous version of this struct (48 bytes), which a caller built against it may leave unset. */
   uint64_t flags;
 } mxfp8_convert_options;
-
-/* options.flags: run every check of the call, in the same order with the same status and message, and
- * return without writing or launching anything. Buffers' addresses and sizes are read, never their
- * bytes, so a caller can ask whether a convert would be taken before it owns the memory (a tracer such
- * as jax.jit, which knows only shapes and dtypes, describes the buffers at addresses of its own). */
-#define MXFP8_CONVERT_CHECK_ONLY ((uint64_t)1)
 
 #define MXFP8_CONVERT_OPTIONS_INIT                                                     \
   {                                                                                    \

@@ -139,6 +139,14 @@ MXFP8_API const char *mxfp8_status_string(mxfp8_status status);
  * next call into the library. Cannot fail. */
 MXFP8_API const char *mxfp8_last_error(void);
 
+/* A bit of the `flags` field of an options struct (mxfp8_convert_options, mxfp8_quantize_options,
+ * mxfp8_nvfp4_quantize_options): run every check of the call, in the same order with the same status and
+ * message, and return without writing, allocating or launching anything. Buffers' addresses and sizes are
+ * read, never their bytes, so a caller can ask whether a call would be taken before it owns the memory (a
+ * tracer such as jax.jit, which knows only shapes and dtypes, describes the buffers at addresses of its
+ * own). */
+#define MXFP8_CHECK_ONLY 1u
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -84,7 +84,7 @@ typedef struct mxfp8_quantize_options {
   int32_t scales_layout;  /* mxfp8_quantized_scales, default compact */
   int32_t values_dtype;   /* mxfp8_values_dtype of the values mxfp8_quantize allocates, default fp8 */
   int32_t scales_dtype;   /* mxfp8_scales_dtype of the scales mxfp8_quantize allocates, default uint8 */
-  uint32_t reserved;      /* must be 0 */
+  uint32_t flags;         /* MXFP8_CHECK_ONLY (mxfp8_quantize_into only) or 0 */
   /* cudaStream_t the kernel runs on (NULL: the legacy default stream); ignored for host memory. The
    * call returns once the work is queued. */
   void *stream;
@@ -103,7 +103,7 @@ typedef struct mxfp8_quantize_options {
     MXFP8_QUANTIZED_SCALES_COMPACT,             /* scales_layout */                     \
     MXFP8_VALUES_FP8,                           /* values_dtype */                      \
     MXFP8_SCALES_UINT8,                         /* scales_dtype */                      \
-    0u,                                         /* reserved */                          \
+    0u,                                         /* flags */                             \
     NULL,                                       /* stream: the legacy default stream */ \
     NULL                                        /* allocator: the library allocates */  \
   }
@@ -251,7 +251,7 @@ typedef struct mxfp8_nvfp4_quantize_options {
    * row_scaled_nvfp4 scales the rows of its rowwise data, and keeps one columnwise amax per tensor
    * (an NVFP4 mxfp8_tensor_desc describes nothing else); columnwise with MXFP8_NVFP4_AMAX_PER_ROW is refused. */
   int32_t direction;
-  uint32_t reserved; /* must be 0 (fills what would be padding before `stream`) */
+  uint32_t flags; /* MXFP8_CHECK_ONLY or 0 */
   /* cudaStream_t the kernels run on (NULL: the legacy default stream); ignored for host memory. */
   void *stream;
 } mxfp8_nvfp4_quantize_options;
@@ -265,7 +265,7 @@ typedef struct mxfp8_nvfp4_quantize_options {
     448,                                              /* e4m3_max */                        \
     MXFP8_QUANTIZED_SCALES_COMPACT,                   /* scales_layout */                   \
     MXFP8_DIRECTION_ROWWISE,                          /* direction */                       \
-    0,                                                /* reserved */                        \
+    0u,                                               /* flags */                           \
     NULL                                              /* stream: the legacy default stream */ \
   }
 

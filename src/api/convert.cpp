@@ -23,7 +23,8 @@ struct ConvertRequest {
   mxfp8_convert_options options;
   const LayoutInfo *target;
   bool zero_as_one;
-  bool padding;  // options.pad_rows_to or pad_cols_to asked for it
+  bool padding;     // options.pad_rows_to or pad_cols_to asked for it
+  bool check_only;  // MXFP8_CHECK_ONLY: the checks alone
 };
 
 // The first version ended at `stream`; the padding fields came after it, together (the second version
@@ -35,9 +36,8 @@ ConvertRequest read_convert_options(const mxfp8_convert_options *given) {
   const mxfp8_convert_options defaults = MXFP8_CONVERT_OPTIONS_INIT;
   ConvertRequest r{read_sized_struct(given, defaults, kConvertOptionsV1Size, "mxfp8_convert_options",
                                      "MXFP8_CONVERT_OPTIONS_INIT", {kConvertOptionsV2Size}),
-                   nullptr, false, false};
-  if (r.options.flags & ~MXFP8_CONVERT_CHECK_ONLY)
-    fail(MXFP8_ERROR_INVALID_ARGUMENT, "options.flags is ", r.options.flags, ", expected MXFP8_CONVERT_CHECK_ONLY (1) or 0");
+                   nullptr, false, false, false};
+  r.check_only = check_only(r.options.flags);
   check_enum(r.options.direction, "options.direction",
              {{MXFP8_DIRECTION_ROWWISE, "MXFP8_DIRECTION_ROWWISE"}, {MXFP8_DIRECTION_COLUMNWISE, "MXFP8_DIRECTION_COLUMNWISE"}});
   r.target = &layout_info(r.options.target, "options.target");
@@ -216,7 +216,7 @@ extern "C" MXFP8_API mxfp8_status mxfp8_convert(const mxfp8_tensor *tensor, cons
   return guarded([&] {
     const ConvertRequest r = read_convert_options(options);
     const ExportJobs work = convert_jobs(tensor, r, values, scales);
-    if (r.options.flags & MXFP8_CONVERT_CHECK_ONLY) return;
+    if (r.check_only) return;
     run_jobs_on(work.device, work.jobs.data(), work.jobs.size(), r.options.stream);
   });
 }
@@ -227,7 +227,7 @@ extern "C" MXFP8_API mxfp8_status mxfp8_grouped_convert(const mxfp8_grouped_tens
   return guarded([&] {
     const ConvertRequest r = read_convert_options(options);
     const ExportJobs work = grouped_convert_jobs(grouped, r, values, scales);
-    if (r.options.flags & MXFP8_CONVERT_CHECK_ONLY) return;
+    if (r.check_only) return;
     run_jobs_on(work.device, work.jobs.data(), work.jobs.size(), r.options.stream);
   });
 }

@@ -43,8 +43,7 @@ mxfp8_nvfp4_quantize_options read_options(const mxfp8_nvfp4_quantize_options *gi
   if (o.e4m3_max == 256 && o.four_over_six == MXFP8_NVFP4_4OVER6_OFF)
     fail(MXFP8_ERROR_INVALID_ARGUMENT, "options.e4m3_max is 256 but options.four_over_six is MXFP8_NVFP4_4OVER6_OFF: "
          "E4M3_MAX 256 exists only for 4over6 (use 448, or turn 4over6 on)");
-  if (o.reserved != 0)
-    fail(MXFP8_ERROR_INVALID_ARGUMENT, "options.reserved is ", o.reserved, ", must be 0 (kept for later use)");
+  check_only(o.flags);
   // Transformer Engine's row_scaled_nvfp4 scales rows of the rowwise data only; its columnwise amax is one
   // per tensor, and an NVFP4 mxfp8_tensor_desc describes nothing else.
   if (o.amax_scope == MXFP8_NVFP4_AMAX_PER_ROW && o.direction == MXFP8_DIRECTION_COLUMNWISE)
@@ -182,6 +181,6 @@ extern "C" MXFP8_API mxfp8_status mxfp8_nvfp4_quantize_into(const DLTensor *cons
            ": fused shards share one per-tensor amax (quantize per-row inputs one at a time, count 1)");
     std::vector<Nvfp4Shard> shards;
     float *a = check_outputs(in, o, values, scales, amax, shards);
-    run(in, o, shards, a);
+    if (!check_only(o.flags)) run(in, o, shards, a);
   });
 }

@@ -40,7 +40,7 @@ mxfp8_quantize_options read_quantize_options(const mxfp8_quantize_options *given
               {MXFP8_QUANTIZED_SCALES_SWIZZLED, "MXFP8_QUANTIZED_SCALES_SWIZZLED"}});
   check_enum(o.values_dtype, "options.values_dtype", {{MXFP8_VALUES_FP8, "MXFP8_VALUES_FP8"}, {MXFP8_VALUES_UINT8, "MXFP8_VALUES_UINT8"}});
   check_enum(o.scales_dtype, "options.scales_dtype", {{MXFP8_SCALES_UINT8, "MXFP8_SCALES_UINT8"}, {MXFP8_SCALES_E8M0, "MXFP8_SCALES_E8M0"}});
-  if (o.reserved != 0) fail(MXFP8_ERROR_INVALID_ARGUMENT, "options.reserved is ", o.reserved, ", must be 0");
+  check_only(o.flags);
   return o;
 }
 
@@ -147,6 +147,9 @@ extern "C" MXFP8_API mxfp8_status mxfp8_quantize(const DLTensor *input, const mx
   return guarded([&] {
     const Input in = read_input(input);
     const mxfp8_quantize_options o = read_quantize_options(options);
+    if (check_only(o.flags))
+      fail(MXFP8_ERROR_INVALID_ARGUMENT, "options.flags is MXFP8_CHECK_ONLY, which mxfp8_quantize does not take: it "
+           "allocates its outputs (check a call of mxfp8_quantize_into on the buffers you will pass)");
     DLManagedTensorVersioned **const values[2] = {rowwise_data, columnwise_data};
     DLManagedTensorVersioned **const scales[2] = {rowwise_scale_inv, columnwise_scale_inv};
     const std::vector<int> wanted = wanted_directions(values, scales);
@@ -198,6 +201,6 @@ extern "C" MXFP8_API mxfp8_status mxfp8_quantize_into(const DLTensor *input, con
       set_direction(job, d, v, g.out);
     }
     check_no_overlap(spans);
-    run(in, job, o.stream);
+    if (!check_only(o.flags)) run(in, job, o.stream);
   });
 }

@@ -41,6 +41,14 @@ T read_sized_struct(const T *caller, const T &defaults, size_t smallest_size, co
   return result;
 }
 
+// An options struct's `flags` (MXFP8_CHECK_ONLY, the one bit so far): whether the call stops after its
+// checks. Any other bit is refused, so that a caller who sets one a later build defines is told.
+inline bool check_only(uint64_t flags) {
+  if (flags & ~uint64_t{MXFP8_CHECK_ONLY})
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, "options.flags is ", flags, ", expected MXFP8_CHECK_ONLY (", MXFP8_CHECK_ONLY, ") or 0");
+  return flags != 0;
+}
+
 struct EnumValue {
   int32_t value;
   const char *name;

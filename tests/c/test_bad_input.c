@@ -421,7 +421,7 @@ static void q_format(quantize_fixture *f) { f->o.format = 0; }
 static void q_block(quantize_fixture *f) { f->o.block = 2; }
 static void q_rounding(quantize_fixture *f) { f->o.scale_rounding = 3; }
 static void q_layout(quantize_fixture *f) { f->o.scales_layout = 3; }
-static void q_reserved(quantize_fixture *f) { f->o.reserved = 1; }
+static void q_flags(quantize_fixture *f) { f->o.flags = 2; }
 static void q_no_outputs(quantize_fixture *f) { f->v_arg = NULL; f->s_arg = NULL; }
 static void q_values_without_scales(quantize_fixture *f) { f->s_arg = NULL; }
 static void q_columnwise_half(quantize_fixture *f) { f->cv_arg = &f->v; }
@@ -451,7 +451,7 @@ static const quantize_case kQuantizeCases[] = {
     {"block unknown", q_block, MXFP8_ERROR_INVALID_ARGUMENT, "options.block is 2"},
     {"scale_rounding unknown", q_rounding, MXFP8_ERROR_INVALID_ARGUMENT, "options.scale_rounding is 3"},
     {"scales_layout unknown", q_layout, MXFP8_ERROR_INVALID_ARGUMENT, "options.scales_layout is 3"},
-    {"reserved not zero", q_reserved, MXFP8_ERROR_INVALID_ARGUMENT, "options.reserved is 1"},
+    {"flags unknown", q_flags, MXFP8_ERROR_INVALID_ARGUMENT, "options.flags is 2, expected MXFP8_CHECK_ONLY (1) or 0"},
     {"every output NULL", q_no_outputs, MXFP8_ERROR_INVALID_ARGUMENT, "every output is NULL"},
     {"values without scales", q_values_without_scales, MXFP8_ERROR_INVALID_ARGUMENT, "rowwise_scale_inv is NULL but rowwise_data is not"},
     {"columnwise values without scales", q_columnwise_half, MXFP8_ERROR_INVALID_ARGUMENT, "columnwise_scale_inv is NULL"},
@@ -490,6 +490,14 @@ static void test_bad_quantize_input(void **state) {
   const quantize_case *c = (const quantize_case *)*state;
   quantize_fixture *f = setup_quantize();
   c->mutate(f);
+  /* Checked only (MXFP8_CHECK_ONLY): the same status and message; then the call itself. */
+  if (f->o.flags == 0) {
+    f->o.flags = MXFP8_CHECK_ONLY;
+    const mxfp8_status checked = mxfp8_quantize_into(f->in_arg, f->o_arg, f->v_arg, f->s_arg, f->cv_arg, f->cs_arg);
+    EXPECT(checked == c->status, "%s, checked only: status %d (%s), expected %d", c->name, checked, mxfp8_last_error(), c->status);
+    assert_last_error_contains(c->message);
+    f->o.flags = 0;
+  }
   const mxfp8_status st = mxfp8_quantize_into(f->in_arg, f->o_arg, f->v_arg, f->s_arg, f->cv_arg, f->cs_arg);
   record_for_doc("mxfp8_quantize_into", c->name, st);
   EXPECT(st == c->status, "%s: status %d (%s), expected %d", c->name, st, mxfp8_last_error(), c->status);
@@ -568,7 +576,7 @@ static void n_fused_other_dtype(nvfp4_fixture *f) { f->count = 2; f->in2.dtype.b
 static void n_fused_per_row(nvfp4_fixture *f) { f->count = 2; f->o.amax_scope = MXFP8_NVFP4_AMAX_PER_ROW; }
 static void n_fused_same_values(nvfp4_fixture *f) { f->count = 2; f->values_list[1] = &f->v; }
 static void n_fused_values2_count(nvfp4_fixture *f) { f->count = 2; f->in2_shape[0] = 69; }
-static void n_reserved(nvfp4_fixture *f) { f->o.reserved = 1; }
+static void n_flags(nvfp4_fixture *f) { f->o.flags = 4; }
 static void n_columnwise_per_row(nvfp4_fixture *f) {
   f->o.direction = MXFP8_DIRECTION_COLUMNWISE; f->o.amax_scope = MXFP8_NVFP4_AMAX_PER_ROW;
 }
@@ -618,7 +626,7 @@ static const nvfp4_case kNvfp4QuantizeCases[] = {
     {"nvfp4 fused: scales[1] NULL", n_fused_scales_entry_null, MXFP8_ERROR_INVALID_ARGUMENT, "scales[1] is NULL"},
     {"nvfp4 fused: two shards into one values buffer", n_fused_same_values, MXFP8_ERROR_INVALID_ARGUMENT, "overlap in memory"},
     {"nvfp4 fused: a shard's values of the wrong size", n_fused_values2_count, MXFP8_ERROR_INVALID_ARGUMENT, "values[1]: holds 3500 elements (shape (70, 50)), needs exactly 3450"},
-    {"nvfp4: options.reserved not 0", n_reserved, MXFP8_ERROR_INVALID_ARGUMENT, "options.reserved is 1, must be 0"},
+    {"nvfp4: options.flags unknown", n_flags, MXFP8_ERROR_INVALID_ARGUMENT, "options.flags is 4, expected MXFP8_CHECK_ONLY"},
     {"nvfp4: per-row amax for columnwise", n_columnwise_per_row, MXFP8_ERROR_INVALID_ARGUMENT, "Transformer Engine keeps one columnwise amax per tensor"},
     {"nvfp4: odd K", n_odd_k, MXFP8_ERROR_INVALID_ARGUMENT, "inputs[0]: K = 99 is odd"},
     {"nvfp4: odd M for columnwise", n_columnwise_odd_m, MXFP8_ERROR_INVALID_ARGUMENT, "inputs[0]: M = 69 is odd"},
@@ -666,6 +674,14 @@ static void test_bad_nvfp4_quantize_input(void **state) {
   nvfp4_fixture *f = setup_nvfp4();
   c->mutate(f);
   if (f->count == 2 && f->in2_shape[1] == 36) f->in2.data = f->input2;
+  if (f->o.flags == 0) { /* checked only (MXFP8_CHECK_ONLY): the same status and message */
+    f->o.flags = MXFP8_CHECK_ONLY;
+    const mxfp8_status checked =
+        mxfp8_nvfp4_quantize_into(f->inputs_arg, f->count, f->o_arg, f->values_arg, f->scales_arg, f->a_arg);
+    EXPECT(checked == c->status, "%s, checked only: status %d (%s), expected %d", c->name, checked, mxfp8_last_error(), c->status);
+    assert_last_error_contains(c->message);
+    f->o.flags = 0;
+  }
   const mxfp8_status st =
       mxfp8_nvfp4_quantize_into(f->inputs_arg, f->count, f->o_arg, f->values_arg, f->scales_arg, f->a_arg);
   record_for_doc("mxfp8_nvfp4_quantize_into", c->name, st);
@@ -678,10 +694,29 @@ static void test_bad_nvfp4_quantize_input(void **state) {
   free(f);
 }
 
-/* A valid call of each kind (count 1 and 2) works, so that the cases above fail for the reason they name. */
-static void test_nvfp4_fixture_is_valid(void **state) {
+/* A valid call of each kind (MXFP8; NVFP4 count 1 and 2) works, so that the cases above fail for the reason
+ * they name; checked only (MXFP8_CHECK_ONLY) it is accepted and writes nothing. mxfp8_quantize, which
+ * allocates, refuses MXFP8_CHECK_ONLY. */
+static void test_quantize_fixtures_are_valid(void **state) {
   (void)state;
+  quantize_fixture *q = setup_quantize();
+  q->o.flags = MXFP8_CHECK_ONLY;
+  EXPECT(mxfp8_quantize_into(q->in_arg, q->o_arg, q->v_arg, q->s_arg, NULL, NULL) == MXFP8_OK, "%s", mxfp8_last_error());
+  EXPECT(q->values[0] == POISON && q->values[70 * 100 - 1] == POISON && q->scales[0] == POISON, "a checked-only quantize wrote");
+  DLManagedTensorVersioned *made[2] = {NULL, NULL};
+  EXPECT(mxfp8_quantize(q->in_arg, q->o_arg, &made[0], &made[1], NULL, NULL) == MXFP8_ERROR_INVALID_ARGUMENT, "mxfp8_quantize checked");
+  assert_last_error_contains("which mxfp8_quantize does not take");
+  EXPECT(!made[0] && !made[1], "a refused mxfp8_quantize returned tensors");
+  q->o.flags = 0;
+  EXPECT(mxfp8_quantize_into(q->in_arg, q->o_arg, q->v_arg, q->s_arg, NULL, NULL) == MXFP8_OK, "%s", mxfp8_last_error());
+  EXPECT(q->scales[0] != POISON || q->scales[1] != POISON, "the quantize wrote no scales");
+  free(q);
   nvfp4_fixture *f = setup_nvfp4();
+  f->o.flags = MXFP8_CHECK_ONLY; /* accepted, nothing written */
+  EXPECT(mxfp8_nvfp4_quantize_into(f->inputs_arg, 2, f->o_arg, f->values_arg, f->scales_arg, f->a_arg) == MXFP8_OK, "%s",
+         mxfp8_last_error());
+  EXPECT(f->values[0] == POISON && f->scales[0] == POISON && f->values2[0] == POISON, "a checked-only quantize wrote");
+  f->o.flags = 0;
   EXPECT(mxfp8_nvfp4_quantize_into(f->inputs_arg, 1, f->o_arg, f->values_arg, f->scales_arg, f->a_arg) == MXFP8_OK, "%s",
          mxfp8_last_error());
   EXPECT(f->amax[0] == 48.5f, "amax %g", (double)f->amax[0]);
@@ -1952,6 +1987,21 @@ static const convert_case kConvertCases[] = {
     {"mxfp8_convert", "scales with a byte_offset of 2^64 - 16 (data + byte_offset would wrap before the buffer)", c_scales_byte_offset_wraps, MXFP8_ERROR_INVALID_ARGUMENT, "scales: byte_offset 18446744073709551600 does not fit in int64"},
 };
 
+/* The convert of a case (grouped `g`, or the fixture's tensor), first checked only (MXFP8_CHECK_ONLY), which
+ * must end in the same status and message, then run. */
+static mxfp8_status convert_checked_then_run(convert_fixture *f, const convert_case *c, const mxfp8_grouped_tensor *g) {
+  if (f->o.flags == 0 && f->o_arg == &f->o) {
+    f->o.flags = MXFP8_CHECK_ONLY;
+    const mxfp8_status checked = g ? mxfp8_grouped_convert(g, f->o_arg, f->v_arg, f->s_arg)
+                                   : mxfp8_convert(f->tensor_arg, f->o_arg, f->v_arg, f->s_arg);
+    EXPECT(checked == c->status, "%s, checked only: status %d (%s), expected %d", c->name, checked, mxfp8_last_error(),
+           c->status);
+    assert_last_error_contains(c->message);
+    f->o.flags = 0;
+  }
+  return g ? mxfp8_grouped_convert(g, f->o_arg, f->v_arg, f->s_arg) : mxfp8_convert(f->tensor_arg, f->o_arg, f->v_arg, f->s_arg);
+}
+
 static void test_bad_convert_input(void **state) {
   const convert_case *c = (const convert_case *)*state;
   convert_fixture *f = malloc(sizeof *f);
@@ -1977,12 +2027,12 @@ static void test_bad_convert_input(void **state) {
     assert_int_equal(mxfp8_grouped_tensor_create(&d, &g), MXFP8_OK);
     if (f->s_shape[0] == 400) f->s_shape[0] = 480;
     f->v_shape[0] = 120 * 48;
-    st = mxfp8_grouped_convert(g, f->o_arg, f->v_arg, f->s_arg);
+    st = convert_checked_then_run(f, c, g);
     mxfp8_grouped_tensor_release(g);
     test_tensor_free(data);
     test_tensor_free(scales);
   } else {
-    st = mxfp8_convert(f->tensor_arg, f->o_arg, f->v_arg, f->s_arg);
+    st = convert_checked_then_run(f, c, NULL);
   }
   record_for_doc(c->call, c->name, st);
   EXPECT(st == c->status, "%s: status %d (%s), expected %d", c->name, st, mxfp8_last_error(), c->status);
@@ -2399,7 +2449,7 @@ int main(void) {
     t.name = kNvfp4QuantizeCases[i].name;
     tests[NC + NE + NB + NQ + ND + NH + NI + NV + NN + i] = t;
   }
-  tests[NC + NE + NB + NQ + ND + NH + NI + NV + NN + NF] = (struct CMUnitTest)cmocka_unit_test(test_nvfp4_fixture_is_valid);
+  tests[NC + NE + NB + NQ + ND + NH + NI + NV + NN + NF] = (struct CMUnitTest)cmocka_unit_test(test_quantize_fixtures_are_valid);
   for (int i = 0; i < NS; ++i) {
     struct CMUnitTest t = cmocka_unit_test_prestate(test_bad_shard_input, (void *)&kShardCases[i]);
     t.name = kShardCases[i].name;

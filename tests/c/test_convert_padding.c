@@ -4,7 +4,7 @@
  * library's one call. Sources are TE storage (compact, padded row-major with poisoned padding, 128x4
  * swizzled), outputs are poisoned; shapes pad rows only, K only, both, and neither (aligned already);
  * K is not a multiple of 32 in some. The row-order layouts take padding too, and every bad option is
- * refused before anything is written, with options.flags = MXFP8_CONVERT_CHECK_ONLY as without it;
+ * refused before anything is written, with options.flags = MXFP8_CHECK_ONLY as without it;
  * with it an accepted convert writes nothing, even at addresses nobody owns. */
 #include <stddef.h>
 #include <stdlib.h>
@@ -153,7 +153,7 @@ static void test_bad_padding_is_refused(void **state) {
   for (int check_only = 0; check_only < 2; ++check_only) /* the same refusal, status and message, checked only */
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
     mxfp8_convert_options o = MXFP8_CONVERT_OPTIONS_INIT;
-    o.flags = check_only ? MXFP8_CONVERT_CHECK_ONLY : 0u;
+    o.flags = check_only ? MXFP8_CHECK_ONLY : 0u;
     /* a target that keeps row order, so that only the padding asks for the values */
     o.target = cases[i].no_values ? MXFP8_SCALE_LAYOUT_COMPACT : MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED_GATED;
     o.pad_rows_to = cases[i].rows_to;
@@ -172,7 +172,7 @@ static void test_bad_padding_is_refused(void **state) {
   o.target = MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED_GATED;
   o.pad_rows_to = 128;
   for (int check_only = 0; check_only < 2; ++check_only) {
-    o.flags = check_only ? MXFP8_CONVERT_CHECK_ONLY : 0u;
+    o.flags = check_only ? MXFP8_CHECK_ONLY : 0u;
     assert_int_equal(mxfp8_convert(t.handle, &o, &v, &s), MXFP8_ERROR_INVALID_ARGUMENT);
     assert_last_error_contains("an odd count");
     EXPECT(out_v[0] == POISON && out_s[0] == POISON, "a refused convert wrote");
@@ -182,7 +182,7 @@ static void test_bad_padding_is_refused(void **state) {
   free(out_s);
 }
 
-/* MXFP8_CONVERT_CHECK_ONLY accepts what the convert accepts and writes nothing: outputs described at
+/* MXFP8_CHECK_ONLY accepts what the convert accepts and writes nothing: outputs described at
  * addresses no memory backs (their bytes are never touched), a single tensor and grouped experts, a
  * target that permutes rows with padding; then the real convert of the same request succeeds. Unknown
  * flag bits are refused. */
@@ -205,7 +205,7 @@ static void test_check_only_writes_nothing(void **state) {
   o.target = MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED_GATED;
   o.pad_rows_to = 128;
   o.pad_cols_to = 256;
-  o.flags = MXFP8_CONVERT_CHECK_ONLY;
+  o.flags = MXFP8_CHECK_ONLY;
   assert_int_equal(mxfp8_grouped_convert(g, &o, &v, &s), MXFP8_OK);
   vshape[0] = 1;
   sshape[0] = 256 * 8;
@@ -215,12 +215,12 @@ static void test_check_only_writes_nothing(void **state) {
   o.flags = 2;
   sshape[0] = 256 * 8;
   assert_int_equal(mxfp8_convert(t.handle, &o, &v, &s), MXFP8_ERROR_INVALID_ARGUMENT);
-  assert_last_error_contains("options.flags is 2, expected MXFP8_CONVERT_CHECK_ONLY (1) or 0");
+  assert_last_error_contains("options.flags is 2, expected MXFP8_CHECK_ONLY (1) or 0");
   /* The same request, converted, into real buffers (poisoned, so that a write shows). */
   uint8_t *out_v = poisoned(256 * 256), *out_s = poisoned(256 * 8);
   v.data = out_v;
   s.data = out_s;
-  o.flags = MXFP8_CONVERT_CHECK_ONLY;
+  o.flags = MXFP8_CHECK_ONLY;
   assert_int_equal(mxfp8_convert(t.handle, &o, &v, &s), MXFP8_OK);
   EXPECT(out_v[0] == POISON && out_v[256 * 256 - 1] == POISON && out_s[0] == POISON && out_s[256 * 8 - 1] == POISON,
          "a checked-only convert wrote");

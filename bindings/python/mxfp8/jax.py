@@ -57,11 +57,27 @@ def xla_library_path() -> str:
     return str(path)
 
 
+class _Operand(ctypes.Structure):
+    """mxfp8_xla_operand: one operand of a call as a tracer knows it."""
+
+    _fields_ = [("ndim", ctypes.c_int32), ("shape", ctypes.POINTER(ctypes.c_int64)), ("dtype", ctypes.c_char_p)]
+
+
+@functools.lru_cache(maxsize=None)
+def _library() -> ctypes.CDLL:
+    library = ctypes.CDLL(xla_library_path())
+    library.mxfp8_xla_check.restype = ctypes.c_int32
+    library.mxfp8_xla_check.argtypes = [ctypes.c_char_p, ctypes.POINTER(_Operand), ctypes.c_int32,
+                                        ctypes.POINTER(ctypes.c_char_p), ctypes.POINTER(ctypes.c_int64),
+                                        ctypes.c_int32, ctypes.POINTER(ctypes.c_char_p)]
+    return library
+
+
 @functools.lru_cache(maxsize=None)
 def _registered() -> bool:
     """Registers every target with XLA, once: the host handlers for the CPU platform and the CUDA ones
     for a CUDA platform when this jaxlib has one."""
-    library = ctypes.CDLL(xla_library_path())
+    library = _library()
     for name in _OPERATIONS:
         jax.ffi.register_ffi_target(f"mxfp8_{name}", jax.ffi.pycapsule(getattr(library, f"mxfp8_xla_{name}_host")),
                                     platform="cpu")
@@ -94,12 +110,41 @@ def _operand(name: str, array: Any) -> Any:
     return array
 
 
+# The operations whose inputs the library checks at trace time (mxfp8_xla_check): their buffers' shapes
+# say whether the call is taken (a scale_inv too short for its data, a padding that does not fit, grouped
+# experts columnwise). The others' results are shaped here from their inputs, so only their options can
+# be wrong, and those are checked before the call is made.
+_CHECKED = ("convert", "dequantize", "nvfp4_dequantize")
+_CHECK_ERRORS = {3: ValueError, 12: TypeError, 8: MemoryError}  # XLA's kInvalidArgument, kUnimplemented, ...
+
+
+@functools.lru_cache(maxsize=4096)
+def _check(name: str, operands: Tuple[Tuple[Tuple[int, ...], str], ...], attributes: Tuple[Tuple[str, int], ...]):
+    """The library's checks of the call `name` on operands (shape, dtype name: the arguments, then the
+    results) and attributes, run on shapes alone by libmxfp8_xla: the error the call would end in when it
+    runs, raised now, while the program is traced."""
+    shapes = [(ctypes.c_int64 * max(len(shape), 1))(*shape) for shape, _ in operands]
+    described = (_Operand * len(operands))(*(_Operand(len(shape), dims, dtype.encode())
+                                            for (shape, dtype), dims in zip(operands, shapes)))
+    names = (ctypes.c_char_p * len(attributes))(*(k.encode() for k, _ in attributes))
+    values = (ctypes.c_int64 * len(attributes))(*(v for _, v in attributes))
+    message = ctypes.c_char_p()
+    code = _library().mxfp8_xla_check(name.encode(), described, len(operands), names, values, len(attributes),
+                                      ctypes.byref(message))
+    if code:
+        raise _CHECK_ERRORS.get(code, RuntimeError)(message.value.decode())
+
+
 def _call(name: str, results: Any, operands: Sequence[Tuple[str, Any]], **attributes: Any) -> Any:
     _registered()
+    arrays = [_operand(n, a) for n, a in operands]
+    if name in _CHECKED:
+        described = (*arrays, *(results if isinstance(results, (list, tuple)) else [results]))
+        _check(name, tuple((tuple(int(d) for d in x.shape), np.dtype(x.dtype).name) for x in described),
+               tuple((k, int(v)) for k, v in attributes.items()))
     call = jax.ffi.ffi_call(f"mxfp8_{name}", results, vmap_method="sequential")
     # int32 attributes, but for those given as np.int64 (the padding's extents, int64 in the C options)
-    return call(*(_operand(n, a) for n, a in operands),
-                **{k: v if isinstance(v, np.int64) else np.int32(v) for k, v in attributes.items()})
+    return call(*arrays, **{k: v if isinstance(v, np.int64) else np.int32(v) for k, v in attributes.items()})
 
 
 def _scale_matrix(name: str, shape: Sequence[int], direction: str) -> Tuple[int, int]:

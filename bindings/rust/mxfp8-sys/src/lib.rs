@@ -514,8 +514,8 @@ c_struct! {
         values_dtype: i32 = MXFP8_VALUES_FP8,
         /// `MXFP8_SCALES_UINT8` or `MXFP8_SCALES_E8M0` of the scales `mxfp8_quantize` allocates.
         scales_dtype: i32 = MXFP8_SCALES_UINT8,
-        /// Must be 0.
-        reserved: u32 = 0,
+        /// `MXFP8_CHECK_ONLY` or 0.
+        flags: u32 = 0,
         /// The `cudaStream_t` the kernel runs on (NULL: the legacy default stream).
         stream: *mut c_void = null_mut(),
         /// Allocates `mxfp8_quantize`'s outputs; None: the library allocates.
@@ -550,13 +550,14 @@ c_struct! {
         pad_cols_to: i64 = 0,
         /// The E8M0 byte of a padding scale (default 127).
         pad_scale: i32 = 127,
-        /// `MXFP8_CONVERT_CHECK_ONLY` or 0.
+        /// `MXFP8_CHECK_ONLY` or 0.
         flags: u64 = 0,
     }
 }
 
-/// `mxfp8_convert_options.flags`: every check of the call, then return without writing or launching.
-pub const MXFP8_CONVERT_CHECK_ONLY: u64 = 1;
+/// A bit of an options struct's `flags`: every check of the call, then return without writing, allocating
+/// or launching anything.
+pub const MXFP8_CHECK_ONLY: u32 = 1;
 
 /// `mxfp8_nvfp4_global_scale`: amax / (6 * E4M3_MAX), vLLM ModelOpt's weight_scale_2.
 pub const MXFP8_NVFP4_GLOBAL_SCALE_DECODE: i32 = 0;
@@ -593,8 +594,8 @@ c_struct! {
         scales_layout: i32 = MXFP8_QUANTIZED_SCALES_COMPACT,
         /// `MXFP8_DIRECTION_*` (columnwise: the transpose, as TE stores it).
         direction: i32 = MXFP8_DIRECTION_ROWWISE,
-        /// Must be 0.
-        reserved: u32 = 0,
+        /// `MXFP8_CHECK_ONLY` or 0.
+        flags: u32 = 0,
         /// The `cudaStream_t` the kernels run on.
         stream: *mut c_void = null_mut(),
     }

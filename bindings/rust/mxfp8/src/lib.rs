@@ -97,7 +97,7 @@ pub use grouped::{GroupedBuilder, GroupedTensor};
 pub use managed::ManagedTensor;
 pub use memory::{Buf, BufMut, DeviceBytes, Dtype, Element};
 pub use options::{
-    AmaxMode, AmaxScope, Block, ConvertOptions, CONVERT_CHECK_ONLY, DequantizeOptions, Direction, ExportOptions, Format, FourOverSix, GlobalScale,
+    AmaxMode, AmaxScope, Block, ConvertOptions, CHECK_ONLY, DequantizeOptions, Direction, ExportOptions, Format, FourOverSix, GlobalScale,
     GroupedScales, Layout, Nvfp4QuantizeOptions, PaddedScales, QuantizeOptions, QuantizedScales, ScaleFixup, ScaleLayout, ScaleRounding,
     ScalesDtype, ScalesGranularity, Stream, ValuesDtype,
 };

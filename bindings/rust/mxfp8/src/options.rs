@@ -241,7 +241,7 @@ macro_rules! plain_fields {
         }
     )*};
 }
-plain_fields!(i32, i64, u64);
+plain_fields!(i32, i64, u32, u64);
 
 /// A `cudaStream_t` that CUDA work is queued on. Host-memory calls ignore it.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
@@ -362,9 +362,11 @@ options! {
     }
 }
 
-/// [`ConvertOptions::flags`]: every check of the convert, then return without writing or launching anything
-/// (`MXFP8_CONVERT_CHECK_ONLY`).
-pub const CONVERT_CHECK_ONLY: u64 = sys::MXFP8_CONVERT_CHECK_ONLY;
+/// A bit of the `flags` of [`ConvertOptions`], [`QuantizeOptions`] and [`Nvfp4QuantizeOptions`]
+/// (`MXFP8_CHECK_ONLY`): every check of the call, in the same order with the same error, then return
+/// without writing, allocating or launching anything (buffers' addresses and sizes are read, never their
+/// bytes). [`quantize`](crate::quantize) refuses it: it allocates; use [`quantize_into`](crate::quantize_into).
+pub const CHECK_ONLY: u32 = sys::MXFP8_CHECK_ONLY;
 
 options! {
     /// Options of [`Tensor::convert_into`](crate::Tensor::convert_into) and
@@ -394,8 +396,7 @@ options! {
         pad_cols_to: i64 = pad_cols_to,
         /// The E8M0 byte of a padding scale (`pad_scale`, default 127 = 2^0, vLLM's).
         pad_scale: i32 = pad_scale,
-        /// `flags`: 0 (default), or [`CONVERT_CHECK_ONLY`](crate::CONVERT_CHECK_ONLY): every check of the call,
-        /// nothing written or launched (buffers' addresses and sizes are read, never their bytes).
+        /// 0 (default), or [`CHECK_ONLY`]: the checks alone.
         flags: u64 = flags,
     }
 }
@@ -423,6 +424,8 @@ options! {
         values_dtype: ValuesDtype = values_dtype,
         /// The dtype of the scales [`quantize`](crate::quantize) allocates.
         scales_dtype: ScalesDtype = scales_dtype,
+        /// 0 (default), or [`CHECK_ONLY`] ([`quantize_into`](crate::quantize_into)): the checks alone.
+        flags: u32 = flags,
         /// The stream CUDA work runs on.
         stream: Stream = stream,
     }
@@ -459,6 +462,8 @@ options! {
         scales: QuantizedScales = scales_layout,
         /// Rowwise (default), or columnwise: the `(K, M)` transpose, blocked along M, as TE stores it.
         direction: Direction = direction,
+        /// 0 (default), or [`CHECK_ONLY`]: the checks alone.
+        flags: u32 = flags,
         /// The stream CUDA work runs on.
         stream: Stream = stream,
     }

@@ -104,12 +104,12 @@ fn rust_view() -> BTreeMap<String, i64> {
     layout!(r, mxfp8_grouped_desc: struct_size, format, scale_layout, scales, num_experts, reserved, cols, uniform_rows,
             expert_rows, scale_offsets, data, scale_inv);
     layout!(r, mxfp8_quantize_options: struct_size, format, block, scale_rounding, scales_layout, values_dtype,
-            scales_dtype, reserved, stream, allocator);
+            scales_dtype, flags, stream, allocator);
     layout!(r, mxfp8_dequantize_options: struct_size, direction, stream);
     layout!(r, mxfp8_convert_options: struct_size, target, direction, scale_fixup, stream, pad_rows_to, pad_cols_to, pad_scale,
             flags);
     layout!(r, mxfp8_nvfp4_quantize_options: struct_size, amax_scope, amax_mode, four_over_six, e4m3_max, scales_layout,
-            direction, reserved, stream);
+            direction, flags, stream);
     r.insert("mxfp8_status".into(), size_of::<mxfp8_status>() as i64);
     r.insert("MXFP8_VERSION".into(), MXFP8_VERSION as i64);
     r.insert("MXFP8_NUM_STATUS".into(), mxfp8_status::NUM_STATUS.0 as i64);
@@ -129,12 +129,12 @@ fn rust_view() -> BTreeMap<String, i64> {
     init!(r, mxfp8_grouped_desc: int struct_size, int format, int scale_layout, int scales, int num_experts, int reserved,
           int cols, int uniform_rows, ptr expert_rows, ptr scale_offsets, ptr data, ptr scale_inv);
     init!(r, mxfp8_quantize_options: int struct_size, int format, int block, int scale_rounding, int scales_layout,
-          int values_dtype, int scales_dtype, int reserved, ptr stream, fnptr allocator);
+          int values_dtype, int scales_dtype, int flags, ptr stream, fnptr allocator);
     init!(r, mxfp8_dequantize_options: int struct_size, int direction, ptr stream);
     init!(r, mxfp8_convert_options: int struct_size, int target, int direction, int scale_fixup, ptr stream, int pad_rows_to,
           int pad_cols_to, int pad_scale, int flags);
     init!(r, mxfp8_nvfp4_quantize_options: int struct_size, int amax_scope, int amax_mode, int four_over_six,
-          int e4m3_max, int scales_layout, int direction, int reserved, ptr stream);
+          int e4m3_max, int scales_layout, int direction, int flags, ptr stream);
     r
 }
 

@@ -6,7 +6,7 @@ mod common;
 use common::*;
 
 use mxfp8::{
-    export_scales_batched, layout_bytes, BufMut, ConvertOptions, CONVERT_CHECK_ONLY, Direction, ExportOptions, GroupedBuilder, GroupedScales, GroupedTensor, Layout,
+    export_scales_batched, layout_bytes, BufMut, ConvertOptions, CHECK_ONLY, Direction, ExportOptions, GroupedBuilder, GroupedScales, GroupedTensor, Layout,
     ManagedTensor, ScaleFixup, ScaleLayout, Status, Tensor, TensorBuilder,
 };
 
@@ -258,7 +258,7 @@ fn padding_writes_the_padded_weight_in_the_target() {
     assert_eq!(err.status, Status::InvalidArgument, "{err}");
     assert!(small_values.iter().chain(&small_scales).all(|&b| b == POISON), "a refused convert wrote");
     // Checked only: the same refusal; the right sizes accepted, nothing written; an unknown flag refused.
-    let check = options.flags(CONVERT_CHECK_ONLY);
+    let check = options.flags(CHECK_ONLY.into());
     let err = grouped.convert_into(&check, Some(BufMut::from(&mut small_values)), &mut small_scales).unwrap_err();
     assert_eq!(err.status, Status::InvalidArgument, "{err}");
     let (mut unwritten_values, mut unwritten_scales) = (vec![POISON; e * np * kp], vec![POISON; e * per_expert]);

@@ -20,8 +20,8 @@ fn safe_defaults_are_the_c_initializers() {
     assert_eq!(a.values_dtype, sys::MXFP8_VALUES_FP8);
     let (a, b) = (Nvfp4QuantizeOptions::default().to_sys(), sys::mxfp8_nvfp4_quantize_options::default());
     assert_eq!(
-        (a.struct_size, a.amax_scope, a.amax_mode, a.four_over_six, a.e4m3_max, a.scales_layout, a.direction, a.reserved, a.stream),
-        (b.struct_size, b.amax_scope, b.amax_mode, b.four_over_six, b.e4m3_max, b.scales_layout, b.direction, b.reserved, b.stream)
+        (a.struct_size, a.amax_scope, a.amax_mode, a.four_over_six, a.e4m3_max, a.scales_layout, a.direction, a.flags, a.stream),
+        (b.struct_size, b.amax_scope, b.amax_mode, b.four_over_six, b.e4m3_max, b.scales_layout, b.direction, b.flags, b.stream)
     );
     let nvfp4 = TensorBuilder::new().scale_layout(ScaleLayout::RowMajor)
         .format(Format::Nvfp4)
@@ -37,8 +37,8 @@ fn safe_defaults_are_the_c_initializers() {
     assert_eq!((a.struct_size, a.target, a.direction, a.scale_fixup, a.stream), (b.struct_size, b.target, b.direction, b.scale_fixup, b.stream));
     let (a, b) = (QuantizeOptions::default().to_sys(), sys::mxfp8_quantize_options::default());
     assert_eq!(
-        (a.struct_size, a.format, a.block, a.scale_rounding, a.scales_layout, a.values_dtype, a.scales_dtype, a.reserved, a.stream, a.allocator.is_none()),
-        (b.struct_size, b.format, b.block, b.scale_rounding, b.scales_layout, b.values_dtype, b.scales_dtype, b.reserved, b.stream, b.allocator.is_none())
+        (a.struct_size, a.format, a.block, a.scale_rounding, a.scales_layout, a.values_dtype, a.scales_dtype, a.flags, a.stream, a.allocator.is_none()),
+        (b.struct_size, b.format, b.block, b.scale_rounding, b.scales_layout, b.values_dtype, b.scales_dtype, b.flags, b.stream, b.allocator.is_none())
     );
     let (a, b) = (DequantizeOptions::default().to_sys(), sys::mxfp8_dequantize_options::default());
     assert_eq!((a.struct_size, a.direction, a.stream), (b.struct_size, b.direction, b.stream));

@@ -132,7 +132,7 @@ int main(void) {
   FIELD(mxfp8_quantize_options, scales_layout);
   FIELD(mxfp8_quantize_options, values_dtype);
   FIELD(mxfp8_quantize_options, scales_dtype);
-  FIELD(mxfp8_quantize_options, reserved);
+  FIELD(mxfp8_quantize_options, flags);
   FIELD(mxfp8_quantize_options, stream);
   FIELD(mxfp8_quantize_options, allocator);
   SIZE(mxfp8_convert_options);
@@ -153,7 +153,7 @@ int main(void) {
   FIELD(mxfp8_nvfp4_quantize_options, e4m3_max);
   FIELD(mxfp8_nvfp4_quantize_options, scales_layout);
   FIELD(mxfp8_nvfp4_quantize_options, direction);
-  FIELD(mxfp8_nvfp4_quantize_options, reserved);
+  FIELD(mxfp8_nvfp4_quantize_options, flags);
   FIELD(mxfp8_nvfp4_quantize_options, stream);
   SIZE(mxfp8_dequantize_options);
   FIELD(mxfp8_dequantize_options, struct_size);
@@ -262,7 +262,7 @@ int main(void) {
     INIT_INT(mxfp8_quantize_options, v, scales_layout);
     INIT_INT(mxfp8_quantize_options, v, values_dtype);
     INIT_INT(mxfp8_quantize_options, v, scales_dtype);
-    INIT_INT(mxfp8_quantize_options, v, reserved);
+    INIT_INT(mxfp8_quantize_options, v, flags);
     INIT_PTR(mxfp8_quantize_options, v, stream);
     INIT_PTR(mxfp8_quantize_options, v, allocator);
   }
@@ -293,7 +293,7 @@ int main(void) {
     INIT_INT(mxfp8_nvfp4_quantize_options, v, e4m3_max);
     INIT_INT(mxfp8_nvfp4_quantize_options, v, scales_layout);
     INIT_INT(mxfp8_nvfp4_quantize_options, v, direction);
-    INIT_INT(mxfp8_nvfp4_quantize_options, v, reserved);
+    INIT_INT(mxfp8_nvfp4_quantize_options, v, flags);
     INIT_PTR(mxfp8_nvfp4_quantize_options, v, stream);
   }
   return 0;
