@@ -8,6 +8,7 @@
 // device ordinal); the CUDA one needs no CUDA header, since a stream is an opaque pointer to the C API.
 #include <mxfp8/mxfp8.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <exception>
@@ -192,16 +193,42 @@ ffi::Error describe(View &data, View &scales, int32_t format, int32_t swizzled, 
 
 // ---- the operations, each once for both platforms -------------------------------------------------
 
+// The scale transposes have no options, so no MXFP8_CHECK_ONLY: checked only, each runs on the host on a
+// one-tile stand-in of its operands' element types (the library's dtype checks), then the swizzled side's
+// size is compared with mxfp8_layout_bytes, the size the library requires of it (in elements: every type
+// it takes is a byte).
+using ScaleMove = mxfp8_status (*)(const DLTensor *, DLTensor *, void *);
+
+ffi::Error scale_move_views(const Place &place, View &in, View &out, bool to_swizzled, ScaleMove move) {
+  if (auto e = usable(in, out); e.failure()) return e;
+  if (!place.check_only) return check(move(in.get(), out.get(), place.stream));
+  const DLTensor &compact = (to_swizzled ? in : out).tensor(), &swizzled = (to_swizzled ? out : in).tensor();
+  int64_t one_shape[2] = {1, 1}, tile_shape[1] = {512};
+  alignas(8) uint8_t one[8] = {127}, tile[512 * 8] = {};  // room for the widest type a view may carry
+  DLTensor small{one, {kDLCPU, 0}, 2, compact.dtype, one_shape, nullptr, 0};
+  DLTensor whole{tile, {kDLCPU, 0}, 1, swizzled.dtype, tile_shape, nullptr, 0};
+  if (auto e = check(to_swizzled ? move(&small, &whole, nullptr) : move(&whole, &small, nullptr)); e.failure()) return e;
+  int64_t rows = 1, cols = compact.ndim > 0 ? compact.shape[compact.ndim - 1] : 1, have = 1, need = 0;
+  for (int32_t i = 0; i + 1 < compact.ndim; ++i) rows *= compact.shape[i];
+  for (int32_t i = 0; i < swizzled.ndim; ++i) have *= swizzled.shape[i];
+  if (auto e = check(mxfp8_layout_bytes(MXFP8_SCALE_LAYOUT_128X4, MXFP8_DIRECTION_ROWWISE, rows, cols, &need)); e.failure())
+    return e;
+  if (have != need)
+    return ffi::Error::InvalidArgument("mxfp8: the 128x4 layout of a " + std::to_string(rows) + " x " +
+                                       std::to_string(cols) + " scale matrix is " + std::to_string(need) +
+                                       " bytes, but " + (to_swizzled ? "the result" : "swizzled") + " holds " +
+                                       std::to_string(have));
+  return ffi::Error::Success();
+}
+
 ffi::Error unswizzle_scales(Place place, ffi::AnyBuffer swizzled, ffi::Result<ffi::AnyBuffer> compact) {
   View in(swizzled, place, "swizzled"), out(*compact, place, "the result");
-  if (auto e = usable(in, out); e.failure()) return e;
-  return check(mxfp8_unswizzle_scales(in.get(), out.get(), place.stream));
+  return scale_move_views(place, in, out, false, mxfp8_unswizzle_scales);
 }
 
 ffi::Error swizzle_scales(Place place, ffi::AnyBuffer compact, ffi::Result<ffi::AnyBuffer> swizzled) {
   View in(compact, place, "compact"), out(*swizzled, place, "the result");
-  if (auto e = usable(in, out); e.failure()) return e;
-  return check(mxfp8_swizzle_scales(in.get(), out.get(), place.stream));
+  return scale_move_views(place, in, out, true, mxfp8_swizzle_scales);
 }
 
 // The scales (and, with two results, the values) of one tensor or of num_experts grouped experts of
@@ -273,19 +300,25 @@ ffi::Error convert(Place place, ffi::AnyBuffer data, ffi::AnyBuffer scale_inv, f
 }
 
 // One direction of `input` quantized into XLA's two results (mxfp8_quantize_into).
-ffi::Error quantize(Place place, ffi::AnyBuffer input, ffi::Result<ffi::AnyBuffer> values,
-                    ffi::Result<ffi::AnyBuffer> scales, int32_t format, int32_t scale_rounding,
-                    int32_t scales_layout, int32_t direction) {
-  View in(input, place, "x"), v(*values, place, "the values result"), s(*scales, place, "the scales result");
+ffi::Error quantize_views(const Place &place, View &in, View &v, View &s, int32_t format, int32_t scale_rounding,
+                          int32_t scales_layout, int32_t direction) {
   if (auto e = usable(in, v, s); e.failure()) return e;
   mxfp8_quantize_options o = MXFP8_QUANTIZE_OPTIONS_INIT;
   o.format = format;
   o.scale_rounding = scale_rounding;
   o.scales_layout = scales_layout;
   o.stream = place.stream;
+  o.flags = place.check_only ? MXFP8_CHECK_ONLY : 0u;
   const bool columnwise = direction == MXFP8_DIRECTION_COLUMNWISE;
   return check(mxfp8_quantize_into(in.get(), &o, columnwise ? nullptr : v.get(), columnwise ? nullptr : s.get(),
                                    columnwise ? v.get() : nullptr, columnwise ? s.get() : nullptr));
+}
+
+ffi::Error quantize(Place place, ffi::AnyBuffer input, ffi::Result<ffi::AnyBuffer> values,
+                    ffi::Result<ffi::AnyBuffer> scales, int32_t format, int32_t scale_rounding,
+                    int32_t scales_layout, int32_t direction) {
+  View in(input, place, "x"), v(*values, place, "the values result"), s(*scales, place, "the scales result");
+  return quantize_views(place, in, v, s, format, scale_rounding, scales_layout, direction);
 }
 
 // One direction of a stored MXFP8 tensor decoded into float32 or bfloat16 (mxfp8_dequantize).
@@ -311,11 +344,8 @@ ffi::Error dequantize(Place place, ffi::AnyBuffer data, ffi::AnyBuffer scale_inv
 
 // One direction of `input` quantized to NVFP4 (mxfp8_nvfp4_quantize_into), the amax computed into the
 // third result: packed values, E4M3 block scales, float32 amax (one, or one per row).
-ffi::Error nvfp4_quantize(Place place, ffi::AnyBuffer input, ffi::Result<ffi::AnyBuffer> values,
-                          ffi::Result<ffi::AnyBuffer> scales, ffi::Result<ffi::AnyBuffer> amax, int32_t amax_scope,
-                          int32_t four_over_six, int32_t e4m3_max, int32_t scales_layout, int32_t direction) {
-  View in(input, place, "x"), v(*values, place, "the values result"), s(*scales, place, "the scales result"),
-      a(*amax, place, "the amax result");
+ffi::Error nvfp4_quantize_views(const Place &place, View &in, View &v, View &s, View &a, int32_t amax_scope,
+                                int32_t four_over_six, int32_t e4m3_max, int32_t scales_layout, int32_t direction) {
   if (auto e = usable(in, v, s, a); e.failure()) return e;
   mxfp8_nvfp4_quantize_options o = MXFP8_NVFP4_QUANTIZE_OPTIONS_INIT;
   o.amax_scope = amax_scope;
@@ -324,9 +354,18 @@ ffi::Error nvfp4_quantize(Place place, ffi::AnyBuffer input, ffi::Result<ffi::An
   o.scales_layout = scales_layout;
   o.direction = direction;
   o.stream = place.stream;
+  o.flags = place.check_only ? MXFP8_CHECK_ONLY : 0u;
   const DLTensor *inputs[1] = {in.get()};
   DLTensor *value_list[1] = {v.get()}, *scale_list[1] = {s.get()};
   return check(mxfp8_nvfp4_quantize_into(inputs, 1, &o, value_list, scale_list, a.get()));
+}
+
+ffi::Error nvfp4_quantize(Place place, ffi::AnyBuffer input, ffi::Result<ffi::AnyBuffer> values,
+                          ffi::Result<ffi::AnyBuffer> scales, ffi::Result<ffi::AnyBuffer> amax, int32_t amax_scope,
+                          int32_t four_over_six, int32_t e4m3_max, int32_t scales_layout, int32_t direction) {
+  View in(input, place, "x"), v(*values, place, "the values result"), s(*scales, place, "the scales result"),
+      a(*amax, place, "the amax result");
+  return nvfp4_quantize_views(place, in, v, s, a, amax_scope, four_over_six, e4m3_max, scales_layout, direction);
 }
 
 // One direction of a stored NVFP4 tensor (its logical shape taken from the packed values, as
@@ -433,6 +472,23 @@ ffi::Error check_operation(const std::string &operation, const mxfp8_xla_operand
     CheckedOperands v(operands, count, place, names);
     const int32_t swizzled = a32("swizzled"), e4m3_max = a32("e4m3_max"), direction = a32("direction");
     if (!missing) return nvfp4_dequantize_views(place, v[0], v[1], v[2], v[3], swizzled, e4m3_max, direction);
+  } else if (operation == "quantize" && count == 3) {
+    static const char *const names[] = {"x", "the values result", "the scales result"};
+    CheckedOperands v(operands, count, place, names);
+    const int32_t format = a32("format"), rounding = a32("scale_rounding"), layout = a32("scales_layout");
+    const int32_t direction = a32("direction");
+    if (!missing) return quantize_views(place, v[0], v[1], v[2], format, rounding, layout, direction);
+  } else if (operation == "nvfp4_quantize" && count == 4) {
+    static const char *const names[] = {"x", "the values result", "the scales result", "the amax result"};
+    CheckedOperands v(operands, count, place, names);
+    const int32_t scope = a32("amax_scope"), four_over_six = a32("four_over_six"), e4m3_max = a32("e4m3_max");
+    const int32_t layout = a32("scales_layout"), direction = a32("direction");
+    if (!missing) return nvfp4_quantize_views(place, v[0], v[1], v[2], v[3], scope, four_over_six, e4m3_max, layout, direction);
+  } else if ((operation == "unswizzle_scales" || operation == "swizzle_scales") && count == 2) {
+    const bool to_swizzled = operation == "swizzle_scales";
+    const char *const names[] = {to_swizzled ? "compact" : "swizzled", "the result"};
+    CheckedOperands v(operands, count, place, names);
+    return scale_move_views(place, v[0], v[1], to_swizzled, to_swizzled ? mxfp8_swizzle_scales : mxfp8_unswizzle_scales);
   } else {
     return ffi::Error::InvalidArgument("mxfp8: no trace-time check of " + operation + " with " + std::to_string(count) +
                                        " operands");

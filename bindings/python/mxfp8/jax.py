@@ -10,11 +10,12 @@ package) wrapped as functions of ``jax.Array``\\ s.
 
 Each call is one custom call in the compiled program: on the GPU it runs on XLA's stream, with no host
 round trip; on the CPU platform the library's host path runs. Shapes, dtypes and options are static (they
-come from the inputs' shapes and the keyword arguments), so the output shapes are known at trace time;
-an unknown option name, NVFP4 options the library refuses, or a layout that does not take the direction
-fails at trace time with the library's message. A buffer whose size does not match what the options say fails when the call runs,
-with the library's message in the XlaRuntimeError. ``jax.vmap`` maps a leading batch axis by running the
-call once per element (``vmap_method="sequential"``).
+come from the inputs' shapes and the keyword arguments), so the output shapes are known at trace time, and
+so is every refusal: before a call is added to the program, the library checks it on its operands' shapes
+and dtypes alone (libmxfp8_xla's ``mxfp8_xla_check``: the handler's own path with ``MXFP8_CHECK_ONLY``,
+at addresses no memory backs), so a bad input or option raises here, with the library's message —
+ValueError for an input it refuses, TypeError for what it does not do — and nothing reaches a device.
+``jax.vmap`` maps a leading batch axis by running the call once per element (``vmap_method="sequential"``).
 
 Operations: ``unswizzle_scales`` / ``swizzle_scales`` (one scale matrix, 128x4), ``export_components``
 (values and compact scales from TE's storage), ``convert`` (one tensor or
@@ -32,12 +33,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _args, _mxfp8, nvfp4 as _nvfp4
+from . import _args, _mxfp8
 from ._convert import _GROUPED_SCALES
 from ._import import _DIRECTIONS, _FORMATS, _code, _fixup, layout_bytes
 from ._manifest import LAYOUT_WORDS, LAYOUTS
 from ._nvfp4_quantize import _FOUR_OVER_SIX, _shapes as _nvfp4_shapes
-from ._nvfp4_quantize import nvfp4_quantize as _nvfp4_quantize
 from ._quantize import _ROUNDINGS, _SCALE_LAYOUTS
 
 _LIBRARY = "libmxfp8_xla.so"
@@ -92,9 +92,8 @@ def _registered() -> bool:
     return True
 
 
-# The element types the library takes. Anything else is refused here, at trace time: JAX would convert it
-# on its way into the call without a word (a NumPy float64 array to float32 when x64 is off, a list to
-# int32), and a JAX array of another type would only fail when the call runs.
+# The element types the library takes. Anything else is refused here, before JAX converts it on its way
+# into the call without a word (a NumPy float64 array to float32 when x64 is off, a list to int32).
 _TAKEN = tuple(np.dtype(t) for t in (np.uint8, np.int32, np.float32, np.float16, jnp.bfloat16, jnp.float8_e4m3fn,
                                       jnp.float8_e5m2, jnp.float8_e8m0fnu))
 
@@ -110,11 +109,6 @@ def _operand(name: str, array: Any) -> Any:
     return array
 
 
-# The operations whose inputs the library checks at trace time (mxfp8_xla_check): their buffers' shapes
-# say whether the call is taken (a scale_inv too short for its data, a padding that does not fit, grouped
-# experts columnwise). The others' results are shaped here from their inputs, so only their options can
-# be wrong, and those are checked before the call is made.
-_CHECKED = ("convert", "dequantize", "nvfp4_dequantize")
 _CHECK_ERRORS = {3: ValueError, 12: TypeError, 8: MemoryError}  # XLA's kInvalidArgument, kUnimplemented, ...
 
 
@@ -138,10 +132,9 @@ def _check(name: str, operands: Tuple[Tuple[Tuple[int, ...], str], ...], attribu
 def _call(name: str, results: Any, operands: Sequence[Tuple[str, Any]], **attributes: Any) -> Any:
     _registered()
     arrays = [_operand(n, a) for n, a in operands]
-    if name in _CHECKED:
-        described = (*arrays, *(results if isinstance(results, (list, tuple)) else [results]))
-        _check(name, tuple((tuple(int(d) for d in x.shape), np.dtype(x.dtype).name) for x in described),
-               tuple((k, int(v)) for k, v in attributes.items()))
+    described = (*arrays, *(results if isinstance(results, (list, tuple)) else [results]))
+    _check(name, tuple((tuple(int(d) for d in x.shape), np.dtype(x.dtype).name) for x in described),
+           tuple((k, int(v)) for k, v in attributes.items()))
     call = jax.ffi.ffi_call(f"mxfp8_{name}", results, vmap_method="sequential")
     # int32 attributes, but for those given as np.int64 (the padding's extents, int64 in the C options)
     return call(*arrays, **{k: v if isinstance(v, np.int64) else np.int32(v) for k, v in attributes.items()})
@@ -153,23 +146,6 @@ def _scale_matrix(name: str, shape: Sequence[int], direction: str) -> Tuple[int,
         raise ValueError(f"{name} is 0-dimensional: an MXFP8 tensor needs a last dimension K")
     m, k = _args.numel(shape[:-1]), int(shape[-1])
     return ((-(-m // 32), k) if _code("direction", direction, _DIRECTIONS) == 1 else (m, -(-k // 32)))
-
-
-# NVFP4 options the library refuses whatever the shapes (an e4m3_max other than 448 or 256, 256 without
-# 4over6, a per-row amax columnwise) are refused at trace time by the library itself: its host path runs
-# once per option set on a 2 x 2 matrix (tens of microseconds, then cached), so no rule of the C library is
-# written a second time here. Only what the options say is asked; shapes are checked when the call runs.
-@functools.lru_cache(maxsize=None)
-def _nvfp4_quantize_options(per_row: bool, four_over_six: Optional[str], e4m3_max: int, scales: str,
-                            columnwise: bool) -> None:
-    _nvfp4_quantize(np.zeros((2, 2), np.float32), per_row=per_row, four_over_six=four_over_six, e4m3_max=e4m3_max,
-                    scales=scales, columnwise=columnwise)
-
-
-@functools.lru_cache(maxsize=None)
-def _nvfp4_tensor_options(e4m3_max: int) -> None:
-    _nvfp4.dequantize(np.zeros((1, 1), np.uint8), np.zeros((1, 1), np.uint8), np.ones(1, np.float32), swizzled=False,
-                      e4m3_max=e4m3_max)
 
 
 def _fp8_format(data: Any, fp8_dtype: Optional[str]) -> int:
@@ -308,7 +284,6 @@ def nvfp4_quantize(x: jax.Array, *, per_row: bool = False, four_over_six: Option
     mode = _code("four_over_six", "off" if four_over_six is None else four_over_six, _FOUR_OVER_SIX)
     e4m3_max = _args.integer("e4m3_max", e4m3_max, 0, _args.INT32_MAX)  # an int32; which ones: the library's
     col, row = _args.flag("columnwise", columnwise), _args.flag("per_row", per_row)
-    _nvfp4_quantize_options(row, four_over_six, e4m3_max, scales, col)
     if _operand("x", x).ndim == 0:
         raise ValueError("x is 0-dimensional: NVFP4 needs a last dimension K")
     values_shape, scales_shape, lines = _nvfp4_shapes(tuple(int(d) for d in x.shape), scales, col)
@@ -329,7 +304,6 @@ def nvfp4_dequantize(data: jax.Array, scale_inv: jax.Array, amax: jax.Array, *, 
     if _operand("data", data).ndim == 0:
         raise ValueError("data is 0-dimensional: NVFP4 values need a last dimension (K/2 bytes)")
     e4m3_max = _args.integer("e4m3_max", e4m3_max, 0, _args.INT32_MAX)
-    _nvfp4_tensor_options(e4m3_max)
     shape = tuple(data.shape[:-1]) + (2 * int(data.shape[-1]),)
     return _call("nvfp4_dequantize", jax.ShapeDtypeStruct(shape, dtype),
                  [("data", data), ("scale_inv", scale_inv), ("amax", amax)],

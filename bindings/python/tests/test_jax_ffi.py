@@ -8,6 +8,7 @@ Skips when jax is not installed or the package was built without the handlers, u
 (scripts/test.sh sets it), which turns the skip into a failure.
 """
 import os
+import re
 
 import numpy as np
 import pytest
@@ -145,9 +146,9 @@ def test_grouped_experts_padded_as_the_engine_pads_them(put, target, pad):
 
 def test_padding_without_values_is_refused_with_the_librarys_message():
     data, buf, s = make_mxfp8((128, 64), "compact", seed=5)
-    with pytest.raises(Exception, match="pad_rows_to / pad_cols_to pad the weight"):
-        np.asarray(mj.convert(jnp.asarray(data.view(np.uint8)), jnp.asarray(buf), "compact", swizzled=False,
-                              fp8_dtype="e4m3", pad_rows_to=256).scales)
+    with pytest.raises(ValueError, match="pad_rows_to / pad_cols_to pad the weight"):  # at trace time
+        mj.convert(jnp.asarray(data.view(np.uint8)), jnp.asarray(buf), "compact", swizzled=False, fp8_dtype="e4m3",
+                   pad_rows_to=256)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, "bfloat16"])
@@ -247,10 +248,10 @@ def test_bad_options_fail_at_trace_time():
 
 def test_a_buffer_the_options_do_not_describe_fails_with_the_librarys_message():
     data, buf, _ = make_mxfp8((200, 100), "swizzled", seed=10)
-    with pytest.raises(Exception, match="GEMM-swizzled scales of a 200 x 4 scale matrix need 256 x 4 = 1024 bytes, "
-                                        "got 40"):
-        mj.convert(jnp.asarray(data.view(np.uint8)), jnp.asarray(buf[:10]), "compact",
-                   swizzled=True).scales.block_until_ready()
+    with pytest.raises(ValueError, match="GEMM-swizzled scales of a 200 x 4 scale matrix need 256 x 4 = 1024 bytes, "
+                                         "got 40"):  # at trace time
+        jax.jit(lambda d, b: mj.convert(d, b, "compact", swizzled=True)).lower(
+            jnp.asarray(data.view(np.uint8)), jnp.asarray(buf[:10]))
 
 
 @pytest.mark.parametrize("scales", ["compact", "padded", "swizzled"])
@@ -279,8 +280,8 @@ def test_nvfp4_quantize_and_dequantize_equal_the_library(put, scales, variant):
 def test_nvfp4_refusals():
     with pytest.raises(ValueError, match="four_over_six is 'best'"):
         mj.nvfp4_quantize(jnp.zeros((4, 32), jnp.float32), four_over_six="best")
-    with pytest.raises(Exception, match="K = 33 is odd: NVFP4 stores two values per byte"):  # when the call runs
-        jax.block_until_ready(mj.nvfp4_quantize(jnp.zeros((4, 33), jnp.float32)))
+    with pytest.raises(ValueError, match="K = 33 is odd: NVFP4 stores two values per byte"):  # at trace time
+        jax.jit(mj.nvfp4_quantize).lower(jnp.zeros((4, 33), jnp.float32))
 
 
 @pytest.mark.parametrize("direction", ["rowwise", "columnwise"])
@@ -322,7 +323,7 @@ def test_what_jax_would_convert_or_cannot_name_is_refused_at_trace_time():
     for bad in (300, 448.0, "448"):
         with pytest.raises((ValueError, TypeError), match="e4m3_max"):
             jax.jit(lambda a: mj.nvfp4_quantize(a, e4m3_max=bad)).lower(jnp.zeros((4, 32), jnp.float32))
-    with pytest.raises(ValueError, match="e4m3_max must be 448 or 256"):
+    with pytest.raises(ValueError, match="desc.e4m3_max is 300, expected 448 or 256"):
         mj.nvfp4_dequantize(jnp.zeros((4, 16), jnp.uint8), jnp.zeros((4, 2), jnp.uint8), jnp.ones(1, jnp.float32),
                             swizzled=False, e4m3_max=300)
     data, buf, s = make_mxfp8((100, 64), "padded", seed=14)
@@ -362,7 +363,10 @@ def test_trace_time_and_handler_agree_on_the_types_taken(dtype):
     mj._registered()
     call = jax.ffi.ffi_call("mxfp8_unswizzle_scales", jax.ShapeDtypeStruct((4, 4), jnp.uint8))
     if np.dtype(dtype) in mj._TAKEN:
-        jax.jit(mj.swizzle_scales).lower(a)  # the trace-time check lets it through ...
+        try:  # the trace-time check hands it to the library, which takes it or refuses it as it would at run time
+            jax.jit(mj.swizzle_scales).lower(a)
+        except ValueError as e:
+            assert f"mxfp8: invalid argument: compact: dtype {name} is not a scale byte" in str(e)
         with pytest.raises(Exception, match="mxfp8: invalid argument: swizzled") as refused:
             jax.block_until_ready(call(a))  # ... and the handler hands it to the library (too small for 4 x 4)
         assert "never takes" not in str(refused.value)
@@ -382,9 +386,89 @@ def test_nvfp4_options_the_library_refuses_fail_at_trace_time():
         lower(e4m3_max=256)
     with pytest.raises(ValueError, match="per-row amax is rowwise only"):
         lower(per_row=True, columnwise=True)
-    with pytest.raises(ValueError, match="e4m3_max must be 448 or 256"):
+    with pytest.raises(ValueError, match="options.e4m3_max is 300, expected 448 or 256"):
         lower(e4m3_max=300)
     lower(e4m3_max=256, four_over_six="mae", per_row=True, scales="swizzled")  # what it takes still traces
-    with pytest.raises(ValueError, match="e4m3_max must be 448 or 256"):
+    with pytest.raises(ValueError, match="desc.e4m3_max is 300, expected 448 or 256"):
         jax.jit(lambda v, s, a: mj.nvfp4_dequantize(v, s, a, swizzled=False, e4m3_max=300)).lower(
             jnp.zeros((4, 16), jnp.uint8), jnp.zeros((4, 2), jnp.uint8), jnp.ones(1, jnp.float32))
+
+
+def _struct(shape, dtype):
+    return jax.ShapeDtypeStruct(shape, dtype)
+
+
+E4 = jnp.float8_e4m3fn
+# (what is wrong, the call, its abstract operands, the exception, what the library says): each a call whose
+# buffers or options the library refuses, which used to fail only when the compiled program ran.
+TRACE_TIME_REFUSALS = [
+    ("convert: scale_inv a row short", lambda d, s: mj.convert(d, s, "compact", swizzled=False),
+     [(256, 64), E4, (255, 2), jnp.uint8], ValueError, "a 255 x 2 buffer (shape (255, 2)) cannot hold the 256 x 2"),
+    ("convert: data of another type", lambda d, s: mj.convert(d, s, "compact", swizzled=False),
+     [(256, 64), jnp.int32, (256, 2), jnp.uint8], ValueError, "rowwise_data: dtype int32 does not hold E4M3 values"),
+    ("convert: a negative padding", lambda d, s: mj.convert(d, s, "compact", swizzled=False, values=True,
+                                                               pad_rows_to=-32),
+     [(256, 64), E4, (256, 2), jnp.uint8], ValueError, "pad_rows_to and pad_cols_to are -32 and 0"),
+    ("convert: K padded to no block", lambda d, s: mj.convert(d, s, "compact", swizzled=False, values=True,
+                                                                 pad_cols_to=48),
+     [(256, 64), E4, (256, 2), jnp.uint8], ValueError, "pad_cols_to is 48, not a multiple of 32"),
+    ("convert: a NaN padding scale", lambda d, s: mj.convert(d, s, "compact", swizzled=False, values=True,
+                                                                pad_rows_to=32, pad_scale=255),
+     [(256, 64), E4, (256, 2), jnp.uint8], ValueError, "pad_scale is 255"),
+    ("convert: the gated target pads halves of an odd row count",
+     lambda d, s: mj.convert(d, s, "trtllm_gated", swizzled=False, values=True, pad_rows_to=128),
+     [(99, 64), E4, (99, 2), jnp.uint8], ValueError, "an odd count"),
+    ("convert: grouped experts columnwise",
+     lambda d, s: mj.convert(d, s, "compact", swizzled=False, num_experts=2, direction="columnwise"),
+     [(256, 64), E4, (1024,), jnp.uint8], ValueError, "grouped experts carry rowwise data only"),
+    ("dequantize: swizzled scales too short", lambda d, s: mj.dequantize(d, s, swizzled=True),
+     [(256, 64), E4, (256, 2), jnp.uint8], ValueError, "need 256 x 4 = 1024 bytes, got 512"),
+    ("quantize: an integer input", lambda x: mj.quantize(x), [(4, 64), jnp.int32], ValueError,
+     "input: dtype int32 cannot be quantized"),
+    ("nvfp4_quantize: columnwise of odd M", lambda x: mj.nvfp4_quantize(x, columnwise=True), [(3, 64), jnp.float32],
+     ValueError, "M = 3 is odd"),
+    ("nvfp4_dequantize: scales a block short",
+     lambda d, s, a: mj.nvfp4_dequantize(d, s, a, swizzled=False),
+     [(16, 16), jnp.uint8, (16, 1), jnp.uint8, (1,), jnp.float32], ValueError, "cannot hold the 16 x 2 scale matrix"),
+    ("unswizzle_scales: a swizzled buffer short", lambda s: mj.unswizzle_scales(s, 100, 3), [(100,), jnp.uint8],
+     ValueError, "the 128x4 layout of a 100 x 3 scale matrix is 512 bytes, but swizzled holds 100"),
+    ("unswizzle_scales: no scale byte", lambda s: mj.unswizzle_scales(s, 100, 3), [(512,), jnp.float16], ValueError,
+     "swizzled: dtype float16 is not a scale byte"),
+    ("swizzle_scales: no scale byte", lambda c: mj.swizzle_scales(c), [(100, 3), jnp.int32], ValueError,
+     "compact: dtype int32 is not a scale byte"),
+]
+
+
+@pytest.mark.parametrize("case", TRACE_TIME_REFUSALS, ids=[c[0] for c in TRACE_TIME_REFUSALS])
+def test_every_refusal_happens_at_trace_time(case):
+    """The library refuses a bad call when it is traced (mxfp8_xla_check on the operands' shapes and
+    types, nothing compiled or run), with its own message, inside jit and outside; the same call with
+    the operand fixed traces."""
+    _, fn, spec, error, message = case
+    operands = [_struct(spec[i], spec[i + 1]) for i in range(0, len(spec), 2)]
+    with pytest.raises(error, match=re.escape(message)):
+        jax.jit(fn).lower(*operands)
+    with pytest.raises(error, match=re.escape(message)):  # eagerly: raised before anything is dispatched
+        fn(*(jnp.zeros(o.shape, o.dtype) for o in operands))
+
+
+def test_what_the_checks_take_traces_and_runs():
+    """The trace-time checks let through what the library takes, on every operation: each call of the
+    list above with its operands made right traces, and runs to the library's result."""
+    d, s = jnp.zeros((256, 64), E4), jnp.full((256, 2), 127, jnp.uint8)
+    jax.jit(lambda d, s: mj.convert(d, s, "compact", swizzled=False, values=True, pad_rows_to=32)).lower(d, s)
+    jax.jit(lambda d, s: mj.convert(d, s, "trtllm_gated", swizzled=False, values=True, pad_rows_to=128)).lower(d, s)
+    jax.jit(lambda d, s: mj.convert(d, s, "compact", swizzled=False, num_experts=2, scales="compact")).lower(d, s)
+    jax.jit(lambda x: mj.nvfp4_quantize(x, columnwise=True)).lower(jnp.zeros((4, 64), jnp.float32))
+    assert mj.unswizzle_scales(jnp.zeros((512,), jnp.uint8), 100, 3).shape == (100, 3)
+    assert mj.swizzle_scales(jnp.zeros((100, 3), jnp.float8_e8m0fnu)).shape == (512,)
+    np.testing.assert_array_equal(np.asarray(mj.dequantize(d, s, swizzled=False)), np.zeros((256, 64), np.float32))
+
+
+def test_the_check_entry_refuses_what_it_does_not_know():
+    """mxfp8_xla_check names an operation or an operand count it has no check for, and an attribute
+    missing from the call, instead of checking something else."""
+    with pytest.raises(ValueError, match="no trace-time check of frobnicate with 1 operands"):
+        mj._check("frobnicate", (((4,), "uint8"),), ())
+    with pytest.raises(ValueError, match="lacks an attribute of its call"):
+        mj._check("dequantize", (((4, 32), "uint8"), ((4, 1), "uint8"), ((4, 32), "float32")), (("format", 1),))
