@@ -803,7 +803,11 @@ int main(int argc, char **argv) {
   cudaDeviceProp prop{};
   cuda_check(cudaGetDeviceProperties(&prop, 0), "properties");
   const double peak_ms = copy_ms(2ll << 30);  // a 1 GiB copy: 2 GiB moved
-  std::printf("{\"gpu\": \"%s\", \"copy_peak_gbps\": %.1f, \"shapes\": {", prop.name, (2ll << 30) / peak_ms / 1e6);
+  // The unswizzle's path as the library reads it (once a process): bench/device/ab.sh PATHS= runs this
+  // binary once per value, so one A/B shows both paths per shape. (A library older than the knob ignores it.)
+  const char *path = std::getenv("MXFP8_UNSWIZZLE_PATH");
+  std::printf("{\"gpu\": \"%s\", \"unswizzle_path\": \"%s\", \"copy_peak_gbps\": %.1f, \"shapes\": {", prop.name,
+              path && *path ? path : "default", (2ll << 30) / peak_ms / 1e6);
   // The model's four weights, then two larger scale matrices (65536 x 1024 and 262144 x 896 scales: the
   // sizes issue 36 quotes for the swizzle direction).
   std::vector<std::pair<int64_t, int64_t>> shapes = layer;

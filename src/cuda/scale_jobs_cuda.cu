@@ -6,11 +6,12 @@
 // its global reads and its global writes are coalesced: 16-byte vectors on the swizzled side, runs of
 // 4 * W::kTilesPerChunk bytes along each compact row on the other.
 //
-// A launch of aligned, not direct unswizzles alone in narrow chunks moves each chunk in registers: a
-// thread loads line l of 4 tiles (16 bytes each: 4 scales of rows l, l + 32, l + 64, l + 96 per tile) and
-// stores 16 consecutive scales of each of those 4 rows, a 4 x 4 word transpose with no shared memory and
-// no barrier (store_transposed_chunk; mxfp8_swizzle_scales' kernel is its mirror). Other launches stage
-// chunks through shared memory:
+// A launch of aligned, not direct unswizzles alone moves each chunk in registers: a thread loads line l
+// of 4 tiles (16 bytes each: 4 scales of rows l, l + 32, l + 64, l + 96 per tile) and stores 16
+// consecutive scales of each of those 4 rows, a 4 x 4 word transpose with no shared memory and no barrier
+// (store_transposed_chunk; mxfp8_swizzle_scales' kernel is its mirror), with two register sets so the next
+// chunk's loads are in flight while a chunk is stored (transposed_step). MXFP8_UNSWIZZLE_PATH=smem sends
+// these launches through shared memory too. Other launches stage chunks through shared memory:
 //
 // Shared memory holds a chunk in its compact form, one 32-bit word (4 scales) per row and tile:
 // word (r, j) at r * (tiles per chunk + 1) + j. The padding word keeps both access patterns nearly free
@@ -37,8 +38,8 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
-#include <type_traits>
 #include <vector>
 
 #include "cuda/bulk_copy.cuh"
@@ -239,9 +240,11 @@ __device__ void load_transposed_chunk(const Chunk &c, uint4 (&regs)[W::kVectorsP
   static_assert(W::kVectorsPerThread == 4 && W::kThreads == W::kTilesPerChunk * 8, "a thread moves one line of a quad");
   const uint4 *src = reinterpret_cast<const uint4 *>(swizzled_chunk(c));
   const QuadLine at = quad_line();
+  // Every vector assigned, a zero past the chunk: a register set left partly unassigned keeps its last
+  // chunk's values live across the other set's stores (spill with two sets).
 #pragma unroll
   for (int t = 0; t < 4; ++t)
-    if (4 * at.quad + t < c.tiles) regs[t] = __ldg(src + (4 * at.quad + t) * kVectorsPerTile + at.line);
+    regs[t] = 4 * at.quad + t < c.tiles ? __ldg(src + (4 * at.quad + t) * kVectorsPerTile + at.line) : uint4{};
 }
 
 __device__ uint32_t word_of(const uint4 &v, int s) { return s == 0 ? v.x : s == 1 ? v.y : s == 2 ? v.z : v.w; }
@@ -253,20 +256,22 @@ template <class W>
 __device__ void store_transposed_chunk(const Chunk &c, const uint4 (&regs)[W::kVectorsPerThread]) {
   const QuadLine at = quad_line();
   const int first = 4 * at.quad;
-  if (first >= c.tiles) return;
-  // Only the fields it needs, in registers (through the pointer, every store could alias the job).
-  uint8_t *const dst = c.job->dst;
-  const int64_t row_stride = c.job->dst_row_stride, col_stride = c.job->dst_col_stride;
-  const int rows = c.job->rows, cols = c.job->cols;
-  const bool word_stores = c.job->word_stores;
+  const int tiles_left = c.tiles - first;  // of this quad: 1 to 4 valid, or none
+  if (tiles_left <= 0) return;
+  // Only what the stores need, in registers and relative to the thread's first row and column (through
+  // the pointer, every store could alias the job; and two register sets are live here, see
+  // transposed_step, so every field kept costs a spill).
+  const int row = c.tile_row * static_cast<int>(kTileRows) + at.line;
   const int col = (c.first_tile + first) * static_cast<int>(kTileCols);
-  const bool vector = word_stores && first + 4 <= c.tiles && col + 4 * static_cast<int>(kTileCols) <= cols &&
-                      ((reinterpret_cast<uintptr_t>(dst) | static_cast<uintptr_t>(row_stride)) & 15) == 0;
+  const int rows_left = c.job->rows - row, cols_left = c.job->cols - col;
+  const int64_t row_stride = c.job->dst_row_stride, col_stride = c.job->dst_col_stride;
+  uint8_t *out = c.job->dst + row * row_stride + col * col_stride;
+  const bool word_stores = c.job->word_stores;
+  const bool vector = word_stores && tiles_left >= 4 && cols_left >= 4 * static_cast<int>(kTileCols) &&
+                      ((reinterpret_cast<uintptr_t>(out) | static_cast<uintptr_t>(row_stride)) & 15) == 0;
 #pragma unroll
-  for (int s = 0; s < 4; ++s) {
-    const int r = c.tile_row * static_cast<int>(kTileRows) + s * static_cast<int>(kSubtileRows) + at.line;
-    if (r >= rows) break;
-    uint8_t *out = dst + r * row_stride + col * col_stride;
+  for (int s = 0; s < 4; ++s, out += kSubtileRows * row_stride) {
+    if (s * static_cast<int>(kSubtileRows) >= rows_left) break;
     if (vector) {
       *reinterpret_cast<uint4 *>(out) =
           make_uint4(word_of(regs[0], s), word_of(regs[1], s), word_of(regs[2], s), word_of(regs[3], s));
@@ -274,11 +279,11 @@ __device__ void store_transposed_chunk(const Chunk &c, const uint4 (&regs)[W::kV
     }
 #pragma unroll
     for (int t = 0; t < 4; ++t) {
-      const int cj = col + t * static_cast<int>(kTileCols);
-      if (first + t >= c.tiles || cj >= cols) break;
-      const int valid = cj + static_cast<int>(kTileCols) <= cols ? static_cast<int>(kTileCols) : cols - cj;
+      const int cj = t * static_cast<int>(kTileCols);  // relative to col
+      if (t >= tiles_left || cj >= cols_left) break;
+      const int valid = cj + static_cast<int>(kTileCols) <= cols_left ? static_cast<int>(kTileCols) : cols_left - cj;
       const uint32_t w = word_of(regs[t], s);
-      uint8_t *o = out + t * kTileCols * col_stride;
+      uint8_t *o = out + cj * col_stride;
       if (word_stores && valid == 4) {
         *reinterpret_cast<uint32_t *>(o) = w;
       } else {
@@ -286,6 +291,23 @@ __device__ void store_transposed_chunk(const Chunk &c, const uint4 (&regs)[W::kV
       }
     }
   }
+}
+
+// One step of the in-register loop (produce_compact_kernel): `current`'s loads are in `held`; the loads of
+// the block's next chunk go into `next` before `current` is stored, so a block always has a chunk's loads
+// in flight while it stores, as the shared-memory loop does. Returns false after the block's last chunk.
+template <class W, int kCapacity>
+__device__ bool transposed_step(const JobBatch<kCapacity> &batch, int32_t total_chunks, int32_t &chunk,
+                                int &job_index, Chunk &current, const uint4 (&held)[W::kVectorsPerThread],
+                                uint4 (&next)[W::kVectorsPerThread]) {
+  const int32_t following = chunk + static_cast<int32_t>(gridDim.x);
+  const bool has_next = following < total_chunks;
+  if (has_next) load_transposed_chunk<W>(locate<W>(batch, following, job_index), next);
+  store_transposed_chunk<W>(current, held);
+  if (!has_next) return false;
+  chunk = following;
+  current = locate<W>(batch, chunk, job_index);  // recomputed rather than kept live across the stores
+  return true;
 }
 
 // Puts a swizzled chunk into shared memory: from the registers, or byte by byte when a caller's
@@ -547,13 +569,13 @@ __device__ void store_gather_chunk(const Chunk &c) {
 constexpr int kPlainPaths = 0;
 constexpr int kSwizzlePath = 1;        // Swizzle and SwizzledCopy jobs: the 128x4 layout written
 constexpr int kLayoutGatherPaths = 2;  // engine layout jobs and windows starting inside a tile
-// A launch of aligned unswizzles alone (not direct, not a gather; the common export) in narrow chunks:
-// every chunk moves through registers (store_transposed_chunk), no shared memory, no barrier. A separate
-// instantiation, so that the others keep their registers. Wide launches (at least kWideChunksPerBlock
-// chunks a resident block) keep the shared-memory pipeline, whose next loads are in flight while a chunk
-// is stored: in registers a block stores, then loads, and waits out each load (H100, bench/LOG.md
-// 2026-12-06: the whole model 1.528 -> 1.687 ms in registers, single matrices in narrow launches
-// 0.73-0.90 -> 0.84-0.94 of a copy).
+// A launch of aligned unswizzles alone (not direct, not a gather; the common export), narrow or wide
+// chunks: every chunk moves through registers (store_transposed_chunk), no shared memory, no barrier. A
+// separate instantiation, so that the others keep their registers. Its loop holds two register sets
+// (transposed_step): with one, a block stored a chunk and then loaded the next, waiting out every load,
+// and wide launches lost to the shared-memory loop (H100, bench/LOG.md 2026-12-06: the whole model
+// 1.528 -> 1.687 ms; narrow launches gained, 0.73-0.90 -> 0.84-0.94 of a copy). ptxas: 64 registers, no
+// spill, in every width and capacity.
 constexpr int kInRegisters = 4;
 template <class W, int kPaths>
 __device__ void store_chunk(const Chunk &c, const uint32_t *tiles) {
@@ -621,14 +643,14 @@ __global__ void __launch_bounds__(W::kThreads, W::kMinBlocksPerSm) produce_compa
   uint4 regs[W::kVectorsPerThread];
   Chunk current = locate<W>(batch, chunk, job_index);
   if constexpr (kPaths == kInRegisters) {
+    // Two register sets in turn, the loop unrolled by two: moving the next chunk's set into the current
+    // one would wait out its loads, which is what the pipeline avoids.
+    uint4 other[W::kVectorsPerThread];
     load_transposed_chunk<W>(current, regs);
-    while (true) {
-      store_transposed_chunk<W>(current, regs);  // the stores do not wait: the next loads follow at once
-      chunk += static_cast<int32_t>(gridDim.x);
-      if (chunk >= total_chunks) return;
-      current = locate<W>(batch, chunk, job_index);
-      load_transposed_chunk<W>(current, regs);
+    while (transposed_step<W>(batch, total_chunks, chunk, job_index, current, regs, other) &&
+           transposed_step<W>(batch, total_chunks, chunk, job_index, current, other, regs)) {
     }
+    return;
   }
   __shared__ __align__(16) uint32_t tiles[W::kSmemWords];
   load_chunk<W>(current, regs);
@@ -724,6 +746,19 @@ void launch_kernel(const JobBatch<kCapacity> &batch, int64_t chunks, cudaStream_
   check(cudaGetLastError(), "launching the scale unswizzle kernel");
 }
 
+// MXFP8_UNSWIZZLE_PATH, read once: how a launch of aligned unswizzles alone moves its chunks, "registers"
+// (the default; kInRegisters, narrow and wide chunks) or "smem" (through shared memory, as every launch
+// did before; kept to time one against the other in one build: bench/device/ab.sh PATHS=...).
+bool unswizzle_in_registers() {
+  static const bool value = [] {
+    const char *text = std::getenv("MXFP8_UNSWIZZLE_PATH");
+    if (!text || !*text || std::strcmp(text, "registers") == 0) return true;
+    if (std::strcmp(text, "smem") == 0) return false;
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, "MXFP8_UNSWIZZLE_PATH is \"", text, "\", expected registers or smem");
+  }();
+  return value;
+}
+
 template <class W, int kCapacity>
 void launch_batch(const JobBatch<kCapacity> &batch, int64_t chunks, cudaStream_t stream) {
   if (chunks == 0) return;
@@ -736,9 +771,7 @@ void launch_batch(const JobBatch<kCapacity> &batch, int64_t chunks, cudaStream_t
     in_registers = in_registers && j.kind == JobKind::Unswizzle && !j.gather && !j.tiles.direct &&
                    (reinterpret_cast<uintptr_t>(j.swizzled) & 15) == 0;
   }
-  if constexpr (std::is_same_v<W, Narrow>) {
-    if (in_registers) return launch_kernel<W, kCapacity, kInRegisters>(batch, chunks, stream);
-  }
+  if (in_registers && unswizzle_in_registers()) return launch_kernel<W, kCapacity, kInRegisters>(batch, chunks, stream);
   if (paths & kLayoutGatherPaths) launch_kernel<W, kCapacity, kSwizzlePath | kLayoutGatherPaths>(batch, chunks, stream);
   else if (paths & kSwizzlePath) launch_kernel<W, kCapacity, kSwizzlePath>(batch, chunks, stream);
   else launch_kernel<W, kCapacity, kPlainPaths>(batch, chunks, stream);
