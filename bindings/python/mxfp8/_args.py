@@ -68,18 +68,6 @@ def integer(name: str, value: Any, low: int = -INT64_MAX - 1, high: int = INT64_
     return v
 
 
-E4M3_MAXES = (448, 256)  # the E4M3 maxima NVFP4 scales are computed against: E4M3's, and TE's 4over6 tensors
-
-
-def e4m3_max(name: str, value: Any) -> int:
-    """An NVFP4 tensor's E4M3 maximum: the int 448 or 256 (448.9 or "448" is a caller's mistake, not 448).
-    Checked here where a binding must refuse before the C library sees it (a spec read, a JAX trace)."""
-    value = integer(name, value, 0, INT32_MAX)
-    if value not in E4M3_MAXES:
-        raise ValueError(f"{name} must be 448 or 256 (TE's 4over6 tensors), got {value!r}")
-    return value
-
-
 def shape(name: str, value: Any) -> list:
     """A sequence of ints that fit int64 (the C library checks what they mean)."""
     if isinstance(value, (str, bytes)) or not hasattr(value, "__len__") or not hasattr(value, "__getitem__"):

@@ -23,7 +23,6 @@ from ._quantize import _OUTPUT_DTYPES, _empty
 _VALUES_DTYPES = {"uint8": 1, "float4": 0}
 _SCALES_DTYPES = {"uint8": 0, "e4m3": 1}
 _GLOBAL_SCALES = {"decode": 0, "encode": 1}
-_E4M3_MAX = (448, 256)
 
 __all__ = ["Components", "dequantize", "export_components", "export_te"]
 
@@ -47,13 +46,11 @@ class Components(NamedTuple):
 
 def _tensor(data, scale_inv, amax, shape, swizzled, direction, e4m3_max, inputs) -> _mxfp8.Nvfp4Tensor:
     prefix = "rowwise" if _choice("direction", direction, _DIRECTIONS) == 0 else "columnwise"
-    if e4m3_max not in _E4M3_MAX or isinstance(e4m3_max, bool):
-        raise ValueError(f"e4m3_max must be 448 or 256 (TE's 4over6 tensors), got {e4m3_max!r}")
     return _mxfp8.Nvfp4Tensor(
         **{f"{prefix}_data": data, f"{prefix}_scale_inv": scale_inv, f"{prefix}_amax": amax},
         shape=None if shape is None else _args.shape("shape", shape),
         swizzled=_flag("swizzled", swizzled),
-        e4m3_max=int(e4m3_max),
+        e4m3_max=_args.integer("e4m3_max", e4m3_max, 0, _args.INT32_MAX),  # which ints: the library's rule
         stream=inputs.dlpack_stream,
         exchange=inputs.exchange,
     )

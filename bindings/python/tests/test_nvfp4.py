@@ -191,7 +191,7 @@ def test_e4m3_reference_decodes_subnormals_and_nan():
     ("odd_k", "an odd count"),
     ("amax_shape", r"needs 1 \(per tensor\) or 4"),
     ("scales_small", "cannot hold the 4 x 2 scale matrix"),
-    ("e4m3_max", "e4m3_max must be 448 or 256"),
+    ("e4m3_max", "desc.e4m3_max is 300, expected 448 or 256"),
 ])
 def test_bad_input_names_the_problem(case, message):
     data = np.zeros((4, 16), np.uint8)
