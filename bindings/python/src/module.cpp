@@ -1318,17 +1318,34 @@ py::object swizzle_entry(PyObject *const *args) {
   TakenTensor taken[1];
   call.take_inputs(stream, 1, names, inputs, taken, out);
   const DLTensor &s = *taken[0].tensor();
+  // The bytes of an (R, C) matrix in the 128x4 layout, as the library sizes it.
+  const auto swizzled_bytes = [](int64_t rr, int64_t cc, const std::string &what) {
+    int64_t n = 0;
+    const mxfp8_status st = mxfp8_layout_bytes(MXFP8_SCALE_LAYOUT_128X4, MXFP8_DIRECTION_ROWWISE, rr, cc, &n);
+    if (st != MXFP8_OK) raise_status(st, what + ": " + mxfp8_last_error());
+    return n;
+  };
+  // The product of the source's dimensions before `end` (false: past int64 or a negative dimension).
+  const auto product = [&s](int32_t end, int64_t &n) {
+    bool ok = true;
+    n = 1;
+    for (int32_t i = 0; i < end; ++i) ok &= s.shape[i] >= 0 && !__builtin_mul_overflow(n, s.shape[i], &n);
+    return ok;
+  };
   std::vector<int64_t> shape{r, c};
-  if (swizzle) {  // the bytes of the (R, C) matrix of `source` in the 128x4 layout, as the library sizes it
+  int64_t held = 0;
+  if (swizzle) {
     if (s.ndim < 1) throw py::value_error(std::string(name) + " is 0-dimensional: expected its last dimension to be K");
-    int64_t rr = 1, n = 0;
-    bool overflow = false;
-    for (int32_t i = 0; i + 1 < s.ndim; ++i) overflow |= s.shape[i] < 0 || __builtin_mul_overflow(rr, s.shape[i], &rr);
-    if (overflow) throw py::value_error(std::string(name) + ": its swizzled size does not fit in int64");
-    const mxfp8_status st =
-        mxfp8_layout_bytes(MXFP8_SCALE_LAYOUT_128X4, MXFP8_DIRECTION_ROWWISE, rr, s.shape[s.ndim - 1], &n);
-    if (st != MXFP8_OK) raise_status(st, std::string(name) + ": " + mxfp8_last_error());
-    shape = {n};
+    if (!product(s.ndim - 1, held)) throw py::value_error(std::string(name) + ": its swizzled size does not fit in int64");
+    shape = {swizzled_bytes(held, s.shape[s.ndim - 1], name)};
+  } else if (const int64_t n = swizzled_bytes(r, c, "rows, cols"); !product(s.ndim, held) || held != n) {
+    // rows and cols size the new buffer: a pair that the swizzled buffer does not hold is refused before
+    // anything is allocated (a lying pair asked for terabytes and failed as a MemoryError).
+    py::list dims;
+    for (int32_t i = 0; i < s.ndim; ++i) dims.append(s.shape[i]);
+    throw py::value_error("rows, cols are " + std::to_string(r) + ", " + std::to_string(c) + ": the swizzled layout of a " +
+                          std::to_string(r) + " x " + std::to_string(c) + " scale matrix is " + std::to_string(n) +
+                          " bytes, but swizzled has shape " + repr_of(py::tuple(dims)));
   }
   std::unique_ptr<TakenTensor> dst;
   py::object result = py::reinterpret_borrow<py::object>(out);

@@ -112,6 +112,18 @@ def test_swizzle_and_unswizzle_into_read_only_arrays_are_refused():
     assert (ro_compact == POISON).all()
 
 
+def test_unswizzle_rows_and_cols_the_buffer_does_not_hold_are_refused_before_anything_is_allocated():
+    swz = swizzle_reference(np.ones((128, 2), np.uint8))  # 512 bytes: 128 x 2 (or 64 x 4, 100 x 3)
+    # A 4 TiB matrix was allocated first: a MemoryError, not a word about rows and cols.
+    for rows, cols, match in [(1 << 30, 1 << 12, "is 4398046511104 bytes, but swizzled has shape"),
+                              (1 << 62, 1 << 62, "rows, cols: swizzled scale size overflows int64"),
+                              (129, 2, "rows, cols are 129, 2: the swizzled layout of a 129 x 2 scale matrix is "
+                                       r"1024 bytes, but swizzled has shape \(512,\)")]:
+        with pytest.raises(ValueError, match=match):
+            mxfp8.unswizzle_scales(swz, rows, cols)
+    assert mxfp8.unswizzle_scales(swz, 64, 4).shape == (64, 4)
+
+
 def test_read_only_inputs_are_fine():
     data, buf, s = one_tensor(storage="swizzled")
     values, scales = mxfp8.export_components(read_only(data), read_only(buf), swizzled=True, values_dtype="uint8")
