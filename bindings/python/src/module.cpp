@@ -1577,6 +1577,24 @@ py::object convert_entry(PyObject *const *args) {
   const bool deepgemm = target == MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED;
   const bool words = deepgemm || target == MXFP8_SCALE_LAYOUT_DEEPGEMM_FLOAT32;
 
+  // The source's handle before any output is made: a shape (or experts) the data does not hold is refused
+  // here, not once outputs of its size were allocated (a lying shape asked for terabytes: a MemoryError).
+  TensorHandle tensor;
+  std::unique_ptr<mxfp8_grouped_tensor, void (*)(mxfp8_grouped_tensor *)> group(nullptr, mxfp8_grouped_tensor_release);
+  if (experts > 0) {
+    mxfp8_grouped_desc desc =
+        grouped_desc(format, swz, grouped_scales, static_cast<int32_t>(experts), dims.back(), expert_rows);
+    desc.data = taken[0].managed;
+    desc.scale_inv = taken[1].managed;
+    mxfp8_grouped_tensor *g = nullptr;
+    check(mxfp8_grouped_tensor_create(&desc, &g));
+    group.reset(g);
+    taken[0].release();  // owned by the group now
+    taken[1].release();
+  } else {
+    tensor = tensor_of(taken, dims, format, swz, dir, MXFP8_BLOCK_1X32);
+  }
+
   // New outputs: the framework's allocator in exchange mode (DeepGEMM's strided view is made with torch's
   // as_strided, so other frameworks' come from numpy), else torch.empty / numpy.empty.
   const char *word = deepgemm ? "int32" : target == MXFP8_SCALE_LAYOUT_DEEPGEMM_FLOAT32 ? "float32" : "uint8";
@@ -1623,25 +1641,12 @@ py::object convert_entry(PyObject *const *args) {
   o.stream = reinterpret_cast<void *>(call.ex.stream);
   DLTensor *v = values_out ? values_out->tensor() : nullptr;
   mxfp8_status st;
-  if (experts > 0) {
-    mxfp8_grouped_desc desc =
-        grouped_desc(format, swz, grouped_scales, static_cast<int32_t>(experts), dims.back(), expert_rows);
-    desc.data = taken[0].managed;
-    desc.scale_inv = taken[1].managed;
-    mxfp8_grouped_tensor *g = nullptr;
-    check(mxfp8_grouped_tensor_create(&desc, &g));
-    taken[0].release();  // owned by the group now
-    taken[1].release();
-    {
-      py::gil_scoped_release unlocked;
-      st = mxfp8_grouped_convert(g, &o, v, scales_out->tensor());
-    }
-    mxfp8_grouped_tensor_release(g);
-  } else {
-    TensorHandle tensor = tensor_of(taken, dims, format, swz, dir, MXFP8_BLOCK_1X32);
+  {
     py::gil_scoped_release unlocked;
-    st = mxfp8_convert(tensor.get(), &o, v, scales_out->tensor());
+    st = group ? mxfp8_grouped_convert(group.get(), &o, v, scales_out->tensor())
+               : mxfp8_convert(tensor.get(), &o, v, scales_out->tensor());
   }
+  group.reset();
   check(st);
   if (out.is_none()) {
     // DeepGEMM's view made by the framework from DLPack strides when its extent is the whole layout (rows a

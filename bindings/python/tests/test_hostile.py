@@ -124,6 +124,20 @@ def test_unswizzle_rows_and_cols_the_buffer_does_not_hold_are_refused_before_any
     assert mxfp8.unswizzle_scales(swz, 64, 4).shape == (64, 4)
 
 
+def test_convert_refuses_a_shape_its_data_does_not_hold_before_anything_is_allocated():
+    data, buf, _ = one_tensor(shape=(256, 64), storage="swizzled")
+    values = np.full(data.size, POISON, np.uint8)
+    # The outputs of the shape were allocated first: 128 GiB of scales, a MemoryError.
+    for kw, match in [(dict(shape=(1 << 30, 4096)), r"shape \(256, 64\) does not match the tensor's shape"),
+                      (dict(shape=(1 << 30, 4096), values=True), "does not match the tensor's shape"),
+                      (dict(shape=(1 << 30, 4096), num_experts=2), "the experts need 1073741824 rows x 4096"),
+                      (dict(shape=(1 << 30, 64), values=values), "does not match the tensor's shape")]:
+        with pytest.raises(ValueError, match=match):
+            mxfp8.convert(data, buf, "compact", swizzled=True, **kw)
+    assert (values == POISON).all()
+    assert mxfp8.convert(data, buf, "compact", swizzled=True, num_experts=2).scales.shape == (2, 128, 2)
+
+
 def test_read_only_inputs_are_fine():
     data, buf, s = one_tensor(storage="swizzled")
     values, scales = mxfp8.export_components(read_only(data), read_only(buf), swizzled=True, values_dtype="uint8")
