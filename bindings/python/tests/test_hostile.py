@@ -480,6 +480,9 @@ def bucket_spec():
         (lambda: mxfp8.export_bucket({"w": bucket_spec()}, alignment=2**63 + 2**62), ValueError,
          "expected a power of two"),
         (lambda: mxfp8.export_bucket({"w": bucket_spec()}, alignment=2**64), ValueError, "alignment is 18446744073709551616"),
+        # a layout past INT64_MAX bytes was returned and allocated: NumPy's "Maximum allowed dimension exceeded"
+        (lambda: mxfp8.export_bucket({"w": bucket_spec()}, alignment=2**63), ValueError,
+         "with alignment 9223372036854775808 are past INT64_MAX, the most a bucket"),
         (lambda: list(mxfp8.iter_buckets({"w": bucket_spec()}, bucket_bytes=0)), ValueError, "bucket_bytes is 0"),
         (lambda: list(mxfp8.iter_buckets({"w": bucket_spec()}, bucket_bytes="1M")), TypeError,
          "bucket_bytes must be an int"),
