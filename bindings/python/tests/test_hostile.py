@@ -389,6 +389,40 @@ def test_a_lying_manifest_is_refused(make_lie, error, message):
     assert np.array_equal(bucket, before)
 
 
+class Flipping:
+    """An int that reads as `first` once (the check) and as `then` after (the views)."""
+
+    def __init__(self, first, then):
+        self.reads, self.first, self.then = 0, first, then
+
+    def __index__(self):
+        self.reads += 1
+        return self.first if self.reads == 1 else self.then
+
+
+class ReadTwice:
+    """A manifest (an iterable, not an iterator) that gives the honest entries once, then `then`."""
+
+    def __init__(self, first, then):
+        self.reads, self.first, self.then = 0, first, then
+
+    def __iter__(self):
+        self.reads += 1
+        return iter(self.first if self.reads == 1 else self.then)
+
+
+def test_unpack_views_what_the_check_read():
+    """The check and the views read the manifest once: a manifest that changes between two reads passed
+    the check as honest and gave views of t1's bytes under t0's name."""
+    bucket, manifest, truth = bucket_of_three()
+    at_t1 = manifest[1]["values_offset"]
+    for forged in (lie(manifest, 0, values_offset=Flipping(0, at_t1)),
+                   lie(manifest, 0, shape=[Flipping(100, 64), 48]),
+                   ReadTwice(manifest, lie(manifest, 0, values_offset=at_t1))):
+        parts = mxfp8.unpack_bucket(bucket, forged)
+        assert np.array_equal(parts["t0"].values, truth["t0"][0])
+
+
 def test_unpack_needs_a_byte_bucket():
     bucket, manifest, _ = bucket_of_three()
     with pytest.raises(ValueError, match="bucket must hold bytes"):
