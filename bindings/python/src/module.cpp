@@ -1338,14 +1338,18 @@ py::object swizzle_entry(PyObject *const *args) {
     if (s.ndim < 1) throw py::value_error(std::string(name) + " is 0-dimensional: expected its last dimension to be K");
     if (!product(s.ndim - 1, held)) throw py::value_error(std::string(name) + ": its swizzled size does not fit in int64");
     shape = {swizzled_bytes(held, s.shape[s.ndim - 1], name)};
-  } else if (const int64_t n = swizzled_bytes(r, c, "rows, cols"); !product(s.ndim, held) || held != n) {
+  } else if (out.is_none()) {
     // rows and cols size the new buffer: a pair that the swizzled buffer does not hold is refused before
-    // anything is allocated (a lying pair asked for terabytes and failed as a MemoryError).
-    py::list dims;
-    for (int32_t i = 0; i < s.ndim; ++i) dims.append(s.shape[i]);
-    throw py::value_error("rows, cols are " + std::to_string(r) + ", " + std::to_string(c) + ": the swizzled layout of a " +
-                          std::to_string(r) + " x " + std::to_string(c) + " scale matrix is " + std::to_string(n) +
-                          " bytes, but swizzled has shape " + repr_of(py::tuple(dims)));
+    // anything is allocated (a lying pair asked for terabytes and failed as a MemoryError). A given out
+    // is checked against them below, and the library checks the pair.
+    if (const int64_t n = swizzled_bytes(r, c, "rows, cols"); !product(s.ndim, held) || held != n) {
+      py::list dims;
+      for (int32_t i = 0; i < s.ndim; ++i) dims.append(s.shape[i]);
+      throw py::value_error("rows, cols are " + std::to_string(r) + ", " + std::to_string(c) +
+                            ": the swizzled layout of a " + std::to_string(r) + " x " + std::to_string(c) +
+                            " scale matrix is " + std::to_string(n) + " bytes, but swizzled has shape " +
+                            repr_of(py::tuple(dims)));
+    }
   }
   std::unique_ptr<TakenTensor> dst;
   py::object result = py::reinterpret_borrow<py::object>(out);
