@@ -98,8 +98,8 @@ def _spec_inputs(specs: List[_Spec], stream: Any):
 def _plan_object(obj: Any) -> Any:
     """What a plan holds of a source: a torch tensor as a new alias (detach()), whose storage stays the one
     the plan was made over when the caller's tensor is given another (``t.data = x``, module.to()); the
-    extension pins the storages of the import plans' tensors and of every plan's destinations and bucket
-    (its storage_of) to the same end."""
+    extension pins the storages of every plan's sources, destinations and bucket (its storage_of) to the
+    same end, and checks at each run that none was resized in place (moved)."""
     torch = _args.torch_module(obj)
     return obj.detach() if torch is not None else obj
 

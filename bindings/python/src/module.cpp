@@ -318,6 +318,12 @@ class Handle {
   const mxfp8_tensor *handle() const { return handle_; }
   const DLPackExchangeAPI *api() const { return api_; }
   DLDevice device() const { return device_; }
+  // The storages of the torch tensors the handle was made over, for a plan that reads them (storage_of): a
+  // run checks they have not moved (a storage resized in place frees the memory the plan reads).
+  void pin(std::vector<py::object> &pins) const {
+    for (const py::object &input : inputs_)
+      if (py::object storage = storage_of(input); !storage.is_none()) pins.push_back(std::move(storage));
+  }
 
  protected:
   Handle() = default;
@@ -347,11 +353,12 @@ class Handle {
     }
     api_ = ex.api;
     check(mxfp8_tensor_create(&desc, &handle_));
-    for (auto &t : taken)
-      if (t) t->release();  // the handle owns them now
+    for (size_t i = 0; i < N; ++i)
+      if (taken[i]) taken[i]->release(), inputs_.push_back(inputs[i]);  // the handle owns them now
   }
 
   mxfp8_tensor *handle_ = nullptr;
+  std::vector<py::object> inputs_;  // what the handle was made over (pin)
   const DLPackExchangeAPI *api_ = nullptr;
   DLDevice device_{kDLCPU, 0};
 };
@@ -575,6 +582,7 @@ std::unique_ptr<Plan> prepare_export(const std::vector<Tensor *> &tensors, const
   std::vector<DLTensor *> dls;
   for (size_t i = 0; i < destinations.size(); ++i)
     dls.push_back(kept.add(destinations[i], names ? (*names)[i] : "destinations[" + std::to_string(i) + "]", ex));
+  for (const Tensor *source : tensors) source->pin(kept.pins);
   const auto h = handles(tensors);
   const ShardList whole(std::nullopt, h.size());
   TensorTransfer t(h, direction, whole);
@@ -1741,6 +1749,7 @@ class Nvfp4Tensor : public Handle {
 // the transfer); the exchange API and device of entry 0 decide the stream, as for export_bucket.
 struct MixedHandles {
   std::vector<const mxfp8_tensor *> tensors;
+  std::vector<const Handle *> owners;  // their Tensor / Nvfp4Tensor objects
   std::vector<int32_t> e4m3_maxes;  // 0 at MXFP8 entries
   const DLPackExchangeAPI *api = nullptr;
   DLDevice device{kDLCPU, 0};
@@ -1754,10 +1763,11 @@ MixedHandles mixed_handles(const py::list &tensors) {
     DLDevice device{kDLCPU, 0};
     if (py::isinstance<Tensor>(t)) {
       const Tensor &x = t.cast<const Tensor &>();
-      h.tensors.push_back(x.handle()), h.e4m3_maxes.push_back(0), api = x.api(), device = x.device();
+      h.tensors.push_back(x.handle()), h.owners.push_back(&x), h.e4m3_maxes.push_back(0);
+      api = x.api(), device = x.device();
     } else if (py::isinstance<Nvfp4Tensor>(t)) {
       const Nvfp4Tensor &x = t.cast<const Nvfp4Tensor &>();
-      h.tensors.push_back(x.handle()), h.e4m3_maxes.push_back(x.e4m3_max());
+      h.tensors.push_back(x.handle()), h.owners.push_back(&x), h.e4m3_maxes.push_back(x.e4m3_max());
       api = x.api(), device = x.device();
     } else {
       throw py::type_error("tensors[" + std::to_string(i) + "] is neither a Tensor nor an Nvfp4Tensor");
@@ -1835,6 +1845,7 @@ std::unique_ptr<Plan> prepare_bucket(const py::list &tensors, const std::vector<
   Exchange ex = exchange_for(fill.h.api, fill.h.device, py::none(), std::move(dlpack_stream));
   PlanDestinations kept;
   fill.t.desc.bucket_out = kept.add(bucket, bucket_name, ex);
+  for (const Handle *source : fill.h.owners) source->pin(kept.pins);
   return kept.prepare(fill.t.desc, ex);
 }
 
