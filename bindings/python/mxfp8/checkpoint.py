@@ -329,6 +329,9 @@ def save(path: Union[str, os.PathLike], tensors: Mapping[str, Any], *, format: s
                     + (("input_scale",) if input_scales else ())) if quantized else ()
         names = [out[:-len("weight")] + s for s in suffixes] if quantized else [out]
         for n in names:
+            if n == "__metadata__":  # safetensors' header key: the file is written, and no reader opens it
+                raise ValueError(f"{name!r} would write the checkpoint tensor '__metadata__', the name safetensors "
+                                 "keeps for its header's metadata")
             if n in seen:
                 raise ValueError(f"{name!r} and {seen[n]!r} both write the checkpoint tensor {n!r}")
             seen[n] = name

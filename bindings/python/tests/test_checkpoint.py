@@ -206,6 +206,9 @@ def test_refusals_name_the_tensor_and_leave_nothing_behind(tmp_path, weights):
         (dict(tensors=st, format="compressed-tensors", config=[1]), TypeError, "config must be a dict"),
         (dict(tensors=st, format="compressed-tensors", config={"x": float("nan")}), ValueError, "as JSON"),
         (dict(tensors=st, format="compressed-tensors", overwrite="no"), TypeError, "overwrite"),
+        # written, and then unreadable: safetensors' header has its own "__metadata__" key
+        (dict(tensors=dict(st, __metadata__=torch.ones(2)), format="compressed-tensors"), ValueError,
+         "'__metadata__' would write the checkpoint tensor '__metadata__'"),
     ]
     for kw, error, match in cases:
         with pytest.raises(error, match=match):
