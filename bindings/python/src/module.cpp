@@ -736,15 +736,20 @@ PyObject *imported(const char *name) {
 }
 
 // _args.flag: a real bool, or NumPy's (which makes the call not plain).
+// Whether `value` is NumPy's bool (a flag, as True and False are).
+bool numpy_bool(py::handle value) {
+  PyObject *numpy = imported("numpy");
+  if (!numpy) return false;
+  py::object np = py::reinterpret_steal<py::object>(numpy);
+  return py::isinstance(value, np.attr("bool_"));
+}
+
 bool flag(const char *name, py::handle value, bool &plain) {
   if (value.ptr() == Py_True) return true;
   if (value.ptr() == Py_False) return false;
-  if (PyObject *numpy = imported("numpy")) {
-    py::object np = py::reinterpret_steal<py::object>(numpy);
-    if (py::isinstance(value, np.attr("bool_"))) {
-      plain = false;
-      return value.cast<bool>();
-    }
+  if (numpy_bool(value)) {
+    plain = false;
+    return value.cast<bool>();
   }
   throw py::type_error(std::string(name) + " must be True or False, got " + repr_of(value) + " (" + type_name(value) + ")");
 }
@@ -1569,11 +1574,12 @@ py::object convert_entry(PyObject *const *args) {
   const int format = code_of("fp8_dtype", fp8_dtype, kFormats);
   const bool swz = flag("swizzled", swizzled, plain);
   const int grouped_scales = code_of("scales", scales, kGroupedScales);
-  if (!PyBool_Check(zero_exponent_as_one.ptr()))
-    throw py::type_error("zero_exponent_as_one must be True or False, got " + repr_of(zero_exponent_as_one));
+  const bool zero_as_one = flag("zero_exponent_as_one", zero_exponent_as_one, plain);
   const int32_t fill = static_cast<int32_t>(integer("pad_scale", pad_scale, plain, INT32_MIN, INT32_MAX));
-  const bool new_values = values.ptr() == Py_True;
-  const bool given_values = !new_values && values.ptr() != Py_False && !values.is_none();
+  // values: a flag (NumPy's bool too, as every flag), None (False) or the buffer to write them into.
+  const bool values_flag = PyBool_Check(values.ptr()) || numpy_bool(values);
+  const bool new_values = values_flag && flag("values", values, plain);
+  const bool given_values = !values_flag && !values.is_none();
 
   Call call;
   call.plain = plain;
@@ -1646,7 +1652,7 @@ py::object convert_entry(PyObject *const *args) {
   mxfp8_convert_options o = MXFP8_CONVERT_OPTIONS_INIT;
   o.target = target;
   o.direction = dir;
-  o.scale_fixup = zero_exponent_as_one.ptr() == Py_True ? MXFP8_SCALE_FIXUP_ZERO_EXPONENT_AS_ONE : MXFP8_SCALE_FIXUP_NONE;
+  o.scale_fixup = zero_as_one ? MXFP8_SCALE_FIXUP_ZERO_EXPONENT_AS_ONE : MXFP8_SCALE_FIXUP_NONE;
   o.pad_rows_to = rows_to;
   o.pad_cols_to = cols_to;
   o.pad_scale = fill;
