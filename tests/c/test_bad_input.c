@@ -1380,7 +1380,8 @@ static mxfp8_status h_quantize_same_out_pointer(int *untouched) {
   return st;
 }
 
-static mxfp8_status h_bucket_alignment_2_63(int *untouched) {
+/* mxfp8_bucket_parts of two tensors at `alignment`; untouched: nothing written on the refusal. */
+static mxfp8_status bucket_parts_of_two(uint64_t alignment, int *untouched) {
   made_tensor m;
   make_tensor(&m);
   const mxfp8_tensor *ts[2] = {m.tensor, m.tensor};
@@ -1389,28 +1390,17 @@ static mxfp8_status h_bucket_alignment_2_63(int *untouched) {
   mxfp8_bucket_part e[2];
   memset(e, POISON, sizeof e);
   uint64_t total = 12345;
-  const mxfp8_status st = mxfp8_bucket_parts(&d, (uint64_t)1 << 63, e, &total);
+  const mxfp8_status st = mxfp8_bucket_parts(&d, alignment, e, &total);
   *untouched = total == 12345 && e[0].values_offset == 0xFFFFFFFFFFFFFFFFull;
   free_tensor(&m);
   return st;
 }
 
-/* Alignment 2^62 over two tensors: a layout of 3 * 2^62 bytes and more, which fits uint64 but no
- * DLTensor's int64 shape (it was returned, and a binding's allocation of it failed in its own words). */
-static mxfp8_status h_bucket_past_int64(int *untouched) {
-  made_tensor m;
-  make_tensor(&m);
-  const mxfp8_tensor *ts[2] = {m.tensor, m.tensor};
-  mxfp8_transfer_desc d = transfer_desc(MXFP8_TRANSFER_FROM_TENSORS, MXFP8_TRANSFER_TO_BUCKET, 2);
-  d.tensors = ts;
-  mxfp8_bucket_part e[2];
-  memset(e, POISON, sizeof e);
-  uint64_t total = 12345;
-  const mxfp8_status st = mxfp8_bucket_parts(&d, (uint64_t)1 << 62, e, &total);
-  *untouched = total == 12345 && e[0].values_offset == 0xFFFFFFFFFFFFFFFFull;
-  free_tensor(&m);
-  return st;
-}
+static mxfp8_status h_bucket_alignment_2_63(int *untouched) { return bucket_parts_of_two((uint64_t)1 << 63, untouched); }
+
+/* Alignment 2^62: a layout of 3 * 2^62 bytes and more, which fits uint64 but no DLTensor's int64 shape (it
+ * was returned, and a binding's allocation of it failed in its own words). */
+static mxfp8_status h_bucket_past_int64(int *untouched) { return bucket_parts_of_two((uint64_t)1 << 62, untouched); }
 
 static mxfp8_status h_batched_count_size_max(int *untouched) {
   made_tensor m;
