@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import numbers
 import os
 import shutil
 import sys
@@ -199,9 +200,10 @@ def _write_json(path: Path, value: Any) -> None:
 
 def _positive_finite(torch, what: str, value: Any, allow_zero: bool) -> Any:
     """A float32 scalar or one-element array that is finite and positive (or zero where allowed)."""
-    if not (hasattr(value, "__dlpack__") or isinstance(value, (int, float))) or isinstance(value, bool):
-        raise TypeError(f"{what} must be a float32 array of one element, got {type(value).__name__}")
-    t = torch.as_tensor(value) if isinstance(value, (int, float)) else _to_torch(torch, value)
+    number = isinstance(value, numbers.Real) and not isinstance(value, bool)  # NumPy's float32 too
+    if not (hasattr(value, "__dlpack__") or number) or isinstance(value, bool):
+        raise TypeError(f"{what} must be a float32 array of one element or a number, got {type(value).__name__}")
+    t = torch.as_tensor(value) if number else _to_torch(torch, value)
     if t.numel() != 1:
         raise ValueError(f"{what} has {t.numel()} elements, it is one number")
     v = float(t.reshape(()).to(torch.float32))  # as it is written: a float64 1e300 is float32 inf
@@ -339,6 +341,11 @@ def save(path: Union[str, os.PathLike], tensors: Mapping[str, Any], *, format: s
         if not quantized and not (hasattr(value, "__dlpack__") and hasattr(value, "shape")):
             raise TypeError(f"tensors[{name!r}] must be a bucket spec (dict) or an array (torch, NumPy, any DLPack "
                             f"producer with a shape), got {type(value).__name__}")
+        if not quantized:  # torch's view of it now (no copy): one torch cannot take is refused before writing
+            try:
+                value = value if isinstance(value, torch.Tensor) else torch.from_dlpack(value)
+            except (RuntimeError, TypeError, ValueError, BufferError) as err:
+                raise ValueError(f"tensors[{name!r}] cannot be written: torch cannot take it ({err})") from err
         if input_scales is not None and quantized:
             if name not in input_scales:
                 raise ValueError(f"input_scales has no entry for the quantized Linear {name!r}")

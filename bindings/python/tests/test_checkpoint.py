@@ -130,6 +130,13 @@ def test_w4a4_takes_the_callers_input_scales(tmp_path, weights):
     bad = dict(scales, **{next(iter(scales)): torch.tensor(float("nan"))})
     with pytest.raises(ValueError, match="must be finite and positive"):
         ckpt.save(tmp_path / "bad", st, format="modelopt", input_scales=bad)
+    # NumPy's float32 numbers are numbers ("must be a float32 array of one element, got float32" before).
+    import numpy as np
+
+    as_numpy = {n: np.float32(s.item()) for n, s in scales.items()}
+    folder = ckpt.save(tmp_path / "numpy", st, format="modelopt", input_scales=as_numpy)
+    loaded = ckpt.load(folder).tensors
+    assert all(torch.equal(loaded[n[:-len("weight")] + "input_scale"], s) for n, s in scales.items())
 
 
 @pytest.mark.parametrize("fmt", ["mxfp8", "nvfp4"])
@@ -162,6 +169,8 @@ def test_load_gives_back_the_exported_components_through_shards(tmp_path, weight
 
 
 def test_refusals_name_the_tensor_and_leave_nothing_behind(tmp_path, weights):
+    import numpy as np
+
     st = storage(weights, "mxfp8")
     cases = [
         (dict(tensors=st, format="compressed-tensors",
@@ -206,6 +215,9 @@ def test_refusals_name_the_tensor_and_leave_nothing_behind(tmp_path, weights):
         (dict(tensors=st, format="compressed-tensors", config=[1]), TypeError, "config must be a dict"),
         (dict(tensors=st, format="compressed-tensors", config={"x": float("nan")}), ValueError, "as JSON"),
         (dict(tensors=st, format="compressed-tensors", overwrite="no"), TypeError, "overwrite"),
+        # a RuntimeError of torch's, half-way through the writing
+        (dict(tensors=dict(st, reversed=np.arange(4.0)[::-1]), format="compressed-tensors"), ValueError,
+         r"tensors\['reversed'\] cannot be written: torch cannot take it"),
         # written, and then unreadable: safetensors' header has its own "__metadata__" key
         (dict(tensors=dict(st, __metadata__=torch.ones(2)), format="compressed-tensors"), ValueError,
          "'__metadata__' would write the checkpoint tensor '__metadata__'"),
