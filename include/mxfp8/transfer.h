@@ -295,7 +295,7 @@ typedef struct mxfp8_transfer_desc {
  * other source or destination: MXFP8_ERROR_INVALID_ARGUMENT): entry i's values, scales (in
  * target_layouts[i]) and, for NVFP4, amax, each at a multiple of `alignment` (a power of two; 256 suits
  * every consumer's vector loads; the amax also at a multiple of 4), in entry order. parts[count] and
- * *total_bytes are written on success only; a size or padding that does not fit in uint64 fails. Checks
+ * *total_bytes are written on success only; a bucket past INT64_MAX bytes (a DLTensor's shape) fails. Checks
  * what the transfer checks of the sources; touches no tensor memory. */
 MXFP8_API mxfp8_status mxfp8_bucket_parts(const mxfp8_transfer_desc *desc, uint64_t alignment,
                                           mxfp8_bucket_part *parts, uint64_t *total_bytes);

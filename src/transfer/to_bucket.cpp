@@ -264,6 +264,10 @@ std::vector<mxfp8_bucket_part> plan_bucket_parts(const BucketTensors &in, int32_
     p.amax_bytes = e.sizes.amax;
     p.amax_offset = place(e.sizes.amax, alignment > kAmaxAlignment ? alignment : kAmaxAlignment);
   }
+  // A bucket is one DLTensor of `at` bytes, whose shape is int64: a larger layout describes no bucket.
+  if (at > static_cast<uint64_t>(INT64_MAX))
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, "the bucket's ", at, " bytes with alignment ", alignment,
+         " are past INT64_MAX, the most a bucket (a DLTensor) can hold");
   *total_bytes = at;
   return planned;
 }

@@ -1415,7 +1415,8 @@ static mxfp8_status h_quantize_same_out_pointer(int *untouched) {
   return st;
 }
 
-static mxfp8_status h_bucket_alignment_2_63(int *untouched) {
+/* mxfp8_bucket_parts of two tensors at `alignment`; untouched: nothing written on the refusal. */
+static mxfp8_status bucket_parts_of_two(uint64_t alignment, int *untouched) {
   made_tensor m;
   make_tensor(&m);
   const mxfp8_tensor *ts[2] = {m.tensor, m.tensor};
@@ -1424,11 +1425,17 @@ static mxfp8_status h_bucket_alignment_2_63(int *untouched) {
   mxfp8_bucket_part e[2];
   memset(e, POISON, sizeof e);
   uint64_t total = 12345;
-  const mxfp8_status st = mxfp8_bucket_parts(&d, (uint64_t)1 << 63, e, &total);
+  const mxfp8_status st = mxfp8_bucket_parts(&d, alignment, e, &total);
   *untouched = total == 12345 && e[0].values_offset == 0xFFFFFFFFFFFFFFFFull;
   free_tensor(&m);
   return st;
 }
+
+static mxfp8_status h_bucket_alignment_2_63(int *untouched) { return bucket_parts_of_two((uint64_t)1 << 63, untouched); }
+
+/* Alignment 2^62: a layout of 3 * 2^62 bytes and more, which fits uint64 but no DLTensor's int64 shape (it
+ * was returned, and a binding's allocation of it failed in its own words). */
+static mxfp8_status h_bucket_past_int64(int *untouched) { return bucket_parts_of_two((uint64_t)1 << 62, untouched); }
 
 static mxfp8_status h_batched_count_size_max(int *untouched) {
   made_tensor m;
@@ -1844,6 +1851,7 @@ static const hostile_case kHostileCases[] = {
     {"mxfp8_export_components", "values and scales the same out-pointer", h_export_same_out_pointer, MXFP8_ERROR_INVALID_ARGUMENT, "values and scales point to the same place"},
     {"mxfp8_quantize", "rowwise_data and rowwise_scale_inv the same out-pointer", h_quantize_same_out_pointer, MXFP8_ERROR_INVALID_ARGUMENT, "rowwise_data and rowwise_scale_inv are the same pointer"},
     {"mxfp8_bucket_parts", "alignment 2^63", h_bucket_alignment_2_63, MXFP8_ERROR_INVALID_ARGUMENT, "overflows uint64 with alignment 9223372036854775808"},
+    {"mxfp8_bucket_parts", "alignment 2^62 over two tensors (a bucket past INT64_MAX)", h_bucket_past_int64, MXFP8_ERROR_INVALID_ARGUMENT, "are past INT64_MAX, the most a bucket (a DLTensor) can hold"},
     {"mxfp8_export_scales_batched", "count SIZE_MAX", h_batched_count_size_max, MXFP8_ERROR_INVALID_ARGUMENT, "count is 18446744073709551615"},
     {"mxfp8_transfer", "a desc.parts_out values_offset near 2^64 (tensors to a bucket)", h_bucket_offset_wraps, MXFP8_ERROR_INVALID_ARGUMENT, "desc.parts_out[0]: its values start at byte 18446744073709551515, past the end"},
     {"mxfp8_tensor_create", "data of 1000 dimensions (desc.ndim 0)", h_data_1000_dims, MXFP8_ERROR_INVALID_ARGUMENT, "rowwise_data: ndim 1000 is more than the 64 dimensions supported"},

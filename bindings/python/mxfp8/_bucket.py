@@ -2,7 +2,7 @@
 manifest a receiver needs to rebuild them; and the scale swizzle both ways for the import side."""
 from __future__ import annotations
 
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import operator
 
@@ -98,8 +98,8 @@ def _spec_inputs(specs: List[_Spec], stream: Any):
 def _plan_object(obj: Any) -> Any:
     """What a plan holds of a source: a torch tensor as a new alias (detach()), whose storage stays the one
     the plan was made over when the caller's tensor is given another (``t.data = x``, module.to()); the
-    extension pins the storages of the import plans' tensors and of every plan's destinations and bucket
-    (its storage_of) to the same end."""
+    extension pins the storages of every plan's sources, destinations and bucket (its storage_of) to the
+    same end, and checks at each run that none was resized in place (moved)."""
     torch = _args.torch_module(obj)
     return obj.detach() if torch is not None else obj
 
@@ -284,9 +284,35 @@ def _bucket_bytes(bucket: Any, name: str = "bucket") -> int:
 
 
 def _read_once(manifest: Any) -> Any:
-    """A manifest given as an iterator (a generator over a sender's JSON), as a list: the extension's check
-    reads it, and the caller's Python reads it again."""
-    return list(manifest) if isinstance(manifest, Iterator) else manifest
+    """A manifest read once, into a list of dicts of plain ints (lists of them for shapes): the extension's
+    check reads it, and the caller's Python reads it again, so both must see the same values. An iterable
+    that gives other entries a second time, or a number whose __index__ gives another offset, passed the
+    check and then named other bytes (views of another tensor's values, without a word). What is not a
+    list of mappings, and values that are not ints, are left for the extension to refuse in its words."""
+    if isinstance(manifest, (str, bytes, Mapping)) or not hasattr(manifest, "__iter__"):
+        return manifest
+    return [{k: _shape_once(v) if k.endswith("shape") else _int_once(v) if k != "name" else v
+             for k, v in e.items()} if isinstance(e, Mapping) else e for e in manifest]
+
+
+def _shape_once(value: Any) -> Any:
+    """A sequence (a list, a tuple, a 1-D array) as a list of _int_once's; anything else as it is."""
+    if isinstance(value, (str, bytes, Mapping)) or not hasattr(value, "__len__") or not hasattr(value, "__getitem__"):
+        return value
+    try:
+        return [_int_once(d) for d in value]
+    except TypeError:  # a 0-d array has a __len__ that refuses
+        return value
+
+
+def _int_once(value: Any) -> Any:
+    """An int (not a bool) as a Python int; anything else as it is."""
+    if isinstance(value, bool) or not hasattr(type(value), "__index__"):
+        return value
+    try:
+        return operator.index(value)
+    except TypeError:  # NumPy's bool has an __index__ that refuses
+        return value
 
 
 def _check_manifest(bucket: Any, manifest: Any) -> List[dict]:
@@ -298,8 +324,7 @@ def _check_manifest(bucket: Any, manifest: Any) -> List[dict]:
     entries = []
     for i, e in enumerate(manifest):
         _check_compact(f"manifest[{i}]", e)
-        e = {k: (operator.index(v) if k.endswith(("_offset", "_bytes")) else v) for k, v in e.items()}
-        e.update(shape=tuple(int(d) for d in e["shape"]), scales_shape=tuple(int(d) for d in e["scales_shape"]))
+        e = dict(e, shape=tuple(e["shape"]), scales_shape=tuple(e["scales_shape"]))
         if e.get("format") == "nvfp4":
             e["values_shape"] = _nvfp4_parts_shapes(e["shape"], _DIRECTIONS[e["direction"]])[0]
         entries.append(e)

@@ -36,6 +36,17 @@ def _module_doc(name: str) -> str:
     return ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
 
 
+def _positive(text: str) -> int:
+    """An argparse type: an int of at least 1 (a model of -1 decoder layers was written, its config saying so)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m mxfp8",
@@ -73,7 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
     checkpoint.add_argument("--demo", metavar="OUT", required=True,
                             help="the folder to write the demo checkpoints into (created; its two checkpoint "
                                  "folders are replaced)")
-    checkpoint.add_argument("--layers", type=int, default=2, help="decoder layers of the demo model (default: "
+    checkpoint.add_argument("--layers", type=_positive, default=2, help="decoder layers of the demo model (default: "
                                                                   "%(default)s)")
     checkpoint.set_defaults(run=_run_checkpoint)
 

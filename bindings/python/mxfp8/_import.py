@@ -64,9 +64,7 @@ def layout_bytes(layout: str, rows: int, cols: int, direction: str = "rowwise") 
 
 
 def _fixup(value: Any) -> int:
-    if not isinstance(value, bool):
-        raise TypeError(f"zero_exponent_as_one must be True or False, got {value!r}")
-    return _FIXUP[value]
+    return _FIXUP[_args.flag("zero_exponent_as_one", value)]
 
 
 def _call_stream(first: Any, stream: Any, name: str, prepare: bool) -> Tuple[bool, Optional[int], Optional[int]]:

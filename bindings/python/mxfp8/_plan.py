@@ -30,7 +30,8 @@ class Plan:
     on moving the old storage it keeps alive (it holds each torch tensor's storage, so ``t.data = x`` or
     ``t.set_(...)`` leaves the plan the old storage). A storage resized in place (torch's
     ``t.resize_`` past its size, ``t.untyped_storage().resize_(n)``) frees its old memory whoever holds it:
-    no plan may be run over it after that.
+    ``run`` then raises a ValueError (each run compares the storages' addresses with the prepared ones)
+    and moves nothing; make a new plan.
 
     Attributes:
         buffer: what each run writes and returns: an export's `out`, a bucket's bytes (a view of the

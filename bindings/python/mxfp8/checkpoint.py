@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import numbers
 import os
 import shutil
 import sys
@@ -199,9 +200,10 @@ def _write_json(path: Path, value: Any) -> None:
 
 def _positive_finite(torch, what: str, value: Any, allow_zero: bool) -> Any:
     """A float32 scalar or one-element array that is finite and positive (or zero where allowed)."""
-    if not (hasattr(value, "__dlpack__") or isinstance(value, (int, float))) or isinstance(value, bool):
-        raise TypeError(f"{what} must be a float32 array of one element, got {type(value).__name__}")
-    t = torch.as_tensor(value) if isinstance(value, (int, float)) else _to_torch(torch, value)
+    number = isinstance(value, numbers.Real) and not isinstance(value, bool)  # NumPy's float32 too
+    if not (hasattr(value, "__dlpack__") or number) or isinstance(value, bool):
+        raise TypeError(f"{what} must be a float32 array of one element or a number, got {type(value).__name__}")
+    t = torch.as_tensor(value) if number else _to_torch(torch, value)
     if t.numel() != 1:
         raise ValueError(f"{what} has {t.numel()} elements, it is one number")
     v = float(t.reshape(()).to(torch.float32))  # as it is written: a float64 1e300 is float32 inf
@@ -329,6 +331,9 @@ def save(path: Union[str, os.PathLike], tensors: Mapping[str, Any], *, format: s
                     + (("input_scale",) if input_scales else ())) if quantized else ()
         names = [out[:-len("weight")] + s for s in suffixes] if quantized else [out]
         for n in names:
+            if n == "__metadata__":  # safetensors' header key: the file is written, and no reader opens it
+                raise ValueError(f"{name!r} would write the checkpoint tensor '__metadata__', the name safetensors "
+                                 "keeps for its header's metadata")
             if n in seen:
                 raise ValueError(f"{name!r} and {seen[n]!r} both write the checkpoint tensor {n!r}")
             seen[n] = name
@@ -336,6 +341,11 @@ def save(path: Union[str, os.PathLike], tensors: Mapping[str, Any], *, format: s
         if not quantized and not (hasattr(value, "__dlpack__") and hasattr(value, "shape")):
             raise TypeError(f"tensors[{name!r}] must be a bucket spec (dict) or an array (torch, NumPy, any DLPack "
                             f"producer with a shape), got {type(value).__name__}")
+        if not quantized:  # torch's view of it now (no copy): one torch cannot take is refused before writing
+            try:
+                value = value if isinstance(value, torch.Tensor) else torch.from_dlpack(value)
+            except (RuntimeError, TypeError, ValueError, BufferError) as err:
+                raise ValueError(f"tensors[{name!r}] cannot be written: torch cannot take it ({err})") from err
         if input_scales is not None and quantized:
             if name not in input_scales:
                 raise ValueError(f"input_scales has no entry for the quantized Linear {name!r}")
@@ -437,7 +447,10 @@ def _format_of(folder: Path, config: Any) -> str:
     q = config.get("quantization_config") if isinstance(config, dict) else None
     if q is None and (folder / "hf_quant_config.json").is_file():
         hf = _read_json(folder / "hf_quant_config.json")
-        q = {"quant_method": "modelopt", **(hf.get("quantization") or {})} if isinstance(hf, dict) else None
+        quantization = hf.get("quantization") if isinstance(hf, dict) else None
+        if not isinstance(quantization, dict):
+            raise ValueError(f"{folder / 'hf_quant_config.json'}: its 'quantization' is {quantization!r}, not a dict")
+        q = {"quant_method": "modelopt", **quantization}
     if not isinstance(q, dict):
         raise ValueError(f"{folder}: config.json has no quantization_config (and there is no hf_quant_config.json)")
     method = q.get("quant_method")
@@ -455,6 +468,36 @@ def _format_of(folder: Path, config: Any) -> str:
                      f"{', '.join(map(repr, FORMATS))}")
 
 
+def _loaded_linear(torch, where: str, fmt: str, weight: Any, scales: Any, global_scale: Any) -> Any:
+    """A quantized Linear's parts read from a file, as load gives them, once their dtypes and shapes are the
+    format's: a file that says otherwise (float32 scales, a scale shape of another K) would otherwise come
+    back as components a reader decodes into wrong weights without a word."""
+    def refuse(what: str) -> None:
+        raise ValueError(f"{where}: {what}")
+
+    if weight.dim() != 2:
+        refuse(f"weight has shape {tuple(weight.shape)}: a quantized Linear's is 2-D")
+    rows, cols = weight.shape
+    if fmt == "compressed-tensors":
+        if weight.dtype != torch.float8_e4m3fn or scales.dtype != torch.uint8:
+            refuse(f"weight is {weight.dtype} and weight_scale {scales.dtype}: mxfp8-quantized stores "
+                   "float8_e4m3fn values and uint8 E8M0 scales")
+        if tuple(scales.shape) != (rows, _args.ceil_div(cols, 32)):
+            refuse(f"weight_scale has shape {tuple(scales.shape)}: a weight of shape {(rows, cols)} has "
+                   f"{(rows, _args.ceil_div(cols, 32))} (one scale per 32 values)")
+        return Components(weight, scales)
+    if weight.dtype != torch.uint8 or scales.dtype not in (torch.float8_e4m3fn, torch.uint8):
+        refuse(f"weight is {weight.dtype} and weight_scale {scales.dtype}: NVFP4 stores uint8 packed values "
+               "and float8_e4m3fn scales")
+    if tuple(scales.shape) != (rows, _args.ceil_div(2 * cols, 16)):
+        refuse(f"weight_scale has shape {tuple(scales.shape)}: a packed weight of shape {(rows, cols)} (K "
+               f"{2 * cols}) has {(rows, _args.ceil_div(2 * cols, 16))} (one scale per 16 values)")
+    if global_scale.dtype != torch.float32 or global_scale.numel() != 1:
+        refuse(f"weight_scale_2 is {global_scale.dtype} of shape {tuple(global_scale.shape)}: NVFP4's is one "
+               "float32")
+    return _nvfp4.Components(weight, scales.view(torch.uint8), global_scale.reshape(1))
+
+
 def load(path: Union[str, os.PathLike]) -> Loaded:
     """Reads a directory `save` wrote (or another compressed-tensors mxfp8-quantized or ModelOpt NVFP4
     checkpoint): its config and its tensors, each quantized Linear's parts gathered under its ``X.weight``
@@ -462,6 +505,7 @@ def load(path: Union[str, os.PathLike]) -> Loaded:
     NVFP4: nvfp4.Components(values uint8, scales uint8, global_scale float32 (1,))); anything else,
     ``X.input_scale`` included, as stored. Reads everything into host memory."""
     torch = _torch()
+    from safetensors import SafetensorError
     from safetensors.torch import load_file
 
     folder = Path(path)
@@ -472,16 +516,23 @@ def load(path: Union[str, os.PathLike]) -> Loaded:
         weight_map = index.get("weight_map") if isinstance(index, dict) else None
         if not isinstance(weight_map, dict) or not weight_map:
             raise ValueError(f"{folder / _INDEX}: no weight_map")
-        names = sorted(set(weight_map.values()))
-        outside = [n for n in names if not isinstance(n, str) or Path(n).name != n]
+        outside = [n for n in weight_map.values() if not isinstance(n, str) or Path(n).name != n or n == ".."]
         if outside:
             raise ValueError(f"{folder / _INDEX}: weight_map names {outside[0]!r}, not a file of the checkpoint")
-        files = [folder / n for n in names]
+        files = [folder / n for n in sorted(set(weight_map.values()))]
     else:
         files = [folder / _SINGLE]
     raw: Dict[str, Any] = {}
+    held: Dict[str, str] = {}  # tensor -> the file it came from: one held twice would be the last file's
     for f in files:
-        raw.update(load_file(str(f)))
+        try:
+            tensors = load_file(str(f))
+        except (SafetensorError, OSError) as err:  # a truncated or foreign file: said of the file
+            raise ValueError(f"{f}: cannot be read as safetensors ({err})") from err
+        for name, tensor in tensors.items():
+            if name in raw:
+                raise ValueError(f"{folder}: {name!r} is in both {held[name]} and {f.name}")
+            raw[name], held[name] = tensor, f.name
     if (folder / _INDEX).is_file():
         missing = [n for n in weight_map if n not in raw]
         if missing:
@@ -492,13 +543,10 @@ def load(path: Union[str, os.PathLike]) -> Loaded:
         if suffix in ("weight_scale", "weight_scale_2") and f"{module}.weight" in raw:
             continue
         if suffix == "weight" and f"{module}.weight_scale" in raw:
-            scales = raw[f"{module}.weight_scale"]
-            if fmt == "compressed-tensors":
-                out[name] = Components(tensor, scales)
-                continue
-            if f"{module}.weight_scale_2" not in raw:
+            if fmt == "modelopt" and f"{module}.weight_scale_2" not in raw:
                 raise ValueError(f"{folder}: {module} has a weight_scale but no weight_scale_2 (NVFP4 needs both)")
-            out[name] = _nvfp4.Components(tensor, scales.view(torch.uint8), raw[f"{module}.weight_scale_2"].reshape(1))
+            out[name] = _loaded_linear(torch, f"{folder}: {module}", fmt, tensor, raw[f"{module}.weight_scale"],
+                                       raw.get(f"{module}.weight_scale_2"))
             continue
         out[name] = tensor
     return Loaded(fmt, config, out)

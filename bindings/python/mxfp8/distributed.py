@@ -139,6 +139,21 @@ class Sender:
         return step
 
 
+def _check_hello(hello: Dict[str, Any]) -> Optional[str]:
+    """What is wrong with the sender's handshake beyond its manifests' entries (the library checks those), or
+    None: a bucket size per manifest (sizes one short left the last bucket's tensors out of every import,
+    their parameters never updated without a word), each a non-negative int, and the sender's step an int."""
+    manifests, sizes, step = hello.get("manifests"), hello.get("sizes"), hello.get("step")
+    if not isinstance(manifests, list) or not all(isinstance(m, list) for m in manifests):
+        return f"the sender's manifests are not a list of manifests: {manifests!r:.80}"
+    if not isinstance(sizes, list) or len(sizes) != len(manifests):
+        return f"the sender gives {len(manifests)} manifests but bucket sizes {sizes!r:.80}: one size per bucket"
+    bad = [v for v in sizes + [step] if type(v) is not int or v < 0]
+    if bad:
+        return f"the sender's bucket sizes {sizes!r:.80} and step {step!r} must be non-negative ints (not {bad[0]!r})"
+    return None
+
+
 class Receiver:
     """An inference rank's side: every bucket of a step into a staging buffer, then, once the sender's
     commit arrives, into `params` (as import_bucket writes them: MXFP8 (values, scales[, layout]), NVFP4
@@ -224,7 +239,7 @@ class Receiver:
                 verdict = (f"the sender speaks protocol {hello.get('protocol') if isinstance(hello, dict) else hello!r}, "
                            f"this receiver {PROTOCOL}")
             else:
-                verdict = self._check_names(hello["manifests"])
+                verdict = _check_hello(hello) or self._check_names(hello["manifests"])
             if verdict is None:
                 sizes = hello["sizes"]
                 at = 0

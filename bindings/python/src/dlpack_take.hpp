@@ -9,7 +9,9 @@
 
 #include <pybind11/pybind11.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -509,7 +511,13 @@ class Plan {
   // everything it reads and writes (storage_of), so that a tensor given another storage leaves it the old.
   Plan(mxfp8_plan *plan, std::vector<std::unique_ptr<TakenTensor>> &&keep, const Exchange &ex,
        std::vector<py::object> &&pins)
-      : plan_(plan), keep_(std::move(keep)), pins_(std::move(pins)), api_(ex.api), device_(ex.device) {}
+      : plan_(plan), keep_(std::move(keep)), api_(ex.api), device_(ex.device) {
+    for (py::object &storage : pins) {  // each storage once (a bucket's or a model's is many tensors')
+      if (std::any_of(pins_.begin(), pins_.end(), [&](const Pin &p) { return p.storage.is(storage); })) continue;
+      const uintptr_t at = address_of(storage);
+      pins_.push_back(Pin{std::move(storage), at});
+    }
+  }
   ~Plan() { mxfp8_plan_release(plan_); }
   Plan(const Plan &) = delete;
   Plan &operator=(const Plan &) = delete;
@@ -525,6 +533,13 @@ class Plan {
         raise_exchange_failure("current_work_stream");
       s = reinterpret_cast<intptr_t>(current);
     }
+    // A storage resized in place (torch's resize_) has moved: the plan's addresses are of freed memory,
+    // which a run would read and write (a write there corrupted the heap and aborted the process).
+    for (const Pin &p : pins_)
+      if (const uintptr_t now = address_of(p.storage); now != p.address)
+        throw py::value_error("a tensor this plan reads or writes had its storage resized since the plan was "
+                              "prepared (its memory moved from " + hex(p.address) + " to " + hex(now) +
+                              "): the plan's addresses are of freed memory; prepare a new plan");
     mxfp8_status st;
     {
       py::gil_scoped_release unlocked;
@@ -535,9 +550,27 @@ class Plan {
   }
 
  private:
+  struct Pin {
+    py::object storage;  // a torch UntypedStorage (storage_of)
+    uintptr_t address;   // its data_ptr() when the plan was made
+  };
+  static uintptr_t address_of(const py::object &storage) {
+    static PyObject *method = PyUnicode_InternFromString("data_ptr");
+    PyObject *at = PyObject_CallMethodNoArgs(storage.ptr(), method);
+    if (!at) throw py::error_already_set();
+    const uintptr_t v = static_cast<uintptr_t>(PyLong_AsUnsignedLongLong(at));
+    Py_DECREF(at);
+    if (PyErr_Occurred()) throw py::error_already_set();
+    return v;
+  }
+  static std::string hex(uintptr_t v) {
+    char text[2 + 2 * sizeof v + 1];
+    std::snprintf(text, sizeof text, "0x%llx", static_cast<unsigned long long>(v));
+    return text;
+  }
   mxfp8_plan *plan_;
   std::vector<std::unique_ptr<TakenTensor>> keep_;
-  std::vector<py::object> pins_;
+  std::vector<Pin> pins_;
   const DLPackExchangeAPI *api_;
   DLDevice device_;
   std::mutex running_;

@@ -318,6 +318,12 @@ class Handle {
   const mxfp8_tensor *handle() const { return handle_; }
   const DLPackExchangeAPI *api() const { return api_; }
   DLDevice device() const { return device_; }
+  // The storages of the torch tensors the handle was made over, for a plan that reads them (storage_of): a
+  // run checks they have not moved (a storage resized in place frees the memory the plan reads).
+  void pin(std::vector<py::object> &pins) const {
+    for (const py::object &input : inputs_)
+      if (py::object storage = storage_of(input); !storage.is_none()) pins.push_back(std::move(storage));
+  }
 
  protected:
   Handle() = default;
@@ -347,11 +353,12 @@ class Handle {
     }
     api_ = ex.api;
     check(mxfp8_tensor_create(&desc, &handle_));
-    for (auto &t : taken)
-      if (t) t->release();  // the handle owns them now
+    for (size_t i = 0; i < N; ++i)
+      if (taken[i]) taken[i]->release(), inputs_.push_back(inputs[i]);  // the handle owns them now
   }
 
   mxfp8_tensor *handle_ = nullptr;
+  std::vector<py::object> inputs_;  // what the handle was made over (pin)
   const DLPackExchangeAPI *api_ = nullptr;
   DLDevice device_{kDLCPU, 0};
 };
@@ -575,6 +582,7 @@ std::unique_ptr<Plan> prepare_export(const std::vector<Tensor *> &tensors, const
   std::vector<DLTensor *> dls;
   for (size_t i = 0; i < destinations.size(); ++i)
     dls.push_back(kept.add(destinations[i], names ? (*names)[i] : "destinations[" + std::to_string(i) + "]", ex));
+  for (const Tensor *source : tensors) source->pin(kept.pins);
   const auto h = handles(tensors);
   const ShardList whole(std::nullopt, h.size());
   TensorTransfer t(h, direction, whole);
@@ -728,15 +736,20 @@ PyObject *imported(const char *name) {
 }
 
 // _args.flag: a real bool, or NumPy's (which makes the call not plain).
+// Whether `value` is NumPy's bool (a flag, as True and False are).
+bool numpy_bool(py::handle value) {
+  PyObject *numpy = imported("numpy");
+  if (!numpy) return false;
+  py::object np = py::reinterpret_steal<py::object>(numpy);
+  return py::isinstance(value, np.attr("bool_"));
+}
+
 bool flag(const char *name, py::handle value, bool &plain) {
   if (value.ptr() == Py_True) return true;
   if (value.ptr() == Py_False) return false;
-  if (PyObject *numpy = imported("numpy")) {
-    py::object np = py::reinterpret_steal<py::object>(numpy);
-    if (py::isinstance(value, np.attr("bool_"))) {
-      plain = false;
-      return value.cast<bool>();
-    }
+  if (numpy_bool(value)) {
+    plain = false;
+    return value.cast<bool>();
   }
   throw py::type_error(std::string(name) + " must be True or False, got " + repr_of(value) + " (" + type_name(value) + ")");
 }
@@ -1318,17 +1331,38 @@ py::object swizzle_entry(PyObject *const *args) {
   TakenTensor taken[1];
   call.take_inputs(stream, 1, names, inputs, taken, out);
   const DLTensor &s = *taken[0].tensor();
+  // The bytes of an (R, C) matrix in the 128x4 layout, as the library sizes it.
+  const auto swizzled_bytes = [](int64_t rr, int64_t cc, const std::string &what) {
+    int64_t n = 0;
+    const mxfp8_status st = mxfp8_layout_bytes(MXFP8_SCALE_LAYOUT_128X4, MXFP8_DIRECTION_ROWWISE, rr, cc, &n);
+    if (st != MXFP8_OK) raise_status(st, what + ": " + mxfp8_last_error());
+    return n;
+  };
+  // The product of the source's dimensions before `end` (false: past int64 or a negative dimension).
+  const auto product = [&s](int32_t end, int64_t &n) {
+    bool ok = true;
+    n = 1;
+    for (int32_t i = 0; i < end; ++i) ok &= s.shape[i] >= 0 && !__builtin_mul_overflow(n, s.shape[i], &n);
+    return ok;
+  };
   std::vector<int64_t> shape{r, c};
-  if (swizzle) {  // the bytes of the (R, C) matrix of `source` in the 128x4 layout, as the library sizes it
+  int64_t held = 0;
+  if (swizzle) {
     if (s.ndim < 1) throw py::value_error(std::string(name) + " is 0-dimensional: expected its last dimension to be K");
-    int64_t rr = 1, n = 0;
-    bool overflow = false;
-    for (int32_t i = 0; i + 1 < s.ndim; ++i) overflow |= s.shape[i] < 0 || __builtin_mul_overflow(rr, s.shape[i], &rr);
-    if (overflow) throw py::value_error(std::string(name) + ": its swizzled size does not fit in int64");
-    const mxfp8_status st =
-        mxfp8_layout_bytes(MXFP8_SCALE_LAYOUT_128X4, MXFP8_DIRECTION_ROWWISE, rr, s.shape[s.ndim - 1], &n);
-    if (st != MXFP8_OK) raise_status(st, std::string(name) + ": " + mxfp8_last_error());
-    shape = {n};
+    if (!product(s.ndim - 1, held)) throw py::value_error(std::string(name) + ": its swizzled size does not fit in int64");
+    shape = {swizzled_bytes(held, s.shape[s.ndim - 1], name)};
+  } else if (out.is_none()) {
+    // rows and cols size the new buffer: a pair that the swizzled buffer does not hold is refused before
+    // anything is allocated (a lying pair asked for terabytes and failed as a MemoryError). A given out
+    // is checked against them below, and the library checks the pair.
+    if (const int64_t n = swizzled_bytes(r, c, "rows, cols"); !product(s.ndim, held) || held != n) {
+      py::list dims;
+      for (int32_t i = 0; i < s.ndim; ++i) dims.append(s.shape[i]);
+      throw py::value_error("rows, cols are " + std::to_string(r) + ", " + std::to_string(c) +
+                            ": the swizzled layout of a " + std::to_string(r) + " x " + std::to_string(c) +
+                            " scale matrix is " + std::to_string(n) + " bytes, but swizzled has shape " +
+                            repr_of(py::tuple(dims)));
+    }
   }
   std::unique_ptr<TakenTensor> dst;
   py::object result = py::reinterpret_borrow<py::object>(out);
@@ -1540,11 +1574,12 @@ py::object convert_entry(PyObject *const *args) {
   const int format = code_of("fp8_dtype", fp8_dtype, kFormats);
   const bool swz = flag("swizzled", swizzled, plain);
   const int grouped_scales = code_of("scales", scales, kGroupedScales);
-  if (!PyBool_Check(zero_exponent_as_one.ptr()))
-    throw py::type_error("zero_exponent_as_one must be True or False, got " + repr_of(zero_exponent_as_one));
+  const bool zero_as_one = flag("zero_exponent_as_one", zero_exponent_as_one, plain);
   const int32_t fill = static_cast<int32_t>(integer("pad_scale", pad_scale, plain, INT32_MIN, INT32_MAX));
-  const bool new_values = values.ptr() == Py_True;
-  const bool given_values = !new_values && values.ptr() != Py_False && !values.is_none();
+  // values: a flag (NumPy's bool too, as every flag), None (False) or the buffer to write them into.
+  const bool values_flag = PyBool_Check(values.ptr()) || numpy_bool(values);
+  const bool new_values = values_flag && flag("values", values, plain);
+  const bool given_values = !values_flag && !values.is_none();
 
   Call call;
   call.plain = plain;
@@ -1559,6 +1594,24 @@ py::object convert_entry(PyObject *const *args) {
   const int64_t r = param.r, count = param.count, expert_rows = param.expert_rows;
   const bool deepgemm = target == MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED;
   const bool words = deepgemm || target == MXFP8_SCALE_LAYOUT_DEEPGEMM_FLOAT32;
+
+  // The source's handle before any output is made: a shape (or experts) the data does not hold is refused
+  // here, not once outputs of its size were allocated (a lying shape asked for terabytes: a MemoryError).
+  TensorHandle tensor;
+  std::unique_ptr<mxfp8_grouped_tensor, void (*)(mxfp8_grouped_tensor *)> group(nullptr, mxfp8_grouped_tensor_release);
+  if (experts > 0) {
+    mxfp8_grouped_desc desc =
+        grouped_desc(format, swz, grouped_scales, static_cast<int32_t>(experts), dims.back(), expert_rows);
+    desc.data = taken[0].managed;
+    desc.scale_inv = taken[1].managed;
+    mxfp8_grouped_tensor *g = nullptr;
+    check(mxfp8_grouped_tensor_create(&desc, &g));
+    group.reset(g);
+    taken[0].release();  // owned by the group now
+    taken[1].release();
+  } else {
+    tensor = tensor_of(taken, dims, format, swz, dir, MXFP8_BLOCK_1X32);
+  }
 
   // New outputs: the framework's allocator in exchange mode (DeepGEMM's strided view is made with torch's
   // as_strided, so other frameworks' come from numpy), else torch.empty / numpy.empty.
@@ -1599,32 +1652,19 @@ py::object convert_entry(PyObject *const *args) {
   mxfp8_convert_options o = MXFP8_CONVERT_OPTIONS_INIT;
   o.target = target;
   o.direction = dir;
-  o.scale_fixup = zero_exponent_as_one.ptr() == Py_True ? MXFP8_SCALE_FIXUP_ZERO_EXPONENT_AS_ONE : MXFP8_SCALE_FIXUP_NONE;
+  o.scale_fixup = zero_as_one ? MXFP8_SCALE_FIXUP_ZERO_EXPONENT_AS_ONE : MXFP8_SCALE_FIXUP_NONE;
   o.pad_rows_to = rows_to;
   o.pad_cols_to = cols_to;
   o.pad_scale = fill;
   o.stream = reinterpret_cast<void *>(call.ex.stream);
   DLTensor *v = values_out ? values_out->tensor() : nullptr;
   mxfp8_status st;
-  if (experts > 0) {
-    mxfp8_grouped_desc desc =
-        grouped_desc(format, swz, grouped_scales, static_cast<int32_t>(experts), dims.back(), expert_rows);
-    desc.data = taken[0].managed;
-    desc.scale_inv = taken[1].managed;
-    mxfp8_grouped_tensor *g = nullptr;
-    check(mxfp8_grouped_tensor_create(&desc, &g));
-    taken[0].release();  // owned by the group now
-    taken[1].release();
-    {
-      py::gil_scoped_release unlocked;
-      st = mxfp8_grouped_convert(g, &o, v, scales_out->tensor());
-    }
-    mxfp8_grouped_tensor_release(g);
-  } else {
-    TensorHandle tensor = tensor_of(taken, dims, format, swz, dir, MXFP8_BLOCK_1X32);
+  {
     py::gil_scoped_release unlocked;
-    st = mxfp8_convert(tensor.get(), &o, v, scales_out->tensor());
+    st = group ? mxfp8_grouped_convert(group.get(), &o, v, scales_out->tensor())
+               : mxfp8_convert(tensor.get(), &o, v, scales_out->tensor());
   }
+  group.reset();
   check(st);
   if (out.is_none()) {
     // DeepGEMM's view made by the framework from DLPack strides when its extent is the whole layout (rows a
@@ -1715,6 +1755,7 @@ class Nvfp4Tensor : public Handle {
 // the transfer); the exchange API and device of entry 0 decide the stream, as for export_bucket.
 struct MixedHandles {
   std::vector<const mxfp8_tensor *> tensors;
+  std::vector<const Handle *> owners;  // their Tensor / Nvfp4Tensor objects
   std::vector<int32_t> e4m3_maxes;  // 0 at MXFP8 entries
   const DLPackExchangeAPI *api = nullptr;
   DLDevice device{kDLCPU, 0};
@@ -1728,10 +1769,11 @@ MixedHandles mixed_handles(const py::list &tensors) {
     DLDevice device{kDLCPU, 0};
     if (py::isinstance<Tensor>(t)) {
       const Tensor &x = t.cast<const Tensor &>();
-      h.tensors.push_back(x.handle()), h.e4m3_maxes.push_back(0), api = x.api(), device = x.device();
+      h.tensors.push_back(x.handle()), h.owners.push_back(&x), h.e4m3_maxes.push_back(0);
+      api = x.api(), device = x.device();
     } else if (py::isinstance<Nvfp4Tensor>(t)) {
       const Nvfp4Tensor &x = t.cast<const Nvfp4Tensor &>();
-      h.tensors.push_back(x.handle()), h.e4m3_maxes.push_back(x.e4m3_max());
+      h.tensors.push_back(x.handle()), h.owners.push_back(&x), h.e4m3_maxes.push_back(x.e4m3_max());
       api = x.api(), device = x.device();
     } else {
       throw py::type_error("tensors[" + std::to_string(i) + "] is neither a Tensor nor an Nvfp4Tensor");
@@ -1809,6 +1851,7 @@ std::unique_ptr<Plan> prepare_bucket(const py::list &tensors, const std::vector<
   Exchange ex = exchange_for(fill.h.api, fill.h.device, py::none(), std::move(dlpack_stream));
   PlanDestinations kept;
   fill.t.desc.bucket_out = kept.add(bucket, bucket_name, ex);
+  for (const Handle *source : fill.h.owners) source->pin(kept.pins);
   return kept.prepare(fill.t.desc, ex);
 }
 

@@ -130,6 +130,13 @@ def test_w4a4_takes_the_callers_input_scales(tmp_path, weights):
     bad = dict(scales, **{next(iter(scales)): torch.tensor(float("nan"))})
     with pytest.raises(ValueError, match="must be finite and positive"):
         ckpt.save(tmp_path / "bad", st, format="modelopt", input_scales=bad)
+    # NumPy's float32 numbers are numbers ("must be a float32 array of one element, got float32" before).
+    import numpy as np
+
+    as_numpy = {n: np.float32(s.item()) for n, s in scales.items()}
+    folder = ckpt.save(tmp_path / "numpy", st, format="modelopt", input_scales=as_numpy)
+    loaded = ckpt.load(folder).tensors
+    assert all(torch.equal(loaded[n[:-len("weight")] + "input_scale"], s) for n, s in scales.items())
 
 
 @pytest.mark.parametrize("fmt", ["mxfp8", "nvfp4"])
@@ -162,6 +169,8 @@ def test_load_gives_back_the_exported_components_through_shards(tmp_path, weight
 
 
 def test_refusals_name_the_tensor_and_leave_nothing_behind(tmp_path, weights):
+    import numpy as np
+
     st = storage(weights, "mxfp8")
     cases = [
         (dict(tensors=st, format="compressed-tensors",
@@ -206,11 +215,90 @@ def test_refusals_name_the_tensor_and_leave_nothing_behind(tmp_path, weights):
         (dict(tensors=st, format="compressed-tensors", config=[1]), TypeError, "config must be a dict"),
         (dict(tensors=st, format="compressed-tensors", config={"x": float("nan")}), ValueError, "as JSON"),
         (dict(tensors=st, format="compressed-tensors", overwrite="no"), TypeError, "overwrite"),
+        # a RuntimeError of torch's, half-way through the writing
+        (dict(tensors=dict(st, reversed=np.arange(4.0)[::-1]), format="compressed-tensors"), ValueError,
+         r"tensors\['reversed'\] cannot be written: torch cannot take it"),
+        # written, and then unreadable: safetensors' header has its own "__metadata__" key
+        (dict(tensors=dict(st, __metadata__=torch.ones(2)), format="compressed-tensors"), ValueError,
+         "'__metadata__' would write the checkpoint tensor '__metadata__'"),
     ]
     for kw, error, match in cases:
         with pytest.raises(error, match=match):
             ckpt.save(tmp_path / "model", **kw)
         assert not (tmp_path / "model").exists() and nothing_left(tmp_path), match
+
+
+def _hand_written(folder, tensors, fmt, files=None):
+    """A checkpoint folder written with safetensors alone (not save): `tensors` in model.safetensors, or
+    `files` (file name -> tensors) under an index whose weight_map is given as files["index"]."""
+    from safetensors.torch import save_file
+
+    folder.mkdir()
+    q = ({"quant_method": "compressed-tensors", "format": "mxfp8-quantized"} if fmt == "compressed-tensors"
+         else {"quant_method": "modelopt", "quant_algo": "NVFP4"})
+    (folder / "config.json").write_text(json.dumps({"quantization_config": q}))
+    if files is None:
+        save_file(tensors, str(folder / "model.safetensors"))
+        return folder
+    for name, held in files.items():
+        if name != "index":
+            save_file(held, str(folder / name))
+    (folder / "model.safetensors.index.json").write_text(json.dumps({"weight_map": files["index"]}))
+    return folder
+
+
+def test_load_refuses_files_that_lie_about_a_linear(tmp_path):
+    u8, e4m3, f32 = torch.uint8, torch.float8_e4m3fn, torch.float32
+    mx = {"m.weight": torch.zeros(4, 64, dtype=e4m3), "m.weight_scale": torch.zeros(4, 2, dtype=u8)}
+    nv = {"m.weight": torch.zeros(4, 32, dtype=u8), "m.weight_scale": torch.zeros(4, 4, dtype=e4m3),
+          "m.weight_scale_2": torch.ones((), dtype=f32)}
+    for i, (fmt, tensors) in enumerate([("compressed-tensors", mx), ("modelopt", nv)]):  # the good ones load
+        loaded = ckpt.load(_hand_written(tmp_path / f"good{i}", tensors, fmt)).tensors["m.weight"]
+        assert torch.equal(loaded[0], tensors["m.weight"])
+    cases = [  # each came back as components (or a RuntimeError of a reshape) before
+        ("compressed-tensors", dict(mx, **{"m.weight": torch.zeros(4, 64)}), "weight is torch.float32"),
+        ("compressed-tensors", dict(mx, **{"m.weight_scale": torch.zeros(4, 2)}), "weight_scale torch.float32"),
+        ("compressed-tensors", dict(mx, **{"m.weight_scale": torch.zeros(4, 3, dtype=u8)}),
+         r"weight_scale has shape \(4, 3\): a weight of shape \(4, 64\) has \(4, 2\)"),
+        ("compressed-tensors", dict(mx, **{"m.weight": torch.zeros(2, 4, 64, dtype=e4m3)}), "is 2-D"),
+        # float32 scales viewed as bytes were four times as many scales as the weight has
+        ("modelopt", dict(nv, **{"m.weight_scale": torch.zeros(4, 1)}), "weight_scale torch.float32"),
+        ("modelopt", dict(nv, **{"m.weight_scale": torch.zeros(4, 2, dtype=e4m3)}), r"has \(4, 4\)"),
+        ("modelopt", dict(nv, **{"m.weight_scale_2": torch.ones(3)}), "weight_scale_2 is torch.float32 of shape"),
+        ("modelopt", dict(nv, **{"m.weight_scale_2": torch.ones((), dtype=torch.float16)}), "NVFP4's is one float32"),
+    ]
+    for i, (fmt, tensors, match) in enumerate(cases):
+        with pytest.raises(ValueError, match=match):
+            ckpt.load(_hand_written(tmp_path / f"bad{i}", tensors, fmt))
+
+
+def test_load_refuses_hostile_files_and_indexes(tmp_path):
+    one = {"a": torch.ones(2)}
+    cases = {  # folder -> the message; each raised a TypeError of Python's or a foreign error before
+        "int": dict(files={"model.safetensors": one, "index": {"a": 1}}),
+        "list": dict(files={"model.safetensors": one, "index": {"a": ["model.safetensors"]}}),
+        "parent": dict(files={"model.safetensors": one, "index": {"a": ".."}}),
+    }
+    for name, kw in cases.items():
+        with pytest.raises(ValueError, match="weight_map names .*, not a file of the checkpoint"):
+            ckpt.load(_hand_written(tmp_path / name, None, "modelopt", **kw))
+    # One tensor in two files: the last file's copy won, whatever the weight_map said.
+    twice = _hand_written(tmp_path / "twice", None, "modelopt", files={
+        "a.safetensors": one, "b.safetensors": {"a": torch.zeros(2), "b": torch.ones(1)},
+        "index": {"a": "a.safetensors", "b": "b.safetensors"}})
+    with pytest.raises(ValueError, match="'a' is in both a.safetensors and b.safetensors"):
+        ckpt.load(twice)
+    truncated = _hand_written(tmp_path / "truncated", one, "modelopt")
+    data = (truncated / "model.safetensors").read_bytes()
+    for cut in (len(data) - 4, 5):
+        (truncated / "model.safetensors").write_bytes(data[:cut])
+        with pytest.raises(ValueError, match="model.safetensors: cannot be read as safetensors"):
+            ckpt.load(truncated)
+    (truncated / "config.json").write_text("{}")  # no quantization_config: ModelOpt's older file is read
+    for quantization in ("NVFP4", [1], None):
+        (truncated / "hf_quant_config.json").write_text(json.dumps({"quantization": quantization}))
+        with pytest.raises(ValueError, match="its 'quantization' is .*, not a dict"):
+            ckpt.load(truncated)
 
 
 def test_a_full_disk_or_an_unwritable_path_leaves_nothing_behind(tmp_path, weights, monkeypatch):

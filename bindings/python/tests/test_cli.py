@@ -74,10 +74,14 @@ def test_no_command_is_a_usage_error():
     assert out.returncode == 2 and "usage: python -m mxfp8" in out.stderr and "demo" in out.stderr
 
 
-@pytest.mark.parametrize("args", [["demo", "--device", "tpu"], ["demo", "--bogus"], ["nonsense"], ["demo", "--size"]])
-def test_bad_arguments_are_usage_errors(args):
-    out = run(*args)
+@pytest.mark.parametrize("args", [["demo", "--device", "tpu"], ["demo", "--bogus"], ["nonsense"], ["demo", "--size"],
+                                  ["checkpoint", "--demo", "OUT", "--layers", "0"],
+                                  ["checkpoint", "--demo", "OUT", "--layers", "-1"],
+                                  ["checkpoint", "--demo", "OUT", "--layers", "two"]])
+def test_bad_arguments_are_usage_errors(args, tmp_path):
+    out = run(*[str(tmp_path / a) if a == "OUT" else a for a in args])
     assert out.returncode == 2 and "error:" in out.stderr, (out.stdout, out.stderr)
+    assert not (tmp_path / "OUT").exists()  # --layers -1 wrote a model of -1 layers (its config said so)
 
 
 def test_help_and_version_need_no_numpy():

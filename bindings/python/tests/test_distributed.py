@@ -172,3 +172,39 @@ def test_send_and_receive_before_connect_are_refused():
     receiver = mxfp8.distributed.Receiver({})
     with pytest.raises(mxfp8.distributed.SyncError, match="torch.distributed is not initialized|before connect"):
         receiver.receive()
+
+
+def test_a_forged_handshake_is_refused_before_anything_is_prepared(tmp_path, monkeypatch):
+    """A one-rank gloo group in this process; the sender's hello forged (the receiver's broadcast patched)."""
+    sender = mxfp8.distributed.Sender(
+        {n: {"data": torch.zeros(4, 64, dtype=torch.uint8), "scale_inv": torch.zeros(4, 2, dtype=torch.uint8),
+             "swizzled": False} for n in ("a", "b")}, bucket_bytes=256)  # two buckets
+    assert len(sender.manifests) == 2
+    params = {n: (torch.full((4, 64), 0x5A, dtype=torch.uint8), torch.full((4, 2), 0x5A, dtype=torch.uint8))
+              for n in ("a", "b")}
+    good = {"protocol": mxfp8.distributed.PROTOCOL, "src": 0, "step": 0, "manifests": sender.manifests,
+            "sizes": sender.sizes}
+    forged = [  # (the hello's changes, the refusal)
+        # one size short: the connect passed with no plan for b (a step of one bucket never imported it)
+        (dict(sizes=sender.sizes[:1]), "2 manifests but bucket sizes"),
+        (dict(sizes=[sender.sizes[0], -1]), "must be non-negative ints"),
+        (dict(sizes=[sender.sizes[0], float(sender.sizes[1])]), "must be non-negative ints"),
+        (dict(step="7"), r"step '7' must be non-negative ints"),
+        (dict(manifests={"a": 1}), "not a list of manifests"),
+    ]
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    try:
+        for change, refusal in forged:
+            hello = dict(good, **change)
+            monkeypatch.setattr(dist, "broadcast_object_list", lambda objects, src, group: objects.__setitem__(0, hello))
+            receiver = mxfp8.distributed.Receiver(params)
+            with pytest.raises(mxfp8.distributed.SyncError, match=refusal):
+                receiver.connect()
+            assert receiver._src is None and not receiver._plans
+        monkeypatch.setattr(dist, "broadcast_object_list", lambda objects, src, group: objects.__setitem__(0, good))
+        receiver = mxfp8.distributed.Receiver(params)
+        receiver.connect()
+        assert len(receiver._plans) == 2
+    finally:
+        dist.destroy_process_group()
+    assert all((p == 0x5A).all() for pair in params.values() for p in pair)

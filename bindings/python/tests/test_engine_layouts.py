@@ -216,6 +216,16 @@ def test_zero_exponent_fixup_rewrites_only_real_scales():
     np.testing.assert_array_equal(hopper, sglang_hopper_reference(fixed))
     with pytest.raises(TypeError, match="zero_exponent_as_one must be True or False"):
         mxfp8.convert(data, buf, "compact", zero_exponent_as_one=1, swizzled=False)
+    # NumPy's bool is a flag here as in every other flag (it was a TypeError here and in the imports; for
+    # convert's values, "expected an object with __dlpack__ ..., got bool").
+    got = mxfp8.convert(data, buf, "deepgemm", zero_exponent_as_one=np.True_, values=np.True_, swizzled=False)
+    np.testing.assert_array_equal(got.values, data)
+    flat = np.lib.stride_tricks.as_strided(got.scales, (mxfp8.layout_bytes("deepgemm", *s.shape) // 4,), (4,))
+    np.testing.assert_array_equal(flat.view(np.uint8), reference(fixed, "deepgemm"))
+    assert mxfp8.convert(data, buf, "compact", values=np.False_, swizzled=False).values is None
+    params["w"][1][...] = POISON
+    mxfp8.import_tensors({"w": {"data": data, "scale_inv": buf}}, params, zero_exponent_as_one=np.True_)
+    np.testing.assert_array_equal(params["w"][1].view(np.uint8), reference(fixed, "deepgemm"))
 
 
 def test_bad_input_gets_clear_errors():

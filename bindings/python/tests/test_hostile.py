@@ -112,6 +112,32 @@ def test_swizzle_and_unswizzle_into_read_only_arrays_are_refused():
     assert (ro_compact == POISON).all()
 
 
+def test_unswizzle_rows_and_cols_the_buffer_does_not_hold_are_refused_before_anything_is_allocated():
+    swz = swizzle_reference(np.ones((128, 2), np.uint8))  # 512 bytes: 128 x 2 (or 64 x 4, 100 x 3)
+    # A 4 TiB matrix was allocated first: a MemoryError, not a word about rows and cols.
+    for rows, cols, match in [(1 << 30, 1 << 12, "is 4398046511104 bytes, but swizzled has shape"),
+                              (1 << 62, 1 << 62, "rows, cols: swizzled scale size overflows int64"),
+                              (129, 2, "rows, cols are 129, 2: the swizzled layout of a 129 x 2 scale matrix is "
+                                       r"1024 bytes, but swizzled has shape \(512,\)")]:
+        with pytest.raises(ValueError, match=match):
+            mxfp8.unswizzle_scales(swz, rows, cols)
+    assert mxfp8.unswizzle_scales(swz, 64, 4).shape == (64, 4)
+
+
+def test_convert_refuses_a_shape_its_data_does_not_hold_before_anything_is_allocated():
+    data, buf, _ = one_tensor(shape=(256, 64), storage="swizzled")
+    values = np.full(data.size, POISON, np.uint8)
+    # The outputs of the shape were allocated first: 128 GiB of scales, a MemoryError.
+    for kw, match in [(dict(shape=(1 << 30, 4096)), r"shape \(256, 64\) does not match the tensor's shape"),
+                      (dict(shape=(1 << 30, 4096), values=True), "does not match the tensor's shape"),
+                      (dict(shape=(1 << 30, 4096), num_experts=2), "the experts need 1073741824 rows x 4096"),
+                      (dict(shape=(1 << 30, 64), values=values), "does not match the tensor's shape")]:
+        with pytest.raises(ValueError, match=match):
+            mxfp8.convert(data, buf, "compact", swizzled=True, **kw)
+    assert (values == POISON).all()
+    assert mxfp8.convert(data, buf, "compact", swizzled=True, num_experts=2).scales.shape == (2, 128, 2)
+
+
 def test_read_only_inputs_are_fine():
     data, buf, s = one_tensor(storage="swizzled")
     values, scales = mxfp8.export_components(read_only(data), read_only(buf), swizzled=True, values_dtype="uint8")
@@ -363,6 +389,40 @@ def test_a_lying_manifest_is_refused(make_lie, error, message):
     assert np.array_equal(bucket, before)
 
 
+class Flipping:
+    """An int that reads as `first` once (the check) and as `then` after (the views)."""
+
+    def __init__(self, first, then):
+        self.reads, self.first, self.then = 0, first, then
+
+    def __index__(self):
+        self.reads += 1
+        return self.first if self.reads == 1 else self.then
+
+
+class ReadTwice:
+    """A manifest (an iterable, not an iterator) that gives the honest entries once, then `then`."""
+
+    def __init__(self, first, then):
+        self.reads, self.first, self.then = 0, first, then
+
+    def __iter__(self):
+        self.reads += 1
+        return iter(self.first if self.reads == 1 else self.then)
+
+
+def test_unpack_views_what_the_check_read():
+    """The check and the views read the manifest once: a manifest that changes between two reads passed
+    the check as honest and gave views of t1's bytes under t0's name."""
+    bucket, manifest, truth = bucket_of_three()
+    at_t1 = manifest[1]["values_offset"]
+    for forged in (lie(manifest, 0, values_offset=Flipping(0, at_t1)),
+                   lie(manifest, 0, shape=[Flipping(100, 64), 48]),
+                   ReadTwice(manifest, lie(manifest, 0, values_offset=at_t1))):
+        parts = mxfp8.unpack_bucket(bucket, forged)
+        assert np.array_equal(parts["t0"].values, truth["t0"][0])
+
+
 def test_unpack_needs_a_byte_bucket():
     bucket, manifest, _ = bucket_of_three()
     with pytest.raises(ValueError, match="bucket must hold bytes"):
@@ -454,6 +514,9 @@ def bucket_spec():
         (lambda: mxfp8.export_bucket({"w": bucket_spec()}, alignment=2**63 + 2**62), ValueError,
          "expected a power of two"),
         (lambda: mxfp8.export_bucket({"w": bucket_spec()}, alignment=2**64), ValueError, "alignment is 18446744073709551616"),
+        # a layout past INT64_MAX bytes was returned and allocated: NumPy's "Maximum allowed dimension exceeded"
+        (lambda: mxfp8.export_bucket({"w": bucket_spec()}, alignment=2**63), ValueError,
+         "with alignment 9223372036854775808 are past INT64_MAX, the most a bucket"),
         (lambda: list(mxfp8.iter_buckets({"w": bucket_spec()}, bucket_bytes=0)), ValueError, "bucket_bytes is 0"),
         (lambda: list(mxfp8.iter_buckets({"w": bucket_spec()}, bucket_bytes="1M")), TypeError,
          "bucket_bytes must be an int"),

@@ -493,6 +493,57 @@ def test_plans_keep_the_storage_of_a_torch_tensor_whose_data_is_replaced():
     """)
 
 
+def test_a_plan_refuses_to_run_over_a_storage_resized_in_place():
+    # `t.untyped_storage().resize_(n)` frees the storage's memory whoever holds the storage: a plan made
+    # before it read and wrote freed memory (an import's write corrupted the heap: "free(): corrupted
+    # unsorted chunks", the process aborted). Each run compares the storages' addresses and refuses.
+    pytest.importorskip("torch")
+    _run_with_debug_allocator("""
+        import torch
+        data, buf, s = make_mxfp8((256, 128), "swizzled", seed=3)
+
+        def fresh():
+            return torch.tensor(data), torch.tensor(buf)  # resizable storages of torch's own
+
+        def refused(plan, resized):
+            for t in resized:
+                t.untyped_storage().resize_(0)
+            try:
+                plan.run()
+            except ValueError as e:
+                assert "had its storage resized since the plan was prepared" in str(e), e
+            else:
+                raise AssertionError("a plan ran over a resized storage")
+
+        def import_plan():
+            src_d, src_s = fresh()
+            values, scales = torch.empty(data.size, dtype=torch.uint8), torch.empty(s.size, dtype=torch.uint8)
+            plan = mxfp8.prepare_import_tensors({"w": {"data": src_d, "scale_inv": src_s, "swizzled": True}},
+                                                {"w": (values, scales)})
+            return plan, src_d, src_s, values, scales
+
+        for i in range(4):  # each of the import's sources and destinations
+            plan, *tensors = import_plan()
+            refused(plan, [tensors[i]])
+        bucket, manifest = mxfp8.export_bucket({"w": {"data": torch.tensor(data), "scale_inv": torch.tensor(buf),
+                                                      "swizzled": True}})
+        values, scales = torch.empty(data.size, dtype=torch.uint8), torch.empty(s.size, dtype=torch.uint8)
+        refused(mxfp8.prepare_import_bucket(bucket, manifest, {"w": (values, scales)}), [bucket])
+        for which in ("data", "scale_inv", "out"):  # an export's sources and out
+            src_d, src_s = fresh()
+            out = torch.empty(s.size, dtype=torch.uint8)
+            plan = mxfp8.prepare_export({"w": {"data": src_d, "scale_inv": src_s, "swizzled": True}}, out=out)
+            refused(plan, [{"data": src_d, "scale_inv": src_s, "out": out}[which]])
+        src_d, src_s = fresh()
+        (plan,) = mxfp8.prepare_buckets({"w": {"data": src_d, "scale_inv": src_s, "swizzled": True}}, bucket_bytes=1 << 16)
+        refused(plan, [src_s])
+        # Untouched storages run as before.
+        plan, *tensors = import_plan()
+        plan.run()
+        assert (tensors[2].numpy() == data.reshape(-1)).all()
+    """)
+
+
 # ------------------------------------------------------------------ a manifest's misspelt keys ---
 @pytest.mark.parametrize("key, value", [("directon", "columnwise"), ("scale_layout", "cutlass_128x4"),
                                         ("fp8dtype", "e5m2"), ("Format", "nvfp4")])

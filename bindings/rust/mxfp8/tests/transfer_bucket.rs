@@ -148,6 +148,9 @@ fn bucket_errors_carry_the_librarys_message() {
     let err = Transfer::from_tensors(&tensors).bucket_parts(3).unwrap_err();
     assert_eq!(err.status, Status::InvalidArgument);
     assert!(err.message.contains("alignment is 3, expected a power of two"), "{err}");
+    // A layout of more than i64::MAX bytes (which no bucket, a DLTensor, can hold) was returned as a total.
+    let err = Transfer::from_tensors(&tensors).bucket_parts(1 << 62).unwrap_err();
+    assert!(err.status == Status::InvalidArgument && err.message.contains("are past INT64_MAX"), "{err}");
 
     let send = Transfer::from_tensors(&tensors);
     let (parts, total) = send.bucket_parts(256).unwrap();
