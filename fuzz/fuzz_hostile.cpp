@@ -1476,12 +1476,12 @@ void section_options(Reader &in) {
   o.scales_layout = field(in, 3);
   o.values_dtype = field(in, 2);  // not used by quantize_into, still checked
   o.scales_dtype = field(in, 2);
-  o.reserved = reserved(in);
+  o.flags = reserved(in);  // 1 is MXFP8_CHECK_ONLY: the checks alone, nothing written
   o.stream = reinterpret_cast<void *>(uintptr_t{0xDEAD} * (in.byte() % 2));
   const auto in_range = [](int32_t v, int32_t lo, int32_t hi) { return v >= lo && v <= hi; };
   const bool fields_ok = in_range(o.format, 1, 2) && in_range(o.block, 0, 1) && in_range(o.scale_rounding, 0, 2) &&
                          in_range(o.scales_layout, 0, 2) && in_range(o.values_dtype, 0, 1) &&
-                         in_range(o.scales_dtype, 0, 1) && o.reserved == 0;
+                         in_range(o.scales_dtype, 0, 1) && (o.flags == 0 || o.flags == MXFP8_CHECK_ONLY);
   // The outputs sized for the layout the fields ask for (the compact one when they are out of range).
   const int64_t layout = in_range(o.scales_layout, 0, 2) ? o.scales_layout : 0;
   const bool block = o.block == 1;
@@ -1495,9 +1495,9 @@ void section_options(Reader &in) {
     std::fprintf(stderr, "fuzz_hostile: status %d, expected %d\n", st, want);
     wrong("mxfp8_quantize_options: the status does not follow the struct");
   }
-  if (st != MXFP8_OK) {
-    for (uint8_t b : qv) if (b != 0xEE) wrong("a refused quantize wrote values");
-    for (uint8_t b : qs) if (b != 0xEE) wrong("a refused quantize wrote scales");
+  if (st != MXFP8_OK || o.flags == MXFP8_CHECK_ONLY) {
+    for (uint8_t b : qv) if (b != 0xEE) wrong("a refused or checked-only quantize wrote values");
+    for (uint8_t b : qs) if (b != 0xEE) wrong("a refused or checked-only quantize wrote scales");
     return;
   }
   // The same fields through a struct of exactly this build's size give the same bytes.
