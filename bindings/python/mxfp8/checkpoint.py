@@ -85,11 +85,20 @@ def _torch():
     return torch
 
 
+def _torch_view(torch, array: Any) -> Any:
+    """torch's view of `array` (a torch tensor, an mxfp8.Array, any DLPack producer), no copy. Negative
+    strides (a NumPy a[::-1]) are refused first: torch 2.11's from_dlpack aborts the process on them."""
+    if isinstance(array, torch.Tensor):
+        return array
+    strides = tuple(getattr(array, "strides", None) or ())
+    if any(int(st) < 0 for st in strides):
+        raise ValueError(f"negative strides {strides}: pass a copy")
+    return torch.from_dlpack(array)
+
+
 def _to_torch(torch, array: Any) -> Any:
     """A torch tensor on the host holding `array` (a torch tensor, an mxfp8.Array, any DLPack producer)."""
-    if not isinstance(array, torch.Tensor):
-        array = torch.from_dlpack(array)
-    return array.detach().to("cpu")
+    return _torch_view(torch, array).detach().to("cpu")
 
 
 def _components(torch, spec: _Spec, where: str, fmt: str) -> Dict[str, Any]:
@@ -343,7 +352,7 @@ def save(path: Union[str, os.PathLike], tensors: Mapping[str, Any], *, format: s
                             f"producer with a shape), got {type(value).__name__}")
         if not quantized:  # torch's view of it now (no copy): one torch cannot take is refused before writing
             try:
-                value = value if isinstance(value, torch.Tensor) else torch.from_dlpack(value)
+                value = _torch_view(torch, value)
             except (RuntimeError, TypeError, ValueError, BufferError) as err:
                 raise ValueError(f"tensors[{name!r}] cannot be written: torch cannot take it ({err})") from err
         if input_scales is not None and quantized:
