@@ -80,11 +80,13 @@ for route in "1 1" "1 0" "0 1"; do
     echo "$t with MXFP8_COPY_ENGINE_MIN_BYTES=$1 MXFP8_BULK_COPY=$2: $(grep -E '^\[  (PASSED|FAILED)' "$LOGS/$t-ce$1-bulk$2.log" | tr '\n' ' ')"
   done
 done
-# The scale unswizzle through shared memory (the default moves its chunks in registers): both paths.
-env ${MXFP8_TEST_QUICK:+MXFP8_TEST_QUICK=1} MXFP8_UNSWIZZLE_PATH=smem timeout 120 build-gpu/tests/c/test_gpu \
-  >"$LOGS/test_gpu-unswizzle-smem.log" 2>&1 ||
-  { status=1; grep -B2 -A4 -E "ERROR|Failure|expected" "$LOGS/test_gpu-unswizzle-smem.log" | head -20; }
-echo "test_gpu with MXFP8_UNSWIZZLE_PATH=smem: $(grep -E '^\[  (PASSED|FAILED)' "$LOGS/test_gpu-unswizzle-smem.log" | tr '\n' ' ')"
+# Every scale unswizzle through shared memory, then every one in registers (unset, the width decides).
+for path in smem registers; do
+  env ${MXFP8_TEST_QUICK:+MXFP8_TEST_QUICK=1} MXFP8_UNSWIZZLE_PATH=$path timeout 120 build-gpu/tests/c/test_gpu \
+    >"$LOGS/test_gpu-unswizzle-$path.log" 2>&1 ||
+    { status=1; grep -B2 -A4 -E "ERROR|Failure|expected" "$LOGS/test_gpu-unswizzle-$path.log" | head -20; }
+  echo "test_gpu with MXFP8_UNSWIZZLE_PATH=$path: $(grep -E '^\[  (PASSED|FAILED)' "$LOGS/test_gpu-unswizzle-$path.log" | tr '\n' ' ')"
+done
 grep -l "SKIPPED" "$LOGS"/test_*.log && { echo "GPU cases were skipped on a GPU machine"; status=1; }
 fi
 

@@ -6,12 +6,13 @@
 // its global reads and its global writes are coalesced: 16-byte vectors on the swizzled side, runs of
 // 4 * W::kTilesPerChunk bytes along each compact row on the other.
 //
-// A launch of aligned, not direct unswizzles alone moves each chunk in registers: a thread loads line l
-// of 4 tiles (16 bytes each: 4 scales of rows l, l + 32, l + 64, l + 96 per tile) and stores 16
-// consecutive scales of each of those 4 rows, a 4 x 4 word transpose with no shared memory and no barrier
-// (store_transposed_chunk; mxfp8_swizzle_scales' kernel is its mirror), with two register sets so the next
-// chunk's loads are in flight while a chunk is stored (transposed_step). MXFP8_UNSWIZZLE_PATH=smem sends
-// these launches through shared memory too. Other launches stage chunks through shared memory:
+// A launch of aligned, not direct unswizzles alone in narrow chunks moves each chunk in registers: a
+// thread loads line l of 4 tiles (16 bytes each: 4 scales of rows l, l + 32, l + 64, l + 96 per tile) and
+// stores 16 consecutive scales of each of those 4 rows, a 4 x 4 word transpose with no shared memory and
+// no barrier (store_transposed_chunk; mxfp8_swizzle_scales' kernel is its mirror), with two register sets
+// so the next chunk's loads are in flight while a chunk is stored (transposed_step). MXFP8_UNSWIZZLE_PATH
+// (registers or smem) sends every such launch, narrow or wide, one way, to time one against the other.
+// Other launches stage chunks through shared memory:
 //
 // Shared memory holds a chunk in its compact form, one 32-bit word (4 scales) per row and tile:
 // word (r, j) at r * (tiles per chunk + 1) + j. The padding word keeps both access patterns nearly free
@@ -40,6 +41,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <type_traits>
 #include <vector>
 
 #include "cuda/bulk_copy.cuh"
@@ -569,13 +571,14 @@ __device__ void store_gather_chunk(const Chunk &c) {
 constexpr int kPlainPaths = 0;
 constexpr int kSwizzlePath = 1;        // Swizzle and SwizzledCopy jobs: the 128x4 layout written
 constexpr int kLayoutGatherPaths = 2;  // engine layout jobs and windows starting inside a tile
-// A launch of aligned unswizzles alone (not direct, not a gather; the common export), narrow or wide
-// chunks: every chunk moves through registers (store_transposed_chunk), no shared memory, no barrier. A
-// separate instantiation, so that the others keep their registers. Its loop holds two register sets
-// (transposed_step): with one, a block stored a chunk and then loaded the next, waiting out every load,
-// and wide launches lost to the shared-memory loop (H100, bench/LOG.md 2026-12-06: the whole model
-// 1.528 -> 1.687 ms; narrow launches gained, 0.73-0.90 -> 0.84-0.94 of a copy). ptxas: 64 registers, no
-// spill, in every width and capacity.
+// A launch of aligned unswizzles alone (not direct, not a gather; the common export) in narrow chunks:
+// every chunk moves through registers (store_transposed_chunk), no shared memory, no barrier. A separate
+// instantiation, so that the others keep their registers. Its loop holds two register sets
+// (transposed_step), the next chunk's loads in flight while a chunk is stored. Wide launches keep the
+// shared-memory loop: in registers they lost, with one register set (the whole model 1.528 -> 1.687 ms)
+// and with two (1.52 -> 1.73 ms; 262144 x 896 scales 0.87 -> 0.80 of a copy), H100, bench/LOG.md
+// 2026-12-06; narrow launches gain (0.73-0.90 -> 0.84-0.95 of a copy). ptxas: 64 registers, no spill,
+// in every width and capacity.
 constexpr int kInRegisters = 4;
 template <class W, int kPaths>
 __device__ void store_chunk(const Chunk &c, const uint32_t *tiles) {
@@ -746,15 +749,18 @@ void launch_kernel(const JobBatch<kCapacity> &batch, int64_t chunks, cudaStream_
   check(cudaGetLastError(), "launching the scale unswizzle kernel");
 }
 
-// MXFP8_UNSWIZZLE_PATH, read once: how a launch of aligned unswizzles alone moves its chunks, "registers"
-// (the default; kInRegisters, narrow and wide chunks) or "smem" (through shared memory, as every launch
-// did before; kept to time one against the other in one build: bench/device/ab.sh PATHS=...).
-bool unswizzle_in_registers() {
-  static const bool value = [] {
+// MXFP8_UNSWIZZLE_PATH, read once: how a launch of aligned unswizzles alone moves its chunks. Unset: the
+// measured rule, narrow chunks in registers (kInRegisters) and wide ones through shared memory;
+// "registers" or "smem": every such launch that way, to time one against the other in one build
+// (bench/device/ab.sh PATHS=...).
+enum class UnswizzlePath { Measured, Registers, Smem };
+UnswizzlePath unswizzle_path() {
+  static const UnswizzlePath value = [] {
     const char *text = std::getenv("MXFP8_UNSWIZZLE_PATH");
-    if (!text || !*text || std::strcmp(text, "registers") == 0) return true;
-    if (std::strcmp(text, "smem") == 0) return false;
-    fail(MXFP8_ERROR_INVALID_ARGUMENT, "MXFP8_UNSWIZZLE_PATH is \"", text, "\", expected registers or smem");
+    if (!text || !*text) return UnswizzlePath::Measured;
+    if (std::strcmp(text, "registers") == 0) return UnswizzlePath::Registers;
+    if (std::strcmp(text, "smem") == 0) return UnswizzlePath::Smem;
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, "MXFP8_UNSWIZZLE_PATH is \"", text, "\", expected registers or smem (or unset)");
   }();
   return value;
 }
@@ -771,7 +777,9 @@ void launch_batch(const JobBatch<kCapacity> &batch, int64_t chunks, cudaStream_t
     in_registers = in_registers && j.kind == JobKind::Unswizzle && !j.gather && !j.tiles.direct &&
                    (reinterpret_cast<uintptr_t>(j.swizzled) & 15) == 0;
   }
-  if (in_registers && unswizzle_in_registers()) return launch_kernel<W, kCapacity, kInRegisters>(batch, chunks, stream);
+  const UnswizzlePath path = unswizzle_path();
+  if (in_registers && (path == UnswizzlePath::Registers || (path == UnswizzlePath::Measured && std::is_same_v<W, Narrow>)))
+    return launch_kernel<W, kCapacity, kInRegisters>(batch, chunks, stream);
   if (paths & kLayoutGatherPaths) launch_kernel<W, kCapacity, kSwizzlePath | kLayoutGatherPaths>(batch, chunks, stream);
   else if (paths & kSwizzlePath) launch_kernel<W, kCapacity, kSwizzlePath>(batch, chunks, stream);
   else launch_kernel<W, kCapacity, kPlainPaths>(batch, chunks, stream);
