@@ -8,7 +8,6 @@
 // device ordinal); the CUDA one needs no CUDA header, since a stream is an opaque pointer to the C API.
 #include <mxfp8/mxfp8.h>
 
-#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <exception>
