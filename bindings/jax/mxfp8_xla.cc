@@ -208,8 +208,10 @@ ffi::Error scale_move_views(const Place &place, View &in, View &out, bool to_swi
   DLTensor whole{tile, {kDLCPU, 0}, 1, swizzled.dtype, tile_shape, nullptr, 0};
   if (auto e = check(to_swizzled ? move(&small, &whole, nullptr) : move(&whole, &small, nullptr)); e.failure()) return e;
   int64_t rows = 1, cols = compact.ndim > 0 ? compact.shape[compact.ndim - 1] : 1, have = 1, need = 0;
-  for (int32_t i = 0; i + 1 < compact.ndim; ++i) rows *= compact.shape[i];
-  for (int32_t i = 0; i < swizzled.ndim; ++i) have *= swizzled.shape[i];
+  bool overflow = false;  // shapes a tracer was given, not arrays that exist: their products may not fit
+  for (int32_t i = 0; i + 1 < compact.ndim; ++i) overflow |= __builtin_mul_overflow(rows, compact.shape[i], &rows);
+  for (int32_t i = 0; i < swizzled.ndim; ++i) overflow |= __builtin_mul_overflow(have, swizzled.shape[i], &have);
+  if (overflow) return ffi::Error::InvalidArgument("mxfp8: a scale matrix of more than 2^63 elements");
   if (auto e = check(mxfp8_layout_bytes(MXFP8_SCALE_LAYOUT_128X4, MXFP8_DIRECTION_ROWWISE, rows, cols, &need)); e.failure())
     return e;
   if (have != need)

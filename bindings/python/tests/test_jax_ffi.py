@@ -452,6 +452,14 @@ def test_every_refusal_happens_at_trace_time(case):
         fn(*(jnp.zeros(o.shape, o.dtype) for o in operands))
 
 
+def test_shapes_whose_size_int64_cannot_hold_are_refused_at_trace_time():
+    """A tracer's shapes need not be arrays that exist: a swizzled operand of 2^64 elements is refused by the
+    check (its size is counted with overflow checked), not wrapped around into a size that might match."""
+    huge = _struct((2**62, 4), jnp.uint8)
+    with pytest.raises(ValueError, match=re.escape("a scale matrix of more than 2^63 elements")):
+        jax.jit(lambda s: mj.unswizzle_scales(s, 2**31 - 1, 2**31 - 1)).lower(huge)
+
+
 def test_what_the_checks_take_traces_and_runs():
     """The trace-time checks let through what the library takes, on every operation: each call of the
     list above with its operands made right traces, and runs to the library's result."""
