@@ -68,6 +68,12 @@ def integer(name: str, value: Any, low: int = -INT64_MAX - 1, high: int = INT64_
     return v
 
 
+def e4m3_max(name: str, value: Any) -> int:
+    """An NVFP4 E4M3_MAX as the C field takes it: an int32 (448.0 or "448" is a caller's mistake, not 448).
+    Which ints are E4M3 maxima (448, 256) is the library's rule alone: it refuses the rest with its message."""
+    return integer(name, value, 0, INT32_MAX)
+
+
 def shape(name: str, value: Any) -> list:
     """A sequence of ints that fit int64 (the C library checks what they mean)."""
     if isinstance(value, (str, bytes)) or not hasattr(value, "__len__") or not hasattr(value, "__getitem__"):

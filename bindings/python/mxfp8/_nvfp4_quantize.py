@@ -42,7 +42,7 @@ def _shapes(shape: tuple, layout: str, columnwise: bool):
 
 def _options(four_over_six: Optional[str], e4m3_max: int, scales: str) -> dict:
     mode = _choice("four_over_six", "off" if four_over_six is None else four_over_six, _FOUR_OVER_SIX)
-    e4m3_max = _args.integer("e4m3_max", e4m3_max, 0, _args.INT32_MAX)  # which ints: the library's rule
+    e4m3_max = _args.e4m3_max("e4m3_max", e4m3_max)
     return dict(four_over_six=mode, e4m3_max=e4m3_max, layout=_choice("scales", scales, _SCALE_LAYOUTS))
 
 

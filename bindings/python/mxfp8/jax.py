@@ -282,7 +282,7 @@ def nvfp4_quantize(x: jax.Array, *, per_row: bool = False, four_over_six: Option
     amax float32 (1,) or (M,) with per_row). Columnwise quantizes the transpose (values (K, M/2))."""
     layout = _code("scales", scales, _SCALE_LAYOUTS)
     mode = _code("four_over_six", "off" if four_over_six is None else four_over_six, _FOUR_OVER_SIX)
-    e4m3_max = _args.integer("e4m3_max", e4m3_max, 0, _args.INT32_MAX)  # an int32; which ones: the library's
+    e4m3_max = _args.e4m3_max("e4m3_max", e4m3_max)
     col, row = _args.flag("columnwise", columnwise), _args.flag("per_row", per_row)
     if _operand("x", x).ndim == 0:
         raise ValueError("x is 0-dimensional: NVFP4 needs a last dimension K")
@@ -303,7 +303,7 @@ def nvfp4_dequantize(data: jax.Array, scale_inv: jax.Array, amax: jax.Array, *, 
         raise ValueError(f"dtype must be float32 or bfloat16, got {dtype}")
     if _operand("data", data).ndim == 0:
         raise ValueError("data is 0-dimensional: NVFP4 values need a last dimension (K/2 bytes)")
-    e4m3_max = _args.integer("e4m3_max", e4m3_max, 0, _args.INT32_MAX)
+    e4m3_max = _args.e4m3_max("e4m3_max", e4m3_max)
     shape = tuple(data.shape[:-1]) + (2 * int(data.shape[-1]),)
     return _call("nvfp4_dequantize", jax.ShapeDtypeStruct(shape, dtype),
                  [("data", data), ("scale_inv", scale_inv), ("amax", amax)],

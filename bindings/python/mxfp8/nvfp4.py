@@ -50,7 +50,7 @@ def _tensor(data, scale_inv, amax, shape, swizzled, direction, e4m3_max, inputs)
         **{f"{prefix}_data": data, f"{prefix}_scale_inv": scale_inv, f"{prefix}_amax": amax},
         shape=None if shape is None else _args.shape("shape", shape),
         swizzled=_flag("swizzled", swizzled),
-        e4m3_max=_args.integer("e4m3_max", e4m3_max, 0, _args.INT32_MAX),  # which ints: the library's rule
+        e4m3_max=_args.e4m3_max("e4m3_max", e4m3_max),
         stream=inputs.dlpack_stream,
         exchange=inputs.exchange,
     )
