@@ -8,7 +8,7 @@ would). The PyTorch figures are the seed's code: a view/permute/reshape, crop an
 
 Needs a CUDA device and torch. Writes OUT/python_overhead.json (or OUT itself when it ends in .json):
   {"python": {"views_us", "tiny_sync_us", "tiny_c_sync_us", "sizes": {"RxK": {"ours_us", "torch_us"}},
-              "calls": {name: {"us", "sync_us", "c_us", "c_sync_us", "ratio", "ratio_sync", "torch_sync_us"}},
+              "calls": {name: {"us", "sync_us", "c_us", "c_sync_us", "ratio", "ratio_sync", "torch_sync_us"[, "c_fresh_us"]}},
               "model_loop_ms", "model_plan_ms", "model_batched_c_ms", "model_torch_ms",
               "path": "exchange-api" | "dlpack",
               "breakdown": {"tiny_us", "tiny_c_us", "torch_empty_us", "fast_entry_views_us"},
@@ -29,6 +29,8 @@ would, and per call the one C call on the legacy default stream, which is torch'
                     (the Python call writes into it with out=, as an engine writes into its own parameter)
   import_tensors    mxfp8_transfer (FROM_TENSORS, TO_BUFFERS, a 128x4 target) into the same parameters
   plan_run          mxfp8_plan_run of the same transfer prepared once (mxfp8_transfer_prepare)
+convert and import_tensors also get `c_fresh_us`: the same C call with its handle made and released per call
+(mxfp8_tensor_create, the call, mxfp8_tensor_release), as the Python calls make theirs.
 Before timing, each C call runs once next to its Python call and must write the same bytes (the run stops
 otherwise); a failing status raises with mxfp8_status_string and mxfp8_last_error. `ratio` is us / c_us,
 the host cost of the call (the figure issue 33's target reads: `calls_within_1_25x_c`, ratio <= 1.25),
@@ -247,7 +249,7 @@ class CTensor:
                 t.data_ptr(), dl_device(t), len(shape), DLDataType(code, bits, 1), shape, None, 0)))
         desc = TensorDesc(ctypes.sizeof(TensorDesc), 1, scale_layout, 0, None, ctypes.addressof(self.managed[0]),
                           ctypes.addressof(self.managed[1]), None, None, 0, 0, None, None, 0, 0)
-        self.handle = ctypes.c_void_p()
+        self.desc, self.handle = desc, ctypes.c_void_p()
         status = lib.mxfp8_tensor_create(ctypes.byref(desc), ctypes.byref(self.handle))
         if status:
             c_failed(lib, "mxfp8_tensor_create", status)
@@ -403,6 +405,27 @@ def time_calls(lib, data, swz, cols, compact):
         "plan_run": c_call(lib, "mxfp8_plan_run", plan, None),
     }
 
+    # The same two calls with the handle made and released per call, as the Python calls make theirs: how
+    # much of a gap to `c_us` is the handle's own cost (`c_fresh_us`).
+    fresh_handle, desc_ref = ctypes.c_void_p(), byref(swizzled.desc)
+    fresh_ref = byref(fresh_handle)
+
+    def fresh(name, *args):
+        function = getattr(lib, name)
+
+        def body():
+            if lib.mxfp8_tensor_create(desc_ref, fresh_ref):
+                c_failed(lib, "mxfp8_tensor_create", 1)
+            arrays[0][0] = fresh_handle.value
+            status = function(fresh_handle if name == "mxfp8_convert" else args[0], *args[1:])
+            lib.mxfp8_tensor_release(fresh_handle)
+            arrays[0][0] = swizzled.handle.value
+            if status:
+                c_failed(lib, name, status)
+        return body
+    c_fresh = {"convert": fresh("mxfp8_convert", None, byref(convert_options), None, byref(dl_deepgemm)),
+               "import_tensors": fresh("mxfp8_transfer", byref(transfer), None)}
+
     # Once before timing: the C call writes the bytes the Python call writes.
     same_writes("unswizzle_scales", [out_compact], calls["unswizzle_scales"][0], c_calls["unswizzle_scales"])
     same_writes("swizzle_scales", [out_swz], calls["swizzle_scales"][0], c_calls["swizzle_scales"])
@@ -430,6 +453,8 @@ def time_calls(lib, data, swz, cols, compact):
             entry["sync_us"] = host_us(python, sync=True)
         with c_stream():
             entry["c_us"] = host_us(c_calls[name])
+            if name in c_fresh:
+                entry["c_fresh_us"] = host_us(c_fresh[name])
             if cuda:
                 entry["c_sync_us"] = host_us(c_calls[name], sync=True)
         entry["ratio"] = round(entry["us"] / entry["c_us"], 3)
