@@ -178,7 +178,8 @@ def timed(fn, reps, cuda):
 
 
 # The kernels and copies of a step, by the short names device_parts reports.
-KERNEL_NAMES = {"permute_rows_kernel": "row_kernel", "produce_compact_kernel": "scale_kernel", "Memcpy": "memcpy"}
+KERNEL_NAMES = {"permute_rows_kernel": "row_kernel", "produce_compact_kernel": "scale_kernel", "bulk_copy_kernel": "bulk_copy",
+                "Memcpy": "memcpy"}
 
 
 def device_parts(fn, reps, ms):

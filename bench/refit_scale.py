@@ -17,7 +17,8 @@ Each route runs in a process of its own, since the library reads its environment
 
 Per route and case: plan.run on the GPU (CUDA events) and its host enqueue time, prepare_import_tensors'
 host time, the immediate import_tensors (host + GPU, synchronized), and in the same process one copy of
-the same bytes (a flat tensor copy_: the sources lie in one buffer, the parameters in another) and the
+the same bytes (a flat tensor copy_: the sources lie in one buffer, the parameters in another), where a
+run's device time goes (run_device_parts: each kernel's milliseconds per run, torch.profiler) and the
 per-tensor copy_ loop a framework writes by hand (values and scales, no layout change: both sides 128x4
 here). Before the checked run the parameters are poisoned; after it every tensor is compared with torch's
 own unswizzle + swizzle of the source: any mismatch fails the run.
@@ -139,6 +140,9 @@ def child(case, reps, by_hand):
         "bit_exact": True,
     }
     result["run_fraction_of_copy"] = round(result["copy_ms"] / result["run_ms"], 3)
+    # Where a run's GPU time goes: each kernel's (and copy's) device time per run, and what they leave.
+    from engine_layouts import device_parts
+    result["run_device_parts"] = device_parts(plan.run, 3, result["run_ms"])
     if by_hand:
         hand = [gpu_ms(by_hand_loop)[0] for _ in range(3)]
         result["by_hand_copy_loop_ms"] = median(hand)
@@ -183,8 +187,8 @@ def main():
                   f"copy {r['copy_ms']:8.3f} ms = {r['run_fraction_of_copy']:.2f} of copy; prepare "
                   f"{r['prepare_host_ms']:.1f} ms, immediate {r['immediate_ms']:.1f} ms"
                   + (f"; copy_ loop by hand {r['by_hand_copy_loop_ms']:.2f} ms" if "by_hand_copy_loop_ms" in r else "")
-                  + f"  [{r['tensors']} tensors, {r['bytes_moved'] / 1e9:.2f} GB, {time.perf_counter() - began:.0f} s]",
-                  flush=True)
+                  + f"  [{r['tensors']} tensors, {r['bytes_moved'] / 1e9:.2f} GB, {time.perf_counter() - began:.0f} s]"
+                  + f"\n       device parts of a run (ms): {r['run_device_parts']}", flush=True)
     if args.out:
         with open(args.out, "w") as f:
             json.dump(results, f, indent=1)
