@@ -101,15 +101,12 @@ void add_copy_jobs(std::vector<ScaleJob> &jobs, const uint8_t *src, uint8_t *dst
 void run_export_jobs(const ExportJobs &work, void *stream) {
   run_jobs_on(work.device, work.jobs.data(), work.jobs.size(), stream);
   if (work.global_scales.empty()) return;
-  // A few floats per NVFP4 tensor: one small launch each, after the byte moves on the same stream.
+  // A few floats per NVFP4 tensor, all of them in one small launch after the byte moves on the same stream.
+  const Nvfp4GlobalScaleJob *jobs = work.global_scales.data();
+  const size_t count = work.global_scales.size();
   where_memory_lives(
-      work.device, "global scales",
-      [&] {
-        for (const Nvfp4GlobalScaleJob &g : work.global_scales) nvfp4_global_scale_host(g);
-      },
-      [&] {
-        for (const Nvfp4GlobalScaleJob &g : work.global_scales) cuda::nvfp4_global_scale(g, stream);
-      });
+      work.device, "global scales", [&] { nvfp4_global_scales_host(jobs, count); },
+      [&] { cuda::nvfp4_global_scales(jobs, count, stream); });
 }
 
 // A copy from the caller's allocator must not land on the tensor it is made from, nor on a copy the same
@@ -276,14 +273,16 @@ ManagedPtr export_global_scale(const mxfp8_tensor &t, const Direction &dir, cons
   if (reinterpret_cast<uintptr_t>(dst) % alignof(float) != 0)
     fail(MXFP8_ERROR_INVALID_ARGUMENT, "the global scale copy from options.allocator is not aligned to its 4-byte elements");
   const bool encode = o.global_scale == MXFP8_NVFP4_GLOBAL_SCALE_ENCODE;
+  std::vector<Nvfp4GlobalScaleJob> jobs;  // one per piece of a shard's rows, in one launch
   for (const RowRange &piece : pieces) {
     const int64_t n = piece.end - piece.begin;
     if (n == 0) continue;
-    const Nvfp4GlobalScaleJob job{dir.amax_data + piece.begin, dst, n, t.e4m3_max, encode};
-    where_memory_lives(
-        t.device, "amax", [&] { nvfp4_global_scale_host(job); }, [&] { cuda::nvfp4_global_scale(job, o.stream); });
+    jobs.push_back(Nvfp4GlobalScaleJob{dir.amax_data + piece.begin, dst, n, t.e4m3_max, encode});
     dst += n;
   }
+  where_memory_lives(
+      t.device, "amax", [&] { nvfp4_global_scales_host(jobs.data(), jobs.size()); },
+      [&] { cuda::nvfp4_global_scales(jobs.data(), jobs.size(), o.stream); });
   return out;
 }
 

@@ -99,12 +99,13 @@ MXFP8_HOST_DEVICE inline float nvfp4_global_scale(const Nvfp4GlobalScaleJob &j, 
 
 // Host loops (nvfp4_dequantize_cpu.cpp): done when they return.
 void nvfp4_dequantize_host(const Nvfp4DequantizeJob &job);
-void nvfp4_global_scale_host(const Nvfp4GlobalScaleJob &job);
+void nvfp4_global_scales_host(const Nvfp4GlobalScaleJob *jobs, size_t count);
 
 namespace cuda {
-// The same on device memory, queued on `stream` (nvfp4_dequantize_cuda.cu).
+// The same on device memory, queued on `stream` (nvfp4_dequantize_cuda.cu). The global scales of many
+// tensors (a plan's NVFP4 entries) go in as few launches as their jobs fit, not one launch per tensor.
 void nvfp4_dequantize(const Nvfp4DequantizeJob &job, void *stream);
-void nvfp4_global_scale(const Nvfp4GlobalScaleJob &job, void *stream);
+void nvfp4_global_scales(const Nvfp4GlobalScaleJob *jobs, size_t count, void *stream);
 }  // namespace cuda
 
 }  // namespace mxfp8

@@ -29,7 +29,7 @@ void copy_matrix(ByteMatrix, ByteMatrix, void *) { no_cuda(); }
 void quantize(const QuantizeJob &, void *) { no_cuda(); }
 void dequantize(const DequantizeJob &, void *) { no_cuda(); }
 void nvfp4_dequantize(const Nvfp4DequantizeJob &, void *) { no_cuda(); }
-void nvfp4_global_scale(const Nvfp4GlobalScaleJob &, void *) { no_cuda(); }
+void nvfp4_global_scales(const Nvfp4GlobalScaleJob *, size_t, void *) { no_cuda(); }
 void nvfp4_quantize(const Nvfp4QuantizeJob &, void *) { no_cuda(); }
 void *allocate(int64_t, void *) { no_cuda(); }
 void free_async(void *, void *) noexcept {}

@@ -1,9 +1,11 @@
-// The CUDA kernels of NVFP4 decoding: one thread per output element (dequantize) or per amax (the
-// second-level scale), grid-stride. The element math is nvfp4_decode.hpp's, shared with the host loop.
-// For checking and for consumers without NVFP4 support, not a hot path.
+// The CUDA kernels of NVFP4 decoding: the dequantize, one thread per output element, grid-stride (for
+// checking and for consumers without NVFP4 support, not a hot path), and the second-level scales of many
+// tensors in one launch (every run of a plan with NVFP4 entries). The element math is nvfp4_decode.hpp's,
+// shared with the host loops.
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <memory>
 
 #include "core/nvfp4_decode.hpp"
 #include "core/shape.hpp"
@@ -26,7 +28,22 @@ __global__ void nvfp4_dequantize_kernel(Nvfp4DequantizeJob j) {
   }
 }
 
-__global__ void nvfp4_global_scale_kernel(Nvfp4GlobalScaleJob j) {
+// The global scales of up to kCapacity tensors, the jobs a kernel parameter: blockIdx.y picks the job,
+// blockIdx.x and the threads stride over its amaxes (one per tensor, or one per row of a per-row amax).
+template <int kCapacity>
+struct GlobalScaleBatch {
+  int32_t count;
+  Nvfp4GlobalScaleJob jobs[kCapacity];
+};
+// A full batch is ~32 KiB of kernel parameter, copied into every launch (host time, as the scale jobs'
+// batches measure it): one job and small batches take smaller ones.
+constexpr int kMostJobs = 1000;
+static_assert(sizeof(GlobalScaleBatch<kMostJobs>) <= 32764, "the batch is one kernel parameter (at most 32764 bytes)");
+constexpr int kSmallBatch = 32;
+
+template <int kCapacity>
+__global__ void nvfp4_global_scale_kernel(const __grid_constant__ GlobalScaleBatch<kCapacity> batch) {
+  const Nvfp4GlobalScaleJob &j = batch.jobs[blockIdx.y];
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x; i < j.count;
        i += static_cast<int64_t>(gridDim.x) * kThreads)
     j.out[i] = nvfp4_global_scale(j, i);
@@ -41,9 +58,33 @@ void nvfp4_dequantize(const Nvfp4DequantizeJob &j, void *stream) {
   check(cudaGetLastError(), "launching the NVFP4 dequantize kernel");
 }
 
-void nvfp4_global_scale(const Nvfp4GlobalScaleJob &j, void *stream) {
-  nvfp4_global_scale_kernel<<<blocks_for(j.count), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(j);
+namespace {
+
+template <int kCapacity>
+void launch_global_scales(const Nvfp4GlobalScaleJob *jobs, size_t count, cudaStream_t stream) {
+  auto batch = std::make_unique<GlobalScaleBatch<kCapacity>>();  // heap, not stack: up to ~32 KiB
+  batch->count = static_cast<int32_t>(count);
+  int64_t most = 0;
+  for (size_t k = 0; k < count; ++k) {
+    batch->jobs[k] = jobs[k];
+    most = std::max(most, jobs[k].count);
+  }
+  const dim3 grid(blocks_for(most), static_cast<unsigned>(count));
+  nvfp4_global_scale_kernel<kCapacity><<<grid, kThreads, 0, stream>>>(*batch);
   check(cudaGetLastError(), "launching the NVFP4 global scale kernel");
+}
+
+}  // namespace
+
+void nvfp4_global_scales(const Nvfp4GlobalScaleJob *jobs, size_t count, void *stream) {
+  const auto s = static_cast<cudaStream_t>(stream);
+  for (size_t next = 0; next < count;) {
+    const size_t n = std::min<size_t>(count - next, kMostJobs);
+    if (n == 1) launch_global_scales<1>(jobs + next, n, s);
+    else if (n <= kSmallBatch) launch_global_scales<kSmallBatch>(jobs + next, n, s);
+    else launch_global_scales<kMostJobs>(jobs + next, n, s);
+    next += n;
+  }
 }
 
 }  // namespace mxfp8::cuda

@@ -20,8 +20,9 @@ void nvfp4_dequantize_host(const Nvfp4DequantizeJob &j) {
   });
 }
 
-void nvfp4_global_scale_host(const Nvfp4GlobalScaleJob &j) {
-  for (int64_t i = 0; i < j.count; ++i) j.out[i] = nvfp4_global_scale(j, i);
+void nvfp4_global_scales_host(const Nvfp4GlobalScaleJob *jobs, size_t count) {
+  for (size_t k = 0; k < count; ++k)
+    for (int64_t i = 0; i < jobs[k].count; ++i) jobs[k].out[i] = nvfp4_global_scale(jobs[k], i);
 }
 
 }  // namespace mxfp8

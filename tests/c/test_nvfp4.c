@@ -793,6 +793,69 @@ static void test_gpu_matches_host(void **state) {
 #endif
 }
 
+/* The global scales of a shard of 1100 one-row pieces (rows repeat): 1100 jobs, which the device computes
+ * in two launches (its batches hold 1000) and the host in one loop; each value is the formula's of its
+ * row's amax, bit for bit, on both. */
+static void test_global_scales_of_many_pieces(void **state) {
+  (void)state;
+  const nv_case c = {200, 64, 0, PADDED, 1, 256, 0};
+  nv_fixture f;
+  build(&f, &c, 77);
+  enum { PIECES = 1100 };
+  int64_t *pieces = malloc(sizeof(int64_t) * 2 * PIECES);
+  for (int p = 0; p < PIECES; ++p) {
+    pieces[2 * p] = (37 * p + 11) % c.M;
+    pieces[2 * p + 1] = pieces[2 * p] + 1;
+  }
+  mxfp8_shard sh = MXFP8_SHARD_INIT;
+  sh.num_row_pieces = PIECES;
+  sh.row_pieces = pieces;
+  mxfp8_tensor *gt = NULL;
+  void *allocs[3] = {NULL, NULL, NULL};
+#ifdef MXFP8_TEST_WITH_CUDA
+  DLManagedTensorVersioned dd, ds, da;
+  if (cuda_device_available()) {
+    dd = on_device(f.data, &allocs[0]), ds = on_device(f.scale_buf, &allocs[1]), da = on_device(f.amax_t, &allocs[2]);
+    mxfp8_tensor_desc d = NVFP4_TENSOR_DESC_INIT;
+    d.scale_layout = MXFP8_SCALE_LAYOUT_ROW_MAJOR;
+    d.e4m3_max = c.e4m3_max;
+    const int64_t logical[2] = {c.M, c.K};
+    d.ndim = 2;
+    d.shape = logical;
+    d.rowwise_data = &dd, d.rowwise_scale_inv = &ds, d.rowwise_amax = &da;
+    EXPECT(mxfp8_tensor_create(&d, &gt) == MXFP8_OK, "%s", mxfp8_last_error());
+  }
+#endif
+  for (int on_gpu = 0; on_gpu < 1 + (gt != NULL); ++on_gpu)
+    for (int encode = 0; encode < 2; ++encode) {
+      mxfp8_export_options o = NVFP4_EXPORT_OPTIONS_INIT;
+      o.shard = &sh;
+      o.global_scale = encode ? MXFP8_NVFP4_GLOBAL_SCALE_ENCODE : MXFP8_NVFP4_GLOBAL_SCALE_DECODE;
+      DLManagedTensorVersioned *g = NULL;
+      EXPECT(mxfp8_export_global_scale(on_gpu ? gt : f.tensor, &o, &g) == MXFP8_OK, "%s", mxfp8_last_error());
+      EXPECT(g->dl_tensor.ndim == 1 && g->dl_tensor.shape[0] == PIECES, "one global scale a piece's row");
+      float got[PIECES];
+#ifdef MXFP8_TEST_WITH_CUDA
+      if (on_gpu) CUDA_OK(cudaMemcpy(got, g->dl_tensor.data, sizeof got, cudaMemcpyDeviceToHost));
+#endif
+      if (!on_gpu) memcpy(got, g->dl_tensor.data, sizeof got);
+      for (int p = 0; p < PIECES; ++p) {
+        const float amax = f.amax[pieces[2 * p]];
+        const float want = encode ? ref_encode(amax, c.e4m3_max) : amax / (6.0f * (float)c.e4m3_max);
+        EXPECT(bits_of(got[p]) == bits_of(want) || (isnan(got[p]) && isnan(want)),
+               "%s, %s, piece %d (row %lld): %.9g, want %.9g", on_gpu ? "device" : "host", encode ? "encode" : "decode",
+               p, (long long)pieces[2 * p], (double)got[p], (double)want);
+      }
+      release(g);
+    }
+  mxfp8_tensor_release(gt);
+#ifdef MXFP8_TEST_WITH_CUDA
+  for (int k = 0; k < 3; ++k) cudaFree(allocs[k]);
+#endif
+  free(pieces);
+  teardown(&f);
+}
+
 /* The DLPack version is checked before anything else, and on failure nothing is taken: "A
  * DLManagedTensorVersioned whose version.major is not this header's DLPACK_MAJOR_VERSION is refused";
  * read-only data gives a read-only values view. */
@@ -1002,6 +1065,7 @@ int main(void) {
       cmocka_unit_test(test_swizzled_and_padded_agree),
       cmocka_unit_test(test_both_directions_in_te_shapes),
       cmocka_unit_test(test_gpu_matches_host),
+      cmocka_unit_test(test_global_scales_of_many_pieces),
       cmocka_unit_test(test_nvfp4_versions_and_read_only),
       cmocka_unit_test(test_nvfp4_dequantize_output_over_the_tensor),
       cmocka_unit_test(test_nvfp4_fused_matches_single_with_the_shared_amax),
