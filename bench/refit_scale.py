@@ -8,7 +8,9 @@ Cases (one GPU's share):
          3008 tensors, ~29 GB
   dense  TP-8 of a 70B-class dense model: 80 layers x (qkv 1280x8192, o 8192x1024, gate_up 7168x8192,
          down 8192x3584), 320 tensors, ~8.8 GB
-  smoke  a few small tensors with partial tiles: checks the logic in seconds
+  nvfp4  the moe case's tensors in NVFP4 (packed values, swizzled E4M3 scales, a per-tensor amax) into
+         (values, 128x4 scales, global scale) parameters: 3008 tensors, ~15 GB
+  smoke  a few small tensors with partial tiles: checks the logic in seconds (nvfp4_smoke: the same in NVFP4)
 
 Each route runs in a process of its own, since the library reads its environment once:
   bulk     the default: on sm_90+ the values of all tensors go to one bulk-copy launch per 1000 tensors
@@ -40,6 +42,9 @@ CASES = {
     "dense": (80, [(1280, 8192), (8192, 1024), (7168, 8192), (8192, 3584)]),
     "smoke": (3, [(256, 512), (130, 1000), (384, 96), (1, 33)]),
 }
+CASES["nvfp4"] = CASES["moe"]
+CASES["nvfp4_smoke"] = (3, [(256, 512), (130, 1008), (384, 96), (1, 32)])  # K even: NVFP4 packs 2 a byte
+E4M3_MAX = 448
 ROUTES = {"bulk": {}, "memcpy": {"MXFP8_BULK_COPY": "0"}, "kernel": {"MXFP8_COPY_ENGINE_MIN_BYTES": "0"}}
 ALIGN = 256
 POISON = 0xFF
@@ -72,26 +77,40 @@ def child(case, reps, by_hand):
     import mxfp8
 
     groups, shapes = CASES[case]
+    nvfp4 = case.startswith("nvfp4")
+    # (name, rows, k, scale cols, values offset, scales offset, scale bytes, amax offset or None, values bytes)
     entries, offset = [], 0
     for g in range(groups):
         for i, (rows, k) in enumerate(shapes):
-            cols = (k + 31) // 32
+            cols = (k + 15) // 16 if nvfp4 else (k + 31) // 32
+            vb = rows * k // 2 if nvfp4 else rows * k
             scale_bytes = round_up(rows, 128) * round_up(cols, 4)
-            entries.append((f"{g}.{i}", rows, k, cols, offset, offset + round_up(rows * k, ALIGN), scale_bytes))
-            offset += round_up(rows * k, ALIGN) + round_up(scale_bytes, ALIGN)
+            s = offset + round_up(vb, ALIGN)
+            a = s + round_up(scale_bytes, ALIGN) if nvfp4 else None
+            entries.append((f"{g}.{i}", rows, k, cols, offset, s, scale_bytes, a, vb))
+            offset = s + round_up(scale_bytes, ALIGN) + (ALIGN if nvfp4 else 0)
     total = offset
     src = torch.empty(total, dtype=torch.uint8, device="cuda")
     dst = torch.empty(total, dtype=torch.uint8, device="cuda")
     src.random_(0, 256)
     storage, params, moved = {}, {}, 0
-    for name, rows, k, cols, v, s, sb in entries:
+    for name, rows, k, cols, v, s, sb, a, vb in entries:
         scale_inv = src[s:s + sb]
         if rows % 128 or cols % 4:  # TE leaves the padding unwritten: never trusted, so poison it
             real = torch_swizzle(torch, torch.ones((rows, cols), dtype=torch.uint8, device="cuda")) == 1
             scale_inv[~real] = POISON
-        storage[name] = {"data": src[v:v + rows * k].view(rows, k), "scale_inv": scale_inv, "swizzled": True}
-        params[name] = (dst[v:v + rows * k].view(torch.float8_e4m3fn).view(rows, k), dst[s:s + sb], "cutlass_128x4")
-        moved += rows * k + sb
+        if nvfp4:  # a finite, positive amax (TE's); the engine's global scale is amax / (6 * E4M3_MAX)
+            amax = src[a:a + 4].view(torch.float32)
+            amax.uniform_(1.0, 1000.0)
+            storage[name] = {"format": "nvfp4", "data": src[v:v + vb].view(rows, k // 2), "scale_inv": scale_inv,
+                             "amax": amax, "swizzled": True, "shape": (rows, k), "e4m3_max": E4M3_MAX}
+            params[name] = (dst[v:v + vb].view(rows, k // 2), dst[s:s + sb], dst[a:a + 4].view(torch.float32),
+                            "cutlass_128x4")
+            moved += vb + sb + 8
+        else:
+            storage[name] = {"data": src[v:v + vb].view(rows, k), "scale_inv": scale_inv, "swizzled": True}
+            params[name] = (dst[v:v + vb].view(torch.float8_e4m3fn).view(rows, k), dst[s:s + sb], "cutlass_128x4")
+            moved += vb + sb
     torch.cuda.synchronize()
 
     t = time.perf_counter()
@@ -101,9 +120,11 @@ def child(case, reps, by_hand):
     dst.fill_(POISON)
     plan.run()
     torch.cuda.synchronize()
-    bad = [name for name, rows, k, cols, v, s, sb in entries
-           if not torch.equal(dst[v:v + rows * k], src[v:v + rows * k])
-           or not torch.equal(dst[s:s + sb], torch_swizzle(torch, torch_unswizzle(torch, src[s:s + sb], rows, cols)))]
+    bad = [name for name, rows, k, cols, v, s, sb, a, vb in entries
+           if not torch.equal(dst[v:v + vb], src[v:v + vb])
+           or not torch.equal(dst[s:s + sb], torch_swizzle(torch, torch_unswizzle(torch, src[s:s + sb], rows, cols)))
+           or (a is not None and not torch.equal(dst[a:a + 4].view(torch.float32).cpu(),
+                                                 src[a:a + 4].view(torch.float32).cpu() / (6.0 * E4M3_MAX)))]
     if bad:
         raise SystemExit(f"refit_scale: {len(bad)} of {len(entries)} tensors differ after plan.run, first {bad[0]}")
 
@@ -120,9 +141,11 @@ def child(case, reps, by_hand):
         return start.elapsed_time(stop), host
 
     def by_hand_loop():
-        for name, rows, k, cols, v, s, sb in entries:
+        for name, rows, k, cols, v, s, sb, a, vb in entries:
             params[name][0].view(torch.uint8).copy_(storage[name]["data"])
             params[name][1].copy_(storage[name]["scale_inv"])
+            if a is not None:
+                torch.div(storage[name]["amax"], 6.0 * E4M3_MAX, out=params[name][2])
 
     runs = [gpu_ms(plan.run) for _ in range(reps + 2)][2:]
     copies = [gpu_ms(lambda: dst.copy_(src))[0] for _ in range(reps + 2)][2:]
@@ -151,7 +174,7 @@ def child(case, reps, by_hand):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--case", default="moe,dense", help="comma-separated: moe, dense, smoke")
+    parser.add_argument("--case", default="moe,dense,nvfp4", help="comma-separated: moe, dense, nvfp4, smoke, nvfp4_smoke")
     parser.add_argument("--routes", default="bulk,memcpy,kernel")
     parser.add_argument("--reps", type=int, default=10)
     parser.add_argument("--out")
