@@ -29,7 +29,8 @@ int sm_count(int device);
 // How many blocks of `Kernel` at `threads` threads and `dynamic_smem` bytes of dynamic shared memory fit
 // on the current device at once (occupancy x SMs), for persistent grids. Looked up once per device and
 // kernel; a kernel that takes more dynamic shared memory than the 48 KiB default is allowed its amount
-// first (an attribute of the kernel on that device, set once with the lookup).
+// and asks for the SM's largest shared-memory carveout first (attributes of the kernel on that device,
+// set once with the lookup), so that the count is what runs: with less carveout, fewer of its blocks fit.
 template <auto Kernel>
 int resident_blocks(int threads, int dynamic_smem = 0) {
   constexpr int kMaxDevices = 64;
@@ -41,9 +42,12 @@ int resident_blocks(int threads, int dynamic_smem = 0) {
     if (known > 0) return known;
   }
   constexpr int kDefaultDynamicSmem = 48 << 10;
-  if (dynamic_smem > kDefaultDynamicSmem)
+  if (dynamic_smem > kDefaultDynamicSmem) {
     check(cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, dynamic_smem),
           "allowing a kernel its dynamic shared memory");
+    check(cudaFuncSetAttribute(Kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared),
+          "asking for a kernel's shared-memory carveout");
+  }
   int per_sm = 0;
   check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, Kernel, threads, static_cast<size_t>(dynamic_smem)),
         "cudaOccupancyMaxActiveBlocksPerMultiprocessor");

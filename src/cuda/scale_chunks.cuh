@@ -17,8 +17,6 @@
 
 namespace mxfp8::cuda {
 
-constexpr int kWordsPerTile = static_cast<int>(kTileBytes / 4);  // 128: one 32-bit word per tile row
-constexpr int kWordsPerLine = static_cast<int>(kLineBytes / 4);  // 4
 constexpr int kVectorsPerTile = static_cast<int>(kTileBytes / 16);  // 32 16-byte loads per tile
 constexpr int kMaxJobsPerLaunch = 300;  // keeps the kernel parameter under 32 KiB (104-byte jobs)
 

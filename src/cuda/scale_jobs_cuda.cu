@@ -11,7 +11,9 @@
 // stores 16 consecutive scales of each of those 4 rows, a 4 x 4 word transpose with no shared memory and
 // no barrier (store_transposed_chunk; mxfp8_swizzle_scales' kernel is its mirror), with two register sets
 // so the next chunk's loads are in flight while a chunk is stored (transposed_step). MXFP8_UNSWIZZLE_PATH
-// (registers or smem) sends every such launch, narrow or wide, one way, to time one against the other.
+// (registers, smem or bulk) sends every such launch, narrow or wide, one way, to time one against the
+// others; bulk is a third kernel (unswizzle_bulk_cuda.cu: cp.async.bulk of whole chunks into a ring of
+// shared-memory stages, sm_90 and later, the same store as the registers path).
 // Other launches stage chunks through shared memory:
 //
 // Shared memory holds a chunk in its compact form, one 32-bit word (4 scales) per row and tile:
@@ -58,6 +60,8 @@
 namespace mxfp8::cuda {
 namespace {
 
+constexpr int kWordsPerTile = static_cast<int>(kTileBytes / 4);  // 128: one 32-bit word per tile row
+constexpr int kWordsPerLine = static_cast<int>(kLineBytes / 4);  // 4
 // Wide chunks (Wide, scale_chunks.cuh) once a batch has this many per resident block (wide_chunks_pay).
 constexpr int kWideChunksPerBlock = 8;
 
