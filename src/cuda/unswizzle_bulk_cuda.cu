@@ -17,10 +17,11 @@
 //   has released chunk n (it waits on empty[n % kStages]), issues chunk n + kStages into the same stage;
 // - every warp consumes every chunk: it waits on full[n % kStages] (phase parity (n / kStages) & 1, the
 //   stage's (n / kStages)-th use), reads its thread's four 16-byte lines out of the stage, orders those
-//   reads before the async proxy's next write there (fence.proxy.async, every thread), arrives on
-//   empty[n % kStages] (lane 0, after __syncwarp), and only then stores the lines as compact rows with
-//   store_transposed_chunk (the registers path's store: a 4 x 4 word transpose, 16-byte stores), so the
-//   refill of the stage waits for the reads, never for the stores;
+//   reads before the async proxy's next write there (fence.proxy.async, every thread, and the producer
+//   again after its wait on `empty`), arrives on empty[n % kStages] (lane 0, after __syncwarp), and only
+//   then stores the lines as compact rows with store_transposed_chunk (the registers path's store: a
+//   4 x 4 word transpose, 16-byte stores), so the refill of the stage waits for the reads, never for the
+//   stores;
 // - phases cannot be confused: full[s] cannot complete a second phase before every warp has released the
 //   first (the refill waits on empty[s]), and empty[s] cannot collect a warp's next arrival before the
 //   producer has refilled s (the warp waits on full[s] first);
@@ -38,7 +39,9 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdint>
 
+#include "core/error.hpp"
 #include "cuda/bulk_async_ptx.cuh"
 #include "cuda/cuda_check.cuh"
 #include "cuda/scale_chunks.cuh"
@@ -119,6 +122,9 @@ __global__ void __launch_bounds__(W::kThreads, W::kMinBlocksPerSm)
     if (lane == 0) arrive(shared_address(&empty[stage]));
     if (producer && n + Ring::kStages < mine) {
       wait_parity(shared_address(&empty[stage]), parity);  // every warp has read chunk n
+      // The readers fenced before they arrived; the issuing thread fences too (one instruction a chunk),
+      // so the generic reads are ordered before the async write on either side of the hand-off.
+      fence_proxy_async_shared();
       issue(n + Ring::kStages);
     }
     store_transposed_chunk<W>(c, regs, at);
@@ -132,6 +138,11 @@ __global__ void __launch_bounds__(W::kThreads, W::kMinBlocksPerSm)
 
 template <class W, int kCapacity>
 void launch_unswizzle_bulk(const JobBatch<kCapacity> &batch, int64_t chunks, cudaStream_t stream) {
+  for (int i = 0; i < batch.count; ++i) {
+    const DeviceJob &j = batch.jobs[i];
+    if (j.kind != JobKind::Unswizzle || j.gather || j.tiles.direct || (reinterpret_cast<uintptr_t>(j.swizzled) & 15) != 0)
+      fail(MXFP8_ERROR_INTERNAL, "a job the bulk unswizzle cannot copy (not an aligned, tile-row unswizzle) reached it");
+  }
   constexpr auto kernel = unswizzle_bulk_kernel<W, kCapacity>;
   constexpr int kRingBytes = BulkRing<W>::kBytes;
   const int64_t grid = std::min<int64_t>(chunks, resident_blocks<kernel>(W::kThreads, kRingBytes));
