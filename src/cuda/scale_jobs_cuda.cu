@@ -79,14 +79,12 @@ int32_t layout_job_bits(const ScaleJob &j) {
          static_cast<int32_t>(static_cast<uint32_t>(j.pad.scale) << kPadScaleShift);
 }
 
-
 __device__ uint32_t load_word_bytes(const uint8_t *p, int valid) {
   uint32_t w = 0;
   for (int b = 0; b < 4; ++b)
     if (b < valid) w |= static_cast<uint32_t>(p[b]) << (8 * b);
   return w;
 }
-
 
 __device__ bool vector_loads(const Chunk &c) {
   return c.job->kind == JobKind::Unswizzle && !c.job->gather &&
