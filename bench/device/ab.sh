@@ -2,13 +2,14 @@
 # A/B (or bisection) of the scale kernels on one machine: builds bench_scales from several source trees
 # and runs them in turn, round after round, so machine-to-machine spread (larger than run-to-run, see
 # README) cancels out. bench_scales also times the NVFP4 quantize ("nvfp4_quantize"), summarized last.
-#   OUT=dir [ROUNDS=2] [PATHS="smem registers"] bash bench/device/ab.sh DIR...
+#   OUT=dir [ROUNDS=2] [PATHS="smem registers bulk"] bash bench/device/ab.sh DIR...
 # Each DIR is a repository root (e.g. `git archive <rev> | tar -x -C .ab/<rev>`, carried to the device in
 # the ignored folder .ab/; copy the current bench/bench_scales.cu into old trees so all report the same
 # fields). Writes $OUT/ab-<i>-<round>.json (bench_scales' JSON, i = the tree's position) and a summary.
 # PATHS: run each tree's bench_scales once per value of MXFP8_UNSWIZZLE_PATH (read once a process, so one
 # run a value) in every round, into $OUT/ab-<i>-<path>-<round>.json: the scale unswizzle through shared
-# memory and in registers, per shape, from one build (a tree older than the knob ignores it).
+# memory, in registers and through the bulk-asynchronous ring (sm_90+), per shape, from one build (a tree
+# older than the knob ignores it; one older than `bulk` refuses it: no results for that value).
 set -euo pipefail
 : "${OUT:?set OUT}"
 rounds=${ROUNDS:-2}
@@ -28,7 +29,10 @@ for r in $(seq 1 "$rounds"); do
     bin="/tmp/ab-build-$t/bench/bench_scales"
     [ -x "$bin" ] || continue
     if [ -z "$paths" ]; then "$bin" >"$OUT/ab-$t-$r.json"; fi
-    for p in $paths; do MXFP8_UNSWIZZLE_PATH=$p "$bin" >"$OUT/ab-$t-$p-$r.json"; done
+    for p in $paths; do
+      MXFP8_UNSWIZZLE_PATH=$p "$bin" >"$OUT/ab-$t-$p-$r.json" ||
+        { echo "tree $t refused MXFP8_UNSWIZZLE_PATH=$p (older than it?): no results" >&2; rm -f "$OUT/ab-$t-$p-$r.json"; }
+    done
   done
 done
 python3 - "$OUT" "$rounds" "$paths" "$@" <<'PY'

@@ -885,39 +885,45 @@ static void test_gpu_swizzle_pair_matches_formula(void **state) {
  * ~528 resident blocks of an H100; an odd count leaves the two register sets' loop halfway) with a partial
  * last chunk of one tile; a wide launch (4200 chunks of 64 tiles, at least 8 a resident block, 15 or 16 a
  * block) with a partial last chunk of 2 tiles; partial last tile rows; 16-byte rows (row stride 144, 272),
- * 4-byte rows, a transposed output (strides (1, R): byte stores), blocks of one chunk each, and an empty
- * matrix. The swizzled input is random bytes (padding included, which must not be copied); the output is
+ * 4-byte rows, a transposed output (strides (1, R): byte stores), blocks of one chunk each, an empty
+ * matrix, and swizzled scales at a byte offset: 16 (enough for a bulk copy) and 4 (every path falls back
+ * to the shared-memory kernel's byte loads). MXFP8_UNSWIZZLE_PATH=bulk (gpu_unswizzle_bulk, sm_90+) runs
+ * them through the bulk-asynchronous ring: the narrow launch's blocks take 4 or 5 chunks (~396 resident)
+ * and the wide one's 15 or 16 (~264), so both rings (4 and 3 stages) wrap and flip their barriers' parity.
+ * The swizzled input is random bytes (padding included, which must not be copied); the output is
  * poisoned, so a byte written out of place or not at all shows. */
 static void test_gpu_unswizzle_chunk_loops_match_formula(void **state) {
   (void)state;
   REQUIRE_GPU();
   uint64_t rng = 36036;
-  /* rows, cols, row stride of the output (0: dense), transposed output */
-  static const struct { int64_t r, c, row_stride, transposed; } cases[] = {
-      {115001, 132, 144, 0}, /* narrow: 899 tile rows x (32 + 1) tiles = 1798 chunks */
-      {268790, 264, 272, 0}, /* wide: 2100 tile rows x (64 + 2) tiles = 4200 chunks */
-      {3000, 140, 0, 1},     /* transposed, 35 tiles: 24 tile rows x (32 + 3) */
-      {300, 200, 0, 0},      /* 50 tiles, 4-byte rows: 6 chunks, one a block */
-      {0, 140, 0, 0},        /* empty: no chunk, nothing written */
+  /* rows, cols, row stride of the output (0: dense), transposed output, byte offset of the swizzled scales */
+  static const struct { int64_t r, c, row_stride, transposed, offset; } cases[] = {
+      {115001, 132, 144, 0, 0}, /* narrow: 899 tile rows x (32 + 1) tiles = 1798 chunks */
+      {268790, 264, 272, 0, 0}, /* wide: 2100 tile rows x (64 + 2) tiles = 4200 chunks */
+      {3000, 140, 0, 1, 0},     /* transposed, 35 tiles: 24 tile rows x (32 + 3) */
+      {300, 200, 0, 0, 0},      /* 50 tiles, 4-byte rows: 6 chunks, one a block */
+      {0, 140, 0, 0, 0},        /* empty: no chunk, nothing written */
+      {3000, 140, 0, 0, 16},    /* 16-byte aligned base, not 512 */
+      {3000, 140, 0, 0, 4},     /* unaligned base: byte loads */
   };
   for (size_t n = 0; n < sizeof cases / sizeof cases[0]; ++n) {
     const int64_t r = cases[n].r, c = cases[n].c, rp = ref_round_up(r, 128), cp = ref_round_up(c, 4);
     const int64_t rs = cases[n].transposed ? 1 : cases[n].row_stride ? cases[n].row_stride : c;
-    const int64_t cs = cases[n].transposed ? r : 1;
+    const int64_t cs = cases[n].transposed ? r : 1, off = cases[n].offset;
     /* the output buffer: the matrix's extent under its strides, at least one byte */
     const int64_t out_bytes = r == 0 ? 1 : (r - 1) * rs + (c - 1) * cs + 1;
-    uint8_t *swz = malloc((size_t)(rp * cp + 1)), *expected = malloc((size_t)out_bytes), *got = malloc((size_t)out_bytes);
-    fill_random_scales(swz, (size_t)(rp * cp + 1), &rng);
+    uint8_t *swz = malloc((size_t)(off + rp * cp + 1)), *expected = malloc((size_t)out_bytes), *got = malloc((size_t)out_bytes);
+    fill_random_scales(swz, (size_t)(off + rp * cp + 1), &rng);
     memset(expected, POISON, (size_t)out_bytes);
     for (int64_t y = 0; y < r; ++y)
-      for (int64_t x = 0; x < c; ++x) expected[y * rs + x * cs] = swz[ref_swizzled_index(y, x, cp)];
+      for (int64_t x = 0; x < c; ++x) expected[y * rs + x * cs] = swz[off + ref_swizzled_index(y, x, cp)];
     uint8_t *d_swz, *d_out;
-    CUDA_OK(cudaMalloc((void **)&d_swz, (size_t)(rp * cp + 1)));
+    CUDA_OK(cudaMalloc((void **)&d_swz, (size_t)(off + rp * cp + 1)));
     CUDA_OK(cudaMalloc((void **)&d_out, (size_t)out_bytes));
-    CUDA_OK(cudaMemcpy(d_swz, swz, (size_t)(rp * cp + 1), cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemcpy(d_swz, swz, (size_t)(off + rp * cp + 1), cudaMemcpyHostToDevice));
     CUDA_OK(cudaMemset(d_out, POISON, (size_t)out_bytes));
     int64_t cshape[2] = {r, c}, cstrides[2] = {rs, cs}, sshape[1] = {rp * cp};
-    DLTensor swizzled = {d_swz, {kDLCUDA, 0}, 1, {kDLUInt, 8, 1}, sshape, NULL, 0};
+    DLTensor swizzled = {d_swz, {kDLCUDA, 0}, 1, {kDLUInt, 8, 1}, sshape, NULL, (uint64_t)off};
     DLTensor compact = {d_out, {kDLCUDA, 0}, 2, {kDLUInt, 8, 1}, cshape, cstrides, 0};
     EXPECT(mxfp8_unswizzle_scales(&swizzled, &compact, NULL) == MXFP8_OK, "case %zu: %s", n, mxfp8_last_error());
     CUDA_OK(cudaMemcpy(got, d_out, (size_t)out_bytes, cudaMemcpyDeviceToHost));
