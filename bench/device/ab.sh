@@ -10,12 +10,15 @@
 # run a value) in every round, into $OUT/ab-<i>-<path>-<round>.json: the scale unswizzle through shared
 # memory, in registers and through the bulk-asynchronous ring (sm_90+), per shape, from one build (a tree
 # older than the knob ignores it; one older than `bulk` refuses it: no results for that value).
+# BUILD_DIR=dir (one tree): time that tree's existing build (e.g. device_session.sh's build-gpu), no build.
 set -euo pipefail
 : "${OUT:?set OUT}"
 rounds=${ROUNDS:-2}
 source bench/device/carried_deps.sh
 i=0
+[ -z "${BUILD_DIR:-}" ] || { [ "$#" = 1 ] || { echo "BUILD_DIR takes one tree"; exit 1; }; ln -sfn "$PWD/$BUILD_DIR" /tmp/ab-build-1; }
 for src in "$@"; do
+  [ -z "${BUILD_DIR:-}" ] || break
   i=$((i + 1))
   if ! { cmake -S "$src" -B "/tmp/ab-build-$i" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMXFP8_BUILD_TESTS=OFF \
           -DMXFP8_BUILD_EXAMPLES=OFF "${carried_cmake_args[@]}" && cmake --build "/tmp/ab-build-$i" -j "$(nproc)" --target bench_scales; } \
