@@ -159,8 +159,8 @@ typedef struct mxfp8_convert_options {
  * Columnwise: compact and 128x4 as mxfp8_scale_layout says (128x4 swizzles S^T, as cuBLAS reads columnwise
  * scales); the DeepGEMM and TRT-LLM layouts are rowwise only and refuse it. Everything (options,
  * dtypes, sizes, devices, no output sharing a byte with the tensor or with the other output) is checked
- * before anything is written. Host memory: done on return. CUDA: one launch on options->stream (plus a
- * copy of values of 4 MiB or more, as mxfp8_transfer moves them; the TRT-LLM targets' values
+ * before anything is written. Host memory: done on return. CUDA: one launch on options->stream (plus the
+ * copy of large contiguous parts, as mxfp8_transfer moves them; the TRT-LLM targets' values
  * take a row-permuting launch of their own instead); the call does not wait. */
 MXFP8_API mxfp8_status mxfp8_convert(const mxfp8_tensor *tensor, const mxfp8_convert_options *options,
                                      DLTensor *values, DLTensor *scales);

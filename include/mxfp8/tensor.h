@@ -504,8 +504,8 @@ MXFP8_API mxfp8_status mxfp8_grouped_expert(const mxfp8_grouped_tensor *grouped,
  * Each output is a view when the experts it holds lie back to back in the flat buffers in the order given
  * (always so for every expert; the chosen ones when experts[i] == experts[0] + i), the scales only when
  * packed MXFP8_GROUPED_SCALES_COMPACT with each expert's scales right after the one before; otherwise a
- * copy. The copies of both outputs are made by one launch on options->stream (values of 4 MiB or more per
- * expert moved as mxfp8_transfer moves them). Options as mxfp8_export_components, except: direction
+ * copy. The copies of both outputs are made by one launch on options->stream (large contiguous parts
+ * moved as mxfp8_transfer moves them). Options as mxfp8_export_components, except: direction
  * rowwise (columnwise is MXFP8_ERROR_MISSING_DATA), per-32 granularity, scale_fixup NONE and shard NULL
  * (MXFP8_ERROR_INVALID_ARGUMENT otherwise). Ownership, allocation and output rules as
  * mxfp8_export_components. */

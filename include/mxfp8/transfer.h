@@ -305,11 +305,13 @@ MXFP8_API mxfp8_status mxfp8_bucket_parts(const mxfp8_transfer_desc *desc, uint6
  * the layouts agree, otherwise the transform between them; desc.scale_fixup rewrites exponent bytes 0 as
  * it says), NVFP4 amaxes copied into a bucket or turned into global scales in buffers. CUDA: one launch
  * on `stream` (a cudaStream_t; NULL: the legacy default stream) for the whole transfer (a few past
- * several hundred parts), plus the values parts of at least 4 MiB, moved at copy speed: on sm_90 and
- * later by one more launch (a bulk-copy pipeline, up to 1000 parts a launch), elsewhere by one
- * cudaMemcpyAsync each (the environment, read once: MXFP8_COPY_ENGINE_MIN_BYTES sets that size, 0 keeps
- * every byte in the kernel; MXFP8_BULK_COPY=0 takes cudaMemcpyAsync on any GPU); and (TO_BUFFERS) one
- * small kernel per NVFP4 entry for its global scale. The call does not wait. Host: done on return.
+ * several hundred parts), plus the contiguous parts (values, and scales whose bytes need no layout
+ * change: 128x4 to 128x4 with no padding) moved at copy speed: on sm_90 and later those of at least
+ * 64 KiB by one more launch (a bulk-copy pipeline, up to 1000 parts a launch), elsewhere those of at
+ * least 4 MiB by one cudaMemcpyAsync each (the environment, read once: MXFP8_COPY_ENGINE_MIN_BYTES sets
+ * that size for both, 0 keeps every byte in the kernel; MXFP8_BULK_COPY=0 takes cudaMemcpyAsync on any
+ * GPU); and (TO_BUFFERS) one small kernel for the global scales of up to 1000 NVFP4 entries. The call
+ * does not wait. Host: done on return.
  * count == 0 moves nothing (the desc itself is still checked). When an entry breaks two rules, the first
  * of the list above that applies is the one reported (an NVFP4 shard into DeepGEMM's layout: the NVFP4
  * rule, INVALID_ARGUMENT). */

@@ -99,6 +99,13 @@ inline ScaleJob swizzled_job(const ScaleSource &s, bool transposed, uint8_t *dst
   if (s.swizzled) {
     if (s.transposed != transposed) fail(MXFP8_ERROR_INTERNAL, "a swizzled source of the other orientation");
     if (s.padded_cols) fail(MXFP8_ERROR_INTERNAL, "a swizzled copy of a window of a swizzled matrix");
+    if (rows % kTileRows == 0 && cols % kTileCols == 0) {
+      // No padding to zero: the two buffers hold the same bytes, so the job is a plain copy of whole tiles,
+      // which a large transfer moves at copy speed with its values (the bulk copy on sm_90+).
+      const int64_t tiles = rows / kTileRows * (cols / kTileCols);
+      return copy_job(ByteMatrix{const_cast<uint8_t *>(s.swizzled), tiles, kTileBytes, kTileBytes, 1},
+                      ByteMatrix{dst, tiles, kTileBytes, kTileBytes, 1});
+    }
     return ScaleJob{JobKind::SwizzledCopy, s.swizzled, ByteMatrix{}, out};
   }
   const ByteMatrix &m = s.row_major;

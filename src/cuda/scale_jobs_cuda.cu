@@ -742,18 +742,21 @@ bool wide_chunks_pay(const ScaleJob *jobs, size_t count) {
                        resident_blocks<produce_compact_kernel<Wide, kMaxJobsPerLaunch, kPlainPaths>>(Wide::kThreads);
 }
 
-// Large contiguous copies (the values of a bucket or an import) leave the scale kernel, whose row
-// segments reach ~85% of copy speed (H200, 2026-12-02): on sm_90 and later all of them go to one
-// bulk-copy launch (bulk_copy_cuda.cu), elsewhere (or with MXFP8_BULK_COPY=0, or unaligned) each to a
-// cudaMemcpyAsync, which costs a host call per part.
-// MXFP8_COPY_ENGINE_MIN_BYTES, read once: the smallest part copied that way (default 4 MiB; 0: never,
-// every byte in the one kernel launch).
+// Large contiguous copies (the values of a bucket or an import, and scales that need no layout change)
+// leave the scale kernel, whose row segments reach 0.70-0.85 of copy speed (H200): on sm_90 and later
+// all of them go to one bulk-copy launch (bulk_copy_cuda.cu), elsewhere (or with MXFP8_BULK_COPY=0, or
+// unaligned) each to a cudaMemcpyAsync, which costs a host call per part.
+// MXFP8_COPY_ENGINE_MIN_BYTES, read once: the smallest part copied that way (0: never, every byte in the
+// one kernel launch). Unset: 64 KiB where the bulk copy takes them (its launch costs the same for one part
+// or a thousand: a refit's 3 MiB NVFP4 values and 200-800 KiB scale tiles ran at 0.6-0.7 of copy speed
+// in the scale kernel, H200 2026-12-06), 4 MiB for cudaMemcpyAsync (a host call each).
 constexpr int64_t kDefaultCopyEngineMinBytes = int64_t{4} << 20;
+constexpr int64_t kDefaultBulkCopyMinBytes = int64_t{64} << 10;
 
-int64_t copy_engine_min_bytes() {
+int64_t copy_engine_min_bytes(bool bulk) {
   static const int64_t value = [] {
     const char *text = std::getenv("MXFP8_COPY_ENGINE_MIN_BYTES");
-    if (!text || !*text) return kDefaultCopyEngineMinBytes;
+    if (!text || !*text) return int64_t{-1};
     char *end = nullptr;
     errno = 0;
     const long long v = std::strtoll(text, &end, 10);
@@ -761,7 +764,7 @@ int64_t copy_engine_min_bytes() {
       fail(MXFP8_ERROR_INVALID_ARGUMENT, "MXFP8_COPY_ENGINE_MIN_BYTES is \"", text, "\", expected a byte count");
     return static_cast<int64_t>(v);
   }();
-  return value;
+  return value >= 0 ? value : bulk ? kDefaultBulkCopyMinBytes : kDefaultCopyEngineMinBytes;
 }
 
 // A job that copies one contiguous run of bytes (rows of a flat copy, both sides dense).
@@ -781,14 +784,14 @@ void run_jobs(const ScaleJob *jobs, size_t count, void *stream) {
     count = not_permuted.size();
   }
   auto s = static_cast<cudaStream_t>(stream);
-  const int64_t min_bytes = copy_engine_min_bytes();
+  const bool bulk = bulk_copy_available();
+  const int64_t min_bytes = copy_engine_min_bytes(bulk);
   std::vector<ScaleJob> rest;
   if (min_bytes > 0) {
     size_t large = 0;
     for (size_t i = 0; i < count; ++i)
       large += is_flat_copy(jobs[i]) && jobs[i].dst.rows * jobs[i].dst.cols >= min_bytes;
     if (large > 0) {
-      const bool bulk = bulk_copy_available();
       std::vector<CopySpan> spans;
       rest.reserve(count - large);
       for (size_t i = 0; i < count; ++i) {
@@ -796,6 +799,7 @@ void run_jobs(const ScaleJob *jobs, size_t count, void *stream) {
         const CopySpan span{j.src.data, j.dst.data, j.dst.rows * j.dst.cols};
         if (!is_flat_copy(j) || span.bytes < min_bytes) rest.push_back(j);
         else if (bulk && bulk_copy_fits(span)) spans.push_back(span);
+        else if (span.bytes < copy_engine_min_bytes(false)) rest.push_back(j);  // unaligned: not a host call each
         else check(cudaMemcpyAsync(span.dst, span.src, static_cast<size_t>(span.bytes), cudaMemcpyDefault, s),
                    "queueing a copy of values");
       }
