@@ -30,11 +30,16 @@
 // smaller) row segments.
 //
 // Jobs that produce a swizzled buffer (the import side: engine parameters in the cuBLAS layout) share the
-// launch. Their chunks are the same runs of tiles of the destination, written without shared memory:
-// a thread assembles one 16-byte line (the words of 4 rows) from the row-major source, or loads the same
-// line of a swizzled source, zeroes the padding in it and stores it, so the writes are contiguous 16-byte
-// vectors across the warp. Row-major reads are 4 bytes from each of 32 rows per warp: scales are a few
-// percent of a bucket's bytes, so this path is kept simple.
+// launch. Their chunks are the same runs of tiles of the destination, written without shared memory.
+// From a row-major source with 16-byte aligned rows, in a launch that stages nothing (kUnstaged), a
+// thread moves line l of 4 tiles as mxfp8_swizzle_scales does (store_swizzled_quads: 16-byte loads of 4
+// rows, a 4 x 4 word transpose in registers, 16-byte stores); otherwise it assembles one 16-byte line
+// (the words of 4 rows, 4 bytes from each of 32 rows per warp) from the row-major source, or loads the
+// same line of a swizzled source, zeroes the padding in it and stores it.
+// Engine layout jobs write their layout word by word through its inverse index (store_layout_chunk), but
+// for two: into the whole 128x4 layout from row-major scales they run as swizzle jobs (runs_as_swizzle),
+// and DeepGEMM's packed layout from aligned row-major scales moves blocks of rows (store_packed_block).
+// A launch with no unswizzle to stage (only imports and layouts) runs without shared memory or barriers.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -534,9 +539,11 @@ __device__ void store_gather_chunk(const Chunk &c) {
 }
 
 // kPaths: which kinds of job a launch holds beyond the plain export ones, so each launch compiles only
-// the store paths it can take. Under the 64-register cap every path compiled in costs spill: the plain
-// export instantiation spills 16 bytes a thread; with the swizzle path (imports into the 128x4 layout)
-// ptxas reports its own figure; with the layout and window-gather paths as well, 272 bytes.
+// the store paths it can take. Under the 64-register cap every path compiled in costs spill (ptxas, sm_90,
+// nvcc 13.0, bytes of spill stores / loads a thread): plain exports 16/16; with the swizzle path (imports
+// into the 128x4 layout) 60/96; with the layout and window-gather paths as well 452/1252. Without
+// staging (kUnstaged): swizzles 0/0, swizzles and layouts 312/980, packed blocks alone (kPackedOnly) 0/0
+// at 40 registers.
 constexpr int kPlainPaths = 0;
 constexpr int kSwizzlePath = 1;        // Swizzle and SwizzledCopy jobs: the 128x4 layout written
 constexpr int kLayoutGatherPaths = 2;  // engine layout jobs and windows starting inside a tile
