@@ -286,48 +286,58 @@ __device__ void store_direct_chunk(const Chunk &c, const uint32_t *tiles) {
 
 // A swizzle job's chunk from a row-major source whose rows start 16-byte aligned (col_stride 1), into an
 // aligned destination: mxfp8_swizzle_scales' 4 x 4 word transpose (swizzle_kernel, below) inside the
-// chunk loop. A thread takes line l of quad q (tiles 4q .. 4q + 3 of the chunk: kThreads threads are the
-// chunk's kTilesPerChunk / 4 quads x 32 lines, quad_line), loads 16 scales of each of rows l, l + 32,
+// chunk loop. A thread takes line l of quad q (tiles 4q .. 4q + 3 of a tile row of the chunk: kThreads
+// threads are kTilesPerChunk / 4 quads x 32 lines, quad_line), loads 16 scales of each of rows l, l + 32,
 // l + 64, l + 96 (a warp: 4 rows x 128 contiguous bytes) and stores line l of its 4 tiles (8 runs of 64
-// bytes). The quad at a ragged row end loads words or bytes; rows and columns past the matrix are zeros.
+// bytes). A direct chunk (narrow rows: whole tile rows, is_direct) numbers its quads row by row, each
+// row's last quad partial when tile_cols % 4 != 0, and the threads step through them. The quad at a
+// ragged row end loads words or bytes; rows and columns past the matrix are zeros.
 template <class W>
 __device__ void store_swizzled_quads(const Chunk &c, bool zero_as_one) {
   static_assert(W::kThreads == W::kTilesPerChunk / 4 * kVectorsPerTile, "a thread moves one line of a quad");
+  constexpr int kQuadsPerStep = W::kTilesPerChunk / 4;
   const QuadLine at = quad_line();
-  const int first = 4 * at.quad;
-  if (first >= c.tiles) return;
   const DeviceJob &job = *c.job;
-  const int col = (c.first_tile + first) * static_cast<int>(kTileCols);
-  const int cols_left = job.cols - col, rows_left = job.rows - c.tile_row * static_cast<int>(kTileRows) - at.line;
-  const uint8_t *const src = job.src + (static_cast<int64_t>(c.tile_row) * kTileRows + at.line) * job.src_row_stride + col;
-  const int64_t subtile_stride = kSubtileRows * job.src_row_stride;
-  uint32_t words[4][4];  // [sub-tile s: row l + 32 s][tile 4q + t]
+  const bool direct = job.tiles.direct;
+  const int width = direct ? job.tile_cols : c.tiles;  // tiles of each of the chunk's tile rows
+  const int quads_per_row = (width + 3) / 4;
+  const int quads = (direct ? c.tiles / job.tile_cols : 1) * quads_per_row;
+  for (int quad = at.quad; quad < quads; quad += kQuadsPerStep) {
+    const int tile_row_in_chunk = quad / quads_per_row, first = 4 * (quad % quads_per_row);
+    const int tile_row = c.tile_row + tile_row_in_chunk;
+    const int col = (c.first_tile + first) * static_cast<int>(kTileCols);
+    const int cols_left = job.cols - col, rows_left = job.rows - tile_row * static_cast<int>(kTileRows) - at.line;
+    const uint8_t *const src = job.src + (static_cast<int64_t>(tile_row) * kTileRows + at.line) * job.src_row_stride + col;
+    const int64_t subtile_stride = kSubtileRows * job.src_row_stride;
+    uint32_t words[4][4];  // [sub-tile s: row l + 32 s][tile 4q + t]
 #pragma unroll
-  for (int s = 0; s < 4; ++s) {
-    const uint8_t *p = src + s * subtile_stride;
-    if (s * static_cast<int>(kSubtileRows) >= rows_left) {
+    for (int s = 0; s < 4; ++s) {
+      const uint8_t *p = src + s * subtile_stride;
+      if (s * static_cast<int>(kSubtileRows) >= rows_left) {
 #pragma unroll
-      for (int t = 0; t < 4; ++t) words[s][t] = 0;
-    } else if (cols_left >= 4 * static_cast<int>(kTileCols)) {
-      const uint4 v = __ldg(reinterpret_cast<const uint4 *>(p));
-      words[s][0] = v.x, words[s][1] = v.y, words[s][2] = v.z, words[s][3] = v.w;
-    } else {
+        for (int t = 0; t < 4; ++t) words[s][t] = 0;
+      } else if (cols_left >= 4 * static_cast<int>(kTileCols)) {
+        const uint4 v = __ldg(reinterpret_cast<const uint4 *>(p));
+        words[s][0] = v.x, words[s][1] = v.y, words[s][2] = v.z, words[s][3] = v.w;
+      } else {
 #pragma unroll
-      for (int t = 0; t < 4; ++t) {
-        const int valid = cols_left - t * static_cast<int>(kTileCols);  // 4-byte aligned: rows and col are
-        words[s][t] = valid >= 4 ? __ldg(reinterpret_cast<const uint32_t *>(p + 4 * t))
-                                 : valid > 0 ? load_word_bytes(p + 4 * t, valid) : 0u;
+        for (int t = 0; t < 4; ++t) {
+          const int valid = cols_left - t * static_cast<int>(kTileCols);  // 4-byte aligned: rows and col are
+          words[s][t] = valid >= 4 ? __ldg(reinterpret_cast<const uint32_t *>(p + 4 * t))
+                                   : valid > 0 ? load_word_bytes(p + 4 * t, valid) : 0u;
+        }
+      }
+      if (zero_as_one && s * static_cast<int>(kSubtileRows) < rows_left) {
+#pragma unroll
+        for (int t = 0; t < 4; ++t) words[s][t] = zero_bytes_as_one(words[s][t], valid_bytes_mask(cols_left - 4 * t));
       }
     }
-    if (zero_as_one && s * static_cast<int>(kSubtileRows) < rows_left) {
+    uint4 *const out =
+        reinterpret_cast<uint4 *>(job.dst + (c.linear_tile + tile_row_in_chunk * job.tile_cols + first) * kTileBytes) + at.line;
 #pragma unroll
-      for (int t = 0; t < 4; ++t) words[s][t] = zero_bytes_as_one(words[s][t], valid_bytes_mask(cols_left - 4 * t));
-    }
+    for (int t = 0; t < 4; ++t)
+      if (first + t < width) out[t * kVectorsPerTile] = make_uint4(words[0][t], words[1][t], words[2][t], words[3][t]);
   }
-  uint4 *const out = reinterpret_cast<uint4 *>(job.dst + (c.linear_tile + first) * kTileBytes) + at.line;
-#pragma unroll
-  for (int t = 0; t < 4; ++t)
-    if (first + t < c.tiles) out[t * kVectorsPerTile] = make_uint4(words[0][t], words[1][t], words[2][t], words[3][t]);
 }
 
 // A swizzle job's chunk: thread i writes line i % 32 of tile i / 32, the words of rows l, l + 32, l + 64
@@ -822,18 +832,35 @@ bool packed_blocks(const ScaleJob &job) {
 // The kind the kernel runs a job as.
 JobKind device_kind(const ScaleJob &job) { return runs_as_swizzle(job) ? JobKind::Swizzle : job.kind; }
 
+// A swizzle job whose chunks store_swizzled_quads moves (in a kUnstaged launch): the same test as the
+// kernel's (store_swizzled_chunk).
+bool swizzles_in_quads(const ScaleJob &job) {
+  return device_kind(job) == JobKind::Swizzle && !job.swizzled && job.src.col_stride == 1 &&
+         ((reinterpret_cast<uintptr_t>(job.src.data) | static_cast<uintptr_t>(job.src.row_stride) |
+           reinterpret_cast<uintptr_t>(job.dst.data)) & 15) == 0;
+}
+
 // Narrow swizzled matrices (rows shorter than half a chunk) take direct chunks: whole tile rows, as many as
 // fit, so a chunk stays mostly full however few scales a row holds (an MoE down projection has 24: 5 tile
 // rows of 6 tiles, 30 of 32), and its output is one run of rows.
 // A window of a larger matrix keeps to tile rows (its tiles are not consecutive in storage).
-bool is_direct(const ScaleJob &job, int tiles_per_chunk) {
-  return job.kind == JobKind::Unswizzle && 2 * ceil_div(job.dst.cols, kTileCols) <= tiles_per_chunk &&
-         job.swizzled_row0 == 0 && job.swizzled_col0 == 0 &&
+// Swizzle jobs take them too (store_swizzled_quads) when their rows move in registers, which only the
+// launches without staging compile (kUnstaged): `unstaged`, no job of the run stages a chunk.
+bool is_direct(const ScaleJob &job, int tiles_per_chunk, bool unstaged) {
+  if (2 * ceil_div(job.dst.cols, kTileCols) > tiles_per_chunk) return false;
+  if (device_kind(job) == JobKind::Swizzle) return unstaged && swizzles_in_quads(job);
+  return job.kind == JobKind::Unswizzle && job.swizzled_row0 == 0 && job.swizzled_col0 == 0 &&
          (job.swizzled_tile_stride == 0 || job.swizzled_tile_stride == ceil_div(job.dst.cols, kTileCols));
 }
 
+// Whether a chunk of `job` is staged in shared memory: an unswizzle's, unless its window starts inside a
+// tile (a gather reads global memory byte by byte).
+bool stages_chunks(const ScaleJob &job) {
+  return job.kind == JobKind::Unswizzle && !(job.swizzled && (job.swizzled_row0 != 0 || job.swizzled_col0 != 0));
+}
+
 template <class W>
-int64_t chunks_of(const ScaleJob &job) {
+int64_t chunks_of(const ScaleJob &job, bool unstaged) {
   constexpr int tiles_per_chunk = W::kTilesPerChunk;
   if (device_kind(job) == JobKind::Layout) {
     if (packed_blocks(job))
@@ -842,14 +869,14 @@ int64_t chunks_of(const ScaleJob &job) {
     return ceil_div(ceil_div(layout_job_bytes(job), 4), kLayoutWordsPerChunk<W>);
   }
   const int64_t tile_rows = ceil_div(job.dst.rows, kTileRows), tile_cols = ceil_div(job.dst.cols, kTileCols);
-  if (is_direct(job, tiles_per_chunk))
+  if (is_direct(job, tiles_per_chunk, unstaged))
     return ceil_div(tile_rows, int64_t{direct_tile_rows_per_chunk(tiles_per_chunk, static_cast<int>(tile_cols))});
   return tile_rows * ceil_div(tile_cols, tiles_per_chunk);
 }
 
 // Fills `batch` from jobs[begin..] until it is full; returns the number of blocks it needs.
 template <class W, int kCapacity>
-int64_t fill_batch(JobBatch<kCapacity> &batch, const ScaleJob *jobs, size_t count, size_t &next) {
+int64_t fill_batch(JobBatch<kCapacity> &batch, const ScaleJob *jobs, size_t count, size_t &next, bool unstaged) {
   batch.count = 0;
   int64_t blocks = 0;
   while (next < count && batch.count < kCapacity) {
@@ -877,7 +904,7 @@ int64_t fill_batch(JobBatch<kCapacity> &batch, const ScaleJob *jobs, size_t coun
     if (layout) {
       j.padded = PaddedFrom{checked_int32(in.pad.rows, "padded scale rows"), checked_int32(in.pad.cols, "padded scale columns")};
     } else {
-      j.tiles = TileShape{is_direct(in, W::kTilesPerChunk), static_cast<int32_t>(ceil_div(j.rows, kTileRows))};
+      j.tiles = TileShape{is_direct(in, W::kTilesPerChunk, unstaged), static_cast<int32_t>(ceil_div(j.rows, kTileRows))};
     }
     // Swizzle jobs write (and copy) whole tiles of their own matrix; only Unswizzle jobs read windows.
     if (in.kind != JobKind::Unswizzle && (in.swizzled_row0 || in.swizzled_col0 || (in.swizzled_tile_stride && in.swizzled_tile_stride != j.tile_cols)))
@@ -886,7 +913,7 @@ int64_t fill_batch(JobBatch<kCapacity> &batch, const ScaleJob *jobs, size_t coun
     j.window_row0 = static_cast<int16_t>(in.swizzled_row0);
     j.window_col0 = static_cast<int8_t>(in.swizzled_col0);
     j.gather = in.swizzled && (in.swizzled_row0 != 0 || in.swizzled_col0 != 0);
-    blocks += chunks_of<W>(in);
+    blocks += chunks_of<W>(in, unstaged);
     checked_int32(blocks, "blocks in one launch");
     ++batch.count;
   }
@@ -899,32 +926,32 @@ int64_t fill_batch(JobBatch<kCapacity> &batch, const ScaleJob *jobs, size_t coun
 // fit: one job, up to kSmallBatch, or kMaxJobsPerLaunch (more jobs: several launches).
 
 template <class W, int kCapacity>
-void launch_next(const ScaleJob *jobs, size_t count, size_t &next, cudaStream_t stream) {
+void launch_next(const ScaleJob *jobs, size_t count, size_t &next, bool unstaged, cudaStream_t stream) {
   if constexpr (kCapacity == kMaxJobsPerLaunch) {
     auto batch = std::make_unique<JobBatch<kCapacity>>();  // heap, not stack: ~31 KiB
-    launch_batch<W>(*batch, fill_batch<W>(*batch, jobs, count, next), stream);
+    launch_batch<W>(*batch, fill_batch<W>(*batch, jobs, count, next, unstaged), stream);
   } else {
     JobBatch<kCapacity> batch;
-    launch_batch<W>(batch, fill_batch<W>(batch, jobs, count, next), stream);
+    launch_batch<W>(batch, fill_batch<W>(batch, jobs, count, next, unstaged), stream);
   }
 }
 
 template <class W>
-void run_jobs_with(const ScaleJob *jobs, size_t count, cudaStream_t stream) {
+void run_jobs_with(const ScaleJob *jobs, size_t count, bool unstaged, cudaStream_t stream) {
   size_t next = 0;
   while (next < count) {
     const size_t left = count - next;
-    if (left == 1) launch_next<W, 1>(jobs, count, next, stream);
-    else if (left <= kSmallBatch) launch_next<W, kSmallBatch>(jobs, count, next, stream);
-    else launch_next<W, kMaxJobsPerLaunch>(jobs, count, next, stream);
+    if (left == 1) launch_next<W, 1>(jobs, count, next, unstaged, stream);
+    else if (left <= kSmallBatch) launch_next<W, kSmallBatch>(jobs, count, next, unstaged, stream);
+    else launch_next<W, kMaxJobsPerLaunch>(jobs, count, next, unstaged, stream);
   }
 }
 
 // Wide chunks once the batch holds at least kWideChunksPerBlock of them per resident block.
-bool wide_chunks_pay(const ScaleJob *jobs, size_t count) {
+bool wide_chunks_pay(const ScaleJob *jobs, size_t count, bool unstaged) {
   int64_t chunks = 0;
   for (size_t i = 0; i < count; ++i)
-    if (jobs[i].dst.rows > 0 && jobs[i].dst.cols > 0) chunks += chunks_of<Wide>(jobs[i]);
+    if (jobs[i].dst.rows > 0 && jobs[i].dst.cols > 0) chunks += chunks_of<Wide>(jobs[i], unstaged);
   return chunks >= int64_t{kWideChunksPerBlock} *
                        resident_blocks<produce_compact_kernel<Wide, kMaxJobsPerLaunch, kPlainPaths>>(Wide::kThreads);
 }
@@ -992,8 +1019,10 @@ void run_jobs(const ScaleJob *jobs, size_t count, void *stream) {
     }
   }
   if (count == 0) return;
-  if (wide_chunks_pay(jobs, count)) run_jobs_with<Wide>(jobs, count, s);
-  else run_jobs_with<Narrow>(jobs, count, s);
+  // No job of the run staged: every launch of it is kUnstaged, so swizzle jobs may take direct chunks.
+  const bool unstaged = std::none_of(jobs, jobs + count, stages_chunks);
+  if (wide_chunks_pay(jobs, count, unstaged)) run_jobs_with<Wide>(jobs, count, unstaged, s);
+  else run_jobs_with<Narrow>(jobs, count, unstaged, s);
 }
 
 void unswizzle(const uint8_t *swizzled, ByteMatrix dst, void *stream) {
