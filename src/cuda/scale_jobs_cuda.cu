@@ -33,7 +33,8 @@
 // launch. Their chunks are the same runs of tiles of the destination, written without shared memory.
 // From a row-major source with 16-byte aligned rows, in a launch that stages nothing (kUnstaged), a
 // thread moves line l of 4 tiles as mxfp8_swizzle_scales does (store_swizzled_quads: 16-byte loads of 4
-// rows, a 4 x 4 word transpose in registers, 16-byte stores); otherwise it assembles one 16-byte line
+// rows, a 4 x 4 word transpose in registers, 16-byte stores; narrow matrices in direct chunks of whole
+// tile rows when no job of the run stages, is_direct); otherwise it assembles one 16-byte line
 // (the words of 4 rows, 4 bytes from each of 32 rows per warp) from the row-major source, or loads the
 // same line of a swizzled source, zeroes the padding in it and stores it.
 // Engine layout jobs write their layout word by word through its inverse index (store_layout_chunk), but
