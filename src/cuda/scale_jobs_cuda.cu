@@ -106,7 +106,10 @@ __device__ uint32_t zero_bytes_as_one(uint32_t word, uint32_t mask) {
   return word | (__vcmpeq4(word, 0u) & mask & 0x01010101u);
 }
 
-__device__ uint32_t valid_bytes_mask(int valid) { return valid >= 4 ? 0xFFFFFFFFu : valid <= 0 ? 0u : (1u << (8 * valid)) - 1u; }
+// The bytes of a word that hold one of `valid` scales (any count: <= 0 none, >= 4 all).
+__device__ uint32_t valid_bytes_mask(int valid) {
+  return valid >= 4 ? 0xFFFFFFFFu : valid <= 0 ? 0u : (1u << (8 * valid)) - 1u;
+}
 
 __device__ bool vector_loads(const Chunk &c) {
   return c.job->kind == JobKind::Unswizzle && !c.job->gather &&
@@ -416,7 +419,8 @@ __device__ void store_packed_block(const Chunk &c) {
   constexpr int kAlign = static_cast<int>(kDeepGemmMnAlignment);
   const int mn_aligned = (job.rows + kAlign - 1) / kAlign * kAlign;
   if (k0 >= job.tile_cols) return;
-  const int cols_left = job.cols - 4 * k0;
+  constexpr int kScalesPerWord = static_cast<int>(kPackedScalesPerWord);
+  const int cols_left = job.cols - kScalesPerWord * k0;
   uint32_t words[2][4];  // [row0, row0 + kThreads / 2][word k0 + k]
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
@@ -424,8 +428,8 @@ __device__ void store_packed_block(const Chunk &c) {
 #pragma unroll
     for (int k = 0; k < 4; ++k) words[h][k] = 0;
     if (row >= job.rows) continue;
-    const uint8_t *p = job.src + static_cast<int64_t>(row) * job.src_row_stride + 4 * k0;
-    if (cols_left >= 16) {
+    const uint8_t *p = job.src + static_cast<int64_t>(row) * job.src_row_stride + kScalesPerWord * k0;
+    if (cols_left >= 4 * kScalesPerWord) {
       const uint4 v = __ldg(reinterpret_cast<const uint4 *>(p));
       words[h][0] = v.x, words[h][1] = v.y, words[h][2] = v.z, words[h][3] = v.w;
     } else {
