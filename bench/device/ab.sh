@@ -2,14 +2,14 @@
 # A/B (or bisection) of the scale kernels on one machine: builds bench_scales from several source trees
 # and runs them in turn, round after round, so machine-to-machine spread (larger than run-to-run, see
 # README) cancels out. bench_scales also times the NVFP4 quantize ("nvfp4_quantize"), summarized last.
-#   OUT=dir [ROUNDS=2] [PATHS="smem registers bulk"] bash bench/device/ab.sh DIR...
+#   OUT=dir [ROUNDS=2] [PATHS="smem registers"] bash bench/device/ab.sh DIR...
 # Each DIR is a repository root (e.g. `git archive <rev> | tar -x -C .ab/<rev>`, carried to the device in
 # the ignored folder .ab/; copy the current bench/bench_scales.cu into old trees so all report the same
 # fields). Writes $OUT/ab-<i>-<round>.json (bench_scales' JSON, i = the tree's position) and a summary.
 # PATHS: run each tree's bench_scales once per value of MXFP8_UNSWIZZLE_PATH (read once a process, so one
 # run a value) in every round, into $OUT/ab-<i>-<path>-<round>.json: the scale unswizzle through shared
-# memory, in registers and through the bulk-asynchronous ring (sm_90+), per shape, from one build (a tree
-# older than the knob ignores it; one older than `bulk` refuses it: no results for that value).
+# memory and in registers, per shape, from one build (a tree older than the knob ignores it; a value a
+# tree refuses leaves no results for it).
 # BUILD_DIR=dir (one tree): time that tree's existing build (e.g. device_session.sh's build-gpu), no build.
 set -euo pipefail
 : "${OUT:?set OUT}"

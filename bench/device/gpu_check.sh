@@ -70,16 +70,6 @@ for tool in memcheck racecheck initcheck synccheck; do
   [ $rc -eq 0 ] || status=1
 done
 done 2>&1 | tee "$OUT/sanitizer-summary.txt"
-# The bulk-asynchronous unswizzle (MXFP8_UNSWIZZLE_PATH=bulk: mbarriers and cp.async.bulk into shared memory,
-# read by every warp) under the tools that see shared memory and barriers.
-for tool in memcheck racecheck synccheck; do
-  MXFP8_UNSWIZZLE_PATH=bulk MXFP8_TEST_QUICK=1 timeout 200 compute-sanitizer --tool "$tool" --error-exitcode 9 \
-    build-gpu/tests/c/test_gpu >"$OUT/sanitizer-$tool.tmp" 2>&1
-  rc=$?
-  echo "test_gpu (MXFP8_UNSWIZZLE_PATH=bulk) $tool: exit $rc; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitizer-$tool.tmp" | tail -1)"
-  { echo "=== test_gpu bulk unswizzle $tool"; cat "$OUT/sanitizer-$tool.tmp"; } >>"$OUT/sanitizer.log" && rm -f "$OUT/sanitizer-$tool.tmp"
-  [ $rc -eq 0 ] || status=1
-done 2>&1 | tee -a "$OUT/sanitizer-summary.txt"
 
 fi
 

@@ -1,5 +1,5 @@
 // The PTX of Hopper's bulk-asynchronous copies and of the mbarriers they complete on, wrapped once for the
-// kernels that run a shared-memory ring (bulk_copy_cuda.cu, unswizzle_bulk_cuda.cu). sm_90 and later only:
+// kernels that run a shared-memory ring (bulk_copy_cuda.cu). sm_90 and later only:
 // every wrapper exists only in device code compiled for such an architecture, so a caller guards its use
 // with the same `__CUDA_ARCH__ >= 900` (and its launch with bulk_async_supported(), bulk_copy.cuh).
 //

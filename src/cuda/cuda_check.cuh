@@ -26,13 +26,10 @@ inline void check(cudaError_t e, const char *what) {
 int current_device();
 int sm_count(int device);
 
-// How many blocks of `Kernel` at `threads` threads and `dynamic_smem` bytes of dynamic shared memory fit
-// on the current device at once (occupancy x SMs), for persistent grids. Looked up once per device and
-// kernel; a kernel that takes more dynamic shared memory than the 48 KiB default is allowed its amount
-// and asks for the SM's largest shared-memory carveout first (attributes of the kernel on that device,
-// set once with the lookup), so that the count is what runs: with less carveout, fewer of its blocks fit.
+// How many blocks of `Kernel` at `threads` threads fit on the current device at once (occupancy x SMs),
+// for persistent grids. Looked up once per device and kernel.
 template <auto Kernel>
-int resident_blocks(int threads, int dynamic_smem = 0) {
+int resident_blocks(int threads) {
   constexpr int kMaxDevices = 64;
   static std::atomic<int> cached[kMaxDevices] = {};
   const int device = current_device();
@@ -41,15 +38,8 @@ int resident_blocks(int threads, int dynamic_smem = 0) {
     const int known = cached[device].load(std::memory_order_relaxed);
     if (known > 0) return known;
   }
-  constexpr int kDefaultDynamicSmem = 48 << 10;
-  if (dynamic_smem > kDefaultDynamicSmem) {
-    check(cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, dynamic_smem),
-          "allowing a kernel its dynamic shared memory");
-    check(cudaFuncSetAttribute(Kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared),
-          "asking for a kernel's shared-memory carveout");
-  }
   int per_sm = 0;
-  check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, Kernel, threads, static_cast<size_t>(dynamic_smem)),
+  check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, Kernel, threads, 0),
         "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
   const int blocks = std::max(1, sm_count(device) * per_sm);
   if (cacheable) cached[device].store(blocks, std::memory_order_relaxed);

@@ -1,8 +1,7 @@
-// What the scale kernels (scale_jobs_cuda.cu) and the bulk-asynchronous unswizzle (unswizzle_bulk_cuda.cu)
-// share: a launch's jobs as the kernel sees them (DeviceJob, JobBatch, the kernel parameter), the chunk
-// widths, where a chunk of a batch lies (Chunk, locate), and the in-register store of an unswizzled chunk
-// (store_transposed_chunk). scale_jobs_cuda.cu's head comment explains chunks; this header only holds
-// the declarations two files need, so that neither keeps a copy.
+// The scale kernels' (scale_jobs_cuda.cu) view of a launch: its jobs as the kernel sees them (DeviceJob,
+// JobBatch, the kernel parameter), the chunk widths, where a chunk of a batch lies (Chunk, locate), and the
+// in-register store of an unswizzled chunk (store_transposed_chunk), apart from the kernels that use them.
+// scale_jobs_cuda.cu's head comment explains chunks.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -182,10 +181,5 @@ __device__ void store_transposed_chunk(const Chunk &c, const uint4 (&regs)[W::kV
     }
   }
 }
-
-// The bulk-asynchronous unswizzle of a batch of aligned unswizzle jobs (not direct, not gather, every
-// swizzled base 16-byte aligned), on a device where bulk_async_supported() (unswizzle_bulk_cuda.cu).
-template <class W, int kCapacity>
-void launch_unswizzle_bulk(const JobBatch<kCapacity> &batch, int64_t chunks, cudaStream_t stream);
 
 }  // namespace mxfp8::cuda

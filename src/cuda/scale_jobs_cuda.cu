@@ -11,9 +11,9 @@
 // stores 16 consecutive scales of each of those 4 rows, a 4 x 4 word transpose with no shared memory and
 // no barrier (store_transposed_chunk; mxfp8_swizzle_scales' kernel is its mirror), with two register sets
 // so the next chunk's loads are in flight while a chunk is stored (transposed_step). MXFP8_UNSWIZZLE_PATH
-// (registers, smem or bulk) sends every such launch, narrow or wide, one way, to time one against the
-// others; bulk is a third kernel (unswizzle_bulk_cuda.cu: cp.async.bulk of whole chunks into a ring of
-// shared-memory stages, sm_90 and later, the same store as the registers path).
+// (registers or smem) sends every such launch, narrow or wide, one way, to time one against the other.
+// (A third way, a ring of shared-memory stages filled by cp.async.bulk, was not faster than either on an
+// H200 and is gone: bench/LOG.md, 2026-12-06, ninth session.)
 // Other launches stage chunks through shared memory:
 //
 // Shared memory holds a chunk in its compact form, one 32-bit word (4 scales) per row and tile:
@@ -761,18 +761,15 @@ void launch_kernel(const JobBatch<kCapacity> &batch, int64_t chunks, cudaStream_
 // MXFP8_UNSWIZZLE_PATH, read once: how a launch of aligned unswizzles alone moves its chunks. Unset: the
 // measured rule, narrow chunks in registers (kInRegisters) and wide ones through shared memory;
 // "registers" or "smem": every such launch that way, to time one against the other in one build
-// (bench/device/ab.sh PATHS=...); "bulk": every such launch through the bulk-asynchronous ring
-// (unswizzle_bulk_cuda.cu) where the device and the library's code are sm_90 or later, else through
-// shared memory.
-enum class UnswizzlePath { Measured, Registers, Smem, Bulk };
+// (bench/device/ab.sh PATHS=...).
+enum class UnswizzlePath { Measured, Registers, Smem };
 UnswizzlePath unswizzle_path() {
   static const UnswizzlePath value = [] {
     const char *text = std::getenv("MXFP8_UNSWIZZLE_PATH");
     if (!text || !*text) return UnswizzlePath::Measured;
     if (std::strcmp(text, "registers") == 0) return UnswizzlePath::Registers;
     if (std::strcmp(text, "smem") == 0) return UnswizzlePath::Smem;
-    if (std::strcmp(text, "bulk") == 0) return UnswizzlePath::Bulk;
-    fail(MXFP8_ERROR_INVALID_ARGUMENT, "MXFP8_UNSWIZZLE_PATH is \"", text, "\", expected registers, smem or bulk (or unset)");
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, "MXFP8_UNSWIZZLE_PATH is \"", text, "\", expected registers or smem (or unset)");
   }();
   return value;
 }
@@ -792,10 +789,6 @@ void launch_batch(const JobBatch<kCapacity> &batch, int64_t chunks, cudaStream_t
                    (reinterpret_cast<uintptr_t>(j.swizzled) & 15) == 0;
   }
   const UnswizzlePath path = unswizzle_path();
-  // The bulk ring copies whole chunks from base + 512 * tile: the 16-byte alignment of every base (checked
-  // above) is all cp.async.bulk needs. Without sm_90 code for the device, the shared-memory kernel below.
-  if (in_registers && path == UnswizzlePath::Bulk && bulk_async_supported())
-    return launch_unswizzle_bulk<W>(batch, chunks, stream);
   if (in_registers && (path == UnswizzlePath::Registers || (path == UnswizzlePath::Measured && std::is_same_v<W, Narrow>)))
     return launch_kernel<W, kCapacity, kInRegisters>(batch, chunks, stream);
   if (packed_only) launch_kernel<W, kCapacity, kPackedOnly | kUnstaged>(batch, chunks, stream);

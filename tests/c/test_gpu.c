@@ -886,10 +886,8 @@ static void test_gpu_swizzle_pair_matches_formula(void **state) {
  * last chunk of one tile; a wide launch (4200 chunks of 64 tiles, at least 8 a resident block, 15 or 16 a
  * block) with a partial last chunk of 2 tiles; partial last tile rows; 16-byte rows (row stride 144, 272),
  * 4-byte rows, a transposed output (strides (1, R): byte stores), blocks of one chunk each, an empty
- * matrix, and swizzled scales at a byte offset: 16 (enough for a bulk copy) and 4 (every path falls back
- * to the shared-memory kernel's byte loads). MXFP8_UNSWIZZLE_PATH=bulk (gpu_unswizzle_bulk, sm_90+) runs
- * them through the bulk-asynchronous ring: the narrow launch's blocks take 4 or 5 chunks (~396 resident)
- * and the wide one's 15 or 16 (~264), so both rings (4 and 3 stages) wrap and flip their barriers' parity.
+ * matrix, and swizzled scales at a byte offset: 16 (every path's vector loads) and 4 (every path falls
+ * back to the shared-memory kernel's byte loads).
  * The swizzled input is random bytes (padding included, which must not be copied); the output is
  * poisoned, so a byte written out of place or not at all shows. */
 static void test_gpu_unswizzle_chunk_loops_match_formula(void **state) {
