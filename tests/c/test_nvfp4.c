@@ -811,8 +811,8 @@ static void test_global_scales_of_many_pieces(void **state) {
   sh.num_row_pieces = PIECES;
   sh.row_pieces = pieces;
   mxfp8_tensor *gt = NULL;
-  void *allocs[3] = {NULL, NULL, NULL};
 #ifdef MXFP8_TEST_WITH_CUDA
+  void *allocs[3] = {NULL, NULL, NULL};
   DLManagedTensorVersioned dd, ds, da;
   if (cuda_device_available()) {
     dd = on_device(f.data, &allocs[0]), ds = on_device(f.scale_buf, &allocs[1]), da = on_device(f.amax_t, &allocs[2]);
