@@ -16,12 +16,9 @@ struct CopySpan {
   int64_t bytes;
 };
 
-// Whether kernels built on cp.async.bulk and mbarriers (bulk_async_ptx.cuh) can run on the current
-// device: it is sm_90 or later and the library carries code for it (an sm_80 build on a Hopper has none).
-bool bulk_async_supported();
-
-// Whether bulk_copy runs on the current device: bulk_async_supported(), and MXFP8_BULK_COPY is not "0"
-// (read once; "0" sends large copies to cudaMemcpyAsync, one call each, as before the pipeline existed).
+// Whether bulk_copy runs on the current device: the device is sm_90 or later, the library carries code
+// for it, and MXFP8_BULK_COPY is not "0" (read once; "0" sends large copies to cudaMemcpyAsync, one
+// call each, as before the pipeline existed).
 bool bulk_copy_available();
 
 // What bulk_copy takes: src, dst and bytes all multiples of 16 (the bulk copy unit).

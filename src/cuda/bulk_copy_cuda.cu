@@ -18,7 +18,6 @@
 #include <cstring>
 #include <memory>
 
-#include "cuda/bulk_async_ptx.cuh"
 #include "cuda/bulk_copy.cuh"
 #include "cuda/cuda_check.cuh"
 #include "core/error.hpp"
@@ -41,6 +40,20 @@ struct SpanBatch {
 };
 static_assert(sizeof(SpanBatch) <= 32764, "the kernel parameter limit");
 
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+__device__ __forceinline__ uint32_t shared_address(const void *p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void wait_parity(uint32_t barrier, uint32_t parity) {
+  uint32_t done = 0;
+  do {
+    asm volatile(
+        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done) : "r"(barrier), "r"(parity) : "memory");
+  } while (!done);
+}
+#endif
+
 __global__ void __launch_bounds__(32) bulk_copy_kernel(const __grid_constant__ SpanBatch batch) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   extern __shared__ __align__(128) uint8_t ring[];
@@ -51,8 +64,10 @@ __global__ void __launch_bounds__(32) bulk_copy_kernel(const __grid_constant__ S
   const int64_t step = gridDim.x;
   const int64_t mine = blockIdx.x < batch.total_chunks ? (batch.total_chunks - blockIdx.x + step - 1) / step : 0;
   if (mine == 0) return;
-  for (int s = 0; s < kStages; ++s) mbarrier_init(shared_address(&full[s]), 1);
-  fence_mbarrier_init();
+  for (int s = 0; s < kStages; ++s)
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(shared_address(&full[s])) : "memory");
+  // The barriers' initialization must be visible to the bulk copies (the async proxy) that complete on them.
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
 
   int span = 0;  // the span of the next chunk loaded: chunks only increase, so the cursor only advances
   auto load = [&](int64_t n) {
@@ -65,22 +80,28 @@ __global__ void __launch_bounds__(32) bulk_copy_kernel(const __grid_constant__ S
     stage_dst[stage] = batch.dst[span] + offset;
     stage_bytes[stage] = bytes;
     const uint32_t barrier = shared_address(&full[stage]);
-    arrive_expect_tx(barrier, bytes);
-    bulk_load(shared_address(ring + stage * kChunkBytes), batch.src[span] + offset, bytes, barrier);
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(barrier), "r"(bytes) : "memory");
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                 ::"r"(shared_address(ring + stage * kChunkBytes)), "l"(batch.src[span] + offset), "r"(bytes),
+                 "r"(barrier)
+                 : "memory");
   };
   for (int64_t n = 0; n < kStages && n < mine; ++n) load(n);
   for (int64_t n = 0; n < mine; ++n) {
     const int stage = static_cast<int>(n % kStages);
     wait_parity(shared_address(&full[stage]), static_cast<uint32_t>((n / kStages) & 1));
-    bulk_store(stage_dst[stage], shared_address(ring + stage * kChunkBytes), stage_bytes[stage]);
+    asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;"
+                 ::"l"(stage_dst[stage]), "r"(shared_address(ring + stage * kChunkBytes)), "r"(stage_bytes[stage])
+                 : "memory");
+    asm volatile("cp.async.bulk.commit_group;" ::: "memory");
     // Refill the stage the previous store read from, once it has read it (at most this store pending).
     if (n >= 1 && n - 1 + kStages < mine) {
-      wait_bulk_group_read<1>();
+      asm volatile("cp.async.bulk.wait_group.read 1;" ::: "memory");
       load(n - 1 + kStages);
     }
   }
   // Every store complete before the block (and its shared memory) goes away.
-  wait_bulk_groups();
+  asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
 #else
   __trap();  // never launched: bulk_copy_available() checks the loaded image's architecture
 #endif
@@ -98,9 +119,8 @@ constexpr int kMaxDevices = 64;
 
 }  // namespace
 
-bool bulk_copy_available() { return env_allows_bulk_copy() && bulk_async_supported(); }
-
-bool bulk_async_supported() {
+bool bulk_copy_available() {
+  if (!env_allows_bulk_copy()) return false;
   // 0 unknown, 1 no, 2 yes, per device: the image the runtime loads for a device is fixed per process.
   static std::atomic<int> known[kMaxDevices] = {};
   const int device = current_device();
@@ -114,7 +134,7 @@ bool bulk_async_supported() {
   cudaFuncAttributes attributes{};
   check(cudaFuncGetAttributes(&attributes, bulk_copy_kernel), "cudaFuncGetAttributes");
   const bool yes = attributes.binaryVersion >= 90;
-  if (yes)  // once per device, with the answer: the copy kernel's ring is above the 48 KiB default
+  if (yes)
     check(cudaFuncSetAttribute(bulk_copy_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kRingBytes),
           "setting the bulk copy's shared memory");
   if (cacheable) known[device].store(yes ? 2 : 1, std::memory_order_relaxed);

@@ -32,8 +32,7 @@ __global__ void nvfp4_dequantize_kernel(Nvfp4DequantizeJob j) {
 // blockIdx.x and the threads stride over its amaxes (one per tensor, or one per row of a per-row amax).
 template <int kCapacity>
 struct GlobalScaleBatch {
-  int32_t count;
-  Nvfp4GlobalScaleJob jobs[kCapacity];
+  Nvfp4GlobalScaleJob jobs[kCapacity];  // the first gridDim.y of them
 };
 // A full batch is ~32 KiB of kernel parameter, copied into every launch (host time, as the scale jobs'
 // batches measure it): one job and small batches take smaller ones.
@@ -63,7 +62,6 @@ namespace {
 template <int kCapacity>
 void launch_global_scales(const Nvfp4GlobalScaleJob *jobs, size_t count, cudaStream_t stream) {
   auto batch = std::make_unique<GlobalScaleBatch<kCapacity>>();  // heap, not stack: up to ~32 KiB
-  batch->count = static_cast<int32_t>(count);
   int64_t most = 0;
   for (size_t k = 0; k < count; ++k) {
     batch->jobs[k] = jobs[k];

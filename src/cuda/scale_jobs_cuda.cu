@@ -12,8 +12,6 @@
 // no barrier (store_transposed_chunk; mxfp8_swizzle_scales' kernel is its mirror), with two register sets
 // so the next chunk's loads are in flight while a chunk is stored (transposed_step). MXFP8_UNSWIZZLE_PATH
 // (registers or smem) sends every such launch, narrow or wide, one way, to time one against the other.
-// (A third way, a ring of shared-memory stages filled by cp.async.bulk, was not faster than either on an
-// H200 and is gone: bench/LOG.md, 2026-12-06, ninth session.)
 // Other launches stage chunks through shared memory:
 //
 // Shared memory holds a chunk in its compact form, one 32-bit word (4 scales) per row and tile:
@@ -48,7 +46,6 @@
 
 #include "cuda/bulk_copy.cuh"
 #include "cuda/cuda_check.cuh"
-#include "cuda/scale_chunks.cuh"
 #include "core/direct_chunk.hpp"
 #include "core/error.hpp"
 #include "core/scale_job.hpp"
@@ -62,8 +59,69 @@ namespace {
 
 constexpr int kWordsPerTile = static_cast<int>(kTileBytes / 4);  // 128: one 32-bit word per tile row
 constexpr int kWordsPerLine = static_cast<int>(kLineBytes / 4);  // 4
-// Wide chunks (Wide, scale_chunks.cuh) once a batch has this many per resident block (wide_chunks_pay).
+constexpr int kVectorsPerTile = static_cast<int>(kTileBytes / 16);  // 32 16-byte loads per tile
+constexpr int kMaxJobsPerLaunch = 300;  // keeps the kernel parameter under 32 KiB (104-byte jobs)
+
+// A chunk width: kTiles tiles of one tile row, moved by kTiles * 8 threads holding 4 vectors each.
+template <int kTiles>
+struct Width {
+  static constexpr int kTilesPerChunk = kTiles;
+  static constexpr int kThreads = kTiles * 8;
+  static constexpr int kVectorsPerThread = kTiles * kVectorsPerTile / kThreads;  // 4
+  static constexpr int kSmemRowStride = kTiles + 1;  // words per chunk row in shared memory
+  static constexpr int kSmemWords = std::max<int>(kTileRows * kSmemRowStride, direct_staging_words(kTiles));
+  // Half the SM's 2048 threads resident: caps registers at 64, which the measured versions used.
+  static constexpr int kMinBlocksPerSm = 1024 / kThreads;
+};
+// Narrow chunks (16 KiB) keep more blocks busy on one matrix; wide chunks (32 KiB, a whole tile row when
+// K <= 8192) write longer contiguous runs, which wins once a batch has many chunks per resident block.
+// Measured on the H200: bench/LOG.md, v4 (narrow) and v5 (wide).
+using Narrow = Width<32>;
+using Wide = Width<64>;
 constexpr int kWideChunksPerBlock = 8;
+
+
+// Two fields of a job that only some kinds read: tile jobs their chunking, layout jobs their padding.
+struct TileShape {
+  int32_t direct;     // narrow matrix: chunks are runs of whole tiles, scattered without a gather
+  int32_t tile_rows;  // ceil(rows / 128)
+};
+struct PaddedFrom {   // a padded layout job's source, S (rows x cols) of ScaleJob::pad; rows 0: not padded
+  int32_t rows;
+  int32_t cols;
+};
+
+// One matrix of a launch, as the kernel sees it.
+struct DeviceJob {
+  const uint8_t *swizzled;  // NULL: copy from src instead
+  const uint8_t *src;
+  uint8_t *dst;
+  int64_t src_row_stride;
+  int64_t dst_row_stride;   // layout jobs: the bytes written (ScaleJob::layout_bytes, resolved)
+  int64_t dst_col_stride;
+  int64_t src_col_stride;   // row-major sources of swizzle jobs (a transposed view for columnwise scales)
+  int32_t rows;
+  int32_t cols;
+  int32_t tile_cols;        // roundup(cols, 4) / 4
+  int32_t chunks_per_row;   // ceil(tile_cols / W::kTilesPerChunk)
+  int32_t first_block;
+  int32_t word_stores;      // dst rows are 4-byte aligned with col_stride 1
+  union {                   // by kind: a job stays 104 bytes
+    TileShape tiles;        // every kind but Layout
+    PaddedFrom padded;      // Layout
+  };
+  // Layout jobs: the target layout, the source's layout, four flags and the padding scale (layout_job_bits).
+  int32_t layout_bits;
+  // A window of a larger swizzled matrix (ScaleJob::swizzled_row0 ...): tile rows of the source are
+  // src_tile_stride tiles apart. An origin inside a tile (window_row0, window_col0 not 0) makes every
+  // scale a byte gathered through the swizzle index (`gather`), since the window's tiles are not the
+  // source's; a tile-aligned window moves whole source tiles like any matrix.
+  int32_t src_tile_stride;
+  int16_t window_row0;
+  int8_t window_col0;
+  int8_t gather;
+  JobKind kind;  // in the struct's tail padding: a job stays 104 bytes and a launch takes 300 of them
+};
 
 // A layout job's description in DeviceJob::layout_bits: the target layout (bits 0-7), the source's
 // packed layout (8-15), four flags, and the byte of a padding scale (24-31).
@@ -79,12 +137,63 @@ int32_t layout_job_bits(const ScaleJob &j) {
          static_cast<int32_t>(static_cast<uint32_t>(j.pad.scale) << kPadScaleShift);
 }
 
+template <int kCapacity>
+struct JobBatch {
+  int32_t count;
+  DeviceJob jobs[kCapacity];
+};
+static_assert(sizeof(JobBatch<kMaxJobsPerLaunch>) <= 32764, "the batch is one kernel parameter (at most 32764 bytes)");
+static_assert(sizeof(DeviceJob) == 104, "kMaxJobsPerLaunch is sized for 104-byte jobs");
+
 __device__ uint32_t load_word_bytes(const uint8_t *p, int valid) {
   uint32_t w = 0;
   for (int b = 0; b < 4; ++b)
     if (b < valid) w |= static_cast<uint32_t>(p[b]) << (8 * b);
   return w;
 }
+
+// Where one chunk of a batch lies: its job, tile row, first tile column and width in tiles.
+// A direct job's chunk is whole tile rows from tile_row on: `tiles` (a multiple of tile_cols) consecutive
+// tiles in storage order, starting at linear_tile; other chunks stay inside one tile row.
+struct Chunk {
+  const DeviceJob *job;
+  int64_t linear_tile;  // the chunk's first tile in the swizzled buffer
+  int tile_row;
+  int first_tile;
+  int tiles;
+};
+
+// Chunks are visited in increasing order, so the job index only ever moves forward. A block's next chunk
+// is gridDim.x chunks on, which can skip dozens of small jobs (an MoE layer's experts take a few chunks
+// each): past the next job, a binary search over first_block (strictly increasing: fill_batch gives
+// every job at least one chunk) rather than a walk of dependent parameter loads.
+template <class W, int kCapacity>
+__device__ Chunk locate(const JobBatch<kCapacity> &batch, int32_t chunk, int &job_index) {
+  if (job_index + 1 < batch.count && batch.jobs[job_index + 1].first_block <= chunk) {
+    int lo = job_index + 1, hi = batch.count - 1;  // the answer is in [lo, hi]; jobs[lo] starts at or before
+    while (lo < hi) {
+      const int mid = (lo + hi + 1) / 2;
+      if (batch.jobs[mid].first_block <= chunk) lo = mid;
+      else hi = mid - 1;
+    }
+    job_index = lo;
+  }
+  const DeviceJob &job = batch.jobs[job_index];
+  const int local = chunk - job.first_block;
+  if (job.kind == JobKind::Layout) return Chunk{&job, local, 0, 0, 0};  // linear_tile: the chunk's index
+  if (job.tiles.direct) {
+    const int per_chunk = direct_tile_rows_per_chunk(W::kTilesPerChunk, job.tile_cols);
+    const int tile_row = local * per_chunk;
+    return Chunk{&job, static_cast<int64_t>(tile_row) * job.tile_cols, tile_row, 0,
+                 min(per_chunk, job.tiles.tile_rows - tile_row) * job.tile_cols};
+  }
+  const int tile_row = local / job.chunks_per_row;
+  const int first_tile = (local % job.chunks_per_row) * W::kTilesPerChunk;
+  return Chunk{&job, static_cast<int64_t>(tile_row) * job.src_tile_stride + first_tile, tile_row, first_tile,
+               min(W::kTilesPerChunk, job.tile_cols - first_tile)};
+}
+
+__device__ const uint8_t *swizzled_chunk(const Chunk &c) { return c.job->swizzled + c.linear_tile * kTileBytes; }
 
 __device__ bool vector_loads(const Chunk &c) {
   return c.job->kind == JobKind::Unswizzle && !c.job->gather &&
@@ -116,8 +225,12 @@ __device__ void load_chunk(const Chunk &c, uint4 (&regs)[W::kVectorsPerThread]) 
   }
 }
 
-// The registers path's quad and line: a warp takes 8 quads x 4 consecutive lines, so its loads are 8 runs
-// of 64 bytes and its stores 4 rows x 128 contiguous bytes; 8 warps cover the 32 lines of 8 quads.
+// The quad of tiles (4q .. 4q + 3 of the chunk) and the line l of each that a thread moves in registers.
+// A warp takes 8 quads x 4 consecutive lines, so its loads are 8 runs of 64 bytes and its stores 4 rows x
+// 128 contiguous bytes; 8 warps cover the 32 lines of 8 quads.
+struct QuadLine {
+  int quad, line;
+};
 __device__ QuadLine quad_line() {
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
   return QuadLine{(warp / 8) * 8 + lane / 4, (warp % 8) * 4 + lane % 4};
@@ -136,6 +249,52 @@ __device__ void load_transposed_chunk(const Chunk &c, uint4 (&regs)[W::kVectorsP
     regs[t] = 4 * at.quad + t < c.tiles ? __ldg(src + (4 * at.quad + t) * kVectorsPerTile + at.line) : uint4{};
 }
 
+__device__ uint32_t word_of(const uint4 &v, int s) { return s == 0 ? v.x : s == 1 ? v.y : s == 2 ? v.z : v.w; }
+
+// Writes an in-register chunk: the thread holds line l of 4 tiles, i.e. 4 scales of rows l, l + 32,
+// l + 64 and l + 96 in each tile; transposed, that is 16 consecutive scales (one 16-byte store) of each
+// of the 4 rows. Partial quads, unaligned or strided rows fall back to words or bytes.
+template <class W>
+__device__ void store_transposed_chunk(const Chunk &c, const uint4 (&regs)[W::kVectorsPerThread]) {
+  const QuadLine at = quad_line();
+  const int first = 4 * at.quad;
+  const int tiles_left = c.tiles - first;  // of this quad: 1 to 4 valid, or none
+  if (tiles_left <= 0) return;
+  // Only what the stores need, in registers and relative to the thread's first row and column (through
+  // the pointer, every store could alias the job; and two register sets are live here, see
+  // transposed_step, so every field kept costs a spill).
+  const int row = c.tile_row * static_cast<int>(kTileRows) + at.line;
+  const int col = (c.first_tile + first) * static_cast<int>(kTileCols);
+  const int rows_left = c.job->rows - row, cols_left = c.job->cols - col;
+  const int64_t row_stride = c.job->dst_row_stride, col_stride = c.job->dst_col_stride;
+  uint8_t *out = c.job->dst + row * row_stride + col * col_stride;
+  const bool word_stores = c.job->word_stores;
+  const bool vector = word_stores && tiles_left >= 4 && cols_left >= 4 * static_cast<int>(kTileCols) &&
+                      ((reinterpret_cast<uintptr_t>(out) | static_cast<uintptr_t>(row_stride)) & 15) == 0;
+#pragma unroll
+  for (int s = 0; s < 4; ++s, out += kSubtileRows * row_stride) {
+    if (s * static_cast<int>(kSubtileRows) >= rows_left) break;
+    if (vector) {
+      *reinterpret_cast<uint4 *>(out) =
+          make_uint4(word_of(regs[0], s), word_of(regs[1], s), word_of(regs[2], s), word_of(regs[3], s));
+      continue;
+    }
+#pragma unroll
+    for (int t = 0; t < 4; ++t) {
+      const int cj = t * static_cast<int>(kTileCols);  // relative to col
+      if (t >= tiles_left || cj >= cols_left) break;
+      const int valid = cj + static_cast<int>(kTileCols) <= cols_left ? static_cast<int>(kTileCols) : cols_left - cj;
+      const uint32_t w = word_of(regs[t], s);
+      uint8_t *o = out + cj * col_stride;
+      if (word_stores && valid == 4) {
+        *reinterpret_cast<uint32_t *>(o) = w;
+      } else {
+        for (int b = 0; b < valid; ++b) o[b * col_stride] = static_cast<uint8_t>(w >> (8 * b));
+      }
+    }
+  }
+}
+
 // One step of the in-register loop (produce_compact_kernel): `current`'s loads are in `held`; the loads of
 // the block's next chunk go into `next` before `current` is stored, so a block always has a chunk's loads
 // in flight while it stores, as the shared-memory loop does. Returns false after the block's last chunk.
@@ -146,7 +305,7 @@ __device__ bool transposed_step(const JobBatch<kCapacity> &batch, int32_t total_
   const int32_t following = chunk + static_cast<int32_t>(gridDim.x);
   const bool has_next = following < total_chunks;
   if (has_next) load_transposed_chunk<W>(locate<W>(batch, following, job_index), next);
-  store_transposed_chunk<W>(current, held, quad_line());
+  store_transposed_chunk<W>(current, held);
   if (!has_next) return false;
   chunk = following;
   current = locate<W>(batch, chunk, job_index);  // recomputed rather than kept live across the stores
@@ -703,6 +862,7 @@ int64_t fill_batch(JobBatch<kCapacity> &batch, const ScaleJob *jobs, size_t coun
 // of host time more than a one-job one on an H100's host (bench/host_transfer --cuda's ancestor, 2026-12-06: a batched
 // export of 1 tensor 3.0 us, of 2 tensors 12.2 us). So a launch takes the smallest of three sizes its jobs
 // fit: one job, up to kSmallBatch, or kMaxJobsPerLaunch (more jobs: several launches).
+constexpr int kSmallBatch = 16;
 
 template <class W, int kCapacity>
 void launch_next(const ScaleJob *jobs, size_t count, size_t &next, cudaStream_t stream) {
