@@ -414,16 +414,17 @@ def time_calls(lib, data, swz, cols, compact):
         function = getattr(lib, name)
 
         def body():
-            if lib.mxfp8_tensor_create(desc_ref, fresh_ref):
-                c_failed(lib, "mxfp8_tensor_create", 1)
-            arrays[0][0] = fresh_handle.value
-            status = function(fresh_handle if name == "mxfp8_convert" else args[0], *args[1:])
+            status = lib.mxfp8_tensor_create(desc_ref, fresh_ref)
+            if status:
+                c_failed(lib, "mxfp8_tensor_create", status)
+            arrays[0][0] = fresh_handle.value  # the transfer's tensors[0]; convert takes the handle itself
+            status = function(*args)
             lib.mxfp8_tensor_release(fresh_handle)
             arrays[0][0] = swizzled.handle.value
             if status:
                 c_failed(lib, name, status)
         return body
-    c_fresh = {"convert": fresh("mxfp8_convert", None, byref(convert_options), None, byref(dl_deepgemm)),
+    c_fresh = {"convert": fresh("mxfp8_convert", fresh_handle, byref(convert_options), None, byref(dl_deepgemm)),
                "import_tensors": fresh("mxfp8_transfer", byref(transfer), None)}
 
     # Once before timing: the C call writes the bytes the Python call writes.
