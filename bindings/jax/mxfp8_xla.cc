@@ -8,6 +8,7 @@
 // device ordinal); the CUDA one needs no CUDA header, since a stream is an opaque pointer to the C API.
 #include <mxfp8/mxfp8.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <exception>
@@ -427,19 +428,29 @@ struct mxfp8_xla_operand {
 
 namespace {
 
-// A check's operands as Views, each at an address of its own that no memory backs (a terabyte apart,
-// so that the library's overlap checks see distinct buffers; only addresses and sizes are read).
+// A check's operands as Views, each at an address of its own that no memory backs, one after the other
+// with a terabyte of room at least: the library's overlap checks see distinct buffers however large they
+// are (a padded result past a terabyte was "scales and values overlap"); only addresses and sizes are read.
 class CheckedOperands {
  public:
   CheckedOperands(const mxfp8_xla_operand *operands, int32_t count, const Place &place, const char *const *names) {
     views_.reserve(static_cast<size_t>(count));
+    constexpr uint64_t kRoom = uint64_t{1} << 40;
+    uint64_t at = kRoom;
+    bool past = false;  // the buffers so far fill the address space: no such buffers exist
     for (int32_t i = 0; i < count; ++i) {
       ffi::DataType type = ffi::DataType::INVALID;
+      uint64_t bytes = 1;  // an unknown type: refused by name before any address is read
       for (const TakenType &t : kTakenTypes)
-        if (jax_type_name(t.xla) == operands[i].dtype) type = t.xla;
-      void *address = reinterpret_cast<void *>(static_cast<uintptr_t>(i + 1) << 40);
+        if (jax_type_name(t.xla) == operands[i].dtype) type = t.xla, bytes = t.dl.bits / 8;
+      for (int32_t d = 0; d < operands[i].ndim; ++d)  // a negative dimension: the library refuses the shape
+        if (__builtin_mul_overflow(bytes, static_cast<uint64_t>(std::max<int64_t>(operands[i].shape[d], 0)), &bytes))
+          bytes = UINT64_MAX;
+      const uintptr_t address = past ? static_cast<uintptr_t>(i + 1) << 40 : static_cast<uintptr_t>(at);
+      uint64_t span = 0;
+      past = past || __builtin_add_overflow(bytes / kRoom * kRoom, 2 * kRoom, &span) || __builtin_add_overflow(at, span, &at);
       views_.emplace_back(std::make_unique<View>(ffi::Span<const int64_t>(operands[i].shape, operands[i].ndim), type,
-                                                 address, place, names[i]));
+                                                 reinterpret_cast<void *>(address), place, names[i]));
     }
   }
   View &operator[](size_t i) { return *views_[i]; }

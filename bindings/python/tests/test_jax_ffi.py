@@ -460,6 +460,15 @@ def test_shapes_whose_size_int64_cannot_hold_are_refused_at_trace_time():
         jax.jit(lambda s: mj.unswizzle_scales(s, 2**31 - 1, 2**31 - 1)).lower(huge)
 
 
+def test_results_past_a_terabyte_are_not_checked_as_overlapping():
+    """The trace-time check places the operands at addresses no memory backs; they were a terabyte apart, so
+    a padded values result of more than a terabyte overlapped the next operand and the call was refused with
+    "scales and values overlap in memory", a refusal of no argument the caller passed. A result that large
+    traces (XLA, not the check, then says whether it can allocate it)."""
+    d, s = jnp.zeros((64, 64), E4), jnp.full((64, 2), 127, jnp.uint8)
+    jax.jit(lambda d, s: mj.convert(d, s, "cutlass_128x4", swizzled=False, values=True, pad_rows_to=2**40)).lower(d, s)
+
+
 def test_what_the_checks_take_traces_and_runs():
     """The trace-time checks let through what the library takes, on every operation: each call of the
     list above with its operands made right traces, and runs to the library's result."""
