@@ -47,8 +47,10 @@ def scales_shape(shape: Sequence[int], layout: str = "compact", direction: str =
     ``deepgemm`` the int32 storage of DeepGEMM's ``(M, ceil(C/4))`` tensor, flat:
     ``ceil(C/4) * roundup(M, 4)`` int32 (``mxfp8.convert`` returns it viewed with DeepGEMM's strides);
     ``deepgemm_float32`` the compact shape, of float32 elements."""
-    shape = tuple(int(d) for d in shape)
-    m, k = _args.numel(shape[:-1]), shape[-1]
+    shape = tuple(_args.shape("shape", shape))  # int() took 64.9 as 64 and "64" as 64
+    if not shape or any(d < 0 for d in shape):  # (-1, -1, 64) has 1 row by the product
+        raise ValueError(f"shape is {shape}: expected a last dimension K and no negative dimension")
+    m, k = _args.integer("the rows of shape (the product of its leading dimensions)", _args.numel(shape[:-1])), shape[-1]
     col = _code("direction", direction, _DIRECTIONS) == 1
     r, c = (-(-m // 32), k) if col else (m, -(-k // 32))
     nbytes = layout_bytes(layout, r, c, direction)  # the library's size (and its direction check)
@@ -60,7 +62,7 @@ def scales_shape(shape: Sequence[int], layout: str = "compact", direction: str =
 def layout_bytes(layout: str, rows: int, cols: int, direction: str = "rowwise") -> int:
     """The bytes an R x C scale matrix takes in `layout` (mxfp8_layout_bytes)."""
     return _c_layout_bytes(_code("layout", layout, LAYOUTS), _code("direction", direction, _DIRECTIONS),
-                           int(rows), int(cols))
+                           _args.integer("rows", rows), _args.integer("cols", cols))
 
 
 def _fixup(value: Any) -> int:

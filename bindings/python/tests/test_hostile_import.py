@@ -609,3 +609,25 @@ def test_refusals_of_params_and_shapes_name_the_argument():
     with pytest.raises(TypeError, match=r"tensors\['w'\]\['shape'\]\[0\] must be an int"):
         mxfp8.import_tensors(sources, {"w": (values, scales)})
     assert (values == POISON).all() and (scales == POISON).all()
+
+
+@pytest.mark.parametrize("call, error, message", [
+    # two negative dimensions made a positive row count: (-1, -1, 2) and 512 bytes of a shape that is none
+    (lambda: mxfp8.scales_shape((-1, -1, 64)), ValueError, r"shape is \(-1, -1, 64\)"),
+    (lambda: mxfp8.scales_shape((-1, -1, 64), "cutlass_128x4"), ValueError, r"no negative dimension"),
+    (lambda: mxfp8.scales_shape(()), ValueError, r"shape is \(\): expected a last dimension K"),  # was IndexError
+    (lambda: mxfp8.scales_shape((64, 64.9)), TypeError, r"shape\[1\] must be an int"),  # was (64, 2), as K = 64
+    (lambda: mxfp8.scales_shape(("64", "64")), TypeError, r"shape\[0\] must be an int"),
+    (lambda: mxfp8.scales_shape((True, 64)), TypeError, r"shape\[0\] must be an int"),
+    (lambda: mxfp8.scales_shape((2**40, 2**40, 64)), ValueError, r"the rows of shape .* is 1208925819614629174706176"),
+    (lambda: mxfp8.layout_bytes("compact", 64.7, 64), TypeError, r"rows must be an int"),  # was 4096
+    (lambda: mxfp8.layout_bytes("compact", 64, "64"), TypeError, r"cols must be an int"),
+    (lambda: mxfp8.layout_bytes("compact", 2**70, 1), ValueError, r"rows is 1180591620717411303424"),  # was pybind's list
+])
+def test_scales_shape_and_layout_bytes_take_ints_as_they_are(call, error, message):
+    """What an engine allocates from: a shape or size that is not one is refused naming it, not truncated by
+    int() into the answer for another shape."""
+    with pytest.raises(error, match=message):
+        call()
+    assert mxfp8.scales_shape(np.array([3, 5, 64]), "compact") == (3, 5, 2)
+    assert mxfp8.layout_bytes("cutlass_128x4", np.int64(100), 3) == 512
