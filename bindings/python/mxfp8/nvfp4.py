@@ -87,7 +87,7 @@ def export_components(
             (*lead, K/2) bytes; columnwise (K, d1, ..., dn/2) bytes give (d1, ..., dn, K)).
         e4m3_max: 448, or 256 for TE's 4over6 tensors (its nvfp4_e4m3_max).
         values_dtype: "uint8" (what ModelOpt checkpoints and vLLM load) or "float4" (DLPack's packed
-            float4_e2m1fn; not every framework imports it).
+            float4_e2m1fn; not every framework imports it: with torch inputs, a TypeError).
         scales_dtype: "uint8" or "e4m3" (float8_e4m3fn, vLLM's weight_scale dtype).
         contiguous: padded row-major scales come back as a contiguous copy (True) or a strided view.
         global_scale: "decode" or "encode" (see Components).
@@ -109,6 +109,12 @@ def export_components(
     """
     inputs = _inputs(stream, data=data, scale_inv=scale_inv, amax=amax)
     vd = _choice("values_dtype", values_dtype, _VALUES_DTYPES)
+    if inputs.torch is not None and values_dtype == "float4":
+        # Torch results are torch tensors, and torch imports no DLPack float4_e2m1fn (one value an element):
+        # the export ran, then torch's from_dlpack raised its RuntimeError with a C++ backtrace.
+        raise TypeError("values_dtype='float4' with torch inputs: torch does not import DLPack's float4_e2m1fn; "
+                        "pass values_dtype='uint8' (the same packed bytes; .view(torch.float4_e2m1fn_x2) is torch's "
+                        "packed NVFP4 dtype)")
     sd = _choice("scales_dtype", scales_dtype, _SCALES_DTYPES)
     gs = _choice("global_scale", global_scale, _GLOBAL_SCALES)
     contiguous = _flag("contiguous", contiguous)

@@ -141,6 +141,20 @@ def test_nvfp4_dequantize_checks_the_shape_before_allocating(framework, shape):
         nvfp4.dequantize(convert(NV_DATA), convert(NV_SCALES), convert(NV_AMAX), shape=shape, swizzled=False)
 
 
+def test_nvfp4_float4_values_with_torch_inputs_are_a_type_error():
+    """values_dtype="float4" is DLPack's float4_e2m1fn, which torch does not import: with torch inputs the
+    export ran and torch's from_dlpack raised a RuntimeError carrying its C++ backtrace. A TypeError naming
+    the option now comes first; NumPy inputs still get the DLPack object."""
+    torch = pytest.importorskip("torch")
+    t = torch.from_numpy
+    with pytest.raises(TypeError, match=r"values_dtype='float4' with torch inputs"):
+        nvfp4.export_components(t(NV_DATA), t(NV_SCALES), t(NV_AMAX), swizzled=False, values_dtype="float4")
+    values, _, _ = nvfp4.export_components(NV_DATA, NV_SCALES, NV_AMAX, swizzled=False, values_dtype="float4")
+    assert values.dtype == "float4_e2m1fn" and tuple(values.shape) == (40, 48)
+    uint8, _, _ = nvfp4.export_components(t(NV_DATA), t(NV_SCALES), t(NV_AMAX), swizzled=False)
+    assert torch.equal(uint8, t(NV_DATA))
+
+
 def test_nvfp4_calls_refuse_read_only_outputs_and_read_read_only_inputs():
     """Outputs flagged read-only are refused with nothing written; read-only inputs (the data, a given
     amax) are only read."""
