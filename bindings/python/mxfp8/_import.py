@@ -81,15 +81,16 @@ def _call_stream(first: Any, stream: Any, name: str, prepare: bool) -> Tuple[boo
     return inputs.cuda, inputs.stream, inputs.dlpack_stream
 
 
-def _shards(names: List[str], shards: Optional[Mapping[str, Mapping[str, Any]]]):
-    """The C library's shard fields per manifest entry (None: whole), from {name: {"rows", "cols"}}."""
+def _shards(names: List[str], shards: Optional[Mapping[str, Mapping[str, Any]]], holder: str = "the manifest"):
+    """The C library's shard fields per manifest entry (None: whole), from {name: {"rows", "cols"}};
+    `holder` names what `names` come from, for the refusal of a name it lacks."""
     if shards is None:
         return None
     if not isinstance(shards, Mapping):
         raise TypeError(f"shards must be a dict name -> {{'rows': ..., 'cols': ...}}, got {type(shards).__name__}")
     unknown = [n for n in shards if n not in set(names)]
     if unknown:
-        raise KeyError(f"shards names {unknown[:5]}, which the manifest does not hold")
+        raise KeyError(f"shards names {unknown[:5]}, which {holder} does not hold")
     out = []
     for name in names:
         spec = shards.get(name)

@@ -589,10 +589,11 @@ py::object import_tensors(PyObject *const *args) {
   const int32_t direction = code("direction", args[2], direction_words), layout = code("layout", args[3], layouts);
   const int32_t scale_fixup = PyBool_Check(args[5]) ? args[5] == Py_True
                                                     : python_check("_fixup", "mxfp8._import")(py::handle(args[5])).cast<int32_t>();
-  const ShardList shard_list(shards.is_none() ? std::nullopt
-                                              : std::optional(python_check("_shards", "mxfp8._import")(py::cast(keys), shards)
-                                                                  .cast<std::vector<py::object>>()),
-                             n);
+  // The shards read by the Python layer's reader (only when given: it is a module lookup).
+  const auto read_shards = [&] {
+    return python_check("_shards", "mxfp8._import")(py::cast(keys), shards, "the tensors dict").cast<std::vector<py::object>>();
+  };
+  const ShardList shard_list(shards.is_none() ? std::nullopt : std::optional(read_shards()), n);
   const int32_t global_scale = code("global_scale", args[7], global_scales);
   std::vector<Source> sources;
   sources.reserve(n);
