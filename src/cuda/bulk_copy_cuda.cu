@@ -134,7 +134,7 @@ bool bulk_copy_available() {
   cudaFuncAttributes attributes{};
   check(cudaFuncGetAttributes(&attributes, bulk_copy_kernel), "cudaFuncGetAttributes");
   const bool yes = attributes.binaryVersion >= 90;
-  if (yes)
+  if (yes)  // once per device, with the answer: the copy kernel's ring is above the 48 KiB default
     check(cudaFuncSetAttribute(bulk_copy_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kRingBytes),
           "setting the bulk copy's shared memory");
   if (cacheable) known[device].store(yes ? 2 : 1, std::memory_order_relaxed);

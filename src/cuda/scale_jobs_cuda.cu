@@ -937,29 +937,29 @@ void run_jobs(const ScaleJob *jobs, size_t count, void *stream) {
     count = not_permuted.size();
   }
   auto s = static_cast<cudaStream_t>(stream);
-  const bool bulk = bulk_copy_available();
-  const int64_t min_bytes = copy_engine_min_bytes(bulk);
+  // The bulk copy's threshold is the smaller one: the device is asked whether the bulk copy runs (a
+  // cudaGetDevice) only once some part reaches it, so a call of small jobs pays nothing for the route.
+  const int64_t bulk_min_bytes = copy_engine_min_bytes(true);
   std::vector<ScaleJob> rest;
-  if (min_bytes > 0) {
-    size_t large = 0;
-    for (size_t i = 0; i < count; ++i)
-      large += is_flat_copy(jobs[i]) && jobs[i].dst.rows * jobs[i].dst.cols >= min_bytes;
-    if (large > 0) {
-      std::vector<CopySpan> spans;
-      rest.reserve(count - large);
-      for (size_t i = 0; i < count; ++i) {
-        const ScaleJob &j = jobs[i];
-        const CopySpan span{j.src.data, j.dst.data, j.dst.rows * j.dst.cols};
-        if (!is_flat_copy(j) || span.bytes < min_bytes) rest.push_back(j);
-        else if (bulk && bulk_copy_fits(span)) spans.push_back(span);
-        else if (span.bytes < copy_engine_min_bytes(false)) rest.push_back(j);  // unaligned: not a host call each
-        else check(cudaMemcpyAsync(span.dst, span.src, static_cast<size_t>(span.bytes), cudaMemcpyDefault, s),
-                   "queueing a copy of values");
-      }
-      bulk_copy(spans.data(), spans.size(), s);
-      jobs = rest.data();
-      count = rest.size();
+  const auto large = [&](const ScaleJob &j) { return is_flat_copy(j) && j.dst.rows * j.dst.cols >= bulk_min_bytes; };
+  if (bulk_min_bytes > 0 && std::any_of(jobs, jobs + count, large)) {
+    const bool bulk = bulk_copy_available();
+    const int64_t memcpy_min_bytes = copy_engine_min_bytes(false);
+    const int64_t min_bytes = bulk ? bulk_min_bytes : memcpy_min_bytes;
+    std::vector<CopySpan> spans;
+    rest.reserve(count);
+    for (size_t i = 0; i < count; ++i) {
+      const ScaleJob &j = jobs[i];
+      const CopySpan span{j.src.data, j.dst.data, j.dst.rows * j.dst.cols};
+      if (!is_flat_copy(j) || span.bytes < min_bytes) rest.push_back(j);
+      else if (bulk && bulk_copy_fits(span)) spans.push_back(span);
+      else if (span.bytes < memcpy_min_bytes) rest.push_back(j);  // unaligned: not a host call each
+      else check(cudaMemcpyAsync(span.dst, span.src, static_cast<size_t>(span.bytes), cudaMemcpyDefault, s),
+                 "queueing a copy of values");
     }
+    bulk_copy(spans.data(), spans.size(), s);
+    jobs = rest.data();
+    count = rest.size();
   }
   if (count == 0) return;
   if (wide_chunks_pay(jobs, count)) run_jobs_with<Wide>(jobs, count, s);
