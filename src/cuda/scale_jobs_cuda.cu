@@ -28,11 +28,17 @@
 // smaller) row segments.
 //
 // Jobs that produce a swizzled buffer (the import side: engine parameters in the cuBLAS layout) share the
-// launch. Their chunks are the same runs of tiles of the destination, written without shared memory:
-// a thread assembles one 16-byte line (the words of 4 rows) from the row-major source, or loads the same
-// line of a swizzled source, zeroes the padding in it and stores it, so the writes are contiguous 16-byte
-// vectors across the warp. Row-major reads are 4 bytes from each of 32 rows per warp: scales are a few
-// percent of a bucket's bytes, so this path is kept simple.
+// launch. Their chunks are the same runs of tiles of the destination, written without shared memory.
+// From a row-major source with 16-byte aligned rows, in a launch that stages nothing (kUnstaged), a
+// thread moves line l of 4 tiles as mxfp8_swizzle_scales does (store_swizzled_quads: 16-byte loads of 4
+// rows, a 4 x 4 word transpose in registers, 16-byte stores; narrow matrices in direct chunks of whole
+// tile rows when no job of the run stages, is_direct); otherwise it assembles one 16-byte line
+// (the words of 4 rows, 4 bytes from each of 32 rows per warp) from the row-major source, or loads the
+// same line of a swizzled source, zeroes the padding in it and stores it.
+// Engine layout jobs write their layout word by word through its inverse index (store_layout_chunk), but
+// for two: into the whole 128x4 layout from row-major scales they run as swizzle jobs (runs_as_swizzle),
+// and DeepGEMM's packed layout from aligned row-major scales moves blocks of rows (store_packed_block).
+// A launch with no unswizzle to stage (only imports and layouts) runs without shared memory or barriers.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -124,12 +130,20 @@ struct DeviceJob {
 };
 
 // A layout job's description in DeviceJob::layout_bits: the target layout (bits 0-7), the source's
-// packed layout (8-15), four flags, and the byte of a padding scale (24-31).
-constexpr int32_t kSourceTransposed = 1 << 16, kReadTransposed = 1 << 17, kZeroAsOne = 1 << 18, kPadHalves = 1 << 19;
+// packed layout (8-15), five flags, and the byte of a padding scale (24-31). A swizzle job's layout_bits
+// hold kZeroAsOne alone: a layout job into the 128x4 layout runs as one (runs_as_swizzle).
+// kPackedBlocks: a DeepGEMM packed job chunked in blocks of rows (packed_blocks, store_packed_block).
+constexpr int32_t kSourceTransposed = 1 << 16, kReadTransposed = 1 << 17, kZeroAsOne = 1 << 18, kPadHalves = 1 << 19,
+                  kPackedBlocks = 1 << 20;
 constexpr int kPadScaleShift = 24;
 // Output words of a layout job's chunk: 4 per thread, as the other chunks move 4 vectors per thread.
 template <class W>
 constexpr int64_t kLayoutWordsPerChunk = int64_t{W::kThreads} * 4;
+// A packed block (store_packed_block): kThreads rows x 8 words, each row's 8 words (32 scales, one
+// 32-byte sector of a row-major source) read by the same lanes of two neighbouring warps.
+template <class W>
+constexpr int kPackedBlockRows = W::kThreads;
+constexpr int kPackedBlockWords = 8;
 
 int32_t layout_job_bits(const ScaleJob &j) {
   return j.layout | (j.source_layout << 8) | (j.source_transposed ? kSourceTransposed : 0) |
@@ -194,6 +208,17 @@ __device__ Chunk locate(const JobBatch<kCapacity> &batch, int32_t chunk, int &jo
 }
 
 __device__ const uint8_t *swizzled_chunk(const Chunk &c) { return c.job->swizzled + c.linear_tile * kTileBytes; }
+
+// MXFP8_SCALE_FIXUP_ZERO_EXPONENT_AS_ONE on a word of 4 scales: each zero byte that `mask` keeps (the
+// columns inside the matrix; padding stays zero) becomes 1.
+__device__ uint32_t zero_bytes_as_one(uint32_t word, uint32_t mask) {
+  return word | (__vcmpeq4(word, 0u) & mask & 0x01010101u);
+}
+
+// The bytes of a word that hold one of `valid` scales (any count: <= 0 none, >= 4 all).
+__device__ uint32_t valid_bytes_mask(int valid) {
+  return valid >= 4 ? 0xFFFFFFFFu : valid <= 0 ? 0u : (1u << (8 * valid)) - 1u;
+}
 
 __device__ bool vector_loads(const Chunk &c) {
   return c.job->kind == JobKind::Unswizzle && !c.job->gather &&
@@ -422,10 +447,73 @@ __device__ void store_direct_chunk(const Chunk &c, const uint32_t *tiles) {
   }
 }
 
-// A swizzle job's chunk: thread i writes line i % 32 of tile i / 32, the words of rows l, l + 32, l + 64
-// and l + 96 of that tile, each masked to the matrix (padding rows and columns are zeros).
+// A swizzle job's chunk from a row-major source whose rows start 16-byte aligned (col_stride 1), into an
+// aligned destination: mxfp8_swizzle_scales' 4 x 4 word transpose (swizzle_kernel, below) inside the
+// chunk loop. A thread takes line l of quad q (tiles 4q .. 4q + 3 of a tile row of the chunk: kThreads
+// threads are kTilesPerChunk / 4 quads x 32 lines, quad_line), loads 16 scales of each of rows l, l + 32,
+// l + 64, l + 96 (a warp: 4 rows x 128 contiguous bytes) and stores line l of its 4 tiles (8 runs of 64
+// bytes). A direct chunk (narrow rows: whole tile rows, is_direct) numbers its quads row by row, each
+// row's last quad partial when tile_cols % 4 != 0, and the threads step through them. The quad at a
+// ragged row end loads words or bytes; rows and columns past the matrix are zeros.
 template <class W>
+__device__ void store_swizzled_quads(const Chunk &c, bool zero_as_one) {
+  static_assert(W::kThreads == W::kTilesPerChunk / 4 * kVectorsPerTile, "a thread moves one line of a quad");
+  constexpr int kQuadsPerStep = W::kTilesPerChunk / 4;
+  const QuadLine at = quad_line();
+  const DeviceJob &job = *c.job;
+  const bool direct = job.tiles.direct;
+  const int width = direct ? job.tile_cols : c.tiles;  // tiles of each of the chunk's tile rows
+  const int quads_per_row = (width + 3) / 4;
+  const int quads = (direct ? c.tiles / job.tile_cols : 1) * quads_per_row;
+  for (int quad = at.quad; quad < quads; quad += kQuadsPerStep) {
+    const int tile_row_in_chunk = quad / quads_per_row, first = 4 * (quad % quads_per_row);
+    const int tile_row = c.tile_row + tile_row_in_chunk;
+    const int col = (c.first_tile + first) * static_cast<int>(kTileCols);
+    const int cols_left = job.cols - col, rows_left = job.rows - tile_row * static_cast<int>(kTileRows) - at.line;
+    const uint8_t *const src = job.src + (static_cast<int64_t>(tile_row) * kTileRows + at.line) * job.src_row_stride + col;
+    const int64_t subtile_stride = kSubtileRows * job.src_row_stride;
+    uint32_t words[4][4];  // [sub-tile s: row l + 32 s][tile 4q + t]
+#pragma unroll
+    for (int s = 0; s < 4; ++s) {
+      const uint8_t *p = src + s * subtile_stride;
+      if (s * static_cast<int>(kSubtileRows) >= rows_left) {
+#pragma unroll
+        for (int t = 0; t < 4; ++t) words[s][t] = 0;
+      } else if (cols_left >= 4 * static_cast<int>(kTileCols)) {
+        const uint4 v = __ldg(reinterpret_cast<const uint4 *>(p));
+        words[s][0] = v.x, words[s][1] = v.y, words[s][2] = v.z, words[s][3] = v.w;
+      } else {
+#pragma unroll
+        for (int t = 0; t < 4; ++t) {
+          const int valid = cols_left - t * static_cast<int>(kTileCols);  // 4-byte aligned: rows and col are
+          words[s][t] = valid >= 4 ? __ldg(reinterpret_cast<const uint32_t *>(p + 4 * t))
+                                   : valid > 0 ? load_word_bytes(p + 4 * t, valid) : 0u;
+        }
+      }
+      if (zero_as_one && s * static_cast<int>(kSubtileRows) < rows_left) {
+#pragma unroll
+        for (int t = 0; t < 4; ++t) words[s][t] = zero_bytes_as_one(words[s][t], valid_bytes_mask(cols_left - 4 * t));
+      }
+    }
+    uint4 *const out =
+        reinterpret_cast<uint4 *>(job.dst + (c.linear_tile + tile_row_in_chunk * job.tile_cols + first) * kTileBytes) + at.line;
+#pragma unroll
+    for (int t = 0; t < 4; ++t)
+      if (first + t < width) out[t * kVectorsPerTile] = make_uint4(words[0][t], words[1][t], words[2][t], words[3][t]);
+  }
+}
+
+// A swizzle job's chunk: thread i writes line i % 32 of tile i / 32, the words of rows l, l + 32, l + 64
+// and l + 96 of that tile, each masked to the matrix (padding rows and columns are zeros). kQuads (the
+// launches without shared memory, kUnstaged: the others would spill more): aligned row-major sources take
+// store_swizzled_quads instead.
+template <class W, bool kQuads>
 __device__ void store_swizzled_chunk(const Chunk &c) {
+  const bool zero_as_one = (c.job->layout_bits & kZeroAsOne) != 0;
+  if (kQuads && !c.job->swizzled && c.job->src_col_stride == 1 &&
+      ((reinterpret_cast<uintptr_t>(c.job->src) | static_cast<uintptr_t>(c.job->src_row_stride) |
+        reinterpret_cast<uintptr_t>(c.job->dst)) & 15) == 0)
+    return store_swizzled_quads<W>(c, zero_as_one);
   const DeviceJob job = *c.job;
   uint8_t *const out = job.dst + c.linear_tile * kTileBytes;
   const uint8_t *const same_layout = job.swizzled ? job.swizzled + c.linear_tile * kTileBytes : nullptr;
@@ -435,7 +523,7 @@ __device__ void store_swizzled_chunk(const Chunk &c) {
     const int line = i % kVectorsPerTile;
     const int64_t col = static_cast<int64_t>(c.first_tile + i / kVectorsPerTile) * kTileCols;
     const int valid = col + kTileCols <= job.cols ? static_cast<int>(kTileCols) : static_cast<int>(job.cols - col);
-    const uint32_t mask = valid >= 4 ? 0xFFFFFFFFu : ((1u << (8 * valid)) - 1u);
+    const uint32_t mask = valid_bytes_mask(valid);
     uint32_t words[4];
     if (same_layout && aligned) {
       const uint4 v = __ldg(reinterpret_cast<const uint4 *>(same_layout) + i);
@@ -459,13 +547,73 @@ __device__ void store_swizzled_chunk(const Chunk &c) {
         } else {
           for (int b = 0; b < valid; ++b) w |= static_cast<uint32_t>(p[b * job.src_col_stride]) << (8 * b);
         }
-        words[s] = w;
+        words[s] = zero_as_one ? zero_bytes_as_one(w, mask) : w;
       }
     }
     if (aligned) {
       reinterpret_cast<uint4 *>(out)[i] = make_uint4(words[0], words[1], words[2], words[3]);
     } else {
       for (int b = 0; b < 16; ++b) out[16 * i + b] = static_cast<uint8_t>(words[b / 4] >> (8 * (b % 4)));
+    }
+  }
+}
+
+// A DeepGEMM packed job's block (kPackedBlocks: a row-major source whose rows start 16-byte aligned,
+// neither transposed nor padded, whole words written). Word (mn, k4) of the layout holds scales 4 k4 ..
+// 4 k4 + 3 of row mn, at word k4 * mn_aligned + mn: a row's 4 scales are one word, and consecutive rows
+// are consecutive words. Chunk i is rows (i / groups) * kPackedBlockRows .. + kPackedBlockRows - 1 and
+// words (i % groups) * 8 .. + 7 (groups = ceil(ceil(cols / 4) / 8)). Lane l of warp w takes words
+// 4 (w % 2) .. + 3 of the group in rows (w / 2) * 32 + l and kThreads / 2 further: per row one 16-byte
+// load (16 scales; the two warps of a pair read a row's 32-byte sector between them), then 4 word
+// stores, each a run of 32 consecutive words (128 bytes) across the warp. Rows mn .. mn_aligned and
+// columns past the matrix are zeros, as layout_element has them; a ragged row end loads words or bytes.
+template <class W>
+__device__ void store_packed_block(const Chunk &c) {
+  const DeviceJob &job = *c.job;
+  const int groups = (job.tile_cols + kPackedBlockWords - 1) / kPackedBlockWords;  // tile_cols: ceil(cols / 4)
+  const int local = static_cast<int>(c.linear_tile);
+  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+  const int row0 = (local / groups) * kPackedBlockRows<W> + (warp / 2) * 32 + lane;
+  const int k0 = (local % groups) * kPackedBlockWords + 4 * (warp % 2);
+  constexpr int kAlign = static_cast<int>(kDeepGemmMnAlignment);
+  const int mn_aligned = (job.rows + kAlign - 1) / kAlign * kAlign;
+  if (k0 >= job.tile_cols) return;
+  constexpr int kScalesPerWord = static_cast<int>(kPackedScalesPerWord);
+  const int cols_left = job.cols - kScalesPerWord * k0;
+  uint32_t words[2][4];  // [row0, row0 + kThreads / 2][word k0 + k]
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int row = row0 + h * (W::kThreads / 2);
+#pragma unroll
+    for (int k = 0; k < 4; ++k) words[h][k] = 0;
+    if (row >= job.rows) continue;
+    const uint8_t *p = job.src + static_cast<int64_t>(row) * job.src_row_stride + kScalesPerWord * k0;
+    if (cols_left >= 4 * kScalesPerWord) {
+      const uint4 v = __ldg(reinterpret_cast<const uint4 *>(p));
+      words[h][0] = v.x, words[h][1] = v.y, words[h][2] = v.z, words[h][3] = v.w;
+    } else {
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        const int valid = cols_left - 4 * k;  // 4-byte aligned: rows and 4 k0 are
+        words[h][k] = valid >= 4 ? __ldg(reinterpret_cast<const uint32_t *>(p + 4 * k))
+                                 : valid > 0 ? load_word_bytes(p + 4 * k, valid) : 0u;
+      }
+    }
+    if (job.layout_bits & kZeroAsOne) {
+#pragma unroll
+      for (int k = 0; k < 4; ++k) words[h][k] = zero_bytes_as_one(words[h][k], valid_bytes_mask(cols_left - 4 * k));
+    }
+  }
+  // The bytes written may stop short of the layout (a strided destination's last expert): whole words.
+  const int64_t words_written = job.dst_row_stride / 4;
+  uint32_t *const out = reinterpret_cast<uint32_t *>(job.dst);
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int row = row0 + h * (W::kThreads / 2);
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const int64_t w = static_cast<int64_t>(k0 + k) * mn_aligned + row;
+      if (row < mn_aligned && k0 + k < job.tile_cols && w < words_written) out[w] = words[h][k];
     }
   }
 }
@@ -565,9 +713,11 @@ __device__ void store_gather_chunk(const Chunk &c) {
 }
 
 // kPaths: which kinds of job a launch holds beyond the plain export ones, so each launch compiles only
-// the store paths it can take. Under the 64-register cap every path compiled in costs spill: the plain
-// export instantiation spills 16 bytes a thread; with the swizzle path (imports into the 128x4 layout)
-// ptxas reports its own figure; with the layout and window-gather paths as well, 272 bytes.
+// the store paths it can take. Under the 64-register cap every path compiled in costs spill (ptxas, sm_90,
+// nvcc 13.0, bytes of spill stores / loads a thread): plain exports 16/16; with the swizzle path (imports
+// into the 128x4 layout) 60/96; with the layout and window-gather paths as well 452/1252. Without
+// staging (kUnstaged): swizzles 0/0, swizzles and layouts 312/980, packed blocks alone (kPackedOnly) 0/0
+// at 40 registers.
 constexpr int kPlainPaths = 0;
 constexpr int kSwizzlePath = 1;        // Swizzle and SwizzledCopy jobs: the 128x4 layout written
 constexpr int kLayoutGatherPaths = 2;  // engine layout jobs and windows starting inside a tile
@@ -580,15 +730,26 @@ constexpr int kLayoutGatherPaths = 2;  // engine layout jobs and windows startin
 // 2026-12-06; narrow launches gain (0.73-0.90 -> 0.84-0.95 of a copy). ptxas: 64 registers, no spill,
 // in every width and capacity.
 constexpr int kInRegisters = 4;
+// Added to kSwizzlePath (with or without kLayoutGatherPaths): no job of the launch stages chunks in shared
+// memory (none is an unswizzle other than a gather), so the loop has neither shared memory nor barriers,
+// and no register set is held across a store for the next chunk's loads (load_chunk loads nothing for
+// these jobs): the swizzle and layout stores keep those registers (produce_compact_kernel).
+constexpr int kUnstaged = 8;
+// With kUnstaged alone: a launch of DeepGEMM packed blocks only (kPackedBlocks jobs), the store with
+// nothing else compiled in (no spill; with the other layout paths beside it the kernel spills).
+constexpr int kPackedOnly = 16;
 template <class W, int kPaths>
 __device__ void store_chunk(const Chunk &c, const uint32_t *tiles) {
+  if constexpr ((kPaths & kPackedOnly) != 0) return store_packed_block<W>(c);
   if constexpr ((kPaths & kLayoutGatherPaths) != 0) {
-    if (c.job->kind == JobKind::Layout)
-      return c.job->padded.rows ? store_layout_chunk<W, true>(c) : store_layout_chunk<W, false>(c);
+    if (c.job->kind == JobKind::Layout) {
+      if (c.job->padded.rows) return store_layout_chunk<W, true>(c);
+      return c.job->layout_bits & kPackedBlocks ? store_packed_block<W>(c) : store_layout_chunk<W, false>(c);
+    }
     if (c.job->gather) return store_gather_chunk<W>(c);
   }
   if constexpr ((kPaths & kSwizzlePath) != 0) {
-    if (c.job->kind == JobKind::Swizzle || c.job->kind == JobKind::SwizzledCopy) return store_swizzled_chunk<W>(c);
+    if (c.job->kind == JobKind::Swizzle || c.job->kind == JobKind::SwizzledCopy) return store_swizzled_chunk<W, (kPaths & kUnstaged) != 0>(c);
   }
   if (c.job->tiles.direct) return store_direct_chunk<W>(c, tiles);
   // A register copy: through the pointer, every global store below could alias the job's fields.
@@ -643,31 +804,38 @@ __global__ void __launch_bounds__(W::kThreads, W::kMinBlocksPerSm) produce_compa
   int32_t chunk = static_cast<int32_t>(blockIdx.x);
   if (chunk >= total_chunks) return;
   int job_index = 0;
-  uint4 regs[W::kVectorsPerThread];
   Chunk current = locate<W>(batch, chunk, job_index);
-  if constexpr (kPaths == kInRegisters) {
+  if constexpr ((kPaths & kUnstaged) != 0) {
+    while (true) {
+      store_chunk<W, kPaths>(current, nullptr);  // no tiles: no chunk of the launch reads shared memory
+      chunk += static_cast<int32_t>(gridDim.x);
+      if (chunk >= total_chunks) return;
+      current = locate<W>(batch, chunk, job_index);
+    }
+  } else if constexpr (kPaths == kInRegisters) {
     // Two register sets in turn, the loop unrolled by two: moving the next chunk's set into the current
     // one would wait out its loads, which is what the pipeline avoids.
-    uint4 other[W::kVectorsPerThread];
+    uint4 regs[W::kVectorsPerThread], other[W::kVectorsPerThread];
     load_transposed_chunk<W>(current, regs);
     while (transposed_step<W>(batch, total_chunks, chunk, job_index, current, regs, other) &&
            transposed_step<W>(batch, total_chunks, chunk, job_index, current, other, regs)) {
     }
-    return;
-  }
-  __shared__ __align__(16) uint32_t tiles[W::kSmemWords];
-  load_chunk<W>(current, regs);
-  while (true) {
-    stage_chunk<W>(current, regs, tiles);
-    __syncthreads();
-    const int32_t next = chunk + static_cast<int32_t>(gridDim.x);
-    const bool has_next = next < total_chunks;
-    if (has_next) load_chunk<W>(locate<W>(batch, next, job_index), regs);
-    store_chunk<W, kPaths>(current, tiles);
-    __syncthreads();
-    if (!has_next) break;
-    chunk = next;
-    current = locate<W>(batch, chunk, job_index);  // recomputed rather than kept live across the store
+  } else {
+    __shared__ __align__(16) uint32_t tiles[W::kSmemWords];
+    uint4 regs[W::kVectorsPerThread];
+    load_chunk<W>(current, regs);
+    while (true) {
+      stage_chunk<W>(current, regs, tiles);
+      __syncthreads();
+      const int32_t next = chunk + static_cast<int32_t>(gridDim.x);
+      const bool has_next = next < total_chunks;
+      if (has_next) load_chunk<W>(locate<W>(batch, next, job_index), regs);
+      store_chunk<W, kPaths>(current, tiles);
+      __syncthreads();
+      if (!has_next) break;
+      chunk = next;
+      current = locate<W>(batch, chunk, job_index);  // recomputed rather than kept live across the store
+    }
   }
 }
 
@@ -769,9 +937,11 @@ template <class W, int kCapacity>
 void launch_batch(const JobBatch<kCapacity> &batch, int64_t chunks, cudaStream_t stream) {
   if (chunks == 0) return;
   int paths = kPlainPaths;
-  bool in_registers = true;
+  bool in_registers = true, staged = false, packed_only = true;
   for (int i = 0; i < batch.count; ++i) {
     const DeviceJob &j = batch.jobs[i];
+    staged = staged || (j.kind == JobKind::Unswizzle && !j.gather);
+    packed_only = packed_only && j.kind == JobKind::Layout && j.padded.rows == 0 && (j.layout_bits & kPackedBlocks) != 0;
     if (j.kind == JobKind::Layout || j.gather != 0) paths |= kLayoutGatherPaths;
     else if (j.kind == JobKind::Swizzle || j.kind == JobKind::SwizzledCopy) paths |= kSwizzlePath;
     in_registers = in_registers && j.kind == JobKind::Unswizzle && !j.gather && !j.tiles.direct &&
@@ -780,7 +950,11 @@ void launch_batch(const JobBatch<kCapacity> &batch, int64_t chunks, cudaStream_t
   const UnswizzlePath path = unswizzle_path();
   if (in_registers && (path == UnswizzlePath::Registers || (path == UnswizzlePath::Measured && std::is_same_v<W, Narrow>)))
     return launch_kernel<W, kCapacity, kInRegisters>(batch, chunks, stream);
-  if (paths & kLayoutGatherPaths) launch_kernel<W, kCapacity, kSwizzlePath | kLayoutGatherPaths>(batch, chunks, stream);
+  if (packed_only) launch_kernel<W, kCapacity, kPackedOnly | kUnstaged>(batch, chunks, stream);
+  else if ((paths & kLayoutGatherPaths) && !staged)
+    launch_kernel<W, kCapacity, kSwizzlePath | kLayoutGatherPaths | kUnstaged>(batch, chunks, stream);
+  else if (paths & kLayoutGatherPaths) launch_kernel<W, kCapacity, kSwizzlePath | kLayoutGatherPaths>(batch, chunks, stream);
+  else if ((paths & kSwizzlePath) && !staged) launch_kernel<W, kCapacity, kSwizzlePath | kUnstaged>(batch, chunks, stream);
   else if (paths & kSwizzlePath) launch_kernel<W, kCapacity, kSwizzlePath>(batch, chunks, stream);
   else launch_kernel<W, kCapacity, kPlainPaths>(batch, chunks, stream);
 }
@@ -791,30 +965,75 @@ int64_t layout_job_bytes(const ScaleJob &job) {
   return job.layout_bytes >= 0 && job.layout_bytes < size ? job.layout_bytes : size;
 }
 
+// A layout job into the whole 128x4 layout from a row-major S, neither transposed nor padded: exactly a
+// swizzle job's output, byte 0 written as 1 when zero_as_one (which is what made it a layout job,
+// scale_job). It runs as a swizzle job with kZeroAsOne in its layout_bits, whose chunks move tiles (in
+// registers from aligned rows, store_swizzled_quads) rather than gathering each word from 32 rows
+// through the layout's inverse index.
+bool runs_as_swizzle(const ScaleJob &job) {
+  return job.kind == JobKind::Layout && job.layout == MXFP8_SCALE_LAYOUT_128X4 && !job.swizzled && !job.read_transposed &&
+         job.pad.rows == 0 && layout_job_bytes(job) == layout_size(job.layout, job.dst.rows, job.dst.cols);
+}
+
+// A DeepGEMM packed layout job that store_packed_block takes: from a row-major S whose rows start 16-byte
+// aligned, neither transposed nor padded, into a 4-byte aligned destination of whole words (rows well
+// inside 32 bits: the block's row indices are ints).
+bool packed_blocks(const ScaleJob &job) {
+  return job.kind == JobKind::Layout && job.layout == MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED && !job.swizzled &&
+         !job.read_transposed && job.pad.rows == 0 && job.src.col_stride == 1 &&
+         ((reinterpret_cast<uintptr_t>(job.src.data) | static_cast<uintptr_t>(job.src.row_stride)) & 15) == 0 &&
+         (reinterpret_cast<uintptr_t>(job.dst.data) & 3) == 0 && layout_job_bytes(job) % 4 == 0 &&
+         job.dst.rows < (int64_t{1} << 30);
+}
+
+// The kind the kernel runs a job as.
+JobKind device_kind(const ScaleJob &job) { return runs_as_swizzle(job) ? JobKind::Swizzle : job.kind; }
+
+// A swizzle job whose chunks store_swizzled_quads moves (in a kUnstaged launch): the same test as the
+// kernel's (store_swizzled_chunk).
+bool swizzles_in_quads(const ScaleJob &job) {
+  return device_kind(job) == JobKind::Swizzle && !job.swizzled && job.src.col_stride == 1 &&
+         ((reinterpret_cast<uintptr_t>(job.src.data) | static_cast<uintptr_t>(job.src.row_stride) |
+           reinterpret_cast<uintptr_t>(job.dst.data)) & 15) == 0;
+}
+
 // Narrow swizzled matrices (rows shorter than half a chunk) take direct chunks: whole tile rows, as many as
 // fit, so a chunk stays mostly full however few scales a row holds (an MoE down projection has 24: 5 tile
 // rows of 6 tiles, 30 of 32), and its output is one run of rows.
 // A window of a larger matrix keeps to tile rows (its tiles are not consecutive in storage).
-bool is_direct(const ScaleJob &job, int tiles_per_chunk) {
-  return job.kind == JobKind::Unswizzle && 2 * ceil_div(job.dst.cols, kTileCols) <= tiles_per_chunk &&
-         job.swizzled_row0 == 0 && job.swizzled_col0 == 0 &&
+// Swizzle jobs take them too (store_swizzled_quads) when their rows move in registers, which only the
+// launches without staging compile (kUnstaged): `unstaged`, no job of the run stages a chunk.
+bool is_direct(const ScaleJob &job, int tiles_per_chunk, bool unstaged) {
+  if (2 * ceil_div(job.dst.cols, kTileCols) > tiles_per_chunk) return false;
+  if (device_kind(job) == JobKind::Swizzle) return unstaged && swizzles_in_quads(job);
+  return job.kind == JobKind::Unswizzle && job.swizzled_row0 == 0 && job.swizzled_col0 == 0 &&
          (job.swizzled_tile_stride == 0 || job.swizzled_tile_stride == ceil_div(job.dst.cols, kTileCols));
 }
 
+// Whether a chunk of `job` is staged in shared memory: an unswizzle's, unless its window starts inside a
+// tile (a gather reads global memory byte by byte).
+bool stages_chunks(const ScaleJob &job) {
+  return job.kind == JobKind::Unswizzle && !(job.swizzled && (job.swizzled_row0 != 0 || job.swizzled_col0 != 0));
+}
+
 template <class W>
-int64_t chunks_of(const ScaleJob &job) {
+int64_t chunks_of(const ScaleJob &job, bool unstaged) {
   constexpr int tiles_per_chunk = W::kTilesPerChunk;
-  if (job.kind == JobKind::Layout)
+  if (device_kind(job) == JobKind::Layout) {
+    if (packed_blocks(job))
+      return ceil_div(round_up(job.dst.rows, kDeepGemmMnAlignment), int64_t{kPackedBlockRows<W>}) *
+             ceil_div(ceil_div(job.dst.cols, kPackedScalesPerWord), int64_t{kPackedBlockWords});
     return ceil_div(ceil_div(layout_job_bytes(job), 4), kLayoutWordsPerChunk<W>);
+  }
   const int64_t tile_rows = ceil_div(job.dst.rows, kTileRows), tile_cols = ceil_div(job.dst.cols, kTileCols);
-  if (is_direct(job, tiles_per_chunk))
+  if (is_direct(job, tiles_per_chunk, unstaged))
     return ceil_div(tile_rows, int64_t{direct_tile_rows_per_chunk(tiles_per_chunk, static_cast<int>(tile_cols))});
   return tile_rows * ceil_div(tile_cols, tiles_per_chunk);
 }
 
 // Fills `batch` from jobs[begin..] until it is full; returns the number of blocks it needs.
 template <class W, int kCapacity>
-int64_t fill_batch(JobBatch<kCapacity> &batch, const ScaleJob *jobs, size_t count, size_t &next) {
+int64_t fill_batch(JobBatch<kCapacity> &batch, const ScaleJob *jobs, size_t count, size_t &next, bool unstaged) {
   batch.count = 0;
   int64_t blocks = 0;
   while (next < count && batch.count < kCapacity) {
@@ -826,12 +1045,12 @@ int64_t fill_batch(JobBatch<kCapacity> &batch, const ScaleJob *jobs, size_t coun
     j.dst = in.dst.data;
     j.src_row_stride = in.src.row_stride;
     if (in.kind == JobKind::PermuteRows) fail(MXFP8_ERROR_INTERNAL, "a row permutation reached the scale kernel");
-    const bool layout = in.kind == JobKind::Layout;
-    j.kind = in.kind;
+    j.kind = device_kind(in);
+    const bool layout = j.kind == JobKind::Layout;
     j.dst_row_stride = layout ? layout_job_bytes(in) : in.dst.row_stride;
     j.dst_col_stride = in.dst.col_stride;
     j.src_col_stride = in.src.col_stride;
-    j.layout_bits = layout ? layout_job_bits(in) : 0;
+    j.layout_bits = layout ? layout_job_bits(in) | (packed_blocks(in) ? kPackedBlocks : 0) : in.zero_as_one ? kZeroAsOne : 0;
     j.rows = checked_int32(in.dst.rows, "scale rows");
     j.cols = checked_int32(in.dst.cols, "scale columns");
     j.tile_cols = static_cast<int32_t>(ceil_div(j.cols, kTileCols));
@@ -842,7 +1061,7 @@ int64_t fill_batch(JobBatch<kCapacity> &batch, const ScaleJob *jobs, size_t coun
     if (layout) {
       j.padded = PaddedFrom{checked_int32(in.pad.rows, "padded scale rows"), checked_int32(in.pad.cols, "padded scale columns")};
     } else {
-      j.tiles = TileShape{is_direct(in, W::kTilesPerChunk), static_cast<int32_t>(ceil_div(j.rows, kTileRows))};
+      j.tiles = TileShape{is_direct(in, W::kTilesPerChunk, unstaged), static_cast<int32_t>(ceil_div(j.rows, kTileRows))};
     }
     // Swizzle jobs write (and copy) whole tiles of their own matrix; only Unswizzle jobs read windows.
     if (in.kind != JobKind::Unswizzle && (in.swizzled_row0 || in.swizzled_col0 || (in.swizzled_tile_stride && in.swizzled_tile_stride != j.tile_cols)))
@@ -851,7 +1070,7 @@ int64_t fill_batch(JobBatch<kCapacity> &batch, const ScaleJob *jobs, size_t coun
     j.window_row0 = static_cast<int16_t>(in.swizzled_row0);
     j.window_col0 = static_cast<int8_t>(in.swizzled_col0);
     j.gather = in.swizzled && (in.swizzled_row0 != 0 || in.swizzled_col0 != 0);
-    blocks += chunks_of<W>(in);
+    blocks += chunks_of<W>(in, unstaged);
     checked_int32(blocks, "blocks in one launch");
     ++batch.count;
   }
@@ -865,32 +1084,32 @@ int64_t fill_batch(JobBatch<kCapacity> &batch, const ScaleJob *jobs, size_t coun
 constexpr int kSmallBatch = 16;
 
 template <class W, int kCapacity>
-void launch_next(const ScaleJob *jobs, size_t count, size_t &next, cudaStream_t stream) {
+void launch_next(const ScaleJob *jobs, size_t count, size_t &next, bool unstaged, cudaStream_t stream) {
   if constexpr (kCapacity == kMaxJobsPerLaunch) {
     auto batch = std::make_unique<JobBatch<kCapacity>>();  // heap, not stack: ~31 KiB
-    launch_batch<W>(*batch, fill_batch<W>(*batch, jobs, count, next), stream);
+    launch_batch<W>(*batch, fill_batch<W>(*batch, jobs, count, next, unstaged), stream);
   } else {
     JobBatch<kCapacity> batch;
-    launch_batch<W>(batch, fill_batch<W>(batch, jobs, count, next), stream);
+    launch_batch<W>(batch, fill_batch<W>(batch, jobs, count, next, unstaged), stream);
   }
 }
 
 template <class W>
-void run_jobs_with(const ScaleJob *jobs, size_t count, cudaStream_t stream) {
+void run_jobs_with(const ScaleJob *jobs, size_t count, bool unstaged, cudaStream_t stream) {
   size_t next = 0;
   while (next < count) {
     const size_t left = count - next;
-    if (left == 1) launch_next<W, 1>(jobs, count, next, stream);
-    else if (left <= kSmallBatch) launch_next<W, kSmallBatch>(jobs, count, next, stream);
-    else launch_next<W, kMaxJobsPerLaunch>(jobs, count, next, stream);
+    if (left == 1) launch_next<W, 1>(jobs, count, next, unstaged, stream);
+    else if (left <= kSmallBatch) launch_next<W, kSmallBatch>(jobs, count, next, unstaged, stream);
+    else launch_next<W, kMaxJobsPerLaunch>(jobs, count, next, unstaged, stream);
   }
 }
 
 // Wide chunks once the batch holds at least kWideChunksPerBlock of them per resident block.
-bool wide_chunks_pay(const ScaleJob *jobs, size_t count) {
+bool wide_chunks_pay(const ScaleJob *jobs, size_t count, bool unstaged) {
   int64_t chunks = 0;
   for (size_t i = 0; i < count; ++i)
-    if (jobs[i].dst.rows > 0 && jobs[i].dst.cols > 0) chunks += chunks_of<Wide>(jobs[i]);
+    if (jobs[i].dst.rows > 0 && jobs[i].dst.cols > 0) chunks += chunks_of<Wide>(jobs[i], unstaged);
   return chunks >= int64_t{kWideChunksPerBlock} *
                        resident_blocks<produce_compact_kernel<Wide, kMaxJobsPerLaunch, kPlainPaths>>(Wide::kThreads);
 }
@@ -962,8 +1181,10 @@ void run_jobs(const ScaleJob *jobs, size_t count, void *stream) {
     count = rest.size();
   }
   if (count == 0) return;
-  if (wide_chunks_pay(jobs, count)) run_jobs_with<Wide>(jobs, count, s);
-  else run_jobs_with<Narrow>(jobs, count, s);
+  // No job of the run staged: every launch of it is kUnstaged, so swizzle jobs may take direct chunks.
+  const bool unstaged = std::none_of(jobs, jobs + count, stages_chunks);
+  if (wide_chunks_pay(jobs, count, unstaged)) run_jobs_with<Wide>(jobs, count, unstaged, s);
+  else run_jobs_with<Narrow>(jobs, count, unstaged, s);
 }
 
 void unswizzle(const uint8_t *swizzled, ByteMatrix dst, void *stream) {
