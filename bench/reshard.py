@@ -4,7 +4,8 @@ Transformer Engine storage (FP8 values + 128x4-swizzled E8M0 scales), three ways
 
   shard     mxfp8.export_bucket with each tensor's shard (rows=, cols=): the shard's values copied and
             its compact scales read straight out of the swizzled tiles, into one bucket, one launch
-            (values of whole rows through cudaMemcpyAsync). What a trainer sends one rank.
+            (on sm_90+ the values, whole rows or a K shard's window of each row, through the bulk copy).
+            What a trainer sends one rank.
   copy      one device-to-device copy of the same number of bytes (the shard's values + compact scales):
             the bandwidth bound.
   crop      what frameworks do today: gather the whole tensor (its values and compact scales exported

@@ -1,5 +1,6 @@
-// Large contiguous copies (the values of a bucket or an import) through a bulk-asynchronous pipeline
-// on Hopper and later: one launch for many spans, where cudaMemcpyAsync costs a host call each.
+// Large copies (the values of a bucket or an import, whole or a window of their rows) through a
+// bulk-asynchronous pipeline on Hopper and later: one launch for many spans, where cudaMemcpyAsync costs
+// a host call each.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -9,11 +10,17 @@
 
 namespace mxfp8::cuda {
 
-// One contiguous run of bytes to copy.
+// `rows` runs of `row_bytes` bytes to copy, `src_stride` and `dst_stride` bytes apart (a contiguous run
+// is one row): the flat values of a tensor, or a window of its rows (a K shard's columns).
 struct CopySpan {
   const uint8_t *src;
   uint8_t *dst;
-  int64_t bytes;
+  int64_t row_bytes;
+  int64_t rows = 1;
+  int64_t src_stride = 0;
+  int64_t dst_stride = 0;
+
+  int64_t bytes() const { return rows * row_bytes; }
 };
 
 // Whether bulk_copy runs on the current device: the device is sm_90 or later, the library carries code
@@ -21,10 +28,14 @@ struct CopySpan {
 // call each, as before the pipeline existed).
 bool bulk_copy_available();
 
-// What bulk_copy takes: src, dst and bytes all multiples of 16 (the bulk copy unit).
+// What bulk_copy takes: src, dst, row_bytes and (with more than one row) both strides all multiples of
+// 16 (the bulk copy's unit), rows that do not overlap.
 inline bool bulk_copy_fits(const CopySpan &s) {
-  return ((reinterpret_cast<uintptr_t>(s.src) | reinterpret_cast<uintptr_t>(s.dst) |
-           static_cast<uintptr_t>(s.bytes)) & 15) == 0;
+  const uint64_t strides = s.rows > 1 ? static_cast<uint64_t>(s.src_stride | s.dst_stride) : 0;
+  const bool apart = s.rows <= 1 || (s.src_stride >= s.row_bytes && s.dst_stride >= s.row_bytes);
+  return apart && s.row_bytes >= 0 && s.rows >= 0 &&
+         ((reinterpret_cast<uintptr_t>(s.src) | reinterpret_cast<uintptr_t>(s.dst) |
+           static_cast<uint64_t>(s.row_bytes) | strides) & 15) == 0;
 }
 
 // Queues every span on `stream` (spans that fit, on a device where bulk_copy_available()).

@@ -1116,8 +1116,9 @@ bool wide_chunks_pay(const ScaleJob *jobs, size_t count, bool unstaged) {
 
 // Large contiguous copies (the values of a bucket or an import, and scales that need no layout change)
 // leave the scale kernel, whose row segments reach 0.70-0.85 of copy speed (H200): on sm_90 and later
-// all of them go to one bulk-copy launch (bulk_copy_cuda.cu), elsewhere (or with MXFP8_BULK_COPY=0, or
-// unaligned) each to a cudaMemcpyAsync, which costs a host call per part.
+// all of them go to one bulk-copy launch (bulk_copy_cuda.cu), with the large windows of rows of at least
+// kBulkWindowMinRowBytes (a K shard's values); elsewhere (or with MXFP8_BULK_COPY=0, or unaligned) each
+// contiguous one to a cudaMemcpyAsync, which costs a host call per part, and windows stay in the kernel.
 // MXFP8_COPY_ENGINE_MIN_BYTES, read once: the smallest part copied that way (0: never, every byte in the
 // one kernel launch). Unset: 64 KiB where the bulk copy takes them (its launch costs the same for one part
 // or a thousand: a refit's 3 MiB NVFP4 values and 200-800 KiB scale tiles ran at 0.6-0.7 of copy speed
@@ -1145,6 +1146,20 @@ bool is_flat_copy(const ScaleJob &j) {
          j.src.row_stride == j.src.cols && j.dst.row_stride == j.dst.cols;
 }
 
+// The shortest rows of a window the bulk copy takes (one bulk load per row): a K shard's 1 KiB rows
+// (TP-8 of K = 8192) and up; shorter ones stay in the scale kernel's row segments.
+constexpr int64_t kBulkWindowMinRowBytes = 512;
+
+// A job that copies whole rows of bytes between two row-major matrices (a window of rows on either side).
+bool is_row_copy(const ScaleJob &j) {
+  return j.kind == JobKind::Copy && j.src.col_stride == 1 && j.dst.col_stride == 1;
+}
+
+CopySpan span_of(const ScaleJob &j) {
+  if (is_flat_copy(j)) return CopySpan{j.src.data, j.dst.data, j.dst.rows * j.dst.cols};
+  return CopySpan{j.src.data, j.dst.data, j.dst.cols, j.dst.rows, j.src.row_stride, j.dst.row_stride};
+}
+
 }  // namespace
 
 void run_jobs(const ScaleJob *jobs, size_t count, void *stream) {
@@ -1158,9 +1173,11 @@ void run_jobs(const ScaleJob *jobs, size_t count, void *stream) {
   auto s = static_cast<cudaStream_t>(stream);
   // The bulk copy's threshold is the smaller one: the device is asked whether the bulk copy runs (a
   // cudaGetDevice) only once some part reaches it, so a call of small jobs pays nothing for the route.
+  // Windows of rows (a K shard's columns) go to the bulk copy too, whose loads are one per row; to
+  // cudaMemcpyAsync only contiguous parts go (a window would be a cudaMemcpy2DAsync, a host call each).
   const int64_t bulk_min_bytes = copy_engine_min_bytes(true);
   std::vector<ScaleJob> rest;
-  const auto large = [&](const ScaleJob &j) { return is_flat_copy(j) && j.dst.rows * j.dst.cols >= bulk_min_bytes; };
+  const auto large = [&](const ScaleJob &j) { return is_row_copy(j) && j.dst.rows * j.dst.cols >= bulk_min_bytes; };
   if (bulk_min_bytes > 0 && std::any_of(jobs, jobs + count, large)) {
     const bool bulk = bulk_copy_available();
     const int64_t memcpy_min_bytes = copy_engine_min_bytes(false);
@@ -1169,11 +1186,13 @@ void run_jobs(const ScaleJob *jobs, size_t count, void *stream) {
     rest.reserve(count);
     for (size_t i = 0; i < count; ++i) {
       const ScaleJob &j = jobs[i];
-      const CopySpan span{j.src.data, j.dst.data, j.dst.rows * j.dst.cols};
-      if (!is_flat_copy(j) || span.bytes < min_bytes) rest.push_back(j);
+      const CopySpan span = span_of(j);
+      const bool window = span.rows > 1;
+      if (!is_row_copy(j) || span.bytes() < min_bytes) rest.push_back(j);
+      else if (window && !(bulk && span.row_bytes >= kBulkWindowMinRowBytes && bulk_copy_fits(span))) rest.push_back(j);
       else if (bulk && bulk_copy_fits(span)) spans.push_back(span);
-      else if (span.bytes < memcpy_min_bytes) rest.push_back(j);  // unaligned: not a host call each
-      else check(cudaMemcpyAsync(span.dst, span.src, static_cast<size_t>(span.bytes), cudaMemcpyDefault, s),
+      else if (span.bytes() < memcpy_min_bytes) rest.push_back(j);  // unaligned: not a host call each
+      else check(cudaMemcpyAsync(span.dst, span.src, static_cast<size_t>(span.bytes()), cudaMemcpyDefault, s),
                  "queueing a copy of values");
     }
     bulk_copy(spans.data(), spans.size(), s);

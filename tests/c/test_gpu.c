@@ -289,14 +289,16 @@ static void test_gpu_shard_equals_crop(void **state) {
 
 /* Buckets of shards and the import of each rank's shard of a whole bucket, on the GPU, byte for byte
  * equal to the host path (which test_shard.c checks against the test's own crop and formula swizzle):
- * row ranges (tile-aligned and not), row pieces, K-column shards (values through the kernel's row
- * copies), compact and 128x4 destinations. */
+ * row ranges (tile-aligned and not), row pieces, K-column shards, compact and 128x4 destinations.
+ * The K shards' values are windows of rows: 800-byte rows (the bulk copy on sm_90+ when
+ * MXFP8_COPY_ENGINE_MIN_BYTES lets it take them, 20 rows a chunk), 1 KiB rows from row 5 of 333 (16 a
+ * chunk, the last chunk partial) and 34,848-byte rows (three chunks a row, the last 2,080 bytes). */
 static void test_gpu_shard_buckets_and_imports_equal_the_host(void **state) {
   (void)state;
   REQUIRE_GPU();
-  enum { T = 4 };
-  static const int64_t shapes[T][2] = {{1024, 8192}, {257, 200}, {640, 1056}, {384, 4096}};
-  static const int storages[T] = {2, 2, 1, 2};
+  enum { T = 6 };
+  static const int64_t shapes[T][2] = {{1024, 8192}, {257, 200}, {640, 1056}, {384, 4096}, {333, 4096}, {96, 36864}};
+  static const int storages[T] = {2, 2, 1, 2, 1, 2};
   uint64_t rng = 4040;
   test_tensor *hd[T], *hs[T];
   gpu_tensor *gd[T], *gs[T];
@@ -320,7 +322,9 @@ static void test_gpu_shard_buckets_and_imports_equal_the_host(void **state) {
   sh[1].row_begin = 37, sh[1].row_end = 250, sh[1].col_begin = 64; /* a window inside tiles: the gather */
   sh[2].col_begin = 256, sh[2].col_end = 1056;                     /* a K shard with a partial last block */
   sh[3].row_begin = 128, sh[3].row_end = 384;
-  const mxfp8_shard *shards[T] = {&sh[0], &sh[1], &sh[2], &sh[3]};
+  sh[4].row_begin = 5, sh[4].row_end = 333, sh[4].col_begin = 1024, sh[4].col_end = 2048;
+  sh[5].col_begin = 1024, sh[5].col_end = 35872;
+  const mxfp8_shard *shards[T] = {&sh[0], &sh[1], &sh[2], &sh[3], &sh[4], &sh[5]};
   mxfp8_transfer_desc gpu = transfer_desc(MXFP8_TRANSFER_FROM_TENSORS, MXFP8_TRANSFER_TO_BUCKET, T), host = gpu;
   gpu.tensors = (const mxfp8_tensor *const *)gt, gpu.shards = shards;
   host.tensors = (const mxfp8_tensor *const *)ht, host.shards = shards;
