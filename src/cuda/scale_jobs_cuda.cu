@@ -1177,7 +1177,12 @@ void run_jobs(const ScaleJob *jobs, size_t count, void *stream) {
   // cudaMemcpyAsync only contiguous parts go (a window would be a cudaMemcpy2DAsync, a host call each).
   const int64_t bulk_min_bytes = copy_engine_min_bytes(true);
   std::vector<ScaleJob> rest;
-  const auto large = [&](const ScaleJob &j) { return is_row_copy(j) && j.dst.rows * j.dst.cols >= bulk_min_bytes; };
+  // What could leave the kernel: a part as large as the bulk copy's threshold that is contiguous, or a
+  // window of rows long enough for it (a window of short rows never leaves, so it asks the device nothing).
+  const auto large = [&](const ScaleJob &j) {
+    const CopySpan span = span_of(j);
+    return is_row_copy(j) && span.bytes() >= bulk_min_bytes && (span.rows == 1 || span.row_bytes >= kBulkWindowMinRowBytes);
+  };
   if (bulk_min_bytes > 0 && std::any_of(jobs, jobs + count, large)) {
     const bool bulk = bulk_copy_available();
     const int64_t memcpy_min_bytes = copy_engine_min_bytes(false);
