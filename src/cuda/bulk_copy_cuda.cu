@@ -8,9 +8,9 @@
 // kChunkBytes are numbered span after span, and block b takes chunks b, b + grid, b + 2 * grid, ..., so
 // that every block reads from many places at once and a span's tail is spread. A span of rows shorter
 // than a chunk (a K shard's window: 1-4 KiB of each 8-28 KiB row) puts as many whole rows in a chunk as
-// fit, one bulk load each, completing on the stage's one barrier; its store is one bulk copy when the
-// destination rows are adjacent (a bucket, a shard's own parameter), else one per row. A longer row is
-// cut into chunks, as a contiguous span (one row) is.
+// fit, one bulk load each, completing on the stage's one barrier; the destination rows are adjacent (a
+// bucket, a shard's own buffer), so the chunk's store is one bulk copy. A longer row is cut into chunks,
+// as a contiguous span (one row) is.
 //
 // Why not cudaMemcpyAsync per span: a 235B-class refit moves 1,504 spans of 6-12 MiB, and each call
 // costs ~5-10 µs of host time: the GPU outran the host that fed it (issue 36, bench/refit_scale.py).
@@ -33,7 +33,7 @@ namespace {
 constexpr int kChunkBytes = static_cast<int>(kCopyChunkBytes);  // core/copy_chunks.hpp cuts spans into these
 constexpr int kStages = 6;                          // 96 KiB a block: two blocks an SM
 constexpr int kRingBytes = kStages * kChunkBytes;
-constexpr int kMaxSpans = 580;                      // 56 bytes each: 32,496 bytes of parameter
+constexpr int kMaxSpans = 680;                      // 48 bytes each: 32,656 bytes of parameter
 
 struct SpanBatch {
   int32_t count;
@@ -43,7 +43,6 @@ struct SpanBatch {
   int64_t row_bytes[kMaxSpans];
   int64_t rows[kMaxSpans];
   int64_t src_stride[kMaxSpans];
-  int64_t dst_stride[kMaxSpans];
   int64_t first_chunk[kMaxSpans];  // chunks of the spans before this one
 };
 static_assert(sizeof(SpanBatch) <= 32764, "the kernel parameter limit");
@@ -67,9 +66,7 @@ __global__ void __launch_bounds__(32) bulk_copy_kernel(const __grid_constant__ S
   extern __shared__ __align__(128) uint8_t ring[];
   __shared__ __align__(8) uint64_t full[kStages];
   __shared__ uint8_t *stage_dst[kStages];
-  __shared__ int64_t stage_dst_stride[kStages];  // 0: the stage's rows land adjacent, one store
-  __shared__ uint32_t stage_rows[kStages];
-  __shared__ uint32_t stage_row_bytes[kStages];
+  __shared__ uint32_t stage_bytes[kStages];
   if (threadIdx.x != 0) return;
   const int64_t step = gridDim.x;
   const int64_t mine = blockIdx.x < batch.total_chunks ? (batch.total_chunks - blockIdx.x + step - 1) / step : 0;
@@ -87,11 +84,9 @@ __global__ void __launch_bounds__(32) bulk_copy_kernel(const __grid_constant__ S
     const int64_t row_bytes = batch.row_bytes[span];
     const CopyChunk c = copy_chunk(row_bytes, batch.rows[span], chunk - batch.first_chunk[span]);
     const uint32_t rows = static_cast<uint32_t>(c.rows), bytes = static_cast<uint32_t>(c.bytes);
-    const int64_t src_stride = batch.src_stride[span], dst_stride = batch.dst_stride[span];
-    stage_dst[stage] = batch.dst[span] + c.row * dst_stride + c.offset;
-    stage_dst_stride[stage] = rows > 1 && dst_stride != row_bytes ? dst_stride : 0;
-    stage_rows[stage] = rows;
-    stage_row_bytes[stage] = bytes;
+    const int64_t src_stride = batch.src_stride[span];
+    stage_dst[stage] = batch.dst[span] + c.row * row_bytes + c.offset;  // destination rows back to back
+    stage_bytes[stage] = rows * bytes;
     const uint32_t barrier = shared_address(&full[stage]);
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(barrier), "r"(rows * bytes)
                  : "memory");
@@ -106,17 +101,10 @@ __global__ void __launch_bounds__(32) bulk_copy_kernel(const __grid_constant__ S
   for (int64_t n = 0; n < mine; ++n) {
     const int stage = static_cast<int>(n % kStages);
     wait_parity(shared_address(&full[stage]), static_cast<uint32_t>((n / kStages) & 1));
-    const uint32_t staged = shared_address(ring + stage * kChunkBytes), bytes = stage_row_bytes[stage];
-    const int64_t dst_stride = stage_dst_stride[stage];
-    if (dst_stride == 0) {  // the rows land adjacent: one store of them all
-      asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;"
-                   ::"l"(stage_dst[stage]), "r"(staged), "r"(stage_rows[stage] * bytes) : "memory");
-    } else {
-      for (uint32_t r = 0; r < stage_rows[stage]; ++r)
-        asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;"
-                     ::"l"(stage_dst[stage] + r * dst_stride), "r"(staged + r * bytes), "r"(bytes) : "memory");
-    }
-    asm volatile("cp.async.bulk.commit_group;" ::: "memory");  // one group: every store of the chunk
+    asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;"
+                 ::"l"(stage_dst[stage]), "r"(shared_address(ring + stage * kChunkBytes)), "r"(stage_bytes[stage])
+                 : "memory");
+    asm volatile("cp.async.bulk.commit_group;" ::: "memory");
     // Refill the stage the previous store read from, once it has read it (at most this store pending).
     if (n >= 1 && n - 1 + kStages < mine) {
       asm volatile("cp.async.bulk.wait_group.read 1;" ::: "memory");
@@ -183,7 +171,6 @@ void bulk_copy(const CopySpan *spans, size_t count, cudaStream_t stream) {
       batch->row_bytes[i] = s.row_bytes;
       batch->rows[i] = s.rows;
       batch->src_stride[i] = s.src_stride;
-      batch->dst_stride[i] = s.dst_stride;
       batch->first_chunk[i] = chunks;
       chunks += copy_chunk_count(s.row_bytes, s.rows);
     }

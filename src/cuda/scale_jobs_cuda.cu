@@ -1150,14 +1150,16 @@ bool is_flat_copy(const ScaleJob &j) {
 // (TP-8 of K = 8192) and up; shorter ones stay in the scale kernel's row segments.
 constexpr int64_t kBulkWindowMinRowBytes = 512;
 
-// A job that copies whole rows of bytes between two row-major matrices (a window of rows on either side).
+// A job that copies whole rows of a row-major source (a window of its rows: a K shard's columns) to
+// rows back to back: what a bucket or a shard's own buffer receives, and a CopySpan carries.
 bool is_row_copy(const ScaleJob &j) {
-  return j.kind == JobKind::Copy && j.src.col_stride == 1 && j.dst.col_stride == 1;
+  return j.kind == JobKind::Copy && j.src.col_stride == 1 && j.dst.col_stride == 1 &&
+         (j.dst.row_stride == j.dst.cols || j.dst.rows == 1);
 }
 
 CopySpan span_of(const ScaleJob &j) {
   if (is_flat_copy(j)) return CopySpan{j.src.data, j.dst.data, j.dst.rows * j.dst.cols};
-  return CopySpan{j.src.data, j.dst.data, j.dst.cols, j.dst.rows, j.src.row_stride, j.dst.row_stride};
+  return CopySpan{j.src.data, j.dst.data, j.dst.cols, j.dst.rows, j.src.row_stride};
 }
 
 }  // namespace
