@@ -1179,28 +1179,28 @@ void run_jobs(const ScaleJob *jobs, size_t count, void *stream) {
   // cudaMemcpyAsync only contiguous parts go (a window would be a cudaMemcpy2DAsync, a host call each).
   const int64_t bulk_min_bytes = copy_engine_min_bytes(true);
   std::vector<ScaleJob> rest;
-  // What could leave the kernel: a part as large as the bulk copy's threshold that is contiguous, or a
-  // window of rows long enough for it (a window of short rows never leaves, so it asks the device nothing).
-  const auto large = [&](const ScaleJob &j) {
-    const CopySpan span = span_of(j);
-    return is_row_copy(j) && span.bytes() >= bulk_min_bytes && (span.rows == 1 || span.row_bytes >= kBulkWindowMinRowBytes);
+  // What may leave the kernel: a part as large as the bulk copy's threshold that is contiguous, or a
+  // window of rows long enough for the bulk copy's one load a row (a window of short rows never leaves,
+  // so a call of them asks the device nothing).
+  const auto may_leave = [&](const ScaleJob &j, const CopySpan &span) {
+    return is_row_copy(j) && span.bytes() >= bulk_min_bytes &&
+           (span.rows == 1 || span.row_bytes >= kBulkWindowMinRowBytes);
   };
-  if (bulk_min_bytes > 0 && std::any_of(jobs, jobs + count, large)) {
+  if (bulk_min_bytes > 0 &&
+      std::any_of(jobs, jobs + count, [&](const ScaleJob &j) { return may_leave(j, span_of(j)); })) {
     const bool bulk = bulk_copy_available();
-    const int64_t memcpy_min_bytes = copy_engine_min_bytes(false);
-    const int64_t min_bytes = bulk ? bulk_min_bytes : memcpy_min_bytes;
+    const int64_t memcpy_min_bytes = copy_engine_min_bytes(false);  // never below bulk_min_bytes
     std::vector<CopySpan> spans;
     rest.reserve(count);
     for (size_t i = 0; i < count; ++i) {
       const ScaleJob &j = jobs[i];
       const CopySpan span = span_of(j);
-      const bool window = span.rows > 1;
-      if (!is_row_copy(j) || span.bytes() < min_bytes) rest.push_back(j);
-      else if (window && !(bulk && span.row_bytes >= kBulkWindowMinRowBytes && bulk_copy_fits(span))) rest.push_back(j);
-      else if (bulk && bulk_copy_fits(span)) spans.push_back(span);
-      else if (span.bytes() < memcpy_min_bytes) rest.push_back(j);  // unaligned: not a host call each
-      else check(cudaMemcpyAsync(span.dst, span.src, static_cast<size_t>(span.bytes()), cudaMemcpyDefault, s),
-                 "queueing a copy of values");
+      const bool leaves = may_leave(j, span);
+      if (leaves && bulk && bulk_copy_fits(span)) spans.push_back(span);
+      else if (leaves && span.rows == 1 && span.bytes() >= memcpy_min_bytes)  // unaligned, or no bulk copy
+        check(cudaMemcpyAsync(span.dst, span.src, static_cast<size_t>(span.bytes()), cudaMemcpyDefault, s),
+              "queueing a copy of values");
+      else rest.push_back(j);  // small, a window the bulk copy cannot take, or not a copy of rows
     }
     bulk_copy(spans.data(), spans.size(), s);
     jobs = rest.data();
