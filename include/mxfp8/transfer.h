@@ -263,10 +263,11 @@ typedef struct mxfp8_transfer_desc {
    *              mxfp8_convert); for MXFP8_SCALE_LAYOUT_DEEPGEMM_FLOAT32 also float32 (R * C elements).
    *   global_scales[i]: float32, one element per amax (the shard's rows for a per-row amax), aligned to 4
    *              bytes, receiving desc.global_scale's convention of each amax, bit for bit what
-   *              mxfp8_export_global_scale returns for the same amax and E4M3_MAX. */
+   *              mxfp8_export_global_scale returns for the same amax and E4M3_MAX; NULL at an MXFP8
+   *              entry (a buffer there is refused: nothing would write it). */
   DLTensor *const *values;        /* NULL, or a NULL entry: that entry's scales only */
   DLTensor *const *scales;        /* required */
-  DLTensor *const *global_scales; /* read at NVFP4 entries only, required when there is one */
+  DLTensor *const *global_scales; /* required when there is an NVFP4 entry; NULL at MXFP8 entries */
 
   /* TO_BUCKET: contiguous uint8 of at least the planned size, and the plan of mxfp8_bucket_parts for this
    * desc (each part checked against it: the right size, inside the bucket, apart from the others). */

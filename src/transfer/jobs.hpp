@@ -47,7 +47,8 @@ std::vector<mxfp8_bucket_part> plan_bucket_parts(const BucketTensors &in, int32_
 struct ImportTargets {
   DLTensor *const *values = nullptr;
   DLTensor *const *scales = nullptr;
-  const int32_t *layouts = nullptr;  // NULL: all compact
+  const int32_t *layouts = nullptr;        // NULL: all compact
+  DLTensor *const *global_scales = nullptr;  // NVFP4 entries' only: one given at an MXFP8 entry is refused
   struct Entry {
     DLTensor *values, *scales;
     int32_t layout;

@@ -209,6 +209,13 @@ ExportJobs tensor_bucket_jobs(const BucketTensors &in, int32_t scale_fixup, cons
       fail(MXFP8_ERROR_INVALID_ARGUMENT, "desc.parts_out[", i, "] gives ", p.amax_bytes, " amax bytes at byte ",
            p.amax_offset, ", ", e.sharded ? "the shard of " : "", "desc.tensors[", i, "] has ", e.sizes.amax,
            " at a multiple of 4: plan the bucket with mxfp8_bucket_parts for this desc");
+    // The receiver reads the amax as float32 where it lies (a bucket mapped or received in place), so a
+    // bucket whose address puts it off a multiple of 4 would be written here and refused there.
+    if (const uintptr_t misaligned = reinterpret_cast<uintptr_t>(base) % kAmaxAlignment)
+      fail(MXFP8_ERROR_INVALID_ARGUMENT, "desc.bucket_out starts ", misaligned, " byte", misaligned == 1 ? "" : "s",
+           " past a multiple of 4, so the float32 amax of desc.tensors[", i, "] (an NVFP4 tensor) at byte ",
+           p.amax_offset, " would be unaligned, which a receiver refuses: give a bucket aligned to 4 bytes (not a "
+           "byte slice starting at an odd offset)");
     check_part(p.amax_offset, p.amax_bytes, "amax", "desc.parts_out", i, size, parts);
   }
   check_no_overlap(parts);

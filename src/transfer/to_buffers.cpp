@@ -36,6 +36,10 @@ CheckedDestination check_destination(const ImportTargets &targets, size_t i, int
                                      std::vector<Span> &spans) {
   const ImportTargets::Entry d = targets.at(i);
   // Names formatted without snprintf or allocation: this runs once per tensor of a whole model.
+  // A buffer nothing would write is the caller's mistake (an entry they took for NVFP4), not a no-op.
+  if (targets.global_scales && targets.global_scales[i])
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, IndexedName("desc.global_scales", i), " is set, but entry ", i,
+         " is an MXFP8 tensor, which has no second-level scale: nothing would write it; leave it NULL");
   const IndexedName name("desc.target_layouts", i);
   const LayoutInfo &layout = layout_info(d.layout, name);
   if (layout.permutes_value_rows)
@@ -190,9 +194,10 @@ void add_nvfp4_entry(const mxfp8_transfer_desc &m, size_t i, const CheckedEntry 
     fail(MXFP8_ERROR_INVALID_ARGUMENT, "desc.global_scales is NULL but desc.formats[", i,
          "] is MXFP8_FORMAT_NVFP4: an NVFP4 entry needs a destination for its second-level scale");
   // The offset is a multiple of 4 (checked); the kernels read floats, so the bucket's address must be too.
-  if (reinterpret_cast<uintptr_t>(e.amax) % alignof(float) != 0)
-    fail(MXFP8_ERROR_INVALID_ARGUMENT, "desc.parts_in[", i, "]: the amax at byte ", m.parts_in[i].amax_offset,
-         " of the bucket is not aligned to its 4-byte floats");
+  if (const uintptr_t misaligned = reinterpret_cast<uintptr_t>(e.amax) % alignof(float))
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, "desc.parts_in[", i, "]: the float32 amax at byte ", m.parts_in[i].amax_offset,
+         " of the bucket is unaligned, as desc.bucket_in starts ", misaligned, " byte", misaligned == 1 ? "" : "s",
+         " past a multiple of 4: give the bucket at an address aligned to 4 bytes");
   const int64_t r = e.scale_rows, scale_cols = e.scale_cols;
   ScaleSource scales{nullptr, false, ByteMatrix{const_cast<uint8_t *>(e.scales), r, scale_cols, scale_cols, 1}, r, scale_cols};
   if (e.layout->value == MXFP8_SCALE_LAYOUT_128X4) scales = ScaleSource{e.scales, false, ByteMatrix{}, r, scale_cols};
@@ -207,7 +212,7 @@ ExportJobs import_bucket_jobs(const mxfp8_transfer_desc &m) {
   const CheckedManifest checked = check_bucket_manifest(m);
   ExportJobs result;
   if (m.count == 0) return result;
-  const ImportTargets targets{m.values, m.scales, m.target_layouts};
+  const ImportTargets targets{m.values, m.scales, m.target_layouts, m.global_scales};
   targets.require();
   const DLTensor *bucket = m.bucket_in;
   memory_of(bucket->device, "desc.bucket_in");  // a device type the library cannot touch fails here
@@ -254,7 +259,7 @@ ExportJobs import_tensor_jobs(const mxfp8_transfer_desc &desc) {
   const mxfp8_shard *const *shards = in.shards;
   if (count == 0) return result;
   if (!in.tensors) fail(MXFP8_ERROR_INVALID_ARGUMENT, "desc.tensors is NULL");
-  const ImportTargets targets{desc.values, desc.scales, desc.target_layouts};
+  const ImportTargets targets{desc.values, desc.scales, desc.target_layouts, desc.global_scales};
   targets.require();
   DLTensor *const *global_scales = desc.global_scales;
   const bool fixup = desc.scale_fixup == MXFP8_SCALE_FIXUP_ZERO_EXPONENT_AS_ONE;  // checked when the desc was read

@@ -2292,6 +2292,7 @@ static void nb_bucket_at_odd_address(nvb_fixture *f) {
   f->b.data = f->bucket + 1;
   f->bucket_shape[0] = kNvbBucketBytes - 1;
 }
+static void nb_fill_bucket_at_odd_address(nvb_fixture *f) { f->call = 2; nb_bucket_at_odd_address(f); }
 static void nb_check_e4m3_max(nvb_fixture *f) { f->call = 4; nb_e4m3_max(f); }
 static void nb_check_amax_misaligned(nvb_fixture *f) { f->call = 4; nb_amax_misaligned(f); }
 static void nb_check_scales_shape_20x8(nvb_fixture *f) { f->call = 4; nb_scales_shape_20x8(f); }
@@ -2314,7 +2315,8 @@ static const nvb_case kNvfp4BucketCases[] = {
     {"mxfp8_transfer", "amax bytes of no amax count", nb_amax_bytes, MXFP8_ERROR_INVALID_ARGUMENT, "desc.parts_in[0].amax_bytes is 8, expected 4 (one float32 amax) or 160 (one per row)"},
     {"mxfp8_transfer", "an unknown E4M3_MAX", nb_e4m3_max, MXFP8_ERROR_INVALID_ARGUMENT, "desc.e4m3_maxes[0] is 300, expected 448 or 256"},
     {"mxfp8_transfer", "an amax not at a multiple of 4 bytes", nb_amax_misaligned, MXFP8_ERROR_INVALID_ARGUMENT, "desc.parts_in[0].amax_offset is 1442, not a multiple of 4"},
-    {"mxfp8_transfer", "a bucket at an odd address (its amax not aligned in memory)", nb_bucket_at_odd_address, MXFP8_ERROR_INVALID_ARGUMENT, "desc.parts_in[0]: the amax at byte 1440 of the bucket is not aligned to its 4-byte floats"},
+    {"mxfp8_transfer", "a bucket at an odd address (its amax not aligned in memory)", nb_bucket_at_odd_address, MXFP8_ERROR_INVALID_ARGUMENT, "desc.parts_in[0]: the float32 amax at byte 1440 of the bucket is unaligned, as desc.bucket_in starts 1 byte past a multiple of 4"},
+    {"mxfp8_transfer", "filling a bucket at an odd address (its amax would be unaligned)", nb_fill_bucket_at_odd_address, MXFP8_ERROR_INVALID_ARGUMENT, "desc.bucket_out starts 1 byte past a multiple of 4, so the float32 amax of desc.tensors[0] (an NVFP4 tensor) at byte 1440 would be unaligned"},
     {"mxfp8_transfer", "an amax part inside the values part", nb_amax_over_values, MXFP8_ERROR_INVALID_ARGUMENT, "desc.parts_in[0] amax (bytes 1276..1280) and desc.parts_in[0] values (bytes 0..1280) overlap in the bucket"},
     {"mxfp8_transfer", "an E4M3 scales shape of the right bytes but not S's", nb_scales_shape_20x8, MXFP8_ERROR_INVALID_ARGUMENT, "desc.scales_shapes[0] is (20, 8), not the NVFP4 rowwise scale matrix of shape (40, 64), which is 40 x 4"},
     {"mxfp8_transfer_check", "an unknown E4M3_MAX", nb_check_e4m3_max, MXFP8_ERROR_INVALID_ARGUMENT, "desc.e4m3_maxes[0] is 300, expected 448 or 256"},

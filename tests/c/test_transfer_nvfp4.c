@@ -566,6 +566,18 @@ static void test_direct_import_of_nvfp4_and_mxfp8_storage(void **state) {
       t.target_layouts = targets;
       t.global_scales = globals;
       t.global_scale = encode ? MXFP8_NVFP4_GLOBAL_SCALE_ENCODE : MXFP8_NVFP4_GLOBAL_SCALE_DECODE;
+      { /* a global scale given at the MXFP8 entry is refused (nothing would write it), nothing written */
+        float stray = 7.0f;
+        int64_t one[1] = {1};
+        DLTensor g = {&stray, {kDLCPU, 0}, 1, {kDLFloat, 32, 1}, one, NULL, 0};
+        globals[1] = &g;
+        mxfp8_plan *p = NULL;
+        const mxfp8_status status = prepared ? mxfp8_transfer_prepare(&t, &p) : mxfp8_transfer(&t, NULL);
+        EXPECT(status == MXFP8_ERROR_INVALID_ARGUMENT && strstr(mxfp8_last_error(), "desc.global_scales[1]"),
+               "a global scale at the MXFP8 entry: status %d, %s", (int)status, mxfp8_last_error());
+        EXPECT(p == NULL && mv[0] == POISON && d0.values[0] == POISON && stray == 7.0f, "the refused import wrote");
+        globals[1] = NULL;
+      }
       if (prepared) {
         mxfp8_plan *p = NULL;
         EXPECT(mxfp8_transfer_prepare(&t, &p) == MXFP8_OK, "prepare: %s", mxfp8_last_error());
@@ -1213,6 +1225,7 @@ static void x_global_over_values(mixed_fixture *f) { f->dg.data = f->v1 + 16; }
 static void x_global_over_bucket_amax(mixed_fixture *f) { f->dg.data = f->bucket + f->e[1].amax_offset; }
 static void x_global_misaligned(mixed_fixture *f) { f->dg.byte_offset = 1; }
 static void x_global_on_cuda(mixed_fixture *f) { f->dg.device.device_type = kDLCUDA; }
+static void x_global_at_the_mxfp8_entry(mixed_fixture *f) { f->globals[0] = &f->dg; }  /* nothing would write it */
 /* One row of the NVFP4 entry, into destinations sized for all of it. */
 static void x_shard(mixed_fixture *f) {
   const mxfp8_shard init = MXFP8_SHARD_INIT;
@@ -1273,6 +1286,7 @@ static void test_hostile_manifest_of_a_mixed_bucket(void **state) {
       {x_global_over_bucket_amax, MXFP8_ERROR_INVALID_ARGUMENT, "desc.global_scales[1]"},
       {x_global_misaligned, MXFP8_ERROR_INVALID_ARGUMENT, "desc.global_scales[1]"},
       {x_global_on_cuda, MXFP8_ERROR_INVALID_ARGUMENT, "desc.global_scales[1]"},
+      {x_global_at_the_mxfp8_entry, MXFP8_ERROR_INVALID_ARGUMENT, "desc.global_scales[0] is set, but entry 0 is an MXFP8"},
       {x_shard, MXFP8_ERROR_INVALID_ARGUMENT, "desc.values[1]"},
       {x_layout_deepgemm, MXFP8_ERROR_INVALID_ARGUMENT, "desc.source_layouts[1]"},
       {x_layout_trtllm, MXFP8_ERROR_INVALID_ARGUMENT, "desc.source_layouts[1]"},
