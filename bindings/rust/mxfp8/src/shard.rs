@@ -7,7 +7,9 @@ use crate::sys;
 
 /// Which part of a tensor: row ranges of M (concatenated in order; empty: every row) and a range of K
 /// columns (None: all of K). Rowwise, K boundaries are multiples of 32 (or K); columnwise, row
-/// boundaries are multiples of 32 (or M). The library checks them and says which one is wrong.
+/// boundaries are multiples of 32 (or M). The end of the one row range or of the column range may be
+/// [`Shard::END`]: to M or K (several row ranges take explicit ends). The library checks them and says
+/// which one is wrong.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Shard {
     /// Row ranges, concatenated in this order (a fused QKV weight's Q, K and V rows of one rank).
@@ -17,6 +19,10 @@ pub struct Shard {
 }
 
 impl Shard {
+    /// As the end of the one row range or of the column range: the end of the dimension, M or K
+    /// (`MXFP8_SHARD_END`), e.g. `Shard::rows(4096..Shard::END)`.
+    pub const END: i64 = sys::MXFP8_SHARD_END;
+
     /// The whole tensor.
     pub fn whole() -> Self {
         Self::default()
@@ -47,8 +53,15 @@ impl Shard {
         }
         // Saturating: the ranges are not checked yet, and a shape that overflowed would be refused anyway.
         let (k, m) = shape.split_last().map_or((1, 1), |(&k, lead)| (k, lead.iter().fold(1i64, |m, &d| m.saturating_mul(d))));
-        let rows = if self.rows.is_empty() { m } else { self.rows.iter().fold(0i64, |n, r| n.saturating_add(r.end.saturating_sub(r.start))) };
-        let cols = self.cols.as_ref().map_or(k, |c| c.end.saturating_sub(c.start));
+        // END is the dimension's end where the library reads it so: the one row range (row_end) and
+        // the column range (col_end); several row ranges are pieces, where the library refuses it.
+        let end = |r: &Range<i64>, dim: i64| if r.end == Self::END { dim } else { r.end };
+        let rows = match self.rows.as_slice() {
+            [] => m,
+            [one] => end(one, m).saturating_sub(one.start),
+            pieces => pieces.iter().fold(0i64, |n, r| n.saturating_add(r.end.saturating_sub(r.start))),
+        };
+        let cols = self.cols.as_ref().map_or(k, |c| end(c, k).saturating_sub(c.start));
         vec![rows, cols]
     }
 

@@ -245,15 +245,17 @@ impl<'t, 'm> Transfer<'t, 'm> {
         Ok(f(&d))
     }
 
-    /// `mxfp8_bucket_parts`: lays out the bucket of this transfer from tensors (entry i's values, scales
-    /// and NVFP4 amax, each at a multiple of `alignment`, a power of two; 256 suits every consumer's
-    /// vector loads): the parts and the bucket's size. Touches no tensor memory.
+    /// `mxfp8_bucket_parts`: lays out the bucket of this transfer from tensors (entry i's values, compact
+    /// scales and NVFP4 amax, each at a multiple of `alignment`, a power of two; 256 suits every
+    /// consumer's vector loads): the parts and the bucket's size. Touches no tensor memory.
     pub fn bucket_parts(&self, alignment: u64) -> Result<(Vec<BucketPart>, u64), Error> {
         let mut parts = vec![BucketPart::default(); self.count()];
         let mut total = 0u64;
         self.call(|d| {
-            let (values, scales, global_scales) = (ptr::null(), ptr::null(), ptr::null());
-            let d = sys::mxfp8_transfer_desc { destination: sys::MXFP8_TRANSFER_TO_BUCKET, values, scales, global_scales, ..*d };
+            // The bucket's parts, every one compact (what to_bucket fills and a manifest describes), whatever
+            // destination this transfer was given: a to_buffers transfer's targets and layouts are not read.
+            let (values, scales, global_scales, target_layouts) = (ptr::null(), ptr::null(), ptr::null(), ptr::null());
+            let d = sys::mxfp8_transfer_desc { destination: sys::MXFP8_TRANSFER_TO_BUCKET, values, scales, global_scales, target_layouts, ..*d };
             // SAFETY: `parts` holds count elements; the desc's arrays live for the call.
             check(unsafe { sys::mxfp8_bucket_parts(&d, alignment, parts.as_mut_ptr(), &mut total) })
         })??;

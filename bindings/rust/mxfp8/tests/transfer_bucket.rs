@@ -214,3 +214,23 @@ fn handles_are_send_and_sync_where_the_header_says_so() {
     send::<mxfp8::Plan<'static>>();
     send::<mxfp8::Transfer<'static, 'static>>();
 }
+
+/// A bucket's parts are compact whatever destination the transfer was given: `bucket_parts` of a
+/// transfer built `to_buffers` with 128x4 targets lays out the same bucket as the plain transfer (the crate
+/// once passed the targets' layouts along, so its parts described a bucket no `to_bucket` could fill).
+#[test]
+fn bucket_parts_are_compact_whatever_the_destination() {
+    let made = make(64, 64, 91, true, Direction::Rowwise);
+    let (mut values, mut scales) = (vec![POISON; 64 * 64], vec![POISON; 128 * 4]);
+    let to_buffers = Transfer::from_tensors(&[&made.tensor])
+        .to_buffers(vec![mxfp8::Target::new(&mut values, &mut scales, mxfp8::Layout::Cutlass128x4)]);
+    let (parts, total) = to_buffers.bucket_parts(256).unwrap();
+    let plain = Transfer::from_tensors(&[&made.tensor]);
+    assert_eq!((parts.clone(), total), plain.bucket_parts(256).unwrap());
+    assert_eq!(parts[0].scales_bytes, 64 * 2);
+    let manifest = plain.manifest(["w"], &parts).unwrap();
+    let mut bucket = vec![POISON; total as usize];
+    plain.to_bucket(&mut bucket, &parts).run(Stream::default()).unwrap();
+    let views = manifest.unpack(&bucket).unwrap();
+    assert_eq!(views[0].scales.as_host(), Some(&made.scales[..]));
+}

@@ -108,3 +108,18 @@ fn te_storage_imports_directly() {
         }
     }
 }
+
+/// A global scale given at an MXFP8 entry is refused before anything is written: nothing would write it
+/// (the library wrote nothing into it and returned Ok, so the caller's float kept its old value).
+#[test]
+fn a_global_scale_at_an_mxfp8_target_is_refused() {
+    let (tensor, _, _) = make(64, 64, 93, false);
+    let (mut values, mut scales, mut global) = (vec![POISON; 64 * 64], vec![POISON; 64 * 2], vec![7f32; 1]);
+    let err = Transfer::from_tensors(&[&tensor])
+        .to_buffers(vec![Target::new(&mut values, &mut scales, Layout::Compact).global_scale(&mut global)])
+        .run(Stream::default())
+        .unwrap_err();
+    assert_eq!(err.status, Status::InvalidArgument, "{err}");
+    assert!(err.message.contains("desc.global_scales[0]"), "{err}");
+    assert!(values.iter().chain(&scales).all(|&b| b == POISON) && global == [7.0], "the refused transfer wrote");
+}

@@ -178,3 +178,29 @@ fn a_receiver_takes_its_shard_of_a_bucket_and_the_fixup_applies() {
     assert!(err.message.contains("0 shards for 1 entries"), "{err}");
     assert!(v.iter().chain(&s).all(|&b| b == POISON), "a failed import wrote");
 }
+
+/// `Shard::END` (`MXFP8_SHARD_END`) ends the one row range or the column range at M or K: the manifest
+/// entry carries the shard's real shape, and the receiver's views hold the crop of `Shard::rows(a..m)` /
+/// `Shard::cols(b..k)` (the crate once wrote `END - start` into the manifest: `(-1, 64)`).
+#[test]
+fn shard_end_is_the_dimension_end_in_the_manifest() {
+    let w = weight(200, 96, 71, true, 1);
+    for (open, closed) in [
+        (Shard::rows(72..Shard::END), Shard::rows(72..200)),
+        (Shard::cols(32..Shard::END), Shard::cols(32..96)),
+        (Shard { rows: vec![0..Shard::END], cols: Some(64..Shard::END) }, Shard { rows: vec![0..200], cols: Some(64..96) }),
+    ] {
+        let send = Transfer::from_tensors(&[&w.tensor]).shards(std::slice::from_ref(&open));
+        let (parts, total) = send.bucket_parts(256).unwrap();
+        let manifest = send.manifest(["w"], &parts).unwrap();
+        let want_shape = closed.shape_of(&[200, 96]);
+        assert_eq!(open.shape_of(&[200, 96]), want_shape, "{open:?}");
+        assert_eq!(manifest.entries[0].shape, want_shape, "{open:?}");
+        let mut bucket = vec![POISON; total as usize];
+        send.to_bucket(&mut bucket, &parts).run(Stream::default()).unwrap();
+        let views = manifest.unpack(&bucket).unwrap();
+        let (values, scales) = crop(&w, &closed);
+        assert_eq!(views[0].values.as_host(), Some(&values[..]), "{open:?} values");
+        assert_eq!(views[0].scales.as_host(), Some(&scales[..]), "{open:?} scales");
+    }
+}
