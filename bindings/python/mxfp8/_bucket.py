@@ -185,6 +185,7 @@ def export_bucket(
     inputs = _spec_inputs(specs, stream)
     if bucket is not None:
         inputs.check_output("bucket", bucket)
+        _bucket_bytes(bucket)  # 1-D bytes, what unpack_bucket and import_bucket read back
     handles = [_spec_handle(spec, dir_code, inputs) for spec in specs]
     manifest, plan, total, shards = _plan_bucket(specs, handles, direction, dir_code, alignment)
     if bucket is None:
@@ -382,6 +383,10 @@ def _unpack_nvfp4(bucket: Any, e: Mapping[str, Any], torch_bucket: bool) -> "nvf
     if torch_bucket:
         import torch
 
+        if amax.data_ptr() % 4:  # torch views no unaligned float32 (NumPy does); the library refuses it too
+            raise ValueError(f"bucket: the float32 amax of {e['name']!r} at byte {e['amax_offset']} is unaligned, as "
+                             f"the bucket starts {bucket.data_ptr() % 4} byte(s) past a multiple of 4: give the "
+                             "bucket at an address aligned to 4 bytes")
         amax = amax.view(torch.float32)
         divisor = torch.tensor(6.0 * e["e4m3_max"], dtype=torch.float32, device=amax.device)
     else:

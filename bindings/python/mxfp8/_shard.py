@@ -28,7 +28,13 @@ def _range(name: str, value: Any, open_end: bool = True) -> Tuple[int, int]:
     begin = _args.integer(f"{name}[0]", value[0])
     if value[1] is None and open_end:
         return begin, SHARD_END
-    return begin, _args.integer(f"{name}[1]", value[1])
+    end = _args.integer(f"{name}[1]", value[1])
+    # Only None says "to the end": -1 would reach the library as MXFP8_SHARD_END (every row, where a
+    # Python slice means all but the last), and no negative end names a position.
+    if end < 0:
+        raise ValueError(f"{name} is {tuple(value)!r}: an end is a position, not negative"
+                         + (" (None is the end of the dimension)" if open_end else ""))
+    return begin, end
 
 
 def shard_fields(rows: Optional[Rows] = None, cols: Optional[Range] = None, name: str = "") -> Dict[str, Any]:

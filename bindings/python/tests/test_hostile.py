@@ -623,3 +623,46 @@ def test_a_buffer_of_several_dimensions_is_refused_by_iter_buckets_and_prepare_b
             mxfp8.prepare_buckets(tensors, bucket_bytes=1 << 20, buffer=buffer)
         with pytest.raises(ValueError, match="buffer must be a 1-D byte buffer"):
             list(mxfp8.iter_buckets(tensors, bucket_bytes=1 << 20, buffer=buffer))
+    # export_bucket too: it filled a 2-D bucket and handed it back, which unpack_bucket refused.
+    buffer = np.full((2, 8448), POISON, np.uint8)
+    with pytest.raises(ValueError, match="bucket must be a 1-D byte buffer, got shape \\(2, 8448\\)"):
+        mxfp8.export_bucket(tensors, bucket=buffer)
+    assert (buffer == POISON).all()
+
+
+def _nvfp4_spec(module):
+    rng = np.random.default_rng(0)
+    spec = {"format": "nvfp4", "data": rng.integers(0, 256, (4, 16), dtype=np.uint8),
+            "scale_inv": rng.integers(1, 0x7F, (4, 2), dtype=np.uint8), "amax": np.array([3.5], np.float32),
+            "swizzled": False, "shape": (4, 32)}
+    if module == "torch":
+        import torch
+        spec = {k: torch.from_numpy(v) if isinstance(v, np.ndarray) else v for k, v in spec.items()}
+    return spec
+
+
+@pytest.mark.parametrize("module", ["numpy", "torch"])
+def test_an_nvfp4_bucket_at_an_odd_address_is_refused_where_it_is_made_and_read(module):
+    # The float32 amax lies at a multiple of 4 bytes into the bucket; a bucket one byte past an aligned
+    # address put it off 4 bytes: export_bucket filled it, every receiver refused it ("byte 512").
+    if module == "torch":
+        torch = pytest.importorskip("torch")
+        zeros = lambda n: torch.zeros(n, dtype=torch.uint8)  # noqa: E731
+    else:
+        zeros = lambda n: np.zeros(n, np.uint8)  # noqa: E731
+    spec = _nvfp4_spec(module)
+    odd = zeros(1024)[1:]
+    with pytest.raises(ValueError, match="desc.bucket_out starts 1 byte past a multiple of 4, so the float32 amax"):
+        mxfp8.export_bucket({"w": spec}, bucket=odd)
+    assert not odd.any()
+    bucket, manifest = mxfp8.export_bucket({"w": spec})  # aligned: made and read back
+    moved = zeros(len(bucket) + 1)[1:]
+    moved[:] = bucket  # the same bytes received into a buffer at an odd address
+    params = {"w": (zeros(4 * 16), zeros(4 * 2), np.zeros(1, np.float32) if module == "numpy" else
+                    __import__("torch").zeros(1))}
+    with pytest.raises(ValueError, match="the float32 amax at byte 512 of the bucket is unaligned, as desc.bucket_in "
+                                         "starts 1 byte past a multiple of 4"):
+        mxfp8.import_bucket(moved, manifest, params)
+    if module == "torch":  # torch views no unaligned float32: said in mxfp8's words, not torch's RuntimeError
+        with pytest.raises(ValueError, match="bucket: the float32 amax of 'w' at byte 512 is unaligned"):
+            mxfp8.unpack_bucket(moved, manifest)

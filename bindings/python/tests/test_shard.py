@@ -81,6 +81,10 @@ def test_open_ends_and_cols_only():
     ((40, 40), None, ValueError, "rows [40, 40) are empty"),
     ([(0, 10), (90, 120)], None, ValueError, "options.shard.row_pieces[3] is 120"),
     (5, None, TypeError, "rows must be a (begin, end) pair"),
+    # -1 is not "all but the last" here (nor MXFP8_SHARD_END, which it was, silently: every row); None is the end
+    ((0, -1), None, ValueError, "rows is (0, -1): an end is a position, not negative (None is the end"),
+    (None, (0, -1), ValueError, "cols is (0, -1): an end is a position, not negative"),
+    ([(0, 10), (20, -1)], None, ValueError, "rows[1] is (20, -1): an end is a position, not negative"),
     (("a", 3), None, TypeError, "rows[0] must be an int"),
 ])
 def test_bad_shards_name_the_problem(rows, cols, error, message):
@@ -180,6 +184,8 @@ def test_import_shards_name_the_tensor():
                  lambda s: mxfp8.import_tensors({"w": {"data": data, "scale_inv": buf}}, whole, shards=s)):
         with pytest.raises(ValueError, match=r"shards\['w'\] has 'row': a shard takes 'rows' and 'cols' only"):
             call({"w": {"row": (0, 10)}})  # misspelt: would have imported the whole tensor into whole-size params
+        with pytest.raises(ValueError, match=r"shards\['w'\]: rows is \(0, -1\): an end is a position"):
+            call({"w": {"rows": (0, -1)}})  # read as MXFP8_SHARD_END, it imported every row
         assert (whole["w"][0] == 7).all()
 
 
