@@ -270,7 +270,9 @@ typedef struct mxfp8_transfer_desc {
   DLTensor *const *global_scales; /* required when there is an NVFP4 entry; NULL at MXFP8 entries */
 
   /* TO_BUCKET: contiguous uint8 of at least the planned size, and the plan of mxfp8_bucket_parts for this
-   * desc (each part checked against it: the right size, inside the bucket, apart from the others). */
+   * desc (each part checked against it: the right size, inside the bucket, apart from the others). With an
+   * NVFP4 entry the bucket starts at a multiple of 4 bytes, so its float32 amax lands aligned, as a
+   * receiver reads it. */
   DLTensor *bucket_out;
   const mxfp8_bucket_part *parts_out;
 } mxfp8_transfer_desc;

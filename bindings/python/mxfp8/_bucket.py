@@ -185,7 +185,6 @@ def export_bucket(
     inputs = _spec_inputs(specs, stream)
     if bucket is not None:
         inputs.check_output("bucket", bucket)
-        _bucket_bytes(bucket)  # 1-D bytes, what unpack_bucket and import_bucket read back
     handles = [_spec_handle(spec, dir_code, inputs) for spec in specs]
     manifest, plan, total, shards = _plan_bucket(specs, handles, direction, dir_code, alignment)
     if bucket is None:

@@ -1838,6 +1838,12 @@ void export_bucket(const py::list &tensors, const std::vector<EntryRow> &plan, c
   BucketFill fill(tensors, plan, nvfp4_plan, direction, shards);
   Exchange ex = exchange_for(fill.h.api, fill.h.device, stream, dlpack_stream);
   auto taken = take(bucket, bucket_name.c_str(), ex, Access::Write);
+  // What unpack_bucket and import_bucket read back is 1-D bytes; the library fills any contiguous shape.
+  if (const DLTensor *b = taken->tensor(); b->ndim != 1) {
+    std::string shape = "(";
+    for (int i = 0; i < b->ndim; ++i) shape += (i ? ", " : "") + std::to_string(b->shape[i]);
+    throw py::value_error(bucket_name + " must be a 1-D byte buffer, got shape " + shape + ")");
+  }
   fill.t.desc.bucket_out = taken->tensor();
   check(mxfp8_transfer(&fill.t.desc, reinterpret_cast<void *>(ex.stream)));
 }

@@ -666,3 +666,14 @@ def test_an_nvfp4_bucket_at_an_odd_address_is_refused_where_it_is_made_and_read(
     if module == "torch":  # torch views no unaligned float32: said in mxfp8's words, not torch's RuntimeError
         with pytest.raises(ValueError, match="bucket: the float32 amax of 'w' at byte 512 is unaligned"):
             mxfp8.unpack_bucket(moved, manifest)
+
+
+def test_an_mxfp8_bucket_at_an_odd_address_is_made_and_read():
+    # Only an NVFP4 amax needs the alignment: MXFP8 parts are bytes, at any address.
+    data, buf, s = make_mxfp8((100, 64), "padded", seed=3)
+    odd = np.full(1 << 16, POISON, np.uint8)[1:]
+    bucket, manifest = mxfp8.export_bucket({"w": {"data": data, "scale_inv": buf}}, bucket=odd)
+    assert bucket.ctypes.data % 4 == 1
+    parts = mxfp8.unpack_bucket(bucket, manifest)
+    assert np.array_equal(np.from_dlpack(parts["w"].values).view(np.uint8), data.view(np.uint8))
+    assert np.array_equal(np.from_dlpack(parts["w"].scales), s)
