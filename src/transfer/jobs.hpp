@@ -48,7 +48,7 @@ struct ImportTargets {
   DLTensor *const *values = nullptr;
   DLTensor *const *scales = nullptr;
   const int32_t *layouts = nullptr;        // NULL: all compact
-  DLTensor *const *global_scales = nullptr;  // NVFP4 entries' only: one given at an MXFP8 entry is refused
+  DLTensor *const *global_scales = nullptr;  // read at NVFP4 entries; one given at an MXFP8 entry is refused
   struct Entry {
     DLTensor *values, *scales;
     int32_t layout;

@@ -114,7 +114,7 @@ struct Nvfp4Parts {
 // `device` and added to `spans` as written; then the jobs: the values copied, the E4M3 scales moved by the
 // MXFP8 scale jobs, the amax turned into the asked convention (a per-row amax: the shard's rows' only).
 void add_nvfp4_destination(const Nvfp4Parts &p, const Shard *sh, size_t i, const ImportTargets &targets,
-                           DLTensor *const *global_scales, int32_t convention, const DLDevice &device,
+                           int32_t convention, const DLDevice &device,
                            const char *device_of, std::vector<Span> &spans, ExportJobs &result) {
   const ImportTargets::Entry d = targets.at(i);
   const IndexedName target_name("desc.target_layouts", i);
@@ -123,7 +123,7 @@ void add_nvfp4_destination(const Nvfp4Parts &p, const Shard *sh, size_t i, const
     fail(MXFP8_ERROR_INVALID_ARGUMENT, target_name, " is ", target.enum_name, " for an NVFP4 entry: NVFP4 scales are "
          "imported MXFP8_SCALE_LAYOUT_COMPACT or MXFP8_SCALE_LAYOUT_128X4 (the other layouts are MXFP8's)");
   if (!d.scales) fail(MXFP8_ERROR_INVALID_ARGUMENT, IndexedName("desc.scales", i), " is NULL");
-  DLTensor *global = global_scales ? global_scales[i] : nullptr;
+  DLTensor *global = targets.global_scales ? targets.global_scales[i] : nullptr;
   if (!global) fail(MXFP8_ERROR_INVALID_ARGUMENT, IndexedName("desc.global_scales", i), " is NULL for an NVFP4 entry");
   // What lands: the stored matrix, or the shard's rows x cols of it (cols even: checked by the caller, or
   // multiples of 16 by resolve_nvfp4_shard).
@@ -202,7 +202,7 @@ void add_nvfp4_entry(const mxfp8_transfer_desc &m, size_t i, const CheckedEntry 
   ScaleSource scales{nullptr, false, ByteMatrix{const_cast<uint8_t *>(e.scales), r, scale_cols, scale_cols, 1}, r, scale_cols};
   if (e.layout->value == MXFP8_SCALE_LAYOUT_128X4) scales = ScaleSource{e.scales, false, ByteMatrix{}, r, scale_cols};
   const Nvfp4Parts parts{e.values, scales, reinterpret_cast<const float *>(e.amax), e.amax_count, e.e4m3_max, e.rows, e.cols};
-  add_nvfp4_destination(parts, e.sharded ? &e.shard : nullptr, i, targets, m.global_scales, m.global_scale, device,
+  add_nvfp4_destination(parts, e.sharded ? &e.shard : nullptr, i, targets, m.global_scale, device,
                         "the bucket is", spans, result);
 }
 
@@ -261,7 +261,6 @@ ExportJobs import_tensor_jobs(const mxfp8_transfer_desc &desc) {
   if (!in.tensors) fail(MXFP8_ERROR_INVALID_ARGUMENT, "desc.tensors is NULL");
   const ImportTargets targets{desc.values, desc.scales, desc.target_layouts, desc.global_scales};
   targets.require();
-  DLTensor *const *global_scales = desc.global_scales;
   const bool fixup = desc.scale_fixup == MXFP8_SCALE_FIXUP_ZERO_EXPONENT_AS_ONE;  // checked when the desc was read
   std::vector<Span> spans;
   spans.reserve(6 * count);
@@ -280,7 +279,7 @@ ExportJobs import_tensor_jobs(const mxfp8_transfer_desc &desc) {
     const bool sharded = shards && shards[i];
     const IndexedName shard_name("desc.shards", i);
     if (nv) {  // read straight from the trainer's NVFP4 storage
-      if (!global_scales)
+      if (!targets.global_scales)
         fail(MXFP8_ERROR_INVALID_ARGUMENT, "desc.global_scales is NULL but entry ", i,
              " is an NVFP4 tensor: it needs a destination for its second-level scale");
       const Nvfp4Parts parts{dir.data_begin, dir.source, dir.amax_data, dir.amax_count, nv->e4m3_max,
@@ -289,7 +288,7 @@ ExportJobs import_tensor_jobs(const mxfp8_transfer_desc &desc) {
       Shard sh;
       if (sharded) sh = resolve_nvfp4_shard(shards[i], nv->rows, nv->cols, columnwise, shard_name);
       add_read_spans(*nv, i, "desc.tensors", spans);
-      add_nvfp4_destination(parts, sharded ? &sh : nullptr, i, targets, global_scales, desc.global_scale, nv->device,
+      add_nvfp4_destination(parts, sharded ? &sh : nullptr, i, targets, desc.global_scale, nv->device,
                             "the tensors are", spans, result);
       continue;
     }
