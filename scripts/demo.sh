@@ -21,7 +21,7 @@ scripts/install_deps.sh demo
 cuda=${MXFP8_CUDA:-}
 if [ -n "$cuda" ]; then
   what="MXFP8_CUDA=$cuda"
-elif command -v nvidia-smi >/dev/null && nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then
+elif command -v nvidia-smi >/dev/null && [[ $(nvidia-smi -L 2>/dev/null) == GPU\ * ]]; then
   cuda=AUTO what="a GPU is visible: with the CUDA path if a CUDA compiler is found"
 else
   cuda=OFF what="no GPU visible: the CPU path only; MXFP8_CUDA=ON adds the CUDA path"

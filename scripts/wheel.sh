@@ -171,7 +171,7 @@ step "auditwheel repair"
 python3 -m auditwheel repair -w "$work/repaired" "$wheel" >"$work/repair.log" 2>&1 ||
   { cat "$work/repair.log"; fail "auditwheel repair"; }
 repaired=$(ls "$work"/repaired/mxfp8-*manylinux*.whl)
-python3 -m auditwheel show "$repaired" | tr -s ' \n' ' ' | sed 's/\. /.\n/g' | head -1
+python3 -m auditwheel show "$repaired" | tr -s ' \n' ' ' | sed 's/\. /.\n/g' | sed -n 1p  # not head: its early exit would SIGPIPE sed under pipefail
 python3 -m zipfile -l "$repaired" | awk '{print $1}' | grep -E '\.libs/|\.so' |
   grep -vE '^mxfp8/(_mxfp8\.cpython-[^/]*\.so|libmxfp8\.so\.0)$' && fail "shared objects besides the extension and libmxfp8.so.0 in the wheel"
 cp "$repaired" "$out/$mode/"

@@ -51,10 +51,18 @@ if pkg-config --exists cmocka 2>/dev/null || [ -e /usr/include/cmocka.h ]; then
 fi
 echo "without cmocka: AUTO configures the library, examples and benchmarks (tests off, said so); ON fails naming cmocka"
 
+# Whether `program` resolves libmxfp8.so.0 to a path starting with `where`. ldd's output is read whole
+# first: `ldd | grep -q` fails under pipefail whenever grep's early exit kills ldd with SIGPIPE.
+finds_library() {
+  local resolved
+  resolved=$(ldd "$1")
+  [[ $resolved == *"libmxfp8.so.0 => $2"* ]]
+}
+
 # 3. The build tree's programs.
 for program in "$build/examples/c/export_te_layout" "$build/bench/host_bench"; do
   [ -x "$program" ] || continue
-  ldd "$program" | grep -q "libmxfp8.so.0 => $build/libmxfp8.so.0" || fail "$program does not find $build/libmxfp8.so.0: $(ldd "$program" | grep mxfp8)"
+  finds_library "$program" "$build/libmxfp8.so.0" || fail "$program does not find $build/libmxfp8.so.0: $(ldd "$program" | grep mxfp8)"
 done
 "$build/examples/c/export_te_layout" >/dev/null || fail "the example does not run from the build tree"
 echo "build tree: programs find libmxfp8.so.0 through their RPATH ($(readelf -d "$build/examples/c/export_te_layout" | sed -nE 's/.*Library (runpath|rpath): \[(.*)\]/\1 \2/p' | head -1))"
@@ -65,7 +73,7 @@ cmake --install "$build" --prefix "$prefix" >/dev/null
 cmake -S "$root/tests/install" -B "$work/consumer" -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF \
   >"$work/consumer.log" 2>&1 || { cat "$work/consumer.log"; fail "configuring the find_package consumer"; }
 cmake --build "$work/consumer" >/dev/null
-ldd "$work/consumer/consumer" | grep -q "libmxfp8.so.0 => $prefix/lib" || fail "the consumer does not find $prefix/lib/libmxfp8.so.0"
+finds_library "$work/consumer/consumer" "$prefix/lib" || fail "the consumer does not find $prefix/lib/libmxfp8.so.0"
 "$work/consumer/consumer" | tail -1
 cmake --install "$work/consumer" --prefix "$work/consumer-prefix" >/dev/null
 "$work/consumer-prefix/bin/consumer" >/dev/null || fail "the installed find_package consumer does not run"
