@@ -1,5 +1,6 @@
 #include "core/dltensor_checks.hpp"
 
+#include <numeric>
 #include <utility>
 
 #include "core/error.hpp"
@@ -216,15 +217,17 @@ void check_version(const DLManagedTensorVersioned &m, const char *name) {
 uint8_t *byte_pointer(const DLTensor &t) { return static_cast<uint8_t *>(t.data) + t.byte_offset; }
 
 bool elements_distinct(const ByteMatrix &m) {
-  struct Axis {
-    int64_t size, stride;
-  };
   if (m.rows == 0 || m.cols == 0) return true;  // no elements, nothing to share
-  Axis a{m.rows, m.row_stride}, b{m.cols, m.col_stride};
-  if (a.size <= 1) return b.size <= 1 || b.stride >= 1;
-  if (b.size <= 1) return a.stride >= 1;
-  if (a.stride > b.stride) std::swap(a, b);
-  return a.stride >= 1 && b.stride / a.size >= a.stride;  // b.stride >= a.stride * a.size, without overflow
+  const int64_t rs = m.row_stride, cs = m.col_stride;
+  if (m.rows == 1) return m.cols == 1 || cs >= 1;
+  if (m.cols == 1) return rs >= 1;
+  if (rs < 1 || cs < 1) return false;  // a zero stride with two or more elements along it
+  // Elements (r, c) and (r + dr, c + dc) share a byte iff rs * dr == -cs * dc with |dr| < rows, |dc| < cols
+  // and (dr, dc) != 0; the smallest such pair is |dr| = cs / g, |dc| = rs / g (g = gcd(rs, cs)). So the
+  // bytes are distinct iff that pair does not fit: exact, where "the larger stride clears the other axis's
+  // span" refused interleavings such as strides (2, 99) on (100, 2).
+  const int64_t g = std::gcd(rs, cs);
+  return cs / g >= m.rows || rs / g >= m.cols;
 }
 
 ByteMatrix as_byte_matrix(const DLTensor &t, const char *name, bool any_strides) {

@@ -73,9 +73,8 @@ int64_t bytes_of(int64_t numel, DLDataType dtype, const char *name);
 bool is_compact(const DLTensor &t);
 uint8_t *byte_pointer(const DLTensor &t);
 
-// Whether every element of `m` has a byte of its own. For a destination with arbitrary strides (a
-// transposed write): the smaller stride must be at least 1 and the larger must step over a whole run of
-// the smaller one (interleaved strides that happen to be distinct are refused too: simpler to say).
+// Whether every element of `m` has a byte of its own (a destination with arbitrary strides: a transposed
+// write, or interleaved rows): exactly, as layout.h promises.
 bool elements_distinct(const ByteMatrix &m);
 
 // A scale buffer as rows x cols bytes: leading dimensions are flattened into rows, the last one must

@@ -67,6 +67,47 @@ static void test_unswizzle_into_a_transposed_view(void **state) {
   assert_memory_equal(s, out, sizeof s);
 }
 
+/* Strides that give every element a byte of its own are any such strides, as layout.h says: the exact
+ * rule, checked here against a brute-force search for a shared byte, on interleavings the older rule
+ * ("the larger stride clears the other axis's span") refused. */
+static void test_unswizzle_into_any_strides_with_a_byte_per_element(void **state) {
+  (void)state;
+  static const int64_t cases[][4] = {/* rows, cols, row stride, col stride */
+                                     {100, 2, 2, 99}, {50, 2, 3, 100}, {7, 5, 5, 1}, {100, 2, 2, 98},
+                                     {6, 4, 4, 6},    {6, 4, 4, 7},    {3, 3, 0, 1}, {33, 3, 3, 1}};
+  uint64_t rng = 13;
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
+    const int64_t r = cases[i][0], c = cases[i][1], rs = cases[i][2], cs = cases[i][3];
+    const int64_t span = (r - 1) * rs + (c - 1) * cs + 1, rp = ref_round_up(r, 128), cp = ref_round_up(c, 4);
+    uint8_t *s = malloc((size_t)(r * c)), *swz = malloc((size_t)(rp * cp)), *out = malloc((size_t)span);
+    int *owners = calloc((size_t)span, sizeof *owners);
+    int shared = 0;
+    for (int64_t y = 0; y < r; ++y)
+      for (int64_t x = 0; x < c; ++x) shared |= owners[y * rs + x * cs]++;
+    fill_random_scales(s, (size_t)(r * c), &rng);
+    memset(swz, POISON, (size_t)(rp * cp));
+    for (int64_t y = 0; y < r; ++y)
+      for (int64_t x = 0; x < c; ++x) swz[ref_swizzled_index(y, x, cp)] = s[y * c + x];
+    memset(out, POISON, (size_t)span);
+    int64_t swz_shape[1] = {rp * cp}, shape[2] = {r, c}, strides[2] = {rs, cs};
+    DLTensor swizzled = host_bytes(swz, 1, swz_shape, NULL), view = host_bytes(out, 2, shape, strides);
+    const mxfp8_status st = mxfp8_unswizzle_scales(&swizzled, &view, NULL);
+    EXPECT(st == (shared ? MXFP8_ERROR_INVALID_ARGUMENT : MXFP8_OK), "(%lld, %lld) strides (%lld, %lld): status %d, %s",
+           (long long)r, (long long)c, (long long)rs, (long long)cs, (int)st, shared ? "bytes shared" : "a byte each");
+    for (int64_t b = 0; b < span; ++b)
+      if (shared || !owners[b]) EXPECT(out[b] == POISON, "byte %lld written", (long long)b);
+    if (!shared)
+      for (int64_t y = 0; y < r; ++y)
+        for (int64_t x = 0; x < c; ++x)
+          EXPECT(out[y * rs + x * cs] == s[y * c + x], "(%lld, %lld) at (%lld, %lld)", (long long)y, (long long)x,
+                 (long long)rs, (long long)cs);
+    free(s);
+    free(swz);
+    free(out);
+    free(owners);
+  }
+}
+
 static void test_bad_pairs_are_rejected(void **state) {
   (void)state;
   uint8_t a[512], b[512];
@@ -91,6 +132,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_swizzle_matches_formula_and_zeroes_padding),
       cmocka_unit_test(test_unswizzle_into_a_transposed_view),
+      cmocka_unit_test(test_unswizzle_into_any_strides_with_a_byte_per_element),
       cmocka_unit_test(test_bad_pairs_are_rejected),
   };
   return cmocka_run_group_tests_name("swizzle and unswizzle between caller buffers", tests, NULL, NULL);
