@@ -445,7 +445,7 @@ typedef struct mxfp8_grouped_desc {
   int32_t format;              /* mxfp8_format */
   int32_t scale_layout;        /* mxfp8_scale_layout of every expert's scales */
   int32_t scales;              /* mxfp8_grouped_scales */
-  int32_t num_experts;         /* E >= 1 */
+  int32_t num_experts;         /* E, 1 to 2^20 (1048576) */
   uint32_t reserved;           /* must be 0 */
   int64_t cols;                /* K, shared by all experts */
   int64_t uniform_rows;        /* rows of every expert, when expert_rows is NULL */

@@ -1205,13 +1205,13 @@ static mxfp8_status h_shard_rows_overflow(int *untouched) {
 }
 static mxfp8_status h_cols_int64_max(int *u) { return create_data_and_swizzled(1, INT64_MAX, 1, u); }
 
-static mxfp8_status grouped_with_rows(const int64_t *expert_rows, int64_t uniform_rows, int *untouched) {
+static mxfp8_status grouped_with(int32_t num_experts, const int64_t *expert_rows, int64_t uniform_rows, int *untouched) {
   uint8_t bytes[64];
   int64_t vshape[1] = {0}, sshape[1] = {64};
   DLManagedTensorVersioned data = borrowed_bytes(bytes, kDLCPU, 1, vshape);
   DLManagedTensorVersioned scales = borrowed_bytes(bytes, kDLCPU, 1, sshape);
   mxfp8_grouped_desc desc = MXFP8_GROUPED_DESC_INIT;
-  desc.num_experts = 2;
+  desc.num_experts = num_experts;
   desc.cols = 64;
   desc.uniform_rows = uniform_rows;
   desc.expert_rows = expert_rows;
@@ -1222,11 +1222,13 @@ static mxfp8_status grouped_with_rows(const int64_t *expert_rows, int64_t unifor
   *untouched = out == (mxfp8_grouped_tensor *)(uintptr_t)0xBAD;
   return st;
 }
-static mxfp8_status h_grouped_uniform_max(int *u) { return grouped_with_rows(NULL, INT64_MAX, u); }
+static mxfp8_status h_grouped_uniform_max(int *u) { return grouped_with(2, NULL, INT64_MAX, u); }
 static mxfp8_status h_grouped_rows_sum_overflow(int *u) {
   static const int64_t rows[2] = {4, INT64_MAX - 10};
-  return grouped_with_rows(rows, 0, u);
+  return grouped_with(2, rows, 0, u);
 }
+static mxfp8_status h_grouped_no_experts(int *u) { return grouped_with(0, NULL, 0, u); }
+static mxfp8_status h_grouped_too_many_experts(int *u) { return grouped_with((1 << 20) + 1, NULL, 0, u); }
 
 static mxfp8_status h_swizzle_rows_int64_max(int *untouched) {
   uint8_t out[4] = {POISON, POISON, POISON, POISON};
@@ -1836,6 +1838,8 @@ static const hostile_case kHostileCases[] = {
     {"mxfp8_tensor_create", "INT64_MAX columns, columnwise swizzled scales", h_cols_int64_max, MXFP8_ERROR_INVALID_ARGUMENT, "overflows int64"},
     {"mxfp8_grouped_tensor_create", "uniform_rows INT64_MAX", h_grouped_uniform_max, MXFP8_ERROR_INVALID_ARGUMENT, "overflows int64"},
     {"mxfp8_grouped_tensor_create", "expert rows summing past INT64_MAX", h_grouped_rows_sum_overflow, MXFP8_ERROR_INVALID_ARGUMENT, "overflows int64"},
+    {"mxfp8_grouped_tensor_create", "no experts", h_grouped_no_experts, MXFP8_ERROR_INVALID_ARGUMENT, "desc.num_experts is 0, expected 1 to 1048576"},
+    {"mxfp8_grouped_tensor_create", "more than 2^20 experts", h_grouped_too_many_experts, MXFP8_ERROR_INVALID_ARGUMENT, "desc.num_experts is 1048577, expected 1 to 1048576"},
     {"mxfp8_swizzle_scales", "a compact (INT64_MAX, 0) matrix", h_swizzle_rows_int64_max, MXFP8_ERROR_INVALID_ARGUMENT, "the swizzled scales' padded row count overflows int64"},
     {"mxfp8_tensor_create", "scale strides whose products wrap", h_strides_product_overflow, MXFP8_ERROR_INVALID_ARGUMENT, "address more bytes than int64 can count"},
     {"mxfp8_tensor_create", "a scale row stride of 2^61 over 128 rows", h_row_stride_past_int64, MXFP8_ERROR_INVALID_ARGUMENT, "address more bytes than int64 can count"},
