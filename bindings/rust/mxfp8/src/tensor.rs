@@ -168,7 +168,8 @@ pub struct Components {
     /// or float4).
     pub values: ManagedTensor,
     /// The compact scales (MXFP8 `(*lead, ceil(K/32))` rowwise, `(ceil(M/32), K)` columnwise; NVFP4
-    /// `(rows, ceil(cols/16))` of the stored matrix): a view, or a copy flagged as one.
+    /// `(*lead, ceil(K/16))` rowwise, `(K, ceil(M/16))` columnwise, of the stored matrix): a view, or a
+    /// copy flagged as one.
     pub scales: ManagedTensor,
     /// NVFP4 only: float32, the amax's shape, in the options' global-scale convention (a copy); None
     /// for MXFP8.
@@ -205,7 +206,7 @@ pub(crate) fn compact_scales_shape(shape: &[i64], direction: Direction, format: 
     let m = lead.iter().fold(1i64, |m, &d| m.saturating_mul(d));
     let ceil = |n: i64, b: i64| n / b + i64::from(n % b > 0);
     match (format, direction) {
-        (Format::Nvfp4, Direction::Rowwise) => vec![m, ceil(k, 16)],
+        (Format::Nvfp4, Direction::Rowwise) => lead.iter().copied().chain([ceil(k, 16)]).collect(),
         (Format::Nvfp4, Direction::Columnwise) => vec![k, ceil(m, 16)],
         (_, Direction::Rowwise) => lead.iter().copied().chain([ceil(k, 32)]).collect(),
         (_, Direction::Columnwise) => vec![ceil(m, 32), k],

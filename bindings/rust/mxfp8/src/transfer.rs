@@ -266,6 +266,9 @@ impl<'t, 'm> Transfer<'t, 'm> {
     /// naming the entries in order: each entry's shape (a shard's `(rows, cols)`), format, direction,
     /// compact scales' shape and E4M3_MAX, which the receiver's library checks against the bucket. The
     /// transfer is [`check`](Self::check)ed first: its refusal (an entry's direction or shard) is the error.
+    /// `parts` must be the slice the bucket is filled with ([`to_bucket`](Self::to_bucket)): they are
+    /// recorded as given, and the receiver checks sizes and bounds, so the parts of two entries of equal
+    /// sizes given in another order would label one entry's bytes with the other's name.
     pub fn manifest<S: Into<String>>(&self, names: impl IntoIterator<Item = S>, parts: &[BucketPart]) -> Result<Manifest, Error> {
         let Source::Tensors(tensors) = &self.source else { return Err(invalid("a manifest describes a transfer from tensors")) };
         let names: Vec<String> = names.into_iter().map(Into::into).collect();
@@ -360,8 +363,8 @@ pub struct ManifestEntry {
     pub direction: Direction,
     /// Where its values, scales and (NVFP4) amax lie.
     pub part: BucketPart,
-    /// The shape of the scale matrix, compact (MXFP8 `(*lead, ceil(K/32))` rowwise; NVFP4
-    /// `(rows, ceil(cols/16))`); empty in every entry: not said (the library then checks bytes only). The
+    /// The shape of the scale matrix, compact ([`Tensor::scales_shape`]: rowwise MXFP8
+    /// `(*lead, ceil(K/32))`, NVFP4 `(*lead, ceil(K/16))`); empty in every entry: not said (the library then checks bytes only). The
     /// library takes the scale shapes of all entries or of none: one left empty among others is refused.
     pub scales_shape: Vec<i64>,
     /// NVFP4's E4M3_MAX (448 or 256); 0 for MXFP8.

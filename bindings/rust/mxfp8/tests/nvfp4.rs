@@ -7,7 +7,8 @@ use common::*;
 
 use mxfp8::{
     nvfp4_quantize_into, AmaxMode, AmaxScope, Buf, BufMut, DequantizeOptions, Direction, ExportOptions, Format, GlobalScale, ManagedTensor,
-    Nvfp4Part, Nvfp4QuantizeOptions, PaddedScales, QuantizedScales, ScaleLayout, ScalesDtype, Status, TensorBuilder, ValuesDtype,
+    Nvfp4Part, Nvfp4QuantizeOptions, PaddedScales, QuantizedScales, ScaleLayout, ScalesDtype, Status, Stream, TensorBuilder, Transfer,
+    ValuesDtype,
 };
 
 const E2M1: [f32; 8] = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0];
@@ -424,4 +425,33 @@ fn four_over_six_matches_its_rule() {
     let err = nvfp4_quantize_into(vec![Nvfp4Part { input: Buf::from(&x), shape: &[m as i64, k as i64], values: BufMut::from(&mut values), scales: BufMut::from(&mut scales) }], &options, &mut out_amax)
         .unwrap_err();
     assert_eq!(err.status, Status::InvalidArgument, "{err}");
+}
+
+#[test]
+fn scales_shape_keeps_the_leading_dimensions_as_the_export_does() {
+    // Logical (2, 32, 48) rowwise: the header's compact NVFP4 scales are (*lead, ceil(K/16)) = (2, 32, 3),
+    // as MXFP8's keep theirs; the shape a manifest carries is that one too, so that a receiver in any
+    // binding rebuilds the sender's scales, not a flattened (64, 3).
+    let (lead, m, k) = (2usize, 32usize, 48usize);
+    let values = random_bytes(lead * m * k / 2, 71, 0, 255);
+    let scales = random_bytes(lead * m * k.div_ceil(16), 72, 0x28, 0x48);
+    let tensor = TensorBuilder::new().format(Format::Nvfp4).scale_layout(ScaleLayout::RowMajor)
+        .rowwise(ManagedTensor::from_host(values.clone(), &[lead as i64, m as i64, (k / 2) as i64]).unwrap(),
+                 ManagedTensor::from_host(scales.clone(), &[(lead * m) as i64, k.div_ceil(16) as i64]).unwrap())
+        .amax(Direction::Rowwise, ManagedTensor::from_host(vec![3.0f32], &[1]).unwrap())
+        .build()
+        .unwrap();
+    let expected = [lead as i64, m as i64, k.div_ceil(16) as i64];
+    assert_eq!(tensor.scales_shape(Direction::Rowwise), expected);
+    let parts = tensor.export(&ExportOptions::new()).unwrap();
+    assert_eq!((parts.scales.shape(), parts.scales.to_host::<u8>().unwrap()), (&expected[..], scales.clone()));
+
+    let send = Transfer::from_tensors(&[&tensor]);
+    let (bucket_parts, total) = send.bucket_parts(64).unwrap();
+    let manifest = send.manifest(["w"], &bucket_parts).unwrap();
+    assert_eq!(manifest.entries[0].scales_shape, expected);
+    let mut bucket = vec![POISON; total as usize];
+    send.to_bucket(&mut bucket, &bucket_parts).run(Stream::default()).unwrap();
+    let views = manifest.unpack(&bucket).unwrap();
+    assert_eq!((views[0].scales.as_host().unwrap(), views[0].values.as_host().unwrap()), (&scales[..], &values[..]));
 }

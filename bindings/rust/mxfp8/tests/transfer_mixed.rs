@@ -384,7 +384,10 @@ fn a_mixed_bucket_unpacks_and_imports_on_the_receiving_side() {
     for (i, t, shape) in [(1, &b, vec![2, 70, 40]), (2, &c, vec![45, 34])] {
         let e = &manifest.entries[i];
         assert_eq!((e.format, &e.shape), (Format::Nvfp4, &shape));
-        assert_eq!(e.scales_shape, vec![t.rows as i64, t.k.div_ceil(16) as i64]);
+        // (*lead, ceil(K/16)), as the export and a Python sender's manifest give them.
+        let lead = &shape[..shape.len() - 1];
+        assert_eq!((&e.scales_shape[..lead.len()], e.scales_shape[lead.len()..].to_vec()), (lead, vec![t.k.div_ceil(16) as i64]));
+        assert_eq!(lead.iter().product::<i64>(), t.rows as i64);
         assert_eq!((e.part, e.part.amax_bytes, e.e4m3_max), (parts[i], 4 * t.amax.len() as u64, t.e4m3_max));
     }
 
