@@ -310,6 +310,18 @@ struct BucketSource {
       const auto require = [&](const char *key) {
         if (!get(key)) throw py::value_error(where + " has no '" + key + "'");
       };
+      // A key of the other format is refused, as a spec's is: no reader of this entry would look at it,
+      // so a wrong value there would pass unchecked.
+      const auto refuse_other_format = [&](const char *key) {
+        if (get(key))
+          throw py::value_error(where + " is an " + (nv ? "NVFP4" : "MXFP8") + " entry and has '" + key + "', an " +
+                                (nv ? "MXFP8" : "NVFP4 (\"format\": \"nvfp4\")") + " entry's key");
+      };
+      if (nv) {
+        refuse_other_format("fp8_dtype");
+      } else {
+        for (size_t k = 2; k < 5; ++k) refuse_other_format(kNvfp4Keys[k]);  // amax_offset, amax_bytes, e4m3_max
+      }
       for (const char *key : {"name", "shape"}) require(key);
       for (const char *key : kParts) require(key);
       if (nv) {

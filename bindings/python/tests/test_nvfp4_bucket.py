@@ -147,12 +147,18 @@ def test_an_mxfp8_consumer_cannot_read_an_nvfp4_entry():
     spec, ref = nvfp4_source((40, 64), "compact", "rowwise", False, 448, seed=9)
     bucket, manifest = mxfp8.export_bucket({"w": spec})
     p = params_for(ref, "compact")
-    # A manifest entry without its format reads as E4M3: the part sizes give it away.
+    # A manifest entry without its format reads as MXFP8: its NVFP4 keys give it away, and without them
+    # the part sizes do.
     stripped = [{k: v for k, v in manifest[0].items() if k != "format"}]
+    for read in (lambda: mxfp8.import_bucket(bucket, stripped, {"w": (p[0], p[1])}),
+                 lambda: mxfp8.unpack_bucket(bucket, stripped)):
+        with pytest.raises(ValueError, match=r"manifest\[0\] is an MXFP8 entry and has 'amax_offset', an NVFP4"):
+            read()
+    bare = [{k: v for k, v in stripped[0].items() if k not in ("amax_offset", "amax_bytes", "e4m3_max")}]
     with pytest.raises(ValueError, match="gives 1280 bytes of values, its shape and row-major layout give 2560"):
-        mxfp8.import_bucket(bucket, stripped, {"w": (p[0], p[1])})
+        mxfp8.import_bucket(bucket, bare, {"w": (p[0], p[1])})
     with pytest.raises(ValueError, match="has no 'fp8_dtype'"):
-        mxfp8.unpack_bucket(bucket, stripped)
+        mxfp8.unpack_bucket(bucket, bare)
     # MXFP8 parameters for an NVFP4 entry.
     with pytest.raises(ValueError, match="is an NVFP4 entry: it must be"):
         mxfp8.import_bucket(bucket, manifest, {"w": (p[0], p[1])})
@@ -163,6 +169,29 @@ def test_an_mxfp8_consumer_cannot_read_an_nvfp4_entry():
     assert np.all(p[0] == POISON) and np.all(p[1] == POISON) and np.all(np.isnan(p[2]))
     with pytest.raises(ValueError, match="global_scale is 'amax'"):
         mxfp8.import_bucket(bucket, manifest, {"w": p}, global_scale="amax")
+
+
+@pytest.mark.parametrize("entry, key, value", [
+    ("m", "amax_offset", "garbage"), ("m", "amax_bytes", [1, 2]), ("m", "e4m3_max", 3.5), ("m", "amax_offset", 0),
+    ("a", "fp8_dtype", {"not": "a dtype"}), ("a", "fp8_dtype", "e4m3"),
+])
+def test_a_key_of_the_other_format_is_refused(entry, key, value):
+    # Read by no reader of that entry, the key would pass unchecked whatever it held: refused by name, as
+    # import_tensors refuses a spec's, before anything is written.
+    nv, ref = nvfp4_source((40, 64), "compact", "rowwise", False, 448, seed=11)
+    data, buf, s = make_mxfp8((100, 48), "compact", seed=12)
+    bucket, manifest = mxfp8.export_bucket({"m": {"data": data, "scale_inv": buf}, "a": nv})
+    i = [e["name"] for e in manifest].index(entry)
+    manifest[i][key] = value
+    kind, other = ("MXFP8", "an NVFP4") if entry == "m" else ("NVFP4", "an MXFP8")
+    message = rf"manifest\[{i}\] is an {kind} entry and has '{key}', {other}"
+    mv, ms = np.full(4800, POISON, np.uint8), np.full(200, POISON, np.uint8)
+    pa = params_for(ref, "compact")
+    with pytest.raises(ValueError, match=message):
+        mxfp8.unpack_bucket(bucket, manifest)
+    with pytest.raises(ValueError, match=message):
+        mxfp8.import_bucket(bucket, manifest, {"m": (mv, ms), "a": pa})
+    assert np.all(mv == POISON) and np.all(ms == POISON) and np.all(pa[0] == POISON)
 
 
 def test_bad_nvfp4_specs_are_refused():
