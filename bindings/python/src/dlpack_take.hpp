@@ -27,6 +27,10 @@ namespace mxfp8_python {
 
 namespace py = pybind11;
 
+// A new reference from the C API, owned: every path out drops it exactly once. The extension holds no
+// reference by hand (a manual count dropped __dlpack_device__'s device_type twice on one error path).
+inline py::object steal(PyObject *new_reference) { return py::reinterpret_steal<py::object>(new_reference); }
+
 // How far exchange_api_of follows prev_api looking for our major version (a real chain has one or two).
 constexpr int kMaxExchangeApiHops = 16;
 
@@ -156,6 +160,23 @@ inline py::object call_dunder_dlpack(py::handle obj, const py::object &stream, b
   return py::reinterpret_steal<py::object>(result);
 }
 
+// A producer that cannot export an object says so with BufferError (DLPack's word for it) or RuntimeError
+// (torch's, for a meta or sparse tensor): raised again as the TypeError the API promises for an object it
+// cannot take, naming the argument, the producer's error chained as its cause and its first line quoted.
+// Any other error (TypeError, ValueError, MemoryError, KeyboardInterrupt) propagates as it is.
+[[noreturn]] inline void raise_export_failure(const std::string &name, const char *how) {
+  if (!PyErr_ExceptionMatches(PyExc_BufferError) && !PyErr_ExceptionMatches(PyExc_RuntimeError))
+    throw py::error_already_set();
+  py::error_already_set cause;
+  std::string said = py::str(cause.value()).cast<std::string>();
+  said = said.substr(0, said.find('\n'));
+  const std::string message = name + ": " + how + " could not export it (" +
+                              py::str(py::type::handle_of(cause.value()).attr("__name__")).cast<std::string>() + ": " +
+                              said + ")";
+  py::raise_from(cause, PyExc_TypeError, message.c_str());
+  throw py::error_already_set();
+}
+
 // Takes a capsule a producer returned: versioned (its version and read-only flag checked) or legacy.
 inline std::unique_ptr<TakenTensor> take_capsule(const py::object &capsule, const Name &name, Access access) {
   auto taken = std::make_unique<TakenTensor>();
@@ -215,32 +236,28 @@ inline const JaxNames *jax_names(PyObject *obj) {
   if (std::strcmp(Py_TYPE(obj)->tp_name, "jaxlib._jax.ArrayImpl") != 0) return nullptr;
   looked = true;
   static PyObject *module_name = PyUnicode_InternFromString("jaxlib._jax");
-  PyObject *module = PyImport_GetModule(module_name);
+  const py::object module = steal(PyImport_GetModule(module_name));
   if (!module) {
     PyErr_Clear();
     return nullptr;
   }
-  JaxNames found;
-  found.array = PyObject_GetAttrString(module, "ArrayImpl");
-  found.single_device = found.array ? PyObject_GetAttrString(module, "SingleDeviceSharding") : nullptr;
-  found.export_buffer = found.single_device ? PyObject_GetAttrString(module, "buffer_to_dlpack_managed_tensor") : nullptr;
-  Py_DECREF(module);
-  if (!found.export_buffer || !PyType_Check(found.array) || !PyType_Check(found.single_device) ||
-      reinterpret_cast<PyObject *>(Py_TYPE(obj)) != found.array) {
+  py::object array = steal(PyObject_GetAttrString(module.ptr(), "ArrayImpl"));
+  py::object single_device = array ? steal(PyObject_GetAttrString(module.ptr(), "SingleDeviceSharding")) : py::object();
+  py::object export_buffer =
+      single_device ? steal(PyObject_GetAttrString(module.ptr(), "buffer_to_dlpack_managed_tensor")) : py::object();
+  if (!export_buffer || !PyType_Check(array.ptr()) || !PyType_Check(single_device.ptr()) ||
+      reinterpret_cast<PyObject *>(Py_TYPE(obj)) != array.ptr()) {
     PyErr_Clear();
-    Py_XDECREF(found.array);
-    Py_XDECREF(found.single_device);
-    Py_XDECREF(found.export_buffer);
     return nullptr;
   }
-  names = found;
+  names = JaxNames{array.release().ptr(), single_device.release().ptr(), export_buffer.release().ptr()};
   return &names;
 }
 
-// An attribute, or nullptr with the error cleared when it is an Exception (the caller falls back to the
-// protocol, which raises JAX's own error); anything else (KeyboardInterrupt) propagates.
-inline PyObject *jax_attr(PyObject *obj, PyObject *name) {
-  PyObject *value = PyObject_GetAttr(obj, name);
+// An attribute, or a null object with the error cleared when it is an Exception (the caller falls back to
+// the protocol, which raises JAX's own error); anything else (KeyboardInterrupt) propagates.
+inline py::object jax_attr(PyObject *obj, PyObject *name) {
+  py::object value = steal(PyObject_GetAttr(obj, name));
   if (!value) {
     if (!PyErr_ExceptionMatches(PyExc_Exception)) throw py::error_already_set();
     PyErr_Clear();
@@ -248,17 +265,13 @@ inline PyObject *jax_attr(PyObject *obj, PyObject *name) {
   return value;
 }
 
-// obj's sharding (a new reference) when obj is a jax.Array on one device by its type, else nullptr.
-inline PyObject *jax_single_device_sharding(py::handle obj, const JaxNames **names_out = nullptr) {
+// obj's sharding when obj is a jax.Array on one device by its type, else a null object.
+inline py::object jax_single_device_sharding(py::handle obj, const JaxNames **names_out = nullptr) {
   const JaxNames *names = jax_names(obj.ptr());
-  if (!names || reinterpret_cast<PyObject *>(Py_TYPE(obj.ptr())) != names->array) return nullptr;
+  if (!names || reinterpret_cast<PyObject *>(Py_TYPE(obj.ptr())) != names->array) return {};
   static PyObject *sharding_name = PyUnicode_InternFromString("sharding");
-  PyObject *sharding = jax_attr(obj.ptr(), sharding_name);
-  if (!sharding) return nullptr;
-  if (reinterpret_cast<PyObject *>(Py_TYPE(sharding)) != names->single_device) {
-    Py_DECREF(sharding);
-    return nullptr;
-  }
+  py::object sharding = jax_attr(obj.ptr(), sharding_name);
+  if (!sharding || reinterpret_cast<PyObject *>(Py_TYPE(sharding.ptr())) != names->single_device) return {};
   if (names_out) *names_out = names;
   return sharding;
 }
@@ -276,8 +289,8 @@ inline std::unordered_map<PyObject *, std::pair<int64_t, int64_t>> &jax_devices(
   return known;
 }
 
-// sharding._device (a new reference), or nullptr (error cleared as jax_attr does).
-inline PyObject *jax_device_of_sharding(PyObject *sharding) {
+// sharding._device, or a null object (error cleared as jax_attr does).
+inline py::object jax_device_of_sharding(PyObject *sharding) {
   static PyObject *device_name = PyUnicode_InternFromString("_device");
   return jax_attr(sharding, device_name);
 }
@@ -286,30 +299,25 @@ inline PyObject *jax_device_of_sharding(PyObject *sharding) {
 // __dlpack__). stream: what __dlpack__ would have been given.
 inline py::object jax_capsule(py::handle obj, const py::object &stream) {
   const JaxNames *names = nullptr;
-  PyObject *sharding = jax_single_device_sharding(obj, &names);
-  if (!sharding) return py::none();
-  PyObject *device = jax_device_of_sharding(sharding);
-  Py_DECREF(sharding);
-  if (!device) return py::none();
-  const bool local = jax_devices().count(device) != 0;
-  Py_DECREF(device);
-  if (!local) return py::none();  // not yet known to be this process's: __dlpack__ decides
+  const py::object sharding = jax_single_device_sharding(obj, &names);
+  const py::object device = sharding ? jax_device_of_sharding(sharding.ptr()) : py::object();
+  // not yet known to be this process's: __dlpack__ decides
+  if (!device || jax_devices().count(device.ptr()) == 0) return py::none();
   // The array's shard (addressable_data(0): a new ArrayImpl over the same buffer), exported as __dlpack__
   // exports it, never the caller's array itself: jaxlib's export holds an external reference on the
   // buffer of the array it is given, and the caller's x.delete() while that reference lived (a view
   // export_components returned) destroyed the buffer under it, a CHECK failure that aborted the process.
   static PyObject *addressable_data = PyUnicode_InternFromString("addressable_data");
   static PyObject *zero = PyLong_FromLong(0);
-  PyObject *shard = PyObject_CallMethodOneArg(obj.ptr(), addressable_data, zero);
+  const py::object shard = steal(PyObject_CallMethodOneArg(obj.ptr(), addressable_data, zero));
   if (!shard) {
     if (!PyErr_ExceptionMatches(PyExc_Exception)) throw py::error_already_set();
     PyErr_Clear();  // __dlpack__ says why, in JAX's words
     return py::none();
   }
   static PyObject *stream_only = Py_BuildValue("(s)", "stream");
-  PyObject *args[] = {nullptr, shard, stream.ptr()};
+  PyObject *args[] = {nullptr, shard.ptr(), stream.ptr()};
   PyObject *capsule = PyObject_Vectorcall(names->export_buffer, args + 1, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, stream_only);
-  Py_DECREF(shard);  // the capsule holds what it needs of it
   if (!capsule) {
     if (!PyErr_ExceptionMatches(PyExc_Exception)) throw py::error_already_set();
     // A TypeError: a jaxlib whose function takes other arguments; the route is off for the process (it
@@ -331,10 +339,15 @@ inline std::unique_ptr<TakenTensor> take_jax_or_dunder(py::handle obj, const Nam
                          py::str(py::type::of(obj)).cast<std::string>());
   py::object capsule;
   try {
-    capsule = call_dunder_dlpack(obj, stream, true);
+    try {
+      capsule = call_dunder_dlpack(obj, stream, true);
+    } catch (py::error_already_set &e) {
+      if (!e.matches(PyExc_TypeError)) throw;
+      capsule = call_dunder_dlpack(obj, stream, false);  // a producer older than DLPack 1.0
+    }
   } catch (py::error_already_set &e) {
-    if (!e.matches(PyExc_TypeError)) throw;
-    capsule = call_dunder_dlpack(obj, stream, false);  // a producer older than DLPack 1.0
+    e.restore();
+    raise_export_failure(name.str(), "its __dlpack__");
   }
   ++taken_by_dunder_dlpack;
   return take_capsule(capsule, name, access);
@@ -378,9 +391,10 @@ inline const DLPackExchangeAPI *exchange_api_of(py::handle obj) {
   PyObject *type = reinterpret_cast<PyObject *>(Py_TYPE(obj.ptr()));
   if (auto it = cache.find(type); it != cache.end()) return it->second;
   const DLPackExchangeAPI *api = nullptr;
-  if (PyObject *capsule = PyObject_GetAttrString(type, "__dlpack_c_exchange_api__")) {
-    if (PyCapsule_IsValid(capsule, "dlpack_exchange_api")) {
-      auto *header = static_cast<const DLPackExchangeAPIHeader *>(PyCapsule_GetPointer(capsule, "dlpack_exchange_api"));
+  if (const py::object capsule = steal(PyObject_GetAttrString(type, "__dlpack_c_exchange_api__"))) {
+    if (PyCapsule_IsValid(capsule.ptr(), "dlpack_exchange_api")) {
+      auto *header =
+          static_cast<const DLPackExchangeAPIHeader *>(PyCapsule_GetPointer(capsule.ptr(), "dlpack_exchange_api"));
       // A bounded walk: a producer's chain that loops (or runs on) must not hang the caller holding the GIL.
       for (int hops = 0; header && header->version.major != DLPACK_MAJOR_VERSION; ++hops)
         header = hops < kMaxExchangeApiHops ? header->prev_api : nullptr;
@@ -389,7 +403,6 @@ inline const DLPackExchangeAPI *exchange_api_of(py::handle obj) {
           candidate->managed_tensor_to_py_object_no_sync && candidate->current_work_stream)
         api = candidate;
     }
-    Py_DECREF(capsule);
   } else {
     PyErr_Clear();
   }
@@ -458,6 +471,7 @@ struct Exchange {
 inline void take_from_framework(py::handle obj, const Name &name, Exchange &ex, Access access, TakenTensor &into) {
   if (ex.api->managed_tensor_from_py_object_no_sync(obj.ptr(), &into.managed) != 0 || !into.managed) {
     into.managed = nullptr;
+    if (PyErr_Occurred()) raise_export_failure(name.str(), "the framework's DLPack exchange API");
     raise_exchange_failure(name.str());
   }
   ++taken_by_exchange_api;
@@ -485,10 +499,8 @@ inline py::object storage_of(py::handle obj) {
   static PyObject *tensor_type = nullptr;  // torch.Tensor once torch is imported (no torch object before)
   if (!tensor_type) {
     static PyObject *torch_name = PyUnicode_InternFromString("torch");
-    if (PyObject *torch = PyImport_GetModule(torch_name)) {
-      tensor_type = PyObject_GetAttrString(torch, "Tensor");  // kept for the process's life
-      Py_DECREF(torch);
-    }
+    if (const py::object torch = steal(PyImport_GetModule(torch_name)))
+      tensor_type = PyObject_GetAttrString(torch.ptr(), "Tensor");  // kept for the process's life
     if (!tensor_type && PyErr_Occurred()) throw py::error_already_set();
   }
   if (!tensor_type) return py::none();
@@ -560,10 +572,9 @@ class Plan {
   };
   static uintptr_t address_of(const py::object &storage) {
     static PyObject *method = PyUnicode_InternFromString("data_ptr");
-    PyObject *at = PyObject_CallMethodNoArgs(storage.ptr(), method);
+    const py::object at = steal(PyObject_CallMethodNoArgs(storage.ptr(), method));
     if (!at) throw py::error_already_set();
-    const uintptr_t v = static_cast<uintptr_t>(PyLong_AsUnsignedLongLong(at));
-    Py_DECREF(at);
+    const uintptr_t v = static_cast<uintptr_t>(PyLong_AsUnsignedLongLong(at.ptr()));
     if (PyErr_Occurred()) throw py::error_already_set();
     return v;
   }

@@ -725,12 +725,11 @@ constexpr std::pair<const char *, int> kRoundings[] = {{"rceil", 0}, {"floor", 1
 constexpr std::pair<const char *, int> kLayouts[] = {{"compact", 0}, {"padded", 1}, {"swizzled", 2}};
 constexpr std::pair<const char *, int> kOutputs[] = {{"float32", 0}, {"bfloat16", 1}};
 
-// A module already imported (numpy, torch), or nullptr; no import is attempted.
-PyObject *imported(const char *name) {
-  PyObject *module_name = PyUnicode_FromString(name);
+// A module already imported (numpy, torch), or a null object; no import is attempted.
+py::object imported(const char *name) {
+  const py::object module_name = steal(PyUnicode_FromString(name));
   if (!module_name) throw py::error_already_set();
-  PyObject *module = PyImport_GetModule(module_name);
-  Py_DECREF(module_name);
+  py::object module = steal(PyImport_GetModule(module_name.ptr()));
   if (!module && PyErr_Occurred()) throw py::error_already_set();
   return module;
 }
@@ -738,9 +737,8 @@ PyObject *imported(const char *name) {
 // _args.flag: a real bool, or NumPy's (which makes the call not plain).
 // Whether `value` is NumPy's bool (a flag, as True and False are).
 bool numpy_bool(py::handle value) {
-  PyObject *numpy = imported("numpy");
-  if (!numpy) return false;
-  py::object np = py::reinterpret_steal<py::object>(numpy);
+  const py::object np = imported("numpy");
+  if (!np) return false;
   return py::isinstance(value, np.attr("bool_"));
 }
 
@@ -819,43 +817,31 @@ DevicePair asked_dlpack_device(const char *name, py::handle obj);
 // kind it is asked once per jax Device and remembered (0.8 us a call otherwise). Nothing: not such an
 // array; ask __dlpack_device__.
 std::optional<DevicePair> jax_device(const char *name, py::handle obj) {
-  PyObject *sharding = jax_single_device_sharding(obj);
+  const py::object sharding = jax_single_device_sharding(obj);
   if (!sharding) return std::nullopt;
-  py::object owned = py::reinterpret_steal<py::object>(sharding);
   // A deleted (or donated) array: __dlpack_device__ raises what JAX raises for it, as before the route.
   static PyObject *is_deleted_name = PyUnicode_InternFromString("is_deleted");
-  PyObject *deleted = PyObject_CallMethodNoArgs(obj.ptr(), is_deleted_name);
+  const py::object deleted = steal(PyObject_CallMethodNoArgs(obj.ptr(), is_deleted_name));
   if (!deleted) {
     if (!PyErr_ExceptionMatches(PyExc_Exception)) throw py::error_already_set();
     PyErr_Clear();
     return std::nullopt;
   }
-  const bool is_deleted = deleted != Py_False;
-  Py_DECREF(deleted);
-  if (is_deleted) return std::nullopt;
+  if (deleted.ptr() != Py_False) return std::nullopt;
   static PyObject *memory_kind_name = PyUnicode_InternFromString("memory_kind");
   static PyObject *device_memory = PyUnicode_InternFromString("device");
-  PyObject *kind = jax_attr(sharding, memory_kind_name);
+  const py::object kind = jax_attr(sharding.ptr(), memory_kind_name);
   if (!kind) return std::nullopt;
-  const int is_device_memory = PyUnicode_Check(kind) ? PyUnicode_Compare(kind, device_memory) == 0 : 0;
-  Py_DECREF(kind);
-  if (!is_device_memory) return std::nullopt;  // pinned or unpinned host memory: __dlpack_device__ decides
-  PyObject *device = jax_device_of_sharding(sharding);
+  // pinned or unpinned host memory: __dlpack_device__ decides
+  if (!PyUnicode_Check(kind.ptr()) || PyUnicode_Compare(kind.ptr(), device_memory) != 0) return std::nullopt;
+  py::object device = jax_device_of_sharding(sharding.ptr());
   if (!device) return std::nullopt;
   auto &known = jax_devices();
-  if (auto it = known.find(device); it != known.end()) {
-    Py_DECREF(device);
-    return it->second;
-  }
-  DevicePair d;
-  try {
-    d = asked_dlpack_device(name, obj);
-  } catch (...) {
-    Py_DECREF(device);
-    throw;
-  }
-  // keeps the reference (unless another thread, while __dlpack_device__ ran, put the device there first)
-  if (!known.emplace(device, d).second) Py_DECREF(device);
+  if (auto it = known.find(device.ptr()); it != known.end()) return it->second;
+  const DevicePair d = asked_dlpack_device(name, obj);
+  // The map keeps the reference (unless another thread, while __dlpack_device__ ran, put the device there
+  // first).
+  if (known.emplace(device.ptr(), d).second) device.release();
   return d;
 }
 
@@ -875,15 +861,12 @@ DevicePair asked_dlpack_device(const char *name, py::handle obj) {
   if (PyTuple_Check(device.ptr()) || PyList_Check(device.ptr())) {
     py::sequence seq = py::reinterpret_borrow<py::sequence>(device);
     if (seq.size() == 2) {
-      PyObject *a = PyNumber_Index(py::object(seq[0]).ptr());
-      PyObject *b = a ? PyNumber_Index(py::object(seq[1]).ptr()) : nullptr;
+      const py::object a = steal(PyNumber_Index(py::object(seq[0]).ptr()));
+      const py::object b = a ? steal(PyNumber_Index(py::object(seq[1]).ptr())) : py::object();
       if (a && b) {
-        DevicePair d{PyLong_AsLongLong(a), PyLong_AsLongLong(b)};
-        Py_DECREF(a);
-        Py_DECREF(b);
-        if (!PyErr_Occurred()) return d;
+        const DevicePair d{PyLong_AsLongLong(a.ptr()), PyLong_AsLongLong(b.ptr())};
+        if (!PyErr_Occurred()) return d;  // else one did not fit int64_t
       }
-      Py_XDECREF(a);
       PyErr_Clear();
     }
   }
@@ -895,9 +878,8 @@ DevicePair asked_dlpack_device(const char *name, py::handle obj) {
 py::object torch_of(py::handle obj) {
   const std::string module = py::str(py::type::of(obj).attr("__module__"));
   if (module.rfind("torch", 0) != 0) return py::none();
-  PyObject *t = imported("torch");
-  if (!t) return py::none();
-  py::object torch = py::reinterpret_steal<py::object>(t);
+  py::object torch = imported("torch");
+  if (!torch) return py::none();
   return py::isinstance(obj, torch.attr("Tensor")) ? torch : py::none();
 }
 

@@ -3,6 +3,7 @@ outputs, manifests that lie, arguments of the wrong type or range, objects on di
 case checks the exception, that its message names the Python argument, and that nothing the caller owns
 was written."""
 import gc
+import sys
 
 import numpy as np
 import pytest
@@ -284,6 +285,69 @@ def test_a_lying_dlpack_device_is_a_type_error(device):
     _, buf, _ = one_tensor()
     with pytest.raises(TypeError, match=r"data.__dlpack_device__\(\) returned"):
         mxfp8.export_components(Liar(), buf, swizzled=False)
+
+
+@pytest.mark.parametrize("overflowing", ["device_type", "device_id"])
+def test_a_dlpack_device_past_int64_is_a_type_error_and_drops_no_reference(overflowing):
+    # Both numbers are ints made at run time, held only here, so their reference counts are exact: a
+    # number past int64 in either place must leave both as they were (one extra drop a call freed the
+    # other number under its owner, and the process crashed calls later).
+    other, big = int("1" * 15), 2 ** 64 + int("7")
+    device = (big, other) if overflowing == "device_type" else (other, big)
+
+    class PastInt64:
+        def __dlpack_device__(self):
+            return device
+
+        def __dlpack__(self, **kwargs):
+            raise AssertionError("__dlpack__ called after __dlpack_device__ failed")
+
+    _, buf, _ = one_tensor()
+    counts = sys.getrefcount(big), sys.getrefcount(other)
+    for call in (lambda: mxfp8.export_components(PastInt64(), buf, swizzled=False),
+                 lambda: mxfp8.import_tensors({"w": {"data": PastInt64(), "scale_inv": buf}}, {})):
+        for _ in range(50):
+            with pytest.raises(TypeError, match=r"__dlpack_device__\(\) returned"):
+                call()
+    assert (sys.getrefcount(big), sys.getrefcount(other)) == counts
+
+
+@pytest.mark.parametrize("raised, expected", [(BufferError, TypeError), (RuntimeError, TypeError),
+                                              (ValueError, ValueError), (KeyboardInterrupt, KeyboardInterrupt)])
+def test_a_producer_that_cannot_export_is_a_type_error_naming_the_argument(raised, expected):
+    # DLPack's BufferError and torch's RuntimeError mean "this object cannot be exported": the TypeError the
+    # API promises for an object it cannot take, naming the argument, the producer's error its cause.
+    # Anything else a producer raises is its own to say and propagates unchanged.
+    data, buf, _ = one_tensor()
+
+    class Refusing:
+        def __dlpack_device__(self):
+            return (1, 0)
+
+        def __dlpack__(self, **kwargs):
+            raise raised("cannot export this one\nsecond line")
+
+    with pytest.raises(expected) as caught:
+        mxfp8.export_components(data, Refusing(), swizzled=False)
+    if expected is TypeError:
+        assert str(caught.value) == f"scale_inv: its __dlpack__ could not export it ({raised.__name__}: cannot export this one)"
+        assert isinstance(caught.value.__cause__, raised)
+    else:
+        assert str(caught.value) == "cannot export this one\nsecond line"
+
+
+def test_objects_their_producers_cannot_export_are_type_errors():
+    data, buf, s = one_tensor()
+    with pytest.raises(TypeError, match=r"^out: its __dlpack__ could not export it \(BufferError: ") as caught:
+        mxfp8.convert(data, buf, "compact", swizzled=False, out=np.zeros(s.size, object))
+    assert isinstance(caught.value.__cause__, BufferError)
+    with pytest.raises(TypeError, match=r"^compact: its __dlpack__ could not export it \(BufferError: "):
+        mxfp8.swizzle_scales(s.astype(object))
+    torch = pytest.importorskip("torch")
+    for tensor in (torch.ones(4, 32, device="meta"), torch.ones(4, 32).to_sparse()):
+        with pytest.raises(TypeError, match=r"^x: (its __dlpack__|the framework's DLPack exchange API) could not "
+                                            r"export it \(RuntimeError: [^\n]*\)$"):
+            mxfp8.quantize(tensor)
 
 
 def test_array_dlpack_checks_its_arguments():
