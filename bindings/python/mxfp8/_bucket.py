@@ -148,11 +148,11 @@ def export_bucket(
     """Pack the values and compact scales of many MXFP8 tensors into one buffer, in one launch.
 
     Args:
-        tensors: name -> {"data": ..., "scale_inv": ..., and optionally "fp8_dtype" ("e4m3"), "swizzled"
-            (False), "shape", "rows", "cols"}: the arguments export_components takes, one direction's
-            buffers; with "rows" / "cols" the bucket carries only that shard (desc.shards of the transfer),
+        tensors: name -> {"data": ..., "scale_inv": ..., "swizzled": True or False, and optionally
+            "fp8_dtype" ("e4m3"), "shape", "rows", "cols"}: the arguments export_components takes, one
+            direction's buffers ("swizzled" required, as there: the two layouts have the same size); with "rows" / "cols" the bucket carries only that shard (desc.shards of the transfer),
             described in the manifest as a 2-D (rows, cols) tensor. Other keys are an error.
-            An NVFP4 tensor is {"format": "nvfp4", "data", "scale_inv", "amax", and optionally "swizzled",
+            An NVFP4 tensor is {"format": "nvfp4", "data", "scale_inv", "amax", "swizzled", and optionally
             "shape", "e4m3_max" (448), "rows", "cols"}: the arguments mxfp8.nvfp4.export_components takes
             (with "rows" / "cols" of the logical (M, K), its shard: columns on 16-value blocks rowwise,
             one range of 16-aligned rows columnwise, a per-row amax cut with the rows). It travels as

@@ -157,9 +157,10 @@ def import_tensors(tensors: Mapping[str, Mapping[str, Any]], params: Mapping[str
                    direction: str = "rowwise", layout: str = "compact", stream: Any = None,
                    zero_exponent_as_one: bool = False,
                    shards: Optional[Mapping[str, Mapping[str, Any]]] = None, global_scale: str = "decode") -> None:
-    """The direct path: each source (``{"data", "scale_inv", "swizzled", "fp8_dtype", "shape"}``, the
-    trainer's Transformer Engine storage, e.g. mapped over CUDA IPC) written into ``params[name]`` in one
-    pass, the layout transform fused into it. One launch for all tensors on CUDA.
+    """The direct path: each source (``{"data", "scale_inv", "swizzled"}``, required, and optionally
+    ``"fp8_dtype"`` and ``"shape"``: the trainer's Transformer Engine storage, e.g. mapped over CUDA IPC)
+    written into ``params[name]`` in one pass, the layout transform fused into it. One launch for all
+    tensors on CUDA.
 
     shards: as for import_bucket, {name: {"rows", "cols"}}: this receiver's shard of each source
     (the transfer's desc.shards). A shard of swizzled storage goes into "compact" parameters only.

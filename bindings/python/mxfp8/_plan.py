@@ -67,7 +67,7 @@ def prepare_export(tensors: Mapping[str, Mapping[str, Any]], *, direction: str =
     into ``plan.buffer`` (`out`), back to back in the order of `tensors`; ``plan.views()`` gives each.
 
     Args:
-        tensors: name -> {"data", "scale_inv", and optionally "fp8_dtype", "swizzled", "shape"}, as
+        tensors: name -> {"data", "scale_inv", "swizzled", and optionally "fp8_dtype", "shape"}, as
             export_bucket takes them (whole MXFP8 tensors: a shard or an NVFP4 tensor travels in a bucket).
         direction: "rowwise" or "columnwise", for every tensor.
         out: a contiguous, writeable 1-D uint8 buffer on the tensors' device, at least the scales' size;

@@ -456,8 +456,8 @@ int spec_key_index(PyObject *key) {
   return -1;
 }
 
-// One source spec of import_tensors, read as export_bucket reads its specs: unknown keys refused, data and
-// scale_inv required, "format" "mxfp8" or "nvfp4", "swizzled" a real bool, MXFP8's "fp8_dtype" and
+// One source spec of import_tensors, read as export_bucket reads its specs: unknown keys refused, data,
+// scale_inv and "swizzled" (a real bool) required, "format" "mxfp8" or "nvfp4", MXFP8's "fp8_dtype" and
 // NVFP4's "amax" / "e4m3_max" on their own format only, a shard refused (the receiver's shards= says it).
 // The common values are read here; any other goes to the Python checker that words its refusal.
 struct Source {
@@ -503,8 +503,14 @@ struct Source {
       static const py::handle formats = python_table("mxfp8._manifest", "ENTRY_FORMATS");
       nvfp4 = choice_code(f, formats, [&] { return where() + "['format']"; }) == 1;
     }
-    if (py::handle s = get(kSwizzled))
-      swizzled = s.ptr() == Py_True || (s.ptr() != Py_False && python_check("flag")(where() + "['swizzled']", s).cast<bool>());
+    // Required, as export_components' swizzled= is: TE's padded row-major scales and their 128x4 swizzle
+    // have the same size, so a default would read one as the other without an error.
+    const py::handle s = get(kSwizzled);
+    if (!s)
+      throw py::value_error(where() + " has no 'swizzled': True when its scales are in the cuBLAS 128x4 layout "
+                            "(TE's optimize_for_gemm), False when row-major (compact or padded); the two have the "
+                            "same size, so a guess would read one as the other silently");
+    swizzled = s.ptr() == Py_True || (s.ptr() != Py_False && python_check("flag")(where() + "['swizzled']", s).cast<bool>());
     sharded = get(kRows) || get(kCols);
     if (sharded && !shards)
       throw py::value_error(where() + " has 'rows' / 'cols': import_tensors takes a receiver's shard as "

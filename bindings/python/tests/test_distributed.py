@@ -160,14 +160,14 @@ def test_a_receiver_whose_model_differs_is_refused_before_any_byte_is_written(fa
 
 def test_send_and_receive_before_connect_are_refused():
     sender = mxfp8.distributed.Sender(
-        {"w": {"data": torch.zeros(4, 64, dtype=torch.uint8), "scale_inv": torch.zeros(4, 2, dtype=torch.uint8)}},
+        {"w": {"data": torch.zeros(4, 64, dtype=torch.uint8), "swizzled": False, "scale_inv": torch.zeros(4, 2, dtype=torch.uint8)}},
         bucket_bytes=1 << 16)
     with pytest.raises(mxfp8.distributed.SyncError, match="torch.distributed is not initialized|before connect"):
         sender.send()
     import numpy as np
 
     with pytest.raises(TypeError, match="must be torch tensors"):
-        mxfp8.distributed.Sender({"w": {"data": np.zeros((4, 64), np.uint8), "scale_inv": np.zeros((4, 2), np.uint8)}},
+        mxfp8.distributed.Sender({"w": {"data": np.zeros((4, 64), np.uint8), "swizzled": False, "scale_inv": np.zeros((4, 2), np.uint8)}},
                                  bucket_bytes=1 << 16)
     receiver = mxfp8.distributed.Receiver({})
     with pytest.raises(mxfp8.distributed.SyncError, match="torch.distributed is not initialized|before connect"):

@@ -208,10 +208,10 @@ def test_zero_exponent_fixup_rewrites_only_real_scales():
     # The import path: every exponent 0 arrives as 1 in the engine's parameter.
     params = {"w": (np.full(data.shape, POISON, np.uint8), np.full(mxfp8.scales_shape(data.shape, "deepgemm"), POISON,
                                                                     np.int32), "deepgemm")}
-    mxfp8.import_tensors({"w": {"data": data, "scale_inv": buf}}, params, zero_exponent_as_one=True)
+    mxfp8.import_tensors({"w": {"data": data, "swizzled": False, "scale_inv": buf}}, params, zero_exponent_as_one=True)
     np.testing.assert_array_equal(params["w"][1].view(np.uint8), reference(fixed, "deepgemm"))
     hopper = np.full(mxfp8.scales_shape(data.shape, "deepgemm_float32"), np.nan, np.float32)
-    mxfp8.import_tensors({"w": {"data": data, "scale_inv": buf}}, {"w": (params["w"][0], hopper, "deepgemm_float32")},
+    mxfp8.import_tensors({"w": {"data": data, "swizzled": False, "scale_inv": buf}}, {"w": (params["w"][0], hopper, "deepgemm_float32")},
                          zero_exponent_as_one=True)
     np.testing.assert_array_equal(hopper, sglang_hopper_reference(fixed))
     with pytest.raises(TypeError, match="zero_exponent_as_one must be True or False"):
@@ -224,7 +224,7 @@ def test_zero_exponent_fixup_rewrites_only_real_scales():
     np.testing.assert_array_equal(flat.view(np.uint8), reference(fixed, "deepgemm"))
     assert mxfp8.convert(data, buf, "compact", values=np.False_, swizzled=False).values is None
     params["w"][1][...] = POISON
-    mxfp8.import_tensors({"w": {"data": data, "scale_inv": buf}}, params, zero_exponent_as_one=np.True_)
+    mxfp8.import_tensors({"w": {"data": data, "swizzled": False, "scale_inv": buf}}, params, zero_exponent_as_one=np.True_)
     np.testing.assert_array_equal(params["w"][1].view(np.uint8), reference(fixed, "deepgemm"))
 
 

@@ -88,8 +88,8 @@ def test_outputs_on_the_host_for_cuda_inputs_are_refused_and_untouched():
 def test_tensors_of_one_bucket_on_different_devices():
     a, abuf, _ = make_mxfp8((128, 64), "padded", seed=3)
     with pytest.raises(ValueError, match=r"tensors\['b'\]\['data'\] is on cpu:0 but tensors\['a'\]\['data'\] is on cuda:0"):
-        mxfp8.export_bucket({"a": {"data": cuda(a), "scale_inv": cuda(abuf)},
-                             "b": {"data": torch.from_numpy(a), "scale_inv": torch.from_numpy(abuf)}})
+        mxfp8.export_bucket({"a": {"data": cuda(a), "swizzled": False, "scale_inv": cuda(abuf)},
+                             "b": {"data": torch.from_numpy(a), "swizzled": False, "scale_inv": torch.from_numpy(abuf)}})
 
 
 def test_an_allocator_returning_host_memory_for_a_cuda_input():

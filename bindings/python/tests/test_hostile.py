@@ -71,6 +71,29 @@ def test_forgetting_the_scale_layout_is_a_type_error(call):
 
 
 # ------------------------------------------------------------------------------------ read-only outputs ---
+@pytest.mark.parametrize("call", [
+    lambda t: mxfp8.export_bucket(t),
+    lambda t: list(mxfp8.iter_buckets(t, bucket_bytes=1 << 20)),
+    lambda t: mxfp8.prepare_export(t),
+    lambda t: mxfp8.prepare_buckets(t, bucket_bytes=1 << 20),
+    lambda t: mxfp8.import_tensors(t, {"w": (np.zeros(4800, np.uint8), np.zeros(200, np.uint8))}),
+    lambda t: mxfp8.prepare_import_tensors(t, {"w": (np.zeros(4800, np.uint8), np.zeros(200, np.uint8))}),
+], ids=["export_bucket", "iter_buckets", "prepare_export", "prepare_buckets", "import_tensors",
+        "prepare_import_tensors"])
+@pytest.mark.parametrize("nvfp4", [False, True], ids=["mxfp8", "nvfp4"])
+def test_a_spec_without_its_scale_layout_is_refused(call, nvfp4):
+    """A spec dict is the same raw buffers: without "swizzled", TE's swizzled storage was read as
+    row-major (the same size) and imported wrong scales silently. Refused, naming the entry, before
+    anything is read or written."""
+    data, buf = _swizzled_storage()
+    spec = {"data": data, "scale_inv": buf}
+    if nvfp4:
+        spec = {"format": "nvfp4", "data": data[:, :24].copy(), "scale_inv": buf, "amax": np.float32([1.0])}
+    with pytest.raises(ValueError, match=r"^tensors\['w'\] has no 'swizzled': True when its scales are in the "
+                                         r"cuBLAS 128x4 layout"):
+        call({"w": spec})
+
+
 def test_dequantize_into_a_read_only_array_is_refused():
     data, buf, _ = one_tensor()
     out = read_only(poisoned((100, 48), np.float32))
@@ -85,10 +108,10 @@ def test_dequantize_into_a_read_only_array_is_refused():
 
 def test_export_bucket_into_a_read_only_bucket_is_refused():
     data, buf, _ = one_tensor()
-    bucket, manifest = mxfp8.export_bucket({"w": {"data": data, "scale_inv": buf}})
+    bucket, manifest = mxfp8.export_bucket({"w": {"data": data, "swizzled": False, "scale_inv": buf}})
     ro = read_only(np.full(bucket.shape, POISON, np.uint8))
     with pytest.raises(ValueError, match="bucket is read-only"):
-        mxfp8.export_bucket({"w": {"data": data, "scale_inv": buf}}, bucket=ro)
+        mxfp8.export_bucket({"w": {"data": data, "swizzled": False, "scale_inv": buf}}, bucket=ro)
     assert (ro == POISON).all()
 
 
@@ -96,7 +119,7 @@ def test_iter_buckets_into_a_read_only_buffer_is_refused():
     data, buf, _ = one_tensor()
     ro = read_only(np.full(1 << 16, POISON, np.uint8))
     with pytest.raises(ValueError, match="buffer is read-only"):
-        list(mxfp8.iter_buckets({"w": {"data": data, "scale_inv": buf}}, bucket_bytes=1 << 16, buffer=ro))
+        list(mxfp8.iter_buckets({"w": {"data": data, "swizzled": False, "scale_inv": buf}}, bucket_bytes=1 << 16, buffer=ro))
     assert (ro == POISON).all()
 
 
@@ -305,7 +328,7 @@ def test_a_dlpack_device_past_int64_is_a_type_error_and_drops_no_reference(overf
     _, buf, _ = one_tensor()
     counts = sys.getrefcount(big), sys.getrefcount(other)
     for call in (lambda: mxfp8.export_components(PastInt64(), buf, swizzled=False),
-                 lambda: mxfp8.import_tensors({"w": {"data": PastInt64(), "scale_inv": buf}}, {})):
+                 lambda: mxfp8.import_tensors({"w": {"data": PastInt64(), "swizzled": False, "scale_inv": buf}}, {})):
         for _ in range(50):
             with pytest.raises(TypeError, match=r"__dlpack_device__\(\) returned"):
                 call()
@@ -389,7 +412,7 @@ def bucket_of_three():
     specs, truth = {}, {}
     for i, shape in enumerate([(100, 48), (64, 64), (3, 5, 40)]):
         data, buf, s = make_mxfp8(shape, "padded", seed=20 + i)
-        specs[f"t{i}"] = {"data": data, "scale_inv": buf}
+        specs[f"t{i}"] = {"data": data, "swizzled": False, "scale_inv": buf}
         truth[f"t{i}"] = (data, s)
     bucket, manifest = mxfp8.export_bucket(specs, alignment=64)
     return bucket, manifest, truth
@@ -565,7 +588,7 @@ def test_export_grouped_arguments(call, error, message):
 
 def bucket_spec():
     data, buf, _ = one_tensor()
-    return {"data": data, "scale_inv": buf}
+    return {"data": data, "swizzled": False, "scale_inv": buf}
 
 
 @pytest.mark.parametrize(
@@ -608,10 +631,10 @@ def test_bucket_arguments(call, error, message):
 def test_bucket_errors_from_the_library_name_the_tensor():
     data, buf, _ = one_tensor()
     with pytest.raises(ValueError, match=r"tensors\['w'\]: .*need 128 x 4 = 512 bytes, got 200"):
-        mxfp8.export_bucket({"v": {"data": data, "scale_inv": buf},
+        mxfp8.export_bucket({"v": {"data": data, "swizzled": False, "scale_inv": buf},
                              "w": {"data": data, "scale_inv": np.zeros((100, 2), np.uint8), "swizzled": True}})
     with pytest.raises(ValueError, match=r"tensors\['w'\]\['scale_inv'\]: DLPack version 2\.0"):
-        mxfp8.export_bucket({"w": {"data": data, "scale_inv": Producer(ForgedTensor(0, None, ndim=3, version=(2, 0)),
+        mxfp8.export_bucket({"w": {"data": data, "swizzled": False, "scale_inv": Producer(ForgedTensor(0, None, ndim=3, version=(2, 0)),
                                                                          device=(KDL_CPU, 0))}})
 
 
@@ -632,9 +655,9 @@ def cuda_only(shape=(128, 64), device=0):
          r"out is on cpu:0 but data is on cuda:0"),
         (lambda d, s, h: mxfp8.dequantize(d, h, swizzled=False), r"scale_inv is on cpu:0 but data is on cuda:0"),
         (lambda d, s, h: mxfp8.export_grouped(d, h, num_experts=1, swizzled=False), r"scale_inv is on cpu:0 but data is on cuda:0"),
-        (lambda d, s, h: mxfp8.export_bucket({"w": {"data": d, "scale_inv": s}}, bucket=np.zeros(1 << 16, np.uint8)),
+        (lambda d, s, h: mxfp8.export_bucket({"w": {"data": d, "swizzled": False, "scale_inv": s}}, bucket=np.zeros(1 << 16, np.uint8)),
          r"bucket is on cpu:0 but tensors\['w'\]\['data'\] is on cuda:0"),
-        (lambda d, s, h: mxfp8.export_bucket({"a": {"data": d, "scale_inv": s}, "b": {"data": h, "scale_inv": h}}),
+        (lambda d, s, h: mxfp8.export_bucket({"a": {"data": d, "swizzled": False, "scale_inv": s}, "b": {"data": h, "swizzled": False, "scale_inv": h}}),
          r"tensors\['b'\]\['data'\] is on cpu:0 but tensors\['a'\]\['data'\] is on cuda:0"),
         (lambda d, s, h: mxfp8.swizzle_scales(s, np.zeros(512, np.uint8)), r"out is on cpu:0 but compact is on cuda:0"),
         (lambda d, s, h: mxfp8.unswizzle_scales(s, 128, 4, np.zeros((128, 4), np.uint8)),
@@ -681,7 +704,7 @@ def test_a_buffer_of_several_dimensions_is_refused_by_iter_buckets_and_prepare_b
     # Each bucket is buffer[:total]: of a 2-D buffer that slices rows, so the bucket handed on was the
     # whole 2-D buffer, not the `total` bytes its manifest describes (unpack_bucket then refused it).
     data, buf, _ = make_mxfp8((128, 64), "padded", seed=1)
-    tensors = {"w": {"data": data, "scale_inv": buf}}
+    tensors = {"w": {"data": data, "swizzled": False, "scale_inv": buf}}
     for buffer in (np.zeros((1024, 1024), np.uint8), np.zeros((), np.uint8)):
         with pytest.raises(ValueError, match="buffer must be a 1-D byte buffer"):
             mxfp8.prepare_buckets(tensors, bucket_bytes=1 << 20, buffer=buffer)
@@ -736,7 +759,7 @@ def test_an_mxfp8_bucket_at_an_odd_address_is_made_and_read():
     # Only an NVFP4 amax needs the alignment: MXFP8 parts are bytes, at any address.
     data, buf, s = make_mxfp8((100, 64), "padded", seed=3)
     odd = np.full(1 << 16, POISON, np.uint8)[1:]
-    bucket, manifest = mxfp8.export_bucket({"w": {"data": data, "scale_inv": buf}}, bucket=odd)
+    bucket, manifest = mxfp8.export_bucket({"w": {"data": data, "swizzled": False, "scale_inv": buf}}, bucket=odd)
     assert bucket.ctypes.data % 4 == 1
     parts = mxfp8.unpack_bucket(bucket, manifest)
     assert np.array_equal(np.from_dlpack(parts["w"].values).view(np.uint8), data.view(np.uint8))

@@ -92,7 +92,7 @@ def test_a_read_only_memmap_destination_is_an_error_not_a_crash(tmp_path):
         rng = np.random.default_rng(0)
         d = rng.integers(0, 256, (100, 48), dtype=np.uint8)
         s = rng.integers(1, 255, (100, 2), dtype=np.uint8)
-        bucket, manifest = mxfp8.export_bucket({{"w": {{"data": d, "scale_inv": s}}}})
+        bucket, manifest = mxfp8.export_bucket({{"w": {{"data": d, "swizzled": False, "scale_inv": s}}}})
         open({str(tmp_path / 'v.bin')!r}, 'wb').write(bytes(100 * 48))
         open({str(tmp_path / 's.bin')!r}, 'wb').write(bytes(100 * 2))
         v = np.memmap({str(tmp_path / 'v.bin')!r}, np.uint8, mode="r")
@@ -200,14 +200,14 @@ def test_import_tensors_refuses_unknown_spec_keys(key):
     data, buf, _ = make_mxfp8((128, 128), "swizzled", seed=4)
     values, scales = poisoned(128 * 128), poisoned(128 * 4)
     with pytest.raises(ValueError, match=rf"tensors\['w'\] has an unknown key '{key}'"):
-        mxfp8.import_tensors({"w": {"data": data, "scale_inv": buf, key: True}}, {"w": (values, scales)})
+        mxfp8.import_tensors({"w": {"data": data, "swizzled": False, "scale_inv": buf, key: True}}, {"w": (values, scales)})
     assert (values == POISON).all() and (scales == POISON).all()
 
 
 def test_import_tensors_points_a_shard_in_the_spec_to_shards():
     data, buf, _ = make_mxfp8((128, 128), "padded", seed=4)
     with pytest.raises(ValueError, match="shards="):
-        mxfp8.import_tensors({"w": {"data": data, "scale_inv": buf, "rows": (0, 64)}},
+        mxfp8.import_tensors({"w": {"data": data, "swizzled": False, "scale_inv": buf, "rows": (0, 64)}},
                              {"w": (poisoned(64 * 128), poisoned(64 * 4))})
 
 
@@ -384,8 +384,8 @@ def test_the_tensors_dict_emptied_while_a_spec_is_read_is_safe():
                 gc.collect()
                 return iter((100, 48))
 
-        tensors["w"] = {"data": data.copy(), "scale_inv": buf.copy(), "shape": Shape()}
-        tensors["x"] = {"data": data.copy(), "scale_inv": buf.copy()}
+        tensors["w"] = {"data": data.copy(), "swizzled": False, "scale_inv": buf.copy(), "shape": Shape()}
+        tensors["x"] = {"data": data.copy(), "swizzled": False, "scale_inv": buf.copy()}
         params = {k: (np.empty(data.size, np.uint8), np.empty(s.size, np.uint8)) for k in ("w", "x")}
         mxfp8.import_tensors(tensors, params)
         assert all((v == data.reshape(-1)).all() and (sc == s.reshape(-1)).all() for v, sc in params.values())
@@ -394,10 +394,10 @@ def test_the_tensors_dict_emptied_while_a_spec_is_read_is_safe():
         class Grows(Shape):
             def __iter__(self):
                 for i in range(40):
-                    tensors[f"n{i}"] = {"data": data, "scale_inv": buf}
+                    tensors[f"n{i}"] = {"data": data, "swizzled": False, "scale_inv": buf}
                 return iter((100, 48))
 
-        tensors["w"] = {"data": data, "scale_inv": buf, "shape": Grows()}
+        tensors["w"] = {"data": data, "swizzled": False, "scale_inv": buf, "shape": Grows()}
         values, scales = np.empty(data.size, np.uint8), np.empty(s.size, np.uint8)
         mxfp8.import_tensors(tensors, {"w": (values, scales)})
         assert (values == data.reshape(-1)).all()
@@ -409,7 +409,7 @@ def test_a_manifest_changed_by_a_dlpack_call_keeps_the_names_alive():
     # its refusals) must still be alive.
     _run_with_debug_allocator("""
         data, buf, s = make_mxfp8((100, 48), "padded", seed=3)
-        bucket, manifest = mxfp8.export_bucket({"w": {"data": data, "scale_inv": buf}})
+        bucket, manifest = mxfp8.export_bucket({"w": {"data": data, "swizzled": False, "scale_inv": buf}})
 
         class Renames:
             def __init__(self, a): self.a = a
@@ -604,7 +604,7 @@ def test_refusals_of_params_and_shapes_name_the_argument():
     with pytest.raises(RuntimeError, match="registry is closed"):
         mxfp8.import_bucket(bucket, manifest, Broken())
     # a shape dimension that is an array of several elements
-    sources = {"w": {"data": data, "scale_inv": make_mxfp8((100, 48), "padded", seed=3)[1],
+    sources = {"w": {"data": data, "swizzled": False, "scale_inv": make_mxfp8((100, 48), "padded", seed=3)[1],
                      "shape": np.array([[100, 48]])}}
     with pytest.raises(TypeError, match=r"tensors\['w'\]\['shape'\]\[0\] must be an int"):
         mxfp8.import_tensors(sources, {"w": (values, scales)})

@@ -180,7 +180,7 @@ def test_a_key_of_the_other_format_is_refused(entry, key, value):
     # import_tensors refuses a spec's, before anything is written.
     nv, ref = nvfp4_source((40, 64), "compact", "rowwise", False, 448, seed=11)
     data, buf, s = make_mxfp8((100, 48), "compact", seed=12)
-    bucket, manifest = mxfp8.export_bucket({"m": {"data": data, "scale_inv": buf}, "a": nv})
+    bucket, manifest = mxfp8.export_bucket({"m": {"data": data, "swizzled": False, "scale_inv": buf}, "a": nv})
     i = [e["name"] for e in manifest].index(entry)
     manifest[i][key] = value
     kind, other = ("MXFP8", "an NVFP4") if entry == "m" else ("NVFP4", "an MXFP8")
@@ -218,7 +218,7 @@ def test_import_tensors_reads_nvfp4_storage_directly(prepared, convention):
     nv_a, ref_a = nvfp4_source((130, 40), "swizzled", "rowwise", True, 448, seed=21)
     nv_b, ref_b = nvfp4_source((100, 50), "padded", "rowwise", False, 256, seed=22)
     data, buf, s = make_mxfp8((40, 64), "padded", seed=23)
-    tensors = {"a": nv_a, "m": {"data": data, "scale_inv": buf}, "b": nv_b}
+    tensors = {"a": nv_a, "m": {"data": data, "swizzled": False, "scale_inv": buf}, "b": nv_b}
     pa, pb = params_for(ref_a, "cutlass_128x4"), params_for(ref_b, "compact")
     mv, ms = np.full(2560, POISON, np.uint8), np.full(80, POISON, np.uint8)
     params = {"a": pa, "m": (mv, ms, "compact"), "b": pb}
@@ -286,7 +286,7 @@ def test_a_bucket_of_nvfp4_shards(case, route):
     want = shard_reference(ref, direction, rows, cols)
     data, buf, s = make_mxfp8((64, 96), "padded", direction=direction, seed=26)
     m_rows = (0, 32) if direction == "rowwise" else (32, 64)
-    tensors = {"w": dict(spec, rows=rows, cols=cols), "m": {"data": data, "scale_inv": buf, "rows": m_rows}}
+    tensors = {"w": dict(spec, rows=rows, cols=cols), "m": {"data": data, "swizzled": False, "scale_inv": buf, "rows": m_rows}}
     if route == "iter_buckets":
         (bucket, manifest), = list(mxfp8.iter_buckets(tensors, direction=direction, bucket_bytes=1 << 20))
     else:
@@ -353,7 +353,7 @@ def test_import_tensors_takes_a_shard_of_nvfp4_storage(case, storage, prepared):
     p = params_for(want, target)
     data, buf, s = make_mxfp8((64, 96), "padded", direction=direction, seed=25)
     mv, ms = np.full(32 * 96, POISON, np.uint8), np.full(32 * 3, POISON, np.uint8)
-    tensors = {"w": spec, "m": {"data": data, "scale_inv": buf}}
+    tensors = {"w": spec, "m": {"data": data, "swizzled": False, "scale_inv": buf}}
     params = {"w": p, "m": (mv, ms, "compact")}
     m_rows = (0, 32) if direction == "rowwise" else (32, 64)
     shards = {"w": {"rows": rows, "cols": cols}, "m": {"rows": m_rows, "cols": (0, 96)}}

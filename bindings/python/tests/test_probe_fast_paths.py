@@ -190,7 +190,7 @@ def test_nvfp4_empty_tensors_with_huge_dimensions():
 
 
 def _nvfp4_bucket():
-    specs = {"w": {"format": "nvfp4", "data": NV_DATA, "scale_inv": NV_SCALES[:40, :3].copy(), "amax": NV_AMAX}}
+    specs = {"w": {"format": "nvfp4", "data": NV_DATA, "swizzled": False, "scale_inv": NV_SCALES[:40, :3].copy(), "amax": NV_AMAX}}
     return mxfp8.export_bucket(specs)
 
 

@@ -171,17 +171,17 @@ def test_each_rank_imports_its_shard_of_a_whole_bucket(layout):
 
 def test_import_shards_name_the_tensor():
     data, buf, _ = make_mxfp8((100, 48), "padded")
-    bucket, manifest = mxfp8.export_bucket({"w": {"data": data, "scale_inv": buf}})
+    bucket, manifest = mxfp8.export_bucket({"w": {"data": data, "swizzled": False, "scale_inv": buf}})
     params = {"w": (np.empty((100, 48), np.uint8), np.empty((100, 2), np.uint8))}
     with pytest.raises(ValueError, match=r"desc.shards\[0\].col_begin is 16"):
         mxfp8.import_bucket(bucket, manifest, params, shards={"w": {"cols": (16, 48)}})
     with pytest.raises(KeyError, match=r"\['x'\], which the manifest does not hold"):
         mxfp8.import_bucket(bucket, manifest, params, shards={"x": {"cols": (0, 32)}})
     with pytest.raises(KeyError, match=r"\['x'\], which the tensors dict does not hold"):  # no manifest here
-        mxfp8.import_tensors({"w": {"data": data, "scale_inv": buf}}, params, shards={"x": {"cols": (0, 32)}})
+        mxfp8.import_tensors({"w": {"data": data, "swizzled": False, "scale_inv": buf}}, params, shards={"x": {"cols": (0, 32)}})
     whole = {"w": (np.full((100, 48), 7, np.uint8), np.full((100, 2), 7, np.uint8))}
     for call in (lambda s: mxfp8.import_bucket(bucket, manifest, whole, shards=s),
-                 lambda s: mxfp8.import_tensors({"w": {"data": data, "scale_inv": buf}}, whole, shards=s)):
+                 lambda s: mxfp8.import_tensors({"w": {"data": data, "swizzled": False, "scale_inv": buf}}, whole, shards=s)):
         with pytest.raises(ValueError, match=r"shards\['w'\] has 'row': a shard takes 'rows' and 'cols' only"):
             call({"w": {"row": (0, 10)}})  # misspelt: would have imported the whole tensor into whole-size params
         with pytest.raises(ValueError, match=r"shards\['w'\]: rows is \(0, -1\): an end is a position"):
