@@ -16,14 +16,18 @@ prepare_buckets) while bucket k is on the wire (two buffers), and a commit (the 
 
 **An update is all or nothing per step.** A receiver takes a step's buckets into a staging buffer (the
 model's bytes on the wire: the sum of the bucket sizes, on its device) and imports them into its
-parameters (one prepared launch per bucket) only once the sender's commit for that step has arrived. A
-step cut short (a rank killed, a link lost) raises SyncError on every live rank within the group's timeout,
-and every receiver's parameters stay those of its last complete step (``receiver.step``).
+parameters (one prepared launch for the whole step, checked as one transfer: no two tensors of any buckets
+may write the same bytes) only once the sender's commit for that step has arrived. A step cut short (a
+rank killed, a link lost) raises SyncError on every live rank within the group's timeout, and every
+receiver's parameters stay those of its last complete step (``receiver.step``); so does a step whose import
+is refused before it writes (a parameter's storage resized since connect).
 
 **Rejoining.** A torch.distributed group does not survive a lost rank: after a SyncError the ranks make a
 new group (``dist.destroy_process_group()``, then ``init_process_group`` on a new store prefix, a
 restarted receiver among them) and call ``connect(new_group)`` again; the sender goes on with its next
-step, and a restarted receiver is current from its first ``receive``. examples/weight_sync/dist_sync.py
+step, and a restarted receiver is current from its first ``receive``. A receiver hears of a lost rank only
+when its own wait times out, up to the group's timeout after the sender heard of it: give the new group's
+rendezvous longer than that (the test's ranks first meet on the store, for up to a minute). examples/weight_sync/dist_sync.py
 shows it under torchrun; bindings/python/tests/test_distributed.py kills and restarts a receiver.
 
 Ranks: the sender broadcasts from its own rank (``src``, a global rank, default 0); every rank of the group
@@ -32,12 +36,14 @@ its own shard (``shards=``, as import_bucket takes it).
 """
 from __future__ import annotations
 
+import weakref
 from typing import Any, Dict, List, Mapping, Optional
 
 from ._import import prepare_import_bucket
 from ._plan import prepare_buckets
 
 PROTOCOL = 1  # the handshake's version; a receiver refuses another
+_STAGING_ALIGNMENT = 256  # each bucket's place in a receiver's staging buffer (an NVFP4 amax reads as float32)
 
 
 class SyncError(RuntimeError):
@@ -57,6 +63,22 @@ def _torch():
     import torch
 
     return torch
+
+
+def _group_of(dist, group: Any) -> Any:
+    """The process group a call runs on: `group`, or the default group as it is now (a new object after
+    destroy_process_group and init_process_group)."""
+    return group if group is not None else dist.group.WORLD
+
+
+def _check_group(dist, connected: Any, group: Any, who: str) -> None:
+    """A sender or receiver runs only on the group it connected on (`connected`, a weak reference: holding
+    the group would keep a destroyed one's connections open, and its peers would wait out the timeout for
+    a close): a stale one's broadcasts on a new default group did not match its peers' handshake, and gloo
+    aborted the peer's process."""
+    if connected is None or connected() is not _group_of(dist, group):
+        raise SyncError(f"{who}: the process group it connected on is gone (destroy_process_group, or a new "
+                        "default group): connect again on the new one")
 
 
 class Sender:
@@ -83,7 +105,7 @@ class Sender:
         self.manifests: List[List[Dict[str, Any]]] = [plan.manifest for plan in self._plans[0]]
         self.sizes: List[int] = [int(plan.buffer.numel()) for plan in self._plans[0]]
         self.step = 0  # the last step sent whole
-        self._group, self._src = None, None
+        self._group, self._src, self._connected = None, None, None
 
     def connect(self, group: Any = None) -> None:
         """Sends the manifests to every receiver of `group` (None: the default group) and waits for their
@@ -103,7 +125,7 @@ class Sender:
         refused = [v for v in verdicts if v is not None]
         if refused:
             raise SyncError("connect: " + "; ".join(refused))
-        self._group, self._src = group, src
+        self._group, self._src, self._connected = group, src, weakref.ref(_group_of(dist, group))
 
     def send(self) -> int:
         """Broadcasts the storage as it is now, bucket by bucket, then the commit of step `self.step + 1`;
@@ -113,6 +135,7 @@ class Sender:
         if self._src is None:
             raise SyncError("send before connect: the receivers have not had the manifests")
         dist, torch = _dist(), _torch()
+        _check_group(dist, self._connected, self._group, "send")
         step = self.step + 1
         pending = [None, None]  # the broadcast in flight from each buffer
         bucket = 0
@@ -175,8 +198,8 @@ class Receiver:
         self._options = dict(layout=layout, global_scale=global_scale, zero_exponent_as_one=zero_exponent_as_one)
         self._device = device
         self.step = 0  # the step the parameters hold (0: none received yet)
-        self._group, self._src = None, None
-        self._plans: List[Any] = []
+        self._group, self._src, self._connected = None, None, None
+        self._plan: Any = None
 
     def _staging_device(self):
         torch = _torch()
@@ -206,6 +229,13 @@ class Receiver:
             return f"shards names {unknown[0]!r}, which the sender does not send"
         return None
 
+    @staticmethod
+    def _placed(manifest: List[Dict[str, Any]], offset: int) -> List[Dict[str, Any]]:
+        """`manifest`'s entries with their parts at their bytes in the staging buffer (bucket at `offset`):
+        checked against their own bucket already, so each offset is an int."""
+        keys = ("values_offset", "scales_offset", "amax_offset")
+        return [dict(e, **{k: e[k] + offset for k in keys if k in e}) for e in manifest]
+
     def _prepare(self, bucket: Any, manifest: List[Dict[str, Any]]) -> Any:
         shards = {e["name"]: self.shards[e["name"]] for e in manifest if e["name"] in self.shards} or None
         return prepare_import_bucket(bucket, manifest, self.params, shards=shards, **self._options)
@@ -232,7 +262,7 @@ class Receiver:
         except Exception as err:
             raise SyncError(f"connect: the group failed during the handshake ({err})") from err
         hello = hello[0]
-        plans, staging, offsets = [], None, []
+        plan, staging, offsets = None, None, []
         try:  # every failure here becomes this rank's verdict: the other ranks hear it instead of timing out
             verdict = None
             if not isinstance(hello, dict) or hello.get("protocol") != PROTOCOL:
@@ -244,15 +274,26 @@ class Receiver:
                 sizes = hello["sizes"]
                 at = 0
                 for size in sizes:
+                    at = -(-at // _STAGING_ALIGNMENT) * _STAGING_ALIGNMENT
                     offsets.append(at)
                     at += size
                 staging = torch.empty(at, dtype=torch.uint8, device=self._staging_device())
                 for manifest, offset, size in zip(hello["manifests"], offsets, sizes):
-                    try:
-                        plans.append(self._prepare(staging[offset:offset + size], manifest))
+                    try:  # each bucket's manifest against its own bytes (the library's checks of a bucket)
+                        self._prepare(staging[offset:offset + size], manifest)
                     except Exception as err:  # the library's check, said of the tensor that fails it
                         verdict = self._first_refusal(staging[offset:offset + size], manifest, err)
                         break
+                if verdict is None:
+                    # Then the whole step as one transfer over the staging buffer: the checks across buckets
+                    # (two tensors written into the same parameter bytes), and one run that writes nothing
+                    # unless it can write everything.
+                    step = [e for manifest, offset in zip(hello["manifests"], offsets)
+                            for e in self._placed(manifest, offset)]
+                    try:
+                        plan = self._prepare(staging, step)
+                    except Exception as err:  # its message names the entries (import_bucket's)
+                        verdict = f"{type(err).__name__}: {err}"
         except Exception as err:
             verdict = f"{type(err).__name__}: {err}"
         if verdict is not None:
@@ -267,8 +308,8 @@ class Receiver:
         refused = [v for v in verdicts if v is not None]
         if refused:  # another rank refused: the sender will not send
             raise SyncError("connect: " + "; ".join(refused))
-        self._group, self._src = group, src
-        self._plans, self._staging, self._offsets, self._sizes = plans, staging, offsets, hello["sizes"]
+        self._group, self._src, self._connected = group, src, weakref.ref(_group_of(dist, group))
+        self._plan, self._staging, self._offsets, self._sizes = plan, staging, offsets, hello["sizes"]
         self._sender_step = hello["step"]
 
     def _receive_bucket(self, index: int) -> Any:
@@ -283,6 +324,7 @@ class Receiver:
         if self._src is None:
             raise SyncError("receive before connect: this receiver has not had the sender's manifests")
         dist, torch = _dist(), _torch()
+        _check_group(dist, self._connected, self._group, "receive")
         bucket = 0
         try:
             pending = []
@@ -300,10 +342,16 @@ class Receiver:
             raise SyncError(f"step {self._sender_step + 1} was cut short at {where} ({err}); the parameters "
                             f"keep step {self.step}") from err
         if count != len(self._sizes) or protocol != PROTOCOL or step != self._sender_step + 1:
+            self._src = None  # out of step with the sender: connect again
             raise SyncError(f"the commit says step {step} of {count} buckets (protocol {protocol}), this receiver "
                             f"expected step {self._sender_step + 1} of {len(self._sizes)}: the parameters keep "
-                            f"step {self.step}")
-        for plan in self._plans:
-            plan.run()
-        self._sender_step = self.step = step
+                            f"step {self.step}; connect again")
+        self._sender_step = step  # taken off the wire, whatever its import does
+        try:
+            self._plan.run()  # checks every parameter's storage before it writes any
+        except Exception as err:
+            self._src = None  # the plan is of parameters that moved: connect again (a new plan)
+            raise SyncError(f"step {step} arrived but its import was refused ({type(err).__name__}: {err}); the "
+                            f"parameters keep step {self.step}; connect again") from err
+        self.step = step
         return step

@@ -31,7 +31,17 @@ def event(**fields):
 
 
 def join(store, rank, world, generation, timeout):
-    """The gloo group of `generation`: every rank of it calls this with the same number."""
+    """The gloo group of `generation`: every rank of it calls this with the same number. The ranks first meet
+    on the store, for up to a minute: a survivor hears of a failure only when its own receive times out
+    (`timeout` after it began to wait), while the trainer, told at once by the lost connection, would give
+    up on it after the same `timeout` (the test failed whenever the survivor's wait had begun first)."""
+    arrived = f"generation{generation}/arrived"
+    store.add(arrived, 1)
+    deadline = time.monotonic() + 60
+    while store.add(arrived, 0) < world:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"generation {generation}: {store.add(arrived, 0)} of {world} ranks came in a minute")
+        time.sleep(0.05)
     dist.init_process_group("gloo", store=dist.PrefixStore(f"generation{generation}", store), rank=rank,
                             world_size=world, timeout=datetime.timedelta(seconds=timeout))
 

@@ -158,6 +158,44 @@ def test_a_receiver_whose_model_differs_is_refused_before_any_byte_is_written(fa
     assert refused["untouched"] is True  # every parameter byte still the poison
 
 
+def faults(case):
+    """dist_faults.py CASE: a trainer and a receiver, one JSON line each, by rank."""
+    out = subprocess.run([sys.executable, str(WORKER.with_name("dist_faults.py")), case], capture_output=True, text=True,
+                         timeout=240)
+    assert out.returncode == 0, out.stderr[-3000:]
+    lines = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
+    return {seen["rank"]: seen for seen in lines}
+
+
+def test_two_tensors_into_the_same_parameter_bytes_are_refused_across_buckets():
+    # One tensor a bucket: the import of the whole step is one transfer, so the library's overlap check sees
+    # both (each bucket alone passed it, and b's bytes went into a's parameters without a word).
+    seen = faults("aliased")
+    for rank in (0, 1):
+        assert re.search(r"desc.scales\[1\] and desc.scales\[0\] overlap in memory .*'b'", seen[rank]["connect"]["error"])
+
+
+def test_a_step_whose_import_is_refused_writes_nothing_and_says_so():
+    # b's storage resized after step 1: step 2 arrives whole, but the import would write freed memory; it
+    # is refused before any parameter is written, a's included (a plan a bucket had written a's).
+    seen = faults("resized")
+    assert seen[0]["send2"] == {"result": 2}
+    receiver = seen[1]
+    assert receiver["receive1"] == {"result": 1} and receiver["holds1"] == {"a": True, "b": True}
+    assert re.search(r"step 2 arrived but its import was refused \(ValueError: .*storage resized.*the parameters keep "
+                     r"step 1; connect again", receiver["receive2"]["error"])
+    assert receiver["holds_after"] == {"a": True, "b": True} and receiver["step"] == 1
+
+
+def test_a_sender_and_receiver_refuse_a_group_they_did_not_connect_on():
+    # After destroy_process_group and a new default group, the old pair's broadcasts met no handshake, and
+    # gloo aborted the peer's process; both refuse instead.
+    seen = faults("stale")
+    assert seen[0]["send1"] == {"result": 1} and seen[1]["receive1"] == {"result": 1}
+    for rank, call in ((0, "stale_send"), (1, "stale_receive")):
+        assert "the process group it connected on is gone" in seen[rank][call]["error"]
+
+
 def test_send_and_receive_before_connect_are_refused():
     sender = mxfp8.distributed.Sender(
         {"w": {"data": torch.zeros(4, 64, dtype=torch.uint8), "swizzled": False, "scale_inv": torch.zeros(4, 2, dtype=torch.uint8)}},
@@ -200,11 +238,11 @@ def test_a_forged_handshake_is_refused_before_anything_is_prepared(tmp_path, mon
             receiver = mxfp8.distributed.Receiver(params)
             with pytest.raises(mxfp8.distributed.SyncError, match=refusal):
                 receiver.connect()
-            assert receiver._src is None and not receiver._plans
+            assert receiver._src is None and receiver._plan is None
         monkeypatch.setattr(dist, "broadcast_object_list", lambda objects, src, group: objects.__setitem__(0, good))
         receiver = mxfp8.distributed.Receiver(params)
         receiver.connect()
-        assert len(receiver._plans) == 2
+        assert receiver._plan is not None  # one plan for the step's two buckets
     finally:
         dist.destroy_process_group()
     assert all((p == 0x5A).all() for pair in params.values() for p in pair)
