@@ -195,6 +195,7 @@ class _Shards:
         names = [_SINGLE] if n == 1 else [f"model-{i + 1:05d}-of-{n:05d}.safetensors" for i in range(n)]
         for i, name in enumerate(names):
             os.replace(self.folder / f"shard-{i:05d}", self.folder / name)
+            os.chmod(self.folder / name, 0o666 & ~_umask())  # safetensors writes 0600: a server of another uid reads it
         if n > 1:
             index = {"metadata": {"total_size": self.total},
                      "weight_map": {t: names[i] for i, file in enumerate(self.files) for t in sorted(file)}}
@@ -261,6 +262,13 @@ def _check_fused_groups(torch, modules: Dict[str, Optional[_Spec]]) -> None:
                     f"different global scales (amax / (6 * e4m3_max): "
                     f"{', '.join(f'{m}: {a:g} / (6 * {e})' for m, (a, e) in scales.items())}): quantize them "
                     "together (mxfp8.nvfp4_quantize_fused) so that they share one")
+
+
+def _umask() -> int:
+    """The process's umask, the mode a checkpoint's folder and files get as os.makedirs and open would."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def _remove_empty(folders: List[Path]) -> None:
@@ -388,6 +396,7 @@ def save(path: Union[str, os.PathLike], tensors: Mapping[str, Any], *, format: s
             from err
     folder = Path(tempfile.mkdtemp(prefix=f".{target.name}.partial-", dir=target.parent))
     try:
+        os.chmod(folder, 0o777 & ~_umask())  # mkdtemp's 0700 would be the checkpoint's, unreadable to other users
         started = time.monotonic()
         shards = _Shards(folder, max_shard_bytes)
         for done, (name, out, spec, value) in enumerate(plan, 1):

@@ -36,6 +36,23 @@ def nothing_left(parent):
     return [p.name for p in parent.iterdir() if p.name.startswith(".model")] == []
 
 
+@pytest.mark.parametrize("mask", [0o022, 0o027])
+def test_the_checkpoint_has_the_modes_of_the_callers_umask(tmp_path, weights, mask):
+    # A serving engine often runs as another user: the folder and its files get what os.makedirs and open
+    # give under the caller's umask (mkdtemp's 0700 and safetensors' 0600 kept them from it), overwritten too.
+    old = os.umask(mask)
+    try:
+        for _ in range(2):  # written, then overwritten
+            folder = ckpt.save(tmp_path / "model", storage(weights, "mxfp8"), format="compressed-tensors",
+                               config=demo.llama_config(1), overwrite=True)
+            assert os.stat(folder).st_mode & 0o777 == 0o777 & ~mask
+            files = list(folder.iterdir())
+            assert files and all(os.stat(f).st_mode & 0o777 == 0o666 & ~mask for f in files), \
+                {f.name: oct(os.stat(f).st_mode & 0o777) for f in files}
+    finally:
+        os.umask(old)
+
+
 @pytest.mark.parametrize("fmt", ["mxfp8", "nvfp4"])
 def test_the_producers_reader_decodes_what_the_trainer_stored(tmp_path, weights, fmt):
     reader, why = demo._reader(fmt)
