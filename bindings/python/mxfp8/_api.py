@@ -203,9 +203,13 @@ def export_te(t: Any, direction: str = "rowwise") -> Components:
     semantics of TE's MXFP8Components: values a view, scales (*shape[:-1], ceil(K/32)) uint8.
 
     Raises:
+        TypeError: `t` is not such a tensor (it has no _{direction}_data and _{direction}_scale_inv).
         ValueError: the tensor has no data for `direction` (as TE's export_components does).
     """
     prefix = "rowwise" if _choice("direction", direction, _DIRECTIONS) == 0 else "columnwise"
+    if not (hasattr(t, f"_{prefix}_data") and hasattr(t, f"_{prefix}_scale_inv")):
+        raise TypeError(f"export_te takes a Transformer Engine MXFP8Tensor or MXFP8TensorStorage (with _{prefix}_data "
+                        f"and _{prefix}_scale_inv), got {type(t).__name__}; for raw buffers call export_components")
     data = getattr(t, f"_{prefix}_data", None)
     scale_inv = getattr(t, f"_{prefix}_scale_inv", None)
     if data is None or scale_inv is None:

@@ -18,6 +18,8 @@ def tvm_ffi_library_path() -> str:
     path = Path(__file__).with_name(_LIBRARY)
     if not path.is_file():
         raise FileNotFoundError(
-            f"{path} is missing: this mxfp8 was built without apache-tvm-ffi. Install it "
-            "(pip install apache-tvm-ffi) and reinstall mxfp8 (pip install --no-build-isolation .)")
+            f"{path} is missing: this mxfp8 was built without the tvm-ffi adapter (MXFP8_TVM_FFI=OFF, as "
+            "scripts/demo.sh builds, or apache-tvm-ffi not importable at build time). Reinstall with it: "
+            "pip install apache-tvm-ffi, then pip install --no-build-isolation "
+            "--config-settings=cmake.define.MXFP8_TVM_FFI=ON .")
     return str(path)

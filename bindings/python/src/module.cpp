@@ -150,8 +150,9 @@ class Array {
     return capsule<DLManagedTensor>();
   }
 
-  std::vector<int64_t> shape() const { return {tensor().shape, tensor().shape + tensor().ndim}; }
-  std::vector<int64_t> strides() const { return {tensor().strides, tensor().strides + tensor().ndim}; }
+  // Tuples, as NumPy's and torch's are: `a.shape == (64, 2)` holds for every result of the API.
+  py::tuple shape() const { return py::cast(std::vector<int64_t>(tensor().shape, tensor().shape + tensor().ndim)); }
+  py::tuple strides() const { return py::cast(std::vector<int64_t>(tensor().strides, tensor().strides + tensor().ndim)); }
   std::string dtype() const { return dtype_name(tensor().dtype); }
   bool is_copy() const { return owner_->managed->flags & DLPACK_FLAG_BITMASK_IS_COPIED; }
   bool read_only() const { return owner_->managed->flags & DLPACK_FLAG_BITMASK_READ_ONLY; }
@@ -1869,7 +1870,7 @@ PYBIND11_MODULE(_mxfp8, m) {
       .def_property_readonly("read_only", &Array::read_only)
       .def_property_readonly("data_ptr", &Array::data_ptr)
       .def("__repr__", [](const Array &a) {
-        return "mxfp8.Array(shape=" + py::repr(py::cast(a.shape())).cast<std::string>() + ", dtype=" + a.dtype() +
+        return "mxfp8.Array(shape=" + py::repr(a.shape()).cast<std::string>() + ", dtype=" + a.dtype() +
                (a.is_copy() ? ", copy" : ", view") + ")";
       });
 

@@ -49,7 +49,7 @@ def test_strided_view_of_padded_scales_follows_later_writes():
     data, buf, s = make_mxfp8((100, 48), "padded")
     values, scales = mxfp8.export_components(data, buf, contiguous=False, values_dtype="uint8", swizzled=False)
     sc, v = np.from_dlpack(scales), np.from_dlpack(values)
-    assert not scales.is_copy and scales.strides == [4, 1]
+    assert not scales.is_copy and scales.strides == (4, 1)
     buf[57, 1] = 42  # an optimizer step rewrites the source in place
     data[3, 7] ^= 0xFF
     assert sc[57, 1] == 42 and v[3, 7] == data[3, 7]
@@ -67,6 +67,35 @@ def test_missing_direction_is_value_error():
     tensor = mxfp8._mxfp8.Tensor(columnwise_data=data, columnwise_scale_inv=buf)
     with pytest.raises(ValueError, match="no rowwise data"):
         tensor.export_components(direction=0)
+
+
+def test_results_have_tuple_shapes_as_numpy_and_torch_do():
+    data, buf, s = make_mxfp8((100, 64), "padded")
+    values, scales = mxfp8.export_components(data, buf, values_dtype="uint8", swizzled=False)
+    assert (values.shape, scales.shape, values.strides) == ((100, 64), s.shape, (64, 1))
+
+
+@pytest.mark.parametrize("not_te", [np.zeros((4, 32), np.uint8), None, object()])
+def test_export_te_of_something_else_is_a_type_error(not_te):
+    with pytest.raises(TypeError, match=r"export_te takes a Transformer Engine MXFP8Tensor .* got "):
+        mxfp8.export_te(not_te)
+
+
+class _TEStorage:
+    """The fields TE's MXFP8TensorStorage has, the columnwise ones None (a rowwise-only tensor)."""
+
+    def __init__(self, data, scale_inv):
+        self._rowwise_data, self._rowwise_scale_inv = data, scale_inv
+        self._columnwise_data = self._columnwise_scale_inv = None
+        self._fp8_dtype, self._with_gemm_swizzled_scales = "float8_e4m3fn", False
+
+
+def test_export_te_of_a_direction_the_tensor_lacks_is_a_value_error():
+    data, buf, s = make_mxfp8((100, 64), "padded")
+    te = _TEStorage(data, buf)
+    assert np.array_equal(np.from_dlpack(mxfp8.export_te(te).scales), s)
+    with pytest.raises(ValueError, match="has no columnwise data"):
+        mxfp8.export_te(te, direction="columnwise")
 
 
 @pytest.mark.parametrize(

@@ -143,14 +143,14 @@ def test_rowwise_keeps_leading_dimensions():
     codes, scales = random_case(64, 48, seed=6)
     data = pack(codes).reshape(2, 32, 24)
     parts = mxfp8.nvfp4.export_components(data, store_scales(scales, "swizzled"), np.float32([1.0]), swizzled=True)
-    assert parts.values.shape == [2, 32, 24] and parts.scales.shape == [2, 32, 3]
+    assert parts.values.shape == (2, 32, 24) and parts.scales.shape == (2, 32, 3)
     np.testing.assert_array_equal(np.from_dlpack(parts.scales).reshape(64, 3), scales)
 
 
 def test_float4_values_and_e4m3_scales_dtypes():
     data, buf, amax, codes, scales = make((16, 32), "compact", "rowwise", False, seed=8)
     parts = mxfp8.nvfp4.export_components(data, buf, amax, values_dtype="float4", scales_dtype="e4m3", swizzled=False)
-    assert parts.values.dtype == "float4_e2m1fn" and parts.values.shape == [16, 32]
+    assert parts.values.dtype == "float4_e2m1fn" and parts.values.shape == (16, 32)
     assert parts.values.data_ptr == data.ctypes.data
     assert parts.scales.dtype == "float8_e4m3fn"
 
@@ -220,7 +220,7 @@ def test_te_columnwise_storage_shape_reads_back():
     assert out.shape == (48, 128)
     assert_decoded(out, ref_dequantize(codes, scales, amax, 448))
     parts = mxfp8.nvfp4.export_components(data, store_scales(scales, "padded"), amax, direction="columnwise", swizzled=False)
-    assert parts.values.shape == [48, 64] and parts.scales.shape == [48, 8]
+    assert parts.values.shape == (48, 64) and parts.scales.shape == (48, 8)
 
 
 def test_export_te_reads_the_storage_fields():
@@ -235,7 +235,7 @@ def test_export_te_reads_the_storage_fields():
         _columnwise_scale_inv=store_scales(col_scales, "swizzled"), _amax_columnwise=np.float32([5.0]),
         _with_gemm_swizzled_scales=True, _nvfp4_e4m3_max=256)
     row = mxfp8.nvfp4.export_te(t)
-    assert row.values.shape == [2, 64, 24]
+    assert row.values.shape == (2, 64, 24)
     np.testing.assert_array_equal(np.from_dlpack(row.scales).reshape(128, 3), row_scales)
     assert np.from_dlpack(row.global_scale)[0] == np.float32(3.0) / np.float32(1536.0)  # 6 * 256
     col = mxfp8.nvfp4.export_te(t, "columnwise", global_scale="encode")

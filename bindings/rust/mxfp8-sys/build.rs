@@ -21,6 +21,13 @@ fn main() {
     }
     let mut rpath: Vec<String> = Vec::new();
     if let Ok(dir) = env::var("MXFP8_LIB_DIR") {
+        // Said here, not as the linker's "unable to find library -lmxfp8" after the crate has compiled.
+        if !std::path::Path::new(&dir).join("libmxfp8.so").exists() {
+            panic!(
+                "MXFP8_LIB_DIR is {dir}, which holds no libmxfp8.so: build the library first \
+                 (cmake -S . -B build && cmake --build build), then point MXFP8_LIB_DIR at that folder"
+            );
+        }
         println!("cargo:rustc-link-search=native={dir}");
         rpath.push(dir);
     } else {
