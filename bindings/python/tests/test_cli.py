@@ -133,3 +133,16 @@ def test_declared_dependencies():
     names = {r.split(";")[0].split("[")[0].split(">")[0].split("=")[0].split("<")[0].strip() for r in requires
              if "extra ==" not in r}
     assert {"numpy", "ml_dtypes"} <= names, requires
+
+
+def test_a_reader_that_leaves_early_gets_no_traceback():
+    # `python -m mxfp8 info | head -1`: once head exits, writing raises BrokenPipeError; the command ends
+    # quietly (status 1), not with a traceback on stderr. The pipe here is closed before the command writes.
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        out = subprocess.run([sys.executable, "-m", "mxfp8", "info"], stdout=write, stderr=subprocess.PIPE, text=True,
+                             timeout=120)
+    finally:
+        os.close(write)
+    assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr
