@@ -53,7 +53,7 @@ int main(void) {
   int64_t shape[2] = {ROWS, K}, scale_shape[2] = {PADDED_ROWS, PADDED_COLS};
   DLManagedTensorVersioned data = borrowed_bytes(values, shape);
   DLManagedTensorVersioned scale_inv = borrowed_bytes(swizzled, scale_shape);
-  mxfp8_tensor_desc desc = MXFP8_TENSOR_DESC_INIT;
+  mxfp8_tensor_desc desc = MXFP8_TENSOR_DESC_INIT_UNSET; /* format and layout must be said */
   desc.format = MXFP8_FORMAT_E4M3;
   desc.scale_layout = MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED;
   desc.rowwise_data = &data;

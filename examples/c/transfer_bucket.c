@@ -53,7 +53,8 @@ int main(void) {
     data[w].version.minor = scale_inv[w].version.minor = DLPACK_MINOR_VERSION;
     data[w].dl_tensor = bytes_of(values[w], shape, 2);
     scale_inv[w].dl_tensor = bytes_of(swizzled[w], scale_shape, 2);
-    mxfp8_tensor_desc desc = MXFP8_TENSOR_DESC_INIT;
+    mxfp8_tensor_desc desc = MXFP8_TENSOR_DESC_INIT_UNSET; /* format and layout must be said */
+    desc.format = MXFP8_FORMAT_E4M3;
     desc.scale_layout = MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED;
     desc.ndim = 2;
     desc.shape = shape;

@@ -113,7 +113,8 @@ typedef enum mxfp8_block {
  * bytes: mxfp8_swizzle_scales and mxfp8_unswizzle_scales move NVFP4 scale matrices R x ceil(C/16) as
  * they are (uint8 or float8_e4m3fn). */
 
-/* Everything that says what a tensor is and where its bytes are. Start from MXFP8_TENSOR_DESC_INIT.
+/* Everything that says what a tensor is and where its bytes are. Start from MXFP8_TENSOR_DESC_INIT_UNSET
+ * (below: the format and the scale layout must then be said) or MXFP8_TENSOR_DESC_INIT.
  *
  * MXFP8 (format E4M3 or E5M2):
  * Data tensors: the tensor's shape (not transposed, also for columnwise data, as TE stores it), dtype
