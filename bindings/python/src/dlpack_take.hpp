@@ -160,12 +160,14 @@ inline py::object call_dunder_dlpack(py::handle obj, const py::object &stream, b
   return py::reinterpret_steal<py::object>(result);
 }
 
-// A producer that cannot export an object says so with BufferError (DLPack's word for it) or RuntimeError
-// (torch's, for a meta or sparse tensor): raised again as the TypeError the API promises for an object it
-// cannot take, naming the argument, the producer's error chained as its cause and its first line quoted.
-// Any other error (TypeError, ValueError, MemoryError, KeyboardInterrupt) propagates as it is.
+// A producer that cannot export an object says so with BufferError (DLPack's word for it), RuntimeError
+// (torch's, for a meta or sparse tensor) or TypeError (an object of a kind it does not export): raised
+// again as the TypeError the API promises for an object it cannot take, naming the argument, the
+// producer's error chained as its cause and its first line quoted. Any other error (ValueError,
+// MemoryError, KeyboardInterrupt) propagates as it is.
 [[noreturn]] inline void raise_export_failure(const std::string &name, const char *how) {
-  if (!PyErr_ExceptionMatches(PyExc_BufferError) && !PyErr_ExceptionMatches(PyExc_RuntimeError))
+  if (!PyErr_ExceptionMatches(PyExc_BufferError) && !PyErr_ExceptionMatches(PyExc_RuntimeError) &&
+      !PyErr_ExceptionMatches(PyExc_TypeError))
     throw py::error_already_set();
   py::error_already_set cause;
   std::string said = py::str(cause.value()).cast<std::string>();

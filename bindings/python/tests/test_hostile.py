@@ -335,12 +335,13 @@ def test_a_dlpack_device_past_int64_is_a_type_error_and_drops_no_reference(overf
     assert (sys.getrefcount(big), sys.getrefcount(other)) == counts
 
 
-@pytest.mark.parametrize("raised, expected", [(BufferError, TypeError), (RuntimeError, TypeError),
+@pytest.mark.parametrize("raised, expected", [(BufferError, TypeError), (RuntimeError, TypeError), (TypeError, TypeError),
                                               (ValueError, ValueError), (KeyboardInterrupt, KeyboardInterrupt)])
 def test_a_producer_that_cannot_export_is_a_type_error_naming_the_argument(raised, expected):
-    # DLPack's BufferError and torch's RuntimeError mean "this object cannot be exported": the TypeError the
-    # API promises for an object it cannot take, naming the argument, the producer's error its cause.
-    # Anything else a producer raises is its own to say and propagates unchanged.
+    # DLPack's BufferError, torch's RuntimeError and a TypeError (after the retry without max_version) mean
+    # "this object cannot be exported": the TypeError the API promises for an object it cannot take,
+    # naming the argument, the producer's error its cause. Anything else a producer raises is its own to
+    # say and propagates unchanged.
     data, buf, _ = one_tensor()
 
     class Refusing:
