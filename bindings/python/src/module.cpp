@@ -151,8 +151,8 @@ class Array {
   }
 
   // Tuples, as NumPy's and torch's are: `a.shape == (64, 2)` holds for every result of the API.
-  py::tuple shape() const { return py::cast(std::vector<int64_t>(tensor().shape, tensor().shape + tensor().ndim)); }
-  py::tuple strides() const { return py::cast(std::vector<int64_t>(tensor().strides, tensor().strides + tensor().ndim)); }
+  py::tuple shape() const { return ints(tensor().shape); }
+  py::tuple strides() const { return ints(tensor().strides); }
   std::string dtype() const { return dtype_name(tensor().dtype); }
   bool is_copy() const { return owner_->managed->flags & DLPACK_FLAG_BITMASK_IS_COPIED; }
   bool read_only() const { return owner_->managed->flags & DLPACK_FLAG_BITMASK_READ_ONLY; }
@@ -161,6 +161,16 @@ class Array {
   }
 
  private:
+  // n = ndim ints as one tuple, built in place (not a vector, then a list, then the tuple).
+  py::tuple ints(const int64_t *v) const {
+    py::tuple t(tensor().ndim);
+    for (int32_t k = 0; k < tensor().ndim; ++k) {
+      PyObject *item = PyLong_FromLongLong(v[k]);
+      if (!item) throw py::error_already_set();
+      PyTuple_SET_ITEM(t.ptr(), k, item);
+    }
+    return t;
+  }
   // A new capsule of this array (a versioned or a legacy managed tensor) sharing its owner.
   template <class Managed>
   py::object capsule() const {
