@@ -45,9 +45,10 @@
  *     synchronizes the device behind your back. Errors from kernels that run asynchronously show up at a
  *     later CUDA call of yours or ours, as they do everywhere in CUDA. MXFP8_UNSWIZZLE_PATH (read once)
  *     picks how a GPU unswizzle of 128x4 scales (an export, mxfp8_unswizzle_scales, a transfer) moves
- *     its tiles: unset, the measured rule (large launches through shared memory, the others in
- *     registers); "registers" or "smem", every launch that way (for timing one against the other). The
- *     bytes written are the same either way; any other value is an INVALID_ARGUMENT error of the call.
+ *     its tiles: unset or "registers", the measured rule (launches of aligned unswizzles alone in
+ *     registers, the others through shared memory); "smem", every launch through shared memory (for
+ *     timing one against the other). The bytes written are the same either way; any other value is an
+ *     INVALID_ARGUMENT error of the call.
  *   - Host work (quantize, dequantize, and the unswizzle of host scales by an export or
  *     mxfp8_unswizzle_scales) runs on the calling thread. A call that moves at least 4 MiB (reads plus
  *     writes) is split by rows over one thread per 2 MiB, at most one per core the calling thread may run

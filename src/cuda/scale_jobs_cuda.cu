@@ -6,12 +6,12 @@
 // its global reads and its global writes are coalesced: 16-byte vectors on the swizzled side, runs of
 // 4 * W::kTilesPerChunk bytes along each compact row on the other.
 //
-// A launch of aligned, not direct unswizzles alone in narrow chunks moves each chunk in registers: a
-// thread loads line l of 4 tiles (16 bytes each: 4 scales of rows l, l + 32, l + 64, l + 96 per tile) and
-// stores 16 consecutive scales of each of those 4 rows, a 4 x 4 word transpose with no shared memory and
-// no barrier (store_transposed_chunk; mxfp8_swizzle_scales' kernel is its mirror), with two register sets
-// so the next chunk's loads are in flight while a chunk is stored (transposed_step). MXFP8_UNSWIZZLE_PATH
-// (registers or smem) sends every such launch, narrow or wide, one way, to time one against the other.
+// A launch of aligned, not direct unswizzles alone moves each chunk in registers, one chunk a thread
+// block (unswizzle_chunk_kernel): a thread loads line l of 4 tiles (16 bytes each: 4 scales of rows l,
+// l + 32, l + 64, l + 96 per tile) and stores 16 consecutive scales of each of those 4 rows, a 4 x 4 word
+// transpose with no shared memory and no barrier (store_transposed_chunk; mxfp8_swizzle_scales' kernel
+// is its mirror, on the same kind of grid). MXFP8_UNSWIZZLE_PATH=smem sends every such launch through
+// shared memory instead, to time one against the other.
 // Other launches stage chunks through shared memory:
 //
 // Shared memory holds a chunk in its compact form, one 32-bit word (4 scales) per row and tile:
@@ -47,7 +47,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
-#include <type_traits>
 #include <vector>
 
 #include "cuda/bulk_copy.cuh"
@@ -286,8 +285,7 @@ __device__ void store_transposed_chunk(const Chunk &c, const uint4 (&regs)[W::kV
   const int tiles_left = c.tiles - first;  // of this quad: 1 to 4 valid, or none
   if (tiles_left <= 0) return;
   // Only what the stores need, in registers and relative to the thread's first row and column (through
-  // the pointer, every store could alias the job; and two register sets are live here, see
-  // transposed_step, so every field kept costs a spill).
+  // the pointer, every store could alias the job).
   const int row = c.tile_row * static_cast<int>(kTileRows) + at.line;
   const int col = (c.first_tile + first) * static_cast<int>(kTileCols);
   const int rows_left = c.job->rows - row, cols_left = c.job->cols - col;
@@ -318,23 +316,6 @@ __device__ void store_transposed_chunk(const Chunk &c, const uint4 (&regs)[W::kV
       }
     }
   }
-}
-
-// One step of the in-register loop (produce_compact_kernel): `current`'s loads are in `held`; the loads of
-// the block's next chunk go into `next` before `current` is stored, so a block always has a chunk's loads
-// in flight while it stores, as the shared-memory loop does. Returns false after the block's last chunk.
-template <class W, int kCapacity>
-__device__ bool transposed_step(const JobBatch<kCapacity> &batch, int32_t total_chunks, int32_t &chunk,
-                                int &job_index, Chunk &current, const uint4 (&held)[W::kVectorsPerThread],
-                                uint4 (&next)[W::kVectorsPerThread]) {
-  const int32_t following = chunk + static_cast<int32_t>(gridDim.x);
-  const bool has_next = following < total_chunks;
-  if (has_next) load_transposed_chunk<W>(locate<W>(batch, following, job_index), next);
-  store_transposed_chunk<W>(current, held);
-  if (!has_next) return false;
-  chunk = following;
-  current = locate<W>(batch, chunk, job_index);  // recomputed rather than kept live across the stores
-  return true;
 }
 
 // Puts a swizzled chunk into shared memory: from the registers, or byte by byte when a caller's
@@ -721,15 +702,6 @@ __device__ void store_gather_chunk(const Chunk &c) {
 constexpr int kPlainPaths = 0;
 constexpr int kSwizzlePath = 1;        // Swizzle and SwizzledCopy jobs: the 128x4 layout written
 constexpr int kLayoutGatherPaths = 2;  // engine layout jobs and windows starting inside a tile
-// A launch of aligned unswizzles alone (not direct, not a gather; the common export) in narrow chunks:
-// every chunk moves through registers (store_transposed_chunk), no shared memory, no barrier. A separate
-// instantiation, so that the others keep their registers. Its loop holds two register sets
-// (transposed_step), the next chunk's loads in flight while a chunk is stored. Wide launches keep the
-// shared-memory loop: in registers they lost, with one register set (the whole model 1.528 -> 1.687 ms)
-// and with two (1.52 -> 1.73 ms; 262144 x 896 scales 0.87 -> 0.80 of a copy), H100, bench/LOG.md
-// 2026-12-06; narrow launches gain (0.73-0.90 -> 0.84-0.95 of a copy). ptxas: 64 registers, no spill,
-// in every width and capacity.
-constexpr int kInRegisters = 4;
 // Added to kSwizzlePath (with or without kLayoutGatherPaths): no job of the launch stages chunks in shared
 // memory (none is an unswizzle other than a gather), so the loop has neither shared memory nor barriers,
 // and no register set is held across a store for the next chunk's loads (load_chunk loads nothing for
@@ -811,14 +783,6 @@ __global__ void __launch_bounds__(W::kThreads, W::kMinBlocksPerSm) produce_compa
       chunk += static_cast<int32_t>(gridDim.x);
       if (chunk >= total_chunks) return;
       current = locate<W>(batch, chunk, job_index);
-    }
-  } else if constexpr (kPaths == kInRegisters) {
-    // Two register sets in turn, the loop unrolled by two: moving the next chunk's set into the current
-    // one would wait out its loads, which is what the pipeline avoids.
-    uint4 regs[W::kVectorsPerThread], other[W::kVectorsPerThread];
-    load_transposed_chunk<W>(current, regs);
-    while (transposed_step<W>(batch, total_chunks, chunk, job_index, current, regs, other) &&
-           transposed_step<W>(batch, total_chunks, chunk, job_index, current, other, regs)) {
     }
   } else {
     __shared__ __align__(16) uint32_t tiles[W::kSmemWords];
@@ -909,6 +873,23 @@ int32_t checked_int32(int64_t v, const char *what) {
   return static_cast<int32_t>(v);
 }
 
+// The unswizzle of a launch of aligned unswizzles alone (not direct, not a gather: the common export), in
+// registers: block b moves chunk b and exits, the grid of swizzle_kernel, whose mirror it is. Against the
+// persistent grid that came before (4 blocks an SM under a 64-register cap, two register sets so the next
+// chunk's loads were in flight during the stores; narrow launches only, wide ones through shared memory)
+// it ties on the model's weights (4-29 MB of scales moved) and wins on larger matrices: 262144 x 896 scales
+// 0.856 -> 0.96 of a copy, the whole model 1.543 -> 1.476 ms against a 1.410 ms copy, H100, bench/LOG.md
+// 2026-12-07 (fourteenth session). Not profiled yet: the likely cause is the block scheduler refilling an SM as blocks finish,
+// with no 64-register cap limiting how many chunks' loads are in flight.
+template <class W, int kCapacity>
+__global__ void __launch_bounds__(W::kThreads) unswizzle_chunk_kernel(const __grid_constant__ JobBatch<kCapacity> batch) {
+  int job_index = 0;
+  const Chunk c = locate<W>(batch, static_cast<int32_t>(blockIdx.x), job_index);
+  uint4 regs[W::kVectorsPerThread];
+  load_transposed_chunk<W>(c, regs);
+  store_transposed_chunk<W>(c, regs);
+}
+
 template <class W, int kCapacity, int kPaths>
 void launch_kernel(const JobBatch<kCapacity> &batch, int64_t chunks, cudaStream_t stream) {
   constexpr auto kernel = produce_compact_kernel<W, kCapacity, kPaths>;
@@ -917,16 +898,15 @@ void launch_kernel(const JobBatch<kCapacity> &batch, int64_t chunks, cudaStream_
   check(cudaGetLastError(), "launching the scale unswizzle kernel");
 }
 
-// MXFP8_UNSWIZZLE_PATH, read once: how a launch of aligned unswizzles alone moves its chunks. Unset: the
-// measured rule, narrow chunks in registers (kInRegisters) and wide ones through shared memory;
-// "registers" or "smem": every such launch that way, to time one against the other in one build
+// MXFP8_UNSWIZZLE_PATH, read once: how a launch of aligned unswizzles alone moves its chunks. Unset or
+// "registers": in registers, one chunk a block (unswizzle_chunk_kernel); "smem": through shared memory in
+// the persistent loop every other launch takes, to time one against the other in one build
 // (bench/device/ab.sh PATHS=...).
-enum class UnswizzlePath { Measured, Registers, Smem };
+enum class UnswizzlePath { Registers, Smem };
 UnswizzlePath unswizzle_path() {
   static const UnswizzlePath value = [] {
     const char *text = std::getenv("MXFP8_UNSWIZZLE_PATH");
-    if (!text || !*text) return UnswizzlePath::Measured;
-    if (std::strcmp(text, "registers") == 0) return UnswizzlePath::Registers;
+    if (!text || !*text || std::strcmp(text, "registers") == 0) return UnswizzlePath::Registers;
     if (std::strcmp(text, "smem") == 0) return UnswizzlePath::Smem;
     fail(MXFP8_ERROR_INVALID_ARGUMENT, "MXFP8_UNSWIZZLE_PATH is \"", text, "\", expected registers or smem (or unset)");
   }();
@@ -947,9 +927,11 @@ void launch_batch(const JobBatch<kCapacity> &batch, int64_t chunks, cudaStream_t
     in_registers = in_registers && j.kind == JobKind::Unswizzle && !j.gather && !j.tiles.direct &&
                    (reinterpret_cast<uintptr_t>(j.swizzled) & 15) == 0;
   }
-  const UnswizzlePath path = unswizzle_path();
-  if (in_registers && (path == UnswizzlePath::Registers || (path == UnswizzlePath::Measured && std::is_same_v<W, Narrow>)))
-    return launch_kernel<W, kCapacity, kInRegisters>(batch, chunks, stream);
+  if (in_registers && unswizzle_path() == UnswizzlePath::Registers) {
+    unswizzle_chunk_kernel<W, kCapacity><<<static_cast<unsigned>(checked_int32(chunks, "chunks in one launch")),
+                                           W::kThreads, 0, stream>>>(batch);
+    return check(cudaGetLastError(), "launching the scale unswizzle kernel");
+  }
   if (packed_only) launch_kernel<W, kCapacity, kPackedOnly | kUnstaged>(batch, chunks, stream);
   else if ((paths & kLayoutGatherPaths) && !staged)
     launch_kernel<W, kCapacity, kSwizzlePath | kLayoutGatherPaths | kUnstaged>(batch, chunks, stream);

@@ -884,10 +884,10 @@ static void test_gpu_swizzle_pair_matches_formula(void **state) {
 }
 
 /* mxfp8_unswizzle_scales against the layout's formula on sizes that take each turn of the kernel's chunk
- * loop (in registers by default; MXFP8_UNSWIZZLE_PATH=smem runs the same cases through shared memory,
- * ctest's gpu_unswizzle_smem): a narrow launch whose blocks take 3 or 4 chunks each (1798 chunks over the
- * ~528 resident blocks of an H100; an odd count leaves the two register sets' loop halfway) with a partial
- * last chunk of one tile; a wide launch (4200 chunks of 64 tiles, at least 8 a resident block, 15 or 16 a
+ * loop (by default in registers, one chunk a block; MXFP8_UNSWIZZLE_PATH=smem runs the same cases through
+ * shared memory's persistent loop, ctest's gpu_unswizzle_smem): a narrow launch whose blocks take 3 or 4
+ * chunks each in that loop (1798 chunks over the ~528 resident blocks of an H100) with a partial last
+ * chunk of one tile; a wide launch (4200 chunks of 64 tiles, at least 8 a resident block, 15 or 16 a
  * block) with a partial last chunk of 2 tiles; partial last tile rows; 16-byte rows (row stride 144, 272),
  * 4-byte rows, a transposed output (strides (1, R): byte stores), blocks of one chunk each, an empty
  * matrix, and swizzled scales at a byte offset: 16 (every path's vector loads) and 4 (every path falls

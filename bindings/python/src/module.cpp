@@ -1373,17 +1373,23 @@ py::object swizzle_entry(PyObject *const *args) {
     const DLTensor &o = *dst->tensor();
     if (!swizzle) {
       if (o.ndim < 1) throw py::value_error("out is 0-dimensional: expected its last dimension to be K");
-      py::object out_rows = py::int_(1);
-      py::list dims_list;
-      for (int32_t i = 0; i < o.ndim; ++i) {
-        dims_list.append(o.shape[i]);
-        if (i + 1 < o.ndim) out_rows = out_rows * py::int_(o.shape[i]);
-      }
+      // Checked in int64; Python ints (the product may be past int64) only for a refusal's message: built
+      // on every call they made this the slowest call of bench/python_overhead.py against C.
+      int64_t out_rows = 1;
+      bool fits = true;
+      for (int32_t i = 0; i + 1 < o.ndim; ++i) fits &= o.shape[i] >= 0 && !__builtin_mul_overflow(out_rows, o.shape[i], &out_rows);
       const int64_t out_cols = o.shape[o.ndim - 1];
-      if (!out_rows.equal(py::int_(r)) || out_cols != c)
-        throw py::value_error("out holds a " + py::str(out_rows).cast<std::string>() + " x " + std::to_string(out_cols) +
+      if (!fits || out_rows != r || out_cols != c) {
+        py::object rows_held = py::int_(1);
+        py::list dims_list;
+        for (int32_t i = 0; i < o.ndim; ++i) {
+          dims_list.append(o.shape[i]);
+          if (i + 1 < o.ndim) rows_held = rows_held * py::int_(o.shape[i]);
+        }
+        throw py::value_error("out holds a " + py::str(rows_held).cast<std::string>() + " x " + std::to_string(out_cols) +
                               " matrix (shape " + repr_of(py::tuple(dims_list)) + "), but rows, cols are " +
                               std::to_string(r) + ", " + std::to_string(c));
+      }
     }
   }
   void *st = reinterpret_cast<void *>(call.ex.stream);
