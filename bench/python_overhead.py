@@ -34,7 +34,8 @@ convert and import_tensors also get `c_fresh_us`: the same C call with its handl
 Before timing, each C call runs once next to its Python call and must write the same bytes (the run stops
 otherwise); a failing status raises with mxfp8_status_string and mxfp8_last_error. `ratio` is us / c_us,
 the host cost of the call (the figure issue 33's target reads: `calls_within_1_25x_c`, ratio <= 1.25),
-`ratio_sync` sync_us / c_sync_us. `torch_sync_us`: torch's equivalent, where one exists.
+`ratio_sync` sync_us / c_sync_us. The calls are timed in 3 rounds, each call from Python then from C in
+every round; each figure is the median of the rounds' medians, and `us_rounds` / `c_us_rounds` keep them. `torch_sync_us`: torch's equivalent, where one exists.
 With --device cpu only "calls" (and that target) is measured, on host-memory tensors with no synchronize:
 entries {"us", "c_us", "ratio", "torch_us"}, the file {"date", "cpu", "python": {"path", "device": "cpu",
 "calls", "targets"}}. It checks every C call and its bytes where no GPU is at hand.
@@ -87,6 +88,9 @@ DEVICE = "cuda"  # --device: "cpu" runs the calls on host-memory tensors, with n
 def synchronize():
     if DEVICE == "cuda":
         torch.cuda.synchronize()
+
+
+ROUNDS = 3  # of the calls' timings (time_calls)
 
 
 def host_us(body, calls=300, warmup=30, sync=False):
@@ -446,23 +450,32 @@ def time_calls(lib, data, swz, cols, compact):
     same_bytes("export_te", list(ours), [torch_from_c(v), torch_from_c(s)])
     print("every C call wrote the bytes its Python call writes", flush=True)
 
+    # Rounds over every call, Python then C each time, so a drift of the machine (clocks ramping after the
+    # checks above, another process) lands on both sides of a ratio, not on whichever call is timed first:
+    # each figure is the median of its rounds' medians, and the rounds are kept ("*_rounds").
     cuda = DEVICE == "cuda"
+    rounds = {name: {} for name in calls}
+    for _ in range(ROUNDS):
+        for name, (python, theirs) in calls.items():
+            samples = rounds[name]
+            samples.setdefault("us", []).append(host_us(python))
+            if cuda:
+                samples.setdefault("sync_us", []).append(host_us(python, sync=True))
+            with c_stream():
+                samples.setdefault("c_us", []).append(host_us(c_calls[name]))
+                if name in c_fresh:
+                    samples.setdefault("c_fresh_us", []).append(host_us(c_fresh[name]))
+                if cuda:
+                    samples.setdefault("c_sync_us", []).append(host_us(c_calls[name], sync=True))
     results = {}
     for name, (python, theirs) in calls.items():
-        entry = {"us": host_us(python)}
-        if cuda:
-            entry["sync_us"] = host_us(python, sync=True)
-        with c_stream():
-            entry["c_us"] = host_us(c_calls[name])
-            if name in c_fresh:
-                entry["c_fresh_us"] = host_us(c_fresh[name])
-            if cuda:
-                entry["c_sync_us"] = host_us(c_calls[name], sync=True)
+        entry = {key: round(statistics.median(values), 2) for key, values in rounds[name].items()}
         entry["ratio"] = round(entry["us"] / entry["c_us"], 3)
         if cuda:
             entry["ratio_sync"] = round(entry["sync_us"] / entry["c_sync_us"], 3)
         if theirs is not None:
             entry["torch_sync_us" if cuda else "torch_us"] = host_us(theirs, sync=cuda)
+        entry.update({key + "_rounds": values for key, values in rounds[name].items() if key in ("us", "c_us")})
         results[name] = entry
         print(f"{name}: {entry}", flush=True)
     synchronize()
