@@ -1373,8 +1373,8 @@ py::object swizzle_entry(PyObject *const *args) {
     const DLTensor &o = *dst->tensor();
     if (!swizzle) {
       if (o.ndim < 1) throw py::value_error("out is 0-dimensional: expected its last dimension to be K");
-      // Checked in int64; Python ints (the product may be past int64) only for a refusal's message: built
-      // on every call they made this the slowest call of bench/python_overhead.py against C.
+      // Checked in int64 (no Python object on a call that passes); Python ints, as the product may be past
+      // int64, only for a refusal's message.
       int64_t out_rows = 1;
       bool fits = true;
       for (int32_t i = 0; i + 1 < o.ndim; ++i) fits &= o.shape[i] >= 0 && !__builtin_mul_overflow(out_rows, o.shape[i], &out_rows);

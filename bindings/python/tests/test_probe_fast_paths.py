@@ -123,6 +123,20 @@ def test_unswizzle_refuses_an_out_that_is_not_rows_by_cols(framework):
     np.testing.assert_array_equal(stacked.reshape(70, 3), COMPACT)
 
 
+def test_unswizzle_out_rows_past_int64_are_refused_not_wrapped():
+    """out's leading dimensions multiply to 6 * 6148914691236517217 = 2 * 2^64 + 70: wrapped to 64 bits
+    that is 70, the rows asked for. A stride-0 out no framework would make (a forged capsule); refused
+    with the true product, never written."""
+    from dlpack_forge import ForgedTensor, Producer
+
+    swizzled = swizzle_reference(COMPACT)
+    held = np.full(3, POISON, np.uint8)
+    out = Producer(ForgedTensor(held.ctypes.data, (6, 6148914691236517217, 3), strides=(0, 0, 1), keep=held))
+    with pytest.raises(ValueError, match=r"out holds a 36893488147419103302 x 3 matrix"):
+        mxfp8.unswizzle_scales(swizzled, 70, 3, out)
+    assert (held == POISON).all()
+
+
 # NVFP4: a (40, 48) tensor, uint8 values (40, 24), TE-padded (128, 4) E4M3 scales, one amax.
 NV_DATA = rng.integers(0, 256, (40, 24), dtype=np.uint8)
 NV_SCALES = rng.integers(0x20, 0x60, (128, 4), dtype=np.uint8)
