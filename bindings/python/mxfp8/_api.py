@@ -158,7 +158,7 @@ def export_grouped(
     uniform_rows = 0
     if expert_rows is None:
         total = 1
-        for d in tuple(data.shape)[:-1]:
+        for d in _args.dims("data", data)[:-1]:
             total *= int(d)
         if total % num_experts:
             raise ValueError(f"{total} rows do not split into {num_experts} equal experts: pass expert_rows")

@@ -88,12 +88,25 @@ def power_of_two(name: str, value: Any) -> int:
     return v
 
 
+def dims(name: str, obj: Any) -> tuple:
+    """obj's shape, as ints: its .shape (NumPy, PyTorch, JAX, CuPy), else what its DLPack capsule says (the
+    protocol promises no .shape). The Python layer reads it to size what it allocates."""
+    shape = getattr(obj, "shape", None)
+    return _mxfp8.dlpack_meta(name, obj)[0] if shape is None else tuple(int(d) for d in shape)
+
+
+def dtype_name(name: str, obj: Any) -> str:
+    """str(obj.dtype), else NumPy's name of the dtype its DLPack capsule says ("uint8", "float4_e2m1fn")."""
+    dtype = getattr(obj, "dtype", None)
+    return _mxfp8.dlpack_meta(name, obj)[1] if dtype is None else str(dtype)
+
+
 def last_dimension(name: str, obj: Any) -> int:
     """K of an input that needs one (a 0-d array has no last dimension)."""
-    dims = tuple(obj.shape)
-    if not dims:
+    shape = dims(name, obj)
+    if not shape:
         raise ValueError(f"{name} is 0-dimensional: expected its last dimension to be K")
-    return int(dims[-1])
+    return shape[-1]
 
 
 class Inputs(NamedTuple):

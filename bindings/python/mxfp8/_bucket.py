@@ -35,8 +35,8 @@ def _nvfp4_logical_shape(where: str, data: Any, direction: int) -> tuple:
     """The logical shape (*lead, K) of NVFP4 `data` as Transformer Engine reads it back: rowwise
     (*lead, K/2) bytes, columnwise (K, d1, ..., dn/2) bytes for (d1, ..., dn, K); float4 data has the
     unpacked last dimension."""
-    stored = tuple(int(d) for d in data.shape)
-    packed = 1 if "float4" in str(getattr(data, "dtype", "")) else 2
+    stored = _args.dims(f"{where}['data']", data)
+    packed = 1 if "float4" in _args.dtype_name(f"{where}['data']", data) else 2
     if direction == 0:
         if not stored:
             raise ValueError(f"{where}['data'] is 0-dimensional: an NVFP4 tensor needs a last dimension K")
@@ -62,7 +62,7 @@ class _Spec:
             self.given_shape = None if given is None else tuple(given)
             return
         self.fp8_dtype = _FP8_DTYPES[self.format]
-        self.shape = tuple(given if given is not None else (int(d) for d in self.data.shape))
+        self.shape = tuple(given) if given is not None else _args.dims(f"{self.where}['data']", self.data)
         if not self.shape:
             raise ValueError(f"{self.where}['data'] is 0-dimensional: an MXFP8 tensor needs a last dimension K")
         self.packed_shape = self.shape
@@ -437,9 +437,9 @@ def iter_buckets(
         _bucket_bytes(buffer, "buffer")  # 1-D bytes: each bucket is buffer[:total]
     for handles, manifest, plan, total, shards in _planned_buckets(specs, direction, dir_code, alignment,
                                                                    bucket_bytes, inputs):
-        if buffer is None or _args.numel(buffer.shape) < total:
+        if buffer is None or _args.numel(_args.dims("buffer", buffer)) < total:
             if caller_buffer:
-                raise ValueError(f"buffer holds {_args.numel(buffer.shape)} bytes, a bucket needs {total}: "
+                raise ValueError(f"buffer holds {_args.numel(_args.dims('buffer', buffer))} bytes, a bucket needs {total}: "
                                  "make it at least bucket_bytes and as large as the largest tensor")
             buffer = _new_bucket(inputs, specs, total, "buffer=: a CUDA buffer of at least")  # kept, grown as needed
         _fill(handles, plan, buffer[:total], dir_code, inputs, "buffer", shards)

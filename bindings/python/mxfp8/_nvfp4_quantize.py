@@ -83,7 +83,7 @@ def nvfp4_quantize(
     per_row = _args.flag("per_row", per_row)
     columnwise = _args.flag("columnwise", columnwise)
     inputs = _inputs(stream, x=x) if amax is None else _inputs(stream, x=x, amax=amax)
-    shape = tuple(int(d) for d in x.shape)
+    shape = _args.dims("x", x)
     if len(shape) < 1:
         raise ValueError("x is 0-dimensional: quantizing needs a last dimension K to block")
     values_shape, scales_shape, lines = _shapes(shape, scales, columnwise)
@@ -127,7 +127,7 @@ def nvfp4_quantize_fused(
     inputs = _inputs(stream, **named)
     values, scale_buffers = [], []
     for i, s in enumerate(shards):
-        shape = tuple(int(d) for d in s.shape)
+        shape = _args.dims(f"shards[{i}]", s)
         if len(shape) < 1:
             raise ValueError(f"shards[{i}] is 0-dimensional: quantizing needs a last dimension K to block")
         values_shape, scales_shape, _ = _shapes(shape, scales, columnwise)

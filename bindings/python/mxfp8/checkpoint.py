@@ -122,7 +122,7 @@ def _components(torch, spec: _Spec, where: str, fmt: str) -> Dict[str, Any]:
     shape = spec.nvfp4_shape(0)
     if len(shape) != 2 or shape[-1] % 16:
         raise ValueError(f"{where} has shape {shape}: ModelOpt's NVFP4 Linears are 2-D with K a multiple of 16")
-    if _args.numel(tuple(spec.amax.shape)) != 1:
+    if _args.numel(_args.dims(f"{where}['amax']", spec.amax)) != 1:
         raise ValueError(f"{where} has a per-row amax: ModelOpt's NVFP4 weight has one weight_scale_2")
     parts = _nvfp4.export_components(spec.data, spec.scale_inv, spec.amax, shape=shape, swizzled=spec.swizzled,
                                      e4m3_max=spec.e4m3_max, values_dtype="uint8", scales_dtype="uint8")

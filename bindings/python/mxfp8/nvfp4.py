@@ -197,8 +197,8 @@ def _stored_shape(data: Any, shape: Optional[Sequence[int]], column: bool) -> tu
     if shape is not None:
         logical = tuple(int(d) for d in _args.shape("shape", shape))
     else:
-        stored = tuple(int(d) for d in data.shape)
-        packed = "uint8" in str(getattr(data, "dtype", ""))
+        stored = _args.dims("data", data)
+        packed = "uint8" in _args.dtype_name("data", data)
         last = stored[-1] * 2 if packed else stored[-1]
         if not column:
             return stored[:-1] + (last,)

@@ -885,6 +885,19 @@ DevicePair asked_dlpack_device(const char *name, py::handle obj) {
                        ", not a (device_type, device_id) pair");
 }
 
+// _args.dims and _args.dtype_name for a producer without .shape or .dtype (DLPack promises neither):
+// (shape, NumPy's name of the dtype) as its capsule says them, the capsule taken and released at once.
+// Stream -1 on a CUDA device is DLPack's "no synchronization": nothing is read.
+std::pair<py::tuple, std::string> dlpack_meta(const std::string &name, py::handle obj) {
+  const DevicePair d = dlpack_device_of(name.c_str(), obj);
+  const py::object stream = d.first == kDLCUDA || d.first == kDLCUDAManaged ? py::object(py::int_(-1)) : py::none();
+  const auto taken = take_dlpack(obj, Name(name.c_str()), stream);
+  const DLTensor &t = *taken->tensor();
+  py::tuple shape(t.ndim);
+  for (int32_t i = 0; i < t.ndim; ++i) shape[i] = py::int_(t.shape[i]);
+  return {shape, dtype_name(t.dtype)};
+}
+
 // The torch module when obj is a torch tensor, else None (_args.torch_module; torch is not imported here).
 py::object torch_of(py::handle obj) {
   const std::string module = py::str(py::type::of(obj).attr("__module__"));
@@ -1969,6 +1982,8 @@ PYBIND11_MODULE(_mxfp8, m) {
         "A cudaStream_t as an int, from a torch / CuPy stream, an int, or torch's current stream (None).");
   m.def("torch_allocator", &torch_allocator, py::arg("torch"), py::arg("data"),
         "The allocator of the library's copies for torch inputs (torch.empty on data's device; None without torch).");
+  m.def("dlpack_meta", &dlpack_meta, py::arg("name"), py::arg("obj"),
+        "(shape, dtype name) as obj's DLPack capsule says them (for a producer without .shape or .dtype).");
   m.def("torch_of", &torch_of, py::arg("obj"), "The torch module when obj is a torch tensor, else None.");
   m.def("has_exchange_api", [](py::handle obj) { return exchange_api_of(obj) != nullptr; }, py::arg("obj"),
         "Whether obj's type publishes a DLPack C exchange API this build uses.");

@@ -440,3 +440,29 @@ def test_views_copies_and_buckets_outlive_their_sources_when_memory_is_reused():
     assert torch.equal(parts["w"].values.view(torch.uint8).cpu(), torch.from_numpy(swz_data))
     assert torch.equal(parts["w"].scales.cpu(), torch.from_numpy(swz_s))
     del junk
+
+
+def test_a_cuda_producer_without_a_shape_is_read_from_its_capsule_without_a_sync():
+    """A DLPack producer need not have .shape or .dtype; the Python layer reads them from its capsule,
+    asked with stream -1 (DLPack's "no synchronization": nothing is read), and grouped export of it gives
+    what the tensor itself gives."""
+    class Shapeless:
+        def __init__(self, tensor):
+            self.tensor, self.calls = tensor, []
+
+        def __dlpack_device__(self):
+            return self.tensor.__dlpack_device__()
+
+        def __dlpack__(self, **kwargs):
+            self.calls.append(kwargs)
+            return self.tensor.__dlpack__(**kwargs)
+
+    raw = Shapeless(torch.arange(3 * 5 * 7, dtype=torch.uint8, device="cuda").reshape(3, 5, 7))
+    assert mxfp8._args.dims("x", raw) == (3, 5, 7)
+    assert mxfp8._args.dtype_name("x", raw) == "uint8"
+    assert [c.get("stream") for c in raw.calls] == [-1, -1]
+    data, buf, _ = make_mxfp8((100, 48), "padded", seed=5)
+    expected = mxfp8.export_grouped(cuda(data), cuda(buf), num_experts=1, swizzled=False, values_dtype="uint8")
+    got = mxfp8.export_grouped(Shapeless(cuda(data)), cuda(buf), num_experts=1, swizzled=False, values_dtype="uint8")
+    for g, e in zip(got, expected):
+        assert torch.equal(torch.from_dlpack(g), torch.from_dlpack(e))

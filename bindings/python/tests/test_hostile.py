@@ -765,3 +765,75 @@ def test_an_mxfp8_bucket_at_an_odd_address_is_made_and_read():
     parts = mxfp8.unpack_bucket(bucket, manifest)
     assert np.array_equal(np.from_dlpack(parts["w"].values).view(np.uint8), data.view(np.uint8))
     assert np.array_equal(np.from_dlpack(parts["w"].scales), s)
+
+
+# ------------------------------------------------------------------- producers without a .shape ---
+class Shapeless:
+    """A DLPack producer with no .shape (the protocol does not promise one). The calls that size what they
+    allocate read its shape from its capsule instead (_args.dims)."""
+
+    def __init__(self, array):
+        self.array = array
+        self.dlpack_calls = 0
+
+    def __dlpack_device__(self):
+        return self.array.__dlpack_device__()
+
+    def __dlpack__(self, **kwargs):
+        self.dlpack_calls += 1
+        return self.array.__dlpack__(**kwargs)
+
+
+def _calls_that_size_from_a_shape(wrap):
+    data, buf, _ = one_tensor(shape=(100, 48), storage="padded")
+    x = np.random.default_rng(3).standard_normal((64, 32)).astype(np.float32)
+    packed = np.random.default_rng(4).integers(0, 256, (64, 16), dtype=np.uint8)
+    nvfp4_scales = np.full((64, 2), 0x38, np.uint8)
+    return [
+        lambda: mxfp8.nvfp4_quantize(wrap(x)),
+        lambda: mxfp8.nvfp4_quantize_fused([x, wrap(x)])[1],
+        lambda: mxfp8.nvfp4.dequantize(wrap(packed), nvfp4_scales, np.float32([1.0]), swizzled=False),
+        lambda: mxfp8.export_grouped(wrap(data), buf, num_experts=1, swizzled=False, values_dtype="uint8"),
+        lambda: mxfp8.unpack_bucket(*mxfp8.export_bucket({"w": {"data": wrap(data), "scale_inv": buf,
+                                                                "swizzled": False}}))["w"],
+    ]
+
+
+def _arrays(result):
+    """The NumPy arrays of a call's result (a namedtuple, a list of them, a bucket or an array)."""
+    if isinstance(result, np.ndarray):
+        return [result]
+    if isinstance(result, (tuple, list)):  # Components, NVFP4Quantized, a list of them
+        return [a for part in result for a in _arrays(part)]
+    return [np.from_dlpack(result)]
+
+
+@pytest.mark.parametrize("index", range(5), ids=["nvfp4_quantize", "nvfp4_quantize_fused", "nvfp4.dequantize",
+                                                "export_grouped", "export_bucket"])
+def test_a_producer_without_a_shape_gives_what_its_array_gives(index):
+    """Each call read `.shape` to size its outputs: an object with only __dlpack__ and __dlpack_device__
+    got an AttributeError, though any DLPack producer is promised to work."""
+    made = []
+
+    def shapeless(a):
+        made.append(Shapeless(a))
+        return made[-1]
+
+    expected = _arrays(_calls_that_size_from_a_shape(lambda a: a)[index]())
+    got = _arrays(_calls_that_size_from_a_shape(shapeless)[index]())
+    assert made and all(m.dlpack_calls >= 1 for m in made)
+    assert len(got) == len(expected)
+    for g, e in zip(got, expected):
+        np.testing.assert_array_equal(g, e)
+
+
+def test_a_producer_without_a_shape_or_a_capsule_is_a_type_error_naming_the_argument():
+    class Nothing:
+        def __dlpack_device__(self):
+            return (KDL_CPU, 0)
+
+        def __dlpack__(self, **kwargs):
+            raise BufferError("this object exports nothing")
+
+    with pytest.raises(TypeError, match=r"^x\b.*this object exports nothing"):
+        mxfp8.nvfp4_quantize(Nothing())
