@@ -305,6 +305,7 @@ def shm_inference(shapes, layout, inbox, outbox, tp=1, rank=0, fmt="mxfp8"):
 
     shards, own = rank_view(shapes, tp, rank)
     params = make_params(own, layout, np, fmt)
+    outbox.put("ready")
     while (message := inbox.get()) is not None:
         shm_name, manifest, reference = message
         shm = shared_memory.SharedMemory(name=shm_name)
@@ -327,6 +328,7 @@ def ipc_inference(shapes, layout, inbox, outbox, tp=1, rank=0, fmt="mxfp8"):
 
     shards, own = rank_view(shapes, tp, rank)
     params = make_params(own, layout, torch, fmt)
+    outbox.put("ready")  # the engine is up (torch imported, its CUDA context made, its parameters allocated)
     plan = None
     while (message := inbox.get()) is not None:
         if message[0] == "storage":  # the direct path: the trainer's storage, mapped once over CUDA IPC
@@ -409,6 +411,10 @@ def main():
           f"{args.format.upper()} weights, "
           f"{total / 1e6:.1f} M values" + (f", buckets of {args.bucket_mb} MB" if path == "bucketed" else "") +
           (f", {args.tp} receivers each taking its TP-{args.tp} shard" if args.tp > 1 else ""), flush=True)
+    # The receivers start as separate processes (import torch, make a CUDA context, allocate their
+    # parameters: seconds): every step's time is the transfer's only once they are up.
+    for _, rank_outbox in queues:
+        assert rank_outbox.get() == "ready"
     inbox, outbox = queues[0]
     if path == "direct":  # fixed storage: shared once, imported at every step
         inbox.put(("storage", specs(model)))
