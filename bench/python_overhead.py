@@ -8,7 +8,8 @@ would). The PyTorch figures are the seed's code: a view/permute/reshape, crop an
 
 Needs a CUDA device and torch. Writes OUT/python_overhead.json (or OUT itself when it ends in .json):
   {"python": {"views_us", "tiny_sync_us", "tiny_c_sync_us", "sizes": {"RxK": {"ours_us", "torch_us"}},
-              "calls": {name: {"us", "sync_us", "c_us", "c_sync_us", "ratio", "ratio_sync", "torch_sync_us"[, "c_fresh_us"]}},
+              "calls": {name: {"us", "sync_us", "c_us", "c_sync_us", "ratio", "ratio_sync", "torch_sync_us"[, "c_fresh_us"],
+                               "us_rounds", "c_us_rounds"}},
               "model_loop_ms", "model_plan_ms", "model_batched_c_ms", "model_torch_ms",
               "path": "exchange-api" | "dlpack",
               "breakdown": {"tiny_us", "tiny_c_us", "torch_empty_us", "fast_entry_views_us"},
@@ -35,10 +36,11 @@ Before timing, each C call runs once next to its Python call and must write the 
 otherwise); a failing status raises with mxfp8_status_string and mxfp8_last_error. `ratio` is us / c_us,
 the host cost of the call (the figure issue 33's target reads: `calls_within_1_25x_c`, ratio <= 1.25),
 `ratio_sync` sync_us / c_sync_us. The calls are timed in 3 rounds, each call from Python then from C in
-every round; each figure is the median of the rounds' medians, and `us_rounds` / `c_us_rounds` keep them. `torch_sync_us`: torch's equivalent, where one exists.
+every round; each figure is the median of the rounds' medians, and `us_rounds` / `c_us_rounds` keep them
+(torch's figure is timed once, after the rounds). `torch_sync_us`: torch's equivalent, where one exists.
 With --device cpu only "calls" (and that target) is measured, on host-memory tensors with no synchronize:
-entries {"us", "c_us", "ratio", "torch_us"}, the file {"date", "cpu", "python": {"path", "device": "cpu",
-"calls", "targets"}}. It checks every C call and its bytes where no GPU is at hand.
+entries {"us", "c_us", "ratio", "torch_us", "us_rounds", "c_us_rounds"}, the file {"date", "cpu", "python":
+{"path", "device": "cpu", "calls", "targets"}}. It checks every C call and its bytes where no GPU is at hand.
 "breakdown" splits the tiny swizzled export without a sync (what each call of a per-tensor loop costs the
 host): the same from C with a handle made once, the allocation PyTorch makes for the copy, and the
 extension's entry called directly for the views-only export (no Python frame of ours).

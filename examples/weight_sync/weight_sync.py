@@ -42,6 +42,7 @@ Transports:
 """
 import argparse
 import multiprocessing
+import queue
 import time
 
 import numpy as np
@@ -354,6 +355,17 @@ def ipc_inference(shapes, layout, inbox, outbox, tp=1, rank=0, fmt="mxfp8"):
 
 
 # ------------------------------------------------------------------------------------------- driver ---
+def first_message(receiver, outbox):
+    """The receiver's first message; a receiver that exits first (an import error, no CUDA device, out of
+    memory) is an error here, not a driver waiting for good."""
+    while True:
+        try:
+            return outbox.get(timeout=1)
+        except queue.Empty:
+            if receiver.exitcode is not None:
+                raise SystemExit(f"a receiver exited with code {receiver.exitcode} before it was up") from None
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--transport", choices=["auto", "ipc", "shm"], default="auto")
@@ -411,16 +423,18 @@ def main():
           f"{args.format.upper()} weights, "
           f"{total / 1e6:.1f} M values" + (f", buckets of {args.bucket_mb} MB" if path == "bucketed" else "") +
           (f", {args.tp} receivers each taking its TP-{args.tp} shard" if args.tp > 1 else ""), flush=True)
-    # The receivers start as separate processes (import torch, make a CUDA context, allocate their
-    # parameters: seconds): every step's time is the transfer's only once they are up.
-    for _, rank_outbox in queues:
-        assert rank_outbox.get() == "ready"
     inbox, outbox = queues[0]
-    if path == "direct":  # fixed storage: shared once, imported at every step
-        inbox.put(("storage", specs(model)))
-        assert outbox.get() == "prepared"
     failures = 0
     try:
+        # The receivers start as separate processes (import torch, make a CUDA context, allocate their
+        # parameters: seconds): every step's time is the transfer's only once they are up.
+        for receiver, (_, rank_outbox) in zip(receivers, queues):
+            message = first_message(receiver, rank_outbox)
+            if message != "ready":
+                raise RuntimeError(f"a receiver said {message!r} before it was up")
+        if path == "direct":  # fixed storage: shared once, imported at every step
+            inbox.put(("storage", specs(model)))
+            assert outbox.get() == "prepared"
         for step in range(1, args.steps + 1):
             model.step()
             model.quantize()

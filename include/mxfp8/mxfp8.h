@@ -45,8 +45,8 @@
  *     synchronizes the device behind your back. Errors from kernels that run asynchronously show up at a
  *     later CUDA call of yours or ours, as they do everywhere in CUDA. MXFP8_UNSWIZZLE_PATH (read once)
  *     picks how a GPU unswizzle of 128x4 scales (an export, mxfp8_unswizzle_scales, a transfer) moves
- *     its tiles: unset or "registers", the measured rule (launches of aligned unswizzles alone in
- *     registers, the others through shared memory); "smem", every launch through shared memory (for
+ *     its tiles: unset or "registers", launches of aligned unswizzles alone in registers (the others go
+ *     through shared memory whatever the value); "smem", those launches through shared memory too (for
  *     timing one against the other). The bytes written are the same either way; any other value is an
  *     INVALID_ARGUMENT error of the call.
  *   - Host work (quantize, dequantize, and the unswizzle of host scales by an export or

@@ -266,8 +266,7 @@ __device__ void load_transposed_chunk(const Chunk &c, uint4 (&regs)[W::kVectorsP
   static_assert(W::kVectorsPerThread == 4 && W::kThreads == W::kTilesPerChunk * 8, "a thread moves one line of a quad");
   const uint4 *src = reinterpret_cast<const uint4 *>(swizzled_chunk(c));
   const QuadLine at = quad_line();
-  // Every vector assigned, a zero past the chunk: a register set left partly unassigned keeps its last
-  // chunk's values live across the other set's stores (spill with two sets).
+  // Every vector assigned, a zero past the chunk (the stores skip what lies past it).
 #pragma unroll
   for (int t = 0; t < 4; ++t)
     regs[t] = 4 * at.quad + t < c.tiles ? __ldg(src + (4 * at.quad + t) * kVectorsPerTile + at.line) : uint4{};
@@ -927,7 +926,8 @@ void launch_batch(const JobBatch<kCapacity> &batch, int64_t chunks, cudaStream_t
     in_registers = in_registers && j.kind == JobKind::Unswizzle && !j.gather && !j.tiles.direct &&
                    (reinterpret_cast<uintptr_t>(j.swizzled) & 15) == 0;
   }
-  if (in_registers && unswizzle_path() == UnswizzlePath::Registers) {
+  const UnswizzlePath path = unswizzle_path();  // read (and a bad value refused) by every launch
+  if (in_registers && path == UnswizzlePath::Registers) {
     unswizzle_chunk_kernel<W, kCapacity><<<static_cast<unsigned>(checked_int32(chunks, "chunks in one launch")),
                                            W::kThreads, 0, stream>>>(batch);
     return check(cudaGetLastError(), "launching the scale unswizzle kernel");

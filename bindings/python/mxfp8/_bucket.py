@@ -437,9 +437,9 @@ def iter_buckets(
         _bucket_bytes(buffer, "buffer")  # 1-D bytes: each bucket is buffer[:total]
     for handles, manifest, plan, total, shards in _planned_buckets(specs, direction, dir_code, alignment,
                                                                    bucket_bytes, inputs):
-        if buffer is None or _args.numel(_args.dims("buffer", buffer)) < total:
+        if buffer is None or _bucket_bytes(buffer) < total:
             if caller_buffer:
-                raise ValueError(f"buffer holds {_args.numel(_args.dims('buffer', buffer))} bytes, a bucket needs {total}: "
+                raise ValueError(f"buffer holds {_bucket_bytes(buffer)} bytes, a bucket needs {total}: "
                                  "make it at least bucket_bytes and as large as the largest tensor")
             buffer = _new_bucket(inputs, specs, total, "buffer=: a CUDA buffer of at least")  # kept, grown as needed
         _fill(handles, plan, buffer[:total], dir_code, inputs, "buffer", shards)

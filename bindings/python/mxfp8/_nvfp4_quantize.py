@@ -131,8 +131,9 @@ def nvfp4_quantize_fused(
         if len(shape) < 1:
             raise ValueError(f"shards[{i}] is 0-dimensional: quantizing needs a last dimension K to block")
         values_shape, scales_shape, _ = _shapes(shape, scales, columnwise)
-        values.append(_empty(inputs.torch, inputs.cuda, s, values_shape, "uint8"))
-        scale_buffers.append(_empty(inputs.torch, inputs.cuda, s, scales_shape, "uint8"))
+        # next to the first shard, which decided the framework (a later one may be any producer)
+        values.append(_empty(inputs.torch, inputs.cuda, shards[0], values_shape, "uint8"))
+        scale_buffers.append(_empty(inputs.torch, inputs.cuda, shards[0], scales_shape, "uint8"))
     mode = _AMAX_GIVEN if amax is not None else _AMAX_COMPUTE
     if amax is None:
         amax = _empty(inputs.torch, inputs.cuda, shards[0], (1,), "float32")

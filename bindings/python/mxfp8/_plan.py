@@ -137,8 +137,8 @@ def prepare_buckets(tensors: Mapping[str, Mapping[str, Any]], *, bucket_bytes: i
     largest = max(total for _, _, _, total, _ in planned)
     if buffer is None:
         buffer = _new_bucket(inputs, specs, largest, "buffer=: a CUDA buffer of at least")
-    elif _args.numel(_args.dims("buffer", buffer)) < largest:
-        raise ValueError(f"buffer holds {_args.numel(_args.dims('buffer', buffer))} bytes, the largest bucket needs {largest}: "
+    elif _bucket_bytes(buffer) < largest:
+        raise ValueError(f"buffer holds {_bucket_bytes(buffer)} bytes, the largest bucket needs {largest}: "
                          "make it at least bucket_bytes and as large as the largest tensor")
     return [Plan(_prepare_fill(handles, parts, buffer[:total], dir_code, inputs, "buffer", shards), inputs.cuda,
                  buffer[:total], manifest)

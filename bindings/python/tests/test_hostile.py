@@ -837,3 +837,34 @@ def test_a_producer_without_a_shape_or_a_capsule_is_a_type_error_naming_the_argu
 
     with pytest.raises(TypeError, match=r"^x\b.*this object exports nothing"):
         mxfp8.nvfp4_quantize(Nothing())
+
+
+def test_a_shapeless_shard_after_a_torch_shard_gets_torch_outputs():
+    """nvfp4_quantize_fused takes its framework from the first shard: a later shard without .shape or
+    .device still gets outputs allocated next to the first one."""
+    torch = pytest.importorskip("torch")
+    x = np.random.default_rng(5).standard_normal((64, 32)).astype(np.float32)
+    expected = mxfp8.nvfp4_quantize_fused([torch.from_numpy(x), torch.from_numpy(x)])
+    got = mxfp8.nvfp4_quantize_fused([torch.from_numpy(x), Shapeless(torch.from_numpy(x))])
+    for e, g in zip(expected, got):
+        for a, b in zip(e, g):
+            assert isinstance(b, torch.Tensor)
+            assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("shape, ndim, message", [
+    (None, 2, r"^x: its DLPack tensor has ndim 2 and no shape array"),
+    ((4, -1), None, r"^x: dimension 1 of its DLPack tensor is -1, expected a size of 0 or more"),
+    ((), 65, r"^x: its DLPack tensor has ndim 65: expected 0 to 64 dimensions"),
+    ((), -1, r"^x: its DLPack tensor has ndim -1: expected 0 to 64 dimensions"),
+], ids=["no-shape-array", "negative-dimension", "65-dimensions", "negative-ndim"])
+def test_a_shapeless_producer_whose_capsule_lies_is_refused_naming_the_argument(shape, ndim, message):
+    """The shape read from a capsule (a producer without .shape) is checked as the library checks a
+    tensor before it sizes anything; the capsule is released once."""
+    held = np.zeros(16, np.uint8)
+    forged = ForgedTensor(held.ctypes.data, shape, ndim=ndim, keep=held)
+    producer = Producer(forged)
+    producer.shape = None
+    with pytest.raises(ValueError, match=message):
+        mxfp8.nvfp4_quantize(producer)
+    assert forged.deleted == 1
