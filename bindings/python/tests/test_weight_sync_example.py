@@ -141,3 +141,22 @@ def test_nvfp4_direct_path_moves_the_trainers_storage_into_parameters():
         plan = plan or mxfp8.prepare_import_tensors(ws.specs(model), params)
         plan.run()
         assert ws.verify(params, model.reference, list(shapes), np) is None
+
+
+def test_the_driver_waits_for_ready_and_fails_on_a_receiver_that_died_first():
+    """The driver times nothing until every receiver says "ready"; a receiver process that exits before it
+    is up (an import error, no CUDA device) is an error naming its exit code, not a wait for good."""
+    import multiprocessing
+
+    ws = load_example()
+
+    class Receiver:
+        exitcode = None
+
+    outbox = multiprocessing.get_context("spawn").Queue()
+    outbox.put("ready")
+    assert ws.first_message(Receiver(), outbox) == "ready"
+    dead = Receiver()
+    dead.exitcode = 3
+    with pytest.raises(SystemExit, match="a receiver exited with code 3 before it was up"):
+        ws.first_message(dead, outbox)
