@@ -878,8 +878,8 @@ int32_t checked_int32(int64_t v, const char *what) {
 // chunk's loads were in flight during the stores; narrow launches only, wide ones through shared memory)
 // it ties on the model's weights (4-29 MB of scales moved) and wins on larger matrices: 262144 x 896 scales
 // 0.856 -> 0.96 of a copy, the whole model 1.543 -> 1.476 ms against a 1.410 ms copy, H100, bench/LOG.md
-// 2026-12-07 (fourteenth session). Not profiled yet: the likely cause is the block scheduler refilling an SM as blocks finish,
-// with no 64-register cap limiting how many chunks' loads are in flight.
+// 2026-12-07 (fourteenth session). Not profiled yet: the likely cause is the block scheduler refilling an
+// SM as blocks finish, with no 64-register cap limiting how many chunks' loads are in flight.
 template <class W, int kCapacity>
 __global__ void __launch_bounds__(W::kThreads) unswizzle_chunk_kernel(const __grid_constant__ JobBatch<kCapacity> batch) {
   int job_index = 0;

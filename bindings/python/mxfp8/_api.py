@@ -157,9 +157,7 @@ def export_grouped(
     sd = _choice("scales_dtype", scales_dtype, _SCALES_DTYPES)
     uniform_rows = 0
     if expert_rows is None:
-        total = 1
-        for d in _args.dims("data", data)[:-1]:
-            total *= int(d)
+        total = _args.numel(_args.dims("data", data)[:-1])
         if total % num_experts:
             raise ValueError(f"{total} rows do not split into {num_experts} equal experts: pass expert_rows")
         uniform_rows = total // num_experts

@@ -131,6 +131,17 @@ enum class Access { Read, Write };
 
 // A versioned tensor of another major version is deleted unread (DLPack: its other fields may not be laid
 // out as we think); a tensor the library would write into must not be flagged read-only.
+// The dimensions of a taken tensor as far as the extension reads them itself, before the library's own
+// checks (the sizes of outputs it allocates, unswizzle_scales' out): ndim within the header's limit (at most
+// 64, mxfp8.h) and a shape array to read. A forged capsule with no shape array crashed swizzle_scales.
+inline void check_dims(const DLTensor &t, const Name &name) {
+  constexpr int32_t kMaxDims = 64;
+  if (t.ndim < 0 || t.ndim > kMaxDims || (t.ndim > 0 && !t.shape))
+    throw py::value_error(name.str() + ": its DLPack tensor has ndim " + std::to_string(t.ndim) +
+                          (t.ndim > 0 && t.ndim <= kMaxDims ? " and no shape array" : "") +
+                          ": expected 0 to 64 dimensions and their sizes");
+}
+
 inline void check_taken(const DLManagedTensorVersioned &managed, const Name &name, Access access) {
   const DLPackVersion version = managed.version;
   if (version.major != DLPACK_MAJOR_VERSION)
@@ -140,6 +151,7 @@ inline void check_taken(const DLManagedTensorVersioned &managed, const Name &nam
   if (access == Access::Write && (managed.flags & DLPACK_FLAG_BITMASK_READ_ONLY))
     throw py::value_error(name.str() + " is read-only (its producer flagged it DLPACK_FLAG_BITMASK_READ_ONLY, " +
                           "e.g. a NumPy array with flags.writeable False): mxfp8 writes its result there");
+  check_dims(managed.dl_tensor, name);
 }
 
 // How many objects each path took (tests read them to prove which path a framework took).
@@ -197,6 +209,7 @@ inline std::unique_ptr<TakenTensor> take_capsule(const py::object &capsule, cons
     w->versioned.deleter = LegacyWrapper::deleter;
     w->versioned.dl_tensor = legacy->dl_tensor;
     taken->managed = &w->versioned;
+    check_dims(taken->managed->dl_tensor, name);  // a legacy capsule has no version or flags to check
   } else {
     throw py::type_error(name.str() + ".__dlpack__() did not return a DLPack capsule");
   }

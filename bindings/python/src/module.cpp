@@ -887,19 +887,13 @@ DevicePair asked_dlpack_device(const char *name, py::handle obj) {
 
 // _args.dims and _args.dtype_name for a producer without .shape or .dtype (DLPack promises neither):
 // (shape, NumPy's name of the dtype) as its capsule says them, the capsule taken and released at once.
-// Stream -1 on a CUDA device is DLPack's "no synchronization": nothing is read. The capsule's shape is
-// checked as the library checks it (at most 64 dimensions, a shape array, no negative dimension) before
-// it sizes anything.
+// Stream -1 on a CUDA device is DLPack's "no synchronization": nothing is read. The take checked ndim and
+// the shape array (check_dims); a negative dimension is refused here, before it sizes anything.
 std::pair<py::tuple, std::string> dlpack_meta(const std::string &name, py::handle obj) {
   const DevicePair d = dlpack_device_of(name.c_str(), obj);
   const py::object stream = d.first == kDLCUDA || d.first == kDLCUDAManaged ? py::object(py::int_(-1)) : py::none();
   const auto taken = take_dlpack(obj, Name(name.c_str()), stream);
   const DLTensor &t = *taken->tensor();
-  constexpr int32_t kMaxDims = 64;  // the library's limit (src/core/shape.hpp)
-  if (t.ndim < 0 || t.ndim > kMaxDims || (t.ndim > 0 && !t.shape))
-    throw py::value_error(name + ": its DLPack tensor has ndim " + std::to_string(t.ndim) +
-                          (t.ndim > 0 && t.ndim <= kMaxDims ? " and no shape array" : "") +
-                          ": expected 0 to 64 dimensions and their sizes");
   py::tuple shape(t.ndim);
   for (int32_t i = 0; i < t.ndim; ++i) {
     if (t.shape[i] < 0)

@@ -868,3 +868,20 @@ def test_a_shapeless_producer_whose_capsule_lies_is_refused_naming_the_argument(
     with pytest.raises(ValueError, match=message):
         mxfp8.nvfp4_quantize(producer)
     assert forged.deleted == 1
+
+
+@pytest.mark.parametrize("call, name", [
+    (lambda p: mxfp8.swizzle_scales(p), "compact"),
+    (lambda p: mxfp8.unswizzle_scales(p, 128, 4), "swizzled"),
+    (lambda p: mxfp8.unswizzle_scales(np.zeros(512, np.uint8), 128, 4, p), "out"),
+], ids=["swizzle_scales", "unswizzle_scales", "unswizzle_scales-out"])
+@pytest.mark.parametrize("legacy", [False, True], ids=["versioned", "legacy"])
+def test_a_capsule_without_a_shape_array_is_refused_where_the_binding_reads_its_shape(call, name, legacy):
+    """swizzle_scales and unswizzle_scales read a tensor's shape in the extension, before the library checks
+    it: a capsule with ndim 2 and no shape array crashed the process there (a NULL read). Every take checks
+    ndim and the shape array now; the capsule is released once."""
+    held = np.zeros(512, np.uint8)
+    forged = ForgedTensor(held.ctypes.data, None, ndim=2, keep=held, version=None if legacy else (1, 3))
+    with pytest.raises(ValueError, match=rf"^{name}: its DLPack tensor has ndim 2 and no shape array"):
+        call(Producer(forged))
+    assert forged.deleted == 1
