@@ -26,6 +26,7 @@
 
 #include "mxfp8/mxfp8.h"
 #include "dlpack_take.hpp"
+#include "python_args.hpp"
 #include "shard_list.hpp"
 
 namespace py = pybind11;
@@ -96,8 +97,7 @@ Destinations take_params(py::handle params, const std::vector<py::handle> &keys,
   const bool dict = PyDict_Check(params.ptr());
   static const py::handle mapping = py::object(py::module_::import("collections.abc").attr("Mapping")).release();
   if (!dict && !py::isinstance(params, mapping))
-    throw py::type_error("params must be a mapping name -> (values, scales[, ...]), got " +
-                         py::str(py::type::of(params).attr("__name__")).cast<std::string>());
+    throw py::type_error("params must be a mapping name -> (values, scales[, ...]), got " + type_name(params));
   std::vector<py::object> entries(n);
   std::vector<py::handle> missing;
   for (size_t i = 0; i < n; ++i) {
@@ -202,24 +202,6 @@ uint64_t manifest_int(py::handle value, uint64_t high, What what) {
   return python_check("integer")(what(), value, 0, high).template cast<uint64_t>();
 }
 
-// A manifest shape: a list or tuple of Python ints, else what mxfp8._args.shape makes of it (or refuses).
-template <class What>
-std::vector<int64_t> manifest_shape(py::handle value, What what) {
-  if (PyList_CheckExact(value.ptr()) || PyTuple_CheckExact(value.ptr())) {
-    std::vector<int64_t> shape;
-    const py::sequence items = py::reinterpret_borrow<py::sequence>(value);
-    for (py::handle d : items) {
-      if (!PyLong_CheckExact(d.ptr())) break;
-      const long long v = PyLong_AsLongLong(d.ptr());
-      if (PyErr_Occurred()) break;
-      shape.push_back(v);
-    }
-    PyErr_Clear();
-    if (shape.size() == items.size()) return shape;
-  }
-  return python_check("shape")(what(), value).template cast<std::vector<int64_t>>();
-}
-
 // The keys every manifest entry needs, and an NVFP4 entry's besides.
 constexpr const char *kParts[] = {"values_offset", "values_bytes", "scales_offset", "scales_bytes"};
 constexpr const char *kNvfp4Keys[] = {"direction", "scales_shape", "amax_offset", "amax_bytes", "e4m3_max"};
@@ -274,8 +256,7 @@ struct BucketSource {
     static const py::handle layout_codes = python_table("mxfp8._manifest", "LAYOUTS");
     if (PyUnicode_Check(manifest.ptr()) || PyBytes_Check(manifest.ptr()) || py::isinstance(manifest, mapping) ||
         !py::hasattr(manifest, "__iter__"))
-      throw py::type_error("manifest must be the list export_bucket returned, got " +
-                           py::str(py::type::of(manifest).attr("__name__")).cast<std::string>());
+      throw py::type_error("manifest must be the list export_bucket returned, got " + type_name(manifest));
     entries = py::reinterpret_steal<py::list>(PySequence_List(manifest.ptr()));
     if (!entries) throw py::error_already_set();
     const size_t n = entries.size();
@@ -285,7 +266,7 @@ struct BucketSource {
       py::handle e = entries[i];
       if (!PyDict_Check(e.ptr())) {
         if (!py::isinstance(e, mapping))
-          throw py::type_error(where + " must be a dict, got " + py::str(py::type::of(e).attr("__name__")).cast<std::string>());
+          throw py::type_error(where + " must be a dict, got " + type_name(e));
         entries[i] = py::dict(py::reinterpret_borrow<py::object>(e));
         e = entries[i];
       }
@@ -294,6 +275,7 @@ struct BucketSource {
         return py::reinterpret_borrow<py::object>(PyDict_GetItemString(e.ptr(), key));
       };
       const auto field = [&](const char *key) { return [&where, key] { return where + "['" + key + "']"; }; };
+      bool plain = true;  // (a value that is not plain is still taken)
       {
         PyObject *k, *v;
         Py_ssize_t pos = 0;
@@ -332,22 +314,21 @@ struct BucketSource {
       const py::object name = get("name");
       if (PyObject_Hash(name.ptr()) == -1) {
         PyErr_Clear();
-        throw py::type_error(where + "['name'] must be hashable, got " +
-                             py::str(py::type::of(name).attr("__name__")).cast<std::string>());
+        throw py::type_error(where + "['name'] must be hashable, got " + type_name(name));
       }
       if (PySet_Contains(seen.ptr(), name.ptr()) == 1)
         throw py::value_error(where + "['name'] " + py::repr(name).cast<std::string>() + " appears twice");
       PySet_Add(seen.ptr(), name.ptr());
       held_names.push_back(name);
       names.push_back(name);
-      shape_store.push_back(manifest_shape(get("shape"), field("shape")));
+      shape_store.push_back(shape_arg(field("shape"), get("shape"), plain));
       uint64_t part[6] = {};
       for (size_t k = 0; k < 4; ++k) part[k] = manifest_int(get(kParts[k]), UINT64_MAX, field(kParts[k]));
       if (nv)
         for (size_t k = 2; k < 4; ++k) part[k + 2] = manifest_int(get(kNvfp4Keys[k]), UINT64_MAX, field(kNvfp4Keys[k]));
       parts.push_back(mxfp8_bucket_part{part[0], part[1], part[2], part[3], part[4], part[5]});
       if (const py::object scales_shape = get("scales_shape"))
-        scales_shape_store.push_back(manifest_shape(scales_shape, field("scales_shape")));
+        scales_shape_store.push_back(shape_arg(field("scales_shape"), scales_shape, plain));
       e4m3_maxes.push_back(nv ? static_cast<int32_t>(manifest_int(get("e4m3_max"), INT32_MAX, field("e4m3_max"))) : 0);
       const py::object fp8_dtype = get("fp8_dtype");
       formats.push_back(nv ? MXFP8_FORMAT_NVFP4 : fp8_dtype ? choice_code(fp8_dtype, fp8_dtypes, field("fp8_dtype"))
@@ -477,8 +458,7 @@ struct Source {
     } else {
       static py::handle mapping = py::object(py::module_::import("collections.abc").attr("Mapping")).release();
       if (!py::isinstance(spec_object, mapping))
-        throw py::type_error(where() + " must be a dict with 'data' and 'scale_inv', got " +
-                             py::str(py::type::of(spec_object).attr("__name__")).cast<std::string>());
+        throw py::type_error(where() + " must be a dict with 'data' and 'scale_inv', got " + type_name(spec_object));
       spec = py::dict(py::reinterpret_borrow<py::object>(spec_object));
     }
     py::object values[kNumSpecKeys];  // held: a checker below is Python code that may change the spec
@@ -510,7 +490,8 @@ struct Source {
       throw py::value_error(where() + " has no 'swizzled': True when its scales are in the cuBLAS 128x4 layout "
                             "(TE's optimize_for_gemm), False when row-major (compact or padded); the two have the "
                             "same size, so a guess would read one as the other silently");
-    swizzled = s.ptr() == Py_True || (s.ptr() != Py_False && python_check("flag")(where() + "['swizzled']", s).cast<bool>());
+    bool plain = true;  // (a value that is not plain is still taken)
+    swizzled = flag([&] { return where() + "['swizzled']"; }, s, plain);
     sharded = get(kRows) || get(kCols);
     if (sharded && !shards)
       throw py::value_error(where() + " has 'rows' / 'cols': import_tensors takes a receiver's shard as "
@@ -526,13 +507,13 @@ struct Source {
       if (!amax || amax.is_none())
         throw py::value_error(where() + " has no 'amax': an NVFP4 tensor needs its float32 amax (per tensor or per row)");
       if (py::handle m = get(kE4m3Max))
-        e4m3_max = python_check("e4m3_max")(where() + "['e4m3_max']", m).cast<int32_t>();
+        e4m3_max = static_cast<int32_t>(integer([&] { return where() + "['e4m3_max']"; }, m, plain, 0, INT32_MAX));
     } else if (py::handle d = get(kFp8Dtype)) {
       static const py::handle dtypes = python_table("mxfp8._api", "_FORMATS");
       format = choice_code(d, dtypes, [&] { return where() + "['fp8_dtype']"; });
     }
     if (py::handle given = get(kShape)) {
-      shape = python_check("shape")(where() + "['shape']", given).cast<std::vector<int64_t>>();
+      shape = shape_arg([&] { return where() + "['shape']"; }, given, plain);
       if (shape.empty())
         throw py::value_error(where() + "['shape'] is empty: an " + (nvfp4 ? "NVFP4" : "MXFP8") +
                               " tensor needs a last dimension K");
@@ -557,8 +538,7 @@ py::object import_tensors(PyObject *const *args) {
   const bool prepare = args[8] == Py_True;
   static const py::handle mapping = python_table("collections.abc", "Mapping");
   if (!PyDict_Check(tensors.ptr()) && !py::isinstance(tensors, mapping))
-    throw py::type_error("tensors must be a dict name -> {'data', 'scale_inv', ...}, got " +
-                         py::str(py::type::of(tensors).attr("__name__")).cast<std::string>());
+    throw py::type_error("tensors must be a dict name -> {'data', 'scale_inv', ...}, got " + type_name(tensors));
   // The keys and specs held (a snapshot, with no dict made): a checker or __dlpack__ the call runs is Python
   // code that may change the caller's dict (a mapping is read as dict(tensors)).
   py::object given = py::reinterpret_borrow<py::object>(tensors);

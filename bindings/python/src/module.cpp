@@ -19,6 +19,7 @@
 #include <mxfp8/mxfp8.h>
 
 #include "dlpack_take.hpp"
+#include "python_args.hpp"
 #include "shard_list.hpp"
 
 #ifdef MXFP8_PYTHON_WITH_CUDA
@@ -59,20 +60,6 @@ struct Export {
     }
   }
 };
-
-std::string type_name(py::handle obj) { return py::str(py::type::of(obj).attr("__name__")).cast<std::string>(); }
-
-// A Python int (not a bool) that fits in int64_t, or nothing.
-std::optional<int64_t> as_int64(py::handle obj) {
-  if (!PyLong_Check(obj.ptr()) || PyBool_Check(obj.ptr())) return std::nullopt;
-  int overflow = 0;
-  const long long v = PyLong_AsLongLongAndOverflow(obj.ptr(), &overflow);
-  if (overflow || (v == -1 && PyErr_Occurred())) {
-    PyErr_Clear();
-    return std::nullopt;
-  }
-  return static_cast<int64_t>(v);
-}
 
 // A DLPack protocol argument made of two ints: (major, minor), (device_type, device_id).
 std::pair<int64_t, int64_t> int_pair(py::handle obj, const char *name, const char *what) {
@@ -690,42 +677,6 @@ void nvfp4_quantize(const std::vector<py::object> &inputs, const std::vector<py:
 // back. The plain case (the framework's tensors with an exchange API, plain str / bool / int / tuple
 // arguments, no stream) calls no Python code and makes no Python object but the results.
 
-std::string repr_of(py::handle obj) { return py::repr(obj).cast<std::string>(); }
-
-// The code of a str `value` among `table`'s keys, or nothing (not a str, or not a key).
-template <size_t N>
-std::optional<int> lookup(py::handle value, const std::pair<const char *, int> (&table)[N]) {
-  if (!PyUnicode_Check(value.ptr())) return std::nullopt;
-  Py_ssize_t size = 0;
-  const char *s = PyUnicode_AsUTF8AndSize(value.ptr(), &size);
-  if (!s) {
-    PyErr_Clear();
-    return std::nullopt;
-  }
-  for (const auto &[key, code] : table)
-    if (std::strlen(key) == static_cast<size_t>(size) && std::memcmp(key, s, size) == 0) return code;
-  return std::nullopt;
-}
-
-// `table`'s keys as Python prints them, "'a', 'b'": in the table's order, or sorted (_args.choice's
-// sorted(table)).
-template <size_t N>
-std::string keys_of(const std::pair<const char *, int> (&table)[N], bool sorted) {
-  std::vector<std::string> keys;
-  for (const auto &entry : table) keys.push_back(entry.first);
-  if (sorted) std::sort(keys.begin(), keys.end());
-  std::string listed;
-  for (const std::string &key : keys) listed += (listed.empty() ? "'" : ", '") + key + "'";
-  return listed;
-}
-
-// _args.choice: a str among `table`'s keys (the message lists them sorted, or in the table's order).
-template <size_t N>
-int choice(const char *name, py::handle value, const std::pair<const char *, int> (&table)[N], bool sorted = true) {
-  if (const auto code = lookup(value, table)) return *code;
-  throw py::value_error(std::string(name) + " must be one of [" + keys_of(table, sorted) + "], got " + repr_of(value));
-}
-
 constexpr std::pair<const char *, int> kFormats[] = {{"e4m3", MXFP8_FORMAT_E4M3}, {"e5m2", MXFP8_FORMAT_E5M2}};
 constexpr std::pair<const char *, int> kDirections[] = {{"rowwise", MXFP8_DIRECTION_ROWWISE},
                                                         {"columnwise", MXFP8_DIRECTION_COLUMNWISE}};
@@ -735,77 +686,6 @@ constexpr std::pair<const char *, int> kBlocks[] = {{"1x32", 0}, {"32x32", 1}};
 constexpr std::pair<const char *, int> kRoundings[] = {{"rceil", 0}, {"floor", 1}, {"compressed_tensors", 2}};
 constexpr std::pair<const char *, int> kLayouts[] = {{"compact", 0}, {"padded", 1}, {"swizzled", 2}};
 constexpr std::pair<const char *, int> kOutputs[] = {{"float32", 0}, {"bfloat16", 1}};
-
-// A module already imported (numpy, torch), or a null object; no import is attempted.
-py::object imported(const char *name) {
-  const py::object module_name = steal(PyUnicode_FromString(name));
-  if (!module_name) throw py::error_already_set();
-  py::object module = steal(PyImport_GetModule(module_name.ptr()));
-  if (!module && PyErr_Occurred()) throw py::error_already_set();
-  return module;
-}
-
-// _args.flag: a real bool, or NumPy's (which makes the call not plain).
-// Whether `value` is NumPy's bool (a flag, as True and False are).
-bool numpy_bool(py::handle value) {
-  const py::object np = imported("numpy");
-  if (!np) return false;
-  return py::isinstance(value, np.attr("bool_"));
-}
-
-bool flag(const char *name, py::handle value, bool &plain) {
-  if (value.ptr() == Py_True) return true;
-  if (value.ptr() == Py_False) return false;
-  if (numpy_bool(value)) {
-    plain = false;
-    return value.cast<bool>();
-  }
-  throw py::type_error(std::string(name) + " must be True or False, got " + repr_of(value) + " (" + type_name(value) + ")");
-}
-
-// _args.integer: an int (anything with __index__ but a bool) in [low, high]; name[index] when index >= 0.
-int64_t integer(const char *name, py::handle value, bool &plain, int64_t low = INT64_MIN, int64_t high = INT64_MAX,
-                Py_ssize_t index = -1) {
-  auto label = [&] { return index < 0 ? std::string(name) : std::string(name) + "[" + std::to_string(index) + "]"; };
-  py::object number;
-  if (PyLong_CheckExact(value.ptr())) {
-    number = py::reinterpret_borrow<py::object>(value);
-  } else {
-    plain = false;
-    PyObject *i = PyBool_Check(value.ptr()) ? nullptr : PyNumber_Index(value.ptr());
-    if (!i) {
-      if (PyErr_Occurred() && !PyErr_ExceptionMatches(PyExc_TypeError)) throw py::error_already_set();
-      PyErr_Clear();
-      throw py::type_error(label() + " must be an int, got " + repr_of(value) + " (" + type_name(value) + ")");
-    }
-    number = py::reinterpret_steal<py::object>(i);
-  }
-  int overflow = 0;
-  const long long v = PyLong_AsLongLongAndOverflow(number.ptr(), &overflow);
-  if (v == -1 && PyErr_Occurred()) throw py::error_already_set();
-  if (overflow || v < low || v > high)
-    throw py::value_error(label() + " is " + py::str(number).cast<std::string>() + ", expected " + std::to_string(low) +
-                          " to " + std::to_string(high));
-  return v;
-}
-
-// _args.shape: a sequence of ints that fit int64 (the library checks what they mean).
-std::vector<int64_t> shape_arg(const char *name, py::handle value, bool &plain) {
-  std::vector<int64_t> dims;
-  PyObject *o = value.ptr();
-  if (PyTuple_CheckExact(o) || PyList_CheckExact(o)) {
-    const Py_ssize_t n = PySequence_Fast_GET_SIZE(o);
-    dims.reserve(n);
-    for (Py_ssize_t i = 0; i < n; ++i) dims.push_back(integer(name, PySequence_Fast_GET_ITEM(o, i), plain, INT64_MIN, INT64_MAX, i));
-    return dims;
-  }
-  plain = false;
-  if (PyUnicode_Check(o) || PyBytes_Check(o) || !py::hasattr(value, "__len__") || !py::hasattr(value, "__getitem__"))
-    throw py::type_error(std::string(name) + " must be a sequence of ints, got " + repr_of(value) + " (" + type_name(value) + ")");
-  Py_ssize_t i = 0;
-  for (py::handle d : py::reinterpret_borrow<py::iterable>(value)) dims.push_back(integer(name, d, plain, INT64_MIN, INT64_MAX, i++));
-  return dims;
-}
 
 // Devices as _args compares them: (device_type, device_id), host memory (plain or pinned) one kind.
 using DevicePair = std::pair<int64_t, int64_t>;

@@ -225,6 +225,20 @@ def test_import_tensors_nvfp4_e4m3_max_is_448_or_256_exactly(e4m3_max, error):
     assert all((a.view(np.uint8) == POISON).all() for a in params["q"])
 
 
+def test_import_tensors_reads_numpy_ints_in_a_spec_as_the_ints_they_are():
+    """The spec's 'shape' and 'e4m3_max' are read by the extension's own readers (those of every other
+    entry point): anything with __index__ is the int it says, and the import is the one of plain ints."""
+    def imported(spec):
+        params = {"q": (poisoned(64 * 32), poisoned(64 * 4), poisoned(1, np.float32))}
+        mxfp8.import_tensors({"q": spec}, params)
+        return [a.copy() for a in params["q"]]
+
+    plain = imported(dict(nvfp4_spec(), shape=(64, 64), e4m3_max=448))
+    numpy = imported(dict(nvfp4_spec(), shape=np.array([64, 64]), e4m3_max=np.int32(448)))
+    assert all((a == b).all() for a, b in zip(plain, numpy))
+    assert not (plain[1] == POISON).all()
+
+
 # ------------------------------------------------------------------------------- item 5: unpack_bucket ---
 def test_unpack_bucket_refuses_scales_in_another_layout():
     data, buf, s = make_mxfp8((128, 128), "padded", seed=6)
