@@ -10,8 +10,10 @@
 // block (unswizzle_chunk_kernel): a thread loads line l of 4 tiles (16 bytes each: 4 scales of rows l,
 // l + 32, l + 64, l + 96 per tile) and stores 16 consecutive scales of each of those 4 rows, a 4 x 4 word
 // transpose with no shared memory and no barrier (store_transposed_chunk; mxfp8_swizzle_scales' kernel
-// is its mirror, on the same kind of grid). MXFP8_UNSWIZZLE_PATH=smem sends every such launch through
-// shared memory instead, to time one against the other.
+// is its mirror, on the same kind of grid). A run of such unswizzles of at most kTinyLaunchMaxTiles tiles
+// takes chunks of one quad, a warp a block (Tiny), so that a small matrix spreads over SMs; the swizzle
+// kernel launches warp-sized blocks at the same sizes. MXFP8_UNSWIZZLE_PATH=smem sends every such launch
+// through shared memory instead, to time one against the other.
 // Other launches stage chunks through shared memory:
 //
 // Shared memory holds a chunk in its compact form, one 32-bit word (4 scales) per row and tile:
@@ -84,6 +86,18 @@ struct Width {
 using Narrow = Width<32>;
 using Wide = Width<64>;
 constexpr int kWideChunksPerBlock = 8;
+// Tiny chunks (one quad, 2 KiB, a warp a block) for an unswizzle of at most kTinyLaunchMaxTiles tiles (1 MiB:
+// 64 narrow chunks) in registers: a (128, 128) scale matrix was one narrow block of 256 threads, whose
+// 16 KiB of loads queued on one SM (4.2 us of kernel against FlashInfer's 3.2 us over 128 blocks, H100,
+// ncu); as 8 warps on 8 SMs it is latency, not one SM's queue. The swizzle kernel does the same with
+// warp-sized blocks below kTinyLaunchMaxTiles (swizzle()).
+// Only the in-register unswizzle takes it, so it has none of Width's shared-memory sizes.
+struct Tiny {
+  static constexpr int kTilesPerChunk = 4;
+  static constexpr int kThreads = 32;
+  static constexpr int kVectorsPerThread = kTilesPerChunk * kVectorsPerTile / kThreads;  // 4
+};
+constexpr int64_t kTinyLaunchMaxTiles = 2048;
 
 
 // Two fields of a job that only some kinds read: tile jobs their chunking, layout jobs their padding.
@@ -255,8 +269,16 @@ __device__ void load_chunk(const Chunk &c, uint4 (&regs)[W::kVectorsPerThread]) 
 struct QuadLine {
   int quad, line;
 };
+// A chunk of 32 tiles or more: each group of 8 warps takes 8 quads, a warp 4 lines of each (a warp's stores
+// then cover 128 contiguous bytes of 4 compact rows). A tiny chunk (one quad, Tiny) has a warp alone: lane
+// l takes line l.
+template <class W>
 __device__ QuadLine quad_line() {
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+  if constexpr (W::kTilesPerChunk < 32) {
+    static_assert(W::kTilesPerChunk == 4, "a chunk below 32 tiles is one quad, one warp");
+    return QuadLine{0, lane};
+  }
   return QuadLine{(warp / 8) * 8 + lane / 4, (warp % 8) * 4 + lane % 4};
 }
 
@@ -265,7 +287,7 @@ template <class W>
 __device__ void load_transposed_chunk(const Chunk &c, uint4 (&regs)[W::kVectorsPerThread]) {
   static_assert(W::kVectorsPerThread == 4 && W::kThreads == W::kTilesPerChunk * 8, "a thread moves one line of a quad");
   const uint4 *src = reinterpret_cast<const uint4 *>(swizzled_chunk(c));
-  const QuadLine at = quad_line();
+  const QuadLine at = quad_line<W>();
   // Every vector assigned, a zero past the chunk (the stores skip what lies past it).
 #pragma unroll
   for (int t = 0; t < 4; ++t)
@@ -279,7 +301,7 @@ __device__ uint32_t word_of(const uint4 &v, int s) { return s == 0 ? v.x : s == 
 // of the 4 rows. Partial quads, unaligned or strided rows fall back to words or bytes.
 template <class W>
 __device__ void store_transposed_chunk(const Chunk &c, const uint4 (&regs)[W::kVectorsPerThread]) {
-  const QuadLine at = quad_line();
+  const QuadLine at = quad_line<W>();
   const int first = 4 * at.quad;
   const int tiles_left = c.tiles - first;  // of this quad: 1 to 4 valid, or none
   if (tiles_left <= 0) return;
@@ -439,7 +461,7 @@ template <class W>
 __device__ void store_swizzled_quads(const Chunk &c, bool zero_as_one) {
   static_assert(W::kThreads == W::kTilesPerChunk / 4 * kVectorsPerTile, "a thread moves one line of a quad");
   constexpr int kQuadsPerStep = W::kTilesPerChunk / 4;
-  const QuadLine at = quad_line();
+  const QuadLine at = quad_line<W>();
   const DeviceJob &job = *c.job;
   const bool direct = job.tiles.direct;
   const int width = direct ? job.tile_cols : c.tiles;  // tiles of each of the chunk's tile rows
@@ -825,9 +847,12 @@ __device__ uint32_t compact_word(const ByteMatrix &src, int64_t r, int64_t c, bo
   return w;
 }
 
-__global__ void __launch_bounds__(kSwizzleThreads) swizzle_kernel(ByteMatrix src, uint8_t *swizzled, int32_t tile_cols,
-                                                               int32_t quads_per_row, int64_t quads) {
-  const int64_t thread = static_cast<int64_t>(blockIdx.x) * kSwizzleThreads + threadIdx.x;
+// Threads map to (quad, line) by their index in the grid, whatever the block size: kThreads is 256, or a
+// warp for a tiny launch (swizzle()).
+template <int kThreads>
+__global__ void __launch_bounds__(kThreads) swizzle_kernel(ByteMatrix src, uint8_t *swizzled, int32_t tile_cols,
+                                                           int32_t quads_per_row, int64_t quads) {
+  const int64_t thread = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
   const int64_t warp = thread / 32;
   const int lane = static_cast<int>(thread % 32);
   constexpr int kLineGroups = static_cast<int>(kSubtileRows) / kSwizzleLinesPerWarp;  // 8 warps a quad group
@@ -1076,6 +1101,45 @@ void launch_next(const ScaleJob *jobs, size_t count, size_t &next, bool unstaged
   }
 }
 
+// Whether a run is a few aligned unswizzles that the in-register kernel takes in Tiny chunks: each an
+// unswizzle that launch_batch would move in registers (no gather, tiles not direct at Tiny's width, a
+// 16-byte aligned source), at most kTinyLaunchMaxTiles tiles in all, MXFP8_UNSWIZZLE_PATH not smem.
+bool tiny_unswizzles(const ScaleJob *jobs, size_t count, bool unstaged) {
+  int64_t tiles = 0;
+  for (size_t i = 0; i < count; ++i) {
+    const ScaleJob &j = jobs[i];
+    if (j.kind != JobKind::Unswizzle || !j.swizzled || !stages_chunks(j) /* a gather */ ||
+        is_direct(j, Tiny::kTilesPerChunk, unstaged) || (reinterpret_cast<uintptr_t>(j.swizzled) & 15) != 0)
+      return false;
+    tiles += ceil_div(j.dst.rows, kTileRows) * ceil_div(j.dst.cols, kTileCols);
+    if (tiles > kTinyLaunchMaxTiles) return false;
+  }
+  return unswizzle_path() == UnswizzlePath::Registers;
+}
+
+template <int kCapacity>
+void launch_tiny_unswizzles(const JobBatch<kCapacity> &batch, int64_t chunks, cudaStream_t stream) {
+  if (chunks == 0) return;
+  unswizzle_chunk_kernel<Tiny, kCapacity><<<static_cast<unsigned>(chunks), Tiny::kThreads, 0, stream>>>(batch);
+  check(cudaGetLastError(), "launching the scale unswizzle kernel");
+}
+
+// The run of tiny_unswizzles, in batches as launch_next makes them (up to 2048 one-tile experts).
+void run_tiny_unswizzles(const ScaleJob *jobs, size_t count, bool unstaged, cudaStream_t stream) {
+  for (size_t next = 0; next < count;) {
+    if (count - next == 1) {
+      JobBatch<1> batch;
+      launch_tiny_unswizzles(batch, fill_batch<Tiny>(batch, jobs, count, next, unstaged), stream);
+    } else if (count - next <= kSmallBatch) {
+      JobBatch<kSmallBatch> batch;
+      launch_tiny_unswizzles(batch, fill_batch<Tiny>(batch, jobs, count, next, unstaged), stream);
+    } else {
+      auto batch = std::make_unique<JobBatch<kMaxJobsPerLaunch>>();  // heap, not stack: ~31 KiB
+      launch_tiny_unswizzles(*batch, fill_batch<Tiny>(*batch, jobs, count, next, unstaged), stream);
+    }
+  }
+}
+
 template <class W>
 void run_jobs_with(const ScaleJob *jobs, size_t count, bool unstaged, cudaStream_t stream) {
   size_t next = 0;
@@ -1191,7 +1255,8 @@ void run_jobs(const ScaleJob *jobs, size_t count, void *stream) {
   if (count == 0) return;
   // No job of the run staged: every launch of it is kUnstaged, so swizzle jobs may take direct chunks.
   const bool unstaged = std::none_of(jobs, jobs + count, stages_chunks);
-  if (wide_chunks_pay(jobs, count, unstaged)) run_jobs_with<Wide>(jobs, count, unstaged, s);
+  if (tiny_unswizzles(jobs, count, unstaged)) run_tiny_unswizzles(jobs, count, unstaged, s);
+  else if (wide_chunks_pay(jobs, count, unstaged)) run_jobs_with<Wide>(jobs, count, unstaged, s);
   else run_jobs_with<Narrow>(jobs, count, unstaged, s);
 }
 
@@ -1212,11 +1277,17 @@ void swizzle(ByteMatrix src, uint8_t *swizzled, void *stream) {
   const int32_t quads_per_row = static_cast<int32_t>(ceil_div(tile_cols, 4));
   const int64_t quads = tile_rows * quads_per_row;
   if (quads == 0) return;
-  // Each quad group of kSwizzleQuadsPerWarp quads takes 8 warps (one per 4 lines): a block of 256 threads.
-  const int64_t blocks = ceil_div(quads, kSwizzleQuadsPerWarp);
-  checked_int32(blocks, "blocks in one launch");
-  swizzle_kernel<<<static_cast<unsigned>(blocks), kSwizzleThreads, 0, static_cast<cudaStream_t>(stream)>>>(
-      src, swizzled, tile_cols, quads_per_row, quads);
+  // Each quad group of kSwizzleQuadsPerWarp quads takes 8 warps (one per 4 lines): a block of 256 threads,
+  // or, for at most kTinyLaunchMaxTiles tiles, 8 blocks of a warp (Tiny's reason).
+  const int64_t groups = ceil_div(quads, kSwizzleQuadsPerWarp);
+  checked_int32(groups, "blocks in one launch");
+  const auto s = static_cast<cudaStream_t>(stream);
+  if (4 * quads <= kTinyLaunchMaxTiles)
+    swizzle_kernel<32><<<static_cast<unsigned>(groups * (kSwizzleThreads / 32)), 32, 0, s>>>(src, swizzled, tile_cols,
+                                                                                            quads_per_row, quads);
+  else
+    swizzle_kernel<kSwizzleThreads><<<static_cast<unsigned>(groups), kSwizzleThreads, 0, s>>>(src, swizzled, tile_cols,
+                                                                                            quads_per_row, quads);
   check(cudaGetLastError(), "launching the scale swizzle kernel");
 }
 

@@ -836,6 +836,9 @@ static void test_gpu_swizzle_pair_matches_formula(void **state) {
       /* and back through the unswizzle's in-register chunks (rows of more than 16 tiles): 16-byte rows with a
        * partial last chunk (40 tiles: 32 + 8), 4-byte rows with a partial last quad (21 tiles), byte rows */
       {200, 160, 0, 0, 0, 0},   {260, 84, 0, 0, 0, 0}, {130, 130, 0, 0, 0, 0},
+      /* either side of the tiny launch (at most 2048 tiles: blocks of a warp): 32 x 64 tiles, 33 x 64, 65 x 75;
+       * and tiny with a partial last quad both ways (2 x 5 tiles) */
+      {4096, 256, 0, 0, 0, 0},  {4097, 256, 0, 0, 0, 0}, {8200, 300, 0, 0, 0, 0}, {130, 18, 0, 0, 0, 0},
   };
   for (size_t n = 0; n < sizeof cases / sizeof cases[0]; ++n) {
     const int64_t r = cases[n].r, c = cases[n].c, rp = ref_round_up(r, 128), cp = ref_round_up(c, 4);
@@ -890,8 +893,8 @@ static void test_gpu_swizzle_pair_matches_formula(void **state) {
  * chunk of one tile; a wide launch (4200 chunks of 64 tiles, at least 8 a resident block, 15 or 16 a
  * block) with a partial last chunk of 2 tiles; partial last tile rows; 16-byte rows (row stride 144, 272),
  * 4-byte rows, a transposed output (strides (1, R): byte stores), blocks of one chunk each, an empty
- * matrix, and swizzled scales at a byte offset: 16 (every path's vector loads) and 4 (every path falls
- * back to the shared-memory kernel's byte loads).
+ * matrix, swizzled scales at a byte offset: 16 (every path's vector loads) and 4 (every path falls back
+ * to the shared-memory kernel's byte loads), and the sizes either side of the tiny launch.
  * The swizzled input is random bytes (padding included, which must not be copied); the output is
  * poisoned, so a byte written out of place or not at all shows. */
 static void test_gpu_unswizzle_chunk_loops_match_formula(void **state) {
@@ -907,6 +910,11 @@ static void test_gpu_unswizzle_chunk_loops_match_formula(void **state) {
       {0, 140, 0, 0, 0},        /* empty: no chunk, nothing written */
       {3000, 140, 0, 0, 16},    /* 16-byte aligned base, not 512 */
       {3000, 140, 0, 0, 4},     /* unaligned base: byte loads */
+      /* either side of the tiny launch (at most 2048 tiles, one quad a warp-sized block): 32 x 64 tiles in
+       * 512 tiny chunks; 33 x 64 in narrow ones; 2 x 5 tiles (a quad and a partial one); 2 x 3 (one partial
+       * quad); 2 x 2 (direct at the tiny width, so the shared-memory kernel's direct chunks) */
+      {4096, 256, 0, 0, 0},     {4097, 256, 0, 0, 0},     {130, 18, 0, 0, 0},
+      {130, 12, 0, 0, 0},       {130, 8, 0, 0, 0},
   };
   for (size_t n = 0; n < sizeof cases / sizeof cases[0]; ++n) {
     const int64_t r = cases[n].r, c = cases[n].c, rp = ref_round_up(r, 128), cp = ref_round_up(c, 4);
