@@ -39,27 +39,43 @@ def round_up(n, d):
     return (n + d - 1) // d * d
 
 
-def build(layers, experts, seed=0):
-    """The torch CPU sources and parameters, and the same as NumPy arrays (shared memory)."""
+def build(layers, experts, seed=0, nvfp4=False):
+    """The torch CPU sources and parameters, and the same as NumPy arrays (shared memory). nvfp4: the same
+    tensors in NVFP4 as refit_scale.py --case nvfp4 gives them (packed values, swizzled E4M3 scales, a
+    per-tensor amax, "shape" and "e4m3_max" given), into (values, scales, global_scale) parameters."""
     g = torch.Generator().manual_seed(seed)
     tensors, params = {}, {}
     for layer in range(layers):
         for e in range(experts):
             for w, (rows, cols) in zip(("w13", "w2"), SHAPES):
+                name = f"model.layers.{layer}.mlp.experts.{e}.{w}.weight"
+                if nvfp4:
+                    c = -(-cols // 16)
+                    tensors[name] = {
+                        "format": "nvfp4", "swizzled": True, "shape": (rows, cols), "e4m3_max": 448,
+                        "data": torch.randint(0, 256, (rows, cols // 2), dtype=torch.uint8, generator=g),
+                        "scale_inv": torch.randint(1, 0x7F, (round_up(rows, 128) * round_up(c, 4),), dtype=torch.uint8,
+                                                   generator=g),
+                        "amax": torch.rand(1, generator=g) * 100 + 1}
+                    params[name] = (torch.empty((rows, cols // 2), dtype=torch.uint8),
+                                    torch.empty(round_up(rows, 128) * round_up(c, 4), dtype=torch.uint8),
+                                    torch.empty(1))
+                    continue
                 c = -(-cols // 32)
                 data = torch.randint(0, 256, (rows, cols), dtype=torch.uint8, generator=g)
                 if w == "w2":
                     data = data.view(torch.float8_e4m3fn)
                 scale_inv = torch.randint(1, 255, (round_up(rows, 128) * round_up(c, 4),), dtype=torch.uint8,
                                           generator=g)
-                name = f"model.layers.{layer}.mlp.experts.{e}.{w}.weight"
                 tensors[name] = {"data": data, "scale_inv": scale_inv, "swizzled": True}
                 values = torch.empty((rows, cols), dtype=torch.uint8)
                 scales = torch.empty(mxfp8.scales_shape((rows, cols), "cutlass_128x4"), dtype=torch.uint8)
                 params[name] = (values, scales)
-    as_numpy = lambda t: t.view(torch.uint8).numpy()  # NumPy has no float8: the bytes, as TE's uint8 storage
-    np_tensors = {k: {**v, "data": as_numpy(v["data"]), "scale_inv": as_numpy(v["scale_inv"])} for k, v in tensors.items()}
-    np_params = {k: (as_numpy(v), as_numpy(s)) for k, (v, s) in params.items()}
+    # NumPy has no float8: the bytes, as TE's uint8 storage (float32 amaxes and global scales as they are)
+    as_numpy = lambda t: (t if t.dtype == torch.float32 else t.view(torch.uint8)).numpy()
+    np_tensors = {k: {**v, **{b: as_numpy(v[b]) for b in ("data", "scale_inv", "amax") if b in v}}
+                  for k, v in tensors.items()}
+    np_params = {k: tuple(as_numpy(t) for t in ts) for k, ts in params.items()}
     return (tensors, params), (np_tensors, np_params)
 
 
@@ -104,10 +120,13 @@ def main():
     parser.add_argument("--reps", type=int, default=7)
     parser.add_argument("--c-bench", default="build/bench/host_transfer",
                         help="the built bench/host_transfer.c (skipped when absent)")
+    parser.add_argument("--format", choices=("mxfp8", "nvfp4"), default="mxfp8",
+                        help="the sources' format (nvfp4: no C figures, bench/host_transfer is MXFP8's)")
     parser.add_argument("--json", help="also write the results here")
     parser.add_argument("--profile", choices=("prepare", "immediate"), help="cProfile one torch CPU call instead")
     args = parser.parse_args()
-    (t, p), (nt, np_) = build(args.layers, args.experts)
+    nvfp4 = args.format == "nvfp4"
+    (t, p), (nt, np_) = build(args.layers, args.experts, nvfp4=nvfp4)
     n = len(t)
     if args.profile:
         import cProfile
@@ -118,9 +137,9 @@ def main():
         cProfile.runctx("body()", globals(), {"body": body}, "/tmp/python_host_cost.prof")
         pstats.Stats("/tmp/python_host_cost.prof").sort_stats("tottime").print_stats(25)
         return
-    results = {"tensors": n, "shapes": SHAPES, "reps": args.reps,
+    results = {"tensors": n, "format": args.format, "shapes": SHAPES, "reps": args.reps,
                "torch_cpu": measure(t, p, args.reps), "numpy": measure(nt, np_, args.reps)}
-    if os.path.exists(args.c_bench):
+    if os.path.exists(args.c_bench) and not nvfp4:
         results["c"] = c_figures(args.c_bench, args.layers, args.experts, args.reps)
     # The bytes: the torch parameters hold what the last NumPy call wrote (they share memory); the
     # library's own tests check them against references, this only guards the bench's inputs.
