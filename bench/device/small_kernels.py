@@ -1,14 +1,15 @@
 #!/usr/bin/env python3
-"""Kernel time of the scale swizzle and unswizzle at small sizes, ours against FlashInfer's JIT kernels and a
-copy (issue 36: FlashInfer side by side), as Nsight Compute measures each kernel alone (cold caches, no launch
-gaps): which part of bench/flashinfer_side_by_side.py's event-timed gap at 128-1024 rows is the kernel itself.
+"""Kernel time of the scale swizzle and unswizzle at small sizes, ours against FlashInfer's JIT kernels (issue
+36: FlashInfer side by side), as Nsight Compute measures each kernel alone (cold caches, no launch gaps): which
+part of bench/flashinfer_side_by_side.py's event-timed gap at 128-1024 rows is the kernel itself.
 
     ncu --metrics gpu__time_duration.sum,launch__grid_size,launch__block_size,launch__registers_per_thread \\
         --csv python3 bench/device/small_kernels.py run > kernels.csv      # on the GPU; FlashInfer as the
     python3 bench/device/small_kernels.py table kernels.csv [--out small_kernels.json]   # side-by-side sets it up
 
 `run` makes each call twice per shape, in NVTX ranges named for it; `table` keeps one line per kernel
-launch (the two random-fill kernels of each shape left out) and prints them.
+launch (each shape's random-fill kernel left out) and prints them. results/small_kernels_ncu_h100_2026-12-07.json
+holds two such tables, before and after a change.
 """
 import argparse
 import collections
@@ -42,8 +43,7 @@ def run():
                  "flashinfer_swizzle": lambda: fi.block_scale_interleave_sm100(compact, fi_swizzled),
                  "ours_unswizzle": lambda: mxfp8.unswizzle_scales(ours_swizzled, rows, cols, ours_compact),
                  "flashinfer_unswizzle": lambda: fi.block_scale_interleave_reverse_sm100(ours_swizzled.view(rp, cp),
-                                                                                       fi_compact),
-                 "copy": lambda: fi_swizzled.copy_(ours_swizzled)}
+                                                                                       fi_compact)}
         for _ in range(2):
             for name, call in calls.items():
                 torch.cuda.nvtx.range_push(f"{name} {rows}x{cols}")

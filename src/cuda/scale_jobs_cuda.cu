@@ -1282,7 +1282,7 @@ void swizzle(ByteMatrix src, uint8_t *swizzled, void *stream) {
   const int64_t groups = ceil_div(quads, kSwizzleQuadsPerWarp);
   checked_int32(groups, "blocks in one launch");
   const auto s = static_cast<cudaStream_t>(stream);
-  if (4 * quads <= kTinyLaunchMaxTiles)
+  if (tile_rows * tile_cols <= kTinyLaunchMaxTiles)
     swizzle_kernel<32><<<static_cast<unsigned>(groups * (kSwizzleThreads / 32)), 32, 0, s>>>(src, swizzled, tile_cols,
                                                                                             quads_per_row, quads);
   else

@@ -833,12 +833,15 @@ static void test_gpu_swizzle_pair_matches_formula(void **state) {
       {1, 1, 0, 0, 0, 0},       {100, 2, 0, 0, 0, 0},  {257, 33, 0, 0, 0, 0},   {300, 7, 0, 0, 0, 0},
       {4096, 256, 0, 0, 0, 0},  {31, 129, 0, 0, 0, 0}, {1000, 48, 0, 0, 0, 0},  {300, 40, 64, 0, 0, 0},
       {129, 64, 80, 0, 4, 0},   {200, 37, 0, 0, 1, 0}, {130, 20, 0, 1, 0, 0},   {260, 32, 0, 0, 0, 3},
-      /* and back through the unswizzle's in-register chunks (rows of more than 16 tiles): 16-byte rows with a
-       * partial last chunk (40 tiles: 32 + 8), 4-byte rows with a partial last quad (21 tiles), byte rows */
+      /* and back through the unswizzle's in-register tiny chunks: 16-byte rows with a partial last quad (40
+       * tiles), 4-byte rows with a partial last quad (21 tiles), byte rows */
       {200, 160, 0, 0, 0, 0},   {260, 84, 0, 0, 0, 0}, {130, 130, 0, 0, 0, 0},
-      /* either side of the tiny launch (at most 2048 tiles: blocks of a warp): 32 x 64 tiles, 33 x 64, 65 x 75;
-       * and tiny with a partial last quad both ways (2 x 5 tiles) */
-      {4096, 256, 0, 0, 0, 0},  {4097, 256, 0, 0, 0, 0}, {8200, 300, 0, 0, 0, 0}, {130, 18, 0, 0, 0, 0},
+      /* Every case above is at most 2048 tiles, a tiny launch (blocks of a warp) both ways ({4096, 256} exactly
+       * 2048). Past it (256-thread blocks; narrow in-register chunks back): 33 x 64 tiles, 65 x 75 (4-byte
+       * rows), a transposed source (byte loads) and an unaligned source and output (byte loads and stores),
+       * 33 x 65 tiles each; and tiny with a partial last quad both ways (2 x 5 tiles) */
+      {4097, 256, 0, 0, 0, 0},  {8200, 300, 0, 0, 0, 0}, {4200, 260, 0, 1, 0, 0},  {4200, 257, 0, 0, 1, 3},
+      {130, 18, 0, 0, 0, 0},
   };
   for (size_t n = 0; n < sizeof cases / sizeof cases[0]; ++n) {
     const int64_t r = cases[n].r, c = cases[n].c, rp = ref_round_up(r, 128), cp = ref_round_up(c, 4);
@@ -905,10 +908,12 @@ static void test_gpu_unswizzle_chunk_loops_match_formula(void **state) {
   static const struct { int64_t r, c, row_stride, transposed, offset; } cases[] = {
       {115001, 132, 144, 0, 0}, /* narrow: 899 tile rows x (32 + 1) tiles = 1798 chunks */
       {268790, 264, 272, 0, 0}, /* wide: 2100 tile rows x (64 + 2) tiles = 4200 chunks */
-      {3000, 140, 0, 1, 0},     /* transposed, 35 tiles: 24 tile rows x (32 + 3) */
-      {300, 200, 0, 0, 0},      /* 50 tiles, 4-byte rows: 6 chunks, one a block */
+      {9000, 140, 0, 1, 0},     /* transposed, 35 tiles: 71 tile rows x (32 + 3) narrow chunks */
+      {3000, 140, 0, 1, 0},     /* the same in tiny chunks (840 tiles) */
+      {300, 200, 0, 0, 0},      /* 50 tiles, 4-byte rows: tiny chunks */
       {0, 140, 0, 0, 0},        /* empty: no chunk, nothing written */
-      {3000, 140, 0, 0, 16},    /* 16-byte aligned base, not 512 */
+      {9000, 140, 0, 0, 16},    /* 16-byte aligned base, not 512: narrow chunks */
+      {3000, 140, 0, 0, 16},    /* the same, tiny */
       {3000, 140, 0, 0, 4},     /* unaligned base: byte loads */
       /* either side of the tiny launch (at most 2048 tiles, one quad a warp-sized block): 32 x 64 tiles in
        * 512 tiny chunks; 33 x 64 in narrow ones; 2 x 5 tiles (a quad and a partial one); 2 x 3 (one partial

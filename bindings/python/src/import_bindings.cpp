@@ -19,6 +19,7 @@
 #include <cstring>
 #include <initializer_list>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -270,9 +271,16 @@ struct BucketSource {
         entries[i] = py::dict(py::reinterpret_borrow<py::object>(e));
         e = entries[i];
       }
-      // Held, not borrowed: a checker called below is Python code that may change the entry.
-      const auto get = [&](const char *key) {
-        return py::reinterpret_borrow<py::object>(PyDict_GetItemString(e.ptr(), key));
+      // Every value held at once, before any is read: a reader below may run Python code (an __index__, a
+      // checker) that changes the entry, which then still reads as it was.
+      constexpr size_t kKeys = sizeof(kManifestKeys) / sizeof(kManifestKeys[0]);
+      py::object held[kKeys];
+      for (size_t k = 0; k < kKeys; ++k)
+        held[k] = py::reinterpret_borrow<py::object>(PyDict_GetItemString(e.ptr(), kManifestKeys[k]));
+      const auto get = [&](const char *key) -> const py::object & {
+        for (size_t k = 0; k < kKeys; ++k)
+          if (std::strcmp(key, kManifestKeys[k]) == 0) return held[k];
+        throw std::logic_error(std::string("mxfp8: the manifest reader asked for '") + key + "', not a manifest key");
       };
       const auto field = [&](const char *key) { return [&where, key] { return where + "['" + key + "']"; }; };
       bool plain = true;  // (a value that is not plain is still taken)

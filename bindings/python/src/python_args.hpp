@@ -136,9 +136,20 @@ std::vector<int64_t> shape_arg(const Label &name, py::handle value, bool &plain)
   std::vector<int64_t> dims;
   PyObject *o = value.ptr();
   if (PyTuple_CheckExact(o) || PyList_CheckExact(o)) {
-    const Py_ssize_t n = PySequence_Fast_GET_SIZE(o);
+    // A list with an item that is not an exact int is read from a tuple of its items: that item's __index__
+    // is Python code, which may change the list under the loop (exact ints run none).
+    py::object items = py::reinterpret_borrow<py::object>(value);
+    if (PyList_CheckExact(o))
+      for (Py_ssize_t i = 0; i < PyList_GET_SIZE(o); ++i)
+        if (!PyLong_CheckExact(PyList_GET_ITEM(o, i))) {
+          items = py::reinterpret_steal<py::object>(PyList_AsTuple(o));
+          if (!items) throw py::error_already_set();
+          break;
+        }
+    const Py_ssize_t n = PySequence_Fast_GET_SIZE(items.ptr());
     dims.reserve(n);
-    for (Py_ssize_t i = 0; i < n; ++i) dims.push_back(integer(name, PySequence_Fast_GET_ITEM(o, i), plain, INT64_MIN, INT64_MAX, i));
+    for (Py_ssize_t i = 0; i < n; ++i)
+      dims.push_back(integer(name, PySequence_Fast_GET_ITEM(items.ptr(), i), plain, INT64_MIN, INT64_MAX, i));
     return dims;
   }
   plain = false;

@@ -239,6 +239,44 @@ def test_import_tensors_reads_numpy_ints_in_a_spec_as_the_ints_they_are():
     assert not (plain[1] == POISON).all()
 
 
+class _Clears:
+    """An int whose __index__ empties `target` (a shape list, a manifest entry) before answering."""
+
+    def __init__(self, target, value):
+        self.target, self.value = target, value
+
+    def __index__(self):
+        self.target.clear()
+        return self.value
+
+
+@pytest.mark.parametrize("where", ["spec shape", "manifest shape", "manifest shape list", "manifest offset"])
+def test_a_value_whose_index_empties_what_holds_it_is_read_as_given(where):
+    """Reading an int may run its __index__, Python code that can empty the list or the manifest entry being
+    read: the readers hold what they read (a tuple of a list's items, every value of an entry at once), so the
+    import is the one of the values given. Each case crashed the interpreter (a freed list item, a NULL entry)."""
+    data, buf, s = make_mxfp8((64, 64), "padded", seed=1)
+    values, scales = poisoned(64 * 64), poisoned(64 * 2)
+    if where == "spec shape":
+        shape = [None, 64]
+        shape[0] = _Clears(shape, 64)
+        mxfp8.import_tensors({"w": {"data": data, "scale_inv": buf, "swizzled": False, "shape": shape}},
+                             {"w": (values, scales)})
+    else:
+        bucket, manifest = mxfp8.export_bucket({"w": {"data": data, "scale_inv": buf, "swizzled": False}})
+        entry = dict(manifest[0])
+        if where == "manifest shape":
+            entry["shape"] = (_Clears(entry, 64), 64)
+        elif where == "manifest shape list":
+            entry["shape"] = [None, 64]
+            entry["shape"][0] = _Clears(entry["shape"], 64)
+        else:
+            entry["values_offset"] = _Clears(entry, entry["values_offset"])
+        mxfp8.import_bucket(bucket, [entry], {"w": (values, scales)})
+    np.testing.assert_array_equal(scales, s.reshape(-1))
+    np.testing.assert_array_equal(values, data.reshape(-1).view(np.uint8))
+
+
 # ------------------------------------------------------------------------------- item 5: unpack_bucket ---
 def test_unpack_bucket_refuses_scales_in_another_layout():
     data, buf, s = make_mxfp8((128, 128), "padded", seed=6)
