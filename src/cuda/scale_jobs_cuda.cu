@@ -90,7 +90,7 @@ constexpr int kWideChunksPerBlock = 8;
 // 64 narrow chunks) in registers: a (128, 128) scale matrix was one narrow block of 256 threads, whose
 // 16 KiB of loads queued on one SM (4.2 us of kernel against FlashInfer's 3.2 us over 128 blocks, H100,
 // ncu); as 8 warps on 8 SMs it is latency, not one SM's queue. The swizzle kernel does the same with
-// warp-sized blocks below kTinyLaunchMaxTiles (swizzle()).
+// warp-sized blocks at the same sizes (swizzle()).
 // Only the in-register unswizzle takes it, so it has none of Width's shared-memory sizes.
 struct Tiny {
   static constexpr int kTilesPerChunk = 4;
@@ -1090,14 +1090,15 @@ int64_t fill_batch(JobBatch<kCapacity> &batch, const ScaleJob *jobs, size_t coun
 // fit: one job, up to kSmallBatch, or kMaxJobsPerLaunch (more jobs: several launches).
 constexpr int kSmallBatch = 16;
 
-template <class W, int kCapacity>
-void launch_next(const ScaleJob *jobs, size_t count, size_t &next, bool unstaged, cudaStream_t stream) {
+// Fills the next batch of `jobs` in W's chunks and hands it to `launch(batch, chunks)`.
+template <class W, int kCapacity, class Launch>
+void launch_next(const ScaleJob *jobs, size_t count, size_t &next, bool unstaged, const Launch &launch) {
   if constexpr (kCapacity == kMaxJobsPerLaunch) {
     auto batch = std::make_unique<JobBatch<kCapacity>>();  // heap, not stack: ~31 KiB
-    launch_batch<W>(*batch, fill_batch<W>(*batch, jobs, count, next, unstaged), stream);
+    launch(*batch, fill_batch<W>(*batch, jobs, count, next, unstaged));
   } else {
     JobBatch<kCapacity> batch;
-    launch_batch<W>(batch, fill_batch<W>(batch, jobs, count, next, unstaged), stream);
+    launch(batch, fill_batch<W>(batch, jobs, count, next, unstaged));
   }
 }
 
@@ -1124,30 +1125,15 @@ void launch_tiny_unswizzles(const JobBatch<kCapacity> &batch, int64_t chunks, cu
   check(cudaGetLastError(), "launching the scale unswizzle kernel");
 }
 
-// The run of tiny_unswizzles, in batches as launch_next makes them (up to 2048 one-tile experts).
-void run_tiny_unswizzles(const ScaleJob *jobs, size_t count, bool unstaged, cudaStream_t stream) {
-  for (size_t next = 0; next < count;) {
-    if (count - next == 1) {
-      JobBatch<1> batch;
-      launch_tiny_unswizzles(batch, fill_batch<Tiny>(batch, jobs, count, next, unstaged), stream);
-    } else if (count - next <= kSmallBatch) {
-      JobBatch<kSmallBatch> batch;
-      launch_tiny_unswizzles(batch, fill_batch<Tiny>(batch, jobs, count, next, unstaged), stream);
-    } else {
-      auto batch = std::make_unique<JobBatch<kMaxJobsPerLaunch>>();  // heap, not stack: ~31 KiB
-      launch_tiny_unswizzles(*batch, fill_batch<Tiny>(*batch, jobs, count, next, unstaged), stream);
-    }
-  }
-}
-
-template <class W>
-void run_jobs_with(const ScaleJob *jobs, size_t count, bool unstaged, cudaStream_t stream) {
+// Every job of the run in W's chunks, one `launch(batch, chunks)` per batch of the smallest size that fits.
+template <class W, class Launch>
+void run_jobs_with(const ScaleJob *jobs, size_t count, bool unstaged, const Launch &launch) {
   size_t next = 0;
   while (next < count) {
     const size_t left = count - next;
-    if (left == 1) launch_next<W, 1>(jobs, count, next, unstaged, stream);
-    else if (left <= kSmallBatch) launch_next<W, kSmallBatch>(jobs, count, next, unstaged, stream);
-    else launch_next<W, kMaxJobsPerLaunch>(jobs, count, next, unstaged, stream);
+    if (left == 1) launch_next<W, 1>(jobs, count, next, unstaged, launch);
+    else if (left <= kSmallBatch) launch_next<W, kSmallBatch>(jobs, count, next, unstaged, launch);
+    else launch_next<W, kMaxJobsPerLaunch>(jobs, count, next, unstaged, launch);
   }
 }
 
@@ -1255,9 +1241,12 @@ void run_jobs(const ScaleJob *jobs, size_t count, void *stream) {
   if (count == 0) return;
   // No job of the run staged: every launch of it is kUnstaged, so swizzle jobs may take direct chunks.
   const bool unstaged = std::none_of(jobs, jobs + count, stages_chunks);
-  if (tiny_unswizzles(jobs, count, unstaged)) run_tiny_unswizzles(jobs, count, unstaged, s);
-  else if (wide_chunks_pay(jobs, count, unstaged)) run_jobs_with<Wide>(jobs, count, unstaged, s);
-  else run_jobs_with<Narrow>(jobs, count, unstaged, s);
+  if (tiny_unswizzles(jobs, count, unstaged))
+    run_jobs_with<Tiny>(jobs, count, unstaged, [s](const auto &batch, int64_t chunks) { launch_tiny_unswizzles(batch, chunks, s); });
+  else if (wide_chunks_pay(jobs, count, unstaged))
+    run_jobs_with<Wide>(jobs, count, unstaged, [s](const auto &batch, int64_t chunks) { launch_batch<Wide>(batch, chunks, s); });
+  else
+    run_jobs_with<Narrow>(jobs, count, unstaged, [s](const auto &batch, int64_t chunks) { launch_batch<Narrow>(batch, chunks, s); });
 }
 
 void unswizzle(const uint8_t *swizzled, ByteMatrix dst, void *stream) {

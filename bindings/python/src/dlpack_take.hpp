@@ -129,8 +129,6 @@ struct Name {
 // What the library will do with a tensor taken from a producer: only read it, or write into it.
 enum class Access { Read, Write };
 
-// A versioned tensor of another major version is deleted unread (DLPack: its other fields may not be laid
-// out as we think); a tensor the library would write into must not be flagged read-only.
 // The dimensions of a taken tensor as far as the extension reads them itself, before the library's own
 // checks (the sizes of outputs it allocates, unswizzle_scales' out): ndim within the header's limit (at most
 // 64, mxfp8.h) and a shape array to read. A forged capsule with no shape array crashed swizzle_scales.
@@ -142,6 +140,8 @@ inline void check_dims(const DLTensor &t, const Name &name) {
                           ": expected 0 to 64 dimensions and their sizes");
 }
 
+// A versioned tensor of another major version is deleted unread (DLPack: its other fields may not be laid
+// out as we think); a tensor the library would write into must not be flagged read-only.
 inline void check_taken(const DLManagedTensorVersioned &managed, const Name &name, Access access) {
   const DLPackVersion version = managed.version;
   if (version.major != DLPACK_MAJOR_VERSION)
