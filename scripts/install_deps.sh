@@ -73,6 +73,16 @@ for spec in sys.argv[1:]:
 PY
 )
 if [ -n "$missing" ]; then
+  # torch's PyPI wheel brings CUDA's libraries (~6 GiB installed, ~3 GiB more downloaded on the way): a disk
+  # too full for them is said here, not as pip's "No space left on device" half way through.
+  need_gib=1
+  case " $(echo $missing) " in *" torch "*) need_gib=10 ;; esac
+  free_kib=$(df -Pk "$VIRTUAL_ENV" | awk 'NR == 2 {print $4}')
+  if [ "$free_kib" -lt $((need_gib * 1024 * 1024)) ]; then
+    echo "install_deps.sh: $VIRTUAL_ENV's disk has $((free_kib / 1024 / 1024)) GiB free; installing" \
+      "$(echo $missing) needs about $need_gib GiB" >&2
+    exit 1
+  fi
   stage "installing into $VIRTUAL_ENV: $(echo $missing)"
   # shellcheck disable=SC2086
   pip_install $missing
