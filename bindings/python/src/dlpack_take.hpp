@@ -23,6 +23,8 @@
 #include <dlpack/dlpack.h>
 #include <mxfp8/mxfp8.h>
 
+#include "python_args.hpp"  // has_attribute
+
 namespace mxfp8_python {
 
 namespace py = pybind11;
@@ -349,7 +351,7 @@ inline py::object jax_capsule(py::handle obj, const py::object &stream) {
 inline std::unique_ptr<TakenTensor> take_jax_or_dunder(py::handle obj, const Name &name, const py::object &stream,
                                                        Access access) {
   if (py::object capsule = jax_capsule(obj, stream); !capsule.is_none()) return take_capsule(capsule, name, access);
-  if (!py::hasattr(obj, "__dlpack__"))
+  if (!has_attribute(obj, "__dlpack__"))
     throw py::type_error(name.str() + ": expected an object with __dlpack__ (torch, JAX, CuPy, NumPy), got " +
                          py::str(py::type::of(obj)).cast<std::string>());
   py::object capsule;

@@ -256,7 +256,7 @@ struct BucketSource {
     static const py::handle direction_codes = python_table("mxfp8._api", "_DIRECTIONS");
     static const py::handle layout_codes = python_table("mxfp8._manifest", "LAYOUTS");
     if (PyUnicode_Check(manifest.ptr()) || PyBytes_Check(manifest.ptr()) || py::isinstance(manifest, mapping) ||
-        !py::hasattr(manifest, "__iter__"))
+        !has_attribute(manifest, "__iter__"))
       throw py::type_error("manifest must be the list export_bucket returned, got " + type_name(manifest));
     entries = py::reinterpret_steal<py::list>(PySequence_List(manifest.ptr()));
     if (!entries) throw py::error_already_set();

@@ -745,7 +745,7 @@ DevicePair dlpack_device_of(const char *name, py::handle obj) {
 
 // obj.__dlpack_device__(), checked to be a (device_type, device_id) pair.
 DevicePair asked_dlpack_device(const char *name, py::handle obj) {
-  if (!py::hasattr(obj, "__dlpack__") || !py::hasattr(obj, "__dlpack_device__"))
+  if (!has_attribute(obj, "__dlpack__") || !has_attribute(obj, "__dlpack_device__"))
     throw py::type_error(std::string(name) + ": expected an object with __dlpack__ (torch, JAX, CuPy, NumPy), got " +
                          type_name(obj));
   py::object device = obj.attr("__dlpack_device__")();
@@ -806,11 +806,11 @@ int64_t stream_pointer(py::handle stream, py::handle torch, py::handle data, boo
   }
   py::object value = py::reinterpret_borrow<py::object>(stream);
   for (const char *attribute : {"cuda_stream", "ptr"})  // torch.cuda.Stream, cupy.cuda.Stream
-    if (py::hasattr(stream, attribute)) {
+    if (has_attribute(stream, attribute)) {
       value = stream.attr(attribute);
       break;
     }
-  if (PyBool_Check(value.ptr()) || !py::hasattr(py::type::of(value), "__index__"))
+  if (PyBool_Check(value.ptr()) || !has_attribute(py::type::of(value), "__index__"))
     throw py::type_error("stream must be a torch.cuda.Stream, a cupy.cuda.Stream, an int (a cudaStream_t) or None, got " +
                          repr_of(stream) + " (" + type_name(stream) + ")");
   bool ignored = false;

@@ -34,6 +34,20 @@ inline std::optional<int64_t> as_int64(py::handle obj) {
 
 inline std::string repr_of(py::handle obj) { return py::repr(obj).cast<std::string>(); }
 
+// Python's hasattr: only an AttributeError means "no". py::hasattr (PyObject_HasAttrString before 3.13)
+// swallows every exception, so a __getattr__ that fails (a lazy tensor that cannot materialize) read as
+// "not a DLPack object" or "not a sequence" instead of the caller's own error.
+inline bool has_attribute(py::handle obj, const char *name) {
+  PyObject *value = PyObject_GetAttrString(obj.ptr(), name);
+  if (value) {
+    Py_DECREF(value);
+    return true;
+  }
+  if (!PyErr_ExceptionMatches(PyExc_AttributeError)) throw py::error_already_set();
+  PyErr_Clear();
+  return false;
+}
+
 // The code of a str `value` among `table`'s keys, or nothing (not a str, or not a key).
 template <size_t N>
 std::optional<int> lookup(py::handle value, const std::pair<const char *, int> (&table)[N]) {
@@ -75,13 +89,14 @@ inline std::string label_text(const std::string &name) { return name; }
 template <class Make, class = decltype(std::declval<const Make &>()())>
 std::string label_text(const Make &make) { return make(); }
 
-// A module already imported (numpy, torch), or a null object; no import is attempted.
+// A module already imported (numpy, torch), or a null object; no import is attempted. sys.modules[name]
+// = None (how a program blocks a module) is "not imported", as sys.modules.get(name) reads it in _args.
 inline py::object imported(const char *name) {
   const py::object module_name = py::reinterpret_steal<py::object>(PyUnicode_FromString(name));
   if (!module_name) throw py::error_already_set();
   py::object module = py::reinterpret_steal<py::object>(PyImport_GetModule(module_name.ptr()));
   if (!module && PyErr_Occurred()) throw py::error_already_set();
-  return module;
+  return module && !module.is_none() ? module : py::object();
 }
 
 // Whether `value` is NumPy's bool (a flag, as True and False are).
@@ -153,7 +168,7 @@ std::vector<int64_t> shape_arg(const Label &name, py::handle value, bool &plain)
     return dims;
   }
   plain = false;
-  if (PyUnicode_Check(o) || PyBytes_Check(o) || !py::hasattr(value, "__len__") || !py::hasattr(value, "__getitem__"))
+  if (PyUnicode_Check(o) || PyBytes_Check(o) || !has_attribute(value, "__len__") || !has_attribute(value, "__getitem__"))
     throw py::type_error(label_text(name) + " must be a sequence of ints, got " + repr_of(value) + " (" + type_name(value) + ")");
   Py_ssize_t i = 0;
   for (py::handle d : py::reinterpret_borrow<py::iterable>(value)) dims.push_back(integer(name, d, plain, INT64_MIN, INT64_MAX, i++));

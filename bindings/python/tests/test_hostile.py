@@ -768,6 +768,73 @@ def test_an_mxfp8_bucket_at_an_odd_address_is_made_and_read():
 
 
 # ------------------------------------------------------------------- producers without a .shape ---
+class FailingAttribute(Exception):
+    pass
+
+
+class FailingLookup:
+    """A DLPack producer (`array`'s methods) whose lookup of `failing` fails with its own error (a lazy tensor
+    that cannot materialize): Python's hasattr lets that error through, only an AttributeError means "no
+    such attribute"."""
+
+    def __init__(self, failing, array):
+        self.failing, self.array = failing, array
+
+    def __getattr__(self, name):
+        if name == self.failing:
+            raise FailingAttribute(f"cannot look up {name}")
+        if name in ("__dlpack__", "__dlpack_device__"):
+            return getattr(self.array, name)  # None has neither: an AttributeError
+        raise AttributeError(name)
+
+
+@pytest.mark.parametrize("failing", ["__dlpack__", "__dlpack_device__"])
+def test_an_attribute_lookup_that_fails_is_the_callers_error_not_a_missing_attribute(failing):
+    # The extension's lookups swallowed every exception (PyObject_HasAttrString), so the object read as
+    # "not a DLPack producer" and the caller's own error was lost.
+    data, buf, s = one_tensor()
+    params = {"w": (np.empty_like(data), np.empty_like(s))}
+    calls = [lambda o: mxfp8.export_components(data, o, swizzled=False),
+             lambda o: mxfp8.swizzle_scales(o),
+             lambda o: mxfp8.import_tensors({"w": {"data": data, "scale_inv": o, "swizzled": False}}, params)]
+    if failing == "__dlpack_device__":
+        calls.pop()  # the import reads the device from the capsule: it never looks __dlpack_device__ up
+    for call in calls:
+        with pytest.raises(FailingAttribute, match=f"cannot look up {failing}"):
+            call(FailingLookup(failing, buf))
+    # The same object with nothing failing is read as the producer it is, and one with neither method is
+    # still the TypeError that names the argument.
+    expected = mxfp8.export_components(data, buf, swizzled=False)
+    got = mxfp8.export_components(data, FailingLookup(None, buf), swizzled=False)
+    np.testing.assert_array_equal(np.from_dlpack(got.scales), np.from_dlpack(expected.scales))
+    with pytest.raises(TypeError, match=r"^scale_inv: expected an object with __dlpack__"):
+        mxfp8.export_components(data, FailingLookup(None, None), swizzled=False)
+
+
+def test_a_shape_whose_length_lookup_fails_is_the_callers_error():
+    class Dims:
+        def __getattr__(self, name):
+            if name == "__len__":
+                raise FailingAttribute("cannot look up __len__")
+            raise AttributeError(name)
+
+    data, buf, _ = one_tensor()
+    with pytest.raises(FailingAttribute):
+        mxfp8.export_components(data, buf, shape=Dims(), swizzled=False)
+
+
+def test_a_module_blocked_in_sys_modules_is_one_not_imported(monkeypatch):
+    # sys.modules["numpy"] = None is how a program blocks an import; the extension took that None for the
+    # module and asked it for numpy.bool_ (AttributeError) where _args reads it as "not imported".
+    data, buf, _ = one_tensor()
+    torch_tensor = pytest.importorskip("torch").zeros(4, 32, dtype=pytest.importorskip("torch").uint8)
+    monkeypatch.setitem(sys.modules, "numpy", None)
+    monkeypatch.setitem(sys.modules, "torch", None)
+    with pytest.raises(TypeError, match=r"^swizzled must be True or False, got 'yes' \(str\)$"):
+        mxfp8.export_components(data, buf, swizzled="yes")
+    assert mxfp8._mxfp8.torch_of(torch_tensor) is None
+
+
 class Shapeless:
     """A DLPack producer with no .shape (the protocol does not promise one). The calls that size what they
     allocate read its shape from its capsule instead (_args.dims)."""
