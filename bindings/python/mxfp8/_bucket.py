@@ -291,7 +291,7 @@ def _read_once(manifest: Any) -> Any:
     list of mappings, and values that are not ints, are left for the extension to refuse in its words."""
     if isinstance(manifest, (str, bytes, Mapping)) or not hasattr(manifest, "__iter__"):
         return manifest
-    return [{k: _shape_once(v) if k.endswith("shape") else _int_once(v) if k != "name" else v
+    return [{k: _shape_once(v) if isinstance(k, str) and k.endswith("shape") else _int_once(v) if k != "name" else v
              for k, v in e.items()} if isinstance(e, Mapping) else e for e in manifest]
 
 

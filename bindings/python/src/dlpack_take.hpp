@@ -547,8 +547,8 @@ class Plan {
     seen.reserve(pins.size());
     for (py::object &storage : pins)
       if (seen.insert(storage.ptr()).second) {
-        const uintptr_t at = address_of(storage);
-        pins_.push_back(Pin{std::move(storage), at});
+        const uintptr_t at = address_of(storage), bytes = bytes_of(storage);
+        pins_.push_back(Pin{std::move(storage), at, bytes});
       }
   }
   ~Plan() { mxfp8_plan_release(plan_); }
@@ -566,13 +566,18 @@ class Plan {
         raise_exchange_failure("current_work_stream");
       s = reinterpret_cast<intptr_t>(current);
     }
-    // A storage resized in place (torch's resize_) has moved: the plan's addresses are of freed memory,
-    // which a run would read and write (a write there corrupted the heap and aborted the process).
-    for (const Pin &p : pins_)
-      if (const uintptr_t now = address_of(p.storage); now != p.address)
+    // A storage resized in place (torch's resize_) has moved, or shrunk: the plan's addresses are of freed
+    // memory, or past the storage's end, which a run would read and write (a write there corrupted the heap
+    // and aborted the process). The size too: resized up and down again, a storage can come back to its
+    // old address with fewer bytes (the allocator hands the freed block out again).
+    for (const Pin &p : pins_) {
+      const uintptr_t now = address_of(p.storage), bytes = bytes_of(p.storage);
+      if (now != p.address || bytes != p.bytes)
         throw py::value_error("a tensor this plan reads or writes had its storage resized since the plan was "
-                              "prepared (its memory moved from " + hex(p.address) + " to " + hex(now) +
-                              "): the plan's addresses are of freed memory; prepare a new plan");
+                              "prepared (" + hex(p.address) + ", " + std::to_string(p.bytes) + " bytes, is now " +
+                              hex(now) + ", " + std::to_string(bytes) + " bytes): the plan's addresses are of "
+                              "freed memory; prepare a new plan");
+    }
     mxfp8_status st;
     {
       py::gil_scoped_release unlocked;
@@ -586,14 +591,23 @@ class Plan {
   struct Pin {
     py::object storage;  // a torch UntypedStorage (storage_of)
     uintptr_t address;   // its data_ptr() when the plan was made
+    uintptr_t bytes;     // and its nbytes()
   };
+  // storage.<method>() as an unsigned integer.
+  static uintptr_t ask(const py::object &storage, PyObject *method) {
+    const py::object v = steal(PyObject_CallMethodNoArgs(storage.ptr(), method));
+    if (!v) throw py::error_already_set();
+    const uintptr_t n = static_cast<uintptr_t>(PyLong_AsUnsignedLongLong(v.ptr()));
+    if (PyErr_Occurred()) throw py::error_already_set();
+    return n;
+  }
   static uintptr_t address_of(const py::object &storage) {
     static PyObject *method = PyUnicode_InternFromString("data_ptr");
-    const py::object at = steal(PyObject_CallMethodNoArgs(storage.ptr(), method));
-    if (!at) throw py::error_already_set();
-    const uintptr_t v = static_cast<uintptr_t>(PyLong_AsUnsignedLongLong(at.ptr()));
-    if (PyErr_Occurred()) throw py::error_already_set();
-    return v;
+    return ask(storage, method);
+  }
+  static uintptr_t bytes_of(const py::object &storage) {
+    static PyObject *method = PyUnicode_InternFromString("nbytes");
+    return ask(storage, method);
   }
   static std::string hex(uintptr_t v) {
     char text[2 + 2 * sizeof v + 1];

@@ -129,7 +129,13 @@ Destinations take_params(py::handle params, const std::vector<py::handle> &keys,
   d.layouts.reserve(n);
   for (size_t i = 0; i < n; ++i) {
     const py::handle key = keys[i];
-    const py::object &p = entries[i];
+    // The entry's items held at once (a tuple of them): a __dlpack__ of one may change the caller's list,
+    // which a read of the next by index would then find shorter or holding another object.
+    py::object p = entries[i];
+    if (PySequence_Check(p.ptr()) && !PyUnicode_Check(p.ptr()) && !PyTuple_CheckExact(p.ptr())) {
+      p = py::reinterpret_steal<py::object>(PySequence_Tuple(p.ptr()));
+      if (!p) PyErr_Clear(), p = entries[i];  // not iterable after all: refused below as not a sequence
+    }
     const Py_ssize_t size = PySequence_Check(p.ptr()) && !PyUnicode_Check(p.ptr()) ? PySequence_Size(p.ptr()) : -1;
     if (size < 0) PyErr_Clear();
     const bool nv = nvfp4[i];
@@ -324,9 +330,10 @@ struct BucketSource {
         PyErr_Clear();
         throw py::type_error(where + "['name'] must be hashable, got " + type_name(name));
       }
-      if (PySet_Contains(seen.ptr(), name.ptr()) == 1)
-        throw py::value_error(where + "['name'] " + py::repr(name).cast<std::string>() + " appears twice");
-      PySet_Add(seen.ptr(), name.ptr());
+      // A name's own __eq__ may raise (names of equal hash are compared): its error, not a pending one.
+      const int twice = PySet_Contains(seen.ptr(), name.ptr());
+      if (twice < 0 || (!twice && PySet_Add(seen.ptr(), name.ptr()) < 0)) throw py::error_already_set();
+      if (twice) throw py::value_error(where + "['name'] " + py::repr(name).cast<std::string>() + " appears twice");
       held_names.push_back(name);
       names.push_back(name);
       shape_store.push_back(shape_arg(field("shape"), get("shape"), plain));
