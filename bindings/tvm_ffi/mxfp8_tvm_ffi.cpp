@@ -285,8 +285,9 @@ void run_now(const Transfer &t) { check(mxfp8_transfer(&t.desc, stream_for(t.dev
 
 // A prepared transfer: its checks made once (mxfp8_transfer_prepare), returned as a function of no
 // arguments that runs it (mxfp8_plan_run) on the stream tvm-ffi's environment holds at each call. The
-// function owns the plan and the caller's tensors (so their memory outlives every run); dropping the
-// function releases them.
+// function owns the plan and the caller's tensors (so their memory outlives every run, unless a framework
+// gives one of them other memory: a torch `t.data = x`, which no DLPack holder sees); dropping the function
+// releases them.
 tvm::ffi::Function prepare(std::unique_ptr<Transfer> transfer) {
   struct Prepared {
     std::unique_ptr<Transfer> transfer;
@@ -643,8 +644,10 @@ TVM_FFI_DLL_EXPORT_TYPED_FUNC_DOC(prepare_import_tensors, R"(prepare_import_tens
 
 import_tensors checked once (mxfp8_transfer_prepare): returns a function of no arguments that moves the
 same bytes again (mxfp8_plan_run) with no checks and no allocation, on the current stream of the buffers'
-device at the time of the call (capturable in a CUDA graph). The function holds every tensor given (their
-memory stays valid while it lives); let it go to release the plan.)");
+device at the time of the call (capturable in a CUDA graph). The function holds every tensor given, so
+their memory stays valid while it lives, as long as each keeps its memory: a torch tensor given another
+storage afterwards (`t.data = x`, `t.set_(...)`, a resize) lets its old memory go, which the runs would
+still read or write; prepare again after that. Let the function go to release the plan.)");
 
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(import_bucket, mxfp8_tvm_ffi::import_bucket);
 TVM_FFI_DLL_EXPORT_TYPED_FUNC_DOC(import_bucket, R"(import_bucket(bucket, manifest, shapes, values_list, scales_list, fp8_dtype, direction, target, zero_exponent_as_one)
@@ -662,8 +665,8 @@ TVM_FFI_DLL_EXPORT_TYPED_FUNC_DOC(prepare_import_bucket, R"(prepare_import_bucke
 
 import_bucket checked once (mxfp8_transfer_prepare): returns a function of no arguments that moves the
 bucket's current bytes again (mxfp8_plan_run), no checks and no allocation, on the current stream of the
-bucket's device at the time of the call. It holds the bucket and the buffers; let it go to release the
-plan.)");
+bucket's device at the time of the call. It holds the bucket and the buffers (each keeping its memory,
+as prepare_import_tensors says); let it go to release the plan.)");
 
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(nvfp4_import_tensors, mxfp8_tvm_ffi::nvfp4_import_tensors);
 TVM_FFI_DLL_EXPORT_TYPED_FUNC_DOC(nvfp4_import_tensors, R"(nvfp4_import_tensors(data_list, scale_inv_list, amax_list, values_list, scales_list, global_scales_list, swizzled, direction, target, e4m3_max, global_scale_convention)
@@ -680,7 +683,8 @@ TVM_FFI_DLL_EXPORT_TYPED_FUNC(prepare_nvfp4_import_tensors, mxfp8_tvm_ffi::prepa
 TVM_FFI_DLL_EXPORT_TYPED_FUNC_DOC(prepare_nvfp4_import_tensors, R"(prepare_nvfp4_import_tensors(data_list, scale_inv_list, amax_list, values_list, scales_list, global_scales_list, swizzled, direction, target, e4m3_max, global_scale_convention) -> run
 
 nvfp4_import_tensors checked once (mxfp8_transfer_prepare): returns a function of no arguments that runs
-it again (mxfp8_plan_run) on the current stream of the buffers' device; it holds every tensor given.)");
+it again (mxfp8_plan_run) on the current stream of the buffers' device; it holds every tensor given (each
+keeping its memory, as prepare_import_tensors says).)");
 
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(nvfp4_bucket_plan, mxfp8_tvm_ffi::nvfp4_bucket_plan);
 TVM_FFI_DLL_EXPORT_TYPED_FUNC_DOC(nvfp4_bucket_plan, R"(nvfp4_bucket_plan(data_list, scale_inv_list, amax_list, swizzled, direction, e4m3_max, alignment) -> manifest
@@ -711,7 +715,8 @@ TVM_FFI_DLL_EXPORT_TYPED_FUNC(prepare_nvfp4_import_bucket, mxfp8_tvm_ffi::prepar
 TVM_FFI_DLL_EXPORT_TYPED_FUNC_DOC(prepare_nvfp4_import_bucket, R"(prepare_nvfp4_import_bucket(bucket, manifest, shapes, values_list, scales_list, global_scales_list, direction, target, e4m3_max, global_scale_convention) -> run
 
 nvfp4_import_bucket checked once (mxfp8_transfer_prepare): a function of no arguments that moves the
-bucket's current bytes again (mxfp8_plan_run); it holds the bucket and the buffers.)");
+bucket's current bytes again (mxfp8_plan_run); it holds the bucket and the buffers (each keeping its
+memory, as prepare_import_tensors says).)");
 
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(nvfp4_export, mxfp8_tvm_ffi::nvfp4_export);
 TVM_FFI_DLL_EXPORT_TYPED_FUNC_DOC(nvfp4_export, R"(nvfp4_export(data, scale_inv, amax, scales, global_scale, swizzled, direction, e4m3_max, global_scale_convention) -> values

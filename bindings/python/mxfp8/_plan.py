@@ -30,8 +30,9 @@ class Plan:
     on moving the old storage it keeps alive (it holds each torch tensor's storage, so ``t.data = x`` or
     ``t.set_(...)`` leaves the plan the old storage). A storage resized in place (torch's
     ``t.resize_`` past its size, ``t.untyped_storage().resize_(n)``) frees its old memory whoever holds it:
-    ``run`` then raises a ValueError (each run compares the storages' addresses with the prepared ones)
-    and moves nothing; make a new plan.
+    ``run`` then raises a ValueError (each run compares the storages' addresses and sizes with the
+    prepared ones: a storage resized away and back can return to its old address, smaller) and moves
+    nothing; make a new plan.
 
     Attributes:
         buffer: what each run writes and returns: an export's `out`, a bucket's bytes (a view of the
