@@ -129,15 +129,16 @@ Destinations take_params(py::handle params, const std::vector<py::handle> &keys,
   d.layouts.reserve(n);
   for (size_t i = 0; i < n; ++i) {
     const py::handle key = keys[i];
-    // The entry's items held at once (a tuple of them): a __dlpack__ of one may change the caller's list,
-    // which a read of the next by index would then find shorter or holding another object.
     py::object p = entries[i];
-    if (PySequence_Check(p.ptr()) && !PyUnicode_Check(p.ptr()) && !PyTuple_CheckExact(p.ptr())) {
-      p = py::reinterpret_steal<py::object>(PySequence_Tuple(p.ptr()));
-      if (!p) PyErr_Clear(), p = entries[i];  // not iterable after all: refused below as not a sequence
-    }
-    const Py_ssize_t size = PySequence_Check(p.ptr()) && !PyUnicode_Check(p.ptr()) ? PySequence_Size(p.ptr()) : -1;
+    Py_ssize_t size = PySequence_Check(p.ptr()) && !PyUnicode_Check(p.ptr()) ? PySequence_Size(p.ptr()) : -1;
     if (size < 0) PyErr_Clear();
+    // An entry of the right length held whole (a tuple of its items): a __dlpack__ of one may change the
+    // caller's list, which a read of the next by index would then find shorter or holding another object.
+    if (size >= 2 && size <= 4 && !PyTuple_CheckExact(p.ptr())) {
+      p = py::reinterpret_steal<py::object>(PySequence_Tuple(p.ptr()));
+      if (!p) throw py::error_already_set();  // its own iteration's error
+      size = PyTuple_GET_SIZE(p.ptr());
+    }
     const bool nv = nvfp4[i];
     if (nv && (size < 3 || size > 4 || PyUnicode_Check(item(p, 2).ptr())))
       throw py::value_error(Name("params", key, "").str() + " is an NVFP4 entry: it must be (values, scales, "
