@@ -66,10 +66,11 @@ step "fuzzing the host path for ${MXFP8_FUZZ_SECONDS:=60} s per harness (libFuzz
 # Debug: -O0 with assertions, as this build always was (before Release became the default build type)
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Debug -DMXFP8_CUDA=OFF -DMXFP8_BUILD_FUZZERS=ON -DMXFP8_BUILD_TESTS=OFF \
   -DMXFP8_BUILD_EXAMPLES=OFF | grep -E "mxfp8"
-cmake --build build-fuzz --target fuzz_export fuzz_quantize fuzz_hostile -j "$jobs"
-for harness in export quantize hostile; do
+cmake --build build-fuzz --target fuzz_export fuzz_quantize fuzz_hostile fuzz_receive -j "$jobs"
+for harness in export quantize hostile receive; do
   seeds=fuzz/corpus; [ "$harness" = quantize ] && seeds=fuzz/corpus_quantize
   [ "$harness" = hostile ] && seeds=fuzz/corpus_hostile
+  [ "$harness" = receive ] && seeds=fuzz/corpus_receive
   corpus=$(mktemp -d)
   cp "$seeds"/* "$corpus"/
   echo "fuzz_$harness:"
