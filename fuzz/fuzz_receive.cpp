@@ -3,13 +3,16 @@
 // host memory). The manifest is built honestly from random entries (MXFP8 E4M3 / E5M2 of rank 1 to 3 and
 // NVFP4, rowwise and columnwise, compact or 128x4 scale parts into compact or 128x4 buffers), then, for
 // about half the inputs, one field is changed: an offset or a size moved, two parts made to share bytes,
-// a shape, format, direction, layout, E4M3_MAX or destination size changed, the bucket cut short. The
+// a shape, format, direction, layout, E4M3_MAX or destination size changed, the bucket cut short; for a
+// third of the inputs the sender's shape of each scale matrix goes along (desc.scales_shapes), one of
+// its dimensions changed for some. The
 // bucket and every buffer are allocated at exactly their size, so ASan reports any read or write past
 // them. The oracle is the header's contract, written here from its formulas, not from the library:
 //   - an honest manifest is accepted;
 //   - an accepted one is one the contract allows: each part exactly the bytes its shape, format,
 //     direction and layout give, inside the bucket, apart from every other part, the amax at a multiple
-//     of 4 bytes, every buffer exactly its size; and then each buffer holds what the bucket's bytes at
+//     of 4 bytes, every buffer exactly its size, a given scale shape one that names S (its last dimension
+//     S's columns, the others multiplying to S's rows); and then each buffer holds what the bucket's bytes at
 //     those parts mean: the values as they lie, the scale matrix moved into the buffer's layout (128x4
 //     from its permute form, padding zero), NVFP4's global scale amax / (6 * E4M3_MAX) in float32;
 //   - a refused one wrote nothing: every buffer still holds its poison.
@@ -46,7 +49,7 @@ struct Entry {
   int32_t format = MXFP8_FORMAT_E4M3, direction = MXFP8_DIRECTION_ROWWISE;
   int32_t source_layout = MXFP8_SCALE_LAYOUT_COMPACT, target_layout = MXFP8_SCALE_LAYOUT_COMPACT;
   int32_t e4m3_max = 448;
-  std::vector<int64_t> shape;
+  std::vector<int64_t> shape, scales_shape;  // the sender's shape of S: (*lead, C) rowwise, (R, C) else
   mxfp8_bucket_part part{};
   int64_t values_size = 0, scales_size = 0;  // the buffers' bytes (the honest ones unless changed)
   bool nvfp4() const { return format == MXFP8_FORMAT_NVFP4; }
@@ -137,7 +140,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     e.values_size = x.values;
     e.scales_size = x.scales(e.target_layout);
+    if (e.direction == MXFP8_DIRECTION_ROWWISE && e.shape.size() > 1 && !e.nvfp4()) {
+      e.scales_shape.assign(e.shape.begin(), e.shape.end() - 1);
+      e.scales_shape.push_back(x.c);
+    } else {
+      e.scales_shape = {x.r, x.c};
+    }
   }
+  const bool scales_shapes = in.below(3) == 0;
   int64_t bucket_size = static_cast<int64_t>(at_byte) + in.below(32);
 
   // One field changed, for about half the inputs (the manifest is then not the sender's).
@@ -146,7 +156,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     Entry &e = entries[static_cast<size_t>(in.below(static_cast<int64_t>(n)))];
     Entry &other = entries[static_cast<size_t>(in.below(static_cast<int64_t>(n)))];
     const int64_t delta = in.below(81) - 40;
-    switch (in.below(14)) {
+    switch (in.below(scales_shapes ? 15 : 14)) {
       case 0: e.part.values_offset += static_cast<uint64_t>(delta); break;
       case 1: e.part.values_bytes += static_cast<uint64_t>(delta ? delta : 1); break;
       case 2: e.part.scales_offset += static_cast<uint64_t>(delta); break;
@@ -163,6 +173,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (e.source_layout == MXFP8_SCALE_LAYOUT_COMPACT && e.target_layout == MXFP8_SCALE_LAYOUT_COMPACT)
           e.direction = e.direction == MXFP8_DIRECTION_ROWWISE ? MXFP8_DIRECTION_COLUMNWISE : MXFP8_DIRECTION_ROWWISE;
         break;
+      case 14: e.scales_shape[static_cast<size_t>(in.below(static_cast<int64_t>(e.scales_shape.size())))] += delta; break;
       default:
         if (e.direction == MXFP8_DIRECTION_ROWWISE)
           e.source_layout = e.source_layout == MXFP8_SCALE_LAYOUT_128X4 ? MXFP8_SCALE_LAYOUT_COMPACT
@@ -195,7 +206,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   std::vector<DLTensor *> values_out(n), scales_out(n), globals_out(n);
   std::vector<mxfp8_bucket_part> parts(n);
   std::vector<int32_t> ndims(n), formats(n), directions(n), source_layouts(n), target_layouts(n), maxes(n);
-  std::vector<const int64_t *> shapes(n);
+  std::vector<const int64_t *> shapes(n), scale_shapes(n);
+  std::vector<int32_t> scale_ndims(n);
   bool any_nvfp4 = false;
   for (size_t i = 0; i < n; ++i) {
     Entry &e = entries[i];
@@ -217,6 +229,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     parts[i] = e.part;
     ndims[i] = static_cast<int32_t>(e.shape.size());
     shapes[i] = e.shape.data();
+    scale_ndims[i] = static_cast<int32_t>(e.scales_shape.size());
+    scale_shapes[i] = e.scales_shape.data();
     formats[i] = e.format, directions[i] = e.direction, maxes[i] = e.e4m3_max;
     source_layouts[i] = e.source_layout, target_layouts[i] = e.target_layout;
   }
@@ -232,6 +246,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   desc.formats = formats.data();
   desc.source_layouts = source_layouts.data();
   desc.e4m3_maxes = maxes.data();
+  if (scales_shapes) desc.scales_ndims = scale_ndims.data(), desc.scales_shapes = scale_shapes.data();
   desc.target_layouts = target_layouts.data();
   desc.values = values_out.data();
   desc.scales = scales_out.data();
@@ -273,6 +288,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     if (e.values_size != x.values || e.scales_size != x.scales(e.target_layout))
       broken("accepted a buffer of the wrong size");
+    if (scales_shapes) {
+      int64_t lead = 1;
+      for (size_t d = 0; d + 1 < e.scales_shape.size(); ++d) lead *= e.scales_shape[d];
+      if (e.scales_shape.back() != x.c || lead != x.r || lead < 0) broken("accepted a scale shape that is not S's");
+    }
     if (std::memcmp(values[i].get(), &bucket[p.values_offset], static_cast<size_t>(x.values)) != 0)
       broken("the values are not the bucket's bytes");
     std::vector<uint8_t> want(static_cast<size_t>(e.scales_size), 0);  // 128x4 padding is zero
