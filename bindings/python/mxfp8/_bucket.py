@@ -256,6 +256,23 @@ def _planned_buckets(specs: List[_Spec], direction: str, dir_code: int, alignmen
             for group in groups for group_handles in ([handles[i] for i in group],)]
 
 
+class _Storages:
+    """The torch storages of a spec's sources, with the address and size each had when taken; check()
+    refuses one that changed since (resized in place: the memory described is freed, or past its end)."""
+
+    def __init__(self, spec: _Spec):
+        self.where = spec.where
+        self.held = [(st, st.data_ptr(), st.nbytes()) for obj in (spec.data, spec.scale_inv, spec.amax)
+                     if _args.torch_module(obj) is not None for st in (obj.untyped_storage(),)]
+
+    def check(self) -> None:
+        for st, at, nbytes in self.held:
+            if st.data_ptr() != at or st.nbytes() != nbytes:
+                raise ValueError(f"{self.where}: a source's storage was resized since iter_buckets began "
+                                 f"({at:#x}, {nbytes} bytes, is now {st.data_ptr():#x}, {st.nbytes()} bytes): the "
+                                 "memory it described is freed; start a new iteration")
+
+
 def _new_bucket(inputs, specs, total: int, what: str) -> Any:
     """A new uint8 buffer of `total` bytes where the tensors are: torch.empty for torch inputs, numpy.empty
     for host memory; other CUDA inputs must bring their own (`what` says which argument)."""
@@ -435,8 +452,17 @@ def iter_buckets(
     if caller_buffer:
         inputs.check_output("buffer", buffer)
         _bucket_bytes(buffer, "buffer")  # 1-D bytes: each bucket is buffer[:total]
+    # The handles are made before the first bucket and fill the later ones after the caller's code has run
+    # between yields: they hold torch sources as prepared plans do (aliases, so that `t.data = x` leaves
+    # them the old storage), and each group's storages are checked before its fill (a storage resized in
+    # place, as FSDP frees parameters, has freed the memory they describe).
+    storages = [_Storages(spec) for spec in specs]
+    first = 0
     for handles, manifest, plan, total, shards in _planned_buckets(specs, direction, dir_code, alignment,
-                                                                   bucket_bytes, inputs):
+                                                                   bucket_bytes, inputs, plan=True):
+        for held in storages[first:first + len(handles)]:
+            held.check()
+        first += len(handles)
         if buffer is None or _bucket_bytes(buffer) < total:
             if caller_buffer:
                 raise ValueError(f"buffer holds {_bucket_bytes(buffer)} bytes, a bucket needs {total}: "

@@ -516,7 +516,8 @@ inline py::object storage_of(py::handle obj) {
   static PyObject *tensor_type = nullptr;  // torch.Tensor once torch is imported (no torch object before)
   if (!tensor_type) {
     static PyObject *torch_name = PyUnicode_InternFromString("torch");
-    if (const py::object torch = steal(PyImport_GetModule(torch_name)))
+    // (sys.modules["torch"] = None, a blocked import, is no torch either: imported() reads it so too.)
+    if (const py::object torch = steal(PyImport_GetModule(torch_name)); torch && !torch.is_none())
       tensor_type = PyObject_GetAttrString(torch.ptr(), "Tensor");  // kept for the process's life
     if (!tensor_type && PyErr_Occurred()) throw py::error_already_set();
   }
@@ -551,7 +552,6 @@ class Plan {
         pins_.push_back(Pin{std::move(storage), at, bytes});
       }
   }
-  ~Plan() { mxfp8_plan_release(plan_); }
   Plan(const Plan &) = delete;
   Plan &operator=(const Plan &) = delete;
   // stream: a cudaStream_t as an int, or None: the framework's current stream (exchange mode), else the
@@ -582,7 +582,7 @@ class Plan {
     {
       py::gil_scoped_release unlocked;
       std::lock_guard<std::mutex> one_run_at_a_time(running_);
-      st = mxfp8_plan_run(plan_, reinterpret_cast<void *>(s));
+      st = mxfp8_plan_run(plan_.get(), reinterpret_cast<void *>(s));
     }
     check(st);
   }
@@ -614,7 +614,12 @@ class Plan {
     std::snprintf(text, sizeof text, "0x%llx", static_cast<unsigned long long>(v));
     return text;
   }
-  mxfp8_plan *plan_;
+  // Released by its holder, so that a constructor that throws (a storage's data_ptr() failing) releases
+  // it too, where a destructor would not run.
+  struct ReleasePlan {
+    void operator()(mxfp8_plan *p) const { mxfp8_plan_release(p); }
+  };
+  std::unique_ptr<mxfp8_plan, ReleasePlan> plan_;
   std::vector<std::unique_ptr<TakenTensor>> keep_;
   std::vector<Pin> pins_;
   const DLPackExchangeAPI *api_;

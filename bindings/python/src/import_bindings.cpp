@@ -131,7 +131,10 @@ Destinations take_params(py::handle params, const std::vector<py::handle> &keys,
     const py::handle key = keys[i];
     py::object p = entries[i];
     Py_ssize_t size = PySequence_Check(p.ptr()) && !PyUnicode_Check(p.ptr()) ? PySequence_Size(p.ptr()) : -1;
-    if (size < 0) PyErr_Clear();
+    if (size < 0 && PyErr_Occurred()) {  // no length (a TypeError): refused below; a __len__'s own error: its
+      if (!PyErr_ExceptionMatches(PyExc_TypeError)) throw py::error_already_set();
+      PyErr_Clear();
+    }
     // An entry of the right length held whole (a tuple of its items): a __dlpack__ of one may change the
     // caller's list, which a read of the next by index would then find shorter or holding another object.
     if (size >= 2 && size <= 4 && !PyTuple_CheckExact(p.ptr())) {
@@ -327,7 +330,8 @@ struct BucketSource {
         for (const char *key : {"fp8_dtype", "scales_shape"}) require(key);
       }
       const py::object name = get("name");
-      if (PyObject_Hash(name.ptr()) == -1) {
+      if (PyObject_Hash(name.ptr()) == -1) {  // unhashable (a TypeError), or a __hash__'s own error
+        if (!PyErr_ExceptionMatches(PyExc_TypeError)) throw py::error_already_set();
         PyErr_Clear();
         throw py::type_error(where + "['name'] must be hashable, got " + type_name(name));
       }

@@ -34,9 +34,10 @@ inline std::optional<int64_t> as_int64(py::handle obj) {
 
 inline std::string repr_of(py::handle obj) { return py::repr(obj).cast<std::string>(); }
 
-// Python's hasattr: only an AttributeError means "no". py::hasattr (PyObject_HasAttrString before 3.13)
-// swallows every exception, so a __getattr__ that fails (a lazy tensor that cannot materialize) read as
-// "not a DLPack object" or "not a sequence" instead of the caller's own error.
+// Python's hasattr: only an AttributeError means "no". py::hasattr (PyObject_HasAttrString, which returns 0
+// on any error, on every Python version) swallows every exception, so a __getattr__ that fails (a lazy
+// tensor that cannot materialize) read as "not a DLPack object" or "not a sequence" instead of the
+// caller's own error.
 inline bool has_attribute(py::handle obj, const char *name) {
   PyObject *value = PyObject_GetAttrString(obj.ptr(), name);
   if (value) {

@@ -823,16 +823,40 @@ def test_a_shape_whose_length_lookup_fails_is_the_callers_error():
         mxfp8.export_components(data, buf, shape=Dims(), swizzled=False)
 
 
-def test_a_module_blocked_in_sys_modules_is_one_not_imported(monkeypatch):
+def test_numpy_blocked_in_sys_modules_is_numpy_not_imported(monkeypatch):
     # sys.modules["numpy"] = None is how a program blocks an import; the extension took that None for the
     # module and asked it for numpy.bool_ (AttributeError) where _args reads it as "not imported".
     data, buf, _ = one_tensor()
-    torch_tensor = pytest.importorskip("torch").zeros(4, 32, dtype=pytest.importorskip("torch").uint8)
     monkeypatch.setitem(sys.modules, "numpy", None)
-    monkeypatch.setitem(sys.modules, "torch", None)
     with pytest.raises(TypeError, match=r"^swizzled must be True or False, got 'yes' \(str\)$"):
         mxfp8.export_components(data, buf, swizzled="yes")
-    assert mxfp8._mxfp8.torch_of(torch_tensor) is None
+
+
+def test_torch_blocked_in_sys_modules_is_torch_not_imported():
+    # The same for torch, in a process that never imported it (once a real torch was seen, the extension
+    # keeps its Tensor type): torch_of, and the storage pins of every prepare_* call.
+    import subprocess
+    import textwrap
+
+    script = textwrap.dedent("""
+        import sys
+        sys.modules["torch"] = None
+        import numpy as np, mxfp8
+        sys.path.insert(0, %r)
+        from conftest import make_mxfp8
+        data, buf, s = make_mxfp8((100, 48), "padded", seed=1)
+        assert mxfp8._mxfp8.torch_of(data) is None
+        values, scales = np.empty(data.size, np.uint8), np.empty(s.size, np.uint8)
+        mxfp8.prepare_import_tensors({"w": {"data": data, "scale_inv": buf, "swizzled": False}},
+                                     {"w": (values, scales)}).run()
+        assert (scales == s.reshape(-1)).all() and (values == data.reshape(-1).view(np.uint8)).all()
+        plan = mxfp8.prepare_export({"w": {"data": data, "scale_inv": buf, "swizzled": False}})
+        plan.run()
+        assert (np.asarray(plan.views()["w"]) == s).all()
+        print("done")
+    """) % str(__import__("pathlib").Path(__file__).parent)
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0 and "done" in result.stdout, (result.stdout[-2000:], result.stderr[-2000:])
 
 
 class Shapeless:

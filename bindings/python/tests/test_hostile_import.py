@@ -334,6 +334,38 @@ def test_a_name_whose_comparison_raises_is_that_error():
         mxfp8.unpack_bucket(bucket, entries)
 
 
+def test_a_names_failing_hash_and_an_entrys_failing_len_are_their_own_errors():
+    # Both read as the caller's mistake ("must be hashable", "must be (values, scales)"): a TypeError means
+    # that, any other error is the object's own and propagates.
+    data, buf, s = make_mxfp8((100, 48), "padded", seed=5)
+    bucket, manifest = mxfp8.export_bucket({"w": {"data": data, "scale_inv": buf, "swizzled": False}})
+
+    class Unhashable:
+        def __hash__(self):
+            raise ArithmeticError("cannot hash this name")
+
+    with pytest.raises(ArithmeticError, match="cannot hash this name"):
+        mxfp8.import_bucket(bucket, [dict(manifest[0], name=Unhashable())], {})
+    with pytest.raises(TypeError, match=r"\['name'\] must be hashable, got list"):
+        mxfp8.import_bucket(bucket, [dict(manifest[0], name=["w"])], {})
+
+    class Entry:
+        def __init__(self, items):
+            self.items = items
+
+        def __getitem__(self, i):
+            return self.items[i]
+
+        def __len__(self):
+            raise ArithmeticError("cannot count this entry")
+
+    params = {"w": Entry((poisoned(data.size), poisoned(s.size)))}
+    with pytest.raises(ArithmeticError, match="cannot count this entry"):
+        mxfp8.import_bucket(bucket, manifest, params)
+    with pytest.raises(ArithmeticError, match="cannot count this entry"):
+        mxfp8.import_tensors({"w": {"data": data, "scale_inv": buf, "swizzled": False}}, params)
+
+
 class _Index:
     def __init__(self, value):
         self.value = value
@@ -627,6 +659,37 @@ def test_plans_keep_the_storage_of_a_torch_tensor_whose_data_is_replaced():
         parts = mxfp8.unpack_bucket(filled, plans[0].manifest)["w"]
         assert (parts.scales.numpy() == s).all()
     """)
+
+
+def test_iter_buckets_reads_the_storages_it_began_with_or_refuses():
+    # iter_buckets makes every handle before its first bucket and fills the later ones after the caller's
+    # code ran: a source resized in place between two buckets (FSDP frees parameters so) was read from
+    # freed memory (a segfault at 8192 x 8192, wrong scales below), and `t.data = x` left the handle on a
+    # freed storage. Now the second is read from the storage the iteration began with, the first refused.
+    torch = pytest.importorskip("torch")
+    data, buf, s = make_mxfp8((256, 128), "swizzled", seed=3)
+
+    def specs():
+        return {n: {"data": torch.tensor(data), "scale_inv": torch.tensor(buf), "swizzled": True} for n in ("a", "b")}
+
+    tensors = specs()
+    walk = mxfp8.iter_buckets(tensors, bucket_bytes=1)  # one tensor a bucket
+    next(walk)
+    tensors["b"]["scale_inv"].untyped_storage().resize_(0)
+    with pytest.raises(ValueError, match=r"^tensors\['b'\]: a source's storage was resized since iter_buckets began"):
+        next(walk)
+
+    tensors = specs()
+    walk = mxfp8.iter_buckets(tensors, bucket_bytes=1)
+    next(walk)
+    tensors["b"]["data"].data = torch.zeros_like(tensors["b"]["data"])
+    tensors["b"]["scale_inv"].data = torch.zeros_like(tensors["b"]["scale_inv"])
+    junk = [torch.full((data.size,), 7, dtype=torch.uint8) for _ in range(64)]  # into freed blocks
+    bucket, manifest = next(walk)
+    (got,) = mxfp8.unpack_bucket(bucket, manifest).values()
+    np.testing.assert_array_equal(got.values.view(torch.uint8).numpy(), data.view(np.uint8))
+    np.testing.assert_array_equal(got.scales.numpy(), s)
+    assert all(bool((j == 7).all()) for j in junk)
 
 
 def test_a_plan_refuses_a_storage_resized_back_to_its_old_address_with_fewer_bytes():
