@@ -165,6 +165,7 @@ class _Shards:
     def __init__(self, folder: Path, limit: int):
         self.folder, self.limit = folder, limit
         self.pending: Dict[str, Any] = {}
+        self.pending_storages: set = set()  # data_ptr() of each pending tensor's storage
         self.pending_bytes = 0
         self.files: List[List[str]] = []  # the names in each file written
         self.total = 0  # bytes added
@@ -174,6 +175,13 @@ class _Shards:
         size = tensor.numel() * tensor.element_size()
         if self.pending and self.pending_bytes + size > self.limit:
             self.flush()
+        # safetensors refuses a file whose tensors share a storage (tied embeddings, experts that are views
+        # of one flat buffer); each is written as its own bytes, as it reads back, so such a one is copied.
+        storage = tensor.untyped_storage().data_ptr()
+        if storage in self.pending_storages:
+            tensor = tensor.clone()
+            storage = tensor.untyped_storage().data_ptr()
+        self.pending_storages.add(storage)
         self.pending[name] = tensor
         self.pending_bytes += size
         self.total += size
@@ -186,7 +194,7 @@ class _Shards:
         save_file(self.pending, str(self.folder / f"shard-{len(self.files):05d}"), metadata={"format": "pt"})
         self.files.append(list(self.pending))
         self.written += self.pending_bytes
-        self.pending, self.pending_bytes = {}, 0
+        self.pending, self.pending_storages, self.pending_bytes = {}, set(), 0
 
     def finish(self) -> None:
         """The final names, and the index when there is more than one file."""
@@ -290,7 +298,8 @@ def save(path: Union[str, os.PathLike], tensors: Mapping[str, Any], *, format: s
 
     Args:
         tensors: caller's name -> a bucket spec (a quantized Linear's trainer storage) or an array
-            (written as it is).
+            (written as it is). Tensors that share memory (tied embeddings, views of one buffer) are each
+            written as their own bytes.
         format: "compressed-tensors" (MXFP8) or "modelopt" (NVFP4).
         config: the model's Hugging Face config (a dict, e.g. ``model.config.to_dict()``); written as
             config.json with ``quantization_config`` set. None: config.json holds only that.

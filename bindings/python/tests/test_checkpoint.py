@@ -185,6 +185,26 @@ def test_load_gives_back_the_exported_components_through_shards(tmp_path, weight
             assert torch.equal(got, spec)
 
 
+@pytest.mark.parametrize("fmt", ["mxfp8", "nvfp4"])
+def test_tensors_that_share_memory_are_each_written(tmp_path, weights, fmt):
+    # A tied embedding (lm_head.weight the embedding itself) and tensors that are views of one buffer made
+    # safetensors refuse the file ("Some tensors share memory"): each is written as its own bytes.
+    st = storage(weights, fmt)
+    embedding = torch.randn(300, 64)
+    flat = torch.randn(2, 40, 64)
+    st.update({"model.embed_tokens.weight": embedding, "lm_head.weight": embedding,
+               "extra.a": flat[0], "extra.b": flat[1], "extra.tail": flat[1, 1:]})
+    loaded = ckpt.load(ckpt.save(tmp_path / "model", st, format=FORMATS[fmt]))
+    for name in ("model.embed_tokens.weight", "lm_head.weight"):
+        assert torch.equal(loaded.tensors[name], embedding)
+    assert torch.equal(loaded.tensors["extra.a"], flat[0]) and torch.equal(loaded.tensors["extra.b"], flat[1])
+    assert torch.equal(loaded.tensors["extra.tail"], flat[1, 1:])
+    for name, spec in st.items():  # the quantized Linears as before
+        if isinstance(spec, dict):
+            for a, b in zip(loaded.tensors[name], demo._export(torch, spec)):
+                assert torch.equal(a.contiguous().view(torch.uint8), b.contiguous().view(torch.uint8)), name
+
+
 def test_refusals_name_the_tensor_and_leave_nothing_behind(tmp_path, weights):
     import numpy as np
 
