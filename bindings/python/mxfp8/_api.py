@@ -219,11 +219,11 @@ def export_te(t: Any, direction: str = "rowwise") -> Components:
         fp8_dtype = "e5m2"
     else:
         raise ValueError(f"unrecognized _fp8_dtype {getattr(t, '_fp8_dtype', None)!r}: expected an E4M3 or E5M2 type")
-    return export_components(
-        data,
-        scale_inv,
-        shape=tuple(data.shape),
-        fp8_dtype=fp8_dtype,
-        swizzled=bool(getattr(t, "_with_gemm_swizzled_scales", False)),  # TE's own bool (or None)
-        direction=prefix,
-    )
+    return export_components(data, scale_inv, fp8_dtype=fp8_dtype, swizzled=_te_swizzled(t), direction=prefix)
+
+
+def _te_swizzled(t: Any) -> bool:
+    """TE's _with_gemm_swizzled_scales: a bool, or None (absent: False). Anything else is refused, as
+    export_components refuses it: bool("False") would read the scales as swizzled."""
+    swizzled = getattr(t, "_with_gemm_swizzled_scales", None)
+    return False if swizzled is None else _flag("_with_gemm_swizzled_scales", swizzled)

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple, Optional, Sequence
 
 from . import _args, _mxfp8, _shard
-from ._api import _DIRECTIONS, _as_torch, _choice, _flag, _inputs
+from ._api import _DIRECTIONS, _as_torch, _choice, _flag, _inputs, _te_swizzled
 from ._quantize import _OUTPUT_DTYPES, _empty
 
 # mxfp8_values_dtype / mxfp8_scales_dtype, read per format: MXFP8_VALUES_FP8 (0) is NVFP4's own float4_e2m1fn,
@@ -46,9 +46,12 @@ class Components(NamedTuple):
 
 def _tensor(data, scale_inv, amax, shape, swizzled, direction, e4m3_max, inputs) -> _mxfp8.Nvfp4Tensor:
     prefix = "rowwise" if _choice("direction", direction, _DIRECTIONS) == 0 else "columnwise"
+    shape = None if shape is None else _args.shape("shape", shape)
+    if shape == []:  # the library reads no dimensions as "the data's shape": a () given is a mistake
+        raise ValueError("shape is empty: an NVFP4 tensor needs a last dimension K")
     return _mxfp8.Nvfp4Tensor(
         **{f"{prefix}_data": data, f"{prefix}_scale_inv": scale_inv, f"{prefix}_amax": amax},
-        shape=None if shape is None else _args.shape("shape", shape),
+        shape=shape,
         swizzled=_flag("swizzled", swizzled),
         e4m3_max=_args.e4m3_max("e4m3_max", e4m3_max),
         stream=inputs.dlpack_stream,
@@ -179,17 +182,26 @@ def export_te(t: Any, direction: str = "rowwise", **options: Any) -> Components:
     contiguous, global_scale, stream).
 
     Raises:
+        TypeError: `t` is not such a tensor (it has no _{direction}_data, _{direction}_scale_inv and
+            _amax_{direction}), or a field of the wrong type.
         ValueError: the tensor has no data for `direction`.
     """
     prefix = "rowwise" if _choice("direction", direction, _DIRECTIONS) == 0 else "columnwise"
+    if not all(hasattr(t, f) for f in (f"_{prefix}_data", f"_{prefix}_scale_inv", f"_amax_{prefix}")):
+        raise TypeError(f"export_te takes a Transformer Engine NVFP4Tensor or NVFP4TensorStorage (with _{prefix}_data, "
+                        f"_{prefix}_scale_inv and _amax_{prefix}), got {type(t).__name__}; for raw buffers call "
+                        "mxfp8.nvfp4.export_components")
     data = getattr(t, f"_{prefix}_data", None)
     scale_inv = getattr(t, f"_{prefix}_scale_inv", None)
     amax = getattr(t, f"_amax_{prefix}", None)
     if data is None or scale_inv is None or amax is None:
         raise ValueError(f"the NVFP4 tensor has no {prefix} data (its _{prefix}_data, _{prefix}_scale_inv or "
                          f"_amax_{prefix} is None)")
-    return export_components(data, scale_inv, amax, swizzled=bool(getattr(t, "_with_gemm_swizzled_scales", False)),
-                             direction=prefix, e4m3_max=int(getattr(t, "_nvfp4_e4m3_max", 448) or 448), **options)
+    e4m3_max = getattr(t, "_nvfp4_e4m3_max", None)  # None or 0: TE's default, 448
+    e4m3_max = 448 if e4m3_max is None or (type(e4m3_max) is int and e4m3_max == 0) else \
+        _args.e4m3_max("_nvfp4_e4m3_max", e4m3_max)
+    return export_components(data, scale_inv, amax, swizzled=_te_swizzled(t), direction=prefix, e4m3_max=e4m3_max,
+                             **options)
 
 
 def _stored_shape(data: Any, shape: Optional[Sequence[int]], column: bool) -> tuple:

@@ -1005,7 +1005,10 @@ struct TensorArgs {
       : direction(choice("direction", direction_arg, kDirections)),
         shape(shape_arg_.is_none() ? std::nullopt : std::optional(shape_arg("shape", shape_arg_, plain))),
         format(choice("fp8_dtype", fp8_dtype, kFormats)),
-        swizzled(flag("swizzled", swizzled_arg, plain)) {}
+        swizzled(flag("swizzled", swizzled_arg, plain)) {
+    // The library reads ndim 0 as "the data's shape": a () given is the caller's mistake, not that.
+    if (shape && shape->empty()) throw py::value_error("shape is empty: an MXFP8 tensor needs a last dimension K");
+  }
 };
 
 // The library's handle on one direction's data and scale_inv (taken into `taken`, which it then owns).

@@ -90,6 +90,45 @@ class _TEStorage:
         self._fp8_dtype, self._with_gemm_swizzled_scales = "float8_e4m3fn", False
 
 
+class _Shapeless:
+    """A DLPack producer with no .shape (export_components takes one)."""
+
+    def __init__(self, array):
+        self.array = array
+
+    def __dlpack__(self, **kwargs):
+        return self.array.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return self.array.__dlpack_device__()
+
+
+def test_an_empty_shape_is_refused_not_taken_for_the_datas():
+    # The library reads ndim 0 as "no shape given": shape=() exported the data's shape without a word, where
+    # convert and the bucket specs refuse it.
+    data, buf, _ = make_mxfp8((64, 64), "padded")
+    for call in (lambda: mxfp8.export_components(data, buf, swizzled=False, shape=()),
+                 lambda: mxfp8.dequantize(data, buf, swizzled=False, shape=[]),
+                 lambda: mxfp8.nvfp4.export_components(np.zeros((64, 32), np.uint8), np.zeros((128, 4), np.uint8),
+                                                       np.ones(1, np.float32), swizzled=False, shape=())):
+        with pytest.raises(ValueError, match=r"^shape is empty: an (MXFP8|NVFP4) tensor needs a last dimension K$"):
+            call()
+
+
+def test_export_te_reads_the_shape_from_the_data_and_a_real_bool():
+    # export_te read data.shape itself (AttributeError for a producer without one), and bool() of the
+    # swizzle flag, so "False" read as True and the scales as swizzled.
+    data, buf, s = make_mxfp8((100, 64), "padded")
+    te = _TEStorage(_Shapeless(data), buf)
+    assert np.array_equal(np.from_dlpack(mxfp8.export_te(te).scales), s)
+    te._with_gemm_swizzled_scales = None  # TE's unset flag: row-major
+    assert np.array_equal(np.from_dlpack(mxfp8.export_te(te).scales), s)
+    for lie in ("False", 0, 1):
+        te._with_gemm_swizzled_scales = lie
+        with pytest.raises(TypeError, match=r"^_with_gemm_swizzled_scales must be True or False, got "):
+            mxfp8.export_te(te)
+
+
 def test_export_te_of_a_direction_the_tensor_lacks_is_a_value_error():
     data, buf, s = make_mxfp8((100, 64), "padded")
     te = _TEStorage(data, buf)

@@ -244,6 +244,21 @@ def test_export_te_reads_the_storage_fields():
     t._columnwise_data = None
     with pytest.raises(ValueError, match="no columnwise data"):
         mxfp8.nvfp4.export_te(t, "columnwise")
+    # E4M3_MAX and the swizzle flag read as the package reads an int and a bool (int() took inf as an
+    # OverflowError, 256.9 as 256 and "448" as 448; bool() took "False" as True); None and 0 are TE's default.
+    for unset in (None, 0):
+        t._nvfp4_e4m3_max = unset
+        assert np.from_dlpack(mxfp8.nvfp4.export_te(t).global_scale)[0] == np.float32(3.0) / np.float32(2688.0)
+    for lie in (float("inf"), 256.9, "448"):
+        t._nvfp4_e4m3_max = lie
+        with pytest.raises(TypeError, match=r"^_nvfp4_e4m3_max must be an int, got "):
+            mxfp8.nvfp4.export_te(t)
+    t._nvfp4_e4m3_max, t._with_gemm_swizzled_scales = 256, "True"
+    with pytest.raises(TypeError, match=r"^_with_gemm_swizzled_scales must be True or False"):
+        mxfp8.nvfp4.export_te(t)
+    for not_te in (None, 5, np.zeros(4, np.uint8)):  # as mxfp8.export_te says it
+        with pytest.raises(TypeError, match=r"^export_te takes a Transformer Engine NVFP4Tensor"):
+            mxfp8.nvfp4.export_te(not_te)
 
 
 def test_nvfp4_benchmark_smoke_run_checks_the_export():
