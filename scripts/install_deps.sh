@@ -73,19 +73,25 @@ for spec in sys.argv[1:]:
 PY
 )
 if [ -n "$missing" ]; then
-  # torch's PyPI wheel brings CUDA's libraries (~6 GiB installed, ~3 GiB more downloaded on the way): a disk
-  # too full for them is said here, not as pip's "No space left on device" half way through.
-  need_gib=1
-  case " $(echo $missing) " in *" torch "*) need_gib=10 ;; esac
-  free_kib=$(df -Pk "$VIRTUAL_ENV" | awk 'NR == 2 {print $4}')
-  if [ "$free_kib" -lt $((need_gib * 1024 * 1024)) ]; then
-    echo "install_deps.sh: $VIRTUAL_ENV's disk has $((free_kib / 1024 / 1024)) GiB free; installing" \
-      "$(echo $missing) needs about $need_gib GiB" >&2
-    exit 1
-  fi
-  stage "installing into $VIRTUAL_ENV: $(echo $missing)"
+  missing_words=${missing//$'\n'/ }  # one line, no glob expansion of "jax[cpu]" against the folder's files
+  # torch's PyPI wheel brings CUDA's libraries (~6 GiB installed in the venv, ~3 GiB downloaded first into
+  # pip's cache and temporary folder): a disk too full for them is said here, not as pip's "No space left
+  # on device" half way through.
+  need_gib=1 download_gib=1
+  case " $missing_words " in *" torch "* | *" torch"[=\<\>\!~]*) need_gib=10 download_gib=4 ;; esac
+  for place in "$VIRTUAL_ENV:$need_gib" "${TMPDIR:-/tmp}:$download_gib"; do
+    free_kib=$(df -Pk "${place%:*}" | awk 'NR == 2 {print $4}')
+    if [ "$free_kib" -lt $((${place##*:} * 1024 * 1024)) ]; then
+      echo "install_deps.sh: ${place%:*} is on a disk with $((free_kib / 1024 / 1024)) GiB free; installing" \
+        "$missing_words needs about ${place##*:} GiB there" >&2
+      exit 1
+    fi
+  done
+  stage "installing into $VIRTUAL_ENV: $missing_words"
+  set -f  # the words split, not globbed
   # shellcheck disable=SC2086
   pip_install $missing
+  set +f
 fi
 # SGLang's tensor_bucket.py is a test oracle (bindings/python/tests/test_sglang.py reads it from the wheel):
 # the wheel is downloaded, not installed (SGLang's own dependencies are far larger than the tests need).

@@ -9,7 +9,8 @@
 #      (scripts/abi.sh, tests/abi/test_gate.sh); the cpack tarball and .deb, and a consumer of the tarball;
 #   3. the same C suite again under AddressSanitizer + UndefinedBehaviorSanitizer with leak detection,
 #      the threading and lifetime tests under ThreadSanitizer, and bounded libFuzzer runs (60 s each for
-#      the export, the quantize and the hostile-caller harness; a unit slower than 10 s fails);
+#      the export, the quantize, the hostile-caller and the receiver's bucket-and-manifest harness; a unit
+#      slower than 10 s fails);
 #   4. the Python tests (pytest), the demo (python -m mxfp8 demo) and the Python examples against
 #      `pip install .` (into .venv); then the sdist and a CPU-only wheel (scripts/wheel.sh), tested in a fresh venv;
 #   5. the Rust tests (cargo test --offline, the ABI probe required), the Rust docs without warnings, the
