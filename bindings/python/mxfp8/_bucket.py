@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import operator
+import sys
 
 from . import _args, _mxfp8, _shard, nvfp4
 from ._api import _DIRECTIONS, _FORMATS, Components, _choice, _inputs
@@ -257,13 +258,14 @@ def _planned_buckets(specs: List[_Spec], direction: str, dir_code: int, alignmen
 
 
 class _Storages:
-    """The torch storages of a spec's sources, with the address and size each had when taken; check()
-    refuses one that changed since (resized in place: the memory described is freed, or past its end)."""
+    """The torch storages of a spec's sources, held (so that `t.data = x` leaves them the memory they
+    describe), with the address and size each had when taken; check() refuses one that changed since
+    (resized in place: the memory described is freed, or past its end)."""
 
-    def __init__(self, spec: _Spec):
+    def __init__(self, spec: _Spec, tensor_type: Any):
         self.where = spec.where
         self.held = [(st, st.data_ptr(), st.nbytes()) for obj in (spec.data, spec.scale_inv, spec.amax)
-                     if _args.torch_module(obj) is not None for st in (obj.untyped_storage(),)]
+                     if isinstance(obj, tensor_type) for st in (obj.untyped_storage(),)]
 
     def check(self) -> None:
         for st, at, nbytes in self.held:
@@ -453,13 +455,15 @@ def iter_buckets(
         inputs.check_output("buffer", buffer)
         _bucket_bytes(buffer, "buffer")  # 1-D bytes: each bucket is buffer[:total]
     # The handles are made before the first bucket and fill the later ones after the caller's code has run
-    # between yields: they hold torch sources as prepared plans do (aliases, so that `t.data = x` leaves
-    # them the old storage), and each group's storages are checked before its fill (a storage resized in
-    # place, as FSDP frees parameters, has freed the memory they describe).
-    storages = [_Storages(spec) for spec in specs]
+    # between yields: the torch sources' storages are held (`t.data = x` then leaves the handles the memory
+    # they describe) and each group's are checked before its fill (a storage resized in place, as FSDP
+    # frees parameters, has freed it).
+    torch = sys.modules.get("torch")
+    tensor_type = torch.Tensor if torch is not None else ()  # isinstance(x, ()) is False
+    storages = [_Storages(spec, tensor_type) for spec in specs]
     first = 0
     for handles, manifest, plan, total, shards in _planned_buckets(specs, direction, dir_code, alignment,
-                                                                   bucket_bytes, inputs, plan=True):
+                                                                   bucket_bytes, inputs):
         for held in storages[first:first + len(handles)]:
             held.check()
         first += len(handles)
