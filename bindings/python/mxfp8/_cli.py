@@ -114,7 +114,11 @@ def _run_demo(args: argparse.Namespace) -> int:
 def _run_checkpoint(args: argparse.Namespace) -> int:
     from . import _checkpoint_demo
 
-    return _checkpoint_demo.run(args.demo, layers=args.layers)
+    try:
+        return _checkpoint_demo.run(args.demo, layers=args.layers)
+    except OSError as err:  # the folder given: a file, no parent, not a checkpoint to overwrite, no room
+        print(f"python -m mxfp8 checkpoint: error: {err}", file=sys.stderr)
+        return 1
 
 
 def _run_info(args: argparse.Namespace) -> int:

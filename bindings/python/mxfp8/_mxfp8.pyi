@@ -67,6 +67,7 @@ class Nvfp4Tensor:
 class Plan:
     """A prepared transfer (an mxfp8_plan) and the objects it writes: mxfp8.Plan's core."""
     def run(self, stream: Optional[int] = None) -> None: ...  # None: the framework's current stream, else 0
+    def check_storages(self) -> None: ...  # ValueError for a torch storage resized since the plan was made
 
 def prepare_export(
     tensors: Sequence[Tensor], destinations: Sequence[Any], direction: int = 0, dlpack_stream: Optional[int] = None,

@@ -57,7 +57,9 @@ class Plan:
     def views(self) -> Dict[str, Any]:
         """name -> views of what each run writes, valid for the plan's life: an export's compact scales
         ((*shape[:-1], ceil(K/32)) rowwise, (ceil(M/32), K) columnwise), a bucket's unpack_bucket parts;
-        an import's are the caller's own parameters ({})."""
+        an import's are the caller's own parameters ({}). A ValueError, as run() raises it, once a torch
+        storage the plan writes was resized (the views would show freed memory)."""
+        self._core.check_storages()
         if self._views is not None:
             return dict(self._views)
         return unpack_bucket(self.buffer, self.manifest) if self.manifest is not None else {}

@@ -184,6 +184,8 @@ class Receiver:
 
     Args:
         params: name -> the engine's parameter buffers; every tensor the sender sends, and no other.
+            connect() prepares the import into these buffers: an entry replaced afterwards (params[name] =
+            new tensors) is not written; connect again (on a new group) to write into the new ones.
         shards: name -> {"rows", "cols"}: this rank's shard of a tensor sent whole (tensor parallelism).
         layout, global_scale, zero_exponent_as_one: as import_bucket takes them.
         device: where the staging buffer lives: "cpu" for gloo on host memory, "cuda" (the current device)

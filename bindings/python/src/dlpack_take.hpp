@@ -566,10 +566,22 @@ class Plan {
         raise_exchange_failure("current_work_stream");
       s = reinterpret_cast<intptr_t>(current);
     }
-    // A storage resized in place (torch's resize_) has moved, or shrunk: the plan's addresses are of freed
-    // memory, or past the storage's end, which a run would read and write (a write there corrupted the heap
-    // and aborted the process). The size too: resized up and down again, a storage can come back to its
-    // old address with fewer bytes (the allocator hands the freed block out again).
+    check_storages();
+    mxfp8_status st;
+    {
+      py::gil_scoped_release unlocked;
+      std::lock_guard<std::mutex> one_run_at_a_time(running_);
+      st = mxfp8_plan_run(plan_.get(), reinterpret_cast<void *>(s));
+    }
+    check(st);
+  }
+
+  // A storage resized in place (torch's resize_) has moved, or shrunk: the plan's addresses are of freed
+  // memory, or past the storage's end, which a run would read and write (a write there corrupted the heap
+  // and aborted the process) and views of its output would show. The size too: resized up and down again,
+  // a storage can come back to its old address with fewer bytes (the allocator hands the freed block out
+  // again).
+  void check_storages() const {
     for (const Pin &p : pins_) {
       const uintptr_t now = address_of(p.storage), bytes = bytes_of(p.storage);
       if (now != p.address || bytes != p.bytes)
@@ -578,13 +590,6 @@ class Plan {
                               hex(now) + ", " + std::to_string(bytes) + " bytes): the plan's addresses are of "
                               "freed memory; prepare a new plan");
     }
-    mxfp8_status st;
-    {
-      py::gil_scoped_release unlocked;
-      std::lock_guard<std::mutex> one_run_at_a_time(running_);
-      st = mxfp8_plan_run(plan_.get(), reinterpret_cast<void *>(s));
-    }
-    check(st);
   }
 
  private:

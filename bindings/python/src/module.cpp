@@ -1807,7 +1807,9 @@ PYBIND11_MODULE(_mxfp8, m) {
   py::class_<Plan>(m, "Plan", "A prepared transfer (an mxfp8_plan) and the objects it writes: mxfp8.Plan's core.")
       .def("run", &Plan::run, py::arg("stream") = py::none(),
            "mxfp8_plan_run on `stream` (a cudaStream_t as an int; None: the framework's current stream, else the "
-           "legacy default stream).");
+           "legacy default stream).")
+      .def("check_storages", &Plan::check_storages,
+           "ValueError when a torch storage the plan reads or writes was resized since it was prepared.");
   m.def("prepare_export", &prepare_export, py::arg("tensors"), py::arg("destinations"), py::arg("direction") = 0,
         py::arg("dlpack_stream") = py::none(), py::arg("names") = py::none(),
         "The compact scales of `tensors` into `destinations`, checked once (mxfp8_transfer_prepare): a Plan.");

@@ -84,6 +84,19 @@ def test_bad_arguments_are_usage_errors(args, tmp_path):
     assert not (tmp_path / "OUT").exists()  # --layers -1 wrote a model of -1 layers (its config said so)
 
 
+def test_a_checkpoint_folder_that_cannot_be_made_is_one_line(tmp_path, capsys):
+    # A file where the folder goes: the error in one line, exit 1, no traceback (it printed the whole
+    # FileExistsError), and the caller's file untouched.
+    pytest.importorskip("torch")
+    pytest.importorskip("safetensors")
+    occupied = tmp_path / "a-file"
+    occupied.write_text("mine")
+    assert _cli.main(["checkpoint", "--demo", str(occupied), "--layers", "1"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("python -m mxfp8 checkpoint: error: ") and err.count("\n") == 1, err
+    assert occupied.read_text() == "mine"
+
+
 def test_help_and_version_need_no_numpy():
     for args in (["--help"], ["demo", "--help"], ["--version"]):
         out = run(*args, block_numpy=True)

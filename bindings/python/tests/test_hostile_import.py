@@ -768,6 +768,12 @@ def test_a_plan_refuses_to_run_over_a_storage_resized_in_place():
             out = torch.empty(s.size, dtype=torch.uint8)
             plan = mxfp8.prepare_export({"w": {"data": src_d, "scale_inv": src_s, "swizzled": True}}, out=out)
             refused(plan, [{"data": src_d, "scale_inv": src_s, "out": out}[which]])
+            try:  # and its views, which would show the freed memory (reading them crashed)
+                plan.views()
+            except ValueError as e:
+                assert "had its storage resized since the plan was prepared" in str(e), e
+            else:
+                raise AssertionError("a plan's views were handed out over a resized storage")
         src_d, src_s = fresh()
         (plan,) = mxfp8.prepare_buckets({"w": {"data": src_d, "scale_inv": src_s, "swizzled": True}}, bucket_bytes=1 << 16)
         refused(plan, [src_s])
