@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import operator
-import sys
 
 from . import _args, _mxfp8, _shard, nvfp4
 from ._api import _DIRECTIONS, _FORMATS, Components, _choice, _inputs
@@ -257,24 +256,6 @@ def _planned_buckets(specs: List[_Spec], direction: str, dir_code: int, alignmen
             for group in groups for group_handles in ([handles[i] for i in group],)]
 
 
-class _Storages:
-    """The torch storages of a spec's sources, held (so that `t.data = x` leaves them the memory they
-    describe), with the address and size each had when taken; check() refuses one that changed since
-    (resized in place: the memory described is freed, or past its end)."""
-
-    def __init__(self, spec: _Spec, tensor_type: Any):
-        self.where = spec.where
-        self.held = [(st, st.data_ptr(), st.nbytes()) for obj in (spec.data, spec.scale_inv, spec.amax)
-                     if isinstance(obj, tensor_type) for st in (obj.untyped_storage(),)]
-
-    def check(self) -> None:
-        for st, at, nbytes in self.held:
-            if st.data_ptr() != at or st.nbytes() != nbytes:
-                raise ValueError(f"{self.where}: a source's storage was resized since iter_buckets began "
-                                 f"({at:#x}, {nbytes} bytes, is now {st.data_ptr():#x}, {st.nbytes()} bytes): the "
-                                 "memory it described is freed; start a new iteration")
-
-
 def _new_bucket(inputs, specs, total: int, what: str) -> Any:
     """A new uint8 buffer of `total` bytes where the tensors are: torch.empty for torch inputs, numpy.empty
     for host memory; other CUDA inputs must bring their own (`what` says which argument)."""
@@ -457,15 +438,14 @@ def iter_buckets(
     # The handles are made before the first bucket and fill the later ones after the caller's code has run
     # between yields: the torch sources' storages are held (`t.data = x` then leaves the handles the memory
     # they describe) and each group's are checked before its fill (a storage resized in place, as FSDP
-    # frees parameters, has freed it).
-    torch = sys.modules.get("torch")
-    tensor_type = torch.Tensor if torch is not None else ()  # isinstance(x, ()) is False
-    storages = [_Storages(spec, tensor_type) for spec in specs]
+    # frees parameters, has freed it), as a Plan's are before each run.
+    pins = [_mxfp8.StoragePins((spec.data, spec.scale_inv, spec.amax)) for spec in specs]
     first = 0
     for handles, manifest, plan, total, shards in _planned_buckets(specs, direction, dir_code, alignment,
                                                                    bucket_bytes, inputs):
-        for held in storages[first:first + len(handles)]:
-            held.check()
+        for spec, held in zip(specs[first:first + len(handles)], pins[first:first + len(handles)]):
+            held.check(f"{spec.where}: a source's storage was resized since iter_buckets began",
+                       "the memory it described is freed; start a new iteration")
         first += len(handles)
         if buffer is None or _bucket_bytes(buffer) < total:
             if caller_buffer:

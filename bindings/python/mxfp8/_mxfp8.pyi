@@ -1,4 +1,4 @@
-from typing import Any, Callable, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Iterable, Mapping, Optional, Sequence, Tuple, Union
 
 version: int
 header_version: int
@@ -68,6 +68,11 @@ class Plan:
     """A prepared transfer (an mxfp8_plan) and the objects it writes: mxfp8.Plan's core."""
     def run(self, stream: Optional[int] = None) -> None: ...  # None: the framework's current stream, else 0
     def check_storages(self) -> None: ...  # ValueError for a torch storage resized since the plan was made
+
+class StoragePins:
+    """The storages of the torch tensors among `objects`, held, with the address and size each had."""
+    def __init__(self, objects: Iterable[Any]) -> None: ...
+    def check(self, resized: str, advice: str) -> None: ...  # ValueError "<resized> (...): <advice>"
 
 def prepare_export(
     tensors: Sequence[Tensor], destinations: Sequence[Any], direction: int = 0, dlpack_stream: Optional[int] = None,

@@ -515,9 +515,7 @@ inline std::unique_ptr<TakenTensor> take(py::handle obj, const Name &name, Excha
 inline py::object storage_of(py::handle obj) {
   static PyObject *tensor_type = nullptr;  // torch.Tensor once torch is imported (no torch object before)
   if (!tensor_type) {
-    static PyObject *torch_name = PyUnicode_InternFromString("torch");
-    // (sys.modules["torch"] = None, a blocked import, is no torch either: imported() reads it so too.)
-    if (const py::object torch = steal(PyImport_GetModule(torch_name)); torch && !torch.is_none())
+    if (const py::object torch = imported("torch"))
       tensor_type = PyObject_GetAttrString(torch.ptr(), "Tensor");  // kept for the process's life
     if (!tensor_type && PyErr_Occurred()) throw py::error_already_set();
   }
@@ -531,6 +529,66 @@ inline py::object storage_of(py::handle obj) {
   return py::reinterpret_steal<py::object>(storage);
 }
 
+// The storages of torch tensors (storage_of), held, so that a tensor given another storage (`t.data = x`)
+// leaves them the memory they describe, each with the address and size it had when taken. A storage
+// resized in place (torch's resize_) has moved, or shrunk: what was described is freed memory, or past the
+// storage's end, which a plan's run would read and write (a write there corrupted the heap and aborted the
+// process) and views of its output would show. The size too: resized up and down again, a storage can come
+// back to its old address with fewer bytes (the allocator hands the freed block out again).
+class StoragePins {
+ public:
+  StoragePins() = default;
+  // Each storage once (a bucket's or a model's is many tensors'), in a hash set: a 3008-tensor refit has
+  // ~12,000 storages, which a scan of the kept ones made a quadratic prepare.
+  explicit StoragePins(std::vector<py::object> &&storages) {
+    std::unordered_set<PyObject *> seen;
+    seen.reserve(storages.size());
+    for (py::object &storage : storages)
+      if (seen.insert(storage.ptr()).second) {
+        const uintptr_t at = address_of(storage), bytes = bytes_of(storage);
+        pins_.push_back(Pin{std::move(storage), at, bytes});
+      }
+  }
+  // A ValueError "<resized> (<then>, is now <now>): <advice>" for the first storage that changed.
+  void check(const std::string &resized, const std::string &advice) const {
+    for (const Pin &p : pins_) {
+      const uintptr_t now = address_of(p.storage), bytes = bytes_of(p.storage);
+      if (now != p.address || bytes != p.bytes)
+        throw py::value_error(resized + " (" + hex(p.address) + ", " + std::to_string(p.bytes) + " bytes, is now " +
+                              hex(now) + ", " + std::to_string(bytes) + " bytes): " + advice);
+    }
+  }
+
+ private:
+  struct Pin {
+    py::object storage;  // a torch UntypedStorage
+    uintptr_t address;   // its data_ptr() when taken
+    uintptr_t bytes;     // and its nbytes()
+  };
+  // storage.<method>() as an unsigned integer.
+  static uintptr_t ask(const py::object &storage, PyObject *method) {
+    const py::object v = steal(PyObject_CallMethodNoArgs(storage.ptr(), method));
+    if (!v) throw py::error_already_set();
+    const uintptr_t n = static_cast<uintptr_t>(PyLong_AsUnsignedLongLong(v.ptr()));
+    if (PyErr_Occurred()) throw py::error_already_set();
+    return n;
+  }
+  static uintptr_t address_of(const py::object &storage) {
+    static PyObject *method = PyUnicode_InternFromString("data_ptr");
+    return ask(storage, method);
+  }
+  static uintptr_t bytes_of(const py::object &storage) {
+    static PyObject *method = PyUnicode_InternFromString("nbytes");
+    return ask(storage, method);
+  }
+  static std::string hex(uintptr_t v) {
+    char text[2 + 2 * sizeof v + 1];
+    std::snprintf(text, sizeof text, "0x%llx", static_cast<unsigned long long>(v));
+    return text;
+  }
+  std::vector<Pin> pins_;
+};
+
 // The one prepared transfer of the binding (the core of mxfp8.Plan, whatever made it: an export, a bucket
 // fill, an import): the library's plan, the objects it writes (taken, so their storage stays alive whatever
 // becomes of the caller's references; the plan itself holds the sources), and the framework whose current
@@ -541,17 +599,7 @@ class Plan {
   // everything it reads and writes (storage_of), so that a tensor given another storage leaves it the old.
   Plan(mxfp8_plan *plan, std::vector<std::unique_ptr<TakenTensor>> &&keep, const Exchange &ex,
        std::vector<py::object> &&pins)
-      : plan_(plan), keep_(std::move(keep)), api_(ex.api), device_(ex.device) {
-    // Each storage once (a bucket's or a model's is many tensors'), in a hash set: a 3008-tensor refit has
-    // ~12,000 storages, which a scan of the kept ones made a quadratic prepare.
-    std::unordered_set<PyObject *> seen;
-    seen.reserve(pins.size());
-    for (py::object &storage : pins)
-      if (seen.insert(storage.ptr()).second) {
-        const uintptr_t at = address_of(storage), bytes = bytes_of(storage);
-        pins_.push_back(Pin{std::move(storage), at, bytes});
-      }
-  }
+      : plan_(plan), keep_(std::move(keep)), pins_(std::move(pins)), api_(ex.api), device_(ex.device) {}
   Plan(const Plan &) = delete;
   Plan &operator=(const Plan &) = delete;
   // stream: a cudaStream_t as an int, or None: the framework's current stream (exchange mode), else the
@@ -576,49 +624,13 @@ class Plan {
     check(st);
   }
 
-  // A storage resized in place (torch's resize_) has moved, or shrunk: the plan's addresses are of freed
-  // memory, or past the storage's end, which a run would read and write (a write there corrupted the heap
-  // and aborted the process) and views of its output would show. The size too: resized up and down again,
-  // a storage can come back to its old address with fewer bytes (the allocator hands the freed block out
-  // again).
+  // Before a run and before views of its output are handed out (StoragePins says why).
   void check_storages() const {
-    for (const Pin &p : pins_) {
-      const uintptr_t now = address_of(p.storage), bytes = bytes_of(p.storage);
-      if (now != p.address || bytes != p.bytes)
-        throw py::value_error("a tensor this plan reads or writes had its storage resized since the plan was "
-                              "prepared (" + hex(p.address) + ", " + std::to_string(p.bytes) + " bytes, is now " +
-                              hex(now) + ", " + std::to_string(bytes) + " bytes): the plan's addresses are of "
-                              "freed memory; prepare a new plan");
-    }
+    pins_.check("a tensor this plan reads or writes had its storage resized since the plan was prepared",
+                "the plan's addresses are of freed memory; prepare a new plan");
   }
 
  private:
-  struct Pin {
-    py::object storage;  // a torch UntypedStorage (storage_of)
-    uintptr_t address;   // its data_ptr() when the plan was made
-    uintptr_t bytes;     // and its nbytes()
-  };
-  // storage.<method>() as an unsigned integer.
-  static uintptr_t ask(const py::object &storage, PyObject *method) {
-    const py::object v = steal(PyObject_CallMethodNoArgs(storage.ptr(), method));
-    if (!v) throw py::error_already_set();
-    const uintptr_t n = static_cast<uintptr_t>(PyLong_AsUnsignedLongLong(v.ptr()));
-    if (PyErr_Occurred()) throw py::error_already_set();
-    return n;
-  }
-  static uintptr_t address_of(const py::object &storage) {
-    static PyObject *method = PyUnicode_InternFromString("data_ptr");
-    return ask(storage, method);
-  }
-  static uintptr_t bytes_of(const py::object &storage) {
-    static PyObject *method = PyUnicode_InternFromString("nbytes");
-    return ask(storage, method);
-  }
-  static std::string hex(uintptr_t v) {
-    char text[2 + 2 * sizeof v + 1];
-    std::snprintf(text, sizeof text, "0x%llx", static_cast<unsigned long long>(v));
-    return text;
-  }
   // Released by its holder, so that a constructor that throws (a storage's data_ptr() failing) releases
   // it too, where a destructor would not run.
   struct ReleasePlan {
@@ -626,7 +638,7 @@ class Plan {
   };
   std::unique_ptr<mxfp8_plan, ReleasePlan> plan_;
   std::vector<std::unique_ptr<TakenTensor>> keep_;
-  std::vector<Pin> pins_;
+  StoragePins pins_;
   const DLPackExchangeAPI *api_;
   DLDevice device_;
   std::mutex running_;

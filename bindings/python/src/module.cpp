@@ -1810,6 +1810,19 @@ PYBIND11_MODULE(_mxfp8, m) {
            "legacy default stream).")
       .def("check_storages", &Plan::check_storages,
            "ValueError when a torch storage the plan reads or writes was resized since it was prepared.");
+  py::class_<StoragePins>(m, "StoragePins",
+                          "The storages of the torch tensors among `objects` (others are skipped), held, with the "
+                          "address and size each had: iter_buckets' sources between two buckets.")
+      .def(py::init([](const py::iterable &objects) {
+             std::vector<py::object> storages;
+             for (py::handle obj : objects)
+               if (py::object storage = storage_of(obj); !storage.is_none()) storages.push_back(std::move(storage));
+             return StoragePins(std::move(storages));
+           }),
+           py::arg("objects"))
+      .def("check", &StoragePins::check, py::arg("resized"), py::arg("advice"),
+           "ValueError \"<resized> (<address>, <bytes> bytes, is now ...): <advice>\" for the first storage that "
+           "moved or changed size.");
   m.def("prepare_export", &prepare_export, py::arg("tensors"), py::arg("destinations"), py::arg("direction") = 0,
         py::arg("dlpack_stream") = py::none(), py::arg("names") = py::none(),
         "The compact scales of `tensors` into `destinations`, checked once (mxfp8_transfer_prepare): a Plan.");
