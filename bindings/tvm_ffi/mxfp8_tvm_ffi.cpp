@@ -58,6 +58,16 @@ struct ManagedDeleter {
 };
 using ManagedPtr = std::unique_ptr<DLManagedTensorVersioned, ManagedDeleter>;
 
+// The DLTensor of a Tensor argument, or a TypeError naming it: tvm-ffi passes None for a Tensor (or an item
+// of an Array<Tensor>) as an undefined Tensor, whose DLTensor pointer is null (TensorView refuses None
+// itself). `index` >= 0 names an item of a list argument.
+DLTensor *defined(const Tensor &t, const char *argument, int64_t index = -1) {
+  if (!t.defined())
+    raise("TypeError", std::string(argument) + (index >= 0 ? "[" + std::to_string(index) + "]" : std::string()) +
+                           " is None, expected a tensor");
+  return const_cast<DLTensor *>(t.GetDLTensorPtr());
+}
+
 // A tvm-ffi tensor over `source`'s memory laid out as `layout` says (same data pointer, any dtype,
 // shape and strides), made by libtvm_ffi: it keeps `source` alive and frees nothing itself.
 Tensor view_of(const Tensor &source, const DLTensor &layout) {
@@ -71,7 +81,7 @@ Tensor view_of(const Tensor &source, const DLTensor &layout) {
 Tensor export_scales(Tensor data, TensorView scale_inv, TensorView scales, String fp8_dtype, bool swizzled,
                      String direction_name) {
   const int32_t dir = direction(direction_name);
-  DescribedTensor tensor(*data.GetDLTensorPtr(), dl_tensor(scale_inv), fp8_format(fp8_dtype), swizzled, dir);
+  DescribedTensor tensor(*defined(data, "data"), dl_tensor(scale_inv), fp8_format(fp8_dtype), swizzled, dir);
   mxfp8_export_options options = MXFP8_EXPORT_OPTIONS_INIT;
   options.direction = dir;
   options.stream = stream_for(scales.device());
@@ -192,10 +202,15 @@ struct Transfer {
     held.push_back(std::move(list));
     return held.back();
   }
-  // The DLTensors of `list` (held), one per entry.
-  std::vector<DLTensor *> &outputs(const char *name, Array<Tensor> list, std::vector<DLTensor *> &out) {
-    for (const Tensor &t : hold(name, std::move(list), desc.count))
-      out.push_back(const_cast<DLTensor *>(t.GetDLTensorPtr()));
+  // The DLTensors of `list` (held), one per entry; None only where the C API takes a NULL entry
+  // (`may_be_none`: values, "that entry's scales only").
+  std::vector<DLTensor *> &outputs(const char *name, Array<Tensor> list, std::vector<DLTensor *> &out,
+                                   bool may_be_none) {
+    const Array<Tensor> &held_list = hold(name, std::move(list), desc.count);
+    for (size_t i = 0; i < held_list.size(); ++i) {
+      const Tensor &t = held_list[i];
+      out.push_back(may_be_none && !t.defined() ? nullptr : defined(t, name, static_cast<int64_t>(i)));
+    }
     return out;
   }
 };
@@ -210,8 +225,9 @@ void from_tensors(Transfer &t, Array<Tensor> data_list, Array<Tensor> scale_inv_
   const Array<Tensor> &scale_inv = t.hold("scale_inv_list", std::move(scale_inv_list), n);
   const Array<Tensor> *amax = amax_list.has_value() ? &t.hold("amax_list", amax_list.value(), n) : nullptr;
   for (size_t i = 0; i < n; ++i) {
-    const DLTensor &d = *data[i].GetDLTensorPtr(), &s = *scale_inv[i].GetDLTensorPtr();
-    t.described.push_back(amax ? std::make_unique<DescribedTensor>(d, s, *(*amax)[i].GetDLTensorPtr(), swizzled, dir,
+    const int64_t at = static_cast<int64_t>(i);
+    const DLTensor &d = *defined(data[i], "data_list", at), &s = *defined(scale_inv[i], "scale_inv_list", at);
+    t.described.push_back(amax ? std::make_unique<DescribedTensor>(d, s, *defined((*amax)[i], "amax_list", at), swizzled, dir,
                                                                    int32_argument("e4m3_max", e4m3_max))
                                : std::make_unique<DescribedTensor>(d, s, format, swizzled, dir));
     t.handles.push_back(t.described.back()->get());
@@ -250,6 +266,7 @@ void from_bucket(Transfer &t, Tensor bucket, const Array<int64_t> &manifest, con
     t.e4m3_maxes.assign(n, int32_argument("e4m3_max", e4m3_max));
     t.desc.e4m3_maxes = t.e4m3_maxes.data();
   }
+  defined(bucket, "bucket");
   t.bucket = std::move(bucket);
   t.device = t.bucket.value().GetDLTensorPtr()->device;
   t.desc.source = MXFP8_TRANSFER_FROM_BUCKET;
@@ -273,10 +290,10 @@ void to_buffers(Transfer &t, Optional<Array<Tensor>> values, Array<Tensor> scale
   t.desc.global_scale = convention;
   t.layouts.assign(t.desc.count, scale_layout(target));
   t.desc.target_layouts = t.layouts.data();
-  t.desc.scales = t.outputs("scales_list", std::move(scales), t.scales_out).data();
-  if (values.has_value()) t.desc.values = t.outputs("values_list", values.value(), t.values_out).data();
+  t.desc.scales = t.outputs("scales_list", std::move(scales), t.scales_out, false).data();
+  if (values.has_value()) t.desc.values = t.outputs("values_list", values.value(), t.values_out, true).data();
   if (global_scales.has_value())
-    t.desc.global_scales = t.outputs("global_scales_list", global_scales.value(), t.global_out).data();
+    t.desc.global_scales = t.outputs("global_scales_list", global_scales.value(), t.global_out, false).data();
   if (!t.bucket.has_value() && !t.scales_out.empty()) t.device = t.scales_out[0]->device;
 }
 
@@ -500,7 +517,7 @@ tvm::ffi::Function prepare_nvfp4_import_bucket(Tensor bucket, Array<int64_t> man
 Tensor nvfp4_export(Tensor data, TensorView scale_inv, TensorView amax, TensorView scales, TensorView global_scale,
                     bool swizzled, String direction_name, int64_t e4m3_max, String convention) {
   const int32_t dir = direction(direction_name);
-  DescribedTensor tensor(*data.GetDLTensorPtr(), dl_tensor(scale_inv), dl_tensor(amax), swizzled, dir,
+  DescribedTensor tensor(*defined(data, "data"), dl_tensor(scale_inv), dl_tensor(amax), swizzled, dir,
                          int32_argument("e4m3_max", e4m3_max));
   mxfp8_export_options options = MXFP8_EXPORT_OPTIONS_INIT;
   options.direction = dir;

@@ -265,6 +265,36 @@ def test_import_refusals_name_the_problem_and_write_nothing():
     assert (scales == POISON).all()
 
 
+def test_none_for_a_tensor_or_an_item_is_a_type_error_naming_it_and_writes_nothing():
+    """tvm-ffi passes None for a Tensor (or an item of a tensor list) as an undefined tensor, which the
+    adapter dereferenced (a segfault): each is refused by name. None stays allowed where the C API takes a
+    NULL: values_list itself, and an item of it (that entry's scales only)."""
+    (d, b, s), = _import_sources("compact", seed=8)[:1]
+    scales, values = poisoned(s.size), poisoned(d.size)
+    calls = {
+        r"^data is None": lambda: mod.export_scales(None, b, scales, "e4m3", False, "rowwise"),
+        r"^data_list\[0\] is None": lambda: mod.bucket_plan([None], [b], "e4m3", False, "rowwise", 256),
+        r"^scale_inv_list\[1\] is None": lambda: mod.import_tensors([d, d], [b, None], None, [scales, scales], "e4m3",
+                                                                    False, "rowwise", "compact", False),
+        r"^scales_list\[0\] is None": lambda: mod.prepare_import_tensors([d], [b], None, [None], "e4m3", False,
+                                                                         "rowwise", "compact", False),
+        r"^bucket is None": lambda: mod.import_bucket(None, [0, 0, 1, 0, 1], [(1, 1)], None, [scales], "e4m3",
+                                                      "rowwise", "compact", False),
+        r"^amax_list\[0\] is None": lambda: mod.nvfp4_bucket_plan([d], [b], [None], False, "rowwise", 448, 256),
+        r"^data is None, expected a tensor": lambda: mod.nvfp4_export(None, b, np.ones(1, np.float32), scales,
+                                                                  np.ones(1, np.float32), False, "rowwise", 448,
+                                                                  "decode"),
+    }
+    for message, call in calls.items():
+        with pytest.raises(TypeError, match=message):
+            call()
+    assert (scales == POISON).all()
+    # A None item of values_list: that entry's scales only (the C API's NULL entry).
+    mod.import_tensors([d], [b], [None], [scales], "e4m3", False, "rowwise", "compact", False)
+    np.testing.assert_array_equal(scales, s.reshape(-1))
+    assert (values == POISON).all()
+
+
 # ---- the import of a bucket (export_bucket's bytes and manifest) into a receiver's buffers
 
 
