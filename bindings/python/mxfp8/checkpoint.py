@@ -31,11 +31,14 @@ differently); a quantized tensor's checkpoint name ends in ``.weight``. The modu
 2-D ``.weight`` (embeddings and lm_head too) is listed as not quantized (compressed-tensors' ``ignore``,
 ModelOpt's ``exclude_modules`` and ``ignore``): a loader takes an unlisted Linear for a quantized one, and
 compressed-tensors' model-free readers take any unlisted 2-D weight for one; ``ignore=`` overrides it.
+An unquantized array may not be named ``X.weight_scale`` or ``X.weight_scale_2`` next to an ``X.weight``:
+``load`` reads those as the weight's scales.
 
 The directory appears whole or not at all: everything is written into a temporary sibling and renamed at
 the end; any failure (a name collision, a shape the format cannot hold, a full disk, an unwritable path)
 raises before the rename and leaves nothing behind. ``overwrite=True`` replaces only a checkpoint folder
-(one with a config.json), and only once the new one is complete. Host memory holds one shard (``max_shard_bytes``) at a
+(one with a config.json), and only once the new one is complete; the target is looked at again right
+before the rename, so what another process put there meanwhile is not replaced without it. Host memory holds one shard (``max_shard_bytes``) at a
 time; ``progress=True`` reports tensors, bytes and MB/s on stderr. Needs torch and safetensors.
 """
 from __future__ import annotations
@@ -288,6 +291,27 @@ def _remove_empty(folders: List[Path]) -> None:
             return
 
 
+def _may_replace(target: Path, overwrite: bool) -> bool:
+    """Whether something is at `target` (which overwrite=True then replaces), or a FileExistsError where
+    nothing may be replaced. Asked before anything is written and again right before the new checkpoint
+    takes its place: what appeared at `target` during a save (another process's save or folder, a file) is
+    not replaced unless it is a checkpoint and overwrite was asked."""
+    if not (target.exists() or target.is_symlink()):
+        return False
+    if not overwrite:
+        raise FileExistsError(f"{target} exists: pass overwrite=True to replace it (once the new one is complete)")
+    if target.is_symlink() or not target.is_dir() or not (target / "config.json").is_file():
+        raise FileExistsError(f"{target} is not a checkpoint directory (a folder with a config.json): overwrite "
+                              "replaces only a checkpoint")
+    return True
+
+
+def _scratch_prefix(target: Path, kind: str) -> str:
+    """A hidden sibling's name prefix: the target's name cut so that prefix + mkdtemp's suffix stays within
+    a file system's 255-byte name (a legal 250-byte target name would otherwise fail)."""
+    return f".{os.fsencode(target.name)[:128].decode(errors='ignore') or 'checkpoint'}.{kind}-"
+
+
 def save(path: Union[str, os.PathLike], tensors: Mapping[str, Any], *, format: str,
          config: Optional[Mapping[str, Any]] = None, name_map: Union[None, Mapping[str, str], Callable[[str], str]] = None,
          scheme: Optional[str] = None, input_scales: Optional[Mapping[str, Any]] = None,
@@ -336,12 +360,7 @@ def save(path: Union[str, os.PathLike], tensors: Mapping[str, Any], *, format: s
         raise ValueError("config already has a quantization_config: save writes the format's own")
     rename = (lambda n: name_map.get(n, n)) if isinstance(name_map, Mapping) else (name_map or (lambda n: n))
     target = Path(path)
-    if target.exists() or target.is_symlink():
-        if not overwrite:
-            raise FileExistsError(f"{target} exists: pass overwrite=True to replace it (once the new one is complete)")
-        if target.is_symlink() or not target.is_dir() or not (target / "config.json").is_file():
-            raise FileExistsError(f"{target} is not a checkpoint directory (a folder with a config.json): overwrite "
-                                  "replaces only a checkpoint")
+    _may_replace(target, overwrite)
 
     # Every name and shape first: nothing is written for a model that would be refused half-way.
     plan, seen, checked_input_scales = [], {}, {}
@@ -378,6 +397,12 @@ def save(path: Union[str, os.PathLike], tensors: Mapping[str, Any], *, format: s
             checked_input_scales[name] = _positive_finite(torch, f"input_scales[{name!r}]", input_scales[name],
                                                           allow_zero=False).to(torch.float32).reshape(())
         plan.append((name, out, spec, value))
+    for name, out, spec, _ in plan:  # the names load reads as a weight's scales are the quantized Linears' alone
+        module, _, suffix = out.rpartition(".")
+        if spec is None and suffix in ("weight_scale", "weight_scale_2") and f"{module}.weight" in seen:
+            raise ValueError(f"{name!r} is written as {out!r}, next to the weight {module + '.weight'!r}: load reads "
+                             f"a weight's {suffix} as its quantization scales, so this array would not come back "
+                             "as it was given")
     unknown = [n for n in (input_scales or {}) if n not in tensors or not isinstance(tensors[n], Mapping)]
     if unknown:
         raise ValueError(f"input_scales names {unknown[0]!r}, which is not a quantized Linear of tensors")
@@ -403,8 +428,9 @@ def save(path: Union[str, os.PathLike], tensors: Mapping[str, Any], *, format: s
         _remove_empty(created)
         raise OSError(err.errno, f"cannot make the folder of {target} ({err.strerror or err})", err.filename) \
             from err
-    folder = Path(tempfile.mkdtemp(prefix=f".{target.name}.partial-", dir=target.parent))
+    folder = None
     try:
+        folder = Path(tempfile.mkdtemp(prefix=_scratch_prefix(target, "partial"), dir=target.parent))
         os.chmod(folder, 0o777 & ~_umask())  # mkdtemp's 0700 would be the checkpoint's, unreadable to other users
         started = time.monotonic()
         shards = _Shards(folder, max_shard_bytes)
@@ -435,8 +461,8 @@ def save(path: Union[str, os.PathLike], tensors: Mapping[str, Any], *, format: s
         if progress:
             print(f"\r{target.name}: {shards.total / 1e9:.2f} GB in {len(shards.files)} file(s), "
                   f"{shards.total / max(time.monotonic() - started, 1e-9) / 1e6:.0f} MB/s", file=sys.stderr)
-        if target.exists():  # overwrite: the old directory goes only once the new one is in its place
-            old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-", dir=target.parent))
+        if _may_replace(target, overwrite):  # the old directory goes only once the new one is in its place
+            old = Path(tempfile.mkdtemp(prefix=_scratch_prefix(target, "old"), dir=target.parent))
             try:
                 os.replace(target, old / "x")
             except BaseException:
@@ -452,9 +478,10 @@ def save(path: Union[str, os.PathLike], tensors: Mapping[str, Any], *, format: s
         else:
             os.replace(folder, target)
     except BaseException as err:
-        shutil.rmtree(folder, ignore_errors=True)
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)
         _remove_empty(created)
-        if isinstance(err, OSError):
+        if isinstance(err, OSError) and not isinstance(err, FileExistsError):  # _may_replace's stays itself
             raise OSError(err.errno, f"writing the checkpoint {target} failed ({err.strerror or err}); nothing was "
                                      "left behind", err.filename) from err
         raise
@@ -522,6 +549,9 @@ def _loaded_linear(torch, where: str, fmt: str, weight: Any, scales: Any, global
     if global_scale.dtype != torch.float32 or global_scale.numel() != 1:
         refuse(f"weight_scale_2 is {global_scale.dtype} of shape {tuple(global_scale.shape)}: NVFP4's is one "
                "float32")
+    g = float(global_scale.reshape(()))
+    if not (g >= 0 and g != float("inf")):  # save writes amax / (6 * E4M3_MAX) of a finite, non-negative amax
+        refuse(f"weight_scale_2 is {g}: a decoder multiplies every value by it; it must be finite and non-negative")
     return _nvfp4.Components(weight, scales.view(torch.uint8), global_scale.reshape(1))
 
 
@@ -567,8 +597,17 @@ def load(path: Union[str, os.PathLike]) -> Loaded:
     out: Dict[str, Any] = {}
     for name, tensor in raw.items():
         module, _, suffix = name.rpartition(".")
+        if suffix == "weight_scale_2" and fmt == "compressed-tensors" and f"{module}.weight" in raw:
+            raise ValueError(f"{folder}: {module} has a weight_scale_2, which mxfp8-quantized does not have (NVFP4's "
+                             "second-level scale): the file is not what its config says")
         if suffix in ("weight_scale", "weight_scale_2") and f"{module}.weight" in raw:
             continue
+        if suffix == "weight" and f"{module}.weight_scale" not in raw:  # a weight without its scales, unless plain
+            if fmt == "modelopt" and f"{module}.weight_scale_2" in raw:
+                raise ValueError(f"{folder}: {module} has a weight_scale_2 but no weight_scale (NVFP4 needs both)")
+            if fmt == "compressed-tensors" and tensor.dtype == torch.float8_e4m3fn:
+                raise ValueError(f"{folder}: {module}.weight is float8_e4m3fn with no weight_scale: an "
+                                 "mxfp8-quantized weight's values cannot be decoded without their scales")
         if suffix == "weight" and f"{module}.weight_scale" in raw:
             if fmt == "modelopt" and f"{module}.weight_scale_2" not in raw:
                 raise ValueError(f"{folder}: {module} has a weight_scale but no weight_scale_2 (NVFP4 needs both)")

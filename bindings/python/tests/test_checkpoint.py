@@ -258,6 +258,15 @@ def test_refusals_name_the_tensor_and_leave_nothing_behind(tmp_path, weights):
         # written, and then unreadable: safetensors' header has its own "__metadata__" key
         (dict(tensors=dict(st, __metadata__=torch.ones(2)), format="compressed-tensors"), ValueError,
          "'__metadata__' would write the checkpoint tensor '__metadata__'"),
+        # plain arrays under the names load reads as a weight's scales: saved, then refused by load, read
+        # back as a quantized Linear or dropped
+        (dict(tensors={"a.weight": torch.randn(4, 64), "a.weight_scale": torch.randn(4, 2)},
+              format="compressed-tensors"), ValueError, "'a.weight_scale', next to the weight 'a.weight'"),
+        (dict(tensors={"a.weight": torch.zeros(4, 64, dtype=torch.float8_e4m3fn),
+                       "a.weight_scale": torch.zeros(4, 2, dtype=torch.uint8)}, format="compressed-tensors"),
+         ValueError, "next to the weight 'a.weight'"),
+        (dict(tensors=dict(st, **{"model.layers.0.mlp.down_proj.weight_scale_2": torch.ones(())}),
+              format="compressed-tensors"), ValueError, "'model.layers.0.mlp.down_proj.weight_scale_2', next to"),
     ]
     for kw, error, match in cases:
         with pytest.raises(error, match=match):
@@ -303,6 +312,14 @@ def test_load_refuses_files_that_lie_about_a_linear(tmp_path):
         ("modelopt", dict(nv, **{"m.weight_scale": torch.zeros(4, 2, dtype=e4m3)}), r"has \(4, 4\)"),
         ("modelopt", dict(nv, **{"m.weight_scale_2": torch.ones(3)}), "weight_scale_2 is torch.float32 of shape"),
         ("modelopt", dict(nv, **{"m.weight_scale_2": torch.ones((), dtype=torch.float16)}), "NVFP4's is one float32"),
+        # a decoder multiplies by the global scale: save never writes one of these
+        *[("modelopt", dict(nv, **{"m.weight_scale_2": torch.tensor(g)}), "must be finite and non-negative")
+          for g in (float("nan"), -1.0, float("inf"))],
+        # a weight without its scales came back as a bare weight, its weight_scale_2 dropped
+        ("modelopt", {k: v for k, v in nv.items() if k != "m.weight_scale"}, "weight_scale_2 but no weight_scale"),
+        ("compressed-tensors", {"m.weight": mx["m.weight"]}, "float8_e4m3fn with no weight_scale"),
+        # NVFP4's second-level scale in an MXFP8 file was dropped without a word
+        ("compressed-tensors", dict(mx, **{"m.weight_scale_2": torch.ones(())}), "does not have"),
     ]
     for i, (fmt, tensors, match) in enumerate(cases):
         with pytest.raises(ValueError, match=match):
@@ -385,6 +402,63 @@ def test_a_full_disk_or_an_unwritable_path_leaves_nothing_behind(tmp_path, weigh
     assert sorted(p.name for p in existing.iterdir()) == before and nothing_left(tmp_path)  # the old one, in place
     save(tmp_path, weights, "mxfp8", overwrite=True, max_shard_bytes=300_000)  # replaced whole
     assert sorted(p.name for p in existing.iterdir()) != before and nothing_left(tmp_path)
+
+
+def test_what_appears_at_the_target_during_a_save_is_not_replaced(tmp_path, weights):
+    """The target was checked only before writing: a folder (or file) made there meanwhile, by another
+    process's save or anyone, was replaced at the end even with overwrite=False."""
+    st = storage(weights, "mxfp8")
+    target = tmp_path / "model"
+
+    def someone_else(kind):
+        def name_map(name):  # called while the save plans, after its first look at the target
+            if not target.exists() and not target.is_symlink():
+                if kind == "folder":
+                    target.mkdir()
+                    (target / "precious.txt").write_text("x")
+                elif kind == "checkpoint":
+                    target.mkdir()
+                    (target / "config.json").write_text("{}")
+                else:
+                    target.write_text("x")
+            return name
+        return name_map
+
+    for kind, overwrite, match in [("folder", False, "overwrite=True"), ("file", False, "overwrite=True"),
+                                   ("checkpoint", False, "overwrite=True"),
+                                   ("folder", True, "not a checkpoint directory")]:
+        with pytest.raises(FileExistsError, match=match):
+            ckpt.save(target, st, format="compressed-tensors", name_map=someone_else(kind), overwrite=overwrite)
+        if kind == "file":
+            assert target.read_text() == "x"
+            target.unlink()
+        else:
+            assert sorted(p.name for p in target.iterdir()) == (["config.json"] if kind == "checkpoint"
+                                                                 else ["precious.txt"])
+            for p in target.iterdir():
+                p.unlink()
+            target.rmdir()
+        assert nothing_left(tmp_path)
+
+
+def test_a_long_legal_name_saves_and_a_failed_scratch_folder_leaves_no_parents(tmp_path, weights, monkeypatch):
+    import tempfile
+
+    st = storage(weights, "mxfp8")
+    long_name = tmp_path / ("m" * 250)  # legal (255 bytes a name); ".<name>.partial-XXXXXXXX" was not
+    ckpt.save(long_name, st, format="compressed-tensors")
+    assert ckpt.load(long_name).format == "compressed-tensors"
+    ckpt.save(long_name, st, format="compressed-tensors", overwrite=True)  # and its ".old-" sibling
+    assert [p.name for p in tmp_path.iterdir()] == [long_name.name]
+
+    def no_inodes(*args, **kw):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(tempfile, "mkdtemp", no_inodes)
+    with pytest.raises(OSError, match="nothing was left behind"):
+        ckpt.save(tmp_path / "new1" / "new2" / "model", st, format="compressed-tensors")
+    monkeypatch.undo()
+    assert not (tmp_path / "new1").exists()
 
 
 def test_the_demo_command_writes_and_verifies_both_formats(tmp_path):
