@@ -104,6 +104,20 @@ def _to_torch(torch, array: Any) -> Any:
     return _torch_view(torch, array).detach().to("cpu")
 
 
+def _writable(torch, name: str, value: Any) -> None:
+    """A ValueError now, before anything is written, for an array the writing would fail on half-way: one
+    with no bytes to read (a meta tensor) or of a dtype safetensors has no name for (complex, ...), asked of
+    safetensors itself with an empty tensor of that dtype."""
+    from safetensors.torch import save
+
+    if value.device.type == "meta":
+        raise ValueError(f"tensors[{name!r}] is a meta tensor: it has no bytes to write")
+    try:
+        save({"x": torch.empty(0, dtype=value.dtype)})
+    except Exception as err:  # safetensors raises KeyError, ValueError or its own error for a dtype it lacks
+        raise ValueError(f"tensors[{name!r}] is {value.dtype}, which safetensors cannot store ({err!r})") from err
+
+
 def _components(torch, spec: _Spec, where: str, fmt: str) -> Dict[str, Any]:
     """The checkpoint tensors of one quantized Linear (suffixes of its module name), on the host."""
     if fmt == "compressed-tensors":
@@ -391,6 +405,7 @@ def save(path: Union[str, os.PathLike], tensors: Mapping[str, Any], *, format: s
                 value = _torch_view(torch, value)
             except (RuntimeError, TypeError, ValueError, BufferError) as err:
                 raise ValueError(f"tensors[{name!r}] cannot be written: torch cannot take it ({err})") from err
+            _writable(torch, name, value)
         if input_scales is not None and quantized:
             if name not in input_scales:
                 raise ValueError(f"input_scales has no entry for the quantized Linear {name!r}")
@@ -421,6 +436,13 @@ def save(path: Union[str, os.PathLike], tensors: Mapping[str, Any], *, format: s
                              "for an unquantized one")
         ignore = list(ignore)
 
+    config_json = dict(config or {})
+    config_json["quantization_config"] = _quantization_config(format, scheme, ignore)
+    try:
+        json.dumps(config_json, allow_nan=False)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"config cannot be written as JSON ({err})") from err
+
     created = [p for p in reversed(target.parents) if not p.exists()]  # removed again on a failure
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -449,12 +471,6 @@ def save(path: Union[str, os.PathLike], tensors: Mapping[str, Any], *, format: s
             for suffix, tensor in parts.items():
                 shards.add(module + suffix, tensor)
         shards.finish()
-        config_json = dict(config or {})
-        config_json["quantization_config"] = _quantization_config(format, scheme, ignore)
-        try:
-            json.dumps(config_json, allow_nan=False)
-        except (TypeError, ValueError) as err:
-            raise ValueError(f"config cannot be written as JSON ({err})") from err
         _write_json(folder / "config.json", config_json)
         if format == "modelopt":
             _write_json(folder / "hf_quant_config.json", _hf_quant_config(scheme, ignore))

@@ -255,6 +255,11 @@ def test_refusals_name_the_tensor_and_leave_nothing_behind(tmp_path, weights):
         # a RuntimeError of torch's, half-way through the writing
         (dict(tensors=dict(st, reversed=np.arange(4.0)[::-1]), format="compressed-tensors"), ValueError,
          r"tensors\['reversed'\] cannot be written: torch cannot take it"),
+        # refused by safetensors half-way through the writing (a KeyError, a NotImplementedError)
+        (dict(tensors=dict(st, c=torch.ones(2, dtype=torch.complex128)), format="compressed-tensors"), ValueError,
+         r"tensors\['c'\] is torch.complex128, which safetensors cannot store"),
+        (dict(tensors=dict(st, m=torch.ones(2, device="meta")), format="compressed-tensors"), ValueError,
+         r"tensors\['m'\] is a meta tensor"),
         # written, and then unreadable: safetensors' header has its own "__metadata__" key
         (dict(tensors=dict(st, __metadata__=torch.ones(2)), format="compressed-tensors"), ValueError,
          "'__metadata__' would write the checkpoint tensor '__metadata__'"),
