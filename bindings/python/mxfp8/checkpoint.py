@@ -38,8 +38,9 @@ The directory appears whole or not at all: everything is written into a temporar
 the end; any failure (a name collision, a shape the format cannot hold, a full disk, an unwritable path)
 raises before the rename and leaves nothing behind. ``overwrite=True`` replaces only a checkpoint folder
 (one with a config.json), and only once the new one is complete; the target is looked at again right
-before the rename, so what another process put there meanwhile is not replaced without it. Host memory holds one shard (``max_shard_bytes``) at a
-time; ``progress=True`` reports tensors, bytes and MB/s on stderr. Needs torch and safetensors.
+before the rename, so what another process put there meanwhile is not replaced without it. Host memory
+holds one shard (``max_shard_bytes``) at a time; ``progress=True`` reports tensors, bytes and MB/s on
+stderr. Needs torch and safetensors.
 """
 from __future__ import annotations
 
