@@ -36,11 +36,12 @@ An unquantized array may not be named ``X.weight_scale`` or ``X.weight_scale_2``
 
 The directory appears whole or not at all: everything is written into a temporary sibling and renamed at
 the end; any failure (a name collision, a shape the format cannot hold, a full disk, an unwritable path)
-raises before the rename and leaves nothing behind. ``overwrite=True`` replaces only a checkpoint folder
-(one with a config.json), and only once the new one is complete; the target is looked at again right
-before the rename, so what another process put there meanwhile is not replaced without it. Host memory
-holds one shard (``max_shard_bytes``) at a time; ``progress=True`` reports tensors, bytes and MB/s on
-stderr. Needs torch and safetensors.
+raises before the rename and leaves nothing behind. An empty folder at `path` (a tempfile.mkdtemp()) is
+taken as it is; ``overwrite=True`` replaces only a checkpoint folder (one with a config.json), and only
+once the new one is complete. The target is looked at again right before the rename, so what another
+process put there meanwhile is not replaced without it. Host memory holds one shard
+(``max_shard_bytes``) at a time; ``progress=True`` reports tensors, bytes and MB/s on stderr. Needs torch
+and safetensors.
 """
 from __future__ import annotations
 
@@ -310,8 +311,11 @@ def _may_replace(target: Path, overwrite: bool) -> bool:
     """Whether something is at `target` (which overwrite=True then replaces), or a FileExistsError where
     nothing may be replaced. Asked before anything is written and again right before the new checkpoint
     takes its place: what appeared at `target` during a save (another process's save or folder, a file) is
-    not replaced unless it is a checkpoint and overwrite was asked."""
+    not replaced unless it is a checkpoint and overwrite was asked. An empty folder (a tempfile.mkdtemp()) holds
+    nothing to lose: the rename takes its place, and fails if something was put in it meanwhile."""
     if not (target.exists() or target.is_symlink()):
+        return False
+    if not target.is_symlink() and target.is_dir() and not any(target.iterdir()):
         return False
     if not overwrite:
         raise FileExistsError(f"{target} exists: pass overwrite=True to replace it (once the new one is complete)")

@@ -6,6 +6,7 @@ The readers' cases skip where their packages are not installed (scripts/install_
 import errno
 import json
 import os
+from pathlib import Path
 
 import pytest
 
@@ -444,6 +445,26 @@ def test_what_appears_at_the_target_during_a_save_is_not_replaced(tmp_path, weig
                 p.unlink()
             target.rmdir()
         assert nothing_left(tmp_path)
+
+
+def test_an_empty_folder_is_taken_and_one_filled_meanwhile_is_not(tmp_path, weights):
+    import tempfile
+
+    st = storage(weights, "mxfp8")
+    empty = Path(tempfile.mkdtemp(dir=tmp_path))  # what a caller makes for a checkpoint: refused before
+    assert ckpt.save(empty, st, format="compressed-tensors") == empty
+    assert ckpt.load(empty).format == "compressed-tensors"
+    other = tmp_path / "other"
+    other.mkdir()
+
+    def fills_it(name):  # another process writes into the empty folder during the save
+        (other / "precious.txt").write_text("x")
+        return name
+
+    with pytest.raises(FileExistsError, match="overwrite=True"):
+        ckpt.save(other, st, format="compressed-tensors", name_map=fills_it)
+    assert [p.name for p in other.iterdir()] == ["precious.txt"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([empty.name, "other"])
 
 
 def test_a_long_legal_name_saves_and_a_failed_scratch_folder_leaves_no_parents(tmp_path, weights, monkeypatch):
