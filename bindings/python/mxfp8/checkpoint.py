@@ -359,15 +359,21 @@ def save(path: Union[str, os.PathLike], tensors: Mapping[str, Any], *, format: s
     if format not in FORMATS:
         raise ValueError(f"format is {format!r}, expected one of {', '.join(map(repr, FORMATS))}")
     schemes = ("MXFP8", "MXFP8A16") if format == "compressed-tensors" else ("W4A16_NVFP4", "NVFP4")
-    scheme = scheme or (schemes[1] if format == "modelopt" and input_scales else schemes[0])
+    # input_scales given (even empty) asks for W4A4: each quantized Linear then needs its entry, said by name
+    # below, where an empty dict was taken as none and its refusals named the wrong cause.
+    if input_scales is not None and not isinstance(input_scales, Mapping):
+        raise TypeError(f"input_scales must be a dict (a quantized Linear's name -> its input scale), got "
+                        f"{type(input_scales).__name__}")
+    if scheme is None:
+        scheme = schemes[1] if format == "modelopt" and input_scales is not None else schemes[0]
     if scheme not in schemes:
         raise ValueError(f"scheme is {scheme!r}; format={format!r} writes {' or '.join(map(repr, schemes))}")
-    if format == "compressed-tensors" and input_scales:
+    if format == "compressed-tensors" and input_scales is not None:
         raise ValueError("input_scales: compressed-tensors' MXFP8 activations are dynamic, they have no input scale")
-    if scheme == "NVFP4" and not input_scales:
+    if scheme == "NVFP4" and input_scales is None:
         raise ValueError("scheme='NVFP4' (W4A4) needs input_scales: the activations' 0-d float32 input_scale of "
                          "every quantized Linear, which trainer storage does not hold")
-    if scheme == "W4A16_NVFP4" and input_scales:
+    if scheme == "W4A16_NVFP4" and input_scales is not None:
         raise ValueError("input_scales with scheme='W4A16_NVFP4': a weight-only checkpoint has no input scales")
     max_shard_bytes = _args.integer("max_shard_bytes", max_shard_bytes, 1)
     overwrite, progress = _args.flag("overwrite", overwrite), _args.flag("progress", progress)

@@ -218,6 +218,14 @@ def test_refusals_name_the_tensor_and_leave_nothing_behind(tmp_path, weights):
         (dict(tensors=st, format="modelopt"), ValueError, "is MXFP8"),
         (dict(tensors=st, format="safetensors"), ValueError, "format is 'safetensors'"),
         (dict(tensors=st, format="modelopt", scheme="NVFP4"), ValueError, "needs input_scales"),
+        # "" was the default scheme; an empty input_scales was none, and refused as a missing entry
+        (dict(tensors=st, format="compressed-tensors", scheme=""), ValueError, "scheme is ''"),
+        (dict(tensors=st, format="compressed-tensors", input_scales={}), ValueError, "activations are dynamic"),
+        (dict(tensors=storage(weights, "nvfp4"), format="modelopt", input_scales={}), ValueError,
+         "input_scales has no entry for the quantized Linear"),
+        (dict(tensors=storage(weights, "nvfp4"), format="modelopt", scheme="W4A16_NVFP4", input_scales={}),
+         ValueError, "a weight-only checkpoint has no input scales"),
+        (dict(tensors=st, format="modelopt", input_scales=[1.0]), TypeError, "input_scales must be a dict"),
         (dict(tensors=st, format="compressed-tensors", name_map=lambda n: n.replace(".weight", ".w")), ValueError,
          "does not end in '.weight'"),
     ]
