@@ -629,17 +629,16 @@ def load(path: Union[str, os.PathLike]) -> Loaded:
                              "second-level scale): the file is not what its config says")
         if suffix in ("weight_scale", "weight_scale_2") and f"{module}.weight" in raw:
             continue
-        if suffix == "weight" and f"{module}.weight_scale" not in raw:  # a weight without its scales, unless plain
-            if fmt == "modelopt" and f"{module}.weight_scale_2" in raw:
-                raise ValueError(f"{folder}: {module} has a weight_scale_2 but no weight_scale (NVFP4 needs both)")
+        if suffix == "weight":
+            scale, global_scale = raw.get(f"{module}.weight_scale"), raw.get(f"{module}.weight_scale_2")
+            if fmt == "modelopt" and (scale is None) != (global_scale is None):
+                has, lacks = ("weight_scale", "weight_scale_2") if global_scale is None else ("weight_scale_2", "weight_scale")
+                raise ValueError(f"{folder}: {module} has a {has} but no {lacks} (NVFP4 needs both)")
+            if scale is not None:
+                out[name] = _loaded_linear(torch, f"{folder}: {module}", fmt, tensor, scale, global_scale)
+                continue
             if fmt == "compressed-tensors" and tensor.dtype == torch.float8_e4m3fn:
                 raise ValueError(f"{folder}: {module}.weight is float8_e4m3fn with no weight_scale: an "
                                  "mxfp8-quantized weight's values cannot be decoded without their scales")
-        if suffix == "weight" and f"{module}.weight_scale" in raw:
-            if fmt == "modelopt" and f"{module}.weight_scale_2" not in raw:
-                raise ValueError(f"{folder}: {module} has a weight_scale but no weight_scale_2 (NVFP4 needs both)")
-            out[name] = _loaded_linear(torch, f"{folder}: {module}", fmt, tensor, raw[f"{module}.weight_scale"],
-                                       raw.get(f"{module}.weight_scale_2"))
-            continue
         out[name] = tensor
     return Loaded(fmt, config, out)

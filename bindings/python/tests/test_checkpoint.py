@@ -331,6 +331,7 @@ def test_load_refuses_files_that_lie_about_a_linear(tmp_path):
           for g in (float("nan"), -1.0, float("inf"))],
         # a weight without its scales came back as a bare weight, its weight_scale_2 dropped
         ("modelopt", {k: v for k, v in nv.items() if k != "m.weight_scale"}, "weight_scale_2 but no weight_scale"),
+        ("modelopt", {k: v for k, v in nv.items() if k != "m.weight_scale_2"}, "a weight_scale but no weight_scale_2"),
         ("compressed-tensors", {"m.weight": mx["m.weight"]}, "float8_e4m3fn with no weight_scale"),
         # NVFP4's second-level scale in an MXFP8 file was dropped without a word
         ("compressed-tensors", dict(mx, **{"m.weight_scale_2": torch.ones(())}), "does not have"),
