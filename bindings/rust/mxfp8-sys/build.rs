@@ -21,6 +21,11 @@ fn main() {
     }
     let mut rpath: Vec<String> = Vec::new();
     if let Ok(dir) = env::var("MXFP8_LIB_DIR") {
+        // Cargo runs this script from the mxfp8-sys folder, not from where cargo was called, so a relative
+        // path would name some other folder (and the linker, the RPATH and the tests would each read it anew).
+        if std::path::Path::new(&dir).is_relative() {
+            panic!("MXFP8_LIB_DIR is {dir}, a relative path: give it as an absolute one (e.g. \"$PWD/build\")");
+        }
         // Said here, not as the linker's "unable to find library -lmxfp8" after the crate has compiled.
         if !std::path::Path::new(&dir).join("libmxfp8.so").exists() {
             panic!(
