@@ -305,9 +305,14 @@ impl<'a> BufMut<'a> {
     }
 }
 
-/// The product of `shape`, or None when a dimension is negative or the product overflows.
+/// The product of `shape`, or None when a dimension is negative or the product overflows (a shape with a
+/// 0 has no elements, whatever its other dimensions multiply to, in any order).
 pub(crate) fn numel(shape: &[i64]) -> Option<usize> {
-    shape.iter().try_fold(1usize, |n, &d| usize::try_from(d).ok().and_then(|d| n.checked_mul(d)))
+    let dims: Vec<usize> = shape.iter().map(|&d| usize::try_from(d).ok()).collect::<Option<_>>()?;
+    if dims.contains(&0) {
+        return Some(0);
+    }
+    dims.iter().try_fold(1usize, |n, &d| n.checked_mul(d))
 }
 
 /// The row-major strides of `shape`, saturating: exact for every shape whose elements fit, and without

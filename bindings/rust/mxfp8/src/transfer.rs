@@ -125,7 +125,8 @@ impl<'t, 'm> Transfer<'t, 'm> {
     pub fn from_bucket(bucket: impl Into<Buf<'m>>, manifest: &'t Manifest) -> Self {
         Self::new(Source::Bucket(bucket.into(), manifest))
     }
-    /// Every entry in `direction` (default: rowwise, or each manifest entry's own).
+    /// Every entry in `direction` (default: rowwise, or each manifest entry's own; a bucket entry is read in
+    /// the direction it was written, and another is refused).
     pub fn direction(self, direction: Direction) -> Self {
         let n = self.count();
         self.directions(&vec![direction; n])
@@ -172,6 +173,7 @@ impl<'t, 'm> Transfer<'t, 'm> {
             Source::Tensors(t) => (t, None, &[]),
             Source::Bucket(b, m) => (&[], Some(b), &m.entries),
         };
+        check_entries(entries, self.directions.as_deref())?;
         let directions: Vec<i32> = match &self.directions {
             Some(d) => d.iter().map(|d| d.to_raw()).collect(),
             None if bucket_in.is_some() => entries.iter().map(|e| e.direction.to_raw()).collect(),
@@ -369,6 +371,35 @@ pub struct ManifestEntry {
     pub scales_shape: Vec<i64>,
     /// NVFP4's E4M3_MAX (448 or 256); 0 for MXFP8.
     pub e4m3_max: i32,
+}
+
+/// What the C desc cannot carry of a manifest, checked here so that the refusal names the Rust field: a
+/// direction given for a bucket entry must be the one the entry was written in (for NVFP4 with M == K, or
+/// without scale shapes, both directions have the same bytes, and the library would read one as the
+/// other); E4M3_MAX is NVFP4's alone; the shape and the scale shapes of all entries or none are said.
+fn check_entries(entries: &[ManifestEntry], directions: Option<&[Direction]>) -> Result<(), Error> {
+    let said = entries.iter().position(|e| !e.scales_shape.is_empty());
+    for (i, e) in entries.iter().enumerate() {
+        let entry = format!("manifest entry {i} ({:?})", e.name);
+        if let Some(&given) = directions.and_then(|d| d.get(i)).filter(|&&d| d != e.direction) {
+            return Err(invalid(format!(
+                "directions[{i}] is {given:?}, but the {entry} was written {:?}: a bucket entry is read in its own direction",
+                e.direction
+            )));
+        }
+        if e.format != Format::Nvfp4 && e.e4m3_max != 0 {
+            return Err(invalid(format!("the {entry} is {:?} with e4m3_max {}: E4M3_MAX is NVFP4's, 0 for MXFP8", e.format, e.e4m3_max)));
+        }
+        if e.shape.is_empty() {
+            return Err(invalid(format!("the {entry} has an empty shape")));
+        }
+        if let Some(j) = said.filter(|_| e.scales_shape.is_empty()) {
+            return Err(invalid(format!(
+                "the {entry} has no scales_shape while entry {j}'s is given: give every entry's scale shape or none"
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// What a bucket holds, entry by entry. Made by [`Transfer::manifest`] on the sending side, or rebuilt by

@@ -153,6 +153,18 @@ fn wrong_sizes_are_refused_before_anything_is_written() {
     assert!(scales.iter().chain(&values).all(|&b| b == POISON), "a failed convert wrote");
 }
 
+/// Rows and columns are `usize`; one past i64 was cast and reported negative ("the shape [-1, 0]").
+#[test]
+fn scale_matrix_dimensions_past_i64_are_refused_as_themselves() {
+    let mut swizzled = vec![POISON; 512];
+    let err = mxfp8::swizzle_scales(&[0u8; 8], usize::MAX, 0, &mut swizzled, mxfp8::Stream::default()).unwrap_err();
+    assert_eq!(err.status, Status::InvalidArgument, "{err}");
+    assert!(err.message.contains(&format!("rows is {}, past", usize::MAX)), "{err}");
+    let err = mxfp8::unswizzle_scales(&swizzled, 2, 1 << 63, &mut vec![0u8; 8], mxfp8::Stream::default()).unwrap_err();
+    assert!(err.message.contains(&format!("cols is {}, past", 1usize << 63)), "{err}");
+    assert!(swizzled.iter().all(|&b| b == POISON));
+}
+
 /// `e` experts of (n, k) stored with compact scales back to back.
 fn compact_experts(values: &[u8], scales: &[u8], e: usize, n: usize, k: usize) -> GroupedTensor {
     GroupedBuilder::new()

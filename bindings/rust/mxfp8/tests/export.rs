@@ -300,6 +300,12 @@ fn empty_tensors_of_huge_dimensions_do_not_panic() {
     assert_eq!(t.as_host_bytes(), Some(&[][..]));
     assert_eq!(t.to_host::<u8>(), Some(vec![]));
     assert!(ManagedTensor::from_host(Vec::<f32>::new(), &[0, 1 << 40, 1 << 40]).is_ok());
+    // The zero anywhere: the product was folded left to right, so dimensions that overflowed before the
+    // zero refused the shape ("0 bytes cannot have shape ...") that the same dimensions after it took.
+    for shape in [[i64::MAX, i64::MAX, 0], [i64::MAX, 0, i64::MAX], [0, i64::MAX, i64::MAX]] {
+        assert!(ManagedTensor::from_host(Vec::<u8>::new(), &shape).is_ok(), "{shape:?}");
+    }
+    assert!(ManagedTensor::from_host(Vec::<u8>::new(), &[-1, 0]).is_err(), "a negative dimension");
 }
 
 /// An empty `shape(&[])` is the header's "ndim 0: the logical shape comes from the data": Tensor::shape

@@ -162,7 +162,55 @@ fn scales_shapes_are_given_for_every_entry_or_none() {
     send.to_bucket(&mut bucket, &parts).run(mxfp8::Stream::default()).unwrap();
     m.entries[1].scales_shape.clear();
     let err = m.unpack(&bucket).unwrap_err();
-    assert!(err.message.contains("desc.scales_ndims[1] is 0"), "{err}");
+    refused(err, "the manifest entry 1 (\"b\") has no scales_shape while entry 0's is given");
     m.entries[0].scales_shape.clear();
     assert_eq!(m.unpack(&bucket).unwrap().len(), 2);
+}
+
+/// The C desc carries a bucket entry's direction only as the transfer's `directions`: a receiver's
+/// `.direction()` used to replace the manifest's without a word, and where both directions have the same
+/// bytes (NVFP4 with M == K; any entry without scale shapes) the library read the entry as the other
+/// direction's matrix. The second probe of the Rust layer found it.
+#[test]
+fn a_direction_other_than_the_manifests_is_refused() {
+    let q = nvfp4_entry();  // (64, 64) rowwise: the columnwise (K, M) matrix has the same bytes
+    let mut bucket = vec![0u8; 2320];
+    bucket[2304..2308].copy_from_slice(&2.5f32.to_ne_bytes());
+    let m = manifest(vec![q.clone()]);
+    let (mut v, mut s, mut g) = (vec![0u8; 2048], vec![0u8; 256], vec![0f32; 1]);
+    fn target<'a>(v: &'a mut [u8], s: &'a mut [u8], g: &'a mut [f32]) -> Vec<mxfp8::Target<'a>> {
+        vec![mxfp8::Target::new(v, s, mxfp8::Layout::Compact).global_scale(g)]
+    }
+    let err = mxfp8::Transfer::from_bucket(&bucket, &m).direction(Direction::Columnwise)
+        .to_buffers(target(&mut v, &mut s, &mut g)).run(mxfp8::Stream::default()).unwrap_err();
+    refused(err, "directions[0] is Columnwise, but the manifest entry 0 (\"q\") was written Rowwise");
+    assert!(v.iter().chain(&s).all(|&b| b == 0) && g == [0.0], "nothing written");
+    // Its own direction, said or not, reads it.
+    for given in [None, Some(Direction::Rowwise)] {
+        let t = mxfp8::Transfer::from_bucket(&bucket, &m);
+        let t = if let Some(d) = given { t.direction(d) } else { t };
+        t.to_buffers(target(&mut v, &mut s, &mut g)).run(mxfp8::Stream::default()).unwrap();
+    }
+    // MXFP8 (32, 32) without scale shapes: rowwise (32, 1) and columnwise (1, 32) are 32 bytes each.
+    let e = ManifestEntry {
+        name: "m".into(), shape: vec![32, 32], format: Format::E4M3, direction: Direction::Rowwise,
+        part: BucketPart { values_offset: 0, values_bytes: 1024, scales_offset: 1024, scales_bytes: 32, ..Default::default() },
+        scales_shape: vec![], e4m3_max: 0,
+    };
+    let bucket = vec![0x38u8; 1056];
+    let m = manifest(vec![e]);
+    let err = mxfp8::Transfer::from_bucket(&bucket, &m).directions(&[Direction::Columnwise]).check().unwrap_err();
+    refused(err, "directions[0] is Columnwise, but the manifest entry 0 (\"m\") was written Rowwise");
+    mxfp8::Transfer::from_bucket(&bucket, &m).directions(&[Direction::Rowwise]).check().unwrap();
+}
+
+/// What the C desc cannot refuse because it does not read it, refused by the crate, naming the entry:
+/// E4M3_MAX on an MXFP8 entry (the field's doc says 0), an empty shape.
+#[test]
+fn an_mxfp8_entry_with_an_e4m3_max_or_an_entry_without_a_shape_is_refused() {
+    let bucket = vec![0u8; 5120];
+    let err = manifest(vec![ManifestEntry { e4m3_max: 448, ..mxfp8_entry(&[48, 4], 192) }]).unpack(&bucket).unwrap_err();
+    refused(err, "the manifest entry 0 (\"w\") is E4M3 with e4m3_max 448: E4M3_MAX is NVFP4's, 0 for MXFP8");
+    let err = manifest(vec![ManifestEntry { shape: vec![], ..mxfp8_entry(&[48, 4], 192) }]).unpack(&bucket).unwrap_err();
+    refused(err, "the manifest entry 0 (\"w\") has an empty shape");
 }
