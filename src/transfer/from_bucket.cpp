@@ -67,10 +67,16 @@ void check_scales_shape(const mxfp8_transfer_desc &m, size_t i, const CheckedEnt
   const int64_t *shape = m.scales_shapes[i];
   if (!shape) fail(MXFP8_ERROR_INVALID_ARGUMENT, "desc.scales_shapes[", i, "] is NULL");
   int64_t rows = 1;
-  bool names_s = shape[ndim - 1] == e.scale_cols;
-  for (int32_t d = 0; d + 1 < ndim && names_s; ++d) {
+  bool names_s = shape[ndim - 1] == e.scale_cols, empty = false;
+  for (int32_t d = 0; d + 1 < ndim; ++d) {
+    if (shape[d] < 0) names_s = false;
+    empty = empty || shape[d] == 0;
+  }
+  // A zero anywhere makes no rows, whatever the others multiply to (experts (E, 0, K): (E, 0, ceil(K/32))).
+  if (empty) rows = 0;
+  for (int32_t d = 0; d + 1 < ndim && names_s && !empty; ++d) {
     // A product past S's rows is already wrong, so stopping there keeps it from overflowing.
-    if (shape[d] < 0 || (shape[d] > 0 && rows > e.scale_rows / shape[d])) names_s = false;
+    if (rows > e.scale_rows / shape[d]) names_s = false;
     else rows *= shape[d];
   }
   if (!names_s || rows != e.scale_rows)

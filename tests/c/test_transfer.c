@@ -784,11 +784,58 @@ static void test_refusals(void **state) {
   free_source(&f);
 }
 
+/* A receiver's scale shape names S when its last dimension is S's columns and the others multiply to S's
+ * rows, a zero among them too: the sender's own manifest of empty experts (E, 0, K), scales (E, 0, ceil(K/32)),
+ * was refused (a guard against overflow read 1 > 0 / E as a product past S's rows). */
+static void test_scale_shapes_of_empty_tensors(void **state) {
+  (void)state;
+  static const struct {
+    int64_t shape[3], scales[3];
+    int32_t format;
+    mxfp8_status want;
+  } cases[] = {
+      {{2, 0, 32}, {2, 0, 1}, MXFP8_FORMAT_E4M3, MXFP8_OK},
+      {{2, 0, 32}, {0, 2, 1}, MXFP8_FORMAT_E4M3, MXFP8_OK},        /* another split of 0 rows */
+      {{0, 3, 64}, {0, 3, 2}, MXFP8_FORMAT_E4M3, MXFP8_OK},
+      {{2, 0, 32}, {2, 0, 2}, MXFP8_FORMAT_NVFP4, MXFP8_OK},       /* NVFP4: ceil(32/16) columns */
+      {{2, 3, 32}, {2, 0, 1}, MXFP8_FORMAT_E4M3, MXFP8_ERROR_INVALID_ARGUMENT}, /* 6 rows, not 0 */
+      {{2, 0, 32}, {2, 1, 1}, MXFP8_FORMAT_E4M3, MXFP8_ERROR_INVALID_ARGUMENT}, /* 2 rows, not 0 */
+      {{2, 0, 32}, {2, 0, 3}, MXFP8_FORMAT_E4M3, MXFP8_ERROR_INVALID_ARGUMENT}, /* not S's columns */
+      {{2, 0, 32}, {-1, 0, 1}, MXFP8_FORMAT_E4M3, MXFP8_ERROR_INVALID_ARGUMENT},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
+    const int nvfp4 = cases[i].format == MXFP8_FORMAT_NVFP4;
+    const int64_t *shape = cases[i].shape, *scales = cases[i].scales;
+    /* The parts of the entry's true size, so that only the scale shape is wrong where one is. */
+    const uint64_t rows = (uint64_t)(shape[0] * shape[1]), k = (uint64_t)shape[2];
+    const uint64_t values = nvfp4 ? rows * k / 2 : rows * k, scale_bytes = rows * ((k + (nvfp4 ? 15 : 31)) / (nvfp4 ? 16 : 32));
+    uint8_t bytes[512];
+    int64_t size = sizeof bytes;
+    DLTensor bucket = {bytes, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, &size, NULL, 0};
+    mxfp8_bucket_part part = {0, values, 256, scale_bytes, nvfp4 ? 384 : 0, nvfp4 ? 4 : 0};
+    const int32_t ndims = 3, format = cases[i].format, layout = MXFP8_SCALE_LAYOUT_ROW_MAJOR, e4m3_max = 448;
+    mxfp8_transfer_desc d = transfer_desc(MXFP8_TRANSFER_FROM_BUCKET, MXFP8_TRANSFER_TO_NOTHING, 1);
+    d.bucket_in = &bucket;
+    d.parts_in = &part;
+    d.ndims = &ndims;
+    d.shapes = &shape;
+    d.formats = &format;
+    d.source_layouts = &layout;
+    d.e4m3_maxes = &e4m3_max;
+    d.scales_ndims = &ndims;
+    d.scales_shapes = &scales;
+    const mxfp8_status got = mxfp8_transfer_check(&d);
+    EXPECT(got == cases[i].want, "case %zu: status %d, want %d: %s", i, (int)got, (int)cases[i].want, mxfp8_last_error());
+    if (cases[i].want != MXFP8_OK) assert_last_error_contains("desc.scales_shapes[0] is");
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_matrix),
       cmocka_unit_test(test_matrix_gpu),
       cmocka_unit_test(test_refusals),
+      cmocka_unit_test(test_scale_shapes_of_empty_tensors),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

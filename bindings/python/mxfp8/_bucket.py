@@ -283,6 +283,35 @@ def _bucket_bytes(bucket: Any, name: str = "bucket") -> int:
     return int(dims[0])
 
 
+def _storage_holds(buffer: Any, name: str) -> None:
+    """A torch buffer whose storage was shrunk under it (the caller's `untyped_storage().resize_()` between two
+    buckets, of the buffer or of the bucket yielded, a view of it) raised torch's own RuntimeError when sliced.
+    Its storage moving is fine (share_memory_(), as SGLang's serializer does): each fill takes it anew."""
+    storage = getattr(buffer, "untyped_storage", None)
+    if storage is None or not type(buffer).__module__.startswith("torch"):
+        return
+    held = storage().nbytes() - buffer.storage_offset()
+    if held < buffer.numel():
+        raise ValueError(f"the {name}'s storage was resized to {held + buffer.storage_offset()} bytes since "
+                         f"iter_buckets began ({name} holds {buffer.numel()}; the bucket yielded is a view of it): "
+                         "leave it as it is until the iteration ends")
+
+
+def _as_uint8(bucket: Any) -> Any:
+    """A byte buffer of any one-byte dtype (int8, bool, a float8) as uint8: what its parts are (the scales
+    came back as int8 -125 for E8M0 131)."""
+    dtype = bucket.dtype
+    if type(bucket).__module__.startswith("torch"):
+        import torch
+
+        return bucket if dtype == torch.uint8 else bucket.view(torch.uint8)
+    if getattr(dtype, "name", None) == "uint8" or not callable(getattr(bucket, "view", None)):
+        return bucket
+    import numpy
+
+    return bucket.view(numpy.uint8)
+
+
 def _read_once(manifest: Any) -> Any:
     """A manifest read once, into a list of dicts of plain ints (lists of them for shapes): the extension's
     check reads it, and the caller's Python reads it again, so both must see the same values. An iterable
@@ -352,6 +381,7 @@ def unpack_bucket(bucket: Any, manifest: List[Dict[str, Any]]) -> Dict[str, Comp
     a ValueError names the entry and the field that is wrong, a TypeError a field of the wrong type."""
     _bucket_bytes(bucket)
     module = type(bucket).__module__
+    bucket = _as_uint8(bucket)  # any one-byte dtype is bytes (as import_bucket reads it): views of uint8
     parts = {}
     for e in _check_manifest(bucket, manifest):
         if e.get("format") == "nvfp4":
@@ -440,17 +470,20 @@ def iter_buckets(
     # they describe) and each group's are checked before its fill (a storage resized in place, as FSDP
     # frees parameters, has freed it), as a Plan's are before each run.
     pins = [_mxfp8.StoragePins((spec.data, spec.scale_inv, spec.amax)) for spec in specs]
+    planned = _planned_buckets(specs, direction, dir_code, alignment, bucket_bytes, inputs)
+    largest = max(total for _, _, _, total, _ in planned)
+    if caller_buffer and _bucket_bytes(buffer) < largest:  # before the first bucket: a step is sent whole or not at all
+        raise ValueError(f"buffer holds {_bucket_bytes(buffer)} bytes, the largest bucket needs {largest}: "
+                         "make it at least bucket_bytes and as large as the largest tensor")
     first = 0
-    for handles, manifest, plan, total, shards in _planned_buckets(specs, direction, dir_code, alignment,
-                                                                   bucket_bytes, inputs):
+    for handles, manifest, plan, total, shards in planned:
         for spec, held in zip(specs[first:first + len(handles)], pins[first:first + len(handles)]):
             held.check(f"{spec.where}: a source's storage was resized since iter_buckets began",
                        "the memory it described is freed; start a new iteration")
         first += len(handles)
+        if buffer is not None:
+            _storage_holds(buffer, "buffer")
         if buffer is None or _bucket_bytes(buffer) < total:
-            if caller_buffer:
-                raise ValueError(f"buffer holds {_bucket_bytes(buffer)} bytes, a bucket needs {total}: "
-                                 "make it at least bucket_bytes and as large as the largest tensor")
             buffer = _new_bucket(inputs, specs, total, "buffer=: a CUDA buffer of at least")  # kept, grown as needed
         _fill(handles, plan, buffer[:total], dir_code, inputs, "buffer", shards)
         yield buffer[:total], manifest

@@ -226,8 +226,9 @@ def _classes() -> Dict[str, type]:
             if not isinstance(self.manifest, list) or not self.manifest:
                 raise ValueError("update_info['manifest'] must be the bucket's manifest, a non-empty list of "
                                  f"entries, got {self.manifest!r:.80}")
-            if type(self.bucket_bytes) is not int or self.bucket_bytes <= 0:
-                raise ValueError(f"update_info['bucket_bytes'] must be a positive int, got {self.bucket_bytes!r}")
+            # 0: a bucket of empty tensors only, which prepare_buckets makes (it travels with no IPC handle)
+            if type(self.bucket_bytes) is not int or self.bucket_bytes < 0:
+                raise ValueError(f"update_info['bucket_bytes'] must be an int >= 0, got {self.bucket_bytes!r}")
             if self.ipc_handles_pickled is not None:
                 if self.ipc_handles is not None:
                     raise ValueError("update_info gives both ipc_handles and ipc_handles_pickled")
@@ -308,6 +309,8 @@ def _classes() -> Dict[str, type]:
                     raise ValueError(f"the trainer sent a bucket of {sent} bytes, update_info['bucket_bytes'] "
                                      f"says {info.bucket_bytes}")
                 return bucket
+            if info.bucket_bytes == 0 and info.ipc_handles is None:  # no memory to share (CUDA IPC has none of 0 bytes)
+                return torch.empty(0, dtype=torch.uint8, device=self.device)
             if info.ipc_handles is None:
                 raise ValueError("transport 'ipc': update_info must carry the bucket's ipc_handles")
             from torch.multiprocessing.reductions import rebuild_cuda_tensor
@@ -426,8 +429,9 @@ def _classes() -> Dict[str, type]:
                 if self.transport == "ipc":
                     from torch.multiprocessing.reductions import reduce_tensor
 
-                    uuid = str(torch.cuda.get_device_properties(bucket.device.index).uuid)
-                    info["ipc_handles"] = {uuid: reduce_tensor(bucket)[1]}
+                    if bucket.numel():  # a bucket of empty tensors only has no memory to share
+                        uuid = str(torch.cuda.get_device_properties(bucket.device.index).uuid)
+                        info["ipc_handles"] = {uuid: reduce_tensor(bucket)[1]}
                     self.client.update_weights(info)
                     continue
                 rpc = ThreadPoolExecutor(max_workers=1)

@@ -391,7 +391,7 @@ struct BucketSource {
 void bucket_manifest_check(py::handle bucket, py::handle manifest, bool need_scales_shape) {
   auto taken_bucket = take_dlpack(bucket, "bucket", py::none(), Access::Read);
   BucketSource source(taken_bucket->tensor(), manifest, need_scales_shape);
-  check(mxfp8_transfer_check(&source.desc));
+  check_entries(mxfp8_transfer_check(&source.desc), source.names);  // "... (entry 0 is 'w')", as import_bucket
 }
 
 // The transfer `d`, run on `stream` or prepared: a Plan keeping the destinations, or None.

@@ -292,8 +292,9 @@ def test_bad_init_and_update_info_are_refused(vllm, monkeypatch):
         engine.parse_init_info({"transport": "ipc", "packed": True})
     with pytest.raises(ValueError, match="non-empty list"):
         engine.parse_update_info({"manifest": [], "bucket_bytes": 256})
-    with pytest.raises(ValueError, match="positive int"):
-        engine.parse_update_info({"manifest": [{"name": "w"}], "bucket_bytes": True})
+    for bad in (True, -1, 1.0):
+        with pytest.raises(ValueError, match=r"must be an int >= 0"):
+            engine.parse_update_info({"manifest": [{"name": "w"}], "bucket_bytes": bad})
     with pytest.raises(ValueError, match="Invalid update_info"):
         engine.parse_update_info({"manifest": [{"name": "w"}]})
     pickled = base64.b64encode(pickle.dumps({"GPU-0": (1, 2)})).decode()
@@ -404,6 +405,44 @@ def test_a_bucket_size_the_update_info_gets_wrong_is_refused_after_the_bytes(vll
     finally:
         trainer.shutdown()
         engine.shutdown()
+
+
+def test_a_bucket_of_empty_tensors_only_is_sent(vllm):
+    """prepare_buckets makes a bucket of 0 bytes for empty tensors that follow a full one (or for a model of
+    empty tensors): the worker refused its update_info ("a positive int"), after start_weight_update, so
+    every send failed with vLLM's layerwise reload left open. The second probe of the Python layer found it."""
+    shapes = {"l0": (64, 80), "empty": (0, 64)}
+    model = Model(shapes)
+    engine = make_engine(vllm, model)
+    specs, want = {}, {}
+    for i, (name, shape) in enumerate(shapes.items()):
+        data, buf, s = make_mxfp8(shape, "swizzled", seed=70 + i)
+        specs[f"layers.{name}"] = {"data": torch.from_numpy(data), "scale_inv": torch.from_numpy(buf),
+                                   "swizzled": True, "shape": shape}
+        want[f"layers.{name}.weight"] = data
+        want[f"layers.{name}.weight_scale"] = s.reshape(*shape[:-1], -(-shape[-1] // 32))
+    trainer = gloo_trainer(engine, Recording(engine), specs, bucket_bytes=1024)  # l0 alone past 1024 bytes
+    try:
+        assert [p.buffer.numel() for p in trainer.plans][-1] == 0
+        vllm.reload.calls.clear()
+        trainer.send_weights()
+        assert vllm.reload.calls == [("initialize", model), ("finalize", model, engine.model_config)]
+        params = dict(model.named_parameters())
+        for name, expected in want.items():
+            assert np.array_equal(params[name].data.view(torch.uint8).numpy(), expected), name
+        assert sorted(n for load in model.loads for n in load) == sorted(want)
+        empty_manifest = trainer.plans[-1].manifest
+    finally:
+        trainer.shutdown()
+        engine.shutdown()
+    # Over CUDA IPC such a bucket has no memory to share: its update_info carries no handle.
+    model.loads.clear()
+    engine = make_engine(vllm, model)
+    engine.init_transfer_engine(engine.parse_init_info({"transport": "ipc"}))
+    engine.update_weights({"manifest": empty_manifest, "bucket_bytes": 0})
+    assert model.loads == [["layers.empty.weight", "layers.empty.weight_scale"]]
+    with pytest.raises(ValueError, match="must carry the bucket's ipc_handles"):
+        engine.update_weights({"manifest": empty_manifest, "bucket_bytes": 1})
 
 
 def test_a_trainer_shut_down_sends_nothing(vllm):
