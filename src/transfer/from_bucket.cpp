@@ -155,14 +155,21 @@ CheckedManifest check_bucket_manifest(const mxfp8_transfer_desc &m) {
       fail(MXFP8_ERROR_INVALID_ARGUMENT, "desc.ndims[", i, "] is ", ndim, ", expected 1..", kMaxDims);
     const int64_t *shape = m.shapes[i];
     if (!shape) fail(MXFP8_ERROR_INVALID_ARGUMENT, "desc.shapes[", i, "] is NULL");
+    // The entry named on overflow (a receiver has thousands), the string made only then.
+    const auto times = [&](int64_t a, int64_t b) {
+      int64_t r;
+      if (__builtin_mul_overflow(a, b, &r))
+        fail(MXFP8_ERROR_INVALID_ARGUMENT, "desc.shapes[", i, "] ", format_shape(shape, ndim), ": its rows or elements overflow int64");
+      return r;
+    };
     int64_t rows = 1;
     for (int32_t d = 0; d < ndim; ++d) {
       if (shape[d] < 0)
         fail(MXFP8_ERROR_INVALID_ARGUMENT, "desc.shapes[", i, "] ", format_shape(shape, ndim), " has a negative dimension");
-      if (d + 1 < ndim) rows = checked_mul(rows, shape[d], "manifest shape");
+      if (d + 1 < ndim) rows = times(rows, shape[d]);
     }
     const int64_t cols = shape[ndim - 1];
-    checked_mul(rows, cols, "manifest shape");
+    times(rows, cols);
     CheckedEntry e;
     e.format = m.formats[i];
     check_enum(e.format, IndexedName("desc.formats", i), {{MXFP8_FORMAT_E4M3, "MXFP8_FORMAT_E4M3"}, {MXFP8_FORMAT_E5M2, "MXFP8_FORMAT_E5M2"},
@@ -193,7 +200,7 @@ CheckedManifest check_bucket_manifest(const mxfp8_transfer_desc &m) {
              "MXFP8_SCALE_LAYOUT_COMPACT or MXFP8_SCALE_LAYOUT_128X4");
       e.scale_rows = e.rows;
       e.scale_cols = ceil_div(e.cols, kNvfp4BlockSize);
-      e.values_bytes = checked_mul(e.rows, e.cols / 2, "manifest shape");
+      e.values_bytes = times(e.rows, e.cols / 2);
       // NVFP4 scales are never a transpose: the stored matrix already is one.
       scales_bytes = layout_bytes(*e.layout, e.scale_rows, e.scale_cols, false, field);
       values_label = "packed NVFP4";

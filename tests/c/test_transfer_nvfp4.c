@@ -1293,7 +1293,7 @@ static void test_hostile_manifest_of_a_mixed_bucket(void **state) {
       {x_destination_deepgemm, MXFP8_ERROR_INVALID_ARGUMENT, "desc.target_layouts[1]"},
       {x_odd_columns, MXFP8_ERROR_INVALID_ARGUMENT, "desc.shapes[1]"},
       {x_columnwise, MXFP8_ERROR_INVALID_ARGUMENT, "desc.parts_in[1]"},
-      {x_rows_overflow, MXFP8_ERROR_INVALID_ARGUMENT, "shape overflows int64"},
+      {x_rows_overflow, MXFP8_ERROR_INVALID_ARGUMENT, "desc.shapes[1] (9223372036854775807, 4): its rows or elements overflow int64"},
       {x_cols_huge, MXFP8_ERROR_INVALID_ARGUMENT, "desc.parts_in[1]"},
       {x_values_offset_huge, MXFP8_ERROR_INVALID_ARGUMENT, "desc.parts_in[1]"},
       {x_scales_bytes, MXFP8_ERROR_INVALID_ARGUMENT, "desc.parts_in[1]"},

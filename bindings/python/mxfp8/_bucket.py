@@ -270,8 +270,10 @@ def _new_bucket(inputs, specs, total: int, what: str) -> Any:
 
 def _bucket_bytes(bucket: Any, name: str = "bucket") -> int:
     """The size of a 1-D contiguous byte buffer (NumPy, torch, CuPy); `name` is what the caller called it."""
-    dims = tuple(getattr(bucket, "shape", None) or ()) if hasattr(bucket, "shape") else None
-    if dims is None or len(dims) != 1:
+    if not hasattr(bucket, "shape"):  # bytes, a list: not an array at all
+        raise TypeError(f"{name} must be a 1-D byte array (NumPy, torch, CuPy, ...), got {type(bucket).__name__}")
+    dims = tuple(bucket.shape or ())
+    if len(dims) != 1:
         raise ValueError(f"{name} must be a 1-D byte buffer, got shape {dims}")
     dtype = getattr(bucket, "dtype", None)
     itemsize = getattr(dtype, "itemsize", None)

@@ -124,3 +124,13 @@ def test_unpack_bucket_names_the_entry_the_library_refused():
     manifest[1] = dict(manifest[1], scales_bytes=manifest[1]["scales_bytes"] + 1)
     with pytest.raises(ValueError, match=r"desc.parts_in\[1\].* \(entry 1 is 'big'\)$"):
         mxfp8.unpack_bucket(bucket, manifest)
+
+
+def test_a_bucket_that_is_no_array_is_a_type_error_and_an_overflowing_shape_names_its_entry():
+    with pytest.raises(TypeError, match="bucket must be a 1-D byte array .*, got bytes"):
+        mxfp8.unpack_bucket(b"abc", [])
+    bucket, manifest = mxfp8.export_bucket(sized_specs())
+    manifest[1] = dict(manifest[1], shape=[1 << 62, 1 << 62])
+    with pytest.raises(ValueError, match=r"desc.shapes\[1\] \(4611686018427387904, 4611686018427387904\): its rows or "
+                                         r"elements overflow int64 \(entry 1 is 'big'\)"):
+        mxfp8.unpack_bucket(bucket, manifest)
