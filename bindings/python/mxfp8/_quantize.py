@@ -15,7 +15,11 @@ class Quantized(NamedTuple):
     """What quantize returns: each direction's FP8 values and E8M0 scales (None when not asked for).
 
     The field names are Transformer Engine's MXFP8 storage fields, so the parts can be stored, sent, or
-    handed to export_components(data, scale_inv, swizzled=...) as they are.
+    handed to export_components(data, scale_inv, swizzled=...) and dequantize as they are: every form but
+    one is a storage form TE keeps. That one is block="32x32" with scales="compact": one scale per 32x32
+    block, (ceil(M/32), ceil(K/32)), what an engine's 2-D block GEMM reads and what
+    export_components(..., block="32x32") gives. It is not read back; quantize with scales="padded" or
+    "swizzled" to keep parts that are.
     """
 
     rowwise_data: Any
@@ -88,7 +92,9 @@ def dequantize(
 
     data, scale_inv and the required `swizzled` are taken as export_components takes them (compact,
     TE-padded or swizzled scales).
-    block="32x32" only changes which scale layouts are accepted: the decode uses the stored 1x32 scales.
+    block="32x32" only changes which scale layouts are accepted: the decode uses the stored 1x32 scales
+    (TE's storage of 2-D blocks, each block's scale in each of its rows; not the one-per-block compact form
+    quantize(block="32x32", scales="compact") gives).
 
     Args:
         dtype: "float32" or "bfloat16" (rounded to nearest-even), when `out` is None.

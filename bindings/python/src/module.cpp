@@ -1500,6 +1500,17 @@ py::object convert_entry(PyObject *const *args) {
   // here, not once outputs of its size were allocated (a lying shape asked for terabytes: a MemoryError).
   TensorHandle tensor;
   std::unique_ptr<mxfp8_grouped_tensor, void (*)(mxfp8_grouped_tensor *)> group(nullptr, mxfp8_grouped_tensor_release);
+  if (experts > 0 && given) {
+    // The grouped desc takes K from `shape` and the data as so many bytes, so a shape that is not the data's
+    // (another K) read every row at the wrong offsets; one tensor's is refused by the library.
+    int64_t given_n = 1, data_n = 1;
+    for (int64_t v : dims) given_n = times(given_n, v, "shape");
+    for (int32_t i = 0; i < d.ndim; ++i) data_n = times(data_n, d.shape[i], "data's shape");
+    if (given_n != data_n || (d.ndim >= 2 && dims.back() != d.shape[d.ndim - 1]))
+      throw py::value_error("shape " + py::repr(py::tuple(py::cast(dims))).cast<std::string>() + " is not data's shape " +
+                            py::repr(py::tuple(py::cast(std::vector<int64_t>(d.shape, d.shape + d.ndim)))).cast<std::string>() +
+                            " (the experts stacked: the same elements and the same K)");
+  }
   if (experts > 0) {
     mxfp8_grouped_desc desc =
         grouped_desc(format, swz, grouped_scales, static_cast<int32_t>(experts), dims.back(), expert_rows);
@@ -1514,14 +1525,48 @@ py::object convert_entry(PyObject *const *args) {
     tensor = tensor_of(taken, dims, format, swz, dir, MXFP8_BLOCK_1X32);
   }
 
-  // New outputs: the framework's allocator in exchange mode (DeepGEMM's strided view is made with torch's
-  // as_strided, so other frameworks' come from numpy), else torch.empty / numpy.empty.
   const char *word = deepgemm ? "int32" : target == MXFP8_SCALE_LAYOUT_DEEPGEMM_FLOAT32 ? "float32" : "uint8";
   const DLDataType scale_dtype = deepgemm ? DLDataType{kDLInt, 32, 1}
                                  : words  ? DLDataType{kDLFloat, 32, 1}
                                           : DLDataType{kDLUInt, 8, 1};
   const std::vector<int64_t> &alloc_shape = deepgemm ? std::vector<int64_t>{count} : pshape;
+  mxfp8_convert_options o = MXFP8_CONVERT_OPTIONS_INIT;
+  o.target = target;
+  o.direction = dir;
+  o.scale_fixup = zero_as_one ? MXFP8_SCALE_FIXUP_ZERO_EXPONENT_AS_ONE : MXFP8_SCALE_FIXUP_NONE;
+  o.pad_rows_to = rows_to;
+  o.pad_cols_to = cols_to;
+  o.pad_scale = fill;
+  o.stream = reinterpret_cast<void *>(call.ex.stream);
+  // New outputs past 64 MiB are asked of the library first (MXFP8_CHECK_ONLY, over stand-ins at addresses
+  // no memory backs, far above any real one): an option it refuses (a pad_scale of 255 with rows padded to
+  // 2^40) is its ValueError, not a MemoryError for outputs of that size. Smaller ones are allocated and the
+  // call itself refuses, with the same message.
+  int64_t new_bytes = 0;
+  if (out.is_none()) new_bytes = times(count, words ? 4 : 1, "the scales' bytes");
+  if (new_values) {
+    int64_t n = 1;
+    for (int64_t e : vshape) n = times(n, e, "the values' bytes");
+    new_bytes = new_bytes > INT64_MAX - n ? INT64_MAX : new_bytes + n;
+  }
   std::unique_ptr<TakenTensor> scales_out, values_out;
+  if (given_values) values_out = call.take_output(values, "values");
+  if (!out.is_none()) scales_out = call.take_output(out, "out");
+  if (new_bytes > (int64_t{1} << 26)) {
+    std::vector<int64_t> scales_shape = alloc_shape, values_shape = vshape;
+    DLTensor scales_stand_in{reinterpret_cast<void *>(uintptr_t{1} << 60), d.device,
+                             static_cast<int32_t>(scales_shape.size()), scale_dtype, scales_shape.data(), nullptr, 0};
+    DLTensor values_stand_in{reinterpret_cast<void *>(uintptr_t{1} << 61), d.device,
+                             static_cast<int32_t>(values_shape.size()), DLDataType{kDLUInt, 8, 1}, values_shape.data(),
+                             nullptr, 0};
+    DLTensor *sv = new_values ? &values_stand_in : values_out ? values_out->tensor() : nullptr;
+    DLTensor *ss = scales_out ? scales_out->tensor() : &scales_stand_in;
+    mxfp8_convert_options checked = o;
+    checked.flags |= MXFP8_CHECK_ONLY;
+    check(group ? mxfp8_grouped_convert(group.get(), &checked, sv, ss) : mxfp8_convert(tensor.get(), &checked, sv, ss));
+  }
+  // New outputs: the framework's allocator in exchange mode (DeepGEMM's strided view is made with torch's
+  // as_strided, so other frameworks' come from numpy), else torch.empty / numpy.empty.
   py::object scales_obj = py::reinterpret_borrow<py::object>(out), values_obj = py::none();
   // DeepGEMM's view of rows not a multiple of 4 does not reach the layout's end: made with torch's as_strided
   // (the storage the whole allocation), so it is the framework's allocation only for torch.
@@ -1546,18 +1591,8 @@ py::object convert_entry(PyObject *const *args) {
     }
   } else if (given_values) {
     values_obj = py::reinterpret_borrow<py::object>(values);
-    values_out = call.take_output(values, "values");
   }
-  if (!out.is_none()) scales_out = call.take_output(out, "out");
 
-  mxfp8_convert_options o = MXFP8_CONVERT_OPTIONS_INIT;
-  o.target = target;
-  o.direction = dir;
-  o.scale_fixup = zero_as_one ? MXFP8_SCALE_FIXUP_ZERO_EXPONENT_AS_ONE : MXFP8_SCALE_FIXUP_NONE;
-  o.pad_rows_to = rows_to;
-  o.pad_cols_to = cols_to;
-  o.pad_scale = fill;
-  o.stream = reinterpret_cast<void *>(call.ex.stream);
   DLTensor *v = values_out ? values_out->tensor() : nullptr;
   mxfp8_status st;
   {

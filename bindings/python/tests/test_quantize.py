@@ -180,3 +180,18 @@ def test_compressed_tensors_rounding_differs_from_rceil_only_at_the_mantissa_1_7
     if dtype == "bfloat16":  # 7 mantissa bits: random blocks land there too, not only the one built above
         assert at_1_75.sum() > 1
     np.testing.assert_array_equal(ct - rceil, at_1_75.astype(int))
+
+
+def test_the_compact_32x32_form_is_one_scale_per_block_what_export_gives_and_is_not_read_back():
+    """Quantized's docstring said every form could be handed back to export_components as it is; the compact
+    32x32 form cannot (one scale per block is not a storage form TE keeps). What it is: the export of the
+    padded form with block="32x32". The third probe of the Python layer found the docstring wrong."""
+    x = np.random.default_rng(3).standard_normal((100, 80)).astype(np.float32)
+    compact = mxfp8.quantize(x, block="32x32", values_dtype="uint8")
+    padded = mxfp8.quantize(x, block="32x32", values_dtype="uint8", scales="padded")
+    blocks = np.from_dlpack(compact.rowwise_scale_inv)
+    assert blocks.shape == (4, 3)
+    _, exported = mxfp8.export_components(padded.rowwise_data, padded.rowwise_scale_inv, swizzled=False, block="32x32")
+    np.testing.assert_array_equal(np.from_dlpack(exported), blocks)
+    with pytest.raises(ValueError, match="cannot hold the 100 x 3 scale matrix"):
+        mxfp8.export_components(compact.rowwise_data, compact.rowwise_scale_inv, swizzled=False, block="32x32")

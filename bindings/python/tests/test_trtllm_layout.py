@@ -265,6 +265,38 @@ def test_padding_is_refused_where_it_cannot_apply():
                       pad_rows_to=128, pad_scale=255)
 
 
+@pytest.mark.parametrize("framework", ["numpy", "torch"])
+@pytest.mark.parametrize("num_experts", [None, 2])
+def test_refused_padding_of_huge_outputs_allocates_nothing_first(framework, num_experts):
+    """Padding to 2^40 rows with an option the library refuses was a MemoryError (terabytes asked of NumPy or
+    torch, torch's C++ backtrace in the message) before the library's ValueError could come: the outputs
+    were allocated first. The third probe of the Python layer found it."""
+    data, s = grouped(2, 144, 200, seed=5)
+    if framework == "torch":
+        torch = pytest.importorskip("torch")
+        data, s = torch.from_numpy(data), torch.from_numpy(s)
+    args = (data, s.reshape(-1), "compact") if num_experts else (data[:144], s[0], "compact")
+    kw = dict(num_experts=num_experts, scales="compact") if num_experts else {}
+    for bad, message in ((dict(pad_scale=255, values=True), "255 is NaN"),
+                         (dict(pad_cols_to=48, values=True), "pad_cols_to is 48, not a multiple of 32"),
+                         ({}, "the padded values must be written with their scales")):
+        with pytest.raises(ValueError, match=message):
+            mxfp8.convert(*args, swizzled=False, pad_rows_to=2**40, **bad, **kw)
+
+
+def test_grouped_convert_refuses_a_shape_that_is_not_the_datas():
+    """The grouped desc takes K from shape= and the data as bytes: a shape of another K was read at the wrong
+    offsets, without a word (one tensor's is refused by the library)."""
+    data, s = grouped(2, 144, 200, seed=5)
+    with pytest.raises(ValueError, match=r"shape \(200, 288\) is not data's shape \(288, 200\)"):
+        mxfp8.convert(data, s.reshape(-1), "compact", num_experts=2, scales="compact", swizzled=False, shape=(200, 288))
+    with pytest.raises(ValueError, match=r"is not data's shape"):
+        mxfp8.convert(data, s.reshape(-1), "compact", num_experts=2, scales="compact", swizzled=False, shape=(2, 144, 100))
+    got = mxfp8.convert(data, s.reshape(-1), "compact", num_experts=2, scales="compact", swizzled=False,
+                        shape=(2, 144, 200))  # the same elements and K, split by expert: taken
+    np.testing.assert_array_equal(np.asarray(got.scales).reshape(-1), s.reshape(-1))
+
+
 @pytest.mark.parametrize("num_experts", [None, 2])
 @pytest.mark.parametrize("pad_rows_to", [2**62, 2**63 - 1])
 def test_gated_padding_past_int64_is_a_value_error(num_experts, pad_rows_to):
