@@ -18,9 +18,6 @@ INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
 UINT64_MAX = 2**64 - 1
 
-KDL_CUDA_HOST = 3
-HOST_DEVICES = (1, KDL_CUDA_HOST)  # kDLCPU, kDLCUDAHost (pinned)
-
 
 def numel(shape: Sequence[int]) -> int:
     """The element count of `shape` (1 for ())."""
