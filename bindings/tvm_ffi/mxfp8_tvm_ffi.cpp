@@ -652,7 +652,8 @@ TVM_FFI_DLL_EXPORT_TYPED_FUNC_DOC(import_tensors, R"(import_tensors(data_list, s
 
 A receiver's import (mxfp8_transfer, tensors to buffers): each tensor's values (values_list[i], or
 values_list None for scales only) and its scales in `target`'s layout ("compact", "cutlass_128x4",
-"trtllm", "deepgemm", "trtllm_gated", "deepgemm_float32"; see convert) written into the caller's buffers,
+"deepgemm" or "deepgemm_float32"; the TRT-LLM layouts permute value rows, so they are convert's) written
+into the caller's buffers,
 straight from the tensors as stored (see export_scales), every entry checked before anything is written,
 in as few launches as the jobs allow, on the current stream of the buffers' device.)");
 

@@ -138,7 +138,8 @@ typedef enum mxfp8_status {
 MXFP8_API const char *mxfp8_status_string(mxfp8_status status);
 
 /* The detailed message of the last failed call made by *this thread* (for example
- * "rowwise_scale_inv: GEMM-swizzled scales for shape (100, 48) need 128 x 4 = 512 bytes, got 200").
+ * "rowwise_scale_inv: GEMM-swizzled scales of a 100 x 2 scale matrix need 128 x 4 = 512 bytes, got 200
+ * (shape (100, 2)); are these scales really swizzled, and for this tensor?").
  * Never NULL (empty when nothing failed yet). Only meaningful right after a call returned something
  * other than MXFP8_OK; successful calls do not clear it. The pointer stays valid until this thread's
  * next call into the library. Cannot fail. */

@@ -249,7 +249,7 @@ typedef struct mxfp8_transfer_desc {
   const int64_t *const *scales_shapes;
 
   /* Destinations: the mxfp8_scale_layout each entry's scales are written in (TO_BUFFERS and TO_BUCKET; NULL:
-   * all MXFP8_SCALE_LAYOUT_COMPACT). NVFP4 entries: COMPACT or CUTLASS_128X4. */
+   * all MXFP8_SCALE_LAYOUT_COMPACT). NVFP4 entries: COMPACT or 128X4. */
   const int32_t *target_layouts;
 
   /* TO_BUFFERS, each contiguous, on the sources' device, sharing no byte with a source or another buffer:

@@ -21,7 +21,8 @@ _GROUPED_SCALES = {"padded": 0, "compact": 1}
 class Components(NamedTuple):
     """The exported parts of an MXFP8 tensor.
 
-    values: the FP8 data, shape = the tensor's shape, always a view of the source.
+    values: the FP8 data, shape = the tensor's shape, a view of the source (a copy only for a shard of
+            several row pieces, or grouped experts chosen out of order or with gaps).
     scales: the E8M0 scales, (*shape[:-1], ceil(K/32)) rowwise or (ceil(M/32), K) columnwise; a view
             when the source's bytes already lie that way, else a copy.
     """

@@ -1,7 +1,7 @@
 """Engine-native targets: a tensor, or grouped MoE experts, written once in the layout an engine's kernels
 load, so that the engine runs no load-time pass of its own.
 
-    out = mxfp8.convert(data, scale_inv, "deepgemm", num_experts=128)  # out.scales: SGLang's parameter
+    out = mxfp8.convert(data, scale_inv, "deepgemm", swizzled=True, num_experts=128)  # out.scales: SGLang's parameter
 
 Targets, and the parameter each engine loads (docs/api.md, "Engine layouts, shards, experts"):
 

@@ -50,7 +50,8 @@ class Plan:
     def run(self, stream: Any = None) -> Any:
         """Runs the transfer on `stream` (default: the framework's current stream for torch tensors, else
         the legacy default stream); the call does not wait: order the reader after it. Returns `buffer`.
-        Threads may share a plan: its runs are serialised (the C library forbids overlapping runs)."""
+        Threads may share a plan: this binding serialises its runs (overlapping runs of one plan would race
+        on the same outputs; the C library leaves ordering them to the caller)."""
         self._core.run(None if stream is None else _args.stream_pointer(stream, None, None, self._cuda))
         return self.buffer
 
