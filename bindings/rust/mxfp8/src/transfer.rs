@@ -174,6 +174,7 @@ impl<'t, 'm> Transfer<'t, 'm> {
             Source::Bucket(b, m) => (&[], Some(b), &m.entries),
         };
         check_entries(entries, self.directions.as_deref())?;
+        self.check_rust_fields()?;
         let directions: Vec<i32> = match &self.directions {
             Some(d) => d.iter().map(|d| d.to_raw()).collect(),
             None if bucket_in.is_some() => entries.iter().map(|e| e.direction.to_raw()).collect(),
@@ -245,6 +246,28 @@ impl<'t, 'm> Transfer<'t, 'm> {
             }
         }
         Ok(f(&d))
+    }
+
+    /// What the library would refuse under the C desc's names (`desc.global_scales[i]`,
+    /// `desc.shards[i].row_pieces[j]`), refused under the Rust ones.
+    fn check_rust_fields(&self) -> Result<(), Error> {
+        if let Destination::Buffers(targets) = &self.destination {
+            for (i, _) in targets.iter().enumerate().filter(|(_, t)| t.global_scale.is_some()) {
+                let format = match &self.source {
+                    Source::Tensors(tensors) => tensors[i].format(),
+                    Source::Bucket(_, m) => m.entries[i].format,
+                };
+                if format != Format::Nvfp4 {
+                    return Err(invalid(format!("targets[{i}] has a global_scale, but entry {i} is {format:?}: a global scale is an NVFP4 entry's")));
+                }
+            }
+        }
+        for (i, shard) in self.shards.iter().flatten().enumerate() {
+            if shard.rows.len() > 1 && shard.rows.iter().any(|r| r.end == Shard::END) {
+                return Err(invalid(format!("shards[{i}]: Shard::END ends the one row range only; give each of several row pieces its end")));
+            }
+        }
+        Ok(())
     }
 
     /// `mxfp8_bucket_parts`: lays out the bucket of this transfer from tensors (entry i's values, compact

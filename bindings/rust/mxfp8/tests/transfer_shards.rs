@@ -204,3 +204,14 @@ fn shard_end_is_the_dimension_end_in_the_manifest() {
         assert_eq!(views[0].scales.as_host(), Some(&scales[..]), "{open:?} scales");
     }
 }
+
+/// `Shard::END` in several row pieces was refused under the C desc's name (`desc.shards[0].row_pieces[3] is
+/// -1`); the crate says it (the Rust probe's message).
+#[test]
+fn end_in_row_pieces_is_refused_naming_the_shard() {
+    let w = weight(64, 64, 81, true, 1);
+    let err = Transfer::from_tensors(&[&w.tensor]).shards(&[Shard::row_pieces(&[0..4, 8..Shard::END])]).check().unwrap_err();
+    assert_eq!(err.status, Status::InvalidArgument, "{err}");
+    assert!(err.message.contains("shards[0]: Shard::END ends the one row range only"), "{err}");
+    Transfer::from_tensors(&[&w.tensor]).shards(&[Shard::rows(8..Shard::END)]).check().unwrap();
+}
