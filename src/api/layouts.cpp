@@ -40,6 +40,15 @@ int64_t layout_bytes(const LayoutInfo &layout, int64_t rows, int64_t cols, bool 
   if (columnwise && !layout.columnwise)
     fail(MXFP8_ERROR_INVALID_ARGUMENT, field, " is ", layout.enum_name, ", which lays out rowwise scales only (",
          "what its engine loads for a weight): it has no columnwise form; ask for rowwise scales");
+  const bool trtllm =
+      layout.value == MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED || layout.value == MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED_GATED;
+  if (trtllm && rows % kTrtllmRowMultiple != 0)
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, field, " is ", layout.enum_name, ", which needs rows (per expert) a multiple "
+         "of ", kTrtllmRowMultiple, " (FlashInfer's shuffle_matrix_sf_a requires it; the values shuffle in blocks "
+         "of 32 rows), got ", rows);
+  // An empty matrix is 0 bytes in every layout (each pads what it has; nothing pads to nothing), however large
+  // its other side: rounded up first, that side overflowed (2^63 - 1 rows of 0 columns).
+  if (rows == 0 || cols == 0) return 0;
   switch (layout.value) {
     case MXFP8_SCALE_LAYOUT_128X4: {
       // Columnwise scales are swizzled as their transpose.
@@ -50,10 +59,6 @@ int64_t layout_bytes(const LayoutInfo &layout, int64_t rows, int64_t cols, bool 
     }
     case MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED:
     case MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED_GATED:
-      if (rows % kTrtllmRowMultiple != 0)
-        fail(MXFP8_ERROR_INVALID_ARGUMENT, field, " is ", layout.enum_name, ", which needs rows (per expert) a multiple "
-             "of ", kTrtllmRowMultiple, " (FlashInfer's shuffle_matrix_sf_a requires it; the values shuffle in blocks "
-             "of 32 rows), got ", rows);
       return checked_mul(rows, checked_round_up(cols, kTileCols, "the TRT-LLM scales' padded column count"),
                          "TRT-LLM shuffled scale size");
     case MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED:

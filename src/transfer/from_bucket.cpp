@@ -162,12 +162,15 @@ CheckedManifest check_bucket_manifest(const mxfp8_transfer_desc &m) {
         fail(MXFP8_ERROR_INVALID_ARGUMENT, "desc.shapes[", i, "] ", format_shape(shape, ndim), ": its rows or elements overflow int64");
       return r;
     };
-    int64_t rows = 1;
+    bool empty_rows = false;  // a leading zero: no rows, whatever the others multiply to
     for (int32_t d = 0; d < ndim; ++d) {
       if (shape[d] < 0)
         fail(MXFP8_ERROR_INVALID_ARGUMENT, "desc.shapes[", i, "] ", format_shape(shape, ndim), " has a negative dimension");
-      if (d + 1 < ndim) rows = times(rows, shape[d]);
+      empty_rows = empty_rows || (d + 1 < ndim && shape[d] == 0);
     }
+    int64_t rows = 1;
+    for (int32_t d = 0; d + 1 < ndim && !empty_rows; ++d) rows = times(rows, shape[d]);
+    if (empty_rows) rows = 0;
     const int64_t cols = shape[ndim - 1];
     times(rows, cols);
     CheckedEntry e;

@@ -158,7 +158,10 @@ def export_grouped(
     sd = _choice("scales_dtype", scales_dtype, _SCALES_DTYPES)
     uniform_rows = 0
     if expert_rows is None:
-        total = _args.numel(_args.dims("data", data)[:-1])
+        dims = _args.dims("data", data)
+        if any(d < 0 for d in dims):  # said of data, not of the uniform_rows the C desc would be given
+            raise ValueError(f"data: shape {dims} has a negative dimension")
+        total = _args.numel(dims[:-1])
         if total % num_experts:
             raise ValueError(f"{total} rows do not split into {num_experts} equal experts: pass expert_rows")
         uniform_rows = total // num_experts

@@ -1233,11 +1233,16 @@ py::object swizzle_entry(PyObject *const *args) {
     if (st != MXFP8_OK) raise_status(st, what + ": " + mxfp8_last_error());
     return n;
   };
-  // The product of the source's dimensions before `end` (false: past int64 or a negative dimension).
-  const auto product = [&s](int32_t end, int64_t &n) {
-    bool ok = true;
+  // The product of the source's dimensions before `end` (false: past int64); a zero among them makes 0, whatever
+  // the others multiply to. A negative dimension is refused as itself.
+  const auto product = [&s, name](int32_t end, int64_t &n) {
+    bool ok = true, empty = false;
     n = 1;
-    for (int32_t i = 0; i < end; ++i) ok &= s.shape[i] >= 0 && !__builtin_mul_overflow(n, s.shape[i], &n);
+    for (int32_t i = 0; i < s.ndim; ++i)
+      if (s.shape[i] < 0) throw py::value_error(std::string(name) + ": its shape has a negative dimension");
+    for (int32_t i = 0; i < end; ++i) empty = empty || s.shape[i] == 0;
+    for (int32_t i = 0; i < end && !empty; ++i) ok &= !__builtin_mul_overflow(n, s.shape[i], &n);
+    if (empty) n = 0;
     return ok;
   };
   std::vector<int64_t> shape{r, c};
@@ -1385,10 +1390,17 @@ struct EngineParameter {
 EngineParameter engine_parameter(const std::vector<int64_t> &dims, int64_t experts, int target, int dir, int64_t rows_to,
                                  int64_t cols_to) {
   if (dims.empty()) throw py::value_error("shape must have at least one dimension (K)");
+  bool empty_rows = false;  // a leading zero: no rows, whatever the others multiply to
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (dims[i] < 0)
+      throw py::value_error("shape " + py::repr(py::tuple(py::cast(dims))).cast<std::string>() + " has a negative dimension");
+    empty_rows = empty_rows || (i + 1 < dims.size() && dims[i] == 0);
+  }
   const bool col = dir == MXFP8_DIRECTION_COLUMNWISE;
   EngineParameter p;
   int64_t m = 1, k = dims.back();
-  for (size_t i = 0; i + 1 < dims.size(); ++i) m = times(m, dims[i], "the shape's rows");
+  for (size_t i = 0; i + 1 < dims.size() && !empty_rows; ++i) m = times(m, dims[i], "the shape's rows");
+  if (empty_rows) m = 0;
   std::vector<int64_t> lead(dims.begin(), dims.end() - 1);
   if (experts) {
     if (m % experts)
@@ -1413,7 +1425,8 @@ EngineParameter engine_parameter(const std::vector<int64_t> &dims, int64_t exper
   p.c = c;
   p.count = times(std::max<int64_t>(experts, 1), p.per, "the scales' bytes") / (words ? 4 : 1);
   if (experts) p.scales.push_back(experts);
-  const int64_t packed = ceil_div(c, 4), aligned = round_up(r, 4, "the aligned rows");
+  // DeepGEMM's alone: rounded for every target, 2^63 - 1 rows of an empty K were refused.
+  const int64_t packed = ceil_div(c, 4), aligned = deepgemm ? round_up(r, 4, "the aligned rows") : 0;
   switch (target) {
     case MXFP8_SCALE_LAYOUT_COMPACT:
     case MXFP8_SCALE_LAYOUT_DEEPGEMM_FLOAT32:

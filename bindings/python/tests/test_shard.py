@@ -231,3 +231,56 @@ def test_direct_import_of_each_ranks_shard(storage):
             mxfp8.import_tensors(tensors, swizzled_params, layout="cutlass_128x4", shards={"w": {"rows": (0, 192), "cols": (0, 96)}})
     else:
         mxfp8.import_tensors(tensors, swizzled_params, layout="cutlass_128x4", shards={"w": {"rows": (0, 192), "cols": (0, 96)}})
+
+
+# Degenerate shapes (the fourth probe of the Python layer, 2026-12-07): a zero anywhere is an empty tensor,
+# whatever the other dimensions multiply to, and a negative dimension is refused as itself on every path.
+
+def _forged_empty(shape, kept):
+    """An empty uint8 tensor of `shape` (which NumPy and torch cannot make), forged; `kept` holds it for as long as
+    the library may hold its managed tensor (the forgery's memory is the Python object's)."""
+    from dlpack_forge import ForgedTensor, Producer
+
+    memory = np.zeros(16, np.uint8)
+    kept.append(Producer(ForgedTensor(memory.ctypes.data, shape, strides=[0] * (len(shape) - 1) + [1], keep=memory)))
+    return kept[-1]
+
+
+@pytest.mark.parametrize("lead", [(0, 2**40, 2**40), (2**40, 2**40, 0), (2**40, 0, 2**40)])
+def test_a_zero_anywhere_is_an_empty_tensor_on_every_path(lead):
+    """Rows and elements were multiplied left to right with an overflow check, so (2^40, 2^40, 0, 64) was refused
+    ("more elements than int64 can count", "the number of rows overflows int64") where (0, 2^40, 2^40, 64) was taken."""
+    shape, scales_shape, kept = lead + (64,), lead + (2,), []
+    values, scales = mxfp8.export_components(_forged_empty(shape, kept), _forged_empty(scales_shape, kept),
+                                             swizzled=False, values_dtype="uint8")
+    assert tuple(scales.shape) == scales_shape and tuple(values.shape) == shape
+    del values, scales  # the views release the forged inputs, which `kept` still holds
+    spec = {"w": {"data": _forged_empty(shape, kept), "scale_inv": _forged_empty(scales_shape, kept), "swizzled": False}}
+    bucket, manifest = mxfp8.export_bucket(spec)
+    assert tuple(manifest[0]["scales_shape"]) == scales_shape and len(bucket) == 0  # (NumPy cannot view it: its limit)
+    mxfp8.import_tensors(spec, {"w": (_forged_empty(shape, kept), _forged_empty(scales_shape, kept))})
+    assert mxfp8.swizzle_scales(_forged_empty(scales_shape, kept)).shape == (0,)
+
+
+def test_convert_takes_an_empty_k_of_any_rows_and_refuses_negative_shapes():
+    """convert rounded the rows up to 4 for every target (DeepGEMM's alone needs it), so 2^63 - 1 rows of an
+    empty K were refused where every other path takes them; a negative shape= passed the grouped path (two
+    negatives multiply to the data's count) and was reported as a derived value elsewhere."""
+    rows = 2**63 - 1
+    data, scales = np.empty((rows, 0), np.uint8), np.empty((rows, 0), np.uint8)
+    assert mxfp8.convert(data, scales, "compact", swizzled=False).scales.size == 0  # (float32 ones: NumPy's own limit)
+    assert mxfp8.layout_bytes("cutlass_128x4", rows, 0) == 0 and mxfp8.layout_bytes("deepgemm", 0, rows) == 0
+    w = np.random.default_rng(0).standard_normal((2, 64)).astype(np.float32)
+    q = mxfp8.quantize(w, values_dtype="uint8")
+    for kw in (dict(num_experts=1, scales="compact", shape=(-2, -1, 64)), dict(shape=(4, -32))):
+        with pytest.raises(ValueError, match=r"shape \(-2, -1, 64\) has a negative dimension|shape \(4, -32\) has a "
+                                             r"negative dimension"):
+            mxfp8.convert(q.rowwise_data, q.rowwise_scale_inv, "compact", swizzled=False, **kw)
+    from dlpack_forge import ForgedTensor, Producer
+
+    memory = np.zeros(64, np.uint8)
+    negative = Producer(ForgedTensor(memory.ctypes.data, (-1, 64), keep=memory), shape=(-1, 64))
+    with pytest.raises(ValueError, match="compact: its shape has a negative dimension"):
+        mxfp8.swizzle_scales(negative)
+    with pytest.raises(ValueError, match=r"data: shape \(-1, 64\) has a negative dimension"):
+        mxfp8.export_grouped(negative, np.zeros(8, np.uint8), num_experts=1, swizzled=False)
