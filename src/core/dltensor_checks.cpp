@@ -181,20 +181,14 @@ int64_t checked_numel(const DLTensor &t, const char *name) {
     fail(MXFP8_ERROR_INVALID_ARGUMENT, name, ": byte_offset ", t.byte_offset,
          t.byte_offset > static_cast<uint64_t>(INT64_MAX) ? " does not fit in int64"
                                                           : " carries data past the end of the address space");
-  bool empty = false;  // a zero anywhere: no elements, whatever the others multiply to (shape.hpp's product)
-  for (int32_t i = 0; i < t.ndim; ++i) {
+  for (int32_t i = 0; i < t.ndim; ++i)
     if (t.shape[i] < 0)
       fail(MXFP8_ERROR_INVALID_ARGUMENT, name, ": shape ", format_shape(t.shape, t.ndim),
            " has a negative dimension");
-    empty = empty || t.shape[i] == 0;
-  }
-  if (empty) return 0;
-  int64_t n = 1;
-  for (int32_t i = 0; i < t.ndim; ++i) {
-    if (__builtin_mul_overflow(n, t.shape[i], &n))
-      fail(MXFP8_ERROR_INVALID_ARGUMENT, name, ": shape ", format_shape(t.shape, t.ndim),
-           " has more elements than int64 can count");
-  }
+  int64_t n = 0;
+  if (!product_fits(t.shape, static_cast<size_t>(t.ndim), &n))  // ndim >= 0: checked above
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, name, ": shape ", format_shape(t.shape, t.ndim),
+         " has more elements than int64 can count");
   return n;
 }
 

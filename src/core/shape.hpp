@@ -28,13 +28,23 @@ MXFP8_HOST_DEVICE constexpr int64_t round_up(int64_t n, int64_t d) { return ceil
 // round_up of a caller's size: fails instead of wrapping (roundup(INT64_MAX, 128) does not fit).
 inline int64_t checked_round_up(int64_t n, int64_t d, const char *what) { return checked_mul(ceil_div(n, d), d, what); }
 
-// A zero anywhere makes 0, whatever the others multiply to: (2^40, 2^40, 0, 64) has no rows, as (0, 2^40,
-// 2^40, 64) has none (folded left to right, the first overflowed before the zero came).
-inline int64_t product(const std::vector<int64_t> &dims, size_t begin, size_t end, const char *what) {
-  for (size_t i = begin; i < end; ++i)
-    if (dims[i] == 0) return 0;
+// The product of the n non-negative dimensions at `dims` into *out; false when it overflows int64. A zero
+// anywhere makes 0, whatever the others multiply to: (2^40, 2^40, 0, 64) has no rows, as (0, 2^40, 2^40, 64)
+// has none (folded left to right, the first overflowed before the zero came). The caller words the failure.
+inline bool product_fits(const int64_t *dims, size_t n, int64_t *out) {
+  *out = 0;
+  for (size_t i = 0; i < n; ++i)
+    if (dims[i] == 0) return true;
   int64_t p = 1;
-  for (size_t i = begin; i < end; ++i) p = checked_mul(p, dims[i], what);
+  for (size_t i = 0; i < n; ++i)
+    if (__builtin_mul_overflow(p, dims[i], &p)) return false;
+  *out = p;
+  return true;
+}
+
+inline int64_t product(const std::vector<int64_t> &dims, size_t begin, size_t end, const char *what) {
+  int64_t p = 0;
+  if (!product_fits(dims.data() + begin, end - begin, &p)) fail(MXFP8_ERROR_INVALID_ARGUMENT, what, " overflows int64");
   return p;
 }
 

@@ -66,20 +66,11 @@ void check_scales_shape(const mxfp8_transfer_desc &m, size_t i, const CheckedEnt
     fail(MXFP8_ERROR_INVALID_ARGUMENT, "desc.scales_ndims[", i, "] is ", ndim, ", expected 1..", kMaxDims);
   const int64_t *shape = m.scales_shapes[i];
   if (!shape) fail(MXFP8_ERROR_INVALID_ARGUMENT, "desc.scales_shapes[", i, "] is NULL");
-  int64_t rows = 1;
-  bool names_s = shape[ndim - 1] == e.scale_cols, empty = false;
-  for (int32_t d = 0; d + 1 < ndim; ++d) {
-    if (shape[d] < 0) names_s = false;
-    empty = empty || shape[d] == 0;
-  }
-  // A zero anywhere makes no rows, whatever the others multiply to (experts (E, 0, K): (E, 0, ceil(K/32))).
-  if (empty) rows = 0;
-  for (int32_t d = 0; d + 1 < ndim && names_s && !empty; ++d) {
-    // A product past S's rows is already wrong, so stopping there keeps it from overflowing.
-    if (rows > e.scale_rows / shape[d]) names_s = false;
-    else rows *= shape[d];
-  }
-  if (!names_s || rows != e.scale_rows)
+  // A product past int64 is not S's rows; a zero anywhere makes none (experts (E, 0, K): (E, 0, ceil(K/32))).
+  bool names_s = shape[ndim - 1] == e.scale_cols;
+  for (int32_t d = 0; d + 1 < ndim; ++d) names_s = names_s && shape[d] >= 0;
+  int64_t rows = 0;
+  if (!names_s || !product_fits(shape, static_cast<size_t>(ndim - 1), &rows) || rows != e.scale_rows)
     fail(MXFP8_ERROR_INVALID_ARGUMENT, "desc.scales_shapes[", i, "] is ", format_shape(shape, ndim), ", not the ",
          e.format == MXFP8_FORMAT_NVFP4 ? "NVFP4 " : "", e.columnwise ? "columnwise" : "rowwise", " scale matrix of shape ",
          format_shape(m.shapes[i], m.ndims[i]), ", which is ", e.scale_rows, " x ", e.scale_cols,
@@ -156,21 +147,19 @@ CheckedManifest check_bucket_manifest(const mxfp8_transfer_desc &m) {
     const int64_t *shape = m.shapes[i];
     if (!shape) fail(MXFP8_ERROR_INVALID_ARGUMENT, "desc.shapes[", i, "] is NULL");
     // The entry named on overflow (a receiver has thousands), the string made only then.
+    const auto overflow = [&] {
+      fail(MXFP8_ERROR_INVALID_ARGUMENT, "desc.shapes[", i, "] ", format_shape(shape, ndim), ": its rows or elements overflow int64");
+    };
     const auto times = [&](int64_t a, int64_t b) {
-      int64_t r;
-      if (__builtin_mul_overflow(a, b, &r))
-        fail(MXFP8_ERROR_INVALID_ARGUMENT, "desc.shapes[", i, "] ", format_shape(shape, ndim), ": its rows or elements overflow int64");
+      int64_t r = 0;
+      if (__builtin_mul_overflow(a, b, &r)) overflow();
       return r;
     };
-    bool empty_rows = false;  // a leading zero: no rows, whatever the others multiply to
-    for (int32_t d = 0; d < ndim; ++d) {
+    for (int32_t d = 0; d < ndim; ++d)
       if (shape[d] < 0)
         fail(MXFP8_ERROR_INVALID_ARGUMENT, "desc.shapes[", i, "] ", format_shape(shape, ndim), " has a negative dimension");
-      empty_rows = empty_rows || (d + 1 < ndim && shape[d] == 0);
-    }
-    int64_t rows = 1;
-    for (int32_t d = 0; d + 1 < ndim && !empty_rows; ++d) rows = times(rows, shape[d]);
-    if (empty_rows) rows = 0;
+    int64_t rows = 0;
+    if (!product_fits(shape, static_cast<size_t>(ndim - 1), &rows)) overflow();
     const int64_t cols = shape[ndim - 1];
     times(rows, cols);
     CheckedEntry e;

@@ -1207,6 +1207,18 @@ py::object dequantize_entry(PyObject *const *args) {
   return result;
 }
 
+bool any_negative(const int64_t *dims, size_t n) { return std::any_of(dims, dims + n, [](int64_t d) { return d < 0; }); }
+
+// The product of `n` dimensions (none negative): nullopt past int64; a zero anywhere makes 0, whatever the others
+// multiply to (the library counts so).
+std::optional<int64_t> elements(const int64_t *dims, size_t n) {
+  if (std::find(dims, dims + n, int64_t{0}) != dims + n) return 0;
+  int64_t p = 1;
+  for (size_t i = 0; i < n; ++i)
+    if (__builtin_mul_overflow(p, dims[i], &p)) return std::nullopt;
+  return p;
+}
+
 // swizzle_scales(source, out, True, None, None, stream) / unswizzle_scales(source, out, False, rows, cols,
 // stream): out, or a new buffer (the framework's in exchange mode, else a torch or NumPy one).
 py::object swizzle_entry(PyObject *const *args) {
@@ -1233,17 +1245,13 @@ py::object swizzle_entry(PyObject *const *args) {
     if (st != MXFP8_OK) raise_status(st, what + ": " + mxfp8_last_error());
     return n;
   };
-  // The product of the source's dimensions before `end` (false: past int64); a zero among them makes 0, whatever
-  // the others multiply to. A negative dimension is refused as itself.
-  const auto product = [&s, name](int32_t end, int64_t &n) {
-    bool ok = true, empty = false;
-    n = 1;
-    for (int32_t i = 0; i < s.ndim; ++i)
-      if (s.shape[i] < 0) throw py::value_error(std::string(name) + ": its shape has a negative dimension");
-    for (int32_t i = 0; i < end; ++i) empty = empty || s.shape[i] == 0;
-    for (int32_t i = 0; i < end && !empty; ++i) ok &= !__builtin_mul_overflow(n, s.shape[i], &n);
-    if (empty) n = 0;
-    return ok;
+  // The product of the source's dimensions before `end` (false: past int64).
+  if (s.ndim > 0 && any_negative(s.shape, static_cast<size_t>(s.ndim)))
+    throw py::value_error(std::string(name) + ": its shape has a negative dimension");
+  const auto product = [&s](int32_t end, int64_t &n) {
+    const std::optional<int64_t> p = elements(s.shape, static_cast<size_t>(end));
+    n = p.value_or(0);
+    return p.has_value();
   };
   std::vector<int64_t> shape{r, c};
   int64_t held = 0;
@@ -1390,17 +1398,13 @@ struct EngineParameter {
 EngineParameter engine_parameter(const std::vector<int64_t> &dims, int64_t experts, int target, int dir, int64_t rows_to,
                                  int64_t cols_to) {
   if (dims.empty()) throw py::value_error("shape must have at least one dimension (K)");
-  bool empty_rows = false;  // a leading zero: no rows, whatever the others multiply to
-  for (size_t i = 0; i < dims.size(); ++i) {
-    if (dims[i] < 0)
-      throw py::value_error("shape " + py::repr(py::tuple(py::cast(dims))).cast<std::string>() + " has a negative dimension");
-    empty_rows = empty_rows || (i + 1 < dims.size() && dims[i] == 0);
-  }
+  if (any_negative(dims.data(), dims.size()))
+    throw py::value_error("shape " + py::repr(py::tuple(py::cast(dims))).cast<std::string>() + " has a negative dimension");
   const bool col = dir == MXFP8_DIRECTION_COLUMNWISE;
   EngineParameter p;
-  int64_t m = 1, k = dims.back();
-  for (size_t i = 0; i + 1 < dims.size() && !empty_rows; ++i) m = times(m, dims[i], "the shape's rows");
-  if (empty_rows) m = 0;
+  const std::optional<int64_t> rows = elements(dims.data(), dims.size() - 1);
+  if (!rows) throw py::value_error("the shape's rows overflows int64");
+  int64_t m = *rows, k = dims.back();
   std::vector<int64_t> lead(dims.begin(), dims.end() - 1);
   if (experts) {
     if (m % experts)
@@ -1516,10 +1520,9 @@ py::object convert_entry(PyObject *const *args) {
   if (experts > 0 && given) {
     // The grouped desc takes K from `shape` and the data as so many bytes, so a shape that is not the data's
     // (another K) read every row at the wrong offsets; one tensor's is refused by the library.
-    int64_t given_n = 1, data_n = 1;
-    for (int64_t v : dims) given_n = times(given_n, v, "shape");
-    for (int32_t i = 0; i < d.ndim; ++i) data_n = times(data_n, d.shape[i], "data's shape");
-    if (given_n != data_n || (d.ndim >= 2 && dims.back() != d.shape[d.ndim - 1]))
+    const std::optional<int64_t> given_n = elements(dims.data(), dims.size()),
+                                 data_n = elements(d.shape, static_cast<size_t>(d.ndim));
+    if (!given_n || given_n != data_n || (d.ndim >= 2 && dims.back() != d.shape[d.ndim - 1]))
       throw py::value_error("shape " + py::repr(py::tuple(py::cast(dims))).cast<std::string>() + " is not data's shape " +
                             py::repr(py::tuple(py::cast(std::vector<int64_t>(d.shape, d.shape + d.ndim)))).cast<std::string>() +
                             " (the experts stacked: the same elements and the same K)");

@@ -308,11 +308,13 @@ impl<'a> BufMut<'a> {
 /// The product of `shape`, or None when a dimension is negative or the product overflows (a shape with a
 /// 0 has no elements, whatever its other dimensions multiply to, in any order).
 pub(crate) fn numel(shape: &[i64]) -> Option<usize> {
-    let dims: Vec<usize> = shape.iter().map(|&d| usize::try_from(d).ok()).collect::<Option<_>>()?;
-    if dims.contains(&0) {
+    if shape.iter().any(|&d| d < 0) {
+        return None;
+    }
+    if shape.contains(&0) {
         return Some(0);
     }
-    dims.iter().try_fold(1usize, |n, &d| n.checked_mul(d))
+    shape.iter().try_fold(1usize, |n, &d| usize::try_from(d).ok().and_then(|d| n.checked_mul(d)))
 }
 
 /// The row-major strides of `shape`, saturating: exact for every shape whose elements fit, and without
