@@ -1532,6 +1532,9 @@ int64_t expected_layout_bytes(int32_t layout, int32_t direction, int64_t rows, i
     const Wide scales = r * c;  // below 2^126; times 4 may not fit even 128 bits
     return scales > kInt64Max / 4 ? -1 : static_cast<int64_t>(scales * 4);
   }
+  const bool trtllm = layout == MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED || layout == MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED_GATED;
+  if (trtllm && rows % 128 != 0) return -1;
+  if (rows == 0 || cols == 0) return 0;  // an empty matrix pads to nothing, however large its other side
   Wide parts[2] = {r, c};
   switch (layout) {
     case MXFP8_SCALE_LAYOUT_128X4:
@@ -1539,7 +1542,6 @@ int64_t expected_layout_bytes(int32_t layout, int32_t direction, int64_t rows, i
       break;
     case MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED:
     case MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED_GATED:
-      if (rows % 128 != 0) return -1;
       parts[1] = wide_round_up(c, 4);
       break;
     case MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED:

@@ -587,6 +587,27 @@ static void test_layout_bytes_formulas_and_failures(void **state) {
         }
       }
     }
+  /* An empty matrix is 0 bytes however large its other side (padded first, that side would overflow);
+   * the TRT-LLM row rule still holds for it. */
+  const int64_t huge[] = {INT64_MAX, INT64_MAX - 3, (int64_t)1 << 62};
+  for (int32_t l = MXFP8_SCALE_LAYOUT_COMPACT; l <= TEST_LAST_LAYOUT; ++l)
+    for (int32_t direction = 0; direction <= 1; ++direction) {
+      if (direction == 1 && l != MXFP8_SCALE_LAYOUT_COMPACT && l != MXFP8_SCALE_LAYOUT_128X4) continue;
+      const int trtllm = l == MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED || l == MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED_GATED;
+      for (size_t h = 0; h < sizeof huge / sizeof huge[0]; ++h) {
+        int64_t got = -7;
+        assert_int_equal(mxfp8_layout_bytes(l, direction, 0, huge[h], &got), MXFP8_OK);
+        EXPECT(got == 0, "layout %d direction %d, 0 x %lld: %lld", l, direction, (long long)huge[h], (long long)got);
+        got = -7;
+        const mxfp8_status st = mxfp8_layout_bytes(l, direction, huge[h], 0, &got);
+        if (trtllm && huge[h] % 128 != 0) {
+          EXPECT(st == MXFP8_ERROR_INVALID_ARGUMENT && got == -7, "TRT-LLM %lld x 0 taken", (long long)huge[h]);
+        } else {
+          assert_int_equal(st, MXFP8_OK);
+          EXPECT(got == 0, "layout %d direction %d, %lld x 0: %lld", l, direction, (long long)huge[h], (long long)got);
+        }
+      }
+    }
   /* Failures: unknown layouts and directions, negative sizes, sizes whose byte count overflows int64. */
   const struct {
     int32_t layout, direction;
