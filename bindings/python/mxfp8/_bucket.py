@@ -189,19 +189,20 @@ def export_bucket(
     manifest, plan, total, shards = _plan_bucket(specs, handles, direction, dir_code, alignment)
     if bucket is None:
         bucket = _new_bucket(inputs, specs, total, "bucket=: a CUDA buffer of at least")
-    _fill(handles, plan, bucket, dir_code, inputs, "bucket", shards)
+    _fill(handles, plan, total, bucket, dir_code, inputs, "bucket", shards)
     return bucket, manifest
 
 
-def _fill(handles, plan, bucket, dir_code: int, inputs, bucket_name: str, shards) -> None:
-    """Fills `bucket` as `plan` (the parts of _plan_bucket) says, in one launch (mxfp8_transfer into it)."""
-    _mxfp8.export_bucket(handles, *plan, bucket, direction=dir_code, stream=inputs.stream,
+def _fill(handles, plan, total: int, bucket, dir_code: int, inputs, bucket_name: str, shards) -> None:
+    """Fills `bucket` as `plan` (the parts of _plan_bucket, `total` bytes) says, in one launch (mxfp8_transfer
+    into it); a bucket of fewer bytes is refused in `bucket_name`'s terms."""
+    _mxfp8.export_bucket(handles, *plan, total, bucket, direction=dir_code, stream=inputs.stream,
                          dlpack_stream=inputs.dlpack_stream, bucket_name=bucket_name, shards=shards)
 
 
-def _prepare_fill(handles, plan, bucket, dir_code: int, inputs, bucket_name: str, shards):
+def _prepare_fill(handles, plan, total: int, bucket, dir_code: int, inputs, bucket_name: str, shards):
     """The prepared form of _fill (an _mxfp8.Plan whose run() fills the bucket)."""
-    return _mxfp8.prepare_bucket(handles, *plan, bucket, direction=dir_code, dlpack_stream=inputs.dlpack_stream,
+    return _mxfp8.prepare_bucket(handles, *plan, total, bucket, direction=dir_code, dlpack_stream=inputs.dlpack_stream,
                                  bucket_name=bucket_name, shards=shards)
 
 
@@ -487,5 +488,5 @@ def iter_buckets(
             _storage_holds(buffer, "buffer")
         if buffer is None or _bucket_bytes(buffer) < total:
             buffer = _new_bucket(inputs, specs, total, "buffer=: a CUDA buffer of at least")  # kept, grown as needed
-        _fill(handles, plan, buffer[:total], dir_code, inputs, "buffer", shards)
+        _fill(handles, plan, total, buffer[:total], dir_code, inputs, "buffer", shards)
         yield buffer[:total], manifest

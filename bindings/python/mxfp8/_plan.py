@@ -144,6 +144,6 @@ def prepare_buckets(tensors: Mapping[str, Mapping[str, Any]], *, bucket_bytes: i
     elif _bucket_bytes(buffer) < largest:
         raise ValueError(f"buffer holds {_bucket_bytes(buffer)} bytes, the largest bucket needs {largest}: "
                          "make it at least bucket_bytes and as large as the largest tensor")
-    return [Plan(_prepare_fill(handles, parts, buffer[:total], dir_code, inputs, "buffer", shards), inputs.cuda,
+    return [Plan(_prepare_fill(handles, parts, total, buffer[:total], dir_code, inputs, "buffer", shards), inputs.cuda,
                  buffer[:total], manifest)
             for handles, manifest, parts, total, shards in planned]

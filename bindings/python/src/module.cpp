@@ -1783,25 +1783,34 @@ struct BucketFill {
   }
 };
 
-// stream None: the framework's current stream in exchange mode.
-void export_bucket(const py::list &tensors, const std::vector<EntryRow> &plan, const std::vector<Nvfp4Row> &nvfp4_plan,
-                   py::object bucket, int direction, py::object stream, py::object dlpack_stream,
-                   const std::string &bucket_name, const std::optional<std::vector<py::object>> &shards) {
-  BucketFill fill(tensors, plan, nvfp4_plan, direction, shards);
-  Exchange ex = exchange_for(fill.h.api, fill.h.device, stream, dlpack_stream);
-  auto taken = take(bucket, bucket_name.c_str(), ex, Access::Write);
-  // What unpack_bucket and import_bucket read back is 1-D bytes; the library fills any contiguous shape.
-  if (const DLTensor *b = taken->tensor(); b->ndim != 1) {
+// The bucket as the caller passed it: 1-D (what unpack_bucket and import_bucket read back; the library fills any
+// contiguous shape) and, when of bytes, at least `total` of them (the plan's size). Said here, in the caller's
+// name: the library would name the desc.parts_out entry that runs past its end, a field the caller never saw.
+void check_bucket(const DLTensor *b, uint64_t total, const std::string &bucket_name) {
+  if (b->ndim != 1) {
     std::string shape = "(";
     for (int i = 0; i < b->ndim; ++i) shape += (i ? ", " : "") + std::to_string(b->shape[i]);
     throw py::value_error(bucket_name + " must be a 1-D byte buffer, got shape " + shape + ")");
   }
+  if (b->dtype.bits == 8 && b->dtype.lanes == 1 && b->shape[0] >= 0 && static_cast<uint64_t>(b->shape[0]) < total)
+    throw py::value_error(bucket_name + " holds " + std::to_string(b->shape[0]) + " bytes but these tensors take " +
+                          std::to_string(total));
+}
+
+// stream None: the framework's current stream in exchange mode.
+void export_bucket(const py::list &tensors, const std::vector<EntryRow> &plan, const std::vector<Nvfp4Row> &nvfp4_plan,
+                   uint64_t total, py::object bucket, int direction, py::object stream, py::object dlpack_stream,
+                   const std::string &bucket_name, const std::optional<std::vector<py::object>> &shards) {
+  BucketFill fill(tensors, plan, nvfp4_plan, direction, shards);
+  Exchange ex = exchange_for(fill.h.api, fill.h.device, stream, dlpack_stream);
+  auto taken = take(bucket, bucket_name.c_str(), ex, Access::Write);
+  check_bucket(taken->tensor(), total, bucket_name);
   fill.t.desc.bucket_out = taken->tensor();
   check(mxfp8_transfer(&fill.t.desc, reinterpret_cast<void *>(ex.stream)));
 }
 
 std::unique_ptr<Plan> prepare_bucket(const py::list &tensors, const std::vector<EntryRow> &plan,
-                                     const std::vector<Nvfp4Row> &nvfp4_plan, py::object bucket, int direction,
+                                     const std::vector<Nvfp4Row> &nvfp4_plan, uint64_t total, py::object bucket, int direction,
                                      py::object dlpack_stream, const std::string &bucket_name,
                                      const std::optional<std::vector<py::object>> &shards) {
   if (tensors.empty()) throw py::value_error("tensors is empty: nothing to prepare");
@@ -1809,6 +1818,7 @@ std::unique_ptr<Plan> prepare_bucket(const py::list &tensors, const std::vector<
   Exchange ex = exchange_for(fill.h.api, fill.h.device, py::none(), std::move(dlpack_stream));
   PlanDestinations kept;
   fill.t.desc.bucket_out = kept.add(bucket, bucket_name, ex);
+  check_bucket(fill.t.desc.bucket_out, total, bucket_name);
   for (const Handle *source : fill.h.owners) source->pin(kept.pins);
   return kept.prepare(fill.t.desc, ex);
 }
@@ -1970,11 +1980,11 @@ PYBIND11_MODULE(_mxfp8, m) {
         py::arg("alignment") = 256, py::arg("shards") = py::none(), py::arg("names") = std::vector<std::string>(),
         "Each entry's bytes in a bucket of its own (mxfp8_bucket_parts of it alone); names[i] labels a refusal.");
   m.def("export_bucket", &export_bucket, py::arg("tensors"), py::arg("plan"), py::arg("nvfp4_plan"),
-        py::arg("bucket"), py::kw_only(), py::arg("direction") = 0, py::arg("stream") = py::none(),
+        py::arg("total"), py::arg("bucket"), py::kw_only(), py::arg("direction") = 0, py::arg("stream") = py::none(),
         py::arg("dlpack_stream") = py::none(), py::arg("bucket_name") = "bucket", py::arg("shards") = py::none(),
         "mxfp8_transfer into a bucket of Tensor and Nvfp4Tensor entries.");
   m.def("prepare_bucket", &prepare_bucket, py::arg("tensors"), py::arg("plan"), py::arg("nvfp4_plan"),
-        py::arg("bucket"), py::kw_only(), py::arg("direction") = 0, py::arg("dlpack_stream") = py::none(),
+        py::arg("total"), py::arg("bucket"), py::kw_only(), py::arg("direction") = 0, py::arg("dlpack_stream") = py::none(),
         py::arg("bucket_name") = "bucket", py::arg("shards") = py::none(),
         "mxfp8_transfer_prepare of that fill, as a Plan.");
   register_import(m);

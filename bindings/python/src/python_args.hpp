@@ -169,7 +169,8 @@ std::vector<int64_t> shape_arg(const Label &name, py::handle value, bool &plain)
     return dims;
   }
   plain = false;
-  if (PyUnicode_Check(o) || PyBytes_Check(o) || !has_attribute(value, "__len__") || !has_attribute(value, "__getitem__"))
+  // A mapping (a dict, whose iteration gives its keys) is no shape; PySequence_Check is false for dicts.
+  if (PyUnicode_Check(o) || PyBytes_Check(o) || !has_attribute(value, "__len__") || !PySequence_Check(o))
     throw py::type_error(label_text(name) + " must be a sequence of ints, got " + repr_of(value) + " (" + type_name(value) + ")");
   Py_ssize_t i = 0;
   for (py::handle d : py::reinterpret_borrow<py::iterable>(value)) dims.push_back(integer(name, d, plain, INT64_MIN, INT64_MAX, i++));

@@ -78,6 +78,21 @@ def test_iter_buckets_refuses_a_buffer_too_small_before_the_first_bucket():
     assert yielded == []
 
 
+def test_export_bucket_names_a_bucket_too_small_as_the_caller_passed_it():
+    """bucket= too small was refused in the terms of the C desc the call builds (desc.parts_out[0] ... past the
+    end of a bucket of 10 bytes), a field the Python caller never saw; nothing is written."""
+    specs = sized_specs()
+    _, manifest = mxfp8.export_bucket(specs)
+    total = max(e["scales_offset"] + e["scales_bytes"] for e in manifest)
+    for size in (0, 10, total - 1):
+        bucket = np.full(size, 0xCD, np.uint8)
+        with pytest.raises(ValueError, match=rf"^bucket holds {size} bytes but these tensors take {total}$"):
+            mxfp8.export_bucket(specs, bucket=bucket)
+        assert (bucket == 0xCD).all()
+    bucket = np.full(total, 0xCD, np.uint8)
+    assert mxfp8.export_bucket(specs, bucket=bucket)[0] is bucket
+
+
 @pytest.mark.parametrize("dtype", [np.int8, np.bool_])
 def test_unpack_bucket_gives_uint8_scales_whatever_one_byte_dtype_the_bucket_has(dtype):
     """A bucket of another one-byte dtype (a wire buffer received as int8) is bytes, as import_bucket reads

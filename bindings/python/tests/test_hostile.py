@@ -460,6 +460,8 @@ def lie(manifest, i, **changes):
         (lambda m: lie(m, 0, values_offset=True), TypeError, r"manifest\[0\]\['values_offset'\] must be an int"),
         (lambda m: lie(m, 0, values_bytes=4800.0), TypeError, r"manifest\[0\]\['values_bytes'\] must be an int"),
         (lambda m: lie(m, 0, shape="100x48"), TypeError, r"manifest\[0\]\['shape'\] must be a sequence of ints"),
+        # a dict's iteration gives its keys: {100: 'rows', 48: 'cols'} read as (100, 48) was taken
+        (lambda m: lie(m, 0, shape={100: "rows", 48: "cols"}), TypeError, r"manifest\[0\]\['shape'\] must be a sequence of ints"),
         (lambda m: lie(m, 0, shape=(100, True)), TypeError, r"manifest\[0\]\['shape'\]\[1\] must be an int"),
         (lambda m: lie(m, 1, fp8_dtype="e3m4"), ValueError, r"manifest\[1\]\['fp8_dtype'\] must be one of"),
         (lambda m: lie(m, 1, name="t0"), ValueError, r"manifest\[1\]\['name'\] 't0' appears twice"),
@@ -537,6 +539,7 @@ def export(swizzled=False, **kwargs):
         (lambda: export(contiguous=None), TypeError, "contiguous must be True or False"),
         (lambda: export(shape=(2**63, 1)), ValueError, r"shape\[0\] is 9223372036854775808, expected"),
         (lambda: export(shape="100,48"), TypeError, "shape must be a sequence of ints"),
+        (lambda: export(shape={100: 0, 48: 0}), TypeError, "shape must be a sequence of ints"),
         (lambda: export(shape=(100.0, 48)), TypeError, r"shape\[0\] must be an int"),
         (lambda: export(fp8_dtype=["e4m3"]), ValueError, "fp8_dtype must be one of"),
         (lambda: export(stream="x"), ValueError, "stream is only meaningful for CUDA"),
