@@ -102,10 +102,16 @@ std::unique_ptr<mxfp8_grouped_tensor> create_grouped(const mxfp8_grouped_desc &g
          "), the experts need ", total_rows, " rows x ", d.cols, " = ", expected);
   expect_buffer(scales, {"desc.scale_inv", Holds::ScaleBytes, 0, &data.device, "desc.data is", -1});
   const int64_t scale_bytes = checked_numel(scales, "desc.scale_inv");
+  const char *packing = g->scale_packing == MXFP8_GROUPED_SCALES_PADDED ? "each padded to 128 x 4" : "compact";
   if (scale_bytes < scale_end)
     fail(MXFP8_ERROR_INVALID_ARGUMENT, "desc.scale_inv: holds ", scale_bytes, " bytes, the experts' scales reach byte ",
-         scale_end, " (", g->scale_packing == MXFP8_GROUPED_SCALES_PADDED ? "each padded to 128 x 4" : "compact",
-         d.scale_offsets ? ", at desc.scale_offsets" : ", back to back", ")");
+         scale_end, " (", packing, d.scale_offsets ? ", at desc.scale_offsets" : ", back to back", ")");
+  // Back to back, the buffer is the experts' scales and nothing else: more bytes mean other experts than
+  // described (four experts' scales read as two of twice the rows gave each a wrong half, silently).
+  if (!d.scale_offsets && scale_bytes != scale_end)
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, "desc.scale_inv: holds ", scale_bytes, " bytes, but ", d.num_experts,
+         " experts of these rows take ", scale_end, " (", packing, ", back to back): the buffer holds other experts "
+         "than described (check num_experts and the rows), or give desc.scale_offsets to place each expert's scales");
   g->data = d.data;
   g->scales = d.scale_inv;
   const bool swizzled = g->scale_layout == MXFP8_SCALE_LAYOUT_GEMM_SWIZZLED;

@@ -324,7 +324,7 @@ def test_a_plan_row_with_another_e4m3_max_is_refused():
     (ao, ab, e4m3_max), = nvfp4_entries
     assert e4m3_max == 448
     with pytest.raises(ValueError, match=r"nvfp4_plan\[0\] gives e4m3_max 256, tensors\[0\] has 448"):
-        _mxfp8.export_bucket([t], entries, [(ao, ab, 256)], bucket)
+        _mxfp8.export_bucket([t], entries, [(ao, ab, 256)], total, bucket)
     assert not bucket.any()
 
 
