@@ -1435,6 +1435,37 @@ static mxfp8_status bucket_parts_of_two(uint64_t alignment, int *untouched) {
 
 static mxfp8_status h_bucket_alignment_2_63(int *untouched) { return bucket_parts_of_two((uint64_t)1 << 63, untouched); }
 
+/* mxfp8_bucket_parts with an output over the other one or over what it reads: `where` 0 puts *total_bytes
+ * inside parts[], 1 parts[] over the desc itself, 2 *total_bytes over desc.tensors. Nothing is written. */
+static mxfp8_status bucket_parts_over(int where, int *untouched) {
+  made_tensor m;
+  make_tensor(&m);
+  const mxfp8_tensor *ts[2] = {m.tensor, m.tensor};
+  struct {
+    mxfp8_transfer_desc d;
+    mxfp8_bucket_part e[2];
+  } at;
+  at.d = transfer_desc(MXFP8_TRANSFER_FROM_TENSORS, MXFP8_TRANSFER_TO_BUCKET, 2);
+  at.d.tensors = ts;
+  memset(at.e, POISON, sizeof at.e);
+  uint64_t total = 12345;
+  const mxfp8_transfer_desc kept = at.d;
+  const void *ts_kept[2] = {ts[0], ts[1]};
+  mxfp8_status st;
+  if (where == 0) st = mxfp8_bucket_parts(&at.d, 256, at.e, &at.e[1].scales_offset);
+  else if (where == 1) st = mxfp8_bucket_parts(&at.d, 256, (mxfp8_bucket_part *)&at.d, &total);
+  else st = mxfp8_bucket_parts(&at.d, 256, at.e, (uint64_t *)(void *)&ts[1]);
+  *untouched = total == 12345 && at.e[0].values_offset == 0xFFFFFFFFFFFFFFFFull &&
+               at.e[1].scales_offset == 0xFFFFFFFFFFFFFFFFull && memcmp(&kept, &at.d, sizeof kept) == 0 &&
+               ts[0] == ts_kept[0] && ts[1] == ts_kept[1];
+  free_tensor(&m);
+  return st;
+}
+
+static mxfp8_status h_bucket_total_in_parts(int *untouched) { return bucket_parts_over(0, untouched); }
+static mxfp8_status h_bucket_parts_over_desc(int *untouched) { return bucket_parts_over(1, untouched); }
+static mxfp8_status h_bucket_total_over_tensors(int *untouched) { return bucket_parts_over(2, untouched); }
+
 /* Alignment 2^62: a layout of 3 * 2^62 bytes and more, which fits uint64 but no DLTensor's int64 shape (it
  * was returned, and a binding's allocation of it failed in its own words). */
 static mxfp8_status h_bucket_past_int64(int *untouched) { return bucket_parts_of_two((uint64_t)1 << 62, untouched); }
@@ -1856,6 +1887,9 @@ static const hostile_case kHostileCases[] = {
     {"mxfp8_quantize", "rowwise_data and rowwise_scale_inv the same out-pointer", h_quantize_same_out_pointer, MXFP8_ERROR_INVALID_ARGUMENT, "rowwise_data and rowwise_scale_inv are the same pointer"},
     {"mxfp8_bucket_parts", "alignment 2^63", h_bucket_alignment_2_63, MXFP8_ERROR_INVALID_ARGUMENT, "overflows uint64 with alignment 9223372036854775808"},
     {"mxfp8_bucket_parts", "alignment 2^62 over two tensors (a bucket past INT64_MAX)", h_bucket_past_int64, MXFP8_ERROR_INVALID_ARGUMENT, "are past INT64_MAX, the most a bucket (a DLTensor) can hold"},
+    {"mxfp8_bucket_parts", "total_bytes inside parts", h_bucket_total_in_parts, MXFP8_ERROR_INVALID_ARGUMENT, "total_bytes and parts overlap in memory (two outputs of one call must not share bytes)"},
+    {"mxfp8_bucket_parts", "parts over the desc", h_bucket_parts_over_desc, MXFP8_ERROR_INVALID_ARGUMENT, "overlap in memory (an output and an input of one call must not share bytes)"},
+    {"mxfp8_bucket_parts", "total_bytes over desc.tensors", h_bucket_total_over_tensors, MXFP8_ERROR_INVALID_ARGUMENT, "total_bytes and desc.tensors overlap in memory"},
     {"mxfp8_export_scales_batched", "count SIZE_MAX", h_batched_count_size_max, MXFP8_ERROR_INVALID_ARGUMENT, "count is 18446744073709551615"},
     {"mxfp8_transfer", "a desc.parts_out values_offset near 2^64 (tensors to a bucket)", h_bucket_offset_wraps, MXFP8_ERROR_INVALID_ARGUMENT, "desc.parts_out[0]: its values start at byte 18446744073709551515, past the end"},
     {"mxfp8_tensor_create", "data of 1000 dimensions (desc.ndim 0)", h_data_1000_dims, MXFP8_ERROR_INVALID_ARGUMENT, "rowwise_data: ndim 1000 is more than the 64 dimensions supported"},
