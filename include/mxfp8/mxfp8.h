@@ -49,8 +49,9 @@
  *     through shared memory whatever the value); "smem", those launches through shared memory too (for
  *     timing one against the other). The bytes written are the same either way; any other value is an
  *     INVALID_ARGUMENT error of the call.
- *   - Host work (quantize, dequantize, and the unswizzle of host scales by an export or
- *     mxfp8_unswizzle_scales) runs on the calling thread. A call that moves at least 4 MiB (reads plus
+ *   - Host work (quantize, dequantize, the unswizzle of host scales by an export or
+ *     mxfp8_unswizzle_scales, and the scale work of a transfer or plan run on host memory) runs on the
+ *     calling thread. A call that moves at least 4 MiB (reads plus
  *     writes) is split by rows over one thread per 2 MiB, at most one per core the calling thread may run
  *     on (sched_getaffinity); the calling thread takes one share, the others run on threads started for
  *     the call and joined before it returns. The bytes written never depend on the split. Environment

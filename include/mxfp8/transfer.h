@@ -32,8 +32,8 @@ extern "C" {
  *            do not apply, and a set `shard` is refused (MXFP8_ERROR_INVALID_ARGUMENT: the call exports
  *            whole tensors) (NULL options: rowwise, legacy default stream).
  *
- * CUDA: queued on `stream`, the call does not wait. Host: done when the call returns. count == 0 is a
- * no-op. */
+ * CUDA: queued on `stream`, the call does not wait. Host: done when the call returns. count == 0
+ * moves nothing (the options are still checked). */
 MXFP8_API mxfp8_status mxfp8_export_scales_batched(const mxfp8_tensor *const *tensors,
                                                    DLTensor *const *destinations, size_t count,
                                                    const mxfp8_export_options *options);
@@ -135,8 +135,10 @@ typedef struct mxfp8_shard {
  *   mxfp8_transfer          checks everything, then moves every entry (one launch on CUDA memory);
  *   mxfp8_transfer_check    the same checks, nothing written, nothing kept;
  *   mxfp8_transfer_prepare  the same checks once, the work kept as an mxfp8_plan that mxfp8_plan_run
- *                           launches every step (no check, allocation or synchronization: capturable in
- *                           a CUDA graph) until mxfp8_plan_release;
+ *                           launches every step (on CUDA memory no check, allocation or
+ *                           synchronization: capturable in a CUDA graph; on host memory the work may
+ *                           be split over threads started for the run, see mxfp8.h) until
+ *                           mxfp8_plan_release;
  *
  * plus mxfp8_bucket_parts, which lays out the bucket a TO_BUCKET transfer fills. Sources and
  * destinations:
@@ -230,7 +232,8 @@ typedef struct mxfp8_transfer_desc {
   /* FROM_TENSORS: one handle per entry, MXFP8 or NVFP4 (mxfp8_tensor_create makes both). */
   const mxfp8_tensor *const *tensors;
 
-  /* FROM_BUCKET: the bucket (contiguous uint8, host or CUDA memory; only read) and what the sender says
+  /* FROM_BUCKET: the bucket (contiguous bytes: uint8, or any other dtype of 8 bits, e.g. a wire buffer
+   * received as int8, read as bytes; host or CUDA memory; only read) and what the sender says
    * each part is. Every part must be of exactly the bytes its shape, format, direction and layout give,
    * inside the bucket (offset + bytes never wraps) and apart from every other part. */
   const DLTensor *bucket_in;
@@ -269,7 +272,7 @@ typedef struct mxfp8_transfer_desc {
   DLTensor *const *scales;        /* required */
   DLTensor *const *global_scales; /* required when there is an NVFP4 entry; NULL at MXFP8 entries */
 
-  /* TO_BUCKET: contiguous uint8 of at least the planned size, and the plan of mxfp8_bucket_parts for this
+  /* TO_BUCKET: contiguous bytes (as bucket_in) of at least the planned size, and the plan of mxfp8_bucket_parts for this
    * desc (each part checked against it: the right size, inside the bucket, apart from the others). With an
    * NVFP4 entry the bucket starts at a multiple of 4 bytes, so its float32 amax lands aligned, as a
    * receiver reads it. */

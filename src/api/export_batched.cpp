@@ -35,7 +35,7 @@ ExportJobs batched_jobs(const mxfp8_tensor *const *tensors, DLTensor *const *des
     if (!same_device(t->device, device))
       fail(MXFP8_ERROR_INVALID_ARGUMENT, "tensors[", i, "] is on ", format_device(t->device), " but tensors[0] is on ",
            format_device(device), ": one batch runs on one device");
-    const Direction &dir = require_direction(*t, direction);
+    const Direction &dir = require_direction(*t, direction, false, "tensors", i);
     const int64_t needed = dir.scale_rows * dir.scale_cols;
     uint8_t *out = expect_indexed_buffer(*dst, {"destinations", Holds::ScaleBytes, 0, &device, "the tensors are", needed}, i);
     add_read_spans(*t, i, "tensors", spans);

@@ -87,6 +87,9 @@ std::unique_ptr<mxfp8_grouped_tensor> create_grouped(const mxfp8_grouped_desc &g
     const int64_t bytes = expert_scale_bytes(*g, rows);
     const int64_t offset = d.scale_offsets ? d.scale_offsets[e] : scale_end;
     if (offset < 0) fail(MXFP8_ERROR_INVALID_ARGUMENT, "desc.scale_offsets[", e, "] is ", offset, ", must be >= 0");
+    if (d.scale_offsets && offset > INT64_MAX - bytes)
+      fail(MXFP8_ERROR_INVALID_ARGUMENT, "desc.scale_offsets[", e, "] is ", offset, ": with the expert's ", bytes,
+           " bytes of scales it ends past INT64_MAX");
     g->scale_offset.push_back(offset);
     scale_end = std::max(scale_end, checked_add(offset, bytes, "an expert's scale end"));
   }

@@ -26,6 +26,32 @@ constexpr LayoutInfo kLayouts[] = {
 // FlashInfer's shuffle_matrix_sf_a asserts M % 128 == 0 (and shuffle_matrix_a works in 32-row blocks).
 constexpr int64_t kTrtllmRowMultiple = 128;
 
+// The bytes of a non-empty R x C scale matrix in `layout` (its checks done by layout_bytes).
+int64_t padded_bytes(const LayoutInfo &layout, int64_t rows, int64_t cols, bool columnwise) {
+  switch (layout.value) {
+    case MXFP8_SCALE_LAYOUT_128X4: {
+      // Columnwise scales are swizzled as their transpose.
+      const int64_t sr = columnwise ? cols : rows, sc = columnwise ? rows : cols;
+      return checked_mul(checked_round_up(sr, kTileRows, "the swizzled scales' padded row count"),
+                         checked_round_up(sc, kTileCols, "the swizzled scales' padded column count"),
+                         "swizzled scale size");
+    }
+    case MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED:
+    case MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED_GATED:
+      return checked_mul(rows, checked_round_up(cols, kTileCols, "the TRT-LLM scales' padded column count"),
+                         "TRT-LLM shuffled scale size");
+    case MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED:
+      return checked_mul(checked_round_up(cols, kPackedScalesPerWord, "the packed scales' padded K-block count"),
+                         checked_round_up(rows, kDeepGemmMnAlignment, "the packed scales' aligned MN"),
+                         "DeepGEMM packed scale size");
+    case MXFP8_SCALE_LAYOUT_DEEPGEMM_FLOAT32:
+      return checked_mul(checked_mul(rows, cols, "DeepGEMM float32 scale count"), kFloat32Bytes,
+                         "DeepGEMM float32 scale size");
+    default:
+      return checked_mul(rows, cols, "compact scale size");
+  }
+}
+
 }  // namespace
 
 const LayoutInfo &layout_info(int32_t layout, const char *field) {
@@ -49,27 +75,10 @@ int64_t layout_bytes(const LayoutInfo &layout, int64_t rows, int64_t cols, bool 
   // An empty matrix is 0 bytes in every layout (each pads what it has; nothing pads to nothing), however large
   // its other side: rounded up first, that side overflowed (2^63 - 1 rows of 0 columns).
   if (rows == 0 || cols == 0) return 0;
-  switch (layout.value) {
-    case MXFP8_SCALE_LAYOUT_128X4: {
-      // Columnwise scales are swizzled as their transpose.
-      const int64_t sr = columnwise ? cols : rows, sc = columnwise ? rows : cols;
-      return checked_mul(checked_round_up(sr, kTileRows, "the swizzled scales' padded row count"),
-                         checked_round_up(sc, kTileCols, "the swizzled scales' padded column count"),
-                         "swizzled scale size");
-    }
-    case MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED:
-    case MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED_GATED:
-      return checked_mul(rows, checked_round_up(cols, kTileCols, "the TRT-LLM scales' padded column count"),
-                         "TRT-LLM shuffled scale size");
-    case MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED:
-      return checked_mul(checked_round_up(cols, kPackedScalesPerWord, "the packed scales' padded K-block count"),
-                         checked_round_up(rows, kDeepGemmMnAlignment, "the packed scales' aligned MN"),
-                         "DeepGEMM packed scale size");
-    case MXFP8_SCALE_LAYOUT_DEEPGEMM_FLOAT32:
-      return checked_mul(checked_mul(rows, cols, "DeepGEMM float32 scale count"), kFloat32Bytes,
-                         "DeepGEMM float32 scale size");
-    default:
-      return checked_mul(rows, cols, "compact scale size");
+  try {
+    return padded_bytes(layout, rows, cols, columnwise);
+  } catch (const Error &e) {  // a size int64 cannot hold: said of the field whose layout it is, and the matrix
+    fail(e.status(), field, " (", layout.enum_name, "): ", e.what(), " for a ", rows, " x ", cols, " scale matrix");
   }
 }
 

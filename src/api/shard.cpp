@@ -106,9 +106,12 @@ Shard resolve_shard(const mxfp8_shard *given, int64_t rows, int64_t cols, bool c
              "pieces follow it: a columnwise shard's blocks of ", block, " rows must line up, so only its last piece "
              "may end in the tensor's partial last block");
     }
-    out.rows = checked_add(out.rows, r.end - r.begin, "the shard's rows");  // pieces may repeat rows
+    if (out.rows > INT64_MAX - (r.end - r.begin))  // pieces may repeat rows
+      fail(MXFP8_ERROR_INVALID_ARGUMENT, name, ": its row pieces add up to more than INT64_MAX rows");
+    out.rows += r.end - r.begin;
   }
-  checked_mul(out.rows, out.cols(), "the shard's values");
+  if (out.rows > 0 && out.cols() > INT64_MAX / out.rows)
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, name, ": its ", out.rows, " rows x ", out.cols(), " columns overflow int64");
   out.scale_rows = columnwise ? ceil_div(out.rows, block) : out.rows;
   out.scale_cols = columnwise ? out.cols() : ceil_div(out.cols(), block);
   return out;

@@ -402,10 +402,13 @@ void add_read_spans(const mxfp8_tensor &tensor, size_t index, const char *kind, 
   }
 }
 
-const Direction &require_direction(const mxfp8_tensor &t, int32_t direction, bool nvfp4) {
+const Direction &require_direction(const mxfp8_tensor &t, int32_t direction, bool nvfp4, const char *kind,
+                                   size_t index) {
+  // Built only on a refusal: batched calls ask for every tensor of a model.
+  const auto which = [&] { return kind ? cat(kind, "[", index, "]: ") : std::string(); };
   const bool is_nvfp4 = t.format == MXFP8_FORMAT_NVFP4;
   if (is_nvfp4 != nvfp4)
-    fail(MXFP8_ERROR_INVALID_ARGUMENT, "the tensor is ", is_nvfp4 ? "an NVFP4" : "an MXFP8", " tensor, this call takes ",
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, which(), "the tensor is ", is_nvfp4 ? "an NVFP4" : "an MXFP8", " tensor, this call takes ",
          nvfp4 ? "NVFP4 tensors (desc.format MXFP8_FORMAT_NVFP4)"
                : "MXFP8 tensors (desc.format MXFP8_FORMAT_E4M3 or MXFP8_FORMAT_E5M2)");
   const Direction &dir = t.directions[direction];
@@ -413,9 +416,9 @@ const Direction &require_direction(const mxfp8_tensor &t, int32_t direction, boo
     const bool row = direction == MXFP8_DIRECTION_ROWWISE;
     const char *has = row ? "columnwise" : "rowwise", *lacks = row ? "rowwise" : "columnwise";
     if (nvfp4)
-      fail(MXFP8_ERROR_MISSING_DATA, "the NVFP4 tensor has no ", lacks, " data (it was created with only ", has,
+      fail(MXFP8_ERROR_MISSING_DATA, which(), "the NVFP4 tensor has no ", lacks, " data (it was created with only ", has,
            " buffers); use direction ", has, " or describe the tensor with its ", lacks, " data, scales and amax");
-    fail(MXFP8_ERROR_MISSING_DATA, "the tensor has no ", lacks, " data (it was created with only ", has,
+    fail(MXFP8_ERROR_MISSING_DATA, which(), "the tensor has no ", lacks, " data (it was created with only ", has,
          " data and scales); export with direction ", has, " or describe the tensor with its ", lacks, " buffers");
   }
   return dir;

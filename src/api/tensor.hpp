@@ -83,7 +83,9 @@ void check_scales(const DLTensor &t, const char *name, mxfp8_scale_layout layout
 void add_read_spans(const mxfp8_tensor &tensor, size_t index, const char *kind, std::vector<Span> &spans);
 // Fails with MXFP8_ERROR_MISSING_DATA when the tensor has no data for `direction`, and with
 // MXFP8_ERROR_INVALID_ARGUMENT when its format is not the family the call takes (`nvfp4`).
-const Direction &require_direction(const mxfp8_tensor &tensor, int32_t direction, bool nvfp4 = false);
+// `kind` names the tensor among several ("desc.tensors" with `index`): a refusal then says which entry.
+const Direction &require_direction(const mxfp8_tensor &tensor, int32_t direction, bool nvfp4 = false,
+                                   const char *kind = nullptr, size_t index = 0);
 
 // Validates an NVFP4 description (desc.format MXFP8_FORMAT_NVFP4, read and its common fields checked by
 // create_tensor) into a tensor; takes nothing on failure.

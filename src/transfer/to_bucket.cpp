@@ -34,7 +34,7 @@ void check_tensors(const BucketTensors &in) {
   for (size_t i = 0; i < in.count; ++i) {
     const mxfp8_tensor *nv = nvfp4_entry(in, i);
     const mxfp8_tensor &t = *in.tensors[i];
-    require_direction(t, in.direction_of(i), nv != nullptr);
+    require_direction(t, in.direction_of(i), nv != nullptr, "desc.tensors", i);
     if (!same_device(t.device, in.tensors[0]->device))
       fail(MXFP8_ERROR_INVALID_ARGUMENT, "desc.tensors[", i, "] is on ", format_device(t.device), " but entry 0 is on ",
            format_device(in.tensors[0]->device), ": one transfer lives on one device");

@@ -275,7 +275,7 @@ ExportJobs import_tensor_jobs(const mxfp8_transfer_desc &desc) {
            format_device(result.device), ": one import runs on one device");
     const mxfp8_direction direction = in.direction_of(i);
     const bool columnwise = direction == MXFP8_DIRECTION_COLUMNWISE;
-    const Direction &dir = require_direction(t, direction, nv != nullptr);
+    const Direction &dir = require_direction(t, direction, nv != nullptr, "desc.tensors", i);
     const bool sharded = shards && shards[i];
     const IndexedName shard_name("desc.shards", i);
     if (nv) {  // read straight from the trainer's NVFP4 storage

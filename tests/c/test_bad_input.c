@@ -1462,6 +1462,24 @@ static mxfp8_status bucket_parts_over(int where, int *untouched) {
   return st;
 }
 
+/* Three tensors, the third asked for a direction it lacks: the refusal says which (it named no entry). */
+static mxfp8_status h_bucket_third_lacks_direction(int *untouched) {
+  made_tensor m;
+  make_tensor(&m);
+  const mxfp8_tensor *ts[3] = {m.tensor, m.tensor, m.tensor};
+  const int32_t directions[3] = {MXFP8_DIRECTION_ROWWISE, MXFP8_DIRECTION_ROWWISE, MXFP8_DIRECTION_COLUMNWISE};
+  mxfp8_transfer_desc d = transfer_desc(MXFP8_TRANSFER_FROM_TENSORS, MXFP8_TRANSFER_TO_BUCKET, 3);
+  d.tensors = ts;
+  d.directions = directions;
+  mxfp8_bucket_part e[3];
+  memset(e, POISON, sizeof e);
+  uint64_t total = 12345;
+  const mxfp8_status st = mxfp8_bucket_parts(&d, 256, e, &total);
+  *untouched = total == 12345 && e[0].values_offset == 0xFFFFFFFFFFFFFFFFull;
+  free_tensor(&m);
+  return st;
+}
+
 static mxfp8_status h_bucket_total_in_parts(int *untouched) { return bucket_parts_over(0, untouched); }
 static mxfp8_status h_bucket_parts_over_desc(int *untouched) { return bucket_parts_over(1, untouched); }
 static mxfp8_status h_bucket_total_over_tensors(int *untouched) { return bucket_parts_over(2, untouched); }
@@ -1887,6 +1905,7 @@ static const hostile_case kHostileCases[] = {
     {"mxfp8_quantize", "rowwise_data and rowwise_scale_inv the same out-pointer", h_quantize_same_out_pointer, MXFP8_ERROR_INVALID_ARGUMENT, "rowwise_data and rowwise_scale_inv are the same pointer"},
     {"mxfp8_bucket_parts", "alignment 2^63", h_bucket_alignment_2_63, MXFP8_ERROR_INVALID_ARGUMENT, "overflows uint64 with alignment 9223372036854775808"},
     {"mxfp8_bucket_parts", "alignment 2^62 over two tensors (a bucket past INT64_MAX)", h_bucket_past_int64, MXFP8_ERROR_INVALID_ARGUMENT, "are past INT64_MAX, the most a bucket (a DLTensor) can hold"},
+    {"mxfp8_bucket_parts", "the third of three tensors lacks its direction", h_bucket_third_lacks_direction, MXFP8_ERROR_MISSING_DATA, "desc.tensors[2]: the tensor has no columnwise data"},
     {"mxfp8_bucket_parts", "total_bytes inside parts", h_bucket_total_in_parts, MXFP8_ERROR_INVALID_ARGUMENT, "total_bytes and parts overlap in memory (two outputs of one call must not share bytes)"},
     {"mxfp8_bucket_parts", "parts over the desc", h_bucket_parts_over_desc, MXFP8_ERROR_INVALID_ARGUMENT, "overlap in memory (an output and an input of one call must not share bytes)"},
     {"mxfp8_bucket_parts", "total_bytes over desc.tensors", h_bucket_total_over_tensors, MXFP8_ERROR_INVALID_ARGUMENT, "total_bytes and desc.tensors overlap in memory"},
@@ -1896,7 +1915,7 @@ static const hostile_case kHostileCases[] = {
     {"mxfp8_transfer", "a destination over the tensor's own scales (tensors to buffers)", h_import_onto_own_scales, MXFP8_ERROR_INVALID_ARGUMENT, "desc.scales[0] and desc.tensors[0] rowwise_scale_inv overlap in memory"},
     {"mxfp8_transfer", "a direction the tensor does not have (tensors to buffers)", h_import_missing_direction, MXFP8_ERROR_MISSING_DATA, "the tensor has no columnwise data"},
     {"mxfp8_tensor_create", "scales of dtype complex64", h_scales_complex64, MXFP8_ERROR_INVALID_ARGUMENT, "dtype complex64 is not an E8M0 scale byte"},
-    {"mxfp8_export_components", "an options.shard of row pieces whose rows add up past int64", h_shard_rows_overflow, MXFP8_ERROR_INVALID_ARGUMENT, "the shard's rows overflows int64"},
+    {"mxfp8_export_components", "an options.shard of row pieces whose rows add up past int64", h_shard_rows_overflow, MXFP8_ERROR_INVALID_ARGUMENT, "options.shard: its row pieces add up to more than INT64_MAX rows"},
 };
 
 static void test_hostile_input(void **state) {

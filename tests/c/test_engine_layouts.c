@@ -642,6 +642,11 @@ static void test_layout_bytes_formulas_and_failures(void **state) {
     EXPECT(got == -7, "case %zu wrote *bytes on failure", i);
     EXPECT(strlen(mxfp8_last_error()) > 0, "case %zu has no message", i);
   }
+  int64_t untouched = -7;
+  assert_int_equal(mxfp8_layout_bytes(MXFP8_SCALE_LAYOUT_128X4, 0, INT64_MAX, 1, &untouched), MXFP8_ERROR_INVALID_ARGUMENT);
+  EXPECT(strstr(mxfp8_last_error(), "layout (MXFP8_SCALE_LAYOUT_128X4): the swizzled scales' padded row count overflows "
+                                    "int64 for a 9223372036854775807 x 1 scale matrix") != NULL,
+         "an overflow names the layout and the matrix: %s", mxfp8_last_error());
   assert_int_equal(mxfp8_layout_bytes(MXFP8_SCALE_LAYOUT_COMPACT, 0, 1, 1, NULL), MXFP8_ERROR_INVALID_ARGUMENT);
 }
 

@@ -210,6 +210,10 @@ static void test_bad_grouped_descriptions(void **state) {
   assert_int_equal(mxfp8_grouped_tensor_create(&d, &g), MXFP8_ERROR_INVALID_ARGUMENT);
   assert_last_error_contains("desc.scale_inv: holds 1536 bytes, but 2 experts of these rows take 1024 (each padded "
                              "to 128 x 4, back to back)");
+  d.scale_offsets = (const int64_t[]){0, INT64_MAX - 2};
+  assert_int_equal(mxfp8_grouped_tensor_create(&d, &g), MXFP8_ERROR_INVALID_ARGUMENT);
+  assert_last_error_contains("desc.scale_offsets[1] is 9223372036854775805: with the expert's 512 bytes of scales it "
+                             "ends past INT64_MAX");
   d.scale_offsets = (const int64_t[]){0, 512};
   assert_int_equal(mxfp8_grouped_tensor_create(&d, &g), MXFP8_OK);
   mxfp8_grouped_tensor_release(g);
