@@ -99,6 +99,12 @@ void check_amax_part(const mxfp8_transfer_desc &d, size_t i, const uint8_t *base
     fail(MXFP8_ERROR_INVALID_ARGUMENT, IndexedName("desc.parts_in", i, ".amax_offset"), " is ", n.amax_offset,
          ", not a multiple of 4 (the float32 amax)");
   e.amax = base + n.amax_offset;
+  // The offset is a multiple of 4; the kernels and a receiver reading the bytes itself (TO_NOTHING) read
+  // floats, so the bucket's address must be one too.
+  if (const uintptr_t misaligned = reinterpret_cast<uintptr_t>(e.amax) % alignof(float))
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, "desc.parts_in[", i, "]: the float32 amax at byte ", n.amax_offset,
+         " of the bucket is unaligned, as desc.bucket_in starts ", misaligned, " byte", misaligned == 1 ? "" : "s",
+         " past a multiple of 4: give the bucket at an address aligned to 4 bytes");
   e.amax_count = amax_count;
 }
 

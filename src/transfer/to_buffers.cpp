@@ -193,11 +193,7 @@ void add_nvfp4_entry(const mxfp8_transfer_desc &m, size_t i, const CheckedEntry 
   if (!m.global_scales)
     fail(MXFP8_ERROR_INVALID_ARGUMENT, "desc.global_scales is NULL but desc.formats[", i,
          "] is MXFP8_FORMAT_NVFP4: an NVFP4 entry needs a destination for its second-level scale");
-  // The offset is a multiple of 4 (checked); the kernels read floats, so the bucket's address must be too.
-  if (const uintptr_t misaligned = reinterpret_cast<uintptr_t>(e.amax) % alignof(float))
-    fail(MXFP8_ERROR_INVALID_ARGUMENT, "desc.parts_in[", i, "]: the float32 amax at byte ", m.parts_in[i].amax_offset,
-         " of the bucket is unaligned, as desc.bucket_in starts ", misaligned, " byte", misaligned == 1 ? "" : "s",
-         " past a multiple of 4: give the bucket at an address aligned to 4 bytes");
+  // The amax is aligned (check_amax_part, for every destination).
   const int64_t r = e.scale_rows, scale_cols = e.scale_cols;
   ScaleSource scales{nullptr, false, ByteMatrix{const_cast<uint8_t *>(e.scales), r, scale_cols, scale_cols, 1}, r, scale_cols};
   if (e.layout->value == MXFP8_SCALE_LAYOUT_128X4) scales = ScaleSource{e.scales, false, ByteMatrix{}, r, scale_cols};

@@ -2354,6 +2354,8 @@ static void nb_check_e4m3_max(nvb_fixture *f) { f->call = 4; nb_e4m3_max(f); }
 static void nb_check_amax_misaligned(nvb_fixture *f) { f->call = 4; nb_amax_misaligned(f); }
 static void nb_check_scales_shape_20x8(nvb_fixture *f) { f->call = 4; nb_scales_shape_20x8(f); }
 static void nb_check_amax_over_values(nvb_fixture *f) { f->call = 4; nb_amax_over_values(f); }
+/* A receiver that reads the bytes itself (TO_NOTHING) reads only what the library accepted: the same refusal. */
+static void nb_check_bucket_at_odd_address(nvb_fixture *f) { f->call = 4; nb_bucket_at_odd_address(f); }
 static void nb_check_shard(nvb_fixture *f) { f->call = 4; nb_shard(f); }
 
 typedef struct {
@@ -2379,6 +2381,7 @@ static const nvb_case kNvfp4BucketCases[] = {
     {"mxfp8_transfer_check", "an unknown E4M3_MAX", nb_check_e4m3_max, MXFP8_ERROR_INVALID_ARGUMENT, "desc.e4m3_maxes[0] is 300, expected 448 or 256"},
     {"mxfp8_transfer_check", "an amax not at a multiple of 4 bytes", nb_check_amax_misaligned, MXFP8_ERROR_INVALID_ARGUMENT, "desc.parts_in[0].amax_offset is 1442, not a multiple of 4"},
     {"mxfp8_transfer_check", "an E4M3 scales shape of the right bytes but not S's", nb_check_scales_shape_20x8, MXFP8_ERROR_INVALID_ARGUMENT, "desc.scales_shapes[0] is (20, 8)"},
+    {"mxfp8_transfer_check", "a bucket at an odd address (its amax not aligned in memory)", nb_check_bucket_at_odd_address, MXFP8_ERROR_INVALID_ARGUMENT, "desc.parts_in[0]: the float32 amax at byte 1440 of the bucket is unaligned, as desc.bucket_in starts 1 byte past a multiple of 4"},
     {"mxfp8_transfer_check", "an amax part inside the values part", nb_check_amax_over_values, MXFP8_ERROR_INVALID_ARGUMENT, "desc.parts_in[0] amax (bytes 1276..1280) and desc.parts_in[0] values"},
     {"mxfp8_transfer_check", "a shard of an NVFP4 entry off its 16-value blocks", nb_check_shard, MXFP8_ERROR_INVALID_ARGUMENT, "desc.shards[0].col_begin is 8, not a multiple of 16 (nor the tensor's 64)"},
     {"mxfp8_transfer", "an amax past the end of the bucket", nb_amax_past_end, MXFP8_ERROR_INVALID_ARGUMENT, "desc.parts_in[0]: its 4 bytes of amax at byte 1534 run past the end of a bucket of 1536 bytes"},
