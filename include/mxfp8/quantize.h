@@ -207,8 +207,10 @@ MXFP8_API mxfp8_status mxfp8_dequantize(const mxfp8_tensor *tensor, const mxfp8_
  * bytes. K (M for columnwise) must be even, as Transformer Engine stores NVFP4 ((*lead, K/2) bytes) and
  * as an NVFP4 mxfp8_tensor_desc requires, so that every output can be described and dequantized. Partial
  * blocks (K not a multiple of 16) use only their real elements.
- * ModelOpt's NVFP4QTensor.quantize (0.47) gives the same bytes except in three cases (pinned by the
- * Python test test_oracle_modelopt.py): an all-zero block (its scale 1.0, here 0); a block whose scale
+ * ModelOpt's NVFP4QTensor.quantize (0.47) gives the same bytes for finite inputs without -0.0 (which
+ * is code 8 here, as TE's kernel writes it, and code 0 there; an Inf or NaN input gives another tensor
+ * there altogether) except in three cases (pinned by the Python test test_oracle_modelopt.py): an
+ * all-zero block (its scale 1.0, here 0); a block whose scale
  * rounds below E4M3's smallest subnormal 2^-9 (clamped to 2^-9 there and its values kept, here scale 0:
  * the block decodes to zeros); and a scale or value whose unrounded magnitude is within a few float32
  * ulps of a rounding boundary, which ModelOpt (x / (scale * amax / (6 * 448))) may round to the

@@ -109,7 +109,9 @@ typedef enum mxfp8_block {
  * Consumers: vLLM's ModelOpt NVFP4 loads uint8 values [N, K/2], row-major E4M3 scales [N, K/16] and
  * weight_scale_2 = amax / (6 * 448) (MXFP8_NVFP4_GLOBAL_SCALE_DECODE); FlashInfer's nvfp4_quantize takes
  * the encode scale 6 * 448 / amax (MXFP8_NVFP4_GLOBAL_SCALE_ENCODE); compressed-tensors stores that
- * encode scale as its weight_global_scale. The cuBLAS layout of the block scales is the MXFP8 one on
+ * encode scale as its weight_global_scale (its own generate_gparam computes it in the weight's dtype
+ * and as a reciprocal times 2688, so its bits may differ from this division's in the last places:
+ * keep the block scales and the global scale from one source). The cuBLAS layout of the block scales is the MXFP8 one on
  * bytes: mxfp8_swizzle_scales and mxfp8_unswizzle_scales move NVFP4 scale matrices R x ceil(C/16) as
  * they are (uint8 or float8_e4m3fn). */
 

@@ -20,7 +20,7 @@ class NVFP4Quantized(NamedTuple):
         (columnwise: the transpose, (K, M/2), as Transformer Engine stores columnwise data).
     scales: uint8 E4M3 block scales, one per 16 values: (*lead, ceil(K/16)) compact, or TE's padded
         (roundup(M,128), roundup(ceil(K/16),4)) buffer, plain or swizzled (columnwise: M and K swapped).
-    amax: float32 (1,) per tensor or (M,) per row ((K,) per column, columnwise): decode is
+    amax: float32 (1,) per tensor or (M,) per row (rowwise only): decode is
         fp4 * scale * amax / (6 * e4m3_max).
     """
 

@@ -103,6 +103,11 @@ def _operand(name: str, array: Any) -> Any:
     dtype = getattr(array, "dtype", None)
     if dtype is None or not hasattr(array, "shape"):
         raise TypeError(f"{name} must be an array (jax.Array or NumPy), got {type(array).__name__}")
+    try:
+        np.dtype(dtype)
+    except TypeError:  # a torch tensor, a PRNG key array: no NumPy dtype
+        raise TypeError(f"{name} must be a jax.Array or NumPy array of a NumPy dtype, got {type(array).__name__} "
+                        f"of {dtype}") from None
     if np.dtype(dtype) not in _TAKEN:
         raise ValueError(f"{name} is {np.dtype(dtype)}, which the library never takes (its types: "
                          f"{', '.join(str(t) for t in _TAKEN)}); JAX would not say so before converting it")
@@ -192,8 +197,12 @@ def convert(data: jax.Array, scale_inv: jax.Array, target: str, *, swizzled: boo
     each one is). data: the values (float8, or uint8 with fp8_dtype), whose shape is the logical shape;
     scale_inv: the scales as stored (compact, TE-padded or, with `swizzled`, 128x4).
 
+    scales: with num_experts, how each expert's scales sit in `scale_inv`, back to back: ``"padded"``
+    (Transformer Engine's per-expert allocation, roundup(N, 128) x roundup(C, 4), row-major or swizzled) or
+    ``"compact"`` (N x C each, row-major only); the buffer must hold exactly the experts' scales.
+
     The scales come back as the engine's parameter: ``"compact"`` and ``"deepgemm_float32"`` shaped
-    ``(*lead, ceil(K/32))`` (grouped ``[E, N, C]``), ``"trtllm"`` / ``"trtllm_gated"`` ``(R, roundup(C, 4))``
+    ``(*lead, ceil(K/32))`` (``(ceil(M/32), K)`` columnwise, compact only; grouped ``[E, N, C]``), ``"trtllm"`` / ``"trtllm_gated"`` ``(R, roundup(C, 4))``
     per expert, ``"cutlass_128x4"`` flat per matrix, and ``"deepgemm"`` as the int32 storage of DeepGEMM's
     MN-major tensor, flat per expert (JAX arrays have no strides: ``storage.reshape(ceil(C/4),
     roundup(N, 4)).T[:N]`` is the logical ``[N, ceil(C/4)]``). values=True also returns the values in the
@@ -202,7 +211,7 @@ def convert(data: jax.Array, scale_inv: jax.Array, target: str, *, swizzled: boo
     pad_rows_to / pad_cols_to / pad_scale: the engine's padding, as :func:`mxfp8.convert` takes it (vLLM's
     MXFP8 MoE alignment before its TRT-LLM shuffle: ``pad_rows_to=128, pad_cols_to=256`` for w13,
     ``256, 128`` for w2); the padded weight is a new array, so values=True is required."""
-    if target not in LAYOUTS:
+    if not isinstance(target, str) or target not in LAYOUTS:
         raise ValueError(f"target is {target!r}, expected one of {', '.join(map(repr, LAYOUTS))}")
     shape = tuple(int(d) for d in _operand("data", data).shape)
     if not shape:
@@ -254,7 +263,7 @@ def quantize(x: jax.Array, *, fp8_dtype: str = "e4m3", rounding: str = "rceil", 
         scales_shape = (_args.round_up(r, 128), _args.round_up(c, 4))
     fmt = _code("fp8_dtype", fp8_dtype, _FORMATS)
     values = {"fp8": _FP8[fp8_dtype], "uint8": jnp.uint8}
-    if values_dtype not in values:
+    if not isinstance(values_dtype, str) or values_dtype not in values:
         raise ValueError(f"values_dtype is {values_dtype!r}, expected 'fp8' or 'uint8'")
     return tuple(_call("quantize", [jax.ShapeDtypeStruct(shape, values[values_dtype]),
                                     jax.ShapeDtypeStruct(scales_shape, jnp.uint8)], [("x", x)],
@@ -262,13 +271,23 @@ def quantize(x: jax.Array, *, fp8_dtype: str = "e4m3", rounding: str = "rceil", 
                        scales_layout=layout, direction=_code("direction", direction, _DIRECTIONS)))
 
 
+def _decoded_dtype(dtype: Any) -> Any:
+    """The `dtype` argument of the decoders: float32 or bfloat16, said of what the caller passed (None is not
+    NumPy's float64 here, nor 'bogus' NumPy's own message)."""
+    try:
+        decoded = None if dtype is None else jnp.dtype(dtype)
+    except TypeError:
+        decoded = None
+    if decoded not in (jnp.dtype(jnp.float32), jnp.dtype(jnp.bfloat16)):
+        raise ValueError(f"dtype must be float32 or bfloat16, got {dtype!r}")
+    return decoded
+
+
 def dequantize(data: jax.Array, scale_inv: jax.Array, *, swizzled: bool, direction: str = "rowwise",
                fp8_dtype: Optional[str] = None, dtype: Any = jnp.float32) -> jax.Array:
     """One direction of a stored MXFP8 tensor decoded, as :func:`mxfp8.dequantize`: fp8_value *
     2^(scale - 127) in float32 or bfloat16 (rounded to nearest-even), data's shape."""
-    dtype = jnp.dtype(dtype)
-    if dtype not in (jnp.dtype(jnp.float32), jnp.dtype(jnp.bfloat16)):
-        raise ValueError(f"dtype must be float32 or bfloat16, got {dtype}")
+    dtype = _decoded_dtype(dtype)
     return _call("dequantize", jax.ShapeDtypeStruct(_operand("data", data).shape, dtype),
                  [("data", data), ("scale_inv", scale_inv)],
                  format=_fp8_format(data, fp8_dtype), swizzled=_args.flag("swizzled", swizzled),
@@ -298,9 +317,7 @@ def nvfp4_dequantize(data: jax.Array, scale_inv: jax.Array, amax: jax.Array, *, 
     """One direction of a stored NVFP4 tensor decoded as :func:`mxfp8.nvfp4.dequantize` does: the stored
     matrix, (*lead, K) rowwise or the (K, M) transpose columnwise, in float32 or bfloat16. data: the packed
     uint8 values; scale_inv: the E4M3 scales as stored (compact, padded or, with `swizzled`, 128x4)."""
-    dtype = jnp.dtype(dtype)
-    if dtype not in (jnp.dtype(jnp.float32), jnp.dtype(jnp.bfloat16)):
-        raise ValueError(f"dtype must be float32 or bfloat16, got {dtype}")
+    dtype = _decoded_dtype(dtype)
     if _operand("data", data).ndim == 0:
         raise ValueError("data is 0-dimensional: NVFP4 values need a last dimension (K/2 bytes)")
     e4m3_max = _args.e4m3_max("e4m3_max", e4m3_max)

@@ -489,3 +489,23 @@ def test_the_check_entry_refuses_what_it_does_not_know():
         mj._check("frobnicate", (((4,), "uint8"),), ())
     with pytest.raises(ValueError, match="lacks an attribute of its call"):
         mj._check("dequantize", (((4, 32), "uint8"), ((4, 1), "uint8"), ((4, 32), "float32")), (("format", 1),))
+
+
+def test_option_and_input_mistakes_name_the_argument():
+    """What the JAX probe found answered in Python's or NumPy's words (2026-12-08): a list where a name
+    goes ("unhashable type: 'list'"), an array of no NumPy dtype ("Cannot interpret 'torch.float32'"), a
+    decoder dtype NumPy does not know or None (read as float64)."""
+    d, s = jnp.zeros((256, 64), jnp.float8_e4m3fn), jnp.full((256, 2), 127, jnp.uint8)
+    with pytest.raises(ValueError, match=r"target is \['compact'\], expected one of"):
+        mj.convert(d, s, ["compact"], swizzled=False)
+    with pytest.raises(ValueError, match=r"values_dtype is \['fp8'\], expected 'fp8' or 'uint8'"):
+        mj.quantize(jnp.ones((4, 32)), values_dtype=["fp8"])
+    with pytest.raises(TypeError, match="x must be a jax.Array or NumPy array of a NumPy dtype, got .* of key<fry>"):
+        mj.quantize(jax.random.key(0))
+    for bad, shown in (("bogus", "'bogus'"), (None, "None"), (np.float64, "<class 'numpy.float64'>")):
+        with pytest.raises(ValueError, match=re.escape(f"dtype must be float32 or bfloat16, got {shown}")):
+            mj.dequantize(d, s, swizzled=False, dtype=bad)
+        with pytest.raises(ValueError, match=re.escape(f"dtype must be float32 or bfloat16, got {shown}")):
+            mj.nvfp4_dequantize(jnp.zeros((4, 16), jnp.uint8), jnp.zeros((4, 2), jnp.uint8), jnp.ones(1, jnp.float32),
+                                swizzled=False, dtype=bad)
+    assert mj.dequantize(d, s, swizzled=False, dtype="bfloat16").dtype == jnp.bfloat16
