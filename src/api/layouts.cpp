@@ -62,10 +62,20 @@ const LayoutInfo &layout_info(int32_t layout, const char *field) {
   fail(MXFP8_ERROR_INVALID_ARGUMENT, field, " is ", layout, ", expected ", expected);
 }
 
-int64_t layout_bytes(const LayoutInfo &layout, int64_t rows, int64_t cols, bool columnwise, const char *field) {
-  if (columnwise && !layout.columnwise)
+void require_columnwise_form(const LayoutInfo &layout, const char *field) {
+  if (!layout.columnwise)
     fail(MXFP8_ERROR_INVALID_ARGUMENT, field, " is ", layout.enum_name, ", which lays out rowwise scales only (",
          "what its engine loads for a weight): it has no columnwise form; ask for rowwise scales");
+}
+
+void require_nvfp4_layout(const LayoutInfo &layout, const char *field, const char *verb) {
+  if (layout.value != MXFP8_SCALE_LAYOUT_COMPACT && layout.value != MXFP8_SCALE_LAYOUT_128X4)
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, field, " is ", layout.enum_name, " for an NVFP4 entry: NVFP4 scales ", verb,
+         " MXFP8_SCALE_LAYOUT_COMPACT or MXFP8_SCALE_LAYOUT_128X4 (the other layouts are MXFP8's)");
+}
+
+int64_t layout_bytes(const LayoutInfo &layout, int64_t rows, int64_t cols, bool columnwise, const char *field) {
+  if (columnwise) require_columnwise_form(layout, field);
   const bool trtllm =
       layout.value == MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED || layout.value == MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED_GATED;
   if (trtllm && rows % kTrtllmRowMultiple != 0)

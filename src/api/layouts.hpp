@@ -27,6 +27,13 @@ constexpr int32_t kByteElements = -1;
 // the message).
 const LayoutInfo &layout_info(int32_t layout, const char *field);
 
+// Transfer rules of a layout that come before a shard's (transfer.h's list, whose first broken rule is the one
+// reported): a columnwise entry needs a layout with a columnwise form (not DeepGEMM's or TRT-LLM's), and an
+// NVFP4 entry's scales are compact or 128x4 (`verb`: how they move, "travel" or "are imported"). `field`
+// names the layout given.
+void require_columnwise_form(const LayoutInfo &layout, const char *field);
+void require_nvfp4_layout(const LayoutInfo &layout, const char *field, const char *verb);
+
 // The bytes S (rows x cols, a `columnwise` tensor's scales when set) takes in the layout: checked
 // arithmetic; fails naming `field` for a direction the layout does not take.
 int64_t layout_bytes(const LayoutInfo &layout, int64_t rows, int64_t cols, bool columnwise, const char *field);

@@ -193,9 +193,7 @@ CheckedManifest check_bucket_manifest(const mxfp8_transfer_desc &m) {
         fail(MXFP8_ERROR_INVALID_ARGUMENT, "desc.shapes[", i, "] ", format_shape(shape, ndim), ": the stored ",
              e.columnwise ? "columnwise" : "rowwise", " rows of this NVFP4 entry have ", e.cols,
              " values, an odd count (two a byte)");
-      if (layout != MXFP8_SCALE_LAYOUT_COMPACT && layout != MXFP8_SCALE_LAYOUT_128X4)
-        fail(MXFP8_ERROR_INVALID_ARGUMENT, field, " is ", e.layout->enum_name, " for an NVFP4 entry: NVFP4 scales travel "
-             "MXFP8_SCALE_LAYOUT_COMPACT or MXFP8_SCALE_LAYOUT_128X4");
+      require_nvfp4_layout(*e.layout, field, "travel");
       e.scale_rows = e.rows;
       e.scale_cols = ceil_div(e.cols, kNvfp4BlockSize);
       e.values_bytes = times(e.rows, e.cols / 2);
@@ -224,6 +222,10 @@ CheckedManifest check_bucket_manifest(const mxfp8_transfer_desc &m) {
     if (m.shards && m.shards[i]) {  // the receiver's part of a whole tensor, in the stored matrix's terms
       e.sharded = true;
       const IndexedName name("desc.shards", i);
+      if (e.format == MXFP8_FORMAT_NVFP4 && m.target_layouts) {  // the target's NVFP4 rule comes first (transfer.h)
+        const IndexedName target_name("desc.target_layouts", i);
+        require_nvfp4_layout(layout_info(m.target_layouts[i], target_name), target_name, "are imported");
+      }
       e.shard = e.format == MXFP8_FORMAT_NVFP4 ? resolve_nvfp4_shard(m.shards[i], rows, cols, e.columnwise, name)
                                                : resolve_shard(m.shards[i], rows, cols, e.columnwise, name);
     }

@@ -83,9 +83,8 @@ BucketEntry bucket_entry(const BucketTensors &in, size_t i, int32_t scale_fixup)
     fail(MXFP8_ERROR_INVALID_ARGUMENT, layout_name, " is ", e.layout->enum_name, " (", e.layout->value, "): a bucket "
          "carries values in row order, so its scales cannot be in a layout that permutes rows; write it with mxfp8_convert");
   const bool engine = e.layout->value != MXFP8_SCALE_LAYOUT_COMPACT && e.layout->value != MXFP8_SCALE_LAYOUT_128X4;
-  if (e.nvfp4 && engine)
-    fail(MXFP8_ERROR_INVALID_ARGUMENT, layout_name, " is ", e.layout->enum_name, " for an NVFP4 entry: NVFP4 scales "
-         "travel MXFP8_SCALE_LAYOUT_COMPACT or MXFP8_SCALE_LAYOUT_128X4 (the other layouts are MXFP8's)");
+  if (e.nvfp4) require_nvfp4_layout(*e.layout, layout_name, "travel");
+  else if (e.columnwise) require_columnwise_form(*e.layout, layout_name);  // before the shard's rule below
   e.sharded = in.shards && in.shards[i];
   const IndexedName shard_name("desc.shards", i);
   if (e.sharded && engine)

@@ -119,9 +119,7 @@ void add_nvfp4_destination(const Nvfp4Parts &p, const Shard *sh, size_t i, const
   const ImportTargets::Entry d = targets.at(i);
   const IndexedName target_name("desc.target_layouts", i);
   const LayoutInfo &target = layout_info(d.layout, target_name);
-  if (target.value != MXFP8_SCALE_LAYOUT_COMPACT && target.value != MXFP8_SCALE_LAYOUT_128X4)
-    fail(MXFP8_ERROR_INVALID_ARGUMENT, target_name, " is ", target.enum_name, " for an NVFP4 entry: NVFP4 scales are "
-         "imported MXFP8_SCALE_LAYOUT_COMPACT or MXFP8_SCALE_LAYOUT_128X4 (the other layouts are MXFP8's)");
+  require_nvfp4_layout(target, target_name, "are imported");
   if (!d.scales) fail(MXFP8_ERROR_INVALID_ARGUMENT, IndexedName("desc.scales", i), " is NULL");
   DLTensor *global = targets.global_scales ? targets.global_scales[i] : nullptr;
   if (!global) fail(MXFP8_ERROR_INVALID_ARGUMENT, IndexedName("desc.global_scales", i), " is NULL for an NVFP4 entry");
@@ -282,7 +280,11 @@ ExportJobs import_tensor_jobs(const mxfp8_transfer_desc &desc) {
                              dir.rows, dir.cols};
       // A shard is given in logical terms (rows of M, columns of K) and resolved onto the stored matrix.
       Shard sh;
-      if (sharded) sh = resolve_nvfp4_shard(shards[i], nv->rows, nv->cols, columnwise, shard_name);
+      if (sharded) {  // the target's NVFP4 rule first: it comes before the shard's in transfer.h's list
+        const IndexedName target_name("desc.target_layouts", i);
+        require_nvfp4_layout(layout_info(targets.at(i).layout, target_name), target_name, "are imported");
+        sh = resolve_nvfp4_shard(shards[i], nv->rows, nv->cols, columnwise, shard_name);
+      }
       add_read_spans(*nv, i, "desc.tensors", spans);
       add_nvfp4_destination(parts, sharded ? &sh : nullptr, i, targets, desc.global_scale, nv->device,
                             "the tensors are", spans, result);

@@ -787,6 +787,119 @@ static void test_refusals(void **state) {
 /* A receiver's scale shape names S when its last dimension is S's columns and the others multiply to S's
  * rows, a zero among them too: the sender's own manifest of empty experts (E, 0, K), scales (E, 0, ceil(K/32)),
  * was refused (a guard against overflow read 1 > 0 / E as a product past S's rows). */
+/* "When an entry breaks two rules, the first of the list above that applies is the one reported": a
+ * columnwise entry with a DeepGEMM layout (INVALID_ARGUMENT) before a shard with an engine layout
+ * (UNSUPPORTED), and an NVFP4 entry with an engine layout (INVALID_ARGUMENT) before row pieces of a
+ * columnwise NVFP4 entry (UNSUPPORTED), on every path. The bucket path and the NVFP4 paths resolved the
+ * shard first (the C probe, 2026-12-08). */
+static void test_the_first_broken_rule_is_reported(void **state) {
+  (void)state;
+  /* MXFP8 (64, 64), columnwise only; its shard rows [0, 32) into DeepGEMM's packed layout. */
+  const int64_t mx_data_shape[2] = {64, 64}, mx_scales_shape[2] = {2, 64};
+  test_tensor *md = test_tensor_new(2, mx_data_shape, kDLUInt, 1), *ms = test_tensor_new(2, mx_scales_shape, kDLUInt, 1);
+  mxfp8_tensor_desc td = MXFP8_TENSOR_DESC_INIT;
+  td.columnwise_data = &md->managed;
+  td.columnwise_scale_inv = &ms->managed;
+  mxfp8_tensor *mx = NULL;
+  assert_int_equal(mxfp8_tensor_create(&td, &mx), MXFP8_OK);
+  const mxfp8_tensor *mx_list[1] = {mx};
+  const int32_t columnwise[1] = {MXFP8_DIRECTION_COLUMNWISE};
+  mxfp8_shard rows = MXFP8_SHARD_INIT;
+  rows.row_end = 32;
+  const mxfp8_shard *mx_shards[1] = {&rows};
+  const int32_t deepgemm[1] = {MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED};
+  mxfp8_transfer_desc b = MXFP8_TRANSFER_DESC_INIT;
+  b.source = MXFP8_TRANSFER_FROM_TENSORS;
+  b.destination = MXFP8_TRANSFER_TO_BUCKET;
+  b.count = 1;
+  b.tensors = mx_list;
+  b.directions = columnwise;
+  b.shards = mx_shards;
+  b.target_layouts = deepgemm;
+  mxfp8_bucket_part part;
+  uint64_t total = 0;
+  assert_int_equal(mxfp8_bucket_parts(&b, 256, &part, &total), MXFP8_ERROR_INVALID_ARGUMENT);
+  assert_last_error_contains("desc.target_layouts[0] is MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED, which lays out rowwise "
+                             "scales only");
+
+  /* NVFP4 (M 64, K 32) columnwise only, stored (32, 64): two row pieces of M, into DeepGEMM's layout. */
+  const int64_t nv_data_shape[2] = {32, 32}, nv_scales_shape[2] = {32, 4}, logical[2] = {64, 32};
+  test_tensor *nd = test_tensor_new(2, nv_data_shape, kDLUInt, 1), *ns = test_tensor_new(2, nv_scales_shape, kDLUInt, 1);
+  const float one = 3.0f;
+  test_tensor *na = test_float_tensor(1, &one);
+  mxfp8_tensor_desc nvd = MXFP8_TENSOR_DESC_INIT;
+  nvd.format = MXFP8_FORMAT_NVFP4;
+  nvd.block = MXFP8_BLOCK_1X16;
+  nvd.e4m3_max = 448;
+  nvd.ndim = 2;
+  nvd.shape = logical;
+  nvd.columnwise_data = &nd->managed;
+  nvd.columnwise_scale_inv = &ns->managed;
+  nvd.columnwise_amax = &na->managed;
+  mxfp8_tensor *nv = NULL;
+  assert_int_equal(mxfp8_tensor_create(&nvd, &nv), MXFP8_OK);
+  const mxfp8_tensor *nv_list[1] = {nv};
+  mxfp8_shard pieces = MXFP8_SHARD_INIT;
+  const int64_t row_pieces[4] = {0, 16, 32, 48};
+  pieces.num_row_pieces = 2;
+  pieces.row_pieces = row_pieces;
+  const mxfp8_shard *nv_shards[1] = {&pieces};
+  uint8_t out[4096];
+  memset(out, POISON, sizeof out);
+  const int64_t values_shape[1] = {512}, scales_shape[1] = {512}, global_shape[1] = {1};
+  DLTensor values = {out, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, (int64_t *)values_shape, NULL, 0};
+  DLTensor scales = {out + 1024, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, (int64_t *)scales_shape, NULL, 0};
+  DLTensor global = {out + 2048, {kDLCPU, 0}, 1, {kDLFloat, 32, 1}, (int64_t *)global_shape, NULL, 0};
+  DLTensor *vs[1] = {&values}, *ss[1] = {&scales}, *gs[1] = {&global};
+  mxfp8_transfer_desc d = MXFP8_TRANSFER_DESC_INIT;
+  d.source = MXFP8_TRANSFER_FROM_TENSORS;
+  d.destination = MXFP8_TRANSFER_TO_BUFFERS;
+  d.count = 1;
+  d.tensors = nv_list;
+  d.directions = columnwise;
+  d.shards = nv_shards;
+  d.target_layouts = deepgemm;
+  d.values = vs;
+  d.scales = ss;
+  d.global_scales = gs;
+  const char *nvfp4_rule = "desc.target_layouts[0] is MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED for an NVFP4 entry";
+  assert_int_equal(mxfp8_transfer_check(&d), MXFP8_ERROR_INVALID_ARGUMENT);
+  assert_last_error_contains(nvfp4_rule);
+  /* The same entry from a bucket of the whole tensor, the receiver asking for the pieces. */
+  b.tensors = nv_list;
+  b.shards = NULL;
+  b.target_layouts = NULL;
+  assert_int_equal(mxfp8_bucket_parts(&b, 256, &part, &total), MXFP8_OK);
+  uint8_t *bucket_bytes = malloc(total);
+  memset(bucket_bytes, 0x11, total);
+  const int64_t bucket_shape[1] = {(int64_t)total};
+  DLTensor bucket = {bucket_bytes, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, (int64_t *)bucket_shape, NULL, 0};
+  const int32_t ndims[1] = {2}, formats[1] = {MXFP8_FORMAT_NVFP4}, compact[1] = {MXFP8_SCALE_LAYOUT_COMPACT},
+                e4m3_maxes[1] = {448};
+  const int64_t *shapes[1] = {logical};
+  mxfp8_transfer_desc r = d;
+  r.source = MXFP8_TRANSFER_FROM_BUCKET;
+  r.tensors = NULL;
+  r.bucket_in = &bucket;
+  r.parts_in = &part;
+  r.ndims = ndims;
+  r.shapes = shapes;
+  r.formats = formats;
+  r.source_layouts = compact;
+  r.e4m3_maxes = e4m3_maxes;
+  assert_int_equal(mxfp8_transfer_check(&r), MXFP8_ERROR_INVALID_ARGUMENT);
+  assert_last_error_contains(nvfp4_rule);
+  for (size_t i = 0; i < sizeof out; ++i) assert_int_equal(out[i], POISON);
+  free(bucket_bytes);
+  mxfp8_tensor_release(nv);
+  mxfp8_tensor_release(mx);
+  test_tensor_free(na);
+  test_tensor_free(nd);
+  test_tensor_free(ns);
+  test_tensor_free(md);
+  test_tensor_free(ms);
+}
+
 static void test_scale_shapes_of_empty_tensors(void **state) {
   (void)state;
   static const struct {
@@ -836,6 +949,7 @@ int main(void) {
       cmocka_unit_test(test_matrix_gpu),
       cmocka_unit_test(test_refusals),
       cmocka_unit_test(test_scale_shapes_of_empty_tensors),
+      cmocka_unit_test(test_the_first_broken_rule_is_reported),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
