@@ -1325,10 +1325,7 @@ void section_options(Reader &in) {
     const bool valid = sized == MXFP8_OK && (desc.format == 1 || desc.format == 2) &&
                        (desc.scale_layout == 0 || desc.scale_layout == 1) && (desc.scales == 0 || desc.scales == 1) &&
                        !(desc.scale_layout == 1 && desc.scales == 1) && desc.num_experts == experts && desc.reserved == 0 &&
-                       desc.cols == k && desc.uniform_rows == n &&
-                       // back to back, the buffer must be exactly the experts' scales: compact packing of a
-                       // buffer sized for padded is refused unless the padding is none
-                       (desc.scales == 0 || n * ceil32(k) == per);
+                       desc.cols == k && desc.uniform_rows == n;
     mxfp8_grouped_tensor *g = nullptr;
     const mxfp8_status st = mxfp8_grouped_tensor_create(&desc, &g);
     if ((st == MXFP8_OK) != valid || (sized != MXFP8_OK && st != sized)) {

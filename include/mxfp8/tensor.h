@@ -457,9 +457,11 @@ typedef struct mxfp8_grouped_desc {
    * expert order, each taking the size `scales` says. */
   const int64_t *scale_offsets;
   /* Values: uint8 or the float8 of `format`, contiguous, sum(rows_e) * K elements (any shape, e.g.
-   * (sum rows, K) or (E, N, K)). Scales: uint8 or e8m0, contiguous; back to back (scale_offsets NULL)
-   * exactly the experts' scale bytes (a larger buffer holds other experts than described, and is
-   * refused), at scale_offsets large enough for every expert.
+   * (sum rows, K) or (E, N, K)). Scales: uint8 or e8m0, contiguous, large enough for every expert
+   * (Transformer Engine's JAX grouped quantize allocates for its worst case: bytes past the experts'
+   * are never read). Back to back, expert e's scales start where expert e-1's end, so the buffer's size
+   * cannot tell a wrong num_experts or row count: four experts of N rows described as two of 2N read
+   * each expert's scales from the wrong bytes where N is not a multiple of 128.
    * Same ownership rules as mxfp8_tensor_desc: taken on success, deleters run once at the end. */
   DLManagedTensorVersioned *data;
   DLManagedTensorVersioned *scale_inv;

@@ -38,8 +38,8 @@ static group make_group(const group_case *c, uint64_t *rng) {
                                                                     : c->rows[e] * cols;
     scale_bytes = g.offsets[e] + bytes;
   }
-  /* a spare byte where the offsets place the experts (a buffer large enough); back to back, exactly theirs */
-  const int64_t vshape[2] = {total_rows, c->k}, sshape[1] = {scale_bytes + (c->gaps ? 1 : 0)};
+  /* a spare byte: a buffer large enough is taken, back to back too (TE's JAX grouped quantize over-allocates) */
+  const int64_t vshape[2] = {total_rows, c->k}, sshape[1] = {scale_bytes + 1};
   g.data = test_tensor_new(2, vshape, kDLUInt, 1);
   g.scales = test_tensor_new(1, sshape, kDLUInt, 1);
   fill_random(g.data->buffer, g.data->bytes, rng);
@@ -204,12 +204,8 @@ static void test_bad_grouped_descriptions(void **state) {
   d.scale_offsets = far;
   assert_int_equal(mxfp8_grouped_tensor_create(&d, &g), MXFP8_ERROR_INVALID_ARGUMENT);
   assert_last_error_contains("holds 1536 bytes, the experts' scales reach byte 1612");
-  /* Back to back, more bytes than the experts take are other experts than described (three experts' scales
-   * read as two, each got a wrong part of them, silently); at offsets, a larger buffer is fine. */
+  /* An offset whose end passes INT64_MAX names itself; a larger buffer is taken, at offsets or back to back. */
   d = base;
-  assert_int_equal(mxfp8_grouped_tensor_create(&d, &g), MXFP8_ERROR_INVALID_ARGUMENT);
-  assert_last_error_contains("desc.scale_inv: holds 1536 bytes, but 2 experts of these rows take 1024 (each padded "
-                             "to 128 x 4, back to back)");
   d.scale_offsets = (const int64_t[]){0, INT64_MAX - 2};
   assert_int_equal(mxfp8_grouped_tensor_create(&d, &g), MXFP8_ERROR_INVALID_ARGUMENT);
   assert_last_error_contains("desc.scale_offsets[1] is 9223372036854775805: with the expert's 512 bytes of scales it "
@@ -217,8 +213,11 @@ static void test_bad_grouped_descriptions(void **state) {
   d.scale_offsets = (const int64_t[]){0, 512};
   assert_int_equal(mxfp8_grouped_tensor_create(&d, &g), MXFP8_OK);
   mxfp8_grouped_tensor_release(g);
+  d.scale_offsets = NULL; /* 1024 bytes of experts' scales in 1536 */
+  assert_int_equal(mxfp8_grouped_tensor_create(&d, &g), MXFP8_OK);
+  mxfp8_grouped_tensor_release(g);
   g = (mxfp8_grouped_tensor *)(uintptr_t)0x1;
-  assert_int_equal(data->deleter_calls, 1);
+  assert_int_equal(data->deleter_calls, 2);
   data->deleter_calls = scales->deleter_calls = 0;
   d = base;
   d.num_experts = 0;

@@ -133,8 +133,8 @@ def export_grouped(
         scale_inv: all experts' scales, flat.
         num_experts: E.
         expert_rows: each expert's row count; None: E experts of equal size.
-        scale_offsets: byte offset of each expert's scales in scale_inv; None: back to back, and then
-            scale_inv holds exactly the experts' scales (more bytes mean other experts than described).
+        scale_offsets: byte offset of each expert's scales in scale_inv; None: back to back (scale_inv may
+            be larger: bytes past the experts' are never read).
         scales: "padded" (each expert's scales take TE's roundup(rows,128) x roundup(ceil(K/32),4)) or
             "compact" (rows x ceil(K/32), row-major only).
         swizzled: required: True when each expert's scales are in the cuBLAS 128x4 layout (needs

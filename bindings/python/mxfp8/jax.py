@@ -199,7 +199,8 @@ def convert(data: jax.Array, scale_inv: jax.Array, target: str, *, swizzled: boo
 
     scales: with num_experts, how each expert's scales sit in `scale_inv`, back to back: ``"padded"``
     (Transformer Engine's per-expert allocation, roundup(N, 128) x roundup(C, 4), row-major or swizzled) or
-    ``"compact"`` (N x C each, row-major only); the buffer must hold exactly the experts' scales.
+    ``"compact"`` (N x C each, row-major only); bytes past the experts' scales are never read (Transformer
+    Engine's JAX grouped quantize allocates for its worst case).
 
     The scales come back as the engine's parameter: ``"compact"`` and ``"deepgemm_float32"`` shaped
     ``(*lead, ceil(K/32))`` (``(ceil(M/32), K)`` columnwise, compact only; grouped ``[E, N, C]``), ``"trtllm"`` / ``"trtllm_gated"`` ``(R, roundup(C, 4))``

@@ -82,8 +82,8 @@ impl GroupedBuilder {
         self
     }
     setters! {
-        /// The byte offset of each expert's scales in the scale buffer (default: back to back, and then
-        /// the buffer holds exactly the experts' scales: more bytes mean other experts than described).
+        /// The byte offset of each expert's scales in the scale buffer (default: back to back; the
+        /// buffer may be larger: bytes past the experts' are never read).
         scale_offsets(offsets: &[i64]) => scale_offsets = Some(offsets.to_vec());
         /// The flat values (`sum(rows_e) * K` elements, any shape) and scales.
         buffers(data: ManagedTensor, scale_inv: ManagedTensor) => buffers = Some((data, scale_inv));
