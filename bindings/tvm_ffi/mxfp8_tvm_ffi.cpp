@@ -348,6 +348,10 @@ Array<int64_t> export_planned(Transfer &t, int64_t alignment, Optional<TensorVie
   plan_bucket(t, alignment);
   if (bucket.has_value()) {
     TensorView out = bucket.value();
+    // Said of `bucket`, not of the desc.parts_out entry that would run past its end (a field the caller never saw).
+    if (out.ndim() == 1 && out.dtype().bits == 8 && static_cast<uint64_t>(out.size(0)) < t.total_bytes)
+      raise("ValueError", "invalid argument: bucket holds " + std::to_string(out.size(0)) +
+                              " bytes but these tensors take " + std::to_string(t.total_bytes));
     t.desc.bucket_out = mutable_dl_tensor(out);
     check(mxfp8_transfer(&t.desc, stream_for(out.device())));
   }

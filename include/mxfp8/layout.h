@@ -181,7 +181,7 @@ MXFP8_API mxfp8_status mxfp8_grouped_convert(const mxfp8_grouped_tensor *grouped
 /* The bytes the scales of an R x C scale matrix S take in `layout` (`direction` says whether S is
  * rowwise, or columnwise as 128x4 swizzles its transpose), in *bytes: what an engine allocates before
  * a convert or an import. An empty matrix (rows or cols 0) is 0 bytes in every layout, however large
- * its other side. Fails with MXFP8_ERROR_INVALID_ARGUMENT for an unknown layout, a layout that does not
+ * its other side (the TRT-LLM layouts' row rule below still applies). Fails with MXFP8_ERROR_INVALID_ARGUMENT for an unknown layout, a layout that does not
  * take this direction (the DeepGEMM and TRT-LLM layouts are rowwise only), negative rows or cols, for
  * the TRT-LLM layouts rows not a multiple of 128 (FlashInfer's requirement), and a size int64 cannot
  * hold. */

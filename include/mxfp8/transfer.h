@@ -233,7 +233,8 @@ typedef struct mxfp8_transfer_desc {
   const mxfp8_tensor *const *tensors;
 
   /* FROM_BUCKET: the bucket (contiguous bytes: uint8, or any other dtype of 8 bits, e.g. a wire buffer
-   * received as int8, read as bytes; host or CUDA memory; only read) and what the sender says
+   * received as int8, read as bytes; host or CUDA memory; only read; with an NVFP4 entry at an address
+   * that is a multiple of 4, so that its float32 amax is aligned, TO_NOTHING too) and what the sender says
    * each part is. Every part must be of exactly the bytes its shape, format, direction and layout give,
    * inside the bucket (offset + bytes never wraps) and apart from every other part. */
   const DLTensor *bucket_in;
@@ -326,7 +327,8 @@ MXFP8_API mxfp8_status mxfp8_transfer(const mxfp8_transfer_desc *desc, void *str
 /* The checks of mxfp8_transfer, in the same order with the same status and message; nothing written,
  * nothing kept. Reads buffers' addresses and sizes, never their bytes. With TO_NOTHING: the source side
  * alone (for FROM_BUCKET: every entry's rank, shape, format, direction, layout, E4M3_MAX and shard, and
- * every part's size, place and overlap, as the sender's manifest describes them). */
+ * every part's size, place and overlap, as the sender's manifest describes them, and an NVFP4 amax's
+ * alignment in memory). */
 MXFP8_API mxfp8_status mxfp8_transfer_check(const mxfp8_transfer_desc *desc);
 
 /* A transfer checked once and kept as its work. A trainer moves the same weights from the same buffers

@@ -74,6 +74,19 @@ void require_nvfp4_layout(const LayoutInfo &layout, const char *field, const cha
          " MXFP8_SCALE_LAYOUT_COMPACT or MXFP8_SCALE_LAYOUT_128X4 (the other layouts are MXFP8's)");
 }
 
+void require_rows_in_order(const LayoutInfo &layout, const char *field) {
+  if (layout.permutes_value_rows)
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, field, " is ", layout.enum_name, " (", layout.value, "), which permutes value rows: "
+         "write it with mxfp8_convert or mxfp8_grouped_convert");
+}
+
+const LayoutInfo &nvfp4_target_layout(int32_t layout, const char *field) {
+  const LayoutInfo &info = layout_info(layout, field);
+  require_rows_in_order(info, field);
+  require_nvfp4_layout(info, field, "are imported");
+  return info;
+}
+
 int64_t layout_bytes(const LayoutInfo &layout, int64_t rows, int64_t cols, bool columnwise, const char *field) {
   if (columnwise) require_columnwise_form(layout, field);
   const bool trtllm =

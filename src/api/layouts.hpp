@@ -33,6 +33,11 @@ const LayoutInfo &layout_info(int32_t layout, const char *field);
 // names the layout given.
 void require_columnwise_form(const LayoutInfo &layout, const char *field);
 void require_nvfp4_layout(const LayoutInfo &layout, const char *field, const char *verb);
+// Into buffers a transfer writes values in row order: a layout that permutes value rows (TRT-LLM's) is
+// mxfp8_convert's, the first rule of the list.
+void require_rows_in_order(const LayoutInfo &layout, const char *field);
+// The target layout `layout` of an NVFP4 entry imported into buffers, its two rules checked in the list's order.
+const LayoutInfo &nvfp4_target_layout(int32_t layout, const char *field);
 
 // The bytes S (rows x cols, a `columnwise` tensor's scales when set) takes in the layout: checked
 // arithmetic; fails naming `field` for a direction the layout does not take.

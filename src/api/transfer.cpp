@@ -15,8 +15,9 @@ using namespace mxfp8;
 namespace {
 
 // The layout's two outputs are plain host memory the caller points at: neither may land on the other or on
-// what the call reads (the desc and the arrays of it a bucket's layout reads), as for every call's buffers.
-// Written after every check, they would otherwise give a total inside parts[], or a desc overwritten.
+// what the call reads (the desc, the arrays of it a bucket's layout reads, each shard and its row pieces), as
+// for every call's buffers. Written after every check, they would otherwise give a total inside parts[], or a
+// desc or shard overwritten. Run after the plan, which validated the shards read here.
 void check_bucket_parts_outputs(const mxfp8_transfer_desc &caller, const mxfp8_transfer_desc &d,
                                 const mxfp8_bucket_part *parts, const uint64_t *total_bytes) {
   std::vector<Span> spans;
@@ -25,7 +26,17 @@ void check_bucket_parts_outputs(const mxfp8_transfer_desc &caller, const mxfp8_t
   add_span(spans, &caller, caller.struct_size, "desc", kNoIndex, false);
   add_span(spans, d.tensors, d.count * sizeof(*d.tensors), "desc.tensors", kNoIndex, false);
   if (d.directions) add_span(spans, d.directions, d.count * sizeof(*d.directions), "desc.directions", kNoIndex, false);
-  if (d.shards) add_span(spans, d.shards, d.count * sizeof(*d.shards), "desc.shards", kNoIndex, false);
+  if (d.shards) {
+    add_span(spans, d.shards, d.count * sizeof(*d.shards), "desc.shards", kNoIndex, false);
+    for (size_t i = 0; i < d.count; ++i) {
+      const mxfp8_shard *shard = d.shards[i];
+      if (!shard) continue;
+      add_span(spans, shard, shard->struct_size, "desc.shards", i, false);
+      if (shard->row_pieces)
+        add_span(spans, shard->row_pieces, 2 * shard->num_row_pieces * sizeof(int64_t), "desc.shards", i, false,
+                 "row_pieces");
+    }
+  }
   if (d.target_layouts)
     add_span(spans, d.target_layouts, d.count * sizeof(*d.target_layouts), "desc.target_layouts", kNoIndex, false);
   check_no_overlap(spans);
@@ -38,10 +49,10 @@ extern "C" MXFP8_API mxfp8_status mxfp8_bucket_parts(const mxfp8_transfer_desc *
   return guarded([&] {
     const mxfp8_transfer_desc d = read_transfer_desc(desc, TransferVerb::PlanBucket);
     if (d.count > 0 && !parts) fail(MXFP8_ERROR_INVALID_ARGUMENT, "parts is NULL");
-    check_bucket_parts_outputs(*desc, d, parts, total_bytes);
     uint64_t total = 0;
     const std::vector<mxfp8_bucket_part> planned =
         plan_bucket_parts(tensors_of(d), d.scale_fixup, alignment, total_bytes ? &total : nullptr);
+    check_bucket_parts_outputs(*desc, d, parts, total_bytes);
     std::copy(planned.begin(), planned.end(), parts);
     *total_bytes = total;
   });

@@ -223,8 +223,7 @@ CheckedManifest check_bucket_manifest(const mxfp8_transfer_desc &m) {
       e.sharded = true;
       const IndexedName name("desc.shards", i);
       if (e.format == MXFP8_FORMAT_NVFP4 && m.target_layouts) {  // the target's NVFP4 rule comes first (transfer.h)
-        const IndexedName target_name("desc.target_layouts", i);
-        require_nvfp4_layout(layout_info(m.target_layouts[i], target_name), target_name, "are imported");
+        nvfp4_target_layout(m.target_layouts[i], IndexedName("desc.target_layouts", i));
       }
       e.shard = e.format == MXFP8_FORMAT_NVFP4 ? resolve_nvfp4_shard(m.shards[i], rows, cols, e.columnwise, name)
                                                : resolve_shard(m.shards[i], rows, cols, e.columnwise, name);

@@ -42,9 +42,7 @@ CheckedDestination check_destination(const ImportTargets &targets, size_t i, int
          " is an MXFP8 tensor, which has no second-level scale: nothing would write it; leave it NULL");
   const IndexedName name("desc.target_layouts", i);
   const LayoutInfo &layout = layout_info(d.layout, name);
-  if (layout.permutes_value_rows)
-    fail(MXFP8_ERROR_INVALID_ARGUMENT, name, " is ", layout.enum_name, " (", layout.value, "), which permutes value rows: "
-         "write it with mxfp8_convert or mxfp8_grouped_convert");
+  require_rows_in_order(layout, name);
   const int64_t scales_bytes = layout_bytes(layout, scale_rows, scale_cols, columnwise, name);
   if (!d.scales) fail(MXFP8_ERROR_INVALID_ARGUMENT, IndexedName("desc.scales", i), " is NULL");
   CheckedDestination out{nullptr, nullptr, 0, d.layout, zero_as_one};
@@ -118,8 +116,7 @@ void add_nvfp4_destination(const Nvfp4Parts &p, const Shard *sh, size_t i, const
                            const char *device_of, std::vector<Span> &spans, ExportJobs &result) {
   const ImportTargets::Entry d = targets.at(i);
   const IndexedName target_name("desc.target_layouts", i);
-  const LayoutInfo &target = layout_info(d.layout, target_name);
-  require_nvfp4_layout(target, target_name, "are imported");
+  const LayoutInfo &target = nvfp4_target_layout(d.layout, target_name);
   if (!d.scales) fail(MXFP8_ERROR_INVALID_ARGUMENT, IndexedName("desc.scales", i), " is NULL");
   DLTensor *global = targets.global_scales ? targets.global_scales[i] : nullptr;
   if (!global) fail(MXFP8_ERROR_INVALID_ARGUMENT, IndexedName("desc.global_scales", i), " is NULL for an NVFP4 entry");
@@ -281,8 +278,7 @@ ExportJobs import_tensor_jobs(const mxfp8_transfer_desc &desc) {
       // A shard is given in logical terms (rows of M, columns of K) and resolved onto the stored matrix.
       Shard sh;
       if (sharded) {  // the target's NVFP4 rule first: it comes before the shard's in transfer.h's list
-        const IndexedName target_name("desc.target_layouts", i);
-        require_nvfp4_layout(layout_info(targets.at(i).layout, target_name), target_name, "are imported");
+        nvfp4_target_layout(targets.at(i).layout, IndexedName("desc.target_layouts", i));
         sh = resolve_nvfp4_shard(shards[i], nv->rows, nv->cols, columnwise, shard_name);
       }
       add_read_spans(*nv, i, "desc.tensors", spans);

@@ -1436,7 +1436,8 @@ static mxfp8_status bucket_parts_of_two(uint64_t alignment, int *untouched) {
 static mxfp8_status h_bucket_alignment_2_63(int *untouched) { return bucket_parts_of_two((uint64_t)1 << 63, untouched); }
 
 /* mxfp8_bucket_parts with an output over the other one or over what it reads: `where` 0 puts *total_bytes
- * inside parts[], 1 parts[] over the desc itself, 2 *total_bytes over desc.tensors. Nothing is written. */
+ * inside parts[], 1 parts[] over the desc itself, 2 *total_bytes over desc.tensors, 3 *total_bytes over the
+ * second tensor's shard's row pieces. Nothing is written. */
 static mxfp8_status bucket_parts_over(int where, int *untouched) {
   made_tensor m;
   make_tensor(&m);
@@ -1447,6 +1448,12 @@ static mxfp8_status bucket_parts_over(int where, int *untouched) {
   } at;
   at.d = transfer_desc(MXFP8_TRANSFER_FROM_TENSORS, MXFP8_TRANSFER_TO_BUCKET, 2);
   at.d.tensors = ts;
+  int64_t pieces[4] = {0, 10, 50, 60}; /* rows of the (100, 48) tensor */
+  mxfp8_shard shard = MXFP8_SHARD_INIT;
+  shard.num_row_pieces = 2;
+  shard.row_pieces = pieces;
+  const mxfp8_shard *shards[2] = {NULL, &shard};
+  if (where == 3) at.d.shards = shards;
   memset(at.e, POISON, sizeof at.e);
   uint64_t total = 12345;
   const mxfp8_transfer_desc kept = at.d;
@@ -1454,10 +1461,11 @@ static mxfp8_status bucket_parts_over(int where, int *untouched) {
   mxfp8_status st;
   if (where == 0) st = mxfp8_bucket_parts(&at.d, 256, at.e, &at.e[1].scales_offset);
   else if (where == 1) st = mxfp8_bucket_parts(&at.d, 256, (mxfp8_bucket_part *)&at.d, &total);
-  else st = mxfp8_bucket_parts(&at.d, 256, at.e, (uint64_t *)(void *)&ts[1]);
+  else if (where == 2) st = mxfp8_bucket_parts(&at.d, 256, at.e, (uint64_t *)(void *)&ts[1]);
+  else st = mxfp8_bucket_parts(&at.d, 256, at.e, (uint64_t *)(void *)&pieces[1]);
   *untouched = total == 12345 && at.e[0].values_offset == 0xFFFFFFFFFFFFFFFFull &&
                at.e[1].scales_offset == 0xFFFFFFFFFFFFFFFFull && memcmp(&kept, &at.d, sizeof kept) == 0 &&
-               ts[0] == ts_kept[0] && ts[1] == ts_kept[1];
+               ts[0] == ts_kept[0] && ts[1] == ts_kept[1] && pieces[1] == 10;
   free_tensor(&m);
   return st;
 }
@@ -1483,6 +1491,7 @@ static mxfp8_status h_bucket_third_lacks_direction(int *untouched) {
 static mxfp8_status h_bucket_total_in_parts(int *untouched) { return bucket_parts_over(0, untouched); }
 static mxfp8_status h_bucket_parts_over_desc(int *untouched) { return bucket_parts_over(1, untouched); }
 static mxfp8_status h_bucket_total_over_tensors(int *untouched) { return bucket_parts_over(2, untouched); }
+static mxfp8_status h_bucket_total_over_row_pieces(int *untouched) { return bucket_parts_over(3, untouched); }
 
 /* Alignment 2^62: a layout of 3 * 2^62 bytes and more, which fits uint64 but no DLTensor's int64 shape (it
  * was returned, and a binding's allocation of it failed in its own words). */
@@ -1909,6 +1918,7 @@ static const hostile_case kHostileCases[] = {
     {"mxfp8_bucket_parts", "total_bytes inside parts", h_bucket_total_in_parts, MXFP8_ERROR_INVALID_ARGUMENT, "total_bytes and parts overlap in memory (two outputs of one call must not share bytes)"},
     {"mxfp8_bucket_parts", "parts over the desc", h_bucket_parts_over_desc, MXFP8_ERROR_INVALID_ARGUMENT, "overlap in memory (an output and an input of one call must not share bytes)"},
     {"mxfp8_bucket_parts", "total_bytes over desc.tensors", h_bucket_total_over_tensors, MXFP8_ERROR_INVALID_ARGUMENT, "total_bytes and desc.tensors overlap in memory"},
+    {"mxfp8_bucket_parts", "total_bytes over a shard's row pieces", h_bucket_total_over_row_pieces, MXFP8_ERROR_INVALID_ARGUMENT, "total_bytes and desc.shards[1] row_pieces overlap in memory"},
     {"mxfp8_export_scales_batched", "count SIZE_MAX", h_batched_count_size_max, MXFP8_ERROR_INVALID_ARGUMENT, "count is 18446744073709551615"},
     {"mxfp8_transfer", "a desc.parts_out values_offset near 2^64 (tensors to a bucket)", h_bucket_offset_wraps, MXFP8_ERROR_INVALID_ARGUMENT, "desc.parts_out[0]: its values start at byte 18446744073709551515, past the end"},
     {"mxfp8_tensor_create", "data of 1000 dimensions (desc.ndim 0)", h_data_1000_dims, MXFP8_ERROR_INVALID_ARGUMENT, "rowwise_data: ndim 1000 is more than the 64 dimensions supported"},

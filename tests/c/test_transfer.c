@@ -784,9 +784,6 @@ static void test_refusals(void **state) {
   free_source(&f);
 }
 
-/* A receiver's scale shape names S when its last dimension is S's columns and the others multiply to S's
- * rows, a zero among them too: the sender's own manifest of empty experts (E, 0, K), scales (E, 0, ceil(K/32)),
- * was refused (a guard against overflow read 1 > 0 / E as a product past S's rows). */
 /* "When an entry breaks two rules, the first of the list above that applies is the one reported": a
  * columnwise entry with a DeepGEMM layout (INVALID_ARGUMENT) before a shard with an engine layout
  * (UNSUPPORTED), and an NVFP4 entry with an engine layout (INVALID_ARGUMENT) before row pieces of a
@@ -865,6 +862,12 @@ static void test_the_first_broken_rule_is_reported(void **state) {
   const char *nvfp4_rule = "desc.target_layouts[0] is MXFP8_SCALE_LAYOUT_DEEPGEMM_PACKED for an NVFP4 entry";
   assert_int_equal(mxfp8_transfer_check(&d), MXFP8_ERROR_INVALID_ARGUMENT);
   assert_last_error_contains(nvfp4_rule);
+  /* A TRT-LLM target breaks the list's first rule (rows in order) before the NVFP4 one, as into a bucket. */
+  const int32_t trtllm[1] = {MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED};
+  d.target_layouts = trtllm;
+  assert_int_equal(mxfp8_transfer_check(&d), MXFP8_ERROR_INVALID_ARGUMENT);
+  assert_last_error_contains("desc.target_layouts[0] is MXFP8_SCALE_LAYOUT_TRTLLM_SHUFFLED (2), which permutes value rows");
+  d.target_layouts = deepgemm;
   /* The same entry from a bucket of the whole tensor, the receiver asking for the pieces. */
   b.tensors = nv_list;
   b.shards = NULL;
@@ -900,6 +903,9 @@ static void test_the_first_broken_rule_is_reported(void **state) {
   test_tensor_free(ms);
 }
 
+/* A receiver's scale shape names S when its last dimension is S's columns and the others multiply to S's
+ * rows, a zero among them too: the sender's own manifest of empty experts (E, 0, K), scales (E, 0, ceil(K/32)),
+ * was refused (a guard against overflow read 1 > 0 / E as a product past S's rows). */
 static void test_scale_shapes_of_empty_tensors(void **state) {
   (void)state;
   static const struct {

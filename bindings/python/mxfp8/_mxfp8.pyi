@@ -88,12 +88,14 @@ def bucket_entry_bytes(
 ) -> list[int]: ...  # each entry's bytes in a bucket of its own
 def export_bucket(
     tensors: list[Union[Tensor, Nvfp4Tensor]], plan: list[tuple[int, int, int, int]],
-    nvfp4_plan: list[tuple[int, int, int]], bucket: Any, *, direction: int = 0, stream: Optional[int] = None,
+    nvfp4_plan: list[tuple[int, int, int]], total: int, bucket: Any, *, direction: int = 0,
+    stream: Optional[int] = None,
     dlpack_stream: Optional[int] = None, bucket_name: str = "bucket", shards: Optional[Sequence[Any]] = None,
 ) -> None: ...
 def prepare_bucket(
     tensors: list[Union[Tensor, Nvfp4Tensor]], plan: list[tuple[int, int, int, int]],
-    nvfp4_plan: list[tuple[int, int, int]], bucket: Any, *, direction: int = 0, dlpack_stream: Optional[int] = None,
+    nvfp4_plan: list[tuple[int, int, int]], total: int, bucket: Any, *, direction: int = 0,
+    dlpack_stream: Optional[int] = None,
     bucket_name: str = "bucket", shards: Optional[Sequence[Any]] = None,
 ) -> Plan: ...  # mxfp8_transfer_prepare, tensors to a bucket
 def nvfp4_quantize(

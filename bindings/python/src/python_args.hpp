@@ -146,6 +146,17 @@ int64_t integer(const Label &name, py::handle value, bool &plain, int64_t low = 
   return v;
 }
 
+// A mapping (a dict or any collections.abc.Mapping), whose iteration gives its keys: no shape, though it has
+// __len__ and __getitem__ as a sequence does (a 1-D torch tensor or NumPy array is a shape).
+inline bool is_mapping(py::handle value) {
+  if (PyDict_Check(value.ptr())) return true;
+  // Kept for the process (a static py::object would be released after the interpreter is gone).
+  static PyObject *const mapping = py::object(py::module_::import("collections.abc").attr("Mapping")).release().ptr();
+  const int is = PyObject_IsInstance(value.ptr(), mapping);
+  if (is < 0) throw py::error_already_set();
+  return is == 1;
+}
+
 // _args.shape: a sequence of ints that fit int64 (the library checks what they mean).
 template <class Label>
 std::vector<int64_t> shape_arg(const Label &name, py::handle value, bool &plain) {
@@ -169,8 +180,8 @@ std::vector<int64_t> shape_arg(const Label &name, py::handle value, bool &plain)
     return dims;
   }
   plain = false;
-  // A mapping (a dict, whose iteration gives its keys) is no shape; PySequence_Check is false for dicts.
-  if (PyUnicode_Check(o) || PyBytes_Check(o) || !has_attribute(value, "__len__") || !PySequence_Check(o))
+  if (PyUnicode_Check(o) || PyBytes_Check(o) || !has_attribute(value, "__len__") || !has_attribute(value, "__getitem__") ||
+      is_mapping(value))
     throw py::type_error(label_text(name) + " must be a sequence of ints, got " + repr_of(value) + " (" + type_name(value) + ")");
   Py_ssize_t i = 0;
   for (py::handle d : py::reinterpret_borrow<py::iterable>(value)) dims.push_back(integer(name, d, plain, INT64_MIN, INT64_MAX, i++));

@@ -4,6 +4,7 @@ case checks the exception, that its message names the Python argument, and that 
 was written."""
 import gc
 import sys
+import types
 
 import numpy as np
 import pytest
@@ -542,6 +543,7 @@ def export(swizzled=False, **kwargs):
         (lambda: export(shape=(2**63, 1)), ValueError, r"shape\[0\] is 9223372036854775808, expected"),
         (lambda: export(shape="100,48"), TypeError, "shape must be a sequence of ints"),
         (lambda: export(shape={100: 0, 48: 0}), TypeError, "shape must be a sequence of ints"),
+        (lambda: export(shape=types.MappingProxyType({100: 0, 48: 0})), TypeError, "shape must be a sequence of ints"),
         (lambda: export(shape=(100.0, 48)), TypeError, r"shape\[0\] must be an int"),
         (lambda: export(fp8_dtype=["e4m3"]), ValueError, "fp8_dtype must be one of"),
         (lambda: export(stream="x"), ValueError, "stream is only meaningful for CUDA"),
@@ -983,3 +985,14 @@ def test_a_capsule_without_a_shape_array_is_refused_where_the_binding_reads_its_
     with pytest.raises(ValueError, match=rf"^{name}: its DLPack tensor has ndim 2 and no shape array"):
         call(Producer(forged))
     assert forged.deleted == 1
+
+
+def test_a_1d_array_is_a_shape_and_a_mapping_is_not():
+    """A shape is any sequence of ints, a 1-D NumPy array or torch tensor too; a mapping (a dict, a
+    MappingProxyType) has __len__ and __getitem__ as well, but its iteration gives its keys."""
+    data, buf, s = one_tensor(storage="compact")
+    values, scales = mxfp8.export_components(data, buf, shape=np.array(data.shape), swizzled=False)
+    np.testing.assert_array_equal(np.from_dlpack(scales), s)
+    torch = pytest.importorskip("torch")
+    values, scales = mxfp8.export_components(data, buf, shape=torch.tensor(data.shape), swizzled=False)
+    np.testing.assert_array_equal(np.from_dlpack(scales), s)

@@ -100,3 +100,20 @@ def test_fused_nvfp4_equals_modelopt_under_the_shared_global_scale():
     for p, q in zip(parts, ours):
         theirs, scales, _ = qtensor.NVFP4QTensor.quantize(p, 16, weights_scaling_factor_2=shared.reshape(()))
         assert_equal_but_underflowing_blocks(p, theirs._quantized_data, scales, q, shared)
+
+
+def test_nvfp4_negative_zero_and_non_finite_inputs_differ_from_modelopt_as_the_header_says():
+    """quantize.h: ModelOpt gives the same bytes for finite inputs without -0.0; -0.0 is code 8 here (TE's
+    kernel, the sign kept) and code 0 there, and an Inf input gives another tensor there altogether (its
+    global scale becomes Inf, ours stays the one the header's rule gives)."""
+    x = torch.tensor([[1.0, -0.0] + [0.5] * 14])
+    theirs = qtensor.NVFP4QTensor.quantize(x.clone(), 16)[0]._quantized_data.view(torch.uint8)
+    ours = torch.from_dlpack(mxfp8.nvfp4_quantize(x).values).view(torch.uint8)
+    assert theirs[0, 0] >> 4 == 0 and ours[0, 0] >> 4 == 8  # element 1 (-0.0) is the high nibble of byte 0
+    assert torch.equal(theirs[0, 1:], ours[0, 1:]) and theirs[0, 0] & 0xF == ours[0, 0] & 0xF
+    inf = torch.tensor([[float("inf")] + [1.0] * 15, [2.0] * 16])
+    _, their_scales, their_scale_2 = qtensor.NVFP4QTensor.quantize(inf.clone(), 16)
+    assert torch.isinf(their_scale_2).all()
+    assert torch.isinf(torch.from_dlpack(mxfp8.nvfp4_quantize(inf).amax)).all()  # the amax kept; its scale finite
+    assert not torch.equal(their_scales.view(torch.uint8).reshape(-1),
+                           torch.from_dlpack(mxfp8.nvfp4_quantize(inf).scales).view(torch.uint8).reshape(-1))

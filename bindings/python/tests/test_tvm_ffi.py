@@ -171,6 +171,10 @@ def test_bucket_plan_and_export_bucket_pack_values_and_compact_scales():
     plan = list(mod.bucket_plan(data, bufs, "e4m3", True, "rowwise", 256))
     total, entries = plan[0], np.array(plan[1:]).reshape(-1, 4)
     bucket = poisoned(total)
+    for short in (poisoned(total - 1), poisoned(0)):  # said of `bucket`, not of the desc's parts_out[0]
+        with pytest.raises(ValueError, match=rf"^invalid argument: bucket holds {short.size} bytes but these tensors "
+                                             rf"take {total}$"):
+            mod.export_bucket(data, bufs, short, "e4m3", True, "rowwise", 256)
     manifest = list(mod.export_bucket(data, bufs, bucket, "e4m3", True, "rowwise", 256))
     assert manifest == plan
     end = 0

@@ -459,7 +459,8 @@ impl Manifest {
     /// Every entry of a bucket (host or device) as views into it, after the library has checked the
     /// manifest against the bucket (`mxfp8_transfer_check` to nothing: each part of exactly the bytes its
     /// shape, format and direction give, inside the bucket, apart from the others, `scales_shape` the scale
-    /// matrix); its refusal comes back as the error. The views borrow the bucket:
+    /// matrix; with an NVFP4 entry the bucket at an address that is a multiple of 4, so its float32 amax
+    /// is aligned); its refusal comes back as the error. The views borrow the bucket:
     ///
     /// ```compile_fail,E0597
     /// # let manifest = mxfp8::Manifest::default();
