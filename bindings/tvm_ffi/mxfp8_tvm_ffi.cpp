@@ -227,9 +227,19 @@ void from_tensors(Transfer &t, Array<Tensor> data_list, Array<Tensor> scale_inv_
   for (size_t i = 0; i < n; ++i) {
     const int64_t at = static_cast<int64_t>(i);
     const DLTensor &d = *defined(data[i], "data_list", at), &s = *defined(scale_inv[i], "scale_inv_list", at);
-    t.described.push_back(amax ? std::make_unique<DescribedTensor>(d, s, *defined((*amax)[i], "amax_list", at), swizzled, dir,
-                                                                   int32_argument("e4m3_max", e4m3_max))
-                               : std::make_unique<DescribedTensor>(d, s, format, swizzled, dir));
+    const DLTensor *a = amax ? defined((*amax)[i], "amax_list", at) : nullptr;
+    const int32_t max = amax ? int32_argument("e4m3_max", e4m3_max) : 0;
+    try {  // the library's checks of the tensor
+      t.described.push_back(a ? std::make_unique<DescribedTensor>(d, s, *a, swizzled, dir, max)
+                              : std::make_unique<DescribedTensor>(d, s, format, swizzled, dir));
+    } catch (const tvm::ffi::Error &e) {  // the library names the tensor's own fields; say which entry it is
+      const std::string message = e.message(), entry = "entry " + std::to_string(i) + " (data_list[" + std::to_string(i) +
+          "], scale_inv_list[" + std::to_string(i) + "]" + (amax ? ", amax_list[" + std::to_string(i) + "]" : "") + "): ";
+      const size_t status_end = message.find(": ");  // check()'s "invalid argument: " first
+      raise(e.kind().c_str(), status_end == std::string::npos
+                                  ? entry + message
+                                  : message.substr(0, status_end + 2) + entry + message.substr(status_end + 2));
+    }
     t.handles.push_back(t.described.back()->get());
   }
   t.nvfp4 = amax != nullptr;
@@ -251,7 +261,15 @@ void from_bucket(Transfer &t, Tensor bucket, const Array<int64_t> &manifest, con
                             std::to_string(n) +
                             (width == 6 ? " (nvfp4_export_bucket's manifest)" : " (export_bucket's manifest)"));
   for (size_t i = 0; i < n; ++i) {
-    const auto at = [&](size_t k) { return k < width ? static_cast<uint64_t>(manifest[1 + width * i + k]) : 0; };
+    const auto at = [&](size_t k) -> uint64_t {
+      if (k >= width) return 0;
+      const int64_t v = manifest[1 + width * i + k];
+      if (v < 0)  // an offset or size, never negative: said as itself, not as the uint64 it would wrap to
+        raise("ValueError", "invalid argument: manifest[" + std::to_string(1 + width * i + k) + "] is " +
+                                std::to_string(v) + ", an offset or byte count of entry " + std::to_string(i) +
+                                ": must be >= 0");
+      return static_cast<uint64_t>(v);
+    };
     t.parts.push_back(mxfp8_bucket_part{at(0), at(1), at(2), at(3), at(4), at(5)});
     t.shape_values.emplace_back(shapes[i].begin(), shapes[i].end());
     t.shapes.push_back(t.shape_values.back().data());
@@ -273,6 +291,12 @@ void from_bucket(Transfer &t, Tensor bucket, const Array<int64_t> &manifest, con
   t.desc.count = n;
   t.desc.bucket_in = t.bucket.value().GetDLTensorPtr();
   t.desc.parts_in = t.parts.data();
+  // manifest[0] is the bucket's size as the sender planned it: a shorter bucket is not the one it describes.
+  const DLTensor &b = *t.desc.bucket_in;
+  if (manifest[0] < 0 || (b.ndim == 1 && b.dtype.bits == 8 && b.shape[0] < manifest[0]))
+    raise("ValueError", "invalid argument: manifest[0] (the bucket's total bytes) is " + std::to_string(manifest[0]) +
+                            (manifest[0] < 0 ? ": must be >= 0" : ", but bucket holds " + std::to_string(b.shape[0]) +
+                                                                      " bytes: not the bucket the manifest describes"));
   t.desc.ndims = t.ndims.data();
   t.desc.shapes = t.shapes.data();
   t.desc.formats = t.formats.data();
@@ -429,7 +453,7 @@ tvm::ffi::Function prepare_import_bucket(Tensor bucket, Array<int64_t> manifest,
 // ---- NVFP4 ----
 
 int32_t global_scale_convention(const String &name) {
-  return choose("global_scale", name,
+  return choose("global_scale_convention", name,
                 {{"decode", MXFP8_NVFP4_GLOBAL_SCALE_DECODE}, {"encode", MXFP8_NVFP4_GLOBAL_SCALE_ENCODE}});
 }
 
@@ -550,7 +574,7 @@ Tensor nvfp4_export(Tensor data, TensorView scale_inv, TensorView amax, TensorVi
 void nvfp4_quantize(TensorView input, TensorView values, TensorView scales, TensorView amax, String scales_layout,
                     String amax_scope, bool amax_given, String direction_name, int64_t e4m3_max, String four_over_six) {
   mxfp8_nvfp4_quantize_options options = MXFP8_NVFP4_QUANTIZE_OPTIONS_INIT;
-  options.scales_layout = choose("scales", scales_layout,
+  options.scales_layout = choose("scales_layout", scales_layout,
                                  {{"compact", MXFP8_QUANTIZED_SCALES_COMPACT},
                                   {"padded", MXFP8_QUANTIZED_SCALES_PADDED},
                                   {"swizzled", MXFP8_QUANTIZED_SCALES_SWIZZLED}});

@@ -408,6 +408,17 @@ def test_import_bucket_refusals_name_the_problem_and_write_nothing():
                           "e4m3", "rowwise", "compact", False)
     with pytest.raises(ValueError, match='^invalid argument: target: expected one of "compact"'):
         mod.import_bucket(bucket, manifest, BUCKET_SHAPES, None, scales, "e4m3", "rowwise", "128x4", False)
+    # The manifest's integers as the caller gave them (the probe of 2026-12-08): a negative one was read as the
+    # uint64 it wraps to, and manifest[0], the bucket's size, was never read.
+    negative = list(manifest)
+    negative[1] = -64
+    with pytest.raises(ValueError, match=r"^invalid argument: manifest\[1\] is -64, an offset or byte count of entry 0"):
+        mod.import_bucket(bucket, negative, BUCKET_SHAPES, None, scales, "e4m3", "rowwise", "compact", False)
+    for total, said in ((-5, "must be >= 0"), (bucket.size + 1, f"but bucket holds {bucket.size} bytes")):
+        with pytest.raises(ValueError, match=rf"^invalid argument: manifest\[0\] \(the bucket's total bytes\) is {total}"
+                                             rf"(: |, ){said}"):
+            mod.import_bucket(bucket, [total] + list(manifest[1:]), BUCKET_SHAPES, None, scales, "e4m3", "rowwise",
+                              "compact", False)
     assert all((s == POISON).all() for s in scales)
 
 
@@ -443,13 +454,16 @@ def test_nvfp4_quantize_then_export_round_trips_the_reference(per_row, layout):
 def test_nvfp4_refusals_name_the_problem_and_write_nothing():
     values, scales, amax = poisoned((64, 16)), poisoned((64, 2)), np.ones(1, np.float32)
     compact, global_scale = poisoned((64, 2)), np.full(1, np.nan, np.float32)
-    with pytest.raises(ValueError, match=r'^invalid argument: global_scale: expected one of "decode", "encode"'):
+    with pytest.raises(ValueError, match=r'^invalid argument: global_scale_convention: expected one of "decode", "encode"'):
         mod.nvfp4_export(values, scales, amax, compact, global_scale, False, "rowwise", 448, "weight_scale_2")
     with pytest.raises(ValueError, match="^invalid argument: "):  # E4M3_MAX is 448 or 256
         mod.nvfp4_export(values, scales, amax, compact, global_scale, False, "rowwise", 447, "decode")
     with pytest.raises(ValueError, match="^invalid argument: "):  # x must be even along K
         mod.nvfp4_quantize(np.ones((4, 33), np.float32), poisoned((4, 16)), poisoned((4, 3)), np.ones(1, np.float32),
                            "compact", "tensor", False, "rowwise", 448, "off")
+    with pytest.raises(ValueError, match='^invalid argument: scales_layout: expected one of "compact"'):  # not `scales`
+        mod.nvfp4_quantize(np.ones((4, 32), np.float32), poisoned((4, 16)), poisoned((4, 2)), np.ones(1, np.float32),
+                           "tiled", "tensor", False, "rowwise", 448, "off")
     assert (compact == POISON).all() and np.isnan(global_scale).all()
 
 
@@ -545,7 +559,7 @@ def test_nvfp4_import_refusals_name_the_problem_and_write_nothing():
         mod.prepare_nvfp4_import_tensors(*args, "compact", 447, "decode")
     with pytest.raises(ValueError, match="^invalid argument: e4m3_max: 4294967744 does not fit in an int32"):
         mod.nvfp4_import_tensors(*args, "compact", 2**32 + 448, "decode")
-    with pytest.raises(ValueError, match='^invalid argument: global_scale: expected one of "decode", "encode"'):
+    with pytest.raises(ValueError, match='^invalid argument: global_scale_convention: expected one of "decode", "encode"'):
         mod.nvfp4_import_tensors(*args, "compact", 448, "weight_scale_2")
     with pytest.raises(ValueError, match=r"^invalid argument: desc\.scales\[0\]"):  # one byte short
         mod.nvfp4_import_tensors([d], [b], [a], None, [poisoned(s.size - 1)], [global_scale], False, "rowwise",
@@ -826,6 +840,10 @@ def test_a_bad_option_string_raises_naming_the_choices():
     with pytest.raises(ValueError, match='scales: expected one of "compact", "padded", "swizzled"'):
         mod.quantize(np.ones((32, 32), np.float32), None, None, poisoned((32, 32)), poisoned((1, 32)),
                      "e4m3", "1x32", "rceil", "tiled")
+    # Each list entry's refusal says which entry (the library names only the tensor's own fields).
+    bad = make_mxfp8((64, 64), "compact", seed=12)
+    with pytest.raises(ValueError, match=r"^invalid argument: entry 1 \(data_list\[1\], scale_inv_list\[1\]\): "):
+        mod.bucket_plan([data, bad[0].astype(np.float32)], [buf, bad[1]], "e4m3", False, "rowwise", 256)
 
 
 # ---- torch on a CUDA device
