@@ -29,9 +29,16 @@ Operands check_pair(const DLTensor *compact, const DLTensor *swizzled, const cha
   if (compact_written && !elements_distinct(m))
     fail(MXFP8_ERROR_INVALID_ARGUMENT, compact_name, ": strides ", format_shape(compact->strides, compact->ndim),
          " give some of its ", m.rows, " x ", m.cols, " elements the same byte: an output needs a byte per element");
-  const int64_t padded_rows = checked_round_up(m.rows, kTileRows, "the swizzled scales' padded row count");
-  const int64_t padded_cols = checked_round_up(m.cols, kTileCols, "the swizzled scales' padded column count");
-  const int64_t needed = checked_mul(padded_rows, padded_cols, "swizzled scale size");
+  // The dtype before the size: a float32 buffer of the right bytes is a wrong dtype, not a wrong size.
+  check_scale_dtype(*swizzled, swizzled_name, Holds::AnyScaleBytes);
+  // An empty matrix swizzles to 0 bytes however large its other side (mxfp8_layout_bytes' rule): padded
+  // first, that side would overflow.
+  int64_t padded_rows = 0, padded_cols = 0, needed = 0;
+  if (m.rows > 0 && m.cols > 0) {
+    padded_rows = checked_round_up(m.rows, kTileRows, "the swizzled scales' padded row count");
+    padded_cols = checked_round_up(m.cols, kTileCols, "the swizzled scales' padded column count");
+    needed = checked_mul(padded_rows, padded_cols, "swizzled scale size");
+  }
   const int64_t numel = checked_numel(*swizzled, swizzled_name);
   if (numel != needed)
     fail(MXFP8_ERROR_INVALID_ARGUMENT, swizzled_name, ": the swizzled layout of a ", m.rows, " x ", m.cols,

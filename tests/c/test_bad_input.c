@@ -1232,11 +1232,27 @@ static mxfp8_status h_grouped_too_many_experts(int *u) { return grouped_with((1 
 
 static mxfp8_status h_swizzle_rows_int64_max(int *untouched) {
   uint8_t out[4] = {POISON, POISON, POISON, POISON};
-  int64_t cshape[2] = {INT64_MAX, 0}, sshape[1] = {0};
-  DLTensor compact = {NULL, {kDLCPU, 0}, 2, {kDLUInt, 8, 1}, cshape, NULL, 0};
+  int64_t cshape[2] = {INT64_MAX, 1}, sshape[1] = {0};
+  uint8_t never_read = 0; /* only its address: the refusal comes before any byte is touched */
+  DLTensor compact = {&never_read, {kDLCPU, 0}, 2, {kDLUInt, 8, 1}, cshape, NULL, 0};
   DLTensor swizzled = {out, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, sshape, NULL, 0};
   const mxfp8_status st = mxfp8_swizzle_scales(&compact, &swizzled, NULL);
   *untouched = out[0] == POISON && out[3] == POISON;
+  return st;
+}
+
+/* A swizzled buffer of the right bytes in a dtype that holds no scale byte (int32): the dtype is the problem,
+ * not its element count (which was reported as a wrong size). */
+static mxfp8_status h_swizzle_into_int32(int *untouched) {
+  uint8_t compact_bytes[200 * 7];
+  memset(compact_bytes, 0x7F, sizeof compact_bytes);
+  int32_t out[512];
+  memset(out, POISON, sizeof out);
+  int64_t cshape[2] = {200, 7}, sshape[1] = {512};
+  DLTensor compact = {compact_bytes, {kDLCPU, 0}, 2, {kDLUInt, 8, 1}, cshape, NULL, 0};
+  DLTensor swizzled = {out, {kDLCPU, 0}, 1, {kDLInt, 32, 1}, sshape, NULL, 0};
+  const mxfp8_status st = mxfp8_swizzle_scales(&compact, &swizzled, NULL);
+  *untouched = ((const uint8_t *)out)[0] == POISON && ((const uint8_t *)out)[2047] == POISON;
   return st;
 }
 
@@ -1898,7 +1914,8 @@ static const hostile_case kHostileCases[] = {
     {"mxfp8_grouped_tensor_create", "expert rows summing past INT64_MAX", h_grouped_rows_sum_overflow, MXFP8_ERROR_INVALID_ARGUMENT, "overflows int64"},
     {"mxfp8_grouped_tensor_create", "no experts", h_grouped_no_experts, MXFP8_ERROR_INVALID_ARGUMENT, "desc.num_experts is 0, expected 1 to 1048576"},
     {"mxfp8_grouped_tensor_create", "more than 2^20 experts", h_grouped_too_many_experts, MXFP8_ERROR_INVALID_ARGUMENT, "desc.num_experts is 1048577, expected 1 to 1048576"},
-    {"mxfp8_swizzle_scales", "a compact (INT64_MAX, 0) matrix", h_swizzle_rows_int64_max, MXFP8_ERROR_INVALID_ARGUMENT, "the swizzled scales' padded row count overflows int64"},
+    {"mxfp8_swizzle_scales", "the right bytes as int32", h_swizzle_into_int32, MXFP8_ERROR_INVALID_ARGUMENT, "swizzled: dtype int32"},
+    {"mxfp8_swizzle_scales", "a compact (INT64_MAX, 1) matrix", h_swizzle_rows_int64_max, MXFP8_ERROR_INVALID_ARGUMENT, "the swizzled scales' padded row count overflows int64"},
     {"mxfp8_tensor_create", "scale strides whose products wrap", h_strides_product_overflow, MXFP8_ERROR_INVALID_ARGUMENT, "address more bytes than int64 can count"},
     {"mxfp8_tensor_create", "a scale row stride of 2^61 over 128 rows", h_row_stride_past_int64, MXFP8_ERROR_INVALID_ARGUMENT, "address more bytes than int64 can count"},
     {"mxfp8_export_scales_batched", "a destination over the tensor's own scales", h_batched_onto_own_scales, MXFP8_ERROR_INVALID_ARGUMENT, "destinations[0] and tensors[0] rowwise_scale_inv overlap in memory"},

@@ -608,6 +608,17 @@ static void test_layout_bytes_formulas_and_failures(void **state) {
         }
       }
     }
+  /* The swizzle pair agrees: an empty matrix swizzles to and from 0 bytes however large its other side. */
+  for (size_t h = 0; h < sizeof huge / sizeof huge[0]; ++h)
+    for (int side = 0; side < 2; ++side) {
+      int64_t cshape[2] = {side ? 0 : huge[h], side ? huge[h] : 0}, sshape[1] = {0};
+      DLTensor compact = {NULL, {kDLCPU, 0}, 2, {kDLUInt, 8, 1}, cshape, NULL, 0};
+      DLTensor swizzled = {NULL, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, sshape, NULL, 0};
+      EXPECT(mxfp8_swizzle_scales(&compact, &swizzled, NULL) == MXFP8_OK, "swizzle of %lld x %lld: %s",
+             (long long)cshape[0], (long long)cshape[1], mxfp8_last_error());
+      EXPECT(mxfp8_unswizzle_scales(&swizzled, &compact, NULL) == MXFP8_OK, "unswizzle of %lld x %lld: %s",
+             (long long)cshape[0], (long long)cshape[1], mxfp8_last_error());
+    }
   /* Failures: unknown layouts and directions, negative sizes, sizes whose byte count overflows int64. */
   const struct {
     int32_t layout, direction;
