@@ -235,7 +235,10 @@ ByteMatrix as_byte_matrix(const DLTensor &t, const char *name, bool any_strides)
   if (numel > 0 && !t.data) fail(MXFP8_ERROR_INVALID_ARGUMENT, name, ": data is NULL");
   const int32_t last = t.ndim - 1;
   ByteMatrix m{byte_pointer(t), 1, t.shape[last], t.shape[last], 1};
-  for (int32_t i = 0; i < last; ++i) m.rows *= t.shape[i];  // cannot overflow: numel did not
+  // The leading dimensions' product fits where numel is not 0; with K = 0 it may not ((2^62, 32, 0)).
+  if (!product_fits(t.shape, static_cast<size_t>(last), &m.rows))
+    fail(MXFP8_ERROR_INVALID_ARGUMENT, name, ": shape ", format_shape(t.shape, t.ndim),
+         " has more rows than int64 can count");
   if (!t.strides || numel == 0) return m;  // no elements: strides say nothing
   for (int32_t i = 0; i < t.ndim; ++i)
     if (t.strides[i] < 0)

@@ -619,6 +619,15 @@ static void test_layout_bytes_formulas_and_failures(void **state) {
       EXPECT(mxfp8_unswizzle_scales(&swizzled, &compact, NULL) == MXFP8_OK, "unswizzle of %lld x %lld: %s",
              (long long)cshape[0], (long long)cshape[1], mxfp8_last_error());
     }
+  {  /* Leading dimensions whose product int64 cannot count, with K = 0: refused as such (the fuzzer found the
+      * product computed unchecked, a signed overflow, where the element count, 0, was checked). */
+    int64_t cshape[3] = {(int64_t)1 << 62, 32, 0}, sshape[1] = {0};
+    DLTensor compact = {NULL, {kDLCPU, 0}, 3, {kDLUInt, 8, 1}, cshape, NULL, 0};
+    DLTensor swizzled = {NULL, {kDLCPU, 0}, 1, {kDLUInt, 8, 1}, sshape, NULL, 0};
+    assert_int_equal(mxfp8_swizzle_scales(&compact, &swizzled, NULL), MXFP8_ERROR_INVALID_ARGUMENT);
+    EXPECT(strstr(mxfp8_last_error(), "compact: shape (4611686018427387904, 32, 0) has more rows than int64 can count"),
+           "%s", mxfp8_last_error());
+  }
   /* Failures: unknown layouts and directions, negative sizes, sizes whose byte count overflows int64. */
   const struct {
     int32_t layout, direction;
