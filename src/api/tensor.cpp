@@ -107,9 +107,14 @@ void check_values(const DLManagedTensorVersioned &m, const char *name, int64_t r
   const ValuesDtype dtype = values_dtype_of(m, name);
   expect_buffer(t, {name, Holds::CheckedByCaller, 0, nullptr, nullptr, -1});
   const int64_t row = dtype == ValuesDtype::PackedBytes ? cols / 2 : cols;
-  int64_t leading = 1, trailing = 1;  // cannot overflow: checked_numel did not
-  for (int32_t i = 0; i + 1 < t.ndim; ++i) leading *= t.shape[i];
-  for (int32_t i = 1; i < t.ndim; ++i) trailing *= t.shape[i];
+  // Zero-aware products; -1 (matching nothing) where int64 cannot count them: with a 0 elsewhere the element
+  // count is 0 and was checked, but (2^62, 32, 0)'s leading dimensions still multiply past int64.
+  int64_t leading = -1, trailing = -1;
+  if (t.ndim >= 1) {
+    const size_t others = static_cast<size_t>(t.ndim - 1);
+    if (!product_fits(t.shape, others, &leading)) leading = -1;
+    if (!product_fits(t.shape + 1, others, &trailing)) trailing = -1;
+  }
   const bool rows_then_row = t.ndim >= 1 && leading == rows && t.shape[t.ndim - 1] == row;
   const bool row_per_first = t.ndim >= 1 && t.shape[0] == rows && trailing == row;
   if (!rows_then_row && !row_per_first)

@@ -627,6 +627,24 @@ static void test_layout_bytes_formulas_and_failures(void **state) {
     assert_int_equal(mxfp8_swizzle_scales(&compact, &swizzled, NULL), MXFP8_ERROR_INVALID_ARGUMENT);
     EXPECT(strstr(mxfp8_last_error(), "compact: shape (4611686018427387904, 32, 0) has more rows than int64 can count"),
            "%s", mxfp8_last_error());
+    /* The same shape as an NVFP4 tensor's values: its leading dimensions were multiplied unchecked too. */
+    float amax = 1.0f;
+    int64_t logical[2] = {0, 32}, scale_shape[2] = {0, 2}, amax_shape[1] = {1};
+    DLManagedTensorVersioned values = {{1, 1}, NULL, NULL, 0, {NULL, {kDLCPU, 0}, 3, {kDLUInt, 8, 1}, cshape, NULL, 0}};
+    DLManagedTensorVersioned scales = {{1, 1}, NULL, NULL, 0, {NULL, {kDLCPU, 0}, 2, {kDLUInt, 8, 1}, scale_shape, NULL, 0}};
+    DLManagedTensorVersioned amaxes = {{1, 1}, NULL, NULL, 0, {&amax, {kDLCPU, 0}, 1, {kDLFloat, 32, 1}, amax_shape, NULL, 0}};
+    mxfp8_tensor_desc d = MXFP8_TENSOR_DESC_INIT;
+    d.format = MXFP8_FORMAT_NVFP4;
+    d.block = MXFP8_BLOCK_1X16;
+    d.e4m3_max = 448;
+    d.ndim = 2;
+    d.shape = logical;
+    d.rowwise_data = &values;
+    d.rowwise_scale_inv = &scales;
+    d.rowwise_amax = &amaxes;
+    mxfp8_tensor *t = NULL;
+    assert_int_equal(mxfp8_tensor_create(&d, &t), MXFP8_ERROR_INVALID_ARGUMENT);
+    EXPECT(strstr(mxfp8_last_error(), "does not hold the stored 0 x 32 matrix") != NULL, "%s", mxfp8_last_error());
   }
   /* Failures: unknown layouts and directions, negative sizes, sizes whose byte count overflows int64. */
   const struct {
