@@ -2,6 +2,7 @@
 #include <memory>
 #include <vector>
 
+#include "api/layouts.hpp"
 #include "cuda/cuda_runtime.hpp"
 #include "core/dltensor_checks.hpp"
 #include "core/error.hpp"
@@ -31,14 +32,11 @@ Operands check_pair(const DLTensor *compact, const DLTensor *swizzled, const cha
          " give some of its ", m.rows, " x ", m.cols, " elements the same byte: an output needs a byte per element");
   // The dtype before the size: a float32 buffer of the right bytes is a wrong dtype, not a wrong size.
   check_scale_dtype(*swizzled, swizzled_name, Holds::AnyScaleBytes);
-  // An empty matrix swizzles to 0 bytes however large its other side (mxfp8_layout_bytes' rule): padded
-  // first, that side would overflow.
-  int64_t padded_rows = 0, padded_cols = 0, needed = 0;
-  if (m.rows > 0 && m.cols > 0) {
-    padded_rows = checked_round_up(m.rows, kTileRows, "the swizzled scales' padded row count");
-    padded_cols = checked_round_up(m.cols, kTileCols, "the swizzled scales' padded column count");
-    needed = checked_mul(padded_rows, padded_cols, "swizzled scale size");
-  }
+  // mxfp8_layout_bytes' rule, the one the bindings size their outputs by (0 for an empty matrix, however large
+  // its other side); the padded sides for the message fit wherever `needed` is not 0.
+  const int64_t needed = layout_bytes(layout_info(MXFP8_SCALE_LAYOUT_128X4, swizzled_name), m.rows, m.cols,
+                                      /*columnwise=*/false, swizzled_name);
+  const int64_t padded_rows = needed ? round_up(m.rows, kTileRows) : 0, padded_cols = needed ? round_up(m.cols, kTileCols) : 0;
   const int64_t numel = checked_numel(*swizzled, swizzled_name);
   if (numel != needed)
     fail(MXFP8_ERROR_INVALID_ARGUMENT, swizzled_name, ": the swizzled layout of a ", m.rows, " x ", m.cols,
